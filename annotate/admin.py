@@ -1,0 +1,104 @@
+from django.contrib import admin
+
+from annotate import models
+
+
+class QuestionInline(admin.TabularInline):
+    model = models.Question
+    extra = 0
+    fields = ["position", "text", "constraint_mask"]
+
+
+@admin.register(models.Benchmark)
+class BenchmarkAdmin(admin.ModelAdmin):
+    list_display = ["name", "created_at"]
+    search_fields = ["name", "description"]
+
+
+@admin.register(models.Instruction)
+class InstructionAdmin(admin.ModelAdmin):
+    list_display = ["external_id", "benchmark", "subset", "category"]
+    list_filter = ["benchmark", "subset"]
+    search_fields = ["external_id", "text", "category"]
+    inlines = [QuestionInline]
+
+
+@admin.register(models.Question)
+class QuestionAdmin(admin.ModelAdmin):
+    list_display = ["__str__", "text", "constraint_types"]
+    list_filter = ["instruction__benchmark", "instruction__subset"]
+    search_fields = ["text", "instruction__external_id"]
+    list_select_related = ["instruction"]
+
+
+@admin.register(models.System)
+class SystemAdmin(admin.ModelAdmin):
+    search_fields = ["name"]
+
+
+@admin.register(models.Response)
+class ResponseAdmin(admin.ModelAdmin):
+    list_display = ["instruction", "system"]
+    list_filter = ["system", "instruction__benchmark", "instruction__subset"]
+    search_fields = ["instruction__external_id", "text"]
+    list_select_related = ["instruction", "system"]
+
+
+@admin.register(models.Annotator)
+class AnnotatorAdmin(admin.ModelAdmin):
+    list_display = ["name", "kind", "user", "platform", "worker_id", "judge_config"]
+    list_filter = ["kind", "platform"]
+    search_fields = ["name", "worker_id", "judge_config", "user__username"]
+
+
+@admin.register(models.Label)
+class LabelAdmin(admin.ModelAdmin):
+    list_display = ["question", "response", "annotator", "value", "created_at"]
+    list_filter = ["value", "annotator__kind", "annotator", "response__system"]
+    search_fields = ["question__instruction__external_id", "annotator__name"]
+    list_select_related = [
+        "question__instruction",
+        "response__system",
+        "response__instruction",
+        "annotator",
+    ]
+    raw_id_fields = ["question", "response", "annotator", "assignment"]
+
+
+@admin.register(models.DirectScore)
+class DirectScoreAdmin(admin.ModelAdmin):
+    list_display = ["response", "annotator", "score", "created_at"]
+    list_filter = ["score", "annotator__kind", "response__system"]
+    search_fields = ["response__instruction__external_id", "annotator__name"]
+    list_select_related = ["response__instruction", "response__system", "annotator"]
+    raw_id_fields = ["response", "annotator", "assignment"]
+
+
+@admin.register(models.Project)
+class ProjectAdmin(admin.ModelAdmin):
+    list_display = ["name", "benchmark", "mode", "assignments_per_task", "created_at"]
+    list_filter = ["mode", "benchmark"]
+    search_fields = ["name"]
+
+
+@admin.register(models.Batch)
+class BatchAdmin(admin.ModelAdmin):
+    list_display = ["name", "project", "active", "created_at"]
+    list_filter = ["active", "project"]
+    search_fields = ["name", "project__name"]
+
+
+@admin.register(models.Task)
+class TaskAdmin(admin.ModelAdmin):
+    list_display = ["__str__", "batch", "instruction"]
+    list_filter = ["batch__project"]
+    search_fields = ["instruction__external_id"]
+    raw_id_fields = ["instruction"]
+
+
+@admin.register(models.Assignment)
+class AssignmentAdmin(admin.ModelAdmin):
+    list_display = ["task", "annotator", "status", "claimed_at", "submitted_at", "is_late"]
+    list_filter = ["status", "is_late", "task__batch__project"]
+    search_fields = ["annotator__name", "task__instruction__external_id", "platform_assignment_id"]
+    raw_id_fields = ["task", "annotator"]

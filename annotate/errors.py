@@ -1,0 +1,34 @@
+"""Errors that users can cause, with a message a person can act on."""
+
+
+class AnnotateError(Exception):
+    """Base class: bad input or a request that cannot be done; nothing was written."""
+
+    http_status = 400
+
+
+class ImportFileError(AnnotateError):
+    """A file to import is unreadable or wrong; the message names file, line and field."""
+
+    def __init__(self, path: str, line: int | None, field: str | None, problem: str) -> None:
+        self.path, self.line, self.field, self.problem = path, line, field, problem
+        where = path if line is None else f"{path}, line {line}"
+        if field:
+            where += f", field '{field}'"
+        super().__init__(f"{where}: {problem}")
+
+
+class NotFoundError(AnnotateError):
+    """Missing, or not yours: both answer 404 so nobody learns what exists."""
+
+    http_status = 404
+
+
+class ConflictError(AnnotateError):
+    """The request contradicts work already stored (a different resubmission, say)."""
+
+    http_status = 409
+
+
+class PermissionDeniedError(AnnotateError):
+    http_status = 403

@@ -1,0 +1,382 @@
+"""The annotation data model: benchmarks, questions, responses, annotators, labels and the work
+that produces them (projects, batches, tasks, assignments).
+
+Models hold data and database constraints only; every write goes through annotate.services.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class Subset(models.TextChoices):
+    EASY = "easy", "Easy"
+    HARD = "hard", "Hard"
+
+
+class ConstraintType(models.IntegerChoices):
+    """Constraint types of a decomposed question (paper §2.2), stored as bits of a mask."""
+
+    CONTENT = 1, "Content"
+    LINGUISTIC = 2, "Linguistic"
+    STYLE = 4, "Style"
+    FORMAT = 8, "Format"
+    NUMBER = 16, "Number"
+
+
+def _masks_with_one_to_three_bits() -> list[int]:
+    return [mask for mask in range(1, 32) if 1 <= bin(mask).count("1") <= 3]
+
+
+VALID_CONSTRAINT_MASKS = _masks_with_one_to_three_bits()
+
+
+def constraint_mask(names: list[str]) -> int:
+    """Return the bit mask for constraint type names such as ["Content", "Format"]."""
+    by_label = {choice.label.lower(): choice.value for choice in ConstraintType}
+    mask = 0
+    for name in names:
+        mask |= by_label[name.strip().lower()]
+    return mask
+
+
+def constraint_names(mask: int) -> list[str]:
+    """Return the constraint type names set in a mask, in a fixed order."""
+    return [choice.label for choice in ConstraintType if mask & choice.value]
+
+
+class Benchmark(models.Model):
+    name = models.CharField(max_length=200, unique=True)
+    description = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Instruction(models.Model):
+    benchmark = models.ForeignKey(Benchmark, on_delete=models.CASCADE, related_name="instructions")
+    external_id = models.CharField("instruction id", max_length=200)
+    subset = models.CharField(max_length=4, choices=Subset.choices)
+    category = models.CharField("domain", max_length=300, blank=True)
+    text = models.TextField("instruction")
+    input_text = models.TextField("input", blank=True)
+    position = models.PositiveIntegerField(default=0, help_text="Order in the imported file.")
+
+    class Meta:
+        ordering = ["benchmark", "position", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["benchmark", "external_id"], name="instruction_unique_external_id"
+            ),
+            models.CheckConstraint(
+                condition=Q(subset__in=Subset.values), name="instruction_subset_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.external_id
+
+
+class Question(models.Model):
+    instruction = models.ForeignKey(Instruction, on_delete=models.CASCADE, related_name="questions")
+    position = models.PositiveSmallIntegerField(help_text="1-based order within the instruction.")
+    text = models.TextField()
+    constraint_mask = models.PositiveSmallIntegerField(
+        help_text="Constraint types as bits: Content 1, Linguistic 2, Style 4, Format 8, Number 16."
+    )
+
+    class Meta:
+        ordering = ["instruction", "position"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["instruction", "position"], name="question_unique_position"
+            ),
+            models.CheckConstraint(condition=Q(position__gte=1), name="question_position_from_1"),
+            models.CheckConstraint(
+                condition=Q(constraint_mask__in=VALID_CONSTRAINT_MASKS),
+                name="question_one_to_three_constraint_types",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.instruction.external_id} Q{self.position}"
+
+    @property
+    def constraint_types(self) -> list[str]:
+        return constraint_names(self.constraint_mask)
+
+
+class System(models.Model):
+    """A model under evaluation."""
+
+    name = models.CharField(max_length=200, unique=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Response(models.Model):
+    instruction = models.ForeignKey(Instruction, on_delete=models.CASCADE, related_name="responses")
+    system = models.ForeignKey(System, on_delete=models.CASCADE, related_name="responses")
+    text = models.TextField()
+
+    class Meta:
+        ordering = ["instruction", "system"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["instruction", "system"], name="response_unique_instruction_system"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.instruction.external_id} / {self.system.name}"
+
+
+class AnnotatorKind(models.TextChoices):
+    EXPERT = "expert", "Expert"
+    CROWD = "crowd", "Crowd worker"
+    LLM = "llm", "LLM judge"
+
+
+class Annotator(models.Model):
+    """Whoever produced a label: a person with an account, a crowd worker, or an LLM judge."""
+
+    name = models.CharField(max_length=200, unique=True)
+    kind = models.CharField(max_length=6, choices=AnnotatorKind.choices)
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="annotator",
+    )
+    platform = models.CharField(max_length=40, blank=True, help_text="Crowd platform, e.g. mturk.")
+    worker_id = models.CharField(max_length=200, blank=True, help_text="Worker id on the platform.")
+    judge_config = models.CharField(
+        max_length=200, blank=True, help_text="Judge configuration that produced the labels."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(kind__in=AnnotatorKind.values), name="annotator_kind_valid"
+            ),
+            models.UniqueConstraint(
+                fields=["platform", "worker_id"],
+                condition=~Q(worker_id=""),
+                name="annotator_unique_platform_worker",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.get_kind_display()})"
+
+
+class LabelValue(models.IntegerChoices):
+    NO = 0, "NO"
+    YES = 1, "YES"
+    UNKNOWN = 2, "UNKNOWN"
+
+
+class Label(models.Model):
+    """One annotator's answer to one decomposed question about one response."""
+
+    question = models.ForeignKey(Question, on_delete=models.CASCADE, related_name="labels")
+    response = models.ForeignKey(Response, on_delete=models.CASCADE, related_name="labels")
+    annotator = models.ForeignKey(Annotator, on_delete=models.CASCADE, related_name="labels")
+    value = models.PositiveSmallIntegerField(choices=LabelValue.choices)
+    assignment = models.ForeignKey(
+        "Assignment", null=True, blank=True, on_delete=models.SET_NULL, related_name="labels"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["question", "response", "annotator"], name="label_unique_per_annotator"
+            ),
+            models.CheckConstraint(
+                condition=Q(value__in=LabelValue.values), name="label_value_valid"
+            ),
+        ]
+        indexes = [models.Index(fields=["annotator", "response"])]
+
+    def __str__(self) -> str:
+        return f"{self.question} / {self.response.system.name} / {self.annotator.name}: {self.get_value_display()}"
+
+
+class DirectScore(models.Model):
+    """A 1–5 direct score (paper §3.1) of one response by one annotator."""
+
+    response = models.ForeignKey(Response, on_delete=models.CASCADE, related_name="scores")
+    annotator = models.ForeignKey(Annotator, on_delete=models.CASCADE, related_name="scores")
+    score = models.PositiveSmallIntegerField()
+    assignment = models.ForeignKey(
+        "Assignment", null=True, blank=True, on_delete=models.SET_NULL, related_name="scores"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["response", "annotator"], name="directscore_unique_per_annotator"
+            ),
+            models.CheckConstraint(
+                condition=Q(score__gte=1) & Q(score__lte=5), name="directscore_score_1_to_5"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.response} / {self.annotator.name}: {self.score}"
+
+
+# --- The work that produces labels: Project → Batch → Task → Assignment -----------------------
+
+
+class ProjectMode(models.TextChoices):
+    DRFR = "drfr", "Decomposed questions (DRFR)"
+    DIRECT_SCORE = "direct_score", "Direct scoring (1–5)"
+    BOTH = "both", "Direct score first, then decomposed questions"
+
+
+class Project(models.Model):
+    name = models.CharField(max_length=200, unique=True)
+    benchmark = models.ForeignKey(Benchmark, on_delete=models.PROTECT, related_name="projects")
+    systems = models.ManyToManyField(System, related_name="projects")
+    mode = models.CharField(max_length=12, choices=ProjectMode.choices, default=ProjectMode.DRFR)
+    assignments_per_task = models.PositiveSmallIntegerField(default=3)
+    allotted_minutes = models.PositiveIntegerField(default=60)
+    guidelines = models.TextField(blank=True)
+    reward_usd = models.DecimalField(
+        max_digits=8, decimal_places=2, default=1, help_text="Paid per assignment on a platform."
+    )
+    completion_url = models.URLField(blank=True, help_text="Self-hosted: where workers go after.")
+    completion_code = models.CharField(max_length=100, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(assignments_per_task__gte=1), name="project_assignments_at_least_1"
+            ),
+            models.CheckConstraint(
+                condition=Q(allotted_minutes__gte=1), name="project_allotted_at_least_1"
+            ),
+            models.CheckConstraint(
+                condition=Q(mode__in=ProjectMode.values), name="project_mode_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Batch(models.Model):
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="batches")
+    name = models.CharField(max_length=200)
+    active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name_plural = "batches"
+        constraints = [
+            models.UniqueConstraint(fields=["project", "name"], name="batch_unique_name"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.project.name} / {self.name}"
+
+
+class Task(models.Model):
+    """One instruction with the responses of every system of the project."""
+
+    batch = models.ForeignKey(Batch, on_delete=models.CASCADE, related_name="tasks")
+    instruction = models.ForeignKey(Instruction, on_delete=models.PROTECT, related_name="tasks")
+    position = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["batch", "position", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["batch", "instruction"], name="task_unique_instruction"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.batch} / {self.instruction.external_id}"
+
+
+class AssignmentStatus(models.TextChoices):
+    CLAIMED = "claimed", "Claimed"
+    SUBMITTED = "submitted", "Submitted"
+    EXPIRED = "expired", "Expired"
+    RETURNED = "returned", "Returned"
+    APPROVED = "approved", "Approved"
+    REJECTED = "rejected", "Rejected"
+
+
+LIVE_OR_DONE_STATUSES = [
+    AssignmentStatus.CLAIMED,
+    AssignmentStatus.SUBMITTED,
+    AssignmentStatus.APPROVED,
+]
+
+
+class Assignment(models.Model):
+    """One annotator doing one task."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="assignments")
+    annotator = models.ForeignKey(Annotator, on_delete=models.PROTECT, related_name="assignments")
+    status = models.CharField(
+        max_length=9, choices=AssignmentStatus.choices, default=AssignmentStatus.CLAIMED
+    )
+    claimed_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    order_seed = models.BigIntegerField(help_text="Seed of the shuffled display order.")
+    display_order = models.JSONField(
+        default=list, help_text="System ids in the order shown: index 0 is System A."
+    )
+    active_seconds = models.FloatField(default=0)
+    is_late = models.BooleanField(
+        default=False, help_text="Submitted after expiry with no free slot: kept, not counted."
+    )
+    submission = models.JSONField(
+        null=True, blank=True, help_text="The accepted submission, as validated."
+    )
+    platform_assignment_id = models.CharField(max_length=200, blank=True)
+    platform_hit_id = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["-claimed_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["task", "annotator"], name="assignment_unique_annotator"
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=AssignmentStatus.values), name="assignment_status_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(active_seconds__gte=0), name="assignment_active_seconds_nonnegative"
+            ),
+        ]
+        indexes = [models.Index(fields=["status", "expires_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.task} / {self.annotator.name} ({self.status})"

@@ -1,0 +1,1 @@
+"""Models of the measuring side (judge runs and their calls live here)."""

@@ -1,0 +1,1 @@
+"""Statistics on plain sequences and numpy arrays. No Django, DRF or Celery import here."""
