@@ -1,1 +1,164 @@
-"""Models of the measuring side (judge runs and their calls live here)."""
+"""Models of the measuring side: LLM judge configurations, runs, conversations and calls."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from annotate.models import Annotator, Benchmark, Instruction, Question, Response, System
+
+
+class JudgeProtocol(models.TextChoices):
+    MULTI_TURN = "multi_turn", "Multi-turn, one question per turn (official)"
+    ALL_IN_ONE = "all_in_one", "All questions in one message"
+    INDEPENDENT = "independent", "Each question on its own"
+
+
+class JudgeConfig(models.Model):
+    """How to ask one LLM judge; its labels land under `annotator` (kind llm)."""
+
+    name = models.CharField(max_length=200, unique=True)
+    annotator = models.OneToOneField(Annotator, on_delete=models.PROTECT, related_name="judge")
+    backend = models.CharField(max_length=20, default="openai", help_text="openai or fake")
+    base_url = models.URLField(blank=True, help_text="Blank: the OPENAI_BASE_URL setting.")
+    api_key_env = models.CharField(
+        max_length=100, default="OPENAI_API_KEY", help_text="Environment variable with the key."
+    )
+    model = models.CharField(max_length=200, default="gpt-4-0314")
+    protocol = models.CharField(
+        max_length=12, choices=JudgeProtocol.choices, default=JudgeProtocol.MULTI_TURN
+    )
+    temperature = models.FloatField(default=0)
+    max_tokens = models.PositiveIntegerField(default=16)
+    timeout_seconds = models.FloatField(default=60)
+    concurrency = models.PositiveSmallIntegerField(default=8)
+    requests_per_minute = models.PositiveIntegerField(default=200)
+    tokens_per_minute = models.PositiveIntegerField(default=40_000)
+    max_retries = models.PositiveSmallIntegerField(default=5)
+    price_prompt_per_1k = models.DecimalField(
+        max_digits=10, decimal_places=6, default=Decimal("0.03")
+    )
+    price_completion_per_1k = models.DecimalField(
+        max_digits=10, decimal_places=6, default=Decimal("0.06")
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(protocol__in=JudgeProtocol.values), name="judgeconfig_protocol_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(concurrency__gte=1), name="judgeconfig_concurrency_1"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class RunStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    RUNNING = "running", "Running"
+    DONE = "done", "Done"
+    FAILED = "failed", "Done with errors"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+class JudgeRun(models.Model):
+    """A judge configuration applied to systems × instructions of a benchmark."""
+
+    config = models.ForeignKey(JudgeConfig, on_delete=models.PROTECT, related_name="runs")
+    benchmark = models.ForeignKey(Benchmark, on_delete=models.CASCADE, related_name="judge_runs")
+    systems = models.ManyToManyField(System, related_name="judge_runs")
+    instructions = models.ManyToManyField(Instruction, related_name="judge_runs", blank=True)
+    status = models.CharField(max_length=9, choices=RunStatus.choices, default=RunStatus.PENDING)
+    prompt_version = models.CharField(max_length=40, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    prompt_tokens = models.PositiveBigIntegerField(default=0)
+    completion_tokens = models.PositiveBigIntegerField(default=0)
+    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=Decimal("0"))
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=RunStatus.values), name="judgerun_status_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.config.name} on {self.benchmark.name} #{self.pk}"
+
+
+class ConversationStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    DONE = "done", "Done"
+    FAILED = "failed", "Failed"
+
+
+class JudgeConversation(models.Model):
+    """One (instruction, response) conversation of a run: the unit of work."""
+
+    run = models.ForeignKey(JudgeRun, on_delete=models.CASCADE, related_name="conversations")
+    response = models.ForeignKey(Response, on_delete=models.CASCADE, related_name="+")
+    status = models.CharField(
+        max_length=7, choices=ConversationStatus.choices, default=ConversationStatus.PENDING
+    )
+    error = models.TextField(blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    kept_going_after_unparseable = models.BooleanField(
+        default=False,
+        help_text="An answer was unparseable and later questions were still asked "
+        "(the official script stops there).",
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "response"], name="conversation_unique_response"
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=ConversationStatus.values), name="conversation_status_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} / response {self.response_id} ({self.status})"
+
+
+class JudgeCall(models.Model):
+    """One question asked and answered, with the raw reply and its token usage."""
+
+    conversation = models.ForeignKey(
+        JudgeConversation, on_delete=models.CASCADE, related_name="calls"
+    )
+    question = models.ForeignKey(Question, on_delete=models.CASCADE, related_name="+")
+    raw_reply = models.TextField(blank=True)
+    parsed = models.PositiveSmallIntegerField(help_text="LabelValue: 0 NO, 1 YES, 2 UNKNOWN.")
+    prompt_version = models.CharField(max_length=40)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    usage_estimated = models.BooleanField(default=False)
+    latency_ms = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["conversation", "question"], name="call_unique_question"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.conversation} Q{self.question_id}"
