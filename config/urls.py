@@ -1,14 +1,20 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from annotate import views as annotate_views
+from annotate.login import RateLimitedLoginView
+from config.health import health
 
 urlpatterns = [
     path("", annotate_views.home, name="home"),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/login/", RateLimitedLoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("health/", health, name="health"),
+    # One login page for everyone, so its attempt limit covers the admin too.
+    path("admin/login/", RedirectView.as_view(pattern_name="login", query_string=True)),
     path("admin/", admin.site.urls),
     path("benchmarks/", include("annotate.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
