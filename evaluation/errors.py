@@ -5,3 +5,37 @@ class EvaluationError(Exception):
     """Base class: a report, judge run or export that cannot be done as asked."""
 
     http_status = 400
+
+
+class JudgeConfigError(EvaluationError):
+    """A judge configuration cannot be used as it stands (unknown back-end, missing API key)."""
+
+
+class JudgeRunError(EvaluationError):
+    """A judge run cannot be created or started as asked."""
+
+
+class JudgePermissionError(EvaluationError):
+    """Only admins may start runs that spend money."""
+
+    http_status = 403
+
+
+class JudgeNotFoundError(EvaluationError):
+    http_status = 404
+
+
+class JudgeCallError(Exception):
+    """A call to a judge back-end failed. Not a user's mistake: recorded on the conversation."""
+
+
+class JudgeTransientError(JudgeCallError):
+    """Worth trying again: 429, 5xx, a timeout or a broken connection."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class JudgeRejectedError(JudgeCallError):
+    """The server refused the request as it stands (400, 401, 404...): asking again cannot help."""

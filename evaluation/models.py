@@ -8,7 +8,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from annotate.models import Annotator, Benchmark, Instruction, Question, Response, System
+from annotate.models import Annotator, Benchmark, Instruction, Label, Question, Response, System
 
 
 class JudgeProtocol(models.TextChoices):
@@ -22,7 +22,12 @@ class JudgeConfig(models.Model):
 
     name = models.CharField(max_length=200, unique=True)
     annotator = models.OneToOneField(Annotator, on_delete=models.PROTECT, related_name="judge")
-    backend = models.CharField(max_length=20, default="openai", help_text="openai or fake")
+    backend = models.CharField(
+        max_length=200,
+        blank=True,
+        default="",
+        help_text="openai, fake, a dotted path, or blank for the JUDGE_BACKEND setting.",
+    )
     base_url = models.URLField(blank=True, help_text="Blank: the OPENAI_BASE_URL setting.")
     api_key_env = models.CharField(
         max_length=100, default="OPENAI_API_KEY", help_text="Environment variable with the key."
@@ -78,6 +83,12 @@ class JudgeRun(models.Model):
     instructions = models.ManyToManyField(Instruction, related_name="judge_runs", blank=True)
     status = models.CharField(max_length=9, choices=RunStatus.choices, default=RunStatus.PENDING)
     prompt_version = models.CharField(max_length=40, blank=True)
+    protocol = models.CharField(
+        max_length=12, choices=JudgeProtocol.choices, default=JudgeProtocol.MULTI_TURN
+    )
+    selection = models.CharField(
+        max_length=200, blank=True, help_text="Which instructions: all, a subset, a sample."
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
@@ -151,6 +162,15 @@ class JudgeCall(models.Model):
     completion_tokens = models.PositiveIntegerField(default=0)
     usage_estimated = models.BooleanField(default=False)
     latency_ms = models.PositiveIntegerField(default=0)
+    retries = models.PositiveSmallIntegerField(default=0)
+    label = models.ForeignKey(
+        Label,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="judge_calls",
+        help_text="The label this answer set; a later run of the same judge may overwrite it.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

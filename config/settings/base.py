@@ -152,4 +152,6 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    # The openai client's HTTP library logs every request at INFO: thousands per judge run.
+    "loggers": {"httpx2": {"level": "WARNING"}, "httpx": {"level": "WARNING"}},
 }

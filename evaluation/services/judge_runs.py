@@ -1,0 +1,440 @@
+"""Writes of judge runs: create one, execute it (threads here, or one Celery task per
+conversation), persist every answer as soon as it arrives, finish it."""
+
+from __future__ import annotations
+
+import queue
+import random
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from decimal import Decimal
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.db.models import F, Prefetch
+from django.utils import timezone
+
+from annotate.models import Benchmark, Instruction, Label, Question, Response, Subset, System
+from annotate.roles import is_admin, is_researcher
+from evaluation.errors import JudgeNotFoundError, JudgePermissionError, JudgeRunError
+from evaluation.judges import JudgeBackend
+from evaluation.judges.conversation import (
+    Answered,
+    CallPolicy,
+    ConversationWork,
+    Event,
+    Failed,
+    Finished,
+    converse,
+)
+from evaluation.judges.limiter import RateLimiter
+from evaluation.judges.prompting import DEFAULT_PROMPT_VERSION, available_prompt_versions
+from evaluation.models import (
+    ConversationStatus,
+    JudgeCall,
+    JudgeConfig,
+    JudgeConversation,
+    JudgeRun,
+    RunStatus,
+)
+from evaluation.services.judge_configs import judge_backend_build, judge_backend_class
+
+_THOUSAND = Decimal(1000)
+_COST_PLACES = Decimal("0.000001")
+
+
+def _check_may_start(*, user: AbstractBaseUser | None, config: JudgeConfig) -> None:
+    """Researchers may run free back-ends; only admins may spend money. None = the console."""
+    if user is None:
+        return
+    if not is_researcher(user):
+        raise JudgeNotFoundError("No such page.")
+    if judge_backend_class(config=config).spends_money and not is_admin(user):
+        raise JudgePermissionError(
+            f"Judge {config.name!r} calls a paid API: only an admin may start it."
+        )
+
+
+def _select_instructions(
+    *,
+    benchmark: Benchmark,
+    subset: str | None,
+    external_ids: Sequence[str] | None,
+    sample: int | None,
+    seed: int,
+) -> tuple[list[int], str]:
+    """Return the chosen instruction ids and a description of the choice."""
+    instructions = Instruction.objects.filter(benchmark=benchmark)
+    described = "all"
+    if subset:
+        if subset not in Subset.values:
+            raise JudgeRunError(f"Unknown subset {subset!r}: expected easy or hard.")
+        instructions = instructions.filter(subset=subset)
+        described = f"subset {subset}"
+    ids_by_external = dict(instructions.values_list("external_id", "id"))
+    if external_ids:
+        unknown = [item for item in external_ids if item not in ids_by_external]
+        if unknown:
+            raise JudgeRunError(
+                f"No instruction {', '.join(unknown[:5])} in {benchmark.name}"
+                + (f" ({described})." if subset else ".")
+            )
+        chosen = sorted({ids_by_external[item] for item in external_ids})
+        described = f"{len(chosen)} chosen" + (f" from subset {subset}" if subset else "")
+    else:
+        chosen = sorted(ids_by_external.values())
+    if sample is not None:
+        if not 1 <= sample <= len(chosen):
+            raise JudgeRunError(f"Sample size must be between 1 and {len(chosen)}, not {sample}.")
+        chosen = sorted(random.Random(seed).sample(chosen, sample))
+        described = f"sample of {sample} (seed {seed}) from {described}"
+    return chosen, described
+
+
+@transaction.atomic
+def judge_run_create(
+    *,
+    config: JudgeConfig,
+    benchmark: Benchmark,
+    systems: Iterable[System],
+    user: AbstractBaseUser | None = None,
+    subset: str | None = None,
+    instruction_ids: Sequence[str] | None = None,
+    sample: int | None = None,
+    seed: int = 0,
+    prompt_version: str = DEFAULT_PROMPT_VERSION,
+) -> JudgeRun:
+    """Create a run of `config` on the responses of `systems` to the chosen instructions.
+
+    Instructions: all of the benchmark, or a subset (easy/hard), or the given external ids,
+    optionally narrowed to a seeded random sample. One conversation per existing response.
+    """
+    _check_may_start(user=user, config=config)
+    systems = list(systems)
+    if not systems:
+        raise JudgeRunError("Choose at least one system.")
+    if prompt_version not in available_prompt_versions():
+        raise JudgeRunError(f"Unknown prompt version {prompt_version!r}.")
+    chosen, described = _select_instructions(
+        benchmark=benchmark, subset=subset, external_ids=instruction_ids, sample=sample, seed=seed
+    )
+    responses = list(
+        Response.objects.filter(instruction_id__in=chosen, system__in=systems).values_list(
+            "id", flat=True
+        )
+    )
+    if not responses:
+        names = ", ".join(system.name for system in systems)
+        raise JudgeRunError(f"No responses of {names} to the chosen instructions of {benchmark}.")
+    run = JudgeRun.objects.create(
+        config=config,
+        benchmark=benchmark,
+        protocol=config.protocol,
+        prompt_version=prompt_version,
+        selection=described,
+        created_by=user if user is not None and user.is_authenticated else None,
+    )
+    run.systems.set(systems)
+    if described != "all":
+        run.instructions.set(chosen)
+    JudgeConversation.objects.bulk_create(
+        JudgeConversation(run=run, response_id=response_id) for response_id in responses
+    )
+    return run
+
+
+def judge_run_get(*, run_id: int) -> JudgeRun:
+    try:
+        return JudgeRun.objects.select_related("config", "benchmark").get(pk=run_id)
+    except JudgeRun.DoesNotExist:
+        raise JudgeNotFoundError(f"No judge run {run_id}.") from None
+
+
+# --- Execution --------------------------------------------------------------------------------
+
+_limiters: dict[tuple[int, int, int], RateLimiter] = {}
+_limiters_lock = threading.Lock()
+
+
+def _limiter_for(config: JudgeConfig) -> RateLimiter:
+    """Return this process's limiter for a configuration, shared by its threads and tasks."""
+    key = (config.pk, config.requests_per_minute, config.tokens_per_minute)
+    with _limiters_lock:
+        if key not in _limiters:
+            _limiters[key] = RateLimiter(
+                requests_per_minute=config.requests_per_minute,
+                tokens_per_minute=config.tokens_per_minute,
+            )
+        return _limiters[key]
+
+
+def _call_policy(
+    config: JudgeConfig, backend: JudgeBackend | None, sleep: Callable[[float], None]
+) -> CallPolicy:
+    return CallPolicy(
+        backend=backend or judge_backend_build(config=config),
+        limiter=_limiter_for(config),
+        max_retries=config.max_retries,
+        max_tokens=config.max_tokens,
+        sleep=sleep,
+    )
+
+
+def _works(run: JudgeRun, conversations: Iterable[JudgeConversation]) -> list[ConversationWork]:
+    conversations = (
+        JudgeConversation.objects.filter(pk__in=[c.pk for c in conversations])
+        .select_related("response__instruction")
+        .prefetch_related(
+            Prefetch(
+                "response__instruction__questions",
+                queryset=Question.objects.order_by("position"),
+            ),
+            Prefetch(
+                "calls",
+                queryset=JudgeCall.objects.only("conversation_id", "question_id", "raw_reply"),
+            ),
+        )
+    )
+    works = []
+    for conversation in conversations.order_by("pk"):
+        instruction = conversation.response.instruction
+        works.append(
+            ConversationWork(
+                conversation_id=conversation.pk,
+                protocol=run.protocol,
+                input_text=instruction.input_text,
+                response_text=conversation.response.text,
+                questions=[(q.pk, q.text) for q in instruction.questions.all()],
+                answered={call.question_id: call.raw_reply for call in conversation.calls.all()},
+            )
+        )
+    return works
+
+
+def _cost(config: JudgeConfig, prompt_tokens: int, completion_tokens: int) -> Decimal:
+    cost = (
+        Decimal(prompt_tokens) * config.price_prompt_per_1k
+        + Decimal(completion_tokens) * config.price_completion_per_1k
+    ) / _THOUSAND
+    return cost.quantize(_COST_PLACES)
+
+
+def _store_answer(run: JudgeRun, event: Answered) -> tuple[int, int]:
+    """Store one call's labels; return the tokens to add (none if it was already stored)."""
+    conversation = JudgeConversation.objects.select_related("response").get(
+        pk=event.conversation_id
+    )
+    stored_any = False
+    for index, (question_id, value) in enumerate(
+        zip(event.question_ids, event.parsed, strict=True)
+    ):
+        first = index == 0
+        call, created = JudgeCall.objects.get_or_create(
+            conversation=conversation,
+            question_id=question_id,
+            defaults={
+                "raw_reply": event.raw_reply,
+                "parsed": value,
+                "prompt_version": run.prompt_version,
+                "prompt_tokens": event.prompt_tokens if first else 0,
+                "completion_tokens": event.completion_tokens if first else 0,
+                "usage_estimated": event.usage_estimated,
+                "latency_ms": event.latency_ms,
+                "retries": event.retries,
+            },
+        )
+        if not created:  # the same work ran twice (a redelivered task): keep the first answer
+            continue
+        stored_any = True
+        label, _ = Label.objects.update_or_create(
+            question_id=question_id,
+            response=conversation.response,
+            annotator_id=run.config.annotator_id,
+            defaults={"value": value},
+        )
+        call.label = label
+        call.save(update_fields=["label"])
+    if not stored_any:
+        return 0, 0
+    return event.prompt_tokens, event.completion_tokens
+
+
+def _store_end(event: Failed | Finished) -> None:
+    fields = {
+        "status": ConversationStatus.DONE
+        if isinstance(event, Finished)
+        else ConversationStatus.FAILED,
+        "error": event.error if isinstance(event, Failed) else "",
+        "updated_at": timezone.now(),
+    }
+    conversation = JudgeConversation.objects.filter(pk=event.conversation_id)
+    if event.kept_going:
+        fields["kept_going_after_unparseable"] = True
+    conversation.update(**fields)
+
+
+def judge_events_store(*, run: JudgeRun, events: Sequence[Event]) -> None:
+    """Persist answers and conversation ends in one transaction; add their tokens and cost."""
+    with transaction.atomic():
+        prompt_tokens = completion_tokens = 0
+        for event in events:
+            if isinstance(event, Answered):
+                added = _store_answer(run, event)
+                prompt_tokens += added[0]
+                completion_tokens += added[1]
+            else:
+                _store_end(event)
+        if prompt_tokens or completion_tokens:
+            locked = JudgeRun.objects.select_for_update().get(pk=run.pk)
+            locked.prompt_tokens += prompt_tokens
+            locked.completion_tokens += completion_tokens
+            locked.cost_usd = _cost(run.config, locked.prompt_tokens, locked.completion_tokens)
+            locked.save(update_fields=["prompt_tokens", "completion_tokens", "cost_usd"])
+
+
+def _mark_started(run: JudgeRun) -> None:
+    """Set the run running and put failed conversations back in line (a rerun retries them)."""
+    with transaction.atomic():
+        JudgeConversation.objects.filter(run=run, status=ConversationStatus.FAILED).update(
+            status=ConversationStatus.PENDING, error=""
+        )
+        JudgeConversation.objects.filter(run=run, status=ConversationStatus.PENDING).update(
+            attempts=F("attempts") + 1
+        )
+        JudgeRun.objects.filter(pk=run.pk).update(
+            status=RunStatus.RUNNING,
+            started_at=run.started_at or timezone.now(),
+            finished_at=None,
+        )
+
+
+def judge_run_finish_if_complete(*, run_id: int) -> JudgeRun:
+    """Mark the run done (or done with errors) once no conversation is pending."""
+    with transaction.atomic():
+        run = JudgeRun.objects.select_for_update().get(pk=run_id)
+        statuses = set(run.conversations.values_list("status", flat=True).distinct())
+        if ConversationStatus.PENDING in statuses or run.status == RunStatus.CANCELLED:
+            return run
+        run.status = RunStatus.FAILED if ConversationStatus.FAILED in statuses else RunStatus.DONE
+        run.finished_at = timezone.now()
+        run.save(update_fields=["status", "finished_at"])
+        return run
+
+
+def _pause_if_stopped(run: JudgeRun) -> None:
+    """A stopped run with questions left waits as pending until it is run again."""
+    if run.conversations.filter(status=ConversationStatus.PENDING).exists():
+        JudgeRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING).update(
+            status=RunStatus.PENDING
+        )
+
+
+def judge_run_execute(
+    *,
+    run_id: int,
+    stop: threading.Event | None = None,
+    on_progress: Callable[[int], None] | None = None,
+    backend: JudgeBackend | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> JudgeRun:
+    """Ask every missing question of the run, `config.concurrency` conversations at a time.
+
+    Worker threads only talk to the API; this thread stores each answer the moment it arrives
+    (batching whatever has already queued up), so nothing answered is lost on a stop or crash.
+    `on_progress(n)` is called with the number of calls stored since the last call.
+    """
+    run = judge_run_get(run_id=run_id)
+    if run.status == RunStatus.CANCELLED:
+        raise JudgeRunError(f"Judge run {run.pk} was cancelled.")
+    policy = _call_policy(run.config, backend, sleep)
+    _mark_started(run)
+    works = _works(run, run.conversations.filter(status=ConversationStatus.PENDING))
+    stop = stop or threading.Event()
+    events: queue.Queue[Event] = queue.Queue()
+    with ThreadPoolExecutor(
+        max_workers=run.config.concurrency, thread_name_prefix=f"judge-run-{run.pk}"
+    ) as pool:
+        futures = [
+            pool.submit(
+                converse,
+                work,
+                policy=policy,
+                emit=events.put,
+                stop=stop,
+                prompt_version=run.prompt_version,
+            )
+            for work in works
+        ]
+        try:
+            _drain(run, events, futures, on_progress)
+        except BaseException:
+            stop.set()  # Ctrl-C or a database error: let the workers end after their call
+            raise
+    for future in futures:
+        future.result()  # a bug in a worker surfaces here instead of vanishing
+    _pause_if_stopped(run)
+    return judge_run_finish_if_complete(run_id=run.pk)
+
+
+def _drain(run, events: queue.Queue, futures, on_progress) -> None:
+    while True:
+        try:
+            batch = [events.get(timeout=0.05)]
+        except queue.Empty:
+            if all(future.done() for future in futures) and events.empty():
+                return
+            continue
+        while len(batch) < 500:
+            try:
+                batch.append(events.get_nowait())
+            except queue.Empty:
+                break
+        judge_events_store(run=run, events=batch)
+        if on_progress:
+            on_progress(sum(len(e.question_ids) for e in batch if isinstance(e, Answered)))
+
+
+def judge_conversation_execute(
+    *, conversation_id: int, backend: JudgeBackend | None = None
+) -> JudgeRun | None:
+    """Ask one conversation's missing questions in this thread (a Celery task's work).
+
+    Safe to run twice: a finished conversation is skipped, and an answer stored by a concurrent
+    duplicate is kept once (unique per conversation and question).
+    """
+    conversation = (
+        JudgeConversation.objects.select_related("run__config").filter(pk=conversation_id).first()
+    )
+    if conversation is None or conversation.status == ConversationStatus.DONE:
+        return None
+    run = conversation.run
+    if run.status == RunStatus.CANCELLED:
+        return run
+    policy = _call_policy(run.config, backend, time.sleep)
+    (work,) = _works(run, [conversation])
+    converse(
+        work,
+        policy=policy,
+        emit=lambda event: judge_events_store(run=run, events=[event]),
+        prompt_version=run.prompt_version,
+    )
+    return judge_run_finish_if_complete(run_id=run.pk)
+
+
+def judge_run_start(*, run: JudgeRun) -> None:
+    """Start the run after this transaction commits: one Celery task per pending conversation
+    when a broker is configured, else one in-process task that runs them concurrently."""
+    from evaluation import tasks  # tasks import this module
+
+    if not settings.CELERY_BROKER_URL:
+        transaction.on_commit(lambda: tasks.judge_run_task.delay(run.pk))
+        return
+    _mark_started(run)
+    pending = list(
+        run.conversations.filter(status=ConversationStatus.PENDING).values_list("pk", flat=True)
+    )
+    for conversation_id in pending:
+        transaction.on_commit(lambda cid=conversation_id: tasks.judge_conversation_task.delay(cid))

@@ -1,0 +1,19 @@
+"""Celery entry points for judge runs. Each takes ids and is safe to run twice."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from evaluation.services import judge_runs
+
+
+@shared_task(acks_late=True)
+def judge_run_task(run_id: int) -> None:
+    """Run a whole judge run in this worker, its conversations concurrently (no broker: inline)."""
+    judge_runs.judge_run_execute(run_id=run_id)
+
+
+@shared_task(acks_late=True)
+def judge_conversation_task(conversation_id: int) -> None:
+    """Ask one conversation's missing questions; retries of calls happen inside, bounded."""
+    judge_runs.judge_conversation_execute(conversation_id=conversation_id)

@@ -1,0 +1,160 @@
+"""A stub OpenAI-compatible server on 127.0.0.1 over real HTTP, for the real `openai` client.
+
+POST /v1/chat/completions answers with scripted replies (a list consumed in order, or a function
+of the messages, else "YES"), records every request body, and can be told to fail the next
+requests with a status (429, 500, 400...) and a Retry-After header, to wait before answering,
+and to leave `usage` out. Run it alone with `python tests/evaluation/openai_stub.py --delay 0.1`
+(prints its base URL) for the benchmark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class StubOpenAI:
+    def __init__(
+        self,
+        *,
+        replies: list[str] | None = None,
+        responder: Callable[[list[dict]], str] | None = None,
+        delay: float = 0.0,
+        usage: bool = True,
+        on_request: Callable[[int], None] | None = None,
+    ) -> None:
+        self.replies = deque(replies or [])
+        self.responder = responder
+        self.delay = delay
+        self.usage = usage
+        self.on_request = on_request
+        self.requests: list[dict] = []  # every body received, failed ones included
+        self.answered: list[dict] = []  # bodies that got a 200
+        self.usages: list[dict] = []  # the usage returned with each 200
+        self.failures: deque[tuple[int, dict[str, str], str]] = deque()
+        self.lock = threading.Lock()
+        self.server: ThreadingHTTPServer | None = None
+
+    # --- scripting -----------------------------------------------------------------------------
+    def fail_next(
+        self, status: int, *, times: int = 1, retry_after: str | None = None, message: str = ""
+    ) -> None:
+        headers = {"Retry-After": retry_after} if retry_after is not None else {}
+        for _ in range(times):
+            self.failures.append((status, headers, message or f"stub error {status}"))
+
+    @property
+    def base_url(self) -> str:
+        assert self.server is not None
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    # --- serving -------------------------------------------------------------------------------
+    def start(self) -> StubOpenAI:
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format, *args):  # quiet
+                pass
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length", 0))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                status, headers, payload = stub.handle(self.path, body)
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        ).start()
+        return self
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+
+    def __enter__(self) -> StubOpenAI:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def handle(self, path: str, body: dict) -> tuple[int, dict[str, str], dict]:
+        with self.lock:
+            self.requests.append(body)
+            count = len(self.requests)
+            failure = self.failures.popleft() if self.failures else None
+        if self.on_request:
+            self.on_request(count)
+        if path.rstrip("/") != "/v1/chat/completions":
+            return 404, {}, {"error": {"message": f"no route {path}", "type": "not_found"}}
+        if failure:
+            status, headers, message = failure
+            return status, headers, {"error": {"message": message, "type": "stub", "code": None}}
+        if self.delay:
+            time.sleep(self.delay)
+        messages = body.get("messages", [])
+        with self.lock:
+            if self.replies:
+                text = self.replies.popleft()
+            elif self.responder:
+                text = self.responder(messages)
+            else:
+                text = "YES"
+        prompt_chars = sum(len(m.get("content") or "") for m in messages)
+        usage = {
+            "prompt_tokens": 10 + prompt_chars // 5,
+            "completion_tokens": 1 + len(text) // 5,
+        }
+        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        payload = {
+            "id": f"chatcmpl-stub-{count}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", "stub"),
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": "stop",
+                }
+            ],
+        }
+        if self.usage:
+            payload["usage"] = usage
+        with self.lock:
+            self.answered.append(body)
+            if self.usage:
+                self.usages.append(usage)
+        return 200, {}, payload
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--delay", type=float, default=0.1)
+    args = parser.parse_args()
+    stub = StubOpenAI(delay=args.delay).start()
+    print(stub.base_url, flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        stub.stop()
+
+
+if __name__ == "__main__":
+    main()
