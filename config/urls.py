@@ -7,6 +7,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from annotate import views as annotate_views
 from annotate.login import RateLimitedLoginView
 from config.health import health
+from evaluation.judge_api import JudgeRunProgressApi
 
 urlpatterns = [
     path("", annotate_views.home, name="home"),
@@ -17,6 +18,12 @@ urlpatterns = [
     path("admin/login/", RedirectView.as_view(pattern_name="login", query_string=True)),
     path("admin/", admin.site.urls),
     path("benchmarks/", include("annotate.urls")),
+    path("judge/runs/", include("evaluation.judge_urls")),
+    path(
+        "api/judge/runs/<int:run_id>/progress/",
+        JudgeRunProgressApi.as_view(),
+        name="api-judge-run-progress",
+    ),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
 ]

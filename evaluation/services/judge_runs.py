@@ -424,6 +424,14 @@ def judge_conversation_execute(
     return judge_run_finish_if_complete(run_id=run.pk)
 
 
+def judge_run_resume(*, run: JudgeRun, user: AbstractBaseUser | None) -> None:
+    """Start a stopped or failed run again (same rights as creating it); only missing work runs."""
+    _check_may_start(user=user, config=run.config)
+    if run.status == RunStatus.CANCELLED:
+        raise JudgeRunError(f"Judge run {run.pk} was cancelled.")
+    judge_run_start(run=run)
+
+
 def judge_run_start(*, run: JudgeRun) -> None:
     """Start the run after this transaction commits: one Celery task per pending conversation
     when a broker is configured, else one in-process task that runs them concurrently."""

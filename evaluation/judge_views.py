@@ -1,0 +1,90 @@
+"""Pages of the LLM judge: the runs, a form to start one, its progress."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods
+
+from annotate.roles import is_admin, is_researcher
+from evaluation.errors import EvaluationError, JudgeNotFoundError
+from evaluation.judge_forms import JudgeRunForm
+from evaluation.selectors.judge_runs import judge_run_list, judge_run_progress
+from evaluation.services.judge_runs import (
+    judge_run_create,
+    judge_run_get,
+    judge_run_resume,
+    judge_run_start,
+)
+
+
+def _require_researcher(request: HttpRequest) -> None:
+    if not is_researcher(request.user):
+        raise Http404
+
+
+@login_required
+def run_list(request: HttpRequest) -> HttpResponse:
+    _require_researcher(request)
+    return render(request, "evaluation/judge_run_list.html", {"runs": judge_run_list()[:200]})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def run_new(request: HttpRequest) -> HttpResponse:
+    _require_researcher(request)
+    form = JudgeRunForm(request.POST or None)
+    status = 200
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            run = judge_run_create(
+                config=data["config"],
+                benchmark=data["benchmark"],
+                systems=data["systems"],
+                user=request.user,
+                subset=data["subset"] or None,
+                instruction_ids=data["instruction_ids"] or None,
+                sample=data["sample"],
+                seed=data["seed"] or 0,
+            )
+            judge_run_start(run=run)
+        except EvaluationError as error:
+            form.add_error(None, str(error))
+            status = error.http_status
+        else:
+            return redirect("judge:run-detail", run_id=run.pk)
+    elif request.method == "POST":
+        status = 400
+    context = {"form": form, "is_admin": is_admin(request.user)}
+    return render(request, "evaluation/judge_run_new.html", context, status=status)
+
+
+@login_required
+def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
+    _require_researcher(request)
+    try:
+        run = judge_run_get(run_id=run_id)
+    except JudgeNotFoundError:
+        raise Http404 from None
+    progress = judge_run_progress(run=run)
+    running = run.status in ("pending", "running") and progress.conversations_total > (
+        progress.conversations_done + progress.conversations_failed
+    )
+    context = {"run": run, "progress": progress, "running": running}
+    return render(request, "evaluation/judge_run_detail.html", context)
+
+
+@login_required
+@require_http_methods(["POST"])
+def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
+    _require_researcher(request)
+    try:
+        run = judge_run_get(run_id=run_id)
+        judge_run_resume(run=run, user=request.user)
+    except JudgeNotFoundError:
+        raise Http404 from None
+    except EvaluationError as error:
+        return HttpResponse(str(error), status=error.http_status, content_type="text/plain")
+    return redirect("judge:run-detail", run_id=run.pk)

@@ -1,0 +1,93 @@
+"""Run an LLM judge in the foreground with a progress bar; Ctrl-C stops it resumably."""
+
+from __future__ import annotations
+
+import threading
+
+from django.core.management.base import BaseCommand, CommandError
+from tqdm import tqdm
+
+from annotate.models import Benchmark, System
+from evaluation.errors import EvaluationError
+from evaluation.models import JudgeConfig
+from evaluation.selectors.judge_runs import judge_run_progress
+from evaluation.services.judge_runs import judge_run_create, judge_run_execute, judge_run_get
+
+
+def _names(value: str | None) -> list[str]:
+    return [item.strip() for item in (value or "").split(",") if item.strip()]
+
+
+class Command(BaseCommand):
+    help = (
+        "Judge responses with an LLM judge configuration (new run), or resume a run with --run. "
+        "Only questions not yet answered are asked."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--run", type=int, help="Resume this run instead of creating one.")
+        parser.add_argument("--config", help="Judge configuration name.")
+        parser.add_argument("--benchmark", help="Benchmark name.")
+        parser.add_argument("--systems", help="Comma-separated system names (default: all).")
+        parser.add_argument("--subset", choices=["easy", "hard"])
+        parser.add_argument("--instructions", help="Comma-separated instruction ids.")
+        parser.add_argument("--sample", type=int, help="Judge a random sample of N instructions.")
+        parser.add_argument("--seed", type=int, default=0)
+        parser.add_argument("--prompt-version", default="infobench_v1")
+
+    def handle(self, *args, **options):
+        try:
+            run = judge_run_get(run_id=options["run"]) if options["run"] else self._create(options)
+            self._execute(run)
+        except EvaluationError as error:
+            raise CommandError(str(error)) from None
+
+    def _create(self, options):
+        try:
+            config = JudgeConfig.objects.get(name=options["config"] or "")
+            benchmark = Benchmark.objects.get(name=options["benchmark"] or "")
+        except (JudgeConfig.DoesNotExist, Benchmark.DoesNotExist) as error:
+            raise CommandError(f"{error} Give --config and --benchmark by name.") from None
+        names = _names(options["systems"])
+        systems = System.objects.filter(
+            **({"name__in": names} if names else {"responses__instruction__benchmark": benchmark})
+        ).distinct()
+        missing = set(names) - set(systems.values_list("name", flat=True))
+        if missing:
+            raise CommandError(f"No system named {', '.join(sorted(missing))}.")
+        run = judge_run_create(
+            config=config,
+            benchmark=benchmark,
+            systems=systems,
+            subset=options["subset"],
+            instruction_ids=_names(options["instructions"]) or None,
+            sample=options["sample"],
+            seed=options["seed"],
+            prompt_version=options["prompt_version"],
+        )
+        self.stdout.write(f"Created judge run {run.pk} ({run.selection}).")
+        return run
+
+    def _execute(self, run):
+        before = judge_run_progress(run=run)
+        stop = threading.Event()
+        with tqdm(total=before.questions_total, initial=before.questions_answered, unit="q") as bar:
+            try:
+                run = judge_run_execute(run_id=run.pk, stop=stop, on_progress=bar.update)
+            except KeyboardInterrupt:
+                self.stderr.write(
+                    f"\nStopped. Answers so far are stored; resume with: judge --run {run.pk}"
+                )
+                raise SystemExit(130) from None
+        progress = judge_run_progress(run=run)
+        self.stdout.write(
+            f"Run {run.pk}: {run.get_status_display()}. "
+            f"{progress.questions_answered}/{progress.questions_total} questions, "
+            f"{progress.conversations_failed} failed conversations, "
+            f"{progress.prompt_tokens}+{progress.completion_tokens} tokens, "
+            f"${progress.cost_usd}."
+        )
+        for error in progress.errors:
+            self.stdout.write(f"  conversation {error['conversation']}: {error['error']}")
+        if progress.conversations_failed:
+            raise CommandError(f"{progress.conversations_failed} conversations failed; rerun it.")

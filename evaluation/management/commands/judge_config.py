@@ -1,0 +1,49 @@
+"""Create an LLM judge configuration (and its `llm` annotator)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.core.management.base import BaseCommand, CommandError
+
+from evaluation.errors import EvaluationError
+from evaluation.models import JudgeProtocol
+from evaluation.services.judge_configs import judge_config_create
+
+
+class Command(BaseCommand):
+    help = "Create a judge configuration; its labels land under an llm annotator of that name."
+
+    def add_arguments(self, parser):
+        parser.add_argument("name")
+        parser.add_argument("--backend", default="", help="openai, fake, or blank for settings.")
+        parser.add_argument("--base-url", default="")
+        parser.add_argument("--model", default="gpt-4-0314")
+        parser.add_argument("--api-key-env", default="OPENAI_API_KEY")
+        parser.add_argument("--protocol", choices=JudgeProtocol.values, default="multi_turn")
+        parser.add_argument("--concurrency", type=int, default=8)
+        parser.add_argument("--rpm", type=int, default=200)
+        parser.add_argument("--tpm", type=int, default=40_000)
+        parser.add_argument("--price-prompt-per-1k", type=Decimal, default=Decimal("0.03"))
+        parser.add_argument("--price-completion-per-1k", type=Decimal, default=Decimal("0.06"))
+
+    def handle(self, *args, **o):
+        try:
+            config = judge_config_create(
+                name=o["name"],
+                backend=o["backend"],
+                base_url=o["base_url"],
+                model=o["model"],
+                api_key_env=o["api_key_env"],
+                protocol=o["protocol"],
+                concurrency=o["concurrency"],
+                requests_per_minute=o["rpm"],
+                tokens_per_minute=o["tpm"],
+                price_prompt_per_1k=o["price_prompt_per_1k"],
+                price_completion_per_1k=o["price_completion_per_1k"],
+            )
+        except EvaluationError as error:
+            raise CommandError(str(error)) from None
+        self.stdout.write(
+            f"Created judge configuration {config.name} (annotator {config.annotator})."
+        )

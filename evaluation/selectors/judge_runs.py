@@ -1,0 +1,86 @@
+"""Reads of judge runs: progress counts for the page, the API and the console."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from decimal import Decimal
+
+from django.db.models import Count, Q, QuerySet, Sum
+
+from annotate.models import Question
+from evaluation.models import ConversationStatus, JudgeCall, JudgeConversation, JudgeRun
+
+
+@dataclass(frozen=True)
+class RunProgress:
+    run_id: int
+    status: str
+    conversations_total: int
+    conversations_done: int
+    conversations_failed: int
+    questions_total: int
+    questions_answered: int
+    unknown_answers: int
+    kept_going: int
+    retries: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: Decimal
+    errors: list[dict]
+    started_at: str | None
+    finished_at: str | None
+
+    @property
+    def percent(self) -> int:
+        if not self.questions_total:
+            return 100
+        return int(100 * self.questions_answered / self.questions_total)
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "cost_usd": str(self.cost_usd), "percent": self.percent}
+
+
+def judge_run_list() -> QuerySet[JudgeRun]:
+    return JudgeRun.objects.select_related("config", "benchmark").order_by("-created_at")
+
+
+def judge_run_progress(*, run: JudgeRun, max_errors: int = 20) -> RunProgress:
+    """Return done / total, failures with their errors, tokens and cost so far (4 queries)."""
+    run.refresh_from_db()
+    conversations = JudgeConversation.objects.filter(run=run)
+    counts = conversations.aggregate(
+        total=Count("id"),
+        done=Count("id", filter=Q(status=ConversationStatus.DONE)),
+        failed=Count("id", filter=Q(status=ConversationStatus.FAILED)),
+        kept_going=Count("id", filter=Q(kept_going_after_unparseable=True)),
+    )
+    calls = JudgeCall.objects.filter(conversation__run=run).aggregate(
+        answered=Count("id"), unknown=Count("id", filter=Q(parsed=2)), retries=Sum("retries")
+    )
+    questions = Question.objects.filter(
+        instruction__responses__in=conversations.values("response")
+    ).count()
+    errors = [
+        {"conversation": item["id"], "response": str(item["response_id"]), "error": item["error"]}
+        for item in conversations.filter(status=ConversationStatus.FAILED).values(
+            "id", "response_id", "error"
+        )[:max_errors]
+    ]
+    return RunProgress(
+        run_id=run.pk,
+        status=run.status,
+        conversations_total=counts["total"],
+        conversations_done=counts["done"],
+        conversations_failed=counts["failed"],
+        questions_total=questions,
+        questions_answered=calls["answered"],
+        unknown_answers=calls["unknown"],
+        kept_going=counts["kept_going"],
+        retries=calls["retries"] or 0,
+        prompt_tokens=run.prompt_tokens,
+        completion_tokens=run.completion_tokens,
+        cost_usd=run.cost_usd,
+        errors=errors,
+        started_at=run.started_at.isoformat() if run.started_at else None,
+        finished_at=run.finished_at.isoformat() if run.finished_at else None,
+    )
