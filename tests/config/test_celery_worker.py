@@ -15,6 +15,7 @@ from django.db import connection
 
 from annotate.models import ImportJob, Instruction
 from annotate.tasks import import_job_run_task
+from config.celery import app as celery_app
 
 ROW = {
     "id": "w1",
@@ -76,8 +77,9 @@ def worker(transactional_db, tmp_path):
 
 
 @needs_services
-def test_worker_takes_an_import_from_redis_and_stores_it(worker, settings):
+def test_worker_takes_an_import_from_redis_and_stores_it(worker, settings, monkeypatch):
     queue, media = worker
+    monkeypatch.setitem(celery_app.conf, "task_always_eager", False)
     settings.MEDIA_ROOT = media
     job = ImportJob(kind="instructions", benchmark_name="from-worker", original_name="w.json")
     job.upload.save("w.json", ContentFile(json.dumps(ROW) + "\n"), save=False)
