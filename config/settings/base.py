@@ -96,6 +96,11 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", BASE_DIR / "staticfiles"))
+# Uploaded files (imports waiting for a worker). Web and workers must share this folder.
+MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", VAR_DIR / "uploads"))
+MEDIA_URL = "/media/"
+# Refuse uploads bigger than this (bytes); a million labels as CSV is about 60 MB.
+IMPORT_MAX_UPLOAD_BYTES = int(os.environ.get("IMPORT_MAX_UPLOAD_BYTES", str(500 * 1024 * 1024)))
 
 # A shared cache (Redis in production) makes the login limit hold across worker processes.
 CACHES = {

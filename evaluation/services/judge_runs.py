@@ -434,10 +434,10 @@ def judge_run_resume(*, run: JudgeRun, user: AbstractBaseUser | None) -> None:
 
 def judge_run_start(*, run: JudgeRun) -> None:
     """Start the run after this transaction commits: one Celery task per pending conversation
-    when a broker is configured, else one in-process task that runs them concurrently."""
+    when tasks go to workers, else one in-process task that runs them concurrently."""
     from evaluation import tasks  # tasks import this module
 
-    if not settings.CELERY_BROKER_URL:
+    if settings.CELERY_TASK_ALWAYS_EAGER:
         transaction.on_commit(lambda: tasks.judge_run_task.delay(run.pk))
         return
     _mark_started(run)
