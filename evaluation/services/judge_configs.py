@@ -19,6 +19,10 @@ def judge_config_create(*, name: str, **fields) -> JudgeConfig:
     name = name.strip()
     if not name:
         raise JudgeConfigError("A judge configuration needs a name.")
+    for field in ("concurrency", "requests_per_minute", "tokens_per_minute"):
+        if field in fields and int(fields[field]) < 1:
+            raise JudgeConfigError(f"{field.replace('_', ' ')} must be at least 1.")
+    backend_class(fields.get("backend", ""))  # fails early on an unknown back-end
     if (
         Annotator.objects.filter(name=name).exists()
         or JudgeConfig.objects.filter(name=name).exists()

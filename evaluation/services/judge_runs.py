@@ -11,7 +11,6 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 
-from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.db.models import F, Prefetch
@@ -19,6 +18,7 @@ from django.utils import timezone
 
 from annotate.models import Benchmark, Instruction, Label, Question, Response, Subset, System
 from annotate.roles import is_admin, is_researcher
+from config.celery import app as celery_app
 from evaluation.errors import JudgeNotFoundError, JudgePermissionError, JudgeRunError
 from evaluation.judges import JudgeBackend
 from evaluation.judges.conversation import (
@@ -437,7 +437,7 @@ def judge_run_start(*, run: JudgeRun) -> None:
     when tasks go to workers, else one in-process task that runs them concurrently."""
     from evaluation import tasks  # tasks import this module
 
-    if settings.CELERY_TASK_ALWAYS_EAGER:
+    if celery_app.conf.task_always_eager:
         transaction.on_commit(lambda: tasks.judge_run_task.delay(run.pk))
         return
     _mark_started(run)

@@ -34,6 +34,7 @@ class StubOpenAI:
         self.usage = usage
         self.on_request = on_request
         self.requests: list[dict] = []  # every body received, failed ones included
+        self.authorizations: list[str] = []  # the Authorization header of each request
         self.answered: list[dict] = []  # bodies that got a 200
         self.usages: list[dict] = []  # the usage returned with each 200
         self.failures: deque[tuple[int, dict[str, str], str]] = deque()
@@ -66,6 +67,8 @@ class StubOpenAI:
             def do_POST(self):
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
+                with stub.lock:
+                    stub.authorizations.append(self.headers.get("Authorization", ""))
                 status, headers, payload = stub.handle(self.path, body)
                 data = json.dumps(payload).encode()
                 self.send_response(status)

@@ -1,0 +1,76 @@
+"""manage.py judge and judge_config."""
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from annotate.models import Annotator, AnnotatorKind, Label
+from evaluation.models import JudgeConfig, JudgeRun, RunStatus
+from tests.evaluation.judge_helpers import make_benchmark, make_judge
+from tests.evaluation.openai_stub import StubOpenAI
+
+pytestmark = pytest.mark.django_db
+
+
+def test_judge_command_runs_then_resumes_a_run_with_only_failed_work(capsys):
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(2, 1), systems=("a", "b"))
+    with StubOpenAI() as stub:
+        judge = make_judge(stub.base_url, max_retries=0, concurrency=1)
+        stub.fail_next(503)
+        with pytest.raises(CommandError, match="1 conversations failed"):
+            call_command("judge", config=judge.name, benchmark=benchmark.name, systems="a")
+        run = JudgeRun.objects.get()
+        assert run.status == RunStatus.FAILED and run.selection == "all"
+        out = capsys.readouterr().out
+        assert f"Created judge run {run.pk}" in out and "HTTP 503" in out
+
+        call_command("judge", run=run.pk)
+        out = capsys.readouterr().out
+        assert f"Run {run.pk}: Done. 3/3 questions, 0 failed conversations" in out
+        assert len(stub.answered) == 3
+    assert Label.objects.filter(annotator=judge.annotator, response__system__name="a").count() == 3
+    assert not Label.objects.filter(response__system__name="b").exists()
+
+
+def test_judge_command_reports_bad_names_and_selection():
+    benchmark, _, _ = make_benchmark(questions_per_instruction=(1,))
+    judge = make_judge(backend="fake")
+    with pytest.raises(CommandError, match="Give --config and --benchmark"):
+        call_command("judge", config="nope", benchmark=benchmark.name)
+    with pytest.raises(CommandError, match="No system named zz"):
+        call_command("judge", config=judge.name, benchmark=benchmark.name, systems="zz")
+    with pytest.raises(CommandError, match="Sample size must be between 1 and 1"):
+        call_command("judge", config=judge.name, benchmark=benchmark.name, sample=3)
+    assert not JudgeRun.objects.exists()
+
+
+def test_judge_config_command_creates_the_llm_annotator():
+    call_command("judge_config", "gpt4-official", "--backend", "openai", "--concurrency", "16")
+    config = JudgeConfig.objects.get(name="gpt4-official")
+    assert config.concurrency == 16 and config.requests_per_minute == 200
+    assert config.tokens_per_minute == 40_000 and str(config.price_prompt_per_1k) == "0.030000"
+    annotator = Annotator.objects.get(name="gpt4-official")
+    assert annotator.kind == AnnotatorKind.LLM and annotator.judge_config == "gpt4-official"
+    with pytest.raises(CommandError, match="taken"):
+        call_command("judge_config", "gpt4-official")
+    with pytest.raises(CommandError, match="Unknown judge back-end"):
+        call_command("judge_config", "other", "--backend", "nonsense")
+    with pytest.raises(CommandError, match="concurrency must be at least 1"):
+        call_command("judge_config", "other", "--concurrency", "0")
+    assert not Annotator.objects.filter(name="other").exists()
+
+
+def test_a_paid_backend_needs_its_api_key_in_the_environment(monkeypatch):
+    benchmark, _, _ = make_benchmark(questions_per_instruction=(1,))
+    judge = make_judge("http://127.0.0.1:9/v1", api_key_env="JUDGE_TEST_KEY")
+    monkeypatch.delenv("JUDGE_TEST_KEY", raising=False)
+    with pytest.raises(CommandError, match="set the environment variable JUDGE_TEST_KEY"):
+        call_command("judge", config=judge.name, benchmark=benchmark.name)
+
+
+def test_the_api_key_is_read_from_the_named_variable_and_sent_as_a_bearer_token(monkeypatch):
+    benchmark, _, _ = make_benchmark(questions_per_instruction=(1,))
+    monkeypatch.setenv("JUDGE_TEST_KEY", "sk-test-123")
+    with StubOpenAI() as stub:
+        judge = make_judge(stub.base_url, api_key_env="JUDGE_TEST_KEY")
+        call_command("judge", config=judge.name, benchmark=benchmark.name)
+    assert stub.authorizations == ["Bearer sk-test-123"]

@@ -1,0 +1,108 @@
+"""The judge pages and progress API: who may start what, and what the progress shows."""
+
+import pytest
+from django.urls import reverse
+
+from annotate.models import Label
+from evaluation.models import JudgeRun, RunStatus
+from evaluation.services.judge_runs import judge_run_create
+from tests.evaluation.judge_helpers import make_benchmark, make_judge
+from tests.evaluation.openai_stub import StubOpenAI
+
+pytestmark = pytest.mark.django_db
+
+
+def _form(judge, benchmark, systems, **extra):
+    return {
+        "config": judge.pk,
+        "benchmark": benchmark.pk,
+        "systems": [s.pk for s in systems],
+        "subset": "",
+        "instruction_ids": "",
+        "seed": 0,
+        **extra,
+    }
+
+
+def test_researcher_runs_the_fake_judge_from_the_page_and_sees_progress(
+    client, researcher, django_capture_on_commit_callbacks
+):
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(3, 2), systems=("a", "b"))
+    judge = make_judge(name="fake-judge", backend="fake")
+    client.force_login(researcher)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        page = client.post(reverse("judge:run-new"), _form(judge, benchmark, systems))
+
+    run = JudgeRun.objects.get()
+    assert page.status_code == 302 and page["Location"] == reverse(
+        "judge:run-detail", args=[run.pk]
+    )
+    run.refresh_from_db()
+    assert run.status == RunStatus.DONE and run.created_by == researcher
+    assert Label.objects.filter(annotator=judge.annotator).count() == 10
+    detail = client.get(page["Location"])
+    assert "10 / 10 (100%)" in detail.text and "4 done, 0 failed, of 4" in detail.text
+    assert 'http-equiv="refresh"' not in detail.text  # finished: no more refreshing
+    api = client.get(reverse("api-judge-run-progress", args=[run.pk])).json()
+    assert api["questions_answered"] == 10 and api["status"] == "done"
+    assert api["prompt_tokens"] == run.prompt_tokens > 0 and api["cost_usd"] == str(run.cost_usd)
+
+
+def test_progress_page_refreshes_while_the_run_is_unfinished(client, researcher):
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(2,))
+    run = judge_run_create(config=make_judge(backend="fake"), benchmark=benchmark, systems=systems)
+    client.force_login(researcher)
+    detail = client.get(reverse("judge:run-detail", args=[run.pk]))
+    assert 'http-equiv="refresh"' in detail.text and "0 / 2 (0%)" in detail.text
+
+
+def test_only_an_admin_may_start_a_paid_judge(
+    client, researcher, admin_user, django_capture_on_commit_callbacks
+):
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(2,))
+    with StubOpenAI() as stub:
+        judge = make_judge(stub.base_url, backend="openai")
+        client.force_login(researcher)
+        refused = client.post(reverse("judge:run-new"), _form(judge, benchmark, systems))
+        assert refused.status_code == 403 and "only an admin" in refused.text
+        assert not JudgeRun.objects.exists() and stub.requests == []
+
+        client.force_login(admin_user)
+        with django_capture_on_commit_callbacks(execute=True):
+            page = client.post(reverse("judge:run-new"), _form(judge, benchmark, systems))
+        assert page.status_code == 302
+        assert len(stub.answered) == 2
+        assert JudgeRun.objects.get().status == RunStatus.DONE
+
+
+def test_annotators_and_strangers_get_404(client, annotator_user):
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(1,))
+    run = judge_run_create(config=make_judge(backend="fake"), benchmark=benchmark, systems=systems)
+    client.force_login(annotator_user)
+    assert client.get(reverse("judge:run-list")).status_code == 404
+    assert client.get(reverse("judge:run-detail", args=[run.pk])).status_code == 404
+    assert client.get(reverse("api-judge-run-progress", args=[run.pk])).status_code == 404
+    assert client.post(reverse("judge:run-new"), {}).status_code == 404
+
+
+def test_bad_selection_is_refused_and_nothing_is_created(client, researcher):
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(1,))
+    judge = make_judge(backend="fake")
+    client.force_login(researcher)
+    page = client.post(
+        reverse("judge:run-new"), _form(judge, benchmark, systems, instruction_ids="task_1, nope")
+    )
+    assert page.status_code == 400 and "No instruction nope" in page.text
+    page = client.post(reverse("judge:run-new"), _form(judge, benchmark, systems, sample=5))
+    assert page.status_code == 400 and "between 1 and 1" in page.text
+    assert not JudgeRun.objects.exists()
+
+
+def test_error_messages_from_the_judge_are_escaped(client, researcher):
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(1,))
+    run = judge_run_create(config=make_judge(backend="fake"), benchmark=benchmark, systems=systems)
+    run.conversations.update(status="failed", error="<script>alert(1)</script>")
+    client.force_login(researcher)
+    page = client.get(reverse("judge:run-detail", args=[run.pk]))
+    assert "<script>alert(1)" not in page.text and "&lt;script&gt;alert(1)" in page.text
