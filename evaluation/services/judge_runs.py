@@ -43,6 +43,7 @@ from evaluation.models import (
 from evaluation.services.judge_configs import judge_backend_build, judge_backend_class
 
 _THOUSAND = Decimal(1000)
+BATCH_SECONDS = 0.25
 _COST_PLACES = Decimal("0.000001")
 
 
@@ -222,77 +223,111 @@ def _cost(config: JudgeConfig, prompt_tokens: int, completion_tokens: int) -> De
     return cost.quantize(_COST_PLACES)
 
 
-def _store_answer(run: JudgeRun, event: Answered) -> tuple[int, int]:
-    """Store one call's labels; return the tokens to add (none if it was already stored)."""
-    conversation = JudgeConversation.objects.select_related("response").get(
-        pk=event.conversation_id
+def _store_answers(run: JudgeRun, answers: Sequence[Answered]) -> None:
+    """Store the calls and labels of answers not stored yet, in a fixed number of queries.
+
+    A question already answered in its conversation (a redelivered task racing the first) keeps
+    its first answer and label; the tokens of both calls count, since both were paid for.
+    """
+    response_of = dict(
+        JudgeConversation.objects.filter(
+            pk__in={answer.conversation_id for answer in answers}
+        ).values_list("pk", "response_id")
     )
-    stored_any = False
-    for index, (question_id, value) in enumerate(
-        zip(event.question_ids, event.parsed, strict=True)
-    ):
-        first = index == 0
-        call, created = JudgeCall.objects.get_or_create(
-            conversation=conversation,
-            question_id=question_id,
-            defaults={
-                "raw_reply": event.raw_reply,
-                "parsed": value,
-                "prompt_version": run.prompt_version,
-                "prompt_tokens": event.prompt_tokens if first else 0,
-                "completion_tokens": event.completion_tokens if first else 0,
-                "usage_estimated": event.usage_estimated,
-                "latency_ms": event.latency_ms,
-                "retries": event.retries,
-            },
-        )
-        if not created:  # the same work ran twice (a redelivered task): keep the first answer
-            continue
-        stored_any = True
-        label, _ = Label.objects.update_or_create(
-            question_id=question_id,
-            response=conversation.response,
-            annotator_id=run.config.annotator_id,
-            defaults={"value": value},
-        )
-        call.label = label
-        call.save(update_fields=["label"])
-    if not stored_any:
-        return 0, 0
-    return event.prompt_tokens, event.completion_tokens
-
-
-def _store_end(event: Failed | Finished) -> None:
-    fields = {
-        "status": ConversationStatus.DONE
-        if isinstance(event, Finished)
-        else ConversationStatus.FAILED,
-        "error": event.error if isinstance(event, Failed) else "",
-        "updated_at": timezone.now(),
+    stored = set(
+        JudgeCall.objects.filter(
+            conversation_id__in=response_of,
+            question_id__in={q for a in answers for q in a.question_ids},
+        ).values_list("conversation_id", "question_id")
+    )
+    rows = []  # (answer, question id, value, first question of the call)
+    for answer in answers:
+        for index, (question_id, value) in enumerate(
+            zip(answer.question_ids, answer.parsed, strict=True)
+        ):
+            key = (answer.conversation_id, question_id)
+            if key not in stored:
+                stored.add(key)
+                rows.append((answer, question_id, value, index == 0))
+    if not rows:
+        return
+    annotator_id = run.config.annotator_id
+    Label.objects.bulk_create(
+        [
+            Label(
+                question_id=question_id,
+                response_id=response_of[answer.conversation_id],
+                annotator_id=annotator_id,
+                value=value,
+            )
+            for answer, question_id, value, _ in rows
+        ],
+        update_conflicts=True,
+        unique_fields=["question", "response", "annotator"],
+        update_fields=["value"],
+    )
+    label_of = {
+        (question_id, response_id): pk
+        for pk, question_id, response_id in Label.objects.filter(
+            annotator_id=annotator_id,
+            response_id__in=set(response_of.values()),
+            question_id__in={row[1] for row in rows},
+        ).values_list("pk", "question_id", "response_id")
     }
-    conversation = JudgeConversation.objects.filter(pk=event.conversation_id)
-    if event.kept_going:
-        fields["kept_going_after_unparseable"] = True
-    conversation.update(**fields)
+    JudgeCall.objects.bulk_create(
+        [
+            JudgeCall(
+                conversation_id=answer.conversation_id,
+                question_id=question_id,
+                raw_reply=answer.raw_reply,
+                parsed=value,
+                prompt_version=run.prompt_version,
+                prompt_tokens=answer.prompt_tokens if first else 0,
+                completion_tokens=answer.completion_tokens if first else 0,
+                usage_estimated=answer.usage_estimated,
+                latency_ms=answer.latency_ms,
+                retries=answer.retries,
+                label_id=label_of[(question_id, response_of[answer.conversation_id])],
+            )
+            for answer, question_id, value, first in rows
+        ],
+        ignore_conflicts=True,
+    )
+
+
+def _store_ends(ends: Sequence[Failed | Finished]) -> None:
+    now = timezone.now()
+    done = [end.conversation_id for end in ends if isinstance(end, Finished)]
+    if done:
+        JudgeConversation.objects.filter(pk__in=done).update(
+            status=ConversationStatus.DONE, error="", updated_at=now
+        )
+    for end in ends:
+        if isinstance(end, Failed):
+            JudgeConversation.objects.filter(pk=end.conversation_id).update(
+                status=ConversationStatus.FAILED, error=end.error, updated_at=now
+            )
+    kept_going = [end.conversation_id for end in ends if end.kept_going]
+    if kept_going:
+        JudgeConversation.objects.filter(pk__in=kept_going).update(
+            kept_going_after_unparseable=True
+        )
 
 
 def judge_events_store(*, run: JudgeRun, events: Sequence[Event]) -> None:
     """Persist answers and conversation ends in one transaction; add their tokens and cost."""
+    answers = [event for event in events if isinstance(event, Answered)]
+    ends = [event for event in events if not isinstance(event, Answered)]
     with transaction.atomic():
-        prompt_tokens = completion_tokens = 0
-        for event in events:
-            if isinstance(event, Answered):
-                added = _store_answer(run, event)
-                prompt_tokens += added[0]
-                completion_tokens += added[1]
-            else:
-                _store_end(event)
-        if prompt_tokens or completion_tokens:
+        if answers:
+            _store_answers(run, answers)
             locked = JudgeRun.objects.select_for_update().get(pk=run.pk)
-            locked.prompt_tokens += prompt_tokens
-            locked.completion_tokens += completion_tokens
+            locked.prompt_tokens += sum(answer.prompt_tokens for answer in answers)
+            locked.completion_tokens += sum(answer.completion_tokens for answer in answers)
             locked.cost_usd = _cost(run.config, locked.prompt_tokens, locked.completion_tokens)
             locked.save(update_fields=["prompt_tokens", "completion_tokens", "cost_usd"])
+        if ends:
+            _store_ends(ends)
 
 
 def _mark_started(run: JudgeRun) -> None:
@@ -352,6 +387,9 @@ def judge_run_execute(
     policy = _call_policy(run.config, backend, sleep)
     _mark_started(run)
     works = _works(run, run.conversations.filter(status=ConversationStatus.PENDING))
+    # Longest conversations first: its questions are sequential, so one started last would
+    # stretch the run's tail while the other workers sit idle.
+    works.sort(key=lambda work: len(work.questions) - len(work.answered), reverse=True)
     stop = stop or threading.Event()
     events: queue.Queue[Event] = queue.Queue()
     with ThreadPoolExecutor(
@@ -380,6 +418,8 @@ def judge_run_execute(
 
 
 def _drain(run, events: queue.Queue, futures, on_progress) -> None:
+    """Store events as they come, gathering those that arrive within BATCH_SECONDS of each
+    other into one transaction (fewer commits leave the GIL to the worker threads)."""
     while True:
         try:
             batch = [events.get(timeout=0.05)]
@@ -387,9 +427,10 @@ def _drain(run, events: queue.Queue, futures, on_progress) -> None:
             if all(future.done() for future in futures) and events.empty():
                 return
             continue
+        deadline = time.monotonic() + BATCH_SECONDS
         while len(batch) < 500:
             try:
-                batch.append(events.get_nowait())
+                batch.append(events.get(timeout=max(0.0, deadline - time.monotonic())))
             except queue.Empty:
                 break
         judge_events_store(run=run, events=batch)

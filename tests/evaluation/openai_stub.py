@@ -60,6 +60,9 @@ class StubOpenAI:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body go out in two writes: without this, Nagle plus delayed ACKs add
+            # 40 ms to every reply.
+            disable_nagle_algorithm = True
 
             def log_message(self, format, *args):  # quiet
                 pass
@@ -79,8 +82,11 @@ class StubOpenAI:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+        class Server(ThreadingHTTPServer):
+            request_queue_size = 256  # the default 5 drops connections of a 32-thread client
+            daemon_threads = True
+
+        self.server = Server(("127.0.0.1", 0), Handler)
         threading.Thread(
             target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         ).start()

@@ -49,7 +49,7 @@ def test_a_duplicate_answer_is_kept_once_and_counted_once():
         run=run, events=[answer.__class__(**{**answer.__dict__, "raw_reply": "NO", "parsed": [0]})]
     )
     run.refresh_from_db()
-    assert run.prompt_tokens == 100 and run.completion_tokens == 1
+    assert run.prompt_tokens == 200 and run.completion_tokens == 2  # both calls were paid for
     assert JudgeCall.objects.get().raw_reply == "YES"
     assert Label.objects.get().value == 1
 
