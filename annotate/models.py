@@ -192,12 +192,26 @@ class LabelValue(models.IntegerChoices):
 class Label(models.Model):
     """One annotator's answer to one decomposed question about one response."""
 
-    question = models.ForeignKey(Question, on_delete=models.CASCADE, related_name="labels")
-    response = models.ForeignKey(Response, on_delete=models.CASCADE, related_name="labels")
-    annotator = models.ForeignKey(Annotator, on_delete=models.CASCADE, related_name="labels")
+    # Three indexes and no more, because each one slows the bulk import of millions of labels:
+    # the unique (question, response, annotator), (response, annotator) for reads by response,
+    # and a partial one on assignment (imported labels have none).
+    question = models.ForeignKey(
+        Question, on_delete=models.CASCADE, related_name="labels", db_index=False
+    )
+    response = models.ForeignKey(
+        Response, on_delete=models.CASCADE, related_name="labels", db_index=False
+    )
+    annotator = models.ForeignKey(
+        Annotator, on_delete=models.CASCADE, related_name="labels", db_index=False
+    )
     value = models.PositiveSmallIntegerField(choices=LabelValue.choices)
     assignment = models.ForeignKey(
-        "Assignment", null=True, blank=True, on_delete=models.SET_NULL, related_name="labels"
+        "Assignment",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="labels",
+        db_index=False,
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -210,7 +224,14 @@ class Label(models.Model):
                 condition=Q(value__in=LabelValue.values), name="label_value_valid"
             ),
         ]
-        indexes = [models.Index(fields=["annotator", "response"])]
+        indexes = [
+            models.Index(fields=["response", "annotator"], name="label_response_annotator"),
+            models.Index(
+                fields=["assignment"],
+                condition=Q(assignment__isnull=False),
+                name="label_assignment",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.question} / {self.response.system.name} / {self.annotator.name}: {self.get_value_display()}"
