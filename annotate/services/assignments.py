@@ -20,6 +20,8 @@ from annotate.models import (
     AnnotatorKind,
     Assignment,
     AssignmentStatus,
+    DirectScore,
+    Label,
     Project,
     Response,
     Task,
@@ -65,19 +67,31 @@ def display_order_for(*, system_ids: list[int], seed: int) -> list[int]:
 
 def claimable_tasks(*, project: Project, annotator: Annotator, now: datetime) -> QuerySet[Task]:
     """Tasks of the project's active batches with a free slot, on instructions the annotator
-    never had (in any project: an annotator labels a response once)."""
-    mine = Assignment.objects.filter(
-        annotator=annotator, task__instruction_id=OuterRef("instruction_id")
-    )
+    never worked on (in any project or import: an annotator labels a response once)."""
     return (
         Task.objects.filter(batch__project=project, batch__active=True)
-        .exclude(Exists(mine))
+        .exclude(_worked_on(annotator=annotator, instruction=OuterRef("instruction_id")))
         .annotate(
             counted=Count(
                 "assignments", filter=counted_assignments(now=now, prefix="assignments__")
             )
         )
         .filter(counted__lt=project.assignments_per_task)
+    )
+
+
+def _worked_on(*, annotator: Annotator, instruction) -> Q:
+    """True where the annotator has an assignment, a label or a score on the instruction."""
+    return (
+        Q(Exists(Assignment.objects.filter(annotator=annotator, task__instruction_id=instruction)))
+        | Q(Exists(Label.objects.filter(annotator=annotator, question__instruction_id=instruction)))
+        | Q(
+            Exists(
+                DirectScore.objects.filter(
+                    annotator=annotator, response__instruction_id=instruction
+                )
+            )
+        )
     )
 
 
@@ -140,8 +154,8 @@ def _lock_task(*, task_id: int, skip_locked: bool) -> Task | None:
 
 def _slot_free(*, task: Task, project: Project, annotator: Annotator, now: datetime) -> bool:
     """Recount under the task's row lock: the count before locking may be stale."""
-    if Assignment.objects.filter(
-        annotator=annotator, task__instruction_id=task.instruction_id
+    if Task.objects.filter(
+        _worked_on(annotator=annotator, instruction=task.instruction_id), pk=task.pk
     ).exists():
         return False
     taken = Assignment.objects.filter(task=task).filter(counted_assignments(now=now)).count()
