@@ -144,12 +144,14 @@ def _claim_first_free(
 
 
 def _lock_task(*, task_id: int, skip_locked: bool) -> Task | None:
-    queryset = Task.objects.filter(pk=task_id)
+    # No ordering: Task's default ordering joins Batch, and FOR UPDATE would lock the batch row
+    # too, which deadlocks claimers of different tasks of the same batch.
+    queryset = Task.objects.filter(pk=task_id).order_by()
     if connection.features.has_select_for_update_skip_locked:
-        queryset = queryset.select_for_update(skip_locked=skip_locked)
+        queryset = queryset.select_for_update(skip_locked=skip_locked, of=("self",))
     else:
         queryset = queryset.select_for_update()  # SQLite: the write transaction serialises
-    return queryset.first()
+    return next(iter(queryset), None)
 
 
 def _slot_free(*, task: Task, project: Project, annotator: Annotator, now: datetime) -> bool:
