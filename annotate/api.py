@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from django.contrib.auth.models import User
 from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema, extend_schema_serializer
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -51,6 +53,7 @@ class SelectionSerializer(serializers.Serializer):
 
 
 class ProjectCreateApi(APIView):
+    @extend_schema_serializer(component_name="ProjectCreateInput")
     class InputSerializer(SelectionSerializer):
         name = serializers.CharField(max_length=200)
         benchmark = serializers.PrimaryKeyRelatedField(queryset=Benchmark.objects.all())
@@ -63,6 +66,7 @@ class ProjectCreateApi(APIView):
             queryset=User.objects.filter(groups__name=RESEARCHER), many=True, default=list
         )
 
+    @extend_schema(request=InputSerializer, responses=OpenApiTypes.OBJECT)
     def post(self, request: Request) -> Response:
         _require_admin(request)
         serializer = self.InputSerializer(data=request.data)
@@ -84,9 +88,11 @@ class ProjectCreateApi(APIView):
 
 
 class BatchCreateApi(APIView):
+    @extend_schema_serializer(component_name="BatchCreateInput")
     class InputSerializer(SelectionSerializer):
         name = serializers.CharField(max_length=200)
 
+    @extend_schema(request=InputSerializer, responses=OpenApiTypes.OBJECT)
     def post(self, request: Request, project_id: int) -> Response:
         _require_admin(request)
         project = work_selectors.project_get_for_researcher(
@@ -102,6 +108,7 @@ class BatchCreateApi(APIView):
 
 
 class ProjectProgressApi(APIView):
+    @extend_schema(request=None, responses=OpenApiTypes.OBJECT)
     def get(self, request: Request, project_id: int) -> Response:
         project = work_selectors.project_get_for_researcher(
             project_id=project_id, user=request.user
@@ -160,6 +167,7 @@ def _task_payload(page: work_selectors.TaskPage) -> dict:
 
 
 class ClaimNextApi(APIView):
+    @extend_schema(request=None, responses=OpenApiTypes.OBJECT)
     def post(self, request: Request, project_id: int) -> Response:
         annotator = _annotator(request)
         project = Project.objects.filter(pk=project_id).first()
@@ -173,16 +181,19 @@ class ClaimNextApi(APIView):
 
 
 class AssignmentApi(APIView):
+    @extend_schema(request=None, responses=OpenApiTypes.OBJECT)
     def get(self, request: Request, assignment_id: int) -> Response:
         page = work_selectors.task_page_get(assignment_id=assignment_id, user=request.user)
         return Response(_task_payload(page))
 
 
 class AssignmentSubmitApi(APIView):
+    @extend_schema_serializer(component_name="SubmitInput")
     class InputSerializer(serializers.Serializer):
         answers = serializers.DictField(child=serializers.CharField(allow_blank=True))
         active_seconds = serializers.FloatField(default=0)
 
+    @extend_schema(request=InputSerializer, responses=OpenApiTypes.OBJECT)
     def post(self, request: Request, assignment_id: int) -> Response:
         assignment = work_selectors.assignment_get_for_annotator(
             assignment_id=assignment_id, user=request.user
@@ -206,6 +217,7 @@ class AssignmentSubmitApi(APIView):
 
 
 class AssignmentReturnApi(APIView):
+    @extend_schema(request=None, responses=OpenApiTypes.OBJECT)
     def post(self, request: Request, assignment_id: int) -> Response:
         assignment = work_selectors.assignment_get_for_annotator(
             assignment_id=assignment_id, user=request.user

@@ -112,3 +112,11 @@ def test_progress_for_researchers_of_the_project(researcher, annotator_user):
     assert progress["tasks_total"] == 2 and progress["tasks_done"] == 1
     assert progress["per_annotator"][0]["annotator"] == annotator_user.username
     assert api_for(annotator_user).get(url).status_code == 404
+
+
+def test_work_endpoints_are_in_the_api_schema(researcher):
+    schema = api_for(researcher).get(reverse("api-schema"))
+    assert schema.status_code == 200
+    text = schema.content.decode()
+    assert "/api/annotate/assignments/{assignment_id}/submit/" in text
+    assert "SubmitInput" in text
