@@ -192,12 +192,26 @@ class LabelValue(models.IntegerChoices):
 class Label(models.Model):
     """One annotator's answer to one decomposed question about one response."""
 
-    question = models.ForeignKey(Question, on_delete=models.CASCADE, related_name="labels")
-    response = models.ForeignKey(Response, on_delete=models.CASCADE, related_name="labels")
-    annotator = models.ForeignKey(Annotator, on_delete=models.CASCADE, related_name="labels")
+    # Three indexes and no more, because each one slows the bulk import of millions of labels:
+    # the unique (question, response, annotator), (response, annotator) for reads by response,
+    # and a partial one on assignment (imported labels have none).
+    question = models.ForeignKey(
+        Question, on_delete=models.CASCADE, related_name="labels", db_index=False
+    )
+    response = models.ForeignKey(
+        Response, on_delete=models.CASCADE, related_name="labels", db_index=False
+    )
+    annotator = models.ForeignKey(
+        Annotator, on_delete=models.CASCADE, related_name="labels", db_index=False
+    )
     value = models.PositiveSmallIntegerField(choices=LabelValue.choices)
     assignment = models.ForeignKey(
-        "Assignment", null=True, blank=True, on_delete=models.SET_NULL, related_name="labels"
+        "Assignment",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="labels",
+        db_index=False,
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -210,7 +224,14 @@ class Label(models.Model):
                 condition=Q(value__in=LabelValue.values), name="label_value_valid"
             ),
         ]
-        indexes = [models.Index(fields=["annotator", "response"])]
+        indexes = [
+            models.Index(fields=["response", "annotator"], name="label_response_annotator"),
+            models.Index(
+                fields=["assignment"],
+                condition=Q(assignment__isnull=False),
+                name="label_assignment",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.question} / {self.response.system.name} / {self.annotator.name}: {self.get_value_display()}"
@@ -265,6 +286,12 @@ class Project(models.Model):
     completion_code = models.CharField(max_length=100, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    researchers = models.ManyToManyField(
+        settings.AUTH_USER_MODEL,
+        blank=True,
+        related_name="research_projects",
+        help_text="Researchers who may read this project's progress and labels.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -359,6 +386,14 @@ class Assignment(models.Model):
     )
     submission = models.JSONField(
         null=True, blank=True, help_text="The accepted submission, as validated."
+    )
+    direct_scores = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="In 'both' mode: the scores of the first phase, by display position.",
+    )
+    scored_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the direct scores were given ('both' mode)."
     )
     platform_assignment_id = models.CharField(max_length=200, blank=True)
     platform_hit_id = models.CharField(max_length=200, blank=True)

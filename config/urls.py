@@ -18,6 +18,8 @@ urlpatterns = [
     path("admin/login/", RedirectView.as_view(pattern_name="login", query_string=True)),
     path("admin/", admin.site.urls),
     path("benchmarks/", include("annotate.urls")),
+    path("annotate/", include("annotate.work_urls")),
+    path("api/annotate/", include("annotate.api_urls")),
     path("judge/runs/", include("evaluation.judge_urls")),
     path(
         "api/judge/runs/<int:run_id>/progress/",

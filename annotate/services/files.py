@@ -16,6 +16,8 @@ from annotate.errors import ImportFileError
 # A line longer than this is refused instead of being parsed (a runaway line is a broken file).
 MAX_LINE_CHARS = 10_000_000
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+# A CSV field longer than this is refused (the csv module's own default is only 128 KB).
+csv.field_size_limit(MAX_LINE_CHARS)
 
 
 def _open_text(path: str) -> IO[str]:
@@ -78,46 +80,39 @@ def read_csv(
     refused so that a typo in a column name is not silently ignored.
     """
     with _open_text(path) as handle:
-        numbered = _lines(path, handle)
-        reader = csv.reader(line for _, line in numbered)
+        reader = csv.reader(handle)
         try:
             header = [name.strip() for name in next(reader)]
+            missing = [name for name in required if name not in header]
+            unknown = [name for name in header if name not in required and name not in optional]
+            if missing or unknown:
+                raise ImportFileError(
+                    path,
+                    1,
+                    None,
+                    f"the header must be {','.join(required)} "
+                    f"(missing: {missing}, unknown: {unknown})",
+                )
+            width = len(header)
+            for values in reader:
+                if len(values) != width:
+                    if not values or all(not value.strip() for value in values):
+                        continue
+                    raise ImportFileError(
+                        path,
+                        reader.line_num,
+                        None,
+                        f"expected {width} columns, found {len(values)}",
+                    )
+                if "'" in values[0][:1] or any(value[:1] == "'" for value in values):
+                    values = [csv_unescape(value) for value in values]
+                yield reader.line_num, dict(zip(header, values, strict=True))
         except StopIteration:
             raise ImportFileError(path, None, None, "the file is empty") from None
         except csv.Error as error:
-            raise ImportFileError(path, 1, None, f"not valid CSV ({error})") from None
-        missing = [name for name in required if name not in header]
-        unknown = [name for name in header if name not in required and name not in optional]
-        if missing or unknown:
-            expected = ",".join(required)
-            raise ImportFileError(
-                path,
-                1,
-                None,
-                f"the header must be {expected} (missing: {missing}, unknown: {unknown})",
-            )
-        while True:
-            try:
-                values = next(reader)
-            except StopIteration:
-                return
-            except csv.Error as error:
-                raise ImportFileError(
-                    path, reader.line_num, None, f"not valid CSV ({error})"
-                ) from None
-            if not values or all(not value.strip() for value in values):
-                continue
-            if len(values) != len(header):
-                raise ImportFileError(
-                    path,
-                    reader.line_num,
-                    None,
-                    f"expected {len(header)} columns, found {len(values)}",
-                )
-            yield (
-                reader.line_num,
-                {name: csv_unescape(value) for name, value in zip(header, values, strict=True)},
-            )
+            raise ImportFileError(path, reader.line_num, None, f"not valid CSV ({error})") from None
+        except UnicodeDecodeError:
+            raise ImportFileError(path, reader.line_num + 1, None, "not UTF-8 text") from None
 
 
 def csv_escape(value: object) -> str:

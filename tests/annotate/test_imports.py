@@ -359,3 +359,38 @@ def test_load_demo_refuses_known_passwords_without_debug(settings):
     settings.DEBUG = False
     with pytest.raises(CommandError, match="DEBUG is off"):
         call_command("load_demo")
+
+
+@pytest.mark.skipif(
+    not settings.DATABASES["default"]["ENGINE"].endswith("postgresql"), reason="PostgreSQL only"
+)
+def test_bulk_label_import_keeps_every_foreign_key_validated(small, monkeypatch):
+    from django.db import connection
+
+    from annotate.services import label_imports
+
+    monkeypatch.setattr(label_imports, "BULK_ROWS", 1)
+    path = write_text(
+        small / "l.csv",
+        "instruction_id,system,annotator,question_index,label\nt1,sys,a,1,YES\nt1,sys,a,2,NO\n",
+    )
+    assert labels_import(path=path, benchmark_name="small", kind="expert").created == 2
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT a.attname, c.convalidated FROM pg_constraint c "
+            "JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = ANY(c.conkey) "
+            "WHERE c.conrelid = 'annotate_label'::regclass AND c.contype = 'f'"
+        )
+        foreign_keys = dict(cursor.fetchall())
+    assert foreign_keys == {
+        "question_id": True,
+        "response_id": True,
+        "annotator_id": True,
+        "assignment_id": True,
+    }
+    bad = write_text(
+        small / "bad.csv", "instruction_id,system,annotator,question_index,label\nt9,sys,a,1,YES\n"
+    )
+    with pytest.raises(ImportFileError):
+        labels_import(path=bad, benchmark_name="small")
+    assert Label.objects.count() == 2

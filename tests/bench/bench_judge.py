@@ -34,6 +34,12 @@ def start_stub(delay: float) -> tuple[subprocess.Popen, str]:
     return process, process.stdout.readline().strip()
 
 
+def process_cpu_seconds(pid: int) -> float:
+    """Return user + system CPU seconds of a process (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def setup_django(tmp: str) -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.test")
     os.environ["VAR_DIR"] = tmp
@@ -67,6 +73,7 @@ def main() -> None:
     parser.add_argument("--delay", type=float, default=0.1)
     parser.add_argument("--data", type=Path, default=DATA)
     args = parser.parse_args()
+    load_before = f"{os.getloadavg()[0]:.2f}"
     rows = [json.loads(line) for line in args.data.open()]
     counts = [len(row["decomposed_questions"]) for row in rows]
 
@@ -91,6 +98,7 @@ def main() -> None:
             started, cpu = time.perf_counter(), time.process_time()
             run = judge_run_execute(run_id=run.pk)
             wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+            stub_cpu = process_cpu_seconds(stub.pid)
         finally:
             stub.terminate()
             stub.wait()
@@ -120,6 +128,8 @@ def main() -> None:
         median = latencies[len(latencies) // 2]
         print(f"call latency median {median} ms, p99 {latencies[int(len(latencies) * 0.99)]} ms")
         print(f"CPU time of the judging process {cpu:.2f} s ({cpu / total * 1000:.2f} ms a call)")
+        print(f"CPU time of the stub server     {stub_cpu:.2f} s")
+        print(f"load average before / after     {load_before} / {os.getloadavg()[0]:.2f}")
         print(f"tokens {run.prompt_tokens} + {run.completion_tokens}, cost ${run.cost_usd}")
         if ratio > 1.3:
             print("FAIL: slower than 1.3x the ideal lower bound")

@@ -1,0 +1,174 @@
+"""Import speed: the official InfoBench.json on SQLite and PostgreSQL, and 1,000,000 labels.
+
+Each measurement runs in a fresh process on a fresh database, so start-up and migrations are
+not counted and the peak memory (ru_maxrss) belongs to that import alone.
+
+    python tests/bench/bench_import.py            # everything
+    PG_URL=postgres://root@127.0.0.1:5432 ...     # where to create the scratch databases
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+INFOBENCH = ROOT.parent / "shared" / "data" / "infobench" / "InfoBench.json"
+PG_URL = os.environ.get("PG_URL", "postgres://root@127.0.0.1:5432")
+SYSTEMS = 5
+ANNOTATORS = 3
+INSTRUCTIONS = 10_000
+
+
+def inner(step: str, workdir: Path) -> None:
+    """Run inside a child process with DATABASE_URL set: migrate, then time one step."""
+    sys.path.insert(0, str(ROOT))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.base")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    from annotate.services.imports import instructions_import, responses_import
+    from annotate.services.label_imports import labels_import
+
+    call_command("migrate", verbosity=0)
+    if step == "infobench":
+        started = time.perf_counter()
+        summary = instructions_import(path=str(INFOBENCH), benchmark_name="InFoBench")
+        elapsed = time.perf_counter() - started
+        print(json.dumps({"seconds": elapsed, "rows": summary.rows}))
+        return
+    if step == "prepare":
+        instructions_import(path=str(workdir / "instructions.jsonl"), benchmark_name="big")
+        for s in range(SYSTEMS):
+            responses_import(
+                path=str(workdir / f"responses{s}.jsonl"),
+                benchmark_name="big",
+                system_name=f"sys{s}",
+            )
+        return
+    baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    started = time.perf_counter()
+    summary = labels_import(path=str(workdir / "labels.csv"), benchmark_name="big", kind="crowd")
+    elapsed = time.perf_counter() - started
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(
+        json.dumps(
+            {
+                "seconds": elapsed,
+                "rows": summary.rows,
+                "created": summary.created,
+                "peak_mb": peak / 1024,
+                "baseline_mb": baseline / 1024,
+            }
+        )
+    )
+
+
+def child(step: str, database_url: str, workdir: Path) -> dict:
+    env = {**os.environ, "DATABASE_URL": database_url, "DJANGO_DEBUG": "false"}
+    out = subprocess.run(
+        [sys.executable, __file__, "--inner", step, str(workdir)],
+        env=env,
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    lines = [line for line in out.splitlines() if line.startswith("{")]
+    return json.loads(lines[-1]) if lines else {}
+
+
+def fresh_pg(name: str) -> str:
+    subprocess.run(["dropdb", "-h", "127.0.0.1", "-U", "root", "--if-exists", name], check=True)
+    subprocess.run(["createdb", "-h", "127.0.0.1", "-U", "root", name], check=True)
+    return f"{PG_URL}/{name}"
+
+
+def write_big(workdir: Path) -> int:
+    rng = random.Random(7)
+    questions = []
+    with open(workdir / "instructions.jsonl", "w") as f:
+        for i in range(INSTRUCTIONS):
+            count = 6 if i % 3 else 8  # 6.67 questions on average
+            questions.append(count)
+            f.write(
+                json.dumps(
+                    {
+                        "id": f"i{i}",
+                        "input": "",
+                        "category": f"d{i % 20}",
+                        "instruction": f"Instruction {i}",
+                        "decomposed_questions": [f"Q{q}?" for q in range(count)],
+                        "subset": "Easy_set" if i % 2 else "Hard_set",
+                        "question_label": [["Content"]] * count,
+                    }
+                )
+                + "\n"
+            )
+    for s in range(SYSTEMS):
+        with open(workdir / f"responses{s}.jsonl", "w") as f:
+            for i in range(INSTRUCTIONS):
+                f.write(json.dumps({"id": f"i{i}", "output": f"response {s} to {i}"}) + "\n")
+    rows = 0
+    with open(workdir / "labels.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["instruction_id", "system", "annotator", "question_index", "label"])
+        for i in range(INSTRUCTIONS):
+            for s in range(SYSTEMS):
+                for a in range(ANNOTATORS):
+                    for q in range(1, questions[i] + 1):
+                        writer.writerow(
+                            [
+                                f"i{i}",
+                                f"sys{s}",
+                                f"worker{a}",
+                                q,
+                                rng.choice(("YES", "YES", "NO", "UNKNOWN")),
+                            ]
+                        )
+                        rows += 1
+    return rows
+
+
+def main() -> None:
+    print(f"machine: {os.cpu_count()} cores; python {sys.version.split()[0]}")
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        sqlite = child("infobench", f"sqlite:///{workdir / 'bench.sqlite3'}", workdir)
+        print(
+            f"InfoBench.json on SQLite:     {sqlite['seconds']:.2f} s for {sqlite['rows']} instructions"
+        )
+        pg = child("infobench", fresh_pg("bench_import"), workdir)
+        print(f"InfoBench.json on PostgreSQL: {pg['seconds']:.2f} s for {pg['rows']} instructions")
+
+        rows = write_big(workdir)
+        size = (workdir / "labels.csv").stat().st_size / 1e6
+        url = fresh_pg("bench_import")
+        child("prepare", url, workdir)
+        big = child("labels", url, workdir)
+        print(
+            f"{rows:,} labels (long CSV, {size:.0f} MB) into PostgreSQL: {big['seconds']:.1f} s, "
+            f"{big['rows'] / big['seconds']:,.0f} rows/s; peak RSS {big['peak_mb']:.0f} MB "
+            f"(after start-up {big['baseline_mb']:.0f} MB)"
+        )
+        again = child("labels", url, workdir)
+        print(
+            f"the same file again (nothing new): {again['seconds']:.1f} s, {again['created']} created"
+        )
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--inner":
+        inner(sys.argv[2], Path(sys.argv[3]))
+    else:
+        main()
