@@ -16,6 +16,7 @@ from annotate.errors import ImportFileError
 # A line longer than this is refused instead of being parsed (a runaway line is a broken file).
 MAX_LINE_CHARS = 10_000_000
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+NUL_PROBLEM = "contains a NUL character, which no text field may hold"
 # A CSV field longer than this is refused (the csv module's own default is only 128 KB).
 csv.field_size_limit(MAX_LINE_CHARS)
 
@@ -45,6 +46,8 @@ def _lines(path: str, handle: IO[str]) -> Iterator[tuple[int, str]]:
                     None,
                     f"the line is longer than {MAX_LINE_CHARS:,} characters",
                 )
+            if "\x00" in line:
+                raise ImportFileError(path, line_number, None, NUL_PROBLEM)
             yield line_number, line
     except UnicodeDecodeError as error:
         raise ImportFileError(
@@ -58,6 +61,8 @@ def read_jsonl(path: str) -> Iterator[tuple[int, dict[str, Any]]]:
         for line_number, line in _lines(path, handle):
             if not line.strip():
                 continue
+            if "\\u0000" in line:
+                raise ImportFileError(path, line_number, None, NUL_PROBLEM)
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as error:
@@ -104,7 +109,9 @@ def read_csv(
                         None,
                         f"expected {width} columns, found {len(values)}",
                     )
-                if "'" in values[0][:1] or any(value[:1] == "'" for value in values):
+                if any("\x00" in value for value in values):
+                    raise ImportFileError(path, reader.line_num, None, NUL_PROBLEM)
+                if any(value[:1] == "'" for value in values):
                     values = [csv_unescape(value) for value in values]
                 yield reader.line_num, dict(zip(header, values, strict=True))
         except StopIteration:
