@@ -32,3 +32,25 @@ class ConflictError(AnnotateError):
 
 class PermissionDeniedError(AnnotateError):
     http_status = 403
+
+
+class ProjectSetupError(AnnotateError):
+    """A project or batch cannot be created as asked (unknown instruction, missing response...)."""
+
+
+class NoWorkError(AnnotateError):
+    """No task is left that this annotator may claim."""
+
+    http_status = 404
+
+
+class SubmissionError(AnnotateError):
+    """A submission is incomplete or has a bad value; `missing` lists the unanswered fields."""
+
+    def __init__(self, message: str, *, missing: list[str] | None = None) -> None:
+        self.missing = missing or []
+        super().__init__(message)
+
+
+class AssignmentNotLiveError(AnnotateError):
+    """The assignment was returned or rejected, so it takes no submission."""

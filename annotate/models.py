@@ -266,6 +266,12 @@ class Project(models.Model):
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
+    researchers = models.ManyToManyField(
+        settings.AUTH_USER_MODEL,
+        blank=True,
+        related_name="research_projects",
+        help_text="Researchers who may read this project's progress and labels.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -359,6 +365,14 @@ class Assignment(models.Model):
     )
     submission = models.JSONField(
         null=True, blank=True, help_text="The accepted submission, as validated."
+    )
+    direct_scores = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="In 'both' mode: the scores of the first phase, by display position.",
+    )
+    scored_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the direct scores were given ('both' mode)."
     )
     platform_assignment_id = models.CharField(max_length=200, blank=True)
     platform_hit_id = models.CharField(max_length=200, blank=True)

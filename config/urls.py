@@ -17,6 +17,8 @@ urlpatterns = [
     path("admin/login/", RedirectView.as_view(pattern_name="login", query_string=True)),
     path("admin/", admin.site.urls),
     path("benchmarks/", include("annotate.urls")),
+    path("annotate/", include("annotate.work_urls")),
+    path("api/annotate/", include("annotate.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
 ]

@@ -137,3 +137,50 @@ class AssignmentFactory(factory.django.DjangoModelFactory):
     claimed_at = factory.LazyFunction(timezone.now)
     expires_at = factory.LazyAttribute(lambda a: a.claimed_at + timezone.timedelta(hours=1))
     order_seed = 1
+
+
+def benchmark_with_responses(
+    *, instructions: int = 3, systems: int = 3, questions: int = 2, subset=None, benchmark=None
+):
+    """Return (benchmark, systems): every instruction has `questions` questions and a response
+    from each system."""
+    benchmark = benchmark or BenchmarkFactory()
+    system_rows = [SystemFactory() for _ in range(systems)]
+    for index in range(instructions):
+        instruction = InstructionFactory(
+            benchmark=benchmark,
+            subset=subset or (models.Subset.EASY if index % 2 == 0 else models.Subset.HARD),
+        )
+        for position in range(1, questions + 1):
+            QuestionFactory(instruction=instruction, position=position)
+        for system in system_rows:
+            ResponseFactory(
+                instruction=instruction, system=system, text=f"{system.name} answers {index}"
+            )
+    return benchmark, system_rows
+
+
+def project_with_tasks(
+    *,
+    instructions: int = 3,
+    systems: int = 3,
+    questions: int = 2,
+    mode: str = models.ProjectMode.DRFR,
+    assignments_per_task: int = 3,
+    allotted_minutes: int = 60,
+):
+    """Return a project (through the service) whose first batch has one task per instruction."""
+    from annotate.services.projects import InstructionSelection, project_create
+
+    benchmark, system_rows = benchmark_with_responses(
+        instructions=instructions, systems=systems, questions=questions
+    )
+    return project_create(
+        name=f"project-{benchmark.name}",
+        benchmark=benchmark,
+        systems=system_rows,
+        selection=InstructionSelection(),
+        mode=mode,
+        assignments_per_task=assignments_per_task,
+        allotted_minutes=allotted_minutes,
+    )

@@ -120,6 +120,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "annotate.http.api_exception_handler",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 100,
 }
@@ -134,7 +135,13 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TIMEZONE = TIME_ZONE
-CELERY_BEAT_SCHEDULE: dict = {}
+CELERY_BEAT_SCHEDULE: dict = {
+    # Abandoned claims give their slot back (annotate.services.assignments.assignments_expire).
+    "annotate-expire-assignments": {
+        "task": "annotate.tasks.expire_assignments",
+        "schedule": float(os.environ.get("ASSIGNMENT_EXPIRY_INTERVAL", "60")),
+    },
+}
 
 # Outside systems, each chosen by a dotted path or a short name (see the modules that read them).
 CROWD_BACKEND = os.environ.get("CROWD_BACKEND", "fake")

@@ -1,0 +1,216 @@
+"""DRF endpoints of annotation work, for scripts and other front ends.
+
+Session authentication with CSRF (DRF's default for SessionAuthentication). Errors are our own
+exceptions, turned into responses by annotate.http.api_exception_handler.
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import User
+from django.utils import timezone
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from annotate.errors import NotFoundError, PermissionDeniedError
+from annotate.models import Benchmark, Project, ProjectMode, System
+from annotate.roles import ANNOTATOR, RESEARCHER, has_role, is_admin
+from annotate.selectors import work as work_selectors
+from annotate.services import assignments as assignment_services
+from annotate.services import projects as project_services
+from annotate.services.projects import InstructionSelection, Selection
+from annotate.services.submissions import assignment_submit
+
+
+def _require_admin(request: Request) -> None:
+    if not is_admin(request.user):
+        raise PermissionDeniedError("Only admins create or change projects.")
+
+
+def _annotator(request: Request):
+    if not has_role(request.user, ANNOTATOR):
+        raise NotFoundError("Only annotators have tasks.")
+    return assignment_services.annotator_for_user(user=request.user)
+
+
+class SelectionSerializer(serializers.Serializer):
+    selection = serializers.ChoiceField(choices=Selection.CHOICES, default=Selection.ALL)
+    external_ids = serializers.ListField(child=serializers.CharField(), default=list)
+    per_subset = serializers.IntegerField(min_value=1, required=False, default=0)
+    seed = serializers.IntegerField(default=0)
+
+    @staticmethod
+    def selection_of(data: dict) -> InstructionSelection:
+        return InstructionSelection(
+            kind=data["selection"],
+            external_ids=data["external_ids"],
+            per_subset=data["per_subset"],
+            seed=data["seed"],
+        )
+
+
+class ProjectCreateApi(APIView):
+    class InputSerializer(SelectionSerializer):
+        name = serializers.CharField(max_length=200)
+        benchmark = serializers.PrimaryKeyRelatedField(queryset=Benchmark.objects.all())
+        systems = serializers.PrimaryKeyRelatedField(queryset=System.objects.all(), many=True)
+        mode = serializers.ChoiceField(choices=ProjectMode.values, default=ProjectMode.DRFR)
+        assignments_per_task = serializers.IntegerField(min_value=1, max_value=100, default=3)
+        allotted_minutes = serializers.IntegerField(min_value=1, max_value=1440, default=60)
+        guidelines = serializers.CharField(allow_blank=True, default="")
+        researchers = serializers.PrimaryKeyRelatedField(
+            queryset=User.objects.filter(groups__name=RESEARCHER), many=True, default=list
+        )
+
+    def post(self, request: Request) -> Response:
+        _require_admin(request)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        project = project_services.project_create(
+            name=data["name"],
+            benchmark=data["benchmark"],
+            systems=data["systems"],
+            selection=SelectionSerializer.selection_of(data),
+            mode=data["mode"],
+            assignments_per_task=data["assignments_per_task"],
+            allotted_minutes=data["allotted_minutes"],
+            guidelines=data["guidelines"],
+            researchers=data["researchers"],
+            created_by=request.user,
+        )
+        return Response({"id": project.id, "name": project.name}, status=201)
+
+
+class BatchCreateApi(APIView):
+    class InputSerializer(SelectionSerializer):
+        name = serializers.CharField(max_length=200)
+
+    def post(self, request: Request, project_id: int) -> Response:
+        _require_admin(request)
+        project = work_selectors.project_get_for_researcher(
+            project_id=project_id, user=request.user
+        )
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        batch = project_services.batch_create(
+            project=project, name=data["name"], selection=SelectionSerializer.selection_of(data)
+        )
+        return Response({"id": batch.id, "tasks": batch.tasks.count()}, status=201)
+
+
+class ProjectProgressApi(APIView):
+    def get(self, request: Request, project_id: int) -> Response:
+        project = work_selectors.project_get_for_researcher(
+            project_id=project_id, user=request.user
+        )
+        progress = work_selectors.project_progress(project=project, now=timezone.now())
+        return Response(
+            {
+                "project": project.id,
+                "tasks_total": progress.tasks_total,
+                "tasks_done": progress.tasks_done,
+                "assignments_submitted": progress.assignments_submitted,
+                "assignments_live": progress.assignments_live,
+                "assignments_late": progress.assignments_late,
+                "per_annotator": [
+                    {
+                        "annotator": row["annotator__name"],
+                        "submitted": row["submitted"],
+                        "live": row["live"],
+                        "late": row["late"],
+                        "returned": row["returned"],
+                        "active_seconds": row["active_seconds"] or 0,
+                    }
+                    for row in progress.per_annotator
+                ],
+            }
+        )
+
+
+def _task_payload(page: work_selectors.TaskPage) -> dict:
+    """The task as the annotator sees it: positions and labels, never a system name or id."""
+    instruction = page.instruction
+    return {
+        "assignment": page.assignment.id,
+        "status": page.assignment.status,
+        "expires_at": page.assignment.expires_at,
+        "mode": page.project.mode,
+        "phase": page.phase,
+        "guidelines": page.project.guidelines,
+        "instruction": instruction.text,
+        "input": instruction.input_text,
+        "fields": page.field_names,
+        "responses": [
+            {
+                "position": item.position,
+                "label": item.label,
+                "text": item.text,
+                "score_field": item.score_name if page.asks_scores else None,
+                "questions": [
+                    {"field": q.name, "position": q.position, "text": q.text}
+                    for q in item.questions
+                ],
+            }
+            for item in page.responses
+        ],
+    }
+
+
+class ClaimNextApi(APIView):
+    def post(self, request: Request, project_id: int) -> Response:
+        annotator = _annotator(request)
+        project = Project.objects.filter(pk=project_id).first()
+        if project is None:
+            raise NotFoundError("No such project.")
+        assignment = assignment_services.assignment_claim_next(
+            annotator=annotator, project=project, now=timezone.now()
+        )
+        page = work_selectors.task_page_get(assignment_id=assignment.id, user=request.user)
+        return Response(_task_payload(page), status=201)
+
+
+class AssignmentApi(APIView):
+    def get(self, request: Request, assignment_id: int) -> Response:
+        page = work_selectors.task_page_get(assignment_id=assignment_id, user=request.user)
+        return Response(_task_payload(page))
+
+
+class AssignmentSubmitApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        answers = serializers.DictField(child=serializers.CharField(allow_blank=True))
+        active_seconds = serializers.FloatField(default=0)
+
+    def post(self, request: Request, assignment_id: int) -> Response:
+        assignment = work_selectors.assignment_get_for_annotator(
+            assignment_id=assignment_id, user=request.user
+        )
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        result = assignment_submit(
+            assignment_id=assignment.id,
+            annotator=assignment.annotator,
+            answers=serializer.validated_data["answers"],
+            active_seconds=serializer.validated_data["active_seconds"],
+            now=timezone.now(),
+        )
+        return Response(
+            {
+                "outcome": result.outcome,
+                "status": result.assignment.status,
+                "is_late": result.assignment.is_late,
+            }
+        )
+
+
+class AssignmentReturnApi(APIView):
+    def post(self, request: Request, assignment_id: int) -> Response:
+        assignment = work_selectors.assignment_get_for_annotator(
+            assignment_id=assignment_id, user=request.user
+        )
+        returned = assignment_services.assignment_return(
+            assignment_id=assignment.id, annotator=assignment.annotator, now=timezone.now()
+        )
+        return Response({"status": returned.status})

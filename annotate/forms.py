@@ -1,0 +1,77 @@
+"""Forms of the researcher and admin pages. They parse input; services decide what is allowed."""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib.auth.models import User
+
+from annotate.models import Benchmark, ProjectMode, System
+from annotate.roles import RESEARCHER
+from annotate.services.projects import DEFAULT_GUIDELINES, InstructionSelection, Selection
+
+SELECTION_CHOICES = [
+    (Selection.ALL, "All instructions"),
+    (Selection.IDS, "These instruction ids"),
+    (Selection.RANDOM, "A random sample of N per subset (easy, hard)"),
+]
+
+
+class SelectionForm(forms.Form):
+    selection = forms.ChoiceField(choices=SELECTION_CHOICES, initial=Selection.ALL)
+    external_ids = forms.CharField(
+        label="Instruction ids (one per line or comma-separated)",
+        widget=forms.Textarea(attrs={"rows": 3}),
+        required=False,
+    )
+    per_subset = forms.IntegerField(label="N per subset", min_value=1, required=False)
+    seed = forms.IntegerField(label="Random seed", initial=0, required=False)
+
+    def instruction_selection(self) -> InstructionSelection:
+        data = self.cleaned_data
+        ids = [item for chunk in data["external_ids"].splitlines() for item in chunk.split(",")]
+        return InstructionSelection(
+            kind=data["selection"],
+            external_ids=[item.strip() for item in ids if item.strip()],
+            per_subset=data["per_subset"] or 0,
+            seed=data["seed"] or 0,
+        )
+
+
+class BatchForm(SelectionForm):
+    name = forms.CharField(max_length=200)
+
+    field_order = ["name", "selection", "external_ids", "per_subset", "seed"]
+
+
+class ProjectForm(SelectionForm):
+    name = forms.CharField(max_length=200)
+    benchmark = forms.ModelChoiceField(queryset=Benchmark.objects.order_by("name"))
+    systems = forms.ModelMultipleChoiceField(
+        queryset=System.objects.order_by("name"), widget=forms.CheckboxSelectMultiple
+    )
+    mode = forms.ChoiceField(choices=ProjectMode.choices, initial=ProjectMode.DRFR)
+    assignments_per_task = forms.IntegerField(min_value=1, max_value=100, initial=3)
+    allotted_minutes = forms.IntegerField(min_value=1, max_value=1440, initial=60)
+    guidelines = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 12}), initial=DEFAULT_GUIDELINES, required=False
+    )
+    researchers = forms.ModelMultipleChoiceField(
+        queryset=User.objects.filter(groups__name=RESEARCHER).order_by("username"),
+        widget=forms.CheckboxSelectMultiple,
+        required=False,
+    )
+
+    field_order = [
+        "name",
+        "benchmark",
+        "systems",
+        "selection",
+        "external_ids",
+        "per_subset",
+        "seed",
+        "mode",
+        "assignments_per_task",
+        "allotted_minutes",
+        "guidelines",
+        "researchers",
+    ]

@@ -1,0 +1,55 @@
+"""The one place where our errors become HTTP answers, for pages and for the API."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from rest_framework.response import Response as ApiResponse
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from annotate.errors import AnnotateError, SubmissionError
+
+# Pages with model output on them: nothing runs but our own script, nothing loads from elsewhere.
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+
+
+def error_payload(error: AnnotateError) -> dict:
+    payload: dict = {"detail": str(error)}
+    if isinstance(error, SubmissionError) and error.missing:
+        payload["missing"] = error.missing
+    return payload
+
+
+def api_exception_handler(exc: Exception, context: dict) -> ApiResponse | None:
+    """DRF EXCEPTION_HANDLER: our errors with their status, the rest as DRF does."""
+    if isinstance(exc, AnnotateError):
+        return ApiResponse(error_payload(exc), status=exc.http_status)
+    return drf_exception_handler(exc, context)
+
+
+def error_page(request: HttpRequest, error: AnnotateError) -> HttpResponse:
+    return render(request, "annotate/error.html", {"message": str(error)}, status=error.http_status)
+
+
+def page_errors(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Render an AnnotateError raised by a page view as a short page with its status."""
+
+    @functools.wraps(view)
+    def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        try:
+            return view(request, *args, **kwargs)
+        except AnnotateError as error:
+            return error_page(request, error)
+
+    return wrapper
+
+
+def with_csp(response: HttpResponse) -> HttpResponse:
+    response["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
+    return response

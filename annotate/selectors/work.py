@@ -1,0 +1,390 @@
+"""Reads of annotation work: the task page, the annotator's dashboard, researchers' progress."""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Count, Q, QuerySet, Sum
+
+from annotate.errors import NotFoundError
+from annotate.models import (
+    Annotator,
+    Assignment,
+    AssignmentStatus,
+    DirectScore,
+    Label,
+    Project,
+    Question,
+    Response,
+    Task,
+)
+from annotate.roles import is_admin, is_researcher
+from annotate.services.assignments import claimable_tasks, counted_assignments
+from annotate.services.projects import DIRECT_SCORE_RUBRIC
+from annotate.services.submissions import (
+    FIELD_PATTERN,
+    Phase,
+    assignment_phase,
+    question_field,
+    score_field,
+)
+
+
+def system_label(position: int) -> str:
+    """Return "System A" for position 1, ..., "System Z", then "System 27"."""
+    letters = string.ascii_uppercase
+    return f"System {letters[position - 1] if position <= len(letters) else position}"
+
+
+@dataclass
+class QuestionItem:
+    name: str
+    position: int
+    text: str
+    value: str = ""
+
+
+@dataclass
+class ResponseItem:
+    position: int
+    label: str
+    text: str
+    score_name: str
+    score: str = ""
+    questions: list[QuestionItem] = field(default_factory=list)
+
+
+@dataclass
+class TaskPage:
+    assignment: Assignment
+    project: Project
+    phase: str
+    responses: list[ResponseItem]
+    field_names: list[str]
+    rubric: dict[int, str]
+
+    @property
+    def instruction(self):
+        return self.assignment.task.instruction
+
+    @property
+    def asks_scores(self) -> bool:
+        return self.phase == Phase.SCORES
+
+    @property
+    def asks_questions(self) -> bool:
+        return self.phase == Phase.LABELS
+
+    @property
+    def is_open(self) -> bool:
+        return self.assignment.status == AssignmentStatus.CLAIMED
+
+
+def assignment_get_for_annotator(*, assignment_id: int, user: AbstractBaseUser) -> Assignment:
+    """Return the user's own assignment with its task, instruction and project; 404 otherwise."""
+    try:
+        return Assignment.objects.select_related(
+            "task__instruction", "task__batch__project", "annotator"
+        ).get(pk=assignment_id, annotator__user=user)
+    except Assignment.DoesNotExist:
+        raise NotFoundError("No such assignment.") from None
+
+
+def task_page_get(
+    *, assignment_id: int, user: AbstractBaseUser, answers: dict[str, str] | None = None
+) -> TaskPage:
+    """Return what the task page shows, in the assignment's order, in three queries."""
+    assignment = assignment_get_for_annotator(assignment_id=assignment_id, user=user)
+    project = assignment.task.batch.project
+    phase = assignment_phase(assignment=assignment, mode=project.mode)
+    answers = answers if answers is not None else _stored_answers(assignment, phase)
+    texts = dict(
+        Response.objects.filter(
+            instruction_id=assignment.task.instruction_id, system_id__in=assignment.display_order
+        ).values_list("system_id", "text")
+    )
+    questions = (
+        list(Question.objects.filter(instruction_id=assignment.task.instruction_id))
+        if phase == Phase.LABELS
+        else []
+    )
+    scores = assignment.direct_scores or {}
+    responses = []
+    for position, system_id in enumerate(assignment.display_order, start=1):
+        item = ResponseItem(
+            position=position,
+            label=system_label(position),
+            text=texts.get(system_id, ""),
+            score_name=score_field(position),
+            score=str(answers.get(score_field(position)) or scores.get(score_field(position), "")),
+        )
+        for question in questions:
+            name = question_field(position, question.position)
+            item.questions.append(
+                QuestionItem(name, question.position, question.text, str(answers.get(name, "")))
+            )
+        responses.append(item)
+    field_names = [question.name for item in responses for question in item.questions] or [
+        item.score_name for item in responses
+    ]
+    return TaskPage(assignment, project, phase, responses, field_names, DIRECT_SCORE_RUBRIC)
+
+
+def field_titles(*, page: TaskPage) -> list[tuple[str, str]]:
+    """Return (field name, what a person calls it) for every answer the page asks for."""
+    titles = []
+    for response in page.responses:
+        if page.asks_scores:
+            titles.append((response.score_name, f"{response.label}: direct score"))
+        for question in response.questions:
+            titles.append((question.name, f"{response.label}, question {question.position}"))
+    return titles
+
+
+def _stored_answers(assignment: Assignment, phase: str) -> dict[str, str]:
+    return dict((assignment.submission or {}).get(phase) or {})
+
+
+# --- The annotator's dashboard -------------------------------------------------------------
+
+
+@dataclass
+class ProjectWork:
+    project: Project
+    available: int
+    submitted: int
+    live_assignment: Assignment | None
+
+
+def dashboard_for_annotator(*, annotator: Annotator | None, now: datetime) -> list[ProjectWork]:
+    """Return every project with an active batch and the annotator's own progress in it."""
+    projects = Project.objects.filter(batches__active=True).distinct().order_by("name")
+    rows = []
+    for project in projects:
+        if annotator is None:
+            rows.append(ProjectWork(project, _open_tasks(project, now), 0, None))
+            continue
+        mine = Assignment.objects.filter(annotator=annotator, task__batch__project=project)
+        rows.append(
+            ProjectWork(
+                project=project,
+                available=claimable_tasks(project=project, annotator=annotator, now=now).count(),
+                submitted=mine.filter(submitted_at__isnull=False).count(),
+                live_assignment=mine.filter(
+                    status=AssignmentStatus.CLAIMED, expires_at__gt=now
+                ).first(),
+            )
+        )
+    return rows
+
+
+def _open_tasks(project: Project, now: datetime) -> int:
+    return (
+        Task.objects.filter(batch__project=project, batch__active=True)
+        .annotate(
+            counted=Count(
+                "assignments", filter=counted_assignments(now=now, prefix="assignments__")
+            )
+        )
+        .filter(counted__lt=project.assignments_per_task)
+        .count()
+    )
+
+
+def recent_assignments(*, annotator: Annotator, limit: int = 20) -> QuerySet[Assignment]:
+    return (
+        Assignment.objects.filter(annotator=annotator)
+        .select_related("task__instruction", "task__batch__project")
+        .order_by("-claimed_at")[:limit]
+    )
+
+
+# --- Researchers ---------------------------------------------------------------------------
+
+
+def projects_for_researcher(*, user: AbstractBaseUser) -> QuerySet[Project]:
+    """Admins see every project; researchers those they created or were added to."""
+    if not is_researcher(user):
+        return Project.objects.none()
+    projects = Project.objects.select_related("benchmark").order_by("-created_at")
+    if is_admin(user):
+        return projects
+    return projects.filter(Q(researchers=user) | Q(created_by=user)).distinct()
+
+
+def project_get_for_researcher(*, project_id: int, user: AbstractBaseUser) -> Project:
+    try:
+        return projects_for_researcher(user=user).get(pk=project_id)
+    except Project.DoesNotExist:
+        raise NotFoundError("No such project.") from None
+
+
+@dataclass
+class Progress:
+    tasks_total: int
+    tasks_done: int
+    assignments_submitted: int
+    assignments_live: int
+    assignments_late: int
+    per_annotator: list[dict]
+    per_batch: list[dict]
+
+
+def project_progress(*, project: Project, now: datetime) -> Progress:
+    """Return tasks done (all N assignments submitted) of total, and per annotator counts."""
+    accepted = Q(
+        assignments__status__in=[AssignmentStatus.SUBMITTED, AssignmentStatus.APPROVED],
+        assignments__is_late=False,
+    )
+    tasks = Task.objects.filter(batch__project=project).annotate(
+        accepted=Count("assignments", filter=accepted)
+    )
+    per_batch = list(
+        tasks.values("batch__id", "batch__name", "batch__active")
+        .annotate(total=Count("id", distinct=True))
+        .order_by("batch__id")
+    )
+    done_by_batch = dict(
+        tasks.filter(accepted__gte=project.assignments_per_task)
+        .values("batch__id")
+        .annotate(done=Count("id"))
+        .values_list("batch__id", "done")
+    )
+    for row in per_batch:
+        row["done"] = done_by_batch.get(row["batch__id"], 0)
+    assignments = Assignment.objects.filter(task__batch__project=project)
+    live = Q(status=AssignmentStatus.CLAIMED, expires_at__gt=now)
+    per_annotator = list(
+        assignments.values("annotator__name")
+        .annotate(
+            submitted=Count("id", filter=Q(submitted_at__isnull=False, is_late=False)),
+            late=Count("id", filter=Q(is_late=True)),
+            live=Count("id", filter=live),
+            returned=Count("id", filter=Q(status=AssignmentStatus.RETURNED)),
+            active_seconds=Sum("active_seconds", filter=Q(submitted_at__isnull=False)),
+        )
+        .order_by("annotator__name")
+    )
+    return Progress(
+        tasks_total=sum(row["total"] for row in per_batch),
+        tasks_done=sum(row["done"] for row in per_batch),
+        assignments_submitted=sum(row["submitted"] for row in per_annotator),
+        assignments_live=sum(row["live"] for row in per_annotator),
+        assignments_late=sum(row["late"] for row in per_annotator),
+        per_annotator=per_annotator,
+        per_batch=per_batch,
+    )
+
+
+LABEL_CSV_HEADER = [
+    "batch",
+    "instruction_id",
+    "system",
+    "annotator",
+    "assignment_id",
+    "kind",
+    "question",
+    "value",
+    "late",
+]
+
+
+def project_label_rows(*, project: Project) -> Iterator[list[object]]:
+    """Yield the CSV header, then one row per label and direct score of the project.
+
+    Late submissions have no Label rows (they are not counted); their answers come from the
+    submission kept on the assignment, with late=1.
+    """
+    yield LABEL_CSV_HEADER
+    labels = (
+        Label.objects.filter(assignment__task__batch__project=project)
+        .select_related(
+            "assignment__task__batch", "question__instruction", "response__system", "annotator"
+        )
+        .order_by("assignment_id", "response_id", "question__position")
+    )
+    for label in labels.iterator(chunk_size=2000):
+        yield _row(
+            label.assignment,
+            label.question.instruction.external_id,
+            label.response.system.name,
+            "question",
+            label.question.position,
+            label.get_value_display(),
+            late=0,
+        )
+    scores = (
+        DirectScore.objects.filter(assignment__task__batch__project=project)
+        .select_related(
+            "assignment__task__batch", "response__instruction", "response__system", "annotator"
+        )
+        .order_by("assignment_id", "response_id")
+    )
+    for score in scores.iterator(chunk_size=2000):
+        yield _row(
+            score.assignment,
+            score.response.instruction.external_id,
+            score.response.system.name,
+            "score",
+            "",
+            score.score,
+            late=0,
+        )
+    yield from _late_rows(project=project)
+
+
+def _row(
+    assignment: Assignment, instruction: str, system: str, kind: str, question, value, *, late: int
+) -> list[object]:
+    return [
+        assignment.task.batch.name,
+        instruction,
+        system,
+        assignment.annotator.name,
+        assignment.id,
+        kind,
+        question,
+        value,
+        late,
+    ]
+
+
+def _late_rows(*, project: Project) -> Iterator[list[object]]:
+    late = Assignment.objects.filter(task__batch__project=project, is_late=True).select_related(
+        "task__batch", "task__instruction", "annotator"
+    )
+    system_names = dict(project.systems.values_list("id", "name"))
+    for assignment in late:
+        submission = assignment.submission or {}
+        for name, score in (submission.get(Phase.SCORES) or {}).items():
+            system = system_names.get(_system_id(assignment, name), "")
+            yield _row(
+                assignment,
+                assignment.task.instruction.external_id,
+                system,
+                "score",
+                "",
+                score,
+                late=1,
+            )
+        for name, value in (submission.get(Phase.LABELS) or {}).items():
+            system = system_names.get(_system_id(assignment, name), "")
+            question = int(FIELD_PATTERN.match(name).group(2))
+            yield _row(
+                assignment,
+                assignment.task.instruction.external_id,
+                system,
+                "question",
+                question,
+                str(value).upper(),
+                late=1,
+            )
+
+
+def _system_id(assignment: Assignment, field_name: str) -> int:
+    position = int(FIELD_PATTERN.match(field_name).group(1))
+    return assignment.display_order[position - 1]

@@ -1,0 +1,196 @@
+"""Hand out tasks to annotators, and take them back when returned or abandoned.
+
+Every change to how many assignments of a task are live or done happens under a row lock on the
+task, so two annotators can never both take the last slot.
+"""
+
+from __future__ import annotations
+
+import random
+import secrets
+from datetime import datetime, timedelta
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import connection, transaction
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet
+
+from annotate.errors import AssignmentNotLiveError, NotFoundError, NoWorkError
+from annotate.models import (
+    Annotator,
+    AnnotatorKind,
+    Assignment,
+    AssignmentStatus,
+    Project,
+    Response,
+    Task,
+)
+
+CANDIDATES_PER_CLAIM = 20
+
+
+def counted_assignments(*, now: datetime, prefix: str = "") -> Q:
+    """Assignments that hold a slot of their task: live claims and accepted submissions.
+
+    `prefix` ("assignments__") lets the same condition filter an aggregate over tasks.
+    """
+    live = Q(**{f"{prefix}status": AssignmentStatus.CLAIMED, f"{prefix}expires_at__gt": now})
+    done = Q(
+        **{
+            f"{prefix}status__in": [AssignmentStatus.SUBMITTED, AssignmentStatus.APPROVED],
+            f"{prefix}is_late": False,
+        }
+    )
+    return live | done
+
+
+def annotator_for_user(*, user: AbstractBaseUser) -> Annotator:
+    """Return the user's Annotator, creating it the first time they work."""
+    try:
+        return Annotator.objects.get(user=user)
+    except Annotator.DoesNotExist:
+        pass
+    name = user.get_username()
+    if Annotator.objects.filter(name=name).exists():
+        name = f"{name} (user {user.pk})"
+    annotator, _ = Annotator.objects.get_or_create(
+        user=user, defaults={"name": name, "kind": AnnotatorKind.EXPERT}
+    )
+    return annotator
+
+
+def display_order_for(*, system_ids: list[int], seed: int) -> list[int]:
+    """Return the system ids shuffled by the seed; index 0 is shown as System A."""
+    return random.Random(seed).sample(sorted(system_ids), len(system_ids))
+
+
+def claimable_tasks(*, project: Project, annotator: Annotator, now: datetime) -> QuerySet[Task]:
+    """Tasks of the project's active batches with a free slot, on instructions the annotator
+    never had (in any project: an annotator labels a response once)."""
+    mine = Assignment.objects.filter(
+        annotator=annotator, task__instruction_id=OuterRef("instruction_id")
+    )
+    return (
+        Task.objects.filter(batch__project=project, batch__active=True)
+        .exclude(Exists(mine))
+        .annotate(
+            counted=Count(
+                "assignments", filter=counted_assignments(now=now, prefix="assignments__")
+            )
+        )
+        .filter(counted__lt=project.assignments_per_task)
+    )
+
+
+def assignment_claim_next(*, annotator: Annotator, project: Project, now: datetime) -> Assignment:
+    """Return the annotator's live claim in the project, or claim the next free task.
+
+    Raises NoWorkError when every task is full or already done by this annotator.
+    """
+    with transaction.atomic():
+        current = _live_claim(annotator=annotator, project=project, now=now)
+        if current is not None:
+            return current
+        for skip_locked in (True, False):
+            assignment = _claim_first_free(
+                annotator=annotator, project=project, now=now, skip_locked=skip_locked
+            )
+            if assignment is not None:
+                return assignment
+    raise NoWorkError(f"No task left for you in '{project.name}'. Thank you!")
+
+
+def _live_claim(*, annotator: Annotator, project: Project, now: datetime) -> Assignment | None:
+    return (
+        Assignment.objects.filter(
+            annotator=annotator,
+            task__batch__project=project,
+            status=AssignmentStatus.CLAIMED,
+            expires_at__gt=now,
+        )
+        .order_by("claimed_at")
+        .first()
+    )
+
+
+def _claim_first_free(
+    *, annotator: Annotator, project: Project, now: datetime, skip_locked: bool
+) -> Assignment | None:
+    candidates = list(
+        claimable_tasks(project=project, annotator=annotator, now=now)
+        .order_by("counted", "batch__created_at", "position", "id")
+        .values_list("id", flat=True)[:CANDIDATES_PER_CLAIM]
+    )
+    for task_id in candidates:
+        task = _lock_task(task_id=task_id, skip_locked=skip_locked)
+        if task is None:
+            continue  # another annotator is claiming it right now; try the next one
+        if _slot_free(task=task, project=project, annotator=annotator, now=now):
+            return _assignment_create(task=task, project=project, annotator=annotator, now=now)
+    return None
+
+
+def _lock_task(*, task_id: int, skip_locked: bool) -> Task | None:
+    queryset = Task.objects.filter(pk=task_id)
+    if connection.features.has_select_for_update_skip_locked:
+        queryset = queryset.select_for_update(skip_locked=skip_locked)
+    else:
+        queryset = queryset.select_for_update()  # SQLite: the write transaction serialises
+    return queryset.first()
+
+
+def _slot_free(*, task: Task, project: Project, annotator: Annotator, now: datetime) -> bool:
+    """Recount under the task's row lock: the count before locking may be stale."""
+    if Assignment.objects.filter(
+        annotator=annotator, task__instruction_id=task.instruction_id
+    ).exists():
+        return False
+    taken = Assignment.objects.filter(task=task).filter(counted_assignments(now=now)).count()
+    return taken < project.assignments_per_task
+
+
+def _assignment_create(
+    *, task: Task, project: Project, annotator: Annotator, now: datetime
+) -> Assignment:
+    system_ids = list(
+        Response.objects.filter(
+            instruction_id=task.instruction_id, system__in=project.systems.all()
+        ).values_list("system_id", flat=True)
+    )
+    seed = secrets.randbits(62)
+    return Assignment.objects.create(
+        task=task,
+        annotator=annotator,
+        status=AssignmentStatus.CLAIMED,
+        claimed_at=now,
+        expires_at=now + timedelta(minutes=project.allotted_minutes),
+        order_seed=seed,
+        display_order=display_order_for(system_ids=system_ids, seed=seed),
+    )
+
+
+@transaction.atomic
+def assignment_return(*, assignment_id: int, annotator: Annotator, now: datetime) -> Assignment:
+    """Give a claimed task back so someone else can do it; the annotator will not get it again."""
+    try:
+        assignment = Assignment.objects.select_for_update().get(
+            pk=assignment_id, annotator=annotator
+        )
+    except Assignment.DoesNotExist:
+        raise NotFoundError("No such assignment.") from None
+    if assignment.status != AssignmentStatus.CLAIMED:
+        raise AssignmentNotLiveError(
+            f"This assignment is {assignment.get_status_display().lower()}; only a claimed one can be returned."
+        )
+    assignment.status = AssignmentStatus.RETURNED
+    assignment.save(update_fields=["status"])
+    return assignment
+
+
+def assignments_expire(*, now: datetime) -> int:
+    """Mark claims past their time as expired, freeing their slots; return how many.
+
+    Safe to run twice and concurrently: the update only touches rows still claimed and late.
+    """
+    return Assignment.objects.filter(status=AssignmentStatus.CLAIMED, expires_at__lte=now).update(
+        status=AssignmentStatus.EXPIRED
+    )

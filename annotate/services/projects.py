@@ -1,0 +1,215 @@
+"""Create annotation projects and their batches of tasks."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+
+from annotate.errors import ProjectSetupError
+from annotate.models import (
+    Batch,
+    Benchmark,
+    Instruction,
+    Project,
+    ProjectMode,
+    Response,
+    Subset,
+    System,
+    Task,
+)
+
+DEFAULT_GUIDELINES = """\
+Read the instruction (and its input, if there is one), then each response. For every question \
+about a response, choose one answer:
+
+YES: the response fully meets what the question asks. Be strict: a single small slip means it \
+does not. If the question asks whether every sentence is in the second person and one sentence \
+is not, the answer is not YES.
+
+NO: the response does not meet what the question asks, or it gives you nothing to judge it by \
+(for example, the question asks about the second sentence and the response has only one).
+
+UNKNOWN: you do not have the knowledge needed to decide (a fact you cannot check, a language \
+you do not read). Use it rarely; it is not counted.
+
+Judge each question on its own. The systems are shown as System A, B, C... in an order shuffled \
+for you, so do not try to guess which model wrote what."""
+
+DIRECT_SCORE_RUBRIC = {
+    1: ("Very bad", "Unrelated to the instruction; shows no grasp of the task."),
+    2: ("Bad", "Slightly related, but mostly wrong, confusing, or both."),
+    3: ("Okay", "Related, but missing important details or containing mistakes."),
+    4: ("Good", "Mostly correct and complete; small errors or omissions."),
+    5: ("Excellent", "Fully correct, detailed, and exactly what the instruction asks."),
+}
+
+
+class Selection:
+    ALL = "all"
+    IDS = "ids"
+    RANDOM = "random"
+    CHOICES = (ALL, IDS, RANDOM)
+
+
+@dataclass(frozen=True)
+class InstructionSelection:
+    """Which instructions become tasks: all, the given external ids, or N random per subset."""
+
+    kind: str = Selection.ALL
+    external_ids: Sequence[str] = field(default_factory=tuple)
+    per_subset: int = 0
+    seed: int = 0
+
+
+def project_create(
+    *,
+    name: str,
+    benchmark: Benchmark,
+    systems: Sequence[System],
+    selection: InstructionSelection,
+    mode: str = ProjectMode.DRFR,
+    assignments_per_task: int = 3,
+    allotted_minutes: int = 60,
+    guidelines: str = "",
+    researchers: Sequence[AbstractBaseUser] = (),
+    created_by: AbstractBaseUser | None = None,
+    batch_name: str = "Batch 1",
+) -> Project:
+    """Create a project and its first batch, with one task per selected instruction."""
+    name = name.strip()
+    _validate_project(
+        name=name,
+        systems=systems,
+        mode=mode,
+        assignments_per_task=assignments_per_task,
+        allotted_minutes=allotted_minutes,
+    )
+    with transaction.atomic():
+        project = Project.objects.create(
+            name=name,
+            benchmark=benchmark,
+            mode=mode,
+            assignments_per_task=assignments_per_task,
+            allotted_minutes=allotted_minutes,
+            guidelines=guidelines.strip() or DEFAULT_GUIDELINES,
+            created_by=created_by,
+        )
+        project.systems.set(systems)
+        project.researchers.set(researchers)
+        batch_create(project=project, name=batch_name, selection=selection)
+    return project
+
+
+def _validate_project(
+    *,
+    name: str,
+    systems: Sequence[System],
+    mode: str,
+    assignments_per_task: int,
+    allotted_minutes: int,
+) -> None:
+    if not name:
+        raise ProjectSetupError("Give the project a name.")
+    if Project.objects.filter(name=name).exists():
+        raise ProjectSetupError(f"A project named '{name}' already exists.")
+    if mode not in ProjectMode.values:
+        raise ProjectSetupError(f"Mode must be one of {', '.join(ProjectMode.values)}.")
+    if not systems:
+        raise ProjectSetupError("Choose at least one system.")
+    if not 1 <= assignments_per_task <= 100:
+        raise ProjectSetupError("Assignments per task must be between 1 and 100.")
+    if not 1 <= allotted_minutes <= 24 * 60:
+        raise ProjectSetupError("Allotted minutes must be between 1 and 1440.")
+
+
+@transaction.atomic
+def batch_create(*, project: Project, name: str, selection: InstructionSelection) -> Batch:
+    """Create a batch of tasks for instructions not yet in any batch of the project."""
+    name = name.strip()
+    if not name:
+        raise ProjectSetupError("Give the batch a name.")
+    if Batch.objects.filter(project=project, name=name).exists():
+        raise ProjectSetupError(f"The project already has a batch named '{name}'.")
+    instructions = _select_instructions(project=project, selection=selection)
+    _check_responses_exist(project=project, instructions=instructions)
+    batch = Batch.objects.create(project=project, name=name)
+    Task.objects.bulk_create(
+        Task(batch=batch, instruction=instruction, position=position)
+        for position, instruction in enumerate(instructions)
+    )
+    return batch
+
+
+def _select_instructions(*, project: Project, selection: InstructionSelection) -> list[Instruction]:
+    available = (
+        Instruction.objects.filter(benchmark=project.benchmark)
+        .exclude(tasks__batch__project=project)
+        .order_by("position", "id")
+    )
+    if selection.kind == Selection.ALL:
+        chosen = list(available)
+    elif selection.kind == Selection.IDS:
+        chosen = _select_by_ids(project=project, available=available, ids=selection.external_ids)
+    elif selection.kind == Selection.RANDOM:
+        chosen = _select_random(available=list(available), selection=selection)
+    else:
+        raise ProjectSetupError(
+            f"Instruction selection must be one of {', '.join(Selection.CHOICES)}."
+        )
+    if not chosen:
+        raise ProjectSetupError(
+            "No instruction selected: every one is already in a batch, or none match."
+        )
+    return chosen
+
+
+def _select_by_ids(*, project: Project, available, ids: Sequence[str]) -> list[Instruction]:
+    wanted = list(dict.fromkeys(item.strip() for item in ids if item.strip()))
+    by_id = {
+        instruction.external_id: instruction
+        for instruction in available.filter(external_id__in=wanted)
+    }
+    missing = [external_id for external_id in wanted if external_id not in by_id]
+    if missing:
+        raise ProjectSetupError(
+            f"Not in benchmark '{project.benchmark.name}' or already in a batch of this project: "
+            + ", ".join(missing[:20])
+        )
+    return [by_id[external_id] for external_id in wanted]
+
+
+def _select_random(
+    *, available: list[Instruction], selection: InstructionSelection
+) -> list[Instruction]:
+    if selection.per_subset < 1:
+        raise ProjectSetupError("The random sample needs at least 1 instruction per subset.")
+    rng = random.Random(selection.seed)
+    chosen: list[Instruction] = []
+    for subset in Subset.values:
+        pool = [instruction for instruction in available if instruction.subset == subset]
+        chosen.extend(rng.sample(pool, min(selection.per_subset, len(pool))))
+    return sorted(chosen, key=lambda instruction: (instruction.position, instruction.id))
+
+
+def _check_responses_exist(*, project: Project, instructions: list[Instruction]) -> None:
+    system_ids = set(project.systems.values_list("id", flat=True))
+    present = set(
+        Response.objects.filter(instruction__in=instructions, system_id__in=system_ids).values_list(
+            "instruction_id", "system_id"
+        )
+    )
+    lacking = [
+        instruction.external_id
+        for instruction in instructions
+        if any((instruction.id, system_id) not in present for system_id in system_ids)
+    ]
+    if lacking:
+        raise ProjectSetupError(
+            "These instructions lack a response from one of the chosen systems: "
+            + ", ".join(lacking[:20])
+            + (f" and {len(lacking) - 20} more" if len(lacking) > 20 else "")
+        )

@@ -1,0 +1,284 @@
+"""Take an annotator's answers for one assignment: validate everything, then write.
+
+Form fields never name a system: `r<N>_q<M>` answers question M about the response shown N-th
+(System A is N = 1), `r<N>_score` is its direct score. The assignment's display order maps N back
+to a system only here, on the server.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import transaction
+
+from annotate.errors import (
+    AssignmentNotLiveError,
+    ConflictError,
+    NotFoundError,
+    SubmissionError,
+)
+from annotate.models import (
+    Annotator,
+    Assignment,
+    AssignmentStatus,
+    DirectScore,
+    Label,
+    LabelValue,
+    ProjectMode,
+    Question,
+    Response,
+    Task,
+)
+from annotate.services.assignments import counted_assignments
+
+LABEL_VALUES = {"yes": LabelValue.YES, "no": LabelValue.NO, "unknown": LabelValue.UNKNOWN}
+SCORE_VALUES = {str(score): score for score in range(1, 6)}
+FIELD_PATTERN = re.compile(r"^r(\d+)_(?:q(\d+)|score)$")
+
+
+class Phase:
+    SCORES = "scores"
+    LABELS = "labels"
+
+
+class Outcome:
+    ACCEPTED = "accepted"  # labels written
+    LATE = "late"  # kept on the assignment, not counted
+    SCORED = "scored"  # first phase of `both` mode done; questions come next
+    UNCHANGED = "unchanged"  # identical repeat
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    assignment: Assignment
+    outcome: str
+
+
+def score_field(position: int) -> str:
+    return f"r{position}_score"
+
+
+def question_field(position: int, question_position: int) -> str:
+    return f"r{position}_q{question_position}"
+
+
+def expected_fields(*, phase: str, responses: int, question_positions: list[int]) -> list[str]:
+    """Return the field names a complete submission of this phase has, in page order."""
+    if phase == Phase.SCORES:
+        return [score_field(n) for n in range(1, responses + 1)]
+    return [question_field(n, m) for n in range(1, responses + 1) for m in question_positions]
+
+
+def assignment_phase(*, assignment: Assignment, mode: str) -> str:
+    """Return what the annotator answers next: direct scores, or the decomposed questions."""
+    if mode == ProjectMode.DIRECT_SCORE:
+        return Phase.SCORES
+    if mode == ProjectMode.BOTH and assignment.scored_at is None:
+        return Phase.SCORES
+    return Phase.LABELS
+
+
+def assignment_submit(
+    *,
+    assignment_id: int,
+    annotator: Annotator,
+    answers: Mapping[str, object],
+    active_seconds: object = 0,
+    now: datetime,
+) -> SubmitResult:
+    """Validate a submission for the annotator's assignment and store it.
+
+    Raises NotFoundError (not theirs), AssignmentNotLiveError (returned or rejected),
+    SubmissionError (missing, extra or bad values) and ConflictError (different answers after a
+    successful submit). Nothing is written when any of them is raised.
+    """
+    with transaction.atomic():
+        assignment = _locked_assignment(assignment_id=assignment_id, annotator=annotator)
+        mode = assignment.task.batch.project.mode
+        question_ids = dict(
+            Question.objects.filter(instruction_id=assignment.task.instruction_id).values_list(
+                "position", "id"
+            )
+        )
+        phase = _phase_of_answers(assignment=assignment, mode=mode, answers=answers)
+        fields = expected_fields(
+            phase=phase,
+            responses=len(assignment.display_order),
+            question_positions=sorted(question_ids),
+        )
+        cleaned = _clean(answers=answers, fields=fields, phase=phase)
+        seconds = _clean_seconds(value=active_seconds, assignment=assignment, now=now)
+        previous = _previous_answers(assignment=assignment, mode=mode, phase=phase)
+        if previous is not None:
+            if previous == cleaned:
+                return SubmitResult(assignment, Outcome.UNCHANGED)
+            raise ConflictError(
+                "You already submitted different answers for this task; nothing was changed."
+            )
+        assignment.active_seconds += seconds
+        if mode == ProjectMode.BOTH and phase == Phase.SCORES:
+            assignment.direct_scores = cleaned
+            assignment.scored_at = now
+            assignment.save(update_fields=["direct_scores", "scored_at", "active_seconds"])
+            return SubmitResult(assignment, Outcome.SCORED)
+        return _finish(
+            assignment=assignment, mode=mode, cleaned=cleaned, question_ids=question_ids, now=now
+        )
+
+
+def _locked_assignment(*, assignment_id: int, annotator: Annotator) -> Assignment:
+    try:
+        assignment = (
+            Assignment.objects.select_for_update(of=("self",))
+            .select_related("task__batch__project")
+            .get(pk=assignment_id, annotator=annotator)
+        )
+    except Assignment.DoesNotExist:
+        raise NotFoundError("No such assignment.") from None
+    if assignment.status in (AssignmentStatus.RETURNED, AssignmentStatus.REJECTED):
+        raise AssignmentNotLiveError(
+            f"This assignment was {assignment.get_status_display().lower()}; it takes no answers."
+        )
+    return assignment
+
+
+def _phase_of_answers(*, assignment: Assignment, mode: str, answers: Mapping[str, object]) -> str:
+    phase = assignment_phase(assignment=assignment, mode=mode)
+    only_scores = bool(answers) and all(key.endswith("_score") for key in answers)
+    if mode == ProjectMode.BOTH and phase == Phase.LABELS and only_scores:
+        return Phase.SCORES  # a repeat of the first phase: checked against the stored scores
+    return phase
+
+
+def _clean(*, answers: Mapping[str, object], fields: list[str], phase: str) -> dict[str, object]:
+    extra = sorted(set(answers) - set(fields))
+    if extra:
+        raise SubmissionError(
+            "Unexpected field(s): " + ", ".join(extra[:10]) + ". " + _phase_hint(phase)
+        )
+    missing = [name for name in fields if _blank(answers.get(name))]
+    if missing:
+        raise SubmissionError(
+            f"{len(missing)} of {len(fields)} answers are missing: " + ", ".join(missing[:10]),
+            missing=missing,
+        )
+    allowed = SCORE_VALUES if phase == Phase.SCORES else LABEL_VALUES
+    cleaned: dict[str, object] = {}
+    for name in fields:
+        value = answers[name]
+        key = value.strip().lower() if isinstance(value, str) else None
+        if key not in allowed:
+            raise SubmissionError(
+                f"Field {name}: '{str(value)[:20]}' is not one of {', '.join(allowed)}."
+            )
+        cleaned[name] = allowed[key] if phase == Phase.SCORES else key
+    return cleaned
+
+
+def _blank(value: object) -> bool:
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
+def _phase_hint(phase: str) -> str:
+    if phase == Phase.SCORES:
+        return "This step takes one direct score (1-5) per response, fields r<N>_score."
+    return "This step takes the decomposed questions, fields r<N>_q<M> (yes, no or unknown)."
+
+
+def _clean_seconds(*, value: object, assignment: Assignment, now: datetime) -> float:
+    """Return the active time the page reported, clamped to what could have elapsed."""
+    try:
+        seconds = float(value or 0)
+    except (TypeError, ValueError):
+        raise SubmissionError("active_seconds must be a number of seconds.") from None
+    if seconds != seconds:  # NaN
+        seconds = 0.0
+    elapsed = (now - assignment.claimed_at).total_seconds()
+    unaccounted = max(elapsed - assignment.active_seconds, 0.0)
+    return min(max(seconds, 0.0), unaccounted)
+
+
+def _previous_answers(*, assignment: Assignment, mode: str, phase: str) -> dict | None:
+    if mode == ProjectMode.BOTH and phase == Phase.SCORES:
+        return assignment.direct_scores
+    if assignment.submitted_at is None:
+        return None
+    return (assignment.submission or {}).get(phase)
+
+
+def _finish(
+    *,
+    assignment: Assignment,
+    mode: str,
+    cleaned: dict[str, object],
+    question_ids: dict[int, int],
+    now: datetime,
+) -> SubmitResult:
+    submission = {
+        ProjectMode.DRFR: {Phase.LABELS: cleaned},
+        ProjectMode.DIRECT_SCORE: {Phase.SCORES: cleaned},
+        ProjectMode.BOTH: {Phase.SCORES: assignment.direct_scores, Phase.LABELS: cleaned},
+    }[mode]
+    assignment.submission = submission
+    assignment.submitted_at = now
+    if not _has_slot(assignment=assignment, now=now):
+        assignment.status = AssignmentStatus.EXPIRED
+        assignment.is_late = True
+        assignment.save()
+        return SubmitResult(assignment, Outcome.LATE)
+    assignment.status = AssignmentStatus.SUBMITTED
+    assignment.save()
+    _write_rows(assignment=assignment, submission=submission, question_ids=question_ids)
+    return SubmitResult(assignment, Outcome.ACCEPTED)
+
+
+def _has_slot(*, assignment: Assignment, now: datetime) -> bool:
+    """A live claim keeps its slot; a late one gets a slot only if the task still has one."""
+    if assignment.status == AssignmentStatus.CLAIMED and assignment.expires_at > now:
+        return True
+    task = Task.objects.select_for_update().get(pk=assignment.task_id)
+    taken = task.assignments.filter(counted_assignments(now=now)).exclude(pk=assignment.pk).count()
+    return taken < assignment.task.batch.project.assignments_per_task
+
+
+def _write_rows(*, assignment: Assignment, submission: dict, question_ids: dict[int, int]) -> None:
+    response_by_system = dict(
+        Response.objects.filter(
+            instruction_id=assignment.task.instruction_id, system_id__in=assignment.display_order
+        ).values_list("system_id", "id")
+    )
+    response_ids = [response_by_system[system_id] for system_id in assignment.display_order]
+    if Label.objects.filter(
+        annotator=assignment.annotator, response_id__in=response_ids
+    ).exists() or (
+        DirectScore.objects.filter(
+            annotator=assignment.annotator, response_id__in=response_ids
+        ).exists()
+    ):
+        raise ConflictError("You already labelled these responses in another project.")
+    labels = []
+    for name, value in (submission.get(Phase.LABELS) or {}).items():
+        position, question_position = (int(group) for group in FIELD_PATTERN.match(name).groups())
+        labels.append(
+            Label(
+                question_id=question_ids[question_position],
+                response_id=response_ids[position - 1],
+                annotator=assignment.annotator,
+                value=LABEL_VALUES[value],
+                assignment=assignment,
+            )
+        )
+    scores = [
+        DirectScore(
+            response_id=response_ids[int(FIELD_PATTERN.match(name).group(1)) - 1],
+            annotator=assignment.annotator,
+            score=score,
+            assignment=assignment,
+        )
+        for name, score in (submission.get(Phase.SCORES) or {}).items()
+    ]
+    Label.objects.bulk_create(labels)
+    DirectScore.objects.bulk_create(scores)

@@ -1,0 +1,232 @@
+"""Pages of annotation work: the annotator's dashboard and task page, researchers' projects.
+
+Views parse input, call one selector or service, and render; errors become HTTP in annotate.http.
+"""
+
+from __future__ import annotations
+
+import csv
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+
+from annotate.errors import NotFoundError, NoWorkError, ProjectSetupError, SubmissionError
+from annotate.forms import BatchForm, ProjectForm
+from annotate.http import page_errors, with_csp
+from annotate.models import Annotator, Project
+from annotate.roles import ANNOTATOR, has_role, is_admin, is_researcher
+from annotate.selectors import work as work_selectors
+from annotate.services import assignments as assignment_services
+from annotate.services import projects as project_services
+from annotate.services.submissions import Outcome, assignment_submit
+
+RESERVED_FIELDS = {"csrfmiddlewaretoken", "active_seconds"}
+
+
+def _annotator(request: HttpRequest) -> Annotator:
+    """Return the annotator of the logged-in user; 404 for users without the annotator role."""
+    if not has_role(request.user, ANNOTATOR):
+        raise NotFoundError("Only annotators have tasks.")
+    return assignment_services.annotator_for_user(user=request.user)
+
+
+def _require_admin(request: HttpRequest) -> None:
+    if not is_admin(request.user):
+        raise Http404
+
+
+@login_required
+@page_errors
+def dashboard(request: HttpRequest) -> HttpResponse:
+    annotator = _annotator(request)
+    context = {
+        "projects": work_selectors.dashboard_for_annotator(annotator=annotator, now=timezone.now()),
+        "recent": work_selectors.recent_assignments(annotator=annotator),
+    }
+    return render(request, "annotate/work/dashboard.html", context)
+
+
+@login_required
+@require_POST
+@page_errors
+def start_next(request: HttpRequest, project_id: int) -> HttpResponse:
+    annotator = _annotator(request)
+    project = Project.objects.filter(pk=project_id).first()
+    if project is None:
+        raise NotFoundError("No such project.")
+    try:
+        assignment = assignment_services.assignment_claim_next(
+            annotator=annotator, project=project, now=timezone.now()
+        )
+    except NoWorkError as error:
+        messages.info(request, str(error))
+        return redirect("work:dashboard")
+    return redirect("work:assignment", assignment_id=assignment.id)
+
+
+@login_required
+@page_errors
+def assignment_page(request: HttpRequest, assignment_id: int) -> HttpResponse:
+    if request.method == "POST":
+        return _submit(request, assignment_id)
+    page = work_selectors.task_page_get(assignment_id=assignment_id, user=request.user)
+    return with_csp(render(request, "annotate/work/task.html", {"page": page}))
+
+
+def _submit(request: HttpRequest, assignment_id: int) -> HttpResponse:
+    answers = {
+        key: values[0] if len(values) == 1 else values
+        for key, values in request.POST.lists()
+        if key not in RESERVED_FIELDS
+    }
+    assignment = work_selectors.assignment_get_for_annotator(
+        assignment_id=assignment_id, user=request.user
+    )
+    try:
+        result = assignment_submit(
+            assignment_id=assignment.id,
+            annotator=assignment.annotator,
+            answers=answers,
+            active_seconds=request.POST.get("active_seconds", 0),
+            now=timezone.now(),
+        )
+    except SubmissionError as error:
+        return _task_page_with_error(request, assignment_id, answers, error)
+    if result.outcome == Outcome.SCORED:
+        return redirect("work:assignment", assignment_id=assignment_id)
+    messages.success(request, _OUTCOME_MESSAGES[result.outcome])
+    return redirect("work:dashboard")
+
+
+_OUTCOME_MESSAGES = {
+    Outcome.ACCEPTED: "Submitted. Thank you!",
+    Outcome.UNCHANGED: "Already submitted; nothing changed.",
+    Outcome.LATE: "Submitted after the allotted time and the task was full: your answers are "
+    "kept and shown to the researchers, but not counted.",
+}
+
+
+def _task_page_with_error(
+    request: HttpRequest, assignment_id: int, answers: dict, error: SubmissionError
+) -> HttpResponse:
+    text_answers = {key: value for key, value in answers.items() if isinstance(value, str)}
+    page = work_selectors.task_page_get(
+        assignment_id=assignment_id, user=request.user, answers=text_answers
+    )
+    titles = {
+        name: title
+        for name, title in work_selectors.field_titles(page=page)
+        if name in error.missing
+    }
+    missing = [{"name": name, "title": titles[name]} for name in error.missing if name in titles]
+    context = {"page": page, "error": str(error), "missing": missing}
+    return with_csp(render(request, "annotate/work/task.html", context, status=error.http_status))
+
+
+@login_required
+@require_POST
+@page_errors
+def assignment_return(request: HttpRequest, assignment_id: int) -> HttpResponse:
+    assignment = work_selectors.assignment_get_for_annotator(
+        assignment_id=assignment_id, user=request.user
+    )
+    assignment_services.assignment_return(
+        assignment_id=assignment.id, annotator=assignment.annotator, now=timezone.now()
+    )
+    messages.info(request, "Task returned.")
+    return redirect("work:dashboard")
+
+
+# --- Researchers and admins ----------------------------------------------------------------
+
+
+@login_required
+def project_list(request: HttpRequest) -> HttpResponse:
+    if not is_researcher(request.user):
+        raise Http404
+    projects = work_selectors.projects_for_researcher(user=request.user)
+    context = {"projects": projects, "can_create": is_admin(request.user)}
+    return render(request, "annotate/work/project_list.html", context)
+
+
+@login_required
+def project_create(request: HttpRequest) -> HttpResponse:
+    _require_admin(request)
+    form = ProjectForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            project = _project_create_from(form, request)
+        except ProjectSetupError as error:
+            form.add_error(None, str(error))
+            context = {"form": form}
+            return render(request, "annotate/work/project_form.html", context, status=400)
+        messages.success(request, f"Project '{project.name}' created.")
+        return redirect("work:project-detail", project_id=project.id)
+    status = 400 if request.method == "POST" else 200
+    return render(request, "annotate/work/project_form.html", {"form": form}, status=status)
+
+
+def _project_create_from(form: ProjectForm, request: HttpRequest) -> Project:
+    data = form.cleaned_data
+    return project_services.project_create(
+        name=data["name"],
+        benchmark=data["benchmark"],
+        systems=list(data["systems"]),
+        selection=form.instruction_selection(),
+        mode=data["mode"],
+        assignments_per_task=data["assignments_per_task"],
+        allotted_minutes=data["allotted_minutes"],
+        guidelines=data["guidelines"],
+        researchers=list(data["researchers"]),
+        created_by=request.user,
+    )
+
+
+@login_required
+@page_errors
+def project_detail(request: HttpRequest, project_id: int) -> HttpResponse:
+    project = work_selectors.project_get_for_researcher(project_id=project_id, user=request.user)
+    context = {
+        "project": project,
+        "progress": work_selectors.project_progress(project=project, now=timezone.now()),
+        "batch_form": BatchForm(initial={"name": f"Batch {project.batches.count() + 1}"}),
+        "can_change": is_admin(request.user),
+    }
+    return render(request, "annotate/work/project_detail.html", context)
+
+
+@login_required
+@require_POST
+@page_errors
+def batch_create(request: HttpRequest, project_id: int) -> HttpResponse:
+    _require_admin(request)
+    project = work_selectors.project_get_for_researcher(project_id=project_id, user=request.user)
+    form = BatchForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items()))
+        return redirect("work:project-detail", project_id=project.id)
+    batch = project_services.batch_create(
+        project=project, name=form.cleaned_data["name"], selection=form.instruction_selection()
+    )
+    messages.success(request, f"Batch '{batch.name}' created with {batch.tasks.count()} tasks.")
+    return redirect("work:project-detail", project_id=project.id)
+
+
+class _Echo:
+    def write(self, value: str) -> str:
+        return value
+
+
+@login_required
+@page_errors
+def labels_csv(request: HttpRequest, project_id: int) -> StreamingHttpResponse:
+    project = work_selectors.project_get_for_researcher(project_id=project_id, user=request.user)
+    writer = csv.writer(_Echo())
+    rows = (writer.writerow(row) for row in work_selectors.project_label_rows(project=project))
+    response = StreamingHttpResponse(rows, content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="project-{project.id}-labels.csv"'
+    return response

@@ -1,0 +1,170 @@
+// The task page: keyboard answering, progress counter, missing-answer list, active time.
+// The page works without this script (plain radio buttons and a submit button); the server
+// validates everything again.
+(function () {
+  "use strict";
+
+  var form = document.getElementById("task-form");
+  if (!form) {
+    return;
+  }
+  var groups = Array.prototype.slice.call(form.querySelectorAll("fieldset.answer"));
+  var answeredOut = document.getElementById("answered-count");
+  var missingBox = document.getElementById("missing");
+  var missingList = document.getElementById("missing-list");
+  var activeInput = document.getElementById("active-seconds");
+  var LABEL_KEYS = { y: "yes", n: "no", u: "unknown" };
+
+  function radios(group) {
+    return Array.prototype.slice.call(group.querySelectorAll("input[type=radio]"));
+  }
+
+  function checked(group) {
+    return group.querySelector("input[type=radio]:checked");
+  }
+
+  function groupOf(element) {
+    return element && element.closest ? element.closest("fieldset.answer") : null;
+  }
+
+  function focusGroup(group) {
+    if (!group) {
+      return;
+    }
+    var target = checked(group) || radios(group)[0];
+    target.focus();
+  }
+
+  function missingGroups() {
+    return groups.filter(function (group) {
+      return !checked(group);
+    });
+  }
+
+  function updateProgress() {
+    var missing = missingGroups();
+    answeredOut.textContent = String(groups.length - missing.length);
+    groups.forEach(function (group) {
+      group.classList.toggle("is-answered", Boolean(checked(group)));
+    });
+    if (!missingBox.hidden) {
+      showMissing(missing);
+    }
+  }
+
+  function showMissing(missing) {
+    missingList.textContent = "";
+    missing.forEach(function (group) {
+      var item = document.createElement("li");
+      var link = document.createElement("a");
+      link.href = "#" + group.id;
+      link.textContent = group.getAttribute("data-title");
+      link.addEventListener("click", function (event) {
+        event.preventDefault();
+        focusGroup(group);
+      });
+      item.appendChild(link);
+      missingList.appendChild(item);
+    });
+    missingBox.hidden = missing.length === 0;
+  }
+
+  function move(from, step) {
+    var index = groups.indexOf(from);
+    var next = groups[index + step];
+    if (index === -1) {
+      next = step > 0 ? groups[0] : groups[groups.length - 1];
+    }
+    focusGroup(next);
+  }
+
+  function answer(group, value) {
+    var input = group.querySelector('input[type=radio][value="' + value + '"]');
+    if (!input) {
+      return false;
+    }
+    input.checked = true;
+    input.dispatchEvent(new Event("change", { bubbles: true }));
+    var index = groups.indexOf(group);
+    if (index < groups.length - 1) {
+      focusGroup(groups[index + 1]);
+    } else {
+      form.querySelector("button[type=submit]").focus();
+    }
+    return true;
+  }
+
+  function trySubmit() {
+    var missing = missingGroups();
+    if (missing.length) {
+      showMissing(missing);
+      focusGroup(missing[0]);
+      return;
+    }
+    form.requestSubmit();
+  }
+
+  document.addEventListener("keydown", function (event) {
+    if (event.ctrlKey || event.altKey || event.metaKey) {
+      return;
+    }
+    var target = event.target;
+    if (target && (target.tagName === "TEXTAREA" || (target.tagName === "INPUT" && target.type === "text"))) {
+      return;
+    }
+    var group = groupOf(document.activeElement);
+    var key = event.key.length === 1 ? event.key.toLowerCase() : event.key;
+    var handled = false;
+    if (group && LABEL_KEYS[key] && group.classList.contains("question")) {
+      handled = answer(group, LABEL_KEYS[key]);
+    } else if (group && /^[1-5]$/.test(key) && group.classList.contains("score")) {
+      handled = answer(group, key);
+    } else if (key === "ArrowDown" || key === "j") {
+      move(group, 1);
+      handled = true;
+    } else if (key === "ArrowUp" || key === "k") {
+      move(group, -1);
+      handled = true;
+    } else if (key === "Enter" && (group || target === document.body || target.type === "submit")) {
+      trySubmit();
+      handled = true;
+    }
+    if (handled) {
+      event.preventDefault();
+    }
+  });
+
+  form.addEventListener("change", updateProgress);
+  form.addEventListener("submit", function (event) {
+    var missing = missingGroups();
+    if (missing.length) {
+      event.preventDefault();
+      showMissing(missing);
+      focusGroup(missing[0]);
+      return;
+    }
+    activeInput.value = String(Math.round(activeSeconds));
+  });
+
+  // Active time: seconds while the page is visible and someone touched it in the last minute.
+  var activeSeconds = 0;
+  var lastInput = Date.now();
+  ["keydown", "mousedown", "mousemove", "scroll", "touchstart"].forEach(function (name) {
+    document.addEventListener(name, function () {
+      lastInput = Date.now();
+    }, { passive: true });
+  });
+  window.setInterval(function () {
+    if (document.visibilityState === "visible" && Date.now() - lastInput < 60000) {
+      activeSeconds += 1;
+    }
+  }, 1000);
+
+  updateProgress();
+  if (document.getElementById("server-missing")) {
+    missingBox.hidden = false;
+    updateProgress();
+  }
+  var firstOpen = missingGroups()[0] || groups[0];
+  focusGroup(firstOpen);
+})();

@@ -1,0 +1,124 @@
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from annotate.errors import AssignmentNotLiveError, NotFoundError, NoWorkError
+from annotate.models import Assignment, AssignmentStatus
+from annotate.services.assignments import (
+    annotator_for_user,
+    assignment_claim_next,
+    assignment_return,
+    assignments_expire,
+    display_order_for,
+)
+from annotate.tasks import expire_assignments
+from tests.factories import AnnotatorFactory, UserFactory, project_with_tasks
+
+pytestmark = pytest.mark.django_db
+NOW = timezone.now()
+
+
+def test_claim_gives_a_task_with_a_shuffled_permutation_of_the_systems():
+    project = project_with_tasks(systems=4)
+    assignment = assignment_claim_next(annotator=AnnotatorFactory(), project=project, now=NOW)
+    system_ids = sorted(project.systems.values_list("id", flat=True))
+    assert sorted(assignment.display_order) == system_ids
+    assert assignment.display_order == display_order_for(
+        system_ids=system_ids, seed=assignment.order_seed
+    )
+    assert assignment.expires_at == NOW + timedelta(minutes=project.allotted_minutes)
+    assert assignment.status == AssignmentStatus.CLAIMED
+
+
+def test_order_depends_on_the_seed():
+    ids = list(range(1, 6))
+    orders = {tuple(display_order_for(system_ids=ids, seed=seed)) for seed in range(20)}
+    assert len(orders) > 5
+    assert display_order_for(system_ids=ids, seed=3) == display_order_for(system_ids=ids, seed=3)
+
+
+def test_claiming_again_resumes_the_live_claim():
+    project = project_with_tasks()
+    annotator = AnnotatorFactory()
+    first = assignment_claim_next(annotator=annotator, project=project, now=NOW)
+    again = assignment_claim_next(annotator=annotator, project=project, now=NOW)
+    assert again.pk == first.pk
+
+
+def test_never_more_than_n_per_task_and_never_the_same_task_twice():
+    project = project_with_tasks(instructions=2, assignments_per_task=2)
+    annotators = [AnnotatorFactory() for _ in range(5)]
+    for annotator in annotators:
+        for _ in range(3):
+            try:
+                assignment = assignment_claim_next(annotator=annotator, project=project, now=NOW)
+            except NoWorkError:
+                break
+            assignment.status = AssignmentStatus.SUBMITTED
+            assignment.submitted_at = NOW
+            assignment.save()
+    for task in project.batches.get().tasks.all():
+        assert task.assignments.count() == 2
+    pairs = list(Assignment.objects.values_list("task_id", "annotator_id"))
+    assert len(pairs) == len(set(pairs)) == 4
+    with pytest.raises(NoWorkError):
+        assignment_claim_next(annotator=annotators[-1], project=project, now=NOW)
+
+
+def test_expired_claim_frees_its_slot_and_the_periodic_task_marks_it():
+    project = project_with_tasks(instructions=1, assignments_per_task=1, allotted_minutes=10)
+    first = assignment_claim_next(annotator=AnnotatorFactory(), project=project, now=NOW)
+    other = AnnotatorFactory()
+    with pytest.raises(NoWorkError):
+        assignment_claim_next(annotator=other, project=project, now=NOW + timedelta(minutes=9))
+    later = NOW + timedelta(minutes=11)
+    assert assignments_expire(now=later) == 1
+    assert assignments_expire(now=later) == 0  # safe to run twice
+    first.refresh_from_db()
+    assert first.status == AssignmentStatus.EXPIRED
+    second = assignment_claim_next(annotator=other, project=project, now=later)
+    assert second.task_id == first.task_id
+
+
+def test_celery_task_expires_claims_past_their_time():
+    project = project_with_tasks(instructions=1, allotted_minutes=1)
+    assignment = assignment_claim_next(
+        annotator=AnnotatorFactory(), project=project, now=timezone.now() - timedelta(minutes=5)
+    )
+    assert expire_assignments.delay().get() == 1
+    assignment.refresh_from_db()
+    assert assignment.status == AssignmentStatus.EXPIRED
+
+
+def test_returned_task_goes_to_someone_else_but_not_back():
+    project = project_with_tasks(instructions=1, assignments_per_task=1)
+    annotator = AnnotatorFactory()
+    assignment = assignment_claim_next(annotator=annotator, project=project, now=NOW)
+    assignment_return(assignment_id=assignment.id, annotator=annotator, now=NOW)
+    with pytest.raises(NoWorkError):
+        assignment_claim_next(annotator=annotator, project=project, now=NOW)
+    assert assignment_claim_next(annotator=AnnotatorFactory(), project=project, now=NOW)
+    with pytest.raises(AssignmentNotLiveError):
+        assignment_return(assignment_id=assignment.id, annotator=annotator, now=NOW)
+
+
+def test_returning_someone_elses_assignment_is_not_found():
+    project = project_with_tasks(instructions=1)
+    assignment = assignment_claim_next(annotator=AnnotatorFactory(), project=project, now=NOW)
+    with pytest.raises(NotFoundError):
+        assignment_return(assignment_id=assignment.id, annotator=AnnotatorFactory(), now=NOW)
+
+
+def test_inactive_batch_gives_no_work():
+    project = project_with_tasks(instructions=1)
+    project.batches.update(active=False)
+    with pytest.raises(NoWorkError):
+        assignment_claim_next(annotator=AnnotatorFactory(), project=project, now=NOW)
+
+
+def test_annotator_for_user_is_created_once():
+    user = UserFactory(username="ann")
+    first = annotator_for_user(user=user)
+    assert annotator_for_user(user=user).pk == first.pk
+    assert first.name == "ann"
