@@ -7,6 +7,7 @@ MTURK_ENDPOINT_URL when set (the tests point it at a local fake server).
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -73,22 +74,29 @@ def _translate(error: ClientError, operation: str) -> CrowdPlatformError:
     return CrowdPlatformError(text, code=turk_code or code, operation=operation)
 
 
+@functools.lru_cache(maxsize=4)
+def _client(endpoint: str, max_attempts: int):
+    """One boto3 client per endpoint: building one loads the service model (slow), and clients
+    are safe to share between threads."""
+    return boto3.client(
+        "mturk",
+        region_name="us-east-1",
+        endpoint_url=endpoint,
+        config=Config(
+            retries={"mode": "standard", "total_max_attempts": max_attempts},
+            connect_timeout=10,
+            read_timeout=30,
+        ),
+    )
+
+
 class MTurkPlatform:
     name = "mturk"
     creates_hits = True
     pays_workers = True
 
     def __init__(self, client=None) -> None:
-        self.client = client or boto3.client(
-            "mturk",
-            region_name="us-east-1",
-            endpoint_url=endpoint_url(),
-            config=Config(
-                retries={"mode": "standard", "total_max_attempts": settings.MTURK_MAX_ATTEMPTS},
-                connect_timeout=10,
-                read_timeout=30,
-            ),
-        )
+        self.client = client or _client(endpoint_url(), settings.MTURK_MAX_ATTEMPTS)
 
     def _call(self, operation: str, **params):
         try:
