@@ -19,6 +19,7 @@ urlpatterns = [
     path("benchmarks/", include("annotate.urls")),
     path("annotate/", include("annotate.work_urls")),
     path("crowd/", include("annotate.crowd.urls")),
+    path("api/crowd/", include("annotate.crowd.api_urls")),
     path("api/annotate/", include("annotate.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
