@@ -102,3 +102,19 @@ class AssignmentAdmin(admin.ModelAdmin):
     list_filter = ["status", "is_late", "task__batch__project"]
     search_fields = ["annotator__name", "task__instruction__external_id", "platform_assignment_id"]
     raw_id_fields = ["task", "annotator"]
+
+
+@admin.register(models.ImportJob)
+class ImportJobAdmin(admin.ModelAdmin):
+    list_display = [
+        "original_name",
+        "kind",
+        "benchmark_name",
+        "status",
+        "rows",
+        "created",
+        "created_at",
+    ]
+    list_filter = ["kind", "status"]
+    search_fields = ["original_name", "benchmark_name", "message"]
+    readonly_fields = ["created_at", "finished_at"]

@@ -394,3 +394,57 @@ class Assignment(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task} / {self.annotator.name} ({self.status})"
+
+
+# --- Imports started from the web, run in the background ------------------------------------
+
+
+class ImportKind(models.TextChoices):
+    INSTRUCTIONS = "instructions", "Instructions (InFoBench JSON Lines)"
+    RESPONSES = "responses", "Responses of one system (JSON Lines: id, output)"
+    LABELS = "labels", "Labels (evaluation JSON Lines, or long CSV)"
+    SCORES = "scores", "Direct scores (long CSV)"
+
+
+class ImportStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    DONE = "done", "Done"
+    FAILED = "failed", "Failed"
+
+
+class ImportJob(models.Model):
+    """An uploaded file waiting to be imported, or the outcome of its import."""
+
+    kind = models.CharField(max_length=12, choices=ImportKind.choices)
+    benchmark_name = models.CharField(max_length=200)
+    system_name = models.CharField(max_length=200, blank=True)
+    annotator_name = models.CharField(max_length=200, blank=True)
+    annotator_kind = models.CharField(max_length=6, blank=True, choices=AnnotatorKind.choices)
+    upload = models.FileField(upload_to="imports/%Y/%m/")
+    original_name = models.CharField(max_length=255)
+    status = models.CharField(
+        max_length=7, choices=ImportStatus.choices, default=ImportStatus.QUEUED
+    )
+    message = models.TextField(blank=True)
+    rows = models.PositiveIntegerField(default=0)
+    created = models.PositiveIntegerField(default=0)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(kind__in=ImportKind.values), name="importjob_kind_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=ImportStatus.values), name="importjob_status_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()}: {self.original_name} ({self.status})"

@@ -77,6 +77,8 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # The embedded default lives in var/, which a fresh checkout does not have yet.
+    Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
     # Several writers (the dev server, a management command) wait for each other instead of failing.
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -96,6 +98,11 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", BASE_DIR / "staticfiles"))
+# Uploaded files (imports waiting for a worker). Web and workers must share this folder.
+MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", VAR_DIR / "uploads"))
+MEDIA_URL = "/media/"
+# Refuse uploads bigger than this (bytes); a million labels as CSV is about 60 MB.
+IMPORT_MAX_UPLOAD_BYTES = int(os.environ.get("IMPORT_MAX_UPLOAD_BYTES", str(500 * 1024 * 1024)))
 
 # A shared cache (Redis in production) makes the login limit hold across worker processes.
 CACHES = {

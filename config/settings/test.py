@@ -8,3 +8,5 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
+# Tests run background work in-process; the one test that starts a real worker turns this off.
+CELERY_TASK_ALWAYS_EAGER = True

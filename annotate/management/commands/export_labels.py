@@ -1,0 +1,32 @@
+import sys
+
+from django.core.management.base import BaseCommand, CommandError
+
+from annotate.models import Benchmark
+from annotate.services.exports import labels_export, scores_export
+
+
+class Command(BaseCommand):
+    help = "Write a benchmark's labels (or, with --scores, its direct scores) in the long formats."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--benchmark", required=True)
+        parser.add_argument("--format", choices=["csv", "jsonl"], default="csv")
+        parser.add_argument("--scores", action="store_true", help="Direct scores (CSV) instead.")
+        parser.add_argument("--output", help="File to write (default: standard output).")
+
+    def handle(self, *args, **options):
+        name = options["benchmark"]
+        if not Benchmark.objects.filter(name=name).exists():
+            raise CommandError(f"No benchmark named {name!r}.")
+        if not options["output"]:
+            self._export(name, sys.stdout, options)
+            return
+        with open(options["output"], "w", encoding="utf-8", newline="") as output:
+            count = self._export(name, output, options)
+        self.stderr.write(f"Wrote {count:,} rows to {options['output']}.")
+
+    def _export(self, name, output, options) -> int:
+        if options["scores"]:
+            return scores_export(benchmark_name=name, output=output)
+        return labels_export(benchmark_name=name, output=output, file_format=options["format"])

@@ -1,0 +1,135 @@
+"""Streaming readers for the files researchers import: JSON Lines and CSV, line by line.
+
+Every problem is an ImportFileError naming the file, the line and the field, so a person can find
+and fix it. Files are never read whole.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterator
+from typing import IO, Any
+
+from annotate.errors import ImportFileError
+
+# A line longer than this is refused instead of being parsed (a runaway line is a broken file).
+MAX_LINE_CHARS = 10_000_000
+FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _open_text(path: str) -> IO[str]:
+    try:
+        handle = open(path, encoding="utf-8-sig", newline="")  # noqa: SIM115 - closed by callers
+    except FileNotFoundError:
+        raise ImportFileError(path, None, None, "the file does not exist") from None
+    except IsADirectoryError:
+        raise ImportFileError(path, None, None, "this is a folder, not a file") from None
+    except OSError as error:
+        raise ImportFileError(
+            path, None, None, f"cannot open the file ({error.strerror})"
+        ) from None
+    return handle
+
+
+def _lines(path: str, handle: IO[str]) -> Iterator[tuple[int, str]]:
+    line_number = 0
+    try:
+        for line_number, line in enumerate(handle, start=1):  # noqa: B007 - used after the loop
+            if len(line) > MAX_LINE_CHARS:
+                raise ImportFileError(
+                    path,
+                    line_number,
+                    None,
+                    f"the line is longer than {MAX_LINE_CHARS:,} characters",
+                )
+            yield line_number, line
+    except UnicodeDecodeError as error:
+        raise ImportFileError(
+            path, line_number + 1, None, f"not UTF-8 text (byte {error.start} of the block read)"
+        ) from None
+
+
+def read_jsonl(path: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield (line number, object) for each non-blank line of a JSON Lines file."""
+    with _open_text(path) as handle:
+        for line_number, line in _lines(path, handle):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise ImportFileError(
+                    path, line_number, None, f"not valid JSON ({error.msg} at column {error.colno})"
+                ) from None
+            if not isinstance(row, dict):
+                raise ImportFileError(
+                    path, line_number, None, "each line must be a JSON object {...}"
+                )
+            yield line_number, row
+
+
+def read_csv(
+    path: str, *, required: list[str], optional: list[str] = ()
+) -> Iterator[tuple[int, dict]]:
+    """Yield (line number, row) for each data row of a CSV file with a header line.
+
+    The header must name every required column; optional columns may be absent, others are
+    refused so that a typo in a column name is not silently ignored.
+    """
+    with _open_text(path) as handle:
+        numbered = _lines(path, handle)
+        reader = csv.reader(line for _, line in numbered)
+        try:
+            header = [name.strip() for name in next(reader)]
+        except StopIteration:
+            raise ImportFileError(path, None, None, "the file is empty") from None
+        except csv.Error as error:
+            raise ImportFileError(path, 1, None, f"not valid CSV ({error})") from None
+        missing = [name for name in required if name not in header]
+        unknown = [name for name in header if name not in required and name not in optional]
+        if missing or unknown:
+            expected = ",".join(required)
+            raise ImportFileError(
+                path,
+                1,
+                None,
+                f"the header must be {expected} (missing: {missing}, unknown: {unknown})",
+            )
+        while True:
+            try:
+                values = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as error:
+                raise ImportFileError(
+                    path, reader.line_num, None, f"not valid CSV ({error})"
+                ) from None
+            if not values or all(not value.strip() for value in values):
+                continue
+            if len(values) != len(header):
+                raise ImportFileError(
+                    path,
+                    reader.line_num,
+                    None,
+                    f"expected {len(header)} columns, found {len(values)}",
+                )
+            yield (
+                reader.line_num,
+                {name: csv_unescape(value) for name, value in zip(header, values, strict=True)},
+            )
+
+
+def csv_escape(value: object) -> str:
+    """Return a cell a spreadsheet will show as text: a leading formula character gets a quote."""
+    text = "" if value is None else str(value)
+    if text.startswith(FORMULA_PREFIXES):
+        return "'" + text
+    return text
+
+
+def csv_unescape(value: str) -> str:
+    """Undo csv_escape, so that an exported file imports back unchanged."""
+    if value.startswith("'") and value[1:].startswith(FORMULA_PREFIXES):
+        return value[1:]
+    return value

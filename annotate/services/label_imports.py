@@ -1,0 +1,375 @@
+"""Import labels and direct scores in bulk: stream the file into a staging table, check in SQL.
+
+A file of a million labels never becomes a million Python objects: rows are parsed and checked
+one by one while they stream into a temporary table (COPY on PostgreSQL, batched inserts on
+SQLite), then a few set-based queries resolve instruction ids, systems and questions, find the
+first bad line if any, and insert what is new. Everything runs in one transaction, so an error
+anywhere writes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import islice
+from pathlib import Path
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from annotate.errors import ImportFileError
+from annotate.models import Annotator, AnnotatorKind, Benchmark, LabelValue
+from annotate.services.files import read_csv, read_jsonl
+from annotate.services.imports import ImportSummary, benchmark_get_for_import
+
+STAGE = "annotate_import_stage"
+RESOLVED = "annotate_import_resolved"
+STAGE_COLUMNS = ("line", "instruction", "system", "annotator", "kind", "qindex", "value")
+LABEL_CSV_COLUMNS = ["instruction_id", "system", "annotator", "question_index", "label"]
+SCORE_CSV_COLUMNS = ["instruction_id", "system", "annotator", "score"]
+KIND_COLUMN = "annotator_kind"
+LABEL_NAMES = {choice.label: choice.value for choice in LabelValue}
+JSON_VALUES = {True: LabelValue.YES, False: LabelValue.NO, None: LabelValue.UNKNOWN}
+StageRow = tuple[int, str, str, str, str, int | None, int]
+
+
+@dataclass(frozen=True)
+class _Target:
+    """Where staged rows land: labels (per question) or direct scores (per response)."""
+
+    what: str
+    table: str
+    value_column: str
+    per_question: bool
+
+
+LABELS = _Target("labels", "annotate_label", "value", per_question=True)
+SCORES = _Target("direct scores", "annotate_directscore", "score", per_question=False)
+
+
+# --- parsing: each row checked on its own, as it streams -------------------------------------
+
+
+def _kind(path: str, line: int, field: str, value: str) -> str:
+    kind = value.strip().lower()
+    if kind and kind not in AnnotatorKind.values:
+        raise ImportFileError(
+            path, line, field, f"expected one of {AnnotatorKind.values}, found {value!r}"
+        )
+    return kind
+
+
+def _text(path: str, line: int, row: dict, field: str) -> str:
+    value = row.get(field)
+    if not isinstance(value, str) or not value.strip():
+        raise ImportFileError(path, line, field, "expected a non-empty text")
+    return value.strip()
+
+
+def _int(path: str, line: int, field: str, value: str, low: int, high: int | None) -> int:
+    try:
+        number = int(value.strip())
+    except ValueError:
+        raise ImportFileError(
+            path, line, field, f"expected a whole number, found {value!r}"
+        ) from None
+    if number < low or (high is not None and number > high):
+        bounds = f"from {low}" if high is None else f"{low} to {high}"
+        raise ImportFileError(path, line, field, f"{number} is out of range ({bounds})")
+    return number
+
+
+def _label_csv_rows(path: str, default_kind: str) -> Iterator[StageRow]:
+    for line, row in read_csv(path, required=LABEL_CSV_COLUMNS, optional=[KIND_COLUMN]):
+        label = row["label"].strip().upper()
+        if label not in LABEL_NAMES:
+            raise ImportFileError(
+                path, line, "label", f"expected YES, NO or UNKNOWN, found {row['label']!r}"
+            )
+        yield (
+            line,
+            _text(path, line, row, "instruction_id"),
+            _text(path, line, row, "system"),
+            _text(path, line, row, "annotator"),
+            _kind(path, line, KIND_COLUMN, row.get(KIND_COLUMN, "")) or default_kind,
+            _int(path, line, "question_index", row["question_index"], 1, None),
+            LABEL_NAMES[label],
+        )
+
+
+def _label_jsonl_rows(
+    path: str, system: str, annotator: str, default_kind: str
+) -> Iterator[StageRow]:
+    for line, row in read_jsonl(path):
+        instruction = _text(path, line, {"id": row.get("id")}, "id")
+        row_system = system or _text(path, line, row, "system")
+        row_annotator = annotator or _text(path, line, row, "annotator")
+        row_kind = _kind(path, line, "kind", str(row.get("kind") or "")) or default_kind
+        values = row.get("eval")
+        if not isinstance(values, list):
+            raise ImportFileError(path, line, "eval", "expected a list of true, false or null")
+        skipped = row.get("missing") or []
+        if not isinstance(skipped, list) or not all(isinstance(i, int) for i in skipped):
+            raise ImportFileError(path, line, "missing", "expected a list of question numbers")
+        for index, value in enumerate(values, start=1):
+            if not (value is True or value is False or value is None):
+                raise ImportFileError(
+                    path,
+                    line,
+                    f"eval[{index - 1}]",
+                    f"expected true, false or null, found {value!r}",
+                )
+            if index in skipped:
+                continue
+            yield line, instruction, row_system, row_annotator, row_kind, index, JSON_VALUES[value]
+
+
+def _score_csv_rows(path: str, default_kind: str) -> Iterator[StageRow]:
+    for line, row in read_csv(path, required=SCORE_CSV_COLUMNS, optional=[KIND_COLUMN]):
+        yield (
+            line,
+            _text(path, line, row, "instruction_id"),
+            _text(path, line, row, "system"),
+            _text(path, line, row, "annotator"),
+            _kind(path, line, KIND_COLUMN, row.get(KIND_COLUMN, "")) or default_kind,
+            None,
+            _int(path, line, "score", row["score"], 1, 5),
+        )
+
+
+# --- staging and set-based checks -------------------------------------------------------------
+
+
+def _stage(cursor, rows: Iterator[StageRow]) -> int:
+    """Create the staging table and stream the rows into it; return how many rows there were."""
+    on_commit = " ON COMMIT DROP" if connection.vendor == "postgresql" else ""
+    cursor.execute(f"DROP TABLE IF EXISTS {STAGE}")
+    cursor.execute(
+        f"CREATE TEMPORARY TABLE {STAGE} (line integer, instruction text, system text, "
+        f"annotator text, kind text, qindex integer, value smallint){on_commit}"
+    )
+    count = 0
+    if connection.vendor == "postgresql":
+        with cursor.cursor.copy(f"COPY {STAGE} ({', '.join(STAGE_COLUMNS)}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+                count += 1
+        # A temporary table has no statistics until analysed, and the planner needs them for joins.
+        cursor.execute(f"ANALYZE {STAGE}")
+        return count
+    insert = f"INSERT INTO {STAGE} VALUES ({', '.join(['%s'] * len(STAGE_COLUMNS))})"
+    while chunk := list(islice(rows, 10_000)):
+        cursor.executemany(insert, chunk)
+        count += len(chunk)
+    return count
+
+
+def _resolve(cursor, benchmark: Benchmark, target: _Target) -> None:
+    on_commit = " ON COMMIT DROP" if connection.vendor == "postgresql" else ""
+    question_join = (
+        "LEFT JOIN annotate_question q ON q.instruction_id = i.id AND q.position = s.qindex"
+        if target.per_question
+        else ""
+    )
+    question_id = "q.id" if target.per_question else "0"
+    cursor.execute(f"DROP TABLE IF EXISTS {RESOLVED}")
+    cursor.execute(
+        f"CREATE TEMPORARY TABLE {RESOLVED}{on_commit} AS "
+        f"SELECT s.line, s.instruction, s.system, s.qindex, s.annotator, s.value, "
+        f"i.id AS instruction_id, sy.id AS system_id, r.id AS response_id, {question_id} AS question_id "
+        f"FROM {STAGE} s "
+        f"LEFT JOIN annotate_instruction i ON i.benchmark_id = %s AND i.external_id = s.instruction "
+        f"LEFT JOIN annotate_system sy ON sy.name = s.system "
+        f"LEFT JOIN annotate_response r ON r.instruction_id = i.id AND r.system_id = sy.id "
+        f"{question_join}",
+        [benchmark.pk],
+    )
+
+
+def _check_resolved(cursor, path: str, benchmark: Benchmark, target: _Target) -> None:
+    cursor.execute(
+        f"SELECT line, instruction, system, qindex, instruction_id, system_id, response_id, question_id "
+        f"FROM {RESOLVED} WHERE response_id IS NULL OR question_id IS NULL ORDER BY line LIMIT 1"
+    )
+    bad = cursor.fetchone()
+    if bad is None:
+        return
+    line, instruction, system, qindex, instruction_id, system_id, response_id, _ = bad
+    if instruction_id is None:
+        raise ImportFileError(
+            path,
+            line,
+            "instruction_id",
+            f"no instruction {instruction!r} in benchmark {benchmark.name!r}",
+        )
+    if system_id is None:
+        raise ImportFileError(
+            path, line, "system", f"no system named {system!r}: import its responses first"
+        )
+    if response_id is None:
+        raise ImportFileError(
+            path,
+            line,
+            "system",
+            f"{system} has no response to {instruction!r}: import its responses first",
+        )
+    cursor.execute(
+        "SELECT COUNT(*) FROM annotate_question WHERE instruction_id = %s", [instruction_id]
+    )
+    (questions,) = cursor.fetchone()
+    raise ImportFileError(
+        path,
+        line,
+        "question_index",
+        f"instruction {instruction!r} has {questions} questions; there is no question {qindex}",
+    )
+
+
+def _annotators(cursor, path: str, target: _Target) -> None:
+    """Create the annotators the file names for the first time; refuse a kind that contradicts."""
+    cursor.execute(
+        f"SELECT annotator, MIN(kind), MAX(kind), MIN(line) FROM {STAGE} GROUP BY annotator"
+    )
+    rows = cursor.fetchall()
+    stored = dict(
+        Annotator.objects.filter(name__in=[r[0] for r in rows]).values_list("name", "kind")
+    )
+    for name, low, high, line in rows:
+        kinds = {kind for kind in (low, high) if kind}
+        if len(kinds) > 1:
+            raise ImportFileError(
+                path, line, KIND_COLUMN, f"annotator {name!r} is given two kinds: {sorted(kinds)}"
+            )
+        kind = kinds.pop() if kinds else ""
+        if name in stored:
+            if kind and stored[name] != kind:
+                raise ImportFileError(
+                    path,
+                    line,
+                    KIND_COLUMN,
+                    f"annotator {name!r} is stored as {stored[name]}, the file says {kind}",
+                )
+            continue
+        if not kind:
+            raise ImportFileError(
+                path,
+                line,
+                "annotator",
+                f"annotator {name!r} is new: give its kind (--kind expert|crowd|llm, or an {KIND_COLUMN} column)",
+            )
+        Annotator.objects.create(
+            name=name, kind=kind, judge_config=name if kind == AnnotatorKind.LLM else ""
+        )
+
+
+def _keys(target: _Target, alias: str, annotator: str) -> str:
+    question = f"{alias}.question_id = r.question_id AND " if target.per_question else ""
+    return f"{question}{alias}.response_id = r.response_id AND {alias}.annotator_id = {annotator}"
+
+
+def _check_conflicts(cursor, path: str, target: _Target) -> None:
+    group = (
+        "question_id, response_id, annotator" if target.per_question else "response_id, annotator"
+    )
+    cursor.execute(
+        f"SELECT MIN(line), MAX(line) FROM {RESOLVED} GROUP BY {group} "
+        f"HAVING MIN(value) <> MAX(value) ORDER BY MAX(line) LIMIT 1"
+    )
+    clash = cursor.fetchone()
+    field = target.value_column if target.per_question is False else "label"
+    if clash:
+        raise ImportFileError(
+            path,
+            clash[1],
+            field,
+            f"the same {target.what[:-1]} appears on line {clash[0]} with a different value",
+        )
+    cursor.execute(
+        f"SELECT r.line, t.{target.value_column}, r.value FROM {RESOLVED} r "
+        f"JOIN annotate_annotator a ON a.name = r.annotator "
+        f"JOIN {target.table} t ON {_keys(target, 't', 'a.id')} "
+        f"WHERE t.{target.value_column} <> r.value ORDER BY r.line LIMIT 1"
+    )
+    clash = cursor.fetchone()
+    if clash:
+        names = {v: k for k, v in LABEL_NAMES.items()} if target.per_question else {}
+        stored, new = names.get(clash[1], clash[1]), names.get(clash[2], clash[2])
+        raise ImportFileError(
+            path,
+            clash[0],
+            field,
+            f"a stored {target.what[:-1]} says {stored}, the file says {new}; nothing was overwritten",
+        )
+
+
+def _insert(cursor, target: _Target) -> tuple[int, int]:
+    """Insert the rows not yet stored; return (inserted, distinct rows in the file)."""
+    question = "r.question_id, " if target.per_question else ""
+    question_column = "question_id, " if target.per_question else ""
+    cursor.execute(
+        f"INSERT INTO {target.table} ({question_column}response_id, annotator_id, {target.value_column}, created_at) "
+        f"SELECT DISTINCT {question}r.response_id, a.id, r.value, %s FROM {RESOLVED} r "
+        f"JOIN annotate_annotator a ON a.name = r.annotator "
+        f"WHERE NOT EXISTS (SELECT 1 FROM {target.table} t WHERE {_keys(target, 't', 'a.id')})",
+        [timezone.now()],
+    )
+    inserted = cursor.rowcount
+    group = (
+        "question_id, response_id, annotator" if target.per_question else "response_id, annotator"
+    )
+    cursor.execute(f"SELECT COUNT(*) FROM (SELECT DISTINCT {group} FROM {RESOLVED}) AS keys")
+    return inserted, cursor.fetchone()[0]
+
+
+def _import_staged(
+    path: str, benchmark_name: str, target: _Target, rows: Iterator[StageRow]
+) -> ImportSummary:
+    benchmark = benchmark_get_for_import(path, benchmark_name)
+    summary = ImportSummary(path=path, what=target.what)
+    with connection.cursor() as cursor:
+        summary.rows = _stage(cursor, rows)
+        if summary.rows == 0:
+            raise ImportFileError(path, None, None, f"the file holds no {target.what}")
+        _resolve(cursor, benchmark, target)
+        _check_resolved(cursor, path, benchmark, target)
+        _annotators(cursor, path, target)
+        _check_conflicts(cursor, path, target)
+        summary.created, distinct = _insert(cursor, target)
+        summary.unchanged = distinct - summary.created
+        if connection.vendor != "postgresql":
+            cursor.execute(f"DROP TABLE IF EXISTS {STAGE}")
+            cursor.execute(f"DROP TABLE IF EXISTS {RESOLVED}")
+    summary.details = {"benchmark": benchmark.name}
+    return summary
+
+
+@transaction.atomic
+def labels_import(
+    *,
+    path: str,
+    benchmark_name: str,
+    system_name: str = "",
+    annotator_name: str = "",
+    kind: str = "",
+) -> ImportSummary:
+    """Import YES/NO/UNKNOWN labels from a long CSV or the official evaluation JSON Lines.
+
+    CSV (by the .csv suffix): header instruction_id,system,annotator,question_index,label
+    (question_index from 1; an optional annotator_kind column). JSON Lines: `id` and `eval`, a
+    list of true/false/null per question in order (null = UNKNOWN; a shorter list leaves the rest
+    unlabelled), for the system and annotator named by the arguments (or per-line `system`,
+    `annotator`, `kind` fields, as export_labels writes them).
+    """
+    kind = _kind(path, 0, "--kind", kind) if kind else ""
+    if Path(path).suffix.lower() == ".csv":
+        rows = _label_csv_rows(path, kind)
+    else:
+        rows = _label_jsonl_rows(path, system_name.strip(), annotator_name.strip(), kind)
+    return _import_staged(path, benchmark_name, LABELS, rows)
+
+
+@transaction.atomic
+def scores_import(*, path: str, benchmark_name: str, kind: str = "") -> ImportSummary:
+    """Import 1–5 direct scores from a long CSV: instruction_id,system,annotator,score."""
+    kind = _kind(path, 0, "--kind", kind) if kind else ""
+    return _import_staged(path, benchmark_name, SCORES, _score_csv_rows(path, kind))

@@ -1,0 +1,361 @@
+"""Imports of the official InFoBench file, responses, labels and scores; exports back."""
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.db.models import Count
+
+from annotate.errors import ImportFileError
+from annotate.models import (
+    Annotator,
+    ConstraintType,
+    DirectScore,
+    Instruction,
+    Label,
+    LabelValue,
+    Question,
+    Response,
+)
+from annotate.services.exports import labels_export, scores_export
+from annotate.services.imports import instructions_import, responses_import
+from annotate.services.label_imports import labels_import, scores_import
+
+pytestmark = pytest.mark.django_db
+
+INFOBENCH = Path(settings.BASE_DIR).parent / "shared" / "data" / "infobench" / "InfoBench.json"
+ROW = {
+    "id": "t1",
+    "input": "",
+    "category": "Poems",
+    "instruction": "Write a haiku.",
+    "decomposed_questions": ["Is it a haiku?", "Is it about spring?"],
+    "subset": "Easy_set",
+    "question_label": [["Format"], ["Content", "Style"]],
+}
+
+
+def write_jsonl(path: Path, rows) -> str:
+    path.write_text("".join(json.dumps(r) + "\n" if isinstance(r, dict) else r for r in rows))
+    return str(path)
+
+
+def write_text(path: Path, text: str) -> str:
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.fixture
+def small(tmp_path):
+    """A two-instruction benchmark with responses from one system."""
+    rows = [
+        ROW,
+        {
+            **ROW,
+            "id": "t2",
+            "subset": "Hard_set",
+            "decomposed_questions": ["A?", "B?", "C?"],
+            "question_label": [["Number"], ["Format"], ["Linguistic"]],
+        },
+    ]
+    instructions_import(path=write_jsonl(tmp_path / "b.json", rows), benchmark_name="small")
+    responses = [{"id": "t1", "output": "spring rain"}, {"id": "t2", "output": "x"}]
+    responses_import(
+        path=write_jsonl(tmp_path / "r.jsonl", responses), benchmark_name="small", system_name="sys"
+    )
+    return tmp_path
+
+
+@pytest.mark.skipif(
+    not INFOBENCH.exists(), reason="../shared/data/infobench is not beside the checkout"
+)
+def test_official_infobench_file_imports_with_the_published_counts():
+    summary = instructions_import(path=str(INFOBENCH), benchmark_name="InFoBench")
+    assert summary.created == 500
+    by_subset = dict(Instruction.objects.values_list("subset").annotate(n=Count("id")))
+    assert by_subset == {"easy": 252, "hard": 248}
+    questions = dict(Question.objects.values_list("instruction__subset").annotate(n=Count("id")))
+    assert questions == {"easy": 690, "hard": 1560}
+    masks = list(Question.objects.values_list("constraint_mask", flat=True))
+    per_type = {t.label: sum(1 for m in masks if m & t.value) for t in ConstraintType}
+    assert per_type == {
+        "Content": 1395,
+        "Format": 794,
+        "Number": 419,
+        "Style": 190,
+        "Linguistic": 168,
+    }
+    first = Instruction.objects.get(external_id="user_oriented_task_167")
+    assert first.category == "Quora" and first.input_text.startswith("The typical avocado")
+    assert [q.text for q in first.questions.all()][0] == "Is the generated text a post title?"
+
+    again = instructions_import(path=str(INFOBENCH), benchmark_name="InFoBench")
+    assert (again.created, again.unchanged) == (0, 500)
+    assert "Nothing new" in again.message
+    assert Question.objects.count() == 2250
+
+
+def test_responses_ignore_extra_fields_and_reimport_is_a_no_op(small):
+    assert Response.objects.count() == 2
+    rows = [{**ROW, "output": "spring rain"}]
+    summary = responses_import(
+        path=write_jsonl(small / "r2.jsonl", rows), benchmark_name="small", system_name="sys"
+    )
+    assert (summary.created, summary.unchanged) == (0, 1)
+
+
+def test_official_eval_output_imports_with_null_as_unknown_and_short_lists(small):
+    rows = [{"id": "t1", "eval": [True, None]}, {"id": "t2", "eval": [False]}]
+    summary = labels_import(
+        path=write_jsonl(small / "e.jsonl", rows),
+        benchmark_name="small",
+        system_name="sys",
+        annotator_name="gpt4-judge",
+        kind="llm",
+    )
+    assert summary.created == 3
+    values = sorted(
+        Label.objects.values_list(
+            "response__instruction__external_id", "question__position", "value"
+        )
+    )
+    assert values == [
+        ("t1", 1, LabelValue.YES),
+        ("t1", 2, LabelValue.UNKNOWN),
+        ("t2", 1, LabelValue.NO),
+    ]
+    assert Annotator.objects.get(name="gpt4-judge").kind == "llm"
+
+
+def test_long_csv_holds_many_annotators_and_round_trips(small):
+    csv_text = (
+        "instruction_id,system,annotator,question_index,label\n"
+        "t1,sys,ann-a,1,YES\n"
+        "t1,sys,ann-a,2,NO\n"
+        "t1,sys,ann-b,1,unknown\n"
+        "t2,sys,ann-b,3,YES\n"
+    )
+    labels_import(path=write_text(small / "l.csv", csv_text), benchmark_name="small", kind="expert")
+    assert Label.objects.count() == 4
+    for file_format in ("csv", "jsonl"):
+        exported = io.StringIO()
+        assert labels_export(benchmark_name="small", output=exported, file_format=file_format) == 4
+        before = set(
+            Label.objects.values_list("question_id", "response_id", "annotator__name", "value")
+        )
+        Label.objects.all().delete()
+        path = write_text(small / f"out.{file_format}", exported.getvalue())
+        assert labels_import(path=path, benchmark_name="small").created == 4
+        after = set(
+            Label.objects.values_list("question_id", "response_id", "annotator__name", "value")
+        )
+        assert after == before
+    # ann-b labelled questions 1 and 3 of t2? no: t1 q1 and t2 q3; the gap in t2 survives JSON Lines.
+    assert not Label.objects.filter(
+        annotator__name="ann-b", question__position=1, response__instruction__external_id="t2"
+    ).exists()
+
+
+def test_spreadsheet_formulas_are_neutralised_on_export_and_restored_on_import(small, tmp_path):
+    responses_import(
+        path=write_jsonl(tmp_path / "f.jsonl", [{"id": "t1", "output": "x"}]),
+        benchmark_name="small",
+        system_name="=HYPERLINK(1)",
+    )
+    labels_import(
+        path=write_text(
+            tmp_path / "f.csv",
+            "instruction_id,system,annotator,question_index,label\nt1,'=HYPERLINK(1),@evil,1,YES\n",
+        ),
+        benchmark_name="small",
+        kind="crowd",
+    )
+    out = io.StringIO()
+    labels_export(benchmark_name="small", output=out, file_format="csv")
+    assert "'=HYPERLINK(1),'@evil,1,YES" in out.getvalue()
+    assert Annotator.objects.filter(name="@evil").exists()
+
+
+def test_direct_scores_import_and_export(small):
+    path = write_text(
+        small / "s.csv", "instruction_id,system,annotator,score\nt1,sys,ann-a,5\nt2,sys,ann-a,1\n"
+    )
+    assert scores_import(path=path, benchmark_name="small", kind="expert").created == 2
+    out = io.StringIO()
+    scores_export(benchmark_name="small", output=out)
+    DirectScore.objects.all().delete()
+    assert (
+        scores_import(
+            path=write_text(small / "s2.csv", out.getvalue()), benchmark_name="small"
+        ).created
+        == 2
+    )
+
+
+BAD_INSTRUCTION_FILES = [
+    ("missing.json", None, None, "does not exist"),
+    ("bad json", 2, None, "not valid JSON"),
+    ([{k: v for k, v in ROW.items() if k != "subset"}], 1, "subset", "missing"),
+    ([{**ROW, "subset": "Medium"}], 1, "subset", "Easy_set"),
+    ([{**ROW, "question_label": [["Format"]]}], 1, "question_label", "one list per question"),
+    (
+        [{**ROW, "question_label": [["Format"], ["Colour"]]}],
+        1,
+        "question_label[1]",
+        "unknown constraint",
+    ),
+    ([{**ROW, "decomposed_questions": "Is it?"}], 1, "decomposed_questions", "expected list"),
+    ([ROW, {**ROW, "instruction": "Other"}], 2, "instruction", "appears again"),
+    ([ROW, "[1, 2]\n"], 2, None, "JSON object"),
+]
+
+
+@pytest.mark.parametrize(("content", "line", "field", "problem"), BAD_INSTRUCTION_FILES)
+def test_bad_instruction_files_name_line_and_field_and_write_nothing(
+    tmp_path, content, line, field, problem
+):
+    if content == "missing.json":
+        path = str(tmp_path / "missing.json")
+    elif content == "bad json":
+        path = write_jsonl(tmp_path / "b.json", [ROW, '{"id": "t2", \n'])
+    else:
+        path = write_jsonl(tmp_path / "b.json", content)
+    with pytest.raises(ImportFileError) as error:
+        instructions_import(path=path, benchmark_name="bad")
+    assert (error.value.line, error.value.field) == (line, field)
+    assert problem in str(error.value) and path in str(error.value)
+    assert Instruction.objects.count() == 0
+
+
+def test_non_utf8_file_is_refused(tmp_path):
+    path = tmp_path / "latin1.json"
+    path.write_bytes(
+        json.dumps({**ROW, "instruction": "Café"}, ensure_ascii=False).encode("latin-1")
+    )
+    with pytest.raises(ImportFileError, match="not UTF-8"):
+        instructions_import(path=str(path), benchmark_name="bad")
+
+
+def test_changed_instruction_on_reimport_is_refused_not_overwritten(small):
+    with pytest.raises(ImportFileError, match="different content") as error:
+        instructions_import(
+            path=write_jsonl(small / "c.json", [{**ROW, "category": "Songs"}]),
+            benchmark_name="small",
+        )
+    assert error.value.field == "category"
+    assert Instruction.objects.get(external_id="t1").category == "Poems"
+
+
+BAD_LABEL_CSVS = [
+    ("t9,sys,a,1,YES", "instruction_id", "no instruction 't9'"),
+    ("t1,nosuch,a,1,YES", "system", "no system named"),
+    ("t1,sys,a,3,YES", "question_index", "there is no question 3"),
+    ("t1,sys,a,0,YES", "question_index", "out of range"),
+    ("t1,sys,a,x,YES", "question_index", "whole number"),
+    ("t1,sys,a,1,MAYBE", "label", "YES, NO or UNKNOWN"),
+    ("t1,sys,a,1,YES\nt1,sys,a,1,NO", "label", "appears on line 3"),
+]
+
+
+@pytest.mark.parametrize(("rows", "field", "problem"), BAD_LABEL_CSVS)
+def test_bad_label_rows_name_line_and_field_and_write_nothing(small, rows, field, problem):
+    path = write_text(
+        small / "bad.csv",
+        "instruction_id,system,annotator,question_index,label\nt2,sys,a,1,YES\n" + rows + "\n",
+    )
+    with pytest.raises(ImportFileError) as error:
+        labels_import(path=path, benchmark_name="small", kind="expert")
+    assert error.value.field == field and problem in str(error.value)
+    assert error.value.line == len(rows.splitlines()) + 2
+    assert Label.objects.count() == 0 and not Annotator.objects.exists()
+
+
+def test_label_contradicting_a_stored_one_is_refused(small):
+    header = "instruction_id,system,annotator,question_index,label\n"
+    labels_import(
+        path=write_text(small / "a.csv", header + "t1,sys,a,1,YES\n"),
+        benchmark_name="small",
+        kind="expert",
+    )
+    with pytest.raises(ImportFileError, match="stored label says YES, the file says NO"):
+        labels_import(
+            path=write_text(small / "b.csv", header + "t1,sys,a,2,YES\nt1,sys,a,1,NO\n"),
+            benchmark_name="small",
+        )
+    assert Label.objects.count() == 1
+
+
+def test_new_annotator_needs_a_kind_and_a_wrong_header_is_named(small):
+    with pytest.raises(ImportFileError, match="give its kind"):
+        labels_import(
+            path=write_text(
+                small / "a.csv",
+                "instruction_id,system,annotator,question_index,label\nt1,sys,a,1,YES\n",
+            ),
+            benchmark_name="small",
+        )
+    with pytest.raises(ImportFileError, match="header must be") as error:
+        labels_import(
+            path=write_text(small / "h.csv", "instruction,system,annotator,question_index,label\n"),
+            benchmark_name="small",
+        )
+    assert error.value.line == 1
+
+
+def test_score_out_of_range_is_refused(small):
+    path = write_text(small / "s.csv", "instruction_id,system,annotator,score\nt1,sys,a,6\n")
+    with pytest.raises(ImportFileError, match="out of range"):
+        scores_import(path=path, benchmark_name="small", kind="expert")
+
+
+def test_eval_with_a_non_boolean_value_is_refused(small):
+    path = write_jsonl(small / "e.jsonl", [{"id": "t1", "eval": [True, 1]}])
+    with pytest.raises(ImportFileError) as error:
+        labels_import(
+            path=path, benchmark_name="small", system_name="sys", annotator_name="j", kind="llm"
+        )
+    assert error.value.field == "eval[1]"
+
+
+def test_commands_print_the_summary_and_exit_non_zero_on_errors(small, capsys):
+    call_command("import_instructions", str(small / "b.json"), "--benchmark", "small")
+    assert "Nothing new" in capsys.readouterr().out
+    with pytest.raises(CommandError, match="Nothing was written"):
+        call_command("import_labels", str(small / "nope.csv"), "--benchmark", "small")
+    out = small / "export.csv"
+    call_command("export_labels", "--benchmark", "small", "--output", str(out))
+    assert out.read_text().startswith("instruction_id,system,annotator,question_index,label")
+
+
+def test_load_demo_is_idempotent_and_creates_a_login_per_role(capsys, settings):
+    settings.DEBUG = True
+    call_command("load_demo")
+    first = capsys.readouterr().out
+    counts = (
+        Instruction.objects.count(),
+        Response.objects.count(),
+        Label.objects.count(),
+        DirectScore.objects.count(),
+    )
+    assert counts[0] >= 8 and counts[1] == 3 * counts[0] and counts[2] > 200 and counts[3] > 0
+    for login in ("admin", "researcher", "ana", "ben"):
+        assert login in first
+    assert set(Annotator.objects.values_list("kind", flat=True)) == {"expert", "llm"}
+    call_command("load_demo")
+    assert "Nothing new" in capsys.readouterr().out
+    assert counts == (
+        Instruction.objects.count(),
+        Response.objects.count(),
+        Label.objects.count(),
+        DirectScore.objects.count(),
+    )
+
+
+def test_load_demo_refuses_known_passwords_without_debug(settings):
+    settings.DEBUG = False
+    with pytest.raises(CommandError, match="DEBUG is off"):
+        call_command("load_demo")
