@@ -7,12 +7,12 @@ from annotate.services.assignments import assignments_expire
 from annotate.services.import_jobs import import_job_run
 
 
+@shared_task(acks_late=True)
+def import_job_run_task(job_id: int) -> str:
+    return import_job_run(job_id=job_id).status
+
+
 @shared_task(name="annotate.tasks.expire_assignments")
 def expire_assignments() -> int:
     """Free the slots of claims past their allotted time (run by beat every minute)."""
     return assignments_expire(now=timezone.now())
-
-
-@shared_task(acks_late=True)
-def import_job_run_task(job_id: int) -> str:
-    return import_job_run(job_id=job_id).status

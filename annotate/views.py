@@ -5,7 +5,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from annotate.errors import NotFoundError
-from annotate.roles import is_researcher
+from annotate.roles import ANNOTATOR, has_role, is_researcher
 from annotate.selectors import benchmarks as benchmark_selectors
 
 
@@ -16,7 +16,11 @@ def _require_researcher(request: HttpRequest) -> None:
 
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
-    return render(request, "annotate/home.html", {"is_researcher": is_researcher(request.user)})
+    context = {
+        "is_researcher": is_researcher(request.user),
+        "is_annotator": has_role(request.user, ANNOTATOR),
+    }
+    return render(request, "annotate/home.html", context)
 
 
 @login_required

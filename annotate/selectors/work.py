@@ -263,22 +263,25 @@ def project_progress(*, project: Project, now: datetime) -> Progress:
         assignments__status__in=[AssignmentStatus.SUBMITTED, AssignmentStatus.APPROVED],
         assignments__is_late=False,
     )
-    tasks = Task.objects.filter(batch__project=project).annotate(
-        accepted=Count("assignments", filter=accepted)
+    tasks = (
+        Task.objects.filter(batch__project=project)
+        .annotate(accepted=Count("assignments", filter=accepted))
+        .values_list("batch_id", "accepted")
     )
-    per_batch = list(
-        tasks.values("batch__id", "batch__name", "batch__active")
-        .annotate(total=Count("id", distinct=True))
-        .order_by("batch__id")
-    )
-    done_by_batch = dict(
-        tasks.filter(accepted__gte=project.assignments_per_task)
-        .values("batch__id")
-        .annotate(done=Count("id"))
-        .values_list("batch__id", "done")
-    )
-    for row in per_batch:
-        row["done"] = done_by_batch.get(row["batch__id"], 0)
+    per_batch = [
+        {
+            "batch__id": batch.id,
+            "batch__name": batch.name,
+            "batch__active": batch.active,
+            "total": 0,
+            "done": 0,
+        }
+        for batch in project.batches.order_by("id")
+    ]
+    by_id = {row["batch__id"]: row for row in per_batch}
+    for batch_id, accepted_count in tasks:
+        by_id[batch_id]["total"] += 1
+        by_id[batch_id]["done"] += accepted_count >= project.assignments_per_task
     assignments = Assignment.objects.filter(task__batch__project=project)
     live = Q(status=AssignmentStatus.CLAIMED, expires_at__gt=now)
     per_annotator = list(

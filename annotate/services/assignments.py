@@ -21,6 +21,8 @@ from annotate.models import (
     Assignment,
     AssignmentStatus,
     Batch,
+    DirectScore,
+    Label,
     Project,
     Response,
     Task,
@@ -68,21 +70,34 @@ def claimable_tasks(
     *, project: Project, annotator: Annotator, now: datetime, batch: Batch | None = None
 ) -> QuerySet[Task]:
     """Tasks of the project's active batches (or of one batch) with a free slot, on instructions
-    the annotator never had (in any project: an annotator labels a response once)."""
-    mine = Assignment.objects.filter(
-        annotator=annotator, task__instruction_id=OuterRef("instruction_id")
-    )
+    the annotator never worked on (in any project or import: an annotator labels a response
+    once)."""
     tasks = Task.objects.filter(batch__project=project, batch__active=True)
     if batch is not None:
         tasks = tasks.filter(batch=batch)
     return (
-        tasks.exclude(Exists(mine))
+        tasks.exclude(_worked_on(annotator=annotator, instruction=OuterRef("instruction_id")))
         .annotate(
             counted=Count(
                 "assignments", filter=counted_assignments(now=now, prefix="assignments__")
             )
         )
         .filter(counted__lt=project.assignments_per_task)
+    )
+
+
+def _worked_on(*, annotator: Annotator, instruction) -> Q:
+    """True where the annotator has an assignment, a label or a score on the instruction."""
+    return (
+        Q(Exists(Assignment.objects.filter(annotator=annotator, task__instruction_id=instruction)))
+        | Q(Exists(Label.objects.filter(annotator=annotator, question__instruction_id=instruction)))
+        | Q(
+            Exists(
+                DirectScore.objects.filter(
+                    annotator=annotator, response__instruction_id=instruction
+                )
+            )
+        )
     )
 
 
@@ -149,12 +164,13 @@ def assignment_claim_task(
     """Claim one given task (a crowd platform's HIT names it), under the task's row lock.
 
     `check_slots=False` when the platform itself limits how many workers take the task.
-    Raises ConflictError if the annotator already had this instruction, NoWorkError if full.
+    Raises ConflictError if the annotator already worked on this instruction, NoWorkError if
+    the task is full.
     """
     locked = _lock_task(task_id=task.pk, skip_locked=False)
     project = task.batch.project
-    if Assignment.objects.filter(
-        annotator=annotator, task__instruction_id=locked.instruction_id
+    if Task.objects.filter(
+        _worked_on(annotator=annotator, instruction=locked.instruction_id), pk=locked.pk
     ).exists():
         raise ConflictError("You have already worked on this task; it cannot be taken again.")
     if check_slots and not _slot_free(task=locked, project=project, annotator=annotator, now=now):
@@ -163,18 +179,20 @@ def assignment_claim_task(
 
 
 def _lock_task(*, task_id: int, skip_locked: bool) -> Task | None:
-    queryset = Task.objects.filter(pk=task_id)
+    # No ordering: Task's default ordering joins Batch, and FOR UPDATE would lock the batch row
+    # too, which deadlocks claimers of different tasks of the same batch.
+    queryset = Task.objects.filter(pk=task_id).order_by()
     if connection.features.has_select_for_update_skip_locked:
-        queryset = queryset.select_for_update(skip_locked=skip_locked)
+        queryset = queryset.select_for_update(skip_locked=skip_locked, of=("self",))
     else:
         queryset = queryset.select_for_update()  # SQLite: the write transaction serialises
-    return queryset.first()
+    return next(iter(queryset), None)
 
 
 def _slot_free(*, task: Task, project: Project, annotator: Annotator, now: datetime) -> bool:
     """Recount under the task's row lock: the count before locking may be stale."""
-    if Assignment.objects.filter(
-        annotator=annotator, task__instruction_id=task.instruction_id
+    if Task.objects.filter(
+        _worked_on(annotator=annotator, instruction=task.instruction_id), pk=task.pk
     ).exists():
         return False
     taken = Assignment.objects.filter(task=task).filter(counted_assignments(now=now)).count()

@@ -122,3 +122,20 @@ def test_annotator_for_user_is_created_once():
     first = annotator_for_user(user=user)
     assert annotator_for_user(user=user).pk == first.pk
     assert first.name == "ann"
+
+
+def test_instruction_the_annotator_already_labelled_elsewhere_is_not_offered():
+    from tests.factories import LabelFactory
+
+    project = project_with_tasks(instructions=2)
+    annotator = AnnotatorFactory()
+    tasks = list(project.batches.get().tasks.order_by("position"))
+    question = tasks[0].instruction.questions.first()
+    response = tasks[0].instruction.responses.first()
+    LabelFactory(annotator=annotator, question=question, response=response)
+    assignment = assignment_claim_next(annotator=annotator, project=project, now=NOW)
+    assert assignment.task_id == tasks[1].id
+    assignment.status = AssignmentStatus.SUBMITTED
+    assignment.save()
+    with pytest.raises(NoWorkError):
+        assignment_claim_next(annotator=annotator, project=project, now=NOW)

@@ -2,6 +2,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from annotate.errors import AnnotateError
+from annotate.services.demo import demo_projects_create
 from annotate.services.demo_data import demo_benchmark_load, demo_users_create
 
 
@@ -25,7 +26,11 @@ class Command(BaseCommand):
                 self.stdout.write(f"  {summary.message}")
         except AnnotateError as error:
             raise CommandError(str(error)) from None
-        logins = demo_users_create()
+        logins = list(demo_users_create())
+        try:
+            logins.extend(demo_projects_create())
+        except AnnotateError as error:
+            raise CommandError(str(error)) from None
         self.stdout.write(
             self.style.SUCCESS("Demo logins (http://127.0.0.1:8000/accounts/login/):")
         )

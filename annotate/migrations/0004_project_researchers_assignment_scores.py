@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('annotate', '0002_role_groups'),
+        ('annotate', '0003_import_jobs'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -1,0 +1,114 @@
+import json
+
+import pytest
+from django.urls import reverse
+from rest_framework.test import APIClient
+
+from annotate.models import Label, Project
+from annotate.roles import ANNOTATOR
+from tests.factories import UserFactory, benchmark_with_responses, project_with_tasks
+
+pytestmark = pytest.mark.django_db
+
+
+def api_for(user, *, csrf=False):
+    client = APIClient(enforce_csrf_checks=csrf)
+    client.force_login(user)
+    return client
+
+
+def test_claim_and_submit_through_the_api(annotator_user):
+    project = project_with_tasks(instructions=1, systems=3, questions=2)
+    client = api_for(annotator_user)
+    claimed = client.post(reverse("annotate-api:claim", args=[project.id]))
+    assert claimed.status_code == 201
+    body = claimed.json()
+    assert [item["label"] for item in body["responses"]] == ["System A", "System B", "System C"]
+    for item in body["responses"]:
+        assert set(item) == {"position", "label", "text", "score_field", "questions"}
+    assert "system" not in json.dumps(sorted(body))
+    answers = {name: "yes" for name in body["fields"]}
+    url = reverse("annotate-api:submit", args=[body["assignment"]])
+    missing = client.post(url, {"answers": {"r1_q1": "yes"}}, format="json")
+    assert missing.status_code == 400 and "r3_q2" in missing.json()["missing"]
+    done = client.post(url, {"answers": answers, "active_seconds": 5}, format="json")
+    assert done.status_code == 200 and done.json()["outcome"] == "accepted"
+    assert client.post(url, {"answers": answers}, format="json").json()["outcome"] == "unchanged"
+    changed = client.post(url, {"answers": {**answers, "r1_q1": "no"}}, format="json")
+    assert changed.status_code == 409
+    assert Label.objects.count() == 6
+
+
+def test_api_needs_csrf_with_a_session(annotator_user):
+    project = project_with_tasks(instructions=1)
+    client = api_for(annotator_user, csrf=True)
+    assert client.post(reverse("annotate-api:claim", args=[project.id])).status_code == 403
+
+
+def test_other_annotators_assignment_is_404(annotator_user):
+    project = project_with_tasks(instructions=1)
+    other = api_for(UserFactory(username="someone", roles=[ANNOTATOR]))
+    assignment_id = other.post(reverse("annotate-api:claim", args=[project.id])).json()[
+        "assignment"
+    ]
+    client = api_for(annotator_user)
+    assert client.get(reverse("annotate-api:assignment", args=[assignment_id])).status_code == 404
+    submit = client.post(
+        reverse("annotate-api:submit", args=[assignment_id]), {"answers": {}}, format="json"
+    )
+    assert submit.status_code == 404
+
+
+def test_no_work_left_is_404_with_a_message(annotator_user):
+    project = project_with_tasks(instructions=1, assignments_per_task=1)
+    api_for(UserFactory(username="first", roles=[ANNOTATOR])).post(
+        reverse("annotate-api:claim", args=[project.id])
+    )
+    answer = api_for(annotator_user).post(reverse("annotate-api:claim", args=[project.id]))
+    assert answer.status_code == 404 and "No task left" in answer.json()["detail"]
+
+
+def test_only_admins_create_projects_and_batches(admin_user, researcher):
+    benchmark, systems = benchmark_with_responses(instructions=3, systems=2)
+    ids = list(benchmark.instructions.values_list("external_id", flat=True))
+    payload = {
+        "name": "api-project",
+        "benchmark": benchmark.id,
+        "systems": [system.id for system in systems],
+        "selection": "ids",
+        "external_ids": ids[:2],
+        "mode": "both",
+        "researchers": [researcher.id],
+    }
+    url = reverse("annotate-api:project-create")
+    assert api_for(researcher).post(url, payload, format="json").status_code == 403
+    created = api_for(admin_user).post(url, payload, format="json")
+    assert created.status_code == 201
+    project = Project.objects.get(pk=created.json()["id"])
+    assert project.mode == "both" and project.batches.get().tasks.count() == 2
+    bad = api_for(admin_user).post(
+        url, {**payload, "name": "x", "external_ids": ["nope"]}, format="json"
+    )
+    assert bad.status_code == 400 and "nope" in bad.json()["detail"]
+    batch_url = reverse("annotate-api:batch-create", args=[project.id])
+    assert api_for(researcher).post(batch_url, {"name": "B2"}, format="json").status_code == 403
+    batch = api_for(admin_user).post(batch_url, {"name": "B2"}, format="json")
+    assert batch.status_code == 201 and batch.json()["tasks"] == 1
+
+
+def test_progress_for_researchers_of_the_project(researcher, annotator_user):
+    project = project_with_tasks(instructions=2, systems=1, questions=1, assignments_per_task=1)
+    client = api_for(annotator_user)
+    body = client.post(reverse("annotate-api:claim", args=[project.id])).json()
+    client.post(
+        reverse("annotate-api:submit", args=[body["assignment"]]),
+        {"answers": {"r1_q1": "yes"}},
+        format="json",
+    )
+    url = reverse("annotate-api:project-progress", args=[project.id])
+    assert api_for(researcher).get(url).status_code == 404
+    project.researchers.add(researcher)
+    progress = api_for(researcher).get(url).json()
+    assert progress["tasks_total"] == 2 and progress["tasks_done"] == 1
+    assert progress["per_annotator"][0]["annotator"] == annotator_user.username
+    assert api_for(annotator_user).get(url).status_code == 404

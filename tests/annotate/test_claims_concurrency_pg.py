@@ -1,0 +1,89 @@
+"""Twenty annotators claiming and submitting at once on PostgreSQL (row locks, skip_locked)."""
+
+import os
+import threading
+from collections import Counter
+
+import pytest
+from django.contrib.auth.models import Group
+from django.db import connection
+from django.urls import reverse
+from rest_framework.test import APIClient
+
+from annotate.models import Assignment, AssignmentStatus, Label
+from annotate.roles import ANNOTATOR, ROLES
+from tests.factories import UserFactory, project_with_tasks
+
+pytestmark = [
+    pytest.mark.services,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(
+        not os.environ.get("DATABASE_URL", "").startswith("postgres"),
+        reason="needs PostgreSQL (DATABASE_URL=postgres://...): SQLite serialises every writer",
+    ),
+]
+
+CLIENTS = 20
+TASKS = 12
+PER_TASK = 3
+SYSTEMS = 3
+QUESTIONS = 2
+
+
+def work_until_done(user, project_id, accepted, errors, start):
+    client = APIClient()
+    client.force_login(user)
+    start.wait()
+    try:
+        while True:
+            claimed = client.post(reverse("annotate-api:claim", args=[project_id]))
+            if claimed.status_code == 404:
+                return
+            assert claimed.status_code == 201, claimed.content
+            body = claimed.json()
+            answers = {name: "yes" for name in body["fields"]}
+            url = reverse("annotate-api:submit", args=[body["assignment"]])
+            submitted = client.post(url, {"answers": answers}, format="json")
+            assert submitted.status_code == 200, submitted.content
+            accepted.append((user.pk, body["assignment"], submitted.json()["outcome"]))
+    except BaseException as error:  # surfaced by the main thread
+        errors.append(error)
+    finally:
+        connection.close()
+
+
+def test_concurrent_claims_never_overfill_a_task_and_lose_nothing():
+    for name in ROLES:
+        Group.objects.get_or_create(name=name)
+    project = project_with_tasks(
+        instructions=TASKS, systems=SYSTEMS, questions=QUESTIONS, assignments_per_task=PER_TASK
+    )
+    users = [UserFactory(username=f"worker{i}", roles=[ANNOTATOR]) for i in range(CLIENTS)]
+    accepted, errors = [], []
+    start = threading.Barrier(CLIENTS)
+    threads = [
+        threading.Thread(target=work_until_done, args=(user, project.id, accepted, errors, start))
+        for user in users
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not errors, errors[0]
+
+    per_task = Counter(
+        Assignment.objects.filter(
+            task__batch__project=project,
+            status__in=[AssignmentStatus.CLAIMED, AssignmentStatus.SUBMITTED],
+        ).values_list("task_id", flat=True)
+    )
+    assert len(per_task) == TASKS and set(per_task.values()) == {PER_TASK}
+    pairs = list(Assignment.objects.values_list("task__instruction_id", "annotator_id"))
+    assert len(pairs) == len(set(pairs))
+    assert len(accepted) == TASKS * PER_TASK
+    assert {outcome for _, _, outcome in accepted} == {"accepted"}
+    for _, assignment_id, _ in accepted:
+        assignment = Assignment.objects.get(pk=assignment_id)
+        assert assignment.status == AssignmentStatus.SUBMITTED
+        assert Label.objects.filter(assignment=assignment).count() == SYSTEMS * QUESTIONS
+    assert Label.objects.count() == TASKS * PER_TASK * SYSTEMS * QUESTIONS

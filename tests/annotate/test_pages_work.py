@@ -1,0 +1,264 @@
+import re
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from annotate.models import Assignment, AssignmentStatus, Label, Project, ProjectMode, System
+from annotate.roles import ANNOTATOR
+from annotate.services.assignments import annotator_for_user, assignment_claim_next
+from tests.factories import UserFactory, benchmark_with_responses, project_with_tasks
+
+pytestmark = pytest.mark.django_db
+
+
+def claim_for(user, project):
+    return assignment_claim_next(
+        annotator=annotator_for_user(user=user), project=project, now=timezone.now()
+    )
+
+
+def test_dashboard_lists_projects_with_work_and_start_next_opens_a_task(client, annotator_user):
+    project = project_with_tasks(instructions=2)
+    client.force_login(annotator_user)
+    page = client.get(reverse("work:dashboard"))
+    assert page.status_code == 200 and project.name in page.text and "Start next task" in page.text
+    started = client.post(reverse("work:start-next", args=[project.id]))
+    assignment = Assignment.objects.get(annotator__user=annotator_user)
+    assert started.status_code == 302
+    assert started["Location"] == reverse("work:assignment", args=[assignment.id])
+
+
+def test_task_page_shows_systems_by_letter_only(client, annotator_user):
+    project = project_with_tasks(instructions=1, systems=3, questions=2)
+    assignment = claim_for(annotator_user, project)
+    client.force_login(annotator_user)
+    page = client.get(reverse("work:assignment", args=[assignment.id]))
+    assert page.status_code == 200
+    for letter in "ABC":
+        assert f"System {letter}" in page.text
+    outside_responses = re.sub(
+        r'<pre class="text response-text">.*?</pre>', "", page.text, flags=re.S
+    )
+    for system in System.objects.all():
+        assert system.name not in outside_responses
+        assert f'value="{system.id}"' not in page.text
+    names = set(re.findall(r'<input[^>]* name="([^"]+)"', page.text))
+    assert names == {"csrfmiddlewaretoken", "active_seconds"} | {
+        f"r{n}_q{m}" for n in range(1, 4) for m in range(1, 3)
+    }
+    assert "script-src 'self'" in page["Content-Security-Policy"]
+    assert '<script src="/static/annotate/task.js"' in page.text
+
+
+def test_response_text_in_order_of_the_assignment(client, annotator_user):
+    project = project_with_tasks(instructions=1, systems=4)
+    assignment = claim_for(annotator_user, project)
+    client.force_login(annotator_user)
+    text = client.get(reverse("work:assignment", args=[assignment.id])).text
+    names = dict(System.objects.values_list("id", "name"))
+    positions = [
+        text.index(f"{names[system_id]} answers") for system_id in assignment.display_order
+    ]
+    assert positions == sorted(positions)
+
+
+def test_response_html_is_escaped(client, annotator_user):
+    project = project_with_tasks(instructions=1, systems=1)
+    project.batches.get().tasks.get().instruction.responses.update(
+        text="<script>alert(1)</script>\n<img src=x onerror=alert(2)>"
+    )
+    assignment = claim_for(annotator_user, project)
+    client.force_login(annotator_user)
+    text = client.get(reverse("work:assignment", args=[assignment.id])).text
+    assert "<script>alert(1)" not in text and "<img src=x" not in text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text
+
+
+def test_someone_elses_task_is_404_for_page_and_submit(client, annotator_user):
+    project = project_with_tasks(instructions=1)
+    other = UserFactory(username="other", roles=[ANNOTATOR])
+    assignment = claim_for(other, project)
+    client.force_login(annotator_user)
+    assert client.get(reverse("work:assignment", args=[assignment.id])).status_code == 404
+    posted = client.post(reverse("work:assignment", args=[assignment.id]), {"r1_q1": "yes"})
+    assert posted.status_code == 404
+    returned = client.post(reverse("work:assignment-return", args=[assignment.id]))
+    assert returned.status_code == 404
+
+
+def test_submit_from_the_page_writes_labels_and_goes_back_to_the_dashboard(client, annotator_user):
+    project = project_with_tasks(instructions=1, systems=2, questions=2)
+    assignment = claim_for(annotator_user, project)
+    client.force_login(annotator_user)
+    answers = {f"r{n}_q{m}": "no" for n in (1, 2) for m in (1, 2)}
+    posted = client.post(
+        reverse("work:assignment", args=[assignment.id]), {**answers, "active_seconds": "12"}
+    )
+    assert posted.status_code == 302 and posted["Location"] == reverse("work:dashboard")
+    assert Label.objects.filter(annotator__user=annotator_user).count() == 4
+    repeat = client.post(reverse("work:assignment", args=[assignment.id]), answers)
+    assert repeat.status_code == 302
+    changed = client.post(
+        reverse("work:assignment", args=[assignment.id]), {**answers, "r1_q1": "yes"}
+    )
+    assert changed.status_code == 409
+
+
+def test_incomplete_submit_is_400_and_lists_what_is_missing(client, annotator_user):
+    project = project_with_tasks(instructions=1, systems=2, questions=2)
+    assignment = claim_for(annotator_user, project)
+    client.force_login(annotator_user)
+    posted = client.post(
+        reverse("work:assignment", args=[assignment.id]), {"r1_q1": "yes", "r1_q2": "no"}
+    )
+    assert posted.status_code == 400
+    assert "System B, question 1" in posted.text and "System B, question 2" in posted.text
+    assert 'value="yes" checked' in posted.text  # what was given stays ticked
+    assert not Label.objects.exists()
+
+
+def test_both_mode_page_has_no_questions_until_scores_are_saved(client, annotator_user):
+    project = project_with_tasks(instructions=1, systems=2, questions=2, mode=ProjectMode.BOTH)
+    assignment = claim_for(annotator_user, project)
+    client.force_login(annotator_user)
+    url = reverse("work:assignment", args=[assignment.id])
+    first = client.get(url).text
+    assert "r1_score" in first and "r1_q1" not in first
+    question_text = project.batches.get().tasks.get().instruction.questions.first().text
+    assert question_text not in first
+    assert client.post(url, {"r1_score": "3", "r2_score": "5"}).status_code == 302
+    second = client.get(url).text
+    assert "r1_q1" in second and 'name="r1_score"' not in second and question_text in second
+
+
+def test_returning_a_task_from_the_page(client, annotator_user):
+    project = project_with_tasks(instructions=1)
+    assignment = claim_for(annotator_user, project)
+    client.force_login(annotator_user)
+    assert client.post(reverse("work:assignment-return", args=[assignment.id])).status_code == 302
+    assignment.refresh_from_db()
+    assert assignment.status == AssignmentStatus.RETURNED
+
+
+@pytest.mark.parametrize("questions", [2, 15])
+def test_task_page_runs_a_fixed_number_of_queries(
+    client, annotator_user, django_assert_max_num_queries, questions
+):
+    project = project_with_tasks(instructions=1, systems=5, questions=questions)
+    assignment = claim_for(annotator_user, project)
+    client.force_login(annotator_user)
+    with django_assert_max_num_queries(10):
+        page = client.get(reverse("work:assignment", args=[assignment.id]))
+    assert page.text.count('type="radio"') == 5 * questions * 3
+
+
+def test_non_annotators_have_no_dashboard(client, researcher):
+    client.force_login(researcher)
+    assert client.get(reverse("work:dashboard")).status_code == 404
+
+
+# --- Researchers and admins ------------------------------------------------------------------
+
+
+def test_admin_creates_a_project_from_the_page(client, admin_user):
+    benchmark, systems = benchmark_with_responses(instructions=3, systems=2)
+    client.force_login(admin_user)
+    assert client.get(reverse("work:project-create")).status_code == 200
+    posted = client.post(
+        reverse("work:project-create"),
+        {
+            "name": "pilot",
+            "benchmark": benchmark.id,
+            "systems": [system.id for system in systems],
+            "selection": "all",
+            "seed": 0,
+            "mode": "drfr",
+            "assignments_per_task": 2,
+            "allotted_minutes": 30,
+            "guidelines": "",
+        },
+    )
+    project = Project.objects.get(name="pilot")
+    assert posted.status_code == 302
+    assert project.batches.get().tasks.count() == 3 and project.created_by == admin_user
+
+
+def test_project_form_shows_service_errors(client, admin_user):
+    benchmark, systems = benchmark_with_responses(instructions=1)
+    client.force_login(admin_user)
+    posted = client.post(
+        reverse("work:project-create"),
+        {
+            "name": "pilot",
+            "benchmark": benchmark.id,
+            "systems": [systems[0].id],
+            "selection": "ids",
+            "external_ids": "missing-one",
+            "mode": "drfr",
+            "assignments_per_task": 2,
+            "allotted_minutes": 30,
+        },
+    )
+    assert posted.status_code == 400 and "missing-one" in posted.text
+    assert not Project.objects.exists()
+
+
+def test_researchers_cannot_create_projects(client, researcher):
+    client.force_login(researcher)
+    assert client.get(reverse("work:project-create")).status_code == 404
+
+
+def test_researcher_sees_only_their_projects_progress_and_labels(
+    client, researcher, annotator_user
+):
+    mine = project_with_tasks(instructions=2, systems=2, questions=1, assignments_per_task=1)
+    mine.researchers.add(researcher)
+    theirs = project_with_tasks(instructions=1)
+    assignment = claim_for(annotator_user, mine)
+    client.force_login(annotator_user)
+    client.post(reverse("work:assignment", args=[assignment.id]), {"r1_q1": "yes", "r2_q1": "no"})
+    client.force_login(researcher)
+    listing = client.get(reverse("work:project-list")).text
+    assert mine.name in listing and theirs.name not in listing
+    detail = client.get(reverse("work:project-detail", args=[mine.id]))
+    assert "1 / 2" in detail.text and annotator_user.username in detail.text
+    assert client.get(reverse("work:project-detail", args=[theirs.id])).status_code == 404
+    csv_text = b"".join(
+        client.get(reverse("work:labels-csv", args=[mine.id])).streaming_content
+    ).decode()
+    lines = csv_text.strip().splitlines()
+    assert lines[0].startswith("batch,instruction_id,system,annotator")
+    assert len(lines) == 3 and all(annotator_user.username in line for line in lines[1:])
+    assert client.get(reverse("work:labels-csv", args=[theirs.id])).status_code == 404
+
+
+def test_admin_adds_a_batch(client, admin_user):
+    benchmark, systems = benchmark_with_responses(instructions=3)
+    from annotate.services.projects import InstructionSelection, Selection, project_create
+
+    ids = list(benchmark.instructions.values_list("external_id", flat=True))
+    project = project_create(
+        name="p",
+        benchmark=benchmark,
+        systems=systems,
+        selection=InstructionSelection(Selection.IDS, ids[:1]),
+    )
+    client.force_login(admin_user)
+    posted = client.post(
+        reverse("work:batch-create", args=[project.id]), {"name": "Batch 2", "selection": "all"}
+    )
+    assert posted.status_code == 302
+    assert project.batches.get(name="Batch 2").tasks.count() == 2
+
+
+def test_csrf_is_required_on_submit(annotator_user):
+    from django.test import Client
+
+    project = project_with_tasks(instructions=1, systems=1, questions=1)
+    assignment = claim_for(annotator_user, project)
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(annotator_user)
+    posted = client.post(reverse("work:assignment", args=[assignment.id]), {"r1_q1": "yes"})
+    assert posted.status_code == 403
+    assert not Label.objects.exists()
