@@ -360,6 +360,24 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args) -> None:  # quiet
         return
 
+    def do_GET(self) -> None:
+        """`/frame?src=<url>`: a stand-in for MTurk's worker page, framing the task like MTurk."""
+        parts = urlsplit(self.path)
+        src = dict(parse_qsl(parts.query)).get("src", "")
+        if parts.path != "/frame" or not src.startswith(("http://", "https://")):
+            self.send_error(404)
+            return
+        body = (
+            "<!doctype html><title>Fake MTurk</title><h1>HIT</h1>"
+            f'<iframe id="hit-frame" src="{escape(src, {chr(34): "&quot;"})}" '
+            'style="width:100%;height:900px"></iframe>'
+        ).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length)
