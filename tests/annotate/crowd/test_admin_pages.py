@@ -160,3 +160,14 @@ def test_api_approve_and_reject(client, admin_user, crowd_batch):
     )
     assert done.json()["status"] == "approved"
     assert first.submitted_at <= timezone.now()
+
+
+def test_project_page_links_admins_to_publishing(client, admin_user, researcher, crowd_batch):
+    project = crowd_batch.project
+    project.researchers.add(researcher)
+    publish_url = reverse("crowd:publish", args=[crowd_batch.pk])
+    client.force_login(admin_user)
+    assert publish_url in client.get(reverse("work:project-detail", args=[project.pk])).text
+    client.force_login(researcher)
+    page = client.get(reverse("work:project-detail", args=[project.pk]))
+    assert page.status_code == 200 and publish_url not in page.text
