@@ -54,3 +54,37 @@ class SubmissionError(AnnotateError):
 
 class AssignmentNotLiveError(AnnotateError):
     """The assignment was returned or rejected, so it takes no submission."""
+
+
+class CrowdPlatformError(AnnotateError):
+    """A crowd platform refused a call or could not be reached; `code` is the platform's code."""
+
+    http_status = 502
+    transient = False
+
+    def __init__(self, message: str, *, code: str = "", operation: str = "") -> None:
+        self.code, self.operation = code, operation
+        super().__init__(message)
+
+
+class TransientPlatformError(CrowdPlatformError):
+    """Throttled, timed out or a server error: the same call may succeed if tried again later."""
+
+    http_status = 503
+    transient = True
+
+
+class HitAlreadyExistsError(CrowdPlatformError):
+    """A HIT with this UniqueRequestToken exists already (an earlier try got through)."""
+
+    http_status = 409
+
+
+class AlreadyProcessedError(CrowdPlatformError):
+    """The platform has already done the call with this idempotency token."""
+
+    http_status = 409
+
+
+class PublishError(AnnotateError):
+    """A batch cannot be published as asked (no tasks, bad settings, nothing to pay with...)."""

@@ -19,6 +19,8 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("benchmarks/", include("annotate.urls")),
     path("annotate/", include("annotate.work_urls")),
+    path("crowd/", include("annotate.crowd.urls")),
+    path("api/crowd/", include("annotate.crowd.api_urls")),
     path("api/annotate/", include("annotate.api_urls")),
     path("judge/runs/", include("evaluation.judge_urls")),
     path(

@@ -66,6 +66,7 @@ class TaskPage:
     responses: list[ResponseItem]
     field_names: list[str]
     rubric: dict[int, str]
+    preview: bool = False  # a crowd worker looking before accepting: read-only, nothing stored
 
     @property
     def instruction(self):
@@ -81,7 +82,7 @@ class TaskPage:
 
     @property
     def is_open(self) -> bool:
-        return self.assignment.status == AssignmentStatus.CLAIMED
+        return not self.preview and self.assignment.status == AssignmentStatus.CLAIMED
 
 
 def assignment_get_for_annotator(*, assignment_id: int, user: AbstractBaseUser) -> Assignment:
@@ -99,6 +100,28 @@ def task_page_get(
 ) -> TaskPage:
     """Return what the task page shows, in the assignment's order, in three queries."""
     assignment = assignment_get_for_annotator(assignment_id=assignment_id, user=user)
+    return task_page_for(assignment=assignment, answers=answers)
+
+
+def task_page_preview(*, task: Task) -> TaskPage:
+    """Return the task page of a task nobody holds yet (a crowd worker's preview), read-only.
+
+    The assignment is built in memory only and never saved; systems are shown in id order.
+    """
+    project = task.batch.project
+    system_ids = sorted(
+        Response.objects.filter(
+            instruction_id=task.instruction_id, system__in=project.systems.all()
+        ).values_list("system_id", flat=True)
+    )
+    assignment = Assignment(task=task, status=AssignmentStatus.CLAIMED, display_order=system_ids)
+    page = task_page_for(assignment=assignment)
+    page.preview = True
+    return page
+
+
+def task_page_for(*, assignment: Assignment, answers: dict[str, str] | None = None) -> TaskPage:
+    """Return the task page of an assignment the caller already checked access to."""
     project = assignment.task.batch.project
     phase = assignment_phase(assignment=assignment, mode=project.mode)
     answers = answers if answers is not None else _stored_answers(assignment, phase)

@@ -14,12 +14,13 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection, transaction
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 
-from annotate.errors import AssignmentNotLiveError, NotFoundError, NoWorkError
+from annotate.errors import AssignmentNotLiveError, ConflictError, NotFoundError, NoWorkError
 from annotate.models import (
     Annotator,
     AnnotatorKind,
     Assignment,
     AssignmentStatus,
+    Batch,
     DirectScore,
     Label,
     Project,
@@ -65,12 +66,17 @@ def display_order_for(*, system_ids: list[int], seed: int) -> list[int]:
     return random.Random(seed).sample(sorted(system_ids), len(system_ids))
 
 
-def claimable_tasks(*, project: Project, annotator: Annotator, now: datetime) -> QuerySet[Task]:
-    """Tasks of the project's active batches with a free slot, on instructions the annotator
-    never worked on (in any project or import: an annotator labels a response once)."""
+def claimable_tasks(
+    *, project: Project, annotator: Annotator, now: datetime, batch: Batch | None = None
+) -> QuerySet[Task]:
+    """Tasks of the project's active batches (or of one batch) with a free slot, on instructions
+    the annotator never worked on (in any project or import: an annotator labels a response
+    once)."""
+    tasks = Task.objects.filter(batch__project=project, batch__active=True)
+    if batch is not None:
+        tasks = tasks.filter(batch=batch)
     return (
-        Task.objects.filter(batch__project=project, batch__active=True)
-        .exclude(_worked_on(annotator=annotator, instruction=OuterRef("instruction_id")))
+        tasks.exclude(_worked_on(annotator=annotator, instruction=OuterRef("instruction_id")))
         .annotate(
             counted=Count(
                 "assignments", filter=counted_assignments(now=now, prefix="assignments__")
@@ -95,18 +101,21 @@ def _worked_on(*, annotator: Annotator, instruction) -> Q:
     )
 
 
-def assignment_claim_next(*, annotator: Annotator, project: Project, now: datetime) -> Assignment:
-    """Return the annotator's live claim in the project, or claim the next free task.
+def assignment_claim_next(
+    *, annotator: Annotator, project: Project, now: datetime, batch: Batch | None = None
+) -> Assignment:
+    """Return the annotator's live claim in the project, or claim the next free task (of `batch`
+    only, when given: a self-hosted crowd link hands out one batch).
 
     Raises NoWorkError when every task is full or already done by this annotator.
     """
     with transaction.atomic():
         current = _live_claim(annotator=annotator, project=project, now=now)
-        if current is not None:
+        if current is not None and (batch is None or current.task.batch_id == batch.pk):
             return current
         for skip_locked in (True, False):
             assignment = _claim_first_free(
-                annotator=annotator, project=project, now=now, skip_locked=skip_locked
+                annotator=annotator, project=project, now=now, skip_locked=skip_locked, batch=batch
             )
             if assignment is not None:
                 return assignment
@@ -127,10 +136,15 @@ def _live_claim(*, annotator: Annotator, project: Project, now: datetime) -> Ass
 
 
 def _claim_first_free(
-    *, annotator: Annotator, project: Project, now: datetime, skip_locked: bool
+    *,
+    annotator: Annotator,
+    project: Project,
+    now: datetime,
+    skip_locked: bool,
+    batch: Batch | None = None,
 ) -> Assignment | None:
     candidates = list(
-        claimable_tasks(project=project, annotator=annotator, now=now)
+        claimable_tasks(project=project, annotator=annotator, now=now, batch=batch)
         .order_by("counted", "batch__created_at", "position", "id")
         .values_list("id", flat=True)[:CANDIDATES_PER_CLAIM]
     )
@@ -141,6 +155,27 @@ def _claim_first_free(
         if _slot_free(task=task, project=project, annotator=annotator, now=now):
             return _assignment_create(task=task, project=project, annotator=annotator, now=now)
     return None
+
+
+@transaction.atomic
+def assignment_claim_task(
+    *, annotator: Annotator, task: Task, now: datetime, check_slots: bool = True
+) -> Assignment:
+    """Claim one given task (a crowd platform's HIT names it), under the task's row lock.
+
+    `check_slots=False` when the platform itself limits how many workers take the task.
+    Raises ConflictError if the annotator already worked on this instruction, NoWorkError if
+    the task is full.
+    """
+    locked = _lock_task(task_id=task.pk, skip_locked=False)
+    project = task.batch.project
+    if Task.objects.filter(
+        _worked_on(annotator=annotator, instruction=locked.instruction_id), pk=locked.pk
+    ).exists():
+        raise ConflictError("You have already worked on this task; it cannot be taken again.")
+    if check_slots and not _slot_free(task=locked, project=project, annotator=annotator, now=now):
+        raise NoWorkError("This task already has all the workers it needs.")
+    return _assignment_create(task=locked, project=project, annotator=annotator, now=now)
 
 
 def _lock_task(*, task_id: int, skip_locked: bool) -> Task | None:

@@ -35,6 +35,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "annotate",
+    "annotate.crowd",
     "evaluation",
 ]
 
@@ -47,6 +48,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "config.framing.FrameAncestorsMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -154,6 +156,27 @@ CELERY_BEAT_SCHEDULE: dict = {
 CROWD_BACKEND = os.environ.get("CROWD_BACKEND", "fake")
 MTURK_SANDBOX = env_bool("MTURK_SANDBOX", True)
 MTURK_ENDPOINT_URL = os.environ.get("MTURK_ENDPOINT_URL", "")
+# boto3 retries throttled calls itself this many times in all; the Celery task then backs off.
+MTURK_MAX_ATTEMPTS = int(os.environ.get("MTURK_MAX_ATTEMPTS", "4"))
+# The public HTTPS address of this site: MTurk frames our task pages from it.
+CROWD_PUBLIC_URL = os.environ.get("CROWD_PUBLIC_URL", "")
+CROWD_FEE_RATE = os.environ.get("CROWD_FEE_RATE", "0.25")
+# Where a worker's browser may post the finished assignment (MTurk's turkSubmitTo hosts), and the
+# origins that may frame the worker pages. Tests add the fake server through the extra lists.
+CROWD_SUBMIT_HOSTS = ["www.mturk.com", "workersandbox.mturk.com"] + env_list(
+    "CROWD_EXTRA_SUBMIT_HOSTS", ""
+)
+CROWD_FRAME_ANCESTORS = ["https://www.mturk.com", "https://workersandbox.mturk.com"] + env_list(
+    "CROWD_EXTRA_FRAME_ANCESTORS", ""
+)
+CROWD_SYNC_INTERVAL_SECONDS = int(os.environ.get("CROWD_SYNC_INTERVAL_SECONDS", "600"))
+X_FRAME_OPTIONS = "DENY"
+# Review suggests approving a worker whose gold-question accuracy is at least this.
+CROWD_GOLD_MIN_ACCURACY = float(os.environ.get("CROWD_GOLD_MIN_ACCURACY", "0.7"))
+CELERY_BEAT_SCHEDULE["crowd-sync"] = {
+    "task": "annotate.crowd.tasks.sync_all_publications",
+    "schedule": CROWD_SYNC_INTERVAL_SECONDS,
+}
 JUDGE_BACKEND = os.environ.get("JUDGE_BACKEND", "fake")
 OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "")
 OPENAI_API_KEY = os.environ.get("OPENAI_API_KEY", "")

@@ -1,0 +1,238 @@
+"""DRF endpoints of crowd work, for admins' scripts: preview and publish, progress, sync, review
+and payment. Everyone else gets 404; errors are mapped by annotate.http.api_exception_handler."""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.shortcuts import get_object_or_404
+from django.utils import timezone
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from annotate.crowd import selectors, tasks
+from annotate.crowd.models import PlatformCall
+from annotate.crowd.platforms import platform_names
+from annotate.crowd.services import publishing, review
+from annotate.crowd.services.publishing import PublishSettings, default_qualifications
+from annotate.errors import NotFoundError, PublishError
+from annotate.models import Batch
+from annotate.roles import is_admin
+
+
+class AdminApi(APIView):
+    def initial(self, request: Request, *args, **kwargs) -> None:
+        super().initial(request, *args, **kwargs)
+        if not is_admin(request.user):
+            raise NotFoundError("Not found.")
+
+
+class PreviewSerializer(serializers.Serializer):
+    platform = serializers.CharField()
+    reward_usd = serializers.DecimalField(max_digits=8, decimal_places=2, required=False)
+
+
+def _preview(batch: Batch, data: dict, user) -> publishing.CostPreview:
+    return publishing.publication_preview(
+        batch=batch, platform_name=data["platform"], reward_usd=data.get("reward_usd"), user=user
+    )
+
+
+def _preview_payload(preview: publishing.CostPreview) -> dict:
+    return {
+        "platform": preview.platform,
+        "tasks": preview.tasks,
+        "assignments_per_task": preview.assignments_per_task,
+        "reward_usd": str(preview.reward_usd),
+        "fee_rate": str(preview.fee_rate),
+        "total_usd": str(preview.total_usd),
+        "balance_usd": None if preview.balance_usd is None else str(preview.balance_usd),
+        "affordable": preview.affordable,
+    }
+
+
+class PublishPreviewApi(AdminApi):
+    def post(self, request: Request, batch_id: int) -> Response:
+        batch = get_object_or_404(Batch, pk=batch_id)
+        data = PreviewSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        return Response(_preview_payload(_preview(batch, data.validated_data, request.user)))
+
+
+class PublishApi(AdminApi):
+    class InputSerializer(PreviewSerializer):
+        title = serializers.CharField(max_length=200)
+        description = serializers.CharField()
+        keywords = serializers.CharField(required=False, default="", allow_blank=True)
+        assignment_duration_seconds = serializers.IntegerField(min_value=30, default=3600)
+        auto_approval_delay_seconds = serializers.IntegerField(min_value=0, default=259200)
+        lifetime_seconds = serializers.IntegerField(min_value=30, default=604800)
+        qualification_requirements = serializers.ListField(
+            child=serializers.DictField(), required=False
+        )
+        confirm_total_usd = serializers.DecimalField(max_digits=12, decimal_places=2)
+
+    def post(self, request: Request, batch_id: int) -> Response:
+        batch = get_object_or_404(Batch.objects.select_related("project"), pk=batch_id)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = data.validated_data
+        preview = _preview(batch, values, request.user)
+        if values["confirm_total_usd"] != preview.total_usd:
+            raise PublishError(
+                f"The cost is ${preview.total_usd}: send it as confirm_total_usd to publish."
+            )
+        chosen = PublishSettings(
+            title=values["title"],
+            description=values["description"],
+            keywords=values["keywords"],
+            reward_usd=values.get("reward_usd"),
+            assignment_duration_seconds=values["assignment_duration_seconds"],
+            auto_approval_delay_seconds=values["auto_approval_delay_seconds"],
+            lifetime_seconds=values["lifetime_seconds"],
+            qualification_requirements=values.get("qualification_requirements")
+            or default_qualifications(),
+        )
+        publication = publishing.publication_create(
+            batch=batch,
+            platform_name=values["platform"],
+            chosen=chosen,
+            base_url=publishing.task_base_url(request_base=request.build_absolute_uri("/")),
+            user=request.user,
+        )
+        user_id = request.user.pk
+        transaction.on_commit(lambda: tasks.publish_publication.delay(publication.pk, user_id))
+        return Response({"id": publication.pk}, status=status.HTTP_201_CREATED)
+
+
+class PublicationApi(AdminApi):
+    def get(self, request: Request, publication_id: int) -> Response:
+        publication = selectors.publication_get(publication_id=publication_id)
+        progress = selectors.publication_progress(publication=publication)
+        return Response(
+            {
+                "id": publication.pk,
+                "batch": publication.batch_id,
+                "platform": publication.platform,
+                "status": publication.status,
+                "error": publication.error,
+                "hits_total": progress.total,
+                "hits_created": progress.created,
+                "hits_failed": progress.failed,
+                "platforms": platform_names(),
+            }
+        )
+
+
+class PublicationSyncApi(AdminApi):
+    def post(self, request: Request, publication_id: int) -> Response:
+        publication = selectors.publication_get(publication_id=publication_id)
+        user_id = request.user.pk
+        transaction.on_commit(lambda: tasks.sync_publication.delay(publication.pk, user_id))
+        return Response({"queued": True}, status=status.HTTP_202_ACCEPTED)
+
+
+class ReviewApi(AdminApi):
+    def get(self, request: Request, publication_id: int) -> Response:
+        publication = selectors.publication_get(publication_id=publication_id)
+        rows = selectors.review_rows(publication=publication)
+        rec = selectors.reconciliation(publication=publication)
+        return Response(
+            {
+                "assignments": [
+                    {
+                        "id": row.assignment.pk,
+                        "worker": row.worker.worker_id,
+                        "worker_annotator": row.worker.pk,
+                        "status": row.assignment.status,
+                        "platform_status": row.platform_status,
+                        "gold_correct": row.gold.correct if row.gold else None,
+                        "gold_total": row.gold.total if row.gold else None,
+                        "suggestion": row.suggestion,
+                        "blocked": row.blocked,
+                    }
+                    for row in rows
+                ],
+                "missing_here": [r.platform_assignment_id for r in rec.missing_here],
+                "missing_on_platform": [a.pk for a in rec.missing_on_platform],
+            }
+        )
+
+
+class AssignmentDecisionApi(AdminApi):
+    action = ""
+
+    class InputSerializer(serializers.Serializer):
+        feedback = serializers.CharField(required=False, default="", allow_blank=True)
+        amount_usd = serializers.DecimalField(max_digits=8, decimal_places=2, required=False)
+
+    def post(self, request: Request, assignment_id: int) -> Response:
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        values, user = data.validated_data, request.user
+        if self.action == "approve":
+            done = review.assignment_approve(
+                assignment_id=assignment_id, user=user, feedback=values["feedback"]
+            )
+        elif self.action == "reject":
+            done = review.assignment_reject(
+                assignment_id=assignment_id, user=user, feedback=values["feedback"]
+            )
+        else:
+            bonus = review.bonus_create(
+                assignment_id=assignment_id,
+                amount_usd=values.get("amount_usd") or 0,
+                reason=values["feedback"],
+                user=user,
+            )
+            bonus = review.bonus_pay(bonus_id=bonus.pk, user=user, now=timezone.now())
+            return Response({"bonus": bonus.pk, "status": bonus.status, "error": bonus.error})
+        return Response({"id": done.pk, "status": done.status})
+
+
+class WorkerApi(AdminApi):
+    action = ""
+
+    class InputSerializer(serializers.Serializer):
+        reason = serializers.CharField(required=False, default="", allow_blank=True)
+        subject = serializers.CharField(required=False, default="", allow_blank=True)
+        message = serializers.CharField(required=False, default="", allow_blank=True)
+
+    def post(self, request: Request, annotator_id: int) -> Response:
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        values, user = data.validated_data, request.user
+        if self.action == "block":
+            review.worker_block(annotator_id=annotator_id, reason=values["reason"], user=user)
+        elif self.action == "unblock":
+            review.worker_unblock(annotator_id=annotator_id, reason=values["reason"], user=user)
+        else:
+            failed = review.workers_notify(
+                annotator_ids=[annotator_id],
+                subject=values["subject"],
+                message=values["message"],
+                user=user,
+            )
+            return Response({"failed": failed})
+        return Response({"ok": True})
+
+
+class CallListApi(AdminApi):
+    def get(self, request: Request) -> Response:
+        calls = PlatformCall.objects.select_related("user")[:200]
+        return Response(
+            [
+                {
+                    "at": call.created_at,
+                    "user": call.user.username if call.user else None,
+                    "platform": call.platform,
+                    "operation": call.operation,
+                    "request": call.request,
+                    "ok": call.ok,
+                    "error_code": call.error_code,
+                    "result": call.result,
+                }
+                for call in calls
+            ]
+        )

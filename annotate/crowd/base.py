@@ -1,0 +1,123 @@
+"""The one interface every crowd platform implements, and the plain records it exchanges.
+
+A platform is chosen in settings (CROWD_BACKEND: a short name or a dotted path to a class), like
+Django's EMAIL_BACKEND. Services never talk to boto3 or any other client directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import Protocol, runtime_checkable
+
+PREVIEW_ASSIGNMENT_ID = "ASSIGNMENT_ID_NOT_AVAILABLE"
+
+# MTurk's system qualifications (ids as MTurk documents them).
+PERCENT_APPROVED = "000000000000000000L0"
+NUMBER_APPROVED = "00000000000000000040"
+LOCALE = "00000000000000000071"
+
+
+@dataclass(frozen=True)
+class HitTypeSpec:
+    title: str
+    description: str
+    keywords: str
+    reward: Decimal
+    assignment_duration_seconds: int
+    auto_approval_delay_seconds: int
+    qualification_requirements: list[dict] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class HitInfo:
+    hit_id: str
+    status: str
+    max_assignments: int
+    expires_at: datetime | None = None
+    annotation: str = ""
+
+
+@dataclass(frozen=True)
+class AssignmentInfo:
+    assignment_id: str
+    worker_id: str
+    hit_id: str
+    status: str
+    submitted_at: datetime | None = None
+    answer: str = ""
+
+
+@runtime_checkable
+class CrowdPlatform(Protocol):
+    """A place where workers find our tasks. Methods raise annotate.errors.CrowdPlatformError."""
+
+    name: str
+    creates_hits: bool  # False: workers come through our own public link (self-hosted)
+    pays_workers: bool  # False: payment happens on the recruiting site, not through us
+
+    def account_balance(self) -> Decimal | None: ...
+
+    def hit_type_create(self, *, spec: HitTypeSpec) -> str: ...
+
+    def hit_create(
+        self,
+        *,
+        hit_type_id: str,
+        question_url: str,
+        max_assignments: int,
+        lifetime_seconds: int,
+        unique_request_token: str,
+    ) -> HitInfo: ...
+
+    def hit_find(self, *, unique_request_token: str) -> HitInfo | None: ...
+
+    def hit_get(self, *, hit_id: str) -> HitInfo: ...
+
+    def hit_update_expiration(self, *, hit_id: str, expires_at: datetime) -> None: ...
+
+    def hit_delete(self, *, hit_id: str) -> None: ...
+
+    def assignments_list(self, *, hit_id: str) -> list[AssignmentInfo]: ...
+
+    def assignment_get(self, *, assignment_id: str) -> AssignmentInfo: ...
+
+    def assignment_approve(self, *, assignment_id: str, feedback: str = "") -> None: ...
+
+    def assignment_reject(self, *, assignment_id: str, feedback: str) -> None: ...
+
+    def bonus_send(
+        self,
+        *,
+        worker_id: str,
+        assignment_id: str,
+        amount: Decimal,
+        reason: str,
+        unique_request_token: str,
+    ) -> None: ...
+
+    def worker_block(self, *, worker_id: str, reason: str) -> None: ...
+
+    def worker_unblock(self, *, worker_id: str, reason: str = "") -> None: ...
+
+    def workers_notify(self, *, worker_ids: list[str], subject: str, message: str) -> list[str]:
+        """Send a message; return the ids it could not reach."""
+        ...
+
+
+def external_question_xml(url: str) -> str:
+    """Return an ExternalQuestion pointing at url; FrameHeight 0 lets the page use the window."""
+    from xml.sax.saxutils import escape
+
+    return (
+        '<ExternalQuestion xmlns="http://mechanicalturk.amazonaws.com/'
+        'AWSMechanicalTurkDataSchemas/2006-07-14/ExternalQuestion.xsd">'
+        f"<ExternalURL>{escape(url)}</ExternalURL><FrameHeight>0</FrameHeight>"
+        "</ExternalQuestion>"
+    )
+
+
+def reward_string(amount: Decimal) -> str:
+    """MTurk wants US dollars as a string with two decimals, e.g. "1.00"."""
+    return f"{amount.quantize(Decimal('0.01')):.2f}"

@@ -1,0 +1,66 @@
+"""Forms of the crowd admin pages: they parse input; services decide."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+
+from django import forms
+
+from annotate.crowd.services.publishing import PublishSettings, default_qualifications
+
+
+class PublishForm(forms.Form):
+    platform = forms.ChoiceField()
+    title = forms.CharField(max_length=200)
+    description = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}))
+    keywords = forms.CharField(max_length=500, required=False)
+    reward_usd = forms.DecimalField(min_value=Decimal("0"), max_digits=8, decimal_places=2)
+    assignment_minutes = forms.IntegerField(min_value=1, initial=60)
+    auto_approval_hours = forms.IntegerField(min_value=0, initial=72)
+    lifetime_hours = forms.IntegerField(min_value=1, initial=168)
+    min_percent_approved = forms.IntegerField(min_value=0, max_value=100, initial=90)
+    min_hits_approved = forms.IntegerField(min_value=0, initial=500)
+    locale = forms.CharField(
+        max_length=2, required=False, help_text="Optional country code, e.g. US."
+    )
+    qualifications_json = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="Advanced: MTurk QualificationRequirements as JSON; replaces the three above.",
+    )
+    confirm_total = forms.DecimalField(required=False, widget=forms.HiddenInput)
+
+    def __init__(self, *args, platforms: list[str], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["platform"].choices = [(name, name) for name in platforms]
+
+    def clean_qualifications_json(self) -> list[dict] | None:
+        text = self.cleaned_data["qualifications_json"].strip()
+        if not text:
+            return None
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise forms.ValidationError(f"Not JSON: {error}") from error
+        if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+            raise forms.ValidationError("Expected a JSON list of objects.")
+        return value
+
+    def publish_settings(self) -> PublishSettings:
+        data = self.cleaned_data
+        requirements = data["qualifications_json"] or default_qualifications(
+            min_percent_approved=data["min_percent_approved"],
+            min_hits_approved=data["min_hits_approved"],
+            locale=data["locale"].strip(),
+        )
+        return PublishSettings(
+            title=data["title"],
+            description=data["description"],
+            keywords=data["keywords"],
+            reward_usd=data["reward_usd"],
+            assignment_duration_seconds=data["assignment_minutes"] * 60,
+            auto_approval_delay_seconds=data["auto_approval_hours"] * 3600,
+            lifetime_seconds=data["lifetime_hours"] * 3600,
+            qualification_requirements=requirements,
+        )

@@ -1,0 +1,240 @@
+"""What we keep about work on crowd platforms: publications of batches, their HITs, the
+platform's view of assignments, bonuses, blocks, gold answers, and a log of every platform call.
+
+Models hold data and database constraints only; writes go through annotate.crowd.services.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from annotate.models import (
+    Annotator,
+    Assignment,
+    Batch,
+    LabelValue,
+    Project,
+    Question,
+    Response,
+    Task,
+)
+
+
+class PublicationStatus(models.TextChoices):
+    PENDING = "pending", "Waiting to publish"
+    PUBLISHING = "publishing", "Publishing"
+    PUBLISHED = "published", "Published"
+    PARTIAL = "partial", "Partly published (some HITs missing)"
+    FAILED = "failed", "Failed"
+
+
+class Publication(models.Model):
+    """One batch offered on one platform, with the HIT settings it was published with."""
+
+    batch = models.ForeignKey(Batch, on_delete=models.CASCADE, related_name="publications")
+    platform = models.CharField(max_length=40)
+    status = models.CharField(
+        max_length=10, choices=PublicationStatus.choices, default=PublicationStatus.PENDING
+    )
+    title = models.CharField(max_length=200)
+    description = models.TextField()
+    keywords = models.CharField(max_length=500, blank=True)
+    reward_usd = models.DecimalField(max_digits=8, decimal_places=2)
+    fee_rate = models.DecimalField(max_digits=4, decimal_places=3)
+    assignments_per_task = models.PositiveSmallIntegerField()
+    assignment_duration_seconds = models.PositiveIntegerField()
+    auto_approval_delay_seconds = models.PositiveIntegerField()
+    lifetime_seconds = models.PositiveIntegerField()
+    qualification_requirements = models.JSONField(default=list, blank=True)
+    hit_type_id = models.CharField(max_length=200, blank=True)
+    task_base_url = models.URLField(help_text="The site address workers' browsers use.")
+    link_token = models.CharField(
+        max_length=64, unique=True, help_text="Self-hosted: the secret part of the public link."
+    )
+    error = models.TextField(blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["batch", "platform"], name="crowd_publication_one_per_platform"
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=PublicationStatus.values),
+                name="crowd_publication_status_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(reward_usd__gte=0), name="crowd_publication_reward_nonnegative"
+            ),
+            models.CheckConstraint(
+                condition=Q(assignments_per_task__gte=1),
+                name="crowd_publication_assignments_at_least_1",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.batch} on {self.platform}"
+
+
+class HitStatus(models.TextChoices):
+    PENDING = "pending", "Not created yet"
+    CREATED = "created", "Created"
+    FAILED = "failed", "Failed"
+    DELETED = "deleted", "Deleted"
+
+
+class Hit(models.Model):
+    """One task of a publication as a HIT. The token is stored before the HIT is created."""
+
+    publication = models.ForeignKey(Publication, on_delete=models.CASCADE, related_name="hits")
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="hits")
+    unique_request_token = models.CharField(max_length=64, unique=True)
+    hit_id = models.CharField(max_length=200, blank=True)
+    status = models.CharField(max_length=7, choices=HitStatus.choices, default=HitStatus.PENDING)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    synced_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["publication", "task__position", "task_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["publication", "task"], name="crowd_hit_one_per_task"),
+            models.UniqueConstraint(
+                fields=["hit_id"], condition=~Q(hit_id=""), name="crowd_hit_unique_hit_id"
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=HitStatus.values), name="crowd_hit_status_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.hit_id or f"(pending) {self.task}"
+
+
+class PlatformAssignment(models.Model):
+    """An assignment as the platform last reported it, matched to ours when we have it."""
+
+    hit = models.ForeignKey(Hit, on_delete=models.CASCADE, related_name="platform_assignments")
+    platform_assignment_id = models.CharField(max_length=200, unique=True)
+    worker_id = models.CharField(max_length=200)
+    status = models.CharField(max_length=20, help_text="Submitted, Approved or Rejected.")
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    answer = models.TextField(blank=True)
+    assignment = models.OneToOneField(
+        Assignment,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="platform_record",
+    )
+    synced_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["hit", "submitted_at"]
+
+    def __str__(self) -> str:
+        return f"{self.platform_assignment_id} ({self.status})"
+
+
+class BonusStatus(models.TextChoices):
+    PENDING = "pending", "Not paid yet"
+    PAID = "paid", "Paid"
+    FAILED = "failed", "Failed"
+
+
+class Bonus(models.Model):
+    """A bonus for one assignment. The token makes a retried payment a no-op on the platform."""
+
+    assignment = models.ForeignKey(Assignment, on_delete=models.PROTECT, related_name="bonuses")
+    amount_usd = models.DecimalField(max_digits=8, decimal_places=2)
+    reason = models.TextField()
+    unique_request_token = models.CharField(max_length=64, unique=True)
+    status = models.CharField(
+        max_length=7, choices=BonusStatus.choices, default=BonusStatus.PENDING
+    )
+    error = models.TextField(blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    paid_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name_plural = "bonuses"
+        constraints = [
+            models.CheckConstraint(condition=Q(amount_usd__gt=0), name="crowd_bonus_positive"),
+            models.CheckConstraint(
+                condition=Q(status__in=BonusStatus.values), name="crowd_bonus_status_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"${self.amount_usd} for {self.assignment} ({self.status})"
+
+
+class WorkerBlock(models.Model):
+    """A crowd worker we will not take work from (also blocked on the platform)."""
+
+    annotator = models.OneToOneField(Annotator, on_delete=models.CASCADE, related_name="block")
+    reason = models.TextField()
+    active = models.BooleanField(default=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.annotator.name} ({'blocked' if self.active else 'unblocked'})"
+
+
+class GoldAnswer(models.Model):
+    """A known answer to one question about one response, hidden among a project's real ones."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="gold_answers")
+    question = models.ForeignKey(Question, on_delete=models.CASCADE, related_name="+")
+    response = models.ForeignKey(Response, on_delete=models.CASCADE, related_name="+")
+    value = models.PositiveSmallIntegerField(choices=LabelValue.choices)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "question", "response"], name="crowd_gold_unique"
+            ),
+            models.CheckConstraint(
+                condition=Q(value__in=LabelValue.values), name="crowd_gold_value_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.question} / {self.response.system.name}: {self.get_value_display()}"
+
+
+class PlatformCall(models.Model):
+    """One call to a crowd platform: who, what, when, a summary of the request, and the result."""
+
+    created_at = models.DateTimeField(db_index=True)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    platform = models.CharField(max_length=40)
+    operation = models.CharField(max_length=60)
+    request = models.JSONField(default=dict, help_text="The arguments, long values shortened.")
+    ok = models.BooleanField()
+    error_code = models.CharField(max_length=100, blank=True)
+    result = models.TextField(blank=True)
+    duration_ms = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.platform}.{self.operation} ({'ok' if self.ok else self.error_code})"

@@ -1,0 +1,100 @@
+"""Choose a crowd platform from settings and record every call made to it."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, is_dataclass
+from datetime import datetime
+from decimal import Decimal
+
+from django.conf import settings
+from django.utils import timezone
+from django.utils.module_loading import import_string
+
+from annotate.crowd.base import CrowdPlatform
+from annotate.errors import CrowdPlatformError
+
+BACKENDS = {
+    "mturk": "annotate.crowd.mturk.MTurkPlatform",
+    "selfhosted": "annotate.crowd.selfhosted.SelfHostedPlatform",
+    "fake": "annotate.crowd.fake.FakePlatform",
+}
+SUMMARY_LIMIT = 300
+
+
+def platform_class(name: str) -> type:
+    """Return the class for a short name ("mturk") or a dotted path."""
+    try:
+        return import_string(BACKENDS.get(name, name))
+    except ImportError as error:
+        raise CrowdPlatformError(
+            f"Unknown crowd platform '{name}': use one of {sorted(BACKENDS)} or a dotted path."
+        ) from error
+
+
+def platform_names() -> list[str]:
+    """The platforms an admin may publish to: the configured one, and self-hosted links."""
+    configured = platform_class(settings.CROWD_BACKEND).name
+    return [configured] if configured == "selfhosted" else [configured, "selfhosted"]
+
+
+def get_platform(name: str | None = None, *, user=None) -> RecordedPlatform:
+    """Return the platform `name` (default: CROWD_BACKEND), recording its calls as `user`'s."""
+    return RecordedPlatform(platform_class(name or settings.CROWD_BACKEND)(), user=user)
+
+
+def _summary(value):
+    if isinstance(value, str):
+        return value if len(value) <= SUMMARY_LIMIT else value[:SUMMARY_LIMIT] + "…"
+    if isinstance(value, Decimal | datetime):
+        return str(value)
+    if is_dataclass(value):
+        return _summary(asdict(value))
+    if isinstance(value, dict):
+        return {key: _summary(item) for key, item in value.items()}
+    if isinstance(value, list | tuple | set):
+        return [_summary(item) for item in value][:20]
+    return value
+
+
+class RecordedPlatform:
+    """A platform whose every method call leaves a PlatformCall row, whether it worked or not."""
+
+    def __init__(self, platform: CrowdPlatform, *, user=None) -> None:
+        self.platform = platform
+        self.user = user if getattr(user, "is_authenticated", False) else None
+        self.name = platform.name
+        self.creates_hits = platform.creates_hits
+        self.pays_workers = platform.pays_workers
+
+    def __getattr__(self, operation: str):
+        method = getattr(self.platform, operation)
+        if not callable(method) or operation.startswith("_"):
+            return method
+
+        def recorded(**kwargs):
+            started = time.monotonic()
+            try:
+                result = method(**kwargs)
+            except CrowdPlatformError as error:
+                self._record(operation, kwargs, started, ok=False, code=error.code, text=str(error))
+                raise
+            self._record(operation, kwargs, started, ok=True, text=repr(_summary(result)))
+            return result
+
+        return recorded
+
+    def _record(self, operation, kwargs, started, *, ok, code="", text="") -> None:
+        from annotate.crowd.models import PlatformCall
+
+        PlatformCall.objects.create(
+            created_at=timezone.now(),
+            user=self.user,
+            platform=self.name,
+            operation=operation,
+            request=_summary(kwargs),
+            ok=ok,
+            error_code=code[:100],
+            result=text[:2000],
+            duration_ms=int((time.monotonic() - started) * 1000),
+        )

@@ -1,0 +1,164 @@
+"""Reads for the crowd admin pages: publication progress, the review table with gold accuracy,
+and the reconciliation of our assignments with the platform's."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db.models import Count, Q
+
+from annotate.crowd.models import GoldAnswer, Hit, HitStatus, PlatformAssignment, Publication
+from annotate.errors import NotFoundError
+from annotate.models import Annotator, AnnotatorKind, Assignment, AssignmentStatus, Label, Project
+
+
+def publication_get(*, publication_id: int) -> Publication:
+    try:
+        return Publication.objects.select_related("batch__project").get(pk=publication_id)
+    except Publication.DoesNotExist:
+        raise NotFoundError("No such publication.") from None
+
+
+@dataclass(frozen=True)
+class Progress:
+    total: int
+    created: int
+    failed: int
+    deleted: int
+
+    @property
+    def percent(self) -> int:
+        return round(100 * (self.created + self.deleted) / self.total) if self.total else 100
+
+
+def publication_progress(*, publication: Publication) -> Progress:
+    counts = publication.hits.aggregate(
+        total=Count("id"),
+        created=Count("id", filter=Q(status=HitStatus.CREATED)),
+        failed=Count("id", filter=Q(status=HitStatus.FAILED)),
+        deleted=Count("id", filter=Q(status=HitStatus.DELETED)),
+    )
+    return Progress(**counts)
+
+
+@dataclass(frozen=True)
+class GoldScore:
+    correct: int
+    total: int
+
+    @property
+    def accuracy(self) -> float | None:
+        """correct / total over the gold items the worker answered; None when they saw none."""
+        return self.correct / self.total if self.total else None
+
+
+def worker_gold_scores(*, project: Project, annotator_ids: list[int]) -> dict[int, GoldScore]:
+    """Each worker's answers on the project's gold items, compared with the known answers."""
+    gold = {
+        (g.question_id, g.response_id): g.value for g in GoldAnswer.objects.filter(project=project)
+    }
+    if not gold:
+        return {}
+    tally: dict[int, list[int]] = defaultdict(lambda: [0, 0])
+    labels = Label.objects.filter(
+        annotator_id__in=annotator_ids,
+        question_id__in={q for q, _ in gold},
+        response_id__in={r for _, r in gold},
+    ).values_list("annotator_id", "question_id", "response_id", "value")
+    for annotator_id, question_id, response_id, value in labels:
+        expected = gold.get((question_id, response_id))
+        if expected is not None:
+            tally[annotator_id][0] += value == expected
+            tally[annotator_id][1] += 1
+    return {annotator_id: GoldScore(*counts) for annotator_id, counts in tally.items()}
+
+
+def suggestion(score: GoldScore | None) -> str:
+    """ "approve" at or above CROWD_GOLD_MIN_ACCURACY, "reject" below, "" without gold answers."""
+    if score is None or score.accuracy is None:
+        return ""
+    return "approve" if score.accuracy >= settings.CROWD_GOLD_MIN_ACCURACY else "reject"
+
+
+@dataclass(frozen=True)
+class ReviewRow:
+    assignment: Assignment
+    worker: Annotator
+    gold: GoldScore | None
+    suggestion: str
+    blocked: bool
+    platform_status: str
+
+
+def review_rows(*, publication: Publication) -> list[ReviewRow]:
+    """The publication's crowd assignments, oldest first, with what helps decide on each."""
+    assignments = list(
+        Assignment.objects.filter(
+            task__batch=publication.batch,
+            annotator__kind=AnnotatorKind.CROWD,
+            annotator__platform=publication.platform,
+        )
+        .exclude(status=AssignmentStatus.CLAIMED)
+        .select_related("annotator__block", "task__instruction", "platform_record")
+        .order_by("submitted_at", "id")
+    )
+    scores = worker_gold_scores(
+        project=publication.batch.project,
+        annotator_ids=sorted({a.annotator_id for a in assignments}),
+    )
+    rows = []
+    for assignment in assignments:
+        worker = assignment.annotator
+        block = getattr(worker, "block", None)
+        record = getattr(assignment, "platform_record", None)
+        score = scores.get(worker.pk)
+        rows.append(
+            ReviewRow(
+                assignment=assignment,
+                worker=worker,
+                gold=score,
+                suggestion=suggestion(score),
+                blocked=bool(block and block.active),
+                platform_status=record.status if record else "",
+            )
+        )
+    return rows
+
+
+@dataclass(frozen=True)
+class Reconciliation:
+    missing_here: list[PlatformAssignment]
+    missing_on_platform: list[Assignment]
+
+
+def reconciliation(*, publication: Publication) -> Reconciliation:
+    """Work the platform has and we do not, and work we have that the platform's last sync lacked."""
+    missing_here = list(
+        PlatformAssignment.objects.filter(
+            hit__publication=publication, assignment__isnull=True
+        ).select_related("hit__task__instruction")
+    )
+    synced = {
+        h.hit_id: h.synced_at
+        for h in Hit.objects.filter(publication=publication, synced_at__isnull=False).exclude(
+            hit_id=""
+        )
+    }
+    known = set(
+        PlatformAssignment.objects.filter(hit__publication=publication).values_list(
+            "platform_assignment_id", flat=True
+        )
+    )
+    candidates = Assignment.objects.filter(
+        platform_hit_id__in=list(synced),
+        status__in=[AssignmentStatus.SUBMITTED, AssignmentStatus.APPROVED],
+        submitted_at__isnull=False,
+    ).select_related("annotator", "task__instruction")
+    missing_on_platform = [
+        a
+        for a in candidates
+        if a.platform_assignment_id not in known and a.submitted_at <= synced[a.platform_hit_id]
+    ]
+    return Reconciliation(missing_here=missing_here, missing_on_platform=missing_on_platform)

@@ -1,0 +1,296 @@
+"""Publish a batch to a crowd platform: preview the cost, then create one HIT per task.
+
+Every HIT's UniqueRequestToken is stored before the HIT is asked for, so a publish that is retried
+(a lost reply, a worker killed half-way, an admin pressing the button twice) finds the HITs made
+by earlier tries instead of paying for them twice.
+"""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.db import transaction
+from django.urls import reverse
+
+from annotate.crowd.base import LOCALE, NUMBER_APPROVED, PERCENT_APPROVED, HitTypeSpec
+from annotate.crowd.models import Hit, HitStatus, Publication, PublicationStatus
+from annotate.crowd.platforms import get_platform, platform_class, platform_names
+from annotate.errors import (
+    CrowdPlatformError,
+    HitAlreadyExistsError,
+    PublishError,
+    TransientPlatformError,
+)
+from annotate.models import Batch
+
+LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "[::1]"}
+
+
+def default_qualifications(
+    *, min_percent_approved: int = 90, min_hits_approved: int = 500, locale: str = ""
+) -> list[dict]:
+    """The paper's worker filter: approval rate above 90% and at least 500 approved HITs."""
+    requirements = [
+        {
+            "QualificationTypeId": PERCENT_APPROVED,
+            "Comparator": "GreaterThan",
+            "IntegerValues": [min_percent_approved],
+        },
+        {
+            "QualificationTypeId": NUMBER_APPROVED,
+            "Comparator": "GreaterThanOrEqualTo",
+            "IntegerValues": [min_hits_approved],
+        },
+    ]
+    if locale:
+        requirements.append(
+            {
+                "QualificationTypeId": LOCALE,
+                "Comparator": "EqualTo",
+                "LocaleValues": [{"Country": locale.upper()}],
+            }
+        )
+    return requirements
+
+
+@dataclass(frozen=True)
+class PublishSettings:
+    title: str
+    description: str
+    keywords: str = "annotation, evaluation, instructions"
+    reward_usd: Decimal | None = None  # None: the project's reward
+    assignment_duration_seconds: int = 3600
+    auto_approval_delay_seconds: int = 3 * 24 * 3600
+    lifetime_seconds: int = 7 * 24 * 3600
+    qualification_requirements: list[dict] = field(default_factory=default_qualifications)
+
+
+@dataclass(frozen=True)
+class CostPreview:
+    platform: str
+    tasks: int
+    assignments_per_task: int
+    reward_usd: Decimal
+    fee_rate: Decimal
+    total_usd: Decimal
+    balance_usd: Decimal | None
+
+    @property
+    def affordable(self) -> bool:
+        return self.balance_usd is None or self.balance_usd >= self.total_usd
+
+
+def fee_rate() -> Decimal:
+    return Decimal(str(settings.CROWD_FEE_RATE))
+
+
+def publication_cost(*, tasks: int, assignments_per_task: int, reward_usd: Decimal) -> Decimal:
+    """tasks × assignments × reward × (1 + fee), rounded to cents."""
+    total = tasks * assignments_per_task * reward_usd * (1 + fee_rate())
+    return total.quantize(Decimal("0.01"))
+
+
+def publication_preview(
+    *, batch: Batch, platform_name: str, reward_usd: Decimal | None = None, user=None
+) -> CostPreview:
+    """What publishing would cost, and the account balance (asked from the platform)."""
+    _check_platform(platform_name)
+    reward = batch.project.reward_usd if reward_usd is None else reward_usd
+    tasks = batch.tasks.count()
+    platform = get_platform(platform_name, user=user)
+    paying = platform.pays_workers
+    return CostPreview(
+        platform=platform_name,
+        tasks=tasks,
+        assignments_per_task=batch.project.assignments_per_task,
+        reward_usd=reward,
+        fee_rate=fee_rate() if paying else Decimal(0),
+        total_usd=(
+            publication_cost(
+                tasks=tasks,
+                assignments_per_task=batch.project.assignments_per_task,
+                reward_usd=reward,
+            )
+            if paying
+            else Decimal("0.00")
+        ),
+        balance_usd=platform.account_balance(),
+    )
+
+
+def _check_platform(platform_name: str) -> None:
+    if platform_name not in platform_names():
+        raise PublishError(
+            f"Platform '{platform_name}' is not available here; choose one of {platform_names()}."
+        )
+
+
+def _check_settings(*, batch: Batch, platform_name: str, chosen: PublishSettings) -> None:
+    if not batch.tasks.exists():
+        raise PublishError(f"Batch '{batch.name}' has no tasks to publish.")
+    if Publication.objects.filter(batch=batch, platform=platform_name).exists():
+        raise PublishError(
+            f"Batch '{batch.name}' is already published on {platform_name}; "
+            "open that publication to resume or review it."
+        )
+    if not chosen.title.strip() or not chosen.description.strip():
+        raise PublishError("Title and description are required: workers choose HITs by them.")
+    reward = chosen.reward_usd if chosen.reward_usd is not None else batch.project.reward_usd
+    if platform_class(platform_name).pays_workers and reward < Decimal("0.01"):
+        raise PublishError("The reward must be at least $0.01 per assignment.")
+    for name in ("assignment_duration_seconds", "lifetime_seconds"):
+        if getattr(chosen, name) < 30:
+            raise PublishError(f"{name.replace('_', ' ')} must be at least 30 seconds.")
+
+
+def task_base_url(*, request_base: str) -> str:
+    """Where workers' browsers reach us: CROWD_PUBLIC_URL, else the admin's own address.
+
+    MTurk frames only HTTPS pages; plain HTTP is accepted for this machine only (demo, tests).
+    """
+    base = (settings.CROWD_PUBLIC_URL or request_base).rstrip("/")
+    parts = urlsplit(base)
+    if parts.scheme != "https" and parts.hostname not in {h.strip("[]") for h in LOOPBACK_HOSTS}:
+        raise PublishError(
+            f"Workers must reach the task pages over HTTPS, but the site address is '{base}'. "
+            "Set CROWD_PUBLIC_URL to the public https:// address."
+        )
+    return base
+
+
+@transaction.atomic
+def publication_create(
+    *,
+    batch: Batch,
+    platform_name: str,
+    chosen: PublishSettings,
+    base_url: str,
+    user=None,
+) -> Publication:
+    """Store the publication and one HIT row (with its token) per task; nothing is spent yet."""
+    _check_platform(platform_name)
+    _check_settings(batch=batch, platform_name=platform_name, chosen=chosen)
+    project = batch.project
+    publication = Publication.objects.create(
+        batch=batch,
+        platform=platform_name,
+        title=chosen.title.strip(),
+        description=chosen.description.strip(),
+        keywords=chosen.keywords.strip(),
+        reward_usd=project.reward_usd if chosen.reward_usd is None else chosen.reward_usd,
+        fee_rate=fee_rate(),
+        assignments_per_task=project.assignments_per_task,
+        assignment_duration_seconds=chosen.assignment_duration_seconds,
+        auto_approval_delay_seconds=chosen.auto_approval_delay_seconds,
+        lifetime_seconds=chosen.lifetime_seconds,
+        qualification_requirements=chosen.qualification_requirements,
+        task_base_url=base_url,
+        link_token=secrets.token_urlsafe(24),
+        created_by=user,
+    )
+    if platform_class(platform_name).creates_hits:
+        Hit.objects.bulk_create(
+            Hit(publication=publication, task=task, unique_request_token=uuid.uuid4().hex)
+            for task in batch.tasks.order_by("position", "id")
+        )
+    return publication
+
+
+def hit_question_url(hit: Hit) -> str:
+    path = reverse("crowd:mturk-task", args=[hit.unique_request_token])
+    return f"{hit.publication.task_base_url}{path}"
+
+
+def publication_publish(*, publication_id: int, now: datetime, user=None) -> Publication:
+    """Create the HIT type and every missing HIT. Safe to run twice, or after a crash.
+
+    Raises TransientPlatformError (after marking the publication partial) when the platform keeps
+    throttling: the caller retries later and this picks up where it stopped.
+    """
+    publication = Publication.objects.select_related("batch").get(pk=publication_id)
+    platform = get_platform(publication.platform, user=user)
+    if not platform.creates_hits:
+        return _finish(publication, PublicationStatus.PUBLISHED, now=now)
+    publication.status = PublicationStatus.PUBLISHING
+    publication.save(update_fields=["status"])
+    try:
+        _ensure_hit_type(publication, platform)
+        for hit in publication.hits.exclude(status=HitStatus.CREATED).order_by("id"):
+            _hit_publish(hit, platform)
+    except TransientPlatformError as error:
+        _finish(publication, PublicationStatus.PARTIAL, now=now, error=str(error))
+        raise
+    except CrowdPlatformError as error:  # the HIT type itself was refused
+        return _finish(publication, PublicationStatus.FAILED, now=now, error=str(error))
+    missing = publication.hits.exclude(status=HitStatus.CREATED).count()
+    if missing:
+        return _finish(
+            publication,
+            PublicationStatus.PARTIAL,
+            now=now,
+            error=f"{missing} of {publication.hits.count()} HITs were not created; see each HIT.",
+        )
+    return _finish(publication, PublicationStatus.PUBLISHED, now=now)
+
+
+def _finish(publication: Publication, status: str, *, now: datetime, error: str = ""):
+    publication.status, publication.error, publication.finished_at = status, error, now
+    publication.save(update_fields=["status", "error", "finished_at"])
+    return publication
+
+
+def _ensure_hit_type(publication: Publication, platform) -> None:
+    if publication.hit_type_id:
+        return
+    publication.hit_type_id = platform.hit_type_create(
+        spec=HitTypeSpec(
+            title=publication.title,
+            description=publication.description,
+            keywords=publication.keywords,
+            reward=publication.reward_usd,
+            assignment_duration_seconds=publication.assignment_duration_seconds,
+            auto_approval_delay_seconds=publication.auto_approval_delay_seconds,
+            qualification_requirements=publication.qualification_requirements,
+        )
+    )
+    publication.save(update_fields=["hit_type_id"])
+
+
+def _hit_publish(hit: Hit, platform) -> None:
+    """Create one HIT; if an earlier try already made it, adopt that one."""
+    try:
+        info = platform.hit_create(
+            hit_type_id=hit.publication.hit_type_id,
+            question_url=hit_question_url(hit),
+            max_assignments=hit.publication.assignments_per_task,
+            lifetime_seconds=hit.publication.lifetime_seconds,
+            unique_request_token=hit.unique_request_token,
+        )
+    except HitAlreadyExistsError:
+        info = platform.hit_find(unique_request_token=hit.unique_request_token)
+        if info is None:
+            hit.status, hit.error = (
+                HitStatus.FAILED,
+                "HIT exists on the platform but was not found.",
+            )
+            hit.save(update_fields=["status", "error"])
+            return
+    except TransientPlatformError:
+        raise
+    except CrowdPlatformError as error:
+        hit.status, hit.error = HitStatus.FAILED, str(error)
+        hit.save(update_fields=["status", "error"])
+        return
+    hit.hit_id, hit.status, hit.expires_at, hit.error = (
+        info.hit_id,
+        HitStatus.CREATED,
+        info.expires_at,
+        "",
+    )
+    hit.save(update_fields=["hit_id", "status", "expires_at", "error"])

@@ -1,0 +1,56 @@
+"""Celery entry points for crowd work. Each takes ids, is safe to run twice, and retries only when
+the platform throttled or failed transiently, backing off exponentially."""
+
+from __future__ import annotations
+
+from celery import shared_task
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+
+from annotate.crowd.models import Publication, PublicationStatus
+from annotate.crowd.services import publishing, review
+from annotate.errors import TransientPlatformError
+
+RETRY = {
+    "autoretry_for": (TransientPlatformError,),
+    "retry_backoff": 5,
+    "retry_backoff_max": 600,
+    "retry_jitter": True,
+    "max_retries": 8,
+}
+
+
+def _user(user_id: int | None):
+    return get_user_model().objects.filter(pk=user_id).first() if user_id else None
+
+
+@shared_task(**RETRY)
+def publish_publication(publication_id: int, user_id: int | None = None) -> str:
+    publication = publishing.publication_publish(
+        publication_id=publication_id, now=timezone.now(), user=_user(user_id)
+    )
+    return publication.status
+
+
+@shared_task(**RETRY)
+def sync_publication(publication_id: int, user_id: int | None = None) -> dict:
+    result = review.publication_sync(
+        publication_id=publication_id, now=timezone.now(), user=_user(user_id)
+    )
+    return {"hits": result.hits, "seen": result.seen, "new": result.new}
+
+
+@shared_task
+def sync_all_publications() -> int:
+    """Celery beat: sync every publication that has HITs out, each as its own task."""
+    live = Publication.objects.filter(
+        status__in=[PublicationStatus.PUBLISHED, PublicationStatus.PARTIAL]
+    ).values_list("pk", flat=True)
+    for publication_id in live:
+        sync_publication.delay(publication_id)
+    return len(live)
+
+
+@shared_task(**RETRY)
+def pay_bonus(bonus_id: int, user_id: int) -> str:
+    return review.bonus_pay(bonus_id=bonus_id, user=_user(user_id), now=timezone.now()).status

@@ -1,0 +1,29 @@
+from django.urls import path
+
+from annotate.crowd import views, worker_views
+
+app_name = "crowd"
+
+urlpatterns = [
+    # Workers (no login, no session: a signed token per assignment)
+    path("mturk/<str:hit_token>/", worker_views.mturk_task, name="mturk-task"),
+    path("join/<str:link_token>/", worker_views.selfhosted_join, name="selfhosted-join"),
+    path("work/<str:token>/", worker_views.work_task, name="work-task"),
+    # Admins
+    path("batches/<int:batch_id>/publish/", views.publish, name="publish"),
+    path("publications/", views.publication_list, name="publication-list"),
+    path("publications/<int:publication_id>/", views.publication_detail, name="publication"),
+    path(
+        "publications/<int:publication_id>/action/",
+        views.publication_action,
+        name="publication-action",
+    ),
+    path("publications/<int:publication_id>/review/", views.review, name="review"),
+    path(
+        "assignments/<int:assignment_id>/action/",
+        views.assignment_action,
+        name="assignment-action",
+    ),
+    path("workers/<int:annotator_id>/action/", views.worker_action, name="worker-action"),
+    path("calls/", views.call_list, name="calls"),
+]

@@ -1,0 +1,229 @@
+"""Crowd admin pages: publish a batch, follow its progress, review and pay the work.
+
+Adapters only: parse the form, call one service (or enqueue its Celery task), redirect. Only
+admins see these pages (404 for everyone else); services check again before spending money.
+"""
+
+from __future__ import annotations
+
+import functools
+from datetime import timedelta
+from decimal import Decimal, InvalidOperation
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.db import transaction
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+
+from annotate.crowd import selectors, tasks
+from annotate.crowd.forms import PublishForm
+from annotate.crowd.models import Hit, PlatformCall, Publication, PublicationStatus
+from annotate.crowd.platforms import platform_names
+from annotate.crowd.services import publishing
+from annotate.crowd.services import review as review_services
+from annotate.errors import AnnotateError, NotFoundError
+from annotate.models import Batch
+from annotate.roles import is_admin
+
+
+def admin_page(view):
+    """Admins only (others get 404); our errors become a message on the page they came from."""
+
+    @login_required
+    @functools.wraps(view)
+    def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        if not is_admin(request.user):
+            raise Http404
+        try:
+            return view(request, *args, **kwargs)
+        except NotFoundError:
+            raise Http404 from None
+        except AnnotateError as error:
+            messages.error(request, str(error))
+            return redirect(request.META.get("HTTP_REFERER") or reverse("crowd:publication-list"))
+
+    return wrapper
+
+
+def _enqueue(task, *args) -> None:
+    transaction.on_commit(lambda: task.delay(*args))
+
+
+@admin_page
+def publish(request: HttpRequest, batch_id: int) -> HttpResponse:
+    batch = get_object_or_404(Batch.objects.select_related("project"), pk=batch_id)
+    project = batch.project
+    initial = {
+        "title": f"Judge AI answers: {project.name}",
+        "description": "Read an instruction and AI responses; answer yes/no questions about each.",
+        "keywords": "annotation, evaluation, AI, instructions",
+        "reward_usd": project.reward_usd,
+        "assignment_minutes": project.allotted_minutes,
+    }
+    form = PublishForm(request.POST or None, initial=initial, platforms=platform_names())
+    preview = None
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        preview = publishing.publication_preview(
+            batch=batch,
+            platform_name=data["platform"],
+            reward_usd=data["reward_usd"],
+            user=request.user,
+        )
+        if "publish" in request.POST and data["confirm_total"] == preview.total_usd:
+            publication = publishing.publication_create(
+                batch=batch,
+                platform_name=data["platform"],
+                chosen=form.publish_settings(),
+                base_url=publishing.task_base_url(request_base=request.build_absolute_uri("/")),
+                user=request.user,
+            )
+            _enqueue(tasks.publish_publication, publication.pk, request.user.pk)
+            return redirect("crowd:publication", publication.pk)
+        form = PublishForm(
+            {**request.POST.dict(), "confirm_total": preview.total_usd},
+            initial=initial,
+            platforms=platform_names(),
+        )
+        form.is_valid()
+    context = {"batch": batch, "form": form, "preview": preview}
+    return render(request, "crowd/publish.html", context)
+
+
+@admin_page
+def publication_list(request: HttpRequest) -> HttpResponse:
+    publications = Publication.objects.select_related("batch__project")[:200]
+    return render(request, "crowd/publication_list.html", {"publications": publications})
+
+
+@admin_page
+def publication_detail(request: HttpRequest, publication_id: int) -> HttpResponse:
+    publication = selectors.publication_get(publication_id=publication_id)
+    context = {
+        "publication": publication,
+        "progress": selectors.publication_progress(publication=publication),
+        "busy": publication.status in {PublicationStatus.PENDING, PublicationStatus.PUBLISHING},
+        "failed_hits": publication.hits.exclude(error="")[:50],
+        "hits": publication.hits.select_related("task__instruction")[:500],
+        "join_url": request.build_absolute_uri(
+            reverse("crowd:selfhosted-join", args=[publication.link_token])
+        ),
+    }
+    return render(request, "crowd/publication_detail.html", context)
+
+
+@admin_page
+@require_POST
+def publication_action(request: HttpRequest, publication_id: int) -> HttpResponse:
+    publication = selectors.publication_get(publication_id=publication_id)
+    action, user, now = request.POST.get("action"), request.user, timezone.now()
+    if action == "publish":
+        review_services.require_admin(user)
+        _enqueue(tasks.publish_publication, publication.pk, user.pk)
+        messages.info(request, "Publishing again: HITs already made are kept, none is doubled.")
+    elif action == "sync":
+        _enqueue(tasks.sync_publication, publication.pk, user.pk)
+        messages.info(request, "Syncing assignments from the platform.")
+    elif action == "expire":
+        count = review_services.publication_expire(
+            publication_id=publication.pk, now=now, user=user
+        )
+        messages.success(request, f"{count} HITs expired: workers can no longer accept them.")
+    elif action == "extend":
+        hit = get_object_or_404(Hit, pk=request.POST.get("hit"), publication=publication)
+        hours = _positive_int(request.POST.get("hours"), "hours")
+        base = max(hit.expires_at or now, now)
+        review_services.hit_set_expiration(
+            hit_pk=hit.pk, expires_at=base + timedelta(hours=hours), user=user
+        )
+        messages.success(request, f"HIT {hit.hit_id} extended by {hours} hours.")
+    elif action == "delete":
+        deleted, busy = review_services.publication_delete_finished(
+            publication_id=publication.pk, user=user
+        )
+        messages.success(request, f"{deleted} finished HITs deleted; {busy} still have work.")
+    else:
+        raise AnnotateError(f"Unknown action '{action}'.")
+    return redirect("crowd:publication", publication.pk)
+
+
+def _positive_int(value: str | None, name: str) -> int:
+    try:
+        number = int(value or "")
+    except ValueError:
+        raise AnnotateError(f"{name} must be a whole number.") from None
+    if number < 1:
+        raise AnnotateError(f"{name} must be at least 1.")
+    return number
+
+
+@admin_page
+def review(request: HttpRequest, publication_id: int) -> HttpResponse:
+    publication = selectors.publication_get(publication_id=publication_id)
+    context = {
+        "publication": publication,
+        "rows": selectors.review_rows(publication=publication),
+        "reconciliation": selectors.reconciliation(publication=publication),
+    }
+    return render(request, "crowd/review.html", context)
+
+
+@admin_page
+@require_POST
+def assignment_action(request: HttpRequest, assignment_id: int) -> HttpResponse:
+    action, user = request.POST.get("action"), request.user
+    feedback = request.POST.get("feedback", "")
+    if action == "approve":
+        review_services.assignment_approve(
+            assignment_id=assignment_id, user=user, feedback=feedback
+        )
+        messages.success(request, "Approved.")
+    elif action == "reject":
+        review_services.assignment_reject(assignment_id=assignment_id, user=user, feedback=feedback)
+        messages.success(request, "Rejected.")
+    elif action == "bonus":
+        try:
+            amount = Decimal(request.POST.get("amount", ""))
+        except InvalidOperation:
+            raise AnnotateError("The bonus amount must be a number such as 0.50.") from None
+        bonus = review_services.bonus_create(
+            assignment_id=assignment_id, amount_usd=amount, reason=feedback, user=user
+        )
+        _enqueue(tasks.pay_bonus, bonus.pk, user.pk)
+        messages.success(request, f"Bonus of ${bonus.amount_usd} sent for payment.")
+    else:
+        raise AnnotateError(f"Unknown action '{action}'.")
+    return redirect(request.META.get("HTTP_REFERER") or reverse("crowd:publication-list"))
+
+
+@admin_page
+@require_POST
+def worker_action(request: HttpRequest, annotator_id: int) -> HttpResponse:
+    action, user, reason = request.POST.get("action"), request.user, request.POST.get("reason", "")
+    if action == "block":
+        review_services.worker_block(annotator_id=annotator_id, reason=reason, user=user)
+        messages.success(request, "Worker blocked.")
+    elif action == "unblock":
+        review_services.worker_unblock(annotator_id=annotator_id, reason=reason, user=user)
+        messages.success(request, "Worker unblocked.")
+    elif action == "notify":
+        failed = review_services.workers_notify(
+            annotator_ids=[annotator_id],
+            subject=request.POST.get("subject", ""),
+            message=request.POST.get("message", ""),
+            user=user,
+        )
+        messages.success(request, "Message sent." if not failed else f"Not delivered: {failed}")
+    else:
+        raise AnnotateError(f"Unknown action '{action}'.")
+    return redirect(request.META.get("HTTP_REFERER") or reverse("crowd:publication-list"))
+
+
+@admin_page
+def call_list(request: HttpRequest) -> HttpResponse:
+    calls = PlatformCall.objects.select_related("user")[:300]
+    return render(request, "crowd/calls.html", {"calls": calls})

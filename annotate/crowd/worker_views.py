@@ -1,0 +1,156 @@
+"""Pages crowd workers see: an MTurk HIT (preview, then accepted), a self-hosted study link, the
+task page and what follows the submit. No login and no session: the signed token in the URL is
+the worker's key, so these views are CSRF-exempt (the token is the unguessable part).
+
+Only these pages may be framed, and only by MTurk's origins (CROWD_FRAME_ANCESTORS).
+"""
+
+from __future__ import annotations
+
+import functools
+
+from django.conf import settings
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.views.decorators.clickjacking import xframe_options_exempt
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_http_methods
+
+from annotate.crowd.services import workers
+from annotate.errors import AnnotateError, NotFoundError, SubmissionError
+from annotate.selectors import work as work_selectors
+from annotate.services.submissions import Outcome, assignment_submit
+
+RESERVED_FIELDS = {"csrfmiddlewaretoken", "active_seconds"}
+
+
+def worker_csp(*, submit_to: str = "") -> str:
+    """Our own scripts only; framed only by MTurk; forms post here or to turkSubmitTo."""
+    ancestors = " ".join(settings.CROWD_FRAME_ANCESTORS)
+    return (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; "
+        f"object-src 'none'; base-uri 'none'; form-action 'self' {submit_to}".rstrip()
+        + f"; frame-ancestors {ancestors}"
+    )
+
+
+def worker_page(view):
+    """Frameable by MTurk, no CSRF cookie needed, our errors as a short page."""
+
+    @csrf_exempt
+    @xframe_options_exempt
+    @functools.wraps(view)
+    def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        try:
+            response = view(request, *args, **kwargs)
+        except NotFoundError:
+            raise Http404 from None
+        except AnnotateError as error:
+            response = render(
+                request,
+                "crowd/worker_message.html",
+                {"message": str(error)},
+                status=error.http_status,
+            )
+        response.setdefault("Content-Security-Policy", worker_csp())
+        return response
+
+    return wrapper
+
+
+@worker_page
+@require_http_methods(["GET"])
+def mturk_task(request: HttpRequest, hit_token: str) -> HttpResponse:
+    """The ExternalQuestion URL. MTurk adds assignmentId, hitId, workerId and turkSubmitTo."""
+    hit = workers.hit_get_for_worker(hit_token=hit_token)
+    params = request.GET
+    if workers.is_preview(params.get("assignmentId", "")):
+        page = work_selectors.task_page_preview(task=workers.task_of_hit_for_preview(hit=hit))
+        return render(request, "crowd/task.html", {"page": page})
+    opened = workers.mturk_assignment_open(
+        hit=hit,
+        assignment_id=params.get("assignmentId", ""),
+        hit_id=params.get("hitId", ""),
+        worker_id=params.get("workerId", ""),
+        turk_submit_to=params.get("turkSubmitTo", ""),
+        now=timezone.now(),
+    )
+    return redirect("crowd:work-task", token=opened.token)
+
+
+@worker_page
+@require_http_methods(["GET", "POST"])
+def selfhosted_join(request: HttpRequest, link_token: str) -> HttpResponse:
+    """A study's public link: a start button, then the worker's next task of the batch."""
+    publication = workers.publication_for_link(link_token=link_token)
+    if request.method == "GET":
+        # Link previews and crawlers only GET: a task is handed out on the button's POST.
+        context = {"publication": publication, "params": request.GET.dict()}
+        return render(request, "crowd/join.html", context)
+    opened = workers.selfhosted_start(
+        publication=publication, params=request.POST.dict(), now=timezone.now()
+    )
+    return redirect("crowd:work-task", token=opened.token)
+
+
+@worker_page
+@require_http_methods(["GET", "POST"])
+def work_task(request: HttpRequest, token: str) -> HttpResponse:
+    held = workers.worker_assignment_get(token=token)
+    csp = worker_csp(submit_to=held.submit_to)
+    if request.method == "POST":
+        response = _submit(request, held)
+    elif held.assignment.submitted_at is not None:
+        response = _done(request, held)
+    else:
+        page = work_selectors.task_page_for(assignment=held.assignment)
+        response = render(request, "crowd/task.html", {"page": page})
+    response["Content-Security-Policy"] = csp
+    return response
+
+
+def _submit(request: HttpRequest, held: workers.WorkerAssignment) -> HttpResponse:
+    answers = {
+        key: values[0] if len(values) == 1 else values
+        for key, values in request.POST.lists()
+        if key not in RESERVED_FIELDS
+    }
+    try:
+        result = assignment_submit(
+            assignment_id=held.assignment.pk,
+            annotator=held.assignment.annotator,
+            answers=answers,
+            active_seconds=request.POST.get("active_seconds", 0),
+            now=timezone.now(),
+        )
+    except SubmissionError as error:
+        return _task_page_with_error(request, held, answers, error)
+    if result.outcome == Outcome.SCORED:
+        return redirect("crowd:work-task", token=held.token)
+    held.assignment.refresh_from_db()
+    return _done(request, held)
+
+
+def _task_page_with_error(request, held, answers: dict, error: SubmissionError) -> HttpResponse:
+    text_answers = {key: value for key, value in answers.items() if isinstance(value, str)}
+    page = work_selectors.task_page_for(assignment=held.assignment, answers=text_answers)
+    titles = dict(work_selectors.field_titles(page=page))
+    missing = [{"name": n, "title": titles[n]} for n in error.missing if n in titles]
+    context = {"page": page, "error": str(error), "missing": missing}
+    return render(request, "crowd/task.html", context, status=error.http_status)
+
+
+def _done(request: HttpRequest, held: workers.WorkerAssignment) -> HttpResponse:
+    """MTurk: the browser posts the assignment back. Self-hosted: the completion code or URL."""
+    assignment = held.assignment
+    project = assignment.task.batch.project
+    if not held.submit_to and project.completion_url:
+        return redirect(project.completion_url)
+    context = {
+        "assignment": assignment,
+        "project": project,
+        "external_submit_url": held.external_submit_url,
+        "summary": f"task={assignment.task.instruction.external_id};labels={assignment.labels.count()}",
+    }
+    return render(request, "crowd/done.html", context)

@@ -1,0 +1,79 @@
+import pytest
+from django.utils import timezone
+
+from annotate.crowd.fake import FakePlatform
+from annotate.models import AnnotatorKind, AssignmentStatus
+from tests.annotate.crowd.fake_mturk import FakeMTurkServer
+from tests.factories import (
+    AnnotatorFactory,
+    AssignmentFactory,
+    QuestionFactory,
+    ResponseFactory,
+    SystemFactory,
+    TaskFactory,
+)
+
+
+@pytest.fixture(autouse=True)
+def fresh_fake_platform():
+    FakePlatform.reset()
+    yield
+    FakePlatform.reset()
+
+
+@pytest.fixture
+def aws_env(monkeypatch):
+    """Dummy credentials: the fake server only checks that requests are signed."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDFAKEFAKEFAKE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "fake-secret")
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+
+
+@pytest.fixture
+def fake_mturk(aws_env):
+    with FakeMTurkServer() as server:
+        yield server
+
+
+@pytest.fixture
+def mturk_settings(settings, fake_mturk):
+    """Point the real mturk back-end (boto3) at the fake server."""
+    settings.CROWD_BACKEND = "mturk"
+    settings.MTURK_ENDPOINT_URL = fake_mturk.url
+    settings.MTURK_MAX_ATTEMPTS = 3
+    settings.CROWD_SUBMIT_HOSTS = [*settings.CROWD_SUBMIT_HOSTS, fake_mturk.host]
+    return settings
+
+
+@pytest.fixture
+def crowd_batch(db):
+    """A batch of three tasks over two systems, each instruction with two questions."""
+    task = TaskFactory(batch__project__assignments_per_task=3)
+    batch = task.batch
+    systems = [SystemFactory(name="sys-a"), SystemFactory(name="sys-b")]
+    batch.project.systems.set(systems)
+    tasks = [task, *(TaskFactory(batch=batch) for _ in range(2))]
+    for n, t in enumerate(tasks):
+        t.position = n
+        t.save()
+        for position in (1, 2):
+            QuestionFactory(instruction=t.instruction, position=position)
+        for system in systems:
+            ResponseFactory(instruction=t.instruction, system=system)
+    return batch
+
+
+def crowd_assignment(*, task, platform="mturk", worker="AWORKER1", hit_id="", assignment_id=""):
+    annotator = AnnotatorFactory(
+        kind=AnnotatorKind.CROWD, platform=platform, worker_id=worker, name=f"{platform}:{worker}"
+    )
+    return AssignmentFactory(
+        task=task,
+        annotator=annotator,
+        status=AssignmentStatus.SUBMITTED,
+        submitted_at=timezone.now(),
+        platform_hit_id=hit_id,
+        platform_assignment_id=assignment_id,
+    )

@@ -1,0 +1,173 @@
+"""Admin pages and API of crowd work: publish with a cost preview, progress, review, the call log."""
+
+from decimal import Decimal
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from annotate.crowd.fake import FakePlatform
+from annotate.crowd.models import Publication, PublicationStatus
+from annotate.models import AssignmentStatus
+from tests.annotate.crowd.conftest import crowd_assignment
+
+pytestmark = pytest.mark.django_db
+
+FORM = {
+    "platform": "fake",
+    "title": "Judge AI answers",
+    "description": "Yes/no questions",
+    "keywords": "ai",
+    "reward_usd": "1.00",
+    "assignment_minutes": "60",
+    "auto_approval_hours": "72",
+    "lifetime_hours": "168",
+    "min_percent_approved": "90",
+    "min_hits_approved": "500",
+    "locale": "",
+    "qualifications_json": "",
+}
+
+
+def test_pages_are_for_admins_only(client, researcher, crowd_batch):
+    urls = [
+        reverse("crowd:publish", args=[crowd_batch.pk]),
+        reverse("crowd:publication-list"),
+        reverse("crowd:calls"),
+    ]
+    for url in urls:
+        assert client.get(url).status_code == 302  # to the login page
+    client.force_login(researcher)
+    for url in urls:
+        assert client.get(url).status_code == 404
+    api = client.post(reverse("crowd-api:preview", args=[crowd_batch.pk]), {"platform": "fake"})
+    assert api.status_code == 404
+
+
+def test_publish_shows_cost_and_balance_then_publishes_on_confirm(
+    client, admin_user, crowd_batch, django_capture_on_commit_callbacks, settings
+):
+    settings.CROWD_PUBLIC_URL = "https://annotate.example.org"
+    client.force_login(admin_user)
+    url = reverse("crowd:publish", args=[crowd_batch.pk])
+    assert client.get(url).status_code == 200
+    preview = client.post(url, {**FORM, "preview": "1"})
+    assert 'id="cost-total">$11.25<' in preview.text
+    assert "$10000.00" in preview.text
+    assert not Publication.objects.exists()
+    # A confirmation for another amount (the reward changed meanwhile) only shows the preview.
+    stale = client.post(
+        url, {**FORM, "reward_usd": "2.00", "confirm_total": "11.25", "publish": "1"}
+    )
+    assert stale.status_code == 200 and 'id="cost-total">$22.50<' in stale.text
+    assert not Publication.objects.exists()
+    with django_capture_on_commit_callbacks(execute=True):
+        done = client.post(url, {**FORM, "confirm_total": "11.25", "publish": "1"})
+    publication = Publication.objects.get()
+    assert done["Location"] == reverse("crowd:publication", args=[publication.pk])
+    assert publication.status == PublicationStatus.PUBLISHED
+    assert publication.qualification_requirements[0]["IntegerValues"] == [90]
+    page = client.get(done["Location"])
+    assert 'id="progress-text">3 of 3<' in page.text
+    assert len(FakePlatform.store.hits) == 3
+
+
+def test_review_page_approves_and_requires_feedback_to_reject(
+    client, admin_user, crowd_batch, django_assert_max_num_queries
+):
+    publication = Publication.objects.create(
+        batch=crowd_batch,
+        platform="fake",
+        title="t",
+        description="d",
+        reward_usd=Decimal("1"),
+        fee_rate=Decimal("0.25"),
+        assignments_per_task=3,
+        assignment_duration_seconds=60,
+        auto_approval_delay_seconds=60,
+        lifetime_seconds=60,
+        task_base_url="https://x.org",
+        link_token="tok",
+    )
+    tasks = list(crowd_batch.tasks.all())
+    first = crowd_assignment(task=tasks[0], platform="fake", worker="W1")
+    second = crowd_assignment(task=tasks[1], platform="fake", worker="W2")
+    client.force_login(admin_user)
+    url = reverse("crowd:review", args=[publication.pk])
+    with django_assert_max_num_queries(12):
+        page = client.get(url)
+    assert "W1" in page.text and "W2" in page.text
+    client.post(
+        reverse("crowd:assignment-action", args=[first.pk]),
+        {"action": "approve"},
+        HTTP_REFERER=url,
+    )
+    refused = client.post(
+        reverse("crowd:assignment-action", args=[second.pk]),
+        {"action": "reject", "feedback": ""},
+        HTTP_REFERER=url,
+        follow=True,
+    )
+    assert "Say why you reject" in refused.text
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert (first.status, second.status) == (AssignmentStatus.APPROVED, AssignmentStatus.SUBMITTED)
+
+
+def test_api_publish_needs_the_previewed_total(client, admin_user, crowd_batch, settings):
+    settings.CROWD_PUBLIC_URL = "https://annotate.example.org"
+    client.force_login(admin_user)
+    preview = client.post(
+        reverse("crowd-api:preview", args=[crowd_batch.pk]),
+        {"platform": "fake", "reward_usd": "1.00"},
+        content_type="application/json",
+    ).json()
+    assert preview["total_usd"] == "11.25" and preview["balance_usd"] == "10000.00"
+    body = {"platform": "fake", "title": "t", "description": "d", "confirm_total_usd": "1.00"}
+    refused = client.post(
+        reverse("crowd-api:publish", args=[crowd_batch.pk]), body, content_type="application/json"
+    )
+    assert refused.status_code == 400 and "$11.25" in refused.json()["detail"]
+    made = client.post(
+        reverse("crowd-api:publish", args=[crowd_batch.pk]),
+        {**body, "confirm_total_usd": "11.25"},
+        content_type="application/json",
+    )
+    assert made.status_code == 201
+    status = client.get(reverse("crowd-api:publication", args=[made.json()["id"]])).json()
+    assert status["hits_total"] == 3
+
+
+def test_call_log_shows_who_called_what(client, admin_user, crowd_batch):
+    client.force_login(admin_user)
+    client.post(reverse("crowd:publish", args=[crowd_batch.pk]), {**FORM, "preview": "1"})
+    page = client.get(reverse("crowd:calls"))
+    assert "account_balance" in page.text and "admin-user" in page.text
+    api = client.get(reverse("crowd-api:calls")).json()
+    assert api[0]["operation"] == "account_balance" and api[0]["user"] == "admin-user"
+
+
+def test_api_approve_and_reject(client, admin_user, crowd_batch):
+    tasks = list(crowd_batch.tasks.all())
+    first = crowd_assignment(task=tasks[0], platform="fake", worker="W1")
+    client.force_login(admin_user)
+    refused = client.post(
+        reverse("crowd-api:reject", args=[first.pk]), {}, content_type="application/json"
+    )
+    assert refused.status_code == 400
+    done = client.post(
+        reverse("crowd-api:approve", args=[first.pk]), {}, content_type="application/json"
+    )
+    assert done.json()["status"] == "approved"
+    assert first.submitted_at <= timezone.now()
+
+
+def test_project_page_links_admins_to_publishing(client, admin_user, researcher, crowd_batch):
+    project = crowd_batch.project
+    project.researchers.add(researcher)
+    publish_url = reverse("crowd:publish", args=[crowd_batch.pk])
+    client.force_login(admin_user)
+    assert publish_url in client.get(reverse("work:project-detail", args=[project.pk])).text
+    client.force_login(researcher)
+    page = client.get(reverse("work:project-detail", args=[project.pk]))
+    assert page.status_code == 200 and publish_url not in page.text

@@ -1,0 +1,175 @@
+"""Publishing a batch: cost preview, HIT type and HITs, retries that never duplicate."""
+
+from decimal import Decimal
+
+import pytest
+from django.utils import timezone
+
+from annotate.crowd.base import NUMBER_APPROVED, PERCENT_APPROVED
+from annotate.crowd.fake import FakePlatform
+from annotate.crowd.models import HitStatus, PublicationStatus
+from annotate.crowd.services import publishing
+from annotate.crowd.services.publishing import PublishSettings
+from annotate.errors import PublishError, TransientPlatformError
+
+pytestmark = pytest.mark.django_db
+BASE = "https://annotate.example.org"
+
+
+def _create(batch, platform="fake", **overrides):
+    fields = {"title": "Judge AI answers", "description": "Yes/no questions", **overrides}
+    chosen = PublishSettings(**fields)
+    return publishing.publication_create(
+        batch=batch, platform_name=platform, chosen=chosen, base_url=BASE
+    )
+
+
+def _publish(publication):
+    return publishing.publication_publish(publication_id=publication.pk, now=timezone.now())
+
+
+def test_cost_is_tasks_times_assignments_times_reward_plus_fee(crowd_batch):
+    preview = publishing.publication_preview(
+        batch=crowd_batch, platform_name="fake", reward_usd=Decimal("1.00")
+    )
+    # 3 tasks × 3 assignments × $1 × 1.25
+    assert preview.total_usd == Decimal("11.25")
+    assert preview.balance_usd == Decimal("10000.00") and preview.affordable
+
+
+def test_selfhosted_preview_costs_nothing_here(crowd_batch):
+    preview = publishing.publication_preview(batch=crowd_batch, platform_name="selfhosted")
+    assert preview.total_usd == 0 and preview.balance_usd is None and preview.affordable
+
+
+def test_default_qualifications_are_the_papers():
+    requirements = publishing.default_qualifications(locale="us")
+    assert requirements[0] == {
+        "QualificationTypeId": PERCENT_APPROVED,
+        "Comparator": "GreaterThan",
+        "IntegerValues": [90],
+    }
+    assert requirements[1]["QualificationTypeId"] == NUMBER_APPROVED
+    assert requirements[1]["Comparator"] == "GreaterThanOrEqualTo"
+    assert requirements[1]["IntegerValues"] == [500]
+    assert requirements[2]["LocaleValues"] == [{"Country": "US"}]
+
+
+def test_publish_creates_one_hit_per_task_with_stored_token(crowd_batch):
+    publication = _publish(_create(crowd_batch))
+    assert publication.status == PublicationStatus.PUBLISHED
+    hits = list(publication.hits.all())
+    assert len(hits) == 3 and all(h.status == HitStatus.CREATED for h in hits)
+    store = FakePlatform.store
+    assert sorted(store.tokens) == sorted(h.unique_request_token for h in hits)
+    for hit in hits:
+        url = store.questions[hit.hit_id]
+        assert url == f"{BASE}/crowd/mturk/{hit.unique_request_token}/"
+        assert store.hits[hit.hit_id].max_assignments == 3
+
+
+def test_publishing_twice_makes_no_new_hits(crowd_batch):
+    publication = _publish(_create(crowd_batch))
+    _publish(publication)
+    assert len(FakePlatform.store.hits) == 3
+
+
+def test_same_batch_cannot_be_published_twice_on_one_platform(crowd_batch):
+    _create(crowd_batch)
+    with pytest.raises(PublishError, match="already published"):
+        _create(crowd_batch)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"title": " "}, "Title and description"),
+        ({"reward_usd": Decimal("0")}, "at least \\$0.01"),
+        ({"lifetime_seconds": 5}, "lifetime seconds"),
+    ],
+)
+def test_bad_settings_are_refused_and_nothing_is_stored(crowd_batch, overrides, message):
+    with pytest.raises(PublishError, match=message):
+        _create(crowd_batch, **overrides)
+    assert not crowd_batch.publications.exists()
+
+
+def test_http_site_address_is_refused_unless_on_this_machine(settings):
+    settings.CROWD_PUBLIC_URL = ""
+    with pytest.raises(PublishError, match="HTTPS"):
+        publishing.task_base_url(request_base="http://annotate.example.org")
+    assert (
+        publishing.task_base_url(request_base="http://127.0.0.1:8000/") == "http://127.0.0.1:8000"
+    )
+    settings.CROWD_PUBLIC_URL = "https://public.example.org/"
+    assert publishing.task_base_url(request_base="http://x") == "https://public.example.org"
+
+
+# --- Against the fake MTurk server, with the real boto3 client --------------------------------
+
+
+def test_mturk_publish_sends_the_hit_settings(mturk_settings, fake_mturk, crowd_batch):
+    publication = _publish(
+        _create(crowd_batch, platform="mturk", reward_usd=Decimal("1.5"), lifetime_seconds=7200)
+    )
+    assert publication.status == PublicationStatus.PUBLISHED
+    (hit_type,) = fake_mturk.state.hit_types.values()
+    assert hit_type["Reward"] == "1.50" and hit_type["Title"] == "Judge AI answers"
+    assert len(hit_type["QualificationRequirements"]) == 2
+    assert len(fake_mturk.state.hits) == 3
+    for hit in publication.hits.all():
+        remote = fake_mturk.state.hits[hit.hit_id]
+        assert remote["MaxAssignments"] == 3
+        assert remote["Expiration"] - remote["CreationTime"] == pytest.approx(7200)
+
+
+def test_lost_reply_is_recovered_without_a_duplicate(mturk_settings, fake_mturk, crowd_batch):
+    fake_mturk.state.lose_create_replies = 2  # the HIT is made, the reply lost, boto3 retries
+    publication = _publish(_create(crowd_batch, platform="mturk"))
+    assert publication.status == PublicationStatus.PUBLISHED
+    assert len(fake_mturk.state.hits) == 3
+    ours = set(publication.hits.values_list("hit_id", flat=True))
+    assert ours == set(fake_mturk.state.hits)
+
+
+def test_persistent_throttling_leaves_a_partial_publication_that_resumes(
+    mturk_settings, fake_mturk, crowd_batch
+):
+    publication = _create(crowd_batch, platform="mturk")
+    fake_mturk.state.throttle_rate = 0.0
+    _publish_first_hit_then_throttle = [0]
+
+    original = fake_mturk.api.op_CreateHITWithHITType
+
+    def throttle_after_first(body):
+        _publish_first_hit_then_throttle[0] += 1
+        if _publish_first_hit_then_throttle[0] > 1:
+            from tests.annotate.crowd.fake_mturk import FakeMTurkError
+
+            raise FakeMTurkError("ThrottlingException", "Rate exceeded")
+        return original(body)
+
+    fake_mturk.api.op_CreateHITWithHITType = throttle_after_first
+    with pytest.raises(TransientPlatformError):
+        _publish(publication)
+    publication.refresh_from_db()
+    assert publication.status == PublicationStatus.PARTIAL
+    assert "Rate exceeded" in publication.error
+    assert publication.hits.filter(status=HitStatus.CREATED).count() == 1
+
+    fake_mturk.api.op_CreateHITWithHITType = original
+    assert _publish(publication).status == PublicationStatus.PUBLISHED
+    assert len(fake_mturk.state.hits) == 3
+
+
+def test_refused_hit_is_reported_and_retried_later(mturk_settings, fake_mturk, crowd_batch):
+    publication = _create(crowd_batch, platform="mturk")
+    fake_mturk.fail_next("CreateHITWithHITType", "RequestError", "Question is not valid")
+    _publish(publication)
+    publication.refresh_from_db()
+    assert publication.status == PublicationStatus.PARTIAL
+    assert "1 of 3 HITs were not created" in publication.error
+    failed = publication.hits.get(status=HitStatus.FAILED)
+    assert "Question is not valid" in failed.error
+    assert _publish(publication).status == PublicationStatus.PUBLISHED
+    assert len(fake_mturk.state.hits) == 3

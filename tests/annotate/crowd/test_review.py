@@ -1,0 +1,227 @@
+"""Review and payment against the fake MTurk server through real boto3."""
+
+import re
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from annotate.crowd import selectors
+from annotate.crowd.models import BonusStatus, GoldAnswer, HitStatus, PlatformAssignment
+from annotate.crowd.services import publishing, review
+from annotate.crowd.services.publishing import PublishSettings
+from annotate.errors import AnnotateError, ConflictError, PermissionDeniedError
+from annotate.models import Assignment, AssignmentStatus, LabelValue, Question, Response
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def live(mturk_settings, fake_mturk, crowd_batch):
+    publication = publishing.publication_create(
+        batch=crowd_batch,
+        platform_name="mturk",
+        chosen=PublishSettings(title="t", description="d"),
+        base_url="https://annotate.example.org",
+    )
+    return publishing.publication_publish(publication_id=publication.pk, now=timezone.now())
+
+
+def work(client, fake_mturk, hit, worker, value="yes", post_back=True):
+    """A worker accepts on MTurk, answers on our page, and the browser posts back to MTurk."""
+    assignment_id = fake_mturk.api.worker_accept(hit.hit_id, worker)
+    opened = client.get(
+        reverse("crowd:mturk-task", args=[hit.unique_request_token]),
+        {
+            "assignmentId": assignment_id,
+            "hitId": hit.hit_id,
+            "workerId": worker,
+            "turkSubmitTo": fake_mturk.url,
+        },
+    )
+    page = client.get(opened["Location"]).text
+    names = set(re.findall(r'name="(r\d+_q\d+)"', page))
+    done = client.post(opened["Location"], {name: value for name in names})
+    assert done.status_code == 200
+    if post_back:
+        fake_mturk.api.worker_submit(assignment_id, {"summary": "x"})
+    return Assignment.objects.get(platform_assignment_id=assignment_id)
+
+
+def _sync(publication):
+    return review.publication_sync(publication_id=publication.pk, now=timezone.now())
+
+
+def test_sync_pages_through_assignments_and_matches_ours(client, live, fake_mturk, settings):
+    hit = live.hits.order_by("id").first()
+    fake_mturk.state.hits[hit.hit_id]["MaxAssignments"] = 150
+    live.batch.project.assignments_per_task = 150
+    live.batch.project.save()
+    for n in range(3):
+        work(client, fake_mturk, hit, f"AW{n}")
+    for n in range(105):  # more than one page of 100, submitted on MTurk only
+        fake_mturk.api.worker_submit(fake_mturk.api.worker_accept(hit.hit_id, f"AX{n}"), {})
+    result = _sync(live)
+    assert result.seen == 108 and result.new == 108 and result.missing_here == 105
+    assert PlatformAssignment.objects.filter(assignment__isnull=False).count() == 3
+    assert _sync(live).new == 0  # safe to run twice
+
+
+def test_reconcile_flags_both_directions(client, live, fake_mturk):
+    hits = list(live.hits.order_by("id"))
+    work(client, fake_mturk, hits[0], "AW1")
+    lost = work(client, fake_mturk, hits[1], "AW2", post_back=False)  # never reached MTurk
+    fake_mturk.api.worker_submit(fake_mturk.api.worker_accept(hits[2].hit_id, "AW3"), {})
+    _sync(live)
+    found = selectors.reconciliation(publication=live)
+    assert [row.worker_id for row in found.missing_here] == ["AW3"]
+    # Our answers are stored but the hand-back never reached MTurk: flagged for the admin.
+    assert found.missing_on_platform == [lost]
+    fake_mturk.api.worker_submit(lost.platform_assignment_id, {})
+    _sync(live)
+    assert selectors.reconciliation(publication=live).missing_on_platform == []
+
+
+def test_approve_and_reject_reach_mturk(client, live, fake_mturk, admin_user):
+    hits = list(live.hits.order_by("id"))
+    good = work(client, fake_mturk, hits[0], "AW1")
+    bad = work(client, fake_mturk, hits[1], "AW2")
+    review.assignment_approve(assignment_id=good.pk, user=admin_user, feedback="thanks")
+    with pytest.raises(AnnotateError, match="Say why"):
+        review.assignment_reject(assignment_id=bad.pk, user=admin_user, feedback=" ")
+    review.assignment_reject(assignment_id=bad.pk, user=admin_user, feedback="random answers")
+    remote = fake_mturk.state.assignments
+    assert remote[good.platform_assignment_id]["AssignmentStatus"] == "Approved"
+    assert remote[bad.platform_assignment_id]["AssignmentStatus"] == "Rejected"
+    assert remote[bad.platform_assignment_id]["RequesterFeedback"] == "random answers"
+    good.refresh_from_db()
+    bad.refresh_from_db()
+    assert (good.status, bad.status) == (AssignmentStatus.APPROVED, AssignmentStatus.REJECTED)
+    with pytest.raises(ConflictError):
+        review.assignment_approve(assignment_id=bad.pk, user=admin_user)
+
+
+def test_approve_retried_after_a_crash_is_harmless(client, live, fake_mturk, admin_user):
+    done = work(client, fake_mturk, live.hits.first(), "AW1")
+    fake_mturk.api.call("ApproveAssignment", {"AssignmentId": done.platform_assignment_id})
+    review.assignment_approve(assignment_id=done.pk, user=admin_user)  # MTurk already approved
+    done.refresh_from_db()
+    assert done.status == AssignmentStatus.APPROVED
+
+
+def test_only_admins_spend_money(client, live, fake_mturk, researcher):
+    done = work(client, fake_mturk, live.hits.first(), "AW1")
+    with pytest.raises(PermissionDeniedError):
+        review.assignment_approve(assignment_id=done.pk, user=researcher)
+    with pytest.raises(PermissionDeniedError):
+        review.bonus_create(
+            assignment_id=done.pk, amount_usd=Decimal("1"), reason="r", user=researcher
+        )
+    assert fake_mturk.state.assignments[done.platform_assignment_id]["AssignmentStatus"] == (
+        "Submitted"
+    )
+
+
+def test_bonus_is_never_paid_twice(client, live, fake_mturk, admin_user):
+    done = work(client, fake_mturk, live.hits.first(), "AW1")
+    bonus = review.bonus_create(
+        assignment_id=done.pk, amount_usd=Decimal("0.50"), reason="careful work", user=admin_user
+    )
+    # An earlier try reached MTurk but its reply was lost before we stored "paid":
+    fake_mturk.api.call(
+        "SendBonus",
+        {
+            "WorkerId": "AW1",
+            "AssignmentId": done.platform_assignment_id,
+            "BonusAmount": "0.50",
+            "Reason": "careful work",
+            "UniqueRequestToken": bonus.unique_request_token,
+        },
+    )
+    paid = review.bonus_pay(bonus_id=bonus.pk, user=admin_user, now=timezone.now())
+    review.bonus_pay(bonus_id=bonus.pk, user=admin_user, now=timezone.now())
+    assert paid.status == BonusStatus.PAID
+    assert len(fake_mturk.state.bonuses) == 1
+    assert fake_mturk.state.balance == Decimal("9999.50")
+
+
+@pytest.mark.parametrize("amount", ["0", "-1", "0.001"])
+def test_bad_bonus_amount_is_refused(client, live, fake_mturk, admin_user, amount):
+    done = work(client, fake_mturk, live.hits.first(), "AW1")
+    with pytest.raises(AnnotateError, match="positive amount"):
+        review.bonus_create(
+            assignment_id=done.pk, amount_usd=Decimal(amount), reason="r", user=admin_user
+        )
+
+
+def test_block_unblock_and_notify(client, live, fake_mturk, admin_user):
+    done = work(client, fake_mturk, live.hits.first(), "AW1")
+    worker = done.annotator
+    review.worker_block(annotator_id=worker.pk, reason="spam", user=admin_user)
+    assert fake_mturk.state.blocks == {"AW1": "spam"}
+    blocked = client.get(
+        reverse("crowd:mturk-task", args=[live.hits.last().unique_request_token]),
+        {
+            "assignmentId": "X" * 30,
+            "hitId": live.hits.last().hit_id,
+            "workerId": "AW1",
+            "turkSubmitTo": fake_mturk.url,
+        },
+    )
+    assert blocked.status_code == 403
+    review.worker_unblock(annotator_id=worker.pk, user=admin_user)
+    assert fake_mturk.state.blocks == {}
+    failed = review.workers_notify(
+        annotator_ids=[worker.pk], subject="New batch", message="Come back", user=admin_user
+    )
+    assert failed == []
+    assert fake_mturk.state.notifications[0]["WorkerIds"] == ["AW1"]
+
+
+def test_extend_expire_and_delete_finished_hits(client, live, fake_mturk, admin_user):
+    hits = list(live.hits.order_by("id"))
+    later = timezone.now() + timedelta(days=3)
+    review.hit_set_expiration(hit_pk=hits[0].pk, expires_at=later, user=admin_user)
+    assert fake_mturk.state.hits[hits[0].hit_id]["Expiration"] == pytest.approx(later.timestamp())
+    done = work(client, fake_mturk, hits[1], "AW1")
+    assert review.publication_expire(publication_id=live.pk, now=timezone.now(), user=admin_user)
+    deleted, busy = review.publication_delete_finished(publication_id=live.pk, user=admin_user)
+    assert (deleted, busy) == (2, 1)  # hits[1] has work waiting for review
+    review.assignment_approve(assignment_id=done.pk, user=admin_user)
+    assert review.publication_delete_finished(publication_id=live.pk, user=admin_user) == (1, 0)
+    assert not fake_mturk.state.hits
+    assert live.hits.filter(status=HitStatus.DELETED).count() == 3
+
+
+def test_gold_accuracy_suggests_approve_or_reject(client, live, fake_mturk):
+    hits = list(live.hits.order_by("id"))
+    task = hits[0].task
+    for question in Question.objects.filter(instruction=task.instruction):
+        for response in Response.objects.filter(instruction=task.instruction):
+            GoldAnswer.objects.create(
+                project=live.batch.project,
+                question=question,
+                response=response,
+                value=LabelValue.YES,
+            )
+    work(client, fake_mturk, hits[0], "AGOOD", value="yes")
+    work(client, fake_mturk, hits[0], "ABAD", value="no")
+    rows = {row.worker.worker_id: row for row in selectors.review_rows(publication=live)}
+    assert (rows["AGOOD"].gold.correct, rows["AGOOD"].gold.total) == (4, 4)
+    assert rows["AGOOD"].suggestion == "approve"
+    assert rows["ABAD"].gold.accuracy == 0 and rows["ABAD"].suggestion == "reject"
+
+
+def test_selfhosted_work_cannot_be_paid_through_us(client, crowd_batch, admin_user):
+    from tests.annotate.crowd.conftest import crowd_assignment
+
+    done = crowd_assignment(task=crowd_batch.tasks.first(), platform="selfhosted", worker="P1")
+    with pytest.raises(AnnotateError, match="self-hosted"):
+        review.bonus_create(
+            assignment_id=done.pk, amount_usd=Decimal("1"), reason="r", user=admin_user
+        )
+    review.assignment_approve(assignment_id=done.pk, user=admin_user)
+    done.refresh_from_db()
+    assert done.status == AssignmentStatus.APPROVED

@@ -1,0 +1,221 @@
+"""The worker's side: MTurk preview and accept, submit and hand back, self-hosted links."""
+
+import re
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from annotate.crowd.fake import FakePlatform
+from annotate.crowd.models import Hit, WorkerBlock
+from annotate.crowd.services import publishing
+from annotate.crowd.services.publishing import PublishSettings
+from annotate.models import Annotator, AnnotatorKind, Assignment, AssignmentStatus, Label
+
+pytestmark = pytest.mark.django_db
+SUBMIT_TO = "https://workersandbox.mturk.com"
+
+
+@pytest.fixture
+def published(crowd_batch):
+    publication = publishing.publication_create(
+        batch=crowd_batch,
+        platform_name="fake",
+        chosen=PublishSettings(title="t", description="d"),
+        base_url="https://annotate.example.org",
+    )
+    publishing.publication_publish(publication_id=publication.pk, now=timezone.now())
+    return publication
+
+
+def _hit(publication) -> Hit:
+    return publication.hits.order_by("id").first()
+
+
+def _open(client, hit, worker="AWORKER1", assignment_id=None, submit_to=SUBMIT_TO, **extra):
+    if assignment_id is None:
+        assignment_id = FakePlatform().worker_accept(hit_id=hit.hit_id, worker_id=worker)
+    params = {
+        "assignmentId": assignment_id,
+        "hitId": hit.hit_id,
+        "workerId": worker,
+        "turkSubmitTo": submit_to,
+        **extra,
+    }
+    return client.get(reverse("crowd:mturk-task", args=[hit.unique_request_token]), params)
+
+
+def _answers(page_text):
+    names = sorted(set(re.findall(r'name="(r\d+_q\d+)"', page_text)))
+    assert names
+    return {name: "yes" for name in names}
+
+
+def test_preview_is_read_only_and_creates_nothing(client, published):
+    hit = _hit(published)
+    page = client.get(
+        reverse("crowd:mturk-task", args=[hit.unique_request_token]),
+        {"assignmentId": "ASSIGNMENT_ID_NOT_AVAILABLE", "hitId": hit.hit_id},
+    )
+    assert page.status_code == 200
+    assert hit.task.instruction.text in page.text
+    assert 'id="preview-notice"' in page.text
+    assert "disabled" in page.text and 'type="submit"' not in page.text
+    assert not Assignment.objects.exists() and not Annotator.objects.exists()
+
+
+def test_accepted_hit_links_an_assignment_to_the_worker(client, published):
+    hit = _hit(published)
+    assignment_id = FakePlatform().worker_accept(hit_id=hit.hit_id, worker_id="AWORKER1")
+    opened = _open(client, hit, assignment_id=assignment_id)
+    assert opened.status_code == 302
+    assignment = Assignment.objects.get()
+    assert assignment.task == hit.task
+    assert assignment.platform_assignment_id == assignment_id
+    assert assignment.platform_hit_id == hit.hit_id
+    worker = assignment.annotator
+    assert (worker.kind, worker.platform, worker.worker_id) == (
+        AnnotatorKind.CROWD,
+        "fake",
+        "AWORKER1",
+    )
+    # A reload inside MTurk's frame reopens the same assignment.
+    again = _open(client, hit, assignment_id=assignment_id)
+    assert Assignment.objects.count() == 1 and again["Location"] == opened["Location"]
+
+
+def test_submit_stores_labels_then_hands_the_assignment_back(client, published):
+    hit = _hit(published)
+    opened = _open(client, hit, submit_to=SUBMIT_TO + "/")
+    client.cookies.clear()  # third-party cookies blocked in the iframe: the token is enough
+    task_page = client.get(opened["Location"])
+    assert task_page.status_code == 200
+    answers = _answers(task_page.text)
+    client.cookies.clear()
+    done = client.post(opened["Location"], answers)
+    assert done.status_code == 200
+    assignment = Assignment.objects.get()
+    assert assignment.status == AssignmentStatus.SUBMITTED
+    assert Label.objects.filter(annotator=assignment.annotator).count() == len(answers)
+    assert f'action="{SUBMIT_TO}/mturk/externalSubmit"' in done.text
+    assert f'name="assignmentId" value="{assignment.platform_assignment_id}"' in done.text
+    assert "sessionid" not in done.cookies
+
+
+def test_incomplete_submit_shows_what_is_missing_and_stores_nothing(client, published):
+    opened = _open(client, _hit(published))
+    page = client.post(opened["Location"], {"r1_q1": "yes"})
+    assert page.status_code == 400
+    assert "Still to answer" in page.text
+    assert not Label.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "submit_to",
+    ["https://evil.example.com", "http://www.mturk.com", "https://www.mturk.com/x", "javascript:1"],
+)
+def test_only_mturk_hosts_may_receive_the_submit(client, published, submit_to):
+    page = _open(client, _hit(published), submit_to=submit_to)
+    assert page.status_code == 400
+    assert "not a Mechanical Turk address" in page.text
+    assert not Assignment.objects.exists()
+
+
+def test_worker_cannot_take_the_same_task_twice(client, published):
+    hit = _hit(published)
+    opened = _open(client, hit)
+    client.post(opened["Location"], _answers(client.get(opened["Location"]).text))
+    again = _open(client, hit, assignment_id="ANOTHERASSIGNMENT")
+    assert again.status_code == 409
+    assert Assignment.objects.count() == 1
+
+
+def test_wrong_hit_id_or_bad_token_is_404(client, published):
+    hit = _hit(published)
+    assert _open(client, hit, hitId="OTHER").status_code in (302, 404)
+    page = client.get(
+        reverse("crowd:mturk-task", args=[hit.unique_request_token]),
+        {"assignmentId": "A1", "hitId": "NOTOURS", "workerId": "W", "turkSubmitTo": SUBMIT_TO},
+    )
+    assert page.status_code == 404
+    assert client.get(reverse("crowd:work-task", args=["forged-token"])).status_code == 404
+    assert client.get(reverse("crowd:mturk-task", args=["nope"])).status_code == 404
+
+
+def test_blocked_worker_is_refused(client, published):
+    worker = Annotator.objects.create(
+        name="fake:AWORKER1", kind=AnnotatorKind.CROWD, platform="fake", worker_id="AWORKER1"
+    )
+    WorkerBlock.objects.create(annotator=worker, reason="spam")
+    assert _open(client, _hit(published)).status_code == 403
+    assert not Assignment.objects.exists()
+
+
+def test_worker_pages_are_framable_by_mturk_only_and_others_not_at_all(client, published):
+    opened = _open(client, _hit(published))
+    page = client.get(opened["Location"])
+    policy = page["Content-Security-Policy"]
+    assert "frame-ancestors https://www.mturk.com https://workersandbox.mturk.com" in policy
+    assert "X-Frame-Options" not in page
+    home = client.get(reverse("login"))
+    assert home["X-Frame-Options"] == "DENY"
+    assert "frame-ancestors 'none'" in home["Content-Security-Policy"]
+
+
+# --- Self-hosted links ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def study(crowd_batch):
+    project = crowd_batch.project
+    project.completion_code = "C0DE42"
+    project.save()
+    return publishing.publication_create(
+        batch=crowd_batch,
+        platform_name="selfhosted",
+        chosen=PublishSettings(title="A study", description="d"),
+        base_url="https://annotate.example.org",
+    )
+
+
+def _join(client, study, **params):
+    url = reverse("crowd:selfhosted-join", args=[study.link_token])
+    before = Assignment.objects.count()
+    landing = client.get(url, params)  # link previews only GET: nothing is handed out
+    assert landing.status_code == 200 and Assignment.objects.count() == before
+    return client.post(url, params)
+
+
+def test_selfhosted_link_gives_a_task_and_then_the_completion_code(client, study):
+    started = _join(client, study, PROLIFIC_PID="P1", STUDY_ID="S1", SESSION_ID="X1")
+    assert started.status_code == 302
+    assignment = Assignment.objects.get()
+    assert assignment.annotator.worker_id == "P1" and assignment.annotator.platform == "selfhosted"
+    assert (assignment.platform_hit_id, assignment.platform_assignment_id) == ("S1", "X1")
+    done = client.post(started["Location"], _answers(client.get(started["Location"]).text))
+    assert done.status_code == 200 and 'id="completion-code">C0DE42<' in done.text
+
+
+def test_selfhosted_redirects_to_the_completion_url(client, study):
+    study.batch.project.completion_url = "https://app.prolific.com/submissions/complete?cc=C0DE42"
+    study.batch.project.save()
+    started = _join(client, study, PROLIFIC_PID="P2")
+    done = client.post(started["Location"], _answers(client.get(started["Location"]).text))
+    assert done.status_code == 302
+    assert done["Location"] == "https://app.prolific.com/submissions/complete?cc=C0DE42"
+
+
+def test_selfhosted_worker_gets_each_task_once(client, study):
+    for _ in range(3):
+        started = _join(client, study, PROLIFIC_PID="P3")
+        client.post(started["Location"], _answers(client.get(started["Location"]).text))
+    assert Assignment.objects.filter(annotator__worker_id="P3").count() == 3
+    last = _join(client, study, PROLIFIC_PID="P3")
+    assert last.status_code == 404 and "No task left" in last.text
+
+
+def test_anonymous_selfhosted_workers_get_their_own_identity(client, study):
+    _join(client, study)
+    _join(client, study)
+    workers = Annotator.objects.filter(platform="selfhosted")
+    assert workers.count() == 2 and all(w.worker_id.startswith("anon-") for w in workers)

@@ -1,0 +1,140 @@
+"""Crowd work in a real browser: an admin publishes a batch to (fake) MTurk, a worker previews
+and accepts the HIT inside MTurk's frame, submits, and the browser hands the assignment back to
+MTurk; the admin syncs and approves, and the labels are stored as a crowd worker's. Then the same
+for a self-hosted study link with a completion code."""
+
+import re
+from urllib.parse import urlencode
+
+import pytest
+
+from annotate.crowd.models import Hit, Publication, PublicationStatus
+from annotate.models import Annotator, AnnotatorKind, Assignment, AssignmentStatus, Label
+from annotate.roles import ADMIN
+from tests.annotate.crowd.fake_mturk import FakeMTurkServer
+from tests.factories import UserFactory, project_with_tasks
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def fake_mturk(monkeypatch, settings):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDFAKEFAKEFAKE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "fake-secret")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    with FakeMTurkServer() as server:
+        settings.CROWD_BACKEND = "mturk"
+        settings.MTURK_ENDPOINT_URL = server.url
+        settings.CROWD_PUBLIC_URL = ""
+        settings.CROWD_SUBMIT_HOSTS = [*settings.CROWD_SUBMIT_HOSTS, server.host]
+        settings.CROWD_FRAME_ANCESTORS = [*settings.CROWD_FRAME_ANCESTORS, server.url]
+        yield server
+
+
+def publish_in_browser(page, batch, platform):
+    page.goto(f"/crowd/batches/{batch.pk}/publish/")
+    page.select_option("#id_platform", platform)
+    page.click("text=Preview the cost")
+    total = page.locator("#cost-total").inner_text()
+    page.click("text=Confirm: publish for")
+    page.wait_for_url("**/crowd/publications/*/")
+    return total, Publication.objects.get(batch=batch, platform=platform)
+
+
+def answer_everything(frame, value="YES"):
+    for fieldset in frame.locator("fieldset.answer").all():
+        fieldset.get_by_label(value, exact=True).check()
+
+
+def external_url(fake_mturk, hit):
+    question = fake_mturk.state.hits[hit.hit_id]["Question"]
+    return re.search(r"<ExternalURL>(.*)</ExternalURL>", question).group(1).replace("&amp;", "&")
+
+
+def test_mturk_publish_preview_accept_submit_sync_approve(page_for, browser, fake_mturk):
+    project = project_with_tasks(instructions=2, systems=2, questions=2, assignments_per_task=1)
+    batch = project.batches.get()
+    admin = page_for(UserFactory(username="boss", roles=[ADMIN], is_staff=True))
+
+    total, publication = publish_in_browser(admin, batch, "mturk")
+    assert total == "$2.50"  # 2 tasks × 1 assignment × $1 × 1.25
+    admin.reload()
+    assert admin.locator("#progress-text").inner_text() == "2 of 2"
+    publication.refresh_from_db()
+    assert publication.status == PublicationStatus.PUBLISHED
+    hit = Hit.objects.filter(publication=publication).order_by("id").first()
+    url = external_url(fake_mturk, hit)
+
+    worker = browser.new_context().new_page()  # no login, no cookies of ours
+    worker.set_default_timeout(10_000)
+    preview = {"assignmentId": "ASSIGNMENT_ID_NOT_AVAILABLE", "hitId": hit.hit_id}
+    worker.goto(f"{fake_mturk.url}/frame?" + urlencode({"src": f"{url}?{urlencode(preview)}"}))
+    frame = worker.frame_locator("#hit-frame")
+    frame.locator("#preview-notice").wait_for()
+    assert frame.locator("button[type=submit]").count() == 0
+    assert not Assignment.objects.exists()
+
+    assignment_id = fake_mturk.api.worker_accept(hit.hit_id, "AE2EWORKER")
+    accepted = {
+        "assignmentId": assignment_id,
+        "hitId": hit.hit_id,
+        "workerId": "AE2EWORKER",
+        "turkSubmitTo": fake_mturk.url,
+    }
+    worker.goto(f"{fake_mturk.url}/frame?" + urlencode({"src": f"{url}?{urlencode(accepted)}"}))
+    frame = worker.frame_locator("#hit-frame")
+    frame.locator("#task-form").wait_for()
+    answer_everything(frame)
+    frame.locator("#task-form button[type=submit]").click()
+    frame.locator("text=HIT submitted.").wait_for()  # the fake MTurk's reply, inside the frame
+
+    (posted,) = fake_mturk.state.external_submits
+    assert posted["assignmentId"] == assignment_id and "labels=4" in posted["summary"]
+    assert fake_mturk.state.assignments[assignment_id]["AssignmentStatus"] == "Submitted"
+
+    admin.goto(f"/crowd/publications/{publication.pk}/")
+    admin.click("text=Sync assignments now")
+    admin.locator(".messages", has_text="Syncing").wait_for()
+    admin.goto(f"/crowd/publications/{publication.pk}/review/")
+    row = admin.locator("tr:has-text('AE2EWORKER')")
+    row.get_by_role("button", name="Approve").click()
+    admin.locator(".messages", has_text="Approved.").wait_for()
+    assert fake_mturk.state.assignments[assignment_id]["AssignmentStatus"] == "Approved"
+    assignment = Assignment.objects.get(platform_assignment_id=assignment_id)
+    assert assignment.status == AssignmentStatus.APPROVED
+
+    crowd = Annotator.objects.get(worker_id="AE2EWORKER")
+    assert crowd.kind == AnnotatorKind.CROWD
+    assert Label.objects.filter(annotator=crowd).count() == 4
+    instruction = hit.task.instruction
+    admin.goto(f"/benchmarks/{instruction.benchmark_id}/instructions/{instruction.pk}/")
+    assert admin.locator("td", has_text="mturk:AE2EWORKER").count() == 4
+
+
+def test_selfhosted_link_to_completion_code(page_for, browser):
+    project = project_with_tasks(instructions=1, systems=2, questions=1, assignments_per_task=2)
+    project.completion_code = "THANKS-7"
+    project.save()
+    admin = page_for(UserFactory(username="boss", roles=[ADMIN], is_staff=True))
+    total, publication = publish_in_browser(admin, project.batches.get(), "selfhosted")
+    assert total == "$0.00"
+    join_url = admin.locator("#join-url").inner_text()
+
+    worker = browser.new_context().new_page()
+    worker.set_default_timeout(10_000)
+    worker.goto(join_url + "?PROLIFIC_PID=P-123&STUDY_ID=S-1&SESSION_ID=X-9")
+    worker.click("text=Start")
+    worker.locator("#task-form").wait_for()
+    answer_everything(worker, "NO")
+    worker.locator("#task-form button[type=submit]").click()
+    assert worker.locator("#completion-code").inner_text() == "THANKS-7"
+
+    assignment = Assignment.objects.get(annotator__worker_id="P-123")
+    assert assignment.status == AssignmentStatus.SUBMITTED
+    assert assignment.platform_assignment_id == "X-9"
+    assert Label.objects.filter(annotator=assignment.annotator, value=0).count() == 2
+
+    worker.goto(join_url + "?PROLIFIC_PID=P-123")
+    worker.click("text=Start")
+    assert "No task left" in worker.locator("#worker-message").inner_text()
