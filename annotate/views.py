@@ -5,7 +5,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from annotate.errors import NotFoundError
-from annotate.roles import ANNOTATOR, has_role, is_researcher
+from annotate.roles import ADMIN, ANNOTATOR, has_role, is_researcher
 from annotate.selectors import benchmarks as benchmark_selectors
 
 
@@ -19,6 +19,7 @@ def home(request: HttpRequest) -> HttpResponse:
     context = {
         "is_researcher": is_researcher(request.user),
         "is_annotator": has_role(request.user, ANNOTATOR),
+        "is_admin": has_role(request.user, ADMIN),
     }
     return render(request, "annotate/home.html", context)
 

@@ -41,3 +41,15 @@ def test_response_html_is_shown_as_text(client, researcher):
     )
     assert "<script>alert(1)" not in page.text
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page.text
+
+
+def test_home_links_each_role_to_its_work(client, admin_user, researcher, annotator_user):
+    client.force_login(annotator_user)
+    page = client.get(reverse("home")).text
+    assert reverse("work:dashboard") in page and reverse("annotate:import-list") not in page
+    client.force_login(researcher)
+    page = client.get(reverse("home")).text
+    assert reverse("annotate:import-list") in page and reverse("judge:run-list") in page
+    assert reverse("crowd:publication-list") not in page
+    client.force_login(admin_user)
+    assert reverse("crowd:publication-list") in client.get(reverse("home")).text
