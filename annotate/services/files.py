@@ -109,9 +109,10 @@ def read_csv(
                         None,
                         f"expected {width} columns, found {len(values)}",
                     )
-                if any("\x00" in value for value in values):
+                joined = "".join(values)  # one scan in C instead of one per field
+                if "\x00" in joined:
                     raise ImportFileError(path, reader.line_num, None, NUL_PROBLEM)
-                if any(value[:1] == "'" for value in values):
+                if "'" in joined:
                     values = [csv_unescape(value) for value in values]
                 yield reader.line_num, dict(zip(header, values, strict=True))
         except StopIteration:

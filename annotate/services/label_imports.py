@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.utils import timezone
 
 from annotate.errors import ImportFileError
@@ -288,13 +288,19 @@ def _keys(target: _Target, alias: str, annotator: str) -> str:
     return f"{question}{alias}.response_id = r.response_id AND {alias}.annotator_id = {annotator}"
 
 
-def _check_conflicts(cursor, path: str, target: _Target) -> int:
-    """Refuse a row that contradicts another row or a stored value; return how many rows of
-    the file are stored already."""
-    group = (
+def _group(target: _Target) -> str:
+    return (
         "question_id, response_id, annotator" if target.per_question else "response_id, annotator"
     )
-    field = "label" if target.per_question else target.value_column
+
+
+def _field_name(target: _Target) -> str:
+    return "label" if target.per_question else target.value_column
+
+
+def _check_file_conflicts(cursor, path: str, target: _Target) -> None:
+    """Refuse two rows of the file that give one key different values."""
+    group, field = _group(target), _field_name(target)
     cursor.execute(
         f"SELECT MIN(line), MAX(line) FROM {RESOLVED} GROUP BY {group} "
         f"HAVING MIN(value) <> MAX(value) ORDER BY MAX(line) LIMIT 1"
@@ -307,6 +313,11 @@ def _check_conflicts(cursor, path: str, target: _Target) -> int:
             field,
             f"the same {target.what[:-1]} appears on line {clash[0]} with a different value",
         )
+
+
+def _check_stored_conflicts(cursor, path: str, target: _Target) -> int:
+    """Refuse a row that contradicts a stored value; return how many rows are stored already."""
+    field = _field_name(target)
     cursor.execute(
         f"SELECT COUNT(*), MIN(CASE WHEN t.{target.value_column} <> r.value THEN r.line END) "
         f"FROM {RESOLVED} r JOIN annotate_annotator a ON a.name = r.annotator "
@@ -334,8 +345,8 @@ def _check_conflicts(cursor, path: str, target: _Target) -> int:
     return overlapping
 
 
-def _insert(cursor, target: _Target, skip_stored: bool) -> tuple[int, int]:
-    """Insert the rows not yet stored; return (inserted, distinct rows in the file)."""
+def _insert(cursor, target: _Target, skip_stored: bool) -> int:
+    """Insert the rows not yet stored; return how many."""
     question = "r.question_id, " if target.per_question else ""
     question_column = "question_id, " if target.per_question else ""
     not_stored = (
@@ -351,12 +362,12 @@ def _insert(cursor, target: _Target, skip_stored: bool) -> tuple[int, int]:
         f"JOIN annotate_annotator a ON a.name = r.annotator {not_stored} ORDER BY 1, 2, 3",
         [timezone.now()],
     )
-    inserted = cursor.rowcount
-    group = (
-        "question_id, response_id, annotator" if target.per_question else "response_id, annotator"
-    )
-    cursor.execute(f"SELECT COUNT(*) FROM (SELECT DISTINCT {group} FROM {RESOLVED}) AS keys")
-    return inserted, cursor.fetchone()[0]
+    return cursor.rowcount
+
+
+def _distinct_keys(cursor, target: _Target) -> int:
+    cursor.execute(f"SELECT COUNT(*) FROM (SELECT DISTINCT {_group(target)} FROM {RESOLVED}) AS k")
+    return cursor.fetchone()[0]
 
 
 def _label_foreign_keys(cursor) -> list[tuple[str, str, str]]:
@@ -414,10 +425,16 @@ def _import_staged(
         _resolve(cursor, benchmark, target)
         _check_resolved(cursor, path, benchmark, target)
         _annotators(cursor, path, target)
-        overlapping = _check_conflicts(cursor, path, target)
+        overlapping = _check_stored_conflicts(cursor, path, target)
         with _foreign_keys_checked_once(cursor, summary.rows, target):
-            summary.created, distinct = _insert(cursor, target, skip_stored=overlapping > 0)
-        summary.unchanged = distinct - summary.created
+            try:
+                with transaction.atomic():
+                    summary.created = _insert(cursor, target, skip_stored=overlapping > 0)
+            except IntegrityError:
+                # Two rows of the file give one key different values; find them for the message.
+                _check_file_conflicts(cursor, path, target)
+                raise
+        summary.unchanged = _distinct_keys(cursor, target) - summary.created if overlapping else 0
         if connection.vendor != "postgresql":
             cursor.execute(f"DROP TABLE IF EXISTS {STAGE}")
             cursor.execute(f"DROP TABLE IF EXISTS {RESOLVED}")
