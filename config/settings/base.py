@@ -183,6 +183,10 @@ OPENAI_API_KEY = os.environ.get("OPENAI_API_KEY", "")
 EXPORT_DIR = Path(os.environ.get("EXPORT_DIR", VAR_DIR / "exports"))
 EXPORT_S3_BUCKET = os.environ.get("EXPORT_S3_BUCKET", "")
 AWS_S3_ENDPOINT_URL = os.environ.get("AWS_S3_ENDPOINT_URL", "") or None
+# Reports: what an expert's hour costs (the paper's $59/h), and the bootstrap behind every CI.
+EXPERT_HOURLY_RATE_USD = float(os.environ.get("EXPERT_HOURLY_RATE_USD", "59"))
+REPORT_BOOTSTRAP_RESAMPLES = int(os.environ.get("REPORT_BOOTSTRAP_RESAMPLES", "1000"))
+REPORT_BOOTSTRAP_SEED = int(os.environ.get("REPORT_BOOTSTRAP_SEED", "0"))
 
 LOGGING = {
     "version": 1,

@@ -1,0 +1,316 @@
+"""Read one benchmark's labels, scores and assignments into numpy arrays for the report.
+
+A report over a million labels must never build a Python object per label: on PostgreSQL the labels
+arrive through one binary COPY decoded by numpy in a single call; elsewhere (SQLite) through the DB-API
+cursor. Everything else (instructions, questions, responses, annotators) is small.
+
+The item space is every (response, question of that response's instruction) pair; `item_*` arrays
+describe it, `label_*` arrays hold one entry per stored label, already mapped to item indices.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from django.db import connection
+
+from annotate.models import (
+    Annotator,
+    Assignment,
+    Benchmark,
+    DirectScore,
+    Instruction,
+    Label,
+    Question,
+    Response,
+    Subset,
+)
+
+SUBSET_CODES = {Subset.EASY.value: 0, Subset.HARD.value: 1}
+KIND_CODES = {"expert": 0, "crowd": 1, "llm": 2}
+
+
+@dataclass
+class BenchmarkArrays:
+    """Everything the report computes from, as arrays indexed by position (not database id)."""
+
+    benchmark: Benchmark
+    systems: list[str]
+    domains: list[str]
+    annotator_names: list[str]
+    annotator_kinds: np.ndarray  # int8 per annotator: KIND_CODES
+    instruction_subset: np.ndarray  # int8 per instruction: 0 easy, 1 hard
+    instruction_domain: np.ndarray  # int per instruction: index into domains
+    questions_per_instruction: np.ndarray  # int per instruction
+    question_instruction: np.ndarray  # int per question
+    question_mask: np.ndarray  # int per question: constraint-type bits
+    item_response: np.ndarray  # int per item
+    item_question: np.ndarray  # int per item
+    item_instruction: np.ndarray  # int per item
+    item_system: np.ndarray  # int per item
+    response_instruction: np.ndarray  # int per response
+    response_system: np.ndarray  # int per response
+    label_item: np.ndarray  # int per label
+    label_annotator: np.ndarray  # int per label
+    label_value: np.ndarray  # int8 per label: 0 NO, 1 YES, 2 UNKNOWN
+    label_position: np.ndarray  # int8 per label: display position (0 = System A), -1 if none
+    score_instruction: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    score_system: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    score_annotator: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    score_value: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int8))
+
+    @property
+    def n_instructions(self) -> int:
+        return len(self.instruction_subset)
+
+    @property
+    def n_systems(self) -> int:
+        return len(self.systems)
+
+    @property
+    def n_items(self) -> int:
+        return len(self.item_response)
+
+
+def _index_of(sorted_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Map database ids to positions in `sorted_ids` (all ids must be present)."""
+    return np.searchsorted(sorted_ids, ids)
+
+
+def _label_columns_sql(benchmark_id: int) -> str:
+    # Every column is cast to int4 so that each binary COPY row has the same width.
+    return (
+        "SELECT l.question_id::int4, l.response_id::int4, l.annotator_id::int4, l.value::int4, "
+        "COALESCE(l.assignment_id, 0)::int4 "
+        f"FROM {Label._meta.db_table} l "
+        f"JOIN {Response._meta.db_table} r ON r.id = l.response_id "
+        f"JOIN {Instruction._meta.db_table} i ON i.id = r.instruction_id "
+        f"WHERE i.benchmark_id = {int(benchmark_id)}"
+    )
+
+
+_COPY_ROW = np.dtype(
+    [("fields", ">i2")] + [(name, ">i4") for col in "qravs" for name in (f"len_{col}", col)]
+)
+_COPY_HEADER_BYTES = 19  # signature (11), flags (4), header extension length (4)
+
+
+def _labels_from_postgresql(sql: str) -> np.ndarray:
+    """Fetch the label columns with one binary COPY and decode every row in one numpy call."""
+    chunks: list[bytes] = []
+    with (
+        connection.cursor() as cursor,
+        cursor.cursor.copy(f"COPY ({sql}) TO STDOUT (FORMAT BINARY)") as copy,
+    ):
+        for chunk in copy:
+            chunks.append(bytes(chunk))
+    data = b"".join(chunks)
+    rows = (len(data) - _COPY_HEADER_BYTES - 2) // _COPY_ROW.itemsize
+    decoded = np.frombuffer(data, dtype=_COPY_ROW, count=rows, offset=_COPY_HEADER_BYTES)
+    return np.stack([decoded[c].astype(np.int64) for c in "qravs"], axis=1)
+
+
+def _labels_from_cursor(sql: str) -> np.ndarray:
+    with connection.cursor() as cursor:
+        cursor.execute(sql)
+        rows = cursor.fetchall()
+    return np.array(rows, dtype=np.int64).reshape(-1, 5)
+
+
+def fetch_label_rows(benchmark_id: int) -> np.ndarray:
+    """Return the benchmark's labels as an int64 array of rows (question, response, annotator,
+    value, assignment or 0), the cheapest way the database allows."""
+    sql = _label_columns_sql(benchmark_id)
+    if connection.vendor == "postgresql":
+        return _labels_from_postgresql(sql)
+    return _labels_from_cursor(sql)
+
+
+def _instruction_arrays(benchmark: Benchmark):
+    rows = list(
+        Instruction.objects.filter(benchmark=benchmark)
+        .order_by("id")
+        .values_list("id", "subset", "category")
+    )
+    ids = np.array([r[0] for r in rows], dtype=np.int64)
+    subset = np.array([SUBSET_CODES[r[1]] for r in rows], dtype=np.int8)
+    domains = sorted({r[2] or "(none)" for r in rows})
+    domain_index = {name: i for i, name in enumerate(domains)}
+    domain = np.array([domain_index[r[2] or "(none)"] for r in rows], dtype=np.int64)
+    return ids, subset, domains, domain
+
+
+def _question_arrays(benchmark: Benchmark, instruction_ids: np.ndarray):
+    rows = np.array(
+        list(
+            Question.objects.filter(instruction__benchmark=benchmark)
+            .order_by("instruction_id", "position")
+            .values_list("id", "instruction_id", "constraint_mask")
+        ),
+        dtype=np.int64,
+    ).reshape(-1, 3)
+    instruction = _index_of(instruction_ids, rows[:, 1])
+    # Questions are ordered by (instruction id, position), which is also instruction index order.
+    return rows[:, 0], instruction, rows[:, 2]
+
+
+def _response_arrays(benchmark: Benchmark, instruction_ids: np.ndarray):
+    rows = list(
+        Response.objects.filter(instruction__benchmark=benchmark)
+        .order_by("id")
+        .values_list("id", "instruction_id", "system_id", "system__name")
+    )
+    system_names = sorted({r[3] for r in rows})
+    system_index = {name: i for i, name in enumerate(system_names)}
+    ids = np.array([r[0] for r in rows], dtype=np.int64)
+    instruction = _index_of(instruction_ids, np.array([r[1] for r in rows], dtype=np.int64))
+    system = np.array([system_index[r[3]] for r in rows], dtype=np.int64)
+    system_ids = {r[2]: system_index[r[3]] for r in rows}
+    return ids, instruction, system, system_names, system_ids
+
+
+def _item_arrays(response_instruction, response_system, questions_per_instruction, first_question):
+    """Lay out items response by response: item = item_offset[response] + question rank."""
+    per_response = questions_per_instruction[response_instruction]
+    item_offset = np.concatenate([[0], np.cumsum(per_response)[:-1]]).astype(np.int64)
+    n_items = int(per_response.sum())
+    item_response = np.repeat(np.arange(len(response_instruction)), per_response)
+    rank = np.arange(n_items) - item_offset[item_response]
+    item_instruction = response_instruction[item_response]
+    item_question = first_question[item_instruction] + rank
+    return (
+        item_offset,
+        item_response,
+        item_question,
+        item_instruction,
+        response_system[item_response],
+    )
+
+
+def _display_positions(benchmark: Benchmark, system_ids: dict[int, int]) -> dict[int, np.ndarray]:
+    """Return, per assignment id, each system index's display position (-1 when not shown)."""
+    positions: dict[int, np.ndarray] = {}
+    orders = Assignment.objects.filter(task__instruction__benchmark=benchmark).values_list(
+        "id", "display_order"
+    )
+    for assignment_id, order in orders:
+        shown = np.full(len(system_ids), -1, dtype=np.int8)
+        for position, system_id in enumerate(order or []):
+            if system_id in system_ids:
+                shown[system_ids[system_id]] = position
+        positions[assignment_id] = shown
+    return positions
+
+
+def benchmark_arrays(*, benchmark: Benchmark) -> BenchmarkArrays:
+    """Load everything a report needs about one benchmark."""
+    instruction_ids, subset, domains, domain = _instruction_arrays(benchmark)
+    question_ids, question_instruction, question_mask = _question_arrays(benchmark, instruction_ids)
+    per_instruction = np.bincount(question_instruction, minlength=len(instruction_ids))
+    first_question = np.concatenate([[0], np.cumsum(per_instruction)[:-1]]).astype(np.int64)
+    response_ids, response_instruction, response_system, systems, system_ids = _response_arrays(
+        benchmark, instruction_ids
+    )
+    item_offset, item_response, item_question, item_instruction, item_system = _item_arrays(
+        response_instruction, response_system, per_instruction, first_question
+    )
+
+    rows = fetch_label_rows(benchmark.pk)
+    annotator_ids = np.unique(
+        np.concatenate(
+            [
+                rows[:, 2],
+                np.array(
+                    DirectScore.objects.filter(response__instruction__benchmark=benchmark)
+                    .values_list("annotator_id", flat=True)
+                    .distinct(),
+                    dtype=np.int64,
+                ),
+            ]
+        )
+    )
+    annotators = {
+        a.pk: a
+        for a in Annotator.objects.filter(pk__in=annotator_ids.tolist()).only("name", "kind")
+    }
+    # Annotators are indexed in name order, so "the first n raters" means the first n by name.
+    by_name = sorted(annotator_ids.tolist(), key=lambda pk: annotators[pk].name)
+    annotator_index = np.empty(len(by_name), dtype=np.int64)
+    sorted_ids = np.array(sorted(by_name), dtype=np.int64)
+    for position, pk in enumerate(by_name):
+        annotator_index[np.searchsorted(sorted_ids, pk)] = position
+
+    question_sort = np.argsort(question_ids)
+    question = question_sort[np.searchsorted(question_ids[question_sort], rows[:, 0])]
+    response = _index_of(response_ids, rows[:, 1])
+    # A label whose question belongs to another instruction than its response cannot be placed.
+    same_instruction = question_instruction[question] == response_instruction[response]
+    question, response, rows = (
+        question[same_instruction],
+        response[same_instruction],
+        rows[same_instruction],
+    )
+    label_item = item_offset[response] + (question - first_question[question_instruction[question]])
+    label_position = _label_positions(benchmark, rows, response_system[response], system_ids)
+
+    arrays = BenchmarkArrays(
+        benchmark=benchmark,
+        systems=systems,
+        domains=domains,
+        annotator_names=[annotators[pk].name for pk in by_name],
+        annotator_kinds=np.array(
+            [KIND_CODES[annotators[pk].kind] for pk in by_name], dtype=np.int8
+        ),
+        instruction_subset=subset,
+        instruction_domain=domain,
+        questions_per_instruction=per_instruction,
+        question_instruction=question_instruction,
+        question_mask=question_mask,
+        item_response=item_response,
+        item_question=item_question,
+        item_instruction=item_instruction,
+        item_system=item_system,
+        response_instruction=response_instruction,
+        response_system=response_system,
+        label_item=label_item,
+        label_annotator=annotator_index[np.searchsorted(sorted_ids, rows[:, 2])],
+        label_value=rows[:, 3].astype(np.int8),
+        label_position=label_position,
+    )
+    _add_scores(arrays, benchmark, response_ids, sorted_ids, annotator_index)
+    return arrays
+
+
+def _label_positions(benchmark, rows, label_system, system_ids) -> np.ndarray:
+    position = np.full(len(rows), -1, dtype=np.int8)
+    with_assignment = np.flatnonzero(rows[:, 4])
+    if len(with_assignment) == 0:
+        return position
+    shown = _display_positions(benchmark, system_ids)
+    assignment_ids = np.array(sorted(shown), dtype=np.int64)
+    table = np.stack([shown[a] for a in assignment_ids]) if len(assignment_ids) else None
+    if table is None:
+        return position
+    found = _index_of(assignment_ids, rows[with_assignment, 4])
+    found = np.minimum(found, len(assignment_ids) - 1)
+    known = assignment_ids[found] == rows[with_assignment, 4]
+    targets = with_assignment[known]
+    position[targets] = table[found[known], label_system[targets]]
+    return position
+
+
+def _add_scores(arrays, benchmark, response_ids, annotator_sorted_ids, annotator_index) -> None:
+    rows = np.array(
+        list(
+            DirectScore.objects.filter(response__instruction__benchmark=benchmark).values_list(
+                "response_id", "annotator_id", "score"
+            )
+        ),
+        dtype=np.int64,
+    ).reshape(-1, 3)
+    response = _index_of(response_ids, rows[:, 0])
+    arrays.score_instruction = arrays.response_instruction[response]
+    arrays.score_system = arrays.response_system[response]
+    arrays.score_annotator = annotator_index[np.searchsorted(annotator_sorted_ids, rows[:, 1])]
+    arrays.score_value = rows[:, 2].astype(np.int8)

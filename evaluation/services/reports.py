@@ -1,0 +1,521 @@
+"""Build a benchmark's report: every computation of the InFoBench paper on the data in the app.
+
+The conventions (sources, majority vote, DRFR with UNKNOWN excluded or counted as NO, pairwise
+categories, kappa, PLD, costs) and the JSON schema are in docs/reports.md. All arithmetic is done
+by evaluation.stats on numpy arrays from evaluation.selectors.report_data.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from django.conf import settings
+from django.utils import timezone
+
+from annotate.models import Benchmark, ConstraintType
+from evaluation.errors import EvaluationError
+from evaluation.selectors.report_costs import source_costs
+from evaluation.selectors.report_data import KIND_CODES, BenchmarkArrays, benchmark_arrays
+from evaluation.stats import (
+    MISSING,
+    NO,
+    YES,
+    accuracy,
+    disagreement_levels,
+    drfr_by_bits,
+    drfr_categories,
+    drfr_counts,
+    fleiss_kappa,
+    kappa_ci,
+    level_distribution,
+    majority_vote,
+    pld,
+    ratio,
+    ratio_ci,
+    score_categories,
+    system_pairs,
+)
+
+SUBSETS = ("easy", "hard", "overall")
+UNKNOWN_MODES = ("exclude", "no")
+KIND_NAMES = {code: name for name, code in KIND_CODES.items()}
+CONSTRAINT_NAMES = [choice.label for choice in ConstraintType]
+EXPERT_MAJORITY = "expert-majority"
+CROWD_MAJORITY = "crowd-majority"
+
+
+class ReportError(EvaluationError):
+    """A report cannot be made as asked (unknown benchmark, unknown option)."""
+
+
+@dataclass
+class Source:
+    """One set of labels treated as one annotation: an annotator, or a group's majority."""
+
+    name: str
+    kind: str
+    values: np.ndarray  # int8 per item, MISSING where the source gave no label
+    touched: np.ndarray  # bool per response: the source labelled it at all
+    ties: int = 0
+    no_votes: int = 0
+    voted_items: int = 0
+
+
+def _number(value) -> float | None:
+    """Return a JSON-safe float: NaN and infinities become None."""
+    if value is None:
+        return None
+    value = float(value)
+    return None if math.isnan(value) or math.isinf(value) else value
+
+
+def _subset_instructions(data: BenchmarkArrays, subset: str) -> np.ndarray:
+    if subset == "overall":
+        return np.ones(data.n_instructions, dtype=bool)
+    return data.instruction_subset == (0 if subset == "easy" else 1)
+
+
+# --- Sources -------------------------------------------------------------------------------------
+
+
+def _annotator_source(data: BenchmarkArrays, annotator: int) -> Source:
+    selected = data.label_annotator == annotator
+    values = np.full(data.n_items, MISSING, dtype=np.int8)
+    values[data.label_item[selected]] = data.label_value[selected]
+    touched = np.zeros(len(data.response_instruction), dtype=bool)
+    touched[data.item_response[data.label_item[selected]]] = True
+    kind = KIND_NAMES[int(data.annotator_kinds[annotator])]
+    return Source(data.annotator_names[annotator], kind, values, touched)
+
+
+def _slot_matrix(items: np.ndarray, values: np.ndarray, n_items: int) -> np.ndarray:
+    """Arrange labels as (item, slot) with MISSING padding: slot = rank of the label in its item."""
+    order = np.argsort(items, kind="stable")
+    items, values = items[order], values[order]
+    slot = np.arange(len(items)) - np.searchsorted(items, items, side="left")
+    matrix = np.full((n_items, int(slot.max()) + 1 if len(slot) else 1), MISSING, dtype=np.int8)
+    matrix[items, slot] = values
+    return matrix
+
+
+def _kind_labels(data: BenchmarkArrays, kind: str) -> np.ndarray:
+    return np.flatnonzero(data.annotator_kinds[data.label_annotator] == KIND_CODES[kind])
+
+
+def _majority_source(data: BenchmarkArrays, kind: str, name: str) -> Source | None:
+    labels = _kind_labels(data, kind)
+    if len(labels) == 0:
+        return None
+    matrix = _slot_matrix(data.label_item[labels], data.label_value[labels], data.n_items)
+    votes = majority_vote(matrix)
+    labelled = (matrix != MISSING).any(axis=1)
+    values = np.where(labelled, votes.values, MISSING).astype(np.int8)
+    touched = np.zeros(len(data.response_instruction), dtype=bool)
+    touched[data.item_response[labelled]] = True
+    return Source(
+        name,
+        kind,
+        values,
+        touched,
+        ties=int(votes.ties[labelled].sum()),
+        no_votes=int(votes.no_votes[labelled].sum()),
+        voted_items=int(labelled.sum()),
+    )
+
+
+def _sources(data: BenchmarkArrays) -> list[Source]:
+    """Each expert, the expert majority, the crowd majority, each LLM judge, in that order."""
+    by_kind = {
+        kind: [a for a in range(len(data.annotator_names)) if data.annotator_kinds[a] == code]
+        for kind, code in KIND_CODES.items()
+    }
+    labelled = set(np.unique(data.label_annotator).tolist())
+    sources = [_annotator_source(data, a) for a in by_kind["expert"] if a in labelled]
+    for kind, name in (("expert", EXPERT_MAJORITY), ("crowd", CROWD_MAJORITY)):
+        majority = _majority_source(data, kind, name)
+        if majority is not None:
+            sources.append(majority)
+    sources += [_annotator_source(data, a) for a in by_kind["llm"] if a in labelled]
+    return sources
+
+
+# --- DRFR ----------------------------------------------------------------------------------------
+
+
+def _counted_items(data: BenchmarkArrays, source: Source, unknown_as_no: bool) -> np.ndarray:
+    """Items that take part in the source's DRFR: with UNKNOWN as NO, only responses it touched."""
+    if unknown_as_no:
+        return source.touched[data.item_response]
+    return source.values != MISSING
+
+
+def _instruction_system_counts(data, source, unknown_as_no) -> tuple[np.ndarray, np.ndarray]:
+    """Return (yes, counted), each of shape (instructions, systems)."""
+    items = _counted_items(data, source, unknown_as_no)
+    groups = data.item_instruction[items] * data.n_systems + data.item_system[items]
+    yes, counted = drfr_counts(
+        source.values[items],
+        groups,
+        data.n_instructions * data.n_systems,
+        unknown_as_no=unknown_as_no,
+    )
+    shape = (data.n_instructions, data.n_systems)
+    return yes.reshape(shape), counted.reshape(shape)
+
+
+def _leaderboard(data, sources, counts, rng, n_resamples) -> list[dict]:
+    rows = []
+    for source in sources:
+        yes, counted = counts[source.name]
+        for subset in SUBSETS:
+            rows_in = _subset_instructions(data, subset) & (counted.sum(axis=1) > 0)
+            if not rows_in.any():
+                continue
+            yes_sum, counted_sum = yes[rows_in].sum(axis=0), counted[rows_in].sum(axis=0)
+            low, high = ratio_ci(yes[rows_in], counted[rows_in], rng, n_resamples=n_resamples)
+            drfr = ratio(yes_sum, counted_sum)
+            for s, system in enumerate(data.systems):
+                if counted_sum[s] == 0:
+                    continue
+                rows.append(
+                    {
+                        "system": system,
+                        "source": source.name,
+                        "source_kind": source.kind,
+                        "subset": subset,
+                        "drfr": _number(drfr[s]),
+                        "ci_low": _number(low[s]),
+                        "ci_high": _number(high[s]),
+                        "yes": int(yes_sum[s]),
+                        "questions": int(counted_sum[s]),
+                    }
+                )
+    return rows
+
+
+def _breakdowns(data, sources, unknown_as_no) -> tuple[list[dict], list[dict]]:
+    """DRFR per source × system × constraint type, and per source × system × domain."""
+    constraints, domains = [], []
+    masks = data.question_mask[data.item_question]
+    n_bits = len(CONSTRAINT_NAMES)
+    for source in sources:
+        items = _counted_items(data, source, unknown_as_no)
+        values, systems = source.values[items], data.item_system[items]
+        yes, counted = drfr_by_bits(
+            values, systems, data.n_systems, masks[items], n_bits, unknown_as_no=unknown_as_no
+        )
+        for s, system in enumerate(data.systems):
+            for b, constraint in enumerate(CONSTRAINT_NAMES):
+                if counted[s, b]:
+                    constraints.append(
+                        _breakdown_row(
+                            source, system, "constraint", constraint, yes[s, b], counted[s, b]
+                        )
+                    )
+        groups = data.instruction_domain[data.item_instruction[items]] * data.n_systems + systems
+        yes, counted = drfr_counts(
+            values, groups, len(data.domains) * data.n_systems, unknown_as_no=unknown_as_no
+        )
+        for d, domain in enumerate(data.domains):
+            for s, system in enumerate(data.systems):
+                g = d * data.n_systems + s
+                if counted[g]:
+                    domains.append(
+                        _breakdown_row(source, system, "domain", domain, yes[g], counted[g])
+                    )
+    return constraints, domains
+
+
+def _breakdown_row(source, system, key, name, yes, counted) -> dict:
+    return {
+        "source": source.name,
+        "system": system,
+        key: name,
+        "drfr": _number(yes / counted),
+        "yes": int(yes),
+        "questions": int(counted),
+    }
+
+
+# --- Pairwise kappa ------------------------------------------------------------------------------
+
+
+def _rater_counts(data, kind, unknown_as_no):
+    """Per (instruction, annotator) of one kind: yes and counted per system, DRFR protocol."""
+    labels = _kind_labels(data, kind)
+    items = data.label_item[labels]
+    instruction = data.item_instruction[items]
+    key = instruction * len(data.annotator_names) + data.label_annotator[labels]
+    keys, rater = np.unique(key, return_inverse=True)
+    cell = rater * data.n_systems + data.item_system[items]
+    size = len(keys) * data.n_systems
+    values = data.label_value[labels]
+    yes = np.bincount(cell, weights=values == YES, minlength=size)
+    if unknown_as_no:
+        touched = np.bincount(cell, minlength=size) > 0
+        per_question = data.questions_per_instruction[keys // len(data.annotator_names)]
+        counted = touched.reshape(-1, data.n_systems) * per_question[:, None]
+    else:
+        counted = np.bincount(cell, weights=(values == YES) | (values == NO), minlength=size)
+    shape = (len(keys), data.n_systems)
+    categories, defined = drfr_categories(
+        yes.astype(np.int64).reshape(shape), np.asarray(counted, dtype=np.int64).reshape(shape)
+    )
+    return keys // len(data.annotator_names), categories, defined
+
+
+def _score_rater_counts(data, kind):
+    """Per (instruction, annotator) of one kind: pairwise categories from direct scores."""
+    selected = np.flatnonzero(data.annotator_kinds[data.score_annotator] == KIND_CODES[kind])
+    instruction = data.score_instruction[selected]
+    key = instruction * len(data.annotator_names) + data.score_annotator[selected]
+    keys, rater = np.unique(key, return_inverse=True)
+    scores = np.zeros((len(keys), data.n_systems), dtype=np.int64)
+    scores[rater, data.score_system[selected]] = data.score_value[selected]
+    categories, defined = score_categories(scores)
+    return keys // len(data.annotator_names), categories, defined
+
+
+@dataclass
+class RatedItems:
+    """Fleiss counts per (instruction, pair) item, before choosing a subset."""
+
+    counts: np.ndarray  # (items, 3): how many raters said A better, tie, B better
+    instruction: np.ndarray  # instruction index per item
+    raters: np.ndarray  # raters with a defined category per item
+    n: int  # raters per item used: the most common number, at least 2 (0: none)
+
+
+def _rated_items(instruction, categories, defined) -> RatedItems:
+    """Arrange the ratings of (instruction, annotator) rows as Fleiss counts per item.
+
+    The raters of an instruction are its rows in annotator name order. n is the most common number
+    of defined ratings per item; an item with more keeps its first n.
+    """
+    slot = np.arange(len(instruction)) - np.searchsorted(instruction, instruction, side="left")
+    instructions = np.unique(instruction)
+    n_pairs = categories.shape[1]
+    which = np.searchsorted(instructions, instruction)
+    grid = np.zeros((len(instructions), int(slot.max()) + 1, n_pairs), dtype=np.int8)
+    valid = np.zeros(grid.shape, dtype=bool)
+    grid[which, slot] = categories
+    valid[which, slot] = defined
+    raters = valid.sum(axis=1).ravel()
+    candidates = raters[raters >= 2]
+    n = int(np.bincount(candidates).argmax()) if len(candidates) else 0
+    keep = valid & (np.cumsum(valid, axis=1) <= n)
+    counts = np.stack([((grid == c) & keep).sum(axis=1) for c in (1, 0, -1)], axis=-1)
+    return RatedItems(counts.reshape(-1, 3), np.repeat(instructions, n_pairs), raters, n)
+
+
+def _agreement(data, unknown_as_no, rng, n_resamples) -> list[dict]:
+    rows = []
+    for protocol in ("drfr", "ds"):
+        for group in ("expert", "crowd"):
+            if protocol == "drfr":
+                instruction, categories, defined = _rater_counts(data, group, unknown_as_no)
+            else:
+                instruction, categories, defined = _score_rater_counts(data, group)
+            if len(instruction) == 0:
+                continue
+            rated = _rated_items(instruction, categories, defined)
+            for subset in SUBSETS:
+                rows.append(_agreement_row(data, protocol, group, subset, rated, rng, n_resamples))
+    return rows
+
+
+def _agreement_row(data, protocol, group, subset, rated: RatedItems, rng, n_resamples) -> dict:
+    in_subset = _subset_instructions(data, subset)[rated.instruction]
+    kept = in_subset & (rated.raters >= rated.n) & (rated.n >= 2)
+    dropped = in_subset & (rated.raters > 0) & ~kept
+    result = (
+        fleiss_kappa(rated.counts[kept])
+        if kept.any()
+        else fleiss_kappa(np.zeros((0, 3), dtype=np.int64))
+    )
+    low = high = None
+    if result.kappa is not None:
+        clusters = np.unique(rated.instruction[kept], return_inverse=True)[1]
+        low, high = kappa_ci(rated.counts[kept], clusters, rng, n_resamples=n_resamples)
+    return {
+        "protocol": protocol,
+        "group": group,
+        "subset": subset,
+        "fleiss_kappa": _number(result.kappa),
+        "ci_low": _number(low),
+        "ci_high": _number(high),
+        "p_bar": _number(result.p_bar),
+        "p_e": _number(result.p_e),
+        "raw_agreement": _number(result.raw_agreement),
+        "items": int(kept.sum()),
+        "dropped": int(dropped.sum()),
+        "annotators": rated.n,
+        "undefined_reason": result.undefined_reason,
+    }
+
+
+# --- Sources against the expert majority (Table 4) ---------------------------------------------
+
+
+def _source_rows(data, sources, counts, costs) -> list[dict]:
+    gold = next((s for s in sources if s.name == EXPERT_MAJORITY), None)
+    rows = []
+    for subset in SUBSETS:
+        instructions = _subset_instructions(data, subset)
+        items = instructions[data.item_instruction]
+        for source in sources:
+            row = {"source": source.name, "source_kind": source.kind, "subset": subset}
+            row.update(_against_gold(source, gold, counts, items, instructions))
+            cost = costs[subset].get(source.name)
+            row["cost_usd"] = cost.cost_usd if cost else None
+            row["time_min"] = cost.time_min if cost else None
+            rows.append(row)
+    return rows
+
+
+def _against_gold(source, gold, counts, items, instructions) -> dict:
+    empty = {
+        "acc": None,
+        "compared": 0,
+        "pld0": None,
+        "pld1": None,
+        "pld2": None,
+        "wpld": None,
+        "pairs": 0,
+    }
+    if gold is None:
+        return empty
+    acc = accuracy(source.values[items], gold.values[items])
+    source_categories, source_defined = drfr_categories(*counts[source.name])
+    gold_categories, gold_defined = drfr_categories(*counts[gold.name])
+    distance = pld(
+        source_categories[instructions],
+        gold_categories[instructions],
+        source_defined[instructions] & gold_defined[instructions],
+    )
+    return {
+        "acc": _number(acc.acc),
+        "compared": acc.compared,
+        "pld0": _number(distance.pld0),
+        "pld1": _number(distance.pld1),
+        "pld2": _number(distance.pld2),
+        "wpld": _number(distance.wpld),
+        "pairs": distance.items,
+    }
+
+
+# --- Figures' data: disagreement, display positions, votes ---------------------------------------
+
+
+def _disagreement(data) -> list[dict]:
+    rows = []
+    for group in ("expert", "crowd"):
+        labels = _kind_labels(data, group)
+        if len(labels) == 0:
+            continue
+        matrix = _slot_matrix(data.label_item[labels], data.label_value[labels], data.n_items)
+        n_questions = len(data.question_instruction)
+        tensor = np.full((n_questions, data.n_systems, matrix.shape[1]), MISSING, dtype=np.int8)
+        tensor[data.item_question, data.item_system] = matrix
+        votes = ((tensor == YES) | (tensor == NO)).sum(axis=2)
+        judged = (votes >= 2).any(axis=1)
+        if not judged.any():
+            continue
+        distribution = level_distribution(disagreement_levels(tensor[judged]), data.n_systems)
+        rows += [
+            {"group": group, "level": level, "questions": int(count)}
+            for level, count in enumerate(distribution)
+        ]
+    return rows
+
+
+def _positions(data, unknown_as_no) -> list[dict]:
+    rows = []
+    shown = data.label_position >= 0
+    for kind in ("expert", "crowd"):
+        selected = shown & (data.annotator_kinds[data.label_annotator] == KIND_CODES[kind])
+        if not selected.any():
+            continue
+        positions = data.label_position[selected].astype(np.int64)
+        n_positions = int(positions.max()) + 1
+        yes, counted = drfr_counts(
+            data.label_value[selected], positions, n_positions, unknown_as_no=unknown_as_no
+        )
+        for p in range(n_positions):
+            if counted[p]:
+                rows.append(
+                    {
+                        "kind": kind,
+                        "position": chr(ord("A") + p),
+                        "drfr": _number(yes[p] / counted[p]),
+                        "yes": int(yes[p]),
+                        "questions": int(counted[p]),
+                    }
+                )
+    return rows
+
+
+def _votes(sources) -> list[dict]:
+    return [
+        {
+            "source": s.name,
+            "items": s.voted_items,
+            "ties": s.ties,
+            "no_votes": s.no_votes,
+        }
+        for s in sources
+        if s.name in (EXPERT_MAJORITY, CROWD_MAJORITY)
+    ]
+
+
+# --- The report ----------------------------------------------------------------------------------
+
+
+def report_build(
+    *,
+    benchmark: Benchmark,
+    unknown: str = "exclude",
+    n_resamples: int | None = None,
+    seed: int | None = None,
+) -> dict:
+    """Compute every table of the report for one benchmark (schema: docs/reports.md)."""
+    if unknown not in UNKNOWN_MODES:
+        raise ReportError(f"unknown must be one of {', '.join(UNKNOWN_MODES)}, not {unknown!r}.")
+    n_resamples = settings.REPORT_BOOTSTRAP_RESAMPLES if n_resamples is None else n_resamples
+    seed = settings.REPORT_BOOTSTRAP_SEED if seed is None else seed
+    unknown_as_no = unknown == "no"
+    rng = np.random.default_rng(seed)
+    data = benchmark_arrays(benchmark=benchmark)
+    sources = _sources(data)
+    counts = {s.name: _instruction_system_counts(data, s, unknown_as_no) for s in sources}
+    constraints, domains = _breakdowns(data, sources, unknown_as_no)
+    return {
+        "benchmark": benchmark.name,
+        "unknown": unknown,
+        "generated_at": timezone.now().isoformat(),
+        "seed": seed,
+        "n_resamples": n_resamples,
+        "systems": data.systems,
+        "subsets": {s: int(_subset_instructions(data, s).sum()) for s in SUBSETS},
+        "leaderboard": _leaderboard(data, sources, counts, rng, n_resamples),
+        "agreement": _agreement(data, unknown_as_no, rng, n_resamples),
+        "sources": _source_rows(data, sources, counts, source_costs(benchmark=benchmark)),
+        "constraints": constraints,
+        "domains": domains,
+        "disagreement": _disagreement(data),
+        "positions": _positions(data, unknown_as_no),
+        "votes": _votes(sources),
+    }
+
+
+def report_build_by_name(*, benchmark_name: str, unknown: str = "exclude") -> dict:
+    """Find the benchmark by name and build its report."""
+    benchmark = Benchmark.objects.filter(name=benchmark_name).first()
+    if benchmark is None:
+        raise ReportError(f"No benchmark named {benchmark_name!r}.")
+    return report_build(benchmark=benchmark, unknown=unknown)
+
+
+__all__ = ["ReportError", "report_build", "report_build_by_name", "system_pairs"]
