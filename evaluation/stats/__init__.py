@@ -1,1 +1,54 @@
-"""Statistics on plain sequences and numpy arrays. No Django, DRF or Celery import here."""
+"""Statistics of the evaluation: pure functions on plain sequences and numpy arrays.
+
+Majority votes, DRFR with its cluster-bootstrap CI, pairwise system comparison, Fleiss' kappa,
+accuracy and pairwise label distance against gold, and disagreement levels. Each function
+states its formula and edge-case convention in its docstring and takes randomness as an `rng`
+argument.
+
+Dependency rule: this package imports numpy and the standard library only; never Django, DRF,
+Celery, `annotate` or any other `evaluation` module (an import-linter contract in
+pyproject.toml enforces it). The database and report layers call in, never the reverse.
+"""
+
+from evaluation.stats.agreement import AccuracyResult, PldResult, accuracy, pld
+from evaluation.stats.bootstrap import cluster_weights, ratio_ci
+from evaluation.stats.codes import MISSING, NO, UNKNOWN, YES
+from evaluation.stats.disagreement import disagreement_levels, level_distribution
+from evaluation.stats.drfr import drfr_by_bits, drfr_counts, ratio
+from evaluation.stats.kappa import (
+    KappaResult,
+    fleiss_kappa,
+    kappa_ci,
+    kappa_from_ratings,
+    ratings_to_counts,
+)
+from evaluation.stats.pairwise import drfr_categories, score_categories, system_pairs
+from evaluation.stats.votes import VoteResult, majority_vote
+
+__all__ = [
+    "MISSING",
+    "NO",
+    "UNKNOWN",
+    "YES",
+    "AccuracyResult",
+    "KappaResult",
+    "PldResult",
+    "VoteResult",
+    "accuracy",
+    "cluster_weights",
+    "disagreement_levels",
+    "drfr_by_bits",
+    "drfr_categories",
+    "drfr_counts",
+    "fleiss_kappa",
+    "kappa_ci",
+    "kappa_from_ratings",
+    "level_distribution",
+    "majority_vote",
+    "pld",
+    "ratings_to_counts",
+    "ratio",
+    "ratio_ci",
+    "score_categories",
+    "system_pairs",
+]

@@ -1,0 +1,9 @@
+"""Label codes shared by every statistic (int8; the database stores 0/1/2 too)."""
+
+NO = 0
+YES = 1
+UNKNOWN = 2
+MISSING = -1
+"""Padding for an annotator slot with no label (items may have different numbers of annotators)."""
+
+LABEL_DTYPE = "int8"

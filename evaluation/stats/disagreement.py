@@ -1,0 +1,34 @@
+"""Disagreement levels of questions across systems (paper appendix, Figure 9)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from evaluation.stats.codes import NO, YES
+
+
+def disagreement_levels(labels: np.ndarray) -> np.ndarray:
+    """Return each question's disagreement level: how many systems' outputs split the annotators.
+
+    `labels` has shape (n_questions, n_systems, n_annotators) with label codes, padded with
+    MISSING. One system's output for a question "has disagreement" when its YES/NO votes are
+    not unanimous: at least one annotator said YES and another said NO. UNKNOWN is not a vote
+    (Figure 9 uses the binary YES/NO evaluations), so an annotator answering UNKNOWN never
+    makes an output diverge, and an output with fewer than two YES/NO votes has none. The
+    level is the number of such outputs, 0..n_systems. Returns int64 of shape (n_questions,).
+    """
+    labels = np.asarray(labels)
+    if labels.ndim != 3:
+        raise ValueError(
+            f"labels must have shape (n_questions, n_systems, n_annotators); got {labels.shape}"
+        )
+    split = (labels == YES).any(axis=2) & (labels == NO).any(axis=2)
+    return np.count_nonzero(split, axis=1).astype(np.int64)
+
+
+def level_distribution(levels: np.ndarray, n_systems: int) -> np.ndarray:
+    """Count the questions at each disagreement level 0..n_systems (int64, length n_systems+1)."""
+    levels = np.asarray(levels)
+    if levels.size and (levels.min() < 0 or levels.max() > n_systems):
+        raise ValueError(f"levels must lie in 0..{n_systems}; got {levels.min()}..{levels.max()}")
+    return np.bincount(levels.reshape(-1), minlength=n_systems + 1).astype(np.int64)
