@@ -8,6 +8,7 @@ from annotate import views as annotate_views
 from annotate.login import RateLimitedLoginView
 from config.health import health
 from evaluation.judge_api import JudgeRunProgressApi
+from evaluation.report_api import ReportApi
 
 urlpatterns = [
     path("", annotate_views.home, name="home"),
@@ -28,6 +29,8 @@ urlpatterns = [
         JudgeRunProgressApi.as_view(),
         name="api-judge-run-progress",
     ),
+    path("reports/", include("evaluation.report_urls")),
+    path("api/reports/<int:benchmark_id>/", ReportApi.as_view(), name="api-report"),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
 ]

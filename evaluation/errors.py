@@ -25,6 +25,10 @@ class JudgeNotFoundError(EvaluationError):
     http_status = 404
 
 
+class ReportError(EvaluationError):
+    """A report or export cannot be made as asked (unknown benchmark, option or format)."""
+
+
 class JudgeCallError(Exception):
     """A call to a judge back-end failed. Not a user's mistake: recorded on the conversation."""
 

@@ -182,3 +182,42 @@ class JudgeCall(models.Model):
 
     def __str__(self) -> str:
         return f"{self.conversation} Q{self.question_id}"
+
+
+class ExportStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    DONE = "done", "Done"
+    FAILED = "failed", "Failed"
+
+
+class ReportExport(models.Model):
+    """A report written to storage (S3 or the export folder) in the background."""
+
+    benchmark = models.ForeignKey(Benchmark, on_delete=models.CASCADE, related_name="exports")
+    unknown = models.CharField(max_length=7, default="exclude")
+    status = models.CharField(
+        max_length=7, choices=ExportStatus.choices, default=ExportStatus.QUEUED
+    )
+    files = models.JSONField(default=list, blank=True, help_text="Names written to storage.")
+    location = models.CharField(max_length=500, blank=True, help_text="Bucket or folder.")
+    message = models.TextField(blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=ExportStatus.values), name="reportexport_status_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(unknown__in=["exclude", "no"]), name="reportexport_unknown_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.benchmark.name} export #{self.pk} ({self.status})"

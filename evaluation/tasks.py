@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from evaluation.services import judge_runs
+from evaluation.services import judge_runs, report_runs
 
 
 @shared_task(acks_late=True)
@@ -17,3 +17,9 @@ def judge_run_task(run_id: int) -> None:
 def judge_conversation_task(conversation_id: int) -> None:
     """Ask one conversation's missing questions; retries of calls happen inside, bounded."""
     judge_runs.judge_conversation_execute(conversation_id=conversation_id)
+
+
+@shared_task(acks_late=True)
+def report_export_task(export_id: int) -> None:
+    """Write one report export to storage; a finished export is not written again."""
+    report_runs.report_export_execute(export_id=export_id)

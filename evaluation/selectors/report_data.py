@@ -38,6 +38,7 @@ class BenchmarkArrays:
     benchmark: Benchmark
     systems: list[str]
     domains: list[str]
+    instruction_external_ids: list[str]
     annotator_names: list[str]
     annotator_kinds: np.ndarray  # int8 per annotator: KIND_CODES
     instruction_subset: np.ndarray  # int8 per instruction: 0 easy, 1 hard
@@ -45,6 +46,7 @@ class BenchmarkArrays:
     questions_per_instruction: np.ndarray  # int per instruction
     question_instruction: np.ndarray  # int per question
     question_mask: np.ndarray  # int per question: constraint-type bits
+    question_position: np.ndarray  # int per question: 1-based position in its instruction
     item_response: np.ndarray  # int per item
     item_question: np.ndarray  # int per item
     item_instruction: np.ndarray  # int per item
@@ -79,10 +81,11 @@ def _index_of(sorted_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
 
 
 def _label_columns_sql(benchmark_id: int) -> str:
-    # Every column is cast to int4 so that each binary COPY row has the same width.
+    # Every column is cast to INTEGER (int4 on PostgreSQL) so that each binary COPY row has the same width.
     return (
-        "SELECT l.question_id::int4, l.response_id::int4, l.annotator_id::int4, l.value::int4, "
-        "COALESCE(l.assignment_id, 0)::int4 "
+        "SELECT CAST(l.question_id AS INTEGER), CAST(l.response_id AS INTEGER), "
+        "CAST(l.annotator_id AS INTEGER), CAST(l.value AS INTEGER), "
+        "CAST(COALESCE(l.assignment_id, 0) AS INTEGER) "
         f"FROM {Label._meta.db_table} l "
         f"JOIN {Response._meta.db_table} r ON r.id = l.response_id "
         f"JOIN {Instruction._meta.db_table} i ON i.id = r.instruction_id "
@@ -131,14 +134,14 @@ def _instruction_arrays(benchmark: Benchmark):
     rows = list(
         Instruction.objects.filter(benchmark=benchmark)
         .order_by("id")
-        .values_list("id", "subset", "category")
+        .values_list("id", "subset", "category", "external_id")
     )
     ids = np.array([r[0] for r in rows], dtype=np.int64)
     subset = np.array([SUBSET_CODES[r[1]] for r in rows], dtype=np.int8)
     domains = sorted({r[2] or "(none)" for r in rows})
     domain_index = {name: i for i, name in enumerate(domains)}
     domain = np.array([domain_index[r[2] or "(none)"] for r in rows], dtype=np.int64)
-    return ids, subset, domains, domain
+    return ids, subset, domains, domain, [r[3] for r in rows]
 
 
 def _question_arrays(benchmark: Benchmark, instruction_ids: np.ndarray):
@@ -146,13 +149,13 @@ def _question_arrays(benchmark: Benchmark, instruction_ids: np.ndarray):
         list(
             Question.objects.filter(instruction__benchmark=benchmark)
             .order_by("instruction_id", "position")
-            .values_list("id", "instruction_id", "constraint_mask")
+            .values_list("id", "instruction_id", "constraint_mask", "position")
         ),
         dtype=np.int64,
-    ).reshape(-1, 3)
+    ).reshape(-1, 4)
     instruction = _index_of(instruction_ids, rows[:, 1])
     # Questions are ordered by (instruction id, position), which is also instruction index order.
-    return rows[:, 0], instruction, rows[:, 2]
+    return rows[:, 0], instruction, rows[:, 2], rows[:, 3]
 
 
 def _response_arrays(benchmark: Benchmark, instruction_ids: np.ndarray):
@@ -205,8 +208,10 @@ def _display_positions(benchmark: Benchmark, system_ids: dict[int, int]) -> dict
 
 def benchmark_arrays(*, benchmark: Benchmark) -> BenchmarkArrays:
     """Load everything a report needs about one benchmark."""
-    instruction_ids, subset, domains, domain = _instruction_arrays(benchmark)
-    question_ids, question_instruction, question_mask = _question_arrays(benchmark, instruction_ids)
+    instruction_ids, subset, domains, domain, external_ids = _instruction_arrays(benchmark)
+    question_ids, question_instruction, question_mask, question_position = _question_arrays(
+        benchmark, instruction_ids
+    )
     per_instruction = np.bincount(question_instruction, minlength=len(instruction_ids))
     first_question = np.concatenate([[0], np.cumsum(per_instruction)[:-1]]).astype(np.int64)
     response_ids, response_instruction, response_system, systems, system_ids = _response_arrays(
@@ -258,6 +263,7 @@ def benchmark_arrays(*, benchmark: Benchmark) -> BenchmarkArrays:
         benchmark=benchmark,
         systems=systems,
         domains=domains,
+        instruction_external_ids=external_ids,
         annotator_names=[annotators[pk].name for pk in by_name],
         annotator_kinds=np.array(
             [KIND_CODES[annotators[pk].kind] for pk in by_name], dtype=np.int8
@@ -267,6 +273,7 @@ def benchmark_arrays(*, benchmark: Benchmark) -> BenchmarkArrays:
         questions_per_instruction=per_instruction,
         question_instruction=question_instruction,
         question_mask=question_mask,
+        question_position=question_position,
         item_response=item_response,
         item_question=item_question,
         item_instruction=item_instruction,

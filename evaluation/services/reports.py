@@ -7,20 +7,27 @@ by evaluation.stats on numpy arrays from evaluation.selectors.report_data.
 
 from __future__ import annotations
 
+import csv
+import hashlib
 import math
 from dataclasses import dataclass
+from typing import IO
 
 import numpy as np
 from django.conf import settings
+from django.core.cache import cache
+from django.db.models import Count, Max, Sum
 from django.utils import timezone
 
-from annotate.models import Benchmark, ConstraintType
-from evaluation.errors import EvaluationError
+from annotate.models import Assignment, Benchmark, ConstraintType, DirectScore, Label
+from evaluation.errors import ReportError
+from evaluation.models import JudgeCall
 from evaluation.selectors.report_costs import source_costs
 from evaluation.selectors.report_data import KIND_CODES, BenchmarkArrays, benchmark_arrays
 from evaluation.stats import (
     MISSING,
     NO,
+    UNKNOWN,
     YES,
     accuracy,
     disagreement_levels,
@@ -44,10 +51,6 @@ KIND_NAMES = {code: name for name, code in KIND_CODES.items()}
 CONSTRAINT_NAMES = [choice.label for choice in ConstraintType]
 EXPERT_MAJORITY = "expert-majority"
 CROWD_MAJORITY = "crowd-majority"
-
-
-class ReportError(EvaluationError):
-    """A report cannot be made as asked (unknown benchmark, unknown option)."""
 
 
 @dataclass
@@ -510,12 +513,68 @@ def report_build(
     }
 
 
-def report_build_by_name(*, benchmark_name: str, unknown: str = "exclude") -> dict:
-    """Find the benchmark by name and build its report."""
+def labels_aggregated_csv(*, benchmark: Benchmark, output: IO[str]) -> int:
+    """Write the expert and crowd majority labels as the long label CSV; return the row count.
+
+    Columns are those of the label import (instruction_id, system, annotator, question_index,
+    label) with the source name as the annotator, so the file can be imported back as labels.
+    Items with no majority are written as UNKNOWN, items the group never labelled are left out.
+    """
+    data = benchmark_arrays(benchmark=benchmark)
+    writer = csv.writer(output, lineterminator="\n")
+    writer.writerow(["instruction_id", "system", "annotator", "question_index", "label"])
+    rows = 0
+    names = {NO: "NO", YES: "YES", UNKNOWN: "UNKNOWN"}
+    for source in _sources(data):
+        if source.name not in (EXPERT_MAJORITY, CROWD_MAJORITY):
+            continue
+        for item in np.flatnonzero(source.values != MISSING):
+            writer.writerow(
+                [
+                    data.instruction_external_ids[data.item_instruction[item]],
+                    data.systems[data.item_system[item]],
+                    source.name,
+                    int(data.question_position[data.item_question[item]]),
+                    names[int(source.values[item])],
+                ]
+            )
+            rows += 1
+    return rows
+
+
+def _fingerprint(benchmark: Benchmark) -> str:
+    """Summarise what a report depends on, so a cached report is used only while it still holds."""
+    labels = Label.objects.filter(response__instruction__benchmark=benchmark).aggregate(
+        n=Count("id"), last=Max("id"), total=Sum("value")
+    )
+    scores = DirectScore.objects.filter(response__instruction__benchmark=benchmark).aggregate(
+        n=Count("id"), last=Max("id"), total=Sum("score")
+    )
+    work = Assignment.objects.filter(task__instruction__benchmark=benchmark).aggregate(
+        n=Count("id"), last=Max("submitted_at")
+    )
+    calls = JudgeCall.objects.filter(conversation__run__benchmark=benchmark).aggregate(
+        n=Count("id")
+    )
+    return repr((labels, scores, work, calls, benchmark.name))
+
+
+def report_cached(*, benchmark: Benchmark, unknown: str = "exclude") -> dict:
+    """Return the benchmark's report, from the cache while the data behind it is unchanged."""
+    if unknown not in UNKNOWN_MODES:
+        raise ReportError(f"unknown must be one of {', '.join(UNKNOWN_MODES)}, not {unknown!r}.")
+    digest = hashlib.sha256(_fingerprint(benchmark).encode()).hexdigest()[:24]
+    key = f"report:{benchmark.pk}:{unknown}:{digest}"
+    report = cache.get(key)
+    if report is None:
+        report = report_build(benchmark=benchmark, unknown=unknown)
+        cache.set(key, report, timeout=600)
+    return report
+
+
+def benchmark_for_report(*, benchmark_name: str) -> Benchmark:
+    """Return the benchmark of that name, or raise ReportError naming it."""
     benchmark = Benchmark.objects.filter(name=benchmark_name).first()
     if benchmark is None:
         raise ReportError(f"No benchmark named {benchmark_name!r}.")
-    return report_build(benchmark=benchmark, unknown=unknown)
-
-
-__all__ = ["ReportError", "report_build", "report_build_by_name", "system_pairs"]
+    return benchmark

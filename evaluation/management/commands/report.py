@@ -1,0 +1,46 @@
+"""Print every table of a benchmark's report (leaderboard, agreement, sources, breakdowns)."""
+
+from __future__ import annotations
+
+from django.core.management.base import BaseCommand, CommandError
+
+from evaluation import report_formats
+from evaluation.errors import EvaluationError
+from evaluation.services.reports import UNKNOWN_MODES, benchmark_for_report, report_build
+
+FORMATS = {
+    "json": report_formats.report_json,
+    "csv": report_formats.report_csv,
+    "latex": report_formats.report_latex,
+    "md": report_formats.report_markdown,
+}
+
+
+class Command(BaseCommand):
+    help = "Print a benchmark's report: DRFR leaderboard, kappa, sources vs experts, breakdowns."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--benchmark", required=True, help="Benchmark name.")
+        parser.add_argument("--format", choices=sorted(FORMATS), default="md")
+        parser.add_argument(
+            "--unknown",
+            choices=UNKNOWN_MODES,
+            default="exclude",
+            help="exclude: UNKNOWN and missing labels are not counted (default); "
+            "no: they count as NO, the official evaluation script's convention.",
+        )
+        parser.add_argument("--output", help="Write to this file instead of standard output.")
+
+    def handle(self, *args, **options):
+        try:
+            benchmark = benchmark_for_report(benchmark_name=options["benchmark"])
+            report = report_build(benchmark=benchmark, unknown=options["unknown"])
+        except EvaluationError as error:
+            raise CommandError(str(error)) from None
+        text = FORMATS[options["format"]](report)
+        if options["output"]:
+            with open(options["output"], "w", encoding="utf-8") as output:
+                output.write(text)
+            self.stderr.write(f"Wrote the report of {benchmark.name} to {options['output']}.")
+        else:
+            self.stdout.write(text)

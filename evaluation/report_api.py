@@ -1,0 +1,82 @@
+"""JSON API of the reports: a benchmark's whole report (schema in docs/reports.md)."""
+
+from __future__ import annotations
+
+from django.http import Http404
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from annotate.models import Benchmark
+from annotate.roles import is_researcher
+from evaluation.services.reports import UNKNOWN_MODES, report_cached
+
+Num = serializers.FloatField(allow_null=True)
+
+
+class LeaderboardRow(serializers.Serializer):
+    system = serializers.CharField()
+    source = serializers.CharField()
+    source_kind = serializers.CharField()
+    subset = serializers.CharField()
+    drfr, ci_low, ci_high = Num, Num, Num
+    yes = serializers.IntegerField()
+    questions = serializers.IntegerField()
+
+
+class AgreementRow(serializers.Serializer):
+    protocol = serializers.CharField()
+    group = serializers.CharField()
+    subset = serializers.CharField()
+    fleiss_kappa, ci_low, ci_high, p_bar, p_e, raw_agreement = Num, Num, Num, Num, Num, Num
+    items = serializers.IntegerField()
+    dropped = serializers.IntegerField()
+    annotators = serializers.IntegerField()
+    undefined_reason = serializers.CharField(allow_blank=True)
+
+
+class SourceRow(serializers.Serializer):
+    source = serializers.CharField()
+    source_kind = serializers.CharField()
+    subset = serializers.CharField()
+    acc, pld0, pld1, pld2, wpld, cost_usd, time_min = Num, Num, Num, Num, Num, Num, Num
+    compared = serializers.IntegerField()
+    pairs = serializers.IntegerField()
+
+
+class ReportApi(APIView):
+    class OutputSerializer(serializers.Serializer):
+        benchmark = serializers.CharField()
+        unknown = serializers.ChoiceField(choices=UNKNOWN_MODES)
+        generated_at = serializers.CharField()
+        seed = serializers.IntegerField()
+        n_resamples = serializers.IntegerField()
+        systems = serializers.ListField(child=serializers.CharField())
+        subsets = serializers.DictField(child=serializers.IntegerField())
+        leaderboard = LeaderboardRow(many=True)
+        agreement = AgreementRow(many=True)
+        sources = SourceRow(many=True)
+        constraints = serializers.ListField(child=serializers.DictField())
+        domains = serializers.ListField(child=serializers.DictField())
+        disagreement = serializers.ListField(child=serializers.DictField())
+        positions = serializers.ListField(child=serializers.DictField())
+        votes = serializers.ListField(child=serializers.DictField())
+
+    @extend_schema(
+        parameters=[OpenApiParameter("unknown", str, enum=list(UNKNOWN_MODES))],
+        responses=OutputSerializer,
+    )
+    def get(self, request: Request, benchmark_id: int) -> Response:
+        if not is_researcher(request.user):
+            raise Http404
+        benchmark = Benchmark.objects.filter(pk=benchmark_id).first()
+        if benchmark is None:
+            raise Http404
+        unknown = request.query_params.get("unknown", "exclude")
+        if unknown not in UNKNOWN_MODES:
+            return Response(
+                {"detail": f"unknown must be one of {', '.join(UNKNOWN_MODES)}."}, status=400
+            )
+        return Response(report_cached(benchmark=benchmark, unknown=unknown))
