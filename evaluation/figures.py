@@ -1,0 +1,277 @@
+"""Draw the report's figures (the paper's Figures 3, 4 and 9, position bias, the leaderboard).
+
+Every call builds its own `matplotlib.figure.Figure` on the Agg canvas: nothing goes through
+pyplot, so no figure or state outlives a call. Output is deterministic where matplotlib allows
+(fixed SVG id salt, no dates in the metadata), and SVG keeps text as text so a page that inlines
+it stays small and its names stay searchable.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+FIGURES: dict[str, str] = {
+    "leaderboard": "DRFR per system and subset, with 95% bootstrap intervals",
+    "constraints": "DRFR per constraint type",
+    "domains": "DRFR per domain",
+    "disagreement": "Distribution of disagreement levels",
+    "positions": "DRFR by display position (position bias)",
+}
+FORMATS = ("svg", "png", "pdf")
+PREFERRED_SOURCES = ("expert-majority", "crowd-majority")
+SUBSET_ORDER = ("easy", "hard", "overall")
+CONSTRAINT_ORDER = ("Content", "Linguistic", "Style", "Format", "Number")
+# Okabe & Ito's palette, told apart with every kind of colour blindness; then line styles.
+PALETTE = ("#0072B2", "#D55E00", "#009E73", "#E69F00", "#CC79A7", "#56B4E9", "#000000")
+LINE_STYLES = ("-", "--", ":", "-.")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+PNG_DPI = 150
+RC = {
+    "svg.hashsalt": "infobench-report",
+    "svg.fonttype": "none",
+    "pdf.fonttype": 42,
+    "font.size": 9,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+}
+METADATA = {
+    "svg": {"Date": None},
+    "pdf": {"CreationDate": None, "ModDate": None},
+    "png": {"Software": None},
+}
+
+
+def figure_available(report: dict, name: str) -> bool:
+    """Return whether the report has the data the figure needs."""
+    _check_name(name)
+    if name == "disagreement":
+        return any(row["questions"] for row in report.get("disagreement") or [])
+    return any(row.get("drfr") is not None for row in report.get(name) or [])
+
+
+def render_figure(report: dict, name: str, fmt: str, *, source: str | None = None) -> bytes:
+    """Draw one figure of the report and return it as SVG, PNG or PDF bytes.
+
+    `source` picks the label source of the leaderboard and radar figures; by default the expert
+    majority, else the crowd majority, else the first source the report lists.
+    """
+    _check_name(name)
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown figure format {fmt!r}: expected one of {', '.join(FORMATS)}")
+    if not figure_available(report, name):
+        raise ValueError(f"the report has no data for the {name} figure")
+    with matplotlib.rc_context(RC):
+        figure = Figure(figsize=(7.0, 4.8), layout="constrained")
+        FigureCanvasAgg(figure)
+        DRAWERS[name](figure, report, source)
+        output = io.BytesIO()
+        figure.savefig(output, format=fmt, dpi=PNG_DPI, metadata=METADATA[fmt])
+    return output.getvalue()
+
+
+def _check_name(name: str) -> None:
+    if name not in FIGURES:
+        raise ValueError(f"unknown figure {name!r}: expected one of {', '.join(FIGURES)}")
+
+
+def _text(value: object) -> str:
+    """Return user text that matplotlib shows as written: a `$` would start mathtext."""
+    return str(value).replace("$", r"\$")
+
+
+def _in_order(values: Sequence[str]) -> list[str]:
+    return list(dict.fromkeys(values))
+
+
+def _pick_source(rows: list[dict], source: str | None) -> str:
+    present = _in_order([row["source"] for row in rows if row.get("drfr") is not None])
+    if source is not None:
+        if source not in present:
+            raise ValueError(f"the report has no data for the label source {source!r}")
+        return source
+    return next((s for s in PREFERRED_SOURCES if s in present), present[0])
+
+
+def _percent(value: float | None) -> float:
+    return np.nan if value is None else 100 * value
+
+
+def _style(index: int) -> dict:
+    return {
+        "color": PALETTE[index % len(PALETTE)],
+        "linestyle": LINE_STYLES[(index // len(PALETTE)) % len(LINE_STYLES)],
+        "marker": MARKERS[index % len(MARKERS)],
+    }
+
+
+def _legend(axes: Axes, handles: list, labels: list[str], **kwargs) -> None:
+    # Labels passed explicitly: a name starting with "_" would otherwise be left out.
+    axes.legend(handles, [_text(label) for label in labels], frameon=False, **kwargs)
+
+
+# --- Radar charts (paper Figures 3 and 4) --------------------------------------------------------
+
+
+def _draw_radar(figure: Figure, report: dict, source: str | None, *, table: str, axis: str) -> None:
+    rows = report[table]
+    chosen = _pick_source(rows, source)
+    rows = [row for row in rows if row["source"] == chosen]
+    categories = _in_order([row[axis] for row in rows])
+    if axis == "constraint":
+        categories.sort(key=lambda c: CONSTRAINT_ORDER.index(c) if c in CONSTRAINT_ORDER else 99)
+    systems = [s for s in report["systems"] if any(row["system"] == s for row in rows)]
+    systems += _in_order([row["system"] for row in rows if row["system"] not in systems])
+    values = {(row["system"], row[axis]): row["drfr"] for row in rows}
+    angles = np.linspace(0, 2 * np.pi, len(categories), endpoint=False)
+    closed = np.append(angles, angles[0])
+    axes = figure.add_subplot(projection="polar")
+    handles = []
+    for index, system in enumerate(systems):
+        radii = [_percent(values.get((system, category))) for category in categories]
+        radii.append(radii[0])
+        (line,) = axes.plot(closed, radii, linewidth=1.5, markersize=4, **_style(index))
+        if not np.isnan(radii).any():
+            axes.fill(closed, radii, color=line.get_color(), alpha=0.08)
+        handles.append(line)
+    axes.set_xticks(angles, [_text(c) for c in categories])
+    axes.set_ylim(0, 100)
+    axes.set_yticks([20, 40, 60, 80, 100], ["20%", "40%", "60%", "80%", "100%"], fontsize=7)
+    axes.set_theta_offset(np.pi / 2)  # the first category at the top, as in the paper
+    axes.set_theta_direction(-1)
+    axes.set_rlabel_position(180 / max(len(categories), 1))  # between the first two spokes
+    axes.tick_params(axis="x", pad=10)
+    figure.suptitle(_text(f"{FIGURES[table]}, radius DRFR (%) (labels: {chosen})"))
+    _legend(axes, handles, systems, loc="upper left", bbox_to_anchor=(1.08, 1.0))
+
+
+def _draw_constraints(figure: Figure, report: dict, source: str | None) -> None:
+    _draw_radar(figure, report, source, table="constraints", axis="constraint")
+
+
+def _draw_domains(figure: Figure, report: dict, source: str | None) -> None:
+    _draw_radar(figure, report, source, table="domains", axis="domain")
+
+
+# --- Bar charts ----------------------------------------------------------------------------------
+
+
+def _grouped_bars(
+    axes: Axes,
+    groups: list[str],
+    series: list[str],
+    heights: Callable[[str], list[float]],
+    errors: Callable[[str], np.ndarray] | None = None,
+) -> list:
+    """Draw one bar per (group, series), series side by side within each group."""
+    width = 0.8 / max(len(series), 1)
+    positions = np.arange(len(groups))
+    containers = []
+    for index, name in enumerate(series):
+        offset = (index - (len(series) - 1) / 2) * width
+        bars = axes.bar(
+            positions + offset,
+            heights(name),
+            width,
+            color=PALETTE[index % len(PALETTE)],
+            yerr=errors(name) if errors else None,
+            capsize=3 if errors else 0,
+            error_kw={"elinewidth": 1, "ecolor": "#333333"},
+        )
+        containers.append(bars)
+    axes.set_xticks(positions, [_text(g) for g in groups])
+    return containers
+
+
+def _draw_leaderboard(figure: Figure, report: dict, source: str | None) -> None:
+    rows = report["leaderboard"]
+    chosen = _pick_source(rows, source)
+    rows = {(r["system"], r["subset"]): r for r in rows if r["source"] == chosen}
+    systems = [s for s in report["systems"] if any(key[0] == s for key in rows)]
+    systems += _in_order([system for system, _ in rows if system not in systems])
+    subsets = [s for s in SUBSET_ORDER if any(key[1] == s for key in rows)]
+
+    def heights(subset: str) -> list[float]:
+        return [_percent((rows.get((s, subset)) or {}).get("drfr")) for s in systems]
+
+    def errors(subset: str) -> np.ndarray:
+        below, above = [], []
+        for system in systems:
+            row = rows.get((system, subset)) or {}
+            drfr, low, high = (_percent(row.get(k)) for k in ("drfr", "ci_low", "ci_high"))
+            below.append(max(drfr - low, 0.0))  # nan stays nan: no error bar drawn
+            above.append(max(high - drfr, 0.0))
+        return np.array([below, above])
+
+    axes = figure.add_subplot()
+    containers = _grouped_bars(axes, systems, subsets, heights, errors)
+    axes.set_ylim(0, 105)
+    axes.set_xlabel("System")
+    axes.set_ylabel("DRFR (%)")
+    axes.set_title(_text(f"{FIGURES['leaderboard']} (labels: {chosen})"))
+    axes.tick_params(axis="x", labelrotation=15)
+    _legend(axes, containers, [f"{s} set" if s != "overall" else s for s in subsets], ncols=3)
+
+
+def _draw_positions(figure: Figure, report: dict, source: str | None) -> None:
+    rows = {(r["kind"], r["position"]): r for r in report["positions"]}
+    kinds = _in_order([kind for kind, _ in rows])
+    positions = sorted(_in_order([position for _, position in rows]), key=lambda p: (len(p), p))
+
+    def heights(kind: str) -> list[float]:
+        return [_percent((rows.get((kind, p)) or {}).get("drfr")) for p in positions]
+
+    axes = figure.add_subplot()
+    containers = _grouped_bars(axes, [f"System {p}" for p in positions], kinds, heights)
+    for container in containers:
+        axes.bar_label(container, fmt="%.1f", fontsize=7, padding=2)
+    axes.set_ylim(0, 120)
+    axes.set_yticks(range(0, 101, 20))
+    axes.set_xlabel("Position at which the response was shown")
+    axes.set_ylabel("DRFR (%)")
+    axes.set_title(FIGURES["positions"])
+    labels = [f"{kind} annotators" for kind in kinds]
+    _legend(axes, containers, labels, ncols=max(len(kinds), 1), loc="upper center")
+
+
+def _draw_disagreement(figure: Figure, report: dict, source: str | None) -> None:
+    rows = report["disagreement"]
+    groups = [g for g in _in_order([r["group"] for r in rows]) if _total(rows, g)]
+    levels = list(range(max(r["level"] for r in rows) + 1))
+    counts = {(r["group"], r["level"]): r["questions"] for r in rows}
+
+    def heights(group: str) -> list[float]:
+        total = _total(rows, group)
+        return [100 * counts.get((group, level), 0) / total for level in levels]
+
+    axes = figure.add_subplot()
+    containers = _grouped_bars(axes, [str(level) for level in levels], groups, heights)
+    for container in containers:
+        axes.bar_label(container, fmt="%.1f", fontsize=7, padding=2)
+    axes.set_xlabel("Disagreement level (number of systems whose output the annotators split on)")
+    axes.set_ylabel("Questions (%)")
+    axes.set_title(FIGURES["disagreement"])
+    labels = [f"{group} annotators ({_total(rows, group)} questions)" for group in groups]
+    _legend(axes, containers, labels)
+
+
+def _total(rows: list[dict], group: str) -> int:
+    return sum(row["questions"] for row in rows if row["group"] == group)
+
+
+DRAWERS: dict[str, Callable[[Figure, dict, str | None], None]] = {
+    "leaderboard": _draw_leaderboard,
+    "constraints": _draw_constraints,
+    "domains": _draw_domains,
+    "disagreement": _draw_disagreement,
+    "positions": _draw_positions,
+}

@@ -1,0 +1,340 @@
+"""Turn a report (the dict of docs/reports.md) into CSV, JSON, LaTeX and Markdown text.
+
+Plain functions of the dict: no database, no Django. Tables keep the column order of TABLES, so
+every format lists the same columns in the same order.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import re
+from collections.abc import Iterable
+
+TABLES: dict[str, list[str]] = {
+    "leaderboard": [
+        "system",
+        "source",
+        "source_kind",
+        "subset",
+        "drfr",
+        "ci_low",
+        "ci_high",
+        "yes",
+        "questions",
+    ],
+    "agreement": [
+        "protocol",
+        "group",
+        "subset",
+        "fleiss_kappa",
+        "ci_low",
+        "ci_high",
+        "p_bar",
+        "p_e",
+        "raw_agreement",
+        "items",
+        "dropped",
+        "annotators",
+        "undefined_reason",
+    ],
+    "sources": [
+        "source",
+        "source_kind",
+        "subset",
+        "acc",
+        "compared",
+        "pld0",
+        "pld1",
+        "pld2",
+        "wpld",
+        "pairs",
+        "cost_usd",
+        "time_min",
+    ],
+    "constraints": ["source", "system", "constraint", "drfr", "yes", "questions"],
+    "domains": ["source", "system", "domain", "drfr", "yes", "questions"],
+    "disagreement": ["group", "level", "questions"],
+    "positions": ["kind", "position", "drfr", "yes", "questions"],
+    "votes": ["source", "items", "ties", "no_votes"],
+}
+
+TABLE_TITLES = {
+    "leaderboard": "Leaderboard: DRFR per system, subset and label source",
+    "agreement": "Protocol reliability: pairwise Fleiss' kappa",
+    "sources": "Annotation sources against the expert majority",
+    "constraints": "DRFR per constraint type",
+    "domains": "DRFR per domain",
+    "disagreement": "Disagreement levels",
+    "positions": "DRFR by display position",
+    "votes": "Majority votes: ties and items without a vote",
+}
+
+SUBSET_ORDER = ("easy", "hard", "overall")
+FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
+
+
+# --- Cells ---------------------------------------------------------------------------------------
+
+
+def spreadsheet_safe(value: str) -> str:
+    """Return text a spreadsheet shows as text: a would-be formula gets a leading apostrophe.
+
+    A cell starting with = + - @, a tab or a carriage return is run as a formula by Excel and
+    LibreOffice (CSV injection). Numbers written as text, such as a negative kappa "-0.12" or
+    "+3", are left alone so that they stay numbers.
+    """
+    if value.startswith(FORMULA_PREFIXES) and not _NUMBER.fullmatch(value):
+        return "'" + value
+    return value
+
+
+def _finite(value: object) -> object:
+    """Return None for NaN and infinities, which no format here may emit."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _csv_cell(value: object) -> str:
+    value = _finite(value)
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)  # the shortest text that reads back as the same float
+    if isinstance(value, int):
+        return str(value)
+    return spreadsheet_safe(str(value))
+
+
+def _columns(table: str) -> list[str]:
+    if table not in TABLES:
+        raise ValueError(f"unknown table {table!r}: expected one of {', '.join(TABLES)}")
+    return TABLES[table]
+
+
+def _rows(report: dict, table: str) -> list[list[object]]:
+    columns = _columns(table)
+    return [[row.get(column) for column in columns] for row in report.get(table) or []]
+
+
+# --- CSV and JSON --------------------------------------------------------------------------------
+
+
+def table_csv(report: dict, table: str) -> str:
+    """Return one table as CSV: a header, then one line per row; null is an empty cell."""
+    output = io.StringIO()
+    writer = csv.writer(output, lineterminator="\n")
+    writer.writerow(_columns(table))
+    writer.writerows([_csv_cell(value) for value in row] for row in _rows(report, table))
+    return output.getvalue()
+
+
+def report_csv(report: dict) -> str:
+    """Return every table as CSV, each preceded by a `# <table>` line and followed by a blank line."""
+    return "".join(f"# {table}\n{table_csv(report, table)}\n" for table in TABLES)
+
+
+def _without_nan(value: object) -> object:
+    if isinstance(value, dict):
+        return {key: _without_nan(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_without_nan(item) for item in value]
+    return _finite(value)
+
+
+def report_json(report: dict) -> str:
+    """Return the report as indented JSON; NaN and infinities are written as null."""
+    return json.dumps(_without_nan(report), indent=2, ensure_ascii=False, allow_nan=False)
+
+
+def table_json(report: dict, table: str) -> str:
+    """Return one table as a JSON list of objects, keys in the table's column order."""
+    columns = _columns(table)
+    rows = [dict(zip(columns, row, strict=True)) for row in _rows(report, table)]
+    return json.dumps(_without_nan(rows), indent=2, ensure_ascii=False, allow_nan=False)
+
+
+# --- LaTeX ---------------------------------------------------------------------------------------
+
+_LATEX_SPECIALS = {
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "\\": r"\textbackslash{}",
+}
+_LATEX_TRANSLATION = str.maketrans(_LATEX_SPECIALS)
+
+
+def latex_escape(text: str) -> str:
+    """Return text that LaTeX typesets as written (one pass, so escapes are never escaped)."""
+    return str(text).translate(_LATEX_TRANSLATION)
+
+
+def _fixed(value: object, *, scale: float = 1, digits: int, grouped: bool = False) -> str:
+    value = _finite(value)
+    if value is None:
+        return "n/a"
+    text = f"{value * scale:{',' if grouped else ''}.{digits}f}"
+    return "$-$" + text[1:] if text.startswith("-") else text  # a minus sign, not a hyphen
+
+
+def _latex_table(
+    *, columns: str, header: list[str], body: list[list[str]], caption: str, label: str
+) -> str:
+    lines = [
+        r"\begin{table}[t]",
+        r"\centering",
+        rf"\begin{{tabular}}{{{columns}}}",
+        r"\toprule",
+        " & ".join(header) + r" \\",
+        r"\midrule",
+        *(line if line == r"\midrule" else " & ".join(line) + r" \\" for line in body),
+        r"\bottomrule",
+        r"\end{tabular}",
+        rf"\caption{{{caption}}}",
+        rf"\label{{{label}}}",
+        r"\end{table}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _in_order(values: Iterable[str]) -> list[str]:
+    """Return the distinct values in first-seen order."""
+    return list(dict.fromkeys(values))
+
+
+def _latex_leaderboard(report: dict) -> str:
+    by_key = {(r["source"], r["system"], r["subset"]): r["drfr"] for r in report["leaderboard"]}
+    body: list = []
+    for source in _in_order(r["source"] for r in report["leaderboard"]):
+        if body:
+            body.append(r"\midrule")
+        systems = _in_order(r["system"] for r in report["leaderboard"] if r["source"] == source)
+        for index, system in enumerate(systems):
+            cells = [
+                _fixed(by_key.get((source, system, s)), scale=100, digits=1) for s in SUBSET_ORDER
+            ]
+            body.append([latex_escape(source) if index == 0 else "", latex_escape(system), *cells])
+    return _latex_table(
+        columns="llrrr",
+        header=["Source", "Model", "Easy Set", "Hard Set", "Overall"],
+        body=body,
+        caption=latex_escape(f"DRFR (%) on {report['benchmark']} per label source."),
+        label="tab:drfr",
+    )
+
+
+def _latex_agreement(report: dict) -> str:
+    by_key = {(r["group"], r["protocol"], r["subset"]): r for r in report["agreement"]}
+    body = []
+    for group in _in_order(r["group"] for r in report["agreement"]):
+        for protocol in ("ds", "drfr"):
+            rows = [by_key.get((group, protocol, subset)) for subset in SUBSET_ORDER]
+            if not any(rows):
+                continue
+            kappas = [_fixed(row and row["fleiss_kappa"], digits=3) for row in rows]
+            body.append([protocol.upper(), latex_escape(group), *kappas])
+    return _latex_table(
+        columns="llrrr",
+        header=["Protocol", "Annotators", "Easy Set", "Hard Set", "Overall"],
+        body=body,
+        caption="Pairwise Fleiss' kappa agreement among annotators.",
+        label="tab:kappa",
+    )
+
+
+def _latex_sources(report: dict) -> str:
+    body: list = []
+    for subset in SUBSET_ORDER:
+        rows = [r for r in report["sources"] if r["subset"] == subset]
+        if not rows:
+            continue
+        if body:
+            body.append(r"\midrule")
+        name = f"{subset.capitalize()} ({report['subsets'].get(subset, 0)})"
+        for index, row in enumerate(rows):
+            body.append(
+                [
+                    rf"\textit{{{name}}}" if index == 0 else "",
+                    latex_escape(row["source"]),
+                    _fixed(row["cost_usd"], digits=2, grouped=True),
+                    _fixed(row["time_min"], digits=0, grouped=True),
+                    _fixed(row["acc"], scale=100, digits=1),
+                    *(_fixed(row[k], digits=1) for k in ("pld0", "pld1", "pld2")),
+                    _fixed(row["wpld"], digits=3),
+                ]
+            )
+    header = ["", "Source", r"Cost(\$)", "Time(min)", r"ACC(\%)"]
+    header += [rf"PLD{i}(\%)" for i in range(3)] + ["WPLD"]
+    return _latex_table(
+        columns="llrrrrrrr",
+        header=header,
+        body=body,
+        caption="Annotation sources against the expert majority: cost, time and robustness.",
+        label="tab:sources",
+    )
+
+
+def report_latex(report: dict) -> str:
+    """Return the paper's tables 5, 3 and 4 as booktabs LaTeX (needs \\usepackage{booktabs})."""
+    return "\n".join(
+        [
+            f"% {latex_escape(report['benchmark'])}: unknown answers {report['unknown']}",
+            _latex_leaderboard(report),
+            _latex_agreement(report),
+            _latex_sources(report),
+        ]
+    )
+
+
+# --- Markdown ------------------------------------------------------------------------------------
+
+_MARKDOWN_SPECIALS = re.compile(r"([\\`*_\[\]|<>#])")
+
+
+def _markdown_cell(value: object) -> str:
+    value = _finite(value)
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    text = " ".join(str(value).split())  # a newline would end the table row
+    return _MARKDOWN_SPECIALS.sub(r"\\\1", text)
+
+
+def table_markdown(report: dict, table: str) -> str:
+    """Return one table as a GitHub markdown table under a heading."""
+    columns = _columns(table)
+    lines = [
+        f"## {TABLE_TITLES[table]}",
+        "",
+        "| " + " | ".join(columns) + " |",
+        "| " + " | ".join("---" for _ in columns) + " |",
+        *("| " + " | ".join(map(_markdown_cell, row)) + " |" for row in _rows(report, table)),
+    ]
+    if not report.get(table):
+        lines.append("")
+        lines.append("_No data._")
+    return "\n".join(lines) + "\n"
+
+
+def report_markdown(report: dict) -> str:
+    """Return every table as a GitHub markdown table, each under its own heading."""
+    heading = (
+        f"# Report: {_markdown_cell(report['benchmark'])}\n\n"
+        f"Generated {report['generated_at']}; unknown answers: {report['unknown']}; "
+        f"bootstrap: {report['n_resamples']} resamples, seed {report['seed']}.\n"
+    )
+    return "\n".join([heading, *(table_markdown(report, table) for table in TABLES)])
