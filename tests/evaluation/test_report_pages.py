@@ -1,0 +1,184 @@
+"""The report page, its downloads, the API and `manage.py report`, on the hand-computed benchmark."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+from django.core.cache import cache
+from django.core.management import CommandError, call_command
+from django.urls import reverse
+
+from annotate.models import Label
+from annotate.roles import ANNOTATOR
+from tests.factories import UserFactory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    cache.clear()
+    yield
+    cache.clear()
+
+
+@pytest.fixture
+def researcher_client(client, researcher):
+    client.force_login(researcher)
+    return client
+
+
+def test_researcher_sees_every_table_of_the_report(researcher_client, bench):
+    response = researcher_client.get(reverse("reports:detail", args=[bench.pk]))
+    assert response.status_code == 200
+    page = response.content.decode()
+    for heading in ("Leaderboard", "Fleiss", "expert majority", "Figures", "Exports"):
+        assert heading.lower() in page.lower()
+    assert "crowd-majority" in page and "judge" in page
+    assert "undefined" in page  # the DRFR kappa of experts who always agree
+    assert reverse("reports:figure", args=[bench.pk, "constraints", "svg"]) in page
+
+
+def test_report_page_runs_a_fixed_number_of_queries(
+    researcher_client, bench, django_assert_max_num_queries
+):
+    with django_assert_max_num_queries(30):
+        assert researcher_client.get(reverse("reports:detail", args=[bench.pk])).status_code == 200
+    # Served from the cache while the data is unchanged: only the fingerprint queries remain.
+    with django_assert_max_num_queries(12):
+        assert researcher_client.get(reverse("reports:detail", args=[bench.pk])).status_code == 200
+
+
+def test_cached_report_follows_new_labels(researcher_client, bench):
+    url = reverse("api-report", args=[bench.pk])
+    before = researcher_client.get(url).json()
+    Label.objects.filter(annotator__name="judge").update(value=1)
+    after = researcher_client.get(url).json()
+    judge = [r for r in after["leaderboard"] if r["source"] == "judge" and r["subset"] == "overall"]
+    assert all(r["drfr"] == 1.0 for r in judge)
+    assert before["leaderboard"] != after["leaderboard"]
+
+
+@pytest.mark.parametrize("role", ["anonymous", "annotator"])
+def test_only_researchers_and_admins_see_reports(client, bench, role):
+    if role == "annotator":
+        client.force_login(UserFactory(username="someone", roles=[ANNOTATOR]))
+    for url in (
+        reverse("reports:list"),
+        reverse("reports:detail", args=[bench.pk]),
+        reverse("reports:download", args=[bench.pk, "json"]),
+        reverse("reports:figure", args=[bench.pk, "leaderboard", "png"]),
+        reverse("api-report", args=[bench.pk]),
+    ):
+        response = client.get(url)
+        assert response.status_code in (302, 403, 404), url
+        assert b"expert-majority" not in response.content
+
+
+def test_admin_sees_reports(client, admin_user, bench):
+    client.force_login(admin_user)
+    assert client.get(reverse("reports:detail", args=[bench.pk])).status_code == 200
+
+
+def test_unknown_option_changes_the_numbers_and_says_so(researcher_client, bench):
+    url = reverse("reports:download", args=[bench.pk, "json"])
+    default = json.loads(researcher_client.get(url).content)
+    as_no = json.loads(researcher_client.get(url, {"unknown": "no"}).content)
+    assert (default["unknown"], as_no["unknown"]) == ("exclude", "no")
+    assert default["leaderboard"] != as_no["leaderboard"]
+    assert researcher_client.get(url, {"unknown": "maybe"}).status_code == 404
+
+
+def test_whole_report_downloads(researcher_client, bench):
+    for fmt, marker in (
+        ("json", b'"leaderboard"'),
+        ("csv", b"# leaderboard"),
+        ("tex", b"\\begin{tabular}"),
+        ("md", b"| system |"),
+    ):
+        response = researcher_client.get(reverse("reports:download", args=[bench.pk, fmt]))
+        assert response.status_code == 200, fmt
+        assert "attachment" in response["Content-Disposition"]
+        assert marker in response.content, fmt
+    assert researcher_client.get(f"/reports/{bench.pk}/report.exe").status_code == 404
+
+
+def test_table_downloads_match_the_report(researcher_client, bench):
+    report = researcher_client.get(reverse("api-report", args=[bench.pk])).json()
+    response = researcher_client.get(reverse("reports:table", args=[bench.pk, "sources", "csv"]))
+    rows = list(csv.DictReader(io.StringIO(response.content.decode())))
+    assert len(rows) == len(report["sources"])
+    judge = next(r for r in rows if r["source"] == "judge" and r["subset"] == "overall")
+    assert float(judge["wpld"]) == pytest.approx(1.0)
+    as_json = researcher_client.get(reverse("reports:table", args=[bench.pk, "agreement", "json"]))
+    assert json.loads(as_json.content) == report["agreement"]
+    missing = reverse("reports:table", args=[bench.pk, "secrets", "csv"])
+    assert researcher_client.get(missing).status_code == 404
+
+
+def test_figures_in_three_formats(researcher_client, bench):
+    svg = researcher_client.get(reverse("reports:figure", args=[bench.pk, "constraints", "svg"]))
+    assert svg["Content-Type"] == "image/svg+xml" and b"<svg" in svg.content
+    png = researcher_client.get(reverse("reports:figure", args=[bench.pk, "leaderboard", "png"]))
+    assert png.content.startswith(b"\x89PNG")
+    pdf = researcher_client.get(
+        reverse("reports:figure", args=[bench.pk, "positions", "pdf"]), {"download": 1}
+    )
+    assert pdf.content.startswith(b"%PDF") and "attachment" in pdf["Content-Disposition"]
+    unknown = reverse("reports:figure", args=[bench.pk, "nonsense", "svg"])
+    assert researcher_client.get(unknown).status_code == 404
+
+
+def test_aggregated_labels_are_the_majorities_in_the_import_format(researcher_client, bench):
+    response = researcher_client.get(reverse("reports:aggregated-labels", args=[bench.pk]))
+    rows = list(csv.DictReader(io.StringIO(response.content.decode())))
+    assert set(rows[0]) == {"instruction_id", "system", "annotator", "question_index", "label"}
+    majority = {
+        (r["annotator"], r["system"], r["question_index"], r["label"])
+        for r in rows
+        if r["instruction_id"] == bench.instructions.order_by("id").first().external_id
+    }
+    assert ("expert-majority", "alpha", "2", "UNKNOWN") in majority  # the tie
+    assert ("crowd-majority", "beta", "1", "NO") in majority
+    assert len(rows) == 10 + 4  # experts: every item; crowd: i1 only
+
+
+def test_api_returns_the_report(researcher_client, bench):
+    response = researcher_client.get(reverse("api-report", args=[bench.pk]))
+    assert response.status_code == 200
+    body = response.json()
+    assert body["benchmark"] == bench.name
+    assert {r["protocol"] for r in body["agreement"]} == {"drfr", "ds"}
+    bad = researcher_client.get(reverse("api-report", args=[bench.pk]), {"unknown": "x"})
+    assert bad.status_code == 400 and "unknown" in bad.json()["detail"]
+    assert researcher_client.get(reverse("api-report", args=[99999])).status_code == 404
+
+
+def test_report_command_prints_every_format(bench, tmp_path):
+    output = io.StringIO()
+    call_command("report", "--benchmark", bench.name, "--format", "json", stdout=output)
+    report = json.loads(output.getvalue())
+    assert {r["source"] for r in report["sources"]} >= {"judge", "expert-majority"}
+    target = tmp_path / "tables.tex"
+    call_command(
+        "report",
+        "--benchmark",
+        bench.name,
+        "--format",
+        "latex",
+        "--output",
+        str(target),
+        stderr=io.StringIO(),
+    )
+    assert "\\toprule" in target.read_text()
+    markdown = io.StringIO()
+    call_command("report", "--benchmark", bench.name, "--unknown", "no", stdout=markdown)
+    assert "| system |" in markdown.getvalue()
+
+
+def test_report_command_names_an_unknown_benchmark(db):
+    with pytest.raises(CommandError, match="No benchmark named 'nope'"):
+        call_command("report", "--benchmark", "nope")

@@ -1,0 +1,195 @@
+"""report_build on the hand-computed benchmark of conftest.py (its docstring shows the labels)."""
+
+from __future__ import annotations
+
+import pytest
+
+from evaluation.services.reports import report_build
+from tests.factories import BenchmarkFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def _rows(report, table, **where):
+    return [r for r in report[table] if all(r[k] == v for k, v in where.items())]
+
+
+def _one(report, table, **where):
+    rows = _rows(report, table, **where)
+    assert len(rows) == 1, (table, where, rows)
+    return rows[0]
+
+
+def test_expert_majority_drfr_excludes_the_tie_and_unknown(bench):
+    report = report_build(benchmark=bench, n_resamples=200)
+    drfr = {
+        (r["system"], r["subset"]): (r["yes"], r["questions"])
+        for r in _rows(report, "leaderboard", source="expert-majority")
+    }
+    # i1 alpha: Y and a tie (not counted); i1 beta: Y N; i2 alpha: YYY; i2 beta: NNN.
+    assert drfr == {
+        ("alpha", "easy"): (1, 1),
+        ("beta", "easy"): (1, 2),
+        ("alpha", "hard"): (3, 3),
+        ("beta", "hard"): (0, 3),
+        ("alpha", "overall"): (4, 4),
+        ("beta", "overall"): (1, 5),
+    }
+    assert _one(report, "votes", source="expert-majority") == {
+        "source": "expert-majority",
+        "items": 10,
+        "ties": 1,
+        "no_votes": 0,
+    }
+
+
+def test_unknown_counted_as_no_when_asked(bench):
+    report = report_build(benchmark=bench, unknown="no", n_resamples=200)
+    majority = _one(report, "leaderboard", source="expert-majority", system="alpha", subset="easy")
+    assert (majority["yes"], majority["questions"]) == (1, 2)
+    judge = _one(report, "leaderboard", source="judge", system="beta", subset="overall")
+    assert (judge["yes"], judge["questions"]) == (2, 5)
+    assert report["unknown"] == "no"
+
+
+def test_leaderboard_has_each_expert_the_majorities_and_the_judge_with_cis(bench):
+    report = report_build(benchmark=bench, n_resamples=200)
+    sources = {r["source"] for r in report["leaderboard"]}
+    assert sources == {
+        "expert-1",
+        "expert-2",
+        "expert-3",
+        "expert-majority",
+        "crowd-majority",
+        "judge",
+    }
+    judge = _one(report, "leaderboard", source="judge", system="alpha", subset="overall")
+    assert judge["drfr"] == pytest.approx(3 / 5)
+    for row in report["leaderboard"]:
+        assert row["ci_low"] <= row["drfr"] + 1e-12 <= row["ci_high"] + 2e-12
+    crowd = _rows(report, "leaderboard", source="crowd-majority")
+    assert {(r["system"], r["subset"], r["drfr"]) for r in crowd} == {
+        ("alpha", "easy", 1.0),
+        ("beta", "easy", 0.0),
+        ("alpha", "overall", 1.0),
+        ("beta", "overall", 0.0),
+    }
+
+
+def test_drfr_kappa_is_undefined_when_every_expert_always_agrees(bench):
+    report = report_build(benchmark=bench, n_resamples=200)
+    # Every expert ranks alpha above beta on both instructions: one category, P_e = 1.
+    row = _one(report, "agreement", protocol="drfr", group="expert", subset="overall")
+    assert row["fleiss_kappa"] is None
+    assert row["p_e"] == pytest.approx(1.0)
+    assert "P_e" in row["undefined_reason"]
+    assert (row["items"], row["annotators"], row["dropped"]) == (2, 3, 0)
+
+
+def test_direct_score_kappa_matches_the_hand_computation(bench):
+    report = report_build(benchmark=bench, n_resamples=200)
+    row = _one(report, "agreement", protocol="ds", group="expert", subset="overall")
+    # Items: i1 counts (A, tie, B) = (1, 1, 1); i2 = (2, 1, 0). P̄ = 1/6, P_e = 7/18.
+    assert row["p_bar"] == pytest.approx(1 / 6)
+    assert row["p_e"] == pytest.approx(7 / 18)
+    assert row["fleiss_kappa"] == pytest.approx(-4 / 11)
+    assert row["raw_agreement"] == 0
+    easy = _one(report, "agreement", protocol="ds", group="expert", subset="easy")
+    assert easy["items"] == 1
+
+
+def test_crowd_kappa_pools_the_workers_of_each_task(bench):
+    report = report_build(benchmark=bench, n_resamples=200)
+    row = _one(report, "agreement", protocol="drfr", group="crowd", subset="easy")
+    # crowd-1 and crowd-3: alpha better; crowd-2: a tie. Counts (2, 1, 0): κ = -0.5.
+    assert row["fleiss_kappa"] == pytest.approx(-0.5)
+    assert row["annotators"] == 3
+
+
+def test_sources_against_the_expert_majority(bench):
+    report = report_build(benchmark=bench, n_resamples=200)
+    judge = _one(report, "sources", source="judge", subset="overall")
+    # 9 gold items with a majority; the judge gets 6 right (its UNKNOWN counts as wrong).
+    assert (judge["compared"], judge["acc"]) == (9, pytest.approx(2 / 3))
+    # i1: judge says beta better, gold says alpha better (PLD 2); i2: both alpha (PLD 0).
+    assert (judge["pairs"], judge["pld0"], judge["pld1"], judge["pld2"]) == (2, 50.0, 0.0, 50.0)
+    assert judge["wpld"] == pytest.approx(1.0)
+    gold = _one(report, "sources", source="expert-majority", subset="overall")
+    assert (gold["acc"], gold["pld0"], gold["wpld"]) == (1.0, 100.0, 0.0)
+    crowd = _one(report, "sources", source="crowd-majority", subset="easy")
+    assert (crowd["compared"], crowd["acc"]) == (3, pytest.approx(2 / 3))
+
+
+def test_crowd_cost_and_time_from_its_assignments(bench):
+    report = report_build(benchmark=bench, n_resamples=200)
+    crowd = _one(report, "sources", source="crowd-majority", subset="overall")
+    # 3 submitted assignments × $1.00 × (1 + 25% fee); first claim to last submission: 30 min.
+    assert crowd["cost_usd"] == pytest.approx(3.75)
+    assert crowd["time_min"] == pytest.approx(30.0)
+    hard = _one(report, "sources", source="crowd-majority", subset="hard")
+    assert hard["cost_usd"] is None
+    judge = _one(report, "sources", source="judge", subset="overall")
+    assert judge["cost_usd"] is None  # imported labels: nothing recorded, not zero
+
+
+def test_breakdowns_by_constraint_type_and_domain(bench):
+    report = report_build(benchmark=bench, n_resamples=200)
+    # Expert majority, beta: Content questions i1 q1 (Y) and i2 q1-q3 (NNN) → 1/4;
+    # i1 q2 (N) is Format and Number at once and counts under both.
+    content = _one(
+        report, "constraints", source="expert-majority", system="beta", constraint="Content"
+    )
+    assert (content["yes"], content["questions"]) == (1, 4)
+    for constraint in ("Format", "Number"):
+        row = _one(
+            report, "constraints", source="expert-majority", system="beta", constraint=constraint
+        )
+        assert (row["yes"], row["questions"]) == (0, 1)
+    poetry = _one(report, "domains", source="expert-majority", system="alpha", domain="Poetry")
+    assert (poetry["yes"], poetry["questions"]) == (3, 3)
+
+
+def test_disagreement_levels_of_the_experts(bench):
+    report = report_build(benchmark=bench, n_resamples=200)
+    levels = {r["level"]: r["questions"] for r in _rows(report, "disagreement", group="expert")}
+    # i1 q1: beta split; i1 q2: alpha split (Y, N; U is no vote); i2 q1: beta split;
+    # i2 q2: unanimous; i2 q3: both split.
+    assert levels == {0: 1, 1: 3, 2: 1}
+
+
+def test_drfr_by_display_position_reveals_what_was_shown_first(bench):
+    report = report_build(benchmark=bench, n_resamples=200)
+    positions = {r["position"]: (r["yes"], r["questions"]) for r in report["positions"]}
+    # Shown as System A: crowd-1 alpha YY, crowd-2 beta YN, crowd-3 alpha YY.
+    assert positions == {"A": (5, 6), "B": (1, 6)}
+
+
+def test_report_is_valid_json_with_every_documented_key(bench):
+    import json
+
+    report = report_build(benchmark=bench, n_resamples=50)
+    parsed = json.loads(json.dumps(report, allow_nan=False))
+    for key in ("leaderboard", "agreement", "sources", "constraints", "domains"):
+        assert parsed[key], key
+    assert set(parsed["leaderboard"][0]) == {
+        "system",
+        "source",
+        "source_kind",
+        "subset",
+        "drfr",
+        "ci_low",
+        "ci_high",
+        "yes",
+        "questions",
+    }
+
+
+def test_empty_benchmark_gives_an_empty_report():
+    report = report_build(benchmark=BenchmarkFactory(), n_resamples=50)
+    assert report["leaderboard"] == [] and report["agreement"] == [] and report["sources"] == []
+
+
+def test_seeded_bootstrap_is_reproducible(bench):
+    first = report_build(benchmark=bench, n_resamples=100, seed=7)
+    again = report_build(benchmark=bench, n_resamples=100, seed=7)
+    assert first["leaderboard"] == again["leaderboard"]
