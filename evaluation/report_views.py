@@ -142,6 +142,3 @@ def report_export_start(request: HttpRequest, benchmark_id: int) -> HttpResponse
     except EvaluationError as error:
         return HttpResponse(str(error), status=error.http_status, content_type="text/plain")
     return redirect(f"{reverse('reports:detail', args=[benchmark.pk])}?unknown={unknown}#exports")
-
-
-

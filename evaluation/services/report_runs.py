@@ -27,8 +27,8 @@ def report_export_request(*, benchmark: Benchmark, unknown: str, user=None) -> R
 def report_export_execute(*, export_id: int) -> ReportExport:
     """Build the report and write every file; safe to run twice (a finished export is kept)."""
     with transaction.atomic():
-        export = ReportExport.objects.select_for_update().select_related("benchmark").get(
-            pk=export_id
+        export = (
+            ReportExport.objects.select_for_update().select_related("benchmark").get(pk=export_id)
         )
         if export.status == ExportStatus.DONE:
             return export

@@ -42,7 +42,6 @@ from evaluation.stats import (
     ratio,
     ratio_ci,
     score_categories,
-    system_pairs,
 )
 
 SUBSETS = ("easy", "hard", "overall")
