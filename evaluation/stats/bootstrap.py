@@ -9,6 +9,7 @@ import numpy as np
 
 # About 2**20 cells per chunk of resamples keeps every temporary array near 8 MB.
 _CHUNK_CELLS = 1 << 20
+_COUNT_BLOCK_CELLS = 1 << 15
 
 
 def cluster_weights(n_clusters: int, n_resamples: int, rng: np.random.Generator) -> np.ndarray:
@@ -20,14 +21,22 @@ def cluster_weights(n_clusters: int, n_resamples: int, rng: np.random.Generator)
     """
     if n_clusters < 0 or n_resamples < 0:
         raise ValueError("n_clusters and n_resamples must not be negative")
-    cells = n_resamples * n_clusters
-    if cells == 0:
-        return np.zeros((n_resamples, n_clusters), dtype=np.int64)
-    dtype = np.int32 if cells < 2**31 else np.int64
+    weights = np.zeros((n_resamples, n_clusters), dtype=np.int64)
+    if weights.size == 0:
+        return weights
+    dtype = np.int32 if n_clusters < 2**30 else np.int64
     picks = rng.integers(0, n_clusters, size=(n_resamples, n_clusters), dtype=dtype)
-    picks += (np.arange(n_resamples, dtype=dtype) * n_clusters)[:, None]
-    counts = np.bincount(picks.ravel(), minlength=cells)
-    return counts.reshape(n_resamples, n_clusters).astype(np.int64, copy=False)
+    # Count a few resamples per bincount call: the counts then stay in the CPU cache, which is
+    # about twice as fast as one bincount over a whole chunk.
+    rows = max(1, _COUNT_BLOCK_CELLS // n_clusters)
+    offsets = (np.arange(rows, dtype=dtype) * n_clusters)[:, None]
+    for start in range(0, n_resamples, rows):
+        block = picks[start : start + rows]
+        flat = (block + offsets[: block.shape[0]]).ravel()
+        weights[start : start + block.shape[0]] = np.bincount(flat, minlength=block.size).reshape(
+            block.shape
+        )
+    return weights
 
 
 def weight_chunks(
@@ -74,8 +83,9 @@ def ratio_resamples(
     `numerators` and `denominators` have shape (n_clusters, k), `weights` (n_resamples,
     n_clusters). Returns float64 of shape (n_resamples, k).
     """
-    num = weights @ numerators
-    den = weights @ denominators
+    k = numerators.shape[1]
+    sums = weights @ np.hstack([numerators, denominators])
+    num, den = sums[:, :k], sums[:, k:]
     out = np.full(num.shape, np.nan)
     np.divide(num, den, out=out, where=den != 0)
     return out

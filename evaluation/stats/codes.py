@@ -3,7 +3,5 @@
 NO = 0
 YES = 1
 UNKNOWN = 2
+# Padding for an annotator slot with no label: items may have different numbers of annotators.
 MISSING = -1
-"""Padding for an annotator slot with no label (items may have different numbers of annotators)."""
-
-LABEL_DTYPE = "int8"

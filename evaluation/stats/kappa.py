@@ -139,12 +139,18 @@ def kappa_from_ratings(
 
 @dataclass(frozen=True)
 class _ClusterSums:
-    """Per-cluster sums from which kappa of any weighted resample of clusters follows."""
+    """Per-cluster sums from which kappa of any weighted resample of clusters follows.
 
-    agreement: np.ndarray  # Σ P_i over the cluster's items, shape (K,)
-    items: np.ndarray  # item count, shape (K,)
-    totals: np.ndarray  # Σ n_ij per category, shape (K, k)
+    `table` has one row per cluster and columns [item count, Σ P_i, Σ n_i1, ..., Σ n_ik], so
+    one matrix product with the weights gives every resample's sums.
+    """
+
+    table: np.ndarray
     raters: int
+
+    @property
+    def n_clusters(self) -> int:
+        return self.table.shape[0]
 
 
 def _cluster_sums(counts: np.ndarray, clusters: np.ndarray) -> _ClusterSums:
@@ -159,24 +165,21 @@ def _cluster_sums(counts: np.ndarray, clusters: np.ndarray) -> _ClusterSums:
     n = _rater_count(counts)
     counts = counts.astype(np.float64)
     n_clusters = int(clusters.max()) + 1
-    totals = np.stack(
-        [np.bincount(clusters, weights=column, minlength=n_clusters) for column in counts.T],
+    per_item = np.column_stack([np.ones(counts.shape[0]), _item_agreement(counts, n), counts])
+    table = np.stack(
+        [np.bincount(clusters, weights=column, minlength=n_clusters) for column in per_item.T],
         axis=1,
     )
-    return _ClusterSums(
-        agreement=np.bincount(clusters, weights=_item_agreement(counts, n), minlength=n_clusters),
-        items=np.bincount(clusters, minlength=n_clusters).astype(np.float64),
-        totals=totals,
-        raters=n,
-    )
+    return _ClusterSums(table=table, raters=n)
 
 
 def _weighted_kappa(sums: _ClusterSums, weights: np.ndarray) -> np.ndarray:
     """Return kappa for each row of cluster weights, NaN where it is undefined."""
-    items = weights @ sums.items
+    weighted = weights @ sums.table
+    items, agreement, totals = weighted[:, 0], weighted[:, 1], weighted[:, 2:]
     with np.errstate(divide="ignore", invalid="ignore"):
-        p_bar = (weights @ sums.agreement) / items
-        p_j = (weights @ sums.totals) / (items * sums.raters)[:, None]
+        p_bar = agreement / items
+        p_j = totals / (items * sums.raters)[:, None]
         p_e = (p_j * p_j).sum(axis=1)
         kappa = (p_bar - p_e) / (1.0 - p_e)
     defined = (items > 0) & (1.0 - p_e >= _PE_TOLERANCE)
@@ -189,13 +192,13 @@ def kappa_resamples(counts: np.ndarray, clusters: np.ndarray, weights: np.ndarra
     `weights` has shape (n_resamples, n_clusters): how often each cluster is drawn. A
     resample's kappa is Fleiss' kappa of the multiset of items it draws; with per-cluster sums
     S_c = Σ P_i, m_c = #items and T_cj = Σ n_ij it is κ from P̄ = Σ w_c S_c / Σ w_c m_c and
-    p_j = Σ w_c T_cj / (n Σ w_c m_c), so all resamples are three matrix products.
+    p_j = Σ w_c T_cj / (n Σ w_c m_c), so all resamples take one matrix product.
     """
     sums = _cluster_sums(counts, clusters)
     weights = np.asarray(weights, dtype=np.float64)
-    if weights.ndim != 2 or weights.shape[1] != sums.items.shape[0]:
+    if weights.ndim != 2 or weights.shape[1] != sums.n_clusters:
         raise ValueError(
-            f"weights must have shape (n_resamples, {sums.items.shape[0]}); got {weights.shape}"
+            f"weights must have shape (n_resamples, {sums.n_clusters}); got {weights.shape}"
         )
     return _weighted_kappa(sums, weights)
 
@@ -229,7 +232,7 @@ def kappa_ci(
         )
     _, dense_clusters = np.unique(clusters, return_inverse=True)
     sums = _cluster_sums(counts, dense_clusters.reshape(-1))
-    n_clusters = sums.items.shape[0]
+    n_clusters = sums.n_clusters
     samples = np.concatenate(
         [_weighted_kappa(sums, w) for w in weight_chunks(n_clusters, n_resamples, rng)]
     )
