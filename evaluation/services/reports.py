@@ -35,14 +35,14 @@ from evaluation.stats import (
     drfr_categories,
     drfr_counts,
     fleiss_kappa,
-    kappa_ci,
     level_distribution,
     majority_vote,
     pld,
     ratio,
-    ratio_ci,
     score_categories,
 )
+from evaluation.stats.bootstrap import percentile_interval, ratio_resamples, weight_chunks
+from evaluation.stats.kappa import kappa_resamples
 
 SUBSETS = ("easy", "hard", "overall")
 UNKNOWN_MODES = ("exclude", "no")
@@ -77,6 +77,69 @@ def _subset_instructions(data: BenchmarkArrays, subset: str) -> np.ndarray:
     if subset == "overall":
         return np.ones(data.n_instructions, dtype=bool)
     return data.instruction_subset == (0 if subset == "easy" else 1)
+
+
+# --- Confidence intervals ------------------------------------------------------------------------
+
+
+class Bootstrap:
+    """Collect the CIs a report needs, then compute them in one pass per set of instructions.
+
+    Every interval resamples whole instructions. Intervals over the same set of instructions
+    share the same resamples (one draw of weights, one matrix product per chunk), which is what
+    keeps a report over a million labels within seconds. A row's interval is written into it
+    (`ci_low`, `ci_high`) when `resolve` runs.
+    """
+
+    def __init__(self, n_instructions: int, rng: np.random.Generator, n_resamples: int):
+        self.n_instructions, self.rng, self.n_resamples = n_instructions, rng, n_resamples
+        self.level = 0.95
+        self.groups: dict[bytes, dict] = {}
+
+    def _group(self, instructions: np.ndarray) -> dict:
+        key = np.packbits(instructions).tobytes()
+        if key not in self.groups:
+            self.groups[key] = {"index": np.flatnonzero(instructions), "ratios": [], "kappas": []}
+        return self.groups[key]
+
+    def ratio(self, rows: list[dict], instructions, numerators, denominators) -> None:
+        """CI of Σ numerators / Σ denominators per column, one row per column."""
+        group = self._group(instructions)
+        group["ratios"].append((rows, numerators[group["index"]], denominators[group["index"]]))
+
+    def kappa(self, row: dict, counts: np.ndarray, item_instruction: np.ndarray) -> None:
+        """CI of Fleiss' kappa over items, each belonging to an instruction."""
+        instructions = np.zeros(self.n_instructions, dtype=bool)
+        instructions[item_instruction] = True
+        group = self._group(instructions)
+        clusters = np.searchsorted(group["index"], item_instruction)
+        group["kappas"].append((row, counts, clusters))
+
+    def resolve(self) -> None:
+        for group in self.groups.values():
+            self._resolve_group(group)
+
+    def _resolve_group(self, group: dict) -> None:
+        ratios, kappas = group["ratios"], group["kappas"]
+        numerators = np.hstack([r[1] for r in ratios]) if ratios else None
+        denominators = np.hstack([r[2] for r in ratios]) if ratios else None
+        ratio_samples, kappa_samples = [], []
+        for weights in weight_chunks(len(group["index"]), self.n_resamples, self.rng):
+            if ratios:
+                ratio_samples.append(ratio_resamples(numerators, denominators, weights))
+            if kappas:
+                kappa_samples.append(
+                    np.stack([kappa_resamples(c, k, weights) for _, c, k in kappas], axis=1)
+                )
+        if ratios:
+            low, high = percentile_interval(np.vstack(ratio_samples), self.level)
+            rows = [row for r in ratios for row in r[0]]
+            for row, lo, hi in zip(rows, low, high, strict=True):
+                row["ci_low"], row["ci_high"] = _number(lo), _number(hi)
+        if kappas:
+            low, high = percentile_interval(np.vstack(kappa_samples), self.level)
+            for (row, _, _), lo, hi in zip(kappas, low, high, strict=True):
+                row["ci_low"], row["ci_high"] = _number(lo), _number(hi)
 
 
 # --- Sources -------------------------------------------------------------------------------------
@@ -167,33 +230,33 @@ def _instruction_system_counts(data, source, unknown_as_no) -> tuple[np.ndarray,
     return yes.reshape(shape), counted.reshape(shape)
 
 
-def _leaderboard(data, sources, counts, rng, n_resamples) -> list[dict]:
+def _leaderboard(data, sources, counts, bootstrap: Bootstrap) -> list[dict]:
     rows = []
     for source in sources:
         yes, counted = counts[source.name]
         for subset in SUBSETS:
-            rows_in = _subset_instructions(data, subset) & (counted.sum(axis=1) > 0)
-            if not rows_in.any():
+            instructions = _subset_instructions(data, subset) & (counted.sum(axis=1) > 0)
+            if not instructions.any():
                 continue
-            yes_sum, counted_sum = yes[rows_in].sum(axis=0), counted[rows_in].sum(axis=0)
-            low, high = ratio_ci(yes[rows_in], counted[rows_in], rng, n_resamples=n_resamples)
+            yes_sum, counted_sum = yes[instructions].sum(axis=0), counted[instructions].sum(axis=0)
             drfr = ratio(yes_sum, counted_sum)
-            for s, system in enumerate(data.systems):
-                if counted_sum[s] == 0:
-                    continue
-                rows.append(
-                    {
-                        "system": system,
-                        "source": source.name,
-                        "source_kind": source.kind,
-                        "subset": subset,
-                        "drfr": _number(drfr[s]),
-                        "ci_low": _number(low[s]),
-                        "ci_high": _number(high[s]),
-                        "yes": int(yes_sum[s]),
-                        "questions": int(counted_sum[s]),
-                    }
-                )
+            systems = np.flatnonzero(counted_sum)
+            new_rows = [
+                {
+                    "system": data.systems[s],
+                    "source": source.name,
+                    "source_kind": source.kind,
+                    "subset": subset,
+                    "drfr": _number(drfr[s]),
+                    "ci_low": None,
+                    "ci_high": None,
+                    "yes": int(yes_sum[s]),
+                    "questions": int(counted_sum[s]),
+                }
+                for s in systems
+            ]
+            bootstrap.ratio(new_rows, instructions, yes[:, systems], counted[:, systems])
+            rows += new_rows
     return rows
 
 
@@ -312,7 +375,7 @@ def _rated_items(instruction, categories, defined) -> RatedItems:
     return RatedItems(counts.reshape(-1, 3), np.repeat(instructions, n_pairs), raters, n)
 
 
-def _agreement(data, unknown_as_no, rng, n_resamples) -> list[dict]:
+def _agreement(data, unknown_as_no, bootstrap: Bootstrap) -> list[dict]:
     rows = []
     for protocol in ("drfr", "ds"):
         for group in ("expert", "crowd"):
@@ -324,11 +387,11 @@ def _agreement(data, unknown_as_no, rng, n_resamples) -> list[dict]:
                 continue
             rated = _rated_items(instruction, categories, defined)
             for subset in SUBSETS:
-                rows.append(_agreement_row(data, protocol, group, subset, rated, rng, n_resamples))
+                rows.append(_agreement_row(data, protocol, group, subset, rated, bootstrap))
     return rows
 
 
-def _agreement_row(data, protocol, group, subset, rated: RatedItems, rng, n_resamples) -> dict:
+def _agreement_row(data, protocol, group, subset, rated: RatedItems, bootstrap) -> dict:
     in_subset = _subset_instructions(data, subset)[rated.instruction]
     kept = in_subset & (rated.raters >= rated.n) & (rated.n >= 2)
     dropped = in_subset & (rated.raters > 0) & ~kept
@@ -337,17 +400,13 @@ def _agreement_row(data, protocol, group, subset, rated: RatedItems, rng, n_resa
         if kept.any()
         else fleiss_kappa(np.zeros((0, 3), dtype=np.int64))
     )
-    low = high = None
-    if result.kappa is not None:
-        clusters = np.unique(rated.instruction[kept], return_inverse=True)[1]
-        low, high = kappa_ci(rated.counts[kept], clusters, rng, n_resamples=n_resamples)
-    return {
+    row = {
         "protocol": protocol,
         "group": group,
         "subset": subset,
         "fleiss_kappa": _number(result.kappa),
-        "ci_low": _number(low),
-        "ci_high": _number(high),
+        "ci_low": None,
+        "ci_high": None,
         "p_bar": _number(result.p_bar),
         "p_e": _number(result.p_e),
         "raw_agreement": _number(result.raw_agreement),
@@ -356,6 +415,9 @@ def _agreement_row(data, protocol, group, subset, rated: RatedItems, rng, n_resa
         "annotators": rated.n,
         "undefined_reason": result.undefined_reason,
     }
+    if result.kappa is not None:
+        bootstrap.kappa(row, rated.counts[kept], rated.instruction[kept])
+    return row
 
 
 # --- Sources against the expert majority (Table 4) ---------------------------------------------
@@ -488,11 +550,14 @@ def report_build(
     n_resamples = settings.REPORT_BOOTSTRAP_RESAMPLES if n_resamples is None else n_resamples
     seed = settings.REPORT_BOOTSTRAP_SEED if seed is None else seed
     unknown_as_no = unknown == "no"
-    rng = np.random.default_rng(seed)
     data = benchmark_arrays(benchmark=benchmark)
+    bootstrap = Bootstrap(data.n_instructions, np.random.default_rng(seed), n_resamples)
     sources = _sources(data)
     counts = {s.name: _instruction_system_counts(data, s, unknown_as_no) for s in sources}
     constraints, domains = _breakdowns(data, sources, unknown_as_no)
+    leaderboard = _leaderboard(data, sources, counts, bootstrap)
+    agreement = _agreement(data, unknown_as_no, bootstrap)
+    bootstrap.resolve()
     return {
         "benchmark": benchmark.name,
         "unknown": unknown,
@@ -501,8 +566,8 @@ def report_build(
         "n_resamples": n_resamples,
         "systems": data.systems,
         "subsets": {s: int(_subset_instructions(data, s).sum()) for s in SUBSETS},
-        "leaderboard": _leaderboard(data, sources, counts, rng, n_resamples),
-        "agreement": _agreement(data, unknown_as_no, rng, n_resamples),
+        "leaderboard": leaderboard,
+        "agreement": agreement,
         "sources": _source_rows(data, sources, counts, source_costs(benchmark=benchmark)),
         "constraints": constraints,
         "domains": domains,
