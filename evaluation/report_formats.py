@@ -129,7 +129,8 @@ def _rows(report: dict, table: str) -> list[list[object]]:
 def table_csv(report: dict, table: str) -> str:
     """Return one table as CSV: a header, then one line per row; null is an empty cell."""
     output = io.StringIO()
-    writer = csv.writer(output, lineterminator="\n")
+    # RFC 4180 line ends: with "\n" alone the writer would leave a "\r" in a name unquoted.
+    writer = csv.writer(output, lineterminator="\r\n")
     writer.writerow(_columns(table))
     writer.writerows([_csv_cell(value) for value in row] for row in _rows(report, table))
     return output.getvalue()
@@ -137,7 +138,7 @@ def table_csv(report: dict, table: str) -> str:
 
 def report_csv(report: dict) -> str:
     """Return every table as CSV, each preceded by a `# <table>` line and followed by a blank line."""
-    return "".join(f"# {table}\n{table_csv(report, table)}\n" for table in TABLES)
+    return "".join(f"# {table}\r\n{table_csv(report, table)}\r\n" for table in TABLES)
 
 
 def _without_nan(value: object) -> object:
