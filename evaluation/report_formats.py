@@ -174,13 +174,20 @@ _LATEX_SPECIALS = {
     "~": r"\textasciitilde{}",
     "^": r"\textasciicircum{}",
     "\\": r"\textbackslash{}",
+    "<": r"\textless{}",
+    ">": r"\textgreater{}",
+    "|": r"\textbar{}",
 }
 _LATEX_TRANSLATION = str.maketrans(_LATEX_SPECIALS)
 
 
 def latex_escape(text: str) -> str:
-    """Return text that LaTeX typesets as written (one pass, so escapes are never escaped)."""
-    return str(text).translate(_LATEX_TRANSLATION)
+    """Return text that LaTeX typesets as written (one pass, so escapes are never escaped).
+
+    Line breaks become spaces: a newline would end a `%` comment early, and a blank line inside
+    a tabular is an error.
+    """
+    return " ".join(str(text).split()).translate(_LATEX_TRANSLATION)
 
 
 def _fixed(value: object, *, scale: float = 1, digits: int, grouped: bool = False) -> str:

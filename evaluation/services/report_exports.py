@@ -61,16 +61,14 @@ def report_export(
     files = report_files(
         report=report, benchmark=benchmark, aggregated_labels_csv=aggregated_labels_csv
     )
-    prefix = _free_prefix(storage, benchmark=benchmark, now=now or timezone.now())
     saved: list[str] = []
     try:
+        prefix = _free_prefix(storage, benchmark=benchmark, now=now or timezone.now())
         for name, content in files.items():
             saved.append(storage.save(f"{prefix}/{name}", ContentFile(content)))
     except Exception as error:
         _remove(storage, saved)
-        raise ReportExportError(
-            f"could not store the report export under {prefix}/: {error}"
-        ) from error
+        raise ReportExportError(f"could not store the report export: {error}") from error
     return saved
 
 

@@ -156,6 +156,17 @@ def test_latex_escape_handles_every_special_once():
     )
 
 
+def test_latex_keeps_a_name_with_line_breaks_on_one_line():
+    report = sample_report()
+    report["benchmark"] = "Bench\n\n\\input{/etc/passwd}"
+    latex = report_latex(report)
+    assert latex.splitlines()[0] == (
+        r"% Bench \textbackslash{}input\{/etc/passwd\}: unknown answers exclude"
+    )
+    assert "\n\n\\begin{table}" in latex  # the only blank lines are between tables
+    assert latex.count("\n\n") == 2
+
+
 def _table_lines(latex: str, label: str) -> list[str]:
     block = next(b for b in latex.split(r"\begin{table}") if rf"\label{{{label}}}" in b)
     return block.splitlines()
@@ -250,3 +261,7 @@ def test_markdown_shows_null_as_na():
             break
     else:
         pytest.fail("the undefined kappa row is missing")
+
+
+def test_latex_escape_maps_characters_ot1_fonts_would_misprint():
+    assert latex_escape("a<b>|c") == r"a\textless{}b\textgreater{}\textbar{}c"
