@@ -42,8 +42,6 @@ def export_storage() -> Storage:
             bucket_name=settings.EXPORT_S3_BUCKET,
             endpoint_url=settings.AWS_S3_ENDPOINT_URL,
             file_overwrite=False,
-            default_acl=None,
-            querystring_auth=True,
         )
     return FileSystemStorage(location=settings.EXPORT_DIR)
 
@@ -58,7 +56,7 @@ def report_export(
 ) -> list[str]:
     """Store every file of the report under reports/<benchmark>/<timestamp>/; return their names."""
     storage = storage or export_storage()
-    files = report_files(
+    files = _export_files(
         report=report, benchmark=benchmark, aggregated_labels_csv=aggregated_labels_csv
     )
     saved: list[str] = []
@@ -72,7 +70,7 @@ def report_export(
     return saved
 
 
-def report_files(*, report: dict, benchmark: Benchmark, aggregated_labels_csv: str) -> dict:
+def _export_files(*, report: dict, benchmark: Benchmark, aggregated_labels_csv: str) -> dict:
     """Return every export file as {relative name: bytes}, built before anything is stored."""
     files = {
         "report.json": report_json(report),
