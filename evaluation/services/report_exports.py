@@ -55,7 +55,8 @@ def report_export(
     now: datetime | None = None,
 ) -> list[str]:
     """Store every file of the report under reports/<benchmark>/<timestamp>/; return their names."""
-    storage = storage or export_storage()
+    if storage is None:
+        storage = export_storage()
     files = _export_files(
         report=report, benchmark=benchmark, aggregated_labels_csv=aggregated_labels_csv
     )
