@@ -43,3 +43,9 @@ class JudgeTransientError(JudgeCallError):
 
 class JudgeRejectedError(JudgeCallError):
     """The server refused the request as it stands (400, 401, 404...): asking again cannot help."""
+
+
+class ReportExportError(EvaluationError):
+    """The export storage (S3 or the export folder) refused or failed a write."""
+
+    http_status = 503

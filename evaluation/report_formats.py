@@ -129,7 +129,8 @@ def _rows(report: dict, table: str) -> list[list[object]]:
 def table_csv(report: dict, table: str) -> str:
     """Return one table as CSV: a header, then one line per row; null is an empty cell."""
     output = io.StringIO()
-    writer = csv.writer(output, lineterminator="\n")
+    # RFC 4180 line ends: with "\n" alone the writer would leave a "\r" in a name unquoted.
+    writer = csv.writer(output, lineterminator="\r\n")
     writer.writerow(_columns(table))
     writer.writerows([_csv_cell(value) for value in row] for row in _rows(report, table))
     return output.getvalue()
@@ -137,7 +138,7 @@ def table_csv(report: dict, table: str) -> str:
 
 def report_csv(report: dict) -> str:
     """Return every table as CSV, each preceded by a `# <table>` line and followed by a blank line."""
-    return "".join(f"# {table}\n{table_csv(report, table)}\n" for table in TABLES)
+    return "".join(f"# {table}\r\n{table_csv(report, table)}\r\n" for table in TABLES)
 
 
 def _without_nan(value: object) -> object:
@@ -173,13 +174,20 @@ _LATEX_SPECIALS = {
     "~": r"\textasciitilde{}",
     "^": r"\textasciicircum{}",
     "\\": r"\textbackslash{}",
+    "<": r"\textless{}",
+    ">": r"\textgreater{}",
+    "|": r"\textbar{}",
 }
 _LATEX_TRANSLATION = str.maketrans(_LATEX_SPECIALS)
 
 
 def latex_escape(text: str) -> str:
-    """Return text that LaTeX typesets as written (one pass, so escapes are never escaped)."""
-    return str(text).translate(_LATEX_TRANSLATION)
+    """Return text that LaTeX typesets as written (one pass, so escapes are never escaped).
+
+    Line breaks become spaces: a newline would end a `%` comment early, and a blank line inside
+    a tabular is an error.
+    """
+    return " ".join(str(text).split()).translate(_LATEX_TRANSLATION)
 
 
 def _fixed(value: object, *, scale: float = 1, digits: int, grouped: bool = False) -> str:

@@ -1,0 +1,143 @@
+"""Report figures: every figure in every format, from a sample report dict (no database)."""
+
+import xml.etree.ElementTree as ET
+
+import matplotlib
+import pytest
+
+from evaluation.figures import FIGURES, figure_available, render_figure
+from tests.evaluation.report_sample import SYSTEMS, empty_report, sample_report
+
+SVG = "{http://www.w3.org/2000/svg}"
+FORMATS = ["svg", "png", "pdf"]
+# What each figure must show as text: the systems, or the annotator groups it compares.
+SHOWN = {
+    "leaderboard": SYSTEMS,
+    "constraints": SYSTEMS + ["Content", "Linguistic", "Style", "Format", "Number"],
+    "domains": SYSTEMS + ["Coding", "Marketing", "Education"],
+    "disagreement": ["expert annotators (60 questions)", "crowd annotators (60 questions)"],
+    "positions": ["System A", "System B", "System C", "expert annotators"],
+}
+
+
+def _svg_texts(svg: bytes) -> list[str]:
+    root = ET.fromstring(svg)
+    return ["".join(element.itertext()) for element in root.iter(f"{SVG}text")]
+
+
+def _rename_system(report: dict, old: str, new: str) -> dict:
+    report["systems"] = [new if s == old else s for s in report["systems"]]
+    for table in ("leaderboard", "constraints", "domains"):
+        for row in report[table]:
+            if row["system"] == old:
+                row["system"] = new
+    return report
+
+
+@pytest.mark.parametrize("name", list(FIGURES))
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_every_figure_renders_in_every_format(name, fmt):
+    data = render_figure(sample_report(), name, fmt)
+    if fmt == "png":
+        assert data.startswith(b"\x89PNG\r\n\x1a\n")
+    elif fmt == "pdf":
+        assert data.startswith(b"%PDF-")
+        assert data.rstrip().endswith(b"%%EOF")
+    else:
+        texts = _svg_texts(data)
+        for label in SHOWN[name]:
+            assert label in texts, (name, label)
+        assert FIGURES[name].split(" (")[0] in " ".join(texts)  # the title
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_output_is_the_same_bytes_every_time(fmt):
+    report = sample_report()
+    assert render_figure(report, "constraints", fmt) == render_figure(report, "constraints", fmt)
+
+
+def test_svg_keeps_text_as_text_and_stays_small():
+    svg = render_figure(sample_report(), "leaderboard", "svg")
+    assert b"<text" in svg
+    assert len(svg) < 60_000
+
+
+def test_no_figure_is_available_for_an_empty_report():
+    report = empty_report()
+    for name in FIGURES:
+        assert figure_available(report, name) is False
+        with pytest.raises(ValueError, match="no data"):
+            render_figure(report, name, "svg")
+
+
+def test_every_figure_is_available_for_the_sample():
+    assert all(figure_available(sample_report(), name) for name in FIGURES)
+
+
+def test_disagreement_with_no_question_is_not_available():
+    report = sample_report()
+    for row in report["disagreement"]:
+        row["questions"] = 0
+    assert figure_available(report, "disagreement") is False
+
+
+def test_unknown_figure_or_format_is_refused():
+    with pytest.raises(ValueError, match="unknown figure"):
+        render_figure(sample_report(), "pie", "svg")
+    with pytest.raises(ValueError, match="unknown figure format"):
+        render_figure(sample_report(), "constraints", "gif")
+    with pytest.raises(ValueError, match="unknown figure"):
+        figure_available(sample_report(), "pie")
+
+
+def test_source_defaults_to_expert_majority_then_crowd_majority():
+    report = sample_report()
+    assert "labels: expert-majority" in " ".join(
+        _svg_texts(render_figure(report, "leaderboard", "svg"))
+    )
+    for table in ("leaderboard", "constraints", "domains"):
+        report[table] = [r for r in report[table] if r["source"] != "expert-majority"]
+    assert "labels: crowd-majority" in " ".join(_svg_texts(render_figure(report, "domains", "svg")))
+    for table in ("leaderboard", "constraints", "domains"):
+        report[table] = [r for r in report[table] if r["source"] != "crowd-majority"]
+    assert "labels: alpha" in " ".join(_svg_texts(render_figure(report, "constraints", "svg")))
+
+
+def test_source_can_be_chosen_and_must_exist():
+    report = sample_report()
+    svg = render_figure(report, "constraints", "svg", source="gpt-4-0314 judge")
+    assert "labels: gpt-4-0314 judge" in " ".join(_svg_texts(svg))
+    with pytest.raises(ValueError, match="label source 'nobody'"):
+        render_figure(report, "leaderboard", "svg", source="nobody")
+
+
+def test_a_radar_with_a_null_drfr_still_renders():
+    # The judge has no counted question for vicuna on Education (drfr null in the sample).
+    png = render_figure(sample_report(), "domains", "png", source="gpt-4-0314 judge")
+    assert png.startswith(b"\x89PNG")
+
+
+def test_a_script_tag_in_a_name_stays_text():
+    name = "<script>alert(1)</script>"
+    report = _rename_system(sample_report(), "claude-2.1", name)
+    svg = render_figure(report, "leaderboard", "svg")
+    root = ET.fromstring(svg)
+    assert not [e for e in root.iter() if e.tag.split("}")[-1].lower() == "script"]
+    assert b"<script" not in svg
+    assert name in _svg_texts(svg)
+
+
+def test_dollar_signs_and_underscores_in_names_are_shown_as_written():
+    report = _rename_system(sample_report(), "claude-2.1", "_a$b$c")
+    svg = render_figure(report, "constraints", "svg")
+    assert "_a$b$c" in _svg_texts(svg)  # not mathtext, and not dropped from the legend
+
+
+def test_rendering_leaves_no_global_matplotlib_state_behind():
+    import matplotlib.pyplot as plt
+
+    before = dict(matplotlib.rcParams)
+    render_figure(sample_report(), "positions", "svg")
+    assert plt.get_fignums() == []
+    assert dict(matplotlib.rcParams) == before
+    assert matplotlib.get_backend().lower() == "agg"

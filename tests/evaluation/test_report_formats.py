@@ -1,0 +1,298 @@
+"""Report tables as CSV, JSON, LaTeX and Markdown, from a sample report dict (no database)."""
+
+import csv
+import io
+import json
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from evaluation.report_formats import (
+    TABLES,
+    latex_escape,
+    report_csv,
+    report_json,
+    report_latex,
+    report_markdown,
+    spreadsheet_safe,
+    table_csv,
+    table_json,
+)
+from tests.evaluation.report_sample import empty_report, sample_report
+
+
+def _parse(text: str) -> list[list[str]]:
+    return list(csv.reader(io.StringIO(text)))
+
+
+def _expected_cell(value) -> str:
+    if value is None:
+        return ""
+    return str(value)
+
+
+def test_sample_rows_have_exactly_the_table_columns():
+    report = sample_report()
+    for table, columns in TABLES.items():
+        assert report[table], table
+        for row in report[table]:
+            assert list(row) == columns, table
+
+
+@pytest.mark.parametrize("table", list(TABLES))
+def test_table_csv_round_trips_through_csv_reader(table):
+    report = sample_report()
+    header, *rows = _parse(table_csv(report, table))
+    assert header == TABLES[table]
+    assert len(rows) == len(report[table])
+    for cells, row in zip(rows, report[table], strict=True):
+        for cell, column in zip(cells, header, strict=True):
+            value = row[column]
+            if isinstance(value, float):
+                assert float(cell) == value  # full precision: the very same float
+            else:
+                assert cell == _expected_cell(value)
+
+
+def test_null_is_an_empty_cell_and_nan_too():
+    report = sample_report()
+    report["leaderboard"][0]["ci_low"] = float("nan")
+    header, *rows = _parse(table_csv(report, "agreement"))
+    undefined = next(r for r in rows if r[header.index("undefined_reason")])
+    assert undefined[header.index("fleiss_kappa")] == ""
+    header, first, *_ = _parse(table_csv(report, "leaderboard"))
+    assert first[header.index("ci_low")] == ""
+
+
+@pytest.mark.parametrize(
+    "name",
+    ['=HYPERLINK("http://x","y")', "+1+2", "-2+3", "@SUM(A1:A9)", "\tcmd", "\rcmd", "-"],
+)
+def test_formula_cells_are_neutralised(name):
+    report = sample_report()
+    report["leaderboard"][0]["system"] = name
+    header, first, *_ = _parse(table_csv(report, "leaderboard"))
+    assert first[header.index("system")] == "'" + name
+
+
+def test_negative_numbers_stay_numbers():
+    report = sample_report()
+    header, *rows = _parse(table_csv(report, "agreement"))
+    kappas = [row[header.index("fleiss_kappa")] for row in rows]
+    assert "-0.1204" in kappas
+    assert not any(k.startswith("'") for k in kappas)
+
+
+@pytest.mark.parametrize("text", ["-0.12", "+3", "-1e-05", "-.5", "12", "plain", "a=b"])
+def test_spreadsheet_safe_leaves_numbers_and_plain_text(text):
+    assert spreadsheet_safe(text) == text
+
+
+@pytest.mark.parametrize("text", ["-1-1", "=1", "+A1", "-0.12)", "@x", "-e5"])
+def test_spreadsheet_safe_quotes_formulas(text):
+    assert spreadsheet_safe(text) == "'" + text
+
+
+def test_report_csv_has_every_table_under_its_heading():
+    report = sample_report()
+    sections = report_csv(report).split("\r\n\r\n")
+    assert sections[-1] == ""  # the last table is followed by a blank line too
+    assert len(sections) == len(TABLES) + 1
+    for table, section in zip(TABLES, sections, strict=False):
+        heading, body = section.split("\r\n", 1)
+        assert heading == f"# {table}"
+        assert body + "\r\n" == table_csv(report, table)
+
+
+def test_line_breaks_inside_a_name_stay_inside_the_cell():
+    report = sample_report()
+    report["votes"][0]["source"] = "two\rlines\nhere"
+    header, first, *rest = _parse(table_csv(report, "votes"))
+    assert first[0] == "two\rlines\nhere"
+    assert len(rest) == len(report["votes"]) - 1
+
+
+def test_report_json_round_trips_and_writes_nan_as_null():
+    report = sample_report()
+    assert json.loads(report_json(report)) == report
+    report["positions"][0]["drfr"] = float("nan")
+    report["sources"][0]["cost_usd"] = float("inf")
+    text = report_json(report)
+    assert "NaN" not in text and "Infinity" not in text
+    loaded = json.loads(text)
+    assert loaded["positions"][0]["drfr"] is None
+    assert loaded["sources"][0]["cost_usd"] is None
+    assert text.startswith('{\n  "benchmark": "InFoBench"')  # indent 2
+
+
+def test_table_json_lists_rows_in_column_order():
+    report = sample_report()
+    rows = json.loads(table_json(report, "votes"))
+    assert rows == report["votes"]
+    assert list(rows[0]) == TABLES["votes"]
+
+
+def test_unknown_table_is_refused():
+    with pytest.raises(ValueError, match="unknown table"):
+        table_csv(sample_report(), "nope")
+
+
+# --- LaTeX ---------------------------------------------------------------------------------------
+
+
+def test_latex_escapes_special_characters_in_names():
+    report = sample_report()
+    for row in report["leaderboard"]:
+        if row["system"] == "claude-2.1":
+            row["system"] = "a&b_c%"
+    latex = report_latex(report)
+    assert r"a\&b\_c\%" in latex
+    assert "a&b_c%" not in latex
+
+
+def test_latex_escape_handles_every_special_once():
+    assert latex_escape("& % $ # _ { } ~ ^ \\") == (
+        r"\& \% \$ \# \_ \{ \} \textasciitilde{} \textasciicircum{} \textbackslash{}"
+    )
+
+
+def test_latex_keeps_a_name_with_line_breaks_on_one_line():
+    report = sample_report()
+    report["benchmark"] = "Bench\n\n\\input{/etc/passwd}"
+    latex = report_latex(report)
+    assert latex.splitlines()[0] == (
+        r"% Bench \textbackslash{}input\{/etc/passwd\}: unknown answers exclude"
+    )
+    assert "\n\n\\begin{table}" in latex  # the only blank lines are between tables
+    assert latex.count("\n\n") == 2
+
+
+def _table_lines(latex: str, label: str) -> list[str]:
+    block = next(b for b in latex.split(r"\begin{table}") if rf"\label{{{label}}}" in b)
+    return block.splitlines()
+
+
+def test_latex_leaderboard_is_drfr_times_100_with_one_decimal():
+    latex = report_latex(sample_report())
+    lines = _table_lines(latex, "tab:drfr")
+    assert "Source & Model & Easy Set & Hard Set & Overall \\\\" in lines
+    # expert-majority, gpt-4: 14/18, 36/42, 50/60
+    assert r"expert-majority & gpt-4-1106-preview & 77.8 & 85.7 & 83.3 \\" in lines
+    assert r"\toprule" in lines and r"\bottomrule" in lines
+
+
+def test_latex_agreement_has_three_decimals_and_na_for_undefined_kappa():
+    lines = _table_lines(report_latex(sample_report()), "tab:kappa")
+    assert r"DS & crowd & n/a & $-$0.120 & $-$0.120 \\" in lines
+    assert r"DRFR & expert & 0.430 & 0.430 & 0.430 \\" in lines
+
+
+def test_latex_sources_follow_table_4():
+    lines = _table_lines(report_latex(sample_report()), "tab:sources")
+    assert any(line.startswith(r" & Source & Cost(\$) & Time(min) & ACC(\%)") for line in lines)
+    assert (
+        r"\textit{Overall (10)} & alpha & 236.00 & 480 & 93.0 & 90.0 & 10.0 & 0.0 & 0.100 \\"
+        in lines
+    )
+    assert r" & gpt-4-0314 judge & n/a & n/a & 81.0 & 65.6 & 34.4 & 0.0 & 0.344 \\" in lines
+
+
+def test_latex_environments_are_balanced():
+    latex = report_latex(sample_report())
+    for environment in ("table", "tabular"):
+        opened = len(re.findall(rf"\\begin{{{environment}}}", latex))
+        assert opened == 3
+        assert opened == len(re.findall(rf"\\end{{{environment}}}", latex))
+
+
+def test_latex_of_an_empty_report_still_has_the_three_tables():
+    latex = report_latex(empty_report())
+    assert latex.count(r"\begin{tabular}") == 3
+
+
+# --- Markdown ------------------------------------------------------------------------------------
+
+
+def _markdown_tables(text: str) -> dict[str, list[str]]:
+    tables, heading = {}, None
+    for line in text.splitlines():
+        if line.startswith("## "):
+            heading = line[3:]
+            tables[heading] = []
+        elif line.startswith("|") and heading:
+            tables[heading].append(line)
+    return tables
+
+
+def _cells(line: str) -> list[str]:
+    return re.split(r"(?<!\\)\|", line.strip())[1:-1]
+
+
+def test_markdown_has_every_table_with_a_heading_and_all_rows():
+    report = sample_report()
+    tables = _markdown_tables(report_markdown(report))
+    assert len(tables) == len(TABLES)
+    for lines, table in zip(tables.values(), TABLES, strict=True):
+        header, separator, *rows = lines
+        assert [c.strip() for c in _cells(header)] == TABLES[table]
+        assert len(rows) == len(report[table])
+
+
+def test_markdown_escapes_pipes_and_markup_in_names():
+    report = sample_report()
+    report["votes"][0]["source"] = "a|b <script>*x*"
+    lines = _markdown_tables(report_markdown(report))[
+        "Majority votes: ties and items without a vote"
+    ]
+    first_row = lines[2]
+    assert len(_cells(first_row)) == len(TABLES["votes"])
+    assert r"a\|b \<script\>\*x\*" in first_row
+
+
+def test_markdown_shows_null_as_na():
+    tables = _markdown_tables(report_markdown(sample_report()))
+    header, _, *rows = tables["Protocol reliability: pairwise Fleiss' kappa"]
+    columns = [c.strip() for c in _cells(header)]
+    for row in rows:
+        cells = dict(zip(columns, (c.strip() for c in _cells(row)), strict=True))
+        if (cells["protocol"], cells["group"], cells["subset"]) == ("ds", "crowd", "easy"):
+            assert cells["fleiss_kappa"] == "n/a"
+            assert cells["undefined_reason"].startswith("P\\_e = 1")
+            break
+    else:
+        pytest.fail("the undefined kappa row is missing")
+
+
+def test_latex_escape_maps_characters_ot1_fonts_would_misprint():
+    assert latex_escape("a<b>|c") == r"a\textless{}b\textgreater{}\textbar{}c"
+
+
+@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex is not installed")
+def test_latex_compiles_with_hostile_names(tmp_path):
+    report = sample_report()
+    report["benchmark"] = "Bench & co_2 100% #1 {x} ~^\\ <a|b>"
+    for row in report["leaderboard"]:
+        if row["system"] == "claude-2.1":
+            row["system"] = "a&b_c%$"
+    document = tmp_path / "tables.tex"
+    document.write_text(
+        "\\documentclass{article}\n\\usepackage[T1]{fontenc}\n\\usepackage{booktabs}\n"
+        "\\begin{document}\n" + report_latex(report) + "\\end{document}\n"
+    )
+    result = subprocess.run(
+        [
+            "pdflatex",
+            "-interaction=nonstopmode",
+            "-halt-on-error",
+            "-no-shell-escape",
+            "tables.tex",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout[-2000:]
+    assert (tmp_path / "tables.pdf").read_bytes().startswith(b"%PDF-")
