@@ -10,6 +10,7 @@ from django.utils import timezone
 from annotate.models import Benchmark
 from evaluation.errors import ReportError
 from evaluation.models import ExportStatus, ReportExport
+from evaluation.services.report_exports import export_storage, report_export
 from evaluation.services.reports import UNKNOWN_MODES, labels_aggregated_csv, report_build
 
 
@@ -34,8 +35,6 @@ def report_export_execute(*, export_id: int) -> ReportExport:
             return export
         export.status = ExportStatus.RUNNING
         export.save(update_fields=["status"])
-    from evaluation.services.report_exports import export_storage, report_export
-
     try:
         report = report_build(benchmark=export.benchmark, unknown=export.unknown)
         aggregated = io.StringIO()
