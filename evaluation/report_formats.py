@@ -13,6 +13,8 @@ import math
 import re
 from collections.abc import Iterable
 
+from annotate.services.files import csv_escape
+
 TABLES: dict[str, list[str]] = {
     "leaderboard": [
         "system",
@@ -73,7 +75,6 @@ TABLE_TITLES = {
 }
 
 SUBSET_ORDER = ("easy", "hard", "overall")
-FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 _NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
 
 
@@ -87,9 +88,7 @@ def spreadsheet_safe(value: str) -> str:
     LibreOffice (CSV injection). Numbers written as text, such as a negative kappa "-0.12" or
     "+3", are left alone so that they stay numbers.
     """
-    if value.startswith(FORMULA_PREFIXES) and not _NUMBER.fullmatch(value):
-        return "'" + value
-    return value
+    return value if _NUMBER.fullmatch(value) else csv_escape(value)
 
 
 def _finite(value: object) -> object:

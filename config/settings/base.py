@@ -194,5 +194,10 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     # The openai client's HTTP library logs every request at INFO: thousands per judge run.
-    "loggers": {"httpx2": {"level": "WARNING"}, "httpx": {"level": "WARNING"}},
+    # matplotlib's PDF back-end logs every font table it subsets at INFO.
+    "loggers": {
+        "httpx2": {"level": "WARNING"},
+        "httpx": {"level": "WARNING"},
+        "fontTools": {"level": "WARNING"},
+    },
 }

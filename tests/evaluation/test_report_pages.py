@@ -182,3 +182,38 @@ def test_report_command_prints_every_format(bench, tmp_path):
 def test_report_command_names_an_unknown_benchmark(db):
     with pytest.raises(CommandError, match="No benchmark named 'nope'"):
         call_command("report", "--benchmark", "nope")
+
+
+def test_export_writes_tables_figures_and_labels_to_the_export_folder(
+    researcher_client, bench, settings, tmp_path, django_capture_on_commit_callbacks
+):
+    from evaluation.models import ExportStatus, ReportExport
+
+    settings.EXPORT_DIR = tmp_path
+    settings.EXPORT_S3_BUCKET = ""
+    with django_capture_on_commit_callbacks(execute=True):
+        response = researcher_client.post(
+            reverse("reports:export", args=[bench.pk]), {"unknown": "no"}
+        )
+    assert response.status_code == 302
+    export = ReportExport.objects.get()
+    assert export.status == ExportStatus.DONE, export.message
+    assert export.unknown == "no" and str(tmp_path) in export.location
+    names = {name.rsplit("/", 1)[-1] for name in export.files}
+    assert {"report.json", "tables.tex", "report.md", "leaderboard.csv"} <= names
+    assert {"constraints.png", "constraints.pdf", "aggregated_labels.csv", "raw_labels.csv"} <= names
+    written = json.loads(next(tmp_path.rglob("report.json")).read_text())
+    assert written["unknown"] == "no" and written["benchmark"] == bench.name
+    page = researcher_client.get(reverse("reports:detail", args=[bench.pk])).content.decode()
+    assert "Wrote" in page and str(tmp_path) in page
+
+
+def test_export_refuses_a_bad_option_and_annotators(client, researcher_client, bench):
+    from evaluation.models import ReportExport
+
+    url = reverse("reports:export", args=[bench.pk])
+    assert researcher_client.post(url, {"unknown": "maybe"}).status_code == 400
+    assert researcher_client.get(url).status_code == 405
+    client.force_login(UserFactory(username="someone", roles=[ANNOTATOR]))
+    assert client.post(url, {"unknown": "no"}).status_code == 404
+    assert not ReportExport.objects.exists()
