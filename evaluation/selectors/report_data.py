@@ -315,15 +315,14 @@ def benchmark_arrays(*, benchmark: Benchmark) -> BenchmarkArrays:
 
 
 def _label_positions(benchmark, rows, label_system, system_ids) -> np.ndarray:
+    """Return each label's display position (0 = System A), -1 for labels without assignment."""
     position = np.full(len(rows), -1, dtype=np.int8)
+    shown = _display_positions(benchmark, system_ids)  # asked always: a fixed number of queries
     with_assignment = np.flatnonzero(rows[:, 4])
-    if len(with_assignment) == 0:
+    if len(with_assignment) == 0 or not shown:
         return position
-    shown = _display_positions(benchmark, system_ids)
     assignment_ids = np.array(sorted(shown), dtype=np.int64)
-    table = np.stack([shown[a] for a in assignment_ids]) if len(assignment_ids) else None
-    if table is None:
-        return position
+    table = np.stack([shown[a] for a in assignment_ids])
     found = _index_of(assignment_ids, rows[with_assignment, 4])
     found = np.minimum(found, len(assignment_ids) - 1)
     known = assignment_ids[found] == rows[with_assignment, 4]

@@ -79,3 +79,22 @@ def test_demo_benchmark_judged_through_the_stub_agrees_with_the_expert_it_imitat
     instruction = benchmark.instructions.first()
     page = client.get(reverse("annotate:instruction-detail", args=[benchmark.pk, instruction.pk]))
     assert "stub-gpt-4" in page.text and "expert-ana" in page.text
+
+    # The report compares the judge with the experts: it imitates expert-ana, so against the
+    # expert majority it scores as expert-ana does, and its cost comes from the recorded tokens.
+    report = client.get(reverse("api-report", args=[benchmark.pk])).json()
+    sources = {(r["source"], r["subset"]): r for r in report["sources"]}
+    judge_row, ana_row = sources[("stub-gpt-4", "overall")], sources[("expert-ana", "overall")]
+    assert judge_row["source_kind"] == "llm"
+    assert judge_row["acc"] == pytest.approx(ana_row["acc"], abs=0.05)
+    expected_cost = (
+        run.prompt_tokens * float(judge.price_prompt_per_1k)
+        + run.completion_tokens * float(judge.price_completion_per_1k)
+    ) / 1000
+    assert judge_row["cost_usd"] == pytest.approx(expected_cost, rel=1e-3)
+    assert judge_row["time_min"] is not None
+    leaderboard = {(r["source"], r["system"], r["subset"]) for r in report["leaderboard"]}
+    assert ("stub-gpt-4", "alpha-7b", "overall") in leaderboard
+    assert ("expert-majority", "alpha-7b", "overall") in leaderboard
+    page = client.get(reverse("reports:detail", args=[benchmark.pk]))
+    assert "stub-gpt-4" in page.text

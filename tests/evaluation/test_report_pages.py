@@ -201,7 +201,12 @@ def test_export_writes_tables_figures_and_labels_to_the_export_folder(
     assert export.unknown == "no" and str(tmp_path) in export.location
     names = {name.rsplit("/", 1)[-1] for name in export.files}
     assert {"report.json", "tables.tex", "report.md", "leaderboard.csv"} <= names
-    assert {"constraints.png", "constraints.pdf", "aggregated_labels.csv", "raw_labels.csv"} <= names
+    assert {
+        "constraints.png",
+        "constraints.pdf",
+        "aggregated_labels.csv",
+        "raw_labels.csv",
+    } <= names
     written = json.loads(next(tmp_path.rglob("report.json")).read_text())
     assert written["unknown"] == "no" and written["benchmark"] == bench.name
     page = researcher_client.get(reverse("reports:detail", args=[bench.pk])).content.decode()
@@ -217,3 +222,23 @@ def test_export_refuses_a_bad_option_and_annotators(client, researcher_client, b
     client.force_login(UserFactory(username="someone", roles=[ANNOTATOR]))
     assert client.post(url, {"unknown": "no"}).status_code == 404
     assert not ReportExport.objects.exists()
+
+
+def test_report_page_query_count_does_not_grow_with_the_data(researcher_client, bench):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from annotate.models import Benchmark
+    from annotate.services.demo_data import DEMO_BENCHMARK, demo_benchmark_load
+
+    demo_benchmark_load()
+    demo = Benchmark.objects.get(name=DEMO_BENCHMARK)
+    counts = []
+    for benchmark in (bench, demo):
+        cache.clear()
+        with CaptureQueriesContext(connection) as queries:
+            response = researcher_client.get(reverse("reports:detail", args=[benchmark.pk]))
+        assert response.status_code == 200
+        counts.append(len(queries))
+    # The demo has more instructions, systems, annotators and labels; the page asks the same.
+    assert counts[0] == counts[1] <= 30, counts
