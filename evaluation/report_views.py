@@ -119,6 +119,9 @@ def figure_download(request: HttpRequest, benchmark_id: int, name: str, fmt: str
         raise Http404
     content = figures.render_figure(report, name, fmt, source=request.GET.get("source") or None)
     response = HttpResponse(content, content_type=FIGURE_TYPES[fmt])
+    # Names in a figure come from imported data: an SVG opened on its own may run nothing.
+    response["Content-Security-Policy"] = "default-src 'none'; style-src 'unsafe-inline'"
+    response["X-Content-Type-Options"] = "nosniff"
     if request.GET.get("download"):
         response["Content-Disposition"] = f'attachment; filename="{name}.{fmt}"'
     return response

@@ -122,6 +122,7 @@ def test_table_downloads_match_the_report(researcher_client, bench):
 def test_figures_in_three_formats(researcher_client, bench):
     svg = researcher_client.get(reverse("reports:figure", args=[bench.pk, "constraints", "svg"]))
     assert svg["Content-Type"] == "image/svg+xml" and b"<svg" in svg.content
+    assert "default-src 'none'" in svg["Content-Security-Policy"]
     png = researcher_client.get(reverse("reports:figure", args=[bench.pk, "leaderboard", "png"]))
     assert png.content.startswith(b"\x89PNG")
     pdf = researcher_client.get(
