@@ -1,8 +1,10 @@
-"""Production settings refuse to start without a secret key."""
+"""Settings: production refuses to start without a secret key; .env.example lists them all."""
 
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 from django.conf import settings
 
@@ -31,3 +33,16 @@ def test_production_starts_with_a_secret_key():
         DJANGO_SECRET_KEY="a-long-random-secret-for-this-test", DJANGO_ALLOWED_HOSTS="example.org"
     )
     assert started.returncode == 0, started.stderr
+
+
+def test_env_example_lists_every_setting_read_from_the_environment():
+    read = re.compile(r'(?:environ\.get|environ\[|env_bool|env_list)\(?\s*"([A-Z][A-Z0-9_]+)"')
+    used = {
+        name
+        for path in (Path(settings.BASE_DIR) / "config").rglob("*.py")
+        for name in read.findall(path.read_text())
+    }
+    example = (Path(settings.BASE_DIR) / ".env.example").read_text()
+    listed = set(re.findall(r"^([A-Z][A-Z0-9_]+)=", example, flags=re.M))
+    assert len(used) > 20
+    assert used - listed == set()
