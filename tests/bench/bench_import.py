@@ -147,6 +147,7 @@ def write_big(workdir: Path) -> int:
 
 def main() -> None:
     print(f"machine: {os.cpu_count()} cores; python {sys.version.split()[0]}")
+    print(f"load average before: {os.getloadavg()[0]:.2f} (the machine may be shared)")
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         sqlite = child("infobench", f"sqlite:///{workdir / 'bench.sqlite3'}", workdir)
@@ -170,6 +171,7 @@ def main() -> None:
         print(
             f"the same file again (nothing new): {again['seconds']:.1f} s, {again['created']} created"
         )
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":
