@@ -12,6 +12,7 @@ class QuestionInline(admin.TabularInline):
 @admin.register(models.Benchmark)
 class BenchmarkAdmin(admin.ModelAdmin):
     list_display = ["name", "created_at"]
+    list_filter = ["created_at"]
     search_fields = ["name", "description"]
 
 
@@ -33,6 +34,7 @@ class QuestionAdmin(admin.ModelAdmin):
 
 @admin.register(models.System)
 class SystemAdmin(admin.ModelAdmin):
+    list_filter = ["responses__instruction__benchmark"]
     search_fields = ["name"]
 
 

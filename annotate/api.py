@@ -7,6 +7,7 @@ exceptions, turned into responses by annotate.http.api_exception_handler.
 from __future__ import annotations
 
 from django.contrib.auth.models import User
+from django.http import StreamingHttpResponse
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, extend_schema_serializer
@@ -16,6 +17,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotate.errors import NotFoundError, PermissionDeniedError
+from annotate.http import csv_download
 from annotate.models import Benchmark, Project, ProjectMode, System
 from annotate.roles import ANNOTATOR, RESEARCHER, has_role, is_admin
 from annotate.selectors import work as work_selectors
@@ -134,6 +136,22 @@ class ProjectProgressApi(APIView):
                     for row in progress.per_annotator
                 ],
             }
+        )
+
+
+class ProjectLabelsApi(APIView):
+    @extend_schema(
+        request=None,
+        responses={(200, "text/csv"): OpenApiTypes.STR},
+        description="Every label and direct score of the project as CSV, late submissions marked.",
+    )
+    def get(self, request: Request, project_id: int) -> StreamingHttpResponse:
+        project = work_selectors.project_get_for_researcher(
+            project_id=project_id, user=request.user
+        )
+        return csv_download(
+            work_selectors.project_label_rows(project=project),
+            filename=f"project-{project.id}-labels.csv",
         )
 
 

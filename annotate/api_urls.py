@@ -12,6 +12,11 @@ urlpatterns = [
         api.ProjectProgressApi.as_view(),
         name="project-progress",
     ),
+    path(
+        "projects/<int:project_id>/labels/",
+        api.ProjectLabelsApi.as_view(),
+        name="project-labels",
+    ),
     path("projects/<int:project_id>/claim/", api.ClaimNextApi.as_view(), name="claim"),
     path("assignments/<int:assignment_id>/", api.AssignmentApi.as_view(), name="assignment"),
     path(

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import csv
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -52,4 +53,21 @@ def page_errors(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse
 
 def with_csp(response: HttpResponse) -> HttpResponse:
     response["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
+    return response
+
+
+class _Echo:
+    """A file-like object whose write returns the line, so csv.writer can feed a stream."""
+
+    def write(self, value: str) -> str:
+        return value
+
+
+def csv_download(rows: Iterable[list[object]], *, filename: str) -> StreamingHttpResponse:
+    """Stream rows as a CSV attachment, one line at a time, never the whole file in memory."""
+    writer = csv.writer(_Echo())
+    response = StreamingHttpResponse(
+        (writer.writerow(row) for row in rows), content_type="text/csv; charset=utf-8"
+    )
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response

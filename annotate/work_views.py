@@ -5,8 +5,6 @@ Views parse input, call one selector or service, and render; errors become HTTP 
 
 from __future__ import annotations
 
-import csv
-
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
@@ -16,7 +14,7 @@ from django.views.decorators.http import require_POST
 
 from annotate.errors import NotFoundError, NoWorkError, ProjectSetupError, SubmissionError
 from annotate.forms import BatchForm, ProjectForm
-from annotate.http import page_errors, with_csp
+from annotate.http import csv_download, page_errors, with_csp
 from annotate.models import Annotator, Project
 from annotate.roles import ANNOTATOR, has_role, is_admin, is_researcher
 from annotate.selectors import work as work_selectors
@@ -216,17 +214,11 @@ def batch_create(request: HttpRequest, project_id: int) -> HttpResponse:
     return redirect("work:project-detail", project_id=project.id)
 
 
-class _Echo:
-    def write(self, value: str) -> str:
-        return value
-
-
 @login_required
 @page_errors
 def labels_csv(request: HttpRequest, project_id: int) -> StreamingHttpResponse:
     project = work_selectors.project_get_for_researcher(project_id=project_id, user=request.user)
-    writer = csv.writer(_Echo())
-    rows = (writer.writerow(row) for row in work_selectors.project_label_rows(project=project))
-    response = StreamingHttpResponse(rows, content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="project-{project.id}-labels.csv"'
-    return response
+    return csv_download(
+        work_selectors.project_label_rows(project=project),
+        filename=f"project-{project.id}-labels.csv",
+    )

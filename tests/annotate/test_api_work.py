@@ -120,3 +120,50 @@ def test_work_endpoints_are_in_the_api_schema(researcher):
     text = schema.content.decode()
     assert "/api/annotate/assignments/{assignment_id}/submit/" in text
     assert "SubmitInput" in text
+
+
+def test_researchers_download_labels_with_late_submissions_marked(client, researcher):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from annotate.services.assignments import assignment_claim_next
+    from annotate.services.submissions import Outcome, assignment_submit
+    from tests.factories import AnnotatorFactory
+
+    project = project_with_tasks(instructions=1, systems=2, questions=1, assignments_per_task=1)
+    now = timezone.now()
+    slow = assignment_claim_next(annotator=AnnotatorFactory(name="slow"), project=project, now=now)
+    later = slow.expires_at + timedelta(minutes=1)
+    quick = assignment_claim_next(
+        annotator=AnnotatorFactory(name="quick"), project=project, now=later
+    )
+    answers = {"r1_q1": "yes", "r2_q1": "no"}
+    for assignment, outcome in ((slow, Outcome.LATE), (quick, Outcome.ACCEPTED)):
+        result = assignment_submit(
+            assignment_id=assignment.id,
+            annotator=assignment.annotator,
+            answers=answers,
+            now=later,
+        )
+        assert result.outcome == outcome
+
+    url = reverse("annotate-api:project-labels", args=[project.id])
+    assert api_for(researcher).get(url).status_code == 404  # not one of their projects
+    project.researchers.add(researcher)
+    download = api_for(researcher).get(url)
+    assert download.status_code == 200 and download["Content-Type"].startswith("text/csv")
+    lines = b"".join(download.streaming_content).decode().strip().splitlines()
+    header = lines[0].split(",")
+    rows = [dict(zip(header, line.split(","), strict=True)) for line in lines[1:]]
+    assert sorted((r["annotator"], r["value"], r["late"]) for r in rows) == [
+        ("quick", "NO", "0"),
+        ("quick", "YES", "0"),
+        ("slow", "NO", "1"),
+        ("slow", "YES", "1"),
+    ]
+    assert Label.objects.filter(assignment=slow).count() == 0  # kept, not counted
+
+    client.force_login(researcher)
+    page = client.get(reverse("work:project-detail", args=[project.id])).text
+    assert "1 submitted, 0 in progress, 1 late (kept, not counted)" in page

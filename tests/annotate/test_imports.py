@@ -394,3 +394,42 @@ def test_bulk_label_import_keeps_every_foreign_key_validated(small, monkeypatch)
     with pytest.raises(ImportFileError):
         labels_import(path=bad, benchmark_name="small")
     assert Label.objects.count() == 2
+
+
+def test_every_command_parses_its_documented_arguments(tmp_path, capsys):
+    """The README's command lines, as a person types them, end to end through the parsers."""
+    bench = write_jsonl(tmp_path / "b.json", [ROW])
+    call_command("import_instructions", bench, "--benchmark", "cli")
+    responses = write_jsonl(tmp_path / "r.jsonl", [{**ROW, "output": "Spring rain falls"}])
+    call_command("import_responses", responses, "--benchmark", "cli", "--system", "s1")
+    evals = write_jsonl(tmp_path / "e.jsonl", [{"id": "t1", "eval": [True, None]}])
+    call_command(
+        "import_labels", evals, "--benchmark", "cli", "--system", "s1",
+        "--annotator", "judge", "--kind", "llm",
+    )  # fmt: skip
+    labels = write_text(
+        tmp_path / "l.csv",
+        "instruction_id,system,annotator,question_index,label\nt1,s1,w1,2,NO\n",
+    )
+    call_command("import_labels", labels, "--benchmark", "cli", "--kind", "crowd")
+    scores = write_text(tmp_path / "s.csv", "instruction_id,system,annotator,score\nt1,s1,w1,3\n")
+    call_command("import_scores", scores, "--benchmark", "cli", "--kind", "crowd")
+    assert dict(Annotator.objects.values_list("name", "kind")) == {"judge": "llm", "w1": "crowd"}
+    assert sorted(Label.objects.values_list("annotator__name", "question__position", "value")) == [
+        ("judge", 1, LabelValue.YES),
+        ("judge", 2, LabelValue.UNKNOWN),
+        ("w1", 2, LabelValue.NO),
+    ]
+    assert DirectScore.objects.get().score == 3
+    capsys.readouterr()
+
+    out = tmp_path / "out.jsonl"
+    call_command("export_labels", "--benchmark", "cli", "--format", "jsonl", "--output", str(out))
+    exported = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(exported) == 2  # one line per (instruction, system, annotator)
+    call_command("import_labels", str(out), "--benchmark", "cli")
+    assert "Nothing new" in capsys.readouterr().out
+    call_command("export_labels", "--benchmark", "cli", "--scores")
+    assert "t1,s1,w1,3" in capsys.readouterr().out
+    with pytest.raises(CommandError):
+        call_command("import_labels", labels, "--benchmark", "cli", "--kind", "robot")

@@ -262,3 +262,16 @@ def test_csrf_is_required_on_submit(annotator_user):
     posted = client.post(reverse("work:assignment", args=[assignment.id]), {"r1_q1": "yes"})
     assert posted.status_code == 403
     assert not Label.objects.exists()
+
+
+def test_direct_score_page_shows_the_rubric_and_labelled_scores(client, annotator_user):
+    project = project_with_tasks(instructions=1, systems=2, mode=ProjectMode.DIRECT_SCORE)
+    assignment = claim_for(annotator_user, project)
+    client.force_login(annotator_user)
+    page = client.get(reverse("work:assignment", args=[assignment.id])).text
+    for rubric in ("1 Very bad", "2 Bad", "3 Okay", "4 Good", "5 Excellent"):
+        assert f"<dt>{rubric}</dt>" in page
+    assert 'name="r1_q1"' not in page
+    for position in (1, 2):
+        for score in range(1, 6):
+            assert f'<input type="radio" name="r{position}_score" value="{score}">' in page

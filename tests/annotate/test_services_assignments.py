@@ -91,6 +91,11 @@ def test_celery_task_expires_claims_past_their_time():
     assert assignment.status == AssignmentStatus.EXPIRED
 
 
+def test_celery_beat_runs_the_expiry_every_minute(settings):
+    schedule = settings.CELERY_BEAT_SCHEDULE["annotate-expire-assignments"]
+    assert schedule["task"] == expire_assignments.name and schedule["schedule"] == 60
+
+
 def test_returned_task_goes_to_someone_else_but_not_back():
     project = project_with_tasks(instructions=1, assignments_per_task=1)
     annotator = AnnotatorFactory()

@@ -198,6 +198,7 @@ def main() -> None:
         "DATABASE_CONN_MAX_AGE": "60",
         "LOG_LEVEL": "WARNING",
     }
+    load_before = os.getloadavg()[0]
     setup_django(url, env)
     instructions = args.annotators * args.tasks_each // 3 + 10
     project_id, keys = fill(args.annotators, instructions)
@@ -247,6 +248,8 @@ def main() -> None:
     print(
         f"page + submit together: {total / wall:.1f} req/s over {wall:.1f} s (claims not counted)"
     )
+    # The machine is shared: a load above the core count means other work competed for the CPUs.
+    print(f"load average before / after: {load_before:.2f} / {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ Each measurement runs in a fresh process on a fresh database, so start-up and mi
 not counted and the peak memory (ru_maxrss) belongs to that import alone.
 
     python tests/bench/bench_import.py            # everything
-    PG_URL=postgres://root@127.0.0.1:5432 ...     # where to create the scratch databases
+    PG_URL=postgres://root@127.0.0.1:5432 ...     # where to create the scratch database
+    BENCH_IMPORT_DB=my_bench_import ...           # its name (dropped and re-created; never `test`)
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 INFOBENCH = ROOT.parent / "shared" / "data" / "infobench" / "InfoBench.json"
 PG_URL = os.environ.get("PG_URL", "postgres://root@127.0.0.1:5432")
+# Engineers share one PostgreSQL server: each gives the scratch database a name of their own.
+DB_NAME = os.environ.get("BENCH_IMPORT_DB", "bench_import")
 SYSTEMS = 5
 ANNOTATORS = 3
 INSTRUCTIONS = 10_000
@@ -89,6 +92,8 @@ def child(step: str, database_url: str, workdir: Path) -> dict:
 
 
 def fresh_pg(name: str) -> str:
+    if name in {"test", "postgres"}:
+        raise SystemExit(f"refusing to drop the shared database {name!r}: set BENCH_IMPORT_DB")
     subprocess.run(["dropdb", "-h", "127.0.0.1", "-U", "root", "--if-exists", name], check=True)
     subprocess.run(["createdb", "-h", "127.0.0.1", "-U", "root", name], check=True)
     return f"{PG_URL}/{name}"
@@ -142,18 +147,19 @@ def write_big(workdir: Path) -> int:
 
 def main() -> None:
     print(f"machine: {os.cpu_count()} cores; python {sys.version.split()[0]}")
+    print(f"load average before: {os.getloadavg()[0]:.2f} (the machine may be shared)")
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         sqlite = child("infobench", f"sqlite:///{workdir / 'bench.sqlite3'}", workdir)
         print(
             f"InfoBench.json on SQLite:     {sqlite['seconds']:.2f} s for {sqlite['rows']} instructions"
         )
-        pg = child("infobench", fresh_pg("bench_import"), workdir)
+        pg = child("infobench", fresh_pg(DB_NAME), workdir)
         print(f"InfoBench.json on PostgreSQL: {pg['seconds']:.2f} s for {pg['rows']} instructions")
 
         rows = write_big(workdir)
         size = (workdir / "labels.csv").stat().st_size / 1e6
-        url = fresh_pg("bench_import")
+        url = fresh_pg(DB_NAME)
         child("prepare", url, workdir)
         big = child("labels", url, workdir)
         print(
@@ -165,6 +171,7 @@ def main() -> None:
         print(
             f"the same file again (nothing new): {again['seconds']:.1f} s, {again['created']} created"
         )
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

@@ -53,6 +53,17 @@ def test_a_full_task_with_the_keyboard_only(page_for):
     assignment = Assignment.objects.get(annotator__user=user)
 
     assert page.locator("#answered-count").inner_text() == "0"
+    legend = page.locator("aside.keys")
+    assert legend.is_visible()
+    for key in ("y", "n", "u", "j", "k", "Enter"):
+        assert legend.locator("kbd", has_text=key).count() >= 1, key
+    guidelines = page.locator("details.guidelines")
+    assert guidelines.evaluate("e => e.open") is False  # collapsed until asked for
+    page.locator("details.guidelines summary").focus()
+    page.keyboard.press("Enter")
+    assert guidelines.evaluate("e => e.open") is True
+    assert page.get_by_label("UNKNOWN").count() == 6  # real controls with their labels
+    page.locator("input[name=r1_q1]").first.focus()
     page.keyboard.press("Enter")  # incomplete: refused, and the page says what is missing
     assert page.locator("#missing").is_visible()
     assert "System A, question 1" in page.locator("#missing-list").inner_text()
@@ -62,7 +73,16 @@ def test_a_full_task_with_the_keyboard_only(page_for):
         page.keyboard.press(key)
     assert page.locator("#answered-count").inner_text() == "5"
     assert "System C, question 2" in page.locator("#missing-list").inner_text()
+    focused = "document.activeElement.name"
+    assert page.evaluate(focused) == "r3_q2"
+    page.keyboard.press("ArrowUp")
+    page.keyboard.press("ArrowUp")
+    assert page.evaluate(focused) == "r2_q2"
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("j")
+    assert page.evaluate(focused) == "r3_q2"
     page.keyboard.press("k")  # back to System C q1 and change it
+    assert page.evaluate(focused) == "r3_q1"
     page.keyboard.press("n")
     page.keyboard.press("y")  # System C q2
     assert page.locator("#answered-count").inner_text() == "6"

@@ -24,7 +24,8 @@ def test_judge_command_runs_then_resumes_a_run_with_only_failed_work(capsys):
         assert f"Created judge run {run.pk}" in out and "HTTP 503" in out
 
         call_command("judge", run=run.pk)
-        out = capsys.readouterr().out
+        out, err = capsys.readouterr()
+        assert "3/3" in err  # the progress bar, on standard error, ends full
         assert f"Run {run.pk}: Done. 3/3 questions, 0 failed conversations" in out
         assert len(stub.answered) == 3
     assert Label.objects.filter(annotator=judge.annotator, response__system__name="a").count() == 3

@@ -171,3 +171,32 @@ def test_project_page_links_admins_to_publishing(client, admin_user, researcher,
     client.force_login(researcher)
     page = client.get(reverse("work:project-detail", args=[project.pk]))
     assert page.status_code == 200 and publish_url not in page.text
+
+
+def test_configured_worker_filter_reaches_mturk(
+    client, admin_user, crowd_batch, mturk_settings, fake_mturk, django_capture_on_commit_callbacks
+):
+    mturk_settings.CROWD_PUBLIC_URL = "https://annotate.example.org"
+    client.force_login(admin_user)
+    url = reverse("crowd:publish", args=[crowd_batch.pk])
+    chosen = {
+        **FORM,
+        "platform": "mturk",
+        "min_percent_approved": "95",
+        "min_hits_approved": "1000",
+        "locale": "gb",
+    }
+    preview = client.post(url, {**chosen, "preview": "1"})
+    total = preview.text.split('id="cost-total">$', 1)[1].split("<", 1)[0]
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(url, {**chosen, "confirm_total": total, "publish": "1"})
+    (hit_type,) = fake_mturk.state.hit_types.values()
+    assert {
+        q["QualificationTypeId"]: (q["Comparator"], q.get("IntegerValues") or q["LocaleValues"])
+        for q in hit_type["QualificationRequirements"]
+    } == {
+        "000000000000000000L0": ("GreaterThan", [95]),
+        "00000000000000000040": ("GreaterThanOrEqualTo", [1000]),
+        "00000000000000000071": ("EqualTo", [{"Country": "GB"}]),
+    }
+    assert len(fake_mturk.state.hits) == 3

@@ -124,3 +124,21 @@ def test_selfhosted_is_always_offered(settings):
 def test_external_question_escapes_the_url():
     xml = external_question_xml("https://x.org/a?b=1&c=<2>")
     assert "https://x.org/a?b=1&amp;c=&lt;2&gt;" in xml and PREVIEW_ASSIGNMENT_ID
+
+
+def test_mturk_endpoint_is_sandbox_or_production_from_settings_unless_overridden(settings):
+    from annotate.crowd.mturk import PRODUCTION_ENDPOINT, SANDBOX_ENDPOINT, endpoint_url
+
+    settings.MTURK_ENDPOINT_URL = ""
+    settings.MTURK_SANDBOX = True
+    assert (
+        endpoint_url()
+        == SANDBOX_ENDPOINT
+        == "https://mturk-requester-sandbox.us-east-1.amazonaws.com"
+    )
+    settings.MTURK_SANDBOX = False
+    assert (
+        endpoint_url() == PRODUCTION_ENDPOINT == "https://mturk-requester.us-east-1.amazonaws.com"
+    )
+    settings.MTURK_ENDPOINT_URL = "http://127.0.0.1:9/"
+    assert endpoint_url() == "http://127.0.0.1:9/"

@@ -1,0 +1,48 @@
+"""Settings: production refuses to start without a secret key; .env.example lists them all."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from django.conf import settings
+
+
+def _start_with_production_settings(**extra: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SECRET_KEY"}
+    env.update(DJANGO_SETTINGS_MODULE="config.settings.production", **extra)
+    return subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        cwd=settings.BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_production_refuses_to_start_without_a_secret_key():
+    started = _start_with_production_settings()
+    assert started.returncode != 0
+    assert "DJANGO_SECRET_KEY must be set in production" in started.stderr
+
+
+def test_production_starts_with_a_secret_key():
+    started = _start_with_production_settings(
+        DJANGO_SECRET_KEY="a-long-random-secret-for-this-test", DJANGO_ALLOWED_HOSTS="example.org"
+    )
+    assert started.returncode == 0, started.stderr
+
+
+def test_env_example_lists_every_setting_read_from_the_environment():
+    read = re.compile(r'(?:environ\.get|environ\[|env_bool|env_list)\(?\s*"([A-Z][A-Z0-9_]+)"')
+    used = {
+        name
+        for path in (Path(settings.BASE_DIR) / "config").rglob("*.py")
+        for name in read.findall(path.read_text())
+    }
+    example = (Path(settings.BASE_DIR) / ".env.example").read_text()
+    listed = set(re.findall(r"^([A-Z][A-Z0-9_]+)=", example, flags=re.M))
+    assert len(used) > 20
+    assert used - listed == set()
