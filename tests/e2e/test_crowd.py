@@ -3,6 +3,7 @@ and accepts the HIT inside MTurk's frame, submits, and the browser hands the ass
 MTurk; the admin syncs and approves, and the labels are stored as a crowd worker's. Then the same
 for a self-hosted study link with a completion code."""
 
+import json
 import re
 from urllib.parse import urlencode
 
@@ -110,6 +111,15 @@ def test_mturk_publish_preview_accept_submit_sync_approve(page_for, browser, fak
     instruction = hit.task.instruction
     admin.goto(f"/benchmarks/{instruction.benchmark_id}/instructions/{instruction.pk}/")
     assert admin.locator("td", has_text="mturk:AE2EWORKER").count() == 4
+
+    # In the report the worker's labels are the crowd source, paid $1 plus the 25% fee.
+    admin.goto(f"/reports/{instruction.benchmark_id}/")
+    leaderboard = admin.locator("#leaderboard + table")
+    assert leaderboard.locator("tr", has_text="crowd-majority").count() == 2  # both systems
+    report = json.loads(admin.request.get(f"/api/reports/{instruction.benchmark_id}/").text())
+    crowd_rows = [r for r in report["sources"] if r["source"] == "crowd-majority"]
+    overall = next(r for r in crowd_rows if r["subset"] == "overall")
+    assert overall["source_kind"] == "crowd" and overall["cost_usd"] == 1.25
 
 
 def test_selfhosted_link_to_completion_code(page_for, browser):
