@@ -22,6 +22,7 @@ from annotate.roles import ANNOTATOR, has_role, is_admin, is_researcher
 from annotate.selectors import work as work_selectors
 from annotate.services import assignments as assignment_services
 from annotate.services import projects as project_services
+from annotate.services.files import csv_escape
 from annotate.services.submissions import Outcome, assignment_submit
 
 RESERVED_FIELDS = {"csrfmiddlewaretoken", "active_seconds"}
@@ -226,7 +227,10 @@ class _Echo:
 def labels_csv(request: HttpRequest, project_id: int) -> StreamingHttpResponse:
     project = work_selectors.project_get_for_researcher(project_id=project_id, user=request.user)
     writer = csv.writer(_Echo())
-    rows = (writer.writerow(row) for row in work_selectors.project_label_rows(project=project))
+    rows = (
+        writer.writerow([csv_escape(cell) if isinstance(cell, str) else cell for cell in row])
+        for row in work_selectors.project_label_rows(project=project)
+    )
     response = StreamingHttpResponse(rows, content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="project-{project.id}-labels.csv"'
     return response
