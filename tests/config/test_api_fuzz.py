@@ -1,7 +1,8 @@
 """Fuzz every operation of the OpenAPI schema (drf-spectacular) with schemathesis: never a 5xx.
 
 Requests go to the WSGI application in-process, as an admin (HTTP Basic, which DRF accepts and
-which needs no CSRF token), over the small site of tests/config/world.py so that low ids hit real
+which needs no CSRF token), or as the annotator who holds the assignment for the annotator's
+own endpoints (claim, assignment, submit, return), over the small site of tests/config/world.py so that low ids hit real
 objects. Each operation gets FUZZ_EXAMPLES valid-looking cases with its path parameters set to
 real ids (schemathesis' positive generation) and FUZZ_EXAMPLES malformed ones with everything
 generated (negative generation); the environment variable raises it for a longer run.
@@ -24,8 +25,18 @@ from config.wsgi import application
 from tests.config.world import build_world
 
 FUZZ_EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "12"))
-# build_world's admin; the factories give every user the password "pw".
-ADMIN_AUTH = {"Authorization": "Basic " + base64.b64encode(b"site-admin:pw").decode()}
+
+
+def basic_auth(username: str) -> dict[str, str]:
+    """Return the header for one of build_world's users (the factories' password is "pw")."""
+    return {"Authorization": "Basic " + base64.b64encode(f"{username}:pw".encode()).decode()}
+
+
+def auth_for(operation) -> dict[str, str]:
+    annotators_own = operation.path.startswith("/api/annotate/assignments/") or (
+        operation.path.endswith("/claim/")
+    )
+    return basic_auth("annotator-one" if annotators_own else "site-admin")
 
 
 def real_ids(operation, world) -> dict[str, int]:
@@ -49,7 +60,7 @@ def fuzz(operation, strategy, statuses: Counter) -> None:
         suppress_health_check=list(HealthCheck),
     )
     def run(case) -> None:
-        response = case.call(headers=ADMIN_AUTH)
+        response = case.call(headers=auth_for(operation))
         statuses[(operation.label, response.status_code)] += 1
         case.validate_response(response, checks=[not_a_server_error])
 
