@@ -17,7 +17,10 @@ import base64
 import os
 from collections import Counter
 
+import pytest
 import schemathesis
+from django.core.signals import request_finished, request_started
+from django.db import close_old_connections
 from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error
 
@@ -67,7 +70,21 @@ def fuzz(operation, strategy, statuses: Counter) -> None:
     run()
 
 
-def test_no_operation_answers_a_server_error(db, settings, tmp_path, capsys):
+@pytest.fixture
+def connections_kept_open():
+    """Keep the test's database connection across requests, as django.test.Client does.
+
+    The WSGI application closes the connection at the end of each request when it is not in
+    autocommit mode, which on PostgreSQL would end the test's transaction after one request.
+    """
+    for signal in (request_started, request_finished):
+        signal.disconnect(close_old_connections)
+    yield
+    for signal in (request_started, request_finished):
+        signal.connect(close_old_connections)
+
+
+def test_no_operation_answers_a_server_error(db, settings, tmp_path, capsys, connections_kept_open):
     settings.MEDIA_ROOT = tmp_path
     world = build_world()
     schema = schemathesis.openapi.from_wsgi("/api/schema/", application)
