@@ -124,15 +124,19 @@ def read_csv(
 
 
 def csv_escape(value: object) -> str:
-    """Return a cell a spreadsheet will show as text: a leading formula character gets a quote."""
+    """Return a cell a spreadsheet will show as text: a leading formula character gets a quote.
+
+    Text already starting with quotes before a formula character gets one more, so that
+    csv_unescape, which takes exactly one off, gives back what was written.
+    """
     text = "" if value is None else str(value)
-    if text.startswith(FORMULA_PREFIXES):
+    if text.lstrip("'").startswith(FORMULA_PREFIXES):
         return "'" + text
     return text
 
 
 def csv_unescape(value: str) -> str:
     """Undo csv_escape, so that an exported file imports back unchanged."""
-    if value.startswith("'") and value[1:].startswith(FORMULA_PREFIXES):
+    if value.startswith("'") and value.lstrip("'").startswith(FORMULA_PREFIXES):
         return value[1:]
     return value
