@@ -77,10 +77,11 @@ def inner(step: str, workdir: Path) -> None:
     )
 
 
-def child(step: str, database_url: str, workdir: Path) -> dict:
+def child(step: str, database_url: str, workdir: Path, script: str = __file__) -> dict:
+    """Run `script --inner step workdir` in a fresh process; return the last JSON line it prints."""
     env = {**os.environ, "DATABASE_URL": database_url, "DJANGO_DEBUG": "false"}
     out = subprocess.run(
-        [sys.executable, __file__, "--inner", step, str(workdir)],
+        [sys.executable, script, "--inner", step, str(workdir)],
         env=env,
         cwd=ROOT,
         check=True,
