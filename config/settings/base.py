@@ -150,6 +150,11 @@ CELERY_BEAT_SCHEDULE: dict = {
         "task": "annotate.tasks.expire_assignments",
         "schedule": float(os.environ.get("ASSIGNMENT_EXPIRY_INTERVAL", "60")),
     },
+    # Tasks whose sending failed while Redis was down (annotate.services.deferred_tasks).
+    "annotate-send-deferred-tasks": {
+        "task": "annotate.tasks.send_deferred_tasks",
+        "schedule": float(os.environ.get("DEFERRED_TASK_INTERVAL", "60")),
+    },
 }
 
 # Outside systems, each chosen by a dotted path or a short name (see the modules that read them).
