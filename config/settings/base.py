@@ -74,6 +74,9 @@ DATABASES = {
     "default": dj_database_url.parse(
         os.environ.get("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'db.sqlite3'}",
         conn_max_age=int(os.environ.get("DATABASE_CONN_MAX_AGE", "0")),
+        # A kept connection is tested before each request reuses it, so a restarted PostgreSQL
+        # costs the requests made while it is down, not the first one on each stale connection.
+        conn_health_checks=env_bool("DATABASE_CONN_HEALTH_CHECKS", True),
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -143,6 +146,12 @@ CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# A task taken by a worker that is then killed (SIGKILL, OOM, lost machine) goes back to the
+# queue after this many seconds (Redis transport). Longer than any task runs and than the longest
+# retry countdown (600 s), else a task still running is handed to a second worker as well.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": int(os.environ.get("CELERY_VISIBILITY_TIMEOUT", "900"))
+}
 CELERY_TIMEZONE = TIME_ZONE
 CELERY_BEAT_SCHEDULE: dict = {
     # Abandoned claims give their slot back (annotate.services.assignments.assignments_expire).
