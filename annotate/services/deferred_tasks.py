@@ -26,7 +26,9 @@ logger = logging.getLogger(__name__)
 def task_send(*, task: Task, args: tuple | list = ()) -> bool:
     """Send `task` now; if the broker is unreachable, store it for the beat. True if sent."""
     try:
-        task.apply_async(args=list(args))
+        # No retries here: a request starting 500 conversations must not wait out 500 timeouts;
+        # whatever fails goes to the beat, which tries again within a minute.
+        task.apply_async(args=list(args), retry=False)
     except OperationalError as error:
         logger.warning("Broker unreachable; %s%s deferred: %s", task.name, tuple(args), error)
         DeferredTask.objects.create(
@@ -51,7 +53,7 @@ def deferred_tasks_send(*, now: datetime, limit: int = 500) -> int:
         rows = DeferredTask.objects.select_for_update(skip_locked=True).order_by("id")[:limit]
         for row in rows:
             try:
-                celery_app.tasks[row.name].apply_async(args=row.args)
+                celery_app.tasks[row.name].apply_async(args=row.args, retry=False)
             except OperationalError as error:
                 DeferredTask.objects.filter(pk=row.pk).update(
                     attempts=row.attempts + 1, last_error=f"{now:%H:%M:%S} {error}"

@@ -170,8 +170,10 @@ class Outcomes:
     statuses: dict[tuple[str, str], int] = field(default_factory=dict)
     accepted: dict[int, dict[str, str]] = field(default_factory=dict)  # assignment id -> answers
     bodies_5xx: list[str] = field(default_factory=list)
+    events: list[tuple[float, str, str]] = field(default_factory=list)  # (monotonic end, ...)
 
     def record(self, endpoint: str, status: str, seconds: float) -> None:
+        self.events.append((time.monotonic(), endpoint, status))
         self.timings.setdefault(endpoint, []).append(seconds)
         self.statuses[endpoint, status] = self.statuses.get((endpoint, status), 0) + 1
 
@@ -250,6 +252,7 @@ def merge(outcomes: list[Outcomes]) -> Outcomes:
             total.statuses[key] = total.statuses.get(key, 0) + count
         total.accepted.update(one.accepted)
         total.bodies_5xx.extend(one.bodies_5xx)
+        total.events.extend(one.events)
     return total
 
 
