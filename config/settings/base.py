@@ -149,8 +149,15 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # A task taken by a worker that is then killed (SIGKILL, OOM, lost machine) goes back to the
 # queue after this many seconds (Redis transport). Longer than any task runs and than the longest
 # retry countdown (600 s), else a task still running is handed to a second worker as well.
+# Sending gives up on an unreachable broker after about half a second instead of kombu's 4+ s
+# of reconnecting per message: the web request stores the task for the beat and answers
+# (annotate.services.deferred_tasks). Workers reconnect on their own schedule.
 CELERY_BROKER_TRANSPORT_OPTIONS = {
-    "visibility_timeout": int(os.environ.get("CELERY_VISIBILITY_TIMEOUT", "900"))
+    "visibility_timeout": int(os.environ.get("CELERY_VISIBILITY_TIMEOUT", "900")),
+    "max_retries": 2,
+    "interval_start": 0,
+    "interval_step": 0.2,
+    "interval_max": 0.5,
 }
 CELERY_TIMEZONE = TIME_ZONE
 CELERY_BEAT_SCHEDULE: dict = {

@@ -76,7 +76,12 @@ def start_judge_run():
     from evaluation.services.judge_configs import judge_config_create
     from evaluation.services.judge_runs import judge_run_create, judge_run_start
 
-    config = judge_config_create(name="fault-judge", backend="fake")
+    config = judge_config_create(
+        name="fault-judge",
+        backend="fake",
+        requests_per_minute=1_000_000,  # the fake answers at once; the default limit would pace it
+        tokens_per_minute=1_000_000_000,
+    )
     with transaction.atomic():
         run = judge_run_create(
             config=config,

@@ -161,8 +161,9 @@ class CeleryWorker:
             self.process.wait(timeout=10)
 
     def stop(self) -> None:
+        """Warm shutdown (SIGTERM to the main process: running tasks finish), else SIGKILL."""
         if self.process and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
+            self.process.terminate()
             try:
                 self.process.wait(timeout=30)
             except subprocess.TimeoutExpired:
