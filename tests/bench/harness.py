@@ -157,6 +157,16 @@ def start_gunicorn(port: int, workers: int, log=None) -> subprocess.Popen:
     return server
 
 
+def start_openai_stub(delay: float) -> tuple[subprocess.Popen, str]:
+    """Start tests/evaluation/openai_stub.py in its own process; return it and its base URL."""
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "tests/evaluation/openai_stub.py"), "--delay", str(delay)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    return process, process.stdout.readline().strip()
+
+
 def percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))]
