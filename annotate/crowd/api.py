@@ -3,7 +3,6 @@ and payment. Everyone else gets 404; errors are mapped by annotate.http.api_exce
 
 from __future__ import annotations
 
-from django.db import transaction
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
@@ -21,6 +20,7 @@ from annotate.crowd.services.publishing import PublishSettings, default_qualific
 from annotate.errors import NotFoundError, PublishError
 from annotate.models import Batch
 from annotate.roles import is_admin
+from annotate.services.deferred_tasks import task_enqueue_on_commit
 
 
 class AdminApi(APIView):
@@ -108,7 +108,7 @@ class PublishApi(AdminApi):
             user=request.user,
         )
         user_id = request.user.pk
-        transaction.on_commit(lambda: tasks.publish_publication.delay(publication.pk, user_id))
+        task_enqueue_on_commit(task=tasks.publish_publication, args=(publication.pk, user_id))
         return Response({"id": publication.pk}, status=status.HTTP_201_CREATED)
 
 
@@ -137,7 +137,7 @@ class PublicationSyncApi(AdminApi):
     def post(self, request: Request, publication_id: int) -> Response:
         publication = selectors.publication_get(publication_id=publication_id)
         user_id = request.user.pk
-        transaction.on_commit(lambda: tasks.sync_publication.delay(publication.pk, user_id))
+        task_enqueue_on_commit(task=tasks.sync_publication, args=(publication.pk, user_id))
         return Response({"queued": True}, status=status.HTTP_202_ACCEPTED)
 
 
