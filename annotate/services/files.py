@@ -144,7 +144,7 @@ class NeedsRowReader(Exception):
 
 
 def read_csv_columns(
-    path: str, *, required: list[str], optional: list[str] = (), chars: int = 4_000_000
+    path: str, *, required: list[str], optional: list[str] = (), chars: int = 1_000_000
 ) -> Iterator[tuple[int, dict[str, list[str]]]]:
     """Yield (first line number, {column: values}) for blocks of a plain CSV file's data rows.
 
