@@ -187,6 +187,8 @@ def _columns(header: list[str], lines: list[str]) -> dict[str, list[str]]:
     width = len(header)
     if set(map(methodcaller("count", ","), lines)) != {width - 1}:
         raise NeedsRowReader  # a blank row or a wrong number of columns
+    if max(map(len, lines)) > MAX_LINE_CHARS:
+        raise NeedsRowReader  # a field may be over the csv module's limit
     joined = ",".join(lines)
     values = joined.split(",")
     columns = {name: values[position::width] for position, name in enumerate(header)}

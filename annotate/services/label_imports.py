@@ -514,16 +514,16 @@ def _check_deferred_constraints_now(cursor) -> None:
 
 
 @contextmanager
-def _foreign_keys_checked_once(cursor, rows: int, target: _Target) -> Iterator[None]:
-    """For a large label import on PostgreSQL, check the foreign keys once, as a set.
+def _foreign_keys_checked_once(cursor, new_rows: int, target: _Target) -> Iterator[None]:
+    """For a label import with many new rows on PostgreSQL, check the foreign keys once, as a set.
 
     PostgreSQL checks a foreign key with one trigger call per inserted row, which is half the
     time of a million-label import. Inside the import's transaction the constraints are dropped,
     the rows inserted, and the constraints added back and validated in one scan each; the table
-    is locked against other writers meanwhile, and a failure rolls everything back. Without the
-    right to alter the table (not its owner), the import simply runs the slower way.
+    is locked meanwhile (readers of labels wait too), and a failure rolls everything back.
+    Without the right to alter the table (not its owner), the import simply runs the slower way.
     """
-    if connection.vendor != "postgresql" or not target.per_question or rows < BULK_ROWS:
+    if connection.vendor != "postgresql" or not target.per_question or new_rows < BULK_ROWS:
         yield
         return
     foreign_keys = _label_foreign_keys(cursor)
@@ -637,9 +637,10 @@ def _import_staged(
         _check_resolved(cursor, path, benchmark, target)
         _annotators(cursor, path, target)
         overlapping = _check_stored_conflicts(cursor, path, target)
-        with _foreign_keys_checked_once(cursor, summary.rows, target):
+        new_rows = summary.rows - overlapping
+        with _foreign_keys_checked_once(cursor, new_rows, target):
             summary.created = _insert_new(
-                cursor, path, target, summary.rows - overlapping, skip_stored=overlapping > 0
+                cursor, path, target, new_rows, skip_stored=overlapping > 0
             )
         summary.unchanged = _distinct_keys(cursor, target) - summary.created if overlapping else 0
         if connection.vendor != "postgresql":
