@@ -1,10 +1,18 @@
 """Import labels and direct scores in bulk: stream the file into a staging table, check in SQL.
 
 A file of a million labels never becomes a million Python objects: rows are parsed and checked
-one by one while they stream into a temporary table (COPY on PostgreSQL, batched inserts on
-SQLite), then a few set-based queries resolve instruction ids, systems and questions, find the
-first bad line if any, and insert what is new. Everything runs in one transaction, so an error
-anywhere writes nothing.
+while they stream into a temporary table (COPY on PostgreSQL, batched inserts on SQLite), then a
+few set-based queries resolve instruction ids, systems and questions, find the first bad line if
+any, and insert what is new. Everything runs in one transaction, so an error anywhere writes
+nothing.
+
+Where the CPU goes in a million-label CSV import on PostgreSQL, and what keeps it low: a plain CSV
+(no quoting) is split into columns a block at a time and checked once per distinct value, so
+Python spends about a second where row-by-row parsing took five; any file with something unusual
+goes through the row-by-row parser, which names the line and field of a problem. On the server,
+the label foreign keys are checked once as a set instead of by one trigger call per row, and when
+the table is small next to the import its two indexes are built after the insert instead of
+grown a row at a time.
 """
 
 from __future__ import annotations
