@@ -8,7 +8,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from decimal import Decimal
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -451,6 +451,26 @@ def judge_run_execute(
     return judge_run_finish_if_complete(run_id=run.pk)
 
 
+def _ended_event(futures: Sequence[Future]) -> threading.Event:
+    """Return an event that is set once every future is done.
+
+    Cheaper than `concurrent.futures.wait` at every batch, which takes every future's lock.
+    """
+    ended, lock, left = threading.Event(), threading.Lock(), [len(futures)]
+
+    def one_done(_future: Future) -> None:
+        with lock:
+            left[0] -= 1
+            if not left[0]:
+                ended.set()
+
+    if not futures:
+        ended.set()
+    for future in futures:
+        future.add_done_callback(one_done)
+    return ended
+
+
 def _drain(run, events: queue.Queue, futures, on_progress) -> None:
     """Store what the workers answered every BATCH_SECONDS (at once when they have all ended),
     one transaction per batch of at most MAX_BATCH events.
@@ -458,8 +478,9 @@ def _drain(run, events: queue.Queue, futures, on_progress) -> None:
     This thread sleeps between batches instead of waking for every answer: each wake-up would
     take the GIL from the worker threads, and each batch has a fixed cost in queries.
     """
+    ended = _ended_event(futures)
     while True:
-        all_ended = not wait(futures, timeout=BATCH_SECONDS).not_done
+        all_ended = ended.wait(BATCH_SECONDS)
         batch = []
         while True:
             try:
