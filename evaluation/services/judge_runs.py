@@ -7,13 +7,14 @@ import queue
 import random
 import threading
 import time
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from decimal import Decimal
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection, transaction
-from django.db.models import F, Model, Prefetch
+from django.db.models import F, Model, QuerySet
 from django.utils import timezone
 
 from annotate.models import Benchmark, Instruction, Label, Question, Response, Subset, System
@@ -185,35 +186,41 @@ def _call_policy(
     )
 
 
-def _works(run: JudgeRun, conversations: Iterable[JudgeConversation]) -> list[ConversationWork]:
-    conversations = (
-        JudgeConversation.objects.filter(pk__in=[c.pk for c in conversations])
-        .select_related("response__instruction")
-        .prefetch_related(
-            Prefetch(
-                "response__instruction__questions",
-                queryset=Question.objects.order_by("position"),
-            ),
-            Prefetch(
-                "calls",
-                queryset=JudgeCall.objects.only("conversation_id", "question_id", "raw_reply"),
-            ),
+def _works(run: JudgeRun, conversations: QuerySet[JudgeConversation]) -> list[ConversationWork]:
+    """Return the work of each conversation, in pk order, from three flat queries.
+
+    Plain rows rather than model instances with prefetches: this runs before the first call is
+    sent, so its time adds to the run's wall time whole.
+    """
+    rows = list(
+        conversations.order_by("pk").values_list(
+            "pk", "response__text", "response__instruction_id", "response__instruction__input_text"
         )
     )
-    works = []
-    for conversation in conversations.order_by("pk"):
-        instruction = conversation.response.instruction
-        works.append(
-            ConversationWork(
-                conversation_id=conversation.pk,
-                protocol=run.protocol,
-                input_text=instruction.input_text,
-                response_text=conversation.response.text,
-                questions=[(q.pk, q.text) for q in instruction.questions.all()],
-                answered={call.question_id: call.raw_reply for call in conversation.calls.all()},
-            )
+    conversation_ids = [row[0] for row in rows]
+    questions: dict[int, list[tuple[int, str]]] = defaultdict(list)
+    for instruction_id, question_id, text in (
+        Question.objects.filter(instruction_id__in={row[2] for row in rows})
+        .order_by("instruction_id", "position")
+        .values_list("instruction_id", "pk", "text")
+    ):
+        questions[instruction_id].append((question_id, text))
+    answered: dict[int, dict[int, str]] = defaultdict(dict)
+    for conversation_id, question_id, raw_reply in JudgeCall.objects.filter(
+        conversation_id__in=conversation_ids
+    ).values_list("conversation_id", "question_id", "raw_reply"):
+        answered[conversation_id][question_id] = raw_reply
+    return [
+        ConversationWork(
+            conversation_id=conversation_id,
+            protocol=run.protocol,
+            input_text=input_text,
+            response_text=response_text,
+            questions=questions[instruction_id],
+            answered=answered[conversation_id],
         )
-    return works
+        for conversation_id, response_text, instruction_id, input_text in rows
+    ]
 
 
 def _cost(config: JudgeConfig, prompt_tokens: int, completion_tokens: int) -> Decimal:
@@ -513,7 +520,7 @@ def judge_conversation_execute(
     if run.status == RunStatus.CANCELLED:
         return run
     policy = _call_policy(run.config, backend, time.sleep)
-    (work,) = _works(run, [conversation])
+    (work,) = _works(run, JudgeConversation.objects.filter(pk=conversation.pk))
     converse(
         work,
         policy=policy,
