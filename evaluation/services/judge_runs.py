@@ -1,5 +1,5 @@
 """Writes of judge runs: create one, execute it (threads here, or one Celery task per
-conversation), persist every answer as soon as it arrives, finish it."""
+conversation), persist the answers as they arrive, finish it."""
 
 from __future__ import annotations
 
@@ -418,8 +418,9 @@ def judge_run_execute(
 ) -> JudgeRun:
     """Ask every missing question of the run, `config.concurrency` conversations at a time.
 
-    Worker threads only talk to the API; this thread stores each answer the moment it arrives
-    (batching whatever has already queued up), so nothing answered is lost on a stop or crash.
+    Worker threads only talk to the API; this thread stores their answers every BATCH_SECONDS,
+    so nothing answered is lost on a stop (the workers end after their call, and all of it is
+    stored) and a crash loses at most the last fraction of a second of answers.
     `on_progress(n)` is called with the number of calls stored since the last call.
     """
     run = judge_run_get(run_id=run_id)
