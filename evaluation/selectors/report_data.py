@@ -59,7 +59,9 @@ class BenchmarkArrays:
     label_item: np.ndarray  # int per label
     label_annotator: np.ndarray  # int per label
     label_value: np.ndarray  # int8 per label: 0 NO, 1 YES, 2 UNKNOWN
-    label_position: np.ndarray  # int8 per label: display position (0 = System A), -1 if none
+    shown_annotator: np.ndarray  # per label given through an assignment: its annotator
+    shown_value: np.ndarray  # its value
+    shown_position: np.ndarray  # where its response was shown: 0 = System A, -1 not shown
     score_instruction: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     score_system: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     score_annotator: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
@@ -83,19 +85,27 @@ def _index_of(sorted_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
     return np.searchsorted(sorted_ids, ids)
 
 
-def _label_columns_sql(benchmark_id: int) -> str:
-    """Select (question, response, annotator × 4 + value, assignment or 0) of the benchmark."""
-    # Packing the value (0..2) with the annotator saves the server one column of a million; the
-    # semi-join on the benchmark's responses is cheaper than joining each label's instruction.
+def _label_columns_sql(benchmark_id: int, columns: str, condition: str = "TRUE") -> str:
+    """Select integer columns of the benchmark's labels (l) that meet `condition`."""
+    # The semi-join on the benchmark's responses is cheaper than joining each label's instruction.
     return (
-        "SELECT CAST(l.question_id AS INTEGER), CAST(l.response_id AS INTEGER), "
-        "CAST(l.annotator_id * 4 + l.value AS INTEGER), "
-        "CAST(COALESCE(l.assignment_id, 0) AS INTEGER) "
-        f"FROM {Label._meta.db_table} l WHERE l.response_id IN ("
+        f"SELECT {columns} FROM {Label._meta.db_table} l WHERE {condition} AND l.response_id IN ("
         f"SELECT r.id FROM {Response._meta.db_table} r "
         f"JOIN {Instruction._meta.db_table} i ON i.id = r.instruction_id "
         f"WHERE i.benchmark_id = {int(benchmark_id)})"
     )
+
+
+# Packing the value (0..2) with the annotator saves the server a column of a million; the
+# assignment is fetched only for the labels that have one (a partial index finds them).
+_LABEL_COLUMNS = (
+    "CAST(l.question_id AS INTEGER), CAST(l.response_id AS INTEGER), "
+    "CAST(l.annotator_id * 4 + l.value AS INTEGER)"
+)
+_SHOWN_LABEL_COLUMNS = (
+    "CAST(l.response_id AS INTEGER), CAST(l.annotator_id * 4 + l.value AS INTEGER), "
+    "CAST(l.assignment_id AS INTEGER)"
+)
 
 
 class _RawBytes(Loader):
@@ -120,14 +130,15 @@ def _decode_int4_array(data: bytes | None) -> np.ndarray:
     return np.frombuffer(data, dtype=_ARRAY_ELEMENT, offset=_ARRAY_HEADER_BYTES)["value"]
 
 
-def _labels_from_postgresql(sql: str) -> np.ndarray:
+def _columns_from_postgresql(sql: str, n_columns: int) -> np.ndarray:
     """Fetch each label column as one binary int4[] (array_agg) and decode it in one numpy call.
 
     Rows of a COPY or a SELECT reach Python one at a time, which costs seconds for a million
     labels; one array per column costs the server an aggregate and Python nothing per row.
     """
-    columns = ", ".join(f"array_agg(c{i})" for i in range(4))
-    aggregated = f"SELECT {columns} FROM ({sql}) AS labels (c0, c1, c2, c3)"
+    names = [f"c{i}" for i in range(n_columns)]
+    columns = ", ".join(f"array_agg({name})" for name in names)
+    aggregated = f"SELECT {columns} FROM ({sql}) AS labels ({', '.join(names)})"
     connection.ensure_connection()
     with psycopg.Cursor(connection.connection) as cursor:
         cursor.adapters.register_loader(_INT4_ARRAY_OID, _RawBytes)
@@ -136,23 +147,34 @@ def _labels_from_postgresql(sql: str) -> np.ndarray:
     return np.stack([_decode_int4_array(a).astype(np.int64) for a in arrays], axis=1)
 
 
-def _labels_from_cursor(sql: str) -> np.ndarray:
+def _columns_from_cursor(sql: str, n_columns: int) -> np.ndarray:
     with connection.cursor() as cursor:
         cursor.execute(sql)
         rows = cursor.fetchall()
-    return np.array(rows, dtype=np.int64).reshape(-1, 4)
+    return np.array(rows, dtype=np.int64).reshape(-1, n_columns)
+
+
+def _fetch_columns(sql: str, n_columns: int) -> np.ndarray:
+    if connection.vendor == "postgresql":
+        return _columns_from_postgresql(sql, n_columns)
+    return _columns_from_cursor(sql, n_columns)
 
 
 def fetch_label_rows(benchmark_id: int) -> np.ndarray:
     """Return the benchmark's labels as an int64 array of rows (question, response, annotator,
-    value, assignment or 0), the cheapest way the database allows."""
-    sql = _label_columns_sql(benchmark_id)
-    if connection.vendor == "postgresql":
-        packed = _labels_from_postgresql(sql)
-    else:
-        packed = _labels_from_cursor(sql)
+    value), the cheapest way the database allows."""
+    packed = _fetch_columns(_label_columns_sql(benchmark_id, _LABEL_COLUMNS), 3)
     annotator, value = np.divmod(packed[:, 2], 4)
-    return np.column_stack([packed[:, 0], packed[:, 1], annotator, value, packed[:, 3]])
+    return np.column_stack([packed[:, 0], packed[:, 1], annotator, value])
+
+
+def fetch_shown_label_rows(benchmark_id: int) -> np.ndarray:
+    """Return the labels given through an assignment as rows (response, annotator, value,
+    assignment)."""
+    sql = _label_columns_sql(benchmark_id, _SHOWN_LABEL_COLUMNS, "l.assignment_id IS NOT NULL")
+    packed = _fetch_columns(sql, 3)
+    annotator, value = np.divmod(packed[:, 1], 4)
+    return np.column_stack([packed[:, 0], annotator, value, packed[:, 2]])
 
 
 def _instruction_arrays(benchmark: Benchmark):
@@ -282,7 +304,7 @@ def benchmark_arrays(*, benchmark: Benchmark) -> BenchmarkArrays:
         rows[same_instruction],
     )
     label_item = item_offset[response] + (question - first_question[question_instruction[question]])
-    label_position = _label_positions(benchmark, rows, response_system[response], system_ids)
+    shown = _shown_labels(benchmark, response_ids, response_system, system_ids)
 
     arrays = BenchmarkArrays(
         benchmark=benchmark,
@@ -308,27 +330,27 @@ def benchmark_arrays(*, benchmark: Benchmark) -> BenchmarkArrays:
         label_item=label_item,
         label_annotator=annotator_index[np.searchsorted(sorted_ids, rows[:, 2])],
         label_value=rows[:, 3].astype(np.int8),
-        label_position=label_position,
+        shown_annotator=annotator_index[np.searchsorted(sorted_ids, shown[:, 1])],
+        shown_value=shown[:, 2].astype(np.int8),
+        shown_position=shown[:, 3].astype(np.int8),
     )
     _add_scores(arrays, benchmark, response_ids, sorted_ids, annotator_index)
     return arrays
 
 
-def _label_positions(benchmark, rows, label_system, system_ids) -> np.ndarray:
-    """Return each label's display position (0 = System A), -1 for labels without assignment."""
-    position = np.full(len(rows), -1, dtype=np.int8)
+def _shown_labels(benchmark, response_ids, response_system, system_ids) -> np.ndarray:
+    """Return rows (response, annotator id, value, display position) of labels with assignment."""
+    rows = fetch_shown_label_rows(benchmark.pk)
     shown = _display_positions(benchmark, system_ids)  # asked always: a fixed number of queries
-    with_assignment = np.flatnonzero(rows[:, 4])
-    if len(with_assignment) == 0 or not shown:
-        return position
+    if len(rows) == 0 or not shown:
+        return np.zeros((0, 4), dtype=np.int64)
     assignment_ids = np.array(sorted(shown), dtype=np.int64)
-    table = np.stack([shown[a] for a in assignment_ids])
-    found = _index_of(assignment_ids, rows[with_assignment, 4])
-    found = np.minimum(found, len(assignment_ids) - 1)
-    known = assignment_ids[found] == rows[with_assignment, 4]
-    targets = with_assignment[known]
-    position[targets] = table[found[known], label_system[targets]]
-    return position
+    table = np.stack([shown[a] for a in assignment_ids.tolist()])
+    found = np.minimum(_index_of(assignment_ids, rows[:, 3]), len(assignment_ids) - 1)
+    known = assignment_ids[found] == rows[:, 3]
+    rows, found = rows[known], found[known]
+    system = response_system[_index_of(response_ids, rows[:, 0])]
+    return np.column_stack([rows[:, :3], table[found, system]])
 
 
 def _add_scores(arrays, benchmark, response_ids, annotator_sorted_ids, annotator_index) -> None:

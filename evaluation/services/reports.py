@@ -497,15 +497,15 @@ def _disagreement(data) -> list[dict]:
 
 def _positions(data, unknown_as_no) -> list[dict]:
     rows = []
-    shown = data.label_position >= 0
+    shown = data.shown_position >= 0
     for kind in ("expert", "crowd"):
-        selected = shown & (data.annotator_kinds[data.label_annotator] == KIND_CODES[kind])
+        selected = shown & (data.annotator_kinds[data.shown_annotator] == KIND_CODES[kind])
         if not selected.any():
             continue
-        positions = data.label_position[selected].astype(np.int64)
+        positions = data.shown_position[selected].astype(np.int64)
         n_positions = int(positions.max()) + 1
         yes, counted = drfr_counts(
-            data.label_value[selected], positions, n_positions, unknown_as_no=unknown_as_no
+            data.shown_value[selected], positions, n_positions, unknown_as_no=unknown_as_no
         )
         for p in range(n_positions):
             if counted[p]:
