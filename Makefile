@@ -7,7 +7,7 @@ MANAGE := $(PY) manage.py
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test install install-dev migrate demo lint format bench prod-check chromium clean
+.PHONY: run test install install-dev migrate demo lint format bench faults prod-check chromium clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -59,6 +59,12 @@ test: install-dev chromium lint
 ## make bench: performance scripts; results go to docs/benchmarks.md by hand
 bench: install-dev
 	$(PY) tests/bench/run_all.py
+
+## make faults: kill the worker, stop Redis, restart PostgreSQL (private servers on free ports);
+## each script prints a PASS/FAIL verdict. Not part of `make test`. Results: docs/reliability.md
+faults: install-dev
+	@failed=0; for script in tests/faults/fault_*.py; do \
+	  echo "=== $$script ==="; $(PY) $$script || failed=1; done; exit $$failed
 
 prod-check: install
 	DJANGO_SETTINGS_MODULE=config.settings.production DJANGO_SECRET_KEY=$${DJANGO_SECRET_KEY:-prod-check-$$(head -c 32 /dev/urandom | base64 | tr -dc a-zA-Z0-9)} \

@@ -469,3 +469,19 @@ class ImportJob(models.Model):
 
     def __str__(self) -> str:
         return f"{self.get_kind_display()}: {self.original_name} ({self.status})"
+
+
+class DeferredTask(models.Model):
+    """A Celery task whose sending failed (the broker was down); the beat sends it again."""
+
+    name = models.CharField(max_length=200)
+    args = models.JSONField(default=list)
+    created_at = models.DateTimeField()
+    attempts = models.PositiveIntegerField(default=1)
+    last_error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.name}{tuple(self.args)} (deferred {self.created_at:%Y-%m-%d %H:%M:%S})"

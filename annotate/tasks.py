@@ -4,6 +4,7 @@ from celery import shared_task
 from django.utils import timezone
 
 from annotate.services.assignments import assignments_expire
+from annotate.services.deferred_tasks import deferred_tasks_send
 from annotate.services.import_jobs import import_job_run
 
 
@@ -16,3 +17,9 @@ def import_job_run_task(job_id: int) -> str:
 def expire_assignments() -> int:
     """Free the slots of claims past their allotted time (run by beat every minute)."""
     return assignments_expire(now=timezone.now())
+
+
+@shared_task(name="annotate.tasks.send_deferred_tasks")
+def send_deferred_tasks() -> int:
+    """Send the tasks stored while the broker was down (run by beat every minute)."""
+    return deferred_tasks_send(now=timezone.now())

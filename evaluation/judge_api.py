@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.http import Http404
+from drf_spectacular.utils import extend_schema, extend_schema_serializer
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -15,6 +16,7 @@ from evaluation.services.judge_runs import judge_run_get
 
 
 class JudgeRunProgressApi(APIView):
+    @extend_schema_serializer(component_name="JudgeRunProgress")
     class OutputSerializer(serializers.Serializer):
         run_id = serializers.IntegerField()
         status = serializers.CharField()
@@ -34,6 +36,7 @@ class JudgeRunProgressApi(APIView):
         started_at = serializers.CharField(allow_null=True)
         finished_at = serializers.CharField(allow_null=True)
 
+    @extend_schema(responses=OutputSerializer)
     def get(self, request: Request, run_id: int) -> Response:
         if not is_researcher(request.user):
             raise Http404

@@ -3,9 +3,10 @@ and payment. Everyone else gets 404; errors are mapped by annotate.http.api_exce
 
 from __future__ import annotations
 
-from django.db import transaction
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema, extend_schema_serializer
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -19,6 +20,7 @@ from annotate.crowd.services.publishing import PublishSettings, default_qualific
 from annotate.errors import NotFoundError, PublishError
 from annotate.models import Batch
 from annotate.roles import is_admin
+from annotate.services.deferred_tasks import task_enqueue_on_commit
 
 
 class AdminApi(APIView):
@@ -53,6 +55,7 @@ def _preview_payload(preview: publishing.CostPreview) -> dict:
 
 
 class PublishPreviewApi(AdminApi):
+    @extend_schema(request=PreviewSerializer, responses=OpenApiTypes.OBJECT)
     def post(self, request: Request, batch_id: int) -> Response:
         batch = get_object_or_404(Batch, pk=batch_id)
         data = PreviewSerializer(data=request.data)
@@ -61,6 +64,7 @@ class PublishPreviewApi(AdminApi):
 
 
 class PublishApi(AdminApi):
+    @extend_schema_serializer(component_name="PublishInput")
     class InputSerializer(PreviewSerializer):
         title = serializers.CharField(max_length=200)
         description = serializers.CharField()
@@ -73,6 +77,7 @@ class PublishApi(AdminApi):
         )
         confirm_total_usd = serializers.DecimalField(max_digits=12, decimal_places=2)
 
+    @extend_schema(request=InputSerializer, responses=OpenApiTypes.OBJECT)
     def post(self, request: Request, batch_id: int) -> Response:
         batch = get_object_or_404(Batch.objects.select_related("project"), pk=batch_id)
         data = self.InputSerializer(data=request.data)
@@ -102,11 +107,12 @@ class PublishApi(AdminApi):
             user=request.user,
         )
         user_id = request.user.pk
-        transaction.on_commit(lambda: tasks.publish_publication.delay(publication.pk, user_id))
+        task_enqueue_on_commit(task=tasks.publish_publication, args=(publication.pk, user_id))
         return Response({"id": publication.pk}, status=status.HTTP_201_CREATED)
 
 
 class PublicationApi(AdminApi):
+    @extend_schema(request=None, responses=OpenApiTypes.OBJECT)
     def get(self, request: Request, publication_id: int) -> Response:
         publication = selectors.publication_get(publication_id=publication_id)
         progress = selectors.publication_progress(publication=publication)
@@ -126,14 +132,16 @@ class PublicationApi(AdminApi):
 
 
 class PublicationSyncApi(AdminApi):
+    @extend_schema(request=None, responses=OpenApiTypes.OBJECT)
     def post(self, request: Request, publication_id: int) -> Response:
         publication = selectors.publication_get(publication_id=publication_id)
         user_id = request.user.pk
-        transaction.on_commit(lambda: tasks.sync_publication.delay(publication.pk, user_id))
+        task_enqueue_on_commit(task=tasks.sync_publication, args=(publication.pk, user_id))
         return Response({"queued": True}, status=status.HTTP_202_ACCEPTED)
 
 
 class ReviewApi(AdminApi):
+    @extend_schema(request=None, responses=OpenApiTypes.OBJECT)
     def get(self, request: Request, publication_id: int) -> Response:
         publication = selectors.publication_get(publication_id=publication_id)
         rows = selectors.review_rows(publication=publication)
@@ -163,10 +171,12 @@ class ReviewApi(AdminApi):
 class AssignmentDecisionApi(AdminApi):
     action = ""
 
+    @extend_schema_serializer(component_name="AssignmentDecisionInput")
     class InputSerializer(serializers.Serializer):
         feedback = serializers.CharField(required=False, default="", allow_blank=True)
         amount_usd = serializers.DecimalField(max_digits=8, decimal_places=2, required=False)
 
+    @extend_schema(request=InputSerializer, responses=OpenApiTypes.OBJECT)
     def post(self, request: Request, assignment_id: int) -> Response:
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -194,11 +204,13 @@ class AssignmentDecisionApi(AdminApi):
 class WorkerApi(AdminApi):
     action = ""
 
+    @extend_schema_serializer(component_name="WorkerActionInput")
     class InputSerializer(serializers.Serializer):
         reason = serializers.CharField(required=False, default="", allow_blank=True)
         subject = serializers.CharField(required=False, default="", allow_blank=True)
         message = serializers.CharField(required=False, default="", allow_blank=True)
 
+    @extend_schema(request=InputSerializer, responses=OpenApiTypes.OBJECT)
     def post(self, request: Request, annotator_id: int) -> Response:
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -219,6 +231,7 @@ class WorkerApi(AdminApi):
 
 
 class CallListApi(AdminApi):
+    @extend_schema(request=None, responses=OpenApiTypes.OBJECT)
     def get(self, request: Request) -> Response:
         calls = PlatformCall.objects.select_related("user")[:200]
         return Response(

@@ -12,7 +12,6 @@ from decimal import Decimal, InvalidOperation
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -28,6 +27,7 @@ from annotate.crowd.services import review as review_services
 from annotate.errors import AnnotateError, NotFoundError
 from annotate.models import Batch
 from annotate.roles import is_admin
+from annotate.services.deferred_tasks import task_enqueue_on_commit
 
 
 def admin_page(view):
@@ -50,7 +50,7 @@ def admin_page(view):
 
 
 def _enqueue(task, *args) -> None:
-    transaction.on_commit(lambda: task.delay(*args))
+    task_enqueue_on_commit(task=task, args=args)
 
 
 @admin_page

@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from annotate.errors import AnnotateError
 from annotate.models import ImportJob, ImportKind, ImportStatus
+from annotate.services.deferred_tasks import task_enqueue_on_commit
 from annotate.services.imports import instructions_import, responses_import
 from annotate.services.label_imports import labels_import, scores_import
 
@@ -66,7 +67,7 @@ def import_job_create(
         original_name=upload.name[:255],
         created_by=user,
     )
-    transaction.on_commit(lambda: import_job_run_task.delay(job.pk))
+    task_enqueue_on_commit(task=import_job_run_task, args=(job.pk,))
     return job
 
 

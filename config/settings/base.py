@@ -74,6 +74,9 @@ DATABASES = {
     "default": dj_database_url.parse(
         os.environ.get("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'db.sqlite3'}",
         conn_max_age=int(os.environ.get("DATABASE_CONN_MAX_AGE", "0")),
+        # A kept connection is tested before each request reuses it, so a restarted PostgreSQL
+        # costs the requests made while it is down, not the first one on each stale connection.
+        conn_health_checks=env_bool("DATABASE_CONN_HEALTH_CHECKS", True),
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -143,12 +146,30 @@ CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# A task taken by a worker that is then killed (SIGKILL, OOM, lost machine) goes back to the
+# queue after this many seconds (Redis transport). Longer than any task runs and than the longest
+# retry countdown (600 s), else a task still running is handed to a second worker as well.
+# Sending gives up on an unreachable broker after about half a second instead of kombu's 4+ s
+# of reconnecting per message: the web request stores the task for the beat and answers
+# (annotate.services.deferred_tasks). Workers reconnect on their own schedule.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": int(os.environ.get("CELERY_VISIBILITY_TIMEOUT", "900")),
+    "max_retries": 2,
+    "interval_start": 0,
+    "interval_step": 0.2,
+    "interval_max": 0.5,
+}
 CELERY_TIMEZONE = TIME_ZONE
 CELERY_BEAT_SCHEDULE: dict = {
     # Abandoned claims give their slot back (annotate.services.assignments.assignments_expire).
     "annotate-expire-assignments": {
         "task": "annotate.tasks.expire_assignments",
         "schedule": float(os.environ.get("ASSIGNMENT_EXPIRY_INTERVAL", "60")),
+    },
+    # Tasks whose sending failed while Redis was down (annotate.services.deferred_tasks).
+    "annotate-send-deferred-tasks": {
+        "task": "annotate.tasks.send_deferred_tasks",
+        "schedule": float(os.environ.get("DEFERRED_TASK_INTERVAL", "60")),
     },
 }
 

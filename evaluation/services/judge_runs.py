@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from annotate.models import Benchmark, Instruction, Label, Question, Response, Subset, System
 from annotate.roles import is_admin, is_researcher
+from annotate.services.deferred_tasks import task_enqueue_on_commit
 from config.celery import app as celery_app
 from evaluation.errors import JudgeNotFoundError, JudgePermissionError, JudgeRunError
 from evaluation.judges import JudgeBackend
@@ -479,11 +480,11 @@ def judge_run_start(*, run: JudgeRun) -> None:
     from evaluation import tasks  # tasks import this module
 
     if celery_app.conf.task_always_eager:
-        transaction.on_commit(lambda: tasks.judge_run_task.delay(run.pk))
+        task_enqueue_on_commit(task=tasks.judge_run_task, args=(run.pk,))
         return
     _mark_started(run)
     pending = list(
         run.conversations.filter(status=ConversationStatus.PENDING).values_list("pk", flat=True)
     )
     for conversation_id in pending:
-        transaction.on_commit(lambda cid=conversation_id: tasks.judge_conversation_task.delay(cid))
+        task_enqueue_on_commit(task=tasks.judge_conversation_task, args=(conversation_id,))

@@ -13,134 +13,28 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
-import socket
 import statistics
-import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
-from urllib.parse import urlparse
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+from tests.bench.harness import (  # noqa: E402 - after the path is set
+    CSRF,
+    FIELD,
+    QUESTIONS,
+    SYSTEMS,
+    fill,
+    free_port,
+    percentile,
+    recreate_database,
+    setup_django,
+    start_gunicorn,
+)
+
 DEFAULT_URL = "postgres://root@127.0.0.1:5432/bench_annotator"
-SYSTEMS, QUESTIONS = 5, 15
-FIELD = re.compile(r'name="(r\d+_q\d+)"')
-CSRF = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
-
-
-def recreate_database(url: str) -> None:
-    import psycopg
-
-    parsed = urlparse(url)
-    name = parsed.path.lstrip("/")
-    admin_url = url.replace(parsed.path, "/postgres")
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-
-
-def setup_django(url: str, env: dict) -> None:
-    os.environ.update(env)
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "--no-input", "-v", "0"],
-        cwd=ROOT,
-        env=os.environ,
-        check=True,
-    )
-    import django
-
-    django.setup()
-
-
-def fill(annotators: int, instructions: int) -> tuple[int, list[str]]:
-    """Create the benchmark, project and annotators; return the project id and session keys."""
-    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
-    from django.contrib.auth.models import Group, User
-    from django.contrib.sessions.backends.db import SessionStore
-
-    from annotate import models
-    from annotate.roles import ANNOTATOR
-    from annotate.services.projects import InstructionSelection, project_create
-
-    benchmark = models.Benchmark.objects.create(name="bench")
-    systems = [models.System.objects.create(name=f"bench-system-{i}") for i in range(SYSTEMS)]
-    for index in range(instructions):
-        instruction = models.Instruction.objects.create(
-            benchmark=benchmark,
-            external_id=f"bench_{index}",
-            subset=models.Subset.HARD,
-            text=f"Write a 10-paragraph story number {index}, with a title.",
-            position=index,
-        )
-        models.Question.objects.bulk_create(
-            models.Question(
-                instruction=instruction,
-                position=position,
-                text=f"Does the story satisfy requirement {position}?",
-                constraint_mask=models.ConstraintType.CONTENT,
-            )
-            for position in range(1, QUESTIONS + 1)
-        )
-        models.Response.objects.bulk_create(
-            models.Response(
-                instruction=instruction, system=system, text=("A fairly long paragraph. " * 60)
-            )
-            for system in systems
-        )
-    project = project_create(
-        name="bench",
-        benchmark=benchmark,
-        systems=systems,
-        selection=InstructionSelection(),
-        assignments_per_task=3,
-    )
-    group = Group.objects.get(name=ANNOTATOR)
-    keys = []
-    for index in range(annotators):
-        user = User.objects.create_user(f"bench{index}", password=None)
-        user.groups.add(group)
-        session = SessionStore()
-        session[SESSION_KEY] = str(user.pk)
-        session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
-        session[HASH_SESSION_KEY] = user.get_session_auth_hash()
-        session.create()
-        keys.append(session.session_key)
-    return project.id, keys
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def start_gunicorn(port: int, workers: int) -> subprocess.Popen:
-    server = subprocess.Popen(
-        [
-            str(Path(sys.executable).with_name("gunicorn")),
-            "config.wsgi",
-            "--bind",
-            f"127.0.0.1:{port}",
-            "--workers",
-            str(workers),
-            "--log-level",
-            "warning",
-        ],
-        cwd=ROOT,
-        env=os.environ,
-    )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return server
-        except OSError:
-            time.sleep(0.2)
-    server.kill()
-    raise SystemExit("gunicorn did not start")
 
 
 def annotate(base: str, session_key: str, project_id: int, tasks: int, timings: dict, errors: list):
@@ -178,11 +72,6 @@ def annotate(base: str, session_key: str, project_id: int, tasks: int, timings: 
         errors.append(error)
 
 
-def percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--annotators", type=int, default=16)
@@ -199,7 +88,7 @@ def main() -> None:
         "LOG_LEVEL": "WARNING",
     }
     load_before = os.getloadavg()[0]
-    setup_django(url, env)
+    setup_django(env)
     instructions = args.annotators * args.tasks_each // 3 + 10
     project_id, keys = fill(args.annotators, instructions)
     port = free_port()

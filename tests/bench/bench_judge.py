@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -23,15 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path("/work/shared/data/infobench/InfoBench.json")
 sys.path.insert(0, str(ROOT))
-
-
-def start_stub(delay: float) -> tuple[subprocess.Popen, str]:
-    process = subprocess.Popen(
-        [sys.executable, str(ROOT / "tests/evaluation/openai_stub.py"), "--delay", str(delay)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    return process, process.stdout.readline().strip()
+from tests.bench.harness import start_openai_stub  # noqa: E402 - after the path is set
 
 
 def process_cpu_seconds(pid: int) -> float:
@@ -83,7 +74,7 @@ def main() -> None:
         from evaluation.services.judge_runs import judge_run_create, judge_run_execute
 
         benchmark, system = load_benchmark(args.data)
-        stub, base_url = start_stub(args.delay)
+        stub, base_url = start_openai_stub(args.delay)
         try:
             config = judge_config_create(
                 name="bench-judge",

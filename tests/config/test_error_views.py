@@ -1,0 +1,38 @@
+"""The database down in the middle of a request: a clean 503 that says to retry, no traceback."""
+
+import pytest
+from django.db import OperationalError
+
+pytestmark = pytest.mark.django_db
+
+
+def _database_down(*args, **kwargs):
+    raise OperationalError('connection to server at "127.0.0.1", port 5432 failed')
+
+
+def test_a_page_answers_503_with_retry_after_when_the_database_is_down(
+    client, annotator_user, monkeypatch
+):
+    client.force_login(annotator_user)
+    client.raise_request_exception = False
+    monkeypatch.setattr("django.contrib.sessions.backends.db.SessionStore.load", _database_down)
+
+    page = client.get("/annotate/")
+
+    assert page.status_code == 503
+    assert page["Retry-After"] == "30"
+    assert "try again in a minute" in page.text
+    assert "Traceback" not in page.text and "5432" not in page.text
+
+
+def test_other_errors_keep_the_plain_500(client, annotator_user, monkeypatch):
+    client.force_login(annotator_user)
+    client.raise_request_exception = False
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr("django.contrib.sessions.backends.db.SessionStore.load", broken)
+    page = client.get("/annotate/")
+    assert page.status_code == 500
+    assert "a bug" not in page.text
