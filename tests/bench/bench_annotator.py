@@ -74,13 +74,13 @@ def _proc_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def server_cpu(master: int, database: str) -> tuple[float, float]:
-    """Return CPU seconds so far of gunicorn's workers and of the database's other backends."""
-    workers = 0.0
+def server_cpu(master: int, database: str) -> dict[int, float]:
+    """Return CPU seconds so far of each gunicorn worker and each backend of the database."""
+    seconds = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == master:
-                workers += _proc_cpu(int(stat.parent.name))
+                seconds[int(stat.parent.name)] = _proc_cpu(int(stat.parent.name))
         except (OSError, ValueError, IndexError):
             continue
     from django.db import connection
@@ -90,8 +90,20 @@ def server_cpu(master: int, database: str) -> tuple[float, float]:
             "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
             [database],
         )
-        backends = sum(_proc_cpu(pid) for (pid,) in cursor.fetchall())
-    return workers, backends
+        # Negative keys keep PostgreSQL's pids apart from gunicorn's.
+        seconds.update({-pid: _proc_cpu(pid) for (pid,) in cursor.fetchall()})
+    return seconds
+
+
+def cpu_spent(before: dict[int, float], after: dict[int, float]) -> list[float]:
+    """Return [gunicorn workers, PostgreSQL] CPU seconds between two server_cpu() readings.
+
+    A process that exited in between is missed (undercounted), never counted negative.
+    """
+    spent = [0.0, 0.0]
+    for pid, seconds in after.items():
+        spent[pid < 0] += seconds - before.get(pid, 0.0)
+    return spent
 
 
 def run_profile(
@@ -123,7 +135,7 @@ def run_profile(
     wall = time.perf_counter() - started
     cpu_after = server_cpu(server.pid, database)
     outcomes = merge([annotator.outcomes for annotator in annotators])
-    report(args, think, outcomes, wall, [a - b for a, b in zip(cpu_after, cpu_before, strict=True)])
+    report(args, think, outcomes, wall, cpu_spent(cpu_before, cpu_after))
     return outcomes
 
 
@@ -188,7 +200,8 @@ def main() -> int:
         "DATABASE_URL": url,
         "DJANGO_SETTINGS_MODULE": "config.settings.base",
         "DJANGO_DEBUG": "false",
-        "DATABASE_CONN_MAX_AGE": "60",
+        # Longer than a run, so that no backend (and its CPU time) goes away in the middle.
+        "DATABASE_CONN_MAX_AGE": "600",
         "LOG_LEVEL": "WARNING",
     }
     load_before = os.getloadavg()[0]
