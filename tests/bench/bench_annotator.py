@@ -6,8 +6,8 @@ Run: .venv/bin/python tests/bench/bench_annotator.py [--annotators 16] [--tasks-
 It (re)creates the database BENCH_DATABASE_URL (default postgres://root@127.0.0.1:5432/
 bench_annotator), fills it with a benchmark of 5 systems x 15 questions per instruction, starts
 gunicorn (sync workers) on a free loopback port, and has each annotator (a thread with its own
-HTTP session) do tasks through the real pages: POST "Start next task", GET the task page, think,
-POST random yes/no answers, think, and again.
+HTTP session) do tasks through the real pages: think (so that they start at different times),
+POST "Start next task", GET the task page, think, POST random yes/no answers, think, and again.
 
 Each value of --think is one profile, run with its own annotators on the same server:
 - "1-3" (the default's first): a think time drawn uniformly from 1 to 3 s (seeded by --seed)
@@ -140,6 +140,7 @@ def run_profile(
 
 
 def work(annotator: Annotator, tasks: int) -> None:
+    annotator.pause()  # people do not all start in the same millisecond
     for _ in range(tasks):
         if annotator.one_task() != "done":
             return

@@ -213,7 +213,8 @@ class Annotator:
         self.outcomes = Outcomes()
         self.token = ""
 
-    def _think(self) -> None:
+    def pause(self) -> None:
+        """Sleep for one think time (nothing when the think time is 0)."""
         low, high = self.think
         if high > 0:
             time.sleep(self.rng.uniform(low, high))
@@ -263,12 +264,12 @@ class Annotator:
             return "error"
         answers = {name: self.rng.choice(("yes", "no")) for name in FIELD.findall(page.text)}
         data = {**answers, "csrfmiddlewaretoken": CSRF.search(page.text).group(1)}
-        self._think()
+        self.pause()
         submitted = self._call("submit", "POST", location, data=data, headers=headers)
         if submitted is None or submitted.status_code != 302:
             return "error"
         self.outcomes.accepted[int(match.group(1))] = answers
-        self._think()
+        self.pause()
         return "done"
 
 
