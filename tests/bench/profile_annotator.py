@@ -1,13 +1,13 @@
-"""CPU time per task page view and per submit, measured in-process (no HTTP, no other load).
+"""CPU time per claim, task page view and submit, measured in-process (no HTTP server).
 
-    .venv/bin/python tests/bench/profile_annotator.py [--tasks 60] [--cprofile page|submit]
+    .venv/bin/python tests/bench/profile_annotator.py [--tasks 60] [--cprofile claim|page|submit]
 
 Wall-clock latency on a shared machine mostly measures the neighbours; CPU time per request does
 not. This fills its own database (BENCH_DATABASE_URL, default postgres://root@127.0.0.1:5432/
-bench_annotator, recreated) like bench_annotator.py, then for each task claims it through the
-service, GETs the task page and POSTs the answers through Django's full stack (middleware,
-session, CSRF, templates) with the settings gunicorn uses (DEBUG off, kept connections). It
-prints user+sys CPU seconds per page and per submit, of this process and of its PostgreSQL
+bench_annotator, recreated) like bench_annotator.py, then for each task POSTs "Start next
+task", GETs the task page and POSTs the answers through Django's full stack (middleware, session,
+CSRF, templates) with the settings gunicorn uses (DEBUG off, kept connections). It
+prints user+sys CPU time per claim, page and submit, of this process and of its PostgreSQL
 backend (read from /proc, so only when the server runs on this machine). With --cprofile it
 prints the 25 most expensive functions of one endpoint instead of timing it.
 """
@@ -55,7 +55,7 @@ def backend_cpu(pid: int | None) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=60)
-    parser.add_argument("--cprofile", choices=("page", "submit"))
+    parser.add_argument("--cprofile", choices=("claim", "page", "submit"))
     args = parser.parse_args()
     url = os.environ.get("BENCH_DATABASE_URL", DEFAULT_URL)
     recreate_database(url)
@@ -70,39 +70,40 @@ def main() -> None:
     )
     from django.db import connection
     from django.test import Client
-    from django.utils import timezone
-
-    from annotate.models import Annotator, Project
-    from annotate.services.assignments import annotator_for_user, assignment_claim_next
 
     project_id, keys = fill(1, args.tasks + 2, assignments_per_task=1)
-    project = Project.objects.get(pk=project_id)
     client = Client(enforce_csrf_checks=True)
     client.cookies["sessionid"] = keys[0]
-    annotator: Annotator | None = None
-    spent = {"page": [0.0, 0.0], "submit": [0.0, 0.0]}
+    dashboard = client.get("/annotate/")  # warm up: templates, URL resolver, the annotator row
+    token = CSRF.search(dashboard.content.decode()).group(1)
+    spent = {"claim": [0.0, 0.0], "page": [0.0, 0.0], "submit": [0.0, 0.0]}
     profiler = cProfile.Profile()
     for index in range(args.tasks + 1):
-        if annotator is None:
-            client.get("/annotate/")  # warm up: templates, URL resolver, the annotator row
-            from django.contrib.auth.models import User
-
-            annotator = annotator_for_user(user=User.objects.get(username="bench0"))
-        claimed = assignment_claim_next(annotator=annotator, project=project, now=timezone.now())
-        path = f"/annotate/assignments/{claimed.id}/"
         measure = index > 0  # the first task warms every cache up
-        page = timed(client.get, (path,), spent["page"], measure, args.cprofile == "page", profiler)
+
+        def step(name, call, *call_args, measure=measure):
+            return timed(call, call_args, spent[name], measure, args.cprofile == name, profiler)
+
+        claim = step(
+            "claim",
+            client.post,
+            f"/annotate/projects/{project_id}/next/",
+            urlencode({"csrfmiddlewaretoken": token}),
+            "application/x-www-form-urlencoded",
+        )
+        path = claim.headers["Location"]
+        assert "/assignments/" in path, path
+        page = step("page", client.get, path)
         assert page.status_code == 200, page.status_code
         answers = {name: "yes" for name in FIELD.findall(page.content.decode())}
         assert len(answers) == SYSTEMS * QUESTIONS
         answers["csrfmiddlewaretoken"] = CSRF.search(page.content.decode()).group(1)
-        posted = timed(
+        posted = step(
+            "submit",
             client.post,
-            (path, urlencode(answers), "application/x-www-form-urlencoded"),
-            spent["submit"],
-            measure,
-            args.cprofile == "submit",
-            profiler,
+            path,
+            urlencode(answers),
+            "application/x-www-form-urlencoded",
         )
         assert posted.status_code == 302, posted.status_code
     if args.cprofile:
