@@ -120,3 +120,11 @@ class ImportJobAdmin(admin.ModelAdmin):
     list_filter = ["kind", "status"]
     search_fields = ["original_name", "benchmark_name", "message"]
     readonly_fields = ["created_at", "finished_at"]
+
+
+@admin.register(models.DeferredTask)
+class DeferredTaskAdmin(admin.ModelAdmin):
+    """Tasks waiting for the broker: a long list here means Redis or the beat is down."""
+
+    list_display = ["name", "args", "created_at", "attempts", "last_error"]
+    readonly_fields = ["name", "args", "created_at", "attempts", "last_error"]

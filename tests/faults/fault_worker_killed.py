@@ -98,6 +98,7 @@ def prepare(postgres, redis, mturk, workdir: Path) -> None:
 
 def kill_and_restart(worker: CeleryWorker, progress, at_least: int, timeout: float = 120) -> int:
     """Start the worker, SIGKILL it once `progress()` reaches `at_least`, start a new one."""
+    worker.stop()  # the previous job's worker, if any
     worker.start()
     if not wait_until(lambda: progress() >= at_least, timeout=timeout, step=0.1):
         raise SystemExit(f"no progress before the kill ({progress()} of {at_least})")

@@ -128,6 +128,8 @@ class CeleryWorker:
         self.process: subprocess.Popen | None = None
 
     def start(self) -> None:
+        if self.process and self.process.poll() is None:
+            raise RuntimeError("the worker is already running: stop or kill it first")
         command = [
             sys.executable,
             "-m",
