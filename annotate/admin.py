@@ -127,4 +127,6 @@ class DeferredTaskAdmin(admin.ModelAdmin):
     """Tasks waiting for the broker: a long list here means Redis or the beat is down."""
 
     list_display = ["name", "args", "created_at", "attempts", "last_error"]
+    list_filter = ["name"]
+    search_fields = ["name", "last_error"]
     readonly_fields = ["name", "args", "created_at", "attempts", "last_error"]

@@ -12,6 +12,7 @@ from rest_framework.response import Response as ApiResponse
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from annotate.errors import AnnotateError, SubmissionError
+from annotate.services.files import csv_escape
 
 # Pages with model output on them: nothing runs but our own script, nothing loads from elsewhere.
 CONTENT_SECURITY_POLICY = (
@@ -64,10 +65,16 @@ class _Echo:
 
 
 def csv_download(rows: Iterable[list[object]], *, filename: str) -> StreamingHttpResponse:
-    """Stream rows as a CSV attachment, one line at a time, never the whole file in memory."""
+    """Stream rows as a CSV attachment, one line at a time, never the whole file in memory.
+
+    Text cells that a spreadsheet would run as a formula are neutralised (csv_escape): names in
+    these files can come from outside, e.g. a self-hosted worker id from a study link.
+    """
     writer = csv.writer(_Echo())
-    response = StreamingHttpResponse(
-        (writer.writerow(row) for row in rows), content_type="text/csv; charset=utf-8"
+    lines = (
+        writer.writerow([csv_escape(cell) if isinstance(cell, str) else cell for cell in row])
+        for row in rows
     )
+    response = StreamingHttpResponse(lines, content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response

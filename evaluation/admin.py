@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from evaluation.models import JudgeCall, JudgeConfig, JudgeConversation, JudgeRun
+from evaluation.models import JudgeCall, JudgeConfig, JudgeConversation, JudgeRun, ReportExport
 from evaluation.services.judge_configs import judge_config_create
 
 
@@ -36,3 +36,11 @@ class JudgeConversationAdmin(admin.ModelAdmin):
 class JudgeCallAdmin(admin.ModelAdmin):
     list_display = ["id", "conversation", "question", "parsed", "prompt_version", "retries"]
     raw_id_fields = ["conversation", "question", "label"]
+
+
+@admin.register(ReportExport)
+class ReportExportAdmin(admin.ModelAdmin):
+    list_display = ["id", "benchmark", "unknown", "status", "location", "created_at", "finished_at"]
+    list_filter = ["status", "unknown", "benchmark"]
+    search_fields = ["benchmark__name", "location", "message"]
+    readonly_fields = ["files", "location", "message", "finished_at"]

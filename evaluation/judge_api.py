@@ -36,7 +36,7 @@ class JudgeRunProgressApi(APIView):
         started_at = serializers.CharField(allow_null=True)
         finished_at = serializers.CharField(allow_null=True)
 
-    @extend_schema(responses=OutputSerializer)
+    @extend_schema(request=None, responses=OutputSerializer)
     def get(self, request: Request, run_id: int) -> Response:
         if not is_researcher(request.user):
             raise Http404

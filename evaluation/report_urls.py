@@ -14,7 +14,7 @@ urlpatterns = [
         name="table",
     ),
     path(
-        "<int:benchmark_id>/figures/<str:name>.<str:fmt>",
+        "<int:benchmark_id>/figures/<str:name>.<str:image_format>",
         report_views.figure_download,
         name="figure",
     ),

@@ -110,8 +110,11 @@ def table_download(request: HttpRequest, benchmark_id: int, table: str, fmt: str
 
 
 @login_required
-def figure_download(request: HttpRequest, benchmark_id: int, name: str, fmt: str) -> HttpResponse:
+def figure_download(
+    request: HttpRequest, benchmark_id: int, name: str, image_format: str
+) -> HttpResponse:
     benchmark = _benchmark(request, benchmark_id)
+    fmt = image_format
     if name not in figures.FIGURES or fmt not in FIGURE_TYPES:
         raise Http404
     report = report_cached(benchmark=benchmark, unknown=_unknown(request))

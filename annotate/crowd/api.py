@@ -30,6 +30,7 @@ class AdminApi(APIView):
             raise NotFoundError("Not found.")
 
 
+@extend_schema_serializer(component_name="CrowdPreviewInput")
 class PreviewSerializer(serializers.Serializer):
     platform = serializers.CharField()
     reward_usd = serializers.DecimalField(max_digits=8, decimal_places=2, required=False)
@@ -64,7 +65,7 @@ class PublishPreviewApi(AdminApi):
 
 
 class PublishApi(AdminApi):
-    @extend_schema_serializer(component_name="PublishInput")
+    @extend_schema_serializer(component_name="CrowdPublishInput")
     class InputSerializer(PreviewSerializer):
         title = serializers.CharField(max_length=200)
         description = serializers.CharField()
@@ -171,7 +172,7 @@ class ReviewApi(AdminApi):
 class AssignmentDecisionApi(AdminApi):
     action = ""
 
-    @extend_schema_serializer(component_name="AssignmentDecisionInput")
+    @extend_schema_serializer(component_name="CrowdDecisionInput")
     class InputSerializer(serializers.Serializer):
         feedback = serializers.CharField(required=False, default="", allow_blank=True)
         amount_usd = serializers.DecimalField(max_digits=8, decimal_places=2, required=False)
@@ -204,7 +205,7 @@ class AssignmentDecisionApi(AdminApi):
 class WorkerApi(AdminApi):
     action = ""
 
-    @extend_schema_serializer(component_name="WorkerActionInput")
+    @extend_schema_serializer(component_name="CrowdWorkerInput")
     class InputSerializer(serializers.Serializer):
         reason = serializers.CharField(required=False, default="", allow_blank=True)
         subject = serializers.CharField(required=False, default="", allow_blank=True)

@@ -8,6 +8,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from annotate.models import Benchmark
+from annotate.services.deferred_tasks import task_enqueue_on_commit
 from evaluation.errors import ReportError
 from evaluation.models import ExportStatus, ReportExport
 from evaluation.services.report_exports import export_storage, report_export
@@ -21,7 +22,7 @@ def report_export_request(*, benchmark: Benchmark, unknown: str, user=None) -> R
     if unknown not in UNKNOWN_MODES:
         raise ReportError(f"unknown must be one of {', '.join(UNKNOWN_MODES)}, not {unknown!r}.")
     export = ReportExport.objects.create(benchmark=benchmark, unknown=unknown, created_by=user)
-    transaction.on_commit(lambda: report_export_task.delay(export.pk))
+    task_enqueue_on_commit(task=report_export_task, args=(export.pk,))
     return export
 
 

@@ -113,6 +113,10 @@ def main() -> None:
         )
         print(f"ratio                {ratio:8.2f} x  (limit 1.30 x)")
         print(
+            f"target               wall time <= 1.30 x ideal = {1.3 * ideal:.2f} s: "
+            + ("met" if ratio <= 1.3 else "NOT met")
+        )
+        print(
             f"sequential estimate  {total * args.delay:8.1f} s  (official script: one call "
             f"at a time, {args.delay * 1000:.0f} ms each)"
         )

@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from tests.bench.bench_import import PG_URL, SYSTEMS, fresh_pg, write_big  # noqa: E402
+from tests.bench.bench_import import child as run_child  # noqa: E402
 
 DATABASE = "bench_report"
 # BENCH_KEEP=1 keeps the scratch database and reuses it on the next run (skips the import).
@@ -85,17 +86,7 @@ def inner(step: str, workdir: Path) -> None:
 
 
 def child(step: str, database_url: str, workdir: Path) -> dict:
-    env = {**os.environ, "DATABASE_URL": database_url, "DJANGO_DEBUG": "false"}
-    out = subprocess.run(
-        [sys.executable, __file__, "--inner", step, str(workdir)],
-        env=env,
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    lines = [line for line in out.splitlines() if line.startswith("{")]
-    return json.loads(lines[-1]) if lines else {}
+    return run_child(step, database_url, workdir, script=__file__)
 
 
 def _runs(results: list[dict]) -> str:

@@ -60,8 +60,11 @@ class StubOpenAI:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
-            # Headers and body go out in two writes: without this, Nagle plus delayed ACKs add
-            # 40 ms to every reply.
+            # Buffer the reply so that its headers and body leave in one write (the handler
+            # flushes after each request), as a production server sends a small reply: in two
+            # writes the client needs two reads for each, and Nagle plus delayed ACKs could hold
+            # the second back by 40 ms.
+            wbufsize = 64 * 1024
             disable_nagle_algorithm = True
 
             def log_message(self, format, *args):  # quiet

@@ -271,3 +271,28 @@ def test_independent_protocol_sends_each_question_alone(stub):
     judge_run_execute(run_id=run.pk)
     assert [len(body["messages"]) for body in stub.requests] == [1, 1]
     assert stub.requests[1]["messages"][0]["content"].endswith("Question:\ntask_1 question 2?\n")
+
+
+def test_a_second_run_of_the_same_judge_overwrites_its_labels_and_keeps_both_calls(stub):
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(2,))
+    judge = make_judge(stub.base_url)
+    stub.replies.extend(["YES", "YES", "NO", "YES"])
+    first = _run(judge, benchmark, systems)
+    judge_run_execute(run_id=first.pk)
+    created = dict(Label.objects.values_list("question__position", "created_at"))
+
+    second = _run(judge, benchmark, systems)
+    judge_run_execute(run_id=second.pk)
+
+    labels = Label.objects.filter(annotator=judge.annotator).order_by("question__position")
+    assert [label.value for label in labels] == [LabelValue.NO, LabelValue.YES]
+    assert {label.question.position: label.created_at for label in labels} == created
+    calls = JudgeCall.objects.order_by("conversation__run_id", "question__position")
+    assert [(c.conversation.run_id, c.raw_reply) for c in calls] == [
+        (first.pk, "YES"),
+        (first.pk, "YES"),
+        (second.pk, "NO"),
+        (second.pk, "YES"),
+    ]
+    assert [c.label_id for c in calls[:2]] == [c.label_id for c in calls[2:]]
+    assert all(c.created_at is not None and c.latency_ms >= 0 for c in calls)

@@ -1,0 +1,296 @@
+"""Who may open what: every URL of the URL conf × every role, against a table of expected answers.
+
+The URL list is walked from the resolver, so a new URL without a line in RULES fails
+test_every_url_has_a_rule. Roles: anonymous, "owner" (annotator one, who holds the assignment),
+"other" (annotator two), "researcher" (not attached to the project), "attached" (a researcher
+added to the project) and "admin". Crowd workers have no session: their pages take a signed token
+in the URL and answer everyone who holds it (TOKEN_PAGE), and nobody who does not.
+
+LOGIN in a rule means a redirect to the login page. For POST, every URL is sent an empty body as
+every role: never a 5xx, and where the rule has a POST line, exactly that status; a POST refused
+(4xx or LOGIN) writes nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import pytest
+from django.contrib import admin
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
+
+from annotate.crowd.models import Bonus, Hit, Publication, WorkerBlock
+from annotate.models import Assignment, Batch, DirectScore, ImportJob, Label, Project
+from evaluation.models import JudgeRun
+from tests.config.world import ROLES, World, build_world
+from tests.factories import UserFactory
+
+pytestmark = pytest.mark.django_db
+
+LOGIN = "login"
+Statuses = tuple[int | str, int | str, int | str, int | str, int | str, int | str]
+
+
+def by_role(anonymous, owner, other, researcher, attached, admin_) -> Statuses:
+    """Return one expected answer per role, in the order of ROLES."""
+    return (anonymous, owner, other, researcher, attached, admin_)
+
+
+EVERYONE = by_role(200, 200, 200, 200, 200, 200)
+LOGGED_IN = by_role(LOGIN, 200, 200, 200, 200, 200)
+ANNOTATORS = by_role(LOGIN, 200, 200, 404, 404, 404)
+OWNER = by_role(LOGIN, 200, 404, 404, 404, 404)
+RESEARCHERS = by_role(LOGIN, 404, 404, 200, 200, 200)
+PROJECT_READERS = by_role(LOGIN, 404, 404, 404, 200, 200)
+ADMINS = by_role(LOGIN, 404, 404, 404, 404, 200)
+POST_ONLY = by_role(LOGIN, 405, 405, 405, 405, 405)
+ADMIN_POST_ONLY = by_role(LOGIN, 404, 404, 404, 404, 405)
+ADMIN_POST_REFUSED = by_role(LOGIN, 404, 404, 404, 404, 302)  # admins get the error as a message
+# DRF: session authentication answers 403 to anonymous requests.
+API_RESEARCHERS = by_role(403, 404, 404, 200, 200, 200)
+API_PROJECT_READERS = by_role(403, 404, 404, 404, 200, 200)
+API_OWNER = by_role(403, 200, 404, 404, 404, 404)
+API_POST_ONLY = by_role(403, 405, 405, 405, 405, 405)
+API_ADMIN_POST_ONLY = by_role(403, 404, 404, 404, 404, 405)
+TOKEN_PAGE = EVERYONE
+
+# URL name (or route, for unnamed patterns) → (GET answers, POST-with-empty-body answers or None).
+RULES: dict[str, tuple[Statuses, Statuses | None]] = {
+    "home": (LOGGED_IN, None),
+    "login": (EVERYONE, EVERYONE),  # an empty form is shown again with its errors
+    "logout": (by_role(405, 405, 405, 405, 405, 405), by_role(302, 302, 302, 302, 302, 302)),
+    "health": (EVERYONE, by_role(405, 405, 405, 405, 405, 405)),
+    "admin/login/": (by_role(302, 302, 302, 302, 302, 302), None),
+    "api-schema": (EVERYONE, None),
+    "api-docs": (EVERYONE, None),
+    "annotate:benchmark-list": (RESEARCHERS, None),
+    # An empty POST is an unbound form: the page again, nothing queued.
+    "annotate:import-list": (RESEARCHERS, by_role(LOGIN, 404, 404, 200, 200, 200)),
+    "annotate:import-detail": (RESEARCHERS, None),
+    "annotate:benchmark-detail": (RESEARCHERS, None),
+    "annotate:instruction-detail": (RESEARCHERS, None),
+    "work:dashboard": (ANNOTATORS, None),
+    "work:start-next": (POST_ONLY, by_role(LOGIN, 302, 302, 404, 404, 404)),
+    "work:assignment": (OWNER, by_role(LOGIN, 400, 404, 404, 404, 404)),
+    "work:assignment-return": (POST_ONLY, by_role(LOGIN, 302, 404, 404, 404, 404)),
+    "work:project-list": (RESEARCHERS, None),
+    "work:project-create": (ADMINS, by_role(LOGIN, 404, 404, 404, 404, 400)),
+    "work:project-detail": (PROJECT_READERS, None),
+    "work:batch-create": (POST_ONLY, ADMIN_POST_REFUSED),
+    "work:labels-csv": (PROJECT_READERS, None),
+    "crowd:mturk-task": (TOKEN_PAGE, by_role(405, 405, 405, 405, 405, 405)),
+    "crowd:selfhosted-join": (TOKEN_PAGE, by_role(302, 302, 302, 302, 302, 302)),
+    "crowd:work-task": (TOKEN_PAGE, by_role(400, 400, 400, 400, 400, 400)),
+    "crowd:publish": (ADMINS, ADMINS),
+    "crowd:publication-list": (ADMINS, None),
+    "crowd:publication": (ADMINS, None),
+    "crowd:publication-action": (ADMIN_POST_ONLY, ADMIN_POST_REFUSED),
+    "crowd:review": (ADMINS, None),
+    "crowd:assignment-action": (ADMIN_POST_ONLY, ADMIN_POST_REFUSED),
+    "crowd:worker-action": (ADMIN_POST_ONLY, ADMIN_POST_REFUSED),
+    "crowd:calls": (ADMINS, None),
+    "crowd-api:preview": (API_ADMIN_POST_ONLY, by_role(403, 404, 404, 404, 404, 400)),
+    "crowd-api:publish": (API_ADMIN_POST_ONLY, by_role(403, 404, 404, 404, 404, 400)),
+    "crowd-api:publication": (by_role(403, 404, 404, 404, 404, 200), None),
+    "crowd-api:sync": (API_ADMIN_POST_ONLY, by_role(403, 404, 404, 404, 404, 202)),
+    "crowd-api:review": (by_role(403, 404, 404, 404, 404, 200), None),
+    # The assignment in the URL is an expert's, not a crowd worker's: there is nothing to pay.
+    "crowd-api:approve": (API_ADMIN_POST_ONLY, by_role(403, 404, 404, 404, 404, 404)),
+    "crowd-api:reject": (API_ADMIN_POST_ONLY, by_role(403, 404, 404, 404, 404, 400)),
+    "crowd-api:bonus": (API_ADMIN_POST_ONLY, by_role(403, 404, 404, 404, 404, 404)),
+    "crowd-api:block": (API_ADMIN_POST_ONLY, by_role(403, 404, 404, 404, 404, 400)),
+    "crowd-api:unblock": (API_ADMIN_POST_ONLY, by_role(403, 404, 404, 404, 404, 200)),
+    "crowd-api:notify": (API_ADMIN_POST_ONLY, by_role(403, 404, 404, 404, 404, 400)),
+    "crowd-api:calls": (by_role(403, 404, 404, 404, 404, 200), None),
+    "annotate-api:project-create": (API_POST_ONLY, by_role(403, 403, 403, 403, 403, 400)),
+    "annotate-api:batch-create": (API_POST_ONLY, by_role(403, 403, 403, 403, 403, 400)),
+    "annotate-api:project-progress": (API_PROJECT_READERS, None),
+    "annotate-api:project-labels": (API_PROJECT_READERS, None),
+    "annotate-api:claim": (API_POST_ONLY, by_role(403, 201, 201, 404, 404, 404)),
+    "annotate-api:assignment": (API_OWNER, None),
+    "annotate-api:submit": (API_POST_ONLY, by_role(403, 400, 404, 404, 404, 404)),
+    "annotate-api:return": (API_POST_ONLY, by_role(403, 200, 404, 404, 404, 404)),
+    "judge:run-list": (RESEARCHERS, None),
+    "judge:run-new": (RESEARCHERS, by_role(LOGIN, 404, 404, 400, 400, 400)),
+    "judge:run-detail": (RESEARCHERS, None),
+    "judge:run-resume": (POST_ONLY, by_role(LOGIN, 404, 404, 302, 302, 302)),
+    "api-judge-run-progress": (API_RESEARCHERS, None),
+    "reports:list": (RESEARCHERS, None),
+    "reports:detail": (RESEARCHERS, None),
+    "reports:download": (RESEARCHERS, None),
+    "reports:table": (RESEARCHERS, None),
+    "reports:figure": (RESEARCHERS, None),
+    "reports:aggregated-labels": (RESEARCHERS, None),
+    # An empty POST asks for the default export; the task runs after the commit.
+    "reports:export": (POST_ONLY, by_role(LOGIN, 404, 404, 302, 302, 302)),
+    "api-report": (API_RESEARCHERS, None),
+}
+PARAMETER = re.compile(r"<(?:(?P<converter>\w+):)?(?P<name>\w+)>")
+
+
+def url_patterns() -> Iterator[tuple[str, str]]:
+    """Yield (rule key, route) for every pattern: "namespace:name" (the route if unnamed)."""
+
+    def walk(patterns, prefix: str, namespace: str) -> Iterator[tuple[str, str]]:
+        for pattern in patterns:
+            route = prefix + str(pattern.pattern)
+            if isinstance(pattern, URLResolver):
+                inner = ":".join(part for part in (namespace, pattern.namespace or "") if part)
+                yield from walk(pattern.url_patterns, route, inner)
+            elif isinstance(pattern, URLPattern):
+                name = pattern.name or route
+                yield (f"{namespace}:{name}" if namespace else name), route
+
+    yield from walk(get_resolver().url_patterns, "", "")
+
+
+def site_patterns() -> list[tuple[str, str]]:
+    """Return every pattern but the Django admin's, which test_admin_is_for_staff_only covers."""
+    return [(key, route) for key, route in url_patterns() if not key.startswith("admin:")]
+
+
+def concrete_url(route: str, ids: dict) -> str:
+    def fill(match: re.Match) -> str:
+        name = match.group("name")
+        assert name in ids, f"No object for URL parameter <{name}>: add it to tests/config/world.py"
+        return str(ids[name])
+
+    return "/" + PARAMETER.sub(fill, route)
+
+
+def request_as(world: World, role: str, method: str, url: str):
+    client = Client()
+    user = world.users[role]
+    if user is not None:
+        client.force_login(user)
+    return getattr(client, method)(url)
+
+
+def answer_of(response) -> int | str:
+    """Return the status, or LOGIN for a redirect to the login page."""
+    if response.status_code == 302 and response["Location"].startswith(reverse("login") + "?"):
+        return LOGIN
+    return response.status_code
+
+
+def written(world: World) -> tuple:
+    """Return what a refused request must leave unchanged: row counts and assignment states."""
+    counts = tuple(
+        model.objects.count()
+        for model in (
+            Project,
+            Batch,
+            Assignment,
+            Label,
+            DirectScore,
+            ImportJob,
+            Publication,
+            Hit,
+            Bonus,
+            WorkerBlock,
+            JudgeRun,
+        )
+    )
+    states = tuple(Assignment.objects.order_by("pk").values_list("pk", "status", "submitted_at"))
+    return counts, states
+
+
+@pytest.fixture
+def world(settings, tmp_path) -> World:
+    settings.MEDIA_ROOT = tmp_path
+    return build_world()
+
+
+def test_every_url_has_a_rule():
+    missing = sorted({key for key, _ in site_patterns()} - set(RULES))
+    assert not missing, (
+        f"URLs without an access rule: {missing}. Add each to RULES in "
+        "tests/config/test_permission_matrix.py with the answer every role should get."
+    )
+    stale = sorted(set(RULES) - {key for key, _ in site_patterns()})
+    assert not stale, f"Rules for URLs that no longer exist: {stale}"
+
+
+def test_get_answers_match_the_rules(world):
+    mismatches = []
+    for key, route in site_patterns():
+        if key not in RULES:
+            continue
+        url = concrete_url(route, world.ids)
+        for role, expected in zip(ROLES, RULES[key][0], strict=True):
+            got = answer_of(request_as(world, role, "get", url))
+            if got != expected:
+                mismatches.append(f"GET {url} ({key}) as {role}: expected {expected}, got {got}")
+    assert not mismatches, "\n".join(mismatches)
+
+
+@pytest.mark.parametrize("key", sorted(RULES))
+def test_empty_posts_are_refused_or_harmless_and_never_a_server_error(world, key):
+    """Each URL gets a fresh site: one role's accepted POST must not change the next one's."""
+    routes = dict(site_patterns())
+    if key not in routes:
+        pytest.skip(f"{key} is no longer in the URL conf (test_every_url_has_a_rule says so)")
+    url = concrete_url(routes[key], world.ids)
+    mismatches = []
+    for role, expected in zip(ROLES, RULES[key][1] or (None,) * len(ROLES), strict=True):
+        before = written(world)
+        got = answer_of(request_as(world, role, "post", url))
+        where = f"POST {url} ({key}) as {role}"
+        if got != LOGIN and got >= 500:
+            mismatches.append(f"{where}: server error {got}")
+        elif expected is not None and got != expected:
+            mismatches.append(f"{where}: expected {expected}, got {got}")
+        if (got == LOGIN or 400 <= got < 500) and written(world) != before:
+            mismatches.append(f"{where}: refused with {got} but wrote rows")
+    assert not mismatches, "\n".join(mismatches)
+
+
+@pytest.mark.parametrize("kind", ["work-task", "mturk-task", "selfhosted-join"])
+def test_forged_or_tampered_worker_tokens_are_404(world, client, kind):
+    token = {
+        "work-task": world.worker_token,
+        "mturk-task": world.ids["hit_token"],
+        "selfhosted-join": world.ids["link_token"],
+    }[kind]
+    before = written(world)
+    for bad in ("forged", token[:-1] + ("A" if token[-1] != "A" else "B"), token + "x"):
+        url = reverse(f"crowd:{kind}", args=[bad])
+        assert client.get(url).status_code == 404, url
+        assert client.post(url, {"r1_q1": "yes"}).status_code in (404, 405), url
+    assert written(world) == before
+
+
+def admin_sample() -> list[str]:
+    """Return the admin index and each registered model's changelist."""
+    changelists = [
+        reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist")
+        for model in admin.site._registry
+    ]
+    return [reverse("admin:index"), *changelists]
+
+
+def test_admin_is_for_staff_only(world):
+    """Anonymous and non-staff users are sent to log in. The admin role's users are staff but
+    hold no model permission: they see the index and get 403 on changelists; superusers get all.
+    """
+    superuser = UserFactory(username="root-user", is_staff=True, is_superuser=True)
+    sample = admin_sample()
+    assert len(sample) > 10
+    mismatches = []
+    for url in sample:
+        for role in (*ROLES, "superuser"):
+            client = Client()
+            user = superuser if role == "superuser" else world.users[role]
+            if user is not None:
+                client.force_login(user)
+            response = client.get(url)
+            if role == "superuser" or (role == "admin" and url == sample[0]):
+                expected = 200
+            else:
+                expected = 403 if role == "admin" else 302
+            location = response.get("Location", "")
+            if response.status_code != expected or (expected == 302 and "login" not in location):
+                mismatches.append(f"GET {url} as {role}: {response.status_code} {location}")
+    assert not mismatches, "\n".join(mismatches)
