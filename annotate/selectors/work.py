@@ -125,13 +125,21 @@ def task_page_for(*, assignment: Assignment, answers: dict[str, str] | None = No
     project = assignment.task.batch.project
     phase = assignment_phase(assignment=assignment, mode=project.mode)
     answers = answers if answers is not None else _stored_answers(assignment, phase)
+    # Both reads are of one instruction: order_by() drops the models' default ordering, which
+    # joins instruction, benchmark and system to every query only to sort by their names.
     texts = dict(
         Response.objects.filter(
             instruction_id=assignment.task.instruction_id, system_id__in=assignment.display_order
-        ).values_list("system_id", "text")
+        )
+        .order_by()
+        .values_list("system_id", "text")
     )
     questions = (
-        list(Question.objects.filter(instruction_id=assignment.task.instruction_id))
+        list(
+            Question.objects.filter(instruction_id=assignment.task.instruction_id)
+            .order_by("position")
+            .values_list("position", "text")
+        )
         if phase == Phase.LABELS
         else []
     )
@@ -145,10 +153,10 @@ def task_page_for(*, assignment: Assignment, answers: dict[str, str] | None = No
             score_name=score_field(position),
             score=str(answers.get(score_field(position)) or scores.get(score_field(position), "")),
         )
-        for question in questions:
-            name = question_field(position, question.position)
+        for question_position, question_text in questions:
+            name = question_field(position, question_position)
             item.questions.append(
-                QuestionItem(name, question.position, question.text, str(answers.get(name, "")))
+                QuestionItem(name, question_position, question_text, str(answers.get(name, "")))
             )
         responses.append(item)
     field_names = [question.name for item in responses for question in item.questions] or [

@@ -5,13 +5,16 @@ import os
 from django.core.exceptions import ImproperlyConfigured
 
 from config.settings.base import *  # noqa: F403
-from config.settings.base import env_bool, env_list
+from config.settings.base import DATABASES, env_bool, env_list
 
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
 if not SECRET_KEY:
     raise ImproperlyConfigured("DJANGO_SECRET_KEY must be set in production.")
 DEBUG = env_bool("DJANGO_DEBUG", False)
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "")
+# Keep database connections between requests unless told otherwise: a new PostgreSQL connection
+# per request costs about 13 ms (a backend process started, authentication) on every page.
+DATABASES["default"]["CONN_MAX_AGE"] = int(os.environ.get("DATABASE_CONN_MAX_AGE", "60"))
 
 SESSION_COOKIE_SECURE = True
 CSRF_COOKIE_SECURE = True

@@ -174,3 +174,26 @@ def test_both_mode_takes_scores_first_then_questions():
     )
     assert DirectScore.objects.get(response=first).score == 5
     assert DirectScore.objects.count() == 3 and Label.objects.count() == 6
+
+
+@pytest.mark.parametrize("earlier", ["label", "score"])
+def test_a_response_labelled_elsewhere_since_the_claim_conflicts_and_nothing_is_written(
+    claimed, earlier
+):
+    """An import of the annotator's labels or scores after the claim blocks the submit."""
+    last = Response.objects.get(
+        instruction=claimed.task.instruction, system_id=claimed.display_order[-1]
+    )
+    if earlier == "label":
+        question = claimed.task.instruction.questions.get(position=2)
+        Label.objects.create(
+            question=question, response=last, annotator=claimed.annotator, value=LabelValue.NO
+        )
+    else:
+        DirectScore.objects.create(response=last, annotator=claimed.annotator, score=3)
+    with pytest.raises(ConflictError, match="another project"):
+        submit(claimed, full_answers(claimed))
+    claimed.refresh_from_db()
+    assert claimed.status == AssignmentStatus.CLAIMED and claimed.submitted_at is None
+    assert Label.objects.filter(assignment=claimed).count() == 0
+    assert Label.objects.filter(annotator=claimed.annotator).count() == (earlier == "label")

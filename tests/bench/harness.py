@@ -189,17 +189,35 @@ class Outcomes:
 
 
 class Annotator:
-    """One annotator with its own HTTP session: claim, read the task page, submit; repeat."""
+    """One annotator with its own HTTP session: claim, read the task page, submit; repeat.
 
-    def __init__(self, base: str, session_key: str, project_id: int, seed: int) -> None:
+    `think` (low, high): seconds spent on the page before submitting and again before the next
+    claim, uniformly random from the annotator's seeded generator; (0, 0) sends back to back.
+    """
+
+    def __init__(
+        self,
+        base: str,
+        session_key: str,
+        project_id: int,
+        seed: int,
+        think: tuple[float, float] = (0.0, 0.0),
+    ) -> None:
         import requests
 
         self.base, self.project_id = base, project_id
         self.http = requests.Session()
         self.http.cookies.set("sessionid", session_key)
         self.rng = random.Random(seed)
+        self.think = think
         self.outcomes = Outcomes()
         self.token = ""
+
+    def pause(self) -> None:
+        """Sleep for one think time (nothing when the think time is 0)."""
+        low, high = self.think
+        if high > 0:
+            time.sleep(self.rng.uniform(low, high))
 
     def _call(self, endpoint: str, method: str, path: str, **kwargs):
         import requests
@@ -246,10 +264,12 @@ class Annotator:
             return "error"
         answers = {name: self.rng.choice(("yes", "no")) for name in FIELD.findall(page.text)}
         data = {**answers, "csrfmiddlewaretoken": CSRF.search(page.text).group(1)}
+        self.pause()
         submitted = self._call("submit", "POST", location, data=data, headers=headers)
         if submitted is None or submitted.status_code != 302:
             return "error"
         self.outcomes.accepted[int(match.group(1))] = answers
+        self.pause()
         return "done"
 
 
