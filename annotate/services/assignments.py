@@ -88,9 +88,12 @@ def claimable_tasks(
 
 def _worked_on(*, annotator: Annotator, instruction) -> Q:
     """True where the annotator has an assignment, a label or a score on the instruction."""
+    # Labels are reached through their response, not their question (the two share the
+    # instruction): the (response, annotator) index then answers each task with a few index
+    # lookups, where going through the question scans every label of the table per task.
     return (
         Q(Exists(Assignment.objects.filter(annotator=annotator, task__instruction_id=instruction)))
-        | Q(Exists(Label.objects.filter(annotator=annotator, question__instruction_id=instruction)))
+        | Q(Exists(Label.objects.filter(annotator=annotator, response__instruction_id=instruction)))
         | Q(
             Exists(
                 DirectScore.objects.filter(
