@@ -32,16 +32,15 @@ from tests.bench.harness import (  # noqa: E402 - after the path is set
     setup_django,
     start_gunicorn,
 )
-from tests.faults.private import PrivatePostgres, PrivateRedis, verdict  # noqa: E402
+from tests.faults.private import (  # noqa: E402
+    OK,
+    PrivatePostgres,
+    PrivateRedis,
+    keep_working,
+    verdict,
+)
 
 RECOVERY_GRACE = 3.0
-OK = {"200", "302"}
-
-
-def keep_working(annotator: Annotator, deadline: float) -> None:
-    while time.monotonic() < deadline:
-        if annotator.one_task() != "done":
-            time.sleep(0.2)
 
 
 def main() -> int:

@@ -34,20 +34,14 @@ from tests.bench.harness import (  # noqa: E402 - after the path is set
     start_gunicorn,
 )
 from tests.faults.private import (  # noqa: E402
+    OK,
     CeleryWorker,
     PrivatePostgres,
     PrivateRedis,
+    keep_working,
     verdict,
     wait_until,
 )
-
-OK = {"200", "302"}
-
-
-def keep_working(annotator: Annotator, deadline: float) -> None:
-    while time.monotonic() < deadline:
-        if annotator.one_task() != "done":
-            time.sleep(0.2)
 
 
 def main() -> int:

@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.bench.harness import ROOT, free_port, wait_for_port
+from tests.bench.harness import ROOT, Annotator, free_port, wait_for_port
 
 
 def _as_postgres_user() -> list[str]:
@@ -189,3 +189,14 @@ def verdict(name: str, failures: list[str], details: list[str]) -> int:
         print("  FAILED: " + failure)
     print(f"VERDICT {'FAIL' if failures else 'PASS'}: {name}")
     return 1 if failures else 0
+
+
+# Answers of a page or a submit that count as success while a fault is going on.
+OK = {"200", "302"}
+
+
+def keep_working(annotator: Annotator, deadline: float) -> None:
+    """Let one simulated annotator claim and submit tasks until the deadline."""
+    while time.monotonic() < deadline:
+        if annotator.one_task() != "done":
+            time.sleep(0.2)
