@@ -11,6 +11,7 @@ from annotate.models import Benchmark
 from annotate.services.deferred_tasks import task_enqueue_on_commit
 from evaluation.errors import ReportError
 from evaluation.models import ExportStatus, ReportExport
+from evaluation.selectors.report_data import benchmark_arrays
 from evaluation.services.report_exports import export_storage, report_export
 from evaluation.services.reports import UNKNOWN_MODES, labels_aggregated_csv, report_build
 
@@ -37,9 +38,11 @@ def report_export_execute(*, export_id: int) -> ReportExport:
         export.status = ExportStatus.RUNNING
         export.save(update_fields=["status"])
     try:
-        report = report_build(benchmark=export.benchmark, unknown=export.unknown)
+        # One read of the labels serves the report and the majority labels.
+        data = benchmark_arrays(benchmark=export.benchmark)
+        report = report_build(benchmark=export.benchmark, unknown=export.unknown, data=data)
         aggregated = io.StringIO()
-        labels_aggregated_csv(benchmark=export.benchmark, output=aggregated)
+        labels_aggregated_csv(benchmark=export.benchmark, output=aggregated, data=data)
         storage = export_storage()
         export.files = report_export(
             report=report,

@@ -543,14 +543,18 @@ def report_build(
     unknown: str = "exclude",
     n_resamples: int | None = None,
     seed: int | None = None,
+    data: BenchmarkArrays | None = None,
 ) -> dict:
-    """Compute every table of the report for one benchmark (schema: docs/reports.md)."""
+    """Compute every table of the report for one benchmark (schema: docs/reports.md).
+
+    `data` is the benchmark's arrays when the caller has read them already (an export).
+    """
     if unknown not in UNKNOWN_MODES:
         raise ReportError(f"unknown must be one of {', '.join(UNKNOWN_MODES)}, not {unknown!r}.")
     n_resamples = settings.REPORT_BOOTSTRAP_RESAMPLES if n_resamples is None else n_resamples
     seed = settings.REPORT_BOOTSTRAP_SEED if seed is None else seed
     unknown_as_no = unknown == "no"
-    data = benchmark_arrays(benchmark=benchmark)
+    data = benchmark_arrays(benchmark=benchmark) if data is None else data
     bootstrap = Bootstrap(data.n_instructions, np.random.default_rng(seed), n_resamples)
     sources = _sources(data)
     counts = {s.name: _instruction_system_counts(data, s, unknown_as_no) for s in sources}
@@ -577,14 +581,16 @@ def report_build(
     }
 
 
-def labels_aggregated_csv(*, benchmark: Benchmark, output: IO[str]) -> int:
+def labels_aggregated_csv(
+    *, benchmark: Benchmark, output: IO[str], data: BenchmarkArrays | None = None
+) -> int:
     """Write the expert and crowd majority labels as the long label CSV; return the row count.
 
     Columns are those of the label import (instruction_id, system, annotator, question_index,
     label) with the source name as the annotator, so the file can be imported back as labels.
     Items with no majority are written as UNKNOWN, items the group never labelled are left out.
     """
-    data = benchmark_arrays(benchmark=benchmark)
+    data = benchmark_arrays(benchmark=benchmark) if data is None else data
     writer = csv.writer(output, lineterminator="\n")
     writer.writerow(["instruction_id", "system", "annotator", "question_index", "label"])
     rows = 0
