@@ -28,7 +28,7 @@ migrate: install
 	$(MANAGE) migrate --no-input
 
 demo: migrate
-	$(MANAGE) load_demo
+	$(MANAGE) load_demo --base-url http://$(HOST):$(PORT)
 
 ## make run: set up everything, load the demo data, print the logins, serve on http://$(HOST):$(PORT)
 run: demo

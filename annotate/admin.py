@@ -130,3 +130,11 @@ class DeferredTaskAdmin(admin.ModelAdmin):
     list_filter = ["name"]
     search_fields = ["name", "last_error"]
     readonly_fields = ["name", "args", "created_at", "attempts", "last_error"]
+
+
+@admin.register(models.ProjectAnnotatorKind)
+class ProjectAnnotatorKindAdmin(admin.ModelAdmin):
+    list_display = ["annotator", "project", "kind", "changed_at"]
+    list_filter = ["kind", "project"]
+    search_fields = ["annotator__name", "project__name"]
+    list_select_related = ["annotator", "project"]

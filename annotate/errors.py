@@ -86,5 +86,15 @@ class AlreadyProcessedError(CrowdPlatformError):
     http_status = 409
 
 
+class StudyClosedError(AnnotateError):
+    """A self-hosted study link that takes no more workers (closed, or its cap is reached)."""
+
+    http_status = 410
+
+
 class PublishError(AnnotateError):
     """A batch cannot be published as asked (no tasks, bad settings, nothing to pay with...)."""
+
+
+class AnnotatorKindError(AnnotateError):
+    """An annotator's kind cannot be set as asked (an LLM judge, two kinds in one benchmark)."""

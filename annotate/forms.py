@@ -55,6 +55,18 @@ class ProjectForm(SelectionForm):
     guidelines = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 12}), initial=DEFAULT_GUIDELINES, required=False
     )
+    continue_to_next = forms.BooleanField(
+        label="Continue to the next task",
+        initial=True,
+        required=False,
+        help_text="After a submit, open the annotator's next task straight away.",
+    )
+    practice = forms.BooleanField(
+        label="Practice project",
+        required=False,
+        help_text="Answers are kept for the annotator but never become labels: they count in no "
+        "report, majority or export.",
+    )
     researchers = forms.ModelMultipleChoiceField(
         queryset=User.objects.filter(groups__name=RESEARCHER).order_by("username"),
         widget=forms.CheckboxSelectMultiple,
@@ -73,5 +85,7 @@ class ProjectForm(SelectionForm):
         "assignments_per_task",
         "allotted_minutes",
         "guidelines",
+        "continue_to_next",
+        "practice",
         "researchers",
     ]

@@ -2,23 +2,28 @@
 
 from __future__ import annotations
 
-import csv
 import functools
 from collections.abc import Callable, Iterable
 
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
+from rest_framework.exceptions import ParseError
+from rest_framework.parsers import JSONParser
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from annotate.errors import AnnotateError, SubmissionError
-from annotate.services.files import csv_escape
+from annotate.services.files import csv_writer
 
-# Pages with model output on them: nothing runs but our own script, nothing loads from elsewhere.
-CONTENT_SECURITY_POLICY = (
-    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; "
-    "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
-)
+
+class DepthLimitedJSONParser(JSONParser):
+    """DRF's JSON parser, answering 400 (not 500) to JSON nested deeper than Python recurses."""
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        try:
+            return super().parse(stream, media_type, parser_context)
+        except RecursionError:
+            raise ParseError("JSON parse error - the body is nested too deeply.") from None
 
 
 def error_payload(error: AnnotateError) -> dict:
@@ -52,8 +57,10 @@ def page_errors(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse
     return wrapper
 
 
-def with_csp(response: HttpResponse) -> HttpResponse:
-    response["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
+def csp_replace_on(response: HttpResponse, directives: dict[str, list[str]]) -> HttpResponse:
+    """Replace these directives of the site-wide policy (setting CONTENT_SECURITY_POLICY) for one
+    response: django-csp's csp_replace decorator, for values known only inside the view."""
+    response._csp_replace = {**(getattr(response, "_csp_replace", None) or {}), **directives}
     return response
 
 
@@ -67,14 +74,11 @@ class _Echo:
 def csv_download(rows: Iterable[list[object]], *, filename: str) -> StreamingHttpResponse:
     """Stream rows as a CSV attachment, one line at a time, never the whole file in memory.
 
-    Text cells that a spreadsheet would run as a formula are neutralised (csv_escape): names in
+    Text cells that a spreadsheet would run as a formula are neutralised (csv_writer): names in
     these files can come from outside, e.g. a self-hosted worker id from a study link.
     """
-    writer = csv.writer(_Echo())
-    lines = (
-        writer.writerow([csv_escape(cell) if isinstance(cell, str) else cell for cell in row])
-        for row in rows
-    )
+    writer = csv_writer(_Echo())
+    lines = (writer.writerow(row) for row in rows)
     response = StreamingHttpResponse(lines, content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response

@@ -2,13 +2,14 @@
 
 from django import forms
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 
 from annotate.errors import AnnotateError
-from annotate.models import AnnotatorKind, Benchmark, ImportJob, ImportKind, ImportStatus
-from annotate.roles import is_researcher
-from annotate.services.import_jobs import import_job_create
+from annotate.models import DECIDED_KINDS, Benchmark, ImportJob, ImportKind, ImportStatus
+from annotate.roles import ADMIN, RESEARCHER, RESEARCHERS_ONLY, require_role
+from annotate.services.import_jobs import import_job_create, import_jobs_fail_stale
 
 
 class ImportForm(forms.Form):
@@ -23,7 +24,7 @@ class ImportForm(forms.Form):
         max_length=200, required=False, label="Annotator (evaluation JSON Lines)"
     )
     annotator_kind = forms.ChoiceField(
-        choices=[("", "— as in the file —"), *AnnotatorKind.choices],
+        choices=[("", "— as in the file —"), *((k.value, k.label) for k in DECIDED_KINDS)],
         required=False,
         label="Kind of new annotators",
     )
@@ -32,8 +33,8 @@ class ImportForm(forms.Form):
 
 @login_required
 def import_list(request: HttpRequest) -> HttpResponse:
-    if not is_researcher(request.user):
-        raise Http404
+    require_role(request.user, ADMIN, RESEARCHER, message=RESEARCHERS_ONLY)
+    import_jobs_fail_stale(now=timezone.now())  # also without a beat (the embedded default)
     form = ImportForm(request.POST or None, request.FILES or None)
     if request.method == "POST" and form.is_valid():
         try:
@@ -52,8 +53,8 @@ def import_list(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def import_detail(request: HttpRequest, job_id: int) -> HttpResponse:
-    if not is_researcher(request.user):
-        raise Http404
+    require_role(request.user, ADMIN, RESEARCHER, message=RESEARCHERS_ONLY)
+    import_jobs_fail_stale(now=timezone.now())
     job = get_object_or_404(ImportJob, pk=job_id)
     running = job.status in (ImportStatus.QUEUED, ImportStatus.RUNNING)
     return render(request, "annotate/import_detail.html", {"job": job, "running": running})

@@ -1,35 +1,54 @@
-"""Login with a limit on failed attempts, per client address and per username."""
+"""What a locked-out login gets back, on a page and in the API; django-axes counts (AXES_*)."""
 
 from __future__ import annotations
 
 from django.conf import settings
-from django.contrib.auth import views as auth_views
-from django.core.cache import cache
-from django.http import HttpRequest, HttpResponse
+from django.contrib.auth.forms import AuthenticationForm
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from rest_framework import authentication, exceptions
+
+LOCKED_OUT = "Too many failed attempts. Please wait a few minutes and try again."
 
 
-def _keys(request: HttpRequest) -> list[str]:
-    address = request.META.get("REMOTE_ADDR", "unknown")
-    username = (request.POST.get("username") or "").strip().lower()[:150]
-    return [f"login-fail:ip:{address}", f"login-fail:user:{username}"]
+def lockout_response(
+    request: HttpRequest, original_response: HttpResponse | None = None, credentials=None
+) -> HttpResponse:
+    """Answer 429: the login page again for a browser, a JSON detail for the API."""
+    if request.path.startswith("/api/"):
+        response = JsonResponse({"detail": LOCKED_OUT}, status=429)
+        response["Retry-After"] = str(settings.LOGIN_FAILURE_WINDOW)
+        return response
+    context = {"form": AuthenticationForm(request), "locked_out": True, "next": ""}
+    return render(request, "registration/login.html", context, status=429)
 
 
-class RateLimitedLoginView(auth_views.LoginView):
-    """Refuse further attempts (429) after LOGIN_FAILURE_LIMIT failures in LOGIN_FAILURE_WINDOW s."""
+class LoginLockedOut(exceptions.Throttled):
+    default_detail = LOCKED_OUT
 
-    def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
-        keys = _keys(request)
-        if any(cache.get(key, 0) >= settings.LOGIN_FAILURE_LIMIT for key in keys):
-            response = self.render_to_response(self.get_context_data(locked_out=True))
-            response.status_code = 429
-            return response
-        return super().post(request, *args, **kwargs)
 
-    def form_invalid(self, form):
-        for key in _keys(self.request):
-            cache.add(key, 0, timeout=settings.LOGIN_FAILURE_WINDOW)
-            try:
-                cache.incr(key)
-            except ValueError:  # expired between add and incr
-                cache.set(key, 1, timeout=settings.LOGIN_FAILURE_WINDOW)
-        return super().form_invalid(form)
+class LimitedBasicAuthentication(authentication.BasicAuthentication):
+    """DRF's HTTP Basic, answering 429 (not "invalid password") while django-axes locks out.
+
+    The password check itself goes through authenticate() like the login form's, so axes counts
+    each failure and refuses the right password during a lockout; this only names the refusal.
+    """
+
+    def authenticate_credentials(self, userid, password, request=None):
+        try:
+            return super().authenticate_credentials(userid, password, request)
+        except exceptions.AuthenticationFailed:
+            if getattr(request, "axes_locked_out", False):
+                raise LoginLockedOut(wait=settings.LOGIN_FAILURE_WINDOW) from None
+            raise
+
+
+class LimitedBasicAuthenticationScheme(OpenApiAuthenticationExtension):
+    """Describe LimitedBasicAuthentication in the API schema as the HTTP Basic it is."""
+
+    target_class = LimitedBasicAuthentication
+    name = "basicAuth"
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "http", "scheme": "basic"}

@@ -113,9 +113,26 @@ class Question(models.Model):
 
 
 class System(models.Model):
-    """A model under evaluation."""
+    """A model under evaluation. With a generation endpoint its responses are generated in the
+    app (and none may be imported); without one they are imported."""
 
     name = models.CharField(max_length=200, unique=True)
+    generation_endpoint = models.ForeignKey(
+        "engine.Endpoint",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="systems",
+        help_text="Blank: responses are imported.",
+    )
+    retired_from = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="retired_versions",
+        help_text="Holds responses replaced by a regeneration of that system, with their labels.",
+    )
 
     class Meta:
         ordering = ["name"]
@@ -128,6 +145,17 @@ class Response(models.Model):
     instruction = models.ForeignKey(Instruction, on_delete=models.CASCADE, related_name="responses")
     system = models.ForeignKey(System, on_delete=models.CASCADE, related_name="responses")
     text = models.TextField()
+    generation_key = models.CharField(
+        max_length=200, blank=True, help_text="Unit key of the generation; blank: imported."
+    )
+    generated_by = models.ForeignKey(
+        "engine.EngineCall",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The model call whose reply this is (its run is the call's run).",
+    )
 
     class Meta:
         ordering = ["instruction", "system"]
@@ -145,13 +173,25 @@ class AnnotatorKind(models.TextChoices):
     EXPERT = "expert", "Expert"
     CROWD = "crowd", "Crowd worker"
     LLM = "llm", "LLM judge"
+    UNDECIDED = "undecided", "Not decided yet"
+
+
+# Labels count in results only under one of these kinds: a new web account is undecided until a
+# researcher says whether it is an expert or a crowd worker.
+DECIDED_KINDS = [AnnotatorKind.EXPERT, AnnotatorKind.CROWD, AnnotatorKind.LLM]
+DECIDED_KIND_VALUES = [kind.value for kind in DECIDED_KINDS]
+PERSON_KINDS = [AnnotatorKind.EXPERT, AnnotatorKind.CROWD]
 
 
 class Annotator(models.Model):
     """Whoever produced a label: a person with an account, a crowd worker, or an LLM judge."""
 
     name = models.CharField(max_length=200, unique=True)
-    kind = models.CharField(max_length=6, choices=AnnotatorKind.choices)
+    kind = models.CharField(
+        max_length=9,
+        choices=AnnotatorKind.choices,
+        help_text="Only labels of experts, crowd workers and LLM judges count in results.",
+    )
     user = models.OneToOneField(
         settings.AUTH_USER_MODEL,
         null=True,
@@ -165,6 +205,9 @@ class Annotator(models.Model):
         max_length=200, blank=True, help_text="Judge configuration that produced the labels."
     )
     created_at = models.DateTimeField(auto_now_add=True)
+    kind_changed_at = models.DateTimeField(
+        null=True, blank=True, help_text="When a researcher last set the kind (reports follow it)."
+    )
 
     class Meta:
         ordering = ["name"]
@@ -284,6 +327,16 @@ class Project(models.Model):
     )
     completion_url = models.URLField(blank=True, help_text="Self-hosted: where workers go after.")
     completion_code = models.CharField(max_length=100, blank=True)
+    practice = models.BooleanField(
+        default=False,
+        help_text="Practice project: answers are kept on the assignment but never become labels, "
+        "so they stay out of every report, majority and export.",
+    )
+    continue_to_next = models.BooleanField(
+        "continue to the next task after submit",
+        default=True,
+        help_text="Open the annotator's next task straight after a submit.",
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
@@ -311,6 +364,30 @@ class Project(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class ProjectAnnotatorKind(models.Model):
+    """An annotator's kind within one project's benchmark, where it differs from their own."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="annotator_kinds")
+    annotator = models.ForeignKey(Annotator, on_delete=models.CASCADE, related_name="project_kinds")
+    kind = models.CharField(max_length=9, choices=AnnotatorKind.choices)
+    changed_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["project", "annotator"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "annotator"], name="projectannotatorkind_unique"
+            ),
+            models.CheckConstraint(
+                condition=Q(kind__in=[AnnotatorKind.EXPERT, AnnotatorKind.CROWD]),
+                name="projectannotatorkind_person_kind",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.annotator.name} in {self.project.name}: {self.get_kind_display()}"
 
 
 class Batch(models.Model):
@@ -397,12 +474,27 @@ class Assignment(models.Model):
     )
     platform_assignment_id = models.CharField(max_length=200, blank=True)
     platform_hit_id = models.CharField(max_length=200, blank=True)
+    queue_project = models.ForeignKey(
+        Project,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="+",
+        help_text="Set when 'start next' handed out this claim: the database then holds at most "
+        "one such live claim per annotator and project (a crowd HIT's claim leaves it empty).",
+    )
 
     class Meta:
         ordering = ["-claimed_at"]
         constraints = [
             models.UniqueConstraint(
                 fields=["task", "annotator"], name="assignment_unique_annotator"
+            ),
+            # Twenty "start next" at once from one session must give one claim, not twenty.
+            models.UniqueConstraint(
+                fields=["annotator", "queue_project"],
+                condition=Q(status=AssignmentStatus.CLAIMED),
+                name="assignment_one_live_claim_per_project",
             ),
             models.CheckConstraint(
                 condition=Q(status__in=AssignmentStatus.values), name="assignment_status_valid"
@@ -441,7 +533,11 @@ class ImportJob(models.Model):
     benchmark_name = models.CharField(max_length=200)
     system_name = models.CharField(max_length=200, blank=True)
     annotator_name = models.CharField(max_length=200, blank=True)
-    annotator_kind = models.CharField(max_length=6, blank=True, choices=AnnotatorKind.choices)
+    annotator_kind = models.CharField(
+        max_length=6,
+        blank=True,
+        choices=[(kind.value, kind.label) for kind in DECIDED_KINDS],
+    )
     upload = models.FileField(upload_to="imports/%Y/%m/")
     original_name = models.CharField(max_length=255)
     status = models.CharField(
@@ -454,6 +550,9 @@ class ImportJob(models.Model):
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
     )
     created_at = models.DateTimeField(auto_now_add=True)
+    heartbeat_at = models.DateTimeField(
+        null=True, blank=True, help_text="Last sign of life of the worker running the import."
+    )
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

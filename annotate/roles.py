@@ -24,3 +24,16 @@ def is_admin(user) -> bool:
 def is_researcher(user) -> bool:
     """Researchers and admins may read every project's data."""
     return has_role(user, ADMIN, RESEARCHER)
+
+
+RESEARCHERS_ONLY = "This page is for researchers and admins."
+ADMINS_ONLY = "This page is for admins."
+ANNOTATORS_ONLY = "This page is for annotators: it lists their own tasks."
+
+
+def require_role(user, *roles: str, message: str) -> None:
+    """Raise PermissionDenied (the 403 page, config.error_views) unless the user has a role."""
+    from django.core.exceptions import PermissionDenied
+
+    if not has_role(user, *roles):
+        raise PermissionDenied(message)

@@ -5,7 +5,7 @@ from django.utils import timezone
 
 from annotate.services.assignments import assignments_expire
 from annotate.services.deferred_tasks import deferred_tasks_send
-from annotate.services.import_jobs import import_job_run
+from annotate.services.import_jobs import import_job_run, import_jobs_fail_stale
 
 
 @shared_task(acks_late=True)
@@ -23,3 +23,9 @@ def expire_assignments() -> int:
 def send_deferred_tasks() -> int:
     """Send the tasks stored while the broker was down (run by beat every minute)."""
     return deferred_tasks_send(now=timezone.now())
+
+
+@shared_task(name="annotate.tasks.fail_stale_imports")
+def fail_stale_imports() -> int:
+    """Fail the imports whose worker stopped beating (run by beat every minute)."""
+    return import_jobs_fail_stale(now=timezone.now())

@@ -1,17 +1,27 @@
 """Pages of the annotation side. Views parse input, call a selector or service, render."""
 
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from annotate.errors import NotFoundError
-from annotate.roles import ADMIN, ANNOTATOR, has_role, is_researcher
+from annotate.filters import PAGE_SIZE, BenchmarkFilter, InstructionFilter
+from annotate.roles import (
+    ADMIN,
+    ANNOTATOR,
+    RESEARCHER,
+    RESEARCHERS_ONLY,
+    has_role,
+    is_researcher,
+    require_role,
+)
 from annotate.selectors import benchmarks as benchmark_selectors
+from annotate.selectors.identities import identity_scope
 
 
 def _require_researcher(request: HttpRequest) -> None:
-    if not is_researcher(request.user):
-        raise Http404
+    require_role(request.user, ADMIN, RESEARCHER, message=RESEARCHERS_ONLY)
 
 
 @login_required
@@ -27,8 +37,10 @@ def home(request: HttpRequest) -> HttpResponse:
 @login_required
 def benchmark_list(request: HttpRequest) -> HttpResponse:
     _require_researcher(request)
-    benchmarks = benchmark_selectors.benchmark_list_with_counts()
-    return render(request, "annotate/benchmark_list.html", {"benchmarks": benchmarks})
+    found = BenchmarkFilter(request.GET, queryset=benchmark_selectors.benchmark_list_with_counts())
+    page = Paginator(found.qs, PAGE_SIZE).get_page(request.GET.get("page"))
+    context = {"filter": found, "page": page, "benchmarks": page.object_list}
+    return render(request, "annotate/benchmark_list.html", context)
 
 
 @login_required
@@ -38,10 +50,16 @@ def benchmark_detail(request: HttpRequest, benchmark_id: int) -> HttpResponse:
         benchmark = benchmark_selectors.benchmark_get(benchmark_id=benchmark_id)
     except NotFoundError:
         raise Http404 from None
+    found = InstructionFilter(
+        request.GET, queryset=benchmark_selectors.benchmark_instructions(benchmark=benchmark)
+    )
+    page = Paginator(found.qs, PAGE_SIZE).get_page(request.GET.get("page"))
     context = {
         "benchmark": benchmark,
         "summary": benchmark_selectors.benchmark_summary(benchmark=benchmark),
-        "instructions": benchmark_selectors.benchmark_instructions(benchmark=benchmark),
+        "filter": found,
+        "page": page,
+        "instructions": page.object_list,
     }
     return render(request, "annotate/benchmark_detail.html", context)
 
@@ -54,9 +72,15 @@ def instruction_detail(
     try:
         benchmark = benchmark_selectors.benchmark_get(benchmark_id=benchmark_id)
         instruction = benchmark_selectors.instruction_with_work(
-            benchmark=benchmark, instruction_id=instruction_id
+            benchmark=benchmark,
+            instruction_id=instruction_id,
+            scope=identity_scope(user=request.user),
         )
     except NotFoundError:
         raise Http404 from None
-    context = {"benchmark": benchmark, "instruction": instruction}
+    context = {
+        "benchmark": benchmark,
+        "instruction": instruction,
+        "matrix": benchmark_selectors.instruction_label_matrix(instruction=instruction),
+    }
     return render(request, "annotate/instruction_detail.html", context)

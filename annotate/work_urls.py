@@ -7,6 +7,7 @@ app_name = "work"
 urlpatterns = [
     path("", work_views.dashboard, name="dashboard"),
     path("projects/<int:project_id>/next/", work_views.start_next, name="start-next"),
+    path("projects/<int:project_id>/done/", work_views.project_done, name="project-done"),
     path("assignments/<int:assignment_id>/", work_views.assignment_page, name="assignment"),
     path(
         "assignments/<int:assignment_id>/return/",

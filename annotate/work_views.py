@@ -7,16 +7,25 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from annotate.errors import NotFoundError, NoWorkError, ProjectSetupError, SubmissionError
 from annotate.forms import BatchForm, ProjectForm
-from annotate.http import csv_download, page_errors, with_csp
+from annotate.http import csv_download, page_errors
 from annotate.models import Annotator, Project
-from annotate.roles import ANNOTATOR, has_role, is_admin, is_researcher
+from annotate.roles import (
+    ADMIN,
+    ADMINS_ONLY,
+    ANNOTATOR,
+    ANNOTATORS_ONLY,
+    RESEARCHER,
+    RESEARCHERS_ONLY,
+    is_admin,
+    require_role,
+)
 from annotate.selectors import work as work_selectors
 from annotate.services import assignments as assignment_services
 from annotate.services import projects as project_services
@@ -27,14 +36,17 @@ RESERVED_FIELDS = {"csrfmiddlewaretoken", "active_seconds"}
 
 def _annotator(request: HttpRequest) -> Annotator:
     """Return the annotator of the logged-in user; 404 for users without the annotator role."""
-    if not has_role(request.user, ANNOTATOR):
-        raise NotFoundError("Only annotators have tasks.")
+    # The usual case in one query: an active user in the annotator group who has worked before.
+    if request.user.is_active:
+        known = Annotator.objects.filter(user=request.user, user__groups__name=ANNOTATOR).first()
+        if known is not None:
+            return known
+    require_role(request.user, ANNOTATOR, message=ANNOTATORS_ONLY)
     return assignment_services.annotator_for_user(user=request.user)
 
 
 def _require_admin(request: HttpRequest) -> None:
-    if not is_admin(request.user):
-        raise Http404
+    require_role(request.user, ADMIN, message=ADMINS_ONLY)
 
 
 @login_required
@@ -72,7 +84,12 @@ def assignment_page(request: HttpRequest, assignment_id: int) -> HttpResponse:
     if request.method == "POST":
         return _submit(request, assignment_id)
     page = work_selectors.task_page_get(assignment_id=assignment_id, user=request.user)
-    return with_csp(render(request, "annotate/work/task.html", {"page": page}))
+    return render(request, "annotate/work/task.html", _task_context(page))
+
+
+def _task_context(page, **extra) -> dict:
+    standing = work_selectors.project_standing(assignment=page.assignment, now=timezone.now())
+    return {"page": page, "standing": standing, **extra}
 
 
 def _submit(request: HttpRequest, assignment_id: int) -> HttpResponse:
@@ -81,13 +98,12 @@ def _submit(request: HttpRequest, assignment_id: int) -> HttpResponse:
         for key, values in request.POST.lists()
         if key not in RESERVED_FIELDS
     }
-    assignment = work_selectors.assignment_get_for_annotator(
-        assignment_id=assignment_id, user=request.user
-    )
     try:
+        # The service finds the assignment of this user's annotator under its row lock (a
+        # NotFoundError otherwise): no read of the assignment or the annotator beforehand.
         result = assignment_submit(
-            assignment_id=assignment.id,
-            annotator=assignment.annotator,
+            assignment_id=assignment_id,
+            user=request.user,
             answers=answers,
             active_seconds=request.POST.get("active_seconds", 0),
             now=timezone.now(),
@@ -97,7 +113,39 @@ def _submit(request: HttpRequest, assignment_id: int) -> HttpResponse:
     if result.outcome == Outcome.SCORED:
         return redirect("work:assignment", assignment_id=assignment_id)
     messages.success(request, _OUTCOME_MESSAGES[result.outcome])
+    project = result.assignment.task.batch.project
+    if result.outcome == Outcome.ACCEPTED and project.continue_to_next:
+        return _next_task_or_done(request, result.assignment.annotator, project)
     return redirect("work:dashboard")
+
+
+def _next_task_or_done(request: HttpRequest, annotator: Annotator, project: Project):
+    """Open the annotator's next task of the project, or the project's "all done" page."""
+    try:
+        following = assignment_services.assignment_claim_next(
+            annotator=annotator, project=project, now=timezone.now()
+        )
+    except NoWorkError:
+        return redirect("work:project-done", project_id=project.id)
+    return redirect("work:assignment", assignment_id=following.id)
+
+
+@login_required
+@page_errors
+def project_done(request: HttpRequest, project_id: int) -> HttpResponse:
+    annotator = _annotator(request)
+    project = Project.objects.filter(pk=project_id).first()
+    if project is None:
+        raise NotFoundError("No such project.")
+    rows = work_selectors.dashboard_for_annotator(annotator=annotator, now=timezone.now())
+    this = next((row for row in rows if row.project.pk == project.pk), None)
+    context = {
+        "project": project,
+        "submitted": this.submitted if this else 0,
+        "left_here": (this.available if this else 0),
+        "elsewhere": [row for row in rows if row.project.pk != project.pk and row.available],
+    }
+    return render(request, "annotate/work/all_done.html", context)
 
 
 _OUTCOME_MESSAGES = {
@@ -121,8 +169,8 @@ def _task_page_with_error(
         if name in error.missing
     }
     missing = [{"name": name, "title": titles[name]} for name in error.missing if name in titles]
-    context = {"page": page, "error": str(error), "missing": missing}
-    return with_csp(render(request, "annotate/work/task.html", context, status=error.http_status))
+    context = _task_context(page, error=str(error), missing=missing)
+    return render(request, "annotate/work/task.html", context, status=error.http_status)
 
 
 @login_required
@@ -144,8 +192,7 @@ def assignment_return(request: HttpRequest, assignment_id: int) -> HttpResponse:
 
 @login_required
 def project_list(request: HttpRequest) -> HttpResponse:
-    if not is_researcher(request.user):
-        raise Http404
+    require_role(request.user, ADMIN, RESEARCHER, message=RESEARCHERS_ONLY)
     projects = work_selectors.projects_for_researcher(user=request.user)
     context = {"projects": projects, "can_create": is_admin(request.user)}
     return render(request, "annotate/work/project_list.html", context)
@@ -180,6 +227,8 @@ def _project_create_from(form: ProjectForm, request: HttpRequest) -> Project:
         allotted_minutes=data["allotted_minutes"],
         guidelines=data["guidelines"],
         researchers=list(data["researchers"]),
+        continue_to_next=data["continue_to_next"],
+        practice=data["practice"],
         created_by=request.user,
     )
 

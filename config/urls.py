@@ -2,27 +2,34 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.generic import RedirectView
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from annotate import views as annotate_views
-from annotate.login import RateLimitedLoginView
+from config.api_docs import OfflineRedocView
+from config.error_views import admin_login
 from config.health import health
 from evaluation.judge_api import JudgeRunProgressApi
 from evaluation.report_api import ReportApi
+from evaluation.revision.views import RevisionReportApi
+from evaluation.verbalizer.views import VerbalizerReportApi
 
 urlpatterns = [
     path("", annotate_views.home, name="home"),
-    path("accounts/login/", RateLimitedLoginView.as_view(), name="login"),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("health/", health, name="health"),
-    # One login page for everyone, so its attempt limit covers the admin too.
-    path("admin/login/", RedirectView.as_view(pattern_name="login", query_string=True)),
+    # One login page for everyone (django-axes limits every password check, this one too);
+    # a logged-in user who is not staff gets the 403 page instead of a second login form.
+    path("admin/login/", admin_login),
+    path("favicon.ico", RedirectView.as_view(url="/static/favicon.svg", permanent=True)),
     path("admin/", admin.site.urls),
     path("benchmarks/", include("annotate.urls")),
     path("annotate/", include("annotate.work_urls")),
     path("crowd/", include("annotate.crowd.urls")),
     path("api/crowd/", include("annotate.crowd.api_urls")),
     path("api/annotate/", include("annotate.api_urls")),
+    path("engine/", include("annotate.engine.urls")),
+    path("api/engine/", include("annotate.engine.api_urls")),
     path("judge/runs/", include("evaluation.judge_urls")),
     path(
         "api/judge/runs/<int:run_id>/progress/",
@@ -30,9 +37,31 @@ urlpatterns = [
         name="api-judge-run-progress",
     ),
     path("reports/", include("evaluation.report_urls")),
+    path("revision/", include("annotate.revision.urls")),
+    path("revision-reports/", include("evaluation.revision.urls")),
+    path("annotators/", include("evaluation.annotator_urls")),
     path("api/reports/<int:benchmark_id>/", ReportApi.as_view(), name="api-report"),
+    path("verbalizer/", include("annotate.verbalizer.urls")),
+    path("reports/verbalizer/", include("evaluation.verbalizer.urls")),
+    path(
+        "api/verbalizer/sets/<int:set_id>/report/",
+        VerbalizerReportApi.as_view(),
+        name="api-verbalizer-report",
+    ),
+    path(
+        "api/revision/studies/<int:study_id>/report/",
+        RevisionReportApi.as_view(),
+        name="api-revision-report",
+    ),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    # Split view: the Swagger UI settings come as a script file of our own, no inline script.
+    path(
+        "api/docs/",
+        SpectacularSwaggerSplitView.as_view(url_name="api-schema"),
+        name="api-docs",
+    ),
+    path("api/redoc/", OfflineRedocView.as_view(url_name="api-schema"), name="api-redoc"),
 ]
 
+handler403 = "config.error_views.permission_denied"
 handler500 = "config.error_views.server_error"

@@ -6,7 +6,7 @@ from evaluation.services.judge_configs import judge_config_create
 
 @admin.register(JudgeConfig)
 class JudgeConfigAdmin(admin.ModelAdmin):
-    list_display = ["name", "backend", "model", "protocol", "concurrency", "created_at"]
+    list_display = ["name", "endpoint", "protocol", "created_at"]
     exclude = ["annotator"]
 
     def save_model(self, request, obj, form, change):
@@ -22,7 +22,7 @@ class JudgeConfigAdmin(admin.ModelAdmin):
 class JudgeRunAdmin(admin.ModelAdmin):
     list_display = ["id", "config", "benchmark", "status", "cost_usd", "created_at"]
     list_filter = ["status"]
-    readonly_fields = ["prompt_tokens", "completion_tokens", "cost_usd"]
+    readonly_fields = ["engine_run", "prompt_tokens", "completion_tokens", "cost_usd"]
 
 
 @admin.register(JudgeConversation)
@@ -35,7 +35,7 @@ class JudgeConversationAdmin(admin.ModelAdmin):
 @admin.register(JudgeCall)
 class JudgeCallAdmin(admin.ModelAdmin):
     list_display = ["id", "conversation", "question", "parsed", "prompt_version", "retries"]
-    raw_id_fields = ["conversation", "question", "label"]
+    raw_id_fields = ["conversation", "question", "label", "engine_call"]
 
 
 @admin.register(ReportExport)

@@ -33,18 +33,6 @@ class JudgeCallError(Exception):
     """A call to a judge back-end failed. Not a user's mistake: recorded on the conversation."""
 
 
-class JudgeTransientError(JudgeCallError):
-    """Worth trying again: 429, 5xx, a timeout or a broken connection."""
-
-    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-class JudgeRejectedError(JudgeCallError):
-    """The server refused the request as it stands (400, 401, 404...): asking again cannot help."""
-
-
 class ReportExportError(EvaluationError):
     """The export storage (S3 or the export folder) refused or failed a write."""
 

@@ -1,5 +1,8 @@
 """Draw the report's figures (the paper's Figures 3, 4 and 9, position bias, the leaderboard).
 
+Figure 4 ("domains") is drawn as the paper draws it: the Hard set only, one spoke per principal
+domain (the part of a category before ':'); DRFR per full category stays a table ("domains").
+
 Every call builds its own `matplotlib.figure.Figure` on the Agg canvas: nothing goes through
 pyplot, so no figure or state outlives a call. Output is deterministic where matplotlib allows
 (fixed SVG id salt, no dates in the metadata), and SVG keeps text as text so a page that inlines
@@ -20,13 +23,17 @@ from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from evaluation.errors import ReportError  # noqa: E402
+
 FIGURES: dict[str, str] = {
     "leaderboard": "DRFR per system and subset, with 95% bootstrap intervals",
     "constraints": "DRFR per constraint type",
-    "domains": "DRFR per domain",
+    "domains": "DRFR per principal domain of the Hard set",
     "disagreement": "Distribution of disagreement levels",
     "positions": "DRFR by display position (position bias)",
 }
+# The report table each figure draws, when it is not the table of the figure's name.
+FIGURE_TABLES = {"domains": "hard_domains"}  # paper Figure 4: Hard set, principal domains
 FORMATS = ("svg", "png", "pdf")
 PREFERRED_SOURCES = ("expert-majority", "crowd-majority")
 SUBSET_ORDER = ("easy", "hard", "overall")
@@ -56,7 +63,8 @@ def figure_available(report: dict, name: str) -> bool:
     _check_name(name)
     if name == "disagreement":
         return any(row["questions"] for row in report.get("disagreement") or [])
-    return any(row.get("drfr") is not None for row in report.get(name) or [])
+    table = FIGURE_TABLES.get(name, name)
+    return any(row.get("drfr") is not None for row in report.get(table) or [])
 
 
 def render_figure(report: dict, name: str, fmt: str, *, source: str | None = None) -> bytes:
@@ -97,7 +105,7 @@ def _pick_source(rows: list[dict], source: str | None) -> str:
     present = _in_order([row["source"] for row in rows if row.get("drfr") is not None])
     if source is not None:
         if source not in present:
-            raise ValueError(f"the report has no data for the label source {source!r}")
+            raise ReportError(f"The report has no data for the label source {source!r}.")
         return source
     return next((s for s in PREFERRED_SOURCES if s in present), present[0])
 
@@ -122,8 +130,8 @@ def _legend(axes: Axes, handles: list, labels: list[str], **kwargs) -> None:
 # --- Radar charts (paper Figures 3 and 4) --------------------------------------------------------
 
 
-def _draw_radar(figure: Figure, report: dict, source: str | None, *, table: str, axis: str) -> None:
-    rows = report[table]
+def _draw_radar(figure: Figure, report: dict, source: str | None, *, name: str, axis: str) -> None:
+    rows = report[FIGURE_TABLES.get(name, name)]
     chosen = _pick_source(rows, source)
     rows = [row for row in rows if row["source"] == chosen]
     categories = _in_order([row[axis] for row in rows])
@@ -150,16 +158,16 @@ def _draw_radar(figure: Figure, report: dict, source: str | None, *, table: str,
     axes.set_theta_direction(-1)
     axes.set_rlabel_position(180 / max(len(categories), 1))  # between the first two spokes
     axes.tick_params(axis="x", pad=10)
-    figure.suptitle(_text(f"{FIGURES[table]}, radius DRFR (%) (labels: {chosen})"))
+    figure.suptitle(_text(f"{FIGURES[name]}, radius DRFR (%) (labels: {chosen})"))
     _legend(axes, handles, systems, loc="upper left", bbox_to_anchor=(1.08, 1.0))
 
 
 def _draw_constraints(figure: Figure, report: dict, source: str | None) -> None:
-    _draw_radar(figure, report, source, table="constraints", axis="constraint")
+    _draw_radar(figure, report, source, name="constraints", axis="constraint")
 
 
 def _draw_domains(figure: Figure, report: dict, source: str | None) -> None:
-    _draw_radar(figure, report, source, table="domains", axis="domain")
+    _draw_radar(figure, report, source, name="domains", axis="domain")
 
 
 # --- Bar charts ----------------------------------------------------------------------------------

@@ -26,6 +26,8 @@ class JudgeRunProgressApi(APIView):
         conversations_failed = serializers.IntegerField()
         questions_total = serializers.IntegerField()
         questions_answered = serializers.IntegerField()
+        questions_not_asked = serializers.IntegerField()
+        questions_missing = serializers.IntegerField()
         unknown_answers = serializers.IntegerField()
         kept_going = serializers.IntegerField()
         retries = serializers.IntegerField()

@@ -7,10 +7,14 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
-from annotate.roles import is_admin, is_researcher
+from annotate.roles import ADMIN, RESEARCHER, RESEARCHERS_ONLY, is_admin, require_role
 from evaluation.errors import EvaluationError, JudgeNotFoundError
 from evaluation.judge_forms import JudgeRunForm
-from evaluation.selectors.judge_runs import judge_run_list, judge_run_progress
+from evaluation.selectors.judge_runs import (
+    judge_prerequisites_missing,
+    judge_run_list,
+    judge_run_progress,
+)
 from evaluation.services.judge_runs import (
     judge_run_create,
     judge_run_get,
@@ -20,8 +24,7 @@ from evaluation.services.judge_runs import (
 
 
 def _require_researcher(request: HttpRequest) -> None:
-    if not is_researcher(request.user):
-        raise Http404
+    require_role(request.user, ADMIN, RESEARCHER, message=RESEARCHERS_ONLY)
 
 
 @login_required
@@ -54,10 +57,15 @@ def run_new(request: HttpRequest) -> HttpResponse:
             form.add_error(None, str(error))
             status = error.http_status
         else:
-            return redirect("judge:run-detail", run_id=run.pk)
+            # The run works in the background; its engine page shows the progress live.
+            return redirect("engine:run-detail", engine_run_id=run.engine_run_id)
     elif request.method == "POST":
         status = 400
-    context = {"form": form, "is_admin": is_admin(request.user)}
+    context = {
+        "form": form,
+        "is_admin": is_admin(request.user),
+        "prerequisites": judge_prerequisites_missing(user=request.user),
+    }
     return render(request, "evaluation/judge_run_new.html", context, status=status)
 
 
@@ -87,4 +95,4 @@ def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
         raise Http404 from None
     except EvaluationError as error:
         return HttpResponse(str(error), status=error.http_status, content_type="text/plain")
-    return redirect("judge:run-detail", run_id=run.pk)
+    return redirect("engine:run-detail", engine_run_id=run.engine_run_id)

@@ -9,45 +9,27 @@ from django.db import models
 from django.db.models import Q
 
 from annotate.models import Annotator, Benchmark, Instruction, Label, Question, Response, System
+from evaluation.conventions import ACC_MODES, DEFAULT_ACC, DEFAULT_UNKNOWN, UNKNOWN_MODES
 
 
 class JudgeProtocol(models.TextChoices):
-    MULTI_TURN = "multi_turn", "Multi-turn, one question per turn (official)"
+    MULTI_TURN = "multi_turn", "Multi-turn, one question per turn (paper layout, app's parsing)"
     ALL_IN_ONE = "all_in_one", "All questions in one message"
     INDEPENDENT = "independent", "Each question on its own"
+    OFFICIAL = "official", "The official evaluation.py, byte for byte"
 
 
 class JudgeConfig(models.Model):
-    """How to ask one LLM judge; its labels land under `annotator` (kind llm)."""
+    """How to ask one LLM judge: its endpoint (model, decoding, limits, prices) and protocol;
+    its labels land under `annotator` (kind llm)."""
 
     name = models.CharField(max_length=200, unique=True)
     annotator = models.OneToOneField(Annotator, on_delete=models.PROTECT, related_name="judge")
-    backend = models.CharField(
-        max_length=200,
-        blank=True,
-        default="",
-        help_text="openai, fake, a dotted path, or blank for the JUDGE_BACKEND setting.",
+    endpoint = models.ForeignKey(
+        "engine.Endpoint", on_delete=models.PROTECT, related_name="judge_configs"
     )
-    base_url = models.URLField(blank=True, help_text="Blank: the OPENAI_BASE_URL setting.")
-    api_key_env = models.CharField(
-        max_length=100, default="OPENAI_API_KEY", help_text="Environment variable with the key."
-    )
-    model = models.CharField(max_length=200, default="gpt-4-0314")
     protocol = models.CharField(
         max_length=12, choices=JudgeProtocol.choices, default=JudgeProtocol.MULTI_TURN
-    )
-    temperature = models.FloatField(default=0)
-    max_tokens = models.PositiveIntegerField(default=16)
-    timeout_seconds = models.FloatField(default=60)
-    concurrency = models.PositiveSmallIntegerField(default=8)
-    requests_per_minute = models.PositiveIntegerField(default=200)
-    tokens_per_minute = models.PositiveIntegerField(default=40_000)
-    max_retries = models.PositiveSmallIntegerField(default=5)
-    price_prompt_per_1k = models.DecimalField(
-        max_digits=10, decimal_places=6, default=Decimal("0.03")
-    )
-    price_completion_per_1k = models.DecimalField(
-        max_digits=10, decimal_places=6, default=Decimal("0.06")
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -56,9 +38,6 @@ class JudgeConfig(models.Model):
         constraints = [
             models.CheckConstraint(
                 condition=Q(protocol__in=JudgeProtocol.values), name="judgeconfig_protocol_valid"
-            ),
-            models.CheckConstraint(
-                condition=Q(concurrency__gte=1), name="judgeconfig_concurrency_1"
             ),
         ]
 
@@ -95,9 +74,14 @@ class JudgeRun(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
-    prompt_tokens = models.PositiveBigIntegerField(default=0)
-    completion_tokens = models.PositiveBigIntegerField(default=0)
-    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=Decimal("0"))
+    engine_run = models.OneToOneField(
+        "engine.EngineRun",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="judge_run",
+        help_text="The engine run that makes and accounts this run's calls.",
+    )
 
     class Meta:
         ordering = ["-created_at"]
@@ -109,6 +93,19 @@ class JudgeRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.config.name} on {self.benchmark.name} #{self.pk}"
+
+    # Tokens and cost are the engine run's: one accounting for every model call.
+    @property
+    def prompt_tokens(self) -> int:
+        return self.engine_run.prompt_tokens if self.engine_run else 0
+
+    @property
+    def completion_tokens(self) -> int:
+        return self.engine_run.completion_tokens if self.engine_run else 0
+
+    @property
+    def cost_usd(self) -> Decimal:
+        return self.engine_run.cost_usd if self.engine_run else Decimal(0)
 
 
 class ConversationStatus(models.TextChoices):
@@ -131,6 +128,10 @@ class JudgeConversation(models.Model):
         default=False,
         help_text="An answer was unparseable and later questions were still asked "
         "(the official script stops there).",
+    )
+    questions_not_asked = models.PositiveSmallIntegerField(
+        default=0,
+        help_text="Questions left unasked after an unparseable answer (official protocol).",
     )
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -161,8 +162,18 @@ class JudgeCall(models.Model):
     prompt_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)
     usage_estimated = models.BooleanField(default=False)
-    latency_ms = models.PositiveIntegerField(default=0)
+    latency_ms = models.PositiveIntegerField(
+        default=0, help_text="Time the call took; on the first question's row of a call only."
+    )
     retries = models.PositiveSmallIntegerField(default=0)
+    engine_call = models.ForeignKey(
+        "engine.EngineCall",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="judge_answers",
+        help_text="The stored model call (request, reply, status, cost) this answer came from.",
+    )
     label = models.ForeignKey(
         Label,
         null=True,
@@ -195,12 +206,22 @@ class ReportExport(models.Model):
     """A report written to storage (S3 or the export folder) in the background."""
 
     benchmark = models.ForeignKey(Benchmark, on_delete=models.CASCADE, related_name="exports")
-    unknown = models.CharField(max_length=7, default="exclude")
+    unknown = models.CharField(
+        max_length=8, default=DEFAULT_UNKNOWN, help_text="DRFR convention for UNKNOWN."
+    )
+    acc_unknown = models.CharField(
+        max_length=7, default=DEFAULT_ACC, help_text="ACC convention for a source's UNKNOWN."
+    )
     status = models.CharField(
         max_length=7, choices=ExportStatus.choices, default=ExportStatus.QUEUED
     )
     files = models.JSONField(default=list, blank=True, help_text="Names written to storage.")
     location = models.CharField(max_length=500, blank=True, help_text="Bucket or folder.")
+    archive = models.CharField(
+        max_length=500, blank=True, help_text="Storage name of the zip of every file."
+    )
+    steps_done = models.PositiveIntegerField(default=0)
+    steps_total = models.PositiveIntegerField(default=0)
     message = models.TextField(blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -215,7 +236,10 @@ class ReportExport(models.Model):
                 condition=Q(status__in=ExportStatus.values), name="reportexport_status_valid"
             ),
             models.CheckConstraint(
-                condition=Q(unknown__in=["exclude", "no"]), name="reportexport_unknown_valid"
+                condition=Q(unknown__in=list(UNKNOWN_MODES)), name="reportexport_unknown_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(acc_unknown__in=list(ACC_MODES)), name="reportexport_acc_valid"
             ),
         ]
 

@@ -11,7 +11,8 @@ from rest_framework.views import APIView
 
 from annotate.models import Benchmark
 from annotate.roles import is_researcher
-from evaluation.services.reports import UNKNOWN_MODES, report_cached
+from evaluation.conventions import ACC_MODES, DEFAULT_ACC, DEFAULT_UNKNOWN, UNKNOWN_MODES
+from evaluation.services.reports import report_cached
 
 Num = serializers.FloatField(allow_null=True)
 
@@ -50,22 +51,30 @@ class ReportApi(APIView):
     class OutputSerializer(serializers.Serializer):
         benchmark = serializers.CharField()
         unknown = serializers.ChoiceField(choices=UNKNOWN_MODES)
+        unknown_convention = serializers.CharField()
+        acc_unknown = serializers.ChoiceField(choices=ACC_MODES)
         generated_at = serializers.CharField()
         seed = serializers.IntegerField()
         n_resamples = serializers.IntegerField()
         systems = serializers.ListField(child=serializers.CharField())
         subsets = serializers.DictField(child=serializers.IntegerField())
+        dataset = serializers.ListField(child=serializers.DictField())
+        constraint_types = serializers.ListField(child=serializers.DictField())
         leaderboard = LeaderboardRow(many=True)
         agreement = AgreementRow(many=True)
         sources = SourceRow(many=True)
         constraints = serializers.ListField(child=serializers.DictField())
         domains = serializers.ListField(child=serializers.DictField())
+        hard_domains = serializers.ListField(child=serializers.DictField())
         disagreement = serializers.ListField(child=serializers.DictField())
         positions = serializers.ListField(child=serializers.DictField())
         votes = serializers.ListField(child=serializers.DictField())
 
     @extend_schema(
-        parameters=[OpenApiParameter("unknown", str, enum=list(UNKNOWN_MODES))],
+        parameters=[
+            OpenApiParameter("unknown", str, enum=list(UNKNOWN_MODES)),
+            OpenApiParameter("acc", str, enum=list(ACC_MODES)),
+        ],
         responses=OutputSerializer,
     )
     def get(self, request: Request, benchmark_id: int) -> Response:
@@ -74,9 +83,14 @@ class ReportApi(APIView):
         benchmark = Benchmark.objects.filter(pk=benchmark_id).first()
         if benchmark is None:
             raise Http404
-        unknown = request.query_params.get("unknown", "exclude")
+        unknown = request.query_params.get("unknown", DEFAULT_UNKNOWN)
+        acc_unknown = request.query_params.get("acc", DEFAULT_ACC)
         if unknown not in UNKNOWN_MODES:
             return Response(
                 {"detail": f"unknown must be one of {', '.join(UNKNOWN_MODES)}."}, status=400
             )
-        return Response(report_cached(benchmark=benchmark, unknown=unknown))
+        if acc_unknown not in ACC_MODES:
+            return Response({"detail": f"acc must be one of {', '.join(ACC_MODES)}."}, status=400)
+        return Response(
+            report_cached(benchmark=benchmark, unknown=unknown, acc_unknown=acc_unknown)
+        )

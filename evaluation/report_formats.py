@@ -6,16 +6,32 @@ every format lists the same columns in the same order.
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import math
 import re
 from collections.abc import Iterable
 
-from annotate.services.files import csv_escape
+from annotate.services.files import csv_writer
 
 TABLES: dict[str, list[str]] = {
+    "dataset": [
+        "subset",
+        "instructions",
+        "length",
+        "questions",
+        "questions_per_instruction",
+        "domains",
+    ],
+    "constraint_types": [
+        "subset",
+        "content",
+        "format",
+        "number",
+        "style",
+        "linguistic",
+        "labels",
+    ],
     "leaderboard": [
         "system",
         "source",
@@ -58,37 +74,30 @@ TABLES: dict[str, list[str]] = {
     ],
     "constraints": ["source", "system", "constraint", "drfr", "yes", "questions"],
     "domains": ["source", "system", "domain", "drfr", "yes", "questions"],
+    "hard_domains": ["source", "system", "domain", "drfr", "yes", "questions"],
     "disagreement": ["group", "level", "questions"],
     "positions": ["kind", "position", "drfr", "yes", "questions"],
     "votes": ["source", "items", "ties", "no_votes"],
 }
 
 TABLE_TITLES = {
+    "dataset": "The benchmark: instructions, length, questions, domains (paper Table 2)",
+    "constraint_types": "Questions per constraint type (paper Table 6)",
     "leaderboard": "Leaderboard: DRFR per system, subset and label source",
     "agreement": "Protocol reliability: pairwise Fleiss' kappa",
     "sources": "Annotation sources against the expert majority",
     "constraints": "DRFR per constraint type",
-    "domains": "DRFR per domain",
+    "domains": "DRFR per domain (full category)",
+    "hard_domains": "DRFR per principal domain of the Hard set (paper Figure 4)",
     "disagreement": "Disagreement levels",
     "positions": "DRFR by display position",
     "votes": "Majority votes: ties and items without a vote",
 }
 
 SUBSET_ORDER = ("easy", "hard", "overall")
-_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
 
 
 # --- Cells ---------------------------------------------------------------------------------------
-
-
-def spreadsheet_safe(value: str) -> str:
-    """Return text a spreadsheet shows as text: a would-be formula gets a leading apostrophe.
-
-    A cell starting with = + - @, a tab or a carriage return is run as a formula by Excel and
-    LibreOffice (CSV injection). Numbers written as text, such as a negative kappa "-0.12" or
-    "+3", are left alone so that they stay numbers.
-    """
-    return value if _NUMBER.fullmatch(value) else csv_escape(value)
 
 
 def _finite(value: object) -> object:
@@ -108,7 +117,7 @@ def _csv_cell(value: object) -> str:
         return repr(value)  # the shortest text that reads back as the same float
     if isinstance(value, int):
         return str(value)
-    return spreadsheet_safe(str(value))
+    return str(value)  # the writer makes it spreadsheet-safe
 
 
 def _columns(table: str) -> list[str]:
@@ -129,7 +138,7 @@ def table_csv(report: dict, table: str) -> str:
     """Return one table as CSV: a header, then one line per row; null is an empty cell."""
     output = io.StringIO()
     # RFC 4180 line ends: with "\n" alone the writer would leave a "\r" in a name unquoted.
-    writer = csv.writer(output, lineterminator="\r\n")
+    writer = csv_writer(output, lineterminator="\r\n")
     writer.writerow(_columns(table))
     writer.writerows([_csv_cell(value) for value in row] for row in _rows(report, table))
     return output.getvalue()
@@ -294,11 +303,57 @@ def _latex_sources(report: dict) -> str:
     )
 
 
+def _subset_name(subset: str) -> str:
+    return rf"\textit{{{subset.capitalize()} Set}}" if subset != "overall" else "Overall"
+
+
+def _latex_dataset(report: dict) -> str:
+    body = [
+        [
+            _subset_name(row["subset"]),
+            str(row["instructions"]),
+            _fixed(row["length"], digits=2),
+            str(row["questions"]),
+            _fixed(row["questions_per_instruction"], digits=2),
+            str(row["domains"]),
+        ]
+        for row in report.get("dataset") or []
+    ]
+    return _latex_table(
+        columns="lrrrrr",
+        header=["", r"\#Inst.", "Len.", r"\#Req.", r"\#R/I", r"\#Dom."],
+        body=body,
+        caption=latex_escape(
+            f"Statistics of {report['benchmark']}: instructions, mean instruction length in "
+            'words (split on " "), decomposed questions, questions per instruction, domains.'
+        ),
+        label="tab:dataset",
+    )
+
+
+def _latex_constraint_types(report: dict) -> str:
+    keys = TABLES["constraint_types"][1:]
+    body = [
+        [_subset_name(row["subset"]), *(str(row[key]) for key in keys)]
+        for row in report.get("constraint_types") or []
+    ]
+    return _latex_table(
+        columns="lrrrrrr",
+        header=["", "Content", "Format", "Number", "Style", "Linguistic", r"\#Labels"],
+        body=body,
+        caption="Questions per constraint type; a question counts under each of its types.",
+        label="tab:constraint-types",
+    )
+
+
 def report_latex(report: dict) -> str:
-    """Return the paper's tables 5, 3 and 4 as booktabs LaTeX (needs \\usepackage{booktabs})."""
+    """Return the paper's tables 2, 6, 5, 3 and 4 as booktabs LaTeX (needs booktabs)."""
     return "\n".join(
         [
-            f"% {latex_escape(report['benchmark'])}: unknown answers {report['unknown']}",
+            f"% {latex_escape(report['benchmark'])}: unknown answers {report['unknown']}"
+            + (f", ACC {report['acc_unknown']}" if report.get("acc_unknown") else ""),
+            _latex_dataset(report),
+            _latex_constraint_types(report),
             _latex_leaderboard(report),
             _latex_agreement(report),
             _latex_sources(report),
@@ -341,7 +396,10 @@ def report_markdown(report: dict) -> str:
     """Return every table as a GitHub markdown table, each under its own heading."""
     heading = (
         f"# Report: {_markdown_cell(report['benchmark'])}\n\n"
-        f"Generated {report['generated_at']}; unknown answers: {report['unknown']}; "
+        f"Generated {report['generated_at']}; unknown answers: {report['unknown']}"
+        + (f" ({report['unknown_convention']})" if report.get("unknown_convention") else "")
+        + (f"; ACC: {report['acc_unknown']}" if report.get("acc_unknown") else "")
+        + "; "
         f"bootstrap: {report['n_resamples']} resamples, seed {report['seed']}.\n"
     )
     return "\n".join([heading, *(table_markdown(report, table) for table in TABLES)])

@@ -24,4 +24,14 @@ urlpatterns = [
         name="aggregated-labels",
     ),
     path("<int:benchmark_id>/export/", report_views.report_export_start, name="export"),
+    path(
+        "<int:benchmark_id>/exports/<int:export_id>/",
+        report_views.report_export_status,
+        name="export-status",
+    ),
+    path(
+        "<int:benchmark_id>/exports/<int:export_id>/download/",
+        report_views.report_export_download,
+        name="export-download",
+    ),
 ]

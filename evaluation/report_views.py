@@ -5,18 +5,34 @@ from __future__ import annotations
 import io
 import json
 
+from csp.decorators import csp
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.text import slugify
 from django.views.decorators.http import require_POST
 
 from annotate.models import Benchmark
-from annotate.roles import is_researcher
+from annotate.roles import ADMIN, RESEARCHER, RESEARCHERS_ONLY, require_role
 from evaluation import figures, report_formats
+from evaluation.conventions import (
+    ACC_CONVENTIONS,
+    ACC_MODES,
+    DEFAULT_ACC,
+    DEFAULT_UNKNOWN,
+    UNKNOWN_CONVENTIONS,
+    UNKNOWN_MODES,
+)
 from evaluation.errors import EvaluationError
-from evaluation.services.report_runs import report_export_list, report_export_request
-from evaluation.services.reports import UNKNOWN_MODES, labels_aggregated_csv, report_cached
+from evaluation.models import ReportExport
+from evaluation.services.report_runs import (
+    report_export_list,
+    report_export_open,
+    report_export_progress,
+    report_export_request,
+)
+from evaluation.services.reports import labels_aggregated_csv, report_cached
 
 DOCUMENTS = {
     "json": (report_formats.report_json, "application/json"),
@@ -28,16 +44,17 @@ FIGURE_TYPES = {"svg": "image/svg+xml", "png": "image/png", "pdf": "application/
 
 
 def _benchmark(request: HttpRequest, benchmark_id: int) -> Benchmark:
-    if not is_researcher(request.user):
-        raise Http404
+    require_role(request.user, ADMIN, RESEARCHER, message=RESEARCHERS_ONLY)
     return get_object_or_404(Benchmark, pk=benchmark_id)
 
 
-def _unknown(request: HttpRequest) -> str:
-    unknown = request.GET.get("unknown", "exclude")
-    if unknown not in UNKNOWN_MODES:
+def _conventions(request: HttpRequest) -> dict[str, str]:
+    """Return the report's conventions from the query (`unknown`, `acc`); 404 on an unknown one."""
+    unknown = request.GET.get("unknown", DEFAULT_UNKNOWN)
+    acc_unknown = request.GET.get("acc", DEFAULT_ACC)
+    if unknown not in UNKNOWN_MODES or acc_unknown not in ACC_MODES:
         raise Http404
-    return unknown
+    return {"unknown": unknown, "acc_unknown": acc_unknown}
 
 
 def _attachment(content, content_type: str, filename: str) -> HttpResponse:
@@ -48,8 +65,7 @@ def _attachment(content, content_type: str, filename: str) -> HttpResponse:
 
 @login_required
 def report_list(request: HttpRequest) -> HttpResponse:
-    if not is_researcher(request.user):
-        raise Http404
+    require_role(request.user, ADMIN, RESEARCHER, message=RESEARCHERS_ONLY)
     benchmarks = Benchmark.objects.order_by("name")
     return render(request, "evaluation/report_list.html", {"benchmarks": benchmarks})
 
@@ -57,22 +73,47 @@ def report_list(request: HttpRequest) -> HttpResponse:
 @login_required
 def report_page(request: HttpRequest, benchmark_id: int) -> HttpResponse:
     benchmark = _benchmark(request, benchmark_id)
-    unknown = _unknown(request)
-    report = report_cached(benchmark=benchmark, unknown=unknown)
+    conventions = _conventions(request)
+    report = report_cached(benchmark=benchmark, **conventions)
     context = {
         "benchmark": benchmark,
         "report": report,
-        "unknown": unknown,
+        "unknown": conventions["unknown"],
+        "acc_unknown": conventions["acc_unknown"],
+        "query": f"unknown={conventions['unknown']}&acc={conventions['acc_unknown']}",
+        "unknown_conventions": UNKNOWN_CONVENTIONS.items(),
+        "acc_conventions": ACC_CONVENTIONS.items(),
         "leaderboard": _leaderboard_rows(report),
-        "figures": [
-            (name, title)
-            for name, title in figures.FIGURES.items()
-            if figures.figure_available(report, name)
-        ],
+        "figures": _figure_choices(report, request),
         "tables": list(report_formats.TABLES),
         "exports": report_export_list(benchmark=benchmark)[:10],
     }
     return render(request, "evaluation/report.html", context)
+
+
+# Figures drawn from one label source, and the report table their sources come from.
+SOURCE_TABLES = {"leaderboard": "leaderboard", "constraints": "constraints", "domains": "domains"}
+
+
+def _figure_choices(report: dict, request: HttpRequest) -> list[dict]:
+    """Each available figure with the label sources it can show and the one asked for."""
+    shown = []
+    for name, title in figures.FIGURES.items():
+        if not figures.figure_available(report, name):
+            continue
+        table = SOURCE_TABLES.get(name)
+        rows = report.get(table) or [] if table else []
+        sources = list(dict.fromkeys(r["source"] for r in rows if r.get("drfr") is not None))
+        chosen = request.GET.get(f"source_{name}", "")
+        shown.append(
+            {
+                "name": name,
+                "title": title,
+                "sources": sources,
+                "chosen": chosen if chosen in sources else "",
+            }
+        )
+    return shown
 
 
 def _leaderboard_rows(report: dict) -> list[dict]:
@@ -93,7 +134,7 @@ def report_download(request: HttpRequest, benchmark_id: int, fmt: str) -> HttpRe
     if fmt not in DOCUMENTS:
         raise Http404
     render_document, content_type = DOCUMENTS[fmt]
-    report = report_cached(benchmark=benchmark, unknown=_unknown(request))
+    report = report_cached(benchmark=benchmark, **_conventions(request))
     return _attachment(render_document(report), content_type, f"report.{fmt}")
 
 
@@ -102,7 +143,7 @@ def table_download(request: HttpRequest, benchmark_id: int, table: str, fmt: str
     benchmark = _benchmark(request, benchmark_id)
     if table not in report_formats.TABLES or fmt not in ("csv", "json"):
         raise Http404
-    report = report_cached(benchmark=benchmark, unknown=_unknown(request))
+    report = report_cached(benchmark=benchmark, **_conventions(request))
     if fmt == "csv":
         return _attachment(report_formats.table_csv(report, table), "text/csv", f"{table}.csv")
     body = json.dumps(report[table], indent=2, allow_nan=False)
@@ -110,6 +151,9 @@ def table_download(request: HttpRequest, benchmark_id: int, table: str, fmt: str
 
 
 @login_required
+# Names in a figure come from imported data: an SVG opened on its own may run nothing
+# (matplotlib's SVG carries its own <style>).
+@csp({"default-src": "'none'", "style-src": "'unsafe-inline'", "frame-ancestors": "'none'"})
 def figure_download(
     request: HttpRequest, benchmark_id: int, name: str, image_format: str
 ) -> HttpResponse:
@@ -117,13 +161,14 @@ def figure_download(
     fmt = image_format
     if name not in figures.FIGURES or fmt not in FIGURE_TYPES:
         raise Http404
-    report = report_cached(benchmark=benchmark, unknown=_unknown(request))
+    report = report_cached(benchmark=benchmark, **_conventions(request))
     if not figures.figure_available(report, name):
         raise Http404
-    content = figures.render_figure(report, name, fmt, source=request.GET.get("source") or None)
+    try:
+        content = figures.render_figure(report, name, fmt, source=request.GET.get("source") or None)
+    except EvaluationError as error:  # an unknown label source
+        return HttpResponse(str(error), status=error.http_status, content_type="text/plain")
     response = HttpResponse(content, content_type=FIGURE_TYPES[fmt])
-    # Names in a figure come from imported data: an SVG opened on its own may run nothing.
-    response["Content-Security-Policy"] = "default-src 'none'; style-src 'unsafe-inline'"
     response["X-Content-Type-Options"] = "nosniff"
     if request.GET.get("download"):
         response["Content-Disposition"] = f'attachment; filename="{name}.{fmt}"'
@@ -142,9 +187,37 @@ def aggregated_labels_download(request: HttpRequest, benchmark_id: int) -> HttpR
 @require_POST
 def report_export_start(request: HttpRequest, benchmark_id: int) -> HttpResponse:
     benchmark = _benchmark(request, benchmark_id)
-    unknown = request.POST.get("unknown", "exclude")
+    unknown = request.POST.get("unknown", DEFAULT_UNKNOWN)
+    acc_unknown = request.POST.get("acc", DEFAULT_ACC)
     try:
-        report_export_request(benchmark=benchmark, unknown=unknown, user=request.user)
+        report_export_request(
+            benchmark=benchmark, unknown=unknown, acc_unknown=acc_unknown, user=request.user
+        )
     except EvaluationError as error:
         return HttpResponse(str(error), status=error.http_status, content_type="text/plain")
-    return redirect(f"{reverse('reports:detail', args=[benchmark.pk])}?unknown={unknown}#exports")
+    page = reverse("reports:detail", args=[benchmark.pk])
+    return redirect(f"{page}?unknown={unknown}&acc={acc_unknown}#exports")
+
+
+def _export(request: HttpRequest, benchmark_id: int, export_id: int) -> ReportExport:
+    benchmark = _benchmark(request, benchmark_id)
+    return get_object_or_404(ReportExport, pk=export_id, benchmark=benchmark)
+
+
+@login_required
+def report_export_status(request: HttpRequest, benchmark_id: int, export_id: int) -> JsonResponse:
+    """The export's progress as JSON, for the report page to follow it without reloading."""
+    return JsonResponse(report_export_progress(export=_export(request, benchmark_id, export_id)))
+
+
+@login_required
+def report_export_download(request: HttpRequest, benchmark_id: int, export_id: int) -> FileResponse:
+    """The export as one zip, read from the storage it went to (S3 or the export folder)."""
+    export = _export(request, benchmark_id, export_id)
+    try:
+        archive = report_export_open(export=export)
+    except EvaluationError as error:
+        raise Http404(str(error)) from None
+    stamp = export.created_at.strftime("%Y%m%d-%H%M%S")
+    filename = f"report-{slugify(export.benchmark.name) or export.benchmark.pk}-{stamp}.zip"
+    return FileResponse(archive, as_attachment=True, filename=filename)

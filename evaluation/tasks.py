@@ -1,4 +1,4 @@
-"""Celery entry points for judge runs. Each takes ids and is safe to run twice."""
+"""Celery entry points of the measuring side. Each takes ids and is safe to run twice."""
 
 from __future__ import annotations
 
@@ -9,14 +9,9 @@ from evaluation.services import judge_runs, report_runs
 
 @shared_task(acks_late=True)
 def judge_run_task(run_id: int) -> None:
-    """Run a whole judge run in this worker, its conversations concurrently (no broker: inline)."""
+    """Run a whole judge run in this worker through the engine (tasks sent before the engine
+    existed; new runs are started as engine runs, annotate.engine.tasks.engine_run_task)."""
     judge_runs.judge_run_execute(run_id=run_id)
-
-
-@shared_task(acks_late=True)
-def judge_conversation_task(conversation_id: int) -> None:
-    """Ask one conversation's missing questions; retries of calls happen inside, bounded."""
-    judge_runs.judge_conversation_execute(conversation_id=conversation_id)
 
 
 @shared_task(acks_late=True)

@@ -17,3 +17,18 @@ def researcher(db):
 @pytest.fixture
 def annotator_user(db):
     return UserFactory(username="annotator-user", roles=[ANNOTATOR])
+
+
+@pytest.fixture(autouse=True)
+def _role_groups(request):
+    """Transactional tests flush the tables, data migrations' groups included: put them back."""
+    marker = request.node.get_closest_marker("django_db")
+    if not (marker and marker.kwargs.get("transaction")):
+        return
+    from django.contrib.auth.models import Group
+
+    from annotate.roles import ROLES
+
+    request.getfixturevalue("transactional_db")
+    for name in ROLES:
+        Group.objects.get_or_create(name=name)

@@ -141,6 +141,33 @@ class PublicationSyncApi(AdminApi):
         return Response({"queued": True}, status=status.HTTP_202_ACCEPTED)
 
 
+class PublicationLinkApi(AdminApi):
+    @extend_schema_serializer(component_name="CrowdLinkInput")
+    class InputSerializer(serializers.Serializer):
+        closed = serializers.BooleanField()
+        anonymous_starts_limit = serializers.IntegerField(
+            required=False, allow_null=True, default=None, min_value=0
+        )
+
+    @extend_schema(request=InputSerializer, responses=OpenApiTypes.OBJECT)
+    def post(self, request: Request, publication_id: int) -> Response:
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        publication = review.publication_link_set(
+            publication_id=publication_id,
+            user=request.user,
+            now=timezone.now(),
+            **data.validated_data,
+        )
+        return Response(
+            {
+                "id": publication.pk,
+                "closed": publication.link_closed_at is not None,
+                "anonymous_starts_limit": publication.anonymous_starts_limit,
+            }
+        )
+
+
 class ReviewApi(AdminApi):
     @extend_schema(request=None, responses=OpenApiTypes.OBJECT)
     def get(self, request: Request, publication_id: int) -> Response:
@@ -156,6 +183,7 @@ class ReviewApi(AdminApi):
                         "worker_annotator": row.worker.pk,
                         "status": row.assignment.status,
                         "platform_status": row.platform_status,
+                        "confirmation": row.confirmation,
                         "gold_correct": row.gold.correct if row.gold else None,
                         "gold_total": row.gold.total if row.gold else None,
                         "suggestion": row.suggestion,

@@ -10,6 +10,7 @@ urlpatterns = [
     path("publications/<int:publication_id>/", api.PublicationApi.as_view(), name="publication"),
     path("publications/<int:publication_id>/sync/", api.PublicationSyncApi.as_view(), name="sync"),
     path("publications/<int:publication_id>/review/", api.ReviewApi.as_view(), name="review"),
+    path("publications/<int:publication_id>/link/", api.PublicationLinkApi.as_view(), name="link"),
     path(
         "assignments/<int:assignment_id>/approve/",
         api.AssignmentDecisionApi.as_view(action="approve"),

@@ -7,6 +7,7 @@ from decimal import Decimal
 
 from django import forms
 
+from annotate.crowd.platforms import platform_label
 from annotate.crowd.services.publishing import PublishSettings, default_qualifications
 
 
@@ -33,7 +34,7 @@ class PublishForm(forms.Form):
 
     def __init__(self, *args, platforms: list[str], **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["platform"].choices = [(name, name) for name in platforms]
+        self.fields["platform"].choices = [(name, platform_label(name)) for name in platforms]
 
     def clean_qualifications_json(self) -> list[dict] | None:
         text = self.cleaned_data["qualifications_json"].strip()

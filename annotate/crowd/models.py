@@ -53,6 +53,15 @@ class Publication(models.Model):
     link_token = models.CharField(
         max_length=64, unique=True, help_text="Self-hosted: the secret part of the public link."
     )
+    link_closed_at = models.DateTimeField(
+        null=True, blank=True, help_text="Self-hosted: the link takes no new workers since then."
+    )
+    anonymous_starts_limit = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Self-hosted: most starts without a participant id on the link "
+        "(empty: CROWD_ANONYMOUS_STARTS_PER_LINK).",
+    )
     error = models.TextField(blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL

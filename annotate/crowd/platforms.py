@@ -32,6 +32,18 @@ def platform_class(name: str) -> type:
         ) from error
 
 
+PLATFORM_LABELS = {
+    "mturk": "Amazon Mechanical Turk",
+    "selfhosted": "Self-hosted link",
+    "fake": "Offline demo",
+}
+
+
+def platform_label(name: str) -> str:
+    """Return a platform's name as people say it ("Amazon Mechanical Turk" for "mturk")."""
+    return PLATFORM_LABELS.get(name, name)
+
+
 def platform_names() -> list[str]:
     """The platforms an admin may publish to: the configured one, and self-hosted links."""
     configured = platform_class(settings.CROWD_BACKEND).name

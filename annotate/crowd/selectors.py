@@ -10,6 +10,7 @@ from django.conf import settings
 from django.db.models import Count, Q
 
 from annotate.crowd.models import GoldAnswer, Hit, HitStatus, PlatformAssignment, Publication
+from annotate.crowd.services.review import platform_confirms
 from annotate.errors import NotFoundError
 from annotate.models import Annotator, AnnotatorKind, Assignment, AssignmentStatus, Label, Project
 
@@ -82,6 +83,41 @@ def suggestion(score: GoldScore | None) -> str:
     return "approve" if score.accuracy >= settings.CROWD_GOLD_MIN_ACCURACY else "reject"
 
 
+class Confirmation:
+    """Whether the platform confirmed an assignment; only confirmed work counts in results."""
+
+    NOT_NEEDED = "not needed"  # self-hosted links: no platform to ask
+    CONFIRMED = "confirmed"
+    WAITING = "waiting for the platform"
+    REFUSED = "unknown to the platform"
+
+
+def confirmation_of(*, assignment: Assignment, synced_at=None) -> str:
+    """The Confirmation of one assignment (its annotator and platform_record loaded).
+
+    REFUSED: a sync that listed the HIT after the work was submitted here did not find this
+    assignment for this worker (forged ids, or a hand-back to MTurk that never arrived).
+    """
+    if not platform_confirms(assignment.annotator.platform):
+        return Confirmation.NOT_NEEDED
+    if getattr(assignment, "platform_record", None) is not None:
+        return Confirmation.CONFIRMED
+    submitted = assignment.submitted_at
+    if submitted is not None and synced_at is not None and submitted <= synced_at:
+        return Confirmation.REFUSED
+    return Confirmation.WAITING
+
+
+def assignment_confirmation(*, assignment: Assignment) -> str:
+    synced_at = (
+        Hit.objects.filter(task_id=assignment.task_id, hit_id=assignment.platform_hit_id)
+        .exclude(hit_id="")
+        .values_list("synced_at", flat=True)
+        .first()
+    )
+    return confirmation_of(assignment=assignment, synced_at=synced_at)
+
+
 @dataclass(frozen=True)
 class ReviewRow:
     assignment: Assignment
@@ -90,6 +126,7 @@ class ReviewRow:
     suggestion: str
     blocked: bool
     platform_status: str
+    confirmation: str
 
 
 def review_rows(*, publication: Publication) -> list[ReviewRow]:
@@ -108,6 +145,7 @@ def review_rows(*, publication: Publication) -> list[ReviewRow]:
         project=publication.batch.project,
         annotator_ids=sorted({a.annotator_id for a in assignments}),
     )
+    synced = dict(publication.hits.exclude(hit_id="").values_list("hit_id", "synced_at"))
     rows = []
     for assignment in assignments:
         worker = assignment.annotator
@@ -122,6 +160,9 @@ def review_rows(*, publication: Publication) -> list[ReviewRow]:
                 suggestion=suggestion(score),
                 blocked=bool(block and block.active),
                 platform_status=record.status if record else "",
+                confirmation=confirmation_of(
+                    assignment=assignment, synced_at=synced.get(assignment.platform_hit_id)
+                ),
             )
         )
     return rows

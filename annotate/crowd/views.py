@@ -10,12 +10,14 @@ import functools
 from datetime import timedelta
 from decimal import Decimal, InvalidOperation
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from annotate.crowd import selectors, tasks
@@ -26,25 +28,34 @@ from annotate.crowd.services import publishing
 from annotate.crowd.services import review as review_services
 from annotate.errors import AnnotateError, NotFoundError
 from annotate.models import Batch
-from annotate.roles import is_admin
+from annotate.roles import ADMIN, ADMINS_ONLY, require_role
 from annotate.services.deferred_tasks import task_enqueue_on_commit
 
 
+def _back(request: HttpRequest) -> HttpResponse:
+    """Redirect to the page the admin came from if it is on this site, else to the list."""
+    referer = request.META.get("HTTP_REFERER", "")
+    if referer and url_has_allowed_host_and_scheme(
+        referer, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return redirect(referer)
+    return redirect(reverse("crowd:publication-list"))
+
+
 def admin_page(view):
-    """Admins only (others get 404); our errors become a message on the page they came from."""
+    """Admins only (others get the 403 page); our errors become a message on the page they came from."""
 
     @login_required
     @functools.wraps(view)
     def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
-        if not is_admin(request.user):
-            raise Http404
+        require_role(request.user, ADMIN, message=ADMINS_ONLY)
         try:
             return view(request, *args, **kwargs)
         except NotFoundError:
             raise Http404 from None
         except AnnotateError as error:
             messages.error(request, str(error))
-            return redirect(request.META.get("HTTP_REFERER") or reverse("crowd:publication-list"))
+            return _back(request)
 
     return wrapper
 
@@ -112,6 +123,7 @@ def publication_detail(request: HttpRequest, publication_id: int) -> HttpRespons
         "join_url": request.build_absolute_uri(
             reverse("crowd:selfhosted-join", args=[publication.link_token])
         ),
+        "anonymous_default": settings.CROWD_ANONYMOUS_STARTS_PER_LINK,
     }
     return render(request, "crowd/publication_detail.html", context)
 
@@ -141,6 +153,21 @@ def publication_action(request: HttpRequest, publication_id: int) -> HttpRespons
             hit_pk=hit.pk, expires_at=base + timedelta(hours=hours), user=user
         )
         messages.success(request, f"HIT {hit.hit_id} extended by {hours} hours.")
+    elif action in ("close-link", "reopen-link", "link-limit"):
+        limit = request.POST.get("anonymous_starts_limit", "").strip()
+        closed = {"close-link": True, "reopen-link": False}.get(
+            action, publication.link_closed_at is not None
+        )
+        review_services.publication_link_set(
+            publication_id=publication.pk,
+            user=user,
+            closed=closed,
+            anonymous_starts_limit=_positive_int(limit, "anonymous starts", low=0)
+            if limit
+            else None,
+            now=now,
+        )
+        messages.success(request, "Study link closed." if closed else "Study link open.")
     elif action == "delete":
         deleted, busy = review_services.publication_delete_finished(
             publication_id=publication.pk, user=user
@@ -151,13 +178,13 @@ def publication_action(request: HttpRequest, publication_id: int) -> HttpRespons
     return redirect("crowd:publication", publication.pk)
 
 
-def _positive_int(value: str | None, name: str) -> int:
+def _positive_int(value: str | None, name: str, low: int = 1) -> int:
     try:
         number = int(value or "")
     except ValueError:
         raise AnnotateError(f"{name} must be a whole number.") from None
-    if number < 1:
-        raise AnnotateError(f"{name} must be at least 1.")
+    if number < low:
+        raise AnnotateError(f"{name} must be at least {low}.")
     return number
 
 
@@ -197,7 +224,7 @@ def assignment_action(request: HttpRequest, assignment_id: int) -> HttpResponse:
         messages.success(request, f"Bonus of ${bonus.amount_usd} sent for payment.")
     else:
         raise AnnotateError(f"Unknown action '{action}'.")
-    return redirect(request.META.get("HTTP_REFERER") or reverse("crowd:publication-list"))
+    return _back(request)
 
 
 @admin_page
@@ -220,7 +247,7 @@ def worker_action(request: HttpRequest, annotator_id: int) -> HttpResponse:
         messages.success(request, "Message sent." if not failed else f"Not delivered: {failed}")
     else:
         raise AnnotateError(f"Unknown action '{action}'.")
-    return redirect(request.META.get("HTTP_REFERER") or reverse("crowd:publication-list"))
+    return _back(request)
 
 
 @admin_page

@@ -8,31 +8,28 @@ Only these pages may be framed, and only by MTurk's origins (CROWD_FRAME_ANCESTO
 from __future__ import annotations
 
 import functools
+import secrets
 
 from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.clickjacking import xframe_options_exempt
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
+from annotate.crowd import selectors as crowd_selectors
+from annotate.crowd.models import Publication
+from annotate.crowd.selectors import Confirmation
 from annotate.crowd.services import workers
 from annotate.errors import AnnotateError, NotFoundError, SubmissionError
+from annotate.http import csp_replace_on
 from annotate.selectors import work as work_selectors
+from annotate.services.assignments import claimable_tasks
 from annotate.services.submissions import Outcome, assignment_submit
 
 RESERVED_FIELDS = {"csrfmiddlewaretoken", "active_seconds"}
-
-
-def worker_csp(*, submit_to: str = "") -> str:
-    """Our own scripts only; framed only by MTurk; forms post here or to turkSubmitTo."""
-    ancestors = " ".join(settings.CROWD_FRAME_ANCESTORS)
-    return (
-        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; "
-        f"object-src 'none'; base-uri 'none'; form-action 'self' {submit_to}".rstrip()
-        + f"; frame-ancestors {ancestors}"
-    )
 
 
 def worker_page(view):
@@ -53,8 +50,8 @@ def worker_page(view):
                 {"message": str(error)},
                 status=error.http_status,
             )
-        response.setdefault("Content-Security-Policy", worker_csp())
-        return response
+        # The site's policy (CONTENT_SECURITY_POLICY), but framed by MTurk's origins.
+        return csp_replace_on(response, {"frame-ancestors": list(settings.CROWD_FRAME_ANCESTORS)})
 
     return wrapper
 
@@ -66,7 +63,8 @@ def mturk_task(request: HttpRequest, hit_token: str) -> HttpResponse:
     hit = workers.hit_get_for_worker(hit_token=hit_token)
     params = request.GET
     if workers.is_preview(params.get("assignmentId", "")):
-        page = work_selectors.task_page_preview(task=workers.task_of_hit_for_preview(hit=hit))
+        task = workers.task_of_hit_for_preview(hit=hit)
+        page = work_selectors.task_page_preview(task=task, seed=secrets.randbits(62))
         return render(request, "crowd/task.html", {"page": page})
     opened = workers.mturk_assignment_open(
         hit=hit,
@@ -85,6 +83,7 @@ def selfhosted_join(request: HttpRequest, link_token: str) -> HttpResponse:
     """A study's public link: a start button, then the worker's next task of the batch."""
     publication = workers.publication_for_link(link_token=link_token)
     if request.method == "GET":
+        workers.link_open_check(publication=publication)
         # Link previews and crawlers only GET: a task is handed out on the button's POST.
         context = {"publication": publication, "params": request.GET.dict()}
         return render(request, "crowd/join.html", context)
@@ -98,15 +97,15 @@ def selfhosted_join(request: HttpRequest, link_token: str) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def work_task(request: HttpRequest, token: str) -> HttpResponse:
     held = workers.worker_assignment_get(token=token)
-    csp = worker_csp(submit_to=held.submit_to)
     if request.method == "POST":
         response = _submit(request, held)
     elif held.assignment.submitted_at is not None:
-        response = _done(request, held)
+        response = _refused(request, held) or _done(request, held)
     else:
         page = work_selectors.task_page_for(assignment=held.assignment)
         response = render(request, "crowd/task.html", {"page": page})
-    response["Content-Security-Policy"] = csp
+    if held.submit_to:  # the finished assignment is posted to MTurk from this page
+        csp_replace_on(response, {"form-action": ["'self'", held.submit_to]})
     return response
 
 
@@ -141,6 +140,18 @@ def _task_page_with_error(request, held, answers: dict, error: SubmissionError) 
     return render(request, "crowd/task.html", context, status=error.http_status)
 
 
+def _refused(request: HttpRequest, held: workers.WorkerAssignment) -> HttpResponse | None:
+    """The platform listed this HIT after the submit and this assignment was not in it."""
+    assignment = held.assignment
+    if crowd_selectors.assignment_confirmation(assignment=assignment) != Confirmation.REFUSED:
+        return None
+    message = (
+        f"Mechanical Turk does not know assignment {assignment.platform_assignment_id} for "
+        f"worker {assignment.annotator.worker_id} on this HIT, so these answers do not count."
+    )
+    return render(request, "crowd/worker_message.html", {"message": message}, status=403)
+
+
 def _done(request: HttpRequest, held: workers.WorkerAssignment) -> HttpResponse:
     """MTurk: the browser posts the assignment back. Self-hosted: the completion code or URL."""
     assignment = held.assignment
@@ -152,5 +163,28 @@ def _done(request: HttpRequest, held: workers.WorkerAssignment) -> HttpResponse:
         "project": project,
         "external_submit_url": held.external_submit_url,
         "summary": f"task={assignment.task.instruction.external_id};labels={assignment.labels.count()}",
+        "next_task": _next_selfhosted_task(held),
     }
     return render(request, "crowd/done.html", context)
+
+
+def _next_selfhosted_task(held: workers.WorkerAssignment) -> dict | None:
+    """Self-hosted: where the worker gets another task of the batch, if one is left for them."""
+    if held.submit_to:
+        return None  # MTurk hands out the next HIT itself
+    assignment = held.assignment
+    publication = Publication.objects.filter(
+        batch_id=assignment.task.batch_id, platform="selfhosted"
+    ).first()
+    if publication is None or not assignment.task.batch.active:
+        return None
+    left = claimable_tasks(
+        project=assignment.task.batch.project,
+        annotator=assignment.annotator,
+        now=timezone.now(),
+        batch=assignment.task.batch,
+    )
+    if not left.exists():
+        return None
+    url = reverse("crowd:selfhosted-join", args=[publication.link_token])
+    return {"url": url, "worker_id": assignment.annotator.worker_id}

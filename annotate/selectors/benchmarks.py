@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django.db.models import Count, Prefetch, QuerySet
 
 from annotate.errors import NotFoundError
-from annotate.models import Benchmark, Instruction, Label, Question, Response
+from annotate.models import Benchmark, DirectScore, Instruction, Label, Question, Response
+from annotate.selectors.identities import OPERATOR, IdentityScope
+from annotate.selectors.results import counted_work
 
 
 def benchmark_list_with_counts() -> QuerySet[Benchmark]:
@@ -39,19 +43,71 @@ def benchmark_instructions(*, benchmark: Benchmark) -> QuerySet[Instruction]:
     )
 
 
-def instruction_with_work(*, benchmark: Benchmark, instruction_id: int) -> Instruction:
-    """Return one instruction with its questions, responses and their labels prefetched."""
-    labels = Label.objects.select_related("annotator").order_by("annotator__name")
+def instruction_with_work(
+    *, benchmark: Benchmark, instruction_id: int, scope: IdentityScope = OPERATOR
+) -> Instruction:
+    """Return one instruction with its questions, responses and the labels and direct scores
+    that count in results (annotate.selectors.results) prefetched."""
+    labels = counted_work(Label.objects.select_related("annotator")).order_by("annotator__name")
+    scores = counted_work(DirectScore.objects.select_related("annotator"))
     queryset = Instruction.objects.filter(benchmark=benchmark).prefetch_related(
         "questions",
         Prefetch(
             "responses",
             queryset=Response.objects.select_related("system").prefetch_related(
-                Prefetch("labels", queryset=labels), "scores__annotator"
+                Prefetch("labels", queryset=labels), Prefetch("scores", queryset=scores)
             ),
         ),
     )
     try:
-        return queryset.get(pk=instruction_id)
+        instruction = queryset.get(pk=instruction_id)
     except Instruction.DoesNotExist:
         raise NotFoundError("No such instruction.") from None
+    for response in instruction.responses.all():
+        for work in [*response.labels.all(), *response.scores.all()]:
+            work.annotator.shown_name = scope.name_of(work.annotator)
+    return instruction
+
+
+@dataclass(frozen=True)
+class LabelMatrix:
+    """Labels of one instruction as questions × (system, annotator) cells ("" = no label)."""
+
+    systems: list[str]
+    annotators: list[str]  # the same annotators under every system
+    rows: list[tuple[Question, list[str]]]  # each question with one cell per (system, annotator)
+    kinds: dict[str, str]  # annotator name → kind in this benchmark
+
+    @property
+    def columns(self) -> list[tuple[str, str, str]]:
+        """(system, annotator, annotator's kind) per column, in cell order."""
+        return [(s, a, self.kinds.get(a, "")) for s in self.systems for a in self.annotators]
+
+
+def instruction_label_matrix(*, instruction: Instruction) -> LabelMatrix:
+    """Build the matrix from an instruction_with_work() result (no further query for labels)."""
+    from annotate.selectors.annotator_kinds import annotator_kinds_effective
+
+    responses = sorted(instruction.responses.all(), key=lambda r: r.system.name)
+    values: dict[tuple[int, str, str], str] = {}
+    annotators: dict[str, int] = {}
+    for response in responses:
+        for label in response.labels.all():
+            name = getattr(label.annotator, "shown_name", label.annotator.name)
+            annotators[name] = label.annotator_id
+            key = (label.question_id, response.system.name, name)
+            values[key] = label.get_value_display()
+    names = sorted(annotators)
+    kinds_by_id = annotator_kinds_effective(
+        benchmark_id=instruction.benchmark_id, annotator_ids=annotators.values()
+    )
+    systems = [response.system.name for response in responses]
+    rows = [
+        (
+            question,
+            [values.get((question.pk, s, a), "") for s in systems for a in names],
+        )
+        for question in instruction.questions.all()
+    ]
+    kinds = {name: kinds_by_id.get(pk, "") for name, pk in annotators.items()}
+    return LabelMatrix(systems, names, rows, kinds)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.contrib.auth.models import AbstractBaseUser
+from django.db import connection
 from django.db.models import Count, Q, QuerySet, Sum
 
 from annotate.errors import NotFoundError
@@ -18,12 +19,16 @@ from annotate.models import (
     DirectScore,
     Label,
     Project,
-    Question,
     Response,
     Task,
 )
 from annotate.roles import is_admin, is_researcher
-from annotate.services.assignments import claimable_tasks, counted_assignments
+from annotate.selectors.results import WorkStatus, blocked_annotator_ids, work_statuses
+from annotate.services.assignments import (
+    claimable_tasks,
+    counted_assignments,
+    display_order_for,
+)
 from annotate.services.projects import DIRECT_SCORE_RUBRIC
 from annotate.services.submissions import (
     FIELD_PATTERN,
@@ -103,18 +108,20 @@ def task_page_get(
     return task_page_for(assignment=assignment, answers=answers)
 
 
-def task_page_preview(*, task: Task) -> TaskPage:
+def task_page_preview(*, task: Task, seed: int) -> TaskPage:
     """Return the task page of a task nobody holds yet (a crowd worker's preview), read-only.
 
-    The assignment is built in memory only and never saved; systems are shown in id order.
+    The assignment is built in memory only and never saved; systems are shuffled by `seed` as
+    an accepted assignment's are, so the preview never shows them in a fixed order.
     """
     project = task.batch.project
-    system_ids = sorted(
+    system_ids = list(
         Response.objects.filter(
             instruction_id=task.instruction_id, system__in=project.systems.all()
         ).values_list("system_id", flat=True)
     )
-    assignment = Assignment(task=task, status=AssignmentStatus.CLAIMED, display_order=system_ids)
+    order = display_order_for(system_ids=system_ids, seed=seed)
+    assignment = Assignment(task=task, status=AssignmentStatus.CLAIMED, display_order=order)
     page = task_page_for(assignment=assignment)
     page.preview = True
     return page
@@ -125,23 +132,10 @@ def task_page_for(*, assignment: Assignment, answers: dict[str, str] | None = No
     project = assignment.task.batch.project
     phase = assignment_phase(assignment=assignment, mode=project.mode)
     answers = answers if answers is not None else _stored_answers(assignment, phase)
-    # Both reads are of one instruction: order_by() drops the models' default ordering, which
-    # joins instruction, benchmark and system to every query only to sort by their names.
-    texts = dict(
-        Response.objects.filter(
-            instruction_id=assignment.task.instruction_id, system_id__in=assignment.display_order
-        )
-        .order_by()
-        .values_list("system_id", "text")
-    )
-    questions = (
-        list(
-            Question.objects.filter(instruction_id=assignment.task.instruction_id)
-            .order_by("position")
-            .values_list("position", "text")
-        )
-        if phase == Phase.LABELS
-        else []
+    texts, questions = _texts_of(
+        instruction_id=assignment.task.instruction_id,
+        system_ids=assignment.display_order,
+        with_questions=phase == Phase.LABELS,
     )
     scores = assignment.direct_scores or {}
     responses = []
@@ -163,6 +157,74 @@ def task_page_for(*, assignment: Assignment, answers: dict[str, str] | None = No
         item.score_name for item in responses
     ]
     return TaskPage(assignment, project, phase, responses, field_names, DIRECT_SCORE_RUBRIC)
+
+
+def _texts_of(
+    *, instruction_id: int, system_ids: list[int], with_questions: bool
+) -> tuple[dict[int, str], list[tuple[int, str]]]:
+    """Return {system id: response text} and [(position, question text)] in one query.
+
+    Both are rows of one instruction, read as one UNION ALL (a round trip less per page view).
+    Plain SQL: the ORM spent 0.5 ms of the page's CPU compiling this union, the database a
+    tenth of that running it; the models' default ordering (joins to instruction, benchmark and
+    system only to sort by name) is not wanted here either.
+    """
+    if not system_ids and not with_questions:
+        return {}, []
+    parts, params = [], []
+    if system_ids:
+        marks = ", ".join(["%s"] * len(system_ids))
+        parts.append(_RESPONSE_TEXTS.format(marks=marks))
+        params += [instruction_id, *system_ids]
+    if with_questions:
+        parts.append(_QUESTION_TEXTS)
+        params.append(instruction_id)
+    with connection.cursor() as cursor:
+        cursor.execute(" UNION ALL ".join(parts), params)
+        rows = cursor.fetchall()
+    texts = {key: text for kind, key, text in rows if kind == 0}
+    questions = sorted((key, text) for kind, key, text in rows if kind == 1)
+    return texts, questions
+
+
+# Response's and Question's tables (the models have no db_table or db_column of their own).
+_RESPONSE_TEXTS = (
+    "SELECT 0, system_id, text FROM annotate_response "
+    "WHERE instruction_id = %s AND system_id IN ({marks})"
+)
+_QUESTION_TEXTS = "SELECT 1, position, text FROM annotate_question WHERE instruction_id = %s"
+
+
+@dataclass(frozen=True)
+class ProjectStanding:
+    """Where an annotator stands in a project: "task 3 of 8", and whether it is their first."""
+
+    number: int  # this task's number among theirs (submitted ones first)
+    total: int  # submitted + this one (if open) + those still claimable
+    submitted: int
+
+    @property
+    def is_first(self) -> bool:
+        return self.submitted == 0
+
+
+def project_standing(*, assignment: Assignment, now: datetime) -> ProjectStanding:
+    """Return the assignment's place among the annotator's tasks of its project (three queries)."""
+    project = assignment.task.batch.project
+    mine = Assignment.objects.filter(
+        annotator_id=assignment.annotator_id, task__batch__project=project
+    )
+    submitted = mine.filter(submitted_at__isnull=False).count()
+    is_open = assignment.submitted_at is None and assignment.status == AssignmentStatus.CLAIMED
+    left = claimable_tasks(project=project, annotator=assignment.annotator, now=now).count()
+    if is_open:
+        return ProjectStanding(submitted + 1, submitted + 1 + left, submitted)
+    earlier = (
+        mine.filter(submitted_at__lt=assignment.submitted_at).count()
+        if (assignment.submitted_at)
+        else submitted
+    )
+    return ProjectStanding(earlier + 1, submitted + left, submitted)
 
 
 def field_titles(*, page: TaskPage) -> list[tuple[str, str]]:
@@ -324,6 +386,7 @@ LABEL_CSV_HEADER = [
     "question",
     "value",
     "late",
+    "work_status",
 ]
 
 
@@ -331,9 +394,18 @@ def project_label_rows(*, project: Project) -> Iterator[list[object]]:
     """Yield the CSV header, then one row per label and direct score of the project.
 
     Late submissions have no Label rows (they are not counted); their answers come from the
-    submission kept on the assignment, with late=1.
+    submission kept on the assignment, with late=1. `work_status` says whether the work counts
+    in results (annotate.selectors.results): rejected, blocked or unconfirmed work is listed too.
     """
     yield LABEL_CSV_HEADER
+    statuses = work_statuses(benchmark=project.benchmark)
+    blocked = set(blocked_annotator_ids().values_list("annotator_id", flat=True))
+
+    def status(assignment: Assignment) -> str:
+        if assignment.annotator_id in blocked:
+            return WorkStatus.BLOCKED
+        return statuses.get(assignment.id, WorkStatus.COUNTED)
+
     labels = (
         Label.objects.filter(assignment__task__batch__project=project)
         .select_related(
@@ -350,6 +422,7 @@ def project_label_rows(*, project: Project) -> Iterator[list[object]]:
             label.question.position,
             label.get_value_display(),
             late=0,
+            status=status(label.assignment),
         )
     scores = (
         DirectScore.objects.filter(assignment__task__batch__project=project)
@@ -367,12 +440,21 @@ def project_label_rows(*, project: Project) -> Iterator[list[object]]:
             "",
             score.score,
             late=0,
+            status=status(score.assignment),
         )
-    yield from _late_rows(project=project)
+    yield from _late_rows(project=project, status=status)
 
 
 def _row(
-    assignment: Assignment, instruction: str, system: str, kind: str, question, value, *, late: int
+    assignment: Assignment,
+    instruction: str,
+    system: str,
+    kind: str,
+    question,
+    value,
+    *,
+    late: int,
+    status: str,
 ) -> list[object]:
     return [
         assignment.task.batch.name,
@@ -384,10 +466,11 @@ def _row(
         question,
         value,
         late,
+        status,
     ]
 
 
-def _late_rows(*, project: Project) -> Iterator[list[object]]:
+def _late_rows(*, project: Project, status) -> Iterator[list[object]]:
     late = Assignment.objects.filter(task__batch__project=project, is_late=True).select_related(
         "task__batch", "task__instruction", "annotator"
     )
@@ -404,6 +487,7 @@ def _late_rows(*, project: Project) -> Iterator[list[object]]:
                 "",
                 score,
                 late=1,
+                status=status(assignment),
             )
         for name, value in (submission.get(Phase.LABELS) or {}).items():
             system = system_names.get(_system_id(assignment, name), "")
@@ -416,6 +500,7 @@ def _late_rows(*, project: Project) -> Iterator[list[object]]:
                 question,
                 str(value).upper(),
                 late=1,
+                status=status(assignment),
             )
 
 

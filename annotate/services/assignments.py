@@ -11,8 +11,18 @@ import secrets
 from datetime import datetime, timedelta
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import connection, transaction
-from django.db.models import Count, Exists, OuterRef, Q, QuerySet
+from django.db import IntegrityError, connection, transaction
+from django.db.models import (
+    BooleanField,
+    Count,
+    Exists,
+    ExpressionWrapper,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+)
+from django.db.models.functions import Coalesce
 
 from annotate.errors import AssignmentNotLiveError, ConflictError, NotFoundError, NoWorkError
 from annotate.models import (
@@ -47,7 +57,11 @@ def counted_assignments(*, now: datetime, prefix: str = "") -> Q:
 
 
 def annotator_for_user(*, user: AbstractBaseUser) -> Annotator:
-    """Return the user's Annotator, creating it the first time they work."""
+    """Return the user's Annotator, creating it the first time they work.
+
+    A new account is neither expert nor crowd: its labels count in no result until a researcher
+    decides its kind (annotate.services.annotators.annotator_kind_set).
+    """
     try:
         return Annotator.objects.get(user=user)
     except Annotator.DoesNotExist:
@@ -56,7 +70,7 @@ def annotator_for_user(*, user: AbstractBaseUser) -> Annotator:
     if Annotator.objects.filter(name=name).exists():
         name = f"{name} (user {user.pk})"
     annotator, _ = Annotator.objects.get_or_create(
-        user=user, defaults={"name": name, "kind": AnnotatorKind.EXPERT}
+        user=user, defaults={"name": name, "kind": AnnotatorKind.UNDECIDED}
     )
     return annotator
 
@@ -110,19 +124,51 @@ def assignment_claim_next(
     """Return the annotator's live claim in the project, or claim the next free task (of `batch`
     only, when given: a self-hosted crowd link hands out one batch).
 
-    Raises NoWorkError when every task is full or already done by this annotator.
+    The database holds one live "start next" claim per annotator and project
+    (assignment_one_live_claim_per_project): of several requests racing from one session, one
+    creates the claim and the others answer with it.
+
+    Raises NoWorkError when every task is full or already done by this annotator, ConflictError
+    when the annotator holds a task of another batch of the project.
     """
-    with transaction.atomic():
+    try:
+        with transaction.atomic():
+            return _claim_next(annotator=annotator, project=project, now=now, batch=batch)
+    except IntegrityError:
         current = _live_claim(annotator=annotator, project=project, now=now)
-        if current is not None and (batch is None or current.task.batch_id == batch.pk):
-            return current
-        for skip_locked in (True, False):
-            assignment = _claim_first_free(
-                annotator=annotator, project=project, now=now, skip_locked=skip_locked, batch=batch
-            )
-            if assignment is not None:
-                return assignment
+        if current is None:
+            raise
+        return _in_batch(current, batch)
+
+
+def _claim_next(
+    *, annotator: Annotator, project: Project, now: datetime, batch: Batch | None
+) -> Assignment:
+    current = _live_claim(annotator=annotator, project=project, now=now)
+    if current is not None:
+        return _in_batch(current, batch)
+    # A claim past its time that the beat has not expired yet would block the new one.
+    Assignment.objects.filter(
+        annotator=annotator,
+        queue_project=project,
+        status=AssignmentStatus.CLAIMED,
+        expires_at__lte=now,
+    ).update(status=AssignmentStatus.EXPIRED)
+    for skip_locked in (True, False):
+        assignment = _claim_first_free(
+            annotator=annotator, project=project, now=now, skip_locked=skip_locked, batch=batch
+        )
+        if assignment is not None:
+            return assignment
     raise NoWorkError(f"No task left for you in '{project.name}'. Thank you!")
+
+
+def _in_batch(current: Assignment, batch: Batch | None) -> Assignment:
+    if batch is not None and current.task.batch_id != batch.pk:
+        raise ConflictError(
+            "You are holding a task of another study of this project: finish or return it first."
+        )
+    return current
 
 
 def _live_claim(*, annotator: Annotator, project: Project, now: datetime) -> Assignment | None:
@@ -156,7 +202,9 @@ def _claim_first_free(
         if task is None:
             continue  # another annotator is claiming it right now; try the next one
         if _slot_free(task=task, project=project, annotator=annotator, now=now):
-            return _assignment_create(task=task, project=project, annotator=annotator, now=now)
+            return _assignment_create(
+                task=task, project=project, annotator=annotator, now=now, from_queue=True
+            )
     return None
 
 
@@ -193,22 +241,44 @@ def _lock_task(*, task_id: int, skip_locked: bool) -> Task | None:
 
 
 def _slot_free(*, task: Task, project: Project, annotator: Annotator, now: datetime) -> bool:
-    """Recount under the task's row lock: the count before locking may be stale."""
-    if Task.objects.filter(
-        _worked_on(annotator=annotator, instruction=task.instruction_id), pk=task.pk
-    ).exists():
-        return False
-    taken = Assignment.objects.filter(task=task).filter(counted_assignments(now=now)).count()
-    return taken < project.assignments_per_task
+    """Recount under the task's row lock: the count before locking may be stale.
+
+    One query: whether the annotator worked on the instruction, and how many assignments hold
+    a slot of the task.
+    """
+    taken = (
+        Assignment.objects.filter(task=OuterRef("pk"))
+        .filter(counted_assignments(now=now))
+        .order_by()
+        .values("task")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    worked, count = (
+        Task.objects.filter(pk=task.pk)
+        .order_by()
+        .annotate(
+            worked=ExpressionWrapper(
+                _worked_on(annotator=annotator, instruction=task.instruction_id),
+                output_field=BooleanField(),
+            ),
+            taken=Coalesce(Subquery(taken), 0),
+        )
+        .values_list("worked", "taken")
+        .get()
+    )
+    return not worked and count < project.assignments_per_task
 
 
 def _assignment_create(
-    *, task: Task, project: Project, annotator: Annotator, now: datetime
+    *, task: Task, project: Project, annotator: Annotator, now: datetime, from_queue: bool = False
 ) -> Assignment:
     system_ids = list(
         Response.objects.filter(
             instruction_id=task.instruction_id, system__in=project.systems.all()
-        ).values_list("system_id", flat=True)
+        )
+        .order_by()  # the default ordering joins instruction and system only to sort
+        .values_list("system_id", flat=True)
     )
     seed = secrets.randbits(62)
     return Assignment.objects.create(
@@ -219,6 +289,7 @@ def _assignment_create(
         expires_at=now + timedelta(minutes=project.allotted_minutes),
         order_seed=seed,
         display_order=display_order_for(system_ids=system_ids, seed=seed),
+        queue_project=project if from_queue else None,
     )
 
 

@@ -52,6 +52,9 @@ def demo_benchmark_load(*, fixtures_dir: Path = DEMO_DIR) -> list[ImportSummary]
         summaries.append(
             responses_import(path=str(path), benchmark_name=DEMO_BENCHMARK, system_name=path.stem)
         )
+    from annotate.services.demo import demo_studies_record  # demo imports this module
+
+    demo_studies_record(fixtures_dir=fixtures_dir)
     summaries.append(
         labels_import(path=str(fixtures_dir / "labels.csv"), benchmark_name=DEMO_BENCHMARK)
     )

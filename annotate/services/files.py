@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from collections.abc import Iterator
 from operator import methodcaller
 from typing import IO, Any
@@ -20,6 +21,15 @@ FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 NUL_PROBLEM = "contains a NUL character, which no text field may hold"
 # A CSV field longer than this is refused (the csv module's own default is only 128 KB).
 csv.field_size_limit(MAX_LINE_CHARS)
+# No number in our files needs more digits; Python itself refuses to read over 4,300.
+MAX_INTEGER_DIGITS = 18
+LONG_DIGITS = re.compile(r"[0-9]{19}")
+# A \uD800-\uDFFF escape: JSON may spell half of a UTF-16 pair that no text may hold alone.
+SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+class _HugeInteger(str):
+    """A JSON integer of more than MAX_INTEGER_DIGITS digits, kept as its text to be named."""
 
 
 def _open_text(path: str) -> IO[str]:
@@ -50,10 +60,90 @@ def _lines(path: str, handle: IO[str]) -> Iterator[tuple[int, str]]:
             if "\x00" in line:
                 raise ImportFileError(path, line_number, None, NUL_PROBLEM)
             yield line_number, line
-    except UnicodeDecodeError as error:
+    except UnicodeDecodeError:
+        raise _not_utf8(path) from None
+
+
+def _not_utf8(path: str) -> ImportFileError:
+    """Name the first line whose bytes are not UTF-8 (the text reader decodes whole blocks, so
+    where it failed says nothing about the line)."""
+    with open(path, "rb") as handle:
+        for line_number, raw in enumerate(handle, start=1):
+            try:
+                raw.decode("utf-8-sig" if line_number == 1 else "utf-8")
+            except UnicodeDecodeError as error:
+                return ImportFileError(
+                    path,
+                    line_number,
+                    None,
+                    f"not UTF-8 text (byte {error.start + 1} of the line is {raw[error.start]:#04x})",
+                )
+    return ImportFileError(path, None, None, "not UTF-8 text")
+
+
+def _parse_int(text: str) -> int | str:
+    return _HugeInteger(text) if len(text.lstrip("-")) > MAX_INTEGER_DIGITS else int(text)
+
+
+def _find(value: Any, wanted, where: str = "") -> tuple[str, Any] | None:
+    """Return (field path, value) of the first value in a parsed JSON object that `wanted` picks."""
+    if isinstance(value, dict):
+        for key in value:
+            if wanted(key):  # a key can be as broken as a value
+                return (f"{where}.{key!a}" if where else ascii(key), key)
+        items = ((f"{where}.{key}" if where else str(key), item) for key, item in value.items())
+    elif isinstance(value, list):
+        items = ((f"{where}[{index}]", item) for index, item in enumerate(value))
+    else:
+        return (where, value) if wanted(value) else None
+    for path, item in items:
+        found = _find(item, wanted, path)
+        if found is not None:
+            return found
+    return None
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    if not isinstance(value, str):
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _parse_json_line(path: str, line_number: int, line: str) -> Any:
+    try:
+        # Only a line with a long run of digits pays for the check of every integer.
+        long_digits = LONG_DIGITS.search(line) is not None
+        row = json.loads(line, parse_int=_parse_int) if long_digits else json.loads(line)
+    except json.JSONDecodeError as error:
         raise ImportFileError(
-            path, line_number + 1, None, f"not UTF-8 text (byte {error.start} of the block read)"
+            path, line_number, None, f"not valid JSON ({error.msg} at column {error.colno})"
         ) from None
+    except RecursionError:
+        raise ImportFileError(
+            path, line_number, None, "not valid JSON here: values nested more than about 900 deep"
+        ) from None
+    huge = _find(row, lambda value: isinstance(value, _HugeInteger)) if long_digits else None
+    if huge is not None:
+        raise ImportFileError(
+            path,
+            line_number,
+            huge[0] or None,
+            f"a {len(huge[1].lstrip('-')):,}-digit number; no value here needs more than "
+            f"{MAX_INTEGER_DIGITS}",
+        )
+    lone = _find(row, _has_lone_surrogate) if SURROGATE_ESCAPE.search(line) else None
+    if lone is not None:
+        raise ImportFileError(
+            path,
+            line_number,
+            lone[0] or None,
+            "holds a lone surrogate (\\ud800-\\udfff): half of a UTF-16 pair, not text",
+        )
+    return row
 
 
 def read_jsonl(path: str) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -64,12 +154,7 @@ def read_jsonl(path: str) -> Iterator[tuple[int, dict[str, Any]]]:
                 continue
             if "\\u0000" in line:
                 raise ImportFileError(path, line_number, None, NUL_PROBLEM)
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise ImportFileError(
-                    path, line_number, None, f"not valid JSON ({error.msg} at column {error.colno})"
-                ) from None
+            row = _parse_json_line(path, line_number, line)
             if not isinstance(row, dict):
                 raise ImportFileError(
                     path, line_number, None, "each line must be a JSON object {...}"
@@ -121,7 +206,44 @@ def read_csv(
         except csv.Error as error:
             raise ImportFileError(path, reader.line_num, None, f"not valid CSV ({error})") from None
         except UnicodeDecodeError:
-            raise ImportFileError(path, reader.line_num + 1, None, "not UTF-8 text") from None
+            raise _not_utf8(path) from None
+
+
+# Text that a spreadsheet reads as a number (a negative kappa "-0.12", "+3"), not as a formula.
+NUMBER_TEXT = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
+
+
+class _SpreadsheetSafeWriter:
+    """csv.writer whose text cells are spreadsheet-safe (spreadsheet_safe)."""
+
+    def __init__(self, output: IO[str], lineterminator: str) -> None:
+        self._writer = csv.writer(output, lineterminator=lineterminator)
+
+    def writerow(self, row) -> Any:
+        return self._writer.writerow(
+            [spreadsheet_safe(cell) if isinstance(cell, str) else cell for cell in row]
+        )
+
+    def writerows(self, rows) -> None:
+        for row in rows:
+            self.writerow(row)
+
+
+def csv_writer(output: IO[str], *, lineterminator: str = "\n") -> _SpreadsheetSafeWriter:
+    """Return the writer of every CSV file the app writes: a csv.writer that neutralises
+    formulas in text cells, since names and ids in these files come from outside (an imported
+    benchmark, a self-hosted worker id) and a spreadsheet would run `=HYPERLINK(...)`."""
+    return _SpreadsheetSafeWriter(output, lineterminator)
+
+
+def spreadsheet_safe(value: str) -> str:
+    """Return text a spreadsheet shows as text: a would-be formula gets a leading apostrophe.
+
+    A cell starting with = + - @, a tab or a carriage return is run as a formula by Excel and
+    LibreOffice (CSV injection). Numbers written as text, such as a negative kappa "-0.12" or
+    "+3", are left alone so that they stay numbers.
+    """
+    return value if NUMBER_TEXT.fullmatch(value) else csv_escape(value)
 
 
 def csv_escape(value: object) -> str:

@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
-from django.db import transaction
+from django.db import DatabaseError, connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from annotate.errors import AnnotateError
 from annotate.models import ImportJob, ImportKind, ImportStatus
-from annotate.services.deferred_tasks import task_enqueue_on_commit
+from annotate.services.background import background_start
 from annotate.services.imports import instructions_import, responses_import
 from annotate.services.label_imports import labels_import, scores_import
+
+logger = logging.getLogger(__name__)
 
 
 class UploadError(AnnotateError):
@@ -67,29 +76,88 @@ def import_job_create(
         original_name=upload.name[:255],
         created_by=user,
     )
-    task_enqueue_on_commit(task=import_job_run_task, args=(job.pk,))
+    background_start(task=import_job_run_task, args=(job.pk,))
     return job
 
 
 def import_job_run(*, job_id: int) -> ImportJob:
     """Run a queued import. Safe to run twice: a finished job is left alone, and the import
-    itself adds nothing that is already stored."""
+    itself adds nothing that is already stored. Whatever happens, the job ends done or failed
+    with a message; a worker that dies meanwhile stops the heartbeat (import_jobs_fail_stale)."""
     job = ImportJob.objects.get(pk=job_id)
     if job.status in (ImportStatus.DONE, ImportStatus.FAILED):
         return job
-    ImportJob.objects.filter(pk=job.pk).update(status=ImportStatus.RUNNING)
+    ImportJob.objects.filter(pk=job.pk).update(
+        status=ImportStatus.RUNNING, heartbeat_at=timezone.now()
+    )
     path = job.upload.path
     try:
-        summary = _run(job, path)
+        with _heartbeat(job_id=job.pk):
+            summary = _run(job, path)
     except AnnotateError as error:
         job.status, job.message = ImportStatus.FAILED, str(error).replace(path, job.original_name)
         job.message += "\nNothing was written."
+    except Exception as error:  # a bug or an outage: the job must not stay "running"
+        logger.exception("Import job %s stopped on an unexpected error", job.pk)
+        job.status = ImportStatus.FAILED
+        job.message = (
+            f"{job.original_name}: the import stopped on an unexpected error "
+            f"({type(error).__name__}: {str(error).replace(path, job.original_name)[:500]})."
+            "\nNothing was written."
+        )
     else:
         job.status, job.rows, job.created = ImportStatus.DONE, summary.rows, summary.created
         job.message = summary.message.replace(path, job.original_name)
     job.finished_at = timezone.now()
     job.save(update_fields=["status", "message", "rows", "created", "finished_at"])
     return job
+
+
+@contextmanager
+def _heartbeat(*, job_id: int) -> Iterator[None]:
+    """Stamp the job's heartbeat_at every IMPORT_HEARTBEAT_SECONDS while the import runs."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        try:
+            while not stop.wait(settings.IMPORT_HEARTBEAT_SECONDS):
+                try:
+                    ImportJob.objects.filter(pk=job_id, status=ImportStatus.RUNNING).update(
+                        heartbeat_at=timezone.now()
+                    )
+                except DatabaseError:  # SQLite busy with the import itself: the next beat
+                    logger.warning("Import job %s: heartbeat not stored", job_id)
+        finally:
+            connection.close()  # this thread's own connection
+
+    thread = threading.Thread(target=beat, name=f"import-{job_id}-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+def import_jobs_fail_stale(*, now: datetime) -> int:
+    """Mark running imports whose worker stopped beating as failed; return how many.
+
+    A worker killed mid-import (SIGKILL, out of memory, a lost machine) rolls its transaction
+    back and leaves the job "running"; after IMPORT_STALE_SECONDS without a heartbeat it is
+    failed. Safe to run twice and concurrently: only running, silent jobs are touched.
+    """
+    silent_since = now - timedelta(seconds=settings.IMPORT_STALE_SECONDS)
+    silent = Q(heartbeat_at__lt=silent_since) | Q(
+        heartbeat_at__isnull=True, created_at__lt=silent_since
+    )
+    return ImportJob.objects.filter(silent, status=ImportStatus.RUNNING).update(
+        status=ImportStatus.FAILED,
+        finished_at=now,
+        message=(
+            "The worker running this import stopped (no heartbeat for "
+            f"{settings.IMPORT_STALE_SECONDS} s). Nothing was written: upload the file again."
+        ),
+    )
 
 
 def _run(job: ImportJob, path: str):

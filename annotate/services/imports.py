@@ -26,6 +26,8 @@ from annotate.models import (
 from annotate.services.files import read_jsonl
 
 BATCH_SIZE = 1000
+# Question.position is a small integer: PostgreSQL stores no larger one (SQLite would).
+MAX_QUESTIONS = 32_767
 SUBSETS = {
     "easy_set": Subset.EASY,
     "hard_set": Subset.HARD,
@@ -109,6 +111,13 @@ def _parse_instruction(path: str, line: int, row: dict) -> _InstructionRow:
     if not questions:
         raise ImportFileError(
             path, line, "decomposed_questions", "an instruction needs at least one question"
+        )
+    if len(questions) > MAX_QUESTIONS:
+        raise ImportFileError(
+            path,
+            line,
+            "decomposed_questions",
+            f"{len(questions):,} questions; an instruction has at most {MAX_QUESTIONS:,} questions",
         )
     if len(labels) != len(questions):
         raise ImportFileError(
@@ -264,6 +273,14 @@ def responses_import(*, path: str, benchmark_name: str, system_name: str) -> Imp
     if not system_name.strip():
         raise ImportFileError(path, None, None, "the system name is empty")
     system, _ = System.objects.get_or_create(name=system_name.strip())
+    if system.generation_endpoint_id is not None:
+        raise ImportFileError(
+            path,
+            None,
+            None,
+            f"system {system.name!r} generates its responses in the app; "
+            "import under a new system name",
+        )
     instruction_ids = dict(benchmark.instructions.values_list("external_id", "pk"))
     stored = dict(
         Response.objects.filter(instruction__benchmark=benchmark, system=system).values_list(

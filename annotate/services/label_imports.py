@@ -17,6 +17,7 @@ grown a row at a time.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -28,9 +29,15 @@ from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.utils import timezone
 
 from annotate.errors import ImportFileError
-from annotate.models import Annotator, AnnotatorKind, Benchmark, LabelValue
-from annotate.services.files import NeedsRowReader, read_csv, read_csv_columns, read_jsonl
-from annotate.services.imports import ImportSummary, benchmark_get_for_import
+from annotate.models import DECIDED_KIND_VALUES, Annotator, AnnotatorKind, Benchmark, LabelValue
+from annotate.services.files import (
+    MAX_INTEGER_DIGITS,
+    NeedsRowReader,
+    read_csv,
+    read_csv_columns,
+    read_jsonl,
+)
+from annotate.services.imports import MAX_QUESTIONS, ImportSummary, benchmark_get_for_import
 
 STAGE = "annotate_import_stage"
 RESOLVED = "annotate_import_resolved"
@@ -38,6 +45,10 @@ STAGE_COLUMNS = ("line", "instruction", "system", "annotator", "kind", "qindex",
 LABEL_CSV_COLUMNS = ["instruction_id", "system", "annotator", "question_index", "label"]
 SCORE_CSV_COLUMNS = ["instruction_id", "system", "annotator", "score"]
 KIND_COLUMN = "annotator_kind"
+# Written by the raw export (annotate.services.exports): only rows whose work counted are read
+# back, so export → import gives the same results.
+WORK_STATUS_COLUMN = "work_status"
+COUNTED = "counted"
 LABEL_NAMES = {choice.label: choice.value for choice in LabelValue}
 JSON_VALUES = {True: LabelValue.YES, False: LabelValue.NO, None: LabelValue.UNKNOWN}
 # From this many rows on, a label import checks foreign keys once for the whole set (PostgreSQL).
@@ -47,6 +58,7 @@ BULK_CHECKED_COLUMNS = ("question_id", "response_id", "annotator_id", "assignmen
 # table holds at most this many stored labels per new one. Measured on 1M labels: inserting into
 # an index costs about 3.5 µs a row, building it about 1 µs a row of the whole table.
 REBUILD_STORED_PER_NEW = 2
+WHOLE_NUMBER = re.compile(r"[+-]?[0-9]+")
 StageRow = tuple[int, str, str, str, str, int | None, int]
 # COPY's text format gives these characters a meaning, so a value holding one is escaped.
 COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
@@ -71,9 +83,9 @@ SCORES = _Target("direct scores", "annotate_directscore", "score", per_question=
 
 def _kind(path: str, line: int, field: str, value: str) -> str:
     kind = value.strip().lower()
-    if kind and kind not in AnnotatorKind.values:
+    if kind and kind not in DECIDED_KIND_VALUES:
         raise ImportFileError(
-            path, line, field, f"expected one of {AnnotatorKind.values}, found {value!r}"
+            path, line, field, f"expected one of {DECIDED_KIND_VALUES}, found {value!r}"
         )
     return kind
 
@@ -86,21 +98,33 @@ def _text(path: str, line: int, row: dict, field: str) -> str:
 
 
 def _int(path: str, line: int, field: str, value: str, low: int, high: int | None) -> int:
-    try:
-        number = int(value.strip())
-    except ValueError:
+    text = value.strip()
+    if not WHOLE_NUMBER.fullmatch(text):
+        shown = value if len(value) <= 40 else f"{value[:40]}… ({len(value):,} characters)"
+        raise ImportFileError(path, line, field, f"expected a whole number, found {shown!r}")
+    bounds = f"from {low}" if high is None else f"{low} to {high}"
+    digits = len(text.lstrip("+-"))
+    if digits > MAX_INTEGER_DIGITS:  # Python refuses to read over 4,300 digits at all
         raise ImportFileError(
-            path, line, field, f"expected a whole number, found {value!r}"
-        ) from None
+            path, line, field, f"a {digits:,}-digit number is out of range ({bounds})"
+        )
+    number = int(text)
     if number < low or (high is not None and number > high):
-        bounds = f"from {low}" if high is None else f"{low} to {high}"
         raise ImportFileError(path, line, field, f"{number} is out of range ({bounds})")
     return number
 
 
+def _plain_index(index: str) -> bool:
+    """True for a question number the fast path may read as it is: ASCII digits, in range."""
+    return index.isascii() and index.isdigit() and 1 <= int(index[:6]) <= MAX_QUESTIONS
+
+
 def _label_csv_rows(path: str, default_kind: str) -> Iterator[StageRow]:
-    kinds = {"": default_kind, **{kind: kind for kind in AnnotatorKind.values}}
-    for line, row in read_csv(path, required=LABEL_CSV_COLUMNS, optional=[KIND_COLUMN]):
+    kinds = {"": default_kind, **{kind: kind for kind in DECIDED_KIND_VALUES}}
+    optional = [KIND_COLUMN, WORK_STATUS_COLUMN]
+    for line, row in read_csv(path, required=LABEL_CSV_COLUMNS, optional=optional):
+        if row.get(WORK_STATUS_COLUMN, COUNTED).strip() not in ("", COUNTED):
+            continue  # rejected, blocked or unconfirmed work: kept in the file, not counted
         # The fast path takes well-formed rows as they are; anything odd goes through the
         # checks below, which name the field and what was expected.
         instruction, system, annotator = row["instruction_id"], row["system"], row["annotator"]
@@ -111,7 +135,7 @@ def _label_csv_rows(path: str, default_kind: str) -> Iterator[StageRow]:
             value is None
             or kind is None
             or not (instruction and system and annotator)
-            or not index.isdigit()
+            or not _plain_index(index)
         ):
             value = _label_value(path, line, row["label"])
             kind = _kind(path, line, KIND_COLUMN, row.get(KIND_COLUMN, "")) or default_kind
@@ -119,10 +143,10 @@ def _label_csv_rows(path: str, default_kind: str) -> Iterator[StageRow]:
             system = _text(path, line, row, "system")
             annotator = _text(path, line, row, "annotator")
         number = (
-            int(index) if index.isdigit() else _int(path, line, "question_index", index, 1, None)
+            int(index)
+            if _plain_index(index)
+            else _int(path, line, "question_index", index, 1, MAX_QUESTIONS)
         )
-        if number < 1:
-            _int(path, line, "question_index", index, 1, None)
         yield line, instruction.strip(), system.strip(), annotator.strip(), kind, number, value
 
 
@@ -134,11 +158,13 @@ def _label_csv_copy_blocks(path: str, default_kind: str) -> Iterator[tuple[int, 
     the checks do not take as it is raises NeedsRowReader, and the file goes through
     _label_csv_rows instead, which names the line and field of the problem.
     """
-    kinds = {"": default_kind, **{kind: kind for kind in AnnotatorKind.values}}
+    kinds = {"": default_kind, **{kind: kind for kind in DECIDED_KIND_VALUES}}
     values = {name: str(value) for name, value in LABEL_NAMES.items()}
     for first, columns in read_csv_columns(
-        path, required=LABEL_CSV_COLUMNS, optional=[KIND_COLUMN]
+        path, required=LABEL_CSV_COLUMNS, optional=[KIND_COLUMN, WORK_STATUS_COLUMN]
     ):
+        if not set(columns.get(WORK_STATUS_COLUMN, ())) <= {"", COUNTED}:
+            raise NeedsRowReader  # the row reader leaves out the work that did not count
         count = len(columns["label"])
         texts = [_copy_text(columns[name]) for name in LABEL_CSV_COLUMNS[:3]]
         kind = columns.get(KIND_COLUMN, [""] * count)
@@ -174,15 +200,9 @@ def _question_numbers(column: Sequence[str]) -> dict[str, str]:
     """Map each distinct question index to its number as text, if every one is a number from 1."""
     numbers = {}
     for index in set(column):
-        if not index.isdigit():
+        if not _plain_index(index):  # a superscript digit, 0, or more than any instruction has
             raise NeedsRowReader
-        try:
-            number = int(index)
-        except ValueError:  # a digit int() does not read, such as a superscript
-            raise NeedsRowReader from None
-        if number < 1:
-            raise NeedsRowReader
-        numbers[index] = str(number)
+        numbers[index] = str(int(index))
     return numbers
 
 
@@ -197,6 +217,8 @@ def _label_jsonl_rows(
     path: str, system: str, annotator: str, default_kind: str
 ) -> Iterator[StageRow]:
     for line, row in read_jsonl(path):
+        if str(row.get(WORK_STATUS_COLUMN) or COUNTED) != COUNTED:
+            continue  # rejected, blocked or unconfirmed work: kept in the file, not counted
         instruction = _text(path, line, {"id": row.get("id")}, "id")
         row_system = system or _text(path, line, row, "system")
         row_annotator = annotator or _text(path, line, row, "annotator")

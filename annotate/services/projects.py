@@ -78,6 +78,8 @@ def project_create(
     researchers: Sequence[AbstractBaseUser] = (),
     created_by: AbstractBaseUser | None = None,
     batch_name: str = "Batch 1",
+    continue_to_next: bool = True,
+    practice: bool = False,
 ) -> Project:
     """Create a project and its first batch, with one task per selected instruction."""
     name = name.strip()
@@ -97,6 +99,8 @@ def project_create(
             allotted_minutes=allotted_minutes,
             guidelines=guidelines.strip() or DEFAULT_GUIDELINES,
             created_by=created_by,
+            continue_to_next=continue_to_next,
+            practice=practice,
         )
         project.systems.set(systems)
         project.researchers.set(researchers)

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection, transaction
-from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from annotate.errors import (
@@ -30,8 +30,6 @@ from annotate.models import (
     Label,
     LabelValue,
     ProjectMode,
-    Question,
-    Response,
     Task,
 )
 from annotate.services.assignments import counted_assignments
@@ -86,25 +84,26 @@ def assignment_phase(*, assignment: Assignment, mode: str) -> str:
 def assignment_submit(
     *,
     assignment_id: int,
-    annotator: Annotator,
+    annotator: Annotator | None = None,
+    user: AbstractBaseUser | None = None,
     answers: Mapping[str, object],
     active_seconds: object = 0,
     now: datetime,
 ) -> SubmitResult:
     """Validate a submission for the annotator's assignment and store it.
 
+    The assignment must be the `annotator`'s, or (for a page, which knows the logged-in user
+    and need not read the annotator first) the annotator of `user`'s.
     Raises NotFoundError (not theirs), AssignmentNotLiveError (returned or rejected),
     SubmissionError (missing, extra or bad values) and ConflictError (different answers after a
     successful submit). Nothing is written when any of them is raised.
     """
+    if (annotator is None) == (user is None):
+        raise TypeError("assignment_submit takes an annotator or a user, not both")
     with transaction.atomic():
-        assignment = _locked_assignment(assignment_id=assignment_id, annotator=annotator)
+        assignment = _locked_assignment(assignment_id=assignment_id, annotator=annotator, user=user)
         mode = assignment.task.batch.project.mode
-        question_ids = dict(
-            Question.objects.filter(instruction_id=assignment.task.instruction_id)
-            .order_by()
-            .values_list("position", "id")
-        )
+        question_ids, responses = _instruction_rows(assignment=assignment)
         phase = _phase_of_answers(assignment=assignment, mode=mode, answers=answers)
         fields = expected_fields(
             phase=phase,
@@ -127,16 +126,24 @@ def assignment_submit(
             assignment.save(update_fields=["direct_scores", "scored_at", "active_seconds"])
             return SubmitResult(assignment, Outcome.SCORED)
         return _finish(
-            assignment=assignment, mode=mode, cleaned=cleaned, question_ids=question_ids, now=now
+            assignment=assignment,
+            mode=mode,
+            cleaned=cleaned,
+            question_ids=question_ids,
+            responses=responses,
+            now=now,
         )
 
 
-def _locked_assignment(*, assignment_id: int, annotator: Annotator) -> Assignment:
+def _locked_assignment(
+    *, assignment_id: int, annotator: Annotator | None, user: AbstractBaseUser | None
+) -> Assignment:
+    owner = {"annotator": annotator} if annotator is not None else {"annotator__user": user}
     try:
         assignment = (
             Assignment.objects.select_for_update(of=("self",))
             .select_related("task__batch__project")
-            .get(pk=assignment_id, annotator=annotator)
+            .get(pk=assignment_id, **owner)
         )
     except Assignment.DoesNotExist:
         raise NotFoundError("No such assignment.") from None
@@ -145,6 +152,51 @@ def _locked_assignment(*, assignment_id: int, annotator: Annotator) -> Assignmen
             f"This assignment was {assignment.get_status_display().lower()}; it takes no answers."
         )
     return assignment
+
+
+def _instruction_rows(
+    *, assignment: Assignment
+) -> tuple[dict[int, int], list[tuple[int, int, bool, bool]]]:
+    """Return the instruction's {question position: id} and its responses to the assignment's
+    systems as (system id, response id, labelled, scored) by this annotator, in one query.
+
+    One UNION ALL instead of two reads (a round trip less per submit), in plain SQL (the ORM
+    spent more CPU compiling it than the database running it). Whether the annotator already
+    labelled or scored a response is looked up through the (response, annotator) indexes;
+    _unlabelled_response_ids raises on it only once the answers are known to be valid.
+    """
+    system_ids = list(assignment.display_order)
+    marks = ", ".join(["%s"] * len(system_ids)) or "NULL"
+    instruction_id = assignment.task.instruction_id
+    annotator_id = assignment.annotator_id
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _INSTRUCTION_ROWS.format(marks=marks),
+            [instruction_id, annotator_id, annotator_id, instruction_id, *system_ids],
+        )
+        rows = cursor.fetchall()
+    question_ids = {key: row_id for kind, key, row_id, _, _ in rows if kind == 0}
+    responses = [
+        (key, row_id, bool(labelled), bool(scored))
+        for kind, key, row_id, labelled, scored in rows
+        if kind == 1
+    ]
+    return question_ids, responses
+
+
+# Question's, Response's, Label's and DirectScore's tables (no db_table or db_column of their own).
+_INSTRUCTION_ROWS = """
+    SELECT 0, position, id, 0, 0 FROM annotate_question WHERE instruction_id = %s
+    UNION ALL
+    SELECT 1, r.system_id, r.id,
+        CASE WHEN EXISTS(
+            SELECT 1 FROM annotate_label l WHERE l.response_id = r.id AND l.annotator_id = %s
+        ) THEN 1 ELSE 0 END,
+        CASE WHEN EXISTS(
+            SELECT 1 FROM annotate_directscore d WHERE d.response_id = r.id AND d.annotator_id = %s
+        ) THEN 1 ELSE 0 END
+    FROM annotate_response r WHERE r.instruction_id = %s AND r.system_id IN ({marks})
+"""
 
 
 def _phase_of_answers(*, assignment: Assignment, mode: str, answers: Mapping[str, object]) -> str:
@@ -217,6 +269,7 @@ def _finish(
     mode: str,
     cleaned: dict[str, object],
     question_ids: dict[int, int],
+    responses: list[tuple[int, int, bool, bool]],
     now: datetime,
 ) -> SubmitResult:
     submission = {
@@ -233,7 +286,15 @@ def _finish(
         return SubmitResult(assignment, Outcome.LATE)
     assignment.status = AssignmentStatus.SUBMITTED
     assignment.save(update_fields=SUBMIT_FIELDS)
-    _write_rows(assignment=assignment, submission=submission, question_ids=question_ids)
+    # Practice answers stay on the assignment only: no label or score row, so no report,
+    # majority or export can ever count them.
+    if not assignment.task.batch.project.practice:
+        _write_rows(
+            assignment=assignment,
+            submission=submission,
+            question_ids=question_ids,
+            response_ids=_unlabelled_response_ids(assignment=assignment, responses=responses),
+        )
     return SubmitResult(assignment, Outcome.ACCEPTED)
 
 
@@ -251,8 +312,13 @@ def _has_slot(*, assignment: Assignment, now: datetime) -> bool:
     return taken < assignment.task.batch.project.assignments_per_task
 
 
-def _write_rows(*, assignment: Assignment, submission: dict, question_ids: dict[int, int]) -> None:
-    response_ids = _unlabelled_response_ids(assignment=assignment)
+def _write_rows(
+    *,
+    assignment: Assignment,
+    submission: dict,
+    question_ids: dict[int, int],
+    response_ids: list[int],
+) -> None:
     labels = []
     for name, value in (submission.get(Phase.LABELS) or {}).items():
         position, question_position = (int(group) for group in FIELD_PATTERN.match(name).groups())
@@ -271,27 +337,15 @@ def _write_rows(*, assignment: Assignment, submission: dict, question_ids: dict[
     )
 
 
-def _unlabelled_response_ids(*, assignment: Assignment) -> list[int]:
-    """Return the response ids in display order, in one query that also checks for conflicts.
+def _unlabelled_response_ids(
+    *, assignment: Assignment, responses: list[tuple[int, int, bool, bool]]
+) -> list[int]:
+    """Return the response ids in display order, from _instruction_rows' response rows.
 
     Raises ConflictError if the annotator already has a label or score on one of them.
     """
-    annotator_id = assignment.annotator_id
-    rows = (
-        Response.objects.filter(
-            instruction_id=assignment.task.instruction_id, system_id__in=assignment.display_order
-        )
-        .order_by()
-        .annotate(
-            labelled=Exists(Label.objects.filter(response=OuterRef("pk"), annotator=annotator_id)),
-            scored=Exists(
-                DirectScore.objects.filter(response=OuterRef("pk"), annotator=annotator_id)
-            ),
-        )
-        .values_list("system_id", "id", "labelled", "scored")
-    )
     response_by_system = {}
-    for system_id, response_id, labelled, scored in rows:
+    for system_id, response_id, labelled, scored in responses:
         if labelled or scored:
             raise ConflictError("You already labelled these responses in another project.")
         response_by_system[system_id] = response_id

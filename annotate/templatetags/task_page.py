@@ -2,14 +2,18 @@
 
 The page asks responses x questions (75 for InFoBench's 5 x 15) answers of three radio buttons
 each. Rendered by the template language, that loop was most of the CPU time of a task page
-view; written here with one format_html per question, every value escaped, it costs a tenth.
+view. Here each question is one `str.format` of a constant HTML template with every value
+escaped once beforehand (`html.escape`, which is what Django's `escape` does), then the lot is
+joined: the same markup as format_html_join gave, for a third of its CPU (format_html escapes
+each of the 8 values of each question through Django's lazy-aware wrappers).
 The markup is the one the page's script (static/annotate/task.js) and tests rely on.
 """
 
 from __future__ import annotations
 
+from html import escape
+
 from django import template
-from django.utils.html import format_html_join
 from django.utils.safestring import SafeString
 
 from annotate.selectors.work import ResponseItem
@@ -32,29 +36,35 @@ _QUESTION_ITEM = (
     + "        </fieldset>\n"
     "      </li>\n"
 )
-_CHECKED = SafeString(" checked")
-_DISABLED = SafeString(" disabled")
-_NOTHING = SafeString("")
+_CHECKED = " checked"
+# The three "checked" slots for each stored answer; anything else checks nothing.
+_CHECKS = {
+    "yes": (_CHECKED, "", ""),
+    "no": ("", _CHECKED, ""),
+    "unknown": ("", "", _CHECKED),
+}
+_NONE = ("", "", "")
 
 
 @register.simple_tag
 def question_items(response: ResponseItem, *, is_open: bool) -> SafeString:
     """Return the <li> of every decomposed question about one response, answers checked."""
-    disabled = _NOTHING if is_open else _DISABLED
-    return format_html_join(
-        "",
-        _QUESTION_ITEM,
-        (
-            {
-                "name": question.name,
-                "label": response.label,
-                "position": question.position,
-                "text": question.text,
-                "disabled": disabled,
-                "yes": _CHECKED if question.value == "yes" else _NOTHING,
-                "no": _CHECKED if question.value == "no" else _NOTHING,
-                "unknown": _CHECKED if question.value == "unknown" else _NOTHING,
-            }
-            for question in response.questions
-        ),
-    )
+    disabled = "" if is_open else " disabled"
+    label = escape(str(response.label))
+    fill = _QUESTION_ITEM.format
+    parts = []
+    for question in response.questions:
+        yes, no, unknown = _CHECKS.get(question.value, _NONE)
+        parts.append(
+            fill(
+                name=escape(str(question.name)),
+                label=label,
+                position=escape(str(question.position)),
+                text=escape(str(question.text)),
+                disabled=disabled,
+                yes=yes,
+                no=no,
+                unknown=unknown,
+            )
+        )
+    return SafeString("".join(parts))

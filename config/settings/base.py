@@ -1,6 +1,8 @@
 """Settings shared by every environment. Every value can be set from the environment."""
 
 import os
+import secrets
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -20,7 +22,29 @@ def env_list(name: str, default: str) -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
 
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "insecure-embedded-default-key-change-me")
+def embedded_secret_key(var_dir: Path) -> str:
+    """Return the key kept in var_dir/secret_key, creating a random one (mode 0600) on first run.
+
+    The embedded default must not share one key with every other checkout: a known key lets
+    anyone sign a crowd worker token or a session cookie for this site.
+    """
+    path = var_dir / "secret_key"
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        pass
+    var_dir.mkdir(parents=True, exist_ok=True)
+    key = secrets.token_urlsafe(50)
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:  # another process of this checkout won the race: use its key
+        return path.read_text().strip()
+    with os.fdopen(descriptor, "w") as file:
+        file.write(key + "\n")
+    return key
+
+
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or embedded_secret_key(VAR_DIR)
 DEBUG = env_bool("DJANGO_DEBUG", True)
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", "")
@@ -33,9 +57,18 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "django.forms",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "django_filters",
+    "csp",
+    "axes",
     "annotate",
     "annotate.crowd",
+    "annotate.engine",
+    "annotate.verbalizer",
+    "annotate.revision",
+    "evaluation.revision",
     "evaluation",
 ]
 
@@ -48,12 +81,24 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "config.framing.FrameAncestorsMiddleware",
+    "csp.middleware.CSPMiddleware",
+    # Last, as django-axes asks: turns a locked-out login into its 429 answer.
+    "axes.middleware.AxesMiddleware",
+]
+
+# django-axes watches every password check (the login form, the admin, DRF's HTTP Basic) through
+# Django's authenticate(); its back-end refuses even the right password while locked out.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
 ]
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
 ASGI_APPLICATION = "config.asgi.application"
+
+# Forms render through templates/django/forms/ (one layout for every form of the site).
+FORM_RENDERER = "django.forms.renderers.TemplatesSetting"
 
 TEMPLATES = [
     {
@@ -65,7 +110,9 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "config.navigation.navigation",
             ],
+            "builtins": ["annotate.crowd.templatetags.crowd_names"],
         },
     },
 ]
@@ -82,8 +129,18 @@ DATABASES = {
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The embedded default lives in var/, which a fresh checkout does not have yet.
     Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
-    # Several writers (the dev server, a management command) wait for each other instead of failing.
-    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    # Several writers (the dev server's threads, a management command) wait for each other
+    # instead of failing: every transaction takes the write lock when it begins (IMMEDIATE), so
+    # none has to upgrade a read lock midway, which SQLite refuses at once ("database is
+    # locked") whatever the busy timeout; the timeout then covers every wait. WAL lets readers
+    # go on while one writes.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "timeout": 20,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
+        }
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -97,6 +154,12 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # The session starts in our time zone: otherwise Django sends SET TIME ZONE after every
+    # connect (a server whose default is e.g. Etc/UTC), a round trip per request when each
+    # request opens its own connection (DATABASE_CONN_MAX_AGE=0).
+    _options = DATABASES["default"].setdefault("OPTIONS", {})
+    _options["options"] = f"{_options.get('options', '')} -c TimeZone={TIME_ZONE}".strip()
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
@@ -106,8 +169,12 @@ MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", VAR_DIR / "uploads"))
 MEDIA_URL = "/media/"
 # Refuse uploads bigger than this (bytes); a million labels as CSV is about 60 MB.
 IMPORT_MAX_UPLOAD_BYTES = int(os.environ.get("IMPORT_MAX_UPLOAD_BYTES", str(500 * 1024 * 1024)))
+# A running import stamps its heartbeat this often (seconds); one silent for IMPORT_STALE_SECONDS
+# (its worker was killed) is marked failed by the beat and when the import pages are read.
+IMPORT_HEARTBEAT_SECONDS = float(os.environ.get("IMPORT_HEARTBEAT_SECONDS", "30"))
+IMPORT_STALE_SECONDS = int(os.environ.get("IMPORT_STALE_SECONDS", "600"))
 
-# A shared cache (Redis in production) makes the login limit hold across worker processes.
+# A shared cache (Redis in production); the login limit keeps its counters there (AXES_HANDLER).
 CACHES = {
     "default": (
         {
@@ -118,8 +185,23 @@ CACHES = {
         else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
     )
 }
+# After LOGIN_FAILURE_LIMIT failed logins from one address, or for one username, every login of
+# that address or username is refused (429) for LOGIN_FAILURE_WINDOW seconds, right password or not.
 LOGIN_FAILURE_LIMIT = int(os.environ.get("LOGIN_FAILURE_LIMIT", "10"))
 LOGIN_FAILURE_WINDOW = int(os.environ.get("LOGIN_FAILURE_WINDOW", "900"))
+# Counters in Redis when there is one (CACHE_URL), else in the database: the in-process cache
+# would not be shared by a second process (a management command, a second gunicorn worker).
+AXES_HANDLER = (
+    "axes.handlers.cache.AxesCacheHandler"
+    if os.environ.get("CACHE_URL")
+    else "axes.handlers.database.AxesDatabaseHandler"
+)
+AXES_FAILURE_LIMIT = LOGIN_FAILURE_LIMIT
+AXES_COOLOFF_TIME = timedelta(seconds=LOGIN_FAILURE_WINDOW)
+AXES_LOCKOUT_PARAMETERS = ["ip_address", "username"]
+AXES_LOCKOUT_CALLABLE = "annotate.login.lockout_response"
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False  # no version banner on every management command
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
@@ -128,20 +210,58 @@ LOGOUT_REDIRECT_URL = "login"
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",
-        "rest_framework.authentication.BasicAuthentication",
+        "annotate.login.LimitedBasicAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PARSER_CLASSES": [
+        "annotate.http.DepthLimitedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "annotate.http.api_exception_handler",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 100,
 }
-SPECTACULAR_SETTINGS = {"TITLE": "InFoBench annotation API", "VERSION": "1"}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "InFoBench annotation API",
+    "VERSION": "1",
+    # Swagger UI and ReDoc from our own static files (drf-spectacular-sidecar), never a CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+
+# One Content-Security-Policy on every response (django-csp's middleware): our own scripts and
+# styles only, nothing from elsewhere, never framed. Model output and imported text on a page can
+# then run nothing even if escaping failed. The crowd worker pages widen frame-ancestors and
+# form-action (annotate.crowd.worker_views); figures served on their own narrow it further.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'none'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
 
 # Background work. Without a broker every task runs in-process, at once, in the caller.
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "")
 CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND", "") or None
 CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
+# Without a broker, long work a page starts (report exports) runs in a thread of the process, so
+# the request returns at once; with one, in a Celery worker.
+BACKGROUND_THREADS = not CELERY_BROKER_URL
+
+# Parts of the demo that live outside `annotate` (which never imports `evaluation`), called by
+# `manage.py load_demo` after the benchmark and the accounts; each returns lines to print.
+DEMO_LOADERS = ["evaluation.services.demo.demo_judge_load"]
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
@@ -165,6 +285,11 @@ CELERY_BEAT_SCHEDULE: dict = {
     "annotate-expire-assignments": {
         "task": "annotate.tasks.expire_assignments",
         "schedule": float(os.environ.get("ASSIGNMENT_EXPIRY_INTERVAL", "60")),
+    },
+    # Imports whose worker died mid-run are failed (annotate.services.import_jobs).
+    "annotate-fail-stale-imports": {
+        "task": "annotate.tasks.fail_stale_imports",
+        "schedule": 60.0,
     },
     # Tasks whose sending failed while Redis was down (annotate.services.deferred_tasks).
     "annotate-send-deferred-tasks": {
@@ -194,13 +319,44 @@ CROWD_SYNC_INTERVAL_SECONDS = int(os.environ.get("CROWD_SYNC_INTERVAL_SECONDS", 
 X_FRAME_OPTIONS = "DENY"
 # Review suggests approving a worker whose gold-question accuracy is at least this.
 CROWD_GOLD_MIN_ACCURACY = float(os.environ.get("CROWD_GOLD_MIN_ACCURACY", "0.7"))
+# Self-hosted links: most starts without a participant id per link (a publication may set its own).
+CROWD_ANONYMOUS_STARTS_PER_LINK = int(os.environ.get("CROWD_ANONYMOUS_STARTS_PER_LINK", "100"))
 CELERY_BEAT_SCHEDULE["crowd-sync"] = {
     "task": "annotate.crowd.tasks.sync_all_publications",
     "schedule": CROWD_SYNC_INTERVAL_SECONDS,
 }
+# The model engine (annotate/engine, docs/engine.md); ENGINE_API_KEY_ENVS is below.
+# Run kinds and the protocol class doing each kind's units (the engine imports none of them).
+ENGINE_PROTOCOLS = {
+    "generation": "annotate.engine.generation.GenerationProtocol",
+    "judge": "evaluation.judges.protocol.JudgeRunProtocol",
+    "verbalizer": "annotate.verbalizer.protocol.VerbalizerProtocol",
+    "revision-judge": "evaluation.revision.protocol.RevisionJudgeProtocol",
+}
+# Further steps of `manage.py load_demo` on the measuring side (dotted paths of functions that
+# take no argument and return a line to print), so that annotate never imports evaluation.
+DEMO_EXTRA_LOADERS = ["evaluation.revision.demo.demo_revision_judges"]
+# A running run beats every ENGINE_HEARTBEAT_SECONDS; one silent for the timeout is marked failed
+# (its worker was killed or lost). The timeout must exceed the longest call's timeout.
+ENGINE_HEARTBEAT_SECONDS = float(os.environ.get("ENGINE_HEARTBEAT_SECONDS", "5"))
+ENGINE_HEARTBEAT_TIMEOUT_SECONDS = int(os.environ.get("ENGINE_HEARTBEAT_TIMEOUT_SECONDS", "300"))
+# With a broker, a run's pending units are split into chunks of this many units, one Celery
+# task each, so several workers share a run (docs/engine.md, "Celery").
+ENGINE_CELERY_CHUNK_UNITS = int(os.environ.get("ENGINE_CELERY_CHUNK_UNITS", "50"))
+CELERY_BEAT_SCHEDULE["engine-reap-runs"] = {
+    "task": "annotate.engine.tasks.engine_runs_reap_task",
+    "schedule": 60.0,
+}
 JUDGE_BACKEND = os.environ.get("JUDGE_BACKEND", "fake")
 OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "")
 OPENAI_API_KEY = os.environ.get("OPENAI_API_KEY", "")
+# The only environment variables a judge configuration or engine endpoint may name for its API key
+# (annotate.secrets): anything else, DJANGO_SECRET_KEY say, would be sent as a bearer token.
+ENGINE_API_KEY_ENVS = env_list(
+    "ENGINE_API_KEY_ENVS",
+    "OPENAI_API_KEY,AZURE_OPENAI_API_KEY,ANTHROPIC_API_KEY,OPENROUTER_API_KEY,TOGETHER_API_KEY,"
+    "GROQ_API_KEY,MISTRAL_API_KEY,DEEPSEEK_API_KEY,LLM_API_KEY",
+)
 EXPORT_DIR = Path(os.environ.get("EXPORT_DIR", VAR_DIR / "exports"))
 EXPORT_S3_BUCKET = os.environ.get("EXPORT_S3_BUCKET", "")
 AWS_S3_ENDPOINT_URL = os.environ.get("AWS_S3_ENDPOINT_URL", "") or None
@@ -220,5 +376,7 @@ LOGGING = {
         "httpx2": {"level": "WARNING"},
         "httpx": {"level": "WARNING"},
         "fontTools": {"level": "WARNING"},
+        # django-axes logs each successful login at INFO; failures and lockouts stay WARNING.
+        "axes": {"level": "WARNING"},
     },
 }

@@ -1,4 +1,4 @@
-"""Production settings: refuse to start without a secret key; secure cookies and HTTPS."""
+"""Production settings: refuse to start without a strong secret key; secure cookies and HTTPS."""
 
 import os
 
@@ -7,9 +7,38 @@ from django.core.exceptions import ImproperlyConfigured
 from config.settings.base import *  # noqa: F403
 from config.settings.base import DATABASES, env_bool, env_list
 
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
-if not SECRET_KEY:
-    raise ImproperlyConfigured("DJANGO_SECRET_KEY must be set in production.")
+# Values published somewhere (this repository's old built-in default, .env.example, docs) or too
+# short to resist guessing: a key anyone can know signs worker tokens and sessions for them.
+KNOWN_PLACEHOLDER_KEYS = {
+    "x",
+    "change-me",
+    "changeme",
+    "secret",
+    "insecure-embedded-default-key-change-me",
+    "change-me-to-a-long-random-string",
+}
+SECRET_KEY_MIN_LENGTH = 32
+
+
+def secret_key_checked(key: str) -> str:
+    """Return the key, or refuse to start when it is missing, a placeholder or too weak."""
+    if not key:
+        raise ImproperlyConfigured("DJANGO_SECRET_KEY must be set in production.")
+    lowered = key.strip().lower()
+    if lowered in KNOWN_PLACEHOLDER_KEYS or "change-me" in lowered or "insecure" in lowered:
+        raise ImproperlyConfigured(
+            "DJANGO_SECRET_KEY is a published placeholder; set it to a long random string, e.g. "
+            "python -c 'import secrets; print(secrets.token_urlsafe(50))'."
+        )
+    if len(key) < SECRET_KEY_MIN_LENGTH or len(set(key)) < 10:
+        raise ImproperlyConfigured(
+            f"DJANGO_SECRET_KEY is too short or too plain: use at least {SECRET_KEY_MIN_LENGTH} "
+            "random characters, e.g. python -c 'import secrets; print(secrets.token_urlsafe(50))'."
+        )
+    return key
+
+
+SECRET_KEY = secret_key_checked(os.environ.get("DJANGO_SECRET_KEY", ""))
 DEBUG = env_bool("DJANGO_DEBUG", False)
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "")
 # Keep database connections between requests unless told otherwise: a new PostgreSQL connection

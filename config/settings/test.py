@@ -1,6 +1,7 @@
 """Settings for the test suite: SQLite unless DATABASE_URL is set, fast hashing."""
 
 from config.settings.base import *  # noqa: F403
+from config.settings.base import ENGINE_API_KEY_ENVS
 
 DEBUG = False
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
@@ -10,3 +11,8 @@ STORAGES = {
 }
 # Tests run background work in-process; the one test that starts a real worker turns this off.
 CELERY_TASK_ALWAYS_EAGER = True
+# Threads do not see a test's open transaction: tests run background work inline (the browser
+# tests, on a live server, turn threads on).
+BACKGROUND_THREADS = False
+# The judge tests read their stub's key from a variable of their own.
+ENGINE_API_KEY_ENVS = [*ENGINE_API_KEY_ENVS, "JUDGE_TEST_KEY"]

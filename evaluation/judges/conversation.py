@@ -1,26 +1,22 @@
-"""Ask one conversation's questions with retries and rate limits; report each answer as an event.
+"""Ask one conversation's questions through the engine; report each answer as an event.
 
-Nothing here touches the database: the caller persists the events (at once, one by one), so a
-stop or a crash loses at most the call in flight, and a rerun passes the stored replies back in
-`ConversationWork.answered` to rebuild the history and ask only what is missing.
+Nothing here touches the database: each call is an engine call (stored by the engine), each
+answer an event the judge protocol stores, so a stop or a crash loses at most the calls in
+flight, and a rerun passes the stored replies back in `ConversationWork.answered` to rebuild the
+history and ask only what is missing.
 """
 
 from __future__ import annotations
 
-import random
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from evaluation.errors import JudgeCallError, JudgeTransientError
-from evaluation.judges import ChatReply, JudgeBackend, estimate_prompt_tokens
+from annotate.engine.models import EngineCall
+from evaluation.errors import JudgeCallError
 from evaluation.judges import prompting as p
-from evaluation.judges.limiter import RateLimiter
+from evaluation.judges.official import continues_after, parse_official
 from evaluation.judges.parsing import UNKNOWN, parse_answer, parse_numbered_answers
-
-MAX_BACKOFF_SECONDS = 60.0
-MAX_RETRY_AFTER_SECONDS = 300.0
 
 
 @dataclass(frozen=True)
@@ -46,6 +42,7 @@ class Answered:
     usage_estimated: bool
     latency_ms: int
     retries: int
+    engine_call: EngineCall | None = None
 
 
 @dataclass(frozen=True)
@@ -59,6 +56,7 @@ class Failed:
 class Finished:
     conversation_id: int
     kept_going: bool
+    not_asked: int = 0  # questions left unasked on purpose (the official protocol's early stop)
 
 
 Event = Answered | Failed | Finished
@@ -66,65 +64,68 @@ Event = Answered | Failed | Finished
 
 @dataclass
 class CallPolicy:
-    """How calls are made: the back-end, shared limiter, retry budget, and injectable time."""
+    """How the judge's calls are made: `chat(messages)` makes one engine call (limiter,
+    retries, storage and accounting are the engine's) and returns the EngineCall."""
 
-    backend: JudgeBackend
-    limiter: RateLimiter
-    max_retries: int = 5
-    max_tokens: int = 16
-    backoff_base: float = 1.0
-    sleep: Callable[[float], None] = time.sleep
-    rng: random.Random = field(default_factory=random.Random)
-
-    def backoff(self, attempt: int, retry_after: float | None) -> float:
-        """Return the wait before retry number `attempt` (from 1): the server's, else exponential."""
-        if retry_after is not None:
-            return min(retry_after, MAX_RETRY_AFTER_SECONDS)
-        ceiling = min(MAX_BACKOFF_SECONDS, self.backoff_base * 2 ** (attempt - 1))
-        return ceiling * (0.5 + self.rng.random() / 2)
+    chat: Callable[[list[dict[str, str]]], EngineCall]
+    # For the official protocol only, which retries what the engine returns as failed, as the
+    # script does: the endpoint's retry budget and the engine's wait before retry n (from 1).
+    max_retries: int = 0
+    wait_before_retry: Callable[[int], None] = lambda attempt: None
 
 
-def call_with_retries(
-    policy: CallPolicy, messages: Sequence[Mapping[str, str]]
-) -> tuple[ChatReply, int, int]:
-    """Return (reply, retries used, latency ms of the successful attempt).
+def call_once(policy: CallPolicy, messages: Sequence[Mapping[str, str]]) -> EngineCall:
+    """Return the answered call; raise JudgeCallError with the engine's message otherwise.
 
-    Retries only JudgeTransientError, at most policy.max_retries times; JudgeRejectedError and
-    the last transient error propagate.
+    A call that failed, was refused or came back empty is never read as an answer.
     """
-    estimate = estimate_prompt_tokens(messages) + policy.max_tokens
-    attempt = 0
+    call = policy.chat(list(messages))
+    if not call.answered:
+        raise JudgeCallError(call.error or f"call {call.status}")
+    return call
+
+
+def call_like_the_script(
+    policy: CallPolicy, history: list[dict]
+) -> tuple[EngineCall, list[EngineCall]]:
+    """Call as evaluation.py does, appending each reply to `history` as an assistant turn.
+
+    Return (the answered call, the failed calls before it). The script retries any failed call
+    (an HTTP 400 too) with the same messages; a reply whose content is null goes into the
+    history as it is (the script appends before it reads) and the call is retried with it. An
+    empty string is an answer (unparseable). The engine has already retried what it retries
+    (429, 5xx, timeouts); this loop retries the rest, at most the endpoint's max_retries times
+    with the engine's waits, then raises JudgeCallError (the script would retry for ever, 20 s
+    apart).
+    """
+    failed: list[EngineCall] = []
     while True:
-        policy.limiter.acquire(estimate)
-        started = time.monotonic()
-        try:
-            reply = policy.backend.chat(messages)
-        except JudgeTransientError as error:
-            attempt += 1
-            if attempt > policy.max_retries:
-                raise JudgeTransientError(
-                    f"gave up after {policy.max_retries} retries: {error}"
-                ) from error
-            policy.sleep(policy.backoff(attempt, error.retry_after))
-            continue
-        latency_ms = int((time.monotonic() - started) * 1000)
-        policy.limiter.settle(
-            estimated=estimate, actual=reply.prompt_tokens + reply.completion_tokens
-        )
-        return reply, attempt, latency_ms
+        call = policy.chat(list(history))
+        if call.answered or call.empty_reply:
+            history.append({"role": "assistant", "content": call.reply})
+            return call, failed
+        if call.content_null:
+            history.append({"role": "assistant", "content": None})
+        failed.append(call)
+        if len(failed) > policy.max_retries:
+            raise JudgeCallError(
+                f"gave up after {policy.max_retries} retries: {call.error or call.status}"
+            )
+        policy.wait_before_retry(len(failed))
 
 
-def _answered(work: ConversationWork, ids: list[int], reply, retries, latency, parsed) -> Answered:
+def _answered(work: ConversationWork, ids: list[int], call: EngineCall, parsed) -> Answered:
     return Answered(
         conversation_id=work.conversation_id,
         question_ids=ids,
-        raw_reply=reply.text,
+        raw_reply=call.reply,
         parsed=parsed,
-        prompt_tokens=reply.prompt_tokens,
-        completion_tokens=reply.completion_tokens,
-        usage_estimated=reply.usage_estimated,
-        latency_ms=latency,
-        retries=retries,
+        prompt_tokens=call.prompt_tokens,
+        completion_tokens=call.completion_tokens,
+        usage_estimated=call.usage_estimated,
+        latency_ms=call.latency_ms,
+        retries=call.retries,
+        engine_call=call,
     )
 
 
@@ -139,6 +140,7 @@ class _Conversation:
         )
         self.kept_going = False
         self.unknown_before = False  # an earlier answer was UNKNOWN
+        self.not_asked = 0  # questions left unasked on purpose (official protocol)
 
     def ask(self, ids: list[int], messages: list[dict[str, str]], many: bool) -> str | None:
         """Ask once (with retries); emit the answer and return the reply, or None if stopped."""
@@ -146,32 +148,35 @@ class _Conversation:
             return None
         if self.unknown_before:
             self.kept_going = True
-        reply, retries, latency = call_with_retries(self.policy, messages)
+        call = call_once(self.policy, messages)
         if many:
-            parsed = parse_numbered_answers(reply.text, len(self.work.questions))
+            parsed = parse_numbered_answers(call.reply, len(self.work.questions))
             parsed = [parsed[i] for i, (qid, _) in enumerate(self.work.questions) if qid in ids]
         else:
-            parsed = [parse_answer(reply.text)]
-        self.emit(_answered(self.work, ids, reply, retries, latency, parsed))
-        return reply.text
+            parsed = [parse_answer(call.reply)]
+        self.emit(_answered(self.work, ids, call, parsed))
+        return call.reply
 
     def note(self, reply: str) -> None:
         if parse_answer(reply) == UNKNOWN:
             self.unknown_before = True
 
+    def turn(self, index: int, question: str) -> str:
+        """Return the user turn asking question number `index` (from 0) of a multi-turn talk."""
+        if index == 0:
+            work = self.work
+            return p.first_turn(
+                self.prompt,
+                input_text=work.input_text,
+                response=work.response_text,
+                question=question,
+            )
+        return p.next_turn(self.prompt, question=question)
+
     def multi_turn(self) -> bool:
         work, history = self.work, []
         for index, (qid, text) in enumerate(work.questions):
-            if index == 0:
-                content = p.first_turn(
-                    self.prompt,
-                    input_text=work.input_text,
-                    response=work.response_text,
-                    question=text,
-                )
-            else:
-                content = p.next_turn(self.prompt, question=text)
-            history.append({"role": "user", "content": content})
+            history.append({"role": "user", "content": self.turn(index, text)})
             reply = work.answered.get(qid)
             if reply is None:
                 reply = self.ask([qid], list(history), many=False)
@@ -195,6 +200,46 @@ class _Conversation:
                 return False
             self.note(reply)
         return True
+
+    def official(self) -> bool:
+        """Ask as evaluation.py does; after an unparseable answer leave the rest unasked and
+        count them in `not_asked`. Return False when stopped.
+
+        A rerun rebuilds the history from the stored answers; null replies retried before an
+        answer are not stored as turns, so a conversation stopped half-way and resumed sends
+        the history without them (a complete run matches the script byte for byte)."""
+        work, history = self.work, []
+        for index, (qid, text) in enumerate(work.questions):
+            history.append({"role": "user", "content": self.turn(index, text)})
+            reply = work.answered.get(qid)
+            if reply is None:
+                if self.stop.is_set():
+                    return False
+                reply = self._ask_like_the_script(qid, history)
+            else:
+                history.append({"role": "assistant", "content": reply})
+            if not continues_after(parse_official(reply)):
+                self.not_asked = len(work.questions) - index - 1
+                return True
+        return True
+
+    def _ask_like_the_script(self, qid: int, history: list[dict]) -> str:
+        call, failed = call_like_the_script(self.policy, history)
+        self.emit(
+            Answered(
+                conversation_id=self.work.conversation_id,
+                question_ids=[qid],
+                raw_reply=call.reply,
+                parsed=[parse_official(call.reply)],
+                prompt_tokens=call.prompt_tokens,
+                completion_tokens=call.completion_tokens,
+                usage_estimated=call.usage_estimated,
+                latency_ms=call.latency_ms,
+                retries=len(failed) + call.retries,
+                engine_call=call,
+            )
+        )
+        return call.reply
 
     def all_in_one(self) -> bool:
         work = self.work
@@ -222,7 +267,8 @@ def converse(
 
     Emits nothing more if `stop` is set between calls (the conversation stays unfinished).
     An UNKNOWN answer does not end the conversation (the official script stops there); later
-    questions are still asked and `kept_going` says so.
+    questions are still asked and `kept_going` says so. The `official` protocol stops there, as
+    the script does, and Finished.not_asked counts the questions it left.
     """
     conversation = _Conversation(
         work, policy, emit, stop or threading.Event(), p.load_prompt(prompt_version)
@@ -231,6 +277,7 @@ def converse(
         p.MULTI_TURN: conversation.multi_turn,
         p.INDEPENDENT: conversation.independent,
         p.ALL_IN_ONE: conversation.all_in_one,
+        p.OFFICIAL: conversation.official,
     }[work.protocol]
     try:
         finished = run()
@@ -238,4 +285,4 @@ def converse(
         emit(Failed(work.conversation_id, str(error), conversation.kept_going))
         return
     if finished:
-        emit(Finished(work.conversation_id, conversation.kept_going))
+        emit(Finished(work.conversation_id, conversation.kept_going, conversation.not_asked))

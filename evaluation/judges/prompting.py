@@ -17,16 +17,11 @@ DEFAULT_PROMPT_VERSION = "infobench_v1"
 MULTI_TURN = "multi_turn"
 ALL_IN_ONE = "all_in_one"
 INDEPENDENT = "independent"
-PROTOCOLS = (MULTI_TURN, ALL_IN_ONE, INDEPENDENT)
+OFFICIAL = "official"  # evaluation.py byte for byte: evaluation/judges/official.py
+PROTOCOLS = (MULTI_TURN, ALL_IN_ONE, INDEPENDENT, OFFICIAL)
 
-_SECTIONS = (
-    "rules",
-    "first_turn",
-    "first_turn_no_input",
-    "next_turn",
-    "all_in_one",
-    "all_in_one_no_input",
-)
+_SECTIONS = ("rules", "first_turn", "first_turn_no_input", "next_turn")
+_ALL_IN_ONE_SECTIONS = ("all_in_one", "all_in_one_no_input")  # optional: not in every version
 _PLACEHOLDER = re.compile(r"\{(rules|input|response|question|questions)\}")
 
 Message = dict[str, str]
@@ -36,6 +31,10 @@ Message = dict[str, str]
 class PromptTemplate:
     version: str
     sections: dict[str, str]
+
+    def supports(self, protocol: str) -> bool:
+        """Whether this prompt has the sections a protocol needs (all-in-one ones are optional)."""
+        return protocol != ALL_IN_ONE or all(name in self.sections for name in _ALL_IN_ONE_SECTIONS)
 
     def render(self, section: str, **values: str) -> str:
         """Fill the placeholders of a section in one pass, so braces in the values stay as typed."""
@@ -97,6 +96,11 @@ def all_in_one_turn(
     prompt: PromptTemplate, *, input_text: str, response: str, questions: list[str]
 ) -> str:
     """Return one user turn asking every question, numbered from 1."""
+    missing = [name for name in _ALL_IN_ONE_SECTIONS if name not in prompt.sections]
+    if missing:
+        raise ValueError(
+            f"Prompt {prompt.version} has no all-in-one sections ({', '.join(missing)})."
+        )
     numbered = "\n".join(f"{number}. {text}" for number, text in enumerate(questions, 1))
     if input_text:
         return prompt.render("all_in_one", input=input_text, response=response, questions=numbered)

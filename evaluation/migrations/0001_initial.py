@@ -7,118 +7,280 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('annotate', '0002_role_groups'),
+        ("annotate", "0002_role_groups"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='JudgeConfig',
+            name="JudgeConfig",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=200, unique=True)),
-                ('backend', models.CharField(default='openai', help_text='openai or fake', max_length=20)),
-                ('base_url', models.URLField(blank=True, help_text='Blank: the OPENAI_BASE_URL setting.')),
-                ('api_key_env', models.CharField(default='OPENAI_API_KEY', help_text='Environment variable with the key.', max_length=100)),
-                ('model', models.CharField(default='gpt-4-0314', max_length=200)),
-                ('protocol', models.CharField(choices=[('multi_turn', 'Multi-turn, one question per turn (official)'), ('all_in_one', 'All questions in one message'), ('independent', 'Each question on its own')], default='multi_turn', max_length=12)),
-                ('temperature', models.FloatField(default=0)),
-                ('max_tokens', models.PositiveIntegerField(default=16)),
-                ('timeout_seconds', models.FloatField(default=60)),
-                ('concurrency', models.PositiveSmallIntegerField(default=8)),
-                ('requests_per_minute', models.PositiveIntegerField(default=200)),
-                ('tokens_per_minute', models.PositiveIntegerField(default=40000)),
-                ('max_retries', models.PositiveSmallIntegerField(default=5)),
-                ('price_prompt_per_1k', models.DecimalField(decimal_places=6, default=Decimal('0.03'), max_digits=10)),
-                ('price_completion_per_1k', models.DecimalField(decimal_places=6, default=Decimal('0.06'), max_digits=10)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('annotator', models.OneToOneField(on_delete=django.db.models.deletion.PROTECT, related_name='judge', to='annotate.annotator')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=200, unique=True)),
+                (
+                    "backend",
+                    models.CharField(default="openai", help_text="openai or fake", max_length=20),
+                ),
+                (
+                    "base_url",
+                    models.URLField(blank=True, help_text="Blank: the OPENAI_BASE_URL setting."),
+                ),
+                (
+                    "api_key_env",
+                    models.CharField(
+                        default="OPENAI_API_KEY",
+                        help_text="Environment variable with the key.",
+                        max_length=100,
+                    ),
+                ),
+                ("model", models.CharField(default="gpt-4-0314", max_length=200)),
+                (
+                    "protocol",
+                    models.CharField(
+                        choices=[
+                            ("multi_turn", "Multi-turn, one question per turn (official)"),
+                            ("all_in_one", "All questions in one message"),
+                            ("independent", "Each question on its own"),
+                        ],
+                        default="multi_turn",
+                        max_length=12,
+                    ),
+                ),
+                ("temperature", models.FloatField(default=0)),
+                ("max_tokens", models.PositiveIntegerField(default=16)),
+                ("timeout_seconds", models.FloatField(default=60)),
+                ("concurrency", models.PositiveSmallIntegerField(default=8)),
+                ("requests_per_minute", models.PositiveIntegerField(default=200)),
+                ("tokens_per_minute", models.PositiveIntegerField(default=40000)),
+                ("max_retries", models.PositiveSmallIntegerField(default=5)),
+                (
+                    "price_prompt_per_1k",
+                    models.DecimalField(decimal_places=6, default=Decimal("0.03"), max_digits=10),
+                ),
+                (
+                    "price_completion_per_1k",
+                    models.DecimalField(decimal_places=6, default=Decimal("0.06"), max_digits=10),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "annotator",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="judge",
+                        to="annotate.annotator",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='JudgeConversation',
+            name="JudgeConversation",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('status', models.CharField(choices=[('pending', 'Pending'), ('done', 'Done'), ('failed', 'Failed')], default='pending', max_length=7)),
-                ('error', models.TextField(blank=True)),
-                ('attempts', models.PositiveIntegerField(default=0)),
-                ('kept_going_after_unparseable', models.BooleanField(default=False, help_text='An answer was unparseable and later questions were still asked (the official script stops there).')),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('response', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='annotate.response')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[("pending", "Pending"), ("done", "Done"), ("failed", "Failed")],
+                        default="pending",
+                        max_length=7,
+                    ),
+                ),
+                ("error", models.TextField(blank=True)),
+                ("attempts", models.PositiveIntegerField(default=0)),
+                (
+                    "kept_going_after_unparseable",
+                    models.BooleanField(
+                        default=False,
+                        help_text="An answer was unparseable and later questions were still asked (the official script stops there).",
+                    ),
+                ),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "response",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="annotate.response",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='JudgeCall',
+            name="JudgeCall",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('raw_reply', models.TextField(blank=True)),
-                ('parsed', models.PositiveSmallIntegerField(help_text='LabelValue: 0 NO, 1 YES, 2 UNKNOWN.')),
-                ('prompt_version', models.CharField(max_length=40)),
-                ('prompt_tokens', models.PositiveIntegerField(default=0)),
-                ('completion_tokens', models.PositiveIntegerField(default=0)),
-                ('usage_estimated', models.BooleanField(default=False)),
-                ('latency_ms', models.PositiveIntegerField(default=0)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('question', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='annotate.question')),
-                ('conversation', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='calls', to='evaluation.judgeconversation')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("raw_reply", models.TextField(blank=True)),
+                (
+                    "parsed",
+                    models.PositiveSmallIntegerField(
+                        help_text="LabelValue: 0 NO, 1 YES, 2 UNKNOWN."
+                    ),
+                ),
+                ("prompt_version", models.CharField(max_length=40)),
+                ("prompt_tokens", models.PositiveIntegerField(default=0)),
+                ("completion_tokens", models.PositiveIntegerField(default=0)),
+                ("usage_estimated", models.BooleanField(default=False)),
+                ("latency_ms", models.PositiveIntegerField(default=0)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "question",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="annotate.question",
+                    ),
+                ),
+                (
+                    "conversation",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="calls",
+                        to="evaluation.judgeconversation",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='JudgeRun',
+            name="JudgeRun",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('status', models.CharField(choices=[('pending', 'Pending'), ('running', 'Running'), ('done', 'Done'), ('failed', 'Done with errors'), ('cancelled', 'Cancelled')], default='pending', max_length=9)),
-                ('prompt_version', models.CharField(blank=True, max_length=40)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('prompt_tokens', models.PositiveBigIntegerField(default=0)),
-                ('completion_tokens', models.PositiveBigIntegerField(default=0)),
-                ('cost_usd', models.DecimalField(decimal_places=6, default=Decimal('0'), max_digits=12)),
-                ('benchmark', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='judge_runs', to='annotate.benchmark')),
-                ('config', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='runs', to='evaluation.judgeconfig')),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
-                ('instructions', models.ManyToManyField(blank=True, related_name='judge_runs', to='annotate.instruction')),
-                ('systems', models.ManyToManyField(related_name='judge_runs', to='annotate.system')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Pending"),
+                            ("running", "Running"),
+                            ("done", "Done"),
+                            ("failed", "Done with errors"),
+                            ("cancelled", "Cancelled"),
+                        ],
+                        default="pending",
+                        max_length=9,
+                    ),
+                ),
+                ("prompt_version", models.CharField(blank=True, max_length=40)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                ("prompt_tokens", models.PositiveBigIntegerField(default=0)),
+                ("completion_tokens", models.PositiveBigIntegerField(default=0)),
+                (
+                    "cost_usd",
+                    models.DecimalField(decimal_places=6, default=Decimal("0"), max_digits=12),
+                ),
+                (
+                    "benchmark",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="judge_runs",
+                        to="annotate.benchmark",
+                    ),
+                ),
+                (
+                    "config",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="runs",
+                        to="evaluation.judgeconfig",
+                    ),
+                ),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "instructions",
+                    models.ManyToManyField(
+                        blank=True, related_name="judge_runs", to="annotate.instruction"
+                    ),
+                ),
+                (
+                    "systems",
+                    models.ManyToManyField(related_name="judge_runs", to="annotate.system"),
+                ),
             ],
             options={
-                'ordering': ['-created_at'],
+                "ordering": ["-created_at"],
             },
         ),
         migrations.AddField(
-            model_name='judgeconversation',
-            name='run',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='conversations', to='evaluation.judgerun'),
+            model_name="judgeconversation",
+            name="run",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="conversations",
+                to="evaluation.judgerun",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='judgeconfig',
-            constraint=models.CheckConstraint(condition=models.Q(('protocol__in', ['multi_turn', 'all_in_one', 'independent'])), name='judgeconfig_protocol_valid'),
+            model_name="judgeconfig",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("protocol__in", ["multi_turn", "all_in_one", "independent"])),
+                name="judgeconfig_protocol_valid",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='judgeconfig',
-            constraint=models.CheckConstraint(condition=models.Q(('concurrency__gte', 1)), name='judgeconfig_concurrency_1'),
+            model_name="judgeconfig",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("concurrency__gte", 1)), name="judgeconfig_concurrency_1"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='judgecall',
-            constraint=models.UniqueConstraint(fields=('conversation', 'question'), name='call_unique_question'),
+            model_name="judgecall",
+            constraint=models.UniqueConstraint(
+                fields=("conversation", "question"), name="call_unique_question"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='judgerun',
-            constraint=models.CheckConstraint(condition=models.Q(('status__in', ['pending', 'running', 'done', 'failed', 'cancelled'])), name='judgerun_status_valid'),
+            model_name="judgerun",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    ("status__in", ["pending", "running", "done", "failed", "cancelled"])
+                ),
+                name="judgerun_status_valid",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='judgeconversation',
-            constraint=models.UniqueConstraint(fields=('run', 'response'), name='conversation_unique_response'),
+            model_name="judgeconversation",
+            constraint=models.UniqueConstraint(
+                fields=("run", "response"), name="conversation_unique_response"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='judgeconversation',
-            constraint=models.CheckConstraint(condition=models.Q(('status__in', ['pending', 'done', 'failed'])), name='conversation_status_valid'),
+            model_name="judgeconversation",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("status__in", ["pending", "done", "failed"])),
+                name="conversation_status_valid",
+            ),
         ),
     ]

@@ -5,36 +5,57 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('annotate', '0002_role_groups'),
-        ('evaluation', '0001_initial'),
+        ("annotate", "0002_role_groups"),
+        ("evaluation", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='judgecall',
-            name='label',
-            field=models.ForeignKey(blank=True, help_text='The label this answer set; a later run of the same judge may overwrite it.', null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='judge_calls', to='annotate.label'),
+            model_name="judgecall",
+            name="label",
+            field=models.ForeignKey(
+                blank=True,
+                help_text="The label this answer set; a later run of the same judge may overwrite it.",
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="judge_calls",
+                to="annotate.label",
+            ),
         ),
         migrations.AddField(
-            model_name='judgecall',
-            name='retries',
+            model_name="judgecall",
+            name="retries",
             field=models.PositiveSmallIntegerField(default=0),
         ),
         migrations.AddField(
-            model_name='judgerun',
-            name='protocol',
-            field=models.CharField(choices=[('multi_turn', 'Multi-turn, one question per turn (official)'), ('all_in_one', 'All questions in one message'), ('independent', 'Each question on its own')], default='multi_turn', max_length=12),
+            model_name="judgerun",
+            name="protocol",
+            field=models.CharField(
+                choices=[
+                    ("multi_turn", "Multi-turn, one question per turn (official)"),
+                    ("all_in_one", "All questions in one message"),
+                    ("independent", "Each question on its own"),
+                ],
+                default="multi_turn",
+                max_length=12,
+            ),
         ),
         migrations.AddField(
-            model_name='judgerun',
-            name='selection',
-            field=models.CharField(blank=True, help_text='Which instructions: all, a subset, a sample.', max_length=200),
+            model_name="judgerun",
+            name="selection",
+            field=models.CharField(
+                blank=True, help_text="Which instructions: all, a subset, a sample.", max_length=200
+            ),
         ),
         migrations.AlterField(
-            model_name='judgeconfig',
-            name='backend',
-            field=models.CharField(blank=True, default='', help_text='openai, fake, a dotted path, or blank for the JUDGE_BACKEND setting.', max_length=200),
+            model_name="judgeconfig",
+            name="backend",
+            field=models.CharField(
+                blank=True,
+                default="",
+                help_text="openai, fake, a dotted path, or blank for the JUDGE_BACKEND setting.",
+                max_length=200,
+            ),
         ),
     ]

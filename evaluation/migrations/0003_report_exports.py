@@ -6,31 +6,80 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('annotate', '0005_merge_20261122_2302'),
-        ('evaluation', '0002_judge_run_protocol_call_label'),
+        ("annotate", "0005_merge_20261122_2302"),
+        ("evaluation", "0002_judge_run_protocol_call_label"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='ReportExport',
+            name="ReportExport",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('unknown', models.CharField(default='exclude', max_length=7)),
-                ('status', models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('done', 'Done'), ('failed', 'Failed')], default='queued', max_length=7)),
-                ('files', models.JSONField(blank=True, default=list, help_text='Names written to storage.')),
-                ('location', models.CharField(blank=True, help_text='Bucket or folder.', max_length=500)),
-                ('message', models.TextField(blank=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('benchmark', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='exports', to='annotate.benchmark')),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("unknown", models.CharField(default="exclude", max_length=7)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("queued", "Queued"),
+                            ("running", "Running"),
+                            ("done", "Done"),
+                            ("failed", "Failed"),
+                        ],
+                        default="queued",
+                        max_length=7,
+                    ),
+                ),
+                (
+                    "files",
+                    models.JSONField(
+                        blank=True, default=list, help_text="Names written to storage."
+                    ),
+                ),
+                (
+                    "location",
+                    models.CharField(blank=True, help_text="Bucket or folder.", max_length=500),
+                ),
+                ("message", models.TextField(blank=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "benchmark",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="exports",
+                        to="annotate.benchmark",
+                    ),
+                ),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at'],
-                'constraints': [models.CheckConstraint(condition=models.Q(('status__in', ['queued', 'running', 'done', 'failed'])), name='reportexport_status_valid'), models.CheckConstraint(condition=models.Q(('unknown__in', ['exclude', 'no'])), name='reportexport_unknown_valid')],
+                "ordering": ["-created_at"],
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(("status__in", ["queued", "running", "done", "failed"])),
+                        name="reportexport_status_valid",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("unknown__in", ["exclude", "no"])),
+                        name="reportexport_unknown_valid",
+                    ),
+                ],
             },
         ),
     ]

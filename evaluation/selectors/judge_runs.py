@@ -6,9 +6,17 @@ from dataclasses import asdict, dataclass
 from decimal import Decimal
 
 from django.db.models import Count, Q, QuerySet, Sum
+from django.urls import NoReverseMatch, reverse
 
-from annotate.models import Question
-from evaluation.models import ConversationStatus, JudgeCall, JudgeConversation, JudgeRun
+from annotate.models import Benchmark, Question, Response
+from annotate.roles import is_admin
+from evaluation.models import (
+    ConversationStatus,
+    JudgeCall,
+    JudgeConfig,
+    JudgeConversation,
+    JudgeRun,
+)
 
 
 @dataclass(frozen=True)
@@ -20,6 +28,7 @@ class RunProgress:
     conversations_failed: int
     questions_total: int
     questions_answered: int
+    questions_not_asked: int  # left unasked on purpose after an unparseable answer (official)
     unknown_answers: int
     kept_going: int
     retries: int
@@ -34,25 +43,42 @@ class RunProgress:
     def percent(self) -> int:
         if not self.questions_total:
             return 100
-        return int(100 * self.questions_answered / self.questions_total)
+        return int(
+            100 * (self.questions_answered + self.questions_not_asked) / self.questions_total
+        )
+
+    @property
+    def questions_missing(self) -> int:
+        """Questions neither answered nor left unasked on purpose: a rerun would ask them."""
+        return self.questions_total - self.questions_answered - self.questions_not_asked
 
     def as_dict(self) -> dict:
-        return {**asdict(self), "cost_usd": str(self.cost_usd), "percent": self.percent}
+        return {
+            **asdict(self),
+            "cost_usd": str(self.cost_usd),
+            "percent": self.percent,
+            "questions_missing": self.questions_missing,
+        }
 
 
 def judge_run_list() -> QuerySet[JudgeRun]:
-    return JudgeRun.objects.select_related("config", "benchmark").order_by("-created_at")
+    return JudgeRun.objects.select_related("config", "benchmark", "engine_run").order_by(
+        "-created_at"
+    )
 
 
 def judge_run_progress(*, run: JudgeRun, max_errors: int = 20) -> RunProgress:
     """Return done / total, failures with their errors, tokens and cost so far (4 queries)."""
     run.refresh_from_db()
+    if run.engine_run is not None:
+        run.engine_run.refresh_from_db()
     conversations = JudgeConversation.objects.filter(run=run)
     counts = conversations.aggregate(
         total=Count("id"),
         done=Count("id", filter=Q(status=ConversationStatus.DONE)),
         failed=Count("id", filter=Q(status=ConversationStatus.FAILED)),
         kept_going=Count("id", filter=Q(kept_going_after_unparseable=True)),
+        not_asked=Sum("questions_not_asked"),
     )
     calls = JudgeCall.objects.filter(conversation__run=run).aggregate(
         answered=Count("id"), unknown=Count("id", filter=Q(parsed=2)), retries=Sum("retries")
@@ -74,6 +100,7 @@ def judge_run_progress(*, run: JudgeRun, max_errors: int = 20) -> RunProgress:
         conversations_failed=counts["failed"],
         questions_total=questions,
         questions_answered=calls["answered"],
+        questions_not_asked=counts["not_asked"] or 0,
         unknown_answers=calls["unknown"],
         kept_going=counts["kept_going"],
         retries=calls["retries"] or 0,
@@ -84,3 +111,50 @@ def judge_run_progress(*, run: JudgeRun, max_errors: int = 20) -> RunProgress:
         started_at=run.started_at.isoformat() if run.started_at else None,
         finished_at=run.finished_at.isoformat() if run.finished_at else None,
     )
+
+
+@dataclass(frozen=True)
+class Prerequisite:
+    """Something a judge run needs that is not there yet, what to do, and where."""
+
+    problem: str
+    action: str
+    url: str = ""
+
+
+def _first_url(*names: str) -> str:
+    for name in names:
+        try:
+            return reverse(name)
+        except NoReverseMatch:
+            continue
+    return ""
+
+
+def judge_prerequisites_missing(*, user) -> list[Prerequisite]:
+    """Return what the judge page needs first (a judge, a benchmark, responses), in order."""
+    missing = []
+    if not JudgeConfig.objects.exists():
+        if is_admin(user):
+            url = _first_url("engine:endpoint-list", "admin:evaluation_judgeconfig_add")
+            action = "Create a judge configuration (its model endpoint and prices)."
+        else:
+            url, action = "", "Ask an admin to create a judge configuration."
+        missing.append(Prerequisite("There is no judge configuration yet.", action, url))
+    if not Benchmark.objects.exists():
+        missing.append(
+            Prerequisite(
+                "There is no benchmark yet.",
+                "Import one (InFoBench JSON Lines) on the Imports page.",
+                reverse("annotate:import-list"),
+            )
+        )
+    elif not Response.objects.exists():
+        missing.append(
+            Prerequisite(
+                "No system has responses to judge yet.",
+                "Import a system's responses on the Imports page.",
+                reverse("annotate:import-list"),
+            )
+        )
+    return missing

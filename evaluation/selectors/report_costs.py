@@ -2,9 +2,11 @@
 
 - Expert: hours on task (the assignments' active time) × the hourly rate.
 - Crowd: reward × submitted assignments × (1 + platform fee).
-- LLM judge: prompt and completion tokens of its recorded calls × the configuration's prices.
-- Time: first claim to last submission of the source's assignments; for a judge, its runs' duration
-  shared out over subsets by their share of the calls.
+- LLM judge: the cost of its engine calls (tokens × the endpoint's prices, as the engine priced
+  each call; failed and retried calls included).
+- Time: first claim to last submission of the source's assignments; for a judge, the time its
+  calls took: the sum of the engine calls' latencies (a run resumed after a pause counts only
+  its calls).
 
 A source with nothing recorded (labels that were imported, say) gets None, never 0.
 """
@@ -17,11 +19,12 @@ from decimal import Decimal
 from django.conf import settings
 from django.db.models import Count, F, Max, Min, Sum
 
-from annotate.models import Assignment, AssignmentStatus, Benchmark
-from evaluation.models import JudgeCall, JudgeRun
+from annotate.engine.models import EngineCall
+from annotate.models import Benchmark, Response
+from annotate.selectors.results import counted_assignments
+from evaluation.models import JudgeRun
 
 SUBSETS = ("easy", "hard", "overall")
-PAID_STATUSES = [AssignmentStatus.SUBMITTED, AssignmentStatus.APPROVED]
 
 
 @dataclass(frozen=True)
@@ -41,8 +44,9 @@ def _subset_filter(subset: str) -> dict:
 
 
 def _assignments(benchmark: Benchmark, subset: str):
-    return Assignment.objects.filter(
-        task__instruction__benchmark=benchmark, status__in=PAID_STATUSES, **_subset_filter(subset)
+    """The benchmark's assignments whose work counts (rejected or unconfirmed work is unpaid)."""
+    return counted_assignments().filter(
+        task__instruction__benchmark=benchmark, **_subset_filter(subset)
     )
 
 
@@ -60,9 +64,10 @@ def _expert_costs(benchmark: Benchmark, subset: str) -> dict[str, SourceCost]:
         )
         for r in rows
     }
+    # Asked whether or not there are experts, so the page's query count never depends on data.
+    span = _assignments(benchmark, subset).filter(annotator__kind="expert")
+    bounds = span.aggregate(first=Min("claimed_at"), last=Max("submitted_at"))
     if costs:
-        span = _assignments(benchmark, subset).filter(annotator__kind="expert")
-        bounds = span.aggregate(first=Min("claimed_at"), last=Max("submitted_at"))
         costs["expert-majority"] = SourceCost(
             round(sum(c.cost_usd or 0 for c in costs.values()), 2),
             _minutes(bounds["first"], bounds["last"]),
@@ -86,39 +91,51 @@ def _crowd_cost(benchmark: Benchmark, subset: str) -> dict[str, SourceCost]:
 
 
 def _judge_costs(benchmark: Benchmark, subset: str) -> dict[str, SourceCost]:
-    calls = JudgeCall.objects.filter(conversation__run__benchmark=benchmark)
-    config = "conversation__run__config"
-    by_judge = calls.values(f"{config}__annotator__name").annotate(
-        prompt=Sum(F("prompt_tokens") * F(f"{config}__price_prompt_per_1k")),
-        completion=Sum(F("completion_tokens") * F(f"{config}__price_completion_per_1k")),
-        calls=Count("id"),
+    """Cost and time of each judge's engine calls on the subset's responses.
+
+    One source for both: the engine's stored calls of the judge's runs (EngineCall.cost_usd,
+    priced at the endpoint's prices when made, and latency_ms), failed and retried calls
+    included, since they were paid for and took time. A call answering several questions (all
+    in one) is one call. A unit (one conversation) is keyed by its response, "judge:r<id>".
+    """
+    runs = dict(
+        JudgeRun.objects.filter(benchmark=benchmark, engine_run__isnull=False).values_list(
+            "engine_run_id", "config__annotator__name"
+        )
     )
+    if not runs:
+        return {}
+    per_unit = (
+        EngineCall.objects.filter(run_id__in=runs)
+        .values("run_id", "unit_key")
+        .annotate(cost=Sum("cost_usd"), latency_ms=Sum("latency_ms"))
+    )
+    subset_of: dict[int, str] = {}
     if subset != "overall":
-        all_calls = {
-            r[f"{config}__annotator__name"]: r["calls"]
-            for r in calls.values(f"{config}__annotator__name").annotate(calls=Count("id"))
-        }
-        by_judge = by_judge.filter(conversation__response__instruction__subset=subset)
-    costs = {}
-    for row in by_judge:
-        name = row[f"{config}__annotator__name"]
-        cost = float((row["prompt"] or 0) + (row["completion"] or 0)) / 1000
-        minutes = _judge_minutes(benchmark, name)
-        if minutes is not None and subset != "overall":
-            minutes = round(minutes * row["calls"] / all_calls[name], 2)
-        costs[name] = SourceCost(round(cost, 4), minutes)
-    return costs
+        subset_of = dict(
+            Response.objects.filter(instruction__benchmark=benchmark).values_list(
+                "pk", "instruction__subset"
+            )
+        )
+    totals: dict[str, list] = {}
+    for row in per_unit:
+        if subset != "overall":
+            response_id = _unit_response(row["unit_key"])
+            if response_id is None or subset_of.get(response_id) != subset:
+                continue
+        total = totals.setdefault(runs[row["run_id"]], [Decimal(0), 0])
+        total[0] += row["cost"] or Decimal(0)
+        total[1] += row["latency_ms"] or 0
+    return {
+        name: SourceCost(round(float(cost), 4), round(latency_ms / 60_000, 2))
+        for name, (cost, latency_ms) in totals.items()
+    }
 
 
-def _judge_minutes(benchmark: Benchmark, annotator_name: str) -> float | None:
-    runs = JudgeRun.objects.filter(
-        benchmark=benchmark,
-        config__annotator__name=annotator_name,
-        started_at__isnull=False,
-        finished_at__isnull=False,
-    ).values_list("started_at", "finished_at")
-    spans = [(finished - started).total_seconds() for started, finished in runs]
-    return round(sum(spans) / 60, 2) if spans else None
+def _unit_response(unit_key: str) -> int | None:
+    """Return the response id of a judge unit key ("judge:r<response id>"), else None."""
+    prefix, _, rest = unit_key.partition(":r")
+    return int(rest) if prefix == "judge" and rest.isdigit() else None
 
 
 def source_costs(*, benchmark: Benchmark) -> dict[str, dict[str, SourceCost]]:

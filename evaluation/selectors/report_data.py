@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import psycopg
 from django.db import connection
+from django.db.models import Value
+from django.db.models.functions import Length, Replace
 from psycopg import pq
 from psycopg.adapt import Loader
 
@@ -29,6 +31,8 @@ from annotate.models import (
     Response,
     Subset,
 )
+from annotate.selectors.annotator_kinds import annotators_counted
+from annotate.selectors.results import counted_work, counted_work_sql
 
 SUBSET_CODES = {Subset.EASY.value: 0, Subset.HARD.value: 1}
 KIND_CODES = {"expert": 0, "crowd": 1, "llm": 2}
@@ -40,12 +44,15 @@ class BenchmarkArrays:
 
     benchmark: Benchmark
     systems: list[str]
-    domains: list[str]
+    domains: list[str]  # full categories ("Natural Sciences: Biology", "Gmail", ...)
+    principal_domains: list[str]  # the part of a category before ':' (paper Figure 4)
     instruction_external_ids: list[str]
     annotator_names: list[str]
     annotator_kinds: np.ndarray  # int8 per annotator: KIND_CODES
     instruction_subset: np.ndarray  # int8 per instruction: 0 easy, 1 hard
     instruction_domain: np.ndarray  # int per instruction: index into domains
+    instruction_principal: np.ndarray  # int per instruction: index into principal_domains
+    instruction_words: np.ndarray  # int per instruction: INSTRUCTION_WORDS (paper Table 2)
     questions_per_instruction: np.ndarray  # int per instruction
     question_instruction: np.ndarray  # int per question
     question_mask: np.ndarray  # int per question: constraint-type bits
@@ -85,15 +92,23 @@ def _index_of(sorted_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
     return np.searchsorted(sorted_ids, ids)
 
 
-def _label_columns_sql(benchmark_id: int, columns: str, condition: str = "TRUE") -> str:
-    """Select integer columns of the benchmark's labels (l) that meet `condition`."""
+def _label_columns_sql(
+    benchmark_id: int, columns: str, condition: str = "TRUE"
+) -> tuple[str, tuple]:
+    """Select integer columns of the benchmark's counted labels (l) that meet `condition`.
+
+    Only labels that count in results are read (annotate.selectors.results: no rejected work,
+    no blocked worker, no crowd work the platform has not confirmed).
+    """
+    counted, params = counted_work_sql("l")
     # The semi-join on the benchmark's responses is cheaper than joining each label's instruction.
-    return (
-        f"SELECT {columns} FROM {Label._meta.db_table} l WHERE {condition} AND l.response_id IN ("
-        f"SELECT r.id FROM {Response._meta.db_table} r "
+    sql = (
+        f"SELECT {columns} FROM {Label._meta.db_table} l WHERE {condition} AND {counted} "
+        f"AND l.response_id IN (SELECT r.id FROM {Response._meta.db_table} r "
         f"JOIN {Instruction._meta.db_table} i ON i.id = r.instruction_id "
         f"WHERE i.benchmark_id = {int(benchmark_id)})"
     )
+    return sql, params
 
 
 # Packing the value (0..2) with the annotator saves the server a column of a million; the
@@ -130,7 +145,7 @@ def _decode_int4_array(data: bytes | None) -> np.ndarray:
     return np.frombuffer(data, dtype=_ARRAY_ELEMENT, offset=_ARRAY_HEADER_BYTES)["value"]
 
 
-def _columns_from_postgresql(sql: str, n_columns: int) -> np.ndarray:
+def _columns_from_postgresql(sql: str, params: tuple, n_columns: int) -> np.ndarray:
     """Fetch each label column as one binary int4[] (array_agg) and decode it in one numpy call.
 
     Rows of a COPY or a SELECT reach Python one at a time, which costs seconds for a million
@@ -142,22 +157,23 @@ def _columns_from_postgresql(sql: str, n_columns: int) -> np.ndarray:
     connection.ensure_connection()
     with psycopg.Cursor(connection.connection) as cursor:
         cursor.adapters.register_loader(_INT4_ARRAY_OID, _RawBytes)
-        cursor.execute(aggregated, binary=True)
+        cursor.execute(aggregated, params, binary=True)
         arrays = cursor.fetchone()
     return np.stack([_decode_int4_array(a).astype(np.int64) for a in arrays], axis=1)
 
 
-def _columns_from_cursor(sql: str, n_columns: int) -> np.ndarray:
+def _columns_from_cursor(sql: str, params: tuple, n_columns: int) -> np.ndarray:
     with connection.cursor() as cursor:
-        cursor.execute(sql)
+        cursor.execute(sql, params)
         rows = cursor.fetchall()
     return np.array(rows, dtype=np.int64).reshape(-1, n_columns)
 
 
-def _fetch_columns(sql: str, n_columns: int) -> np.ndarray:
+def _fetch_columns(query: tuple[str, tuple], n_columns: int) -> np.ndarray:
+    sql, params = query
     if connection.vendor == "postgresql":
-        return _columns_from_postgresql(sql, n_columns)
-    return _columns_from_cursor(sql, n_columns)
+        return _columns_from_postgresql(sql, params, n_columns)
+    return _columns_from_cursor(sql, params, n_columns)
 
 
 def fetch_label_rows(benchmark_id: int) -> np.ndarray:
@@ -171,35 +187,77 @@ def fetch_label_rows(benchmark_id: int) -> np.ndarray:
 def fetch_shown_label_rows(benchmark_id: int) -> np.ndarray:
     """Return the labels given through an assignment as rows (response, annotator, value,
     assignment)."""
-    sql = _label_columns_sql(benchmark_id, _SHOWN_LABEL_COLUMNS, "l.assignment_id IS NOT NULL")
-    packed = _fetch_columns(sql, 3)
+    query = _label_columns_sql(benchmark_id, _SHOWN_LABEL_COLUMNS, "l.assignment_id IS NOT NULL")
+    packed = _fetch_columns(query, 3)
     annotator, value = np.divmod(packed[:, 1], 4)
     return np.column_stack([packed[:, 0], annotator, value, packed[:, 2]])
 
 
-def _instruction_arrays(benchmark: Benchmark):
+def principal_domain(category: str) -> str:
+    """Return a category's principal domain: its part before the first ':' (paper Figure 4)."""
+    return category.split(":", 1)[0].strip() or "(none)"
+
+
+# An instruction's words counted as `len(text.split(" "))` (spaces + 1), the rule that gives the
+# paper's Table 2 lengths exactly on the official data (docs/reports.md); in SQL so that the
+# texts never leave the database.
+INSTRUCTION_WORDS = Length("text") - Length(Replace("text", Value(" "), Value(""))) + 1
+
+
+def _index(names: list[str]) -> tuple[list[str], np.ndarray]:
+    distinct = sorted(set(names))
+    position = {name: i for i, name in enumerate(distinct)}
+    return distinct, np.array([position[name] for name in names], dtype=np.int64)
+
+
+@dataclass
+class _InstructionColumns:
+    ids: np.ndarray
+    subset: np.ndarray
+    domains: list[str]
+    domain: np.ndarray
+    principal_domains: list[str]
+    principal: np.ndarray
+    words: np.ndarray
+    external_ids: list[str]
+
+
+def _instruction_arrays(benchmark: Benchmark) -> _InstructionColumns:
     rows = list(
         Instruction.objects.filter(benchmark=benchmark)
         .order_by("id")
-        .values_list("id", "subset", "category", "external_id")
+        .annotate(words=INSTRUCTION_WORDS)
+        .values_list("id", "subset", "category", "external_id", "words")
     )
-    ids = np.array([r[0] for r in rows], dtype=np.int64)
-    subset = np.array([SUBSET_CODES[r[1]] for r in rows], dtype=np.int8)
-    domains = sorted({r[2] or "(none)" for r in rows})
-    domain_index = {name: i for i, name in enumerate(domains)}
-    domain = np.array([domain_index[r[2] or "(none)"] for r in rows], dtype=np.int64)
-    return ids, subset, domains, domain, [r[3] for r in rows]
+    categories = [r[2] or "(none)" for r in rows]
+    domains, domain = _index(categories)
+    principal_domains, principal = _index([principal_domain(c) for c in categories])
+    return _InstructionColumns(
+        ids=np.array([r[0] for r in rows], dtype=np.int64),
+        subset=np.array([SUBSET_CODES[r[1]] for r in rows], dtype=np.int8),
+        domains=domains,
+        domain=domain,
+        principal_domains=principal_domains,
+        principal=principal,
+        words=np.array([r[4] for r in rows], dtype=np.int64),
+        external_ids=[r[3] for r in rows],
+    )
 
 
 def _question_arrays(benchmark: Benchmark, instruction_ids: np.ndarray):
-    rows = np.array(
-        list(
-            Question.objects.filter(instruction__benchmark=benchmark)
-            .order_by("instruction_id", "position")
-            .values_list("id", "instruction_id", "constraint_mask", "position")
+    # Tens of thousands of rows: read as arrays (one int4[] per column on PostgreSQL) rather than
+    # a Python tuple per question, then put in (instruction id, position) order here.
+    rows = _fetch_columns(
+        (
+            f"SELECT CAST(q.id AS INTEGER), CAST(q.instruction_id AS INTEGER), "
+            f"CAST(q.constraint_mask AS INTEGER), CAST(q.position AS INTEGER) "
+            f"FROM {Question._meta.db_table} q JOIN {Instruction._meta.db_table} i "
+            f"ON i.id = q.instruction_id WHERE i.benchmark_id = %s",
+            (benchmark.pk,),
         ),
-        dtype=np.int64,
-    ).reshape(-1, 4)
+        4,
+    )
+    rows = rows[np.lexsort((rows[:, 3], rows[:, 1]))]
     instruction = _index_of(instruction_ids, rows[:, 1])
     # Questions are ordered by (instruction id, position), which is also instruction index order.
     return rows[:, 0], instruction, rows[:, 2], rows[:, 3]
@@ -255,7 +313,8 @@ def _display_positions(benchmark: Benchmark, system_ids: dict[int, int]) -> dict
 
 def benchmark_arrays(*, benchmark: Benchmark) -> BenchmarkArrays:
     """Load everything a report needs about one benchmark."""
-    instruction_ids, subset, domains, domain, external_ids = _instruction_arrays(benchmark)
+    columns = _instruction_arrays(benchmark)
+    instruction_ids = columns.ids
     question_ids, question_instruction, question_mask, question_position = _question_arrays(
         benchmark, instruction_ids
     )
@@ -269,22 +328,23 @@ def benchmark_arrays(*, benchmark: Benchmark) -> BenchmarkArrays:
     )
 
     rows = fetch_label_rows(benchmark.pk)
-    annotator_ids = np.unique(
+    present = np.unique(
         np.concatenate(
             [
                 rows[:, 2],
                 np.array(
-                    DirectScore.objects.filter(response__instruction__benchmark=benchmark)
-                    .values_list("annotator_id", flat=True)
-                    .distinct(),
+                    _counted_scores(benchmark).values_list("annotator_id", flat=True).distinct(),
                     dtype=np.int64,
                 ),
             ]
         )
     )
+    # Only annotators whose kind is decided count: a new account's labels are in no result.
+    kinds = annotators_counted(benchmark_id=benchmark.pk, annotator_ids=present.tolist())
+    annotator_ids = np.array(sorted(kinds), dtype=np.int64)
+    rows = rows[np.isin(rows[:, 2], annotator_ids)]
     annotators = {
-        a.pk: a
-        for a in Annotator.objects.filter(pk__in=annotator_ids.tolist()).only("name", "kind")
+        a.pk: a for a in Annotator.objects.filter(pk__in=annotator_ids.tolist()).only("name")
     }
     # Annotators are indexed in name order, so "the first n raters" means the first n by name.
     by_name = sorted(annotator_ids.tolist(), key=lambda pk: annotators[pk].name)
@@ -304,19 +364,20 @@ def benchmark_arrays(*, benchmark: Benchmark) -> BenchmarkArrays:
         rows[same_instruction],
     )
     label_item = item_offset[response] + (question - first_question[question_instruction[question]])
-    shown = _shown_labels(benchmark, response_ids, response_system, system_ids)
+    shown = _shown_labels(benchmark, response_ids, response_system, system_ids, sorted_ids)
 
     arrays = BenchmarkArrays(
         benchmark=benchmark,
         systems=systems,
-        domains=domains,
-        instruction_external_ids=external_ids,
+        domains=columns.domains,
+        principal_domains=columns.principal_domains,
+        instruction_external_ids=columns.external_ids,
         annotator_names=[annotators[pk].name for pk in by_name],
-        annotator_kinds=np.array(
-            [KIND_CODES[annotators[pk].kind] for pk in by_name], dtype=np.int8
-        ),
-        instruction_subset=subset,
-        instruction_domain=domain,
+        annotator_kinds=np.array([KIND_CODES[kinds[pk]] for pk in by_name], dtype=np.int8),
+        instruction_subset=columns.subset,
+        instruction_domain=columns.domain,
+        instruction_principal=columns.principal,
+        instruction_words=columns.words,
         questions_per_instruction=per_instruction,
         question_instruction=question_instruction,
         question_mask=question_mask,
@@ -338,9 +399,12 @@ def benchmark_arrays(*, benchmark: Benchmark) -> BenchmarkArrays:
     return arrays
 
 
-def _shown_labels(benchmark, response_ids, response_system, system_ids) -> np.ndarray:
+def _shown_labels(
+    benchmark, response_ids, response_system, system_ids, annotator_sorted_ids
+) -> np.ndarray:
     """Return rows (response, annotator id, value, display position) of labels with assignment."""
     rows = fetch_shown_label_rows(benchmark.pk)
+    rows = rows[np.isin(rows[:, 1], annotator_sorted_ids)]
     shown = _display_positions(benchmark, system_ids)  # asked always: a fixed number of queries
     if len(rows) == 0 or not shown:
         return np.zeros((0, 4), dtype=np.int64)
@@ -353,15 +417,16 @@ def _shown_labels(benchmark, response_ids, response_system, system_ids) -> np.nd
     return np.column_stack([rows[:, :3], table[found, system]])
 
 
+def _counted_scores(benchmark: Benchmark):
+    return counted_work(DirectScore.objects.filter(response__instruction__benchmark=benchmark))
+
+
 def _add_scores(arrays, benchmark, response_ids, annotator_sorted_ids, annotator_index) -> None:
     rows = np.array(
-        list(
-            DirectScore.objects.filter(response__instruction__benchmark=benchmark).values_list(
-                "response_id", "annotator_id", "score"
-            )
-        ),
+        list(_counted_scores(benchmark).values_list("response_id", "annotator_id", "score")),
         dtype=np.int64,
     ).reshape(-1, 3)
+    rows = rows[np.isin(rows[:, 1], annotator_sorted_ids)]
     response = _index_of(response_ids, rows[:, 0])
     arrays.score_instruction = arrays.response_instruction[response]
     arrays.score_system = arrays.response_system[response]

@@ -1,62 +1,107 @@
-"""Writes of judge configurations, and turning one into a ready back-end."""
+"""Writes of judge configurations. A judge calls its model through an engine Endpoint."""
 
 from __future__ import annotations
 
-import os
+from decimal import Decimal
+from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
+from annotate.engine.errors import EngineError
+from annotate.engine.models import Endpoint
+from annotate.engine.services import endpoint_create
 from annotate.models import Annotator, AnnotatorKind
 from evaluation.errors import JudgeConfigError
-from evaluation.judges import BackendOptions, JudgeBackend, backend_class
 from evaluation.models import JudgeConfig
+
+BACKENDS = ("openai", "fake")
+OPENAI_URL = "https://api.openai.com/v1"
+# What a judge endpoint gets unless told otherwise: the InFoBench paper's judge and pace.
+JUDGE_ENDPOINT_DEFAULTS: dict[str, Any] = {
+    "model": "gpt-4-0314",
+    "api_key_env": "OPENAI_API_KEY",
+    "temperature": 0.0,
+    "max_tokens": 16,
+    "timeout_seconds": 60.0,
+    "concurrency": 8,
+    "requests_per_minute": 200,
+    "tokens_per_minute": 40_000,
+    "max_retries": 5,
+    "price_prompt_per_1k": Decimal("0.03"),
+    "price_completion_per_1k": Decimal("0.06"),
+}
+
+
+def judge_base_url(*, backend: str, base_url: str) -> str:
+    """Return the endpoint address for the judge's old-style back-end name.
+
+    "fake" (or blank with JUDGE_BACKEND=fake) is the offline fake (blank address); "openai" is
+    `base_url`, else the OPENAI_BASE_URL setting, else OpenAI's own API.
+    """
+    backend = backend or settings.JUDGE_BACKEND
+    if backend not in BACKENDS:
+        raise JudgeConfigError(
+            f"Unknown judge back-end {backend!r}: expected one of {', '.join(BACKENDS)}."
+        )
+    if backend == "fake":
+        return ""
+    return base_url or settings.OPENAI_BASE_URL or OPENAI_URL
 
 
 @transaction.atomic
-def judge_config_create(*, name: str, **fields) -> JudgeConfig:
-    """Create a judge configuration and the `llm` annotator its labels land under (same name)."""
+def judge_config_create(
+    *,
+    name: str,
+    endpoint: Endpoint | None = None,
+    protocol: str = "multi_turn",
+    backend: str = "",
+    base_url: str = "",
+    **endpoint_fields: Any,
+) -> JudgeConfig:
+    """Create a judge configuration and the `llm` annotator its labels land under (same name).
+
+    Without `endpoint`, an endpoint of the same name is created from `backend`, `base_url` and
+    the endpoint fields (model, concurrency, prices...; defaults: JUDGE_ENDPOINT_DEFAULTS).
+    """
     name = name.strip()
     if not name:
         raise JudgeConfigError("A judge configuration needs a name.")
-    for field in ("concurrency", "requests_per_minute", "tokens_per_minute"):
-        if field in fields and int(fields[field]) < 1:
-            raise JudgeConfigError(f"{field.replace('_', ' ')} must be at least 1.")
-    backend_class(fields.get("backend", ""))  # fails early on an unknown back-end
     if (
         Annotator.objects.filter(name=name).exists()
         or JudgeConfig.objects.filter(name=name).exists()
     ):
         raise JudgeConfigError(f"The name {name!r} is taken by an annotator or a judge.")
+    if endpoint is None:
+        endpoint = _judge_endpoint_create(
+            name=name, backend=backend, base_url=base_url, fields=endpoint_fields
+        )
+    elif backend or base_url or endpoint_fields:
+        raise JudgeConfigError("Give either an endpoint or its settings, not both.")
     annotator = Annotator.objects.create(name=name, kind=AnnotatorKind.LLM, judge_config=name)
     try:
         with transaction.atomic():
-            return JudgeConfig.objects.create(name=name, annotator=annotator, **fields)
+            return JudgeConfig.objects.create(
+                name=name, annotator=annotator, endpoint=endpoint, protocol=protocol
+            )
     except IntegrityError as error:
         raise JudgeConfigError(f"Invalid judge configuration {name!r}: {error}") from None
 
 
-def judge_backend_class(*, config: JudgeConfig) -> type[JudgeBackend]:
-    return backend_class(config.backend)
+def _judge_endpoint_create(*, name: str, backend: str, base_url: str, fields: dict) -> Endpoint:
+    for field in ("concurrency", "requests_per_minute", "tokens_per_minute"):
+        if field in fields and int(fields[field]) < 1:
+            raise JudgeConfigError(f"{field.replace('_', ' ')} must be at least 1.")
+    address = judge_base_url(backend=backend, base_url=base_url)
+    settings_ = {**JUDGE_ENDPOINT_DEFAULTS, **fields}
+    if not address and "api_key_env" not in fields:
+        settings_["api_key_env"] = ""  # the fake needs no key (a named one is still checked)
+    endpoint_name = name if not Endpoint.objects.filter(name=name).exists() else f"{name} (judge)"
+    try:
+        return endpoint_create(name=endpoint_name, base_url=address, **settings_)
+    except EngineError as error:
+        raise JudgeConfigError(str(error)) from None
 
 
-def judge_backend_build(*, config: JudgeConfig) -> JudgeBackend:
-    """Return the configured back-end, with the API key read from the named environment variable."""
-    api_key = ""
-    cls = judge_backend_class(config=config)
-    if config.api_key_env and cls.spends_money:
-        api_key = os.environ.get(config.api_key_env, "")
-        if not api_key:
-            raise JudgeConfigError(
-                f"Judge {config.name!r}: set the environment variable {config.api_key_env} "
-                "to the API key (or clear 'API key env' for a server that needs none)."
-            )
-    options = BackendOptions(
-        base_url=config.base_url or settings.OPENAI_BASE_URL,
-        api_key=api_key,
-        model=config.model,
-        temperature=config.temperature,
-        max_tokens=config.max_tokens,
-        timeout_seconds=config.timeout_seconds,
-    )
-    return cls(options)
+def judge_spends_money(*, config: JudgeConfig) -> bool:
+    return config.endpoint.spends_money

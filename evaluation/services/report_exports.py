@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import io
 import logging
+import zipfile
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from django.conf import settings
@@ -17,6 +19,7 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from annotate.models import Benchmark
+from annotate.selectors.identities import OPERATOR, IdentityScope
 from annotate.services.exports import labels_export
 from evaluation.errors import ReportExportError
 from evaluation.figures import FIGURES, figure_available, render_figure
@@ -53,25 +56,54 @@ def report_export(
     aggregated_labels_csv: str,
     storage: Storage | None = None,
     now: datetime | None = None,
+    scope: IdentityScope = OPERATOR,
+    with_archive: bool = False,
+    progress: Callable[[int, int], None] | None = None,
 ) -> list[str]:
-    """Store every file of the report under reports/<benchmark>/<timestamp>/; return their names."""
+    """Store every file of the report under reports/<benchmark>/<timestamp>/; return their names.
+
+    The raw labels name crowd workers as `scope` allows (annotate.selectors.identities).
+    With `with_archive` the same files are also stored as one zip, `export.zip`, named last.
+    `progress(done, total)` is told after each file stored.
+    """
     if storage is None:
         storage = export_storage()
     files = _export_files(
-        report=report, benchmark=benchmark, aggregated_labels_csv=aggregated_labels_csv
+        report=report,
+        benchmark=benchmark,
+        aggregated_labels_csv=aggregated_labels_csv,
+        scope=scope,
     )
+    if with_archive:
+        files[ARCHIVE_NAME] = report_archive(files=files)
     saved: list[str] = []
     try:
         prefix = _free_prefix(storage, benchmark=benchmark, now=now or timezone.now())
         for name, content in files.items():
             saved.append(storage.save(f"{prefix}/{name}", ContentFile(content)))
+            if progress is not None:
+                progress(len(saved), len(files))
     except Exception as error:
         _remove(storage, saved)
         raise ReportExportError(f"could not store the report export: {error}") from error
     return saved
 
 
-def _export_files(*, report: dict, benchmark: Benchmark, aggregated_labels_csv: str) -> dict:
+ARCHIVE_NAME = "export.zip"
+
+
+def report_archive(*, files: dict[str, bytes]) -> bytes:
+    """Return one zip holding every file under its relative name (deflated, fixed timestamps)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for name, content in files.items():
+            archive.writestr(zipfile.ZipInfo(name, date_time=(2000, 1, 1, 0, 0, 0)), content)
+    return buffer.getvalue()
+
+
+def _export_files(
+    *, report: dict, benchmark: Benchmark, aggregated_labels_csv: str, scope: IdentityScope
+) -> dict:
     """Return every export file as {relative name: bytes}, built before anything is stored."""
     files = {
         "report.json": report_json(report),
@@ -83,7 +115,7 @@ def _export_files(*, report: dict, benchmark: Benchmark, aggregated_labels_csv: 
         files[f"tables/{table}.csv"] = table_csv(report, table)
         files[f"tables/{table}.json"] = table_json(report, table)
     raw_labels = io.StringIO()
-    labels_export(benchmark_name=benchmark.name, output=raw_labels, file_format="csv")
+    labels_export(benchmark_name=benchmark.name, output=raw_labels, file_format="csv", scope=scope)
     files["labels/raw_labels.csv"] = raw_labels.getvalue()
     files["labels/aggregated_labels.csv"] = aggregated_labels_csv
     encoded = {name: text.encode("utf-8") for name, text in files.items()}

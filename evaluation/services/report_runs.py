@@ -8,22 +8,30 @@ from django.db import transaction
 from django.utils import timezone
 
 from annotate.models import Benchmark
-from annotate.services.deferred_tasks import task_enqueue_on_commit
-from evaluation.errors import ReportError
+from annotate.selectors.identities import identity_scope
+from annotate.services.background import background_start
+from evaluation.conventions import ACC_MODES, DEFAULT_ACC, UNKNOWN_MODES
+from evaluation.errors import ReportError, ReportExportError
 from evaluation.models import ExportStatus, ReportExport
 from evaluation.selectors.report_data import benchmark_arrays
 from evaluation.services.report_exports import export_storage, report_export
-from evaluation.services.reports import UNKNOWN_MODES, labels_aggregated_csv, report_build
+from evaluation.services.reports import labels_aggregated_csv, report_build
 
 
-def report_export_request(*, benchmark: Benchmark, unknown: str, user=None) -> ReportExport:
+def report_export_request(
+    *, benchmark: Benchmark, unknown: str, acc_unknown: str = DEFAULT_ACC, user=None
+) -> ReportExport:
     """Record an export and queue it once the transaction commits."""
     from evaluation.tasks import report_export_task
 
     if unknown not in UNKNOWN_MODES:
         raise ReportError(f"unknown must be one of {', '.join(UNKNOWN_MODES)}, not {unknown!r}.")
-    export = ReportExport.objects.create(benchmark=benchmark, unknown=unknown, created_by=user)
-    task_enqueue_on_commit(task=report_export_task, args=(export.pk,))
+    if acc_unknown not in ACC_MODES:
+        raise ReportError(f"acc must be one of {', '.join(ACC_MODES)}, not {acc_unknown!r}.")
+    export = ReportExport.objects.create(
+        benchmark=benchmark, unknown=unknown, acc_unknown=acc_unknown, created_by=user
+    )
+    background_start(task=report_export_task, args=(export.pk,))
     return export
 
 
@@ -31,7 +39,9 @@ def report_export_execute(*, export_id: int) -> ReportExport:
     """Build the report and write every file; safe to run twice (a finished export is kept)."""
     with transaction.atomic():
         export = (
-            ReportExport.objects.select_for_update().select_related("benchmark").get(pk=export_id)
+            ReportExport.objects.select_for_update(of=("self",))
+            .select_related("benchmark", "created_by")
+            .get(pk=export_id)
         )
         if export.status == ExportStatus.DONE:
             return export
@@ -40,7 +50,12 @@ def report_export_execute(*, export_id: int) -> ReportExport:
     try:
         # One read of the labels serves the report and the majority labels.
         data = benchmark_arrays(benchmark=export.benchmark)
-        report = report_build(benchmark=export.benchmark, unknown=export.unknown, data=data)
+        report = report_build(
+            benchmark=export.benchmark,
+            unknown=export.unknown,
+            acc_unknown=export.acc_unknown,
+            data=data,
+        )
         aggregated = io.StringIO()
         labels_aggregated_csv(benchmark=export.benchmark, output=aggregated, data=data)
         storage = export_storage()
@@ -49,7 +64,12 @@ def report_export_execute(*, export_id: int) -> ReportExport:
             benchmark=export.benchmark,
             aggregated_labels_csv=aggregated.getvalue(),
             storage=storage,
+            with_archive=True,
+            progress=lambda done, total: _progress(export.pk, done + 1, total + 1),
+            scope=identity_scope(user=export.created_by),
         )
+        export.archive = export.files[-1]
+        export.steps_done = export.steps_total = len(export.files) + 1
         export.location = _location(storage)
         export.status = ExportStatus.DONE
         export.message = f"Wrote {len(export.files)} files."
@@ -62,6 +82,30 @@ def report_export_execute(*, export_id: int) -> ReportExport:
     export.finished_at = timezone.now()
     export.save()
     return export
+
+
+def _progress(export_id: int, done: int, total: int) -> None:
+    ReportExport.objects.filter(pk=export_id).update(steps_done=done, steps_total=total)
+
+
+def report_export_progress(*, export: ReportExport) -> dict:
+    """Return what the page shows of an export while it runs and once it is done."""
+    return {
+        "id": export.pk,
+        "status": export.status,
+        "status_display": export.get_status_display(),
+        "steps_done": export.steps_done,
+        "steps_total": export.steps_total,
+        "message": export.message,
+        "downloadable": export.status == ExportStatus.DONE and bool(export.archive),
+    }
+
+
+def report_export_open(*, export: ReportExport):
+    """Open the export's zip in the storage it was written to (S3 or the export folder)."""
+    if export.status != ExportStatus.DONE or not export.archive:
+        raise ReportExportError("This export has no zip yet: it is still running, or it failed.")
+    return export_storage().open(export.archive, "rb")
 
 
 def _location(storage) -> str:

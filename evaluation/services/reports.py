@@ -1,13 +1,13 @@
 """Build a benchmark's report: every computation of the InFoBench paper on the data in the app.
 
-The conventions (sources, majority vote, DRFR with UNKNOWN excluded or counted as NO, pairwise
-categories, kappa, PLD, costs) and the JSON schema are in docs/reports.md. All arithmetic is done
+The conventions (sources, majority vote, the three named UNKNOWN conventions of DRFR and the two
+of ACC in evaluation.conventions, pairwise categories, kappa, PLD, costs, Tables 2 and 6, Figure
+4's principal domains) and the JSON schema are in docs/reports.md. All arithmetic is done
 by evaluation.stats on numpy arrays from evaluation.selectors.report_data.
 """
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import math
 from dataclasses import dataclass
@@ -19,11 +19,26 @@ from django.core.cache import cache
 from django.db.models import Count, Max, Sum
 from django.utils import timezone
 
-from annotate.models import Assignment, Benchmark, ConstraintType, DirectScore, Label
+from annotate.models import Assignment, Benchmark, ConstraintType, DirectScore, Label, Subset
+from annotate.selectors.annotator_kinds import kinds_fingerprint
+from annotate.selectors.results import counted_work_fingerprint
+from annotate.services.files import csv_writer
+from evaluation.conventions import (
+    ACC_MODES,
+    DEFAULT_ACC,
+    DEFAULT_UNKNOWN,
+    UNKNOWN_CONVENTIONS,
+    UNKNOWN_MODES,
+)
 from evaluation.errors import ReportError
 from evaluation.models import JudgeCall
 from evaluation.selectors.report_costs import source_costs
-from evaluation.selectors.report_data import KIND_CODES, BenchmarkArrays, benchmark_arrays
+from evaluation.selectors.report_data import (
+    KIND_CODES,
+    SUBSET_CODES,
+    BenchmarkArrays,
+    benchmark_arrays,
+)
 from evaluation.stats import (
     MISSING,
     NO,
@@ -45,7 +60,6 @@ from evaluation.stats.bootstrap import percentile_interval, ratio_resamples, wei
 from evaluation.stats.kappa import kappa_resamples
 
 SUBSETS = ("easy", "hard", "overall")
-UNKNOWN_MODES = ("exclude", "no")
 KIND_NAMES = {code: name for name, code in KIND_CODES.items()}
 CONSTRAINT_NAMES = [choice.label for choice in ConstraintType]
 EXPERT_MAJORITY = "expert-majority"
@@ -209,22 +223,31 @@ def _sources(data: BenchmarkArrays) -> list[Source]:
 # --- DRFR ----------------------------------------------------------------------------------------
 
 
-def _counted_items(data: BenchmarkArrays, source: Source, unknown_as_no: bool) -> np.ndarray:
-    """Items that take part in the source's DRFR: with UNKNOWN as NO, only responses it touched."""
-    if unknown_as_no:
+def _as_no(unknown: str) -> bool:
+    """Whether the items a convention counts count UNKNOWN (and MISSING) as NO."""
+    return unknown != "exclude"
+
+
+def _counted_items(data: BenchmarkArrays, source: Source, unknown: str) -> np.ndarray:
+    """Items that take part in the source's DRFR under a convention (docs/reports.md).
+
+    exclude and official: the items the source labelled (exclude then drops its UNKNOWN);
+    no (equation 1): every question of every response the source labelled at all.
+    """
+    if unknown == "no":
         return source.touched[data.item_response]
     return source.values != MISSING
 
 
-def _instruction_system_counts(data, source, unknown_as_no) -> tuple[np.ndarray, np.ndarray]:
+def _instruction_system_counts(data, source, unknown: str) -> tuple[np.ndarray, np.ndarray]:
     """Return (yes, counted), each of shape (instructions, systems)."""
-    items = _counted_items(data, source, unknown_as_no)
+    items = _counted_items(data, source, unknown)
     groups = data.item_instruction[items] * data.n_systems + data.item_system[items]
     yes, counted = drfr_counts(
         source.values[items],
         groups,
         data.n_instructions * data.n_systems,
-        unknown_as_no=unknown_as_no,
+        unknown_as_no=_as_no(unknown),
     )
     shape = (data.n_instructions, data.n_systems)
     return yes.reshape(shape), counted.reshape(shape)
@@ -260,13 +283,15 @@ def _leaderboard(data, sources, counts, bootstrap: Bootstrap) -> list[dict]:
     return rows
 
 
-def _breakdowns(data, sources, unknown_as_no) -> tuple[list[dict], list[dict]]:
-    """DRFR per source × system × constraint type, and per source × system × domain."""
-    constraints, domains = [], []
+def _breakdowns(data, sources, unknown: str) -> tuple[list[dict], list[dict], list[dict]]:
+    """DRFR per source × system × constraint type, per source × system × domain (category),
+    and per source × system × principal domain of the Hard set (paper Figure 4)."""
+    constraints, domains, hard_domains = [], [], []
     masks = data.question_mask[data.item_question]
     n_bits = len(CONSTRAINT_NAMES)
     for source in sources:
-        items = _counted_items(data, source, unknown_as_no)
+        items = _counted_items(data, source, unknown)
+        unknown_as_no = _as_no(unknown)
         values, systems = source.values[items], data.item_system[items]
         yes, counted = drfr_by_bits(
             values, systems, data.n_systems, masks[items], n_bits, unknown_as_no=unknown_as_no
@@ -280,17 +305,28 @@ def _breakdowns(data, sources, unknown_as_no) -> tuple[list[dict], list[dict]]:
                         )
                     )
         groups = data.instruction_domain[data.item_instruction[items]] * data.n_systems + systems
-        yes, counted = drfr_counts(
-            values, groups, len(data.domains) * data.n_systems, unknown_as_no=unknown_as_no
+        domains += _grouped_rows(data, source, data.domains, groups, values, unknown_as_no)
+        instruction = data.item_instruction[items]
+        hard = data.instruction_subset[instruction] == SUBSET_CODES[Subset.HARD]
+        groups = data.instruction_principal[instruction[hard]] * data.n_systems + systems[hard]
+        hard_domains += _grouped_rows(
+            data, source, data.principal_domains, groups, values[hard], unknown_as_no
         )
-        for d, domain in enumerate(data.domains):
-            for s, system in enumerate(data.systems):
-                g = d * data.n_systems + s
-                if counted[g]:
-                    domains.append(
-                        _breakdown_row(source, system, "domain", domain, yes[g], counted[g])
-                    )
-    return constraints, domains
+    return constraints, domains, hard_domains
+
+
+def _grouped_rows(data, source, names, groups, values, unknown_as_no) -> list[dict]:
+    """DRFR rows per (name, system), where group = name index × systems + system index."""
+    yes, counted = drfr_counts(
+        values, groups, len(names) * data.n_systems, unknown_as_no=unknown_as_no
+    )
+    rows = []
+    for d, name in enumerate(names):
+        for s, system in enumerate(data.systems):
+            g = d * data.n_systems + s
+            if counted[g]:
+                rows.append(_breakdown_row(source, system, "domain", name, yes[g], counted[g]))
+    return rows
 
 
 def _breakdown_row(source, system, key, name, yes, counted) -> dict:
@@ -307,7 +343,7 @@ def _breakdown_row(source, system, key, name, yes, counted) -> dict:
 # --- Pairwise kappa ------------------------------------------------------------------------------
 
 
-def _rater_counts(data, kind, unknown_as_no):
+def _rater_counts(data, kind, unknown: str):
     """Per (instruction, annotator) of one kind: yes and counted per system, DRFR protocol."""
     labels = _kind_labels(data, kind)
     items = data.label_item[labels]
@@ -318,10 +354,12 @@ def _rater_counts(data, kind, unknown_as_no):
     size = len(keys) * data.n_systems
     values = data.label_value[labels]
     yes = np.bincount(cell, weights=values == YES, minlength=size)
-    if unknown_as_no:
+    if unknown == "no":
         touched = np.bincount(cell, minlength=size) > 0
         per_question = data.questions_per_instruction[keys // len(data.annotator_names)]
         counted = touched.reshape(-1, data.n_systems) * per_question[:, None]
+    elif unknown == "official":
+        counted = np.bincount(cell, minlength=size)
     else:
         counted = np.bincount(cell, weights=(values == YES) | (values == NO), minlength=size)
     shape = (len(keys), data.n_systems)
@@ -375,12 +413,12 @@ def _rated_items(instruction, categories, defined) -> RatedItems:
     return RatedItems(counts.reshape(-1, 3), np.repeat(instructions, n_pairs), raters, n)
 
 
-def _agreement(data, unknown_as_no, bootstrap: Bootstrap) -> list[dict]:
+def _agreement(data, unknown: str, bootstrap: Bootstrap) -> list[dict]:
     rows = []
     for protocol in ("drfr", "ds"):
         for group in ("expert", "crowd"):
             if protocol == "drfr":
-                instruction, categories, defined = _rater_counts(data, group, unknown_as_no)
+                instruction, categories, defined = _rater_counts(data, group, unknown)
             else:
                 instruction, categories, defined = _score_rater_counts(data, group)
             if len(instruction) == 0:
@@ -423,7 +461,7 @@ def _agreement_row(data, protocol, group, subset, rated: RatedItems, bootstrap) 
 # --- Sources against the expert majority (Table 4) ---------------------------------------------
 
 
-def _source_rows(data, sources, counts, costs) -> list[dict]:
+def _source_rows(data, sources, counts, costs, acc_unknown: str) -> list[dict]:
     gold = next((s for s in sources if s.name == EXPERT_MAJORITY), None)
     rows = []
     for subset in SUBSETS:
@@ -431,7 +469,7 @@ def _source_rows(data, sources, counts, costs) -> list[dict]:
         items = instructions[data.item_instruction]
         for source in sources:
             row = {"source": source.name, "source_kind": source.kind, "subset": subset}
-            row.update(_against_gold(source, gold, counts, items, instructions))
+            row.update(_against_gold(source, gold, counts, items, instructions, acc_unknown))
             cost = costs[subset].get(source.name)
             row["cost_usd"] = cost.cost_usd if cost else None
             row["time_min"] = cost.time_min if cost else None
@@ -439,7 +477,7 @@ def _source_rows(data, sources, counts, costs) -> list[dict]:
     return rows
 
 
-def _against_gold(source, gold, counts, items, instructions) -> dict:
+def _against_gold(source, gold, counts, items, instructions, acc_unknown: str) -> dict:
     empty = {
         "acc": None,
         "compared": 0,
@@ -451,7 +489,9 @@ def _against_gold(source, gold, counts, items, instructions) -> dict:
     }
     if gold is None:
         return empty
-    acc = accuracy(source.values[items], gold.values[items])
+    acc = accuracy(
+        source.values[items], gold.values[items], unknown_is_wrong=acc_unknown == "wrong"
+    )
     source_categories, source_defined = drfr_categories(*counts[source.name])
     gold_categories, gold_defined = drfr_categories(*counts[gold.name])
     distance = pld(
@@ -495,7 +535,7 @@ def _disagreement(data) -> list[dict]:
     return rows
 
 
-def _positions(data, unknown_as_no) -> list[dict]:
+def _positions(data, unknown: str) -> list[dict]:
     rows = []
     shown = data.shown_position >= 0
     for kind in ("expert", "crowd"):
@@ -505,7 +545,7 @@ def _positions(data, unknown_as_no) -> list[dict]:
         positions = data.shown_position[selected].astype(np.int64)
         n_positions = int(positions.max()) + 1
         yes, counted = drfr_counts(
-            data.shown_value[selected], positions, n_positions, unknown_as_no=unknown_as_no
+            data.shown_value[selected], positions, n_positions, unknown_as_no=_as_no(unknown)
         )
         for p in range(n_positions):
             if counted[p]:
@@ -534,49 +574,113 @@ def _votes(sources) -> list[dict]:
     ]
 
 
+# --- The benchmark itself (Tables 2 and 6) -------------------------------------------------------
+
+# Paper Table 6's column order.
+TABLE6_TYPES = (
+    ConstraintType.CONTENT,
+    ConstraintType.FORMAT,
+    ConstraintType.NUMBER,
+    ConstraintType.STYLE,
+    ConstraintType.LINGUISTIC,
+)
+
+
+def _dataset(data: BenchmarkArrays) -> list[dict]:
+    """Paper Table 2 per subset: #Inst., Len. (mean words), #Req., #R/I, #Dom. (categories)."""
+    rows = []
+    for subset in SUBSETS:
+        instructions = _subset_instructions(data, subset)
+        n = int(instructions.sum())
+        questions = int(data.questions_per_instruction[instructions].sum())
+        named = {data.domains[d] for d in np.unique(data.instruction_domain[instructions])}
+        rows.append(
+            {
+                "subset": subset,
+                "instructions": n,
+                "length": _number(data.instruction_words[instructions].mean()) if n else None,
+                "questions": questions,
+                "questions_per_instruction": questions / n if n else None,
+                "domains": len(named - {"(none)"}),
+            }
+        )
+    return rows
+
+
+def _constraint_types(data: BenchmarkArrays) -> list[dict]:
+    """Paper Table 6 per subset: questions per constraint type (a question counts under each of
+    its types) and #Labels, their sum."""
+    rows = []
+    for subset in SUBSETS:
+        masks = data.question_mask[_subset_instructions(data, subset)[data.question_instruction]]
+        row: dict = {"subset": subset}
+        for kind in TABLE6_TYPES:
+            row[kind.label.lower()] = int(np.count_nonzero(masks & kind.value))
+        row["labels"] = sum(row[kind.label.lower()] for kind in TABLE6_TYPES)
+        rows.append(row)
+    return rows
+
+
 # --- The report ----------------------------------------------------------------------------------
+
+
+def _check_conventions(unknown: str, acc_unknown: str) -> None:
+    if unknown not in UNKNOWN_MODES:
+        raise ReportError(f"unknown must be one of {', '.join(UNKNOWN_MODES)}, not {unknown!r}.")
+    if acc_unknown not in ACC_MODES:
+        raise ReportError(
+            f"acc_unknown must be one of {', '.join(ACC_MODES)}, not {acc_unknown!r}."
+        )
 
 
 def report_build(
     *,
     benchmark: Benchmark,
-    unknown: str = "exclude",
+    unknown: str = DEFAULT_UNKNOWN,
+    acc_unknown: str = DEFAULT_ACC,
     n_resamples: int | None = None,
     seed: int | None = None,
     data: BenchmarkArrays | None = None,
 ) -> dict:
     """Compute every table of the report for one benchmark (schema: docs/reports.md).
 
-    `data` is the benchmark's arrays when the caller has read them already (an export).
+    `unknown` names how DRFRs count UNKNOWN and unasked questions, `acc_unknown` how ACC treats a
+    source's UNKNOWN (evaluation.conventions). `data` is the benchmark's arrays when the caller
+    has read them already (an export).
     """
-    if unknown not in UNKNOWN_MODES:
-        raise ReportError(f"unknown must be one of {', '.join(UNKNOWN_MODES)}, not {unknown!r}.")
+    _check_conventions(unknown, acc_unknown)
     n_resamples = settings.REPORT_BOOTSTRAP_RESAMPLES if n_resamples is None else n_resamples
     seed = settings.REPORT_BOOTSTRAP_SEED if seed is None else seed
-    unknown_as_no = unknown == "no"
     data = benchmark_arrays(benchmark=benchmark) if data is None else data
     bootstrap = Bootstrap(data.n_instructions, np.random.default_rng(seed), n_resamples)
     sources = _sources(data)
-    counts = {s.name: _instruction_system_counts(data, s, unknown_as_no) for s in sources}
-    constraints, domains = _breakdowns(data, sources, unknown_as_no)
+    counts = {s.name: _instruction_system_counts(data, s, unknown) for s in sources}
+    constraints, domains, hard_domains = _breakdowns(data, sources, unknown)
     leaderboard = _leaderboard(data, sources, counts, bootstrap)
-    agreement = _agreement(data, unknown_as_no, bootstrap)
+    agreement = _agreement(data, unknown, bootstrap)
     bootstrap.resolve()
     return {
         "benchmark": benchmark.name,
         "unknown": unknown,
+        "unknown_convention": UNKNOWN_CONVENTIONS[unknown],
+        "acc_unknown": acc_unknown,
         "generated_at": timezone.now().isoformat(),
         "seed": seed,
         "n_resamples": n_resamples,
         "systems": data.systems,
         "subsets": {s: int(_subset_instructions(data, s).sum()) for s in SUBSETS},
+        "dataset": _dataset(data),
+        "constraint_types": _constraint_types(data),
         "leaderboard": leaderboard,
         "agreement": agreement,
-        "sources": _source_rows(data, sources, counts, source_costs(benchmark=benchmark)),
+        "sources": _source_rows(
+            data, sources, counts, source_costs(benchmark=benchmark), acc_unknown
+        ),
         "constraints": constraints,
         "domains": domains,
+        "hard_domains": hard_domains,
         "disagreement": _disagreement(data),
-        "positions": _positions(data, unknown_as_no),
+        "positions": _positions(data, unknown),
         "votes": _votes(sources),
     }
 
@@ -591,7 +695,7 @@ def labels_aggregated_csv(
     Items with no majority are written as UNKNOWN, items the group never labelled are left out.
     """
     data = benchmark_arrays(benchmark=benchmark) if data is None else data
-    writer = csv.writer(output, lineterminator="\n")
+    writer = csv_writer(output)
     writer.writerow(["instruction_id", "system", "annotator", "question_index", "label"])
     rows = 0
     names = {NO: "NO", YES: "YES", UNKNOWN: "UNKNOWN"}
@@ -626,18 +730,21 @@ def _fingerprint(benchmark: Benchmark) -> str:
     calls = JudgeCall.objects.filter(conversation__run__benchmark=benchmark).aggregate(
         n=Count("id")
     )
-    return repr((labels, scores, work, calls, benchmark.name))
+    counted = counted_work_fingerprint(benchmark=benchmark)
+    kinds = kinds_fingerprint(benchmark_id=benchmark.pk)
+    return repr((labels, scores, work, calls, counted, kinds, benchmark.name))
 
 
-def report_cached(*, benchmark: Benchmark, unknown: str = "exclude") -> dict:
+def report_cached(
+    *, benchmark: Benchmark, unknown: str = DEFAULT_UNKNOWN, acc_unknown: str = DEFAULT_ACC
+) -> dict:
     """Return the benchmark's report, from the cache while the data behind it is unchanged."""
-    if unknown not in UNKNOWN_MODES:
-        raise ReportError(f"unknown must be one of {', '.join(UNKNOWN_MODES)}, not {unknown!r}.")
+    _check_conventions(unknown, acc_unknown)
     digest = hashlib.sha256(_fingerprint(benchmark).encode()).hexdigest()[:24]
-    key = f"report:{benchmark.pk}:{unknown}:{digest}"
+    key = f"report:{benchmark.pk}:{unknown}:{acc_unknown}:{digest}"
     report = cache.get(key)
     if report is None:
-        report = report_build(benchmark=benchmark, unknown=unknown)
+        report = report_build(benchmark=benchmark, unknown=unknown, acc_unknown=acc_unknown)
         cache.set(key, report, timeout=600)
     return report
 

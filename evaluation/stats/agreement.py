@@ -29,13 +29,17 @@ class PldResult:
     items: int
 
 
-def accuracy(source: np.ndarray, gold: np.ndarray) -> AccuracyResult:
+def accuracy(
+    source: np.ndarray, gold: np.ndarray, *, unknown_is_wrong: bool = False
+) -> AccuracyResult:
     """Return ACC = #(source == gold) / #compared over the items that can be compared.
 
     An item is compared when its gold label is YES or NO (it had a majority) and the source
-    has a label (not MISSING); every other item is skipped. A source UNKNOWN on a compared
-    item counts as a disagreement: gold said YES or NO and the source did not. acc is a share
-    in 0..1, None when no item could be compared.
+    answered YES or NO: a source's UNKNOWN is not counted (InFoBench appendix A.3: UNKNOWN
+    "will not be counted during the experiment and the evaluation"). With
+    `unknown_is_wrong=True` a source's UNKNOWN is compared too and counts as a disagreement
+    (gold said YES or NO and the source did not). MISSING is never compared. acc is a share in
+    0..1, None when no item could be compared.
     """
     source = np.asarray(source)
     gold = np.asarray(gold)
@@ -44,7 +48,8 @@ def accuracy(source: np.ndarray, gold: np.ndarray) -> AccuracyResult:
             f"source and gold must be one-dimensional and aligned; got {source.shape} and "
             f"{gold.shape}"
         )
-    compared = ((gold == YES) | (gold == NO)) & (source != MISSING)
+    answered = (source != MISSING) if unknown_is_wrong else ((source == YES) | (source == NO))
+    compared = ((gold == YES) | (gold == NO)) & answered
     n_compared = int(np.count_nonzero(compared))
     agree = int(np.count_nonzero(source[compared] == gold[compared]))
     return AccuracyResult(

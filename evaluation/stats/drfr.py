@@ -27,9 +27,10 @@ def drfr_counts(
 
     DRFR[g] = yes[g] / counted[g], where yes[g] = #items of group g whose value is YES and
     counted[g] = #items of group g whose value is YES or NO. UNKNOWN items (ties, no vote) and
-    MISSING items are left out of both. With `unknown_as_no=True` every item of the group is
-    counted, so UNKNOWN and MISSING count as NO (the official InFoBench evaluation script's
-    convention). `groups` holds one group id in 0..n_groups-1 per item. Returns two int64
+    MISSING items are left out of both. With `unknown_as_no=True` every item given is counted,
+    so UNKNOWN and MISSING count as NO: the caller chooses which items to give (InFoBench
+    equation 1 gives every question; the official script's ratio gives every answered one).
+    `groups` holds one group id in 0..n_groups-1 per item. Returns two int64
     arrays of length n_groups.
     """
     values = np.asarray(values)

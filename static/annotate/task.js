@@ -33,6 +33,26 @@
     }
     var target = checked(group) || radios(group)[0];
     target.focus();
+    keepClearOfBar(group);
+  }
+
+  // The sticky submit bar covers the bottom of the window: scroll a focused question above it.
+  var bar = form.querySelector(".submit-bar");
+  function keepClearOfBar(group) {
+    if (!bar) {
+      return;
+    }
+    var hidden = group.getBoundingClientRect().bottom - bar.getBoundingClientRect().top;
+    if (hidden > 0) {
+      window.scrollBy(0, hidden + 8);
+    }
+  }
+
+  var help = document.getElementById("key-help");
+  function showHelp() {
+    if (help && !help.open && help.showModal) {
+      help.showModal();
+    }
   }
 
   function missingGroups() {
@@ -110,6 +130,14 @@
     }
     var target = event.target;
     if (target && (target.tagName === "TEXTAREA" || (target.tagName === "INPUT" && target.type === "text"))) {
+      return;
+    }
+    if (help && help.open) {
+      return; // the dialog has the keyboard; Esc closes it
+    }
+    if (event.key === "?") {
+      showHelp();
+      event.preventDefault();
       return;
     }
     var group = groupOf(document.activeElement);

@@ -87,3 +87,49 @@ def test_concurrent_claims_never_overfill_a_task_and_lose_nothing():
         assert assignment.status == AssignmentStatus.SUBMITTED
         assert Label.objects.filter(assignment=assignment).count() == SYSTEMS * QUESTIONS
     assert Label.objects.count() == TASKS * PER_TASK * SYSTEMS * QUESTIONS
+
+
+def start_next_many(session_cookie, url, results, start, *, page):
+    client = APIClient()
+    client.cookies["sessionid"] = session_cookie
+    start.wait()
+    try:
+        answer = client.post(url)
+        if page:
+            results.append((answer.status_code, answer.get("Location")))
+        else:
+            results.append((answer.status_code, answer.json().get("assignment")))
+    except BaseException as error:  # surfaced by the main thread
+        results.append((error, None))
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize("page", [True, False], ids=["page", "api"])
+def test_twenty_parallel_start_next_from_one_session_give_one_live_claim(page):
+    for name in ROLES:
+        Group.objects.get_or_create(name=name)
+    project = project_with_tasks(instructions=TASKS, systems=SYSTEMS, questions=QUESTIONS)
+    user = UserFactory(username="impatient", roles=[ANNOTATOR])
+    session = APIClient()
+    session.force_login(user)
+    cookie = session.cookies["sessionid"].value
+    if page:
+        url = reverse("work:start-next", args=[project.id])
+    else:
+        url = reverse("annotate-api:claim", args=[project.id])
+    results, start = [], threading.Barrier(CLIENTS)
+    threads = [
+        threading.Thread(
+            target=start_next_many, args=(cookie, url, results, start), kwargs={"page": page}
+        )
+        for _ in range(CLIENTS)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert {status for status, _ in results} == {302 if page else 201}, results
+    assert len({where for _, where in results}) == 1
+    live = Assignment.objects.filter(annotator__user=user, status=AssignmentStatus.CLAIMED)
+    assert live.count() == 1

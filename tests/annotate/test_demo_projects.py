@@ -1,10 +1,13 @@
+import io
+
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.urls import reverse
 
-from annotate.models import Project, ProjectMode
-from annotate.services.demo import DEMO_PROJECTS
+from annotate.engine.models import EngineRun
+from annotate.models import Project, ProjectMode, Response
+from annotate.services.demo import DEMO_GENERATING_SYSTEM, DEMO_PROJECTS
 
 pytestmark = pytest.mark.django_db
 
@@ -17,11 +20,19 @@ def test_load_demo_creates_demo_projects_once_with_work_for_the_demo_annotators(
     call_command("load_demo")
     out = capsys.readouterr().out
     assert "cara" in out and "demo-cara" in out
-    assert Project.objects.count() == len(DEMO_PROJECTS)
+    # Two open studies, and the finished expert and crowd studies the report draws on.
+    assert Project.objects.count() == len(DEMO_PROJECTS) + 2
+    assert Project.objects.filter(batches__active=True).distinct().count() == len(DEMO_PROJECTS)
     both = Project.objects.get(mode=ProjectMode.BOTH)
     assert both.batches.get().tasks.count() == both.benchmark.instructions.count()
     assert both.systems.count() == 3
     assert both.researchers.filter(username="researcher").exists()
+    # One system generates its responses through the offline fake endpoint, once.
+    generated = Response.objects.filter(system__name=DEMO_GENERATING_SYSTEM)
+    assert generated.count() == both.benchmark.instructions.count()
+    assert all(r.generated_by.status == "ok" and r.text for r in generated)
+    assert EngineRun.objects.filter(kind="generation", status="done").count() == 1
+    assert "0 responses generated" in out  # the second load made no call
 
     client.force_login(User.objects.get(username="cara"))
     dashboard = client.get(reverse("work:dashboard"))
@@ -29,3 +40,38 @@ def test_load_demo_creates_demo_projects_once_with_work_for_the_demo_annotators(
     started = client.post(reverse("work:start-next", args=[both.id]))
     task_page = client.get(started["Location"])
     assert task_page.status_code == 200 and "System C" in task_page.text
+
+
+def test_the_demo_prints_each_login_with_what_to_do_at_the_chosen_address(capsys, settings):
+    from evaluation.models import JudgeConfig
+
+    settings.DEBUG = True
+    call_command("load_demo", "--base-url", "http://127.0.0.1:8123")
+    out = capsys.readouterr().out
+    assert "http://127.0.0.1:8123/accounts/login/" in out and ":8000" not in out
+    for username in ("admin", "researcher", "ana", "ben", "cara", "dev"):
+        line = next(line for line in out.splitlines() if f" {username} " in line)
+        assert len(line.split("password:")[1].split()) > 1, line  # a note after the password
+    judge = JudgeConfig.objects.get(name="demo-judge (offline)")
+    assert judge.endpoint.base_url == ""  # the offline fake back-end
+
+
+def test_the_demo_report_has_expert_crowd_and_judge_with_cost_and_time(settings):
+    from annotate.models import Benchmark
+    from annotate.services.demo_data import DEMO_BENCHMARK
+    from evaluation.services.reports import report_build
+
+    settings.DEBUG = True
+    call_command("load_demo", stdout=io.StringIO())
+    report = report_build(benchmark=Benchmark.objects.get(name=DEMO_BENCHMARK), n_resamples=10)
+    overall = {row["source"]: row for row in report["sources"] if row["subset"] == "overall"}
+    for source in ("expert-majority", "crowd-majority", "demo-judge (offline)"):
+        assert overall[source]["cost_usd"] > 0, source
+        assert overall[source]["time_min"] is not None, source
+    kappa = {
+        (row["protocol"], row["group"]): row["fleiss_kappa"]
+        for row in report["agreement"]
+        if row["subset"] == "overall"
+    }
+    assert round(kappa[("drfr", "expert")], 3) == 0.369  # the demo's expert numbers as before
+    assert ("drfr", "crowd") in kappa

@@ -6,10 +6,12 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.core.files.base import ContentFile
 
 from annotate import models
 from annotate.errors import ImportFileError
 from annotate.services import files
+from annotate.services.import_jobs import import_job_run
 from annotate.services.imports import instructions_import, responses_import
 from annotate.services.label_imports import labels_import, scores_import
 
@@ -88,3 +90,30 @@ def test_a_runaway_line_is_refused_without_parsing_it(base, tmp_path, monkeypatc
     with pytest.raises(ImportFileError, match="longer than 1,000 characters") as error:
         instructions_import(path=str(path), benchmark_name="hostile-new")
     assert error.value.line == 2
+
+
+@pytest.mark.parametrize("case", MANIFEST["cases"], ids=[c["file"] for c in MANIFEST["cases"]])
+def test_malformed_upload_ends_as_a_failed_job_naming_line_and_field(
+    base, case, settings, tmp_path
+):
+    """The same files through the upload page's job: failed (never left running), named."""
+    settings.MEDIA_ROOT = tmp_path
+    args = case.get("args", {})
+    job = models.ImportJob(
+        kind=case["kind"],
+        benchmark_name="hostile-new" if case["kind"] == "instructions" else "hostile",
+        system_name=args.get("system", "sys-new" if case["kind"] == "responses" else ""),
+        annotator_name=args.get("annotator", ""),
+        annotator_kind=args.get("annotator_kind", "expert"),
+        original_name=case["file"],
+    )
+    job.upload.save(case["file"], ContentFile((CORPUS / case["file"]).read_bytes()), save=True)
+    before = counts()
+    job = import_job_run(job_id=job.pk)
+    assert job.status == models.ImportStatus.FAILED
+    where = case["file"] if case["line"] is None else f"{case['file']}, line {case['line']}"
+    if case["field"]:
+        where += f", field '{case['field']}'"
+    assert job.message.startswith(f"{where}: "), job.message
+    assert case["contains"] in job.message and "Nothing was written." in job.message
+    assert counts() == before

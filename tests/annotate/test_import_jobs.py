@@ -1,12 +1,18 @@
 """The upload page: researchers queue imports and see them finish or fail with the line named."""
 
 import json
+import threading
+from datetime import timedelta
 
 import pytest
+from django.core.files.base import ContentFile
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
+from django.utils import timezone
 
+from annotate.errors import ImportFileError
 from annotate.models import ImportJob, Instruction
+from annotate.services import import_jobs
 from annotate.services.import_jobs import import_job_run
 
 pytestmark = pytest.mark.django_db
@@ -81,5 +87,88 @@ def test_incomplete_form_is_refused_and_nothing_queued(client, researcher, setti
 
 def test_annotators_cannot_import(client, annotator_user):
     client.force_login(annotator_user)
-    assert post(client, json.dumps(ROW)).status_code == 404
-    assert client.get(reverse("annotate:import-list")).status_code == 404
+    assert post(client, json.dumps(ROW)).status_code == 403
+    assert client.get(reverse("annotate:import-list")).status_code == 403
+
+
+def test_an_unexpected_error_fails_the_job_with_its_message_not_a_500(
+    client, researcher, django_capture_on_commit_callbacks, settings, tmp_path, monkeypatch
+):
+    settings.MEDIA_ROOT = tmp_path
+    client.force_login(researcher)
+
+    def broken(job, path):
+        raise RuntimeError(f"disk on fire while reading {path}")
+
+    monkeypatch.setattr(import_jobs, "_run", broken)
+    with django_capture_on_commit_callbacks(execute=True):
+        page = post(client, json.dumps(ROW) + "\n")
+    assert page.status_code == 302
+    job = ImportJob.objects.get()
+    assert job.status == "failed" and job.finished_at is not None
+    assert "RuntimeError: disk on fire while reading bench.json" in job.message
+    assert str(tmp_path) not in job.message
+    assert "RuntimeError" in client.get(page["Location"]).text
+
+
+def stuck_job(researcher, **fields) -> ImportJob:
+    job = ImportJob(
+        kind="instructions",
+        benchmark_name="b",
+        original_name="big.json",
+        created_by=researcher,
+        **fields,
+    )
+    job.upload.save("big.json", ContentFile(b"{}\n"), save=True)
+    return job
+
+
+def test_a_job_whose_worker_vanished_is_failed_after_the_timeout(
+    client, researcher, settings, tmp_path
+):
+    settings.MEDIA_ROOT, settings.IMPORT_STALE_SECONDS = tmp_path, 600
+    now = timezone.now()
+    silent = stuck_job(researcher, status="running", heartbeat_at=now - timedelta(seconds=601))
+    alive = stuck_job(researcher, status="running", heartbeat_at=now - timedelta(seconds=30))
+    done = stuck_job(researcher, status="done", heartbeat_at=now - timedelta(days=1))
+    assert import_jobs.import_jobs_fail_stale(now=now) == 1
+    assert import_jobs.import_jobs_fail_stale(now=now) == 0  # safe to run twice
+    silent.refresh_from_db(), alive.refresh_from_db(), done.refresh_from_db()
+    assert (silent.status, alive.status, done.status) == ("failed", "running", "done")
+    assert "stopped (no heartbeat for 600 s)" in silent.message
+    assert "annotate.tasks.fail_stale_imports" in {
+        entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()
+    }
+
+
+def test_the_import_page_fails_a_vanished_job_even_without_a_beat(
+    client, researcher, settings, tmp_path
+):
+    settings.MEDIA_ROOT = tmp_path
+    job = stuck_job(researcher, status="running", heartbeat_at=timezone.now() - timedelta(hours=2))
+    client.force_login(researcher)
+    page = client.get(reverse("annotate:import-detail", args=[job.pk]))
+    assert "no heartbeat" in page.text
+    job.refresh_from_db()
+    assert job.status == "failed"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_running_import_beats_while_it_works(settings, tmp_path, monkeypatch):
+    settings.MEDIA_ROOT, settings.IMPORT_HEARTBEAT_SECONDS = tmp_path, 0.05
+    job = stuck_job(None)  # no user: a flushed database (transaction=True) has no role groups
+    seen = []
+
+    def slow(job, path):
+        first = ImportJob.objects.get(pk=job.pk).heartbeat_at
+        for _ in range(200):  # up to 10 s; the heartbeat comes every 0.05 s
+            latest = ImportJob.objects.get(pk=job.pk).heartbeat_at
+            if latest != first:
+                seen.append((first, latest))
+                break
+            threading.Event().wait(0.05)
+        raise ImportFileError(path, 1, None, "stop here")
+
+    monkeypatch.setattr(import_jobs, "_run", slow)
+    assert import_jobs.import_job_run(job_id=job.pk).status == "failed"
+    assert seen and seen[0][1] > seen[0][0]

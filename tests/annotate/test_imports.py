@@ -341,10 +341,12 @@ def test_load_demo_is_idempotent_and_creates_a_login_per_role(capsys, settings):
         Label.objects.count(),
         DirectScore.objects.count(),
     )
-    assert counts[0] >= 8 and counts[1] == 3 * counts[0] and counts[2] > 200 and counts[3] > 0
+    # Three imported systems and the demo's system generating through the fake endpoint.
+    assert counts[0] >= 8 and counts[1] == 4 * counts[0] and counts[2] > 200 and counts[3] > 0
     for login in ("admin", "researcher", "ana", "ben"):
         assert login in first
-    assert set(Annotator.objects.values_list("kind", flat=True)) == {"expert", "llm"}
+    # Experts, the recorded crowd study and the judges; nobody left undecided.
+    assert set(Annotator.objects.values_list("kind", flat=True)) == {"expert", "crowd", "llm"}
     call_command("load_demo")
     assert "Nothing new" in capsys.readouterr().out
     assert counts == (

@@ -89,6 +89,8 @@ def test_someone_elses_task_is_404_for_page_and_submit(client, annotator_user):
 
 def test_submit_from_the_page_writes_labels_and_goes_back_to_the_dashboard(client, annotator_user):
     project = project_with_tasks(instructions=1, systems=2, questions=2)
+    project.continue_to_next = False
+    project.save()
     assignment = claim_for(annotator_user, project)
     client.force_login(annotator_user)
     answers = {f"r{n}_q{m}": "no" for n in (1, 2) for m in (1, 2)}
@@ -148,14 +150,41 @@ def test_task_page_runs_a_fixed_number_of_queries(
     project = project_with_tasks(instructions=1, systems=5, questions=questions)
     assignment = claim_for(annotator_user, project)
     client.force_login(annotator_user)
-    with django_assert_max_num_queries(10):
+    # session, user, the assignment with its task and project, responses + questions; then the
+    # navigation's roles (1) and "task N of M" (3: submitted, claimable, and the claim itself)
+    with django_assert_max_num_queries(8):
         page = client.get(reverse("work:assignment", args=[assignment.id]))
     assert page.text.count('type="radio"') == 5 * questions * 3
 
 
+@pytest.mark.parametrize("questions", [2, 15])
+def test_claim_and_submit_run_a_fixed_number_of_queries(
+    client, annotator_user, django_assert_max_num_queries, questions
+):
+    project = project_with_tasks(instructions=3, systems=5, questions=questions)
+    # The submit alone: with continue_to_next (the default) the same request also claims the
+    # next task, which costs what the claim above costs.
+    project.continue_to_next = False
+    project.save()
+    client.force_login(annotator_user)
+    client.get(reverse("work:dashboard"))  # the annotator's first visit creates its row
+    # session, user, annotator with role, project, begin, live claim, expire its stale claims,
+    # candidates, lock, slot check, systems, insert, commit
+    with django_assert_max_num_queries(13):
+        started = client.post(reverse("work:start-next", args=[project.id]))
+    assignment = Assignment.objects.get(annotator__user=annotator_user)
+    assert started["Location"] == reverse("work:assignment", args=[assignment.id])
+    answers = {f"r{n}_q{m}": "yes" for n in range(1, 6) for m in range(1, questions + 1)}
+    # session, user, begin, the locked assignment, questions + responses, update, labels, commit
+    with django_assert_max_num_queries(8):
+        submitted = client.post(reverse("work:assignment", args=[assignment.id]), answers)
+    assert submitted.status_code == 302
+    assert Label.objects.filter(assignment=assignment).count() == 5 * questions
+
+
 def test_non_annotators_have_no_dashboard(client, researcher):
     client.force_login(researcher)
-    assert client.get(reverse("work:dashboard")).status_code == 404
+    assert client.get(reverse("work:dashboard")).status_code == 403
 
 
 # --- Researchers and admins ------------------------------------------------------------------
@@ -206,7 +235,7 @@ def test_project_form_shows_service_errors(client, admin_user):
 
 def test_researchers_cannot_create_projects(client, researcher):
     client.force_login(researcher)
-    assert client.get(reverse("work:project-create")).status_code == 404
+    assert client.get(reverse("work:project-create")).status_code == 403
 
 
 def test_researcher_sees_only_their_projects_progress_and_labels(
@@ -275,3 +304,23 @@ def test_direct_score_page_shows_the_rubric_and_labelled_scores(client, annotato
     for position in (1, 2):
         for score in range(1, 6):
             assert f'<input type="radio" name="r{position}_score" value="{score}">' in page
+
+
+def test_submit_continues_to_the_next_task_then_to_the_all_done_page(client, annotator_user):
+    project = project_with_tasks(instructions=2, systems=2, questions=1)
+    first = claim_for(annotator_user, project)
+    client.force_login(annotator_user)
+    page = client.get(reverse("work:assignment", args=[first.id]))
+    assert "task 1 of 2" in page.text
+    assert '<details class="guidelines" open>' in page.text  # their first task of the project
+    answers = {f"r{n}_q1": "yes" for n in (1, 2)}
+
+    posted = client.post(reverse("work:assignment", args=[first.id]), answers)
+    second = Assignment.objects.exclude(pk=first.pk).get(annotator__user=annotator_user)
+    assert posted["Location"] == reverse("work:assignment", args=[second.id])
+    page = client.get(posted["Location"])
+    assert "task 2 of 2" in page.text and '<details class="guidelines">' in page.text
+
+    done = client.post(reverse("work:assignment", args=[second.id]), answers, follow=True)
+    assert done.redirect_chain[-1][0] == reverse("work:project-done", args=[project.id])
+    assert "All done in" in done.text and "You submitted 2 tasks" in done.text

@@ -177,3 +177,23 @@ def test_wrong_methods_are_405_and_write_nothing(world, method):
     answers.append(("work-task", worker.status_code))
     assert [url for url, status in answers if status != 405] == []
     assert written(world) == before
+
+
+DEEP_JSON = '{"answers": ' + "[" * 200_000 + "]" * 200_000 + "}"
+
+
+def test_deeply_nested_json_to_any_api_is_a_400_not_a_500(world):
+    from tests.config.test_permission_matrix import concrete_url, site_patterns
+
+    api_urls = [
+        concrete_url(route, world.ids) for _, route in site_patterns() if route.startswith("api/")
+    ]
+    assert len(api_urls) > 10
+    answers = {}
+    for role in ("owner", "admin"):
+        client = client_of(world, role)
+        for url in api_urls:
+            answers[(role, url)] = post_json(client, url, DEEP_JSON)
+    assert not {key: status for key, status in answers.items() if status >= 500}
+    submit = reverse("annotate-api:submit", args=[world.assignment.pk])
+    assert answers[("owner", submit)] == 400

@@ -40,14 +40,18 @@ def by_role(anonymous, owner, other, researcher, attached, admin_) -> Statuses:
 
 EVERYONE = by_role(200, 200, 200, 200, 200, 200)
 LOGGED_IN = by_role(LOGIN, 200, 200, 200, 200, 200)
-ANNOTATORS = by_role(LOGIN, 200, 200, 404, 404, 404)
+# A role error is the 403 page; "missing or not yours" (an object) stays 404.
+ANNOTATORS = by_role(LOGIN, 200, 200, 403, 403, 403)
 OWNER = by_role(LOGIN, 200, 404, 404, 404, 404)
-RESEARCHERS = by_role(LOGIN, 404, 404, 200, 200, 200)
+RESEARCHERS = by_role(LOGIN, 403, 403, 200, 200, 200)
+# The revision pages (annotate/revision, evaluation/revision) still answer a role error with 404.
+ANNOTATORS_404 = by_role(LOGIN, 200, 200, 404, 404, 404)
+RESEARCHERS_404 = by_role(LOGIN, 404, 404, 200, 200, 200)
 PROJECT_READERS = by_role(LOGIN, 404, 404, 404, 200, 200)
-ADMINS = by_role(LOGIN, 404, 404, 404, 404, 200)
+ADMINS = by_role(LOGIN, 403, 403, 403, 403, 200)
 POST_ONLY = by_role(LOGIN, 405, 405, 405, 405, 405)
-ADMIN_POST_ONLY = by_role(LOGIN, 404, 404, 404, 404, 405)
-ADMIN_POST_REFUSED = by_role(LOGIN, 404, 404, 404, 404, 302)  # admins get the error as a message
+ADMIN_POST_ONLY = by_role(LOGIN, 403, 403, 403, 403, 405)
+ADMIN_POST_REFUSED = by_role(LOGIN, 403, 403, 403, 403, 302)  # admins get the error as a message
 # DRF: session authentication answers 403 to anonymous requests.
 API_RESEARCHERS = by_role(403, 404, 404, 200, 200, 200)
 API_PROJECT_READERS = by_role(403, 404, 404, 404, 200, 200)
@@ -62,21 +66,25 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     "login": (EVERYONE, EVERYONE),  # an empty form is shown again with its errors
     "logout": (by_role(405, 405, 405, 405, 405, 405), by_role(302, 302, 302, 302, 302, 302)),
     "health": (EVERYONE, by_role(405, 405, 405, 405, 405, 405)),
-    "admin/login/": (by_role(302, 302, 302, 302, 302, 302), None),
+    # Logged in but not staff: the 403 page, not a second login form.
+    "admin/login/": (by_role(302, 403, 403, 403, 403, 302), None),
     "api-schema": (EVERYONE, None),
     "api-docs": (EVERYONE, None),
+    "api-redoc": (EVERYONE, None),
+    "favicon.ico": (by_role(301, 301, 301, 301, 301, 301), None),
     "annotate:benchmark-list": (RESEARCHERS, None),
     # An empty POST is an unbound form: the page again, nothing queued.
-    "annotate:import-list": (RESEARCHERS, by_role(LOGIN, 404, 404, 200, 200, 200)),
+    "annotate:import-list": (RESEARCHERS, by_role(LOGIN, 403, 403, 200, 200, 200)),
     "annotate:import-detail": (RESEARCHERS, None),
     "annotate:benchmark-detail": (RESEARCHERS, None),
     "annotate:instruction-detail": (RESEARCHERS, None),
     "work:dashboard": (ANNOTATORS, None),
-    "work:start-next": (POST_ONLY, by_role(LOGIN, 302, 302, 404, 404, 404)),
+    "work:project-done": (ANNOTATORS, None),
+    "work:start-next": (POST_ONLY, by_role(LOGIN, 302, 302, 403, 403, 403)),
     "work:assignment": (OWNER, by_role(LOGIN, 400, 404, 404, 404, 404)),
     "work:assignment-return": (POST_ONLY, by_role(LOGIN, 302, 404, 404, 404, 404)),
     "work:project-list": (RESEARCHERS, None),
-    "work:project-create": (ADMINS, by_role(LOGIN, 404, 404, 404, 404, 400)),
+    "work:project-create": (ADMINS, by_role(LOGIN, 403, 403, 403, 403, 400)),
     "work:project-detail": (PROJECT_READERS, None),
     "work:batch-create": (POST_ONLY, ADMIN_POST_REFUSED),
     "work:labels-csv": (PROJECT_READERS, None),
@@ -96,6 +104,8 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     "crowd-api:publication": (by_role(403, 404, 404, 404, 404, 200), None),
     "crowd-api:sync": (API_ADMIN_POST_ONLY, by_role(403, 404, 404, 404, 404, 202)),
     "crowd-api:review": (by_role(403, 404, 404, 404, 404, 200), None),
+    # The publication in the URL is the MTurk-like one: it has no study link.
+    "crowd-api:link": (API_ADMIN_POST_ONLY, by_role(403, 404, 404, 404, 404, 404)),
     # The assignment in the URL is an expert's, not a crowd worker's: there is nothing to pay.
     "crowd-api:approve": (API_ADMIN_POST_ONLY, by_role(403, 404, 404, 404, 404, 404)),
     "crowd-api:reject": (API_ADMIN_POST_ONLY, by_role(403, 404, 404, 404, 404, 400)),
@@ -113,10 +123,26 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     "annotate-api:submit": (API_POST_ONLY, by_role(403, 400, 404, 404, 404, 404)),
     "annotate-api:return": (API_POST_ONLY, by_role(403, 200, 404, 404, 404, 404)),
     "judge:run-list": (RESEARCHERS, None),
-    "judge:run-new": (RESEARCHERS, by_role(LOGIN, 404, 404, 400, 400, 400)),
+    "judge:run-new": (RESEARCHERS, by_role(LOGIN, 403, 403, 400, 400, 400)),
     "judge:run-detail": (RESEARCHERS, None),
-    "judge:run-resume": (POST_ONLY, by_role(LOGIN, 404, 404, 302, 302, 302)),
+    "judge:run-resume": (POST_ONLY, by_role(LOGIN, 403, 403, 302, 302, 302)),
     "api-judge-run-progress": (API_RESEARCHERS, None),
+    # The engine: endpoints are the admins'; runs are the researchers'. An empty POST is an
+    # invalid form (400); the test connection of the world's fake endpoint answers offline; stop
+    # and start of the world's run on the free fake endpoint are open to researchers.
+    "engine:endpoint-list": (ADMINS, None),
+    "engine:endpoint-new": (ADMINS, by_role(LOGIN, 403, 403, 403, 403, 400)),
+    "engine:endpoint-edit": (ADMINS, by_role(LOGIN, 403, 403, 403, 403, 400)),
+    "engine:endpoint-test": (POST_ONLY, by_role(LOGIN, 403, 403, 403, 403, 302)),
+    "engine:run-list": (RESEARCHERS, None),
+    "engine:run-detail": (RESEARCHERS, None),
+    "engine:run-progress": (RESEARCHERS, None),
+    "engine:run-stop": (POST_ONLY, by_role(LOGIN, 403, 403, 302, 302, 302)),
+    "engine:run-resume": (POST_ONLY, by_role(LOGIN, 403, 403, 302, 302, 302)),
+    "engine:generation-new": (RESEARCHERS, by_role(LOGIN, 403, 403, 400, 400, 400)),
+    "api-engine-run": (API_RESEARCHERS, None),
+    "api-engine-run-stop": (API_POST_ONLY, by_role(403, 404, 404, 200, 200, 200)),
+    "api-engine-generation-runs": (API_POST_ONLY, by_role(403, 404, 404, 400, 400, 400)),
     "reports:list": (RESEARCHERS, None),
     "reports:detail": (RESEARCHERS, None),
     "reports:download": (RESEARCHERS, None),
@@ -124,8 +150,44 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     "reports:figure": (RESEARCHERS, None),
     "reports:aggregated-labels": (RESEARCHERS, None),
     # An empty POST asks for the default export; the task runs after the commit.
-    "reports:export": (POST_ONLY, by_role(LOGIN, 404, 404, 302, 302, 302)),
+    "reports:export": (POST_ONLY, by_role(LOGIN, 403, 403, 302, 302, 302)),
     "api-report": (API_RESEARCHERS, None),
+    # An empty POST is an unbound form: the page again, nothing written.
+    "verbalizer:overview": (RESEARCHERS, by_role(LOGIN, 403, 403, 200, 200, 200)),
+    "verbalizer:set-detail": (RESEARCHERS, by_role(LOGIN, 403, 403, 200, 200, 200)),
+    "verbalizer:work-list": (ANNOTATORS, by_role(LOGIN, 405, 405, 405, 405, 405)),
+    "verbalizer:work-next": (ANNOTATORS, by_role(LOGIN, 405, 405, 405, 405, 405)),
+    "verbalizer:work-answer": (POST_ONLY, by_role(LOGIN, 400, 400, 403, 403, 403)),
+    "verbalizer-reports:detail": (RESEARCHERS, None),
+    "verbalizer-reports:download": (RESEARCHERS, None),
+    "verbalizer-reports:figure": (RESEARCHERS, None),
+    "verbalizer-reports:replies": (RESEARCHERS, None),
+    "api-verbalizer-report": (API_RESEARCHERS, None),
+    "revision:home": (ANNOTATORS_404, None),
+    # An empty upload form is shown again with its error.
+    "revision:upload": (RESEARCHERS_404, by_role(LOGIN, 404, 404, 400, 400, 400)),
+    # The owner continues their session; the other annotator gets the free system.
+    "revision:start": (POST_ONLY, by_role(LOGIN, 302, 302, 404, 404, 404)),
+    "revision:session": (OWNER, by_role(LOGIN, 405, 405, 405, 405, 405)),
+    "revision:session-state": (OWNER, by_role(LOGIN, 405, 405, 405, 405, 405)),
+    "revision:turn-new": (POST_ONLY, by_role(LOGIN, 400, 404, 404, 404, 404)),
+    "revision:turn-rate": (POST_ONLY, by_role(LOGIN, 409, 404, 404, 404, 404)),
+    "revision:retry": (POST_ONLY, by_role(LOGIN, 409, 404, 404, 404, 404)),
+    "revision:finish": (POST_ONLY, by_role(LOGIN, 302, 404, 404, 404, 404)),
+    "revision:rerating": (
+        by_role(LOGIN, 404, 200, 404, 404, 404),
+        by_role(LOGIN, 404, 400, 404, 404, 404),
+    ),
+    "revision-reports:list": (RESEARCHERS_404, None),
+    "revision-reports:report": (RESEARCHERS_404, None),
+    "revision-reports:download": (RESEARCHERS_404, None),
+    "revision-reports:figure": (RESEARCHERS_404, None),
+    "api-revision-report": (API_RESEARCHERS, None),
+    "reports:export-status": (RESEARCHERS, None),
+    "reports:export-download": (by_role(LOGIN, 403, 403, 404, 404, 404), None),
+    "annotators:list": (RESEARCHERS, None),
+    # An empty POST names no kind: the page again with the error as a message.
+    "annotators:kind": (POST_ONLY, by_role(LOGIN, 403, 403, 302, 302, 302)),
 }
 PARAMETER = re.compile(r"<(?:(?P<converter>\w+):)?(?P<name>\w+)>")
 

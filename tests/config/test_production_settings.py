@@ -37,7 +37,8 @@ def import_production(**env: str) -> subprocess.CompletedProcess:
 
 def test_production_cookies_are_https_only_and_hsts_is_on():
     result = import_production(
-        DJANGO_SECRET_KEY="a-test-key-only", DJANGO_ALLOWED_HOSTS="annotate.example.org"
+        DJANGO_SECRET_KEY="a-test-key-only-0123456789-abcdefghij",
+        DJANGO_ALLOWED_HOSTS="annotate.example.org",
     )
     assert result.returncode == 0, result.stderr
     values = json.loads(result.stdout)
@@ -49,12 +50,36 @@ def test_production_cookies_are_https_only_and_hsts_is_on():
     assert values["SECURE_PROXY_SSL_HEADER"] == ["HTTP_X_FORWARDED_PROTO", "https"]
     assert values["SECURE_CONTENT_TYPE_NOSNIFF"] is True
     assert values["DEBUG"] is False
-    assert values["SECRET_KEY"] == "a-test-key-only"
+    assert values["SECRET_KEY"] == "a-test-key-only-0123456789-abcdefghij"
     assert values["ALLOWED_HOSTS"] == ["annotate.example.org"]
 
 
 def test_production_refuses_to_start_without_a_secret_key():
     result = import_production()
+    assert result.returncode != 0
+    assert "ImproperlyConfigured" in result.stderr and "DJANGO_SECRET_KEY" in result.stderr
+
+
+ENV_EXAMPLE_KEY = next(
+    line.split("=", 1)[1]
+    for line in (REPO / ".env.example").read_text().splitlines()
+    if line.startswith("DJANGO_SECRET_KEY=")
+)
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "x",
+        "change-me",
+        ENV_EXAMPLE_KEY,
+        "insecure-embedded-default-key-change-me",  # the old built-in default
+        "short-but-random-Q7v",
+        "a" * 60,
+    ],
+)
+def test_production_refuses_a_placeholder_or_weak_secret_key(key):
+    result = import_production(DJANGO_SECRET_KEY=key, DJANGO_ALLOWED_HOSTS="annotate.example.org")
     assert result.returncode != 0
     assert "ImproperlyConfigured" in result.stderr and "DJANGO_SECRET_KEY" in result.stderr
 

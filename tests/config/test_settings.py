@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from django.conf import settings
 
 
@@ -46,3 +47,19 @@ def test_env_example_lists_every_setting_read_from_the_environment():
     listed = set(re.findall(r"^([A-Z][A-Z0-9_]+)=", example, flags=re.M))
     assert len(used) > 20
     assert used - listed == set()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_new_postgresql_connection_starts_in_our_time_zone():
+    """No SET TIME ZONE round trip after each connect (one per request at CONN_MAX_AGE=0)."""
+    from django.db import connections
+
+    fresh = connections.create_connection("default")
+    if fresh.vendor != "postgresql":
+        pytest.skip("PostgreSQL only")
+    import psycopg
+
+    # What the server says right after the connect, before Django configures anything.
+    with psycopg.connect(**fresh.get_connection_params()) as raw:
+        assert raw.info.parameter_status("TimeZone") == settings.TIME_ZONE
+        assert fresh._configure_timezone(raw) is False  # Django has nothing left to set

@@ -31,10 +31,20 @@ from annotate.models import (
     ProjectMode,
     Response,
 )
+from annotate.revision.models import (
+    Document,
+    Passage,
+    Rerating,
+    RevisionSession,
+    Study,
+    StudyQuestion,
+    StudySystem,
+    Turn,
+)
 from annotate.roles import ADMIN, ANNOTATOR, RESEARCHER
 from annotate.services import assignments as assignment_services
 from annotate.services.projects import InstructionSelection, project_create
-from evaluation.models import JudgeRun
+from evaluation.models import JudgeRun, ReportExport
 from evaluation.services.judge_runs import judge_run_create
 from tests.evaluation.judge_helpers import make_judge
 from tests.factories import (
@@ -62,6 +72,58 @@ class World:
     import_job: ImportJob
     judge_run: JudgeRun
     ids: dict[str, int | str] = field(default_factory=dict)
+
+
+def _revision(users: dict) -> dict[str, int]:
+    """A revision study: the owner's session (one rated turn), a finished imported session
+    with a turn sent to the other annotator for re-rating."""
+    now = timezone.now()
+    study = Study.objects.create(name="revision world", created_at=now)
+    systems = [
+        StudySystem.objects.create(study=study, name=n, position=i)
+        for i, n in enumerate(("rev-a", "rev-b"))
+    ]
+    question = StudyQuestion.objects.create(study=study, text="Why?", position=1)
+    document = Document.objects.create(question=question, position=0, title="Paper", text="Text.")
+    Passage.objects.create(document=document, question=question, position=0, text="Text.")
+    session = RevisionSession.objects.create(
+        study=study,
+        question=question,
+        system=systems[0],
+        annotator=users["owner"],
+        initial_answer="a0",
+        created_at=now,
+    )
+    Turn.objects.create(
+        session=session,
+        position=1,
+        instruction="Shorter.",
+        instruction_type="stylistic",
+        previous_answer="a0",
+        answer="a1",
+        rating="good",
+        comment="ok",
+    )
+    imported = RevisionSession.objects.create(
+        study=study,
+        question=question,
+        system=systems[1],
+        status="finished",
+        initial_answer="b0",
+        created_at=now,
+        source_key="world",
+    )
+    turn = Turn.objects.create(
+        session=imported,
+        position=1,
+        instruction="More.",
+        previous_answer="b0",
+        answer="b1",
+        rating="bad",
+        comment="no",
+    )
+    rerating = Rerating.objects.create(turn=turn, annotator=users["other"], created_at=now)
+    return {"study_id": study.pk, "session_id": session.pk, "rerating_id": rerating.pk}
 
 
 def _users() -> dict[str, User | None]:
@@ -122,6 +184,37 @@ def _expert_labels(benchmark, text: str) -> None:
             )
 
 
+def _verbalizer(text: str) -> tuple[int, int]:
+    """A one-item evaluation set with a model's answer and a study for annotators; its ids."""
+    from annotate.models import System
+    from annotate.verbalizer.models import (
+        ClassificationDataset,
+        ClassificationItem,
+        ModelAnswer,
+        SystemRun,
+    )
+    from annotate.verbalizer.services.humans import human_study_create
+    from annotate.verbalizer.services.sets import evaluation_set_create
+
+    dataset = ClassificationDataset.objects.create(
+        name=f"world {text}", family="sentiment", positive_name="positive", negative_name="negative"
+    )
+    ClassificationItem.objects.create(dataset=dataset, position=1, text=text, is_positive=True)
+    evaluation_set = evaluation_set_create(
+        name=f"world set {text}", datasets=[dataset.name], items=1, seed=1, mappings="golden"
+    ).evaluation_set
+    run = SystemRun.objects.create(
+        evaluation_set=evaluation_set,
+        system=System.objects.create(name=f"verbalizer model {text}"),
+        endpoint_name="fake",
+    )
+    ModelAnswer.objects.create(
+        prompt=evaluation_set.prompts.get(), system=run.system, run=run, reply=f"positive {text}"
+    )
+    study = human_study_create(evaluation_set=evaluation_set, name=f"world study {text}")
+    return evaluation_set.pk, study.pk
+
+
 def build_world(*, text: str = "plain") -> World:
     """Create the site; annotator one ("owner") holds a claimed assignment of the project."""
     FakePlatform.reset()
@@ -168,7 +261,11 @@ def build_world(*, text: str = "plain") -> World:
         import_job=job,
         judge_run=run,
     )
+    set_id, study_id = _verbalizer(text)
     world.ids = {
+        "set_id": set_id,
+        "human_study_id": study_id,
+        "figure_name": "groups",
         "benchmark_id": benchmark.pk,
         "instruction_id": assignment.task.instruction_id,
         "project_id": project.pk,
@@ -178,6 +275,8 @@ def build_world(*, text: str = "plain") -> World:
         "publication_id": publication.pk,
         "annotator_id": Annotator.objects.get(kind=AnnotatorKind.CROWD).pk,
         "run_id": run.pk,
+        "engine_run_id": run.engine_run_id,
+        "endpoint_id": judge.endpoint_id,
         "hit_token": hit.unique_request_token,
         "link_token": study.link_token,
         "token": token,
@@ -185,5 +284,9 @@ def build_world(*, text: str = "plain") -> World:
         "table": "leaderboard",
         "name": "leaderboard",
         "image_format": "svg",
+        # A queued export: its status answers, its download is not there yet (404).
+        "export_id": ReportExport.objects.create(benchmark=benchmark).pk,
+        "figure": "ratings",
+        **_revision(users),
     }
     return world

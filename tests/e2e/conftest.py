@@ -1,11 +1,25 @@
-"""Browser tests: Playwright driving Debian's chromium against pytest-django's live_server."""
+"""Browser tests: Playwright driving Debian's chromium against pytest-django's live_server.
+
+Every page a test opens is saved as a screenshot under var/test-screenshots/<test name>/ (or
+$E2E_SCREENSHOT_DIR/<test name>/): page.goto and page.wait_for_url take one by themselves, and
+`snap(page, "what")` takes one of a page's state (a dialog open, an error shown). No page may load
+anything from outside the app: any request to a host other than the live server's fails the test.
+"""
 
 import os
+import re
 import shutil
+from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from django.conf import settings
 from django.test import Client
+
+SCREENSHOT_ROOT = Path(
+    os.environ.get("E2E_SCREENSHOT_DIR") or Path(settings.BASE_DIR) / "var" / "test-screenshots"
+)
+LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1", "[::1]"}
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -35,15 +49,68 @@ def browser():
         browser.close()
 
 
-@pytest.fixture
-def page_for(browser, live_server):
-    """Return a function giving a new browser page logged in as the user."""
-    contexts = []
+class Screenshots:
+    """Numbered screenshots of one test, in a folder of its own (emptied when the test starts)."""
 
-    def open_page(user):
+    def __init__(self, folder: Path) -> None:
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True, exist_ok=True)
+        self.folder, self.count = folder, 0
+
+    def take(self, page, what: str = "") -> Path:
+        self.count += 1
+        path = urlsplit(page.url).path.strip("/").replace("/", "_") or "home"
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{self.count:02d}-{path}-{what}".strip("-"))
+        target = self.folder / f"{name[:120]}.png"
+        page.screenshot(path=str(target), full_page=True)
+        return target
+
+
+@pytest.fixture
+def screenshots(request) -> Screenshots:
+    test_name = re.sub(r"[^A-Za-z0-9_.-]+", "-", request.node.name)
+    return Screenshots(SCREENSHOT_ROOT / test_name)
+
+
+@pytest.fixture
+def snap(screenshots):
+    """snap(page, "what"): save a screenshot of the page as it is now."""
+    return screenshots.take
+
+
+def _watch(page, screenshots: Screenshots, outside: list[str]) -> None:
+    """Screenshot after every goto / wait_for_url; refuse and record requests to other hosts."""
+
+    def guard(route) -> None:
+        host = urlsplit(route.request.url).hostname or ""
+        if route.request.url.startswith(("data:", "blob:")) or host in LOCAL_HOSTS:
+            route.continue_()
+            return
+        outside.append(route.request.url)
+        route.abort()
+
+    page.route("**/*", guard)
+    goto, wait_for_url = page.goto, page.wait_for_url
+
+    def goto_and_snap(url, **kwargs):
+        response = goto(url, **kwargs)
+        screenshots.take(page)
+        return response
+
+    def wait_and_snap(url, **kwargs):
+        result = wait_for_url(url, **kwargs)
+        screenshots.take(page)
+        return result
+
+    page.goto, page.wait_for_url = goto_and_snap, wait_and_snap
+
+
+def browser_page(browser, live_server, screenshots, outside, user=None, **options):
+    """Return a new page on the live server, logged in as `user` when given."""
+    context = browser.new_context(base_url=live_server.url, **options)
+    if user is not None:
         client = Client()
         client.force_login(user)
-        context = browser.new_context(base_url=live_server.url)
         context.add_cookies(
             [
                 {
@@ -53,14 +120,27 @@ def page_for(browser, live_server):
                 }
             ]
         )
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    _watch(page, screenshots, outside)
+    return context, page
+
+
+@pytest.fixture
+def page_for(browser, live_server, screenshots):
+    """Return a function giving a new browser page logged in as the user (options: viewport,
+    color_scheme, ... as for browser.new_context)."""
+    contexts, outside = [], []
+
+    def open_page(user=None, **options):
+        context, page = browser_page(browser, live_server, screenshots, outside, user, **options)
         contexts.append(context)
-        page = context.new_page()
-        page.set_default_timeout(10_000)
         return page
 
     yield open_page
     for context in contexts:
         context.close()
+    assert not outside, f"pages asked for things outside the app: {sorted(set(outside))}"
 
 
 @pytest.fixture(autouse=True)

@@ -58,10 +58,10 @@ def test_a_full_task_with_the_keyboard_only(page_for):
     for key in ("y", "n", "u", "j", "k", "Enter"):
         assert legend.locator("kbd", has_text=key).count() >= 1, key
     guidelines = page.locator("details.guidelines")
-    assert guidelines.evaluate("e => e.open") is False  # collapsed until asked for
+    assert guidelines.evaluate("e => e.open") is True  # open on their first task of a project
     page.locator("details.guidelines summary").focus()
     page.keyboard.press("Enter")
-    assert guidelines.evaluate("e => e.open") is True
+    assert guidelines.evaluate("e => e.open") is False
     assert page.get_by_label("UNKNOWN").count() == 6  # real controls with their labels
     page.locator("input[name=r1_q1]").first.focus()
     page.keyboard.press("Enter")  # incomplete: refused, and the page says what is missing
@@ -92,8 +92,9 @@ def test_a_full_task_with_the_keyboard_only(page_for):
     )
     assert focus_visible
     page.keyboard.press("Enter")
-    page.wait_for_url("**/annotate/")
+    page.wait_for_url("**/annotate/projects/*/done/")  # the only task: straight to "all done"
     assert "Submitted" in page.locator(".messages").inner_text()
+    assert "All done" in page.locator("h1").inner_text()
 
     assignment.refresh_from_db()
     assert assignment.status == AssignmentStatus.SUBMITTED
@@ -170,13 +171,14 @@ def test_both_mode_scores_come_before_the_questions(page_for):
     page.keyboard.press("5")
     page.keyboard.press("Enter")
     page.wait_for_selector("fieldset.question")
+    page.wait_for_load_state()  # step 2 is a new page: its key handler is a deferred script
     assert "Step 2 of 2" in page.inner_text("main")
     assert question_text in page.content()
     assert page.locator("fieldset.score").count() == 0
     for key in "ynyn":
         page.keyboard.press(key)
     page.keyboard.press("Enter")
-    page.wait_for_url("**/annotate/")
+    page.wait_for_url("**/annotate/projects/*/done/")
 
     assignment = Assignment.objects.get(annotator__user=user)
     assert assignment.scored_at < assignment.submitted_at

@@ -67,7 +67,7 @@ def test_mturk_publish_preview_accept_submit_sync_approve(page_for, browser, fak
     hit = Hit.objects.filter(publication=publication).order_by("id").first()
     url = external_url(fake_mturk, hit)
 
-    worker = browser.new_context().new_page()  # no login, no cookies of ours
+    worker = page_for()  # no login, no cookies of ours
     worker.set_default_timeout(10_000)
     preview = {"assignmentId": "ASSIGNMENT_ID_NOT_AVAILABLE", "hitId": hit.hit_id}
     worker.goto(f"{fake_mturk.url}/frame?" + urlencode({"src": f"{url}?{urlencode(preview)}"}))
@@ -94,11 +94,29 @@ def test_mturk_publish_preview_accept_submit_sync_approve(page_for, browser, fak
     assert posted["assignmentId"] == assignment_id and "labels=4" in posted["summary"]
     assert fake_mturk.state.assignments[assignment_id]["AssignmentStatus"] == "Submitted"
 
+    # A forged worker opens the same HIT with invented ids: our page takes the answers, MTurk
+    # refuses the hand-back, and nothing of it will count.
+    forger = browser.new_context().new_page()
+    forger.set_default_timeout(10_000)
+    forged = {**accepted, "assignmentId": "FORGEDASSIGNMENT1", "workerId": "AFORGED1"}
+    forger.goto(f"{fake_mturk.url}/frame?" + urlencode({"src": f"{url}?{urlencode(forged)}"}))
+    forged_frame = forger.frame_locator("#hit-frame")
+    forged_frame.locator("#task-form").wait_for()
+    answer_everything(forged_frame, "NO")
+    forged_frame.locator("#task-form button[type=submit]").click()
+    forged_frame.locator("text=There was a problem submitting your results").wait_for()
+    assert [s["assignmentId"] for s in fake_mturk.state.refused_submits] == ["FORGEDASSIGNMENT1"]
+    forged_assignment = Assignment.objects.get(annotator__worker_id="AFORGED1")
+    assert Label.objects.filter(annotator__worker_id="AFORGED1").count() == 4
+
     admin.goto(f"/crowd/publications/{publication.pk}/")
     admin.click("text=Sync assignments now")
     admin.locator(".messages", has_text="Syncing").wait_for()
     admin.goto(f"/crowd/publications/{publication.pk}/review/")
+    forged_row = admin.locator("tr:has-text('AFORGED1')")
+    assert forged_row.locator(".confirmation").inner_text() == "unknown to the platform"
     row = admin.locator("tr:has-text('AE2EWORKER')")
+    assert row.locator(".confirmation").inner_text() == "confirmed"
     row.get_by_role("button", name="Approve").click()
     admin.locator(".messages", has_text="Approved.").wait_for()
     assert fake_mturk.state.assignments[assignment_id]["AssignmentStatus"] == "Approved"
@@ -110,7 +128,10 @@ def test_mturk_publish_preview_accept_submit_sync_approve(page_for, browser, fak
     assert Label.objects.filter(annotator=crowd).count() == 4
     instruction = hit.task.instruction
     admin.goto(f"/benchmarks/{instruction.benchmark_id}/instructions/{instruction.pk}/")
-    assert admin.locator("td", has_text="mturk:AE2EWORKER").count() == 4
+    # The labels matrix: the worker is a column under each system, with a label per question.
+    matrix = admin.locator("#label-matrix")
+    assert matrix.locator("th", has_text="mturk:AE2EWORKER").count() == 2  # both systems
+    assert matrix.locator("td.cell:not(:empty)").count() >= 4
 
     # In the report the worker's labels are the crowd source, paid $1 plus the 25% fee.
     admin.goto(f"/reports/{instruction.benchmark_id}/")
@@ -120,6 +141,22 @@ def test_mturk_publish_preview_accept_submit_sync_approve(page_for, browser, fak
     crowd_rows = [r for r in report["sources"] if r["source"] == "crowd-majority"]
     overall = next(r for r in crowd_rows if r["subset"] == "overall")
     assert overall["source_kind"] == "crowd" and overall["cost_usd"] == 1.25
+    # Only the real worker's YES answers: the forged NO answers moved nothing.
+    crowd_board = [r for r in report["leaderboard"] if r["source"] == "crowd-majority"]
+    assert {(r["yes"], r["questions"]) for r in crowd_board if r["subset"] == "overall"} == {(2, 2)}
+    assert "AFORGED1" not in admin.locator("main").inner_text()
+
+    # The forged worker's own link now says plainly that the work does not count, and a new
+    # forged worker is refused at the door: the HIT has its one confirmed worker.
+    forger.goto(f"{fake_mturk.url}/frame?" + urlencode({"src": f"{url}?{urlencode(forged)}"}))
+    message = forger.frame_locator("#hit-frame").locator("#worker-message")
+    assert "does not know assignment FORGEDASSIGNMENT1" in message.inner_text()
+    second = {**accepted, "assignmentId": "FORGEDASSIGNMENT2", "workerId": "AFORGED2"}
+    forger.goto(f"{fake_mturk.url}/frame?" + urlencode({"src": f"{url}?{urlencode(second)}"}))
+    message = forger.frame_locator("#hit-frame").locator("#worker-message")
+    assert "already has the 1 workers it asked for" in message.inner_text()
+    assert not Assignment.objects.filter(annotator__worker_id="AFORGED2").exists()
+    assert forged_assignment.labels.count() == 4  # kept, with its status, in the raw export
 
 
 def test_selfhosted_link_to_completion_code(page_for, browser):
@@ -131,7 +168,7 @@ def test_selfhosted_link_to_completion_code(page_for, browser):
     assert total == "$0.00"
     join_url = admin.locator("#join-url").inner_text()
 
-    worker = browser.new_context().new_page()
+    worker = page_for()
     worker.set_default_timeout(10_000)
     worker.goto(join_url + "?PROLIFIC_PID=P-123&STUDY_ID=S-1&SESSION_ID=X-9")
     worker.click("text=Start")

@@ -104,10 +104,7 @@ def test_stored_markup_is_shown_as_text_and_never_runs(
     hostile_world, browser, page_for, live_server, xss_page
 ):
     user = hostile_world.users[xss_page.role]
-    if user is None:
-        page = browser.new_context(base_url=live_server.url).new_page()
-    else:
-        page = page_for(user)
+    page = page_for() if user is None else page_for(user)
     dialogs: list[str] = []
     page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
     response = page.goto(xss_page.url(hostile_world))

@@ -1,9 +1,13 @@
 """A stub OpenAI-compatible server on 127.0.0.1 over real HTTP, for the real `openai` client.
 
-POST /v1/chat/completions answers with scripted replies (a list consumed in order, or a function
-of the messages, else "YES"), records every request body, and can be told to fail the next
-requests with a status (429, 500, 400...) and a Retry-After header, to wait before answering,
-and to leave `usage` out. Run it alone with `python tests/evaluation/openai_stub.py --delay 0.1`
+POST /v1/embeddings answers with tiny word-count vectors (for dense retrieval); POST
+/v1/chat/completions answers with scripted replies (a list consumed in order, or a function
+of the messages, else "YES"; a scripted reply may be a dict with content, finish_reason and
+system_fingerprint, to script truncated or content-filtered replies; None answers with
+`"content": null` and Fail(status) answers that request with an error), records every request
+body (parsed, and as the bytes received), and can be told to fail the next requests with a
+status (429, 500, 400...) and a Retry-After header, to wait before answering, and to leave
+`usage` out. Run it alone with `python tests/evaluation/openai_stub.py --delay 0.1`
 (prints its base URL) for the benchmark.
 """
 
@@ -15,15 +19,24 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+@dataclass(frozen=True)
+class Fail:
+    """A scripted reply that is an HTTP error instead of a completion."""
+
+    status: int
+    message: str = ""
 
 
 class StubOpenAI:
     def __init__(
         self,
         *,
-        replies: list[str] | None = None,
-        responder: Callable[[list[dict]], str] | None = None,
+        replies: list[str | dict | None | Fail] | None = None,
+        responder: Callable[[list[dict]], str | dict] | None = None,
         delay: float = 0.0,
         usage: bool = True,
         on_request: Callable[[int], None] | None = None,
@@ -34,6 +47,7 @@ class StubOpenAI:
         self.usage = usage
         self.on_request = on_request
         self.requests: list[dict] = []  # every body received, failed ones included
+        self.raw_requests: list[bytes] = []  # the same bodies, as the bytes received
         self.authorizations: list[str] = []  # the Authorization header of each request
         self.answered: list[dict] = []  # bodies that got a 200
         self.usages: list[dict] = []  # the usage returned with each 200
@@ -72,9 +86,11 @@ class StubOpenAI:
 
             def do_POST(self):
                 length = int(self.headers.get("Content-Length", 0))
-                body = json.loads(self.rfile.read(length) or b"{}")
+                raw = self.rfile.read(length)
+                body = json.loads(raw or b"{}")
                 with stub.lock:
                     stub.authorizations.append(self.headers.get("Authorization", ""))
+                    stub.raw_requests.append(raw)
                 status, headers, payload = stub.handle(self.path, body)
                 data = json.dumps(payload).encode()
                 self.send_response(status)
@@ -113,11 +129,12 @@ class StubOpenAI:
             failure = self.failures.popleft() if self.failures else None
         if self.on_request:
             self.on_request(count)
+        if path.rstrip("/") == "/v1/embeddings" and not failure:
+            return 200, {}, self.embeddings(body)
         if path.rstrip("/") != "/v1/chat/completions":
             return 404, {}, {"error": {"message": f"no route {path}", "type": "not_found"}}
         if failure:
-            status, headers, message = failure
-            return status, headers, {"error": {"message": message, "type": "stub", "code": None}}
+            return self._error(*failure)
         if self.delay:
             time.sleep(self.delay)
         messages = body.get("messages", [])
@@ -128,10 +145,14 @@ class StubOpenAI:
                 text = self.responder(messages)
             else:
                 text = "YES"
+        if isinstance(text, Fail):
+            return self._error(text.status, {}, text.message or f"stub error {text.status}")
+        reply = text if isinstance(text, dict) else {"content": text}
+        text = reply.get("content") or ""
         prompt_chars = sum(len(m.get("content") or "") for m in messages)
         usage = {
             "prompt_tokens": 10 + prompt_chars // 5,
-            "completion_tokens": 1 + len(text) // 5,
+            "completion_tokens": 1 + len(text or "") // 5,
         }
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
         payload = {
@@ -142,11 +163,13 @@ class StubOpenAI:
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": text},
-                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": reply.get("content")},
+                    "finish_reason": reply.get("finish_reason", "stop"),
                 }
             ],
         }
+        if reply.get("system_fingerprint"):
+            payload["system_fingerprint"] = reply["system_fingerprint"]
         if self.usage:
             payload["usage"] = usage
         with self.lock:
@@ -154,6 +177,29 @@ class StubOpenAI:
             if self.usage:
                 self.usages.append(usage)
         return 200, {}, payload
+
+    @staticmethod
+    def _error(status: int, headers: dict[str, str], message: str):
+        return status, headers, {"error": {"message": message, "type": "stub", "code": None}}
+
+    def embeddings(self, body: dict) -> dict:
+        """POST /v1/embeddings: a 3-number vector per text, counting the words "a", "b", "c"."""
+        texts = body.get("input", [])
+        texts = [texts] if isinstance(texts, str) else texts
+        data = [
+            {
+                "object": "embedding",
+                "index": index,
+                "embedding": [float(text.lower().split().count(w)) for w in ("a", "b", "c")],
+            }
+            for index, text in enumerate(texts)
+        ]
+        return {
+            "object": "list",
+            "data": data,
+            "model": body.get("model", "stub"),
+            "usage": {"prompt_tokens": 1, "total_tokens": 1},
+        }
 
 
 def main() -> None:

@@ -184,6 +184,37 @@ def _domains() -> list[dict]:
     return rows
 
 
+PRINCIPAL_DOMAINS = (
+    "Arts",
+    "Business and Economics",
+    "Engineering and Technology",
+    "Lifestyle and Leisure",
+    "Natural Sciences",
+    "Office and Work",
+    "Social Sciences",
+)
+
+
+def _hard_domains() -> list[dict]:
+    rows = []
+    for source_index, (source, _kind) in enumerate(SOURCES):
+        for system_index, system in enumerate(SYSTEMS):
+            for domain_index, domain in enumerate(PRINCIPAL_DOMAINS):
+                questions = 30 + domain_index
+                yes = _yes(system_index, source_index, questions, 1 + domain_index % 4)
+                rows.append(
+                    {
+                        "source": source,
+                        "system": system,
+                        "domain": domain,
+                        "drfr": _ratio(yes, questions),
+                        "yes": yes,
+                        "questions": questions,
+                    }
+                )
+    return rows
+
+
 def _disagreement() -> list[dict]:
     counts = {"expert": [41, 12, 5, 2], "crowd": [22, 20, 11, 7]}
     return [
@@ -217,6 +248,39 @@ def _votes() -> list[dict]:
     ]
 
 
+# The paper's Tables 2 and 6 (InFoBench, official data).
+DATASET = [
+    {
+        "subset": subset,
+        "instructions": n,
+        "length": length,
+        "questions": q,
+        "questions_per_instruction": q / n,
+        "domains": d,
+    }
+    for subset, n, length, q, d in (
+        ("easy", 252, 17.77, 690, 71),
+        ("hard", 248, 59.26, 1560, 72),
+        ("overall", 500, 38.35, 2250, 143),
+    )
+]
+CONSTRAINT_TYPES = [
+    {
+        "subset": subset,
+        "content": c,
+        "format": f,
+        "number": n,
+        "style": s,
+        "linguistic": li,
+        "labels": c + f + n + s + li,
+    }
+    for subset, c, f, n, s, li in (
+        ("easy", 517, 167, 8, 52, 48),
+        ("hard", 878, 627, 411, 138, 120),
+        ("overall", 1395, 794, 419, 190, 168),
+    )
+]
+
 SAMPLE = {
     "benchmark": "InFoBench",
     "unknown": "exclude",
@@ -225,11 +289,14 @@ SAMPLE = {
     "n_resamples": 1000,
     "systems": SYSTEMS,
     "subsets": SUBSETS,
+    "dataset": DATASET,
+    "constraint_types": CONSTRAINT_TYPES,
     "leaderboard": _leaderboard(),
     "agreement": _agreement(),
     "sources": _sources(),
     "constraints": _constraints(),
     "domains": _domains(),
+    "hard_domains": _hard_domains(),
     "disagreement": _disagreement(),
     "positions": _positions(),
     "votes": _votes(),
@@ -246,11 +313,14 @@ def empty_report() -> dict:
     report = sample_report()
     report.update(systems=[], subsets={"easy": 0, "hard": 0, "overall": 0})
     for table in (
+        "dataset",
+        "constraint_types",
         "leaderboard",
         "agreement",
         "sources",
         "constraints",
         "domains",
+        "hard_domains",
         "disagreement",
         "positions",
         "votes",

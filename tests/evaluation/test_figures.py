@@ -5,8 +5,14 @@ import xml.etree.ElementTree as ET
 import matplotlib
 import pytest
 
+from evaluation.errors import ReportError
 from evaluation.figures import FIGURES, figure_available, render_figure
-from tests.evaluation.report_sample import SYSTEMS, empty_report, sample_report
+from tests.evaluation.report_sample import (
+    PRINCIPAL_DOMAINS,
+    SYSTEMS,
+    empty_report,
+    sample_report,
+)
 
 SVG = "{http://www.w3.org/2000/svg}"
 FORMATS = ["svg", "png", "pdf"]
@@ -14,7 +20,7 @@ FORMATS = ["svg", "png", "pdf"]
 SHOWN = {
     "leaderboard": SYSTEMS,
     "constraints": SYSTEMS + ["Content", "Linguistic", "Style", "Format", "Number"],
-    "domains": SYSTEMS + ["Coding", "Marketing", "Education"],
+    "domains": SYSTEMS + list(PRINCIPAL_DOMAINS),
     "disagreement": ["expert annotators (60 questions)", "crowd annotators (60 questions)"],
     "positions": ["System A", "System B", "System C", "expert annotators"],
 }
@@ -27,7 +33,7 @@ def _svg_texts(svg: bytes) -> list[str]:
 
 def _rename_system(report: dict, old: str, new: str) -> dict:
     report["systems"] = [new if s == old else s for s in report["systems"]]
-    for table in ("leaderboard", "constraints", "domains"):
+    for table in ("leaderboard", "constraints", "domains", "hard_domains"):
         for row in report[table]:
             if row["system"] == old:
                 row["system"] = new
@@ -95,10 +101,10 @@ def test_source_defaults_to_expert_majority_then_crowd_majority():
     assert "labels: expert-majority" in " ".join(
         _svg_texts(render_figure(report, "leaderboard", "svg"))
     )
-    for table in ("leaderboard", "constraints", "domains"):
+    for table in ("leaderboard", "constraints", "domains", "hard_domains"):
         report[table] = [r for r in report[table] if r["source"] != "expert-majority"]
     assert "labels: crowd-majority" in " ".join(_svg_texts(render_figure(report, "domains", "svg")))
-    for table in ("leaderboard", "constraints", "domains"):
+    for table in ("leaderboard", "constraints", "domains", "hard_domains"):
         report[table] = [r for r in report[table] if r["source"] != "crowd-majority"]
     assert "labels: alpha" in " ".join(_svg_texts(render_figure(report, "constraints", "svg")))
 
@@ -107,14 +113,25 @@ def test_source_can_be_chosen_and_must_exist():
     report = sample_report()
     svg = render_figure(report, "constraints", "svg", source="gpt-4-0314 judge")
     assert "labels: gpt-4-0314 judge" in " ".join(_svg_texts(svg))
-    with pytest.raises(ValueError, match="label source 'nobody'"):
+    with pytest.raises(ReportError, match="label source 'nobody'"):
         render_figure(report, "leaderboard", "svg", source="nobody")
 
 
 def test_a_radar_with_a_null_drfr_still_renders():
-    # The judge has no counted question for vicuna on Education (drfr null in the sample).
-    png = render_figure(sample_report(), "domains", "png", source="gpt-4-0314 judge")
+    report = sample_report()
+    report["hard_domains"][0].update(drfr=None, yes=0, questions=0)
+    png = render_figure(report, "domains", "png", source="expert-majority")
     assert png.startswith(b"\x89PNG")
+
+
+def test_figure_4_has_one_spoke_per_principal_domain_of_the_hard_set():
+    # Paper Figure 4: 7 spokes from the hard_domains table, never the per-category table.
+    texts = _svg_texts(render_figure(sample_report(), "domains", "svg"))
+    assert [t for t in texts if t in PRINCIPAL_DOMAINS] == list(PRINCIPAL_DOMAINS)
+    assert not {"Coding", "Marketing", "Education"} & set(texts)
+    report = sample_report()
+    report["hard_domains"] = []
+    assert not figure_available(report, "domains")
 
 
 def test_a_script_tag_in_a_name_stays_text():

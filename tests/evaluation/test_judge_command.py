@@ -25,7 +25,7 @@ def test_judge_command_runs_then_resumes_a_run_with_only_failed_work(capsys):
 
         call_command("judge", run=run.pk)
         out, err = capsys.readouterr()
-        assert "3/3" in err  # the progress bar, on standard error, ends full
+        assert "2/2" in err  # the progress bar (conversations), on standard error, ends full
         assert f"Run {run.pk}: Done. 3/3 questions, 0 failed conversations" in out
         assert len(stub.answered) == 3
     assert Label.objects.filter(annotator=judge.annotator, response__system__name="a").count() == 3
@@ -47,8 +47,11 @@ def test_judge_command_reports_bad_names_and_selection():
 def test_judge_config_command_creates_the_llm_annotator():
     call_command("judge_config", "gpt4-official", "--backend", "openai", "--concurrency", "16")
     config = JudgeConfig.objects.get(name="gpt4-official")
-    assert config.concurrency == 16 and config.requests_per_minute == 200
-    assert config.tokens_per_minute == 40_000 and str(config.price_prompt_per_1k) == "0.030000"
+    endpoint = config.endpoint  # the judge's engine endpoint, made from the options
+    assert endpoint.name == "gpt4-official" and endpoint.base_url == "https://api.openai.com/v1"
+    assert endpoint.concurrency == 16 and endpoint.requests_per_minute == 200
+    assert endpoint.tokens_per_minute == 40_000 and str(endpoint.price_prompt_per_1k) == "0.030000"
+    assert (endpoint.model, endpoint.max_tokens, endpoint.temperature) == ("gpt-4-0314", 16, 0)
     annotator = Annotator.objects.get(name="gpt4-official")
     assert annotator.kind == AnnotatorKind.LLM and annotator.judge_config == "gpt4-official"
     with pytest.raises(CommandError, match="taken"):
@@ -58,6 +61,15 @@ def test_judge_config_command_creates_the_llm_annotator():
     with pytest.raises(CommandError, match="concurrency must be at least 1"):
         call_command("judge_config", "other", "--concurrency", "0")
     assert not Annotator.objects.filter(name="other").exists()
+
+
+def test_judge_config_command_can_use_an_existing_endpoint():
+    call_command("endpoint_create", "shared", "--base-url", "", "--model", "fake-judge")
+    call_command("judge_config", "on-shared", "--endpoint", "shared", "--protocol", "all_in_one")
+    config = JudgeConfig.objects.get(name="on-shared")
+    assert config.endpoint.name == "shared" and config.protocol == "all_in_one"
+    with pytest.raises(CommandError, match="No endpoint"):
+        call_command("judge_config", "x", "--endpoint", "missing")
 
 
 def test_a_paid_backend_needs_its_api_key_in_the_environment(monkeypatch):

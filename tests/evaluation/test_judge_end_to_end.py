@@ -88,8 +88,8 @@ def test_demo_benchmark_judged_through_the_stub_agrees_with_the_expert_it_imitat
     assert judge_row["source_kind"] == "llm"
     assert judge_row["acc"] == pytest.approx(ana_row["acc"], abs=0.05)
     expected_cost = (
-        run.prompt_tokens * float(judge.price_prompt_per_1k)
-        + run.completion_tokens * float(judge.price_completion_per_1k)
+        run.prompt_tokens * float(judge.endpoint.price_prompt_per_1k)
+        + run.completion_tokens * float(judge.endpoint.price_completion_per_1k)
     ) / 1000
     assert judge_row["cost_usd"] == pytest.approx(expected_cost, rel=1e-3)
     assert judge_row["time_min"] is not None

@@ -3,6 +3,7 @@
 import pytest
 from django.urls import reverse
 
+from annotate.engine.services import engine_background_wait
 from annotate.models import Label
 from evaluation.models import JudgeRun, RunStatus
 from evaluation.services.judge_runs import judge_run_create
@@ -24,24 +25,24 @@ def _form(judge, benchmark, systems, **extra):
     }
 
 
-def test_researcher_runs_the_fake_judge_from_the_page_and_sees_progress(
-    client, researcher, django_capture_on_commit_callbacks
-):
+@pytest.mark.django_db(transaction=True)
+def test_researcher_runs_the_fake_judge_from_the_page_and_sees_progress(client, researcher):
     benchmark, systems, _ = make_benchmark(questions_per_instruction=(3, 2), systems=("a", "b"))
     judge = make_judge(name="fake-judge", backend="fake")
     client.force_login(researcher)
 
-    with django_capture_on_commit_callbacks(execute=True):
-        page = client.post(reverse("judge:run-new"), _form(judge, benchmark, systems))
+    page = client.post(reverse("judge:run-new"), _form(judge, benchmark, systems))
 
+    # The page answers at once and sends the browser to the run's live progress page; the
+    # run works in the background. (Wait before reading: the test database is SQLite's shared
+    # in-memory cache, whose table locks make a concurrent writer fail instead of waiting.)
+    engine_background_wait(30)
     run = JudgeRun.objects.get()
-    assert page.status_code == 302 and page["Location"] == reverse(
-        "judge:run-detail", args=[run.pk]
-    )
-    run.refresh_from_db()
+    assert page.status_code == 302
+    assert page["Location"] == reverse("engine:run-detail", args=[run.engine_run_id])
     assert run.status == RunStatus.DONE and run.created_by == researcher
     assert Label.objects.filter(annotator=judge.annotator).count() == 10
-    detail = client.get(page["Location"])
+    detail = client.get(reverse("judge:run-detail", args=[run.pk]))
     assert "10 / 10 (100%)" in detail.text and "4 done, 0 failed, of 4" in detail.text
     assert 'http-equiv="refresh"' not in detail.text  # finished: no more refreshing
     api = client.get(reverse("api-judge-run-progress", args=[run.pk])).json()
@@ -57,9 +58,8 @@ def test_progress_page_refreshes_while_the_run_is_unfinished(client, researcher)
     assert 'http-equiv="refresh"' in detail.text and "0 / 2 (0%)" in detail.text
 
 
-def test_only_an_admin_may_start_a_paid_judge(
-    client, researcher, admin_user, django_capture_on_commit_callbacks
-):
+@pytest.mark.django_db(transaction=True)
+def test_only_an_admin_may_start_a_paid_judge(client, researcher, admin_user):
     benchmark, systems, _ = make_benchmark(questions_per_instruction=(2,))
     with StubOpenAI() as stub:
         judge = make_judge(stub.base_url, backend="openai")
@@ -69,21 +69,21 @@ def test_only_an_admin_may_start_a_paid_judge(
         assert not JudgeRun.objects.exists() and stub.requests == []
 
         client.force_login(admin_user)
-        with django_capture_on_commit_callbacks(execute=True):
-            page = client.post(reverse("judge:run-new"), _form(judge, benchmark, systems))
+        page = client.post(reverse("judge:run-new"), _form(judge, benchmark, systems))
         assert page.status_code == 302
+        engine_background_wait(30)
         assert len(stub.answered) == 2
         assert JudgeRun.objects.get().status == RunStatus.DONE
 
 
-def test_annotators_and_strangers_get_404(client, annotator_user):
+def test_annotators_get_the_403_page_and_the_api_404(client, annotator_user):
     benchmark, systems, _ = make_benchmark(questions_per_instruction=(1,))
     run = judge_run_create(config=make_judge(backend="fake"), benchmark=benchmark, systems=systems)
     client.force_login(annotator_user)
-    assert client.get(reverse("judge:run-list")).status_code == 404
-    assert client.get(reverse("judge:run-detail", args=[run.pk])).status_code == 404
+    assert client.get(reverse("judge:run-list")).status_code == 403
+    assert client.get(reverse("judge:run-detail", args=[run.pk])).status_code == 403
     assert client.get(reverse("api-judge-run-progress", args=[run.pk])).status_code == 404
-    assert client.post(reverse("judge:run-new"), {}).status_code == 404
+    assert client.post(reverse("judge:run-new"), {}).status_code == 403
 
 
 def test_bad_selection_is_refused_and_nothing_is_created(client, researcher):
@@ -106,3 +106,23 @@ def test_error_messages_from_the_judge_are_escaped(client, researcher):
     client.force_login(researcher)
     page = client.get(reverse("judge:run-detail", args=[run.pk]))
     assert "<script>alert(1)" not in page.text and "&lt;script&gt;alert(1)" in page.text
+
+
+def test_the_judge_page_says_what_is_missing_and_links_there(client, admin_user, researcher):
+    client.force_login(admin_user)
+    page = client.get(reverse("judge:run-new"))
+    assert page.status_code == 200
+    missing = page.context["prerequisites"]
+    assert [item.problem for item in missing] == [
+        "There is no judge configuration yet.",
+        "There is no benchmark yet.",
+    ]
+    assert missing[1].url == reverse("annotate:import-list")
+    assert missing[0].url  # an admin gets a link to where judges are made
+    assert 'id="prerequisites"' in page.text
+
+    make_judge(backend="fake")
+    make_benchmark(questions_per_instruction=(1,))
+    assert client.get(reverse("judge:run-new")).context["prerequisites"] == []
+    client.force_login(researcher)
+    assert client.get(reverse("judge:run-new")).context["prerequisites"] == []

@@ -70,20 +70,39 @@ def test_multi_turn_sends_the_official_message_sequence_with_history(stub):
     assert run.status == RunStatus.DONE and run.finished_at and run.prompt_version == "infobench_v1"
 
 
-def test_unparseable_and_empty_replies_become_unknown_and_the_rest_is_still_asked(stub):
-    benchmark, systems, _ = make_benchmark(questions_per_instruction=(4,))
-    stub.replies.extend(["NOTHING to judge", "", "Not quite", "YES"])
+def test_unparseable_replies_become_unknown_and_the_rest_is_still_asked(stub):
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(3,))
+    stub.replies.extend(["NOTHING to judge", "Not quite", "YES"])
     run = _run(make_judge(stub.base_url), benchmark, systems)
 
     judge_run_execute(run_id=run.pk)
 
-    assert len(stub.requests) == 4
-    assert stub.requests[2]["messages"][3] == {"role": "assistant", "content": ""}
+    assert len(stub.requests) == 3
+    assert stub.requests[2]["messages"][3] == {"role": "assistant", "content": "Not quite"}
     values = list(JudgeCall.objects.order_by("question__position").values_list("parsed", flat=True))
-    assert values == [LabelValue.UNKNOWN, LabelValue.UNKNOWN, LabelValue.UNKNOWN, LabelValue.YES]
+    assert values == [LabelValue.UNKNOWN, LabelValue.UNKNOWN, LabelValue.YES]
     conversation = run.conversations.get()
     assert conversation.status == ConversationStatus.DONE
     assert conversation.kept_going_after_unparseable is True
+
+
+def test_an_empty_reply_is_a_failed_call_never_an_answer_and_a_rerun_asks_again(stub):
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(3,))
+    stub.replies.extend(["YES", "", "NO", "YES"])
+    run = _run(make_judge(stub.base_url), benchmark, systems)
+
+    judge_run_execute(run_id=run.pk)
+    conversation = run.conversations.get()
+    assert conversation.status == ConversationStatus.FAILED and "empty reply" in conversation.error
+    assert JudgeCall.objects.count() == 1  # only the real answer is stored
+    assert run.engine_run.engine_calls.filter(status="error", reply="").count() == 1
+
+    judge_run_execute(run_id=run.pk)
+    conversation.refresh_from_db()
+    assert conversation.status == ConversationStatus.DONE and len(stub.requests) == 4
+    assert stub.requests[2] == stub.requests[1]  # the question is asked again with its history
+    values = list(JudgeCall.objects.order_by("question__position").values_list("parsed", flat=True))
+    assert values == [LabelValue.YES, LabelValue.NO, LabelValue.YES]
 
 
 def test_clear_answers_do_not_set_kept_going(stub):
@@ -296,3 +315,13 @@ def test_a_second_run_of_the_same_judge_overwrites_its_labels_and_keeps_both_cal
     ]
     assert [c.label_id for c in calls[:2]] == [c.label_id for c in calls[2:]]
     assert all(c.created_at is not None and c.latency_ms >= 0 for c in calls)
+
+
+def test_a_protocol_can_override_the_request_body(stub, monkeypatch):
+    from evaluation.judges import request_params
+
+    monkeypatch.setitem(request_params.REQUEST_PARAMS, "multi_turn", {"max_tokens": None})
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(1,))
+    run = _run(make_judge(stub.base_url), benchmark, systems)
+    judge_run_execute(run_id=run.pk)
+    assert set(stub.requests[0]) == {"model", "messages", "temperature"}

@@ -1,15 +1,18 @@
-"""Celery entry points of the judge: per-conversation tasks, safe to run twice."""
+"""The judge's background entry points, now the engine's: safe to run twice."""
 
 import os
 import time
 
 import pytest
 
+from annotate.engine.models import EngineCall
+from annotate.engine.tasks import engine_run_task
 from annotate.models import Label
 from config.celery import app as celery_app
+from evaluation.judges.conversation import Answered
+from evaluation.judges.protocol import JudgeRunProtocol
 from evaluation.models import ConversationStatus, JudgeCall, RunStatus
 from evaluation.services.judge_runs import judge_run_create, judge_run_start
-from evaluation.tasks import judge_conversation_task
 from tests.config.test_celery_worker import worker  # noqa: F401 - the fixture
 from tests.evaluation.judge_helpers import make_benchmark, make_judge
 from tests.evaluation.openai_stub import StubOpenAI
@@ -17,41 +20,44 @@ from tests.evaluation.openai_stub import StubOpenAI
 pytestmark = pytest.mark.django_db
 
 
-def test_conversation_task_is_safe_to_run_twice():
+def test_the_run_task_is_safe_to_run_twice():
     benchmark, systems, _ = make_benchmark(questions_per_instruction=(3, 2))
     with StubOpenAI() as stub:
         judge = make_judge(stub.base_url)
         run = judge_run_create(config=judge, benchmark=benchmark, systems=systems)
-        first, second = run.conversations.order_by("pk")
-        judge_conversation_task(first.pk)
-        judge_conversation_task(first.pk)
-        assert len(stub.requests) == 3
-        run.refresh_from_db()
-        assert run.status == RunStatus.PENDING  # the other conversation is still to do
-        judge_conversation_task(second.pk)
+        engine_run_task(run.engine_run_id)
+        engine_run_task(run.engine_run_id)  # a redelivered task: nothing left to ask
+        assert len(stub.requests) == 5
     run.refresh_from_db()
     assert run.status == RunStatus.DONE and run.finished_at
     assert JudgeCall.objects.count() == Label.objects.filter(annotator=judge.annotator).count() == 5
+    assert run.engine_run.calls == 5 and run.prompt_tokens == sum(
+        u["prompt_tokens"] for u in stub.usages
+    )
 
 
-def test_a_duplicate_answer_is_kept_once_and_counted_once():
-    """Two deliveries of one task racing: the second answer for a question is dropped."""
-    from evaluation.judges.conversation import Answered
-    from evaluation.services.judge_runs import judge_events_store
-
+def test_a_duplicate_answer_is_kept_once_and_both_calls_are_accounted():
+    """Two deliveries of one conversation racing: the second answer for a question is dropped."""
     benchmark, systems, (instruction,) = make_benchmark(questions_per_instruction=(1,))
     run = judge_run_create(config=make_judge(backend="fake"), benchmark=benchmark, systems=systems)
     conversation = run.conversations.get()
     question = instruction.questions.get()
-    answer = Answered(conversation.pk, [question.pk], "YES", [1], 100, 1, False, 5, 0)
-    judge_events_store(run=run, events=[answer])
-    judge_events_store(
-        run=run, events=[answer.__class__(**{**answer.__dict__, "raw_reply": "NO", "parsed": [0]})]
-    )
-    run.refresh_from_db()
-    assert run.prompt_tokens == 200 and run.completion_tokens == 2  # both calls were paid for
+    protocol = JudgeRunProtocol()
+    stored = []
+    for reply, value in (("YES", 1), ("NO", 0)):
+        call = EngineCall.objects.create(
+            run=run.engine_run, endpoint=run.config.endpoint, status="ok", request={},
+            reply=reply, prompt_tokens=100, completion_tokens=1,
+        )  # fmt: skip
+        call.meta = Answered(
+            conversation.pk, [question.pk], reply, [value], 100, 1, False, 5, 0, call
+        )
+        protocol.store_calls(run.engine_run, [call])
+        stored.append(call)
     assert JudgeCall.objects.get().raw_reply == "YES"
+    assert JudgeCall.objects.get().engine_call == stored[0]
     assert Label.objects.get().value == 1
+    assert EngineCall.objects.filter(run=run.engine_run).count() == 2  # both were paid for
 
 
 needs_services = pytest.mark.skipif(
@@ -62,7 +68,7 @@ needs_services = pytest.mark.skipif(
 
 
 @needs_services
-def test_a_real_worker_takes_one_task_per_conversation(worker, monkeypatch):  # noqa: F811
+def test_a_real_worker_runs_a_judge_run(worker, monkeypatch):  # noqa: F811
     queue, _ = worker
     monkeypatch.setitem(celery_app.conf, "task_always_eager", False)
     monkeypatch.setitem(celery_app.conf, "task_default_queue", queue)

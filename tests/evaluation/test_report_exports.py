@@ -3,6 +3,7 @@
 import csv
 import io
 import json
+import zipfile
 from datetime import UTC, datetime
 
 import boto3
@@ -78,7 +79,7 @@ def test_export_to_a_folder_writes_every_file(benchmark, tmp_path):
         report, "leaderboard"
     )
     assert json.loads((folder / "tables/votes.json").read_text()) == report["votes"]
-    assert (folder / "tables.tex").read_text().count(r"\begin{tabular}") == 3
+    assert (folder / "tables.tex").read_text().count(r"\begin{tabular}") == 5
     assert (folder / "report.md").read_text().startswith("# Report: InFoBench")
     assert (folder / "figures/constraints.png").read_bytes().startswith(b"\x89PNG")
     assert (folder / "figures/leaderboard.pdf").read_bytes().startswith(b"%PDF-")
@@ -235,3 +236,32 @@ def test_s3_export_into_a_missing_bucket_is_an_export_error(benchmark, s3_endpoi
         report_export(
             report=sample_report(), benchmark=benchmark, aggregated_labels_csv="", now=NOW
         )
+
+
+@pytest.mark.django_db
+def test_an_s3_export_downloads_as_one_zip_from_the_browser(
+    benchmark, s3_endpoint, fast_figures, client, researcher, django_capture_on_commit_callbacks
+):
+    from django.urls import reverse
+
+    from evaluation.models import ExportStatus, ReportExport
+
+    boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1").create_bucket(
+        Bucket="report-exports"
+    )
+    client.force_login(researcher)
+    with override_settings(EXPORT_S3_BUCKET="report-exports", AWS_S3_ENDPOINT_URL=s3_endpoint):
+        with django_capture_on_commit_callbacks(execute=True):
+            client.post(reverse("reports:export", args=[benchmark.pk]), {"unknown": "exclude"})
+        export = ReportExport.objects.get()
+        assert export.status == ExportStatus.DONE, export.message
+        assert export.archive.endswith("/export.zip")
+        page = client.get(reverse("reports:detail", args=[benchmark.pk])).text
+        download = client.get(reverse("reports:export-download", args=[benchmark.pk, export.pk]))
+    assert "s3://" not in page and "report-exports" not in page
+    with zipfile.ZipFile(io.BytesIO(b"".join(download.streaming_content))) as archive:
+        names = set(archive.namelist())
+        raw = archive.read("labels/raw_labels.csv").decode()
+    stored = {name.split("/", 3)[-1] for name in export.files} - {"export.zip"}
+    assert names == stored and {"report.json", "tables.tex", "report.md"} <= names
+    assert "alpha" in raw and "'=cmd" in raw

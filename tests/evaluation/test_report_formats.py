@@ -9,6 +9,7 @@ import subprocess
 
 import pytest
 
+from annotate.services.files import spreadsheet_safe
 from evaluation.report_formats import (
     TABLES,
     latex_escape,
@@ -16,7 +17,6 @@ from evaluation.report_formats import (
     report_json,
     report_latex,
     report_markdown,
-    spreadsheet_safe,
     table_csv,
     table_json,
 )
@@ -166,7 +166,7 @@ def test_latex_keeps_a_name_with_line_breaks_on_one_line():
         r"% Bench \textbackslash{}input\{/etc/passwd\}: unknown answers exclude"
     )
     assert "\n\n\\begin{table}" in latex  # the only blank lines are between tables
-    assert latex.count("\n\n") == 2
+    assert latex.count("\n\n") == 4  # five tables
 
 
 def _table_lines(latex: str, label: str) -> list[str]:
@@ -203,13 +203,13 @@ def test_latex_environments_are_balanced():
     latex = report_latex(sample_report())
     for environment in ("table", "tabular"):
         opened = len(re.findall(rf"\\begin{{{environment}}}", latex))
-        assert opened == 3
+        assert opened == 5
         assert opened == len(re.findall(rf"\\end{{{environment}}}", latex))
 
 
-def test_latex_of_an_empty_report_still_has_the_three_tables():
+def test_latex_of_an_empty_report_still_has_the_five_tables():
     latex = report_latex(empty_report())
-    assert latex.count(r"\begin{tabular}") == 3
+    assert latex.count(r"\begin{tabular}") == 5
 
 
 # --- Markdown ------------------------------------------------------------------------------------
@@ -296,3 +296,19 @@ def test_latex_compiles_with_hostile_names(tmp_path):
     )
     assert result.returncode == 0, result.stdout[-2000:]
     assert (tmp_path / "tables.pdf").read_bytes().startswith(b"%PDF-")
+
+
+def test_latex_and_markdown_name_both_conventions():
+    report = sample_report()
+    report.update(
+        unknown="official",
+        unknown_convention="answered questions only, UNKNOWN as NO",
+        acc_unknown="wrong",
+    )
+    assert (
+        report_latex(report).splitlines()[0] == "% InFoBench: unknown answers official, ACC wrong"
+    )
+    heading = report_markdown(report).splitlines()[2]
+    assert "unknown answers: official (answered questions only, UNKNOWN as NO); ACC: wrong" in (
+        heading
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import zipfile
 
 import pytest
 from django.core.cache import cache
@@ -16,6 +17,10 @@ from annotate.roles import ANNOTATOR
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
+
+# The report page's queries: a fixed number, whatever the data (main: 32; the effective kinds
+# and their fingerprint: 4; the expert time span asked per subset even without experts: 3).
+QUERIES = 39
 
 
 @pytest.fixture(autouse=True)
@@ -35,7 +40,7 @@ def test_researcher_sees_every_table_of_the_report(researcher_client, bench):
     response = researcher_client.get(reverse("reports:detail", args=[bench.pk]))
     assert response.status_code == 200
     page = response.content.decode()
-    for heading in ("Leaderboard", "Fleiss", "expert majority", "Figures", "Exports"):
+    for heading in ("Tables 2 and 6", "#Labels", "Leaderboard", "Fleiss", "expert majority"):
         assert heading.lower() in page.lower()
     assert "crowd-majority" in page and "judge" in page
     assert "undefined" in page  # the DRFR kappa of experts who always agree
@@ -45,10 +50,12 @@ def test_researcher_sees_every_table_of_the_report(researcher_client, bench):
 def test_report_page_runs_a_fixed_number_of_queries(
     researcher_client, bench, django_assert_max_num_queries
 ):
-    with django_assert_max_num_queries(30):
+    # Two of them fingerprint which work counts (annotate.selectors.results); four more read and
+    # fingerprint the annotators' effective kinds (annotate.selectors.annotator_kinds).
+    with django_assert_max_num_queries(QUERIES):
         assert researcher_client.get(reverse("reports:detail", args=[bench.pk])).status_code == 200
     # Served from the cache while the data is unchanged: only the fingerprint queries remain.
-    with django_assert_max_num_queries(12):
+    with django_assert_max_num_queries(14):
         assert researcher_client.get(reverse("reports:detail", args=[bench.pk])).status_code == 200
 
 
@@ -92,6 +99,35 @@ def test_unknown_option_changes_the_numbers_and_says_so(researcher_client, bench
     assert researcher_client.get(url, {"unknown": "maybe"}).status_code == 404
 
 
+def test_every_unknown_convention_is_named_truthfully_on_the_page(researcher_client, bench):
+    page = researcher_client.get(
+        reverse("reports:detail", args=[bench.pk]), {"unknown": "official", "acc": "wrong"}
+    ).content.decode()
+    assert "official script" not in page.split('value="no"')[1].split("</option>")[0]
+    assert "(equation 1)" in page and "(appendix A.3)" in page
+    assert "the official evaluation.py&#x27;s ratio" in page
+    assert '<option value="official" selected>' in page
+    assert '<option value="wrong" selected>' in page
+    # Every download on the page keeps both conventions.
+    assert "?unknown=official&amp;acc=wrong" in page
+    assert "?unknown=no&" not in page
+
+
+def test_api_and_downloads_take_the_acc_convention(researcher_client, bench):
+    api = reverse("api-report", args=[bench.pk])
+    body = researcher_client.get(api, {"unknown": "official", "acc": "wrong"}).json()
+    assert (body["unknown"], body["acc_unknown"]) == ("official", "wrong")
+    judge = [r for r in body["sources"] if r["source"] == "judge" and r["subset"] == "overall"]
+    assert judge[0]["compared"] == 9  # the UNKNOWN compared, as wrong
+    bad = researcher_client.get(api, {"acc": "maybe"})
+    assert bad.status_code == 400 and "acc" in bad.json()["detail"]
+    url = reverse("reports:download", args=[bench.pk, "json"])
+    assert researcher_client.get(url, {"acc": "maybe"}).status_code == 404
+    default = json.loads(researcher_client.get(url).content)
+    judge = [r for r in default["sources"] if r["source"] == "judge" and r["subset"] == "overall"]
+    assert (default["acc_unknown"], judge[0]["compared"]) == ("exclude", 8)
+
+
 def test_whole_report_downloads(researcher_client, bench):
     for fmt, marker in (
         ("json", b'"leaderboard"'),
@@ -133,6 +169,13 @@ def test_figures_in_three_formats(researcher_client, bench):
     assert researcher_client.get(unknown).status_code == 404
 
 
+def test_a_figure_of_an_unknown_label_source_is_a_400_not_a_500(researcher_client, bench):
+    url = reverse("reports:figure", args=[bench.pk, "leaderboard", "svg"])
+    answer = researcher_client.get(url, {"source": "nobody"})
+    assert answer.status_code == 400
+    assert "no data for the label source 'nobody'" in answer.text
+
+
 def test_aggregated_labels_are_the_majorities_in_the_import_format(researcher_client, bench):
     response = researcher_client.get(reverse("reports:aggregated-labels", args=[bench.pk]))
     rows = list(csv.DictReader(io.StringIO(response.content.decode())))
@@ -152,6 +195,9 @@ def test_api_returns_the_report(researcher_client, bench):
     assert response.status_code == 200
     body = response.json()
     assert body["benchmark"] == bench.name
+    assert [r["instructions"] for r in body["dataset"]] == [1, 1, 2]
+    assert [r["labels"] for r in body["constraint_types"]] == [3, 3, 6]
+    assert {r["domain"] for r in body["hard_domains"]} == {"Poetry"}
     assert {r["protocol"] for r in body["agreement"]} == {"drfr", "ds"}
     bad = researcher_client.get(reverse("api-report", args=[bench.pk]), {"unknown": "x"})
     assert bad.status_code == 400 and "unknown" in bad.json()["detail"]
@@ -178,6 +224,21 @@ def test_report_command_prints_every_format(bench, tmp_path):
     markdown = io.StringIO()
     call_command("report", "--benchmark", bench.name, "--unknown", "no", stdout=markdown)
     assert "| system |" in markdown.getvalue()
+    official = io.StringIO()
+    call_command(
+        "report",
+        "--benchmark",
+        bench.name,
+        "--format",
+        "json",
+        "--unknown",
+        "official",
+        "--acc-unknown",
+        "wrong",
+        stdout=official,
+    )
+    report = json.loads(official.getvalue())
+    assert (report["unknown"], report["acc_unknown"]) == ("official", "wrong")
 
 
 def test_report_command_names_an_unknown_benchmark(db):
@@ -194,12 +255,13 @@ def test_export_writes_tables_figures_and_labels_to_the_export_folder(
     settings.EXPORT_S3_BUCKET = ""
     with django_capture_on_commit_callbacks(execute=True):
         response = researcher_client.post(
-            reverse("reports:export", args=[bench.pk]), {"unknown": "no"}
+            reverse("reports:export", args=[bench.pk]), {"unknown": "official", "acc": "wrong"}
         )
     assert response.status_code == 302
     export = ReportExport.objects.get()
     assert export.status == ExportStatus.DONE, export.message
-    assert export.unknown == "no" and str(tmp_path) in export.location
+    assert (export.unknown, export.acc_unknown) == ("official", "wrong")
+    assert str(tmp_path) in export.location
     names = {name.rsplit("/", 1)[-1] for name in export.files}
     assert {"report.json", "tables.tex", "report.md", "leaderboard.csv"} <= names
     assert {
@@ -209,9 +271,23 @@ def test_export_writes_tables_figures_and_labels_to_the_export_folder(
         "raw_labels.csv",
     } <= names
     written = json.loads(next(tmp_path.rglob("report.json")).read_text())
-    assert written["unknown"] == "no" and written["benchmark"] == bench.name
+    assert written["unknown"] == "official" and written["acc_unknown"] == "wrong"
+    assert written["benchmark"] == bench.name
     page = researcher_client.get(reverse("reports:detail", args=[bench.pk])).content.decode()
-    assert "Wrote" in page and str(tmp_path) in page
+    assert "Wrote" in page and "Download zip" in page
+    assert str(tmp_path) not in page  # the page never shows a server path
+
+    download = researcher_client.get(reverse("reports:export-download", args=[bench.pk, export.pk]))
+    assert download.status_code == 200
+    assert download["Content-Disposition"].startswith('attachment; filename="report-')
+    with zipfile.ZipFile(io.BytesIO(b"".join(download.streaming_content))) as archive:
+        zipped = set(archive.namelist())
+        assert json.loads(archive.read("report.json"))["unknown"] == "official"
+    stored = {name.split("/", 3)[-1] for name in export.files} - {"export.zip"}
+    assert zipped == stored
+    status = researcher_client.get(reverse("reports:export-status", args=[bench.pk, export.pk]))
+    assert status.json()["downloadable"] is True
+    assert status.json()["steps_done"] == status.json()["steps_total"] == len(export.files) + 1
 
 
 def test_export_refuses_a_bad_option_and_annotators(client, researcher_client, bench):
@@ -221,7 +297,7 @@ def test_export_refuses_a_bad_option_and_annotators(client, researcher_client, b
     assert researcher_client.post(url, {"unknown": "maybe"}).status_code == 400
     assert researcher_client.get(url).status_code == 405
     client.force_login(UserFactory(username="someone", roles=[ANNOTATOR]))
-    assert client.post(url, {"unknown": "no"}).status_code == 404
+    assert client.post(url, {"unknown": "no"}).status_code == 403
     assert not ReportExport.objects.exists()
 
 
@@ -242,4 +318,27 @@ def test_report_page_query_count_does_not_grow_with_the_data(researcher_client, 
         assert response.status_code == 200
         counts.append(len(queries))
     # The demo has more instructions, systems, annotators and labels; the page asks the same.
-    assert counts[0] == counts[1] <= 30, counts
+    assert counts[0] == counts[1] <= QUERIES, counts
+
+
+def test_the_report_page_has_contents_explains_undefined_and_picks_figure_sources(
+    researcher_client, bench
+):
+    url = reverse("reports:detail", args=[bench.pk])
+    page = researcher_client.get(url, {"source_leaderboard": "judge", "source_domains": "nope"})
+    assert 'aria-label="Contents of this report"' in page.text
+    for anchor in ("leaderboard", "agreement", "sources", "figures", "tables", "exports"):
+        assert f'href="#{anchor}"' in page.text and f'id="{anchor}"' in page.text
+    choices = {figure["name"]: figure for figure in page.context["figures"]}
+    assert "judge" in choices["leaderboard"]["sources"]
+    assert choices["leaderboard"]["chosen"] == "judge"
+    assert choices["domains"]["chosen"] == ""  # a source the report does not have is ignored
+    leaderboard_src = f"/reports/{bench.pk}/figures/leaderboard.svg?unknown=exclude&amp;acc=exclude&amp;source=judge"
+    assert leaderboard_src in page.text
+    figure = researcher_client.get(
+        reverse("reports:figure", args=[bench.pk, "leaderboard", "svg"]), {"source": "judge"}
+    )
+    assert figure.status_code == 200
+    undefined = [r for r in page.context["report"]["agreement"] if r["fleiss_kappa"] is None]
+    for row in undefined:  # the reason is on the page, not only in a tooltip
+        assert f'undefined <span class="undefined-note">{row["undefined_reason"]}' in page.text

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from annotate.models import Label
+from evaluation.conventions import UNKNOWN_CONVENTIONS
+from evaluation.errors import ReportError
 from evaluation.services.reports import report_build
 from tests.factories import BenchmarkFactory
 
@@ -41,6 +44,40 @@ def test_expert_majority_drfr_excludes_the_tie_and_unknown(bench):
         "ties": 1,
         "no_votes": 0,
     }
+
+
+def test_the_three_unknown_conventions_on_a_conversation_stopped_early(bench):
+    # The judge never answered i2 beta's third question (the official script stops after an
+    # unparseable answer): i2 beta is N, U, missing; i1 beta YY.
+    Label.objects.filter(
+        annotator__name="judge", response__system__name="beta", question__position=3
+    ).delete()
+    counts = {}
+    for unknown in ("exclude", "no", "official"):
+        report = report_build(benchmark=bench, unknown=unknown, n_resamples=10)
+        row = _one(report, "leaderboard", source="judge", system="beta", subset="overall")
+        counts[unknown] = (row["yes"], row["questions"])
+        assert report["unknown"] == unknown
+        assert report["unknown_convention"] == UNKNOWN_CONVENTIONS[unknown]
+    # exclude (appendix A.3): Y Y N counted; no (equation 1): all 5 questions of i1 and i2;
+    # official (evaluation.py's ratio): the 4 answered entries, UNKNOWN as NO.
+    assert counts == {"exclude": (2, 3), "no": (2, 5), "official": (2, 4)}
+
+
+def test_official_convention_in_kappa_counts_every_answered_label(bench):
+    report = report_build(benchmark=bench, unknown="official", n_resamples=10)
+    # Every expert label is present: the official ratio equals "no" here, and expert-3's
+    # i1 alpha UNKNOWN counts as NO (Y, NO → 1/2, as the "no" convention).
+    official = _one(report, "agreement", protocol="drfr", group="expert", subset="easy")
+    as_no = _one(
+        report_build(benchmark=bench, unknown="no", n_resamples=10),
+        "agreement",
+        protocol="drfr",
+        group="expert",
+        subset="easy",
+    )
+    assert official["fleiss_kappa"] == as_no["fleiss_kappa"]
+    assert official["p_bar"] == as_no["p_bar"]
 
 
 def test_unknown_counted_as_no_when_asked(bench):
@@ -108,9 +145,11 @@ def test_crowd_kappa_pools_the_workers_of_each_task(bench):
 
 def test_sources_against_the_expert_majority(bench):
     report = report_build(benchmark=bench, n_resamples=200)
+    assert report["acc_unknown"] == "exclude"
     judge = _one(report, "sources", source="judge", subset="overall")
-    # 9 gold items with a majority; the judge gets 6 right (its UNKNOWN counts as wrong).
-    assert (judge["compared"], judge["acc"]) == (9, pytest.approx(2 / 3))
+    # 9 gold items with a majority; the judge's UNKNOWN (i2 beta Q2) is not counted
+    # (appendix A.3): 8 compared, 6 right.
+    assert (judge["compared"], judge["acc"]) == (8, pytest.approx(6 / 8))
     # i1: judge says beta better, gold says alpha better (PLD 2); i2: both alpha (PLD 0).
     assert (judge["pairs"], judge["pld0"], judge["pld1"], judge["pld2"]) == (2, 50.0, 0.0, 50.0)
     assert judge["wpld"] == pytest.approx(1.0)
@@ -118,6 +157,22 @@ def test_sources_against_the_expert_majority(bench):
     assert (gold["acc"], gold["pld0"], gold["wpld"]) == (1.0, 100.0, 0.0)
     crowd = _one(report, "sources", source="crowd-majority", subset="easy")
     assert (crowd["compared"], crowd["acc"]) == (3, pytest.approx(2 / 3))
+
+
+def test_acc_counting_a_source_unknown_as_wrong_is_a_named_option(bench):
+    report = report_build(benchmark=bench, acc_unknown="wrong", n_resamples=200)
+    judge = _one(report, "sources", source="judge", subset="overall")
+    # The same 9 gold items, the judge's UNKNOWN now compared and wrong: 6 right of 9.
+    assert (judge["compared"], judge["acc"]) == (9, pytest.approx(6 / 9))
+    hard = _one(report, "sources", source="judge", subset="hard")
+    # i2: gold YYY | NNN, judge YYN | NUN: 4 right of 6 (2 of 5 compared by default).
+    assert (hard["compared"], hard["acc"]) == (6, pytest.approx(4 / 6))
+    default = _one(
+        report_build(benchmark=bench, n_resamples=10), "sources", source="judge", subset="hard"
+    )
+    assert (default["compared"], default["acc"]) == (5, pytest.approx(4 / 5))
+    with pytest.raises(ReportError, match="acc_unknown must be one of exclude, wrong"):
+        report_build(benchmark=bench, acc_unknown="no")
 
 
 def test_crowd_cost_and_time_from_its_assignments(bench):

@@ -13,6 +13,7 @@ from datetime import datetime
 from decimal import Decimal
 
 from django.db import transaction
+from django.utils import timezone
 
 from annotate.crowd.models import (
     Bonus,
@@ -35,6 +36,7 @@ from annotate.errors import (
 )
 from annotate.models import Annotator, AnnotatorKind, Assignment, AssignmentStatus
 from annotate.roles import is_admin
+from annotate.selectors.results import PLATFORMS_WITHOUT_CONFIRMATION
 
 PLATFORM_TO_OURS = {"Approved": AssignmentStatus.APPROVED, "Rejected": AssignmentStatus.REJECTED}
 
@@ -56,10 +58,14 @@ class SyncResult:
 
 
 def publication_sync(*, publication_id: int, now: datetime, user=None) -> SyncResult:
-    """Read every HIT's assignments from the platform and match them with ours."""
+    """Read every HIT's assignments from the platform and match them with ours.
+
+    Expired HITs are read too (the platform still lists their submitted work); a HIT deleted on
+    the platform keeps the confirmations stored before.
+    """
     publication = Publication.objects.get(pk=publication_id)
     platform = get_platform(publication.platform, user=user)
-    hits = list(publication.hits.filter(status=HitStatus.CREATED))
+    hits = list(publication.hits.filter(status=HitStatus.CREATED).select_related("publication"))
     seen = new = 0
     for hit in hits:
         rows = platform.assignments_list(hit_id=hit.hit_id)
@@ -72,16 +78,26 @@ def publication_sync(*, publication_id: int, now: datetime, user=None) -> SyncRe
 
 
 @transaction.atomic
-def _hit_store(*, hit: Hit, rows, now: datetime) -> int:
+def _hit_store(*, hit: Hit, rows, now: datetime, whole_listing: bool = True) -> int:
+    """Store the platform's view of a HIT's assignments; link each to ours only when the
+    platform's assignment, HIT and worker all match ours, and never more distinct workers than
+    the HIT's MaxAssignments: a link is the confirmation that lets the work count."""
     ours = {
-        a.platform_assignment_id: a
-        for a in Assignment.objects.select_for_update().filter(
-            platform_hit_id=hit.hit_id, platform_assignment_id__in=[r.assignment_id for r in rows]
+        (a.platform_assignment_id, a.annotator.worker_id): a
+        for a in Assignment.objects.select_for_update(of=("self",))
+        .select_related("annotator")
+        .filter(
+            task_id=hit.task_id,
+            platform_hit_id=hit.hit_id,
+            annotator__platform=hit.publication.platform,
+            platform_assignment_id__in=[r.assignment_id for r in rows],
         )
     }
     new = 0
     for row in rows:
-        local = ours.get(row.assignment_id)
+        local = ours.get((row.assignment_id, row.worker_id)) if row.hit_id == hit.hit_id else None
+        if local is not None and not _worker_slot_free(hit=hit, row=row):
+            local = None
         _, created = PlatformAssignment.objects.update_or_create(
             platform_assignment_id=row.assignment_id,
             defaults={
@@ -103,9 +119,46 @@ def _hit_store(*, hit: Hit, rows, now: datetime) -> int:
         ):
             local.status = PLATFORM_TO_OURS[row.status]
             local.save(update_fields=["status"])
-    hit.synced_at = now
-    hit.save(update_fields=["synced_at"])
+    if whole_listing:  # reconciliation trusts synced_at to mean "every assignment was listed"
+        hit.synced_at = now
+        hit.save(update_fields=["synced_at"])
     return new
+
+
+def _worker_slot_free(*, hit: Hit, row) -> bool:
+    """True if linking this worker keeps the HIT within MaxAssignments distinct workers."""
+    others = (
+        PlatformAssignment.objects.filter(hit=hit, assignment__isnull=False)
+        .exclude(worker_id=row.worker_id)
+        .values("worker_id")
+        .distinct()
+        .count()
+    )
+    return others < hit.publication.assignments_per_task
+
+
+def assignment_confirm(*, assignment: Assignment, now: datetime, user=None) -> bool:
+    """Ask the platform about one of our assignments (GetAssignment) and store its answer.
+
+    Return True if the platform knows it for that HIT and that worker, which lets it count.
+    """
+    hit = (
+        Hit.objects.select_related("publication")
+        .filter(task_id=assignment.task_id, hit_id=assignment.platform_hit_id)
+        .exclude(hit_id="")
+        .first()
+    )
+    if hit is None or not assignment.platform_assignment_id:
+        return False
+    platform = get_platform(hit.publication.platform, user=user)
+    try:
+        row = platform.assignment_get(assignment_id=assignment.platform_assignment_id)
+    except TransientPlatformError:
+        raise
+    except CrowdPlatformError:
+        return False  # unknown to the platform, or not submitted there yet
+    _hit_store(hit=hit, rows=[row], now=now, whole_listing=False)
+    return PlatformAssignment.objects.filter(assignment=assignment).exists()
 
 
 # --- Approve and reject ---------------------------------------------------------------------
@@ -138,12 +191,30 @@ def _decide(*, assignment: Assignment, verdict: str, feedback: str, user) -> Ass
         except TransientPlatformError:
             raise
         except CrowdPlatformError:
-            current = platform.assignment_get(assignment_id=assignment.platform_assignment_id)
-            if current.status != verdict:
+            if not _platform_has_verdict(platform, assignment, verdict):
                 raise
     assignment.status = wanted
     assignment.save(update_fields=["status"])
+    if platform_confirms(assignment.annotator.platform):
+        assignment_confirm(assignment=assignment, now=timezone.now(), user=user)
     return assignment
+
+
+def _platform_has_verdict(platform, assignment: Assignment, verdict: str) -> bool:
+    """After a refused call: the platform already has the verdict (a retry), or, to reject,
+    does not know the assignment at all (forged work is rejected here only)."""
+    try:
+        current = platform.assignment_get(assignment_id=assignment.platform_assignment_id)
+    except TransientPlatformError:
+        raise
+    except CrowdPlatformError:
+        return verdict == "Rejected"
+    return current.status == verdict
+
+
+def platform_confirms(platform_name: str) -> bool:
+    """True for platforms whose work counts only once they confirm it (not self-hosted)."""
+    return platform_name not in PLATFORMS_WITHOUT_CONFIRMATION
 
 
 def assignment_approve(*, assignment_id: int, user, feedback: str = "") -> Assignment:
@@ -268,6 +339,34 @@ def workers_notify(*, annotator_ids: list[int], subject: str, message: str, user
             worker_ids=ids, subject=subject.strip(), message=message.strip()
         )
     return failed
+
+
+# --- Self-hosted links ---------------------------------------------------------------------
+
+
+def _selfhosted(publication_id: int) -> Publication:
+    try:
+        return Publication.objects.get(pk=publication_id, platform="selfhosted")
+    except Publication.DoesNotExist:
+        raise NotFoundError("No such self-hosted study link.") from None
+
+
+def publication_link_set(
+    *, publication_id: int, user, closed: bool, anonymous_starts_limit: int | None, now: datetime
+) -> Publication:
+    """Close or reopen a study link and set its cap on starts without a participant id
+    (None: CROWD_ANONYMOUS_STARTS_PER_LINK). Work already started may still be submitted."""
+    require_admin(user)
+    publication = _selfhosted(publication_id)
+    if anonymous_starts_limit is not None and anonymous_starts_limit < 0:
+        raise AnnotateError("anonymous_starts_limit must be 0 or more (0: an id is required).")
+    if closed and publication.link_closed_at is None:
+        publication.link_closed_at = now
+    elif not closed:
+        publication.link_closed_at = None
+    publication.anonymous_starts_limit = anonymous_starts_limit
+    publication.save(update_fields=["link_closed_at", "anonymous_starts_limit"])
+    return publication
 
 
 # --- HIT lifetimes --------------------------------------------------------------------------

@@ -17,14 +17,21 @@ from django.core import signing
 from django.db import IntegrityError, transaction
 
 from annotate.crowd.base import PREVIEW_ASSIGNMENT_ID
-from annotate.crowd.models import Hit, HitStatus, Publication, WorkerBlock
-from annotate.errors import AnnotateError, ConflictError, NotFoundError, PermissionDeniedError
+from annotate.crowd.models import Hit, HitStatus, PlatformAssignment, Publication, WorkerBlock
+from annotate.errors import (
+    AnnotateError,
+    ConflictError,
+    NotFoundError,
+    PermissionDeniedError,
+    StudyClosedError,
+)
 from annotate.models import Annotator, AnnotatorKind, Assignment, AssignmentStatus, Task
 from annotate.services.assignments import assignment_claim_next, assignment_claim_task
 
 TOKEN_SALT = "annotate.crowd.assignment"
 TOKEN_MAX_AGE = 14 * 24 * 3600
 SELFHOSTED_ID_PARAMS = ("PROLIFIC_PID", "workerId", "worker_id")
+ANONYMOUS_PREFIX = "anon-"
 
 
 @dataclass(frozen=True)
@@ -124,6 +131,7 @@ def mturk_assignment_open(
     if hit.status != HitStatus.CREATED or hit_id != hit.hit_id:
         raise NotFoundError("This HIT is not one of ours.")
     submit_to = submit_base_checked(turk_submit_to)
+    _refuse_what_the_platform_contradicts(hit=hit, assignment_id=assignment_id, worker_id=worker_id)
     annotator = crowd_worker_get_or_create(platform=hit.publication.platform, worker_id=worker_id)
     with transaction.atomic():
         existing = (
@@ -134,6 +142,7 @@ def mturk_assignment_open(
         if existing is not None:
             assignment = _reopen(existing, assignment_id=assignment_id)
         else:
+            _refuse_a_worker_too_many(hit=hit, worker_id=annotator.worker_id)
             assignment = assignment_claim_task(
                 annotator=annotator, task=hit.task, now=now, check_slots=False
             )
@@ -145,6 +154,36 @@ def mturk_assignment_open(
         submit_to=submit_to,
         token=assignment_token(assignment=assignment, submit_to=submit_to),
     )
+
+
+def _refuse_what_the_platform_contradicts(*, hit: Hit, assignment_id: str, worker_id: str) -> None:
+    """Refuse an assignment id the platform reported for another worker or HIT (a new worker on
+    a HIT whose MaxAssignments workers the platform already confirmed: _refuse_a_worker_too_many).
+
+    Work from an id the platform never reported is stored but counts only once a sync or
+    GetAssignment confirms it (annotate.selectors.results).
+    """
+    assignment_id, worker_id = assignment_id.strip(), worker_id.strip()
+    if not assignment_id or len(assignment_id) > 200:
+        raise AnnotateError("An assignmentId is required (at most 200 characters).")
+    known = PlatformAssignment.objects.filter(platform_assignment_id=assignment_id).first()
+    if known is not None and (known.worker_id != worker_id or known.hit_id != hit.pk):
+        raise PermissionDeniedError(
+            f"Mechanical Turk reported assignment {assignment_id} for another worker or HIT: "
+            "this work cannot be accepted here."
+        )
+
+
+def _refuse_a_worker_too_many(*, hit: Hit, worker_id: str) -> None:
+    confirmed = set(
+        PlatformAssignment.objects.filter(hit=hit, assignment__isnull=False).values_list(
+            "worker_id", flat=True
+        )
+    )
+    if worker_id not in confirmed and len(confirmed) >= hit.publication.assignments_per_task:
+        raise ConflictError(
+            f"This HIT already has the {len(confirmed)} workers it asked for; please return it."
+        )
 
 
 def _reopen(existing: Assignment, *, assignment_id: str) -> Assignment:
@@ -165,6 +204,32 @@ def publication_for_link(*, link_token: str) -> Publication:
         raise NotFoundError("This study link is not valid.") from None
 
 
+def link_open_check(*, publication: Publication) -> None:
+    """Refuse a link an admin closed, or whose batch is no longer active."""
+    if publication.link_closed_at is not None or not publication.batch.active:
+        raise StudyClosedError("This study is closed: it takes no new participants.")
+
+
+def _anonymous_start_check(*, publication: Publication) -> None:
+    """Refuse one more start without a participant id once the link's cap is reached.
+
+    The publication's row lock makes concurrent starts count one after the other.
+    """
+    Publication.objects.select_for_update().filter(pk=publication.pk).first()
+    limit = publication.anonymous_starts_limit
+    limit = settings.CROWD_ANONYMOUS_STARTS_PER_LINK if limit is None else limit
+    started = Assignment.objects.filter(
+        task__batch_id=publication.batch_id,
+        annotator__platform="selfhosted",
+        annotator__worker_id__startswith=ANONYMOUS_PREFIX,
+    ).count()
+    if started >= limit:
+        raise StudyClosedError(
+            "This study link takes no more participants without an id: "
+            "open it from the study's site (it adds your participant id)."
+        )
+
+
 def selfhosted_start(
     *, publication: Publication, params: dict[str, str], now: datetime
 ) -> WorkerAssignment:
@@ -173,14 +238,16 @@ def selfhosted_start(
     The worker id comes from the URL (PROLIFIC_PID, workerId) or is a new anonymous one; a
     STUDY_ID and SESSION_ID, if given, are kept on the assignment.
     """
-    if not publication.batch.active:
-        raise NotFoundError("This study is closed.")
+    link_open_check(publication=publication)
     worker_id = next((params[k] for k in SELFHOSTED_ID_PARAMS if params.get(k, "").strip()), "")
-    worker_id = worker_id or f"anon-{uuid.uuid4().hex[:20]}"
-    annotator = crowd_worker_get_or_create(platform="selfhosted", worker_id=worker_id)
-    assignment = assignment_claim_next(
-        annotator=annotator, project=publication.batch.project, batch=publication.batch, now=now
-    )
+    with transaction.atomic():
+        if not worker_id:
+            _anonymous_start_check(publication=publication)
+            worker_id = f"{ANONYMOUS_PREFIX}{uuid.uuid4().hex[:20]}"
+        annotator = crowd_worker_get_or_create(platform="selfhosted", worker_id=worker_id)
+        assignment = assignment_claim_next(
+            annotator=annotator, project=publication.batch.project, batch=publication.batch, now=now
+        )
     study, session = params.get("STUDY_ID", "")[:200], params.get("SESSION_ID", "")[:200]
     if (study or session) and not assignment.platform_hit_id:
         assignment.platform_hit_id, assignment.platform_assignment_id = study, session

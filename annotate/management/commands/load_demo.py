@@ -1,9 +1,18 @@
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from django.utils.module_loading import import_string
 
 from annotate.errors import AnnotateError
-from annotate.services.demo import demo_projects_create
+from annotate.services.demo import (
+    DEMO_ENDPOINT,
+    DEMO_GENERATING_SYSTEM,
+    DEMO_LOGIN_NOTES,
+    demo_generation_create,
+    demo_projects_create,
+    demo_revision_create,
+)
 from annotate.services.demo_data import demo_benchmark_load, demo_users_create
+from annotate.verbalizer.demo import demo_verbalizer_create
 
 
 class Command(BaseCommand):
@@ -15,12 +24,18 @@ class Command(BaseCommand):
             action="store_true",
             help="Create the demo accounts (known passwords) even with DEBUG off.",
         )
+        parser.add_argument(
+            "--base-url",
+            default="http://127.0.0.1:8000",
+            help="Where the app is served, for the printed links (make run passes HOST and PORT).",
+        )
 
     def handle(self, *args, **options):
         if not settings.DEBUG and not options["allow_production"]:
             raise CommandError(
                 "Refusing to create demo accounts with known passwords: DEBUG is off."
             )
+        base = options["base_url"].rstrip("/")
         try:
             for summary in demo_benchmark_load():
                 self.stdout.write(f"  {summary.message}")
@@ -29,10 +44,28 @@ class Command(BaseCommand):
         logins = list(demo_users_create())
         try:
             logins.extend(demo_projects_create())
+            generated = demo_generation_create()
+            verbalizer = demo_verbalizer_create()
+            study = demo_revision_create()
+            self.stdout.write(
+                f"  Revision study {study.name!r}: {study.sessions.count()} sessions."
+            )
         except AnnotateError as error:
             raise CommandError(str(error)) from None
+        for path in settings.DEMO_EXTRA_LOADERS:
+            self.stdout.write(f"  {import_string(path)()}")
+        for path in settings.DEMO_LOADERS:
+            for note in import_string(path)():
+                self.stdout.write(f"  {note}")
         self.stdout.write(
-            self.style.SUCCESS("Demo logins (http://127.0.0.1:8000/accounts/login/):")
+            f"  {DEMO_GENERATING_SYSTEM}: {generated} responses generated through the offline "
+            f"fake endpoint {DEMO_ENDPOINT} (see {base}/engine/runs/)"
         )
+        self.stdout.write(f"  {verbalizer}")
+        self.stdout.write(self.style.SUCCESS(f"Demo logins ({base}/accounts/login/):"))
         for login in logins:
-            self.stdout.write(f"  {login.role:<11} {login.username:<11} password: {login.password}")
+            note = DEMO_LOGIN_NOTES.get(login.username, "")
+            self.stdout.write(
+                f"  {login.role:<11} {login.username:<11} password: {login.password:<16} {note}"
+            )
+        self.stdout.write(f"API documentation: {base}/api/docs/ (Swagger UI), {base}/api/redoc/")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 
 from django.core.management.base import BaseCommand, CommandError
-from tqdm import tqdm
 
+from annotate.engine.management.commands._progress import RunProgressBar
 from annotate.models import Benchmark, System
 from evaluation.errors import EvaluationError
 from evaluation.models import JudgeConfig
@@ -33,7 +33,11 @@ class Command(BaseCommand):
         parser.add_argument("--instructions", help="Comma-separated instruction ids.")
         parser.add_argument("--sample", type=int, help="Judge a random sample of N instructions.")
         parser.add_argument("--seed", type=int, default=0)
-        parser.add_argument("--prompt-version", default="infobench_v1")
+        parser.add_argument(
+            "--prompt-version",
+            help="Prompt file version (default infobench_v1; the official protocol always uses "
+            "infobench_official).",
+        )
 
     def handle(self, *args, **options):
         try:
@@ -69,20 +73,26 @@ class Command(BaseCommand):
         return run
 
     def _execute(self, run):
-        before = judge_run_progress(run=run)
         stop = threading.Event()
-        with tqdm(total=before.questions_total, initial=before.questions_answered, unit="q") as bar:
-            try:
-                run = judge_run_execute(run_id=run.pk, stop=stop, on_progress=bar.update)
-            except KeyboardInterrupt:
-                self.stderr.write(
-                    f"\nStopped. Answers so far are stored; resume with: judge --run {run.pk}"
-                )
-                raise SystemExit(130) from None
+        bar = RunProgressBar(run.engine_run, unit="conversation")
+        try:
+            run = judge_run_execute(run_id=run.pk, stop=stop, on_progress=bar)
+        except KeyboardInterrupt:
+            self.stderr.write(
+                f"\nStopped. Answers so far are stored; resume with: judge --run {run.pk}"
+            )
+            raise SystemExit(130) from None
+        finally:
+            bar.close()
         progress = judge_run_progress(run=run)
+        not_asked = (
+            f" ({progress.questions_not_asked} not asked after an unparseable answer)"
+            if progress.questions_not_asked
+            else ""
+        )
         self.stdout.write(
             f"Run {run.pk}: {run.get_status_display()}. "
-            f"{progress.questions_answered}/{progress.questions_total} questions, "
+            f"{progress.questions_answered}/{progress.questions_total} questions{not_asked}, "
             f"{progress.conversations_failed} failed conversations, "
             f"{progress.prompt_tokens}+{progress.completion_tokens} tokens, "
             f"${progress.cost_usd}."

@@ -5,8 +5,14 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from evaluation import report_formats
+from evaluation.conventions import (
+    ACC_CONVENTIONS,
+    DEFAULT_ACC,
+    DEFAULT_UNKNOWN,
+    UNKNOWN_CONVENTIONS,
+)
 from evaluation.errors import EvaluationError
-from evaluation.services.reports import UNKNOWN_MODES, benchmark_for_report, report_build
+from evaluation.services.reports import benchmark_for_report, report_build
 
 FORMATS = {
     "json": report_formats.report_json,
@@ -24,17 +30,28 @@ class Command(BaseCommand):
         parser.add_argument("--format", choices=sorted(FORMATS), default="md")
         parser.add_argument(
             "--unknown",
-            choices=UNKNOWN_MODES,
-            default="exclude",
-            help="exclude: UNKNOWN and missing labels are not counted (default); "
-            "no: they count as NO, the official evaluation script's convention.",
+            choices=list(UNKNOWN_CONVENTIONS),
+            default=DEFAULT_UNKNOWN,
+            help="How DRFRs count UNKNOWN and unasked questions (default exclude). "
+            + "; ".join(f"{name}: {text}" for name, text in UNKNOWN_CONVENTIONS.items()),
+        )
+        parser.add_argument(
+            "--acc-unknown",
+            choices=list(ACC_CONVENTIONS),
+            default=DEFAULT_ACC,
+            help="How ACC (Table 4) treats a source's UNKNOWN (default exclude). "
+            + "; ".join(f"{name}: {text}" for name, text in ACC_CONVENTIONS.items()),
         )
         parser.add_argument("--output", help="Write to this file instead of standard output.")
 
     def handle(self, *args, **options):
         try:
             benchmark = benchmark_for_report(benchmark_name=options["benchmark"])
-            report = report_build(benchmark=benchmark, unknown=options["unknown"])
+            report = report_build(
+                benchmark=benchmark,
+                unknown=options["unknown"],
+                acc_unknown=options["acc_unknown"],
+            )
         except EvaluationError as error:
             raise CommandError(str(error)) from None
         text = FORMATS[options["format"]](report)

@@ -51,6 +51,7 @@ class FakeMTurkState:
     blocks: dict[str, str] = field(default_factory=dict)
     notifications: list[dict] = field(default_factory=list)
     external_submits: list[dict] = field(default_factory=list)
+    refused_submits: list[dict] = field(default_factory=list)
     calls: list[str] = field(default_factory=list)
     # Fault injection: a share of calls answered with ThrottlingException (seeded), queued errors
     # per operation, and a number of CreateHITWithHITType replies to lose after creating the HIT.
@@ -202,8 +203,13 @@ class FakeMTurkApi:
     # --- Assignments ---------------------------------------------------------------------
 
     def op_ListAssignmentsForHIT(self, body: dict) -> dict:
+        """Only submitted work is visible to the requester (an accepted assignment is not)."""
         self._hit(body["HITId"])
         wanted = set(body.get("AssignmentStatuses") or ["Submitted", "Approved", "Rejected"])
+        if not wanted <= {"Submitted", "Approved", "Rejected"}:
+            raise FakeMTurkError(
+                "ValidationException", "AssignmentStatuses: Submitted, Approved or Rejected"
+            )
         rows = [
             a
             for a in self.state.assignments.values()
@@ -406,15 +412,28 @@ class _Handler(BaseHTTPRequestHandler):
         self._json(200, result)
 
     def _external_submit(self, raw: bytes) -> None:
+        """MTurk takes the hand-back only for an assignment a worker accepted and still holds."""
         fields = dict(parse_qsl(raw.decode(), keep_blank_values=True))
         api = self.server.api
         with api.state.lock:
-            api.state.external_submits.append(fields)
             row = api.state.assignments.get(fields.get("assignmentId", ""))
-            if row is not None and row["AssignmentStatus"] == "Accepted":
+            accepted = row is not None and row["AssignmentStatus"] == "Accepted"
+            if accepted:
+                api.state.external_submits.append(fields)
                 api.worker_submit(row["AssignmentId"], fields)
-        body = b"<!doctype html><title>Submitted</title><p>HIT submitted.</p>"
-        self.send_response(200)
+            else:
+                api.state.refused_submits.append(fields)
+        if accepted:
+            status, body = 200, b"<!doctype html><title>Submitted</title><p>HIT submitted.</p>"
+        else:
+            status, body = (
+                400,
+                (
+                    b"<!doctype html><title>Error</title><p>There was a problem submitting your "
+                    b"results for this HIT: this assignment is not yours or no longer open.</p>"
+                ),
+            )
+        self.send_response(status)
         self.send_header("Content-Type", "text/html; charset=utf-8")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()

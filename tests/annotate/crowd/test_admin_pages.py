@@ -39,7 +39,8 @@ def test_pages_are_for_admins_only(client, researcher, crowd_batch):
         assert client.get(url).status_code == 302  # to the login page
     client.force_login(researcher)
     for url in urls:
-        assert client.get(url).status_code == 404
+        refused = client.get(url)
+        assert refused.status_code == 403 and "This page is for admins." in refused.text
     api = client.post(reverse("crowd-api:preview", args=[crowd_batch.pk]), {"platform": "fake"})
     assert api.status_code == 404
 
@@ -92,11 +93,16 @@ def test_review_page_approves_and_requires_feedback_to_reject(
     tasks = list(crowd_batch.tasks.all())
     first = crowd_assignment(task=tasks[0], platform="fake", worker="W1")
     second = crowd_assignment(task=tasks[1], platform="fake", worker="W2")
+    first.submission = {"labels": {"r2_q1": "no", "r1_q2": "unknown", "r1_q1": "yes"}}
+    first.save()
     client.force_login(admin_user)
     url = reverse("crowd:review", args=[publication.pk])
     with django_assert_max_num_queries(12):
         page = client.get(url)
     assert "W1" in page.text and "W2" in page.text
+    # The worker's answers are on the page before anyone approves or rejects.
+    assert "<dt>System A</dt><dd>YES UNKNOWN</dd><dt>System B</dt><dd>NO</dd>" in page.text
+    assert 'class="danger" data-confirm=' in page.text
     client.post(
         reverse("crowd:assignment-action", args=[first.pk]),
         {"action": "approve"},
@@ -200,3 +206,29 @@ def test_configured_worker_filter_reaches_mturk(
         "00000000000000000071": ("EqualTo", [{"Country": "GB"}]),
     }
     assert len(fake_mturk.state.hits) == 3
+
+
+@pytest.mark.parametrize(
+    ("referer", "expected"),
+    [
+        ("https://evil.example.com/phish", None),
+        ("//evil.example.com/phish", None),
+        ("javascript:alert(1)", None),
+        ("http://testserver/crowd/calls/", "http://testserver/crowd/calls/"),
+        ("/crowd/calls/", "/crowd/calls/"),
+        ("", None),
+    ],
+)
+def test_actions_return_only_to_a_page_of_this_site(
+    client, admin_user, crowd_batch, referer, expected
+):
+    task = crowd_batch.tasks.first()
+    assignment = crowd_assignment(task=task, platform="fake", worker="W1")
+    client.force_login(admin_user)
+    for url, body in [
+        (reverse("crowd:assignment-action", args=[assignment.pk]), {"action": "nonsense"}),
+        (reverse("crowd:worker-action", args=[assignment.annotator_id]), {"action": "nonsense"}),
+    ]:
+        page = client.post(url, body, HTTP_REFERER=referer)
+        assert page.status_code == 302
+        assert page["Location"] == (expected or reverse("crowd:publication-list"))

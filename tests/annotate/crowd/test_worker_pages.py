@@ -219,3 +219,23 @@ def test_anonymous_selfhosted_workers_get_their_own_identity(client, study):
     _join(client, study)
     workers = Annotator.objects.filter(platform="selfhosted")
     assert workers.count() == 2 and all(w.worker_id.startswith("anon-") for w in workers)
+
+
+def test_the_done_page_offers_the_next_task_while_one_is_left(client, study):
+    tasks = study.batch.tasks.count()
+    assert tasks >= 2
+    started = _join(client, study, PROLIFIC_PID="P4")
+    for number in range(1, tasks + 1):
+        done = client.post(started["Location"], _answers(client.get(started["Location"]).text))
+        if number < tasks:
+            assert 'id="next-task"' in done.text and 'value="P4"' in done.text
+            join = reverse("crowd:selfhosted-join", args=[study.link_token])
+            assert f'action="{join}"' in done.text
+            started = client.post(join, {"workerId": "P4"})  # the button on the done page
+            assert started.status_code == 302
+        else:
+            assert 'id="next-task"' not in done.text  # the last one: nothing more to offer
+    assert (
+        Assignment.objects.filter(annotator__worker_id="P4", submitted_at__isnull=False).count()
+        == tasks
+    )

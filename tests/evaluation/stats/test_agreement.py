@@ -6,12 +6,21 @@ from evaluation.stats import MISSING, NO, UNKNOWN, YES, accuracy, pld
 M, N, Y, U = MISSING, NO, YES, UNKNOWN
 
 
-def test_accuracy_over_comparable_items():
+def test_accuracy_leaves_a_source_unknown_out_by_default():
     gold = np.array([Y, Y, N, N, U, Y, Y])
     source = np.array([Y, N, N, U, Y, M, Y])
-    # Compared: items 0-3 and 6 (item 4 has no gold majority, item 5 no source label).
-    # Agree on 0, 2, 6; item 3's UNKNOWN is a disagreement.
+    # Appendix A.3: compared are items 0-2 and 6 (item 3 is the source's UNKNOWN, item 4 has
+    # no gold majority, item 5 no source label). Agree on 0, 2, 6.
     result = accuracy(source, gold)
+    assert result.acc == pytest.approx(3 / 4)
+    assert (result.compared, result.skipped) == (4, 3)
+
+
+def test_accuracy_counting_a_source_unknown_as_wrong():
+    gold = np.array([Y, Y, N, N, U, Y, Y])
+    source = np.array([Y, N, N, U, Y, M, Y])
+    # Compared: items 0-3 and 6; agree on 0, 2, 6; item 3's UNKNOWN is a disagreement.
+    result = accuracy(source, gold, unknown_is_wrong=True)
     assert result.acc == pytest.approx(3 / 5)
     assert (result.compared, result.skipped) == (5, 2)
 

@@ -1,0 +1,156 @@
+"""REST API of the engine: start a generation run (or estimate it), read a run, stop it."""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.http import Http404
+from django.urls import reverse
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from annotate.engine.errors import EngineNotFoundError
+from annotate.engine.selectors import engine_run_progress
+from annotate.engine.services import (
+    endpoint_get,
+    engine_run_estimate,
+    engine_run_get,
+    engine_run_start,
+    engine_run_stop,
+)
+from annotate.engine.services.generation import (
+    generating_system_get_or_create,
+    generation_run_create,
+)
+from annotate.engine.services.runs import engine_run_check_may_start
+from annotate.errors import NotFoundError
+from annotate.models import Benchmark, Subset
+from annotate.roles import is_researcher
+
+
+class RunProgressSerializer(serializers.Serializer):
+    run_id = serializers.IntegerField()
+    kind = serializers.CharField()
+    status = serializers.CharField()
+    active = serializers.BooleanField()
+    units_total = serializers.IntegerField()
+    units_done = serializers.IntegerField()
+    units_failed = serializers.IntegerField()
+    units_skipped = serializers.IntegerField()
+    percent = serializers.IntegerField()
+    calls = serializers.IntegerField()
+    calls_failed = serializers.IntegerField()
+    prompt_tokens = serializers.IntegerField()
+    completion_tokens = serializers.IntegerField()
+    cost_usd = serializers.CharField()
+    spending_cap_usd = serializers.CharField(allow_null=True)
+    elapsed_seconds = serializers.FloatField()
+    error = serializers.CharField(allow_blank=True)
+
+
+def _run(user, run_id: int):
+    if not is_researcher(user):
+        raise Http404
+    try:
+        return engine_run_get(run_id=run_id)
+    except EngineNotFoundError:
+        raise Http404 from None
+
+
+class RunApi(APIView):
+    @extend_schema(request=None, responses=RunProgressSerializer)
+    def get(self, request: Request, engine_run_id: int) -> Response:
+        run = _run(request.user, engine_run_id)
+        return Response(RunProgressSerializer(engine_run_progress(run=run)).data)
+
+
+class RunStopApi(APIView):
+    @extend_schema(request=None, responses=RunProgressSerializer)
+    def post(self, request: Request, engine_run_id: int) -> Response:
+        run = _run(request.user, engine_run_id)
+        engine_run_check_may_start(user=request.user, endpoint=run.endpoint)
+        engine_run_stop(run=run)
+        run.refresh_from_db()
+        return Response(RunProgressSerializer(engine_run_progress(run=run)).data)
+
+
+class GenerationRunApi(APIView):
+    """POST: create a generation run and start it (202), or with dry_run only estimate it."""
+
+    class InputSerializer(serializers.Serializer):
+        benchmark = serializers.CharField()
+        system = serializers.CharField(max_length=200)
+        endpoint = serializers.CharField()
+        subset = serializers.ChoiceField(choices=Subset.values, required=False)
+        instruction_ids = serializers.ListField(child=serializers.CharField(), required=False)
+        sample = serializers.IntegerField(min_value=1, required=False)
+        seed = serializers.IntegerField(default=0)
+        replace = serializers.BooleanField(default=False)
+        spending_cap_usd = serializers.DecimalField(
+            max_digits=12, decimal_places=6, required=False, min_value=0
+        )
+        dry_run = serializers.BooleanField(default=False)
+
+    class OutputSerializer(serializers.Serializer):
+        run_id = serializers.IntegerField(allow_null=True)
+        url = serializers.CharField(allow_null=True)
+        progress_url = serializers.CharField(allow_null=True)
+        estimate = serializers.DictField(allow_null=True)
+
+    @extend_schema(request=InputSerializer, responses=OutputSerializer)
+    def post(self, request: Request) -> Response:
+        if not is_researcher(request.user):
+            raise Http404
+        with transaction.atomic():  # one commit; the run starts once it is committed
+            return self._create(request)
+
+    def _create(self, request: Request) -> Response:
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        data = data.validated_data
+        try:
+            benchmark = Benchmark.objects.get(name=data["benchmark"])
+        except Benchmark.DoesNotExist:
+            raise NotFoundError(f"No benchmark named {data['benchmark']!r}.") from None
+        endpoint = endpoint_get(name=data["endpoint"])
+        engine_run_check_may_start(user=request.user, endpoint=endpoint)
+        system = generating_system_get_or_create(name=data["system"], endpoint=endpoint)
+        run = generation_run_create(
+            benchmark=benchmark,
+            systems=[system],
+            endpoint=endpoint,
+            user=request.user,
+            subset=data.get("subset"),
+            instruction_ids=data.get("instruction_ids") or None,
+            sample=data.get("sample"),
+            seed=data["seed"],
+            replace=data["replace"],
+            spending_cap_usd=data.get("spending_cap_usd"),
+        )
+        if data["dry_run"]:
+            estimate = engine_run_estimate(run=run)
+            transaction.set_rollback(True)  # an estimate leaves nothing behind (no system either)
+            payload = {
+                "run_id": None,
+                "url": None,
+                "progress_url": None,
+                "estimate": {
+                    "units": estimate.units,
+                    "units_done_before": estimate.units_done_before,
+                    "calls": estimate.calls,
+                    "prompt_tokens": estimate.prompt_tokens,
+                    "completion_tokens": estimate.completion_tokens,
+                    "cost_usd": str(estimate.cost_usd),
+                },
+            }
+            return Response(self.OutputSerializer(payload).data)
+        engine_run_start(run=run, user=request.user)
+        payload = {
+            "run_id": run.pk,
+            "url": reverse("engine:run-detail", args=[run.pk]),
+            "progress_url": reverse("api-engine-run", args=[run.pk]),
+            "estimate": None,
+        }
+        return Response(self.OutputSerializer(payload).data, status=status.HTTP_202_ACCEPTED)

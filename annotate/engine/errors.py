@@ -1,0 +1,39 @@
+"""Errors of the model engine."""
+
+from annotate.errors import AnnotateError, NotFoundError, PermissionDeniedError
+
+
+class EngineError(AnnotateError):
+    """An endpoint or run cannot be used or started as asked; nothing was written."""
+
+
+class EndpointError(EngineError):
+    """An endpoint's settings are invalid (unknown API-key variable, bad number...)."""
+
+
+class EngineRunError(EngineError):
+    """A run cannot be created, started or estimated as asked."""
+
+
+class EngineNotFoundError(NotFoundError):
+    """No such endpoint or run (or not yours to see)."""
+
+
+class EnginePermissionError(PermissionDeniedError):
+    """Only admins may spend money."""
+
+
+class CallError(Exception):
+    """One model call failed; recorded on the call (status error), never raised to a user."""
+
+
+class CallTransientError(CallError):
+    """Worth trying again: 429, 5xx, a timeout or a broken connection."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class CallRejectedError(CallError):
+    """The server refused the request as it stands (400, 401, 404...): asking again cannot help."""

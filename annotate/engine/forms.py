@@ -1,0 +1,58 @@
+"""Forms of the engine pages: an endpoint, a generation run."""
+
+from __future__ import annotations
+
+from django import forms
+
+from annotate.engine.generation import DEFAULT_TEMPLATE, generation_templates
+from annotate.engine.models import Endpoint
+from annotate.engine.services.endpoints import EDITABLE_FIELDS
+from annotate.models import Benchmark, Subset
+
+
+class EndpointForm(forms.ModelForm):
+    """The fields an admin edits; validated again by the service (allow-listed key variable)."""
+
+    stop = forms.CharField(required=False, help_text="Stop sequences, one per line (blank: none).")
+
+    class Meta:
+        model = Endpoint
+        fields = ["name", *EDITABLE_FIELDS]
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk:
+            self.initial["stop"] = "\n".join(self.instance.stop or [])
+
+    def clean_stop(self) -> list[str]:
+        return [line for line in self.cleaned_data["stop"].splitlines() if line]
+
+
+class GenerationRunForm(forms.Form):
+    endpoint = forms.ModelChoiceField(Endpoint.objects.all())
+    benchmark = forms.ModelChoiceField(Benchmark.objects.all())
+    system = forms.CharField(
+        max_length=200, help_text="Created on first use, bound to the endpoint."
+    )
+    subset = forms.ChoiceField(choices=[("", "All instructions"), *Subset.choices], required=False)
+    instruction_ids = forms.CharField(
+        required=False, label="Only these instruction ids", help_text="Comma-separated."
+    )
+    sample = forms.IntegerField(required=False, min_value=1, label="Random sample of N")
+    seed = forms.IntegerField(initial=0, min_value=0, required=False)
+    template = forms.ChoiceField(choices=(), initial=DEFAULT_TEMPLATE)
+    replace = forms.BooleanField(
+        required=False,
+        label="Regenerate responses made with other settings (old ones kept apart, with labels)",
+    )
+    spending_cap_usd = forms.DecimalField(
+        required=False, min_value=0, decimal_places=6, label="Spending cap (USD)"
+    )
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["template"].choices = [(name, name) for name in generation_templates()]
+
+    def clean_instruction_ids(self) -> list[str]:
+        value = self.cleaned_data["instruction_ids"]
+        return [item.strip() for item in value.split(",") if item.strip()]

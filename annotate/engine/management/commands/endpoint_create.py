@@ -1,0 +1,55 @@
+"""Create a model endpoint (a blank --base-url is the offline fake back-end)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.core.management.base import BaseCommand, CommandError
+
+from annotate.engine.errors import EngineError
+from annotate.engine.services import endpoint_create
+
+
+class Command(BaseCommand):
+    help = "Create an endpoint: where and how to call one model, its limits and prices."
+
+    def add_arguments(self, parser):
+        parser.add_argument("name")
+        parser.add_argument("--base-url", required=True, help="Blank: the offline fake.")
+        parser.add_argument("--model", required=True)
+        parser.add_argument("--api-key-env", default="", help="One of ENGINE_API_KEY_ENVS.")
+        parser.add_argument("--concurrency", type=int, default=8)
+        parser.add_argument("--rpm", type=int, default=500, help="Requests per minute.")
+        parser.add_argument("--tpm", type=int, default=200_000, help="Tokens per minute.")
+        parser.add_argument("--temperature", type=float, default=0.0)
+        parser.add_argument("--max-tokens", type=int, default=None, help="Default: not sent.")
+        parser.add_argument("--top-p", type=float, default=None)
+        parser.add_argument("--seed", type=int, default=None)
+        parser.add_argument("--timeout", type=float, default=120.0, help="Seconds per call.")
+        parser.add_argument("--max-retries", type=int, default=5)
+        parser.add_argument("--price-prompt-per-1k", type=Decimal, default=Decimal("0"))
+        parser.add_argument("--price-completion-per-1k", type=Decimal, default=Decimal("0"))
+
+    def handle(self, *args, **o):
+        try:
+            endpoint = endpoint_create(
+                name=o["name"],
+                base_url=o["base_url"],
+                model=o["model"],
+                api_key_env=o["api_key_env"],
+                concurrency=o["concurrency"],
+                requests_per_minute=o["rpm"],
+                tokens_per_minute=o["tpm"],
+                temperature=o["temperature"],
+                max_tokens=o["max_tokens"],
+                top_p=o["top_p"],
+                seed=o["seed"],
+                timeout_seconds=o["timeout"],
+                max_retries=o["max_retries"],
+                price_prompt_per_1k=o["price_prompt_per_1k"],
+                price_completion_per_1k=o["price_completion_per_1k"],
+            )
+        except EngineError as error:
+            raise CommandError(f"{error}\nNothing was written.") from None
+        where = endpoint.base_url or "the offline fake back-end"
+        self.stdout.write(f"Created endpoint {endpoint.name}: {endpoint.model} at {where}.")

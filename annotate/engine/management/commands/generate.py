@@ -1,0 +1,120 @@
+"""Generate a system's responses to a benchmark through an endpoint, with a progress bar."""
+
+from __future__ import annotations
+
+import threading
+from decimal import Decimal
+
+from django.core.management.base import BaseCommand, CommandError
+
+from annotate.engine.errors import EngineError
+from annotate.engine.management.commands._progress import RunProgressBar
+from annotate.engine.models import EngineRun
+from annotate.engine.services import (
+    endpoint_get,
+    engine_run_estimate,
+    engine_run_execute,
+    engine_run_get,
+)
+from annotate.engine.services.generation import (
+    generating_system_get_or_create,
+    generation_run_create,
+)
+from annotate.errors import AnnotateError
+from annotate.models import Benchmark
+
+
+class Command(BaseCommand):
+    help = (
+        "Generate responses of --system to --benchmark through --endpoint (the system is created "
+        "on first use, bound to the endpoint). Only missing responses are generated."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--benchmark")
+        parser.add_argument("--system")
+        parser.add_argument("--endpoint")
+        parser.add_argument("--run", type=int, help="Resume this run instead of creating one.")
+        choice = parser.add_mutually_exclusive_group()
+        choice.add_argument("--instructions", help="Comma-separated instruction ids.")
+        choice.add_argument("--subset", choices=["easy", "hard"])
+        parser.add_argument("--sample", type=int, help="A random sample of N instructions.")
+        parser.add_argument("--seed", type=int, default=0)
+        parser.add_argument("--template", default="generation_infobench_v1")
+        parser.add_argument(
+            "--replace",
+            action="store_true",
+            help="Regenerate responses made "
+            "with other settings (old ones are kept apart with their labels).",
+        )
+        parser.add_argument("--spending-cap", type=Decimal, help="Stop before spending more (USD).")
+        parser.add_argument("--dry-run", action="store_true", help="Print the estimate only.")
+
+    def handle(self, *args, **o):
+        try:
+            run = engine_run_get(run_id=o["run"]) if o["run"] else self._create(o)
+            if o["dry_run"]:
+                self._print_estimate(run)
+                return
+            self._execute(run)
+        except AnnotateError as error:
+            raise CommandError(str(error)) from None
+
+    def _create(self, o) -> EngineRun:
+        if not (o["benchmark"] and o["system"] and o["endpoint"]):
+            raise CommandError("Give --benchmark, --system and --endpoint (or --run).")
+        try:
+            benchmark = Benchmark.objects.get(name=o["benchmark"])
+        except Benchmark.DoesNotExist:
+            raise CommandError(f"No benchmark named {o['benchmark']!r}.") from None
+        endpoint = endpoint_get(name=o["endpoint"])
+        system = generating_system_get_or_create(name=o["system"], endpoint=endpoint)
+        ids = [item.strip() for item in (o["instructions"] or "").split(",") if item.strip()]
+        return generation_run_create(
+            benchmark=benchmark,
+            systems=[system],
+            endpoint=endpoint,
+            subset=o["subset"],
+            instruction_ids=ids or None,
+            sample=o["sample"],
+            seed=o["seed"],
+            template=o["template"],
+            replace=o["replace"],
+            spending_cap_usd=o["spending_cap"],
+        )
+
+    def _print_estimate(self, run: EngineRun) -> None:
+        estimate = engine_run_estimate(run=run)
+        self.stdout.write(
+            f"Run {run.pk} (dry run, nothing sent): {estimate.units} responses to generate "
+            f"({estimate.units_done_before} done already), {estimate.calls} calls, about "
+            f"{estimate.prompt_tokens} prompt + at most {estimate.completion_tokens} completion "
+            f"tokens, at most ${estimate.cost_usd}."
+        )
+
+    def _execute(self, run: EngineRun) -> None:
+        calls_before = run.calls
+        bar = RunProgressBar(run, unit="response")
+        try:
+            run = engine_run_execute(run_id=run.pk, stop=threading.Event(), on_progress=bar)
+        except KeyboardInterrupt:
+            self.stderr.write(
+                f"\nStopped. Answers so far are stored; resume: generate --run {run.pk}"
+            )
+            raise SystemExit(130) from None
+        except EngineError as error:
+            raise CommandError(str(error)) from None
+        finally:
+            bar.close()
+        self.stdout.write(
+            f"Run {run.pk}: {run.get_status_display()}. {run.units_done}/{run.units_total} "
+            f"responses; calls made {run.calls - calls_before}, failed {run.units_failed}, "
+            f"skipped {run.units_skipped} (already done); "
+            f"tokens {run.prompt_tokens}+{run.completion_tokens}, ${run.cost_usd}."
+        )
+        for key, error in run.units.filter(status="failed").values_list("key", "error")[:20]:
+            self.stdout.write(f"  {key}: {error}")
+        if run.error:
+            self.stdout.write(f"  {run.error}")
+        if run.units_failed or run.status != "done":
+            raise CommandError(f"Run {run.pk} did not finish: {run.error or 'units failed'}")

@@ -1,0 +1,265 @@
+"""Models of the engine: endpoints, runs and their units, and every model call made."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class Endpoint(models.Model):
+    """Where and how to call one model: address, key variable, decoding, limits, prices."""
+
+    name = models.CharField(max_length=200, unique=True)
+    base_url = models.CharField(
+        max_length=500, blank=True, help_text="Blank: the offline fake back-end (no network)."
+    )
+    model = models.CharField(max_length=200)
+    api_key_env = models.CharField(
+        max_length=100,
+        blank=True,
+        help_text="Environment variable holding the key (one of ENGINE_API_KEY_ENVS); "
+        "blank for a server that needs none.",
+    )
+    temperature = models.FloatField(default=0)
+    max_tokens = models.PositiveIntegerField(null=True, blank=True, help_text="Blank: not sent.")
+    top_p = models.FloatField(null=True, blank=True, help_text="Blank: not sent.")
+    seed = models.IntegerField(null=True, blank=True, help_text="Blank: not sent.")
+    stop = models.JSONField(default=list, blank=True, help_text="Stop sequences (a list).")
+    timeout_seconds = models.FloatField(default=120)
+    concurrency = models.PositiveSmallIntegerField(default=8)
+    requests_per_minute = models.PositiveIntegerField(default=500)
+    tokens_per_minute = models.PositiveIntegerField(default=200_000)
+    max_retries = models.PositiveSmallIntegerField(default=5)
+    price_prompt_per_1k = models.DecimalField(max_digits=10, decimal_places=6, default=Decimal("0"))
+    price_completion_per_1k = models.DecimalField(
+        max_digits=10, decimal_places=6, default=Decimal("0")
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(condition=Q(concurrency__gte=1), name="endpoint_concurrency_1"),
+            models.CheckConstraint(condition=Q(requests_per_minute__gte=1), name="endpoint_rpm_1"),
+            models.CheckConstraint(condition=Q(tokens_per_minute__gte=1), name="endpoint_tpm_1"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def is_fake(self) -> bool:
+        return not self.base_url
+
+    @property
+    def spends_money(self) -> bool:
+        """Any endpoint with an address may bill someone; only the offline fake is free."""
+        return not self.is_fake
+
+
+class RunStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    RUNNING = "running", "Running"
+    DONE = "done", "Done"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Stopped"
+
+
+class EngineRun(models.Model):
+    """A batch of units of one kind (generation, judge...) on one endpoint, resumable."""
+
+    kind = models.CharField(max_length=40)
+    endpoint = models.ForeignKey(Endpoint, on_delete=models.PROTECT, related_name="runs")
+    status = models.CharField(max_length=9, choices=RunStatus.choices, default=RunStatus.PENDING)
+    params = models.JSONField(default=dict, blank=True)
+    description = models.CharField(max_length=300, blank=True)
+    units_total = models.PositiveIntegerField(default=0)
+    units_done = models.PositiveIntegerField(default=0)
+    units_failed = models.PositiveIntegerField(default=0)
+    units_skipped = models.PositiveIntegerField(
+        default=0, help_text="Units found done before this run started (no call made)."
+    )
+    calls = models.PositiveIntegerField(default=0)
+    calls_failed = models.PositiveIntegerField(default=0)
+    prompt_tokens = models.PositiveBigIntegerField(default=0)
+    completion_tokens = models.PositiveBigIntegerField(default=0)
+    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=Decimal("0"))
+    call_seconds = models.FloatField(default=0, help_text="Sum of the calls' latencies.")
+    spending_cap_usd = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    cost_reserved_usd = models.DecimalField(
+        max_digits=12,
+        decimal_places=6,
+        default=Decimal("0"),
+        help_text="Worst cost of the calls in flight or not yet stored (Celery chunks, with a cap).",
+    )
+    stop_requested = models.BooleanField(default=False)
+    heartbeat = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="engine_runs",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=RunStatus.values), name="enginerun_status_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} run #{self.pk} on {self.endpoint.name}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in (RunStatus.PENDING, RunStatus.RUNNING)
+
+
+class UnitStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    DONE = "done", "Done"
+    SKIPPED = "skipped", "Done before this run"
+    FAILED = "failed", "Failed"
+
+
+class EngineUnit(models.Model):
+    """One unit of a run, keyed by its content (item, endpoint, parameters, prompt version)."""
+
+    run = models.ForeignKey(EngineRun, on_delete=models.CASCADE, related_name="units")
+    key = models.CharField(max_length=200)
+    status = models.CharField(max_length=7, choices=UnitStatus.choices, default=UnitStatus.PENDING)
+    error = models.TextField(blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "key"], name="engineunit_unique_key"),
+            models.CheckConstraint(
+                condition=Q(status__in=UnitStatus.values), name="engineunit_status_valid"
+            ),
+        ]
+        indexes = [models.Index(fields=["run", "status"], name="engineunit_run_status")]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} / {self.key} ({self.status})"
+
+
+class ChunkStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    RUNNING = "running", "Running"
+    DONE = "done", "Done"
+
+
+class EngineChunk(models.Model):
+    """A slice of a run's units handed to one Celery task (a run started with a broker).
+
+    `outcome` is blank (its units ended), "failed" (the protocol's code raised: `error`) or
+    "cancelled" (stopped, or the spending cap: `error`). The last chunk to end finishes the run.
+    """
+
+    run = models.ForeignKey(EngineRun, on_delete=models.CASCADE, related_name="chunks")
+    index = models.PositiveIntegerField()
+    keys = models.JSONField(default=list)
+    status = models.CharField(
+        max_length=7, choices=ChunkStatus.choices, default=ChunkStatus.PENDING
+    )
+    outcome = models.CharField(max_length=9, blank=True)
+    error = models.TextField(blank=True)
+    task_id = models.CharField(max_length=255, blank=True)
+    worker = models.CharField(max_length=255, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "index"], name="enginechunk_unique_index"),
+            models.CheckConstraint(
+                condition=Q(status__in=ChunkStatus.values), name="enginechunk_status_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} chunk {self.index} ({self.status})"
+
+
+# How an error call that reached the server but carried no text begins its message: the
+# message's content was an empty string, or null. A protocol that must read them as a reference
+# script does (the official InFoBench evaluation.py) tells them apart with the properties below.
+EMPTY_REPLY = "empty reply"
+NULL_CONTENT = "null content"
+
+
+class CallStatus(models.TextChoices):
+    OK = "ok", "OK"
+    ERROR = "error", "Error"
+    TRUNCATED = "truncated", "Truncated (length)"
+    REFUSED = "refused", "Refused (content filter)"
+
+
+class EngineCall(models.Model):
+    """One model call as sent and as answered. Only ok and truncated calls carry reply text."""
+
+    run = models.ForeignKey(
+        EngineRun, null=True, blank=True, on_delete=models.CASCADE, related_name="engine_calls"
+    )
+    endpoint = models.ForeignKey(Endpoint, on_delete=models.PROTECT, related_name="calls")
+    unit_key = models.CharField(max_length=200, blank=True, db_index=True)
+    purpose = models.CharField(max_length=100, blank=True)
+    status = models.CharField(max_length=9, choices=CallStatus.choices)
+    request = models.JSONField(help_text="The exact request body sent.")
+    reply = models.TextField(blank=True)
+    error = models.TextField(blank=True)
+    finish_reason = models.CharField(max_length=40, blank=True)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    usage_estimated = models.BooleanField(
+        default=False, help_text="The server sent no usage: tokens are estimated (4 chars each)."
+    )
+    latency_ms = models.PositiveIntegerField(default=0)
+    retries = models.PositiveSmallIntegerField(default=0)
+    system_fingerprint = models.CharField(max_length=200, blank=True)
+    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=Decimal("0"))
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=CallStatus.values), name="enginecall_status_valid"
+            ),
+            # A failure is never stored as an answer.
+            models.CheckConstraint(
+                condition=Q(status__in=["ok", "truncated"]) | Q(reply=""),
+                name="enginecall_no_reply_on_failure",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"call #{self.pk} {self.purpose or self.unit_key} ({self.status})"
+
+    @property
+    def answered(self) -> bool:
+        """True when the call has reply text (ok, or cut at the token limit)."""
+        return self.status in (CallStatus.OK, CallStatus.TRUNCATED)
+
+    @property
+    def empty_reply(self) -> bool:
+        """True when the server answered with an empty string (stored as an error)."""
+        return self.status == CallStatus.ERROR and self.error.startswith(EMPTY_REPLY)
+
+    @property
+    def content_null(self) -> bool:
+        """True when the server answered with `"content": null` (stored as an error)."""
+        return self.status == CallStatus.ERROR and self.error.startswith(NULL_CONTENT)

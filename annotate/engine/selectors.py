@@ -1,0 +1,67 @@
+"""Reads of the engine: a run's progress (for its page and the JSON it polls), recent runs."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from annotate.engine.models import Endpoint, EngineCall, EngineRun, RunStatus
+from annotate.engine.services.runs import engine_runs_reap
+
+
+def engine_run_progress(*, run: EngineRun, now: datetime | None = None) -> dict:
+    """Return the run's counters as plain values; a run whose worker vanished is marked failed
+    here too, so its page never shows "running" for ever."""
+    now = now or timezone.now()
+    if run.status == RunStatus.RUNNING and engine_runs_reap(now=now, run_id=run.pk):
+        run.refresh_from_db()
+    end = run.finished_at or now
+    elapsed = (end - run.started_at).total_seconds() if run.started_at else 0.0
+    units_ended = run.units_done + run.units_failed
+    return {
+        "run_id": run.pk,
+        "kind": run.kind,
+        "status": run.status,
+        "status_display": run.get_status_display(),
+        "active": run.is_active,
+        "units_total": run.units_total,
+        "units_done": run.units_done,
+        "units_failed": run.units_failed,
+        "units_skipped": run.units_skipped,
+        "percent": int(100 * units_ended / run.units_total) if run.units_total else 0,
+        "calls": run.calls,
+        "calls_failed": run.calls_failed,
+        "prompt_tokens": run.prompt_tokens,
+        "completion_tokens": run.completion_tokens,
+        "cost_usd": str(run.cost_usd),
+        "spending_cap_usd": None if run.spending_cap_usd is None else str(run.spending_cap_usd),
+        "elapsed_seconds": round(max(0.0, elapsed), 1),
+        "call_seconds": round(run.call_seconds, 1),
+        "stop_requested": run.stop_requested,
+        "error": run.error,
+    }
+
+
+def engine_run_list(*, kind: str | None = None) -> QuerySet[EngineRun]:
+    runs = EngineRun.objects.select_related("endpoint", "created_by")
+    return runs.filter(kind=kind) if kind else runs
+
+
+def engine_run_recent_errors(*, run: EngineRun, limit: int = 20) -> list[dict]:
+    """Return the run's failed units with their messages, first failed first."""
+    return [
+        {"unit": key, "error": error}
+        for key, error in run.units.filter(status="failed")
+        .order_by("updated_at", "pk")
+        .values_list("key", "error")[:limit]
+    ]
+
+
+def endpoint_last_test(*, endpoint: Endpoint) -> EngineCall | None:
+    return (
+        EngineCall.objects.filter(endpoint=endpoint, purpose="test connection")
+        .order_by("-created_at", "-pk")
+        .first()
+    )

@@ -1,0 +1,39 @@
+"""Writes of the engine. The names here are the engine's API for protocols (docs/engine.md)."""
+
+from annotate.engine.services.calls import call_cost, endpoint_test, engine_call
+from annotate.engine.services.endpoints import (
+    endpoint_create,
+    endpoint_get,
+    endpoint_request_body,
+    endpoint_update,
+)
+from annotate.engine.services.runs import (
+    RunEstimate,
+    engine_background_wait,
+    engine_run_create,
+    engine_run_estimate,
+    engine_run_execute,
+    engine_run_get,
+    engine_run_start,
+    engine_run_stop,
+    engine_runs_reap,
+)
+
+__all__ = [
+    "RunEstimate",
+    "call_cost",
+    "endpoint_create",
+    "endpoint_get",
+    "endpoint_request_body",
+    "endpoint_test",
+    "endpoint_update",
+    "engine_background_wait",
+    "engine_call",
+    "engine_run_create",
+    "engine_run_estimate",
+    "engine_run_execute",
+    "engine_run_get",
+    "engine_run_start",
+    "engine_run_stop",
+    "engine_runs_reap",
+]

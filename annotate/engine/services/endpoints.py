@@ -1,0 +1,171 @@
+"""Writes of endpoints, and what a call needs from one: its request body and its transport."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from django.db import IntegrityError, transaction
+
+from annotate.engine.client import Transport, TransportOptions, transport_for
+from annotate.engine.errors import EndpointError, EngineNotFoundError
+from annotate.engine.models import Endpoint
+from annotate.secrets import ApiKeyEnvError, api_key_env_validate
+
+EDITABLE_FIELDS = (
+    "base_url",
+    "model",
+    "api_key_env",
+    "temperature",
+    "max_tokens",
+    "top_p",
+    "seed",
+    "stop",
+    "timeout_seconds",
+    "concurrency",
+    "requests_per_minute",
+    "tokens_per_minute",
+    "max_retries",
+    "price_prompt_per_1k",
+    "price_completion_per_1k",
+)
+_AT_LEAST_ONE = ("concurrency", "requests_per_minute", "tokens_per_minute")
+
+
+def _validate(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """Return the fields cleaned, or raise EndpointError naming the first bad field."""
+    unknown = set(fields) - set(EDITABLE_FIELDS)
+    if unknown:
+        raise EndpointError(f"Unknown endpoint field(s): {', '.join(sorted(unknown))}.")
+    cleaned = dict(fields)
+    if "model" in cleaned and not str(cleaned["model"]).strip():
+        raise EndpointError("Field 'model': an endpoint needs a model name.")
+    base_url = str(cleaned.get("base_url") or "").strip()
+    if base_url and not base_url.startswith(("http://", "https://")):
+        raise EndpointError(f"Field 'base_url': {base_url!r} is not an http(s) address.")
+    if "base_url" in cleaned:
+        cleaned["base_url"] = base_url
+    if "api_key_env" in cleaned:
+        try:
+            cleaned["api_key_env"] = api_key_env_validate(str(cleaned["api_key_env"] or ""))
+        except ApiKeyEnvError as error:
+            raise EndpointError(f"Field 'api_key_env': {error}") from None
+    for name in _AT_LEAST_ONE:
+        if name in cleaned and int(cleaned[name]) < 1:
+            raise EndpointError(f"Field '{name}': must be at least 1, not {cleaned[name]}.")
+    if cleaned.get("max_tokens") is not None and int(cleaned["max_tokens"]) < 1:
+        raise EndpointError("Field 'max_tokens': must be at least 1 (or blank: not sent).")
+    for name in ("price_prompt_per_1k", "price_completion_per_1k"):
+        if name in cleaned:
+            try:
+                cleaned[name] = Decimal(str(cleaned[name]))
+            except InvalidOperation:
+                raise EndpointError(f"Field '{name}': {cleaned[name]!r} is not a number.") from None
+            if cleaned[name] < 0:
+                raise EndpointError(f"Field '{name}': a price cannot be negative.")
+    if "stop" in cleaned:
+        stop = cleaned["stop"] or []
+        if isinstance(stop, str):
+            stop = [stop]
+        if not all(isinstance(item, str) for item in stop):
+            raise EndpointError("Field 'stop': expected a list of strings.")
+        cleaned["stop"] = list(stop)
+    return cleaned
+
+
+@transaction.atomic
+def endpoint_create(*, name: str, model: str, **fields: Any) -> Endpoint:
+    """Create an endpoint; a blank base_url means the offline fake back-end."""
+    name = name.strip()
+    if not name:
+        raise EndpointError("Field 'name': an endpoint needs a name.")
+    if Endpoint.objects.filter(name=name).exists():
+        raise EndpointError(f"Field 'name': an endpoint named {name!r} exists already.")
+    cleaned = _validate({"model": model, **fields})
+    try:
+        with transaction.atomic():
+            return Endpoint.objects.create(name=name, **cleaned)
+    except IntegrityError as error:
+        raise EndpointError(f"Invalid endpoint {name!r}: {error}") from None
+
+
+@transaction.atomic
+def endpoint_update(*, endpoint: Endpoint, name: str | None = None, **fields: Any) -> Endpoint:
+    """Change an endpoint's name or settings; stored calls keep the request they were sent."""
+    if name is not None and name.strip() != endpoint.name:
+        name = name.strip()
+        if not name or Endpoint.objects.filter(name=name).exclude(pk=endpoint.pk).exists():
+            raise EndpointError(f"Field 'name': {name!r} is empty or taken.")
+        endpoint.name = name
+    cleaned = _validate(fields)
+    for name, value in cleaned.items():
+        setattr(endpoint, name, value)
+    endpoint.save()
+    return endpoint
+
+
+def endpoint_get(*, name: str | None = None, endpoint_id: int | None = None) -> Endpoint:
+    try:
+        if endpoint_id is not None:
+            return Endpoint.objects.get(pk=endpoint_id)
+        return Endpoint.objects.get(name=name)
+    except Endpoint.DoesNotExist:
+        raise EngineNotFoundError(f"No endpoint {name or endpoint_id!r}.") from None
+
+
+def endpoint_request_body(
+    *,
+    endpoint: Endpoint,
+    messages: Sequence[Mapping[str, str]],
+    params: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Return the exact body to send: model, messages, the endpoint's decoding parameters.
+
+    Optional parameters (max_tokens, top_p, seed, stop) are sent only when set. `params`
+    overrides any key; a value of None removes it (a protocol that must send exactly
+    model, messages and temperature passes {"max_tokens": None}).
+    """
+    body: dict[str, Any] = {
+        "model": endpoint.model,
+        "messages": [{"role": m["role"], "content": m["content"]} for m in messages],
+        "temperature": endpoint.temperature,
+    }
+    optional = {
+        "max_tokens": endpoint.max_tokens,
+        "top_p": endpoint.top_p,
+        "seed": endpoint.seed,
+        "stop": endpoint.stop or None,
+    }
+    body.update({key: value for key, value in optional.items() if value is not None})
+    for key, value in (params or {}).items():
+        if value is None:
+            body.pop(key, None)
+        else:
+            body[key] = value
+    return body
+
+
+def endpoint_transport(*, endpoint: Endpoint, timeout_seconds: float | None = None) -> Transport:
+    """Return the transport, with the API key read from the endpoint's allowed variable."""
+    api_key = ""
+    if endpoint.api_key_env and not endpoint.is_fake:
+        try:  # checked again here: the allow-list may have shrunk since the endpoint was saved
+            api_key_env_validate(endpoint.api_key_env)
+        except ApiKeyEnvError as error:
+            raise EndpointError(f"Endpoint {endpoint.name!r}: {error}") from None
+        api_key = os.environ.get(endpoint.api_key_env, "")
+        if not api_key:
+            raise EndpointError(
+                f"Endpoint {endpoint.name!r}: set the environment variable "
+                f"{endpoint.api_key_env} to the API key (or clear 'API key env' for a server "
+                "that needs none)."
+            )
+    return transport_for(
+        TransportOptions(
+            base_url=endpoint.base_url,
+            api_key=api_key,
+            timeout_seconds=timeout_seconds or endpoint.timeout_seconds,
+        )
+    )

@@ -1,0 +1,886 @@
+"""Runs: create one, estimate it, start it in the background, execute it, stop it, reap it.
+
+With a broker a run is split into chunks (`EngineChunk`), one Celery task each, so several
+workers share it; each chunk runs the same executor on its own keys and the last chunk to end
+finishes the run (`engine_run_dispatch`, `engine_run_chunk_execute`).
+
+Execution: worker threads (the endpoint's concurrency) only talk to the API; the thread that
+called `engine_run_execute` stores their results every BATCH_SECONDS in one transaction (calls,
+the protocol's own rows, unit statuses, run counters), beats the heartbeat and watches for a
+stop asked from a page. A crash loses at most the last batch window of answers; a rerun does
+only the units not stored as done.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import connection, transaction
+from django.db.models import Count, F
+from django.utils import timezone
+
+from annotate.engine.bulk import rows_insert
+from annotate.engine.client import DEFAULT_COMPLETION_ESTIMATE
+from annotate.engine.errors import (
+    EndpointError,
+    EngineNotFoundError,
+    EnginePermissionError,
+    EngineRunError,
+)
+from annotate.engine.models import (
+    ChunkStatus,
+    Endpoint,
+    EngineCall,
+    EngineChunk,
+    EngineRun,
+    EngineUnit,
+    RunStatus,
+    UnitStatus,
+)
+from annotate.engine.protocols import (
+    RunContext,
+    RunProtocol,
+    UnitEstimate,
+    UnitFailed,
+    UnitResult,
+    UnitStopped,
+    protocol_for,
+)
+from annotate.engine.services.calls import call_cost, call_send, retry_policy, run_totals_delta
+from annotate.engine.services.endpoints import endpoint_transport
+from annotate.roles import is_admin, is_researcher
+from config.celery import app as celery_app
+
+logger = logging.getLogger(__name__)
+
+BATCH_SECONDS = 0.25
+MAX_BATCH = 500
+_ACTIVE = (RunStatus.PENDING, RunStatus.RUNNING)
+
+
+# --- Creating and estimating ------------------------------------------------------------------
+
+
+def engine_run_check_may_start(*, user: AbstractBaseUser | None, endpoint: Endpoint) -> None:
+    """Researchers may use the free fake; only admins spend money. None = the console."""
+    if user is None:
+        return
+    if not is_researcher(user):
+        raise EngineNotFoundError("No such page.")
+    if endpoint.spends_money and not is_admin(user):
+        raise EnginePermissionError(
+            f"Endpoint {endpoint.name!r} calls a paid API: only an admin may start a run on it."
+        )
+
+
+def engine_run_create(
+    *,
+    kind: str,
+    endpoint: Endpoint,
+    params: dict[str, Any],
+    created_by: AbstractBaseUser | None = None,
+    spending_cap_usd: Decimal | None = None,
+    description: str = "",
+) -> EngineRun:
+    """Create a pending run of `kind` (a key of ENGINE_PROTOCOLS); nothing is called yet."""
+    protocol_for(kind)  # fails early on an unknown kind
+    if spending_cap_usd is not None and spending_cap_usd < 0:
+        raise EngineRunError("Field 'spending_cap_usd': a cap cannot be negative.")
+    return EngineRun.objects.create(
+        kind=kind,
+        endpoint=endpoint,
+        params=params,
+        description=description[:300],
+        spending_cap_usd=spending_cap_usd,
+        created_by=created_by if created_by is not None and created_by.is_authenticated else None,
+    )
+
+
+def engine_run_get(*, run_id: int) -> EngineRun:
+    try:
+        return EngineRun.objects.select_related("endpoint").get(pk=run_id)
+    except EngineRun.DoesNotExist:
+        raise EngineNotFoundError(f"No run {run_id}.") from None
+
+
+@dataclass(frozen=True)
+class RunEstimate:
+    """The most a run will still spend: units left, calls, tokens, dollars (estimated)."""
+
+    units: int
+    units_done_before: int
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: Decimal
+
+
+def _completion_estimate(endpoint: Endpoint) -> int:
+    return endpoint.max_tokens or DEFAULT_COMPLETION_ESTIMATE
+
+
+def engine_run_estimate(*, run: EngineRun) -> RunEstimate:
+    """Estimate what the run's missing units will cost, without sending anything.
+
+    Prompt tokens are counted at four characters a token; each reply is assumed as long as the
+    endpoint's max_tokens (else DEFAULT_COMPLETION_ESTIMATE): an upper bound for most runs.
+    """
+    protocol = protocol_for(run.kind)
+    keys = protocol.units(run)
+    done = _done_keys(run, protocol, keys)
+    missing = [key for key in keys if key not in done]
+    work = _load(protocol, run, missing)
+    calls = prompt = completion = 0
+    for key in missing:
+        unit = (
+            protocol.estimate(run, key, work.get(key))
+            if hasattr(protocol, "estimate")
+            else UnitEstimate(calls=1, prompt_tokens=0)
+        )
+        calls += unit.calls
+        prompt += unit.prompt_tokens
+        each = (
+            unit.completion_tokens
+            if unit.completion_tokens is not None
+            else _completion_estimate(run.endpoint)
+        )
+        completion += each * unit.calls
+    return RunEstimate(
+        units=len(missing),
+        units_done_before=len(keys) - len(missing),
+        calls=calls,
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        cost_usd=call_cost(
+            endpoint=run.endpoint, prompt_tokens=prompt, completion_tokens=completion
+        ),
+    )
+
+
+def _done_keys(run: EngineRun, protocol: RunProtocol, keys: Sequence[str]) -> set[str]:
+    done = set(
+        EngineUnit.objects.filter(
+            run=run, status__in=(UnitStatus.DONE, UnitStatus.SKIPPED)
+        ).values_list("key", flat=True)
+    )
+    rest = [key for key in keys if key not in done]
+    if rest and hasattr(protocol, "done_units"):
+        done |= set(protocol.done_units(run, rest))
+    return done
+
+
+def _load(protocol: RunProtocol, run: EngineRun, keys: Sequence[str]) -> dict[str, Any]:
+    if not keys or not hasattr(protocol, "load"):
+        return {}
+    return protocol.load(run, list(keys))
+
+
+# --- Starting, stopping, reaping --------------------------------------------------------------
+
+_threads: list[threading.Thread] = []
+
+
+def _broker_configured() -> bool:
+    return bool(settings.CELERY_BROKER_URL) and not celery_app.conf.task_always_eager
+
+
+def engine_run_start(*, run: EngineRun, user: AbstractBaseUser | None = None) -> None:
+    """Start (or resume) the run once this transaction commits, and return at once.
+
+    With a broker, a Celery worker runs it; otherwise a background thread of this process
+    (never the web request itself). Only missing units are done.
+    """
+    engine_run_check_may_start(user=user, endpoint=run.endpoint)
+    if run.status == RunStatus.RUNNING and not _heartbeat_stale(run, timezone.now()):
+        raise EngineRunError(f"Run {run.pk} is running already.")
+    EngineRun.objects.filter(pk=run.pk).update(
+        status=RunStatus.PENDING, stop_requested=False, error="", finished_at=None
+    )
+    run.status, run.stop_requested, run.error = RunStatus.PENDING, False, ""
+    if _broker_configured():
+        from annotate.engine import tasks  # tasks import this module
+        from annotate.services.deferred_tasks import task_enqueue_on_commit
+
+        chunk_units = settings.ENGINE_CELERY_CHUNK_UNITS
+        EngineChunk.objects.filter(run=run).delete()  # an earlier start's (a lost worker's)
+        task_enqueue_on_commit(task=tasks.engine_run_task, args=(run.pk, chunk_units))
+        return
+    transaction.on_commit(lambda: _start_thread(run.pk))
+
+
+def _start_thread(run_id: int) -> None:
+    thread = threading.Thread(
+        target=_execute_in_thread, args=(run_id,), name=f"engine-run-{run_id}", daemon=True
+    )
+    _threads[:] = [t for t in _threads if t.is_alive()] + [thread]
+    thread.start()
+
+
+def _execute_in_thread(run_id: int) -> None:
+    try:
+        engine_run_execute(run_id=run_id)
+    except Exception:  # recorded on the run by engine_run_execute; a thread has nobody to tell
+        logger.exception("Engine run %s failed", run_id)
+    finally:
+        connection.close()
+
+
+def engine_background_wait(timeout: float = 60.0) -> None:
+    """Wait for this process's background runs to end (tests and management commands)."""
+    deadline = time.monotonic() + timeout
+    for thread in list(_threads):
+        thread.join(max(0.0, deadline - time.monotonic()))
+
+
+def engine_run_stop(*, run: EngineRun) -> None:
+    """Ask the run to stop after the calls in flight; a pending run is stopped at once."""
+    EngineRun.objects.filter(pk=run.pk).update(stop_requested=True)
+    EngineRun.objects.filter(pk=run.pk, status=RunStatus.PENDING).update(
+        status=RunStatus.CANCELLED, finished_at=timezone.now(), error="Stopped before it started."
+    )
+
+
+def _heartbeat_stale(run: EngineRun, now: datetime) -> bool:
+    timeout = timedelta(seconds=settings.ENGINE_HEARTBEAT_TIMEOUT_SECONDS)
+    return run.heartbeat is None or run.heartbeat < now - timeout
+
+
+def engine_runs_reap(*, now: datetime | None = None, run_id: int | None = None) -> int:
+    """Mark failed the running runs (or the one run) whose worker stopped beating."""
+    now = now or timezone.now()
+    limit = now - timedelta(seconds=settings.ENGINE_HEARTBEAT_TIMEOUT_SECONDS)
+    runs = EngineRun.objects.filter(status=RunStatus.RUNNING, heartbeat__lt=limit)
+    if run_id is not None:
+        runs = runs.filter(pk=run_id)
+    return runs.update(
+        status=RunStatus.FAILED,
+        finished_at=now,
+        error=(
+            "The worker running this run stopped answering (no heartbeat for "
+            f"{settings.ENGINE_HEARTBEAT_TIMEOUT_SECONDS} s). Start it again to do what is left."
+        ),
+    )
+
+
+# --- Executing --------------------------------------------------------------------------------
+
+
+class _Budget:
+    """Spending so far plus calls in flight, against the run's cap (thread-safe)."""
+
+    def __init__(self, *, spent: Decimal, cap: Decimal | None) -> None:
+        self.spent, self.cap, self.reserved = spent, cap, Decimal(0)
+        self.lock = threading.Lock()
+        self.exceeded = False
+
+    def reserve(self, amount: Decimal) -> bool:
+        with self.lock:
+            if self.cap is not None and self.spent + self.reserved + amount > self.cap:
+                self.exceeded = True
+                return False
+            self.reserved += amount
+            return True
+
+    def settle(self, *, reserved: Decimal, actual: Decimal) -> None:
+        with self.lock:
+            self.reserved -= reserved
+            self.spent += actual
+
+
+class _SharedBudget:
+    """The cap across the chunks of a run, held on the run's row (several worker processes).
+
+    Before each call its worst cost is added to `cost_reserved_usd` by one conditional UPDATE
+    (cost_usd + cost_reserved_usd + worst <= cap), atomic on every database. After the call the
+    reservation becomes the actual cost, which leaves `cost_reserved_usd` in the transaction
+    that adds it to `cost_usd` (`_store`), so spent + in flight is never counted short.
+    """
+
+    def __init__(self, *, run_id: int, cap: Decimal | None) -> None:
+        self.run_id, self.cap = run_id, cap
+        self.exceeded = False
+
+    def reserve(self, amount: Decimal) -> bool:
+        if self.cap is None:
+            return True
+        try:
+            reserved = (
+                EngineRun.objects.filter(pk=self.run_id)
+                .filter(cost_usd__lte=self.cap - amount - F("cost_reserved_usd"))
+                .update(cost_reserved_usd=F("cost_reserved_usd") + amount)
+            )
+        finally:
+            connection.close()  # a worker thread's own connection
+        if not reserved:
+            self.exceeded = True
+        return bool(reserved)
+
+    def settle(self, *, reserved: Decimal, actual: Decimal) -> None:
+        if self.cap is None or reserved == actual:
+            return
+        try:
+            EngineRun.objects.filter(pk=self.run_id).update(
+                cost_reserved_usd=F("cost_reserved_usd") - reserved + actual
+            )
+        finally:
+            connection.close()
+
+
+class _CapReached(Exception):  # noqa: N818 - control flow
+    pass
+
+
+class _Executor:
+    def __init__(
+        self,
+        run: EngineRun,
+        protocol: RunProtocol,
+        stop: threading.Event,
+        sleep,
+        budget: _Budget | _SharedBudget | None = None,
+    ):
+        self.run, self.protocol, self.stop = run, protocol, stop
+        self.endpoint = run.endpoint
+        self.transport = endpoint_transport(endpoint=self.endpoint)
+        self.policy = retry_policy(endpoint=self.endpoint, sleep=sleep)
+        self.budget = budget or _Budget(spent=run.cost_usd, cap=run.spending_cap_usd)
+        self.results: queue.Queue[UnitResult | EngineCall] = queue.Queue()
+        self.fatal: list[str] = []
+        self.completion_estimate = _completion_estimate(self.endpoint)
+
+    def send(self, *, messages, unit_key, purpose, params) -> EngineCall:
+        from annotate.engine.client import estimate_prompt_tokens
+
+        completion = (params or {}).get("max_tokens") or self.completion_estimate
+        reserved = call_cost(
+            endpoint=self.endpoint,
+            prompt_tokens=estimate_prompt_tokens(messages),
+            completion_tokens=completion,
+        )
+        if not self.budget.reserve(reserved):
+            self.stop.set()
+            raise _CapReached
+        call = None
+        try:
+            call = call_send(
+                endpoint=self.endpoint,
+                transport=self.transport,
+                policy=self.policy,
+                messages=messages,
+                run_id=self.run.pk,
+                unit_key=unit_key,
+                purpose=purpose,
+                params=params,
+                should_stop=self.stop.is_set,
+            )
+        finally:
+            self.budget.settle(reserved=reserved, actual=call.cost_usd if call else Decimal(0))
+        self.results.put(call)  # stored with the next batch, before its unit ends
+        return call
+
+    def do_unit(self, key: str, work: Any) -> None:
+        if self.stop.is_set():
+            return
+        ctx = RunContext(
+            run=self.run,
+            unit_key=key,
+            work=work,
+            send=self.send,
+            stop=self.stop,
+            policy=self.policy,
+        )
+        result = UnitResult(key=key)
+        try:
+            result.value = self.protocol.execute(self.run, key, ctx)
+        except UnitFailed as error:
+            result.error, result.value = str(error) or "failed", error.value
+        except (UnitStopped, _CapReached):
+            result.finished = False  # stays pending for the next start
+        except Exception as error:  # a bug in the protocol: the whole run fails, loudly
+            self.fatal.append(f"{type(error).__name__}: {error}")
+            logger.error("Run %s unit %s raised:\n%s", self.run.pk, key, traceback.format_exc())
+            self.stop.set()
+            result.finished = False
+        result.calls = ctx.calls
+        self.results.put(result)
+
+
+def _prepare_units(run: EngineRun, protocol: RunProtocol) -> list[str]:
+    """Create the run's unit rows, mark those done elsewhere skipped, failed ones pending again.
+
+    Return the keys left to do, in the protocol's order.
+    """
+    keys = protocol.units(run)
+    if len(set(keys)) != len(keys):
+        raise EngineRunError(f"Run {run.pk}: the protocol {run.kind!r} returned duplicate keys.")
+    known = dict(EngineUnit.objects.filter(run=run).values_list("key", "status"))
+    new = [key for key in keys if key not in known]
+    now = connection.ops.adapt_datetimefield_value(timezone.now())
+    rows_insert(
+        EngineUnit,
+        ["run", "key", "status", "error", "attempts", "updated_at"],
+        [(run.pk, key, UnitStatus.PENDING, "", 0, now) for key in new],
+        on_conflict="(run_id, key) DO NOTHING",
+    )
+    EngineUnit.objects.filter(run=run, status=UnitStatus.FAILED).update(
+        status=UnitStatus.PENDING, error=""
+    )
+    pending = [key for key in keys if known.get(key) not in (UnitStatus.DONE, UnitStatus.SKIPPED)]
+    if pending and hasattr(protocol, "done_units"):
+        skipped = set(protocol.done_units(run, pending))
+        if skipped:
+            EngineUnit.objects.filter(run=run, key__in=skipped).update(status=UnitStatus.SKIPPED)
+            pending = [key for key in pending if key not in skipped]
+    _recount(run.pk)
+    return pending
+
+
+def _recount(run_id: int) -> None:
+    counts = dict(
+        EngineUnit.objects.filter(run_id=run_id)
+        .values_list("status")
+        .annotate(n=Count("pk"))
+        .values_list("status", "n")
+    )
+    EngineRun.objects.filter(pk=run_id).update(
+        units_total=sum(counts.values()),
+        units_done=counts.get(UnitStatus.DONE, 0) + counts.get(UnitStatus.SKIPPED, 0),
+        units_skipped=counts.get(UnitStatus.SKIPPED, 0),
+        units_failed=counts.get(UnitStatus.FAILED, 0),
+    )
+
+
+def _store(
+    run: EngineRun,
+    protocol: RunProtocol,
+    items: Sequence[UnitResult | EngineCall],
+    *,
+    shared_cap: bool = False,
+) -> None:
+    """Save the calls, let the protocol store its rows, mark units, add to the run's totals.
+
+    `items` are calls made (each put on the queue as soon as it returned) and units ended.
+    """
+    results = [item for item in items if isinstance(item, UnitResult)]
+    calls = [item for item in items if isinstance(item, EngineCall) and item.pk is None]
+    queued = {id(call) for call in calls}
+    calls += [c for r in results for c in r.calls if c.pk is None and id(c) not in queued]
+    now = timezone.now()
+    with transaction.atomic():
+        if calls:
+            calls_insert(calls, now=now)
+            if hasattr(protocol, "store_calls"):
+                protocol.store_calls(run, calls)
+        finished = [r for r in results if r.finished]
+        done = [r for r in finished if not r.failed]
+        if finished and hasattr(protocol, "store"):
+            protocol.store(run, finished)
+        if done:
+            EngineUnit.objects.filter(run=run, key__in=[r.key for r in done]).update(
+                status=UnitStatus.DONE, error="", attempts=F("attempts") + 1, updated_at=now
+            )
+        for result in finished:
+            if result.failed:
+                EngineUnit.objects.filter(run=run, key=result.key).update(
+                    status=UnitStatus.FAILED,
+                    error=result.error[:2000],
+                    attempts=F("attempts") + 1,
+                    updated_at=now,
+                )
+        failed = len(finished) - len(done)
+        totals = run_totals_delta(calls) if calls else {}
+        if calls and shared_cap:  # the calls' cost moves from reserved to spent
+            cost = sum((c.cost_usd for c in calls), Decimal(0))
+            totals["cost_reserved_usd"] = F("cost_reserved_usd") - cost
+        EngineRun.objects.filter(pk=run.pk).update(
+            units_done=F("units_done") + len(done),
+            units_failed=F("units_failed") + failed,
+            heartbeat=now,
+            **totals,
+        )
+
+
+_CALL_FIELDS = (
+    "run",
+    "endpoint",
+    "unit_key",
+    "purpose",
+    "status",
+    "request",
+    "reply",
+    "error",
+    "finish_reason",
+    "prompt_tokens",
+    "completion_tokens",
+    "usage_estimated",
+    "latency_ms",
+    "retries",
+    "system_fingerprint",
+    "cost_usd",
+    "created_at",
+)
+
+
+def calls_insert(calls: Sequence[EngineCall], *, now: datetime) -> None:
+    """Save new calls with one INSERT per 500 and set their ids (no per-field model work)."""
+    request_field = EngineCall._meta.get_field("request")
+    cost_field = EngineCall._meta.get_field("cost_usd")
+    created = connection.ops.adapt_datetimefield_value(now)
+    rows = [
+        (
+            c.run_id,
+            c.endpoint_id,
+            c.unit_key,
+            c.purpose,
+            c.status,
+            request_field.get_db_prep_save(c.request, connection),
+            c.reply,
+            c.error,
+            c.finish_reason,
+            c.prompt_tokens,
+            c.completion_tokens,
+            c.usage_estimated,
+            c.latency_ms,
+            c.retries,
+            c.system_fingerprint,
+            cost_field.get_db_prep_save(c.cost_usd, connection),
+            created,
+        )
+        for c in calls
+    ]
+    for call, pk in zip(
+        calls, rows_insert(EngineCall, _CALL_FIELDS, rows, returning=True), strict=True
+    ):
+        call.pk, call.created_at = pk, now
+        call._state.adding = False
+
+
+STOP_CHECK_SECONDS = 1.0
+
+
+def _drain(run, protocol, executor: _Executor, ended: threading.Event, on_progress) -> None:
+    last_beat = last_stop_check = 0.0
+    while True:
+        all_ended = ended.wait(BATCH_SECONDS)
+        batch: list[UnitResult | EngineCall] = []
+        while True:
+            try:
+                batch.append(executor.results.get_nowait())
+            except queue.Empty:
+                break
+        for start in range(0, len(batch), MAX_BATCH):
+            chunk = batch[start : start + MAX_BATCH]
+            _store(
+                run,
+                protocol,
+                chunk,
+                shared_cap=isinstance(executor.budget, _SharedBudget)
+                and executor.budget.cap is not None,
+            )
+            if on_progress:
+                on_progress(sum(1 for r in chunk if isinstance(r, UnitResult) and r.finished))
+        if time.monotonic() - last_beat > settings.ENGINE_HEARTBEAT_SECONDS:
+            last_beat = time.monotonic()
+            EngineRun.objects.filter(pk=run.pk).update(heartbeat=timezone.now())
+        if time.monotonic() - last_stop_check > STOP_CHECK_SECONDS:
+            last_stop_check = time.monotonic()
+            if EngineRun.objects.filter(pk=run.pk, stop_requested=True).exists():
+                executor.stop.set()
+        if all_ended and executor.results.empty():
+            return
+
+
+def _run_pool(run, protocol, executor, keys, work, on_progress) -> None:
+    ended = threading.Event()
+    left = [len(keys)]
+    lock = threading.Lock()
+
+    def one_done(_future) -> None:
+        with lock:
+            left[0] -= 1
+            if not left[0]:
+                ended.set()
+
+    if not keys:
+        ended.set()
+    with ThreadPoolExecutor(
+        max_workers=run.endpoint.concurrency, thread_name_prefix=f"engine-run-{run.pk}"
+    ) as pool:
+        futures = [pool.submit(executor.do_unit, key, work.get(key)) for key in keys]
+        for future in futures:
+            future.add_done_callback(one_done)
+        try:
+            _drain(run, protocol, executor, ended, on_progress)
+        except BaseException:
+            executor.stop.set()  # Ctrl-C or a database error: workers end after their call
+            raise
+    for future in futures:
+        future.result()
+
+
+def engine_run_execute(
+    *,
+    run_id: int,
+    stop: threading.Event | None = None,
+    on_progress: Callable[[int], None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> EngineRun:
+    """Do every missing unit of the run, `endpoint.concurrency` at a time; return the run.
+
+    Ends done (every unit done), failed (a unit failed, or the protocol's code raised: the
+    message is on the run), or cancelled (stopped, or the spending cap would be exceeded by the
+    next call). `on_progress(n)` is told how many units ended since its last call.
+    """
+    run = engine_run_get(run_id=run_id)
+    if run.stop_requested:  # a task delivered again after a stop
+        return _finish(run.pk, cancelled=run.error or "Stopped on request.")
+    stop = stop or threading.Event()
+    try:
+        protocol = protocol_for(run.kind)
+        EngineRun.objects.filter(pk=run.pk).update(
+            status=RunStatus.RUNNING,
+            started_at=run.started_at or timezone.now(),
+            heartbeat=timezone.now(),
+            finished_at=None,
+            error="",
+        )
+        keys = _prepare_units(run, protocol)
+        if hasattr(protocol, "on_start"):
+            protocol.on_start(run)
+        if on_progress:
+            on_progress(0)
+        run.refresh_from_db()
+        executor = _execute_keys(
+            run, protocol, keys, stop=stop, sleep=sleep, on_progress=on_progress
+        )
+    except (EngineRunError, EndpointError) as error:
+        return _finish(run.pk, failed=str(error))
+    except Exception as error:
+        _finish(run.pk, failed=f"{type(error).__name__}: {error}")
+        raise
+    failed, cancelled = _outcome(run, executor)
+    return _finish(run.pk, failed=failed, cancelled=cancelled)
+
+
+def _execute_keys(
+    run: EngineRun,
+    protocol: RunProtocol,
+    keys: Sequence[str],
+    *,
+    stop: threading.Event,
+    sleep: Callable[[float], None],
+    on_progress: Callable[[int], None] | None = None,
+    budget: _Budget | _SharedBudget | None = None,
+) -> _Executor:
+    """The executor: do these units (a whole run, or one chunk of it) and store them."""
+    executor = _Executor(run, protocol, stop, sleep, budget)
+    work = _load(protocol, run, keys)
+    _run_pool(run, protocol, executor, list(keys), work, on_progress)
+    return executor
+
+
+def _outcome(run: EngineRun, executor: _Executor) -> tuple[str, str]:
+    """(failed, cancelled) messages of an executor that returned; both blank if it ran out."""
+    if executor.fatal:
+        return executor.fatal[0], ""
+    if executor.budget.exceeded:
+        return "", _cap_message(run)
+    if executor.stop.is_set():
+        return "", STOPPED
+    return "", ""
+
+
+STOPPED = "Stopped on request."
+
+
+def _cap_message(run: EngineRun) -> str:
+    return f"Stopped: the next call would exceed the spending cap of ${run.spending_cap_usd}."
+
+
+# --- Celery: one task per chunk of units ------------------------------------------------------
+
+
+def engine_run_dispatch(*, run_id: int, chunk_units: int | None = None) -> list[EngineChunk]:
+    """Split a run's pending units into chunks and enqueue one Celery task per chunk.
+
+    Runs in a worker (the task `engine_run_task`): prepares the units as a whole run does, marks
+    the run running and enqueues the chunks once this commits. A run with nothing left ends at
+    once. A redelivered dispatch finds the run no longer pending and sends nothing; the chunks
+    of an earlier start were deleted by `engine_run_start`.
+    """
+    from annotate.engine import tasks  # tasks import this module
+    from annotate.services.deferred_tasks import task_enqueue_on_commit
+
+    size = max(1, chunk_units or settings.ENGINE_CELERY_CHUNK_UNITS)
+    try:
+        protocol = protocol_for(engine_run_get(run_id=run_id).kind)
+        with transaction.atomic():
+            run = EngineRun.objects.select_related("endpoint").select_for_update().get(pk=run_id)
+            if run.status != RunStatus.PENDING:
+                return []  # redelivered (its chunks are queued), or stopped before it started
+            run.chunks.all().delete()  # chunks of an earlier start
+            EngineRun.objects.filter(pk=run.pk).update(
+                status=RunStatus.RUNNING,
+                started_at=run.started_at or timezone.now(),
+                heartbeat=timezone.now(),
+                finished_at=None,
+                error="",
+                cost_reserved_usd=Decimal(0),
+            )
+            keys = _prepare_units(run, protocol)
+            if hasattr(protocol, "on_start"):
+                protocol.on_start(run)
+            chunks = EngineChunk.objects.bulk_create(
+                EngineChunk(run=run, index=n, keys=list(keys[start : start + size]))
+                for n, start in enumerate(range(0, len(keys), size))
+            )
+            for chunk in chunks:
+                task_enqueue_on_commit(task=tasks.engine_run_chunk_task, args=(chunk.pk,))
+    except (EngineRunError, EndpointError) as error:
+        _finish(run_id, failed=str(error))
+        return []
+    except Exception as error:
+        _finish(run_id, failed=f"{type(error).__name__}: {error}")
+        raise
+    if not chunks:
+        _finish(run_id)
+    return chunks
+
+
+def engine_run_chunk_execute(
+    *,
+    chunk_id: int,
+    task_id: str = "",
+    worker: str = "",
+    stop: threading.Event | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> EngineChunk | None:
+    """Do one chunk's pending units with the run's executor; the last chunk finishes the run.
+
+    Safe to run twice: a chunk already done does nothing, and a redelivered one does only its
+    units still pending. A run no longer running (stopped before it started, reaped) ends the
+    chunk without a call.
+    """
+    try:
+        chunk = EngineChunk.objects.select_related("run__endpoint").get(pk=chunk_id)
+    except EngineChunk.DoesNotExist:
+        return None  # the run was started again or deleted
+    if chunk.status == ChunkStatus.DONE:
+        return chunk
+    run = chunk.run
+    EngineChunk.objects.filter(pk=chunk.pk).update(
+        status=ChunkStatus.RUNNING, task_id=task_id[:255], worker=worker[:255],
+        started_at=timezone.now(),
+    )  # fmt: skip
+    failed = cancelled = ""
+    if run.stop_requested:
+        cancelled = STOPPED
+    elif run.status != RunStatus.RUNNING:
+        cancelled = run.error or f"The run is {run.status}."
+    else:
+        try:
+            protocol = protocol_for(run.kind)
+            pending = set(
+                EngineUnit.objects.filter(
+                    run=run, key__in=chunk.keys, status=UnitStatus.PENDING
+                ).values_list("key", flat=True)
+            )
+            keys = [key for key in chunk.keys if key in pending]
+            budget = _SharedBudget(run_id=run.pk, cap=run.spending_cap_usd)
+            executor = _execute_keys(
+                run, protocol, keys, stop=stop or threading.Event(), sleep=sleep, budget=budget
+            )
+            failed, cancelled = _outcome(run, executor)
+        except (EngineRunError, EndpointError) as error:
+            failed = str(error)
+        except Exception as error:
+            _chunk_end(chunk, failed=f"{type(error).__name__}: {error}")
+            raise
+    if failed or cancelled:  # the other chunks stop too, as one run's threads would
+        EngineRun.objects.filter(pk=run.pk).update(stop_requested=True)
+    return _chunk_end(chunk, failed=failed, cancelled=cancelled)
+
+
+def _chunk_end(chunk: EngineChunk, *, failed: str = "", cancelled: str = "") -> EngineChunk:
+    """Mark the chunk done; if it is the run's last, finish the run (under the run's row lock)."""
+    with transaction.atomic():
+        run = EngineRun.objects.select_for_update().get(pk=chunk.run_id)
+        ended = (
+            EngineChunk.objects.filter(pk=chunk.pk)
+            .exclude(status=ChunkStatus.DONE)
+            .update(
+                status=ChunkStatus.DONE,
+                outcome="failed" if failed else "cancelled" if cancelled else "",
+                error=failed or cancelled,
+                finished_at=timezone.now(),
+            )
+        )
+        if not ended:  # done by another delivery, or the run was started again
+            return chunk
+        chunk.refresh_from_db()
+        if run.status != RunStatus.RUNNING:
+            return chunk
+        if run.chunks.exclude(status=ChunkStatus.DONE).exists():
+            return chunk
+        _finish_from_chunks(run)
+    return chunk
+
+
+def _finish_from_chunks(run: EngineRun) -> EngineRun:
+    """The run's end, by the rules of a whole run: a raised protocol, the cap, a stop, units."""
+    ends = list(run.chunks.exclude(outcome="").order_by("index").values_list("outcome", "error"))
+    failed = next((error for outcome, error in ends if outcome == "failed"), "")
+    cap = _cap_message(run)
+    if not failed and any(error == cap for _, error in ends):
+        return _finish(run.pk, cancelled=cap)
+    if not failed and (ends or run.stop_requested):
+        cancelled = next((error for _, error in ends if error == STOPPED), None)
+        return _finish(run.pk, cancelled=cancelled or (ends[0][1] if ends else STOPPED))
+    return _finish(run.pk, failed=failed)
+
+
+def _finish(run_id: int, *, failed: str = "", cancelled: str = "") -> EngineRun:
+    _recount(run_id)
+    run = EngineRun.objects.select_related("endpoint").get(pk=run_id)
+    run.finished_at, run.heartbeat = timezone.now(), None
+    if failed:
+        run.status, run.error = RunStatus.FAILED, failed
+    elif cancelled:
+        run.status, run.error = RunStatus.CANCELLED, cancelled
+    elif run.units_failed:
+        run.status = RunStatus.FAILED
+        run.error = f"{run.units_failed} of {run.units_total} units failed; start again to retry."
+    else:
+        run.status, run.error = RunStatus.DONE, ""
+    run.save(update_fields=["status", "error", "finished_at", "heartbeat"])
+    protocol = _protocol_or_none(run.kind)
+    if protocol is not None and hasattr(protocol, "on_finish"):
+        protocol.on_finish(run)
+    return run
+
+
+def _protocol_or_none(kind: str) -> RunProtocol | None:
+    try:
+        return protocol_for(kind)
+    except EngineRunError:
+        return None
+
+
+def engine_run_failed_units(*, run: EngineRun, limit: int = 20) -> list[tuple[str, str]]:
+    return list(
+        run.units.filter(status=UnitStatus.FAILED)
+        .order_by("pk")
+        .values_list("key", "error")[:limit]
+    )

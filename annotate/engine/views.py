@@ -1,0 +1,220 @@
+"""Pages of the engine: endpoints (admins), generation runs, a run's live progress."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.db import transaction
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods, require_POST
+
+from annotate.engine.errors import EngineError, EngineNotFoundError
+from annotate.engine.forms import EndpointForm, GenerationRunForm
+from annotate.engine.selectors import (
+    endpoint_last_test,
+    engine_run_list,
+    engine_run_progress,
+    engine_run_recent_errors,
+)
+from annotate.engine.services import (
+    endpoint_create,
+    endpoint_get,
+    endpoint_test,
+    endpoint_update,
+    engine_run_estimate,
+    engine_run_get,
+    engine_run_start,
+    engine_run_stop,
+)
+from annotate.engine.services.generation import (
+    generating_system_get_or_create,
+    generation_run_create,
+)
+from annotate.engine.services.runs import engine_run_check_may_start
+from annotate.errors import AnnotateError
+from annotate.roles import (
+    ADMIN,
+    ADMINS_ONLY,
+    RESEARCHER,
+    RESEARCHERS_ONLY,
+    is_admin,
+    require_role,
+)
+
+
+def _require_researcher(request: HttpRequest) -> None:
+    require_role(request.user, ADMIN, RESEARCHER, message=RESEARCHERS_ONLY)
+
+
+def _require_admin(request: HttpRequest) -> None:
+    require_role(request.user, ADMIN, message=ADMINS_ONLY)
+
+
+def _run_or_404(run_id: int):
+    try:
+        return engine_run_get(run_id=run_id)
+    except EngineNotFoundError:
+        raise Http404 from None
+
+
+# --- Endpoints (admins) -----------------------------------------------------------------------
+
+
+@login_required
+def endpoint_list(request: HttpRequest) -> HttpResponse:
+    _require_admin(request)
+    from annotate.engine.models import Endpoint
+
+    return render(request, "engine/endpoint_list.html", {"endpoints": Endpoint.objects.all()})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def endpoint_edit(request: HttpRequest, endpoint_id: int | None = None) -> HttpResponse:
+    _require_admin(request)
+    endpoint = None
+    if endpoint_id is not None:
+        try:
+            endpoint = endpoint_get(endpoint_id=endpoint_id)
+        except EngineNotFoundError:
+            raise Http404 from None
+    form = EndpointForm(request.POST or None, instance=endpoint)
+    status = 200
+    if request.method == "POST" and form.is_valid():
+        data = dict(form.cleaned_data)
+        name = data.pop("name")
+        try:
+            if endpoint is None:
+                endpoint = endpoint_create(name=name, **data)
+            else:
+                endpoint = endpoint_update(endpoint=endpoint, name=name, **data)
+        except EngineError as error:
+            form.add_error(None, str(error))
+            status = error.http_status
+        else:
+            return redirect("engine:endpoint-edit", endpoint_id=endpoint.pk)
+    elif request.method == "POST":
+        status = 400
+    context = {
+        "form": form,
+        "endpoint": endpoint,
+        "last_test": endpoint_last_test(endpoint=endpoint) if endpoint else None,
+    }
+    return render(request, "engine/endpoint_edit.html", context, status=status)
+
+
+@login_required
+@require_POST
+def endpoint_test_view(request: HttpRequest, endpoint_id: int) -> HttpResponse:
+    """Make one tiny call (10 s timeout at most, no retries) and show its answer or error."""
+    _require_admin(request)
+    try:
+        endpoint = endpoint_get(endpoint_id=endpoint_id)
+    except EngineNotFoundError:
+        raise Http404 from None
+    endpoint_test(endpoint=endpoint)
+    return redirect("engine:endpoint-edit", endpoint_id=endpoint.pk)
+
+
+# --- Runs -------------------------------------------------------------------------------------
+
+
+@login_required
+def run_list(request: HttpRequest) -> HttpResponse:
+    _require_researcher(request)
+    return render(request, "engine/run_list.html", {"runs": engine_run_list()[:200]})
+
+
+@login_required
+def run_detail(request: HttpRequest, engine_run_id: int) -> HttpResponse:
+    _require_researcher(request)
+    run = _run_or_404(engine_run_id)
+    context = {
+        "run": run,
+        "progress": engine_run_progress(run=run),
+        "errors": engine_run_recent_errors(run=run),
+    }
+    return render(request, "engine/run_detail.html", context)
+
+
+@login_required
+def run_progress(request: HttpRequest, engine_run_id: int) -> JsonResponse:
+    """The JSON the run page polls."""
+    _require_researcher(request)
+    run = _run_or_404(engine_run_id)
+    return JsonResponse(
+        {**engine_run_progress(run=run), "errors": engine_run_recent_errors(run=run, limit=5)}
+    )
+
+
+@login_required
+@require_POST
+def run_stop(request: HttpRequest, engine_run_id: int) -> HttpResponse:
+    _require_researcher(request)
+    run = _run_or_404(engine_run_id)
+    try:
+        engine_run_check_may_start(user=request.user, endpoint=run.endpoint)
+    except AnnotateError as error:
+        return HttpResponse(str(error), status=error.http_status, content_type="text/plain")
+    engine_run_stop(run=run)
+    return redirect("engine:run-detail", engine_run_id=run.pk)
+
+
+@login_required
+@require_POST
+def run_resume(request: HttpRequest, engine_run_id: int) -> HttpResponse:
+    _require_researcher(request)
+    run = _run_or_404(engine_run_id)
+    try:
+        engine_run_start(run=run, user=request.user)
+    except AnnotateError as error:
+        return HttpResponse(str(error), status=error.http_status, content_type="text/plain")
+    return redirect("engine:run-detail", engine_run_id=run.pk)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def generation_new(request: HttpRequest) -> HttpResponse:
+    """Estimate (nothing spent) or start a generation run; starting returns at once."""
+    _require_researcher(request)
+    form = GenerationRunForm(request.POST or None)
+    status, estimate = 200, None
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            # One transaction, one commit: the run starts (in the background) once it commits.
+            with transaction.atomic():
+                run = _generation_create(request, data)
+                if "estimate" in request.POST:
+                    estimate = engine_run_estimate(run=run)
+                    transaction.set_rollback(True)  # an estimate leaves nothing behind
+                else:
+                    engine_run_start(run=run, user=request.user)
+            if estimate is None:
+                return redirect("engine:run-detail", engine_run_id=run.pk)
+        except AnnotateError as error:
+            form.add_error(None, str(error))
+            status = error.http_status
+    elif request.method == "POST":
+        status = 400
+    context = {"form": form, "estimate": estimate, "is_admin": is_admin(request.user)}
+    return render(request, "engine/generation_new.html", context, status=status)
+
+
+def _generation_create(request: HttpRequest, data: dict):
+    endpoint = data["endpoint"]
+    engine_run_check_may_start(user=request.user, endpoint=endpoint)
+    system = generating_system_get_or_create(name=data["system"], endpoint=endpoint)
+    return generation_run_create(
+        benchmark=data["benchmark"],
+        systems=[system],
+        endpoint=endpoint,
+        user=request.user,
+        subset=data["subset"] or None,
+        instruction_ids=data["instruction_ids"] or None,
+        sample=data["sample"],
+        seed=data["seed"] or 0,
+        template=data["template"],
+        replace=data["replace"],
+        spending_cap_usd=data["spending_cap_usd"],
+    )

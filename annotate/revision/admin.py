@@ -1,0 +1,40 @@
+from django.contrib import admin
+
+from annotate.revision import models
+
+
+@admin.register(models.Study)
+class StudyAdmin(admin.ModelAdmin):
+    list_display = ("name", "retrieval", "max_turns", "created_at")
+    search_fields = ("name",)
+
+
+@admin.register(models.StudySystem)
+class StudySystemAdmin(admin.ModelAdmin):
+    list_display = ("name", "study", "endpoint_name", "position")
+    list_filter = ("study",)
+    search_fields = ("name", "endpoint_name")
+
+
+@admin.register(models.RevisionSession)
+class RevisionSessionAdmin(admin.ModelAdmin):
+    list_display = ("id", "study", "system", "annotator", "status", "satisfied", "created_at")
+    list_filter = ("study", "status", "initial_status")
+    search_fields = ("question__text", "annotator__username")
+    raw_id_fields = ("question", "system", "annotator")
+
+
+@admin.register(models.Turn)
+class TurnAdmin(admin.ModelAdmin):
+    list_display = ("id", "session", "position", "instruction_type", "rating", "call_status")
+    list_filter = ("rating", "instruction_type", "call_status")
+    search_fields = ("instruction", "comment")
+    raw_id_fields = ("session",)
+
+
+@admin.register(models.Rerating)
+class ReratingAdmin(admin.ModelAdmin):
+    list_display = ("id", "turn", "annotator", "status", "rating")
+    list_filter = ("status", "rating")
+    search_fields = ("annotator__username", "comment")
+    raw_id_fields = ("turn", "annotator")

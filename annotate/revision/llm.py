@@ -1,0 +1,142 @@
+"""The one seam between revision sessions (and their judges) and the model engine.
+
+`chat` makes one stored model call for a named endpoint and returns its text; `embed` returns
+embeddings. A blank endpoint name is the offline fake model, which revises deterministically so
+that demos and tests need no network. Any other name is an engine Endpoint (docs/engine.md):
+the call goes through `engine_call` (limiter, retries, stored EngineCall, cost); this module
+holds no client, limiter or retry logic of its own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from annotate.engine.models import CallStatus as EngineCallStatus
+from annotate.engine.models import Endpoint
+from annotate.engine.services.calls import engine_call
+from annotate.engine.services.endpoints import endpoint_transport
+
+FAKE = ""
+_INSTRUCTION_LINE = re.compile(r"^#?\s*Instruction:\s*(.*)$", re.MULTILINE)
+_COMMENT_LINE = re.compile(r"^#?\s*Comment:\s*(.*)$", re.MULTILINE)
+
+
+class ModelCallError(Exception):
+    """A model call failed after the engine's retries; the message says why."""
+
+
+def chat(*, endpoint_name: str, messages: list[dict], purpose: str, unit_key: str = "") -> str:
+    """Return the model's reply to the messages (background code only, never in a request)."""
+    if endpoint_name == FAKE:
+        return fake_reply(messages, purpose)
+    return _engine_chat(endpoint_name, messages, purpose, unit_key)
+
+
+def _endpoint(endpoint_name: str) -> Endpoint:
+    try:
+        return Endpoint.objects.get(name=endpoint_name)
+    except Endpoint.DoesNotExist:
+        raise ModelCallError(f"no engine endpoint is named {endpoint_name!r}") from None
+
+
+def embed(*, endpoint_name: str, texts: list[str]) -> list[list[float]]:
+    """Return one embedding per text from the endpoint (fake: hashed bag of words).
+
+    A real endpoint is asked through the engine's own transport (the official `openai` client
+    the engine configured for it: address, key from the allowed variable, timeout).
+    """
+    if endpoint_name == FAKE:
+        return [_fake_embedding(text) for text in texts]
+    endpoint = _endpoint(endpoint_name)
+    if endpoint.is_fake:
+        return [_fake_embedding(text) for text in texts]
+    try:
+        transport = endpoint_transport(endpoint=endpoint)
+        reply = transport.client.embeddings.create(model=endpoint.model, input=texts)
+    except Exception as error:  # noqa: BLE001 - any failure is shown with a retry button
+        raise ModelCallError(f"endpoint {endpoint_name!r}: embeddings failed: {error}") from None
+    return [item.embedding for item in sorted(reply.data, key=lambda item: item.index)]
+
+
+def _engine_chat(endpoint_name: str, messages: list[dict], purpose: str, unit_key: str) -> str:
+    call = engine_call(
+        endpoint=_endpoint(endpoint_name), messages=messages, unit_key=unit_key, purpose=purpose
+    )
+    if call.status not in (EngineCallStatus.OK, EngineCallStatus.TRUNCATED):
+        raise ModelCallError(call.error or f"the model call ended {call.status}")
+    return call.reply
+
+
+# --- The fake model --------------------------------------------------------------------------
+
+
+def _last_user(messages: list[dict]) -> str:
+    return next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
+
+
+_NEXT_LABEL = (
+    r"(?=^(?:Original question:|Previous answer:|Feedback:|Extra information related to the "
+    r"feedback:|Answer the original question|Generate an answer|Question:|Answer:)|\Z)"
+)
+
+
+def _field(text: str, label: str) -> str:
+    match = re.search(rf"^{label}:\s?(.*?){_NEXT_LABEL}", text, re.MULTILINE | re.DOTALL)
+    return match.group(1).strip() if match else ""
+
+
+def _digest(text: str) -> int:
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big")
+
+
+FAKE_CATEGORY_WORDS = (
+    ("remove", ("remove", "delete", "drop")),
+    ("condense", ("shorten", "shorter", "condense", "concise", "summarize")),
+    ("reorganize", ("reorganize", "move", "reorder", "restructure")),
+    ("categorization", ("categor", "group")),
+    ("direct verbatim edit", ("add this sentence", "add the sentence", "verbatim")),
+    ("asking for clarification", ("does this mean", "clarify", "what do you mean")),
+    ("expand answer coverage", ("papers", "coverage", "all documents")),
+    ("asking for more information", ("how", "what", "add", "example", "more")),
+)
+FAKE_ERROR_WORDS = (
+    ("introduced unrequested changes", ("also", "removed", "deleted", "unrequested")),
+    ("instruction is ignored", ("not", "ignored", "did nothing", "unchanged")),
+    ("failed to follow hard constraint", ("position", "length", "sentence", "place")),
+    ("added information but made answer less coherent/correct", ("coherent", "order")),
+)
+
+
+def fake_reply(messages: list[dict], purpose: str) -> str:
+    """Reply like a model would, deterministically, from the prompt's own text."""
+    user = _last_user(messages)
+    if purpose == "revision-initial":
+        return f"Answer to: {_field(user, 'Question')} The documents discuss this [0]."
+    if purpose == "revision-summary":
+        return f"Relevant to '{_field(user, 'Feedback')}': the passages add one finding [1]."
+    if purpose == "revision-answer":
+        previous, instruction = _field(user, "Previous answer"), _field(user, "Feedback")
+        return f"{previous}\nRevised for: {instruction}"
+    if purpose == "instruction-category":
+        instruction = (_INSTRUCTION_LINE.findall(user) or [""])[-1].lower()
+        for category, words in FAKE_CATEGORY_WORDS:
+            if any(word in instruction for word in words):
+                return category
+        return "others"
+    if purpose == "error-category":
+        comment = (_COMMENT_LINE.findall(user) or [""])[-1].lower()
+        for category, words in FAKE_ERROR_WORDS:
+            if any(word in comment for word in words):
+                return category
+        return "others"
+    if purpose == "rating-judge":
+        return "good" if _digest(user) % 3 else "bad"
+    return f"fake reply {_digest(user) % 1000}"
+
+
+def _fake_embedding(text: str, size: int = 64) -> list[float]:
+    vector = [0.0] * size
+    for word in re.findall(r"\w+", text.lower()):
+        vector[_digest(word) % size] += 1.0
+    return vector

@@ -1,0 +1,95 @@
+"""Retrieval over a question's passages (paper §2.2: R(q, D) returns five passages).
+
+One small Protocol with two back-ends: BM25 (bm25s, the embedded default) and dense retrieval
+through an OpenAI-compatible embeddings endpoint (the paper used Contriever). Both return passage
+ids, best first; ties keep the passages' stored order.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Protocol
+
+import bm25s
+import numpy as np
+
+from annotate.revision import llm
+
+# bm25s sets its own logger to DEBUG, which prints a line for every index it builds.
+logging.getLogger("bm25s").setLevel(logging.WARNING)
+
+
+class Retriever(Protocol):
+    def retrieve(self, query: str, passages: Sequence[tuple[int, str]], k: int) -> list[int]:
+        """Return the ids of the k passages most relevant to the query, best first."""
+
+
+def _tokens(texts: Sequence[str]) -> list[list[str]]:
+    return bm25s.tokenize(list(texts), stopwords="en", return_ids=False, show_progress=False)
+
+
+class BM25Index:
+    """A BM25 index (bm25s) over documents, built once, ranked for many queries."""
+
+    def __init__(self, documents: Sequence[str]) -> None:
+        self.size = len(documents)
+        self.retriever = bm25s.BM25()
+        if self.size:
+            # bm25s cannot index an empty token list; a placeholder token never matches a query.
+            corpus = [tokens or ["\x00empty"] for tokens in _tokens(documents)]
+            self.retriever.index(corpus, show_progress=False)
+
+    def top(self, query: str, k: int) -> list[int]:
+        """Return the indexes of the k documents with the highest BM25 score for the query.
+
+        Documents without any query term come after every matching one, in their given order.
+        """
+        k = min(k, self.size)
+        if k == 0:
+            return []
+        tokens = [t for t in _tokens([query])[0] if t in self.retriever.vocab_dict]
+        if not tokens:
+            return list(range(k))
+        scores = self.retriever.get_scores(tokens)
+        # Stable sort on the negated scores: equal scores keep the documents' order.
+        return [int(i) for i in np.argsort(-scores, kind="stable")[:k]]
+
+
+def bm25_rank(query: str, documents: Sequence[str], k: int) -> list[int]:
+    """Return the indexes of the k documents most BM25-similar to the query (see BM25Index)."""
+    return BM25Index(documents).top(query, k)
+
+
+class BM25Retriever:
+    def retrieve(self, query: str, passages: Sequence[tuple[int, str]], k: int) -> list[int]:
+        order = bm25_rank(query, [text for _, text in passages], k)
+        return [passages[i][0] for i in order]
+
+
+class DenseRetriever:
+    """Cosine similarity of embeddings from an OpenAI-compatible endpoint (through the seam)."""
+
+    def __init__(self, endpoint_name: str) -> None:
+        self.endpoint_name = endpoint_name
+
+    def retrieve(self, query: str, passages: Sequence[tuple[int, str]], k: int) -> list[int]:
+        if not passages:
+            return []
+        vectors = np.asarray(
+            llm.embed(endpoint_name=self.endpoint_name, texts=[query, *(t for _, t in passages)]),
+            dtype=np.float64,
+        )
+        norms = np.linalg.norm(vectors, axis=1)
+        norms[norms == 0] = 1.0
+        unit = vectors / norms[:, None]
+        scores = unit[1:] @ unit[0]
+        order = np.argsort(-scores, kind="stable")[: min(k, len(passages))]
+        return [passages[int(i)][0] for i in order]
+
+
+def retriever_for(*, retrieval: str, embedding_endpoint: str = "") -> Retriever:
+    """Return the study's retriever: "bm25" (default) or "dense"."""
+    if retrieval == "dense":
+        return DenseRetriever(embedding_endpoint)
+    return BM25Retriever()

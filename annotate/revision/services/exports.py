@@ -1,0 +1,120 @@
+"""Export a study's sessions in the published KIWI format (JSON Lines) and as CSV (one row a turn).
+
+Imported sessions come back with every field they had, unknown ones included, so import ->
+export -> import stores the same data. Sessions still in progress are left out; of a finished
+session only rated turns are written.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import IO, Any
+
+from django.db.models import Prefetch
+
+from annotate.errors import NotFoundError
+from annotate.revision.models import RevisionSession, SessionStatus, Study, Turn
+from annotate.services.files import csv_writer
+
+CSV_COLUMNS = [
+    "study",
+    "session",
+    "question",
+    "model_name",
+    "turn",
+    "instruction_type",
+    "instruction",
+    "previous_answer",
+    "answer_1",
+    "answer_2",
+    "rating",
+    "comment",
+    "instruction_category",
+    "error_category",
+    "seconds",
+]
+TURN_LABEL_FIELDS = ("instruction_type", "instruction_category", "error_category")
+
+
+def study_get(*, name: str) -> Study:
+    try:
+        return Study.objects.get(name=name)
+    except Study.DoesNotExist:
+        raise NotFoundError(f"no study is named {name!r}") from None
+
+
+def _finished_sessions(study: Study) -> Iterator[RevisionSession]:
+    rated = Turn.objects.exclude(rating="").order_by("position")
+    return (
+        RevisionSession.objects.filter(study=study, status=SessionStatus.FINISHED)
+        .select_related("question", "system")
+        .prefetch_related(Prefetch("turns", queryset=rated))
+        .order_by("source_position", "id")
+        .iterator(chunk_size=500)
+    )
+
+
+def session_record(session: RevisionSession) -> dict[str, Any]:
+    """Return one session as a KIWI JSON object (unknown imported fields included)."""
+    record = dict(session.extra)
+    record.update(
+        original_question=session.question.text,
+        model_name=session.system.name,
+        initial_answer=session.initial_answer,
+        interaction=[_turn_record(turn) for turn in session.turns.all()],
+    )
+    return record
+
+
+def _turn_record(turn: Turn) -> dict[str, Any]:
+    record = dict(turn.extra)
+    record.update(
+        instruction=turn.instruction,
+        answer_1=turn.answer,
+        answer_2=turn.edited_answer,
+        rating=turn.rating,
+        comment=turn.comment,
+    )
+    for name in TURN_LABEL_FIELDS:
+        if getattr(turn, name):
+            record[name] = getattr(turn, name)
+    return record
+
+
+def sessions_export_jsonl(*, study: Study, output: IO[str]) -> int:
+    """Write the study's finished sessions as JSON Lines; return how many."""
+    count = 0
+    for session in _finished_sessions(study):
+        output.write(json.dumps(session_record(session), ensure_ascii=False) + "\n")
+        count += 1
+    return count
+
+
+def sessions_export_csv(*, study: Study, output: IO[str]) -> int:
+    """Write one CSV row per rated turn of the study's finished sessions; return how many rows."""
+    writer = csv_writer(output)
+    writer.writerow(CSV_COLUMNS)
+    count = 0
+    for session in _finished_sessions(study):
+        for turn in session.turns.all():
+            row = [
+                study.name,
+                session.pk,
+                session.question.text,
+                session.system.name,
+                turn.position,
+                turn.instruction_type,
+                turn.instruction,
+                turn.previous_answer,
+                turn.answer,
+                turn.edited_answer,
+                turn.rating,
+                turn.comment,
+                turn.instruction_category,
+                turn.error_category,
+                "" if turn.seconds is None else round(turn.seconds, 3),
+            ]
+            writer.writerow(row)
+            count += 1
+    return count

@@ -1,0 +1,133 @@
+"""The model's side of a session (paper §2.2, appendix A.1): a0 and each turn's revision.
+
+Runs in the background only (a Celery task, or a thread of the process when no broker is
+configured), never inside a web request. Each function is safe to run twice: it acts only on an
+answer still pending and stores its result only if the answer is still pending then. A failure
+is stored as FAILED with its message, never as an answer.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from annotate.revision import llm
+from annotate.revision.models import (
+    CallStatus,
+    InstructionType,
+    Passage,
+    RevisionSession,
+    Turn,
+)
+from annotate.revision.prompting import passages_block, revision_prompt
+from annotate.revision.retrieval import retriever_for
+
+logger = logging.getLogger(__name__)
+
+
+def _retrieve(session: RevisionSession, query: str) -> list[Passage]:
+    study = session.study
+    rows = list(
+        Passage.objects.filter(question_id=session.question_id)
+        .order_by("id")
+        .values_list("id", "text")
+    )
+    retriever = retriever_for(
+        retrieval=study.retrieval, embedding_endpoint=study.embedding_endpoint
+    )
+    ids = retriever.retrieve(query, rows, study.passages_per_retrieval)
+    by_id = Passage.objects.select_related("document").in_bulk(ids)
+    return [by_id[i] for i in ids]
+
+
+def _block(passages: list[Passage]) -> str:
+    return passages_block([(p.document.title, p.text) for p in passages])
+
+
+def session_generate_initial(*, session_id: int) -> None:
+    """Generate a0 = M(q, R(q, D)) for a session whose initial answer is pending."""
+    session = RevisionSession.objects.select_related("study", "question", "system").get(
+        pk=session_id
+    )
+    if session.initial_status != CallStatus.PENDING:
+        return
+    try:
+        passages = _retrieve(session, session.question.text)
+        messages = revision_prompt("initial").messages(
+            passages=_block(passages), question=session.question.text
+        )
+        answer = llm.chat(
+            endpoint_name=session.system.endpoint_name,
+            messages=messages,
+            purpose="revision-initial",
+            unit_key=f"revision-session-{session.pk}-initial",
+        )
+    except Exception as error:  # noqa: BLE001 - any failure is shown with a retry button
+        logger.warning("initial answer of session %s failed: %s", session.pk, error)
+        RevisionSession.objects.filter(pk=session.pk, initial_status=CallStatus.PENDING).update(
+            initial_status=CallStatus.FAILED, initial_error=str(error)[:2000]
+        )
+        return
+    RevisionSession.objects.filter(pk=session.pk, initial_status=CallStatus.PENDING).update(
+        initial_status=CallStatus.DONE,
+        initial_answer=answer,
+        initial_passages=[p.pk for p in passages],
+        initial_error="",
+    )
+
+
+def _revise(turn: Turn) -> tuple[str, str, list[int]]:
+    session = turn.session
+    endpoint, question = session.system.endpoint_name, session.question.text
+    key = f"revision-turn-{turn.pk}"
+    if turn.instruction_type == InstructionType.INFORMATION_SEEKING:
+        passages = _retrieve(session, turn.instruction)
+        summary = llm.chat(
+            endpoint_name=endpoint,
+            messages=revision_prompt("info-summary").messages(
+                passages=_block(passages),
+                previous_answer=turn.previous_answer,
+                instruction=turn.instruction,
+            ),
+            purpose="revision-summary",
+            unit_key=f"{key}-summary",
+        )
+        prompt = revision_prompt("info-answer")
+        values = {"summary": summary}
+    else:
+        passages, summary, prompt, values = [], "", revision_prompt("stylistic"), {}
+    answer = llm.chat(
+        endpoint_name=endpoint,
+        messages=prompt.messages(
+            question=question,
+            previous_answer=turn.previous_answer,
+            instruction=turn.instruction,
+            **values,
+        ),
+        purpose="revision-answer",
+        unit_key=f"{key}-answer",
+    )
+    return answer, summary, [p.pk for p in passages]
+
+
+def turn_generate(*, turn_id: int) -> None:
+    """Revise the previous answer for a pending turn: retrieve, summarise, answer (or directly)."""
+    turn = Turn.objects.select_related(
+        "session__study", "session__question", "session__system"
+    ).get(pk=turn_id)
+    if turn.call_status != CallStatus.PENDING:
+        return
+    try:
+        answer, summary, passage_ids = _revise(turn)
+    except Exception as error:  # noqa: BLE001 - any failure is shown with a retry button
+        logger.warning("revision of turn %s failed: %s", turn.pk, error)
+        Turn.objects.filter(pk=turn.pk, call_status=CallStatus.PENDING).update(
+            call_status=CallStatus.FAILED, call_error=str(error)[:2000]
+        )
+        return
+    Turn.objects.filter(pk=turn.pk, call_status=CallStatus.PENDING).update(
+        call_status=CallStatus.DONE,
+        answer=answer,
+        summary=summary,
+        passages=passage_ids,
+        call_error="",
+    )

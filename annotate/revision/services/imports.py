@@ -1,0 +1,350 @@
+"""Import revision data: the published KIWI sessions and a study's questions with documents.
+
+Both are JSON Lines, validated line by line before anything is written: the first problem raises
+ImportFileError naming the file, line and field, and nothing is stored (one transaction). Fields
+the app does not know are kept in `extra` and given back on export.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from annotate.errors import ImportFileError
+from annotate.revision.history import previous_answers
+from annotate.revision.models import (
+    Document,
+    ErrorCategory,
+    InstructionCategory,
+    InstructionType,
+    Passage,
+    Rating,
+    RevisionSession,
+    Study,
+    StudyQuestion,
+    StudySystem,
+    Turn,
+)
+from annotate.services.files import read_jsonl
+from annotate.services.imports import ImportSummary
+
+SESSION_FIELDS = ("original_question", "model_name", "initial_answer", "interaction")
+TURN_FIELDS = ("instruction", "answer_1", "answer_2", "rating", "comment")
+# Optional turn fields of this app (human labels); values are checked like the rating.
+TURN_LABELS = {
+    "instruction_type": InstructionType,
+    "instruction_category": InstructionCategory,
+    "error_category": ErrorCategory,
+}
+PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
+# A paragraph longer than this many words is cut into pieces of about this size for retrieval.
+PASSAGE_MAX_WORDS = 200
+
+
+@dataclass
+class _TurnRow:
+    values: dict[str, str]
+    extra: dict[str, Any]
+
+
+@dataclass
+class _SessionRow:
+    line: int
+    key: str
+    question: str
+    model_name: str
+    initial_answer: str
+    turns: list[_TurnRow] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _text(path: str, line: int, value: Any, name: str, *, blank: bool = True) -> str:
+    if not isinstance(value, str):
+        raise ImportFileError(path, line, name, f"must be a string, not {type(value).__name__}")
+    if not blank and not value.strip():
+        raise ImportFileError(path, line, name, "must not be empty")
+    return value
+
+
+def _choice(path: str, line: int, value: Any, name: str, choices: type) -> str:
+    text = _text(path, line, value, name).strip().lower()
+    allowed = [choice.value for choice in choices]
+    if text not in allowed:
+        raise ImportFileError(
+            path, line, name, f"{value!r} is not one of: {', '.join(allowed)} (any case)"
+        )
+    return text
+
+
+def _parse_turn(path: str, line: int, index: int, raw: Any) -> _TurnRow:
+    where = f"interaction[{index}]"
+    if not isinstance(raw, dict):
+        raise ImportFileError(path, line, where, "each turn must be a JSON object {...}")
+    values: dict[str, str] = {}
+    for name in TURN_FIELDS:
+        if name not in raw:
+            raise ImportFileError(path, line, f"{where}.{name}", "is missing")
+    values["instruction"] = _text(
+        path, line, raw["instruction"], f"{where}.instruction", blank=False
+    )
+    values["answer"] = _text(path, line, raw["answer_1"], f"{where}.answer_1")
+    values["edited_answer"] = _text(path, line, raw["answer_2"], f"{where}.answer_2")
+    values["rating"] = _choice(path, line, raw["rating"], f"{where}.rating", Rating)
+    values["comment"] = _text(path, line, raw["comment"], f"{where}.comment")
+    for name, choices in TURN_LABELS.items():
+        if raw.get(name) not in (None, ""):
+            values[name] = _choice(path, line, raw[name], f"{where}.{name}", choices)
+    known = {*TURN_FIELDS, *TURN_LABELS}
+    return _TurnRow(values, {key: value for key, value in raw.items() if key not in known})
+
+
+def _content_key(row: dict) -> str:
+    canonical = json.dumps(row, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _parse_session(path: str, line: int, raw: dict) -> _SessionRow:
+    for name in SESSION_FIELDS:
+        if name not in raw:
+            raise ImportFileError(path, line, name, "is missing")
+    interaction = raw["interaction"]
+    if not isinstance(interaction, list):
+        raise ImportFileError(path, line, "interaction", "must be a list of turns [...]")
+    session = _SessionRow(
+        line=line,
+        key=_content_key(raw),
+        question=_text(path, line, raw["original_question"], "original_question", blank=False),
+        model_name=_text(path, line, raw["model_name"], "model_name", blank=False).strip(),
+        initial_answer=_text(path, line, raw["initial_answer"], "initial_answer"),
+        extra={key: value for key, value in raw.items() if key not in SESSION_FIELDS},
+    )
+    session.turns = [_parse_turn(path, line, i, turn) for i, turn in enumerate(interaction)]
+    return session
+
+
+def _study_for_import(name: str) -> Study:
+    study, _ = Study.objects.get_or_create(name=name, defaults={"created_at": timezone.now()})
+    return study
+
+
+@transaction.atomic
+def sessions_import(*, path: str, study_name: str) -> ImportSummary:
+    """Import KIWI sessions (JSON Lines) into the study, created if new; re-import adds nothing."""
+    rows = [_parse_session(path, line, raw) for line, raw in read_jsonl(path)]
+    summary = ImportSummary(path=path, what="sessions", rows=len(rows))
+    study = _study_for_import(study_name)
+    stored = set(
+        RevisionSession.objects.filter(study=study)
+        .exclude(source_key="")
+        .values_list("source_key", flat=True)
+    )
+    new = []
+    for row in rows:
+        if row.key in stored:
+            summary.unchanged += 1
+        else:
+            stored.add(row.key)
+            new.append(row)
+    if not new:
+        return summary
+    systems = _systems_by_name(study, {row.model_name for row in new})
+    questions = _questions_by_text(study, [row.question for row in new])
+    position = RevisionSession.objects.filter(study=study).count()
+    now = timezone.now()
+    sessions = RevisionSession.objects.bulk_create(
+        [
+            RevisionSession(
+                study=study,
+                question=questions[row.question],
+                system=systems[row.model_name],
+                status="finished",
+                satisfied=False,
+                initial_answer=row.initial_answer,
+                source_key=row.key,
+                source_position=position + offset,
+                extra=row.extra,
+                created_at=now,
+                finished_at=now,
+            )
+            for offset, row in enumerate(new)
+        ]
+    )
+    if sessions and sessions[0].pk is None:  # backends that do not return ids
+        by_key = dict(
+            RevisionSession.objects.filter(
+                study=study, source_key__in=[r.key for r in new]
+            ).values_list("source_key", "pk")
+        )
+        for session, row in zip(sessions, new, strict=True):
+            session.pk = by_key[row.key]
+    Turn.objects.bulk_create(_turns(sessions, new), batch_size=1000)
+    summary.created = len(new)
+    return summary
+
+
+def _turns(sessions: list[RevisionSession], rows: list[_SessionRow]) -> list[Turn]:
+    turns = []
+    for session, row in zip(sessions, rows, strict=True):
+        history = previous_answers(
+            row.initial_answer,
+            [
+                (t.values["answer"], t.values["edited_answer"], t.values["rating"])
+                for t in row.turns
+            ],
+        )
+        for position, (turn, previous) in enumerate(zip(row.turns, history, strict=True), 1):
+            turns.append(
+                Turn(
+                    session_id=session.pk,
+                    position=position,
+                    previous_answer=previous,
+                    extra=turn.extra,
+                    **turn.values,
+                )
+            )
+    return turns
+
+
+def _systems_by_name(study: Study, names: set[str]) -> dict[str, StudySystem]:
+    systems = {system.name: system for system in study.systems.all()}
+    next_position = len(systems)
+    for name in sorted(names - systems.keys()):
+        systems[name] = StudySystem.objects.create(study=study, name=name, position=next_position)
+        next_position += 1
+    return systems
+
+
+def _questions_by_text(study: Study, texts: list[str]) -> dict[str, StudyQuestion]:
+    questions = {question.text: question for question in study.questions.all()}
+    next_position = len(questions) + 1
+    for text in texts:
+        if text not in questions:
+            questions[text] = StudyQuestion.objects.create(
+                study=study, text=text, position=next_position
+            )
+            next_position += 1
+    return questions
+
+
+# --- Study upload: questions with their documents -------------------------------------------
+
+
+@dataclass
+class _DocumentRow:
+    title: str
+    passages: list[str]
+    extra: dict[str, Any]
+
+
+@dataclass
+class _QuestionRow:
+    line: int
+    text: str
+    documents: list[_DocumentRow]
+    extra: dict[str, Any]
+
+
+def passages_split(text: str) -> list[str]:
+    """Split a document's text into passages: paragraphs, long ones cut every ~200 words."""
+    passages = []
+    for paragraph in PARAGRAPH_BREAK.split(text):
+        words = paragraph.split()
+        for start in range(0, len(words), PASSAGE_MAX_WORDS):
+            passages.append(" ".join(words[start : start + PASSAGE_MAX_WORDS]))
+    return passages
+
+
+def _parse_document(path: str, line: int, index: int, raw: Any) -> _DocumentRow:
+    where = f"documents[{index}]"
+    if not isinstance(raw, dict):
+        raise ImportFileError(
+            path, line, where, 'each document must be {"title": ..., "text": ...}'
+        )
+    for name in ("title", "text"):
+        if name not in raw:
+            raise ImportFileError(path, line, f"{where}.{name}", "is missing")
+    title = _text(path, line, raw["title"], f"{where}.title", blank=False)
+    text = _text(path, line, raw["text"], f"{where}.text", blank=False)
+    extra = {key: value for key, value in raw.items() if key not in ("title", "text")}
+    return _DocumentRow(title.strip(), passages_split(text), extra | {"text": text})
+
+
+def _parse_question(path: str, line: int, raw: dict) -> _QuestionRow:
+    for name in ("question", "documents"):
+        if name not in raw:
+            raise ImportFileError(path, line, name, "is missing")
+    documents = raw["documents"]
+    if not isinstance(documents, list) or not documents:
+        raise ImportFileError(path, line, "documents", "must be a non-empty list of documents")
+    return _QuestionRow(
+        line=line,
+        text=_text(path, line, raw["question"], "question", blank=False).strip(),
+        documents=[_parse_document(path, line, i, doc) for i, doc in enumerate(documents)],
+        extra={key: value for key, value in raw.items() if key not in ("question", "documents")},
+    )
+
+
+def _parse_system(spec: str) -> tuple[str, str]:
+    name, _, endpoint = spec.partition("=")
+    if not name.strip():
+        raise ImportFileError("--system", None, None, f"{spec!r}: expected NAME or NAME=ENDPOINT")
+    return name.strip(), endpoint.strip()
+
+
+@transaction.atomic
+def study_upload(*, path: str, study_name: str, systems: list[str]) -> ImportSummary:
+    """Add questions with documents (JSON Lines) and systems (NAME or NAME=ENDPOINT) to a study.
+
+    A question already in the study is left as it is; a line repeating a question is refused.
+    """
+    rows, seen = [], {}
+    for line, raw in read_jsonl(path):
+        row = _parse_question(path, line, raw)
+        if row.text in seen:
+            raise ImportFileError(
+                path, line, "question", f"repeats the question of line {seen[row.text]}"
+            )
+        seen[row.text] = line
+        rows.append(row)
+    study = _study_for_import(study_name)
+    for spec in systems:
+        name, endpoint = _parse_system(spec)
+        StudySystem.objects.update_or_create(
+            study=study,
+            name=name,
+            defaults={"endpoint_name": endpoint, "position": study.systems.count()},
+        )
+    summary = ImportSummary(path=path, what="questions", rows=len(rows))
+    existing = set(study.questions.values_list("text", flat=True))
+    position = len(existing)
+    for row in rows:
+        if row.text in existing:
+            summary.unchanged += 1
+            continue
+        position += 1
+        _question_create(study, row, position)
+        summary.created += 1
+    return summary
+
+
+def _question_create(study: Study, row: _QuestionRow, position: int) -> None:
+    question = StudyQuestion.objects.create(
+        study=study, text=row.text, position=position, extra=row.extra
+    )
+    passages = []
+    for index, doc in enumerate(row.documents):
+        text = doc.extra.pop("text")
+        document = Document.objects.create(
+            question=question, position=index, title=doc.title, text=text, extra=doc.extra
+        )
+        passages += [
+            Passage(document=document, question=question, position=i, text=passage)
+            for i, passage in enumerate(doc.passages)
+        ]
+    Passage.objects.bulk_create(passages)

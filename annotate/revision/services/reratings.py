@@ -1,0 +1,87 @@
+"""Re-rating for agreement (paper §5, "Human"): a random sample of finished turns, rated again.
+
+Researchers send the sample; each turn goes to one other annotator, never the one who did the
+session. The annotator sees (question, previous answer, instruction, revised answer) and gives a
+rating with a comment.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from datetime import datetime
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+
+from annotate.errors import ConflictError, NotFoundError, ProjectSetupError, SubmissionError
+from annotate.revision.models import (
+    Rating,
+    RerateStatus,
+    Rerating,
+    SessionStatus,
+    Study,
+    Turn,
+)
+
+
+@transaction.atomic
+def reratings_sample(
+    *,
+    study: Study,
+    annotators: Sequence[AbstractBaseUser],
+    size: int,
+    seed: int,
+    now: datetime,
+) -> list[Rerating]:
+    """Send `size` random finished turns (seeded) not yet re-rated, each to another annotator.
+
+    Annotators take turns in the given order; a turn whose session belongs to the annotator
+    whose turn it is goes to the next one. Raises if a turn has no eligible annotator.
+    """
+    if not annotators:
+        raise ProjectSetupError("choose at least one annotator for the re-rating")
+    candidates = list(
+        Turn.objects.filter(session__study=study, session__status=SessionStatus.FINISHED)
+        .exclude(rating="")
+        .exclude(reratings__isnull=False)
+        .order_by("id")
+        .values_list("id", "session__annotator_id")
+    )
+    if size > len(candidates):
+        raise ProjectSetupError(
+            f"only {len(candidates)} finished turns are left to re-rate, not {size}"
+        )
+    chosen = random.Random(seed).sample(candidates, size)
+    created, cursor = [], 0
+    for turn_id, owner_id in chosen:
+        for step in range(len(annotators)):
+            annotator = annotators[(cursor + step) % len(annotators)]
+            if annotator.pk != owner_id:
+                break
+        else:
+            raise ProjectSetupError(f"turn {turn_id}: every chosen annotator did its session")
+        cursor = (cursor + step + 1) % len(annotators)
+        created.append(Rerating(turn_id=turn_id, annotator=annotator, created_at=now))
+    return Rerating.objects.bulk_create(created)
+
+
+@transaction.atomic
+def rerating_submit(
+    *, rerating_id: int, user: AbstractBaseUser, rating: str, comment: str, now: datetime
+) -> Rerating:
+    """Store the annotator's rating and comment of a turn sent to them."""
+    try:
+        rerating = Rerating.objects.select_for_update().get(pk=rerating_id, annotator=user)
+    except Rerating.DoesNotExist:
+        raise NotFoundError("no such re-rating") from None
+    if rerating.status == RerateStatus.DONE:
+        raise ConflictError("this turn is already re-rated")
+    if rating not in Rating.values:
+        raise SubmissionError("rate the revision good, neutral or bad", missing=["rating"])
+    if not comment.strip():
+        raise SubmissionError("a comment explaining the rating is required", missing=["comment"])
+    rerating.rating, rerating.comment = rating, comment.strip()
+    rerating.status, rerating.rated_at = RerateStatus.DONE, now
+    rerating.save(update_fields=["rating", "comment", "status", "rated_at"])
+    return rerating

@@ -1,0 +1,230 @@
+"""The annotator's side of a session (paper §2.2 and §3.2): assignment, turns, ratings, edits.
+
+Every write is one transaction on rows locked for the session, so a double click or two tabs
+cannot create two turns or rate one twice. Model calls are enqueued, never made here.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+
+from annotate.errors import ConflictError, NotFoundError, NoWorkError, SubmissionError
+from annotate.revision.dispatch import generation_enqueue
+from annotate.revision.history import next_previous_answer
+from annotate.revision.models import (
+    CallStatus,
+    InstructionType,
+    Rating,
+    RevisionSession,
+    SessionStatus,
+    Study,
+    StudyQuestion,
+    StudySystem,
+    Turn,
+)
+
+# An answer still pending after this long (a worker or process died) is shown as failed.
+STALE_AFTER = timedelta(seconds=getattr(settings, "REVISION_CALL_TIMEOUT_SECONDS", 300))
+
+
+def session_for_annotator(*, session_id: int, user: AbstractBaseUser, lock: bool = False):
+    """Return the annotator's own session; another's or a missing one is a NotFoundError."""
+    sessions = RevisionSession.objects.select_related("study", "question", "system")
+    if lock:
+        sessions = sessions.select_for_update(of=("self",))
+    try:
+        return sessions.get(pk=session_id, annotator=user)
+    except RevisionSession.DoesNotExist:
+        raise NotFoundError("no such session") from None
+
+
+@transaction.atomic
+def session_assign(*, study: Study, user: AbstractBaseUser, now: datetime) -> RevisionSession:
+    """Return the annotator's session in progress, else start one on a free (question, system).
+
+    Paper §3.2: an annotator gets each question at most once, and each question gets one
+    session per system. The pair chosen is the first question (in study order) the annotator
+    has not done, with its first system that has no session yet.
+    """
+    active = RevisionSession.objects.filter(
+        study=study, annotator=user, status=SessionStatus.ACTIVE
+    ).first()
+    if active:
+        return active
+    done_questions = RevisionSession.objects.filter(study=study, annotator=user).values(
+        "question_id"
+    )
+    for question in StudyQuestion.objects.filter(study=study).exclude(pk__in=done_questions):
+        taken = RevisionSession.objects.filter(question=question, annotator__isnull=False)
+        system = (
+            StudySystem.objects.filter(study=study)
+            .exclude(pk__in=taken.values("system_id"))
+            .order_by("position", "id")
+            .first()
+        )
+        if system is None:
+            continue
+        try:
+            with transaction.atomic():
+                session = RevisionSession.objects.create(
+                    study=study,
+                    question=question,
+                    system=system,
+                    annotator=user,
+                    initial_status=CallStatus.PENDING,
+                    initial_started_at=now,
+                    created_at=now,
+                )
+        except IntegrityError:  # another annotator took the pair a moment ago
+            continue
+        generation_enqueue(what="initial", object_id=session.pk)
+        return session
+    raise NoWorkError("no question is left for you in this study")
+
+
+def _last_turn(session: RevisionSession) -> Turn | None:
+    return session.turns.order_by("-position").first()
+
+
+def _previous_answer(session: RevisionSession, last: Turn | None) -> str:
+    if last is None:
+        return session.initial_answer
+    return next_previous_answer(
+        last.previous_answer, answer=last.answer, edited=last.edited_answer, rating=last.rating
+    )
+
+
+@transaction.atomic
+def turn_start(
+    *,
+    session_id: int,
+    user: AbstractBaseUser,
+    instruction: str,
+    instruction_type: str,
+    now: datetime,
+) -> Turn:
+    """Start turn t: store the instruction and its type and enqueue the model's revision."""
+    session = session_for_annotator(session_id=session_id, user=user, lock=True)
+    if session.status != SessionStatus.ACTIVE:
+        raise ConflictError("this session is finished")
+    if session.initial_status != CallStatus.DONE:
+        raise ConflictError("the initial answer is not there yet")
+    instruction = instruction.strip()
+    if not instruction:
+        raise SubmissionError("write an instruction", missing=["instruction"])
+    if instruction_type not in InstructionType.values:
+        raise SubmissionError(
+            "tick the instruction's type: information-seeking or stylistic",
+            missing=["instruction_type"],
+        )
+    last = _last_turn(session)
+    if last is not None and not last.rating:
+        raise ConflictError("rate the last revision before the next instruction")
+    position = 1 if last is None else last.position + 1
+    if position > session.study.max_turns:
+        raise ConflictError(f"a session has at most {session.study.max_turns} turns")
+    turn = Turn.objects.create(
+        session=session,
+        position=position,
+        instruction=instruction,
+        instruction_type=instruction_type,
+        previous_answer=_previous_answer(session, last),
+        call_status=CallStatus.PENDING,
+        started_at=now,
+        call_started_at=now,
+    )
+    generation_enqueue(what="turn", object_id=turn.pk)
+    return turn
+
+
+@transaction.atomic
+def call_retry(*, session_id: int, user: AbstractBaseUser, now: datetime) -> None:
+    """Enqueue again the failed model call of the session (initial answer or last turn)."""
+    session = session_for_annotator(session_id=session_id, user=user, lock=True)
+    if session.initial_status == CallStatus.FAILED:
+        RevisionSession.objects.filter(pk=session.pk).update(
+            initial_status=CallStatus.PENDING, initial_error="", initial_started_at=now
+        )
+        generation_enqueue(what="initial", object_id=session.pk)
+        return
+    last = _last_turn(session)
+    if last is None or last.call_status != CallStatus.FAILED:
+        raise ConflictError("nothing to retry: no model call has failed")
+    Turn.objects.filter(pk=last.pk).update(
+        call_status=CallStatus.PENDING, call_error="", call_started_at=now
+    )
+    generation_enqueue(what="turn", object_id=last.pk)
+
+
+@transaction.atomic
+def turn_rate(
+    *,
+    session_id: int,
+    user: AbstractBaseUser,
+    rating: str,
+    comment: str,
+    edited_answer: str = "",
+    now: datetime,
+) -> Turn:
+    """Rate the last revision good/neutral/bad with a comment; an edit only when not good."""
+    session = session_for_annotator(session_id=session_id, user=user, lock=True)
+    last = _last_turn(session)
+    if last is None or last.call_status != CallStatus.DONE:
+        raise ConflictError("there is no revision to rate")
+    if last.rating:
+        raise ConflictError("this revision is already rated")
+    if rating not in Rating.values:
+        raise SubmissionError("rate the revision good, neutral or bad", missing=["rating"])
+    if not comment.strip():
+        raise SubmissionError("a comment explaining the rating is required", missing=["comment"])
+    edited_answer = edited_answer.strip()
+    if edited_answer and rating == Rating.GOOD:
+        raise SubmissionError("only a revision rated neutral or bad can be edited")
+    if edited_answer == last.answer.strip():
+        edited_answer = ""
+    last.rating, last.comment, last.edited_answer = rating, comment.strip(), edited_answer
+    last.rated_at = now
+    last.seconds = (now - last.started_at).total_seconds() if last.started_at else None
+    last.save(update_fields=["rating", "comment", "edited_answer", "rated_at", "seconds"])
+    if last.position >= session.study.max_turns:
+        _finish(session, satisfied=False, now=now)
+    return last
+
+
+def _finish(session: RevisionSession, *, satisfied: bool, now: datetime) -> None:
+    session.status, session.satisfied, session.finished_at = SessionStatus.FINISHED, satisfied, now
+    session.save(update_fields=["status", "satisfied", "finished_at"])
+
+
+@transaction.atomic
+def session_finish(*, session_id: int, user: AbstractBaseUser, now: datetime) -> RevisionSession:
+    """End the session because the annotator is satisfied with the answer."""
+    session = session_for_annotator(session_id=session_id, user=user, lock=True)
+    if session.status != SessionStatus.ACTIVE:
+        return session
+    last = _last_turn(session)
+    if last is not None and not last.rating:
+        raise ConflictError("rate the last revision before finishing")
+    if session.initial_status != CallStatus.DONE:
+        raise ConflictError("the initial answer is not there yet")
+    _finish(session, satisfied=True, now=now)
+    return session
+
+
+def stale_calls_fail(*, session: RevisionSession, now: datetime) -> None:
+    """Mark the session's calls pending for longer than STALE_AFTER as failed (retry shown)."""
+    cutoff = now - STALE_AFTER
+    message = "the model call did not finish in time; retry"
+    started = session.initial_started_at or session.created_at
+    if session.initial_status == CallStatus.PENDING and started < cutoff:
+        RevisionSession.objects.filter(pk=session.pk, initial_status=CallStatus.PENDING).update(
+            initial_status=CallStatus.FAILED, initial_error=message
+        )
+    Turn.objects.filter(
+        Q(call_started_at__lt=cutoff), session=session, call_status=CallStatus.PENDING
+    ).update(call_status=CallStatus.FAILED, call_error=message)

@@ -1,0 +1,190 @@
+"""Annotator pages of revision sessions (paper §2.2): thin adapters over services and selectors."""
+
+from __future__ import annotations
+
+import tempfile
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
+
+from annotate.errors import AnnotateError, NotFoundError, NoWorkError, SubmissionError
+from annotate.http import page_errors
+from annotate.revision import selectors
+from annotate.revision.models import Study
+from annotate.revision.services import imports, reratings, sessions
+from annotate.roles import ANNOTATOR, has_role, is_researcher
+
+
+def _annotator_only(request: HttpRequest) -> None:
+    if not has_role(request.user, ANNOTATOR):
+        raise NotFoundError("Only annotators have revision sessions.")
+
+
+@login_required
+@page_errors
+def home(request: HttpRequest) -> HttpResponse:
+    _annotator_only(request)
+    context = {
+        "studies": selectors.studies_for_annotator(user=request.user),
+        "reratings": selectors.reratings_for_annotator(user=request.user),
+    }
+    return render(request, "revision/home.html", context)
+
+
+@login_required
+@require_POST
+@page_errors
+def start(request: HttpRequest, study_id: int) -> HttpResponse:
+    _annotator_only(request)
+    study = Study.objects.filter(pk=study_id).first()
+    if study is None:
+        raise NotFoundError("No such study.")
+    try:
+        session = sessions.session_assign(study=study, user=request.user, now=timezone.now())
+    except NoWorkError as error:
+        messages.info(request, str(error))
+        return redirect("revision:home")
+    return redirect("revision:session", session_id=session.pk)
+
+
+@login_required
+@require_GET
+@page_errors
+def session_page(request: HttpRequest, session_id: int) -> HttpResponse:
+    page = selectors.session_page_get(session_id=session_id, user=request.user, now=timezone.now())
+    return render(request, "revision/session.html", {"page": page})
+
+
+@login_required
+@require_GET
+def session_state(request: HttpRequest, session_id: int) -> JsonResponse:
+    try:
+        state = selectors.session_state(
+            session_id=session_id, user=request.user, now=timezone.now()
+        )
+    except NotFoundError:
+        return JsonResponse({"detail": "not found"}, status=404)
+    return JsonResponse(state)
+
+
+def _act(request: HttpRequest, session_id: int, action, **values) -> HttpResponse:
+    try:
+        action(session_id=session_id, user=request.user, **values)
+    except SubmissionError as error:
+        page = selectors.session_page_get(
+            session_id=session_id, user=request.user, now=timezone.now()
+        )
+        context = {"page": page, "error": str(error), "form": request.POST}
+        return render(request, "revision/session.html", context, status=400)
+    return redirect("revision:session", session_id=session_id)
+
+
+@login_required
+@require_POST
+@page_errors
+def turn_new(request: HttpRequest, session_id: int) -> HttpResponse:
+    return _act(
+        request,
+        session_id,
+        sessions.turn_start,
+        instruction=request.POST.get("instruction", ""),
+        instruction_type=request.POST.get("instruction_type", ""),
+        now=timezone.now(),
+    )
+
+
+@login_required
+@require_POST
+@page_errors
+def turn_rate(request: HttpRequest, session_id: int) -> HttpResponse:
+    return _act(
+        request,
+        session_id,
+        sessions.turn_rate,
+        rating=request.POST.get("rating", ""),
+        comment=request.POST.get("comment", ""),
+        edited_answer=request.POST.get("edited_answer", ""),
+        now=timezone.now(),
+    )
+
+
+@login_required
+@require_POST
+@page_errors
+def retry(request: HttpRequest, session_id: int) -> HttpResponse:
+    return _act(request, session_id, sessions.call_retry, now=timezone.now())
+
+
+@login_required
+@require_POST
+@page_errors
+def finish(request: HttpRequest, session_id: int) -> HttpResponse:
+    return _act(request, session_id, sessions.session_finish, now=timezone.now())
+
+
+@login_required
+@page_errors
+def rerating_page(request: HttpRequest, rerating_id: int) -> HttpResponse:
+    rerating = selectors.rerating_get(rerating_id=rerating_id, user=request.user)
+    context = {"rerating": rerating}
+    if request.method == "POST":
+        try:
+            reratings.rerating_submit(
+                rerating_id=rerating_id,
+                user=request.user,
+                rating=request.POST.get("rating", ""),
+                comment=request.POST.get("comment", ""),
+                now=timezone.now(),
+            )
+        except SubmissionError as error:
+            context.update(error=str(error), form=request.POST)
+            return render(request, "revision/rerating.html", context, status=400)
+        return redirect("revision:home")
+    return render(request, "revision/rerating.html", context)
+
+
+UPLOAD_KINDS = {"questions": "Questions with documents", "sessions": "Sessions (KIWI format)"}
+
+
+def _run_upload(kind: str, path: str, name: str, systems: list[str]):
+    if kind == "sessions":
+        return imports.sessions_import(path=path, study_name=name)
+    return imports.study_upload(path=path, study_name=name, systems=systems)
+
+
+@login_required
+@page_errors
+def upload(request: HttpRequest) -> HttpResponse:
+    """Researchers upload a study's questions (JSON Lines) or KIWI sessions; errors name the line."""
+    if not is_researcher(request.user):
+        raise NotFoundError("Only researchers upload studies.")
+    context = {"kinds": UPLOAD_KINDS, "form": request.POST}
+    if request.method == "POST":
+        upload_file = request.FILES.get("file")
+        name = request.POST.get("study", "").strip()
+        kind = request.POST.get("kind", "questions")
+        systems = [s.strip() for s in request.POST.get("systems", "").split(",") if s.strip()]
+        if upload_file is None or not name or kind not in UPLOAD_KINDS:
+            context["error"] = "Choose a file, a study name and what the file holds."
+            return render(request, "revision/upload.html", context, status=400)
+        if upload_file.size > settings.IMPORT_MAX_UPLOAD_BYTES:
+            context["error"] = "The file is larger than the upload limit."
+            return render(request, "revision/upload.html", context, status=400)
+        with tempfile.NamedTemporaryFile(suffix=".jsonl") as handle:
+            for chunk in upload_file.chunks():
+                handle.write(chunk)
+            handle.flush()
+            try:
+                summary = _run_upload(kind, handle.name, name, systems)
+            except AnnotateError as error:
+                message = str(error).replace(handle.name, upload_file.name)
+                context["error"] = f"{message} Nothing was written."
+                return render(request, "revision/upload.html", context, status=400)
+        messages.success(request, summary.message.replace(handle.name, upload_file.name))
+        return redirect("revision:upload")
+    return render(request, "revision/upload.html", context)

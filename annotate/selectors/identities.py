@@ -1,0 +1,65 @@
+"""Who may see a crowd worker's identity on its platform: one rule for pages, API and exports.
+
+A crowd worker's annotator name carries their platform id (`mturk:<workerId>`, `selfhosted:<PID>`).
+It is shown only to admins and to the researchers of a project the worker's work came from (the
+project's creator and its researchers); everyone else sees a stable pseudonym,
+`crowd-worker-<annotator id>`. Command-line exports run by an operator see every name. Experts,
+LLM judges and imported annotators (no platform worker id) are always shown by name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db.models import Q
+
+from annotate.models import Annotator, AnnotatorKind, Assignment
+from annotate.roles import is_admin
+
+
+def crowd_pseudonym(annotator_id: int) -> str:
+    return f"crowd-worker-{annotator_id}"
+
+
+@dataclass(frozen=True)
+class IdentityScope:
+    """The crowd workers whose platform identity one viewer may see."""
+
+    everyone: bool
+    visible: frozenset[int] = frozenset()
+
+    def name(self, *, annotator_id: int, name: str, kind: str, worker_id: str) -> str:
+        """Return the annotator's name, or its pseudonym if this viewer may not see it."""
+        hidden = kind == AnnotatorKind.CROWD and worker_id and not self.everyone
+        if hidden and annotator_id not in self.visible:
+            return crowd_pseudonym(annotator_id)
+        return name
+
+    def name_of(self, annotator: Annotator) -> str:
+        return self.name(
+            annotator_id=annotator.pk,
+            name=annotator.name,
+            kind=annotator.kind,
+            worker_id=annotator.worker_id,
+        )
+
+
+OPERATOR = IdentityScope(everyone=True)  # management commands: whoever runs them runs the site
+
+
+def identity_scope(*, user) -> IdentityScope:
+    """Return what `user` may see (None, e.g. a deleted requester: no crowd identity)."""
+    if user is not None and is_admin(user):
+        return OPERATOR
+    if user is None or not user.is_authenticated:
+        return IdentityScope(everyone=False)
+    own_projects = Q(task__batch__project__researchers=user) | Q(
+        task__batch__project__created_by=user
+    )
+    visible = (
+        Assignment.objects.filter(own_projects, annotator__kind=AnnotatorKind.CROWD)
+        .order_by()
+        .values_list("annotator_id", flat=True)
+        .distinct()
+    )
+    return IdentityScope(everyone=False, visible=frozenset(visible))

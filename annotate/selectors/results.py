@@ -1,0 +1,124 @@
+"""The one rule for which work counts in results.
+
+Reports, majorities, agreement, costs, the aggregated exports and the instruction page read labels
+and direct scores through this module, so rejected work, a blocked worker, or crowd work that the
+platform never confirmed leaves every result at once. The raw exports keep such work and name its
+status (`work_status`).
+
+A label or direct score counts when its annotator is not a blocked crowd worker, and
+- it came with no assignment (imported, or written by an LLM judge), or
+- its assignment was submitted in time (submitted or approved, not late), and, for a crowd
+  platform that hands out the assignments itself (MTurk, the fake platform), that platform
+  confirmed the assignment for that HIT and that worker: the assignment has a linked
+  `PlatformAssignment` (stored by a sync through ListAssignmentsForHIT, or by GetAssignment when
+  an admin decides on it) whose status is Submitted or Approved.
+"""
+
+from __future__ import annotations
+
+from django.db.models import Count, F, Q, QuerySet, Sum
+
+from annotate.crowd.models import WorkerBlock
+from annotate.models import AnnotatorKind, Assignment, AssignmentStatus, Benchmark
+
+# Self-hosted links have no platform that could confirm an assignment; "" is imported work.
+PLATFORMS_WITHOUT_CONFIRMATION = ("", "selfhosted")
+CONFIRMED_PLATFORM_STATUSES = ("Submitted", "Approved")
+
+
+class WorkStatus:
+    """Why an assignment's work does or does not count, as the raw exports write it."""
+
+    COUNTED = "counted"
+    REJECTED = "rejected"
+    BLOCKED = "worker blocked"
+    UNCONFIRMED = "not confirmed by the platform"
+    NOT_SUBMITTED = "not submitted"
+    LATE = "late"
+
+
+def _needs_confirmation(prefix: str = "") -> Q:
+    return Q(**{f"{prefix}annotator__kind": AnnotatorKind.CROWD}) & ~Q(
+        **{f"{prefix}annotator__platform__in": PLATFORMS_WITHOUT_CONFIRMATION}
+    )
+
+
+def _confirmed(prefix: str = "") -> Q:
+    return Q(**{f"{prefix}platform_record__status__in": CONFIRMED_PLATFORM_STATUSES})
+
+
+def counted_assignment_q(prefix: str = "") -> Q:
+    """Assignments whose work counts in results (`prefix` e.g. "assignment__")."""
+    submitted = Q(
+        **{
+            f"{prefix}status__in": [AssignmentStatus.SUBMITTED, AssignmentStatus.APPROVED],
+            f"{prefix}is_late": False,
+        }
+    )
+    not_blocked = ~Q(**{f"{prefix}annotator_id__in": blocked_annotator_ids()})
+    return submitted & not_blocked & (~_needs_confirmation(prefix) | _confirmed(prefix))
+
+
+def blocked_annotator_ids() -> QuerySet:
+    """Ids of crowd workers blocked now (a subquery, evaluated where it is used)."""
+    return WorkerBlock.objects.filter(active=True).order_by().values("annotator_id")
+
+
+def counted_assignments() -> QuerySet[Assignment]:
+    return Assignment.objects.filter(counted_assignment_q()).order_by()
+
+
+def counted_work(queryset: QuerySet) -> QuerySet:
+    """Keep the labels or direct scores of `queryset` that count in results."""
+    return queryset.exclude(annotator_id__in=blocked_annotator_ids()).filter(
+        Q(assignment__isnull=True) | Q(assignment_id__in=counted_assignments().values("id"))
+    )
+
+
+def counted_work_sql(alias: str) -> tuple[str, tuple]:
+    """The same rule as SQL on a label or direct score row named `alias`, with its parameters."""
+    blocked_sql, blocked_params = blocked_annotator_ids().query.sql_with_params()
+    counted_sql, counted_params = counted_assignments().values("id").query.sql_with_params()
+    sql = (
+        f"({alias}.annotator_id NOT IN ({blocked_sql}) AND ({alias}.assignment_id IS NULL "
+        f"OR {alias}.assignment_id IN ({counted_sql})))"
+    )
+    return sql, (*blocked_params, *counted_params)
+
+
+def counted_work_fingerprint(*, benchmark: Benchmark) -> tuple:
+    """What decides which of the benchmark's work counts: changes with every approve, reject,
+    block, unblock and platform confirmation, so a cached report is never stale."""
+    counted = counted_assignments().filter(task__instruction__benchmark=benchmark)
+    summary = counted.aggregate(n=Count("id"), ids=Sum("id"), squares=Sum(F("id") * F("id")))
+    blocked = sorted(blocked_annotator_ids().values_list("annotator_id", flat=True))
+    return (summary["n"], summary["ids"], summary["squares"], tuple(blocked))
+
+
+def work_statuses(*, benchmark: Benchmark) -> dict[int, str]:
+    """Return the WorkStatus of every assignment of the benchmark, by assignment id."""
+    counted = set(
+        counted_assignments()
+        .filter(task__instruction__benchmark=benchmark)
+        .values_list("id", flat=True)
+    )
+    blocked = set(blocked_annotator_ids().values_list("annotator_id", flat=True))
+    assignments = Assignment.objects.filter(task__instruction__benchmark=benchmark).select_related(
+        "annotator", "platform_record"
+    )
+    return {
+        a.id: WorkStatus.COUNTED if a.id in counted else _why_not_counted(a, blocked)
+        for a in assignments.order_by()
+    }
+
+
+def _why_not_counted(assignment: Assignment, blocked: set[int]) -> str:
+    if assignment.annotator_id in blocked:
+        return WorkStatus.BLOCKED
+    if assignment.status == AssignmentStatus.REJECTED:
+        return WorkStatus.REJECTED
+    if assignment.is_late:
+        return WorkStatus.LATE
+    if assignment.status not in (AssignmentStatus.SUBMITTED, AssignmentStatus.APPROVED):
+        return WorkStatus.NOT_SUBMITTED
+    return WorkStatus.UNCONFIRMED

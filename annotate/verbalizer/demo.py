@@ -1,0 +1,115 @@
+"""Demo data for verbalizer manipulation, so every figure shows numbers on a fresh machine.
+
+Two small datasets of our own (fixtures/verbalizer/), one set over all twelve mappings in both
+modes, a run of the engine's offline fake model, and answers of three demo readers to the
+golden and flipped-golden prompts. Safe to run again: each piece is made once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+
+from annotate.engine.models import Endpoint
+from annotate.engine.services import endpoint_create
+from annotate.models import Annotator, AnnotatorKind
+from annotate.verbalizer.models import (
+    ClassificationDataset,
+    EvaluationSet,
+    HumanAnswer,
+    HumanStudy,
+    SystemRun,
+)
+from annotate.verbalizer.services.humans import human_study_create
+from annotate.verbalizer.services.imports import classification_import
+from annotate.verbalizer.services.runs import verbalizer_run_create, verbalizer_run_execute
+from annotate.verbalizer.services.sets import evaluation_set_create
+
+DEMO_DIR = Path(settings.BASE_DIR) / "fixtures" / "verbalizer"
+DATASETS = (
+    ("Demo sentiment", "demo_sentiment.jsonl", ("positive", "negative"), "sentiment"),
+    ("Demo entailment", "demo_entailment.jsonl", ("entailment", "not entailment"), "entailment"),
+)
+SET_NAME = "Demo verbalizer set"
+ENDPOINT = "demo-fake-verbalizer"  # its own: the limits are raised so the demo loads fast
+SYSTEM = "demo-fake-model"
+STUDY = "Demo readers: golden vs flipped golden"
+READERS = ("Demo reader 1", "Demo reader 2", "Demo reader 3")
+
+
+@transaction.atomic
+def _datasets_and_set() -> EvaluationSet:
+    for name, filename, labels, family in DATASETS:
+        if not ClassificationDataset.objects.filter(name=name, items__isnull=False).exists():
+            classification_import(
+                path=str(DEMO_DIR / filename), dataset=name, fmt="jsonl", labels=labels,
+                family=family,
+            )  # fmt: skip
+    existing = EvaluationSet.objects.filter(name=SET_NAME).first()
+    if existing:
+        return existing
+    return evaluation_set_create(
+        name=SET_NAME, datasets=[d[0] for d in DATASETS], items=8, seed=2023,
+        mappings="all", modes=["direct", "cot"],
+    ).evaluation_set  # fmt: skip
+
+
+def _fake_run(evaluation_set: EvaluationSet) -> None:
+    if SystemRun.objects.filter(evaluation_set=evaluation_set, system__name=SYSTEM).exists():
+        return
+    if not Endpoint.objects.filter(name=ENDPOINT).exists():
+        endpoint_create(
+            name=ENDPOINT, model="fake", base_url="", api_key_env="", requests_per_minute=60_000,
+            tokens_per_minute=10_000_000,
+        )  # fmt: skip
+    system_run = verbalizer_run_create(
+        evaluation_set=evaluation_set, system=SYSTEM, endpoint=ENDPOINT, model_size_b=1
+    )
+    verbalizer_run_execute(system_run=system_run)
+
+
+def _reader_choice(reader: str, prompt) -> str:
+    """A demo reader follows the instruction nine times in ten, fixed per reader and prompt."""
+    digest = hashlib.sha256(f"{reader}|{prompt.pk}".encode()).digest()
+    wrong = (
+        prompt.negative_word
+        if prompt.expected_word == prompt.positive_word
+        else prompt.positive_word
+    )
+    return wrong if digest[0] % 10 == 0 else prompt.expected_word
+
+
+@transaction.atomic
+def _readers(evaluation_set: EvaluationSet) -> None:
+    if HumanStudy.objects.filter(name=STUDY).exists():
+        return
+    study = human_study_create(
+        evaluation_set=evaluation_set, name=STUDY, mappings=["golden", "flipped-golden"],
+        modes=["direct"], answers_per_prompt=5,
+    )  # fmt: skip
+    for name in READERS:
+        reader, _ = Annotator.objects.get_or_create(
+            name=name, defaults={"kind": AnnotatorKind.EXPERT}
+        )
+        HumanAnswer.objects.bulk_create(
+            HumanAnswer(
+                study=study, prompt=prompt, annotator=reader, word=_reader_choice(name, prompt),
+                seconds=4.0 + (prompt.pk % 7),
+            )
+            for prompt in study.prompts.all()
+        )  # fmt: skip
+
+
+def demo_verbalizer_create() -> str:
+    """Create every demo piece that is missing; return a one-line summary."""
+    evaluation_set = _datasets_and_set()
+    _fake_run(evaluation_set)
+    _readers(evaluation_set)
+    return (
+        f"Verbalizer demo: set '{SET_NAME}' with {evaluation_set.prompts.count()} prompts, "
+        f"a fake-model run and {HumanAnswer.objects.filter(study__name=STUDY).count()} answers "
+        "of demo readers."
+    )

@@ -1,0 +1,33 @@
+"""The one place the verbalizer touches the model engine (annotate.engine, docs/engine.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from annotate.engine.models import Endpoint, EngineRun
+from annotate.engine.services import engine_run_create, engine_run_execute, engine_run_start
+
+KIND = "verbalizer"
+
+
+def engine_endpoint_get(*, name: str) -> Endpoint | None:
+    return Endpoint.objects.filter(name=name).first()
+
+
+def engine_run_new(
+    *, endpoint: Endpoint, params: dict[str, Any], created_by=None, spending_cap_usd=None
+) -> EngineRun:
+    return engine_run_create(
+        kind=KIND, endpoint=endpoint, params=params, created_by=created_by,
+        spending_cap_usd=spending_cap_usd,
+    )  # fmt: skip
+
+
+def engine_run_background(*, run: EngineRun, user=None) -> None:
+    """Start the run after commit (Celery or a thread); the engine checks who may spend."""
+    engine_run_start(run=run, user=user)
+
+
+def engine_run_foreground(*, run: EngineRun, on_progress=None) -> EngineRun:
+    """Do the run in this process (management commands), returning the finished run."""
+    return engine_run_execute(run_id=run.pk, on_progress=on_progress)

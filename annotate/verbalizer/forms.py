@@ -1,0 +1,56 @@
+from django import forms
+
+from annotate.verbalizer.models import Group, Mode, TaskFamily
+
+
+class DatasetForm(forms.Form):
+    name = forms.CharField(max_length=100)
+    family = forms.ChoiceField(choices=TaskFamily.choices)
+    positive_name = forms.CharField(max_length=50, label="Golden name of the positive label")
+    negative_name = forms.CharField(max_length=50, label="Golden name of the negative label")
+    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+
+
+class MappingForm(forms.Form):
+    group = forms.ChoiceField(choices=Group.choices)
+    positive_word = forms.CharField(max_length=50, label="Word for the positive label")
+    negative_word = forms.CharField(max_length=50, label="Word for the negative label")
+
+
+class StudyForm(forms.Form):
+    name = forms.CharField(max_length=200)
+    datasets = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple)
+    mappings = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple)
+    modes = forms.MultipleChoiceField(
+        choices=Mode.choices, initial=[Mode.DIRECT], widget=forms.CheckboxSelectMultiple
+    )
+    items_per_dataset = forms.IntegerField(min_value=1, required=False)
+    answers_per_prompt = forms.IntegerField(min_value=1, max_value=50, initial=3)
+
+    def __init__(self, *args, evaluation_set, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["datasets"].choices = [
+            (d.name, d.name) for d in evaluation_set.datasets.order_by("name")
+        ]
+        self.fields["mappings"].choices = [(m.name, m.name) for m in evaluation_set.mappings.all()]
+
+
+class RunForm(forms.Form):
+    system = forms.CharField(max_length=200, help_text="The name the figures show.")
+    endpoint = forms.ChoiceField()
+    modes = forms.MultipleChoiceField(widget=forms.CheckboxSelectMultiple)
+    model_size_b = forms.FloatField(
+        required=False, min_value=0, label="Model size (billions)", help_text="Orders figures."
+    )
+    spending_cap_usd = forms.DecimalField(
+        required=False, min_value=0, decimal_places=2, label="Spending cap (USD)"
+    )
+
+    def __init__(self, *args, evaluation_set, endpoints, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["endpoint"].choices = [
+            (e.name, f"{e.name} ({'paid API' if e.spends_money else 'offline fake'})")
+            for e in endpoints
+        ]
+        self.fields["modes"].choices = [(m, m) for m in evaluation_set.modes]
+        self.fields["modes"].initial = list(evaluation_set.modes)

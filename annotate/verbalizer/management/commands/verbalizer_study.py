@@ -1,0 +1,37 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from annotate.errors import AnnotateError
+from annotate.verbalizer.services.humans import human_study_create
+from annotate.verbalizer.services.runs import evaluation_set_get
+
+
+def _names(value: str | None) -> list[str] | None:
+    return [v.strip() for v in value.split(",") if v.strip()] if value else None
+
+
+class Command(BaseCommand):
+    help = "Offer a slice of an evaluation set to annotators (they answer with keys 1/2)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("name")
+        parser.add_argument("--set", required=True, dest="set_name")
+        parser.add_argument("--datasets", help="NAME,NAME (default: all of the set's)")
+        parser.add_argument("--mappings", help="NAME,NAME (default: all of the set's)")
+        parser.add_argument("--modes", default="direct", help="direct,cot")
+        parser.add_argument("--items", type=int, help="the first N sampled items per dataset")
+        parser.add_argument("--answers", type=int, default=3, help="people per prompt")
+
+    def handle(self, *args, **options):
+        try:
+            study = human_study_create(
+                evaluation_set=evaluation_set_get(name=options["set_name"]),
+                name=options["name"], datasets=_names(options["datasets"]),
+                mappings=_names(options["mappings"]), modes=_names(options["modes"]),
+                items_per_dataset=options["items"], answers_per_prompt=options["answers"],
+            )  # fmt: skip
+        except AnnotateError as error:
+            raise CommandError(str(error)) from None
+        self.stdout.write(
+            f"Study {study.name}: {study.prompts.count()} prompts, {study.answers_per_prompt} "
+            "answers each; annotators find it at /verbalizer/work/."
+        )

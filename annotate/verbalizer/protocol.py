@@ -1,0 +1,84 @@
+"""The engine protocol of kind "verbalizer": one unit per prompt a system must answer.
+
+Registered in settings.ENGINE_PROTOCOLS. A unit key names the system, the prompt and its
+template version (``verb:s<system>:p<prompt>:<version>``), never the run, so a run started again
+(or a new run of the same system on the set) skips the prompts the system has answered. The
+reply is stored raw in ModelAnswer; parsing happens when the report is computed.
+"""
+
+from __future__ import annotations
+
+from django.utils import timezone
+
+from annotate.engine.bulk import rows_insert
+from annotate.engine.protocols import UnitEstimate, UnitFailed
+from annotate.verbalizer.models import ModelAnswer, Prompt, SystemRun
+
+
+def unit_key(system_id: int, prompt_id: int, template_version: str) -> str:
+    return f"verb:s{system_id}:p{prompt_id}:{template_version}"
+
+
+def _prompt_id(key: str) -> int:
+    return int(key.split(":")[2][1:])
+
+
+def _messages(text: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": text}]
+
+
+class VerbalizerProtocol:
+    """Answer each prompt of a SystemRun's set (in the run's modes) with the run's endpoint."""
+
+    def _system_run(self, run) -> SystemRun:
+        return SystemRun.objects.get(pk=run.params["system_run_id"])
+
+    def units(self, run) -> list[str]:
+        system_run = self._system_run(run)
+        prompts = Prompt.objects.filter(
+            evaluation_set_id=system_run.evaluation_set_id, mode__in=system_run.modes
+        ).order_by("pk")
+        return [
+            unit_key(system_run.system_id, pk, version)
+            for pk, version in prompts.values_list("pk", "template_version")
+        ]
+
+    def done_units(self, run, keys) -> set[str]:
+        system_run = self._system_run(run)
+        answered = ModelAnswer.objects.filter(
+            system_id=system_run.system_id,
+            prompt__evaluation_set_id=system_run.evaluation_set_id,
+        ).values_list("prompt_id", "prompt__template_version")
+        done = {unit_key(system_run.system_id, p, v) for p, v in answered}
+        return done.intersection(keys)
+
+    def load(self, run, keys) -> dict[str, list[dict[str, str]]]:
+        texts = dict(
+            Prompt.objects.filter(pk__in=[_prompt_id(k) for k in keys]).values_list("pk", "text")
+        )
+        return {key: _messages(texts[_prompt_id(key)]) for key in keys}
+
+    def estimate(self, run, key, work) -> UnitEstimate:
+        return UnitEstimate(calls=1, prompt_tokens=len(work[0]["content"]) // 4 + 8)
+
+    def execute(self, run, key, ctx) -> str:
+        call = ctx.chat(ctx.work, purpose="verbalizer")
+        if call.status == "refused":
+            raise UnitFailed(f"the model refused to answer ({call.error or 'content filter'})")
+        return call.reply
+
+    def store(self, run, results) -> None:
+        """Insert the replies in one statement per batch; a reply already stored stays."""
+        system_run = self._system_run(run)
+        now = timezone.now()
+        rows = [
+            (_prompt_id(r.key), system_run.system_id, system_run.pk, r.value, r.calls[-1].pk, now)
+            for r in results
+            if r.finished and not r.failed and r.value is not None
+        ]
+        rows_insert(
+            ModelAnswer,
+            ["prompt", "system", "run", "reply", "engine_call", "created_at"],
+            rows,
+            on_conflict="DO NOTHING",
+        )

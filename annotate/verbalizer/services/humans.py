@@ -1,0 +1,113 @@
+"""The human baseline: a slice of a set's prompts offered to people, answered with key 1 or 2.
+
+Key 1 is the word the instruction names first (the word for the positive golden label), key 2
+the other; the person reads exactly the prompt a model reads. Each person answers a prompt once;
+a prompt is offered until `answers_per_prompt` people answered it.
+"""
+
+from __future__ import annotations
+
+from django.db import IntegrityError, transaction
+from django.db.models import Count, Q
+
+from annotate.errors import AnnotateError, ConflictError, NotFoundError
+from annotate.models import Annotator
+from annotate.verbalizer.models import EvaluationSet, HumanAnswer, HumanStudy, Prompt
+
+MAX_SECONDS = 24 * 3600
+
+
+class HumanStudyError(AnnotateError):
+    """A study cannot be created, or an answer taken, as asked."""
+
+
+@transaction.atomic
+def human_study_create(
+    *,
+    evaluation_set: EvaluationSet,
+    name: str,
+    datasets: list[str] | None = None,
+    mappings: list[str] | None = None,
+    modes: list[str] | None = None,
+    items_per_dataset: int | None = None,
+    answers_per_prompt: int = 3,
+    created_by=None,
+) -> HumanStudy:
+    """Offer the prompts of `evaluation_set` that match the filters (all when None) to people."""
+    if HumanStudy.objects.filter(name=name).exists():
+        raise HumanStudyError(f"a study named {name!r} exists already")
+    if not 1 <= answers_per_prompt <= 50:
+        raise HumanStudyError("answers per prompt: between 1 and 50")
+    prompts = Prompt.objects.filter(evaluation_set=evaluation_set)
+    if datasets:
+        prompts = prompts.filter(item__dataset__name__in=datasets)
+    if mappings:
+        prompts = prompts.filter(mapping__name__in=mappings)
+    prompts = prompts.filter(mode__in=modes or ["direct"])
+    chosen = _first_items(
+        prompts.order_by("item__dataset__name", "item_id", "id"), items_per_dataset
+    )
+    if not chosen:
+        raise HumanStudyError("no prompt of the set matches these datasets, mappings and modes")
+    study = HumanStudy.objects.create(
+        name=name, evaluation_set=evaluation_set, answers_per_prompt=answers_per_prompt,
+        created_by=created_by,
+    )  # fmt: skip
+    study.prompts.set(chosen)
+    return study
+
+
+def _first_items(prompts, items_per_dataset: int | None) -> list[int]:
+    """Keep the prompts of the first `items_per_dataset` sampled items of each dataset."""
+    kept, seen = [], {}
+    for prompt_id, item_id, dataset in prompts.values_list("id", "item_id", "item__dataset_id"):
+        items = seen.setdefault(dataset, [])
+        if item_id not in items:
+            if items_per_dataset is not None and len(items) >= items_per_dataset:
+                continue
+            items.append(item_id)
+        kept.append(prompt_id)
+    return kept
+
+
+def human_prompt_next(*, study: HumanStudy, annotator: Annotator) -> Prompt | None:
+    """Return the next prompt for `annotator`: one they have not answered, least answered first."""
+    if not study.active:
+        return None
+    return (
+        study.prompts.exclude(human_answers__annotator=annotator, human_answers__study=study)
+        .annotate(answered=Count("human_answers", filter=Q(human_answers__study=study)))
+        .filter(answered__lt=study.answers_per_prompt)
+        .select_related("item__dataset", "mapping")
+        .order_by("answered", "id")
+        .first()
+    )
+
+
+def human_answer_submit(
+    *, study: HumanStudy, prompt_id: int, annotator: Annotator, key: int, seconds: float | None
+) -> HumanAnswer:
+    """Store the annotator's answer (key 1 or 2) to a prompt of the study, once."""
+    prompt = study.prompts.filter(pk=prompt_id).first()
+    if prompt is None or not study.active:
+        raise NotFoundError("No such prompt in this study.")
+    if key not in (1, 2):
+        raise HumanStudyError("key: answer with 1 or 2")
+    if seconds is not None and not 0 <= seconds <= MAX_SECONDS:
+        raise HumanStudyError(f"seconds: between 0 and {MAX_SECONDS}")
+    word = prompt.positive_word if key == 1 else prompt.negative_word
+    try:
+        with transaction.atomic():
+            return HumanAnswer.objects.create(
+                study=study, prompt=prompt, annotator=annotator, word=word, seconds=seconds
+            )
+    except IntegrityError:
+        earlier = HumanAnswer.objects.get(study=study, prompt=prompt, annotator=annotator)
+        if earlier.word != word:
+            raise ConflictError("You answered this item already; answers cannot change.") from None
+        return earlier
+
+
+def human_progress(*, study: HumanStudy, annotator: Annotator) -> tuple[int, int]:
+    """Return (answers by `annotator`, prompts in the study)."""
+    return study.answers.filter(annotator=annotator).count(), study.prompts.count()

@@ -1,0 +1,223 @@
+"""Import binary classification data: the GLUE TSV layouts and a generic CSV / JSON Lines.
+
+One transaction per file: the first problem raises ImportFileError naming file, line and field,
+and nothing is written. Layouts (GLUE's own files, header line first):
+
+- glue-sst2: ``sentence<TAB>label`` (1 = positive, 0 = negative)
+- glue-rte:  ``index<TAB>sentence1<TAB>sentence2<TAB>label`` (entailment / not_entailment)
+- glue-mrpc: ``Quality<TAB>#1 ID<TAB>#2 ID<TAB>#1 String<TAB>#2 String`` (1 = equivalent)
+- glue-qqp:  ``id<TAB>qid1<TAB>qid2<TAB>question1<TAB>question2<TAB>is_duplicate`` (1 = duplicate)
+- csv / jsonl: ``text``, optional ``text_b`` and ``id``, ``label`` = one of the dataset's two
+  golden label names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from django.db import transaction
+
+from annotate.errors import ImportFileError
+from annotate.services.files import _lines, _open_text, read_csv, read_jsonl
+from annotate.verbalizer.models import ClassificationDataset, ClassificationItem, TaskFamily
+
+FORMATS = ("glue-sst2", "glue-rte", "glue-mrpc", "glue-qqp", "csv", "jsonl")
+
+
+@dataclass(frozen=True)
+class _Row:
+    line: int
+    external_id: str
+    text: str
+    text_b: str
+    label_field: str
+    label_value: str
+
+
+@dataclass(frozen=True)
+class GlueLayout:
+    header: tuple[str, ...]
+    text: str
+    text_b: str
+    label: str
+    id_field: str
+    positive_value: str
+    negative_value: str
+    default_names: tuple[str, str]
+    family: str
+
+
+GLUE_LAYOUTS = {
+    "glue-sst2": GlueLayout(
+        ("sentence", "label"), "sentence", "", "label", "", "1", "0",
+        ("positive", "negative"), TaskFamily.SENTIMENT,
+    ),
+    "glue-rte": GlueLayout(
+        ("index", "sentence1", "sentence2", "label"), "sentence1", "sentence2", "label", "index",
+        "entailment", "not_entailment", ("entailment", "not entailment"), TaskFamily.ENTAILMENT,
+    ),
+    "glue-mrpc": GlueLayout(
+        ("Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"), "#1 String", "#2 String",
+        "Quality", "#1 ID", "1", "0", ("equivalent", "not equivalent"), TaskFamily.PARAPHRASE,
+    ),
+    "glue-qqp": GlueLayout(
+        ("id", "qid1", "qid2", "question1", "question2", "is_duplicate"), "question1",
+        "question2", "is_duplicate", "id", "1", "0", ("duplicate", "not duplicate"),
+        TaskFamily.PARAPHRASE,
+    ),
+}  # fmt: skip
+
+
+@dataclass
+class ClassificationImportSummary:
+    path: str
+    dataset: str
+    created: int
+    positive: int
+
+    @property
+    def message(self) -> str:
+        return (
+            f"Imported {self.created:,} items into {self.dataset} from {self.path} "
+            f"({self.positive:,} positive, {self.created - self.positive:,} negative)."
+        )
+
+
+def _read_tsv(path: str, layout: GlueLayout) -> Iterator[_Row]:
+    with _open_text(path) as handle:
+        lines = _lines(path, handle)
+        try:
+            _, first = next(lines)
+        except StopIteration:
+            raise ImportFileError(path, None, None, "the file is empty") from None
+        header = tuple(first.rstrip("\r\n").split("\t"))
+        if header != layout.header:
+            raise ImportFileError(
+                path, 1, None, f"the header must be {'<TAB>'.join(layout.header)}; found {header}"
+            )
+        for line_number, line in lines:
+            if not line.strip():
+                continue
+            values = line.rstrip("\r\n").split("\t")
+            if len(values) != len(header):
+                raise ImportFileError(
+                    path, line_number, None, f"expected {len(header)} columns, found {len(values)}"
+                )
+            row = dict(zip(header, values, strict=True))
+            yield _Row(
+                line_number,
+                row[layout.id_field] if layout.id_field else "",
+                row[layout.text],
+                row[layout.text_b] if layout.text_b else "",
+                layout.label,
+                row[layout.label].strip(),
+            )
+
+
+def _read_generic(path: str, fmt: str) -> Iterator[_Row]:
+    if fmt == "csv":
+        rows = read_csv(path, required=["text", "label"], optional=["text_b", "id"])
+    else:
+        rows = read_jsonl(path)
+    for line, row in rows:
+        values = {}
+        for name in ("text", "label", "text_b", "id"):
+            value = row.get(name, "")
+            if isinstance(value, int) and not isinstance(value, bool) and name != "text":
+                value = str(value)
+            if not isinstance(value, str):
+                raise ImportFileError(
+                    path, line, name, f"expected text, found {type(value).__name__}"
+                )
+            values[name] = value
+        if "text" not in row:
+            raise ImportFileError(path, line, "text", "this field is missing")
+        if "label" not in row:
+            raise ImportFileError(path, line, "label", "this field is missing")
+        yield _Row(
+            line, values["id"], values["text"], values["text_b"], "label", values["label"].strip()
+        )
+
+
+def _dataset_for(
+    *, path: str, name: str, fmt: str, labels: tuple[str, str] | None, family: str | None
+) -> ClassificationDataset:
+    layout = GLUE_LAYOUTS.get(fmt)
+    dataset = ClassificationDataset.objects.filter(name=name).first()
+    if dataset is not None:
+        if labels and labels != (dataset.positive_name, dataset.negative_name):
+            raise ImportFileError(
+                path, None, "--labels",
+                f"dataset {name} has the golden labels {dataset.positive_name},"
+                f"{dataset.negative_name}; found {','.join(labels)}",
+            )  # fmt: skip
+        if dataset.items.exists():
+            raise ImportFileError(path, None, None, f"dataset {name} already has items")
+        return dataset
+    names = labels or (layout.default_names if layout else None)
+    if names is None:
+        raise ImportFileError(
+            path, None, "--labels", "a new dataset needs its two golden label names"
+        )
+    family = family or (layout.family if layout else None)
+    if family not in TaskFamily.values:
+        raise ImportFileError(
+            path, None, "--family", f"a new dataset needs a family, one of {TaskFamily.values}"
+        )
+    if names[0] == names[1] or not all(names):
+        raise ImportFileError(path, None, "--labels", "two different, non-empty label names")
+    return ClassificationDataset.objects.create(
+        name=name, family=family, positive_name=names[0], negative_name=names[1]
+    )
+
+
+def _label_reader(fmt: str, dataset: ClassificationDataset) -> Callable[[str, _Row], bool]:
+    layout = GLUE_LAYOUTS.get(fmt)
+    if layout:
+        values = {layout.positive_value: True, layout.negative_value: False}
+    else:
+        values = {dataset.positive_name: True, dataset.negative_name: False}
+
+    def read(path: str, row: _Row) -> bool:
+        if row.label_value not in values:
+            raise ImportFileError(
+                path, row.line, row.label_field,
+                f"expected {' or '.join(repr(v) for v in values)}, found {row.label_value!r}",
+            )  # fmt: skip
+        return values[row.label_value]
+
+    return read
+
+
+@transaction.atomic
+def classification_import(
+    *,
+    path: str,
+    dataset: str,
+    fmt: str,
+    labels: tuple[str, str] | None = None,
+    family: str | None = None,
+) -> ClassificationImportSummary:
+    """Import one file into `dataset` (created when new); raise ImportFileError on any problem."""
+    if fmt not in FORMATS:
+        raise ImportFileError(path, None, "--format", f"expected one of {', '.join(FORMATS)}")
+    target = _dataset_for(path=path, name=dataset, fmt=fmt, labels=labels, family=family)
+    label_of = _label_reader(fmt, target)
+    rows = _read_tsv(path, GLUE_LAYOUTS[fmt]) if fmt in GLUE_LAYOUTS else _read_generic(path, fmt)
+    items = []
+    for position, row in enumerate(rows, start=1):
+        if not row.text.strip():
+            field = "text" if fmt in ("csv", "jsonl") else GLUE_LAYOUTS[fmt].text
+            raise ImportFileError(path, row.line, field, "the text is empty")
+        items.append(
+            ClassificationItem(
+                dataset=target, position=position, external_id=row.external_id[:200],
+                text=row.text, text_b=row.text_b, is_positive=label_of(path, row),
+            )
+        )  # fmt: skip
+    if not items:
+        raise ImportFileError(path, None, None, "the file holds no items")
+    ClassificationItem.objects.bulk_create(items, batch_size=1000)
+    positive = sum(item.is_positive for item in items)
+    return ClassificationImportSummary(path, target.name, len(items), positive)

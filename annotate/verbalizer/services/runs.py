@@ -1,0 +1,79 @@
+"""Run a system over an evaluation set through the model engine (kind "verbalizer")."""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+from annotate.errors import AnnotateError
+from annotate.models import System
+from annotate.verbalizer import engine_seam
+from annotate.verbalizer.models import EvaluationSet, Mode, SystemRun
+
+
+class RunSetupError(AnnotateError):
+    """A run cannot be started as asked (unknown set or endpoint, bad modes)."""
+
+
+@transaction.atomic
+def verbalizer_run_create(
+    *,
+    evaluation_set: EvaluationSet,
+    system: str,
+    endpoint: str,
+    modes: list[str] | None = None,
+    model_size_b: float | None = None,
+    spending_cap_usd=None,
+    created_by=None,
+) -> SystemRun:
+    """Create the SystemRun and its engine run; start it with `verbalizer_run_start`.
+
+    A system that answered some prompts of the set already (an earlier run) only gets the rest.
+    """
+    endpoint_row = engine_seam.engine_endpoint_get(name=endpoint)
+    if endpoint_row is None:
+        raise RunSetupError(f"--endpoint: no engine endpoint named {endpoint!r}")
+    modes = modes or list(evaluation_set.modes)
+    unknown = [m for m in modes if m not in evaluation_set.modes or m not in Mode.values]
+    if unknown:
+        raise RunSetupError(f"--modes: the set has modes {evaluation_set.modes}; not {unknown}")
+    if not system.strip():
+        raise RunSetupError("--system: a name is required")
+    system_row, _ = System.objects.get_or_create(name=system.strip())
+    system_run = SystemRun.objects.create(
+        evaluation_set=evaluation_set, system=system_row, endpoint_name=endpoint,
+        modes=modes, model_size_b=model_size_b, created_by=created_by,
+    )  # fmt: skip
+    run = engine_seam.engine_run_new(
+        endpoint=endpoint_row,
+        params={"system_run_id": system_run.pk, "set": evaluation_set.name, "system": system},
+        created_by=created_by,
+        spending_cap_usd=spending_cap_usd,
+    )
+    system_run.engine_run_id = run.pk
+    system_run.save(update_fields=["engine_run_id"])
+    return system_run
+
+
+def verbalizer_run_start(*, system_run: SystemRun, user=None) -> None:
+    """Start the run in the background (after commit); the engine checks who may spend money."""
+    from annotate.engine.models import EngineRun
+
+    engine_seam.engine_run_background(
+        run=EngineRun.objects.get(pk=system_run.engine_run_id), user=user
+    )
+
+
+def verbalizer_run_execute(*, system_run: SystemRun, on_progress=None):
+    """Do the run in this process and return the engine run (for commands and benchmarks)."""
+    from annotate.engine.models import EngineRun
+
+    return engine_seam.engine_run_foreground(
+        run=EngineRun.objects.get(pk=system_run.engine_run_id), on_progress=on_progress
+    )
+
+
+def evaluation_set_get(*, name: str) -> EvaluationSet:
+    evaluation_set = EvaluationSet.objects.filter(name=name).first()
+    if evaluation_set is None:
+        raise RunSetupError(f"--set: no evaluation set named {name!r}")
+    return evaluation_set

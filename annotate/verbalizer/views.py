@@ -1,0 +1,167 @@
+"""Pages of verbalizer manipulation: datasets and mappings (researchers), sets and human studies
+(researchers), and the annotators' answering page (keys 1/2). Reports live in
+evaluation.verbalizer.views.
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.db import transaction
+from django.db.models import Count
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from annotate.engine.models import Endpoint
+from annotate.errors import NotFoundError
+from annotate.http import page_errors
+from annotate.models import Annotator
+from annotate.roles import (
+    ADMIN,
+    ANNOTATOR,
+    ANNOTATORS_ONLY,
+    RESEARCHER,
+    RESEARCHERS_ONLY,
+    require_role,
+)
+from annotate.services.assignments import annotator_for_user
+from annotate.verbalizer.forms import DatasetForm, MappingForm, RunForm, StudyForm
+from annotate.verbalizer.models import ClassificationDataset, EvaluationSet, HumanStudy, Mapping
+from annotate.verbalizer.services import catalogue, humans, runs
+
+
+def _require_researcher(request: HttpRequest) -> None:
+    require_role(request.user, ADMIN, RESEARCHER, message=RESEARCHERS_ONLY)
+
+
+def _annotator(request: HttpRequest) -> Annotator:
+    require_role(request.user, ANNOTATOR, message=ANNOTATORS_ONLY)
+    return annotator_for_user(user=request.user)
+
+
+@login_required
+@page_errors
+def overview(request: HttpRequest) -> HttpResponse:
+    _require_researcher(request)
+    dataset_form, mapping_form = DatasetForm(prefix="d"), MappingForm(prefix="m")
+    if request.method == "POST":
+        if "d-name" in request.POST:
+            dataset_form = DatasetForm(request.POST, prefix="d")
+            if dataset_form.is_valid():
+                catalogue.dataset_create(**dataset_form.cleaned_data)
+                messages.success(request, "Dataset added.")
+                return redirect("verbalizer:overview")
+        else:
+            mapping_form = MappingForm(request.POST, prefix="m")
+            if mapping_form.is_valid():
+                catalogue.mapping_create(**mapping_form.cleaned_data)
+                messages.success(request, "Mapping added.")
+                return redirect("verbalizer:overview")
+    context = {
+        "datasets": ClassificationDataset.objects.annotate(n_items=Count("items")),
+        "mappings": Mapping.objects.all(),
+        "sets": EvaluationSet.objects.annotate(n_prompts=Count("prompts")),
+        "dataset_form": dataset_form,
+        "mapping_form": mapping_form,
+    }
+    return render(request, "verbalizer/overview.html", context)
+
+
+@login_required
+@page_errors
+def set_detail(request: HttpRequest, set_id: int) -> HttpResponse:
+    _require_researcher(request)
+    evaluation_set = get_object_or_404(EvaluationSet, pk=set_id)
+    form = StudyForm(
+        request.POST if "name" in request.POST else None, evaluation_set=evaluation_set
+    )
+    run_form = RunForm(
+        request.POST if "system" in request.POST else None,
+        evaluation_set=evaluation_set, endpoints=Endpoint.objects.order_by("name"),
+    )  # fmt: skip
+    if run_form.is_bound and run_form.is_valid():
+        system_run = _run_start(request, evaluation_set, run_form.cleaned_data)
+        messages.success(request, f"Started engine run #{system_run.engine_run_id}.")
+        return redirect("verbalizer:set-detail", set_id=set_id)
+    if form.is_bound and form.is_valid():
+        data = form.cleaned_data
+        humans.human_study_create(
+            evaluation_set=evaluation_set, name=data["name"], datasets=data["datasets"],
+            mappings=data["mappings"], modes=data["modes"],
+            items_per_dataset=data["items_per_dataset"],
+            answers_per_prompt=data["answers_per_prompt"], created_by=request.user,
+        )  # fmt: skip
+        messages.success(request, "Study published to annotators.")
+        return redirect("verbalizer:set-detail", set_id=set_id)
+    context = {
+        "set": evaluation_set,
+        "n_prompts": evaluation_set.prompts.count(),
+        "runs": evaluation_set.system_runs.select_related("system", "engine_run").annotate(
+            n_answers=Count("answers")
+        ),
+        "studies": evaluation_set.human_studies.annotate(
+            n_prompts=Count("prompts", distinct=True), n_answers=Count("answers", distinct=True)
+        ),
+        "form": form,
+        "run_form": run_form,
+    }
+    return render(request, "verbalizer/set_detail.html", context)
+
+
+@transaction.atomic
+def _run_start(request: HttpRequest, evaluation_set: EvaluationSet, data: dict):
+    """Create and start a run; the engine refuses paid endpoints to anyone but an admin."""
+    system_run = runs.verbalizer_run_create(
+        evaluation_set=evaluation_set, system=data["system"], endpoint=data["endpoint"],
+        modes=data["modes"], model_size_b=data["model_size_b"],
+        spending_cap_usd=data["spending_cap_usd"], created_by=request.user,
+    )  # fmt: skip
+    runs.verbalizer_run_start(system_run=system_run, user=request.user)
+    return system_run
+
+
+@login_required
+@require_GET
+@page_errors
+def work_list(request: HttpRequest) -> HttpResponse:
+    annotator = _annotator(request)
+    studies = [
+        (study, *humans.human_progress(study=study, annotator=annotator))
+        for study in HumanStudy.objects.filter(active=True)
+    ]
+    return render(request, "verbalizer/work_list.html", {"studies": studies})
+
+
+@login_required
+@require_GET
+@page_errors
+def work_next(request: HttpRequest, human_study_id: int) -> HttpResponse:
+    annotator = _annotator(request)
+    study = HumanStudy.objects.filter(pk=human_study_id, active=True).first()
+    if study is None:
+        raise NotFoundError("No such study.")
+    prompt = humans.human_prompt_next(study=study, annotator=annotator)
+    done, total = humans.human_progress(study=study, annotator=annotator)
+    context = {"study": study, "prompt": prompt, "done": done, "total": total}
+    return render(request, "verbalizer/work_item.html", context)
+
+
+@login_required
+@require_POST
+@page_errors
+def work_answer(request: HttpRequest, human_study_id: int) -> HttpResponse:
+    annotator = _annotator(request)
+    study = HumanStudy.objects.filter(pk=human_study_id, active=True).first()
+    if study is None:
+        raise NotFoundError("No such study.")
+    try:
+        prompt_id, key = int(request.POST["prompt"]), int(request.POST["key"])
+        seconds = float(request.POST.get("seconds") or "nan")
+    except (KeyError, ValueError):
+        raise humans.HumanStudyError("An answer needs the prompt and key 1 or 2.") from None
+    humans.human_answer_submit(
+        study=study, prompt_id=prompt_id, annotator=annotator, key=key,
+        seconds=None if seconds != seconds else seconds,
+    )  # fmt: skip
+    return redirect("verbalizer:work-next", human_study_id=study.pk)

@@ -1,0 +1,106 @@
+"""The site's navigation: one registry of sections, shown by role in templates/base.html.
+
+A section is a NavItem; a new page joins the navigation with one call, usually in its app's
+AppConfig.ready():
+
+    from config.navigation import NavItem, nav_register
+    nav_register(NavItem("endpoints", "Endpoints", "engine:endpoint-list", group=ADMIN_GROUP))
+
+Items whose URL name does not resolve (an app not installed yet) are left out, so a branch can
+register its section before its URLs exist. The current section is the item whose URL is the
+longest prefix of the request's path; a view can name it instead with `request.nav_section`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.http import HttpRequest
+from django.urls import NoReverseMatch, reverse
+
+from annotate.roles import ADMIN, ANNOTATOR, RESEARCHER
+
+ANNOTATOR_GROUP = "Annotation"
+RESEARCHER_GROUP = "Research"
+ADMIN_GROUP = "Administration"
+GROUP_ROLES = {
+    ANNOTATOR_GROUP: (ANNOTATOR,),
+    RESEARCHER_GROUP: (ADMIN, RESEARCHER),
+    ADMIN_GROUP: (ADMIN,),
+}
+
+
+@dataclass(frozen=True)
+class NavItem:
+    section: str  # a short key, unique in the registry
+    label: str
+    url_name: str
+    group: str = RESEARCHER_GROUP  # decides who sees it: GROUP_ROLES
+    staff_only: bool = False  # Django's admin needs is_staff as well as the admin role
+
+
+NAV_ITEMS: list[NavItem] = [
+    NavItem("tasks", "My tasks", "work:dashboard", group=ANNOTATOR_GROUP),
+    NavItem("label-words", "Label-word tasks", "verbalizer:work-list", group=ANNOTATOR_GROUP),
+    NavItem("benchmarks", "Benchmarks", "annotate:benchmark-list"),
+    NavItem("projects", "Projects", "work:project-list"),
+    NavItem("imports", "Imports", "annotate:import-list"),
+    NavItem("reports", "Reports", "reports:list"),
+    NavItem("annotators", "Annotators", "annotators:list"),
+    NavItem("verbalizer", "Verbalizer", "verbalizer:overview"),
+    NavItem("crowd", "Crowd", "crowd:publication-list", group=ADMIN_GROUP),
+    NavItem("judge", "Judge", "judge:run-list", group=ADMIN_GROUP),
+    NavItem("endpoints", "Endpoints", "engine:endpoint-list", group=ADMIN_GROUP),
+    NavItem("runs", "Model runs", "engine:run-list", group=ADMIN_GROUP),
+    NavItem("admin", "Admin", "admin:index", group=ADMIN_GROUP, staff_only=True),
+]
+
+
+def nav_register(item: NavItem) -> None:
+    """Add a section (or replace the one with the same key) to the navigation."""
+    NAV_ITEMS[:] = [existing for existing in NAV_ITEMS if existing.section != item.section]
+    NAV_ITEMS.append(item)
+
+
+@dataclass(frozen=True)
+class NavLink:
+    section: str
+    label: str
+    url: str
+    current: bool
+
+
+def nav_groups(request: HttpRequest) -> list[tuple[str, list[NavLink]]]:
+    """Return [(group, links)] the user may open, the current section marked."""
+    user = request.user
+    roles = set(user.groups.values_list("name", flat=True)) if user.is_active else set()
+    if user.is_active and user.is_superuser:
+        roles.add(ADMIN)
+    visible = []
+    for item in NAV_ITEMS:
+        if not roles.intersection(GROUP_ROLES[item.group]) or (
+            item.staff_only and not user.is_staff
+        ):
+            continue
+        try:
+            visible.append((item, reverse(item.url_name)))
+        except NoReverseMatch:
+            continue
+    current = getattr(request, "nav_section", None) or _longest_prefix(request.path, visible)
+    groups: dict[str, list[NavLink]] = {}
+    for item, url in visible:
+        link = NavLink(item.section, item.label, url, item.section == current)
+        groups.setdefault(item.group, []).append(link)
+    return [(group, groups[group]) for group in GROUP_ROLES if group in groups]
+
+
+def _longest_prefix(path: str, visible: list[tuple[NavItem, str]]) -> str | None:
+    matches = [(len(url), item.section) for item, url in visible if path.startswith(url)]
+    return max(matches)[1] if matches else None
+
+
+def navigation(request: HttpRequest) -> dict:
+    """Template context processor: `nav_groups` for templates/base.html."""
+    if not getattr(request, "user", None) or not request.user.is_authenticated:
+        return {"nav_groups": []}
+    return {"nav_groups": nav_groups(request)}

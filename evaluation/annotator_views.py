@@ -1,0 +1,84 @@
+"""The annotators page: researchers see each person's work and agreement and decide their kind."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.http import urlencode
+from django.views.decorators.http import require_POST
+
+from annotate.errors import AnnotateError
+from annotate.http import page_errors
+from annotate.models import Annotator, AnnotatorKind
+from annotate.roles import ADMIN, RESEARCHER, RESEARCHERS_ONLY, require_role
+from annotate.selectors.work import project_get_for_researcher, projects_for_researcher
+from annotate.services.annotators import annotator_kind_set, annotator_project_kind_set
+from evaluation.selectors.annotator_overview import annotator_rows
+
+KIND_FILTERS = [
+    ("", "every kind"),
+    (AnnotatorKind.UNDECIDED, "not decided yet"),
+    (AnnotatorKind.EXPERT, "experts"),
+    (AnnotatorKind.CROWD, "crowd workers"),
+]
+
+
+def _int_or_none(value: str | None) -> int | None:
+    return int(value) if value and value.isdigit() else None
+
+
+@login_required
+def annotator_list(request: HttpRequest) -> HttpResponse:
+    require_role(request.user, ADMIN, RESEARCHER, message=RESEARCHERS_ONLY)
+    project_id = _int_or_none(request.GET.get("project"))
+    kind = request.GET.get("kind", "")
+    kind = kind if kind in dict(KIND_FILTERS) else ""
+    rows = annotator_rows(user=request.user, project_id=project_id, kind=kind)
+    context = {
+        "rows": rows,
+        "projects": projects_for_researcher(user=request.user),
+        "project_id": project_id,
+        "kind": kind,
+        "kind_filters": KIND_FILTERS,
+        "undecided": sum(1 for r in rows if r.annotator.kind == AnnotatorKind.UNDECIDED),
+        "person_kinds": [
+            (AnnotatorKind.UNDECIDED.value, "Not decided yet"),
+            (AnnotatorKind.EXPERT.value, "Expert"),
+            (AnnotatorKind.CROWD.value, "Crowd worker"),
+        ],
+    }
+    return render(request, "evaluation/annotator_list.html", context)
+
+
+@login_required
+@require_POST
+@page_errors
+def annotator_kind_update(request: HttpRequest, annotator_id: int) -> HttpResponse:
+    require_role(request.user, ADMIN, RESEARCHER, message=RESEARCHERS_ONLY)
+    annotator = get_object_or_404(Annotator, pk=annotator_id)
+    project_id = _int_or_none(request.POST.get("project"))
+    kind = request.POST.get("kind", "")
+    try:
+        if project_id is None:
+            annotator_kind_set(annotator=annotator, kind=kind, now=timezone.now())
+            messages.success(request, f"{annotator.name} is now: {annotator.get_kind_display()}.")
+        else:
+            project = project_get_for_researcher(project_id=project_id, user=request.user)
+            annotator_project_kind_set(project=project, annotator=annotator, kind=kind)
+            shown = dict(AnnotatorKind.choices).get(kind, "their own kind")
+            messages.success(request, f"{annotator.name} in {project.name}: {shown}.")
+    except AnnotateError as error:
+        messages.error(request, str(error))
+    # Back to the same filtered list: only our own path, with the filters as they were.
+    query = urlencode(
+        {
+            key: request.POST[key]
+            for key in ("filter_project", "filter_kind")
+            if request.POST.get(key)
+        }
+    ).replace("filter_", "")
+    return redirect(reverse("annotators:list") + (f"?{query}" if query else ""))

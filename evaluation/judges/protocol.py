@@ -1,0 +1,124 @@
+"""The judge as an engine protocol (run kind "judge"): one unit per conversation of a JudgeRun.
+
+The engine makes, retries, stores and accounts every call; this class turns a conversation into
+calls (evaluation.judges.conversation) and stores what they answered: each answer (JudgeCall and
+its label) as soon as its call is saved, each conversation's end with its unit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from django.db.models import Count
+
+from annotate.engine.client import estimate_prompt_tokens
+from annotate.engine.models import EngineCall, EngineRun
+from annotate.engine.protocols import RunContext, UnitEstimate, UnitFailed, UnitResult, UnitStopped
+from evaluation.judges import prompting as p
+from evaluation.judges.conversation import Answered, CallPolicy, ConversationWork, Failed, converse
+from evaluation.models import JudgeConversation, JudgeRun
+from evaluation.services import judge_runs
+
+
+def _judge_run(run: EngineRun) -> JudgeRun:
+    return judge_runs.judge_run_get(run_id=run.params["judge_run_id"])
+
+
+def unit_key(response_id: int) -> str:
+    return f"judge:r{response_id}"
+
+
+class JudgeRunProtocol:
+    """Run params: judge_run_id, prompt_version. The run's judge, protocol and prompt version are fixed on the
+    JudgeRun, so a unit is keyed by the response it judges."""
+
+    def units(self, run: EngineRun) -> list[str]:
+        """Longest conversations first: their questions are sequential, so one started last
+        would stretch the run's tail while the other workers sit idle."""
+        conversations = (
+            JudgeConversation.objects.filter(run_id=run.params["judge_run_id"])
+            .annotate(questions=Count("response__instruction__questions"))
+            .order_by("-questions", "pk")
+        )
+        return [unit_key(r) for r in conversations.values_list("response_id", flat=True)]
+
+    def on_start(self, run: EngineRun) -> None:
+        judge_runs.judge_run_mark_started(_judge_run(run))
+
+    def load(self, run: EngineRun, keys: Sequence[str]) -> dict[str, ConversationWork]:
+        judge_run = _judge_run(run)
+        wanted = {int(key.split(":r", 1)[1]) for key in keys}
+        conversations = judge_run.conversations.filter(response_id__in=wanted)
+        response_of = dict(conversations.values_list("pk", "response_id"))
+        works = judge_runs.judge_works(judge_run, conversations)
+        return {unit_key(response_of[work.conversation_id]): work for work in works}
+
+    def estimate(self, run: EngineRun, key: str, work: ConversationWork) -> UnitEstimate:
+        """Count the calls still to make and their prompts, assuming a one-token answer each."""
+        prompt = p.load_prompt(run.params["prompt_version"])
+        missing = [q for q in work.questions if q[0] not in work.answered]
+        if work.protocol == p.ALL_IN_ONE:
+            text = p.all_in_one_turn(
+                prompt,
+                input_text=work.input_text,
+                response=work.response_text,
+                questions=[t for _, t in work.questions],
+            )
+            tokens = estimate_prompt_tokens([{"content": text}])
+            return UnitEstimate(calls=1 if missing else 0, prompt_tokens=tokens if missing else 0)
+        tokens, history = 0, []
+        for index, (qid, text) in enumerate(work.questions):
+            if work.protocol == p.INDEPENDENT or index == 0:
+                turn = p.first_turn(
+                    prompt, input_text=work.input_text, response=work.response_text, question=text
+                )
+                history = [] if work.protocol == p.INDEPENDENT else history
+            else:
+                turn = p.next_turn(prompt, question=text)
+            history = [*history, {"content": turn}]
+            if qid not in work.answered:
+                tokens += estimate_prompt_tokens(history)
+            history.append({"content": "YES"})
+        return UnitEstimate(calls=len(missing), prompt_tokens=tokens)
+
+    def execute(self, run: EngineRun, key: str, ctx: RunContext) -> Any:
+        ends: list[Any] = []
+
+        def emit(event: Any) -> None:
+            if isinstance(event, Answered):
+                event.engine_call.meta = event  # stored with the call by store_calls
+            else:
+                ends.append(event)
+
+        params = run.params.get("request_params") or None
+        policy = CallPolicy(
+            chat=lambda messages: ctx.chat(
+                messages, purpose="judge", params=params, allow_error=True
+            ),
+            max_retries=ctx.max_retries,
+            wait_before_retry=ctx.wait_before_retry,
+        )
+        converse(
+            ctx.work,
+            policy=policy,
+            emit=emit,
+            stop=ctx.stop_event,
+            prompt_version=run.params["prompt_version"],
+        )
+        if not ends:
+            raise UnitStopped  # stopped between questions: the conversation stays pending
+        if isinstance(ends[0], Failed):
+            raise UnitFailed(ends[0].error, value=ends[0])
+        return ends[0]
+
+    def store_calls(self, run: EngineRun, calls: Sequence[EngineCall]) -> None:
+        answers = [call.meta for call in calls if getattr(call, "meta", None) is not None]
+        if answers:
+            judge_runs.judge_answers_store(_judge_run(run), answers)
+
+    def store(self, run: EngineRun, results: Sequence[UnitResult]) -> None:
+        judge_runs.judge_ends_store([result.value for result in results if result.value])
+
+    def on_finish(self, run: EngineRun) -> None:
+        judge_runs.judge_run_finish_if_complete(run_id=run.params["judge_run_id"])

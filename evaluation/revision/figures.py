@@ -1,0 +1,80 @@
+"""Figure 2 of the KIWI paper from a revision report: ratings per system and instruction type
+(top) and instruction type by turn position (bottom), as SVG, PNG or PDF.
+
+Same conventions as evaluation.figures: a fresh Figure on the Agg canvas per call, no pyplot,
+deterministic output, colour-blind-safe palette.
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+from matplotlib import rc_context
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from evaluation.figures import FORMATS, METADATA, PALETTE, PNG_DPI, RC, _text
+
+FIGURES = {
+    "ratings": "Rating distribution per system: stylistic (s), information-seeking (i), all (o)",
+    "positions": "Instruction type by turn position",
+}
+RATING_COLOURS = {"good": PALETTE[2], "neutral": PALETTE[3], "bad": PALETTE[1]}
+KIND_SHORT = {"stylistic": "s", "information-seeking": "i", "all": "o"}
+
+
+def figure_available(report: dict, name: str) -> bool:
+    if name == "ratings":
+        return any(row["turns"] for row in report["figure2_ratings"])
+    return bool(report["figure2_positions"])
+
+
+def _ratings(figure: Figure, report: dict) -> None:
+    rows = [row for row in report["figure2_ratings"] if row["turns"]]
+    axes = figure.add_subplot()
+    labels = [f"{_text(row['system'])}\n{KIND_SHORT[row['instruction_type']]}" for row in rows]
+    x = np.arange(len(rows))
+    bottom = np.zeros(len(rows))
+    for rating, colour in RATING_COLOURS.items():
+        values = np.array([100 * (row[rating] or 0) for row in rows])
+        axes.bar(x, values, bottom=bottom, color=colour, label=rating, width=0.7)
+        bottom += values
+    axes.set_xticks(x, labels)
+    axes.set_ylabel("% of turns")
+    axes.set_ylim(0, 100)
+    axes.legend(frameon=False, ncols=3, loc="upper center", bbox_to_anchor=(0.5, 1.1))
+
+
+def _positions(figure: Figure, report: dict) -> None:
+    rows = report["figure2_positions"]
+    axes = figure.add_subplot()
+    x = np.array([row["position"] for row in rows])
+    info = np.array([100 * (row["information_seeking"] or 0) for row in rows])
+    style = np.array([100 * (row["stylistic"] or 0) for row in rows])
+    axes.bar(x, info, color=PALETTE[0], label="information-seeking", width=0.7)
+    axes.bar(x, style, bottom=info, color=PALETTE[4], label="stylistic", width=0.7)
+    axes.set_xticks(x)
+    axes.set_xlabel("turn")
+    axes.set_ylabel("% of instructions")
+    axes.legend(frameon=False)
+
+
+DRAWERS = {"ratings": _ratings, "positions": _positions}
+
+
+def render_revision_figure(report: dict, name: str, fmt: str) -> bytes:
+    """Draw one figure of the revision report and return its bytes in the format."""
+    if name not in FIGURES:
+        raise ValueError(f"unknown figure {name!r}: expected one of {', '.join(FIGURES)}")
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown figure format {fmt!r}: expected one of {', '.join(FORMATS)}")
+    if not figure_available(report, name):
+        raise ValueError(f"the report has no data for the {name} figure")
+    with rc_context(RC):
+        figure = Figure(figsize=(7.0, 4.0), layout="constrained")
+        FigureCanvasAgg(figure)
+        DRAWERS[name](figure, report)
+        output = io.BytesIO()
+        figure.savefig(output, format=fmt, dpi=PNG_DPI, metadata=METADATA[fmt])
+    return output.getvalue()

@@ -1,0 +1,118 @@
+"""Turn a revision report (evaluation.revision.reports) into CSV, JSON, LaTeX and Markdown.
+
+Every table is a list of flat rows; columns are the union of the rows' keys in first-seen
+order, so per-system columns (`good:gpt-4`) follow the study's systems.
+"""
+
+from __future__ import annotations
+
+import io
+
+from annotate.services.files import csv_writer
+from evaluation.report_formats import _csv_cell, latex_escape, report_json
+
+TABLES = {
+    "table2": "Table 2: sessions per system",
+    "figure2_ratings": "Figure 2 (top): rating distribution",
+    "figure2_positions": "Figure 2 (bottom): instruction type by turn position",
+    "table3": "Table 3: fine-grained instruction types",
+    "table4": "Table 4: error categories of neutral and bad turns",
+    "table5": "Table 5: automatic evaluation of instruction following (test split)",
+}
+# Shares shown as percentages in LaTeX and Markdown, as in the paper.
+PERCENT_SUFFIXES = ("good", "neutral", "bad", "information_seeking", "stylistic", "share")
+
+
+def table_rows(report: dict, table: str) -> list[dict]:
+    value = report[table]
+    return value["rows"] if isinstance(value, dict) else value
+
+
+def _columns(rows: list[dict]) -> list[str]:
+    columns: list[str] = []
+    for row in rows:
+        columns += [key for key in row if key not in columns]
+    return columns
+
+
+def revision_json(report: dict) -> str:
+    return report_json(report)
+
+
+def revision_csv(report: dict) -> str:
+    """Every table as CSV, each after a `# <table>` line and followed by a blank line."""
+    out = io.StringIO()
+    for table in TABLES:
+        rows = table_rows(report, table)
+        columns = _columns(rows)
+        out.write(f"# {table}\r\n")
+        writer = csv_writer(out, lineterminator="\r\n")
+        writer.writerow(columns)
+        for row in rows:
+            writer.writerow([_csv_cell(row.get(column)) for column in columns])
+        out.write("\r\n")
+    return out.getvalue()
+
+
+def _display(column: str, value: object) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        base = column.split(":")[0]
+        if base.endswith(PERCENT_SUFFIXES) and "_ci_" not in column:
+            return f"{100 * value:.0f}"
+        return f"{value:.2f}"
+    return str(value)
+
+
+def _shown_columns(rows: list[dict]) -> list[str]:
+    return [c for c in _columns(rows) if "_ci_" not in c and c not in ("run", "seed")]
+
+
+def revision_markdown(report: dict) -> str:
+    parts = [f"# Revision report: {report['study']}\n"]
+    for table, title in TABLES.items():
+        rows = table_rows(report, table)
+        columns = _shown_columns(rows)
+        parts.append(f"\n## {title}\n")
+        if not rows:
+            parts.append("\n(no data)\n")
+            continue
+        parts.append("\n| " + " | ".join(columns) + " |\n|" + "---|" * len(columns) + "\n")
+        for row in rows:
+            cells = [_display(c, row.get(c)).replace("|", "\\|") for c in columns]
+            parts.append("| " + " | ".join(cells) + " |\n")
+    parts.append(
+        "\nShares, % good and % predicted good/bad are percentages; accuracy, precision, recall and F1 are fractions.\n"
+    )
+    return "".join(parts)
+
+
+def revision_latex(report: dict) -> str:
+    parts = []
+    for table, title in TABLES.items():
+        rows = table_rows(report, table)
+        columns = _shown_columns(rows)
+        if not rows:
+            continue
+        header = " & ".join(latex_escape(c) for c in columns)
+        body = "".join(
+            " & ".join(latex_escape(_display(c, row.get(c))) for c in columns) + " \\\\\n"
+            for row in rows
+        )
+        parts.append(
+            "\\begin{table}[t]\n\\centering\n\\small\n"
+            f"\\begin{{tabular}}{{l{'r' * (len(columns) - 1)}}}\n\\toprule\n{header} \\\\\n"
+            f"\\midrule\n{body}\\bottomrule\n\\end{{tabular}}\n"
+            f"\\caption{{{latex_escape(title)} ({latex_escape(report['study'])})}}\n"
+            "\\end{table}\n"
+        )
+    return "\n".join(parts)
+
+
+FORMATS = {
+    "json": revision_json,
+    "csv": revision_csv,
+    "latex": revision_latex,
+    "md": revision_markdown,
+}

@@ -1,0 +1,246 @@
+"""The KIWI classifiers and rating judge (paper §4.2, §4.3, §5; appendix A.3-A.5).
+
+A run classifies a study's rated turns with Table 10's prompt (instruction categories, every
+turn) or Table 11's (error categories, neutral/bad turns), or judges the test split's turns good
+or bad with the A.5 zero-shot prompt or the few-shot prompt whose examples are the k training
+turns with the most BM25-similar instructions. Calls go through annotate.revision.llm (the
+engine seam); each prediction is stored as it arrives, so a rerun skips finished turns.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+from django.contrib.auth.models import AbstractBaseUser
+from django.utils import timezone
+
+from annotate.engine.models import Endpoint
+from annotate.engine.services.runs import engine_run_create, engine_run_execute
+from annotate.revision import llm
+from annotate.revision.models import ErrorCategory, InstructionCategory, Study, Turn
+from annotate.revision.prompting import Prompt, prompt_file
+from annotate.revision.retrieval import BM25Index
+from evaluation.errors import JudgeRunError
+from evaluation.revision.models import (
+    JudgeTask,
+    RevisionJudgeRun,
+    RevisionPrediction,
+    RunStatus,
+    ShotMode,
+)
+from evaluation.revision.report_data import turns_read
+from evaluation.stats.revision import split_indices
+
+logger = logging.getLogger(__name__)
+PROMPTS = Path(__file__).resolve().parent / "prompts"
+PROMPT_NAMES = {
+    JudgeTask.INSTRUCTION_CATEGORY: "instruction-category-v1",
+    JudgeTask.ERROR_CATEGORY: "error-category-v1",
+    ShotMode.ZERO: "rating-judge-zero-shot-v1",
+    ShotMode.ONE: "rating-judge-few-shot-v1",
+    ShotMode.K: "rating-judge-few-shot-v1",
+}
+CATEGORIES = {
+    JudgeTask.INSTRUCTION_CATEGORY: InstructionCategory.values,
+    JudgeTask.ERROR_CATEGORY: ErrorCategory.values,
+}
+
+
+def parse_label(task: str, reply: str) -> str:
+    """Return the label a reply names: good/bad for the judge, a category otherwise; "" if none.
+
+    The judge's reply counts by its first word ("good", "bad"; "neutral" is bad, as in §5).
+    A category is the longest category name the reply contains, ignoring case.
+    """
+    text = reply.strip().lower()
+    if task == JudgeTask.RATING:
+        first = re.match(r"[#*\s]*([a-z]+)", text)
+        word = first.group(1) if first else ""
+        return {"good": "good", "bad": "bad", "neutral": "bad"}.get(word, "")
+    for category in sorted(CATEGORIES[task], key=len, reverse=True):
+        if category in text:
+            return category
+    return ""
+
+
+def judge_run_create(
+    *,
+    study: Study,
+    task: str,
+    mode: str = "",
+    shots: int = 0,
+    endpoint_name: str = "",
+    seed: int = 0,
+    user: AbstractBaseUser | None = None,
+    now: datetime,
+) -> RevisionJudgeRun:
+    """Create a run; a rating judge stores its seeded train/dev/test split of the rated turns."""
+    if task not in JudgeTask.values:
+        raise JudgeRunError(f"unknown task {task!r}: expected one of {', '.join(JudgeTask.values)}")
+    split: dict = {}
+    if task == JudgeTask.RATING:
+        if mode not in ShotMode.values:
+            raise JudgeRunError(f"mode must be one of {', '.join(ShotMode.values)}")
+        shots = {ShotMode.ZERO: 0, ShotMode.ONE: 1}.get(mode, shots)
+        if mode == ShotMode.K and shots < 1:
+            raise JudgeRunError("a k-shot judge needs --shots of at least 1")
+        split = rating_split(study=study, seed=seed)
+    else:
+        mode, shots = "", 0
+    return RevisionJudgeRun.objects.create(
+        study=study,
+        task=task,
+        mode=mode,
+        shots=shots,
+        endpoint_name=endpoint_name,
+        prompt_version=PROMPT_NAMES[mode or task],
+        seed=seed,
+        split=split,
+        created_by=user,
+        created_at=now,
+    )
+
+
+def rating_split(*, study: Study, seed: int) -> dict[str, list[int]]:
+    """Split the study's rated turns (by id) into train/dev/test as the paper: 888/186/186."""
+    ids = turns_read(study=study).turn_id
+    if len(ids) < 3:
+        raise JudgeRunError("the study needs at least 3 rated turns to split")
+    train, dev, test = split_indices(len(ids), np.random.default_rng(seed))
+    return {
+        name: [int(ids[i]) for i in part]
+        for name, part in zip(("train", "dev", "test"), (train, dev, test), strict=True)
+    }
+
+
+def judge_units(run: RevisionJudgeRun) -> list[int]:
+    """Return the ids of the turns the run labels, in id order."""
+    turns = Turn.objects.filter(session__study=run.study, session__status="finished").exclude(
+        rating=""
+    )
+    if run.task == JudgeTask.RATING:
+        return sorted(run.split["test"])
+    if run.task == JudgeTask.ERROR_CATEGORY:
+        turns = turns.exclude(rating="good")
+    return list(turns.order_by("id").values_list("id", flat=True))
+
+
+def _judge_fields(turn: Turn) -> dict[str, str]:
+    return {
+        "question": turn.session.question.text,
+        "previous_answer": turn.previous_answer,
+        "instruction": turn.instruction,
+        "answer": turn.answer,
+    }
+
+
+class ShotPicker:
+    """The k training turns with the most BM25-similar instructions, as few-shot examples."""
+
+    def __init__(self, run: RevisionJudgeRun) -> None:
+        self.k = run.shots
+        self.train = list(
+            Turn.objects.filter(pk__in=run.split.get("train", []))
+            .select_related("session__question")
+            .order_by("id")
+        )
+        self.example = prompt_file(PROMPTS, "rating-judge-example-v1")
+        self.index = BM25Index([t.instruction for t in self.train])
+        self.blocks: dict[int, str] = {}  # each training turn's example, formatted once
+
+    def _block(self, index: int) -> str:
+        if index not in self.blocks:
+            turn = self.train[index]
+            rating = "good" if turn.rating == "good" else "bad"
+            block = self.example.messages(**_judge_fields(turn), rating=rating)[-1]["content"]
+            self.blocks[index] = block + "\n\n"
+        return self.blocks[index]
+
+    def examples(self, instruction: str) -> str:
+        return "".join(self._block(index) for index in self.index.top(instruction, self.k))
+
+
+def judge_messages(run: RevisionJudgeRun, turn: Turn, prompt: Prompt, picker) -> list[dict]:
+    if run.task == JudgeTask.INSTRUCTION_CATEGORY:
+        return prompt.messages(question=turn.session.question.text, instruction=turn.instruction)
+    if run.task == JudgeTask.ERROR_CATEGORY:
+        return prompt.messages(instruction=turn.instruction, comment=turn.comment)
+    examples = picker.examples(turn.instruction) if picker else ""
+    return prompt.messages(**_judge_fields(turn), examples=examples)
+
+
+def judge_unit_execute(run: RevisionJudgeRun, turn: Turn, prompt: Prompt, picker) -> None:
+    """Label one turn and store the prediction (a second store of the same turn is ignored)."""
+    try:
+        reply = llm.chat(
+            endpoint_name=run.endpoint_name,
+            messages=judge_messages(run, turn, prompt, picker),
+            purpose=run.task,
+            unit_key=f"revision-judge-{run.pk}-turn-{turn.pk}",
+        )
+    except llm.ModelCallError as error:
+        RevisionPrediction.objects.get_or_create(run=run, turn=turn, defaults={"error": str(error)})
+        return
+    RevisionPrediction.objects.get_or_create(
+        run=run, turn=turn, defaults={"label": parse_label(run.task, reply), "reply": reply}
+    )
+
+
+def _execute_local(run: RevisionJudgeRun) -> None:
+    """The offline fake model: one call after the other, no engine run."""
+    done = set(run.predictions.exclude(label="").values_list("turn_id", flat=True))
+    run.predictions.filter(label="").delete()
+    todo = [t for t in judge_units(run) if t not in done]
+    prompt = prompt_file(PROMPTS, run.prompt_version)
+    picker = ShotPicker(run) if run.shots else None
+    turns = Turn.objects.select_related("session__question").in_bulk(todo)
+    for turn_id in todo:
+        judge_unit_execute(run, turns[turn_id], prompt, picker)
+
+
+def _execute_engine(run: RevisionJudgeRun) -> str:
+    """Through the engine (limiter, retries, concurrency, cost); return its error, if any."""
+    try:
+        endpoint = Endpoint.objects.get(name=run.endpoint_name)
+    except Endpoint.DoesNotExist:
+        raise JudgeRunError(f"no engine endpoint is named {run.endpoint_name!r}") from None
+    engine_run = run.engine_run or engine_run_create(
+        kind="revision-judge",
+        endpoint=endpoint,
+        params={"judge_run": run.pk},
+        created_by=run.created_by,
+        description=f"KIWI {run.task} {run.mode} on {run.study.name}",
+    )
+    RevisionJudgeRun.objects.filter(pk=run.pk).update(engine_run=engine_run)
+    engine_run = engine_run_execute(run_id=engine_run.pk)
+    return "" if engine_run.status == "done" else engine_run.error or engine_run.status
+
+
+def judge_run_execute(*, run_id: int) -> RevisionJudgeRun:
+    """Label every unit of the run not labelled yet; the run ends done, or failed with a reason."""
+    run = RevisionJudgeRun.objects.select_related("study", "engine_run").get(pk=run_id)
+    RevisionJudgeRun.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING)
+    try:
+        error = _execute_engine(run) if run.endpoint_name else ""
+        if not run.endpoint_name:
+            _execute_local(run)
+    except Exception as exc:
+        logger.exception("revision judge run %s failed", run.pk)
+        RevisionJudgeRun.objects.filter(pk=run.pk).update(
+            status=RunStatus.FAILED, error=str(exc)[:2000], finished_at=timezone.now()
+        )
+        raise
+    failed = run.predictions.exclude(error="").count()
+    if failed and not error:
+        error = f"{failed} model calls failed; run it again to retry them"
+    RevisionJudgeRun.objects.filter(pk=run.pk).update(
+        status=RunStatus.FAILED if error else RunStatus.DONE,
+        error=error,
+        finished_at=timezone.now(),
+    )
+    run.refresh_from_db()
+    return run

@@ -1,0 +1,28 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from annotate.errors import AnnotateError
+from annotate.revision.services.exports import study_get
+from evaluation.revision.formats import FORMATS
+from evaluation.revision.reports import revision_report_build
+
+
+class Command(BaseCommand):
+    help = "Print a revision study's report: Tables 2-5 and Figure 2 of the KIWI paper."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--study", required=True)
+        parser.add_argument("--format", choices=sorted(FORMATS), default="md")
+        parser.add_argument("--output", help="Write to this file instead of standard output.")
+
+    def handle(self, *args, **options):
+        try:
+            study = study_get(name=options["study"])
+        except AnnotateError as error:
+            raise CommandError(str(error)) from None
+        text = FORMATS[options["format"]](revision_report_build(study=study))
+        if options["output"]:
+            with open(options["output"], "w", encoding="utf-8") as output:
+                output.write(text)
+            self.stderr.write(f"Wrote the report of {study.name} to {options['output']}.")
+        else:
+            self.stdout.write(text)

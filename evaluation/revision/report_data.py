@@ -1,0 +1,102 @@
+"""Read a study's rated turns, classifier labels and re-ratings into plain arrays (three queries)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from annotate.revision.models import RerateStatus, Rerating, SessionStatus, Study, Turn
+from evaluation.revision.models import RevisionJudgeRun, RevisionPrediction, RunStatus
+
+RATING_CODES = {"good": 0, "neutral": 1, "bad": 2}
+
+
+@dataclass
+class TurnData:
+    """Parallel arrays over the study's rated turns of finished sessions, ordered by turn id."""
+
+    turn_id: np.ndarray
+    session_id: np.ndarray
+    system: list[str]
+    position: np.ndarray
+    instruction_type: list[str]
+    rating: np.ndarray  # 0 good, 1 neutral, 2 bad
+    edited: np.ndarray
+    instruction_category: list[str]  # human label or ""
+    error_category: list[str]
+    instruction: list[str]
+    systems: list[str]  # in study order
+
+    def __len__(self) -> int:
+        return len(self.turn_id)
+
+
+def turns_read(*, study: Study) -> TurnData:
+    rows = list(
+        Turn.objects.filter(session__study=study, session__status=SessionStatus.FINISHED)
+        .exclude(rating="")
+        .order_by("id")
+        .values_list(
+            "id",
+            "session_id",
+            "session__system__name",
+            "position",
+            "instruction_type",
+            "rating",
+            "edited_answer",
+            "instruction_category",
+            "error_category",
+            "instruction",
+        )
+    )
+    columns = list(zip(*rows, strict=True)) if rows else [()] * 10
+    return TurnData(
+        turn_id=np.asarray(columns[0], dtype=np.int64),
+        session_id=np.asarray(columns[1], dtype=np.int64),
+        system=list(columns[2]),
+        position=np.asarray(columns[3], dtype=np.int64),
+        instruction_type=list(columns[4]),
+        rating=np.asarray([RATING_CODES[r] for r in columns[5]], dtype=np.int64),
+        edited=np.asarray([bool(e) for e in columns[6]], dtype=bool),
+        instruction_category=list(columns[7]),
+        error_category=list(columns[8]),
+        instruction=list(columns[9]),
+        systems=list(study.systems.order_by("position", "id").values_list("name", flat=True)),
+    )
+
+
+def latest_run(*, study: Study, task: str) -> RevisionJudgeRun | None:
+    return (
+        RevisionJudgeRun.objects.filter(study=study, task=task, status=RunStatus.DONE)
+        .order_by("-finished_at", "-id")
+        .first()
+    )
+
+
+def done_runs(*, study: Study, task: str) -> list[RevisionJudgeRun]:
+    return list(
+        RevisionJudgeRun.objects.filter(study=study, task=task, status=RunStatus.DONE).order_by(
+            "id"
+        )
+    )
+
+
+def predictions_read(*, runs: list[RevisionJudgeRun]) -> dict[int, dict[int, str]]:
+    """Return {run id: {turn id: label}} for the runs (one query)."""
+    result: dict[int, dict[int, str]] = {run.pk: {} for run in runs}
+    for run_id, turn_id, label in RevisionPrediction.objects.filter(run__in=runs).values_list(
+        "run_id", "turn_id", "label"
+    ):
+        result[run_id][turn_id] = label
+    return result
+
+
+def reratings_read(*, study: Study) -> list[tuple[int, str, str]]:
+    """Return (turn id, original rating, re-rating) of every finished re-rating of the study."""
+    return list(
+        Rerating.objects.filter(turn__session__study=study, status=RerateStatus.DONE)
+        .exclude(turn__rating="")
+        .order_by("turn_id", "id")
+        .values_list("turn_id", "turn__rating", "rating")
+    )

@@ -1,0 +1,282 @@
+"""Every table and figure of the KIWI paper computed on a study's sessions (docs/revision.md).
+
+Table 2 (sessions per system), Figure 2 (rating distributions; instruction type by turn
+position), Table 3 (fine-grained instruction types), Table 4 (error categories of neutral/bad
+turns) and Table 5 (LLM judges against Majority, Random and human re-rating). Shares are
+fractions in [0, 1]; a share of nothing is None. The statistics are evaluation.stats.revision.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import numpy as np
+from django.conf import settings
+
+from annotate.revision.models import ErrorCategory, InstructionCategory, InstructionType, Study
+from evaluation.revision.models import JudgeTask, RevisionJudgeRun
+from evaluation.revision.report_data import (
+    RATING_CODES,
+    TurnData,
+    done_runs,
+    latest_run,
+    predictions_read,
+    reratings_read,
+    turns_read,
+)
+from evaluation.stats.revision import (
+    GOOD,
+    METRICS,
+    agreement,
+    binary_metric_intervals,
+    binary_metrics,
+    majority_predictions,
+    random_predictions,
+    rating_shares,
+)
+
+INFO, STYLE = InstructionType.INFORMATION_SEEKING.value, InstructionType.STYLISTIC.value
+ALL = "all"
+
+
+def _share(part: int, whole: int) -> float | None:
+    return part / whole if whole else None
+
+
+def _clean(value: float) -> float | None:
+    return None if value is None or (isinstance(value, float) and np.isnan(value)) else value
+
+
+def _type_shares(types: list[str]) -> tuple[float | None, float | None]:
+    typed = [t for t in types if t]
+    return _share(typed.count(INFO), len(typed)), _share(typed.count(STYLE), len(typed))
+
+
+def table2(data: TurnData) -> list[dict[str, Any]]:
+    """Per system: sessions, turns, edited turns, turns per session, % info-seeking/stylistic."""
+    rows = []
+    for system in data.systems:
+        index = [i for i, name in enumerate(data.system) if name == system]
+        sessions = len({int(data.session_id[i]) for i in index})
+        info, style = _type_shares([data.instruction_type[i] for i in index])
+        rows.append(
+            {
+                "system": system,
+                "sessions": sessions,
+                "turns": len(index),
+                "edited": int(data.edited[index].sum()) if index else 0,
+                "turns_per_session": _share(len(index), sessions),
+                "information_seeking": info,
+                "stylistic": style,
+            }
+        )
+    return rows
+
+
+def _rating_row(system: str, kind: str, codes: np.ndarray) -> dict[str, Any]:
+    good, neutral, bad = rating_shares(codes)
+    return {
+        "system": system,
+        "instruction_type": kind,
+        "turns": int(codes.size),
+        "good": _clean(good),
+        "neutral": _clean(neutral),
+        "bad": _clean(bad),
+    }
+
+
+def figure2_ratings(data: TurnData) -> list[dict[str, Any]]:
+    """Rating distribution per system for stylistic, information-seeking and all instructions."""
+    rows = []
+    systems = np.asarray(data.system, dtype=object)
+    types = np.asarray(data.instruction_type, dtype=object)
+    for system in data.systems:
+        mine = systems == system
+        for kind in (STYLE, INFO, ALL):
+            mask = mine if kind == ALL else mine & (types == kind)
+            rows.append(_rating_row(system, kind, data.rating[mask]))
+    return rows
+
+
+def figure2_positions(data: TurnData) -> list[dict[str, Any]]:
+    """Instruction type by turn position: for each position, the share of each type."""
+    rows = []
+    for position in sorted({int(p) for p in data.position}):
+        types = [data.instruction_type[i] for i in np.flatnonzero(data.position == position)]
+        info, style = _type_shares(types)
+        rows.append(
+            {
+                "position": position,
+                "turns": len(types),
+                "information_seeking": info,
+                "stylistic": style,
+            }
+        )
+    return rows
+
+
+def _labels(human: list[str], data: TurnData, predicted: dict[int, str]) -> list[str]:
+    """The human label where given, else the classifier's, else ""."""
+    return [
+        label or predicted.get(int(turn_id), "")
+        for label, turn_id in zip(human, data.turn_id, strict=True)
+    ]
+
+
+def _agreement(human: list[str], data: TurnData, run: RevisionJudgeRun | None, predicted):
+    pairs = [
+        (label, predicted[int(t)])
+        for label, t in zip(human, data.turn_id, strict=True)
+        if label and int(t) in predicted
+    ]
+    return {
+        "run": run.pk if run else None,
+        "compared": len(pairs),
+        "agreement": _clean(agreement(*zip(*pairs, strict=True))) if pairs else None,
+    }
+
+
+def table3(data: TurnData, predicted: dict[int, str], run) -> dict[str, Any]:
+    """Fine-grained instruction types: share, info/style split and % good per system."""
+    labels = _labels(data.instruction_category, data, predicted)
+    rows = []
+    for category in [*InstructionCategory.values, ""]:
+        index = [i for i, label in enumerate(labels) if label == category]
+        if not index:
+            continue
+        info, style = _type_shares([data.instruction_type[i] for i in index])
+        row = {
+            "category": category or "unlabelled",
+            "turns": len(index),
+            "share": _share(len(index), len(labels)),
+            "information_seeking": info,
+            "stylistic": style,
+        }
+        for system in data.systems:
+            mine = [i for i in index if data.system[i] == system]
+            row[f"good:{system}"] = _share(int((data.rating[mine] == GOOD).sum()), len(mine))
+        rows.append(row)
+    sources = Counter(
+        "human" if h else ("classifier" if label else "none")
+        for h, label in zip(data.instruction_category, labels, strict=True)
+    )
+    return {
+        "rows": rows,
+        "sources": dict(sources),
+        "agreement": _agreement(data.instruction_category, data, run, predicted),
+    }
+
+
+def table4(data: TurnData, predicted: dict[int, str], run) -> dict[str, Any]:
+    """Error categories of neutral and bad turns, overall and per system."""
+    failed = np.flatnonzero(data.rating != GOOD)
+    labels = _labels(data.error_category, data, predicted)
+    rows = []
+    for category in [*ErrorCategory.values, ""]:
+        index = [i for i in failed if labels[i] == category]
+        if not index:
+            continue
+        row = {
+            "category": category or "unlabelled",
+            "turns": len(index),
+            "share": _share(len(index), len(failed)),
+        }
+        for system in data.systems:
+            mine_failed = [i for i in failed if data.system[i] == system]
+            mine = [i for i in index if data.system[i] == system]
+            row[f"share:{system}"] = _share(len(mine), len(mine_failed))
+        rows.append(row)
+    human = [data.error_category[i] if i in set(failed) else "" for i in range(len(data))]
+    return {"rows": rows, "agreement": _agreement(human, data, run, predicted)}
+
+
+def _metric_row(model: str, truth, predicted, rng, n_resamples: int, **extra) -> dict[str, Any]:
+    row: dict[str, Any] = {"model": model, **extra, "n": int(len(truth))}
+    values = binary_metrics(truth, predicted)
+    intervals = binary_metric_intervals(truth, predicted, rng, n_resamples=n_resamples)
+    for name in METRICS:
+        row[name] = _clean(values[name])
+        row[f"{name}_ci_low"], row[f"{name}_ci_high"] = (_clean(v) for v in intervals[name])
+    return row
+
+
+def table5(study: Study, data: TurnData, *, rng, n_resamples: int) -> dict[str, Any]:
+    """The rating judges on their test split, the Majority/Random baselines, human agreement."""
+    runs = done_runs(study=study, task=JudgeTask.RATING)
+    predictions = predictions_read(runs=runs)
+    good_by_turn = {int(t): int(r) == GOOD for t, r in zip(data.turn_id, data.rating, strict=True)}
+    rows, splits, baselines_done = [], [], set()
+    for run in runs:
+        test = [t for t in run.split.get("test", []) if t in good_by_turn]
+        train = [t for t in run.split.get("train", []) if t in good_by_turn]
+        truth = np.asarray([good_by_turn[t] for t in test], dtype=bool)
+        split_key = (run.seed, tuple(test))
+        if split_key not in baselines_done:
+            baselines_done.add(split_key)
+            train_truth = np.asarray([good_by_turn[t] for t in train], dtype=bool)
+            extra = {"run": None, "seed": run.seed, "mode": "", "shots": 0}
+            majority = majority_predictions(train_truth, len(test))
+            rows.append(_metric_row("Majority", truth, majority, rng, n_resamples, **extra))
+            drawn = random_predictions(train_truth, len(test), np.random.default_rng(run.seed))
+            rows.append(_metric_row("Random", truth, drawn, rng, n_resamples, **extra))
+            splits.append(
+                {
+                    "seed": run.seed,
+                    "train": len(train),
+                    "dev": len(run.split.get("dev", [])),
+                    "test": len(test),
+                }
+            )
+        labels = predictions[run.pk]
+        predicted = np.asarray([labels.get(t, "") == "good" for t in test], dtype=bool)
+        rows.append(
+            _metric_row(
+                run.endpoint_name or "fake",
+                truth,
+                predicted,
+                rng,
+                n_resamples,
+                run=run.pk,
+                seed=run.seed,
+                mode=run.mode,
+                shots=run.shots,
+                unparsed=sum(1 for t in test if not labels.get(t)),
+            )
+        )
+    reratings = reratings_read(study=study)
+    if reratings:
+        truth = np.asarray([r == "good" for _, r, _ in reratings], dtype=bool)
+        second = np.asarray([r == "good" for _, _, r in reratings], dtype=bool)
+        row = _metric_row("Human", truth, second, rng, n_resamples, run=None, seed=None)
+        row["three_way_agreement"] = _clean(
+            agreement([r for _, r, _ in reratings], [r for _, _, r in reratings])
+        )
+        rows.append(row)
+    return {"rows": rows, "splits": splits}
+
+
+def revision_report_build(
+    *, study: Study, n_resamples: int | None = None, seed: int | None = None
+) -> dict[str, Any]:
+    """Compute every table of the study's report as one JSON-ready dict."""
+    n_resamples = settings.REPORT_BOOTSTRAP_RESAMPLES if n_resamples is None else n_resamples
+    seed = settings.REPORT_BOOTSTRAP_SEED if seed is None else seed
+    data = turns_read(study=study)
+    category_run = latest_run(study=study, task=JudgeTask.INSTRUCTION_CATEGORY)
+    error_run = latest_run(study=study, task=JudgeTask.ERROR_CATEGORY)
+    predicted = predictions_read(runs=[r for r in (category_run, error_run) if r])
+    return {
+        "study": study.name,
+        "turns": len(data),
+        "rating_codes": {name: code for name, code in RATING_CODES.items()},
+        "table2": table2(data),
+        "figure2_ratings": figure2_ratings(data),
+        "figure2_positions": figure2_positions(data),
+        "table3": table3(
+            data, predicted.get(category_run.pk, {}) if category_run else {}, category_run
+        ),
+        "table4": table4(data, predicted.get(error_run.pk, {}) if error_run else {}, error_run),
+        "table5": table5(study, data, rng=np.random.default_rng(seed), n_resamples=n_resamples),
+        "bootstrap": {"resamples": n_resamples, "seed": seed, "level": 0.95},
+    }

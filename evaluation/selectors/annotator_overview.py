@@ -1,0 +1,148 @@
+"""The annotators page: per person and project, what they did and how well they agree."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Avg, Count, Max, Q
+
+from annotate.crowd.selectors import GoldScore, worker_gold_scores
+from annotate.models import (
+    Annotator,
+    AnnotatorKind,
+    Assignment,
+    AssignmentStatus,
+    Project,
+    ProjectAnnotatorKind,
+)
+from annotate.selectors.annotator_kinds import annotator_kinds_effective
+from annotate.selectors.work import projects_for_researcher
+from evaluation.selectors.report_data import fetch_label_rows
+from evaluation.stats.annotators import agreement_with_expert_majority, agreement_with_others
+
+DONE = [AssignmentStatus.SUBMITTED, AssignmentStatus.APPROVED]
+
+
+@dataclass
+class AnnotatorProjectRow:
+    annotator: Annotator
+    project: Project | None
+    override: str  # the project's kind for this annotator, "" when it follows their own
+    effective_kind: str
+    tasks_done: int = 0
+    seconds_per_task: float | None = None
+    last_active: datetime | None = None
+    agreement_majority: float | None = None
+    agreement_others: float | None = None
+    gold: GoldScore | None = None
+
+
+def annotator_rows(
+    *, user: AbstractBaseUser, project_id: int | None = None, kind: str = ""
+) -> list[AnnotatorProjectRow]:
+    """Return one row per (person, project they worked in) of the projects the user may read,
+    and one row (project None) per person who has no assignment there yet."""
+    projects = {p.pk: p for p in projects_for_researcher(user=user)}
+    if project_id is not None:
+        projects = {pk: p for pk, p in projects.items() if pk == project_id}
+    work = (
+        Assignment.objects.filter(task__batch__project__in=list(projects))
+        .values("annotator_id", "task__batch__project_id")
+        .annotate(
+            done=Count("id", filter=Q(status__in=DONE)),
+            seconds=Avg("active_seconds", filter=Q(status__in=DONE)),
+            last=Max("submitted_at"),
+            claimed=Max("claimed_at"),
+        )
+    )
+    people = Annotator.objects.exclude(kind=AnnotatorKind.LLM).select_related("user")
+    if kind:
+        people = people.filter(kind=kind)
+    people = {a.pk: a for a in people}
+    overrides = {
+        (o.annotator_id, o.project_id): o.kind
+        for o in ProjectAnnotatorKind.objects.filter(project__in=list(projects))
+    }
+    rows, seen = [], set()
+    for entry in work:
+        annotator = people.get(entry["annotator_id"])
+        if annotator is None:
+            continue
+        project = projects[entry["task__batch__project_id"]]
+        override = overrides.get((annotator.pk, project.pk), "")
+        rows.append(
+            AnnotatorProjectRow(
+                annotator=annotator,
+                project=project,
+                override=override,
+                effective_kind=override or annotator.kind,
+                tasks_done=entry["done"],
+                seconds_per_task=entry["seconds"],
+                last_active=entry["last"] or entry["claimed"],
+            )
+        )
+        seen.add(annotator.pk)
+    if project_id is None:
+        rows += [
+            AnnotatorProjectRow(a, None, "", a.kind) for pk, a in people.items() if pk not in seen
+        ]
+    _add_agreement(rows)
+    _add_gold(rows)
+    rows.sort(key=lambda r: (r.annotator.name, r.project.name if r.project else ""))
+    return rows
+
+
+def _add_agreement(rows: list[AnnotatorProjectRow]) -> None:
+    """Agreement over each annotator's labels on the project's benchmark (all projects on it)."""
+    for benchmark_id in {row.project.benchmark_id for row in rows if row.project}:
+        majority, others = benchmark_agreement(benchmark_id=benchmark_id)
+        for row in rows:
+            if row.project and row.project.benchmark_id == benchmark_id:
+                row.agreement_majority = majority.get(row.annotator.pk)
+                row.agreement_others = others.get(row.annotator.pk)
+
+
+def benchmark_agreement(*, benchmark_id: int) -> tuple[dict[int, float], dict[int, float]]:
+    """Return {annotator id: agreement with the expert majority} and {…: with the others}.
+
+    Every label counts here, undecided annotators' too (deciding their kind is what this is
+    for); the expert majority is of the annotators who count as experts in the benchmark.
+    """
+    rows = fetch_label_rows(benchmark_id)
+    if len(rows) == 0:
+        return {}, {}
+    _, item = np.unique(rows[:, 0] * (int(rows[:, 1].max()) + 1) + rows[:, 1], return_inverse=True)
+    annotator_ids, annotator = np.unique(rows[:, 2], return_inverse=True)
+    kinds = annotator_kinds_effective(
+        benchmark_id=benchmark_id, annotator_ids=annotator_ids.tolist()
+    )
+    is_expert = np.array([kinds.get(pk) == AnnotatorKind.EXPERT for pk in annotator_ids.tolist()])
+    n_items = int(item.max()) + 1
+    majority = agreement_with_expert_majority(item, annotator, rows[:, 3], is_expert, n_items)
+    others = agreement_with_others(item, annotator, rows[:, 3], len(annotator_ids), n_items)
+
+    def as_dict(shares: np.ndarray) -> dict[int, float]:
+        return {
+            int(pk): float(share)
+            for pk, share in zip(annotator_ids.tolist(), shares, strict=True)
+            if not np.isnan(share)
+        }
+
+    return as_dict(majority), as_dict(others)
+
+
+def _add_gold(rows: list[AnnotatorProjectRow]) -> None:
+    by_project: dict[int, list[AnnotatorProjectRow]] = {}
+    for row in rows:
+        if row.project and row.effective_kind == AnnotatorKind.CROWD:
+            by_project.setdefault(row.project.pk, []).append(row)
+    for project_rows in by_project.values():
+        project = project_rows[0].project
+        scores = worker_gold_scores(
+            project=project, annotator_ids=[row.annotator.pk for row in project_rows]
+        )
+        for row in project_rows:
+            row.gold = scores.get(row.annotator.pk)

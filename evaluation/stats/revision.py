@@ -1,0 +1,134 @@
+"""Statistics of KIWI revision sessions (Xu et al. 2024, §4 and §5), on plain numpy arrays.
+
+Ratings are coded GOOD = 0, NEUTRAL = 1, BAD = 2. The judge task of §5 is binary: good is the
+positive class, neutral and bad together the negative one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from evaluation.stats.bootstrap import cluster_weights, percentile_interval
+
+GOOD, NEUTRAL, BAD = 0, 1, 2
+METRICS = ("accuracy", "precision", "recall", "f1", "predicted_good", "predicted_bad")
+# §5: 1,260 turns split into 888 train, 186 dev and 186 test.
+PAPER_DEV_FRACTION = PAPER_TEST_FRACTION = 186 / 1260
+
+
+def rating_shares(ratings: Sequence[int] | np.ndarray) -> tuple[float, float, float]:
+    """Return the fractions of good, neutral and bad ratings; NaN for all three when empty."""
+    codes = np.asarray(ratings, dtype=np.int64)
+    if codes.size == 0:
+        return (float("nan"),) * 3
+    counts = np.bincount(codes, minlength=3)[:3]
+    return tuple(float(c) / codes.size for c in counts)  # type: ignore[return-value]
+
+
+def _counts(truth: np.ndarray, predicted: np.ndarray) -> tuple[np.ndarray, ...]:
+    tp = np.sum(truth & predicted, axis=-1)
+    fp = np.sum(~truth & predicted, axis=-1)
+    fn = np.sum(truth & ~predicted, axis=-1)
+    tn = np.sum(~truth & ~predicted, axis=-1)
+    return tp, fp, fn, tn
+
+
+def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    num, den = np.asarray(num, dtype=np.float64), np.asarray(den, dtype=np.float64)
+    out = np.zeros(np.broadcast(num, den).shape)
+    np.divide(num, den, out=out, where=den != 0)
+    return out
+
+
+def _metrics_from_counts(tp, fp, fn, tn) -> dict[str, np.ndarray]:
+    n = tp + fp + fn + tn
+    precision, recall = _ratio(tp, tp + fp), _ratio(tp, tp + fn)
+    return {
+        "accuracy": _ratio(tp + tn, n),
+        "precision": precision,
+        "recall": recall,
+        "f1": _ratio(2 * precision * recall, precision + recall),
+        "predicted_good": _ratio(tp + fp, n),
+        "predicted_bad": _ratio(fn + tn, n),
+    }
+
+
+def binary_metrics(truth: Sequence[bool], predicted: Sequence[bool]) -> dict[str, float]:
+    """Return accuracy, precision, recall, F1 (good = positive) and the shares predicted good/bad.
+
+    accuracy = (TP + TN) / n, precision = TP / (TP + FP), recall = TP / (TP + FN),
+    F1 = 2PR / (P + R). Convention (as the paper's Majority row, 0.0 everywhere): a ratio whose
+    denominator is 0 is 0.0, so a judge that never predicts good has precision, recall and F1 0.
+    Empty input gives NaN for every figure.
+    """
+    t, p = np.asarray(truth, dtype=bool), np.asarray(predicted, dtype=bool)
+    if t.shape != p.shape:
+        raise ValueError("truth and predicted must have the same length")
+    if t.size == 0:
+        return {name: float("nan") for name in METRICS}
+    return {name: float(v) for name, v in _metrics_from_counts(*_counts(t, p)).items()}
+
+
+def binary_metric_intervals(
+    truth: Sequence[bool],
+    predicted: Sequence[bool],
+    rng: np.random.Generator,
+    *,
+    n_resamples: int = 1000,
+    level: float = 0.95,
+) -> dict[str, tuple[float, float]]:
+    """Return a percentile bootstrap interval of each binary metric, resampling items.
+
+    Each resample draws n items with replacement (weights from `cluster_weights`) and computes
+    the metrics of `binary_metrics` on them. Empty input gives (NaN, NaN).
+    """
+    t, p = np.asarray(truth, dtype=bool), np.asarray(predicted, dtype=bool)
+    if t.size == 0 or n_resamples == 0:
+        return {name: (float("nan"), float("nan")) for name in METRICS}
+    weights = cluster_weights(t.size, n_resamples, rng)
+    cells = np.stack([t & p, ~t & p, t & ~p, ~t & ~p]).astype(np.int64)  # tp, fp, fn, tn
+    tp, fp, fn, tn = (weights @ cells.T).T
+    metrics = _metrics_from_counts(tp, fp, fn, tn)
+    samples = np.column_stack([metrics[name] for name in METRICS])
+    low, high = percentile_interval(samples, level)
+    return {name: (float(low[i]), float(high[i])) for i, name in enumerate(METRICS)}
+
+
+def agreement(first: Sequence, second: Sequence) -> float:
+    """Return the fraction of positions where the two label sequences agree (NaN when empty)."""
+    a, b = np.asarray(first), np.asarray(second)
+    if a.shape != b.shape:
+        raise ValueError("both label sequences must have the same length")
+    return float(np.mean(a == b)) if a.size else float("nan")
+
+
+def split_indices(
+    n: int,
+    rng: np.random.Generator,
+    *,
+    dev_fraction: float = PAPER_DEV_FRACTION,
+    test_fraction: float = PAPER_TEST_FRACTION,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Split range(n) at random into train, dev and test index arrays (each sorted).
+
+    dev and test get round(n * fraction) items each (the paper: 186 of 1,260), train the rest.
+    """
+    order = rng.permutation(n)
+    n_dev, n_test = round(n * dev_fraction), round(n * test_fraction)
+    dev, test = order[:n_dev], order[n_dev : n_dev + n_test]
+    return np.sort(order[n_dev + n_test :]), np.sort(dev), np.sort(test)
+
+
+def majority_predictions(train_truth: Sequence[bool], n: int) -> np.ndarray:
+    """Predict the training split's majority class for n items (a tie predicts not good)."""
+    t = np.asarray(train_truth, dtype=bool)
+    return np.full(n, bool(t.size) and 2 * int(t.sum()) > t.size)
+
+
+def random_predictions(train_truth: Sequence[bool], n: int, rng: np.random.Generator) -> np.ndarray:
+    """Predict good with the training split's share of good, independently for n items."""
+    t = np.asarray(train_truth, dtype=bool)
+    share = float(t.mean()) if t.size else 0.0
+    return rng.random(n) < share

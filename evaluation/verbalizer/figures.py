@@ -1,0 +1,117 @@
+"""The paper's Figures 2-5 drawn from a verbalizer report, with people beside the models.
+
+Bars are accuracy under the lenient rule (invalid replies not counted) with 95 % item-bootstrap
+intervals; the dashed line is random guessing (50 %); the share of invalid replies is printed
+on each bar. Same matplotlib conventions as evaluation.figures (Agg canvas, no pyplot,
+deterministic output).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from evaluation.figures import METADATA, PALETTE, PNG_DPI, RC, _text  # noqa: E402
+from evaluation.verbalizer.report import FLIPPED_CONDITIONS  # noqa: E402
+
+FIGURES = {
+    "groups": "Figure 2: accuracy under natural, neutral and unnatural instructions",
+    "mappings": "Figure 3: accuracy per verbalizer, natural and unnatural",
+    "flipped": "Figure 4: golden vs flipped golden, direct and chain of thought",
+    "flipped_by_dataset": "Figure 5: golden vs flipped golden per dataset",
+}
+FORMATS = ("svg", "png", "pdf")
+RULE = "lenient"
+
+
+def _series(name: str, report: dict, rows: list[dict]) -> tuple[str, list[str]]:
+    if name == "groups":
+        return "group", [
+            g for g in ("natural", "neutral", "unnatural") if any(r["group"] == g for r in rows)
+        ]
+    if name == "mappings":
+        order = list(dict.fromkeys(r["mapping"] for r in rows))
+        natural = [
+            m for m in order if any(r["mapping"] == m and r["group"] == "natural" for r in rows)
+        ]
+        return "mapping", natural + [m for m in order if m not in natural]
+    present = {r["condition"] for r in rows}
+    return "condition", [c[0] for c in FLIPPED_CONDITIONS if c[0] in present]
+
+
+def _draw_bars(
+    axes, rows: list[dict], systems: list[str], key: str, series: list[str], *, legend: bool = True
+) -> None:
+    width = 0.8 / max(len(series), 1)
+    values = {(r["system"], r[key]): r for r in rows}
+    for s_index, name in enumerate(series):
+        for x, system in enumerate(systems):
+            row = values.get((system, name))
+            if row is None or row[f"accuracy_{RULE}"] is None:
+                continue
+            value = 100 * row[f"accuracy_{RULE}"]
+            low, high = row[f"ci_{RULE}"]
+            position = x - 0.4 + width * (s_index + 0.5)
+            yerr = None
+            if low is not None:
+                yerr = [[max(value - 100 * low, 0)], [max(100 * high - value, 0)]]
+            axes.bar(
+                position, value, width, yerr=yerr, capsize=2,
+                color=PALETTE[s_index % len(PALETTE)], label=_text(name) if legend and x == 0 else None,
+            )  # fmt: skip
+            axes.text(
+                position, 1, f"inv {100 * row['invalid']:.0f}%", rotation=90, ha="center",
+                va="bottom", fontsize=6, color="white" if value > 25 else "black",
+            )  # fmt: skip
+    axes.axhline(50, color="black", linestyle="--", linewidth=0.8)
+    axes.set_xticks(range(len(systems)), [_text(s) for s in systems], rotation=30, ha="right")
+    axes.set_ylim(0, 105)
+    axes.set_ylabel("accuracy (%)")
+
+
+def figure_available(report: dict, name: str) -> bool:
+    return name in FIGURES and any(r[f"accuracy_{RULE}"] is not None for r in report[name])
+
+
+def render_figure(report: dict, name: str, fmt: str) -> bytes:
+    """Draw figure `name` (groups, mappings, flipped, flipped_by_dataset) as SVG, PNG or PDF."""
+    if name not in FIGURES:
+        raise ValueError(f"unknown figure {name!r}: expected one of {', '.join(FIGURES)}")
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown figure format {fmt!r}: expected one of {', '.join(FORMATS)}")
+    if not figure_available(report, name):
+        raise ValueError(f"the report has no data for the {name} figure")
+    rows = report[name]
+    systems = [
+        s["system"] for s in report["systems"] if any(r["system"] == s["system"] for r in rows)
+    ]
+    key, series = _series(name, report, rows)
+    with matplotlib.rc_context(RC):
+        if name == "flipped_by_dataset":
+            datasets = list(dict.fromkeys(r["dataset"] for r in rows))
+            columns = min(3, len(datasets))
+            lines = math.ceil(len(datasets) / columns)
+            figure = Figure(figsize=(3.6 * columns, 3.2 * lines + 0.6), layout="constrained")
+            for index, dataset in enumerate(datasets):
+                axes = figure.add_subplot(lines, columns, index + 1)
+                subset = [r for r in rows if r["dataset"] == dataset]
+                _draw_bars(axes, subset, systems, key, series, legend=index == 0)
+                axes.set_title(_text(dataset))
+        else:
+            figure = Figure(figsize=(max(6.0, 1.2 * len(systems) * max(1, len(series) / 3)), 4.2),
+                            layout="constrained")  # fmt: skip
+            axes = figure.add_subplot()
+            _draw_bars(axes, rows, systems, key, series)
+        figure.suptitle(_text(FIGURES[name] + f" - set {report['set']}"), fontsize=9)
+        figure.legend(loc="outside lower center", ncols=min(len(series), 3), frameon=False)
+        FigureCanvasAgg(figure)
+        output = io.BytesIO()
+        figure.savefig(output, format=fmt, dpi=PNG_DPI, metadata=METADATA[fmt])
+    return output.getvalue()

@@ -1,0 +1,89 @@
+"""The verbalizer report as JSON rows, CSV, LaTeX and Markdown (numbers as fractions; LaTeX and
+Markdown show percentages with one decimal)."""
+
+from __future__ import annotations
+
+import io
+import json
+
+from annotate.services.files import csv_writer
+from evaluation.report_formats import _csv_cell, _fixed, latex_escape
+
+FORMATS = ("json", "csv", "latex", "md")
+ROW_COLUMNS = [
+    "system", "dataset", "group", "mapping", "mode", "n",
+    "accuracy_strict", "accuracy_lenient", "invalid", "invalid_strict",
+    "ci_strict_low", "ci_strict_high", "ci_lenient_low", "ci_lenient_high",
+]  # fmt: skip
+
+
+def flat_rows(report: dict, table: str = "rows") -> list[dict]:
+    """Return the table's rows with each interval split into `_low` and `_high` columns."""
+    out = []
+    for row in report[table]:
+        flat = {k: v for k, v in row.items() if not k.startswith("ci_")}
+        for rule in ("strict", "lenient"):
+            flat[f"ci_{rule}_low"], flat[f"ci_{rule}_high"] = row[f"ci_{rule}"]
+        out.append(flat)
+    return out
+
+
+def rows_json(report: dict) -> str:
+    return json.dumps(flat_rows(report), indent=1)
+
+
+def rows_csv(report: dict) -> str:
+    output = io.StringIO()
+    writer = csv_writer(output)
+    writer.writerow(ROW_COLUMNS)
+    for row in flat_rows(report):
+        writer.writerow([_csv_cell(row.get(column)) for column in ROW_COLUMNS])
+    return output.getvalue()
+
+
+def _pct(value) -> str:
+    return _fixed(value, scale=100, digits=1)
+
+
+def rows_markdown(report: dict) -> str:
+    head = ["system", "dataset", "group", "mapping", "mode", "n", "strict %", "lenient %",
+            "95% CI (lenient)", "invalid %"]  # fmt: skip
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in flat_rows(report):
+        cells = [
+            *(str(row[k]).replace("|", "\\|") for k in ("system", "dataset", "group", "mapping")),
+            row["mode"], str(row["n"]), _pct(row["accuracy_strict"]),
+            _pct(row["accuracy_lenient"]),
+            f"{_pct(row['ci_lenient_low'])}–{_pct(row['ci_lenient_high'])}",
+            _pct(row["invalid"]),
+        ]  # fmt: skip
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def rows_latex(report: dict) -> str:
+    """A booktabs table: accuracy (lenient, %) per system and group, then per mapping."""
+    groups = ["natural", "neutral", "unnatural"]
+    lines = [
+        "% Verbalizer manipulation, set " + latex_escape(report["set"]).replace("\n", " "),
+        "% accuracy (lenient rule, %), direct prompting; invalid replies are not counted",
+        "\\begin{tabular}{l" + "r" * len(groups) + "}",
+        "\\toprule",
+        "System & " + " & ".join(g.capitalize() for g in groups) + " \\\\",
+        "\\midrule",
+    ]
+    values = {(r["system"], r["group"]): r["accuracy_lenient"] for r in report["groups"]}
+    for system in report["systems"]:
+        name = system["system"]
+        cells = [_pct(values.get((name, group))) for group in groups]
+        lines.append(latex_escape(name) + " & " + " & ".join(cells) + " \\\\")
+    lines += ["\\bottomrule", "\\end{tabular}", ""]
+    return "\n".join(lines)
+
+
+def report_as(report: dict, fmt: str) -> str:
+    """Return the report in `fmt` (json rows, csv rows, latex, md)."""
+    writers = {"json": rows_json, "csv": rows_csv, "latex": rows_latex, "md": rows_markdown}
+    if fmt not in writers:
+        raise ValueError(f"unknown format {fmt!r}: expected one of {', '.join(FORMATS)}")
+    return writers[fmt](report)

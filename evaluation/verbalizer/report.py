@@ -1,0 +1,267 @@
+"""The verbalizer report of one evaluation set: every table and figure reads from it.
+
+Model replies are parsed here (evaluation.verbalizer.parsing), so a change of rule needs no new
+run. People's answers count as two sources: ``human`` (every answer) and ``human-majority`` (one
+majority answer per prompt; a tie is invalid). Conventions: evaluation.verbalizer.scoring and
+docs/verbalizer.md.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+from django.core.cache import cache
+from django.db.models import Count, Max
+
+from annotate.verbalizer.models import (
+    GROUP_ORDER,
+    EvaluationSet,
+    HumanAnswer,
+    ModelAnswer,
+    Prompt,
+    SystemRun,
+)
+from evaluation.stats.kappa import fleiss_kappa
+from evaluation.verbalizer.parsing import INVALID, NEGATIVE, POSITIVE, parse_lenient, parse_strict
+from evaluation.verbalizer.scoring import RULES, Records, agreement_counts, cells, majority_codes
+
+HUMAN = "human"
+HUMAN_MAJORITY = "human-majority"
+FLIPPED_CONDITIONS = (
+    ("natural golden, direct", "golden", "direct"),
+    ("unnatural flipped golden, direct", "flipped-golden", "direct"),
+    ("unnatural flipped golden, CoT", "flipped-golden", "cot"),
+)
+ROW_KEYS = ("system", "dataset", "group", "mapping", "mode")
+
+
+def _prompt_table(evaluation_set: EvaluationSet) -> dict[int, tuple]:
+    rows = Prompt.objects.filter(evaluation_set=evaluation_set).values_list(
+        "id", "item_id", "item__dataset__name", "mapping__group", "mapping__name", "mode",
+        "positive_word", "negative_word", "expected_word",
+    )  # fmt: skip
+    return {row[0]: row[1:] for row in rows}
+
+
+def _records(evaluation_set: EvaluationSet) -> Records:
+    prompts = _prompt_table(evaluation_set)
+    sources, prompt_ids, codes = [], [], {rule: [] for rule in RULES}
+    replies = ModelAnswer.objects.filter(prompt__evaluation_set=evaluation_set).values_list(
+        "prompt_id", "system__name", "reply"
+    )
+    parsed: dict[tuple[str, str, str], tuple[int, int]] = {}  # replies repeat (direct mode)
+    for prompt_id, system, reply in replies:
+        positive, negative = prompts[prompt_id][5:7]
+        sources.append(system)
+        prompt_ids.append(prompt_id)
+        key = (reply, positive, negative)
+        if key not in parsed:
+            parsed[key] = (
+                parse_strict(reply, positive, negative),
+                parse_lenient(reply, positive, negative),
+            )
+        strict, lenient = parsed[key]
+        codes["strict"].append(strict)
+        codes["lenient"].append(lenient)
+    human_prompt, human_code = _human_codes(evaluation_set, prompts)
+    majority_prompt, majority_code = majority_codes(human_prompt, human_code)
+    for source, ids, values in (
+        (HUMAN, human_prompt, human_code),
+        (HUMAN_MAJORITY, majority_prompt, majority_code),
+    ):
+        sources.extend([source] * len(ids))
+        prompt_ids.extend(ids.tolist())
+        for rule in RULES:
+            codes[rule].extend(values.tolist())
+    return _to_records(prompts, sources, prompt_ids, codes)
+
+
+def _human_codes(evaluation_set, prompts) -> tuple[np.ndarray, np.ndarray]:
+    answers = HumanAnswer.objects.filter(prompt__evaluation_set=evaluation_set).values_list(
+        "prompt_id", "word"
+    )
+    ids, values = [], []
+    for prompt_id, word in answers:
+        positive, negative = prompts[prompt_id][5:7]
+        ids.append(prompt_id)
+        values.append(POSITIVE if word == positive else NEGATIVE if word == negative else INVALID)
+    return np.asarray(ids, dtype=np.int64), np.asarray(values, dtype=np.int64)
+
+
+def _to_records(prompts, sources, prompt_ids, codes) -> Records:
+    info = [prompts[p] for p in prompt_ids]
+    column = list(zip(*info, strict=True)) if info else [()] * 8
+    expected = np.asarray(
+        [POSITIVE if row[7] == row[5] else NEGATIVE for row in info], dtype=np.int64
+    )
+    parsed = {rule: np.asarray(codes[rule], dtype=np.int64) for rule in RULES}
+    return Records(
+        source=np.asarray(sources, dtype=object),
+        item=np.asarray(column[0], dtype=np.int64),
+        dataset=np.asarray(column[1], dtype=object),
+        group=np.asarray(column[2], dtype=object),
+        mapping=np.asarray(column[3], dtype=object),
+        mode=np.asarray(column[4], dtype=object),
+        valid={rule: parsed[rule] != INVALID for rule in RULES},
+        correct={rule: parsed[rule] == expected for rule in RULES},
+        choice=parsed["lenient"],
+    )
+
+
+def _system_order(evaluation_set: EvaluationSet, present: set[str]) -> list[dict]:
+    sizes = dict(
+        SystemRun.objects.filter(evaluation_set=evaluation_set)
+        .values_list("system__name")
+        .annotate(size=Max("model_size_b"))
+    )
+    models = [s for s in present if s not in (HUMAN, HUMAN_MAJORITY)]
+    models.sort(key=lambda s: (sizes.get(s) is None, sizes.get(s) or 0, s))
+    people = [s for s in (HUMAN, HUMAN_MAJORITY) if s in present]
+    return [{"system": s, "size_b": sizes.get(s)} for s in models + people]
+
+
+def _flatten(cell_rows: list[dict], names: tuple[str, ...]) -> list[dict]:
+    out = []
+    for cell in cell_rows:
+        row = dict(zip(names, cell.pop("key"), strict=True))
+        row.update(cell)
+        row["invalid"] = row["invalid_lenient"]
+        out.append(row)
+    return out
+
+
+def _sorted(rows: list[dict], orders: dict[str, list]) -> list[dict]:
+    def rank(row):
+        return tuple(
+            orders[k].index(row[k]) if row[k] in orders[k] else len(orders[k])
+            for k in orders
+            if k in row
+        )
+
+    return sorted(rows, key=rank)
+
+
+def verbalizer_report(*, evaluation_set: EvaluationSet) -> dict:
+    """Compute the whole report of `evaluation_set` (see the module docstring)."""
+    rec = _records(evaluation_set)
+    systems = _system_order(evaluation_set, set(rec.source.tolist()))
+    mapping_order = list(
+        evaluation_set.mappings.order_by("position").values_list("name", flat=True)
+    )
+    datasets = list(evaluation_set.datasets.order_by("name").values_list("name", flat=True))
+    orders = {
+        "system": [s["system"] for s in systems],
+        "dataset": datasets,
+        "group": list(GROUP_ORDER),
+        "mapping": mapping_order,
+        "mode": ["direct", "cot"],
+        "condition": [c[0] for c in FLIPPED_CONDITIONS],
+    }
+    everything = np.ones(len(rec), dtype=bool)
+    rows = []
+    for dataset in datasets:
+        rows += cells(
+            rec, rec.dataset == dataset, ["source", "dataset", "group", "mapping", "mode"]
+        )
+    direct = rec.mode == "direct"
+    condition = _conditions(rec)
+    report = {
+        "set": evaluation_set.name,
+        "template_version": evaluation_set.template_version,
+        "items_per_dataset": evaluation_set.items_per_dataset,
+        "seed": evaluation_set.seed,
+        "systems": systems,
+        "rows": _sorted(_flatten(rows, ROW_KEYS), orders),
+        "groups": _sorted(
+            _flatten(cells(rec, direct, ["source", "group"]), ("system", "group")), orders
+        ),
+        "mappings": _sorted(
+            _flatten(
+                cells(rec, direct & (rec.group != "neutral"), ["source", "group", "mapping"]),
+                ("system", "group", "mapping"),
+            ),
+            orders,
+        ),
+        "flipped": _sorted(
+            _flatten(cells(rec, condition != "", ["source", condition]), ("system", "condition")),
+            orders,
+        ),
+        "flipped_by_dataset": [],
+        "agreement": _agreement(rec, everything, datasets),
+    }
+    for dataset in datasets:
+        mask = (condition != "") & (rec.dataset == dataset)
+        report["flipped_by_dataset"] += _flatten(
+            cells(rec, mask, ["source", "dataset", condition]), ("system", "dataset", "condition")
+        )
+    report["flipped_by_dataset"] = _sorted(report["flipped_by_dataset"], orders)
+    return report
+
+
+def _conditions(rec: Records) -> np.ndarray:
+    condition = np.full(len(rec), "", dtype=object)
+    for name, mapping, mode in FLIPPED_CONDITIONS:
+        condition[(rec.mapping == mapping) & (rec.mode == mode)] = name
+    return condition
+
+
+def _agreement(rec: Records, mask: np.ndarray, datasets: list[str]) -> list[dict]:
+    """Fleiss' kappa of people's answers per dataset and overall (prompts as items)."""
+    human = mask & (rec.source == HUMAN)
+    # Records hold items, not prompts: rebuild a prompt key from item, mapping and mode.
+    key = np.full(len(rec), "", dtype=object)
+    rows = np.flatnonzero(human)
+    key[rows] = [
+        f"{i}|{m}|{d}"
+        for i, m, d in zip(rec.item[rows], rec.mapping[rows], rec.mode[rows], strict=True)
+    ]
+    groups: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(len(rec), dtype=bool))
+    for dataset in datasets:
+        groups[dataset] = human & (rec.dataset == dataset)
+    groups["all"] = human
+    out = []
+    for name, selected in groups.items():
+        if not selected.any():
+            continue
+        _, prompt_index = np.unique(key[selected], return_inverse=True)
+        counts = agreement_counts(prompt_index, rec.choice[selected])
+        result = fleiss_kappa(counts)
+        out.append(
+            {
+                "dataset": name,
+                "kappa": result.kappa,
+                "items": result.items,
+                "raters": result.raters,
+                "raw_agreement": result.raw_agreement,
+                "note": result.undefined_reason,
+            }
+        )
+    return out
+
+
+CACHE_SECONDS = 3600
+
+
+def _version(evaluation_set: EvaluationSet) -> str:
+    """Name the state of the set's answers: rows are only ever added or deleted, never edited."""
+    parts = [evaluation_set.pk]
+    for model in (ModelAnswer, HumanAnswer):
+        state = model.objects.filter(prompt__evaluation_set=evaluation_set).aggregate(
+            n=Count("pk"), last=Max("pk")
+        )
+        parts += [state["n"], state["last"]]
+    runs = SystemRun.objects.filter(evaluation_set=evaluation_set).aggregate(
+        n=Count("pk"), last=Max("pk")
+    )
+    return ":".join(str(p) for p in [*parts, runs["n"], runs["last"]])
+
+
+def verbalizer_report_cached(*, evaluation_set: EvaluationSet) -> dict:
+    """The report, computed once per state of the set's answers (pages draw four figures)."""
+    key = f"verbalizer-report:{_version(evaluation_set)}"
+    report = cache.get(key)
+    if report is None:
+        report = verbalizer_report(evaluation_set=evaluation_set)
+        cache.set(key, report, CACHE_SECONDS)
+    return report

@@ -1,0 +1,123 @@
+"""Score parsed answers: accuracy under both rules, invalid shares and bootstrap intervals.
+
+Plain numpy on one record per answer (no Django import), so every number can be checked by hand.
+
+Conventions:
+- accuracy = correct / valid under a rule; an invalid reply is neither right nor wrong, it only
+  raises `invalid` = invalid / n. With no valid reply the accuracy is None.
+- Cells pool every answer they hold (a group averages datasets and mappings by pooling, which is
+  their plain mean when every cell has the same number of valid answers).
+- Intervals: 95 % percentile cluster bootstrap over items (`evaluation.stats.bootstrap.ratio_ci`),
+  1,000 resamples, rng seeded with 0: an item's answers under every mapping of the cell stay
+  together, so the interval reflects which items were sampled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from evaluation.stats.bootstrap import ratio_ci
+
+RULES = ("strict", "lenient")
+N_RESAMPLES = 1000
+LEVEL = 0.95
+
+
+@dataclass
+class Records:
+    """One row per answer: who answered, on what, and whether it was valid and correct."""
+
+    source: np.ndarray
+    item: np.ndarray
+    dataset: np.ndarray
+    group: np.ndarray
+    mapping: np.ndarray
+    mode: np.ndarray
+    valid: dict[str, np.ndarray]
+    correct: dict[str, np.ndarray]
+    choice: np.ndarray  # lenient parse: 1 positive word, 0 negative word, -1 invalid
+
+    def __len__(self) -> int:
+        return int(self.item.shape[0])
+
+    def column(self, name: str) -> np.ndarray:
+        return getattr(self, name)
+
+
+def cells(
+    records: Records,
+    mask: np.ndarray,
+    keys: Sequence[str | np.ndarray],
+    *,
+    rng_seed: int = 0,
+    n_resamples: int = N_RESAMPLES,
+) -> list[dict]:
+    """Return one dict per distinct key tuple among the masked records, in first-seen order.
+
+    `keys` are column names of `records` or arrays of the same length. Each dict holds `key`
+    (the tuple), `n`, and per rule `accuracy_<rule>`, `invalid_<rule>`, `ci_<rule>` (low, high;
+    None when undefined).
+    """
+    selected = np.flatnonzero(mask)
+    if selected.size == 0:
+        return []
+    columns = [records.column(k) if isinstance(k, str) else np.asarray(k) for k in keys]
+    tuples = list(zip(*(column[selected].tolist() for column in columns), strict=True))
+    index: dict[tuple, int] = {}
+    cell = np.fromiter((index.setdefault(t, len(index)) for t in tuples), np.int64, len(tuples))
+    items, item_index = np.unique(records.item[selected], return_inverse=True)
+    n = np.bincount(cell, minlength=len(index))
+    out = [{"key": key, "n": int(n[i])} for key, i in index.items()]
+    rng = np.random.default_rng(rng_seed)
+    k = len(index)
+    # Both rules in one bootstrap: the same resampled items serve the strict and lenient columns.
+    num = np.zeros((items.size, 2 * k))
+    den = np.zeros((items.size, 2 * k))
+    for r, rule in enumerate(RULES):
+        np.add.at(num, (item_index, cell + r * k), records.correct[rule][selected])
+        np.add.at(den, (item_index, cell + r * k), records.valid[rule][selected])
+    low, high = ratio_ci(num, den, rng, n_resamples=n_resamples, level=LEVEL)
+    total_valid, total_correct = den.sum(axis=0), num.sum(axis=0)
+    for r, rule in enumerate(RULES):
+        for i, row in enumerate(out):
+            j = i + r * k
+            row[f"accuracy_{rule}"] = (
+                float(total_correct[j] / total_valid[j]) if total_valid[j] else None
+            )
+            row[f"invalid_{rule}"] = float((n[i] - total_valid[j]) / n[i])
+            row[f"ci_{rule}"] = (
+                (float(low[j]), float(high[j])) if not np.isnan(low[j]) else (None, None)
+            )
+    return out
+
+
+def majority_codes(prompt: np.ndarray, code: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return (prompts, majority code per prompt) for answers coded 1 (positive) / 0 (negative).
+
+    The majority is the code more than half of a prompt's answers chose; a tie is -1 (invalid).
+    """
+    prompts, inverse = np.unique(prompt, return_inverse=True)
+    positives = np.bincount(inverse, weights=(code == 1), minlength=prompts.size)
+    negatives = np.bincount(inverse, weights=(code == 0), minlength=prompts.size)
+    majority = np.where(positives > negatives, 1, np.where(negatives > positives, 0, -1))
+    return prompts, majority.astype(np.int64)
+
+
+def agreement_counts(prompt: np.ndarray, code: np.ndarray) -> np.ndarray:
+    """Return Fleiss count rows (negative, positive) of the prompts with the most common number
+    of answers (at least 2), so every row has the same number of raters as Fleiss' kappa needs.
+    """
+    prompts, inverse = np.unique(prompt, return_inverse=True)
+    positives = np.bincount(inverse, weights=(code == 1), minlength=prompts.size)
+    negatives = np.bincount(inverse, weights=(code == 0), minlength=prompts.size)
+    totals = positives + negatives
+    rated = totals[totals >= 2]
+    if rated.size == 0:
+        return np.zeros((0, 2), dtype=np.int64)
+    values, counts = np.unique(rated, return_counts=True)
+    raters = values[np.argmax(counts)]
+    keep = totals == raters
+    return np.column_stack([negatives[keep], positives[keep]]).astype(np.int64)

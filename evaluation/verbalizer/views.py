@@ -1,0 +1,117 @@
+"""The verbalizer report: page, downloads, figures, raw replies beside their parse, and the API.
+Researchers and admins only."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+from rest_framework.response import Response as ApiResponse
+from rest_framework.views import APIView
+
+from annotate.roles import ADMIN, RESEARCHER, RESEARCHERS_ONLY, is_researcher, require_role
+from annotate.verbalizer.models import EvaluationSet, ModelAnswer
+from evaluation.verbalizer import figures
+from evaluation.verbalizer.formats import flat_rows, report_as
+from evaluation.verbalizer.parsing import parse_lenient, parse_strict
+from evaluation.verbalizer.report import verbalizer_report_cached
+
+DOCUMENTS = {
+    "json": "application/json",
+    "csv": "text/csv",
+    "latex": "application/x-tex",
+    "md": "text/markdown",
+}
+FIGURE_TYPES = {"svg": "image/svg+xml", "png": "image/png", "pdf": "application/pdf"}
+REPLIES_PER_PAGE = 50
+
+
+def _set(request: HttpRequest, set_id: int) -> EvaluationSet:
+    require_role(request.user, ADMIN, RESEARCHER, message=RESEARCHERS_ONLY)
+    return get_object_or_404(EvaluationSet, pk=set_id)
+
+
+@login_required
+def report_page(request: HttpRequest, set_id: int) -> HttpResponse:
+    evaluation_set = _set(request, set_id)
+    report = verbalizer_report_cached(evaluation_set=evaluation_set)
+    available = [
+        (name, title) for name, title in figures.FIGURES.items()
+        if figures.figure_available(report, name)
+    ]  # fmt: skip
+    context = {
+        "set": evaluation_set,
+        "report": report,
+        "groups": flat_rows(report, "groups"),
+        "flipped": flat_rows(report, "flipped"),
+        "rows": flat_rows(report),
+        "figures": available,
+        "formats": DOCUMENTS,
+    }
+    return render(request, "verbalizer/report.html", context)
+
+
+@login_required
+def report_download(request: HttpRequest, set_id: int, fmt: str) -> HttpResponse:
+    evaluation_set = _set(request, set_id)
+    if fmt not in DOCUMENTS:
+        raise Http404
+    text = report_as(verbalizer_report_cached(evaluation_set=evaluation_set), fmt)
+    response = HttpResponse(text, content_type=DOCUMENTS[fmt])
+    extension = "tex" if fmt == "latex" else fmt
+    response["Content-Disposition"] = f'attachment; filename="verbalizer-{set_id}.{extension}"'
+    return response
+
+
+@login_required
+def figure_download(request: HttpRequest, set_id: int, figure_name: str, image_format: str):
+    evaluation_set = _set(request, set_id)
+    if figure_name not in figures.FIGURES or image_format not in FIGURE_TYPES:
+        raise Http404
+    report = verbalizer_report_cached(evaluation_set=evaluation_set)
+    if not figures.figure_available(report, figure_name):
+        raise Http404
+    content = figures.render_figure(report, figure_name, image_format)
+    return HttpResponse(content, content_type=FIGURE_TYPES[image_format])
+
+
+@login_required
+def replies_page(request: HttpRequest, set_id: int) -> HttpResponse:
+    """Every raw reply next to what each rule read in it, filterable by system/mapping/mode."""
+    evaluation_set = _set(request, set_id)
+    answers = ModelAnswer.objects.filter(prompt__evaluation_set=evaluation_set).select_related(
+        "system", "prompt__mapping", "prompt__item__dataset"
+    )
+    filters = {
+        "system": "system__name",
+        "mapping": "prompt__mapping__name",
+        "mode": "prompt__mode",
+        "dataset": "prompt__item__dataset__name",
+    }
+    chosen = {k: request.GET[k] for k in filters if request.GET.get(k)}
+    answers = answers.filter(**{filters[k]: v for k, v in chosen.items()}).order_by("pk")
+    page = Paginator(answers, REPLIES_PER_PAGE).get_page(request.GET.get("page"))
+    shown = []
+    for answer in page:
+        words = (answer.prompt.positive_word, answer.prompt.negative_word)
+        codes = (parse_strict(answer.reply, *words), parse_lenient(answer.reply, *words))
+        shown.append((answer, *(_read(code, words) for code in codes)))
+    context = {"set": evaluation_set, "page": page, "shown": shown, "chosen": chosen}
+    return render(request, "verbalizer/replies.html", context)
+
+
+def _read(code: int, words: tuple[str, str]) -> str:
+    return {1: words[0], 0: words[1]}.get(code, "invalid")
+
+
+class VerbalizerReportApi(APIView):
+    """GET the whole report of an evaluation set (rows, group/mapping/flipped tables, agreement)."""
+
+    def get(self, request, set_id: int):
+        if not is_researcher(request.user):
+            raise Http404  # the API answers 404 for both "missing" and "not yours"
+        evaluation_set = _set(request, set_id)
+        report = verbalizer_report_cached(evaluation_set=evaluation_set)
+        tables = ("rows", "groups", "mappings", "flipped", "flipped_by_dataset")
+        return ApiResponse({**report, **{table: flat_rows(report, table) for table in tables}})

@@ -1,0 +1,47 @@
+// Poll the run's progress JSON and update the page in place until the run ends (no reload).
+(function () {
+  "use strict";
+  var box = document.getElementById("run-progress");
+  if (!box) { return; }
+  var url = box.getAttribute("data-url");
+  var fields = {
+    "run-done": "units_done", "run-total": "units_total", "run-skipped": "units_skipped",
+    "run-failed": "units_failed", "run-calls": "calls", "run-calls-failed": "calls_failed",
+    "run-prompt-tokens": "prompt_tokens", "run-completion-tokens": "completion_tokens",
+    "run-cost": "cost_usd", "run-elapsed": "elapsed_seconds", "run-status": "status_display",
+    "run-error": "error"
+  };
+  var delay = 1000;
+
+  function show(data) {
+    Object.keys(fields).forEach(function (id) {
+      var element = document.getElementById(id);
+      if (element) { element.textContent = String(data[fields[id]]); }
+    });
+    var bar = document.getElementById("run-bar");
+    bar.max = Math.max(1, data.units_total);
+    bar.value = data.units_done;
+    document.getElementById("run-stop-form").hidden = !data.active;
+    document.getElementById("run-resume-form").hidden = data.active;
+    box.setAttribute("data-active", data.active ? "1" : "0");
+  }
+
+  function poll() {
+    fetch(url, { credentials: "same-origin", headers: { "Accept": "application/json" } })
+      .then(function (response) {
+        if (!response.ok) { throw new Error("HTTP " + response.status); }
+        return response.json();
+      })
+      .then(function (data) {
+        show(data);
+        delay = 1000;
+        if (data.active) { window.setTimeout(poll, delay); }
+      })
+      .catch(function () {
+        delay = Math.min(delay * 2, 30000);  // the server is busy or down: back off, keep trying
+        window.setTimeout(poll, delay);
+      });
+  }
+
+  if (box.getAttribute("data-active") === "1") { window.setTimeout(poll, 500); }
+})();

@@ -1,0 +1,41 @@
+// The report page follows its running exports: progress bars update by themselves and the
+// download link appears when the zip is ready. Without this script the page still works on reload.
+(function () {
+  "use strict";
+  var rows = Array.prototype.slice.call(document.querySelectorAll("tr[data-export-status]"));
+  function running(row) {
+    var status = row.getAttribute("data-status");
+    return status === "queued" || status === "running";
+  }
+  function update(row, data) {
+    row.setAttribute("data-status", data.status);
+    row.querySelector(".export-status").textContent = data.status_display;
+    row.querySelector(".export-message").textContent = data.message;
+    var bar = row.querySelector("progress");
+    bar.max = Math.max(data.steps_total, 1);
+    bar.value = data.steps_done;
+    if (data.downloadable) {
+      var cell = row.querySelector(".export-download");
+      cell.textContent = "";
+      var link = document.createElement("a");
+      link.href = row.getAttribute("data-export-status") + "download/";
+      link.textContent = "Download zip";
+      cell.appendChild(link);
+    }
+  }
+  function poll() {
+    var pending = rows.filter(running);
+    if (!pending.length) {
+      return;
+    }
+    Promise.all(
+      pending.map(function (row) {
+        return fetch(row.getAttribute("data-export-status"), { credentials: "same-origin" })
+          .then(function (answer) { return answer.json(); })
+          .then(function (data) { update(row, data); })
+          .catch(function () {});
+      })
+    ).then(function () { window.setTimeout(poll, 1500); });
+  }
+  window.setTimeout(poll, 500);
+})();

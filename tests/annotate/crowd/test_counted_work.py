@@ -1,0 +1,293 @@
+"""Crowd work counts only when it is real: the attack of issue 12 replayed against the fake MTurk
+server through boto3, and every place results are read (report, majority, agreement, exports,
+the instruction page) checked against one rule."""
+
+import csv
+import io
+import re
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import pytest
+from django.core.cache import cache
+from django.urls import reverse
+from django.utils import timezone
+
+from annotate.crowd import selectors
+from annotate.crowd.models import PlatformAssignment
+from annotate.crowd.services import publishing, review
+from annotate.crowd.services.publishing import PublishSettings
+from annotate.errors import CrowdPlatformError
+from annotate.models import Assignment, AssignmentStatus, Label
+from annotate.roles import ADMIN
+from annotate.services.exports import labels_export
+from evaluation.selectors.report_data import benchmark_arrays
+from evaluation.services.reports import labels_aggregated_csv, report_build, report_cached
+from tests.factories import UserFactory, project_with_tasks
+
+pytestmark = pytest.mark.django_db
+CROWD = "crowd-majority"
+
+
+@pytest.fixture
+def admin(db):
+    return UserFactory(username="crowd-admin", roles=[ADMIN])
+
+
+@pytest.fixture
+def live(mturk_settings, fake_mturk):
+    """Two instructions × two systems × two questions, on MTurk with MaxAssignments 2."""
+    project = project_with_tasks(instructions=2, systems=2, questions=2, assignments_per_task=2)
+    publication = publishing.publication_create(
+        batch=project.batches.get(),
+        platform_name="mturk",
+        chosen=PublishSettings(title="t", description="d"),
+        base_url="https://annotate.example.org",
+    )
+    return publishing.publication_publish(publication_id=publication.pk, now=timezone.now())
+
+
+def _hits(publication):
+    return list(publication.hits.order_by("task__position", "id"))
+
+
+def _open(client, fake_mturk, hit, worker, assignment_id):
+    return client.get(
+        reverse("crowd:mturk-task", args=[hit.unique_request_token]),
+        {
+            "assignmentId": assignment_id,
+            "hitId": hit.hit_id,
+            "workerId": worker,
+            "turkSubmitTo": fake_mturk.url,
+        },
+    )
+
+
+def do_task(client, fake_mturk, hit, worker, value, *, forged=False):
+    """Open the ExternalQuestion page, answer everything with `value`, submit, hand back.
+
+    A real worker accepts on MTurk first; a forged one invents its assignment id.
+    """
+    if forged:
+        assignment_id = f"FORGED{worker}"
+    else:
+        assignment_id = fake_mturk.api.worker_accept(hit.hit_id, worker)
+    opened = _open(client, fake_mturk, hit, worker, assignment_id)
+    assert opened.status_code == 302, opened.content
+    names = set(re.findall(r'name="(r\d+_q\d+)"', client.get(opened["Location"]).text))
+    done = client.post(opened["Location"], {name: value for name in names})
+    assert done.status_code == 200
+    _hand_back(fake_mturk, assignment_id, expect=400 if forged else 200)
+    return Assignment.objects.get(platform_assignment_id=assignment_id), opened["Location"]
+
+
+def _hand_back(fake_mturk, assignment_id: str, *, expect: int) -> None:
+    """What the done page's form does in the worker's browser: POST to MTurk's externalSubmit."""
+    body = urllib.parse.urlencode({"assignmentId": assignment_id, "summary": "x"}).encode()
+    request = urllib.request.Request(f"{fake_mturk.url}/mturk/externalSubmit", data=body)
+    try:
+        status = urllib.request.urlopen(request, timeout=10).status
+    except urllib.error.HTTPError as error:
+        status = error.code
+    assert status == expect
+
+
+def _sync(publication):
+    return review.publication_sync(publication_id=publication.pk, now=timezone.now())
+
+
+def _crowd_rows(report, subset="overall"):
+    return {
+        r["system"]: (r["yes"], r["questions"])
+        for r in report["leaderboard"]
+        if r["source"] == CROWD and r["subset"] == subset
+    }
+
+
+def _aggregated(benchmark):
+    output = io.StringIO()
+    labels_aggregated_csv(benchmark=benchmark, output=output)
+    return [row for row in csv.DictReader(io.StringIO(output.getvalue()))]
+
+
+def _raw(benchmark, **kwargs):
+    output = io.StringIO()
+    labels_export(benchmark_name=benchmark.name, output=output, file_format="csv", **kwargs)
+    return list(csv.DictReader(io.StringIO(output.getvalue())))
+
+
+# --- 1. Forged MTurk workers ------------------------------------------------------------------
+
+
+def test_five_invented_workers_count_nowhere(client, live, fake_mturk):
+    """The attack of issue 12: five invented worker ids on a HIT with MaxAssignments 2."""
+    first, _ = _hits(live)
+    benchmark = first.task.instruction.benchmark
+    do_task(client, fake_mturk, first, "AREAL1", "yes")
+    for n in range(5):
+        do_task(client, fake_mturk, first, f"AFAKE{n}", "no", forged=True)
+    # Their labels were stored (the page took them) ...
+    assert Label.objects.filter(annotator__worker_id__startswith="AFAKE").count() == 5 * 4
+    # ... MTurk refused their hand-backs, and a sync finds only the real worker.
+    assert len(fake_mturk.state.refused_submits) == 5
+    _sync(live)
+    assert PlatformAssignment.objects.filter(assignment__isnull=False).count() == 1
+
+    data = benchmark_arrays(benchmark=benchmark)
+    assert data.annotator_names == ["mturk:AREAL1"]
+    report = report_build(benchmark=benchmark, n_resamples=10)
+    # The real worker said yes to 2 questions on each system of the first instruction: DRFR 1.0
+    # (with the forged "no" votes the crowd majority was 0.0).
+    assert _crowd_rows(report) == {s: (2, 2) for s in report["systems"]}
+    aggregated = _aggregated(benchmark)
+    assert {row["label"] for row in aggregated} == {"YES"} and len(aggregated) == 4
+    raw = _raw(benchmark)
+    forged_rows = [r for r in raw if r["annotator"].startswith("mturk:AFAKE")]
+    assert len(forged_rows) == 20
+    assert {r["work_status"] for r in forged_rows} == {"not confirmed by the platform"}
+    assert {r["work_status"] for r in raw if r["annotator"] == "mturk:AREAL1"} == {"counted"}
+
+
+def test_only_forged_work_gives_no_crowd_source_at_all(client, live, fake_mturk, admin):
+    first, second = _hits(live)
+    benchmark = first.task.instruction.benchmark
+    tokens = [
+        do_task(client, fake_mturk, hit, f"AFAKE{n}", "no", forged=True)[1]
+        for n, hit in enumerate([first, first, first, second, second])
+    ]
+    _sync(live)
+    assert benchmark_arrays(benchmark=benchmark).annotator_names == []
+    report = report_build(benchmark=benchmark, n_resamples=10)
+    assert _crowd_rows(report) == {}
+    assert not [s for s in report["sources"] if s["source"] == CROWD]
+    assert _aggregated(benchmark) == []
+    # The forged worker is told clearly that the work does not count.
+    refused = client.get(tokens[0])
+    assert refused.status_code == 403
+    assert "does not know assignment FORGEDAFAKE0 for worker AFAKE0" in refused.text
+    # An admin cannot approve it either: MTurk does not know it.
+    forged = Assignment.objects.get(platform_assignment_id="FORGEDAFAKE0")
+    with pytest.raises(CrowdPlatformError):
+        review.assignment_approve(assignment_id=forged.pk, user=admin)
+    assert report_build(benchmark=benchmark, n_resamples=10)["sources"] == []
+
+
+def test_unsynced_work_counts_once_mturk_confirms_it(client, live, fake_mturk, admin):
+    first, _ = _hits(live)
+    benchmark = first.task.instruction.benchmark
+    real, _ = do_task(client, fake_mturk, first, "AREAL1", "yes")
+    # Submitted here, not yet confirmed: not in any result.
+    assert benchmark_arrays(benchmark=benchmark).annotator_names == []
+    # Approving asks MTurk (GetAssignment) and stores the confirmation with the assignment.
+    review.assignment_approve(assignment_id=real.pk, user=admin)
+    record = PlatformAssignment.objects.get(assignment=real)
+    assert (record.worker_id, record.hit.hit_id, record.status) == (
+        "AREAL1",
+        first.hit_id,
+        "Approved",
+    )
+    assert benchmark_arrays(benchmark=benchmark).annotator_names == ["mturk:AREAL1"]
+    assert "GetAssignment" in fake_mturk.state.calls
+
+
+def test_a_real_assignment_id_under_another_worker_id_is_refused(client, live, fake_mturk):
+    first, _ = _hits(live)
+    real, _ = do_task(client, fake_mturk, first, "AREAL1", "yes")
+    _sync(live)
+    stolen = _open(client, fake_mturk, first, "ATHIEF", real.platform_assignment_id)
+    assert stolen.status_code == 403
+    assert "for another worker or HIT" in stolen.text
+    assert not Assignment.objects.filter(annotator__worker_id="ATHIEF").exists()
+
+
+def test_never_more_workers_per_hit_than_max_assignments(client, live, fake_mturk):
+    first, _ = _hits(live)
+    benchmark = first.task.instruction.benchmark
+    # MaxAssignments raised on MTurk behind our back: three workers submit on a HIT of 2.
+    fake_mturk.state.hits[first.hit_id]["MaxAssignments"] = 3
+    for worker in ("AREAL1", "AREAL2", "AREAL3"):
+        do_task(client, fake_mturk, first, worker, "yes")
+    _sync(live)
+    assert len(benchmark_arrays(benchmark=benchmark).annotator_names) == 2
+    # A fourth worker is refused on our page: the HIT has its two confirmed workers.
+    fake_mturk.state.hits[first.hit_id]["MaxAssignments"] = 4
+    fourth = fake_mturk.api.worker_accept(first.hit_id, "AREAL4")
+    page = _open(client, fake_mturk, first, "AREAL4", fourth)
+    assert page.status_code == 409 and "already has the 2 workers" in page.text
+
+
+def test_confirmation_still_works_after_expiring_all_hits(client, live, fake_mturk, admin):
+    first, _ = _hits(live)
+    benchmark = first.task.instruction.benchmark
+    do_task(client, fake_mturk, first, "AREAL1", "yes")
+    assert review.publication_expire(publication_id=live.pk, now=timezone.now(), user=admin) == 2
+    do_task(client, fake_mturk, first, "AFAKE1", "no", forged=True)
+    _sync(live)
+    assert benchmark_arrays(benchmark=benchmark).annotator_names == ["mturk:AREAL1"]
+    confirmations = {
+        row.worker.worker_id: row.confirmation for row in selectors.review_rows(publication=live)
+    }
+    assert confirmations == {"AREAL1": "confirmed", "AFAKE1": "unknown to the platform"}
+
+
+# --- 2. Rejected work and blocked workers leave the results ----------------------------------
+
+
+def test_rejecting_and_blocking_change_the_next_report(client, live, fake_mturk, admin):
+    first, _ = _hits(live)
+    benchmark = first.task.instruction.benchmark
+    fake_mturk.state.hits[first.hit_id]["MaxAssignments"] = 3
+    live.assignments_per_task = 3
+    live.save()
+    yes, _ = do_task(client, fake_mturk, first, "AYES", "yes")
+    no1, _ = do_task(client, fake_mturk, first, "ANO1", "no")
+    no2, _ = do_task(client, fake_mturk, first, "ANO2", "no")
+    _sync(live)
+    cache.clear()
+    before = _crowd_rows(report_cached(benchmark=benchmark))
+    assert set(before.values()) == {(0, 2)}  # two NO against one YES
+    review.assignment_reject(assignment_id=no1.pk, user=admin, feedback="gold wrong")
+    review.assignment_reject(assignment_id=no2.pk, user=admin, feedback="gold wrong")
+    after = _crowd_rows(report_cached(benchmark=benchmark))
+    assert set(after.values()) == {(2, 2)}  # the cached report did not survive the verdicts
+    assert {r["label"] for r in _aggregated(benchmark)} == {"YES"}
+    raw = _raw(benchmark)
+    assert {r["work_status"] for r in raw if r["annotator"] == "mturk:ANO1"} == {"rejected"}
+
+    review.worker_block(annotator_id=yes.annotator_id, reason="spam", user=admin)
+    assert _crowd_rows(report_cached(benchmark=benchmark)) == {}
+    assert {r["work_status"] for r in _raw(benchmark) if r["annotator"] == "mturk:AYES"} == {
+        "worker blocked"
+    }
+    instruction = first.task.instruction
+    client.force_login(admin)
+    page = client.get(f"/benchmarks/{benchmark.pk}/instructions/{instruction.pk}/")
+    assert page.status_code == 200
+    assert "mturk:AYES" not in page.text and "mturk:ANO1" not in page.text
+
+    project_csv = client.get(f"/api/annotate/projects/{live.batch.project_id}/labels/")
+    rows = list(csv.DictReader(io.StringIO(b"".join(project_csv.streaming_content).decode())))
+    statuses = {(r["annotator"], r["work_status"]) for r in rows}
+    assert statuses == {
+        ("mturk:AYES", "worker blocked"),
+        ("mturk:ANO1", "rejected"),
+        ("mturk:ANO2", "rejected"),
+    }
+
+    review.worker_unblock(annotator_id=yes.annotator_id, user=admin)
+    assert set(_crowd_rows(report_cached(benchmark=benchmark)).values()) == {(2, 2)}
+
+
+def test_rejecting_forged_work_needs_no_platform(client, live, fake_mturk, admin):
+    first, _ = _hits(live)
+    forged, _ = do_task(client, fake_mturk, first, "AFAKE1", "no", forged=True)
+    done = review.assignment_reject(assignment_id=forged.pk, user=admin, feedback="not on MTurk")
+    assert done.status == AssignmentStatus.REJECTED
+
+
+def test_worker_who_already_worked_is_still_refused(client, live, fake_mturk):
+    first, _ = _hits(live)
+    do_task(client, fake_mturk, first, "AREAL1", "yes")
+    again = _open(client, fake_mturk, first, "AREAL1", "SOMEOTHERID")
+    assert again.status_code == 409

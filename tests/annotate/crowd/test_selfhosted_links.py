@@ -1,0 +1,167 @@
+"""Self-hosted study links: one submission per participant id per task, a cap on anonymous starts,
+a link an admin can close (page and API); and the MTurk preview shuffles the systems."""
+
+import re
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from annotate.crowd.services import publishing
+from annotate.crowd.services.publishing import PublishSettings
+from annotate.crowd.services.workers import assignment_token
+from annotate.models import Annotator, Assignment, Label
+from annotate.roles import ADMIN
+from annotate.selectors.work import task_page_preview
+from annotate.services.assignments import display_order_for
+from annotate.services.projects import InstructionSelection, project_create
+from tests.factories import SystemFactory, UserFactory, project_with_tasks
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def admin(db):
+    return UserFactory(username="link-admin", roles=[ADMIN], is_staff=True)
+
+
+def _study(project, batch=None):
+    return publishing.publication_create(
+        batch=batch or project.batches.get(),
+        platform_name="selfhosted",
+        chosen=PublishSettings(title="A study", description="d"),
+        base_url="https://annotate.example.org",
+    )
+
+
+@pytest.fixture
+def study(db):
+    project = project_with_tasks(instructions=2, systems=2, questions=1, assignments_per_task=5)
+    return _study(project)
+
+
+def _join_url(study):
+    return reverse("crowd:selfhosted-join", args=[study.link_token])
+
+
+def _start(client, study, **params):
+    return client.post(_join_url(study), params)
+
+
+def _finish(client, started, value="yes"):
+    page = client.get(started["Location"]).text
+    answers = {name: value for name in set(re.findall(r'name="(r\d+_q\d+)"', page))}
+    return client.post(started["Location"], answers)
+
+
+def test_one_submission_per_participant_id_per_task(client, study):
+    project = study.batch.project
+    for _ in range(2):
+        assert _finish(client, _start(client, study, PROLIFIC_PID="P1")).status_code == 200
+    assert _start(client, study, PROLIFIC_PID="P1").status_code == 404  # no task left
+    # The same id under the other parameter name, and on a second link of the same instructions.
+    assert _start(client, study, workerId="P1").status_code == 404
+    other = project_create(
+        name="same instructions",
+        benchmark=project.benchmark,
+        systems=list(project.systems.all()),
+        selection=InstructionSelection(),
+    )
+    assert _start(client, _study(other), PROLIFIC_PID="P1").status_code == 404
+    assert Assignment.objects.filter(annotator__worker_id="P1").count() == 2
+    # A second submit of the same task with other answers changes nothing.
+    first = Assignment.objects.filter(annotator__worker_id="P1").first()
+    labels = sorted(Label.objects.filter(assignment=first).values_list("value", flat=True))
+    token_url = reverse("crowd:work-task", args=[assignment_token(assignment=first)])
+    again = client.post(token_url, {k: "no" for k in (first.submission or {}).get("labels", {})})
+    assert again.status_code == 409
+    assert sorted(Label.objects.filter(assignment=first).values_list("value", flat=True)) == labels
+
+
+def test_anonymous_starts_are_capped_per_link(client, study, admin, settings):
+    settings.CROWD_ANONYMOUS_STARTS_PER_LINK = 2
+    assert _start(client, study).status_code == 302
+    assert _start(client, study).status_code == 302
+    refused = _start(client, study)
+    assert refused.status_code == 410 and "no more participants without an id" in refused.text
+    assert Assignment.objects.count() == 2
+    # A participant with an id still gets in; the link's own limit overrides the setting.
+    assert _start(client, study, PROLIFIC_PID="P9").status_code == 302
+    client.force_login(admin)
+    api = reverse("crowd-api:link", args=[study.pk])
+    reply = client.post(api, {"closed": False, "anonymous_starts_limit": 3}, "application/json")
+    assert reply.status_code == 200 and reply.json()["anonymous_starts_limit"] == 3
+    client.logout()
+    assert _start(client, study).status_code == 302
+    assert _start(client, study).status_code == 410
+    assert Annotator.objects.filter(worker_id__startswith="anon-").count() == 3
+
+
+def test_a_closed_link_takes_nobody_new_but_keeps_started_work(client, study, admin):
+    started = _start(client, study, PROLIFIC_PID="P1")
+    client.force_login(admin)
+    page_action = reverse("crowd:publication-action", args=[study.pk])
+    assert client.post(page_action, {"action": "close-link"}).status_code == 302
+    detail = client.get(reverse("crowd:publication", args=[study.pk])).text
+    assert "The link is <strong>closed</strong>" in detail
+    client.logout()
+    landing = client.get(_join_url(study))
+    assert landing.status_code == 410 and "This study is closed" in landing.text
+    assert _start(client, study, PROLIFIC_PID="P2").status_code == 410
+    assert not Assignment.objects.filter(annotator__worker_id="P2").exists()
+    assert _finish(client, started).status_code == 200  # accepted work is never lost
+    client.force_login(admin)
+    api = reverse("crowd-api:link", args=[study.pk])
+    assert client.post(api, {"closed": False}, "application/json").json()["closed"] is False
+    client.logout()
+    assert _start(client, study, PROLIFIC_PID="P2").status_code == 302
+
+
+def test_only_admins_may_close_a_link(client, study, researcher):
+    client.force_login(researcher)
+    api = reverse("crowd-api:link", args=[study.pk])
+    assert client.post(api, {"closed": True}, "application/json").status_code == 404
+    study.refresh_from_db()
+    assert study.link_closed_at is None
+
+
+# --- The MTurk preview ------------------------------------------------------------------------
+
+
+def test_preview_shows_systems_in_the_seeded_shuffled_order(db):
+    project = project_with_tasks(instructions=1, systems=4, questions=1)
+    task = project.batches.get().tasks.get()
+    system_ids = sorted(project.systems.values_list("id", flat=True))
+    orders = set()
+    for seed in range(12):
+        page = task_page_preview(task=task, seed=seed)
+        shown = page.assignment.display_order
+        assert shown == display_order_for(system_ids=system_ids, seed=seed)
+        assert [r.text for r in page.responses] == [
+            project.systems.get(pk=pk).responses.get().text for pk in shown
+        ]
+        orders.add(tuple(shown))
+    assert len(orders) > 1
+
+
+def test_preview_page_is_not_always_in_system_id_order(client, db):
+    project = project_with_tasks(instructions=1, systems=3, questions=1)
+    SystemFactory()  # a system outside the project is never shown
+    publication = publishing.publication_create(
+        batch=project.batches.get(),
+        platform_name="fake",
+        chosen=PublishSettings(title="t", description="d"),
+        base_url="https://annotate.example.org",
+    )
+    publishing.publication_publish(publication_id=publication.pk, now=timezone.now())
+    hit = publication.hits.get()
+    texts = {s.id: s.responses.get().text for s in project.systems.order_by("id")}
+    orders = set()
+    for _ in range(20):
+        page = client.get(
+            reverse("crowd:mturk-task", args=[hit.unique_request_token]),
+            {"assignmentId": "ASSIGNMENT_ID_NOT_AVAILABLE", "hitId": hit.hit_id},
+        ).text
+        positions = sorted((page.index(text), system_id) for system_id, text in texts.items())
+        orders.add(tuple(system_id for _, system_id in positions))
+    assert len(orders) > 1  # 20 previews all in one order: chance 1 in 6**19

@@ -1,0 +1,48 @@
+"""Shared set-up of the engine tests: the stub server, endpoints on it, a small benchmark."""
+
+from __future__ import annotations
+
+import pytest
+
+from annotate.engine.services import endpoint_create
+from tests.evaluation.openai_stub import StubOpenAI
+from tests.factories import BenchmarkFactory, InstructionFactory
+
+
+@pytest.fixture
+def stub():
+    with StubOpenAI() as server:
+        yield server
+
+
+def make_endpoint(base_url: str = "", *, name: str = "stub", **fields):
+    fields.setdefault("model", "stub-model")
+    fields.setdefault("max_retries", 3)
+    # Tests measure behaviour, not the default pace.
+    fields.setdefault("requests_per_minute", 1_000_000)
+    fields.setdefault("tokens_per_minute", 100_000_000)
+    return endpoint_create(name=name, base_url=base_url, **fields)
+
+
+def make_instructions(count: int = 3, *, benchmark=None):
+    """Create `count` instructions, every other one with an input; return (benchmark, list)."""
+    benchmark = benchmark or BenchmarkFactory(name="bench")
+    instructions = [
+        InstructionFactory(
+            benchmark=benchmark,
+            external_id=f"task_{n}",
+            position=n,
+            text=f"Write line {n}.",
+            input_text=f"Input {n}." if n % 2 else "",
+        )
+        for n in range(1, count + 1)
+    ]
+    return benchmark, instructions
+
+
+@pytest.fixture
+def echo_protocol(settings):
+    settings.ENGINE_PROTOCOLS = {
+        **settings.ENGINE_PROTOCOLS,
+        "echo": "tests.annotate.engine.echo.EchoProtocol",
+    }

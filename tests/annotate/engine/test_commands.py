@@ -1,0 +1,120 @@
+"""endpoint_create, generate and export_responses, as a researcher types them."""
+
+import json
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from annotate.engine.models import Endpoint
+from annotate.models import Response, System
+from tests.annotate.engine.conftest import make_instructions
+
+pytestmark = pytest.mark.django_db
+
+
+def _endpoint(stub, name="stub-ep"):
+    call_command(
+        "endpoint_create", name, "--base-url", stub.base_url, "--model", "m1",
+        "--concurrency", "4", "--rpm", "100000", "--tpm", "10000000", "--max-tokens", "64",
+        "--price-prompt-per-1k", "0.5", "--price-completion-per-1k", "1.5",
+    )  # fmt: skip
+    return Endpoint.objects.get(name=name)
+
+
+def test_endpoint_create_stores_every_option_and_refuses_a_disallowed_key_variable(capsys):
+    call_command("endpoint_create", "offline", "--base-url", "", "--model", "fake-1")
+    assert "offline fake back-end" in capsys.readouterr().out
+    assert Endpoint.objects.get(name="offline").is_fake
+    with pytest.raises(CommandError, match="api_key_env"):
+        call_command(
+            "endpoint_create", "x", "--base-url", "http://h/v1", "--model", "m",
+            "--api-key-env", "DJANGO_SECRET_KEY",
+        )  # fmt: skip
+    assert not Endpoint.objects.filter(name="x").exists()
+
+
+def test_generate_creates_the_system_prints_a_summary_and_a_rerun_makes_no_call(stub, capsys):
+    benchmark, instructions = make_instructions(3)
+    endpoint = _endpoint(stub)
+    arguments = ["--benchmark", "bench", "--system", "gen-sys", "--endpoint", "stub-ep"]
+
+    call_command("generate", *arguments)
+    out = capsys.readouterr().out
+    assert "calls made 3, failed 0, skipped 0" in out and "3/3 responses" in out
+    system = System.objects.get(name="gen-sys")
+    assert system.generation_endpoint == endpoint and system.responses.count() == 3
+    assert stub.requests[0]["max_tokens"] == 64 and stub.requests[0]["model"] == "m1"
+
+    call_command("generate", *arguments)
+    assert "calls made 0, failed 0, skipped 3 (already done)" in capsys.readouterr().out
+    assert len(stub.requests) == 3
+
+
+def test_generate_chooses_instructions_and_fails_with_a_non_zero_exit(stub, capsys):
+    make_instructions(4)
+    _endpoint(stub)
+    stub.fail_next(400, message="prompt refused")
+    with pytest.raises(CommandError, match="did not finish"):
+        call_command(
+            "generate", "--benchmark", "bench", "--system", "s", "--endpoint", "stub-ep",
+            "--instructions", "task_1,task_3",
+        )  # fmt: skip
+    out = capsys.readouterr().out
+    assert "calls made 2, failed 1" in out and "HTTP 400" in out
+    assert Response.objects.filter(system__name="s").count() == 1
+    with pytest.raises(CommandError, match="No instruction task_9"):
+        call_command(
+            "generate", "--benchmark", "bench", "--system", "s", "--endpoint", "stub-ep",
+            "--instructions", "task_9",
+        )  # fmt: skip
+
+
+def test_generate_sample_is_seeded_and_dry_run_sends_nothing(stub, capsys):
+    make_instructions(6)
+    _endpoint(stub)
+    arguments = ["--benchmark", "bench", "--system", "s", "--endpoint", "stub-ep"]
+    call_command("generate", *arguments, "--sample", "2", "--seed", "3", "--dry-run")
+    out = capsys.readouterr().out
+    assert "2 responses to generate" in out and "2 calls" in out and stub.requests == []
+    call_command("generate", *arguments, "--sample", "2", "--seed", "3")
+    first = sorted(b["messages"][0]["content"] for b in stub.requests)
+    call_command("generate", *arguments, "--sample", "2", "--seed", "3")
+    assert len(stub.requests) == 2 and len(first) == 2
+
+
+def test_imported_and_generated_responses_are_never_mixed(stub, tmp_path):
+    make_instructions(2)
+    _endpoint(stub)
+    path = tmp_path / "imported.jsonl"
+    path.write_text('{"id": "task_1", "output": "by hand"}\n')
+    call_command("import_responses", str(path), "--benchmark", "bench", "--system", "manual")
+    with pytest.raises(CommandError, match="imported responses"):
+        call_command(
+            "generate", "--benchmark", "bench", "--system", "manual", "--endpoint", "stub-ep"
+        )
+    call_command("generate", "--benchmark", "bench", "--system", "gen", "--endpoint", "stub-ep")
+    with pytest.raises(CommandError, match="generates its responses"):
+        call_command("import_responses", str(path), "--benchmark", "bench", "--system", "gen")
+
+
+def test_export_responses_writes_status_and_usage_and_imports_back(stub, tmp_path, capsys):
+    make_instructions(2)
+    _endpoint(stub)
+    stub.responder = lambda messages: "Generated: " + messages[0]["content"][:13]
+    call_command("generate", "--benchmark", "bench", "--system", "gen", "--endpoint", "stub-ep")
+    out = tmp_path / "gen.jsonl"
+    call_command(
+        "export_responses", "--benchmark", "bench", "--system", "gen", "--output", str(out)
+    )
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["id"], r["output"], r["status"]) for r in rows] == [
+        ("task_1", "Generated: Write line 1.", "ok"),
+        ("task_2", "Generated: Write line 2.", "ok"),
+    ]
+    sent = {(u["prompt_tokens"], u["completion_tokens"]) for u in stub.usages}
+    assert {(r["usage"]["prompt_tokens"], r["usage"]["completion_tokens"]) for r in rows} == sent
+    assert all(r["usage"]["estimated"] is False and r["run"] for r in rows)
+    call_command("import_responses", str(out), "--benchmark", "bench", "--system", "copy")
+    copied = Response.objects.filter(system__name="copy").order_by("instruction__position")
+    assert [r.text for r in copied] == ["Generated: Write line 1.", "Generated: Write line 2."]

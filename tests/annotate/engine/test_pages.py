@@ -1,0 +1,171 @@
+"""Engine pages and API: endpoints (admins), generation started from a page, the run page."""
+
+import pytest
+from django.urls import reverse
+
+from annotate.engine.models import CallStatus, Endpoint, EngineRun, RunStatus
+from annotate.engine.services import engine_background_wait
+from annotate.models import Benchmark, Response
+from tests.annotate.engine.conftest import make_endpoint, make_instructions
+
+
+@pytest.fixture
+def admin_client(client, admin_user):
+    client.force_login(admin_user)
+    return client
+
+
+@pytest.fixture
+def researcher_client(client, researcher):
+    client.force_login(researcher)
+    return client
+
+
+ENDPOINT_FORM = {
+    "name": "local-vllm",
+    "base_url": "http://127.0.0.1:9/v1",
+    "model": "llama",
+    "api_key_env": "",
+    "temperature": "0",
+    "max_tokens": "",
+    "top_p": "",
+    "seed": "",
+    "stop": "END\n###",
+    "timeout_seconds": "30",
+    "concurrency": "4",
+    "requests_per_minute": "100",
+    "tokens_per_minute": "10000",
+    "max_retries": "2",
+    "price_prompt_per_1k": "0.001",
+    "price_completion_per_1k": "0.002",
+}
+
+
+@pytest.mark.django_db
+def test_only_admins_see_and_create_endpoints(admin_client, researcher_client, admin_user):
+    assert researcher_client.get(reverse("engine:endpoint-list")).status_code == 403
+    researcher_client.logout()
+    admin_client.force_login(admin_user)
+    response = admin_client.post(reverse("engine:endpoint-new"), ENDPOINT_FORM)
+    assert response.status_code == 302
+    endpoint = Endpoint.objects.get(name="local-vllm")
+    assert endpoint.stop == ["END", "###"] and endpoint.max_tokens is None
+    assert admin_client.get(reverse("engine:endpoint-list")).content.count(b"local-vllm") >= 1
+
+
+@pytest.mark.django_db
+def test_a_key_variable_outside_the_allow_list_is_refused_on_the_page(admin_client):
+    form = {**ENDPOINT_FORM, "api_key_env": "DJANGO_SECRET_KEY"}
+    response = admin_client.post(reverse("engine:endpoint-new"), form)
+    assert response.status_code == 400 and b"not an allowed API key variable" in response.content
+    assert not Endpoint.objects.exists()
+
+
+@pytest.mark.django_db
+def test_test_connection_shows_the_answer_or_the_exact_error(admin_client, stub):
+    endpoint = make_endpoint(stub.base_url)
+    stub.replies.append("ready")
+    url = reverse("engine:endpoint-test", args=[endpoint.pk])
+    page = admin_client.post(url, follow=True)
+    assert b"ready" in page.content and stub.requests[0]["max_tokens"] == 8
+    stub.fail_next(404, message="model llama does not exist")
+    page = admin_client.post(url, follow=True)
+    assert b"model llama does not exist" in page.content
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_generation_started_from_the_page_runs_in_the_background(researcher_client):
+    make_instructions(4)
+    endpoint = make_endpoint("", name="fake")
+    form = {"endpoint": endpoint.pk, "system": "fake-gen", "template": "generation_infobench_v1",
+            "seed": "0", "start": "1"}  # fmt: skip
+    form["benchmark"] = Benchmark.objects.get().pk
+    response = researcher_client.post(reverse("engine:generation-new"), form)
+    assert response.status_code == 302
+    engine_background_wait(30)  # before reading: SQLite's shared in-memory test database
+    run = EngineRun.objects.get()
+    assert response["Location"] == reverse("engine:run-detail", args=[run.pk])
+    assert run.status == RunStatus.DONE and run.units_done == 4
+    assert Response.objects.filter(system__name="fake-gen").count() == 4
+    progress = researcher_client.get(reverse("engine:run-progress", args=[run.pk])).json()
+    assert (progress["units_done"], progress["units_total"], progress["active"]) == (4, 4, False)
+    page = researcher_client.get(reverse("engine:run-detail", args=[run.pk]))
+    assert (
+        b"run_progress.js" in page.content and b'4</span> / <span id="run-total">4' in page.content
+    )
+
+
+@pytest.mark.django_db
+def test_researchers_cannot_spend_money_and_estimates_send_nothing(researcher_client, stub):
+    make_instructions(2)
+    paid = make_endpoint(stub.base_url, name="paid")
+    form = {"endpoint": paid.pk, "benchmark": Benchmark.objects.get().pk, "system": "g",
+            "template": "generation_infobench_v1", "seed": "0", "start": "1"}  # fmt: skip
+    response = researcher_client.post(reverse("engine:generation-new"), form)
+    assert response.status_code == 403 and b"only an admin" in response.content
+    assert not EngineRun.objects.exists() and stub.requests == []
+
+
+@pytest.mark.django_db
+def test_an_estimate_on_the_page_sends_nothing_and_keeps_no_run(admin_client, stub):
+    make_instructions(3)
+    paid = make_endpoint(stub.base_url, name="paid", max_tokens=10)
+    form = {"endpoint": paid.pk, "benchmark": Benchmark.objects.get().pk, "system": "g",
+            "template": "generation_infobench_v1", "seed": "0", "estimate": "1"}  # fmt: skip
+    response = admin_client.post(reverse("engine:generation-new"), form)
+    assert response.status_code == 200 and b"3 responses to generate" in response.content
+    assert not EngineRun.objects.exists() and stub.requests == []
+
+
+@pytest.mark.django_db
+def test_stop_from_the_page_and_the_api(admin_client):
+    endpoint = make_endpoint("", name="fake")
+    run = EngineRun.objects.create(kind="generation", endpoint=endpoint, params={})
+    admin_client.post(reverse("engine:run-stop", args=[run.pk]))
+    run.refresh_from_db()
+    assert run.stop_requested and run.status == RunStatus.CANCELLED
+    data = admin_client.get(reverse("api-engine-run", args=[run.pk])).json()
+    assert data["status"] == "cancelled" and data["active"] is False
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_api_starts_a_generation_run_and_reports_its_progress(admin_client, stub):
+    make_instructions(2)
+    make_endpoint(stub.base_url, name="api-ep")
+    body = {"benchmark": "bench", "system": "api-sys", "endpoint": "api-ep", "dry_run": True}
+    estimate = admin_client.post(
+        reverse("api-engine-generation-runs"), body, content_type="application/json"
+    )
+    assert estimate.status_code == 200 and estimate.json()["estimate"]["calls"] == 2
+    body["dry_run"] = False
+    started = admin_client.post(
+        reverse("api-engine-generation-runs"), body, content_type="application/json"
+    )
+    assert started.status_code == 202
+    engine_background_wait(30)
+    data = admin_client.get(started.json()["progress_url"]).json()
+    assert data["status"] == "done" and data["units_done"] == 2 and data["calls"] == 2
+    assert len(stub.requests) == 2
+    assert all(c.status == CallStatus.OK for c in EngineRun.objects.get().engine_calls.all())
+
+
+@pytest.mark.django_db
+def test_annotators_see_no_run(client, annotator_user):
+    client.force_login(annotator_user)
+    endpoint = make_endpoint("", name="fake")
+    run = EngineRun.objects.create(kind="generation", endpoint=endpoint, params={})
+    assert client.get(reverse("engine:run-detail", args=[run.pk])).status_code == 403
+    assert client.get(reverse("engine:run-progress", args=[run.pk])).status_code == 403
+    assert client.get(reverse("api-engine-run", args=[run.pk])).status_code == 404  # the API
+
+
+@pytest.mark.django_db
+def test_an_admin_edits_an_endpoint_on_its_page(admin_client):
+    endpoint = make_endpoint("", name="old-name")
+    url = reverse("engine:endpoint-edit", args=[endpoint.pk])
+    form = {**ENDPOINT_FORM, "name": "new-name", "base_url": "", "concurrency": "3", "stop": ""}
+    assert admin_client.post(url, form).status_code == 302
+    endpoint.refresh_from_db()
+    assert (endpoint.name, endpoint.concurrency, endpoint.stop) == ("new-name", 3, [])
+    bad = admin_client.post(url, {**form, "base_url": "ftp://x"})
+    assert bad.status_code == 400 and b"not an http(s) address" in bad.content

@@ -1,0 +1,229 @@
+"""Runs: generation through the stub, resume, idempotent reruns, cap, dry run, stop, failures."""
+
+import threading
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.utils import timezone
+
+from annotate.engine.models import EngineCall, EngineRun, EngineUnit, RunStatus, UnitStatus
+from annotate.engine.services import (
+    engine_run_create,
+    engine_run_estimate,
+    engine_run_execute,
+    engine_runs_reap,
+)
+from annotate.engine.services.generation import (
+    generating_system_get_or_create,
+    generation_run_create,
+)
+from annotate.models import Response
+from tests.annotate.engine import echo
+from tests.annotate.engine.conftest import make_endpoint, make_instructions
+
+pytestmark = pytest.mark.django_db
+
+
+def _generation(endpoint, count=3, system="gen-a", **kwargs):
+    benchmark, instructions = make_instructions(count)
+    system = generating_system_get_or_create(name=system, endpoint=endpoint)
+    run = generation_run_create(benchmark=benchmark, systems=[system], endpoint=endpoint, **kwargs)
+    return run, system, instructions
+
+
+def test_generation_sends_the_template_and_stores_ordinary_responses(stub):
+    stub.responder = lambda messages: f"answer to {messages[-1]['content'][:12]}"
+    endpoint = make_endpoint(stub.base_url)
+    run, system, instructions = _generation(endpoint)
+
+    run = engine_run_execute(run_id=run.pk)
+
+    assert run.status == RunStatus.DONE
+    assert (run.units_total, run.units_done, run.units_failed, run.calls) == (3, 3, 0, 3)
+    sent = sorted(body["messages"][0]["content"] for body in stub.requests)
+    # Instruction, a blank line, the input when there is one (task_1 and task_3 have one).
+    assert sent == ["Write line 1.\n\nInput 1.", "Write line 2.", "Write line 3.\n\nInput 3."]
+    assert all(body["temperature"] == 0 for body in stub.requests)
+    response = Response.objects.get(instruction=instructions[1], system=system)
+    assert response.text == "answer to Write line 2"
+    assert response.generated_by.run_id == run.pk and response.generated_by.status == "ok"
+    assert run.prompt_tokens == sum(u["prompt_tokens"] for u in stub.usages)
+
+
+def test_a_rerun_makes_no_call_for_what_is_done_and_a_new_run_skips_it_too(stub):
+    endpoint = make_endpoint(stub.base_url)
+    run, system, _ = _generation(endpoint)
+    engine_run_execute(run_id=run.pk)
+    engine_run_execute(run_id=run.pk)
+    assert len(stub.requests) == 3
+    benchmark = system.responses.first().instruction.benchmark
+    second = generation_run_create(benchmark=benchmark, systems=[system], endpoint=endpoint)
+    second = engine_run_execute(run_id=second.pk)
+    assert len(stub.requests) == 3
+    assert (second.status, second.units_done, second.units_skipped, second.calls) == (
+        RunStatus.DONE,
+        3,
+        3,
+        0,
+    )
+
+
+def test_failed_units_are_recorded_and_retried_by_the_next_start(stub):
+    stub.fail_next(400, message="bad request")
+    endpoint = make_endpoint(stub.base_url, concurrency=1)
+    run, system, _ = _generation(endpoint)
+
+    run = engine_run_execute(run_id=run.pk)
+    assert run.status == RunStatus.FAILED and run.units_failed == 1 and run.units_done == 2
+    assert "1 of 3 units failed" in run.error
+    unit = EngineUnit.objects.get(run=run, status=UnitStatus.FAILED)
+    assert "HTTP 400" in unit.error
+    assert system.responses.count() == 2  # the failure is no response
+
+    run = engine_run_execute(run_id=run.pk)
+    assert run.status == RunStatus.DONE and run.units_done == 3 and run.units_failed == 0
+    assert len(stub.requests) == 4 and system.responses.count() == 3
+
+
+def test_a_refused_reply_fails_its_unit_and_a_truncated_one_is_kept_with_its_status(stub):
+    stub.replies.extend(
+        [
+            {"content": "", "finish_reason": "content_filter"},
+            {"content": "cut", "finish_reason": "length"},
+        ]
+    )
+    endpoint = make_endpoint(stub.base_url, concurrency=1)
+    run, system, _ = _generation(endpoint, count=2)
+    run = engine_run_execute(run_id=run.pk)
+    assert run.units_failed == 1 and run.units_done == 1
+    (response,) = system.responses.all()
+    assert response.text == "cut" and response.generated_by.status == "truncated"
+    assert EngineCall.objects.filter(status="refused", reply="").count() == 1
+
+
+def test_stop_keeps_what_was_answered_and_a_resume_does_only_the_rest(stub):
+    endpoint = make_endpoint(stub.base_url, concurrency=1)
+    run, system, _ = _generation(endpoint, count=5)
+    stop = threading.Event()
+    stub.on_request = lambda count: count >= 2 and stop.set()
+
+    run = engine_run_execute(run_id=run.pk, stop=stop)
+    assert run.status == RunStatus.CANCELLED and run.units_done == 2
+    assert system.responses.count() == 2
+
+    run = engine_run_execute(run_id=run.pk)
+    assert run.status == RunStatus.DONE and system.responses.count() == 5
+    assert len(stub.requests) == 5  # nothing answered was asked again
+
+
+def test_the_spending_cap_stops_before_the_call_that_would_exceed_it(stub):
+    # Each call is estimated at (prompt ~10 tokens + max_tokens 100) at $1 per 1k tokens: about
+    # $0.11 before it is sent; each costs about as much (the stub counts 500 characters as 101
+    # completion tokens). After two calls ($0.23 spent) the third would pass the $0.25 cap.
+    stub.responder = lambda messages: "x" * 500
+    endpoint = make_endpoint(
+        stub.base_url,
+        concurrency=1,
+        max_tokens=100,
+        price_prompt_per_1k=Decimal("1"),
+        price_completion_per_1k=Decimal("1"),
+    )
+    run, system, _ = _generation(endpoint, count=4, spending_cap_usd=Decimal("0.25"))
+    run = engine_run_execute(run_id=run.pk)
+    assert len(stub.requests) == 2 and system.responses.count() == 2
+    assert run.status == RunStatus.CANCELLED and "spending cap" in run.error
+    assert run.cost_usd <= Decimal("0.25")
+
+
+def test_the_dry_run_estimate_counts_only_missing_units_and_sends_nothing(stub):
+    endpoint = make_endpoint(
+        stub.base_url,
+        max_tokens=50,
+        price_prompt_per_1k=Decimal("2"),
+        price_completion_per_1k=Decimal("4"),
+    )
+    run, system, _ = _generation(endpoint, count=3)
+    estimate = engine_run_estimate(run=run)
+    # Prompts "Write line 1.\n\nInput 1." (23 chars -> 6 tokens), "Write line 2." (13 -> 4),
+    # "Write line 3.\n\nInput 3." (6); each + 4 per message + 3 = 13, 11, 13 -> 37 tokens.
+    assert (estimate.units, estimate.calls, estimate.prompt_tokens) == (3, 3, 37)
+    assert estimate.completion_tokens == 150
+    assert estimate.cost_usd == Decimal("0.674000")  # (37 * 2 + 150 * 4) / 1000
+    assert stub.requests == []
+    engine_run_execute(run_id=run.pk)
+    assert engine_run_estimate(run=run).calls == 0
+
+
+def test_a_protocol_that_raises_fails_the_run_with_its_message(stub, echo_protocol):
+    endpoint = make_endpoint(stub.base_url, concurrency=1)
+    run = engine_run_create(kind="echo", endpoint=endpoint, params={"items": ["a", "boom", "c"]})
+    run = engine_run_execute(run_id=run.pk)
+    assert run.status == RunStatus.FAILED
+    assert run.error == "RuntimeError: the protocol's own bug"
+    assert ("echo:a") in [key for run_id, key, _ in echo.STORED if run_id == run.pk]
+
+
+def test_a_unit_failed_by_its_protocol_is_counted_and_the_rest_is_stored(stub, echo_protocol):
+    endpoint = make_endpoint(stub.base_url)
+    run = engine_run_create(kind="echo", endpoint=endpoint, params={"items": ["a", "fail"]})
+    run = engine_run_execute(run_id=run.pk)
+    assert (run.status, run.units_done, run.units_failed) == (RunStatus.FAILED, 1, 1)
+    assert EngineUnit.objects.get(run=run, key="echo:fail").error == "this unit cannot be done"
+
+
+def test_a_run_whose_worker_stopped_beating_is_marked_failed():
+    endpoint = make_endpoint("", name="fake")
+    now = timezone.now()
+    stale = EngineRun.objects.create(
+        kind="generation",
+        endpoint=endpoint,
+        status=RunStatus.RUNNING,
+        heartbeat=now - timedelta(hours=1),
+    )
+    alive = EngineRun.objects.create(
+        kind="generation", endpoint=endpoint, status=RunStatus.RUNNING, heartbeat=now
+    )
+    assert engine_runs_reap(now=now) == 1
+    stale.refresh_from_db()
+    alive.refresh_from_db()
+    assert stale.status == RunStatus.FAILED and "stopped answering" in stale.error
+    assert alive.status == RunStatus.RUNNING
+
+
+def test_regenerating_replaces_only_on_request_and_old_labels_stay_on_the_old_text(stub):
+    from annotate.engine.services import endpoint_update
+    from annotate.models import Label, System
+    from tests.factories import AnnotatorFactory, QuestionFactory
+
+    stub.responder = lambda messages: "first text"
+    endpoint = make_endpoint(stub.base_url)
+    run, system, (instruction,) = _generation(endpoint, count=1)
+    engine_run_execute(run_id=run.pk)
+    old = Response.objects.get(system=system)
+    label = Label.objects.create(
+        question=QuestionFactory(instruction=instruction, position=1),
+        response=old,
+        annotator=AnnotatorFactory(),
+        value=1,
+    )
+    stub.responder = lambda messages: "second text"
+    endpoint_update(endpoint=endpoint, temperature=0.7)  # other settings: another unit key
+    benchmark = instruction.benchmark
+
+    kept = generation_run_create(benchmark=benchmark, systems=[system], endpoint=endpoint)
+    kept = engine_run_execute(run_id=kept.pk)
+    assert kept.units_skipped == 1 and len(stub.requests) == 1  # no silent replacement
+
+    replaced = generation_run_create(
+        benchmark=benchmark, systems=[system], endpoint=endpoint, replace=True
+    )
+    replaced = engine_run_execute(run_id=replaced.pk)
+    assert replaced.calls == 1 and stub.requests[-1]["temperature"] == 0.7
+    new = Response.objects.get(system=system)
+    assert new.text == "second text" and not new.labels.exists()
+    old.refresh_from_db()
+    label.refresh_from_db()
+    retired = System.objects.get(retired_from=system)
+    assert old.system == retired and old.text == "first text" and label.response == old
+    assert retired.name == f"gen-a (replaced by run {replaced.pk})"

@@ -1,0 +1,214 @@
+import csv
+import json
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from annotate.errors import ImportFileError
+from annotate.revision.models import Document, Passage, RevisionSession, Study, Turn
+from annotate.revision.services.exports import sessions_export_jsonl, study_get
+from annotate.revision.services.imports import passages_split, sessions_import, study_upload
+
+pytestmark = pytest.mark.django_db
+
+SESSION_A = {
+    "original_question": "How do models handle long documents?",
+    "model_name": "gpt-4",
+    "initial_answer": "A0",
+    "annotator_id": "ann-7",
+    "interaction": [
+        {
+            "instruction": "Add an example.",
+            "answer_1": "A1",
+            "answer_2": "",
+            "rating": "GOOD",
+            "comment": "fine",
+            "turn_note": {"kept": True},
+        },
+        {
+            "instruction": "Shorten it.",
+            "answer_1": "A2",
+            "answer_2": "",
+            "rating": "Bad",
+            "comment": "ignored",
+        },
+        {
+            "instruction": "Shorten it, please.",
+            "answer_1": "A3",
+            "answer_2": "A3 edited",
+            "rating": "neutral",
+            "comment": "partly",
+            "instruction_type": "Stylistic",
+        },
+        {
+            "instruction": "Cite paper 2.",
+            "answer_1": "A4",
+            "answer_2": "",
+            "rating": "good",
+            "comment": "ok",
+        },
+    ],
+}
+SESSION_B = {
+    "original_question": "How do models handle long documents?",
+    "model_name": "llama2",
+    "initial_answer": "B0",
+    "interaction": [
+        {"instruction": "More.", "answer_1": "B1", "answer_2": "", "rating": "bad", "comment": "no"}
+    ],
+}
+
+
+def write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return str(path)
+
+
+def test_import_stores_sessions_turns_and_the_answer_history(tmp_path):
+    path = write_jsonl(tmp_path / "kiwi.jsonl", [SESSION_A, SESSION_B])
+    summary = sessions_import(path=path, study_name="kiwi")
+    assert summary.created == 2
+    study = Study.objects.get(name="kiwi")
+    assert study.questions.count() == 1
+    assert sorted(study.systems.values_list("name", flat=True)) == ["gpt-4", "llama2"]
+    turns = list(Turn.objects.filter(session__system__name="gpt-4").order_by("position"))
+    assert [t.rating for t in turns] == ["good", "bad", "neutral", "good"]
+    # Paper §2.2: a bad un-edited answer is dropped from the history, an edit replaces the answer.
+    assert [t.previous_answer for t in turns] == ["A0", "A1", "A1", "A3 edited"]
+    assert turns[2].instruction_type == "stylistic"
+    assert turns[0].extra == {"turn_note": {"kept": True}}
+
+
+def test_import_export_import_is_lossless(tmp_path):
+    path = write_jsonl(tmp_path / "kiwi.jsonl", [SESSION_A, SESSION_B])
+    sessions_import(path=path, study_name="first")
+    exported = tmp_path / "out.jsonl"
+    call_command("export_sessions", "--study", "first", "--output", str(exported))
+    records = [json.loads(line) for line in exported.read_text().splitlines()]
+    assert records[0]["annotator_id"] == "ann-7"
+    assert records[0]["interaction"][0]["turn_note"] == {"kept": True}
+    assert records[0]["interaction"][0]["rating"] == "good"
+    call_command("import_sessions", str(exported), "--study", "second")
+    again = tmp_path / "again.jsonl"
+    with again.open("w") as output:
+        sessions_export_jsonl(study=study_get(name="second"), output=output)
+    assert again.read_text() == exported.read_text()
+
+
+def test_importing_the_same_file_again_adds_nothing(tmp_path):
+    path = write_jsonl(tmp_path / "kiwi.jsonl", [SESSION_A])
+    sessions_import(path=path, study_name="kiwi")
+    summary = sessions_import(path=path, study_name="kiwi")
+    assert summary.created == 0 and summary.unchanged == 1
+    assert RevisionSession.objects.count() == 1
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "problem"),
+    [
+        (lambda s: s.pop("model_name"), "model_name", "is missing"),
+        (lambda s: s.update(interaction={}), "interaction", "must be a list"),
+        (
+            lambda s: s["interaction"][1].update(rating="great"),
+            "interaction[1].rating",
+            "not one of",
+        ),
+        (lambda s: s["interaction"][0].pop("answer_2"), "interaction[0].answer_2", "is missing"),
+        (lambda s: s["interaction"][0].update(comment=3), "interaction[0].comment", "string"),
+        (lambda s: s["interaction"][2].update(instruction_type="x"), "instruction_type", "not one"),
+    ],
+)
+def test_bad_lines_are_refused_with_file_line_and_field_and_nothing_is_written(
+    tmp_path, change, field, problem
+):
+    bad = json.loads(json.dumps(SESSION_A))
+    change(bad)
+    path = write_jsonl(tmp_path / "bad.jsonl", [SESSION_B, bad])
+    with pytest.raises(ImportFileError) as error:
+        sessions_import(path=path, study_name="kiwi")
+    assert error.value.line == 2 and field in error.value.field and problem in str(error.value)
+    assert not Study.objects.exists() and not Turn.objects.exists()
+
+
+def test_command_reports_the_error_and_exits_non_zero(tmp_path):
+    path = tmp_path / "broken.jsonl"
+    path.write_text('{"original_question": "q"\n')
+    with pytest.raises(CommandError, match=r"broken.jsonl, line 1: not valid JSON"):
+        call_command("import_sessions", str(path), "--study", "kiwi")
+
+
+def test_csv_export_has_one_row_per_turn(tmp_path):
+    sessions_import(path=write_jsonl(tmp_path / "k.jsonl", [SESSION_A, SESSION_B]), study_name="k")
+    out = tmp_path / "turns.csv"
+    call_command("export_sessions", "--study", "k", "--output", str(out))
+    rows = list(csv.DictReader(out.open()))
+    assert len(rows) == 5
+    assert rows[2]["answer_2"] == "A3 edited" and rows[2]["previous_answer"] == "A1"
+    assert {row["model_name"] for row in rows} == {"gpt-4", "llama2"}
+
+
+STUDY_LINE = {
+    "question": "What limits long-context models?",
+    "documents": [
+        {"title": "Paper A", "text": "First paragraph.\n\nSecond paragraph.", "year": 2023},
+        {"title": "Paper B", "text": "Only paragraph."},
+    ],
+    "source": "related work of X",
+}
+
+
+def test_study_upload_stores_documents_split_into_passages_and_systems(tmp_path):
+    path = write_jsonl(tmp_path / "study.jsonl", [STUDY_LINE])
+    summary = study_upload(path=path, study_name="s", systems=["gpt-4=openai-gpt4", "fake"])
+    assert summary.created == 1
+    study = Study.objects.get(name="s")
+    assert dict(study.systems.values_list("name", "endpoint_name")) == {
+        "gpt-4": "openai-gpt4",
+        "fake": "",
+    }
+    question = study.questions.get()
+    assert question.extra == {"source": "related work of X"}
+    assert list(Document.objects.values_list("title", flat=True)) == ["Paper A", "Paper B"]
+    assert Document.objects.get(title="Paper A").extra == {"year": 2023}
+    assert list(Passage.objects.order_by("id").values_list("text", flat=True)) == [
+        "First paragraph.",
+        "Second paragraph.",
+        "Only paragraph.",
+    ]
+    assert study_upload(path=path, study_name="s", systems=[]).created == 0
+
+
+@pytest.mark.parametrize(
+    ("line", "field"),
+    [
+        ({"question": "q"}, "documents"),
+        ({"question": "q", "documents": []}, "documents"),
+        ({"question": "q", "documents": [{"title": "t"}]}, "documents[0].text"),
+        ({"question": "", "documents": [{"title": "t", "text": "x"}]}, "question"),
+    ],
+)
+def test_study_upload_refuses_bad_lines(tmp_path, line, field):
+    path = write_jsonl(tmp_path / "study.jsonl", [STUDY_LINE, line])
+    with pytest.raises(ImportFileError) as error:
+        study_upload(path=path, study_name="s", systems=[])
+    assert error.value.line == 2 and error.value.field == field
+    assert not Study.objects.exists()
+
+
+def test_long_paragraphs_are_cut_into_passages_of_200_words():
+    text = " ".join(f"w{i}" for i in range(450)) + "\n\nshort"
+    passages = passages_split(text)
+    assert [len(p.split()) for p in passages] == [200, 200, 50, 1]
+
+
+def test_csv_export_neutralises_formulas_and_json_keeps_them(tmp_path):
+    session = json.loads(json.dumps(SESSION_B))
+    session["interaction"][0]["instruction"] = '=HYPERLINK("http://evil.example","x")'
+    sessions_import(path=write_jsonl(tmp_path / "f.jsonl", [session]), study_name="f")
+    out = tmp_path / "turns.csv"
+    call_command("export_sessions", "--study", "f", "--output", str(out))
+    row = next(csv.DictReader(out.open()))
+    assert row["instruction"] == "'" + session["interaction"][0]["instruction"]
+    back = tmp_path / "back.jsonl"
+    call_command("export_sessions", "--study", "f", "--output", str(back))
+    assert json.loads(back.read_text())["interaction"][0]["instruction"].startswith("=HYPER")

@@ -1,0 +1,135 @@
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from annotate.revision.models import CallStatus, RevisionSession, Turn
+from annotate.revision.services.sessions import session_assign, turn_rate, turn_start
+from annotate.roles import ANNOTATOR
+from tests.factories import UserFactory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def annotator(db):
+    return UserFactory(username="page-annotator", roles=[ANNOTATOR])
+
+
+def test_an_annotator_does_a_turn_through_the_pages(
+    client, study, annotator, django_capture_on_commit_callbacks
+):
+    client.force_login(annotator)
+    assert client.get(reverse("revision:home")).status_code == 200
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(reverse("revision:start", args=[study.pk]))
+    session = RevisionSession.objects.get(annotator=annotator)
+    assert response.url == reverse("revision:session", args=[session.pk])
+    page = client.get(response.url).content.decode()
+    assert "Answer to: How do retrieval-augmented" in page
+    assert "Paper Zero" in page and "alpha" not in page and "beta" not in page
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(
+            reverse("revision:turn-new", args=[session.pk]),
+            {"instruction": "Add <b>citations</b>.", "instruction_type": "information-seeking"},
+        )
+    page = client.get(reverse("revision:session", args=[session.pk])).content.decode()
+    assert "Revised for: Add &lt;b&gt;citations&lt;/b&gt;." in page  # model text is escaped
+    assert 'id="rate-form"' in page
+    response = client.post(
+        reverse("revision:turn-rate", args=[session.pk]), {"rating": "good", "comment": ""}
+    )
+    assert response.status_code == 400 and b"comment" in response.content
+    client.post(
+        reverse("revision:turn-rate", args=[session.pk]), {"rating": "good", "comment": "ok"}
+    )
+    assert Turn.objects.get().rating == "good"
+    client.post(reverse("revision:finish", args=[session.pk]))
+    session.refresh_from_db()
+    assert session.status == "finished" and session.satisfied
+
+
+def test_pending_answer_is_polled_and_failure_shows_retry(client, study, annotator):
+    client.force_login(annotator)
+    session = session_assign(study=study, user=annotator, now=timezone.now())  # not run yet
+    state = reverse("revision:session-state", args=[session.pk])
+    assert client.get(state).json() == {"waiting": True, "failed": False}
+    page = client.get(reverse("revision:session", args=[session.pk])).content.decode()
+    assert "The model is writing" in page and 'id="answer"' not in page
+    RevisionSession.objects.filter(pk=session.pk).update(
+        initial_status=CallStatus.FAILED, initial_error="endpoint down"
+    )
+    page = client.get(reverse("revision:session", args=[session.pk])).content.decode()
+    assert 'id="retry"' in page and "endpoint down" in page and 'id="answer"' not in page
+
+
+def test_another_annotator_gets_404(client, study, annotator):
+    session = session_assign(study=study, user=annotator, now=timezone.now())
+    other = UserFactory(username="other", roles=[ANNOTATOR])
+    client.force_login(other)
+    assert client.get(reverse("revision:session", args=[session.pk])).status_code == 404
+    assert client.get(reverse("revision:session-state", args=[session.pk])).status_code == 404
+    response = client.post(
+        reverse("revision:turn-new", args=[session.pk]),
+        {"instruction": "x", "instruction_type": "stylistic"},
+    )
+    assert response.status_code == 404
+
+
+def test_ten_turn_session_page_runs_a_fixed_number_of_queries(
+    client, study, annotator, django_capture_on_commit_callbacks, django_assert_max_num_queries
+):
+    now = timezone.now()
+    with django_capture_on_commit_callbacks(execute=True):
+        session = session_assign(study=study, user=annotator, now=now)
+    for n in range(10):
+        kind = "information-seeking" if n % 2 else "stylistic"
+        with django_capture_on_commit_callbacks(execute=True):
+            turn_start(
+                session_id=session.pk,
+                user=annotator,
+                instruction=f"Turn {n}.",
+                instruction_type=kind,
+                now=now,
+            )
+        turn_rate(session_id=session.pk, user=annotator, rating="neutral", comment="c", now=now)
+    client.force_login(annotator)
+    url = reverse("revision:session", args=[session.pk])
+    client.get(url)
+    # 9: the page's 8, and the navigation's roles (config/navigation.py)
+    with django_assert_max_num_queries(9):
+        response = client.get(url)
+    assert response.content.decode().count('class="turn-done"') == 10
+
+
+def test_researcher_uploads_a_study_and_a_bad_file_names_the_line(client, researcher):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from annotate.revision.models import Study
+
+    client.force_login(researcher)
+    good = b'{"question": "Q?", "documents": [{"title": "T", "text": "Some text."}]}\n'
+    response = client.post(
+        reverse("revision:upload"),
+        {
+            "study": "web",
+            "kind": "questions",
+            "systems": "a, b=endpoint-b",
+            "file": SimpleUploadedFile("q.jsonl", good),
+        },
+    )
+    assert response.status_code == 302
+    study = Study.objects.get(name="web")
+    assert study.questions.count() == 1 and study.systems.count() == 2
+    bad = good + b'{"question": "R?", "documents": []}\n'
+    response = client.post(
+        reverse("revision:upload"),
+        {"study": "web2", "kind": "questions", "file": SimpleUploadedFile("bad.jsonl", bad)},
+    )
+    assert response.status_code == 400
+    assert "bad.jsonl, line 2, field &#x27;documents&#x27;" in response.content.decode()
+    assert not Study.objects.filter(name="web2").exists()
+
+
+def test_annotators_cannot_upload(client, annotator):
+    client.force_login(annotator)
+    assert client.get(reverse("revision:upload")).status_code == 404

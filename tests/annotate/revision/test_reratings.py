@@ -1,0 +1,90 @@
+import pytest
+from django.utils import timezone
+
+from annotate.errors import ConflictError, NotFoundError, ProjectSetupError, SubmissionError
+from annotate.revision.models import Rerating, RevisionSession, Turn
+from annotate.revision.services.reratings import rerating_submit, reratings_sample
+from tests.factories import UserFactory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def finished(study):
+    """Two finished sessions of two annotators, two rated turns each."""
+    users = [UserFactory(username="owner-a"), UserFactory(username="owner-b")]
+    now = timezone.now()
+    for user, question, system in zip(
+        users, study.questions.all(), study.systems.all(), strict=True
+    ):
+        session = RevisionSession.objects.create(
+            study=study,
+            question=question,
+            system=system,
+            annotator=user,
+            status="finished",
+            initial_answer="a0",
+            created_at=now,
+        )
+        for position in (1, 2):
+            Turn.objects.create(
+                session=session,
+                position=position,
+                instruction="i",
+                answer="a",
+                rating="good",
+                comment="c",
+            )
+    return users
+
+
+def test_sample_never_goes_to_the_sessions_own_annotator(study, finished):
+    now = timezone.now()
+    reratings = reratings_sample(study=study, annotators=finished, size=4, seed=7, now=now)
+    assert len(reratings) == 4
+    for rerating in reratings:
+        assert rerating.annotator_id != rerating.turn.session.annotator_id
+    with pytest.raises(ProjectSetupError, match="only 0 finished turns"):
+        reratings_sample(study=study, annotators=finished, size=1, seed=7, now=now)
+
+
+def test_sample_is_seeded(study, finished):
+    def sample():
+        chosen = reratings_sample(
+            study=study, annotators=finished, size=2, seed=3, now=timezone.now()
+        )
+        return [r.turn_id for r in chosen]
+
+    first = sample()
+    Rerating.objects.all().delete()
+    assert sample() == first
+
+
+def test_one_annotator_cannot_rerate_their_own_turns(study, finished):
+    with pytest.raises(ProjectSetupError, match="did its session"):
+        reratings_sample(study=study, annotators=finished[:1], size=4, seed=1, now=timezone.now())
+
+
+def test_submit_needs_a_rating_and_comment_and_only_the_assignee(study, finished):
+    now = timezone.now()
+    rerating = reratings_sample(study=study, annotators=finished, size=1, seed=0, now=now)[0]
+    with pytest.raises(NotFoundError):
+        rerating_submit(
+            rerating_id=rerating.pk,
+            user=rerating.turn.session.annotator,
+            rating="good",
+            comment="x",
+            now=now,
+        )
+    with pytest.raises(SubmissionError):
+        rerating_submit(
+            rerating_id=rerating.pk, user=rerating.annotator, rating="good", comment="", now=now
+        )
+    done = rerating_submit(
+        rerating_id=rerating.pk, user=rerating.annotator, rating="bad", comment="missed it", now=now
+    )
+    assert (done.status, done.rating) == ("done", "bad")
+    with pytest.raises(ConflictError):
+        rerating_submit(
+            rerating_id=rerating.pk, user=rerating.annotator, rating="bad", comment="again", now=now
+        )

@@ -1,0 +1,240 @@
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from annotate.errors import ConflictError, NotFoundError, NoWorkError, SubmissionError
+from annotate.revision import llm
+from annotate.revision.models import CallStatus, RevisionSession, SessionStatus
+from annotate.revision.services.sessions import (
+    call_retry,
+    session_assign,
+    session_finish,
+    stale_calls_fail,
+    turn_rate,
+    turn_start,
+)
+from tests.factories import UserFactory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def annotator(db):
+    return UserFactory(username="ann-a")
+
+
+def start(study, user, capture):
+    with capture(execute=True):
+        return session_assign(study=study, user=user, now=timezone.now())
+
+
+def test_initial_answer_is_generated_from_the_top_passages(
+    study, annotator, django_capture_on_commit_callbacks
+):
+    session = start(study, annotator, django_capture_on_commit_callbacks)
+    session.refresh_from_db()
+    assert session.initial_status == CallStatus.DONE
+    assert session.initial_answer.startswith("Answer to: How do retrieval-augmented")
+    # Four passages, at most five retrieved; the passage on citations ranks first.
+    assert len(session.initial_passages) == 4
+
+
+def test_a_turn_revises_and_the_history_follows_ratings_and_edits(
+    study, annotator, django_capture_on_commit_callbacks
+):
+    capture = django_capture_on_commit_callbacks
+    session = start(study, annotator, capture)
+    session.refresh_from_db()
+    a0 = session.initial_answer
+    now = timezone.now()
+    with capture(execute=True):
+        turn = turn_start(
+            session_id=session.pk,
+            user=annotator,
+            instruction="Add citations.",
+            instruction_type="information-seeking",
+            now=now,
+        )
+    turn.refresh_from_db()
+    assert turn.call_status == CallStatus.DONE and turn.previous_answer == a0
+    assert turn.summary.startswith("Relevant to 'Add citations.'") and len(turn.passages) == 4
+    assert turn.answer == f"{a0}\nRevised for: Add citations."
+    turn_rate(
+        session_id=session.pk,
+        user=annotator,
+        rating="bad",
+        comment="no",
+        now=now + timedelta(seconds=30),
+    )
+    turn.refresh_from_db()
+    assert turn.seconds == 30
+    with capture(execute=True):
+        second = turn_start(
+            session_id=session.pk,
+            user=annotator,
+            instruction="Shorter.",
+            instruction_type="stylistic",
+            now=now,
+        )
+    second.refresh_from_db()
+    # A bad answer that was not edited leaves the history: a0 is revised again.
+    assert second.previous_answer == a0 and second.passages == [] and second.summary == ""
+    turn_rate(
+        session_id=session.pk,
+        user=annotator,
+        rating="neutral",
+        comment="meh",
+        edited_answer="My own edit.",
+        now=now,
+    )
+    with capture(execute=True):
+        third = turn_start(
+            session_id=session.pk,
+            user=annotator,
+            instruction="Polish.",
+            instruction_type="stylistic",
+            now=now,
+        )
+    third.refresh_from_db()
+    assert third.previous_answer == "My own edit."
+    assert third.answer == "My own edit.\nRevised for: Polish."
+
+
+def test_rating_rules(study, annotator, django_capture_on_commit_callbacks):
+    session = start(study, annotator, django_capture_on_commit_callbacks)
+    now = timezone.now()
+    with django_capture_on_commit_callbacks(execute=True):
+        turn_start(
+            session_id=session.pk,
+            user=annotator,
+            instruction="More.",
+            instruction_type="stylistic",
+            now=now,
+        )
+    with pytest.raises(ConflictError):
+        turn_start(
+            session_id=session.pk,
+            user=annotator,
+            instruction="Again.",
+            instruction_type="stylistic",
+            now=now,
+        )
+    with pytest.raises(SubmissionError, match="comment"):
+        turn_rate(session_id=session.pk, user=annotator, rating="good", comment=" ", now=now)
+    with pytest.raises(SubmissionError, match="neutral or bad"):
+        turn_rate(
+            session_id=session.pk,
+            user=annotator,
+            rating="good",
+            comment="ok",
+            edited_answer="edit",
+            now=now,
+        )
+    with pytest.raises(SubmissionError):
+        turn_rate(session_id=session.pk, user=annotator, rating="great", comment="ok", now=now)
+    with pytest.raises(SubmissionError, match="type"):
+        turn_start(
+            session_id=session.pk, user=annotator, instruction="x", instruction_type="", now=now
+        )
+
+
+def test_session_ends_at_ten_turns_or_when_satisfied(
+    study, annotator, django_capture_on_commit_callbacks
+):
+    session = start(study, annotator, django_capture_on_commit_callbacks)
+    now = timezone.now()
+    for n in range(10):
+        with django_capture_on_commit_callbacks(execute=True):
+            turn_start(
+                session_id=session.pk,
+                user=annotator,
+                instruction=f"Step {n}.",
+                instruction_type="stylistic",
+                now=now,
+            )
+        turn_rate(session_id=session.pk, user=annotator, rating="good", comment="ok", now=now)
+    session.refresh_from_db()
+    assert session.status == SessionStatus.FINISHED and not session.satisfied
+    with pytest.raises(ConflictError):
+        turn_start(
+            session_id=session.pk,
+            user=annotator,
+            instruction="11",
+            instruction_type="stylistic",
+            now=now,
+        )
+    other = UserFactory(username="ann-b")
+    second = start(study, other, django_capture_on_commit_callbacks)
+    assert session_finish(session_id=second.pk, user=other, now=now).satisfied
+
+
+def test_assignment_follows_section_3_2(study, django_capture_on_commit_callbacks):
+    users = [UserFactory(username=f"u{i}") for i in range(5)]
+    now = timezone.now()
+    pairs = []
+    for _round in range(2):
+        for user in users:
+            try:
+                with django_capture_on_commit_callbacks(execute=True):
+                    session = session_assign(study=study, user=user, now=now)
+            except NoWorkError:
+                continue
+            pairs.append((session.question_id, session.system_id, user.pk))
+            session_finish(session_id=session.pk, user=user, now=now)
+    # 2 questions x 2 systems = 4 sessions, each pair once, no annotator sees a question twice.
+    assert len(pairs) == 4
+    assert len({(q, s) for q, s, _ in pairs}) == 4
+    assert len({(q, u) for q, _, u in pairs}) == 4
+
+
+def test_an_annotator_resumes_their_session_and_never_sees_anothers(
+    study, annotator, django_capture_on_commit_callbacks
+):
+    session = start(study, annotator, django_capture_on_commit_callbacks)
+    assert start(study, annotator, django_capture_on_commit_callbacks).pk == session.pk
+    with pytest.raises(NotFoundError):
+        turn_start(
+            session_id=session.pk,
+            user=UserFactory(username="x"),
+            instruction="hi",
+            instruction_type="stylistic",
+            now=timezone.now(),
+        )
+
+
+def test_a_failed_call_is_a_failure_with_retry_never_an_answer(
+    study, annotator, django_capture_on_commit_callbacks, monkeypatch
+):
+    def broken(**kwargs):
+        raise llm.ModelCallError("endpoint down")
+
+    monkeypatch.setattr(llm, "chat", broken)
+    session = start(study, annotator, django_capture_on_commit_callbacks)
+    session.refresh_from_db()
+    assert session.initial_status == CallStatus.FAILED and session.initial_answer == ""
+    assert "endpoint down" in session.initial_error
+    monkeypatch.undo()
+    with django_capture_on_commit_callbacks(execute=True):
+        call_retry(session_id=session.pk, user=annotator, now=timezone.now())
+    session.refresh_from_db()
+    assert session.initial_status == CallStatus.DONE and session.initial_answer
+
+
+def test_a_call_pending_too_long_becomes_failed(
+    study, annotator, django_capture_on_commit_callbacks
+):
+    session = session_assign(study=study, user=annotator, now=timezone.now())  # never run
+    stale_calls_fail(session=session, now=timezone.now() + timedelta(minutes=10))
+    session = RevisionSession.objects.get(pk=session.pk)
+    assert session.initial_status == CallStatus.FAILED
+
+
+def test_with_a_broker_the_call_goes_to_celery(
+    study, annotator, settings, django_capture_on_commit_callbacks
+):
+    # CELERY_TASK_ALWAYS_EAGER (test settings) runs the sent task in-process.
+    settings.REVISION_GENERATION = "celery"
+    session = start(study, annotator, django_capture_on_commit_callbacks)
+    session.refresh_from_db()
+    assert session.initial_status == CallStatus.DONE and session.initial_answer

@@ -1,0 +1,132 @@
+import json
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from annotate.errors import ImportFileError
+from annotate.verbalizer.models import ClassificationDataset, ClassificationItem
+from annotate.verbalizer.services.imports import classification_import
+
+pytestmark = pytest.mark.django_db
+
+
+def write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def test_sst2_label_1_is_positive_and_the_seeded_dataset_is_filled(tmp_path):
+    path = write(tmp_path, "dev.tsv", "sentence\tlabel\na gripping film \t1\ndull and long \t0\n")
+    call_command("import_classification", path, "--dataset", "SST-2", "--format", "glue-sst2")
+    items = list(ClassificationItem.objects.filter(dataset__name="SST-2"))
+    assert [(i.position, i.text, i.is_positive) for i in items] == [
+        (1, "a gripping film ", True),
+        (2, "dull and long ", False),
+    ]
+
+
+def test_rte_layout_pairs_and_label_names(tmp_path):
+    path = write(
+        tmp_path,
+        "rte.tsv",
+        "index\tsentence1\tsentence2\tlabel\n0\tA cat sat.\tAn animal sat.\tentailment\n"
+        "1\tA cat sat.\tA dog ran.\tnot_entailment\n",
+    )
+    classification_import(path=path, dataset="RTE", fmt="glue-rte")
+    first, second = ClassificationItem.objects.filter(dataset__name="RTE")
+    assert (first.external_id, first.text, first.text_b, first.is_positive) == (
+        "0", "A cat sat.", "An animal sat.", True,
+    )  # fmt: skip
+    assert second.is_positive is False
+
+
+def test_mrpc_and_qqp_layouts_create_new_datasets_with_default_names(tmp_path):
+    mrpc = write(
+        tmp_path,
+        "mrpc.tsv",
+        "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t11\t12\tHe left.\tHe went away.\n"
+        "0\t13\t14\tIt rained.\tIt was sunny.\n",
+    )
+    qqp = write(
+        tmp_path,
+        "qqp.tsv",
+        "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n7\t1\t2\tHow old?\tWhat age?\t1\n",
+    )
+    classification_import(path=mrpc, dataset="my-mrpc", fmt="glue-mrpc")
+    classification_import(path=qqp, dataset="my-qqp", fmt="glue-qqp")
+    mrpc_set = ClassificationDataset.objects.get(name="my-mrpc")
+    assert (mrpc_set.family, mrpc_set.positive_name, mrpc_set.negative_name) == (
+        "paraphrase", "equivalent", "not equivalent",
+    )  # fmt: skip
+    assert [i.is_positive for i in mrpc_set.items.all()] == [True, False]
+    assert mrpc_set.items.first().text_b == "He went away."
+    qqp_item = ClassificationItem.objects.get(dataset__name="my-qqp")
+    assert (qqp_item.external_id, qqp_item.text, qqp_item.is_positive) == ("7", "How old?", True)
+
+
+def test_csv_and_jsonl_with_golden_names(tmp_path):
+    csv_path = write(tmp_path, "a.csv", "text,label,text_b\nsunny day,joy,\nlost it,sadness,\n")
+    call_command(
+        "import_classification", csv_path, "--dataset", "emo", "--format", "csv",
+        "--labels", "joy,sadness", "--family", "sentiment",
+    )  # fmt: skip
+    jsonl = write(
+        tmp_path,
+        "b.jsonl",
+        json.dumps({"text": "I think", "label": "subjective", "id": 5}) + "\n\n"
+        + json.dumps({"text": "It is 3 m.", "text_b": "", "label": "objective"}) + "\n",
+    )  # fmt: skip
+    classification_import(
+        path=jsonl, dataset="subj2", fmt="jsonl", labels=("subjective", "objective"),
+        family="subjectivity",
+    )  # fmt: skip
+    assert [i.is_positive for i in ClassificationItem.objects.filter(dataset__name="emo")] == [
+        True,
+        False,
+    ]
+    first = ClassificationItem.objects.filter(dataset__name="subj2").first()
+    assert (first.external_id, first.is_positive) == ("5", True)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "text", "expected"),
+    [
+        ("glue-sst2", "sentence\tlabel\ngood\t1\nbad\t2\n", "line 3, field 'label': expected"),
+        ("glue-sst2", "sentence\tlabels\ngood\t1\n", "line 1: the header must be"),
+        ("glue-rte", "index\tsentence1\tsentence2\tlabel\n0\ta\tb\n", "line 2: expected 4 columns"),
+        ("glue-sst2", "sentence\tlabel\n\t1\n", "line 2, field 'sentence': the text is empty"),
+        ("csv", "text,label\nok,positive\nno,neutral\n", "line 3, field 'label'"),
+        ("jsonl", '{"text": "ok", "label": "positive"}\n{"text": 3, "label": "negative"}\n',
+         "line 2, field 'text': expected text"),
+        ("jsonl", '{"text": "ok"}\n', "line 1, field 'label': this field is missing"),
+    ],
+)  # fmt: skip
+def test_bad_files_name_line_and_field_and_write_nothing(tmp_path, fmt, text, expected):
+    path = write(tmp_path, "bad.txt", text)
+    with pytest.raises(ImportFileError) as error:
+        classification_import(path=path, dataset="SST-2", fmt=fmt)
+    assert expected in str(error.value)
+    assert str(error.value).startswith(path)
+    assert not ClassificationItem.objects.exists()
+
+
+def test_new_dataset_from_csv_needs_label_names_and_nothing_is_created(tmp_path):
+    path = write(tmp_path, "a.csv", "text,label\nok,good\n")
+    with pytest.raises(CommandError, match="--labels"):
+        call_command("import_classification", path, "--dataset", "new", "--format", "csv")
+    assert not ClassificationDataset.objects.filter(name="new").exists()
+
+
+def test_labels_contradicting_an_existing_dataset_are_refused(tmp_path):
+    path = write(tmp_path, "a.csv", "text,label\nok,good\n")
+    with pytest.raises(ImportFileError, match="golden labels positive,negative"):
+        classification_import(path=path, dataset="SST-2", fmt="csv", labels=("good", "bad"))
+
+
+def test_a_second_import_into_a_filled_dataset_is_refused(tmp_path):
+    path = write(tmp_path, "dev.tsv", "sentence\tlabel\ngood\t1\n")
+    classification_import(path=path, dataset="SST-2", fmt="glue-sst2")
+    with pytest.raises(ImportFileError, match="already has items"):
+        classification_import(path=path, dataset="SST-2", fmt="glue-sst2")
+    assert ClassificationItem.objects.count() == 1

@@ -1,0 +1,152 @@
+import pytest
+from django.urls import reverse
+
+from annotate.verbalizer.models import ClassificationDataset, HumanAnswer, Mapping
+from annotate.verbalizer.services.humans import human_study_create
+from annotate.verbalizer.services.sets import evaluation_set_create
+from tests.annotate.verbalizer.helpers import fill
+from tests.factories import UserFactory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def study(db):
+    fill("SST-2", [True, False, True])
+    s = evaluation_set_create(
+        name="s", datasets=["SST-2"], items=3, seed=1, mappings="all", modes=["direct", "cot"]
+    ).evaluation_set
+    return human_study_create(
+        evaluation_set=s, name="flipped", mappings=["flipped-golden"], items_per_dataset=2,
+        answers_per_prompt=2,
+    )  # fmt: skip
+
+
+def test_researcher_adds_a_mapping_and_a_dataset(client, researcher):
+    client.force_login(researcher)
+    page = client.get(reverse("verbalizer:overview"))
+    assert b"flipped-golden" in page.content and b"SST-2" in page.content
+    client.post(
+        reverse("verbalizer:overview"),
+        {"m-group": "neutral", "m-positive_word": "cat", "m-negative_word": "dog"},
+    )
+    assert Mapping.objects.get(name="cat|dog").words_for(None) == ("cat", "dog")
+    client.post(
+        reverse("verbalizer:overview"),
+        {"d-name": "IMDB", "d-family": "sentiment", "d-positive_name": "good",
+         "d-negative_name": "bad"},
+    )  # fmt: skip
+    assert ClassificationDataset.objects.get(name="IMDB").positive_name == "good"
+    again = client.post(
+        reverse("verbalizer:overview"),
+        {"m-group": "neutral", "m-positive_word": "cat", "m-negative_word": "dog"},
+    )
+    assert again.status_code == 400 and b"exists already" in again.content
+
+
+def test_annotators_cannot_see_the_researcher_pages(client, annotator_user, study):
+    client.force_login(annotator_user)
+    # A role error is the 403 page in the site's layout.
+    assert client.get(reverse("verbalizer:overview")).status_code == 403
+    assert (
+        client.get(reverse("verbalizer:set-detail", args=[study.evaluation_set_id])).status_code
+        == 403
+    )
+    url = reverse("verbalizer-reports:detail", args=[study.evaluation_set_id])
+    assert client.get(url).status_code == 403
+
+
+def test_study_slice_holds_the_first_items_of_the_mapping_and_mode(study):
+    prompts = list(study.prompts.all())
+    assert len(prompts) == 2
+    assert {(p.mapping.name, p.mode) for p in prompts} == {("flipped-golden", "direct")}
+
+
+def test_annotator_answers_with_keys_and_sees_only_own_progress(client, annotator_user, study):
+    client.force_login(annotator_user)
+    page = client.get(reverse("verbalizer:work-next", args=[study.pk]))
+    prompt = page.context["prompt"]
+    assert prompt.text.encode() in page.content.replace(b"&quot;", b'"').replace(b"&#x27;", b"'")
+    assert b"<kbd>1</kbd> negative" in page.content  # flipped golden: key 1 is the first word
+    client.post(
+        reverse("verbalizer:work-answer", args=[study.pk]),
+        {"prompt": prompt.pk, "key": "2", "seconds": "2.5"},
+    )
+    answer = HumanAnswer.objects.get()
+    assert (answer.word, answer.seconds, answer.prompt_id) == ("positive", 2.5, prompt.pk)
+    following = client.get(reverse("verbalizer:work-next", args=[study.pk]))
+    assert following.context["prompt"].pk != prompt.pk
+    assert following.context["done"] == 1
+    other = UserFactory(username="other", roles=["annotator"])
+    client.force_login(other)
+    theirs = client.get(reverse("verbalizer:work-next", args=[study.pk]))
+    assert theirs.context["done"] == 0
+    # A changed answer to the same prompt is refused; the first stays.
+    client.force_login(annotator_user)
+    refused = client.post(
+        reverse("verbalizer:work-answer", args=[study.pk]), {"prompt": prompt.pk, "key": "1"}
+    )
+    assert refused.status_code == 409
+    assert HumanAnswer.objects.get().word == "positive"
+
+
+def test_a_prompt_is_offered_until_enough_people_answered(client, study):
+    people = [UserFactory(username=f"a{i}", roles=["annotator"]) for i in range(3)]
+    for person in people[:2]:
+        client.force_login(person)
+        for _ in range(2):
+            prompt = client.get(reverse("verbalizer:work-next", args=[study.pk])).context["prompt"]
+            client.post(
+                reverse("verbalizer:work-answer", args=[study.pk]),
+                {"prompt": prompt.pk, "key": "1"},
+            )
+    client.force_login(people[2])
+    page = client.get(reverse("verbalizer:work-next", args=[study.pk]))
+    assert page.context["prompt"] is None and b"Nothing left" in page.content
+
+
+def test_researcher_publishes_a_slice_from_the_set_page(client, researcher, study):
+    client.force_login(researcher)
+    url = reverse("verbalizer:set-detail", args=[study.evaluation_set_id])
+    client.post(
+        url,
+        {"name": "unnatural", "mappings": ["0|1", "no|yes"], "modes": ["cot"],
+         "answers_per_prompt": "1"},
+    )  # fmt: skip
+    page = client.get(url)
+    assert b"unnatural" in page.content
+    from annotate.verbalizer.models import HumanStudy
+
+    assert HumanStudy.objects.get(name="unnatural").prompts.count() == 3 * 2
+
+
+def test_pages_use_a_bounded_number_of_queries(
+    client, researcher, annotator_user, study, django_assert_max_num_queries
+):
+    client.force_login(annotator_user)
+    # The first visit also creates the annotator's record (4 queries).
+    with django_assert_max_num_queries(14):
+        assert client.get(reverse("verbalizer:work-next", args=[study.pk])).status_code == 200
+    client.force_login(researcher)
+    with django_assert_max_num_queries(20):
+        page = client.get(reverse("verbalizer:set-detail", args=[study.evaluation_set_id]))
+    assert page.status_code == 200
+    with django_assert_max_num_queries(12):
+        assert client.get(reverse("verbalizer:overview")).status_code == 200
+
+
+def test_study_command_publishes_the_papers_slice(capsys):
+    from django.core.management import CommandError, call_command
+
+    fill("SST-2", [True, False] * 3)
+    fill("RTE", [True, False] * 3, text_b="h")
+    evaluation_set_create(
+        name="p", datasets=["SST-2", "RTE"], items=6, seed=3, mappings="unnatural"
+    )
+    call_command(
+        "verbalizer_study", "flip", "--set", "p", "--datasets", "SST-2,RTE",
+        "--mappings", "flipped-golden", "--items", "4", "--answers", "3",
+    )  # fmt: skip
+    assert "8 prompts, 3 answers each" in capsys.readouterr().out
+    with pytest.raises(CommandError, match="no prompt of the set matches"):
+        call_command("verbalizer_study", "none", "--set", "p", "--mappings", "golden")

@@ -1,0 +1,96 @@
+"""Verbalizer runs through the engine against the OpenAI-compatible stub over real HTTP."""
+
+import re
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from annotate.engine.models import EngineCall, EngineRun
+from annotate.verbalizer.models import ModelAnswer
+from annotate.verbalizer.services.sets import evaluation_set_create
+from tests.annotate.engine.conftest import make_endpoint
+from tests.annotate.verbalizer.helpers import fill
+
+pytestmark = pytest.mark.django_db
+
+
+def first_word(messages):
+    """A model that always answers the first word the instruction names."""
+    return re.match(r'Answer "([^"]+)"', messages[-1]["content"]).group(1)
+
+
+@pytest.fixture
+def two_items(db):
+    fill("SST-2", [True, False])
+    return evaluation_set_create(
+        name="s", datasets=["SST-2"], items=2, seed=1, mappings="golden,flipped-golden"
+    ).evaluation_set
+
+
+def test_run_answers_every_prompt_at_temperature_0_and_resumes(stub, two_items, capsys):
+    stub.responder = first_word
+    make_endpoint(stub.base_url, name="e")
+    call_command("verbalizer_run", "--set", "s", "--system", "m", "--endpoint", "e", "--size", "7")
+    assert "done: 4 of 4 prompts answered" in capsys.readouterr().out
+    assert len(stub.requests) == 4
+    assert {body["temperature"] for body in stub.requests} == {0}
+    assert stub.requests[0]["messages"][0]["content"].startswith('Answer "')
+    answers = ModelAnswer.objects.select_related("prompt", "engine_call")
+    assert all(a.reply == a.prompt.positive_word for a in answers)
+    assert all(a.engine_call.reply == a.reply for a in answers)
+    run = EngineRun.objects.get()
+    assert (run.kind, run.status, run.units_done) == ("verbalizer", "done", 4)
+    # Started again: nothing is asked twice.
+    call_command("verbalizer_run", "--set", "s", "--system", "m", "--endpoint", "e")
+    assert len(stub.requests) == 4
+    assert ModelAnswer.objects.count() == 4
+
+
+def test_a_failed_call_stores_no_answer_and_the_next_start_fills_it(stub, two_items):
+    stub.responder = first_word
+    stub.fail_next(400, message="bad request")
+    make_endpoint(stub.base_url, name="e")
+    with pytest.raises(CommandError, match="ended failed"):
+        call_command("verbalizer_run", "--set", "s", "--system", "m", "--endpoint", "e")
+    assert ModelAnswer.objects.count() == 3
+    assert EngineCall.objects.filter(status="error").count() == 1
+    call_command("verbalizer_run", "--set", "s", "--system", "m", "--endpoint", "e")
+    assert ModelAnswer.objects.count() == 4
+
+
+def test_unknown_endpoint_or_mode_is_refused(two_items):
+    with pytest.raises(CommandError, match="no engine endpoint named 'x'"):
+        call_command("verbalizer_run", "--set", "s", "--system", "m", "--endpoint", "x")
+    make_endpoint("", name="fake")
+    with pytest.raises(CommandError, match="--modes"):
+        call_command(
+            "verbalizer_run", "--set", "s", "--system", "m", "--endpoint", "fake", "--modes", "cot"
+        )
+    with pytest.raises(CommandError, match="no evaluation set"):
+        call_command("verbalizer_run", "--set", "nope", "--system", "m", "--endpoint", "fake")
+
+
+def test_set_page_starts_a_run_admins_only_on_paid_endpoints(
+    client, admin_user, researcher, two_items, stub, django_capture_on_commit_callbacks
+):
+    from annotate.verbalizer.models import SystemRun
+    from annotate.verbalizer.services.runs import verbalizer_run_execute
+
+    stub.responder = first_word
+    make_endpoint(stub.base_url, name="paid", price_prompt_per_1k="0.01")
+    url = f"/verbalizer/sets/{two_items.pk}/"
+    form = {"system": "m", "endpoint": "paid", "modes": ["direct"]}
+    client.force_login(researcher)
+    refused = client.post(url, form)
+    assert refused.status_code == 403 and not SystemRun.objects.exists()
+    client.force_login(admin_user)
+    # The start happens after commit (a thread or Celery); here the test runs it itself.
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        client.post(url, {**form, "model_size_b": "70"})
+    assert len(callbacks) == 1
+    system_run = SystemRun.objects.get()
+    assert (system_run.model_size_b, system_run.created_by) == (70, admin_user)
+    assert system_run.engine_run.status == "pending"
+    verbalizer_run_execute(system_run=system_run)
+    assert ModelAnswer.objects.filter(run=system_run).count() == 4
+    assert system_run.engine_run.__class__.objects.get().cost_usd > 0

@@ -1,0 +1,58 @@
+"""A generation run started from its page in a real browser: the run page shows progress move
+by itself (polling, no reload) until the run ends."""
+
+import time
+
+import pytest
+
+from annotate.engine.models import EngineRun, RunStatus
+from annotate.engine.services import endpoint_create, engine_background_wait
+from annotate.roles import ADMIN
+from tests.evaluation.openai_stub import StubOpenAI
+from tests.factories import BenchmarkFactory, InstructionFactory, UserFactory
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+
+def wait_until(page, condition, timeout=30.0) -> list[int]:
+    """Read the page's done counter every 100 ms until `condition(done)`; return what was seen."""
+    seen, deadline = [], time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        done = int(page.locator("#run-done").inner_text())
+        seen.append(done)
+        if condition(done):
+            return seen
+        page.wait_for_timeout(100)
+    raise AssertionError(f"timed out; the page showed {seen[-5:]}")
+
+
+def test_progress_moves_without_reloading_the_page(page_for):
+    benchmark = BenchmarkFactory(name="e2e-bench")
+    for n in range(8):
+        InstructionFactory(benchmark=benchmark, external_id=f"t{n}", position=n)
+    admin = UserFactory(username="e2e-admin", roles=[ADMIN], is_staff=True)
+    with StubOpenAI(delay=0.4) as stub:
+        endpoint_create(
+            name="slow-stub", base_url=stub.base_url, model="m", concurrency=1,
+            requests_per_minute=100_000, tokens_per_minute=10_000_000,
+        )  # fmt: skip
+        page = page_for(admin)
+        page.goto("/engine/generate/")
+        page.select_option("#id_endpoint", label="slow-stub")
+        page.select_option("#id_benchmark", label="e2e-bench")
+        page.fill("#id_system", "browser-gen")
+        page.click("#start-run")
+        page.wait_for_url("**/engine/runs/*/")
+        page.evaluate("window.__sameDocument = true")
+
+        # Polled from here (the site's CSP forbids the eval behind wait_for_function).
+        seen = wait_until(page, lambda done: done == 8)
+        assert any(0 < done < 8 for done in seen)  # progress seen moving, not only the end
+        assert seen == sorted(seen)
+        wait_until(page, lambda done: page.locator("#run-status").inner_text() == "Done")
+        assert page.evaluate("window.__sameDocument") is True  # updated in place, never reloaded
+        assert page.locator("#run-stop-form").is_hidden()
+        assert page.locator("#run-total").inner_text() == "8"
+        engine_background_wait(10)
+    run = EngineRun.objects.get()
+    assert run.status == RunStatus.DONE and run.calls == 8 and len(stub.requests) == 8

@@ -1,0 +1,78 @@
+"""An annotator does a two-turn revision session in a real browser, with the fake model."""
+
+import json
+
+import pytest
+
+from annotate.revision.models import RevisionSession, Turn
+from annotate.revision.services.imports import study_upload
+from annotate.roles import ANNOTATOR
+from tests.factories import UserFactory
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+QUESTION = {
+    "question": "How do retrieval-augmented models cite sources?",
+    "documents": [
+        {"title": "Paper Zero", "text": "Retrieval models fetch passages.\n\nCitations help."},
+        {"title": "Paper One", "text": "Readers trust cited answers more."},
+    ],
+}
+
+
+def test_annotator_does_a_two_turn_session(page_for, settings, tmp_path):
+    settings.REVISION_GENERATION = "thread"  # as embedded: the request returns, a thread answers
+    path = tmp_path / "study.jsonl"
+    path.write_text(json.dumps(QUESTION) + "\n")
+    study_upload(path=str(path), study_name="e2e", systems=["secret-system-name"])
+    user = UserFactory(username="e2e-annotator", roles=[ANNOTATOR])
+    page = page_for(user)
+
+    page.goto("/revision/")
+    page.get_by_role("button", name="Start a session").click()
+    answer = page.locator("#answer")
+    answer.wait_for()
+    assert answer.inner_text().startswith("Answer to: How do retrieval-augmented")
+    assert "Paper Zero" in page.content() and "secret-system-name" not in page.content()
+
+    # Turn 1: information-seeking, rated with the keyboard, then edited.
+    page.fill("#instruction", "Add how readers trust citations.")
+    page.check("input[value=information-seeking]")
+    page.keyboard.press("Control+Enter")
+    page.locator("#rate-form").wait_for()
+    assert "Revised for: Add how readers trust citations." in page.locator("#answer").inner_text()
+    assert "Readers trust cited answers more." in page.locator(".revision-passages").inner_text()
+    page.locator("body").click()
+    page.keyboard.press("2")
+    assert page.is_checked("input[name=rating][value=neutral]")
+    page.keyboard.press("c")
+    page.keyboard.type("Added, but too long.")
+    page.fill("#edited_answer", "My shorter edit [1].")
+    with page.expect_navigation():
+        page.get_by_role("button", name="Save rating").click()
+    page.wait_for_load_state()  # drafts are kept by a deferred script: a person never beats it
+
+    # Turn 2: stylistic; the model revises the edit; rated good (no edit box).
+    page.fill("#instruction", "Make it one sentence.")
+    page.reload()  # a draft survives a reload (kept in the browser until sent)
+    assert page.input_value("#instruction") == "Make it one sentence."
+    page.check("input[value=stylistic]")
+    page.get_by_role("button", name="Send instruction").click()
+    page.locator("#rate-form").wait_for()
+    assert page.locator("#answer").inner_text().startswith("My shorter edit [1].")
+    page.keyboard.press("1")
+    assert page.locator("#edit-box").is_hidden()
+    page.fill("#comment", "Fine.")
+    page.get_by_role("button", name="Save rating").click()
+    page.get_by_role("button", name="I am satisfied with this answer: end the session").click()
+    page.get_by_text("This session is finished").wait_for()
+
+    session = RevisionSession.objects.get(annotator=user)
+    assert session.status == "finished" and session.satisfied
+    turns = list(Turn.objects.filter(session=session).order_by("position"))
+    assert [(t.rating, t.edited_answer) for t in turns] == [
+        ("neutral", "My shorter edit [1]."),
+        ("good", ""),
+    ]
+    assert turns[1].previous_answer == "My shorter edit [1]."
+    assert all(t.seconds is not None and t.seconds >= 0 for t in turns)

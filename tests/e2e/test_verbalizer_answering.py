@@ -1,0 +1,37 @@
+"""A person answers verbalizer items in a real browser with keys 1 and 2; time is recorded."""
+
+import pytest
+
+from annotate.roles import ANNOTATOR
+from annotate.verbalizer.models import HumanAnswer
+from annotate.verbalizer.services.humans import human_study_create
+from annotate.verbalizer.services.sets import evaluation_set_create
+from tests.annotate.verbalizer.helpers import fill
+from tests.factories import UserFactory
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+
+def test_keys_1_and_2_answer_with_the_first_and_second_word(page_for):
+    fill("Reviews", [True, False])
+    evaluation_set = evaluation_set_create(
+        name="e2e", datasets=["Reviews"], items=2, seed=1, mappings="flipped-golden"
+    ).evaluation_set
+    study = human_study_create(evaluation_set=evaluation_set, name="flip", answers_per_prompt=1)
+    page = page_for(UserFactory(username="reader", roles=[ANNOTATOR]))
+
+    page.goto(f"/verbalizer/work/{study.pk}/")
+    first_text = page.locator("#prompt-text").inner_text()
+    assert 'Answer "negative" if the sentiment of the text is "positive"' in first_text
+    page.keyboard.press("1")
+    # A locator wait, not wait_for_function: the site's CSP forbids the eval that one needs.
+    page.locator("#progress", has_text="You answered 1 of 2.").wait_for()
+    assert page.locator("#prompt-text").inner_text() != first_text
+    page.wait_for_load_state()  # the key handler is a deferred script: a person never beats it
+    page.keyboard.press("2")
+    page.wait_for_selector("#all-done")
+
+    answers = list(HumanAnswer.objects.order_by("pk").select_related("prompt"))
+    assert [a.word for a in answers] == ["negative", "positive"]
+    assert [a.prompt.text for a in answers][0] == first_text
+    assert all(a.seconds is not None and 0 <= a.seconds < 60 for a in answers)

@@ -1,0 +1,133 @@
+"""The KIWI judge and the session's model calls through the engine, against the stub over HTTP."""
+
+import pytest
+from django.utils import timezone
+
+from annotate.engine.models import EngineCall
+from annotate.revision.models import CallStatus
+from annotate.revision.services.sessions import session_assign, turn_start
+from evaluation.revision.judges import judge_run_create, judge_run_execute
+from tests.annotate.engine.conftest import make_endpoint
+from tests.annotate.revision.conftest import make_live_study
+from tests.evaluation.openai_stub import StubOpenAI
+from tests.evaluation.revision.sample import sample_study
+from tests.factories import UserFactory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def study(db, tmp_path, settings):
+    return make_live_study(tmp_path, settings)
+
+
+def judge_reply(messages):
+    target = messages[-1]["content"].rsplit("# Instruction:", 1)[1]
+    return "Good" if "Tell me more" in target or "Add an example" in target else "bad."
+
+
+def test_k_shot_judge_runs_through_the_engine_with_bm25_examples(tmp_path):
+    study = sample_study(tmp_path)
+    with StubOpenAI(responder=judge_reply) as stub:
+        make_endpoint(stub.base_url, name="judge-stub", concurrency=4)
+        run = judge_run_create(
+            study=study,
+            task="rating-judge",
+            mode="k-shot",
+            shots=2,
+            endpoint_name="judge-stub",
+            seed=2,
+            now=timezone.now(),
+        )
+        run = judge_run_execute(run_id=run.pk)
+    assert run.status == "done" and run.engine_run.status == "done"
+    test_turns = run.split["test"]
+    assert len(stub.requests) == len(test_turns) == 1
+    labels = dict(run.predictions.values_list("turn__instruction", "label"))
+    assert all(label in ("good", "bad") for label in labels.values())
+    for instruction, label in labels.items():
+        expected = (
+            "good" if instruction in ("Tell me more.", "Add an example of results.") else "bad"
+        )
+        assert label == expected
+    prompt = stub.requests[0]["messages"][-1]["content"]
+    # Two training examples, each ending with its human rating collapsed to good/bad.
+    assert prompt.count("# Rating of the Updated answer:") == 3
+    assert prompt.count("\n# good\n") + prompt.count("\n# bad\n") == 2
+    assert EngineCall.objects.filter(purpose="rating-judge", status="ok").count() == 1
+
+
+def test_a_session_turn_calls_the_systems_endpoint_with_the_a1_prompts(
+    study,
+    django_capture_on_commit_callbacks,
+):
+    replies = ["The initial answer [0].", "Summary of passages [1].", "Revised answer [0][1]."]
+    with StubOpenAI(replies=replies) as stub:
+        make_endpoint(stub.base_url, name="alpha-endpoint")
+        study.systems.filter(name="alpha").update(endpoint_name="alpha-endpoint")
+        user = UserFactory(username="engine-annotator")
+        with django_capture_on_commit_callbacks(execute=True):
+            session = session_assign(study=study, user=user, now=timezone.now())
+        with django_capture_on_commit_callbacks(execute=True):
+            turn = turn_start(
+                session_id=session.pk,
+                user=user,
+                instruction="Add citations.",
+                instruction_type="information-seeking",
+                now=timezone.now(),
+            )
+    session.refresh_from_db()
+    turn.refresh_from_db()
+    assert session.initial_answer == "The initial answer [0]."
+    assert (turn.call_status, turn.summary, turn.answer) == (
+        CallStatus.DONE,
+        "Summary of passages [1].",
+        "Revised answer [0][1].",
+    )
+    initial, summary, answer = (body["messages"] for body in stub.requests)
+    assert initial[0]["content"].startswith("You are a helpful assistant which answers a question")
+    assert "Paper title: Paper Zero\nPassage:" in initial[1]["content"]
+    assert initial[1]["content"].endswith(
+        "Question: How do retrieval-augmented models cite sources?\nAnswer:"
+    )
+    assert summary[1]["content"].endswith(
+        "Previous answer:The initial answer [0].\nFeedback:Add citations.\n"
+        "Generate an answer to the feedback."
+    )
+    assert (
+        "Extra information related to the feedback: Summary of passages [1]."
+        in answer[1]["content"]
+    )
+    assert list(EngineCall.objects.order_by("id").values_list("purpose", flat=True)) == [
+        "revision-initial",
+        "revision-summary",
+        "revision-answer",
+    ]
+
+
+def test_a_failing_endpoint_leaves_the_turn_failed_not_answered(
+    study,
+    django_capture_on_commit_callbacks,
+):
+    with StubOpenAI() as stub:
+        make_endpoint(stub.base_url, name="alpha-endpoint", max_retries=0)
+        study.systems.filter(name="alpha").update(endpoint_name="alpha-endpoint")
+        stub.fail_next(400, message="bad request from stub")
+        user = UserFactory(username="engine-annotator")
+        with django_capture_on_commit_callbacks(execute=True):
+            session = session_assign(study=study, user=user, now=timezone.now())
+    session.refresh_from_db()
+    assert session.initial_status == CallStatus.FAILED and session.initial_answer == ""
+    assert "bad request from stub" in session.initial_error
+
+
+def test_dense_retrieval_asks_the_embeddings_endpoint():
+    from annotate.revision.retrieval import DenseRetriever
+
+    passages = [(1, "b b c"), (2, "a a a b"), (3, "c")]
+    with StubOpenAI() as stub:
+        make_endpoint(stub.base_url, name="embedder")
+        ranked = DenseRetriever("embedder").retrieve("a a", passages, 2)
+    # cosine with (2, 0, 0): passage 2 (3,1,0) first, then passage 1 (0,2,1) and 3 (0,0,1) tie at 0
+    assert ranked == [2, 1]
+    assert stub.requests[-1]["input"] == ["a a", "b b c", "a a a b", "c"]

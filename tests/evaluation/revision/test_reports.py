@@ -1,0 +1,197 @@
+import json
+
+import pytest
+from django.core.management import call_command
+from django.utils import timezone
+
+from annotate.revision.models import Rerating, Turn
+from evaluation.revision.judges import judge_run_create, judge_run_execute
+from evaluation.revision.models import RevisionJudgeRun, RevisionPrediction
+from evaluation.revision.reports import revision_report_build
+from tests.evaluation.revision.sample import sample_study
+from tests.factories import UserFactory
+
+pytestmark = pytest.mark.django_db
+approx = pytest.approx
+
+
+def by(rows, **keys):
+    return next(r for r in rows if all(r[k] == v for k, v in keys.items()))
+
+
+def test_table2_by_hand(tmp_path):
+    report = revision_report_build(study=sample_study(tmp_path), n_resamples=10)
+    gpt, llama = report["table2"]
+    assert gpt == approx(
+        {
+            "system": "gpt-4",
+            "sessions": 2,
+            "turns": 3,
+            "edited": 1,
+            "turns_per_session": 1.5,
+            "information_seeking": 1 / 3,
+            "stylistic": 2 / 3,
+        }
+    )
+    assert llama == approx(
+        {
+            "system": "llama",
+            "sessions": 1,
+            "turns": 3,
+            "edited": 1,
+            "turns_per_session": 3.0,
+            "information_seeking": 2 / 3,
+            "stylistic": 1 / 3,
+        }
+    )
+
+
+def test_figure2_by_hand(tmp_path):
+    report = revision_report_build(study=sample_study(tmp_path), n_resamples=10)
+    rows = report["figure2_ratings"]
+    assert by(rows, system="gpt-4", instruction_type="stylistic") == approx(
+        {
+            "system": "gpt-4",
+            "instruction_type": "stylistic",
+            "turns": 2,
+            "good": 0.0,
+            "neutral": 0.5,
+            "bad": 0.5,
+        }
+    )
+    assert by(rows, system="gpt-4", instruction_type="information-seeking")["good"] == 1.0
+    assert by(rows, system="llama", instruction_type="information-seeking") == approx(
+        {
+            "system": "llama",
+            "instruction_type": "information-seeking",
+            "turns": 2,
+            "good": 0.5,
+            "neutral": 0.0,
+            "bad": 0.5,
+        }
+    )
+    assert by(rows, system="llama", instruction_type="all")["neutral"] == approx(1 / 3)
+    positions = report["figure2_positions"]
+    assert [(p["position"], p["turns"]) for p in positions] == [(1, 3), (2, 2), (3, 1)]
+    assert positions[0]["information_seeking"] == approx(2 / 3)
+    assert positions[1]["stylistic"] == approx(0.5) and positions[2]["stylistic"] == 1.0
+
+
+def test_table3_and_4_from_human_labels_then_with_the_classifier(tmp_path):
+    study = sample_study(tmp_path)
+    report = revision_report_build(study=study, n_resamples=10)
+    rows = report["table3"]["rows"]
+    more = by(rows, category="asking for more information")
+    assert more == approx(
+        {
+            "category": "asking for more information",
+            "turns": 2,
+            "share": 2 / 6,
+            "information_seeking": 1.0,
+            "stylistic": 0.0,
+            "good:gpt-4": 1.0,
+            "good:llama": 0.0,
+        }
+    )
+    assert by(rows, category="unlabelled")["turns"] == 2
+    assert by(rows, category="condense")["good:llama"] is None
+    failed = report["table4"]["rows"]
+    assert by(failed, category="instruction is ignored") == approx(
+        {
+            "category": "instruction is ignored",
+            "turns": 1,
+            "share": 0.25,
+            "share:gpt-4": 0.5,
+            "share:llama": 0.0,
+        }
+    )
+    assert by(failed, category="unlabelled")["share"] == 0.75
+
+    now = timezone.now()
+    for task in ("instruction-category", "error-category"):
+        run = judge_run_create(study=study, task=task, now=now)
+        assert judge_run_execute(run_id=run.pk).status == "done"
+    report = revision_report_build(study=study, n_resamples=10)
+    table3 = report["table3"]
+    # The fake classifier calls "Give results from all papers." expand coverage: 3 of 4 agree.
+    assert table3["agreement"]["compared"] == 4
+    assert table3["agreement"]["agreement"] == 0.75
+    assert table3["sources"] == {"human": 4, "classifier": 2}
+    more = by(table3["rows"], category="asking for more information")
+    # "Tell me more." (llama, good) joins; the human label of turn 4 wins over the classifier.
+    assert (more["turns"], more["good:llama"]) == (3, 0.5)
+    assert by(table3["rows"], category="reorganize")["turns"] == 1
+    assert report["table4"]["agreement"]["compared"] == 1
+    assert RevisionPrediction.objects.filter(run__task="error-category").count() == 4
+
+
+def test_table5_by_hand(tmp_path):
+    study = sample_study(tmp_path)
+    ids = list(Turn.objects.order_by("id").values_list("id", flat=True))
+    run = RevisionJudgeRun.objects.create(
+        study=study,
+        task="rating-judge",
+        mode="zero-shot",
+        prompt_version="x",
+        seed=4,
+        split={"train": ids[:4], "dev": [], "test": ids[4:]},
+        status="done",
+        created_at=timezone.now(),
+        finished_at=timezone.now(),
+        endpoint_name="judge-a",
+    )
+    for turn_id in ids[4:]:  # test: "Tell me more." (good), "Move ..." (neutral)
+        RevisionPrediction.objects.create(run=run, turn_id=turn_id, label="good")
+    other, third = UserFactory(), UserFactory()
+    now = timezone.now()
+    Rerating.objects.create(
+        turn_id=ids[0], annotator=other, rating="bad", status="done", created_at=now
+    )
+    Rerating.objects.create(
+        turn_id=ids[5], annotator=third, rating="neutral", status="done", created_at=now
+    )
+    report = revision_report_build(study=study, n_resamples=200)
+    rows = report["table5"]["rows"]
+    judge = by(rows, model="judge-a")
+    # truth [good, not], predicted [good, good]: TP 1, FP 1
+    assert (judge["accuracy"], judge["precision"], judge["recall"]) == (0.5, 0.5, 1.0)
+    assert judge["f1"] == approx(2 / 3) and judge["predicted_good"] == 1.0
+    assert judge["accuracy_ci_low"] <= 0.5 <= judge["accuracy_ci_high"]
+    # training split: 1 good of 4, so Majority says "not good" everywhere
+    majority = by(rows, model="Majority")
+    assert (majority["accuracy"], majority["f1"], majority["predicted_bad"]) == (0.5, 0.0, 1.0)
+    human = by(rows, model="Human")
+    # originals [good, neutral] vs re-ratings [bad, neutral]: binary [T, F] vs [F, F]
+    assert (human["n"], human["accuracy"], human["recall"]) == (2, 0.5, 0.0)
+    assert human["three_way_agreement"] == 0.5
+    assert report["table5"]["splits"] == [{"seed": 4, "train": 4, "dev": 0, "test": 2}]
+
+
+def test_rating_judge_run_stores_its_seeded_split_and_labels_the_test_turns(tmp_path):
+    study = sample_study(tmp_path)
+    now = timezone.now()
+    run = judge_run_create(
+        study=study, task="rating-judge", mode="k-shot", shots=2, seed=1, now=now
+    )
+    again = judge_run_create(study=study, task="rating-judge", mode="zero-shot", seed=1, now=now)
+    assert run.split == again.split
+    assert sorted(run.split["train"] + run.split["dev"] + run.split["test"]) == sorted(
+        Turn.objects.values_list("id", flat=True)
+    )
+    run = judge_run_execute(run_id=run.pk)
+    assert run.status == "done"
+    assert set(run.predictions.values_list("label", flat=True)) <= {"good", "bad"}
+    assert run.predictions.count() == len(run.split["test"])
+
+
+def test_revision_report_command_prints_every_format(tmp_path, capsys):
+    sample_study(tmp_path, name="demo-kiwi")
+    call_command("revision_report", "--study", "demo-kiwi", "--format", "json")
+    report = json.loads(capsys.readouterr().out)
+    assert report["table2"][0]["system"] == "gpt-4" and report["table2"][0]["turns"] == 3
+    call_command("revision_report", "--study", "demo-kiwi", "--format", "md")
+    assert "| gpt-4 | 2 | 3 | 1 | 1.50 | 33 | 67 |" in capsys.readouterr().out
+    call_command("revision_report", "--study", "demo-kiwi", "--format", "csv")
+    assert "# table2\r\nsystem,sessions,turns" in capsys.readouterr().out
+    call_command("revision_report", "--study", "demo-kiwi", "--format", "latex")
+    assert "\\begin{tabular}" in capsys.readouterr().out

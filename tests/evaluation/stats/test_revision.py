@@ -1,0 +1,80 @@
+import math
+
+import numpy as np
+import pytest
+
+from evaluation.stats.revision import (
+    agreement,
+    binary_metric_intervals,
+    binary_metrics,
+    majority_predictions,
+    random_predictions,
+    rating_shares,
+    split_indices,
+)
+
+
+def test_rating_shares_by_hand():
+    # 3 good, 1 neutral, 2 bad of 6
+    assert rating_shares([0, 0, 2, 1, 0, 2]) == pytest.approx((0.5, 1 / 6, 1 / 3))
+    assert all(math.isnan(x) for x in rating_shares([]))
+
+
+def test_binary_metrics_by_hand():
+    truth = [True, True, True, False, False, False, False, True]
+    pred = [True, True, False, True, False, False, True, False]
+    # TP 2, FP 2, FN 2, TN 2: accuracy 4/8, precision 2/4, recall 2/4, F1 0.5, 4/8 predicted good
+    assert binary_metrics(truth, pred) == pytest.approx(
+        {
+            "accuracy": 0.5,
+            "precision": 0.5,
+            "recall": 0.5,
+            "f1": 0.5,
+            "predicted_good": 0.5,
+            "predicted_bad": 0.5,
+        }
+    )
+    truth = [True, False, False, True, True]
+    pred = [True, True, False, False, True]
+    # TP 2, FP 1, FN 1, TN 1: acc 3/5, P 2/3, R 2/3, F1 2/3, 3/5 predicted good
+    m = binary_metrics(truth, pred)
+    assert m["accuracy"] == pytest.approx(0.6)
+    assert m["precision"] == pytest.approx(2 / 3) and m["recall"] == pytest.approx(2 / 3)
+    assert m["f1"] == pytest.approx(2 / 3) and m["predicted_good"] == pytest.approx(0.6)
+
+
+def test_a_judge_that_never_says_good_has_zero_precision_recall_f1():
+    m = binary_metrics([True, False, False], [False, False, False])
+    assert m["accuracy"] == pytest.approx(2 / 3)
+    assert (m["precision"], m["recall"], m["f1"], m["predicted_bad"]) == (0.0, 0.0, 0.0, 1.0)
+
+
+def test_intervals_contain_the_estimate_and_collapse_when_every_item_agrees():
+    rng = np.random.default_rng(0)
+    truth = [True, False] * 20
+    ci = binary_metric_intervals(truth, truth, rng, n_resamples=200)
+    assert ci["accuracy"] == (1.0, 1.0)
+    pred = [True, True, False, False] * 10
+    ci = binary_metric_intervals(truth, pred, np.random.default_rng(1), n_resamples=500)
+    low, high = ci["accuracy"]
+    assert low < 0.5 < high and low >= 0 and high <= 1
+
+
+def test_agreement_by_hand():
+    assert agreement(["good", "bad", "bad", "good"], ["good", "good", "bad", "bad"]) == 0.5
+
+
+def test_split_sizes_follow_the_paper_and_are_seeded():
+    train, dev, test = split_indices(1260, np.random.default_rng(3))
+    assert (len(train), len(dev), len(test)) == (888, 186, 186)
+    assert len(set(train) | set(dev) | set(test)) == 1260
+    again = split_indices(1260, np.random.default_rng(3))
+    assert all((a == b).all() for a, b in zip((train, dev, test), again, strict=True))
+
+
+def test_majority_and_random_baselines_follow_the_training_split():
+    assert majority_predictions([True, False, False], 4).tolist() == [False] * 4
+    assert majority_predictions([True, True, False], 2).tolist() == [True, True]
+    assert majority_predictions([True, False], 1).tolist() == [False]  # a tie is not good
+    draws = random_predictions([True, False, False, False], 20000, np.random.default_rng(0))
+    assert abs(draws.mean() - 0.25) < 0.02

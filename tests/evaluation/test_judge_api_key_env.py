@@ -1,0 +1,76 @@
+"""A judge configuration may read its API key only from an allow-listed environment variable:
+naming DJANGO_SECRET_KEY would send the site's secret as a bearer token to any URL."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.test import override_settings
+
+from annotate.engine.models import Endpoint
+from annotate.models import Annotator
+from annotate.secrets import ApiKeyEnvError, api_key_env_validate
+from evaluation.errors import JudgeConfigError
+from evaluation.models import JudgeConfig
+from tests.evaluation.judge_helpers import make_benchmark, make_judge
+from tests.evaluation.openai_stub import StubOpenAI
+
+pytestmark = pytest.mark.django_db
+
+
+@override_settings(ENGINE_API_KEY_ENVS=["OPENAI_API_KEY", "AZURE_OPENAI_API_KEY"])
+def test_only_allow_listed_names_or_blank_pass_the_validator():
+    assert api_key_env_validate(" OPENAI_API_KEY ") == "OPENAI_API_KEY"
+    assert api_key_env_validate("") == ""
+    for name in ("DJANGO_SECRET_KEY", "AWS_SECRET_ACCESS_KEY", "DATABASE_URL", "openai_api_key"):
+        with pytest.raises(ApiKeyEnvError, match="AZURE_OPENAI_API_KEY"):
+            api_key_env_validate(name)
+
+
+def test_the_command_refuses_a_judge_that_names_the_secret_key():
+    with pytest.raises(CommandError, match="'DJANGO_SECRET_KEY' is not an allowed API key"):
+        call_command("judge_config", "thief", "--api-key-env", "DJANGO_SECRET_KEY")
+    assert not JudgeConfig.objects.filter(name="thief").exists()
+    assert not Annotator.objects.filter(name="thief").exists()
+
+
+def test_the_endpoints_page_refuses_a_judge_endpoint_that_names_the_secret_key(client, admin_user):
+    # A judge's key variable is its engine endpoint's, edited on the endpoints page.
+    client.force_login(admin_user)
+    page = client.post(
+        "/engine/endpoints/new/",
+        {
+            "name": "thief",
+            "base_url": "http://127.0.0.1:9/v1",
+            "api_key_env": "DJANGO_SECRET_KEY",
+            "model": "m",
+            "temperature": "0",
+            "max_tokens": "16",
+            "timeout_seconds": "60",
+            "concurrency": "1",
+            "requests_per_minute": "10",
+            "tokens_per_minute": "10",
+            "max_retries": "0",
+            "price_prompt_per_1k": "0",
+            "price_completion_per_1k": "0",
+        },
+    )
+    assert page.status_code == 400
+    assert "is not an allowed API key variable" in page.text
+    assert not Endpoint.objects.filter(name="thief").exists()
+
+
+def test_a_stored_judge_naming_the_secret_key_sends_nothing(monkeypatch, settings):
+    monkeypatch.setenv("DJANGO_SECRET_KEY", settings.SECRET_KEY)
+    benchmark, _, _ = make_benchmark(questions_per_instruction=(1,))
+    with StubOpenAI() as stub:
+        judge = make_judge(stub.base_url)
+        Endpoint.objects.filter(pk=judge.endpoint_id).update(api_key_env="DJANGO_SECRET_KEY")
+        with pytest.raises(CommandError, match="not an allowed API key variable"):
+            call_command("judge", config=judge.name, benchmark=benchmark.name)
+    assert stub.authorizations == []
+
+
+def test_the_service_names_the_setting_in_its_refusal():
+    with pytest.raises(JudgeConfigError, match="ENGINE_API_KEY_ENVS"):
+        make_judge("http://127.0.0.1:9/v1", api_key_env="SECRET_THING")

@@ -1,0 +1,90 @@
+"""Time and cost of an LLM judge in the report (Table 4): the engine's calls, not its runs' span.
+
+One source: the engine's stored calls of the judge's runs (EngineCall.latency_ms, cost_usd),
+failed and retried calls included.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.utils import timezone
+
+from annotate.engine.models import EngineCall
+from annotate.models import Subset
+from evaluation.models import JudgeCall, JudgeRun
+from evaluation.services.judge_runs import judge_run_create, judge_run_execute
+from evaluation.services.reports import report_build
+from tests.evaluation.judge_helpers import make_benchmark, make_judge
+from tests.evaluation.openai_stub import Fail, StubOpenAI
+
+pytestmark = pytest.mark.django_db
+
+
+def _judge_rows(report: dict, key: str = "time_min") -> dict[str, float | None]:
+    return {r["subset"]: r[key] for r in report["sources"] if r["source"] == "fake-judge"}
+
+
+def _calls_of(response) -> EngineCall:
+    return EngineCall.objects.filter(unit_key=f"judge:r{response.pk}")
+
+
+def test_judge_time_is_the_sum_of_its_call_latencies_not_the_runs_span():
+    benchmark, systems, (easy, hard) = make_benchmark(questions_per_instruction=(3, 2))
+    hard.subset = Subset.HARD
+    hard.save(update_fields=["subset"])
+    judge = make_judge(name="fake-judge", backend="fake")
+    run = judge_run_create(config=judge, benchmark=benchmark, systems=systems)
+    judge_run_execute(run_id=run.pk)
+    # 3 easy calls of 20 s and 2 hard calls of 45 s: 150 s of calls. The run was resumed after
+    # a day's pause, so its first start to last finish spans a day.
+    assert _calls_of(easy.responses.get()).count() == 3
+    assert _calls_of(hard.responses.get()).count() == 2
+    _calls_of(easy.responses.get()).update(latency_ms=20_000)
+    _calls_of(hard.responses.get()).update(latency_ms=45_000)
+    now = timezone.now()
+    JudgeRun.objects.filter(pk=run.pk).update(started_at=now - timedelta(days=1), finished_at=now)
+
+    times = _judge_rows(report_build(benchmark=benchmark, n_resamples=10))
+
+    assert times == {"easy": 1.0, "hard": 1.5, "overall": 2.5}
+
+
+def test_a_call_answering_several_questions_counts_its_latency_once():
+    benchmark, systems, (instruction,) = make_benchmark(questions_per_instruction=(3,))
+    judge = make_judge(name="fake-judge", backend="fake", protocol="all_in_one")
+    run = judge_run_create(config=judge, benchmark=benchmark, systems=systems)
+    judge_run_execute(run_id=run.pk)
+    assert JudgeCall.objects.filter(conversation__run=run).count() == 3
+    EngineCall.objects.filter(run=run.engine_run_id).update(latency_ms=1_200)
+    times = _judge_rows(report_build(benchmark=benchmark, n_resamples=10))
+    assert times["overall"] == pytest.approx(0.02)  # one call of 1.2 s
+
+
+def test_failed_calls_count_in_the_judges_time_and_cost():
+    """A rejected call took time and a retried reply was paid for: both are the judge's."""
+    benchmark, systems, (instruction,) = make_benchmark(questions_per_instruction=(2,))
+    with StubOpenAI(replies=[Fail(400, "bad request"), None, "Yes", "No"]) as stub:
+        judge = make_judge(
+            stub.base_url,
+            name="fake-judge",
+            protocol="official",
+            concurrency=1,
+            price_prompt_per_1k=Decimal("1"),
+            price_completion_per_1k=Decimal("2"),
+        )
+        run = judge_run_create(config=judge, benchmark=benchmark, systems=systems)
+        judge_run_execute(run_id=run.pk, sleep=lambda seconds: None)
+    calls = EngineCall.objects.filter(run=run.engine_run_id).order_by("pk")
+    assert [c.status for c in calls] == ["error", "error", "ok", "ok"]
+    calls.update(latency_ms=6_000)  # 4 calls of 6 s: 0.4 minutes
+    # Cost: the stub's usage, priced by the engine per call (the null reply was answered).
+    expected = sum(
+        Decimal(c.prompt_tokens) * 1 / 1000 + Decimal(c.completion_tokens) * 2 / 1000 for c in calls
+    )
+    assert calls[1].cost_usd > 0 and expected == sum(c.cost_usd for c in calls)
+    report = report_build(benchmark=benchmark, n_resamples=10)
+    assert _judge_rows(report)["overall"] == pytest.approx(0.4)
+    assert _judge_rows(report, "cost_usd")["overall"] == pytest.approx(float(expected), abs=1e-4)

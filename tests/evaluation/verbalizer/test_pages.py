@@ -1,0 +1,69 @@
+import pytest
+from django.urls import reverse
+
+pytestmark = pytest.mark.django_db
+
+
+def test_report_page_figures_downloads_and_api(client, researcher, with_humans):
+    client.force_login(researcher)
+    set_id = with_humans.pk
+    page = client.get(reverse("verbalizer-reports:detail", args=[set_id]))
+    assert page.status_code == 200
+    assert b"unnatural flipped golden, CoT" in page.content
+    assert b"-0.500" in page.content  # Fleiss' kappa of the people
+    svg = client.get(reverse("verbalizer-reports:figure", args=[set_id, "groups", "svg"]))
+    assert svg["Content-Type"] == "image/svg+xml" and b"human" in svg.content
+    csv = client.get(reverse("verbalizer-reports:download", args=[set_id, "csv"]))
+    assert csv.content.startswith(b"system,dataset,group,mapping")
+    api = client.get(reverse("api-verbalizer-report", args=[set_id])).json()
+    assert {r["system"] for r in api["rows"]} == {"m1", "human", "human-majority"}
+
+
+def test_replies_page_shows_raw_reply_beside_both_parses_escaped(client, researcher, small_set):
+    from annotate.verbalizer.models import ModelAnswer
+
+    ModelAnswer.objects.filter(reply="foo").update(reply="<b>foo</b>")
+    client.force_login(researcher)
+    page = client.get(
+        reverse("verbalizer-reports:replies", args=[small_set.pk]), {"mapping": "foo|bar"}
+    )
+    assert page.status_code == 200
+    shown = [(a.reply, strict, lenient) for a, strict, lenient in page.context["shown"]]
+    assert shown == [("The answer is foo", "invalid", "foo"), ("<b>foo</b>", "invalid", "foo")]
+    assert b"&lt;b&gt;foo&lt;/b&gt;" in page.content and b"<b>foo</b>" not in page.content
+
+
+def test_annotators_get_no_report(client, annotator_user, small_set):
+    client.force_login(annotator_user)
+    assert client.get(reverse("api-verbalizer-report", args=[small_set.pk])).status_code == 404
+
+
+def test_a_set_without_answers_has_an_empty_report_and_a_page(client, researcher, db):
+    from annotate.verbalizer.services.sets import evaluation_set_create
+    from evaluation.verbalizer.report import verbalizer_report
+    from tests.annotate.verbalizer.helpers import fill
+
+    fill("SST-2", [True])
+    s = evaluation_set_create(name="empty", datasets=["SST-2"], items=1, seed=1).evaluation_set
+    report = verbalizer_report(evaluation_set=s)
+    assert (report["rows"], report["groups"], report["agreement"]) == ([], [], [])
+    client.force_login(researcher)
+    page = client.get(reverse("verbalizer-reports:detail", args=[s.pk]))
+    assert page.status_code == 200 and b"No answers yet" in page.content
+    figure = client.get(reverse("verbalizer-reports:figure", args=[s.pk, "groups", "svg"]))
+    assert figure.status_code == 404
+
+
+def test_the_cached_report_follows_new_answers(small_set):
+    from annotate.verbalizer.models import ModelAnswer, Prompt
+    from evaluation.verbalizer.report import verbalizer_report_cached
+
+    def golden_cot():
+        report = verbalizer_report_cached(evaluation_set=small_set)
+        return [r for r in report["rows"] if (r["mapping"], r["mode"]) == ("golden", "cot")]
+
+    assert golden_cot() == []
+    run = ModelAnswer.objects.first().run
+    prompt = Prompt.objects.get(mapping__name="golden", mode="cot", item__position=1)
+    ModelAnswer.objects.create(prompt=prompt, system=run.system, run=run, reply="positive")
+    assert [(r["n"], r["accuracy_strict"]) for r in golden_cot()] == [(1, 1.0)]

@@ -1,0 +1,136 @@
+import json
+
+import pytest
+from django.core.management import call_command
+
+from evaluation.verbalizer.formats import report_as
+from evaluation.verbalizer.report import verbalizer_report
+
+pytestmark = pytest.mark.django_db
+
+
+def row(rows, **match):
+    found = [r for r in rows if all(r[k] == v for k, v in match.items())]
+    assert len(found) == 1, (match, found)
+    return found[0]
+
+
+def test_rows_per_mapping_and_mode_by_hand(small_set):
+    report = verbalizer_report(evaluation_set=small_set)
+    rows = report["rows"]
+    golden = row(rows, system="m1", mapping="golden", mode="direct")
+    assert (golden["group"], golden["n"], golden["accuracy_strict"], golden["accuracy_lenient"]) == (
+        "natural", 2, 1.0, 1.0,
+    )  # fmt: skip
+    assert golden["ci_lenient"] == (1.0, 1.0)
+    flipped = row(rows, system="m1", mapping="flipped-golden", mode="direct")
+    # One wrong, one invalid: accuracy 0/1 under both rules, invalid 1/2.
+    assert (flipped["accuracy_strict"], flipped["accuracy_lenient"]) == (0.0, 0.0)
+    assert (flipped["invalid_strict"], flipped["invalid"]) == (0.5, 0.5)
+    foo = row(rows, system="m1", mapping="foo|bar", mode="direct")
+    # strict: "The answer is foo" invalid, "foo" on item 2 wrong -> 0/1, invalid 1/2
+    # lenient: both valid, 1 right -> 1/2, invalid 0
+    assert (foo["accuracy_strict"], foo["invalid_strict"]) == (0.0, 0.5)
+    assert (foo["accuracy_lenient"], foo["invalid"]) == (0.5, 0.0)
+    cot = row(rows, system="m1", mapping="flipped-golden", mode="cot")
+    assert (cot["accuracy_strict"], cot["invalid_strict"]) == (None, 1.0)
+    assert (cot["accuracy_lenient"], cot["invalid"]) == (0.5, 0.0)
+    assert cot["ci_strict"] == (None, None)
+    # Rows without answers do not appear (golden cot, foo|bar cot).
+    assert len([r for r in rows if r["system"] == "m1"]) == 4
+
+
+def test_groups_pool_datasets_and_mappings_direct_only(small_set):
+    groups = verbalizer_report(evaluation_set=small_set)["groups"]
+    natural = row(groups, system="m1", group="natural")
+    assert (natural["n"], natural["accuracy_lenient"]) == (2, 1.0)
+    neutral = row(groups, system="m1", group="neutral")
+    assert (neutral["accuracy_strict"], neutral["accuracy_lenient"]) == (0.0, 0.5)
+    unnatural = row(groups, system="m1", group="unnatural")
+    assert (unnatural["n"], unnatural["accuracy_lenient"], unnatural["invalid"]) == (2, 0.0, 0.5)
+    low, high = neutral["ci_lenient"]
+    assert 0.0 <= low <= 0.5 <= high <= 1.0
+
+
+def test_flipped_conditions_fig4_and_fig5(small_set):
+    report = verbalizer_report(evaluation_set=small_set)
+    flipped = {r["condition"]: r["accuracy_lenient"] for r in report["flipped"]}
+    assert flipped == {
+        "natural golden, direct": 1.0,
+        "unnatural flipped golden, direct": 0.0,
+        "unnatural flipped golden, CoT": 0.5,
+    }
+    assert [r["condition"] for r in report["flipped_by_dataset"]] == list(flipped)
+    assert {r["dataset"] for r in report["flipped_by_dataset"]} == {"SST-2"}
+
+
+def test_humans_all_answers_majority_and_kappa(with_humans):
+    report = verbalizer_report(evaluation_set=with_humans)
+    human = row(report["rows"], system="human", mapping="flipped-golden", mode="direct")
+    # 6 answers: item 1 (expects "negative") two right, item 2 (expects "positive") one right.
+    assert (human["n"], human["accuracy_lenient"], human["invalid"]) == (6, 3 / 6, 0.0)
+    # Majorities: "negative" on both -> right on item 1, wrong on item 2.
+    majority = row(report["rows"], system="human-majority", mapping="flipped-golden")
+    assert (majority["n"], majority["accuracy_lenient"]) == (2, 0.5)
+    assert [s["system"] for s in report["systems"]] == ["m1", "human", "human-majority"]
+    # Fleiss: both items have counts (neg 2, pos 1) -> P_i = (4 + 1 - 3) / 6 = 1/3 = P_bar;
+    # p_neg = 4/6, p_pos = 2/6 -> P_e = 4/9 + 1/9 = 5/9; kappa = (1/3 - 5/9) / (4/9) = -1/2.
+    overall = row(report["agreement"], dataset="all")
+    assert overall["kappa"] == pytest.approx(-0.5)
+    assert (overall["items"], overall["raters"]) == (2, 3)
+
+
+def test_formats(small_set, capsys):
+    report = verbalizer_report(evaluation_set=small_set)
+    rows = json.loads(report_as(report, "json"))
+    first = rows[0]
+    assert set(first) >= {"system", "dataset", "group", "mapping", "mode", "accuracy_strict",
+                          "accuracy_lenient", "invalid", "n"}  # fmt: skip
+    assert (first["mapping"], first["mode"]) == ("golden", "direct")
+    csv_text = report_as(report, "csv").splitlines()
+    assert csv_text[0].startswith("system,dataset,group,mapping,mode,n,accuracy_strict")
+    assert "m1,SST-2,unnatural,flipped-golden,cot,2,,0.5,0.0,1.0,,,0.0,1.0" in csv_text
+    md = report_as(report, "md")
+    assert "| m1 | SST-2 | neutral | foo\\|bar | direct | 2 | 0.0 | 50.0 |" in md
+    latex = report_as(report, "latex")
+    assert "m1 & 100.0 & 50.0 & 0.0 \\\\" in latex
+    call_command("verbalizer_report", "--set", "small", "--format", "json")
+    assert json.loads(capsys.readouterr().out) == rows
+
+
+@pytest.mark.parametrize("name", ["groups", "mappings", "flipped", "flipped_by_dataset"])
+def test_every_figure_in_every_format_shows_models_and_people(with_humans, name):
+    from evaluation.verbalizer.figures import render_figure
+
+    report = verbalizer_report(evaluation_set=with_humans)
+    svg = render_figure(report, name, "svg").decode()
+    # Models and people on the axis; m1's flipped-golden direct bar has half its replies invalid.
+    assert "m1" in svg and "human-majority" in svg
+    assert "inv 50%" in svg
+    assert render_figure(report, name, "png").startswith(b"\x89PNG")
+    assert render_figure(report, name, "pdf").startswith(b"%PDF")
+
+
+def test_systems_are_ordered_by_size_then_name_unknown_sizes_last(small_set):
+    from annotate.models import System
+    from annotate.verbalizer.models import ModelAnswer, Prompt, SystemRun
+
+    prompt = Prompt.objects.filter(evaluation_set=small_set).first()
+    for name, size in (("big", 70.0), ("a-unsized", None), ("tiny", 0.08)):
+        run = SystemRun.objects.create(
+            evaluation_set=small_set, system=System.objects.create(name=name),
+            endpoint_name="e", model_size_b=size,
+        )  # fmt: skip
+        ModelAnswer.objects.create(prompt=prompt, system=run.system, run=run, reply="positive")
+    systems = verbalizer_report(evaluation_set=small_set)["systems"]
+    assert [(s["system"], s["size_b"]) for s in systems] == [
+        ("tiny", 0.08), ("m1", 7.0), ("big", 70.0), ("a-unsized", None),
+    ]  # fmt: skip
+
+
+def test_csv_rows_keep_a_formula_in_a_system_name_as_text(small_set):
+    from annotate.models import System
+
+    System.objects.filter(name="m1").update(name="=HYPERLINK(1)")
+    text = report_as(verbalizer_report(evaluation_set=small_set), "csv")
+    assert "\n'=HYPERLINK(1),SST-2," in text

@@ -1,0 +1,61 @@
+"""Scoring on plain arrays, against numbers computed by hand (no database)."""
+
+import numpy as np
+import pytest
+
+from evaluation.verbalizer.scoring import Records, agreement_counts, cells, majority_codes
+
+
+def records(item, group, valid, correct):
+    n = len(item)
+    valid, correct = np.array(valid, bool), np.array(correct, bool)
+    return Records(
+        source=np.array(["m"] * n, dtype=object),
+        item=np.array(item),
+        dataset=np.array(["d"] * n, dtype=object),
+        group=np.array(group, dtype=object),
+        mapping=np.array(["x"] * n, dtype=object),
+        mode=np.array(["direct"] * n, dtype=object),
+        valid={"strict": valid, "lenient": valid},
+        correct={"strict": correct, "lenient": correct},
+        choice=np.where(valid, 1, -1),
+    )
+
+
+def test_accuracy_is_correct_over_valid_and_invalid_is_a_share_of_n():
+    # Group a: 4 answers, 1 invalid, 2 right of 3 valid. Group b: 2 answers, both invalid.
+    rec = records(
+        item=[1, 2, 3, 4, 1, 2],
+        group=["a", "a", "a", "a", "b", "b"],
+        valid=[1, 1, 1, 0, 0, 0],
+        correct=[1, 1, 0, 0, 0, 0],
+    )
+    out = {row["key"]: row for row in cells(rec, np.ones(6, bool), ["group"])}
+    assert out[("a",)]["n"] == 4
+    assert out[("a",)]["accuracy_lenient"] == pytest.approx(2 / 3)
+    assert out[("a",)]["invalid_lenient"] == 0.25
+    assert out[("b",)]["accuracy_lenient"] is None
+    assert out[("b",)]["invalid_lenient"] == 1.0
+    assert out[("b",)]["ci_lenient"] == (None, None)
+    low, high = out[("a",)]["ci_lenient"]
+    assert 0 <= low <= 2 / 3 <= high <= 1
+
+
+def test_an_all_correct_cell_has_the_interval_1_1_and_the_mask_is_respected():
+    rec = records(item=[1, 2, 3], group=["a"] * 3, valid=[1, 1, 1], correct=[1, 1, 0])
+    (row,) = cells(rec, np.array([True, True, False]), ["group"])
+    assert (row["n"], row["accuracy_strict"], row["ci_strict"]) == (2, 1.0, (1.0, 1.0))
+
+
+def test_majority_ties_are_invalid():
+    prompts, majority = majority_codes(np.array([5, 5, 5, 7, 7, 9]), np.array([1, 1, 0, 1, 0, 0]))
+    assert prompts.tolist() == [5, 7, 9]
+    assert majority.tolist() == [1, -1, 0]
+
+
+def test_agreement_counts_keep_the_most_common_number_of_raters():
+    # Prompt 0: 3 answers (2 pos, 1 neg); prompt 1: 3 answers (0 pos); prompt 2: 2 answers.
+    counts = agreement_counts(
+        np.array([0, 0, 0, 1, 1, 1, 2, 2]), np.array([1, 1, 0, 0, 0, 0, 1, 1])
+    )
+    assert counts.tolist() == [[1, 2], [3, 0]]
