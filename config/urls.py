@@ -5,11 +5,13 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from annotate import views as annotate_views
+from annotate.revision.api import RerateApi
 from config.api_docs import OfflineRedocView
 from config.error_views import admin_login
 from config.health import health
 from evaluation.judge_api import JudgeRunProgressApi
 from evaluation.report_api import ReportApi
+from evaluation.revision.api import RevisionJudgeRunApi
 from evaluation.revision.views import RevisionReportApi
 from evaluation.verbalizer.views import VerbalizerReportApi
 
@@ -52,6 +54,16 @@ urlpatterns = [
         "api/revision/studies/<int:study_id>/report/",
         RevisionReportApi.as_view(),
         name="api-revision-report",
+    ),
+    path(
+        "api/revision/studies/<int:study_id>/reratings/",
+        RerateApi.as_view(),
+        name="api-revision-reratings",
+    ),
+    path(
+        "api/revision/studies/<int:study_id>/judge-runs/",
+        RevisionJudgeRunApi.as_view(),
+        name="api-revision-judge-runs",
     ),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     # Split view: the Swagger UI settings come as a script file of our own, no inline script.

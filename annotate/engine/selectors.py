@@ -7,7 +7,9 @@ from datetime import datetime
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from annotate.engine.errors import EngineRunError
 from annotate.engine.models import Endpoint, EngineCall, EngineRun, RunStatus
+from annotate.engine.protocols import protocol_for
 from annotate.engine.services.runs import engine_runs_reap
 
 
@@ -65,3 +67,12 @@ def endpoint_last_test(*, endpoint: Endpoint) -> EngineCall | None:
         .order_by("-created_at", "-pk")
         .first()
     )
+
+
+def engine_run_results_url(*, run: EngineRun) -> str:
+    """Where the run's results are read, if its protocol says (`results_url`); else ""."""
+    try:
+        protocol = protocol_for(run.kind)
+    except EngineRunError:
+        return ""
+    return protocol.results_url(run) if hasattr(protocol, "results_url") else ""

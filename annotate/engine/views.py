@@ -15,6 +15,7 @@ from annotate.engine.selectors import (
     engine_run_list,
     engine_run_progress,
     engine_run_recent_errors,
+    engine_run_results_url,
 )
 from annotate.engine.services import (
     endpoint_create,
@@ -133,6 +134,7 @@ def run_detail(request: HttpRequest, engine_run_id: int) -> HttpResponse:
         "run": run,
         "progress": engine_run_progress(run=run),
         "errors": engine_run_recent_errors(run=run),
+        "results_url": engine_run_results_url(run=run),
     }
     return render(request, "engine/run_detail.html", context)
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Count, Q
+from django.contrib.auth.models import AbstractBaseUser, User
+from django.db.models import Count, Q, QuerySet
+from django.urls import reverse
 
 from annotate.errors import NotFoundError
 from annotate.revision.models import (
@@ -22,6 +23,8 @@ from annotate.revision.models import (
     Turn,
 )
 from annotate.revision.services.sessions import session_for_annotator, stale_calls_fail
+from annotate.roles import ANNOTATOR, is_admin
+from annotate.selectors.prerequisites import Prerequisite
 
 
 @dataclass
@@ -132,3 +135,74 @@ def rerating_get(*, rerating_id: int, user: AbstractBaseUser) -> Rerating:
         )
     except Rerating.DoesNotExist:
         raise NotFoundError("no such re-rating") from None
+
+
+def study_annotators(*, study: Study) -> QuerySet:
+    """The accounts that may re-rate the study's turns: active annotators, by username, each
+    with `study_sessions`, how many of the study's sessions they did."""
+    return (
+        User.objects.filter(is_active=True, groups__name=ANNOTATOR)
+        .annotate(
+            study_sessions=Count("revision_sessions", filter=Q(revision_sessions__study=study))
+        )
+        .order_by("username")
+    )
+
+
+def rerate_candidates_count(*, study: Study) -> int:
+    """How many rated turns of finished sessions have not been sent for re-rating yet."""
+    return (
+        Turn.objects.filter(session__study=study, session__status=SessionStatus.FINISHED)
+        .exclude(rating="")
+        .exclude(reratings__isnull=False)
+        .count()
+    )
+
+
+@dataclass(frozen=True)
+class RerateSummary:
+    left: int  # rated turns of finished sessions not sent yet
+    sent: int
+    rated: int
+    by_annotator: list[dict]  # username, sent, rated
+
+
+def rerate_summary(*, study: Study) -> RerateSummary:
+    reratings = Rerating.objects.filter(turn__session__study=study)
+    by_annotator = list(
+        reratings.values("annotator__username")
+        .annotate(sent=Count("id"), rated=Count("id", filter=Q(status=RerateStatus.DONE)))
+        .order_by("annotator__username")
+    )
+    return RerateSummary(
+        left=rerate_candidates_count(study=study),
+        sent=sum(row["sent"] for row in by_annotator),
+        rated=sum(row["rated"] for row in by_annotator),
+        by_annotator=[
+            {"username": row["annotator__username"], "sent": row["sent"], "rated": row["rated"]}
+            for row in by_annotator
+        ],
+    )
+
+
+def rerate_prerequisites_missing(*, study: Study, user: AbstractBaseUser) -> list[Prerequisite]:
+    """What sending turns for re-rating needs first: finished turns left, annotator accounts."""
+    missing = []
+    if not rerate_candidates_count(study=study):
+        missing.append(
+            Prerequisite(
+                "No rated turn of a finished session is left to re-rate.",
+                "Import finished KIWI sessions, or wait until annotators finish theirs.",
+                reverse("revision:upload"),
+            )
+        )
+    if not study_annotators(study=study).exists():
+        if is_admin(user):
+            url, action = (
+                reverse("admin:auth_user_add"),
+                "Create one and give it the annotator role.",
+            )
+        else:
+            url, action = "", "Ask an admin to create annotator accounts."
+        missing.append(Prerequisite("There is no annotator account.", action, url))
+    return missing

@@ -15,4 +15,5 @@ urlpatterns = [
     path("sessions/<int:session_id>/retry/", views.retry, name="retry"),
     path("sessions/<int:session_id>/finish/", views.finish, name="finish"),
     path("reratings/<int:rerating_id>/", views.rerating_page, name="rerating"),
+    path("studies/<int:study_id>/rerate/", views.rerate, name="rerate"),
 ]

@@ -8,16 +8,25 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotate.errors import AnnotateError, NotFoundError, NoWorkError, SubmissionError
 from annotate.http import page_errors
 from annotate.revision import selectors
+from annotate.revision.forms import RerateForm
 from annotate.revision.models import Study
 from annotate.revision.services import imports, reratings, sessions
-from annotate.roles import ANNOTATOR, has_role, is_researcher
+from annotate.roles import (
+    ADMIN,
+    ANNOTATOR,
+    RESEARCHER,
+    RESEARCHERS_ONLY,
+    has_role,
+    is_researcher,
+    require_role,
+)
 
 
 def _annotator_only(request: HttpRequest) -> None:
@@ -188,3 +197,41 @@ def upload(request: HttpRequest) -> HttpResponse:
         messages.success(request, summary.message.replace(handle.name, upload_file.name))
         return redirect("revision:upload")
     return render(request, "revision/upload.html", context)
+
+
+# --- Researchers: re-rating (paper §5, "Human") ------------------------------------------------
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def rerate(request: HttpRequest, study_id: int) -> HttpResponse:
+    """Send a seeded random sample of finished turns to other annotators for re-rating."""
+    require_role(request.user, ADMIN, RESEARCHER, message=RESEARCHERS_ONLY)
+    study = get_object_or_404(Study, pk=study_id)
+    form = RerateForm(request.POST or None, study=study)
+    status = 200
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            sent = reratings.reratings_sample(
+                study=study,
+                annotators=list(data["annotators"]),
+                size=data["size"],
+                seed=data["seed"],
+                now=timezone.now(),
+            )
+        except AnnotateError as error:
+            form.add_error(getattr(error, "field", None), f"{error}. Nothing was sent.")
+            status = error.http_status
+        else:
+            messages.success(request, f"Sent {len(sent)} turns for re-rating.")
+            return redirect("revision:rerate", study_id=study.pk)
+    elif request.method == "POST":
+        status = 400
+    context = {
+        "study": study,
+        "form": form,
+        "summary": selectors.rerate_summary(study=study),
+        "prerequisites": selectors.rerate_prerequisites_missing(study=study, user=request.user),
+    }
+    return render(request, "revision/rerate.html", context, status=status)

@@ -28,6 +28,12 @@ def table_rows(report: dict, table: str) -> list[dict]:
     return value["rows"] if isinstance(value, dict) else value
 
 
+def others_merged(report: dict, table: str) -> list[str]:
+    """The categories a table merged into "others" (Tables 3 and 4; none for the others)."""
+    value = report[table]
+    return value.get("others_rule", {}).get("merged", []) if isinstance(value, dict) else []
+
+
 def _columns(rows: list[dict]) -> list[str]:
     columns: list[str] = []
     for row in rows:
@@ -82,6 +88,11 @@ def revision_markdown(report: dict) -> str:
         for row in rows:
             cells = [_display(c, row.get(c)).replace("|", "\\|") for c in columns]
             parts.append("| " + " | ".join(cells) + " |\n")
+        merged = others_merged(report, table)
+        if merged:
+            parts.append(
+                f"\nMerged into others (under 5%, KIWI appendix A.3): {', '.join(merged)}.\n"
+            )
     parts.append(
         "\nShares, % good and % predicted good/bad are percentages; accuracy, precision, recall and F1 are fractions.\n"
     )

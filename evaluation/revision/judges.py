@@ -16,10 +16,16 @@ from pathlib import Path
 
 import numpy as np
 from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
 from django.utils import timezone
 
-from annotate.engine.models import Endpoint
-from annotate.engine.services.runs import engine_run_create, engine_run_execute
+from annotate.engine.models import Endpoint, EngineRun
+from annotate.engine.services.runs import (
+    engine_run_check_may_start,
+    engine_run_create,
+    engine_run_execute,
+    engine_run_start,
+)
 from annotate.revision import llm
 from annotate.revision.models import ErrorCategory, InstructionCategory, Study, Turn
 from annotate.revision.prompting import Prompt, prompt_file
@@ -202,20 +208,86 @@ def _execute_local(run: RevisionJudgeRun) -> None:
         judge_unit_execute(run, turns[turn_id], prompt, picker)
 
 
+def _engine_run_attach(run: RevisionJudgeRun, endpoint: Endpoint) -> EngineRun:
+    """Create the engine run (kind "revision-judge") that makes the run's calls, and link it."""
+    engine_run = engine_run_create(
+        kind="revision-judge",
+        endpoint=endpoint,
+        params={"judge_run": run.pk},
+        created_by=run.created_by,
+        description=f"KIWI {run.task} {run.mode} on {run.study.name}".replace("  ", " "),
+    )
+    RevisionJudgeRun.objects.filter(pk=run.pk).update(engine_run=engine_run)
+    run.engine_run = engine_run
+    return engine_run
+
+
+@transaction.atomic
+def judge_run_launch(
+    *,
+    study: Study,
+    task: str,
+    endpoint: Endpoint,
+    user: AbstractBaseUser,
+    mode: str = "",
+    shots: int = 0,
+    seed: int = 0,
+    now: datetime,
+) -> RevisionJudgeRun:
+    """Create a run on an engine endpoint and start it in the background; return at once.
+
+    The engine's rule decides who may spend: researchers the free fake, admins any endpoint.
+    The run starts once this transaction commits (a Celery worker, else a thread), never in
+    the caller; its engine run's page shows the progress.
+    """
+    engine_run_check_may_start(user=user, endpoint=endpoint)
+    run = judge_run_create(
+        study=study,
+        task=task,
+        mode=mode,
+        shots=shots,
+        endpoint_name=endpoint.name,
+        seed=seed,
+        user=user,
+        now=now,
+    )
+    if not judge_units(run):
+        raise JudgeRunError(_NOTHING_TO_LABEL[task])
+    engine_run_start(run=_engine_run_attach(run, endpoint), user=user)
+    return run
+
+
+_NOTHING_TO_LABEL = {
+    JudgeTask.INSTRUCTION_CATEGORY: "the study has no rated turn of a finished session to classify",
+    JudgeTask.ERROR_CATEGORY: "the study has no neutral or bad turn of a finished session",
+    JudgeTask.RATING: "the test split is empty",
+}
+
+
+def judge_run_on_start(*, run_id: int) -> None:
+    """The engine started the run's calls: mark it running."""
+    RevisionJudgeRun.objects.filter(pk=run_id).update(
+        status=RunStatus.RUNNING, error="", finished_at=None
+    )
+
+
+def judge_run_on_finish(*, run_id: int, engine_run: EngineRun) -> None:
+    """The engine run ended: the judge run is done with it, or failed with its reason."""
+    done = engine_run.status == "done"
+    RevisionJudgeRun.objects.filter(pk=run_id).update(
+        status=RunStatus.DONE if done else RunStatus.FAILED,
+        error="" if done else (engine_run.error or engine_run.status),
+        finished_at=engine_run.finished_at or timezone.now(),
+    )
+
+
 def _execute_engine(run: RevisionJudgeRun) -> str:
     """Through the engine (limiter, retries, concurrency, cost); return its error, if any."""
     try:
         endpoint = Endpoint.objects.get(name=run.endpoint_name)
     except Endpoint.DoesNotExist:
         raise JudgeRunError(f"no engine endpoint is named {run.endpoint_name!r}") from None
-    engine_run = run.engine_run or engine_run_create(
-        kind="revision-judge",
-        endpoint=endpoint,
-        params={"judge_run": run.pk},
-        created_by=run.created_by,
-        description=f"KIWI {run.task} {run.mode} on {run.study.name}",
-    )
-    RevisionJudgeRun.objects.filter(pk=run.pk).update(engine_run=engine_run)
+    engine_run = run.engine_run or _engine_run_attach(run, endpoint)
     engine_run = engine_run_execute(run_id=engine_run.pk)
     return "" if engine_run.status == "done" else engine_run.error or engine_run.status
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.urls import reverse
+
 from annotate.engine.protocols import RunContext, UnitResult
 from annotate.revision.models import Turn
 from evaluation.revision import judges
@@ -30,6 +32,16 @@ class RevisionJudgeProtocol:
         judge = _judge(run)
         prefix = f"revision-judge:{judge.pk}:{judge.prompt_version}"
         return [f"{prefix}:turn{turn_id}" for turn_id in judges.judge_units(judge)]
+
+    def on_start(self, run) -> None:
+        judges.judge_run_on_start(run_id=run.params["judge_run"])
+
+    def on_finish(self, run) -> None:
+        judges.judge_run_on_finish(run_id=run.params["judge_run"], engine_run=run)
+
+    def results_url(self, run) -> str:
+        """Where the run's labels are read: the study's report."""
+        return reverse("revision-reports:report", args=[_judge(run).study_id])
 
     def done_units(self, run, keys) -> set[str]:
         done = set(

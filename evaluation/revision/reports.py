@@ -137,58 +137,112 @@ def _agreement(human: list[str], data: TurnData, run: RevisionJudgeRun | None, p
     }
 
 
+OTHERS = "others"
+# Paper, appendix A.3: "We merge categories with fewer than 5% of examples into 'Others'."
+OTHERS_PERCENT = 5
+
+
+def merge_small_categories(groups: dict[str, list[int]], total: int) -> tuple[dict, list[str]]:
+    """Merge the categories under OTHERS_PERCENT % of `total` turns into "others" (appendix A.3).
+
+    `groups` maps a category ("" = unlabelled) to its turns' indices. A category is merged when
+    100 * turns < OTHERS_PERCENT * total (integers, so exactly 5% stays). "others" itself and
+    the unlabelled turns are never merged away; "others" is listed last of the categories.
+    Returns the merged groups in order and the names of the categories merged.
+    """
+    small = [
+        c
+        for c, index in groups.items()
+        if c not in ("", OTHERS) and 100 * len(index) < OTHERS_PERCENT * total
+    ]
+    if not small:
+        return groups, []
+    others = sorted([i for c in (*small, OTHERS) for i in groups.get(c, [])])
+    merged = {c: index for c, index in groups.items() if c not in (*small, OTHERS, "")}
+    merged[OTHERS] = others
+    if "" in groups:
+        merged[""] = groups[""]
+    return merged, small
+
+
+def _others_rule(merged: list[str]) -> dict[str, Any]:
+    return {"percent": OTHERS_PERCENT, "source": "KIWI appendix A.3", "merged": merged}
+
+
+def _table3_row(category: str, index: list[int], data: TurnData, total: int) -> dict[str, Any]:
+    info, style = _type_shares([data.instruction_type[i] for i in index])
+    row = {
+        "category": category or "unlabelled",
+        "turns": len(index),
+        "share": _share(len(index), total),
+        "information_seeking": info,
+        "stylistic": style,
+    }
+    for system in data.systems:
+        mine = [i for i in index if data.system[i] == system]
+        row[f"good:{system}"] = _share(int((data.rating[mine] == GOOD).sum()), len(mine))
+    return row
+
+
+def _grouped(labels: list[str], population, categories: list[str]) -> dict[str, list[int]]:
+    groups = {c: [i for i in population if labels[i] == c] for c in [*categories, ""]}
+    return {c: index for c, index in groups.items() if index}
+
+
 def table3(data: TurnData, predicted: dict[int, str], run) -> dict[str, Any]:
-    """Fine-grained instruction types: share, info/style split and % good per system."""
+    """Fine-grained instruction types: share, info/style split and % good per system.
+
+    `rows` is the paper's view (categories under 5% merged into "others"), `categories` every
+    category on its own.
+    """
     labels = _labels(data.instruction_category, data, predicted)
-    rows = []
-    for category in [*InstructionCategory.values, ""]:
-        index = [i for i, label in enumerate(labels) if label == category]
-        if not index:
-            continue
-        info, style = _type_shares([data.instruction_type[i] for i in index])
-        row = {
-            "category": category or "unlabelled",
-            "turns": len(index),
-            "share": _share(len(index), len(labels)),
-            "information_seeking": info,
-            "stylistic": style,
-        }
-        for system in data.systems:
-            mine = [i for i in index if data.system[i] == system]
-            row[f"good:{system}"] = _share(int((data.rating[mine] == GOOD).sum()), len(mine))
-        rows.append(row)
+    total = len(labels)
+    groups = _grouped(labels, range(total), InstructionCategory.values)
+    merged, small = merge_small_categories(groups, total)
     sources = Counter(
         "human" if h else ("classifier" if label else "none")
         for h, label in zip(data.instruction_category, labels, strict=True)
     )
     return {
-        "rows": rows,
+        "rows": [_table3_row(c, index, data, total) for c, index in merged.items()],
+        "categories": [_table3_row(c, index, data, total) for c, index in groups.items()],
+        "others_rule": _others_rule(small),
         "sources": dict(sources),
         "agreement": _agreement(data.instruction_category, data, run, predicted),
     }
 
 
+def _table4_row(category: str, index: list[int], data: TurnData, failed) -> dict[str, Any]:
+    row = {
+        "category": category or "unlabelled",
+        "turns": len(index),
+        "share": _share(len(index), len(failed)),
+    }
+    for system in data.systems:
+        mine_failed = [i for i in failed if data.system[i] == system]
+        mine = [i for i in index if data.system[i] == system]
+        row[f"share:{system}"] = _share(len(mine), len(mine_failed))
+    return row
+
+
 def table4(data: TurnData, predicted: dict[int, str], run) -> dict[str, Any]:
-    """Error categories of neutral and bad turns, overall and per system."""
-    failed = np.flatnonzero(data.rating != GOOD)
+    """Error categories of neutral and bad turns, overall and per system.
+
+    `rows` merges the categories under 5% of the failed turns into "others", as Table 3;
+    `categories` keeps every category.
+    """
+    failed = [int(i) for i in np.flatnonzero(data.rating != GOOD)]
     labels = _labels(data.error_category, data, predicted)
-    rows = []
-    for category in [*ErrorCategory.values, ""]:
-        index = [i for i in failed if labels[i] == category]
-        if not index:
-            continue
-        row = {
-            "category": category or "unlabelled",
-            "turns": len(index),
-            "share": _share(len(index), len(failed)),
-        }
-        for system in data.systems:
-            mine_failed = [i for i in failed if data.system[i] == system]
-            mine = [i for i in index if data.system[i] == system]
-            row[f"share:{system}"] = _share(len(mine), len(mine_failed))
-        rows.append(row)
-    human = [data.error_category[i] if i in set(failed) else "" for i in range(len(data))]
-    return {"rows": rows, "agreement": _agreement(human, data, run, predicted)}
+    groups = _grouped(labels, failed, ErrorCategory.values)
+    merged, small = merge_small_categories(groups, len(failed))
+    failed_set = set(failed)
+    human = [data.error_category[i] if i in failed_set else "" for i in range(len(data))]
+    return {
+        "rows": [_table4_row(c, index, data, failed) for c, index in merged.items()],
+        "categories": [_table4_row(c, index, data, failed) for c, index in groups.items()],
+        "others_rule": _others_rule(small),
+        "agreement": _agreement(human, data, run, predicted),
+    }
 
 
 def _metric_row(model: str, truth, predicted, rng, n_resamples: int, **extra) -> dict[str, Any]:

@@ -4,17 +4,33 @@ from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_http_methods
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from annotate.engine.errors import EnginePermissionError
+from annotate.errors import AnnotateError
 from annotate.revision.models import Study
-from annotate.roles import is_researcher
+from annotate.roles import (
+    ADMIN,
+    RESEARCHER,
+    RESEARCHERS_ONLY,
+    is_admin,
+    is_researcher,
+    require_role,
+)
+from evaluation.errors import EvaluationError
 from evaluation.report_formats import _without_nan
 from evaluation.revision import figures
-from evaluation.revision.formats import FORMATS, TABLES, table_rows
+from evaluation.revision.formats import FORMATS, TABLES, others_merged, table_rows
+from evaluation.revision.forms import RevisionJudgeRunForm
+from evaluation.revision.judges import judge_run_launch
+from evaluation.revision.models import JudgeTask
 from evaluation.revision.reports import revision_report_build
+from evaluation.revision.selectors import judge_prerequisites_missing, study_judge_runs
 
 CONTENT_TYPES = {
     "json": "application/json",
@@ -22,6 +38,13 @@ CONTENT_TYPES = {
     "latex": "application/x-tex",
     "md": "text/markdown",
 }
+TASK_TITLES = {
+    JudgeTask.INSTRUCTION_CATEGORY: "Classify instruction types (Table 3)",
+    JudgeTask.ERROR_CATEGORY: "Classify error categories (Table 4)",
+    JudgeTask.RATING: "Run the rating judge (Table 5)",
+}
+
+
 FIGURE_TYPES = {"svg": "image/svg+xml", "png": "image/png", "pdf": "application/pdf"}
 
 
@@ -39,6 +62,11 @@ def _cell(value: object) -> str:
     return str(value)
 
 
+def _cells(rows: list[dict]) -> dict:
+    columns = [c for c in dict.fromkeys(k for row in rows for k in row) if "_ci_" not in c]
+    return {"columns": columns, "rows": [[_cell(row.get(c)) for c in columns] for row in rows]}
+
+
 @login_required
 def study_list(request: HttpRequest) -> HttpResponse:
     if not is_researcher(request.user):
@@ -52,18 +80,26 @@ def report_page(request: HttpRequest, study_id: int) -> HttpResponse:
     report = revision_report_build(study=study)
     tables = []
     for name, title in TABLES.items():
-        rows = table_rows(report, name)
-        columns = [c for c in dict.fromkeys(k for row in rows for k in row) if "_ci_" not in c]
+        merged = others_merged(report, name)
         tables.append(
             {
                 "name": name,
                 "title": title,
-                "columns": columns,
-                "rows": [[_cell(row.get(c)) for c in columns] for row in rows],
+                **_cells(table_rows(report, name)),
+                "merged": merged,
+                # Every category on its own, when the paper's view merged some into "others".
+                "detail": _cells(report[name]["categories"]) if merged else None,
             }
         )
     figures_shown = [name for name in figures.FIGURES if figures.figure_available(report, name)]
-    context = {"study": study, "report": report, "tables": tables, "figures": figures_shown}
+    context = {
+        "study": study,
+        "report": report,
+        "tables": tables,
+        "figures": figures_shown,
+        "tasks": TASK_TITLES,
+        "runs": study_judge_runs(study=study)[:20],
+    }
     return render(request, "revision/report.html", context)
 
 
@@ -99,3 +135,40 @@ class RevisionReportApi(APIView):
     def get(self, request: Request, study_id: int) -> Response:
         study = _study(request.user, study_id)
         return Response(_without_nan(revision_report_build(study=study)))
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def judge_new(request: HttpRequest, study_id: int, task: str) -> HttpResponse:
+    """Start a classifier or rating-judge run on an engine endpoint; it runs in the background
+    and the researcher lands on the engine run's page, whose progress updates by itself."""
+    require_role(request.user, ADMIN, RESEARCHER, message=RESEARCHERS_ONLY)
+    study = get_object_or_404(Study, pk=study_id)
+    if task not in TASK_TITLES:
+        raise Http404
+    form = RevisionJudgeRunForm(request.POST or None, task=task)
+    status = 200
+    if request.method == "POST" and form.is_valid():
+        try:
+            run = judge_run_launch(
+                study=study, task=task, user=request.user, now=timezone.now(),
+                **form.launch_arguments(),
+            )  # fmt: skip
+        except (AnnotateError, EvaluationError) as error:
+            field = "endpoint" if isinstance(error, EnginePermissionError) else None
+            form.add_error(field, str(error))
+            status = error.http_status
+        else:
+            return redirect("engine:run-detail", engine_run_id=run.engine_run_id)
+    elif request.method == "POST":
+        status = 400
+    context = {
+        "study": study,
+        "task": task,
+        "title": TASK_TITLES[task],
+        "form": form,
+        "is_admin": is_admin(request.user),
+        "prerequisites": judge_prerequisites_missing(study=study, task=task, user=request.user),
+        "runs": study_judge_runs(study=study, task=task)[:20],
+    }
+    return render(request, "revision/judge_new.html", context, status=status)

@@ -10,6 +10,7 @@ from django.urls import NoReverseMatch, reverse
 
 from annotate.models import Benchmark, Question, Response
 from annotate.roles import is_admin
+from annotate.selectors.prerequisites import Prerequisite
 from evaluation.models import (
     ConversationStatus,
     JudgeCall,
@@ -111,15 +112,6 @@ def judge_run_progress(*, run: JudgeRun, max_errors: int = 20) -> RunProgress:
         started_at=run.started_at.isoformat() if run.started_at else None,
         finished_at=run.finished_at.isoformat() if run.finished_at else None,
     )
-
-
-@dataclass(frozen=True)
-class Prerequisite:
-    """Something a judge run needs that is not there yet, what to do, and where."""
-
-    problem: str
-    action: str
-    url: str = ""
 
 
 def _first_url(*names: str) -> str:

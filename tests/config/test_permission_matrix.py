@@ -183,6 +183,12 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     "revision-reports:download": (RESEARCHERS_404, None),
     "revision-reports:figure": (RESEARCHERS_404, None),
     "api-revision-report": (API_RESEARCHERS, None),
+    # The researchers' KIWI actions answer a role error with the 403 page; an empty POST is an
+    # invalid form (400), nothing sent or started.
+    "revision:rerate": (RESEARCHERS, by_role(LOGIN, 403, 403, 400, 400, 400)),
+    "revision-reports:judge-new": (RESEARCHERS, by_role(LOGIN, 403, 403, 400, 400, 400)),
+    "api-revision-reratings": (API_POST_ONLY, by_role(403, 404, 404, 400, 400, 400)),
+    "api-revision-judge-runs": (API_POST_ONLY, by_role(403, 404, 404, 400, 400, 400)),
     "reports:export-status": (RESEARCHERS, None),
     "reports:export-download": (by_role(LOGIN, 403, 403, 404, 404, 404), None),
     "annotators:list": (RESEARCHERS, None),

@@ -287,6 +287,7 @@ def build_world(*, text: str = "plain") -> World:
         # A queued export: its status answers, its download is not there yet (404).
         "export_id": ReportExport.objects.create(benchmark=benchmark).pk,
         "figure": "ratings",
+        "task": "rating-judge",
         **_revision(users),
     }
     return world

@@ -25,6 +25,14 @@ from annotate.revision.models import (
 )
 
 
+class RerateSampleError(ProjectSetupError):
+    """The sample cannot be sent as asked; `field` names the input to change (size, annotators)."""
+
+    def __init__(self, message: str, *, field: str) -> None:
+        self.field = field
+        super().__init__(message)
+
+
 @transaction.atomic
 def reratings_sample(
     *,
@@ -40,7 +48,11 @@ def reratings_sample(
     whose turn it is goes to the next one. Raises if a turn has no eligible annotator.
     """
     if not annotators:
-        raise ProjectSetupError("choose at least one annotator for the re-rating")
+        raise RerateSampleError(
+            "choose at least one annotator for the re-rating", field="annotators"
+        )
+    if size < 1:
+        raise RerateSampleError(f"the sample size must be at least 1, not {size}", field="size")
     candidates = list(
         Turn.objects.filter(session__study=study, session__status=SessionStatus.FINISHED)
         .exclude(rating="")
@@ -49,8 +61,8 @@ def reratings_sample(
         .values_list("id", "session__annotator_id")
     )
     if size > len(candidates):
-        raise ProjectSetupError(
-            f"only {len(candidates)} finished turns are left to re-rate, not {size}"
+        raise RerateSampleError(
+            f"only {len(candidates)} finished turns are left to re-rate, not {size}", field="size"
         )
     chosen = random.Random(seed).sample(candidates, size)
     created, cursor = [], 0
@@ -60,7 +72,10 @@ def reratings_sample(
             if annotator.pk != owner_id:
                 break
         else:
-            raise ProjectSetupError(f"turn {turn_id}: every chosen annotator did its session")
+            raise RerateSampleError(
+                f"turn {turn_id}: every chosen annotator did its session; choose another one",
+                field="annotators",
+            )
         cursor = (cursor + step + 1) % len(annotators)
         created.append(Rerating(turn_id=turn_id, annotator=annotator, created_at=now))
     return Rerating.objects.bulk_create(created)

@@ -1,0 +1,67 @@
+"""REST API of the researchers' revision actions: send a sample of turns for re-rating."""
+
+from __future__ import annotations
+
+from django.http import Http404
+from django.shortcuts import get_object_or_404
+from django.utils import timezone
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from annotate.revision.models import Study
+from annotate.revision.selectors import study_annotators
+from annotate.revision.services.reratings import RerateSampleError, reratings_sample
+from annotate.roles import is_researcher
+
+
+class RerateApi(APIView):
+    """POST: send a seeded random sample of the study's finished turns for re-rating (201).
+
+    `annotators` are usernames of annotator accounts; a turn never goes to the annotator of its
+    own session. The same study state, annotators and seed draw the same sample as
+    `manage.py revision_rerate`.
+    """
+
+    class InputSerializer(serializers.Serializer):
+        size = serializers.IntegerField(min_value=1)
+        annotators = serializers.ListField(child=serializers.CharField(), min_length=1)
+        seed = serializers.IntegerField(min_value=0, default=0)
+
+    class OutputSerializer(serializers.Serializer):
+        sent = serializers.IntegerField()
+        reratings = serializers.ListField(child=serializers.DictField())
+
+    @extend_schema(request=InputSerializer, responses={201: OutputSerializer})
+    def post(self, request: Request, study_id: int) -> Response:
+        if not is_researcher(request.user):
+            raise Http404
+        study = get_object_or_404(Study, pk=study_id)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        names = data.validated_data["annotators"]
+        users = list(study_annotators(study=study).filter(username__in=names))
+        unknown = sorted(set(names) - {user.username for user in users})
+        if unknown:
+            raise serializers.ValidationError(
+                {"annotators": [f"no annotator account named {', '.join(unknown)}"]}
+            )
+        try:
+            sent = reratings_sample(
+                study=study,
+                annotators=users,
+                size=data.validated_data["size"],
+                seed=data.validated_data["seed"],
+                now=timezone.now(),
+            )
+        except RerateSampleError as error:
+            raise serializers.ValidationError({error.field: [str(error)]}) from None
+        payload = {
+            "sent": len(sent),
+            "reratings": [
+                {"id": r.pk, "turn": r.turn_id, "annotator": r.annotator.username} for r in sent
+            ],
+        }
+        return Response(self.OutputSerializer(payload).data, status=status.HTTP_201_CREATED)

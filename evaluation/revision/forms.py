@@ -1,0 +1,59 @@
+"""The form that starts a KIWI classifier or rating-judge run on an engine endpoint."""
+
+from __future__ import annotations
+
+from django import forms
+
+from annotate.engine.models import Endpoint
+from evaluation.revision.models import JudgeTask, ShotMode
+
+
+class EndpointChoiceField(forms.ModelChoiceField):
+    def label_from_instance(self, obj: Endpoint) -> str:
+        cost = "offline fake, free" if obj.is_fake else "paid API: admins only"
+        return f"{obj.name} ({cost})"
+
+
+class RevisionJudgeRunForm(forms.Form):
+    """Classifiers take an endpoint only; the rating judge also its mode, k and split seed."""
+
+    endpoint = EndpointChoiceField(
+        Endpoint.objects.order_by("name"), help_text="The model that answers (engine endpoint)."
+    )
+    mode = forms.ChoiceField(choices=ShotMode.choices, initial=ShotMode.ZERO)
+    shots = forms.IntegerField(
+        min_value=1,
+        max_value=100,
+        initial=10,
+        required=False,
+        label="k (k-shot only)",
+        help_text="Examples: the k training turns with the most BM25-similar instructions.",
+    )
+    seed = forms.IntegerField(
+        min_value=0, initial=0, help_text="Seed of the train/dev/test split (888/186/186 of 1,260)."
+    )
+
+    def __init__(self, *args, task: str, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.task = task
+        if task != JudgeTask.RATING:
+            for name in ("mode", "shots", "seed"):
+                del self.fields[name]
+
+    def clean(self) -> dict:
+        data = super().clean()
+        if data.get("mode") == ShotMode.K and not data.get("shots"):
+            self.add_error("shots", "A k-shot judge needs k, at least 1.")
+        return data
+
+    def launch_arguments(self) -> dict:
+        """The cleaned values as keyword arguments of judges.judge_run_launch."""
+        data = self.cleaned_data
+        if self.task != JudgeTask.RATING:
+            return {"endpoint": data["endpoint"]}
+        return {
+            "endpoint": data["endpoint"],
+            "mode": data["mode"],
+            "shots": data.get("shots") or 0,
+            "seed": data["seed"],
+        }

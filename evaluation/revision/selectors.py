@@ -1,0 +1,73 @@
+"""Reads for the researchers' KIWI run pages: what a run needs first, the study's runs."""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import QuerySet
+from django.urls import reverse
+
+from annotate.engine.models import Endpoint
+from annotate.revision.models import SessionStatus, Study, Turn
+from annotate.roles import is_admin
+from annotate.selectors.prerequisites import Prerequisite
+from evaluation.revision.models import JudgeTask, RevisionJudgeRun
+
+# Fewest rated turns a task can use: the rating judge splits them three ways.
+MIN_TURNS = {JudgeTask.INSTRUCTION_CATEGORY: 1, JudgeTask.ERROR_CATEGORY: 1, JudgeTask.RATING: 3}
+
+
+def _rated_turns(study: Study, task: str) -> int:
+    turns = Turn.objects.filter(
+        session__study=study, session__status=SessionStatus.FINISHED
+    ).exclude(rating="")
+    if task == JudgeTask.ERROR_CATEGORY:
+        turns = turns.exclude(rating="good")
+    return turns.count()
+
+
+def _endpoint_missing(user: AbstractBaseUser) -> Prerequisite | None:
+    endpoints = list(Endpoint.objects.only("base_url"))
+    admin = is_admin(user)
+    if not endpoints:
+        if admin:
+            return Prerequisite(
+                "There is no engine endpoint yet.",
+                "Create one (a blank address is the free offline fake model).",
+                reverse("engine:endpoint-new"),
+            )
+        return Prerequisite("There is no engine endpoint yet.", "Ask an admin to create one.")
+    if not admin and all(endpoint.spends_money for endpoint in endpoints):
+        return Prerequisite(
+            "Every endpoint calls a paid API, and only an admin may start a run on one.",
+            "Ask an admin to start the run, or to create a free offline fake endpoint.",
+        )
+    return None
+
+
+def judge_prerequisites_missing(
+    *, study: Study, task: str, user: AbstractBaseUser
+) -> list[Prerequisite]:
+    """What a run of `task` on the study needs first: rated turns, an endpoint it may use."""
+    missing = []
+    needed = MIN_TURNS[task]
+    if _rated_turns(study, task) < needed:
+        what = "neutral or bad turns" if task == JudgeTask.ERROR_CATEGORY else "rated turns"
+        amount = "no" if needed == 1 else f"fewer than {needed}"
+        missing.append(
+            Prerequisite(
+                f"The study has {amount} {what} of finished sessions.",
+                "Import finished KIWI sessions, or wait until annotators finish theirs.",
+                reverse("revision:upload"),
+            )
+        )
+    endpoint = _endpoint_missing(user)
+    if endpoint is not None:
+        missing.append(endpoint)
+    return missing
+
+
+def study_judge_runs(*, study: Study, task: str | None = None) -> QuerySet[RevisionJudgeRun]:
+    runs = RevisionJudgeRun.objects.filter(study=study).select_related("engine_run")
+    if task:
+        runs = runs.filter(task=task)
+    return runs.order_by("-created_at", "-id")
