@@ -1,0 +1,157 @@
+"""The researchers' re-rating page and API: who may send, what is sent, errors beside fields."""
+
+import pytest
+from django.core.management import call_command
+from django.urls import reverse
+from django.utils import timezone
+
+from annotate.revision.models import Rerating, RevisionSession, Turn
+from annotate.roles import ANNOTATOR
+from tests.factories import UserFactory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def owners(study):
+    """ana did the first question's session (2 rated turns), ben the second's (2 rated turns);
+    cara did none. All three are annotators; rex is a researcher, not an annotator."""
+    users = [UserFactory(username=name, roles=[ANNOTATOR]) for name in ("ana", "ben", "cara")]
+    UserFactory(username="rex")
+    now = timezone.now()
+    for user, question, system in zip(
+        users, study.questions.all(), study.systems.all(), strict=False
+    ):
+        session = RevisionSession.objects.create(
+            study=study, question=question, system=system, annotator=user,
+            status="finished", initial_answer="a0", created_at=now,
+        )  # fmt: skip
+        for position in (1, 2):
+            Turn.objects.create(
+                session=session, position=position, instruction="i", answer="a",
+                rating="good", comment="c",
+            )  # fmt: skip
+    return users
+
+
+def url(study):
+    return reverse("revision:rerate", args=[study.pk])
+
+
+def pk_of(*users):
+    return [u.pk for u in users]
+
+
+def test_annotators_get_the_403_page(client, study, owners):
+    client.force_login(owners[0])
+    assert client.get(url(study)).status_code == 403
+    post = client.post(url(study), {"size": 1, "annotators": pk_of(owners[1]), "seed": 0})
+    assert post.status_code == 403 and not Rerating.objects.exists()
+
+
+def test_researcher_sends_a_sample_never_to_the_sessions_own_annotator(
+    client, researcher, study, owners
+):
+    client.force_login(researcher)
+    page = client.get(url(study))
+    assert page.status_code == 200
+    # Only annotator accounts are offered, with their sessions in this study.
+    assert "ana (1 session in this study)" in page.text and "cara (0 sessions" in page.text
+    assert "rex" not in page.text
+    assert page.context["summary"].left == 4 and page.context["prerequisites"] == []
+
+    sent = client.post(url(study), {"size": 4, "annotators": pk_of(*owners[:2]), "seed": 7})
+    assert sent.status_code == 302 and sent["Location"] == url(study)
+    reratings = list(Rerating.objects.select_related("turn__session"))
+    assert len(reratings) == 4
+    # ana's turns went to ben and ben's to ana: the only other annotator each time.
+    assert all(r.annotator_id != r.turn.session.annotator_id for r in reratings)
+    after = client.get(url(study))
+    assert "Sent 4 turns for re-rating." in after.text
+    assert after.context["summary"].left == 0 and after.context["summary"].sent == 4
+    assert after.context["prerequisites"][0].url == reverse("revision:upload")
+
+
+def test_the_page_draws_the_same_sample_as_the_command(client, researcher, study, owners):
+    client.force_login(researcher)
+    client.post(url(study), {"size": 3, "annotators": pk_of(owners[2], owners[0]), "seed": 5})
+    from_page = sorted(Rerating.objects.values_list("turn_id", "annotator__username"))
+    Rerating.objects.all().delete()
+    call_command(
+        "revision_rerate", "--study", "live", "--size", "3", "--annotator", "cara",
+        "--annotator", "ana", "--seed", "5",
+    )  # fmt: skip
+    assert sorted(Rerating.objects.values_list("turn_id", "annotator__username")) == from_page
+
+
+@pytest.mark.parametrize(
+    ("form", "field", "message"),
+    [
+        ({"size": 5, "seed": 0}, "size", "only 4 finished turns are left to re-rate, not 5"),
+        ({"size": 0, "seed": 0}, "size", "greater than or equal to 1"),
+        ({"size": 1, "seed": -1}, "seed", "greater than or equal to 0"),
+        (
+            {"size": 2, "seed": 0, "only": "ana"},
+            "annotators",
+            "every chosen annotator did its session",
+        ),
+        ({"size": 1, "seed": 0, "none": True}, "annotators", "This field is required"),
+        ({"size": 1, "seed": 0, "rex": True}, "annotators", "Select a valid choice"),
+    ],
+)
+def test_bad_input_is_shown_beside_its_field_and_nothing_is_sent(
+    client, researcher, study, owners, form, field, message
+):
+    ana = owners[0]
+    annotators = pk_of(*owners[:2])
+    if form.pop("only", None):  # every turn, two of them ana's own, and only ana to send to
+        annotators = [ana.pk]
+        form["size"] = 4
+    if form.pop("none", None):
+        annotators = []
+    if form.pop("rex", None):
+        annotators = [UserFactory(username="not-annotator").pk]
+    client.force_login(researcher)
+    page = client.post(url(study), {**form, "annotators": annotators})
+    assert page.status_code == 400
+    assert message in str(page.context["form"].errors[field])
+    assert page.text.count("has-error") == 1  # beside that one field
+    assert not Rerating.objects.exists()
+
+
+def test_prerequisites_name_what_is_missing_with_a_link(client, researcher, admin_user, study):
+    client.force_login(researcher)
+    page = client.get(url(study))
+    problems = [p.problem for p in page.context["prerequisites"]]
+    assert problems == [
+        "No rated turn of a finished session is left to re-rate.",
+        "There is no annotator account.",
+    ]
+    assert 'id="prerequisites"' in page.text and "disabled" in page.text
+    assert page.context["prerequisites"][1].url == ""  # a researcher asks an admin
+    client.force_login(admin_user)
+    admin_page = client.get(url(study))
+    assert admin_page.context["prerequisites"][1].url == reverse("admin:auth_user_add")
+
+
+def test_api_sends_a_sample_and_refuses_bad_input(
+    client, researcher, annotator_user, study, owners
+):
+    api = reverse("api-revision-reratings", args=[study.pk])
+    client.force_login(annotator_user)
+    assert (
+        client.post(api, {"size": 1, "annotators": ["ana"]}, "application/json").status_code == 404
+    )
+    client.force_login(researcher)
+    unknown = client.post(api, {"size": 1, "annotators": ["ana", "rex"]}, "application/json")
+    assert unknown.status_code == 400 and "rex" in unknown.json()["annotators"][0]
+    too_many = client.post(api, {"size": 9, "annotators": ["ana", "ben"]}, "application/json")
+    assert too_many.status_code == 400 and "only 4" in too_many.json()["size"][0]
+    sent = client.post(
+        api, {"size": 2, "annotators": ["ana", "ben"], "seed": 1}, "application/json"
+    )
+    assert sent.status_code == 201 and sent.json()["sent"] == 2
+    for item in sent.json()["reratings"]:
+        turn = Turn.objects.select_related("session__annotator").get(pk=item["turn"])
+        assert item["annotator"] != turn.session.annotator.username
+    assert Rerating.objects.count() == 2

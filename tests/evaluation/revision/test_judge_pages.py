@@ -1,0 +1,198 @@
+"""The researchers' pages and API that start KIWI classifier and rating-judge runs."""
+
+import pytest
+from django.urls import reverse
+
+from annotate.engine.models import EngineRun
+from annotate.engine.services import engine_background_wait
+from annotate.revision.models import Study
+from evaluation.revision.models import RevisionJudgeRun, RevisionPrediction
+from evaluation.revision.reports import revision_report_build
+from tests.annotate.engine.conftest import make_endpoint
+from tests.evaluation.openai_stub import StubOpenAI
+from tests.evaluation.revision.sample import sample_study
+from tests.evaluation.revision.test_judge_engine import judge_reply
+
+pytestmark = pytest.mark.django_db
+
+
+def url(study, task="rating-judge"):
+    return reverse("revision-reports:judge-new", args=[study.pk, task])
+
+
+def rating_form(chosen, **extra):
+    return {"endpoint": chosen.pk, "mode": "zero-shot", "shots": "", "seed": 0} | extra
+
+
+@pytest.mark.django_db(transaction=True)
+def test_researcher_runs_the_rating_judge_on_the_fake_endpoint_in_the_background(
+    client, researcher, tmp_path
+):
+    study = sample_study(tmp_path)
+    fake = make_endpoint("", name="offline")
+    client.force_login(researcher)
+    page = client.post(url(study), rating_form(fake, mode="k-shot", shots=2, seed=2))
+
+    engine_background_wait(30)  # SQLite's shared test database: read after the writer ends
+    run = RevisionJudgeRun.objects.get()
+    assert page.status_code == 302
+    assert page["Location"] == reverse("engine:run-detail", args=[run.engine_run_id])
+    assert (run.task, run.mode, run.shots, run.seed) == ("rating-judge", "k-shot", 2, 2)
+    assert run.created_by == researcher and run.endpoint_name == "offline"
+    # The engine's on_finish hook marked the judge run done, so the report counts it.
+    assert run.status == "done" and run.engine_run.status == "done"
+    assert RevisionPrediction.objects.filter(run=run).count() == len(run.split["test"])
+    detail = client.get(page["Location"])
+    assert reverse("revision-reports:report", args=[study.pk]) in detail.text  # "See the results"
+    rows = revision_report_build(study=study, n_resamples=10)["table5"]["rows"]
+    assert [r["model"] for r in rows] == ["Majority", "Random", "offline"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_only_an_admin_may_start_a_run_on_a_paid_endpoint(client, researcher, admin_user, tmp_path):
+    study = sample_study(tmp_path)
+    with StubOpenAI(responder=judge_reply) as stub:
+        paid = make_endpoint(stub.base_url, name="paid-judge")
+        client.force_login(researcher)
+        refused = client.post(url(study), rating_form(paid))
+        assert refused.status_code == 403
+        assert "only an admin may start a run on it" in str(
+            refused.context["form"].errors["endpoint"]
+        )
+        assert "paid-judge (paid API: admins only)" in refused.text
+        assert not RevisionJudgeRun.objects.exists() and not EngineRun.objects.exists()
+
+        client.force_login(admin_user)
+        page = client.post(url(study, "instruction-category"), {"endpoint": paid.pk})
+        assert page.status_code == 302
+        engine_background_wait(30)
+    run = RevisionJudgeRun.objects.get()
+    assert run.task == "instruction-category" and run.status == "done"
+    assert len(stub.requests) == 6  # every rated turn of the finished sessions
+    assert run.predictions.count() == 6
+
+
+def test_annotators_get_the_403_page(client, annotator_user, tmp_path):
+    study = sample_study(tmp_path)
+    fake = make_endpoint("", name="offline")
+    client.force_login(annotator_user)
+    for task in ("instruction-category", "error-category", "rating-judge"):
+        assert client.get(url(study, task)).status_code == 403
+    assert client.post(url(study), rating_form(fake)).status_code == 403
+    assert not RevisionJudgeRun.objects.exists()
+
+
+def test_each_task_asks_only_for_what_it_needs(client, researcher, tmp_path):
+    study = sample_study(tmp_path)
+    make_endpoint("", name="offline")
+    client.force_login(researcher)
+    judge = client.get(url(study))
+    assert {"endpoint", "mode", "shots", "seed"} == set(judge.context["form"].fields)
+    classifier = client.get(url(study, "error-category"))
+    assert set(classifier.context["form"].fields) == {"endpoint"}
+    assert "Classify error categories (Table 4)" in classifier.text
+    assert client.get(url(study, "no-such-task")).status_code == 404
+    assert (
+        client.get(reverse("revision-reports:judge-new", args=[999, "rating-judge"])).status_code
+        == 404
+    )
+
+
+@pytest.mark.parametrize(
+    ("extra", "field", "message"),
+    [
+        ({"mode": "k-shot", "shots": ""}, "shots", "A k-shot judge needs k, at least 1."),
+        ({"mode": "k-shot", "shots": 0}, "shots", "greater than or equal to 1"),
+        ({"seed": -1}, "seed", "greater than or equal to 0"),
+        ({"mode": "nine-shot"}, "mode", "Select a valid choice"),
+        ({"endpoint": 999}, "endpoint", "Select a valid choice"),
+    ],
+)
+def test_bad_input_is_shown_beside_its_field_and_nothing_starts(
+    client, researcher, tmp_path, extra, field, message
+):
+    study = sample_study(tmp_path)
+    fake = make_endpoint("", name="offline")
+    client.force_login(researcher)
+    page = client.post(url(study), rating_form(fake, **extra))
+    assert page.status_code == 400
+    assert message in str(page.context["form"].errors[field])
+    assert page.text.count("has-error") == 1
+    assert not RevisionJudgeRun.objects.exists() and not EngineRun.objects.exists()
+
+
+def test_prerequisites_say_what_to_do_and_link_there(client, researcher, admin_user, tmp_path):
+    empty = Study.objects.create(name="empty", created_at="2026-01-01T00:00:00Z")
+    client.force_login(researcher)
+    page = client.get(url(empty))
+    problems = [(p.problem, p.url) for p in page.context["prerequisites"]]
+    assert problems == [
+        (
+            "The study has fewer than 3 rated turns of finished sessions.",
+            reverse("revision:upload"),
+        ),
+        ("There is no engine endpoint yet.", ""),
+    ]
+    assert "Ask an admin to create one." in page.text and "disabled" in page.text
+    client.force_login(admin_user)
+    admin_page = client.get(url(empty, "error-category"))
+    assert [(p.problem, p.url) for p in admin_page.context["prerequisites"]] == [
+        ("The study has no neutral or bad turns of finished sessions.", reverse("revision:upload")),
+        ("There is no engine endpoint yet.", reverse("engine:endpoint-new")),
+    ]
+    # Only paid endpoints: a researcher is told before filling the form, an admin is not.
+    make_endpoint("http://127.0.0.1:9/v1", name="paid")
+    study = sample_study(tmp_path)
+    assert client.get(url(study)).context["prerequisites"] == []
+    client.force_login(researcher)
+    (paid_only,) = client.get(url(study)).context["prerequisites"]
+    assert paid_only.problem.startswith("Every endpoint calls a paid API")
+
+
+def test_a_classifier_with_no_turn_to_label_is_refused(client, researcher):
+    empty = Study.objects.create(name="empty", created_at="2026-01-01T00:00:00Z")
+    fake = make_endpoint("", name="offline")
+    client.force_login(researcher)
+    page = client.post(url(empty, "error-category"), {"endpoint": fake.pk})
+    assert page.status_code == 400
+    assert "no neutral or bad turn" in str(page.context["form"].non_field_errors())
+    assert not RevisionJudgeRun.objects.exists() and not EngineRun.objects.exists()
+
+
+def test_the_report_page_links_every_action_and_lists_the_runs(client, researcher, tmp_path):
+    study = sample_study(tmp_path)
+    client.force_login(researcher)
+    page = client.get(reverse("revision-reports:report", args=[study.pk]))
+    assert reverse("revision:rerate", args=[study.pk]) in page.text
+    for task in ("instruction-category", "error-category", "rating-judge"):
+        assert url(study, task) in page.text
+
+
+def test_api_starts_a_run_and_applies_the_same_rules(
+    client, researcher, annotator_user, tmp_path, django_capture_on_commit_callbacks
+):
+    study = sample_study(tmp_path)
+    make_endpoint("", name="offline")
+    make_endpoint("http://127.0.0.1:9/v1", name="paid")
+    api = reverse("api-revision-judge-runs", args=[study.pk])
+    body = {"task": "rating-judge", "endpoint": "offline", "mode": "one-shot", "seed": 3}
+    client.force_login(annotator_user)
+    assert client.post(api, body, "application/json").status_code == 404
+    client.force_login(researcher)
+    paid = client.post(api, {**body, "endpoint": "paid"}, "application/json")
+    assert paid.status_code == 403 and "only an admin" in paid.json()["detail"]
+    assert client.post(api, {**body, "task": "nope"}, "application/json").status_code == 400
+    assert client.post(api, {**body, "endpoint": "none"}, "application/json").status_code == 404
+    assert not RevisionJudgeRun.objects.exists()
+    with django_capture_on_commit_callbacks(execute=False) as started:
+        answer = client.post(api, body, "application/json")
+    assert answer.status_code == 202 and len(started) == 1  # starts after the commit
+    run = RevisionJudgeRun.objects.get()
+    assert (run.mode, run.shots, run.seed) == ("one-shot", 1, 3)
+    assert answer.json() == {
+        "run_id": run.pk,
+        "engine_run_id": run.engine_run_id,
+        "url": reverse("engine:run-detail", args=[run.engine_run_id]),
+        "progress_url": reverse("api-engine-run", args=[run.engine_run_id]),
+        "report_url": reverse("api-revision-report", args=[study.pk]),
+    }
