@@ -1,7 +1,11 @@
+import json
+
 import pytest
 from django.urls import reverse
 
-from tests.evaluation.revision.sample import sample_study
+from annotate.revision.models import Study
+from annotate.revision.services.imports import sessions_import
+from tests.evaluation.revision.sample import sample_study, turn
 
 pytestmark = pytest.mark.django_db
 
@@ -37,3 +41,31 @@ def test_annotators_cannot_read_reports(client, annotator_user, tmp_path):
     client.force_login(annotator_user)
     assert client.get(reverse("revision-reports:report", args=[study.pk])).status_code == 404
     assert client.get(reverse("api-revision-report", args=[study.pk])).status_code == 404
+
+
+def test_the_page_shows_tables_3_and_4_merged_and_every_category_apart(
+    client, researcher, tmp_path
+):
+    turns = [
+        turn(f"Remove sentence {n}.", "stylistic", "good", category="remove") for n in range(20)
+    ]
+    turns.append(turn("Shorten it.", "stylistic", "good", category="condense"))  # 1 of 21: 4.8%
+    session = {"original_question": "Q?", "model_name": "m", "initial_answer": "a0"}
+    path = tmp_path / "merge.jsonl"
+    path.write_text(json.dumps({**session, "interaction": turns}) + "\n")
+    sessions_import(path=str(path), study_name="merge")
+    study = Study.objects.get(name="merge")
+    client.force_login(researcher)
+    page = client.get(reverse("revision-reports:report", args=[study.pk]))
+    merged = page.context["tables"][3]
+    assert merged["name"] == "table3" and merged["merged"] == ["condense"]
+    assert [row[:2] for row in merged["rows"]] == [["remove", "20"], ["others", "1"]]
+    assert [row[:2] for row in merged["detail"]["rows"]] == [["condense", "1"], ["remove", "20"]]
+    assert (
+        "merged into “others”: condense" in page.text and "Every category on its own" in page.text
+    )
+    api = client.get(reverse("api-revision-report", args=[study.pk])).json()["table3"]
+    assert [r["category"] for r in api["rows"]] == ["remove", "others"]
+    assert [r["category"] for r in api["categories"]] == ["condense", "remove"]
+    markdown = client.get(reverse("revision-reports:download", args=[study.pk, "md"])).text
+    assert "Merged into others (under 5%, KIWI appendix A.3): condense." in markdown
