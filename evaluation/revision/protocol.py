@@ -40,8 +40,13 @@ class RevisionJudgeProtocol:
         judges.judge_run_on_finish(run_id=run.params["judge_run"], engine_run=run)
 
     def results_url(self, run) -> str:
-        """Where the run's labels are read: the study's report."""
-        return reverse("revision-reports:report", args=[_judge(run).study_id])
+        """Where the run's labels are read: the study's report ("" once the judge run is deleted)."""
+        study_id = (
+            RevisionJudgeRun.objects.filter(pk=run.params["judge_run"])
+            .values_list("study_id", flat=True)
+            .first()
+        )
+        return reverse("revision-reports:report", args=[study_id]) if study_id else ""
 
     def done_units(self, run, keys) -> set[str]:
         done = set(

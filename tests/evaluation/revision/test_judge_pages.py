@@ -196,3 +196,18 @@ def test_api_starts_a_run_and_applies_the_same_rules(
         "progress_url": reverse("api-engine-run", args=[run.engine_run_id]),
         "report_url": reverse("api-revision-report", args=[study.pk]),
     }
+
+
+def test_the_engine_run_page_links_the_report_while_the_judge_run_exists(
+    client, researcher, tmp_path
+):
+    study = sample_study(tmp_path)
+    fake = make_endpoint("", name="offline")
+    client.force_login(researcher)
+    started = client.post(url(study, "instruction-category"), {"endpoint": fake.pk})
+    run_page = started["Location"]  # not run: the test's transaction never commits
+    report = reverse("revision-reports:report", args=[study.pk])
+    assert f'href="{report}" id="run-results"' in client.get(run_page).text
+    RevisionJudgeRun.objects.all().delete()  # an admin deleted it; the engine run stays
+    page = client.get(run_page)
+    assert page.status_code == 200 and 'id="run-results"' not in page.text
