@@ -9,6 +9,11 @@
   its calls).
 
 A source with nothing recorded (labels that were imported, say) gets None, never 0.
+
+Whether an assignment is an expert's or a crowd worker's is the annotator's kind in this
+benchmark (annotate.selectors.annotator_kinds: a project's override applies), the same
+resolution as every other table of the report; an undecided annotator's work costs nothing here
+because it counts nowhere.
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ from django.conf import settings
 from django.db.models import Count, F, Max, Min, Sum
 
 from annotate.engine.models import EngineCall
-from annotate.models import Benchmark, Response
+from annotate.models import AnnotatorKind, Benchmark, Response
+from annotate.selectors.annotator_kinds import annotators_counted
 from annotate.selectors.results import counted_assignments
 from evaluation.models import JudgeRun
 
@@ -50,11 +56,21 @@ def _assignments(benchmark: Benchmark, subset: str):
     )
 
 
-def _expert_costs(benchmark: Benchmark, subset: str) -> dict[str, SourceCost]:
+def _annotators_of_kind(benchmark: Benchmark) -> dict[str, list[int]]:
+    """Return {kind: annotator ids} of those with counted assignments in the benchmark."""
+    present = _assignments(benchmark, "overall").values_list("annotator_id", flat=True).distinct()
+    kinds = annotators_counted(benchmark_id=benchmark.pk, annotator_ids=list(present))
+    by_kind: dict[str, list[int]] = {AnnotatorKind.EXPERT: [], AnnotatorKind.CROWD: []}
+    for annotator_id, kind in kinds.items():
+        by_kind.setdefault(kind, []).append(annotator_id)
+    return by_kind
+
+
+def _expert_costs(benchmark: Benchmark, subset: str, experts: list[int]) -> dict[str, SourceCost]:
     rate = float(settings.EXPERT_HOURLY_RATE_USD)
     rows = (
         _assignments(benchmark, subset)
-        .filter(annotator__kind="expert")
+        .filter(annotator_id__in=experts)
         .values("annotator__name")
         .annotate(seconds=Sum("active_seconds"), first=Min("claimed_at"), last=Max("submitted_at"))
     )
@@ -65,7 +81,7 @@ def _expert_costs(benchmark: Benchmark, subset: str) -> dict[str, SourceCost]:
         for r in rows
     }
     # Asked whether or not there are experts, so the page's query count never depends on data.
-    span = _assignments(benchmark, subset).filter(annotator__kind="expert")
+    span = _assignments(benchmark, subset).filter(annotator_id__in=experts)
     bounds = span.aggregate(first=Min("claimed_at"), last=Max("submitted_at"))
     if costs:
         costs["expert-majority"] = SourceCost(
@@ -75,8 +91,8 @@ def _expert_costs(benchmark: Benchmark, subset: str) -> dict[str, SourceCost]:
     return costs
 
 
-def _crowd_cost(benchmark: Benchmark, subset: str) -> dict[str, SourceCost]:
-    crowd = _assignments(benchmark, subset).filter(annotator__kind="crowd")
+def _crowd_cost(benchmark: Benchmark, subset: str, workers: list[int]) -> dict[str, SourceCost]:
+    crowd = _assignments(benchmark, subset).filter(annotator_id__in=workers)
     totals = crowd.aggregate(
         reward=Sum(F("task__batch__project__reward_usd")),
         count=Count("id"),
@@ -140,10 +156,11 @@ def _unit_response(unit_key: str) -> int | None:
 
 def source_costs(*, benchmark: Benchmark) -> dict[str, dict[str, SourceCost]]:
     """Return {subset: {source name: SourceCost}} for every source with anything recorded."""
+    by_kind = _annotators_of_kind(benchmark)
     return {
         subset: {
-            **_expert_costs(benchmark, subset),
-            **_crowd_cost(benchmark, subset),
+            **_expert_costs(benchmark, subset, by_kind[AnnotatorKind.EXPERT]),
+            **_crowd_cost(benchmark, subset, by_kind[AnnotatorKind.CROWD]),
             **_judge_costs(benchmark, subset),
         }
         for subset in SUBSETS
