@@ -10,7 +10,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotate.revision.models import Study
-from annotate.roles import is_researcher
+from annotate.roles import ADMIN, RESEARCHER, RESEARCHERS_ONLY, is_researcher, require_role
 from evaluation.report_formats import _without_nan
 from evaluation.revision import figures
 from evaluation.revision.formats import FORMATS, TABLES, table_rows
@@ -25,9 +25,13 @@ CONTENT_TYPES = {
 FIGURE_TYPES = {"svg": "image/svg+xml", "png": "image/png", "pdf": "application/pdf"}
 
 
+def _require_researcher(user) -> None:
+    """A role error is the 403 page in the site's layout (config.error_views)."""
+    require_role(user, ADMIN, RESEARCHER, message=RESEARCHERS_ONLY)
+
+
 def _study(user, study_id: int) -> Study:
-    if not is_researcher(user):
-        raise Http404
+    _require_researcher(user)
     return get_object_or_404(Study, pk=study_id)
 
 
@@ -41,8 +45,7 @@ def _cell(value: object) -> str:
 
 @login_required
 def study_list(request: HttpRequest) -> HttpResponse:
-    if not is_researcher(request.user):
-        raise Http404
+    _require_researcher(request.user)
     return render(request, "revision/report_list.html", {"studies": Study.objects.order_by("name")})
 
 
@@ -97,5 +100,8 @@ class RevisionReportApi(APIView):
     """GET a revision study's whole report (Tables 2-5, Figure 2) as JSON; researchers only."""
 
     def get(self, request: Request, study_id: int) -> Response:
+        # The API answers a non-researcher as every other report API does: nothing here (404).
+        if not is_researcher(request.user):
+            raise Http404
         study = _study(request.user, study_id)
         return Response(_without_nan(revision_report_build(study=study)))
