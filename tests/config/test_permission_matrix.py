@@ -76,6 +76,7 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     "annotate:import-detail": (RESEARCHERS, None),
     "annotate:benchmark-detail": (RESEARCHERS, None),
     "annotate:instruction-detail": (RESEARCHERS, None),
+    "annotate:label-list": (RESEARCHERS, None),
     "work:dashboard": (ANNOTATORS, None),
     "work:project-done": (ANNOTATORS, None),
     "work:start-next": (POST_ONLY, by_role(LOGIN, 302, 302, 403, 403, 403)),
