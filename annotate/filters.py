@@ -62,19 +62,25 @@ class LabelFilter(django_filters.FilterSet):
         field_name="response__instruction_id", widget=forms.HiddenInput
     )
     system = django_filters.ModelChoiceFilter(
-        field_name="response__system", queryset=System.objects.none(), empty_label="every system"
+        field_name="response__system",
+        queryset=System.objects.none(),
+        empty_label="every system",
+        label="System",
     )
     annotator = django_filters.ChoiceFilter(
-        field_name="annotator_id", choices=(), empty_label="every annotator"
+        field_name="annotator_id", choices=(), empty_label="every annotator", label="Annotator"
     )
     kind = django_filters.ChoiceFilter(
         method="of_kind", choices=KIND_CHOICES, empty_label="every kind", label="Annotator kind"
     )
-    value = django_filters.ChoiceFilter(choices=LabelValue.choices, empty_label="every value")
+    value = django_filters.ChoiceFilter(
+        choices=LabelValue.choices, empty_label="every value", label="Value"
+    )
     subset = django_filters.ChoiceFilter(
         field_name="response__instruction__subset",
         choices=Subset.choices,
         empty_label="easy and hard",
+        label="Subset",
     )
     domain = django_filters.CharFilter(
         field_name="response__instruction__category", lookup_expr="icontains", label="Domain"
