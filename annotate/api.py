@@ -25,6 +25,7 @@ from annotate.services import assignments as assignment_services
 from annotate.services import projects as project_services
 from annotate.services.projects import InstructionSelection, Selection
 from annotate.services.submissions import assignment_submit
+from annotate.throttling import AnnotatorWorkThrottle
 
 
 def _require_admin(request: Request) -> None:
@@ -185,6 +186,8 @@ def _task_payload(page: work_selectors.TaskPage) -> dict:
 
 
 class ClaimNextApi(APIView):
+    throttle_classes = [AnnotatorWorkThrottle]
+
     @extend_schema(request=None, responses=OpenApiTypes.OBJECT)
     def post(self, request: Request, project_id: int) -> Response:
         annotator = _annotator(request)
@@ -199,6 +202,8 @@ class ClaimNextApi(APIView):
 
 
 class AssignmentApi(APIView):
+    throttle_classes = [AnnotatorWorkThrottle]
+
     @extend_schema(request=None, responses=OpenApiTypes.OBJECT)
     def get(self, request: Request, assignment_id: int) -> Response:
         page = work_selectors.task_page_get(assignment_id=assignment_id, user=request.user)
@@ -206,6 +211,8 @@ class AssignmentApi(APIView):
 
 
 class AssignmentSubmitApi(APIView):
+    throttle_classes = [AnnotatorWorkThrottle]
+
     @extend_schema_serializer(component_name="SubmitInput")
     class InputSerializer(serializers.Serializer):
         answers = serializers.DictField(child=serializers.CharField(allow_blank=True))
@@ -235,6 +242,8 @@ class AssignmentSubmitApi(APIView):
 
 
 class AssignmentReturnApi(APIView):
+    throttle_classes = [AnnotatorWorkThrottle]
+
     @extend_schema(request=None, responses=OpenApiTypes.OBJECT)
     def post(self, request: Request, assignment_id: int) -> Response:
         assignment = work_selectors.assignment_get_for_annotator(

@@ -6,7 +6,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from annotate.errors import NotFoundError
-from annotate.filters import PAGE_SIZE, BenchmarkFilter, InstructionFilter
+from annotate.filters import PAGE_SIZE, BenchmarkFilter, InstructionFilter, LabelFilter
 from annotate.roles import (
     ADMIN,
     ANNOTATOR,
@@ -17,6 +17,7 @@ from annotate.roles import (
     require_role,
 )
 from annotate.selectors import benchmarks as benchmark_selectors
+from annotate.selectors import labels as label_selectors
 from annotate.selectors.identities import identity_scope
 
 
@@ -84,3 +85,30 @@ def instruction_detail(
         "matrix": benchmark_selectors.instruction_label_matrix(instruction=instruction),
     }
     return render(request, "annotate/instruction_detail.html", context)
+
+
+@login_required
+def label_list(request: HttpRequest, benchmark_id: int) -> HttpResponse:
+    """Every label of a benchmark, filtered and paginated, each saying whether it counts."""
+    _require_researcher(request)
+    try:
+        benchmark = benchmark_selectors.benchmark_get(benchmark_id=benchmark_id)
+    except NotFoundError:
+        raise Http404 from None
+    annotators = label_selectors.label_annotators(
+        benchmark=benchmark, scope=identity_scope(user=request.user)
+    )
+    found = LabelFilter(
+        request.GET,
+        queryset=label_selectors.benchmark_labels(benchmark=benchmark),
+        annotators=annotators,
+        systems=label_selectors.benchmark_systems(benchmark=benchmark),
+    )
+    page = Paginator(found.qs, PAGE_SIZE).get_page(request.GET.get("page"))
+    context = {
+        "benchmark": benchmark,
+        "filter": found,
+        "page": page,
+        "rows": label_selectors.label_rows(labels=list(page.object_list), annotators=annotators),
+    }
+    return render(request, "annotate/label_list.html", context)

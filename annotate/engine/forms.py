@@ -13,11 +13,41 @@ from annotate.models import Benchmark, Subset
 class EndpointForm(forms.ModelForm):
     """The fields an admin edits; validated again by the service (allow-listed key variable)."""
 
-    stop = forms.CharField(required=False, help_text="Stop sequences, one per line (blank: none).")
+    stop = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Stop sequences, one per line (blank: none).",
+    )
 
     class Meta:
         model = Endpoint
         fields = ["name", *EDITABLE_FIELDS]
+        labels = {
+            "base_url": "Address (base URL)",
+            "api_key_env": "API key variable",
+            "max_tokens": "Max tokens",
+            "top_p": "Top p",
+            "timeout_seconds": "Timeout (seconds)",
+            "requests_per_minute": "Requests per minute",
+            "tokens_per_minute": "Tokens per minute",
+            "price_prompt_per_1k": "Price per 1k prompt tokens (USD)",
+            "price_completion_per_1k": "Price per 1k completion tokens (USD)",
+        }
+        help_texts = {
+            "name": "How judge configurations, runs and systems refer to it.",
+            "base_url": "An OpenAI-compatible server, e.g. https://api.openai.com/v1. "
+            "Blank: the offline fake model (no network, no cost).",
+            "model": "The model name the server expects, e.g. gpt-4o-mini.",
+            "temperature": "0 for reproducible answers.",
+            "timeout_seconds": "One call's limit; a call over it is retried.",
+            "concurrency": "Calls in flight at once for this endpoint.",
+            "requests_per_minute": "The limiter keeps every run of this endpoint under it.",
+            "tokens_per_minute": "Prompt and completion tokens together.",
+            "max_retries": "For timeouts, rate limits and server errors, with backoff.",
+            "price_prompt_per_1k": "Used to price every call and to estimate a run before it "
+            "starts; 0 for a free server.",
+            "price_completion_per_1k": "As above, for the answer's tokens.",
+        }
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)

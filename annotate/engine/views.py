@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from django.contrib.auth.decorators import login_required
 from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
@@ -90,7 +92,7 @@ def endpoint_edit(request: HttpRequest, endpoint_id: int | None = None) -> HttpR
             else:
                 endpoint = endpoint_update(endpoint=endpoint, name=name, **data)
         except EngineError as error:
-            form.add_error(None, str(error))
+            _error_beside_its_field(form, error)
             status = error.http_status
         else:
             return redirect("engine:endpoint-edit", endpoint_id=endpoint.pk)
@@ -102,6 +104,18 @@ def endpoint_edit(request: HttpRequest, endpoint_id: int | None = None) -> HttpR
         "last_test": endpoint_last_test(endpoint=endpoint) if endpoint else None,
     }
     return render(request, "engine/endpoint_edit.html", context, status=status)
+
+
+FIELD_ERROR = re.compile(r"^Field '(?P<field>\w+)': (?P<message>.*)$", re.DOTALL)
+
+
+def _error_beside_its_field(form: EndpointForm, error: EngineError) -> None:
+    """Show the service's "Field 'x': ..." error beside field x, any other above the form."""
+    match = FIELD_ERROR.match(str(error))
+    if match and match["field"] in form.fields:
+        form.add_error(match["field"], match["message"])
+    else:
+        form.add_error(None, str(error))
 
 
 @login_required

@@ -23,15 +23,12 @@ from annotate.roles import (
     ANNOTATOR,
     RESEARCHER,
     RESEARCHERS_ONLY,
-    has_role,
-    is_researcher,
     require_role,
 )
 
 
 def _annotator_only(request: HttpRequest) -> None:
-    if not has_role(request.user, ANNOTATOR):
-        raise NotFoundError("Only annotators have revision sessions.")
+    require_role(request.user, ANNOTATOR, message="Only annotators have revision sessions.")
 
 
 @login_required
@@ -170,8 +167,7 @@ def _run_upload(kind: str, path: str, name: str, systems: list[str]):
 @page_errors
 def upload(request: HttpRequest) -> HttpResponse:
     """Researchers upload a study's questions (JSON Lines) or KIWI sessions; errors name the line."""
-    if not is_researcher(request.user):
-        raise NotFoundError("Only researchers upload studies.")
+    require_role(request.user, ADMIN, RESEARCHER, message="Only researchers upload studies.")
     context = {"kinds": UPLOAD_KINDS, "form": request.POST}
     if request.method == "POST":
         upload_file = request.FILES.get("file")

@@ -16,6 +16,8 @@ A label or direct score counts when its annotator is not a blocked crowd worker,
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from django.db.models import Count, F, Q, QuerySet, Sum
 
 from annotate.crowd.models import WorkerBlock
@@ -68,11 +70,16 @@ def counted_assignments() -> QuerySet[Assignment]:
     return Assignment.objects.filter(counted_assignment_q()).order_by()
 
 
-def counted_work(queryset: QuerySet) -> QuerySet:
-    """Keep the labels or direct scores of `queryset` that count in results."""
-    return queryset.exclude(annotator_id__in=blocked_annotator_ids()).filter(
+def counted_work_q() -> Q:
+    """The rule on a label or direct score row, as a Q (negate it for the work that does not)."""
+    return ~Q(annotator_id__in=blocked_annotator_ids()) & (
         Q(assignment__isnull=True) | Q(assignment_id__in=counted_assignments().values("id"))
     )
+
+
+def counted_work(queryset: QuerySet) -> QuerySet:
+    """Keep the labels or direct scores of `queryset` that count in results."""
+    return queryset.filter(counted_work_q())
 
 
 def counted_work_sql(alias: str) -> tuple[str, tuple]:
@@ -97,15 +104,18 @@ def counted_work_fingerprint(*, benchmark: Benchmark) -> tuple:
 
 def work_statuses(*, benchmark: Benchmark) -> dict[int, str]:
     """Return the WorkStatus of every assignment of the benchmark, by assignment id."""
-    counted = set(
-        counted_assignments()
-        .filter(task__instruction__benchmark=benchmark)
-        .values_list("id", flat=True)
-    )
+    return _statuses(Q(task__instruction__benchmark=benchmark))
+
+
+def work_statuses_of(*, assignment_ids: Iterable[int]) -> dict[int, str]:
+    """Return the WorkStatus of these assignments (one page of a list), by assignment id."""
+    return _statuses(Q(pk__in=list(assignment_ids)))
+
+
+def _statuses(which: Q) -> dict[int, str]:
+    counted = set(counted_assignments().filter(which).values_list("id", flat=True))
     blocked = set(blocked_annotator_ids().values_list("annotator_id", flat=True))
-    assignments = Assignment.objects.filter(task__instruction__benchmark=benchmark).select_related(
-        "annotator", "platform_record"
-    )
+    assignments = Assignment.objects.filter(which).select_related("annotator", "platform_record")
     return {
         a.id: WorkStatus.COUNTED if a.id in counted else _why_not_counted(a, blocked)
         for a in assignments.order_by()

@@ -222,6 +222,16 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "annotate.http.api_exception_handler",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 100,
+    # Every API request is rate-limited (annotate/throttling.py); "N/second|minute|hour|day".
+    "DEFAULT_THROTTLE_CLASSES": [
+        "annotate.throttling.UserRateThrottle",
+        "annotate.throttling.AnonRateThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "user": os.environ.get("API_RATE_USER", "1000/hour"),
+        "anon": os.environ.get("API_RATE_ANON", "100/hour"),
+        "annotator-work": os.environ.get("API_RATE_ANNOTATOR_WORK", "60/minute"),
+    },
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "InFoBench annotation API",

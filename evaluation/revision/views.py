@@ -48,9 +48,13 @@ TASK_TITLES = {
 FIGURE_TYPES = {"svg": "image/svg+xml", "png": "image/png", "pdf": "application/pdf"}
 
 
+def _require_researcher(user) -> None:
+    """A role error is the 403 page in the site's layout (config.error_views)."""
+    require_role(user, ADMIN, RESEARCHER, message=RESEARCHERS_ONLY)
+
+
 def _study(user, study_id: int) -> Study:
-    if not is_researcher(user):
-        raise Http404
+    _require_researcher(user)
     return get_object_or_404(Study, pk=study_id)
 
 
@@ -69,8 +73,7 @@ def _cells(rows: list[dict]) -> dict:
 
 @login_required
 def study_list(request: HttpRequest) -> HttpResponse:
-    if not is_researcher(request.user):
-        raise Http404
+    _require_researcher(request.user)
     return render(request, "revision/report_list.html", {"studies": Study.objects.order_by("name")})
 
 
@@ -133,6 +136,9 @@ class RevisionReportApi(APIView):
     """GET a revision study's whole report (Tables 2-5, Figure 2) as JSON; researchers only."""
 
     def get(self, request: Request, study_id: int) -> Response:
+        # The API answers a non-researcher as every other report API does: nothing here (404).
+        if not is_researcher(request.user):
+            raise Http404
         study = _study(request.user, study_id)
         return Response(_without_nan(revision_report_build(study=study)))
 

@@ -9,18 +9,25 @@
   its calls).
 
 A source with nothing recorded (labels that were imported, say) gets None, never 0.
+
+Whether an assignment is an expert's or a crowd worker's is the annotator's kind in this
+benchmark (annotate.selectors.annotator_kinds: a project's override applies), the same
+resolution as every other table of the report; an undecided annotator's work costs nothing here
+because it counts nowhere.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 
 from django.conf import settings
 from django.db.models import Count, F, Max, Min, Sum
 
 from annotate.engine.models import EngineCall
-from annotate.models import Benchmark, Response
+from annotate.models import AnnotatorKind, Benchmark, Response
+from annotate.selectors.annotator_kinds import annotators_counted
 from annotate.selectors.results import counted_assignments
 from evaluation.models import JudgeRun
 
@@ -39,55 +46,86 @@ def _minutes(first, last) -> float | None:
     return round((last - first).total_seconds() / 60, 2)
 
 
-def _subset_filter(subset: str) -> dict:
-    return {} if subset == "overall" else {"task__instruction__subset": subset}
+@dataclass
+class _Work:
+    """Counted assignments of one annotator (or one kind) in one subset, summed."""
+
+    seconds: float = 0.0
+    count: int = 0
+    reward: Decimal = Decimal(0)
+    first: datetime | None = None
+    last: datetime | None = None
+
+    def add(self, row: dict) -> None:
+        self.seconds += row["seconds"] or 0
+        self.count += row["count"]
+        self.reward += row["reward"] or Decimal(0)
+        if row["first"] is not None and (self.first is None or row["first"] < self.first):
+            self.first = row["first"]
+        if row["last"] is not None and (self.last is None or row["last"] > self.last):
+            self.last = row["last"]
 
 
-def _assignments(benchmark: Benchmark, subset: str):
-    """The benchmark's assignments whose work counts (rejected or unconfirmed work is unpaid)."""
-    return counted_assignments().filter(
-        task__instruction__benchmark=benchmark, **_subset_filter(subset)
-    )
-
-
-def _expert_costs(benchmark: Benchmark, subset: str) -> dict[str, SourceCost]:
-    rate = float(settings.EXPERT_HOURLY_RATE_USD)
-    rows = (
-        _assignments(benchmark, subset)
-        .filter(annotator__kind="expert")
-        .values("annotator__name")
-        .annotate(seconds=Sum("active_seconds"), first=Min("claimed_at"), last=Max("submitted_at"))
-    )
-    costs = {
-        r["annotator__name"]: SourceCost(
-            round(r["seconds"] / 3600 * rate, 2), _minutes(r["first"], r["last"])
+def _counted_work_by_annotator(benchmark: Benchmark) -> list[dict]:
+    """The benchmark's counted assignments (rejected or unconfirmed work is unpaid), summed per
+    annotator and subset: one query, whatever the data."""
+    return list(
+        counted_assignments()
+        .filter(task__instruction__benchmark=benchmark)
+        .values("annotator_id", "annotator__name", "task__instruction__subset")
+        .annotate(
+            seconds=Sum("active_seconds"),
+            count=Count("id"),
+            reward=Sum(F("task__batch__project__reward_usd")),
+            first=Min("claimed_at"),
+            last=Max("submitted_at"),
         )
-        for r in rows
+        .order_by()
+    )
+
+
+def _assignment_costs(benchmark: Benchmark) -> dict[str, dict[str, SourceCost]]:
+    """Experts by the hour (each, and their majority), crowd workers per paid assignment."""
+    rows = _counted_work_by_annotator(benchmark)
+    kinds = annotators_counted(
+        benchmark_id=benchmark.pk, annotator_ids={row["annotator_id"] for row in rows}
+    )
+    experts: dict[str, dict[str, _Work]] = {subset: {} for subset in SUBSETS}
+    crowd: dict[str, _Work] = {subset: _Work() for subset in SUBSETS}
+    for row in rows:
+        kind = kinds.get(row["annotator_id"])
+        for subset in (row["task__instruction__subset"], "overall"):
+            if kind == AnnotatorKind.EXPERT:
+                experts[subset].setdefault(row["annotator__name"], _Work()).add(row)
+            elif kind == AnnotatorKind.CROWD:
+                crowd[subset].add(row)
+    return {
+        subset: {**_expert_costs(experts[subset]), **_crowd_cost(crowd[subset])}
+        for subset in SUBSETS
     }
-    # Asked whether or not there are experts, so the page's query count never depends on data.
-    span = _assignments(benchmark, subset).filter(annotator__kind="expert")
-    bounds = span.aggregate(first=Min("claimed_at"), last=Max("submitted_at"))
+
+
+def _expert_costs(experts: dict[str, _Work]) -> dict[str, SourceCost]:
+    rate = float(settings.EXPERT_HOURLY_RATE_USD)
+    costs = {
+        name: SourceCost(round(work.seconds / 3600 * rate, 2), _minutes(work.first, work.last))
+        for name, work in experts.items()
+    }
     if costs:
+        firsts = [work.first for work in experts.values() if work.first is not None]
+        lasts = [work.last for work in experts.values() if work.last is not None]
         costs["expert-majority"] = SourceCost(
             round(sum(c.cost_usd or 0 for c in costs.values()), 2),
-            _minutes(bounds["first"], bounds["last"]),
+            _minutes(min(firsts, default=None), max(lasts, default=None)),
         )
     return costs
 
 
-def _crowd_cost(benchmark: Benchmark, subset: str) -> dict[str, SourceCost]:
-    crowd = _assignments(benchmark, subset).filter(annotator__kind="crowd")
-    totals = crowd.aggregate(
-        reward=Sum(F("task__batch__project__reward_usd")),
-        count=Count("id"),
-        first=Min("claimed_at"),
-        last=Max("submitted_at"),
-    )
-    if not totals["count"]:
+def _crowd_cost(crowd: _Work) -> dict[str, SourceCost]:
+    if not crowd.count:
         return {}
-    fee = Decimal(str(settings.CROWD_FEE_RATE))
-    cost = float((totals["reward"] or Decimal(0)) * (1 + fee))
-    return {"crowd-majority": SourceCost(round(cost, 2), _minutes(totals["first"], totals["last"]))}
+    cost = float(crowd.reward * (1 + Decimal(str(settings.CROWD_FEE_RATE))))
+    return {"crowd-majority": SourceCost(round(cost, 2), _minutes(crowd.first, crowd.last))}
 
 
 def _judge_costs(benchmark: Benchmark, subset: str) -> dict[str, SourceCost]:
@@ -140,10 +178,10 @@ def _unit_response(unit_key: str) -> int | None:
 
 def source_costs(*, benchmark: Benchmark) -> dict[str, dict[str, SourceCost]]:
     """Return {subset: {source name: SourceCost}} for every source with anything recorded."""
+    assignments = _assignment_costs(benchmark)
     return {
         subset: {
-            **_expert_costs(benchmark, subset),
-            **_crowd_cost(benchmark, subset),
+            **assignments[subset],
             **_judge_costs(benchmark, subset),
         }
         for subset in SUBSETS

@@ -6,7 +6,8 @@ test_every_url_has_a_rule. Roles: anonymous, "owner" (annotator one, who holds t
 added to the project) and "admin". Crowd workers have no session: their pages take a signed token
 in the URL and answer everyone who holds it (TOKEN_PAGE), and nobody who does not.
 
-LOGIN in a rule means a redirect to the login page. For POST, every URL is sent an empty body as
+LOGIN in a rule means a redirect to the login page. Every 403 of a page (not an API) must be the
+403 page in the site's layout (templates/403.html inside base.html), never a bare or DEBUG answer. For POST, every URL is sent an empty body as
 every role: never a 5xx, and where the rule has a POST line, exactly that status; a POST refused
 (4xx or LOGIN) writes nothing.
 """
@@ -44,9 +45,6 @@ LOGGED_IN = by_role(LOGIN, 200, 200, 200, 200, 200)
 ANNOTATORS = by_role(LOGIN, 200, 200, 403, 403, 403)
 OWNER = by_role(LOGIN, 200, 404, 404, 404, 404)
 RESEARCHERS = by_role(LOGIN, 403, 403, 200, 200, 200)
-# The revision pages (annotate/revision, evaluation/revision) still answer a role error with 404.
-ANNOTATORS_404 = by_role(LOGIN, 200, 200, 404, 404, 404)
-RESEARCHERS_404 = by_role(LOGIN, 404, 404, 200, 200, 200)
 PROJECT_READERS = by_role(LOGIN, 404, 404, 404, 200, 200)
 ADMINS = by_role(LOGIN, 403, 403, 403, 403, 200)
 POST_ONLY = by_role(LOGIN, 405, 405, 405, 405, 405)
@@ -78,6 +76,7 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     "annotate:import-detail": (RESEARCHERS, None),
     "annotate:benchmark-detail": (RESEARCHERS, None),
     "annotate:instruction-detail": (RESEARCHERS, None),
+    "annotate:label-list": (RESEARCHERS, None),
     "work:dashboard": (ANNOTATORS, None),
     "work:project-done": (ANNOTATORS, None),
     "work:start-next": (POST_ONLY, by_role(LOGIN, 302, 302, 403, 403, 403)),
@@ -163,11 +162,11 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     "verbalizer-reports:figure": (RESEARCHERS, None),
     "verbalizer-reports:replies": (RESEARCHERS, None),
     "api-verbalizer-report": (API_RESEARCHERS, None),
-    "revision:home": (ANNOTATORS_404, None),
+    "revision:home": (ANNOTATORS, None),
     # An empty upload form is shown again with its error.
-    "revision:upload": (RESEARCHERS_404, by_role(LOGIN, 404, 404, 400, 400, 400)),
+    "revision:upload": (RESEARCHERS, by_role(LOGIN, 403, 403, 400, 400, 400)),
     # The owner continues their session; the other annotator gets the free system.
-    "revision:start": (POST_ONLY, by_role(LOGIN, 302, 302, 404, 404, 404)),
+    "revision:start": (POST_ONLY, by_role(LOGIN, 302, 302, 403, 403, 403)),
     "revision:session": (OWNER, by_role(LOGIN, 405, 405, 405, 405, 405)),
     "revision:session-state": (OWNER, by_role(LOGIN, 405, 405, 405, 405, 405)),
     "revision:turn-new": (POST_ONLY, by_role(LOGIN, 400, 404, 404, 404, 404)),
@@ -178,10 +177,10 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
         by_role(LOGIN, 404, 200, 404, 404, 404),
         by_role(LOGIN, 404, 400, 404, 404, 404),
     ),
-    "revision-reports:list": (RESEARCHERS_404, None),
-    "revision-reports:report": (RESEARCHERS_404, None),
-    "revision-reports:download": (RESEARCHERS_404, None),
-    "revision-reports:figure": (RESEARCHERS_404, None),
+    "revision-reports:list": (RESEARCHERS, None),
+    "revision-reports:report": (RESEARCHERS, None),
+    "revision-reports:download": (RESEARCHERS, None),
+    "revision-reports:figure": (RESEARCHERS, None),
     "api-revision-report": (API_RESEARCHERS, None),
     # The researchers' KIWI actions answer a role error with the 403 page; an empty POST is an
     # invalid form (400), nothing sent or started.
@@ -236,6 +235,24 @@ def request_as(world: World, role: str, method: str, url: str):
     return getattr(client, method)(url)
 
 
+def is_api(key: str) -> bool:
+    """API URLs ("crowd-api:…", "api-report", …) answer role errors as JSON, not as a page."""
+    return "api" in key.split(":")[0].split("-")
+
+
+def layout_problem(key: str, response) -> str | None:
+    """Return why a page's 403 is not the 403 page in the site's layout, or None."""
+    if response.status_code != 403 or is_api(key):
+        return None
+    templates = {t.name for t in getattr(response, "templates", []) or []}
+    if not {"403.html", "base.html"} <= templates:
+        return f"403 without the layout (templates {sorted(templates)})"
+    text = response.content.decode()
+    if "This page is not for your role" not in text or 'id="main"' not in text:
+        return "403 page without its heading or the layout's main landmark"
+    return None
+
+
 def answer_of(response) -> int | str:
     """Return the status, or LOGIN for a redirect to the login page."""
     if response.status_code == 302 and response["Location"].startswith(reverse("login") + "?"):
@@ -288,9 +305,12 @@ def test_get_answers_match_the_rules(world):
             continue
         url = concrete_url(route, world.ids)
         for role, expected in zip(ROLES, RULES[key][0], strict=True):
-            got = answer_of(request_as(world, role, "get", url))
+            response = request_as(world, role, "get", url)
+            got = answer_of(response)
             if got != expected:
                 mismatches.append(f"GET {url} ({key}) as {role}: expected {expected}, got {got}")
+            if problem := layout_problem(key, response):
+                mismatches.append(f"GET {url} ({key}) as {role}: {problem}")
     assert not mismatches, "\n".join(mismatches)
 
 
@@ -304,8 +324,11 @@ def test_empty_posts_are_refused_or_harmless_and_never_a_server_error(world, key
     mismatches = []
     for role, expected in zip(ROLES, RULES[key][1] or (None,) * len(ROLES), strict=True):
         before = written(world)
-        got = answer_of(request_as(world, role, "post", url))
+        response = request_as(world, role, "post", url)
+        got = answer_of(response)
         where = f"POST {url} ({key}) as {role}"
+        if problem := layout_problem(key, response):
+            mismatches.append(f"{where}: {problem}")
         if got != LOGIN and got >= 500:
             mismatches.append(f"{where}: server error {got}")
         elif expected is not None and got != expected:
@@ -362,3 +385,13 @@ def test_admin_is_for_staff_only(world):
             if response.status_code != expected or (expected == 302 and "login" not in location):
                 mismatches.append(f"GET {url} as {role}: {response.status_code} {location}")
     assert not mismatches, "\n".join(mismatches)
+
+
+def test_a_bare_403_fails_the_layout_check(world):
+    from django.http import HttpResponseForbidden
+
+    assert layout_problem("revision:home", HttpResponseForbidden("no")) is not None
+    assert layout_problem("api-report", HttpResponseForbidden("no")) is None
+    page = request_as(world, "researcher", "get", reverse("revision:home"))
+    assert page.status_code == 403 and layout_problem("revision:home", page) is None
+    assert "Only annotators have revision sessions." in page.content.decode()

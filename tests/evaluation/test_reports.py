@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from annotate.models import Label
+from annotate.models import Annotator, AnnotatorKind, Assignment, Label, ProjectAnnotatorKind
 from evaluation.conventions import UNKNOWN_CONVENTIONS
 from evaluation.errors import ReportError
 from evaluation.services.reports import report_build
@@ -185,6 +185,29 @@ def test_crowd_cost_and_time_from_its_assignments(bench):
     assert hard["cost_usd"] is None
     judge = _one(report, "sources", source="judge", subset="overall")
     assert judge["cost_usd"] is None  # imported labels: nothing recorded, not zero
+
+
+def test_cost_and_time_follow_a_per_project_kind_override(bench, settings):
+    """crowd-1 is a crowd worker but an expert in this project: paid by the hour, not per HIT."""
+    settings.EXPERT_HOURLY_RATE_USD = 59
+    worker = Annotator.objects.get(name="crowd-1")
+    assignment = Assignment.objects.get(annotator=worker)
+    assignment.active_seconds = 1800
+    assignment.save()
+    ProjectAnnotatorKind.objects.create(
+        project=assignment.task.batch.project, annotator=worker, kind=AnnotatorKind.EXPERT
+    )
+    report = report_build(benchmark=bench, n_resamples=10)
+    as_expert = _one(report, "sources", source="crowd-1", subset="overall")
+    # 1800 s = 0.5 h × $59; claimed at 0 min, submitted at 10 min.
+    assert (as_expert["source_kind"], as_expert["cost_usd"]) == ("expert", pytest.approx(29.5))
+    assert as_expert["time_min"] == pytest.approx(10.0)
+    majority = _one(report, "sources", source="expert-majority", subset="overall")
+    assert (majority["cost_usd"], majority["time_min"]) == (pytest.approx(29.5), 10.0)
+    crowd = _one(report, "sources", source="crowd-majority", subset="overall")
+    # crowd-2 and crowd-3 only: 2 × $1.00 × 1.25; claimed at 1 min, last submitted at 30 min.
+    assert crowd["cost_usd"] == pytest.approx(2.5)
+    assert crowd["time_min"] == pytest.approx(29.0)
 
 
 def test_breakdowns_by_constraint_type_and_domain(bench):

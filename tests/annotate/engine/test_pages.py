@@ -169,3 +169,26 @@ def test_an_admin_edits_an_endpoint_on_its_page(admin_client):
     assert (endpoint.name, endpoint.concurrency, endpoint.stop) == ("new-name", 3, [])
     bad = admin_client.post(url, {**form, "base_url": "ftp://x"})
     assert bad.status_code == 400 and b"not an http(s) address" in bad.content
+
+
+@pytest.mark.django_db
+def test_the_endpoint_form_shows_help_and_the_error_beside_its_field(admin_client):
+    page = admin_client.post(
+        reverse("engine:endpoint-new"), {**ENDPOINT_FORM, "api_key_env": "DJANGO_SECRET_KEY"}
+    ).content.decode()
+    assert 'class="site-form"' in page and "Blank: the offline fake model" in page
+    # The service's refusal sits in the key variable's row, not above the form.
+    row = page[page.index('for="id_api_key_env"') :]
+    row = row[: row.index('class="form-row')]
+    assert "not an allowed API key variable" in row
+    assert page.count("not an allowed API key variable") == 1
+
+
+@pytest.mark.django_db
+def test_stopping_a_run_is_styled_as_destructive_and_confirmed(admin_client):
+    run = EngineRun.objects.create(
+        kind="generation", endpoint=make_endpoint("", name="fake"), params={}
+    )
+    page = admin_client.get(reverse("engine:run-detail", args=[run.pk])).content.decode()
+    button = page[page.index('id="run-stop"') :].split(">", 1)[0]
+    assert 'class="danger"' in button and "data-confirm=" in button

@@ -132,4 +132,7 @@ def test_researcher_uploads_a_study_and_a_bad_file_names_the_line(client, resear
 
 def test_annotators_cannot_upload(client, annotator):
     client.force_login(annotator)
-    assert client.get(reverse("revision:upload")).status_code == 404
+    page = client.get(reverse("revision:upload"))
+    # A role error: the 403 page in the site's layout, saying why.
+    assert page.status_code == 403
+    assert "Only researchers upload studies." in page.content.decode()

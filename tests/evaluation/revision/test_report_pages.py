@@ -39,7 +39,7 @@ def test_researcher_sees_the_report_page_downloads_figures_and_api(client, resea
 def test_annotators_cannot_read_reports(client, annotator_user, tmp_path):
     study = sample_study(tmp_path)
     client.force_login(annotator_user)
-    assert client.get(reverse("revision-reports:report", args=[study.pk])).status_code == 404
+    assert client.get(reverse("revision-reports:report", args=[study.pk])).status_code == 403
     assert client.get(reverse("api-revision-report", args=[study.pk])).status_code == 404
 
 

@@ -1,0 +1,43 @@
+"""Rate limits of the REST API (DRF throttles), their rates from the environment.
+
+Every API view is limited per user (per address for anonymous requests, which only the
+unauthenticated endpoints such as the schema ever reach: the others refuse them first). The
+annotator's hot path (claim, read, submit, return a task) has a scope of its own with a higher
+rate, so an annotator working quickly is never stopped by the general limit. A refused request
+answers 429 with Retry-After. Logins are limited separately (django-axes, annotate/login.py).
+"""
+
+from __future__ import annotations
+
+from django.core.exceptions import ImproperlyConfigured
+from rest_framework import throttling
+from rest_framework.settings import api_settings
+
+ANNOTATOR_WORK_SCOPE = "annotator-work"
+
+
+class _RatesFromSettings:
+    """Read the rate when a request is limited, not when the class is imported (DRF's
+    THROTTLE_RATES is fixed at import), so a test's settings change it."""
+
+    scope: str
+
+    def get_rate(self) -> str | None:
+        try:
+            return api_settings.DEFAULT_THROTTLE_RATES[self.scope]
+        except KeyError:
+            raise ImproperlyConfigured(f"No throttle rate for scope {self.scope!r}.") from None
+
+
+class UserRateThrottle(_RatesFromSettings, throttling.UserRateThrottle):
+    pass
+
+
+class AnonRateThrottle(_RatesFromSettings, throttling.AnonRateThrottle):
+    pass
+
+
+class AnnotatorWorkThrottle(_RatesFromSettings, throttling.UserRateThrottle):
+    """The annotator's hot path: replaces the user limit on those views with a higher rate."""
+
+    scope = ANNOTATOR_WORK_SCOPE

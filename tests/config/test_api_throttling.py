@@ -1,0 +1,74 @@
+"""The REST API's rate limits: 429 with Retry-After over the limit, per user, per address, and
+the annotator's hot path on its own higher limit. Time is passed in through the throttles' timer.
+
+The test settings raise every rate so no other test meets a limit; each test here sets low ones.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.core.cache import cache
+from django.urls import reverse
+from rest_framework.test import APIClient
+from rest_framework.throttling import SimpleRateThrottle
+
+from tests.factories import project_with_tasks
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def clock(settings, monkeypatch):
+    """Rates of 2 a minute per user, 1 per anonymous address, 3 for the annotator's work."""
+    settings.REST_FRAMEWORK = {
+        **settings.REST_FRAMEWORK,
+        "DEFAULT_THROTTLE_RATES": {
+            "user": "2/minute",
+            "anon": "1/minute",
+            "annotator-work": "3/minute",
+        },
+    }
+    cache.clear()
+    now = [1_000_000.0]
+    monkeypatch.setattr(SimpleRateThrottle, "timer", staticmethod(lambda: now[0]))
+    yield now
+    cache.clear()
+
+
+def api_for(user):
+    client = APIClient()
+    client.force_login(user)
+    return client
+
+
+def test_over_the_user_limit_the_api_answers_429_with_retry_after(clock, researcher):
+    project = project_with_tasks(instructions=1, systems=1, questions=1)
+    project.researchers.add(researcher)
+    client = api_for(researcher)
+    url = reverse("annotate-api:project-progress", args=[project.id])
+    assert [client.get(url).status_code for _ in range(2)] == [200, 200]
+    clock[0] += 20
+    refused = client.get(url)
+    assert refused.status_code == 429
+    # The first of the two requests leaves the one-minute window 40 s from now.
+    assert refused["Retry-After"] == "40"
+    clock[0] += 40
+    assert client.get(url).status_code == 200
+
+
+def test_the_annotators_task_endpoints_have_their_own_higher_limit(clock, annotator_user):
+    project = project_with_tasks(instructions=1, systems=1, questions=1)
+    client = api_for(annotator_user)
+    assignment = client.post(reverse("annotate-api:claim", args=[project.id])).json()["assignment"]
+    url = reverse("annotate-api:assignment", args=[assignment])
+    # Claim + 2 reads = 3 on the hot path: past the user rate (2) but within its own (3).
+    assert [client.get(url).status_code for _ in range(2)] == [200, 200]
+    refused = client.get(url)
+    assert refused.status_code == 429 and refused["Retry-After"] == "60"
+
+
+def test_anonymous_requests_are_limited_per_address(clock):
+    client = APIClient()
+    assert client.get(reverse("api-schema")).status_code == 200
+    refused = client.get(reverse("api-schema"))
+    assert refused.status_code == 429 and refused["Retry-After"] == "60"
