@@ -17,7 +17,11 @@ from django.core.cache import cache
 from django.db.models import Count, Max
 
 from annotate.models import AnnotatorKind
-from annotate.selectors.results import counted_human_answers, counted_human_answers_fingerprint
+from annotate.selectors.results import (
+    counted_human_answers,
+    counted_human_answers_fingerprint,
+    human_answer_statuses,
+)
 from annotate.verbalizer.models import (
     GROUP_ORDER,
     EvaluationSet,
@@ -303,6 +307,34 @@ def _kappa_with_ci(rec: Records, selected: np.ndarray) -> dict:
         "raw_agreement": result.raw_agreement,
         "note": result.undefined_reason,
     }
+
+
+HUMAN_ANSWER_COLUMNS = [
+    "study", "prompt", "dataset", "item", "mapping", "mode", "annotator", "people", "platform",
+    "word", "expected_word", "seconds", "platform_hit_id", "platform_assignment_id", "status",
+    "work_status", "answered_at",
+]  # fmt: skip
+
+
+def human_answers_raw(*, evaluation_set: EvaluationSet):
+    """Yield the header and one row per person's answer, counted or not: `work_status` says
+    whether it counts in the report and why not (rejected, worker blocked, not confirmed)."""
+    answers = _human_answers_all(evaluation_set)
+    statuses = human_answer_statuses(answers)
+    yield HUMAN_ANSWER_COLUMNS
+    rows = answers.select_related(
+        "study", "annotator", "prompt__item__dataset", "prompt__mapping"
+    ).order_by("study_id", "prompt_id", "id")
+    for a in rows.iterator(chunk_size=2000):
+        crowd = a.annotator.kind == AnnotatorKind.CROWD
+        yield [
+            a.study.name, a.prompt_id, a.prompt.item.dataset.name, a.prompt.item.position,
+            a.prompt.mapping.name, a.prompt.mode, a.annotator.name,
+            "crowd" if crowd else "in-house", a.annotator.platform if crowd else "",
+            a.word, a.prompt.expected_word, "" if a.seconds is None else a.seconds,
+            a.platform_hit_id, a.platform_assignment_id, a.status, statuses[a.id],
+            a.created_at.isoformat(),
+        ]  # fmt: skip
 
 
 CACHE_SECONDS = 3600
