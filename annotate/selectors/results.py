@@ -81,12 +81,17 @@ def counted_human_answers(queryset: QuerySet) -> QuerySet:
 
 
 def counted_human_answers_fingerprint(queryset: QuerySet) -> tuple:
-    """What decides which of these HumanAnswers count: changes with every approve, reject,
-    block, unblock and platform confirmation, so a cached report is never stale."""
+    """What decides which of these HumanAnswers count, and as whose (crowd or in-house): changes
+    with every approve, reject, block, unblock and platform confirmation, so a cached report is
+    never stale."""
+    crowd = Q(annotator__kind=AnnotatorKind.CROWD)
     summary = counted_human_answers(queryset).aggregate(
-        n=Count("id"), ids=Sum("id"), squares=Sum(F("id") * F("id"))
+        n=Count("id"),
+        ids=Sum("id"),
+        squares=Sum(F("id") * F("id")),
+        crowd_ids=Sum("id", filter=crowd),
     )
-    return (summary["n"], summary["ids"], summary["squares"])
+    return (summary["n"], summary["ids"], summary["squares"], summary["crowd_ids"])
 
 
 def human_answer_statuses(queryset: QuerySet) -> dict[int, str]:

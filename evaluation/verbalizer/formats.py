@@ -128,7 +128,7 @@ def agreement_latex(report: dict) -> str:
     for row in report["agreement"]:
         cells = [
             latex_escape(row["source"]), latex_escape(str(row["dataset"])), _kappa(row["kappa"]),
-            f"{_kappa(row['ci_low'])}--{_kappa(row['ci_high'])}", str(row["items"]),
+            f"[{_kappa(row['ci_low'])}, {_kappa(row['ci_high'])}]", str(row["items"]),
             str(row["raters"]),
         ]  # fmt: skip
         lines.append(" & ".join(cells) + " \\\\")
