@@ -129,7 +129,13 @@ class ReviewRow:
 
 
 def review_rows(*, publication: Publication) -> list[ReviewRow]:
-    """The publication's crowd assignments, oldest first, with what helps decide on each."""
+    """The publication's crowd assignments, oldest first, with what helps decide on each.
+
+    A human study's publication has answers, not assignments: see
+    annotate.verbalizer.selectors.study_review_rows.
+    """
+    if publication.batch_id is None:
+        return []
     assignments = list(
         Assignment.objects.filter(
             task__batch=publication.batch,
