@@ -183,7 +183,7 @@ def reconciliation(*, publication: Publication) -> Reconciliation:
     """Work the platform has and we do not, and work we have that the platform's last sync lacked."""
     missing_here = list(
         PlatformAssignment.objects.filter(
-            hit__publication=publication, assignment__isnull=True
+            hit__publication=publication, assignment__isnull=True, human_answer__isnull=True
         ).select_related("hit__task__instruction", "hit__prompt__item")
     )
     synced = {

@@ -74,7 +74,7 @@ def publication_sync(*, publication_id: int, now: datetime, user=None) -> SyncRe
         seen += len(rows)
         new += _hit_store(hit=hit, rows=rows, now=now)
     missing = PlatformAssignment.objects.filter(
-        hit__publication=publication, assignment__isnull=True
+        hit__publication=publication, assignment__isnull=True, human_answer__isnull=True
     ).count()
     return SyncResult(hits=len(hits), seen=seen, new=new, missing_here=missing)
 

@@ -11,6 +11,7 @@ from django.core.cache import cache
 from django.urls import reverse
 from django.utils import timezone
 
+from annotate.crowd import selectors as crowd_selectors
 from annotate.crowd.models import Hit, PlatformAssignment, Publication
 from annotate.crowd.services import publishing, review
 from annotate.crowd.services.publishing import PublishSettings
@@ -125,6 +126,11 @@ def test_a_published_slice_counts_two_real_workers_and_no_forged_one(client, on_
 
     review.publication_sync(publication_id=on_mturk.pk, now=timezone.now())
     assert PlatformAssignment.objects.filter(human_answer__isnull=False).count() == 8
+    rec = crowd_selectors.reconciliation(publication=on_mturk)
+    assert rec.missing_here == []
+    assert {a.annotator.worker_id for a in rec.missing_on_platform} == {
+        f"AFAKE{n}" for n in range(5)
+    }
     report = verbalizer_report_cached(evaluation_set=on_mturk.human_study.evaluation_set)
     # AREAL1 4/4 right, AREAL2 right on the 2 positive items only: 6 of 8. The forged "key 1"
     # answers on the negative item would have made it 6 of 13.
