@@ -345,3 +345,24 @@ def test_forged_link_token_opens_nothing(client, link):
     )
     assert not Publication.objects.filter(link_token="nope").exists()
     assert client.get(reverse("verbalizer:crowd-link-join", args=["nope"])).status_code == 404
+
+
+def test_verbalizer_publish_command_previews_then_publishes(study, settings, capsys):
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    settings.CROWD_PUBLIC_URL = "https://annotate.example.org"
+    call_command("verbalizer_publish", "flip", "--platform", "fake", "--reward", "0.10")
+    # 4 prompts × 2 answers × $0.10 × 1.25
+    assert "= $1.00" in capsys.readouterr().out and not Publication.objects.exists()
+    with pytest.raises(CommandError, match="the total is \\$1.00"):
+        call_command("verbalizer_publish", "flip", "--platform", "fake", "--reward", "0.10",
+                     "--confirm-total", "0.50")  # fmt: skip
+    call_command("verbalizer_publish", "flip", "--platform", "fake", "--reward", "0.10",
+                 "--confirm-total", "1.00")  # fmt: skip
+    publication = Publication.objects.get(human_study=study)
+    assert (publication.status, publication.hits.filter(status="created").count()) == (
+        "published", 4,
+    )  # fmt: skip
+    with pytest.raises(CommandError, match="already published on fake"):
+        call_command("verbalizer_publish", "flip", "--platform", "fake", "--confirm-total", "0.50")
