@@ -220,7 +220,8 @@ def mturk_answer_submit(
     study = hit.publication.human_study
     word = _word(ticket.prompt, key, seconds)
     with transaction.atomic():
-        Hit.objects.select_for_update().filter(pk=hit.pk).first()  # one worker at a time
+        # One worker at a time; no ordering, whose join to the (null) task FOR UPDATE refuses.
+        Hit.objects.select_for_update().filter(pk=hit.pk).order_by().first()
         earlier = _answer_of(hit=hit, annotator=annotator, assignment_id=ticket.assignment_id)
         if earlier is not None:
             if earlier.word != word:
