@@ -214,9 +214,15 @@ def mturk_answer_submit(
 ) -> HumanAnswer:
     """Store the worker's answer (key 1 or 2) to the HIT's prompt, once, with the platform's
     assignment and HIT ids. It counts once the platform confirms the assignment."""
-    hit, annotator = ticket.hit, ticket.annotator
-    if WorkerBlock.objects.filter(annotator=annotator, active=True).exists():
-        raise PermissionDeniedError("Sorry, you can no longer take tasks from this requester.")
+    hit = ticket.hit
+    # The same checks as on opening: a sync or a block may have come in between.
+    annotator = workers.mturk_worker_admit(
+        hit=hit,
+        assignment_id=ticket.assignment_id,
+        hit_id=hit.hit_id,
+        worker_id=ticket.annotator.worker_id,
+        turk_submit_to=ticket.submit_to,
+    ).annotator
     study = hit.publication.human_study
     word = _word(ticket.prompt, key, seconds)
     with transaction.atomic():

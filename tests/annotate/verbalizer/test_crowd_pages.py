@@ -124,3 +124,27 @@ def test_admin_previews_publishes_and_reviews(
     assert crowd_review["Location"] == review_url
     listing = client.get(reverse("crowd:publication-list")).content.decode()
     assert "Human study flip" in listing
+
+
+def test_a_study_on_a_selfhosted_link_from_the_pages(
+    client, study, settings, django_capture_on_commit_callbacks
+):
+    settings.CROWD_PUBLIC_URL = "https://annotate.example.org"
+    client.force_login(UserFactory(username="boss", roles=[ADMIN], is_staff=True))
+    publish = reverse("verbalizer:study-publish", args=[study.pk])
+    preview = client.post(publish, publish_form(platform="selfhosted", preview="1"))
+    assert b'id="cost-total">$0.00' in preview.content
+    with django_capture_on_commit_callbacks(execute=True):
+        done = client.post(
+            publish, publish_form(platform="selfhosted", publish="1", confirm_total="0.00")
+        )
+    publication = Publication.objects.get(human_study=study, platform="selfhosted")
+    detail = client.get(done["Location"]).content.decode()
+    join = reverse("verbalizer:crowd-link-join", args=[publication.link_token])
+    assert f"http://testserver{join}" in detail
+    closed = client.post(
+        reverse("crowd:publication-action", args=[publication.pk]), {"action": "close-link"}
+    )
+    assert closed.status_code == 302
+    client.logout()
+    assert client.post(join, {"PROLIFIC_PID": "P-1"}).status_code == 410
