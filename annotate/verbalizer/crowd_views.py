@@ -76,8 +76,8 @@ def study_publish(request: HttpRequest, study_id: int) -> HttpResponse:
 
 
 @admin_page
-def study_review(request: HttpRequest, publication_id: int) -> HttpResponse:
-    publication = study_publication_get(publication_id=publication_id)
+def study_review(request: HttpRequest, study_publication_id: int) -> HttpResponse:
+    publication = study_publication_get(publication_id=study_publication_id)
     context = {
         "publication": publication,
         "rows": study_review_rows(publication=publication),

@@ -13,7 +13,7 @@ urlpatterns = [
     # Admins: a human study on the crowd platforms
     path("studies/<int:study_id>/publish/", crowd_views.study_publish, name="study-publish"),
     path(
-        "publications/<int:publication_id>/review/",
+        "publications/<int:study_publication_id>/review/",
         crowd_views.study_review,
         name="crowd-review",
     ),

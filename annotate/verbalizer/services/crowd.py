@@ -20,7 +20,7 @@ from decimal import Decimal
 from django.core import signing
 from django.db import IntegrityError, transaction
 
-from annotate.crowd.models import Hit, Publication, WorkerBlock
+from annotate.crowd.models import Hit, HitStatus, Publication, WorkerBlock
 from annotate.crowd.platforms import get_platform, platform_class
 from annotate.crowd.services import publishing, workers
 from annotate.crowd.services.publishing import CostPreview, PublishSettings
@@ -133,7 +133,7 @@ def study_hit_get(*, hit_token: str) -> Hit:
 
 def study_hit_preview(*, hit: Hit) -> Prompt:
     """The prompt a worker sees before accepting the HIT."""
-    if hit.status != "created":
+    if hit.status != HitStatus.CREATED:
         raise NotFoundError("This HIT is not one of ours.")
     return hit.prompt
 
