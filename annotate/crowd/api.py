@@ -21,6 +21,7 @@ from annotate.errors import NotFoundError, PublishError
 from annotate.models import Batch
 from annotate.roles import is_admin
 from annotate.services.deferred_tasks import task_enqueue_on_commit
+from annotate.verbalizer.selectors import study_review_rows
 
 
 class AdminApi(APIView):
@@ -121,6 +122,7 @@ class PublicationApi(AdminApi):
             {
                 "id": publication.pk,
                 "batch": publication.batch_id,
+                "human_study": publication.human_study_id,
                 "platform": publication.platform,
                 "status": publication.status,
                 "error": publication.error,
@@ -191,10 +193,33 @@ class ReviewApi(AdminApi):
                     }
                     for row in rows
                 ],
+                "answers": _study_answers(publication),
                 "missing_here": [r.platform_assignment_id for r in rec.missing_here],
                 "missing_on_platform": [a.pk for a in rec.missing_on_platform],
             }
         )
+
+
+def _study_answers(publication) -> list[dict]:
+    """A human study's crowd answers (one per HIT), as the review page shows them."""
+    if publication.human_study_id is None:
+        return []
+    return [
+        {
+            "id": row.answer.pk,
+            "worker": row.worker.worker_id,
+            "worker_annotator": row.worker.pk,
+            "prompt": row.answer.prompt_id,
+            "word": row.answer.word,
+            "correct": row.correct,
+            "seconds": row.answer.seconds,
+            "status": row.answer.status,
+            "platform_status": row.platform_status,
+            "confirmation": row.confirmation,
+            "blocked": row.blocked,
+        }
+        for row in study_review_rows(publication=publication)
+    ]
 
 
 class AssignmentDecisionApi(AdminApi):

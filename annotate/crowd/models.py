@@ -31,9 +31,19 @@ class PublicationStatus(models.TextChoices):
 
 
 class Publication(models.Model):
-    """One batch offered on one platform, with the HIT settings it was published with."""
+    """One batch, or one verbalizer human study, offered on one platform, with the HIT settings
+    it was published with. A batch's HITs are its tasks; a study's HITs are its prompts."""
 
-    batch = models.ForeignKey(Batch, on_delete=models.CASCADE, related_name="publications")
+    batch = models.ForeignKey(
+        Batch, null=True, blank=True, on_delete=models.CASCADE, related_name="publications"
+    )
+    human_study = models.ForeignKey(
+        "verbalizer.HumanStudy",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="publications",
+    )
     platform = models.CharField(max_length=40)
     status = models.CharField(
         max_length=10, choices=PublicationStatus.choices, default=PublicationStatus.PENDING
@@ -75,6 +85,15 @@ class Publication(models.Model):
             models.UniqueConstraint(
                 fields=["batch", "platform"], name="crowd_publication_one_per_platform"
             ),
+            models.UniqueConstraint(
+                fields=["human_study", "platform"],
+                name="crowd_publication_study_one_per_platform",
+            ),
+            models.CheckConstraint(
+                condition=Q(batch__isnull=False, human_study__isnull=True)
+                | Q(batch__isnull=True, human_study__isnull=False),
+                name="crowd_publication_batch_or_study",
+            ),
             models.CheckConstraint(
                 condition=Q(status__in=PublicationStatus.values),
                 name="crowd_publication_status_valid",
@@ -89,7 +108,12 @@ class Publication(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.batch} on {self.platform}"
+        return f"{self.target} on {self.platform}"
+
+    @property
+    def target(self):
+        """What is published: the batch, or the human study."""
+        return self.batch if self.batch_id else self.human_study
 
 
 class HitStatus(models.TextChoices):
@@ -100,10 +124,16 @@ class HitStatus(models.TextChoices):
 
 
 class Hit(models.Model):
-    """One task of a publication as a HIT. The token is stored before the HIT is created."""
+    """One task (or, for a human study, one prompt) of a publication as a HIT. The token is stored
+    before the HIT is created."""
 
     publication = models.ForeignKey(Publication, on_delete=models.CASCADE, related_name="hits")
-    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="hits")
+    task = models.ForeignKey(
+        Task, null=True, blank=True, on_delete=models.CASCADE, related_name="hits"
+    )
+    prompt = models.ForeignKey(
+        "verbalizer.Prompt", null=True, blank=True, on_delete=models.CASCADE, related_name="hits"
+    )
     unique_request_token = models.CharField(max_length=64, unique=True)
     hit_id = models.CharField(max_length=200, blank=True)
     status = models.CharField(max_length=7, choices=HitStatus.choices, default=HitStatus.PENDING)
@@ -113,9 +143,17 @@ class Hit(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        ordering = ["publication", "task__position", "task_id"]
+        ordering = ["publication", "task__position", "task_id", "prompt_id"]
         constraints = [
             models.UniqueConstraint(fields=["publication", "task"], name="crowd_hit_one_per_task"),
+            models.UniqueConstraint(
+                fields=["publication", "prompt"], name="crowd_hit_one_per_prompt"
+            ),
+            models.CheckConstraint(
+                condition=Q(task__isnull=False, prompt__isnull=True)
+                | Q(task__isnull=True, prompt__isnull=False),
+                name="crowd_hit_task_or_prompt",
+            ),
             models.UniqueConstraint(
                 fields=["hit_id"], condition=~Q(hit_id=""), name="crowd_hit_unique_hit_id"
             ),
@@ -125,11 +163,12 @@ class Hit(models.Model):
         ]
 
     def __str__(self) -> str:
-        return self.hit_id or f"(pending) {self.task}"
+        return self.hit_id or f"(pending) {self.task or self.prompt}"
 
 
 class PlatformAssignment(models.Model):
-    """An assignment as the platform last reported it, matched to ours when we have it."""
+    """An assignment as the platform last reported it, matched to ours when we have it (an
+    Assignment for a batch's HIT, a HumanAnswer for a human study's)."""
 
     hit = models.ForeignKey(Hit, on_delete=models.CASCADE, related_name="platform_assignments")
     platform_assignment_id = models.CharField(max_length=200, unique=True)
@@ -144,6 +183,14 @@ class PlatformAssignment(models.Model):
         on_delete=models.SET_NULL,
         related_name="platform_record",
     )
+    human_answer = models.OneToOneField(
+        "verbalizer.HumanAnswer",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="platform_record",
+        help_text="A human study's HIT: the answer this assignment gave.",
+    )
     synced_at = models.DateTimeField()
 
     class Meta:
@@ -151,6 +198,11 @@ class PlatformAssignment(models.Model):
 
     def __str__(self) -> str:
         return f"{self.platform_assignment_id} ({self.status})"
+
+
+# A platform assignment matched to our work (of a batch's HIT or of a human study's): the
+# confirmation that lets that work count.
+LINKED_TO_OURS = Q(assignment__isnull=False) | Q(human_answer__isnull=False)
 
 
 class BonusStatus(models.TextChoices):

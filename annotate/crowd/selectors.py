@@ -10,14 +10,17 @@ from django.conf import settings
 from django.db.models import Count, Q
 
 from annotate.crowd.models import GoldAnswer, Hit, HitStatus, PlatformAssignment, Publication
-from annotate.crowd.services.review import platform_confirms
+from annotate.crowd.services.review import hit_of_work, platform_confirms
 from annotate.errors import NotFoundError
 from annotate.models import Annotator, AnnotatorKind, Assignment, AssignmentStatus, Label, Project
+from annotate.verbalizer.models import HumanAnswer
 
 
 def publication_get(*, publication_id: int) -> Publication:
     try:
-        return Publication.objects.select_related("batch__project").get(pk=publication_id)
+        return Publication.objects.select_related("batch__project", "human_study").get(
+            pk=publication_id
+        )
     except Publication.DoesNotExist:
         raise NotFoundError("No such publication.") from None
 
@@ -108,14 +111,10 @@ def confirmation_of(*, assignment: Assignment, synced_at=None) -> str:
     return Confirmation.WAITING
 
 
-def assignment_confirmation(*, assignment: Assignment) -> str:
-    synced_at = (
-        Hit.objects.filter(task_id=assignment.task_id, hit_id=assignment.platform_hit_id)
-        .exclude(hit_id="")
-        .values_list("synced_at", flat=True)
-        .first()
-    )
-    return confirmation_of(assignment=assignment, synced_at=synced_at)
+def assignment_confirmation(*, assignment: Assignment | HumanAnswer) -> str:
+    """The Confirmation of an assignment, or of a human study's answer, read from its HIT."""
+    hit = hit_of_work(assignment)
+    return confirmation_of(assignment=assignment, synced_at=hit.synced_at if hit else None)
 
 
 @dataclass(frozen=True)
@@ -130,7 +129,13 @@ class ReviewRow:
 
 
 def review_rows(*, publication: Publication) -> list[ReviewRow]:
-    """The publication's crowd assignments, oldest first, with what helps decide on each."""
+    """The publication's crowd assignments, oldest first, with what helps decide on each.
+
+    A human study's publication has answers, not assignments: see
+    annotate.verbalizer.selectors.study_review_rows.
+    """
+    if publication.batch_id is None:
+        return []
     assignments = list(
         Assignment.objects.filter(
             task__batch=publication.batch,
@@ -171,15 +176,15 @@ def review_rows(*, publication: Publication) -> list[ReviewRow]:
 @dataclass(frozen=True)
 class Reconciliation:
     missing_here: list[PlatformAssignment]
-    missing_on_platform: list[Assignment]
+    missing_on_platform: list  # Assignments, or a human study's HumanAnswers
 
 
 def reconciliation(*, publication: Publication) -> Reconciliation:
     """Work the platform has and we do not, and work we have that the platform's last sync lacked."""
     missing_here = list(
         PlatformAssignment.objects.filter(
-            hit__publication=publication, assignment__isnull=True
-        ).select_related("hit__task__instruction")
+            hit__publication=publication, assignment__isnull=True, human_answer__isnull=True
+        ).select_related("hit__task__instruction", "hit__prompt__item")
     )
     synced = {
         h.hit_id: h.synced_at
@@ -192,11 +197,18 @@ def reconciliation(*, publication: Publication) -> Reconciliation:
             "platform_assignment_id", flat=True
         )
     )
-    candidates = Assignment.objects.filter(
-        platform_hit_id__in=list(synced),
-        status__in=[AssignmentStatus.SUBMITTED, AssignmentStatus.APPROVED],
-        submitted_at__isnull=False,
-    ).select_related("annotator", "task__instruction")
+    if publication.human_study_id:
+        candidates = HumanAnswer.objects.filter(
+            study_id=publication.human_study_id,
+            platform_hit_id__in=list(synced),
+            status__in=[AssignmentStatus.SUBMITTED, AssignmentStatus.APPROVED],
+        ).select_related("annotator", "prompt__item")
+    else:
+        candidates = Assignment.objects.filter(
+            platform_hit_id__in=list(synced),
+            status__in=[AssignmentStatus.SUBMITTED, AssignmentStatus.APPROVED],
+            submitted_at__isnull=False,
+        ).select_related("annotator", "task__instruction")
     missing_on_platform = [
         a
         for a in candidates

@@ -101,13 +101,18 @@ def publish(request: HttpRequest, batch_id: int) -> HttpResponse:
             platforms=platform_names(),
         )
         form.is_valid()
-    context = {"batch": batch, "form": form, "preview": preview}
+    context = {
+        "heading": f"Publish batch “{batch.name}”",
+        "summary": f"Project {project.name} · {project.assignments_per_task} workers per task.",
+        "form": form,
+        "preview": preview,
+    }
     return render(request, "crowd/publish.html", context)
 
 
 @admin_page
 def publication_list(request: HttpRequest) -> HttpResponse:
-    publications = Publication.objects.select_related("batch__project")[:200]
+    publications = Publication.objects.select_related("batch__project", "human_study")[:200]
     return render(request, "crowd/publication_list.html", {"publications": publications})
 
 
@@ -119,9 +124,16 @@ def publication_detail(request: HttpRequest, publication_id: int) -> HttpRespons
         "progress": selectors.publication_progress(publication=publication),
         "busy": publication.status in {PublicationStatus.PENDING, PublicationStatus.PUBLISHING},
         "failed_hits": publication.hits.exclude(error="")[:50],
-        "hits": publication.hits.select_related("task__instruction")[:500],
+        "hits": publication.hits.select_related(
+            "task__instruction", "prompt__item__dataset", "prompt__mapping"
+        )[:500],
         "join_url": request.build_absolute_uri(
-            reverse("crowd:selfhosted-join", args=[publication.link_token])
+            reverse(
+                "verbalizer:crowd-link-join"
+                if publication.human_study_id
+                else "crowd:selfhosted-join",
+                args=[publication.link_token],
+            )
         ),
         "anonymous_default": settings.CROWD_ANONYMOUS_STARTS_PER_LINK,
     }
@@ -191,6 +203,8 @@ def _positive_int(value: str | None, name: str, low: int = 1) -> int:
 @admin_page
 def review(request: HttpRequest, publication_id: int) -> HttpResponse:
     publication = selectors.publication_get(publication_id=publication_id)
+    if publication.human_study_id:  # a human study's answers are reviewed with their prompts
+        return redirect("verbalizer:crowd-review", publication.pk)
     context = {
         "publication": publication,
         "rows": selectors.review_rows(publication=publication),

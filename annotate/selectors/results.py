@@ -12,6 +12,10 @@ A label or direct score counts when its annotator is not a blocked crowd worker,
   confirmed the assignment for that HIT and that worker: the assignment has a linked
   `PlatformAssignment` (stored by a sync through ListAssignmentsForHIT, or by GetAssignment when
   an admin decides on it) whose status is Submitted or Approved.
+
+A verbalizer human study's answer (`HumanAnswer`) is its own assignment: it counts under the same
+rule (status submitted or approved, worker not blocked, confirmed by the platform for that HIT and
+worker unless it came from a self-hosted link or an in-house annotator): `counted_human_answers`.
 """
 
 from __future__ import annotations
@@ -49,6 +53,11 @@ def _confirmed(prefix: str = "") -> Q:
     return Q(**{f"{prefix}platform_record__status__in": CONFIRMED_PLATFORM_STATUSES})
 
 
+def _counted_q(prefix: str, submitted: Q) -> Q:
+    not_blocked = ~Q(**{f"{prefix}annotator_id__in": blocked_annotator_ids()})
+    return submitted & not_blocked & (~_needs_confirmation(prefix) | _confirmed(prefix))
+
+
 def counted_assignment_q(prefix: str = "") -> Q:
     """Assignments whose work counts in results (`prefix` e.g. "assignment__")."""
     submitted = Q(
@@ -57,8 +66,51 @@ def counted_assignment_q(prefix: str = "") -> Q:
             f"{prefix}is_late": False,
         }
     )
-    not_blocked = ~Q(**{f"{prefix}annotator_id__in": blocked_annotator_ids()})
-    return submitted & not_blocked & (~_needs_confirmation(prefix) | _confirmed(prefix))
+    return _counted_q(prefix, submitted)
+
+
+def counted_human_answer_q(prefix: str = "") -> Q:
+    """Verbalizer HumanAnswers that count in results (same rule; an answer is never late)."""
+    submitted = Q(
+        **{f"{prefix}status__in": [AssignmentStatus.SUBMITTED, AssignmentStatus.APPROVED]}
+    )
+    return _counted_q(prefix, submitted)
+
+
+def counted_human_answers(queryset: QuerySet) -> QuerySet:
+    """Keep the HumanAnswers of `queryset` that count in results."""
+    return queryset.filter(counted_human_answer_q())
+
+
+def counted_human_answers_fingerprint(queryset: QuerySet) -> tuple:
+    """What decides which of these HumanAnswers count, and as whose (crowd or in-house): changes
+    with every approve, reject, block, unblock and platform confirmation, so a cached report is
+    never stale."""
+    crowd = Q(annotator__kind=AnnotatorKind.CROWD)
+    summary = counted_human_answers(queryset).aggregate(
+        n=Count("id"),
+        ids=Sum("id"),
+        squares=Sum(F("id") * F("id")),
+        crowd_ids=Sum("id", filter=crowd),
+    )
+    return (summary["n"], summary["ids"], summary["squares"], summary["crowd_ids"])
+
+
+def human_answer_statuses(queryset: QuerySet) -> dict[int, str]:
+    """Return the WorkStatus of every HumanAnswer of `queryset`, by id (for the raw export)."""
+    counted = set(counted_human_answers(queryset).values_list("id", flat=True))
+    blocked = set(blocked_annotator_ids().values_list("annotator_id", flat=True))
+    out = {}
+    for answer_id, annotator_id, status in queryset.values_list("id", "annotator_id", "status"):
+        if answer_id in counted:
+            out[answer_id] = WorkStatus.COUNTED
+        elif annotator_id in blocked:
+            out[answer_id] = WorkStatus.BLOCKED
+        elif status == AssignmentStatus.REJECTED:
+            out[answer_id] = WorkStatus.REJECTED
+        else:
+            out[answer_id] = WorkStatus.UNCONFIRMED
+    return out
 
 
 def blocked_annotator_ids() -> QuerySet:

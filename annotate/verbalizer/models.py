@@ -12,7 +12,7 @@ from django.db import models
 from django.db.models import Q
 
 from annotate.engine.models import EngineCall, EngineRun
-from annotate.models import Annotator, System
+from annotate.models import Annotator, AssignmentStatus, System
 
 
 class TaskFamily(models.TextChoices):
@@ -259,8 +259,19 @@ class HumanStudy(models.Model):
         return self.name
 
 
+HUMAN_ANSWER_STATUSES = (
+    AssignmentStatus.SUBMITTED,
+    AssignmentStatus.APPROVED,
+    AssignmentStatus.REJECTED,
+)
+
+
 class HumanAnswer(models.Model):
-    """A person's answer to one prompt: the label word chosen (key 1 or 2) and the time taken."""
+    """A person's answer to one prompt: the label word chosen (key 1 or 2) and the time taken.
+
+    A crowd worker's answer also keeps the platform's assignment and HIT ids and a review status;
+    whether it counts is decided by annotate.selectors.results (one rule for all crowd work).
+    """
 
     study = models.ForeignKey(HumanStudy, on_delete=models.CASCADE, related_name="answers")
     prompt = models.ForeignKey(Prompt, on_delete=models.CASCADE, related_name="human_answers")
@@ -269,6 +280,13 @@ class HumanAnswer(models.Model):
     )
     word = models.CharField(max_length=50)
     seconds = models.FloatField(null=True, blank=True)
+    status = models.CharField(
+        max_length=9,
+        choices=[(s.value, s.label) for s in HUMAN_ANSWER_STATUSES],
+        default=AssignmentStatus.SUBMITTED,
+    )
+    platform_assignment_id = models.CharField(max_length=200, blank=True)
+    platform_hit_id = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -277,7 +295,21 @@ class HumanAnswer(models.Model):
             models.UniqueConstraint(
                 fields=["study", "prompt", "annotator"], name="verbalizer_human_answer_unique"
             ),
+            models.UniqueConstraint(
+                fields=["platform_assignment_id"],
+                condition=~Q(platform_assignment_id=""),
+                name="verbalizer_human_answer_unique_platform_assignment",
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=[s.value for s in HUMAN_ANSWER_STATUSES]),
+                name="verbalizer_human_answer_status_valid",
+            ),
         ]
 
     def __str__(self) -> str:
         return f"{self.annotator.name}: {self.prompt}"
+
+    @property
+    def submitted_at(self):
+        """When the answer was given (the crowd review reads it like an assignment's)."""
+        return self.created_at

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from annotate.verbalizer import views
+from annotate.verbalizer import crowd_views, views
 
 app_name = "verbalizer"
 
@@ -10,4 +10,17 @@ urlpatterns = [
     path("work/", views.work_list, name="work-list"),
     path("work/<int:human_study_id>/", views.work_next, name="work-next"),
     path("work/<int:human_study_id>/answer/", views.work_answer, name="work-answer"),
+    # Admins: a human study on the crowd platforms
+    path("studies/<int:study_id>/publish/", crowd_views.study_publish, name="study-publish"),
+    path(
+        "publications/<int:study_publication_id>/review/",
+        crowd_views.study_review,
+        name="crowd-review",
+    ),
+    path("answers/<int:answer_id>/action/", crowd_views.answer_action, name="answer-action"),
+    # Crowd workers (no login, no session: signed tokens)
+    path("crowd/mturk/<str:hit_token>/", crowd_views.mturk_prompt, name="crowd-mturk"),
+    path("crowd/answer/<str:token>/", crowd_views.mturk_answer, name="crowd-mturk-answer"),
+    path("crowd/join/<str:link_token>/", crowd_views.link_join, name="crowd-link-join"),
+    path("crowd/work/<str:token>/", crowd_views.link_work, name="crowd-link-work"),
 ]

@@ -23,6 +23,7 @@ from annotate.roles import (
     ANNOTATORS_ONLY,
     RESEARCHER,
     RESEARCHERS_ONLY,
+    is_admin,
     require_role,
 )
 from annotate.services.assignments import annotator_for_user
@@ -102,7 +103,8 @@ def set_detail(request: HttpRequest, set_id: int) -> HttpResponse:
         ),
         "studies": evaluation_set.human_studies.annotate(
             n_prompts=Count("prompts", distinct=True), n_answers=Count("answers", distinct=True)
-        ),
+        ).prefetch_related("publications"),
+        "can_publish": is_admin(request.user),
         "form": form,
         "run_form": run_form,
     }

@@ -1,5 +1,7 @@
 """The verbalizer report as JSON rows, CSV, LaTeX and Markdown (numbers as fractions; LaTeX and
-Markdown show percentages with one decimal)."""
+Markdown show percentages with one decimal). Two tables: `rows` (accuracy) and `agreement` (Fleiss'
+kappa of people with its bootstrap interval); the LaTeX and Markdown documents of `rows` end with
+the agreement table too."""
 
 from __future__ import annotations
 
@@ -10,6 +12,10 @@ from annotate.services.files import csv_writer
 from evaluation.report_formats import _csv_cell, _fixed, latex_escape
 
 FORMATS = ("json", "csv", "latex", "md")
+TABLES = ("rows", "agreement")
+AGREEMENT_COLUMNS = [
+    "source", "dataset", "kappa", "ci_low", "ci_high", "items", "raters", "raw_agreement", "note",
+]  # fmt: skip
 ROW_COLUMNS = [
     "system", "dataset", "group", "mapping", "mode", "n",
     "accuracy_strict", "accuracy_lenient", "invalid", "invalid_strict",
@@ -81,9 +87,77 @@ def rows_latex(report: dict) -> str:
     return "\n".join(lines)
 
 
-def report_as(report: dict, fmt: str) -> str:
-    """Return the report in `fmt` (json rows, csv rows, latex, md)."""
-    writers = {"json": rows_json, "csv": rows_csv, "latex": rows_latex, "md": rows_markdown}
-    if fmt not in writers:
+def agreement_json(report: dict) -> str:
+    return json.dumps(report["agreement"], indent=1)
+
+
+def agreement_csv(report: dict) -> str:
+    output = io.StringIO()
+    writer = csv_writer(output)
+    writer.writerow(AGREEMENT_COLUMNS)
+    for row in report["agreement"]:
+        writer.writerow([_csv_cell(row.get(column)) for column in AGREEMENT_COLUMNS])
+    return output.getvalue()
+
+
+def _kappa(value) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def agreement_markdown(report: dict) -> str:
+    head = ["people", "dataset", "Fleiss' kappa", "95% CI", "prompts", "raters each", "note"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in report["agreement"]:
+        cells = [
+            row["source"], str(row["dataset"]).replace("|", "\\|"), _kappa(row["kappa"]),
+            f"{_kappa(row['ci_low'])}–{_kappa(row['ci_high'])}", str(row["items"]),
+            str(row["raters"]), row["note"],
+        ]  # fmt: skip
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def agreement_latex(report: dict) -> str:
+    lines = [
+        "% Agreement of people: Fleiss' kappa over prompts, 95% bootstrap CI over items",
+        "\\begin{tabular}{llrrrr}",
+        "\\toprule",
+        "People & Dataset & $\\kappa$ & 95\\% CI & Prompts & Raters \\\\",
+        "\\midrule",
+    ]
+    for row in report["agreement"]:
+        cells = [
+            latex_escape(row["source"]), latex_escape(str(row["dataset"])), _kappa(row["kappa"]),
+            f"[{_kappa(row['ci_low'])}, {_kappa(row['ci_high'])}]", str(row["items"]),
+            str(row["raters"]),
+        ]  # fmt: skip
+        lines.append(" & ".join(cells) + " \\\\")
+    lines += ["\\bottomrule", "\\end{tabular}", ""]
+    return "\n".join(lines)
+
+
+def report_as(report: dict, fmt: str, table: str = "rows") -> str:
+    """Return the report's `table` (rows or agreement) in `fmt` (json, csv, latex, md)."""
+    writers = {
+        "rows": {
+            "json": rows_json,
+            "csv": rows_csv,
+            "latex": lambda r: rows_latex(r) + _if_people(r, agreement_latex),
+            "md": lambda r: rows_markdown(r) + _if_people(r, agreement_markdown),
+        },
+        "agreement": {
+            "json": agreement_json,
+            "csv": agreement_csv,
+            "latex": agreement_latex,
+            "md": agreement_markdown,
+        },
+    }
+    if table not in writers:
+        raise ValueError(f"unknown table {table!r}: expected one of {', '.join(TABLES)}")
+    if fmt not in writers[table]:
         raise ValueError(f"unknown format {fmt!r}: expected one of {', '.join(FORMATS)}")
-    return writers[fmt](report)
+    return writers[table][fmt](report)
+
+
+def _if_people(report: dict, writer) -> str:
+    return "\n" + writer(report) if report["agreement"] else ""

@@ -1,19 +1,27 @@
 """The verbalizer report of one evaluation set: every table and figure reads from it.
 
 Model replies are parsed here (evaluation.verbalizer.parsing), so a change of rule needs no new
-run. People's answers count as two sources: ``human`` (every answer) and ``human-majority`` (one
-majority answer per prompt; a tie is invalid). Conventions: evaluation.verbalizer.scoring and
-docs/verbalizer.md.
+run. People's answers count as sources of two kinds: ``human`` (every answer) and
+``human-majority`` (one majority answer per prompt; a tie is invalid), pooling in-house
+annotators and crowd workers; ``human-crowd``/``human-crowd-majority`` hold the crowd workers'
+alone, and, when a set has both, ``human-inhouse``/``human-inhouse-majority`` the in-house
+annotators' alone. Only answers that count under annotate.selectors.results are read (a crowd
+answer the platform never confirmed, a rejected one or a blocked worker's is left out).
+Conventions: evaluation.verbalizer.scoring and docs/verbalizer.md.
 """
 
 from __future__ import annotations
-
-from collections import defaultdict
 
 import numpy as np
 from django.core.cache import cache
 from django.db.models import Count, Max
 
+from annotate.models import AnnotatorKind
+from annotate.selectors.results import (
+    counted_human_answers,
+    counted_human_answers_fingerprint,
+    human_answer_statuses,
+)
 from annotate.verbalizer.models import (
     GROUP_ORDER,
     EvaluationSet,
@@ -22,12 +30,31 @@ from annotate.verbalizer.models import (
     Prompt,
     SystemRun,
 )
-from evaluation.stats.kappa import fleiss_kappa
+from evaluation.stats.kappa import fleiss_kappa, kappa_ci
 from evaluation.verbalizer.parsing import INVALID, NEGATIVE, POSITIVE, parse_lenient, parse_strict
-from evaluation.verbalizer.scoring import RULES, Records, agreement_counts, cells, majority_codes
+from evaluation.verbalizer.scoring import (
+    LEVEL,
+    N_RESAMPLES,
+    RULES,
+    Records,
+    agreement_counts,
+    cells,
+    majority_codes,
+)
 
 HUMAN = "human"
 HUMAN_MAJORITY = "human-majority"
+HUMAN_INHOUSE = "human-inhouse"
+HUMAN_INHOUSE_MAJORITY = "human-inhouse-majority"
+HUMAN_CROWD = "human-crowd"
+HUMAN_CROWD_MAJORITY = "human-crowd-majority"
+# (answers, majority) per group of people, in the order tables and figures show them.
+PEOPLE_SOURCES = (
+    (HUMAN, HUMAN_MAJORITY),
+    (HUMAN_INHOUSE, HUMAN_INHOUSE_MAJORITY),
+    (HUMAN_CROWD, HUMAN_CROWD_MAJORITY),
+)
+PEOPLE = tuple(name for pair in PEOPLE_SOURCES for name in pair)
 FLIPPED_CONDITIONS = (
     ("natural golden, direct", "golden", "direct"),
     ("unnatural flipped golden, direct", "flipped-golden", "direct"),
@@ -64,29 +91,57 @@ def _records(evaluation_set: EvaluationSet) -> Records:
         strict, lenient = parsed[key]
         codes["strict"].append(strict)
         codes["lenient"].append(lenient)
-    human_prompt, human_code = _human_codes(evaluation_set, prompts)
-    majority_prompt, majority_code = majority_codes(human_prompt, human_code)
-    for source, ids, values in (
-        (HUMAN, human_prompt, human_code),
-        (HUMAN_MAJORITY, majority_prompt, majority_code),
-    ):
-        sources.extend([source] * len(ids))
-        prompt_ids.extend(ids.tolist())
-        for rule in RULES:
-            codes[rule].extend(values.tolist())
+    human_prompt, human_code, crowd = _human_codes(evaluation_set, prompts)
+    for (source, majority_source), chosen in _people_groups(crowd):
+        ids, values = human_prompt[chosen], human_code[chosen]
+        majority_prompt, majority_code = majority_codes(ids, values)
+        for name, prompt_list, value_list in (
+            (source, ids, values),
+            (majority_source, majority_prompt, majority_code),
+        ):
+            sources.extend([name] * len(prompt_list))
+            prompt_ids.extend(prompt_list.tolist())
+            for rule in RULES:
+                codes[rule].extend(value_list.tolist())
     return _to_records(prompts, sources, prompt_ids, codes)
 
 
-def _human_codes(evaluation_set, prompts) -> tuple[np.ndarray, np.ndarray]:
-    answers = HumanAnswer.objects.filter(prompt__evaluation_set=evaluation_set).values_list(
-        "prompt_id", "word"
-    )
-    ids, values = [], []
-    for prompt_id, word in answers:
+def _people_groups(crowd: np.ndarray) -> list[tuple[tuple[str, str], np.ndarray]]:
+    """Which answers each people source pools: everyone; in-house alone when the crowd answered
+    too; the crowd alone whenever it answered."""
+    if crowd.size == 0:
+        return []
+    groups = [(PEOPLE_SOURCES[0], np.ones(crowd.size, dtype=bool))]
+    if crowd.any() and not crowd.all():
+        groups.append((PEOPLE_SOURCES[1], ~crowd))
+    if crowd.any():
+        groups.append((PEOPLE_SOURCES[2], crowd))
+    return groups
+
+
+def _human_answers_all(evaluation_set: EvaluationSet):
+    return HumanAnswer.objects.filter(prompt__evaluation_set=evaluation_set)
+
+
+def _human_answers(evaluation_set: EvaluationSet):
+    """The set's people's answers that count (annotate.selectors.results)."""
+    return counted_human_answers(_human_answers_all(evaluation_set))
+
+
+def _human_codes(evaluation_set, prompts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Return (prompt ids, codes 1/0/-1, is a crowd worker) of the counted answers."""
+    answers = _human_answers(evaluation_set).values_list("prompt_id", "word", "annotator__kind")
+    ids, values, crowd = [], [], []
+    for prompt_id, word, kind in answers:
         positive, negative = prompts[prompt_id][5:7]
         ids.append(prompt_id)
         values.append(POSITIVE if word == positive else NEGATIVE if word == negative else INVALID)
-    return np.asarray(ids, dtype=np.int64), np.asarray(values, dtype=np.int64)
+        crowd.append(kind == AnnotatorKind.CROWD)
+    return (
+        np.asarray(ids, dtype=np.int64),
+        np.asarray(values, dtype=np.int64),
+        np.asarray(crowd, dtype=bool),
+    )
 
 
 def _to_records(prompts, sources, prompt_ids, codes) -> Records:
@@ -115,9 +170,9 @@ def _system_order(evaluation_set: EvaluationSet, present: set[str]) -> list[dict
         .values_list("system__name")
         .annotate(size=Max("model_size_b"))
     )
-    models = [s for s in present if s not in (HUMAN, HUMAN_MAJORITY)]
+    models = [s for s in present if s not in PEOPLE]
     models.sort(key=lambda s: (sizes.get(s) is None, sizes.get(s) or 0, s))
-    people = [s for s in (HUMAN, HUMAN_MAJORITY) if s in present]
+    people = [s for s in PEOPLE if s in present]
     return [{"system": s, "size_b": sizes.get(s)} for s in models + people]
 
 
@@ -207,45 +262,91 @@ def _conditions(rec: Records) -> np.ndarray:
 
 
 def _agreement(rec: Records, mask: np.ndarray, datasets: list[str]) -> list[dict]:
-    """Fleiss' kappa of people's answers per dataset and overall (prompts as items)."""
-    human = mask & (rec.source == HUMAN)
-    # Records hold items, not prompts: rebuild a prompt key from item, mapping and mode.
-    key = np.full(len(rec), "", dtype=object)
-    rows = np.flatnonzero(human)
-    key[rows] = [
-        f"{i}|{m}|{d}"
-        for i, m, d in zip(rec.item[rows], rec.mapping[rows], rec.mode[rows], strict=True)
-    ]
-    groups: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(len(rec), dtype=bool))
-    for dataset in datasets:
-        groups[dataset] = human & (rec.dataset == dataset)
-    groups["all"] = human
+    """Fleiss' kappa of each group of people's answers per dataset and overall (prompts as
+    items), with a 95 % percentile bootstrap interval over classification items (a sampled
+    item's prompts under every mapping and mode stay together; rng seed 0, 1,000 resamples)."""
     out = []
-    for name, selected in groups.items():
-        if not selected.any():
+    for source, _ in PEOPLE_SOURCES:
+        people = mask & (rec.source == source)
+        if not people.any():
             continue
-        _, prompt_index = np.unique(key[selected], return_inverse=True)
-        counts = agreement_counts(prompt_index, rec.choice[selected])
-        result = fleiss_kappa(counts)
-        out.append(
-            {
-                "dataset": name,
-                "kappa": result.kappa,
-                "items": result.items,
-                "raters": result.raters,
-                "raw_agreement": result.raw_agreement,
-                "note": result.undefined_reason,
-            }
-        )
+        for name in [*datasets, "all"]:
+            selected = people & (rec.dataset == name) if name != "all" else people
+            if selected.any():
+                out.append({"source": source, "dataset": name, **_kappa_with_ci(rec, selected)})
     return out
+
+
+def _kappa_with_ci(rec: Records, selected: np.ndarray) -> dict:
+    # Records hold items, not prompts: a prompt is an item under one mapping and one mode.
+    rows = np.flatnonzero(selected)
+    key = np.asarray(
+        [
+            f"{i}|{m}|{d}"
+            for i, m, d in zip(rec.item[rows], rec.mapping[rows], rec.mode[rows], strict=True)
+        ],
+        dtype=object,
+    )
+    prompt_keys, prompt_index = np.unique(key, return_inverse=True)
+    counts, kept = agreement_counts(prompt_index, rec.choice[rows], return_kept=True)
+    result = fleiss_kappa(counts)
+    low = high = None
+    if counts.shape[0]:
+        item_of_prompt = np.zeros(prompt_keys.size, dtype=np.int64)
+        item_of_prompt[prompt_index] = rec.item[rows]
+        low, high = kappa_ci(
+            counts, item_of_prompt[kept], np.random.default_rng(0),
+            n_resamples=N_RESAMPLES, level=LEVEL,
+        )  # fmt: skip
+    return {
+        "kappa": result.kappa,
+        "ci_low": low,
+        "ci_high": high,
+        "items": result.items,
+        "raters": result.raters,
+        "raw_agreement": result.raw_agreement,
+        "note": result.undefined_reason,
+    }
+
+
+HUMAN_ANSWER_COLUMNS = [
+    "study", "prompt", "dataset", "item", "mapping", "mode", "annotator", "people", "platform",
+    "word", "expected_word", "seconds", "platform_hit_id", "platform_assignment_id", "status",
+    "work_status", "answered_at",
+]  # fmt: skip
+
+
+def human_answers_raw(*, evaluation_set: EvaluationSet):
+    """Yield the header and one row per person's answer, counted or not: `work_status` says
+    whether it counts in the report and why not (rejected, worker blocked, not confirmed)."""
+    answers = _human_answers_all(evaluation_set)
+    statuses = human_answer_statuses(answers)
+    yield HUMAN_ANSWER_COLUMNS
+    rows = answers.select_related(
+        "study", "annotator", "prompt__item__dataset", "prompt__mapping"
+    ).order_by("study_id", "prompt_id", "id")
+    for a in rows.iterator(chunk_size=2000):
+        crowd = a.annotator.kind == AnnotatorKind.CROWD
+        yield [
+            a.study.name, a.prompt_id, a.prompt.item.dataset.name, a.prompt.item.position,
+            a.prompt.mapping.name, a.prompt.mode, a.annotator.name,
+            "crowd" if crowd else "in-house", a.annotator.platform if crowd else "",
+            a.word, a.prompt.expected_word, "" if a.seconds is None else a.seconds,
+            a.platform_hit_id, a.platform_assignment_id, a.status, statuses[a.id],
+            a.created_at.isoformat(),
+        ]  # fmt: skip
 
 
 CACHE_SECONDS = 3600
 
 
 def _version(evaluation_set: EvaluationSet) -> str:
-    """Name the state of the set's answers: rows are only ever added or deleted, never edited."""
-    parts = [evaluation_set.pk]
+    """Name the state of the set's answers: rows are only added or deleted, and which people's
+    answers count (approve, reject, block, a platform's confirmation) is fingerprinted."""
+    parts = [
+        evaluation_set.pk,
+        *counted_human_answers_fingerprint(_human_answers_all(evaluation_set)),
+    ]
     for model in (ModelAnswer, HumanAnswer):
         state = model.objects.filter(prompt__evaluation_set=evaluation_set).aggregate(
             n=Count("pk"), last=Max("pk")

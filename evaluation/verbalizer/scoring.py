@@ -106,9 +106,15 @@ def majority_codes(prompt: np.ndarray, code: np.ndarray) -> tuple[np.ndarray, np
     return prompts, majority.astype(np.int64)
 
 
-def agreement_counts(prompt: np.ndarray, code: np.ndarray) -> np.ndarray:
+def agreement_counts(
+    prompt: np.ndarray, code: np.ndarray, *, return_kept: bool = False
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Return Fleiss count rows (negative, positive) of the prompts with the most common number
     of answers (at least 2), so every row has the same number of raters as Fleiss' kappa needs.
+
+    Invalid answers (-1) are not ratings. A tie between two numbers of answers keeps the smaller.
+    With `return_kept`, also return the mask over the sorted distinct prompts that says which
+    prompts the rows are.
     """
     prompts, inverse = np.unique(prompt, return_inverse=True)
     positives = np.bincount(inverse, weights=(code == 1), minlength=prompts.size)
@@ -116,8 +122,10 @@ def agreement_counts(prompt: np.ndarray, code: np.ndarray) -> np.ndarray:
     totals = positives + negatives
     rated = totals[totals >= 2]
     if rated.size == 0:
-        return np.zeros((0, 2), dtype=np.int64)
+        empty = np.zeros((0, 2), dtype=np.int64)
+        return (empty, np.zeros(prompts.size, dtype=bool)) if return_kept else empty
     values, counts = np.unique(rated, return_counts=True)
     raters = values[np.argmax(counts)]
     keep = totals == raters
-    return np.column_stack([negatives[keep], positives[keep]]).astype(np.int64)
+    rows = np.column_stack([negatives[keep], positives[keep]]).astype(np.int64)
+    return (rows, keep) if return_kept else rows

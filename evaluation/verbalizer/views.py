@@ -10,12 +10,13 @@ from django.shortcuts import get_object_or_404, render
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
+from annotate.http import csv_download
 from annotate.roles import ADMIN, RESEARCHER, RESEARCHERS_ONLY, is_researcher, require_role
 from annotate.verbalizer.models import EvaluationSet, ModelAnswer
 from evaluation.verbalizer import figures
-from evaluation.verbalizer.formats import flat_rows, report_as
+from evaluation.verbalizer.formats import TABLES, flat_rows, report_as
 from evaluation.verbalizer.parsing import parse_lenient, parse_strict
-from evaluation.verbalizer.report import verbalizer_report_cached
+from evaluation.verbalizer.report import human_answers_raw, verbalizer_report_cached
 
 DOCUMENTS = {
     "json": "application/json",
@@ -53,15 +54,26 @@ def report_page(request: HttpRequest, set_id: int) -> HttpResponse:
 
 
 @login_required
-def report_download(request: HttpRequest, set_id: int, fmt: str) -> HttpResponse:
+def report_download(
+    request: HttpRequest, set_id: int, fmt: str, table: str = "rows"
+) -> HttpResponse:
     evaluation_set = _set(request, set_id)
-    if fmt not in DOCUMENTS:
+    if fmt not in DOCUMENTS or table not in TABLES:
         raise Http404
-    text = report_as(verbalizer_report_cached(evaluation_set=evaluation_set), fmt)
+    text = report_as(verbalizer_report_cached(evaluation_set=evaluation_set), fmt, table)
     response = HttpResponse(text, content_type=DOCUMENTS[fmt])
     extension = "tex" if fmt == "latex" else fmt
-    response["Content-Disposition"] = f'attachment; filename="verbalizer-{set_id}.{extension}"'
+    name = f"verbalizer-{set_id}" + ("" if table == "rows" else f"-{table}")
+    response["Content-Disposition"] = f'attachment; filename="{name}.{extension}"'
     return response
+
+
+@login_required
+def human_answers_download(request: HttpRequest, set_id: int) -> HttpResponse:
+    """Every person's answer, counted or not, with its review status and why it (not) counts."""
+    evaluation_set = _set(request, set_id)
+    rows = human_answers_raw(evaluation_set=evaluation_set)
+    return csv_download(rows, filename=f"verbalizer-{set_id}-human-answers.csv")
 
 
 @login_required

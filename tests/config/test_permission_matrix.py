@@ -57,6 +57,7 @@ API_OWNER = by_role(403, 200, 404, 404, 404, 404)
 API_POST_ONLY = by_role(403, 405, 405, 405, 405, 405)
 API_ADMIN_POST_ONLY = by_role(403, 404, 404, 404, 404, 405)
 TOKEN_PAGE = EVERYONE
+TOKEN_GET_ONLY = by_role(405, 405, 405, 405, 405, 405)
 
 # URL name (or route, for unnamed patterns) → (GET answers, POST-with-empty-body answers or None).
 RULES: dict[str, tuple[Statuses, Statuses | None]] = {
@@ -157,6 +158,17 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     "verbalizer:work-list": (ANNOTATORS, by_role(LOGIN, 405, 405, 405, 405, 405)),
     "verbalizer:work-next": (ANNOTATORS, by_role(LOGIN, 405, 405, 405, 405, 405)),
     "verbalizer:work-answer": (POST_ONLY, by_role(LOGIN, 400, 400, 403, 403, 403)),
+    # A human study on the crowd: admins publish and review; the world's tokens are a batch's
+    # (HIT, link) or an InFoBench assignment's, so the study's worker pages know none of them.
+    "verbalizer:study-publish": (ADMINS, ADMINS),
+    "verbalizer:crowd-review": (ADMINS, None),
+    "verbalizer:answer-action": (ADMIN_POST_ONLY, ADMIN_POST_REFUSED),
+    "verbalizer:crowd-mturk": (by_role(404, 404, 404, 404, 404, 404), TOKEN_GET_ONLY),
+    "verbalizer:crowd-mturk-answer": (TOKEN_GET_ONLY, by_role(404, 404, 404, 404, 404, 404)),
+    "verbalizer:crowd-link-join": (by_role(404, 404, 404, 404, 404, 404), None),
+    "verbalizer:crowd-link-work": (by_role(404, 404, 404, 404, 404, 404), None),
+    "verbalizer-reports:agreement-download": (RESEARCHERS, None),
+    "verbalizer-reports:human-answers": (RESEARCHERS, None),
     "verbalizer-reports:detail": (RESEARCHERS, None),
     "verbalizer-reports:download": (RESEARCHERS, None),
     "verbalizer-reports:figure": (RESEARCHERS, None),

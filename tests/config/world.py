@@ -184,8 +184,10 @@ def _expert_labels(benchmark, text: str) -> None:
             )
 
 
-def _verbalizer(text: str) -> tuple[int, int]:
-    """A one-item evaluation set with a model's answer and a study for annotators; its ids."""
+def _verbalizer(text: str) -> tuple[int, int, int]:
+    """A one-item evaluation set with a model's answer and a study for annotators, offered on a
+    self-hosted link too; their ids."""
+    from annotate.crowd.services.publishing import PublishSettings
     from annotate.models import System
     from annotate.verbalizer.models import (
         ClassificationDataset,
@@ -193,6 +195,7 @@ def _verbalizer(text: str) -> tuple[int, int]:
         ModelAnswer,
         SystemRun,
     )
+    from annotate.verbalizer.services.crowd import study_publication_create
     from annotate.verbalizer.services.humans import human_study_create
     from annotate.verbalizer.services.sets import evaluation_set_create
 
@@ -212,7 +215,13 @@ def _verbalizer(text: str) -> tuple[int, int]:
         prompt=evaluation_set.prompts.get(), system=run.system, run=run, reply=f"positive {text}"
     )
     study = human_study_create(evaluation_set=evaluation_set, name=f"world study {text}")
-    return evaluation_set.pk, study.pk
+    link = study_publication_create(
+        study=study,
+        platform_name="selfhosted",
+        chosen=PublishSettings(title=f"Words {text}", description=text),
+        base_url="https://annotate.example.org",
+    )
+    return evaluation_set.pk, study.pk, link.pk
 
 
 def build_world(*, text: str = "plain") -> World:
@@ -261,10 +270,14 @@ def build_world(*, text: str = "plain") -> World:
         import_job=job,
         judge_run=run,
     )
-    set_id, study_id = _verbalizer(text)
+    set_id, study_id, study_publication_id = _verbalizer(text)
     world.ids = {
         "set_id": set_id,
         "human_study_id": study_id,
+        "study_id": study_id,
+        "study_publication_id": study_publication_id,
+        # Any id: the rules only send an answer's action a GET (405) or an empty POST (refused).
+        "answer_id": study_id,
         "figure_name": "groups",
         "benchmark_id": benchmark.pk,
         "instruction_id": assignment.task.instruction_id,

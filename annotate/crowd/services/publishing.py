@@ -100,7 +100,7 @@ def publication_preview(
     *, batch: Batch, platform_name: str, reward_usd: Decimal | None = None, user=None
 ) -> CostPreview:
     """What publishing would cost, and the account balance (asked from the platform)."""
-    _check_platform(platform_name)
+    platform_check(platform_name)
     reward = batch.project.reward_usd if reward_usd is None else reward_usd
     tasks = batch.tasks.count()
     platform = get_platform(platform_name, user=user)
@@ -124,7 +124,8 @@ def publication_preview(
     )
 
 
-def _check_platform(platform_name: str) -> None:
+def platform_check(platform_name: str) -> None:
+    """Refuse a platform an admin may not publish to here."""
     if platform_name not in platform_names():
         raise PublishError(
             f"Platform '{platform_name}' is not available here; choose one of {platform_names()}."
@@ -139,10 +140,17 @@ def _check_settings(*, batch: Batch, platform_name: str, chosen: PublishSettings
             f"Batch '{batch.name}' is already published on {platform_name}; "
             "open that publication to resume or review it."
         )
+    reward = chosen.reward_usd if chosen.reward_usd is not None else batch.project.reward_usd
+    publish_settings_check(platform_name=platform_name, chosen=chosen, reward_usd=reward)
+
+
+def publish_settings_check(
+    *, platform_name: str, chosen: PublishSettings, reward_usd: Decimal
+) -> None:
+    """Refuse settings no platform takes: no title or description, no reward, too short times."""
     if not chosen.title.strip() or not chosen.description.strip():
         raise PublishError("Title and description are required: workers choose HITs by them.")
-    reward = chosen.reward_usd if chosen.reward_usd is not None else batch.project.reward_usd
-    if platform_class(platform_name).pays_workers and reward < Decimal("0.01"):
+    if platform_class(platform_name).pays_workers and reward_usd < Decimal("0.01"):
         raise PublishError("The reward must be at least $0.01 per assignment.")
     for name in ("assignment_duration_seconds", "lifetime_seconds"):
         if getattr(chosen, name) < 30:
@@ -174,25 +182,18 @@ def publication_create(
     user=None,
 ) -> Publication:
     """Store the publication and one HIT row (with its token) per task; nothing is spent yet."""
-    _check_platform(platform_name)
+    platform_check(platform_name)
     _check_settings(batch=batch, platform_name=platform_name, chosen=chosen)
     project = batch.project
-    publication = Publication.objects.create(
-        batch=batch,
-        platform=platform_name,
-        title=chosen.title.strip(),
-        description=chosen.description.strip(),
-        keywords=chosen.keywords.strip(),
-        reward_usd=project.reward_usd if chosen.reward_usd is None else chosen.reward_usd,
-        fee_rate=fee_rate(),
+    reward = project.reward_usd if chosen.reward_usd is None else chosen.reward_usd
+    publication = publication_store(
+        target={"batch": batch},
+        platform_name=platform_name,
+        chosen=chosen,
+        reward_usd=reward,
         assignments_per_task=project.assignments_per_task,
-        assignment_duration_seconds=chosen.assignment_duration_seconds,
-        auto_approval_delay_seconds=chosen.auto_approval_delay_seconds,
-        lifetime_seconds=chosen.lifetime_seconds,
-        qualification_requirements=chosen.qualification_requirements,
-        task_base_url=base_url,
-        link_token=secrets.token_urlsafe(24),
-        created_by=user,
+        base_url=base_url,
+        user=user,
     )
     if platform_class(platform_name).creates_hits:
         Hit.objects.bulk_create(
@@ -202,8 +203,41 @@ def publication_create(
     return publication
 
 
+def publication_store(
+    *,
+    target: dict,
+    platform_name: str,
+    chosen: PublishSettings,
+    reward_usd: Decimal,
+    assignments_per_task: int,
+    base_url: str,
+    user=None,
+) -> Publication:
+    """Store a publication of `target` ({"batch": …} or {"human_study": …}) with its settings;
+    the caller adds its HIT rows in the same transaction."""
+    return Publication.objects.create(
+        **target,
+        platform=platform_name,
+        title=chosen.title.strip(),
+        description=chosen.description.strip(),
+        keywords=chosen.keywords.strip(),
+        reward_usd=reward_usd,
+        fee_rate=fee_rate(),
+        assignments_per_task=assignments_per_task,
+        assignment_duration_seconds=chosen.assignment_duration_seconds,
+        auto_approval_delay_seconds=chosen.auto_approval_delay_seconds,
+        lifetime_seconds=chosen.lifetime_seconds,
+        qualification_requirements=chosen.qualification_requirements,
+        task_base_url=base_url,
+        link_token=secrets.token_urlsafe(24),
+        created_by=user,
+    )
+
+
 def hit_question_url(hit: Hit) -> str:
-    path = reverse("crowd:mturk-task", args=[hit.unique_request_token])
+    """The ExternalQuestion URL: the task page of a batch's HIT, the prompt page of a study's."""
+    name = "verbalizer:crowd-mturk" if hit.prompt_id is not None else "crowd:mturk-task"
+    path = reverse(name, args=[hit.unique_request_token])
     return f"{hit.publication.task_base_url}{path}"
 
 
@@ -213,7 +247,7 @@ def publication_publish(*, publication_id: int, now: datetime, user=None) -> Pub
     Raises TransientPlatformError (after marking the publication partial) when the platform keeps
     throttling: the caller retries later and this picks up where it stopped.
     """
-    publication = Publication.objects.select_related("batch").get(pk=publication_id)
+    publication = Publication.objects.get(pk=publication_id)
     platform = get_platform(publication.platform, user=user)
     if not platform.creates_hits:
         return _finish(publication, PublicationStatus.PUBLISHED, now=now)

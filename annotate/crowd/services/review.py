@@ -16,6 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from annotate.crowd.models import (
+    LINKED_TO_OURS,
     Bonus,
     BonusStatus,
     Hit,
@@ -37,6 +38,7 @@ from annotate.errors import (
 from annotate.models import Annotator, AnnotatorKind, Assignment, AssignmentStatus
 from annotate.roles import is_admin
 from annotate.selectors.results import PLATFORMS_WITHOUT_CONFIRMATION
+from annotate.verbalizer.models import HumanAnswer
 
 PLATFORM_TO_OURS = {"Approved": AssignmentStatus.APPROVED, "Rejected": AssignmentStatus.REJECTED}
 
@@ -72,9 +74,29 @@ def publication_sync(*, publication_id: int, now: datetime, user=None) -> SyncRe
         seen += len(rows)
         new += _hit_store(hit=hit, rows=rows, now=now)
     missing = PlatformAssignment.objects.filter(
-        hit__publication=publication, assignment__isnull=True
+        hit__publication=publication, assignment__isnull=True, human_answer__isnull=True
     ).count()
     return SyncResult(hits=len(hits), seen=seen, new=new, missing_here=missing)
+
+
+def _our_work(hit: Hit, assignment_ids: list[str]):
+    """Our work on a HIT that names one of these platform assignment ids, locked: the
+    assignments of a batch's HIT, or the answers of a human study's HIT."""
+    if hit.prompt_id is not None:
+        work = HumanAnswer.objects.filter(
+            study_id=hit.publication.human_study_id, prompt_id=hit.prompt_id
+        )
+    else:
+        work = Assignment.objects.filter(task_id=hit.task_id)
+    return (
+        work.select_for_update(of=("self",))
+        .select_related("annotator")
+        .filter(
+            platform_hit_id=hit.hit_id,
+            annotator__platform=hit.publication.platform,
+            platform_assignment_id__in=assignment_ids,
+        )
+    )
 
 
 @transaction.atomic
@@ -84,15 +106,9 @@ def _hit_store(*, hit: Hit, rows, now: datetime, whole_listing: bool = True) -> 
     the HIT's MaxAssignments: a link is the confirmation that lets the work count."""
     ours = {
         (a.platform_assignment_id, a.annotator.worker_id): a
-        for a in Assignment.objects.select_for_update(of=("self",))
-        .select_related("annotator")
-        .filter(
-            task_id=hit.task_id,
-            platform_hit_id=hit.hit_id,
-            annotator__platform=hit.publication.platform,
-            platform_assignment_id__in=[r.assignment_id for r in rows],
-        )
+        for a in _our_work(hit, [r.assignment_id for r in rows])
     }
+    link_field = "human_answer" if hit.prompt_id is not None else "assignment"
     new = 0
     for row in rows:
         local = ours.get((row.assignment_id, row.worker_id)) if row.hit_id == hit.hit_id else None
@@ -106,7 +122,7 @@ def _hit_store(*, hit: Hit, rows, now: datetime, whole_listing: bool = True) -> 
                 "status": row.status,
                 "submitted_at": row.submitted_at,
                 "answer": row.answer,
-                "assignment": local,
+                link_field: local,
                 "synced_at": now,
             },
         )
@@ -128,7 +144,7 @@ def _hit_store(*, hit: Hit, rows, now: datetime, whole_listing: bool = True) -> 
 def _worker_slot_free(*, hit: Hit, row) -> bool:
     """True if linking this worker keeps the HIT within MaxAssignments distinct workers."""
     others = (
-        PlatformAssignment.objects.filter(hit=hit, assignment__isnull=False)
+        PlatformAssignment.objects.filter(LINKED_TO_OURS, hit=hit)
         .exclude(worker_id=row.worker_id)
         .values("worker_id")
         .distinct()
@@ -137,17 +153,25 @@ def _worker_slot_free(*, hit: Hit, row) -> bool:
     return others < hit.publication.assignments_per_task
 
 
-def assignment_confirm(*, assignment: Assignment, now: datetime, user=None) -> bool:
+def hit_of_work(work: Assignment | HumanAnswer) -> Hit | None:
+    """The HIT an assignment (or a human study's answer) says it was done on, if it is ours."""
+    if not work.platform_hit_id:
+        return None
+    hits = Hit.objects.select_related("publication").filter(hit_id=work.platform_hit_id)
+    if isinstance(work, HumanAnswer):
+        return hits.filter(
+            prompt_id=work.prompt_id, publication__human_study_id=work.study_id
+        ).first()
+    return hits.filter(task_id=work.task_id).first()
+
+
+def assignment_confirm(*, assignment: Assignment | HumanAnswer, now: datetime, user=None) -> bool:
     """Ask the platform about one of our assignments (GetAssignment) and store its answer.
 
     Return True if the platform knows it for that HIT and that worker, which lets it count.
+    A human study's answer is confirmed the same way.
     """
-    hit = (
-        Hit.objects.select_related("publication")
-        .filter(task_id=assignment.task_id, hit_id=assignment.platform_hit_id)
-        .exclude(hit_id="")
-        .first()
-    )
+    hit = hit_of_work(assignment)
     if hit is None or not assignment.platform_assignment_id:
         return False
     platform = get_platform(hit.publication.platform, user=user)
@@ -158,7 +182,8 @@ def assignment_confirm(*, assignment: Assignment, now: datetime, user=None) -> b
     except CrowdPlatformError:
         return False  # unknown to the platform, or not submitted there yet
     _hit_store(hit=hit, rows=[row], now=now, whole_listing=False)
-    return PlatformAssignment.objects.filter(assignment=assignment).exists()
+    link = {"human_answer" if isinstance(assignment, HumanAnswer) else "assignment": assignment}
+    return PlatformAssignment.objects.filter(**link).exists()
 
 
 # --- Approve and reject ---------------------------------------------------------------------
@@ -173,8 +198,11 @@ def _crowd_assignment(assignment_id: int) -> Assignment:
         raise NotFoundError("No such crowd assignment.") from None
 
 
-def _decide(*, assignment: Assignment, verdict: str, feedback: str, user) -> Assignment:
-    """Tell the platform, then us. A verdict the platform already has counts as done."""
+def _decide(*, assignment, verdict: str, feedback: str, user):
+    """Tell the platform, then us. A verdict the platform already has counts as done.
+
+    `assignment` is an Assignment or a human study's HumanAnswer (same status and platform ids).
+    """
     wanted = AssignmentStatus.APPROVED if verdict == "Approved" else AssignmentStatus.REJECTED
     if assignment.status == wanted:
         return assignment
@@ -200,7 +228,7 @@ def _decide(*, assignment: Assignment, verdict: str, feedback: str, user) -> Ass
     return assignment
 
 
-def _platform_has_verdict(platform, assignment: Assignment, verdict: str) -> bool:
+def _platform_has_verdict(platform, assignment, verdict: str) -> bool:
     """After a refused call: the platform already has the verdict (a retry), or, to reject,
     does not know the assignment at all (forged work is rejected here only)."""
     try:
@@ -233,6 +261,36 @@ def assignment_reject(*, assignment_id: int, user, feedback: str) -> Assignment:
         raise AnnotateError("Say why you reject this work: the worker sees the feedback.")
     return _decide(
         assignment=_crowd_assignment(assignment_id),
+        verdict="Rejected",
+        feedback=feedback.strip(),
+        user=user,
+    )
+
+
+def _crowd_human_answer(answer_id: int) -> HumanAnswer:
+    try:
+        return HumanAnswer.objects.select_related("annotator").get(
+            pk=answer_id, annotator__kind=AnnotatorKind.CROWD
+        )
+    except HumanAnswer.DoesNotExist:
+        raise NotFoundError("No such crowd answer.") from None
+
+
+def human_answer_approve(*, answer_id: int, user, feedback: str = "") -> HumanAnswer:
+    """Approve a crowd worker's answer to a human study's HIT (pays the worker on MTurk)."""
+    require_admin(user)
+    return _decide(
+        assignment=_crowd_human_answer(answer_id), verdict="Approved", feedback=feedback, user=user
+    )
+
+
+def human_answer_reject(*, answer_id: int, user, feedback: str) -> HumanAnswer:
+    """Reject a crowd worker's answer: it leaves every result at once (raw export keeps it)."""
+    require_admin(user)
+    if not feedback.strip():
+        raise AnnotateError("Say why you reject this work: the worker sees the feedback.")
+    return _decide(
+        assignment=_crowd_human_answer(answer_id),
         verdict="Rejected",
         feedback=feedback.strip(),
         user=user,

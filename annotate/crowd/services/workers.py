@@ -17,7 +17,14 @@ from django.core import signing
 from django.db import IntegrityError, transaction
 
 from annotate.crowd.base import PREVIEW_ASSIGNMENT_ID
-from annotate.crowd.models import Hit, HitStatus, PlatformAssignment, Publication, WorkerBlock
+from annotate.crowd.models import (
+    LINKED_TO_OURS,
+    Hit,
+    HitStatus,
+    PlatformAssignment,
+    Publication,
+    WorkerBlock,
+)
 from annotate.errors import (
     AnnotateError,
     ConflictError,
@@ -115,6 +122,34 @@ def is_preview(assignment_id: str) -> bool:
     return not assignment_id or assignment_id == PREVIEW_ASSIGNMENT_ID
 
 
+@dataclass(frozen=True)
+class AdmittedWorker:
+    """An MTurk worker on one of our HITs whom nothing we know contradicts."""
+
+    annotator: Annotator
+    submit_to: str
+    assignment_id: str
+
+
+def mturk_worker_admit(
+    *, hit: Hit, assignment_id: str, hit_id: str, worker_id: str, turk_submit_to: str
+) -> AdmittedWorker:
+    """Check what MTurk added to an ExternalQuestion URL before any work is taken.
+
+    Refuses a HIT that is not ours, a turkSubmitTo outside MTurk, an assignment id the platform
+    reported for another worker or HIT, and a blocked worker. Whether the HIT has room for one
+    more worker is checked where the work is stored (`worker_slot_check`).
+    """
+    if hit.status != HitStatus.CREATED or hit_id != hit.hit_id:
+        raise NotFoundError("This HIT is not one of ours.")
+    submit_to = submit_base_checked(turk_submit_to)
+    _refuse_what_the_platform_contradicts(hit=hit, assignment_id=assignment_id, worker_id=worker_id)
+    annotator = crowd_worker_get_or_create(platform=hit.publication.platform, worker_id=worker_id)
+    return AdmittedWorker(
+        annotator=annotator, submit_to=submit_to, assignment_id=assignment_id.strip()
+    )
+
+
 def mturk_assignment_open(
     *,
     hit: Hit,
@@ -128,11 +163,14 @@ def mturk_assignment_open(
 
     Reopening the same assignment returns it; a worker who already did the task is refused.
     """
-    if hit.status != HitStatus.CREATED or hit_id != hit.hit_id:
-        raise NotFoundError("This HIT is not one of ours.")
-    submit_to = submit_base_checked(turk_submit_to)
-    _refuse_what_the_platform_contradicts(hit=hit, assignment_id=assignment_id, worker_id=worker_id)
-    annotator = crowd_worker_get_or_create(platform=hit.publication.platform, worker_id=worker_id)
+    admitted = mturk_worker_admit(
+        hit=hit,
+        assignment_id=assignment_id,
+        hit_id=hit_id,
+        worker_id=worker_id,
+        turk_submit_to=turk_submit_to,
+    )
+    annotator, submit_to = admitted.annotator, admitted.submit_to
     with transaction.atomic():
         existing = (
             Assignment.objects.select_for_update()
@@ -142,7 +180,7 @@ def mturk_assignment_open(
         if existing is not None:
             assignment = _reopen(existing, assignment_id=assignment_id)
         else:
-            _refuse_a_worker_too_many(hit=hit, worker_id=annotator.worker_id)
+            worker_slot_check(hit=hit, worker_id=annotator.worker_id)
             assignment = assignment_claim_task(
                 annotator=annotator, task=hit.task, now=now, check_slots=False
             )
@@ -158,7 +196,7 @@ def mturk_assignment_open(
 
 def _refuse_what_the_platform_contradicts(*, hit: Hit, assignment_id: str, worker_id: str) -> None:
     """Refuse an assignment id the platform reported for another worker or HIT (a new worker on
-    a HIT whose MaxAssignments workers the platform already confirmed: _refuse_a_worker_too_many).
+    a HIT whose MaxAssignments workers the platform already confirmed: worker_slot_check).
 
     Work from an id the platform never reported is stored but counts only once a sync or
     GetAssignment confirms it (annotate.selectors.results).
@@ -174,9 +212,10 @@ def _refuse_what_the_platform_contradicts(*, hit: Hit, assignment_id: str, worke
         )
 
 
-def _refuse_a_worker_too_many(*, hit: Hit, worker_id: str) -> None:
+def worker_slot_check(*, hit: Hit, worker_id: str) -> None:
+    """Refuse a new worker on a HIT whose MaxAssignments workers the platform already confirmed."""
     confirmed = set(
-        PlatformAssignment.objects.filter(hit=hit, assignment__isnull=False).values_list(
+        PlatformAssignment.objects.filter(LINKED_TO_OURS, hit=hit).values_list(
             "worker_id", flat=True
         )
     )
@@ -195,34 +234,49 @@ def _reopen(existing: Assignment, *, assignment_id: str) -> Assignment:
     raise ConflictError("You have already done this task; please return the HIT.")
 
 
-def publication_for_link(*, link_token: str) -> Publication:
+def publication_for_link(*, link_token: str, human_study: bool = False) -> Publication:
+    """The self-hosted publication of a link: of a batch, or (human_study=True) of a study."""
     try:
-        return Publication.objects.select_related("batch__project").get(
-            link_token=link_token, platform="selfhosted"
+        return Publication.objects.select_related("batch__project", "human_study").get(
+            link_token=link_token, platform="selfhosted", human_study__isnull=not human_study
         )
     except Publication.DoesNotExist:
         raise NotFoundError("This study link is not valid.") from None
 
 
 def link_open_check(*, publication: Publication) -> None:
-    """Refuse a link an admin closed, or whose batch is no longer active."""
-    if publication.link_closed_at is not None or not publication.batch.active:
+    """Refuse a link an admin closed, or whose batch (or human study) is no longer active."""
+    if publication.link_closed_at is not None or not publication.target.active:
         raise StudyClosedError("This study is closed: it takes no new participants.")
 
 
-def _anonymous_start_check(*, publication: Publication) -> None:
+def anonymous_worker_id(*, publication: Publication) -> str:
+    """A new anonymous participant id; a human study's name its link, so its starts count."""
+    if publication.human_study_id:
+        return f"{ANONYMOUS_PREFIX}p{publication.pk}-{uuid.uuid4().hex[:20]}"
+    return f"{ANONYMOUS_PREFIX}{uuid.uuid4().hex[:20]}"
+
+
+def anonymous_start_check(*, publication: Publication) -> None:
     """Refuse one more start without a participant id once the link's cap is reached.
 
-    The publication's row lock makes concurrent starts count one after the other.
+    The publication's row lock makes concurrent starts count one after the other. A batch's
+    starts are its anonymous assignments; a human study's are the anonymous participants its
+    link created (`anonymous_worker_id`).
     """
     Publication.objects.select_for_update().filter(pk=publication.pk).first()
     limit = publication.anonymous_starts_limit
     limit = settings.CROWD_ANONYMOUS_STARTS_PER_LINK if limit is None else limit
-    started = Assignment.objects.filter(
-        task__batch_id=publication.batch_id,
-        annotator__platform="selfhosted",
-        annotator__worker_id__startswith=ANONYMOUS_PREFIX,
-    ).count()
+    if publication.human_study_id:
+        started = Annotator.objects.filter(
+            platform="selfhosted", worker_id__startswith=f"{ANONYMOUS_PREFIX}p{publication.pk}-"
+        ).count()
+    else:
+        started = Assignment.objects.filter(
+            task__batch_id=publication.batch_id,
+            annotator__platform="selfhosted",
+            annotator__worker_id__startswith=ANONYMOUS_PREFIX,
+        ).count()
     if started >= limit:
         raise StudyClosedError(
             "This study link takes no more participants without an id: "
@@ -239,11 +293,11 @@ def selfhosted_start(
     STUDY_ID and SESSION_ID, if given, are kept on the assignment.
     """
     link_open_check(publication=publication)
-    worker_id = next((params[k] for k in SELFHOSTED_ID_PARAMS if params.get(k, "").strip()), "")
+    worker_id = selfhosted_worker_id(params)
     with transaction.atomic():
         if not worker_id:
-            _anonymous_start_check(publication=publication)
-            worker_id = f"{ANONYMOUS_PREFIX}{uuid.uuid4().hex[:20]}"
+            anonymous_start_check(publication=publication)
+            worker_id = anonymous_worker_id(publication=publication)
         annotator = crowd_worker_get_or_create(platform="selfhosted", worker_id=worker_id)
         assignment = assignment_claim_next(
             annotator=annotator, project=publication.batch.project, batch=publication.batch, now=now
@@ -255,6 +309,11 @@ def selfhosted_start(
     return WorkerAssignment(
         assignment=assignment, submit_to="", token=assignment_token(assignment=assignment)
     )
+
+
+def selfhosted_worker_id(params: dict[str, str]) -> str:
+    """The participant id a recruiting site put on the link (PROLIFIC_PID, workerId), or ""."""
+    return next((params[k] for k in SELFHOSTED_ID_PARAMS if params.get(k, "").strip()), "")
 
 
 def task_of_hit_for_preview(*, hit: Hit) -> Task:

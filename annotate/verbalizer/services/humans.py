@@ -11,7 +11,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, Q
 
 from annotate.errors import AnnotateError, ConflictError, NotFoundError
-from annotate.models import Annotator
+from annotate.models import Annotator, AnnotatorKind, AssignmentStatus
 from annotate.verbalizer.models import EvaluationSet, HumanAnswer, HumanStudy, Prompt
 
 MAX_SECONDS = 24 * 3600
@@ -70,13 +70,32 @@ def _first_items(prompts, items_per_dataset: int | None) -> list[int]:
     return kept
 
 
+def same_channel_q(annotator: Annotator, prefix: str = "") -> Q:
+    """Answers given the way `annotator` gives them: in-house, or on the same crowd platform.
+
+    Each channel gets `answers_per_prompt` answers per prompt, so the crowd never starves the
+    in-house baseline and the other way round; rejected answers leave room for a new one.
+    """
+    not_rejected = ~Q(**{f"{prefix}status": AssignmentStatus.REJECTED})
+    if annotator.kind == AnnotatorKind.CROWD:
+        return not_rejected & Q(
+            **{
+                f"{prefix}annotator__kind": AnnotatorKind.CROWD,
+                f"{prefix}annotator__platform": annotator.platform,
+            }
+        )
+    return not_rejected & ~Q(**{f"{prefix}annotator__kind": AnnotatorKind.CROWD})
+
+
 def human_prompt_next(*, study: HumanStudy, annotator: Annotator) -> Prompt | None:
-    """Return the next prompt for `annotator`: one they have not answered, least answered first."""
+    """Return the next prompt for `annotator`: one they have not answered, least answered first
+    (counting the answers of their channel, `same_channel_q`)."""
     if not study.active:
         return None
+    answered = Q(human_answers__study=study) & same_channel_q(annotator, "human_answers__")
     return (
         study.prompts.exclude(human_answers__annotator=annotator, human_answers__study=study)
-        .annotate(answered=Count("human_answers", filter=Q(human_answers__study=study)))
+        .annotate(answered=Count("human_answers", filter=answered))
         .filter(answered__lt=study.answers_per_prompt)
         .select_related("item__dataset", "mapping")
         .order_by("answered", "id")

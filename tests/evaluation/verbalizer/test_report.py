@@ -77,7 +77,62 @@ def test_humans_all_answers_majority_and_kappa(with_humans):
     # p_neg = 4/6, p_pos = 2/6 -> P_e = 4/9 + 1/9 = 5/9; kappa = (1/3 - 5/9) / (4/9) = -1/2.
     overall = row(report["agreement"], dataset="all")
     assert overall["kappa"] == pytest.approx(-0.5)
-    assert (overall["items"], overall["raters"]) == (2, 3)
+    assert (overall["source"], overall["items"], overall["raters"]) == ("human", 2, 3)
+    # Both items have the same counts, so every bootstrap resample of items has kappa -1/2.
+    assert (overall["ci_low"], overall["ci_high"]) == (pytest.approx(-0.5), pytest.approx(-0.5))
+    # In-house people only: no crowd rows.
+    assert {a["source"] for a in report["agreement"]} == {"human"}
+
+
+def test_agreement_interval_resamples_items_seeded(with_humans):
+    """Three items: the two flipped-golden prompts split 2-1 as above, and golden item 2 where
+    all three say "negative". Categories are the first and the second word of each prompt: under
+    flipped golden "negative" is the first word, under golden the second.
+
+    Point estimate by hand: counts (second, first) = (1, 2), (1, 2), (3, 0); P_i = 1/3, 1/3, 1
+    -> P̄ = 5/9; p_second = 5/9, p_first = 4/9 -> P_e = 41/81;
+    kappa = (45/81 - 41/81) / (40/81) = 1/10.
+    The interval comes from the same seeded resamples on every read.
+    """
+    from annotate.models import Annotator
+    from annotate.verbalizer.models import HumanAnswer, HumanStudy, Prompt
+
+    study = HumanStudy.objects.get(name="h")
+    golden = Prompt.objects.get(
+        evaluation_set=with_humans, mapping__name="golden", mode="direct", item__position=2
+    )
+    study.prompts.add(golden)
+    for person in Annotator.objects.filter(name__in=["p0", "p1", "p2"]):
+        HumanAnswer.objects.create(study=study, prompt=golden, annotator=person, word="negative")
+    first = row(verbalizer_report(evaluation_set=with_humans)["agreement"], dataset="all")
+    assert first["kappa"] == pytest.approx(0.1)
+    assert first["items"] == 3
+    assert first["ci_low"] <= first["kappa"] <= first["ci_high"]
+    # Resamples drawing only the agreeing item have P_e = 1 (undefined, skipped); those with
+    # only split items (probability (2/3)^3 = 8/27, well above 2.5 %) give -1/2, the lowest
+    # value any resample takes.
+    assert first["ci_low"] == pytest.approx(-0.5)
+    again = row(verbalizer_report(evaluation_set=with_humans)["agreement"], dataset="all")
+    assert (again["ci_low"], again["ci_high"]) == (first["ci_low"], first["ci_high"])
+
+
+def test_agreement_formats(with_humans, capsys):
+    report = verbalizer_report(evaluation_set=with_humans)
+    rows = json.loads(report_as(report, "json", "agreement"))
+    assert [(r["source"], r["dataset"]) for r in rows] == [("human", "SST-2"), ("human", "all")]
+    csv_lines = report_as(report, "csv", "agreement").splitlines()
+    assert csv_lines[0] == "source,dataset,kappa,ci_low,ci_high,items,raters,raw_agreement,note"
+    assert csv_lines[2].startswith("human,all,-0.5")
+    assert "| human | all | -0.500 | -0.500–-0.500 | 2 | 3 |" in report_as(
+        report, "md", "agreement"
+    )
+    assert "human & all & -0.500 & [-0.500, -0.500] & 2 & 3 \\\\" in report_as(
+        report, "latex", "agreement"
+    )
+    # The rows documents in LaTeX and Markdown end with the agreement table.
+    assert "Fleiss' kappa" in report_as(report, "md") and "$\\kappa$" in report_as(report, "latex")
+    call_command("verbalizer_report", "--set", "small", "--format", "csv", "--table", "agreement")
+    assert capsys.readouterr().out.splitlines()[0].startswith("source,dataset,kappa")
 
 
 def test_formats(small_set, capsys):

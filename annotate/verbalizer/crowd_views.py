@@ -1,0 +1,199 @@
+"""A human study on the crowd platforms: the admin's publish and review pages, and the pages
+crowd workers answer on (an MTurk HIT per prompt, or a self-hosted study link).
+
+Adapters only. The admin pages use the crowd app's `admin_page` (admins only: they spend money);
+the worker pages its `worker_page` (no login or session, frameable by MTurk, our errors as a
+short page), and keys 1/2 answer as on the in-house page (static/verbalizer/answer.js).
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods, require_POST
+
+from annotate.crowd import selectors as crowd_selectors
+from annotate.crowd import tasks
+from annotate.crowd.forms import PublishForm
+from annotate.crowd.platforms import platform_names
+from annotate.crowd.selectors import Confirmation
+from annotate.crowd.services import publishing, review
+from annotate.crowd.services.workers import is_preview, link_open_check
+from annotate.crowd.views import _back, _enqueue, admin_page
+from annotate.crowd.worker_views import worker_page
+from annotate.errors import AnnotateError
+from annotate.http import csp_replace_on
+from annotate.verbalizer.models import HumanStudy
+from annotate.verbalizer.selectors import study_publication_get, study_review_rows
+from annotate.verbalizer.services import crowd
+from annotate.verbalizer.services.humans import HumanStudyError
+
+# --- Admins -------------------------------------------------------------------------------
+
+
+@admin_page
+def study_publish(request: HttpRequest, study_id: int) -> HttpResponse:
+    study = get_object_or_404(HumanStudy.objects.select_related("evaluation_set"), pk=study_id)
+    initial = {
+        "title": f"Pick the word an instruction asks for ({study.name})",
+        "description": "Read a short instruction and a text; answer with one of two words "
+        "(keys 1 and 2), exactly as the instruction says, even where its words seem odd.",
+        "keywords": "classification, instructions, quick",
+        "reward_usd": crowd.DEFAULT_REWARD_USD,
+        "assignment_minutes": 5,
+    }
+    form = PublishForm(request.POST or None, initial=initial, platforms=platform_names())
+    preview = None
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        preview = crowd.study_publication_preview(
+            study=study, platform_name=data["platform"], reward_usd=data["reward_usd"],
+            user=request.user,
+        )  # fmt: skip
+        if "publish" in request.POST and data["confirm_total"] == preview.total_usd:
+            publication = crowd.study_publication_create(
+                study=study, platform_name=data["platform"], chosen=form.publish_settings(),
+                base_url=publishing.task_base_url(request_base=request.build_absolute_uri("/")),
+                user=request.user,
+            )  # fmt: skip
+            _enqueue(tasks.publish_publication, publication.pk, request.user.pk)
+            return redirect("crowd:publication", publication.pk)
+        form = PublishForm(
+            {**request.POST.dict(), "confirm_total": preview.total_usd},
+            initial=initial, platforms=platform_names(),
+        )  # fmt: skip
+        form.is_valid()
+    context = {
+        "heading": f"Publish human study “{study.name}”",
+        "summary": f"Set {study.evaluation_set.name} · {study.prompts.count()} prompts, one HIT "
+        f"each · {study.answers_per_prompt} workers per prompt.",
+        "form": form,
+        "preview": preview,
+    }
+    return render(request, "crowd/publish.html", context)
+
+
+@admin_page
+def study_review(request: HttpRequest, study_publication_id: int) -> HttpResponse:
+    publication = study_publication_get(publication_id=study_publication_id)
+    context = {
+        "publication": publication,
+        "rows": study_review_rows(publication=publication),
+        "reconciliation": crowd_selectors.reconciliation(publication=publication),
+    }
+    return render(request, "verbalizer/crowd_review.html", context)
+
+
+@admin_page
+@require_POST
+def answer_action(request: HttpRequest, answer_id: int) -> HttpResponse:
+    action, user = request.POST.get("action"), request.user
+    feedback = request.POST.get("feedback", "")
+    if action == "approve":
+        review.human_answer_approve(answer_id=answer_id, user=user, feedback=feedback)
+        messages.success(request, "Approved.")
+    elif action == "reject":
+        review.human_answer_reject(answer_id=answer_id, user=user, feedback=feedback)
+        messages.success(request, "Rejected: the answer no longer counts.")
+    else:
+        raise AnnotateError(f"Unknown action '{action}'.")
+    return _back(request)
+
+
+# --- Crowd workers --------------------------------------------------------------------------
+
+
+def _key_and_seconds(request: HttpRequest) -> tuple[int, float | None]:
+    try:
+        key = int(request.POST["key"])
+        seconds = float(request.POST.get("seconds") or "nan")
+    except (KeyError, ValueError):
+        raise HumanStudyError("An answer needs key 1 or 2.") from None
+    return key, None if seconds != seconds else seconds
+
+
+@worker_page
+@require_http_methods(["GET"])
+def mturk_prompt(request: HttpRequest, hit_token: str) -> HttpResponse:
+    """The ExternalQuestion URL of a study's HIT: a preview, or the prompt to answer."""
+    hit = crowd.study_hit_get(hit_token=hit_token)
+    params = request.GET
+    if is_preview(params.get("assignmentId", "")):
+        prompt = crowd.study_hit_preview(hit=hit)
+        return render(request, "verbalizer/crowd_prompt.html", {"prompt": prompt, "preview": True})
+    ticket = crowd.mturk_prompt_open(
+        hit=hit, assignment_id=params.get("assignmentId", ""), hit_id=params.get("hitId", ""),
+        worker_id=params.get("workerId", ""), turk_submit_to=params.get("turkSubmitTo", ""),
+    )  # fmt: skip
+    if ticket.answer is not None:
+        return _mturk_done(request, ticket)
+    action = reverse("verbalizer:crowd-mturk-answer", args=[ticket.token])
+    context = {"prompt": ticket.prompt, "action": action}
+    return render(request, "verbalizer/crowd_prompt.html", context)
+
+
+@worker_page
+@require_POST
+def mturk_answer(request: HttpRequest, token: str) -> HttpResponse:
+    ticket = crowd.mturk_ticket_get(token=token)
+    key, seconds = _key_and_seconds(request)
+    answer = crowd.mturk_answer_submit(ticket=ticket, key=key, seconds=seconds)
+    return _mturk_done(request, ticket, answer)
+
+
+def _mturk_done(request: HttpRequest, ticket: crowd.CrowdPromptTicket, answer=None):
+    """The browser posts the assignment back to MTurk from here (crowd/done.html)."""
+    answer = answer or ticket.answer
+    if crowd_selectors.assignment_confirmation(assignment=answer) == Confirmation.REFUSED:
+        message = (
+            f"Mechanical Turk does not know assignment {answer.platform_assignment_id} for "
+            f"worker {answer.annotator.worker_id} on this HIT, so this answer does not count."
+        )
+        return render(request, "crowd/worker_message.html", {"message": message}, status=403)
+    context = {
+        "assignment": answer,
+        "external_submit_url": ticket.external_submit_url,
+        "summary": f"prompt={ticket.prompt.pk};answer={answer.word}",
+    }
+    response = render(request, "crowd/done.html", context)
+    return csp_replace_on(response, {"form-action": ["'self'", ticket.submit_to]})
+
+
+@worker_page
+@require_http_methods(["GET", "POST"])
+def link_join(request: HttpRequest, link_token: str) -> HttpResponse:
+    """A study's public link: a start button, then the study's prompts one after the other."""
+    publication = crowd.study_link_get(link_token=link_token)
+    if request.method == "GET":
+        link_open_check(publication=publication)
+        # Link previews and crawlers only GET: a participant is made on the button's POST.
+        context = {"publication": publication, "params": request.GET.dict()}
+        return render(request, "crowd/join.html", context)
+    participant = crowd.study_link_start(publication=publication, params=request.POST.dict())
+    return redirect("verbalizer:crowd-link-work", token=participant.token)
+
+
+@worker_page
+@require_http_methods(["GET", "POST"])
+def link_work(request: HttpRequest, token: str) -> HttpResponse:
+    participant = crowd.link_participant_get(token=token)
+    if request.method == "POST":
+        key, seconds = _key_and_seconds(request)
+        try:
+            prompt_id = int(request.POST.get("prompt", ""))
+        except ValueError:
+            raise HumanStudyError("An answer needs the prompt.") from None
+        crowd.link_answer_submit(
+            participant=participant, prompt_id=prompt_id, key=key, seconds=seconds
+        )
+        return redirect("verbalizer:crowd-link-work", token=token)
+    study = participant.publication.human_study
+    context = {
+        "prompt": crowd.link_prompt_next(participant=participant),
+        "action": request.path,
+        "done": study.answers.filter(annotator=participant.annotator).count(),
+        "total": study.prompts.count(),
+    }
+    return render(request, "verbalizer/crowd_prompt.html", context)

@@ -1,0 +1,331 @@
+"""A human study on the crowd platforms: one HIT per prompt on MTurk (or the fake platform), or a
+self-hosted link that hands out the study's prompts one after the other.
+
+Publishing, worker identities, confirmation by the platform, review and blocks are the crowd
+app's (annotate.crowd): a study's publication is a `Publication` whose `human_study` is set and
+whose HITs point at prompts; a crowd worker's answer is a `HumanAnswer` carrying the platform's
+assignment and HIT ids, and counts under annotate.selectors.results like any crowd work.
+
+Inside MTurk's iframe there is no session: the accepted assignment travels in a signed token
+(django.core.signing) naming the HIT, the assignment id, the worker and the validated
+turkSubmitTo address; a self-hosted participant's token names the publication and the worker.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from decimal import Decimal
+
+from django.core import signing
+from django.db import IntegrityError, transaction
+
+from annotate.crowd.models import Hit, HitStatus, Publication, WorkerBlock
+from annotate.crowd.platforms import get_platform, platform_class
+from annotate.crowd.services import publishing, workers
+from annotate.crowd.services.publishing import CostPreview, PublishSettings
+from annotate.errors import ConflictError, NotFoundError, PermissionDeniedError, PublishError
+from annotate.models import Annotator, AnnotatorKind
+from annotate.verbalizer.models import HumanAnswer, HumanStudy, Prompt
+from annotate.verbalizer.services.humans import (
+    HumanStudyError,
+    human_answer_submit,
+    human_prompt_next,
+    same_channel_q,
+)
+
+DEFAULT_REWARD_USD = Decimal("0.05")  # one prompt, a few seconds of reading
+MTURK_SALT = "annotate.verbalizer.crowd.mturk"
+LINK_SALT = "annotate.verbalizer.crowd.link"
+TOKEN_MAX_AGE = 14 * 24 * 3600
+
+
+# --- Publishing ---------------------------------------------------------------------------
+
+
+def study_publication_preview(
+    *, study: HumanStudy, platform_name: str, reward_usd: Decimal | None = None, user=None
+) -> CostPreview:
+    """What publishing the study would cost: prompts × answers per prompt × reward × (1 + fee)."""
+    publishing.platform_check(platform_name)
+    reward = DEFAULT_REWARD_USD if reward_usd is None else reward_usd
+    prompts = study.prompts.count()
+    platform = get_platform(platform_name, user=user)
+    paying = platform.pays_workers
+    total = publishing.publication_cost(
+        tasks=prompts, assignments_per_task=study.answers_per_prompt, reward_usd=reward
+    )
+    return CostPreview(
+        platform=platform_name,
+        tasks=prompts,
+        assignments_per_task=study.answers_per_prompt,
+        reward_usd=reward,
+        fee_rate=publishing.fee_rate() if paying else Decimal(0),
+        total_usd=total if paying else Decimal("0.00"),
+        balance_usd=platform.account_balance(),
+    )
+
+
+@transaction.atomic
+def study_publication_create(
+    *, study: HumanStudy, platform_name: str, chosen: PublishSettings, base_url: str, user=None
+) -> Publication:
+    """Store the study's publication and one HIT row (with its token) per prompt; nothing is
+    spent until `annotate.crowd.services.publishing.publication_publish` runs."""
+    publishing.platform_check(platform_name)
+    if not study.active:
+        raise PublishError(f"Study '{study.name}' is closed; open it before publishing.")
+    if Publication.objects.filter(human_study=study, platform=platform_name).exists():
+        raise PublishError(
+            f"Study '{study.name}' is already published on {platform_name}; "
+            "open that publication to resume or review it."
+        )
+    reward = DEFAULT_REWARD_USD if chosen.reward_usd is None else chosen.reward_usd
+    publishing.publish_settings_check(platform_name=platform_name, chosen=chosen, reward_usd=reward)
+    publication = publishing.publication_store(
+        target={"human_study": study},
+        platform_name=platform_name,
+        chosen=chosen,
+        reward_usd=reward,
+        assignments_per_task=study.answers_per_prompt,
+        base_url=base_url,
+        user=user,
+    )
+    if platform_class(platform_name).creates_hits:
+        Hit.objects.bulk_create(
+            Hit(publication=publication, prompt_id=prompt_id, unique_request_token=uuid.uuid4().hex)
+            for prompt_id in study.prompts.order_by("id").values_list("id", flat=True)
+        )
+    return publication
+
+
+# --- MTurk: one HIT per prompt ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CrowdPromptTicket:
+    """An admitted MTurk worker on a study's HIT: the prompt, and the token to answer it with."""
+
+    hit: Hit
+    prompt: Prompt
+    annotator: Annotator
+    assignment_id: str
+    submit_to: str
+    token: str
+    answer: HumanAnswer | None  # the worker's answer if they gave it already (a reload)
+
+    @property
+    def external_submit_url(self) -> str:
+        return f"{self.submit_to}/mturk/externalSubmit"
+
+
+def study_hit_get(*, hit_token: str) -> Hit:
+    """A study's HIT by the token in its ExternalQuestion URL; anything else is a 404."""
+    hit = (
+        Hit.objects.select_related("publication__human_study", "prompt")
+        .filter(unique_request_token=hit_token, prompt__isnull=False)
+        .first()
+    )
+    if hit is None:
+        raise NotFoundError("No such task.")
+    return hit
+
+
+def study_hit_preview(*, hit: Hit) -> Prompt:
+    """The prompt a worker sees before accepting the HIT."""
+    if hit.status != HitStatus.CREATED:
+        raise NotFoundError("This HIT is not one of ours.")
+    return hit.prompt
+
+
+def mturk_prompt_open(
+    *, hit: Hit, assignment_id: str, hit_id: str, worker_id: str, turk_submit_to: str
+) -> CrowdPromptTicket:
+    """Admit an accepted MTurk assignment on a study's HIT (the crowd app's checks: our HIT,
+    MTurk's submit host, what the platform reported, blocks, MaxAssignments confirmed workers)."""
+    admitted = workers.mturk_worker_admit(
+        hit=hit,
+        assignment_id=assignment_id,
+        hit_id=hit_id,
+        worker_id=worker_id,
+        turk_submit_to=turk_submit_to,
+    )
+    answer = _answer_of(hit=hit, annotator=admitted.annotator, assignment_id=admitted.assignment_id)
+    if answer is None:
+        workers.worker_slot_check(hit=hit, worker_id=admitted.annotator.worker_id)
+    token = signing.dumps(
+        {
+            "h": hit.pk,
+            "a": admitted.assignment_id,
+            "w": admitted.annotator.pk,
+            "s": admitted.submit_to,
+        },
+        salt=MTURK_SALT,
+        compress=True,
+    )
+    return CrowdPromptTicket(
+        hit=hit,
+        prompt=hit.prompt,
+        annotator=admitted.annotator,
+        assignment_id=admitted.assignment_id,
+        submit_to=admitted.submit_to,
+        token=token,
+        answer=answer,
+    )
+
+
+def _answer_of(*, hit: Hit, annotator: Annotator, assignment_id: str) -> HumanAnswer | None:
+    """The worker's earlier answer on this HIT's prompt: the same assignment (a reload) is
+    returned; an answer under another assignment means the work is done already."""
+    earlier = HumanAnswer.objects.filter(
+        study_id=hit.publication.human_study_id, prompt_id=hit.prompt_id, annotator=annotator
+    ).first()
+    if earlier is not None and earlier.platform_assignment_id != assignment_id:
+        raise ConflictError("You have already answered this item; please return the HIT.")
+    return earlier
+
+
+def mturk_ticket_get(*, token: str) -> CrowdPromptTicket:
+    """The ticket a signed answer token names; a bad or old token is a 404."""
+    try:
+        data = signing.loads(token, salt=MTURK_SALT, max_age=TOKEN_MAX_AGE)
+        hit = Hit.objects.select_related("publication__human_study", "prompt").get(
+            pk=data["h"], prompt__isnull=False
+        )
+        annotator = Annotator.objects.get(pk=data["w"], kind=AnnotatorKind.CROWD)
+    except (signing.BadSignature, KeyError, TypeError, Hit.DoesNotExist, Annotator.DoesNotExist):
+        raise NotFoundError("This task link is not valid (or has expired).") from None
+    answer = HumanAnswer.objects.filter(
+        study_id=hit.publication.human_study_id, prompt_id=hit.prompt_id, annotator=annotator
+    ).first()
+    return CrowdPromptTicket(
+        hit=hit,
+        prompt=hit.prompt,
+        annotator=annotator,
+        assignment_id=data["a"],
+        submit_to=data["s"],
+        token=token,
+        answer=answer,
+    )
+
+
+def mturk_answer_submit(
+    *, ticket: CrowdPromptTicket, key: int, seconds: float | None
+) -> HumanAnswer:
+    """Store the worker's answer (key 1 or 2) to the HIT's prompt, once, with the platform's
+    assignment and HIT ids. It counts once the platform confirms the assignment."""
+    hit = ticket.hit
+    # The same checks as on opening: a sync or a block may have come in between.
+    annotator = workers.mturk_worker_admit(
+        hit=hit,
+        assignment_id=ticket.assignment_id,
+        hit_id=hit.hit_id,
+        worker_id=ticket.annotator.worker_id,
+        turk_submit_to=ticket.submit_to,
+    ).annotator
+    study = hit.publication.human_study
+    word = _word(ticket.prompt, key, seconds)
+    with transaction.atomic():
+        # One worker at a time; no ordering, whose join to the (null) task FOR UPDATE refuses.
+        Hit.objects.select_for_update().filter(pk=hit.pk).order_by().first()
+        earlier = _answer_of(hit=hit, annotator=annotator, assignment_id=ticket.assignment_id)
+        if earlier is not None:
+            if earlier.word != word:
+                raise ConflictError("You answered this item already; answers cannot change.")
+            return earlier
+        workers.worker_slot_check(hit=hit, worker_id=annotator.worker_id)
+        try:
+            with transaction.atomic():
+                return HumanAnswer.objects.create(
+                    study=study,
+                    prompt=ticket.prompt,
+                    annotator=annotator,
+                    word=word,
+                    seconds=seconds,
+                    platform_assignment_id=ticket.assignment_id,
+                    platform_hit_id=hit.hit_id,
+                )
+        except IntegrityError:
+            raise ConflictError(
+                f"Assignment {ticket.assignment_id} has answered already; please return the HIT."
+            ) from None
+
+
+def _word(prompt: Prompt, key: int, seconds: float | None) -> str:
+    if key not in (1, 2):
+        raise HumanStudyError("key: answer with 1 or 2")
+    if seconds is not None and not 0 <= seconds <= 24 * 3600:
+        raise HumanStudyError("seconds: between 0 and 86400")
+    return prompt.positive_word if key == 1 else prompt.negative_word
+
+
+# --- Self-hosted links ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LinkParticipant:
+    publication: Publication
+    annotator: Annotator
+    token: str
+
+
+def study_link_get(*, link_token: str) -> Publication:
+    return workers.publication_for_link(link_token=link_token, human_study=True)
+
+
+def study_link_start(*, publication: Publication, params: dict[str, str]) -> LinkParticipant:
+    """A participant starts on a study's link: their id from the URL (PROLIFIC_PID, workerId)
+    or a new anonymous one, within the link's cap on anonymous starts; a closed link refuses."""
+    workers.link_open_check(publication=publication)
+    worker_id = workers.selfhosted_worker_id(params)
+    with transaction.atomic():
+        if not worker_id:
+            workers.anonymous_start_check(publication=publication)
+            worker_id = workers.anonymous_worker_id(publication=publication)
+        annotator = workers.crowd_worker_get_or_create(platform="selfhosted", worker_id=worker_id)
+    token = signing.dumps({"p": publication.pk, "w": annotator.pk}, salt=LINK_SALT, compress=True)
+    return LinkParticipant(publication=publication, annotator=annotator, token=token)
+
+
+def link_participant_get(*, token: str) -> LinkParticipant:
+    try:
+        data = signing.loads(token, salt=LINK_SALT, max_age=TOKEN_MAX_AGE)
+        publication = Publication.objects.select_related("human_study").get(
+            pk=data["p"], platform="selfhosted", human_study__isnull=False
+        )
+        annotator = Annotator.objects.get(pk=data["w"], platform="selfhosted")
+    except (signing.BadSignature, KeyError, TypeError, Publication.DoesNotExist,
+            Annotator.DoesNotExist):  # fmt: skip
+        raise NotFoundError("This study link is not valid (or has expired).") from None
+    return LinkParticipant(publication=publication, annotator=annotator, token=token)
+
+
+def link_prompt_next(*, participant: LinkParticipant) -> Prompt | None:
+    if WorkerBlock.objects.filter(annotator=participant.annotator, active=True).exists():
+        raise PermissionDeniedError("Sorry, you can no longer take tasks from this requester.")
+    return human_prompt_next(
+        study=participant.publication.human_study, annotator=participant.annotator
+    )
+
+
+def link_answer_submit(
+    *, participant: LinkParticipant, prompt_id: int, key: int, seconds: float | None
+) -> HumanAnswer:
+    """Store a self-hosted participant's answer: one per participant and prompt, and no more
+    than the study's answers per prompt from the link's participants."""
+    study, annotator = participant.publication.human_study, participant.annotator
+    if WorkerBlock.objects.filter(annotator=annotator, active=True).exists():
+        raise PermissionDeniedError("Sorry, you can no longer take tasks from this requester.")
+    with transaction.atomic():
+        Publication.objects.select_for_update().filter(pk=participant.publication.pk).first()
+        mine = study.answers.filter(prompt_id=prompt_id, annotator=annotator).exists()
+        taken = (
+            study.answers.filter(same_channel_q(annotator), prompt_id=prompt_id)
+            .exclude(annotator=annotator)
+            .count()
+        )
+        if not mine and taken >= study.answers_per_prompt:
+            raise ConflictError("This item has all the answers it needs; go on to the next one.")
+        return human_answer_submit(
+            study=study, prompt_id=prompt_id, annotator=annotator, key=key, seconds=seconds
+        )

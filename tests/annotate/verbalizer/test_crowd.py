@@ -1,0 +1,368 @@
+"""A human study published to the crowd: the fake MTurk server over real HTTP (through boto3) and
+self-hosted links. Only work the platform confirms counts; rejected answers and blocked workers
+leave the report at once; forged workers count nowhere."""
+
+import csv
+import io
+import re
+
+import pytest
+from django.core.cache import cache
+from django.urls import reverse
+from django.utils import timezone
+
+from annotate.crowd import selectors as crowd_selectors
+from annotate.crowd.models import Hit, PlatformAssignment, Publication
+from annotate.crowd.services import publishing, review
+from annotate.crowd.services.publishing import PublishSettings
+from annotate.errors import PublishError
+from annotate.roles import ADMIN
+from annotate.verbalizer.models import HumanAnswer, Prompt
+from annotate.verbalizer.services import crowd
+from annotate.verbalizer.services.humans import human_answer_submit, human_study_create
+from annotate.verbalizer.services.sets import evaluation_set_create
+from evaluation.verbalizer.report import human_answers_raw, verbalizer_report_cached
+from tests.annotate.crowd.test_counted_work import _hand_back
+from tests.annotate.verbalizer.helpers import fill
+from tests.factories import AnnotatorFactory, UserFactory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache():
+    cache.clear()  # SQLite reuses ids between tests: a report cached by another test may match
+    yield
+    cache.clear()
+
+
+@pytest.fixture
+def admin(db):
+    return UserFactory(username="verb-admin", roles=[ADMIN])
+
+
+@pytest.fixture
+def study(db):
+    """Flipped-golden direct prompts of SST-2 and RTE, items 1 (positive) and 2 (negative) each:
+    4 prompts, 2 answers each. Under flipped golden key 1 ("the first word", standing for the
+    positive label) is right on the positive items and key 2 on the negative ones."""
+    fill("SST-2", [True, False])
+    fill("RTE", [True, False], text_b="a hypothesis")
+    evaluation_set = evaluation_set_create(
+        name="crowd", datasets=["SST-2", "RTE"], items=2, seed=1, mappings="flipped-golden"
+    ).evaluation_set
+    return human_study_create(evaluation_set=evaluation_set, name="flip", answers_per_prompt=2)
+
+
+@pytest.fixture
+def on_mturk(mturk_settings, study):
+    publication = crowd.study_publication_create(
+        study=study,
+        platform_name="mturk",
+        chosen=PublishSettings(title="Pick a word", description="Keys 1 and 2"),
+        base_url="https://annotate.example.org",
+    )
+    return publishing.publication_publish(publication_id=publication.pk, now=timezone.now())
+
+
+def right_key(hit: Hit) -> int:
+    return 1 if hit.prompt.item.is_positive else 2
+
+
+def _open(client, fake_mturk, hit, worker, assignment_id):
+    return client.get(
+        reverse("verbalizer:crowd-mturk", args=[hit.unique_request_token]),
+        {
+            "assignmentId": assignment_id,
+            "hitId": hit.hit_id,
+            "workerId": worker,
+            "turkSubmitTo": fake_mturk.url,
+        },
+    )
+
+
+def answer_hit(client, fake_mturk, hit, worker, key, *, forged=False):
+    """What a worker does: accept on MTurk (a forger invents the id), open our page, press a
+    key, and the done page hands the assignment back to MTurk."""
+    assignment_id = (
+        f"FORGED{worker}" if forged else fake_mturk.api.worker_accept(hit.hit_id, worker)
+    )
+    page = _open(client, fake_mturk, hit, worker, assignment_id)
+    assert page.status_code == 200, page.content
+    text = page.content.decode()
+    assert hit.prompt.text.split("\n")[0].replace('"', "&quot;") in text  # the model's prompt
+    action = re.search(r'<form method="post" action="([^"]+)" id="answer-form"', text).group(1)
+    done = client.post(action, {"prompt": hit.prompt_id, "key": key, "seconds": "2.5"})
+    assert done.status_code == 200 and b'id="external-submit"' in done.content
+    _hand_back(fake_mturk, assignment_id, expect=400 if forged else 200)
+    return assignment_id
+
+
+def people(report, source="human"):
+    return {
+        (r["dataset"], r["mapping"]): (r["n"], r["accuracy_lenient"], r["invalid"])
+        for r in report["rows"]
+        if r["system"] == source
+    }
+
+
+def pooled(report, source):
+    (row,) = [r for r in report["groups"] if r["system"] == source]
+    return row["n"], row["accuracy_lenient"], row["invalid"]
+
+
+def test_a_published_slice_counts_two_real_workers_and_no_forged_one(client, on_mturk, fake_mturk):
+    hits = list(on_mturk.hits.select_related("prompt__item").order_by("id"))
+    assert len(hits) == 4 and {h.status for h in hits} == {"created"}
+    assert {fake_mturk.state.hits[h.hit_id]["MaxAssignments"] for h in hits} == {2}
+    for hit in hits:
+        answer_hit(client, fake_mturk, hit, "AREAL1", right_key(hit))  # always right
+        answer_hit(client, fake_mturk, hit, "AREAL2", 1)  # always the first word
+    negative = next(h for h in hits if not h.prompt.item.is_positive)
+    for n in range(5):  # the attack of issue 12: invented worker ids, all wrong
+        answer_hit(client, fake_mturk, negative, f"AFAKE{n}", 1, forged=True)
+    assert HumanAnswer.objects.filter(annotator__worker_id__startswith="AFAKE").count() == 5
+    assert len(fake_mturk.state.refused_submits) == 5
+
+    review.publication_sync(publication_id=on_mturk.pk, now=timezone.now())
+    assert PlatformAssignment.objects.filter(human_answer__isnull=False).count() == 8
+    rec = crowd_selectors.reconciliation(publication=on_mturk)
+    assert rec.missing_here == []
+    assert {a.annotator.worker_id for a in rec.missing_on_platform} == {
+        f"AFAKE{n}" for n in range(5)
+    }
+    report = verbalizer_report_cached(evaluation_set=on_mturk.human_study.evaluation_set)
+    # AREAL1 4/4 right, AREAL2 right on the 2 positive items only: 6 of 8. The forged "key 1"
+    # answers on the negative item would have made it 6 of 13.
+    assert pooled(report, "human") == pooled(report, "human-crowd") == (8, 6 / 8, 0.0)
+    # Majorities: the positive items agree (right); the negative ones tie 1-1 (invalid).
+    assert pooled(report, "human-majority") == (4, 1.0, 0.5)
+    assert "human-inhouse" not in {s["system"] for s in report["systems"]}
+    # Fleiss over 4 prompts × 2 raters: (neg, pos) = (0, 2) twice and (1, 1) twice.
+    # P_i = 1, 1, 0, 0 -> P̄ = 1/2; p_pos = 6/8, p_neg = 2/8 -> P_e = 10/16;
+    # kappa = (1/2 - 10/16) / (6/16) = -1/3.
+    overall = next(a for a in report["agreement"] if a["dataset"] == "all")
+    assert (overall["source"], overall["items"], overall["raters"]) == ("human", 4, 2)
+    assert overall["kappa"] == pytest.approx(-1 / 3)
+    assert overall["ci_low"] <= overall["kappa"] <= overall["ci_high"]
+
+    # A sixth forged worker is refused at the door: the HIT has its 2 confirmed workers.
+    refused = _open(client, fake_mturk, negative, "AFAKE9", "FORGEDAFAKE9")
+    assert refused.status_code == 409 and b"already has the 2 workers" in refused.content
+    # The forged ones' own link now says plainly that their answer does not count.
+    again = _open(client, fake_mturk, negative, "AFAKE0", "FORGEDAFAKE0")
+    assert again.status_code == 403 and b"does not know assignment FORGEDAFAKE0" in again.content
+
+    raw = list(csv.reader(io.StringIO("\n".join(",".join(map(str, r)) for r in human_answers_raw(
+        evaluation_set=on_mturk.human_study.evaluation_set)))))  # fmt: skip
+    header, rows = raw[0], raw[1:]
+    status = {(r[header.index("annotator")], r[header.index("work_status")]) for r in rows}
+    assert ("mturk:AFAKE3", "not confirmed by the platform") in status
+    assert {s for a, s in status if a.startswith("mturk:AREAL")} == {"counted"}
+
+
+def test_rejecting_a_worker_takes_their_answers_out_of_human_accuracy(
+    client, on_mturk, fake_mturk, admin
+):
+    hits = list(on_mturk.hits.select_related("prompt__item").order_by("id"))
+    for hit in hits:
+        answer_hit(client, fake_mturk, hit, "AREAL1", right_key(hit))
+        answer_hit(client, fake_mturk, hit, "AREAL2", 1)
+    review.publication_sync(publication_id=on_mturk.pk, now=timezone.now())
+    evaluation_set = on_mturk.human_study.evaluation_set
+    assert pooled(verbalizer_report_cached(evaluation_set=evaluation_set), "human")[:2] == (8, 0.75)
+
+    for answer in HumanAnswer.objects.filter(annotator__worker_id="AREAL2"):
+        review.human_answer_reject(answer_id=answer.pk, user=admin, feedback="pressed 1 always")
+    rejected = [
+        a for a in fake_mturk.state.assignments.values() if a["AssignmentStatus"] == "Rejected"
+    ]
+    assert {a["WorkerId"] for a in rejected} == {"AREAL2"} and len(rejected) == 4
+    # The next read of the (cached) report no longer holds them: 4 of 4 right.
+    report = verbalizer_report_cached(evaluation_set=evaluation_set)
+    assert pooled(report, "human") == (4, 1.0, 0.0)
+    assert pooled(report, "human-majority") == (4, 1.0, 0.0)
+    overall = next(a for a in report["agreement"] if a["dataset"] == "all")
+    assert overall["items"] == 0  # one rater per prompt left: no agreement to measure
+
+    # Approving pays on MTurk and keeps counting; blocking the last worker empties the report.
+    first = HumanAnswer.objects.filter(annotator__worker_id="AREAL1").first()
+    review.human_answer_approve(answer_id=first.pk, user=admin)
+    assert fake_mturk.state.assignments[first.platform_assignment_id]["AssignmentStatus"] == (
+        "Approved"
+    )
+    assert pooled(verbalizer_report_cached(evaluation_set=evaluation_set), "human")[0] == 4
+    review.worker_block(annotator_id=first.annotator_id, reason="test", user=admin)
+    report = verbalizer_report_cached(evaluation_set=evaluation_set)
+    assert "human" not in {s["system"] for s in report["systems"]}
+    statuses = {row[-2] for row in list(human_answers_raw(evaluation_set=evaluation_set))[1:]}
+    assert statuses == {"rejected", "worker blocked"}
+
+
+def test_unconfirmed_work_waits_and_a_worker_answers_a_hit_once(client, on_mturk, fake_mturk):
+    hit = on_mturk.hits.select_related("prompt__item").order_by("id").first()
+    assignment_id = answer_hit(client, fake_mturk, hit, "AREAL1", right_key(hit))
+    evaluation_set = on_mturk.human_study.evaluation_set
+    # Handed back to MTurk but not synced yet: stored, not counted.
+    assert HumanAnswer.objects.count() == 1
+    assert verbalizer_report_cached(evaluation_set=evaluation_set)["agreement"] == []
+    assert "human" not in {s["system"] for s in verbalizer_report_cached(
+        evaluation_set=evaluation_set)["systems"]}  # fmt: skip
+    # A reload of the same assignment shows the hand-back again; another accept is refused.
+    reload = _open(client, fake_mturk, hit, "AREAL1", assignment_id)
+    assert reload.status_code == 200 and b'id="external-submit"' in reload.content
+    assert _open(client, fake_mturk, hit, "AREAL1", "ANOTHERONE").status_code == 409
+    # Confirming one answer with GetAssignment (as a review does) lets it count.
+    answer = HumanAnswer.objects.get()
+    assert review.assignment_confirm(assignment=answer, now=timezone.now())
+    assert pooled(verbalizer_report_cached(evaluation_set=evaluation_set), "human") == (1, 1.0, 0.0)
+
+
+def test_in_house_and_crowd_people_are_told_apart(client, on_mturk, fake_mturk):
+    hits = list(on_mturk.hits.select_related("prompt__item").order_by("id"))
+    for hit in hits:
+        answer_hit(client, fake_mturk, hit, "AREAL1", 1)  # right on the 2 positive items
+    review.publication_sync(publication_id=on_mturk.pk, now=timezone.now())
+    reader = AnnotatorFactory(name="reader", kind="expert")
+    for hit in hits:
+        human_answer_submit(
+            study=on_mturk.human_study, prompt_id=hit.prompt_id, annotator=reader,
+            key=right_key(hit), seconds=1.0,
+        )  # fmt: skip
+    report = verbalizer_report_cached(evaluation_set=on_mturk.human_study.evaluation_set)
+    systems = [s["system"] for s in report["systems"]]
+    assert systems == [
+        "human", "human-majority", "human-inhouse", "human-inhouse-majority",
+        "human-crowd", "human-crowd-majority",
+    ]  # fmt: skip
+    assert pooled(report, "human")[:2] == (8, 6 / 8)
+    assert pooled(report, "human-inhouse")[:2] == (4, 1.0)
+    assert pooled(report, "human-crowd")[:2] == (4, 0.5)
+    agreement = {(a["source"], a["dataset"]): a for a in report["agreement"]}
+    # One rater per prompt within each kind: nothing to agree on there.
+    assert (
+        agreement["human-inhouse", "all"]["items"] == agreement["human-crowd", "all"]["items"] == 0
+    )
+    # Together: the positive items agree (key 1), the negative ones split -> kappa -1/3 as above.
+    assert agreement["human", "all"]["kappa"] == pytest.approx(-1 / 3)
+
+
+def test_publishing_is_refused_twice_on_one_platform_and_for_a_closed_study(on_mturk, study):
+    with pytest.raises(PublishError, match="already published on mturk"):
+        crowd.study_publication_create(
+            study=study, platform_name="mturk",
+            chosen=PublishSettings(title="t", description="d"), base_url="https://x.example",
+        )  # fmt: skip
+    preview = crowd.study_publication_preview(study=study, platform_name="mturk")
+    # 4 prompts × 2 answers × $0.05 × 1.25
+    assert (preview.tasks, preview.assignments_per_task, preview.total_usd) == (4, 2, 0.5)
+
+
+# --- Self-hosted links ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def link(study, admin):
+    publication = crowd.study_publication_create(
+        study=study,
+        platform_name="selfhosted",
+        chosen=PublishSettings(title="Pick a word", description="Keys 1 and 2"),
+        base_url="https://annotate.example.org",
+    )
+    publishing.publication_publish(publication_id=publication.pk, now=timezone.now())
+    return publication
+
+
+def _start(client, publication, **params):
+    return client.post(reverse("verbalizer:crowd-link-join", args=[publication.link_token]), params)
+
+
+def test_selfhosted_link_counts_without_a_platform_once_per_participant(client, link, admin):
+    started = _start(client, link, PROLIFIC_PID="P-1")
+    assert started.status_code == 302
+    work = started["Location"]
+    page = client.get(work).content.decode()
+    prompt_id = int(re.search(r'name="prompt" value="(\d+)"', page).group(1))
+    prompt = Prompt.objects.get(pk=prompt_id)
+    assert prompt.text.split("\n")[0].replace('"', "&quot;") in page
+    key = 1 if prompt.item.is_positive else 2
+    assert client.post(work, {"prompt": prompt_id, "key": key, "seconds": "3"}).status_code == 302
+    # The same answer again changes nothing; a different one is refused.
+    assert client.post(work, {"prompt": prompt_id, "key": key}).status_code == 302
+    assert client.post(work, {"prompt": prompt_id, "key": 3 - key}).status_code == 409
+    answer = HumanAnswer.objects.get()
+    assert (answer.annotator.worker_id, answer.seconds) == ("P-1", 3.0)
+    assert "You answered 1 of 4." in client.get(work).content.decode()
+    # No platform to confirm: it counts at once, as a crowd answer.
+    report = verbalizer_report_cached(evaluation_set=link.human_study.evaluation_set)
+    assert pooled(report, "human-crowd") == (1, 1.0, 0.0)
+    # A rejection (recorded here only) takes it out.
+    review.human_answer_reject(answer_id=answer.pk, user=admin, feedback="no")
+    report = verbalizer_report_cached(evaluation_set=link.human_study.evaluation_set)
+    assert "human" not in {s["system"] for s in report["systems"]}
+
+
+def test_selfhosted_link_caps_anonymous_starts_and_closes(client, link, admin):
+    review.publication_link_set(
+        publication_id=link.pk, user=admin, closed=False, anonymous_starts_limit=2,
+        now=timezone.now(),
+    )  # fmt: skip
+    assert _start(client, link).status_code == 302
+    assert _start(client, link).status_code == 302
+    third = _start(client, link)
+    assert third.status_code == 410 and b"no more participants without an id" in third.content
+    assert _start(client, link, PROLIFIC_PID="P-2").status_code == 302  # an id is always welcome
+    review.publication_link_set(
+        publication_id=link.pk, user=admin, closed=True, anonymous_starts_limit=2,
+        now=timezone.now(),
+    )  # fmt: skip
+    closed = _start(client, link, PROLIFIC_PID="P-3")
+    assert closed.status_code == 410 and b"This study is closed" in closed.content
+    assert client.get(
+        reverse("verbalizer:crowd-link-join", args=[link.link_token])
+    ).status_code == (410)
+
+
+def test_selfhosted_prompt_takes_no_more_answers_than_asked(client, link):
+    prompt_id = link.human_study.prompts.order_by("id").first().pk
+    for pid in ("P-1", "P-2", "P-3"):
+        work = _start(client, link, PROLIFIC_PID=pid)["Location"]
+        status = client.post(work, {"prompt": prompt_id, "key": 1}).status_code
+        assert status == (302 if pid != "P-3" else 409)
+    assert HumanAnswer.objects.filter(prompt_id=prompt_id).count() == 2
+    # P-3 is offered the prompts that still need answers.
+    page = client.get(work).content.decode()
+    assert f'name="prompt" value="{prompt_id}"' not in page
+
+
+def test_forged_link_token_opens_nothing(client, link):
+    assert client.get(reverse("verbalizer:crowd-link-work", args=["forged"])).status_code == 404
+    assert (
+        client.post(
+            reverse("verbalizer:crowd-mturk-answer", args=["forged"]), {"key": 1}
+        ).status_code
+        == 404
+    )
+    assert not Publication.objects.filter(link_token="nope").exists()
+    assert client.get(reverse("verbalizer:crowd-link-join", args=["nope"])).status_code == 404
+
+
+def test_verbalizer_publish_command_previews_then_publishes(study, settings, capsys):
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    settings.CROWD_PUBLIC_URL = "https://annotate.example.org"
+    call_command("verbalizer_publish", "flip", "--platform", "fake", "--reward", "0.10")
+    # 4 prompts × 2 answers × $0.10 × 1.25
+    assert "= $1.00" in capsys.readouterr().out and not Publication.objects.exists()
+    with pytest.raises(CommandError, match="the total is \\$1.00"):
+        call_command("verbalizer_publish", "flip", "--platform", "fake", "--reward", "0.10",
+                     "--confirm-total", "0.50")  # fmt: skip
+    call_command("verbalizer_publish", "flip", "--platform", "fake", "--reward", "0.10",
+                 "--confirm-total", "1.00")  # fmt: skip
+    publication = Publication.objects.get(human_study=study)
+    assert (publication.status, publication.hits.filter(status="created").count()) == (
+        "published", 4,
+    )  # fmt: skip
+    with pytest.raises(CommandError, match="already published on fake"):
+        call_command("verbalizer_publish", "flip", "--platform", "fake", "--confirm-total", "0.50")

@@ -1,0 +1,150 @@
+"""The admin's pages for a human study on the crowd: publish from the set page (admins only: it
+spends money), follow the publication, review, approve and reject answers."""
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from annotate.crowd.fake import FakePlatform
+from annotate.crowd.models import Publication
+from annotate.crowd.services import review
+from annotate.roles import ADMIN, RESEARCHER
+from annotate.verbalizer.models import HumanAnswer
+from annotate.verbalizer.services import crowd
+from annotate.verbalizer.services.humans import human_study_create
+from annotate.verbalizer.services.sets import evaluation_set_create
+from tests.annotate.verbalizer.helpers import fill
+from tests.factories import UserFactory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def study(db):
+    fill("SST-2", [True, False])
+    evaluation_set = evaluation_set_create(
+        name="pages", datasets=["SST-2"], items=2, seed=1, mappings="flipped-golden"
+    ).evaluation_set
+    return human_study_create(evaluation_set=evaluation_set, name="flip", answers_per_prompt=2)
+
+
+def publish_form(**extra):
+    return {
+        "platform": "fake",
+        "title": "Pick a word",
+        "description": "Keys 1 and 2",
+        "keywords": "x",
+        "reward_usd": "0.10",
+        "assignment_minutes": "5",
+        "auto_approval_hours": "72",
+        "lifetime_hours": "24",
+        "min_percent_approved": "90",
+        "min_hits_approved": "500",
+        **extra,
+    }
+
+
+def test_only_admins_publish_a_study(client, study):
+    client.force_login(UserFactory(username="res", roles=[RESEARCHER]))
+    page = client.get(reverse("verbalizer:set-detail", args=[study.evaluation_set_id]))
+    assert page.status_code == 200
+    assert b"Publish to a crowd platform" not in page.content
+    assert b"an admin publishes to the crowd" in page.content
+    publish = reverse("verbalizer:study-publish", args=[study.pk])
+    assert client.get(publish).status_code == 403
+    assert client.post(publish, publish_form(publish="1", confirm_total="0.50")).status_code == 403
+    assert not Publication.objects.exists()
+
+
+def test_admin_previews_publishes_and_reviews(
+    client, study, settings, django_assert_max_num_queries, django_capture_on_commit_callbacks
+):
+    settings.CROWD_PUBLIC_URL = "https://annotate.example.org"
+    admin = UserFactory(username="boss", roles=[ADMIN], is_staff=True)
+    client.force_login(admin)
+    set_page = client.get(reverse("verbalizer:set-detail", args=[study.evaluation_set_id]))
+    publish = reverse("verbalizer:study-publish", args=[study.pk])
+    assert publish.encode() in set_page.content
+
+    page = client.get(publish)
+    assert page.status_code == 200 and b'class="site-form' in page.content
+    assert "Publish human study “flip”".encode() in page.content
+    preview = client.post(publish, publish_form(preview="1"))
+    # 2 prompts × 2 workers × $0.10 × 1.25 = $0.50
+    assert b'id="cost-total">$0.50' in preview.content
+    assert not Publication.objects.exists()
+    with django_capture_on_commit_callbacks(execute=True):
+        done = client.post(publish, publish_form(publish="1", confirm_total="0.50"))
+    publication = Publication.objects.get(human_study=study)
+    assert done.status_code == 302 and done["Location"] == reverse(
+        "crowd:publication", args=[publication.pk]
+    )
+    publication.refresh_from_db()  # eager Celery published it on commit
+    assert publication.status == "published" and publication.hits.count() == 2
+    detail = client.get(done["Location"]).content.decode()
+    assert "Human study flip on Offline demo" in detail
+    assert "SST-2 #1 · flipped-golden · direct" in detail
+    assert reverse("verbalizer:crowd-review", args=[publication.pk]) in detail
+
+    # Two workers answer each HIT on the fake platform (its own worker side), then sync.
+    for hit in publication.hits.select_related("prompt"):
+        for worker in ("W1", "W2"):
+            assignment_id = FakePlatform().worker_accept(hit_id=hit.hit_id, worker_id=worker)
+            ticket = crowd.mturk_prompt_open(
+                hit=hit, assignment_id=assignment_id, hit_id=hit.hit_id, worker_id=worker,
+                turk_submit_to="https://www.mturk.com",
+            )  # fmt: skip
+            crowd.mturk_answer_submit(ticket=ticket, key=1, seconds=2.0)
+            FakePlatform().worker_submit(assignment_id=assignment_id)
+    review.publication_sync(publication_id=publication.pk, now=timezone.now())
+
+    review_url = reverse("verbalizer:crowd-review", args=[publication.pk])
+    with django_assert_max_num_queries(12):
+        page = client.get(review_url)
+    text = page.content.decode()
+    assert text.count('class="confirmation">confirmed<') == 4
+    assert "W1" in text and "2/2" not in text  # each worker: key 1 is right on 1 of 2 items
+    assert text.count("1/2") == 4
+
+    answer = HumanAnswer.objects.filter(annotator__worker_id="W2").first()
+    action = reverse("verbalizer:answer-action", args=[answer.pk])
+    refused = client.post(action, {"action": "reject", "feedback": ""}, HTTP_REFERER=review_url)
+    assert refused.status_code == 302
+    answer.refresh_from_db()
+    assert answer.status == "submitted"  # a rejection needs feedback for the worker
+    client.post(action, {"action": "reject", "feedback": "random"}, HTTP_REFERER=review_url)
+    answer.refresh_from_db()
+    assert answer.status == "rejected"
+    other = HumanAnswer.objects.filter(annotator__worker_id="W1").first()
+    client.post(reverse("verbalizer:answer-action", args=[other.pk]), {"action": "approve"})
+    other.refresh_from_db()
+    assert other.status == "approved"
+    # The crowd review URL of a study sends the admin to this page.
+    crowd_review = client.get(reverse("crowd:review", args=[publication.pk]))
+    assert crowd_review["Location"] == review_url
+    listing = client.get(reverse("crowd:publication-list")).content.decode()
+    assert "Human study flip" in listing
+
+
+def test_a_study_on_a_selfhosted_link_from_the_pages(
+    client, study, settings, django_capture_on_commit_callbacks
+):
+    settings.CROWD_PUBLIC_URL = "https://annotate.example.org"
+    client.force_login(UserFactory(username="boss", roles=[ADMIN], is_staff=True))
+    publish = reverse("verbalizer:study-publish", args=[study.pk])
+    preview = client.post(publish, publish_form(platform="selfhosted", preview="1"))
+    assert b'id="cost-total">$0.00' in preview.content
+    with django_capture_on_commit_callbacks(execute=True):
+        done = client.post(
+            publish, publish_form(platform="selfhosted", publish="1", confirm_total="0.00")
+        )
+    publication = Publication.objects.get(human_study=study, platform="selfhosted")
+    detail = client.get(done["Location"]).content.decode()
+    join = reverse("verbalizer:crowd-link-join", args=[publication.link_token])
+    assert f"http://testserver{join}" in detail
+    closed = client.post(
+        reverse("crowd:publication-action", args=[publication.pk]), {"action": "close-link"}
+    )
+    assert closed.status_code == 302
+    client.logout()
+    assert client.post(join, {"PROLIFIC_PID": "P-1"}).status_code == 410

@@ -1,0 +1,100 @@
+"""A human study on (fake) MTurk in a real browser: an admin publishes it from the set page, a
+crowd worker answers two HITs inside MTurk's frame with keys 1 and 2, the browser hands each
+assignment back to MTurk, and the admin syncs, reviews and approves; the answers reach the
+report as the crowd's."""
+
+from urllib.parse import urlencode
+
+import pytest
+
+import tests.e2e.test_crowd as crowd_e2e
+from annotate.crowd.models import Publication, PublicationStatus
+from annotate.roles import ADMIN
+from annotate.verbalizer.models import HumanAnswer
+from annotate.verbalizer.services.humans import human_study_create
+from annotate.verbalizer.services.sets import evaluation_set_create
+from tests.annotate.verbalizer.helpers import fill
+from tests.factories import UserFactory
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+fake_mturk = crowd_e2e.fake_mturk  # the fake MTurk server, as the crowd browser test uses it
+
+
+def answer_in_frame(worker, fake_mturk, hit, worker_id, key):
+    url = crowd_e2e.external_url(fake_mturk, hit)
+    accepted = {
+        "assignmentId": fake_mturk.api.worker_accept(hit.hit_id, worker_id),
+        "hitId": hit.hit_id,
+        "workerId": worker_id,
+        "turkSubmitTo": fake_mturk.url,
+    }
+    worker.goto(f"{fake_mturk.url}/frame?" + urlencode({"src": f"{url}?{urlencode(accepted)}"}))
+    frame = worker.locator("#hit-frame").element_handle().content_frame()
+    frame.locator("#answer-form").wait_for()
+    frame.wait_for_load_state()  # the key handler is a deferred script: a person never beats it
+    text = frame.locator("#prompt-text").inner_text()
+    frame.locator("#prompt-text").click()  # the worker's keys go to the HIT's frame
+    worker.keyboard.press(str(key))
+    frame.locator("text=HIT submitted.").wait_for()  # the fake MTurk's reply, inside the frame
+    return accepted["assignmentId"], text
+
+
+def test_admin_publishes_a_study_and_a_worker_answers_with_keys(page_for, fake_mturk, snap):
+    fill("Reviews", [True, False])
+    evaluation_set = evaluation_set_create(
+        name="e2e-crowd", datasets=["Reviews"], items=2, seed=1, mappings="flipped-golden"
+    ).evaluation_set
+    study = human_study_create(evaluation_set=evaluation_set, name="flip", answers_per_prompt=1)
+    admin = page_for(UserFactory(username="boss", roles=[ADMIN], is_staff=True))
+
+    admin.goto(f"/verbalizer/sets/{evaluation_set.pk}/")
+    admin.click("text=Publish to a crowd platform")
+    admin.wait_for_url(f"**/verbalizer/studies/{study.pk}/publish/")
+    admin.select_option("#id_platform", "mturk")
+    admin.click("text=Preview the cost")
+    # 2 × 1 × $0.05 × 1.25 = 0.125, rounded to cents as publication_cost does (half to even)
+    assert admin.locator("#cost-total").inner_text() == "$0.12"
+    admin.click("text=Confirm: publish for")
+    admin.wait_for_url("**/crowd/publications/*/")
+    publication = Publication.objects.get(human_study=study, platform="mturk")
+    admin.reload()
+    assert admin.locator("#progress-text").inner_text() == "2 of 2"
+    publication.refresh_from_db()
+    assert publication.status == PublicationStatus.PUBLISHED
+
+    worker = page_for()  # no login, no cookies of ours
+    hits = {h.prompt.item.position: h for h in publication.hits.select_related("prompt__item")}
+    first_id, first_text = answer_in_frame(worker, fake_mturk, hits[1], "AWORKER1", 1)
+    assert 'Answer "negative" if the sentiment of the text is "positive"' in first_text
+    answer_in_frame(worker, fake_mturk, hits[2], "AWORKER1", 2)
+    assert [s["assignmentId"] for s in fake_mturk.state.external_submits][0] == first_id
+
+    answers = {
+        a.prompt.item.position: a for a in HumanAnswer.objects.select_related("prompt__item")
+    }
+    assert (answers[1].word, answers[2].word) == ("negative", "positive")  # flipped: both right
+    assert all(0 <= a.seconds < 60 for a in answers.values())
+    assert answers[1].prompt.text.startswith(first_text.split("\n")[0])
+
+    admin.goto(f"/crowd/publications/{publication.pk}/")
+    admin.click("text=Sync assignments now")
+    admin.locator(".messages", has_text="Syncing").wait_for()
+    admin.click("#review-link")
+    admin.wait_for_url(f"**/verbalizer/publications/{publication.pk}/review/")
+    assert admin.locator("#reconciliation").count() == 0  # every assignment matched an answer
+    rows = admin.locator("#review tbody tr")
+    assert rows.count() == 2
+    assert [c.inner_text() for c in admin.locator("#review .confirmation").all()] == [
+        "confirmed",
+        "confirmed",
+    ]
+    rows.first.get_by_role("button", name="Approve").click()
+    admin.locator(".messages", has_text="Approved.").wait_for()
+    snap(admin, "approved")
+    assert fake_mturk.state.assignments[first_id]["AssignmentStatus"] == "Approved"
+
+    admin.goto(f"/reports/verbalizer/{evaluation_set.pk}/")
+    groups = admin.locator("table").nth(0)
+    assert groups.locator("tr", has_text="human-crowd").count() == 2  # answers and majority
+    assert "AWORKER1" not in admin.locator("main").inner_text()
