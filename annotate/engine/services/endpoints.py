@@ -23,6 +23,7 @@ EDITABLE_FIELDS = (
     "top_p",
     "seed",
     "stop",
+    "stream",
     "timeout_seconds",
     "concurrency",
     "requests_per_minute",
@@ -125,7 +126,8 @@ def endpoint_request_body(
 
     Optional parameters (max_tokens, top_p, seed, stop) are sent only when set. `params`
     overrides any key; a value of None removes it (a protocol that must send exactly
-    model, messages and temperature passes {"max_tokens": None}).
+    model, messages and temperature passes {"max_tokens": None}). An endpoint that streams
+    adds "stream": true and "stream_options": {"include_usage": true} (usage in the last chunk).
     """
     body: dict[str, Any] = {
         "model": endpoint.model,
@@ -139,12 +141,19 @@ def endpoint_request_body(
         "stop": endpoint.stop or None,
     }
     body.update({key: value for key, value in optional.items() if value is not None})
+    if endpoint.stream:
+        body.update(stream=True, stream_options={"include_usage": True})
     for key, value in (params or {}).items():
         if value is None:
             body.pop(key, None)
         else:
             body[key] = value
     return body
+
+
+def endpoint_embeddings_body(*, endpoint: Endpoint, texts: Sequence[str]) -> dict[str, Any]:
+    """Return the exact body of an embeddings request: the endpoint's model and the texts."""
+    return {"model": endpoint.model, "input": list(texts)}
 
 
 def endpoint_transport(*, endpoint: Endpoint, timeout_seconds: float | None = None) -> Transport:
