@@ -8,9 +8,11 @@ EngineCall. A transport never retries; `call_with_retries` does, under the share
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import random
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -39,6 +41,37 @@ class TransportOptions:
     base_url: str = ""
     api_key: str = ""
     timeout_seconds: float = 120.0
+
+
+class RequestBody(dict):
+    """A request body that is turned into JSON once: the bytes sent are the text stored.
+
+    A 10-shot judge prompt is 60 kB; encoding it once for the wire and again for the database
+    cost as much CPU as the rest of the call, in threads that share one GIL. Build a body, then
+    leave it unchanged (the JSON is cached on first use).
+    """
+
+    _json: bytes | None = None
+
+    def json_bytes(self) -> bytes:
+        if self._json is None:
+            self._json = body_json(self)
+        return self._json
+
+    def cached_json(self) -> str | None:
+        """The JSON text if it was made already (by sending the body), else None."""
+        return self._json.decode() if self._json is not None else None
+
+
+def body_json(body: Mapping[str, Any]) -> bytes:
+    """Encode a body as the `openai` client does (compact, UTF-8, no NaN): the same bytes."""
+    if isinstance(body, RequestBody) and body._json is not None:
+        return body._json
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+def _content(body: Mapping[str, Any]) -> bytes:
+    return body.json_bytes() if isinstance(body, RequestBody) else body_json(body)
 
 
 @dataclass(frozen=True)
@@ -234,11 +267,13 @@ class OpenAITransport:
         # exactly as built, which protocols that must match a reference script rely on.
         with _api_errors():
             if not body.get("stream"):
-                completion = self.client.post("/chat/completions", body=dict(body), cast_to=object)
+                completion = self.client.post(
+                    "/chat/completions", content=_content(body), cast_to=object
+                )
                 return _reply_from_completion(completion, body)
             stream = self.client.post(
                 "/chat/completions",
-                body=dict(body),
+                content=_content(body),
                 cast_to=object,
                 stream=True,
                 stream_cls=openai.Stream[object],
@@ -250,7 +285,7 @@ class OpenAITransport:
         # The raw request again: embeddings.create would ask for base64 unless told otherwise,
         # so the body sent would not be the one stored.
         with _api_errors():
-            reply = self.client.post("/embeddings", body=dict(body), cast_to=object)
+            reply = self.client.post("/embeddings", content=_content(body), cast_to=object)
         return _reply_from_embeddings(reply, body)
 
 
@@ -385,9 +420,20 @@ def fake_embedding(text: str, size: int = 64) -> list[float]:
     return vector
 
 
+_transports: dict[TransportOptions, OpenAITransport] = {}
+_transports_lock = threading.Lock()
+
+
 def transport_for(options: TransportOptions) -> Transport:
-    """Return the fake for a blank base URL, else the OpenAI-compatible transport."""
-    return OpenAITransport(options) if options.base_url else FakeTransport(options)
+    """Return the fake for a blank base URL, else this process's OpenAI-compatible transport
+    for these options (one `openai` client, thread-safe, kept: making one loads the TLS
+    certificates, 50-150 ms, which a chat in a revision session would pay on every call)."""
+    if not options.base_url:
+        return FakeTransport(options)
+    with _transports_lock:
+        if options not in _transports:
+            _transports[options] = OpenAITransport(options)
+        return _transports[options]
 
 
 @dataclass

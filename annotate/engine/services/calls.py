@@ -15,6 +15,7 @@ from django.db.models import F
 from annotate.engine.client import (
     CallOutcome,
     EmbeddingReply,
+    RequestBody,
     RetryPolicy,
     TextCallback,
     Transport,
@@ -91,7 +92,7 @@ def call_from_outcome(
         endpoint=endpoint,
         unit_key=unit_key,
         purpose=purpose,
-        request=dict(body),
+        request=body if isinstance(body, RequestBody) else dict(body),
         retries=outcome.retries,
         latency_ms=outcome.latency_ms,
     )
