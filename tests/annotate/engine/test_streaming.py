@@ -7,7 +7,7 @@ import pytest
 
 from annotate.engine.client import FakeTransport, TransportOptions
 from annotate.engine.models import EngineCall
-from annotate.engine.services import engine_call, endpoint_request_body
+from annotate.engine.services import endpoint_request_body, engine_call
 from tests.annotate.engine.conftest import make_endpoint
 from tests.evaluation.openai_stub import StubOpenAI
 
@@ -93,5 +93,5 @@ def test_the_fake_back_end_streams_a_word_at_a_time():
     seen = []
     reply = FakeTransport(TransportOptions()).send(body, on_text=seen.append)
     assert seen[-1] == reply.text and len(seen) == len(reply.text.split())
-    assert all(later.startswith(earlier) for earlier, later in zip(seen, seen[1:]))
+    assert all(later.startswith(earlier) for earlier, later in zip(seen, seen[1:], strict=False))
     assert FakeTransport(TransportOptions()).send({**body, "stream": False}).text == reply.text
