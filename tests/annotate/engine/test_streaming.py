@@ -37,8 +37,10 @@ def test_a_streamed_reply_grows_and_is_stored_whole_with_the_final_usage():
         seen = []
         call = engine_call(endpoint=endpoint, messages=HELLO, on_text=seen.append)
     assert seen == ["Hello", "Hello there,", "Hello there, reader."]
-    assert stub.requests[0]["stream"] is True
-    assert stub.requests[0]["stream_options"] == {"include_usage": True}
+    assert stub.raw_requests == [
+        b'{"model":"stub-model","messages":[{"role":"user","content":"Say hello"}],'
+        b'"temperature":0.0,"stream":true,"stream_options":{"include_usage":true}}'
+    ]
     stored = EngineCall.objects.get()
     assert (stored.status, stored.reply, stored.finish_reason) == (
         "ok",
