@@ -39,7 +39,7 @@ def test_a_streamed_reply_grows_and_is_stored_whole_with_the_final_usage():
     assert seen == ["Hello", "Hello there,", "Hello there, reader."]
     assert stub.raw_requests == [
         b'{"model":"stub-model","messages":[{"role":"user","content":"Say hello"}],'
-        b'"temperature":0.0,"stream":true,"stream_options":{"include_usage":true}}'
+        b'"temperature":0,"stream":true,"stream_options":{"include_usage":true}}'
     ]
     stored = EngineCall.objects.get()
     assert (stored.status, stored.reply, stored.finish_reason) == (
