@@ -8,11 +8,14 @@ EngineCall. A transport never retries; `call_with_retries` does, under the share
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import random
 import re
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from typing import Any, Protocol
@@ -40,6 +43,37 @@ class TransportOptions:
     timeout_seconds: float = 120.0
 
 
+class RequestBody(dict):
+    """A request body that is turned into JSON once: the bytes sent are the text stored.
+
+    A 10-shot judge prompt is 60 kB; encoding it once for the wire and again for the database
+    cost as much CPU as the rest of the call, in threads that share one GIL. Build a body, then
+    leave it unchanged (the JSON is cached on first use).
+    """
+
+    _json: bytes | None = None
+
+    def json_bytes(self) -> bytes:
+        if self._json is None:
+            self._json = body_json(self)
+        return self._json
+
+    def cached_json(self) -> str | None:
+        """The JSON text if it was made already (by sending the body), else None."""
+        return self._json.decode() if self._json is not None else None
+
+
+def body_json(body: Mapping[str, Any]) -> bytes:
+    """Encode a body as the `openai` client does (compact, UTF-8, no NaN): the same bytes."""
+    if isinstance(body, RequestBody) and body._json is not None:
+        return body._json
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+def _content(body: Mapping[str, Any]) -> bytes:
+    return body.json_bytes() if isinstance(body, RequestBody) else body_json(body)
+
+
 @dataclass(frozen=True)
 class ChatReply:
     text: str
@@ -51,12 +85,32 @@ class ChatReply:
     content_null: bool = False  # the message's content was null (text is then "")
 
 
+@dataclass(frozen=True)
+class EmbeddingReply:
+    """The vectors of an embeddings request, one per input text, in the inputs' order."""
+
+    vectors: list[list[float]]
+    prompt_tokens: int
+    usage_estimated: bool = False
+    completion_tokens: int = 0  # embeddings have none; here so the limiter settles alike
+
+
+# Told the reply's text so far, each time a streamed reply grows (a retry starts again at "").
+TextCallback = Callable[[str], None]
+
+
 class Transport(Protocol):
-    """Send one request body; return the reply or raise CallTransientError/CallRejectedError."""
+    """Send one request body; return the reply or raise CallTransientError/CallRejectedError.
+
+    `send` posts to /chat/completions (streamed when the body says "stream": true, telling
+    `on_text` the text so far), `embed` to /embeddings.
+    """
 
     def __init__(self, options: TransportOptions) -> None: ...
 
-    def send(self, body: Mapping[str, Any]) -> ChatReply: ...
+    def send(self, body: Mapping[str, Any], on_text: TextCallback | None = None) -> ChatReply: ...
+
+    def embed(self, body: Mapping[str, Any]) -> EmbeddingReply: ...
 
 
 def estimate_tokens(text: str) -> int:
@@ -67,6 +121,11 @@ def estimate_tokens(text: str) -> int:
 def estimate_prompt_tokens(messages: Sequence[Message]) -> int:
     """Estimate the prompt tokens of a chat request: its text plus ~4 tokens per message."""
     return sum(estimate_tokens(message.get("content") or "") + 4 for message in messages) + 3
+
+
+def estimate_input_tokens(texts: str | Sequence[str]) -> int:
+    """Estimate the tokens of an embeddings request's input (one text or a list)."""
+    return sum(estimate_tokens(text) for text in ([texts] if isinstance(texts, str) else texts))
 
 
 def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
@@ -120,6 +179,74 @@ def _reply_from_completion(completion: Any, body: Mapping[str, Any]) -> ChatRepl
     )
 
 
+def _reply_from_stream(
+    chunks: Iterator[Any], body: Mapping[str, Any], on_text: TextCallback | None
+) -> ChatReply:
+    """Add up a streamed completion's deltas; usage comes from the final chunk
+    (stream_options.include_usage). A stream that ends without a finish_reason is broken."""
+    text, finish_reason, fingerprint, usage = "", "", "", None
+    for chunk in chunks:
+        if not isinstance(chunk, dict):
+            raise CallRejectedError(f"Not a chat completion chunk: {str(chunk)[:200]}")
+        fingerprint = chunk.get("system_fingerprint") or fingerprint
+        if isinstance(chunk.get("usage"), dict):
+            usage = chunk["usage"]
+        for choice in chunk.get("choices") or []:
+            if (choice or {}).get("index", 0) != 0:
+                continue
+            delta = (choice.get("delta") or {}).get("content")
+            if delta:
+                text += delta
+                if on_text is not None:
+                    on_text(text)
+            finish_reason = choice.get("finish_reason") or finish_reason
+    if not finish_reason:
+        raise CallTransientError("the stream ended before the reply was complete")
+    if usage and isinstance(usage.get("prompt_tokens"), int):
+        prompt, completion = usage["prompt_tokens"], usage.get("completion_tokens") or 0
+        return ChatReply(text, prompt, completion, finish_reason, False, fingerprint)
+    prompt = estimate_prompt_tokens(body.get("messages") or [])
+    return ChatReply(text, prompt, estimate_tokens(text), finish_reason, True, fingerprint)
+
+
+def _reply_from_embeddings(reply: Any, body: Mapping[str, Any]) -> EmbeddingReply:
+    texts = body.get("input") or []
+    count = 1 if isinstance(texts, str) else len(texts)
+    data = reply.get("data") if isinstance(reply, dict) else None
+    if not isinstance(data, list) or len(data) != count:
+        raise CallRejectedError(f"Not {count} embeddings: {str(reply)[:200]}")
+    try:
+        ordered = sorted(data, key=lambda item: item["index"])
+        vectors = [[float(x) for x in item["embedding"]] for item in ordered]
+    except (KeyError, TypeError, ValueError) as error:
+        raise CallRejectedError(f"Not an embeddings reply ({error}): {str(reply)[:200]}") from None
+    usage = reply.get("usage") or {}
+    if isinstance(usage.get("prompt_tokens"), int):
+        return EmbeddingReply(vectors, usage["prompt_tokens"])
+    return EmbeddingReply(vectors, estimate_input_tokens(texts), usage_estimated=True)
+
+
+@contextmanager
+def _api_errors() -> Iterator[None]:
+    """Turn the `openai` client's errors into ours: transient (retried) or rejected."""
+    try:
+        yield
+    except openai.APITimeoutError as error:
+        raise CallTransientError(f"timeout: {error}") from error
+    except openai.APIConnectionError as error:
+        raise CallTransientError(f"connection error: {error}") from error
+    except openai.APIStatusError as error:
+        message = f"HTTP {error.status_code}: {error.message}"
+        if error.status_code in (408, 429) or error.status_code >= 500:
+            wait = retry_after_seconds(error.response.headers)
+            raise CallTransientError(message, retry_after=wait) from error
+        raise CallRejectedError(message) from error
+    except openai.APIError as error:  # an error event in the middle of a stream
+        raise CallTransientError(f"the stream failed: {error.message}") from error
+    except openai.OpenAIError as error:  # a reply that is not JSON, say
+        raise CallRejectedError(f"{type(error).__name__}: {error}") from error
+
+
 class OpenAITransport:
     """Any OpenAI-compatible chat completions endpoint, through the official `openai` client."""
 
@@ -132,27 +259,34 @@ class OpenAITransport:
             max_retries=0,
         )
 
-    def send(self, body: Mapping[str, Any]) -> ChatReply:
-        try:
-            # The client's documented raw request (README: "undocumented requests"): the same
-            # HTTP, auth, timeouts and error classes as chat.completions.create, without its
-            # per-field walk over the messages and its response models, which cost more CPU than
-            # the rest of a call and hold back a 32-thread run on the GIL. It also sends the body
-            # exactly as built, which protocols that must match a reference script rely on.
-            completion = self.client.post("/chat/completions", body=dict(body), cast_to=object)
-        except openai.APITimeoutError as error:
-            raise CallTransientError(f"timeout: {error}") from error
-        except openai.APIConnectionError as error:
-            raise CallTransientError(f"connection error: {error}") from error
-        except openai.APIStatusError as error:
-            message = f"HTTP {error.status_code}: {error.message}"
-            if error.status_code in (408, 429) or error.status_code >= 500:
-                wait = retry_after_seconds(error.response.headers)
-                raise CallTransientError(message, retry_after=wait) from error
-            raise CallRejectedError(message) from error
-        except openai.OpenAIError as error:  # a reply that is not JSON, say
-            raise CallRejectedError(f"{type(error).__name__}: {error}") from error
-        return _reply_from_completion(completion, body)
+    def send(self, body: Mapping[str, Any], on_text: TextCallback | None = None) -> ChatReply:
+        # The client's documented raw request (README: "undocumented requests"): the same
+        # HTTP, auth, timeouts and error classes as chat.completions.create, without its
+        # per-field walk over the messages and its response models, which cost more CPU than
+        # the rest of a call and hold back a 32-thread run on the GIL. It also sends the body
+        # exactly as built, which protocols that must match a reference script rely on.
+        with _api_errors():
+            if not body.get("stream"):
+                completion = self.client.post(
+                    "/chat/completions", content=_content(body), cast_to=object
+                )
+                return _reply_from_completion(completion, body)
+            stream = self.client.post(
+                "/chat/completions",
+                content=_content(body),
+                cast_to=object,
+                stream=True,
+                stream_cls=openai.Stream[object],
+            )
+            with stream:
+                return _reply_from_stream(iter(stream), body, on_text)
+
+    def embed(self, body: Mapping[str, Any]) -> EmbeddingReply:
+        # The raw request again: embeddings.create would ask for base64 unless told otherwise,
+        # so the body sent would not be the one stored.
+        with _api_errors():
+            reply = self.client.post("/embeddings", content=_content(body), cast_to=object)
+        return _reply_from_embeddings(reply, body)
 
 
 _NUMBERED_QUESTION = re.compile(r"^(\d+)\. ", re.MULTILINE)
@@ -224,7 +358,7 @@ class FakeTransport:
     def __init__(self, options: TransportOptions) -> None:
         self.options = options
 
-    def send(self, body: Mapping[str, Any]) -> ChatReply:
+    def send(self, body: Mapping[str, Any], on_text: TextCallback | None = None) -> ChatReply:
         messages = body.get("messages") or []
         last = (messages[-1].get("content") if messages else "") or ""
         if "\nQuestions:\n" in last:
@@ -240,6 +374,9 @@ class FakeTransport:
         limit = body.get("max_tokens")
         if isinstance(limit, int) and estimate_tokens(text) > limit:
             text, finish_reason = text[: max(1, limit * 4)], "length"
+        if body.get("stream") and on_text is not None:
+            for end in _word_ends(text):  # streamed a word at a time, as a server would
+                on_text(text[:end])
         return ChatReply(
             text,
             estimate_prompt_tokens(messages),
@@ -248,6 +385,11 @@ class FakeTransport:
             False,
             "fake",
         )
+
+    def embed(self, body: Mapping[str, Any]) -> EmbeddingReply:
+        texts = body.get("input") or []
+        texts = [texts] if isinstance(texts, str) else list(texts)
+        return EmbeddingReply([fake_embedding(t) for t in texts], estimate_input_tokens(texts))
 
     @staticmethod
     def _generate(prompt: str) -> str:
@@ -263,9 +405,35 @@ class FakeTransport:
         return " ".join(sentences[: 2 + digest[12] % 2])
 
 
+def _word_ends(text: str) -> list[int]:
+    """Return where each word of the text ends (with its leading space), the last at len(text)."""
+    ends = [match.end() for match in re.finditer(r"\s*\S+", text)]
+    return ends[:-1] + [len(text)] if ends else [len(text)]
+
+
+def fake_embedding(text: str, size: int = 64) -> list[float]:
+    """Return the fake back-end's embedding: a bag of words hashed into `size` buckets."""
+    vector = [0.0] * size
+    for word in re.findall(r"\w+", text.lower()):
+        digest = hashlib.sha256(word.encode()).digest()[:4]
+        vector[int.from_bytes(digest, "big") % size] += 1.0
+    return vector
+
+
+_transports: dict[TransportOptions, OpenAITransport] = {}
+_transports_lock = threading.Lock()
+
+
 def transport_for(options: TransportOptions) -> Transport:
-    """Return the fake for a blank base URL, else the OpenAI-compatible transport."""
-    return OpenAITransport(options) if options.base_url else FakeTransport(options)
+    """Return the fake for a blank base URL, else this process's OpenAI-compatible transport
+    for these options (one `openai` client, thread-safe, kept: making one loads the TLS
+    certificates, 50-150 ms, which a chat in a revision session would pay on every call)."""
+    if not options.base_url:
+        return FakeTransport(options)
+    with _transports_lock:
+        if options not in _transports:
+            _transports[options] = OpenAITransport(options)
+        return _transports[options]
 
 
 @dataclass
@@ -291,7 +459,7 @@ class RetryPolicy:
 class CallOutcome:
     """What one call (with its retries) came to: a reply, or the error that ended it."""
 
-    reply: ChatReply | None
+    reply: ChatReply | EmbeddingReply | None
     error: str
     retries: int
     latency_ms: int
@@ -303,21 +471,30 @@ def call_with_retries(
     body: Mapping[str, Any],
     *,
     should_stop: Callable[[], bool] = lambda: False,
+    on_text: TextCallback | None = None,
+    embeddings: bool = False,
 ) -> CallOutcome:
-    """Send `body`, retrying only transient errors, at most policy.max_retries times.
+    """Send `body` (chat, or embeddings), retrying only transient errors, at most
+    policy.max_retries times.
 
     A rejected request (400, 401...) ends at once with its message; a stop between retries ends
-    with the last error. Latency is that of the final attempt.
+    with the last error. Latency is that of the final attempt. A streamed chat reply tells
+    `on_text` its text so far; a broken stream is retried like a broken connection.
     """
-    estimate = estimate_prompt_tokens(body.get("messages") or []) + (
-        body.get("max_tokens") or policy.completion_estimate
-    )
+    if embeddings:
+        estimate = estimate_input_tokens(body.get("input") or [])
+        send: Callable[[Mapping[str, Any]], ChatReply | EmbeddingReply] = transport.embed
+    else:
+        estimate = estimate_prompt_tokens(body.get("messages") or []) + (
+            body.get("max_tokens") or policy.completion_estimate
+        )
+        send = transport.send if on_text is None else lambda b: transport.send(b, on_text)
     attempt = 0
     while True:
         policy.limiter.acquire(estimate)
         started = time.monotonic()
         try:
-            reply = transport.send(body)
+            reply = send(body)
         except CallTransientError as error:
             latency = int((time.monotonic() - started) * 1000)
             attempt += 1

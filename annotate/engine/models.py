@@ -28,6 +28,11 @@ class Endpoint(models.Model):
     top_p = models.FloatField(null=True, blank=True, help_text="Blank: not sent.")
     seed = models.IntegerField(null=True, blank=True, help_text="Blank: not sent.")
     stop = models.JSONField(default=list, blank=True, help_text="Stop sequences (a list).")
+    stream = models.BooleanField(
+        default=False,
+        help_text="Ask for the reply as a stream (server-sent events), so pages can show it "
+        "as it is written.",
+    )
     timeout_seconds = models.FloatField(default=120)
     concurrency = models.PositiveSmallIntegerField(default=8)
     requests_per_minute = models.PositiveIntegerField(default=500)

@@ -3,8 +3,8 @@
 `chat` makes one stored model call for a named endpoint and returns its text; `embed` returns
 embeddings. A blank endpoint name is the offline fake model, which revises deterministically so
 that demos and tests need no network. Any other name is an engine Endpoint (docs/engine.md):
-the call goes through `engine_call` (limiter, retries, stored EngineCall, cost); this module
-holds no client, limiter or retry logic of its own.
+the call goes through `engine_call` / `engine_embed` (limiter, retries, stored EngineCall,
+cost); this module holds no client, limiter or retry logic of its own.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from __future__ import annotations
 import hashlib
 import re
 
+from annotate.engine.client import TextCallback, fake_embedding
 from annotate.engine.models import CallStatus as EngineCallStatus
 from annotate.engine.models import Endpoint
-from annotate.engine.services.calls import engine_call
-from annotate.engine.services.endpoints import endpoint_transport
+from annotate.engine.services.calls import engine_call, engine_embed
 
 FAKE = ""
 _INSTRUCTION_LINE = re.compile(r"^#?\s*Instruction:\s*(.*)$", re.MULTILINE)
@@ -26,11 +26,31 @@ class ModelCallError(Exception):
     """A model call failed after the engine's retries; the message says why."""
 
 
-def chat(*, endpoint_name: str, messages: list[dict], purpose: str, unit_key: str = "") -> str:
-    """Return the model's reply to the messages (background code only, never in a request)."""
+def chat(
+    *,
+    endpoint_name: str,
+    messages: list[dict],
+    purpose: str,
+    unit_key: str = "",
+    on_text: TextCallback | None = None,
+) -> str:
+    """Return the model's reply to the messages (background code only, never in a request).
+
+    On an endpoint that streams, `on_text` is told the reply so far as it grows; the text
+    returned is the complete reply, never a partial one (a broken stream raises).
+    """
     if endpoint_name == FAKE:
         return fake_reply(messages, purpose)
-    return _engine_chat(endpoint_name, messages, purpose, unit_key)
+    call = engine_call(
+        endpoint=_endpoint(endpoint_name),
+        messages=messages,
+        unit_key=unit_key,
+        purpose=purpose,
+        on_text=on_text,
+    )
+    if call.status not in (EngineCallStatus.OK, EngineCallStatus.TRUNCATED):
+        raise ModelCallError(call.error or f"the model call ended {call.status}")
+    return call.reply
 
 
 def _endpoint(endpoint_name: str) -> Endpoint:
@@ -40,32 +60,22 @@ def _endpoint(endpoint_name: str) -> Endpoint:
         raise ModelCallError(f"no engine endpoint is named {endpoint_name!r}") from None
 
 
-def embed(*, endpoint_name: str, texts: list[str]) -> list[list[float]]:
-    """Return one embedding per text from the endpoint (fake: hashed bag of words).
-
-    A real endpoint is asked through the engine's own transport (the official `openai` client
-    the engine configured for it: address, key from the allowed variable, timeout).
+def embed(*, endpoint_name: str, texts: list[str], unit_key: str = "") -> list[list[float]]:
+    """Return one embedding per text from the endpoint, through the engine (one stored call
+    with the endpoint's limiter, retries and prices; an endpoint without an address is the
+    engine's offline fake). No endpoint name: the same fake, without a stored call.
     """
     if endpoint_name == FAKE:
-        return [_fake_embedding(text) for text in texts]
-    endpoint = _endpoint(endpoint_name)
-    if endpoint.is_fake:
-        return [_fake_embedding(text) for text in texts]
-    try:
-        transport = endpoint_transport(endpoint=endpoint)
-        reply = transport.client.embeddings.create(model=endpoint.model, input=texts)
-    except Exception as error:  # noqa: BLE001 - any failure is shown with a retry button
-        raise ModelCallError(f"endpoint {endpoint_name!r}: embeddings failed: {error}") from None
-    return [item.embedding for item in sorted(reply.data, key=lambda item: item.index)]
-
-
-def _engine_chat(endpoint_name: str, messages: list[dict], purpose: str, unit_key: str) -> str:
-    call = engine_call(
-        endpoint=_endpoint(endpoint_name), messages=messages, unit_key=unit_key, purpose=purpose
+        return [fake_embedding(text) for text in texts]
+    call, vectors = engine_embed(
+        endpoint=_endpoint(endpoint_name),
+        texts=texts,
+        unit_key=unit_key,
+        purpose="revision-retrieval",
     )
-    if call.status not in (EngineCallStatus.OK, EngineCallStatus.TRUNCATED):
-        raise ModelCallError(call.error or f"the model call ended {call.status}")
-    return call.reply
+    if vectors is None:
+        raise ModelCallError(f"endpoint {endpoint_name!r}: embeddings failed: {call.error}")
+    return vectors
 
 
 # --- The fake model --------------------------------------------------------------------------
@@ -133,10 +143,3 @@ def fake_reply(messages: list[dict], purpose: str) -> str:
     if purpose == "rating-judge":
         return "good" if _digest(user) % 3 else "bad"
     return f"fake reply {_digest(user) % 1000}"
-
-
-def _fake_embedding(text: str, size: int = 64) -> list[float]:
-    vector = [0.0] * size
-    for word in re.findall(r"\w+", text.lower()):
-        vector[_digest(word) % size] += 1.0
-    return vector

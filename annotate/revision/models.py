@@ -174,6 +174,8 @@ class RevisionSession(models.Model):
         max_length=10, choices=CallStatus.choices, default=CallStatus.DONE
     )
     initial_error = models.TextField(blank=True)
+    # The initial answer as streamed so far, while pending; never the answer (emptied at the end).
+    initial_partial = models.TextField(blank=True)
     initial_passages = models.JSONField(default=list, blank=True)
     initial_started_at = models.DateTimeField(null=True, blank=True)
     # Imported sessions: a content key of the source line (re-import adds nothing) and the line's
@@ -225,6 +227,8 @@ class Turn(models.Model):
         max_length=10, choices=CallStatus.choices, default=CallStatus.DONE
     )
     call_error = models.TextField(blank=True)
+    # The revision as streamed so far, while pending; never the answer (emptied at the end).
+    partial_answer = models.TextField(blank=True)
     call_started_at = models.DateTimeField(null=True, blank=True)
     rating = models.CharField(max_length=10, choices=Rating.choices, blank=True)
     comment = models.TextField(blank=True)

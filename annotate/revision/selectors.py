@@ -60,6 +60,22 @@ class SessionPage:
         return None
 
     @property
+    def rate_turn(self) -> Turn | None:
+        """The turn the rating form is for: the one to rate, or the one being written (its
+        form stays hidden until the answer is there)."""
+        last = self.last
+        if last is not None and last.call_status == CallStatus.PENDING:
+            return last
+        return self.to_rate
+
+    @property
+    def instruct_next(self) -> bool:
+        """Show the instruction form now, or (hidden) once the initial answer is there."""
+        if self.session.initial_status == CallStatus.PENDING:
+            return self.session.status == SessionStatus.ACTIVE and self.session.study.max_turns > 0
+        return self.may_instruct
+
+    @property
     def may_instruct(self) -> bool:
         return (
             self.session.status == SessionStatus.ACTIVE
@@ -95,16 +111,47 @@ def session_page_get(*, session_id: int, user: AbstractBaseUser, now: datetime) 
 
 
 def session_state(*, session_id: int, user: AbstractBaseUser, now: datetime) -> dict:
-    """What the polling page needs: is a model call still running, did one fail."""
+    """What the polling page needs: is a model call still running (and its text streamed so
+    far, `partial`), did one fail; once it is done, the `answer` and, for an answer that
+    retrieved passages, those `passages` (title and text), so the page shows them in place.
+
+    `partial` is never the answer: it is only there while the call is pending.
+    """
     session = session_for_annotator(session_id=session_id, user=user)
     stale_calls_fail(session=session, now=now)
-    session.refresh_from_db(fields=["initial_status"])
-    last = Turn.objects.filter(session=session).order_by("-position").only("call_status").first()
+    session.refresh_from_db(
+        fields=["initial_status", "initial_partial", "initial_answer", "initial_passages"]
+    )
+    last = (
+        Turn.objects.filter(session=session)
+        .order_by("-position")
+        .only("call_status", "partial_answer", "answer", "edited_answer", "passages")
+        .first()
+    )
+    call = session.initial_status if last is None else last.call_status
     statuses = [session.initial_status] + ([last.call_status] if last else [])
-    return {
+    state = {
         "waiting": CallStatus.PENDING in statuses,
         "failed": CallStatus.FAILED in statuses,
+        "partial": "",
+        "answer": None,
+        "passages": None,
     }
+    if session.initial_status == CallStatus.PENDING:
+        state["partial"] = session.initial_partial
+    elif last is not None and last.call_status == CallStatus.PENDING:
+        state["partial"] = last.partial_answer
+    elif call == CallStatus.DONE and not state["failed"]:
+        state["answer"] = session.initial_answer if last is None else last.final_answer
+        ids = session.initial_passages if last is None else last.passages
+        if ids:
+            state["passages"] = _passages_shown(ids)
+    return state
+
+
+def _passages_shown(ids: list[int]) -> list[dict]:
+    by_id = Passage.objects.select_related("document").in_bulk(ids)
+    return [{"title": by_id[i].document.title, "text": by_id[i].text} for i in ids if i in by_id]
 
 
 def studies_for_annotator(*, user: AbstractBaseUser) -> list[dict]:

@@ -3,7 +3,7 @@
 
 A protocol that must send exactly what a reference script sends registers here: the official
 InFoBench evaluation.py sends only model, messages and temperature, so REQUEST_PARAMS["official"]
-removes max_tokens, and its temperature goes out as the script writes it (the integer 0 for its
+removes max_tokens (and the stream keys of an endpoint that streams: the script does not), and its temperature goes out as the script writes it (the integer 0 for its
 default, evaluation.judges.official.request_temperature). Stored in each run's params when it is
 created, so a run keeps the body it started with.
 """
@@ -13,7 +13,9 @@ from __future__ import annotations
 from evaluation.judges.official import request_temperature
 from evaluation.judges.prompting import OFFICIAL
 
-REQUEST_PARAMS: dict[str, dict] = {OFFICIAL: {"max_tokens": None}}
+REQUEST_PARAMS: dict[str, dict] = {
+    OFFICIAL: {"max_tokens": None, "stream": None, "stream_options": None}
+}
 
 
 def request_params(protocol: str, *, temperature: float | None = None) -> dict:

@@ -145,29 +145,49 @@ def _judge_fields(turn: Turn) -> dict[str, str]:
 
 
 class ShotPicker:
-    """The k training turns with the most BM25-similar instructions, as few-shot examples."""
+    """The k training turns with the most BM25-similar instructions, as few-shot examples.
+
+    `prepare(instructions)` ranks many test instructions in one go (what a run does); an
+    instruction not prepared is ranked when asked. Training turns are read as plain values and
+    each example is formatted once, when first picked.
+    """
 
     def __init__(self, run: RevisionJudgeRun) -> None:
         self.k = run.shots
         self.train = list(
             Turn.objects.filter(pk__in=run.split.get("train", []))
-            .select_related("session__question")
             .order_by("id")
+            .values_list(
+                "session__question__text", "previous_answer", "instruction", "answer", "rating"
+            )
         )
         self.example = prompt_file(PROMPTS, "rating-judge-example-v1")
-        self.index = BM25Index([t.instruction for t in self.train])
+        self.index = BM25Index([row[2] for row in self.train])
         self.blocks: dict[int, str] = {}  # each training turn's example, formatted once
+        self.ranked: dict[str, list[int]] = {}
 
     def _block(self, index: int) -> str:
         if index not in self.blocks:
-            turn = self.train[index]
-            rating = "good" if turn.rating == "good" else "bad"
-            block = self.example.messages(**_judge_fields(turn), rating=rating)[-1]["content"]
+            question, previous_answer, instruction, answer, rating = self.train[index]
+            fields = {  # as _judge_fields(turn), in its order
+                "question": question,
+                "previous_answer": previous_answer,
+                "instruction": instruction,
+                "answer": answer,
+            }
+            rating = "good" if rating == "good" else "bad"
+            block = self.example.messages(**fields, rating=rating)[-1]["content"]
             self.blocks[index] = block + "\n\n"
         return self.blocks[index]
 
+    def prepare(self, instructions: list[str]) -> None:
+        todo = list(dict.fromkeys(i for i in instructions if i not in self.ranked))
+        self.ranked.update(zip(todo, self.index.top_many(todo, self.k), strict=True))
+
     def examples(self, instruction: str) -> str:
-        return "".join(self._block(index) for index in self.index.top(instruction, self.k))
+        if instruction not in self.ranked:
+            self.prepare([instruction])
+        return "".join(self._block(index) for index in self.ranked[instruction])
 
 
 def judge_messages(run: RevisionJudgeRun, turn: Turn, prompt: Prompt, picker) -> list[dict]:

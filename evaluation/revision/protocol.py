@@ -28,6 +28,10 @@ def _turn_id(key: str) -> int:
 class RevisionJudgeProtocol:
     """Label every unit turn of the judge run named by run.params["judge_run"]."""
 
+    def __init__(self) -> None:
+        # The engine loads a run's units in slices; the few-shot index is built once per run.
+        self._pickers: dict[int, judges.ShotPicker] = {}
+
     def units(self, run) -> list[str]:
         judge = _judge(run)
         prefix = f"revision-judge:{judge.pk}:{judge.prompt_version}"
@@ -59,10 +63,15 @@ class RevisionJudgeProtocol:
     def load(self, run, keys) -> dict[str, Any]:
         judge = _judge(run)
         prompt = judges.prompt_file(judges.PROMPTS, judge.prompt_version)
-        picker = judges.ShotPicker(judge) if judge.shots else None
+        picker = None
+        if judge.shots:
+            picker = self._pickers.get(judge.pk) or judges.ShotPicker(judge)
+            self._pickers[judge.pk] = picker
         turns = Turn.objects.select_related("session__question").in_bulk(
             [_turn_id(k) for k in keys]
         )
+        if picker is not None:
+            picker.prepare([turn.instruction for turn in turns.values()])
         return {
             key: (judge.task, judges.judge_messages(judge, turns[_turn_id(key)], prompt, picker))
             for key in keys

@@ -4,15 +4,58 @@
   var root = document.getElementById("revision");
   var sessionId = root ? root.dataset.session : "rerating";
 
-  // Poll the session's state while a model call runs; reload when it ends (answer or failure).
+  // Poll the session's state while a model call runs. The text streamed so far is shown as it
+  // grows; the finished answer replaces it in place, with the next form. A failure reloads the
+  // page, which shows it with a Retry button. Model output is only ever set as text.
+  var showAnswer = function (state) {
+    var answer = document.getElementById("answer");
+    answer.textContent = state.answer;
+    answer.hidden = false;
+    ["waiting", "partial"].forEach(function (id) {
+      var element = document.getElementById(id);
+      if (element) { element.remove(); }
+    });
+    if (state.passages) {
+      var aside = document.getElementById("passages");
+      aside.querySelectorAll(".passage, p.tags").forEach(function (old) { old.remove(); });
+      state.passages.forEach(function (passage) {
+        var box = document.createElement("div");
+        box.className = "passage";
+        var title = document.createElement("p");
+        title.className = "tags";
+        title.textContent = passage.title;
+        var text = document.createElement("p");
+        text.textContent = passage.text;
+        box.append(title, text);
+        aside.append(box);
+      });
+    }
+    var edit = document.getElementById("edited_answer");
+    if (edit && !edit.value) { edit.value = state.answer; }
+    var next = document.getElementById("next-step");
+    if (next) { next.hidden = false; }
+    delete root.dataset.waiting;
+  };
+
   if (root && root.dataset.waiting) {
     var delay = 500;
+    var partial = document.getElementById("partial");
     var poll = function () {
       fetch(root.dataset.stateUrl, { credentials: "same-origin" })
         .then(function (r) { return r.json(); })
         .then(function (state) {
-          if (!state.waiting) { window.location.reload(); return; }
-          delay = Math.min(delay * 1.5, 4000);
+          if (state.failed || (!state.waiting && state.answer === null)) {
+            window.location.reload();
+            return;
+          }
+          if (!state.waiting) { showAnswer(state); return; }
+          if (state.partial && partial && partial.textContent !== state.partial) {
+            partial.textContent = state.partial;
+            partial.hidden = false;
+            delay = 500;  // the model is writing: keep up with it
+          } else {
+            delay = Math.min(delay * 1.5, 4000);
+          }
           window.setTimeout(poll, delay);
         })
         .catch(function () { window.setTimeout(poll, 4000); });
@@ -43,18 +86,19 @@
   });
   syncEdit();
 
+  var shown = function (element) { return element && !element.closest("[hidden]"); };
   var typing = function (target) {
     return target && (target.tagName === "TEXTAREA" || target.tagName === "INPUT" && target.type === "text");
   };
   document.addEventListener("keydown", function (event) {
     if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
       var form = event.target.form || document.querySelector("#rate-form, #turn-form");
-      if (form) { event.preventDefault(); form.requestSubmit(); }
+      if (shown(form)) { event.preventDefault(); form.requestSubmit(); }
       return;
     }
     if (typing(event.target) || event.ctrlKey || event.metaKey || event.altKey) { return; }
     var choice = document.querySelector("input[name=rating][data-key='" + event.key + "']");
-    if (choice) {
+    if (shown(choice)) {
       choice.checked = true;
       syncEdit();
       event.preventDefault();
@@ -62,7 +106,7 @@
     }
     if (event.key === "c") {
       var comment = document.getElementById("comment");
-      if (comment) { event.preventDefault(); comment.focus(); }
+      if (shown(comment)) { event.preventDefault(); comment.focus(); }
     }
   });
 })();

@@ -76,3 +76,50 @@ def test_annotator_does_a_two_turn_session(page_for, settings, tmp_path):
     ]
     assert turns[1].previous_answer == "My shorter edit [1]."
     assert all(t.seconds is not None and t.seconds >= 0 for t in turns)
+
+
+STREAMED = "A streamed answer that cites the retrieved passages [0] and grows word by word."
+
+
+def test_a_streamed_answer_grows_on_the_page_then_stands_whole_without_a_reload(
+    page_for, settings, tmp_path, snap
+):
+    import threading
+
+    from annotate.engine.services import endpoint_create
+    from tests.evaluation.openai_stub import StubOpenAI
+
+    settings.REVISION_GENERATION = "thread"
+    release = threading.Event()
+
+    def hold_half_way(event: int) -> None:
+        if event == 5:  # the role and four words are out: hold the rest until the page saw them
+            release.wait(30)
+
+    with StubOpenAI(replies=[STREAMED], stream_gate=hold_half_way) as stub:
+        endpoint_create(name="streaming", model="m", base_url=stub.base_url, stream=True)
+        path = tmp_path / "study.jsonl"
+        path.write_text(json.dumps(QUESTION) + "\n")
+        study_upload(path=str(path), study_name="e2e-stream", systems=["model=streaming"])
+        user = UserFactory(username="e2e-streamer", roles=[ANNOTATOR])
+        page = page_for(user)
+        page.goto("/revision/")
+        page.get_by_role("button", name="Start a session").click()
+        page.wait_for_url("**/revision/sessions/*/")
+        page.evaluate("window.notReloaded = true")
+        partial = page.locator("#partial")
+        partial.wait_for()
+        shown = partial.inner_text()
+        snap(page, "partial answer")
+        assert shown and STREAMED.startswith(shown) and len(shown) < len(STREAMED)
+        assert page.locator("#answer").is_hidden() and page.locator("#turn-form").is_hidden()
+        release.set()
+        page.locator("#answer").wait_for()
+        assert page.locator("#answer").inner_text() == STREAMED
+        assert page.locator("#partial").count() == 0
+        assert page.locator("#turn-form").is_visible()
+        assert page.evaluate("window.notReloaded") is True  # the same page, never reloaded
+        assert "Citations help." in page.locator(".revision-passages").inner_text()
+        snap(page, "whole answer")
+    session = RevisionSession.objects.get(annotator=user)
+    assert (session.initial_answer, session.initial_partial) == (STREAMED, "")

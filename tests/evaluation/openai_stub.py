@@ -7,7 +7,11 @@ system_fingerprint, to script truncated or content-filtered replies; None answer
 `"content": null` and Fail(status) answers that request with an error), records every request
 body (parsed, and as the bytes received), and can be told to fail the next requests with a
 status (429, 500, 400...) and a Retry-After header, to wait before answering, and to leave
-`usage` out. Run it alone with `python tests/evaluation/openai_stub.py --delay 0.1`
+`usage` out. A request with `"stream": true` is answered with server-sent events, as OpenAI
+does: the reply a word at a time, then a chunk with the finish_reason, then (with
+`stream_options.include_usage`) a chunk with only `usage`, then `data: [DONE]`; `stream_gate(n)`
+is called before the n-th event (from 0) is sent, so a test can hold a stream half-way, and
+`break_stream_after = n` closes the connection after n events (a broken stream). Run it alone with `python tests/evaluation/openai_stub.py --delay 0.1`
 (prints its base URL) for the benchmark.
 """
 
@@ -15,12 +19,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+@dataclass(frozen=True)
+class StreamReply:
+    """The chunks of a streamed completion (sent as server-sent events, then [DONE])."""
+
+    chunks: list[dict]
 
 
 @dataclass(frozen=True)
@@ -40,12 +52,15 @@ class StubOpenAI:
         delay: float = 0.0,
         usage: bool = True,
         on_request: Callable[[int], None] | None = None,
+        stream_gate: Callable[[int], None] | None = None,
     ) -> None:
         self.replies = deque(replies or [])
         self.responder = responder
         self.delay = delay
         self.usage = usage
         self.on_request = on_request
+        self.stream_gate = stream_gate
+        self.break_stream_after: int | None = None
         self.requests: list[dict] = []  # every body received, failed ones included
         self.raw_requests: list[bytes] = []  # the same bodies, as the bytes received
         self.authorizations: list[str] = []  # the Authorization header of each request
@@ -92,6 +107,9 @@ class StubOpenAI:
                     stub.authorizations.append(self.headers.get("Authorization", ""))
                     stub.raw_requests.append(raw)
                 status, headers, payload = stub.handle(self.path, body)
+                if isinstance(payload, StreamReply):
+                    self.stream(payload)
+                    return
                 data = json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -100,6 +118,22 @@ class StubOpenAI:
                     self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(data)
+
+            def stream(self, reply: StreamReply) -> None:
+                self.close_connection = True  # the end of the body is the end of the stream
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.wfile.flush()
+                events = [json.dumps(chunk) for chunk in reply.chunks] + ["[DONE]"]
+                for index, event in enumerate(events):
+                    if stub.break_stream_after is not None and index >= stub.break_stream_after:
+                        return
+                    if stub.stream_gate:
+                        stub.stream_gate(index)
+                    self.wfile.write(f"data: {event}\n\n".encode())
+                    self.wfile.flush()
 
         class Server(ThreadingHTTPServer):
             request_queue_size = 256  # the default 5 drops connections of a 32-thread client
@@ -129,12 +163,14 @@ class StubOpenAI:
             failure = self.failures.popleft() if self.failures else None
         if self.on_request:
             self.on_request(count)
-        if path.rstrip("/") == "/v1/embeddings" and not failure:
-            return 200, {}, self.embeddings(body)
-        if path.rstrip("/") != "/v1/chat/completions":
+        if path.rstrip("/") not in ("/v1/embeddings", "/v1/chat/completions"):
             return 404, {}, {"error": {"message": f"no route {path}", "type": "not_found"}}
         if failure:
             return self._error(*failure)
+        if path.rstrip("/") == "/v1/embeddings":
+            with self.lock:
+                self.answered.append(body)
+            return 200, {}, self.embeddings(body)
         if self.delay:
             time.sleep(self.delay)
         messages = body.get("messages", [])
@@ -176,7 +212,37 @@ class StubOpenAI:
             self.answered.append(body)
             if self.usage:
                 self.usages.append(usage)
+        if body.get("stream"):
+            return 200, {}, self._stream(payload, body)
         return 200, {}, payload
+
+    @staticmethod
+    def _stream(payload: dict, body: dict) -> StreamReply:
+        """Cut a completion into the chunks OpenAI streams: a word of content each, then the
+        finish_reason, then usage alone (when asked for with stream_options.include_usage)."""
+        head = {key: payload[key] for key in ("id", "created", "model")}
+        head["object"] = "chat.completion.chunk"
+        if payload.get("system_fingerprint"):
+            head["system_fingerprint"] = payload["system_fingerprint"]
+        choice = payload["choices"][0]
+        text = choice["message"]["content"] or ""
+        words = re.findall(r"\s*\S+", text) or [text]
+        words[-1] += text[len("".join(words)) :]
+        chunks = [{**head, "choices": [{"index": 0, "delta": {"role": "assistant"}}]}]
+        chunks += [
+            {**head, "choices": [{"index": 0, "delta": {"content": word}, "finish_reason": None}]}
+            for word in words
+            if word
+        ]
+        chunks.append(
+            {
+                **head,
+                "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}],
+            }
+        )
+        if (body.get("stream_options") or {}).get("include_usage") and payload.get("usage"):
+            chunks.append({**head, "choices": [], "usage": payload["usage"]})
+        return StreamReply(chunks)
 
     @staticmethod
     def _error(status: int, headers: dict[str, str], message: str):

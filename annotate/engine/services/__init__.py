@@ -1,6 +1,6 @@
 """Writes of the engine. The names here are the engine's API for protocols (docs/engine.md)."""
 
-from annotate.engine.services.calls import call_cost, endpoint_test, engine_call
+from annotate.engine.services.calls import call_cost, endpoint_test, engine_call, engine_embed
 from annotate.engine.services.endpoints import (
     endpoint_create,
     endpoint_get,
@@ -29,6 +29,7 @@ __all__ = [
     "endpoint_update",
     "engine_background_wait",
     "engine_call",
+    "engine_embed",
     "engine_run_create",
     "engine_run_estimate",
     "engine_run_execute",

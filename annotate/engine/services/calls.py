@@ -14,7 +14,10 @@ from django.db.models import F
 
 from annotate.engine.client import (
     CallOutcome,
+    EmbeddingReply,
+    RequestBody,
     RetryPolicy,
+    TextCallback,
     Transport,
     call_with_retries,
     estimate_prompt_tokens,
@@ -29,7 +32,11 @@ from annotate.engine.models import (
     EngineCall,
     EngineRun,
 )
-from annotate.engine.services.endpoints import endpoint_request_body, endpoint_transport
+from annotate.engine.services.endpoints import (
+    endpoint_embeddings_body,
+    endpoint_request_body,
+    endpoint_transport,
+)
 
 _THOUSAND = Decimal(1000)
 _COST_PLACES = Decimal("0.000001")
@@ -77,14 +84,15 @@ def call_from_outcome(
 ) -> EngineCall:
     """Return an unsaved EngineCall for one outcome. Only ok/truncated calls keep reply text.
 
-    An empty reply with finish_reason "stop" is an error: a failure is never an answer.
+    An empty reply with finish_reason "stop" is an error: a failure is never an answer. An
+    embeddings call that came back is ok with no text (the vectors are the caller's).
     """
     call = EngineCall(
         run_id=run_id,
         endpoint=endpoint,
         unit_key=unit_key,
         purpose=purpose,
-        request=dict(body),
+        request=body if isinstance(body, RequestBody) else dict(body),
         retries=outcome.retries,
         latency_ms=outcome.latency_ms,
     )
@@ -92,15 +100,18 @@ def call_from_outcome(
     if reply is None:
         call.status, call.error = CallStatus.ERROR, outcome.error
         return call
-    call.finish_reason = reply.finish_reason
     call.prompt_tokens, call.completion_tokens = reply.prompt_tokens, reply.completion_tokens
     call.usage_estimated = reply.usage_estimated
-    call.system_fingerprint = reply.system_fingerprint[:200]
     call.cost_usd = call_cost(
         endpoint=endpoint,
         prompt_tokens=reply.prompt_tokens,
         completion_tokens=reply.completion_tokens,
     )
+    if isinstance(reply, EmbeddingReply):
+        call.status = CallStatus.OK
+        return call
+    call.finish_reason = reply.finish_reason
+    call.system_fingerprint = reply.system_fingerprint[:200]
     call.status = _FINISH_STATUS.get(reply.finish_reason, CallStatus.OK)
     if call.status == CallStatus.REFUSED:
         call.error = "refused by the server's content filter (finish_reason content_filter)"
@@ -124,10 +135,14 @@ def call_send(
     purpose: str = "",
     params: Mapping[str, Any] | None = None,
     should_stop: Callable[[], bool] = lambda: False,
+    on_text: TextCallback | None = None,
 ) -> EngineCall:
-    """Send one call (limiter and retries inside) and return it unsaved. No database access."""
+    """Send one call (limiter and retries inside) and return it unsaved. No database access.
+
+    On an endpoint that streams, `on_text` is told the reply's text so far as it grows.
+    """
     body = endpoint_request_body(endpoint=endpoint, messages=messages, params=params)
-    outcome = call_with_retries(transport, policy, body, should_stop=should_stop)
+    outcome = call_with_retries(transport, policy, body, should_stop=should_stop, on_text=on_text)
     return call_from_outcome(
         endpoint=endpoint,
         body=body,
@@ -157,10 +172,13 @@ def engine_call(
     purpose: str = "",
     params: Mapping[str, Any] | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    on_text: TextCallback | None = None,
 ) -> EngineCall:
     """Make one stored call, synchronously. For background code only, never a web request.
 
-    A missing API key is stored as a failed call too (nothing is sent).
+    A missing API key is stored as a failed call too (nothing is sent). On an endpoint that
+    streams, `on_text(text so far)` is called as the reply grows (in this thread); the call is
+    stored, as any other, only once the reply is complete.
     """
     try:
         transport = endpoint_transport(endpoint=endpoint)
@@ -184,12 +202,51 @@ def engine_call(
             unit_key=unit_key,
             purpose=purpose,
             params=params,
+            on_text=on_text,
         )
+    _call_save(call, run)
+    return call
+
+
+def _call_save(call: EngineCall, run: EngineRun | None) -> None:
     with transaction.atomic():
         call.save()
         if run is not None:
             EngineRun.objects.filter(pk=run.pk).update(**run_totals_delta([call]))
-    return call
+
+
+def engine_embed(
+    *,
+    endpoint: Endpoint,
+    texts: Sequence[str],
+    run: EngineRun | None = None,
+    unit_key: str = "",
+    purpose: str = "embeddings",
+    sleep: Callable[[float], None] = time.sleep,
+) -> tuple[EngineCall, list[list[float]] | None]:
+    """Embed the texts with one stored call (POST /embeddings, body {"model", "input"}) under
+    the endpoint's limiter, retries and prices; return the call and one vector per text, or
+    None when the call failed (its error says why). Background code only.
+    """
+    body = endpoint_embeddings_body(endpoint=endpoint, texts=texts)
+    try:
+        transport = endpoint_transport(endpoint=endpoint)
+    except EndpointError as error:
+        outcome = CallOutcome(None, str(error), 0, 0)
+    else:
+        policy = retry_policy(endpoint=endpoint, sleep=sleep)
+        outcome = call_with_retries(transport, policy, body, embeddings=True)
+    call = call_from_outcome(
+        endpoint=endpoint,
+        body=body,
+        outcome=outcome,
+        run_id=run.pk if run else None,
+        unit_key=unit_key,
+        purpose=purpose,
+    )
+    _call_save(call, run)
+    reply = outcome.reply
+    return call, reply.vectors if isinstance(reply, EmbeddingReply) else None
 
 
 def run_totals_delta(calls: Sequence[EngineCall]) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from annotate.engine.client import Transport, TransportOptions, transport_for
+from annotate.engine.client import RequestBody, Transport, TransportOptions, transport_for
 from annotate.engine.errors import EndpointError, EngineNotFoundError
 from annotate.engine.models import Endpoint
 from annotate.secrets import ApiKeyEnvError, api_key_env_validate
@@ -23,6 +23,7 @@ EDITABLE_FIELDS = (
     "top_p",
     "seed",
     "stop",
+    "stream",
     "timeout_seconds",
     "concurrency",
     "requests_per_minute",
@@ -120,18 +121,21 @@ def endpoint_request_body(
     endpoint: Endpoint,
     messages: Sequence[Mapping[str, str]],
     params: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> RequestBody:
     """Return the exact body to send: model, messages, the endpoint's decoding parameters.
 
     Optional parameters (max_tokens, top_p, seed, stop) are sent only when set. `params`
     overrides any key; a value of None removes it (a protocol that must send exactly
-    model, messages and temperature passes {"max_tokens": None}).
+    model, messages and temperature passes {"max_tokens": None}). An endpoint that streams
+    adds "stream": true and "stream_options": {"include_usage": true} (usage in the last chunk).
     """
-    body: dict[str, Any] = {
-        "model": endpoint.model,
-        "messages": [{"role": m["role"], "content": m["content"]} for m in messages],
-        "temperature": endpoint.temperature,
-    }
+    body = RequestBody(
+        {
+            "model": endpoint.model,
+            "messages": [{"role": m["role"], "content": m["content"]} for m in messages],
+            "temperature": endpoint.temperature,
+        }
+    )
     optional = {
         "max_tokens": endpoint.max_tokens,
         "top_p": endpoint.top_p,
@@ -139,12 +143,19 @@ def endpoint_request_body(
         "stop": endpoint.stop or None,
     }
     body.update({key: value for key, value in optional.items() if value is not None})
+    if endpoint.stream:
+        body.update(stream=True, stream_options={"include_usage": True})
     for key, value in (params or {}).items():
         if value is None:
             body.pop(key, None)
         else:
             body[key] = value
     return body
+
+
+def endpoint_embeddings_body(*, endpoint: Endpoint, texts: Sequence[str]) -> RequestBody:
+    """Return the exact body of an embeddings request: the endpoint's model and the texts."""
+    return RequestBody({"model": endpoint.model, "input": list(texts)})
 
 
 def endpoint_transport(*, endpoint: Endpoint, timeout_seconds: float | None = None) -> Transport:

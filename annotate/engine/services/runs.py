@@ -32,7 +32,7 @@ from django.db.models import Count, F
 from django.utils import timezone
 
 from annotate.engine.bulk import rows_insert
-from annotate.engine.client import DEFAULT_COMPLETION_ESTIMATE
+from annotate.engine.client import DEFAULT_COMPLETION_ESTIMATE, RequestBody
 from annotate.engine.errors import (
     EndpointError,
     EngineNotFoundError,
@@ -533,6 +533,19 @@ _CALL_FIELDS = (
 )
 
 
+def _request_value(request: Any, field: Any) -> Any:
+    """The database value of a call's request: the JSON text it was sent as, when there is one
+    (no second encoding of a 60 kB prompt), else the field's own preparation."""
+    text = request.cached_json() if isinstance(request, RequestBody) else None
+    if text is None or connection.vendor not in ("sqlite", "postgresql"):
+        return field.get_db_prep_save(request, connection)
+    if connection.vendor == "postgresql":
+        from psycopg.types.json import Jsonb
+
+        return Jsonb(request, dumps=lambda _value: text)
+    return text
+
+
 def calls_insert(calls: Sequence[EngineCall], *, now: datetime) -> None:
     """Save new calls with one INSERT per 500 and set their ids (no per-field model work)."""
     request_field = EngineCall._meta.get_field("request")
@@ -545,7 +558,7 @@ def calls_insert(calls: Sequence[EngineCall], *, now: datetime) -> None:
             c.unit_key,
             c.purpose,
             c.status,
-            request_field.get_db_prep_save(c.request, connection),
+            _request_value(c.request, request_field),
             c.reply,
             c.error,
             c.finish_reason,
@@ -602,26 +615,51 @@ def _drain(run, protocol, executor: _Executor, ended: threading.Event, on_progre
             return
 
 
-def _run_pool(run, protocol, executor, keys, work, on_progress) -> None:
+def _run_pool(run, protocol, executor, keys, on_progress) -> None:
+    """Do the units on `endpoint.concurrency` threads, in the keys' order, storing as they end.
+
+    The first `concurrency` units are loaded (`protocol.load`) before the threads start, the
+    rest while those first calls are in flight: a 10-shot judge spends a fifth of a second
+    building its prompts, which would otherwise all come before the first call. The threads are
+    all started before any takes a unit: a thread started while others are already encoding
+    and sending requests waits for the GIL to say it started, which cost up to a quarter of a
+    second over 32 threads.
+    """
+    size = run.endpoint.concurrency
+    work = _load(protocol, run, keys[:size])
     ended = threading.Event()
+    go = threading.Event()
+    todo: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+    for key in keys[:size]:
+        todo.put(key)
     left = [len(keys)]
     lock = threading.Lock()
 
-    def one_done(_future) -> None:
-        with lock:
-            left[0] -= 1
-            if not left[0]:
-                ended.set()
+    def worker() -> None:
+        go.wait()
+        while (key := todo.get()) is not None:
+            try:
+                executor.do_unit(key, work.get(key))
+            finally:
+                with lock:
+                    left[0] -= 1
+                    if not left[0]:
+                        ended.set()
 
     if not keys:
         ended.set()
-    with ThreadPoolExecutor(
-        max_workers=run.endpoint.concurrency, thread_name_prefix=f"engine-run-{run.pk}"
-    ) as pool:
-        futures = [pool.submit(executor.do_unit, key, work.get(key)) for key in keys]
-        for future in futures:
-            future.add_done_callback(one_done)
+    threads = max(1, min(size, len(keys)))
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix=f"engine-run-{run.pk}") as pool:
+        futures = [pool.submit(worker) for _ in range(threads)]
+        go.set()
         try:
+            try:
+                work.update(_load(protocol, run, keys[size:]))
+                for key in keys[size:]:
+                    todo.put(key)
+            finally:
+                for _ in range(threads):
+                    todo.put(None)
             _drain(run, protocol, executor, ended, on_progress)
         except BaseException:
             executor.stop.set()  # Ctrl-C or a database error: workers end after their call
@@ -686,8 +724,7 @@ def _execute_keys(
 ) -> _Executor:
     """The executor: do these units (a whole run, or one chunk of it) and store them."""
     executor = _Executor(run, protocol, stop, sleep, budget)
-    work = _load(protocol, run, keys)
-    _run_pool(run, protocol, executor, list(keys), work, on_progress)
+    _run_pool(run, protocol, executor, list(keys), on_progress)
     return executor
 
 

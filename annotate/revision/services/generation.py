@@ -4,11 +4,17 @@ Runs in the background only (a Celery task, or a thread of the process when no b
 configured), never inside a web request. Each function is safe to run twice: it acts only on an
 answer still pending and stores its result only if the answer is still pending then. A failure
 is stored as FAILED with its message, never as an answer.
+
+On an endpoint that streams, the answer's text so far is stored on the pending row
+(`initial_partial`, `Turn.partial_answer`) at most every PARTIAL_EVERY_SECONDS, for the page to
+show; it is emptied when the call ends and is never the answer.
 """
 
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 
 from annotate.revision import llm
 from annotate.revision.models import (
@@ -22,6 +28,36 @@ from annotate.revision.prompting import passages_block, revision_prompt
 from annotate.revision.retrieval import retriever_for
 
 logger = logging.getLogger(__name__)
+
+PARTIAL_EVERY_SECONDS = 0.25
+
+
+class PartialWriter:
+    """Store a streamed reply's text so far, at most once every `every` seconds.
+
+    `store(text)` writes it (on the pending row only); `on_stored(text)` is told after each
+    write (progress displays, tests). The first piece is stored at once.
+    """
+
+    def __init__(
+        self,
+        store: Callable[[str], object],
+        *,
+        every: float = PARTIAL_EVERY_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+        on_stored: Callable[[str], None] | None = None,
+    ) -> None:
+        self.store, self.every, self.clock, self.on_stored = store, every, clock, on_stored
+        self.last: float | None = None
+
+    def __call__(self, text: str) -> None:
+        now = self.clock()
+        if self.last is not None and now - self.last < self.every:
+            return
+        self.last = now
+        self.store(text)
+        if self.on_stored is not None:
+            self.on_stored(text)
 
 
 def _retrieve(session: RevisionSession, query: str) -> list[Passage]:
@@ -43,13 +79,25 @@ def _block(passages: list[Passage]) -> str:
     return passages_block([(p.document.title, p.text) for p in passages])
 
 
-def session_generate_initial(*, session_id: int) -> None:
-    """Generate a0 = M(q, R(q, D)) for a session whose initial answer is pending."""
+def session_generate_initial(
+    *,
+    session_id: int,
+    clock: Callable[[], float] = time.monotonic,
+    on_partial: Callable[[str], None] | None = None,
+) -> None:
+    """Generate a0 = M(q, R(q, D)) for a session whose initial answer is pending.
+
+    `clock` paces the stored partial text; `on_partial` is told each piece stored.
+    """
     session = RevisionSession.objects.select_related("study", "question", "system").get(
         pk=session_id
     )
     if session.initial_status != CallStatus.PENDING:
         return
+    pending = RevisionSession.objects.filter(pk=session.pk, initial_status=CallStatus.PENDING)
+    partial = PartialWriter(
+        lambda text: pending.update(initial_partial=text), clock=clock, on_stored=on_partial
+    )
     try:
         passages = _retrieve(session, session.question.text)
         messages = revision_prompt("initial").messages(
@@ -60,22 +108,25 @@ def session_generate_initial(*, session_id: int) -> None:
             messages=messages,
             purpose="revision-initial",
             unit_key=f"revision-session-{session.pk}-initial",
+            on_text=partial,
         )
     except Exception as error:  # noqa: BLE001 - any failure is shown with a retry button
         logger.warning("initial answer of session %s failed: %s", session.pk, error)
-        RevisionSession.objects.filter(pk=session.pk, initial_status=CallStatus.PENDING).update(
-            initial_status=CallStatus.FAILED, initial_error=str(error)[:2000]
+        pending.update(
+            initial_status=CallStatus.FAILED, initial_error=str(error)[:2000], initial_partial=""
         )
         return
-    RevisionSession.objects.filter(pk=session.pk, initial_status=CallStatus.PENDING).update(
+    pending.update(
         initial_status=CallStatus.DONE,
         initial_answer=answer,
         initial_passages=[p.pk for p in passages],
         initial_error="",
+        initial_partial="",
     )
 
 
-def _revise(turn: Turn) -> tuple[str, str, list[int]]:
+def _revise(turn: Turn, partial: PartialWriter) -> tuple[str, str, list[int]]:
+    """Return (answer, summary, passage ids); only the answer's text is streamed to the page."""
     session = turn.session
     endpoint, question = session.system.endpoint_name, session.question.text
     key = f"revision-turn-{turn.pk}"
@@ -105,29 +156,43 @@ def _revise(turn: Turn) -> tuple[str, str, list[int]]:
         ),
         purpose="revision-answer",
         unit_key=f"{key}-answer",
+        on_text=partial,
     )
     return answer, summary, [p.pk for p in passages]
 
 
-def turn_generate(*, turn_id: int) -> None:
-    """Revise the previous answer for a pending turn: retrieve, summarise, answer (or directly)."""
+def turn_generate(
+    *,
+    turn_id: int,
+    clock: Callable[[], float] = time.monotonic,
+    on_partial: Callable[[str], None] | None = None,
+) -> None:
+    """Revise the previous answer for a pending turn: retrieve, summarise, answer (or directly).
+
+    `clock` paces the stored partial text; `on_partial` is told each piece stored.
+    """
     turn = Turn.objects.select_related(
         "session__study", "session__question", "session__system"
     ).get(pk=turn_id)
     if turn.call_status != CallStatus.PENDING:
         return
+    pending = Turn.objects.filter(pk=turn.pk, call_status=CallStatus.PENDING)
+    partial = PartialWriter(
+        lambda text: pending.update(partial_answer=text), clock=clock, on_stored=on_partial
+    )
     try:
-        answer, summary, passage_ids = _revise(turn)
+        answer, summary, passage_ids = _revise(turn, partial)
     except Exception as error:  # noqa: BLE001 - any failure is shown with a retry button
         logger.warning("revision of turn %s failed: %s", turn.pk, error)
-        Turn.objects.filter(pk=turn.pk, call_status=CallStatus.PENDING).update(
-            call_status=CallStatus.FAILED, call_error=str(error)[:2000]
+        pending.update(
+            call_status=CallStatus.FAILED, call_error=str(error)[:2000], partial_answer=""
         )
         return
-    Turn.objects.filter(pk=turn.pk, call_status=CallStatus.PENDING).update(
+    pending.update(
         call_status=CallStatus.DONE,
         answer=answer,
         summary=summary,
         passages=passage_ids,
         call_error="",
+        partial_answer="",
     )

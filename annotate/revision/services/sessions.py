@@ -148,7 +148,10 @@ def call_retry(*, session_id: int, user: AbstractBaseUser, now: datetime) -> Non
     session = session_for_annotator(session_id=session_id, user=user, lock=True)
     if session.initial_status == CallStatus.FAILED:
         RevisionSession.objects.filter(pk=session.pk).update(
-            initial_status=CallStatus.PENDING, initial_error="", initial_started_at=now
+            initial_status=CallStatus.PENDING,
+            initial_error="",
+            initial_partial="",
+            initial_started_at=now,
         )
         generation_enqueue(what="initial", object_id=session.pk)
         return
@@ -156,7 +159,7 @@ def call_retry(*, session_id: int, user: AbstractBaseUser, now: datetime) -> Non
     if last is None or last.call_status != CallStatus.FAILED:
         raise ConflictError("nothing to retry: no model call has failed")
     Turn.objects.filter(pk=last.pk).update(
-        call_status=CallStatus.PENDING, call_error="", call_started_at=now
+        call_status=CallStatus.PENDING, call_error="", partial_answer="", call_started_at=now
     )
     generation_enqueue(what="turn", object_id=last.pk)
 
@@ -223,8 +226,8 @@ def stale_calls_fail(*, session: RevisionSession, now: datetime) -> None:
     started = session.initial_started_at or session.created_at
     if session.initial_status == CallStatus.PENDING and started < cutoff:
         RevisionSession.objects.filter(pk=session.pk, initial_status=CallStatus.PENDING).update(
-            initial_status=CallStatus.FAILED, initial_error=message
+            initial_status=CallStatus.FAILED, initial_error=message, initial_partial=""
         )
     Turn.objects.filter(
         Q(call_started_at__lt=cutoff), session=session, call_status=CallStatus.PENDING
-    ).update(call_status=CallStatus.FAILED, call_error=message)
+    ).update(call_status=CallStatus.FAILED, call_error=message, partial_answer="")

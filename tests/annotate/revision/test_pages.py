@@ -52,9 +52,20 @@ def test_pending_answer_is_polled_and_failure_shows_retry(client, study, annotat
     client.force_login(annotator)
     session = session_assign(study=study, user=annotator, now=timezone.now())  # not run yet
     state = reverse("revision:session-state", args=[session.pk])
-    assert client.get(state).json() == {"waiting": True, "failed": False}
+    assert client.get(state).json() == {
+        "waiting": True,
+        "failed": False,
+        "partial": "",
+        "answer": None,
+        "passages": None,
+    }
     page = client.get(reverse("revision:session", args=[session.pk])).content.decode()
-    assert "The model is writing" in page and 'id="answer"' not in page
+    assert "The model is writing" in page
+    # The answer's box waits empty and hidden, and so does the form that follows it.
+    assert (
+        '<pre class="text answer" id="answer" aria-labelledby="answer-title" hidden></pre>' in page
+    )
+    assert '<div id="next-step" hidden>' in page and 'id="turn-form"' in page
     RevisionSession.objects.filter(pk=session.pk).update(
         initial_status=CallStatus.FAILED, initial_error="endpoint down"
     )

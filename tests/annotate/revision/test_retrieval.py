@@ -1,3 +1,6 @@
+import pytest
+
+from annotate.revision import llm
 from annotate.revision.retrieval import BM25Retriever, DenseRetriever, bm25_rank
 
 DOCS = [
@@ -22,3 +25,22 @@ def test_retrievers_return_passage_ids():
     assert BM25Retriever().retrieve("quadratic attention cost", passages, 1) == [12]
     dense = DenseRetriever("").retrieve("quantization of weights", passages, 2)
     assert dense[0] == 10 and len(dense) == 2
+
+
+@pytest.mark.django_db
+def test_dense_retrieval_asks_the_engine_and_its_call_is_stored():
+    from annotate.engine.models import EngineCall
+    from annotate.engine.services import endpoint_create
+    from tests.evaluation.openai_stub import StubOpenAI
+
+    passages = [(10, "c c"), (11, "a b"), (12, "a a b"), (13, "b")]
+    with StubOpenAI() as stub:
+        endpoint_create(name="emb", model="embed-1", base_url=stub.base_url, max_retries=0)
+        # The stub's vectors count "a", "b", "c": the query "a a" is closest to "a a b".
+        assert DenseRetriever("emb").retrieve("a a", passages, 2) == [12, 11]
+        stub.fail_next(400, message="too many inputs")
+        with pytest.raises(llm.ModelCallError, match="too many inputs"):
+            DenseRetriever("emb").retrieve("a", passages, 2)
+    assert stub.requests[0] == {"model": "embed-1", "input": ["a a", "c c", "a b", "a a b", "b"]}
+    calls = list(EngineCall.objects.order_by("pk").values_list("purpose", "status"))
+    assert calls == [("revision-retrieval", "ok"), ("revision-retrieval", "error")]

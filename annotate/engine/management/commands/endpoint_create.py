@@ -25,6 +25,9 @@ class Command(BaseCommand):
         parser.add_argument("--max-tokens", type=int, default=None, help="Default: not sent.")
         parser.add_argument("--top-p", type=float, default=None)
         parser.add_argument("--seed", type=int, default=None)
+        parser.add_argument(
+            "--stream", action="store_true", help="Ask for streamed replies (pages show them grow)."
+        )
         parser.add_argument("--timeout", type=float, default=120.0, help="Seconds per call.")
         parser.add_argument("--max-retries", type=int, default=5)
         parser.add_argument("--price-prompt-per-1k", type=Decimal, default=Decimal("0"))
@@ -44,6 +47,7 @@ class Command(BaseCommand):
                 max_tokens=o["max_tokens"],
                 top_p=o["top_p"],
                 seed=o["seed"],
+                stream=o["stream"],
                 timeout_seconds=o["timeout"],
                 max_retries=o["max_retries"],
                 price_prompt_per_1k=o["price_prompt_per_1k"],
