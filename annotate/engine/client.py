@@ -339,6 +339,19 @@ def _word_choice(text: str) -> str:
     return word
 
 
+_RATING_CHOICE = "one of the two ratings: good, or bad"  # KIWI's rating judge (appendix A.5)
+_CATEGORY_LINE = re.compile(r"^# Category: (.+)$", re.M)
+
+
+def _category_choice(text: str) -> str:
+    """Pick one of the categories the prompt's examples name (KIWI Tables 10/11), fixed per
+    text; "others" when the prompt names none."""
+    categories = sorted({c.strip() for c in _CATEGORY_LINE.findall(text) if c.strip()})
+    if not categories:
+        return "others"
+    return categories[hashlib.sha256(text.encode("utf-8")).digest()[0] % len(categories)]
+
+
 _JUDGE_QUESTION = re.compile(r"(^|\n)Question:|YES or NO")
 
 
@@ -350,9 +363,11 @@ class FakeTransport:
     """A deterministic offline model for the demo and tests: no network, no money.
 
     Judge-style prompts (numbered "Questions:", or a YES/NO question) get YES or NO, about four
-    in five YES, fixed per text; anything else gets a plausible reply built from the last user
-    message, the same every time. `max_tokens` is honoured: a longer reply is cut and reported
-    with finish_reason "length", as a real server does.
+    in five YES, fixed per text; KIWI's rating judge gets good or bad (about three in five good)
+    and its classifiers one of the categories their examples name; anything else gets a
+    plausible reply built from the last user message, the same every time. `max_tokens` is
+    honoured: a longer reply is cut and reported with finish_reason "length", as a real server
+    does.
     """
 
     def __init__(self, options: TransportOptions) -> None:
@@ -368,6 +383,10 @@ class FakeTransport:
             text = _verdict("\n".join(m.get("content") or "" for m in messages))
         elif _WORD_CHOICE.search(last):
             text = _word_choice(last)
+        elif _RATING_CHOICE in last:
+            text = "good" if hashlib.sha256(last.encode("utf-8")).digest()[0] % 5 < 3 else "bad"
+        elif last.rstrip().endswith("# Category:"):
+            text = _category_choice(last)
         else:
             text = self._generate(last)
         finish_reason = "stop"

@@ -131,3 +131,36 @@ def test_dense_retrieval_asks_the_embeddings_endpoint():
     # cosine with (2, 0, 0): passage 2 (3,1,0) first, then passage 1 (0,2,1) and 3 (0,0,1) tie at 0
     assert ranked == [2, 1]
     assert stub.requests[-1]["input"] == ["a a", "b b c", "a a a b", "c"]
+
+
+@pytest.mark.parametrize(
+    ("task", "mode", "labels"),
+    [
+        ("rating-judge", "zero-shot", {"good", "bad"}),
+        ("rating-judge", "k-shot", {"good", "bad"}),
+        ("instruction-category", "zero-shot", None),
+        ("error-category", "zero-shot", None),
+    ],
+)
+def test_the_offline_fake_endpoint_answers_every_task_in_words_the_report_reads(
+    tmp_path, task, mode, labels
+):
+    """A run on the demo's free endpoint (no base URL) gives predictions, not unparsed replies."""
+    from evaluation.revision.judges import CATEGORIES
+
+    study = sample_study(tmp_path)
+    make_endpoint("", name="offline-fake")
+    run = judge_run_create(
+        study=study,
+        task=task,
+        mode=mode,
+        shots=2,
+        endpoint_name="offline-fake",
+        seed=2,
+        now=timezone.now(),
+    )
+    run = judge_run_execute(run_id=run.pk)
+    assert run.status == "done"
+    predicted = list(run.predictions.values_list("label", flat=True))
+    assert predicted and "" not in predicted
+    assert set(predicted) <= (labels or set(CATEGORIES[task]))
