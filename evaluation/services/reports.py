@@ -156,17 +156,84 @@ class Bootstrap:
                 row["ci_low"], row["ci_high"] = _number(lo), _number(hi)
 
 
-# --- Sources -------------------------------------------------------------------------------------
+# --- Label-level results, computed in pieces of instructions ------------------------------------
+
+# Items per piece: about 2**18 × 3 labels, so a piece's temporary arrays stay within a few MB.
+PIECE_ITEMS = 1 << 18
 
 
-def _annotator_source(data: BenchmarkArrays, annotator: int) -> Source:
-    selected = data.label_annotator == annotator
+@dataclass
+class LabelResults:
+    """Everything the report takes from single labels, merged from pieces of instructions.
+
+    A piece is a range of instructions, and with them all their items, labels and raters: a
+    majority is local to an item, a rater's categories and a question's disagreement local to
+    an instruction. So the pieces' results merge exactly: item values are disjoint slices of
+    each source's values, rater rows are concatenated in instruction order, counts (ties, no
+    votes, disagreement levels) are added. Everything after this stage (DRFR counts per
+    instruction, breakdowns, kappa, the bootstrap) works on these merged arrays.
+    """
+
+    sources: list[Source]
+    raters: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]]  # kind: rows per piece
+    levels: dict[str, np.ndarray]  # kind: questions per disagreement level
+
+    def rater_rows(self, kind: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Return (instruction, categories, defined) of every (instruction, rater) of a kind."""
+        pieces = self.raters[kind]
+        return tuple(np.concatenate([piece[i] for piece in pieces]) for i in range(3))
+
+
+@dataclass
+class _Piece:
+    """The labels of a range of instructions, items numbered from the range's first item."""
+
+    instructions: slice
+    items: slice
+    item: np.ndarray
+    annotator: np.ndarray
+    value: np.ndarray
+
+
+def _piece_bounds(data: BenchmarkArrays, piece_items: int) -> np.ndarray:
+    """Return the first instruction of each piece, and n_instructions: ranges of whole
+    instructions of about `piece_items` items each (one instruction at least)."""
+    targets = np.arange(0, data.n_items, max(piece_items, 1))
+    starts = np.searchsorted(data.instruction_first_item, targets, side="right") - 1
+    return np.unique(np.concatenate([np.maximum(starts, 0), [data.n_instructions]]))
+
+
+def _pieces(data: BenchmarkArrays, piece_items: int):
+    """Yield the labels piece by piece (a stable partition of the labels by piece)."""
+    bounds = _piece_bounds(data, piece_items)
+    item_bounds = data.instruction_first_item[bounds]
+    if len(bounds) <= 2:
+        order = None
+        starts = np.array([0, len(data.label_item)])
+    else:
+        piece = np.searchsorted(item_bounds[1:-1], data.label_item, side="right")
+        # A small integer key: numpy sorts it by radix, in linear time.
+        key = piece.astype(np.uint16 if len(bounds) < 1 << 16 else np.int64)
+        order = np.argsort(key, kind="stable")
+        starts = np.concatenate([[0], np.cumsum(np.bincount(key, minlength=len(bounds) - 1))])
+    columns = (data.label_item, data.label_annotator, data.label_value)
+    if order is not None:
+        columns = tuple(column[order] for column in columns)
+    for p in range(len(bounds) - 1):
+        labels = slice(int(starts[p]), int(starts[p + 1]))
+        first = int(item_bounds[p])
+        yield _Piece(
+            instructions=slice(int(bounds[p]), int(bounds[p + 1])),
+            items=slice(first, int(item_bounds[p + 1])),
+            item=columns[0][labels] - first,
+            annotator=columns[1][labels],
+            value=columns[2][labels],
+        )
+
+
+def _empty_source(data: BenchmarkArrays, name: str, kind: str) -> Source:
     values = np.full(data.n_items, MISSING, dtype=np.int8)
-    values[data.label_item[selected]] = data.label_value[selected]
-    touched = np.zeros(len(data.response_instruction), dtype=bool)
-    touched[data.item_response[data.label_item[selected]]] = True
-    kind = KIND_NAMES[int(data.annotator_kinds[annotator])]
-    return Source(data.annotator_names[annotator], kind, values, touched)
+    return Source(name, kind, values, np.zeros(len(data.response_instruction), dtype=bool))
 
 
 def _slot_matrix(items: np.ndarray, values: np.ndarray, n_items: int) -> np.ndarray:
@@ -179,45 +246,63 @@ def _slot_matrix(items: np.ndarray, values: np.ndarray, n_items: int) -> np.ndar
     return matrix
 
 
-def _kind_labels(data: BenchmarkArrays, kind: str) -> np.ndarray:
-    return np.flatnonzero(data.annotator_kinds[data.label_annotator] == KIND_CODES[kind])
-
-
-def _majority_source(data: BenchmarkArrays, kind: str, name: str) -> Source | None:
-    labels = _kind_labels(data, kind)
-    if len(labels) == 0:
-        return None
-    matrix = _slot_matrix(data.label_item[labels], data.label_value[labels], data.n_items)
-    votes = majority_vote(matrix)
-    labelled = (matrix != MISSING).any(axis=1)
-    values = np.where(labelled, votes.values, MISSING).astype(np.int8)
-    touched = np.zeros(len(data.response_instruction), dtype=bool)
-    touched[data.item_response[labelled]] = True
-    return Source(
-        name,
-        kind,
-        values,
-        touched,
-        ties=int(votes.ties[labelled].sum()),
-        no_votes=int(votes.no_votes[labelled].sum()),
-        voted_items=int(labelled.sum()),
-    )
-
-
-def _sources(data: BenchmarkArrays) -> list[Source]:
-    """Each expert, the expert majority, the crowd majority, each LLM judge, in that order."""
+def _label_results(
+    data: BenchmarkArrays, unknown: str, piece_items: int = PIECE_ITEMS
+) -> LabelResults:
+    """Each expert, the expert majority, the crowd majority, each LLM judge, in that order, with
+    the raters' categories and the disagreement levels of experts and crowd, piece by piece."""
+    labelled = set(np.flatnonzero(np.bincount(data.label_annotator)).tolist())
     by_kind = {
         kind: [a for a in range(len(data.annotator_names)) if data.annotator_kinds[a] == code]
         for kind, code in KIND_CODES.items()
     }
-    labelled = set(np.unique(data.label_annotator).tolist())
-    sources = [_annotator_source(data, a) for a in by_kind["expert"] if a in labelled]
-    for kind, name in (("expert", EXPERT_MAJORITY), ("crowd", CROWD_MAJORITY)):
-        majority = _majority_source(data, kind, name)
-        if majority is not None:
-            sources.append(majority)
-    sources += [_annotator_source(data, a) for a in by_kind["llm"] if a in labelled]
-    return sources
+    kinds_labelled = {kind: any(a in labelled for a in by_kind[kind]) for kind in KIND_CODES}
+    annotator_sources = {
+        a: _empty_source(data, data.annotator_names[a], kind)
+        for kind in ("expert", "llm")
+        for a in by_kind[kind]
+        if a in labelled
+    }
+    majorities = {
+        kind: _empty_source(data, name, kind)
+        for kind, name in (("expert", EXPERT_MAJORITY), ("crowd", CROWD_MAJORITY))
+        if kinds_labelled[kind]
+    }
+    results = LabelResults(
+        sources=[annotator_sources[a] for a in by_kind["expert"] if a in annotator_sources]
+        + list(majorities.values())
+        + [annotator_sources[a] for a in by_kind["llm"] if a in annotator_sources],
+        raters={kind: [] for kind in ("expert", "crowd")},
+        levels={kind: np.zeros(data.n_systems + 1, dtype=np.int64) for kind in ("expert", "crowd")},
+    )
+    for piece in _pieces(data, piece_items):
+        for a, source in annotator_sources.items():
+            selected = piece.annotator == a
+            source.values[piece.items][piece.item[selected]] = piece.value[selected]
+        for kind in ("expert", "crowd"):
+            _kind_piece(data, piece, kind, majorities.get(kind), unknown, results)
+    for source in results.sources:
+        source.touched[data.item_response[source.values != MISSING]] = True
+    return results
+
+
+def _kind_piece(data, piece: _Piece, kind: str, majority, unknown: str, results) -> None:
+    """Add one piece's majority, rater rows and disagreement levels of one kind of annotator."""
+    selected = data.annotator_kinds[piece.annotator] == KIND_CODES[kind]
+    if not selected.any():
+        return
+    items, values = piece.item[selected], piece.value[selected]
+    n_items = piece.items.stop - piece.items.start
+    matrix = _slot_matrix(items, values, n_items)
+    votes = majority_vote(matrix)
+    labelled = (matrix != MISSING).any(axis=1)
+    majority.values[piece.items] = np.where(labelled, votes.values, MISSING)
+    majority.ties += int(votes.ties[labelled].sum())
+    majority.no_votes += int(votes.no_votes[labelled].sum())
+    majority.voted_items += int(labelled.sum())
+    results.levels[kind] += _disagreement_levels(data, piece, matrix)
+    annotators = piece.annotator[selected]
+    results.raters[kind].append(_rater_counts(data, piece, items, annotators, values, unknown))
 
 
 # --- DRFR ----------------------------------------------------------------------------------------
@@ -343,20 +428,22 @@ def _breakdown_row(source, system, key, name, yes, counted) -> dict:
 # --- Pairwise kappa ------------------------------------------------------------------------------
 
 
-def _rater_counts(data, kind, unknown: str):
-    """Per (instruction, annotator) of one kind: yes and counted per system, DRFR protocol."""
-    labels = _kind_labels(data, kind)
-    items = data.label_item[labels]
+def _rater_counts(data, piece: _Piece, items, annotators, values, unknown: str):
+    """Per (instruction, annotator) of one kind in a piece: pairwise categories from the yes
+    and counted items per system, DRFR protocol; rows in (instruction, annotator) order."""
+    items = items + piece.items.start
     instruction = data.item_instruction[items]
-    key = instruction * len(data.annotator_names) + data.label_annotator[labels]
+    n_annotators = len(data.annotator_names)
+    key = (instruction - piece.instructions.start) * n_annotators + annotators
     keys, rater = np.unique(key, return_inverse=True)
     cell = rater * data.n_systems + data.item_system[items]
     size = len(keys) * data.n_systems
-    values = data.label_value[labels]
     yes = np.bincount(cell, weights=values == YES, minlength=size)
     if unknown == "no":
         touched = np.bincount(cell, minlength=size) > 0
-        per_question = data.questions_per_instruction[keys // len(data.annotator_names)]
+        per_question = data.questions_per_instruction[
+            keys // n_annotators + piece.instructions.start
+        ]
         counted = touched.reshape(-1, data.n_systems) * per_question[:, None]
     elif unknown == "official":
         counted = np.bincount(cell, minlength=size)
@@ -366,7 +453,7 @@ def _rater_counts(data, kind, unknown: str):
     categories, defined = drfr_categories(
         yes.astype(np.int64).reshape(shape), np.asarray(counted, dtype=np.int64).reshape(shape)
     )
-    return keys // len(data.annotator_names), categories, defined
+    return keys // n_annotators + piece.instructions.start, categories, defined
 
 
 def _score_rater_counts(data, kind):
@@ -413,12 +500,14 @@ def _rated_items(instruction, categories, defined) -> RatedItems:
     return RatedItems(counts.reshape(-1, 3), np.repeat(instructions, n_pairs), raters, n)
 
 
-def _agreement(data, unknown: str, bootstrap: Bootstrap) -> list[dict]:
+def _agreement(data, results: LabelResults, bootstrap: Bootstrap) -> list[dict]:
     rows = []
     for protocol in ("drfr", "ds"):
         for group in ("expert", "crowd"):
             if protocol == "drfr":
-                instruction, categories, defined = _rater_counts(data, group, unknown)
+                if not results.raters[group]:
+                    continue
+                instruction, categories, defined = results.rater_rows(group)
             else:
                 instruction, categories, defined = _score_rater_counts(data, group)
             if len(instruction) == 0:
@@ -513,21 +602,24 @@ def _against_gold(source, gold, counts, items, instructions, acc_unknown: str) -
 # --- Figures' data: disagreement, display positions, votes ---------------------------------------
 
 
-def _disagreement(data) -> list[dict]:
+def _disagreement_levels(data, piece: _Piece, matrix: np.ndarray) -> np.ndarray:
+    """Count the piece's questions at each disagreement level, of those judged by two votes."""
+    item_question = data.item_question[piece.items]
+    item_question = item_question - item_question.min()  # the piece's questions from 0
+    n_questions = int(item_question.max()) + 1
+    tensor = np.full((n_questions, data.n_systems, matrix.shape[1]), MISSING, dtype=np.int8)
+    tensor[item_question, data.item_system[piece.items]] = matrix
+    votes = ((tensor == YES) | (tensor == NO)).sum(axis=2)
+    judged = (votes >= 2).any(axis=1)
+    return level_distribution(disagreement_levels(tensor[judged]), data.n_systems)
+
+
+def _disagreement(results: LabelResults) -> list[dict]:
     rows = []
     for group in ("expert", "crowd"):
-        labels = _kind_labels(data, group)
-        if len(labels) == 0:
+        distribution = results.levels[group]
+        if not distribution.any():
             continue
-        matrix = _slot_matrix(data.label_item[labels], data.label_value[labels], data.n_items)
-        n_questions = len(data.question_instruction)
-        tensor = np.full((n_questions, data.n_systems, matrix.shape[1]), MISSING, dtype=np.int8)
-        tensor[data.item_question, data.item_system] = matrix
-        votes = ((tensor == YES) | (tensor == NO)).sum(axis=2)
-        judged = (votes >= 2).any(axis=1)
-        if not judged.any():
-            continue
-        distribution = level_distribution(disagreement_levels(tensor[judged]), data.n_systems)
         rows += [
             {"group": group, "level": level, "questions": int(count)}
             for level, count in enumerate(distribution)
@@ -641,23 +733,26 @@ def report_build(
     n_resamples: int | None = None,
     seed: int | None = None,
     data: BenchmarkArrays | None = None,
+    piece_items: int = PIECE_ITEMS,
 ) -> dict:
     """Compute every table of the report for one benchmark (schema: docs/reports.md).
 
     `unknown` names how DRFRs count UNKNOWN and unasked questions, `acc_unknown` how ACC treats a
     source's UNKNOWN (evaluation.conventions). `data` is the benchmark's arrays when the caller
-    has read them already (an export).
+    has read them already (an export). The labels are worked through in pieces of instructions
+    of about `piece_items` items (LabelResults); the report is the same for any piece size.
     """
     _check_conventions(unknown, acc_unknown)
     n_resamples = settings.REPORT_BOOTSTRAP_RESAMPLES if n_resamples is None else n_resamples
     seed = settings.REPORT_BOOTSTRAP_SEED if seed is None else seed
     data = benchmark_arrays(benchmark=benchmark) if data is None else data
     bootstrap = Bootstrap(data.n_instructions, np.random.default_rng(seed), n_resamples)
-    sources = _sources(data)
+    results = _label_results(data, unknown, piece_items)
+    sources = results.sources
     counts = {s.name: _instruction_system_counts(data, s, unknown) for s in sources}
     constraints, domains, hard_domains = _breakdowns(data, sources, unknown)
     leaderboard = _leaderboard(data, sources, counts, bootstrap)
-    agreement = _agreement(data, unknown, bootstrap)
+    agreement = _agreement(data, results, bootstrap)
     bootstrap.resolve()
     return {
         "benchmark": benchmark.name,
@@ -679,7 +774,7 @@ def report_build(
         "constraints": constraints,
         "domains": domains,
         "hard_domains": hard_domains,
-        "disagreement": _disagreement(data),
+        "disagreement": _disagreement(results),
         "positions": _positions(data, unknown),
         "votes": _votes(sources),
     }
@@ -699,10 +794,12 @@ def labels_aggregated_csv(
     writer.writerow(["instruction_id", "system", "annotator", "question_index", "label"])
     rows = 0
     names = {NO: "NO", YES: "YES", UNKNOWN: "UNKNOWN"}
-    for source in _sources(data):
+    # Rows in the order of the responses' ids, then of the questions, as items once were laid out.
+    by_response = np.argsort(data.item_response, kind="stable")
+    for source in _label_results(data, DEFAULT_UNKNOWN).sources:
         if source.name not in (EXPERT_MAJORITY, CROWD_MAJORITY):
             continue
-        for item in np.flatnonzero(source.values != MISSING):
+        for item in by_response[source.values[by_response] != MISSING]:
             writer.writerow(
                 [
                     data.instruction_external_ids[data.item_instruction[item]],
