@@ -229,20 +229,20 @@ class _Positions:
     def __init__(self, sorted_ids: np.ndarray, values: np.ndarray | None = None):
         self.sorted_ids = sorted_ids
         self.values = np.arange(len(sorted_ids)) if values is None else values
-        self.low = int(sorted_ids[0]) if len(sorted_ids) else 0
-        span = int(sorted_ids[-1]) - self.low + 1 if len(sorted_ids) else 0
         self.table = None
+        if len(sorted_ids) == 0:
+            return
+        # The table starts one before the lowest id and ends one after the highest, both -1, so
+        # that a clipped lookup sends every id out of range to -1.
+        self.low = int(sorted_ids[0]) - 1
+        span = int(sorted_ids[-1]) - self.low + 2
         if span <= 4 * len(sorted_ids) + 1024:
-            self.table = np.full(span + 1, -1, dtype=np.int64)  # the last entry: out of range
+            self.table = np.full(span, -1, dtype=np.int64)
             self.table[sorted_ids - self.low] = self.values
 
     def __call__(self, ids: np.ndarray) -> np.ndarray:
         if self.table is not None:
-            offset = ids - self.low
-            outside = (offset < 0) | (offset >= len(self.table) - 1)
-            if outside.any():
-                offset = np.where(outside, len(self.table) - 1, offset)
-            return self.table[offset]
+            return self.table.take(ids - self.low, mode="clip")
         if len(self.sorted_ids) == 0:
             return np.full(len(ids), -1, dtype=np.int64)
         found = np.minimum(np.searchsorted(self.sorted_ids, ids), len(self.sorted_ids) - 1)

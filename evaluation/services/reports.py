@@ -45,19 +45,19 @@ from evaluation.stats import (
     UNKNOWN,
     YES,
     accuracy,
-    disagreement_levels,
     drfr_by_bits,
     drfr_categories,
     drfr_counts,
     fleiss_kappa,
     level_distribution,
-    majority_vote,
+    levels_from_votes,
+    majority_from_votes,
     pld,
     ratio,
     score_categories,
 )
 from evaluation.stats.bootstrap import percentile_interval, ratio_resamples, weight_chunks
-from evaluation.stats.kappa import kappa_resamples
+from evaluation.stats.kappa import kappa_resampler
 
 SUBSETS = ("easy", "hard", "overall")
 KIND_NAMES = {code: name for name, code in KIND_CODES.items()}
@@ -127,7 +127,7 @@ class Bootstrap:
         instructions[item_instruction] = True
         group = self._group(instructions)
         clusters = np.searchsorted(group["index"], item_instruction)
-        group["kappas"].append((row, counts, clusters))
+        group["kappas"].append((row, kappa_resampler(counts, clusters)))
 
     def resolve(self) -> None:
         for group in self.groups.values():
@@ -143,7 +143,7 @@ class Bootstrap:
                 ratio_samples.append(ratio_resamples(numerators, denominators, weights))
             if kappas:
                 kappa_samples.append(
-                    np.stack([kappa_resamples(c, k, weights) for _, c, k in kappas], axis=1)
+                    np.stack([resample(weights) for _, resample in kappas], axis=1)
                 )
         if ratios:
             low, high = percentile_interval(np.vstack(ratio_samples), self.level)
@@ -152,7 +152,7 @@ class Bootstrap:
                 row["ci_low"], row["ci_high"] = _number(lo), _number(hi)
         if kappas:
             low, high = percentile_interval(np.vstack(kappa_samples), self.level)
-            for (row, _, _), lo, hi in zip(kappas, low, high, strict=True):
+            for (row, _), lo, hi in zip(kappas, low, high, strict=True):
                 row["ci_low"], row["ci_high"] = _number(lo), _number(hi)
 
 
@@ -236,16 +236,6 @@ def _empty_source(data: BenchmarkArrays, name: str, kind: str) -> Source:
     return Source(name, kind, values, np.zeros(len(data.response_instruction), dtype=bool))
 
 
-def _slot_matrix(items: np.ndarray, values: np.ndarray, n_items: int) -> np.ndarray:
-    """Arrange labels as (item, slot) with MISSING padding: slot = rank of the label in its item."""
-    order = np.argsort(items, kind="stable")
-    items, values = items[order], values[order]
-    slot = np.arange(len(items)) - np.searchsorted(items, items, side="left")
-    matrix = np.full((n_items, int(slot.max()) + 1 if len(slot) else 1), MISSING, dtype=np.int8)
-    matrix[items, slot] = values
-    return matrix
-
-
 def _label_results(
     data: BenchmarkArrays, unknown: str, piece_items: int = PIECE_ITEMS
 ) -> LabelResults:
@@ -293,14 +283,15 @@ def _kind_piece(data, piece: _Piece, kind: str, majority, unknown: str, results)
         return
     items, values = piece.item[selected], piece.value[selected]
     n_items = piece.items.stop - piece.items.start
-    matrix = _slot_matrix(items, values, n_items)
-    votes = majority_vote(matrix)
-    labelled = (matrix != MISSING).any(axis=1)
+    yes = np.bincount(items[values == YES], minlength=n_items)
+    no = np.bincount(items[values == NO], minlength=n_items)
+    labelled = np.bincount(items, minlength=n_items) > 0
+    votes = majority_from_votes(yes, no)
     majority.values[piece.items] = np.where(labelled, votes.values, MISSING)
-    majority.ties += int(votes.ties[labelled].sum())
-    majority.no_votes += int(votes.no_votes[labelled].sum())
-    majority.voted_items += int(labelled.sum())
-    results.levels[kind] += _disagreement_levels(data, piece, matrix)
+    majority.ties += int(np.count_nonzero(votes.ties[labelled]))
+    majority.no_votes += int(np.count_nonzero(votes.no_votes[labelled]))
+    majority.voted_items += int(np.count_nonzero(labelled))
+    results.levels[kind] += _disagreement_levels(data, piece, yes, no)
     annotators = piece.annotator[selected]
     results.raters[kind].append(_rater_counts(data, piece, items, annotators, values, unknown))
 
@@ -428,6 +419,17 @@ def _breakdown_row(source, system, key, name, yes, counted) -> dict:
 # --- Pairwise kappa ------------------------------------------------------------------------------
 
 
+def _distinct_keys(key: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray]:
+    """Return np.unique(key, return_inverse=True) for keys in 0..span-1, by counting when the
+    span is small next to the keys (no sort of a million keys)."""
+    if span > 4 * len(key) + (1 << 16):
+        keys, inverse = np.unique(key, return_inverse=True)
+        return keys, inverse.reshape(-1)
+    present = np.bincount(key, minlength=span) > 0
+    rank = np.cumsum(present) - 1
+    return np.flatnonzero(present), rank[key]
+
+
 def _rater_counts(data, piece: _Piece, items, annotators, values, unknown: str):
     """Per (instruction, annotator) of one kind in a piece: pairwise categories from the yes
     and counted items per system, DRFR protocol; rows in (instruction, annotator) order."""
@@ -435,7 +437,8 @@ def _rater_counts(data, piece: _Piece, items, annotators, values, unknown: str):
     instruction = data.item_instruction[items]
     n_annotators = len(data.annotator_names)
     key = (instruction - piece.instructions.start) * n_annotators + annotators
-    keys, rater = np.unique(key, return_inverse=True)
+    n_instructions = piece.instructions.stop - piece.instructions.start
+    keys, rater = _distinct_keys(key, n_instructions * n_annotators)
     cell = rater * data.n_systems + data.item_system[items]
     size = len(keys) * data.n_systems
     yes = np.bincount(cell, weights=values == YES, minlength=size)
@@ -602,16 +605,15 @@ def _against_gold(source, gold, counts, items, instructions, acc_unknown: str) -
 # --- Figures' data: disagreement, display positions, votes ---------------------------------------
 
 
-def _disagreement_levels(data, piece: _Piece, matrix: np.ndarray) -> np.ndarray:
-    """Count the piece's questions at each disagreement level, of those judged by two votes."""
-    item_question = data.item_question[piece.items]
-    item_question = item_question - item_question.min()  # the piece's questions from 0
-    n_questions = int(item_question.max()) + 1
-    tensor = np.full((n_questions, data.n_systems, matrix.shape[1]), MISSING, dtype=np.int8)
-    tensor[item_question, data.item_system[piece.items]] = matrix
-    votes = ((tensor == YES) | (tensor == NO)).sum(axis=2)
-    judged = (votes >= 2).any(axis=1)
-    return level_distribution(disagreement_levels(tensor[judged]), data.n_systems)
+def _disagreement_levels(data, piece: _Piece, yes: np.ndarray, no: np.ndarray) -> np.ndarray:
+    """Count the piece's questions at each disagreement level, of those where some system's
+    output has two YES/NO votes (votes per item of the piece: `yes`, `no`)."""
+    question = data.item_question[piece.items]
+    question = question - question.min()  # the piece's questions, from 0
+    cells = np.zeros((2, int(question.max()) + 1, data.n_systems), dtype=np.int64)
+    cells[:, question, data.item_system[piece.items]] = yes, no
+    judged = (cells[0] + cells[1] >= 2).any(axis=1)
+    return level_distribution(levels_from_votes(cells[0][judged], cells[1][judged]), data.n_systems)
 
 
 def _disagreement(results: LabelResults) -> list[dict]:
