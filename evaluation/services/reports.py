@@ -195,7 +195,7 @@ class _Piece:
     value: np.ndarray
 
 
-def _piece_bounds(data: BenchmarkArrays, piece_items: int) -> np.ndarray:
+def piece_bounds(data: BenchmarkArrays, piece_items: int) -> np.ndarray:
     """Return the first instruction of each piece, and n_instructions: ranges of whole
     instructions of about `piece_items` items each (one instruction at least)."""
     targets = np.arange(0, data.n_items, max(piece_items, 1))
@@ -205,7 +205,7 @@ def _piece_bounds(data: BenchmarkArrays, piece_items: int) -> np.ndarray:
 
 def _pieces(data: BenchmarkArrays, piece_items: int):
     """Yield the labels piece by piece (a stable partition of the labels by piece)."""
-    bounds = _piece_bounds(data, piece_items)
+    bounds = piece_bounds(data, piece_items)
     item_bounds = data.instruction_first_item[bounds]
     if len(bounds) <= 2:
         order = None
