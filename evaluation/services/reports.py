@@ -56,7 +56,7 @@ from evaluation.stats import (
     ratio,
     score_categories,
 )
-from evaluation.stats.bootstrap import percentile_interval, ratio_resamples, weight_chunks
+from evaluation.stats.bootstrap import percentile_interval, ratio_resampler, weight_chunks
 from evaluation.stats.kappa import kappa_resampler
 
 SUBSETS = ("easy", "hard", "overall")
@@ -94,6 +94,10 @@ def _subset_instructions(data: BenchmarkArrays, subset: str) -> np.ndarray:
 
 
 # --- Confidence intervals ------------------------------------------------------------------------
+
+
+# Weights of about 2**23 cells (64 MB) per matrix product of the ratio CIs.
+_RATIO_BATCH_CELLS = 1 << 23
 
 
 class Bootstrap:
@@ -135,16 +139,25 @@ class Bootstrap:
 
     def _resolve_group(self, group: dict) -> None:
         ratios, kappas = group["ratios"], group["kappas"]
-        numerators = np.hstack([r[1] for r in ratios]) if ratios else None
-        denominators = np.hstack([r[2] for r in ratios]) if ratios else None
-        ratio_samples, kappa_samples = [], []
+        ratio_samples, kappa_samples, pending = [], [], []
+        if ratios:
+            resample_ratios = ratio_resampler(
+                np.hstack([r[1] for r in ratios]), np.hstack([r[2] for r in ratios])
+            )
         for weights in weight_chunks(len(group["index"]), self.n_resamples, self.rng):
-            if ratios:
-                ratio_samples.append(ratio_resamples(numerators, denominators, weights))
             if kappas:
                 kappa_samples.append(
                     np.stack([resample(weights) for _, resample in kappas], axis=1)
                 )
+            # Ratios of many chunks in one product (exact: ratio_resampler), kappas chunk by chunk.
+            if not ratios:
+                continue
+            pending.append(weights)
+            if sum(w.size for w in pending) >= _RATIO_BATCH_CELLS:
+                ratio_samples.append(resample_ratios(np.vstack(pending)))
+                pending = []
+        if pending:
+            ratio_samples.append(resample_ratios(np.vstack(pending)))
         if ratios:
             low, high = percentile_interval(np.vstack(ratio_samples), self.level)
             rows = [row for r in ratios for row in r[0]]
