@@ -13,6 +13,8 @@ computed in pieces of instructions (evaluation.services.reports).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -200,6 +202,30 @@ def fetch_label_columns(benchmark_id: int) -> LabelColumns:
     question, response, packed = _fetch_columns(_label_columns_sql(benchmark_id, _LABEL_COLUMNS), 3)
     annotator, value = np.divmod(packed, 4)
     return LabelColumns(question, response, annotator, value)
+
+
+def _fetch_label_columns_alone(benchmark_id: int) -> LabelColumns:
+    """Read the labels on this thread's own connection, and close it."""
+    try:
+        return fetch_label_columns(benchmark_id)
+    finally:
+        connection.close()
+
+
+def label_columns_meanwhile(benchmark_id: int) -> Callable[[], LabelColumns]:
+    """Start reading the benchmark's labels; return the function that waits for them.
+
+    On PostgreSQL in autocommit mode the labels are read on a second connection by a thread,
+    so the server aggregates them (the longest query of a report, on a core of its own) while
+    this thread reads the instructions, questions and responses. Inside a transaction the read
+    waits for the caller: another connection would not see the transaction's rows.
+    """
+    if connection.vendor != "postgresql" or connection.in_atomic_block:
+        return lambda: fetch_label_columns(benchmark_id)
+    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="report-labels")
+    future = executor.submit(_fetch_label_columns_alone, benchmark_id)
+    executor.shutdown(wait=False)
+    return future.result
 
 
 def fetch_label_rows(benchmark_id: int) -> np.ndarray:
@@ -444,6 +470,7 @@ def _annotators(benchmark: Benchmark, label_annotator_ids: np.ndarray) -> _Annot
 
 def benchmark_arrays(*, benchmark: Benchmark) -> BenchmarkArrays:
     """Load everything a report needs about one benchmark."""
+    read_labels = label_columns_meanwhile(benchmark.pk)
     columns = _instruction_arrays(benchmark)
     question_ids, question_instruction, question_mask, question_position = _question_arrays(
         benchmark, columns.ids
@@ -453,7 +480,7 @@ def benchmark_arrays(*, benchmark: Benchmark) -> BenchmarkArrays:
     responses = _response_arrays(benchmark, columns.ids)
     items = _item_arrays(responses, per_instruction, first_question)
 
-    labels = fetch_label_columns(benchmark.pk)
+    labels = read_labels()
     annotators = _annotators(benchmark, labels.annotator)
     annotator = annotators.positions(labels.annotator)
     by_id = np.argsort(question_ids)

@@ -100,6 +100,33 @@ def _subset_instructions(data: BenchmarkArrays, subset: str) -> np.ndarray:
 _RATIO_BATCH_CELLS = 1 << 23
 
 
+class _RatioBatch:
+    """Gather chunks of bootstrap weights into one reused buffer, for one matrix product per
+    full buffer: the table of counts (instructions × columns) is then read once per buffer
+    rather than once per chunk. Exact: see ratio_resampler."""
+
+    def __init__(self, numerators: np.ndarray, denominators: np.ndarray, samples: list):
+        self.resample = ratio_resampler(numerators, denominators)
+        self.samples = samples
+        self.n_clusters = numerators.shape[0]
+        self.buffer: np.ndarray | None = None
+        self.filled = 0
+
+    def add(self, weights: np.ndarray) -> None:
+        if self.buffer is None:
+            rows = max(len(weights), _RATIO_BATCH_CELLS // max(self.n_clusters, 1))
+            self.buffer = np.empty((rows, self.n_clusters), dtype=np.float64)
+        if self.filled + len(weights) > len(self.buffer):
+            self.flush()
+        self.buffer[self.filled : self.filled + len(weights)] = weights
+        self.filled += len(weights)
+
+    def flush(self) -> None:
+        if self.filled:
+            self.samples.append(self.resample(self.buffer[: self.filled]))
+            self.filled = 0
+
+
 class Bootstrap:
     """Collect the CIs a report needs, then compute them in one pass per set of instructions.
 
@@ -139,25 +166,20 @@ class Bootstrap:
 
     def _resolve_group(self, group: dict) -> None:
         ratios, kappas = group["ratios"], group["kappas"]
-        ratio_samples, kappa_samples, pending = [], [], []
+        ratio_samples, kappa_samples = [], []
         if ratios:
-            resample_ratios = ratio_resampler(
-                np.hstack([r[1] for r in ratios]), np.hstack([r[2] for r in ratios])
+            batch = _RatioBatch(
+                np.hstack([r[1] for r in ratios]), np.hstack([r[2] for r in ratios]), ratio_samples
             )
         for weights in weight_chunks(len(group["index"]), self.n_resamples, self.rng):
             if kappas:
                 kappa_samples.append(
                     np.stack([resample(weights) for _, resample in kappas], axis=1)
                 )
-            # Ratios of many chunks in one product (exact: ratio_resampler), kappas chunk by chunk.
-            if not ratios:
-                continue
-            pending.append(weights)
-            if sum(w.size for w in pending) >= _RATIO_BATCH_CELLS:
-                ratio_samples.append(resample_ratios(np.vstack(pending)))
-                pending = []
-        if pending:
-            ratio_samples.append(resample_ratios(np.vstack(pending)))
+            if ratios:
+                batch.add(weights)
+        if ratios:
+            batch.flush()
         if ratios:
             low, high = percentile_interval(np.vstack(ratio_samples), self.level)
             rows = [row for r in ratios for row in r[0]]
@@ -568,13 +590,14 @@ def _agreement_row(data, protocol, group, subset, rated: RatedItems, bootstrap) 
 
 def _source_rows(data, sources, counts, costs, acc_unknown: str) -> list[dict]:
     gold = next((s for s in sources if s.name == EXPERT_MAJORITY), None)
+    categories = {name: drfr_categories(*c) for name, c in counts.items()}
     rows = []
     for subset in SUBSETS:
         instructions = _subset_instructions(data, subset)
         items = instructions[data.item_instruction]
         for source in sources:
             row = {"source": source.name, "source_kind": source.kind, "subset": subset}
-            row.update(_against_gold(source, gold, counts, items, instructions, acc_unknown))
+            row.update(_against_gold(source, gold, categories, items, instructions, acc_unknown))
             cost = costs[subset].get(source.name)
             row["cost_usd"] = cost.cost_usd if cost else None
             row["time_min"] = cost.time_min if cost else None
@@ -582,7 +605,7 @@ def _source_rows(data, sources, counts, costs, acc_unknown: str) -> list[dict]:
     return rows
 
 
-def _against_gold(source, gold, counts, items, instructions, acc_unknown: str) -> dict:
+def _against_gold(source, gold, categories, items, instructions, acc_unknown: str) -> dict:
     empty = {
         "acc": None,
         "compared": 0,
@@ -597,8 +620,8 @@ def _against_gold(source, gold, counts, items, instructions, acc_unknown: str) -
     acc = accuracy(
         source.values[items], gold.values[items], unknown_is_wrong=acc_unknown == "wrong"
     )
-    source_categories, source_defined = drfr_categories(*counts[source.name])
-    gold_categories, gold_defined = drfr_categories(*counts[gold.name])
+    source_categories, source_defined = categories[source.name]
+    gold_categories, gold_defined = categories[gold.name]
     distance = pld(
         source_categories[instructions],
         gold_categories[instructions],

@@ -8,8 +8,10 @@ not count: a rejected assignment and a blocked worker's submitted one.
 from __future__ import annotations
 
 import io
+from concurrent.futures import Future
 
 import pytest
+from django.db import connection, transaction
 
 from annotate.crowd.models import WorkerBlock
 from annotate.models import (
@@ -22,7 +24,7 @@ from annotate.models import (
     Task,
 )
 from evaluation.conventions import UNKNOWN_MODES
-from evaluation.selectors.report_data import benchmark_arrays
+from evaluation.selectors.report_data import benchmark_arrays, label_columns_meanwhile
 from evaluation.services.reports import labels_aggregated_csv, piece_bounds, report_build
 from tests.evaluation.conftest import _label
 from tests.factories import (
@@ -145,3 +147,22 @@ def test_aggregated_labels_keep_the_order_of_responses_then_questions(bench):
         ("gamma", "1", "NO"),
         ("gamma", "2", "YES"),
     ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_labels_read_on_a_second_connection_give_the_same_report(pieces_bench):
+    """On PostgreSQL in autocommit mode a thread reads the labels on its own connection while
+    the rest is read; inside a transaction they are read in line. Same report either way."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the labels are read on a second connection on PostgreSQL only")
+    assert not connection.in_atomic_block
+    waiting = label_columns_meanwhile(pieces_bench.pk)
+    assert isinstance(waiting.__self__, Future)  # read by the thread
+    assert (
+        len(waiting().value)
+        == len(Label.objects.filter(response__instruction__benchmark=pieces_bench)) - 8
+    )  # all but the rejected and the blocked worker's labels
+    threaded = report_build(benchmark=pieces_bench)
+    with transaction.atomic():
+        in_line = report_build(benchmark=pieces_bench)
+    assert _without_time(threaded) == _without_time(in_line)
