@@ -446,8 +446,7 @@ def _distinct(ids: np.ndarray) -> np.ndarray:
 class _Annotators:
     names: list[str]  # in name order: "the first n raters" means the first n by name
     kinds: np.ndarray  # KIND_CODES per annotator, same order
-    positions: _Positions  # annotator id -> position in sorted ids, -1 when not counted
-    by_name: np.ndarray  # position in sorted ids -> index in name order
+    positions: _Positions  # annotator id -> index in name order, -1 when not counted
 
 
 def _annotators(benchmark: Benchmark, label_annotator_ids: np.ndarray) -> _Annotators:
@@ -463,8 +462,7 @@ def _annotators(benchmark: Benchmark, label_annotator_ids: np.ndarray) -> _Annot
     return _Annotators(
         names=[names[pk] for pk in in_name_order],
         kinds=np.array([KIND_CODES[kinds[pk]] for pk in in_name_order], dtype=np.int8),
-        positions=_Positions(sorted_ids),
-        by_name=by_name,
+        positions=_Positions(sorted_ids, by_name),
     )
 
 
@@ -482,18 +480,9 @@ def benchmark_arrays(*, benchmark: Benchmark) -> BenchmarkArrays:
 
     labels = read_labels()
     annotators = _annotators(benchmark, labels.annotator)
-    annotator = annotators.positions(labels.annotator)
-    by_id = np.argsort(question_ids)
-    question = _Positions(question_ids[by_id], by_id)(labels.question)
-    response = _Positions(responses.ids)(labels.response)
-    # A label whose question belongs to another instruction than its response cannot be placed.
-    kept = (annotator >= 0) & (question >= 0) & (response >= 0)
-    if len(question_ids) and len(responses.ids):
-        kept &= question_instruction[question] == responses.instruction[response]
-    if not kept.all():
-        annotator, question, response = annotator[kept], question[kept], response[kept]
-        labels.value = labels.value[kept]
-    question_rank = np.arange(len(question_ids)) - first_question[question_instruction]
+    label_item, label_annotator, label_value = _place_labels(
+        labels, question_ids, question_instruction, first_question, responses, items, annotators
+    )
     shown = _shown_labels(benchmark, responses, annotators)
 
     arrays = BenchmarkArrays(
@@ -519,9 +508,9 @@ def benchmark_arrays(*, benchmark: Benchmark) -> BenchmarkArrays:
         item_system=items.system,
         response_instruction=responses.instruction,
         response_system=responses.system,
-        label_item=items.offset[response] + question_rank[question],
-        label_annotator=annotators.by_name[annotator],
-        label_value=labels.value.astype(np.int8),
+        label_item=label_item,
+        label_annotator=label_annotator,
+        label_value=label_value,
         shown_annotator=shown[:, 1],
         shown_value=shown[:, 2].astype(np.int8),
         shown_position=shown[:, 3].astype(np.int8),
@@ -530,13 +519,47 @@ def benchmark_arrays(*, benchmark: Benchmark) -> BenchmarkArrays:
     return arrays
 
 
+def _place_labels(
+    labels, question_ids, question_instruction, first_question, responses, items, annotators
+):
+    """Return (item, annotator index, value) of each label of a counted annotator.
+
+    Ten million labels make every gather count, so each id lookup answers with what the label
+    needs and what checks it at once: a question id gives instruction × ranks + rank in its
+    instruction, a response id its first item × instructions + its instruction. A label whose
+    question belongs to another instruction than its response cannot be placed: left out.
+    """
+    n_instructions = max(len(first_question), 1)
+    rank = np.arange(len(question_ids)) - first_question[question_instruction]
+    ranks = int(rank.max()) + 1 if len(rank) else 1
+    by_id = np.argsort(question_ids)
+    question = _Positions(question_ids[by_id], (question_instruction * ranks + rank)[by_id])(
+        labels.question
+    )
+    response = _Positions(responses.ids, items.offset * n_instructions + responses.instruction)(
+        labels.response
+    )
+    annotator = annotators.positions(labels.annotator)
+    kept = (annotator >= 0) & (question >= 0) & (response >= 0)
+    kept &= question // ranks == response % n_instructions
+    value = labels.value
+    if not kept.all():
+        annotator, question, response, value = (
+            annotator[kept],
+            question[kept],
+            response[kept],
+            value[kept],
+        )
+    return response // n_instructions + question % ranks, annotator, value.astype(np.int8)
+
+
 def _shown_labels(benchmark, responses: _ResponseColumns, annotators: _Annotators) -> np.ndarray:
     """Return rows (response, annotator index, value, display position) of labels given through
     an assignment."""
     rows = fetch_shown_label_rows(benchmark.pk)
     annotator = annotators.positions(rows[:, 1])
     rows = rows[annotator >= 0]
-    rows[:, 1] = annotators.by_name[annotator[annotator >= 0]]
+    rows[:, 1] = annotator[annotator >= 0]
     shown = _display_positions(benchmark, responses.system_ids)  # asked always: fixed queries
     if len(rows) == 0 or not shown:
         return np.zeros((0, 4), dtype=np.int64)
@@ -563,5 +586,5 @@ def _add_scores(arrays, benchmark, responses: _ResponseColumns, annotators: _Ann
     response = _index_of(responses.ids, rows[:, 0])
     arrays.score_instruction = arrays.response_instruction[response]
     arrays.score_system = arrays.response_system[response]
-    arrays.score_annotator = annotators.by_name[annotator]
+    arrays.score_annotator = annotator
     arrays.score_value = rows[:, 2].astype(np.int8)
