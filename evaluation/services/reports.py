@@ -394,18 +394,26 @@ def _leaderboard(data, sources, counts, bootstrap: Bootstrap) -> list[dict]:
     return rows
 
 
-def _breakdowns(data, sources, unknown: str) -> tuple[list[dict], list[dict], list[dict]]:
+def _breakdowns(data, sources, counts, unknown: str) -> tuple[list[dict], list[dict], list[dict]]:
     """DRFR per source × system × constraint type, per source × system × domain (category),
-    and per source × system × principal domain of the Hard set (paper Figure 4)."""
+    and per source × system × principal domain of the Hard set (paper Figure 4).
+
+    A domain is a property of the instruction, so its counts are the sums of the source's
+    counts per (instruction, system) over the domain's instructions: the same integers as
+    counting its items."""
     constraints, domains, hard_domains = [], [], []
     masks = data.question_mask[data.item_question]
     n_bits = len(CONSTRAINT_NAMES)
+    hard = data.instruction_subset == SUBSET_CODES[Subset.HARD]
     for source in sources:
         items = _counted_items(data, source, unknown)
-        unknown_as_no = _as_no(unknown)
-        values, systems = source.values[items], data.item_system[items]
         yes, counted = drfr_by_bits(
-            values, systems, data.n_systems, masks[items], n_bits, unknown_as_no=unknown_as_no
+            source.values[items],
+            data.item_system[items],
+            data.n_systems,
+            masks[items],
+            n_bits,
+            unknown_as_no=_as_no(unknown),
         )
         for s, system in enumerate(data.systems):
             for b, constraint in enumerate(CONSTRAINT_NAMES):
@@ -415,28 +423,33 @@ def _breakdowns(data, sources, unknown: str) -> tuple[list[dict], list[dict], li
                             source, system, "constraint", constraint, yes[s, b], counted[s, b]
                         )
                     )
-        groups = data.instruction_domain[data.item_instruction[items]] * data.n_systems + systems
-        domains += _grouped_rows(data, source, data.domains, groups, values, unknown_as_no)
-        instruction = data.item_instruction[items]
-        hard = data.instruction_subset[instruction] == SUBSET_CODES[Subset.HARD]
-        groups = data.instruction_principal[instruction[hard]] * data.n_systems + systems[hard]
+        per_instruction = counts[source.name]
+        domains += _grouped_rows(
+            data, source, data.domains, data.instruction_domain, per_instruction
+        )
         hard_domains += _grouped_rows(
-            data, source, data.principal_domains, groups, values[hard], unknown_as_no
+            data,
+            source,
+            data.principal_domains,
+            data.instruction_principal[hard],
+            tuple(c[hard] for c in per_instruction),
         )
     return constraints, domains, hard_domains
 
 
-def _grouped_rows(data, source, names, groups, values, unknown_as_no) -> list[dict]:
-    """DRFR rows per (name, system), where group = name index × systems + system index."""
-    yes, counted = drfr_counts(
-        values, groups, len(names) * data.n_systems, unknown_as_no=unknown_as_no
-    )
+def _grouped_rows(data, source, names, instruction_group, per_instruction) -> list[dict]:
+    """DRFR rows per (name, system), summing the (instruction, system) counts of each name's
+    instructions (instruction_group: the name's index per instruction)."""
+    yes, counted = (np.zeros((len(names), data.n_systems), dtype=np.int64) for _ in range(2))
+    np.add.at(yes, instruction_group, per_instruction[0])
+    np.add.at(counted, instruction_group, per_instruction[1])
     rows = []
     for d, name in enumerate(names):
         for s, system in enumerate(data.systems):
-            g = d * data.n_systems + s
-            if counted[g]:
-                rows.append(_breakdown_row(source, system, "domain", name, yes[g], counted[g]))
+            if counted[d, s]:
+                rows.append(
+                    _breakdown_row(source, system, "domain", name, yes[d, s], counted[d, s])
+                )
     return rows
 
 
@@ -788,7 +801,7 @@ def report_build(
     results = _label_results(data, unknown, piece_items)
     sources = results.sources
     counts = {s.name: _instruction_system_counts(data, s, unknown) for s in sources}
-    constraints, domains, hard_domains = _breakdowns(data, sources, unknown)
+    constraints, domains, hard_domains = _breakdowns(data, sources, counts, unknown)
     leaderboard = _leaderboard(data, sources, counts, bootstrap)
     agreement = _agreement(data, results, bootstrap)
     bootstrap.resolve()
