@@ -282,11 +282,19 @@ def _label_results(
         for kind, code in KIND_CODES.items()
     }
     kinds_labelled = {kind: any(a in labelled for a in by_kind[kind]) for kind in KIND_CODES}
+    sourced = [a for kind in ("expert", "llm") for a in by_kind[kind] if a in labelled]
+    # One row of values per annotator source, filled by one scatter per piece.
+    values = np.full((len(sourced), data.n_items), MISSING, dtype=np.int8)
+    row_of = np.full(len(data.annotator_names), -1, dtype=np.int64)
+    row_of[sourced] = np.arange(len(sourced))
     annotator_sources = {
-        a: _empty_source(data, data.annotator_names[a], kind)
-        for kind in ("expert", "llm")
-        for a in by_kind[kind]
-        if a in labelled
+        a: Source(
+            data.annotator_names[a],
+            KIND_NAMES[int(data.annotator_kinds[a])],
+            values[row],
+            np.zeros(len(data.response_instruction), dtype=bool),
+        )
+        for row, a in enumerate(sourced)
     }
     majorities = {
         kind: _empty_source(data, name, kind)
@@ -301,21 +309,22 @@ def _label_results(
         levels={kind: np.zeros(data.n_systems + 1, dtype=np.int64) for kind in ("expert", "crowd")},
     )
     for piece in _pieces(data, piece_items):
-        for a, source in annotator_sources.items():
-            selected = piece.annotator == a
-            source.values[piece.items][piece.item[selected]] = piece.value[selected]
+        row = row_of[piece.annotator]
+        own = row >= 0
+        values[row[own], piece.items.start + piece.item[own]] = piece.value[own]
+        kinds = data.annotator_kinds[piece.annotator]
         for kind in ("expert", "crowd"):
-            _kind_piece(data, piece, kind, majorities.get(kind), unknown, results)
+            selected = kinds == KIND_CODES[kind]
+            if selected.any():
+                _kind_piece(data, piece, selected, kind, majorities[kind], unknown, results)
     for source in results.sources:
         source.touched[data.item_response[source.values != MISSING]] = True
     return results
 
 
-def _kind_piece(data, piece: _Piece, kind: str, majority, unknown: str, results) -> None:
-    """Add one piece's majority, rater rows and disagreement levels of one kind of annotator."""
-    selected = data.annotator_kinds[piece.annotator] == KIND_CODES[kind]
-    if not selected.any():
-        return
+def _kind_piece(data, piece: _Piece, selected, kind: str, majority, unknown, results) -> None:
+    """Add one piece's majority, rater rows and disagreement levels of one kind of annotator
+    (its labels: `selected`)."""
     items, values = piece.item[selected], piece.value[selected]
     n_items = piece.items.stop - piece.items.start
     yes = np.bincount(items[values == YES], minlength=n_items)
