@@ -108,14 +108,20 @@ class _RatioBatch:
     def __init__(self, numerators: np.ndarray, denominators: np.ndarray, samples: list):
         self.resample = ratio_resampler(numerators, denominators)
         self.samples = samples
-        self.n_clusters = numerators.shape[0]
+        self.n_clusters, self.n_columns = numerators.shape[0], 2 * numerators.shape[1]
         self.buffer: np.ndarray | None = None
         self.filled = 0
 
     def add(self, weights: np.ndarray) -> None:
         if self.buffer is None:
-            rows = max(len(weights), _RATIO_BATCH_CELLS // max(self.n_clusters, 1))
-            self.buffer = np.empty((rows, self.n_clusters), dtype=np.float64)
+            # Worth it only while a chunk has fewer resamples than the table has columns (then
+            # the table, not the weights, is most of what a product reads): many instructions.
+            rows = min(_RATIO_BATCH_CELLS // max(self.n_clusters, 1), 2 * self.n_columns)
+            self.buffer = np.empty((rows if len(weights) < rows else 0, self.n_clusters))
+        if len(weights) > len(self.buffer):
+            self.flush()
+            self.samples.append(self.resample(weights))
+            return
         if self.filled + len(weights) > len(self.buffer):
             self.flush()
         self.buffer[self.filled : self.filled + len(weights)] = weights
