@@ -241,7 +241,7 @@ def piece_bounds(data: BenchmarkArrays, piece_items: int) -> np.ndarray:
     instructions of about `piece_items` items each (one instruction at least)."""
     targets = np.arange(0, data.n_items, max(piece_items, 1))
     starts = np.searchsorted(data.instruction_first_item, targets, side="right") - 1
-    return np.unique(np.concatenate([np.maximum(starts, 0), [data.n_instructions]]))
+    return np.unique(np.concatenate([[0], np.maximum(starts, 0), [data.n_instructions]]))
 
 
 def _pieces(data: BenchmarkArrays, piece_items: int):
