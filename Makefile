@@ -58,7 +58,7 @@ test: install-dev chromium lint
 
 ## make bench: performance scripts; results go to docs/benchmarks.md by hand
 bench: install-dev
-	$(PY) tests/bench/run_all.py
+	$(PY) tests/bench/run_all.py $(BENCH_ARGS)
 
 ## make faults: kill the worker, stop Redis, restart PostgreSQL (private servers on free ports);
 ## each script prints a PASS/FAIL verdict. Not part of `make test`. Results: docs/reliability.md

@@ -6,10 +6,15 @@ DB-API cursor. Everything else (instructions, questions, responses, annotators) 
 
 The item space is every (response, question of that response's instruction) pair; `item_*` arrays
 describe it, `label_*` arrays hold one entry per stored label, already mapped to item indices.
+Items are laid out instruction by instruction (and within one, response by response in id order,
+question by question), so the items of a range of instructions are one slice: the report is
+computed in pieces of instructions (evaluation.services.reports).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,6 +35,7 @@ from annotate.models import (
     Question,
     Response,
     Subset,
+    System,
 )
 from annotate.selectors.annotator_kinds import annotators_counted
 from annotate.selectors.results import counted_work, counted_work_sql
@@ -54,6 +60,7 @@ class BenchmarkArrays:
     instruction_principal: np.ndarray  # int per instruction: index into principal_domains
     instruction_words: np.ndarray  # int per instruction: INSTRUCTION_WORDS (paper Table 2)
     questions_per_instruction: np.ndarray  # int per instruction
+    instruction_first_item: np.ndarray  # int per instruction and one more: its items' slice
     question_instruction: np.ndarray  # int per question
     question_mask: np.ndarray  # int per question: constraint-type bits
     question_position: np.ndarray  # int per question: 1-based position in its instruction
@@ -145,7 +152,7 @@ def _decode_int4_array(data: bytes | None) -> np.ndarray:
     return np.frombuffer(data, dtype=_ARRAY_ELEMENT, offset=_ARRAY_HEADER_BYTES)["value"]
 
 
-def _columns_from_postgresql(sql: str, params: tuple, n_columns: int) -> np.ndarray:
+def _columns_from_postgresql(sql: str, params: tuple, n_columns: int) -> list[np.ndarray]:
     """Fetch each label column as one binary int4[] (array_agg) and decode it in one numpy call.
 
     Rows of a COPY or a SELECT reach Python one at a time, which costs seconds for a million
@@ -158,39 +165,114 @@ def _columns_from_postgresql(sql: str, params: tuple, n_columns: int) -> np.ndar
     with psycopg.Cursor(connection.connection) as cursor:
         cursor.adapters.register_loader(_INT4_ARRAY_OID, _RawBytes)
         cursor.execute(aggregated, params, binary=True)
-        arrays = cursor.fetchone()
-    return np.stack([_decode_int4_array(a).astype(np.int64) for a in arrays], axis=1)
+        arrays = list(cursor.fetchone())
+    columns = []
+    while arrays:  # let go of each column's bytes as soon as it is decoded
+        columns.append(_decode_int4_array(arrays.pop(0)).astype(np.int64))
+    return columns
 
 
-def _columns_from_cursor(sql: str, params: tuple, n_columns: int) -> np.ndarray:
+def _columns_from_cursor(sql: str, params: tuple, n_columns: int) -> list[np.ndarray]:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
-    return np.array(rows, dtype=np.int64).reshape(-1, n_columns)
+    table = np.array(rows, dtype=np.int64).reshape(-1, n_columns)
+    return [np.ascontiguousarray(table[:, i]) for i in range(n_columns)]
 
 
-def _fetch_columns(query: tuple[str, tuple], n_columns: int) -> np.ndarray:
+def _fetch_columns(query: tuple[str, tuple], n_columns: int) -> list[np.ndarray]:
     sql, params = query
     if connection.vendor == "postgresql":
         return _columns_from_postgresql(sql, params, n_columns)
     return _columns_from_cursor(sql, params, n_columns)
 
 
+@dataclass
+class LabelColumns:
+    """The benchmark's counted labels, one int64 array per column (database ids, value 0..2)."""
+
+    question: np.ndarray
+    response: np.ndarray
+    annotator: np.ndarray
+    value: np.ndarray
+
+
+def fetch_label_columns(benchmark_id: int) -> LabelColumns:
+    """Return the benchmark's counted labels as columns, the cheapest way the database allows."""
+    question, response, packed = _fetch_columns(_label_columns_sql(benchmark_id, _LABEL_COLUMNS), 3)
+    annotator, value = np.divmod(packed, 4)
+    return LabelColumns(question, response, annotator, value)
+
+
+def _fetch_label_columns_alone(benchmark_id: int) -> LabelColumns:
+    """Read the labels on this thread's own connection, and close it."""
+    try:
+        return fetch_label_columns(benchmark_id)
+    finally:
+        connection.close()
+
+
+def label_columns_meanwhile(benchmark_id: int) -> Callable[[], LabelColumns]:
+    """Start reading the benchmark's labels; return the function that waits for them.
+
+    On PostgreSQL in autocommit mode the labels are read on a second connection by a thread,
+    so the server aggregates them (the longest query of a report, on a core of its own) while
+    this thread reads the instructions, questions and responses. Inside a transaction the read
+    waits for the caller: another connection would not see the transaction's rows.
+    """
+    if connection.vendor != "postgresql" or connection.in_atomic_block:
+        return lambda: fetch_label_columns(benchmark_id)
+    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="report-labels")
+    future = executor.submit(_fetch_label_columns_alone, benchmark_id)
+    executor.shutdown(wait=False)
+    return future.result
+
+
 def fetch_label_rows(benchmark_id: int) -> np.ndarray:
     """Return the benchmark's labels as an int64 array of rows (question, response, annotator,
-    value), the cheapest way the database allows."""
-    packed = _fetch_columns(_label_columns_sql(benchmark_id, _LABEL_COLUMNS), 3)
-    annotator, value = np.divmod(packed[:, 2], 4)
-    return np.column_stack([packed[:, 0], packed[:, 1], annotator, value])
+    value)."""
+    c = fetch_label_columns(benchmark_id)
+    return np.column_stack([c.question, c.response, c.annotator, c.value])
 
 
 def fetch_shown_label_rows(benchmark_id: int) -> np.ndarray:
     """Return the labels given through an assignment as rows (response, annotator, value,
     assignment)."""
     query = _label_columns_sql(benchmark_id, _SHOWN_LABEL_COLUMNS, "l.assignment_id IS NOT NULL")
-    packed = _fetch_columns(query, 3)
-    annotator, value = np.divmod(packed[:, 1], 4)
-    return np.column_stack([packed[:, 0], annotator, value, packed[:, 2]])
+    response, packed, assignment = _fetch_columns(query, 3)
+    annotator, value = np.divmod(packed, 4)
+    return np.column_stack([response, annotator, value, assignment])
+
+
+class _Positions:
+    """Map database ids to their positions in a sorted array of ids (or to `values` given per
+    sorted id); -1 for an id not in it.
+
+    A table indexed by id when the ids are dense enough (one gather per lookup, which matters
+    for ten million labels), else a binary search.
+    """
+
+    def __init__(self, sorted_ids: np.ndarray, values: np.ndarray | None = None):
+        self.sorted_ids = sorted_ids
+        self.values = np.arange(len(sorted_ids)) if values is None else values
+        self.table = None
+        if len(sorted_ids) == 0:
+            return
+        # The table starts one before the lowest id and ends one after the highest, both -1, so
+        # that a clipped lookup sends every id out of range to -1.
+        self.low = int(sorted_ids[0]) - 1
+        span = int(sorted_ids[-1]) - self.low + 2
+        if span <= 4 * len(sorted_ids) + 1024:
+            self.table = np.full(span, -1, dtype=np.int64)
+            self.table[sorted_ids - self.low] = self.values
+
+    def __call__(self, ids: np.ndarray) -> np.ndarray:
+        if self.table is not None:
+            return self.table.take(ids - self.low, mode="clip")
+        if len(self.sorted_ids) == 0:
+            return np.full(len(ids), -1, dtype=np.int64)
+        found = np.minimum(np.searchsorted(self.sorted_ids, ids), len(self.sorted_ids) - 1)
+        return np.where(self.sorted_ids[found] == ids, self.values[found], -1)
 
 
 def principal_domain(category: str) -> str:
@@ -247,7 +329,7 @@ def _instruction_arrays(benchmark: Benchmark) -> _InstructionColumns:
 def _question_arrays(benchmark: Benchmark, instruction_ids: np.ndarray):
     # Tens of thousands of rows: read as arrays (one int4[] per column on PostgreSQL) rather than
     # a Python tuple per question, then put in (instruction id, position) order here.
-    rows = _fetch_columns(
+    ids, instruction, mask, position = _fetch_columns(
         (
             f"SELECT CAST(q.id AS INTEGER), CAST(q.instruction_id AS INTEGER), "
             f"CAST(q.constraint_mask AS INTEGER), CAST(q.position AS INTEGER) "
@@ -257,42 +339,81 @@ def _question_arrays(benchmark: Benchmark, instruction_ids: np.ndarray):
         ),
         4,
     )
-    rows = rows[np.lexsort((rows[:, 3], rows[:, 1]))]
-    instruction = _index_of(instruction_ids, rows[:, 1])
+    order = np.lexsort((position, instruction))
     # Questions are ordered by (instruction id, position), which is also instruction index order.
-    return rows[:, 0], instruction, rows[:, 2], rows[:, 3]
+    instruction = _index_of(instruction_ids, instruction[order])
+    return ids[order], instruction, mask[order], position[order]
 
 
-def _response_arrays(benchmark: Benchmark, instruction_ids: np.ndarray):
-    rows = list(
-        Response.objects.filter(instruction__benchmark=benchmark)
-        .order_by("id")
-        .values_list("id", "instruction_id", "system_id", "system__name")
+@dataclass
+class _ResponseColumns:
+    ids: np.ndarray  # sorted
+    instruction: np.ndarray  # instruction index per response
+    system: np.ndarray  # system index per response (systems in name order)
+    systems: list[str]
+    system_ids: dict[int, int]  # system id: system index
+
+
+def _response_arrays(benchmark: Benchmark, instruction_ids: np.ndarray) -> _ResponseColumns:
+    ids, instruction, system = _fetch_columns(
+        (
+            f"SELECT CAST(r.id AS INTEGER), CAST(r.instruction_id AS INTEGER), "
+            f"CAST(r.system_id AS INTEGER) FROM {Response._meta.db_table} r "
+            f"JOIN {Instruction._meta.db_table} i ON i.id = r.instruction_id "
+            f"WHERE i.benchmark_id = %s",
+            (benchmark.pk,),
+        ),
+        3,
     )
-    system_names = sorted({r[3] for r in rows})
-    system_index = {name: i for i, name in enumerate(system_names)}
-    ids = np.array([r[0] for r in rows], dtype=np.int64)
-    instruction = _index_of(instruction_ids, np.array([r[1] for r in rows], dtype=np.int64))
-    system = np.array([system_index[r[3]] for r in rows], dtype=np.int64)
-    system_ids = {r[2]: system_index[r[3]] for r in rows}
-    return ids, instruction, system, system_names, system_ids
+    order = np.argsort(ids)
+    ids, instruction, system = ids[order], instruction[order], system[order]
+    names = dict(System.objects.filter(pk__in=np.unique(system).tolist()).values_list("id", "name"))
+    systems = sorted(set(names.values()))
+    system_ids = {pk: systems.index(name) for pk, name in names.items()}
+    system_index = np.zeros(max(system_ids, default=0) + 1, dtype=np.int64)
+    for pk, index in system_ids.items():
+        system_index[pk] = index
+    return _ResponseColumns(
+        ids=ids,
+        instruction=_index_of(instruction_ids, instruction),
+        system=system_index[system],
+        systems=systems,
+        system_ids=system_ids,
+    )
 
 
-def _item_arrays(response_instruction, response_system, questions_per_instruction, first_question):
-    """Lay out items response by response: item = item_offset[response] + question rank."""
-    per_response = questions_per_instruction[response_instruction]
-    item_offset = np.concatenate([[0], np.cumsum(per_response)[:-1]]).astype(np.int64)
+@dataclass
+class _Items:
+    offset: np.ndarray  # per response: its first item
+    response: np.ndarray
+    question: np.ndarray
+    instruction: np.ndarray
+    system: np.ndarray
+    instruction_first: np.ndarray  # per instruction and one more: its first item
+
+
+def _item_arrays(responses: _ResponseColumns, per_instruction, first_question) -> _Items:
+    """Lay out items instruction by instruction, each response's questions together, responses
+    of one instruction in id order: item = offset[response] + question rank."""
+    by_instruction = np.argsort(responses.instruction, kind="stable")
+    per_response = per_instruction[responses.instruction]
+    ordered = per_response[by_instruction]
+    offset = np.empty(len(per_response), dtype=np.int64)
+    offset[by_instruction] = np.cumsum(ordered) - ordered
     n_items = int(per_response.sum())
-    item_response = np.repeat(np.arange(len(response_instruction)), per_response)
-    rank = np.arange(n_items) - item_offset[item_response]
-    item_instruction = response_instruction[item_response]
-    item_question = first_question[item_instruction] + rank
-    return (
-        item_offset,
-        item_response,
-        item_question,
-        item_instruction,
-        response_system[item_response],
+    item_response = np.repeat(by_instruction, ordered)
+    rank = np.arange(n_items) - offset[item_response]
+    item_instruction = responses.instruction[item_response]
+    items_per_instruction = np.bincount(
+        responses.instruction, weights=per_response, minlength=len(per_instruction)
+    ).astype(np.int64)
+    return _Items(
+        offset=offset,
+        response=item_response,
+        question=first_question[item_instruction] + rank,
+        instruction=item_instruction,
+        system=responses.system[item_response],
+        instruction_first=np.concatenate([[0], np.cumsum(items_per_instruction)]),
     )
 
 
@@ -311,101 +432,135 @@ def _display_positions(benchmark: Benchmark, system_ids: dict[int, int]) -> dict
     return positions
 
 
-def benchmark_arrays(*, benchmark: Benchmark) -> BenchmarkArrays:
-    """Load everything a report needs about one benchmark."""
-    columns = _instruction_arrays(benchmark)
-    instruction_ids = columns.ids
-    question_ids, question_instruction, question_mask, question_position = _question_arrays(
-        benchmark, instruction_ids
-    )
-    per_instruction = np.bincount(question_instruction, minlength=len(instruction_ids))
-    first_question = np.concatenate([[0], np.cumsum(per_instruction)[:-1]]).astype(np.int64)
-    response_ids, response_instruction, response_system, systems, system_ids = _response_arrays(
-        benchmark, instruction_ids
-    )
-    item_offset, item_response, item_question, item_instruction, item_system = _item_arrays(
-        response_instruction, response_system, per_instruction, first_question
-    )
+def _distinct(ids: np.ndarray) -> np.ndarray:
+    """Return the sorted distinct values of a large array holding few of them (annotator ids)."""
+    if len(ids) == 0:
+        return np.zeros(0, dtype=np.int64)
+    low, high = int(ids.min()), int(ids.max())
+    if high - low > 1 << 22:
+        return np.unique(ids)
+    return np.flatnonzero(np.bincount(ids - low, minlength=high - low + 1)) + low
 
-    rows = fetch_label_rows(benchmark.pk)
-    present = np.unique(
-        np.concatenate(
-            [
-                rows[:, 2],
-                np.array(
-                    _counted_scores(benchmark).values_list("annotator_id", flat=True).distinct(),
-                    dtype=np.int64,
-                ),
-            ]
-        )
-    )
+
+@dataclass
+class _Annotators:
+    names: list[str]  # in name order: "the first n raters" means the first n by name
+    kinds: np.ndarray  # KIND_CODES per annotator, same order
+    positions: _Positions  # annotator id -> index in name order, -1 when not counted
+
+
+def _annotators(benchmark: Benchmark, label_annotator_ids: np.ndarray) -> _Annotators:
+    scored = _counted_scores(benchmark).values_list("annotator_id", flat=True).distinct()
+    present = np.union1d(_distinct(label_annotator_ids), np.array(list(scored), dtype=np.int64))
     # Only annotators whose kind is decided count: a new account's labels are in no result.
     kinds = annotators_counted(benchmark_id=benchmark.pk, annotator_ids=present.tolist())
-    annotator_ids = np.array(sorted(kinds), dtype=np.int64)
-    rows = rows[np.isin(rows[:, 2], annotator_ids)]
-    annotators = {
-        a.pk: a for a in Annotator.objects.filter(pk__in=annotator_ids.tolist()).only("name")
-    }
-    # Annotators are indexed in name order, so "the first n raters" means the first n by name.
-    by_name = sorted(annotator_ids.tolist(), key=lambda pk: annotators[pk].name)
-    annotator_index = np.empty(len(by_name), dtype=np.int64)
-    sorted_ids = np.array(sorted(by_name), dtype=np.int64)
-    for position, pk in enumerate(by_name):
-        annotator_index[np.searchsorted(sorted_ids, pk)] = position
-
-    question_sort = np.argsort(question_ids)
-    question = question_sort[np.searchsorted(question_ids[question_sort], rows[:, 0])]
-    response = _index_of(response_ids, rows[:, 1])
-    # A label whose question belongs to another instruction than its response cannot be placed.
-    same_instruction = question_instruction[question] == response_instruction[response]
-    question, response, rows = (
-        question[same_instruction],
-        response[same_instruction],
-        rows[same_instruction],
+    sorted_ids = np.array(sorted(kinds), dtype=np.int64)
+    names = dict(Annotator.objects.filter(pk__in=sorted_ids.tolist()).values_list("id", "name"))
+    in_name_order = sorted(sorted_ids.tolist(), key=lambda pk: names[pk])
+    by_name = np.empty(len(in_name_order), dtype=np.int64)
+    by_name[np.searchsorted(sorted_ids, in_name_order)] = np.arange(len(in_name_order))
+    return _Annotators(
+        names=[names[pk] for pk in in_name_order],
+        kinds=np.array([KIND_CODES[kinds[pk]] for pk in in_name_order], dtype=np.int8),
+        positions=_Positions(sorted_ids, by_name),
     )
-    label_item = item_offset[response] + (question - first_question[question_instruction[question]])
-    shown = _shown_labels(benchmark, response_ids, response_system, system_ids, sorted_ids)
+
+
+def benchmark_arrays(*, benchmark: Benchmark) -> BenchmarkArrays:
+    """Load everything a report needs about one benchmark."""
+    read_labels = label_columns_meanwhile(benchmark.pk)
+    columns = _instruction_arrays(benchmark)
+    question_ids, question_instruction, question_mask, question_position = _question_arrays(
+        benchmark, columns.ids
+    )
+    per_instruction = np.bincount(question_instruction, minlength=len(columns.ids))
+    first_question = np.concatenate([[0], np.cumsum(per_instruction)[:-1]]).astype(np.int64)
+    responses = _response_arrays(benchmark, columns.ids)
+    items = _item_arrays(responses, per_instruction, first_question)
+
+    labels = read_labels()
+    annotators = _annotators(benchmark, labels.annotator)
+    label_item, label_annotator, label_value = _place_labels(
+        labels, question_ids, question_instruction, first_question, responses, items, annotators
+    )
+    shown = _shown_labels(benchmark, responses, annotators)
 
     arrays = BenchmarkArrays(
         benchmark=benchmark,
-        systems=systems,
+        systems=responses.systems,
         domains=columns.domains,
         principal_domains=columns.principal_domains,
         instruction_external_ids=columns.external_ids,
-        annotator_names=[annotators[pk].name for pk in by_name],
-        annotator_kinds=np.array([KIND_CODES[kinds[pk]] for pk in by_name], dtype=np.int8),
+        annotator_names=annotators.names,
+        annotator_kinds=annotators.kinds,
         instruction_subset=columns.subset,
         instruction_domain=columns.domain,
         instruction_principal=columns.principal,
         instruction_words=columns.words,
         questions_per_instruction=per_instruction,
+        instruction_first_item=items.instruction_first,
         question_instruction=question_instruction,
         question_mask=question_mask,
         question_position=question_position,
-        item_response=item_response,
-        item_question=item_question,
-        item_instruction=item_instruction,
-        item_system=item_system,
-        response_instruction=response_instruction,
-        response_system=response_system,
+        item_response=items.response,
+        item_question=items.question,
+        item_instruction=items.instruction,
+        item_system=items.system,
+        response_instruction=responses.instruction,
+        response_system=responses.system,
         label_item=label_item,
-        label_annotator=annotator_index[np.searchsorted(sorted_ids, rows[:, 2])],
-        label_value=rows[:, 3].astype(np.int8),
-        shown_annotator=annotator_index[np.searchsorted(sorted_ids, shown[:, 1])],
+        label_annotator=label_annotator,
+        label_value=label_value,
+        shown_annotator=shown[:, 1],
         shown_value=shown[:, 2].astype(np.int8),
         shown_position=shown[:, 3].astype(np.int8),
     )
-    _add_scores(arrays, benchmark, response_ids, sorted_ids, annotator_index)
+    _add_scores(arrays, benchmark, responses, annotators)
     return arrays
 
 
-def _shown_labels(
-    benchmark, response_ids, response_system, system_ids, annotator_sorted_ids
-) -> np.ndarray:
-    """Return rows (response, annotator id, value, display position) of labels with assignment."""
+def _place_labels(
+    labels, question_ids, question_instruction, first_question, responses, items, annotators
+):
+    """Return (item, annotator index, value) of each label of a counted annotator.
+
+    Ten million labels make every gather count, so each id lookup answers with what the label
+    needs and what checks it at once: a question id gives instruction × ranks + rank in its
+    instruction, a response id its first item × instructions + its instruction. A label whose
+    question belongs to another instruction than its response cannot be placed: left out.
+    """
+    n_instructions = max(len(first_question), 1)
+    rank = np.arange(len(question_ids)) - first_question[question_instruction]
+    ranks = int(rank.max()) + 1 if len(rank) else 1
+    by_id = np.argsort(question_ids)
+    question = _Positions(question_ids[by_id], (question_instruction * ranks + rank)[by_id])(
+        labels.question
+    )
+    response = _Positions(responses.ids, items.offset * n_instructions + responses.instruction)(
+        labels.response
+    )
+    annotator = annotators.positions(labels.annotator)
+    kept = (annotator >= 0) & (question >= 0) & (response >= 0)
+    kept &= question // ranks == response % n_instructions
+    value = labels.value
+    if not kept.all():
+        annotator, question, response, value = (
+            annotator[kept],
+            question[kept],
+            response[kept],
+            value[kept],
+        )
+    return response // n_instructions + question % ranks, annotator, value.astype(np.int8)
+
+
+def _shown_labels(benchmark, responses: _ResponseColumns, annotators: _Annotators) -> np.ndarray:
+    """Return rows (response, annotator index, value, display position) of labels given through
+    an assignment."""
     rows = fetch_shown_label_rows(benchmark.pk)
-    rows = rows[np.isin(rows[:, 1], annotator_sorted_ids)]
-    shown = _display_positions(benchmark, system_ids)  # asked always: a fixed number of queries
+    annotator = annotators.positions(rows[:, 1])
+    rows = rows[annotator >= 0]
+    rows[:, 1] = annotator[annotator >= 0]
+    shown = _display_positions(benchmark, responses.system_ids)  # asked always: fixed queries
     if len(rows) == 0 or not shown:
         return np.zeros((0, 4), dtype=np.int64)
     assignment_ids = np.array(sorted(shown), dtype=np.int64)
@@ -413,7 +568,7 @@ def _shown_labels(
     found = np.minimum(_index_of(assignment_ids, rows[:, 3]), len(assignment_ids) - 1)
     known = assignment_ids[found] == rows[:, 3]
     rows, found = rows[known], found[known]
-    system = response_system[_index_of(response_ids, rows[:, 0])]
+    system = responses.system[_index_of(responses.ids, rows[:, 0])]
     return np.column_stack([rows[:, :3], table[found, system]])
 
 
@@ -421,14 +576,15 @@ def _counted_scores(benchmark: Benchmark):
     return counted_work(DirectScore.objects.filter(response__instruction__benchmark=benchmark))
 
 
-def _add_scores(arrays, benchmark, response_ids, annotator_sorted_ids, annotator_index) -> None:
+def _add_scores(arrays, benchmark, responses: _ResponseColumns, annotators: _Annotators) -> None:
     rows = np.array(
         list(_counted_scores(benchmark).values_list("response_id", "annotator_id", "score")),
         dtype=np.int64,
     ).reshape(-1, 3)
-    rows = rows[np.isin(rows[:, 1], annotator_sorted_ids)]
-    response = _index_of(response_ids, rows[:, 0])
+    annotator = annotators.positions(rows[:, 1])
+    rows, annotator = rows[annotator >= 0], annotator[annotator >= 0]
+    response = _index_of(responses.ids, rows[:, 0])
     arrays.score_instruction = arrays.response_instruction[response]
     arrays.score_system = arrays.response_system[response]
-    arrays.score_annotator = annotator_index[np.searchsorted(annotator_sorted_ids, rows[:, 1])]
+    arrays.score_annotator = annotator
     arrays.score_value = rows[:, 2].astype(np.int8)

@@ -45,19 +45,19 @@ from evaluation.stats import (
     UNKNOWN,
     YES,
     accuracy,
-    disagreement_levels,
     drfr_by_bits,
     drfr_categories,
     drfr_counts,
     fleiss_kappa,
     level_distribution,
-    majority_vote,
+    levels_from_votes,
+    majority_from_votes,
     pld,
     ratio,
     score_categories,
 )
-from evaluation.stats.bootstrap import percentile_interval, ratio_resamples, weight_chunks
-from evaluation.stats.kappa import kappa_resamples
+from evaluation.stats.bootstrap import percentile_interval, ratio_resampler, weight_chunks
+from evaluation.stats.kappa import kappa_resampler
 
 SUBSETS = ("easy", "hard", "overall")
 KIND_NAMES = {code: name for name, code in KIND_CODES.items()}
@@ -96,6 +96,43 @@ def _subset_instructions(data: BenchmarkArrays, subset: str) -> np.ndarray:
 # --- Confidence intervals ------------------------------------------------------------------------
 
 
+# Weights of about 2**23 cells (64 MB) per matrix product of the ratio CIs.
+_RATIO_BATCH_CELLS = 1 << 23
+
+
+class _RatioBatch:
+    """Gather chunks of bootstrap weights into one reused buffer, for one matrix product per
+    full buffer: the table of counts (instructions × columns) is then read once per buffer
+    rather than once per chunk. Exact: see ratio_resampler."""
+
+    def __init__(self, numerators: np.ndarray, denominators: np.ndarray, samples: list):
+        self.resample = ratio_resampler(numerators, denominators)
+        self.samples = samples
+        self.n_clusters, self.n_columns = numerators.shape[0], 2 * numerators.shape[1]
+        self.buffer: np.ndarray | None = None
+        self.filled = 0
+
+    def add(self, weights: np.ndarray) -> None:
+        if self.buffer is None:
+            # Worth it only while a chunk has fewer resamples than the table has columns (then
+            # the table, not the weights, is most of what a product reads): many instructions.
+            rows = min(_RATIO_BATCH_CELLS // max(self.n_clusters, 1), 2 * self.n_columns)
+            self.buffer = np.empty((rows if len(weights) < rows else 0, self.n_clusters))
+        if len(weights) > len(self.buffer):
+            self.flush()
+            self.samples.append(self.resample(weights))
+            return
+        if self.filled + len(weights) > len(self.buffer):
+            self.flush()
+        self.buffer[self.filled : self.filled + len(weights)] = weights
+        self.filled += len(weights)
+
+    def flush(self) -> None:
+        if self.filled:
+            self.samples.append(self.resample(self.buffer[: self.filled]))
+            self.filled = 0
+
+
 class Bootstrap:
     """Collect the CIs a report needs, then compute them in one pass per set of instructions.
 
@@ -127,7 +164,7 @@ class Bootstrap:
         instructions[item_instruction] = True
         group = self._group(instructions)
         clusters = np.searchsorted(group["index"], item_instruction)
-        group["kappas"].append((row, counts, clusters))
+        group["kappas"].append((row, kappa_resampler(counts, clusters)))
 
     def resolve(self) -> None:
         for group in self.groups.values():
@@ -135,16 +172,20 @@ class Bootstrap:
 
     def _resolve_group(self, group: dict) -> None:
         ratios, kappas = group["ratios"], group["kappas"]
-        numerators = np.hstack([r[1] for r in ratios]) if ratios else None
-        denominators = np.hstack([r[2] for r in ratios]) if ratios else None
         ratio_samples, kappa_samples = [], []
+        if ratios:
+            batch = _RatioBatch(
+                np.hstack([r[1] for r in ratios]), np.hstack([r[2] for r in ratios]), ratio_samples
+            )
         for weights in weight_chunks(len(group["index"]), self.n_resamples, self.rng):
-            if ratios:
-                ratio_samples.append(ratio_resamples(numerators, denominators, weights))
             if kappas:
                 kappa_samples.append(
-                    np.stack([kappa_resamples(c, k, weights) for _, c, k in kappas], axis=1)
+                    np.stack([resample(weights) for _, resample in kappas], axis=1)
                 )
+            if ratios:
+                batch.add(weights)
+        if ratios:
+            batch.flush()
         if ratios:
             low, high = percentile_interval(np.vstack(ratio_samples), self.level)
             rows = [row for r in ratios for row in r[0]]
@@ -152,72 +193,157 @@ class Bootstrap:
                 row["ci_low"], row["ci_high"] = _number(lo), _number(hi)
         if kappas:
             low, high = percentile_interval(np.vstack(kappa_samples), self.level)
-            for (row, _, _), lo, hi in zip(kappas, low, high, strict=True):
+            for (row, _), lo, hi in zip(kappas, low, high, strict=True):
                 row["ci_low"], row["ci_high"] = _number(lo), _number(hi)
 
 
-# --- Sources -------------------------------------------------------------------------------------
+# --- Label-level results, computed in pieces of instructions ------------------------------------
+
+# Items per piece: about 2**18 × 3 labels, so a piece's temporary arrays stay within a few MB.
+PIECE_ITEMS = 1 << 18
 
 
-def _annotator_source(data: BenchmarkArrays, annotator: int) -> Source:
-    selected = data.label_annotator == annotator
+@dataclass
+class LabelResults:
+    """Everything the report takes from single labels, merged from pieces of instructions.
+
+    A piece is a range of instructions, and with them all their items, labels and raters: a
+    majority is local to an item, a rater's categories and a question's disagreement local to
+    an instruction. So the pieces' results merge exactly: item values are disjoint slices of
+    each source's values, rater rows are concatenated in instruction order, counts (ties, no
+    votes, disagreement levels) are added. Everything after this stage (DRFR counts per
+    instruction, breakdowns, kappa, the bootstrap) works on these merged arrays.
+    """
+
+    sources: list[Source]
+    raters: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]]  # kind: rows per piece
+    levels: dict[str, np.ndarray]  # kind: questions per disagreement level
+
+    def rater_rows(self, kind: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Return (instruction, categories, defined) of every (instruction, rater) of a kind."""
+        pieces = self.raters[kind]
+        return tuple(np.concatenate([piece[i] for piece in pieces]) for i in range(3))
+
+
+@dataclass
+class _Piece:
+    """The labels of a range of instructions, items numbered from the range's first item."""
+
+    instructions: slice
+    items: slice
+    item: np.ndarray
+    annotator: np.ndarray
+    value: np.ndarray
+
+
+def piece_bounds(data: BenchmarkArrays, piece_items: int) -> np.ndarray:
+    """Return the first instruction of each piece, and n_instructions: ranges of whole
+    instructions of about `piece_items` items each (one instruction at least)."""
+    targets = np.arange(0, data.n_items, max(piece_items, 1))
+    starts = np.searchsorted(data.instruction_first_item, targets, side="right") - 1
+    return np.unique(np.concatenate([[0], np.maximum(starts, 0), [data.n_instructions]]))
+
+
+def _pieces(data: BenchmarkArrays, piece_items: int):
+    """Yield the labels piece by piece (a stable partition of the labels by piece)."""
+    bounds = piece_bounds(data, piece_items)
+    item_bounds = data.instruction_first_item[bounds]
+    if len(bounds) <= 2:
+        order = None
+        starts = np.array([0, len(data.label_item)])
+    else:
+        piece = np.searchsorted(item_bounds[1:-1], data.label_item, side="right")
+        # A small integer key: numpy sorts it by radix, in linear time.
+        key = piece.astype(np.uint16 if len(bounds) < 1 << 16 else np.int64)
+        order = np.argsort(key, kind="stable")
+        starts = np.concatenate([[0], np.cumsum(np.bincount(key, minlength=len(bounds) - 1))])
+    columns = (data.label_item, data.label_annotator, data.label_value)
+    if order is not None:
+        columns = tuple(column[order] for column in columns)
+    for p in range(len(bounds) - 1):
+        labels = slice(int(starts[p]), int(starts[p + 1]))
+        first = int(item_bounds[p])
+        yield _Piece(
+            instructions=slice(int(bounds[p]), int(bounds[p + 1])),
+            items=slice(first, int(item_bounds[p + 1])),
+            item=columns[0][labels] - first,
+            annotator=columns[1][labels],
+            value=columns[2][labels],
+        )
+
+
+def _empty_source(data: BenchmarkArrays, name: str, kind: str) -> Source:
     values = np.full(data.n_items, MISSING, dtype=np.int8)
-    values[data.label_item[selected]] = data.label_value[selected]
-    touched = np.zeros(len(data.response_instruction), dtype=bool)
-    touched[data.item_response[data.label_item[selected]]] = True
-    kind = KIND_NAMES[int(data.annotator_kinds[annotator])]
-    return Source(data.annotator_names[annotator], kind, values, touched)
+    return Source(name, kind, values, np.zeros(len(data.response_instruction), dtype=bool))
 
 
-def _slot_matrix(items: np.ndarray, values: np.ndarray, n_items: int) -> np.ndarray:
-    """Arrange labels as (item, slot) with MISSING padding: slot = rank of the label in its item."""
-    order = np.argsort(items, kind="stable")
-    items, values = items[order], values[order]
-    slot = np.arange(len(items)) - np.searchsorted(items, items, side="left")
-    matrix = np.full((n_items, int(slot.max()) + 1 if len(slot) else 1), MISSING, dtype=np.int8)
-    matrix[items, slot] = values
-    return matrix
-
-
-def _kind_labels(data: BenchmarkArrays, kind: str) -> np.ndarray:
-    return np.flatnonzero(data.annotator_kinds[data.label_annotator] == KIND_CODES[kind])
-
-
-def _majority_source(data: BenchmarkArrays, kind: str, name: str) -> Source | None:
-    labels = _kind_labels(data, kind)
-    if len(labels) == 0:
-        return None
-    matrix = _slot_matrix(data.label_item[labels], data.label_value[labels], data.n_items)
-    votes = majority_vote(matrix)
-    labelled = (matrix != MISSING).any(axis=1)
-    values = np.where(labelled, votes.values, MISSING).astype(np.int8)
-    touched = np.zeros(len(data.response_instruction), dtype=bool)
-    touched[data.item_response[labelled]] = True
-    return Source(
-        name,
-        kind,
-        values,
-        touched,
-        ties=int(votes.ties[labelled].sum()),
-        no_votes=int(votes.no_votes[labelled].sum()),
-        voted_items=int(labelled.sum()),
-    )
-
-
-def _sources(data: BenchmarkArrays) -> list[Source]:
-    """Each expert, the expert majority, the crowd majority, each LLM judge, in that order."""
+def _label_results(
+    data: BenchmarkArrays, unknown: str, piece_items: int = PIECE_ITEMS
+) -> LabelResults:
+    """Each expert, the expert majority, the crowd majority, each LLM judge, in that order, with
+    the raters' categories and the disagreement levels of experts and crowd, piece by piece."""
+    labelled = set(np.flatnonzero(np.bincount(data.label_annotator)).tolist())
     by_kind = {
         kind: [a for a in range(len(data.annotator_names)) if data.annotator_kinds[a] == code]
         for kind, code in KIND_CODES.items()
     }
-    labelled = set(np.unique(data.label_annotator).tolist())
-    sources = [_annotator_source(data, a) for a in by_kind["expert"] if a in labelled]
-    for kind, name in (("expert", EXPERT_MAJORITY), ("crowd", CROWD_MAJORITY)):
-        majority = _majority_source(data, kind, name)
-        if majority is not None:
-            sources.append(majority)
-    sources += [_annotator_source(data, a) for a in by_kind["llm"] if a in labelled]
-    return sources
+    kinds_labelled = {kind: any(a in labelled for a in by_kind[kind]) for kind in KIND_CODES}
+    sourced = [a for kind in ("expert", "llm") for a in by_kind[kind] if a in labelled]
+    # One row of values per annotator source, filled by one scatter per piece.
+    values = np.full((len(sourced), data.n_items), MISSING, dtype=np.int8)
+    row_of = np.full(len(data.annotator_names), -1, dtype=np.int64)
+    row_of[sourced] = np.arange(len(sourced))
+    annotator_sources = {
+        a: Source(
+            data.annotator_names[a],
+            KIND_NAMES[int(data.annotator_kinds[a])],
+            values[row],
+            np.zeros(len(data.response_instruction), dtype=bool),
+        )
+        for row, a in enumerate(sourced)
+    }
+    majorities = {
+        kind: _empty_source(data, name, kind)
+        for kind, name in (("expert", EXPERT_MAJORITY), ("crowd", CROWD_MAJORITY))
+        if kinds_labelled[kind]
+    }
+    results = LabelResults(
+        sources=[annotator_sources[a] for a in by_kind["expert"] if a in annotator_sources]
+        + list(majorities.values())
+        + [annotator_sources[a] for a in by_kind["llm"] if a in annotator_sources],
+        raters={kind: [] for kind in ("expert", "crowd")},
+        levels={kind: np.zeros(data.n_systems + 1, dtype=np.int64) for kind in ("expert", "crowd")},
+    )
+    for piece in _pieces(data, piece_items):
+        row = row_of[piece.annotator]
+        own = row >= 0
+        values[row[own], piece.items.start + piece.item[own]] = piece.value[own]
+        kinds = data.annotator_kinds[piece.annotator]
+        for kind in ("expert", "crowd"):
+            selected = kinds == KIND_CODES[kind]
+            if selected.any():
+                _kind_piece(data, piece, selected, kind, majorities[kind], unknown, results)
+    for source in results.sources:
+        source.touched[data.item_response[source.values != MISSING]] = True
+    return results
+
+
+def _kind_piece(data, piece: _Piece, selected, kind: str, majority, unknown, results) -> None:
+    """Add one piece's majority, rater rows and disagreement levels of one kind of annotator
+    (its labels: `selected`)."""
+    items, values = piece.item[selected], piece.value[selected]
+    n_items = piece.items.stop - piece.items.start
+    yes = np.bincount(items[values == YES], minlength=n_items)
+    no = np.bincount(items[values == NO], minlength=n_items)
+    labelled = np.bincount(items, minlength=n_items) > 0
+    votes = majority_from_votes(yes, no)
+    majority.values[piece.items] = np.where(labelled, votes.values, MISSING)
+    majority.ties += int(np.count_nonzero(votes.ties[labelled]))
+    majority.no_votes += int(np.count_nonzero(votes.no_votes[labelled]))
+    majority.voted_items += int(np.count_nonzero(labelled))
+    results.levels[kind] += _disagreement_levels(data, piece, yes, no)
+    annotators = piece.annotator[selected]
+    results.raters[kind].append(_rater_counts(data, piece, items, annotators, values, unknown))
 
 
 # --- DRFR ----------------------------------------------------------------------------------------
@@ -283,18 +409,26 @@ def _leaderboard(data, sources, counts, bootstrap: Bootstrap) -> list[dict]:
     return rows
 
 
-def _breakdowns(data, sources, unknown: str) -> tuple[list[dict], list[dict], list[dict]]:
+def _breakdowns(data, sources, counts, unknown: str) -> tuple[list[dict], list[dict], list[dict]]:
     """DRFR per source × system × constraint type, per source × system × domain (category),
-    and per source × system × principal domain of the Hard set (paper Figure 4)."""
+    and per source × system × principal domain of the Hard set (paper Figure 4).
+
+    A domain is a property of the instruction, so its counts are the sums of the source's
+    counts per (instruction, system) over the domain's instructions: the same integers as
+    counting its items."""
     constraints, domains, hard_domains = [], [], []
     masks = data.question_mask[data.item_question]
     n_bits = len(CONSTRAINT_NAMES)
+    hard = data.instruction_subset == SUBSET_CODES[Subset.HARD]
     for source in sources:
         items = _counted_items(data, source, unknown)
-        unknown_as_no = _as_no(unknown)
-        values, systems = source.values[items], data.item_system[items]
         yes, counted = drfr_by_bits(
-            values, systems, data.n_systems, masks[items], n_bits, unknown_as_no=unknown_as_no
+            source.values[items],
+            data.item_system[items],
+            data.n_systems,
+            masks[items],
+            n_bits,
+            unknown_as_no=_as_no(unknown),
         )
         for s, system in enumerate(data.systems):
             for b, constraint in enumerate(CONSTRAINT_NAMES):
@@ -304,28 +438,33 @@ def _breakdowns(data, sources, unknown: str) -> tuple[list[dict], list[dict], li
                             source, system, "constraint", constraint, yes[s, b], counted[s, b]
                         )
                     )
-        groups = data.instruction_domain[data.item_instruction[items]] * data.n_systems + systems
-        domains += _grouped_rows(data, source, data.domains, groups, values, unknown_as_no)
-        instruction = data.item_instruction[items]
-        hard = data.instruction_subset[instruction] == SUBSET_CODES[Subset.HARD]
-        groups = data.instruction_principal[instruction[hard]] * data.n_systems + systems[hard]
+        per_instruction = counts[source.name]
+        domains += _grouped_rows(
+            data, source, data.domains, data.instruction_domain, per_instruction
+        )
         hard_domains += _grouped_rows(
-            data, source, data.principal_domains, groups, values[hard], unknown_as_no
+            data,
+            source,
+            data.principal_domains,
+            data.instruction_principal[hard],
+            tuple(c[hard] for c in per_instruction),
         )
     return constraints, domains, hard_domains
 
 
-def _grouped_rows(data, source, names, groups, values, unknown_as_no) -> list[dict]:
-    """DRFR rows per (name, system), where group = name index × systems + system index."""
-    yes, counted = drfr_counts(
-        values, groups, len(names) * data.n_systems, unknown_as_no=unknown_as_no
-    )
+def _grouped_rows(data, source, names, instruction_group, per_instruction) -> list[dict]:
+    """DRFR rows per (name, system), summing the (instruction, system) counts of each name's
+    instructions (instruction_group: the name's index per instruction)."""
+    yes, counted = (np.zeros((len(names), data.n_systems), dtype=np.int64) for _ in range(2))
+    np.add.at(yes, instruction_group, per_instruction[0])
+    np.add.at(counted, instruction_group, per_instruction[1])
     rows = []
     for d, name in enumerate(names):
         for s, system in enumerate(data.systems):
-            g = d * data.n_systems + s
-            if counted[g]:
-                rows.append(_breakdown_row(source, system, "domain", name, yes[g], counted[g]))
+            if counted[d, s]:
+                rows.append(
+                    _breakdown_row(source, system, "domain", name, yes[d, s], counted[d, s])
+                )
     return rows
 
 
@@ -343,20 +482,34 @@ def _breakdown_row(source, system, key, name, yes, counted) -> dict:
 # --- Pairwise kappa ------------------------------------------------------------------------------
 
 
-def _rater_counts(data, kind, unknown: str):
-    """Per (instruction, annotator) of one kind: yes and counted per system, DRFR protocol."""
-    labels = _kind_labels(data, kind)
-    items = data.label_item[labels]
+def _distinct_keys(key: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray]:
+    """Return np.unique(key, return_inverse=True) for keys in 0..span-1, by counting when the
+    span is small next to the keys (no sort of a million keys)."""
+    if span > 4 * len(key) + (1 << 16):
+        keys, inverse = np.unique(key, return_inverse=True)
+        return keys, inverse.reshape(-1)
+    present = np.bincount(key, minlength=span) > 0
+    rank = np.cumsum(present) - 1
+    return np.flatnonzero(present), rank[key]
+
+
+def _rater_counts(data, piece: _Piece, items, annotators, values, unknown: str):
+    """Per (instruction, annotator) of one kind in a piece: pairwise categories from the yes
+    and counted items per system, DRFR protocol; rows in (instruction, annotator) order."""
+    items = items + piece.items.start
     instruction = data.item_instruction[items]
-    key = instruction * len(data.annotator_names) + data.label_annotator[labels]
-    keys, rater = np.unique(key, return_inverse=True)
+    n_annotators = len(data.annotator_names)
+    key = (instruction - piece.instructions.start) * n_annotators + annotators
+    n_instructions = piece.instructions.stop - piece.instructions.start
+    keys, rater = _distinct_keys(key, n_instructions * n_annotators)
     cell = rater * data.n_systems + data.item_system[items]
     size = len(keys) * data.n_systems
-    values = data.label_value[labels]
     yes = np.bincount(cell, weights=values == YES, minlength=size)
     if unknown == "no":
         touched = np.bincount(cell, minlength=size) > 0
-        per_question = data.questions_per_instruction[keys // len(data.annotator_names)]
+        per_question = data.questions_per_instruction[
+            keys // n_annotators + piece.instructions.start
+        ]
         counted = touched.reshape(-1, data.n_systems) * per_question[:, None]
     elif unknown == "official":
         counted = np.bincount(cell, minlength=size)
@@ -366,7 +519,7 @@ def _rater_counts(data, kind, unknown: str):
     categories, defined = drfr_categories(
         yes.astype(np.int64).reshape(shape), np.asarray(counted, dtype=np.int64).reshape(shape)
     )
-    return keys // len(data.annotator_names), categories, defined
+    return keys // n_annotators + piece.instructions.start, categories, defined
 
 
 def _score_rater_counts(data, kind):
@@ -413,12 +566,14 @@ def _rated_items(instruction, categories, defined) -> RatedItems:
     return RatedItems(counts.reshape(-1, 3), np.repeat(instructions, n_pairs), raters, n)
 
 
-def _agreement(data, unknown: str, bootstrap: Bootstrap) -> list[dict]:
+def _agreement(data, results: LabelResults, bootstrap: Bootstrap) -> list[dict]:
     rows = []
     for protocol in ("drfr", "ds"):
         for group in ("expert", "crowd"):
             if protocol == "drfr":
-                instruction, categories, defined = _rater_counts(data, group, unknown)
+                if not results.raters[group]:
+                    continue
+                instruction, categories, defined = results.rater_rows(group)
             else:
                 instruction, categories, defined = _score_rater_counts(data, group)
             if len(instruction) == 0:
@@ -463,13 +618,14 @@ def _agreement_row(data, protocol, group, subset, rated: RatedItems, bootstrap) 
 
 def _source_rows(data, sources, counts, costs, acc_unknown: str) -> list[dict]:
     gold = next((s for s in sources if s.name == EXPERT_MAJORITY), None)
+    categories = {name: drfr_categories(*c) for name, c in counts.items()}
     rows = []
     for subset in SUBSETS:
         instructions = _subset_instructions(data, subset)
         items = instructions[data.item_instruction]
         for source in sources:
             row = {"source": source.name, "source_kind": source.kind, "subset": subset}
-            row.update(_against_gold(source, gold, counts, items, instructions, acc_unknown))
+            row.update(_against_gold(source, gold, categories, items, instructions, acc_unknown))
             cost = costs[subset].get(source.name)
             row["cost_usd"] = cost.cost_usd if cost else None
             row["time_min"] = cost.time_min if cost else None
@@ -477,7 +633,7 @@ def _source_rows(data, sources, counts, costs, acc_unknown: str) -> list[dict]:
     return rows
 
 
-def _against_gold(source, gold, counts, items, instructions, acc_unknown: str) -> dict:
+def _against_gold(source, gold, categories, items, instructions, acc_unknown: str) -> dict:
     empty = {
         "acc": None,
         "compared": 0,
@@ -492,8 +648,8 @@ def _against_gold(source, gold, counts, items, instructions, acc_unknown: str) -
     acc = accuracy(
         source.values[items], gold.values[items], unknown_is_wrong=acc_unknown == "wrong"
     )
-    source_categories, source_defined = drfr_categories(*counts[source.name])
-    gold_categories, gold_defined = drfr_categories(*counts[gold.name])
+    source_categories, source_defined = categories[source.name]
+    gold_categories, gold_defined = categories[gold.name]
     distance = pld(
         source_categories[instructions],
         gold_categories[instructions],
@@ -513,21 +669,23 @@ def _against_gold(source, gold, counts, items, instructions, acc_unknown: str) -
 # --- Figures' data: disagreement, display positions, votes ---------------------------------------
 
 
-def _disagreement(data) -> list[dict]:
+def _disagreement_levels(data, piece: _Piece, yes: np.ndarray, no: np.ndarray) -> np.ndarray:
+    """Count the piece's questions at each disagreement level, of those where some system's
+    output has two YES/NO votes (votes per item of the piece: `yes`, `no`)."""
+    question = data.item_question[piece.items]
+    question = question - question.min()  # the piece's questions, from 0
+    cells = np.zeros((2, int(question.max()) + 1, data.n_systems), dtype=np.int64)
+    cells[:, question, data.item_system[piece.items]] = yes, no
+    judged = (cells[0] + cells[1] >= 2).any(axis=1)
+    return level_distribution(levels_from_votes(cells[0][judged], cells[1][judged]), data.n_systems)
+
+
+def _disagreement(results: LabelResults) -> list[dict]:
     rows = []
     for group in ("expert", "crowd"):
-        labels = _kind_labels(data, group)
-        if len(labels) == 0:
+        distribution = results.levels[group]
+        if not distribution.any():
             continue
-        matrix = _slot_matrix(data.label_item[labels], data.label_value[labels], data.n_items)
-        n_questions = len(data.question_instruction)
-        tensor = np.full((n_questions, data.n_systems, matrix.shape[1]), MISSING, dtype=np.int8)
-        tensor[data.item_question, data.item_system] = matrix
-        votes = ((tensor == YES) | (tensor == NO)).sum(axis=2)
-        judged = (votes >= 2).any(axis=1)
-        if not judged.any():
-            continue
-        distribution = level_distribution(disagreement_levels(tensor[judged]), data.n_systems)
         rows += [
             {"group": group, "level": level, "questions": int(count)}
             for level, count in enumerate(distribution)
@@ -641,23 +799,26 @@ def report_build(
     n_resamples: int | None = None,
     seed: int | None = None,
     data: BenchmarkArrays | None = None,
+    piece_items: int = PIECE_ITEMS,
 ) -> dict:
     """Compute every table of the report for one benchmark (schema: docs/reports.md).
 
     `unknown` names how DRFRs count UNKNOWN and unasked questions, `acc_unknown` how ACC treats a
     source's UNKNOWN (evaluation.conventions). `data` is the benchmark's arrays when the caller
-    has read them already (an export).
+    has read them already (an export). The labels are worked through in pieces of instructions
+    of about `piece_items` items (LabelResults); the report is the same for any piece size.
     """
     _check_conventions(unknown, acc_unknown)
     n_resamples = settings.REPORT_BOOTSTRAP_RESAMPLES if n_resamples is None else n_resamples
     seed = settings.REPORT_BOOTSTRAP_SEED if seed is None else seed
     data = benchmark_arrays(benchmark=benchmark) if data is None else data
     bootstrap = Bootstrap(data.n_instructions, np.random.default_rng(seed), n_resamples)
-    sources = _sources(data)
+    results = _label_results(data, unknown, piece_items)
+    sources = results.sources
     counts = {s.name: _instruction_system_counts(data, s, unknown) for s in sources}
-    constraints, domains, hard_domains = _breakdowns(data, sources, unknown)
+    constraints, domains, hard_domains = _breakdowns(data, sources, counts, unknown)
     leaderboard = _leaderboard(data, sources, counts, bootstrap)
-    agreement = _agreement(data, unknown, bootstrap)
+    agreement = _agreement(data, results, bootstrap)
     bootstrap.resolve()
     return {
         "benchmark": benchmark.name,
@@ -679,7 +840,7 @@ def report_build(
         "constraints": constraints,
         "domains": domains,
         "hard_domains": hard_domains,
-        "disagreement": _disagreement(data),
+        "disagreement": _disagreement(results),
         "positions": _positions(data, unknown),
         "votes": _votes(sources),
     }
@@ -699,10 +860,12 @@ def labels_aggregated_csv(
     writer.writerow(["instruction_id", "system", "annotator", "question_index", "label"])
     rows = 0
     names = {NO: "NO", YES: "YES", UNKNOWN: "UNKNOWN"}
-    for source in _sources(data):
+    # Rows in the order of the responses' ids, then of the questions, as items once were laid out.
+    by_response = np.argsort(data.item_response, kind="stable")
+    for source in _label_results(data, DEFAULT_UNKNOWN).sources:
         if source.name not in (EXPERT_MAJORITY, CROWD_MAJORITY):
             continue
-        for item in np.flatnonzero(source.values != MISSING):
+        for item in by_response[source.values[by_response] != MISSING]:
             writer.writerow(
                 [
                     data.instruction_external_ids[data.item_instruction[item]],

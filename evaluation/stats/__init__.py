@@ -13,7 +13,11 @@ pyproject.toml enforces it). The database and report layers call in, never the r
 from evaluation.stats.agreement import AccuracyResult, PldResult, accuracy, pld
 from evaluation.stats.bootstrap import cluster_weights, ratio_ci
 from evaluation.stats.codes import MISSING, NO, UNKNOWN, YES
-from evaluation.stats.disagreement import disagreement_levels, level_distribution
+from evaluation.stats.disagreement import (
+    disagreement_levels,
+    level_distribution,
+    levels_from_votes,
+)
 from evaluation.stats.drfr import drfr_by_bits, drfr_counts, ratio
 from evaluation.stats.kappa import (
     KappaResult,
@@ -23,7 +27,7 @@ from evaluation.stats.kappa import (
     ratings_to_counts,
 )
 from evaluation.stats.pairwise import drfr_categories, score_categories, system_pairs
-from evaluation.stats.votes import VoteResult, majority_vote
+from evaluation.stats.votes import VoteResult, majority_from_votes, majority_vote
 
 __all__ = [
     "MISSING",
@@ -44,6 +48,8 @@ __all__ = [
     "kappa_ci",
     "kappa_from_ratings",
     "level_distribution",
+    "levels_from_votes",
+    "majority_from_votes",
     "majority_vote",
     "pld",
     "ratings_to_counts",

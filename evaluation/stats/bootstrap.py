@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -83,12 +83,31 @@ def ratio_resamples(
     `numerators` and `denominators` have shape (n_clusters, k), `weights` (n_resamples,
     n_clusters). Returns float64 of shape (n_resamples, k).
     """
+    return ratio_resampler(numerators, denominators)(weights)
+
+
+def ratio_resampler(
+    numerators: np.ndarray, denominators: np.ndarray
+) -> Callable[[np.ndarray], np.ndarray]:
+    """Return `weights -> ratio_resamples(numerators, denominators, weights)`, the table of
+    numerators and denominators laid out once for every chunk of resamples.
+
+    With integer counts and integer weights every sum is an integer below 2**53, exact in
+    float64 whatever the order of summation: resamples give the same ratios one chunk at a
+    time or many chunks in one matrix product (which reads the table once per product, the
+    cost that matters with a hundred thousand instructions).
+    """
     k = numerators.shape[1]
-    sums = weights @ np.hstack([numerators, denominators])
-    num, den = sums[:, :k], sums[:, k:]
-    out = np.full(num.shape, np.nan)
-    np.divide(num, den, out=out, where=den != 0)
-    return out
+    table = np.hstack([numerators, denominators]).astype(np.float64)
+
+    def resample(weights: np.ndarray) -> np.ndarray:
+        sums = weights @ table
+        num, den = sums[:, :k], sums[:, k:]
+        out = np.full(num.shape, np.nan)
+        np.divide(num, den, out=out, where=den != 0)
+        return out
+
+    return resample
 
 
 def ratio_ci(

@@ -81,11 +81,15 @@ def drfr_by_bits(
         raise ValueError(
             f"masks must have one entry per item ({values.shape}); got shape {masks.shape}"
         )
-    yes = np.zeros((n_groups, n_bits), dtype=np.int64)
-    counted = np.zeros((n_groups, n_bits), dtype=np.int64)
-    for bit in range(n_bits):
-        has_bit = (masks & (1 << bit)) != 0
-        yes[:, bit], counted[:, bit] = drfr_counts(
-            values[has_bit], groups[has_bit], n_groups, unknown_as_no=unknown_as_no
-        )
-    return yes, counted
+    # One count per (group, mask value), then each bit sums the mask values that have it: the
+    # same integers as counting bit by bit, in one pass over the items.
+    n_masks = 1 << n_bits
+    if masks.size and (masks.min() < 0 or masks.max() >= n_masks):
+        masks = masks & (n_masks - 1)
+    yes_by_mask, counted_by_mask = drfr_counts(
+        values, groups * n_masks + masks, n_groups * n_masks, unknown_as_no=unknown_as_no
+    )
+    has_bit = (np.arange(n_masks)[:, None] >> np.arange(n_bits)) & 1
+    yes = yes_by_mask.reshape(n_groups, n_masks) @ has_bit
+    counted = counted_by_mask.reshape(n_groups, n_masks) @ has_bit
+    return yes.astype(np.int64), counted.astype(np.int64)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -194,13 +194,23 @@ def kappa_resamples(counts: np.ndarray, clusters: np.ndarray, weights: np.ndarra
     S_c = Σ P_i, m_c = #items and T_cj = Σ n_ij it is κ from P̄ = Σ w_c S_c / Σ w_c m_c and
     p_j = Σ w_c T_cj / (n Σ w_c m_c), so all resamples take one matrix product.
     """
+    return kappa_resampler(counts, clusters)(weights)
+
+
+def kappa_resampler(counts: np.ndarray, clusters: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    """Return `weights -> kappa_resamples(counts, clusters, weights)`, the per-cluster sums
+    computed once for every chunk of resamples."""
     sums = _cluster_sums(counts, clusters)
-    weights = np.asarray(weights, dtype=np.float64)
-    if weights.ndim != 2 or weights.shape[1] != sums.n_clusters:
-        raise ValueError(
-            f"weights must have shape (n_resamples, {sums.n_clusters}); got {weights.shape}"
-        )
-    return _weighted_kappa(sums, weights)
+
+    def resample(weights: np.ndarray) -> np.ndarray:
+        weights = np.asarray(weights, dtype=np.float64)
+        if weights.ndim != 2 or weights.shape[1] != sums.n_clusters:
+            raise ValueError(
+                f"weights must have shape (n_resamples, {sums.n_clusters}); got {weights.shape}"
+            )
+        return _weighted_kappa(sums, weights)
+
+    return resample
 
 
 def kappa_ci(

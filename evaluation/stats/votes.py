@@ -41,9 +41,21 @@ def majority_vote(labels: np.ndarray) -> VoteResult:
     labels = np.asarray(labels)
     if labels.ndim != 2:
         raise ValueError(f"labels must have shape (n_items, n_slots); got shape {labels.shape}")
-    yes = np.count_nonzero(labels == YES, axis=1)
-    no = np.count_nonzero(labels == NO, axis=1)
-    values = np.full(labels.shape[0], UNKNOWN, dtype=np.int8)
+    return majority_from_votes(
+        np.count_nonzero(labels == YES, axis=1), np.count_nonzero(labels == NO, axis=1)
+    )
+
+
+def majority_from_votes(yes: np.ndarray, no: np.ndarray) -> VoteResult:
+    """Apply `majority_vote`'s rule to each item's count of YES votes and of NO votes.
+
+    The same rule without the label matrix, for callers that count the votes per item
+    directly (np.bincount over millions of labels is cheaper than arranging them in slots).
+    """
+    yes, no = np.asarray(yes), np.asarray(no)
+    if yes.shape != no.shape or yes.ndim != 1:
+        raise ValueError(f"yes and no must be aligned 1-D counts; got {yes.shape}, {no.shape}")
+    values = np.full(yes.shape[0], UNKNOWN, dtype=np.int8)
     values[yes > no] = YES
     values[no > yes] = NO
     return VoteResult(

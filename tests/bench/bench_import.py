@@ -134,7 +134,8 @@ def fresh_pg(name: str) -> str:
     return f"{PG_URL}/{name}"
 
 
-def write_big(workdir: Path) -> int:
+def write_big(workdir: Path, labels: bool = True) -> int:
+    """Write the instructions, responses and (unless not `labels`) the label CSV; return labels."""
     rng = random.Random(7)
     questions = []
     with open(workdir / "instructions.jsonl", "w") as f:
@@ -159,6 +160,8 @@ def write_big(workdir: Path) -> int:
         with open(workdir / f"responses{s}.jsonl", "w") as f:
             for i in range(INSTRUCTIONS):
                 f.write(json.dumps({"id": f"i{i}", "output": f"response {s} to {i}"}) + "\n")
+    if not labels:
+        return 0
     rows = 0
     with open(workdir / "labels.csv", "w", newline="") as f:
         writer = csv.writer(f)
