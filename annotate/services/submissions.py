@@ -142,7 +142,7 @@ def _locked_assignment(
     try:
         assignment = (
             Assignment.objects.select_for_update(of=("self",))
-            .select_related("task__batch__project")
+            .select_related("task__batch__project", "annotator")
             .get(pk=assignment_id, **owner)
         )
     except Assignment.DoesNotExist:
