@@ -24,6 +24,7 @@ from annotate.models import (
     Project,
     Task,
 )
+from annotate.roles import ANNOTATOR, ANNOTATORS_ONLY, require_role
 
 CANDIDATES_PER_CLAIM = 20
 
@@ -60,6 +61,18 @@ def annotator_for_user(*, user: AbstractBaseUser) -> Annotator:
         user=user, defaults={"name": name, "kind": AnnotatorKind.UNDECIDED}
     )
     return annotator
+
+
+def annotator_of_annotator_user(*, user: AbstractBaseUser) -> Annotator:
+    """Return the Annotator of a user with the annotator role (PermissionDenied otherwise),
+    creating it the first time they work."""
+    # The usual case in one query: an active user in the annotator group who has worked before.
+    if user.is_active:
+        known = Annotator.objects.filter(user=user, user__groups__name=ANNOTATOR).first()
+        if known is not None:
+            return known
+    require_role(user, ANNOTATOR, message=ANNOTATORS_ONLY)
+    return annotator_for_user(user=user)
 
 
 def display_order_for(*, system_ids: list[int], seed: int) -> list[int]:
