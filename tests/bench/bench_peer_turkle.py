@@ -29,7 +29,7 @@ Knobs (environment): BENCH_WRK_DURATION (30s), BENCH_ROUNDS (2), BENCH_TARGETS_P
 BENCH_PEER_DATABASE_URL (postgres://root@127.0.0.1:5432/perf_app, recreated, dropped after
 unless BENCH_KEEP=1), BENCH_BASE_DIR (another checkout of this app, e.g. `git archive` of the
 commit before a change with these three bench files copied in: measured as "base" between the
-two, for old-vs-new in the same run; its database is perf_base), TURKLE_DIR (the peer folder), TURKLE_VENV / TURKLE_WORK (under /tmp).
+two, for old-vs-new in the same run; its database is the app's name + _base), TURKLE_DIR (the peer folder), TURKLE_VENV / TURKLE_WORK (under /tmp).
 Needs PostgreSQL on this machine and wrk (installed from Debian when missing, like `make
 chromium`). Exit status 1 on an error response, a lost or doubled submission, an over-assigned
 task, or a run that ran out of one-use targets; targets not met are reported, not errors.
@@ -273,7 +273,7 @@ def app_side(round_no: int, root: Path = ROOT, label: str = "app") -> list[dict]
     env = dict(os.environ)
     if label != "app":
         url = os.environ.get("BENCH_PEER_DATABASE_URL", DEFAULT_URL)
-        env["BENCH_PEER_DATABASE_URL"] = url.rsplit("/", 1)[0] + f"/perf_{label}"
+        env["BENCH_PEER_DATABASE_URL"] = f"{url}_{label}"
         env["BENCH_PEER_WORK"] = f"/tmp/perf-bench-{label}"
     done = subprocess.run(
         [
