@@ -19,7 +19,7 @@ from django.conf import settings
 from django.http import HttpRequest
 from django.urls import NoReverseMatch, get_script_prefix, get_urlconf, reverse
 
-from annotate.roles import ADMIN, ANNOTATOR, RESEARCHER
+from annotate.roles import ADMIN, ANNOTATOR, RESEARCHER, group_names
 
 ANNOTATOR_GROUP = "Annotation"
 RESEARCHER_GROUP = "Research"
@@ -75,7 +75,7 @@ class NavLink:
 def nav_groups(request: HttpRequest) -> list[tuple[str, list[NavLink]]]:
     """Return [(group, links)] the user may open, the current section marked."""
     user = request.user
-    roles = set(user.groups.values_list("name", flat=True)) if user.is_active else set()
+    roles = set(group_names(user)) if user.is_active else set()
     if user.is_active and user.is_superuser:
         roles.add(ADMIN)
     visible = _visible(frozenset(roles), user.is_staff)

@@ -11,6 +11,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection
 from django.db.models import Count, Q, QuerySet, Sum
 
+from annotate.compiled import CompiledQuery
 from annotate.errors import NotFoundError
 from annotate.models import (
     Annotator,
@@ -93,12 +94,21 @@ class TaskPage:
 
 def assignment_get_for_annotator(*, assignment_id: int, user: AbstractBaseUser) -> Assignment:
     """Return the user's own assignment with its task, instruction and project; 404 otherwise."""
-    try:
-        return Assignment.objects.select_related(
-            "task__instruction", "task__batch__project", "annotator"
-        ).get(pk=assignment_id, annotator__user=user)
-    except Assignment.DoesNotExist:
-        raise NotFoundError("No such assignment.") from None
+    assignment = _ASSIGNMENT_OF_USER.first(assignment_id=assignment_id, user_id=user.pk)
+    if assignment is None:
+        raise NotFoundError("No such assignment.")
+    return assignment
+
+
+# Read on every task page view: compiled once (annotate.compiled).
+_ASSIGNMENT_OF_USER = CompiledQuery(
+    Assignment,
+    lambda assignment_id, user_id: Assignment.objects.select_related(
+        "task__instruction", "task__batch__project", "annotator"
+    ).filter(pk=assignment_id, annotator__user_id=user_id),
+    "assignment_id",
+    "user_id",
+)
 
 
 def task_page_get(

@@ -372,6 +372,23 @@ def app_measure(round_no: int) -> None:
                 "app", round_no, kind, sys.executable, str(work / f"{name}.txt"), env, str(ROOT)
             )
             print("APPROW " + json.dumps(row), flush=True)
+        # The submit alone, as Turkle's is (it redirects to its "accept next" page, a request
+        # of its own): the same POST with the project's continue_to_next off, over the unused
+        # end of the first setting's submits.
+        from annotate.models import Project
+
+        Project.objects.filter(pk=ids["projects"]["submit"]).update(continue_to_next=False)
+        connection.close()
+        row = inprocess(
+            "app",
+            round_no,
+            "submit_alone",
+            sys.executable,
+            str(work / "submits_0.txt"),
+            env,
+            str(ROOT),
+        )
+        print("APPROW " + json.dumps(row), flush=True)
     finally:
         connection.close()
         if os.environ.get("BENCH_KEEP") != "1":
@@ -752,14 +769,14 @@ def summarise(rows: list[dict]) -> None:
     print("| round | request | Turkle | " + " | ".join(sides) + " | Turkle / app |")
     print("|---|---|---|" + "---|" * len(sides) + "---|")
     for round_no in sorted({row["round"] for row in rows}):
-        for kind in ("page", "submit", "claim"):
+        for kind in ("page", "submit", "submit_alone", "claim"):
 
             def cpu(side, kind=kind, round_no=round_no):
                 app_ms = get(side, round_no, 60, f"cpu {kind}", "app_ms")
                 pg_ms = get(side, round_no, 60, f"cpu {kind}", "postgres_ms")
                 return None if app_ms is None else (app_ms, pg_ms)
 
-            turkle = cpu("turkle")
+            turkle = cpu("turkle") if kind != "submit_alone" else cpu("turkle", "submit")
             if kind == "page" and turkle and cpu("turkle", "iframe"):
                 frame = cpu("turkle", "iframe")
                 turkle = (turkle[0] + frame[0], turkle[1] + frame[1])  # a view: page + iframe
@@ -768,7 +785,11 @@ def summarise(rows: list[dict]) -> None:
                 continue
             cells = " | ".join(f"{o[0]:.2f} + {o[1]:.2f}" if o else "" for o in ours)
             ratio = sum(turkle) / max(sum(ours[0]), 1e-9)
-            name = "task view" if kind == "page" else kind
+            name = {
+                "page": "task view",
+                "submit": "submit (+ claim of the next task: continue_to_next)",
+                "submit_alone": "submit alone (continue_to_next off)",
+            }.get(kind, kind)
             print(
                 f"| {round_no} | {name} | {turkle[0]:.2f} + {turkle[1]:.2f} | {cells} | "
                 f"{ratio:.2f}x |"
