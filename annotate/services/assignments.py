@@ -97,7 +97,7 @@ def claimable_tasks_sql(
         batch="AND t.batch_id = %s" if batch is not None else "",
     )
     params = [*_taken_params(now), project.pk, *([batch.pk] if batch is not None else [])]
-    params += _worked_params(annotator.pk) + [project.assignments_per_task]
+    params += [project.assignments_per_task, *_worked_params(annotator.pk)]
     return sql, params
 
 
@@ -143,14 +143,18 @@ _WORKED = """EXISTS(SELECT 1 FROM annotate_assignment w JOIN annotate_task wt ON
     OR EXISTS(SELECT 1 FROM annotate_directscore d
         JOIN annotate_response dr ON dr.id = d.response_id
         WHERE d.annotator_id = %s AND dr.instruction_id = {instruction})"""
-# Slots are counted in one pass over the tasks' assignments (a LEFT JOIN of those that hold
-# one, grouped), not by a subquery per task that the filter and the sort would both run.
-_CLAIMABLE = """SELECT t.id, count(a.id) AS taken, b.created_at AS batch_created, t.position
+# Slots are counted first, in one pass over the tasks' assignments (a LEFT JOIN of those that
+# hold one, grouped); only tasks with a free slot are then checked for the annotator's earlier
+# work, which costs an index probe per response of the task (a full project: none at all).
+_CLAIMABLE = """SELECT id, taken, batch_created, position FROM (
+    SELECT t.id, t.instruction_id, count(a.id) AS taken, b.created_at AS batch_created,
+        t.position
     FROM annotate_task t JOIN annotate_batch b ON b.id = t.batch_id
     LEFT JOIN annotate_assignment a ON a.task_id = t.id AND ({holds_slot})
-    WHERE b.project_id = %s AND b.active {batch} AND NOT ({worked})
-    GROUP BY t.id, b.created_at, t.position
-    HAVING count(a.id) < %s"""
+    WHERE b.project_id = %s AND b.active {batch}
+    GROUP BY t.id, t.instruction_id, b.created_at, t.position
+    HAVING count(a.id) < %s
+) t WHERE NOT ({worked})"""
 _COUNT = "SELECT count(*) FROM ({claimable}) claimable"
 _FIRST = (
     "SELECT id FROM ({claimable}) claimable ORDER BY taken, batch_created, position, id LIMIT %s"
