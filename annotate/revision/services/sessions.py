@@ -13,6 +13,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 
+from annotate.compiled import CompiledQuery
 from annotate.errors import ConflictError, NotFoundError, NoWorkError, SubmissionError
 from annotate.revision.dispatch import generation_enqueue
 from annotate.revision.history import next_previous_answer
@@ -34,13 +35,27 @@ STALE_AFTER = timedelta(seconds=getattr(settings, "REVISION_CALL_TIMEOUT_SECONDS
 
 def session_for_annotator(*, session_id: int, user: AbstractBaseUser, lock: bool = False):
     """Return the annotator's own session; another's or a missing one is a NotFoundError."""
+    if not lock:
+        session = _SESSION_OF_ANNOTATOR.first(session_id=session_id, user_id=user.pk)
+        if session is None:
+            raise NotFoundError("no such session")
+        return session
     sessions = RevisionSession.objects.select_related("study", "question", "system")
-    if lock:
-        sessions = sessions.select_for_update(of=("self",))
     try:
-        return sessions.get(pk=session_id, annotator=user)
+        return sessions.select_for_update(of=("self",)).get(pk=session_id, annotator=user)
     except RevisionSession.DoesNotExist:
         raise NotFoundError("no such session") from None
+
+
+# Read on every session page view and poll: compiled once (annotate.compiled).
+_SESSION_OF_ANNOTATOR = CompiledQuery(
+    RevisionSession,
+    lambda session_id, user_id: RevisionSession.objects.select_related(
+        "study", "question", "system"
+    ).filter(pk=session_id, annotator_id=user_id),
+    "session_id",
+    "user_id",
+)
 
 
 @transaction.atomic
@@ -216,15 +231,32 @@ def session_finish(*, session_id: int, user: AbstractBaseUser, now: datetime) ->
     return session
 
 
-def stale_calls_fail(*, session: RevisionSession, now: datetime) -> None:
-    """Mark the session's calls pending for longer than STALE_AFTER as failed (retry shown)."""
+def stale_calls_fail(
+    *, session: RevisionSession, now: datetime, turns: list[Turn] | None = None
+) -> bool:
+    """Mark the session's calls pending for longer than STALE_AFTER as failed (retry shown).
+
+    `turns`: the session's turns as the caller just read them; the turns' update then runs
+    only if one of them is such a call (a page view, which reads them anyway, saves a write).
+    Return whether a call may have been marked.
+    """
     cutoff = now - STALE_AFTER
     message = "the model call did not finish in time; retry"
     started = session.initial_started_at or session.created_at
+    marked = False
     if session.initial_status == CallStatus.PENDING and started < cutoff:
         RevisionSession.objects.filter(pk=session.pk, initial_status=CallStatus.PENDING).update(
             initial_status=CallStatus.FAILED, initial_error=message
         )
-    Turn.objects.filter(
-        Q(call_started_at__lt=cutoff), session=session, call_status=CallStatus.PENDING
-    ).update(call_status=CallStatus.FAILED, call_error=message)
+        marked = True
+    if turns is None or any(_stale(turn, cutoff) for turn in turns):
+        Turn.objects.filter(
+            Q(call_started_at__lt=cutoff), session=session, call_status=CallStatus.PENDING
+        ).update(call_status=CallStatus.FAILED, call_error=message)
+        marked = True
+    return marked
+
+
+def _stale(turn: Turn, cutoff: datetime) -> bool:
+    started = turn.call_started_at
+    return turn.call_status == CallStatus.PENDING and started is not None and started < cutoff

@@ -95,8 +95,9 @@ def test_ten_turn_session_page_runs_a_fixed_number_of_queries(
     client.force_login(annotator)
     url = reverse("revision:session", args=[session.pk])
     client.get(url)
-    # 9: the page's 8, and the navigation's roles (config/navigation.py)
-    with django_assert_num_queries(9):
+    # session, user, the session with its study, question and system, its turns, the
+    # question's document titles, the last passages, the navigation's roles
+    with django_assert_num_queries(7):
         response = client.get(url)
     assert response.content.decode().count('class="turn-done"') == 10
 
