@@ -76,15 +76,14 @@ class SessionPage:
 def session_page_get(*, session_id: int, user: AbstractBaseUser, now: datetime) -> SessionPage:
     """The annotator's own session with its turns and the last information-seeking passages."""
     session = session_for_annotator(session_id=session_id, user=user)
-    turns = list(Turn.objects.filter(session=session).order_by("position"))
-    if stale_calls_fail(session=session, now=now, turns=turns):
-        session.refresh_from_db(fields=["initial_status", "initial_error", "initial_answer"])
-        turns = list(Turn.objects.filter(session=session).order_by("position"))
+    stale_calls_fail(session=session, now=now)
+    session.refresh_from_db(fields=["initial_status", "initial_error", "initial_answer"])
     titles = list(
         Document.objects.filter(question_id=session.question_id)
         .order_by("position")
         .values_list("title", flat=True)
     )
+    turns = list(Turn.objects.filter(session=session).order_by("position"))
     info = [t for t in turns if t.instruction_type == InstructionType.INFORMATION_SEEKING]
     ids = info[-1].passages if info else session.initial_passages
     by_id = Passage.objects.select_related("document").in_bulk(ids) if ids else {}

@@ -231,32 +231,15 @@ def session_finish(*, session_id: int, user: AbstractBaseUser, now: datetime) ->
     return session
 
 
-def stale_calls_fail(
-    *, session: RevisionSession, now: datetime, turns: list[Turn] | None = None
-) -> bool:
-    """Mark the session's calls pending for longer than STALE_AFTER as failed (retry shown).
-
-    `turns`: the session's turns as the caller just read them; the turns' update then runs
-    only if one of them is such a call (a page view, which reads them anyway, saves a write).
-    Return whether a call may have been marked.
-    """
+def stale_calls_fail(*, session: RevisionSession, now: datetime) -> None:
+    """Mark the session's calls pending for longer than STALE_AFTER as failed (retry shown)."""
     cutoff = now - STALE_AFTER
     message = "the model call did not finish in time; retry"
     started = session.initial_started_at or session.created_at
-    marked = False
     if session.initial_status == CallStatus.PENDING and started < cutoff:
         RevisionSession.objects.filter(pk=session.pk, initial_status=CallStatus.PENDING).update(
             initial_status=CallStatus.FAILED, initial_error=message
         )
-        marked = True
-    if turns is None or any(_stale(turn, cutoff) for turn in turns):
-        Turn.objects.filter(
-            Q(call_started_at__lt=cutoff), session=session, call_status=CallStatus.PENDING
-        ).update(call_status=CallStatus.FAILED, call_error=message)
-        marked = True
-    return marked
-
-
-def _stale(turn: Turn, cutoff: datetime) -> bool:
-    started = turn.call_started_at
-    return turn.call_status == CallStatus.PENDING and started is not None and started < cutoff
+    Turn.objects.filter(
+        Q(call_started_at__lt=cutoff), session=session, call_status=CallStatus.PENDING
+    ).update(call_status=CallStatus.FAILED, call_error=message)

@@ -95,9 +95,10 @@ def test_ten_turn_session_page_runs_a_fixed_number_of_queries(
     client.force_login(annotator)
     url = reverse("revision:session", args=[session.pk])
     client.get(url)
-    # session, user, the session with its study, question and system, its turns, the
-    # question's document titles, the last passages, the navigation's roles
-    with django_assert_num_queries(7):
+    # session, user, the session with its study, question and system, the stale-call update,
+    # the session's call fields again, the document titles, the turns, the last passages, the
+    # navigation's roles
+    with django_assert_num_queries(9):
         response = client.get(url)
     assert response.content.decode().count('class="turn-done"') == 10
 
