@@ -19,8 +19,6 @@ from annotate.models import Annotator, Project
 from annotate.roles import (
     ADMIN,
     ADMINS_ONLY,
-    ANNOTATOR,
-    ANNOTATORS_ONLY,
     RESEARCHER,
     RESEARCHERS_ONLY,
     is_admin,
@@ -35,14 +33,8 @@ RESERVED_FIELDS = {"csrfmiddlewaretoken", "active_seconds"}
 
 
 def _annotator(request: HttpRequest) -> Annotator:
-    """Return the annotator of the logged-in user; 404 for users without the annotator role."""
-    # The usual case in one query: an active user in the annotator group who has worked before.
-    if request.user.is_active:
-        known = Annotator.objects.filter(user=request.user, user__groups__name=ANNOTATOR).first()
-        if known is not None:
-            return known
-    require_role(request.user, ANNOTATOR, message=ANNOTATORS_ONLY)
-    return assignment_services.annotator_for_user(user=request.user)
+    """Return the annotator of the logged-in user; 403 for users without the annotator role."""
+    return assignment_services.annotator_of_annotator_user(user=request.user)
 
 
 def _require_admin(request: HttpRequest) -> None:

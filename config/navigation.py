@@ -15,10 +15,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.http import HttpRequest
-from django.urls import NoReverseMatch, reverse
+from django.urls import NoReverseMatch, get_script_prefix, get_urlconf, reverse
 
-from annotate.roles import ADMIN, ANNOTATOR, RESEARCHER
+from annotate.roles import ADMIN, ANNOTATOR, RESEARCHER, group_names
 
 ANNOTATOR_GROUP = "Annotation"
 RESEARCHER_GROUP = "Research"
@@ -60,6 +61,7 @@ def nav_register(item: NavItem) -> None:
     """Add a section (or replace the one with the same key) to the navigation."""
     NAV_ITEMS[:] = [existing for existing in NAV_ITEMS if existing.section != item.section]
     NAV_ITEMS.append(item)
+    _VISIBLE.clear()
 
 
 @dataclass(frozen=True)
@@ -73,25 +75,40 @@ class NavLink:
 def nav_groups(request: HttpRequest) -> list[tuple[str, list[NavLink]]]:
     """Return [(group, links)] the user may open, the current section marked."""
     user = request.user
-    roles = set(user.groups.values_list("name", flat=True)) if user.is_active else set()
+    roles = set(group_names(user)) if user.is_active else set()
     if user.is_active and user.is_superuser:
         roles.add(ADMIN)
-    visible = []
-    for item in NAV_ITEMS:
-        if not roles.intersection(GROUP_ROLES[item.group]) or (
-            item.staff_only and not user.is_staff
-        ):
-            continue
-        try:
-            visible.append((item, reverse(item.url_name)))
-        except NoReverseMatch:
-            continue
+    visible = _visible(frozenset(roles), user.is_staff)
     current = getattr(request, "nav_section", None) or _longest_prefix(request.path, visible)
     groups: dict[str, list[NavLink]] = {}
     for item, url in visible:
         link = NavLink(item.section, item.label, url, item.section == current)
         groups.setdefault(item.group, []).append(link)
     return [(group, groups[group]) for group in GROUP_ROLES if group in groups]
+
+
+# The links each combination of roles sees, reversed once per URL configuration and script
+# prefix: reversing every section's URL on every page cost more CPU than the rest of the menu.
+_VISIBLE: dict[tuple, list[tuple[NavItem, str]]] = {}
+
+
+def _visible(roles: frozenset[str], is_staff: bool) -> list[tuple[NavItem, str]]:
+    key = (roles, is_staff, get_urlconf() or settings.ROOT_URLCONF, get_script_prefix())
+    if key not in _VISIBLE:
+        _VISIBLE[key] = [
+            (item, url)
+            for item in NAV_ITEMS
+            if roles.intersection(GROUP_ROLES[item.group]) and (is_staff or not item.staff_only)
+            for url in _reversed(item.url_name)
+        ]
+    return _VISIBLE[key]
+
+
+def _reversed(url_name: str) -> list[str]:
+    try:
+        return [reverse(url_name)]
+    except NoReverseMatch:
+        return []
 
 
 def _longest_prefix(path: str, visible: list[tuple[NavItem, str]]) -> str | None:

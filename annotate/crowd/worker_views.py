@@ -26,7 +26,7 @@ from annotate.crowd.services import workers
 from annotate.errors import AnnotateError, NotFoundError, SubmissionError
 from annotate.http import csp_replace_on
 from annotate.selectors import work as work_selectors
-from annotate.services.assignments import claimable_tasks
+from annotate.services.assignments import claimable_task_ids
 from annotate.services.submissions import Outcome, assignment_submit
 
 RESERVED_FIELDS = {"csrfmiddlewaretoken", "active_seconds"}
@@ -178,13 +178,14 @@ def _next_selfhosted_task(held: workers.WorkerAssignment) -> dict | None:
     ).first()
     if publication is None or not assignment.task.batch.active:
         return None
-    left = claimable_tasks(
+    left = claimable_task_ids(
         project=assignment.task.batch.project,
         annotator=assignment.annotator,
         now=timezone.now(),
         batch=assignment.task.batch,
+        limit=1,
     )
-    if not left.exists():
+    if not left:
         return None
     url = reverse("crowd:selfhosted-join", args=[publication.link_token])
     return {"url": url, "worker_id": assignment.annotator.worker_id}

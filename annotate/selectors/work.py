@@ -11,6 +11,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection
 from django.db.models import Count, Q, QuerySet, Sum
 
+from annotate.compiled import CompiledQuery
 from annotate.errors import NotFoundError
 from annotate.models import (
     Annotator,
@@ -25,7 +26,8 @@ from annotate.models import (
 from annotate.roles import is_admin, is_researcher
 from annotate.selectors.results import WorkStatus, blocked_annotator_ids, work_statuses
 from annotate.services.assignments import (
-    claimable_tasks,
+    claimable_task_count,
+    claimable_tasks_sql,
     counted_assignments,
     display_order_for,
 )
@@ -92,12 +94,21 @@ class TaskPage:
 
 def assignment_get_for_annotator(*, assignment_id: int, user: AbstractBaseUser) -> Assignment:
     """Return the user's own assignment with its task, instruction and project; 404 otherwise."""
-    try:
-        return Assignment.objects.select_related(
-            "task__instruction", "task__batch__project", "annotator"
-        ).get(pk=assignment_id, annotator__user=user)
-    except Assignment.DoesNotExist:
-        raise NotFoundError("No such assignment.") from None
+    assignment = _ASSIGNMENT_OF_USER.first(assignment_id=assignment_id, user_id=user.pk)
+    if assignment is None:
+        raise NotFoundError("No such assignment.")
+    return assignment
+
+
+# Read on every task page view: compiled once (annotate.compiled).
+_ASSIGNMENT_OF_USER = CompiledQuery(
+    Assignment,
+    lambda assignment_id, user_id: Assignment.objects.select_related(
+        "task__instruction", "task__batch__project", "annotator"
+    ).filter(pk=assignment_id, annotator__user_id=user_id),
+    "assignment_id",
+    "user_id",
+)
 
 
 def task_page_get(
@@ -209,22 +220,38 @@ class ProjectStanding:
 
 
 def project_standing(*, assignment: Assignment, now: datetime) -> ProjectStanding:
-    """Return the assignment's place among the annotator's tasks of its project (three queries)."""
+    """Return the assignment's place among the annotator's tasks of its project, in one query."""
     project = assignment.task.batch.project
-    mine = Assignment.objects.filter(
-        annotator_id=assignment.annotator_id, task__batch__project=project
+    claimable, claimable_params = claimable_tasks_sql(
+        project=project, annotator=assignment.annotator, now=now
     )
-    submitted = mine.filter(submitted_at__isnull=False).count()
-    is_open = assignment.submitted_at is None and assignment.status == AssignmentStatus.CLAIMED
-    left = claimable_tasks(project=project, annotator=assignment.annotator, now=now).count()
+    submitted_at = assignment.submitted_at
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _STANDING.format(claimable=claimable),
+            [
+                connection.ops.adapt_datetimefield_value(submitted_at),
+                *claimable_params,
+                assignment.annotator_id,
+                project.pk,
+            ],
+        )
+        submitted, earlier, left = cursor.fetchone()
+    is_open = submitted_at is None and assignment.status == AssignmentStatus.CLAIMED
     if is_open:
         return ProjectStanding(submitted + 1, submitted + 1 + left, submitted)
-    earlier = (
-        mine.filter(submitted_at__lt=assignment.submitted_at).count()
-        if (assignment.submitted_at)
-        else submitted
+    return ProjectStanding(
+        (earlier if submitted_at else submitted) + 1, submitted + left, submitted
     )
-    return ProjectStanding(earlier + 1, submitted + left, submitted)
+
+
+# The annotator's submitted assignments of the project (and those submitted before this one),
+# and the tasks still claimable (services.assignments.claimable_tasks_sql), in one round trip.
+_STANDING = """SELECT count(a.submitted_at), count(CASE WHEN a.submitted_at < %s THEN 1 END),
+    (SELECT count(*) FROM ({claimable}) claimable)
+    FROM annotate_assignment a JOIN annotate_task t ON t.id = a.task_id
+    JOIN annotate_batch b ON b.id = t.batch_id
+    WHERE a.annotator_id = %s AND b.project_id = %s"""
 
 
 def field_titles(*, page: TaskPage) -> list[tuple[str, str]]:
@@ -265,7 +292,7 @@ def dashboard_for_annotator(*, annotator: Annotator | None, now: datetime) -> li
         rows.append(
             ProjectWork(
                 project=project,
-                available=claimable_tasks(project=project, annotator=annotator, now=now).count(),
+                available=claimable_task_count(project=project, annotator=annotator, now=now),
                 submitted=mine.filter(submitted_at__isnull=False).count(),
                 live_assignment=mine.filter(
                     status=AssignmentStatus.CLAIMED, expires_at__gt=now

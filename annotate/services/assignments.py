@@ -12,17 +12,7 @@ from datetime import datetime, timedelta
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, connection, transaction
-from django.db.models import (
-    BooleanField,
-    Count,
-    Exists,
-    ExpressionWrapper,
-    OuterRef,
-    Q,
-    QuerySet,
-    Subquery,
-)
-from django.db.models.functions import Coalesce
+from django.db.models import Q
 
 from annotate.errors import AssignmentNotLiveError, ConflictError, NotFoundError, NoWorkError
 from annotate.models import (
@@ -31,12 +21,10 @@ from annotate.models import (
     Assignment,
     AssignmentStatus,
     Batch,
-    DirectScore,
-    Label,
     Project,
-    Response,
     Task,
 )
+from annotate.roles import ANNOTATOR, ANNOTATORS_ONLY, require_role
 
 CANDIDATES_PER_CLAIM = 20
 
@@ -75,47 +63,117 @@ def annotator_for_user(*, user: AbstractBaseUser) -> Annotator:
     return annotator
 
 
+def annotator_of_annotator_user(*, user: AbstractBaseUser) -> Annotator:
+    """Return the Annotator of a user with the annotator role (PermissionDenied otherwise),
+    creating it the first time they work."""
+    # The usual case in one query: an active user in the annotator group who has worked before.
+    if user.is_active:
+        known = Annotator.objects.filter(user=user, user__groups__name=ANNOTATOR).first()
+        if known is not None:
+            return known
+    require_role(user, ANNOTATOR, message=ANNOTATORS_ONLY)
+    return annotator_for_user(user=user)
+
+
 def display_order_for(*, system_ids: list[int], seed: int) -> list[int]:
     """Return the system ids shuffled by the seed; index 0 is shown as System A."""
     return random.Random(seed).sample(sorted(system_ids), len(system_ids))
 
 
-def claimable_tasks(
+def claimable_tasks_sql(
     *, project: Project, annotator: Annotator, now: datetime, batch: Batch | None = None
-) -> QuerySet[Task]:
-    """Tasks of the project's active batches (or of one batch) with a free slot, on instructions
+) -> tuple[str, list]:
+    """Return SQL (and its parameters) selecting the tasks the annotator may claim next.
+
+    Tasks of the project's active batches (or of one batch) with a free slot, on instructions
     the annotator never worked on (in any project or import: an annotator labels a response
-    once)."""
-    tasks = Task.objects.filter(batch__project=project, batch__active=True)
-    if batch is not None:
-        tasks = tasks.filter(batch=batch)
-    return (
-        tasks.exclude(_worked_on(annotator=annotator, instruction=OuterRef("instruction_id")))
-        .annotate(
-            counted=Count(
-                "assignments", filter=counted_assignments(now=now, prefix="assignments__")
-            )
-        )
-        .filter(counted__lt=project.assignments_per_task)
+    once). Columns: id, taken (assignments holding a slot), batch_created, position.
+    Plain SQL, portable to SQLite: the ORM spent several times the database's own time
+    compiling this query on every task page, claim and submit.
+    """
+    sql = _CLAIMABLE.format(
+        holds_slot=_HOLDS_SLOT,
+        worked=_WORKED.format(instruction="t.instruction_id"),
+        batch="AND t.batch_id = %s" if batch is not None else "",
     )
+    params = [*_taken_params(now), project.pk, *([batch.pk] if batch is not None else [])]
+    params += [project.assignments_per_task, *_worked_params(annotator.pk)]
+    return sql, params
 
 
-def _worked_on(*, annotator: Annotator, instruction) -> Q:
-    """True where the annotator has an assignment, a label or a score on the instruction."""
-    # Labels are reached through their response, not their question (the two share the
-    # instruction): the (response, annotator) index then answers each task with a few index
-    # lookups, where going through the question scans every label of the table per task.
-    return (
-        Q(Exists(Assignment.objects.filter(annotator=annotator, task__instruction_id=instruction)))
-        | Q(Exists(Label.objects.filter(annotator=annotator, response__instruction_id=instruction)))
-        | Q(
-            Exists(
-                DirectScore.objects.filter(
-                    annotator=annotator, response__instruction_id=instruction
-                )
-            )
-        )
-    )
+def claimable_task_count(
+    *, project: Project, annotator: Annotator, now: datetime, batch: Batch | None = None
+) -> int:
+    """Return how many tasks the annotator may still claim in the project (or batch)."""
+    sql, params = claimable_tasks_sql(project=project, annotator=annotator, now=now, batch=batch)
+    with connection.cursor() as cursor:
+        cursor.execute(_COUNT.format(claimable=sql), params)
+        return cursor.fetchone()[0]
+
+
+def claimable_task_ids(
+    *,
+    project: Project,
+    annotator: Annotator,
+    now: datetime,
+    batch: Batch | None = None,
+    limit: int = CANDIDATES_PER_CLAIM,
+) -> list[int]:
+    """Return up to `limit` claimable task ids, the least-filled first, then batch and position."""
+    sql, params = claimable_tasks_sql(project=project, annotator=annotator, now=now, batch=batch)
+    with connection.cursor() as cursor:
+        cursor.execute(_FIRST.format(claimable=sql), [*params, limit])
+        return [row[0] for row in cursor.fetchall()]
+
+
+# The tables and columns of Task, Batch, Assignment, Label, Response and DirectScore (no
+# db_table or db_column of their own). An assignment holds a slot of its task while it is a
+# live claim or an accepted submission: the same rule as counted_assignments().
+_TAKEN = """SELECT count(*) FROM annotate_assignment a WHERE a.task_id = {task}
+    AND ({holds_slot})"""
+_HOLDS_SLOT = "(a.status = %s AND a.expires_at > %s) OR (a.status IN (%s, %s) AND NOT a.is_late)"
+# Worked on an instruction: an assignment, a label or a score of the annotator on it. Labels
+# and scores are reached through their response, not their question (the two share the
+# instruction): the (response, annotator) index then answers each task with a few index
+# lookups, where going through the question scans every label of the table per task.
+_WORKED = """EXISTS(SELECT 1 FROM annotate_assignment w JOIN annotate_task wt ON wt.id = w.task_id
+        WHERE w.annotator_id = %s AND wt.instruction_id = {instruction})
+    OR EXISTS(SELECT 1 FROM annotate_label l JOIN annotate_response lr ON lr.id = l.response_id
+        WHERE l.annotator_id = %s AND lr.instruction_id = {instruction})
+    OR EXISTS(SELECT 1 FROM annotate_directscore d
+        JOIN annotate_response dr ON dr.id = d.response_id
+        WHERE d.annotator_id = %s AND dr.instruction_id = {instruction})"""
+# Slots are counted first, in one pass over the tasks' assignments (a LEFT JOIN of those that
+# hold one, grouped); only tasks with a free slot are then checked for the annotator's earlier
+# work, which costs an index probe per response of the task (a full project: none at all).
+_CLAIMABLE = """SELECT id, taken, batch_created, position FROM (
+    SELECT t.id, t.instruction_id, count(a.id) AS taken, b.created_at AS batch_created,
+        t.position
+    FROM annotate_task t JOIN annotate_batch b ON b.id = t.batch_id
+    LEFT JOIN annotate_assignment a ON a.task_id = t.id AND ({holds_slot})
+    WHERE b.project_id = %s AND b.active {batch}
+    GROUP BY t.id, t.instruction_id, b.created_at, t.position
+    HAVING count(a.id) < %s
+) t WHERE NOT ({worked})"""
+_COUNT = "SELECT count(*) FROM ({claimable}) claimable"
+_FIRST = (
+    "SELECT id FROM ({claimable}) claimable ORDER BY taken, batch_created, position, id LIMIT %s"
+)
+
+
+def _taken_params(now: datetime) -> list:
+    return [
+        AssignmentStatus.CLAIMED.value,
+        connection.ops.adapt_datetimefield_value(now),
+        AssignmentStatus.SUBMITTED.value,
+        AssignmentStatus.APPROVED.value,
+    ]
+
+
+def _worked_params(annotator_id: int, instruction_id: int | None = None) -> list:
+    """Parameters of _WORKED: the annotator (and the instruction, when it is a parameter)."""
+    one = [annotator_id] if instruction_id is None else [annotator_id, instruction_id]
+    return one * 3
 
 
 def assignment_claim_next(
@@ -135,7 +193,7 @@ def assignment_claim_next(
         with transaction.atomic():
             return _claim_next(annotator=annotator, project=project, now=now, batch=batch)
     except IntegrityError:
-        current = _live_claim(annotator=annotator, project=project, now=now)
+        current, _ = _claims(annotator=annotator, project=project, now=now)
         if current is None:
             raise
         return _in_batch(current, batch)
@@ -144,16 +202,17 @@ def assignment_claim_next(
 def _claim_next(
     *, annotator: Annotator, project: Project, now: datetime, batch: Batch | None
 ) -> Assignment:
-    current = _live_claim(annotator=annotator, project=project, now=now)
+    current, stale = _claims(annotator=annotator, project=project, now=now)
     if current is not None:
         return _in_batch(current, batch)
-    # A claim past its time that the beat has not expired yet would block the new one.
-    Assignment.objects.filter(
-        annotator=annotator,
-        queue_project=project,
-        status=AssignmentStatus.CLAIMED,
-        expires_at__lte=now,
-    ).update(status=AssignmentStatus.EXPIRED)
+    if stale:
+        # A claim past its time that the beat has not expired yet would block the new one.
+        Assignment.objects.filter(
+            annotator=annotator,
+            queue_project=project,
+            status=AssignmentStatus.CLAIMED,
+            expires_at__lte=now,
+        ).update(status=AssignmentStatus.EXPIRED)
     for skip_locked in (True, False):
         assignment = _claim_first_free(
             annotator=annotator, project=project, now=now, skip_locked=skip_locked, batch=batch
@@ -171,17 +230,28 @@ def _in_batch(current: Assignment, batch: Batch | None) -> Assignment:
     return current
 
 
-def _live_claim(*, annotator: Annotator, project: Project, now: datetime) -> Assignment | None:
-    return (
-        Assignment.objects.filter(
-            annotator=annotator,
-            task__batch__project=project,
-            status=AssignmentStatus.CLAIMED,
-            expires_at__gt=now,
+def _claims(
+    *, annotator: Annotator, project: Project, now: datetime
+) -> tuple[Assignment | None, bool]:
+    """Return the annotator's earliest live claim in the project, and whether a "start next"
+    claim of it is past its time but not expired yet, in one query."""
+    rows = list(
+        Assignment.objects.raw(
+            _CLAIMS,
+            [connection.ops.adapt_datetimefield_value(now), annotator.pk]
+            + [AssignmentStatus.CLAIMED.value, project.pk],
         )
-        .order_by("claimed_at")
-        .first()
     )
+    live = next((row for row in rows if row.is_live), None)
+    stale = any(not row.is_live and row.queue_project_id == project.pk for row in rows)
+    return live, stale
+
+
+_CLAIMS = """SELECT a.*, CASE WHEN a.expires_at > %s THEN 1 ELSE 0 END AS is_live
+    FROM annotate_assignment a JOIN annotate_task t ON t.id = a.task_id
+    JOIN annotate_batch b ON b.id = t.batch_id
+    WHERE a.annotator_id = %s AND a.status = %s AND b.project_id = %s
+    ORDER BY a.claimed_at, a.id"""
 
 
 def _claim_first_free(
@@ -192,18 +262,22 @@ def _claim_first_free(
     skip_locked: bool,
     batch: Batch | None = None,
 ) -> Assignment | None:
-    candidates = list(
-        claimable_tasks(project=project, annotator=annotator, now=now, batch=batch)
-        .order_by("counted", "batch__created_at", "position", "id")
-        .values_list("id", flat=True)[:CANDIDATES_PER_CLAIM]
-    )
+    candidates = claimable_task_ids(project=project, annotator=annotator, now=now, batch=batch)
     for task_id in candidates:
         task = _lock_task(task_id=task_id, skip_locked=skip_locked)
         if task is None:
             continue  # another annotator is claiming it right now; try the next one
-        if _slot_free(task=task, project=project, annotator=annotator, now=now):
+        worked, taken, system_ids = _task_standing(
+            task=task, project=project, annotator=annotator, now=now
+        )
+        if not worked and taken < project.assignments_per_task:
             return _assignment_create(
-                task=task, project=project, annotator=annotator, now=now, from_queue=True
+                task=task,
+                project=project,
+                annotator=annotator,
+                now=now,
+                system_ids=system_ids,
+                from_queue=True,
             )
     return None
 
@@ -220,13 +294,16 @@ def assignment_claim_task(
     """
     locked = _lock_task(task_id=task.pk, skip_locked=False)
     project = task.batch.project
-    if Task.objects.filter(
-        _worked_on(annotator=annotator, instruction=locked.instruction_id), pk=locked.pk
-    ).exists():
+    worked, taken, system_ids = _task_standing(
+        task=locked, project=project, annotator=annotator, now=now
+    )
+    if worked:
         raise ConflictError("You have already worked on this task; it cannot be taken again.")
-    if check_slots and not _slot_free(task=locked, project=project, annotator=annotator, now=now):
+    if check_slots and taken >= project.assignments_per_task:
         raise NoWorkError("This task already has all the workers it needs.")
-    return _assignment_create(task=locked, project=project, annotator=annotator, now=now)
+    return _assignment_create(
+        task=locked, project=project, annotator=annotator, now=now, system_ids=system_ids
+    )
 
 
 def _lock_task(*, task_id: int, skip_locked: bool) -> Task | None:
@@ -240,46 +317,46 @@ def _lock_task(*, task_id: int, skip_locked: bool) -> Task | None:
     return next(iter(queryset), None)
 
 
-def _slot_free(*, task: Task, project: Project, annotator: Annotator, now: datetime) -> bool:
-    """Recount under the task's row lock: the count before locking may be stale.
+def _task_standing(
+    *, task: Task, project: Project, annotator: Annotator, now: datetime
+) -> tuple[bool, int, list[int]]:
+    """Return whether the annotator worked on the task's instruction, how many assignments
+    hold a slot of it, and the project's systems with a response to it, in one query.
 
-    One query: whether the annotator worked on the instruction, and how many assignments hold
-    a slot of the task.
+    Run under the task's row lock, in a statement of its own: the count before locking may be
+    stale.
     """
-    taken = (
-        Assignment.objects.filter(task=OuterRef("pk"))
-        .filter(counted_assignments(now=now))
-        .order_by()
-        .values("task")
-        .annotate(n=Count("pk"))
-        .values("n")
+    sql = _TASK_STANDING.format(
+        taken=_TAKEN.format(task="%s", holds_slot=_HOLDS_SLOT),
+        worked=_WORKED.format(instruction="%s"),
     )
-    worked, count = (
-        Task.objects.filter(pk=task.pk)
-        .order_by()
-        .annotate(
-            worked=ExpressionWrapper(
-                _worked_on(annotator=annotator, instruction=task.instruction_id),
-                output_field=BooleanField(),
-            ),
-            taken=Coalesce(Subquery(taken), 0),
-        )
-        .values_list("worked", "taken")
-        .get()
-    )
-    return not worked and count < project.assignments_per_task
+    instruction_id = task.instruction_id
+    params = [task.pk, *_taken_params(now)]
+    params += _worked_params(annotator.pk, instruction_id) + [instruction_id, project.pk]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    taken, worked = next((first, second) for kind, first, second in rows if kind == 0)
+    system_ids = [first for kind, first, _ in rows if kind == 1]
+    return bool(worked), taken, system_ids
+
+
+_TASK_STANDING = """SELECT 0, ({taken}), CASE WHEN {worked} THEN 1 ELSE 0 END
+    UNION ALL
+    SELECT 1, r.system_id, 0 FROM annotate_response r
+    JOIN annotate_project_systems ps ON ps.system_id = r.system_id
+    WHERE r.instruction_id = %s AND ps.project_id = %s"""
 
 
 def _assignment_create(
-    *, task: Task, project: Project, annotator: Annotator, now: datetime, from_queue: bool = False
+    *,
+    task: Task,
+    project: Project,
+    annotator: Annotator,
+    now: datetime,
+    system_ids: list[int],
+    from_queue: bool = False,
 ) -> Assignment:
-    system_ids = list(
-        Response.objects.filter(
-            instruction_id=task.instruction_id, system__in=project.systems.all()
-        )
-        .order_by()  # the default ordering joins instruction and system only to sort
-        .values_list("system_id", flat=True)
-    )
     seed = secrets.randbits(62)
     return Assignment.objects.create(
         task=task,

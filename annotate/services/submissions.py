@@ -16,6 +16,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection, transaction
 from django.utils import timezone
 
+from annotate.compiled import CompiledQuery
 from annotate.errors import (
     AssignmentNotLiveError,
     ConflictError,
@@ -138,20 +139,36 @@ def assignment_submit(
 def _locked_assignment(
     *, assignment_id: int, annotator: Annotator | None, user: AbstractBaseUser | None
 ) -> Assignment:
-    owner = {"annotator": annotator} if annotator is not None else {"annotator__user": user}
-    try:
-        assignment = (
-            Assignment.objects.select_for_update(of=("self",))
-            .select_related("task__batch__project")
-            .get(pk=assignment_id, **owner)
-        )
-    except Assignment.DoesNotExist:
-        raise NotFoundError("No such assignment.") from None
+    if annotator is not None:
+        assignment = _LOCKED_OF_ANNOTATOR.first(assignment_id=assignment_id, owner_id=annotator.pk)
+    else:
+        assignment = _LOCKED_OF_USER.first(assignment_id=assignment_id, owner_id=user.pk)
+    if assignment is None:
+        raise NotFoundError("No such assignment.")
     if assignment.status in (AssignmentStatus.RETURNED, AssignmentStatus.REJECTED):
         raise AssignmentNotLiveError(
             f"This assignment was {assignment.get_status_display().lower()}; it takes no answers."
         )
     return assignment
+
+
+def _locked_of(owner: str) -> CompiledQuery:
+    """The assignment of an annotator (or of a user's annotator) under its row lock, with its
+    task, batch, project and annotator: compiled once (annotate.compiled), read every submit."""
+    return CompiledQuery(
+        Assignment,
+        lambda assignment_id, owner_id: (
+            Assignment.objects.select_for_update(of=("self",))
+            .select_related("task__batch__project", "annotator")
+            .filter(pk=assignment_id, **{owner: owner_id})
+        ),
+        "assignment_id",
+        "owner_id",
+    )
+
+
+_LOCKED_OF_ANNOTATOR = _locked_of("annotator_id")
+_LOCKED_OF_USER = _locked_of("annotator__user_id")
 
 
 def _instruction_rows(

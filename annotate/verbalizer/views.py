@@ -19,14 +19,12 @@ from annotate.http import page_errors
 from annotate.models import Annotator
 from annotate.roles import (
     ADMIN,
-    ANNOTATOR,
-    ANNOTATORS_ONLY,
     RESEARCHER,
     RESEARCHERS_ONLY,
     is_admin,
     require_role,
 )
-from annotate.services.assignments import annotator_for_user
+from annotate.services.assignments import annotator_of_annotator_user
 from annotate.verbalizer.forms import DatasetForm, MappingForm, RunForm, StudyForm
 from annotate.verbalizer.models import ClassificationDataset, EvaluationSet, HumanStudy, Mapping
 from annotate.verbalizer.services import catalogue, humans, runs
@@ -37,8 +35,7 @@ def _require_researcher(request: HttpRequest) -> None:
 
 
 def _annotator(request: HttpRequest) -> Annotator:
-    require_role(request.user, ANNOTATOR, message=ANNOTATORS_ONLY)
-    return annotator_for_user(user=request.user)
+    return annotator_of_annotator_user(user=request.user)
 
 
 @login_required
@@ -143,8 +140,7 @@ def work_next(request: HttpRequest, human_study_id: int) -> HttpResponse:
     study = HumanStudy.objects.filter(pk=human_study_id, active=True).first()
     if study is None:
         raise NotFoundError("No such study.")
-    prompt = humans.human_prompt_next(study=study, annotator=annotator)
-    done, total = humans.human_progress(study=study, annotator=annotator)
+    prompt, done, total = humans.human_work_next(study=study, annotator=annotator)
     context = {"study": study, "prompt": prompt, "done": done, "total": total}
     return render(request, "verbalizer/work_item.html", context)
 

@@ -38,15 +38,15 @@ def test_the_database_refuses_a_second_live_claim_in_the_project(project):
 def test_a_claim_that_loses_the_race_answers_with_the_winners_claim(project, monkeypatch):
     annotator, now = AnnotatorFactory(), timezone.now()
     winner = assignments.assignment_claim_next(annotator=annotator, project=project, now=now)
-    real = assignments._live_claim
+    real = assignments._claims
     calls = []
 
     def not_yet_committed(**kwargs):
         # What a parallel request sees while the winner's transaction is still open.
         calls.append(kwargs)
-        return None if len(calls) == 1 else real(**kwargs)
+        return (None, False) if len(calls) == 1 else real(**kwargs)
 
-    monkeypatch.setattr(assignments, "_live_claim", not_yet_committed)
+    monkeypatch.setattr(assignments, "_claims", not_yet_committed)
     again = assignments.assignment_claim_next(annotator=annotator, project=project, now=now)
     assert again == winner
     assert Assignment.objects.filter(annotator=annotator).count() == 1

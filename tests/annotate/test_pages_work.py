@@ -145,21 +145,23 @@ def test_returning_a_task_from_the_page(client, annotator_user):
 
 @pytest.mark.parametrize("questions", [2, 15])
 def test_task_page_runs_a_fixed_number_of_queries(
-    client, annotator_user, django_assert_max_num_queries, questions
+    client, annotator_user, django_assert_num_queries, questions
 ):
-    project = project_with_tasks(instructions=1, systems=5, questions=questions)
+    project = project_with_tasks(instructions=3, systems=5, questions=questions)
     assignment = claim_for(annotator_user, project)
     client.force_login(annotator_user)
-    # session, user, the assignment with its task and project, responses + questions; then the
-    # navigation's roles (1) and "task N of M" (3: submitted, claimable, and the claim itself)
-    with django_assert_max_num_queries(8):
+    # session, user, the assignment with its task, instruction, project and annotator,
+    # responses + questions, "task N of M" (submitted and still claimable in one), the
+    # navigation's roles
+    with django_assert_num_queries(6):
         page = client.get(reverse("work:assignment", args=[assignment.id]))
     assert page.text.count('type="radio"') == 5 * questions * 3
+    assert "task 1 of 3" in page.text
 
 
 @pytest.mark.parametrize("questions", [2, 15])
 def test_claim_and_submit_run_a_fixed_number_of_queries(
-    client, annotator_user, django_assert_max_num_queries, questions
+    client, annotator_user, django_assert_num_queries, questions
 ):
     project = project_with_tasks(instructions=3, systems=5, questions=questions)
     # The submit alone: with continue_to_next (the default) the same request also claims the
@@ -168,18 +170,36 @@ def test_claim_and_submit_run_a_fixed_number_of_queries(
     project.save()
     client.force_login(annotator_user)
     client.get(reverse("work:dashboard"))  # the annotator's first visit creates its row
-    # session, user, annotator with role, project, begin, live claim, expire its stale claims,
-    # candidates, lock, slot check, systems, insert, commit
-    with django_assert_max_num_queries(13):
+    # session, user, annotator with role, project, savepoint, the annotator's claims (live or
+    # stale), candidates, lock, slot check with the systems, insert, release
+    with django_assert_num_queries(11):
         started = client.post(reverse("work:start-next", args=[project.id]))
     assignment = Assignment.objects.get(annotator__user=annotator_user)
     assert started["Location"] == reverse("work:assignment", args=[assignment.id])
     answers = {f"r{n}_q{m}": "yes" for n in range(1, 6) for m in range(1, questions + 1)}
-    # session, user, begin, the locked assignment, questions + responses, update, labels, commit
-    with django_assert_max_num_queries(8):
+    # session, user, savepoint, the locked assignment with its annotator, questions +
+    # responses, update, labels, release
+    with django_assert_num_queries(8):
         submitted = client.post(reverse("work:assignment", args=[assignment.id]), answers)
     assert submitted.status_code == 302
     assert Label.objects.filter(assignment=assignment).count() == 5 * questions
+
+
+def test_submit_that_opens_the_next_task_runs_a_fixed_number_of_queries(
+    client, annotator_user, django_assert_num_queries
+):
+    project = project_with_tasks(instructions=3, systems=5, questions=6)
+    assignment = claim_for(annotator_user, project)
+    client.force_login(annotator_user)
+    answers = {f"r{n}_q{m}": "no" for n in range(1, 6) for m in range(1, 7)}
+    # the submit's 8, then the claim of the next task: savepoint, the annotator's claims,
+    # candidates, lock, slot check with the systems, insert, release
+    with django_assert_num_queries(15):
+        submitted = client.post(reverse("work:assignment", args=[assignment.id]), answers)
+    following = Assignment.objects.get(annotator__user=annotator_user, status="claimed")
+    assert submitted["Location"] == reverse("work:assignment", args=[following.id])
+    assert following.task_id != assignment.task_id
+    assert Label.objects.filter(assignment=assignment).count() == 30
 
 
 def test_non_annotators_have_no_dashboard(client, researcher):

@@ -29,7 +29,7 @@ Knobs (environment): BENCH_WRK_DURATION (30s), BENCH_ROUNDS (2), BENCH_TARGETS_P
 BENCH_PEER_DATABASE_URL (postgres://root@127.0.0.1:5432/perf_app, recreated, dropped after
 unless BENCH_KEEP=1), BENCH_BASE_DIR (another checkout of this app, e.g. `git archive` of the
 commit before a change with these three bench files copied in: measured as "base" between the
-two, for old-vs-new in the same run; its database is perf_base), TURKLE_DIR (the peer folder), TURKLE_VENV / TURKLE_WORK (under /tmp).
+two, for old-vs-new in the same run; its database is the app's name + _base), TURKLE_DIR (the peer folder), TURKLE_VENV / TURKLE_WORK (under /tmp).
 Needs PostgreSQL on this machine and wrk (installed from Debian when missing, like `make
 chromium`). Exit status 1 on an error response, a lost or doubled submission, an over-assigned
 task, or a run that ran out of one-use targets; targets not met are reported, not errors.
@@ -273,7 +273,7 @@ def app_side(round_no: int, root: Path = ROOT, label: str = "app") -> list[dict]
     env = dict(os.environ)
     if label != "app":
         url = os.environ.get("BENCH_PEER_DATABASE_URL", DEFAULT_URL)
-        env["BENCH_PEER_DATABASE_URL"] = url.rsplit("/", 1)[0] + f"/perf_{label}"
+        env["BENCH_PEER_DATABASE_URL"] = f"{url}_{label}"
         env["BENCH_PEER_WORK"] = f"/tmp/perf-bench-{label}"
     done = subprocess.run(
         [
@@ -372,6 +372,23 @@ def app_measure(round_no: int) -> None:
                 "app", round_no, kind, sys.executable, str(work / f"{name}.txt"), env, str(ROOT)
             )
             print("APPROW " + json.dumps(row), flush=True)
+        # The submit alone, as Turkle's is (it redirects to its "accept next" page, a request
+        # of its own): the same POST with the project's continue_to_next off, over the unused
+        # end of the first setting's submits.
+        from annotate.models import Project
+
+        Project.objects.filter(pk=ids["projects"]["submit"]).update(continue_to_next=False)
+        connection.close()
+        row = inprocess(
+            "app",
+            round_no,
+            "submit_alone",
+            sys.executable,
+            str(work / "submits_0.txt"),
+            env,
+            str(ROOT),
+        )
+        print("APPROW " + json.dumps(row), flush=True)
     finally:
         connection.close()
         if os.environ.get("BENCH_KEEP") != "1":
@@ -752,14 +769,14 @@ def summarise(rows: list[dict]) -> None:
     print("| round | request | Turkle | " + " | ".join(sides) + " | Turkle / app |")
     print("|---|---|---|" + "---|" * len(sides) + "---|")
     for round_no in sorted({row["round"] for row in rows}):
-        for kind in ("page", "submit", "claim"):
+        for kind in ("page", "submit", "submit_alone", "claim"):
 
             def cpu(side, kind=kind, round_no=round_no):
                 app_ms = get(side, round_no, 60, f"cpu {kind}", "app_ms")
                 pg_ms = get(side, round_no, 60, f"cpu {kind}", "postgres_ms")
                 return None if app_ms is None else (app_ms, pg_ms)
 
-            turkle = cpu("turkle")
+            turkle = cpu("turkle") if kind != "submit_alone" else cpu("turkle", "submit")
             if kind == "page" and turkle and cpu("turkle", "iframe"):
                 frame = cpu("turkle", "iframe")
                 turkle = (turkle[0] + frame[0], turkle[1] + frame[1])  # a view: page + iframe
@@ -768,7 +785,11 @@ def summarise(rows: list[dict]) -> None:
                 continue
             cells = " | ".join(f"{o[0]:.2f} + {o[1]:.2f}" if o else "" for o in ours)
             ratio = sum(turkle) / max(sum(ours[0]), 1e-9)
-            name = "task view" if kind == "page" else kind
+            name = {
+                "page": "task view",
+                "submit": "submit (+ claim of the next task: continue_to_next)",
+                "submit_alone": "submit alone (continue_to_next off)",
+            }.get(kind, kind)
             print(
                 f"| {round_no} | {name} | {turkle[0]:.2f} + {turkle[1]:.2f} | {cells} | "
                 f"{ratio:.2f}x |"

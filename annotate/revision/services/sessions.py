@@ -13,6 +13,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 
+from annotate.compiled import CompiledQuery
 from annotate.errors import ConflictError, NotFoundError, NoWorkError, SubmissionError
 from annotate.revision.dispatch import generation_enqueue
 from annotate.revision.history import next_previous_answer
@@ -34,13 +35,27 @@ STALE_AFTER = timedelta(seconds=getattr(settings, "REVISION_CALL_TIMEOUT_SECONDS
 
 def session_for_annotator(*, session_id: int, user: AbstractBaseUser, lock: bool = False):
     """Return the annotator's own session; another's or a missing one is a NotFoundError."""
+    if not lock:
+        session = _SESSION_OF_ANNOTATOR.first(session_id=session_id, user_id=user.pk)
+        if session is None:
+            raise NotFoundError("no such session")
+        return session
     sessions = RevisionSession.objects.select_related("study", "question", "system")
-    if lock:
-        sessions = sessions.select_for_update(of=("self",))
     try:
-        return sessions.get(pk=session_id, annotator=user)
+        return sessions.select_for_update(of=("self",)).get(pk=session_id, annotator=user)
     except RevisionSession.DoesNotExist:
         raise NotFoundError("no such session") from None
+
+
+# Read on every session page view and poll: compiled once (annotate.compiled).
+_SESSION_OF_ANNOTATOR = CompiledQuery(
+    RevisionSession,
+    lambda session_id, user_id: RevisionSession.objects.select_related(
+        "study", "question", "system"
+    ).filter(pk=session_id, annotator_id=user_id),
+    "session_id",
+    "user_id",
+)
 
 
 @transaction.atomic

@@ -7,8 +7,8 @@ a prompt is offered until `answers_per_prompt` people answered it.
 
 from __future__ import annotations
 
-from django.db import IntegrityError, transaction
-from django.db.models import Count, Q
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Q
 
 from annotate.errors import AnnotateError, ConflictError, NotFoundError
 from annotate.models import Annotator, AnnotatorKind, AssignmentStatus
@@ -90,17 +90,58 @@ def same_channel_q(annotator: Annotator, prefix: str = "") -> Q:
 def human_prompt_next(*, study: HumanStudy, annotator: Annotator) -> Prompt | None:
     """Return the next prompt for `annotator`: one they have not answered, least answered first
     (counting the answers of their channel, `same_channel_q`)."""
-    if not study.active:
-        return None
-    answered = Q(human_answers__study=study) & same_channel_q(annotator, "human_answers__")
-    return (
-        study.prompts.exclude(human_answers__annotator=annotator, human_answers__study=study)
-        .annotate(answered=Count("human_answers", filter=answered))
-        .filter(answered__lt=study.answers_per_prompt)
-        .select_related("item__dataset", "mapping")
-        .order_by("answered", "id")
-        .first()
-    )
+    return human_work_next(study=study, annotator=annotator)[0]
+
+
+def human_work_next(*, study: HumanStudy, annotator: Annotator) -> tuple[Prompt | None, int, int]:
+    """Return the annotator's next prompt (human_prompt_next), their answers so far and the
+    study's prompts, in two queries: the page an annotator sees after every answer.
+
+    The choice and both counts are one plain-SQL query (the ORM's exclude-and-count queryset
+    cost more CPU to compile than the page's template to render); the prompt is then read with
+    its item, dataset and mapping. The SQL counts a prompt's answers as `same_channel_q` does.
+    """
+    limit = study.answers_per_prompt if study.active else 0
+    if annotator.kind == AnnotatorKind.CROWD:
+        channel, channel_params = (
+            "na.kind = %s AND na.platform = %s",
+            [
+                AnnotatorKind.CROWD,
+                annotator.platform,
+            ],
+        )
+    else:
+        channel, channel_params = "na.kind <> %s", [AnnotatorKind.CROWD]
+    params = [
+        *[study.pk, AssignmentStatus.REJECTED, *channel_params],
+        *[study.pk, annotator.pk, limit, study.pk, annotator.pk, study.pk],
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(_WORK_NEXT.format(channel=channel), params)
+        prompt_id, done, total = cursor.fetchone()
+    prompt = None
+    if prompt_id is not None:
+        prompt = Prompt.objects.select_related("item__dataset", "mapping").get(pk=prompt_id)
+    return prompt, done, total
+
+
+# HumanStudy.prompts' table, HumanAnswer's and Annotator's (no db_table or db_column of their
+# own). A prompt's answers count in its own study only, and only those of the asking
+# annotator's channel that were not rejected ({channel} is one of two fixed conditions).
+_WORK_NEXT = """SELECT
+    (SELECT c.prompt_id FROM (
+        SELECT sp.prompt_id, (
+            SELECT count(*) FROM verbalizer_humananswer n
+            JOIN annotate_annotator na ON na.id = n.annotator_id
+            WHERE n.prompt_id = sp.prompt_id AND n.study_id = %s AND n.status <> %s
+            AND {channel}) AS answered
+        FROM verbalizer_humanstudy_prompts sp
+        WHERE sp.humanstudy_id = %s AND NOT EXISTS(
+            SELECT 1 FROM verbalizer_humananswer mine WHERE mine.prompt_id = sp.prompt_id
+            AND mine.study_id = sp.humanstudy_id AND mine.annotator_id = %s)
+        ) c WHERE c.answered < %s ORDER BY c.answered, c.prompt_id LIMIT 1),
+    (SELECT count(*) FROM verbalizer_humananswer WHERE study_id = %s AND annotator_id = %s),
+    (SELECT count(*) FROM verbalizer_humanstudy_prompts WHERE humanstudy_id = %s)"""
 
 
 def human_answer_submit(

@@ -135,6 +135,21 @@ def test_pages_use_a_bounded_number_of_queries(
         assert client.get(reverse("verbalizer:overview")).status_code == 200
 
 
+def test_answer_page_of_a_returning_annotator_runs_a_fixed_number_of_queries(
+    client, annotator_user, study, django_assert_num_queries
+):
+    client.force_login(annotator_user)
+    url = reverse("verbalizer:work-next", args=[study.pk])
+    client.get(url)  # the first visit creates the annotator's record
+    # session, user, the annotator with its role, the study, the next prompt with the
+    # annotator's answers and the study's prompts, that prompt with its item and mapping, the
+    # navigation's roles
+    with django_assert_num_queries(7):
+        page = client.get(url)
+    assert page.status_code == 200
+    assert f"You answered 0 of {study.prompts.count()}." in page.text
+
+
 def test_study_command_publishes_the_papers_slice(capsys):
     from django.core.management import CommandError, call_command
 

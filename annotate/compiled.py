@@ -1,0 +1,77 @@
+"""Querysets of the hot path compiled to SQL once per process, then run with other values.
+
+Compiling a queryset (joins, select_related columns, lookups) cost the task page and the
+submit more CPU than the database spent running the query: 1.4 of the 2.1 ms of reading the
+assignment with its task, instruction, project and annotator. A CompiledQuery builds its
+queryset once with stand-in integer values, keeps the SQL and the compiler that made it, and
+afterwards only executes that SQL with the real values and turns the rows into model
+instances as Django's ModelIterable does (from_db, then the select_related objects), with
+the compiler's own converters. Queries still go through Django's cursor, so query counting
+and logging see them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connections, router
+from django.db.models import Model, QuerySet
+from django.db.models.query import get_related_populators
+from django.db.models.sql.compiler import SQLCompiler
+
+# Stand-in values no real id takes; each parameter gets its own, found again in the SQL's
+# parameters after compiling.
+_STAND_IN = -(2**40)
+
+
+@dataclass
+class _Compiled:
+    sql: str
+    params: list  # a parameter's name (str) where the caller's value goes, else the constant
+    compiler: SQLCompiler
+
+
+class CompiledQuery:
+    """A queryset of integer parameters (`build(**values)`), compiled once per database."""
+
+    def __init__(self, model: type[Model], build: Callable[..., QuerySet], *names: str) -> None:
+        self._model = model
+        self._build = build
+        self._names = names
+        self._compiled: dict[str, _Compiled] = {}
+
+    def first(self, **values: int) -> Model | None:
+        """Return the first object the queryset gives with these values, or None."""
+        db = router.db_for_write(self._model)  # where select_for_update would read too
+        compiled = self._compiled.get(db) or self._compile(db)
+        params = [values[p] if isinstance(p, str) else p for p in compiled.params]
+        with connections[db].cursor() as cursor:
+            cursor.execute(compiled.sql, params)
+            row = cursor.fetchone()
+        return None if row is None else _instance(compiled.compiler, row, db)
+
+    def _compile(self, db: str) -> _Compiled:
+        stand_ins = {name: _STAND_IN - n for n, name in enumerate(self._names)}
+        queryset = self._build(**stand_ins)
+        compiler = queryset.query.get_compiler(using=db)
+        sql, params = compiler.as_sql()
+        names = {value: name for name, value in stand_ins.items()}
+        found = [names.get(p, p) if isinstance(p, int) else p for p in params]
+        if sorted(p for p in found if isinstance(p, str)) != sorted(self._names):
+            raise ValueError(f"each of {self._names} must appear once in the query's SQL")
+        self._compiled[db] = _Compiled(sql, found, compiler)
+        return self._compiled[db]
+
+
+def _instance(compiler: SQLCompiler, row: Any, db: str) -> Model:
+    """Build the model instance (and its select_related ones) from a row, as ModelIterable."""
+    row = next(iter(compiler.results_iter(results=[[row]])))
+    select, klass_info = compiler.select, compiler.klass_info
+    start, end = klass_info["select_fields"][0], klass_info["select_fields"][-1] + 1
+    names = [field[0].target.attname for field in select[start:end]]
+    instance = klass_info["model"].from_db(db, names, row[start:end])
+    for populator in get_related_populators(klass_info, select, db):
+        populator.populate(row, instance)
+    return instance
