@@ -104,3 +104,33 @@ def test_a_zero_shot_run_stores_no_examples(tmp_path):
         study=study, task="rating-judge", mode="zero-shot", seed=1, now=timezone.now()
     )
     assert judge_run_execute(run_id=run.pk).examples == {}
+
+
+def test_celery_chunks_use_the_examples_stored_when_the_run_was_dispatched(
+    tmp_path, monkeypatch, django_capture_on_commit_callbacks
+):
+    from annotate.engine.services.runs import engine_run_chunk_execute, engine_run_dispatch
+    from evaluation.revision import judges
+    from evaluation.revision.judges import _engine_run_attach
+
+    study = sample_study(tmp_path)
+    turn = ids(study)
+    with StubOpenAI(replies=["good"]) as stub:
+        endpoint = make_endpoint(stub.base_url, name="judge-stub", concurrency=2)
+        run = k_shot_run(study)
+        engine_run = _engine_run_attach(run, endpoint)
+        with django_capture_on_commit_callbacks():
+            (chunk,) = engine_run_dispatch(run_id=engine_run.pk, chunk_units=10)
+        run.refresh_from_db()
+        expected = [turn["Give results from all papers."], turn["Shorten the answer."]]
+        assert run.examples == {str(turn["Add an example of results."]): expected}
+
+        def no_index(*args, **kwargs):
+            raise AssertionError("a chunk ranked the training turns again")
+
+        monkeypatch.setattr(judges, "BM25Index", no_index)
+        engine_run_chunk_execute(chunk_id=chunk.pk, task_id="t-1")
+    run.refresh_from_db()
+    assert run.status == "done"
+    prompt = stub.requests[0]["messages"][-1]["content"]
+    assert sent_instructions(prompt) == ["Give results from all papers.", "Shorten the answer."]
