@@ -144,31 +144,59 @@ def _judge_fields(turn: Turn) -> dict[str, str]:
     }
 
 
-class ShotPicker:
-    """The k training turns with the most BM25-similar instructions, as few-shot examples.
+def examples_pick(run: RevisionJudgeRun) -> dict[str, list[int]]:
+    """Each test turn's k training turns with the most BM25-similar instructions, best first.
 
-    `prepare(instructions)` ranks many test instructions in one go (what a run does); an
-    instruction not prepared is ranked when asked. Training turns are read as plain values and
-    each example is formatted once, when first picked.
+    {test turn id (as text, a JSON key): [training turn ids]}; ties keep the training turns' id
+    order. Test turns with the same instruction get the same examples.
+    """
+    train = list(
+        Turn.objects.filter(pk__in=run.split.get("train", []))
+        .order_by("id")
+        .values_list("id", "instruction")
+    )
+    test = dict(
+        Turn.objects.filter(pk__in=run.split.get("test", [])).values_list("id", "instruction")
+    )
+    instructions = list(dict.fromkeys(test.values()))
+    index = BM25Index([instruction for _, instruction in train])
+    ranked = dict(zip(instructions, index.top_many(instructions, run.shots), strict=True))
+    return {str(turn): [train[i][0] for i in ranked[test[turn]]] for turn in sorted(test)}
+
+
+def judge_run_examples_store(*, run: RevisionJudgeRun) -> dict[str, list[int]]:
+    """Pick and store a few-shot judge's examples, unless every test turn has them already.
+
+    Called when the run starts, in the background (never in the request that launches it); a
+    run started again keeps the examples it had. Return the stored examples.
+    """
+    if not run.shots:
+        return {}
+    if run.examples and all(str(turn) in run.examples for turn in run.split.get("test", [])):
+        return run.examples
+    run.examples = examples_pick(run)
+    RevisionJudgeRun.objects.filter(pk=run.pk).update(examples=run.examples)
+    return run.examples
+
+
+class ExampleBlocks:
+    """The few-shot example text of test turns, from picks {test turn id: [training turn ids]}.
+
+    `load(test turn ids)` reads the training turns those test turns use (plain values) and
+    formats each training turn's example once; `text(test turn id)` joins its k examples.
     """
 
-    def __init__(self, run: RevisionJudgeRun) -> None:
-        self.k = run.shots
-        self.train = list(
-            Turn.objects.filter(pk__in=run.split.get("train", []))
-            .order_by("id")
-            .values_list(
-                "session__question__text", "previous_answer", "instruction", "answer", "rating"
-            )
-        )
+    def __init__(self, picks: dict[str, list[int]]) -> None:
+        self.picks = picks
         self.example = prompt_file(PROMPTS, "rating-judge-example-v1")
-        self.index = BM25Index([row[2] for row in self.train])
-        self.blocks: dict[int, str] = {}  # each training turn's example, formatted once
-        self.ranked: dict[str, list[int]] = {}
+        self.blocks: dict[int, str] = {}
 
-    def _block(self, index: int) -> str:
-        if index not in self.blocks:
-            question, previous_answer, instruction, answer, rating = self.train[index]
+    def load(self, turn_ids) -> None:
+        needed = {i for turn in turn_ids for i in self.picks[str(turn)]} - self.blocks.keys()
+        rows = Turn.objects.filter(pk__in=needed).values_list(
+            "id", "session__question__text", "previous_answer", "instruction", "answer", "rating"
+        )
+        for pk, question, previous_answer, instruction, answer, rating in rows:
             fields = {  # as _judge_fields(turn), in its order
                 "question": question,
                 "previous_answer": previous_answer,
@@ -177,34 +205,46 @@ class ShotPicker:
             }
             rating = "good" if rating == "good" else "bad"
             block = self.example.messages(**fields, rating=rating)[-1]["content"]
-            self.blocks[index] = block + "\n\n"
-        return self.blocks[index]
+            self.blocks[pk] = block + "\n\n"
 
-    def prepare(self, instructions: list[str]) -> None:
-        todo = list(dict.fromkeys(i for i in instructions if i not in self.ranked))
-        self.ranked.update(zip(todo, self.index.top_many(todo, self.k), strict=True))
-
-    def examples(self, instruction: str) -> str:
-        if instruction not in self.ranked:
-            self.prepare([instruction])
-        return "".join(self._block(index) for index in self.ranked[instruction])
+    def text(self, turn_id: int) -> str:
+        return "".join(self.blocks[i] for i in self.picks[str(turn_id)])
 
 
-def judge_messages(run: RevisionJudgeRun, turn: Turn, prompt: Prompt, picker) -> list[dict]:
-    if run.task == JudgeTask.INSTRUCTION_CATEGORY:
-        return prompt.messages(question=turn.session.question.text, instruction=turn.instruction)
-    if run.task == JudgeTask.ERROR_CATEGORY:
-        return prompt.messages(instruction=turn.instruction, comment=turn.comment)
-    examples = picker.examples(turn.instruction) if picker else ""
-    return prompt.messages(**_judge_fields(turn), examples=examples)
+def unit_messages(
+    task: str, prompt: Prompt, values: dict[str, str], examples: str = ""
+) -> list[dict]:
+    """The messages of one unit: `values` has the turn's question, previous_answer,
+    instruction, answer and comment."""
+    if task == JudgeTask.INSTRUCTION_CATEGORY:
+        return prompt.messages(question=values["question"], instruction=values["instruction"])
+    if task == JudgeTask.ERROR_CATEGORY:
+        return prompt.messages(instruction=values["instruction"], comment=values["comment"])
+    fields = {
+        name: values[name] for name in ("question", "previous_answer", "instruction", "answer")
+    }
+    return prompt.messages(**fields, examples=examples)  # filled in this order, as always
 
 
-def judge_unit_execute(run: RevisionJudgeRun, turn: Turn, prompt: Prompt, picker) -> None:
+def _turn_values(turn: Turn) -> dict[str, str]:
+    return {**_judge_fields(turn), "comment": turn.comment}
+
+
+def judge_messages(
+    run: RevisionJudgeRun, turn: Turn, prompt: Prompt, blocks: ExampleBlocks | None
+) -> list[dict]:
+    examples = blocks.text(turn.pk) if blocks is not None and run.shots else ""
+    return unit_messages(run.task, prompt, _turn_values(turn), examples)
+
+
+def judge_unit_execute(
+    run: RevisionJudgeRun, turn: Turn, prompt: Prompt, blocks: ExampleBlocks | None
+) -> None:
     """Label one turn and store the prediction (a second store of the same turn is ignored)."""
     try:
         reply = llm.chat(
             endpoint_name=run.endpoint_name,
-            messages=judge_messages(run, turn, prompt, picker),
+            messages=judge_messages(run, turn, prompt, blocks),
             purpose=run.task,
             unit_key=f"revision-judge-{run.pk}-turn-{turn.pk}",
         )
@@ -222,10 +262,13 @@ def _execute_local(run: RevisionJudgeRun) -> None:
     run.predictions.filter(label="").delete()
     todo = [t for t in judge_units(run) if t not in done]
     prompt = prompt_file(PROMPTS, run.prompt_version)
-    picker = ShotPicker(run) if run.shots else None
+    blocks = None
+    if run.shots:
+        blocks = ExampleBlocks(judge_run_examples_store(run=run))
+        blocks.load(todo)
     turns = Turn.objects.select_related("session__question").in_bulk(todo)
     for turn_id in todo:
-        judge_unit_execute(run, turns[turn_id], prompt, picker)
+        judge_unit_execute(run, turns[turn_id], prompt, blocks)
 
 
 def _engine_run_attach(run: RevisionJudgeRun, endpoint: Endpoint) -> EngineRun:
@@ -285,10 +328,12 @@ _NOTHING_TO_LABEL = {
 
 
 def judge_run_on_start(*, run_id: int) -> None:
-    """The engine started the run's calls: mark it running."""
+    """The engine is about to start the run's calls: mark it running, pick its examples."""
     RevisionJudgeRun.objects.filter(pk=run_id).update(
         status=RunStatus.RUNNING, error="", finished_at=None
     )
+    run = RevisionJudgeRun.objects.get(pk=run_id)
+    judge_run_examples_store(run=run)
 
 
 def judge_run_on_finish(*, run_id: int, engine_run: EngineRun) -> None:

@@ -44,6 +44,9 @@ class RevisionJudgeRun(models.Model):
     seed = models.IntegerField(default=0)
     # {"train": [turn ids], "dev": [...], "test": [...]} for the rating judge; empty otherwise.
     split = models.JSONField(default=dict, blank=True)
+    # A few-shot rating judge's examples: {test turn id: [training turn ids, most BM25-similar
+    # first]}, picked once when the run starts (in the background) and used by every call.
+    examples = models.JSONField(default=dict, blank=True)
     status = models.CharField(max_length=10, choices=RunStatus.choices, default=RunStatus.PENDING)
     # The engine run that made the calls (none for the offline fake model).
     engine_run = models.ForeignKey(

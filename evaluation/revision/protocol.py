@@ -1,20 +1,40 @@
 """The engine protocol of the KIWI classifiers and judge (run kind "revision-judge").
 
-One unit per turn of a RevisionJudgeRun; the prompts are built in `load` (one read for all
-units, few-shot examples picked by BM25 there), worker threads only call the model, and `store`
-writes the parsed predictions in the engine's transaction. docs/engine.md has the contract.
+One unit per turn of a RevisionJudgeRun. A few-shot judge's examples are picked by BM25 once,
+when the run starts (`on_start`, in the background), and stored on the run; `load` reads the
+slice's turns and the training turns their examples name (plain values); each worker thread
+builds its unit's prompt text just before its call, so the first calls go out without waiting
+for 186 prompts of 61 kB. `store` writes the parsed predictions in the engine's transaction.
+docs/engine.md has the contract.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from django.urls import reverse
 
 from annotate.engine.protocols import RunContext, UnitResult
 from annotate.revision.models import Turn
+from annotate.revision.prompting import Prompt
 from evaluation.revision import judges
 from evaluation.revision.models import RevisionJudgeRun, RevisionPrediction
+
+
+@dataclass(frozen=True)
+class JudgeWork:
+    """One unit's loaded work; its messages are built in the worker thread that sends them."""
+
+    task: str
+    prompt: Prompt
+    values: dict[str, str]
+    blocks: judges.ExampleBlocks | None
+    turn_id: int
+
+    def messages(self) -> list[dict]:
+        examples = self.blocks.text(self.turn_id) if self.blocks is not None else ""
+        return judges.unit_messages(self.task, self.prompt, self.values, examples)
 
 
 def _judge(run) -> RevisionJudgeRun:
@@ -29,8 +49,9 @@ class RevisionJudgeProtocol:
     """Label every unit turn of the judge run named by run.params["judge_run"]."""
 
     def __init__(self) -> None:
-        # The engine loads a run's units in slices; the few-shot index is built once per run.
-        self._pickers: dict[int, judges.ShotPicker] = {}
+        # The engine loads a run's units in slices; each training turn's example is formatted
+        # once per run.
+        self._blocks: dict[int, judges.ExampleBlocks] = {}
 
     def units(self, run) -> list[str]:
         judge = _judge(run)
@@ -63,23 +84,38 @@ class RevisionJudgeProtocol:
     def load(self, run, keys) -> dict[str, Any]:
         judge = _judge(run)
         prompt = judges.prompt_file(judges.PROMPTS, judge.prompt_version)
-        picker = None
+        ids = [_turn_id(key) for key in keys]
+        blocks = None
         if judge.shots:
-            picker = self._pickers.get(judge.pk) or judges.ShotPicker(judge)
-            self._pickers[judge.pk] = picker
-        turns = Turn.objects.select_related("session__question").in_bulk(
-            [_turn_id(k) for k in keys]
+            picks = judge.examples
+            if not all(str(turn) in picks for turn in ids):  # not started (an estimate)
+                picks = judges.examples_pick(judge)
+            blocks = self._blocks.get(judge.pk)
+            if blocks is None or blocks.picks != picks:
+                blocks = judges.ExampleBlocks(picks)
+                self._blocks = {judge.pk: blocks}  # the latest run's only: no growth
+            blocks.load(ids)
+        rows = Turn.objects.filter(pk__in=ids).values_list(
+            "id", "session__question__text", "previous_answer", "instruction", "answer", "comment"
         )
-        if picker is not None:
-            picker.prepare([turn.instruction for turn in turns.values()])
+        values = {
+            pk: {
+                "question": question,
+                "previous_answer": previous_answer,
+                "instruction": instruction,
+                "answer": answer,
+                "comment": comment,
+            }
+            for pk, question, previous_answer, instruction, answer, comment in rows
+        }
         return {
-            key: (judge.task, judges.judge_messages(judge, turns[_turn_id(key)], prompt, picker))
-            for key in keys
+            key: JudgeWork(judge.task, prompt, values[turn], blocks, turn)
+            for key, turn in zip(keys, ids, strict=True)
         }
 
     def execute(self, run, unit_key: str, ctx: RunContext) -> str:
-        task, messages = ctx.work
-        return ctx.chat(messages, purpose=task).reply
+        work: JudgeWork = ctx.work
+        return ctx.chat(work.messages(), purpose=work.task).reply
 
     def store(self, run, results: list[UnitResult]) -> None:
         """Write the batch's predictions at once (replacing earlier failed or unread ones)."""

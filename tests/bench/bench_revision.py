@@ -195,6 +195,29 @@ def judge_floor(base_url: str, bodies: list[dict], concurrency: int) -> float:
         return time.perf_counter() - started
 
 
+def _messages(work) -> list[dict]:
+    """A unit's messages from `protocol.load`: a (task, messages) pair before the prompts were
+    built in the worker threads, a JudgeWork after (the script runs on both)."""
+    return work[1] if isinstance(work, tuple) else work.messages()
+
+
+def _digest(run) -> str:
+    """SHA-256 of every request the run sent (as stored, by unit) and of its predictions: equal
+    digests for the same seed = the same prompts and the same results."""
+    import hashlib
+
+    from annotate.engine.models import EngineCall
+
+    digest = hashlib.sha256()
+    calls = EngineCall.objects.filter(run=run.engine_run).order_by("unit_key", "pk")
+    for unit_key, request in calls.values_list("unit_key", "request"):
+        key = unit_key.rsplit(":turn", 1)[1]
+        digest.update(f"{key}\n".encode() + json.dumps(request, sort_keys=True).encode())
+    for row in run.predictions.order_by("turn_id").values_list("turn_id", "label", "reply"):
+        digest.update(json.dumps(row).encode())
+    return digest.hexdigest()
+
+
 def bench_judge(tmp: str, results: dict, delay: float = 0.1, concurrency: int = 32) -> None:
     from django.utils import timezone
 
@@ -217,7 +240,7 @@ def bench_judge(tmp: str, results: dict, delay: float = 0.1, concurrency: int = 
             max_retries=0,
         )
         for mode in ("zero-shot", "k-shot"):
-            walls, floors = [], []
+            walls, floors, digests = [], [], []
             for attempt in range(repeat):
                 run = judge_run_create(
                     study=study,
@@ -234,16 +257,16 @@ def bench_judge(tmp: str, results: dict, delay: float = 0.1, concurrency: int = 
                 protocol = RevisionJudgeProtocol()
                 work = protocol.load(handle, protocol.units(handle))
                 prompt_s = time.perf_counter() - started
-                size = sum(len(w[1][-1]["content"]) for w in work.values()) / len(work)
-                bodies = [
-                    {"model": "stub", "messages": w[1], "temperature": 0.0} for w in work.values()
-                ]
+                messages = [_messages(w) for w in work.values()]
+                size = sum(len(m[-1]["content"]) for m in messages) / len(messages)
+                bodies = [{"model": "stub", "messages": m, "temperature": 0.0} for m in messages]
                 floors.append(judge_floor(base_url, bodies, concurrency))
                 started = time.perf_counter()
                 run = judge_run_execute(run_id=run.pk)
                 walls.append(time.perf_counter() - started)
                 engine = run.engine_run
                 ideal = units * delay / concurrency
+                digests.append(_digest(run))
                 print(
                     f"judge {mode} #{attempt + 1}: {units} test turns, {run.status}, "
                     f"{walls[-1]:.2f} s = {walls[-1] / ideal:.2f}x the ideal {ideal:.2f} s "
@@ -260,6 +283,9 @@ def bench_judge(tmp: str, results: dict, delay: float = 0.1, concurrency: int = 
                 f"judge {mode}: best {best / ideal:.2f}x, median {median / ideal:.2f}x the ideal; "
                 f"bare client median {sorted(floors)[len(floors) // 2] / ideal:.2f}x"
             )
+            print(f"judge {mode}: SHA-256 of requests sent and predictions, seeds 1-{repeat}:")
+            for attempt, digest in enumerate(digests):
+                print(f"  seed {attempt + 1}: {digest}")
     finally:
         stub.terminate()
 

@@ -1,0 +1,136 @@
+"""A few-shot judge's examples: picked by BM25 once when the run starts, stored on the run, and
+exactly what each call's prompt shows."""
+
+import re
+
+import pytest
+from django.utils import timezone
+
+from annotate.engine.models import EngineCall
+from annotate.revision.models import Turn
+from evaluation.revision.judges import judge_run_create, judge_run_execute
+from evaluation.revision.models import RevisionJudgeRun
+from tests.annotate.engine.conftest import make_endpoint
+from tests.evaluation.openai_stub import StubOpenAI
+from tests.evaluation.revision.sample import sample_study
+
+pytestmark = pytest.mark.django_db
+
+
+def ids(study):
+    return dict(Turn.objects.filter(session__study=study).values_list("instruction", "id"))
+
+
+def k_shot_run(study, endpoint_name="judge-stub"):
+    # Seed 1 splits the sample's six turns: test = "Add an example of results."; train =
+    # "Shorten the answer.", "Delete the last sentence.", "Give results from all papers.",
+    # "Move paragraph two up." (dev: "Tell me more.").
+    return judge_run_create(
+        study=study,
+        task="rating-judge",
+        mode="k-shot",
+        shots=2,
+        endpoint_name=endpoint_name,
+        seed=1,
+        now=timezone.now(),
+    )
+
+
+def sent_instructions(prompt):
+    """The instructions of a prompt's examples, in their order (the last one is the test turn's)."""
+    return re.findall(r"# Instruction:\n# (.*)\n", prompt)[:-1]
+
+
+def test_a_k_shot_run_stores_the_bm25_examples_of_each_test_turn_and_sends_them(tmp_path):
+    study = sample_study(tmp_path)
+    turn = ids(study)
+    run = k_shot_run(study)
+    assert sorted(run.split["test"]) == [turn["Add an example of results."]]
+    assert run.examples == {}  # creating a run (the web request) picks nothing
+    with StubOpenAI(replies=["good"]) as stub:
+        make_endpoint(stub.base_url, name="judge-stub", concurrency=2)
+        run = judge_run_execute(run_id=run.pk)
+    assert run.status == "done"
+    # Only "Give results from all papers." shares a word ("results") with the test
+    # instruction; the second example is the first training turn by id, all others scoring 0.
+    expected = [turn["Give results from all papers."], turn["Shorten the answer."]]
+    assert run.examples == {str(turn["Add an example of results."]): expected}
+    prompt = stub.requests[0]["messages"][-1]["content"]
+    assert sent_instructions(prompt) == [
+        "Give results from all papers.",
+        "Shorten the answer.",
+    ]
+    # The stored request of the call is the one sent: the examples stay auditable per call.
+    stored = EngineCall.objects.get(run=run.engine_run).request
+    assert stored["messages"] == stub.requests[0]["messages"]
+    assert list(run.predictions.values_list("label", flat=True)) == ["good"]
+
+
+def test_a_run_started_again_keeps_its_stored_examples(tmp_path):
+    study = sample_study(tmp_path)
+    turn = ids(study)
+    run = k_shot_run(study)
+    chosen = [turn["Move paragraph two up."], turn["Delete the last sentence."]]
+    RevisionJudgeRun.objects.filter(pk=run.pk).update(
+        examples={str(turn["Add an example of results."]): chosen}
+    )
+    with StubOpenAI(replies=["bad"]) as stub:
+        make_endpoint(stub.base_url, name="judge-stub", concurrency=2)
+        run = judge_run_execute(run_id=run.pk)
+    assert run.examples[str(turn["Add an example of results."])] == chosen
+    prompt = stub.requests[0]["messages"][-1]["content"]
+    assert sent_instructions(prompt) == [
+        "Move paragraph two up.",
+        "Delete the last sentence.",
+    ]
+    assert list(run.predictions.values_list("label", flat=True)) == ["bad"]
+
+
+def test_the_offline_fake_model_stores_the_same_examples(tmp_path):
+    study = sample_study(tmp_path)
+    turn = ids(study)
+    run = judge_run_execute(run_id=k_shot_run(study, endpoint_name="").pk)
+    assert run.examples == {
+        str(turn["Add an example of results."]): [
+            turn["Give results from all papers."],
+            turn["Shorten the answer."],
+        ]
+    }
+
+
+def test_a_zero_shot_run_stores_no_examples(tmp_path):
+    study = sample_study(tmp_path)
+    run = judge_run_create(
+        study=study, task="rating-judge", mode="zero-shot", seed=1, now=timezone.now()
+    )
+    assert judge_run_execute(run_id=run.pk).examples == {}
+
+
+def test_celery_chunks_use_the_examples_stored_when_the_run_was_dispatched(
+    tmp_path, monkeypatch, django_capture_on_commit_callbacks
+):
+    from annotate.engine.services.runs import engine_run_chunk_execute, engine_run_dispatch
+    from evaluation.revision import judges
+    from evaluation.revision.judges import _engine_run_attach
+
+    study = sample_study(tmp_path)
+    turn = ids(study)
+    with StubOpenAI(replies=["good"]) as stub:
+        endpoint = make_endpoint(stub.base_url, name="judge-stub", concurrency=2)
+        run = k_shot_run(study)
+        engine_run = _engine_run_attach(run, endpoint)
+        with django_capture_on_commit_callbacks():
+            (chunk,) = engine_run_dispatch(run_id=engine_run.pk, chunk_units=10)
+        run.refresh_from_db()
+        expected = [turn["Give results from all papers."], turn["Shorten the answer."]]
+        assert run.examples == {str(turn["Add an example of results."]): expected}
+
+        def no_index(*args, **kwargs):
+            raise AssertionError("a chunk ranked the training turns again")
+
+        monkeypatch.setattr(judges, "BM25Index", no_index)
+        engine_run_chunk_execute(chunk_id=chunk.pk, task_id="t-1")
+    run.refresh_from_db()
+    assert run.status == "done"
+    prompt = stub.requests[0]["messages"][-1]["content"]
+    assert sent_instructions(prompt) == ["Give results from all papers.", "Shorten the answer."]
