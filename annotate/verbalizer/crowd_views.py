@@ -34,8 +34,10 @@ from annotate.verbalizer.services.humans import HumanStudyError
 
 
 @admin_page
-def study_publish(request: HttpRequest, study_id: int) -> HttpResponse:
-    study = get_object_or_404(HumanStudy.objects.select_related("evaluation_set"), pk=study_id)
+def study_publish(request: HttpRequest, human_study_id: int) -> HttpResponse:
+    study = get_object_or_404(
+        HumanStudy.objects.select_related("evaluation_set"), pk=human_study_id
+    )
     initial = {
         "title": f"Pick the word an instruction asks for ({study.name})",
         "description": "Read a short instruction and a text; answer with one of two words "

@@ -11,7 +11,7 @@ urlpatterns = [
     path("work/<int:human_study_id>/", views.work_next, name="work-next"),
     path("work/<int:human_study_id>/answer/", views.work_answer, name="work-answer"),
     # Admins: a human study on the crowd platforms
-    path("studies/<int:study_id>/publish/", crowd_views.study_publish, name="study-publish"),
+    path("studies/<int:human_study_id>/publish/", crowd_views.study_publish, name="study-publish"),
     path(
         "publications/<int:study_publication_id>/review/",
         crowd_views.study_review,

@@ -274,7 +274,6 @@ def build_world(*, text: str = "plain") -> World:
     world.ids = {
         "set_id": set_id,
         "human_study_id": study_id,
-        "study_id": study_id,
         "study_publication_id": study_publication_id,
         # Any id: the rules only send an answer's action a GET (405) or an empty POST (refused).
         "answer_id": study_id,
