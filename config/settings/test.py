@@ -26,3 +26,11 @@ REST_FRAMEWORK = {  # noqa: F405
         "annotator-work": "100000/minute",
     },
 }
+# On SQLite the test database is a file, not Django's shared-cache in-memory default: browser
+# tests run a live server and background threads, each with its own connection, and shared-cache
+# connections refuse each other at once ("database table is locked"), whatever the busy
+# timeout; a file database makes them wait (IMMEDIATE transactions, timeout, WAL: base.py).
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
+    DATABASES["default"]["TEST"] = {  # noqa: F405
+        "NAME": str(VAR_DIR / f"test-{os.getpid()}.sqlite3")  # noqa: F405
+    }
