@@ -73,17 +73,29 @@ def render_figure(report: dict, name: str, fmt: str, *, source: str | None = Non
     `source` picks the label source of the leaderboard and radar figures; by default the expert
     majority, else the crowd majority, else the first source the report lists.
     """
-    _check_name(name)
-    if fmt not in FORMATS:
-        raise ValueError(f"unknown figure format {fmt!r}: expected one of {', '.join(FORMATS)}")
-    if not figure_available(report, name):
-        raise ValueError(f"the report has no data for the {name} figure")
+    figure_request_check(name, fmt, names=FIGURES, available=figure_available(report, name))
     with matplotlib.rc_context(RC):
         figure = Figure(figsize=(7.0, 4.8), layout="constrained")
-        FigureCanvasAgg(figure)
         DRAWERS[name](figure, report, source)
-        output = io.BytesIO()
-        figure.savefig(output, format=fmt, dpi=PNG_DPI, metadata=METADATA[fmt])
+        return figure_bytes(figure, fmt)
+
+
+def figure_request_check(name: str, fmt: str, *, names, available: bool) -> None:
+    """Refuse a figure request (ValueError with a message a person can act on): an unknown
+    figure name or format, or a figure the report has no data for. Every report's figures."""
+    if name not in names:
+        raise ValueError(f"unknown figure {name!r}: expected one of {', '.join(names)}")
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown figure format {fmt!r}: expected one of {', '.join(FORMATS)}")
+    if not available:
+        raise ValueError(f"the report has no data for the {name} figure")
+
+
+def figure_bytes(figure: Figure, fmt: str) -> bytes:
+    """Return the drawn figure as SVG, PNG or PDF bytes, with the app's fixed metadata."""
+    FigureCanvasAgg(figure)
+    output = io.BytesIO()
+    figure.savefig(output, format=fmt, dpi=PNG_DPI, metadata=METADATA[fmt])
     return output.getvalue()
 
 

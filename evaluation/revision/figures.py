@@ -7,14 +7,11 @@ deterministic output, colour-blind-safe palette.
 
 from __future__ import annotations
 
-import io
-
 import numpy as np
 from matplotlib import rc_context
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from evaluation.figures import FORMATS, METADATA, PALETTE, PNG_DPI, RC, _text
+from evaluation.figures import PALETTE, RC, _text, figure_bytes, figure_request_check
 
 FIGURES = {
     "ratings": "Rating distribution per system: stylistic (s), information-seeking (i), all (o)",
@@ -65,16 +62,8 @@ DRAWERS = {"ratings": _ratings, "positions": _positions}
 
 def render_revision_figure(report: dict, name: str, fmt: str) -> bytes:
     """Draw one figure of the revision report and return its bytes in the format."""
-    if name not in FIGURES:
-        raise ValueError(f"unknown figure {name!r}: expected one of {', '.join(FIGURES)}")
-    if fmt not in FORMATS:
-        raise ValueError(f"unknown figure format {fmt!r}: expected one of {', '.join(FORMATS)}")
-    if not figure_available(report, name):
-        raise ValueError(f"the report has no data for the {name} figure")
+    figure_request_check(name, fmt, names=FIGURES, available=figure_available(report, name))
     with rc_context(RC):
         figure = Figure(figsize=(7.0, 4.0), layout="constrained")
-        FigureCanvasAgg(figure)
         DRAWERS[name](figure, report)
-        output = io.BytesIO()
-        figure.savefig(output, format=fmt, dpi=PNG_DPI, metadata=METADATA[fmt])
-    return output.getvalue()
+        return figure_bytes(figure, fmt)

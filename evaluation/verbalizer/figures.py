@@ -8,17 +8,21 @@ deterministic output).
 
 from __future__ import annotations
 
-import io
 import math
 
 import matplotlib
 
 matplotlib.use("Agg")
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from evaluation.figures import METADATA, PALETTE, PNG_DPI, RC, _text  # noqa: E402
+from evaluation.figures import (  # noqa: E402
+    PALETTE,
+    RC,
+    _text,
+    figure_bytes,
+    figure_request_check,
+)
 from evaluation.verbalizer.report import FLIPPED_CONDITIONS  # noqa: E402
 
 FIGURES = {
@@ -27,7 +31,6 @@ FIGURES = {
     "flipped": "Figure 4: golden vs flipped golden, direct and chain of thought",
     "flipped_by_dataset": "Figure 5: golden vs flipped golden per dataset",
 }
-FORMATS = ("svg", "png", "pdf")
 RULE = "lenient"
 
 
@@ -82,12 +85,7 @@ def figure_available(report: dict, name: str) -> bool:
 
 def render_figure(report: dict, name: str, fmt: str) -> bytes:
     """Draw figure `name` (groups, mappings, flipped, flipped_by_dataset) as SVG, PNG or PDF."""
-    if name not in FIGURES:
-        raise ValueError(f"unknown figure {name!r}: expected one of {', '.join(FIGURES)}")
-    if fmt not in FORMATS:
-        raise ValueError(f"unknown figure format {fmt!r}: expected one of {', '.join(FORMATS)}")
-    if not figure_available(report, name):
-        raise ValueError(f"the report has no data for the {name} figure")
+    figure_request_check(name, fmt, names=FIGURES, available=figure_available(report, name))
     rows = report[name]
     systems = [
         s["system"] for s in report["systems"] if any(r["system"] == s["system"] for r in rows)
@@ -111,7 +109,4 @@ def render_figure(report: dict, name: str, fmt: str) -> bytes:
             _draw_bars(axes, rows, systems, key, series)
         figure.suptitle(_text(FIGURES[name] + f" - set {report['set']}"), fontsize=9)
         figure.legend(loc="outside lower center", ncols=min(len(series), 3), frameon=False)
-        FigureCanvasAgg(figure)
-        output = io.BytesIO()
-        figure.savefig(output, format=fmt, dpi=PNG_DPI, metadata=METADATA[fmt])
-    return output.getvalue()
+        return figure_bytes(figure, fmt)

@@ -6,6 +6,7 @@ $E2E_SCREENSHOT_DIR/<test name>/): page.goto and page.wait_for_url take one by t
 anything from outside the app: any request to a host other than the live server's fails the test.
 """
 
+import io
 import os
 import re
 import shutil
@@ -14,6 +15,7 @@ from urllib.parse import urlsplit
 
 import pytest
 from django.conf import settings
+from django.core.management import call_command
 from django.test import Client
 
 SCREENSHOT_ROOT = Path(
@@ -157,3 +159,15 @@ def _role_groups(django_db_blocker, request):
         for name in ROLES:
             Group.objects.get_or_create(name=name)
     yield
+
+
+@pytest.fixture
+def demo(settings):
+    """The demo of `make run` (every method's data, every printed login); its InFoBench benchmark."""
+    from annotate.models import Benchmark
+    from annotate.services.demo_data import DEMO_BENCHMARK
+
+    settings.DEBUG = True
+    call_command("load_demo", stdout=io.StringIO())
+    settings.DEBUG = False
+    return Benchmark.objects.get(name=DEMO_BENCHMARK)

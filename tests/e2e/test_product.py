@@ -1,28 +1,18 @@
 """The product in a real browser, on the demo: every role's navigation, gold labels that stay gold,
 no dead ends (judge, export, 403, API docs), narrow and dark screens, and an axe-core check."""
 
-import io
 import zipfile
 
 import pytest
 from django.contrib.auth.models import User
-from django.core.management import call_command
 
-from annotate.models import Annotator, AnnotatorKind, Benchmark
+from annotate.models import Annotator, AnnotatorKind
 from annotate.roles import ANNOTATOR
 from annotate.services.demo_data import DEMO_BENCHMARK
 from evaluation.services.reports import EXPERT_MAJORITY, report_build
 from tests.factories import UserFactory
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def demo(settings):
-    settings.DEBUG = True
-    call_command("load_demo", stdout=io.StringIO())
-    settings.DEBUG = False
-    return Benchmark.objects.get(name=DEMO_BENCHMARK)
 
 
 def user(name):

@@ -1,32 +1,15 @@
 """The label list and the 403 page in a real browser, and axe-core on the pages added since the
 main pages' check (revision, verbalizer, engine, annotators, label list)."""
 
-import io
-
 import pytest
-from django.contrib.auth.models import User
-from django.core.management import call_command
 
 from annotate.engine.models import Endpoint, EngineRun
-from annotate.models import Benchmark, Label
+from annotate.models import Label
 from annotate.revision.models import Study
-from annotate.services.demo_data import DEMO_BENCHMARK
 from annotate.verbalizer.models import EvaluationSet, HumanStudy
-from tests.e2e.test_product import axe_violations
+from tests.e2e.test_product import axe_violations, user
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def demo(settings):
-    settings.DEBUG = True
-    call_command("load_demo", stdout=io.StringIO())
-    settings.DEBUG = False
-    return Benchmark.objects.get(name=DEMO_BENCHMARK)
-
-
-def user(name):
-    return User.objects.get(username=name)
 
 
 def test_a_researcher_filters_the_label_list(page_for, demo, snap):
