@@ -60,7 +60,9 @@ def test_annotator_does_a_two_turn_session(page_for, settings, tmp_path):
     page.get_by_role("button", name="Send instruction").click()
     page.locator("#rate-form").wait_for()
     assert page.locator("#answer").inner_text().startswith("My shorter edit [1].")
+    page.locator("body").click()  # as in turn 1: keys typed into a text field are text
     page.keyboard.press("1")
+    assert page.is_checked("input[name=rating][value=good]")
     assert page.locator("#edit-box").is_hidden()
     page.fill("#comment", "Fine.")
     page.get_by_role("button", name="Save rating").click()
