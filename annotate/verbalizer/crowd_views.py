@@ -192,10 +192,17 @@ def link_work(request: HttpRequest, token: str) -> HttpResponse:
         )
         return redirect("verbalizer:crowd-link-work", token=token)
     study = participant.publication.human_study
+    prompt = crowd.link_prompt_next(participant=participant)
+    done = study.answers.filter(annotator=participant.annotator).count()
+    # Done with the study: the completion code (or the study site's URL) as for a batch's link,
+    # to a participant who answered something; one who found every prompt full gets none.
+    if prompt is None and done and study.completion_url:
+        return redirect(study.completion_url)
     context = {
-        "prompt": crowd.link_prompt_next(participant=participant),
+        "prompt": prompt,
         "action": request.path,
-        "done": study.answers.filter(annotator=participant.annotator).count(),
+        "done": done,
         "total": study.prompts.count(),
+        "completion_code": study.completion_code if prompt is None and done else "",
     }
     return render(request, "verbalizer/crowd_prompt.html", context)

@@ -26,6 +26,17 @@ class StudyForm(forms.Form):
     )
     items_per_dataset = forms.IntegerField(min_value=1, required=False)
     answers_per_prompt = forms.IntegerField(min_value=1, max_value=50, initial=3)
+    completion_code = forms.CharField(
+        max_length=100,
+        required=False,
+        help_text="Self-hosted link: shown to a participant who has answered every prompt left "
+        "for them (e.g. Prolific's completion code).",
+    )
+    completion_url = forms.URLField(
+        required=False,
+        assume_scheme="https",
+        help_text="Self-hosted link: where such a participant is sent instead.",
+    )
 
     def __init__(self, *args, evaluation_set, **kwargs):
         super().__init__(*args, **kwargs)

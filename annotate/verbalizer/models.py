@@ -246,6 +246,10 @@ class HumanStudy(models.Model):
     prompts = models.ManyToManyField(Prompt, related_name="human_studies")
     answers_per_prompt = models.PositiveSmallIntegerField(default=3)
     active = models.BooleanField(default=True)
+    # A self-hosted link's participants are shown the code (or sent to the URL) once they have
+    # answered every prompt left for them, as a batch's are with its project's.
+    completion_url = models.URLField(blank=True, help_text="Self-hosted: where workers go after.")
+    completion_code = models.CharField(max_length=100, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )

@@ -88,7 +88,9 @@ def set_detail(request: HttpRequest, set_id: int) -> HttpResponse:
             evaluation_set=evaluation_set, name=data["name"], datasets=data["datasets"],
             mappings=data["mappings"], modes=data["modes"],
             items_per_dataset=data["items_per_dataset"],
-            answers_per_prompt=data["answers_per_prompt"], created_by=request.user,
+            answers_per_prompt=data["answers_per_prompt"],
+            completion_url=data["completion_url"], completion_code=data["completion_code"],
+            created_by=request.user,
         )  # fmt: skip
         messages.success(request, "Study published to annotators.")
         return redirect("verbalizer:set-detail", set_id=set_id)

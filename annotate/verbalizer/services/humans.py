@@ -7,6 +7,8 @@ a prompt is offered until `answers_per_prompt` people answered it.
 
 from __future__ import annotations
 
+from django.core.exceptions import ValidationError
+from django.core.validators import URLValidator
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 
@@ -31,6 +33,8 @@ def human_study_create(
     modes: list[str] | None = None,
     items_per_dataset: int | None = None,
     answers_per_prompt: int = 3,
+    completion_url: str = "",
+    completion_code: str = "",
     created_by=None,
 ) -> HumanStudy:
     """Offer the prompts of `evaluation_set` that match the filters (all when None) to people."""
@@ -38,6 +42,7 @@ def human_study_create(
         raise HumanStudyError(f"a study named {name!r} exists already")
     if not 1 <= answers_per_prompt <= 50:
         raise HumanStudyError("answers per prompt: between 1 and 50")
+    _completion_check(completion_url=completion_url, completion_code=completion_code)
     prompts = Prompt.objects.filter(evaluation_set=evaluation_set)
     if datasets:
         prompts = prompts.filter(item__dataset__name__in=datasets)
@@ -51,10 +56,22 @@ def human_study_create(
         raise HumanStudyError("no prompt of the set matches these datasets, mappings and modes")
     study = HumanStudy.objects.create(
         name=name, evaluation_set=evaluation_set, answers_per_prompt=answers_per_prompt,
-        created_by=created_by,
+        completion_url=completion_url, completion_code=completion_code, created_by=created_by,
     )  # fmt: skip
     study.prompts.set(chosen)
     return study
+
+
+def _completion_check(*, completion_url: str, completion_code: str) -> None:
+    if len(completion_code) > 100:
+        raise HumanStudyError("completion code: at most 100 characters")
+    if completion_url:
+        try:
+            URLValidator(schemes=["http", "https"])(completion_url)
+        except ValidationError:
+            raise HumanStudyError(
+                f"completion URL: {completion_url!r} is not an http(s) address"
+            ) from None
 
 
 def _first_items(prompts, items_per_dataset: int | None) -> list[int]:

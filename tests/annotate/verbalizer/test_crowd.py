@@ -19,7 +19,11 @@ from annotate.errors import PublishError
 from annotate.roles import ADMIN
 from annotate.verbalizer.models import HumanAnswer, Prompt
 from annotate.verbalizer.services import crowd
-from annotate.verbalizer.services.humans import human_answer_submit, human_study_create
+from annotate.verbalizer.services.humans import (
+    HumanStudyError,
+    human_answer_submit,
+    human_study_create,
+)
 from annotate.verbalizer.services.sets import evaluation_set_create
 from evaluation.verbalizer.report import human_answers_raw, verbalizer_report_cached
 from tests.annotate.crowd.test_counted_work import _hand_back
@@ -333,6 +337,63 @@ def test_selfhosted_prompt_takes_no_more_answers_than_asked(client, link):
     # P-3 is offered the prompts that still need answers.
     page = client.get(work).content.decode()
     assert f'name="prompt" value="{prompt_id}"' not in page
+
+
+def _answer_all(client, work: str) -> str:
+    """Answer every prompt the link offers, as a participant pressing keys; the last page."""
+    for _ in range(10):
+        page = client.get(work)
+        if page.status_code != 200:
+            return page
+        found = re.search(r'name="prompt" value="(\d+)"', page.content.decode())
+        if found is None:
+            return page
+        assert client.post(work, {"prompt": found.group(1), "key": 1}).status_code == 302
+    raise AssertionError("the link kept offering prompts")
+
+
+def test_selfhosted_participant_done_gets_the_completion_code(client, link):
+    study = link.human_study
+    study.completion_code = "C0DE-42"
+    study.save()
+    work = _start(client, link, PROLIFIC_PID="P-1")["Location"]
+    first = client.get(work).content.decode()
+    assert "C0DE-42" not in first  # not before the work is done
+    last = _answer_all(client, work).content.decode()
+    assert 'id="all-done"' in last and "You answered 4 of 4." in last
+    assert '<strong id="completion-code">C0DE-42</strong>' in last
+    # Someone who finds every prompt answered by others did nothing and gets no code.
+    for pid in ("P-2",):
+        _answer_all(client, _start(client, link, PROLIFIC_PID=pid)["Location"])
+    late = client.get(_start(client, link, PROLIFIC_PID="P-3")["Location"]).content.decode()
+    assert 'id="all-done"' in late and "C0DE-42" not in late
+
+
+def test_selfhosted_participant_done_goes_to_the_completion_url(client, link):
+    study = link.human_study
+    study.completion_url = "https://app.prolific.example/submissions/complete?cc=C0DE"
+    study.save()
+    work = _start(client, link, PROLIFIC_PID="P-1")["Location"]
+    assert client.get(work).status_code == 200
+    done = _answer_all(client, work)
+    assert done.status_code == 302 and done["Location"] == study.completion_url
+    assert HumanAnswer.objects.filter(annotator__worker_id="P-1").count() == 4
+
+
+def test_study_completion_settings_are_checked(study):
+    with pytest.raises(HumanStudyError, match="completion URL: 'javascript:alert\\(1\\)'"):
+        human_study_create(
+            evaluation_set=study.evaluation_set, name="bad", completion_url="javascript:alert(1)"
+        )
+    with pytest.raises(HumanStudyError, match="completion code: at most 100"):
+        human_study_create(
+            evaluation_set=study.evaluation_set, name="bad", completion_code="x" * 101
+        )
+    made = human_study_create(
+        evaluation_set=study.evaluation_set, name="good", completion_code="ABC",
+        completion_url="https://example.org/done",
+    )  # fmt: skip
+    assert (made.completion_code, made.completion_url) == ("ABC", "https://example.org/done")
 
 
 def test_forged_link_token_opens_nothing(client, link):

@@ -1,7 +1,7 @@
 import pytest
 from django.urls import reverse
 
-from annotate.verbalizer.models import ClassificationDataset, HumanAnswer, Mapping
+from annotate.verbalizer.models import ClassificationDataset, HumanAnswer, HumanStudy, Mapping
 from annotate.verbalizer.services.humans import human_study_create
 from annotate.verbalizer.services.sets import evaluation_set_create
 from tests.annotate.verbalizer.helpers import fill
@@ -111,13 +111,19 @@ def test_researcher_publishes_a_slice_from_the_set_page(client, researcher, stud
     client.post(
         url,
         {"name": "unnatural", "mappings": ["0|1", "no|yes"], "modes": ["cot"],
-         "answers_per_prompt": "1"},
+         "answers_per_prompt": "1", "completion_code": "DONE-7"},
     )  # fmt: skip
     page = client.get(url)
     assert b"unnatural" in page.content
-    from annotate.verbalizer.models import HumanStudy
-
-    assert HumanStudy.objects.get(name="unnatural").prompts.count() == 3 * 2
+    made = HumanStudy.objects.get(name="unnatural")
+    assert made.prompts.count() == 3 * 2 and made.completion_code == "DONE-7"
+    # A completion URL that is not an address is refused on the form; nothing is made.
+    refused = client.post(
+        url, {"name": "bad-url", "modes": ["cot"], "answers_per_prompt": "1",
+              "completion_url": "not a url"},
+    )  # fmt: skip
+    assert refused.status_code == 200 and "Enter a valid URL." in refused.text
+    assert not HumanStudy.objects.filter(name="bad-url").exists()
 
 
 def test_pages_use_a_bounded_number_of_queries(
@@ -161,7 +167,11 @@ def test_study_command_publishes_the_papers_slice(capsys):
     call_command(
         "verbalizer_study", "flip", "--set", "p", "--datasets", "SST-2,RTE",
         "--mappings", "flipped-golden", "--items", "4", "--answers", "3",
+        "--completion-code", "CC-1",
     )  # fmt: skip
     assert "8 prompts, 3 answers each" in capsys.readouterr().out
+    assert HumanStudy.objects.get(name="flip").completion_code == "CC-1"
+    with pytest.raises(CommandError, match="completion URL: 'ftp://x' is not an http"):
+        call_command("verbalizer_study", "ftp", "--set", "p", "--completion-url", "ftp://x")
     with pytest.raises(CommandError, match="no prompt of the set matches"):
         call_command("verbalizer_study", "none", "--set", "p", "--mappings", "golden")

@@ -20,6 +20,16 @@ class Command(BaseCommand):
         parser.add_argument("--modes", default="direct", help="direct,cot")
         parser.add_argument("--items", type=int, help="the first N sampled items per dataset")
         parser.add_argument("--answers", type=int, default=3, help="people per prompt")
+        parser.add_argument(
+            "--completion-code",
+            default="",
+            help="self-hosted link: shown when a participant is done",
+        )
+        parser.add_argument(
+            "--completion-url",
+            default="",
+            help="self-hosted link: where a participant goes when done",
+        )
 
     def handle(self, *args, **options):
         try:
@@ -28,6 +38,8 @@ class Command(BaseCommand):
                 name=options["name"], datasets=_names(options["datasets"]),
                 mappings=_names(options["mappings"]), modes=_names(options["modes"]),
                 items_per_dataset=options["items"], answers_per_prompt=options["answers"],
+                completion_code=options["completion_code"],
+                completion_url=options["completion_url"],
             )  # fmt: skip
         except AnnotateError as error:
             raise CommandError(str(error)) from None
