@@ -52,7 +52,7 @@ class PlatformAssignmentAdmin(ReadOnlyAdmin):
 
 @admin.register(models.Bonus)
 class BonusAdmin(ReadOnlyAdmin):
-    list_display = ["assignment", "amount_usd", "status", "created_by", "paid_at"]
+    list_display = ["assignment", "human_answer", "amount_usd", "status", "created_by", "paid_at"]
     list_filter = ["status"]
 
 

@@ -212,9 +212,19 @@ class BonusStatus(models.TextChoices):
 
 
 class Bonus(models.Model):
-    """A bonus for one assignment. The token makes a retried payment a no-op on the platform."""
+    """A bonus for one assignment, or for one answer to a human study's HIT. The token makes a
+    retried payment a no-op on the platform."""
 
-    assignment = models.ForeignKey(Assignment, on_delete=models.PROTECT, related_name="bonuses")
+    assignment = models.ForeignKey(
+        Assignment, null=True, blank=True, on_delete=models.PROTECT, related_name="bonuses"
+    )
+    human_answer = models.ForeignKey(
+        "verbalizer.HumanAnswer",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="bonuses",
+    )
     amount_usd = models.DecimalField(max_digits=8, decimal_places=2)
     reason = models.TextField()
     unique_request_token = models.CharField(max_length=64, unique=True)
@@ -234,12 +244,22 @@ class Bonus(models.Model):
         constraints = [
             models.CheckConstraint(condition=Q(amount_usd__gt=0), name="crowd_bonus_positive"),
             models.CheckConstraint(
+                condition=Q(assignment__isnull=False, human_answer__isnull=True)
+                | Q(assignment__isnull=True, human_answer__isnull=False),
+                name="crowd_bonus_assignment_or_answer",
+            ),
+            models.CheckConstraint(
                 condition=Q(status__in=BonusStatus.values), name="crowd_bonus_status_valid"
             ),
         ]
 
     def __str__(self) -> str:
-        return f"${self.amount_usd} for {self.assignment} ({self.status})"
+        return f"${self.amount_usd} for {self.assignment or self.human_answer} ({self.status})"
+
+    @property
+    def paid_for(self):
+        """The Assignment or HumanAnswer paid for: both have the annotator and platform ids."""
+        return self.assignment or self.human_answer
 
 
 class WorkerBlock(models.Model):

@@ -213,6 +213,14 @@ def review(request: HttpRequest, publication_id: int) -> HttpResponse:
     return render(request, "crowd/review.html", context)
 
 
+def bonus_amount(request: HttpRequest) -> Decimal:
+    """The bonus form's amount in dollars."""
+    try:
+        return Decimal(request.POST.get("amount", ""))
+    except InvalidOperation:
+        raise AnnotateError("The bonus amount must be a number such as 0.50.") from None
+
+
 @admin_page
 @require_POST
 def assignment_action(request: HttpRequest, assignment_id: int) -> HttpResponse:
@@ -227,13 +235,10 @@ def assignment_action(request: HttpRequest, assignment_id: int) -> HttpResponse:
         review_services.assignment_reject(assignment_id=assignment_id, user=user, feedback=feedback)
         messages.success(request, "Rejected.")
     elif action == "bonus":
-        try:
-            amount = Decimal(request.POST.get("amount", ""))
-        except InvalidOperation:
-            raise AnnotateError("The bonus amount must be a number such as 0.50.") from None
         bonus = review_services.bonus_create(
-            assignment_id=assignment_id, amount_usd=amount, reason=feedback, user=user
-        )
+            assignment_id=assignment_id, amount_usd=bonus_amount(request), reason=feedback,
+            user=user,
+        )  # fmt: skip
         _enqueue(tasks.pay_bonus, bonus.pk, user.pk)
         messages.success(request, f"Bonus of ${bonus.amount_usd} sent for payment.")
     else:

@@ -46,6 +46,7 @@ def study_review_rows(*, publication: Publication) -> list[AnswerReviewRow]:
         )
         .select_related("annotator__block", "prompt__item__dataset", "prompt__mapping")
         .select_related("platform_record")
+        .prefetch_related("bonuses")
         .order_by("created_at", "id")
     )
     tally: dict[int, list[int]] = defaultdict(lambda: [0, 0])

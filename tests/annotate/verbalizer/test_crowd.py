@@ -5,6 +5,7 @@ leave the report at once; forged workers count nowhere."""
 import csv
 import io
 import re
+from decimal import Decimal
 
 import pytest
 from django.core.cache import cache
@@ -12,10 +13,10 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotate.crowd import selectors as crowd_selectors
-from annotate.crowd.models import Hit, PlatformAssignment, Publication
+from annotate.crowd.models import Bonus, Hit, PlatformAssignment, Publication
 from annotate.crowd.services import publishing, review
 from annotate.crowd.services.publishing import PublishSettings
-from annotate.errors import PublishError
+from annotate.errors import AnnotateError, PublishError
 from annotate.roles import ADMIN
 from annotate.verbalizer.models import HumanAnswer, Prompt
 from annotate.verbalizer.services import crowd
@@ -201,6 +202,52 @@ def test_rejecting_a_worker_takes_their_answers_out_of_human_accuracy(
     assert "human" not in {s["system"] for s in report["systems"]}
     statuses = {row[-2] for row in list(human_answers_raw(evaluation_set=evaluation_set))[1:]}
     assert statuses == {"rejected", "worker blocked"}
+
+
+def test_admin_pays_a_bonus_on_an_approved_answer_once(
+    client, on_mturk, fake_mturk, admin, django_capture_on_commit_callbacks
+):
+    hit = on_mturk.hits.select_related("prompt__item").order_by("id").first()
+    answer_hit(client, fake_mturk, hit, "AREAL1", right_key(hit))
+    answer = HumanAnswer.objects.get()
+    client.force_login(admin)
+    review_url = reverse("verbalizer:crowd-review", args=[on_mturk.pk])
+    action = reverse("verbalizer:answer-action", args=[answer.pk])
+    assert 'name="amount"' not in client.get(review_url).text  # submitted: decide first
+    client.post(action, {"action": "approve"})
+    page = client.get(review_url).text
+    assert 'name="amount"' in page
+    # A bad amount or no reason is refused and pays nothing.
+    back = {"follow": True, "HTTP_REFERER": review_url}
+    refused = client.post(action, {"action": "bonus", "amount": "0.5x", "feedback": "f"}, **back)
+    assert "such as 0.50" in refused.text
+    refused = client.post(action, {"action": "bonus", "amount": "0.25", "feedback": " "}, **back)
+    assert "reason for the bonus" in refused.text
+    assert fake_mturk.state.bonuses == []
+    # Paid through boto3 on the fake MTurk server, to this worker and assignment, once.
+    with django_capture_on_commit_callbacks(execute=True):  # the page enqueues the payment
+        client.post(action, {"action": "bonus", "amount": "0.25", "feedback": "careful"})
+    (sent,) = fake_mturk.state.bonuses
+    assert (sent["WorkerId"], sent["AssignmentId"], sent["BonusAmount"]) == (
+        "AREAL1", answer.platform_assignment_id, "0.25",
+    )  # fmt: skip
+    bonus = answer.bonuses.get()
+    assert bonus.status == "paid"
+    review.bonus_pay(bonus_id=bonus.pk, user=admin, now=timezone.now())  # a retry
+    assert len(fake_mturk.state.bonuses) == 1
+    assert "Bonus $0.25: paid" in client.get(review_url).text
+
+
+def test_no_bonus_through_a_selfhosted_link(client, link, admin):
+    work = _start(client, link, PROLIFIC_PID="P-1")["Location"]
+    prompt_id = re.search(r'name="prompt" value="(\d+)"', client.get(work).text).group(1)
+    client.post(work, {"prompt": prompt_id, "key": 1})
+    answer = HumanAnswer.objects.get()
+    with pytest.raises(AnnotateError, match="self-hosted link: pay on that site"):
+        review.human_answer_bonus_create(
+            answer_id=answer.pk, amount_usd=Decimal("0.25"), reason="thanks", user=admin
+        )
+    assert not Bonus.objects.exists()
 
 
 def test_unconfirmed_work_waits_and_a_worker_answers_a_hit_once(client, on_mturk, fake_mturk):
