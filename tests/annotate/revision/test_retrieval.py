@@ -1,7 +1,24 @@
-import pytest
+import json
+import threading
 
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from annotate.engine.models import EngineCall
 from annotate.revision import llm
-from annotate.revision.retrieval import BM25Retriever, DenseRetriever, bm25_rank
+from annotate.revision.models import Passage, PassageEmbedding, Study
+from annotate.revision.retrieval import BM25Retriever, DenseRetriever, bm25_rank, retriever_for
+from annotate.revision.services.embeddings import (
+    passage_embeddings_get,
+    passage_embeddings_store,
+    text_sha256,
+)
+from annotate.revision.services.imports import study_upload
+from annotate.revision.services.sessions import session_assign, turn_start
+from tests.annotate.engine.conftest import make_endpoint
+from tests.evaluation.openai_stub import StubOpenAI
+from tests.factories import UserFactory
 
 DOCS = [
     "Quantization shrinks the weights of language models.",
@@ -29,9 +46,7 @@ def test_retrievers_return_passage_ids():
 
 @pytest.mark.django_db
 def test_dense_retrieval_asks_the_engine_and_its_call_is_stored():
-    from annotate.engine.models import EngineCall
     from annotate.engine.services import endpoint_create
-    from tests.evaluation.openai_stub import StubOpenAI
 
     passages = [(10, "c c"), (11, "a b"), (12, "a a b"), (13, "b")]
     with StubOpenAI() as stub:
@@ -59,12 +74,6 @@ DENSE_QUESTION = {
 def make_dense_study(tmp_path, settings, base_url: str):
     """A one-question study retrieving through the embeddings endpoint "emb" on the stub; the
     systems are the offline fake model, so every request the stub sees is an embedding."""
-    import json
-
-    from annotate.revision.models import Study
-    from annotate.revision.services.imports import study_upload
-    from tests.annotate.engine.conftest import make_endpoint
-
     settings.REVISION_GENERATION = "inline"
     path = tmp_path / "dense.jsonl"
     path.write_text(json.dumps(DENSE_QUESTION) + "\n")
@@ -75,16 +84,12 @@ def make_dense_study(tmp_path, settings, base_url: str):
 
 
 def passage_rows(study):
-    from annotate.revision.models import Passage
-
     return list(
         Passage.objects.filter(question__study=study).order_by("id").values_list("id", "text")
     )
 
 
 def stored_retriever():
-    from annotate.revision.retrieval import retriever_for
-
     return retriever_for(retrieval="dense", embedding_endpoint="emb")
 
 
@@ -92,14 +97,6 @@ def stored_retriever():
 def test_a_sessions_later_retrievals_embed_only_their_query(
     tmp_path, settings, django_capture_on_commit_callbacks
 ):
-    from django.utils import timezone
-
-    from annotate.engine.models import EngineCall
-    from annotate.revision.models import PassageEmbedding
-    from annotate.revision.services.sessions import session_assign, turn_start
-    from tests.evaluation.openai_stub import StubOpenAI
-    from tests.factories import UserFactory
-
     with StubOpenAI() as stub:
         study = make_dense_study(tmp_path, settings, stub.base_url)
         texts = [text for _, text in passage_rows(study)]
@@ -132,10 +129,6 @@ def test_a_sessions_later_retrievals_embed_only_their_query(
 
 @pytest.mark.django_db
 def test_an_edited_passage_is_embedded_again_and_ranks_by_its_new_text(tmp_path, settings):
-    from annotate.revision.models import Passage, PassageEmbedding
-    from annotate.revision.services.embeddings import text_sha256
-    from tests.evaluation.openai_stub import StubOpenAI
-
     with StubOpenAI() as stub:
         study = make_dense_study(tmp_path, settings, stub.base_url)
         assert stored_retriever().retrieve("c", passage_rows(study), 1) == [
@@ -155,8 +148,6 @@ def test_an_edited_passage_is_embedded_again_and_ranks_by_its_new_text(tmp_path,
 
 @pytest.mark.django_db
 def test_stored_vectors_rank_exactly_as_freshly_fetched_ones(tmp_path, settings):
-    from tests.evaluation.openai_stub import StubOpenAI
-
     queries = ["a b", "c", "b b a", "zebra", "a c c", "b"]
     with StubOpenAI() as stub:
         study = make_dense_study(tmp_path, settings, stub.base_url)
@@ -175,12 +166,6 @@ def test_stored_vectors_rank_exactly_as_freshly_fetched_ones(tmp_path, settings)
 @pytest.mark.django_db
 def test_storing_the_same_passages_twice_keeps_one_vector_each(tmp_path, settings):
     """Two sessions that both find a passage without a vector both embed it; one row stays."""
-    from annotate.revision.models import PassageEmbedding
-    from annotate.revision.services.embeddings import (
-        passage_embeddings_get,
-        passage_embeddings_store,
-    )
-
     study = make_dense_study(tmp_path, settings, "http://127.0.0.1:9/v1")
     rows = passage_rows(study)[:2]
     key = {"base_url": "http://127.0.0.1:9/v1", "model": "embed-1"}
@@ -200,13 +185,6 @@ def test_storing_the_same_passages_twice_keeps_one_vector_each(tmp_path, setting
 def test_two_sessions_embedding_the_same_new_passages_at_once_store_one_vector_each(
     tmp_path, settings
 ):
-    import threading
-
-    from django.db import connection
-
-    from annotate.revision.models import PassageEmbedding
-    from tests.evaluation.openai_stub import StubOpenAI
-
     # The stub holds each request until both have arrived: both sessions have looked for
     # stored vectors, found none, and embed the passages before either stores them.
     both_asked = threading.Barrier(2, timeout=10)
