@@ -42,7 +42,7 @@ def chat(
     if endpoint_name == FAKE:
         return fake_reply(messages, purpose)
     call = engine_call(
-        endpoint=_endpoint(endpoint_name),
+        endpoint=endpoint_named(endpoint_name),
         messages=messages,
         unit_key=unit_key,
         purpose=purpose,
@@ -53,7 +53,7 @@ def chat(
     return call.reply
 
 
-def _endpoint(endpoint_name: str) -> Endpoint:
+def endpoint_named(endpoint_name: str) -> Endpoint:
     try:
         return Endpoint.objects.get(name=endpoint_name)
     except Endpoint.DoesNotExist:
@@ -61,20 +61,21 @@ def _endpoint(endpoint_name: str) -> Endpoint:
 
 
 def embed(*, endpoint_name: str, texts: list[str], unit_key: str = "") -> list[list[float]]:
-    """Return one embedding per text from the endpoint, through the engine (one stored call
-    with the endpoint's limiter, retries and prices; an endpoint without an address is the
-    engine's offline fake). No endpoint name: the same fake, without a stored call.
+    """Return one embedding per text from the endpoint, through the engine (stored calls of
+    at most EMBEDDING_MAX_INPUTS texts each, with the endpoint's limiter, retries and prices;
+    an endpoint without an address is the engine's offline fake). No endpoint name: the same
+    fake, without a stored call.
     """
     if endpoint_name == FAKE:
         return [fake_embedding(text) for text in texts]
-    call, vectors = engine_embed(
-        endpoint=_endpoint(endpoint_name),
+    calls, vectors = engine_embed(
+        endpoint=endpoint_named(endpoint_name),
         texts=texts,
         unit_key=unit_key,
         purpose="revision-retrieval",
     )
     if vectors is None:
-        raise ModelCallError(f"endpoint {endpoint_name!r}: embeddings failed: {call.error}")
+        raise ModelCallError(f"endpoint {endpoint_name!r}: embeddings failed: {calls[-1].error}")
     return vectors
 
 

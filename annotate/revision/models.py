@@ -139,6 +139,35 @@ class Passage(models.Model):
         return self.text[:80]
 
 
+class PassageEmbedding(models.Model):
+    """A passage's embedding by one embedding model (an endpoint's model at its address),
+    stored on the first dense retrieval so later ones embed only the query.
+
+    `text_sha256` is the digest of the text that was embedded: a vector whose passage text has
+    changed since is stale and is embedded again. `vector` holds the floats the endpoint sent as
+    little-endian float64, so a stored vector ranks exactly as a freshly fetched one.
+    """
+
+    # The unique constraint's index leads with the passage, so no index of its own.
+    passage = models.ForeignKey(
+        Passage, on_delete=models.CASCADE, related_name="embeddings", db_index=False
+    )
+    base_url = models.CharField(max_length=500)
+    model = models.CharField(max_length=200)
+    text_sha256 = models.CharField(max_length=64)
+    vector = models.BinaryField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["passage", "base_url", "model"], name="revision_embedding_unique_model"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"passage {self.passage_id} by {self.model}"
+
+
 class CallStatus(models.TextChoices):
     """Where a model answer stands: the page shows the answer only when DONE."""
 

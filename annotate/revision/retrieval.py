@@ -15,6 +15,7 @@ import bm25s
 import numpy as np
 
 from annotate.revision import llm
+from annotate.revision.services.embeddings import StoredPassageVectors
 
 # bm25s sets its own logger to DEBUG, which prints a line for every index it builds.
 logging.getLogger("bm25s").setLevel(logging.WARNING)
@@ -77,19 +78,39 @@ class BM25Retriever:
         return [passages[i][0] for i in order]
 
 
-class DenseRetriever:
-    """Cosine similarity of embeddings from an OpenAI-compatible endpoint (through the seam)."""
+class PassageVectors(Protocol):
+    """Where dense retrieval keeps passage embeddings between retrievals."""
 
-    def __init__(self, endpoint_name: str) -> None:
+    def get(self, passages: Sequence[tuple[int, str]]) -> dict[int, np.ndarray]:
+        """Return the kept vectors, by id, of the passages whose text has not changed."""
+
+    def put(self, passages: Sequence[tuple[int, str]], vectors: Sequence[Sequence[float]]) -> None:
+        """Keep these passages' vectors, embedded from the texts given."""
+
+
+class DenseRetriever:
+    """Cosine similarity of embeddings from an OpenAI-compatible endpoint (through the seam).
+
+    With `stored`, passages embedded before are not embedded again: one engine call embeds the
+    query with the passages that have no vector yet (or whose text changed), and keeps those.
+    """
+
+    def __init__(self, endpoint_name: str, *, stored: PassageVectors | None = None) -> None:
         self.endpoint_name = endpoint_name
+        self.stored = stored
 
     def retrieve(self, query: str, passages: Sequence[tuple[int, str]], k: int) -> list[int]:
         if not passages:
             return []
-        vectors = np.asarray(
-            llm.embed(endpoint_name=self.endpoint_name, texts=[query, *(t for _, t in passages)]),
-            dtype=np.float64,
+        known = self.stored.get(passages) if self.stored else {}
+        missing = [(pid, text) for pid, text in passages if pid not in known]
+        query_vector, *fresh = llm.embed(
+            endpoint_name=self.endpoint_name, texts=[query, *(text for _, text in missing)]
         )
+        if self.stored and missing:
+            self.stored.put(missing, fresh)
+        by_id = known | {pid: vector for (pid, _), vector in zip(missing, fresh, strict=True)}
+        vectors = np.asarray([query_vector, *(by_id[pid] for pid, _ in passages)], dtype=np.float64)
         norms = np.linalg.norm(vectors, axis=1)
         norms[norms == 0] = 1.0
         unit = vectors / norms[:, None]
@@ -99,7 +120,9 @@ class DenseRetriever:
 
 
 def retriever_for(*, retrieval: str, embedding_endpoint: str = "") -> Retriever:
-    """Return the study's retriever: "bm25" (default) or "dense"."""
+    """Return the study's retriever: "bm25" (default) or "dense", whose passage vectors are
+    stored in the database when it embeds through an engine endpoint."""
     if retrieval == "dense":
-        return DenseRetriever(embedding_endpoint)
+        stored = StoredPassageVectors(embedding_endpoint) if embedding_endpoint else None
+        return DenseRetriever(embedding_endpoint, stored=stored)
     return BM25Retriever()

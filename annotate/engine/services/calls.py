@@ -215,6 +215,10 @@ def _call_save(call: EngineCall, run: EngineRun | None) -> None:
             EngineRun.objects.filter(pk=run.pk).update(**run_totals_delta([call]))
 
 
+# OpenAI's /embeddings takes at most this many inputs in one request.
+EMBEDDING_MAX_INPUTS = 2048
+
+
 def engine_embed(
     *,
     endpoint: Endpoint,
@@ -223,11 +227,35 @@ def engine_embed(
     unit_key: str = "",
     purpose: str = "embeddings",
     sleep: Callable[[float], None] = time.sleep,
-) -> tuple[EngineCall, list[list[float]] | None]:
-    """Embed the texts with one stored call (POST /embeddings, body {"model", "input"}) under
-    the endpoint's limiter, retries and prices; return the call and one vector per text, or
-    None when the call failed (its error says why). Background code only.
+) -> tuple[list[EngineCall], list[list[float]] | None]:
+    """Embed the texts, EMBEDDING_MAX_INPUTS at most per stored call (POST /embeddings, body
+    {"model", "input"}), each under the endpoint's limiter, retries and prices; return the
+    calls and one vector per text in the texts' order, or None when a call failed (the last
+    call's error says why; no later batch is sent). Background code only.
     """
+    calls: list[EngineCall] = []
+    vectors: list[list[float]] = []
+    for start in range(0, len(texts), EMBEDDING_MAX_INPUTS):
+        batch = texts[start : start + EMBEDDING_MAX_INPUTS]
+        call, batch_vectors = _embed_once(
+            endpoint=endpoint, texts=batch, run=run, unit_key=unit_key, purpose=purpose, sleep=sleep
+        )
+        calls.append(call)
+        if batch_vectors is None:
+            return calls, None
+        vectors.extend(batch_vectors)
+    return calls, vectors
+
+
+def _embed_once(
+    *,
+    endpoint: Endpoint,
+    texts: Sequence[str],
+    run: EngineRun | None,
+    unit_key: str,
+    purpose: str,
+    sleep: Callable[[float], None],
+) -> tuple[EngineCall, list[list[float]] | None]:
     body = endpoint_embeddings_body(endpoint=endpoint, texts=texts)
     try:
         transport = endpoint_transport(endpoint=endpoint)

@@ -1,7 +1,24 @@
-import pytest
+import json
+import threading
 
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from annotate.engine.models import EngineCall
 from annotate.revision import llm
-from annotate.revision.retrieval import BM25Retriever, DenseRetriever, bm25_rank
+from annotate.revision.models import Passage, PassageEmbedding, Study
+from annotate.revision.retrieval import BM25Retriever, DenseRetriever, bm25_rank, retriever_for
+from annotate.revision.services.embeddings import (
+    passage_embeddings_get,
+    passage_embeddings_store,
+    text_sha256,
+)
+from annotate.revision.services.imports import study_upload
+from annotate.revision.services.sessions import session_assign, turn_start
+from tests.annotate.engine.conftest import make_endpoint
+from tests.evaluation.openai_stub import StubOpenAI
+from tests.factories import UserFactory
 
 DOCS = [
     "Quantization shrinks the weights of language models.",
@@ -29,9 +46,7 @@ def test_retrievers_return_passage_ids():
 
 @pytest.mark.django_db
 def test_dense_retrieval_asks_the_engine_and_its_call_is_stored():
-    from annotate.engine.models import EngineCall
     from annotate.engine.services import endpoint_create
-    from tests.evaluation.openai_stub import StubOpenAI
 
     passages = [(10, "c c"), (11, "a b"), (12, "a a b"), (13, "b")]
     with StubOpenAI() as stub:
@@ -44,3 +59,157 @@ def test_dense_retrieval_asks_the_engine_and_its_call_is_stored():
     assert stub.requests[0] == {"model": "embed-1", "input": ["a a", "c c", "a b", "a a b", "b"]}
     calls = list(EngineCall.objects.order_by("pk").values_list("purpose", "status"))
     assert calls == [("revision-retrieval", "ok"), ("revision-retrieval", "error")]
+
+
+# Paragraphs become passages; the stub's vectors count the words "a", "b", "c".
+DENSE_QUESTION = {
+    "question": "a b",
+    "documents": [
+        {"title": "One", "text": "a a b\n\nc c\n\nb\n\na c"},
+        {"title": "Two", "text": "b b c\n\na\n\nc a a\n\nnothing here"},
+    ],
+}
+
+
+def make_dense_study(tmp_path, settings, base_url: str):
+    """A one-question study retrieving through the embeddings endpoint "emb" on the stub; the
+    systems are the offline fake model, so every request the stub sees is an embedding."""
+    settings.REVISION_GENERATION = "inline"
+    path = tmp_path / "dense.jsonl"
+    path.write_text(json.dumps(DENSE_QUESTION) + "\n")
+    study_upload(path=str(path), study_name="dense", systems=["alpha"])
+    make_endpoint(base_url, name="emb", model="embed-1", max_retries=0)
+    Study.objects.filter(name="dense").update(retrieval="dense", embedding_endpoint="emb")
+    return Study.objects.get(name="dense")
+
+
+def passage_rows(study):
+    return list(
+        Passage.objects.filter(question__study=study).order_by("id").values_list("id", "text")
+    )
+
+
+def stored_retriever():
+    return retriever_for(retrieval="dense", embedding_endpoint="emb")
+
+
+@pytest.mark.django_db
+def test_a_sessions_later_retrievals_embed_only_their_query(
+    tmp_path, settings, django_capture_on_commit_callbacks
+):
+    with StubOpenAI() as stub:
+        study = make_dense_study(tmp_path, settings, stub.base_url)
+        texts = [text for _, text in passage_rows(study)]
+        user = UserFactory(username="dense-annotator")
+        with django_capture_on_commit_callbacks(execute=True):
+            session = session_assign(study=study, user=user, now=timezone.now())
+        with django_capture_on_commit_callbacks(execute=True):
+            turn = turn_start(
+                session_id=session.pk,
+                user=user,
+                instruction="c c c",
+                instruction_type="information-seeking",
+                now=timezone.now(),
+            )
+        uncached = DenseRetriever("emb")
+        rows = passage_rows(study)
+        expected_initial = uncached.retrieve("a b", rows, 5)
+        expected_turn = uncached.retrieve("c c c", rows, 5)
+    assert stub.requests[:2] == [
+        {"model": "embed-1", "input": ["a b", *texts]},
+        {"model": "embed-1", "input": ["c c c"]},
+    ]
+    session.refresh_from_db()
+    turn.refresh_from_db()
+    assert (session.initial_passages, turn.passages) == (expected_initial, expected_turn)
+    assert PassageEmbedding.objects.count() == len(texts) == 8
+    # Every embedding request made is a stored engine call, the cached ones too.
+    assert EngineCall.objects.filter(purpose="revision-retrieval", status="ok").count() == 4
+
+
+@pytest.mark.django_db
+def test_an_edited_passage_is_embedded_again_and_ranks_by_its_new_text(tmp_path, settings):
+    with StubOpenAI() as stub:
+        study = make_dense_study(tmp_path, settings, stub.base_url)
+        assert stored_retriever().retrieve("c", passage_rows(study), 1) == [
+            pid for pid, text in passage_rows(study) if text == "c c"
+        ]
+        edited = Passage.objects.get(question__study=study, text="c c")
+        Passage.objects.filter(pk=edited.pk).update(text="a a a")
+        ranked = stored_retriever().retrieve("a", passage_rows(study), 1)
+    assert stub.requests[1]["input"] == ["a", "a a a"]
+    # Passage "a" and the edited "a a a" point the same way; the edited one comes first in id
+    # order only if its vector is the new one.
+    assert ranked == [edited.pk]
+    row = PassageEmbedding.objects.get(passage=edited)
+    assert row.text_sha256 == text_sha256("a a a")
+    assert PassageEmbedding.objects.count() == 8
+
+
+@pytest.mark.django_db
+def test_stored_vectors_rank_exactly_as_freshly_fetched_ones(tmp_path, settings):
+    queries = ["a b", "c", "b b a", "zebra", "a c c", "b"]
+    with StubOpenAI() as stub:
+        study = make_dense_study(tmp_path, settings, stub.base_url)
+        rows = passage_rows(study)
+        for k in (1, 3, 5, 8):
+            for query in queries:
+                fresh = DenseRetriever("emb").retrieve(query, rows, k)
+                assert stored_retriever().retrieve(query, rows, k) == fresh
+        # A retrieval over part of the passages uses the stored vectors of that part only.
+        assert stored_retriever().retrieve("a", rows[2:5], 3) == DenseRetriever("emb").retrieve(
+            "a", rows[2:5], 3
+        )
+    assert sum(len(body["input"]) > 1 for body in stub.requests) == 1 + 4 * len(queries) + 1
+
+
+@pytest.mark.django_db
+def test_storing_the_same_passages_twice_keeps_one_vector_each(tmp_path, settings):
+    """Two sessions that both find a passage without a vector both embed it; one row stays."""
+    study = make_dense_study(tmp_path, settings, "http://127.0.0.1:9/v1")
+    rows = passage_rows(study)[:2]
+    key = {"base_url": "http://127.0.0.1:9/v1", "model": "embed-1"}
+    passage_embeddings_store(**key, passages=rows, vectors=[[0.1, 0.2], [0.3, 0.4]])
+    passage_embeddings_store(**key, passages=rows, vectors=[[0.1, 0.2], [0.3, 0.4]])
+    assert PassageEmbedding.objects.count() == 2
+    stored = passage_embeddings_get(**key, passages=rows)
+    assert {pid: list(vector) for pid, vector in stored.items()} == {
+        rows[0][0]: [0.1, 0.2],
+        rows[1][0]: [0.3, 0.4],
+    }
+    # Another model's vectors are its own.
+    assert passage_embeddings_get(base_url=key["base_url"], model="other", passages=rows) == {}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_sessions_embedding_the_same_new_passages_at_once_store_one_vector_each(
+    tmp_path, settings
+):
+    # The stub holds each request until both have arrived: both sessions have looked for
+    # stored vectors, found none, and embed the passages before either stores them.
+    both_asked = threading.Barrier(2, timeout=10)
+    results, errors = {}, []
+
+    def retrieve(query: str) -> None:
+        try:
+            results[query] = stored_retriever().retrieve(query, rows, 3)
+        except Exception as error:  # noqa: BLE001 - reported by the assertion below
+            errors.append(error)
+        finally:
+            connection.close()
+
+    with StubOpenAI(on_request=lambda count: both_asked.wait()) as stub:
+        study = make_dense_study(tmp_path, settings, stub.base_url)
+        rows = passage_rows(study)
+        threads = [threading.Thread(target=retrieve, args=(q,)) for q in ("a", "c")]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert errors == []
+    assert sorted(len(body["input"]) for body in stub.requests) == [9, 9]
+    assert PassageEmbedding.objects.count() == 8
+    ids = [pid for pid, _ in rows]
+    # "a": passages "a", "a a b", "c a a"; "c": "c c", "a c", then "b b c" before the equal
+    # "c a a" (stored order).
+    assert results == {"a": [ids[5], ids[0], ids[6]], "c": [ids[1], ids[3], ids[4]]}
