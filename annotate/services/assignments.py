@@ -91,9 +91,7 @@ def claimable_tasks_sql(
     Plain SQL, portable to SQLite: the ORM spent several times the database's own time
     compiling this query on every task page, claim and submit.
     """
-    sql = _CLAIMABLE.format(
-        slot_free=_slot_free_sql(batch), worked=_WORKED.format(instruction="t.instruction_id")
-    )
+    sql = _CLAIMABLE.format(slot_free=_slot_free_sql(batch), worked=_WORKED_ON_TASKS)
     return sql, [*_slot_free_params(project, now, batch), *_worked_params(annotator.pk)]
 
 
@@ -138,9 +136,7 @@ def claimable_task_ids(
 def _claimable_ids_sql(
     *, project: Project, annotator: Annotator, now: datetime, batch: Batch | None, limit: int
 ) -> tuple[str, list]:
-    sql = _FIRST.format(
-        slot_free=_slot_free_sql(batch), worked=_WORKED.format(instruction="t.instruction_id")
-    )
+    sql = _FIRST.format(slot_free=_slot_free_sql(batch), worked=_WORKED_ON_TASKS)
     return sql, [*_slot_free_params(project, now, batch), *_worked_params(annotator.pk), limit]
 
 
@@ -161,9 +157,23 @@ _WORKED = """EXISTS(SELECT 1 FROM annotate_assignment w JOIN annotate_task wt ON
     OR EXISTS(SELECT 1 FROM annotate_directscore d
         JOIN annotate_response dr ON dr.id = d.response_id
         WHERE d.annotator_id = %s AND dr.instruction_id = {instruction})"""
+# The same rule over many tasks (t), with the annotator's earlier work read once instead of
+# probed per task: their assignments and scores through their annotator index, their labels
+# through the partial label_unassigned index. Only labels without an assignment need reading: a
+# label with one was stored by that assignment's submission (same annotator, that task's
+# instruction), which the assignment part already finds; imported labels and those whose
+# assignment was deleted have none. The claim itself re-checks the full rule (_WORKED) under the
+# task's lock.
+_WORKED_ON_TASKS = """t.instruction_id IN (SELECT wt.instruction_id FROM annotate_assignment w
+        JOIN annotate_task wt ON wt.id = w.task_id WHERE w.annotator_id = %s)
+    OR t.instruction_id IN (SELECT lr.instruction_id FROM annotate_label l
+        JOIN annotate_response lr ON lr.id = l.response_id
+        WHERE l.annotator_id = %s AND l.assignment_id IS NULL)
+    OR t.instruction_id IN (SELECT dr.instruction_id FROM annotate_directscore d
+        JOIN annotate_response dr ON dr.id = d.response_id WHERE d.annotator_id = %s)"""
 # Slots are counted first, in one pass over the tasks' assignments (a LEFT JOIN of those that
 # hold one, grouped); only tasks with a free slot are then checked for the annotator's earlier
-# work, which costs an index probe per response of the task (a full project: none at all).
+# work (a full project: none at all).
 _SLOT_FREE = """SELECT t.id, t.instruction_id, count(a.id) AS taken, b.created_at AS batch_created,
         t.position
     FROM annotate_task t JOIN annotate_batch b ON b.id = t.batch_id
