@@ -238,9 +238,9 @@ class Label(models.Model):
     # Four indexes and no more, because each one slows the bulk import of millions of labels:
     # the unique (question, response, annotator), (response, annotator) for reads by response,
     # a partial one on assignment (imported labels have none), and a partial (annotator,
-    # response) over the labels without an assignment, which lets every claim and "task N of M"
-    # read an annotator's imported work at once instead of probing each open task's responses
-    # (docs/benchmarks.md, issue 17: 4 ms less PostgreSQL time per page, +5 % on an import).
+    # response) over the labels without an assignment, from which every claim and "task N of
+    # M" reads an annotator's imported work instead of probing each open task's responses in
+    # the whole table (docs/benchmarks.md, issue 17).
     question = models.ForeignKey(
         Question, on_delete=models.CASCADE, related_name="labels", db_index=False
     )

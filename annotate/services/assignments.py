@@ -92,7 +92,7 @@ def claimable_tasks_sql(
     compiling this query on every task page, claim and submit.
     """
     sql = _CLAIMABLE.format(slot_free=_slot_free_sql(batch), worked=_WORKED_ON_TASKS)
-    return sql, [*_slot_free_params(project, now, batch), *_worked_params(annotator.pk)]
+    return sql, [*_slot_free_params(project, now, batch), *[annotator.pk] * 3]
 
 
 def _slot_free_sql(batch: Batch | None) -> str:
@@ -137,7 +137,7 @@ def _claimable_ids_sql(
     *, project: Project, annotator: Annotator, now: datetime, batch: Batch | None, limit: int
 ) -> tuple[str, list]:
     sql = _FIRST.format(slot_free=_slot_free_sql(batch), worked=_WORKED_ON_TASKS)
-    return sql, [*_slot_free_params(project, now, batch), *_worked_params(annotator.pk), limit]
+    return sql, [*_slot_free_params(project, now, batch), *[annotator.pk] * 3, limit]
 
 
 # The tables and columns of Task, Batch, Assignment, Label, Response and DirectScore (no
@@ -157,20 +157,20 @@ _WORKED = """EXISTS(SELECT 1 FROM annotate_assignment w JOIN annotate_task wt ON
     OR EXISTS(SELECT 1 FROM annotate_directscore d
         JOIN annotate_response dr ON dr.id = d.response_id
         WHERE d.annotator_id = %s AND dr.instruction_id = {instruction})"""
-# The same rule over many tasks (t), with the annotator's earlier work read once instead of
-# probed per task: their assignments and scores through their annotator index, their labels
-# through the partial label_unassigned index. Only labels without an assignment need reading: a
-# label with one was stored by that assignment's submission (same annotator, that task's
-# instruction), which the assignment part already finds; imported labels and those whose
-# assignment was deleted have none. The claim itself re-checks the full rule (_WORKED) under the
-# task's lock.
+# The same rule over many tasks (t): the annotator's assignments and scores are read once
+# (through their annotator indexes) instead of per task, and of their labels only those without
+# an assignment are looked for. Every label with one was stored by that assignment's submission
+# (same annotator, that task's instruction), which the assignment part already finds; imported
+# labels and those whose assignment was deleted have none, and the partial label_unassigned
+# index holds just those: an annotator without any is answered from an empty index range.
+# The claim itself re-checks the full rule (_WORKED) under the task's lock.
 _WORKED_ON_TASKS = """t.instruction_id IN (SELECT wt.instruction_id FROM annotate_assignment w
         JOIN annotate_task wt ON wt.id = w.task_id WHERE w.annotator_id = %s)
-    OR t.instruction_id IN (SELECT lr.instruction_id FROM annotate_label l
-        JOIN annotate_response lr ON lr.id = l.response_id
-        WHERE l.annotator_id = %s AND l.assignment_id IS NULL)
     OR t.instruction_id IN (SELECT dr.instruction_id FROM annotate_directscore d
-        JOIN annotate_response dr ON dr.id = d.response_id WHERE d.annotator_id = %s)"""
+        JOIN annotate_response dr ON dr.id = d.response_id WHERE d.annotator_id = %s)
+    OR EXISTS(SELECT 1 FROM annotate_label l JOIN annotate_response lr ON lr.id = l.response_id
+        WHERE l.annotator_id = %s AND l.assignment_id IS NULL
+        AND lr.instruction_id = t.instruction_id)"""
 # Slots are counted first, in one pass over the tasks' assignments (a LEFT JOIN of those that
 # hold one, grouped); only tasks with a free slot are then checked for the annotator's earlier
 # work (a full project: none at all).
@@ -200,10 +200,9 @@ def _taken_params(now: datetime) -> list:
     ]
 
 
-def _worked_params(annotator_id: int, instruction_id: int | None = None) -> list:
-    """Parameters of _WORKED: the annotator (and the instruction, when it is a parameter)."""
-    one = [annotator_id] if instruction_id is None else [annotator_id, instruction_id]
-    return one * 3
+def _worked_params(annotator_id: int, instruction_id: int) -> list:
+    """Parameters of _WORKED: the annotator and the instruction, for each of its three parts."""
+    return [annotator_id, instruction_id] * 3
 
 
 def assignment_claim_next(

@@ -9,7 +9,8 @@ Fills its own database (recreated, dropped after unless BENCH_KEEP=1): 1,000 ins
 other 500 (3 annotators a task); a veteran annotator with 300 submitted assignments in the past
 project and 100 in this one, 80 colleagues with 10 each here, an annotator with imported labels
 (no assignment) on 50 of the project's instructions, and 480 fresh annotators who hold one claim
-each: about 27,000 labels. Then:
+each: about 37,500 labels (`--imported N`: and N labels of an imported crowd campaign on the
+past project's instructions, 15,000 per crowd annotator). Then:
 
 1. EXPLAIN (ANALYZE, BUFFERS) of the claim's candidate query and of the "task N of M" count for
    the veteran, a fresh annotator and the importer: median PostgreSQL execution time of 15 runs,
@@ -165,6 +166,7 @@ def fill(imported: int) -> dict:
         models.Annotator(name=f"crowd{n}", kind=models.AnnotatorKind.CROWD)
         for n in range(-(-imported // (N_TASKS * QUESTIONS * SYSTEMS)))
     )
+    by_name.update((a.name, a) for a in crowd)
     with connection.cursor() as cursor:
         if crowd:  # an imported crowd campaign on the past benchmark: labels without assignment
             cursor.execute(_CROWD_LABELS, [[a.pk for a in crowd], past.benchmark_id, imported])
@@ -230,7 +232,8 @@ def explain(codes: dict, data: dict, show: bool) -> None:
     print(f"\n[load {load()}] PostgreSQL execution time, median of 15 (ms)")
     print("| annotator | query | " + " | ".join(codes) + " |")
     print("|---|---|" + "---|" * len(codes))
-    for who in ("fresh0", "veteran", "importer"):
+    crowd = ("crowd0",) if "crowd0" in data["annotators"] else ()
+    for who in ("fresh0", "veteran", "importer", *crowd):
         figures = {
             label: explain_side(code, data, who, show and label == "new")
             for label, code in codes.items()
