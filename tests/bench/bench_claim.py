@@ -2,19 +2,20 @@
 "submit + claim the next task" and of the task page, old code against new in one process.
 
     BENCH_CLAIM_DB=postgres://root@127.0.0.1:5432/perf_claim \
-        .venv/bin/python tests/bench/bench_claim.py [--base REV] [--plans]
+        .venv/bin/python tests/bench/bench_claim.py [--base REV] [--imported N] [--plans]
 
 Fills its own database (recreated, dropped after unless BENCH_KEEP=1): 1,000 instructions of
 6 questions x 5 responses; a past project over 500 of them and the measured project over the
-other 500 (3 annotators a task); a veteran annotator with 300 submitted assignments in the past
+other 500 (5 annotators a task); a veteran annotator with 300 submitted assignments in the past
 project and 100 in this one, 80 colleagues with 10 each here, an annotator with imported labels
 (no assignment) on 50 of the project's instructions, and 480 fresh annotators who hold one claim
 each: about 37,500 labels (`--imported N`: and N labels of an imported crowd campaign on the
 past project's instructions, 15,000 per crowd annotator). Then:
 
 1. EXPLAIN (ANALYZE, BUFFERS) of the claim's candidate query and of the "task N of M" count for
-   the veteran, a fresh annotator and the importer: median PostgreSQL execution time of 15 runs,
-   old SQL (`--base`, default main) and new.
+   a fresh annotator, the veteran, the importer (and crowd0 of the campaign): median PostgreSQL
+   execution time of 15 runs, old SQL (`--base`, default main) and new, on the same database
+   (this checkout's schema).
 2. CPU per request (this process + its PostgreSQL backend, Django's full stack, DEBUG off): a
    fresh annotator's submit with continue-to-next (the submit and the next claim), then the task
    page it lands on; old and new code alternate in blocks of 20 requests.
