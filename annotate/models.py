@@ -235,9 +235,12 @@ class LabelValue(models.IntegerChoices):
 class Label(models.Model):
     """One annotator's answer to one decomposed question about one response."""
 
-    # Three indexes and no more, because each one slows the bulk import of millions of labels:
+    # Four indexes and no more, because each one slows the bulk import of millions of labels:
     # the unique (question, response, annotator), (response, annotator) for reads by response,
-    # and a partial one on assignment (imported labels have none).
+    # a partial one on assignment (imported labels have none), and a partial (annotator,
+    # response) over the labels without an assignment, from which every claim and "task N of
+    # M" reads an annotator's imported work instead of probing each open task's responses in
+    # the whole table (docs/benchmarks.md, issue 17).
     question = models.ForeignKey(
         Question, on_delete=models.CASCADE, related_name="labels", db_index=False
     )
@@ -273,6 +276,11 @@ class Label(models.Model):
                 fields=["assignment"],
                 condition=Q(assignment__isnull=False),
                 name="label_assignment",
+            ),
+            models.Index(
+                fields=["annotator", "response"],
+                condition=Q(assignment__isnull=True),
+                name="label_unassigned",
             ),
         ]
 

@@ -75,6 +75,8 @@ class _Target:
 
 
 LABELS = _Target("labels", "annotate_label", "value", per_question=True)
+# Label.Meta's partial index over the labels without an assignment: every imported row enters it.
+UNASSIGNED_INDEX = "label_unassigned"
 SCORES = _Target("direct scores", "annotate_directscore", "score", per_question=False)
 
 
@@ -577,17 +579,18 @@ def _foreign_keys_checked_once(cursor, new_rows: int, target: _Target) -> Iterat
 def _rebuilt_indexes(cursor) -> list[tuple[str, str, str]]:
     """Return (name, constraint or index, definition) of the label indexes worth rebuilding.
 
-    Not the primary key (other tables refer to it) nor partial indexes (imported rows do not
-    enter them).
+    Not the primary key (other tables refer to it) nor the partial index on assignment
+    (imported rows do not enter it); the partial one on labels without an assignment is, as
+    every imported row enters it.
     """
     cursor.execute(
         "SELECT c.relname, con.conname IS NOT NULL, "
         "COALESCE(pg_get_constraintdef(con.oid), pg_get_indexdef(i.indexrelid)) "
         "FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
         "LEFT JOIN pg_constraint con ON con.conindid = i.indexrelid AND con.conrelid = i.indrelid "
-        "WHERE i.indrelid = %s::regclass AND NOT i.indisprimary AND i.indpred IS NULL "
-        "ORDER BY c.relname",
-        [LABELS.table],
+        "WHERE i.indrelid = %s::regclass AND NOT i.indisprimary "
+        "AND (i.indpred IS NULL OR c.relname = %s) ORDER BY c.relname",
+        [LABELS.table, UNASSIGNED_INDEX],
     )
     return [
         (name, "constraint" if is_constraint else "index", definition)

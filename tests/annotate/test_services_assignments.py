@@ -144,3 +144,62 @@ def test_instruction_the_annotator_already_labelled_elsewhere_is_not_offered():
     assignment.save()
     with pytest.raises(NoWorkError):
         assignment_claim_next(annotator=annotator, project=project, now=NOW)
+
+
+def _work_elsewhere(kind: str, annotator, tasks) -> None:
+    """Leave the annotator's earlier work of one `kind` on each task's instruction."""
+    from annotate.services.projects import InstructionSelection, project_create
+    from tests.factories import AssignmentFactory, DirectScoreFactory, LabelFactory
+
+    project = tasks[0].batch.project
+    if kind in ("assignment elsewhere", "label of a deleted assignment"):
+        other = project_create(
+            name="other",
+            benchmark=project.benchmark,
+            systems=list(project.systems.all()),
+            selection=InstructionSelection(),
+        )
+        others = {t.instruction_id: t for t in other.batches.get().tasks.all()}
+    for task in tasks:
+        response = task.instruction.responses.order_by("id").last()
+        if kind == "direct score":
+            DirectScoreFactory(annotator=annotator, response=response)
+            continue
+        assignment = None
+        if kind != "imported label":
+            assignment = AssignmentFactory(task=others[task.instruction_id], annotator=annotator)
+        if kind != "assignment elsewhere":
+            question = task.instruction.questions.first()
+            LabelFactory(
+                annotator=annotator, question=question, response=response, assignment=assignment
+            )
+    if kind == "label of a deleted assignment":
+        other.batches.all().delete()  # the labels stay, their assignment is set to NULL
+
+
+@pytest.mark.parametrize(
+    "kind",
+    ["imported label", "label of a deleted assignment", "direct score", "assignment elsewhere"],
+)
+def test_earlier_work_on_more_tasks_than_a_claim_looks_at_is_never_offered(kind):
+    from annotate.models import Label
+    from annotate.services.assignments import CANDIDATES_PER_CLAIM, claimable_task_count
+
+    project = project_with_tasks(instructions=CANDIDATES_PER_CLAIM + 3, assignments_per_task=2)
+    tasks = list(project.batches.get().tasks.order_by("position"))
+    worked = CANDIDATES_PER_CLAIM + 1  # the first in claim order, and more than one claim reads
+    annotator = AnnotatorFactory()
+    _work_elsewhere(kind, annotator, tasks[:worked])
+    if kind == "label of a deleted assignment":
+        assert Label.objects.filter(annotator=annotator, assignment__isnull=True).count() == worked
+    assert claimable_task_count(project=project, annotator=annotator, now=NOW) == 2
+    claimed = []
+    for _ in range(2):
+        assignment = assignment_claim_next(annotator=annotator, project=project, now=NOW)
+        claimed.append(assignment.task_id)
+        assignment.status = AssignmentStatus.SUBMITTED
+        assignment.submitted_at = NOW
+        assignment.save()
+    assert claimed == [tasks[worked].id, tasks[worked + 1].id]
+    with pytest.raises(NoWorkError):
+        assignment_claim_next(annotator=annotator, project=project, now=NOW)
