@@ -49,14 +49,14 @@ from evaluation.stats import (
     drfr_categories,
     drfr_counts,
     fleiss_kappa,
+    judged_levels,
     level_distribution,
-    levels_from_votes,
     majority_from_votes,
     pld,
     ratio,
     score_categories,
 )
-from evaluation.stats.bootstrap import percentile_interval, ratio_resampler, weight_chunks
+from evaluation.stats.bootstrap import WeightStream, percentile_interval, ratio_resampler
 from evaluation.stats.kappa import kappa_resampler
 
 SUBSETS = ("easy", "hard", "overall")
@@ -142,8 +142,8 @@ class Bootstrap:
     (`ci_low`, `ci_high`) when `resolve` runs.
     """
 
-    def __init__(self, n_instructions: int, rng: np.random.Generator, n_resamples: int):
-        self.n_instructions, self.rng, self.n_resamples = n_instructions, rng, n_resamples
+    def __init__(self, n_instructions: int, weights: WeightStream):
+        self.n_instructions, self.weights = n_instructions, weights
         self.level = 0.95
         self.groups: dict[bytes, dict] = {}
 
@@ -177,7 +177,7 @@ class Bootstrap:
             batch = _RatioBatch(
                 np.hstack([r[1] for r in ratios]), np.hstack([r[2] for r in ratios]), ratio_samples
             )
-        for weights in weight_chunks(len(group["index"]), self.n_resamples, self.rng):
+        for weights in self.weights.chunks(len(group["index"])):
             if kappas:
                 kappa_samples.append(
                     np.stack([resample(weights) for _, resample in kappas], axis=1)
@@ -195,6 +195,26 @@ class Bootstrap:
             low, high = percentile_interval(np.vstack(kappa_samples), self.level)
             for (row, _), lo, hi in zip(kappas, low, high, strict=True):
                 row["ci_low"], row["ci_high"] = _number(lo), _number(hi)
+
+
+# Weights drawn while the labels are read: at most 2**26 (64 MB, one byte each).
+_DRAW_AHEAD_CELLS = 1 << 26
+
+
+def _draw_ahead(weights: WeightStream, instruction_subset: np.ndarray, labels_read) -> None:
+    """Draw the bootstrap's weights while the labels are being read, for the sets of
+    instructions it will most likely resample first: the leaderboard's first source over the
+    easy, the hard and all instructions, which are the subsets themselves unless that source
+    left whole instructions unlabelled (then the weights are drawn again: same numbers)."""
+    sizes = [
+        len(instruction_subset)
+        if subset == "overall"
+        else int(np.count_nonzero(instruction_subset == SUBSET_CODES[subset]))
+        for subset in SUBSETS
+    ]
+    weights.draw_ahead(
+        [size for size in sizes if size], stop=labels_read, max_cells=_DRAW_AHEAD_CELLS
+    )
 
 
 # --- Label-level results, computed in pieces of instructions ------------------------------------
@@ -316,8 +336,8 @@ def _label_results(
     )
     for piece in _pieces(data, piece_items):
         row = row_of[piece.annotator]
-        own = row >= 0
-        values[row[own], piece.items.start + piece.item[own]] = piece.value[own]
+        rows, items, piece_values = _where(row >= 0, row, piece.item, piece.value)
+        values[rows, piece.items.start + items] = piece_values
         kinds = data.annotator_kinds[piece.annotator]
         for kind in ("expert", "crowd"):
             selected = kinds == KIND_CODES[kind]
@@ -328,21 +348,28 @@ def _label_results(
     return results
 
 
+def _where(selected: np.ndarray, *columns: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Return the columns' entries where `selected`: the columns themselves when all are."""
+    if selected.all():
+        return columns
+    return tuple(column[selected] for column in columns)
+
+
 def _kind_piece(data, piece: _Piece, selected, kind: str, majority, unknown, results) -> None:
     """Add one piece's majority, rater rows and disagreement levels of one kind of annotator
     (its labels: `selected`)."""
-    items, values = piece.item[selected], piece.value[selected]
+    items, annotators, values = _where(selected, piece.item, piece.annotator, piece.value)
     n_items = piece.items.stop - piece.items.start
-    yes = np.bincount(items[values == YES], minlength=n_items)
-    no = np.bincount(items[values == NO], minlength=n_items)
-    labelled = np.bincount(items, minlength=n_items) > 0
+    # Labels per item and value (NO, YES, UNKNOWN), one count for all three.
+    counts = np.bincount(items * 3 + values, minlength=3 * n_items).reshape(n_items, 3)
+    yes, no = counts[:, YES], counts[:, NO]
+    labelled = (counts[:, UNKNOWN] + yes + no) > 0
     votes = majority_from_votes(yes, no)
     majority.values[piece.items] = np.where(labelled, votes.values, MISSING)
     majority.ties += int(np.count_nonzero(votes.ties[labelled]))
     majority.no_votes += int(np.count_nonzero(votes.no_votes[labelled]))
     majority.voted_items += int(np.count_nonzero(labelled))
     results.levels[kind] += _disagreement_levels(data, piece, yes, no)
-    annotators = piece.annotator[selected]
     results.raters[kind].append(_rater_counts(data, piece, items, annotators, values, unknown))
 
 
@@ -496,29 +523,30 @@ def _distinct_keys(key: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray]:
 def _rater_counts(data, piece: _Piece, items, annotators, values, unknown: str):
     """Per (instruction, annotator) of one kind in a piece: pairwise categories from the yes
     and counted items per system, DRFR protocol; rows in (instruction, annotator) order."""
-    items = items + piece.items.start
-    instruction = data.item_instruction[items]
     n_annotators = len(data.annotator_names)
-    key = (instruction - piece.instructions.start) * n_annotators + annotators
     n_instructions = piece.instructions.stop - piece.instructions.start
-    keys, rater = _distinct_keys(key, n_instructions * n_annotators)
-    cell = rater * data.n_systems + data.item_system[items]
-    size = len(keys) * data.n_systems
-    yes = np.bincount(cell, weights=values == YES, minlength=size)
+    first_key = (data.item_instruction[piece.items] - piece.instructions.start) * n_annotators
+    keys, rater = _distinct_keys(first_key[items] + annotators, n_instructions * n_annotators)
+    # Labels per rater, system and value (NO, YES, UNKNOWN), one count for all.
+    cell = rater * data.n_systems
+    cell += data.item_system[piece.items][items]
+    cell *= 3
+    cell += values
+    counts = np.bincount(cell, minlength=len(keys) * data.n_systems * 3).reshape(
+        len(keys), data.n_systems, 3
+    )
+    yes = counts[:, :, YES]
     if unknown == "no":
-        touched = np.bincount(cell, minlength=size) > 0
+        touched = counts.sum(axis=2) > 0
         per_question = data.questions_per_instruction[
             keys // n_annotators + piece.instructions.start
         ]
-        counted = touched.reshape(-1, data.n_systems) * per_question[:, None]
+        counted = touched * per_question[:, None]
     elif unknown == "official":
-        counted = np.bincount(cell, minlength=size)
+        counted = counts.sum(axis=2)
     else:
-        counted = np.bincount(cell, weights=(values == YES) | (values == NO), minlength=size)
-    shape = (len(keys), data.n_systems)
-    categories, defined = drfr_categories(
-        yes.astype(np.int64).reshape(shape), np.asarray(counted, dtype=np.int64).reshape(shape)
-    )
+        counted = yes + counts[:, :, NO]
+    categories, defined = drfr_categories(yes, counted)
     return keys // n_annotators + piece.instructions.start, categories, defined
 
 
@@ -671,13 +699,12 @@ def _against_gold(source, gold, categories, items, instructions, acc_unknown: st
 
 def _disagreement_levels(data, piece: _Piece, yes: np.ndarray, no: np.ndarray) -> np.ndarray:
     """Count the piece's questions at each disagreement level, of those where some system's
-    output has two YES/NO votes (votes per item of the piece: `yes`, `no`)."""
+    output has two YES/NO votes (votes per item of the piece: `yes`, `no`; an item is one
+    system's output for one question, responses being unique per instruction and system)."""
     question = data.item_question[piece.items]
-    question = question - question.min()  # the piece's questions, from 0
-    cells = np.zeros((2, int(question.max()) + 1, data.n_systems), dtype=np.int64)
-    cells[:, question, data.item_system[piece.items]] = yes, no
-    judged = (cells[0] + cells[1] >= 2).any(axis=1)
-    return level_distribution(levels_from_votes(cells[0][judged], cells[1][judged]), data.n_systems)
+    first = int(question.min())
+    levels = judged_levels(yes, no, question - first, int(question.max()) - first + 1)
+    return level_distribution(levels, data.n_systems)
 
 
 def _disagreement(results: LabelResults) -> list[dict]:
@@ -811,8 +838,13 @@ def report_build(
     _check_conventions(unknown, acc_unknown)
     n_resamples = settings.REPORT_BOOTSTRAP_RESAMPLES if n_resamples is None else n_resamples
     seed = settings.REPORT_BOOTSTRAP_SEED if seed is None else seed
-    data = benchmark_arrays(benchmark=benchmark) if data is None else data
-    bootstrap = Bootstrap(data.n_instructions, np.random.default_rng(seed), n_resamples)
+    weights = WeightStream(np.random.default_rng(seed), n_resamples)
+    if data is None:
+        data = benchmark_arrays(
+            benchmark=benchmark,
+            meanwhile=lambda subset, labels_read: _draw_ahead(weights, subset, labels_read),
+        )
+    bootstrap = Bootstrap(data.n_instructions, weights)
     results = _label_results(data, unknown, piece_items)
     sources = results.sources
     counts = {s.name: _instruction_system_counts(data, s, unknown) for s in sources}

@@ -15,6 +15,7 @@ from evaluation.stats.bootstrap import cluster_weights, ratio_ci
 from evaluation.stats.codes import MISSING, NO, UNKNOWN, YES
 from evaluation.stats.disagreement import (
     disagreement_levels,
+    judged_levels,
     level_distribution,
     levels_from_votes,
 )
@@ -45,6 +46,7 @@ __all__ = [
     "drfr_categories",
     "drfr_counts",
     "fleiss_kappa",
+    "judged_levels",
     "kappa_ci",
     "kappa_from_ratings",
     "level_distribution",
