@@ -44,12 +44,13 @@ from evaluation.stats import (
     NO,
     UNKNOWN,
     YES,
-    accuracy,
+    accuracy_from_pairs,
     drfr_by_bits,
     drfr_categories,
     drfr_counts,
     fleiss_kappa,
     judged_levels,
+    label_pairs,
     level_distribution,
     majority_from_votes,
     pld,
@@ -219,8 +220,9 @@ def _draw_ahead(weights: WeightStream, instruction_subset: np.ndarray, labels_re
 
 # --- Label-level results, computed in pieces of instructions ------------------------------------
 
-# Items per piece: about 2**18 × 3 labels, so a piece's temporary arrays stay within a few MB.
-PIECE_ITEMS = 1 << 18
+# Items per piece: about 2**19 × 3 labels, so a piece's temporary arrays stay near 12 MB (int64)
+# and a million labels are one piece, which needs no partition of the labels.
+PIECE_ITEMS = 1 << 19
 
 
 @dataclass
@@ -286,7 +288,7 @@ def _pieces(data: BenchmarkArrays, piece_items: int):
         yield _Piece(
             instructions=slice(int(bounds[p]), int(bounds[p + 1])),
             items=slice(first, int(item_bounds[p + 1])),
-            item=columns[0][labels] - first,
+            item=columns[0][labels] - first if first else columns[0][labels],
             annotator=columns[1][labels],
             value=columns[2][labels],
         )
@@ -647,13 +649,24 @@ def _agreement_row(data, protocol, group, subset, rated: RatedItems, bootstrap) 
 def _source_rows(data, sources, counts, costs, acc_unknown: str) -> list[dict]:
     gold = next((s for s in sources if s.name == EXPERT_MAJORITY), None)
     categories = {name: drfr_categories(*c) for name, c in counts.items()}
+    item_subset = data.instruction_subset[data.item_instruction]
+    # Items by (source label, gold label) per subset code, one count per source.
+    pairs = {
+        s.name: label_pairs(s.values, gold.values, item_subset, len(SUBSET_CODES))
+        for s in (sources if gold is not None else [])
+    }
     rows = []
     for subset in SUBSETS:
         instructions = _subset_instructions(data, subset)
-        items = instructions[data.item_instruction]
         for source in sources:
             row = {"source": source.name, "source_kind": source.kind, "subset": subset}
-            row.update(_against_gold(source, gold, categories, items, instructions, acc_unknown))
+            if gold is not None:
+                subset_pairs = _in_subset(pairs[source.name], subset)
+                row.update(
+                    _against_gold(source, gold, categories, subset_pairs, instructions, acc_unknown)
+                )
+            else:
+                row.update(_NOTHING_AGAINST_GOLD)
             cost = costs[subset].get(source.name)
             row["cost_usd"] = cost.cost_usd if cost else None
             row["time_min"] = cost.time_min if cost else None
@@ -661,21 +674,28 @@ def _source_rows(data, sources, counts, costs, acc_unknown: str) -> list[dict]:
     return rows
 
 
-def _against_gold(source, gold, categories, items, instructions, acc_unknown: str) -> dict:
-    empty = {
-        "acc": None,
-        "compared": 0,
-        "pld0": None,
-        "pld1": None,
-        "pld2": None,
-        "wpld": None,
-        "pairs": 0,
-    }
-    if gold is None:
-        return empty
-    acc = accuracy(
-        source.values[items], gold.values[items], unknown_is_wrong=acc_unknown == "wrong"
-    )
+def _in_subset(per_subset_code: np.ndarray, subset: str) -> np.ndarray:
+    """Return the entry of a subset from values per subset code (overall: their sum)."""
+    if subset == "overall":
+        return per_subset_code.sum(axis=0)
+    return per_subset_code[SUBSET_CODES[subset]]
+
+
+_NOTHING_AGAINST_GOLD = {
+    "acc": None,
+    "compared": 0,
+    "pld0": None,
+    "pld1": None,
+    "pld2": None,
+    "wpld": None,
+    "pairs": 0,
+}
+
+
+def _against_gold(source, gold, categories, pairs, instructions, acc_unknown: str) -> dict:
+    """ACC of the source's items against gold (their label pairs: `pairs`), PLD of its
+    pairwise categories on `instructions`."""
+    acc = accuracy_from_pairs(pairs, unknown_is_wrong=acc_unknown == "wrong")
     source_categories, source_defined = categories[source.name]
     gold_categories, gold_defined = categories[gold.name]
     distance = pld(

@@ -10,7 +10,14 @@ Celery, `annotate` or any other `evaluation` module (an import-linter contract i
 pyproject.toml enforces it). The database and report layers call in, never the reverse.
 """
 
-from evaluation.stats.agreement import AccuracyResult, PldResult, accuracy, pld
+from evaluation.stats.agreement import (
+    AccuracyResult,
+    PldResult,
+    accuracy,
+    accuracy_from_pairs,
+    label_pairs,
+    pld,
+)
 from evaluation.stats.bootstrap import cluster_weights, ratio_ci
 from evaluation.stats.codes import MISSING, NO, UNKNOWN, YES
 from evaluation.stats.disagreement import (
@@ -40,6 +47,7 @@ __all__ = [
     "PldResult",
     "VoteResult",
     "accuracy",
+    "accuracy_from_pairs",
     "cluster_weights",
     "disagreement_levels",
     "drfr_by_bits",
@@ -47,6 +55,7 @@ __all__ = [
     "drfr_counts",
     "fleiss_kappa",
     "judged_levels",
+    "label_pairs",
     "kappa_ci",
     "kappa_from_ratings",
     "level_distribution",
