@@ -592,8 +592,11 @@ def _rated_items(instruction, categories, defined) -> RatedItems:
     candidates = raters[raters >= 2]
     n = int(np.bincount(candidates).argmax()) if len(candidates) else 0
     keep = valid & (np.cumsum(valid, axis=1) <= n)
-    counts = np.stack([((grid == c) & keep).sum(axis=1) for c in (1, 0, -1)], axis=-1)
-    return RatedItems(counts.reshape(-1, 3), np.repeat(instructions, n_pairs), raters, n)
+    # Each kept rating's column: category 1, 0, -1 counts in column 0, 1, 2 (3: not kept).
+    column = np.where(keep, 1 - grid, 3)
+    item = np.arange(len(instructions) * n_pairs).reshape(len(instructions), 1, n_pairs)
+    counts = np.bincount((item * 4 + column).reshape(-1), minlength=item.size * 4)
+    return RatedItems(counts.reshape(-1, 4)[:, :3], np.repeat(instructions, n_pairs), raters, n)
 
 
 def _agreement(data, results: LabelResults, bootstrap: Bootstrap) -> list[dict]:
