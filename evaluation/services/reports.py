@@ -537,7 +537,7 @@ def _rater_counts(data, piece: _Piece, items, annotators, values, unknown: str):
     counts = np.bincount(cell, minlength=len(keys) * data.n_systems * 3).reshape(
         len(keys), data.n_systems, 3
     )
-    yes = counts[:, :, YES]
+    yes = np.ascontiguousarray(counts[:, :, YES])
     if unknown == "no":
         touched = counts.sum(axis=2) > 0
         per_question = data.questions_per_instruction[
