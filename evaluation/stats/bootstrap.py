@@ -109,7 +109,8 @@ class WeightStream:
     def chunks(self, n_clusters: int) -> Iterator[np.ndarray]:
         """Return the float64 weight chunks of the next set of resamples, of `n_clusters`
         clusters: those of `weight_chunks(n_clusters, n_resamples, rng)` had no set been drawn
-        ahead."""
+        ahead. Chunks drawn ahead come in one buffer that the next chunk overwrites: use each
+        before asking for the next."""
         self._started = True
         drawn = self._ahead.pop(0) if self._ahead else None
         if drawn is not None and drawn.n_clusters != n_clusters:
