@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 import psycopg
@@ -200,8 +201,7 @@ class LabelColumns:
 def fetch_label_columns(benchmark_id: int) -> LabelColumns:
     """Return the benchmark's counted labels as columns, the cheapest way the database allows."""
     question, response, packed = _fetch_columns(_label_columns_sql(benchmark_id, _LABEL_COLUMNS), 3)
-    annotator, value = np.divmod(packed, 4)
-    return LabelColumns(question, response, annotator, value)
+    return LabelColumns(question, response, packed >> 2, packed & 3)
 
 
 def _fetch_label_columns_alone(benchmark_id: int) -> LabelColumns:
@@ -212,8 +212,29 @@ def _fetch_label_columns_alone(benchmark_id: int) -> LabelColumns:
         connection.close()
 
 
-def label_columns_meanwhile(benchmark_id: int) -> Callable[[], LabelColumns]:
-    """Start reading the benchmark's labels; return the function that waits for them.
+class PendingLabels(Protocol):
+    """Labels being read: `result()` waits for them, `done()` tells whether it would wait."""
+
+    def result(self) -> LabelColumns: ...
+
+    def done(self) -> bool: ...
+
+
+@dataclass
+class _ReadWhenAsked:
+    """Labels read by `result()` itself, on the caller's connection."""
+
+    benchmark_id: int
+
+    def result(self) -> LabelColumns:
+        return fetch_label_columns(self.benchmark_id)
+
+    def done(self) -> bool:
+        return True  # nothing is being read meanwhile, so nothing to wait for
+
+
+def label_columns_meanwhile(benchmark_id: int) -> PendingLabels:
+    """Start reading the benchmark's labels; return them pending.
 
     On PostgreSQL in autocommit mode the labels are read on a second connection by a thread,
     so the server aggregates them (the longest query of a report, on a core of its own) while
@@ -221,11 +242,11 @@ def label_columns_meanwhile(benchmark_id: int) -> Callable[[], LabelColumns]:
     waits for the caller: another connection would not see the transaction's rows.
     """
     if connection.vendor != "postgresql" or connection.in_atomic_block:
-        return lambda: fetch_label_columns(benchmark_id)
+        return _ReadWhenAsked(benchmark_id)
     executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="report-labels")
     future = executor.submit(_fetch_label_columns_alone, benchmark_id)
     executor.shutdown(wait=False)
-    return future.result
+    return future
 
 
 def fetch_label_rows(benchmark_id: int) -> np.ndarray:
@@ -240,8 +261,7 @@ def fetch_shown_label_rows(benchmark_id: int) -> np.ndarray:
     assignment)."""
     query = _label_columns_sql(benchmark_id, _SHOWN_LABEL_COLUMNS, "l.assignment_id IS NOT NULL")
     response, packed, assignment = _fetch_columns(query, 3)
-    annotator, value = np.divmod(packed, 4)
-    return np.column_stack([response, annotator, value, assignment])
+    return np.column_stack([response, packed >> 2, packed & 3, assignment])
 
 
 class _Positions:
@@ -261,6 +281,8 @@ class _Positions:
         # The table starts one before the lowest id and ends one after the highest, both -1, so
         # that a clipped lookup sends every id out of range to -1.
         self.low = int(sorted_ids[0]) - 1
+        if self.low > 0 and int(sorted_ids[-1]) + 2 <= 4 * len(sorted_ids) + 1024:
+            self.low = 0  # dense from id 0 too: the lookups need not shift the ids
         span = int(sorted_ids[-1]) - self.low + 2
         if span <= 4 * len(sorted_ids) + 1024:
             self.table = np.full(span, -1, dtype=np.int64)
@@ -268,7 +290,7 @@ class _Positions:
 
     def __call__(self, ids: np.ndarray) -> np.ndarray:
         if self.table is not None:
-            return self.table.take(ids - self.low, mode="clip")
+            return self.table.take(ids - self.low if self.low else ids, mode="clip")
         if len(self.sorted_ids) == 0:
             return np.full(len(ids), -1, dtype=np.int64)
         found = np.minimum(np.searchsorted(self.sorted_ids, ids), len(self.sorted_ids) - 1)
@@ -466,9 +488,18 @@ def _annotators(benchmark: Benchmark, label_annotator_ids: np.ndarray) -> _Annot
     )
 
 
-def benchmark_arrays(*, benchmark: Benchmark) -> BenchmarkArrays:
-    """Load everything a report needs about one benchmark."""
-    read_labels = label_columns_meanwhile(benchmark.pk)
+def benchmark_arrays(
+    *,
+    benchmark: Benchmark,
+    meanwhile: Callable[[np.ndarray, Callable[[], bool]], None] | None = None,
+) -> BenchmarkArrays:
+    """Load everything a report needs about one benchmark.
+
+    `meanwhile(instruction_subset, labels_read)` runs while the labels are being read (on
+    PostgreSQL by another connection), for work that needs only the instructions: it gets each
+    instruction's subset code and a function telling whether the labels are in, to stop then.
+    """
+    pending = label_columns_meanwhile(benchmark.pk)
     columns = _instruction_arrays(benchmark)
     question_ids, question_instruction, question_mask, question_position = _question_arrays(
         benchmark, columns.ids
@@ -477,8 +508,10 @@ def benchmark_arrays(*, benchmark: Benchmark) -> BenchmarkArrays:
     first_question = np.concatenate([[0], np.cumsum(per_instruction)[:-1]]).astype(np.int64)
     responses = _response_arrays(benchmark, columns.ids)
     items = _item_arrays(responses, per_instruction, first_question)
+    if meanwhile is not None:
+        meanwhile(columns.subset, pending.done)
 
-    labels = read_labels()
+    labels = pending.result()
     annotators = _annotators(benchmark, labels.annotator)
     label_item, label_annotator, label_value = _place_labels(
         labels, question_ids, question_instruction, first_question, responses, items, annotators
@@ -525,23 +558,25 @@ def _place_labels(
     """Return (item, annotator index, value) of each label of a counted annotator.
 
     Ten million labels make every gather count, so each id lookup answers with what the label
-    needs and what checks it at once: a question id gives instruction × ranks + rank in its
-    instruction, a response id its first item × instructions + its instruction. A label whose
-    question belongs to another instruction than its response cannot be placed: left out.
+    needs and what checks it at once, packed in bit fields: a question id gives its instruction
+    and its rank in that instruction, a response id its first item and its instruction. A label
+    whose question belongs to another instruction than its response cannot be placed: left out.
     """
-    n_instructions = max(len(first_question), 1)
     rank = np.arange(len(question_ids)) - first_question[question_instruction]
-    ranks = int(rank.max()) + 1 if len(rank) else 1
+    rank_bits = _bits(int(rank.max()) if len(rank) else 0)
+    instruction_bits = _bits(len(first_question) - 1)
     by_id = np.argsort(question_ids)
-    question = _Positions(question_ids[by_id], (question_instruction * ranks + rank)[by_id])(
+    question = _Positions(question_ids[by_id], ((question_instruction << rank_bits) | rank)[by_id])(
         labels.question
     )
-    response = _Positions(responses.ids, items.offset * n_instructions + responses.instruction)(
-        labels.response
-    )
+    response = _Positions(
+        responses.ids, (items.offset << instruction_bits) | responses.instruction
+    )(labels.response)
     annotator = annotators.positions(labels.annotator)
-    kept = (annotator >= 0) & (question >= 0) & (response >= 0)
-    kept &= question // ranks == response % n_instructions
+    # An unknown question (-1) has instruction -1, which no response has.
+    kept = (question >> rank_bits) == (response & ((1 << instruction_bits) - 1))
+    kept &= response >= 0
+    kept &= annotator >= 0
     value = labels.value
     if not kept.all():
         annotator, question, response, value = (
@@ -550,7 +585,14 @@ def _place_labels(
             response[kept],
             value[kept],
         )
-    return response // n_instructions + question % ranks, annotator, value.astype(np.int8)
+    item = response >> instruction_bits
+    item += question & ((1 << rank_bits) - 1)
+    return item, annotator, value.astype(np.int8)
+
+
+def _bits(highest: int) -> int:
+    """Return how many bits hold every number from 0 to `highest`."""
+    return max(int(highest), 0).bit_length()
 
 
 def _shown_labels(benchmark, responses: _ResponseColumns, annotators: _Annotators) -> np.ndarray:

@@ -44,19 +44,20 @@ from evaluation.stats import (
     NO,
     UNKNOWN,
     YES,
-    accuracy,
+    accuracy_from_pairs,
     drfr_by_bits,
     drfr_categories,
     drfr_counts,
     fleiss_kappa,
+    judged_levels,
+    label_pairs,
     level_distribution,
-    levels_from_votes,
     majority_from_votes,
     pld,
     ratio,
     score_categories,
 )
-from evaluation.stats.bootstrap import percentile_interval, ratio_resampler, weight_chunks
+from evaluation.stats.bootstrap import WeightStream, percentile_interval, ratio_resampler
 from evaluation.stats.kappa import kappa_resampler
 
 SUBSETS = ("easy", "hard", "overall")
@@ -142,8 +143,8 @@ class Bootstrap:
     (`ci_low`, `ci_high`) when `resolve` runs.
     """
 
-    def __init__(self, n_instructions: int, rng: np.random.Generator, n_resamples: int):
-        self.n_instructions, self.rng, self.n_resamples = n_instructions, rng, n_resamples
+    def __init__(self, n_instructions: int, weights: WeightStream):
+        self.n_instructions, self.weights = n_instructions, weights
         self.level = 0.95
         self.groups: dict[bytes, dict] = {}
 
@@ -177,7 +178,7 @@ class Bootstrap:
             batch = _RatioBatch(
                 np.hstack([r[1] for r in ratios]), np.hstack([r[2] for r in ratios]), ratio_samples
             )
-        for weights in weight_chunks(len(group["index"]), self.n_resamples, self.rng):
+        for weights in self.weights.chunks(len(group["index"])):
             if kappas:
                 kappa_samples.append(
                     np.stack([resample(weights) for _, resample in kappas], axis=1)
@@ -197,10 +198,31 @@ class Bootstrap:
                 row["ci_low"], row["ci_high"] = _number(lo), _number(hi)
 
 
+# Weights drawn while the labels are read: at most 2**26 (64 MB, one byte each).
+_DRAW_AHEAD_CELLS = 1 << 26
+
+
+def _draw_ahead(weights: WeightStream, instruction_subset: np.ndarray, labels_read) -> None:
+    """Draw the bootstrap's weights while the labels are being read, for the sets of
+    instructions it will most likely resample first: the leaderboard's first source over the
+    easy, the hard and all instructions, which are the subsets themselves unless that source
+    left whole instructions unlabelled (then the weights are drawn again: same numbers)."""
+    sizes = [
+        len(instruction_subset)
+        if subset == "overall"
+        else int(np.count_nonzero(instruction_subset == SUBSET_CODES[subset]))
+        for subset in SUBSETS
+    ]
+    weights.draw_ahead(
+        [size for size in sizes if size], stop=labels_read, max_cells=_DRAW_AHEAD_CELLS
+    )
+
+
 # --- Label-level results, computed in pieces of instructions ------------------------------------
 
-# Items per piece: about 2**18 × 3 labels, so a piece's temporary arrays stay within a few MB.
-PIECE_ITEMS = 1 << 18
+# Items per piece: about 2**19 × 3 labels, so a piece's temporary arrays stay near 12 MB (int64)
+# and a million labels are one piece, which needs no partition of the labels.
+PIECE_ITEMS = 1 << 19
 
 
 @dataclass
@@ -266,7 +288,7 @@ def _pieces(data: BenchmarkArrays, piece_items: int):
         yield _Piece(
             instructions=slice(int(bounds[p]), int(bounds[p + 1])),
             items=slice(first, int(item_bounds[p + 1])),
-            item=columns[0][labels] - first,
+            item=columns[0][labels] - first if first else columns[0][labels],
             annotator=columns[1][labels],
             value=columns[2][labels],
         )
@@ -316,8 +338,8 @@ def _label_results(
     )
     for piece in _pieces(data, piece_items):
         row = row_of[piece.annotator]
-        own = row >= 0
-        values[row[own], piece.items.start + piece.item[own]] = piece.value[own]
+        rows, items, piece_values = _where(row >= 0, row, piece.item, piece.value)
+        values[rows, piece.items.start + items] = piece_values
         kinds = data.annotator_kinds[piece.annotator]
         for kind in ("expert", "crowd"):
             selected = kinds == KIND_CODES[kind]
@@ -328,21 +350,28 @@ def _label_results(
     return results
 
 
+def _where(selected: np.ndarray, *columns: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Return the columns' entries where `selected`: the columns themselves when all are."""
+    if selected.all():
+        return columns
+    return tuple(column[selected] for column in columns)
+
+
 def _kind_piece(data, piece: _Piece, selected, kind: str, majority, unknown, results) -> None:
     """Add one piece's majority, rater rows and disagreement levels of one kind of annotator
     (its labels: `selected`)."""
-    items, values = piece.item[selected], piece.value[selected]
+    items, annotators, values = _where(selected, piece.item, piece.annotator, piece.value)
     n_items = piece.items.stop - piece.items.start
-    yes = np.bincount(items[values == YES], minlength=n_items)
-    no = np.bincount(items[values == NO], minlength=n_items)
-    labelled = np.bincount(items, minlength=n_items) > 0
+    # Labels per item and value (NO, YES, UNKNOWN), one count for all three.
+    counts = np.bincount(items * 3 + values, minlength=3 * n_items).reshape(n_items, 3)
+    yes, no = counts[:, YES], counts[:, NO]
+    labelled = (counts[:, UNKNOWN] + yes + no) > 0
     votes = majority_from_votes(yes, no)
     majority.values[piece.items] = np.where(labelled, votes.values, MISSING)
     majority.ties += int(np.count_nonzero(votes.ties[labelled]))
     majority.no_votes += int(np.count_nonzero(votes.no_votes[labelled]))
     majority.voted_items += int(np.count_nonzero(labelled))
     results.levels[kind] += _disagreement_levels(data, piece, yes, no)
-    annotators = piece.annotator[selected]
     results.raters[kind].append(_rater_counts(data, piece, items, annotators, values, unknown))
 
 
@@ -496,29 +525,30 @@ def _distinct_keys(key: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray]:
 def _rater_counts(data, piece: _Piece, items, annotators, values, unknown: str):
     """Per (instruction, annotator) of one kind in a piece: pairwise categories from the yes
     and counted items per system, DRFR protocol; rows in (instruction, annotator) order."""
-    items = items + piece.items.start
-    instruction = data.item_instruction[items]
     n_annotators = len(data.annotator_names)
-    key = (instruction - piece.instructions.start) * n_annotators + annotators
     n_instructions = piece.instructions.stop - piece.instructions.start
-    keys, rater = _distinct_keys(key, n_instructions * n_annotators)
-    cell = rater * data.n_systems + data.item_system[items]
-    size = len(keys) * data.n_systems
-    yes = np.bincount(cell, weights=values == YES, minlength=size)
+    first_key = (data.item_instruction[piece.items] - piece.instructions.start) * n_annotators
+    keys, rater = _distinct_keys(first_key[items] + annotators, n_instructions * n_annotators)
+    # Labels per rater, system and value (NO, YES, UNKNOWN), one count for all.
+    cell = rater * data.n_systems
+    cell += data.item_system[piece.items][items]
+    cell *= 3
+    cell += values
+    counts = np.bincount(cell, minlength=len(keys) * data.n_systems * 3).reshape(
+        len(keys), data.n_systems, 3
+    )
+    yes = np.ascontiguousarray(counts[:, :, YES])
     if unknown == "no":
-        touched = np.bincount(cell, minlength=size) > 0
+        touched = counts.sum(axis=2) > 0
         per_question = data.questions_per_instruction[
             keys // n_annotators + piece.instructions.start
         ]
-        counted = touched.reshape(-1, data.n_systems) * per_question[:, None]
+        counted = touched * per_question[:, None]
     elif unknown == "official":
-        counted = np.bincount(cell, minlength=size)
+        counted = counts.sum(axis=2)
     else:
-        counted = np.bincount(cell, weights=(values == YES) | (values == NO), minlength=size)
-    shape = (len(keys), data.n_systems)
-    categories, defined = drfr_categories(
-        yes.astype(np.int64).reshape(shape), np.asarray(counted, dtype=np.int64).reshape(shape)
-    )
+        counted = yes + counts[:, :, NO]
+    categories, defined = drfr_categories(yes, counted)
     return keys // n_annotators + piece.instructions.start, categories, defined
 
 
@@ -562,8 +592,11 @@ def _rated_items(instruction, categories, defined) -> RatedItems:
     candidates = raters[raters >= 2]
     n = int(np.bincount(candidates).argmax()) if len(candidates) else 0
     keep = valid & (np.cumsum(valid, axis=1) <= n)
-    counts = np.stack([((grid == c) & keep).sum(axis=1) for c in (1, 0, -1)], axis=-1)
-    return RatedItems(counts.reshape(-1, 3), np.repeat(instructions, n_pairs), raters, n)
+    # Each kept rating's column: category 1, 0, -1 counts in column 0, 1, 2 (3: not kept).
+    column = np.where(keep, 1 - grid, 3)
+    item = np.arange(len(instructions) * n_pairs).reshape(len(instructions), 1, n_pairs)
+    counts = np.bincount((item * 4 + column).reshape(-1), minlength=item.size * 4)
+    return RatedItems(counts.reshape(-1, 4)[:, :3], np.repeat(instructions, n_pairs), raters, n)
 
 
 def _agreement(data, results: LabelResults, bootstrap: Bootstrap) -> list[dict]:
@@ -619,13 +652,24 @@ def _agreement_row(data, protocol, group, subset, rated: RatedItems, bootstrap) 
 def _source_rows(data, sources, counts, costs, acc_unknown: str) -> list[dict]:
     gold = next((s for s in sources if s.name == EXPERT_MAJORITY), None)
     categories = {name: drfr_categories(*c) for name, c in counts.items()}
+    item_subset = data.instruction_subset[data.item_instruction]
+    # Items by (source label, gold label) per subset code, one count per source.
+    pairs = {
+        s.name: label_pairs(s.values, gold.values, item_subset, len(SUBSET_CODES))
+        for s in (sources if gold is not None else [])
+    }
     rows = []
     for subset in SUBSETS:
         instructions = _subset_instructions(data, subset)
-        items = instructions[data.item_instruction]
         for source in sources:
             row = {"source": source.name, "source_kind": source.kind, "subset": subset}
-            row.update(_against_gold(source, gold, categories, items, instructions, acc_unknown))
+            if gold is not None:
+                subset_pairs = _in_subset(pairs[source.name], subset)
+                row.update(
+                    _against_gold(source, gold, categories, subset_pairs, instructions, acc_unknown)
+                )
+            else:
+                row.update(_NOTHING_AGAINST_GOLD)
             cost = costs[subset].get(source.name)
             row["cost_usd"] = cost.cost_usd if cost else None
             row["time_min"] = cost.time_min if cost else None
@@ -633,21 +677,28 @@ def _source_rows(data, sources, counts, costs, acc_unknown: str) -> list[dict]:
     return rows
 
 
-def _against_gold(source, gold, categories, items, instructions, acc_unknown: str) -> dict:
-    empty = {
-        "acc": None,
-        "compared": 0,
-        "pld0": None,
-        "pld1": None,
-        "pld2": None,
-        "wpld": None,
-        "pairs": 0,
-    }
-    if gold is None:
-        return empty
-    acc = accuracy(
-        source.values[items], gold.values[items], unknown_is_wrong=acc_unknown == "wrong"
-    )
+def _in_subset(per_subset_code: np.ndarray, subset: str) -> np.ndarray:
+    """Return the entry of a subset from values per subset code (overall: their sum)."""
+    if subset == "overall":
+        return per_subset_code.sum(axis=0)
+    return per_subset_code[SUBSET_CODES[subset]]
+
+
+_NOTHING_AGAINST_GOLD = {
+    "acc": None,
+    "compared": 0,
+    "pld0": None,
+    "pld1": None,
+    "pld2": None,
+    "wpld": None,
+    "pairs": 0,
+}
+
+
+def _against_gold(source, gold, categories, pairs, instructions, acc_unknown: str) -> dict:
+    """ACC of the source's items against gold (their label pairs: `pairs`), PLD of its
+    pairwise categories on `instructions`."""
+    acc = accuracy_from_pairs(pairs, unknown_is_wrong=acc_unknown == "wrong")
     source_categories, source_defined = categories[source.name]
     gold_categories, gold_defined = categories[gold.name]
     distance = pld(
@@ -671,13 +722,12 @@ def _against_gold(source, gold, categories, items, instructions, acc_unknown: st
 
 def _disagreement_levels(data, piece: _Piece, yes: np.ndarray, no: np.ndarray) -> np.ndarray:
     """Count the piece's questions at each disagreement level, of those where some system's
-    output has two YES/NO votes (votes per item of the piece: `yes`, `no`)."""
+    output has two YES/NO votes (votes per item of the piece: `yes`, `no`; an item is one
+    system's output for one question, responses being unique per instruction and system)."""
     question = data.item_question[piece.items]
-    question = question - question.min()  # the piece's questions, from 0
-    cells = np.zeros((2, int(question.max()) + 1, data.n_systems), dtype=np.int64)
-    cells[:, question, data.item_system[piece.items]] = yes, no
-    judged = (cells[0] + cells[1] >= 2).any(axis=1)
-    return level_distribution(levels_from_votes(cells[0][judged], cells[1][judged]), data.n_systems)
+    first = int(question.min())
+    levels = judged_levels(yes, no, question - first, int(question.max()) - first + 1)
+    return level_distribution(levels, data.n_systems)
 
 
 def _disagreement(results: LabelResults) -> list[dict]:
@@ -811,8 +861,13 @@ def report_build(
     _check_conventions(unknown, acc_unknown)
     n_resamples = settings.REPORT_BOOTSTRAP_RESAMPLES if n_resamples is None else n_resamples
     seed = settings.REPORT_BOOTSTRAP_SEED if seed is None else seed
-    data = benchmark_arrays(benchmark=benchmark) if data is None else data
-    bootstrap = Bootstrap(data.n_instructions, np.random.default_rng(seed), n_resamples)
+    weights = WeightStream(np.random.default_rng(seed), n_resamples)
+    if data is None:
+        data = benchmark_arrays(
+            benchmark=benchmark,
+            meanwhile=lambda subset, labels_read: _draw_ahead(weights, subset, labels_read),
+        )
+    bootstrap = Bootstrap(data.n_instructions, weights)
     results = _label_results(data, unknown, piece_items)
     sources = results.sources
     counts = {s.name: _instruction_system_counts(data, s, unknown) for s in sources}

@@ -10,11 +10,19 @@ Celery, `annotate` or any other `evaluation` module (an import-linter contract i
 pyproject.toml enforces it). The database and report layers call in, never the reverse.
 """
 
-from evaluation.stats.agreement import AccuracyResult, PldResult, accuracy, pld
+from evaluation.stats.agreement import (
+    AccuracyResult,
+    PldResult,
+    accuracy,
+    accuracy_from_pairs,
+    label_pairs,
+    pld,
+)
 from evaluation.stats.bootstrap import cluster_weights, ratio_ci
 from evaluation.stats.codes import MISSING, NO, UNKNOWN, YES
 from evaluation.stats.disagreement import (
     disagreement_levels,
+    judged_levels,
     level_distribution,
     levels_from_votes,
 )
@@ -39,12 +47,15 @@ __all__ = [
     "PldResult",
     "VoteResult",
     "accuracy",
+    "accuracy_from_pairs",
     "cluster_weights",
     "disagreement_levels",
     "drfr_by_bits",
     "drfr_categories",
     "drfr_counts",
     "fleiss_kappa",
+    "judged_levels",
+    "label_pairs",
     "kappa_ci",
     "kappa_from_ratings",
     "level_distribution",

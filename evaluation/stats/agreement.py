@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from evaluation.stats.codes import MISSING, NO, YES
+from evaluation.stats.codes import MISSING, NO, UNKNOWN, YES
 
 
 @dataclass(frozen=True)
@@ -48,14 +48,48 @@ def accuracy(
             f"source and gold must be one-dimensional and aligned; got {source.shape} and "
             f"{gold.shape}"
         )
-    answered = (source != MISSING) if unknown_is_wrong else ((source == YES) | (source == NO))
-    compared = ((gold == YES) | (gold == NO)) & answered
-    n_compared = int(np.count_nonzero(compared))
-    agree = int(np.count_nonzero(source[compared] == gold[compared]))
+    groups = np.zeros(source.shape, dtype=np.intp)
+    return accuracy_from_pairs(
+        label_pairs(source, gold, groups, 1)[0], unknown_is_wrong=unknown_is_wrong
+    )
+
+
+# Label codes MISSING, NO, YES, UNKNOWN are -1..2: index code + 1 in a table of label pairs.
+_CODES = 4
+
+
+def label_pairs(
+    source: np.ndarray, gold: np.ndarray, groups: np.ndarray, n_groups: int
+) -> np.ndarray:
+    """Count the items of each group by (source label, gold label).
+
+    `groups` holds each item's group, 0..n_groups-1. Returns int64 of shape (n_groups, 4, 4):
+    [group, source code + 1, gold code + 1] (codes MISSING -1, NO 0, YES 1, UNKNOWN 2). Tables
+    of several groups add up to the table of their items together (`accuracy_from_pairs`).
+    """
+    source, gold = np.asarray(source), np.asarray(gold)
+    for name, codes in (("source", source), ("gold", gold)):
+        if codes.size and (codes.min() < MISSING or codes.max() > UNKNOWN):
+            raise ValueError(f"{name} labels must be codes {MISSING}..{UNKNOWN}")
+    key = np.asarray(groups, dtype=np.intp) * _CODES
+    key += source + 1
+    key *= _CODES
+    key += gold + 1
+    counts = np.bincount(key, minlength=n_groups * _CODES * _CODES)
+    return counts.reshape(n_groups, _CODES, _CODES)
+
+
+def accuracy_from_pairs(pairs: np.ndarray, *, unknown_is_wrong: bool = False) -> AccuracyResult:
+    """Return `accuracy` of the items counted in a (4, 4) table of `label_pairs`."""
+    answered = [NO, YES, UNKNOWN] if unknown_is_wrong else [NO, YES]
+    rows = np.asarray(answered) + 1
+    n_compared = int(pairs[np.ix_(rows, [NO + 1, YES + 1])].sum())
+    # A compared item agrees when the source gave gold's YES or NO.
+    agree = int(pairs[NO + 1, NO + 1] + pairs[YES + 1, YES + 1])
     return AccuracyResult(
         acc=agree / n_compared if n_compared else None,
         compared=n_compared,
-        skipped=int(source.size - n_compared),
+        skipped=int(pairs.sum()) - n_compared,
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -19,23 +20,31 @@ def cluster_weights(n_clusters: int, n_resamples: int, rng: np.random.Generator)
     a Multinomial(n_clusters; 1/n_clusters, ..., 1/n_clusters) sample: non-negative counts that
     sum to n_clusters. Returns int64 of shape (n_resamples, n_clusters).
     """
+    return _draw_weights(n_clusters, n_resamples, rng, np.int64)
+
+
+def _draw_weights(n_clusters: int, n_resamples: int, rng: np.random.Generator, dtype) -> np.ndarray:
+    """Return `cluster_weights` as an array of `dtype` (the counts written into it directly)."""
     if n_clusters < 0 or n_resamples < 0:
         raise ValueError("n_clusters and n_resamples must not be negative")
-    weights = np.zeros((n_resamples, n_clusters), dtype=np.int64)
-    if weights.size == 0:
-        return weights
-    dtype = np.int32 if n_clusters < 2**30 else np.int64
-    picks = rng.integers(0, n_clusters, size=(n_resamples, n_clusters), dtype=dtype)
+    if n_clusters == 0 or n_resamples == 0:
+        return np.zeros((n_resamples, n_clusters), dtype=dtype)
+    weights = np.empty((n_resamples, n_clusters), dtype=dtype)  # every row is written below
+    picks_dtype = np.int32 if n_clusters < 2**30 else np.int64
+    picks = rng.integers(0, n_clusters, size=(n_resamples, n_clusters), dtype=picks_dtype)
     # Count a few resamples per bincount call: the counts then stay in the CPU cache, which is
-    # about twice as fast as one bincount over a whole chunk.
-    rows = max(1, _COUNT_BLOCK_CELLS // n_clusters)
-    offsets = (np.arange(rows, dtype=dtype) * n_clusters)[:, None]
+    # about twice as fast as one bincount over a whole chunk. Each resample's picks are shifted
+    # into a range of their own, in one reused buffer of the index type bincount works in.
+    rows = min(n_resamples, max(1, _COUNT_BLOCK_CELLS // n_clusters))
+    offsets = (np.arange(rows, dtype=np.intp) * n_clusters)[:, None]
+    flat = np.empty((rows, n_clusters), dtype=np.intp)
     for start in range(0, n_resamples, rows):
         block = picks[start : start + rows]
-        flat = (block + offsets[: block.shape[0]]).ravel()
-        weights[start : start + block.shape[0]] = np.bincount(flat, minlength=block.size).reshape(
-            block.shape
-        )
+        shifted = flat[: block.shape[0]]
+        np.add(block, offsets[: block.shape[0]], out=shifted)
+        weights[start : start + block.shape[0]] = np.bincount(
+            shifted.reshape(-1), minlength=shifted.size
+        ).reshape(block.shape)
     return weights
 
 
@@ -47,10 +56,83 @@ def weight_chunks(
     Chunks are drawn one after the other with `cluster_weights`; each holds about 2**20 cells
     (at least one resample), so memory stays bounded for any number of resamples.
     """
+    for size in _chunk_sizes(n_clusters, n_resamples):
+        yield _draw_weights(n_clusters, size, rng, np.float64)
+
+
+def _chunk_sizes(n_clusters: int, n_resamples: int) -> list[int]:
     per_chunk = max(1, _CHUNK_CELLS // max(n_clusters, 1))
-    for start in range(0, n_resamples, per_chunk):
-        size = min(per_chunk, n_resamples - start)
-        yield cluster_weights(n_clusters, size, rng).astype(np.float64)
+    return [min(per_chunk, n_resamples - start) for start in range(0, n_resamples, per_chunk)]
+
+
+@dataclass
+class _DrawnAhead:
+    n_clusters: int
+    state: dict  # the generator's state before this set's first chunk
+    chunks: list[np.ndarray] = field(default_factory=list)
+
+
+class WeightStream:
+    """Hand out `weight_chunks` for successive sets of resamples, all drawn from one generator.
+
+    The chunks of a set depend only on the generator's state when the set begins, and that
+    state only on the seed and the numbers of clusters of the sets before it. So they can be
+    drawn ahead for the sets one expects (`draw_ahead`, while waiting for something else) and
+    handed out when a set asked for has the expected number of clusters; at the first set
+    that differs, what was drawn ahead is dropped and the generator is put back in the state
+    it had there. `chunks` gives the same weights either way, float for float.
+    """
+
+    def __init__(self, rng: np.random.Generator, n_resamples: int):
+        self.rng, self.n_resamples = rng, n_resamples
+        self._ahead: list[_DrawnAhead] = []
+        self._started = False
+
+    def draw_ahead(self, sizes: list[int], *, stop: Callable[[], bool], max_cells: int) -> None:
+        """Draw the chunks of sets of `sizes` clusters, in order, until `stop()` is true or
+        `max_cells` weights are held (kept as small integers until handed out)."""
+        if self._started:
+            raise ValueError("weights can be drawn ahead only before the first set is asked for")
+        self._started = True
+        cells = 0
+        for n_clusters in sizes:
+            drawn = _DrawnAhead(n_clusters, self.rng.bit_generator.state)
+            self._ahead.append(drawn)
+            for size in _chunk_sizes(n_clusters, self.n_resamples):
+                cells += size * n_clusters
+                if cells > max_cells or stop():
+                    return
+                weights = cluster_weights(n_clusters, size, self.rng)
+                small = weights.size == 0 or weights.max() <= np.iinfo(np.uint8).max
+                drawn.chunks.append(weights.astype(np.uint8) if small else weights)
+
+    def chunks(self, n_clusters: int) -> Iterator[np.ndarray]:
+        """Return the float64 weight chunks of the next set of resamples, of `n_clusters`
+        clusters: those of `weight_chunks(n_clusters, n_resamples, rng)` had no set been drawn
+        ahead. Chunks drawn ahead come in one buffer that the next chunk overwrites: use each
+        before asking for the next."""
+        self._started = True
+        drawn = self._ahead.pop(0) if self._ahead else None
+        if drawn is not None and drawn.n_clusters != n_clusters:
+            self.rng.bit_generator.state = drawn.state
+            self._ahead.clear()
+            drawn = None
+        if drawn is None:
+            return weight_chunks(n_clusters, self.n_resamples, self.rng)
+        # Only the last set drawn ahead can be short of chunks: the generator is then where
+        # its last chunk left it.
+        rest = _chunk_sizes(n_clusters, self.n_resamples)[len(drawn.chunks) :]
+        return self._handed_out(drawn.chunks, n_clusters, rest)
+
+    def _handed_out(self, chunks: list, n_clusters: int, rest: list[int]) -> Iterator[np.ndarray]:
+        buffer = np.empty(max((c.size for c in chunks), default=0))
+        while chunks:
+            chunk = chunks.pop(0)
+            weights = buffer[: chunk.size].reshape(chunk.shape)
+            np.copyto(weights, chunk)
+            yield weights
+        for size in rest:
+            yield _draw_weights(n_clusters, size, self.rng, np.float64)
 
 
 def percentile_interval(samples: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:

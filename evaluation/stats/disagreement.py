@@ -46,3 +46,26 @@ def level_distribution(levels: np.ndarray, n_systems: int) -> np.ndarray:
     if levels.size and (levels.min() < 0 or levels.max() > n_systems):
         raise ValueError(f"levels must lie in 0..{n_systems}; got {levels.min()}..{levels.max()}")
     return np.bincount(levels.reshape(-1), minlength=n_systems + 1).astype(np.int64)
+
+
+def judged_levels(
+    yes: np.ndarray, no: np.ndarray, question: np.ndarray, n_questions: int
+) -> np.ndarray:
+    """Return the disagreement level of each question that has an output with two YES/NO votes.
+
+    The votes are given per output: output i is one system's output for question
+    `question[i]` (0..n_questions-1), with `yes[i]` YES and `no[i]` NO votes; no two outputs
+    share a question and a system. The rule is `levels_from_votes`'s (an output splits when
+    both counts are positive, the level counts the question's split outputs), applied to the
+    questions where some output has at least two YES/NO votes, as Figure 9 counts them.
+    Returns int64 levels, one per such question, in question order.
+    """
+    yes, no, question = np.asarray(yes), np.asarray(no), np.asarray(question)
+    if not yes.shape == no.shape == question.shape or yes.ndim != 1:
+        raise ValueError(
+            f"yes, no and question must be aligned 1-D arrays; got {yes.shape}, {no.shape}, "
+            f"{question.shape}"
+        )
+    levels = np.bincount(question[(yes > 0) & (no > 0)], minlength=n_questions)
+    judged = np.bincount(question[yes + no >= 2], minlength=n_questions) > 0
+    return levels[judged].astype(np.int64)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from evaluation.stats.codes import NO, YES
+from evaluation.stats.codes import MISSING, NO, UNKNOWN, YES
 
 
 def _check_groups(groups: np.ndarray, n_items: int, n_groups: int) -> np.ndarray:
@@ -37,6 +37,15 @@ def drfr_counts(
     if values.ndim != 1:
         raise ValueError(f"values must be one-dimensional; got shape {values.shape}")
     groups = _check_groups(groups, values.shape[0], n_groups)
+    codes = np.issubdtype(values.dtype, np.integer) and values.size
+    if codes and values.min() >= MISSING and values.max() <= UNKNOWN:
+        # Label codes only: one count per group and code, no selection of items.
+        key = groups * _CODES
+        key += values + (0 - MISSING)
+        by_code = np.bincount(key, minlength=n_groups * _CODES).reshape(n_groups, _CODES)
+        yes, no = by_code[:, YES - MISSING], by_code[:, NO - MISSING]
+        counted = by_code.sum(axis=1) if unknown_as_no else yes + no
+        return yes.astype(np.int64), counted.astype(np.int64)
     is_yes = values == YES
     yes = np.bincount(groups[is_yes], minlength=n_groups).astype(np.int64)
     if unknown_as_no:
@@ -44,6 +53,10 @@ def drfr_counts(
     else:
         counted = np.bincount(groups[is_yes | (values == NO)], minlength=n_groups).astype(np.int64)
     return yes, counted
+
+
+# Label codes MISSING..UNKNOWN (-1..2), counted per group in one bincount.
+_CODES = UNKNOWN - MISSING + 1
 
 
 def ratio(yes: np.ndarray, counted: np.ndarray) -> np.ndarray:

@@ -18,13 +18,19 @@ from annotate.models import (
     Annotator,
     AnnotatorKind,
     AssignmentStatus,
+    Instruction,
     Label,
     Subset,
     System,
     Task,
 )
 from evaluation.conventions import UNKNOWN_MODES
-from evaluation.selectors.report_data import benchmark_arrays, label_columns_meanwhile
+from evaluation.selectors import report_data
+from evaluation.selectors.report_data import (
+    benchmark_arrays,
+    fetch_label_columns,
+    label_columns_meanwhile,
+)
 from evaluation.services.reports import labels_aggregated_csv, piece_bounds, report_build
 from tests.evaluation.conftest import _label
 from tests.factories import (
@@ -156,12 +162,48 @@ def test_labels_read_on_a_second_connection_give_the_same_report(pieces_bench):
     if connection.vendor != "postgresql":
         pytest.skip("the labels are read on a second connection on PostgreSQL only")
     assert not connection.in_atomic_block
-    waiting = label_columns_meanwhile(pieces_bench.pk)
-    assert isinstance(waiting.__self__, Future)  # read by the thread
+    pending = label_columns_meanwhile(pieces_bench.pk)
+    assert isinstance(pending, Future)  # read by the thread
     stored = Label.objects.filter(response__instruction__benchmark=pieces_bench).count()
     # All but the rejected and the blocked worker's labels.
-    assert len(waiting().value) == stored - 8
+    assert len(pending.result().value) == stored - 8
     threaded = report_build(benchmark=pieces_bench)
     with transaction.atomic():
         in_line = report_build(benchmark=pieces_bench)
     assert _without_time(threaded) == _without_time(in_line)
+
+
+class _ReadAfter:
+    """Labels that the report sees as still being read for the first `polls` checks."""
+
+    def __init__(self, benchmark_id: int, polls: int):
+        self.benchmark_id, self.polls = benchmark_id, polls
+
+    def done(self) -> bool:
+        self.polls -= 1
+        return self.polls < 0
+
+    def result(self):
+        return fetch_label_columns(self.benchmark_id)
+
+
+@pytest.mark.parametrize("polls", [0, 1, 2, 3, 1000])
+@pytest.mark.parametrize("first_expert_skips_i3", [False, True])
+def test_weights_drawn_while_the_labels_are_read_give_the_same_report(
+    pieces_bench, monkeypatch, polls, first_expert_skips_i3
+):
+    """The bootstrap draws its weights ahead for the easy, hard and all instructions while the
+    labels are read, for as long as they are: the report is the same however far it got, and
+    when the first source's sets of instructions are not the subsets (expert-1 never labelled
+    i3, so its easy set has one instruction, not two) the weights are drawn again."""
+    if first_expert_skips_i3:
+        i3 = Instruction.objects.filter(benchmark=pieces_bench).order_by("id").last()
+        assert Label.objects.filter(annotator__name="expert-1", response__instruction=i3).delete()[
+            0
+        ]
+    data = benchmark_arrays(benchmark=pieces_bench)
+    # Few resamples, so that the intervals depend on which weights were drawn.
+    expected = report_build(benchmark=pieces_bench, data=data, n_resamples=9)
+    monkeypatch.setattr(report_data, "label_columns_meanwhile", lambda pk: _ReadAfter(pk, polls))
+    report = report_build(benchmark=pieces_bench, n_resamples=9)
+    assert _without_time(report) == _without_time(expected)

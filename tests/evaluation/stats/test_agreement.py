@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 from evaluation.stats import MISSING, NO, UNKNOWN, YES, accuracy, pld
+from evaluation.stats.agreement import accuracy_from_pairs, label_pairs
 
 M, N, Y, U = MISSING, NO, YES, UNKNOWN
 
@@ -34,6 +35,30 @@ def test_accuracy_with_nothing_to_compare():
 def test_accuracy_refuses_misaligned_arrays():
     with pytest.raises(ValueError, match="aligned"):
         accuracy(np.array([Y, N]), np.array([Y]))
+
+
+@pytest.mark.parametrize("unknown_is_wrong", [False, True])
+def test_accuracy_from_pair_counts_of_groups_added_up(unknown_is_wrong):
+    """The items of the first test in two groups: each group's table gives that group's
+    accuracy, and the tables added up give the accuracy of all the items."""
+    gold = np.array([Y, Y, N, N, U, Y, Y])
+    source = np.array([Y, N, N, U, Y, M, Y])
+    groups = np.array([1, 0, 1, 0, 0, 1, 1])
+    pairs = label_pairs(source, gold, groups, 2)
+    assert pairs.shape == (2, 4, 4) and pairs.sum() == 7
+    assert pairs[1, Y + 1, Y + 1] == 2 and pairs[1, M + 1, Y + 1] == 1
+    for group in (0, 1):
+        assert accuracy_from_pairs(pairs[group], unknown_is_wrong=unknown_is_wrong) == accuracy(
+            source[groups == group], gold[groups == group], unknown_is_wrong=unknown_is_wrong
+        )
+    together = accuracy_from_pairs(pairs.sum(axis=0), unknown_is_wrong=unknown_is_wrong)
+    assert together == accuracy(source, gold, unknown_is_wrong=unknown_is_wrong)
+    assert together.acc == pytest.approx(3 / 5 if unknown_is_wrong else 3 / 4)
+
+
+def test_label_pairs_refuse_codes_that_are_not_labels():
+    with pytest.raises(ValueError, match="source labels must be codes -1..2"):
+        label_pairs(np.array([Y, 3]), np.array([Y, Y]), np.zeros(2, dtype=int), 1)
 
 
 def test_pld_distribution_and_weighted_mean():

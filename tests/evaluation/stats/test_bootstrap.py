@@ -2,7 +2,12 @@ import numpy as np
 import pytest
 
 from evaluation.stats import cluster_weights, ratio_ci
-from evaluation.stats.bootstrap import percentile_interval, ratio_resamples
+from evaluation.stats.bootstrap import (
+    WeightStream,
+    percentile_interval,
+    ratio_resamples,
+    weight_chunks,
+)
 
 
 def test_cluster_weights_count_draws_of_each_cluster():
@@ -108,3 +113,51 @@ def test_percentile_interval_needs_half_of_the_resamples_defined():
 def test_level_outside_0_1_is_refused():
     with pytest.raises(ValueError, match="level"):
         ratio_ci(np.ones((3, 1)), np.ones((3, 1)), np.random.default_rng(0), level=95)
+
+
+def _stream_chunks(stream: WeightStream, sizes: list[int]) -> list[list[np.ndarray]]:
+    return [[chunk.copy() for chunk in stream.chunks(size)] for size in sizes]
+
+
+def _plain_chunks(seed: int, sizes: list[int], n_resamples: int) -> list[list[np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    return [list(weight_chunks(size, n_resamples, rng)) for size in sizes]
+
+
+def _same(first: list[list[np.ndarray]], second: list[list[np.ndarray]]) -> bool:
+    """Tell whether both hold the same sets of chunks, dtype and values."""
+    if [len(chunks) for chunks in first] != [len(chunks) for chunks in second]:
+        return False
+    pairs = [pair for a, b in zip(first, second, strict=True) for pair in zip(a, b, strict=True)]
+    return all(x.dtype == y.dtype and np.array_equal(x, y) for x, y in pairs)
+
+
+@pytest.mark.parametrize("stop_after", [0, 1, 2, 3, 5, 100])
+@pytest.mark.parametrize(
+    "asked", [[300_000, 100_000, 400_000], [300_000, 7, 400_000, 300_000], [5, 300_000]]
+)
+def test_weights_drawn_ahead_are_those_drawn_when_asked(stop_after, asked):
+    """Sets of 300,000 clusters come in chunks of 3 resamples (2**20 cells each): drawing
+    ahead may stop inside a set, and the sets asked for may differ from those expected from
+    the first, the second or no set on. The weights are those of weight_chunks in every case."""
+    polls = iter(range(stop_after, -1, -1))
+    stream = WeightStream(np.random.default_rng(21), n_resamples=8)
+    stream.draw_ahead(
+        [300_000, 100_000, 400_000], stop=lambda: next(polls, 0) == 0, max_cells=1 << 30
+    )
+    assert _same(_stream_chunks(stream, asked), _plain_chunks(21, asked, 8))
+
+
+def test_weights_drawn_ahead_stop_at_the_cell_budget():
+    stream = WeightStream(np.random.default_rng(4), n_resamples=10)
+    stream.draw_ahead([300_000, 300_000], stop=lambda: False, max_cells=2 * 3 * 300_000)
+    assert [len(drawn.chunks) for drawn in stream._ahead] == [2]
+    asked = [300_000, 300_000]
+    assert _same(_stream_chunks(stream, asked), _plain_chunks(4, asked, 10))
+
+
+def test_weights_are_drawn_ahead_only_before_the_first_set():
+    stream = WeightStream(np.random.default_rng(0), n_resamples=4)
+    list(stream.chunks(3))
+    with pytest.raises(ValueError, match="before the first set"):
+        stream.draw_ahead([3], stop=lambda: False, max_cells=100)

@@ -1,7 +1,15 @@
 import numpy as np
 import pytest
 
-from evaluation.stats import MISSING, NO, UNKNOWN, YES, disagreement_levels, level_distribution
+from evaluation.stats import (
+    MISSING,
+    NO,
+    UNKNOWN,
+    YES,
+    disagreement_levels,
+    judged_levels,
+    level_distribution,
+)
 
 M, N, Y, U = MISSING, NO, YES, UNKNOWN
 
@@ -33,3 +41,28 @@ def test_levels_beyond_the_system_count_are_refused():
 def test_labels_must_be_three_dimensional():
     with pytest.raises(ValueError, match="n_questions, n_systems, n_annotators"):
         disagreement_levels(np.array([[Y, N]]))
+
+
+def test_judged_levels_apply_the_rule_to_votes_given_per_output():
+    """The labels of the first test as vote counts per (question, system) output, listed in a
+    shuffled order: the fourth question, with no output of two YES/NO votes, is not judged."""
+    labels = np.array(
+        [
+            [[Y, Y, Y], [Y, N, Y]],
+            [[Y, U, Y], [N, M, N]],
+            [[Y, N, M], [N, Y, U]],
+            [[U, U, U], [Y, M, M]],
+        ]
+    )
+    yes = (labels == Y).sum(axis=2).ravel()
+    no = (labels == N).sum(axis=2).ravel()
+    question = np.repeat(np.arange(4), 2)
+    order = np.array([5, 0, 7, 2, 6, 1, 3, 4])
+    levels = judged_levels(yes[order], no[order], question[order], 4)
+    assert levels.tolist() == [1, 0, 2]
+    assert levels.tolist() == disagreement_levels(labels)[:3].tolist()
+
+
+def test_judged_levels_with_no_outputs():
+    none = np.zeros(0, dtype=np.int64)
+    assert judged_levels(none, none, none, 0).tolist() == []

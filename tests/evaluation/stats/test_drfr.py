@@ -63,3 +63,22 @@ def test_by_bits_summed_over_groups_matches_counts_per_bit():
         expected_yes, expected_counted = drfr_counts(values[has_bit], groups[has_bit], 9)
         assert yes[:, bit].tolist() == expected_yes.tolist()
         assert counted[:, bit].tolist() == expected_counted.tolist()
+
+
+@pytest.mark.parametrize("unknown_as_no", [False, True])
+def test_counts_of_label_codes_equal_counts_of_any_values(unknown_as_no):
+    """Label codes are counted in one pass per group and code; values of another kind (floats,
+    a code outside -1..2) item by item: the same counts."""
+    rng = np.random.default_rng(5)
+    values = rng.integers(-1, 3, 400).astype(np.int8)
+    groups = rng.integers(0, 9, 400)
+    counted_codes = drfr_counts(values, groups, 9, unknown_as_no=unknown_as_no)
+    counted_floats = drfr_counts(values.astype(float), groups, 9, unknown_as_no=unknown_as_no)
+    for codes, floats in zip(counted_codes, counted_floats, strict=True):
+        assert codes.dtype == np.int64 and codes.tolist() == floats.tolist()
+    # A value 7 is neither YES nor NO: it counts only when every given item counts.
+    with_seven = drfr_counts(
+        np.append(values, 7), np.append(groups, 0), 9, unknown_as_no=unknown_as_no
+    )
+    assert with_seven[0].tolist() == counted_codes[0].tolist()
+    assert with_seven[1][0] == counted_codes[1][0] + unknown_as_no
