@@ -5,10 +5,11 @@ workers share it; each chunk runs the same executor on its own keys and the last
 finishes the run (`engine_run_dispatch`, `engine_run_chunk_execute`).
 
 Execution: worker threads (the endpoint's concurrency) only talk to the API; the thread that
-called `engine_run_execute` stores their results every BATCH_SECONDS in one transaction (calls,
-the protocol's own rows, unit statuses, run counters), beats the heartbeat and watches for a
-stop asked from a page. A crash loses at most the last batch window of answers; a rerun does
-only the units not stored as done.
+called `engine_run_execute` stores their results in one transaction per batch (calls, the
+protocol's own rows, unit statuses, run counters) once a burst of replies is in, at most
+BATCH_SECONDS after the first, beats the heartbeat and watches for a stop asked from a page. A
+crash loses at most the last batch window of answers; a rerun does only the units not stored as
+done.
 """
 
 from __future__ import annotations
