@@ -52,22 +52,28 @@ class RequestBody(dict):
     """
 
     _json: bytes | None = None
+    _text: str | None = None  # the same JSON as text, for the database (no decoding back)
 
     def json_bytes(self) -> bytes:
         if self._json is None:
-            self._json = body_json(self)
+            self._text = _json_text(self)
+            self._json = self._text.encode()
         return self._json
 
     def cached_json(self) -> str | None:
         """The JSON text if it was made already (by sending the body), else None."""
-        return self._json.decode() if self._json is not None else None
+        return self._text
 
 
 def body_json(body: Mapping[str, Any]) -> bytes:
     """Encode a body as the `openai` client does (compact, UTF-8, no NaN): the same bytes."""
     if isinstance(body, RequestBody) and body._json is not None:
         return body._json
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    return _json_text(body).encode()
+
+
+def _json_text(body: Mapping[str, Any]) -> str:
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 def _content(body: Mapping[str, Any]) -> bytes:

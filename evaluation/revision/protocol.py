@@ -15,6 +15,7 @@ from typing import Any
 
 from django.urls import reverse
 
+from annotate.engine.bulk import rows_insert
 from annotate.engine.protocols import RunContext, UnitResult
 from annotate.revision.models import Turn
 from annotate.revision.prompting import Prompt
@@ -52,6 +53,7 @@ class RevisionJudgeProtocol:
         # The engine loads a run's units in slices; each training turn's example is formatted
         # once per run.
         self._blocks: dict[int, judges.ExampleBlocks] = {}
+        self._tasks: dict[int, str] = {}  # judge run id -> its task, read once per run
 
     def units(self, run) -> list[str]:
         judge = _judge(run)
@@ -118,19 +120,23 @@ class RevisionJudgeProtocol:
         return ctx.chat(work.messages(), purpose=work.task).reply
 
     def store(self, run, results: list[UnitResult]) -> None:
-        """Write the batch's predictions at once (replacing earlier failed or unread ones)."""
-        judge = _judge(run)
+        """Write the batch's predictions with one statement (replacing earlier failed or unread
+        ones). It runs in the engine's writer, between the workers' calls: no per-row model
+        work and no query for the judge run on every batch."""
+        judge_id = run.params["judge_run"]
+        task = self._tasks.get(judge_id)
+        if task is None:
+            task = self._tasks[judge_id] = _judge(run).task
         rows = [
-            RevisionPrediction(
-                run=judge,
-                turn_id=_turn_id(result.key),
-                label=judges.parse_label(judge.task, result.value or ""),
-                reply=result.value or "",
-            )
+            (judge_id, _turn_id(result.key), judges.parse_label(task, result.value or ""),
+             result.value or "", "")
             for result in results
             if result.finished and not result.failed
-        ]
-        RevisionPrediction.objects.filter(
-            run=judge, turn_id__in=[row.turn_id for row in rows]
-        ).delete()
-        RevisionPrediction.objects.bulk_create(rows)
+        ]  # fmt: skip
+        rows_insert(
+            RevisionPrediction,
+            ["run", "turn", "label", "reply", "error"],
+            rows,
+            on_conflict="(run_id, turn_id) DO UPDATE SET label = excluded.label, "
+            "reply = excluded.reply, error = excluded.error",
+        )

@@ -5,10 +5,11 @@ workers share it; each chunk runs the same executor on its own keys and the last
 finishes the run (`engine_run_dispatch`, `engine_run_chunk_execute`).
 
 Execution: worker threads (the endpoint's concurrency) only talk to the API; the thread that
-called `engine_run_execute` stores their results every BATCH_SECONDS in one transaction (calls,
-the protocol's own rows, unit statuses, run counters), beats the heartbeat and watches for a
-stop asked from a page. A crash loses at most the last batch window of answers; a rerun does
-only the units not stored as done.
+called `engine_run_execute` stores their results in one transaction per batch (calls, the
+protocol's own rows, unit statuses, run counters) once a burst of replies is in, at most
+BATCH_SECONDS after the first, beats the heartbeat and watches for a stop asked from a page. A
+crash loses at most the last batch window of answers; a rerun does only the units not stored as
+done.
 """
 
 from __future__ import annotations
@@ -359,6 +360,10 @@ class _Executor:
         self.results: queue.Queue[UnitResult | EngineCall] = queue.Queue()
         self.fatal: list[str] = []
         self.completion_estimate = _completion_estimate(self.endpoint)
+        # Set once `first_calls` calls have been sent (see _run_pool).
+        self.first_calls, self.calls_started = 0, 0
+        self.first_calls_sent = threading.Event()
+        self._count_lock = threading.Lock()
 
     def send(self, *, messages, unit_key, purpose, params) -> EngineCall:
         from annotate.engine.client import estimate_prompt_tokens
@@ -372,6 +377,10 @@ class _Executor:
         if not self.budget.reserve(reserved):
             self.stop.set()
             raise _CapReached
+        with self._count_lock:
+            self.calls_started += 1
+            if self.calls_started >= self.first_calls:
+                self.first_calls_sent.set()
         call = None
         try:
             call = call_send(
@@ -581,18 +590,36 @@ def calls_insert(calls: Sequence[EngineCall], *, now: datetime) -> None:
 
 
 STOP_CHECK_SECONDS = 1.0
+QUIET_SECONDS = 0.005
+_ENDED = object()  # put on the results queue by the worker that ends the last unit
+
+
+def _next_batch(results: queue.Queue) -> list:
+    """Wait for results and return them once the workers pause: no new result for
+    QUIET_SECONDS, BATCH_SECONDS after the first, or the last unit ended. Nothing if none came
+    within BATCH_SECONDS.
+
+    Replies come in bursts (the calls sent together come back together) and each worker then
+    sends its next call. Storing after the burst, while the workers wait on the API, keeps the
+    writer off the GIL they need; storing at fixed times made them wait for it mid-burst.
+    """
+    try:
+        items = [results.get(timeout=BATCH_SECONDS)]
+    except queue.Empty:
+        return []
+    deadline = time.monotonic() + BATCH_SECONDS
+    while items[-1] is not _ENDED and (left := deadline - time.monotonic()) > 0:
+        try:
+            items.append(results.get(timeout=min(QUIET_SECONDS, left)))
+        except queue.Empty:
+            break
+    return [item for item in items if item is not _ENDED]
 
 
 def _drain(run, protocol, executor: _Executor, ended: threading.Event, on_progress) -> None:
     last_beat = last_stop_check = 0.0
     while True:
-        all_ended = ended.wait(BATCH_SECONDS)
-        batch: list[UnitResult | EngineCall] = []
-        while True:
-            try:
-                batch.append(executor.results.get_nowait())
-            except queue.Empty:
-                break
+        batch: list[UnitResult | EngineCall] = _next_batch(executor.results)
         for start in range(0, len(batch), MAX_BATCH):
             chunk = batch[start : start + MAX_BATCH]
             _store(
@@ -611,7 +638,7 @@ def _drain(run, protocol, executor: _Executor, ended: threading.Event, on_progre
             last_stop_check = time.monotonic()
             if EngineRun.objects.filter(pk=run.pk, stop_requested=True).exists():
                 executor.stop.set()
-        if all_ended and executor.results.empty():
+        if ended.is_set() and executor.results.empty():
             return
 
 
@@ -619,11 +646,13 @@ def _run_pool(run, protocol, executor, keys, on_progress) -> None:
     """Do the units on `endpoint.concurrency` threads, in the keys' order, storing as they end.
 
     The first `concurrency` units are loaded (`protocol.load`) before the threads start, the
-    rest while those first calls are in flight: a 10-shot judge spends a fifth of a second
-    building its prompts, which would otherwise all come before the first call. The threads are
-    all started before any takes a unit: a thread started while others are already encoding
-    and sending requests waits for the GIL to say it started, which cost up to a quarter of a
-    second over 32 threads.
+    rest once those first calls are sent (or a unit ended without one), while they are in
+    flight: a 10-shot judge spends a fifth of a second building its prompts, which would
+    otherwise all come before the first call, and loading while the threads encode and send
+    their first requests held them back on the GIL. The threads are all started before any
+    takes a unit: a thread started while others are already encoding and sending requests
+    waits for the GIL to say it started, which cost up to a quarter of a second over 32
+    threads.
     """
     size = run.endpoint.concurrency
     work = _load(protocol, run, keys[:size])
@@ -641,22 +670,28 @@ def _run_pool(run, protocol, executor, keys, on_progress) -> None:
             try:
                 executor.do_unit(key, work.get(key))
             finally:
+                executor.first_calls_sent.set()  # a free thread needs the rest loaded
                 with lock:
                     left[0] -= 1
                     if not left[0]:
                         ended.set()
+                        executor.results.put(_ENDED)
 
     if not keys:
         ended.set()
+        executor.results.put(_ENDED)
     threads = max(1, min(size, len(keys)))
+    executor.first_calls = threads
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix=f"engine-run-{run.pk}") as pool:
         futures = [pool.submit(worker) for _ in range(threads)]
         go.set()
         try:
             try:
-                work.update(_load(protocol, run, keys[size:]))
-                for key in keys[size:]:
-                    todo.put(key)
+                if keys[size:]:
+                    executor.first_calls_sent.wait()
+                    work.update(_load(protocol, run, keys[size:]))
+                    for key in keys[size:]:
+                        todo.put(key)
             finally:
                 for _ in range(threads):
                     todo.put(None)

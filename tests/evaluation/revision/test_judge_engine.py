@@ -1,5 +1,7 @@
 """The KIWI judge and the session's model calls through the engine, against the stub over HTTP."""
 
+from types import SimpleNamespace
+
 import pytest
 from django.utils import timezone
 
@@ -55,6 +57,27 @@ def test_k_shot_judge_runs_through_the_engine_with_bm25_examples(tmp_path):
     assert prompt.count("# Rating of the Updated answer:") == 3
     assert prompt.count("\n# good\n") + prompt.count("\n# bad\n") == 2
     assert EngineCall.objects.filter(purpose="rating-judge", status="ok").count() == 1
+
+
+def test_storing_a_turn_again_replaces_its_unread_prediction(tmp_path):
+    from annotate.engine.protocols import UnitResult
+    from evaluation.revision.models import RevisionPrediction
+    from evaluation.revision.protocol import RevisionJudgeProtocol
+
+    study = sample_study(tmp_path)
+    run = judge_run_create(
+        study=study, task="rating-judge", mode="zero-shot", seed=2, now=timezone.now()
+    )
+    (turn,) = run.split["test"]
+    RevisionPrediction.objects.create(run=run, turn_id=turn, label="", error="timed out")
+    protocol, handle = RevisionJudgeProtocol(), SimpleNamespace(params={"judge_run": run.pk})
+    (key,) = protocol.units(handle)
+    protocol.store(
+        handle, [UnitResult(key=key, value="Good"), UnitResult(key=key + "0", error="x")]
+    )
+    assert list(run.predictions.values_list("turn_id", "label", "reply", "error")) == [
+        (turn, "good", "Good", "")
+    ]
 
 
 def test_a_session_turn_calls_the_systems_endpoint_with_the_a1_prompts(
