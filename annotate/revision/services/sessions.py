@@ -66,6 +66,7 @@ def session_assign(*, study: Study, user: AbstractBaseUser, now: datetime) -> Re
     session per system. The pair chosen is the first question (in study order) the annotator
     has not done, with its first system that has no session yet.
     """
+    failed = None
     while True:
         active = RevisionSession.objects.filter(
             study=study, annotator=user, status=SessionStatus.ACTIVE
@@ -89,6 +90,10 @@ def session_assign(*, study: Study, user: AbstractBaseUser, now: datetime) -> Re
         except IntegrityError:
             # Another transaction took the pair (or this annotator started in another tab) and
             # committed: its session is visible to the next statement, so the loop moves on.
+            # The same pair failing twice is some other integrity error: not hidden.
+            if pair == failed:
+                raise
+            failed = pair
             continue
         generation_enqueue(what="initial", object_id=session.pk)
         return session
