@@ -7,6 +7,7 @@ ids, best first; ties keep the passages' stored order.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Sequence
 from typing import Protocol
@@ -67,9 +68,18 @@ class BM25Index:
         return ranked
 
 
+@functools.lru_cache(maxsize=64)
+def _bm25_index(documents: tuple[str, ...]) -> BM25Index:
+    # A question's passages are ranked again at every information-seeking turn of every
+    # session on it: building the index each time was a quarter of the background work of a
+    # turn, in the web process when generation runs in its threads. Keyed on the texts
+    # themselves, so an edited passage gets a new index.
+    return BM25Index(documents)
+
+
 def bm25_rank(query: str, documents: Sequence[str], k: int) -> list[int]:
     """Return the indexes of the k documents most BM25-similar to the query (see BM25Index)."""
-    return BM25Index(documents).top(query, k)
+    return _bm25_index(tuple(documents)).top(query, k)
 
 
 class BM25Retriever:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from typing import NamedTuple
 
 from annotate.revision import llm
 from annotate.revision.models import (
@@ -60,23 +61,31 @@ class PartialWriter:
             self.on_stored(text)
 
 
-def _retrieve(session: RevisionSession, query: str) -> list[Passage]:
+class RetrievedPassage(NamedTuple):
+    pk: int
+    title: str
+    text: str
+
+
+def _retrieve(session: RevisionSession, query: str) -> list[RetrievedPassage]:
+    """The study's retriever's top passages for the query, best first, with their titles."""
     study = session.study
-    rows = list(
-        Passage.objects.filter(question_id=session.question_id)
+    rows = [
+        RetrievedPassage(*row)
+        for row in Passage.objects.filter(question_id=session.question_id)
         .order_by("id")
-        .values_list("id", "text")
-    )
+        .values_list("id", "document__title", "text")
+    ]
     retriever = retriever_for(
         retrieval=study.retrieval, embedding_endpoint=study.embedding_endpoint
     )
-    ids = retriever.retrieve(query, rows, study.passages_per_retrieval)
-    by_id = Passage.objects.select_related("document").in_bulk(ids)
+    ids = retriever.retrieve(query, [(p.pk, p.text) for p in rows], study.passages_per_retrieval)
+    by_id = {p.pk: p for p in rows}
     return [by_id[i] for i in ids]
 
 
-def _block(passages: list[Passage]) -> str:
-    return passages_block([(p.document.title, p.text) for p in passages])
+def _block(passages: list[RetrievedPassage]) -> str:
+    return passages_block([(p.title, p.text) for p in passages])
 
 
 def session_generate_initial(

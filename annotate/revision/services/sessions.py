@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q, Subquery
 
 from annotate.compiled import CompiledQuery
 from annotate.errors import ConflictError, NotFoundError, NoWorkError, SubmissionError
@@ -66,40 +66,60 @@ def session_assign(*, study: Study, user: AbstractBaseUser, now: datetime) -> Re
     session per system. The pair chosen is the first question (in study order) the annotator
     has not done, with its first system that has no session yet.
     """
-    active = RevisionSession.objects.filter(
-        study=study, annotator=user, status=SessionStatus.ACTIVE
-    ).first()
-    if active:
-        return active
-    done_questions = RevisionSession.objects.filter(study=study, annotator=user).values(
-        "question_id"
-    )
-    for question in StudyQuestion.objects.filter(study=study).exclude(pk__in=done_questions):
-        taken = RevisionSession.objects.filter(question=question, annotator__isnull=False)
-        system = (
-            StudySystem.objects.filter(study=study)
-            .exclude(pk__in=taken.values("system_id"))
-            .order_by("position", "id")
-            .first()
-        )
-        if system is None:
-            continue
+    failed = None
+    while True:
+        active = RevisionSession.objects.filter(
+            study=study, annotator=user, status=SessionStatus.ACTIVE
+        ).first()
+        if active:
+            return active
+        pair = _free_pair(study=study, user=user)
+        if pair is None:
+            raise NoWorkError("no question is left for you in this study")
         try:
             with transaction.atomic():
                 session = RevisionSession.objects.create(
                     study=study,
-                    question=question,
-                    system=system,
+                    question_id=pair[0],
+                    system_id=pair[1],
                     annotator=user,
                     initial_status=CallStatus.PENDING,
                     initial_started_at=now,
                     created_at=now,
                 )
-        except IntegrityError:  # another annotator took the pair a moment ago
+        except IntegrityError:
+            # Another transaction took the pair (or this annotator started in another tab) and
+            # committed: its session is visible to the next statement, so the loop moves on.
+            # The same pair failing twice is some other integrity error: not hidden.
+            if pair == failed:
+                raise
+            failed = pair
             continue
         generation_enqueue(what="initial", object_id=session.pk)
         return session
-    raise NoWorkError("no question is left for you in this study")
+
+
+def _free_pair(*, study: Study, user: AbstractBaseUser) -> tuple[int, int] | None:
+    """The (question id, system id) session_assign gives next, found in one query."""
+    taken = RevisionSession.objects.filter(
+        question_id=OuterRef(OuterRef("pk")), system_id=OuterRef("pk"), annotator__isnull=False
+    )
+    first_free_system = (
+        StudySystem.objects.filter(study=study)
+        .filter(~Exists(taken))
+        .order_by("position", "id")
+        .values("pk")[:1]
+    )
+    done = RevisionSession.objects.filter(study=study, annotator=user).values("question_id")
+    return (
+        StudyQuestion.objects.filter(study=study)
+        .exclude(pk__in=done)
+        .annotate(free_system=Subquery(first_free_system))
+        .filter(free_system__isnull=False)
+        .order_by("position", "id")
+        .values_list("pk", "free_system")
+        .first()
+    )
 
 
 def _last_turn(session: RevisionSession) -> Turn | None:

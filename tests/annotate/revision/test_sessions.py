@@ -238,3 +238,40 @@ def test_with_a_broker_the_call_goes_to_celery(
     session = start(study, annotator, django_capture_on_commit_callbacks)
     session.refresh_from_db()
     assert session.initial_status == CallStatus.DONE and session.initial_answer
+
+
+def test_a_pair_taken_meanwhile_moves_the_annotator_to_the_next_free_one(
+    study, annotator, django_capture_on_commit_callbacks, monkeypatch
+):
+    from annotate.revision.services import sessions
+
+    first = start(study, UserFactory(username="ann-first"), django_capture_on_commit_callbacks)
+    found = sessions._free_pair
+    calls = []
+
+    def stale_then_fresh(**kwargs):
+        # The first look still sees the pair `first` took (read before it committed).
+        calls.append(1)
+        return (first.question_id, first.system_id) if len(calls) == 1 else found(**kwargs)
+
+    monkeypatch.setattr(sessions, "_free_pair", stale_then_fresh)
+    session = start(study, annotator, django_capture_on_commit_callbacks)
+    assert len(calls) == 2
+    # The same question's next system: the rule of §3.2 (first question, first free system).
+    assert (session.question_id, session.system_id) != (first.question_id, first.system_id)
+    assert session.question_id == first.question_id
+    assert RevisionSession.objects.filter(annotator=annotator).count() == 1
+
+
+def test_starting_a_session_runs_a_fixed_number_of_queries(
+    study, django_capture_on_commit_callbacks, django_assert_num_queries
+):
+    # Earlier annotators took every pair but the last: the query count does not grow with them.
+    for index in range(3):
+        start(study, UserFactory(username=f"early-{index}"), django_capture_on_commit_callbacks)
+    late = UserFactory(username="late")
+    # the active session, the free pair, savepoint, insert, release (the atomic block is the
+    # test's savepoint pair)
+    with django_assert_num_queries(7):
+        session = session_assign(study=study, user=late, now=timezone.now())
+    assert session.annotator == late
