@@ -242,12 +242,17 @@ def _claim_next(
             status=AssignmentStatus.CLAIMED,
             expires_at__lte=now,
         ).update(status=AssignmentStatus.EXPIRED)
+    # First past the tasks other claimers hold locked; only if some were passed over, again
+    # waiting for their locks. No candidate at all (every task full or done by this annotator,
+    # the usual end of a project and of each "submit and continue" after it) asks once.
     for skip_locked in (True, False):
-        assignment = _claim_first_free(
+        assignment, passed_over = _claim_first_free(
             annotator=annotator, project=project, now=now, skip_locked=skip_locked, batch=batch
         )
         if assignment is not None:
             return assignment
+        if not passed_over:
+            break
     raise NoWorkError(f"No task left for you in '{project.name}'. Thank you!")
 
 
@@ -290,17 +295,21 @@ def _claim_first_free(
     now: datetime,
     skip_locked: bool,
     batch: Batch | None = None,
-) -> Assignment | None:
+) -> tuple[Assignment | None, bool]:
+    """Claim the first candidate task still free under its lock: (the new assignment or None,
+    whether a candidate was passed over because another claimer held its lock)."""
     candidates = claimable_task_ids(project=project, annotator=annotator, now=now, batch=batch)
+    passed_over = False
     for task_id in candidates:
         task = _lock_task(task_id=task_id, skip_locked=skip_locked)
         if task is None:
-            continue  # another annotator is claiming it right now; try the next one
+            passed_over = True  # another annotator is claiming it right now; try the next one
+            continue
         worked, taken, system_ids = _task_standing(
             task=task, project=project, annotator=annotator, now=now
         )
         if not worked and taken < project.assignments_per_task:
-            return _assignment_create(
+            assignment = _assignment_create(
                 task=task,
                 project=project,
                 annotator=annotator,
@@ -308,7 +317,8 @@ def _claim_first_free(
                 system_ids=system_ids,
                 from_queue=True,
             )
-    return None
+            return assignment, passed_over
+    return None, passed_over
 
 
 @transaction.atomic

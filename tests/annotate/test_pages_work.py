@@ -202,6 +202,25 @@ def test_submit_that_opens_the_next_task_runs_a_fixed_number_of_queries(
     assert Label.objects.filter(assignment=assignment).count() == 30
 
 
+def test_submit_of_the_last_task_asks_for_candidates_once(
+    client, annotator_user, django_assert_num_queries
+):
+    # One instruction: after its submit nothing is left for this annotator. The next claim
+    # asks for candidates once (none) instead of again waiting for locks nobody holds.
+    project = project_with_tasks(instructions=1, systems=5, questions=6)
+    assignment = claim_for(annotator_user, project)
+    client.force_login(annotator_user)
+    answers = {f"r{n}_q{m}": "no" for n in range(1, 6) for m in range(1, 7)}
+    # the submit's 8, then savepoint, the annotator's claims, candidates (none), rollback to
+    # the savepoint and its release
+    with django_assert_num_queries(13) as captured:
+        submitted = client.post(reverse("work:assignment", args=[assignment.id]), answers)
+    assert submitted.status_code == 302
+    assert not Assignment.objects.filter(annotator__user=annotator_user, status="claimed").exists()
+    assert sum("ORDER BY taken" in q["sql"] for q in captured.captured_queries) == 1
+    assert Label.objects.filter(assignment=assignment).count() == 30
+
+
 def test_non_annotators_have_no_dashboard(client, researcher):
     client.force_login(researcher)
     assert client.get(reverse("work:dashboard")).status_code == 403
