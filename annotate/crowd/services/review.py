@@ -304,37 +304,38 @@ def bonus_create(*, assignment_id: int, amount_usd: Decimal, reason: str, user) 
     """Store a bonus and its idempotency token; `bonus_pay` sends it."""
     require_admin(user)
     assignment = _crowd_assignment(assignment_id)
-    _bonus_check(paid_for=assignment, amount_usd=amount_usd, reason=reason)
-    return Bonus.objects.create(
-        assignment=assignment,
-        amount_usd=amount_usd,
-        reason=reason.strip(),
-        unique_request_token=uuid.uuid4().hex,
-        created_by=user,
-    )
+    return _bonus_store(
+        {"assignment": assignment}, paid_for=assignment, amount_usd=amount_usd, reason=reason,
+        user=user,
+    )  # fmt: skip
 
 
 def human_answer_bonus_create(*, answer_id: int, amount_usd: Decimal, reason: str, user) -> Bonus:
     """Store a bonus for a crowd worker's answer to a human study's HIT; `bonus_pay` sends it."""
     require_admin(user)
     answer = _crowd_human_answer(answer_id)
-    _bonus_check(paid_for=answer, amount_usd=amount_usd, reason=reason)
-    return Bonus.objects.create(
-        human_answer=answer,
-        amount_usd=amount_usd,
-        reason=reason.strip(),
-        unique_request_token=uuid.uuid4().hex,
-        created_by=user,
-    )
+    return _bonus_store(
+        {"human_answer": answer}, paid_for=answer, amount_usd=amount_usd, reason=reason,
+        user=user,
+    )  # fmt: skip
 
 
-def _bonus_check(*, paid_for, amount_usd: Decimal, reason: str) -> None:
+def _bonus_store(target: dict, *, paid_for, amount_usd: Decimal, reason: str, user) -> Bonus:
+    """Check and store a bonus for `paid_for` (an Assignment or a HumanAnswer, named in
+    `target` by its Bonus field), with its idempotency token."""
     if amount_usd <= 0 or amount_usd != amount_usd.quantize(Decimal("0.01")):
         raise AnnotateError("A bonus is a positive amount in dollars and cents, e.g. 0.50.")
     if not reason.strip():
         raise AnnotateError("Give the worker a reason for the bonus.")
     if not get_platform(paid_for.annotator.platform).pays_workers:
         raise AnnotateError("This worker came through a self-hosted link: pay on that site.")
+    return Bonus.objects.create(
+        **target,
+        amount_usd=amount_usd,
+        reason=reason.strip(),
+        unique_request_token=uuid.uuid4().hex,
+        created_by=user,
+    )
 
 
 def bonus_pay(*, bonus_id: int, user, now: datetime) -> Bonus:
