@@ -58,8 +58,12 @@ def test_a_new_account_clicking_through_demo_tasks_moves_no_expert_number(page_f
     page.keyboard.press("Escape")
     assert not page.locator("dialog#key-help").is_visible()
     for number in (1, 2):
+        current = page.url
         answer_everything(page)
-        page.wait_for_url("**/annotate/assignments/*/")  # straight to the next task
+        # Straight to the next task: wait for another assignment's page (the pattern alone
+        # matched the page just submitted, and the heading was read before the redirect).
+        page.wait_for_url(lambda url, current=current: url != current and "/assignments/" in url)
+        page.wait_for_load_state("load")
         assert f"task {number + 1} of 8" in page.locator("h1").inner_text()
     assert not page.locator("details.guidelines").evaluate("e => e.open")
 
