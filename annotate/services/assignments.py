@@ -301,9 +301,16 @@ def _claim_first_free(
     candidates = claimable_task_ids(project=project, annotator=annotator, now=now, batch=batch)
     passed_over = False
     for task_id in candidates:
+        # The pass that waits for locks takes each task's lock in a savepoint, rolled back (and
+        # the lock with it) when the task is not taken: a claimer waiting for one task then holds
+        # no other, so two claimers waiting in opposite orders cannot deadlock. The first pass
+        # never waits, and saves the two statements.
+        savepoint = None if skip_locked else transaction.savepoint()
         task = _lock_task(task_id=task_id, skip_locked=skip_locked)
         if task is None:
             passed_over = True  # another annotator is claiming it right now; try the next one
+            if savepoint is not None:
+                transaction.savepoint_rollback(savepoint)
             continue
         worked, taken, system_ids = _task_standing(
             task=task, project=project, annotator=annotator, now=now
@@ -317,7 +324,11 @@ def _claim_first_free(
                 system_ids=system_ids,
                 from_queue=True,
             )
+            if savepoint is not None:
+                transaction.savepoint_commit(savepoint)
             return assignment, passed_over
+        if savepoint is not None:
+            transaction.savepoint_rollback(savepoint)
     return None, passed_over
 
 
