@@ -232,6 +232,10 @@ class LabelValue(models.IntegerChoices):
     UNKNOWN = 2, "UNKNOWN"
 
 
+# Label's partial index over the labels without an assignment (bulk imports rebuild it).
+LABEL_UNASSIGNED_INDEX = "label_unassigned"
+
+
 class Label(models.Model):
     """One annotator's answer to one decomposed question about one response."""
 
@@ -280,7 +284,7 @@ class Label(models.Model):
             models.Index(
                 fields=["annotator", "response"],
                 condition=Q(assignment__isnull=True),
-                name="label_unassigned",
+                name=LABEL_UNASSIGNED_INDEX,
             ),
         ]
 

@@ -3,6 +3,7 @@
 from functools import cache
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db import connection
 
 ADMIN = "admin"
 RESEARCHER = "researcher"
@@ -25,8 +26,6 @@ def group_names(user: AbstractBaseUser) -> list[str]:
     Plain SQL: the ORM's many-to-many read of the same rows cost five times the CPU, and every
     page runs it once for the navigation.
     """
-    from django.db import connection
-
     if user.pk is None:
         return []
     with connection.cursor() as cursor:

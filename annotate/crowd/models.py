@@ -254,7 +254,7 @@ class Bonus(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"${self.amount_usd} for {self.assignment or self.human_answer} ({self.status})"
+        return f"${self.amount_usd} for {self.paid_for} ({self.status})"
 
     @property
     def paid_for(self):

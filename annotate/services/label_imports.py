@@ -29,7 +29,14 @@ from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.utils import timezone
 
 from annotate.errors import ImportFileError
-from annotate.models import DECIDED_KIND_VALUES, Annotator, AnnotatorKind, Benchmark, LabelValue
+from annotate.models import (
+    DECIDED_KIND_VALUES,
+    LABEL_UNASSIGNED_INDEX,
+    Annotator,
+    AnnotatorKind,
+    Benchmark,
+    LabelValue,
+)
 from annotate.services.files import (
     MAX_INTEGER_DIGITS,
     NeedsRowReader,
@@ -75,8 +82,6 @@ class _Target:
 
 
 LABELS = _Target("labels", "annotate_label", "value", per_question=True)
-# Label.Meta's partial index over the labels without an assignment: every imported row enters it.
-UNASSIGNED_INDEX = "label_unassigned"
 SCORES = _Target("direct scores", "annotate_directscore", "score", per_question=False)
 
 
@@ -590,7 +595,7 @@ def _rebuilt_indexes(cursor) -> list[tuple[str, str, str]]:
         "LEFT JOIN pg_constraint con ON con.conindid = i.indexrelid AND con.conrelid = i.indrelid "
         "WHERE i.indrelid = %s::regclass AND NOT i.indisprimary "
         "AND (i.indpred IS NULL OR c.relname = %s) ORDER BY c.relname",
-        [LABELS.table, UNASSIGNED_INDEX],
+        [LABELS.table, LABEL_UNASSIGNED_INDEX],
     )
     return [
         (name, "constraint" if is_constraint else "index", definition)

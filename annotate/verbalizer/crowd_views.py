@@ -198,8 +198,7 @@ def link_work(request: HttpRequest, token: str) -> HttpResponse:
         )
         return redirect("verbalizer:crowd-link-work", token=token)
     study = participant.publication.human_study
-    prompt = crowd.link_prompt_next(participant=participant)
-    done = study.answers.filter(annotator=participant.annotator).count()
+    prompt, done, total = crowd.link_work_next(participant=participant)
     # Done with the study: the completion code (or the study site's URL) as for a batch's link,
     # to a participant who answered something; one who found every prompt full gets none.
     if prompt is None and done and study.completion_url:
@@ -208,7 +207,7 @@ def link_work(request: HttpRequest, token: str) -> HttpResponse:
         "prompt": prompt,
         "action": request.path,
         "done": done,
-        "total": study.prompts.count(),
+        "total": total,
         "completion_code": study.completion_code if prompt is None and done else "",
     }
     return render(request, "verbalizer/crowd_prompt.html", context)

@@ -607,8 +607,8 @@ def _shown_labels(benchmark, responses: _ResponseColumns, annotators: _Annotator
         return np.zeros((0, 4), dtype=np.int64)
     assignment_ids = np.array(sorted(shown), dtype=np.int64)
     table = np.stack([shown[a] for a in assignment_ids.tolist()])
-    found = np.minimum(_index_of(assignment_ids, rows[:, 3]), len(assignment_ids) - 1)
-    known = assignment_ids[found] == rows[:, 3]
+    found = _Positions(assignment_ids)(rows[:, 3])
+    known = found >= 0
     rows, found = rows[known], found[known]
     system = responses.system[_index_of(responses.ids, rows[:, 0])]
     return np.column_stack([rows[:, :3], table[found, system]])

@@ -187,7 +187,6 @@ class Bootstrap:
                 batch.add(weights)
         if ratios:
             batch.flush()
-        if ratios:
             low, high = percentile_interval(np.vstack(ratio_samples), self.level)
             rows = [row for r in ratios for row in r[0]]
             for row, lo, hi in zip(rows, low, high, strict=True):

@@ -24,7 +24,6 @@ from evaluation.stats.disagreement import (
     disagreement_levels,
     judged_levels,
     level_distribution,
-    levels_from_votes,
 )
 from evaluation.stats.drfr import drfr_by_bits, drfr_counts, ratio
 from evaluation.stats.kappa import (
@@ -59,7 +58,6 @@ __all__ = [
     "kappa_ci",
     "kappa_from_ratings",
     "level_distribution",
-    "levels_from_votes",
     "majority_from_votes",
     "majority_vote",
     "pld",

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from evaluation.stats.codes import MISSING, NO, UNKNOWN, YES
+from evaluation.stats.codes import MISSING, N_CODES, NO, UNKNOWN, YES
 
 
 @dataclass(frozen=True)
@@ -54,10 +54,6 @@ def accuracy(
     )
 
 
-# Label codes MISSING, NO, YES, UNKNOWN are -1..2: index code + 1 in a table of label pairs.
-_CODES = 4
-
-
 def label_pairs(
     source: np.ndarray, gold: np.ndarray, groups: np.ndarray, n_groups: int
 ) -> np.ndarray:
@@ -71,12 +67,12 @@ def label_pairs(
     for name, codes in (("source", source), ("gold", gold)):
         if codes.size and (codes.min() < MISSING or codes.max() > UNKNOWN):
             raise ValueError(f"{name} labels must be codes {MISSING}..{UNKNOWN}")
-    key = np.asarray(groups, dtype=np.intp) * _CODES
+    key = np.asarray(groups, dtype=np.intp) * N_CODES
     key += source + 1
-    key *= _CODES
+    key *= N_CODES
     key += gold + 1
-    counts = np.bincount(key, minlength=n_groups * _CODES * _CODES)
-    return counts.reshape(n_groups, _CODES, _CODES)
+    counts = np.bincount(key, minlength=n_groups * N_CODES * N_CODES)
+    return counts.reshape(n_groups, N_CODES, N_CODES)
 
 
 def accuracy_from_pairs(pairs: np.ndarray, *, unknown_is_wrong: bool = False) -> AccuracyResult:

@@ -22,22 +22,8 @@ def disagreement_levels(labels: np.ndarray) -> np.ndarray:
         raise ValueError(
             f"labels must have shape (n_questions, n_systems, n_annotators); got {labels.shape}"
         )
-    return levels_from_votes(
-        np.count_nonzero(labels == YES, axis=2), np.count_nonzero(labels == NO, axis=2)
-    )
-
-
-def levels_from_votes(yes: np.ndarray, no: np.ndarray) -> np.ndarray:
-    """Apply `disagreement_levels`'s rule to the YES and NO vote counts of each output.
-
-    `yes` and `no` have shape (n_questions, n_systems): how many annotators said YES (NO) to
-    that question about that system's output. An output splits when both counts are positive.
-    Returns int64 of shape (n_questions,).
-    """
-    yes, no = np.asarray(yes), np.asarray(no)
-    if yes.shape != no.shape or yes.ndim != 2:
-        raise ValueError(f"yes and no must have shape (n_questions, n_systems); got {yes.shape}")
-    return np.count_nonzero((yes > 0) & (no > 0), axis=1).astype(np.int64)
+    split = (labels == YES).any(axis=2) & (labels == NO).any(axis=2)
+    return np.count_nonzero(split, axis=1).astype(np.int64)
 
 
 def level_distribution(levels: np.ndarray, n_systems: int) -> np.ndarray:
@@ -55,7 +41,7 @@ def judged_levels(
 
     The votes are given per output: output i is one system's output for question
     `question[i]` (0..n_questions-1), with `yes[i]` YES and `no[i]` NO votes; no two outputs
-    share a question and a system. The rule is `levels_from_votes`'s (an output splits when
+    share a question and a system. The rule is `disagreement_levels`'s (an output splits when
     both counts are positive, the level counts the question's split outputs), applied to the
     questions where some output has at least two YES/NO votes, as Figure 9 counts them.
     Returns int64 levels, one per such question, in question order.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from evaluation.stats.codes import MISSING, NO, UNKNOWN, YES
+from evaluation.stats.codes import MISSING, N_CODES, NO, UNKNOWN, YES
 
 
 def _check_groups(groups: np.ndarray, n_items: int, n_groups: int) -> np.ndarray:
@@ -40,9 +40,9 @@ def drfr_counts(
     codes = np.issubdtype(values.dtype, np.integer) and values.size
     if codes and values.min() >= MISSING and values.max() <= UNKNOWN:
         # Label codes only: one count per group and code, no selection of items.
-        key = groups * _CODES
+        key = groups * N_CODES
         key += values + (0 - MISSING)
-        by_code = np.bincount(key, minlength=n_groups * _CODES).reshape(n_groups, _CODES)
+        by_code = np.bincount(key, minlength=n_groups * N_CODES).reshape(n_groups, N_CODES)
         yes, no = by_code[:, YES - MISSING], by_code[:, NO - MISSING]
         counted = by_code.sum(axis=1) if unknown_as_no else yes + no
         return yes.astype(np.int64), counted.astype(np.int64)
@@ -53,10 +53,6 @@ def drfr_counts(
     else:
         counted = np.bincount(groups[is_yes | (values == NO)], minlength=n_groups).astype(np.int64)
     return yes, counted
-
-
-# Label codes MISSING..UNKNOWN (-1..2), counted per group in one bincount.
-_CODES = UNKNOWN - MISSING + 1
 
 
 def ratio(yes: np.ndarray, counted: np.ndarray) -> np.ndarray:

@@ -304,25 +304,21 @@ def bonus_create(*, assignment_id: int, amount_usd: Decimal, reason: str, user) 
     """Store a bonus and its idempotency token; `bonus_pay` sends it."""
     require_admin(user)
     assignment = _crowd_assignment(assignment_id)
-    return _bonus_store(
-        {"assignment": assignment}, paid_for=assignment, amount_usd=amount_usd, reason=reason,
-        user=user,
-    )  # fmt: skip
+    return _bonus_store(assignment=assignment, amount_usd=amount_usd, reason=reason, user=user)
 
 
 def human_answer_bonus_create(*, answer_id: int, amount_usd: Decimal, reason: str, user) -> Bonus:
     """Store a bonus for a crowd worker's answer to a human study's HIT; `bonus_pay` sends it."""
     require_admin(user)
     answer = _crowd_human_answer(answer_id)
-    return _bonus_store(
-        {"human_answer": answer}, paid_for=answer, amount_usd=amount_usd, reason=reason,
-        user=user,
-    )  # fmt: skip
+    return _bonus_store(human_answer=answer, amount_usd=amount_usd, reason=reason, user=user)
 
 
-def _bonus_store(target: dict, *, paid_for, amount_usd: Decimal, reason: str, user) -> Bonus:
-    """Check and store a bonus for `paid_for` (an Assignment or a HumanAnswer, named in
-    `target` by its Bonus field), with its idempotency token."""
+def _bonus_store(
+    *, assignment=None, human_answer=None, amount_usd: Decimal, reason: str, user
+) -> Bonus:
+    """Check and store a bonus for an Assignment or a HumanAnswer, with its idempotency token."""
+    paid_for = assignment or human_answer
     if amount_usd <= 0 or amount_usd != amount_usd.quantize(Decimal("0.01")):
         raise AnnotateError("A bonus is a positive amount in dollars and cents, e.g. 0.50.")
     if not reason.strip():
@@ -330,7 +326,8 @@ def _bonus_store(target: dict, *, paid_for, amount_usd: Decimal, reason: str, us
     if not get_platform(paid_for.annotator.platform).pays_workers:
         raise AnnotateError("This worker came through a self-hosted link: pay on that site.")
     return Bonus.objects.create(
-        **target,
+        assignment=assignment,
+        human_answer=human_answer,
         amount_usd=amount_usd,
         reason=reason.strip(),
         unique_request_token=uuid.uuid4().hex,

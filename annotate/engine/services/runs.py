@@ -377,10 +377,11 @@ class _Executor:
         if not self.budget.reserve(reserved):
             self.stop.set()
             raise _CapReached
-        with self._count_lock:
-            self.calls_started += 1
-            if self.calls_started >= self.first_calls:
-                self.first_calls_sent.set()
+        if not self.first_calls_sent.is_set():  # counted only until then
+            with self._count_lock:
+                self.calls_started += 1
+                if self.calls_started >= self.first_calls:
+                    self.first_calls_sent.set()
         call = None
         try:
             call = call_send(

@@ -30,7 +30,7 @@ from annotate.verbalizer.models import HumanAnswer, HumanStudy, Prompt
 from annotate.verbalizer.services.humans import (
     HumanStudyError,
     human_answer_submit,
-    human_prompt_next,
+    human_work_next,
     same_channel_q,
 )
 
@@ -300,10 +300,12 @@ def link_participant_get(*, token: str) -> LinkParticipant:
     return LinkParticipant(publication=publication, annotator=annotator, token=token)
 
 
-def link_prompt_next(*, participant: LinkParticipant) -> Prompt | None:
+def link_work_next(*, participant: LinkParticipant) -> tuple[Prompt | None, int, int]:
+    """The participant's next prompt, their answers so far and the study's prompts
+    (human_work_next), unless they are blocked."""
     if WorkerBlock.objects.filter(annotator=participant.annotator, active=True).exists():
         raise PermissionDeniedError("Sorry, you can no longer take tasks from this requester.")
-    return human_prompt_next(
+    return human_work_next(
         study=participant.publication.human_study, annotator=participant.annotator
     )
 

@@ -104,14 +104,9 @@ def same_channel_q(annotator: Annotator, prefix: str = "") -> Q:
     return not_rejected & ~Q(**{f"{prefix}annotator__kind": AnnotatorKind.CROWD})
 
 
-def human_prompt_next(*, study: HumanStudy, annotator: Annotator) -> Prompt | None:
-    """Return the next prompt for `annotator`: one they have not answered, least answered first
-    (counting the answers of their channel, `same_channel_q`)."""
-    return human_work_next(study=study, annotator=annotator)[0]
-
-
 def human_work_next(*, study: HumanStudy, annotator: Annotator) -> tuple[Prompt | None, int, int]:
-    """Return the annotator's next prompt (human_prompt_next), their answers so far and the
+    """Return the annotator's next prompt (one they have not answered, least answered first,
+    counting the answers of their channel, `same_channel_q`), their answers so far and the
     study's prompts, in two queries: the page an annotator sees after every answer.
 
     The choice and both counts are one plain-SQL query (the ORM's exclude-and-count queryset
