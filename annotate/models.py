@@ -521,6 +521,35 @@ class Assignment(models.Model):
         return f"{self.task} / {self.annotator.name} ({self.status})"
 
 
+class TaskSlots(models.Model):
+    """How many assignments of a task hold or may hold a slot: every claim (live, or past its
+    time and not yet expired) and every accepted submission that was not late.
+
+    Kept by database triggers on annotate_assignment (annotate.slot_triggers, migration 0011) on
+    every insert, update and delete, whichever code path makes it; the app never writes it. The
+    slots taken are `held` less the task's claims past their time (an index range of the few
+    the beat has not expired yet): the claim's candidates and "task N of M" read 500 tasks'
+    counters instead of counting every assignment of the project. The claim itself still counts
+    the task's assignments under the task's row lock, so a wrong counter could hide a free task
+    but never hand out a slot twice.
+    """
+
+    task = models.OneToOneField(
+        Task,
+        primary_key=True,
+        on_delete=models.DO_NOTHING,  # a trigger on annotate_task deletes the row
+        db_constraint=False,
+        related_name="+",
+    )
+    held = models.IntegerField(default=0)
+
+    class Meta:
+        verbose_name_plural = "task slots"
+
+    def __str__(self) -> str:
+        return f"task {self.task_id}: {self.held} held"
+
+
 # --- Imports started from the web, run in the background ------------------------------------
 
 

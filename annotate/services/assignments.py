@@ -97,13 +97,14 @@ def claimable_tasks_sql(
 
 def _slot_free_sql(batch: Batch | None) -> str:
     return _SLOT_FREE.format(
-        holds_slot=_HOLDS_SLOT, batch="AND t.batch_id = %s" if batch is not None else ""
+        taken=_SLOTS_TAKEN, batch="AND t.batch_id = %s" if batch is not None else ""
     )
 
 
 def _slot_free_params(project: Project, now: datetime, batch: Batch | None) -> list:
     batch_params = [batch.pk] if batch is not None else []
-    return [*_taken_params(now), project.pk, *batch_params, project.assignments_per_task]
+    late = [AssignmentStatus.CLAIMED.value, connection.ops.adapt_datetimefield_value(now)]
+    return [*late, project.pk, *batch_params, project.assignments_per_task]
 
 
 def claimable_task_count(
@@ -171,16 +172,20 @@ _WORKED_ON_TASKS = """t.instruction_id IN (SELECT wt.instruction_id FROM annotat
     OR EXISTS(SELECT 1 FROM annotate_label l JOIN annotate_response lr ON lr.id = l.response_id
         WHERE l.annotator_id = %s AND l.assignment_id IS NULL
         AND lr.instruction_id = t.instruction_id)"""
-# Slots are counted first, in one pass over the tasks' assignments (a LEFT JOIN of those that
-# hold one, grouped); only tasks with a free slot are then checked for the annotator's earlier
-# work (a full project: none at all).
-_SLOT_FREE = """SELECT t.id, t.instruction_id, count(a.id) AS taken, b.created_at AS batch_created,
+# Slots are counted first, from each task's TaskSlots counter (kept by triggers: every claim
+# and every on-time accepted submission) less its claims past their time that the beat has not
+# expired yet (the assignment (status, expires_at) index: a few rows, not the project's
+# thousands of assignments); only tasks with a free slot are then checked for the annotator's
+# earlier work (a full project: none at all). This is the same rule as _HOLDS_SLOT; the claim
+# re-counts under the task's lock.
+_SLOT_FREE = """SELECT t.id, t.instruction_id, {taken} AS taken, b.created_at AS batch_created,
         t.position
     FROM annotate_task t JOIN annotate_batch b ON b.id = t.batch_id
-    LEFT JOIN annotate_assignment a ON a.task_id = t.id AND ({holds_slot})
-    WHERE b.project_id = %s AND b.active {batch}
-    GROUP BY t.id, t.instruction_id, b.created_at, t.position
-    HAVING count(a.id) < %s"""
+    LEFT JOIN annotate_taskslots s ON s.task_id = t.id
+    LEFT JOIN (SELECT x.task_id, count(*) AS late FROM annotate_assignment x
+        WHERE x.status = %s AND x.expires_at <= %s GROUP BY x.task_id) x ON x.task_id = t.id
+    WHERE b.project_id = %s AND b.active {batch} AND {taken} < %s"""
+_SLOTS_TAKEN = "(COALESCE(s.held, 0) - COALESCE(x.late, 0))"
 _CLAIMABLE = "SELECT id, taken, batch_created, position FROM ({slot_free}) t WHERE NOT ({worked})"
 _COUNT = "SELECT count(*) FROM ({claimable}) claimable"
 # The claim wants the first few in claim order: the slot-free tasks are sorted first and checked
