@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core import signing
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 
 from annotate.errors import NotFoundError, NoWorkError, ProjectSetupError, SubmissionError
 from annotate.forms import BatchForm, ProjectForm
@@ -53,9 +55,19 @@ def dashboard(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 @page_errors
 def start_next(request: HttpRequest, project_id: int) -> HttpResponse:
+    """Claim the annotator's next task of the project (or give back their live claim).
+
+    POST (the "Start next task" buttons) redirects to the task. GET is where an accepted submit
+    sends the annotator when the project continues to the next task: it claims and shows the
+    task page in the same response, so "submit and continue" stays two requests (the submit
+    itself stores the answers only, as the peer's does). A GET claims only with the token the
+    submit signed for this user and project: a link from another site cannot make anyone claim.
+    """
+    if request.method == "GET" and not _next_token_valid(request, project_id):
+        return redirect("work:dashboard")
     annotator = _annotator(request)
     project = Project.objects.filter(pk=project_id).first()
     if project is None:
@@ -65,9 +77,36 @@ def start_next(request: HttpRequest, project_id: int) -> HttpResponse:
             annotator=annotator, project=project, now=timezone.now()
         )
     except NoWorkError as error:
+        if request.method == "GET":
+            return redirect("work:project-done", project_id=project.id)
         messages.info(request, str(error))
         return redirect("work:dashboard")
+    if request.method == "GET":
+        page = work_selectors.task_page_get(assignment_id=assignment.id, user=request.user)
+        # The form posts to the task's own address, which task.js also puts in the address bar.
+        action = reverse("work:assignment", args=[assignment.id])
+        return render(request, "annotate/work/task.html", _task_context(page, form_action=action))
     return redirect("work:assignment", assignment_id=assignment.id)
+
+
+# The token of "continue to the next task": who and which project, signed with the site's key.
+# It lasts a working day, so a tab left open after a submit still continues.
+_NEXT_SALT = "annotate.work.next"
+_NEXT_MAX_AGE = 12 * 3600
+
+
+def _next_task_url(request: HttpRequest, project: Project) -> str:
+    token = signing.TimestampSigner(salt=_NEXT_SALT).sign(f"{request.user.pk}.{project.pk}")
+    return f"{reverse('work:start-next', args=[project.pk])}?after={token}"
+
+
+def _next_token_valid(request: HttpRequest, project_id: int) -> bool:
+    token = request.GET.get("after", "")
+    try:
+        value = signing.TimestampSigner(salt=_NEXT_SALT).unsign(token, max_age=_NEXT_MAX_AGE)
+    except signing.BadSignature:
+        return False
+    return value == f"{request.user.pk}.{project_id}"
 
 
 @login_required
@@ -107,19 +146,8 @@ def _submit(request: HttpRequest, assignment_id: int) -> HttpResponse:
     messages.success(request, _OUTCOME_MESSAGES[result.outcome])
     project = result.assignment.task.batch.project
     if result.outcome == Outcome.ACCEPTED and project.continue_to_next:
-        return _next_task_or_done(request, result.assignment.annotator, project)
+        return redirect(_next_task_url(request, project))
     return redirect("work:dashboard")
-
-
-def _next_task_or_done(request: HttpRequest, annotator: Annotator, project: Project):
-    """Open the annotator's next task of the project, or the project's "all done" page."""
-    try:
-        following = assignment_services.assignment_claim_next(
-            annotator=annotator, project=project, now=timezone.now()
-        )
-    except NoWorkError:
-        return redirect("work:project-done", project_id=project.id)
-    return redirect("work:assignment", assignment_id=following.id)
 
 
 @login_required

@@ -8,6 +8,12 @@
   if (!form) {
     return;
   }
+  // Opened by "submit and continue" (the project's next-task address): show and keep the
+  // task's own address, so a reload or a bookmark opens this task, not the next one.
+  var canonical = form.getAttribute("data-canonical-url");
+  if (canonical && window.history && window.history.replaceState && location.pathname !== canonical) {
+    window.history.replaceState(null, "", canonical);
+  }
   var groups = Array.prototype.slice.call(form.querySelectorAll("fieldset.answer"));
   var answeredOut = document.getElementById("answered-count");
   var missingBox = document.getElementById("missing");

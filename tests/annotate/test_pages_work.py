@@ -192,14 +192,21 @@ def test_submit_that_opens_the_next_task_runs_a_fixed_number_of_queries(
     assignment = claim_for(annotator_user, project)
     client.force_login(annotator_user)
     answers = {f"r{n}_q{m}": "no" for n in range(1, 6) for m in range(1, 7)}
-    # the submit's 8, then the claim of the next task: savepoint, the annotator's claims,
-    # candidates, lock, slot check with the systems, insert, release
-    with django_assert_num_queries(15):
+    # The submit stores and no more (8, as with continue_to_next off); it sends the annotator
+    # to the project's next-task address, which claims and shows the task in one response.
+    with django_assert_num_queries(8):
         submitted = client.post(reverse("work:assignment", args=[assignment.id]), answers)
-    following = Assignment.objects.get(annotator__user=annotator_user, status="claimed")
-    assert submitted["Location"] == reverse("work:assignment", args=[following.id])
-    assert following.task_id != assignment.task_id
     assert Label.objects.filter(assignment=assignment).count() == 30
+    assert not Assignment.objects.filter(annotator__user=annotator_user, status="claimed").exists()
+    # session, user, annotator with role, project, savepoint, the annotator's claims,
+    # candidates, lock, slot check with the systems, insert, release; then the page's
+    # assignment, responses + questions, "task N of M", the navigation's roles
+    with django_assert_num_queries(15):
+        page = client.get(submitted["Location"])
+    following = Assignment.objects.get(annotator__user=annotator_user, status="claimed")
+    assert following.task_id != assignment.task_id
+    assert page.status_code == 200 and "task 2 of 3" in page.text
+    assert f'action="{reverse("work:assignment", args=[following.id])}"' in page.text
 
 
 def test_submit_of_the_last_task_asks_for_candidates_once(
@@ -211,14 +218,51 @@ def test_submit_of_the_last_task_asks_for_candidates_once(
     assignment = claim_for(annotator_user, project)
     client.force_login(annotator_user)
     answers = {f"r{n}_q{m}": "no" for n in range(1, 6) for m in range(1, 7)}
-    # the submit's 8, then savepoint, the annotator's claims, candidates (none), rollback to
-    # the savepoint and its release
-    with django_assert_num_queries(13) as captured:
-        submitted = client.post(reverse("work:assignment", args=[assignment.id]), answers)
-    assert submitted.status_code == 302
+    submitted = client.post(reverse("work:assignment", args=[assignment.id]), answers)
+    # session, user, annotator with role, project, savepoint, the annotator's claims,
+    # candidates (none), rollback to the savepoint and its release
+    with django_assert_num_queries(9) as captured:
+        done = client.get(submitted["Location"])
+    assert done["Location"] == reverse("work:project-done", args=[project.id])
     assert not Assignment.objects.filter(annotator__user=annotator_user, status="claimed").exists()
     assert sum("ORDER BY taken" in q["sql"] for q in captured.captured_queries) == 1
     assert Label.objects.filter(assignment=assignment).count() == 30
+
+
+def test_the_next_task_address_claims_only_with_the_token_of_this_user_and_project(
+    client, annotator_user
+):
+    project = project_with_tasks(instructions=3, systems=2, questions=1)
+    other_project = project_with_tasks(instructions=2, systems=2, questions=1)
+    first = claim_for(annotator_user, project)
+    client.force_login(annotator_user)
+    answers = {f"r{n}_q1": "yes" for n in (1, 2)}
+    next_url = client.post(reverse("work:assignment", args=[first.id]), answers)["Location"]
+    token = next_url.split("after=", 1)[1]
+    bare = reverse("work:start-next", args=[project.id])
+    # A link from elsewhere: no token, someone else's, another project's, or tampered with.
+    someone = UserFactory(username="someone", roles=[ANNOTATOR])
+    forged = [
+        bare,
+        f"{bare}?after=garbage",
+        f"{bare}?after={token[:-2]}xx",
+        f"{reverse('work:start-next', args=[other_project.id])}?after={token}",
+    ]
+    for url in forged:
+        answer = client.get(url)
+        assert answer.status_code == 302 and answer["Location"] == reverse("work:dashboard"), url
+    client.force_login(someone)
+    assert client.get(next_url)["Location"] == reverse("work:dashboard")
+    assert not Assignment.objects.filter(status="claimed").exists()
+    # The annotator's own token claims once: a reload shows the same task.
+    client.force_login(annotator_user)
+    opened = client.get(next_url)
+    again = client.get(next_url)
+    claimed = Assignment.objects.get(status="claimed")
+    assert (
+        claimed.annotator.user == annotator_user and opened.status_code == again.status_code == 200
+    )
+    assert f'data-canonical-url="{reverse("work:assignment", args=[claimed.id])}"' in again.text
 
 
 def test_non_annotators_have_no_dashboard(client, researcher):
@@ -355,10 +399,11 @@ def test_submit_continues_to_the_next_task_then_to_the_all_done_page(client, ann
     answers = {f"r{n}_q1": "yes" for n in (1, 2)}
 
     posted = client.post(reverse("work:assignment", args=[first.id]), answers)
-    second = Assignment.objects.exclude(pk=first.pk).get(annotator__user=annotator_user)
-    assert posted["Location"] == reverse("work:assignment", args=[second.id])
     page = client.get(posted["Location"])
+    second = Assignment.objects.exclude(pk=first.pk).get(annotator__user=annotator_user)
     assert "task 2 of 2" in page.text and '<details class="guidelines">' in page.text
+    assert "Submitted. Thank you!" in page.text
+    assert client.get(reverse("work:assignment", args=[second.id])).text.count('type="radio"') == 6
 
     done = client.post(reverse("work:assignment", args=[second.id]), answers, follow=True)
     assert done.redirect_chain[-1][0] == reverse("work:project-done", args=[project.id])

@@ -16,7 +16,8 @@ of ~150 words (Turkle's own generator, so the same text):
   different worker's session, a batch of 500 open tasks.
 - This app, the same steps: the task page (`GET /annotate/assignments/<id>/`, each of the 500
   its own annotator's claimed assignment), submit (`POST` of 30 answers, each to a different
-  claimed assignment, 302 not followed), claim (`POST /annotate/projects/<id>/next/`, each
+  claimed assignment, 302 not followed: like Turkle's, it redirects to the project's next-task
+  address, which claims and shows the next task), claim (`POST /annotate/projects/<id>/next/`, each
   request a different annotator, 500 open tasks). After each submit run the stored labels are
   counted (30 per newly submitted assignment, every submission at most once); after each claim
   run, the new assignments against the requests and the fullest task against its limit.
@@ -228,11 +229,11 @@ def turkle_claims(round_no: int) -> list[dict]:
     return rows
 
 
-def inprocess(side, round_no, kind, python, file, env, cwd) -> dict:
+def inprocess(side, round_no, kind, python, file, env, cwd, follow=False) -> dict:
     """CPU per request in-process (inprocess_cpu.py) over the unused end of a requests file."""
     env = {**env, "PYTHONPATH": os.pathsep.join([env.get("PYTHONPATH", ""), str(ROOT)])}
     out = subprocess.run(
-        [python, str(HERE / "inprocess_cpu.py"), kind, file],
+        [python, str(HERE / "inprocess_cpu.py"), kind, file, *(["--follow"] if follow else [])],
         env=env,
         cwd=cwd,
         capture_output=True,
@@ -372,21 +373,18 @@ def app_measure(round_no: int) -> None:
                 "app", round_no, kind, sys.executable, str(work / f"{name}.txt"), env, str(ROOT)
             )
             print("APPROW " + json.dumps(row), flush=True)
-        # The submit alone, as Turkle's is (it redirects to its "accept next" page, a request
-        # of its own): the same POST with the project's continue_to_next off, over the unused
-        # end of the first setting's submits.
-        from annotate.models import Project
-
-        Project.objects.filter(pk=ids["projects"]["submit"]).update(continue_to_next=False)
-        connection.close()
+        # The submit stores and redirects to the project's next-task address, as Turkle's
+        # redirects to its "accept next" page; here the redirect is followed too (the claim and
+        # the next task's page), over the unused end of the first setting's submits.
         row = inprocess(
             "app",
             round_no,
-            "submit_alone",
+            "submit_and_next",
             sys.executable,
             str(work / "submits_0.txt"),
             env,
             str(ROOT),
+            follow=True,
         )
         print("APPROW " + json.dumps(row), flush=True)
     finally:
@@ -769,14 +767,18 @@ def summarise(rows: list[dict]) -> None:
     print("| round | request | Turkle | " + " | ".join(sides) + " | Turkle / app |")
     print("|---|---|---|" + "---|" * len(sides) + "---|")
     for round_no in sorted({row["round"] for row in rows}):
-        for kind in ("page", "submit", "submit_alone", "claim"):
+        for kind in ("page", "submit", "claim", "submit_and_next"):
 
             def cpu(side, kind=kind, round_no=round_no):
                 app_ms = get(side, round_no, 60, f"cpu {kind}", "app_ms")
                 pg_ms = get(side, round_no, 60, f"cpu {kind}", "postgres_ms")
                 return None if app_ms is None else (app_ms, pg_ms)
 
-            turkle = cpu("turkle") if kind != "submit_alone" else cpu("turkle", "submit")
+            if kind == "submit_and_next":  # Turkle: submit, accept next, its page and iframe
+                parts = [cpu("turkle", part) for part in ("submit", "claim", "page", "iframe")]
+                turkle = None if None in parts else tuple(map(sum, zip(*parts, strict=True)))
+            else:
+                turkle = cpu("turkle")
             if kind == "page" and turkle and cpu("turkle", "iframe"):
                 frame = cpu("turkle", "iframe")
                 turkle = (turkle[0] + frame[0], turkle[1] + frame[1])  # a view: page + iframe
@@ -787,8 +789,9 @@ def summarise(rows: list[dict]) -> None:
             ratio = sum(turkle) / max(sum(ours[0]), 1e-9)
             name = {
                 "page": "task view",
-                "submit": "submit (+ claim of the next task: continue_to_next)",
-                "submit_alone": "submit alone (continue_to_next off)",
+                "submit": "submit (stores, then redirects to the next task, as Turkle's)",
+                "submit_and_next": "submit + next task opened (Turkle: submit, accept, "
+                "page, iframe)",
             }.get(kind, kind)
             print(
                 f"| {round_no} | {name} | {turkle[0]:.2f} + {turkle[1]:.2f} | {cells} | "

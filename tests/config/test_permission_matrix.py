@@ -80,7 +80,12 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     "annotate:label-list": (RESEARCHERS, None),
     "work:dashboard": (ANNOTATORS, None),
     "work:project-done": (ANNOTATORS, None),
-    "work:start-next": (POST_ONLY, by_role(LOGIN, 302, 302, 403, 403, 403)),
+    # GET claims only with the token a submit signs (test_pages_work): without one, everyone
+    # logged in is sent to the dashboard, whose own role check follows.
+    "work:start-next": (
+        by_role(LOGIN, 302, 302, 302, 302, 302),
+        by_role(LOGIN, 302, 302, 403, 403, 403),
+    ),
     "work:assignment": (OWNER, by_role(LOGIN, 400, 404, 404, 404, 404)),
     "work:assignment-return": (POST_ONLY, by_role(LOGIN, 302, 404, 404, 404, 404)),
     "work:project-list": (RESEARCHERS, None),

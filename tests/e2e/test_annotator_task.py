@@ -187,3 +187,29 @@ def test_both_mode_scores_come_before_the_questions(page_for):
     assert DirectScore.objects.get(response__system_id=second).score == 5
     assert Label.objects.filter(assignment=assignment).count() == 4
     assert assignment.submitted_at <= timezone.now()
+
+
+def test_submit_and_continue_opens_the_next_task_at_its_own_address(page_for):
+    project_with_tasks(instructions=2, systems=2, questions=1)
+    user = UserFactory(username="continuer", roles=[ANNOTATOR])
+    page = page_for(user)
+    start_next_task_with_keyboard(page)
+    first = Assignment.objects.get(annotator__user=user)
+    page.wait_for_load_state()
+    for key in "yn":
+        page.keyboard.press(key)
+    page.keyboard.press("Enter")
+    page.wait_for_url(lambda url: "/annotate/assignments/" in url and f"/{first.id}/" not in url)
+    second = Assignment.objects.get(annotator__user=user, status=AssignmentStatus.CLAIMED)
+    assert page.url.endswith(f"/annotate/assignments/{second.id}/")  # not the next-task address
+    assert "Submitted" in page.locator(".messages").inner_text()
+    assert "task 2 of 2" in page.inner_text("main")
+    page.reload()  # the task again, not another claim
+    assert page.url.endswith(f"/annotate/assignments/{second.id}/")
+    assert Assignment.objects.filter(annotator__user=user).count() == 2
+    page.wait_for_load_state()
+    for key in "ny":
+        page.keyboard.press(key)
+    page.keyboard.press("Enter")
+    page.wait_for_url("**/annotate/projects/*/done/")
+    assert Label.objects.filter(assignment=second).count() == 2
