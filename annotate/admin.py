@@ -106,6 +106,24 @@ class AssignmentAdmin(admin.ModelAdmin):
     raw_id_fields = ["task", "annotator"]
 
 
+@admin.register(models.TaskSlots)
+class TaskSlotsAdmin(admin.ModelAdmin):
+    """Read only: database triggers keep these counters (see models.TaskSlots)."""
+
+    list_display = ["task", "held"]
+    list_filter = ["task__batch__project"]
+    search_fields = ["task__instruction__external_id"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
 @admin.register(models.ImportJob)
 class ImportJobAdmin(admin.ModelAdmin):
     list_display = [
