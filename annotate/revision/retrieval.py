@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 from collections.abc import Sequence
 from typing import Protocol
 
 import bm25s
 import numpy as np
+from bm25s.stopwords import STOPWORDS_EN
 
 from annotate.revision import llm
 from annotate.revision.services.embeddings import StoredPassageVectors
@@ -27,8 +29,16 @@ class Retriever(Protocol):
         """Return the ids of the k passages most relevant to the query, best first."""
 
 
+_WORD = re.compile(r"(?u)\b\w\w+\b")  # bm25s's (scikit-learn's) token pattern
+_STOPWORDS = frozenset(STOPWORDS_EN)
+
+
 def _tokens(texts: Sequence[str]) -> list[list[str]]:
-    return bm25s.tokenize(list(texts), stopwords="en", return_ids=False, show_progress=False)
+    """bm25s.tokenize(texts, stopwords="en", return_ids=False): lower-cased words of two or
+    more characters, English stopwords left out. Written out here because bm25s builds the
+    stopword set again for every text and numbers the tokens only to turn them back into
+    strings: 5 ms for the 888 training instructions of a judge run, before its first call."""
+    return [[t for t in _WORD.findall(text.lower()) if t not in _STOPWORDS] for text in texts]
 
 
 class BM25Index:

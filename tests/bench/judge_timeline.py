@@ -71,6 +71,8 @@ def instrument() -> None:
     from evaluation.revision import protocol
 
     gc.callbacks.append(_gc_callback)
+    if os.environ.get("TIMELINE_QUIET"):  # an experiment: the writer's quiet time
+        runs.QUIET_SECONDS = float(os.environ["TIMELINE_QUIET"])
     wrap(client.OpenAITransport, "send", "send")
     wrap(runs, "_store", "store", STORE_CPU)
     wrap(runs, "_prepare_units", "prepare")

@@ -2,6 +2,7 @@ import json
 import random
 import threading
 
+import bm25s
 import numpy as np
 import pytest
 from django.db import connection
@@ -69,6 +70,18 @@ def test_bm25_ranks_many_queries_as_bm25s_ranks_each_bit_for_bit():
             ids = [[vocabulary[t] for t in tokens]]
             assert index.scores_many(ids)[0].tobytes() == scores.tobytes()
             assert got == [int(i) for i in np.argsort(-scores, kind="stable")[:k]]
+
+
+def test_the_tokens_are_bm25s_tokens():
+    texts = [
+        "",
+        "The cat's 2 CATS, a_b and x y; THE end.",
+        "Naïve café İstanbul ΣΊΣΥΦΟΣ don't won’t 3.14 x2 __init__ 😀 a",
+        "\n".join(DOCS),
+    ]
+    assert _tokens(texts) == bm25s.tokenize(
+        texts, stopwords="en", return_ids=False, show_progress=False
+    )
 
 
 def test_top_k_keeps_index_order_on_ties_and_sorts_other_scores_whole():
