@@ -15,7 +15,7 @@ TEXTS = [
     "",
     "plain words",
     'quotes " and \\ backslashes \\" and \\\\n',
-    "lines\nand\ttabs\r\x00\x01\x1f\x7f and a bell \x07",
+    "lines\nand\ttabs\r\x01\x1f\x7f and a bell \x07",
     "didn’t — naïve 😀 \u2028 \ud7ff",
     "{examples} {question} {answer} {{examples}} {examples",
     "\\{examples}",  # a backslash just before a placeholder
@@ -27,7 +27,7 @@ def dumps(value) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
-@pytest.mark.parametrize("text", TEXTS)
+@pytest.mark.parametrize("text", [*TEXTS, "a nul \x00 (which PostgreSQL cannot store)"])
 def test_a_json_text_is_written_as_its_plain_text(text):
     assert f'"{JsonText(text).escaped}"' == dumps(text)
 
