@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
+from json.encoder import encode_basestring
 from typing import Any, Protocol
 
 import openai
@@ -41,6 +42,64 @@ class TransportOptions:
     base_url: str = ""
     api_key: str = ""
     timeout_seconds: float = 120.0
+
+
+class JsonText(str):
+    """A text that keeps its JSON string form, so a request body holding it is put together
+    from that form instead of scanning the text again (`RequestBody`).
+
+    A 10-shot judge prompt is 61 kB, 55 kB of it examples that other prompts of the run share;
+    encoding every body whole cost 0.23 ms a call under the GIL that 32 workers share. Make
+    the shared pieces JsonText (their form is worked out once, on first use), then `join` them
+    or `fill` a template with them: the form of the result comes from theirs. The bytes sent
+    are the same as json.dumps of the plain text would give.
+    """
+
+    _escaped: str | None = None
+
+    @property
+    def escaped(self) -> str:
+        """The JSON string form without its quotes (as `_json_text` writes the text)."""
+        if self._escaped is None:
+            self._escaped = encode_basestring(self)[1:-1]
+        return self._escaped
+
+    @classmethod
+    def _made(cls, text: str, escaped: str) -> JsonText:
+        made = cls(text)
+        made._escaped = escaped
+        return made
+
+    @classmethod
+    def join(cls, pieces: Sequence[str]) -> JsonText:
+        """The pieces one after the other, as "".join(pieces)."""
+        pieces = [piece if isinstance(piece, JsonText) else cls(piece) for piece in pieces]
+        return cls._made("".join(pieces), "".join(piece.escaped for piece in pieces))
+
+    @classmethod
+    def fill(cls, template: str, values: Mapping[str, str]) -> JsonText:
+        """The template with each `{name}` replaced by its value, one name after the other in
+        the values' order (text filled in earlier is searched again, as a chain of
+        str.replace does).
+
+        JSON escapes one character at a time, and a `{name}` never needs escaping nor can
+        start inside an escape (`\\n`, `\\u001f`...), so replacing it in the escaped template
+        by the escaped value gives the escaped result.
+        """
+        text, escaped = template, cls(template).escaped
+        for name, value in values.items():
+            mark = "{" + name + "}"
+            if _json_text(mark) != f'"{mark}"':  # never for a placeholder name
+                return cls(_fill_plain(template, values))
+            piece = value if isinstance(value, JsonText) else cls(value)
+            text, escaped = text.replace(mark, piece), escaped.replace(mark, piece.escaped)
+        return cls._made(text, escaped)
+
+
+def _fill_plain(template: str, values: Mapping[str, str]) -> str:
+    for name, value in values.items():
+        template = template.replace("{" + name + "}", value)
+    return template
 
 
 class RequestBody(dict):
@@ -72,8 +131,29 @@ def body_json(body: Mapping[str, Any]) -> bytes:
     return _json_text(body).encode()
 
 
-def _json_text(body: Mapping[str, Any]) -> str:
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+def _json_text(value: Any) -> str:
+    """JSON as the `openai` client writes it (compact, UTF-8, no NaN); each JsonText inside a
+    body's dicts and lists is written from its kept form."""
+    if isinstance(value, JsonText):
+        return f'"{value.escaped}"'
+    if isinstance(value, str):
+        return encode_basestring(value)  # what json.dumps(ensure_ascii=False) writes for a str
+    if isinstance(value, dict) and _holds_json_text(value):
+        if all(isinstance(key, str) for key in value):
+            pairs = (f"{encode_basestring(k)}:{_json_text(v)}" for k, v in value.items())
+            return "{" + ",".join(pairs) + "}"
+    elif isinstance(value, list) and _holds_json_text(value):
+        return "[" + ",".join(_json_text(item) for item in value) + "]"
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def _holds_json_text(value: Any) -> bool:
+    """Whether a dict or list holds a JsonText (at any depth: a body's messages' contents)."""
+    items = value.values() if isinstance(value, dict) else value
+    return any(
+        isinstance(item, JsonText) or (isinstance(item, dict | list) and _holds_json_text(item))
+        for item in items
+    )
 
 
 def _content(body: Mapping[str, Any]) -> bytes:

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from annotate.engine.client import JsonText
+
 PROMPT_DIR = Path(__file__).resolve().parent / "prompts"
 SYSTEM_MARK, USER_MARK = "=== system ===", "=== user ==="
 
@@ -31,6 +33,11 @@ class Prompt:
 
 
 def fill(template: str, values: dict[str, str]) -> str:
+    """Replace each `{name}` by its value, in the values' order. With a JsonText among the
+    values (the shared examples of a few-shot prompt), the result is one too: the request
+    that sends it is not encoded as JSON again from scratch."""
+    if any(isinstance(value, JsonText) for value in values.values()):
+        return JsonText.fill(template, values)
     for name, value in values.items():
         template = template.replace("{" + name + "}", value)
     return template

@@ -19,6 +19,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
+from annotate.engine.client import JsonText
 from annotate.engine.models import Endpoint, EngineRun
 from annotate.engine.services.runs import (
     engine_run_check_may_start,
@@ -189,7 +190,7 @@ class ExampleBlocks:
     def __init__(self, picks: dict[str, list[int]]) -> None:
         self.picks = picks
         self.example = prompt_file(PROMPTS, "rating-judge-example-v1")
-        self.blocks: dict[int, str] = {}
+        self.blocks: dict[int, JsonText] = {}
 
     def load(self, turn_ids) -> None:
         needed = {i for turn in turn_ids for i in self.picks[str(turn)]} - self.blocks.keys()
@@ -205,10 +206,10 @@ class ExampleBlocks:
             }
             rating = "good" if rating == "good" else "bad"
             block = self.example.messages(**fields, rating=rating)[-1]["content"]
-            self.blocks[pk] = block + "\n\n"
+            self.blocks[pk] = JsonText(block + "\n\n")  # its JSON form made once, when used
 
-    def text(self, turn_id: int) -> str:
-        return "".join(self.blocks[i] for i in self.picks[str(turn_id)])
+    def text(self, turn_id: int) -> JsonText:
+        return JsonText.join([self.blocks[i] for i in self.picks[str(turn_id)]])
 
 
 def unit_messages(

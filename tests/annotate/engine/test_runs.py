@@ -1,6 +1,7 @@
 """Runs: generation through the stub, resume, idempotent reruns, cap, dry run, stop, failures."""
 
 import threading
+import time
 from datetime import timedelta
 from decimal import Decimal
 
@@ -13,6 +14,7 @@ from annotate.engine.services import (
     engine_run_estimate,
     engine_run_execute,
     engine_runs_reap,
+    runs,
 )
 from annotate.engine.services.generation import (
     generating_system_get_or_create,
@@ -227,3 +229,24 @@ def test_regenerating_replaces_only_on_request_and_old_labels_stay_on_the_old_te
     retired = System.objects.get(retired_from=system)
     assert old.system == retired and old.text == "first text" and label.response == old
     assert retired.name == f"gen-a (replaced by run {replaced.pk})"
+
+
+def test_runs_share_the_process_worker_threads_and_a_forked_child_starts_its_own(stub, monkeypatch):
+    endpoint = make_endpoint(stub.base_url, concurrency=3)
+
+    def workers() -> set[threading.Thread]:
+        return {t for t in threading.enumerate() if t.name.startswith("engine-worker")}
+
+    run, _, instructions = _generation(endpoint)
+    engine_run_execute(run_id=run.pk)
+    kept = workers()
+    while runs._worker_pool()._idle_semaphore._value < 3:  # threads end a moment after a run
+        time.sleep(0.001)
+    other = generating_system_get_or_create(name="gen-b", endpoint=endpoint)
+    benchmark = instructions[0].benchmark
+    run = generation_run_create(benchmark=benchmark, systems=[other], endpoint=endpoint)
+    assert engine_run_execute(run_id=run.pk).units_done == 3
+    assert kept and workers() == kept  # no thread started for the second run
+    pool = runs._worker_pool()
+    monkeypatch.setattr(runs.os, "getpid", lambda: -1)  # as in a child after a fork
+    assert runs._worker_pool() is not pool

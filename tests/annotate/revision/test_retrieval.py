@@ -1,6 +1,9 @@
 import json
+import random
 import threading
 
+import bm25s
+import numpy as np
 import pytest
 from django.db import connection
 from django.utils import timezone
@@ -8,7 +11,15 @@ from django.utils import timezone
 from annotate.engine.models import EngineCall
 from annotate.revision import llm
 from annotate.revision.models import Passage, PassageEmbedding, Study
-from annotate.revision.retrieval import BM25Retriever, DenseRetriever, bm25_rank, retriever_for
+from annotate.revision.retrieval import (
+    BM25Index,
+    BM25Retriever,
+    DenseRetriever,
+    _tokens,
+    _top_stable,
+    bm25_rank,
+    retriever_for,
+)
 from annotate.revision.services.embeddings import (
     passage_embeddings_get,
     passage_embeddings_store,
@@ -35,6 +46,50 @@ def test_bm25_ranks_matching_documents_first_and_keeps_order_on_ties():
     assert bm25_rank("zebra", DOCS, 3) == [0, 1, 2]  # no query term: stored order
     assert bm25_rank("anything", [], 5) == []
     assert len(bm25_rank("citations", DOCS, 10)) == 4
+
+
+def test_bm25_ranks_many_queries_as_bm25s_ranks_each_bit_for_bit():
+    rng = random.Random(0)
+    words = [f"w{n}" for n in range(60)]
+    for trial in range(12):
+        size = rng.randint(1, 300)
+        pool = words if trial % 3 else words[:4]  # few words: many equal scores
+        docs = [" ".join(rng.choices(pool, k=rng.randint(0, 25))) for _ in range(size)]
+        index = BM25Index(docs)
+        queries = [
+            " ".join(rng.choices(words + ["zebra"], k=rng.randint(0, 30))) for _ in range(50)
+        ]
+        k = rng.choice([1, 5, 10, size, size + 3])
+        vocabulary = index.retriever.vocab_dict
+        for query, got in zip(queries, index.top_many(queries, k), strict=True):
+            tokens = [t for t in _tokens([query])[0] if t in vocabulary]
+            if not tokens:
+                assert got == list(range(min(k, size)))
+                continue
+            scores = index.retriever.get_scores(tokens)
+            ids = [[vocabulary[t] for t in tokens]]
+            assert index.scores_many(ids)[0].tobytes() == scores.tobytes()
+            assert got == [int(i) for i in np.argsort(-scores, kind="stable")[:k]]
+
+
+def test_the_tokens_are_bm25s_tokens():
+    texts = [
+        "",
+        "The cat's 2 CATS, a_b and x y; THE end.",
+        "Naïve café İstanbul ΣΊΣΥΦΟΣ don't won’t 3.14 x2 __init__ 😀 a",
+        "\n".join(DOCS),
+    ]
+    assert _tokens(texts) == bm25s.tokenize(
+        texts, stopwords="en", return_ids=False, show_progress=False
+    )
+
+
+def test_top_k_keeps_index_order_on_ties_and_sorts_other_scores_whole():
+    scores = np.array([[0.0, 2.0, 1.0, 2.0, -0.0, 1.0]], dtype=np.float32)
+    assert _top_stable(scores, 4).tolist() == [[1, 3, 2, 5]]
+    assert _top_stable(scores, 6).tolist() == [[1, 3, 2, 5, 0, 4]]
+    negative = np.array([[-1.0, 0.5, -1.0]], dtype=np.float32)
+    assert _top_stable(negative, 2).tolist() == [[1, 0]]
 
 
 def test_retrievers_return_passage_ids():

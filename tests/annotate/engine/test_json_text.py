@@ -1,0 +1,73 @@
+"""JsonText: a request body holding texts whose JSON form is kept is sent, and stored, as the
+same bytes as json.dumps of the plain texts would give."""
+
+import json
+
+import pytest
+
+from annotate.engine.client import JsonText, RequestBody, body_json
+from annotate.engine.models import EngineCall
+from annotate.engine.services import engine_call
+from annotate.revision.prompting import fill
+from tests.annotate.engine.conftest import make_endpoint
+
+TEXTS = [
+    "",
+    "plain words",
+    'quotes " and \\ backslashes \\" and \\\\n',
+    "lines\nand\ttabs\r\x01\x1f\x7f and a bell \x07",
+    "didn’t — naïve 😀 \u2028 \ud7ff",
+    "{examples} {question} {answer} {{examples}} {examples",
+    "\\{examples}",  # a backslash just before a placeholder
+    "\\u007bexamples}",
+]
+
+
+def dumps(value) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+@pytest.mark.parametrize("text", [*TEXTS, "a nul \x00 (which PostgreSQL cannot store)"])
+def test_a_json_text_is_written_as_its_plain_text(text):
+    assert f'"{JsonText(text).escaped}"' == dumps(text)
+
+
+def test_joined_texts_are_written_as_the_joined_plain_texts():
+    joined = JsonText.join([JsonText(t) for t in TEXTS] + ["a plain piece\n"])
+    assert str(joined) == "".join(TEXTS) + "a plain piece\n"
+    assert f'"{joined.escaped}"' == dumps("".join(TEXTS) + "a plain piece\n")
+
+
+@pytest.mark.parametrize("template", TEXTS + ["Q: {question}\n{examples}\nA: {answer} {question}"])
+def test_a_filled_template_is_the_plain_fill_with_a_json_form_to_match(template):
+    for values in (
+        {"question": TEXTS[2], "answer": "{examples}", "examples": JsonText.join(TEXTS)},
+        {"examples": JsonText(TEXTS[3]), "question": "{answer}", "answer": TEXTS[4]},
+        {"question": "", "examples": JsonText("")},
+    ):
+        plain = template
+        for name, value in values.items():  # the prompts' fill: one name after the other
+            plain = plain.replace("{" + name + "}", str(value))
+        filled = fill(template, values)
+        assert isinstance(filled, JsonText)
+        assert str(filled) == plain and f'"{filled.escaped}"' == dumps(plain)
+
+
+@pytest.mark.django_db
+def test_a_body_with_json_texts_is_the_same_bytes_and_is_sent_and_stored_as_such(stub):
+    examples = JsonText.join([JsonText(t) for t in TEXTS])
+    messages = [
+        {"role": "system", "content": "Rate it."},
+        {
+            "role": "user",
+            "content": fill("{question}\n{examples}", {"question": 'Q"', "examples": examples}),
+        },
+    ]
+    plain = [{"role": m["role"], "content": str(m["content"])} for m in messages]
+    body = RequestBody({"model": "m", "messages": messages, "temperature": 0.0, "stop": ["\n"]})
+    assert body.json_bytes() == body_json(body) == dumps({**body, "messages": plain}).encode()
+    endpoint = make_endpoint(stub.base_url)
+    call = engine_call(endpoint=endpoint, messages=messages)
+    sent = {"model": "stub-model", "messages": plain, "temperature": endpoint.temperature}
+    assert stub.raw_requests == [dumps(sent).encode()]
+    assert EngineCall.objects.get(pk=call.pk).request["messages"] == plain
