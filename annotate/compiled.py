@@ -31,6 +31,12 @@ class _Compiled:
     sql: str
     params: list  # a parameter's name (str) where the caller's value goes, else the constant
     compiler: SQLCompiler
+    # What turning a row into instances needs, worked out once from the compiler as
+    # ModelIterable does on every query: the columns' converters, the main model's field
+    # names, and the select_related populators (they hold no state of a row).
+    converters: list
+    names: list[str]
+    populators: list
 
 
 class CompiledQuery:
@@ -50,7 +56,7 @@ class CompiledQuery:
         with connections[db].cursor() as cursor:
             cursor.execute(compiled.sql, params)
             row = cursor.fetchone()
-        return None if row is None else _instance(compiled.compiler, row, db)
+        return None if row is None else _instance(compiled, row, db)
 
     def _compile(self, db: str) -> _Compiled:
         stand_ins = {name: _STAND_IN - n for n, name in enumerate(self._names)}
@@ -61,17 +67,29 @@ class CompiledQuery:
         found = [names.get(p, p) if isinstance(p, int) else p for p in params]
         if sorted(p for p in found if isinstance(p, str)) != sorted(self._names):
             raise ValueError(f"each of {self._names} must appear once in the query's SQL")
-        self._compiled[db] = _Compiled(sql, found, compiler)
+        select, klass_info = compiler.select, compiler.klass_info
+        start, end = klass_info["select_fields"][0], klass_info["select_fields"][-1] + 1
+        self._compiled[db] = _Compiled(
+            sql,
+            found,
+            compiler,
+            converters=compiler.get_converters([s[0] for s in select[: compiler.col_count]]),
+            names=[field[0].target.attname for field in select[start:end]],
+            populators=get_related_populators(klass_info, select, db),
+        )
         return self._compiled[db]
 
 
-def _instance(compiler: SQLCompiler, row: Any, db: str) -> Model:
+def _instance(compiled: _Compiled, row: Any, db: str) -> Model:
     """Build the model instance (and its select_related ones) from a row, as ModelIterable."""
-    row = next(iter(compiler.results_iter(results=[[row]])))
-    select, klass_info = compiler.select, compiler.klass_info
-    start, end = klass_info["select_fields"][0], klass_info["select_fields"][-1] + 1
-    names = [field[0].target.attname for field in select[start:end]]
-    instance = klass_info["model"].from_db(db, names, row[start:end])
-    for populator in get_related_populators(klass_info, select, db):
+    compiler = compiled.compiler
+    if compiled.converters:
+        row = next(compiler.apply_converters([row], compiled.converters))
+    klass_info = compiler.klass_info
+    start = klass_info["select_fields"][0]
+    instance = klass_info["model"].from_db(
+        db, compiled.names, row[start : start + len(compiled.names)]
+    )
+    for populator in compiled.populators:
         populator.populate(row, instance)
     return instance

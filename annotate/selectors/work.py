@@ -9,7 +9,7 @@ from datetime import datetime
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection
-from django.db.models import Count, Q, QuerySet, Sum
+from django.db.models import Count, Q, QuerySet, Subquery, Sum
 
 from annotate.compiled import CompiledQuery
 from annotate.errors import NotFoundError
@@ -114,9 +114,32 @@ _ASSIGNMENT_OF_USER = CompiledQuery(
 def task_page_get(
     *, assignment_id: int, user: AbstractBaseUser, answers: dict[str, str] | None = None
 ) -> TaskPage:
-    """Return what the task page shows, in the assignment's order, in three queries."""
-    assignment = assignment_get_for_annotator(assignment_id=assignment_id, user=user)
+    """Return what the task page shows, in the assignment's order, in two queries."""
+    assignment = _TASK_PAGE_ASSIGNMENT.first(assignment_id=assignment_id, user_id=user.pk)
+    if assignment is None:
+        raise NotFoundError("No such assignment.")
     return task_page_for(assignment=assignment, answers=answers)
+
+
+# The task page's read of the assignment: as _ASSIGNMENT_OF_USER, without the annotator (the
+# page needs only its id) and without the model's ordering (one row). Planning the join of six
+# tables and the sort was most of PostgreSQL's time on this query (0.46 ms of backend CPU per
+# view); five tables and the annotator as a subquery by its user (unique) take 0.35 ms.
+_TASK_PAGE_ASSIGNMENT = CompiledQuery(
+    Assignment,
+    lambda assignment_id, user_id: (
+        Assignment.objects.select_related("task__instruction", "task__batch__project")
+        .filter(
+            pk=assignment_id,
+            annotator_id=Subquery(
+                Annotator.objects.filter(user_id=user_id).order_by().values("pk")
+            ),
+        )
+        .order_by()
+    ),
+    "assignment_id",
+    "user_id",
+)
 
 
 def task_page_preview(*, task: Task, seed: int) -> TaskPage:
@@ -222,8 +245,9 @@ class ProjectStanding:
 def project_standing(*, assignment: Assignment, now: datetime) -> ProjectStanding:
     """Return the assignment's place among the annotator's tasks of its project, in one query."""
     project = assignment.task.batch.project
+    # Only the annotator's id is read: the task page does not load the annotator itself.
     claimable, claimable_params = claimable_tasks_sql(
-        project=project, annotator=assignment.annotator, now=now
+        project=project, annotator=Annotator(pk=assignment.annotator_id), now=now
     )
     submitted_at = assignment.submitted_at
     with connection.cursor() as cursor:

@@ -158,20 +158,25 @@ _WORKED = """EXISTS(SELECT 1 FROM annotate_assignment w JOIN annotate_task wt ON
     OR EXISTS(SELECT 1 FROM annotate_directscore d
         JOIN annotate_response dr ON dr.id = d.response_id
         WHERE d.annotator_id = %s AND dr.instruction_id = {instruction})"""
-# The same rule over many tasks (t): the annotator's assignments and scores are read once
-# (through their annotator indexes) instead of per task, and of their labels only those without
-# an assignment are looked for. Every label with one was stored by that assignment's submission
-# (same annotator, that task's instruction), which the assignment part already finds; imported
-# labels and those whose assignment was deleted have none, and the partial label_unassigned
-# index holds just those: an annotator without any is answered from an empty index range.
-# The claim itself re-checks the full rule (_WORKED) under the task's lock.
+# The same rule over many tasks (t): the instructions the annotator worked on are read once, as
+# one set (assignments and scores through their annotator indexes), instead of per task, and of
+# their labels only those without an assignment are looked for. Every label with one was stored
+# by that assignment's submission (same annotator, that task's instruction), which the
+# assignment part already finds; imported labels and those whose assignment was deleted have
+# none, and the partial label_unassigned index holds just those: an annotator without any is
+# answered from an empty index range. One IN over a UNION ALL rather than two INs and an
+# EXISTS: PostgreSQL plans one subquery instead of three (the correlated EXISTS twice, per task
+# and hashed), 0.2 ms of backend CPU less on every task page, claim and submit, and reads
+# imported labels once rather than for each task. Instruction ids are never NULL, so NOT IN
+# excludes exactly what the three tests did. The claim re-checks the full rule (_WORKED) under
+# the task's lock.
 _WORKED_ON_TASKS = """t.instruction_id IN (SELECT wt.instruction_id FROM annotate_assignment w
-        JOIN annotate_task wt ON wt.id = w.task_id WHERE w.annotator_id = %s)
-    OR t.instruction_id IN (SELECT dr.instruction_id FROM annotate_directscore d
-        JOIN annotate_response dr ON dr.id = d.response_id WHERE d.annotator_id = %s)
-    OR EXISTS(SELECT 1 FROM annotate_label l JOIN annotate_response lr ON lr.id = l.response_id
-        WHERE l.annotator_id = %s AND l.assignment_id IS NULL
-        AND lr.instruction_id = t.instruction_id)"""
+        JOIN annotate_task wt ON wt.id = w.task_id WHERE w.annotator_id = %s
+    UNION ALL SELECT dr.instruction_id FROM annotate_directscore d
+        JOIN annotate_response dr ON dr.id = d.response_id WHERE d.annotator_id = %s
+    UNION ALL SELECT lr.instruction_id FROM annotate_label l
+        JOIN annotate_response lr ON lr.id = l.response_id
+        WHERE l.annotator_id = %s AND l.assignment_id IS NULL)"""
 # Slots are counted first, from each task's TaskSlots counter (kept by triggers: every claim
 # and every on-time accepted submission) less its claims past their time that the beat has not
 # expired yet (the assignment (status, expires_at) index: a few rows, not the project's

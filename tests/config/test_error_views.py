@@ -15,7 +15,7 @@ def test_a_page_answers_503_with_retry_after_when_the_database_is_down(
 ):
     client.force_login(annotator_user)
     client.raise_request_exception = False
-    monkeypatch.setattr("django.contrib.sessions.backends.db.SessionStore.load", _database_down)
+    monkeypatch.setattr("config.sessions.SessionStore.load", _database_down)
 
     page = client.get("/annotate/")
 
@@ -32,7 +32,7 @@ def test_other_errors_keep_the_plain_500(client, annotator_user, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr("django.contrib.sessions.backends.db.SessionStore.load", broken)
+    monkeypatch.setattr("config.sessions.SessionStore.load", broken)
     page = client.get("/annotate/")
     assert page.status_code == 500
     assert "a bug" not in page.text
