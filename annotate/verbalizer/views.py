@@ -139,7 +139,7 @@ def work_list(request: HttpRequest) -> HttpResponse:
 @page_errors
 def work_next(request: HttpRequest, human_study_id: int) -> HttpResponse:
     annotator = _annotator(request)
-    study = HumanStudy.objects.filter(pk=human_study_id, active=True).first()
+    study = humans.human_study_active(human_study_id=human_study_id)
     if study is None:
         raise NotFoundError("No such study.")
     prompt, done, total = humans.human_work_next(study=study, annotator=annotator)

@@ -12,6 +12,7 @@ from django.core.validators import URLValidator
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 
+from annotate.compiled import CompiledQuery
 from annotate.errors import AnnotateError, ConflictError, NotFoundError
 from annotate.models import Annotator, AnnotatorKind, AssignmentStatus
 from annotate.verbalizer.models import EvaluationSet, HumanAnswer, HumanStudy, Prompt
@@ -110,8 +111,9 @@ def human_work_next(*, study: HumanStudy, annotator: Annotator) -> tuple[Prompt 
     study's prompts, in two queries: the page an annotator sees after every answer.
 
     The choice and both counts are one plain-SQL query (the ORM's exclude-and-count queryset
-    cost more CPU to compile than the page's template to render); the prompt is then read with
-    its item, dataset and mapping. The SQL counts a prompt's answers as `same_channel_q` does.
+    cost more CPU to compile than the page's template to render); the prompt is then read by
+    its id alone (the pages show its own fields only: text, words, id), a query compiled once
+    (annotate.compiled). The SQL counts a prompt's answers as `same_channel_q` does.
     """
     limit = study.answers_per_prompt if study.active else 0
     if annotator.kind == AnnotatorKind.CROWD:
@@ -133,8 +135,26 @@ def human_work_next(*, study: HumanStudy, annotator: Annotator) -> tuple[Prompt 
         prompt_id, done, total = cursor.fetchone()
     prompt = None
     if prompt_id is not None:
-        prompt = Prompt.objects.select_related("item__dataset", "mapping").get(pk=prompt_id)
+        prompt = _PROMPT.first(prompt_id=prompt_id)
     return prompt, done, total
+
+
+# The answering page's reads, each compiled once per process (annotate.compiled): compiling
+# these querysets on every view cost the page more CPU than PostgreSQL spent running them.
+# One row each (by primary key), so no ordering.
+_PROMPT = CompiledQuery(
+    Prompt, lambda prompt_id: Prompt.objects.filter(pk=prompt_id).order_by(), "prompt_id"
+)
+_ACTIVE_STUDY = CompiledQuery(
+    HumanStudy,
+    lambda study_id: HumanStudy.objects.filter(pk=study_id, active=True).order_by(),
+    "study_id",
+)
+
+
+def human_study_active(*, human_study_id: int) -> HumanStudy | None:
+    """Return the active human study of that id, or None."""
+    return _ACTIVE_STUDY.first(study_id=human_study_id)
 
 
 # HumanStudy.prompts' table, HumanAnswer's and Annotator's (no db_table or db_column of their
