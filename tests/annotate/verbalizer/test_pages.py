@@ -148,8 +148,7 @@ def test_answer_page_of_a_returning_annotator_runs_a_fixed_number_of_queries(
     url = reverse("verbalizer:work-next", args=[study.pk])
     client.get(url)  # the first visit creates the annotator's record
     # session, user, the annotator with its role, the study, the next prompt with the
-    # annotator's answers and the study's prompts, that prompt with its item and mapping, the
-    # navigation's roles
+    # annotator's answers and the study's prompts, that prompt, the navigation's roles
     with django_assert_num_queries(7):
         page = client.get(url)
     assert page.status_code == 200
