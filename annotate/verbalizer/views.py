@@ -138,8 +138,8 @@ def work_list(request: HttpRequest) -> HttpResponse:
 @require_GET
 @page_errors
 def work_next(request: HttpRequest, human_study_id: int) -> HttpResponse:
-    annotator = _annotator(request)
-    study = HumanStudy.objects.filter(pk=human_study_id, active=True).first()
+    annotator = humans.human_work_annotator(user=request.user)
+    study = humans.human_study_active(human_study_id=human_study_id)
     if study is None:
         raise NotFoundError("No such study.")
     prompt, done, total = humans.human_work_next(study=study, annotator=annotator)

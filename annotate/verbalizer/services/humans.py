@@ -11,9 +11,13 @@ from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
+from django.db.models.expressions import RawSQL
 
+from annotate.compiled import CompiledQuery
 from annotate.errors import AnnotateError, ConflictError, NotFoundError
 from annotate.models import Annotator, AnnotatorKind, AssignmentStatus
+from annotate.roles import ANNOTATOR, ANNOTATORS_ONLY, require_role
+from annotate.services.assignments import annotator_for_user
 from annotate.verbalizer.models import EvaluationSet, HumanAnswer, HumanStudy, Prompt
 
 MAX_SECONDS = 24 * 3600
@@ -110,8 +114,9 @@ def human_work_next(*, study: HumanStudy, annotator: Annotator) -> tuple[Prompt 
     study's prompts, in two queries: the page an annotator sees after every answer.
 
     The choice and both counts are one plain-SQL query (the ORM's exclude-and-count queryset
-    cost more CPU to compile than the page's template to render); the prompt is then read with
-    its item, dataset and mapping. The SQL counts a prompt's answers as `same_channel_q` does.
+    cost more CPU to compile than the page's template to render); the prompt is then read by
+    its id alone (the pages show its own fields only: text, words, id), a query compiled once
+    (annotate.compiled). The SQL counts a prompt's answers as `same_channel_q` does.
     """
     limit = study.answers_per_prompt if study.active else 0
     if annotator.kind == AnnotatorKind.CROWD:
@@ -133,8 +138,50 @@ def human_work_next(*, study: HumanStudy, annotator: Annotator) -> tuple[Prompt 
         prompt_id, done, total = cursor.fetchone()
     prompt = None
     if prompt_id is not None:
-        prompt = Prompt.objects.select_related("item__dataset", "mapping").get(pk=prompt_id)
+        prompt = _PROMPT.first(prompt_id=prompt_id)
     return prompt, done, total
+
+
+# The answering page's reads, each compiled once per process (annotate.compiled): compiling
+# these querysets on every view cost the page more CPU than PostgreSQL spent running them.
+# One row each (by primary key), so no ordering.
+_PROMPT = CompiledQuery(
+    Prompt, lambda prompt_id: Prompt.objects.filter(pk=prompt_id).order_by(), "prompt_id"
+)
+_ACTIVE_STUDY = CompiledQuery(
+    HumanStudy,
+    lambda study_id: HumanStudy.objects.filter(pk=study_id, active=True).order_by(),
+    "study_id",
+)
+
+
+# annotator_of_annotator_user's usual case. The group's name is a constant of the code, written
+# into the SQL (CompiledQuery's parameters are the caller's integers only).
+_ANNOTATOR_OF_USER = CompiledQuery(
+    Annotator,
+    lambda user_id: Annotator.objects.filter(
+        user_id=user_id,
+        user__groups__name=RawSQL(f"'{ANNOTATOR}'", ()),  # noqa: S611 (a constant)
+    ).order_by(),
+    "user_id",
+)
+
+
+def human_work_annotator(*, user) -> Annotator:
+    """Return the Annotator of a user with the annotator role (PermissionDenied otherwise), as
+    annotator_of_annotator_user does, its usual case (an active annotator who has worked
+    before) read by a query compiled once."""
+    if user.is_active:
+        known = _ANNOTATOR_OF_USER.first(user_id=user.pk)
+        if known is not None:
+            return known
+    require_role(user, ANNOTATOR, message=ANNOTATORS_ONLY)
+    return annotator_for_user(user=user)
+
+
+def human_study_active(*, human_study_id: int) -> HumanStudy | None:
+    """Return the active human study of that id, or None."""
+    return _ACTIVE_STUDY.first(study_id=human_study_id)
 
 
 # HumanStudy.prompts' table, HumanAnswer's and Annotator's (no db_table or db_column of their

@@ -1,6 +1,8 @@
 import pytest
+from django.contrib.auth.models import Group
 from django.urls import reverse
 
+from annotate.roles import ANNOTATOR
 from annotate.verbalizer.models import ClassificationDataset, HumanAnswer, HumanStudy, Mapping
 from annotate.verbalizer.services.humans import human_study_create
 from annotate.verbalizer.services.sets import evaluation_set_create
@@ -141,6 +143,22 @@ def test_pages_use_a_bounded_number_of_queries(
         assert client.get(reverse("verbalizer:overview")).status_code == 200
 
 
+def test_only_active_annotators_open_the_answer_page(client, researcher, annotator_user, study):
+    url = reverse("verbalizer:work-next", args=[study.pk])
+    client.force_login(researcher)
+    assert client.get(url).status_code == 403
+    client.force_login(annotator_user)
+    assert client.get(url).status_code == 200  # now a returning annotator
+    annotator_user.groups.clear()  # no longer an annotator: refused though known
+    assert client.get(url).status_code == 403
+    annotator_user.groups.add(Group.objects.get(name=ANNOTATOR))
+    assert client.get(url).status_code == 200
+    annotator_user.is_active = False
+    annotator_user.save()
+    client.force_login(annotator_user)
+    assert client.get(url).status_code != 200
+
+
 def test_answer_page_of_a_returning_annotator_runs_a_fixed_number_of_queries(
     client, annotator_user, study, django_assert_num_queries
 ):
@@ -148,8 +166,7 @@ def test_answer_page_of_a_returning_annotator_runs_a_fixed_number_of_queries(
     url = reverse("verbalizer:work-next", args=[study.pk])
     client.get(url)  # the first visit creates the annotator's record
     # session, user, the annotator with its role, the study, the next prompt with the
-    # annotator's answers and the study's prompts, that prompt with its item and mapping, the
-    # navigation's roles
+    # annotator's answers and the study's prompts, that prompt, the navigation's roles
     with django_assert_num_queries(7):
         page = client.get(url)
     assert page.status_code == 200
