@@ -138,7 +138,7 @@ def work_list(request: HttpRequest) -> HttpResponse:
 @require_GET
 @page_errors
 def work_next(request: HttpRequest, human_study_id: int) -> HttpResponse:
-    annotator = humans.human_work_annotator(user=request.user)
+    annotator = _annotator(request)
     study = humans.human_study_active(human_study_id=human_study_id)
     if study is None:
         raise NotFoundError("No such study.")

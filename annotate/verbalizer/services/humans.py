@@ -11,13 +11,10 @@ from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
-from django.db.models.expressions import RawSQL
 
 from annotate.compiled import CompiledQuery
 from annotate.errors import AnnotateError, ConflictError, NotFoundError
 from annotate.models import Annotator, AnnotatorKind, AssignmentStatus
-from annotate.roles import ANNOTATOR, ANNOTATORS_ONLY, require_role
-from annotate.services.assignments import annotator_for_user
 from annotate.verbalizer.models import EvaluationSet, HumanAnswer, HumanStudy, Prompt
 
 MAX_SECONDS = 24 * 3600
@@ -153,30 +150,6 @@ _ACTIVE_STUDY = CompiledQuery(
     lambda study_id: HumanStudy.objects.filter(pk=study_id, active=True).order_by(),
     "study_id",
 )
-
-
-# annotator_of_annotator_user's usual case. The group's name is a constant of the code, written
-# into the SQL (CompiledQuery's parameters are the caller's integers only).
-_ANNOTATOR_OF_USER = CompiledQuery(
-    Annotator,
-    lambda user_id: Annotator.objects.filter(
-        user_id=user_id,
-        user__groups__name=RawSQL(f"'{ANNOTATOR}'", ()),  # noqa: S611 (a constant)
-    ).order_by(),
-    "user_id",
-)
-
-
-def human_work_annotator(*, user) -> Annotator:
-    """Return the Annotator of a user with the annotator role (PermissionDenied otherwise), as
-    annotator_of_annotator_user does, its usual case (an active annotator who has worked
-    before) read by a query compiled once."""
-    if user.is_active:
-        known = _ANNOTATOR_OF_USER.first(user_id=user.pk)
-        if known is not None:
-            return known
-    require_role(user, ANNOTATOR, message=ANNOTATORS_ONLY)
-    return annotator_for_user(user=user)
 
 
 def human_study_active(*, human_study_id: int) -> HumanStudy | None:
