@@ -124,9 +124,9 @@ _SESSION_ANSWER = CompiledQuery(
 )
 _TITLES = CompiledQuery(
     Document,
-    lambda question_id: Document.objects.filter(question_id=question_id)
-    .order_by("position")
-    .only("title"),
+    lambda question_id: (
+        Document.objects.filter(question_id=question_id).order_by("position").only("title")
+    ),
     "question_id",
 )
 _TURNS = CompiledQuery(
@@ -145,9 +145,11 @@ def _passages_by_id(ids: list[int]) -> dict[int, Passage]:
         names = [f"p{n}" for n in range(len(unique))]
         query = _PASSAGES[len(unique)] = CompiledQuery(
             Passage,
-            lambda **values: Passage.objects.select_related("document")
-            .filter(pk__in=[values[name] for name in names])
-            .order_by(),
+            lambda **values: (
+                Passage.objects.select_related("document")
+                .filter(pk__in=[values[name] for name in names])
+                .order_by()
+            ),
             *names,
         )
     values = {f"p{n}": pk for n, pk in enumerate(unique)}

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, connections, router, transaction
-from django.db.models import Exists, OuterRef, Q, Subquery
+from django.db.models import Exists, OuterRef, Subquery
 
 from annotate.compiled import CompiledQuery
 from annotate.errors import ConflictError, NotFoundError, NoWorkError, SubmissionError
@@ -276,7 +276,7 @@ def _stale_turns_fail(*, session_id: int, cutoff: datetime, message: str) -> Non
     name = connection.ops.quote_name
     table = name(Turn._meta.db_table)
     sql = (
-        f"UPDATE {table} SET {name('call_status')} = %s, {name('call_error')} = %s, "
+        f"UPDATE {table} SET {name('call_status')} = %s, {name('call_error')} = %s, "  # noqa: S608 (names only)
         f"{name('partial_answer')} = %s WHERE ({table}.{name('call_started_at')} < %s "
         f"AND {table}.{name('call_status')} = %s AND {table}.{name('session_id')} = %s)"
     )
