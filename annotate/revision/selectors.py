@@ -196,7 +196,7 @@ def session_state(*, session_id: int, user: AbstractBaseUser, now: datetime) -> 
 
 
 def _passages_shown(ids: list[int]) -> list[dict]:
-    by_id = Passage.objects.select_related("document").in_bulk(ids)
+    by_id = _passages_by_id(ids)
     return [{"title": by_id[i].document.title, "text": by_id[i].text} for i in ids if i in by_id]
 
 
