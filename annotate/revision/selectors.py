@@ -165,15 +165,15 @@ def session_state(*, session_id: int, user: AbstractBaseUser, now: datetime) -> 
     """
     session = session_for_annotator(session_id=session_id, user=user)
     stale_calls_fail(session=session, now=now)
-    session.refresh_from_db(
-        fields=["initial_status", "initial_partial", "initial_answer", "initial_passages"]
-    )
-    last = (
-        Turn.objects.filter(session=session)
-        .order_by("-position")
-        .only("call_status", "partial_answer", "answer", "edited_answer", "passages")
-        .first()
-    )
+    # As refresh_from_db(fields=[...]) did, with its SQL compiled once (annotate.compiled).
+    fresh = _SESSION_POLLED.first(session_id=session.pk)
+    if fresh is None:
+        raise RevisionSession.DoesNotExist("RevisionSession matching query does not exist.")
+    session.initial_status = fresh.initial_status
+    session.initial_partial = fresh.initial_partial
+    session.initial_answer = fresh.initial_answer
+    session.initial_passages = fresh.initial_passages
+    last = _LAST_TURN.first(session_id=session.pk)
     call = session.initial_status if last is None else last.call_status
     statuses = [session.initial_status] + ([last.call_status] if last else [])
     state = {
@@ -193,6 +193,24 @@ def session_state(*, session_id: int, user: AbstractBaseUser, now: datetime) -> 
         if ids:
             state["passages"] = _passages_shown(ids)
     return state
+
+
+_SESSION_POLLED = CompiledQuery(
+    RevisionSession,
+    lambda session_id: RevisionSession.objects.filter(pk=session_id).only(
+        "initial_status", "initial_partial", "initial_answer", "initial_passages"
+    ),
+    "session_id",
+)
+_LAST_TURN = CompiledQuery(
+    Turn,
+    lambda session_id: (
+        Turn.objects.filter(session_id=session_id)
+        .order_by("-position")
+        .only("call_status", "partial_answer", "answer", "edited_answer", "passages")[:1]
+    ),
+    "session_id",
+)
 
 
 def _passages_shown(ids: list[int]) -> list[dict]:
