@@ -58,6 +58,16 @@ class CompiledQuery:
             row = cursor.fetchone()
         return None if row is None else _instance(compiled, row, db)
 
+    def all(self, **values: int) -> list[Model]:
+        """Return every object the queryset gives with these values, in its order."""
+        db = router.db_for_read(self._model)
+        compiled = self._compiled.get(db) or self._compile(db)
+        params = [values[p] if isinstance(p, str) else p for p in compiled.params]
+        with connections[db].cursor() as cursor:
+            cursor.execute(compiled.sql, params)
+            rows = cursor.fetchall()
+        return [_instance(compiled, row, db) for row in rows]
+
     def _compile(self, db: str) -> _Compiled:
         stand_ins = {name: _STAND_IN - n for n, name in enumerate(self._names)}
         queryset = self._build(**stand_ins)

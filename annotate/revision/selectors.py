@@ -9,6 +9,7 @@ from django.contrib.auth.models import AbstractBaseUser, User
 from django.db.models import Count, Q, QuerySet
 from django.urls import reverse
 
+from annotate.compiled import CompiledQuery
 from annotate.errors import NotFoundError
 from annotate.revision.models import (
     CallStatus,
@@ -96,18 +97,63 @@ def session_page_get(*, session_id: int, user: AbstractBaseUser, now: datetime) 
     """The annotator's own session with its turns and the last information-seeking passages."""
     session = session_for_annotator(session_id=session_id, user=user)
     stale_calls_fail(session=session, now=now)
-    session.refresh_from_db(fields=["initial_status", "initial_error", "initial_answer"])
-    titles = list(
-        Document.objects.filter(question_id=session.question_id)
-        .order_by("position")
-        .values_list("title", flat=True)
-    )
-    turns = list(Turn.objects.filter(session=session).order_by("position"))
+    # As refresh_from_db(fields=[...]) did, with its SQL compiled once (annotate.compiled).
+    fresh = _SESSION_ANSWER.first(session_id=session.pk)
+    if fresh is None:
+        raise RevisionSession.DoesNotExist("RevisionSession matching query does not exist.")
+    session.initial_status = fresh.initial_status
+    session.initial_error = fresh.initial_error
+    session.initial_answer = fresh.initial_answer
+    titles = [d.title for d in _TITLES.all(question_id=session.question_id)]
+    turns = _TURNS.all(session_id=session.pk)
     info = [t for t in turns if t.instruction_type == InstructionType.INFORMATION_SEEKING]
     ids = info[-1].passages if info else session.initial_passages
-    by_id = Passage.objects.select_related("document").in_bulk(ids) if ids else {}
+    by_id = _passages_by_id(ids) if ids else {}
     passages = [by_id[i] for i in ids if i in by_id]
     return SessionPage(session, titles, turns, passages)
+
+
+# The session page's reads, compiled once per process (annotate.compiled): compiling them
+# through the ORM on every view cost more CPU than PostgreSQL spent running them.
+_SESSION_ANSWER = CompiledQuery(
+    RevisionSession,
+    lambda session_id: RevisionSession.objects.filter(pk=session_id).only(
+        "initial_answer", "initial_status", "initial_error"
+    ),
+    "session_id",
+)
+_TITLES = CompiledQuery(
+    Document,
+    lambda question_id: (
+        Document.objects.filter(question_id=question_id).order_by("position").only("title")
+    ),
+    "question_id",
+)
+_TURNS = CompiledQuery(
+    Turn,
+    lambda session_id: Turn.objects.filter(session_id=session_id).order_by("position"),
+    "session_id",
+)
+# Passages by id with their documents, as in_bulk(ids) read them: one query per number of ids.
+_PASSAGES: dict[int, CompiledQuery] = {}
+
+
+def _passages_by_id(ids: list[int]) -> dict[int, Passage]:
+    unique = list(dict.fromkeys(ids))
+    query = _PASSAGES.get(len(unique))
+    if query is None:
+        names = [f"p{n}" for n in range(len(unique))]
+        query = _PASSAGES[len(unique)] = CompiledQuery(
+            Passage,
+            lambda **values: (
+                Passage.objects.select_related("document")
+                .filter(pk__in=[values[name] for name in names])
+                .order_by()
+            ),
+            *names,
+        )
+    values = {f"p{n}": pk for n, pk in enumerate(unique)}
+    return {p.pk: p for p in query.all(**values)}
 
 
 def session_state(*, session_id: int, user: AbstractBaseUser, now: datetime) -> dict:
@@ -119,15 +165,15 @@ def session_state(*, session_id: int, user: AbstractBaseUser, now: datetime) -> 
     """
     session = session_for_annotator(session_id=session_id, user=user)
     stale_calls_fail(session=session, now=now)
-    session.refresh_from_db(
-        fields=["initial_status", "initial_partial", "initial_answer", "initial_passages"]
-    )
-    last = (
-        Turn.objects.filter(session=session)
-        .order_by("-position")
-        .only("call_status", "partial_answer", "answer", "edited_answer", "passages")
-        .first()
-    )
+    # As refresh_from_db(fields=[...]) did, with its SQL compiled once (annotate.compiled).
+    fresh = _SESSION_POLLED.first(session_id=session.pk)
+    if fresh is None:
+        raise RevisionSession.DoesNotExist("RevisionSession matching query does not exist.")
+    session.initial_status = fresh.initial_status
+    session.initial_partial = fresh.initial_partial
+    session.initial_answer = fresh.initial_answer
+    session.initial_passages = fresh.initial_passages
+    last = _LAST_TURN.first(session_id=session.pk)
     call = session.initial_status if last is None else last.call_status
     statuses = [session.initial_status] + ([last.call_status] if last else [])
     state = {
@@ -149,8 +195,26 @@ def session_state(*, session_id: int, user: AbstractBaseUser, now: datetime) -> 
     return state
 
 
+_SESSION_POLLED = CompiledQuery(
+    RevisionSession,
+    lambda session_id: RevisionSession.objects.filter(pk=session_id).only(
+        "initial_status", "initial_partial", "initial_answer", "initial_passages"
+    ),
+    "session_id",
+)
+_LAST_TURN = CompiledQuery(
+    Turn,
+    lambda session_id: (
+        Turn.objects.filter(session_id=session_id)
+        .order_by("-position")
+        .only("call_status", "partial_answer", "answer", "edited_answer", "passages")[:1]
+    ),
+    "session_id",
+)
+
+
 def _passages_shown(ids: list[int]) -> list[dict]:
-    by_id = Passage.objects.select_related("document").in_bulk(ids)
+    by_id = _passages_by_id(ids)
     return [{"title": by_id[i].document.title, "text": by_id[i].text} for i in ids if i in by_id]
 
 

@@ -149,3 +149,45 @@ def test_annotators_cannot_upload(client, annotator):
     # A role error: the 403 page in the site's layout, saying why.
     assert page.status_code == 403
     assert "Only researchers upload studies." in page.content.decode()
+
+
+def test_session_page_reads_what_the_orm_reads(
+    study, annotator, django_capture_on_commit_callbacks
+):
+    """The page's compiled reads (annotate.compiled) give the rows the ORM querysets gave."""
+    from annotate.revision.models import Document, Passage
+    from annotate.revision.selectors import session_page_get, session_state
+
+    now = timezone.now()
+    with django_capture_on_commit_callbacks(execute=True):
+        session = session_assign(study=study, user=annotator, now=now)
+    for n in range(3):
+        kind = "information-seeking" if n % 2 else "stylistic"
+        with django_capture_on_commit_callbacks(execute=True):
+            turn_start(
+                session_id=session.pk,
+                user=annotator,
+                instruction=f"<b>{n}</b>",
+                instruction_type=kind,
+                now=now,
+            )
+        turn_rate(session_id=session.pk, user=annotator, rating="good", comment="c", now=now)
+    page = session_page_get(session_id=session.pk, user=annotator, now=now)
+    orm_turns = list(Turn.objects.filter(session_id=session.pk).order_by("position"))
+    fields = [f.attname for f in Turn._meta.concrete_fields]
+    assert [[getattr(t, f) for f in fields] for t in page.turns] == [
+        [getattr(t, f) for f in fields] for t in orm_turns
+    ]
+    assert page.titles == list(
+        Document.objects.filter(question_id=session.question_id)
+        .order_by("position")
+        .values_list("title", flat=True)
+    )
+    ids = orm_turns[1].passages
+    assert ids
+    by_id = Passage.objects.select_related("document").in_bulk(ids)
+    assert [(p.pk, p.text, p.document.title) for p in page.passages] == [
+        (by_id[i].pk, by_id[i].text, by_id[i].document.title) for i in ids if i in by_id
+    ]
+    state = session_state(session_id=session.pk, user=annotator, now=now)
+    assert state["answer"] == orm_turns[-1].final_answer
