@@ -93,17 +93,20 @@ class SessionPage:
         return self.session.initial_answer
 
 
+def _refresh(session: RevisionSession, query, fields: list[str]) -> None:
+    """As refresh_from_db(fields=...) did, with its SQL compiled once (annotate.compiled)."""
+    fresh = query.first(session_id=session.pk)
+    if fresh is None:
+        raise RevisionSession.DoesNotExist("RevisionSession matching query does not exist.")
+    for name in fields:
+        setattr(session, name, getattr(fresh, name))
+
+
 def session_page_get(*, session_id: int, user: AbstractBaseUser, now: datetime) -> SessionPage:
     """The annotator's own session with its turns and the last information-seeking passages."""
     session = session_for_annotator(session_id=session_id, user=user)
     stale_calls_fail(session=session, now=now)
-    # As refresh_from_db(fields=[...]) did, with its SQL compiled once (annotate.compiled).
-    fresh = _SESSION_ANSWER.first(session_id=session.pk)
-    if fresh is None:
-        raise RevisionSession.DoesNotExist("RevisionSession matching query does not exist.")
-    session.initial_status = fresh.initial_status
-    session.initial_error = fresh.initial_error
-    session.initial_answer = fresh.initial_answer
+    _refresh(session, _SESSION_ANSWER, ["initial_status", "initial_error", "initial_answer"])
     titles = [d.title for d in _TITLES.all(question_id=session.question_id)]
     turns = _TURNS.all(session_id=session.pk)
     info = [t for t in turns if t.instruction_type == InstructionType.INFORMATION_SEEKING]
@@ -165,14 +168,11 @@ def session_state(*, session_id: int, user: AbstractBaseUser, now: datetime) -> 
     """
     session = session_for_annotator(session_id=session_id, user=user)
     stale_calls_fail(session=session, now=now)
-    # As refresh_from_db(fields=[...]) did, with its SQL compiled once (annotate.compiled).
-    fresh = _SESSION_POLLED.first(session_id=session.pk)
-    if fresh is None:
-        raise RevisionSession.DoesNotExist("RevisionSession matching query does not exist.")
-    session.initial_status = fresh.initial_status
-    session.initial_partial = fresh.initial_partial
-    session.initial_answer = fresh.initial_answer
-    session.initial_passages = fresh.initial_passages
+    _refresh(
+        session,
+        _SESSION_POLLED,
+        ["initial_status", "initial_partial", "initial_answer", "initial_passages"],
+    )
     last = _LAST_TURN.first(session_id=session.pk)
     call = session.initial_status if last is None else last.call_status
     statuses = [session.initial_status] + ([last.call_status] if last else [])
