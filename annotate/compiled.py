@@ -51,22 +51,25 @@ class CompiledQuery:
     def first(self, **values: int) -> Model | None:
         """Return the first object the queryset gives with these values, or None."""
         db = router.db_for_write(self._model)  # where select_for_update would read too
-        compiled = self._compiled.get(db) or self._compile(db)
-        params = [values[p] if isinstance(p, str) else p for p in compiled.params]
-        with connections[db].cursor() as cursor:
-            cursor.execute(compiled.sql, params)
-            row = cursor.fetchone()
-        return None if row is None else _instance(compiled, row, db)
+        compiled, rows = self._run(db, values, first=True)
+        return _instance(compiled, rows[0], db) if rows else None
 
     def all(self, **values: int) -> list[Model]:
         """Return every object the queryset gives with these values, in its order."""
         db = router.db_for_read(self._model)
+        compiled, rows = self._run(db, values, first=False)
+        return [_instance(compiled, row, db) for row in rows]
+
+    def _run(self, db: str, values: dict[str, int], *, first: bool) -> tuple[_Compiled, list]:
+        """Run the compiled SQL with these values: its first row only, or all of them."""
         compiled = self._compiled.get(db) or self._compile(db)
         params = [values[p] if isinstance(p, str) else p for p in compiled.params]
         with connections[db].cursor() as cursor:
             cursor.execute(compiled.sql, params)
-            rows = cursor.fetchall()
-        return [_instance(compiled, row, db) for row in rows]
+            if first:
+                row = cursor.fetchone()
+                return compiled, [] if row is None else [row]
+            return compiled, cursor.fetchall()
 
     def _compile(self, db: str) -> _Compiled:
         stand_ins = {name: _STAND_IN - n for n, name in enumerate(self._names)}
