@@ -8,6 +8,10 @@ afterwards only executes that SQL with the real values and turns the rows into m
 instances as Django's ModelIterable does (from_db, then the select_related objects), with
 the compiler's own converters. Queries still go through Django's cursor, so query counting
 and logging see them.
+
+On PostgreSQL they also run as prepared statements (`prepared_cursor`): parsed and planned
+once per connection rather than on every request, which was most of the database's time on the
+task page (its "task N of M" count alone: 1.8 ms planned per view, 0.3 ms run prepared).
 """
 
 from __future__ import annotations
@@ -16,7 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.db import connections, router
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 from django.db.models import Model, QuerySet
 from django.db.models.query import get_related_populators
 from django.db.models.sql.compiler import SQLCompiler
@@ -64,7 +71,7 @@ class CompiledQuery:
         """Run the compiled SQL with these values: its first row only, or all of them."""
         compiled = self._compiled.get(db) or self._compile(db)
         params = [values[p] if isinstance(p, str) else p for p in compiled.params]
-        with connections[db].cursor() as cursor:
+        with prepared_cursor(connections[db]) as cursor:
             cursor.execute(compiled.sql, params)
             if first:
                 row = cursor.fetchone()
@@ -106,3 +113,44 @@ def _instance(compiled: _Compiled, row: Any, db: str) -> Model:
     for populator in compiled.populators:
         populator.populate(row, instance)
     return instance
+
+
+def prepared_cursor(connection: BaseDatabaseWrapper) -> CursorWrapper:
+    """Return a cursor whose statements PostgreSQL keeps prepared on this connection.
+
+    For the few statements every annotator request runs with other values. Django's cursors
+    send the values inside the SQL text (client-side binding), so PostgreSQL parses and plans
+    each statement again on every request; this cursor binds them server-side and psycopg
+    prepares each statement the first time the connection runs it (`prepare_threshold` 0,
+    DATABASE_PREPARED_STATEMENTS), so later requests on a kept connection only execute it.
+    It is Django's cursor wrapper all the same (query counting, logging, error translation).
+    Elsewhere (SQLite, or prepared statements turned off for a pooler that cannot keep them)
+    it is Django's own cursor.
+    """
+    if connection.vendor != "postgresql" or not settings.DATABASE_PREPARED_STATEMENTS:
+        return connection.cursor()
+    from django.db.backends.postgresql.base import ServerBindingCursor
+
+    # What BaseDatabaseWrapper.cursor() does, with a server-binding psycopg cursor.
+    connection.close_if_health_check_failed()
+    connection.ensure_connection()
+    connection.validate_thread_sharing()
+    with connection.wrap_database_errors:
+        cursor = ServerBindingCursor(connection.connection)
+    if connection.queries_logged:
+        return _LoggedPreparedCursor(cursor, connection)
+    return connection.make_cursor(cursor)
+
+
+class _LoggedPreparedCursor(CursorDebugWrapper):
+    """Django's debugging cursor, logging a prepared statement with its values written in.
+
+    Django logs what psycopg says it sent, which for a prepared statement is nothing (only
+    its name and values went): the query log, the test suite's captured queries and DEBUG
+    pages would show None.
+    """
+
+    def debug_sql(self, sql=None, params=None, use_last_executed_query=False, many=False):
+        if use_last_executed_query and sql is not None and not many:
+            sql = self.db.ops.compose_sql(sql, params)
+        return super().debug_sql(sql, params, use_last_executed_query=False, many=many)

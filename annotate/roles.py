@@ -5,6 +5,8 @@ from functools import cache
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import connection
 
+from annotate.compiled import prepared_cursor
+
 ADMIN = "admin"
 RESEARCHER = "researcher"
 ANNOTATOR = "annotator"
@@ -28,7 +30,7 @@ def group_names(user: AbstractBaseUser) -> list[str]:
     """
     if user.pk is None:
         return []
-    with connection.cursor() as cursor:
+    with prepared_cursor(connection) as cursor:
         cursor.execute(_group_names_sql(user._meta.model), [user.pk])
         return [name for (name,) in cursor.fetchall()]
 

@@ -18,12 +18,14 @@ from django.db import connections, router
 from django.db.models import Model
 from django.utils import timezone
 
+from annotate.compiled import prepared_cursor
+
 
 class SessionStore(db.SessionStore):
     def load(self) -> dict:
         alias = router.db_for_read(self.model)
         connection = connections[alias]
-        with connection.cursor() as cursor:
+        with prepared_cursor(connection) as cursor:
             cursor.execute(
                 _read_sql(self.model, alias),
                 [self.session_key, connection.ops.adapt_datetimefield_value(timezone.now())],

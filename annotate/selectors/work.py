@@ -11,7 +11,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection
 from django.db.models import Count, Q, QuerySet, Subquery, Sum
 
-from annotate.compiled import CompiledQuery
+from annotate.compiled import CompiledQuery, prepared_cursor
 from annotate.errors import NotFoundError
 from annotate.models import (
     Annotator,
@@ -213,7 +213,7 @@ def _texts_of(
     if with_questions:
         parts.append(_QUESTION_TEXTS)
         params.append(instruction_id)
-    with connection.cursor() as cursor:
+    with prepared_cursor(connection) as cursor:
         cursor.execute(" UNION ALL ".join(parts), params)
         rows = cursor.fetchall()
     texts = {key: text for kind, key, text in rows if kind == 0}
@@ -250,7 +250,7 @@ def project_standing(*, assignment: Assignment, now: datetime) -> ProjectStandin
         project=project, annotator=Annotator(pk=assignment.annotator_id), now=now
     )
     submitted_at = assignment.submitted_at
-    with connection.cursor() as cursor:
+    with prepared_cursor(connection) as cursor:
         cursor.execute(
             _STANDING.format(claimable=claimable),
             [

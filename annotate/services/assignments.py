@@ -15,7 +15,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.db.models.expressions import RawSQL
 
-from annotate.compiled import CompiledQuery
+from annotate.compiled import CompiledQuery, prepared_cursor
 from annotate.errors import AssignmentNotLiveError, ConflictError, NotFoundError, NoWorkError
 from annotate.models import (
     Annotator,
@@ -127,7 +127,7 @@ def claimable_task_count(
 ) -> int:
     """Return how many tasks the annotator may still claim in the project (or batch)."""
     sql, params = claimable_tasks_sql(project=project, annotator=annotator, now=now, batch=batch)
-    with connection.cursor() as cursor:
+    with prepared_cursor(connection) as cursor:
         cursor.execute(_COUNT.format(claimable=sql), params)
         return cursor.fetchone()[0]
 
@@ -144,7 +144,7 @@ def claimable_task_ids(
     sql, params = _claimable_ids_sql(
         project=project, annotator=annotator, now=now, batch=batch, limit=limit
     )
-    with connection.cursor() as cursor:
+    with prepared_cursor(connection) as cursor:
         cursor.execute(sql, params)
         return [row[0] for row in cursor.fetchall()]
 
@@ -408,7 +408,7 @@ def _task_standing(
     instruction_id = task.instruction_id
     params = [task.pk, *_taken_params(now)]
     params += _worked_params(annotator.pk, instruction_id) + [instruction_id, project.pk]
-    with connection.cursor() as cursor:
+    with prepared_cursor(connection) as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     taken, worked = next((first, second) for kind, first, second in rows if kind == 0)

@@ -16,7 +16,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection, transaction
 from django.utils import timezone
 
-from annotate.compiled import CompiledQuery
+from annotate.compiled import CompiledQuery, prepared_cursor
 from annotate.errors import (
     AssignmentNotLiveError,
     ConflictError,
@@ -186,7 +186,7 @@ def _instruction_rows(
     marks = ", ".join(["%s"] * len(system_ids)) or "NULL"
     instruction_id = assignment.task.instruction_id
     annotator_id = assignment.annotator_id
-    with connection.cursor() as cursor:
+    with prepared_cursor(connection) as cursor:
         cursor.execute(
             _INSTRUCTION_ROWS.format(marks=marks),
             [instruction_id, annotator_id, annotator_id, instruction_id, *system_ids],
@@ -390,7 +390,7 @@ def _insert_labels(*, assignment: Assignment, labels: list[tuple[int, int, int]]
         )
         return
     question_ids, response_ids, values = (list(column) for column in zip(*labels, strict=True))
-    with connection.cursor() as cursor:
+    with prepared_cursor(connection) as cursor:
         cursor.execute(
             _INSERT_LABELS,
             [assignment.annotator_id, assignment.id, timezone.now()]

@@ -163,6 +163,16 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # request opens its own connection (DATABASE_CONN_MAX_AGE=0).
     _options = DATABASES["default"].setdefault("OPTIONS", {})
     _options["options"] = f"{_options.get('options', '')} -c TimeZone={TIME_ZONE}".strip()
+# The annotator's hot-path statements (annotate.compiled.prepared_cursor) run prepared: planned
+# once per kept connection. Turn off behind a pooler in transaction mode that cannot keep
+# prepared statements (PgBouncer before 1.21, or without max_prepared_statements).
+DATABASE_PREPARED_STATEMENTS = env_bool("DATABASE_PREPARED_STATEMENTS", True)
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # psycopg prepares a statement of a server-binding cursor the first time it runs (Django's
+    # own cursors bind client-side and are never prepared); None turns preparing off.
+    DATABASES["default"]["OPTIONS"]["prepare_threshold"] = (
+        0 if DATABASE_PREPARED_STATEMENTS else None
+    )
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
