@@ -60,7 +60,10 @@ class Benchmark(models.Model):
 
 
 class Instruction(models.Model):
-    benchmark = models.ForeignKey(Benchmark, on_delete=models.CASCADE, related_name="instructions")
+    # db_index=False: the unique constraint below leads with it, and is its index.
+    benchmark = models.ForeignKey(
+        Benchmark, on_delete=models.CASCADE, related_name="instructions", db_index=False
+    )
     external_id = models.CharField("instruction id", max_length=200)
     subset = models.CharField(max_length=4, choices=Subset.choices)
     category = models.CharField("domain", max_length=300, blank=True)
@@ -84,7 +87,10 @@ class Instruction(models.Model):
 
 
 class Question(models.Model):
-    instruction = models.ForeignKey(Instruction, on_delete=models.CASCADE, related_name="questions")
+    # db_index=False: the unique constraint below leads with it, and is its index.
+    instruction = models.ForeignKey(
+        Instruction, on_delete=models.CASCADE, related_name="questions", db_index=False
+    )
     position = models.PositiveSmallIntegerField(help_text="1-based order within the instruction.")
     text = models.TextField()
     constraint_mask = models.PositiveSmallIntegerField(
@@ -142,7 +148,10 @@ class System(models.Model):
 
 
 class Response(models.Model):
-    instruction = models.ForeignKey(Instruction, on_delete=models.CASCADE, related_name="responses")
+    # db_index=False: the unique constraint below leads with it, and is its index.
+    instruction = models.ForeignKey(
+        Instruction, on_delete=models.CASCADE, related_name="responses", db_index=False
+    )
     system = models.ForeignKey(System, on_delete=models.CASCADE, related_name="responses")
     text = models.TextField()
     generation_key = models.CharField(
@@ -295,7 +304,10 @@ class Label(models.Model):
 class DirectScore(models.Model):
     """A 1–5 direct score (paper §3.1) of one response by one annotator."""
 
-    response = models.ForeignKey(Response, on_delete=models.CASCADE, related_name="scores")
+    # db_index=False: the unique constraint below leads with it, and is its index.
+    response = models.ForeignKey(
+        Response, on_delete=models.CASCADE, related_name="scores", db_index=False
+    )
     annotator = models.ForeignKey(Annotator, on_delete=models.CASCADE, related_name="scores")
     score = models.PositiveSmallIntegerField()
     assignment = models.ForeignKey(
@@ -403,7 +415,10 @@ class ProjectAnnotatorKind(models.Model):
 
 
 class Batch(models.Model):
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="batches")
+    # db_index=False: the unique constraint below leads with it, and is its index.
+    project = models.ForeignKey(
+        Project, on_delete=models.CASCADE, related_name="batches", db_index=False
+    )
     name = models.CharField(max_length=200)
     active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -422,7 +437,8 @@ class Batch(models.Model):
 class Task(models.Model):
     """One instruction with the responses of every system of the project."""
 
-    batch = models.ForeignKey(Batch, on_delete=models.CASCADE, related_name="tasks")
+    # db_index=False: the unique constraint below leads with it, and is its index.
+    batch = models.ForeignKey(Batch, on_delete=models.CASCADE, related_name="tasks", db_index=False)
     instruction = models.ForeignKey(Instruction, on_delete=models.PROTECT, related_name="tasks")
     position = models.PositiveIntegerField(default=0)
 
@@ -457,7 +473,10 @@ LIVE_OR_DONE_STATUSES = [
 class Assignment(models.Model):
     """One annotator doing one task."""
 
-    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="assignments")
+    # db_index=False: the unique constraint below leads with it, and is its index.
+    task = models.ForeignKey(
+        Task, on_delete=models.CASCADE, related_name="assignments", db_index=False
+    )
     annotator = models.ForeignKey(Annotator, on_delete=models.PROTECT, related_name="assignments")
     status = models.CharField(
         max_length=9, choices=AssignmentStatus.choices, default=AssignmentStatus.CLAIMED

@@ -187,3 +187,29 @@ def test_the_migration_backfill_counts_what_the_triggers_would():
         cursor.execute("DELETE FROM annotate_taskslots")
         cursor.execute(migration.BACKFILL)
     assert _held_by_counter() == kept
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's trigger functions")
+def test_an_on_time_submit_does_not_call_the_counter_function():
+    # A claim and its on-time submission both hold the slot: the update trigger's WHEN skips
+    # the PL/pgSQL call (which every new connection would compile) when nothing changes.
+    project = project_with_tasks(instructions=2, systems=2, questions=1)
+    person = AnnotatorFactory()
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL track_functions = 'pl'")
+
+    def calls() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT coalesce(sum(calls), 0) FROM pg_stat_xact_user_functions "
+                "WHERE funcname = 'annotate_taskslots_count'"
+            )
+            return cursor.fetchone()[0]
+
+    claim = assignments.assignment_claim_next(annotator=person, project=project, now=timezone.now())
+    assert calls() == 1  # the claim's insert
+    Assignment.objects.filter(pk=claim.pk).update(status=AssignmentStatus.SUBMITTED)
+    assert calls() == 1
+    Assignment.objects.filter(pk=claim.pk).update(status=AssignmentStatus.REJECTED)
+    assert calls() == 2  # no longer holds its slot
+    assert _held_by_counter() == _held_by_counting()
