@@ -9,8 +9,8 @@ instances as Django's ModelIterable does (from_db, then the select_related objec
 the compiler's own converters. Queries still go through Django's cursor, so query counting
 and logging see them.
 
-On PostgreSQL they also run as prepared statements (`prepared_cursor`): parsed and planned
-once per connection rather than on every request, which was most of the database's time on the
+On PostgreSQL, with kept connections, they also run as prepared statements
+(`prepared_cursor`): parsed and planned once per connection rather than on every request, which was most of the database's time on the
 task page (its "task N of M" count alone: 1.8 ms planned per view, 0.3 ms run prepared).
 """
 
@@ -124,10 +124,16 @@ def prepared_cursor(connection: BaseDatabaseWrapper) -> CursorWrapper:
     prepares each statement the first time the connection runs it (`prepare_threshold` 0,
     DATABASE_PREPARED_STATEMENTS), so later requests on a kept connection only execute it.
     It is Django's cursor wrapper all the same (query counting, logging, error translation).
-    Elsewhere (SQLite, or prepared statements turned off for a pooler that cannot keep them)
-    it is Django's own cursor.
+    Elsewhere it is Django's own cursor: on SQLite; when prepared statements are turned off
+    for a pooler that cannot keep them; and when each request opens its own connection
+    (CONN_MAX_AGE 0), where a statement runs once per connection and preparing it would only
+    add a round trip.
     """
-    if connection.vendor != "postgresql" or not settings.DATABASE_PREPARED_STATEMENTS:
+    if (
+        connection.vendor != "postgresql"
+        or not settings.DATABASE_PREPARED_STATEMENTS
+        or connection.settings_dict["CONN_MAX_AGE"] == 0
+    ):
         return connection.cursor()
     from django.db.backends.postgresql.base import ServerBindingCursor
 

@@ -24,6 +24,12 @@ on_postgresql = pytest.mark.skipif(
 )
 
 
+@pytest.fixture(autouse=True)
+def kept_connections(monkeypatch):
+    """Connections kept between requests, as in production (prepared statements need them)."""
+    monkeypatch.setitem(connection.settings_dict, "CONN_MAX_AGE", 60)
+
+
 def _prepared(fragment: str) -> int:
     with connection.cursor() as cursor:
         cursor.execute(
@@ -86,6 +92,20 @@ def test_turned_off_nothing_is_prepared(client, annotator_user):
             assert cursor.fetchone() == (42,)
         client.post(reverse("work:start-next", args=[project.id]))
     assert _prepared("turned off") == 0
+
+
+@on_postgresql
+def test_with_a_connection_per_request_nothing_is_prepared(client, annotator_user, monkeypatch):
+    # Each statement would run once on its connection: preparing it only adds a round trip.
+    monkeypatch.setitem(connection.settings_dict, "CONN_MAX_AGE", 0)
+    project = project_with_tasks(instructions=2, systems=2, questions=1)
+    client.force_login(annotator_user)
+    with prepared_cursor(connection) as cursor:
+        cursor.execute("SELECT %s + 40 /* one connection a request */", [2])
+        assert cursor.fetchone() == (42,)
+    started = client.post(reverse("work:start-next", args=[project.id]))
+    assert client.get(started["Location"]).status_code == 200
+    assert _prepared("one connection a request") == 0
 
 
 @on_postgresql
