@@ -29,8 +29,9 @@ from django.db.models.query import get_related_populators
 from django.db.models.sql.compiler import SQLCompiler
 
 # Stand-in values no real id takes; each parameter gets its own, found again in the SQL's
-# parameters after compiling.
-_STAND_IN = -(2**40)
+# parameters after compiling. Within a 32-bit integer, or Django refuses them for an
+# IntegerField or AutoField (auth's user id) as out of range and compiles no SQL.
+_STAND_IN = -(2**31) + 1000
 
 
 @dataclass

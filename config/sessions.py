@@ -13,12 +13,14 @@ from __future__ import annotations
 
 from functools import cache
 
+from django.contrib.auth import BACKEND_SESSION_KEY
 from django.contrib.sessions.backends import db
 from django.db import connections, router
 from django.db.models import Model
 from django.utils import timezone
 
 from annotate.compiled import prepared_cursor
+from config.authentication import DJANGO_MODEL_BACKEND, MODEL_BACKEND
 
 
 class SessionStore(db.SessionStore):
@@ -35,7 +37,12 @@ class SessionStore(db.SessionStore):
             # As Django's: an unknown or expired key is forgotten, and a new one made on save.
             self._session_key = None
             return {}
-        return self.decode(row[0])
+        data = self.decode(row[0])
+        if data.get(BACKEND_SESSION_KEY) == DJANGO_MODEL_BACKEND:
+            # Logged in before config.authentication's back-end took Django's place: the same
+            # users and passwords, so the session stays valid (rewritten when next saved).
+            data[BACKEND_SESSION_KEY] = MODEL_BACKEND
+        return data
 
 
 @cache

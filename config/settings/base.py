@@ -90,7 +90,8 @@ MIDDLEWARE = [
 # Django's authenticate(); its back-end refuses even the right password while locked out.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
-    "django.contrib.auth.backends.ModelBackend",
+    # Django's ModelBackend reading the logged-in user with one precompiled statement.
+    "config.authentication.ModelBackend",
 ]
 
 # Django's database sessions, read in plain SQL (config/sessions.py).
