@@ -544,8 +544,9 @@ class TaskSlots(models.Model):
     """How many assignments of a task hold or may hold a slot: every claim (live, or past its
     time and not yet expired) and every accepted submission that was not late.
 
-    Kept by database triggers on annotate_assignment (annotate.slot_triggers, migration 0011) on
-    every insert, update and delete, whichever code path makes it; the app never writes it. The
+    Kept by database triggers on annotate_assignment (migrations 0011, 0012, 0014) on every
+    insert, update and delete, whichever code path makes it, and on annotate_task (a row for
+    every task, with its batch); the app never writes it. The
     slots taken are `held` less the task's claims past their time (an index range of the few
     the beat has not expired yet): the claim's candidates and "task N of M" read 500 tasks'
     counters instead of counting every assignment of the project. The claim itself still counts
@@ -561,9 +562,16 @@ class TaskSlots(models.Model):
         related_name="+",
     )
     held = models.IntegerField(default=0)
+    # The task's batch, copied by a trigger on annotate_task (migration 0014), which also gives
+    # every task its row from the start: the tasks of a project with a free slot are then the
+    # index range (batch, held < limit) rather than every task of the project.
+    batch = models.ForeignKey(
+        Batch, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False, related_name="+"
+    )
 
     class Meta:
         verbose_name_plural = "task slots"
+        indexes = [models.Index(fields=["batch", "held"], name="taskslots_batch_held")]
 
     def __str__(self) -> str:
         return f"task {self.task_id}: {self.held} held"

@@ -111,15 +111,14 @@ def claimable_tasks_sql(
 
 
 def _slot_free_sql(batch: Batch | None) -> str:
-    return _SLOT_FREE.format(
-        taken=_SLOTS_TAKEN, batch="AND t.batch_id = %s" if batch is not None else ""
-    )
+    return _SLOT_FREE.format(late=_LATE, batch="AND b.id = %s" if batch is not None else "")
 
 
 def _slot_free_params(project: Project, now: datetime, batch: Batch | None) -> list:
-    batch_params = [batch.pk] if batch is not None else []
     late = [AssignmentStatus.CLAIMED.value, connection.ops.adapt_datetimefield_value(now)]
-    return [*late, project.pk, *batch_params, project.assignments_per_task]
+    where = [project.pk, *([batch.pk] if batch is not None else [])]
+    limit = project.assignments_per_task
+    return [*late, *where, limit, *late, *where, limit, limit]
 
 
 def claimable_task_count(
@@ -197,22 +196,31 @@ _WORKED_ON_TASKS = """t.instruction_id IN (SELECT wt.instruction_id FROM annotat
 # expired yet (the assignment (status, expires_at) index: a few rows, not the project's
 # thousands of assignments); only tasks with a free slot are then checked for the annotator's
 # earlier work (a full project: none at all). This is the same rule as _HOLDS_SLOT; the claim
-# re-counts under the task's lock.
-_SLOT_FREE = """SELECT t.id, t.instruction_id, {taken} AS taken, b.created_at AS batch_created,
-        t.position
-    FROM annotate_task t JOIN annotate_batch b ON b.id = t.batch_id
-    LEFT JOIN annotate_taskslots s ON s.task_id = t.id
-    LEFT JOIN (SELECT x.task_id, count(*) AS late FROM annotate_assignment x
-        WHERE x.status = %s AND x.expires_at <= %s GROUP BY x.task_id) x ON x.task_id = t.id
-    WHERE b.project_id = %s AND b.active {batch} AND {taken} < %s"""
-_SLOTS_TAKEN = "(COALESCE(s.held, 0) - COALESCE(x.late, 0))"
+# re-counts under the task's lock. Two disjoint parts, so that neither reads a full task: those
+# whose counter alone leaves a slot (the index range (batch, held < limit), empty once a project
+# is full), and those whose counter is full but whose claims past their time free one (found
+# from those claims).
+_LATE = """SELECT x.task_id, count(*) AS late FROM annotate_assignment x
+        WHERE x.status = %s AND x.expires_at <= %s GROUP BY x.task_id"""
+_SLOT_FREE = """SELECT t.id AS id, t.instruction_id AS instruction_id,
+        s.held - COALESCE(x.late, 0) AS taken, b.created_at AS batch_created,
+        t.position AS position
+    FROM annotate_batch b JOIN annotate_taskslots s ON s.batch_id = b.id
+    JOIN annotate_task t ON t.id = s.task_id
+    LEFT JOIN ({late}) x ON x.task_id = s.task_id
+    WHERE b.project_id = %s AND b.active {batch} AND s.held < %s
+    UNION ALL
+    SELECT t.id, t.instruction_id, s.held - x.late, b.created_at, t.position
+    FROM ({late}) x JOIN annotate_taskslots s ON s.task_id = x.task_id
+    JOIN annotate_batch b ON b.id = s.batch_id JOIN annotate_task t ON t.id = s.task_id
+    WHERE b.project_id = %s AND b.active {batch} AND s.held >= %s AND s.held - x.late < %s"""
 _CLAIMABLE = "SELECT id, taken, batch_created, position FROM ({slot_free}) t WHERE NOT ({worked})"
 _COUNT = "SELECT count(*) FROM ({claimable}) claimable"
 # The claim wants the first few in claim order: the slot-free tasks are sorted first and checked
 # for earlier work in that order until `limit` pass (PostgreSQL keeps the inner order through
 # the filter, so it stops early instead of probing every task; the outer ORDER BY states the
 # order for any database). With 500 open tasks the check then costs ~20 tasks' probes, not 500.
-_FIRST = """SELECT id FROM ({slot_free} ORDER BY taken, batch_created, t.position, t.id) t
+_FIRST = """SELECT id FROM ({slot_free} ORDER BY taken, batch_created, position, id) t
     WHERE NOT ({worked}) ORDER BY taken, batch_created, position, id LIMIT %s"""
 
 

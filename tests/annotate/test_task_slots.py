@@ -20,7 +20,7 @@ from django.utils import timezone
 from annotate.errors import NoWorkError
 from annotate.models import Assignment, AssignmentStatus, Task, TaskSlots
 from annotate.services import assignments
-from tests.factories import AnnotatorFactory, project_with_tasks
+from tests.factories import AnnotatorFactory, BatchFactory, project_with_tasks
 
 pytestmark = pytest.mark.django_db
 
@@ -182,11 +182,41 @@ def test_the_migration_backfill_counts_what_the_triggers_would():
     )
     kept = _held_by_counter()
     assert kept == _held_by_counting()
-    migration = importlib.import_module("annotate.migrations.0011_taskslots")
+    counting = importlib.import_module("annotate.migrations.0011_taskslots").BACKFILL
     with connection.cursor() as cursor:
+        # 0011's count (its INSERT's SELECT: the column batch_id came in 0014).
+        cursor.execute(counting[counting.index("SELECT") :])
+        assert {task_id: held for task_id, held in cursor.fetchall()} == kept
+        # 0014: a row for every task, with its batch.
         cursor.execute("DELETE FROM annotate_taskslots")
-        cursor.execute(migration.BACKFILL)
-    assert _held_by_counter() == kept
+        for statement in importlib.import_module(
+            "annotate.migrations.0014_taskslots_batch"
+        ).BACKFILL:
+            cursor.execute(statement)
+    rows = {row.task_id: (row.batch_id, row.held) for row in TaskSlots.objects.all()}
+    assert rows == {task.pk: (task.batch_id, 0) for task in Task.objects.all()}
+
+
+def test_every_task_has_its_counter_with_its_batch_from_the_start():
+    # However a task is made (a service, bulk_create) or moved, its row is there with its batch:
+    # the tasks offered are read from the rows, so a task without one would never be offered.
+    project = project_with_tasks(instructions=3, systems=2, questions=1)
+    other = project_with_tasks(instructions=1, systems=2, questions=1)
+    batch = project.batches.get()
+    extra = Task.objects.bulk_create(
+        Task(batch=batch, instruction=task.instruction, position=9)
+        for task in Task.objects.filter(batch__project=other)
+    )
+    assert {row.task_id: (row.batch_id, row.held) for row in TaskSlots.objects.all()} == {
+        task.pk: (task.batch_id, 0) for task in Task.objects.all()
+    }
+    moved, elsewhere = extra[0], BatchFactory(project=other, name="second")
+    Task.objects.filter(pk=moved.pk).update(batch=elsewhere)
+    assert TaskSlots.objects.get(task_id=moved.pk).batch_id == elsewhere.pk
+    offered = assignments.claimable_task_ids(
+        project=project, annotator=AnnotatorFactory(), now=timezone.now(), limit=100
+    )
+    assert set(offered) == set(Task.objects.filter(batch=batch).values_list("pk", flat=True))
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's trigger functions")
