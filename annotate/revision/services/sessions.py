@@ -13,7 +13,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, connections, router, transaction
 from django.db.models import Exists, OuterRef, Subquery
 
-from annotate.compiled import CompiledQuery
+from annotate.compiled import CompiledQuery, prepared_cursor
 from annotate.errors import ConflictError, NotFoundError, NoWorkError, SubmissionError
 from annotate.revision.dispatch import generation_enqueue
 from annotate.revision.history import next_previous_answer
@@ -288,5 +288,5 @@ def _stale_turns_fail(*, session_id: int, cutoff: datetime, message: str) -> Non
         CallStatus.PENDING.value,
         session_id,
     ]
-    with transaction.mark_for_rollback_on_error(using=db), connection.cursor() as cursor:
+    with transaction.mark_for_rollback_on_error(using=db), prepared_cursor(connection) as cursor:
         cursor.execute(sql, params)

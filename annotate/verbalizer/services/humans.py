@@ -12,7 +12,7 @@ from django.core.validators import URLValidator
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 
-from annotate.compiled import CompiledQuery
+from annotate.compiled import CompiledQuery, prepared_cursor
 from annotate.errors import AnnotateError, ConflictError, NotFoundError
 from annotate.models import Annotator, AnnotatorKind, AssignmentStatus
 from annotate.verbalizer.models import EvaluationSet, HumanAnswer, HumanStudy, Prompt
@@ -130,7 +130,7 @@ def human_work_next(*, study: HumanStudy, annotator: Annotator) -> tuple[Prompt 
         *[study.pk, AssignmentStatus.REJECTED, *channel_params],
         *[study.pk, annotator.pk, limit, study.pk, annotator.pk, study.pk],
     ]
-    with connection.cursor() as cursor:
+    with prepared_cursor(connection) as cursor:
         cursor.execute(_WORK_NEXT.format(channel=channel), params)
         prompt_id, done, total = cursor.fetchone()
     prompt = None
