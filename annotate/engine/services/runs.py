@@ -842,6 +842,8 @@ def engine_run_dispatch(*, run_id: int, chunk_units: int | None = None) -> list[
             keys = _prepare_units(run, protocol)
             if hasattr(protocol, "on_start"):
                 protocol.on_start(run)
+            if hasattr(protocol, "on_dispatch"):  # what every chunk would otherwise make again
+                protocol.on_dispatch(run)
             chunks = EngineChunk.objects.bulk_create(
                 EngineChunk(run=run, index=n, keys=list(keys[start : start + size]))
                 for n, start in enumerate(range(0, len(keys), size))
