@@ -7,6 +7,7 @@ EngineCall. A transport never retries; `call_with_retries` does, under the share
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -86,14 +87,22 @@ class JsonText(str):
         start inside an escape (`\\n`, `\\u001f`...), so replacing it in the escaped template
         by the escaped value gives the escaped result.
         """
-        text, escaped = template, cls(template).escaped
+        text, escaped = template, _template_escaped(template)
         for name, value in values.items():
             mark = "{" + name + "}"
+            if mark not in text:  # nothing to replace (a system message): no value to escape
+                continue
             if _json_text(mark) != f'"{mark}"':  # never for a placeholder name
                 return cls(_fill_plain(template, values))
             piece = value if isinstance(value, JsonText) else cls(value)
             text, escaped = text.replace(mark, piece), escaped.replace(mark, piece.escaped)
         return cls._made(text, escaped)
+
+
+@functools.lru_cache(maxsize=256)
+def _template_escaped(template: str) -> str:
+    # A run fills the same few prompt templates once per call, from 32 threads.
+    return JsonText(template).escaped
 
 
 def _fill_plain(template: str, values: Mapping[str, str]) -> str:
