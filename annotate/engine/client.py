@@ -116,21 +116,20 @@ class RequestBody(dict):
 
     A 10-shot judge prompt is 60 kB; encoding it once for the wire and again for the database
     cost as much CPU as the rest of the call, in threads that share one GIL. Build a body, then
-    leave it unchanged (the JSON is cached on first use).
+    leave it unchanged (the JSON is cached on first use). The database is given the same UTF-8
+    bytes (`cached_json`), not a text that its driver would encode again.
     """
 
     _json: bytes | None = None
-    _text: str | None = None  # the same JSON as text, for the database (no decoding back)
 
     def json_bytes(self) -> bytes:
         if self._json is None:
-            self._text = _json_text(self)
-            self._json = self._text.encode()
+            self._json = _json_text(self).encode()
         return self._json
 
-    def cached_json(self) -> str | None:
-        """The JSON text if it was made already (by sending the body), else None."""
-        return self._text
+    def cached_json(self) -> bytes | None:
+        """The JSON (UTF-8) if it was made already (by sending the body), else None."""
+        return self._json
 
 
 def body_json(body: Mapping[str, Any]) -> bytes:
