@@ -674,31 +674,24 @@ def _worker_pool() -> ThreadPoolExecutor:
         return _pool[1]
 
 
-# The first calls go out once an eighth of them are loaded: a 10-shot judge's units cost about
-# 0.2 ms each to load, and the calls sent meanwhile leave the rest of the first wave less to do.
-FIRST_SLICE_SHARE = 8
-
-
 def _run_pool(run, protocol, executor, keys, on_progress) -> None:
     """Do the units on `endpoint.concurrency` threads, in the keys' order, storing as they end.
 
-    The first eighth of the first `concurrency` units is loaded (`protocol.load`) before the
-    threads take any, the other first units while those calls go out, the rest once all the
-    first calls are sent (or a unit ended without one), while they are in flight: a 10-shot
-    judge spends a fifth of a second building its prompts, which would otherwise all come
-    before the first call, and loading the rest while the threads encode and send their first
-    requests held them back on the GIL. The threads (kept between runs,
+    The first `concurrency` units are loaded (`protocol.load`) before the threads take any,
+    the rest once those first calls are sent (or a unit ended without one), while they are in
+    flight: a 10-shot judge spends a fifth of a second building its prompts, which would
+    otherwise all come before the first call, and loading while the threads encode and send
+    their first requests held them back on the GIL. The threads (kept between runs,
     `_worker_pool`) all wait until every one has its place before any takes a unit: a thread
     started while others are already encoding and sending requests waits for the GIL to say
     it started, which cost up to a quarter of a second over 32 threads.
     """
     size = run.endpoint.concurrency
-    first = max(1, size // FIRST_SLICE_SHARE)
-    work = _load(protocol, run, keys[:first])
+    work = _load(protocol, run, keys[:size])
     ended = threading.Event()
     go = threading.Event()
     todo: queue.SimpleQueue[str | None] = queue.SimpleQueue()
-    for key in keys[:first]:
+    for key in keys[:size]:
         todo.put(key)
     left = [len(keys)]
     lock = threading.Lock()
@@ -729,10 +722,6 @@ def _run_pool(run, protocol, executor, keys, on_progress) -> None:
     go.set()
     try:
         try:
-            if keys[first:size]:
-                work.update(_load(protocol, run, keys[first:size]))
-                for key in keys[first:size]:
-                    todo.put(key)
             if keys[size:]:
                 executor.first_calls_sent.wait()
                 work.update(_load(protocol, run, keys[size:]))

@@ -174,24 +174,6 @@ def test_a_unit_failed_by_its_protocol_is_counted_and_the_rest_is_stored(stub, e
     assert EngineUnit.objects.get(run=run, key="echo:fail").error == "this unit cannot be done"
 
 
-def test_a_run_loads_an_eighth_of_its_first_calls_then_the_others_then_the_rest(
-    stub, echo_protocol, monkeypatch
-):
-    slices = []
-    load = echo.EchoProtocol.load
-    monkeypatch.setattr(
-        echo.EchoProtocol,
-        "load",
-        lambda self, run, keys: slices.append(keys) or load(self, run, keys),
-    )
-    endpoint = make_endpoint(stub.base_url, concurrency=16)
-    items = [f"i{n}" for n in range(40)]
-    run = engine_run_create(kind="echo", endpoint=endpoint, params={"items": items})
-    assert engine_run_execute(run_id=run.pk).status == RunStatus.DONE
-    keys = [f"echo:{item}" for item in items]
-    assert slices == [keys[:2], keys[2:16], keys[16:]]
-
-
 def test_a_run_whose_worker_stopped_beating_is_marked_failed():
     endpoint = make_endpoint("", name="fake")
     now = timezone.now()
