@@ -141,18 +141,39 @@ def body_json(body: Mapping[str, Any]) -> bytes:
 
 def _json_text(value: Any) -> str:
     """JSON as the `openai` client writes it (compact, UTF-8, no NaN); each JsonText inside a
-    body's dicts and lists is written from its kept form."""
+    body's dicts and lists is written from its kept form.
+
+    The pieces are joined once at the end: joining at every level of the body (the content,
+    its message, the list, the body) copied a 60 kB prompt five times, 0.1 ms a call.
+    """
+    parts: list[str] = []
+    _json_parts(value, parts)
+    return "".join(parts)
+
+
+def _json_parts(value: Any, parts: list[str]) -> None:
     if isinstance(value, JsonText):
-        return f'"{value.escaped}"'
-    if isinstance(value, str):
-        return encode_basestring(value)  # what json.dumps(ensure_ascii=False) writes for a str
-    if isinstance(value, dict) and _holds_json_text(value):
-        if all(isinstance(key, str) for key in value):
-            pairs = (f"{encode_basestring(k)}:{_json_text(v)}" for k, v in value.items())
-            return "{" + ",".join(pairs) + "}"
+        parts += ('"', value.escaped, '"')
+    elif isinstance(value, str):
+        parts.append(encode_basestring(value))  # what json.dumps(ensure_ascii=False) writes
+    elif (
+        isinstance(value, dict)
+        and _holds_json_text(value)
+        and all(isinstance(key, str) for key in value)
+    ):
+        parts.append("{")
+        for n, (key, item) in enumerate(value.items()):
+            parts += ("," if n else "", encode_basestring(key), ":")
+            _json_parts(item, parts)
+        parts.append("}")
     elif isinstance(value, list) and _holds_json_text(value):
-        return "[" + ",".join(_json_text(item) for item in value) + "]"
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        parts.append("[")
+        for n, item in enumerate(value):
+            parts.append("," if n else "")
+            _json_parts(item, parts)
+        parts.append("]")
+    else:
+        parts.append(json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False))
 
 
 def _holds_json_text(value: Any) -> bool:
