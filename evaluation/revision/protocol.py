@@ -78,7 +78,6 @@ class RevisionJudgeProtocol:
         judges.judge_run_examples_store(run=_judge(run))
 
     def on_finish(self, run) -> None:
-        self._examples_save(run.params["judge_run"])  # a run stopped before any result
         judges.judge_run_on_finish(run_id=run.params["judge_run"], engine_run=run)
 
     def results_url(self, run) -> str:
