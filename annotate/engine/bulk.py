@@ -9,7 +9,7 @@ databases we run on.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from django.db import connection
 from django.db.models import Model
@@ -23,16 +23,19 @@ def rows_insert(
     on_conflict: str = "",
     returning: bool = False,
     batch_size: int = 500,
+    placeholders: Mapping[str, str] | None = None,
 ) -> list[int]:
     """Insert `rows` (values in `field_names` order); return the new ids when `returning`.
 
     Ids come back in row order (one multi-row INSERT per batch, as Django's bulk_create relies on).
+    `placeholders` gives the SQL of a field's value where plain `%s` will not do (a CAST).
     """
     fields = [model._meta.get_field(name) for name in field_names]
     quote = connection.ops.quote_name
     table = quote(model._meta.db_table)
     columns = ", ".join(quote(field.column) for field in fields)
-    one = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    marks = [(placeholders or {}).get(name, "%s") for name in field_names]
+    one = "(" + ", ".join(marks) + ")"
     conflict = f" ON CONFLICT {on_conflict}" if on_conflict else ""
     suffix = f" RETURNING {quote(model._meta.pk.column)}" if returning else ""
     ids: list[int] = []

@@ -145,31 +145,71 @@ def _judge_fields(turn: Turn) -> dict[str, str]:
     }
 
 
-def examples_pick(run: RevisionJudgeRun) -> dict[str, list[int]]:
-    """Each test turn's k training turns with the most BM25-similar instructions, best first.
+class ExamplePicker:
+    """Pick test turns' few-shot examples: the k training turns with the most BM25-similar
+    instructions, best first.
 
-    {test turn id (as text, a JSON key): [training turn ids]}; ties keep the training turns' id
-    order. Test turns with the same instruction get the same examples.
+    Reads the run's split and builds the BM25 index of the training instructions once; `pick`
+    ranks only the test turns asked for, so a run ranks its first calls' turns before sending
+    them and the rest while those calls are out. A turn's picks do not depend on which other
+    turns are ranked with it.
     """
-    train = list(
-        Turn.objects.filter(pk__in=run.split.get("train", []))
-        .order_by("id")
-        .values_list("id", "instruction")
-    )
-    test = dict(
-        Turn.objects.filter(pk__in=run.split.get("test", [])).values_list("id", "instruction")
-    )
-    instructions = list(dict.fromkeys(test.values()))
-    index = BM25Index([instruction for _, instruction in train])
-    ranked = dict(zip(instructions, index.top_many(instructions, run.shots), strict=True))
-    return {str(turn): [train[i][0] for i in ranked[test[turn]]] for turn in sorted(test)}
+
+    def __init__(self, run: RevisionJudgeRun) -> None:
+        # The split's turns are the study's: reading them all costs less than an IN list of
+        # a thousand ids.
+        instructions = dict(
+            Turn.objects.filter(session__study_id=run.study_id).values_list("id", "instruction")
+        )
+        train = sorted(pk for pk in run.split.get("train", []) if pk in instructions)
+        self.train_ids = train
+        self.test = {pk: instructions[pk] for pk in run.split.get("test", []) if pk in instructions}
+        self.shots = run.shots
+        self.index = BM25Index([instructions[pk] for pk in train])
+
+    def pick(self, turn_ids) -> dict[str, list[int]]:
+        """{test turn id (as text, a JSON key): [training turn ids]}, in turn id order; ties
+        keep the training turns' id order, and turns with the same instruction get the same
+        examples."""
+        instructions = list(dict.fromkeys(self.test[turn] for turn in turn_ids))
+        ranked = zip(instructions, self.index.top_many(instructions, self.shots), strict=True)
+        best = {instruction: [self.train_ids[i] for i in order] for instruction, order in ranked}
+        return {str(turn): best[self.test[turn]] for turn in sorted(turn_ids)}
+
+
+def examples_pick(run: RevisionJudgeRun) -> dict[str, list[int]]:
+    """Each test turn's k training turns with the most BM25-similar instructions, best first
+    (`ExamplePicker.pick` of every test turn)."""
+    picker = ExamplePicker(run)
+    return picker.pick(picker.test)
+
+
+def judge_run_examples_add(*, run_id: int, picks: dict[str, list[int]]) -> None:
+    """Add picked examples to those stored on the run, kept in test turn order.
+
+    A run through the engine picks its turns' examples as it loads them (`ExamplePicker`) and
+    stores them with its results; the row is locked so that chunks of one run in several
+    processes add to each other's picks instead of overwriting them.
+    """
+    with transaction.atomic():
+        stored = (
+            RevisionJudgeRun.objects.select_for_update()
+            .values_list("examples", flat=True)
+            .get(pk=run_id)
+        )
+        merged = {**picks, **stored}  # a pick stored already stays as it was
+        merged = {turn: merged[turn] for turn in sorted(merged, key=int)}
+        if merged != stored or list(merged) != list(stored):
+            RevisionJudgeRun.objects.filter(pk=run_id).update(examples=merged)
 
 
 def judge_run_examples_store(*, run: RevisionJudgeRun) -> dict[str, list[int]]:
     """Pick and store a few-shot judge's examples, unless every test turn has them already.
 
-    Called when the run starts, in the background (never in the request that launches it); a
-    run started again keeps the examples it had. Return the stored examples.
+    Called when the run starts, in the background (never in the request that launches it): by
+    the offline fake, and when the engine splits the run into Celery chunks, so that the chunks
+    share one ranking. A run started again keeps the examples it had. Return the stored
+    examples.
     """
     if not run.shots:
         return {}
@@ -329,12 +369,14 @@ _NOTHING_TO_LABEL = {
 
 
 def judge_run_on_start(*, run_id: int) -> None:
-    """The engine is about to start the run's calls: mark it running, pick its examples."""
+    """The engine is about to start the run's calls: mark it running.
+
+    Its examples are picked as its units are loaded, not here: the BM25 ranking of every test
+    turn came before the first call.
+    """
     RevisionJudgeRun.objects.filter(pk=run_id).update(
         status=RunStatus.RUNNING, error="", finished_at=None
     )
-    run = RevisionJudgeRun.objects.get(pk=run_id)
-    judge_run_examples_store(run=run)
 
 
 def judge_run_on_finish(*, run_id: int, engine_run: EngineRun) -> None:

@@ -1,16 +1,19 @@
 """The engine protocol of the KIWI classifiers and judge (run kind "revision-judge").
 
-One unit per turn of a RevisionJudgeRun. A few-shot judge's examples are picked by BM25 once,
-when the run starts (`on_start`, in the background), and stored on the run; `load` reads the
-slice's turns and the training turns their examples name (plain values); each worker thread
-builds its unit's prompt text just before its call, so the first calls go out without waiting
-for 186 prompts of 61 kB. `store` writes the parsed predictions in the engine's transaction.
-docs/engine.md has the contract.
+One unit per turn of a RevisionJudgeRun. `load` reads the slice's turns and, for a few-shot
+judge, ranks their examples by BM25 (the index of the training instructions built once per
+run) unless the run has them stored, then reads the training turns those examples name (plain
+values). The engine loads the first calls' units before sending and the rest while those calls
+are out, so only the first slice is ranked before the first call; the picks are stored on the
+run with the first batch of results. Split into Celery chunks, the run picks every example once
+when it is dispatched (`on_dispatch`), for all chunks. Each worker thread builds its unit's
+prompt text just before its call. `store` writes the parsed predictions in the engine's
+transaction. docs/engine.md has the contract.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.urls import reverse
@@ -38,6 +41,16 @@ class JudgeWork:
         return judges.unit_messages(self.task, self.prompt, self.values, examples)
 
 
+@dataclass
+class _Examples:
+    """A few-shot judge run's examples in one execution: the blocks its units read, the
+    picker (built on the first pick the run has not stored) and the picks not stored yet."""
+
+    blocks: judges.ExampleBlocks
+    picker: judges.ExamplePicker | None = None
+    unsaved: dict[str, list[int]] = field(default_factory=dict)
+
+
 def _judge(run) -> RevisionJudgeRun:
     return RevisionJudgeRun.objects.select_related("study").get(pk=run.params["judge_run"])
 
@@ -50,9 +63,7 @@ class RevisionJudgeProtocol:
     """Label every unit turn of the judge run named by run.params["judge_run"]."""
 
     def __init__(self) -> None:
-        # The engine loads a run's units in slices; each training turn's example is formatted
-        # once per run.
-        self._blocks: dict[int, judges.ExampleBlocks] = {}
+        self._examples: dict[int, _Examples] = {}  # the latest judge run's only: no growth
         self._tasks: dict[int, str] = {}  # judge run id -> its task, read once per run
 
     def units(self, run) -> list[str]:
@@ -62,6 +73,9 @@ class RevisionJudgeProtocol:
 
     def on_start(self, run) -> None:
         judges.judge_run_on_start(run_id=run.params["judge_run"])
+
+    def on_dispatch(self, run) -> None:
+        judges.judge_run_examples_store(run=_judge(run))
 
     def on_finish(self, run) -> None:
         judges.judge_run_on_finish(run_id=run.params["judge_run"], engine_run=run)
@@ -87,16 +101,7 @@ class RevisionJudgeProtocol:
         judge = _judge(run)
         prompt = judges.prompt_file(judges.PROMPTS, judge.prompt_version)
         ids = [_turn_id(key) for key in keys]
-        blocks = None
-        if judge.shots:
-            picks = judge.examples
-            if not all(str(turn) in picks for turn in ids):  # not started (an estimate)
-                picks = judges.examples_pick(judge)
-            blocks = self._blocks.get(judge.pk)
-            if blocks is None or blocks.picks != picks:
-                blocks = judges.ExampleBlocks(picks)
-                self._blocks = {judge.pk: blocks}  # the latest run's only: no growth
-            blocks.load(ids)
+        blocks = self._example_blocks(judge, ids) if judge.shots else None
         rows = Turn.objects.filter(pk__in=ids).values_list(
             "id", "session__question__text", "previous_answer", "instruction", "answer", "comment"
         )
@@ -114,6 +119,29 @@ class RevisionJudgeProtocol:
             key: JudgeWork(judge.task, prompt, values[turn], blocks, turn)
             for key, turn in zip(keys, ids, strict=True)
         }
+
+    def _example_blocks(self, judge: RevisionJudgeRun, ids: list[int]) -> judges.ExampleBlocks:
+        """The run's example blocks, holding those of `ids`: their stored picks, else picked
+        now and stored with the next batch of results (`_examples_save`)."""
+        examples = self._examples.get(judge.pk)
+        if examples is None:
+            examples = _Examples(judges.ExampleBlocks(dict(judge.examples)))
+            self._examples = {judge.pk: examples}
+        missing = [turn for turn in ids if str(turn) not in examples.blocks.picks]
+        if missing:
+            if examples.picker is None:
+                examples.picker = judges.ExamplePicker(judge)
+            picks = examples.picker.pick(missing)
+            examples.unsaved.update(picks)
+            examples.blocks.picks.update(picks)  # new keys: workers read only theirs
+        examples.blocks.load(ids)
+        return examples.blocks
+
+    def _examples_save(self, judge_id: int) -> None:
+        examples = self._examples.get(judge_id)
+        if examples is not None and examples.unsaved:
+            judges.judge_run_examples_add(run_id=judge_id, picks=examples.unsaved)
+            examples.unsaved = {}
 
     def execute(self, run, unit_key: str, ctx: RunContext) -> str:
         work: JudgeWork = ctx.work
@@ -140,3 +168,4 @@ class RevisionJudgeProtocol:
             on_conflict="(run_id, turn_id) DO UPDATE SET label = excluded.label, "
             "reply = excluded.reply, error = excluded.error",
         )
+        self._examples_save(judge_id)

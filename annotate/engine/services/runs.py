@@ -546,16 +546,25 @@ _CALL_FIELDS = (
 
 
 def _request_value(request: Any, field: Any) -> Any:
-    """The database value of a call's request: the JSON text it was sent as, when there is one
-    (no second encoding of a 60 kB prompt), else the field's own preparation."""
-    text = request.cached_json() if isinstance(request, RequestBody) else None
-    if text is None or connection.vendor not in ("sqlite", "postgresql"):
+    """The database value of a call's request: the JSON bytes it was sent as, when there are
+    some (no second encoding of a 60 kB prompt), else the field's own preparation.
+
+    SQLite is given them as a blob that the insert casts to text (`_REQUEST_AS_TEXT`): a blob
+    cast to text is its bytes read as UTF-8, the same text the driver would have encoded from
+    a str, stored as text (its JSON_VALID check included). That encoding of 11 MB of 10-shot
+    prompts a run was a fifth of the storing thread's CPU.
+    """
+    data = request.cached_json() if isinstance(request, RequestBody) else None
+    if data is None or connection.vendor not in ("sqlite", "postgresql"):
         return field.get_db_prep_save(request, connection)
     if connection.vendor == "postgresql":
         from psycopg.types.json import Jsonb
 
-        return Jsonb(request, dumps=lambda _value: text)
-    return text
+        return Jsonb(request, dumps=lambda _value: data)
+    return data
+
+
+_REQUEST_AS_TEXT = {"request": "CAST(%s AS TEXT)"}  # SQLite: see _request_value
 
 
 def calls_insert(calls: Sequence[EngineCall], *, now: datetime) -> None:
@@ -585,9 +594,9 @@ def calls_insert(calls: Sequence[EngineCall], *, now: datetime) -> None:
         )
         for c in calls
     ]
-    for call, pk in zip(
-        calls, rows_insert(EngineCall, _CALL_FIELDS, rows, returning=True), strict=True
-    ):
+    placeholders = _REQUEST_AS_TEXT if connection.vendor == "sqlite" else None
+    ids = rows_insert(EngineCall, _CALL_FIELDS, rows, returning=True, placeholders=placeholders)
+    for call, pk in zip(calls, ids, strict=True):
         call.pk, call.created_at = pk, now
         call._state.adding = False
 
@@ -842,6 +851,8 @@ def engine_run_dispatch(*, run_id: int, chunk_units: int | None = None) -> list[
             keys = _prepare_units(run, protocol)
             if hasattr(protocol, "on_start"):
                 protocol.on_start(run)
+            if hasattr(protocol, "on_dispatch"):  # what every chunk would otherwise make again
+                protocol.on_dispatch(run)
             chunks = EngineChunk.objects.bulk_create(
                 EngineChunk(run=run, index=n, keys=list(keys[start : start + size]))
                 for n, start in enumerate(range(0, len(keys), size))

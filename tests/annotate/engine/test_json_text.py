@@ -27,15 +27,20 @@ def dumps(value) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
-@pytest.mark.parametrize("text", [*TEXTS, "a nul \x00 (which PostgreSQL cannot store)"])
+ASCII = "".join(map(chr, range(128)))  # written by the faster ensure_ascii escaper
+
+
+@pytest.mark.parametrize(
+    "text", [*TEXTS, "a nul \x00 (which PostgreSQL cannot store)", ASCII, ASCII + "é"]
+)
 def test_a_json_text_is_written_as_its_plain_text(text):
-    assert f'"{JsonText(text).escaped}"' == dumps(text)
+    assert b'"' + JsonText(text).escaped + b'"' == dumps(text).encode()
 
 
 def test_joined_texts_are_written_as_the_joined_plain_texts():
     joined = JsonText.join([JsonText(t) for t in TEXTS] + ["a plain piece\n"])
     assert str(joined) == "".join(TEXTS) + "a plain piece\n"
-    assert f'"{joined.escaped}"' == dumps("".join(TEXTS) + "a plain piece\n")
+    assert b'"' + joined.escaped + b'"' == dumps("".join(TEXTS) + "a plain piece\n").encode()
 
 
 @pytest.mark.parametrize("template", TEXTS + ["Q: {question}\n{examples}\nA: {answer} {question}"])
@@ -50,7 +55,7 @@ def test_a_filled_template_is_the_plain_fill_with_a_json_form_to_match(template)
             plain = plain.replace("{" + name + "}", str(value))
         filled = fill(template, values)
         assert isinstance(filled, JsonText)
-        assert str(filled) == plain and f'"{filled.escaped}"' == dumps(plain)
+        assert str(filled) == plain and b'"' + filled.escaped + b'"' == dumps(plain).encode()
 
 
 @pytest.mark.django_db
@@ -71,3 +76,34 @@ def test_a_body_with_json_texts_is_the_same_bytes_and_is_sent_and_stored_as_such
     sent = {"model": "stub-model", "messages": plain, "temperature": endpoint.temperature}
     assert stub.raw_requests == [dumps(sent).encode()]
     assert EngineCall.objects.get(pk=call.pk).request["messages"] == plain
+
+
+@pytest.mark.django_db
+def test_a_batch_stores_each_request_as_the_text_of_the_bytes_sent():
+    from django.db import connection
+    from django.utils import timezone
+
+    from annotate.engine.services.runs import calls_insert
+
+    endpoint = make_endpoint()
+    examples = JsonText.join([JsonText(t) for t in TEXTS])
+    sent = RequestBody({"model": "m", "messages": [{"role": "user", "content": examples}]})
+    unsent = {"model": "m", "messages": [{"role": "user", "content": "didn’t"}]}  # a plain dict
+    calls = [
+        EngineCall(endpoint=endpoint, status="error", error="x", request=request)
+        for request in (sent, unsent)
+    ]
+    sent.json_bytes()  # as sending it does
+    calls_insert(calls, now=timezone.now())
+    stored = EngineCall.objects.filter(pk__in=[c.pk for c in calls]).order_by("pk")
+    assert list(stored.values_list("request", flat=True)) == [
+        json.loads(sent.json_bytes()),
+        unsent,
+    ]
+    if connection.vendor == "sqlite":  # stored as text, byte for byte what was sent
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT typeof(request), request FROM engine_enginecall WHERE id = %s",
+                [calls[0].pk],
+            )
+            assert cursor.fetchone() == ("text", sent.json_bytes().decode())

@@ -48,28 +48,53 @@ def test_bm25_ranks_matching_documents_first_and_keeps_order_on_ties():
     assert len(bm25_rank("citations", DOCS, 10)) == 4
 
 
-def test_bm25_ranks_many_queries_as_bm25s_ranks_each_bit_for_bit():
-    rng = random.Random(0)
-    words = [f"w{n}" for n in range(60)]
+def bm25s_index(docs):
+    """bm25s's own index of the documents, as BM25Index tokenizes them."""
+    reference = bm25s.BM25()
+    reference.index([tokens or ["\x00empty"] for tokens in _tokens(docs)], show_progress=False)
+    return reference
+
+
+def random_corpora(rng, words):
     for trial in range(12):
         size = rng.randint(1, 300)
         pool = words if trial % 3 else words[:4]  # few words: many equal scores
-        docs = [" ".join(rng.choices(pool, k=rng.randint(0, 25))) for _ in range(size)]
-        index = BM25Index(docs)
+        yield [" ".join(rng.choices(pool, k=rng.randint(0, 25))) for _ in range(size)]
+
+
+def test_bm25_ranks_many_queries_as_bm25s_ranks_each_bit_for_bit():
+    rng = random.Random(0)
+    words = [f"w{n}" for n in range(60)]
+    for docs in random_corpora(rng, words):
+        size = len(docs)
+        index, reference = BM25Index(docs), bm25s_index(docs)
         queries = [
             " ".join(rng.choices(words + ["zebra"], k=rng.randint(0, 30))) for _ in range(50)
         ]
         k = rng.choice([1, 5, 10, size, size + 3])
-        vocabulary = index.retriever.vocab_dict
         for query, got in zip(queries, index.top_many(queries, k), strict=True):
-            tokens = [t for t in _tokens([query])[0] if t in vocabulary]
+            tokens = [t for t in _tokens([query])[0] if t in index.vocabulary]
             if not tokens:
                 assert got == list(range(min(k, size)))
                 continue
-            scores = index.retriever.get_scores(tokens)
-            ids = [[vocabulary[t] for t in tokens]]
+            scores = reference.get_scores(tokens)
+            ids = [[index.vocabulary[t] for t in tokens]]
             assert index.scores_many(ids)[0].tobytes() == scores.tobytes()
             assert got == [int(i) for i in np.argsort(-scores, kind="stable")[:k]]
+
+
+def test_the_bm25_index_holds_bm25s_scores_bit_for_bit():
+    rng = random.Random(1)
+    words = [f"w{n}" for n in range(300)]
+    for docs in [*random_corpora(rng, words), ["", ""], ["the of", "w1 w1 w1"]]:
+        index, reference = BM25Index(docs), bm25s_index(docs)
+        assert index.vocabulary.keys() == set(reference.vocab_dict) - {""}
+        for token, column in index.vocabulary.items():
+            theirs = reference.vocab_dict[token]
+            start, end = reference.scores["indptr"][theirs : theirs + 2]
+            mine = slice(index.indptr[column], index.indptr[column + 1])
+            assert index.indices[mine].tolist() == reference.scores["indices"][start:end].tolist()
+            assert index.data[mine].tobytes() == reference.scores["data"][start:end].tobytes()
 
 
 def test_the_tokens_are_bm25s_tokens():
@@ -79,6 +104,8 @@ def test_the_tokens_are_bm25s_tokens():
         "Naïve café İstanbul ΣΊΣΥΦΟΣ don't won’t 3.14 x2 __init__ 😀 a",
         "\n".join(DOCS),
     ]
+    rng = random.Random(2)  # runs of word and other characters of every length, mixed
+    texts += ["".join(rng.choices("aZ_9é. ,'’-\n\t", k=rng.randint(0, 80))) for _ in range(300)]
     assert _tokens(texts) == bm25s.tokenize(
         texts, stopwords="en", return_ids=False, show_progress=False
     )

@@ -1,18 +1,28 @@
-"""A few-shot judge's examples: picked by BM25 once when the run starts, stored on the run, and
-exactly what each call's prompt shows."""
+"""A few-shot judge's examples: picked by BM25 as the run loads its turns (the first calls'
+turns first), stored on the run, and exactly what each call's prompt shows."""
 
+import json
+import random
 import re
 
 import pytest
 from django.utils import timezone
 
 from annotate.engine.models import EngineCall
-from annotate.revision.models import Turn
-from evaluation.revision.judges import judge_run_create, judge_run_execute
+from annotate.revision.models import Study, Turn
+from annotate.revision.services.imports import sessions_import
+from evaluation.revision.judges import (
+    ExamplePicker,
+    examples_pick,
+    judge_run_create,
+    judge_run_examples_add,
+    judge_run_execute,
+)
 from evaluation.revision.models import RevisionJudgeRun
 from tests.annotate.engine.conftest import make_endpoint
 from tests.evaluation.openai_stub import StubOpenAI
 from tests.evaluation.revision.sample import sample_study
+from tests.evaluation.revision.sample import turn as session_turn
 
 pytestmark = pytest.mark.django_db
 
@@ -134,3 +144,90 @@ def test_celery_chunks_use_the_examples_stored_when_the_run_was_dispatched(
     assert run.status == "done"
     prompt = stub.requests[0]["messages"][-1]["content"]
     assert sent_instructions(prompt) == ["Give results from all papers.", "Shorten the answer."]
+
+
+WORDS = [
+    "add",
+    "shorten",
+    "results",
+    "answer",
+    "papers",
+    "example",
+    "sentence",
+    "paragraph",
+    "delete",
+    "move",
+]
+
+
+def tied_study(tmp_path, sessions=12):
+    """A study of `sessions` x 5 rated turns whose instructions draw from ten words: many
+    training turns tie on their BM25 scores, and some test turns share an instruction."""
+    rng = random.Random(7)
+    rows = [
+        {
+            "original_question": f"Q{n}?",
+            "model_name": "gpt-4",
+            "initial_answer": f"a{n}",
+            "interaction": [
+                session_turn(
+                    " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 4))) + ".",
+                    "stylistic",
+                    rng.choice(["good", "neutral", "bad"]),
+                )
+                for _ in range(5)
+            ],
+        }
+        for n in range(sessions)
+    ]
+    path = tmp_path / "tied.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    sessions_import(path=str(path), study_name="tied")
+    return Study.objects.get(name="tied")
+
+
+def test_examples_picked_a_slice_at_a_time_are_those_picked_at_once(tmp_path):
+    run = k_shot_run(tied_study(tmp_path))
+    test = sorted(run.split["test"])
+    assert len(test) >= 6
+    at_once = examples_pick(run)
+    picker = ExamplePicker(run)
+    slices = picker.pick(test[:2]) | picker.pick(test[4:]) | picker.pick(test[2:4])
+    assert {turn: slices[turn] for turn in sorted(slices, key=int)} == at_once
+    assert list(at_once) == [str(turn) for turn in test]
+
+
+def test_an_engine_run_ranks_its_first_calls_turns_first_and_stores_every_pick(
+    tmp_path, monkeypatch
+):
+    run = k_shot_run(tied_study(tmp_path))
+    expected = examples_pick(run)
+    ranked = []
+    pick = ExamplePicker.pick
+    monkeypatch.setattr(
+        ExamplePicker, "pick", lambda self, ids: ranked.append(ids) or pick(self, ids)
+    )
+    with StubOpenAI(replies=["good"] * 20) as stub:
+        make_endpoint(stub.base_url, name="judge-stub", concurrency=2)
+        run = judge_run_execute(run_id=run.pk)
+    assert run.status == "done"
+    test = sorted(run.split["test"])
+    assert ranked == [test[:2], test[2:]]  # the first two calls' turns, then the rest
+    assert run.examples == expected and list(run.examples) == list(expected)
+    turn_instruction = dict(Turn.objects.values_list("id", "instruction"))
+    by_turn = {
+        int(call.unit_key.rsplit(":turn", 1)[1]): call.request["messages"][-1]["content"]
+        for call in EngineCall.objects.filter(run=run.engine_run)
+    }
+    for turn_id, prompt in by_turn.items():
+        shown = sent_instructions(prompt)
+        assert shown == [turn_instruction[pk] for pk in expected[str(turn_id)]]
+
+
+def test_added_examples_keep_those_stored_and_the_test_turn_order(tmp_path):
+    run = k_shot_run(sample_study(tmp_path))
+    RevisionJudgeRun.objects.filter(pk=run.pk).update(examples={"12": [1], "3": [2]})
+    judge_run_examples_add(run_id=run.pk, picks={"12": [9], "5": [4], "20": [6]})
+    run.refresh_from_db()
+    assert run.examples == {"3": [2], "5": [4], "12": [1], "20": [6]}
+    assert list(run.examples) == ["3", "5", "12", "20"]
