@@ -11,12 +11,7 @@ when the condition is false, the old trigger's writes added up to nothing.
 
 from django.db import migrations
 
-HOLDS = "({row}.status = 'claimed' OR ({row}.status IN ('submitted', 'approved') AND NOT {row}.is_late))"
-# Status and is_late are never NULL, so neither side is: a plain <> (which any SQLite knows,
-# where IS DISTINCT FROM needs 3.39).
-CHANGES = (
-    f"(OLD.task_id <> NEW.task_id) OR ({HOLDS.format(row='OLD')} <> {HOLDS.format(row='NEW')})"
-)
+from annotate.migrations._vendor_sql import CHANGES, HOLDS, run_per_vendor
 
 _UPSERT = """INSERT INTO annotate_taskslots (task_id, held) SELECT {task}, {delta} WHERE {condition}
         ON CONFLICT (task_id) DO UPDATE SET held = held + excluded.held;"""
@@ -51,26 +46,16 @@ SQLITE_REVERSE = [
 ]
 
 
-def _run(schema_editor, statements) -> None:
-    for statement in statements:
-        schema_editor.execute(statement, params=None)
-
-
-def install(apps, schema_editor) -> None:
-    postgresql = schema_editor.connection.vendor == "postgresql"
-    _run(schema_editor, POSTGRESQL if postgresql else SQLITE)
-
-
-def uninstall(apps, schema_editor) -> None:
-    postgresql = schema_editor.connection.vendor == "postgresql"
-    _run(schema_editor, POSTGRESQL_REVERSE if postgresql else SQLITE_REVERSE)
-
-
 class Migration(migrations.Migration):
     dependencies = [
         ("annotate", "0011_taskslots"),
     ]
 
     operations = [
-        migrations.RunPython(install, uninstall),
+        run_per_vendor(
+            postgresql=POSTGRESQL,
+            sqlite=SQLITE,
+            postgresql_reverse=POSTGRESQL_REVERSE,
+            sqlite_reverse=SQLITE_REVERSE,
+        ),
     ]

@@ -10,12 +10,14 @@ triggers, which may still meet a task without one (a race with this migration), 
 when they insert. As in 0011 the triggers are written here, not imported from app code.
 """
 
+from importlib import import_module
+
 from django.db import migrations, models
 
-HOLDS = "({row}.status = 'claimed' OR ({row}.status IN ('submitted', 'approved') AND NOT {row}.is_late))"
-CHANGES = (
-    f"(OLD.task_id <> NEW.task_id) OR ({HOLDS.format(row='OLD')} <> {HOLDS.format(row='NEW')})"
-)
+from annotate.migrations._vendor_sql import CHANGES, HOLDS, run_per_vendor
+
+# 0011's counter function, whose two inserts write no batch.
+_COUNT_0011 = import_module("annotate.migrations.0011_taskslots").POSTGRESQL[0]
 
 BACKFILL = [
     """INSERT INTO annotate_taskslots (task_id, held, batch_id)
@@ -26,41 +28,33 @@ BACKFILL = [
     "DELETE FROM annotate_taskslots WHERE batch_id IS NULL",
 ]
 
-# The assignment triggers' upsert: the row's batch comes from the task when it is inserted.
-_UPSERT_PG = """INSERT INTO annotate_taskslots (task_id, held, batch_id)
-            SELECT t.id, {delta}, t.batch_id FROM annotate_task t WHERE t.id = {task}
-        ON CONFLICT (task_id) DO UPDATE SET held = annotate_taskslots.held + EXCLUDED.held;"""
+# The assignment triggers' insert: the row's batch comes from the task (0011's function
+# inserted no batch; its ON CONFLICT clause follows unchanged).
+_INSERT_PG = """INSERT INTO annotate_taskslots (task_id, held, batch_id)
+            SELECT t.id, {delta}, t.batch_id FROM annotate_task t WHERE t.id = {task}"""
+
+
+def _count_function(*, with_batch: bool) -> str:
+    """0011's counter function (as it is, or with its inserts writing the task's batch), made
+    to replace the one in place."""
+    text = _COUNT_0011.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", 1)
+    if with_batch:
+        for row, delta in (("OLD", "-old_holds"), ("NEW", "new_holds")):
+            plain = (
+                f"INSERT INTO annotate_taskslots (task_id, held) VALUES ({row}.task_id, {delta})"
+            )
+            if plain not in text:
+                raise RuntimeError(f"0011's counter function no longer has: {plain}")
+            text = text.replace(plain, _INSERT_PG.format(delta=delta, task=f"{row}.task_id"))
+    return text
+
 
 POSTGRESQL = [
     "ALTER TABLE annotate_taskslots ADD COLUMN batch_id bigint",
     *BACKFILL,
     "ALTER TABLE annotate_taskslots ALTER COLUMN batch_id SET NOT NULL",
     "CREATE INDEX taskslots_batch_held ON annotate_taskslots (batch_id, held)",
-    f"""CREATE OR REPLACE FUNCTION annotate_taskslots_count() RETURNS trigger LANGUAGE plpgsql
-AS $$
-DECLARE
-    old_holds integer := 0;
-    new_holds integer := 0;
-BEGIN
-    IF TG_OP <> 'INSERT' AND {HOLDS.format(row="OLD")} THEN
-        old_holds := 1;
-    END IF;
-    IF TG_OP <> 'DELETE' AND {HOLDS.format(row="NEW")} THEN
-        new_holds := 1;
-    END IF;
-    IF TG_OP = 'UPDATE' AND OLD.task_id = NEW.task_id THEN
-        new_holds := new_holds - old_holds;
-        old_holds := 0;
-    END IF;
-    IF old_holds <> 0 THEN
-        {_UPSERT_PG.format(delta="-old_holds", task="OLD.task_id")}
-    END IF;
-    IF new_holds <> 0 THEN
-        {_UPSERT_PG.format(delta="new_holds", task="NEW.task_id")}
-    END IF;
-    RETURN NULL;
-END
-$$""",
+    _count_function(with_batch=True),
     """CREATE FUNCTION annotate_taskslots_task() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO annotate_taskslots (task_id, held, batch_id) VALUES (NEW.id, 0, NEW.batch_id)
@@ -74,34 +68,7 @@ $$""",
 POSTGRESQL_REVERSE = [
     "DROP TRIGGER annotate_task_slots_row ON annotate_task",
     "DROP FUNCTION annotate_taskslots_task()",
-    # The 0011 function, which inserted no batch.
-    f"""CREATE OR REPLACE FUNCTION annotate_taskslots_count() RETURNS trigger LANGUAGE plpgsql
-AS $$
-DECLARE
-    old_holds integer := 0;
-    new_holds integer := 0;
-BEGIN
-    IF TG_OP <> 'INSERT' AND {HOLDS.format(row="OLD")} THEN
-        old_holds := 1;
-    END IF;
-    IF TG_OP <> 'DELETE' AND {HOLDS.format(row="NEW")} THEN
-        new_holds := 1;
-    END IF;
-    IF TG_OP = 'UPDATE' AND OLD.task_id = NEW.task_id THEN
-        new_holds := new_holds - old_holds;
-        old_holds := 0;
-    END IF;
-    IF old_holds <> 0 THEN
-        INSERT INTO annotate_taskslots (task_id, held) VALUES (OLD.task_id, -old_holds)
-        ON CONFLICT (task_id) DO UPDATE SET held = annotate_taskslots.held + EXCLUDED.held;
-    END IF;
-    IF new_holds <> 0 THEN
-        INSERT INTO annotate_taskslots (task_id, held) VALUES (NEW.task_id, new_holds)
-        ON CONFLICT (task_id) DO UPDATE SET held = annotate_taskslots.held + EXCLUDED.held;
-    END IF;
-    RETURN NULL;
-END
-$$""",
+    _count_function(with_batch=False),
     "DROP INDEX taskslots_batch_held",
     "ALTER TABLE annotate_taskslots DROP COLUMN batch_id",
 ]
@@ -165,21 +132,6 @@ SQLITE_REVERSE = [
 ]
 
 
-def _run(schema_editor, statements) -> None:
-    for statement in statements:
-        schema_editor.execute(statement, params=None)
-
-
-def install(apps, schema_editor) -> None:
-    postgresql = schema_editor.connection.vendor == "postgresql"
-    _run(schema_editor, POSTGRESQL if postgresql else SQLITE)
-
-
-def uninstall(apps, schema_editor) -> None:
-    postgresql = schema_editor.connection.vendor == "postgresql"
-    _run(schema_editor, POSTGRESQL_REVERSE if postgresql else SQLITE_REVERSE)
-
-
 class Migration(migrations.Migration):
     dependencies = [
         ("annotate", "0013_covered_foreign_key_indexes"),
@@ -204,6 +156,13 @@ class Migration(migrations.Migration):
                     index=models.Index(fields=["batch", "held"], name="taskslots_batch_held"),
                 ),
             ],
-            database_operations=[migrations.RunPython(install, uninstall)],
+            database_operations=[
+                run_per_vendor(
+                    postgresql=POSTGRESQL,
+                    sqlite=SQLITE,
+                    postgresql_reverse=POSTGRESQL_REVERSE,
+                    sqlite_reverse=SQLITE_REVERSE,
+                )
+            ],
         ),
     ]
