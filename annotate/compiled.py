@@ -10,8 +10,9 @@ the compiler's own converters. Queries still go through Django's cursor, so quer
 and logging see them.
 
 On PostgreSQL, with kept connections, they also run as prepared statements
-(`prepared_cursor`): parsed and planned once per connection rather than on every request, which was most of the database's time on the
-task page (its "task N of M" count alone: 1.8 ms planned per view, 0.3 ms run prepared).
+(`prepared_cursor`): parsed and planned once per connection rather than on every request,
+which was most of the database's time on the task page (its "task N of M" count alone: 1.8 ms
+planned per view, 0.3 ms run prepared).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Retrieval over a question's passages (paper §2.2: R(q, D) returns five passages).
 
-One small Protocol with two back-ends: BM25 (bm25s's scores, the embedded default) and dense retrieval
-through an OpenAI-compatible embeddings endpoint (the paper used Contriever). Both return passage
-ids, best first; ties keep the passages' stored order.
+One small Protocol with two back-ends: BM25 (bm25s's scores, the embedded default) and dense
+retrieval through an OpenAI-compatible embeddings endpoint (the paper used Contriever). Both
+return passage ids, best first; ties keep the passages' stored order.
 """
 
 from __future__ import annotations

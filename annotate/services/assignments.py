@@ -111,14 +111,14 @@ def claimable_tasks_sql(
 
 
 def _slot_free_sql(batch: Batch | None) -> str:
-    return _SLOT_FREE.format(late=_LATE, batch="AND b.id = %s" if batch is not None else "")
+    return _SLOT_FREE.format(batch="AND b.id = %s" if batch is not None else "")
 
 
 def _slot_free_params(project: Project, now: datetime, batch: Batch | None) -> list:
     late = [AssignmentStatus.CLAIMED.value, connection.ops.adapt_datetimefield_value(now)]
     where = [project.pk, *([batch.pk] if batch is not None else [])]
     limit = project.assignments_per_task
-    return [*late, *where, limit, *late, *where, limit, limit]
+    return [*late, *where, limit, *where, limit, limit]
 
 
 def claimable_task_count(
@@ -199,19 +199,19 @@ _WORKED_ON_TASKS = """t.instruction_id IN (SELECT wt.instruction_id FROM annotat
 # re-counts under the task's lock. Two disjoint parts, so that neither reads a full task: those
 # whose counter alone leaves a slot (the index range (batch, held < limit), empty once a project
 # is full), and those whose counter is full but whose claims past their time free one (found
-# from those claims).
-_LATE = """SELECT x.task_id, count(*) AS late FROM annotate_assignment x
-        WHERE x.status = %s AND x.expires_at <= %s GROUP BY x.task_id"""
-_SLOT_FREE = """SELECT t.id AS id, t.instruction_id AS instruction_id,
+# from those claims). The claims past their time are read once, for both.
+_SLOT_FREE = """WITH late AS (SELECT x.task_id, count(*) AS late FROM annotate_assignment x
+        WHERE x.status = %s AND x.expires_at <= %s GROUP BY x.task_id)
+    SELECT t.id AS id, t.instruction_id AS instruction_id,
         s.held - COALESCE(x.late, 0) AS taken, b.created_at AS batch_created,
         t.position AS position
     FROM annotate_batch b JOIN annotate_taskslots s ON s.batch_id = b.id
     JOIN annotate_task t ON t.id = s.task_id
-    LEFT JOIN ({late}) x ON x.task_id = s.task_id
+    LEFT JOIN late x ON x.task_id = s.task_id
     WHERE b.project_id = %s AND b.active {batch} AND s.held < %s
     UNION ALL
     SELECT t.id, t.instruction_id, s.held - x.late, b.created_at, t.position
-    FROM ({late}) x JOIN annotate_taskslots s ON s.task_id = x.task_id
+    FROM late x JOIN annotate_taskslots s ON s.task_id = x.task_id
     JOIN annotate_batch b ON b.id = s.batch_id JOIN annotate_task t ON t.id = s.task_id
     WHERE b.project_id = %s AND b.active {batch} AND s.held >= %s AND s.held - x.late < %s"""
 _CLAIMABLE = "SELECT id, taken, batch_created, position FROM ({slot_free}) t WHERE NOT ({worked})"
