@@ -158,22 +158,19 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
-if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    # The session starts in our time zone: otherwise Django sends SET TIME ZONE after every
-    # connect (a server whose default is e.g. Etc/UTC), a round trip per request when each
-    # request opens its own connection (DATABASE_CONN_MAX_AGE=0).
-    _options = DATABASES["default"].setdefault("OPTIONS", {})
-    _options["options"] = f"{_options.get('options', '')} -c TimeZone={TIME_ZONE}".strip()
 # The annotator's hot-path statements (annotate.compiled.prepared_cursor) run prepared: planned
 # once per kept connection. Turn off behind a pooler in transaction mode that cannot keep
 # prepared statements (PgBouncer before 1.21, or without max_prepared_statements).
 DATABASE_PREPARED_STATEMENTS = env_bool("DATABASE_PREPARED_STATEMENTS", True)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    _options = DATABASES["default"].setdefault("OPTIONS", {})
+    # The session starts in our time zone: otherwise Django sends SET TIME ZONE after every
+    # connect (a server whose default is e.g. Etc/UTC), a round trip per request when each
+    # request opens its own connection (DATABASE_CONN_MAX_AGE=0).
+    _options["options"] = f"{_options.get('options', '')} -c TimeZone={TIME_ZONE}".strip()
     # psycopg prepares a statement of a server-binding cursor the first time it runs (Django's
     # own cursors bind client-side and are never prepared); None turns preparing off.
-    DATABASES["default"]["OPTIONS"]["prepare_threshold"] = (
-        0 if DATABASE_PREPARED_STATEMENTS else None
-    )
+    _options["prepare_threshold"] = 0 if DATABASE_PREPARED_STATEMENTS else None
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
