@@ -220,11 +220,13 @@ def _passages_shown(ids: list[int]) -> list[dict]:
 
 def studies_for_annotator(*, user: AbstractBaseUser) -> list[dict]:
     """Every study with live systems, with the annotator's own session counts."""
+    # distinct: the join with the documents repeats each session once per document
     studies = Study.objects.annotate(
-        mine=Count("sessions", filter=Q(sessions__annotator=user)),
+        mine=Count("sessions", filter=Q(sessions__annotator=user), distinct=True),
         active=Count(
             "sessions",
             filter=Q(sessions__annotator=user, sessions__status=SessionStatus.ACTIVE),
+            distinct=True,
         ),
         live_questions=Count("questions__documents", distinct=True),
     ).order_by("name")

@@ -15,7 +15,9 @@ A label or direct score counts when its annotator is not a blocked crowd worker,
 
 A verbalizer human study's answer (`HumanAnswer`) is its own assignment: it counts under the same
 rule (status submitted or approved, worker not blocked, confirmed by the platform for that HIT and
-worker unless it came from a self-hosted link or an in-house annotator): `counted_human_answers`.
+worker unless it came from a self-hosted link or an in-house annotator), and only once a researcher
+has decided whether its annotator is an expert or a crowd worker, as labels count in InFoBench
+results (annotate.selectors.annotator_kinds): `counted_human_answers`.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from collections.abc import Iterable
 from django.db.models import Count, F, Q, QuerySet, Sum
 
 from annotate.crowd.models import WorkerBlock
-from annotate.models import AnnotatorKind, Assignment, AssignmentStatus, Benchmark
+from annotate.models import PERSON_KINDS, AnnotatorKind, Assignment, AssignmentStatus, Benchmark
 
 # Self-hosted links have no platform that could confirm an assignment; "" is imported work.
 PLATFORMS_WITHOUT_CONFIRMATION = ("", "selfhosted")
@@ -41,6 +43,7 @@ class WorkStatus:
     UNCONFIRMED = "not confirmed by the platform"
     NOT_SUBMITTED = "not submitted"
     LATE = "late"
+    KIND_NOT_DECIDED = "annotator's kind not decided"
 
 
 def _needs_confirmation(prefix: str = "") -> Q:
@@ -70,9 +73,13 @@ def counted_assignment_q(prefix: str = "") -> Q:
 
 
 def counted_human_answer_q(prefix: str = "") -> Q:
-    """Verbalizer HumanAnswers that count in results (same rule; an answer is never late)."""
+    """Verbalizer HumanAnswers that count in results (same rule; an answer is never late), from
+    an annotator whose kind is decided (a new web account's answers wait for a researcher)."""
     submitted = Q(
-        **{f"{prefix}status__in": [AssignmentStatus.SUBMITTED, AssignmentStatus.APPROVED]}
+        **{
+            f"{prefix}status__in": [AssignmentStatus.SUBMITTED, AssignmentStatus.APPROVED],
+            f"{prefix}annotator__kind__in": PERSON_KINDS,
+        }
     )
     return _counted_q(prefix, submitted)
 
@@ -101,13 +108,16 @@ def human_answer_statuses(queryset: QuerySet) -> dict[int, str]:
     counted = set(counted_human_answers(queryset).values_list("id", flat=True))
     blocked = set(blocked_annotator_ids().values_list("annotator_id", flat=True))
     out = {}
-    for answer_id, annotator_id, status in queryset.values_list("id", "annotator_id", "status"):
+    rows = queryset.values_list("id", "annotator_id", "status", "annotator__kind")
+    for answer_id, annotator_id, status, kind in rows:
         if answer_id in counted:
             out[answer_id] = WorkStatus.COUNTED
         elif annotator_id in blocked:
             out[answer_id] = WorkStatus.BLOCKED
         elif status == AssignmentStatus.REJECTED:
             out[answer_id] = WorkStatus.REJECTED
+        elif kind not in PERSON_KINDS:
+            out[answer_id] = WorkStatus.KIND_NOT_DECIDED
         else:
             out[answer_id] = WorkStatus.UNCONFIRMED
     return out

@@ -149,7 +149,7 @@ def turn_start(
         raise ConflictError("this session is finished")
     if session.initial_status != CallStatus.DONE:
         raise ConflictError("the initial answer is not there yet")
-    instruction = instruction.strip()
+    instruction = _plain(instruction)
     if not instruction:
         raise SubmissionError("write an instruction", missing=["instruction"])
     if instruction_type not in InstructionType.values:
@@ -199,6 +199,15 @@ def call_retry(*, session_id: int, user: AbstractBaseUser, now: datetime) -> Non
     generation_enqueue(what="turn", object_id=last.pk)
 
 
+def _plain(text: str) -> str:
+    """The text with its line breaks as the model's answers have them (LF) and no outer blanks.
+
+    Browsers send a textarea's line breaks as CRLF: compared as sent, an answer left as the
+    model wrote it would count as the annotator's edit (and stay in the answer history even
+    when rated bad)."""
+    return text.replace("\r\n", "\n").replace("\r", "\n").strip()
+
+
 @transaction.atomic
 def turn_rate(
     *,
@@ -218,14 +227,15 @@ def turn_rate(
         raise ConflictError("this revision is already rated")
     if rating not in Rating.values:
         raise SubmissionError("rate the revision good, neutral or bad", missing=["rating"])
-    if not comment.strip():
+    comment = _plain(comment)
+    if not comment:
         raise SubmissionError("a comment explaining the rating is required", missing=["comment"])
-    edited_answer = edited_answer.strip()
+    edited_answer = _plain(edited_answer)
     if edited_answer and rating == Rating.GOOD:
         raise SubmissionError("only a revision rated neutral or bad can be edited")
-    if edited_answer == last.answer.strip():
-        edited_answer = ""
-    last.rating, last.comment, last.edited_answer = rating, comment.strip(), edited_answer
+    if edited_answer == _plain(last.answer):
+        edited_answer = ""  # the model's answer sent back as it was shown: not an edit
+    last.rating, last.comment, last.edited_answer = rating, comment, edited_answer
     last.rated_at = now
     last.seconds = (now - last.started_at).total_seconds() if last.started_at else None
     last.save(update_fields=["rating", "comment", "edited_answer", "rated_at", "seconds"])

@@ -191,3 +191,49 @@ def test_session_page_reads_what_the_orm_reads(
     ]
     state = session_state(session_id=session.pk, user=annotator, now=now)
     assert state["answer"] == orm_turns[-1].final_answer
+
+
+def test_an_answer_sent_back_unchanged_with_browser_line_breaks_is_not_an_edit(
+    client, study, annotator, django_capture_on_commit_callbacks
+):
+    """Browsers send a textarea's line breaks as CRLF: the pre-filled model answer sent back as
+    it was shown must not count as the annotator's edit, and, rated bad, leaves the history."""
+    client.force_login(annotator)
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(reverse("revision:start", args=[study.pk]))
+    session = RevisionSession.objects.get(annotator=annotator)
+    session.refresh_from_db()
+    a0 = session.initial_answer
+    turn_new = reverse("revision:turn-new", args=[session.pk])
+    rate = reverse("revision:turn-rate", args=[session.pk])
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(turn_new, {"instruction": "Shorter.", "instruction_type": "stylistic"})
+    first = Turn.objects.get(session=session)
+    assert "\n" in first.answer  # the model's text has line breaks: the case at hand
+    shown = first.answer.replace("\n", "\r\n")
+    response = client.post(
+        rate, {"rating": "bad", "comment": "too long\r\nstill", "edited_answer": shown}
+    )
+    assert response.status_code == 302
+    first.refresh_from_db()
+    assert first.edited_answer == "" and first.comment == "too long\nstill"
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(turn_new, {"instruction": "Again.\r\nPlease.", "instruction_type": "stylistic"})
+    second = Turn.objects.get(session=session, position=2)
+    assert second.previous_answer == a0  # the unedited bad answer was dropped
+    assert second.instruction == "Again.\nPlease."
+    edit = "My own\r\nedit."
+    client.post(rate, {"rating": "neutral", "comment": "ok", "edited_answer": edit})
+    second.refresh_from_db()
+    assert second.edited_answer == "My own\nedit."  # a real edit, kept with the model's breaks
+    page = client.get(reverse("revision:home")).content.decode()
+    assert "<td>live</td><td>1</td>" in page  # one session, however many documents
+
+
+def test_the_studies_list_counts_each_session_once(client, study, annotator):
+    client.force_login(annotator)
+    for _ in range(2):  # two sessions, on a study whose first question has two documents
+        session = session_assign(study=study, user=annotator, now=timezone.now())
+        RevisionSession.objects.filter(pk=session.pk).update(status="finished")
+    page = client.get(reverse("revision:home")).content.decode()
+    assert "<td>live</td><td>2</td>" in page

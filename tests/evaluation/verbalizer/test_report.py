@@ -189,3 +189,33 @@ def test_csv_rows_keep_a_formula_in_a_system_name_as_text(small_set):
     System.objects.filter(name="m1").update(name="=HYPERLINK(1)")
     text = report_as(verbalizer_report(evaluation_set=small_set), "csv")
     assert "\n'=HYPERLINK(1),SST-2," in text
+
+
+def test_a_new_accounts_answers_count_once_a_researcher_decides_its_kind(with_humans):
+    """A web account is undecided until a researcher says expert or crowd: its answers count in
+    no human row, majority or agreement, and the raw export says why; then they count."""
+    from django.utils import timezone
+
+    from annotate.models import Annotator
+    from annotate.services.annotators import annotator_kind_set
+    from annotate.verbalizer.models import HumanAnswer, HumanStudy
+    from evaluation.verbalizer.report import human_answers_raw
+
+    study = HumanStudy.objects.get(name="h")
+    newcomer = Annotator.objects.create(name="newcomer", kind="undecided")
+    for prompt in study.prompts.all():  # the expected word on both items: all right
+        HumanAnswer.objects.create(
+            study=study, prompt=prompt, annotator=newcomer, word=prompt.expected_word
+        )
+    report = verbalizer_report(evaluation_set=with_humans)
+    human = row(report["rows"], system="human", mapping="flipped-golden", mode="direct")
+    assert (human["n"], human["accuracy_lenient"]) == (6, 3 / 6)  # as without the newcomer
+    assert row(report["agreement"], dataset="all")["raters"] == 3
+    header, *rows = list(human_answers_raw(evaluation_set=with_humans))
+    status = header.index("work_status")
+    mine = [r for r in rows if r[header.index("annotator")] == "newcomer"]
+    assert [r[status] for r in mine] == ["annotator's kind not decided"] * 2
+    annotator_kind_set(annotator=newcomer, kind="expert", now=timezone.now())
+    report = verbalizer_report(evaluation_set=with_humans)
+    human = row(report["rows"], system="human", mapping="flipped-golden", mode="direct")
+    assert (human["n"], human["accuracy_lenient"]) == (8, 5 / 8)
