@@ -63,14 +63,39 @@
     window.setTimeout(poll, delay);
   }
 
-  // Drafts survive a closed tab or a reload: kept in this browser until the form is sent.
-  document.querySelectorAll("[data-draft]").forEach(function (box) {
-    var key = "revision-draft-" + sessionId + "-" + box.dataset.draft;
-    var saved = window.localStorage.getItem(key);
-    if (saved !== null) { box.value = saved; }
-    box.addEventListener("input", function () { window.localStorage.setItem(key, box.value); });
-    box.form.addEventListener("submit", function () { window.localStorage.removeItem(key); });
+  // Drafts survive a closed tab, a reload and a refused form: each form's fields (texts and the
+  // ticked choices) are kept in this browser under the step the form is for (rating turn t,
+  // writing turn t), and restored while the page still asks for that step. They are dropped
+  // once the page has moved on to another step, not when the form is sent: a form the server
+  // refuses (a missing rating, say) keeps them.
+  var draftPrefix = "revision-draft-" + sessionId + "-";
+  var liveKeys = {};
+  document.querySelectorAll("form[data-draft-step]").forEach(function (form) {
+    var prefix = draftPrefix + form.dataset.draftStep + "-";
+    form.querySelectorAll("textarea[data-draft]").forEach(function (box) {
+      var key = prefix + box.dataset.draft;
+      liveKeys[key] = true;
+      var saved = window.localStorage.getItem(key);
+      if (saved !== null) { box.value = saved; }
+      box.addEventListener("input", function () { window.localStorage.setItem(key, box.value); });
+    });
+    form.querySelectorAll("input[type=radio][data-draft]").forEach(function (input) {
+      var key = prefix + input.dataset.draft;
+      liveKeys[key] = true;
+      if (window.localStorage.getItem(key) === input.value) { input.checked = true; }
+      input.addEventListener("change", function () {
+        if (input.checked) { window.localStorage.setItem(key, input.value); }
+      });
+    });
   });
+  if (root) {
+    for (var i = window.localStorage.length - 1; i >= 0; i -= 1) {
+      var stored = window.localStorage.key(i);
+      if (stored && stored.indexOf(draftPrefix) === 0 && !liveKeys[stored]) {
+        window.localStorage.removeItem(stored);
+      }
+    }
+  }
 
   // The edit box only matters when the revision is not good.
   var editBox = document.getElementById("edit-box");
@@ -100,6 +125,7 @@
     var choice = document.querySelector("input[name=rating][data-key='" + event.key + "']");
     if (shown(choice)) {
       choice.checked = true;
+      choice.dispatchEvent(new Event("change"));
       syncEdit();
       event.preventDefault();
       return;

@@ -80,6 +80,53 @@ def test_annotator_does_a_two_turn_session(page_for, settings, tmp_path):
     assert all(t.seconds is not None and t.seconds >= 0 for t in turns)
 
 
+def test_a_refused_or_reloaded_rating_keeps_its_drafts_and_an_untouched_answer_is_no_edit(
+    page_for, settings, tmp_path
+):
+    """The rating's choice, comment and edit survive a reload and a form the server refuses; the
+    model's answer left as shown in the edit box (the browser sends it with CRLF) is no edit, so
+    a bad unedited answer leaves the history."""
+    settings.REVISION_GENERATION = "thread"
+    path = tmp_path / "study.jsonl"
+    path.write_text(json.dumps(QUESTION) + "\n")
+    study_upload(path=str(path), study_name="e2e-drafts", systems=["m"])
+    user = UserFactory(username="e2e-drafter", roles=[ANNOTATOR])
+    page = page_for(user)
+    page.goto("/revision/")
+    page.get_by_role("button", name="Start a session").click()
+    page.locator("#answer").wait_for()
+    session = RevisionSession.objects.get(annotator=user)
+    a0 = page.locator("#answer").inner_text()
+    page.fill("#instruction", "Shorter.")
+    page.check("input[value=stylistic]")
+    page.get_by_role("button", name="Send instruction").click()
+    page.locator("#rate-form").wait_for()
+    assert "\n" in Turn.objects.get(session=session).answer  # several lines: CRLF in a form
+
+    page.fill("#comment", "Not shorter at all.")
+    page.get_by_role("button", name="Save rating").click()  # no choice: refused
+    page.get_by_text("rate the revision good, neutral or bad").wait_for()
+    page.goto(f"/revision/sessions/{session.pk}/")
+    assert page.input_value("#comment") == "Not shorter at all."  # kept after the refusal
+    page.locator("body").click()
+    page.keyboard.press("3")
+    page.reload()
+    assert page.is_checked("input[name=rating][value=bad]")  # the choice survives a reload
+    assert page.input_value("#comment") == "Not shorter at all."
+    with page.expect_navigation():
+        page.get_by_role("button", name="Save rating").click()  # edit box left as shown
+    page.wait_for_load_state()
+    first = Turn.objects.get(session=session, position=1)
+    assert (first.rating, first.edited_answer) == ("bad", "")
+    assert page.input_value("#instruction") == ""  # the next step starts blank
+    page.fill("#instruction", "Add a citation.")
+    page.check("input[value=information-seeking]")
+    page.get_by_role("button", name="Send instruction").click()
+    page.locator("#rate-form").wait_for()
+    assert Turn.objects.get(session=session, position=2).previous_answer == a0
+    assert page.input_value("#comment") == ""  # the first rating's drafts are gone
+
+
 STREAMED = "A streamed answer that cites the retrieved passages [0] and grows word by word."
 
 

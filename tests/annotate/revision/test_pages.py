@@ -237,3 +237,41 @@ def test_the_studies_list_counts_each_session_once(client, study, annotator):
         RevisionSession.objects.filter(pk=session.pk).update(status="finished")
     page = client.get(reverse("revision:home")).content.decode()
     assert "<td>live</td><td>2</td>" in page
+
+
+def test_the_migration_clears_edits_that_were_the_answer_sent_back_with_crlf(
+    study, annotator, django_capture_on_commit_callbacks
+):
+    import importlib
+
+    from django.apps import apps
+
+    migration = importlib.import_module(
+        "annotate.revision.migrations.0004_unedited_answers_with_crlf"
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        session = session_assign(study=study, user=annotator, now=timezone.now())
+    imported = RevisionSession.objects.create(
+        study=study,
+        question=session.question,
+        system=session.system,
+        initial_answer="a0",
+        created_at=timezone.now(),
+    )
+    turns = {}
+    for name, owner, answer, edit in [
+        ("unchanged", session, "Line one\nLine two", "Line one\r\nLine two\r\n"),
+        ("edited", session, "Line one\nLine two", "Mine\r\nnow"),
+        ("imported", imported, "Line one\nLine two", "Line one\r\nLine two"),
+    ]:
+        turns[name] = Turn.objects.create(
+            session=owner, position=len(turns) + 1, instruction="Do\r\nit",
+            instruction_type="stylistic", previous_answer="a0", answer=answer,
+            call_status=CallStatus.DONE, rating="bad", comment="why\r\nnot", edited_answer=edit,
+        )  # fmt: skip
+    migration.forwards(apps, None)
+    for turn in turns.values():
+        turn.refresh_from_db()
+    assert turns["unchanged"].edited_answer == "" and turns["unchanged"].comment == "why\nnot"
+    assert turns["edited"].edited_answer == "Mine\nnow" and turns["edited"].instruction == "Do\nit"
+    assert turns["imported"].edited_answer == "Line one\r\nLine two"  # kept as imported
