@@ -194,6 +194,84 @@
     }
   }, 1000);
 
+  // Answers and active time survive a reload or a closed tab: kept in this browser under the
+  // task's address (each assignment has its own) for a week at most. They are not dropped when
+  // the form is sent, so a submit the server refuses keeps them; a submitted task's page has no
+  // form to restore them into. Answers the page already shows (a refused submit) come first.
+  var DRAFT_PREFIX = "task-draft-";
+  var DRAFT_DAYS = 7;
+  var draftKey = DRAFT_PREFIX + (form.getAttribute("action") || window.location.pathname);
+  var storage = null;
+  try {
+    storage = window.localStorage;
+  } catch (error) {
+    storage = null; // storage disabled: the page works as before
+  }
+  function saveDraft() {
+    if (!storage) {
+      return;
+    }
+    var answers = {};
+    groups.forEach(function (group) {
+      var input = checked(group);
+      if (input) {
+        answers[input.name] = input.value;
+      }
+    });
+    var draft = { saved: Date.now(), answers: answers, active: Math.round(activeSeconds) };
+    try {
+      storage.setItem(draftKey, JSON.stringify(draft));
+    } catch (error) {
+      // full or refused: nothing else to do
+    }
+  }
+  function restoreDraft() {
+    if (!storage) {
+      return;
+    }
+    var cutoff = Date.now() - DRAFT_DAYS * 24 * 3600 * 1000;
+    for (var i = storage.length - 1; i >= 0; i -= 1) {
+      var key = storage.key(i);
+      if (key && key.indexOf(DRAFT_PREFIX) === 0) {
+        var old = null;
+        try {
+          old = JSON.parse(storage.getItem(key));
+        } catch (error) {
+          old = null;
+        }
+        if (!old || !(old.saved > cutoff)) {
+          storage.removeItem(key);
+        }
+      }
+    }
+    var draft = null;
+    try {
+      draft = JSON.parse(storage.getItem(draftKey) || "null");
+    } catch (error) {
+      draft = null;
+    }
+    if (!draft || !draft.answers) {
+      return;
+    }
+    groups.forEach(function (group) {
+      var inputs = radios(group);
+      if (!inputs.length || checked(group)) {
+        return;
+      }
+      var value = draft.answers[inputs[0].name];
+      inputs.forEach(function (input) {
+        if (input.value === value) {
+          input.checked = true;
+        }
+      });
+    });
+    activeSeconds = Math.max(activeSeconds, Number(draft.active) || 0);
+  }
+  form.addEventListener("change", saveDraft);
+  window.setInterval(saveDraft, 15000); // the active time, while nothing is answered
+  window.addEventListener("pagehide", saveDraft); // a reload or a closed tab: the time so far
+  restoreDraft();
+
   updateProgress();
   if (document.getElementById("server-missing")) {
     missingBox.hidden = false;

@@ -213,3 +213,29 @@ def test_submit_and_continue_opens_the_next_task_at_its_own_address(page_for):
     page.keyboard.press("Enter")
     page.wait_for_url("**/annotate/projects/*/done/")
     assert Label.objects.filter(assignment=second).count() == 2
+
+
+def test_answers_and_active_time_survive_a_reload_until_submitted(page_for):
+    project_with_tasks(instructions=2, systems=2, questions=2)
+    user = UserFactory(username="reloader", roles=[ANNOTATOR])
+    page = page_for(user)
+    start_next_task_with_keyboard(page)
+    assignment = Assignment.objects.get(annotator__user=user)
+    for key in ("y", "n", "u"):  # three of the four questions
+        page.keyboard.press(key)
+    assert page.locator("#answered-count").inner_text() == "3"
+    page.wait_for_timeout(2200)  # two seconds of active time, touched just before
+    page.mouse.move(5, 5)
+    page.reload()
+    assert page.locator("#answered-count").inner_text() == "3"
+    checked = page.locator("fieldset.answer input[type=radio]:checked")
+    assert [checked.nth(i).get_attribute("value") for i in range(3)] == ["yes", "no", "unknown"]
+    page.keyboard.press("y")  # the focus is on the one left open
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    assignment.refresh_from_db()
+    assert assignment.status == AssignmentStatus.SUBMITTED
+    assert assignment.active_seconds >= 1  # counted before the reload too
+    assert Label.objects.filter(assignment=assignment).count() == 4
+    # The next task opens blank: the draft belongs to the task it was written on.
+    assert page.locator("#answered-count").inner_text() == "0"
