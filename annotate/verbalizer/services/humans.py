@@ -110,6 +110,11 @@ def human_work_next(*, study: HumanStudy, annotator: Annotator) -> tuple[Prompt 
     counting the answers of their channel, `same_channel_q`), their answers so far and the
     study's prompts, in two queries: the page an annotator sees after every answer.
 
+    Among prompts answered as often, each annotator goes in an order of their own
+    (`_order_params`), stable across reloads: in the prompts' id order every reader met an item
+    under one verbalizer and at once under the next (golden, then flipped golden), answering the
+    second primed by the first.
+
     The choice and both counts are one plain-SQL query (the ORM's exclude-and-count queryset
     cost more CPU to compile than the page's template to render); the prompt is then read by
     its id alone (the pages show its own fields only: text, words, id), a query compiled once
@@ -126,12 +131,13 @@ def human_work_next(*, study: HumanStudy, annotator: Annotator) -> tuple[Prompt 
         )
     else:
         channel, channel_params = "na.kind <> %s", [AnnotatorKind.CROWD]
+    k, o = _order_params(annotator.pk)
     params = [
-        *[study.pk, AssignmentStatus.REJECTED, *channel_params],
-        *[study.pk, annotator.pk, limit, study.pk, annotator.pk, study.pk],
+        *[k, o, study.pk, AssignmentStatus.REJECTED, *channel_params],
+        *[study.pk, annotator.pk, limit, o, o, study.pk, annotator.pk, study.pk],
     ]
     with prepared_cursor(connection) as cursor:
-        cursor.execute(_WORK_NEXT.format(channel=channel), params)
+        cursor.execute(_WORK_NEXT.format(channel=channel, modulus=_ORDER_MODULUS), params)
         prompt_id, done, total = cursor.fetchone()
     prompt = None
     if prompt_id is not None:
@@ -157,12 +163,29 @@ def human_study_active(*, human_study_id: int) -> HumanStudy | None:
     return _ACTIVE_STUDY.first(study_id=human_study_id)
 
 
+# A prime above any prompt id this app will hold. y = (id * k + o) mod it alone would keep the
+# ids' differences (an item's two verbalizers, d ids apart, would stay k * d apart in every
+# order, often next to each other); squaring twice, ((y * y + o) mod p)^2 mod p, mixes them as
+# a random order would (an item's two prompts next to each other about once in 40 prompts, as
+# in a shuffle). Every product stays below 2^63, SQLite's and PostgreSQL's bigint.
+_ORDER_MODULUS = 2_147_483_647
+
+
+def _order_params(annotator_id: int) -> tuple[int, int]:
+    """The annotator's (k, o) for the order of prompts answered as often (_WORK_NEXT): fixed per
+    annotator (a reload shows the same prompt), unrelated between annotators (Knuth's
+    multiplicative hash of the id; k never 0)."""
+    mixed = (annotator_id * 2_654_435_761) % _ORDER_MODULUS
+    return 1 + mixed % (_ORDER_MODULUS - 1), (annotator_id * 40_503 + 12_345) % _ORDER_MODULUS
+
+
 # HumanStudy.prompts' table, HumanAnswer's and Annotator's (no db_table or db_column of their
 # own). A prompt's answers count in its own study only, and only those of the asking
 # annotator's channel that were not rejected ({channel} is one of two fixed conditions).
 _WORK_NEXT = """SELECT
     (SELECT c.prompt_id FROM (
-        SELECT sp.prompt_id, (
+        SELECT sp.prompt_id,
+            (sp.prompt_id * CAST(%s AS BIGINT) + CAST(%s AS BIGINT)) %% {modulus} AS y, (
             SELECT count(*) FROM verbalizer_humananswer n
             JOIN annotate_annotator na ON na.id = n.annotator_id
             WHERE n.prompt_id = sp.prompt_id AND n.study_id = %s AND n.status <> %s
@@ -171,7 +194,9 @@ _WORK_NEXT = """SELECT
         WHERE sp.humanstudy_id = %s AND NOT EXISTS(
             SELECT 1 FROM verbalizer_humananswer mine WHERE mine.prompt_id = sp.prompt_id
             AND mine.study_id = sp.humanstudy_id AND mine.annotator_id = %s)
-        ) c WHERE c.answered < %s ORDER BY c.answered, c.prompt_id LIMIT 1),
+        ) c WHERE c.answered < %s
+        ORDER BY c.answered, ((c.y * c.y + CAST(%s AS BIGINT)) %% {modulus})
+            * ((c.y * c.y + CAST(%s AS BIGINT)) %% {modulus}) %% {modulus}, c.prompt_id LIMIT 1),
     (SELECT count(*) FROM verbalizer_humananswer WHERE study_id = %s AND annotator_id = %s),
     (SELECT count(*) FROM verbalizer_humanstudy_prompts WHERE humanstudy_id = %s)"""
 

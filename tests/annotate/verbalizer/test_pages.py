@@ -192,3 +192,38 @@ def test_study_command_publishes_the_papers_slice(capsys):
         call_command("verbalizer_study", "ftp", "--set", "p", "--completion-url", "ftp://x")
     with pytest.raises(CommandError, match="no prompt of the set matches"):
         call_command("verbalizer_study", "none", "--set", "p", "--mappings", "golden")
+
+
+def test_each_annotator_meets_the_prompts_in_an_order_of_their_own(client):
+    """In id order every reader met an item under golden and at once under flipped golden (the
+    second answer primed by the first): each annotator now has an order of their own, the same
+    on every reload."""
+    fill("SST-2", [True, False] * 10)
+    evaluation_set = evaluation_set_create(
+        name="order", datasets=["SST-2"], items=20, seed=1, mappings="all", modes=["direct"]
+    ).evaluation_set
+    study = human_study_create(
+        evaluation_set=evaluation_set, name="two", mappings=["golden", "flipped-golden"],
+        items_per_dataset=20, answers_per_prompt=3,
+    )  # fmt: skip
+    prompts = {p.pk: p for p in study.prompts.all()}
+    assert len(prompts) == 40
+    orders = []
+    for name in ("r1", "r2"):
+        client.force_login(UserFactory(username=name, roles=[ANNOTATOR]))
+        seen = []
+        for _ in range(len(prompts)):
+            url = reverse("verbalizer:work-next", args=[study.pk])
+            prompt = client.get(url).context["prompt"]
+            assert client.get(url).context["prompt"].pk == prompt.pk  # a reload: the same one
+            seen.append(prompt.pk)
+            client.post(
+                reverse("verbalizer:work-answer", args=[study.pk]),
+                {"prompt": prompt.pk, "key": "1"},
+            )
+        assert sorted(seen) == sorted(prompts)  # every prompt once
+        orders.append(seen)
+    assert orders[0] != orders[1] and orders[0] != sorted(orders[0])
+    for seen in orders:  # an item's two verbalizers rarely follow each other (id order: 20)
+        items = [prompts[pk].item_id for pk in seen]
+        assert sum(a == b for a, b in zip(items, items[1:], strict=False)) <= 5
