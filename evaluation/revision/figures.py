@@ -14,11 +14,12 @@ from matplotlib.figure import Figure
 from evaluation.figures import PALETTE, RC, _text, figure_bytes, figure_request_check
 
 FIGURES = {
-    "ratings": "Rating distribution per system: stylistic (s), information-seeking (i), all (o)",
+    "ratings": "Rating distribution per system: stylistic, information-seeking and all instructions",
     "positions": "Instruction type by turn position",
 }
 RATING_COLOURS = {"good": PALETTE[2], "neutral": PALETTE[3], "bad": PALETTE[1]}
-KIND_SHORT = {"stylistic": "s", "information-seeking": "i", "all": "o"}
+# Under each bar, below the system's name (the paper's s / i / o, spelled out).
+KIND_LABEL = {"stylistic": "stylistic", "information-seeking": "info-seeking", "all": "all"}
 
 
 def figure_available(report: dict, name: str) -> bool:
@@ -30,17 +31,17 @@ def figure_available(report: dict, name: str) -> bool:
 def _ratings(figure: Figure, report: dict) -> None:
     rows = [row for row in report["figure2_ratings"] if row["turns"]]
     axes = figure.add_subplot()
-    labels = [f"{_text(row['system'])}\n{KIND_SHORT[row['instruction_type']]}" for row in rows]
+    labels = [f"{_text(row['system'])}\n{KIND_LABEL[row['instruction_type']]}" for row in rows]
     x = np.arange(len(rows))
     bottom = np.zeros(len(rows))
     for rating, colour in RATING_COLOURS.items():
         values = np.array([100 * (row[rating] or 0) for row in rows])
         axes.bar(x, values, bottom=bottom, color=colour, label=rating, width=0.7)
         bottom += values
-    axes.set_xticks(x, labels)
+    axes.set_xticks(x, labels, fontsize="small")
     axes.set_ylabel("% of turns")
     axes.set_ylim(0, 100)
-    axes.legend(frameon=False, ncols=3, loc="upper center", bbox_to_anchor=(0.5, 1.1))
+    figure.legend(frameon=False, ncols=3, loc="outside upper center")
 
 
 def _positions(figure: Figure, report: dict) -> None:
@@ -54,7 +55,8 @@ def _positions(figure: Figure, report: dict) -> None:
     axes.set_xticks(x)
     axes.set_xlabel("turn")
     axes.set_ylabel("% of instructions")
-    axes.legend(frameon=False)
+    axes.set_ylim(0, 100)
+    figure.legend(frameon=False, ncols=2, loc="outside upper center")  # never over a bar
 
 
 DRAWERS = {"ratings": _ratings, "positions": _positions}
@@ -64,6 +66,7 @@ def render_revision_figure(report: dict, name: str, fmt: str) -> bytes:
     """Draw one figure of the revision report and return its bytes in the format."""
     figure_request_check(name, fmt, names=FIGURES, available=figure_available(report, name))
     with rc_context(RC):
-        figure = Figure(figsize=(7.0, 4.0), layout="constrained")
+        bars = len(report["figure2_ratings"]) if name == "ratings" else 0
+        figure = Figure(figsize=(max(7.0, 1.15 * bars), 4.0), layout="constrained")
         DRAWERS[name](figure, report)
         return figure_bytes(figure, fmt)

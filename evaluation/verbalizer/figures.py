@@ -108,5 +108,17 @@ def render_figure(report: dict, name: str, fmt: str) -> bytes:
             axes = figure.add_subplot()
             _draw_bars(axes, rows, systems, key, series)
         figure.suptitle(_text(FIGURES[name] + f" - set {report['set']}"), fontsize=9)
-        figure.legend(loc="outside lower center", ncols=min(len(series), 3), frameon=False)
+        _legend_that_fits(figure, min(len(series), 3))
         return figure_bytes(figure, fmt)
+
+
+def _legend_that_fits(figure: Figure, ncols: int) -> None:
+    """The figure's legend below it, in as many columns (up to `ncols`) as fit its width: long
+    series names in three columns ran off both sides of the figure."""
+    for columns in range(ncols, 1, -1):
+        legend = figure.legend(loc="outside lower center", ncols=columns, frameon=False)
+        figure.draw_without_rendering()
+        if legend.get_window_extent().width <= figure.bbox.width:
+            return
+        legend.remove()
+    figure.legend(loc="outside lower center", ncols=1, frameon=False)

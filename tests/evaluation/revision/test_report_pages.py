@@ -69,3 +69,26 @@ def test_the_page_shows_tables_3_and_4_merged_and_every_category_apart(
     assert [r["category"] for r in api["categories"]] == ["condense", "remove"]
     markdown = client.get(reverse("revision-reports:download", args=[study.pk, "md"])).text
     assert "Merged into others (under 5%, KIWI appendix A.3): condense." in markdown
+
+
+@pytest.mark.parametrize("name", ["ratings", "positions"])
+def test_figure2_names_its_bars_and_keeps_its_legend_off_them(tmp_path, name, monkeypatch):
+    """The ratings bars were labelled s / i / o with no key, and the positions legend sat on the
+    bars (its information-seeking swatch drawn over a bar of the same colour)."""
+    from evaluation.revision import figures
+    from evaluation.revision.reports import revision_report_build
+
+    study = sample_study(tmp_path)
+    drawn = []
+    monkeypatch.setattr(figures, "figure_bytes", lambda figure, fmt: drawn.append(figure) or b"")
+    figures.render_revision_figure(revision_report_build(study=study), name, "png")
+    figure = drawn[0]
+    figure.draw_without_rendering()
+    (axes,) = figure.axes
+    assert not axes.get_legend()  # the legend belongs to the figure, outside the axes
+    (legend,) = figure.legends
+    box, plot = legend.get_window_extent(), axes.get_window_extent()
+    assert box.y0 >= plot.y1 and figure.bbox.x0 <= box.x0 and box.x1 <= figure.bbox.x1
+    if name == "ratings":
+        ticks = [t.get_text() for t in axes.get_xticklabels()]
+        assert ticks[:3] == ["gpt-4\nstylistic", "gpt-4\ninfo-seeking", "gpt-4\nall"], ticks
