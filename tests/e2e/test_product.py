@@ -83,11 +83,14 @@ def test_a_new_account_clicking_through_demo_tasks_moves_no_expert_number(page_f
 
 def test_every_role_has_its_navigation_and_a_403_page_in_the_layout(page_for, demo):
     sections = {
-        "cara": ["My tasks"],
-        "researcher": ["Benchmarks", "Projects", "Imports", "Reports", "Annotators", "Verbalizer"],
+        "cara": ["My tasks", "Label-word tasks", "Revision sessions"],
+        "researcher": [
+            *("Benchmarks", "Projects", "Imports", "Reports", "Annotators", "Verbalizer"),
+            "Revision studies",
+        ],
         "admin": [
             *("Benchmarks", "Projects", "Imports", "Reports", "Annotators", "Verbalizer"),
-            *("Crowd", "Judge", "Endpoints", "Model runs"),
+            *("Revision studies", "Crowd", "Judge", "Endpoints", "Model runs"),
         ],
     }
     for username, labels in sections.items():
@@ -109,7 +112,7 @@ def test_every_role_has_its_navigation_and_a_403_page_in_the_layout(page_for, de
         answer = researcher.goto(url)
         assert answer.status == 403, url
         assert "This page is not for your role" in researcher.locator("h1").inner_text()
-        assert researcher.locator("nav[aria-label=Main] a").count() == 6  # the layout, not a stub
+        assert researcher.locator("nav[aria-label=Main] a").count() == 7  # the layout, not a stub
     assert researcher.locator("input[name=password]").count() == 0  # no second login form
 
 
