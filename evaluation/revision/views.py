@@ -14,6 +14,7 @@ from rest_framework.views import APIView
 from annotate.engine.errors import EnginePermissionError
 from annotate.errors import AnnotateError
 from annotate.revision.models import Study
+from annotate.revision.services.exports import sessions_export_csv, sessions_export_jsonl
 from annotate.roles import (
     ADMIN,
     RESEARCHER,
@@ -117,6 +118,33 @@ def report_download(request: HttpRequest, study_id: int, fmt: str) -> HttpRespon
     extension = {"latex": "tex"}.get(fmt, fmt)
     response["Content-Disposition"] = f'attachment; filename="revision-{study.pk}.{extension}"'
     return response
+
+
+SESSION_WRITERS = {
+    "jsonl": (sessions_export_jsonl, "application/x-ndjson"),
+    "csv": (sessions_export_csv, "text/csv"),
+}
+
+
+@login_required
+def sessions_download(request: HttpRequest, study_id: int, fmt: str) -> HttpResponse:
+    """The study's finished sessions as `export_sessions` writes them: KIWI JSON Lines (one
+    session per line, fields the app does not know kept) or CSV (one row per turn)."""
+    study = _study(request.user, study_id)
+    if fmt not in SESSION_WRITERS:
+        raise Http404
+    write, content_type = SESSION_WRITERS[fmt]
+    response = HttpResponse(content_type=f"{content_type}; charset=utf-8")
+    write(study=study, output=_TextOut(response))
+    response["Content-Disposition"] = f'attachment; filename="sessions-{study.pk}.{fmt}"'
+    return response
+
+
+class _TextOut:
+    """A text file on an HttpResponse (csv and json write str; the response takes them)."""
+
+    def __init__(self, response: HttpResponse) -> None:
+        self.write = response.write
 
 
 @login_required

@@ -197,6 +197,7 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     "revision-reports:list": (RESEARCHERS, None),
     "revision-reports:report": (RESEARCHERS, None),
     "revision-reports:download": (RESEARCHERS, None),
+    "revision-reports:sessions-download": (RESEARCHERS, None),
     "revision-reports:figure": (RESEARCHERS, None),
     "api-revision-report": (API_RESEARCHERS, None),
     # The researchers' KIWI actions answer a role error with the 403 page; an empty POST is an

@@ -5,7 +5,9 @@ from django.urls import reverse
 
 from annotate.revision.models import Study
 from annotate.revision.services.imports import sessions_import
+from annotate.roles import ANNOTATOR
 from tests.evaluation.revision.sample import sample_study, turn
+from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -92,3 +94,34 @@ def test_figure2_names_its_bars_and_keeps_its_legend_off_them(tmp_path, name, mo
     if name == "ratings":
         ticks = [t.get_text() for t in axes.get_xticklabels()]
         assert ticks[:3] == ["gpt-4\nstylistic", "gpt-4\ninfo-seeking", "gpt-4\nall"], ticks
+
+
+def test_researcher_downloads_the_sessions_from_the_report_page(client, researcher, tmp_path):
+    """The sessions as `export_sessions` writes them, from the page: KIWI JSON Lines that import
+    again into the same report, and one CSV row per turn; annotators get 403."""
+    from evaluation.revision.reports import revision_report_build
+
+    study = sample_study(tmp_path)
+    client.force_login(researcher)
+    page = client.get(reverse("revision-reports:report", args=[study.pk])).content.decode()
+    jsonl_url = reverse("revision-reports:sessions-download", args=[study.pk, "jsonl"])
+    csv_url = reverse("revision-reports:sessions-download", args=[study.pk, "csv"])
+    assert jsonl_url in page and csv_url in page
+    answer = client.get(jsonl_url)
+    assert answer.status_code == 200 and "sessions-" in answer["Content-Disposition"]
+    lines = answer.content.decode().splitlines()
+    assert len(lines) == Study.objects.get(pk=study.pk).sessions.count()
+    path = tmp_path / "again.jsonl"
+    path.write_bytes(answer.content)
+    sessions_import(path=str(path), study_name="again")
+    again = Study.objects.get(name="again")
+    first, second = revision_report_build(study=study), revision_report_build(study=again)
+    assert first["table2"] == second["table2"]
+    rows = client.get(csv_url).content.decode().splitlines()
+    assert len(rows) == 1 + first["turns"] and rows[0].startswith("study,")
+    assert (
+        client.get(reverse("revision-reports:sessions-download", args=[study.pk, "x"])).status_code
+        == 404
+    )
+    client.force_login(UserFactory(username="ann-dl", roles=[ANNOTATOR]))
+    assert client.get(jsonl_url).status_code == 403
