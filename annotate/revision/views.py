@@ -187,11 +187,15 @@ def upload(request: HttpRequest) -> HttpResponse:
             try:
                 summary = _run_upload(kind, handle.name, name, systems)
             except AnnotateError as error:
-                message = str(error).replace(handle.name, upload_file.name)
-                context["error"] = f"{message} Nothing was written."
+                message = str(error).replace(handle.name, upload_file.name).rstrip()
+                stop = "" if message.endswith((".", "!", "?")) else "."
+                context["error"] = f"{message}{stop} Nothing was written."
                 return render(request, "revision/upload.html", context, status=400)
         messages.success(request, summary.message.replace(handle.name, upload_file.name))
-        return redirect("revision:upload")
+        study = Study.objects.filter(name=name).first()  # its report: what to do next
+        return (
+            redirect("revision-reports:report", study.pk) if study else redirect("revision:upload")
+        )
     return render(request, "revision/upload.html", context)
 
 

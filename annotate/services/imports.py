@@ -48,11 +48,18 @@ class ImportSummary:
     unchanged: int = 0
     details: dict[str, Any] = field(default_factory=dict)
 
+    def _counted(self, count: int) -> str:
+        """`count` rows named as `what` says ("questions"), in the singular for one."""
+        what = self.what[:-1] if count == 1 and self.what.endswith("s") else self.what
+        return f"{count:,} {what}"
+
     @property
     def message(self) -> str:
         if self.created == 0:
-            return f"Nothing new: all {self.unchanged:,} {self.what} in {self.path} are already stored."
-        text = f"Imported {self.created:,} {self.what} from {self.path}"
+            if self.unchanged == 1:
+                return f"Nothing new: the {self._counted(1)} in {self.path} is already stored."
+            return f"Nothing new: all {self._counted(self.unchanged)} in {self.path} are already stored."
+        text = f"Imported {self._counted(self.created)} from {self.path}"
         if self.unchanged:
             text += f" ({self.unchanged:,} already stored, left as they were)"
         return text + "."

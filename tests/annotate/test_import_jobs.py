@@ -54,7 +54,7 @@ def test_researcher_uploads_a_benchmark_and_sees_it_imported(
     assert job.status == "done" and job.created == 1
     assert Instruction.objects.get().external_id == "u1"
     detail = client.get(page["Location"])
-    assert "Imported 1 instructions from bench.json" in detail.text
+    assert "Imported 1 instruction from bench.json" in detail.text
     assert 'http-equiv="refresh"' not in detail.text
 
 

@@ -133,6 +133,9 @@ def test_researcher_uploads_a_study_and_a_bad_file_names_the_line(client, resear
     assert response.status_code == 302
     study = Study.objects.get(name="web")
     assert study.questions.count() == 1 and study.systems.count() == 2
+    # Next: the new study's report, with what was imported, in words for one question.
+    assert response.url == reverse("revision-reports:report", args=[study.pk])
+    assert "Imported 1 question from q.jsonl." in client.get(response.url).content.decode()
     bad = good + b'{"question": "R?", "documents": []}\n'
     response = client.post(
         reverse("revision:upload"),
@@ -140,6 +143,17 @@ def test_researcher_uploads_a_study_and_a_bad_file_names_the_line(client, resear
     )
     assert response.status_code == 400
     assert "bad.jsonl, line 2, field &#x27;documents&#x27;" in response.content.decode()
+    session = (  # a session file with a rating word not allowed
+        b'{"original_question": "Q?", "model_name": "m", "initial_answer": "a", "interaction":'
+        b' [{"instruction": "i", "answer_1": "b", "answer_2": "", "rating": "great",'
+        b' "comment": "c"}]}\n'
+    )
+    response = client.post(
+        reverse("revision:upload"),
+        {"study": "web3", "kind": "sessions", "file": SimpleUploadedFile("s.jsonl", session)},
+    )
+    text = response.content.decode()
+    assert response.status_code == 400 and "(any case). Nothing was written." in text, text
     assert not Study.objects.filter(name="web2").exists()
 
 
