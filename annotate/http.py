@@ -40,8 +40,12 @@ def api_exception_handler(exc: Exception, context: dict) -> ApiResponse | None:
     return drf_exception_handler(exc, context)
 
 
-def error_page(request: HttpRequest, error: AnnotateError) -> HttpResponse:
-    return render(request, "annotate/error.html", {"message": str(error)}, status=error.http_status)
+def error_page(
+    request: HttpRequest, error: AnnotateError, *, back: tuple[str, str] | None = None
+) -> HttpResponse:
+    """The error as a short page; `back` = (url, label): the way back to the work at hand."""
+    context = {"message": str(error), "back": back}
+    return render(request, "annotate/error.html", context, status=error.http_status)
 
 
 def page_errors(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:

@@ -11,11 +11,12 @@ from django.db import transaction
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from annotate.engine.models import Endpoint
-from annotate.errors import NotFoundError
-from annotate.http import page_errors
+from annotate.errors import ConflictError, NotFoundError
+from annotate.http import error_page, page_errors
 from annotate.models import Annotator
 from annotate.roles import (
     ADMIN,
@@ -160,8 +161,12 @@ def work_answer(request: HttpRequest, human_study_id: int) -> HttpResponse:
         seconds = float(request.POST.get("seconds") or "nan")
     except (KeyError, ValueError):
         raise humans.HumanStudyError("An answer needs the prompt and key 1 or 2.") from None
-    humans.human_answer_submit(
-        study=study, prompt_id=prompt_id, annotator=annotator, key=key,
-        seconds=None if seconds != seconds else seconds,
-    )  # fmt: skip
+    try:
+        humans.human_answer_submit(
+            study=study, prompt_id=prompt_id, annotator=annotator, key=key,
+            seconds=None if seconds != seconds else seconds,
+        )  # fmt: skip
+    except ConflictError as error:  # answered already, in another tab: on with the study
+        back = (reverse("verbalizer:work-next", args=[study.pk]), "Go on with this study")
+        return error_page(request, error, back=back)
     return redirect("verbalizer:work-next", human_study_id=study.pk)

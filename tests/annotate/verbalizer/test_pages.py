@@ -90,6 +90,9 @@ def test_annotator_answers_with_keys_and_sees_only_own_progress(client, annotato
     )
     assert refused.status_code == 409
     assert HumanAnswer.objects.get().word == "positive"
+    # The page leads back to the study (a stale tab, a slip of the key), not only home.
+    onward = reverse("verbalizer:work-next", args=[study.pk])
+    assert f'href="{onward}">Go on with this study</a>' in refused.content.decode()
 
 
 def test_a_prompt_is_offered_until_enough_people_answered(client, study):
