@@ -185,22 +185,28 @@ def read_csv(
                     f"(missing: {missing}, unknown: {unknown})",
                 )
             width = len(header)
+            end = reader.line_num
             for values in reader:
+                # A quoted cell may hold line breaks: a row is named by its first line, and a
+                # row that ran over several lines to a wrong width most likely opened a quote
+                # it never closed.
+                start, end = end + 1, reader.line_num
                 if len(values) != width:
                     if not values or all(not value.strip() for value in values):
                         continue
-                    raise ImportFileError(
-                        path,
-                        reader.line_num,
-                        None,
-                        f"expected {width} columns, found {len(values)}",
-                    )
+                    problem = f"expected {width} columns, found {len(values)}"
+                    if end > start:
+                        problem += (
+                            f" (a quote opened on this line runs to line {end}: is a closing"
+                            ' " missing?)'
+                        )
+                    raise ImportFileError(path, start, None, problem)
                 joined = "".join(values)  # one scan in C instead of one per field
                 if "\x00" in joined:
-                    raise ImportFileError(path, reader.line_num, None, NUL_PROBLEM)
+                    raise ImportFileError(path, start, None, NUL_PROBLEM)
                 if "'" in joined:
                     values = [csv_unescape(value) for value in values]
-                yield reader.line_num, dict(zip(header, values, strict=True))
+                yield start, dict(zip(header, values, strict=True))
         except StopIteration:
             raise ImportFileError(path, None, None, "the file is empty") from None
         except csv.Error as error:

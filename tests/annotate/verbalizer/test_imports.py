@@ -97,6 +97,10 @@ def test_csv_and_jsonl_with_golden_names(tmp_path):
         ("glue-rte", "index\tsentence1\tsentence2\tlabel\n0\ta\tb\n", "line 2: expected 4 columns"),
         ("glue-sst2", "sentence\tlabel\n\t1\n", "line 2, field 'sentence': the text is empty"),
         ("csv", "text,label\nok,positive\nno,neutral\n", "line 3, field 'label'"),
+        # An unclosed quote swallows the lines after it: named where it opened, with a hint.
+        ("csv", 'text,label\nok,positive\n"unclosed,negative\nfine,positive\n',
+         'line 3: expected 2 columns, found 1 (a quote opened on this line runs to line 4'),
+        ("csv", 'text,label\n"two\nlines",positive\nno,neutral\n', "line 4, field 'label'"),
         ("jsonl", '{"text": "ok", "label": "positive"}\n{"text": 3, "label": "negative"}\n',
          "line 2, field 'text': expected text"),
         ("jsonl", '{"text": "ok"}\n', "line 1, field 'label': this field is missing"),
