@@ -1,6 +1,7 @@
 from django import forms
 
 from annotate.verbalizer.models import Group, Mode, TaskFamily
+from annotate.verbalizer.services.imports import FORMATS
 
 
 class DatasetForm(forms.Form):
@@ -9,6 +10,40 @@ class DatasetForm(forms.Form):
     positive_name = forms.CharField(max_length=50, label="Golden name of the positive label")
     negative_name = forms.CharField(max_length=50, label="Golden name of the negative label")
     description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+
+
+class ItemsForm(forms.Form):
+    """Items for a dataset listed above: a file as `manage.py import_classification` reads it."""
+
+    dataset = forms.ChoiceField()
+    format = forms.ChoiceField(
+        choices=[(f, f) for f in FORMATS],
+        help_text="GLUE's dev.tsv of SST-2, RTE, MRPC or QQP; or CSV (text, label, optional "
+        "text_b, id) or JSON Lines with the same fields, labels named as the dataset's golden "
+        "labels.",
+    )
+    upload = forms.FileField(label="File")
+
+    def __init__(self, *args, datasets, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["dataset"].choices = [(d, d) for d in datasets]
+
+
+class SetForm(forms.Form):
+    """An evaluation set, as `manage.py verbalizer_set` makes one: the same items per dataset
+    (seeded sample), each under every mapping chosen, in each mode."""
+
+    name = forms.CharField(max_length=200)
+    datasets = forms.MultipleChoiceField(widget=forms.CheckboxSelectMultiple)
+    items = forms.IntegerField(min_value=1, initial=100, label="Items per dataset")
+    seed = forms.IntegerField(initial=1)
+    modes = forms.MultipleChoiceField(
+        choices=Mode.choices, initial=[Mode.DIRECT], widget=forms.CheckboxSelectMultiple
+    )
+
+    def __init__(self, *args, datasets, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["datasets"].choices = [(d, d) for d in datasets]
 
 
 class MappingForm(forms.Form):

@@ -5,6 +5,9 @@ evaluation.verbalizer.views.
 
 from __future__ import annotations
 
+import tempfile
+
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db import transaction
@@ -15,7 +18,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from annotate.engine.models import Endpoint
-from annotate.errors import ConflictError, NotFoundError
+from annotate.errors import AnnotateError, ConflictError, NotFoundError
 from annotate.http import error_page, page_errors
 from annotate.models import Annotator
 from annotate.roles import (
@@ -26,9 +29,18 @@ from annotate.roles import (
     require_role,
 )
 from annotate.services.assignments import annotator_of_annotator_user
-from annotate.verbalizer.forms import DatasetForm, MappingForm, RunForm, StudyForm
+from annotate.verbalizer.forms import (
+    DatasetForm,
+    ItemsForm,
+    MappingForm,
+    RunForm,
+    SetForm,
+    StudyForm,
+)
 from annotate.verbalizer.models import ClassificationDataset, EvaluationSet, HumanStudy, Mapping
 from annotate.verbalizer.services import catalogue, humans, runs
+from annotate.verbalizer.services.imports import classification_import
+from annotate.verbalizer.services.sets import evaluation_set_create
 
 
 def _require_researcher(request: HttpRequest) -> None:
@@ -44,6 +56,15 @@ def _annotator(request: HttpRequest) -> Annotator:
 def overview(request: HttpRequest) -> HttpResponse:
     _require_researcher(request)
     dataset_form, mapping_form = DatasetForm(prefix="d"), MappingForm(prefix="m")
+    names = list(ClassificationDataset.objects.order_by("name").values_list("name", flat=True))
+    with_items = list(
+        ClassificationDataset.objects.filter(items__isnull=False)
+        .distinct()
+        .order_by("name")
+        .values_list("name", flat=True)
+    )
+    items_form = ItemsForm(prefix="i", datasets=names)
+    set_form = SetForm(prefix="s", datasets=with_items)
     if request.method == "POST":
         if "d-name" in request.POST:
             dataset_form = DatasetForm(request.POST, prefix="d")
@@ -51,6 +72,16 @@ def overview(request: HttpRequest) -> HttpResponse:
                 catalogue.dataset_create(**dataset_form.cleaned_data)
                 messages.success(request, "Dataset added.")
                 return redirect("verbalizer:overview")
+        elif "i-dataset" in request.POST:
+            items_form = ItemsForm(request.POST, request.FILES, prefix="i", datasets=names)
+            if items_form.is_valid() and _items_import(request, items_form):
+                return redirect("verbalizer:overview")
+        elif "s-name" in request.POST:
+            set_form = SetForm(request.POST, prefix="s", datasets=with_items)
+            if set_form.is_valid():
+                created = _set_create(request, set_form)
+                if created is not None:
+                    return redirect("verbalizer:set-detail", set_id=created.pk)
         else:
             mapping_form = MappingForm(request.POST, prefix="m")
             if mapping_form.is_valid():
@@ -63,8 +94,52 @@ def overview(request: HttpRequest) -> HttpResponse:
         "sets": EvaluationSet.objects.annotate(n_prompts=Count("prompts")),
         "dataset_form": dataset_form,
         "mapping_form": mapping_form,
+        "items_form": items_form,
+        "set_form": set_form,
     }
-    return render(request, "verbalizer/overview.html", context)
+    bound = [f for f in (dataset_form, mapping_form, items_form, set_form) if f.is_bound]
+    status = 400 if any(f.errors for f in bound) else 200
+    return render(request, "verbalizer/overview.html", context, status=status)
+
+
+def _items_import(request: HttpRequest, form: ItemsForm) -> bool:
+    """Import the uploaded file into the dataset as `import_classification` does: every row or
+    none, an error naming the file's line and field. Files are a dataset's dev split (SST-2's
+    is 872 rows), read in the request; the upload limit applies."""
+    upload = form.cleaned_data["upload"]
+    if upload.size > settings.IMPORT_MAX_UPLOAD_BYTES:
+        form.add_error("upload", "The file is larger than the upload limit.")
+        return False
+    with tempfile.NamedTemporaryFile(suffix=".upload") as handle:
+        for chunk in upload.chunks():
+            handle.write(chunk)
+        handle.flush()
+        try:
+            summary = classification_import(
+                path=handle.name, dataset=form.cleaned_data["dataset"],
+                fmt=form.cleaned_data["format"],
+            )  # fmt: skip
+        except AnnotateError as error:
+            message = str(error).replace(handle.name, upload.name).rstrip()
+            stop = "" if message.endswith((".", "!", "?")) else "."
+            form.add_error(None, f"{message}{stop} Nothing was written.")
+            return False
+    messages.success(request, summary.message.replace(handle.name, upload.name))
+    return True
+
+
+def _set_create(request: HttpRequest, form: SetForm) -> EvaluationSet | None:
+    data = form.cleaned_data
+    try:
+        summary = evaluation_set_create(
+            name=data["name"].strip(), datasets=data["datasets"], items=data["items"],
+            seed=data["seed"], modes=data["modes"], created_by=request.user,
+        )  # fmt: skip
+    except AnnotateError as error:
+        form.add_error(None, str(error))
+        return None
+    messages.success(request, f"Set {summary.evaluation_set.name} made.")
+    return summary.evaluation_set
 
 
 @login_required

@@ -46,6 +46,48 @@ def test_researcher_adds_a_mapping_and_a_dataset(client, researcher):
     assert again.status_code == 400 and b"exists already" in again.content
 
 
+def test_researcher_imports_items_and_makes_a_set_from_the_page(client, researcher):
+    """Without manage.py: a dataset's items from a file (a bad file names its line and writes
+    nothing), then an evaluation set of them under every mapping."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from annotate.verbalizer.models import ClassificationItem, EvaluationSet
+
+    client.force_login(researcher)
+    page = client.get(reverse("verbalizer:overview")).content.decode()
+    assert "Add items to a dataset" in page and "No dataset has items yet" in page
+    overview = reverse("verbalizer:overview")
+    bad = SimpleUploadedFile("dev.tsv", b"sentence\tlabel\ngood film\t1\nbad film\t7\n")
+    refused = client.post(
+        overview, {"i-dataset": "SST-2", "i-format": "glue-sst2", "i-upload": bad}
+    )
+    text = refused.content.decode()
+    assert refused.status_code == 400 and "dev.tsv, line 3, field &#x27;label&#x27;" in text
+    assert "Nothing was written." in text and not ClassificationItem.objects.exists()
+    rows = "".join(f"film {i}\t{i % 2}\n" for i in range(6))
+    good = SimpleUploadedFile("dev.tsv", f"sentence\tlabel\n{rows}".encode())
+    done = client.post(
+        overview, {"i-dataset": "SST-2", "i-format": "glue-sst2", "i-upload": good}, follow=True
+    )
+    assert "Imported 6 items into SST-2 from dev.tsv" in done.content.decode()
+    assert ClassificationItem.objects.filter(dataset__name="SST-2").count() == 6
+    made = client.post(
+        overview,
+        {"s-name": "web set", "s-datasets": ["SST-2"], "s-items": "4", "s-seed": "2",
+         "s-modes": ["direct"]},
+    )  # fmt: skip
+    evaluation_set = EvaluationSet.objects.get(name="web set")
+    assert made.url == reverse("verbalizer:set-detail", args=[evaluation_set.pk])
+    mappings = evaluation_set.mappings.count()
+    assert mappings >= 3 and evaluation_set.prompts.count() == 4 * mappings
+    again = client.post(
+        overview,
+        {"s-name": "web set", "s-datasets": ["SST-2"], "s-items": "4", "s-seed": "2",
+         "s-modes": ["direct"]},
+    )  # fmt: skip
+    assert again.status_code == 400 and "exists already" in again.content.decode()
+
+
 def test_annotators_cannot_see_the_researcher_pages(client, annotator_user, study):
     client.force_login(annotator_user)
     # A role error is the 403 page in the site's layout.
