@@ -158,7 +158,7 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     "reports:export": (POST_ONLY, by_role(LOGIN, 403, 403, 302, 302, 302)),
     "api-report": (API_RESEARCHERS, None),
     # An empty POST is an unbound form: the page again, nothing written.
-    "verbalizer:overview": (RESEARCHERS, by_role(LOGIN, 403, 403, 200, 200, 200)),
+    "verbalizer:overview": (RESEARCHERS, by_role(LOGIN, 403, 403, 400, 400, 400)),
     "verbalizer:set-detail": (RESEARCHERS, by_role(LOGIN, 403, 403, 200, 200, 200)),
     "verbalizer:work-list": (ANNOTATORS, by_role(LOGIN, 405, 405, 405, 405, 405)),
     "verbalizer:work-next": (ANNOTATORS, by_role(LOGIN, 405, 405, 405, 405, 405)),
