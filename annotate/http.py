@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable, Iterable
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
 
+from django.core.files.uploadedfile import UploadedFile
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
 from rest_framework.exceptions import ParseError
@@ -38,6 +41,24 @@ def api_exception_handler(exc: Exception, context: dict) -> ApiResponse | None:
     if isinstance(exc, AnnotateError):
         return ApiResponse(error_payload(exc), status=exc.http_status)
     return drf_exception_handler(exc, context)
+
+
+@contextlib.contextmanager
+def uploaded_path(upload: UploadedFile, *, suffix: str = ".upload") -> Iterator[str]:
+    """An uploaded file written to a temporary file, for importers that read a path; the
+    path, removed on leaving. The upload's own name never reaches the file system."""
+    with tempfile.NamedTemporaryFile(suffix=suffix) as handle:
+        for chunk in upload.chunks():
+            handle.write(chunk)
+        handle.flush()
+        yield handle.name
+
+
+def refused_upload(error: Exception, *, path: str, upload: UploadedFile) -> str:
+    """An importer's error about the temporary `path`, told about the file the user sent."""
+    message = str(error).replace(path, upload.name).rstrip()
+    stop = "" if message.endswith((".", "!", "?")) else "."
+    return f"{message}{stop} Nothing was written."
 
 
 def error_page(

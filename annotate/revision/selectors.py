@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.contrib.auth.models import AbstractBaseUser, User
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.urls import reverse
 
 from annotate.compiled import CompiledQuery
@@ -21,6 +21,7 @@ from annotate.revision.models import (
     RevisionSession,
     SessionStatus,
     Study,
+    StudyQuestion,
     Turn,
 )
 from annotate.revision.services.sessions import session_for_annotator, stale_calls_fail
@@ -220,17 +221,19 @@ def _passages_shown(ids: list[int]) -> list[dict]:
 
 def studies_for_annotator(*, user: AbstractBaseUser) -> list[dict]:
     """Every study with live systems, with the annotator's own session counts."""
-    # distinct: the join with the documents repeats each session once per document
-    studies = Study.objects.annotate(
-        mine=Count("sessions", filter=Q(sessions__annotator=user), distinct=True),
-        active=Count(
-            "sessions",
-            filter=Q(sessions__annotator=user, sessions__status=SessionStatus.ACTIVE),
-            distinct=True,
-        ),
-        live_questions=Count("questions__documents", distinct=True),
-    ).order_by("name")
-    return [{"study": s, "mine": s.mine, "active": s.active} for s in studies if s.live_questions]
+    live = StudyQuestion.objects.filter(study=OuterRef("pk"), documents__isnull=False)
+    studies = (
+        Study.objects.filter(Exists(live))  # a question with documents: no join to count over
+        .annotate(
+            mine=Count("sessions", filter=Q(sessions__annotator=user)),
+            active=Count(
+                "sessions",
+                filter=Q(sessions__annotator=user, sessions__status=SessionStatus.ACTIVE),
+            ),
+        )
+        .order_by("name")
+    )
+    return [{"study": s, "mine": s.mine, "active": s.active} for s in studies]
 
 
 def reratings_for_annotator(*, user: AbstractBaseUser) -> list[Rerating]:

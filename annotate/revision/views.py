@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import tempfile
-
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -13,7 +11,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotate.errors import AnnotateError, NotFoundError, NoWorkError, SubmissionError
-from annotate.http import page_errors
+from annotate.http import page_errors, refused_upload, uploaded_path
 from annotate.revision import selectors
 from annotate.revision.forms import RerateForm
 from annotate.revision.models import Study
@@ -180,18 +178,13 @@ def upload(request: HttpRequest) -> HttpResponse:
         if upload_file.size > settings.IMPORT_MAX_UPLOAD_BYTES:
             context["error"] = "The file is larger than the upload limit."
             return render(request, "revision/upload.html", context, status=400)
-        with tempfile.NamedTemporaryFile(suffix=".jsonl") as handle:
-            for chunk in upload_file.chunks():
-                handle.write(chunk)
-            handle.flush()
+        with uploaded_path(upload_file, suffix=".jsonl") as path:
             try:
-                summary = _run_upload(kind, handle.name, name, systems)
+                summary = _run_upload(kind, path, name, systems)
             except AnnotateError as error:
-                message = str(error).replace(handle.name, upload_file.name).rstrip()
-                stop = "" if message.endswith((".", "!", "?")) else "."
-                context["error"] = f"{message}{stop} Nothing was written."
+                context["error"] = refused_upload(error, path=path, upload=upload_file)
                 return render(request, "revision/upload.html", context, status=400)
-        messages.success(request, summary.message.replace(handle.name, upload_file.name))
+        messages.success(request, summary.message.replace(path, upload_file.name))
         study = Study.objects.filter(name=name).first()  # its report: what to do next
         return (
             redirect("revision-reports:report", study.pk) if study else redirect("revision:upload")

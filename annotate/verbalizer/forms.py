@@ -35,8 +35,10 @@ class SetForm(forms.Form):
 
     name = forms.CharField(max_length=200)
     datasets = forms.MultipleChoiceField(widget=forms.CheckboxSelectMultiple)
-    items = forms.IntegerField(min_value=1, initial=100, label="Items per dataset")
-    seed = forms.IntegerField(initial=1)
+    items = forms.IntegerField(
+        min_value=1, max_value=1_000_000, initial=100, label="Items per dataset"
+    )
+    seed = forms.IntegerField(min_value=0, max_value=2**32 - 1, initial=1)
     modes = forms.MultipleChoiceField(
         choices=Mode.choices, initial=[Mode.DIRECT], widget=forms.CheckboxSelectMultiple
     )

@@ -5,8 +5,6 @@ evaluation.verbalizer.views.
 
 from __future__ import annotations
 
-import tempfile
-
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -19,7 +17,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from annotate.engine.models import Endpoint
 from annotate.errors import AnnotateError, ConflictError, NotFoundError
-from annotate.http import error_page, page_errors
+from annotate.http import error_page, page_errors, refused_upload, uploaded_path
 from annotate.models import Annotator
 from annotate.roles import (
     ADMIN,
@@ -110,21 +108,15 @@ def _items_import(request: HttpRequest, form: ItemsForm) -> bool:
     if upload.size > settings.IMPORT_MAX_UPLOAD_BYTES:
         form.add_error("upload", "The file is larger than the upload limit.")
         return False
-    with tempfile.NamedTemporaryFile(suffix=".upload") as handle:
-        for chunk in upload.chunks():
-            handle.write(chunk)
-        handle.flush()
+    with uploaded_path(upload) as path:
         try:
             summary = classification_import(
-                path=handle.name, dataset=form.cleaned_data["dataset"],
-                fmt=form.cleaned_data["format"],
-            )  # fmt: skip
+                path=path, dataset=form.cleaned_data["dataset"], fmt=form.cleaned_data["format"]
+            )
         except AnnotateError as error:
-            message = str(error).replace(handle.name, upload.name).rstrip()
-            stop = "" if message.endswith((".", "!", "?")) else "."
-            form.add_error(None, f"{message}{stop} Nothing was written.")
+            form.add_error(None, refused_upload(error, path=path, upload=upload))
             return False
-    messages.success(request, summary.message.replace(handle.name, upload.name))
+    messages.success(request, summary.message.replace(path, upload.name))
     return True
 
 

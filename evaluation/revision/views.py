@@ -135,16 +135,9 @@ def sessions_download(request: HttpRequest, study_id: int, fmt: str) -> HttpResp
         raise Http404
     write, content_type = SESSION_WRITERS[fmt]
     response = HttpResponse(content_type=f"{content_type}; charset=utf-8")
-    write(study=study, output=_TextOut(response))
+    write(study=study, output=response)  # an HttpResponse is a file to write text to
     response["Content-Disposition"] = f'attachment; filename="sessions-{study.pk}.{fmt}"'
     return response
-
-
-class _TextOut:
-    """A text file on an HttpResponse (csv and json write str; the response takes them)."""
-
-    def __init__(self, response: HttpResponse) -> None:
-        self.write = response.write
 
 
 @login_required

@@ -178,6 +178,8 @@
       return;
     }
     activeInput.value = String(Math.round(activeSeconds));
+    sent = true;
+    saveDraft();
   });
 
   // Active time: seconds while the page is visible and someone touched it in the last minute.
@@ -195,18 +197,28 @@
   }, 1000);
 
   // Answers and active time survive a reload or a closed tab: kept in this browser under the
-  // task's address (each assignment has its own) for a week at most. They are not dropped when
-  // the form is sent, so a submit the server refuses keeps them; a submitted task's page has no
-  // form to restore them into. Answers the page already shows (a refused submit) come first.
+  // task's address and step (a "both" project's scores, then its questions, at one address) for
+  // a week at most. A sent form marks its draft sent rather than dropping it, so a submit the
+  // server refuses (shown again at the same address and step) keeps it; the next page, another
+  // task or step, drops the drafts marked sent. Answers the page already shows come first.
   var DRAFT_PREFIX = "task-draft-";
   var DRAFT_DAYS = 7;
-  var draftKey = DRAFT_PREFIX + (form.getAttribute("action") || window.location.pathname);
+  var step = form.querySelector("fieldset.answer.score") ? "scores" : "questions";
+  var draftKey = DRAFT_PREFIX + (form.getAttribute("action") || window.location.pathname) + "#" + step;
   var storage = null;
   try {
     storage = window.localStorage;
   } catch (error) {
     storage = null; // storage disabled: the page works as before
   }
+  function readDraft(key) {
+    try {
+      return JSON.parse(storage.getItem(key) || "null");
+    } catch (error) {
+      return null;
+    }
+  }
+  var sent = false;
   function saveDraft() {
     if (!storage) {
       return;
@@ -218,7 +230,7 @@
         answers[input.name] = input.value;
       }
     });
-    var draft = { saved: Date.now(), answers: answers, active: Math.round(activeSeconds) };
+    var draft = { saved: Date.now(), answers: answers, active: Math.round(activeSeconds), sent: sent };
     try {
       storage.setItem(draftKey, JSON.stringify(draft));
     } catch (error) {
@@ -233,23 +245,13 @@
     for (var i = storage.length - 1; i >= 0; i -= 1) {
       var key = storage.key(i);
       if (key && key.indexOf(DRAFT_PREFIX) === 0) {
-        var old = null;
-        try {
-          old = JSON.parse(storage.getItem(key));
-        } catch (error) {
-          old = null;
-        }
-        if (!old || !(old.saved > cutoff)) {
+        var old = readDraft(key);
+        if (!old || !(old.saved > cutoff) || (old.sent && key !== draftKey)) {
           storage.removeItem(key);
         }
       }
     }
-    var draft = null;
-    try {
-      draft = JSON.parse(storage.getItem(draftKey) || "null");
-    } catch (error) {
-      draft = null;
-    }
+    var draft = readDraft(draftKey);
     if (!draft || !draft.answers) {
       return;
     }
@@ -265,6 +267,7 @@
         }
       });
     });
+    // The time of a step the server refused was not stored: it goes on counting from there.
     activeSeconds = Math.max(activeSeconds, Number(draft.active) || 0);
   }
   form.addEventListener("change", saveDraft);

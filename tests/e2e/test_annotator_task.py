@@ -1,5 +1,7 @@
 """The annotator's task page in a real browser: keyboard only, shuffled order, escaping, both mode."""
 
+from datetime import timedelta
+
 import pytest
 from django.utils import timezone
 
@@ -164,11 +166,17 @@ def test_both_mode_scores_come_before_the_questions(page_for):
     user = UserFactory(username="scorer", roles=[ANNOTATOR])
     page = page_for(user)
     start_next_task_with_keyboard(page)
+    # Claimed long ago: the server's cap (time since the claim) leaves the page's count alone.
+    Assignment.objects.filter(annotator__user=user).update(
+        claimed_at=timezone.now() - timedelta(minutes=30)
+    )
     assert "Step 1 of 2" in page.inner_text("main")
     assert question_text not in page.content()
     assert page.locator("fieldset.question").count() == 0
     page.keyboard.press("2")
     page.keyboard.press("5")
+    page.wait_for_timeout(3200)  # three seconds of active time on the scores
+    page.mouse.move(5, 5)
     page.keyboard.press("Enter")
     page.wait_for_selector("fieldset.question")
     page.wait_for_load_state()  # step 2 is a new page: its key handler is a deferred script
@@ -187,6 +195,9 @@ def test_both_mode_scores_come_before_the_questions(page_for):
     assert DirectScore.objects.get(response__system_id=second).score == 5
     assert Label.objects.filter(assignment=assignment).count() == 4
     assert assignment.submitted_at <= timezone.now()
+    # The scores' seconds count once: step 2 (same address) does not start from step 1's draft.
+    step_one = assignment.active_seconds
+    assert 2 <= step_one < 5, step_one  # step 1 counted twice gave 6
 
 
 def test_submit_and_continue_opens_the_next_task_at_its_own_address(page_for):

@@ -231,10 +231,10 @@ def turn_rate(
     if not comment:
         raise SubmissionError("a comment explaining the rating is required", missing=["comment"])
     edited_answer = _plain(edited_answer)
-    if edited_answer and rating == Rating.GOOD:
-        raise SubmissionError("only a revision rated neutral or bad can be edited")
     if edited_answer == _plain(last.answer):
         edited_answer = ""  # the model's answer sent back as it was shown: not an edit
+    if edited_answer and rating == Rating.GOOD:
+        raise SubmissionError("only a revision rated neutral or bad can be edited")
     last.rating, last.comment, last.edited_answer = rating, comment, edited_answer
     last.rated_at = now
     last.seconds = (now - last.started_at).total_seconds() if last.started_at else None

@@ -92,7 +92,9 @@ def same_channel_q(annotator: Annotator, prefix: str = "") -> Q:
     """Answers given the way `annotator` gives them: in-house, or on the same crowd platform.
 
     Each channel gets `answers_per_prompt` answers per prompt, so the crowd never starves the
-    in-house baseline and the other way round; rejected answers leave room for a new one.
+    in-house baseline and the other way round; rejected answers leave room for a new one, and
+    so do those of an account whose kind no researcher has decided yet (they count in no
+    result, annotate.selectors.results): the in-house channel counts experts' answers.
     """
     not_rejected = ~Q(**{f"{prefix}status": AssignmentStatus.REJECTED})
     if annotator.kind == AnnotatorKind.CROWD:
@@ -102,7 +104,7 @@ def same_channel_q(annotator: Annotator, prefix: str = "") -> Q:
                 f"{prefix}annotator__platform": annotator.platform,
             }
         )
-    return not_rejected & ~Q(**{f"{prefix}annotator__kind": AnnotatorKind.CROWD})
+    return not_rejected & Q(**{f"{prefix}annotator__kind": AnnotatorKind.EXPERT})
 
 
 def human_work_next(*, study: HumanStudy, annotator: Annotator) -> tuple[Prompt | None, int, int]:
@@ -130,7 +132,7 @@ def human_work_next(*, study: HumanStudy, annotator: Annotator) -> tuple[Prompt 
             ],
         )
     else:
-        channel, channel_params = "na.kind <> %s", [AnnotatorKind.CROWD]
+        channel, channel_params = "na.kind = %s", [AnnotatorKind.EXPERT]
     k, o = _order_params(annotator.pk)
     params = [
         *[k, o, study.pk, AssignmentStatus.REJECTED, *channel_params],
@@ -167,7 +169,8 @@ def human_study_active(*, human_study_id: int) -> HumanStudy | None:
 # ids' differences (an item's two verbalizers, d ids apart, would stay k * d apart in every
 # order, often next to each other); squaring twice, ((y * y + o) mod p)^2 mod p, mixes them as
 # a random order would (an item's two prompts next to each other about once in 40 prompts, as
-# in a shuffle). Every product stays below 2^63, SQLite's and PostgreSQL's bigint.
+# in a shuffle). Every factor is below the prime (the id taken modulo it first), so every
+# product stays below 2^63, SQLite's and PostgreSQL's bigint.
 _ORDER_MODULUS = 2_147_483_647
 
 
@@ -185,7 +188,7 @@ def _order_params(annotator_id: int) -> tuple[int, int]:
 _WORK_NEXT = """SELECT
     (SELECT c.prompt_id FROM (
         SELECT sp.prompt_id,
-            (sp.prompt_id * CAST(%s AS BIGINT) + CAST(%s AS BIGINT)) %% {modulus} AS y, (
+            ((sp.prompt_id %% {modulus}) * CAST(%s AS BIGINT) + CAST(%s AS BIGINT)) %% {modulus} AS y, (
             SELECT count(*) FROM verbalizer_humananswer n
             JOIN annotate_annotator na ON na.id = n.annotator_id
             WHERE n.prompt_id = sp.prompt_id AND n.study_id = %s AND n.status <> %s

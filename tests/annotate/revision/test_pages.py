@@ -256,6 +256,8 @@ def test_the_studies_list_counts_each_session_once(client, study, annotator):
 def test_the_migration_clears_edits_that_were_the_answer_sent_back_with_crlf(
     study, annotator, django_capture_on_commit_callbacks
 ):
+    """Cleared where the history does not change (neutral, or bad as the last turn); kept where
+    a session went on from a bad answer; imported sessions untouched."""
     import importlib
 
     from django.apps import apps
@@ -264,28 +266,37 @@ def test_the_migration_clears_edits_that_were_the_answer_sent_back_with_crlf(
         "annotate.revision.migrations.0004_unedited_answers_with_crlf"
     )
     with django_capture_on_commit_callbacks(execute=True):
-        session = session_assign(study=study, user=annotator, now=timezone.now())
+        first = session_assign(study=study, user=annotator, now=timezone.now())
+        RevisionSession.objects.filter(pk=first.pk).update(status="finished")
+        second = session_assign(study=study, user=annotator, now=timezone.now())
+    assert first.pk != second.pk
     imported = RevisionSession.objects.create(
-        study=study,
-        question=session.question,
-        system=session.system,
-        initial_answer="a0",
+        study=study, question=first.question, system=first.system, initial_answer="a0",
         created_at=timezone.now(),
-    )
+    )  # fmt: skip
+    shown = "Line one\r\nLine two\r\n"  # the model's "Line one\nLine two" as a browser sends it
     turns = {}
-    for name, owner, answer, edit in [
-        ("unchanged", session, "Line one\nLine two", "Line one\r\nLine two\r\n"),
-        ("edited", session, "Line one\nLine two", "Mine\r\nnow"),
-        ("imported", imported, "Line one\nLine two", "Line one\r\nLine two"),
+    for name, owner, position, rating, previous, edit in [
+        ("neutral", first, 1, "neutral", "a0", shown),
+        ("edited", first, 2, "bad", shown, "Mine\r\nnow"),
+        ("bad-last", first, 3, "bad", "Mine\r\nnow", shown),
+        ("bad-went-on", second, 1, "bad", "a0", shown),
+        ("after-bad", second, 2, "good", shown, ""),
+        ("imported", imported, 1, "bad", "a0", shown),
     ]:
         turns[name] = Turn.objects.create(
-            session=owner, position=len(turns) + 1, instruction="Do\r\nit",
-            instruction_type="stylistic", previous_answer="a0", answer=answer,
-            call_status=CallStatus.DONE, rating="bad", comment="why\r\nnot", edited_answer=edit,
+            session=owner, position=position, instruction="Do\r\nit",
+            instruction_type="stylistic", previous_answer=previous, answer="Line one\nLine two",
+            call_status=CallStatus.DONE, rating=rating, comment="why\r\nnot", edited_answer=edit,
         )  # fmt: skip
     migration.forwards(apps, None)
     for turn in turns.values():
         turn.refresh_from_db()
-    assert turns["unchanged"].edited_answer == "" and turns["unchanged"].comment == "why\nnot"
-    assert turns["edited"].edited_answer == "Mine\nnow" and turns["edited"].instruction == "Do\nit"
-    assert turns["imported"].edited_answer == "Line one\r\nLine two"  # kept as imported
+    assert turns["neutral"].edited_answer == "" and turns["neutral"].comment == "why\nnot"
+    assert turns["edited"].previous_answer == "Line one\nLine two"  # as the rule now gives it
+    assert turns["edited"].edited_answer == "Mine\r\nnow"  # a real edit, as the next turn saw it
+    assert turns["edited"].instruction == "Do\nit"
+    assert turns["bad-last"].edited_answer == ""
+    assert turns["bad-went-on"].edited_answer == shown  # the session went on from it
+    assert turns["after-bad"].previous_answer == shown
+    assert turns["imported"].edited_answer == shown and turns["imported"].comment == "why\r\nnot"

@@ -101,6 +101,7 @@ def test_csv_and_jsonl_with_golden_names(tmp_path):
         ("csv", 'text,label\nok,positive\n"unclosed,negative\nfine,positive\n',
          'line 3: expected 2 columns, found 1 (a quote opened on this line runs to line 4'),
         ("csv", 'text,label\n"two\nlines",positive\nno,neutral\n', "line 4, field 'label'"),
+        ("csv", 'text,label\nok,positive\n"two\nlines",neutral\n', "line 3, field 'label'"),
         ("jsonl", '{"text": "ok", "label": "positive"}\n{"text": 3, "label": "negative"}\n',
          "line 2, field 'text': expected text"),
         ("jsonl", '{"text": "ok"}\n', "line 1, field 'label': this field is missing"),

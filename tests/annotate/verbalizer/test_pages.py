@@ -138,8 +138,16 @@ def test_annotator_answers_with_keys_and_sees_only_own_progress(client, annotato
 
 
 def test_a_prompt_is_offered_until_enough_people_answered(client, study):
-    people = [UserFactory(username=f"a{i}", roles=["annotator"]) for i in range(3)]
+    """Two answers per prompt: the experts' count; a new account's (kind not decided, so
+    counted nowhere) leave the prompt open to the next person."""
+    from annotate.models import Annotator
+
+    people = [UserFactory(username=f"a{i}", roles=["annotator"]) for i in range(4)]
     for person in people[:2]:
+        Annotator.objects.create(user=person, name=person.username, kind="expert")
+    newcomer = people[3]  # its Annotator is made on its first page, undecided
+
+    def answer_all(person):
         client.force_login(person)
         for _ in range(2):
             prompt = client.get(reverse("verbalizer:work-next", args=[study.pk])).context["prompt"]
@@ -147,6 +155,12 @@ def test_a_prompt_is_offered_until_enough_people_answered(client, study):
                 reverse("verbalizer:work-answer", args=[study.pk]),
                 {"prompt": prompt.pk, "key": "1"},
             )
+
+    answer_all(people[0])
+    answer_all(newcomer)
+    client.force_login(people[2])  # one expert answer each so far: still open
+    assert client.get(reverse("verbalizer:work-next", args=[study.pk])).context["prompt"]
+    answer_all(people[1])
     client.force_login(people[2])
     page = client.get(reverse("verbalizer:work-next", args=[study.pk]))
     assert page.context["prompt"] is None and b"Nothing left" in page.content
