@@ -24,7 +24,11 @@ from annotate.revision.models import (
     StudyQuestion,
     Turn,
 )
-from annotate.revision.services.sessions import session_for_annotator, stale_calls_fail
+from annotate.revision.services.sessions import (
+    session_available,
+    session_for_annotator,
+    stale_calls_fail,
+)
 from annotate.roles import ANNOTATOR, is_admin
 from annotate.selectors.prerequisites import Prerequisite
 
@@ -233,7 +237,16 @@ def studies_for_annotator(*, user: AbstractBaseUser) -> list[dict]:
         )
         .order_by("name")
     )
-    return [{"study": s, "mine": s.mine, "active": s.active} for s in studies]
+    return [
+        {
+            "study": s,
+            "mine": s.mine,
+            "active": s.active,
+            # one query per study (a handful): Start only where a question is left
+            "open": bool(s.active) or session_available(study=s, user=user),
+        }
+        for s in studies
+    ]
 
 
 def reratings_for_annotator(*, user: AbstractBaseUser) -> list[Rerating]:

@@ -99,6 +99,11 @@ def session_assign(*, study: Study, user: AbstractBaseUser, now: datetime) -> Re
         return session
 
 
+def session_available(*, study: Study, user: AbstractBaseUser) -> bool:
+    """Whether session_assign would give the annotator a new session in this study now."""
+    return _free_pair(study=study, user=user) is not None
+
+
 def _free_pair(*, study: Study, user: AbstractBaseUser) -> tuple[int, int] | None:
     """The (question id, system id) session_assign gives next, found in one query."""
     taken = RevisionSession.objects.filter(

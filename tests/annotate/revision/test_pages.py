@@ -251,6 +251,8 @@ def test_the_studies_list_counts_each_session_once(client, study, annotator):
         RevisionSession.objects.filter(pk=session.pk).update(status="finished")
     page = client.get(reverse("revision:home")).content.decode()
     assert "<td>live</td><td>2</td>" in page
+    # Both questions done: no Start button that could only say so after a click.
+    assert "No question left for you" in page and "Start a session" not in page
 
 
 def test_the_migration_clears_edits_that_were_the_answer_sent_back_with_crlf(
