@@ -302,3 +302,22 @@ def test_the_migration_clears_edits_that_were_the_answer_sent_back_with_crlf(
     assert turns["bad-went-on"].edited_answer == shown  # the session went on from it
     assert turns["after-bad"].previous_answer == shown
     assert turns["imported"].edited_answer == shown and turns["imported"].comment == "why\r\nnot"
+
+
+def test_a_failed_turn_shows_the_instruction_it_was_for(
+    client, study, annotator, django_capture_on_commit_callbacks
+):
+    client.force_login(annotator)
+    with django_capture_on_commit_callbacks(execute=True):
+        session = session_assign(study=study, user=annotator, now=timezone.now())
+    turn = turn_start(
+        session_id=session.pk,
+        user=annotator,
+        instruction="Cite the <second> paper.",
+        instruction_type="information-seeking",
+        now=timezone.now(),
+    )  # fmt: skip  (its call is never run here)
+    Turn.objects.filter(pk=turn.pk).update(call_status=CallStatus.FAILED, call_error="timeout")
+    page = client.get(reverse("revision:session", args=[session.pk])).content.decode()
+    assert 'id="retry"' in page and "timeout" in page
+    assert "Your instruction (Information-seeking):</strong> Cite the &lt;second&gt; paper." in page
