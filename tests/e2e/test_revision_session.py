@@ -20,18 +20,26 @@ QUESTION = {
 }
 
 
-def test_annotator_does_a_two_turn_session(page_for, settings, tmp_path):
-    settings.REVISION_GENERATION = "thread"  # as embedded: the request returns, a thread answers
+def start_session(page_for, settings, tmp_path, *, study: str, system: str, user: str):
+    """A one-question study on the fake model; its annotator's browser on a started session,
+    the initial answer shown. Model calls run in a thread, as embedded: the request returns."""
+    settings.REVISION_GENERATION = "thread"
     path = tmp_path / "study.jsonl"
     path.write_text(json.dumps(QUESTION) + "\n")
-    study_upload(path=str(path), study_name="e2e", systems=["secret-system-name"])
-    user = UserFactory(username="e2e-annotator", roles=[ANNOTATOR])
-    page = page_for(user)
-
+    study_upload(path=str(path), study_name=study, systems=[system])
+    annotator = UserFactory(username=user, roles=[ANNOTATOR])
+    page = page_for(annotator)
     page.goto("/revision/")
     page.get_by_role("button", name="Start a session").click()
+    page.locator("#answer").wait_for()
+    return page, annotator
+
+
+def test_annotator_does_a_two_turn_session(page_for, settings, tmp_path):
+    page, user = start_session(
+        page_for, settings, tmp_path, study="e2e", system="secret-system-name", user="e2e-annotator"
+    )
     answer = page.locator("#answer")
-    answer.wait_for()
     assert answer.inner_text().startswith("Answer to: How do retrieval-augmented")
     assert "Paper Zero" in page.content() and "secret-system-name" not in page.content()
 
@@ -86,15 +94,9 @@ def test_a_refused_or_reloaded_rating_keeps_its_drafts_and_an_untouched_answer_i
     """The rating's choice, comment and edit survive a reload and a form the server refuses; the
     model's answer left as shown in the edit box (the browser sends it with CRLF) is no edit, so
     a bad unedited answer leaves the history."""
-    settings.REVISION_GENERATION = "thread"
-    path = tmp_path / "study.jsonl"
-    path.write_text(json.dumps(QUESTION) + "\n")
-    study_upload(path=str(path), study_name="e2e-drafts", systems=["m"])
-    user = UserFactory(username="e2e-drafter", roles=[ANNOTATOR])
-    page = page_for(user)
-    page.goto("/revision/")
-    page.get_by_role("button", name="Start a session").click()
-    page.locator("#answer").wait_for()
+    page, user = start_session(
+        page_for, settings, tmp_path, study="e2e-drafts", system="m", user="e2e-drafter"
+    )
     session = RevisionSession.objects.get(annotator=user)
     a0 = page.locator("#answer").inner_text()
     page.fill("#instruction", "Shorter.")
