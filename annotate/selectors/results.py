@@ -7,9 +7,10 @@ status (`work_status`).
 
 A label or direct score counts when its annotator is not a blocked crowd worker, and
 - it came with no assignment (imported, or written by an LLM judge), or
-- its assignment was submitted in time (submitted or approved, not late), and, for a crowd
-  platform that hands out the assignments itself (MTurk, the fake platform), that platform
-  confirmed the assignment for that HIT and that worker: the assignment has a linked
+- its assignment was submitted in time (submitted or approved, not late), and, for a worker who
+  came through a crowd platform that hands out the assignments itself (MTurk, the fake
+  platform), whatever kind a researcher gives that worker later, that platform confirmed the
+  assignment for that HIT and that worker: the assignment has a linked
   `PlatformAssignment` (stored by a sync through ListAssignmentsForHIT, or by GetAssignment when
   an admin decides on it) whose status is Submitted or Approved.
 
@@ -47,9 +48,10 @@ class WorkStatus:
 
 
 def _needs_confirmation(prefix: str = "") -> Q:
-    return Q(**{f"{prefix}annotator__kind": AnnotatorKind.CROWD}) & ~Q(
-        **{f"{prefix}annotator__platform__in": PLATFORMS_WITHOUT_CONFIRMATION}
-    )
+    """Work of a worker who came through a platform that hands out assignments itself: whatever
+    kind a researcher later gives that worker (an expert, say), the platform's confirmation is
+    what makes the work real."""
+    return ~Q(**{f"{prefix}annotator__platform__in": PLATFORMS_WITHOUT_CONFIRMATION})
 
 
 def _confirmed(prefix: str = "") -> Q:

@@ -291,3 +291,21 @@ def test_worker_who_already_worked_is_still_refused(client, live, fake_mturk):
     do_task(client, fake_mturk, first, "AREAL1", "yes")
     again = _open(client, fake_mturk, first, "AREAL1", "SOMEOTHERID")
     assert again.status_code == 409
+
+
+def test_unconfirmed_work_counts_nowhere_whatever_kind_the_worker_is_given(
+    client, live, fake_mturk, admin
+):
+    """A researcher who marks an MTurk worker as an expert does not make the work the platform
+    never confirmed count (it did, in every result, when the rule asked for the kind 'crowd')."""
+    from annotate.models import Annotator
+    from annotate.services.annotators import annotator_kind_set
+
+    first, _ = _hits(live)
+    benchmark = first.task.instruction.benchmark
+    do_task(client, fake_mturk, first, "AFORGED", "yes")  # never synced nor approved
+    worker = Annotator.objects.get(worker_id="AFORGED")
+    annotator_kind_set(annotator=worker, kind="expert", now=timezone.now())
+    assert benchmark_arrays(benchmark=benchmark).annotator_names == []
+    statuses = {row["work_status"] for row in _raw(benchmark)}
+    assert statuses == {"not confirmed by the platform"}
