@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from decimal import Decimal
 
 from django.conf import settings
-from django.db.models import Count, Q
+from django.db.models import Count, OuterRef, Q, Subquery
 
 from annotate.crowd.models import GoldAnswer, Hit, HitStatus, PlatformAssignment, Publication
 from annotate.crowd.services.review import hit_of_work, platform_confirms
@@ -215,3 +216,34 @@ def reconciliation(*, publication: Publication) -> Reconciliation:
         if a.platform_assignment_id not in known and a.submitted_at <= synced[a.platform_hit_id]
     ]
     return Reconciliation(missing_here=missing_here, missing_on_platform=missing_on_platform)
+
+
+def crowd_paid_per_assignment(assignments) -> dict[int, Decimal]:
+    """What each of these assignments was paid, the platform's fee included (paper Table 4's
+    crowd cost), by assignment id, in one query: the reward and fee of the publication the work
+    came through, that is its HIT's, or, from a self-hosted link (no platform takes a fee), the
+    batch's latest link's reward; work that came through no publication (an in-house account
+    counted as crowd, say) at its project's reward and the platform fee setting
+    (CROWD_FEE_RATE)."""
+    hit = Hit.objects.filter(hit_id=OuterRef("platform_hit_id")).exclude(hit_id="")
+    link = Publication.objects.filter(
+        platform="selfhosted", batch_id=OuterRef("task__batch_id")
+    ).order_by("-id")
+    rows = assignments.annotate(
+        hit_reward=Subquery(hit.values("publication__reward_usd")[:1]),
+        hit_fee=Subquery(hit.values("publication__fee_rate")[:1]),
+        link_reward=Subquery(link.values("reward_usd")[:1]),
+    ).values_list(
+        "id", "annotator__platform", "task__batch__project__reward_usd",
+        "hit_reward", "hit_fee", "link_reward",
+    )  # fmt: skip
+    fee = Decimal(str(settings.CROWD_FEE_RATE))
+    paid = {}
+    for pk, platform, project_reward, hit_reward, hit_fee, link_reward in rows:
+        if hit_reward is not None:
+            paid[pk] = Decimal(hit_reward) * (1 + Decimal(hit_fee or 0))
+        elif platform == "selfhosted" and link_reward is not None:
+            paid[pk] = Decimal(link_reward)
+        else:
+            paid[pk] = Decimal(project_reward or 0) * (1 + fee)
+    return paid

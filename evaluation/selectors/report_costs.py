@@ -1,7 +1,9 @@
 """Cost and time of each label source of a benchmark (paper Table 4), from what was recorded.
 
 - Expert: hours on task (the assignments' active time) × the hourly rate.
-- Crowd: reward × submitted assignments × (1 + platform fee).
+- Crowd: what each counted assignment was paid, the platform's fee included: the reward of the
+  publication it came through (annotate.crowd.selectors.crowd_paid_per_assignment; no fee for a
+  self-hosted link), else the project's reward × (1 + CROWD_FEE_RATE).
 - LLM judge: the cost of its engine calls (tokens × the endpoint's prices, as the engine priced
   each call; failed and retried calls included).
 - Time: first claim to last submission of the source's assignments; for a judge, the time its
@@ -23,8 +25,9 @@ from datetime import datetime
 from decimal import Decimal
 
 from django.conf import settings
-from django.db.models import Count, F, Max, Min, Sum
+from django.db.models import Count, Max, Min, Sum
 
+from annotate.crowd.selectors import crowd_paid_per_assignment
 from annotate.engine.models import EngineCall
 from annotate.models import AnnotatorKind, Benchmark, Response
 from annotate.selectors.annotator_kinds import annotators_counted
@@ -59,7 +62,7 @@ class _Work:
     def add(self, row: dict) -> None:
         self.seconds += row["seconds"] or 0
         self.count += row["count"]
-        self.reward += row["reward"] or Decimal(0)
+        self.reward += row.get("paid") or Decimal(0)
         if row["first"] is not None and (self.first is None or row["first"] < self.first):
             self.first = row["first"]
         if row["last"] is not None and (self.last is None or row["last"] > self.last):
@@ -76,7 +79,6 @@ def _counted_work_by_annotator(benchmark: Benchmark) -> list[dict]:
         .annotate(
             seconds=Sum("active_seconds"),
             count=Count("id"),
-            reward=Sum(F("task__batch__project__reward_usd")),
             first=Min("claimed_at"),
             last=Max("submitted_at"),
         )
@@ -90,6 +92,21 @@ def _assignment_costs(benchmark: Benchmark) -> dict[str, dict[str, SourceCost]]:
     kinds = annotators_counted(
         benchmark_id=benchmark.pk, annotator_ids={row["annotator_id"] for row in rows}
     )
+    # What the crowd's assignments were paid: two queries, however many workers (an id list
+    # of a few thousand at most; past that, every assignment read and the kind checked here).
+    crowd_ids = sorted(pk for pk, kind in kinds.items() if kind == AnnotatorKind.CROWD)
+    work = counted_assignments().filter(task__instruction__benchmark=benchmark)
+    if len(crowd_ids) <= 5000:
+        work = work.filter(annotator_id__in=crowd_ids or [0])  # never empty: always one query
+    amounts = crowd_paid_per_assignment(work)
+    paid: dict[tuple[int, str], Decimal] = {}
+    for pk, annotator_id, subset in work.values_list(
+        "id", "annotator_id", "task__instruction__subset"
+    ):
+        if kinds.get(annotator_id) == AnnotatorKind.CROWD:
+            paid[annotator_id, subset] = paid.get((annotator_id, subset), Decimal(0)) + amounts[pk]
+    for row in rows:
+        row["paid"] = paid.get((row["annotator_id"], row["task__instruction__subset"]))
     experts: dict[str, dict[str, _Work]] = {subset: {} for subset in SUBSETS}
     crowd: dict[str, _Work] = {subset: _Work() for subset in SUBSETS}
     for row in rows:
@@ -124,7 +141,7 @@ def _expert_costs(experts: dict[str, _Work]) -> dict[str, SourceCost]:
 def _crowd_cost(crowd: _Work) -> dict[str, SourceCost]:
     if not crowd.count:
         return {}
-    cost = float(crowd.reward * (1 + Decimal(str(settings.CROWD_FEE_RATE))))
+    cost = float(crowd.reward)  # the platform's fee included, per assignment
     return {"crowd-majority": SourceCost(round(cost, 2), _minutes(crowd.first, crowd.last))}
 
 

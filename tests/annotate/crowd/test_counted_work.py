@@ -309,3 +309,48 @@ def test_unconfirmed_work_counts_nowhere_whatever_kind_the_worker_is_given(
     assert benchmark_arrays(benchmark=benchmark).annotator_names == []
     statuses = {row["work_status"] for row in _raw(benchmark)}
     assert statuses == {"not confirmed by the platform"}
+
+
+def test_crowd_cost_is_what_each_assignment_was_paid_through_its_publication(
+    client, live, fake_mturk, admin
+):
+    """Table 4's crowd cost: the reward the admin published (not the project's), with the fee
+    of the platform the work came through; a self-hosted link takes no fee."""
+    from decimal import Decimal
+
+    from annotate.crowd.models import Publication
+    from annotate.crowd.selectors import crowd_paid_per_assignment
+    from annotate.models import Annotator, AnnotatorKind
+
+    first, second = _hits(live)
+    benchmark = first.task.instruction.benchmark
+    project = first.task.batch.project
+    assert project.reward_usd != Decimal("0.80")
+    Publication.objects.filter(pk=live.pk).update(
+        reward_usd=Decimal("0.80"), fee_rate=Decimal("0.2")
+    )
+    one, _ = do_task(client, fake_mturk, first, "AWORKER1", "yes")
+    two, _ = do_task(client, fake_mturk, second, "AWORKER1", "no")
+    _sync(live)
+    report = report_build(benchmark=benchmark, n_resamples=10)
+    crowd = next(
+        row for row in report["sources"]
+        if row["source"] == CROWD and row["subset"] == "overall"
+    )  # fmt: skip
+    assert crowd["cost_usd"] == pytest.approx(2 * 0.80 * 1.2)
+    # A self-hosted link's worker on the same batch: its reward, no fee.
+    Publication.objects.create(
+        batch=first.task.batch, platform="selfhosted", title="t", description="d",
+        reward_usd=Decimal("0.50"), fee_rate=Decimal("0.25"), assignments_per_task=1,
+        assignment_duration_seconds=60, auto_approval_delay_seconds=60, lifetime_seconds=60,
+        task_base_url="https://x.example", link_token="tok",
+    )  # fmt: skip
+    linked = Annotator.objects.create(
+        name="selfhosted:L1", platform="selfhosted", worker_id="L1", kind=AnnotatorKind.CROWD
+    )
+    Assignment.objects.filter(pk=one.pk).update(annotator=linked, platform_hit_id="")
+    in_house = Annotator.objects.create(name="ann-in", kind=AnnotatorKind.CROWD)
+    Assignment.objects.filter(pk=two.pk).update(annotator=in_house, platform_hit_id="")
+    paid = crowd_paid_per_assignment(Assignment.objects.filter(pk__in=[one.pk, two.pk]))
+    assert paid[one.pk] == Decimal("0.50")  # the link's reward, no platform fee
+    assert paid[two.pk] == project.reward_usd * (1 + Decimal("0.25"))  # no publication: project
