@@ -11,6 +11,7 @@ import json
 import math
 import re
 from collections.abc import Iterable
+from decimal import ROUND_HALF_UP, Decimal
 
 from annotate.services.files import csv_writer
 
@@ -202,7 +203,10 @@ def _fixed(value: object, *, scale: float = 1, digits: int, grouped: bool = Fals
     value = _finite(value)
     if value is None:
         return "n/a"
-    text = f"{value * scale:{',' if grouped else ''}.{digits}f}"
+    # Halves round up, as the report page's floatformat does: 0.8125 is 0.813 there, so 81.3
+    # here (Python's own formatting gave 81.2, and a paper's table disagreed with the page).
+    exact = Decimal(repr(value * scale)).quantize(Decimal(1).scaleb(-digits), ROUND_HALF_UP)
+    text = f"{exact:{',' if grouped else ''}.{digits}f}"
     return "$-$" + text[1:] if text.startswith("-") else text  # a minus sign, not a hyphen
 
 

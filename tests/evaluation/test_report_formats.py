@@ -312,3 +312,15 @@ def test_latex_and_markdown_name_both_conventions():
     assert "unknown answers: official (answered questions only, UNKNOWN as NO); ACC: wrong" in (
         heading
     )
+
+
+@pytest.mark.parametrize("value", [0.8125, 0.0625, 0.3125, -0.4375, 0.9995])
+def test_latex_rounds_halves_as_the_report_page_does(value):
+    """A paper's table must not differ from the page in the last digit: the page's floatformat
+    rounds halves up (0.8125 -> 0.813), and so do the exports (81.3, not Python's 81.2)."""
+    from django.template.defaultfilters import floatformat
+
+    from evaluation.report_formats import _fixed
+
+    page = float(floatformat(value * 100, 1))
+    assert _fixed(value, scale=100, digits=1).replace("$-$", "-") == f"{page:.1f}"
