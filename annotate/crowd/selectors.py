@@ -218,13 +218,13 @@ def reconciliation(*, publication: Publication) -> Reconciliation:
     return Reconciliation(missing_here=missing_here, missing_on_platform=missing_on_platform)
 
 
-def crowd_paid_per_assignment(assignments) -> dict[int, Decimal]:
-    """What each of these assignments was paid, the platform's fee included (paper Table 4's
-    crowd cost), by assignment id, in one query: the reward and fee of the publication the work
+def crowd_paid_per_assignment(assignments, *, by: tuple[str, ...] = ("id",)) -> dict:
+    """What these assignments were paid, the platform's fee included (paper Table 4's crowd
+    cost), in one query: by assignment id, or summed by the fields `by` names (a tuple of their
+    values as the key). Each assignment is paid the reward and fee of the publication the work
     came through, that is its HIT's, or, from a self-hosted link (no platform takes a fee), the
     batch's latest link's reward; work that came through no publication (an in-house account
-    counted as crowd, say) at its project's reward and the platform fee setting
-    (CROWD_FEE_RATE)."""
+    counted as crowd, say) its project's reward and the platform fee setting (CROWD_FEE_RATE)."""
     hit = Hit.objects.filter(hit_id=OuterRef("platform_hit_id")).exclude(hit_id="")
     link = Publication.objects.filter(
         platform="selfhosted", batch_id=OuterRef("task__batch_id")
@@ -234,16 +234,19 @@ def crowd_paid_per_assignment(assignments) -> dict[int, Decimal]:
         hit_fee=Subquery(hit.values("publication__fee_rate")[:1]),
         link_reward=Subquery(link.values("reward_usd")[:1]),
     ).values_list(
-        "id", "annotator__platform", "task__batch__project__reward_usd",
+        *by, "annotator__platform", "task__batch__project__reward_usd",
         "hit_reward", "hit_fee", "link_reward",
     )  # fmt: skip
     fee = Decimal(str(settings.CROWD_FEE_RATE))
-    paid = {}
-    for pk, platform, project_reward, hit_reward, hit_fee, link_reward in rows:
+    paid: dict = {}
+    for row in rows:
+        platform, project_reward, hit_reward, hit_fee, link_reward = row[len(by) :]
         if hit_reward is not None:
-            paid[pk] = Decimal(hit_reward) * (1 + Decimal(hit_fee or 0))
+            amount = Decimal(hit_reward) * (1 + Decimal(hit_fee or 0))
         elif platform == "selfhosted" and link_reward is not None:
-            paid[pk] = Decimal(link_reward)
+            amount = Decimal(link_reward)
         else:
-            paid[pk] = Decimal(project_reward or 0) * (1 + fee)
+            amount = Decimal(project_reward or 0) * (1 + fee)
+        key = row[0] if len(by) == 1 else row[: len(by)]
+        paid[key] = paid.get(key, Decimal(0)) + amount
     return paid

@@ -55,14 +55,14 @@ class _Work:
 
     seconds: float = 0.0
     count: int = 0
-    reward: Decimal = Decimal(0)
+    paid: Decimal = Decimal(0)  # crowd work: what it was paid, fees included
     first: datetime | None = None
     last: datetime | None = None
 
-    def add(self, row: dict) -> None:
+    def add(self, row: dict, *, paid: Decimal = Decimal(0)) -> None:
         self.seconds += row["seconds"] or 0
         self.count += row["count"]
-        self.reward += row.get("paid") or Decimal(0)
+        self.paid += paid
         if row["first"] is not None and (self.first is None or row["first"] < self.first):
             self.first = row["first"]
         if row["last"] is not None and (self.last is None or row["last"] > self.last):
@@ -92,21 +92,13 @@ def _assignment_costs(benchmark: Benchmark) -> dict[str, dict[str, SourceCost]]:
     kinds = annotators_counted(
         benchmark_id=benchmark.pk, annotator_ids={row["annotator_id"] for row in rows}
     )
-    # What the crowd's assignments were paid: two queries, however many workers (an id list
-    # of a few thousand at most; past that, every assignment read and the kind checked here).
+    # What the crowd was paid, per worker and subset: one query (an id list of a few thousand
+    # at most; past that, every counted assignment is read and the kind checked here).
     crowd_ids = sorted(pk for pk, kind in kinds.items() if kind == AnnotatorKind.CROWD)
     work = counted_assignments().filter(task__instruction__benchmark=benchmark)
     if len(crowd_ids) <= 5000:
         work = work.filter(annotator_id__in=crowd_ids or [0])  # never empty: always one query
-    amounts = crowd_paid_per_assignment(work)
-    paid: dict[tuple[int, str], Decimal] = {}
-    for pk, annotator_id, subset in work.values_list(
-        "id", "annotator_id", "task__instruction__subset"
-    ):
-        if kinds.get(annotator_id) == AnnotatorKind.CROWD:
-            paid[annotator_id, subset] = paid.get((annotator_id, subset), Decimal(0)) + amounts[pk]
-    for row in rows:
-        row["paid"] = paid.get((row["annotator_id"], row["task__instruction__subset"]))
+    paid = crowd_paid_per_assignment(work, by=("annotator_id", "task__instruction__subset"))
     experts: dict[str, dict[str, _Work]] = {subset: {} for subset in SUBSETS}
     crowd: dict[str, _Work] = {subset: _Work() for subset in SUBSETS}
     for row in rows:
@@ -115,7 +107,8 @@ def _assignment_costs(benchmark: Benchmark) -> dict[str, dict[str, SourceCost]]:
             if kind == AnnotatorKind.EXPERT:
                 experts[subset].setdefault(row["annotator__name"], _Work()).add(row)
             elif kind == AnnotatorKind.CROWD:
-                crowd[subset].add(row)
+                key = (row["annotator_id"], row["task__instruction__subset"])
+                crowd[subset].add(row, paid=paid.get(key, Decimal(0)))
     return {
         subset: {**_expert_costs(experts[subset]), **_crowd_cost(crowd[subset])}
         for subset in SUBSETS
@@ -141,7 +134,7 @@ def _expert_costs(experts: dict[str, _Work]) -> dict[str, SourceCost]:
 def _crowd_cost(crowd: _Work) -> dict[str, SourceCost]:
     if not crowd.count:
         return {}
-    cost = float(crowd.reward)  # the platform's fee included, per assignment
+    cost = float(crowd.paid)
     return {"crowd-majority": SourceCost(round(cost, 2), _minutes(crowd.first, crowd.last))}
 
 

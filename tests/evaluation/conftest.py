@@ -113,3 +113,19 @@ def bench(db):
         for (questions, response), letters in zip(responses[:2], rows, strict=True):
             _label(worker, questions, response, letters, assignment=assignment)
     return benchmark
+
+
+@pytest.fixture
+def drawn_figure(monkeypatch):
+    """Render through `module`'s `render(*args)` and return the matplotlib Figure it drew, laid
+    out (draw_without_rendering), instead of its bytes: for tests of where things sit."""
+
+    def capture(module, render, *args):
+        drawn = []
+        monkeypatch.setattr(module, "figure_bytes", lambda figure, fmt: drawn.append(figure) or b"")
+        render(*args)
+        (figure,) = drawn
+        figure.draw_without_rendering()
+        return figure
+
+    return capture

@@ -74,18 +74,14 @@ def test_the_page_shows_tables_3_and_4_merged_and_every_category_apart(
 
 
 @pytest.mark.parametrize("name", ["ratings", "positions"])
-def test_figure2_names_its_bars_and_keeps_its_legend_off_them(tmp_path, name, monkeypatch):
+def test_figure2_names_its_bars_and_keeps_its_legend_off_them(tmp_path, name, drawn_figure):
     """The ratings bars were labelled s / i / o with no key, and the positions legend sat on the
     bars (its information-seeking swatch drawn over a bar of the same colour)."""
     from evaluation.revision import figures
     from evaluation.revision.reports import revision_report_build
 
-    study = sample_study(tmp_path)
-    drawn = []
-    monkeypatch.setattr(figures, "figure_bytes", lambda figure, fmt: drawn.append(figure) or b"")
-    figures.render_revision_figure(revision_report_build(study=study), name, "png")
-    figure = drawn[0]
-    figure.draw_without_rendering()
+    report = revision_report_build(study=sample_study(tmp_path))
+    figure = drawn_figure(figures, figures.render_revision_figure, report, name, "png")
     (axes,) = figure.axes
     assert not axes.get_legend()  # the legend belongs to the figure, outside the axes
     (legend,) = figure.legends

@@ -222,15 +222,12 @@ def test_a_new_accounts_answers_count_once_a_researcher_decides_its_kind(with_hu
 
 
 @pytest.mark.parametrize("name", ["groups", "mappings", "flipped", "flipped_by_dataset"])
-def test_every_figures_legend_lies_within_the_figure(with_humans, name, monkeypatch):
+def test_every_figures_legend_lies_within_the_figure(with_humans, name, drawn_figure):
     """Figure 4's long series names ran off both sides of a three-column legend."""
     from evaluation.verbalizer import figures
 
-    drawn = []
-    monkeypatch.setattr(figures, "figure_bytes", lambda figure, fmt: drawn.append(figure) or b"")
-    figures.render_figure(verbalizer_report(evaluation_set=with_humans), name, "png")
-    figure = drawn[0]
-    figure.draw_without_rendering()
+    report = verbalizer_report(evaluation_set=with_humans)
+    figure = drawn_figure(figures, figures.render_figure, report, name, "png")
     (legend,) = figure.legends
     box, page = legend.get_window_extent(), figure.bbox
     assert page.x0 <= box.x0 and box.x1 <= page.x1, (name, box, page)
