@@ -9,6 +9,7 @@ import numpy as np
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Avg, Count, Max, Q
 
+from annotate.crowd.models import WorkerBlock
 from annotate.crowd.selectors import GoldScore, worker_gold_scores
 from annotate.models import (
     Annotator,
@@ -38,6 +39,7 @@ class AnnotatorProjectRow:
     agreement_majority: float | None = None
     agreement_others: float | None = None
     gold: GoldScore | None = None
+    block: WorkerBlock | None = None  # blocked now: none of their work counts anywhere
 
 
 def annotator_rows(
@@ -89,6 +91,10 @@ def annotator_rows(
         rows += [
             AnnotatorProjectRow(a, None, "", a.kind) for pk, a in people.items() if pk not in seen
         ]
+    blocks = WorkerBlock.objects.filter(active=True, annotator_id__in=list(people))
+    blocks = {block.annotator_id: block for block in blocks}
+    for row in rows:
+        row.block = blocks.get(row.annotator.pk)
     _add_agreement(rows)
     _add_gold(rows)
     rows.sort(key=lambda r: (r.annotator.name, r.project.name if r.project else ""))

@@ -4,6 +4,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from annotate.crowd.models import WorkerBlock
 from annotate.models import Annotator, AnnotatorKind, Label, LabelValue, ProjectAnnotatorKind
 from annotate.roles import ANNOTATOR
 from annotate.services.assignments import annotator_for_user, assignment_claim_next
@@ -59,6 +60,26 @@ def test_the_page_shows_work_and_agreement_of_an_undecided_newcomer(
     # Each expert: the other expert's majority is YES (4 of 4); pairs: 4 equal of 8.
     assert expert_row.agreement_majority == 1.0 and expert_row.agreement_others == 0.5
     assert "not decided yet" in page.text and "newbie" in page.text
+
+
+def test_a_blocked_worker_is_marked_with_the_reason_until_unblocked(
+    client, researcher, worked_project
+):
+    _, newcomer = worked_project
+    block = WorkerBlock.objects.create(annotator=newcomer, reason="copied answers")
+    client.force_login(researcher)
+    page = client.get(reverse("annotators:list"))
+    blocked = [r.annotator for r in page.context["rows"] if r.block]
+    assert blocked == [newcomer]
+    row = page.text.split('data-annotator="newbie"')[1].split("</th>")[0]
+    assert ">blocked</strong>" in row and "copied answers" in row
+    assert "1 row below belongs to blocked workers" in page.text
+
+    block.active = False  # unblocked
+    block.save()
+    page = client.get(reverse("annotators:list"))
+    assert not any(r.block for r in page.context["rows"])
+    assert ">blocked</strong>" not in page.text and "blocked workers" not in page.text
 
 
 def test_a_researcher_decides_the_kind_and_a_project_override(client, researcher, worked_project):
