@@ -18,6 +18,24 @@ class ImportFileError(AnnotateError):
         super().__init__(f"{where}: {problem}")
 
 
+class ImportFileProblems(ImportFileError):
+    """Several lines of a file are wrong: each one named, in the order found.
+
+    `line`, `field` and `problem` are the first one's, for callers that show only one.
+    """
+
+    def __init__(self, path: str, problems: list[ImportFileError], *, stopped: bool) -> None:
+        first = problems[0]
+        self.path, self.line, self.field = path, first.line, first.field
+        self.problem = first.problem
+        self.problems = problems
+        count = f"{len(problems)} wrong lines"
+        if stopped:
+            count = f"the first {count} (there may be more)"
+        found = "\n".join(f"- {str(p).removeprefix(path + ', ')}" for p in problems)
+        AnnotateError.__init__(self, f"{path}: {count}:\n{found}")
+
+
 class NotFoundError(AnnotateError):
     """Missing, or not yours: both answer 404 so nobody learns what exists."""
 

@@ -10,10 +10,11 @@ import csv
 import json
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from operator import methodcaller
 from typing import IO, Any
 
-from annotate.errors import ImportFileError
+from annotate.errors import ImportFileError, ImportFileProblems
 
 # A line longer than this is refused instead of being parsed (a runaway line is a broken file).
 MAX_LINE_CHARS = 10_000_000
@@ -26,6 +27,50 @@ MAX_INTEGER_DIGITS = 18
 LONG_DIGITS = re.compile(r"[0-9]{19}")
 # A \uD800-\uDFFF escape: JSON may spell half of a UTF-16 pair that no text may hold alone.
 SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+# An import names at most this many wrong lines at once (a wrong separator makes every line wrong).
+MAX_PROBLEMS = 20
+
+
+class ImportProblems:
+    """The wrong lines of one file, collected so that one attempt names them all.
+
+    Wrap the work on each line in `with problems.line():`: a problem of that line is kept and
+    the import goes on with the next. `raise_found()` after the last line raises them (one as
+    it is, several as one ImportFileProblems); nothing may be written once `problems` is true.
+    A problem of the whole file (missing, not UTF-8, a wrong header) is raised at once, and
+    so is the MAX_PROBLEMS-th.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.found: list[ImportFileError] = []
+
+    def __bool__(self) -> bool:
+        return bool(self.found)
+
+    @contextmanager
+    def line(self) -> Iterator[None]:
+        try:
+            yield
+        except ImportFileError as error:
+            if error.line is None:
+                raise
+            self.add(error)
+
+    def add(self, error: ImportFileError) -> None:
+        self.found.append(error)
+        if len(self.found) >= MAX_PROBLEMS:
+            raise ImportFileProblems(self.path, self.found, stopped=True)
+
+    def raise_found(self, also: ImportFileError | None = None) -> None:
+        """Raise what was found (and `also`, a problem that ended the reading)."""
+        found = [*self.found, also] if also is not None else self.found
+        if len(found) == 1:
+            raise found[0]
+        if found:
+            raise ImportFileProblems(self.path, found, stopped=False)
 
 
 class _HugeInteger(str):
@@ -46,20 +91,23 @@ def _open_text(path: str) -> IO[str]:
     return handle
 
 
-def _lines(path: str, handle: IO[str]) -> Iterator[tuple[int, str]]:
+def _lines(
+    path: str, handle: IO[str], problems: ImportProblems | None = None
+) -> Iterator[tuple[int, str]]:
     line_number = 0
     try:
         for line_number, line in enumerate(handle, start=1):  # noqa: B007 - used after the loop
             if len(line) > MAX_LINE_CHARS:
-                raise ImportFileError(
-                    path,
-                    line_number,
-                    None,
-                    f"the line is longer than {MAX_LINE_CHARS:,} characters",
-                )
-            if "\x00" in line:
-                raise ImportFileError(path, line_number, None, NUL_PROBLEM)
-            yield line_number, line
+                problem = f"the line is longer than {MAX_LINE_CHARS:,} characters"
+            elif "\x00" in line:
+                problem = NUL_PROBLEM
+            else:
+                yield line_number, line
+                continue
+            error = ImportFileError(path, line_number, None, problem)
+            if problems is None:
+                raise error
+            problems.add(error)
     except UnicodeDecodeError:
         raise _not_utf8(path) from None
 
@@ -146,29 +194,45 @@ def _parse_json_line(path: str, line_number: int, line: str) -> Any:
     return row
 
 
-def read_jsonl(path: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield (line number, object) for each non-blank line of a JSON Lines file."""
+def read_jsonl(
+    path: str, problems: ImportProblems | None = None
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield (line number, object) for each non-blank line of a JSON Lines file.
+
+    With `problems`, a line that is not a JSON object is kept there and skipped.
+    """
     with _open_text(path) as handle:
-        for line_number, line in _lines(path, handle):
+        for line_number, line in _lines(path, handle, problems):
             if not line.strip():
                 continue
-            if "\\u0000" in line:
-                raise ImportFileError(path, line_number, None, NUL_PROBLEM)
-            row = _parse_json_line(path, line_number, line)
-            if not isinstance(row, dict):
-                raise ImportFileError(
-                    path, line_number, None, "each line must be a JSON object {...}"
-                )
+            try:
+                if "\\u0000" in line:
+                    raise ImportFileError(path, line_number, None, NUL_PROBLEM)
+                row = _parse_json_line(path, line_number, line)
+                if not isinstance(row, dict):
+                    raise ImportFileError(
+                        path, line_number, None, "each line must be a JSON object {...}"
+                    )
+            except ImportFileError as error:
+                if problems is None:
+                    raise
+                problems.add(error)
+                continue
             yield line_number, row
 
 
 def read_csv(
-    path: str, *, required: list[str], optional: list[str] = ()
+    path: str,
+    *,
+    required: list[str],
+    optional: list[str] = (),
+    problems: ImportProblems | None = None,
 ) -> Iterator[tuple[int, dict]]:
     """Yield (line number, row) for each data row of a CSV file with a header line.
 
     The header must name every required column; optional columns may be absent, others are
-    refused so that a typo in a column name is not silently ignored.
+    refused so that a typo in a column name is not silently ignored. With `problems`, a row of
+    the wrong width is kept there and skipped.
     """
     with _open_text(path) as handle:
         reader = csv.reader(handle)
@@ -200,19 +264,30 @@ def read_csv(
                             f" (a quote opened on this line runs to line {end}: is a closing"
                             ' " missing?)'
                         )
-                    raise ImportFileError(path, start, None, problem)
+                    _row_problem(ImportFileError(path, start, None, problem), problems)
+                    continue
                 joined = "".join(values)  # one scan in C instead of one per field
                 if "\x00" in joined:
-                    raise ImportFileError(path, start, None, NUL_PROBLEM)
+                    _row_problem(ImportFileError(path, start, None, NUL_PROBLEM), problems)
+                    continue
                 if "'" in joined:
                     values = [csv_unescape(value) for value in values]
                 yield start, dict(zip(header, values, strict=True))
         except StopIteration:
             raise ImportFileError(path, None, None, "the file is empty") from None
         except csv.Error as error:
-            raise ImportFileError(path, reader.line_num, None, f"not valid CSV ({error})") from None
+            broken = ImportFileError(path, reader.line_num, None, f"not valid CSV ({error})")
+            if problems is not None:
+                problems.raise_found(also=broken)
+            raise broken from None
         except UnicodeDecodeError:
             raise _not_utf8(path) from None
+
+
+def _row_problem(error: ImportFileError, problems: ImportProblems | None) -> None:
+    if problems is None:
+        raise error
+    problems.add(error)
 
 
 # Text that a spreadsheet reads as a number (a negative kappa "-0.12", "+3"), not as a formula.

@@ -1,7 +1,7 @@
 """Import a benchmark (the official InFoBench JSON Lines format) and systems' responses.
 
-Each import is one transaction: the first problem raises ImportFileError naming the file, line
-and field, and nothing is written. Importing the same file again adds nothing and says so; a row
+Each import is one transaction: every wrong line (up to MAX_PROBLEMS) is named in one
+ImportFileError with the file, line and field, and nothing is written. Importing the same file again adds nothing and says so; a row
 that contradicts what is stored is an error, never a silent overwrite.
 """
 
@@ -23,7 +23,7 @@ from annotate.models import (
     Subset,
     System,
 )
-from annotate.services.files import read_jsonl
+from annotate.services.files import ImportProblems, read_jsonl
 
 BATCH_SIZE = 1000
 # Question.position is a small integer: PostgreSQL stores no larger one (SQLite would).
@@ -222,37 +222,40 @@ def instructions_import(*, path: str, benchmark_name: str, description: str = ""
     summary = ImportSummary(path=path, what="instructions")
     seen: dict[str, tuple[int, _InstructionRow]] = {}
     pending: list[_InstructionRow] = []
-    for line, raw in read_jsonl(path):
-        row = _parse_instruction(path, line, raw)
+    problems = ImportProblems(path)
+    for line, raw in read_jsonl(path, problems):
         summary.rows += 1
-        if row.external_id in seen:
-            first_line, first = seen[row.external_id]
-            if first != row:
-                raise ImportFileError(
-                    path,
-                    line,
-                    _differing_field(first, row),
-                    f"id {row.external_id!r} appears again (first on line {first_line}) with different content",
-                )
-            continue
-        seen[row.external_id] = (line, row)
-        if row.external_id in stored:
-            differs = _differing_field(stored[row.external_id], row)
-            if differs:
-                raise ImportFileError(
-                    path,
-                    line,
-                    differs,
-                    f"instruction {row.external_id!r} is already in benchmark {benchmark_name!r} "
-                    "with different content; nothing was overwritten (import into a new benchmark)",
-                )
-            summary.unchanged += 1
-            continue
-        pending.append(row)
-        if len(pending) >= BATCH_SIZE:
+        with problems.line():
+            row = _parse_instruction(path, line, raw)
+            if row.external_id in seen:
+                first_line, first = seen[row.external_id]
+                if first != row:
+                    raise ImportFileError(
+                        path,
+                        line,
+                        _differing_field(first, row),
+                        f"id {row.external_id!r} appears again (first on line {first_line}) with different content",
+                    )
+                continue
+            seen[row.external_id] = (line, row)
+            if row.external_id in stored:
+                differs = _differing_field(stored[row.external_id], row)
+                if differs:
+                    raise ImportFileError(
+                        path,
+                        line,
+                        differs,
+                        f"instruction {row.external_id!r} is already in benchmark {benchmark_name!r} "
+                        "with different content; nothing was overwritten (import into a new benchmark)",
+                    )
+                summary.unchanged += 1
+                continue
+            pending.append(row)
+        if len(pending) >= BATCH_SIZE and not problems:
             summary.created += _create_instructions(benchmark, pending, next_position)
             next_position += len(pending)
             pending = []
+    problems.raise_found()
     if pending:
         summary.created += _create_instructions(benchmark, pending, next_position)
     if summary.rows == 0:
@@ -297,41 +300,47 @@ def responses_import(*, path: str, benchmark_name: str, system_name: str) -> Imp
     summary = ImportSummary(path=path, what="responses")
     seen: dict[int, tuple[int, str]] = {}
     pending: list[Response] = []
-    for line, row in read_jsonl(path):
-        external_id = _field(path, line, row, "id", str)
-        output = _field(path, line, row, "output", str)
-        instruction_id = instruction_ids.get(external_id)
-        if instruction_id is None:
-            raise ImportFileError(
-                path, line, "id", f"no instruction {external_id!r} in benchmark {benchmark_name!r}"
-            )
+    problems = ImportProblems(path)
+    for line, row in read_jsonl(path, problems):
         summary.rows += 1
-        if instruction_id in seen:
-            first_line, first_output = seen[instruction_id]
-            if first_output != output:
+        with problems.line():
+            external_id = _field(path, line, row, "id", str)
+            output = _field(path, line, row, "output", str)
+            instruction_id = instruction_ids.get(external_id)
+            if instruction_id is None:
                 raise ImportFileError(
                     path,
                     line,
-                    "output",
-                    f"id {external_id!r} appears again (first on line {first_line}) with a different output",
+                    "id",
+                    f"no instruction {external_id!r} in benchmark {benchmark_name!r}",
                 )
-            continue
-        seen[instruction_id] = (line, output)
-        if instruction_id in stored:
-            if stored[instruction_id] != output:
-                raise ImportFileError(
-                    path,
-                    line,
-                    "output",
-                    f"{system.name} already has a different response to {external_id!r}; "
-                    "nothing was overwritten (import under a new system name)",
-                )
-            summary.unchanged += 1
-            continue
-        pending.append(Response(instruction_id=instruction_id, system=system, text=output))
-        if len(pending) >= BATCH_SIZE:
+            if instruction_id in seen:
+                first_line, first_output = seen[instruction_id]
+                if first_output != output:
+                    raise ImportFileError(
+                        path,
+                        line,
+                        "output",
+                        f"id {external_id!r} appears again (first on line {first_line}) with a different output",
+                    )
+                continue
+            seen[instruction_id] = (line, output)
+            if instruction_id in stored:
+                if stored[instruction_id] != output:
+                    raise ImportFileError(
+                        path,
+                        line,
+                        "output",
+                        f"{system.name} already has a different response to {external_id!r}; "
+                        "nothing was overwritten (import under a new system name)",
+                    )
+                summary.unchanged += 1
+                continue
+            pending.append(Response(instruction_id=instruction_id, system=system, text=output))
+        if len(pending) >= BATCH_SIZE and not problems:
             summary.created += len(Response.objects.bulk_create(pending))
             pending = []
+    problems.raise_found()
     if pending:
         summary.created += len(Response.objects.bulk_create(pending))
     if summary.rows == 0:

@@ -2,8 +2,8 @@
 
 A file of a million labels never becomes a million Python objects: rows are parsed and checked
 while they stream into a temporary table (COPY on PostgreSQL, batched inserts on SQLite), then a
-few set-based queries resolve instruction ids, systems and questions, find the first bad line if
-any, and insert what is new. Everything runs in one transaction, so an error anywhere writes
+few set-based queries resolve instruction ids, systems and questions, find the bad lines if any
+(each wrong row named, up to MAX_PROBLEMS), and insert what is new. Everything runs in one transaction, so an error anywhere writes
 nothing.
 
 Where the CPU goes in a million-label CSV import on PostgreSQL, and what keeps it low: a plain CSV
@@ -39,6 +39,8 @@ from annotate.models import (
 )
 from annotate.services.files import (
     MAX_INTEGER_DIGITS,
+    MAX_PROBLEMS,
+    ImportProblems,
     NeedsRowReader,
     read_csv,
     read_csv_columns,
@@ -126,35 +128,46 @@ def _plain_index(index: str) -> bool:
     return index.isascii() and index.isdigit() and 1 <= int(index[:6]) <= MAX_QUESTIONS
 
 
-def _label_csv_rows(path: str, default_kind: str) -> Iterator[StageRow]:
+def _label_csv_rows(path: str, default_kind: str, problems: ImportProblems) -> Iterator[StageRow]:
     kinds = {"": default_kind, **{kind: kind for kind in DECIDED_KIND_VALUES}}
     optional = [KIND_COLUMN, WORK_STATUS_COLUMN]
-    for line, row in read_csv(path, required=LABEL_CSV_COLUMNS, optional=optional):
+    rows = read_csv(path, required=LABEL_CSV_COLUMNS, optional=optional, problems=problems)
+    for line, row in rows:
         if row.get(WORK_STATUS_COLUMN, COUNTED).strip() not in ("", COUNTED):
             continue  # rejected, blocked or unconfirmed work: kept in the file, not counted
-        # The fast path takes well-formed rows as they are; anything odd goes through the
-        # checks below, which name the field and what was expected.
-        instruction, system, annotator = row["instruction_id"], row["system"], row["annotator"]
-        value = LABEL_NAMES.get(row["label"])
-        kind = kinds.get(row.get(KIND_COLUMN, ""))
-        index = row["question_index"]
-        if (
-            value is None
-            or kind is None
-            or not (instruction and system and annotator)
-            or not _plain_index(index)
-        ):
-            value = _label_value(path, line, row["label"])
-            kind = _kind(path, line, KIND_COLUMN, row.get(KIND_COLUMN, "")) or default_kind
-            instruction = _text(path, line, row, "instruction_id")
-            system = _text(path, line, row, "system")
-            annotator = _text(path, line, row, "annotator")
-        number = (
-            int(index)
-            if _plain_index(index)
-            else _int(path, line, "question_index", index, 1, MAX_QUESTIONS)
-        )
-        yield line, instruction.strip(), system.strip(), annotator.strip(), kind, number, value
+        staged = None
+        with problems.line():
+            staged = _label_csv_row(path, line, row, kinds, default_kind)
+        if staged is not None:
+            yield staged
+
+
+def _label_csv_row(
+    path: str, line: int, row: dict, kinds: dict[str, str], default_kind: str
+) -> StageRow:
+    # The fast path takes well-formed rows as they are; anything odd goes through the
+    # checks below, which name the field and what was expected.
+    instruction, system, annotator = row["instruction_id"], row["system"], row["annotator"]
+    value = LABEL_NAMES.get(row["label"])
+    kind = kinds.get(row.get(KIND_COLUMN, ""))
+    index = row["question_index"]
+    if (
+        value is None
+        or kind is None
+        or not (instruction and system and annotator)
+        or not _plain_index(index)
+    ):
+        value = _label_value(path, line, row["label"])
+        kind = _kind(path, line, KIND_COLUMN, row.get(KIND_COLUMN, "")) or default_kind
+        instruction = _text(path, line, row, "instruction_id")
+        system = _text(path, line, row, "system")
+        annotator = _text(path, line, row, "annotator")
+    number = (
+        int(index)
+        if _plain_index(index)
+        else _int(path, line, "question_index", index, 1, MAX_QUESTIONS)
+    )
+    return line, instruction.strip(), system.strip(), annotator.strip(), kind, number, value
 
 
 def _label_csv_copy_blocks(path: str, default_kind: str) -> Iterator[tuple[int, str]]:
@@ -221,45 +234,61 @@ def _label_value(path: str, line: int, text: str) -> int:
 
 
 def _label_jsonl_rows(
-    path: str, system: str, annotator: str, default_kind: str
+    path: str, system: str, annotator: str, default_kind: str, problems: ImportProblems
 ) -> Iterator[StageRow]:
-    for line, row in read_jsonl(path):
+    for line, row in read_jsonl(path, problems):
         if str(row.get(WORK_STATUS_COLUMN) or COUNTED) != COUNTED:
             continue  # rejected, blocked or unconfirmed work: kept in the file, not counted
-        instruction = _text(path, line, {"id": row.get("id")}, "id")
-        row_system = system or _text(path, line, row, "system")
-        row_annotator = annotator or _text(path, line, row, "annotator")
-        row_kind = _kind(path, line, "kind", str(row.get("kind") or "")) or default_kind
-        values = row.get("eval")
-        if not isinstance(values, list):
-            raise ImportFileError(path, line, "eval", "expected a list of true, false or null")
-        skipped = row.get("missing") or []
-        if not isinstance(skipped, list) or not all(isinstance(i, int) for i in skipped):
-            raise ImportFileError(path, line, "missing", "expected a list of question numbers")
-        for index, value in enumerate(values, start=1):
-            if not (value is True or value is False or value is None):
-                raise ImportFileError(
-                    path,
-                    line,
-                    f"eval[{index - 1}]",
-                    f"expected true, false or null, found {value!r}",
-                )
-            if index in skipped:
-                continue
-            yield line, instruction, row_system, row_annotator, row_kind, index, JSON_VALUES[value]
+        staged = []
+        with problems.line():
+            staged = list(_label_jsonl_row(path, line, row, system, annotator, default_kind))
+        yield from staged
 
 
-def _score_csv_rows(path: str, default_kind: str) -> Iterator[StageRow]:
-    for line, row in read_csv(path, required=SCORE_CSV_COLUMNS, optional=[KIND_COLUMN]):
-        yield (
-            line,
-            _text(path, line, row, "instruction_id"),
-            _text(path, line, row, "system"),
-            _text(path, line, row, "annotator"),
-            _kind(path, line, KIND_COLUMN, row.get(KIND_COLUMN, "")) or default_kind,
-            None,
-            _int(path, line, "score", row["score"], 1, 5),
-        )
+def _label_jsonl_row(
+    path: str, line: int, row: dict, system: str, annotator: str, default_kind: str
+) -> Iterator[StageRow]:
+    instruction = _text(path, line, {"id": row.get("id")}, "id")
+    row_system = system or _text(path, line, row, "system")
+    row_annotator = annotator or _text(path, line, row, "annotator")
+    row_kind = _kind(path, line, "kind", str(row.get("kind") or "")) or default_kind
+    values = row.get("eval")
+    if not isinstance(values, list):
+        raise ImportFileError(path, line, "eval", "expected a list of true, false or null")
+    skipped = row.get("missing") or []
+    if not isinstance(skipped, list) or not all(isinstance(i, int) for i in skipped):
+        raise ImportFileError(path, line, "missing", "expected a list of question numbers")
+    for index, value in enumerate(values, start=1):
+        if not (value is True or value is False or value is None):
+            raise ImportFileError(
+                path,
+                line,
+                f"eval[{index - 1}]",
+                f"expected true, false or null, found {value!r}",
+            )
+        if index in skipped:
+            continue
+        yield line, instruction, row_system, row_annotator, row_kind, index, JSON_VALUES[value]
+
+
+def _score_csv_rows(path: str, default_kind: str, problems: ImportProblems) -> Iterator[StageRow]:
+    optional = [KIND_COLUMN]
+    for line, row in read_csv(
+        path, required=SCORE_CSV_COLUMNS, optional=optional, problems=problems
+    ):
+        staged = None
+        with problems.line():
+            staged = (
+                line,
+                _text(path, line, row, "instruction_id"),
+                _text(path, line, row, "system"),
+                _text(path, line, row, "annotator"),
+                _kind(path, line, KIND_COLUMN, row.get(KIND_COLUMN, "")) or default_kind,
+                None,
+                _int(path, line, "score", row["score"], 1, 5),
+            )
+        if staged is not None:
+            yield staged
 
 
 # --- staging and set-based checks -------------------------------------------------------------
@@ -344,13 +373,21 @@ def _resolve(cursor, benchmark: Benchmark, target: _Target) -> None:
 
 
 def _check_resolved(cursor, path: str, benchmark: Benchmark, target: _Target) -> None:
+    """Refuse the rows whose instruction, system, response or question is not stored (up to
+    MAX_PROBLEMS of them named, in file order)."""
     cursor.execute(
         f"SELECT line, instruction, system, qindex, instruction_id, system_id, response_id, question_id "
-        f"FROM {RESOLVED} WHERE response_id IS NULL OR question_id IS NULL ORDER BY line LIMIT 1"
+        f"FROM {RESOLVED} WHERE response_id IS NULL OR question_id IS NULL ORDER BY line "
+        f"LIMIT {MAX_PROBLEMS}"
     )
-    bad = cursor.fetchone()
-    if bad is None:
-        return
+    problems = ImportProblems(path)
+    for bad in cursor.fetchall():
+        with problems.line():
+            _unresolved(cursor, path, benchmark, bad)
+    problems.raise_found()
+
+
+def _unresolved(cursor, path: str, benchmark: Benchmark, bad: tuple) -> None:
     line, instruction, system, qindex, instruction_id, system_id, response_id, _ = bad
     if instruction_id is None:
         raise ImportFileError(
@@ -660,6 +697,7 @@ def _import_staged(
     benchmark_name: str,
     target: _Target,
     rows: Iterator[StageRow],
+    problems: ImportProblems,
     blocks: CopyBlocks | None = None,
 ) -> ImportSummary:
     benchmark = benchmark_get_for_import(path, benchmark_name)
@@ -669,6 +707,7 @@ def _import_staged(
             # Sorting and hashing a million staged rows in memory, not in temporary files.
             cursor.execute("SET LOCAL work_mem = '256MB'")
         summary.rows = _stage(cursor, rows, blocks)
+        problems.raise_found()
         if summary.rows == 0:
             raise ImportFileError(path, None, None, f"the file holds no {target.what}")
         _resolve(cursor, benchmark, target)
@@ -706,16 +745,19 @@ def labels_import(
     `annotator`, `kind` fields, as export_labels writes them).
     """
     kind = _kind(path, 0, "--kind", kind) if kind else ""
+    problems = ImportProblems(path)
     if Path(path).suffix.lower() == ".csv":
-        rows = _label_csv_rows(path, kind)
+        rows = _label_csv_rows(path, kind, problems)
         blocks = partial(_label_csv_copy_blocks, path, kind)
-        return _import_staged(path, benchmark_name, LABELS, rows, blocks)
-    rows = _label_jsonl_rows(path, system_name.strip(), annotator_name.strip(), kind)
-    return _import_staged(path, benchmark_name, LABELS, rows)
+        return _import_staged(path, benchmark_name, LABELS, rows, problems, blocks)
+    rows = _label_jsonl_rows(path, system_name.strip(), annotator_name.strip(), kind, problems)
+    return _import_staged(path, benchmark_name, LABELS, rows, problems)
 
 
 @transaction.atomic
 def scores_import(*, path: str, benchmark_name: str, kind: str = "") -> ImportSummary:
     """Import 1–5 direct scores from a long CSV: instruction_id,system,annotator,score."""
     kind = _kind(path, 0, "--kind", kind) if kind else ""
-    return _import_staged(path, benchmark_name, SCORES, _score_csv_rows(path, kind))
+    problems = ImportProblems(path)
+    rows = _score_csv_rows(path, kind, problems)
+    return _import_staged(path, benchmark_name, SCORES, rows, problems)

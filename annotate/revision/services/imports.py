@@ -1,7 +1,8 @@
 """Import revision data: the published KIWI sessions and a study's questions with documents.
 
-Both are JSON Lines, validated line by line before anything is written: the first problem raises
-ImportFileError naming the file, line and field, and nothing is stored (one transaction). Fields
+Both are JSON Lines, validated line by line before anything is written: each wrong line (up to
+MAX_PROBLEMS) is named with the file, line and field in one ImportFileError, and nothing is
+stored (one transaction). Fields
 the app does not know are kept in `extra` and given back on export.
 """
 
@@ -31,7 +32,7 @@ from annotate.revision.models import (
     StudySystem,
     Turn,
 )
-from annotate.services.files import read_jsonl
+from annotate.services.files import ImportProblems, read_jsonl
 from annotate.services.imports import ImportSummary
 
 SESSION_FIELDS = ("original_question", "model_name", "initial_answer", "interaction")
@@ -136,7 +137,11 @@ def _study_for_import(name: str) -> Study:
 @transaction.atomic
 def sessions_import(*, path: str, study_name: str) -> ImportSummary:
     """Import KIWI sessions (JSON Lines) into the study, created if new; re-import adds nothing."""
-    rows = [_parse_session(path, line, raw) for line, raw in read_jsonl(path)]
+    problems, rows = ImportProblems(path), []
+    for line, raw in read_jsonl(path, problems):
+        with problems.line():
+            rows.append(_parse_session(path, line, raw))
+    problems.raise_found()
     summary = ImportSummary(path=path, what="sessions", rows=len(rows))
     study = _study_for_import(study_name)
     stored = set(
@@ -303,15 +308,17 @@ def study_upload(*, path: str, study_name: str, systems: list[str]) -> ImportSum
 
     A question already in the study is left as it is; a line repeating a question is refused.
     """
-    rows, seen = [], {}
-    for line, raw in read_jsonl(path):
-        row = _parse_question(path, line, raw)
-        if row.text in seen:
-            raise ImportFileError(
-                path, line, "question", f"repeats the question of line {seen[row.text]}"
-            )
-        seen[row.text] = line
-        rows.append(row)
+    rows, seen, problems = [], {}, ImportProblems(path)
+    for line, raw in read_jsonl(path, problems):
+        with problems.line():
+            row = _parse_question(path, line, raw)
+            if row.text in seen:
+                raise ImportFileError(
+                    path, line, "question", f"repeats the question of line {seen[row.text]}"
+                )
+            seen[row.text] = line
+            rows.append(row)
+    problems.raise_found()
     study = _study_for_import(study_name)
     for spec in systems:
         name, endpoint = _parse_system(spec)

@@ -1,7 +1,7 @@
 """Import binary classification data: the GLUE TSV layouts and a generic CSV / JSON Lines.
 
-One transaction per file: the first problem raises ImportFileError naming file, line and field,
-and nothing is written. Layouts (GLUE's own files, header line first):
+One transaction per file: every wrong line (up to MAX_PROBLEMS) is named in one ImportFileError
+with file, line and field, and nothing is written. Layouts (GLUE's own files, header line first):
 
 - glue-sst2: ``sentence<TAB>label`` (1 = positive, 0 = negative)
 - glue-rte:  ``index<TAB>sentence1<TAB>sentence2<TAB>label`` (entailment / not_entailment)
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from django.db import transaction
 
 from annotate.errors import ImportFileError
-from annotate.services.files import _lines, _open_text, read_csv, read_jsonl
+from annotate.services.files import ImportProblems, _lines, _open_text, read_csv, read_jsonl
 from annotate.verbalizer.models import ClassificationDataset, ClassificationItem, TaskFamily
 
 FORMATS = ("glue-sst2", "glue-rte", "glue-mrpc", "glue-qqp", "csv", "jsonl")
@@ -84,9 +84,9 @@ class ClassificationImportSummary:
         )
 
 
-def _read_tsv(path: str, layout: GlueLayout) -> Iterator[_Row]:
+def _read_tsv(path: str, layout: GlueLayout, problems: ImportProblems) -> Iterator[_Row]:
     with _open_text(path) as handle:
-        lines = _lines(path, handle)
+        lines = _lines(path, handle, problems)
         try:
             _, first = next(lines)
         except StopIteration:
@@ -101,9 +101,9 @@ def _read_tsv(path: str, layout: GlueLayout) -> Iterator[_Row]:
                 continue
             values = line.rstrip("\r\n").split("\t")
             if len(values) != len(header):
-                raise ImportFileError(
-                    path, line_number, None, f"expected {len(header)} columns, found {len(values)}"
-                )
+                problem = f"expected {len(header)} columns, found {len(values)}"
+                problems.add(ImportFileError(path, line_number, None, problem))
+                continue
             row = dict(zip(header, values, strict=True))
             yield _Row(
                 line_number,
@@ -115,29 +115,33 @@ def _read_tsv(path: str, layout: GlueLayout) -> Iterator[_Row]:
             )
 
 
-def _read_generic(path: str, fmt: str) -> Iterator[_Row]:
+def _read_generic(path: str, fmt: str, problems: ImportProblems) -> Iterator[_Row]:
     if fmt == "csv":
-        rows = read_csv(path, required=["text", "label"], optional=["text_b", "id"])
+        optional = ["text_b", "id"]
+        rows = read_csv(path, required=["text", "label"], optional=optional, problems=problems)
     else:
-        rows = read_jsonl(path)
+        rows = read_jsonl(path, problems)
     for line, row in rows:
-        values = {}
-        for name in ("text", "label", "text_b", "id"):
-            value = row.get(name, "")
-            if isinstance(value, int) and not isinstance(value, bool) and name != "text":
-                value = str(value)
-            if not isinstance(value, str):
-                raise ImportFileError(
-                    path, line, name, f"expected text, found {type(value).__name__}"
-                )
-            values[name] = value
-        if "text" not in row:
-            raise ImportFileError(path, line, "text", "this field is missing")
-        if "label" not in row:
-            raise ImportFileError(path, line, "label", "this field is missing")
-        yield _Row(
-            line, values["id"], values["text"], values["text_b"], "label", values["label"].strip()
-        )
+        with problems.line():
+            yield _generic_row(path, line, row)
+
+
+def _generic_row(path: str, line: int, row: dict) -> _Row:
+    values = {}
+    for name in ("text", "label", "text_b", "id"):
+        value = row.get(name, "")
+        if isinstance(value, int) and not isinstance(value, bool) and name != "text":
+            value = str(value)
+        if not isinstance(value, str):
+            raise ImportFileError(path, line, name, f"expected text, found {type(value).__name__}")
+        values[name] = value
+    if "text" not in row:
+        raise ImportFileError(path, line, "text", "this field is missing")
+    if "label" not in row:
+        raise ImportFileError(path, line, "label", "this field is missing")
+    return _Row(
+        line, values["id"], values["text"], values["text_b"], "label", values["label"].strip()
+    )
 
 
 def _dataset_for(
@@ -204,18 +208,24 @@ def classification_import(
         raise ImportFileError(path, None, "--format", f"expected one of {', '.join(FORMATS)}")
     target = _dataset_for(path=path, name=dataset, fmt=fmt, labels=labels, family=family)
     label_of = _label_reader(fmt, target)
-    rows = _read_tsv(path, GLUE_LAYOUTS[fmt]) if fmt in GLUE_LAYOUTS else _read_generic(path, fmt)
+    problems = ImportProblems(path)
+    if fmt in GLUE_LAYOUTS:
+        rows = _read_tsv(path, GLUE_LAYOUTS[fmt], problems)
+    else:
+        rows = _read_generic(path, fmt, problems)
     items = []
     for position, row in enumerate(rows, start=1):
-        if not row.text.strip():
-            field = "text" if fmt in ("csv", "jsonl") else GLUE_LAYOUTS[fmt].text
-            raise ImportFileError(path, row.line, field, "the text is empty")
-        items.append(
-            ClassificationItem(
-                dataset=target, position=position, external_id=row.external_id[:200],
-                text=row.text, text_b=row.text_b, is_positive=label_of(path, row),
-            )
-        )  # fmt: skip
+        with problems.line():
+            if not row.text.strip():
+                field = "text" if fmt in ("csv", "jsonl") else GLUE_LAYOUTS[fmt].text
+                raise ImportFileError(path, row.line, field, "the text is empty")
+            items.append(
+                ClassificationItem(
+                    dataset=target, position=position, external_id=row.external_id[:200],
+                    text=row.text, text_b=row.text_b, is_positive=label_of(path, row),
+                )
+            )  # fmt: skip
+    problems.raise_found()
     if not items:
         raise ImportFileError(path, None, None, "the file holds no items")
     ClassificationItem.objects.bulk_create(items, batch_size=1000)

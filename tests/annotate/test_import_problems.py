@@ -1,0 +1,154 @@
+"""A file with several wrong lines: one attempt names every one of them (up to 20), in file
+order, each with its line and field, and writes nothing. One wrong line reads as it always did."""
+
+import json
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.management import CommandError, call_command
+from django.urls import reverse
+
+from annotate.errors import ImportFileError, ImportFileProblems
+from annotate.models import Benchmark, Instruction, Label
+from annotate.revision.models import RevisionSession, Study
+from annotate.revision.services.imports import sessions_import
+from annotate.services.files import MAX_PROBLEMS
+from annotate.services.imports import instructions_import
+from annotate.services.label_imports import labels_import
+from annotate.verbalizer.models import ClassificationItem
+from tests.annotate.revision.test_imports import SESSION_A, SESSION_B
+from tests.annotate.test_imports import ROW, write_jsonl, write_text
+
+pytestmark = pytest.mark.django_db
+
+
+def _lines_named(error: ImportFileError) -> list[str]:
+    return [line for line in str(error).splitlines() if line.startswith("- ")]
+
+
+def test_every_wrong_line_of_a_benchmark_file_is_named_and_nothing_is_written(tmp_path):
+    path = write_jsonl(
+        tmp_path / "bench.jsonl",
+        [
+            ROW,
+            {**ROW, "id": "t2", "subset": "Medium_set"},
+            '{"id": "t3" "input": ""}\n',  # not JSON
+            {**ROW, "id": "t4"},
+            {key: value for key, value in ROW.items() if key != "instruction"} | {"id": "t5"},
+            {**ROW, "id": "t1", "instruction": "Write a sonnet."},  # t1 again, other content
+        ],
+    )
+    with pytest.raises(ImportFileProblems) as caught:
+        instructions_import(path=path, benchmark_name="b")
+    assert str(caught.value).splitlines()[0] == f"{path}: 4 wrong lines:"
+    assert _lines_named(caught.value) == [
+        "- line 2, field 'subset': expected Easy_set or Hard_set, found 'Medium_set'",
+        "- line 3: not valid JSON (Expecting ',' delimiter at column 13)",
+        "- line 5, field 'instruction': this field is missing",
+        "- line 6, field 'instruction': id 't1' appears again (first on line 1) with different "
+        "content",
+    ]
+    assert (caught.value.line, caught.value.field) == (2, "subset")  # the first, for one-line UIs
+    assert not Benchmark.objects.exists() and not Instruction.objects.exists()
+
+
+def test_one_wrong_line_reads_as_before(tmp_path):
+    path = write_jsonl(tmp_path / "b.jsonl", [ROW, {**ROW, "id": "t2", "subset": "x"}])
+    with pytest.raises(ImportFileError) as caught:
+        instructions_import(path=path, benchmark_name="b")
+    assert not isinstance(caught.value, ImportFileProblems)
+    assert str(caught.value) == (
+        f"{path}, line 2, field 'subset': expected Easy_set or Hard_set, found 'x'"
+    )
+
+
+def test_a_file_wrong_on_every_line_stops_at_the_limit_and_says_there_may_be_more(tmp_path):
+    rows = [{**ROW, "id": f"t{i}", "subset": "x"} for i in range(MAX_PROBLEMS + 15)]
+    path = write_jsonl(tmp_path / "b.jsonl", rows)
+    with pytest.raises(CommandError) as caught:
+        call_command("import_instructions", path, "--benchmark", "b")
+    message = str(caught.value)
+    assert f"the first {MAX_PROBLEMS} wrong lines (there may be more):" in message
+    named = [line for line in message.splitlines() if line.startswith("- line ")]
+    assert [int(line.split()[2].rstrip(",")) for line in named] == list(range(1, MAX_PROBLEMS + 1))
+    assert message.endswith("Nothing was written.") and not Benchmark.objects.exists()
+
+
+@pytest.fixture
+def benchmark(tmp_path):
+    instructions_import(path=write_jsonl(tmp_path / "b.jsonl", [ROW]), benchmark_name="b")
+    write_jsonl(tmp_path / "r.jsonl", [{"id": "t1", "output": "A haiku."}])
+    call_command("import_responses", str(tmp_path / "r.jsonl"), "--benchmark", "b", "--system", "s")
+    return tmp_path
+
+
+def test_label_csv_names_each_bad_row_then_each_row_naming_what_is_not_stored(benchmark):
+    header = "instruction_id,system,annotator,question_index,label,annotator_kind\n"
+    bad_values = write_text(
+        benchmark / "labels.csv",
+        header
+        + "t1,s,ann,1,YES,expert\n"
+        + "t1,s,ann,2,MAYBE,expert\n"
+        + "t1,s,ann,x,NO,expert\n"
+        + "t1,s,ann,2,NO\n",
+    )
+    with pytest.raises(ImportFileProblems) as caught:
+        labels_import(path=bad_values, benchmark_name="b")
+    assert _lines_named(caught.value) == [
+        "- line 3, field 'label': expected YES, NO or UNKNOWN, found 'MAYBE'",
+        "- line 4, field 'question_index': expected a whole number, found 'x'",
+        "- line 5: expected 6 columns, found 5",
+    ]
+    not_stored = write_text(
+        benchmark / "labels2.csv",
+        header
+        + "t1,s,ann,1,YES,expert\n"
+        + "t9,s,ann,1,YES,expert\n"
+        + "t1,other,ann,1,NO,expert\n"
+        + "t1,s,ann,7,NO,expert\n",
+    )
+    with pytest.raises(ImportFileProblems) as caught:
+        labels_import(path=not_stored, benchmark_name="b")
+    assert _lines_named(caught.value) == [
+        "- line 3, field 'instruction_id': no instruction 't9' in benchmark 'b'",
+        "- line 4, field 'system': no system named 'other': import its responses first",
+        "- line 5, field 'question_index': instruction 't1' has 2 questions; there is no "
+        "question 7",
+    ]
+    assert not Label.objects.exists()
+
+
+def test_kiwi_sessions_name_each_wrong_turn(tmp_path):
+    wrong_a = json.loads(json.dumps(SESSION_A))
+    wrong_a["interaction"][1]["rating"] = "great"
+    wrong_b = {**SESSION_B, "model_name": ""}
+    path = write_jsonl(tmp_path / "s.jsonl", [wrong_a, SESSION_B, wrong_b])
+    with pytest.raises(ImportFileProblems) as caught:
+        sessions_import(path=path, study_name="K")
+    named = _lines_named(caught.value)
+    assert [line.split(":")[0] for line in named] == [
+        "- line 1, field 'interaction[1].rating'",
+        "- line 3, field 'model_name'",
+    ]
+    assert not Study.objects.exists() and not RevisionSession.objects.exists()
+
+
+def test_the_verbalizer_page_lists_each_wrong_line_of_an_upload(client, researcher):
+    client.force_login(researcher)
+    upload = SimpleUploadedFile(
+        "dev.tsv", b"sentence\tlabel\ngood film\t1\nbad film\t7\nno label\nworse film\t9\n"
+    )
+    refused = client.post(
+        reverse("verbalizer:overview"),
+        {"i-dataset": "SST-2", "i-format": "glue-sst2", "i-upload": upload},
+    )
+    text = refused.content.decode()
+    assert refused.status_code == 400 and "dev.tsv: 3 wrong lines:" in text
+    for named in (
+        "- line 3, field &#x27;label&#x27;: expected &#x27;1&#x27; or &#x27;0&#x27;, found "
+        "&#x27;7&#x27;",
+        "- line 4: expected 2 columns, found 1",
+        "- line 5, field &#x27;label&#x27;",
+    ):
+        assert named in text
+    assert "Nothing was written." in text and not ClassificationItem.objects.exists()
