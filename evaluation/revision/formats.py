@@ -9,7 +9,7 @@ from __future__ import annotations
 import io
 
 from annotate.services.files import csv_writer
-from evaluation.report_formats import _csv_cell, latex_escape, report_json
+from evaluation.report_formats import _csv_cell, _fixed, latex_escape, report_json
 
 TABLES = {
     "table2": "Table 2: sessions per system",
@@ -65,9 +65,10 @@ def _display(column: str, value: object) -> str:
         return "–"
     if isinstance(value, float):
         base = column.split(":")[0]
+        # Halves up, as everywhere else (Python's own formatting shows 0.125 as 12).
         if base.endswith(PERCENT_SUFFIXES) and "_ci_" not in column:
-            return f"{100 * value:.0f}"
-        return f"{value:.2f}"
+            return _fixed(value, scale=100, digits=0).replace("$-$", "-")
+        return _fixed(value, digits=2).replace("$-$", "-")
     return str(value)
 
 
@@ -95,6 +96,7 @@ def revision_markdown(report: dict) -> str:
             )
     parts.append(
         "\nShares, % good and % predicted good/bad are percentages; accuracy, precision, recall and F1 are fractions.\n"
+        "Each is rounded on its own (halves up), so a row's percentages may add up to 99 or 101.\n"
     )
     return "".join(parts)
 

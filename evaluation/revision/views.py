@@ -24,7 +24,7 @@ from annotate.roles import (
     require_role,
 )
 from evaluation.errors import EvaluationError
-from evaluation.report_formats import _without_nan
+from evaluation.report_formats import _fixed, _without_nan
 from evaluation.revision import figures
 from evaluation.revision.formats import FORMATS, TABLES, others_merged, table_rows
 from evaluation.revision.forms import RevisionJudgeRunForm
@@ -63,7 +63,7 @@ def _cell(value: object) -> str:
     if value is None:
         return "–"
     if isinstance(value, float):
-        return f"{value:.3f}"
+        return _fixed(value, digits=3).replace("$-$", "-")  # halves up, as the exports
     return str(value)
 
 

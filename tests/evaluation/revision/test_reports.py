@@ -195,3 +195,18 @@ def test_revision_report_command_prints_every_format(tmp_path, capsys):
     assert "# table2\r\nsystem,sessions,turns" in capsys.readouterr().out
     call_command("revision_report", "--study", "demo-kiwi", "--format", "latex")
     assert "\\begin{tabular}" in capsys.readouterr().out
+
+
+def test_exported_percentages_round_halves_up_as_the_page_does():
+    """1 turn in 8 is 12.5 %: the paper's whole percentages say 13 (Python's formatting said
+    12), and shares of a row may then add to 101, which the Markdown says."""
+    from evaluation.revision.formats import TABLES, revision_latex, revision_markdown
+    from evaluation.revision.views import _cell
+
+    row = {"system": "a", "turns_per_session": 1.125, "information_seeking": 1 / 8}
+    report = {"study": "s", **{table: [] for table in TABLES}}
+    report["table2"] = [{**row, "stylistic": 7 / 8}]
+    assert "a & 1.13 & 13 & 88 \\\\" in revision_latex(report)
+    markdown = revision_markdown(report)
+    assert "| a | 1.13 | 13 | 88 |" in markdown and "may add up to 99 or 101" in markdown
+    assert _cell(0.0625) == "0.063" and _cell(-0.0625) == "-0.063"  # the report page's cells
