@@ -190,7 +190,22 @@ class FakePlatform:
 
     def worker_submit(self, *, assignment_id: str, answer: str = "") -> None:
         with self.store.lock:
-            row = self.store.assignments[assignment_id]
+            row = self.store.assignments.get(assignment_id)
+            if row is None or row.status != "Accepted":
+                raise CrowdPlatformError(f"No accepted assignment {assignment_id} to submit.")
             self.store.assignments[assignment_id] = replace(
                 row, status="Submitted", submitted_at=datetime.now(UTC), answer=answer
             )
+
+    def next_demo_worker(self, *, hit_id: str) -> str:
+        """A worker id that has not taken this HIT yet: DEMOWORKER1, DEMOWORKER2, ..."""
+        taken = {a.worker_id for a in self.store.assignments.values() if a.hit_id == hit_id}
+        return next(f"DEMOWORKER{n}" for n in itertools.count(1) if f"DEMOWORKER{n}" not in taken)
+
+
+def demo_submit_base() -> str:
+    """The turkSubmitTo of the demo's workers: this site's own page that plays MTurk's
+    externalSubmit for the offline platform (same origin, so no other host is ever allowed)."""
+    from django.urls import reverse
+
+    return reverse("crowd:demo-external-submit").removesuffix("/mturk/externalSubmit")

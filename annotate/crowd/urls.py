@@ -9,6 +9,12 @@ urlpatterns = [
     path("mturk/<str:hit_token>/", worker_views.mturk_task, name="mturk-task"),
     path("join/<str:link_token>/", worker_views.selfhosted_join, name="selfhosted-join"),
     path("work/<str:token>/", worker_views.work_task, name="work-task"),
+    # The offline demo platform's externalSubmit (a demo worker's finished HIT)
+    path(
+        "demo-platform/mturk/externalSubmit",
+        worker_views.demo_external_submit,
+        name="demo-external-submit",
+    ),
     # Admins
     path("batches/<int:batch_id>/publish/", views.publish, name="publish"),
     path("publications/", views.publication_list, name="publication-list"),
@@ -19,6 +25,7 @@ urlpatterns = [
         name="publication-action",
     ),
     path("publications/<int:publication_id>/review/", views.review, name="review"),
+    path("hits/<int:hit_pk>/demo-worker/", views.demo_worker_start, name="demo-worker"),
     path(
         "assignments/<int:assignment_id>/action/",
         views.assignment_action,

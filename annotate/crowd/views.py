@@ -17,16 +17,17 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_POST
 
 from annotate.crowd import selectors, tasks
+from annotate.crowd.fake import FakePlatform, demo_submit_base
 from annotate.crowd.forms import PublishForm
-from annotate.crowd.models import Hit, PlatformCall, Publication, PublicationStatus
+from annotate.crowd.models import Hit, HitStatus, PlatformCall, Publication, PublicationStatus
 from annotate.crowd.platforms import platform_names
 from annotate.crowd.services import publishing
 from annotate.crowd.services import review as review_services
-from annotate.errors import AnnotateError, NotFoundError
+from annotate.errors import AnnotateError, CrowdPlatformError, NotFoundError
 from annotate.models import Batch
 from annotate.roles import ADMIN, ADMINS_ONLY, require_role
 from annotate.services.deferred_tasks import task_enqueue_on_commit
@@ -136,6 +137,8 @@ def publication_detail(request: HttpRequest, publication_id: int) -> HttpRespons
             )
         ),
         "anonymous_default": settings.CROWD_ANONYMOUS_STARTS_PER_LINK,
+        # InFoBench HITs only: a human study's prompts have their own worker pages.
+        "demo_worker": publication.platform == "fake" and not publication.human_study_id,
     }
     return render(request, "crowd/publication_detail.html", context)
 
@@ -188,6 +191,31 @@ def publication_action(request: HttpRequest, publication_id: int) -> HttpRespons
     else:
         raise AnnotateError(f"Unknown action '{action}'.")
     return redirect("crowd:publication", publication.pk)
+
+
+@admin_page
+@require_POST
+def demo_worker_start(request: HttpRequest, hit_pk: int) -> HttpResponse:
+    """Accept an offline demo HIT as a new demo worker and open it as MTurk would (the
+    ExternalQuestion URL with assignmentId, hitId, workerId and turkSubmitTo)."""
+    hit = get_object_or_404(
+        Hit, pk=hit_pk, publication__platform="fake", status=HitStatus.CREATED, task__isnull=False
+    )
+    platform = FakePlatform()
+    worker_id = platform.next_demo_worker(hit_id=hit.hit_id)
+    try:
+        assignment_id = platform.worker_accept(hit_id=hit.hit_id, worker_id=worker_id)
+    except CrowdPlatformError as error:
+        raise AnnotateError(f"{error} Every worker this HIT asked for has taken it.") from None
+    query = urlencode(
+        {
+            "assignmentId": assignment_id,
+            "hitId": hit.hit_id,
+            "workerId": worker_id,
+            "turkSubmitTo": demo_submit_base(),
+        }
+    )
+    return redirect(f"{reverse('crowd:mturk-task', args=[hit.unique_request_token])}?{query}")
 
 
 def _positive_int(value: str | None, name: str, low: int = 1) -> int:

@@ -20,10 +20,12 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
 from annotate.crowd import selectors as crowd_selectors
+from annotate.crowd.fake import FakePlatform
 from annotate.crowd.models import Publication
+from annotate.crowd.platforms import platform_names
 from annotate.crowd.selectors import Confirmation
 from annotate.crowd.services import workers
-from annotate.errors import AnnotateError, NotFoundError, SubmissionError
+from annotate.errors import AnnotateError, CrowdPlatformError, NotFoundError, SubmissionError
 from annotate.http import csp_replace_on
 from annotate.selectors import work as work_selectors
 from annotate.services.assignments import claimable_task_ids
@@ -104,9 +106,28 @@ def work_task(request: HttpRequest, token: str) -> HttpResponse:
     else:
         page = work_selectors.task_page_for(assignment=held.assignment)
         response = render(request, "crowd/task.html", {"page": page})
-    if held.submit_to:  # the finished assignment is posted to MTurk from this page
+    if held.submit_to.startswith("http"):  # the finished assignment is posted to MTurk
         csp_replace_on(response, {"form-action": ["'self'", held.submit_to]})
     return response
+
+
+@worker_page
+@require_http_methods(["POST"])
+def demo_external_submit(request: HttpRequest) -> HttpResponse:
+    """What MTurk's externalSubmit does, for the offline demo platform: the worker's HIT is
+    submitted there, and counts once an admin's sync confirms it (as on MTurk)."""
+    if "fake" not in platform_names():
+        raise NotFoundError("No such page.")
+    assignment_id = request.POST.get("assignmentId", "")
+    try:
+        FakePlatform().worker_submit(assignment_id=assignment_id)
+    except CrowdPlatformError as error:
+        raise NotFoundError(str(error)) from None
+    message = (
+        f"The offline demo platform took assignment {assignment_id}, as Mechanical Turk would. "
+        "It counts once an admin syncs the publication and approves it on the review page."
+    )
+    return render(request, "crowd/worker_message.html", {"message": message})
 
 
 def _submit(request: HttpRequest, held: workers.WorkerAssignment) -> HttpResponse:

@@ -16,6 +16,7 @@ from django.conf import settings
 from django.core import signing
 from django.db import IntegrityError, transaction
 
+from annotate.crowd import fake
 from annotate.crowd.base import PREVIEW_ASSIGNMENT_ID
 from annotate.crowd.models import (
     LINKED_TO_OURS,
@@ -70,12 +71,15 @@ def worker_assignment_get(*, token: str) -> WorkerAssignment:
     return WorkerAssignment(assignment=assignment, submit_to=data.get("s", ""), token=token)
 
 
-def submit_base_checked(turk_submit_to: str) -> str:
+def submit_base_checked(turk_submit_to: str, *, platform: str = "mturk") -> str:
     """Return turkSubmitTo without its trailing slash if its host is allowed, else refuse.
 
     The browser will post the worker's assignment there, so only MTurk's own hosts qualify
-    (CROWD_SUBMIT_HOSTS: www.mturk.com and workersandbox.mturk.com, plus any a test adds).
+    (CROWD_SUBMIT_HOSTS: www.mturk.com and workersandbox.mturk.com, plus any a test adds), and
+    for the offline demo platform its page on this site (`fake.demo_submit_base`).
     """
+    if platform == "fake" and turk_submit_to == fake.demo_submit_base():
+        return turk_submit_to
     parts = urlsplit(turk_submit_to.strip())
     base = f"{parts.scheme}://{parts.netloc}"
     allowed = parts.netloc.lower() in {h.lower() for h in settings.CROWD_SUBMIT_HOSTS}
@@ -142,7 +146,7 @@ def mturk_worker_admit(
     """
     if hit.status != HitStatus.CREATED or hit_id != hit.hit_id:
         raise NotFoundError("This HIT is not one of ours.")
-    submit_to = submit_base_checked(turk_submit_to)
+    submit_to = submit_base_checked(turk_submit_to, platform=hit.publication.platform)
     _refuse_what_the_platform_contradicts(hit=hit, assignment_id=assignment_id, worker_id=worker_id)
     annotator = crowd_worker_get_or_create(platform=hit.publication.platform, worker_id=worker_id)
     return AdmittedWorker(

@@ -239,3 +239,60 @@ def test_the_done_page_offers_the_next_task_while_one_is_left(client, study):
         Assignment.objects.filter(annotator__worker_id="P4", submitted_at__isnull=False).count()
         == tasks
     )
+
+
+def test_an_admin_walks_a_hit_through_the_offline_demo_platform_as_a_worker(
+    client, published, admin_user, django_capture_on_commit_callbacks
+):
+    """make run has no worker to accept a demo HIT: the admin takes it as a demo worker, MTurk's
+    way (ExternalQuestion URL, then externalSubmit), and the work counts only after a sync
+    confirms it and the admin approves it, as on MTurk."""
+    from annotate.selectors.results import counted_assignments
+
+    client.force_login(admin_user)
+    hit = _hit(published)
+    page = client.get(reverse("crowd:publication", args=[published.pk]))
+    start = reverse("crowd:demo-worker", args=[hit.pk])
+    assert f'action="{start}"' in page.text and 'id="demo-worker-note"' in page.text
+    opened = client.post(start)
+    assert opened.status_code == 302 and "workerId=DEMOWORKER1" in opened["Location"]
+    assert "turkSubmitTo=%2Fcrowd%2Fdemo-platform" in opened["Location"]
+    task_url = client.get(opened["Location"])["Location"]
+    done = client.post(task_url, _answers(client.get(task_url).text))
+    submit = reverse("crowd:demo-external-submit")
+    assert f'action="{submit}"' in done.text
+    assignment = Assignment.objects.get(annotator__worker_id="DEMOWORKER1")
+    taken = client.post(submit, {"assignmentId": assignment.platform_assignment_id})
+    assert taken.status_code == 200 and "took assignment" in taken.text
+    assert client.post(submit, {"assignmentId": "FORGED"}).status_code == 404
+    assert not counted_assignments().filter(pk=assignment.pk).exists()  # not confirmed yet
+
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(reverse("crowd:publication-action", args=[published.pk]), {"action": "sync"})
+    review = client.get(reverse("crowd:review", args=[published.pk]))
+    assert "DEMOWORKER1" in review.text and 'value="approve"' in review.text
+    client.post(
+        reverse("crowd:assignment-action", args=[assignment.pk]),
+        {"action": "approve"},
+        HTTP_REFERER=reverse("crowd:review", args=[published.pk]),
+    )
+    assert counted_assignments().filter(pk=assignment.pk).exists()
+    assert FakePlatform.store.assignments[assignment.platform_assignment_id].status == "Approved"
+
+    # The HIT asked for 3 workers: two more demo workers may take it, a fourth may not.
+    assert "workerId=DEMOWORKER2" in client.post(start)["Location"]
+    assert "workerId=DEMOWORKER3" in client.post(start)["Location"]
+    full = client.post(start, follow=True)
+    assert "Every worker this HIT asked for has taken it" in full.text
+
+
+def test_only_the_demo_platform_may_send_the_work_back_to_this_site(client, published, settings):
+    page = _open(client, _hit(published), submit_to="/crowd/demo-platform")
+    assert page.status_code == 302  # the fake platform's own page
+    settings.CROWD_BACKEND = "mturk"
+    published.platform = "mturk"
+    published.save()
+    refused = _open(client, _hit(published), worker="AWORKER2", submit_to="/crowd/demo-platform")
+    assert refused.status_code == 400 and "not a Mechanical Turk address" in refused.text
+    submit = client.post(reverse("crowd:demo-external-submit"), {"assignmentId": "x"})
+    assert submit.status_code == 404
