@@ -205,7 +205,9 @@ def _fixed(value: object, *, scale: float = 1, digits: int, grouped: bool = Fals
         return "n/a"
     # Halves round up, as the report page's floatformat does: 0.8125 is 0.813 there, so 81.3
     # here (Python's own formatting gave 81.2, and a paper's table disagreed with the page).
-    exact = Decimal(repr(value * scale)).quantize(Decimal(1).scaleb(-digits), ROUND_HALF_UP)
+    # Scaled as decimals: 0.285 × 100 in binary is 28.499999999999996, which would round down.
+    number = Decimal(repr(float(value))) if isinstance(value, float) else Decimal(value)
+    exact = (number * Decimal(repr(scale))).quantize(Decimal(1).scaleb(-digits), ROUND_HALF_UP)
     text = f"{exact:{',' if grouped else ''}.{digits}f}"
     return "$-$" + text[1:] if text.startswith("-") else text  # a minus sign, not a hyphen
 

@@ -138,7 +138,9 @@ def publication_detail(request: HttpRequest, publication_id: int) -> HttpRespons
         ),
         "anonymous_default": settings.CROWD_ANONYMOUS_STARTS_PER_LINK,
         # InFoBench HITs only: a human study's prompts have their own worker pages.
-        "demo_worker": publication.platform == "fake" and not publication.human_study_id,
+        "demo_worker": publication.platform == "fake"
+        and "fake" in platform_names()
+        and not publication.human_study_id,
     }
     return render(request, "crowd/publication_detail.html", context)
 
@@ -198,15 +200,23 @@ def publication_action(request: HttpRequest, publication_id: int) -> HttpRespons
 def demo_worker_start(request: HttpRequest, hit_pk: int) -> HttpResponse:
     """Accept an offline demo HIT as a new demo worker and open it as MTurk would (the
     ExternalQuestion URL with assignmentId, hitId, workerId and turkSubmitTo)."""
+    if "fake" not in platform_names():
+        raise NotFoundError("The offline demo platform is not in use.")
     hit = get_object_or_404(
         Hit, pk=hit_pk, publication__platform="fake", status=HitStatus.CREATED, task__isnull=False
     )
     platform = FakePlatform()
+    try:
+        platform.hit_get(hit_id=hit.hit_id)
+    except CrowdPlatformError as error:
+        raise AnnotateError(
+            f"{error} The offline demo platform keeps its HITs in memory: a restart loses them."
+        ) from None
     worker_id = platform.next_demo_worker(hit_id=hit.hit_id)
     try:
         assignment_id = platform.worker_accept(hit_id=hit.hit_id, worker_id=worker_id)
-    except CrowdPlatformError as error:
-        raise AnnotateError(f"{error} Every worker this HIT asked for has taken it.") from None
+    except CrowdPlatformError:
+        raise AnnotateError("Every worker this HIT asked for has taken it already.") from None
     query = urlencode(
         {
             "assignmentId": assignment_id,

@@ -118,7 +118,11 @@ def demo_external_submit(request: HttpRequest) -> HttpResponse:
     submitted there, and counts once an admin's sync confirms it (as on MTurk)."""
     if "fake" not in platform_names():
         raise NotFoundError("No such page.")
+    # The worker's own signed token comes with it: nobody else can submit their HIT.
+    held = workers.worker_assignment_get(token=request.POST.get("token", ""))
     assignment_id = request.POST.get("assignmentId", "")
+    if held.assignment.platform_assignment_id != assignment_id:
+        raise NotFoundError("Not this worker's assignment.")
     try:
         FakePlatform().worker_submit(assignment_id=assignment_id)
     except CrowdPlatformError as error:
@@ -183,6 +187,8 @@ def _done(request: HttpRequest, held: workers.WorkerAssignment) -> HttpResponse:
         "assignment": assignment,
         "project": project,
         "external_submit_url": held.external_submit_url,
+        # The offline demo platform's externalSubmit is this site's: it checks the token.
+        "worker_token": "" if held.submit_to.startswith("http") else held.token,
         "summary": f"task={assignment.task.instruction.external_id};labels={assignment.labels.count()}",
         "next_task": _next_selfhosted_task(held),
     }

@@ -374,14 +374,18 @@ def _resolve(cursor, benchmark: Benchmark, target: _Target) -> None:
 
 def _check_resolved(cursor, path: str, benchmark: Benchmark, target: _Target) -> None:
     """Refuse the rows whose instruction, system, response or question is not stored (up to
-    MAX_PROBLEMS of them named, in file order)."""
+    MAX_PROBLEMS lines named, in file order; a JSON Lines line is several rows, named once)."""
+    unresolved = "response_id IS NULL OR question_id IS NULL"
     cursor.execute(
         f"SELECT line, instruction, system, qindex, instruction_id, system_id, response_id, question_id "
-        f"FROM {RESOLVED} WHERE response_id IS NULL OR question_id IS NULL ORDER BY line "
-        f"LIMIT {MAX_PROBLEMS}"
+        f"FROM {RESOLVED} WHERE ({unresolved}) AND line IN (SELECT DISTINCT line FROM {RESOLVED} "
+        f"WHERE {unresolved} ORDER BY line LIMIT {MAX_PROBLEMS}) ORDER BY line, qindex"
     )
-    problems = ImportProblems(path)
+    problems, named = ImportProblems(path), set()
     for bad in cursor.fetchall():
+        if bad[0] in named:
+            continue
+        named.add(bad[0])
         with problems.line():
             _unresolved(cursor, path, benchmark, bad)
     problems.raise_found()

@@ -118,6 +118,29 @@ def test_label_csv_names_each_bad_row_then_each_row_naming_what_is_not_stored(be
     assert not Label.objects.exists()
 
 
+def test_a_json_lines_label_line_is_named_once_however_many_questions_it_labels(benchmark):
+    rows = [
+        {"id": "t1", "eval": [True, False]},
+        {"id": "t9", "eval": [True, False, None]},
+        {"id": "t8", "eval": [True]},
+    ]
+    path = write_jsonl(benchmark / "eval.jsonl", rows)
+    with pytest.raises(ImportFileProblems) as caught:
+        labels_import(
+            path=path, benchmark_name="b", system_name="s", annotator_name="j", kind="llm"
+        )
+    assert [line.split(",")[0] for line in _lines_named(caught.value)] == ["- line 2", "- line 3"]
+
+
+def test_a_glue_file_whose_header_line_is_unreadable_says_so(tmp_path):
+    from annotate.verbalizer.services.imports import classification_import
+
+    path = write_text(tmp_path / "dev.tsv", "sentence\tla\x00bel\ngood film\t1\n")
+    with pytest.raises(ImportFileError) as caught:
+        classification_import(path=path, dataset="SST-2", fmt="glue-sst2")
+    assert (caught.value.line, "NUL" in caught.value.problem) == (1, True)
+
+
 def test_kiwi_sessions_name_each_wrong_turn(tmp_path):
     wrong_a = json.loads(json.dumps(SESSION_A))
     wrong_a["interaction"][1]["rating"] = "great"

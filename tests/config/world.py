@@ -290,6 +290,7 @@ def build_world(*, text: str = "plain") -> World:
         "engine_run_id": run.engine_run_id,
         "endpoint_id": judge.endpoint_id,
         "hit_token": hit.unique_request_token,
+        "hit_pk": hit.pk,
         "link_token": study.link_token,
         "token": token,
         "fmt": "csv",

@@ -26,6 +26,7 @@ from annotate.crowd.models import (
     Publication,
     WorkerBlock,
 )
+from annotate.crowd.platforms import platform_names
 from annotate.errors import (
     AnnotateError,
     ConflictError,
@@ -78,7 +79,8 @@ def submit_base_checked(turk_submit_to: str, *, platform: str = "mturk") -> str:
     (CROWD_SUBMIT_HOSTS: www.mturk.com and workersandbox.mturk.com, plus any a test adds), and
     for the offline demo platform its page on this site (`fake.demo_submit_base`).
     """
-    if platform == "fake" and turk_submit_to == fake.demo_submit_base():
+    demo = platform == "fake" and "fake" in platform_names()
+    if demo and turk_submit_to == fake.demo_submit_base():
         return turk_submit_to
     parts = urlsplit(turk_submit_to.strip())
     base = f"{parts.scheme}://{parts.netloc}"

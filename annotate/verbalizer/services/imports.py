@@ -90,7 +90,9 @@ def _read_tsv(path: str, layout: GlueLayout, problems: ImportProblems) -> Iterat
         try:
             _, first = next(lines)
         except StopIteration:
+            problems.raise_found()
             raise ImportFileError(path, None, None, "the file is empty") from None
+        problems.raise_found()  # the header line itself was unreadable
         header = tuple(first.rstrip("\r\n").split("\t"))
         if header != layout.header:
             raise ImportFileError(

@@ -262,9 +262,14 @@ def test_an_admin_walks_a_hit_through_the_offline_demo_platform_as_a_worker(
     submit = reverse("crowd:demo-external-submit")
     assert f'action="{submit}"' in done.text
     assignment = Assignment.objects.get(annotator__worker_id="DEMOWORKER1")
-    taken = client.post(submit, {"assignmentId": assignment.platform_assignment_id})
+    token = re.search(r'name="token" value="([^"]+)"', done.text).group(1)
+    mine = {"assignmentId": assignment.platform_assignment_id, "token": token}
+    # Only the worker's own token submits their HIT.
+    assert client.post(submit, {**mine, "token": "forged"}).status_code == 404
+    assert client.post(submit, {**mine, "assignmentId": "FAKEASG1"}).status_code == 404
+    taken = client.post(submit, mine)
     assert taken.status_code == 200 and "took assignment" in taken.text
-    assert client.post(submit, {"assignmentId": "FORGED"}).status_code == 404
+    assert client.post(submit, mine).status_code == 404  # once
     assert not counted_assignments().filter(pk=assignment.pk).exists()  # not confirmed yet
 
     with django_capture_on_commit_callbacks(execute=True):
@@ -286,13 +291,19 @@ def test_an_admin_walks_a_hit_through_the_offline_demo_platform_as_a_worker(
     assert "Every worker this HIT asked for has taken it" in full.text
 
 
-def test_only_the_demo_platform_may_send_the_work_back_to_this_site(client, published, settings):
+def test_only_the_demo_platform_may_send_the_work_back_to_this_site(
+    client, published, settings, admin_user
+):
     page = _open(client, _hit(published), submit_to="/crowd/demo-platform")
     assert page.status_code == 302  # the fake platform's own page
+    # A deployment on MTurk: a fake publication left from the demo offers no demo worker, and
+    # this site is no place to send work to.
     settings.CROWD_BACKEND = "mturk"
-    published.platform = "mturk"
-    published.save()
     refused = _open(client, _hit(published), worker="AWORKER2", submit_to="/crowd/demo-platform")
     assert refused.status_code == 400 and "not a Mechanical Turk address" in refused.text
+    client.force_login(admin_user)
+    detail = client.get(reverse("crowd:publication", args=[published.pk]))
+    assert detail.status_code == 200 and "demo-worker" not in detail.text
+    assert client.post(reverse("crowd:demo-worker", args=[_hit(published).pk])).status_code == 404
     submit = client.post(reverse("crowd:demo-external-submit"), {"assignmentId": "x"})
     assert submit.status_code == 404
