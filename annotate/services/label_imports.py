@@ -375,11 +375,19 @@ def _resolve(cursor, benchmark: Benchmark, target: _Target) -> None:
 def _check_resolved(cursor, path: str, benchmark: Benchmark, target: _Target) -> None:
     """Refuse the rows whose instruction, system, response or question is not stored (up to
     MAX_PROBLEMS lines named, in file order; a JSON Lines line is several rows, named once)."""
-    unresolved = "response_id IS NULL OR question_id IS NULL"
+    unresolved = "(response_id IS NULL OR question_id IS NULL)"
+    cursor.execute(
+        f"SELECT DISTINCT line FROM {RESOLVED} WHERE {unresolved} ORDER BY line "
+        f"LIMIT {MAX_PROBLEMS}"
+    )
+    lines = [line for (line,) in cursor.fetchall()]
+    if not lines:  # the usual case: one pass over the staged rows
+        return
     cursor.execute(
         f"SELECT line, instruction, system, qindex, instruction_id, system_id, response_id, question_id "
-        f"FROM {RESOLVED} WHERE ({unresolved}) AND line IN (SELECT DISTINCT line FROM {RESOLVED} "
-        f"WHERE {unresolved} ORDER BY line LIMIT {MAX_PROBLEMS}) ORDER BY line, qindex"
+        f"FROM {RESOLVED} WHERE {unresolved} AND line IN ({', '.join(['%s'] * len(lines))}) "
+        "ORDER BY line, qindex",
+        lines,
     )
     problems, named = ImportProblems(path), set()
     for bad in cursor.fetchall():
