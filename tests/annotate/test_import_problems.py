@@ -82,34 +82,26 @@ def benchmark(tmp_path):
     return tmp_path
 
 
-def test_label_csv_names_each_bad_row_then_each_row_naming_what_is_not_stored(benchmark):
+def _label_csv_problems(folder, *rows: str) -> list[str]:
     header = "instruction_id,system,annotator,question_index,label,annotator_kind\n"
-    bad_values = write_text(
-        benchmark / "labels.csv",
-        header
-        + "t1,s,ann,1,YES,expert\n"
-        + "t1,s,ann,2,MAYBE,expert\n"
-        + "t1,s,ann,x,NO,expert\n"
-        + "t1,s,ann,2,NO\n",
-    )
+    path = write_text(folder / "labels.csv", header + "".join(f"{row}\n" for row in rows))
     with pytest.raises(ImportFileProblems) as caught:
-        labels_import(path=bad_values, benchmark_name="b")
-    assert _lines_named(caught.value) == [
+        labels_import(path=path, benchmark_name="b")
+    return _lines_named(caught.value)
+
+
+def test_label_csv_names_each_bad_row_then_each_row_naming_what_is_not_stored(benchmark):
+    good = "t1,s,ann,1,YES,expert"
+    assert _label_csv_problems(
+        benchmark, good, "t1,s,ann,2,MAYBE,expert", "t1,s,ann,x,NO,expert", "t1,s,ann,2,NO"
+    ) == [
         "- line 3, field 'label': expected YES, NO or UNKNOWN, found 'MAYBE'",
         "- line 4, field 'question_index': expected a whole number, found 'x'",
         "- line 5: expected 6 columns, found 5",
     ]
-    not_stored = write_text(
-        benchmark / "labels2.csv",
-        header
-        + "t1,s,ann,1,YES,expert\n"
-        + "t9,s,ann,1,YES,expert\n"
-        + "t1,other,ann,1,NO,expert\n"
-        + "t1,s,ann,7,NO,expert\n",
-    )
-    with pytest.raises(ImportFileProblems) as caught:
-        labels_import(path=not_stored, benchmark_name="b")
-    assert _lines_named(caught.value) == [
+    assert _label_csv_problems(
+        benchmark, good, "t9,s,ann,1,YES,expert", "t1,other,ann,1,NO,expert", "t1,s,ann,7,NO,expert"
+    ) == [
         "- line 3, field 'instruction_id': no instruction 't9' in benchmark 'b'",
         "- line 4, field 'system': no system named 'other': import its responses first",
         "- line 5, field 'question_index': instruction 't1' has 2 questions; there is no "
