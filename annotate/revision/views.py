@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -23,6 +22,7 @@ from annotate.roles import (
     RESEARCHERS_ONLY,
     require_role,
 )
+from annotate.services.files import upload_size_problem
 
 
 def _annotator_only(request: HttpRequest) -> None:
@@ -175,8 +175,8 @@ def upload(request: HttpRequest) -> HttpResponse:
         if upload_file is None or not name or kind not in UPLOAD_KINDS:
             context["error"] = "Choose a file, a study name and what the file holds."
             return render(request, "revision/upload.html", context, status=400)
-        if upload_file.size > settings.IMPORT_MAX_UPLOAD_BYTES:
-            context["error"] = "The file is larger than the upload limit."
+        if too_large := upload_size_problem(upload_file.size):
+            context["error"] = too_large
             return render(request, "revision/upload.html", context, status=400)
         with uploaded_path(upload_file, suffix=".jsonl") as path:
             try:

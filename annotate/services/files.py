@@ -33,6 +33,16 @@ SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 MAX_PROBLEMS = 20
 
 
+def upload_size_problem(size: int) -> str:
+    """Why an upload of `size` bytes is refused (over IMPORT_MAX_UPLOAD_BYTES), or ""."""
+    from django.conf import settings
+
+    limit = settings.IMPORT_MAX_UPLOAD_BYTES
+    if size <= limit:
+        return ""
+    return f"The file is larger than the upload limit ({limit:,} bytes)."
+
+
 class ImportProblems:
     """The wrong lines of one file, collected so that one attempt names them all.
 

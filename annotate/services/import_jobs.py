@@ -17,6 +17,7 @@ from django.utils import timezone
 from annotate.errors import AnnotateError
 from annotate.models import ImportJob, ImportKind, ImportStatus
 from annotate.services.background import background_start
+from annotate.services.files import upload_size_problem
 from annotate.services.imports import instructions_import, responses_import
 from annotate.services.label_imports import labels_import, scores_import
 
@@ -45,8 +46,8 @@ def _check(
         raise UploadError(
             "Evaluation JSON Lines need the system and the annotator (a CSV names them per row)."
         )
-    if upload.size > settings.IMPORT_MAX_UPLOAD_BYTES:
-        raise UploadError(f"The file is larger than {settings.IMPORT_MAX_UPLOAD_BYTES:,} bytes.")
+    if too_large := upload_size_problem(upload.size):
+        raise UploadError(too_large)
     if upload.size == 0:
         raise UploadError("The file is empty.")
 

@@ -5,7 +5,6 @@ evaluation.verbalizer.views.
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db import transaction
@@ -27,6 +26,7 @@ from annotate.roles import (
     require_role,
 )
 from annotate.services.assignments import annotator_of_annotator_user
+from annotate.services.files import upload_size_problem
 from annotate.verbalizer.forms import (
     DatasetForm,
     ItemsForm,
@@ -105,8 +105,8 @@ def _items_import(request: HttpRequest, form: ItemsForm) -> bool:
     none, an error naming the file's line and field. Files are a dataset's dev split (SST-2's
     is 872 rows), read in the request; the upload limit applies."""
     upload = form.cleaned_data["upload"]
-    if upload.size > settings.IMPORT_MAX_UPLOAD_BYTES:
-        form.add_error("upload", "The file is larger than the upload limit.")
+    if too_large := upload_size_problem(upload.size):
+        form.add_error("upload", too_large)
         return False
     with uploaded_path(upload) as path:
         try:

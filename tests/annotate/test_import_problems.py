@@ -167,3 +167,38 @@ def test_the_verbalizer_page_lists_each_wrong_line_of_an_upload(client, research
     ):
         assert named in text
     assert "Nothing was written." in text and not ClassificationItem.objects.exists()
+
+
+def test_every_upload_page_refuses_a_file_over_the_limit_and_names_it(
+    client, researcher, settings, tmp_path
+):
+    from annotate.models import ImportJob
+
+    settings.MEDIA_ROOT = tmp_path
+    settings.IMPORT_MAX_UPLOAD_BYTES = 40
+    client.force_login(researcher)
+    big = json.dumps(ROW).encode()  # well over 40 bytes
+    pages = [
+        (
+            reverse("annotate:import-list"),
+            {"kind": "instructions", "benchmark_name": "b", "upload": ("b.jsonl", big)},
+        ),
+        (
+            reverse("verbalizer:overview"),
+            {"i-dataset": "SST-2", "i-format": "jsonl", "i-upload": ("d.jsonl", big)},
+        ),
+        (
+            reverse("revision:upload"),
+            {"study": "s", "kind": "questions", "file": ("q.jsonl", big)},
+        ),
+    ]
+    for url, form in pages:
+        data = {
+            key: SimpleUploadedFile(*value) if isinstance(value, tuple) else value
+            for key, value in form.items()
+        }
+        page = client.post(url, data)
+        assert page.status_code == 400, url
+        assert "larger than the upload limit (40 bytes)" in page.text, url
+    assert not ImportJob.objects.exists() and not ClassificationItem.objects.exists()
+    assert not Study.objects.exists() and not Benchmark.objects.exists()
