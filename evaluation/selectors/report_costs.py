@@ -3,7 +3,9 @@
 - Expert: hours on task (the assignments' active time) × the hourly rate.
 - Crowd: what each counted assignment was paid, the platform's fee included: the reward of the
   publication it came through (annotate.crowd.selectors.crowd_paid_per_assignment; no fee for a
-  self-hosted link), else the project's reward × (1 + CROWD_FEE_RATE).
+  self-hosted link), else the project's reward × (1 + CROWD_FEE_RATE). An approved assignment
+  of a worker blocked afterwards counts nowhere but was paid: its pay stays in the cost (the
+  paper's cost is what was paid on the platform).
 - LLM judge: the cost of its engine calls (tokens × the endpoint's prices, as the engine priced
   each call; failed and retried calls included).
 - Time: first claim to last submission of the source's assignments; for a judge, the time its
@@ -25,13 +27,17 @@ from datetime import datetime
 from decimal import Decimal
 
 from django.conf import settings
-from django.db.models import Count, Max, Min, Sum
+from django.db.models import Count, Max, Min, Q, Sum
 
 from annotate.crowd.selectors import crowd_paid_per_assignment
 from annotate.engine.models import EngineCall
-from annotate.models import AnnotatorKind, Benchmark, Response
+from annotate.models import AnnotatorKind, Assignment, AssignmentStatus, Benchmark, Response
 from annotate.selectors.annotator_kinds import annotators_counted
-from annotate.selectors.results import counted_assignments
+from annotate.selectors.results import (
+    blocked_annotator_ids,
+    counted_assignment_q,
+    counted_assignments,
+)
 from evaluation.models import JudgeRun
 
 SUBSETS = ("easy", "hard", "overall")
@@ -89,13 +95,18 @@ def _counted_work_by_annotator(benchmark: Benchmark) -> list[dict]:
 def _assignment_costs(benchmark: Benchmark) -> dict[str, dict[str, SourceCost]]:
     """Experts by the hour (each, and their majority), crowd workers per paid assignment."""
     rows = _counted_work_by_annotator(benchmark)
+    blocked = set(blocked_annotator_ids().values_list("annotator_id", flat=True))
     kinds = annotators_counted(
-        benchmark_id=benchmark.pk, annotator_ids={row["annotator_id"] for row in rows}
+        benchmark_id=benchmark.pk, annotator_ids={row["annotator_id"] for row in rows} | blocked
     )
     # What the crowd was paid, per worker and subset: one query (an id list of a few thousand
-    # at most; past that, every counted assignment is read and the kind checked here).
+    # at most; past that, every counted assignment is read and the kind checked here). Paid:
+    # the counted work, and the approved work of workers blocked since.
     crowd_ids = sorted(pk for pk, kind in kinds.items() if kind == AnnotatorKind.CROWD)
-    work = counted_assignments().filter(task__instruction__benchmark=benchmark)
+    paid_since_blocked = Q(status=AssignmentStatus.APPROVED, annotator_id__in=blocked)
+    work = Assignment.objects.filter(
+        counted_assignment_q() | paid_since_blocked, task__instruction__benchmark=benchmark
+    ).order_by()
     if len(crowd_ids) <= 5000:
         work = work.filter(annotator_id__in=crowd_ids or [0])  # never empty: always one query
     paid = crowd_paid_per_assignment(work, by=("annotator_id", "task__instruction__subset"))
@@ -109,6 +120,10 @@ def _assignment_costs(benchmark: Benchmark) -> dict[str, dict[str, SourceCost]]:
             elif kind == AnnotatorKind.CROWD:
                 key = (row["annotator_id"], row["task__instruction__subset"])
                 crowd[subset].add(row, paid=paid.get(key, Decimal(0)))
+    for (annotator_id, subset), amount in paid.items():
+        if annotator_id in blocked and kinds.get(annotator_id) == AnnotatorKind.CROWD:
+            for each in (subset, "overall"):  # paid, though none of it counts any more
+                crowd[each].paid += amount
     return {
         subset: {**_expert_costs(experts[subset]), **_crowd_cost(crowd[subset])}
         for subset in SUBSETS

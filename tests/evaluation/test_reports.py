@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from annotate.models import Annotator, AnnotatorKind, Assignment, Label, ProjectAnnotatorKind
+from annotate.models import (
+    Annotator,
+    AnnotatorKind,
+    Assignment,
+    AssignmentStatus,
+    Label,
+    ProjectAnnotatorKind,
+)
 from evaluation.conventions import UNKNOWN_CONVENTIONS
 from evaluation.errors import ReportError
 from evaluation.services.reports import report_build
@@ -185,6 +192,27 @@ def test_crowd_cost_and_time_from_its_assignments(bench):
     assert hard["cost_usd"] is None
     judge = _one(report, "sources", source="judge", subset="overall")
     assert judge["cost_usd"] is None  # imported labels: nothing recorded, not zero
+
+
+def test_a_worker_blocked_after_being_paid_stays_in_the_crowd_cost(bench):
+    """Blocking takes a worker's labels out of every result, not the money paid for them: an
+    approved assignment was paid (the paper's crowd cost is what was paid on the platform); a
+    blocked worker's unapproved one was not."""
+    from annotate.crowd.models import WorkerBlock
+
+    paid = Assignment.objects.get(annotator__name="crowd-1")
+    paid.status = AssignmentStatus.APPROVED
+    paid.save()
+    WorkerBlock.objects.create(annotator=paid.annotator, reason="copied answers")
+    report = report_build(benchmark=bench, n_resamples=10)
+    crowd = _one(report, "sources", source="crowd-majority", subset="overall")
+    # Still 3 × $1.00 × 1.25: crowd-1's approved HIT was paid before the block.
+    assert crowd["cost_usd"] == pytest.approx(3.75)
+    unpaid = Assignment.objects.get(annotator__name="crowd-2")  # submitted, never approved
+    WorkerBlock.objects.create(annotator=unpaid.annotator, reason="spam")
+    report = report_build(benchmark=bench, n_resamples=10)
+    crowd = _one(report, "sources", source="crowd-majority", subset="overall")
+    assert crowd["cost_usd"] == pytest.approx(2.5)
 
 
 def test_cost_and_time_follow_a_per_project_kind_override(bench, settings):
