@@ -57,6 +57,8 @@ def uploaded_path(upload: UploadedFile, *, suffix: str = ".upload") -> Iterator[
 def refused_upload(error: Exception, *, path: str, upload: UploadedFile) -> str:
     """An importer's error about the temporary `path`, told about the file the user sent."""
     message = str(error).replace(path, upload.name).rstrip()
+    if "\n" in message:  # one wrong line per line: the conclusion on a line of its own
+        return f"{message}\nNothing was written."
     stop = "" if message.endswith((".", "!", "?")) else "."
     return f"{message}{stop} Nothing was written."
 

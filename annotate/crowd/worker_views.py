@@ -129,7 +129,8 @@ def demo_external_submit(request: HttpRequest) -> HttpResponse:
         raise NotFoundError(str(error)) from None
     message = (
         f"The offline demo platform took assignment {assignment_id}, as Mechanical Turk would. "
-        "It counts once an admin syncs the publication and approves it on the review page."
+        "It counts once a sync of the publication confirms it (an admin may then approve or "
+        "reject it on the review page; a rejection takes it out again)."
     )
     return render(request, "crowd/worker_message.html", {"message": message})
 

@@ -175,10 +175,15 @@ def _parse_json_line(path: str, line_number: int, line: str) -> Any:
     try:
         # Only a line with a long run of digits pays for the check of every integer.
         long_digits = LONG_DIGITS.search(line) is not None
-        row = json.loads(line, parse_int=_parse_int) if long_digits else json.loads(line)
+        # Without its line break: an error at the end of the line is then placed there, not
+        # at "column 1" of a second line.
+        text = line.rstrip("\r\n")
+        row = json.loads(text, parse_int=_parse_int) if long_digits else json.loads(text)
     except json.JSONDecodeError as error:
+        # Some of json's messages end in "at" ("Unterminated string starting at").
+        message = error.msg.removesuffix(" at")
         raise ImportFileError(
-            path, line_number, None, f"not valid JSON ({error.msg} at column {error.colno})"
+            path, line_number, None, f"not valid JSON ({message} at column {error.colno})"
         ) from None
     except RecursionError:
         raise ImportFileError(

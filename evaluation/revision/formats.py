@@ -19,6 +19,11 @@ TABLES = {
     "table4": "Table 4: error categories of neutral and bad turns",
     "table5": "Table 5: automatic evaluation of instruction following (test split)",
 }
+# Said under every LaTeX table: which columns are percentages, and why they need not add to 100.
+LATEX_NOTE = (
+    "Shares, \\% good and \\% predicted good or bad are percentages, each rounded on its own; "
+    "accuracy, precision, recall and F1 are fractions."
+)
 # Shares shown as percentages in LaTeX and Markdown, as in the paper.
 PERCENT_SUFFIXES = ("good", "neutral", "bad", "information_seeking", "stylistic", "share")
 
@@ -96,7 +101,7 @@ def revision_markdown(report: dict) -> str:
             )
     parts.append(
         "\nShares, % good and % predicted good/bad are percentages; accuracy, precision, recall and F1 are fractions.\n"
-        "Each is rounded on its own (halves up), so a row's percentages may add up to 99 or 101.\n"
+        "Each is rounded on its own (halves up), so the percentages of a row need not add up to 100.\n"
     )
     return "".join(parts)
 
@@ -117,7 +122,7 @@ def revision_latex(report: dict) -> str:
             "\\begin{table}[t]\n\\centering\n\\small\n"
             f"\\begin{{tabular}}{{l{'r' * (len(columns) - 1)}}}\n\\toprule\n{header} \\\\\n"
             f"\\midrule\n{body}\\bottomrule\n\\end{{tabular}}\n"
-            f"\\caption{{{latex_escape(title)} ({latex_escape(report['study'])})}}\n"
+            f"\\caption{{{latex_escape(title)} ({latex_escape(report['study'])}). {LATEX_NOTE}}}\n"
             "\\end{table}\n"
         )
     return "\n".join(parts)

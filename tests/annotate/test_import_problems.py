@@ -202,3 +202,25 @@ def test_every_upload_page_refuses_a_file_over_the_limit_and_names_it(
         assert "larger than the upload limit (40 bytes)" in page.text, url
     assert not ImportJob.objects.exists() and not ClassificationItem.objects.exists()
     assert not Study.objects.exists() and not Benchmark.objects.exists()
+
+
+def test_a_broken_json_line_is_placed_where_it_breaks(tmp_path):
+    truncated = '{"id": "t2", "input": "", "category": "Poems", "instruction": \n'
+    unterminated = '{"id": "t3", "input": "no end\n'
+    path = write_jsonl(tmp_path / "b.jsonl", [ROW, truncated, unterminated])
+    with pytest.raises(ImportFileProblems) as caught:
+        instructions_import(path=path, benchmark_name="b")
+    assert _lines_named(caught.value) == [
+        f"- line 2: not valid JSON (Expecting value at column {len(truncated)})",
+        "- line 3: not valid JSON (Unterminated string starting at column 23)",
+    ]
+
+
+def test_an_upload_page_says_nothing_was_written_under_the_list(client, researcher):
+    client.force_login(researcher)
+    upload = SimpleUploadedFile("dev.tsv", b"sentence\tlabel\na\t7\nb\t9\n")
+    page = client.post(
+        reverse("verbalizer:overview"),
+        {"i-dataset": "SST-2", "i-format": "glue-sst2", "i-upload": upload},
+    )
+    assert "found &#x27;9&#x27;\nNothing was written." in page.text

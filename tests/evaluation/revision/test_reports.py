@@ -208,7 +208,7 @@ def test_exported_percentages_round_halves_up_as_the_page_does():
     report["table2"] = [{**row, "stylistic": 7 / 8}]
     assert "a & 1.13 & 13 & 88 \\\\" in revision_latex(report)
     markdown = revision_markdown(report)
-    assert "| a | 1.13 | 13 | 88 |" in markdown and "may add up to 99 or 101" in markdown
+    assert "| a | 1.13 | 13 | 88 |" in markdown and "need not add up to 100" in markdown
     assert _cell(0.0625) == "0.063" and _cell(-0.0625) == "-0.063"  # the report page's cells
     # 57 of 200 is 28.5 %: scaled in binary it was 28.499999999999996, which rounded down.
     report["table2"] = [{**row, "information_seeking": 57 / 200, "stylistic": 143 / 200}]
