@@ -197,6 +197,13 @@ class FakePlatform:
                 row, status="Submitted", submitted_at=datetime.now(UTC), answer=answer
             )
 
+    def taken_per_hit(self) -> dict[str, int]:
+        """How many workers took each HIT (accepted, submitted or reviewed)."""
+        taken: dict[str, int] = {}
+        for row in self.store.assignments.values():
+            taken[row.hit_id] = taken.get(row.hit_id, 0) + 1
+        return taken
+
     def next_demo_worker(self, *, hit_id: str) -> str:
         """A worker id that has not taken this HIT yet: DEMOWORKER1, DEMOWORKER2, ..."""
         taken = {a.worker_id for a in self.store.assignments.values() if a.hit_id == hit_id}

@@ -16,16 +16,23 @@ class PublishForm(forms.Form):
     title = forms.CharField(max_length=200)
     description = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}))
     keywords = forms.CharField(max_length=500, required=False)
-    reward_usd = forms.DecimalField(min_value=Decimal("0"), max_digits=8, decimal_places=2)
+    reward_usd = forms.DecimalField(
+        label="Reward per assignment ($)", min_value=Decimal("0"), max_digits=8, decimal_places=2
+    )
     assignment_minutes = forms.IntegerField(min_value=1, initial=60)
     auto_approval_hours = forms.IntegerField(min_value=0, initial=72)
     lifetime_hours = forms.IntegerField(min_value=1, initial=168)
-    min_percent_approved = forms.IntegerField(min_value=0, max_value=100, initial=90)
-    min_hits_approved = forms.IntegerField(min_value=0, initial=500)
+    min_percent_approved = forms.IntegerField(
+        label="Workers' approval rate at least (%)", min_value=0, max_value=100, initial=90
+    )
+    min_hits_approved = forms.IntegerField(
+        label="Workers' approved HITs at least", min_value=0, initial=500
+    )
     locale = forms.CharField(
         max_length=2, required=False, help_text="Optional country code, e.g. US."
     )
     qualifications_json = forms.CharField(
+        label="Qualification requirements (JSON)",
         required=False,
         widget=forms.Textarea(attrs={"rows": 3}),
         help_text="Advanced: MTurk QualificationRequirements as JSON; replaces the three above.",

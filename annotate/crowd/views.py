@@ -13,6 +13,7 @@ from decimal import Decimal, InvalidOperation
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.db.models import Count, Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -28,7 +29,7 @@ from annotate.crowd.platforms import platform_names
 from annotate.crowd.services import publishing
 from annotate.crowd.services import review as review_services
 from annotate.errors import AnnotateError, CrowdPlatformError, NotFoundError
-from annotate.models import Batch
+from annotate.models import Assignment, Batch
 from annotate.roles import ADMIN, ADMINS_ONLY, require_role
 from annotate.services.deferred_tasks import task_enqueue_on_commit
 
@@ -125,9 +126,7 @@ def publication_detail(request: HttpRequest, publication_id: int) -> HttpRespons
         "progress": selectors.publication_progress(publication=publication),
         "busy": publication.status in {PublicationStatus.PENDING, PublicationStatus.PUBLISHING},
         "failed_hits": publication.hits.exclude(error="")[:50],
-        "hits": publication.hits.select_related(
-            "task__instruction", "prompt__item__dataset", "prompt__mapping"
-        )[:500],
+        "hits": _hits_with_work(publication),
         "join_url": request.build_absolute_uri(
             reverse(
                 "verbalizer:crowd-link-join"
@@ -143,6 +142,32 @@ def publication_detail(request: HttpRequest, publication_id: int) -> HttpRespons
         and not publication.human_study_id,
     }
     return render(request, "crowd/publication_detail.html", context)
+
+
+def _hits_with_work(publication: Publication) -> list[Hit]:
+    """The publication's first 500 HITs, each with how many workers took it here and how many
+    submitted (`taken`, `submitted`), and for the offline platform whether it is full."""
+    hits = list(
+        publication.hits.select_related(
+            "task__instruction", "prompt__item__dataset", "prompt__mapping"
+        )[:500]
+    )
+    work = {
+        row["platform_hit_id"]: row
+        for row in Assignment.objects.filter(
+            platform_hit_id__in=[h.hit_id for h in hits if h.hit_id]
+        )
+        .values("platform_hit_id")
+        .annotate(taken=Count("id"), submitted=Count("id", filter=Q(submitted_at__isnull=False)))
+        .order_by()
+    }
+    on_demo_platform = FakePlatform().taken_per_hit() if publication.platform == "fake" else {}
+    for hit in hits:
+        row = work.get(hit.hit_id, {})
+        hit.taken, hit.submitted = row.get("taken", 0), row.get("submitted", 0)
+        hit.on_platform = on_demo_platform.get(hit.hit_id, 0)
+        hit.full = hit.on_platform >= publication.assignments_per_task
+    return hits
 
 
 @admin_page

@@ -97,6 +97,14 @@ def overview(request: HttpRequest) -> HttpResponse:
     }
     bound = [f for f in (dataset_form, mapping_form, items_form, set_form) if f.is_bound]
     status = 400 if any(f.errors for f in bound) else 200
+    # The forms are far down the page: say at its top that one was refused, and where.
+    refused = {
+        dataset_form: ("add-dataset", "The dataset was not added"),
+        mapping_form: ("add-mapping", "The mapping was not added"),
+        items_form: ("add-items", "The items were not imported"),
+        set_form: ("add-set", "The set was not made"),
+    }
+    context["refused"] = next((refused[f] for f in bound if f.errors), None)
     return render(request, "verbalizer/overview.html", context, status=status)
 
 

@@ -71,7 +71,9 @@ def test_a_bad_line_fails_the_job_with_line_and_field_and_writes_nothing(
     assert "bench.json, line 2, field 'subset'" in job.message
     assert str(tmp_path) not in job.message
     assert Instruction.objects.count() == 0
-    assert "line 2" in client.get(page["Location"]).text
+    detail = client.get(page["Location"]).text
+    assert "line 2" in detail and "none: a refused file writes nothing" in detail
+    assert "Rows read" not in detail  # it read two, of which it kept none: no count to mislead
     # Running the job again (a redelivered task) changes nothing.
     assert import_job_run(job_id=job.pk).status == "failed"
 

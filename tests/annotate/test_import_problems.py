@@ -224,3 +224,5 @@ def test_an_upload_page_says_nothing_was_written_under_the_list(client, research
         {"i-dataset": "SST-2", "i-format": "glue-sst2", "i-upload": upload},
     )
     assert "found &#x27;9&#x27;\nNothing was written." in page.text
+    # The form is far down the page: its top says so and links to it.
+    assert 'id="form-refused">The items were not imported: <a href="#add-items">' in page.text

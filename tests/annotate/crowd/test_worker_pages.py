@@ -307,3 +307,21 @@ def test_only_the_demo_platform_may_send_the_work_back_to_this_site(
     assert client.post(reverse("crowd:demo-worker", args=[_hit(published).pk])).status_code == 404
     submit = client.post(reverse("crowd:demo-external-submit"), {"assignmentId": "x"})
     assert submit.status_code == 404
+
+
+def test_the_publication_page_shows_how_full_each_demo_hit_is(client, published, admin_user):
+    client.force_login(admin_user)
+    hit = _hit(published)
+    start = reverse("crowd:demo-worker", args=[hit.pk])
+    task_url = client.get(client.post(start)["Location"])["Location"]
+    client.post(task_url, _answers(client.get(task_url).text))  # DEMOWORKER1 submits
+    client.get(client.post(start)["Location"])  # DEMOWORKER2 opens it and stops
+    client.post(start)  # DEMOWORKER3 accepts it on the platform, never opens it
+    page = client.get(reverse("crowd:publication", args=[published.pk]))
+    row = page.text.split(f"<code>{hit.hit_id}</code>")[1].split("</tr>")[0]
+    assert '<td class="hit-work">1 / 2 / 3</td>' in row  # submitted / opened here / asked
+    assert "3 of 3 took it on the platform" in row and f'action="{start}"' not in row
+    assert "every worker it asked for took it" in row
+    other = published.hits.order_by("id")[1]
+    assert f'action="{reverse("crowd:demo-worker", args=[other.pk])}"' in page.text
+    assert "<title>" in page.text and " on Offline demo · crowd" in page.text
