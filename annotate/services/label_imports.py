@@ -361,7 +361,22 @@ def _resolve(cursor, benchmark: Benchmark, target: _Target) -> None:
     )
 
 
-def _check_resolved(cursor, path: str, benchmark: Benchmark, target: _Target) -> None:
+# Where the file says what the staged columns hold: a label CSV's own column names, and in the
+# evaluation JSON Lines its `id`, the `--system` argument (or a `system` field) and `eval[i]`.
+CSV_FIELDS = {"instruction": "instruction_id", "system": "system", "question": "question_index"}
+
+
+def _jsonl_fields(system_argument: bool) -> dict[str, str]:
+    return {
+        "instruction": "id",
+        "system": "--system" if system_argument else "system",
+        "question": "eval[{position}]",
+    }
+
+
+def _check_resolved(
+    cursor, path: str, benchmark: Benchmark, fields: dict[str, str] = CSV_FIELDS
+) -> None:
     """Refuse the rows whose instruction, system, response or question is not stored (up to
     MAX_PROBLEMS lines named, in file order; a JSON Lines line is several rows, named once)."""
     unresolved = "(response_id IS NULL OR question_id IS NULL)"
@@ -384,28 +399,33 @@ def _check_resolved(cursor, path: str, benchmark: Benchmark, target: _Target) ->
             continue
         named.add(bad[0])
         with problems.line():
-            _unresolved(cursor, path, benchmark, bad)
+            _unresolved(cursor, path, benchmark, bad, fields)
     problems.raise_found()
 
 
-def _unresolved(cursor, path: str, benchmark: Benchmark, bad: tuple) -> None:
+def _unresolved(
+    cursor, path: str, benchmark: Benchmark, bad: tuple, fields: dict[str, str]
+) -> None:
     line, instruction, system, qindex, instruction_id, system_id, response_id, _ = bad
     if instruction_id is None:
         raise ImportFileError(
             path,
             line,
-            "instruction_id",
+            fields["instruction"],
             f"no instruction {instruction!r} in benchmark {benchmark.name!r}",
         )
     if system_id is None:
         raise ImportFileError(
-            path, line, "system", f"no system named {system!r}: import its responses first"
+            path,
+            line,
+            fields["system"],
+            f"no system named {system!r}: import its responses first",
         )
     if response_id is None:
         raise ImportFileError(
             path,
             line,
-            "system",
+            fields["system"],
             f"{system} has no response to {instruction!r}: import its responses first",
         )
     cursor.execute(
@@ -415,7 +435,7 @@ def _unresolved(cursor, path: str, benchmark: Benchmark, bad: tuple) -> None:
     raise ImportFileError(
         path,
         line,
-        "question_index",
+        fields["question"].format(position=(qindex or 1) - 1),
         f"instruction {instruction!r} has {questions} questions; there is no question {qindex}",
     )
 
@@ -700,6 +720,7 @@ def _import_staged(
     rows: Iterator[StageRow],
     problems: ImportProblems,
     blocks: CopyBlocks | None = None,
+    fields: dict[str, str] = CSV_FIELDS,
 ) -> ImportSummary:
     benchmark = benchmark_get_for_import(path, benchmark_name)
     summary = ImportSummary(path=path, what=target.what)
@@ -712,7 +733,7 @@ def _import_staged(
         if summary.rows == 0:
             raise ImportFileError(path, None, None, f"the file holds no {target.what}")
         _resolve(cursor, benchmark, target)
-        _check_resolved(cursor, path, benchmark, target)
+        _check_resolved(cursor, path, benchmark, fields)
         _annotators(cursor, path, target)
         overlapping = _check_stored_conflicts(cursor, path, target)
         new_rows = summary.rows - overlapping
@@ -752,7 +773,8 @@ def labels_import(
         blocks = partial(_label_csv_copy_blocks, path, kind)
         return _import_staged(path, benchmark_name, LABELS, rows, problems, blocks)
     rows = _label_jsonl_rows(path, system_name.strip(), annotator_name.strip(), kind, problems)
-    return _import_staged(path, benchmark_name, LABELS, rows, problems)
+    fields = _jsonl_fields(system_argument=bool(system_name.strip()))
+    return _import_staged(path, benchmark_name, LABELS, rows, problems, fields=fields)
 
 
 @transaction.atomic

@@ -115,13 +115,24 @@ def test_a_json_lines_label_line_is_named_once_however_many_questions_it_labels(
         {"id": "t1", "eval": [True, False]},
         {"id": "t9", "eval": [True, False, None]},
         {"id": "t8", "eval": [True]},
+        {"id": "t1", "eval": [True, False, True]},
     ]
-    path = write_jsonl(benchmark / "eval.jsonl", rows)
-    with pytest.raises(ImportFileProblems) as caught:
-        labels_import(
-            path=path, benchmark_name="b", system_name="s", annotator_name="j", kind="llm"
-        )
-    assert [line.split(",")[0] for line in _lines_named(caught.value)] == ["- line 2", "- line 3"]
+
+    def refused(name, system):
+        path = write_jsonl(benchmark / name, rows if system == "s" else rows[:1])
+        with pytest.raises(ImportFileError) as caught:
+            labels_import(
+                path=path, benchmark_name="b", system_name=system, annotator_name="j", kind="llm"
+            )
+        return caught.value
+
+    # Named by the file's own fields, not the CSV's columns.
+    assert [line.split(":")[0] for line in _lines_named(refused("a.jsonl", "s"))] == [
+        "- line 2, field 'id'",
+        "- line 3, field 'id'",
+        "- line 4, field 'eval[2]'",
+    ]
+    assert refused("b.jsonl", "nope").field == "--system"
 
 
 def test_a_glue_file_whose_header_line_is_unreadable_says_so(tmp_path):
