@@ -10,7 +10,15 @@ from decimal import Decimal
 from django.conf import settings
 from django.db.models import Count, OuterRef, Q, Subquery
 
-from annotate.crowd.models import GoldAnswer, Hit, HitStatus, PlatformAssignment, Publication
+from annotate.crowd.models import (
+    Bonus,
+    BonusStatus,
+    GoldAnswer,
+    Hit,
+    HitStatus,
+    PlatformAssignment,
+    Publication,
+)
 from annotate.crowd.services.review import hit_of_work, platform_confirms
 from annotate.errors import NotFoundError
 from annotate.models import Annotator, AnnotatorKind, Assignment, AssignmentStatus, Label, Project
@@ -216,6 +224,28 @@ def reconciliation(*, publication: Publication) -> Reconciliation:
         if a.platform_assignment_id not in known and a.submitted_at <= synced[a.platform_hit_id]
     ]
     return Reconciliation(missing_here=missing_here, missing_on_platform=missing_on_platform)
+
+
+def crowd_bonuses_paid(assignments, *, by: tuple[str, ...] = ("id",)) -> dict:
+    """The bonuses paid on these assignments, the platform's fee included (the fee of the
+    publication whose HIT the work came through, else CROWD_FEE_RATE), in one query: summed
+    by the assignment fields `by` names, keyed as crowd_paid_per_assignment keys its sums."""
+    hit = Hit.objects.filter(hit_id=OuterRef("assignment__platform_hit_id")).exclude(hit_id="")
+    rows = (
+        Bonus.objects.filter(status=BonusStatus.PAID, assignment__in=assignments)
+        .annotate(hit_fee=Subquery(hit.values("publication__fee_rate")[:1]))
+        .values_list(*(f"assignment__{name}" for name in by), "amount_usd", "hit_fee")
+        .order_by()
+    )
+    fee = Decimal(str(settings.CROWD_FEE_RATE))
+    paid: dict = {}
+    for row in rows:
+        amount, hit_fee = row[len(by) :]
+        key = row[0] if len(by) == 1 else row[: len(by)]
+        paid[key] = paid.get(key, Decimal(0)) + Decimal(amount) * (
+            1 + (Decimal(hit_fee) if hit_fee is not None else fee)
+        )
+    return paid
 
 
 def crowd_paid_per_assignment(assignments, *, by: tuple[str, ...] = ("id",)) -> dict:

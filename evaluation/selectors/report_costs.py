@@ -3,9 +3,9 @@
 - Expert: hours on task (the assignments' active time) × the hourly rate.
 - Crowd: what each counted assignment was paid, the platform's fee included: the reward of the
   publication it came through (annotate.crowd.selectors.crowd_paid_per_assignment; no fee for a
-  self-hosted link), else the project's reward × (1 + CROWD_FEE_RATE). An approved assignment
-  of a worker blocked afterwards counts nowhere but was paid: its pay stays in the cost (the
-  paper's cost is what was paid on the platform).
+  self-hosted link), else the project's reward × (1 + CROWD_FEE_RATE), and the bonuses paid on
+  it with the same fee. An approved assignment of a worker blocked afterwards counts nowhere
+  but was paid: its pay stays in the cost (the paper's cost is what was paid on the platform).
 - LLM judge: the cost of its engine calls (tokens × the endpoint's prices, as the engine priced
   each call; failed and retried calls included).
 - Time: first claim to last submission of the source's assignments; for a judge, the time its
@@ -29,7 +29,7 @@ from decimal import Decimal
 from django.conf import settings
 from django.db.models import Count, Max, Min, Q, Sum
 
-from annotate.crowd.selectors import crowd_paid_per_assignment
+from annotate.crowd.selectors import crowd_bonuses_paid, crowd_paid_per_assignment
 from annotate.engine.models import EngineCall
 from annotate.models import AnnotatorKind, Assignment, AssignmentStatus, Benchmark, Response
 from annotate.selectors.annotator_kinds import annotators_counted
@@ -109,7 +109,10 @@ def _assignment_costs(benchmark: Benchmark) -> dict[str, dict[str, SourceCost]]:
     ).order_by()
     if len(crowd_ids) <= 5000:
         work = work.filter(annotator_id__in=crowd_ids or [0])  # never empty: always one query
-    paid = crowd_paid_per_assignment(work, by=("annotator_id", "task__instruction__subset"))
+    by = ("annotator_id", "task__instruction__subset")
+    paid = crowd_paid_per_assignment(work, by=by)
+    for key, amount in crowd_bonuses_paid(work, by=by).items():  # bonuses are paid too
+        paid[key] = paid.get(key, Decimal(0)) + amount
     experts: dict[str, dict[str, _Work]] = {subset: {} for subset in SUBSETS}
     crowd: dict[str, _Work] = {subset: _Work() for subset in SUBSETS}
     for row in rows:

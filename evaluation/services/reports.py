@@ -16,10 +16,19 @@ from typing import IO
 import numpy as np
 from django.conf import settings
 from django.core.cache import cache
-from django.db.models import Count, Max, Sum
+from django.db.models import Count, Max, Q, Sum
 from django.utils import timezone
 
-from annotate.models import Assignment, Benchmark, ConstraintType, DirectScore, Label, Subset
+from annotate.crowd.models import BonusStatus
+from annotate.models import (
+    Assignment,
+    AssignmentStatus,
+    Benchmark,
+    ConstraintType,
+    DirectScore,
+    Label,
+    Subset,
+)
 from annotate.selectors.annotator_kinds import kinds_fingerprint
 from annotate.selectors.results import counted_work_fingerprint
 from annotate.services.files import csv_writer
@@ -941,8 +950,14 @@ def _fingerprint(benchmark: Benchmark) -> str:
     scores = DirectScore.objects.filter(response__instruction__benchmark=benchmark).aggregate(
         n=Count("id"), last=Max("id"), total=Sum("score")
     )
+    # Approvals and bonuses paid move the crowd cost (Table 4), without changing what counts.
+    paid_bonus = Q(bonuses__status=BonusStatus.PAID)
     work = Assignment.objects.filter(task__instruction__benchmark=benchmark).aggregate(
-        n=Count("id"), last=Max("submitted_at")
+        n=Count("id", distinct=True),
+        last=Max("submitted_at"),
+        approved=Count("id", distinct=True, filter=Q(status=AssignmentStatus.APPROVED)),
+        paid_bonuses=Count("bonuses", filter=paid_bonus),
+        paid_bonus_total=Sum("bonuses__amount_usd", filter=paid_bonus),
     )
     calls = JudgeCall.objects.filter(conversation__run__benchmark=benchmark).aggregate(
         n=Count("id")

@@ -215,6 +215,30 @@ def test_a_worker_blocked_after_being_paid_stays_in_the_crowd_cost(bench):
     assert crowd["cost_usd"] == pytest.approx(2.5)
 
 
+def test_bonuses_paid_are_in_the_crowd_cost_with_the_fee(bench):
+    from decimal import Decimal
+
+    from annotate.crowd.models import Bonus, BonusStatus
+    from evaluation.services.reports import report_cached
+
+    def crowd_cost():  # as the report page reads it: from the cache while nothing changed
+        report = report_cached(benchmark=bench)
+        return _one(report, "sources", source="crowd-majority", subset="overall")["cost_usd"]
+
+    assert crowd_cost() == pytest.approx(3.75)
+    assignment = Assignment.objects.get(annotator__name="crowd-1")
+    for token, status in (("paid", BonusStatus.PAID), ("pending", BonusStatus.PENDING)):
+        Bonus.objects.create(
+            assignment=assignment,
+            amount_usd=Decimal("0.40"),
+            reason="careful work",
+            unique_request_token=token,
+            status=status,
+        )
+    # 3 × $1.00 × 1.25, and the one bonus paid: $0.40 × 1.25 (not the one still pending).
+    assert crowd_cost() == pytest.approx(4.25)
+
+
 def test_cost_and_time_follow_a_per_project_kind_override(bench, settings):
     """crowd-1 is a crowd worker but an expert in this project: paid by the hour, not per HIT."""
     settings.EXPERT_HOURLY_RATE_USD = 59
