@@ -185,3 +185,38 @@ def test_selfhosted_link_to_completion_code(page_for, browser):
     worker.goto(join_url + "?PROLIFIC_PID=P-123")
     worker.click("text=Start")
     assert "No task left" in worker.locator("#worker-message").inner_text()
+
+
+def test_an_admin_plays_a_worker_on_the_offline_demo_platform(page_for, settings):
+    """make run's offline platform: the admin takes a HIT as a demo worker, the done page's
+    script hands it to the platform's stand-in for externalSubmit (allowed by the CSP), a sync
+    confirms it and the review page approves it."""
+    from annotate.crowd.fake import FakePlatform
+
+    settings.CROWD_BACKEND = "fake"
+    project = project_with_tasks(instructions=1, systems=2, questions=2, assignments_per_task=1)
+    batch = project.batches.get()
+    admin = page_for(UserFactory(username="demo-boss", roles=[ADMIN], is_staff=True))
+    admin.set_default_timeout(10_000)
+    _, publication = publish_in_browser(admin, batch, "fake")
+    admin.reload()
+    admin.get_by_role("button", name="Do it as a worker").click()
+    admin.locator("#task-form").wait_for()
+    answer_everything(admin)
+    admin.locator("#task-form button[type=submit]").click()
+    admin.locator("text=The offline demo platform took assignment").wait_for()  # the script
+    assignment = Assignment.objects.get(annotator__worker_id="DEMOWORKER1")
+    platform_id = assignment.platform_assignment_id
+    assert FakePlatform.store.assignments[platform_id].status == "Submitted"
+
+    admin.goto(f"/crowd/publications/{publication.pk}/")
+    assert admin.locator("td.hit-work").inner_text() == "1 / 1 / 1"
+    admin.click("text=Sync assignments now")
+    admin.locator(".messages", has_text="Syncing").wait_for()
+    admin.goto(f"/crowd/publications/{publication.pk}/review/")
+    row = admin.locator("tr:has-text('DEMOWORKER1')")
+    assert row.locator(".confirmation").inner_text() == "confirmed"
+    row.get_by_role("button", name="Approve").click()
+    admin.locator(".messages", has_text="Approved.").wait_for()
+    assert FakePlatform.store.assignments[platform_id].status == "Approved"
+    assert Label.objects.filter(annotator__worker_id="DEMOWORKER1").count() == 4
