@@ -199,7 +199,9 @@ def latex_escape(text: str) -> str:
     return " ".join(str(text).split()).translate(_LATEX_TRANSLATION)
 
 
-def _fixed(value: object, *, scale: float = 1, digits: int, grouped: bool = False) -> str:
+def _fixed(
+    value: object, *, scale: float = 1, digits: int, grouped: bool = False, minus: str = "$-$"
+) -> str:
     value = _finite(value)
     if value is None:
         return "n/a"
@@ -209,7 +211,8 @@ def _fixed(value: object, *, scale: float = 1, digits: int, grouped: bool = Fals
     number = Decimal(repr(float(value))) if isinstance(value, float) else Decimal(value)
     exact = (number * Decimal(repr(scale))).quantize(Decimal(1).scaleb(-digits), ROUND_HALF_UP)
     text = f"{exact:{',' if grouped else ''}.{digits}f}"
-    return "$-$" + text[1:] if text.startswith("-") else text  # a minus sign, not a hyphen
+    # LaTeX's minus sign by default, not a hyphen; pages and Markdown pass "-".
+    return minus + text[1:] if text.startswith("-") else text
 
 
 def _latex_table(

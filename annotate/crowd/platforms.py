@@ -50,6 +50,12 @@ def platform_names() -> list[str]:
     return [configured] if configured == "selfhosted" else [configured, "selfhosted"]
 
 
+def demo_platform_in_use() -> bool:
+    """Whether the offline demo platform is the configured one (admins may then play its
+    workers: annotate.crowd.fake)."""
+    return "fake" in platform_names()
+
+
 def get_platform(name: str | None = None, *, user=None) -> RecordedPlatform:
     """Return the platform `name` (default: CROWD_BACKEND), recording its calls as `user`'s."""
     return RecordedPlatform(platform_class(name or settings.CROWD_BACKEND)(), user=user)

@@ -226,36 +226,18 @@ def reconciliation(*, publication: Publication) -> Reconciliation:
     return Reconciliation(missing_here=missing_here, missing_on_platform=missing_on_platform)
 
 
-def crowd_bonuses_paid(assignments, *, by: tuple[str, ...] = ("id",)) -> dict:
-    """The bonuses paid on these assignments, the platform's fee included (the fee of the
-    publication whose HIT the work came through, else CROWD_FEE_RATE), in one query: summed
-    by the assignment fields `by` names, keyed as crowd_paid_per_assignment keys its sums."""
-    hit = Hit.objects.filter(hit_id=OuterRef("assignment__platform_hit_id")).exclude(hit_id="")
-    rows = (
-        Bonus.objects.filter(status=BonusStatus.PAID, assignment__in=assignments)
-        .annotate(hit_fee=Subquery(hit.values("publication__fee_rate")[:1]))
-        .values_list(*(f"assignment__{name}" for name in by), "amount_usd", "hit_fee")
-        .order_by()
-    )
-    fee = Decimal(str(settings.CROWD_FEE_RATE))
-    paid: dict = {}
-    for row in rows:
-        amount, hit_fee = row[len(by) :]
-        key = row[0] if len(by) == 1 else row[: len(by)]
-        paid[key] = paid.get(key, Decimal(0)) + Decimal(amount) * (
-            1 + (Decimal(hit_fee) if hit_fee is not None else fee)
-        )
-    return paid
-
-
 def crowd_paid_per_assignment(assignments, *, by: tuple[str, ...] = ("id",)) -> dict:
     """What these assignments were paid, the platform's fee included (paper Table 4's crowd
     cost), in one query: by assignment id, or summed by the fields `by` names (a tuple of their
     values as the key). Each assignment is paid the reward and fee of the publication the work
     came through, that is its HIT's, or, from a self-hosted link (no platform takes a fee), the
     batch's latest link's reward; work that came through no publication (an in-house account
-    counted as crowd, say) its project's reward and the platform fee setting (CROWD_FEE_RATE)."""
+    counted as crowd, say) its project's reward and the platform fee setting (CROWD_FEE_RATE).
+    The bonuses paid on them are added with the same fee (a second query)."""
     hit = Hit.objects.filter(hit_id=OuterRef("platform_hit_id")).exclude(hit_id="")
+    bonus_hit = Hit.objects.filter(hit_id=OuterRef("assignment__platform_hit_id")).exclude(
+        hit_id=""
+    )
     link = Publication.objects.filter(
         platform="selfhosted", batch_id=OuterRef("task__batch_id")
     ).order_by("-id")
@@ -277,6 +259,20 @@ def crowd_paid_per_assignment(assignments, *, by: tuple[str, ...] = ("id",)) -> 
             amount = Decimal(link_reward)
         else:
             amount = Decimal(project_reward or 0) * (1 + fee)
-        key = row[0] if len(by) == 1 else row[: len(by)]
-        paid[key] = paid.get(key, Decimal(0)) + amount
+        _add(paid, row, by, amount)
+    bonuses = (
+        Bonus.objects.filter(status=BonusStatus.PAID, assignment__in=assignments)
+        .annotate(hit_fee=Subquery(bonus_hit.values("publication__fee_rate")[:1]))
+        .values_list(*(f"assignment__{name}" for name in by), "amount_usd", "hit_fee")
+        .order_by()
+    )
+    for row in bonuses:
+        amount, hit_fee = row[len(by) :]
+        _add(paid, row, by, Decimal(amount) * (1 + (fee if hit_fee is None else Decimal(hit_fee))))
     return paid
+
+
+def _add(paid: dict, row: tuple, by: tuple[str, ...], amount: Decimal) -> None:
+    """Add `amount` to the sum of `row`'s key: its first field, or its first len(by) fields."""
+    key = row[0] if len(by) == 1 else row[: len(by)]
+    paid[key] = paid.get(key, Decimal(0)) + amount

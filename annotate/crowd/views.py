@@ -25,7 +25,7 @@ from annotate.crowd import selectors, tasks
 from annotate.crowd.fake import FakePlatform, demo_submit_base
 from annotate.crowd.forms import PublishForm
 from annotate.crowd.models import Hit, HitStatus, PlatformCall, Publication, PublicationStatus
-from annotate.crowd.platforms import platform_names
+from annotate.crowd.platforms import demo_platform_in_use, platform_names
 from annotate.crowd.services import publishing
 from annotate.crowd.services import review as review_services
 from annotate.errors import AnnotateError, CrowdPlatformError, NotFoundError
@@ -138,7 +138,7 @@ def publication_detail(request: HttpRequest, publication_id: int) -> HttpRespons
         "anonymous_default": settings.CROWD_ANONYMOUS_STARTS_PER_LINK,
         # InFoBench HITs only: a human study's prompts have their own worker pages.
         "demo_worker": publication.platform == "fake"
-        and "fake" in platform_names()
+        and demo_platform_in_use()
         and not publication.human_study_id,
     }
     return render(request, "crowd/publication_detail.html", context)
@@ -225,7 +225,7 @@ def publication_action(request: HttpRequest, publication_id: int) -> HttpRespons
 def demo_worker_start(request: HttpRequest, hit_pk: int) -> HttpResponse:
     """Accept an offline demo HIT as a new demo worker and open it as MTurk would (the
     ExternalQuestion URL with assignmentId, hitId, workerId and turkSubmitTo)."""
-    if "fake" not in platform_names():
+    if not demo_platform_in_use():
         raise NotFoundError("The offline demo platform is not in use.")
     hit = get_object_or_404(
         Hit, pk=hit_pk, publication__platform="fake", status=HitStatus.CREATED, task__isnull=False

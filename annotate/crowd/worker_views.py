@@ -22,7 +22,7 @@ from django.views.decorators.http import require_http_methods
 from annotate.crowd import selectors as crowd_selectors
 from annotate.crowd.fake import FakePlatform
 from annotate.crowd.models import Publication
-from annotate.crowd.platforms import platform_names
+from annotate.crowd.platforms import demo_platform_in_use
 from annotate.crowd.selectors import Confirmation
 from annotate.crowd.services import workers
 from annotate.errors import AnnotateError, CrowdPlatformError, NotFoundError, SubmissionError
@@ -106,7 +106,7 @@ def work_task(request: HttpRequest, token: str) -> HttpResponse:
     else:
         page = work_selectors.task_page_for(assignment=held.assignment)
         response = render(request, "crowd/task.html", {"page": page})
-    if held.submit_to.startswith("http"):  # the finished assignment is posted to MTurk
+    if held.submits_to_mturk:  # the finished assignment is posted to MTurk from this page
         csp_replace_on(response, {"form-action": ["'self'", held.submit_to]})
     return response
 
@@ -116,7 +116,7 @@ def work_task(request: HttpRequest, token: str) -> HttpResponse:
 def demo_external_submit(request: HttpRequest) -> HttpResponse:
     """What MTurk's externalSubmit does, for the offline demo platform: the worker's HIT is
     submitted there, and counts once an admin's sync confirms it (as on MTurk)."""
-    if "fake" not in platform_names():
+    if not demo_platform_in_use():
         raise NotFoundError("No such page.")
     # The worker's own signed token comes with it: nobody else can submit their HIT.
     held = workers.worker_assignment_get(token=request.POST.get("token", ""))
@@ -189,7 +189,7 @@ def _done(request: HttpRequest, held: workers.WorkerAssignment) -> HttpResponse:
         "project": project,
         "external_submit_url": held.external_submit_url,
         # The offline demo platform's externalSubmit is this site's: it checks the token.
-        "worker_token": "" if held.submit_to.startswith("http") else held.token,
+        "worker_token": held.token if held.submit_to and not held.submits_to_mturk else "",
         "summary": f"task={assignment.task.instruction.external_id};labels={assignment.labels.count()}",
         "next_task": _next_selfhosted_task(held),
     }

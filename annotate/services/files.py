@@ -83,6 +83,14 @@ class ImportProblems:
             raise ImportFileProblems(self.path, found, stopped=False)
 
 
+def _kept_or_raised(error: ImportFileError, problems: ImportProblems | None) -> None:
+    """A line's problem: kept to be named with the others, or, for a reader called without
+    `problems`, raised at once."""
+    if problems is None:
+        raise error
+    problems.add(error)
+
+
 class _HugeInteger(str):
     """A JSON integer of more than MAX_INTEGER_DIGITS digits, kept as its text to be named."""
 
@@ -114,10 +122,7 @@ def _lines(
             else:
                 yield line_number, line
                 continue
-            error = ImportFileError(path, line_number, None, problem)
-            if problems is None:
-                raise error
-            problems.add(error)
+            _kept_or_raised(ImportFileError(path, line_number, None, problem), problems)
     except UnicodeDecodeError:
         raise _not_utf8(path) from None
 
@@ -229,9 +234,7 @@ def read_jsonl(
                         path, line_number, None, "each line must be a JSON object {...}"
                     )
             except ImportFileError as error:
-                if problems is None:
-                    raise
-                problems.add(error)
+                _kept_or_raised(error, problems)
                 continue
             yield line_number, row
 
@@ -279,11 +282,11 @@ def read_csv(
                             f" (a quote opened on this line runs to line {end}: is a closing"
                             ' " missing?)'
                         )
-                    _row_problem(ImportFileError(path, start, None, problem), problems)
+                    _kept_or_raised(ImportFileError(path, start, None, problem), problems)
                     continue
                 joined = "".join(values)  # one scan in C instead of one per field
                 if "\x00" in joined:
-                    _row_problem(ImportFileError(path, start, None, NUL_PROBLEM), problems)
+                    _kept_or_raised(ImportFileError(path, start, None, NUL_PROBLEM), problems)
                     continue
                 if "'" in joined:
                     values = [csv_unescape(value) for value in values]
@@ -297,12 +300,6 @@ def read_csv(
             raise broken from None
         except UnicodeDecodeError:
             raise _not_utf8(path) from None
-
-
-def _row_problem(error: ImportFileError, problems: ImportProblems | None) -> None:
-    if problems is None:
-        raise error
-    problems.add(error)
 
 
 # Text that a spreadsheet reads as a number (a negative kappa "-0.12", "+3"), not as a formula.

@@ -72,8 +72,8 @@ def _display(column: str, value: object) -> str:
         base = column.split(":")[0]
         # Halves up, as everywhere else (Python's own formatting shows 0.125 as 12).
         if base.endswith(PERCENT_SUFFIXES) and "_ci_" not in column:
-            return _fixed(value, scale=100, digits=0).replace("$-$", "-")
-        return _fixed(value, digits=2).replace("$-$", "-")
+            return _fixed(value, scale=100, digits=0, minus="-")
+        return _fixed(value, digits=2, minus="-")
     return str(value)
 
 

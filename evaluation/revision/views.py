@@ -63,7 +63,7 @@ def _cell(value: object) -> str:
     if value is None:
         return "–"
     if isinstance(value, float):
-        return _fixed(value, digits=3).replace("$-$", "-")  # halves up, as the exports
+        return _fixed(value, digits=3, minus="-")  # halves up, as the exports
     return str(value)
 
 

@@ -29,7 +29,7 @@ from decimal import Decimal
 from django.conf import settings
 from django.db.models import Count, Max, Min, Q, Sum
 
-from annotate.crowd.selectors import crowd_bonuses_paid, crowd_paid_per_assignment
+from annotate.crowd.selectors import crowd_paid_per_assignment
 from annotate.engine.models import EngineCall
 from annotate.models import AnnotatorKind, Assignment, AssignmentStatus, Benchmark, Response
 from annotate.selectors.annotator_kinds import annotators_counted
@@ -109,10 +109,7 @@ def _assignment_costs(benchmark: Benchmark) -> dict[str, dict[str, SourceCost]]:
     ).order_by()
     if len(crowd_ids) <= 5000:
         work = work.filter(annotator_id__in=crowd_ids or [0])  # never empty: always one query
-    by = ("annotator_id", "task__instruction__subset")
-    paid = crowd_paid_per_assignment(work, by=by)
-    for key, amount in crowd_bonuses_paid(work, by=by).items():  # bonuses are paid too
-        paid[key] = paid.get(key, Decimal(0)) + amount
+    paid = crowd_paid_per_assignment(work, by=("annotator_id", "task__instruction__subset"))
     experts: dict[str, dict[str, _Work]] = {subset: {} for subset in SUBSETS}
     crowd: dict[str, _Work] = {subset: _Work() for subset in SUBSETS}
     for row in rows:

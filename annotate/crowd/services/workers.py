@@ -26,7 +26,7 @@ from annotate.crowd.models import (
     Publication,
     WorkerBlock,
 )
-from annotate.crowd.platforms import platform_names
+from annotate.crowd.platforms import demo_platform_in_use
 from annotate.errors import (
     AnnotateError,
     ConflictError,
@@ -55,6 +55,12 @@ class WorkerAssignment:
     def external_submit_url(self) -> str:
         return f"{self.submit_to}/mturk/externalSubmit" if self.submit_to else ""
 
+    @property
+    def submits_to_mturk(self) -> bool:
+        """Posted to MTurk's host; False for a self-hosted link, and for the offline demo
+        platform, whose externalSubmit is a page of this site (a path, not a host)."""
+        return self.submit_to.startswith("http")
+
 
 def assignment_token(*, assignment: Assignment, submit_to: str = "") -> str:
     return signing.dumps({"a": assignment.pk, "s": submit_to}, salt=TOKEN_SALT, compress=True)
@@ -79,7 +85,7 @@ def submit_base_checked(turk_submit_to: str, *, platform: str = "mturk") -> str:
     (CROWD_SUBMIT_HOSTS: www.mturk.com and workersandbox.mturk.com, plus any a test adds), and
     for the offline demo platform its page on this site (`fake.demo_submit_base`).
     """
-    demo = platform == "fake" and "fake" in platform_names()
+    demo = platform == "fake" and demo_platform_in_use()
     if demo and turk_submit_to == fake.demo_submit_base():
         return turk_submit_to
     parts = urlsplit(turk_submit_to.strip())
