@@ -493,49 +493,65 @@ def _field_name(target: _Target) -> str:
 
 
 def _check_file_conflicts(cursor, path: str, target: _Target) -> None:
-    """Refuse two rows of the file that give one key different values."""
+    """Refuse rows of the file that give one key a value an earlier row gave differently
+    (up to MAX_PROBLEMS named, in file order)."""
     group, field = _group(target), _field_name(target)
     cursor.execute(
         f"SELECT MIN(line), MAX(line) FROM {RESOLVED} GROUP BY {group} "
-        f"HAVING MIN(value) <> MAX(value) ORDER BY MAX(line) LIMIT 1"
+        f"HAVING MIN(value) <> MAX(value) ORDER BY MAX(line) LIMIT {MAX_PROBLEMS}"
     )
-    clash = cursor.fetchone()
-    if clash:
-        raise ImportFileError(
-            path,
-            clash[1],
-            field,
-            f"the same {target.what[:-1]} appears on line {clash[0]} with a different value",
+    problems, named = ImportProblems(path), set()
+    for first, clash in cursor.fetchall():
+        if clash in named:  # a JSON Lines line is several rows: named once
+            continue
+        named.add(clash)
+        problems.add(
+            ImportFileError(
+                path,
+                clash,
+                field,
+                f"the same {target.what[:-1]} appears on line {first} with a different value",
+            )
         )
+    problems.raise_found()
 
 
 def _check_stored_conflicts(cursor, path: str, target: _Target) -> int:
-    """Refuse a row that contradicts a stored value; return how many rows are stored already."""
+    """Refuse rows that contradict a stored value (up to MAX_PROBLEMS named, in file order);
+    return how many rows are stored already."""
     field = _field_name(target)
-    cursor.execute(
-        f"SELECT COUNT(*), MIN(CASE WHEN t.{target.value_column} <> r.value THEN r.line END) "
+    joined = (
         f"FROM {RESOLVED} r JOIN annotate_annotator a ON a.name = r.annotator "
         f"JOIN {target.table} t ON {_keys(target, 't', 'a.id')}"
     )
+    cursor.execute(
+        f"SELECT COUNT(*), MIN(CASE WHEN t.{target.value_column} <> r.value THEN r.line END) "
+        f"{joined}"
+    )
     overlapping, first_clash = cursor.fetchone()
-    if first_clash is not None:
-        cursor.execute(
-            f"SELECT t.{target.value_column}, r.value FROM {RESOLVED} r "
-            f"JOIN annotate_annotator a ON a.name = r.annotator "
-            f"JOIN {target.table} t ON {_keys(target, 't', 'a.id')} WHERE r.line = %s "
-            f"AND t.{target.value_column} <> r.value",
-            [first_clash],
-        )
-        stored_value, new_value = cursor.fetchone()
-        names = {v: k for k, v in LABEL_NAMES.items()} if target.per_question else {}
+    if first_clash is None:
+        return overlapping
+    cursor.execute(
+        f"SELECT r.line, t.{target.value_column}, r.value {joined} "
+        f"WHERE t.{target.value_column} <> r.value ORDER BY r.line LIMIT {MAX_PROBLEMS}"
+    )
+    names = {v: k for k, v in LABEL_NAMES.items()} if target.per_question else {}
+    problems, named = ImportProblems(path), set()
+    for line, stored_value, new_value in cursor.fetchall():
+        if line in named:  # a JSON Lines line is several rows: named once
+            continue
+        named.add(line)
         stored, new = names.get(stored_value, stored_value), names.get(new_value, new_value)
-        raise ImportFileError(
-            path,
-            first_clash,
-            field,
-            f"a stored {target.what[:-1]} says {stored}, the file says {new}; "
-            "nothing was overwritten",
+        problems.add(
+            ImportFileError(
+                path,
+                line,
+                field,
+                f"a stored {target.what[:-1]} says {stored}, the file says {new}; "
+                "nothing was overwritten",
+            )
         )
+    problems.raise_found()
     return overlapping
 
 

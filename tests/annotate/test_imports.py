@@ -10,7 +10,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db.models import Count
 
-from annotate.errors import ImportFileError
+from annotate.errors import ImportFileError, ImportFileProblems
 from annotate.models import (
     Annotator,
     ConstraintType,
@@ -287,6 +287,48 @@ def test_label_contradicting_a_stored_one_is_refused(small):
             benchmark_name="small",
         )
     assert Label.objects.count() == 1
+
+
+def test_every_clash_inside_a_file_is_named_at_once(small):
+    rows = "t1,sys,a,1,YES\nt1,sys,a,1,NO\nt2,sys,a,1,YES\nt2,sys,a,2,NO\nt2,sys,a,1,NO\n"
+    path = write_text(
+        small / "c.csv", "instruction_id,system,annotator,question_index,label\n" + rows
+    )
+    with pytest.raises(ImportFileProblems) as error:
+        labels_import(path=path, benchmark_name="small", kind="expert")
+    named = [(p.line, p.field) for p in error.value.problems]
+    assert named == [(3, "label"), (6, "label")]
+    assert "line 6, field 'label': the same label appears on line 4" in str(error.value)
+    assert not Label.objects.exists() and not Annotator.objects.exists()
+
+
+def test_every_row_contradicting_stored_work_is_named_at_once(small):
+    header = "instruction_id,system,annotator,question_index,label\n"
+    labels_import(
+        path=write_text(small / "a.csv", header + "t1,sys,a,1,YES\nt2,sys,a,3,NO\n"),
+        benchmark_name="small",
+        kind="expert",
+    )
+    rows = "t1,sys,a,1,NO\nt1,sys,a,2,YES\nt2,sys,a,3,UNKNOWN\n"
+    with pytest.raises(ImportFileProblems) as error:
+        labels_import(path=write_text(small / "b.csv", header + rows), benchmark_name="small")
+    named = [(p.line, p.field) for p in error.value.problems]
+    assert named == [(2, "label"), (4, "label")]
+    assert "stored label says NO, the file says UNKNOWN" in str(error.value)
+    assert Label.objects.count() == 2
+
+    scores = "instruction_id,system,annotator,score\n"
+    scores_import(
+        path=write_text(small / "s.csv", scores + "t1,sys,a,5\nt2,sys,a,1\n"),
+        benchmark_name="small",
+    )
+    with pytest.raises(ImportFileProblems) as error:
+        scores_import(
+            path=write_text(small / "s2.csv", scores + "t1,sys,a,4\nt2,sys,a,2\n"),
+            benchmark_name="small",
+        )
+    assert [(p.line, p.field) for p in error.value.problems] == [(2, "score"), (3, "score")]
+    assert DirectScore.objects.count() == 2
 
 
 def test_new_annotator_needs_a_kind_and_a_wrong_header_is_named(small):
