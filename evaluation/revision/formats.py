@@ -24,8 +24,50 @@ LATEX_NOTE = (
     "Shares, \\% good and \\% predicted good or bad are percentages, each rounded on its own; "
     "accuracy, precision, recall and F1 are fractions."
 )
-# Shares shown as percentages in LaTeX and Markdown, as in the paper.
+# Shares shown as percentages on the page, in LaTeX and in Markdown, as in the paper.
 PERCENT_SUFFIXES = ("good", "neutral", "bad", "information_seeking", "stylistic", "share")
+# What people read above a column (the page, LaTeX, Markdown); CSV and JSON keep the field names.
+HEADERS = {
+    "system": "System",
+    "sessions": "Sessions",
+    "turns": "Turns",
+    "edited": "Edited",
+    "turns_per_session": "Turns per session",
+    "information_seeking": "% information-seeking",
+    "stylistic": "% stylistic",
+    "instruction_type": "Instruction type",
+    "good": "% good",
+    "neutral": "% neutral",
+    "bad": "% bad",
+    "position": "Turn",
+    "category": "Category",
+    "share": "% of turns",
+    "model": "Model",
+    "mode": "Mode",
+    "shots": "Shots",
+    "n": "Test turns",
+    "accuracy": "Accuracy",
+    "precision": "Precision",
+    "recall": "Recall",
+    "f1": "F1",
+    "predicted_good": "% predicted good",
+    "predicted_bad": "% predicted bad",
+    "unparsed": "Unparsed",
+    "three_way_agreement": "3-way agreement",
+    "run": "Run",
+    "seed": "Seed",
+}
+
+
+def column_title(column: str) -> str:
+    """The header of a column: `good:gpt-4` reads "% good (gpt-4)"."""
+    base, _, system = column.partition(":")
+    title = HEADERS.get(base, base)
+    return f"{title} ({system})" if system else title
+
+
+def is_percent(column: str) -> bool:
+    return column.split(":")[0].endswith(PERCENT_SUFFIXES) and "_ci_" not in column
 
 
 def table_rows(report: dict, table: str) -> list[dict]:
@@ -69,9 +111,8 @@ def _display(column: str, value: object) -> str:
     if value is None:
         return "–"
     if isinstance(value, float):
-        base = column.split(":")[0]
         # Halves up, as everywhere else (Python's own formatting shows 0.125 as 12).
-        if base.endswith(PERCENT_SUFFIXES) and "_ci_" not in column:
+        if is_percent(column):
             return _fixed(value, scale=100, digits=0, minus="-")
         return _fixed(value, digits=2, minus="-")
     return str(value)
@@ -90,7 +131,8 @@ def revision_markdown(report: dict) -> str:
         if not rows:
             parts.append("\n(no data)\n")
             continue
-        parts.append("\n| " + " | ".join(columns) + " |\n|" + "---|" * len(columns) + "\n")
+        titles = [column_title(c).replace("|", "\\|") for c in columns]
+        parts.append("\n| " + " | ".join(titles) + " |\n|" + "---|" * len(columns) + "\n")
         for row in rows:
             cells = [_display(c, row.get(c)).replace("|", "\\|") for c in columns]
             parts.append("| " + " | ".join(cells) + " |\n")
@@ -113,7 +155,7 @@ def revision_latex(report: dict) -> str:
         columns = _shown_columns(rows)
         if not rows:
             continue
-        header = " & ".join(latex_escape(c) for c in columns)
+        header = " & ".join(latex_escape(column_title(c)) for c in columns)
         body = "".join(
             " & ".join(latex_escape(_display(c, row.get(c))) for c in columns) + " \\\\\n"
             for row in rows

@@ -26,7 +26,14 @@ from annotate.roles import (
 from evaluation.errors import EvaluationError
 from evaluation.report_formats import _fixed, _without_nan
 from evaluation.revision import figures
-from evaluation.revision.formats import FORMATS, TABLES, others_merged, table_rows
+from evaluation.revision.formats import (
+    FORMATS,
+    TABLES,
+    column_title,
+    is_percent,
+    others_merged,
+    table_rows,
+)
 from evaluation.revision.forms import RevisionJudgeRunForm
 from evaluation.revision.judges import judge_run_launch
 from evaluation.revision.models import JudgeTask
@@ -59,17 +66,22 @@ def _study(user, study_id: int) -> Study:
     return get_object_or_404(Study, pk=study_id)
 
 
-def _cell(value: object) -> str:
+def _cell(value: object, column: str = "") -> str:
     if value is None:
         return "–"
-    if isinstance(value, float):
-        return _fixed(value, digits=3, minus="-")  # halves up, as the exports
+    if isinstance(value, float):  # halves up, as the exports
+        if is_percent(column):
+            return _fixed(value, scale=100, digits=1, minus="-")
+        return _fixed(value, digits=3, minus="-")
     return str(value)
 
 
 def _cells(rows: list[dict]) -> dict:
     columns = [c for c in dict.fromkeys(k for row in rows for k in row) if "_ci_" not in c]
-    return {"columns": columns, "rows": [[_cell(row.get(c)) for c in columns] for row in rows]}
+    return {
+        "columns": [column_title(c) for c in columns],
+        "rows": [[_cell(row.get(c), c) for c in columns] for row in rows],
+    }
 
 
 @login_required

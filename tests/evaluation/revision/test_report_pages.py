@@ -17,6 +17,9 @@ def test_researcher_sees_the_report_page_downloads_figures_and_api(client, resea
     client.force_login(researcher)
     page = client.get(reverse("revision-reports:report", args=[study.pk])).content.decode()
     assert "Table 2: sessions per system" in page and "1.500" in page
+    table2 = client.get(reverse("revision-reports:report", args=[study.pk])).context["tables"][0]
+    assert table2["columns"][-3:] == ["Turns per session", "% information-seeking", "% stylistic"]
+    assert table2["rows"][1][-3:] == ["3.000", "66.7", "33.3"]  # llama: 2 of 3 turns seeking
     api = client.get(reverse("api-revision-report", args=[study.pk])).json()
     assert api["table2"][1] == pytest.approx(
         {

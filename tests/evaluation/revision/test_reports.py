@@ -207,7 +207,10 @@ def test_exported_percentages_round_halves_up_as_the_page_does():
     report = {"study": "s", **{table: [] for table in TABLES}}
     report["table2"] = [{**row, "stylistic": 7 / 8}]
     assert "a & 1.13 & 13 & 88 \\\\" in revision_latex(report)
+    header = "System & Turns per session & \\% information-seeking & \\% stylistic \\\\"
+    assert header in revision_latex(report)
     markdown = revision_markdown(report)
+    assert "| System | Turns per session | % information-seeking | % stylistic |" in markdown
     assert "| a | 1.13 | 13 | 88 |" in markdown and "need not add up to 100" in markdown
     assert _cell(0.0625) == "0.063" and _cell(-0.0625) == "-0.063"  # the report page's cells
     # 57 of 200 is 28.5 %: scaled in binary it was 28.499999999999996, which rounded down.
