@@ -226,6 +226,15 @@ def reconciliation(*, publication: Publication) -> Reconciliation:
     return Reconciliation(missing_here=missing_here, missing_on_platform=missing_on_platform)
 
 
+def worker_unreviewed_count(*, annotator_id: int) -> int:
+    """How many of a worker's platform submissions (assignments and human study answers) wait
+    for approve or reject: blocking them does not stop the platform paying these."""
+    waiting = Q(annotator_id=annotator_id, status=AssignmentStatus.SUBMITTED) & ~Q(
+        platform_assignment_id=""
+    )
+    return Assignment.objects.filter(waiting).count() + HumanAnswer.objects.filter(waiting).count()
+
+
 def crowd_paid_per_assignment(assignments, *, by: tuple[str, ...] = ("id",)) -> dict:
     """What these assignments were paid, the platform's fee included (paper Table 4's crowd
     cost), in one query: by assignment id, or summed by the fields `by` names (a tuple of their

@@ -314,8 +314,18 @@ def assignment_action(request: HttpRequest, assignment_id: int) -> HttpResponse:
 def worker_action(request: HttpRequest, annotator_id: int) -> HttpResponse:
     action, user, reason = request.POST.get("action"), request.user, request.POST.get("reason", "")
     if action == "block":
-        review_services.worker_block(annotator_id=annotator_id, reason=reason, user=user)
-        messages.success(request, "Worker blocked.")
+        block = review_services.worker_block(annotator_id=annotator_id, reason=reason, user=user)
+        messages.success(
+            request, "Worker blocked: no more of our tasks, and their work counts in no result."
+        )
+        waiting = selectors.worker_unreviewed_count(annotator_id=annotator_id)
+        if waiting and block.annotator.platform != "selfhosted":
+            messages.warning(
+                request,
+                f"{waiting} of their submissions still wait for review. The platform approves "
+                "and pays them when the auto-approval delay ends (and the cost table counts "
+                "them once a sync sees that), unless you reject them first.",
+            )
     elif action == "unblock":
         review_services.worker_unblock(annotator_id=annotator_id, reason=reason, user=user)
         messages.success(request, "Worker unblocked.")

@@ -180,6 +180,27 @@ def test_block_unblock_and_notify(client, live, fake_mturk, admin_user):
     assert fake_mturk.state.notifications[0]["WorkerIds"] == ["AW1"]
 
 
+def test_blocking_says_how_much_of_the_workers_work_the_platform_will_still_pay(
+    client, live, fake_mturk, admin_user
+):
+    hits = list(live.hits.order_by("id"))
+    first = work(client, fake_mturk, hits[0], "AW1")
+    work(client, fake_mturk, hits[1], "AW1")
+    review.assignment_approve(assignment_id=first.pk, user=admin_user)
+    client.force_login(admin_user)
+    answer = client.post(
+        reverse("crowd:worker-action", args=[first.annotator_id]),
+        {"action": "block", "reason": "copied answers"},
+        follow=True,
+    )
+    said = [str(m) for m in answer.context["messages"]]
+    assert said[0].startswith("Worker blocked")
+    assert said[1].startswith(
+        "1 of their submissions still wait for review"
+    )  # the approved one is done
+    assert fake_mturk.state.blocks == {"AW1": "copied answers"}
+
+
 def test_extend_expire_and_delete_finished_hits(client, live, fake_mturk, admin_user):
     hits = list(live.hits.order_by("id"))
     later = timezone.now() + timedelta(days=3)
