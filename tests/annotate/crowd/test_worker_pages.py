@@ -258,9 +258,13 @@ def test_an_admin_walks_a_hit_through_the_offline_demo_platform_as_a_worker(
     assert opened.status_code == 302 and "workerId=DEMOWORKER1" in opened["Location"]
     assert "turkSubmitTo=%2Fcrowd%2Fdemo-platform" in opened["Location"]
     task_url = client.get(opened["Location"])["Location"]
-    done = client.post(task_url, _answers(client.get(task_url).text))
+    task = client.get(task_url).text
+    # What the worker sees: no site menu (the admin is told whose view it is).
+    assert 'class="site-nav"' not in task and 'id="worker-view"' in task
+    done = client.post(task_url, _answers(task))
     submit = reverse("crowd:demo-external-submit")
     assert f'action="{submit}"' in done.text
+    assert 'class="site-nav"' not in done.text and 'id="worker-view"' in done.text
     assignment = Assignment.objects.get(annotator__worker_id="DEMOWORKER1")
     token = re.search(r'name="token" value="([^"]+)"', done.text).group(1)
     mine = {"assignmentId": assignment.platform_assignment_id, "token": token}
