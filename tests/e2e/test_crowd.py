@@ -187,7 +187,7 @@ def test_selfhosted_link_to_completion_code(page_for, browser):
     assert "No task left" in worker.locator("#worker-message").inner_text()
 
 
-def test_an_admin_plays_a_worker_on_the_offline_demo_platform(page_for, settings):
+def test_an_admin_plays_a_worker_on_the_offline_demo_platform(page_for, settings, snap):
     """make run's offline platform: the admin takes a HIT as a demo worker, the done page's
     script hands it to the platform's stand-in for externalSubmit (allowed by the CSP), a sync
     confirms it and the review page approves it."""
@@ -202,6 +202,9 @@ def test_an_admin_plays_a_worker_on_the_offline_demo_platform(page_for, settings
     admin.reload()
     admin.get_by_role("button", name="Do it as a worker").click()
     admin.locator("#task-form").wait_for()
+    # The worker's view: no site menu, and the admin is told whose view it is.
+    assert admin.locator(".site-nav").count() == 0 and admin.locator("#worker-view").is_visible()
+    snap(admin, "worker-view")
     answer_everything(admin)
     admin.locator("#task-form button[type=submit]").click()
     admin.locator("text=The offline demo platform took assignment").wait_for()  # the script
