@@ -119,7 +119,13 @@ def _display(column: str, value: object) -> str:
 
 
 def _shown_columns(rows: list[dict]) -> list[str]:
-    return [c for c in _columns(rows) if "_ci_" not in c and c not in ("run", "seed")]
+    """The columns of a paper table: no intervals, and the run and split seed only where rows
+    would otherwise look alike (Majority and Random of two seeds, two runs of one judge)."""
+    columns = [c for c in _columns(rows) if "_ci_" not in c]
+    for name in ("run", "seed"):
+        if name in columns and len({row.get(name) for row in rows if row.get(name) is not None}) < 2:
+            columns.remove(name)
+    return columns
 
 
 def revision_markdown(report: dict) -> str:

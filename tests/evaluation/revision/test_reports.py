@@ -216,3 +216,21 @@ def test_exported_percentages_round_halves_up_as_the_page_does():
     # 57 of 200 is 28.5 %: scaled in binary it was 28.499999999999996, which rounded down.
     report["table2"] = [{**row, "information_seeking": 57 / 200, "stylistic": 143 / 200}]
     assert "a & 1.13 & 29 & 72 \\\\" in revision_latex(report)
+
+
+def test_paper_tables_name_the_seed_and_run_only_where_rows_would_look_alike():
+    """Two judge runs split with seeds 0 and 1 give two Majority and two Random rows: the
+    Markdown and LaTeX tables (which leave the run and seed out) showed them as twins."""
+    from evaluation.revision.formats import TABLES, revision_latex, revision_markdown
+
+    def row(model, run, seed):
+        return {"model": model, "run": run, "seed": seed, "mode": "", "shots": 0, "n": 4}
+
+    report = {"study": "s", **{table: [] for table in TABLES}}
+    report["table5"] = {"rows": [row("Majority", None, 0), row("Random", None, 0)]}
+    assert "| Model | Mode | Shots | Test turns |" in revision_markdown(report)
+    report["table5"]["rows"] += [row("Majority", None, 1), row("m", 7, 1), row("m", 8, 1)]
+    markdown = revision_markdown(report)
+    assert "| Model | Run | Seed | Mode | Shots | Test turns |" in markdown
+    assert "| Majority | – | 1 |  | 0 | 4 |" in markdown and "| m | 8 | 1 |  | 0 | 4 |" in markdown
+    assert "Model & Run & Seed & Mode" in revision_latex(report)
