@@ -76,3 +76,12 @@ def engine_run_results_url(*, run: EngineRun) -> str:
     except EngineRunError:
         return ""
     return protocol.results_url(run) if hasattr(protocol, "results_url") else ""
+
+
+def engine_run_title(*, run: EngineRun) -> str:
+    """The protocol's own name for the run's work, if it gives one (`title`); else ""."""
+    try:
+        protocol = protocol_for(run.kind)
+    except EngineRunError:
+        return ""
+    return protocol.title(run) if hasattr(protocol, "title") else ""

@@ -18,6 +18,7 @@ from annotate.engine.selectors import (
     engine_run_progress,
     engine_run_recent_errors,
     engine_run_results_url,
+    engine_run_title,
 )
 from annotate.engine.services import (
     endpoint_create,
@@ -149,6 +150,7 @@ def run_detail(request: HttpRequest, engine_run_id: int) -> HttpResponse:
         "progress": engine_run_progress(run=run),
         "errors": engine_run_recent_errors(run=run),
         "results_url": engine_run_results_url(run=run),
+        "title": engine_run_title(run=run),
     }
     return render(request, "engine/run_detail.html", context)
 

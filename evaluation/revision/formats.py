@@ -123,7 +123,10 @@ def _shown_columns(rows: list[dict]) -> list[str]:
     would otherwise look alike (Majority and Random of two seeds, two runs of one judge)."""
     columns = [c for c in _columns(rows) if "_ci_" not in c]
     for name in ("run", "seed"):
-        if name in columns and len({row.get(name) for row in rows if row.get(name) is not None}) < 2:
+        if (
+            name in columns
+            and len({row.get(name) for row in rows if row.get(name) is not None}) < 2
+        ):
             columns.remove(name)
     return columns
 

@@ -80,6 +80,17 @@ class RevisionJudgeProtocol:
     def on_finish(self, run) -> None:
         judges.judge_run_on_finish(run_id=run.params["judge_run"], engine_run=run)
 
+    def title(self, run) -> str:
+        """What the run page calls this engine run: the study's own run, by its number."""
+        judge = (
+            RevisionJudgeRun.objects.select_related("study")
+            .filter(pk=run.params["judge_run"])
+            .first()
+        )
+        if judge is None:
+            return ""
+        return f"{judge.get_task_display()}: run #{judge.pk} of {judge.study.name}"
+
     def results_url(self, run) -> str:
         """Where the run's labels are read: the study's report ("" once the judge run is deleted)."""
         study_id = (

@@ -44,6 +44,8 @@ def test_researcher_runs_the_rating_judge_on_the_fake_endpoint_in_the_background
     assert RevisionPrediction.objects.filter(run=run).count() == len(run.split["test"])
     detail = client.get(page["Location"])
     assert reverse("revision-reports:report", args=[study.pk]) in detail.text  # "See the results"
+    # Named as the report's run table names it, not by the engine's own run number.
+    assert f"<h1>Rating judge (Table 5): run #{run.pk} of {study.name}</h1>" in detail.text
     rows = revision_report_build(study=study, n_resamples=10)["table5"]["rows"]
     assert [r["model"] for r in rows] == ["Majority", "Random", "offline"]
 
