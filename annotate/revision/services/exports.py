@@ -22,6 +22,7 @@ CSV_COLUMNS = [
     "session",
     "question",
     "model_name",
+    "annotator",
     "turn",
     "instruction_type",
     "instruction",
@@ -48,7 +49,7 @@ def _finished_sessions(study: Study) -> Iterator[RevisionSession]:
     rated = Turn.objects.exclude(rating="").order_by("position")
     return (
         RevisionSession.objects.filter(study=study, status=SessionStatus.FINISHED)
-        .select_related("question", "system")
+        .select_related("question", "system", "annotator")
         .prefetch_related(Prefetch("turns", queryset=rated))
         .order_by("source_position", "id")
         .iterator(chunk_size=500)
@@ -56,8 +57,11 @@ def _finished_sessions(study: Study) -> Iterator[RevisionSession]:
 
 
 def session_record(session: RevisionSession) -> dict[str, Any]:
-    """Return one session as a KIWI JSON object (unknown imported fields included)."""
+    """Return one session as a KIWI JSON object (unknown imported fields included); a session
+    done in the app names its annotator (`annotator`, as the published data does)."""
     record = dict(session.extra)
+    if session.annotator is not None:
+        record["annotator"] = session.annotator.username
     record.update(
         original_question=session.question.text,
         model_name=session.system.name,
@@ -91,6 +95,14 @@ def sessions_export_jsonl(*, study: Study, output: IO[str]) -> int:
     return count
 
 
+def _annotator(session: RevisionSession) -> str:
+    """Who did the session: the app's annotator, else what an imported file said."""
+    if session.annotator is not None:
+        return session.annotator.username
+    named = session.extra.get("annotator", session.extra.get("annotator_id", ""))
+    return named if isinstance(named, str) else json.dumps(named, ensure_ascii=False)
+
+
 def sessions_export_csv(*, study: Study, output: IO[str]) -> int:
     """Write one CSV row per rated turn of the study's finished sessions; return how many rows."""
     writer = csv_writer(output)
@@ -103,6 +115,7 @@ def sessions_export_csv(*, study: Study, output: IO[str]) -> int:
                 session.pk,
                 session.question.text,
                 session.system.name,
+                _annotator(session),
                 turn.position,
                 turn.instruction_type,
                 turn.instruction,

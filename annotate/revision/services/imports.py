@@ -142,6 +142,8 @@ def sessions_import(*, path: str, study_name: str) -> ImportSummary:
         with problems.line():
             rows.append(_parse_session(path, line, raw))
     problems.raise_found()
+    if not rows:  # nothing to import: no study made for it either
+        raise ImportFileError(path, None, None, "the file holds no sessions")
     summary = ImportSummary(path=path, what="sessions", rows=len(rows))
     study = _study_for_import(study_name)
     stored = set(

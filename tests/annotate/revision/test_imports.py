@@ -130,6 +130,14 @@ def test_bad_lines_are_refused_with_file_line_and_field_and_nothing_is_written(
     assert not Study.objects.exists() and not Turn.objects.exists()
 
 
+def test_an_empty_file_is_refused_and_makes_no_study(tmp_path):
+    path = tmp_path / "empty.jsonl"
+    path.write_text("\n")
+    with pytest.raises(CommandError, match=r"empty.jsonl: the file holds no sessions"):
+        call_command("import_sessions", str(path), "--study", "kiwi")
+    assert not Study.objects.exists()
+
+
 def test_command_reports_the_error_and_exits_non_zero(tmp_path):
     path = tmp_path / "broken.jsonl"
     path.write_text('{"original_question": "q"\n')

@@ -275,3 +275,42 @@ def test_starting_a_session_runs_a_fixed_number_of_queries(
     with django_assert_num_queries(7):
         session = session_assign(study=study, user=late, now=timezone.now())
     assert session.annotator == late
+
+
+def test_exports_name_who_did_a_session_and_keep_it_through_import(
+    study, annotator, django_capture_on_commit_callbacks, tmp_path
+):
+    import csv
+    import io
+    import json
+
+    from annotate.revision.services.exports import sessions_export_csv, sessions_export_jsonl
+    from annotate.revision.services.imports import sessions_import
+
+    session = start(study, annotator, django_capture_on_commit_callbacks)
+    now = timezone.now()
+    with django_capture_on_commit_callbacks(execute=True):
+        turn_start(
+            session_id=session.pk,
+            user=annotator,
+            instruction="Shorter.",
+            instruction_type="stylistic",
+            now=now,
+        )
+    turn_rate(session_id=session.pk, user=annotator, rating="good", comment="fine", now=now)
+    session_finish(session_id=session.pk, user=annotator, now=now)
+    lines, table = io.StringIO(), io.StringIO()
+    sessions_export_jsonl(study=study, output=lines)
+    sessions_export_csv(study=study, output=table)
+    assert json.loads(lines.getvalue())["annotator"] == "ann-a"
+    assert [row["annotator"] for row in csv.DictReader(io.StringIO(table.getvalue()))] == ["ann-a"]
+    # Imported elsewhere, the name is kept as the file's own field and comes back on export.
+    path = tmp_path / "done.jsonl"
+    path.write_text(lines.getvalue())
+    sessions_import(path=str(path), study_name="copy")
+    again, table = io.StringIO(), io.StringIO()
+    copy = RevisionSession.objects.get(study__name="copy").study
+    sessions_export_jsonl(study=copy, output=again)
+    sessions_export_csv(study=copy, output=table)
+    assert again.getvalue() == lines.getvalue()
+    assert [row["annotator"] for row in csv.DictReader(io.StringIO(table.getvalue()))] == ["ann-a"]

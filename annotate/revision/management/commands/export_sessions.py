@@ -28,5 +28,5 @@ class Command(BaseCommand):
             raise CommandError(str(error)) from None
         with open(options["output"], "w", encoding="utf-8", newline="") as output:
             count = WRITERS[fmt](study=study, output=output)
-        unit = "turns" if fmt == "csv" else "sessions"
+        unit = ("turn" if fmt == "csv" else "session") + ("" if count == 1 else "s")
         self.stdout.write(f"Wrote {count:,} {unit} of {study.name} to {options['output']}.")
