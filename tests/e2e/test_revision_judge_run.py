@@ -44,7 +44,7 @@ def test_researcher_runs_the_rating_judge_and_reads_table5(page_for, snap):
     page.click("#start-run")
 
     page.wait_for_url("**/engine/runs/*/")
-    assert page.locator("h1").inner_text().startswith("Revision-judge run #")
+    assert page.locator("h1").inner_text().startswith("Rating judge (Table 5): run #")
     wait_for_text(page.locator("#run-status"), "Done")  # polled in place by run_progress.js
     run = RevisionJudgeRun.objects.get()
     assert page.locator("#run-done").inner_text() == str(len(run.split["test"]))

@@ -79,7 +79,10 @@ def _retrieve(session: RevisionSession, query: str) -> list[RetrievedPassage]:
     retriever = retriever_for(
         retrieval=study.retrieval, embedding_endpoint=study.embedding_endpoint
     )
-    ids = retriever.retrieve(query, [(p.pk, p.text) for p in rows], study.passages_per_retrieval)
+    # Each passage is searched with its paper's title, as dense retrievers index "title, text":
+    # an instruction naming a paper finds it even where its passages do not repeat the words.
+    searched = [(p.pk, f"{p.title}\n{p.text}" if p.title else p.text) for p in rows]
+    ids = retriever.retrieve(query, searched, study.passages_per_retrieval)
     by_id = {p.pk: p for p in rows}
     return [by_id[i] for i in ids]
 

@@ -171,6 +171,15 @@ def passage_rows(study):
     )
 
 
+def searched_rows(study):
+    """The passages as a session searches them: each with its paper's title first."""
+    rows = Passage.objects.filter(question__study=study).order_by("id")
+    return [
+        (pk, f"{title}\n{text}")
+        for pk, title, text in rows.values_list("id", "document__title", "text")
+    ]
+
+
 def stored_retriever():
     return retriever_for(retrieval="dense", embedding_endpoint="emb")
 
@@ -181,7 +190,7 @@ def test_a_sessions_later_retrievals_embed_only_their_query(
 ):
     with StubOpenAI() as stub:
         study = make_dense_study(tmp_path, settings, stub.base_url)
-        texts = [text for _, text in passage_rows(study)]
+        texts = [text for _, text in searched_rows(study)]
         user = UserFactory(username="dense-annotator")
         with django_capture_on_commit_callbacks(execute=True):
             session = session_assign(study=study, user=user, now=timezone.now())
@@ -194,7 +203,7 @@ def test_a_sessions_later_retrievals_embed_only_their_query(
                 now=timezone.now(),
             )
         uncached = DenseRetriever("emb")
-        rows = passage_rows(study)
+        rows = searched_rows(study)
         expected_initial = uncached.retrieve("a b", rows, 5)
         expected_turn = uncached.retrieve("c c c", rows, 5)
     assert stub.requests[:2] == [
@@ -295,3 +304,38 @@ def test_two_sessions_embedding_the_same_new_passages_at_once_store_one_vector_e
     # "a": passages "a", "a a b", "c a a"; "c": "c c", "a c", then "b b c" before the equal
     # "c a a" (stored order).
     assert results == {"a": [ids[5], ids[0], ids[6]], "c": [ids[1], ids[3], ids[4]]}
+
+
+@pytest.mark.django_db
+def test_an_instruction_naming_a_paper_finds_its_passages_by_the_title(
+    tmp_path, settings, django_capture_on_commit_callbacks
+):
+    """ "Mention when retrieval hurts." ranked the passage of the paper titled "When Retrieval
+    Hurts" last: no passage repeats the title's words, and BM25 saw the passages alone."""
+    settings.REVISION_GENERATION = "inline"
+    question = {
+        "question": "How do models use long contexts?",
+        "documents": [
+            {"title": "Long contexts", "text": "Models use long contexts poorly.\n\nMore text."},
+            {"title": "When Retrieval Hurts", "text": "Irrelevant passages mislead models."},
+        ],
+    }
+    path = tmp_path / "study.jsonl"
+    path.write_text(json.dumps(question) + "\n")
+    study_upload(path=str(path), study_name="titles", systems=["alpha"])
+    Study.objects.filter(name="titles").update(passages_per_retrieval=1)
+    study = Study.objects.get(name="titles")
+    user = UserFactory(username="title-reader")
+    with django_capture_on_commit_callbacks(execute=True):
+        session = session_assign(study=study, user=user, now=timezone.now())
+    with django_capture_on_commit_callbacks(execute=True):
+        turn = turn_start(
+            session_id=session.pk,
+            user=user,
+            instruction="Mention when retrieval hurts.",
+            instruction_type="information-seeking",
+            now=timezone.now(),
+        )
+    turn.refresh_from_db()
+    found = Passage.objects.get(pk=turn.passages[0])
+    assert found.document.title == "When Retrieval Hurts"
