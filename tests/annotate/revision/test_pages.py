@@ -39,13 +39,22 @@ def test_an_annotator_does_a_turn_through_the_pages(
         reverse("revision:turn-rate", args=[session.pk]), {"rating": "good", "comment": ""}
     )
     assert response.status_code == 400 and b"comment" in response.content
+    # The error sits in the form, beside what is wrong, not above the answer.
+    form = response.content.decode().split('id="rate-form"')[1].split("</form>")[0]
+    assert 'id="form-error"' in form
     client.post(
         reverse("revision:turn-rate", args=[session.pk]), {"rating": "good", "comment": "ok"}
     )
     assert Turn.objects.get().rating == "good"
+    untyped = client.post(reverse("revision:turn-new", args=[session.pk]), {"instruction": "More."})
+    assert untyped.status_code == 400
+    form = untyped.content.decode().split('id="turn-form"')[1].split("</form>")[0]
+    assert 'id="form-error"' in form and "More." in form  # what was typed is kept
     client.post(reverse("revision:finish", args=[session.pk]))
     session.refresh_from_db()
     assert session.status == "finished" and session.satisfied
+    finished = client.get(reverse("revision:session", args=[session.pk])).content.decode()
+    assert "This session is finished" in finished and "Keyboard shortcuts" not in finished
 
 
 def test_pending_answer_is_polled_and_failure_shows_retry(client, study, annotator):
