@@ -83,6 +83,24 @@ class ImportProblems:
             raise ImportFileProblems(self.path, found, stopped=False)
 
 
+JSON_TYPES = {
+    str: "a string",
+    list: "a list",
+    dict: "an object",
+    int: "a number",
+    float: "a number",
+}
+
+
+def json_type(value: Any) -> str:
+    """How a JSON file spells the type of a parsed value, for messages: "null", not NoneType."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return JSON_TYPES.get(type(value), type(value).__name__)
+
+
 def _kept_or_raised(error: ImportFileError, problems: ImportProblems | None) -> None:
     """A line's problem: kept to be named with the others, or, for a reader called without
     `problems`, raised at once."""

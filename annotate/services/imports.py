@@ -23,7 +23,7 @@ from annotate.models import (
     Subset,
     System,
 )
-from annotate.services.files import ImportProblems, read_jsonl
+from annotate.services.files import JSON_TYPES, ImportProblems, json_type, read_jsonl
 
 BATCH_SIZE = 1000
 # Question.position is a small integer: PostgreSQL stores no larger one (SQLite would).
@@ -47,6 +47,8 @@ class ImportSummary:
     created: int = 0
     unchanged: int = 0
     details: dict[str, Any] = field(default_factory=dict)
+    skipped: int = 0  # lines left out on purpose, as `skipped_why` says
+    skipped_why: str = ""
 
     def _counted(self, count: int) -> str:
         """`count` rows named as `what` says ("questions"), in the singular for one."""
@@ -55,7 +57,12 @@ class ImportSummary:
 
     @property
     def message(self) -> str:
+        return self._message() + self._skipped_note()
+
+    def _message(self) -> str:
         if self.created == 0:
+            if self.unchanged == 0 and self.skipped:
+                return f"Nothing imported from {self.path}."
             if self.unchanged == 1:
                 return f"Nothing new: the {self._counted(1)} in {self.path} is already stored."
             return f"Nothing new: all {self._counted(self.unchanged)} in {self.path} are already stored."
@@ -63,6 +70,12 @@ class ImportSummary:
         if self.unchanged:
             text += f" ({self.unchanged:,} already stored, left as they were)"
         return text + "."
+
+    def _skipped_note(self) -> str:
+        if not self.skipped:
+            return ""
+        lines = "1 line" if self.skipped == 1 else f"{self.skipped:,} lines"
+        return f" {lines} skipped: {self.skipped_why}."
 
 
 @dataclass(frozen=True)
@@ -81,7 +94,7 @@ def _field(path: str, line: int, row: dict, name: str, kind: type) -> Any:
     value = row[name]
     if not isinstance(value, kind) or isinstance(value, bool):
         raise ImportFileError(
-            path, line, name, f"expected {kind.__name__}, found {type(value).__name__}"
+            path, line, name, f"expected {JSON_TYPES[kind]}, found {json_type(value)}"
         )
     return value
 
@@ -305,6 +318,10 @@ def responses_import(*, path: str, benchmark_name: str, system_name: str) -> Imp
         summary.rows += 1
         with problems.line():
             external_id = _field(path, line, row, "id", str)
+            if isinstance(row, dict) and "output" in row and row["output"] is None:
+                # Not generated yet: the official evaluation script skips these lines too.
+                summary.skipped += 1
+                continue
             output = _field(path, line, row, "output", str)
             instruction_id = instruction_ids.get(external_id)
             if instruction_id is None:
@@ -346,4 +363,5 @@ def responses_import(*, path: str, benchmark_name: str, system_name: str) -> Imp
     if summary.rows == 0:
         raise ImportFileError(path, None, None, "the file holds no responses")
     summary.details = {"benchmark": benchmark.name, "system": system.name}
+    summary.skipped_why = '"output" is null (not generated yet; the official script skips these too)'
     return summary

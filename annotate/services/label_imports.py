@@ -436,7 +436,8 @@ def _unresolved(
         path,
         line,
         fields["question"].format(position=(qindex or 1) - 1),
-        f"instruction {instruction!r} has {questions} questions; there is no question {qindex}",
+        f"instruction {instruction!r} has {questions} question{'' if questions == 1 else 's'}; "
+        f"there is no question {qindex}",
     )
 
 

@@ -208,7 +208,12 @@ BAD_INSTRUCTION_FILES = [
         "question_label[1]",
         "unknown constraint",
     ),
-    ([{**ROW, "decomposed_questions": "Is it?"}], 1, "decomposed_questions", "expected list"),
+    (
+        [{**ROW, "decomposed_questions": "Is it?"}],
+        1,
+        "decomposed_questions",
+        "expected a list, found a string",
+    ),
     ([ROW, {**ROW, "instruction": "Other"}], 2, "instruction", "appears again"),
     ([ROW, "[1, 2]\n"], 2, None, "JSON object"),
 ]
@@ -361,6 +366,23 @@ def test_eval_with_a_non_boolean_value_is_refused(small):
             path=path, benchmark_name="small", system_name="sys", annotator_name="j", kind="llm"
         )
     assert error.value.field == "eval[1]"
+
+
+def test_responses_not_generated_yet_are_skipped_as_the_official_script_skips_them(small, capsys):
+    rows = [{"id": "t1", "output": None}, {"id": "t2", "output": "ok"}]
+    path = write_jsonl(small / "partial.jsonl", rows)
+    call_command("import_responses", path, "--benchmark", "small", "--system", "late")
+    said = capsys.readouterr().out
+    assert "Imported 1 response from" in said
+    assert '1 line skipped: "output" is null (not generated yet' in said
+    texts = Response.objects.filter(system__name="late").values_list(
+        "instruction__external_id", "text"
+    )
+    assert list(texts) == [("t2", "ok")]
+    # A wrong type is still refused, named as JSON names it.
+    bad = write_jsonl(small / "bad.jsonl", [{"id": "t1", "output": 3}])
+    with pytest.raises(ImportFileError, match="field 'output': expected a string, found a number"):
+        responses_import(path=bad, benchmark_name="small", system_name="late")
 
 
 def test_commands_print_the_summary_and_exit_non_zero_on_errors(small, capsys):

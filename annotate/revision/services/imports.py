@@ -32,7 +32,7 @@ from annotate.revision.models import (
     StudySystem,
     Turn,
 )
-from annotate.services.files import ImportProblems, read_jsonl
+from annotate.services.files import ImportProblems, json_type, read_jsonl
 from annotate.services.imports import ImportSummary
 
 SESSION_FIELDS = ("original_question", "model_name", "initial_answer", "interaction")
@@ -67,7 +67,7 @@ class _SessionRow:
 
 def _text(path: str, line: int, value: Any, name: str, *, blank: bool = True) -> str:
     if not isinstance(value, str):
-        raise ImportFileError(path, line, name, f"must be a string, not {type(value).__name__}")
+        raise ImportFileError(path, line, name, f"must be a string, not {json_type(value)}")
     if not blank and not value.strip():
         raise ImportFileError(path, line, name, "must not be empty")
     return value
