@@ -72,7 +72,7 @@ def report_export_execute(*, export_id: int) -> ReportExport:
         export.steps_done = export.steps_total = len(export.files) + 1
         export.location = _location(storage)
         export.status = ExportStatus.DONE
-        export.message = f"Wrote {len(export.files)} files."
+        export.message = f"Wrote {len(export.files) - 1} files, and a zip of them all."
     except Exception as error:  # recorded for the researcher, then raised for the worker's log
         export.status = ExportStatus.FAILED
         export.message = f"{type(error).__name__}: {error}"

@@ -264,4 +264,7 @@ def test_an_s3_export_downloads_as_one_zip_from_the_browser(
         raw = archive.read("labels/raw_labels.csv").decode()
     stored = {name.split("/", 3)[-1] for name in export.files} - {"export.zip"}
     assert names == stored and {"report.json", "tables.tex", "report.md"} <= names
+    assert (
+        export.message == f"Wrote {len(names)} files, and a zip of them all."
+    )  # as many as the zip holds
     assert "alpha" in raw and "'=cmd" in raw
