@@ -69,19 +69,20 @@ def endpoint_last_test(*, endpoint: Endpoint) -> EngineCall | None:
     )
 
 
-def engine_run_results_url(*, run: EngineRun) -> str:
-    """Where the run's results are read, if its protocol says (`results_url`); else ""."""
+def _protocol_says(run: EngineRun, hook: str) -> str:
+    """What the run's protocol answers to an optional hook, or "" (no such hook or protocol)."""
     try:
         protocol = protocol_for(run.kind)
     except EngineRunError:
         return ""
-    return protocol.results_url(run) if hasattr(protocol, "results_url") else ""
+    return getattr(protocol, hook)(run) if hasattr(protocol, hook) else ""
+
+
+def engine_run_results_url(*, run: EngineRun) -> str:
+    """Where the run's results are read, if its protocol says (`results_url`); else ""."""
+    return _protocol_says(run, "results_url")
 
 
 def engine_run_title(*, run: EngineRun) -> str:
     """The protocol's own name for the run's work, if it gives one (`title`); else ""."""
-    try:
-        protocol = protocol_for(run.kind)
-    except EngineRunError:
-        return ""
-    return protocol.title(run) if hasattr(protocol, "title") else ""
+    return _protocol_says(run, "title")

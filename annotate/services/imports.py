@@ -363,5 +363,7 @@ def responses_import(*, path: str, benchmark_name: str, system_name: str) -> Imp
     if summary.rows == 0:
         raise ImportFileError(path, None, None, "the file holds no responses")
     summary.details = {"benchmark": benchmark.name, "system": system.name}
-    summary.skipped_why = '"output" is null (not generated yet; the official script skips these too)'
+    summary.skipped_why = (
+        '"output" is null (not generated yet; the official script skips these too)'
+    )
     return summary

@@ -32,3 +32,19 @@ def make_live_study(tmp_path, settings) -> Study:
 @pytest.fixture
 def study(db, tmp_path, settings) -> Study:
     return make_live_study(tmp_path, settings)
+
+
+def instruct(capture, session, user, instruction: str, kind: str = "stylistic"):
+    """The annotator sends an instruction; the model's revision (run on commit) is done after."""
+    from django.utils import timezone
+
+    from annotate.revision.services.sessions import turn_start
+
+    with capture(execute=True):
+        return turn_start(
+            session_id=session.pk,
+            user=user,
+            instruction=instruction,
+            instruction_type=kind,
+            now=timezone.now(),
+        )

@@ -28,6 +28,7 @@ from annotate.revision.services.embeddings import (
 from annotate.revision.services.imports import study_upload
 from annotate.revision.services.sessions import session_assign, turn_start
 from tests.annotate.engine.conftest import make_endpoint
+from tests.annotate.revision.conftest import instruct
 from tests.evaluation.openai_stub import StubOpenAI
 from tests.factories import UserFactory
 
@@ -328,14 +329,13 @@ def test_an_instruction_naming_a_paper_finds_its_passages_by_the_title(
     user = UserFactory(username="title-reader")
     with django_capture_on_commit_callbacks(execute=True):
         session = session_assign(study=study, user=user, now=timezone.now())
-    with django_capture_on_commit_callbacks(execute=True):
-        turn = turn_start(
-            session_id=session.pk,
-            user=user,
-            instruction="Mention when retrieval hurts.",
-            instruction_type="information-seeking",
-            now=timezone.now(),
-        )
+    turn = instruct(
+        django_capture_on_commit_callbacks,
+        session,
+        user,
+        "Mention when retrieval hurts.",
+        "information-seeking",
+    )
     turn.refresh_from_db()
     found = Passage.objects.get(pk=turn.passages[0])
     assert found.document.title == "When Retrieval Hurts"

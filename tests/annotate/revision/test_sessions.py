@@ -14,6 +14,7 @@ from annotate.revision.services.sessions import (
     turn_rate,
     turn_start,
 )
+from tests.annotate.revision.conftest import instruct
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -289,14 +290,7 @@ def test_exports_name_who_did_a_session_and_keep_it_through_import(
 
     session = start(study, annotator, django_capture_on_commit_callbacks)
     now = timezone.now()
-    with django_capture_on_commit_callbacks(execute=True):
-        turn_start(
-            session_id=session.pk,
-            user=annotator,
-            instruction="Shorter.",
-            instruction_type="stylistic",
-            now=now,
-        )
+    instruct(django_capture_on_commit_callbacks, session, annotator, "Shorter.")
     turn_rate(session_id=session.pk, user=annotator, rating="good", comment="fine", now=now)
     session_finish(session_id=session.pk, user=annotator, now=now)
     lines, table = io.StringIO(), io.StringIO()
