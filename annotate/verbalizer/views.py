@@ -16,7 +16,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from annotate.engine.models import Endpoint
 from annotate.errors import AnnotateError, ConflictError, NotFoundError
-from annotate.http import error_page, page_errors, refused_upload, uploaded_path
+from annotate.http import error_page, form_refusal, page_errors, refused_upload, uploaded_path
 from annotate.models import Annotator
 from annotate.roles import (
     ADMIN,
@@ -66,8 +66,7 @@ def overview(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         if "d-name" in request.POST:
             dataset_form = DatasetForm(request.POST, prefix="d")
-            if dataset_form.is_valid():
-                catalogue.dataset_create(**dataset_form.cleaned_data)
+            if dataset_form.is_valid() and _created(dataset_form, catalogue.dataset_create):
                 messages.success(request, "Dataset added.")
                 return redirect("verbalizer:overview")
         elif "i-dataset" in request.POST:
@@ -82,8 +81,7 @@ def overview(request: HttpRequest) -> HttpResponse:
                     return redirect("verbalizer:set-detail", set_id=created.pk)
         else:
             mapping_form = MappingForm(request.POST, prefix="m")
-            if mapping_form.is_valid():
-                catalogue.mapping_create(**mapping_form.cleaned_data)
+            if mapping_form.is_valid() and _created(mapping_form, catalogue.mapping_create):
                 messages.success(request, "Mapping added.")
                 return redirect("verbalizer:overview")
     context = {
@@ -106,6 +104,16 @@ def overview(request: HttpRequest) -> HttpResponse:
     }
     context["refused"] = next((refused[f] for f in bound if f.errors), None)
     return render(request, "verbalizer/overview.html", context, status=status)
+
+
+def _created(form, service) -> bool:
+    """Call `service` with the form's values; a refusal is shown on the form, values kept."""
+    try:
+        service(**form.cleaned_data)
+    except AnnotateError as error:
+        form_refusal(form, error)
+        return False
+    return True
 
 
 def _items_import(request: HttpRequest, form: ItemsForm) -> bool:
@@ -147,27 +155,20 @@ def _set_create(request: HttpRequest, form: SetForm) -> EvaluationSet | None:
 def set_detail(request: HttpRequest, set_id: int) -> HttpResponse:
     _require_researcher(request)
     evaluation_set = get_object_or_404(EvaluationSet, pk=set_id)
+    # Two forms on one page: each its own prefix, so ids and labels never collide.
     form = StudyForm(
-        request.POST if "name" in request.POST else None, evaluation_set=evaluation_set
-    )
+        request.POST if "study-name" in request.POST else None,
+        prefix="study", evaluation_set=evaluation_set,
+    )  # fmt: skip
     run_form = RunForm(
-        request.POST if "system" in request.POST else None,
+        request.POST if "run-system" in request.POST else None, prefix="run",
         evaluation_set=evaluation_set, endpoints=Endpoint.objects.order_by("name"),
     )  # fmt: skip
     if run_form.is_bound and run_form.is_valid():
         system_run = _run_start(request, evaluation_set, run_form.cleaned_data)
         messages.success(request, f"Started engine run #{system_run.engine_run_id}.")
         return redirect("verbalizer:set-detail", set_id=set_id)
-    if form.is_bound and form.is_valid():
-        data = form.cleaned_data
-        humans.human_study_create(
-            evaluation_set=evaluation_set, name=data["name"], datasets=data["datasets"],
-            mappings=data["mappings"], modes=data["modes"],
-            items_per_dataset=data["items_per_dataset"],
-            answers_per_prompt=data["answers_per_prompt"],
-            completion_url=data["completion_url"], completion_code=data["completion_code"],
-            created_by=request.user,
-        )  # fmt: skip
+    if form.is_bound and form.is_valid() and _study_create(request, evaluation_set, form):
         messages.success(request, "Study published to annotators.")
         return redirect("verbalizer:set-detail", set_id=set_id)
     context = {
@@ -183,7 +184,26 @@ def set_detail(request: HttpRequest, set_id: int) -> HttpResponse:
         "form": form,
         "run_form": run_form,
     }
-    return render(request, "verbalizer/set_detail.html", context)
+    status = 400 if form.errors or run_form.errors else 200
+    return render(request, "verbalizer/set_detail.html", context, status=status)
+
+
+def _study_create(request: HttpRequest, evaluation_set: EvaluationSet, form: StudyForm) -> bool:
+    """Publish the slice the form asks for; a refusal is shown on the form, values kept."""
+    data = form.cleaned_data
+    try:
+        humans.human_study_create(
+            evaluation_set=evaluation_set, name=data["name"], datasets=data["datasets"],
+            mappings=data["mappings"], modes=data["modes"],
+            items_per_dataset=data["items_per_dataset"],
+            answers_per_prompt=data["answers_per_prompt"],
+            completion_url=data["completion_url"], completion_code=data["completion_code"],
+            created_by=request.user,
+        )  # fmt: skip
+    except AnnotateError as error:
+        form_refusal(form, error)
+        return False
+    return True
 
 
 @transaction.atomic

@@ -13,14 +13,14 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 
 from annotate.compiled import CompiledQuery, prepared_cursor
-from annotate.errors import AnnotateError, ConflictError, NotFoundError
+from annotate.errors import ConflictError, FieldInputError, NotFoundError
 from annotate.models import Annotator, AnnotatorKind, AssignmentStatus
 from annotate.verbalizer.models import EvaluationSet, HumanAnswer, HumanStudy, Prompt
 
 MAX_SECONDS = 24 * 3600
 
 
-class HumanStudyError(AnnotateError):
+class HumanStudyError(FieldInputError):
     """A study cannot be created, or an answer taken, as asked."""
 
 
@@ -40,9 +40,9 @@ def human_study_create(
 ) -> HumanStudy:
     """Offer the prompts of `evaluation_set` that match the filters (all when None) to people."""
     if HumanStudy.objects.filter(name=name).exists():
-        raise HumanStudyError(f"a study named {name!r} exists already")
+        raise HumanStudyError(f"a study named {name!r} exists already", field="name")
     if not 1 <= answers_per_prompt <= 50:
-        raise HumanStudyError("answers per prompt: between 1 and 50")
+        raise HumanStudyError("answers per prompt: between 1 and 50", field="answers_per_prompt")
     _completion_check(completion_url=completion_url, completion_code=completion_code)
     prompts = Prompt.objects.filter(evaluation_set=evaluation_set)
     if datasets:
@@ -65,13 +65,14 @@ def human_study_create(
 
 def _completion_check(*, completion_url: str, completion_code: str) -> None:
     if len(completion_code) > 100:
-        raise HumanStudyError("completion code: at most 100 characters")
+        raise HumanStudyError("completion code: at most 100 characters", field="completion_code")
     if completion_url:
         try:
             URLValidator(schemes=["http", "https"])(completion_url)
         except ValidationError:
             raise HumanStudyError(
-                f"completion URL: {completion_url!r} is not an http(s) address"
+                f"completion URL: {completion_url!r} is not an http(s) address",
+                field="completion_url",
             ) from None
 
 

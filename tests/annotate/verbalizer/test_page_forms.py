@@ -1,0 +1,129 @@
+"""The forms of the verbalizer pages: a refused form comes back on its own page with the error
+beside the field (or above the form) and everything typed kept; nothing is written."""
+
+import re
+from collections import Counter
+
+import pytest
+from django.urls import reverse
+
+from annotate.verbalizer.models import ClassificationDataset, HumanStudy, Mapping
+from annotate.verbalizer.services.humans import human_study_create
+from annotate.verbalizer.services.sets import evaluation_set_create
+from tests.annotate.verbalizer.helpers import fill
+
+pytestmark = pytest.mark.django_db
+
+ERROR_PAGE = "Back to the start page"  # the generic "Cannot do that" page
+
+
+def field_row(html: str, field_id: str) -> str:
+    """The form row (label, field, help text, errors) holding the field with this id."""
+    rows = re.findall(r'<div class="form-row.*?(?=<div class="form-row|</form>)', html, re.S)
+    (row,) = [row for row in rows if f'id="{field_id}"' in row]
+    return row
+
+
+@pytest.fixture
+def direct_set(db):
+    fill("SST-2", [True, False, True])
+    return evaluation_set_create(
+        name="direct only", datasets=["SST-2"], items=3, seed=1, mappings="all",
+        modes=["direct"],
+    ).evaluation_set  # fmt: skip
+
+
+def test_a_study_name_taken_is_shown_beside_the_name_with_the_slice_kept(
+    client, researcher, direct_set
+):
+    human_study_create(evaluation_set=direct_set, name="flipped", answers_per_prompt=2)
+    client.force_login(researcher)
+    url = reverse("verbalizer:set-detail", args=[direct_set.pk])
+    refused = client.post(
+        url,
+        {"study-name": "flipped", "study-mappings": ["0|1"], "study-modes": ["direct"],
+         "study-items_per_dataset": "2", "study-answers_per_prompt": "4",
+         "study-completion_code": "KEEP-ME"},
+    )  # fmt: skip
+    html = refused.content.decode()
+    assert refused.status_code == 400 and ERROR_PAGE not in html
+    assert "The study was not published" in html  # said at the top; the form is far below
+    name_row = field_row(html, "id_study-name")
+    assert "a study named &#x27;flipped&#x27; exists already" in name_row
+    assert 'value="flipped"' in name_row
+    assert 'value="KEEP-ME"' in field_row(html, "id_study-completion_code")
+    assert 'value="4"' in field_row(html, "id_study-answers_per_prompt")
+    chosen = re.search(r'<input[^>]*value="0\|1"[^>]*>', field_row(html, "id_study-mappings_0"))
+    assert "checked" in chosen.group(0)
+    assert HumanStudy.objects.count() == 1
+
+
+def test_the_publish_form_offers_only_the_sets_modes_and_refuses_another_on_the_form(
+    client, researcher, direct_set
+):
+    client.force_login(researcher)
+    url = reverse("verbalizer:set-detail", args=[direct_set.pk])
+    html = client.get(url).content.decode()
+    modes_row = field_row(html, "id_study-modes_0")
+    assert 'value="direct"' in modes_row and 'value="cot"' not in modes_row
+    datasets_row = field_row(html, "id_study-datasets_0")
+    assert 'value="SST-2"' in datasets_row and 'value="RTE"' not in datasets_row
+    # A stale form (or a hand-made POST) asking for chain of thought: refused beside Modes.
+    refused = client.post(
+        url, {"study-name": "cot please", "study-modes": ["cot"], "study-answers_per_prompt": "3"}
+    )
+    html = refused.content.decode()
+    assert refused.status_code == 400 and ERROR_PAGE not in html
+    assert "cot is not one of the available choices" in field_row(html, "id_study-modes_0")
+    assert 'value="cot please"' in field_row(html, "id_study-name")
+    assert not HumanStudy.objects.exists()
+
+
+def test_a_dataset_name_taken_is_shown_beside_the_name_with_the_values_kept(client, researcher):
+    client.force_login(researcher)
+    before = ClassificationDataset.objects.count()
+    refused = client.post(
+        reverse("verbalizer:overview"),
+        {"d-name": "SST-2", "d-family": "sentiment", "d-positive_name": "good",
+         "d-negative_name": "bad", "d-description": "my own reviews"},
+    )  # fmt: skip
+    html = refused.content.decode()
+    assert refused.status_code == 400 and ERROR_PAGE not in html
+    assert "The dataset was not added" in html
+    name_row = field_row(html, "id_d-name")
+    assert "a dataset named &#x27;SST-2&#x27; exists already" in name_row
+    assert 'value="SST-2"' in name_row
+    assert 'value="good"' in field_row(html, "id_d-positive_name")
+    assert "my own reviews</textarea>" in field_row(html, "id_d-description")
+    assert ClassificationDataset.objects.count() == before
+
+
+def test_a_mapping_with_one_word_twice_is_refused_on_the_form_with_the_words_kept(
+    client, researcher
+):
+    client.force_login(researcher)
+    before = Mapping.objects.count()
+    refused = client.post(
+        reverse("verbalizer:overview"),
+        {"m-group": "natural", "m-positive_word": "yes", "m-negative_word": "yes"},
+    )
+    html = refused.content.decode()
+    assert refused.status_code == 400 and ERROR_PAGE not in html
+    assert "The mapping was not added" in html
+    form = html[html.index('aria-labelledby="add-mapping"') :]
+    form = form[: form.index("</form>")]
+    assert "two different, non-empty words are needed" in form
+    assert 'value="yes"' in field_row(form + "</form>", "id_m-positive_word")
+    assert 'value="yes"' in field_row(form + "</form>", "id_m-negative_word")
+    assert Mapping.objects.count() == before
+
+
+def test_every_label_of_the_set_page_names_one_field(client, researcher, direct_set):
+    """The run form and the publish form both have Modes: each its own ids."""
+    client.force_login(researcher)
+    html = client.get(reverse("verbalizer:set-detail", args=[direct_set.pk])).content.decode()
+    ids = Counter(re.findall(r'\sid="([^"]+)"', html))
+    assert [i for i, n in ids.items() if n > 1] == []
+    targets = re.findall(r'<label[^>]*\sfor="([^"]+)"', html)
+    assert targets and all(ids[t] == 1 for t in targets)
+    assert {"id_run-modes_0", "id_study-modes_0"} <= set(targets)
