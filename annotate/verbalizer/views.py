@@ -36,6 +36,7 @@ from annotate.verbalizer.forms import (
     StudyForm,
 )
 from annotate.verbalizer.models import ClassificationDataset, EvaluationSet, HumanStudy, Mapping
+from annotate.verbalizer.selectors import items_per_dataset
 from annotate.verbalizer.services import catalogue, humans, runs
 from annotate.verbalizer.services.imports import classification_import
 from annotate.verbalizer.services.sets import evaluation_set_create
@@ -87,7 +88,7 @@ def overview(request: HttpRequest) -> HttpResponse:
     context = {
         "datasets": ClassificationDataset.objects.annotate(n_items=Count("items")),
         "mappings": Mapping.objects.all(),
-        "sets": EvaluationSet.objects.annotate(n_prompts=Count("prompts")),
+        "sets": _with_items_used(EvaluationSet.objects.annotate(n_prompts=Count("prompts"))),
         "dataset_form": dataset_form,
         "mapping_form": mapping_form,
         "items_form": items_form,
@@ -104,6 +105,15 @@ def overview(request: HttpRequest) -> HttpResponse:
     }
     context["refused"] = next((refused[f] for f in bound if f.errors), None)
     return render(request, "verbalizer/overview.html", context, status=status)
+
+
+def _with_items_used(evaluation_sets) -> list[EvaluationSet]:
+    """The sets, each with `items_used`: the items it holds per dataset beside those asked."""
+    evaluation_sets = list(evaluation_sets)
+    used = items_per_dataset(evaluation_sets=evaluation_sets)
+    for evaluation_set in evaluation_sets:
+        evaluation_set.items_used = used[evaluation_set.pk]
+    return evaluation_sets
 
 
 def _created(form, service) -> bool:
@@ -172,7 +182,7 @@ def set_detail(request: HttpRequest, set_id: int) -> HttpResponse:
         messages.success(request, "Study published to annotators.")
         return redirect("verbalizer:set-detail", set_id=set_id)
     context = {
-        "set": evaluation_set,
+        "set": _with_items_used([evaluation_set])[0],
         "n_prompts": evaluation_set.prompts.count(),
         "runs": evaluation_set.system_runs.select_related("system", "engine_run").annotate(
             n_answers=Count("answers")

@@ -127,3 +127,29 @@ def test_every_label_of_the_set_page_names_one_field(client, researcher, direct_
     targets = re.findall(r'<label[^>]*\sfor="([^"]+)"', html)
     assert targets and all(ids[t] == 1 for t in targets)
     assert {"id_run-modes_0", "id_study-modes_0"} <= set(targets)
+
+
+def test_the_set_pages_show_the_items_a_set_holds_beside_those_asked(client, researcher):
+    fill("SST-2", [True, False] * 6)  # 12 items
+    fill("RTE", [True, False] * 3, text_b="h")  # 6 items
+    short = evaluation_set_create(
+        name="short", datasets=["SST-2"], items=100, seed=1, mappings="natural"
+    ).evaluation_set
+    mixed = evaluation_set_create(
+        name="mixed", datasets=["SST-2", "RTE"], items=10, seed=1, mappings="natural"
+    ).evaluation_set
+    exact = evaluation_set_create(
+        name="exact", datasets=["SST-2"], items=5, seed=1, mappings="natural"
+    ).evaluation_set
+    client.force_login(researcher)
+
+    def header(evaluation_set):
+        html = client.get(reverse("verbalizer:set-detail", args=[evaluation_set.pk])).text
+        return re.search(r"<p>(\d+ prompts · .*?) · seed", html).group(1)
+
+    assert header(short) == "36 prompts · 12 items per dataset (100 asked)"  # 12 x 3 mappings
+    assert header(mixed) == "48 prompts · items per dataset: RTE 6, SST-2 10 (10 asked)"
+    assert header(exact) == "15 prompts · 5 items per dataset"
+    overview = client.get(reverse("verbalizer:overview")).text
+    assert ">short</a></td><td>36</td><td>12 (100 asked)</td>" in overview
+    assert ">exact</a></td><td>15</td><td>5</td>" in overview
