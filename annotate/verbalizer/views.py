@@ -234,7 +234,7 @@ def _run_start(request: HttpRequest, evaluation_set: EvaluationSet, data: dict):
 def work_list(request: HttpRequest) -> HttpResponse:
     annotator = _annotator(request)
     studies = [
-        (study, *humans.human_progress(study=study, annotator=annotator))
+        (study, humans.human_progress(study=study, annotator=annotator))
         for study in HumanStudy.objects.filter(active=True)
     ]
     return render(request, "verbalizer/work_list.html", {"studies": studies})

@@ -7,10 +7,13 @@ from collections import Counter
 import pytest
 from django.urls import reverse
 
+from annotate.models import Annotator
+from annotate.roles import ANNOTATOR
 from annotate.verbalizer.models import ClassificationDataset, HumanStudy, Mapping
-from annotate.verbalizer.services.humans import human_study_create
+from annotate.verbalizer.services.humans import human_answer_submit, human_study_create
 from annotate.verbalizer.services.sets import evaluation_set_create
 from tests.annotate.verbalizer.helpers import fill
+from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -153,3 +156,31 @@ def test_the_set_pages_show_the_items_a_set_holds_beside_those_asked(client, res
     overview = client.get(reverse("verbalizer:overview")).text
     assert ">short</a></td><td>36</td><td>12 (100 asked)</td>" in overview
     assert ">exact</a></td><td>15</td><td>5</td>" in overview
+
+
+def test_the_task_list_says_when_a_study_has_nothing_left_for_the_annotator(client):
+    """Every prompt has its answers from others: no link that leads to "Nothing left"."""
+    fill("SST-2", [True, False])
+    evaluation_set = evaluation_set_create(
+        name="full", datasets=["SST-2"], items=2, seed=1, mappings="flipped-golden"
+    ).evaluation_set
+    study = human_study_create(evaluation_set=evaluation_set, name="flip", answers_per_prompt=1)
+    first, late = (UserFactory(username=n, roles=[ANNOTATOR]) for n in ("first", "late"))
+    for user in (first, late):
+        Annotator.objects.create(user=user, name=user.username, kind="expert")
+    work = reverse("verbalizer:work-next", args=[study.pk])
+    client.force_login(late)
+    assert f'href="{work}">flip</a> — you answered 0 of 2' in client.get("/verbalizer/work/").text
+    for prompt in study.prompts.all():
+        human_answer_submit(
+            study=study, prompt_id=prompt.pk, annotator=first.annotator, key=1, seconds=1.0
+        )
+    late_page = client.get(reverse("verbalizer:work-list")).text
+    assert f'href="{work}"' not in late_page
+    assert "flip — you answered 0 of 2; nothing left for you: the prompts you have not " in (
+        late_page
+    )
+    client.force_login(first)
+    first_page = client.get(reverse("verbalizer:work-list")).text
+    assert f'href="{work}"' not in first_page
+    assert "you answered 2 of 2; nothing left for you: you answered every prompt." in first_page
