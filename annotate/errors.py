@@ -7,6 +7,15 @@ class AnnotateError(Exception):
     http_status = 400
 
 
+class FieldInputError(AnnotateError):
+    """A value given to a service is refused; `field` names the form field it came from (None:
+    the values together), so a page can show the message beside that field."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        self.field = field
+        super().__init__(message)
+
+
 class ImportFileError(AnnotateError):
     """A file to import is unreadable or wrong; the message names file, line and field."""
 

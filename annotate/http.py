@@ -71,6 +71,13 @@ def error_page(
     return render(request, "annotate/error.html", context, status=error.http_status)
 
 
+def form_refusal(form, error: AnnotateError) -> None:
+    """Show a service's refusal on the form that asked, its values kept: beside the field the
+    error names (`FieldInputError.field`) when the form has it, else above the form."""
+    field = getattr(error, "field", None)
+    form.add_error(field if field in form.fields else None, str(error))
+
+
 def page_errors(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
     """Render an AnnotateError raised by a page view as a short page with its status."""
 

@@ -76,11 +76,15 @@ class StudyForm(forms.Form):
     )
 
     def __init__(self, *args, evaluation_set, **kwargs):
+        """Offer only what the set holds: its datasets, mappings and modes."""
         super().__init__(*args, **kwargs)
         self.fields["datasets"].choices = [
             (d.name, d.name) for d in evaluation_set.datasets.order_by("name")
         ]
         self.fields["mappings"].choices = [(m.name, m.name) for m in evaluation_set.mappings.all()]
+        modes = [m for m in Mode.values if m in evaluation_set.modes]
+        self.fields["modes"].choices = [(m, Mode(m).label) for m in modes]
+        self.fields["modes"].initial = [Mode.DIRECT] if Mode.DIRECT in modes else modes[:1]
 
 
 class RunForm(forms.Form):

@@ -1,15 +1,70 @@
-"""Reads for the crowd review of a human study: each crowd answer with what helps decide on it."""
+"""Reads of the verbalizer pages: the items a set holds per dataset, and the crowd review of a
+human study (each crowd answer with what helps decide on it)."""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
+
+from django.db.models import Count
 
 from annotate.crowd.models import Publication
 from annotate.crowd.selectors import confirmation_of
 from annotate.errors import NotFoundError
 from annotate.models import Annotator, AnnotatorKind
-from annotate.verbalizer.models import HumanAnswer
+from annotate.verbalizer.models import EvaluationSet, HumanAnswer, Prompt
+
+
+@dataclass(frozen=True)
+class ItemsPerDataset:
+    """The items a set holds of each dataset beside the number asked: a dataset with fewer
+    items than asked gives all it has (annotate.verbalizer.services.sets.sample_items)."""
+
+    asked: int
+    used: dict[str, int]  # dataset name -> items in the set, in name order
+
+    @property
+    def uniform(self) -> bool:
+        return len(set(self.used.values())) <= 1
+
+    @property
+    def counts(self) -> str:
+        """The count when every dataset gives as many ("12"), else each ("RTE 100, SST-2 12")."""
+        if self.uniform:
+            return str(next(iter(self.used.values()), 0))
+        return ", ".join(f"{name} {n}" for name, n in self.used.items())
+
+    @property
+    def asked_note(self) -> str:
+        short = any(n != self.asked for n in self.used.values()) or not self.used
+        return f" ({self.asked} asked)" if short else ""
+
+    @property
+    def sentence(self) -> str:
+        """E.g. "12 items per dataset (100 asked)", or when datasets differ "items per dataset:
+        RTE 100, SST-2 12 (100 asked)"."""
+        if self.uniform:
+            return f"{self.counts} items per dataset{self.asked_note}"
+        return f"items per dataset: {self.counts}{self.asked_note}"
+
+    def __str__(self) -> str:
+        return self.counts + self.asked_note
+
+
+def items_per_dataset(*, evaluation_sets: Iterable[EvaluationSet]) -> dict[int, ItemsPerDataset]:
+    """Return, by set id, the items each set holds per dataset, in one query for all sets."""
+    sets = list(evaluation_sets)
+    used: dict[int, dict[str, int]] = defaultdict(dict)
+    rows = (
+        Prompt.objects.filter(evaluation_set__in=sets)
+        .values_list("evaluation_set_id", "item__dataset__name")
+        .annotate(n=Count("item_id", distinct=True))
+        .order_by("evaluation_set_id", "item__dataset__name")
+    )
+    for set_id, dataset, n in rows:
+        used[set_id][dataset] = n
+    return {s.pk: ItemsPerDataset(asked=s.items_per_dataset, used=used[s.pk]) for s in sets}
 
 
 def study_publication_get(*, publication_id: int) -> Publication:

@@ -16,7 +16,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from annotate.engine.models import Endpoint
 from annotate.errors import AnnotateError, ConflictError, NotFoundError
-from annotate.http import error_page, page_errors, refused_upload, uploaded_path
+from annotate.http import error_page, form_refusal, page_errors, refused_upload, uploaded_path
 from annotate.models import Annotator
 from annotate.roles import (
     ADMIN,
@@ -36,6 +36,7 @@ from annotate.verbalizer.forms import (
     StudyForm,
 )
 from annotate.verbalizer.models import ClassificationDataset, EvaluationSet, HumanStudy, Mapping
+from annotate.verbalizer.selectors import items_per_dataset
 from annotate.verbalizer.services import catalogue, humans, runs
 from annotate.verbalizer.services.imports import classification_import
 from annotate.verbalizer.services.sets import evaluation_set_create
@@ -66,8 +67,7 @@ def overview(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         if "d-name" in request.POST:
             dataset_form = DatasetForm(request.POST, prefix="d")
-            if dataset_form.is_valid():
-                catalogue.dataset_create(**dataset_form.cleaned_data)
+            if dataset_form.is_valid() and _created(dataset_form, catalogue.dataset_create):
                 messages.success(request, "Dataset added.")
                 return redirect("verbalizer:overview")
         elif "i-dataset" in request.POST:
@@ -82,14 +82,13 @@ def overview(request: HttpRequest) -> HttpResponse:
                     return redirect("verbalizer:set-detail", set_id=created.pk)
         else:
             mapping_form = MappingForm(request.POST, prefix="m")
-            if mapping_form.is_valid():
-                catalogue.mapping_create(**mapping_form.cleaned_data)
+            if mapping_form.is_valid() and _created(mapping_form, catalogue.mapping_create):
                 messages.success(request, "Mapping added.")
                 return redirect("verbalizer:overview")
     context = {
         "datasets": ClassificationDataset.objects.annotate(n_items=Count("items")),
         "mappings": Mapping.objects.all(),
-        "sets": EvaluationSet.objects.annotate(n_prompts=Count("prompts")),
+        "sets": _with_items_used(EvaluationSet.objects.annotate(n_prompts=Count("prompts"))),
         "dataset_form": dataset_form,
         "mapping_form": mapping_form,
         "items_form": items_form,
@@ -106,6 +105,25 @@ def overview(request: HttpRequest) -> HttpResponse:
     }
     context["refused"] = next((refused[f] for f in bound if f.errors), None)
     return render(request, "verbalizer/overview.html", context, status=status)
+
+
+def _with_items_used(evaluation_sets) -> list[EvaluationSet]:
+    """The sets, each with `items_used`: the items it holds per dataset beside those asked."""
+    evaluation_sets = list(evaluation_sets)
+    used = items_per_dataset(evaluation_sets=evaluation_sets)
+    for evaluation_set in evaluation_sets:
+        evaluation_set.items_used = used[evaluation_set.pk]
+    return evaluation_sets
+
+
+def _created(form, service) -> bool:
+    """Call `service` with the form's values; a refusal is shown on the form, values kept."""
+    try:
+        service(**form.cleaned_data)
+    except AnnotateError as error:
+        form_refusal(form, error)
+        return False
+    return True
 
 
 def _items_import(request: HttpRequest, form: ItemsForm) -> bool:
@@ -147,31 +165,24 @@ def _set_create(request: HttpRequest, form: SetForm) -> EvaluationSet | None:
 def set_detail(request: HttpRequest, set_id: int) -> HttpResponse:
     _require_researcher(request)
     evaluation_set = get_object_or_404(EvaluationSet, pk=set_id)
+    # Two forms on one page: each its own prefix, so ids and labels never collide.
     form = StudyForm(
-        request.POST if "name" in request.POST else None, evaluation_set=evaluation_set
-    )
+        request.POST if "study-name" in request.POST else None,
+        prefix="study", evaluation_set=evaluation_set,
+    )  # fmt: skip
     run_form = RunForm(
-        request.POST if "system" in request.POST else None,
+        request.POST if "run-system" in request.POST else None, prefix="run",
         evaluation_set=evaluation_set, endpoints=Endpoint.objects.order_by("name"),
     )  # fmt: skip
     if run_form.is_bound and run_form.is_valid():
         system_run = _run_start(request, evaluation_set, run_form.cleaned_data)
         messages.success(request, f"Started engine run #{system_run.engine_run_id}.")
         return redirect("verbalizer:set-detail", set_id=set_id)
-    if form.is_bound and form.is_valid():
-        data = form.cleaned_data
-        humans.human_study_create(
-            evaluation_set=evaluation_set, name=data["name"], datasets=data["datasets"],
-            mappings=data["mappings"], modes=data["modes"],
-            items_per_dataset=data["items_per_dataset"],
-            answers_per_prompt=data["answers_per_prompt"],
-            completion_url=data["completion_url"], completion_code=data["completion_code"],
-            created_by=request.user,
-        )  # fmt: skip
+    if form.is_bound and form.is_valid() and _study_create(request, evaluation_set, form):
         messages.success(request, "Study published to annotators.")
         return redirect("verbalizer:set-detail", set_id=set_id)
     context = {
-        "set": evaluation_set,
+        "set": _with_items_used([evaluation_set])[0],
         "n_prompts": evaluation_set.prompts.count(),
         "runs": evaluation_set.system_runs.select_related("system", "engine_run").annotate(
             n_answers=Count("answers")
@@ -183,7 +194,26 @@ def set_detail(request: HttpRequest, set_id: int) -> HttpResponse:
         "form": form,
         "run_form": run_form,
     }
-    return render(request, "verbalizer/set_detail.html", context)
+    status = 400 if form.errors or run_form.errors else 200
+    return render(request, "verbalizer/set_detail.html", context, status=status)
+
+
+def _study_create(request: HttpRequest, evaluation_set: EvaluationSet, form: StudyForm) -> bool:
+    """Publish the slice the form asks for; a refusal is shown on the form, values kept."""
+    data = form.cleaned_data
+    try:
+        humans.human_study_create(
+            evaluation_set=evaluation_set, name=data["name"], datasets=data["datasets"],
+            mappings=data["mappings"], modes=data["modes"],
+            items_per_dataset=data["items_per_dataset"],
+            answers_per_prompt=data["answers_per_prompt"],
+            completion_url=data["completion_url"], completion_code=data["completion_code"],
+            created_by=request.user,
+        )  # fmt: skip
+    except AnnotateError as error:
+        form_refusal(form, error)
+        return False
+    return True
 
 
 @transaction.atomic
@@ -204,7 +234,7 @@ def _run_start(request: HttpRequest, evaluation_set: EvaluationSet, data: dict):
 def work_list(request: HttpRequest) -> HttpResponse:
     annotator = _annotator(request)
     studies = [
-        (study, *humans.human_progress(study=study, annotator=annotator))
+        (study, humans.human_progress(study=study, annotator=annotator))
         for study in HumanStudy.objects.filter(active=True)
     ]
     return render(request, "verbalizer/work_list.html", {"studies": studies})

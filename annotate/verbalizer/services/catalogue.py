@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from annotate.errors import AnnotateError
+from annotate.errors import FieldInputError
 from annotate.verbalizer.models import (
     ClassificationDataset,
     Group,
@@ -14,7 +14,7 @@ from annotate.verbalizer.models import (
 )
 
 
-class CatalogueError(AnnotateError):
+class CatalogueError(FieldInputError):
     """A dataset or mapping cannot be added as asked."""
 
 
@@ -23,7 +23,7 @@ def mapping_create(*, group: str, positive_word: str, negative_word: str) -> Map
     """Add a literal mapping named ``positive|negative`` to `group`."""
     positive_word, negative_word = positive_word.strip(), negative_word.strip()
     if group not in Group.values:
-        raise CatalogueError(f"group: expected one of {Group.values}")
+        raise CatalogueError(f"group: expected one of {Group.values}", field="group")
     if not positive_word or not negative_word or positive_word == negative_word:
         raise CatalogueError("words: two different, non-empty words are needed")
     if "|" in positive_word + negative_word:
@@ -44,13 +44,13 @@ def dataset_create(
     """Add an empty dataset; its items come from `import_classification`."""
     name, positive_name, negative_name = name.strip(), positive_name.strip(), negative_name.strip()
     if not name:
-        raise CatalogueError("name: required")
+        raise CatalogueError("name: required", field="name")
     if family not in TaskFamily.values:
-        raise CatalogueError(f"family: expected one of {TaskFamily.values}")
+        raise CatalogueError(f"family: expected one of {TaskFamily.values}", field="family")
     if not positive_name or not negative_name or positive_name == negative_name:
         raise CatalogueError("label names: two different, non-empty names are needed")
     if ClassificationDataset.objects.filter(name=name).exists():
-        raise CatalogueError(f"a dataset named {name!r} exists already")
+        raise CatalogueError(f"a dataset named {name!r} exists already", field="name")
     return ClassificationDataset.objects.create(
         name=name, family=family, positive_name=positive_name,
         negative_name=negative_name, description=description,

@@ -7,20 +7,22 @@ a prompt is offered until `answers_per_prompt` people answered it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 
 from annotate.compiled import CompiledQuery, prepared_cursor
-from annotate.errors import AnnotateError, ConflictError, NotFoundError
+from annotate.errors import ConflictError, FieldInputError, NotFoundError
 from annotate.models import Annotator, AnnotatorKind, AssignmentStatus
 from annotate.verbalizer.models import EvaluationSet, HumanAnswer, HumanStudy, Prompt
 
 MAX_SECONDS = 24 * 3600
 
 
-class HumanStudyError(AnnotateError):
+class HumanStudyError(FieldInputError):
     """A study cannot be created, or an answer taken, as asked."""
 
 
@@ -40,9 +42,9 @@ def human_study_create(
 ) -> HumanStudy:
     """Offer the prompts of `evaluation_set` that match the filters (all when None) to people."""
     if HumanStudy.objects.filter(name=name).exists():
-        raise HumanStudyError(f"a study named {name!r} exists already")
+        raise HumanStudyError(f"a study named {name!r} exists already", field="name")
     if not 1 <= answers_per_prompt <= 50:
-        raise HumanStudyError("answers per prompt: between 1 and 50")
+        raise HumanStudyError("answers per prompt: between 1 and 50", field="answers_per_prompt")
     _completion_check(completion_url=completion_url, completion_code=completion_code)
     prompts = Prompt.objects.filter(evaluation_set=evaluation_set)
     if datasets:
@@ -65,13 +67,14 @@ def human_study_create(
 
 def _completion_check(*, completion_url: str, completion_code: str) -> None:
     if len(completion_code) > 100:
-        raise HumanStudyError("completion code: at most 100 characters")
+        raise HumanStudyError("completion code: at most 100 characters", field="completion_code")
     if completion_url:
         try:
             URLValidator(schemes=["http", "https"])(completion_url)
         except ValidationError:
             raise HumanStudyError(
-                f"completion URL: {completion_url!r} is not an http(s) address"
+                f"completion URL: {completion_url!r} is not an http(s) address",
+                field="completion_url",
             ) from None
 
 
@@ -122,6 +125,16 @@ def human_work_next(*, study: HumanStudy, annotator: Annotator) -> tuple[Prompt 
     its id alone (the pages show its own fields only: text, words, id), a query compiled once
     (annotate.compiled). The SQL counts a prompt's answers as `same_channel_q` does.
     """
+    prompt_id, done, total = _work_next_row(study=study, annotator=annotator)
+    prompt = None
+    if prompt_id is not None:
+        prompt = _PROMPT.first(prompt_id=prompt_id)
+    return prompt, done, total
+
+
+def _work_next_row(*, study: HumanStudy, annotator: Annotator) -> tuple[int | None, int, int]:
+    """Return the id of the annotator's next prompt (None: nothing left for them), their
+    answers so far and the study's prompts, in one query (_WORK_NEXT)."""
     limit = study.answers_per_prompt if study.active else 0
     if annotator.kind == AnnotatorKind.CROWD:
         channel, channel_params = (
@@ -141,10 +154,7 @@ def human_work_next(*, study: HumanStudy, annotator: Annotator) -> tuple[Prompt 
     with prepared_cursor(connection) as cursor:
         cursor.execute(_WORK_NEXT.format(channel=channel, modulus=_ORDER_MODULUS), params)
         prompt_id, done, total = cursor.fetchone()
-    prompt = None
-    if prompt_id is not None:
-        prompt = _PROMPT.first(prompt_id=prompt_id)
-    return prompt, done, total
+    return prompt_id, done, total
 
 
 # The answering page's reads, each compiled once per process (annotate.compiled): compiling
@@ -228,6 +238,15 @@ def human_answer_submit(
         return earlier
 
 
-def human_progress(*, study: HumanStudy, annotator: Annotator) -> tuple[int, int]:
-    """Return (answers by `annotator`, prompts in the study)."""
-    return study.answers.filter(annotator=annotator).count(), study.prompts.count()
+@dataclass(frozen=True)
+class HumanProgress:
+    done: int  # the annotator's answers
+    total: int  # the study's prompts
+    left: bool  # a prompt is still offered to them (human_work_next would show one)
+
+
+def human_progress(*, study: HumanStudy, annotator: Annotator) -> HumanProgress:
+    """Return the annotator's progress in the study and whether anything is left for them: a
+    study whose prompts all have their answers from others has nothing, though they gave none."""
+    prompt_id, done, total = _work_next_row(study=study, annotator=annotator)
+    return HumanProgress(done=done, total=total, left=prompt_id is not None)

@@ -171,8 +171,8 @@ def test_researcher_publishes_a_slice_from_the_set_page(client, researcher, stud
     url = reverse("verbalizer:set-detail", args=[study.evaluation_set_id])
     client.post(
         url,
-        {"name": "unnatural", "mappings": ["0|1", "no|yes"], "modes": ["cot"],
-         "answers_per_prompt": "1", "completion_code": "DONE-7"},
+        {"study-name": "unnatural", "study-mappings": ["0|1", "no|yes"], "study-modes": ["cot"],
+         "study-answers_per_prompt": "1", "study-completion_code": "DONE-7"},
     )  # fmt: skip
     page = client.get(url)
     assert b"unnatural" in page.content
@@ -180,10 +180,10 @@ def test_researcher_publishes_a_slice_from_the_set_page(client, researcher, stud
     assert made.prompts.count() == 3 * 2 and made.completion_code == "DONE-7"
     # A completion URL that is not an address is refused on the form; nothing is made.
     refused = client.post(
-        url, {"name": "bad-url", "modes": ["cot"], "answers_per_prompt": "1",
-              "completion_url": "not a url"},
+        url, {"study-name": "bad-url", "study-modes": ["cot"], "study-answers_per_prompt": "1",
+              "study-completion_url": "not a url"},
     )  # fmt: skip
-    assert refused.status_code == 200 and "Enter a valid URL." in refused.text
+    assert refused.status_code == 400 and "Enter a valid URL." in refused.text
     assert not HumanStudy.objects.filter(name="bad-url").exists()
 
 

@@ -79,14 +79,14 @@ def test_set_page_starts_a_run_admins_only_on_paid_endpoints(
     stub.responder = first_word
     make_endpoint(stub.base_url, name="paid", price_prompt_per_1k="0.01")
     url = f"/verbalizer/sets/{two_items.pk}/"
-    form = {"system": "m", "endpoint": "paid", "modes": ["direct"]}
+    form = {"run-system": "m", "run-endpoint": "paid", "run-modes": ["direct"]}
     client.force_login(researcher)
     refused = client.post(url, form)
     assert refused.status_code == 403 and not SystemRun.objects.exists()
     client.force_login(admin_user)
     # The start happens after commit (a thread or Celery); here the test runs it itself.
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        client.post(url, {**form, "model_size_b": "70"})
+        client.post(url, {**form, "run-model_size_b": "70"})
     assert len(callbacks) == 1
     system_run = SystemRun.objects.get()
     assert (system_run.model_size_b, system_run.created_by) == (70, admin_user)

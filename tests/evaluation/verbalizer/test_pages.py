@@ -67,3 +67,26 @@ def test_the_cached_report_follows_new_answers(small_set):
     prompt = Prompt.objects.get(mapping__name="golden", mode="cot", item__position=1)
     ModelAnswer.objects.create(prompt=prompt, system=run.system, run=run, reply="positive")
     assert [(r["n"], r["accuracy_strict"]) for r in golden_cot()] == [(1, 1.0)]
+
+
+def test_csv_rows_have_every_json_column_with_its_value(client, researcher, small_set, capsys):
+    """docs/verbalizer.md: "CSV has the same columns" as the JSON rows, on the page's download
+    and from `verbalizer_report --format csv` alike (invalid_lenient included)."""
+    import csv
+    import io
+    import json
+
+    from django.core.management import call_command
+
+    call_command("verbalizer_report", "--set", small_set.name, "--format", "json")
+    rows = json.loads(capsys.readouterr().out)
+    call_command("verbalizer_report", "--set", small_set.name, "--format", "csv")
+    from_command = capsys.readouterr().out
+    client.force_login(researcher)
+    download = client.get(reverse("verbalizer-reports:download", args=[small_set.pk, "csv"]))
+    for text in (from_command, download.content.decode()):
+        table = list(csv.DictReader(io.StringIO(text)))
+        assert len(table) == len(rows) > 0
+        for csv_row, json_row in zip(table, rows, strict=True):
+            assert set(csv_row) == set(json_row)
+            assert csv_row == {k: "" if v is None else str(v) for k, v in json_row.items()}
