@@ -2,7 +2,8 @@
 
 A crowd worker's annotator name carries their platform id (`mturk:<workerId>`, `selfhosted:<PID>`).
 It is shown only to admins and to the researchers of a project the worker's work came from (the
-project's creator and its researchers); everyone else sees a stable pseudonym,
+project's creator and its researchers; for a verbalizer human study, whoever made the study or
+its evaluation set); everyone else sees a stable pseudonym,
 `crowd-worker-<annotator id>`. Command-line exports run by an operator see every name. Experts,
 LLM judges and imported annotators (no platform worker id) are always shown by name.
 """
@@ -15,6 +16,7 @@ from django.db.models import Q
 
 from annotate.models import Annotator, AnnotatorKind, Assignment
 from annotate.roles import is_admin
+from annotate.verbalizer.models import HumanAnswer
 
 
 def crowd_pseudonym(annotator_id: int) -> str:
@@ -62,4 +64,12 @@ def identity_scope(*, user) -> IdentityScope:
         .values_list("annotator_id", flat=True)
         .distinct()
     )
-    return IdentityScope(everyone=False, visible=frozenset(visible))
+    # A verbalizer human study's workers: seen by who made the study or its evaluation set.
+    own_studies = Q(study__created_by=user) | Q(study__evaluation_set__created_by=user)
+    answered = (
+        HumanAnswer.objects.filter(own_studies, annotator__kind=AnnotatorKind.CROWD)
+        .order_by()
+        .values_list("annotator_id", flat=True)
+        .distinct()
+    )
+    return IdentityScope(everyone=False, visible=frozenset(visible) | frozenset(answered))

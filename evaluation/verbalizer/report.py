@@ -17,6 +17,7 @@ from django.core.cache import cache
 from django.db.models import Count, Max
 
 from annotate.models import AnnotatorKind
+from annotate.selectors.identities import OPERATOR, IdentityScope
 from annotate.selectors.results import (
     counted_human_answers,
     counted_human_answers_fingerprint,
@@ -316,9 +317,10 @@ HUMAN_ANSWER_COLUMNS = [
 ]  # fmt: skip
 
 
-def human_answers_raw(*, evaluation_set: EvaluationSet):
+def human_answers_raw(*, evaluation_set: EvaluationSet, scope: IdentityScope = OPERATOR):
     """Yield the header and one row per person's answer, counted or not: `work_status` says
-    whether it counts in the report and why not (rejected, worker blocked, not confirmed)."""
+    whether it counts in the report and why not (rejected, worker blocked, not confirmed).
+    A crowd worker is named as `scope` lets its viewer see them (a pseudonym otherwise)."""
     answers = _human_answers_all(evaluation_set)
     statuses = human_answer_statuses(answers)
     yield HUMAN_ANSWER_COLUMNS
@@ -329,7 +331,7 @@ def human_answers_raw(*, evaluation_set: EvaluationSet):
         crowd = a.annotator.kind == AnnotatorKind.CROWD
         yield [
             a.study.name, a.prompt_id, a.prompt.item.dataset.name, a.prompt.item.position,
-            a.prompt.mapping.name, a.prompt.mode, a.annotator.name,
+            a.prompt.mapping.name, a.prompt.mode, scope.name_of(a.annotator),
             "crowd" if crowd else "in-house", a.annotator.platform if crowd else "",
             a.word, a.prompt.expected_word, "" if a.seconds is None else a.seconds,
             a.platform_hit_id, a.platform_assignment_id, a.status, statuses[a.id],

@@ -12,6 +12,7 @@ from rest_framework.views import APIView
 
 from annotate.http import csv_download
 from annotate.roles import ADMIN, RESEARCHER, RESEARCHERS_ONLY, is_researcher, require_role
+from annotate.selectors.identities import identity_scope
 from annotate.verbalizer.models import EvaluationSet, ModelAnswer
 from evaluation.verbalizer import figures
 from evaluation.verbalizer.formats import TABLES, flat_rows, report_as
@@ -72,7 +73,8 @@ def report_download(
 def human_answers_download(request: HttpRequest, set_id: int) -> HttpResponse:
     """Every person's answer, counted or not, with its review status and why it (not) counts."""
     evaluation_set = _set(request, set_id)
-    rows = human_answers_raw(evaluation_set=evaluation_set)
+    scope = identity_scope(user=request.user)  # crowd workers by name only to their study's makers
+    rows = human_answers_raw(evaluation_set=evaluation_set, scope=scope)
     return csv_download(rows, filename=f"verbalizer-{set_id}-human-answers.csv")
 
 

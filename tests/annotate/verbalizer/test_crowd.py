@@ -474,3 +474,31 @@ def test_verbalizer_publish_command_previews_then_publishes(study, settings, cap
     )  # fmt: skip
     with pytest.raises(CommandError, match="already published on fake"):
         call_command("verbalizer_publish", "flip", "--platform", "fake", "--confirm-total", "0.50")
+
+
+def test_the_human_answers_file_names_crowd_workers_only_to_who_made_the_study(
+    client, on_mturk, fake_mturk, admin
+):
+    """As the InFoBench labels export: a worker's platform id (mturk:AREAL1) is shown to admins
+    and to the study's maker; any other researcher sees a stable pseudonym."""
+    from annotate.models import Annotator
+    from annotate.roles import RESEARCHER
+
+    hit = on_mturk.hits.select_related("prompt__item").order_by("id").first()
+    answer_hit(client, fake_mturk, hit, "AREAL1", right_key(hit))
+    worker = Annotator.objects.get(name="mturk:AREAL1")
+    study = on_mturk.human_study
+    maker = UserFactory(username="study-maker", roles=[RESEARCHER])
+    study.created_by = maker
+    study.save(update_fields=["created_by"])
+    other = UserFactory(username="other-researcher", roles=[RESEARCHER])
+    url = reverse("verbalizer-reports:human-answers", args=[study.evaluation_set_id])
+
+    def names(user) -> set[str]:
+        client.force_login(user)
+        body = b"".join(client.get(url).streaming_content).decode()
+        rows = list(csv.DictReader(io.StringIO(body)))
+        return {row["annotator"] for row in rows}
+
+    assert names(admin) == names(maker) == {"mturk:AREAL1"}
+    assert names(other) == {f"crowd-worker-{worker.pk}"}
