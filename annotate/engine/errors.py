@@ -20,7 +20,10 @@ class EngineNotFoundError(NotFoundError):
 
 
 class EnginePermissionError(PermissionDeniedError):
-    """Only admins may spend money."""
+    """Only admins may spend money: the refusal is about the endpoint chosen (`field`, for a
+    form to show it beside that field)."""
+
+    field = "endpoint"
 
 
 class CallError(Exception):

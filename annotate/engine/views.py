@@ -36,6 +36,7 @@ from annotate.engine.services.generation import (
 )
 from annotate.engine.services.runs import engine_run_check_may_start
 from annotate.errors import AnnotateError
+from annotate.http import form_refusal
 from annotate.roles import (
     ADMIN,
     ADMINS_ONLY,
@@ -211,7 +212,7 @@ def generation_new(request: HttpRequest) -> HttpResponse:
             if estimate is None:
                 return redirect("engine:run-detail", engine_run_id=run.pk)
         except AnnotateError as error:
-            form.add_error(None, str(error))
+            form_refusal(form, error)  # a paid endpoint for a researcher: beside the endpoint
             status = error.http_status
     elif request.method == "POST":
         status = 400

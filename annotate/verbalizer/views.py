@@ -174,10 +174,16 @@ def set_detail(request: HttpRequest, set_id: int) -> HttpResponse:
         request.POST if "run-system" in request.POST else None, prefix="run",
         evaluation_set=evaluation_set, endpoints=Endpoint.objects.order_by("name"),
     )  # fmt: skip
+    refused_status = 400
     if run_form.is_bound and run_form.is_valid():
-        system_run = _run_start(request, evaluation_set, run_form.cleaned_data)
-        messages.success(request, f"Started engine run #{system_run.engine_run_id}.")
-        return redirect("verbalizer:set-detail", set_id=set_id)
+        try:
+            system_run = _run_start(request, evaluation_set, run_form.cleaned_data)
+        except AnnotateError as error:  # a paid endpoint for a researcher, say: nothing written
+            form_refusal(run_form, error)
+            refused_status = error.http_status
+        else:
+            messages.success(request, f"Started engine run #{system_run.engine_run_id}.")
+            return redirect("verbalizer:set-detail", set_id=set_id)
     if form.is_bound and form.is_valid() and _study_create(request, evaluation_set, form):
         messages.success(request, "Study published to annotators.")
         return redirect("verbalizer:set-detail", set_id=set_id)
@@ -194,7 +200,7 @@ def set_detail(request: HttpRequest, set_id: int) -> HttpResponse:
         "form": form,
         "run_form": run_form,
     }
-    status = 400 if form.errors or run_form.errors else 200
+    status = refused_status if form.errors or run_form.errors else 200
     return render(request, "verbalizer/set_detail.html", context, status=status)
 
 

@@ -11,8 +11,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotate.engine.errors import EnginePermissionError
 from annotate.errors import AnnotateError
+from annotate.http import form_refusal
 from annotate.revision.models import Study
 from annotate.revision.services.exports import sessions_export_csv, sessions_export_jsonl
 from annotate.roles import (
@@ -194,8 +194,7 @@ def judge_new(request: HttpRequest, study_id: int, task: str) -> HttpResponse:
                 **form.launch_arguments(),
             )  # fmt: skip
         except (AnnotateError, EvaluationError) as error:
-            field = "endpoint" if isinstance(error, EnginePermissionError) else None
-            form.add_error(field, str(error))
+            form_refusal(form, error)  # a paid endpoint: beside the endpoint
             status = error.http_status
         else:
             return redirect("engine:run-detail", engine_run_id=run.engine_run_id)

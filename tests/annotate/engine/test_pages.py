@@ -103,6 +103,7 @@ def test_researchers_cannot_spend_money_and_estimates_send_nothing(researcher_cl
             "template": "generation_infobench_v1", "seed": "0", "start": "1"}  # fmt: skip
     response = researcher_client.post(reverse("engine:generation-new"), form)
     assert response.status_code == 403 and b"only an admin" in response.content
+    assert "only an admin" in str(response.context["form"].errors["endpoint"])  # beside it
     assert not EngineRun.objects.exists() and stub.requests == []
 
 

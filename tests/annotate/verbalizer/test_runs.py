@@ -83,6 +83,11 @@ def test_set_page_starts_a_run_admins_only_on_paid_endpoints(
     client.force_login(researcher)
     refused = client.post(url, form)
     assert refused.status_code == 403 and not SystemRun.objects.exists()
+    # Said on the set page, beside the endpoint, with the form as it was filled in.
+    assert "only an admin may start a run on it" in str(
+        refused.context["run_form"].errors["endpoint"]
+    )
+    assert refused.context["run_form"]["system"].value() == "m"
     client.force_login(admin_user)
     # The start happens after commit (a thread or Celery); here the test runs it itself.
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
