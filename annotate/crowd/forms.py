@@ -37,6 +37,20 @@ class PublishForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 3}),
         help_text="Advanced: MTurk QualificationRequirements as JSON; replaces the three above.",
     )
+    completion_code = forms.CharField(
+        label="Self-hosted: completion code",
+        max_length=100,
+        required=False,
+        help_text="The code your recruiting site (Prolific...) pays participants for; shown after "
+        "their last submit.",
+    )
+    completion_url = forms.URLField(
+        label="Self-hosted: completion URL",
+        required=False,
+        assume_scheme="https",
+        help_text="Or where participants go after the submit, e.g. "
+        "https://app.prolific.com/submissions/complete?cc=…",
+    )
     confirm_total = forms.DecimalField(required=False, widget=forms.HiddenInput)
 
     def __init__(self, *args, platforms: list[str], **kwargs) -> None:
@@ -71,4 +85,15 @@ class PublishForm(forms.Form):
             auto_approval_delay_seconds=data["auto_approval_hours"] * 3600,
             lifetime_seconds=data["lifetime_hours"] * 3600,
             qualification_requirements=requirements,
+            **self.completion(),
         )
+
+    def completion(self) -> dict[str, str]:
+        """The completion code and URL, for a self-hosted link only (MTurk takes the HIT back)."""
+        data = self.cleaned_data
+        if data["platform"] != "selfhosted":
+            return {"completion_code": "", "completion_url": ""}
+        return {
+            "completion_code": data["completion_code"],
+            "completion_url": data["completion_url"],
+        }

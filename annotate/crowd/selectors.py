@@ -34,6 +34,15 @@ def publication_get(*, publication_id: int) -> Publication:
         raise NotFoundError("No such publication.") from None
 
 
+def completion_of(publication: Publication) -> tuple[str, str]:
+    """The completion code and URL a self-hosted participant gets: the publication's, else
+    (a publication made before it had its own) the project's."""
+    project = publication.batch.project if publication.batch_id else None
+    if publication.completion_code or publication.completion_url or project is None:
+        return publication.completion_code, publication.completion_url
+    return project.completion_code, project.completion_url
+
+
 @dataclass(frozen=True)
 class Progress:
     total: int

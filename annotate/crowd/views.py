@@ -76,6 +76,8 @@ def publish(request: HttpRequest, batch_id: int) -> HttpResponse:
         "keywords": "annotation, evaluation, AI, instructions",
         "reward_usd": project.reward_usd,
         "assignment_minutes": project.allotted_minutes,
+        "completion_code": project.completion_code,
+        "completion_url": project.completion_url,
     }
     form = PublishForm(request.POST or None, initial=initial, platforms=platform_names())
     preview = None
@@ -108,6 +110,10 @@ def publish(request: HttpRequest, batch_id: int) -> HttpResponse:
         "summary": f"Project {project.name} · {project.assignments_per_task} workers per task.",
         "form": form,
         "preview": preview,
+        # A self-hosted participant with neither is never paid by a site such as Prolific.
+        "no_completion": preview is not None
+        and preview.paid_outside
+        and not any(form.completion().values()),
     }
     return render(request, "crowd/publish.html", context)
 
@@ -136,12 +142,20 @@ def publication_detail(request: HttpRequest, publication_id: int) -> HttpRespons
             )
         ),
         "anonymous_default": settings.CROWD_ANONYMOUS_STARTS_PER_LINK,
+        **_completion_context(publication),
         # InFoBench HITs only: a human study's prompts have their own worker pages.
         "demo_worker": publication.platform == "fake"
         and demo_platform_in_use()
         and not publication.human_study_id,
     }
     return render(request, "crowd/publication_detail.html", context)
+
+
+def _completion_context(publication: Publication) -> dict[str, str]:
+    if publication.platform != "selfhosted" or publication.human_study_id:
+        return {}
+    code, url = selectors.completion_of(publication)
+    return {"completion_code": code, "completion_url": url}
 
 
 def _hits_with_work(publication: Publication) -> list[Hit]:
@@ -210,6 +224,14 @@ def publication_action(request: HttpRequest, publication_id: int) -> HttpRespons
             now=now,
         )
         messages.success(request, "Study link closed." if closed else "Study link open.")
+    elif action == "completion":
+        review_services.publication_completion_set(
+            publication_id=publication.pk,
+            user=user,
+            completion_code=request.POST.get("completion_code", ""),
+            completion_url=request.POST.get("completion_url", ""),
+        )
+        messages.success(request, "What participants get after the last submit is saved.")
     elif action == "delete":
         deleted, busy = review_services.publication_delete_finished(
             publication_id=publication.pk, user=user
