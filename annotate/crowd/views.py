@@ -130,6 +130,7 @@ def publication_detail(request: HttpRequest, publication_id: int) -> HttpRespons
     context = {
         "publication": publication,
         "progress": selectors.publication_progress(publication=publication),
+        "spending": selectors.publication_spending(publication=publication),
         "busy": publication.status in {PublicationStatus.PENDING, PublicationStatus.PUBLISHING},
         "failed_hits": publication.hits.exclude(error="")[:50],
         "hits": _hits_with_work(publication),
