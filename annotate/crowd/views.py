@@ -22,7 +22,7 @@ from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_POST
 
 from annotate.crowd import selectors, tasks
-from annotate.crowd.fake import FakePlatform, demo_submit_base
+from annotate.crowd.fake import DEMO_WORKER, FakePlatform, demo_submit_base
 from annotate.crowd.forms import PublishForm
 from annotate.crowd.models import Hit, HitStatus, PlatformCall, Publication, PublicationStatus
 from annotate.crowd.platforms import demo_platform_in_use, platform_names
@@ -127,13 +127,18 @@ def publication_list(request: HttpRequest) -> HttpResponse:
 @admin_page
 def publication_detail(request: HttpRequest, publication_id: int) -> HttpResponse:
     publication = selectors.publication_get(publication_id=publication_id)
+    # InFoBench HITs only: a human study's prompts have their own worker pages.
+    demo_worker = (
+        publication.platform == "fake" and demo_platform_in_use() and not publication.human_study_id
+    )
+    hits = _hits_with_work(publication)
     context = {
         "publication": publication,
         "progress": selectors.publication_progress(publication=publication),
         "spending": selectors.publication_spending(publication=publication),
         "busy": publication.status in {PublicationStatus.PENDING, PublicationStatus.PUBLISHING},
         "failed_hits": publication.hits.exclude(error="")[:50],
-        "hits": _hits_with_work(publication),
+        "hits": hits,
         "join_url": request.build_absolute_uri(
             reverse(
                 "verbalizer:crowd-link-join"
@@ -144,10 +149,8 @@ def publication_detail(request: HttpRequest, publication_id: int) -> HttpRespons
         ),
         "anonymous_default": settings.CROWD_ANONYMOUS_STARTS_PER_LINK,
         **_completion_context(publication),
-        # InFoBench HITs only: a human study's prompts have their own worker pages.
-        "demo_worker": publication.platform == "fake"
-        and demo_platform_in_use()
-        and not publication.human_study_id,
+        "demo_worker": demo_worker,
+        "demo_unfinished": _demo_unfinished(hits) if demo_worker else [],
     }
     return render(request, "crowd/publication_detail.html", context)
 
@@ -183,6 +186,36 @@ def _hits_with_work(publication: Publication) -> list[Hit]:
         hit.on_platform = on_demo_platform.get(hit.hit_id, 0)
         hit.full = hit.on_platform >= publication.assignments_per_task
     return hits
+
+
+def _demo_unfinished(hits: list[Hit]) -> list[dict]:
+    """The demo workers' HITs accepted on the offline platform and not submitted there (the
+    admin left the worker's page), each with the ExternalQuestion URL that reopens it as
+    MTurk's "continue" does: the same assignment, on to its /crowd/work/<token>/ page."""
+    by_hit_id = {hit.hit_id: hit for hit in hits if hit.hit_id and hit.task_id}
+    unfinished = FakePlatform().accepted_not_submitted(hit_ids=set(by_hit_id))
+    return [
+        {
+            "hit": by_hit_id[row.hit_id],
+            "worker_id": row.worker_id,
+            "url": _demo_question_url(by_hit_id[row.hit_id], row.assignment_id, row.worker_id),
+        }
+        for row in unfinished
+        if row.worker_id.startswith(DEMO_WORKER)
+    ]
+
+
+def _demo_question_url(hit: Hit, assignment_id: str, worker_id: str) -> str:
+    """The ExternalQuestion URL as MTurk opens it for an accepted assignment."""
+    query = urlencode(
+        {
+            "assignmentId": assignment_id,
+            "hitId": hit.hit_id,
+            "workerId": worker_id,
+            "turkSubmitTo": demo_submit_base(),
+        }
+    )
+    return f"{reverse('crowd:mturk-task', args=[hit.unique_request_token])}?{query}"
 
 
 @admin_page
@@ -265,15 +298,7 @@ def demo_worker_start(request: HttpRequest, hit_pk: int) -> HttpResponse:
         assignment_id = platform.worker_accept(hit_id=hit.hit_id, worker_id=worker_id)
     except CrowdPlatformError:
         raise AnnotateError("Every worker this HIT asked for has taken it already.") from None
-    query = urlencode(
-        {
-            "assignmentId": assignment_id,
-            "hitId": hit.hit_id,
-            "workerId": worker_id,
-            "turkSubmitTo": demo_submit_base(),
-        }
-    )
-    return redirect(f"{reverse('crowd:mturk-task', args=[hit.unique_request_token])}?{query}")
+    return redirect(_demo_question_url(hit, assignment_id, worker_id))
 
 
 def _positive_int(value: str | None, name: str, low: int = 1) -> int:
