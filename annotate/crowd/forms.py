@@ -53,9 +53,13 @@ class PublishForm(forms.Form):
     )
     confirm_total = forms.DecimalField(required=False, widget=forms.HiddenInput)
 
-    def __init__(self, *args, platforms: list[str], **kwargs) -> None:
+    def __init__(self, *args, platforms: list[str], completion: bool = False, **kwargs) -> None:
+        """`completion`: ask for a self-hosted link's completion code and URL (a batch's; a
+        human study keeps its own on the study)."""
         super().__init__(*args, **kwargs)
         self.fields["platform"].choices = [(name, platform_label(name)) for name in platforms]
+        if not completion:
+            del self.fields["completion_code"], self.fields["completion_url"]
 
     def clean_qualifications_json(self) -> list[dict] | None:
         text = self.cleaned_data["qualifications_json"].strip()
@@ -91,7 +95,7 @@ class PublishForm(forms.Form):
     def completion(self) -> dict[str, str]:
         """The completion code and URL, for a self-hosted link only (MTurk takes the HIT back)."""
         data = self.cleaned_data
-        if data["platform"] != "selfhosted":
+        if data["platform"] != "selfhosted" or "completion_code" not in self.fields:
             return {"completion_code": "", "completion_url": ""}
         return {
             "completion_code": data["completion_code"],

@@ -79,7 +79,9 @@ def publish(request: HttpRequest, batch_id: int) -> HttpResponse:
         "completion_code": project.completion_code,
         "completion_url": project.completion_url,
     }
-    form = PublishForm(request.POST or None, initial=initial, platforms=platform_names())
+    form = PublishForm(
+        request.POST or None, initial=initial, platforms=platform_names(), completion=True
+    )
     preview = None
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
@@ -103,6 +105,7 @@ def publish(request: HttpRequest, batch_id: int) -> HttpResponse:
             {**request.POST.dict(), "confirm_total": preview.total_usd},
             initial=initial,
             platforms=platform_names(),
+            completion=True,
         )
         form.is_valid()
     context = {

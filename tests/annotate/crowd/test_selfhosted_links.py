@@ -261,3 +261,20 @@ def test_a_selfhosted_publication_page_shows_no_mturk_fields(client, study, admi
     page = client.get(reverse("crowd:publication", args=[study.pk])).text
     assert "HIT type" not in page and "Sync assignments now" not in page
     assert "paid on the site that recruited them" in page
+
+
+def test_a_human_studys_publish_form_asks_no_completion_code(client, admin):
+    """A human study keeps its completion code on the study (docs/verbalizer.md)."""
+    from annotate.verbalizer.services.humans import human_study_create
+    from annotate.verbalizer.services.sets import evaluation_set_create
+    from tests.annotate.verbalizer.helpers import fill
+
+    fill("SST-2", [True, False])
+    evaluation_set = evaluation_set_create(
+        name="crowd", datasets=["SST-2"], items=2, seed=1, mappings="flipped-golden"
+    ).evaluation_set
+    study = human_study_create(evaluation_set=evaluation_set, name="flip", answers_per_prompt=1)
+    client.force_login(admin)
+    page = client.get(reverse("verbalizer:study-publish", args=[study.pk]))
+    assert page.status_code == 200 and 'name="reward_usd"' in page.text
+    assert 'name="completion_code"' not in page.text
