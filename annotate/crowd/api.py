@@ -53,6 +53,7 @@ def _preview_payload(preview: publishing.CostPreview) -> dict:
         "total_usd": str(preview.total_usd),
         "balance_usd": None if preview.balance_usd is None else str(preview.balance_usd),
         "affordable": preview.affordable,
+        "paid_outside": preview.paid_outside,
     }
 
 
@@ -77,6 +78,10 @@ class PublishApi(AdminApi):
         qualification_requirements = serializers.ListField(
             child=serializers.DictField(), required=False
         )
+        completion_code = serializers.CharField(
+            max_length=100, required=False, default="", allow_blank=True
+        )
+        completion_url = serializers.URLField(required=False, default="", allow_blank=True)
         confirm_total_usd = serializers.DecimalField(max_digits=12, decimal_places=2)
 
     @extend_schema(request=InputSerializer, responses=OpenApiTypes.OBJECT)
@@ -100,6 +105,8 @@ class PublishApi(AdminApi):
             lifetime_seconds=values["lifetime_seconds"],
             qualification_requirements=values.get("qualification_requirements")
             or default_qualifications(),
+            completion_code=values["completion_code"],
+            completion_url=values["completion_url"],
         )
         publication = publishing.publication_create(
             batch=batch,

@@ -13,6 +13,7 @@ from annotate.crowd.base import AssignmentInfo, HitInfo, HitTypeSpec
 from annotate.errors import AlreadyProcessedError, CrowdPlatformError, HitAlreadyExistsError
 
 REVIEWED = {"Approved", "Rejected"}
+DEMO_WORKER = "DEMOWORKER"  # the ids an admin takes the offline platform's HITs as
 
 
 @dataclass
@@ -204,10 +205,20 @@ class FakePlatform:
             taken[row.hit_id] = taken.get(row.hit_id, 0) + 1
         return taken
 
+    def accepted_not_submitted(self, *, hit_ids: set[str]) -> list[AssignmentInfo]:
+        """Assignments of these HITs that a worker accepted and never submitted, oldest first."""
+        return [
+            row
+            for row in self.store.assignments.values()
+            if row.hit_id in hit_ids and row.status == "Accepted"
+        ]
+
     def next_demo_worker(self, *, hit_id: str) -> str:
         """A worker id that has not taken this HIT yet: DEMOWORKER1, DEMOWORKER2, ..."""
         taken = {a.worker_id for a in self.store.assignments.values() if a.hit_id == hit_id}
-        return next(f"DEMOWORKER{n}" for n in itertools.count(1) if f"DEMOWORKER{n}" not in taken)
+        return next(
+            f"{DEMO_WORKER}{n}" for n in itertools.count(1) if f"{DEMO_WORKER}{n}" not in taken
+        )
 
 
 def demo_submit_base() -> str:

@@ -37,11 +37,29 @@ class PublishForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 3}),
         help_text="Advanced: MTurk QualificationRequirements as JSON; replaces the three above.",
     )
+    completion_code = forms.CharField(
+        label="Self-hosted: completion code",
+        max_length=100,
+        required=False,
+        help_text="The code your recruiting site (Prolific...) pays participants for; shown after "
+        "their last submit.",
+    )
+    completion_url = forms.URLField(
+        label="Self-hosted: completion URL",
+        required=False,
+        assume_scheme="https",
+        help_text="Or where participants go after the submit, e.g. "
+        "https://app.prolific.com/submissions/complete?cc=…",
+    )
     confirm_total = forms.DecimalField(required=False, widget=forms.HiddenInput)
 
-    def __init__(self, *args, platforms: list[str], **kwargs) -> None:
+    def __init__(self, *args, platforms: list[str], completion: bool = False, **kwargs) -> None:
+        """`completion`: ask for a self-hosted link's completion code and URL (a batch's; a
+        human study keeps its own on the study)."""
         super().__init__(*args, **kwargs)
         self.fields["platform"].choices = [(name, platform_label(name)) for name in platforms]
+        if not completion:
+            del self.fields["completion_code"], self.fields["completion_url"]
 
     def clean_qualifications_json(self) -> list[dict] | None:
         text = self.cleaned_data["qualifications_json"].strip()
@@ -71,4 +89,15 @@ class PublishForm(forms.Form):
             auto_approval_delay_seconds=data["auto_approval_hours"] * 3600,
             lifetime_seconds=data["lifetime_hours"] * 3600,
             qualification_requirements=requirements,
+            **self.completion(),
         )
+
+    def completion(self) -> dict[str, str]:
+        """The completion code and URL, for a self-hosted link only (MTurk takes the HIT back)."""
+        data = self.cleaned_data
+        if data["platform"] != "selfhosted" or "completion_code" not in self.fields:
+            return {"completion_code": "", "completion_url": ""}
+        return {
+            "completion_code": data["completion_code"],
+            "completion_url": data["completion_url"],
+        }

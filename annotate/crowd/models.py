@@ -72,6 +72,15 @@ class Publication(models.Model):
         help_text="Self-hosted: most starts without a participant id on the link "
         "(empty: CROWD_ANONYMOUS_STARTS_PER_LINK).",
     )
+    completion_code = models.CharField(
+        max_length=100,
+        blank=True,
+        help_text="Self-hosted: the code shown after the submit, which the recruiting site "
+        "(Prolific...) asks of participants before it pays them.",
+    )
+    completion_url = models.URLField(
+        blank=True, help_text="Self-hosted: where participants go after the submit."
+    )
     error = models.TextField(blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL

@@ -22,6 +22,7 @@ from annotate.crowd.models import (
 from annotate.crowd.services.review import hit_of_work, platform_confirms
 from annotate.errors import NotFoundError
 from annotate.models import Annotator, AnnotatorKind, Assignment, AssignmentStatus, Label, Project
+from annotate.selectors.results import blocked_annotator_ids, counted_assignment_q
 from annotate.verbalizer.models import HumanAnswer
 
 
@@ -32,6 +33,15 @@ def publication_get(*, publication_id: int) -> Publication:
         )
     except Publication.DoesNotExist:
         raise NotFoundError("No such publication.") from None
+
+
+def completion_of(publication: Publication) -> tuple[str, str]:
+    """The completion code and URL a self-hosted participant gets: the publication's, else
+    (a publication made before it had its own) the project's."""
+    project = publication.batch.project if publication.batch_id else None
+    if publication.completion_code or publication.completion_url or project is None:
+        return publication.completion_code, publication.completion_url
+    return project.completion_code, project.completion_url
 
 
 @dataclass(frozen=True)
@@ -135,6 +145,7 @@ class ReviewRow:
     blocked: bool
     platform_status: str
     confirmation: str
+    bonuses: list[Bonus]  # newest first: pending, paid or failed
 
 
 def review_rows(*, publication: Publication) -> list[ReviewRow]:
@@ -153,6 +164,7 @@ def review_rows(*, publication: Publication) -> list[ReviewRow]:
         )
         .exclude(status=AssignmentStatus.CLAIMED)
         .select_related("annotator__block", "task__instruction", "platform_record")
+        .prefetch_related("bonuses")
         .order_by("submitted_at", "id")
     )
     scores = worker_gold_scores(
@@ -177,6 +189,7 @@ def review_rows(*, publication: Publication) -> list[ReviewRow]:
                 confirmation=confirmation_of(
                     assignment=assignment, synced_at=synced.get(assignment.platform_hit_id)
                 ),
+                bonuses=list(assignment.bonuses.all()),
             )
         )
     return rows
@@ -233,6 +246,53 @@ def worker_unreviewed_count(*, annotator_id: int) -> int:
         platform_assignment_id=""
     )
     return Assignment.objects.filter(waiting).count() + HumanAnswer.objects.filter(waiting).count()
+
+
+def crowd_paid_work_q() -> Q:
+    """The assignments paid as Table 4's crowd cost counts them: the counted work
+    (annotate.selectors.results), and the approved work of workers blocked since, paid before
+    the block."""
+    paid_before_block = Q(
+        status=AssignmentStatus.APPROVED, annotator_id__in=blocked_annotator_ids()
+    )
+    return counted_assignment_q() | paid_before_block
+
+
+@dataclass(frozen=True)
+class Spending:
+    """What a batch's publication cost so far, as Table 4 counts it (crowd_paid_work_q and
+    crowd_paid_per_assignment): each assignment's reward and its paid bonuses, fee included."""
+
+    approved: int
+    approved_usd: Decimal
+    waiting: int  # counted work not reviewed yet: the platform pays it unless it is rejected
+    waiting_usd: Decimal
+
+    @property
+    def total_usd(self) -> Decimal:
+        return self.approved_usd + self.waiting_usd
+
+
+def publication_spending(*, publication: Publication) -> Spending | None:
+    """What the work of a batch's publication was paid; None for a human study's (its answers
+    are not assignments)."""
+    if publication.batch_id is None:
+        return None
+    work = Assignment.objects.filter(
+        crowd_paid_work_q(),
+        task__batch_id=publication.batch_id,
+        annotator__kind=AnnotatorKind.CROWD,
+        annotator__platform=publication.platform,
+    ).order_by()
+    paid = crowd_paid_per_assignment(work, by=("status",))
+    counts = dict(work.values_list("status").annotate(n=Count("id")))
+    cents = Decimal("0.01")
+    return Spending(
+        approved=counts.get(AssignmentStatus.APPROVED, 0),
+        approved_usd=paid.get(AssignmentStatus.APPROVED, Decimal(0)).quantize(cents),
+        waiting=counts.get(AssignmentStatus.SUBMITTED, 0),
+        waiting_usd=paid.get(AssignmentStatus.SUBMITTED, Decimal(0)).quantize(cents),
+    )
 
 
 def crowd_paid_per_assignment(assignments, *, by: tuple[str, ...] = ("id",)) -> dict:

@@ -22,7 +22,7 @@ from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_POST
 
 from annotate.crowd import selectors, tasks
-from annotate.crowd.fake import FakePlatform, demo_submit_base
+from annotate.crowd.fake import DEMO_WORKER, FakePlatform, demo_submit_base
 from annotate.crowd.forms import PublishForm
 from annotate.crowd.models import Hit, HitStatus, PlatformCall, Publication, PublicationStatus
 from annotate.crowd.platforms import demo_platform_in_use, platform_names
@@ -76,8 +76,12 @@ def publish(request: HttpRequest, batch_id: int) -> HttpResponse:
         "keywords": "annotation, evaluation, AI, instructions",
         "reward_usd": project.reward_usd,
         "assignment_minutes": project.allotted_minutes,
+        "completion_code": project.completion_code,
+        "completion_url": project.completion_url,
     }
-    form = PublishForm(request.POST or None, initial=initial, platforms=platform_names())
+    form = PublishForm(
+        request.POST or None, initial=initial, platforms=platform_names(), completion=True
+    )
     preview = None
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
@@ -101,6 +105,7 @@ def publish(request: HttpRequest, batch_id: int) -> HttpResponse:
             {**request.POST.dict(), "confirm_total": preview.total_usd},
             initial=initial,
             platforms=platform_names(),
+            completion=True,
         )
         form.is_valid()
     context = {
@@ -108,6 +113,10 @@ def publish(request: HttpRequest, batch_id: int) -> HttpResponse:
         "summary": f"Project {project.name} · {project.assignments_per_task} workers per task.",
         "form": form,
         "preview": preview,
+        # A self-hosted participant with neither is never paid by a site such as Prolific.
+        "no_completion": preview is not None
+        and preview.paid_outside
+        and not any(form.completion().values()),
     }
     return render(request, "crowd/publish.html", context)
 
@@ -121,12 +130,18 @@ def publication_list(request: HttpRequest) -> HttpResponse:
 @admin_page
 def publication_detail(request: HttpRequest, publication_id: int) -> HttpResponse:
     publication = selectors.publication_get(publication_id=publication_id)
+    # InFoBench HITs only: a human study's prompts have their own worker pages.
+    demo_worker = (
+        publication.platform == "fake" and demo_platform_in_use() and not publication.human_study_id
+    )
+    hits = _hits_with_work(publication)
     context = {
         "publication": publication,
         "progress": selectors.publication_progress(publication=publication),
+        "spending": selectors.publication_spending(publication=publication),
         "busy": publication.status in {PublicationStatus.PENDING, PublicationStatus.PUBLISHING},
         "failed_hits": publication.hits.exclude(error="")[:50],
-        "hits": _hits_with_work(publication),
+        "hits": hits,
         "join_url": request.build_absolute_uri(
             reverse(
                 "verbalizer:crowd-link-join"
@@ -136,12 +151,18 @@ def publication_detail(request: HttpRequest, publication_id: int) -> HttpRespons
             )
         ),
         "anonymous_default": settings.CROWD_ANONYMOUS_STARTS_PER_LINK,
-        # InFoBench HITs only: a human study's prompts have their own worker pages.
-        "demo_worker": publication.platform == "fake"
-        and demo_platform_in_use()
-        and not publication.human_study_id,
+        **_completion_context(publication),
+        "demo_worker": demo_worker,
+        "demo_unfinished": _demo_unfinished(hits) if demo_worker else [],
     }
     return render(request, "crowd/publication_detail.html", context)
+
+
+def _completion_context(publication: Publication) -> dict[str, str]:
+    if publication.platform != "selfhosted" or publication.human_study_id:
+        return {}
+    code, url = selectors.completion_of(publication)
+    return {"completion_code": code, "completion_url": url}
 
 
 def _hits_with_work(publication: Publication) -> list[Hit]:
@@ -168,6 +189,36 @@ def _hits_with_work(publication: Publication) -> list[Hit]:
         hit.on_platform = on_demo_platform.get(hit.hit_id, 0)
         hit.full = hit.on_platform >= publication.assignments_per_task
     return hits
+
+
+def _demo_unfinished(hits: list[Hit]) -> list[dict]:
+    """The demo workers' HITs accepted on the offline platform and not submitted there (the
+    admin left the worker's page), each with the ExternalQuestion URL that reopens it as
+    MTurk's "continue" does: the same assignment, on to its /crowd/work/<token>/ page."""
+    by_hit_id = {hit.hit_id: hit for hit in hits if hit.hit_id and hit.task_id}
+    unfinished = FakePlatform().accepted_not_submitted(hit_ids=set(by_hit_id))
+    return [
+        {
+            "hit": by_hit_id[row.hit_id],
+            "worker_id": row.worker_id,
+            "url": _demo_question_url(by_hit_id[row.hit_id], row.assignment_id, row.worker_id),
+        }
+        for row in unfinished
+        if row.worker_id.startswith(DEMO_WORKER)
+    ]
+
+
+def _demo_question_url(hit: Hit, assignment_id: str, worker_id: str) -> str:
+    """The ExternalQuestion URL as MTurk opens it for an accepted assignment."""
+    query = urlencode(
+        {
+            "assignmentId": assignment_id,
+            "hitId": hit.hit_id,
+            "workerId": worker_id,
+            "turkSubmitTo": demo_submit_base(),
+        }
+    )
+    return f"{reverse('crowd:mturk-task', args=[hit.unique_request_token])}?{query}"
 
 
 @admin_page
@@ -210,6 +261,14 @@ def publication_action(request: HttpRequest, publication_id: int) -> HttpRespons
             now=now,
         )
         messages.success(request, "Study link closed." if closed else "Study link open.")
+    elif action == "completion":
+        review_services.publication_completion_set(
+            publication_id=publication.pk,
+            user=user,
+            completion_code=request.POST.get("completion_code", ""),
+            completion_url=request.POST.get("completion_url", ""),
+        )
+        messages.success(request, "What participants get after the last submit is saved.")
     elif action == "delete":
         deleted, busy = review_services.publication_delete_finished(
             publication_id=publication.pk, user=user
@@ -242,15 +301,7 @@ def demo_worker_start(request: HttpRequest, hit_pk: int) -> HttpResponse:
         assignment_id = platform.worker_accept(hit_id=hit.hit_id, worker_id=worker_id)
     except CrowdPlatformError:
         raise AnnotateError("Every worker this HIT asked for has taken it already.") from None
-    query = urlencode(
-        {
-            "assignmentId": assignment_id,
-            "hitId": hit.hit_id,
-            "workerId": worker_id,
-            "turkSubmitTo": demo_submit_base(),
-        }
-    )
-    return redirect(f"{reverse('crowd:mturk-task', args=[hit.unique_request_token])}?{query}")
+    return redirect(_demo_question_url(hit, assignment_id, worker_id))
 
 
 def _positive_int(value: str | None, name: str, low: int = 1) -> int:

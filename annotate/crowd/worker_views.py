@@ -182,28 +182,38 @@ def _done(request: HttpRequest, held: workers.WorkerAssignment) -> HttpResponse:
     """MTurk: the browser posts the assignment back. Self-hosted: the completion code or URL."""
     assignment = held.assignment
     project = assignment.task.batch.project
-    if not held.submit_to and project.completion_url:
-        return redirect(project.completion_url)
+    # MTurk hands out the next HIT and takes this one back itself; a self-hosted link does not.
+    link = None if held.submit_to else _selfhosted_link(assignment)
+    code, url = (
+        crowd_selectors.completion_of(link)
+        if link
+        else (project.completion_code, project.completion_url)
+    )
+    if not held.submit_to and url:
+        return redirect(url)
     context = {
         "assignment": assignment,
-        "project": project,
+        "completion_code": code,
         "external_submit_url": held.external_submit_url,
         # The offline demo platform's externalSubmit is this site's: it checks the token.
         "worker_token": held.token if held.submit_to and not held.submits_to_mturk else "",
         "summary": f"task={assignment.task.instruction.external_id};labels={assignment.labels.count()}",
-        "next_task": _next_selfhosted_task(held),
+        "next_task": _next_selfhosted_task(held, link),
     }
     return render(request, "crowd/done.html", context)
 
 
-def _next_selfhosted_task(held: workers.WorkerAssignment) -> dict | None:
+def _selfhosted_link(assignment) -> Publication | None:
+    return (
+        Publication.objects.select_related("batch__project")
+        .filter(batch_id=assignment.task.batch_id, platform="selfhosted")
+        .first()
+    )
+
+
+def _next_selfhosted_task(held: workers.WorkerAssignment, publication) -> dict | None:
     """Self-hosted: where the worker gets another task of the batch, if one is left for them."""
-    if held.submit_to:
-        return None  # MTurk hands out the next HIT itself
     assignment = held.assignment
-    publication = Publication.objects.filter(
-        batch_id=assignment.task.batch_id, platform="selfhosted"
-    ).first()
     if publication is None or not assignment.task.batch.active:
         return None
     left = claimable_task_ids(

@@ -27,15 +27,14 @@ from datetime import datetime
 from decimal import Decimal
 
 from django.conf import settings
-from django.db.models import Count, Max, Min, Q, Sum
+from django.db.models import Count, Max, Min, Sum
 
-from annotate.crowd.selectors import crowd_paid_per_assignment
+from annotate.crowd.selectors import crowd_paid_per_assignment, crowd_paid_work_q
 from annotate.engine.models import EngineCall
-from annotate.models import AnnotatorKind, Assignment, AssignmentStatus, Benchmark, Response
+from annotate.models import AnnotatorKind, Assignment, Benchmark, Response
 from annotate.selectors.annotator_kinds import annotators_counted
 from annotate.selectors.results import (
     blocked_annotator_ids,
-    counted_assignment_q,
     counted_assignments,
 )
 from evaluation.models import JudgeRun
@@ -103,9 +102,8 @@ def _assignment_costs(benchmark: Benchmark) -> dict[str, dict[str, SourceCost]]:
     # at most; past that, every counted assignment is read and the kind checked here). Paid:
     # the counted work, and the approved work of workers blocked since.
     crowd_ids = sorted(pk for pk, kind in kinds.items() if kind == AnnotatorKind.CROWD)
-    paid_since_blocked = Q(status=AssignmentStatus.APPROVED, annotator_id__in=blocked)
     work = Assignment.objects.filter(
-        counted_assignment_q() | paid_since_blocked, task__instruction__benchmark=benchmark
+        crowd_paid_work_q(), task__instruction__benchmark=benchmark
     ).order_by()
     if len(crowd_ids) <= 5000:
         work = work.filter(annotator_id__in=crowd_ids or [0])  # never empty: always one query

@@ -38,7 +38,7 @@ def publish_in_browser(page, batch, platform):
     page.select_option("#id_platform", platform)
     page.click("text=Preview the cost")
     total = page.locator("#cost-total").inner_text()
-    page.click("text=Confirm: publish for")
+    page.click("button[name=publish]")
     page.wait_for_url("**/crowd/publications/*/")
     return total, Publication.objects.get(batch=batch, platform=platform)
 
@@ -165,7 +165,8 @@ def test_selfhosted_link_to_completion_code(page_for, browser):
     project.save()
     admin = page_for(UserFactory(username="boss", roles=[ADMIN], is_staff=True))
     total, publication = publish_in_browser(admin, project.batches.get(), "selfhosted")
-    assert total == "$0.00"
+    assert total == "$2.00"  # 1 task × 2 participants × $1, paid on the recruiting site
+    assert publication.completion_code == "THANKS-7"  # the form started from the project's
     join_url = admin.locator("#join-url").inner_text()
 
     worker = page_for()

@@ -44,6 +44,9 @@ def test_researcher_sees_every_table_of_the_report(researcher_client, bench):
         assert heading.lower() in page.lower()
     assert "crowd-majority" in page and "judge" in page
     assert "undefined" in page  # the DRFR kappa of experts who always agree
+    kappa = page.split('id="agreement"')[1].split("</table>")[0]
+    assert "<td>3 crowd workers</td>" in kappa and "<td>3 experts</td>" in kappa
+    assert "crowds" not in kappa
     assert reverse("reports:figure", args=[bench.pk, "constraints", "svg"]) in page
 
 

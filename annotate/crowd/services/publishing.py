@@ -15,6 +15,8 @@ from decimal import Decimal
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import URLValidator
 from django.db import transaction
 from django.urls import reverse
 
@@ -69,6 +71,9 @@ class PublishSettings:
     auto_approval_delay_seconds: int = 3 * 24 * 3600
     lifetime_seconds: int = 7 * 24 * 3600
     qualification_requirements: list[dict] = field(default_factory=default_qualifications)
+    # Self-hosted links: what a participant gets after the submit (empty: the project's).
+    completion_code: str = ""
+    completion_url: str = ""
 
 
 @dataclass(frozen=True)
@@ -80,6 +85,9 @@ class CostPreview:
     fee_rate: Decimal
     total_usd: Decimal
     balance_usd: Decimal | None
+    # Self-hosted: the admin pays the workers on the recruiting site (Prolific...), not through
+    # this app; the report's crowd cost still counts the reward of each counted assignment.
+    paid_outside: bool = False
 
     @property
     def affordable(self) -> bool:
@@ -90,37 +98,41 @@ def fee_rate() -> Decimal:
     return Decimal(str(settings.CROWD_FEE_RATE))
 
 
-def publication_cost(*, tasks: int, assignments_per_task: int, reward_usd: Decimal) -> Decimal:
-    """tasks × assignments × reward × (1 + fee), rounded to cents."""
-    total = tasks * assignments_per_task * reward_usd * (1 + fee_rate())
+def publication_cost(
+    *, tasks: int, assignments_per_task: int, reward_usd: Decimal, fee: Decimal | None = None
+) -> Decimal:
+    """tasks × assignments × reward × (1 + fee), rounded to cents; the fee is CROWD_FEE_RATE
+    unless given (0 for a self-hosted link, whose recruiting site is paid outside this app)."""
+    fee = fee_rate() if fee is None else fee
+    total = tasks * assignments_per_task * reward_usd * (1 + fee)
     return total.quantize(Decimal("0.01"))
 
 
 def publication_preview(
     *, batch: Batch, platform_name: str, reward_usd: Decimal | None = None, user=None
 ) -> CostPreview:
-    """What publishing would cost, and the account balance (asked from the platform)."""
+    """What publishing would cost, and the account balance (asked from the platform).
+
+    A self-hosted link costs its reward per assignment with no fee, paid on the recruiting site:
+    what the report's crowd cost counts for that work (crowd_paid_per_assignment).
+    """
     platform_check(platform_name)
     reward = batch.project.reward_usd if reward_usd is None else reward_usd
     tasks = batch.tasks.count()
     platform = get_platform(platform_name, user=user)
-    paying = platform.pays_workers
+    fee = fee_rate() if platform.pays_workers else Decimal(0)
+    per_task = batch.project.assignments_per_task
     return CostPreview(
         platform=platform_name,
         tasks=tasks,
-        assignments_per_task=batch.project.assignments_per_task,
+        assignments_per_task=per_task,
         reward_usd=reward,
-        fee_rate=fee_rate() if paying else Decimal(0),
-        total_usd=(
-            publication_cost(
-                tasks=tasks,
-                assignments_per_task=batch.project.assignments_per_task,
-                reward_usd=reward,
-            )
-            if paying
-            else Decimal("0.00")
+        fee_rate=fee,
+        total_usd=publication_cost(
+            tasks=tasks, assignments_per_task=per_task, reward_usd=reward, fee=fee
         ),
         balance_usd=platform.account_balance(),
+        paid_outside=not platform.pays_workers,
     )
 
 
@@ -155,6 +167,21 @@ def publish_settings_check(
     for name in ("assignment_duration_seconds", "lifetime_seconds"):
         if getattr(chosen, name) < 30:
             raise PublishError(f"{name.replace('_', ' ')} must be at least 30 seconds.")
+    completion_check(completion_code=chosen.completion_code, completion_url=chosen.completion_url)
+
+
+def completion_check(*, completion_code: str, completion_url: str) -> None:
+    """Refuse a completion code longer than 100 characters or a return address that is not
+    http(s) (the participant's browser is sent there)."""
+    if len(completion_code.strip()) > 100:
+        raise PublishError("The completion code has at most 100 characters.")
+    if completion_url.strip():
+        try:
+            URLValidator(schemes=["http", "https"])(completion_url.strip())
+        except ValidationError:
+            raise PublishError(
+                f"The completion URL {completion_url!r} is not an http(s) address."
+            ) from None
 
 
 def task_base_url(*, request_base: str) -> str:
@@ -228,6 +255,8 @@ def publication_store(
         auto_approval_delay_seconds=chosen.auto_approval_delay_seconds,
         lifetime_seconds=chosen.lifetime_seconds,
         qualification_requirements=chosen.qualification_requirements,
+        completion_code=chosen.completion_code.strip(),
+        completion_url=chosen.completion_url.strip(),
         task_base_url=base_url,
         link_token=secrets.token_urlsafe(24),
         created_by=user,

@@ -26,6 +26,7 @@ from annotate.crowd.models import (
     WorkerBlock,
 )
 from annotate.crowd.platforms import get_platform
+from annotate.crowd.services.publishing import completion_check
 from annotate.errors import (
     AlreadyProcessedError,
     AnnotateError,
@@ -442,6 +443,23 @@ def publication_link_set(
         publication.link_closed_at = None
     publication.anonymous_starts_limit = anonymous_starts_limit
     publication.save(update_fields=["link_closed_at", "anonymous_starts_limit"])
+    return publication
+
+
+def publication_completion_set(
+    *, publication_id: int, user, completion_code: str, completion_url: str
+) -> Publication:
+    """Set what a self-hosted link's participants get after the submit: the recruiting site's
+    completion code, or the address to return to (the site often gives the code only once it
+    has the link, that is after publishing)."""
+    require_admin(user)
+    publication = _selfhosted(publication_id)
+    if publication.human_study_id:
+        raise AnnotateError("A human study's completion code and URL are the study's own.")
+    completion_check(completion_code=completion_code, completion_url=completion_url)
+    publication.completion_code = completion_code.strip()
+    publication.completion_url = completion_url.strip()
+    publication.save(update_fields=["completion_code", "completion_url"])
     return publication
 
 

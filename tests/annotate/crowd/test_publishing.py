@@ -37,9 +37,13 @@ def test_cost_is_tasks_times_assignments_times_reward_plus_fee(crowd_batch):
     assert preview.balance_usd == Decimal("10000.00") and preview.affordable
 
 
-def test_selfhosted_preview_costs_nothing_here(crowd_batch):
-    preview = publishing.publication_preview(batch=crowd_batch, platform_name="selfhosted")
-    assert preview.total_usd == 0 and preview.balance_usd is None and preview.affordable
+def test_selfhosted_preview_costs_the_reward_with_no_fee_paid_outside(crowd_batch):
+    preview = publishing.publication_preview(
+        batch=crowd_batch, platform_name="selfhosted", reward_usd=Decimal("2.00")
+    )
+    # 3 tasks × 3 assignments × $2, paid on the recruiting site: no platform fee, no balance.
+    assert preview.total_usd == Decimal("18.00") and preview.fee_rate == 0
+    assert preview.paid_outside and preview.balance_usd is None and preview.affordable
 
 
 def test_default_qualifications_are_the_papers():

@@ -4,6 +4,7 @@ a link an admin can close (page and API); and the MTurk preview shuffles the sys
 import re
 
 import pytest
+from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
@@ -165,3 +166,115 @@ def test_preview_page_is_not_always_in_system_id_order(client, db):
         positions = sorted((page.index(text), system_id) for system_id, text in texts.items())
         orders.add(tuple(system_id for _, system_id in positions))
     assert len(orders) > 1  # 20 previews all in one order: chance 1 in 6**19
+
+
+PUBLISH_FORM = {
+    "platform": "selfhosted",
+    "title": "A study",
+    "description": "Yes/no questions",
+    "keywords": "",
+    "reward_usd": "2.00",
+    "assignment_minutes": "60",
+    "auto_approval_hours": "72",
+    "lifetime_hours": "168",
+    "min_percent_approved": "90",
+    "min_hits_approved": "500",
+    "locale": "",
+    "qualifications_json": "",
+}
+
+
+def test_publishing_a_link_asks_for_the_completion_code_participants_are_paid_for(
+    client, admin, settings
+):
+    settings.CROWD_PUBLIC_URL = "https://annotate.example.org"
+    project = project_with_tasks(instructions=1, systems=2, questions=1, assignments_per_task=2)
+    batch = project.batches.get()
+    client.force_login(admin)
+    url = reverse("crowd:publish", args=[batch.pk])
+    form = client.get(url).text
+    assert 'name="completion_code"' in form and 'name="completion_url"' in form
+
+    # Neither given: the preview warns before anything is published.
+    preview = client.post(url, {**PUBLISH_FORM, "preview": "1"})
+    assert 'id="no-completion"' in preview.text and "Prolific pays only" in preview.text
+    given = {**PUBLISH_FORM, "completion_code": "PROLIFIC-CC9"}
+    assert 'id="no-completion"' not in client.post(url, {**given, "preview": "1"}).text
+    client.post(url, {**given, "confirm_total": "4.00", "publish": "1"})
+    publication = batch.publications.get()
+    assert publication.completion_code == "PROLIFIC-CC9"
+    page = client.get(reverse("crowd:publication", args=[publication.pk])).text
+    assert "the completion code <strong>PROLIFIC-CC9</strong>" in page
+
+    done = _finish(Client(), _start(Client(), publication, PROLIFIC_PID="P1"))
+    assert 'id="completion-code">PROLIFIC-CC9<' in done.text
+
+
+def test_the_publish_form_starts_from_the_projects_completion_code(client, admin):
+    project = project_with_tasks(instructions=1, systems=2, questions=1)
+    project.completion_code = "FROM-PROJECT"
+    project.save()
+    client.force_login(admin)
+    form = client.get(reverse("crowd:publish", args=[project.batches.get().pk])).text
+    assert 'name="completion_code" value="FROM-PROJECT"' in form
+
+
+def test_an_mturk_publication_keeps_no_completion_code(client, admin, settings):
+    settings.CROWD_PUBLIC_URL = "https://annotate.example.org"
+    project = project_with_tasks(instructions=1, systems=2, questions=1, assignments_per_task=1)
+    batch = project.batches.get()
+    client.force_login(admin)
+    url = reverse("crowd:publish", args=[batch.pk])
+    fake = {**PUBLISH_FORM, "platform": "fake", "reward_usd": "1.00"}
+    preview = client.post(url, {**fake, "preview": "1"})
+    # MTurk takes the HIT back itself: no warning, and 1 task × 1 × $1 × 1.25 as before.
+    assert 'id="no-completion"' not in preview.text and 'id="cost-total">$1.25<' in preview.text
+    client.post(url, {**fake, "completion_code": "X", "confirm_total": "1.25", "publish": "1"})
+    assert batch.publications.get().completion_code == ""
+
+
+def test_an_admin_sets_the_completion_code_once_the_site_gives_it(client, study, admin):
+    """Prolific shows a study's completion code once it has the study link, that is after
+    publishing here: the publication page takes it, and participants get it from then on."""
+    client.force_login(admin)
+    detail = reverse("crowd:publication", args=[study.pk])
+    page = client.get(detail).text
+    assert 'id="completion"' in page and "No completion code or URL" in page
+    action = reverse("crowd:publication-action", args=[study.pk])
+    refused = client.post(
+        action, {"action": "completion", "completion_url": "javascript:alert(1)"}, follow=True
+    )
+    assert "is not an http(s) address" in refused.text
+    client.post(action, {"action": "completion", "completion_code": " LATE-CODE "})
+    study.refresh_from_db()
+    assert (study.completion_code, study.completion_url) == ("LATE-CODE", "")
+    done = _finish(client, _start(Client(), study, PROLIFIC_PID="P9"))
+    assert 'id="completion-code">LATE-CODE<' in done.text
+    back = "https://app.prolific.com/submissions/complete?cc=LATE-CODE"
+    client.post(action, {"action": "completion", "completion_url": back})
+    done = _finish(Client(), _start(Client(), study, PROLIFIC_PID="P10"))
+    assert done.status_code == 302 and done["Location"] == back
+
+
+def test_a_selfhosted_publication_page_shows_no_mturk_fields(client, study, admin):
+    client.force_login(admin)
+    page = client.get(reverse("crowd:publication", args=[study.pk])).text
+    assert "HIT type" not in page and "Sync assignments now" not in page
+    assert "paid on the site that recruited them" in page
+
+
+def test_a_human_studys_publish_form_asks_no_completion_code(client, admin):
+    """A human study keeps its completion code on the study (docs/verbalizer.md)."""
+    from annotate.verbalizer.services.humans import human_study_create
+    from annotate.verbalizer.services.sets import evaluation_set_create
+    from tests.annotate.verbalizer.helpers import fill
+
+    fill("SST-2", [True, False])
+    evaluation_set = evaluation_set_create(
+        name="crowd", datasets=["SST-2"], items=2, seed=1, mappings="flipped-golden"
+    ).evaluation_set
+    study = human_study_create(evaluation_set=evaluation_set, name="flip", answers_per_prompt=1)
+    client.force_login(admin)
+    page = client.get(reverse("verbalizer:study-publish", args=[study.pk]))
+    assert page.status_code == 200 and 'name="reward_usd"' in page.text
+    assert 'name="completion_code"' not in page.text

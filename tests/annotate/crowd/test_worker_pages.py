@@ -329,3 +329,35 @@ def test_the_publication_page_shows_how_full_each_demo_hit_is(client, published,
     other = published.hits.order_by("id")[1]
     assert f'action="{reverse("crowd:demo-worker", args=[other.pk])}"' in page.text
     assert "<title>" in page.text and " on Offline demo · crowd" in page.text
+
+
+def test_an_admin_continues_a_demo_workers_unfinished_hit(client, published, admin_user):
+    """An admin who leaves a demo worker's page keeps that worker's slot on the offline platform:
+    the publication page links back to the same assignment until it is submitted there."""
+    client.force_login(admin_user)
+    hit = _hit(published)
+    start = reverse("crowd:demo-worker", args=[hit.pk])
+    client.get(client.post(start)["Location"])  # DEMOWORKER1 opens the task and leaves
+    client.post(start)  # DEMOWORKER2 accepts it on the platform, never opens our page
+    _open(client, hit, worker="AWORKER9")  # not a demo worker: the admin cannot act as them
+    detail = reverse("crowd:publication", args=[published.pk])
+    section = client.get(detail).text.split('id="demo-unfinished"')[1].split("</section>")[0]
+    continues = dict(re.findall(r'<a href="([^"]+)">Continue as (DEMOWORKER\d)</a>', section))
+    assert sorted(continues.values()) == ["DEMOWORKER1", "DEMOWORKER2"]
+    assert "AWORKER9" not in section
+
+    first = {worker: url.replace("&amp;", "&") for url, worker in continues.items()}
+    task_url = client.get(first["DEMOWORKER1"])["Location"]
+    assert task_url.startswith("/crowd/work/")
+    held = Assignment.objects.get(annotator__worker_id="DEMOWORKER1")
+    assert client.get(task_url).status_code == 200  # the task page, where it was left
+    done = client.post(task_url, _answers(client.get(task_url).text))
+    assert Assignment.objects.filter(annotator__worker_id="DEMOWORKER1").count() == 1
+    token = re.search(r'name="token" value="([^"]+)"', done.text).group(1)
+    client.post(
+        reverse("crowd:demo-external-submit"),
+        {"assignmentId": held.platform_assignment_id, "token": token},
+    )
+    assert FakePlatform.store.assignments[held.platform_assignment_id].status == "Submitted"
+    section = client.get(detail).text.split('id="demo-unfinished"')[1].split("</section>")[0]
+    assert "Continue as DEMOWORKER2" in section and "DEMOWORKER1" not in section

@@ -1,0 +1,162 @@
+"""What the crowd publish preview and the publication page say a batch costs is what the report's
+Table 4 counts once the work is in (docs/reports.md, Cost)."""
+
+import re
+from decimal import Decimal
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from annotate.crowd.models import Bonus, BonusStatus, Publication
+from annotate.crowd.services import publishing, review
+from annotate.crowd.services.publishing import PublishSettings
+from annotate.models import Assignment
+from annotate.roles import ADMIN
+from evaluation.selectors.report_costs import source_costs
+from tests.factories import UserFactory, project_with_tasks
+
+pytestmark = pytest.mark.django_db
+
+FORM = {
+    "platform": "selfhosted",
+    "title": "Judge AI answers",
+    "description": "Yes/no questions",
+    "keywords": "ai",
+    "reward_usd": "2.00",
+    "assignment_minutes": "60",
+    "auto_approval_hours": "72",
+    "lifetime_hours": "168",
+    "min_percent_approved": "90",
+    "min_hits_approved": "500",
+    "locale": "",
+    "qualifications_json": "",
+    "completion_code": "C0DE-1",
+    "completion_url": "",
+}
+
+
+def _table4_crowd_cost(benchmark) -> Decimal:
+    cost = source_costs(benchmark=benchmark)["overall"]["crowd-majority"].cost_usd
+    return Decimal(str(cost)).quantize(Decimal("0.01"))
+
+
+def _do_every_task(participant: str, publication: Publication) -> None:
+    worker = Client()
+    join = reverse("crowd:selfhosted-join", args=[publication.link_token])
+    for _ in range(publication.batch.tasks.count()):
+        started = worker.post(join, {"PROLIFIC_PID": participant})
+        page = worker.get(started["Location"]).text
+        answers = {name: "yes" for name in set(re.findall(r'name="(r\d+_q\d+)"', page))}
+        done = worker.post(started["Location"], answers)
+        assert 'id="completion-code">C0DE-1<' in done.text
+
+
+def test_selfhosted_preview_is_what_table_4_counts_once_the_work_is_in(
+    client, settings, django_capture_on_commit_callbacks
+):
+    settings.CROWD_PUBLIC_URL = "https://annotate.example.org"
+    project = project_with_tasks(instructions=2, systems=2, questions=1, assignments_per_task=2)
+    batch = project.batches.get()
+    client.force_login(UserFactory(username="boss", roles=[ADMIN], is_staff=True))
+    url = reverse("crowd:publish", args=[batch.pk])
+
+    preview = client.post(url, {**FORM, "preview": "1"})
+    # 2 tasks × 2 assignments × $2.00, no platform fee: paid on the recruiting site.
+    assert 'id="cost-total">$8.00<' in preview.text
+    assert 'id="paid-outside"' in preview.text and "Prolific" in preview.text
+    assert "Confirm: publish ($8.00 to pay on your recruiting site)" in preview.text
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(url, {**FORM, "confirm_total": "8.00", "publish": "1"})
+    publication = Publication.objects.get(batch=batch)
+
+    for participant in ("P1", "P2"):
+        _do_every_task(participant, publication)
+    assert _table4_crowd_cost(project.benchmark) == Decimal("8.00")
+
+    page = client.get(reverse("crowd:publication", args=[publication.pk])).text
+    # Everything submitted, nothing reviewed: the page counts what Table 4 counts.
+    assert 'id="spent-total">$8.00<' in page
+    assert "submitted, not reviewed yet: 4 assignments, $8.00" in page
+
+
+@pytest.fixture
+def fake_platform():
+    from annotate.crowd.fake import FakePlatform
+
+    FakePlatform.reset()
+    yield FakePlatform()
+    FakePlatform.reset()
+
+
+def _mturk_work(client, hit, worker: str, platform) -> Assignment:
+    """A worker accepts the HIT, answers on our page and the browser hands it back."""
+    assignment_id = platform.worker_accept(hit_id=hit.hit_id, worker_id=worker)
+    opened = client.get(
+        reverse("crowd:mturk-task", args=[hit.unique_request_token]),
+        {
+            "assignmentId": assignment_id,
+            "hitId": hit.hit_id,
+            "workerId": worker,
+            "turkSubmitTo": "https://workersandbox.mturk.com",
+        },
+    )
+    page = client.get(opened["Location"]).text
+    answers = {name: "yes" for name in set(re.findall(r'name="(r\d+_q\d+)"', page))}
+    assert client.post(opened["Location"], answers).status_code == 200
+    platform.worker_submit(assignment_id=assignment_id)
+    return Assignment.objects.get(platform_assignment_id=assignment_id)
+
+
+def test_bonuses_show_on_their_row_and_the_publication_counts_what_table_4_counts(
+    client, fake_platform, django_capture_on_commit_callbacks
+):
+    project = project_with_tasks(instructions=3, systems=2, questions=1, assignments_per_task=1)
+    publication = publishing.publication_create(
+        batch=project.batches.get(),
+        platform_name="fake",
+        chosen=PublishSettings(title="t", description="d", reward_usd=Decimal("1.00")),
+        base_url="https://annotate.example.org",
+    )
+    publishing.publication_publish(publication_id=publication.pk, now=timezone.now())
+    hits = list(publication.hits.order_by("id"))
+    paid, waiting, rejected = (
+        _mturk_work(Client(), hit, f"AW{n}", fake_platform) for n, hit in enumerate(hits)
+    )
+    review.publication_sync(publication_id=publication.pk, now=timezone.now())
+    client.force_login(UserFactory(username="boss", roles=[ADMIN], is_staff=True))
+    review_url = reverse("crowd:review", args=[publication.pk])
+    for assignment, action in ((paid, "approve"), (rejected, "reject")):
+        client.post(
+            reverse("crowd:assignment-action", args=[assignment.pk]),
+            {"action": action, "feedback": "thanks"},
+            HTTP_REFERER=review_url,
+        )
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(
+            reverse("crowd:assignment-action", args=[paid.pk]),
+            {"action": "bonus", "amount": "0.40", "feedback": "careful work"},
+            HTTP_REFERER=review_url,
+        )
+    Bonus.objects.create(  # refused by the platform: shown, but not paid, so not counted
+        assignment=paid,
+        amount_usd=Decimal("0.10"),
+        reason="r",
+        unique_request_token="refused",
+        status=BonusStatus.FAILED,
+        error="Not enough funds.",
+    )
+
+    row = client.get(review_url).text.split(f'data-assignment="{paid.pk}"')[1].split("</tr>")[0]
+    assert 'Bonus $0.40: <strong class="bonus-status">paid</strong>' in row
+    assert 'Bonus $0.10: <strong class="bonus-status error">failed</strong>' in row
+    assert "(Not enough funds.)" in row
+    assert "Pay another bonus" in row and "already has 2 bonuses" in row
+
+    page = client.get(reverse("crowd:publication", args=[publication.pk])).text
+    # Approved: $1 × 1.25 + the $0.40 bonus × 1.25; waiting: $1 × 1.25; rejected: nothing.
+    assert "approved work: 1 assignment, $1.75 with the bonuses paid on them" in page
+    assert "submitted, not reviewed yet: 1 assignment, $1.25" in page
+    assert 'id="spent-total">$3.00<' in page
+    assert _table4_crowd_cost(project.benchmark) == Decimal("3.00")
