@@ -46,23 +46,25 @@ TOKEN_MAX_AGE = 14 * 24 * 3600
 def study_publication_preview(
     *, study: HumanStudy, platform_name: str, reward_usd: Decimal | None = None, user=None
 ) -> CostPreview:
-    """What publishing the study would cost: prompts × answers per prompt × reward × (1 + fee)."""
+    """What publishing the study would cost: prompts × answers per prompt × reward × (1 + fee);
+    through a self-hosted link, no fee, and paid on the recruiting site (as for a batch)."""
     publishing.platform_check(platform_name)
     reward = DEFAULT_REWARD_USD if reward_usd is None else reward_usd
     prompts = study.prompts.count()
     platform = get_platform(platform_name, user=user)
-    paying = platform.pays_workers
+    fee = publishing.fee_rate() if platform.pays_workers else Decimal(0)
     total = publishing.publication_cost(
-        tasks=prompts, assignments_per_task=study.answers_per_prompt, reward_usd=reward
+        tasks=prompts, assignments_per_task=study.answers_per_prompt, reward_usd=reward, fee=fee
     )
     return CostPreview(
         platform=platform_name,
         tasks=prompts,
         assignments_per_task=study.answers_per_prompt,
         reward_usd=reward,
-        fee_rate=publishing.fee_rate() if paying else Decimal(0),
-        total_usd=total if paying else Decimal("0.00"),
+        fee_rate=fee,
+        total_usd=total,
         balance_usd=platform.account_balance(),
+        paid_outside=not platform.pays_workers,
     )
 
 

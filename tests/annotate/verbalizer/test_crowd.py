@@ -307,6 +307,11 @@ def test_publishing_is_refused_twice_on_one_platform_and_for_a_closed_study(on_m
     preview = crowd.study_publication_preview(study=study, platform_name="mturk")
     # 4 prompts × 2 answers × $0.05 × 1.25
     assert (preview.tasks, preview.assignments_per_task, preview.total_usd) == (4, 2, 0.5)
+    # A self-hosted link: the rewards without a fee, paid on the recruiting site (was $0.00).
+    linked = crowd.study_publication_preview(
+        study=study, platform_name="selfhosted", reward_usd=Decimal("1.50")
+    )
+    assert (linked.total_usd, linked.fee_rate, linked.paid_outside) == (Decimal("12.00"), 0, True)
 
 
 # --- Self-hosted links ----------------------------------------------------------------------
