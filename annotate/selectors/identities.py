@@ -58,18 +58,13 @@ def identity_scope(*, user) -> IdentityScope:
     own_projects = Q(task__batch__project__researchers=user) | Q(
         task__batch__project__created_by=user
     )
-    visible = (
-        Assignment.objects.filter(own_projects, annotator__kind=AnnotatorKind.CROWD)
-        .order_by()
-        .values_list("annotator_id", flat=True)
-        .distinct()
-    )
+    worked = Assignment.objects.filter(own_projects, annotator__kind=AnnotatorKind.CROWD)
     # A verbalizer human study's workers: seen by who made the study or its evaluation set.
     own_studies = Q(study__created_by=user) | Q(study__evaluation_set__created_by=user)
-    answered = (
-        HumanAnswer.objects.filter(own_studies, annotator__kind=AnnotatorKind.CROWD)
-        .order_by()
+    answered = HumanAnswer.objects.filter(own_studies, annotator__kind=AnnotatorKind.CROWD)
+    visible = (
+        worked.order_by()
         .values_list("annotator_id", flat=True)
-        .distinct()
+        .union(answered.order_by().values_list("annotator_id", flat=True))  # one query
     )
-    return IdentityScope(everyone=False, visible=frozenset(visible) | frozenset(answered))
+    return IdentityScope(everyone=False, visible=frozenset(visible))

@@ -133,10 +133,11 @@ def test_a_study_on_a_selfhosted_link_from_the_pages(
     client.force_login(UserFactory(username="boss", roles=[ADMIN], is_staff=True))
     publish = reverse("verbalizer:study-publish", args=[study.pk])
     preview = client.post(publish, publish_form(platform="selfhosted", preview="1"))
-    assert b'id="cost-total">$0.00' in preview.content
+    # 2 prompts × 2 answers × $0.10, no fee: paid on the recruiting site (it said $0.00).
+    assert b'id="cost-total">$0.40' in preview.content
     with django_capture_on_commit_callbacks(execute=True):
         done = client.post(
-            publish, publish_form(platform="selfhosted", publish="1", confirm_total="0.00")
+            publish, publish_form(platform="selfhosted", publish="1", confirm_total="0.40")
         )
     publication = Publication.objects.get(human_study=study, platform="selfhosted")
     detail = client.get(done["Location"]).content.decode()
