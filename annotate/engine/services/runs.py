@@ -281,25 +281,39 @@ def engine_runs_reap(*, now: datetime | None = None, run_id: int | None = None) 
 
 
 class _Budget:
-    """Spending so far plus calls in flight, against the run's cap (thread-safe)."""
+    """Spending so far plus calls in flight, against the run's cap (thread-safe).
+
+    A call whose worst cost does not fit beside the calls in flight waits for them to end (they
+    mostly cost far less than their worst): the cap is reached only when the call does not fit
+    with nothing in flight. Reservations keep the worst case, so spending never passes the cap.
+    """
 
     def __init__(self, *, spent: Decimal, cap: Decimal | None) -> None:
         self.spent, self.cap, self.reserved = spent, cap, Decimal(0)
-        self.lock = threading.Lock()
+        self.settled = threading.Condition()
         self.exceeded = False
 
-    def reserve(self, amount: Decimal) -> bool:
-        with self.lock:
-            if self.cap is not None and self.spent + self.reserved + amount > self.cap:
-                self.exceeded = True
-                return False
+    def reserve(self, amount: Decimal, should_stop: Callable[[], bool] = lambda: False) -> bool:
+        with self.settled:
+            while self.cap is not None and self.spent + self.reserved + amount > self.cap:
+                if self.reserved == 0:
+                    self.exceeded = True
+                    return False
+                if should_stop():
+                    return False
+                self.settled.wait(timeout=CAP_WAIT_SECONDS)
             self.reserved += amount
             return True
 
     def settle(self, *, reserved: Decimal, actual: Decimal) -> None:
-        with self.lock:
+        with self.settled:
             self.reserved -= reserved
             self.spent += actual
+            self.settled.notify_all()
+
+
+# How often a call waiting for room under the cap looks again (the shared cap polls its row).
+CAP_WAIT_SECONDS = 0.05
 
 
 class _SharedBudget:
@@ -308,27 +322,39 @@ class _SharedBudget:
     Before each call its worst cost is added to `cost_reserved_usd` by one conditional UPDATE
     (cost_usd + cost_reserved_usd + worst <= cap), atomic on every database. After the call the
     reservation becomes the actual cost, which leaves `cost_reserved_usd` in the transaction
-    that adds it to `cost_usd` (`_store`), so spent + in flight is never counted short.
+    that adds it to `cost_usd` (`_store`), so spent + in flight is never counted short. A call
+    that does not fit waits while other calls are in flight, as in _Budget.
     """
 
     def __init__(self, *, run_id: int, cap: Decimal | None) -> None:
         self.run_id, self.cap = run_id, cap
         self.exceeded = False
 
-    def reserve(self, amount: Decimal) -> bool:
+    def reserve(self, amount: Decimal, should_stop: Callable[[], bool] = lambda: False) -> bool:
         if self.cap is None:
             return True
         try:
-            reserved = (
-                EngineRun.objects.filter(pk=self.run_id)
-                .filter(cost_usd__lte=self.cap - amount - F("cost_reserved_usd"))
-                .update(cost_reserved_usd=F("cost_reserved_usd") + amount)
-            )
+            while True:
+                reserved = (
+                    EngineRun.objects.filter(pk=self.run_id)
+                    .filter(cost_usd__lte=self.cap - amount - F("cost_reserved_usd"))
+                    .update(cost_reserved_usd=F("cost_reserved_usd") + amount)
+                )
+                if reserved:
+                    return True
+                in_flight = (
+                    EngineRun.objects.filter(pk=self.run_id)
+                    .values_list("cost_reserved_usd", flat=True)
+                    .first()
+                )
+                if not in_flight:
+                    self.exceeded = True
+                    return False
+                if should_stop():
+                    return False
+                time.sleep(CAP_WAIT_SECONDS)
         finally:
             connection.close()  # a worker thread's own connection
-        if not reserved:
-            self.exceeded = True
-        return bool(reserved)
 
     def settle(self, *, reserved: Decimal, actual: Decimal) -> None:
         if self.cap is None or reserved == actual:
@@ -376,7 +402,7 @@ class _Executor:
             prompt_tokens=estimate_prompt_tokens(messages),
             completion_tokens=completion,
         )
-        if not self.budget.reserve(reserved):
+        if not self.budget.reserve(reserved, self.stop.is_set):
             self.stop.set()
             raise _CapReached
         if not self.first_calls_sent.is_set():  # counted only until then

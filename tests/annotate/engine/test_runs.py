@@ -138,6 +138,25 @@ def test_the_spending_cap_stops_before_the_call_that_would_exceed_it(stub):
     assert run.cost_usd <= Decimal("0.25")
 
 
+def test_a_call_that_fits_the_cap_only_alone_waits_for_the_calls_in_flight(stub):
+    """Each call reserves its worst cost (about $0.11) but costs about $0.015: two at once do not
+    fit under a $0.20 cap. The run stopped after its first call ("would exceed the cap") though
+    the whole run costs a third of the cap; the second call now waits for the first to end."""
+    stub.responder = lambda messages: "short"
+    stub.delay = 0.2
+    endpoint = make_endpoint(
+        stub.base_url,
+        concurrency=2,
+        max_tokens=100,
+        price_prompt_per_1k=Decimal("1"),
+        price_completion_per_1k=Decimal("1"),
+    )
+    run, system, _ = _generation(endpoint, count=4, spending_cap_usd=Decimal("0.20"))
+    run = engine_run_execute(run_id=run.pk)
+    assert run.status == RunStatus.DONE and system.responses.count() == 4
+    assert len(stub.requests) == 4 and run.cost_usd < Decimal("0.07")
+
+
 def test_the_dry_run_estimate_counts_only_missing_units_and_sends_nothing(stub):
     endpoint = make_endpoint(
         stub.base_url,
