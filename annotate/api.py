@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from django.contrib.auth.models import User
 from django.http import StreamingHttpResponse
+from django.urls import reverse
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, extend_schema_serializer
@@ -19,7 +20,8 @@ from rest_framework.views import APIView
 from annotate.errors import NotFoundError, PermissionDeniedError
 from annotate.http import csv_download
 from annotate.models import Benchmark, Project, ProjectMode, System
-from annotate.roles import ANNOTATOR, RESEARCHER, has_role, is_admin
+from annotate.roles import ANNOTATOR, RESEARCHER, has_role, is_admin, is_researcher
+from annotate.selectors import benchmarks as benchmark_selectors
 from annotate.selectors import work as work_selectors
 from annotate.services import assignments as assignment_services
 from annotate.services import projects as project_services
@@ -108,6 +110,32 @@ class BatchCreateApi(APIView):
             project=project, name=data["name"], selection=SelectionSerializer.selection_of(data)
         )
         return Response({"id": batch.id, "tasks": batch.tasks.count()}, status=201)
+
+
+class BenchmarkListApi(APIView):
+    @extend_schema(
+        request=None,
+        responses=OpenApiTypes.OBJECT,
+        description="Every benchmark (researchers): id, name, instruction count, the systems with "
+        "responses, and where its report is read.",
+    )
+    def get(self, request: Request) -> Response:
+        if not is_researcher(request.user):
+            raise NotFoundError("Only researchers read benchmarks.")
+        systems = benchmark_selectors.benchmark_systems_by_benchmark()
+        return Response(
+            [
+                {
+                    "id": benchmark.pk,
+                    "name": benchmark.name,
+                    "description": benchmark.description,
+                    "instructions": benchmark.instruction_count,
+                    "systems": systems.get(benchmark.pk, []),
+                    "report": reverse("api-report", args=[benchmark.pk]),
+                }
+                for benchmark in benchmark_selectors.benchmark_list_with_counts()
+            ]
+        )
 
 
 class ProjectProgressApi(APIView):

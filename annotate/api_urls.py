@@ -5,6 +5,7 @@ from annotate import api
 app_name = "annotate-api"
 
 urlpatterns = [
+    path("benchmarks/", api.BenchmarkListApi.as_view(), name="benchmark-list"),
     path("projects/", api.ProjectCreateApi.as_view(), name="project-create"),
     path("projects/<int:project_id>/batches/", api.BatchCreateApi.as_view(), name="batch-create"),
     path(

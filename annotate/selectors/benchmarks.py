@@ -17,6 +17,19 @@ def benchmark_list_with_counts() -> QuerySet[Benchmark]:
     return Benchmark.objects.annotate(instruction_count=Count("instructions")).order_by("name")
 
 
+def benchmark_systems_by_benchmark() -> dict[int, list[str]]:
+    """The names of the systems with responses in each benchmark, by benchmark id (one query)."""
+    pairs = (
+        Response.objects.order_by()
+        .values_list("instruction__benchmark_id", "system__name")
+        .distinct()
+    )
+    systems: dict[int, list[str]] = {}
+    for benchmark_id, name in pairs:
+        systems.setdefault(benchmark_id, []).append(name)
+    return {pk: sorted(names) for pk, names in systems.items()}
+
+
 def benchmark_get(*, benchmark_id: int) -> Benchmark:
     try:
         return Benchmark.objects.get(pk=benchmark_id)

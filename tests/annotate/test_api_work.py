@@ -167,3 +167,28 @@ def test_researchers_download_labels_with_late_submissions_marked(client, resear
     client.force_login(researcher)
     page = client.get(reverse("work:project-detail", args=[project.id])).text
     assert "1 submitted, 0 in progress, 1 late (kept, not counted)" in page
+
+
+def test_researchers_list_the_benchmarks_with_their_systems_and_report(researcher, annotator_user):
+    """A researcher using the API had to know a benchmark's exact name: now they can list them."""
+    from django.test import Client
+
+    from tests.factories import ResponseFactory
+
+    first = ResponseFactory(system__name="gpt-4")
+    ResponseFactory(instruction=first.instruction, system__name="alpaca")
+    client = Client()
+    client.force_login(researcher)
+    listed = client.get("/api/annotate/benchmarks/").json()
+    benchmark = first.instruction.benchmark
+    mine = next(row for row in listed if row["id"] == benchmark.pk)
+    assert mine == {
+        "id": benchmark.pk,
+        "name": benchmark.name,
+        "description": benchmark.description,
+        "instructions": 1,
+        "systems": ["alpaca", "gpt-4"],
+        "report": f"/api/reports/{benchmark.pk}/",
+    }
+    client.force_login(annotator_user)
+    assert client.get("/api/annotate/benchmarks/").status_code == 404

@@ -123,6 +123,7 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     "crowd-api:unblock": (API_ADMIN_POST_ONLY, by_role(403, 404, 404, 404, 404, 200)),
     "crowd-api:notify": (API_ADMIN_POST_ONLY, by_role(403, 404, 404, 404, 404, 400)),
     "crowd-api:calls": (by_role(403, 404, 404, 404, 404, 200), None),
+    "annotate-api:benchmark-list": (API_RESEARCHERS, None),
     "annotate-api:project-create": (API_POST_ONLY, by_role(403, 403, 403, 403, 403, 400)),
     "annotate-api:batch-create": (API_POST_ONLY, by_role(403, 403, 403, 403, 403, 400)),
     "annotate-api:project-progress": (API_PROJECT_READERS, None),
