@@ -193,3 +193,56 @@ def test_stopping_a_run_is_styled_as_destructive_and_confirmed(admin_client):
     page = admin_client.get(reverse("engine:run-detail", args=[run.pk])).content.decode()
     button = page[page.index('id="run-stop"') :].split(">", 1)[0]
     assert 'class="danger"' in button and "data-confirm=" in button
+
+
+def _field_row(page: str, field: str) -> str:
+    """The form row of one field: its label, input, help and errors."""
+    row = page[page.index(f'for="id_{field}"') :]
+    return row[: row.index('class="form-row') if 'class="form-row' in row else len(row)]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("timeout_seconds", "-1", "Must be more than 0."),
+        ("temperature", "2.5", "less than or equal to 2."),
+        ("top_p", "1.5", "less than or equal to 1."),
+        ("concurrency", "0", "Must be at least 1."),
+        ("requests_per_minute", "0", "Must be at least 1."),
+        ("base_url", "https://api.openai.com/v1/chat/completions", "should end before"),
+    ],
+)
+def test_the_endpoint_form_refuses_values_out_of_range_beside_the_field(
+    admin_client, field, value, message
+):
+    endpoint = make_endpoint("http://127.0.0.1:9/v1", name="kept")
+    url = reverse("engine:endpoint-edit", args=[endpoint.pk])
+    for target in (url, reverse("engine:endpoint-new")):
+        response = admin_client.post(target, {**ENDPOINT_FORM, field: value})
+        page = response.content.decode()
+        assert response.status_code == 400 and message in _field_row(page, field)
+        assert page.count(message) == 1 and "Constraint" not in page
+    assert list(Endpoint.objects.values_list("name", flat=True)) == ["kept"]
+    assert str(getattr(Endpoint.objects.get(), field)) != value
+
+
+@pytest.mark.django_db
+def test_the_base_url_refusal_says_where_it_should_end(admin_client):
+    form = {**ENDPOINT_FORM, "base_url": "https://api.openai.com/v1/chat/completions"}
+    page = admin_client.post(reverse("engine:endpoint-new"), form).content.decode()
+    assert (
+        "The base URL should end before /chat/completions (e.g. https://api.openai.com/v1)"
+        in _field_row(page, "base_url")
+    )
+
+
+@pytest.mark.django_db
+def test_a_name_differing_only_in_capitals_is_refused_beside_the_name(admin_client):
+    make_endpoint("", name="stub-paid")
+    response = admin_client.post(
+        reverse("engine:endpoint-new"), {**ENDPOINT_FORM, "name": "STUB-PAID"}
+    )
+    assert response.status_code == 400
+    assert "names that differ only in capitals" in _field_row(response.content.decode(), "name")
+    assert list(Endpoint.objects.values_list("name", flat=True)) == ["stub-paid"]
