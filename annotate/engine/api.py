@@ -24,7 +24,7 @@ from annotate.engine.services.generation import (
     generating_system_get_or_create,
     generation_run_create,
 )
-from annotate.engine.services.runs import engine_run_check_may_start
+from annotate.engine.services.runs import engine_run_check_may_start, engine_run_check_may_stop
 from annotate.errors import NotFoundError
 from annotate.models import Benchmark, Subset
 from annotate.roles import is_researcher
@@ -39,7 +39,13 @@ class RunProgressSerializer(serializers.Serializer):
     units_done = serializers.IntegerField()
     units_failed = serializers.IntegerField()
     units_skipped = serializers.IntegerField()
-    percent = serializers.IntegerField()
+    percent_processed = serializers.IntegerField(
+        help_text="Units ended, done or failed, in whole percent of units_total (rounded down)."
+    )
+    percent_done = serializers.IntegerField(
+        help_text="Units done (done before this run included), in whole percent of units_total."
+    )
+    percent = serializers.IntegerField(help_text="The same as percent_processed.")
     calls = serializers.IntegerField()
     calls_failed = serializers.IntegerField()
     prompt_tokens = serializers.IntegerField()
@@ -70,7 +76,7 @@ class RunStopApi(APIView):
     @extend_schema(request=None, responses=RunProgressSerializer)
     def post(self, request: Request, engine_run_id: int) -> Response:
         run = _run(request.user, engine_run_id)
-        engine_run_check_may_start(user=request.user, endpoint=run.endpoint)
+        engine_run_check_may_stop(user=request.user, endpoint=run.endpoint)
         engine_run_stop(run=run)
         run.refresh_from_db()
         return Response(RunProgressSerializer(engine_run_progress(run=run)).data)

@@ -34,12 +34,14 @@ class EndpointForm(forms.ModelForm):
             "price_completion_per_1k": "Price per 1k completion tokens (USD)",
         }
         help_texts = {
-            "name": "How judge configurations, runs and systems refer to it.",
-            "base_url": "An OpenAI-compatible server, e.g. https://api.openai.com/v1. "
+            "name": "How judge configurations, runs and systems refer to it; unique, "
+            "whatever the capitals.",
+            "base_url": "An OpenAI-compatible server, ending before /chat/completions, "
+            "e.g. https://api.openai.com/v1. "
             "Blank: the offline fake model (no network, no cost).",
             "model": "The model name the server expects, e.g. gpt-4o-mini.",
-            "temperature": "0 for reproducible answers.",
-            "timeout_seconds": "One call's limit; a call over it is retried.",
+            "temperature": "From 0 to 2; 0 for reproducible answers.",
+            "timeout_seconds": "One call's limit (more than 0); a call over it is retried.",
             "concurrency": "Calls in flight at once for this endpoint.",
             "requests_per_minute": "The limiter keeps every run of this endpoint under it.",
             "tokens_per_minute": "Prompt and completion tokens together.",

@@ -5,8 +5,33 @@ from __future__ import annotations
 from decimal import Decimal
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
+
+# Paths of the API that the client adds itself: a base URL ending in one would be called twice.
+API_PATHS = ("/chat/completions", "/embeddings")
+
+
+def validate_base_url(value: str) -> None:
+    """Refuse an address that already names an API path (the client appends it again)."""
+    address = (value or "").strip().rstrip("/")
+    for path in API_PATHS:
+        if address.endswith(path):
+            raise ValidationError(
+                f"The base URL should end before {path} (e.g. https://api.openai.com/v1): "
+                f"the engine adds {path} itself.",
+                code="api_path",
+            )
+
+
+def validate_positive(value: float) -> None:
+    if value is not None and value <= 0:
+        raise ValidationError("Must be more than 0.", code="positive")
+
+
+_AT_LEAST_ONE = [MinValueValidator(1, message="Must be at least 1.")]
 
 
 class Endpoint(models.Model):
@@ -14,7 +39,10 @@ class Endpoint(models.Model):
 
     name = models.CharField(max_length=200, unique=True)
     base_url = models.CharField(
-        max_length=500, blank=True, help_text="Blank: the offline fake back-end (no network)."
+        max_length=500,
+        blank=True,
+        validators=[validate_base_url],
+        help_text="Blank: the offline fake back-end (no network).",
     )
     model = models.CharField(max_length=200)
     api_key_env = models.CharField(
@@ -23,9 +51,18 @@ class Endpoint(models.Model):
         help_text="Environment variable holding the key (one of ENGINE_API_KEY_ENVS); "
         "blank for a server that needs none.",
     )
-    temperature = models.FloatField(default=0)
+    temperature = models.FloatField(
+        default=0,
+        validators=[MinValueValidator(0), MaxValueValidator(2)],
+        help_text="From 0 to 2 (OpenAI's range).",
+    )
     max_tokens = models.PositiveIntegerField(null=True, blank=True, help_text="Blank: not sent.")
-    top_p = models.FloatField(null=True, blank=True, help_text="Blank: not sent.")
+    top_p = models.FloatField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0), MaxValueValidator(1)],
+        help_text="From 0 to 1; blank: not sent.",
+    )
     seed = models.IntegerField(null=True, blank=True, help_text="Blank: not sent.")
     stop = models.JSONField(default=list, blank=True, help_text="Stop sequences (a list).")
     stream = models.BooleanField(
@@ -33,10 +70,10 @@ class Endpoint(models.Model):
         help_text="Ask for the reply as a stream (server-sent events), so pages can show it "
         "as it is written.",
     )
-    timeout_seconds = models.FloatField(default=120)
-    concurrency = models.PositiveSmallIntegerField(default=8)
-    requests_per_minute = models.PositiveIntegerField(default=500)
-    tokens_per_minute = models.PositiveIntegerField(default=200_000)
+    timeout_seconds = models.FloatField(default=120, validators=[validate_positive])
+    concurrency = models.PositiveSmallIntegerField(default=8, validators=_AT_LEAST_ONE)
+    requests_per_minute = models.PositiveIntegerField(default=500, validators=_AT_LEAST_ONE)
+    tokens_per_minute = models.PositiveIntegerField(default=200_000, validators=_AT_LEAST_ONE)
     max_retries = models.PositiveSmallIntegerField(default=5)
     price_prompt_per_1k = models.DecimalField(max_digits=10, decimal_places=6, default=Decimal("0"))
     price_completion_per_1k = models.DecimalField(
@@ -51,6 +88,17 @@ class Endpoint(models.Model):
             models.CheckConstraint(condition=Q(concurrency__gte=1), name="endpoint_concurrency_1"),
             models.CheckConstraint(condition=Q(requests_per_minute__gte=1), name="endpoint_rpm_1"),
             models.CheckConstraint(condition=Q(tokens_per_minute__gte=1), name="endpoint_tpm_1"),
+            models.CheckConstraint(
+                condition=Q(timeout_seconds__gt=0), name="endpoint_timeout_positive"
+            ),
+            models.CheckConstraint(
+                condition=Q(temperature__gte=0, temperature__lte=2),
+                name="endpoint_temperature_0_2",
+            ),
+            models.CheckConstraint(
+                condition=Q(top_p__isnull=True) | Q(top_p__gte=0, top_p__lte=1),
+                name="endpoint_top_p_0_1",
+            ),
         ]
 
     def __str__(self) -> str:

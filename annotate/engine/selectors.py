@@ -15,13 +15,18 @@ from annotate.engine.services.runs import engine_runs_reap
 
 def engine_run_progress(*, run: EngineRun, now: datetime | None = None) -> dict:
     """Return the run's counters as plain values; a run whose worker vanished is marked failed
-    here too, so its page never shows "running" for ever."""
+    here too, so its page never shows "running" for ever.
+
+    `percent_processed` counts the units ended either way (done, done before, failed): how far
+    the run has got. `percent_done` counts only those done: how much of the work exists.
+    `percent` is `percent_processed`, kept for the clients that read it.
+    """
     now = now or timezone.now()
     if run.status == RunStatus.RUNNING and engine_runs_reap(now=now, run_id=run.pk):
         run.refresh_from_db()
     end = run.finished_at or now
     elapsed = (end - run.started_at).total_seconds() if run.started_at else 0.0
-    units_ended = run.units_done + run.units_failed
+    processed = _percent(run.units_done + run.units_failed, run.units_total)
     return {
         "run_id": run.pk,
         "kind": run.kind,
@@ -32,7 +37,9 @@ def engine_run_progress(*, run: EngineRun, now: datetime | None = None) -> dict:
         "units_done": run.units_done,
         "units_failed": run.units_failed,
         "units_skipped": run.units_skipped,
-        "percent": int(100 * units_ended / run.units_total) if run.units_total else 0,
+        "percent_processed": processed,
+        "percent_done": _percent(run.units_done, run.units_total),
+        "percent": processed,  # the name clients read before the two above; = percent_processed
         "calls": run.calls,
         "calls_failed": run.calls_failed,
         "prompt_tokens": run.prompt_tokens,
@@ -44,6 +51,11 @@ def engine_run_progress(*, run: EngineRun, now: datetime | None = None) -> dict:
         "stop_requested": run.stop_requested,
         "error": run.error,
     }
+
+
+def _percent(part: int, total: int) -> int:
+    """Whole percent, rounded down (100 only when all of it); 0 of nothing is 0."""
+    return 100 * part // total if total else 0
 
 
 def engine_run_list(*, kind: str | None = None) -> QuerySet[EngineRun]:

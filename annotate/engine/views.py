@@ -8,6 +8,7 @@ from django.contrib.auth.decorators import login_required
 from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
 from annotate.engine.errors import EngineError, EngineNotFoundError
@@ -34,9 +35,13 @@ from annotate.engine.services.generation import (
     generating_system_get_or_create,
     generation_run_create,
 )
-from annotate.engine.services.runs import engine_run_check_may_start
+from annotate.engine.services.runs import (
+    engine_run_check_may_start,
+    engine_run_check_may_stop,
+    engine_run_may_control,
+)
 from annotate.errors import AnnotateError
-from annotate.http import form_refusal
+from annotate.http import error_page, form_refusal
 from annotate.roles import (
     ADMIN,
     ADMINS_ONLY,
@@ -152,6 +157,7 @@ def run_detail(request: HttpRequest, engine_run_id: int) -> HttpResponse:
         "errors": engine_run_recent_errors(run=run),
         "results_url": engine_run_results_url(run=run),
         "title": engine_run_title(run=run),
+        "may_control": engine_run_may_control(user=request.user, endpoint=run.endpoint),
     }
     return render(request, "engine/run_detail.html", context)
 
@@ -162,7 +168,7 @@ def run_progress(request: HttpRequest, engine_run_id: int) -> JsonResponse:
     _require_researcher(request)
     run = _run_or_404(engine_run_id)
     return JsonResponse(
-        {**engine_run_progress(run=run), "errors": engine_run_recent_errors(run=run, limit=5)}
+        {**engine_run_progress(run=run), "errors": engine_run_recent_errors(run=run)}
     )
 
 
@@ -172,9 +178,9 @@ def run_stop(request: HttpRequest, engine_run_id: int) -> HttpResponse:
     _require_researcher(request)
     run = _run_or_404(engine_run_id)
     try:
-        engine_run_check_may_start(user=request.user, endpoint=run.endpoint)
+        engine_run_check_may_stop(user=request.user, endpoint=run.endpoint)
     except AnnotateError as error:
-        return HttpResponse(str(error), status=error.http_status, content_type="text/plain")
+        return _refused_on_run(request, run, error)
     engine_run_stop(run=run)
     return redirect("engine:run-detail", engine_run_id=run.pk)
 
@@ -187,8 +193,13 @@ def run_resume(request: HttpRequest, engine_run_id: int) -> HttpResponse:
     try:
         engine_run_start(run=run, user=request.user)
     except AnnotateError as error:
-        return HttpResponse(str(error), status=error.http_status, content_type="text/plain")
+        return _refused_on_run(request, run, error)
     return redirect("engine:run-detail", engine_run_id=run.pk)
+
+
+def _refused_on_run(request: HttpRequest, run, error: AnnotateError) -> HttpResponse:
+    back = (reverse("engine:run-detail", args=[run.pk]), f"Back to run #{run.pk}")
+    return error_page(request, error, back=back)
 
 
 @login_required

@@ -96,7 +96,9 @@ def _judge_endpoint_create(*, name: str, backend: str, base_url: str, fields: di
     settings_ = {**JUDGE_ENDPOINT_DEFAULTS, **fields}
     if not address and "api_key_env" not in fields:
         settings_["api_key_env"] = ""  # the fake needs no key (a named one is still checked)
-    endpoint_name = name if not Endpoint.objects.filter(name=name).exists() else f"{name} (judge)"
+    endpoint_name = (
+        name if not Endpoint.objects.filter(name__iexact=name).exists() else f"{name} (judge)"
+    )
     try:
         return endpoint_create(name=endpoint_name, base_url=address, **settings_)
     except EngineError as error:

@@ -9,7 +9,8 @@
     "run-failed": "units_failed", "run-calls": "calls", "run-calls-failed": "calls_failed",
     "run-prompt-tokens": "prompt_tokens", "run-completion-tokens": "completion_tokens",
     "run-cost": "cost_usd", "run-elapsed": "elapsed_seconds", "run-status": "status_display",
-    "run-error": "error"
+    "run-error": "error", "run-percent-processed": "percent_processed",
+    "run-percent-done": "percent_done"
   };
   var delay = 1000;
 
@@ -21,9 +22,32 @@
     var bar = document.getElementById("run-bar");
     bar.max = Math.max(1, data.units_total);
     bar.value = data.units_done;
-    document.getElementById("run-stop-form").hidden = !data.active;
-    document.getElementById("run-resume-form").hidden = data.active;
+    setHidden("run-stop-form", !data.active);  // absent for who may not stop or restart it
+    setHidden("run-resume-form", data.active);
+    showErrors(data.errors || []);
     box.setAttribute("data-active", data.active ? "1" : "0");
+  }
+
+  function setHidden(id, hidden) {
+    var element = document.getElementById(id);
+    if (element) { element.hidden = hidden; }
+  }
+
+  // The failed units and their reasons, as the page lists them (text only, never markup).
+  function showErrors(errors) {
+    var section = document.getElementById("run-errors");
+    var list = document.getElementById("run-error-list");
+    if (!section || !list) { return; }
+    var items = errors.map(function (item) {
+      var li = document.createElement("li");
+      var code = document.createElement("code");
+      code.textContent = item.unit;
+      li.appendChild(code);
+      li.appendChild(document.createTextNode(": " + item.error));
+      return li;
+    });
+    list.replaceChildren.apply(list, items);
+    section.hidden = items.length === 0;
   }
 
   function poll() {

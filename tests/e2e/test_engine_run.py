@@ -8,7 +8,7 @@ import pytest
 from annotate.engine.models import EngineRun, RunStatus
 from annotate.engine.services import endpoint_create, engine_background_wait
 from annotate.roles import ADMIN
-from tests.evaluation.openai_stub import StubOpenAI
+from tests.evaluation.openai_stub import Fail, StubOpenAI
 from tests.factories import BenchmarkFactory, InstructionFactory, UserFactory
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -56,3 +56,37 @@ def test_progress_moves_without_reloading_the_page(page_for):
         engine_background_wait(10)
     run = EngineRun.objects.get()
     assert run.status == RunStatus.DONE and run.calls == 8 and len(stub.requests) == 8
+
+
+def test_failure_reasons_appear_while_the_run_goes_on(page_for, snap):
+    benchmark = BenchmarkFactory(name="e2e-bench")
+    for n in range(8):
+        InstructionFactory(benchmark=benchmark, external_id=f"t{n}", position=n)
+    admin = UserFactory(username="e2e-admin", roles=[ADMIN], is_staff=True)
+    refusal = "model refused: the prompt is too long"
+    replies = ["ok", Fail(400, refusal), *["ok"] * 6]  # one call at a time, 0.4 s each
+    with StubOpenAI(delay=0.4, replies=replies) as stub:
+        endpoint_create(
+            name="slow-stub", base_url=stub.base_url, model="m", concurrency=1,
+            requests_per_minute=100_000, tokens_per_minute=10_000_000,
+        )  # fmt: skip
+        page = page_for(admin)
+        page.goto("/engine/generate/")
+        page.select_option("#id_endpoint", label="slow-stub")
+        page.select_option("#id_benchmark", label="e2e-bench")
+        page.fill("#id_system", "browser-gen")
+        page.click("#start-run")
+        page.wait_for_url("**/engine/runs/*/")
+        page.evaluate("window.__sameDocument = true")
+        assert page.locator("#run-errors").is_hidden()  # nothing failed yet
+
+        seen = wait_until(page, lambda done: page.locator("#run-errors").is_visible())
+        snap(page, "a failure shown while running")
+        assert seen[-1] < 7  # shown while units were still to do, not only at the end
+        assert refusal in page.locator("#run-error-list").inner_text()
+        wait_until(page, lambda done: page.locator("#run-status").inner_text() == "Failed")
+        assert page.evaluate("window.__sameDocument") is True  # never reloaded
+        assert page.locator("#run-percent-processed").inner_text() == "100"
+        assert page.locator("#run-percent-done").inner_text() == "87"  # 7 of 8, rounded down
+        engine_background_wait(10)
+    assert EngineRun.objects.get().units_failed == 1

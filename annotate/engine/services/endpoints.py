@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
 from annotate.engine.client import RequestBody, Transport, TransportOptions, transport_for
@@ -32,7 +33,6 @@ EDITABLE_FIELDS = (
     "price_prompt_per_1k",
     "price_completion_per_1k",
 )
-_AT_LEAST_ONE = ("concurrency", "requests_per_minute", "tokens_per_minute")
 
 
 def _validate(fields: Mapping[str, Any]) -> dict[str, Any]:
@@ -53,9 +53,7 @@ def _validate(fields: Mapping[str, Any]) -> dict[str, Any]:
             cleaned["api_key_env"] = api_key_env_validate(str(cleaned["api_key_env"] or ""))
         except ApiKeyEnvError as error:
             raise EndpointError(f"Field 'api_key_env': {error}") from None
-    for name in _AT_LEAST_ONE:
-        if name in cleaned and int(cleaned[name]) < 1:
-            raise EndpointError(f"Field '{name}': must be at least 1, not {cleaned[name]}.")
+    _check_with_the_model(cleaned)
     if cleaned.get("max_tokens") is not None and int(cleaned["max_tokens"]) < 1:
         raise EndpointError("Field 'max_tokens': must be at least 1 (or blank: not sent).")
     for name in ("price_prompt_per_1k", "price_completion_per_1k"):
@@ -76,14 +74,43 @@ def _validate(fields: Mapping[str, Any]) -> dict[str, Any]:
     return cleaned
 
 
+def _check_with_the_model(cleaned: dict[str, Any]) -> None:
+    """Convert each number and run the model field's validators (ranges, the base URL's end),
+    so the command, the services' callers and the form refuse the same values."""
+    for name, value in cleaned.items():
+        if name == "stop" or value is None:
+            continue
+        field = Endpoint._meta.get_field(name)
+        try:
+            cleaned[name] = field.to_python(value)
+            field.run_validators(cleaned[name])
+        except ValidationError as error:
+            raise EndpointError(f"Field '{name}': {' '.join(error.messages)}") from None
+
+
+def _check_name_free(name: str, *, endpoint: Endpoint | None = None) -> None:
+    """Refuse a name taken, also in other capitals (the API and commands find endpoints by
+    name; "STUB-PAID" beside "stub-paid" is one name to a person)."""
+    others = Endpoint.objects.filter(name__iexact=name)
+    if endpoint is not None:
+        others = others.exclude(pk=endpoint.pk)
+    taken = others.values_list("name", flat=True).first()
+    if taken == name:
+        raise EndpointError(f"Field 'name': an endpoint named {name!r} exists already.")
+    if taken is not None:
+        raise EndpointError(
+            f"Field 'name': an endpoint named {taken!r} exists already; names that differ "
+            "only in capitals are the same name."
+        )
+
+
 @transaction.atomic
 def endpoint_create(*, name: str, model: str, **fields: Any) -> Endpoint:
     """Create an endpoint; a blank base_url means the offline fake back-end."""
     name = name.strip()
     if not name:
         raise EndpointError("Field 'name': an endpoint needs a name.")
-    if Endpoint.objects.filter(name=name).exists():
-        raise EndpointError(f"Field 'name': an endpoint named {name!r} exists already.")
+    _check_name_free(name)
     cleaned = _validate({"model": model, **fields})
     try:
         with transaction.atomic():
@@ -97,8 +124,9 @@ def endpoint_update(*, endpoint: Endpoint, name: str | None = None, **fields: An
     """Change an endpoint's name or settings; stored calls keep the request they were sent."""
     if name is not None and name.strip() != endpoint.name:
         name = name.strip()
-        if not name or Endpoint.objects.filter(name=name).exclude(pk=endpoint.pk).exists():
-            raise EndpointError(f"Field 'name': {name!r} is empty or taken.")
+        if not name:
+            raise EndpointError("Field 'name': an endpoint needs a name.")
+        _check_name_free(name, endpoint=endpoint)
         endpoint.name = name
     cleaned = _validate(fields)
     for name, value in cleaned.items():

@@ -78,13 +78,31 @@ _ACTIVE = (RunStatus.PENDING, RunStatus.RUNNING)
 
 def engine_run_check_may_start(*, user: AbstractBaseUser | None, endpoint: Endpoint) -> None:
     """Researchers may use the free fake; only admins spend money. None = the console."""
+    _check_may_use(user, endpoint, action="start")
+
+
+def engine_run_check_may_stop(*, user: AbstractBaseUser | None, endpoint: Endpoint) -> None:
+    """Who may start a run on the endpoint may stop one: on a paid one, only admins."""
+    _check_may_use(user, endpoint, action="stop")
+
+
+def engine_run_may_control(*, user: AbstractBaseUser | None, endpoint: Endpoint) -> bool:
+    """Whether the user may start and stop runs on the endpoint (the run page's buttons)."""
+    try:
+        _check_may_use(user, endpoint, action="start")
+    except (EngineNotFoundError, EnginePermissionError):
+        return False
+    return True
+
+
+def _check_may_use(user: AbstractBaseUser | None, endpoint: Endpoint, *, action: str) -> None:
     if user is None:
         return
     if not is_researcher(user):
         raise EngineNotFoundError("No such page.")
     if endpoint.spends_money and not is_admin(user):
         raise EnginePermissionError(
-            f"Endpoint {endpoint.name!r} calls a paid API: only an admin may start a run on it."
+            f"Endpoint {endpoint.name!r} calls a paid API: only an admin may {action} a run on it."
         )
 
 

@@ -193,3 +193,118 @@ def test_stopping_a_run_is_styled_as_destructive_and_confirmed(admin_client):
     page = admin_client.get(reverse("engine:run-detail", args=[run.pk])).content.decode()
     button = page[page.index('id="run-stop"') :].split(">", 1)[0]
     assert 'class="danger"' in button and "data-confirm=" in button
+
+
+def _field_row(page: str, field: str) -> str:
+    """The form row of one field: its label, input, help and errors."""
+    row = page[page.index(f'for="id_{field}"') :]
+    return row[: row.index('class="form-row') if 'class="form-row' in row else len(row)]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("timeout_seconds", "-1", "Must be more than 0."),
+        ("temperature", "2.5", "less than or equal to 2."),
+        ("top_p", "1.5", "less than or equal to 1."),
+        ("concurrency", "0", "Must be at least 1."),
+        ("requests_per_minute", "0", "Must be at least 1."),
+        ("base_url", "https://api.openai.com/v1/chat/completions", "should end before"),
+    ],
+)
+def test_the_endpoint_form_refuses_values_out_of_range_beside_the_field(
+    admin_client, field, value, message
+):
+    endpoint = make_endpoint("http://127.0.0.1:9/v1", name="kept")
+    url = reverse("engine:endpoint-edit", args=[endpoint.pk])
+    for target in (url, reverse("engine:endpoint-new")):
+        response = admin_client.post(target, {**ENDPOINT_FORM, field: value})
+        page = response.content.decode()
+        assert response.status_code == 400 and message in _field_row(page, field)
+        assert page.count(message) == 1 and "Constraint" not in page
+    assert list(Endpoint.objects.values_list("name", flat=True)) == ["kept"]
+    assert str(getattr(Endpoint.objects.get(), field)) != value
+
+
+@pytest.mark.django_db
+def test_the_base_url_refusal_says_where_it_should_end(admin_client):
+    form = {**ENDPOINT_FORM, "base_url": "https://api.openai.com/v1/chat/completions"}
+    page = admin_client.post(reverse("engine:endpoint-new"), form).content.decode()
+    assert (
+        "The base URL should end before /chat/completions (e.g. https://api.openai.com/v1)"
+        in _field_row(page, "base_url")
+    )
+
+
+@pytest.mark.django_db
+def test_a_name_differing_only_in_capitals_is_refused_beside_the_name(admin_client):
+    make_endpoint("", name="stub-paid")
+    response = admin_client.post(
+        reverse("engine:endpoint-new"), {**ENDPOINT_FORM, "name": "STUB-PAID"}
+    )
+    assert response.status_code == 400
+    assert "names that differ only in capitals" in _field_row(response.content.decode(), "name")
+    assert list(Endpoint.objects.values_list("name", flat=True)) == ["stub-paid"]
+
+
+@pytest.fixture
+def paid_run_of_an_admin(admin_user, stub):
+    endpoint = make_endpoint(stub.base_url, name="paid")
+    return EngineRun.objects.create(
+        kind="generation", endpoint=endpoint, params={}, created_by=admin_user
+    )
+
+
+@pytest.mark.django_db
+def test_a_researcher_sees_no_stop_or_run_again_on_a_paid_run(
+    client, researcher, admin_user, paid_run_of_an_admin
+):
+    url = reverse("engine:run-detail", args=[paid_run_of_an_admin.pk])
+    client.force_login(researcher)
+    page = client.get(url).content.decode()
+    assert 'id="run-stop"' not in page and "Run again" not in page
+    assert "only an admin may stop this run or run it again" in page
+    client.force_login(admin_user)
+    page = client.get(url).content.decode()
+    assert 'id="run-stop"' in page and "Run again" in page
+
+
+@pytest.mark.django_db
+def test_a_researchers_stop_or_restart_of_a_paid_run_is_refused_on_a_page(
+    researcher_client, paid_run_of_an_admin, stub
+):
+    run = paid_run_of_an_admin
+    stop = researcher_client.post(reverse("engine:run-stop", args=[run.pk]))
+    assert stop.status_code == 403 and stop["Content-Type"].startswith("text/html")
+    page = stop.content.decode()
+    assert 'class="site-header"' in page and "only an admin may stop a run on it" in page
+    assert reverse("engine:run-detail", args=[run.pk]) in page  # the way back
+    again = researcher_client.post(reverse("engine:run-resume", args=[run.pk]))
+    assert again.status_code == 403 and 'class="site-header"' in again.content.decode()
+    assert "only an admin may start a run on it" in again.content.decode()
+    api = researcher_client.post(reverse("api-engine-run-stop", args=[run.pk]))
+    assert api.status_code == 403 and "only an admin may stop a run" in api.json()["detail"]
+    run.refresh_from_db()
+    assert not run.stop_requested and run.status == RunStatus.PENDING and stub.requests == []
+
+
+@pytest.mark.django_db
+def test_progress_says_processed_and_done_apart(researcher_client):
+    endpoint = make_endpoint("", name="fake")
+    run = EngineRun.objects.create(
+        kind="generation", endpoint=endpoint, params={}, status=RunStatus.RUNNING,
+        units_total=8, units_done=2, units_failed=4,
+    )  # fmt: skip
+    run.units.create(key="gen:i1", status="failed", error="model refused: too long")
+    for url in (
+        reverse("engine:run-progress", args=[run.pk]),
+        reverse("api-engine-run", args=[run.pk]),
+    ):
+        data = researcher_client.get(url).json()
+        assert (data["percent_processed"], data["percent_done"], data["percent"]) == (75, 25, 75)
+    assert researcher_client.get(reverse("engine:run-progress", args=[run.pk])).json()[
+        "errors"
+    ] == [{"unit": "gen:i1", "error": "model refused: too long"}]
+    page = researcher_client.get(reverse("engine:run-detail", args=[run.pk])).content.decode()
+    assert 'id="run-percent-processed">75<' in page and 'id="run-percent-done">25<' in page
