@@ -121,4 +121,4 @@ class JudgeRunProtocol:
         judge_runs.judge_ends_store([result.value for result in results if result.value])
 
     def on_finish(self, run: EngineRun) -> None:
-        judge_runs.judge_run_finish_if_complete(run_id=run.params["judge_run_id"])
+        judge_runs.judge_run_on_finish(run_id=run.params["judge_run_id"], engine_run=run)

@@ -215,7 +215,9 @@ def test_resume_after_a_stop_asks_only_what_is_missing(stub):
     assert 5 <= first_pass < total  # the calls in flight finish; no new call starts
     assert JudgeCall.objects.count() == first_pass
     run.refresh_from_db()
-    assert run.status == RunStatus.PENDING and run.finished_at is None
+    # Stopped, as its engine run is ("Stopped" on both pages); running it again resumes it.
+    assert run.status == RunStatus.CANCELLED == run.engine_run.status
+    assert run.get_status_display() == "Stopped"
     stub.on_request = None
 
     judge_run_execute(run_id=run.pk)
