@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.db.models import Count
+from django.urls import reverse
 
 from annotate.engine.client import estimate_prompt_tokens
 from annotate.engine.models import EngineCall, EngineRun
@@ -45,6 +46,24 @@ class JudgeRunProtocol:
 
     def on_start(self, run: EngineRun) -> None:
         judge_runs.judge_run_mark_started(_judge_run(run))
+
+    def title(self, run: EngineRun) -> str:
+        """What the engine's run page calls this run: the judge run, by its own number."""
+        judge_run = (
+            JudgeRun.objects.select_related("config", "benchmark")
+            .filter(pk=run.params["judge_run_id"])
+            .first()
+        )
+        if judge_run is None:
+            return ""
+        return f"Judge run #{judge_run.pk}: {judge_run.config.name} on {judge_run.benchmark.name}"
+
+    def results_url(self, run: EngineRun) -> str:
+        """Where the run's answers are read: its judge run's page ("" once that is deleted)."""
+        judge_run_id = run.params["judge_run_id"]
+        if not JudgeRun.objects.filter(pk=judge_run_id).exists():
+            return ""
+        return reverse("judge:run-detail", args=[judge_run_id])
 
     def load(self, run: EngineRun, keys: Sequence[str]) -> dict[str, ConversationWork]:
         judge_run = _judge_run(run)

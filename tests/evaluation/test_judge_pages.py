@@ -211,3 +211,18 @@ def test_a_judge_run_stopped_before_it_started_is_stopped_on_its_page(client, re
     assert reverse("judge:run-resume", args=[run.pk]) in detail.text
     run.refresh_from_db()
     assert run.status == RunStatus.CANCELLED
+
+
+def test_the_engine_run_page_names_the_judge_run_and_links_back_to_it(client, researcher):
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(2,))
+    judge = make_judge(name="fake-judge", backend="fake")
+    EngineRun.objects.create(kind="judge", endpoint=judge.endpoint)  # numbers no longer agree
+    run = judge_run_create(config=judge, benchmark=benchmark, systems=systems)
+    assert run.pk != run.engine_run_id
+    client.force_login(researcher)
+
+    page = client.get(reverse("engine:run-detail", args=[run.engine_run_id]))
+
+    title = f"Judge run #{run.pk}: fake-judge on {benchmark.name}"
+    assert f"<h1>{title}</h1>" in page.text
+    assert f'href="{reverse("judge:run-detail", args=[run.pk])}" id="run-results"' in page.text
