@@ -21,6 +21,11 @@ from evaluation.judges.conversation import Answered, CallPolicy, ConversationWor
 from evaluation.models import JudgeConversation, JudgeRun
 from evaluation.services import judge_runs
 
+# The purpose of the engine calls: a call sent again after a failed one is told apart, so the
+# run's retries count every call's, answered or not (evaluation.selectors.judge_runs).
+PURPOSE = "judge"
+PURPOSE_RETRY = "judge retry"
+
 
 def _judge_run(run: EngineRun) -> JudgeRun:
     return judge_runs.judge_run_get(run_id=run.params["judge_run_id"])
@@ -112,8 +117,11 @@ class JudgeRunProtocol:
 
         params = run.params.get("request_params") or None
         policy = CallPolicy(
-            chat=lambda messages: ctx.chat(
-                messages, purpose="judge", params=params, allow_error=True
+            chat=lambda messages, retry=False: ctx.chat(
+                messages,
+                purpose=PURPOSE_RETRY if retry else PURPOSE,
+                params=params,
+                allow_error=True,
             ),
             max_retries=ctx.max_retries,
             wait_before_retry=ctx.wait_before_retry,

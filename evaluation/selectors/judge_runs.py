@@ -9,11 +9,13 @@ from decimal import Decimal
 from django.db.models import Count, Q, QuerySet, Sum
 from django.urls import NoReverseMatch, reverse
 
+from annotate.engine.models import EngineCall
 from annotate.engine.models import RunStatus as EngineRunStatus
 from annotate.engine.services import engine_runs_reap
 from annotate.models import Benchmark, Question, Response
 from annotate.roles import is_admin
 from annotate.selectors.prerequisites import Prerequisite
+from evaluation.judges.protocol import PURPOSE_RETRY
 from evaluation.models import (
     ConversationStatus,
     JudgeCall,
@@ -99,7 +101,7 @@ def judge_run_progress(
         not_asked=Sum("questions_not_asked"),
     )
     calls = JudgeCall.objects.filter(conversation__run=run).aggregate(
-        answered=Count("id"), unknown=Count("id", filter=Q(parsed=2)), retries=Sum("retries")
+        answered=Count("id"), unknown=Count("id", filter=Q(parsed=2))
     )
     questions = Question.objects.filter(
         instruction__responses__in=conversations.values("response")
@@ -124,7 +126,7 @@ def judge_run_progress(
         questions_not_asked=counts["not_asked"] or 0,
         unknown_answers=calls["unknown"],
         kept_going=counts["kept_going"],
-        retries=calls["retries"] or 0,
+        retries=_retries(run),
         prompt_tokens=run.prompt_tokens,
         completion_tokens=run.completion_tokens,
         cost_usd=run.cost_usd,
@@ -132,6 +134,18 @@ def judge_run_progress(
         started_at=run.started_at.isoformat() if run.started_at else None,
         finished_at=run.finished_at.isoformat() if run.finished_at else None,
     )
+
+
+def _retries(run: JudgeRun) -> int:
+    """Every retry of the run's calls, answered or not: the engine's inside each call (429,
+    5xx, timeouts) and the calls the judge sent again after a failed one (official protocol).
+    """
+    if run.engine_run_id is None:
+        return JudgeCall.objects.filter(conversation__run=run).aggregate(n=Sum("retries"))["n"] or 0
+    counts = EngineCall.objects.filter(run_id=run.engine_run_id).aggregate(
+        inside=Sum("retries"), again=Count("id", filter=Q(purpose=PURPOSE_RETRY))
+    )
+    return (counts["inside"] or 0) + counts["again"]
 
 
 def _first_url(*names: str) -> str:
