@@ -20,6 +20,9 @@ class JudgeRunProgressApi(APIView):
     class OutputSerializer(serializers.Serializer):
         run_id = serializers.IntegerField()
         status = serializers.CharField()
+        status_display = serializers.CharField()
+        active = serializers.BooleanField(help_text="Pending or running: poll again.")
+        error = serializers.CharField(help_text="Why the run failed or stopped; blank otherwise.")
         percent = serializers.IntegerField()
         conversations_total = serializers.IntegerField()
         conversations_done = serializers.IntegerField()

@@ -77,10 +77,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     except JudgeNotFoundError:
         raise Http404 from None
     progress = judge_run_progress(run=run)
-    running = run.status in ("pending", "running") and progress.conversations_total > (
-        progress.conversations_done + progress.conversations_failed
-    )
-    context = {"run": run, "progress": progress, "running": running}
+    context = {"run": run, "progress": progress, "running": progress.active}
     return render(request, "evaluation/judge_run_detail.html", context)
 
 

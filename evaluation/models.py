@@ -49,8 +49,10 @@ class RunStatus(models.TextChoices):
     PENDING = "pending", "Pending"
     RUNNING = "running", "Running"
     DONE = "done", "Done"
-    FAILED = "failed", "Done with errors"
-    CANCELLED = "cancelled", "Cancelled"
+    # The engine's words (annotate.engine.models.RunStatus): a judge run's status is its engine
+    # run's, shown on both pages.
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Stopped"
 
 
 class JudgeRun(models.Model):
@@ -93,6 +95,20 @@ class JudgeRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.config.name} on {self.benchmark.name} #{self.pk}"
+
+    # The status is the engine run's (it does the work; the stored one is its copy, kept by the
+    # protocol's hooks), so a run whose worker died is never shown as running.
+    @property
+    def live_status(self) -> str:
+        return self.engine_run.status if self.engine_run else self.status
+
+    @property
+    def live_status_display(self) -> str:
+        return RunStatus(self.live_status).label
+
+    @property
+    def is_active(self) -> bool:
+        return self.live_status in (RunStatus.PENDING, RunStatus.RUNNING)
 
     # Tokens and cost are the engine run's: one accounting for every model call.
     @property

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.http import Http404
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -48,6 +48,7 @@ class SourceRow(serializers.Serializer):
 
 
 class ReportApi(APIView):
+    @extend_schema_serializer(component_name="Report")
     class OutputSerializer(serializers.Serializer):
         benchmark = serializers.CharField()
         unknown = serializers.ChoiceField(choices=UNKNOWN_MODES)

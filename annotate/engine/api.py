@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.http import Http404
 from django.urls import reverse
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_serializer
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -85,6 +85,7 @@ class RunStopApi(APIView):
 class GenerationRunApi(APIView):
     """POST: create a generation run and start it (202), or with dry_run only estimate it."""
 
+    @extend_schema_serializer(component_name="GenerationRunInput")
     class InputSerializer(serializers.Serializer):
         benchmark = serializers.CharField()
         system = serializers.CharField(max_length=200)
@@ -99,6 +100,7 @@ class GenerationRunApi(APIView):
         )
         dry_run = serializers.BooleanField(default=False)
 
+    @extend_schema_serializer(component_name="GenerationRunStarted")
     class OutputSerializer(serializers.Serializer):
         run_id = serializers.IntegerField(allow_null=True)
         url = serializers.CharField(allow_null=True)

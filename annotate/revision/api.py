@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_serializer
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -25,11 +25,13 @@ class RerateApi(APIView):
     `manage.py revision_rerate`.
     """
 
+    @extend_schema_serializer(component_name="RerateInput")
     class InputSerializer(serializers.Serializer):
         size = serializers.IntegerField(min_value=1)
         annotators = serializers.ListField(child=serializers.CharField(), min_length=1)
         seed = serializers.IntegerField(min_value=0, default=0)
 
+    @extend_schema_serializer(component_name="RerateSent")
     class OutputSerializer(serializers.Serializer):
         sent = serializers.IntegerField()
         reratings = serializers.ListField(child=serializers.DictField())

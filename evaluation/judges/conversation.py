@@ -65,9 +65,10 @@ Event = Answered | Failed | Finished
 @dataclass
 class CallPolicy:
     """How the judge's calls are made: `chat(messages)` makes one engine call (limiter,
-    retries, storage and accounting are the engine's) and returns the EngineCall."""
+    retries, storage and accounting are the engine's) and returns the EngineCall;
+    `chat(messages, retry=True)` is the same call sent again after a failed one."""
 
-    chat: Callable[[list[dict[str, str]]], EngineCall]
+    chat: Callable[..., EngineCall]
     # For the official protocol only, which retries what the engine returns as failed, as the
     # script does: the endpoint's retry budget and the engine's wait before retry n (from 1).
     max_retries: int = 0
@@ -100,7 +101,7 @@ def call_like_the_script(
     """
     failed: list[EngineCall] = []
     while True:
-        call = policy.chat(list(history))
+        call = policy.chat(list(history), retry=bool(failed))
         if call.answered or call.empty_reply:
             history.append({"role": "assistant", "content": call.reply})
             return call, failed

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.db.models import Count
+from django.urls import reverse
 
 from annotate.engine.client import estimate_prompt_tokens
 from annotate.engine.models import EngineCall, EngineRun
@@ -19,6 +20,11 @@ from evaluation.judges import prompting as p
 from evaluation.judges.conversation import Answered, CallPolicy, ConversationWork, Failed, converse
 from evaluation.models import JudgeConversation, JudgeRun
 from evaluation.services import judge_runs
+
+# The purpose of the engine calls: a call sent again after a failed one is told apart, so the
+# run's retries count every call's, answered or not (evaluation.selectors.judge_runs).
+PURPOSE = "judge"
+PURPOSE_RETRY = "judge retry"
 
 
 def _judge_run(run: EngineRun) -> JudgeRun:
@@ -45,6 +51,24 @@ class JudgeRunProtocol:
 
     def on_start(self, run: EngineRun) -> None:
         judge_runs.judge_run_mark_started(_judge_run(run))
+
+    def title(self, run: EngineRun) -> str:
+        """What the engine's run page calls this run: the judge run, by its own number."""
+        judge_run = (
+            JudgeRun.objects.select_related("config", "benchmark")
+            .filter(pk=run.params["judge_run_id"])
+            .first()
+        )
+        if judge_run is None:
+            return ""
+        return f"Judge run #{judge_run.pk}: {judge_run.config.name} on {judge_run.benchmark.name}"
+
+    def results_url(self, run: EngineRun) -> str:
+        """Where the run's answers are read: its judge run's page ("" once that is deleted)."""
+        judge_run_id = run.params["judge_run_id"]
+        if not JudgeRun.objects.filter(pk=judge_run_id).exists():
+            return ""
+        return reverse("judge:run-detail", args=[judge_run_id])
 
     def load(self, run: EngineRun, keys: Sequence[str]) -> dict[str, ConversationWork]:
         judge_run = _judge_run(run)
@@ -93,8 +117,11 @@ class JudgeRunProtocol:
 
         params = run.params.get("request_params") or None
         policy = CallPolicy(
-            chat=lambda messages: ctx.chat(
-                messages, purpose="judge", params=params, allow_error=True
+            chat=lambda messages, retry=False: ctx.chat(
+                messages,
+                purpose=PURPOSE_RETRY if retry else PURPOSE,
+                params=params,
+                allow_error=True,
             ),
             max_retries=ctx.max_retries,
             wait_before_retry=ctx.wait_before_retry,
@@ -121,4 +148,4 @@ class JudgeRunProtocol:
         judge_runs.judge_ends_store([result.value for result in results if result.value])
 
     def on_finish(self, run: EngineRun) -> None:
-        judge_runs.judge_run_finish_if_complete(run_id=run.params["judge_run_id"])
+        judge_runs.judge_run_on_finish(run_id=run.params["judge_run_id"], engine_run=run)

@@ -6,7 +6,7 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from django.utils import timezone
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_serializer
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -27,6 +27,7 @@ class RevisionJudgeRunApi(APIView):
     are the rating judge's; k-shot needs `shots` of at least 1.
     """
 
+    @extend_schema_serializer(component_name="RevisionJudgeRunInput")
     class InputSerializer(serializers.Serializer):
         task = serializers.ChoiceField(choices=JudgeTask.values)
         endpoint = serializers.CharField()
@@ -34,6 +35,7 @@ class RevisionJudgeRunApi(APIView):
         shots = serializers.IntegerField(min_value=1, max_value=100, default=10)
         seed = serializers.IntegerField(min_value=0, default=0)
 
+    @extend_schema_serializer(component_name="RevisionJudgeRunStarted")
     class OutputSerializer(serializers.Serializer):
         run_id = serializers.IntegerField()
         engine_run_id = serializers.IntegerField()

@@ -7,6 +7,8 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -168,6 +170,7 @@ def figure(request: HttpRequest, study_id: int, figure: str, image_format: str) 
 class RevisionReportApi(APIView):
     """GET a revision study's whole report (Tables 2-5, Figure 2) as JSON; researchers only."""
 
+    @extend_schema(request=None, responses=OpenApiTypes.OBJECT)
     def get(self, request: Request, study_id: int) -> Response:
         # The API answers a non-researcher as every other report API does: nothing here (404).
         if not is_researcher(request.user):

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from datetime import datetime
 from decimal import Decimal
 
 from django.db.models import Count, Q, QuerySet, Sum
 from django.urls import NoReverseMatch, reverse
 
+from annotate.engine.models import EngineCall
+from annotate.engine.models import RunStatus as EngineRunStatus
+from annotate.engine.services import engine_runs_reap
 from annotate.models import Benchmark, Question, Response
 from annotate.roles import is_admin
 from annotate.selectors.prerequisites import Prerequisite
+from evaluation.judges.protocol import PURPOSE_RETRY
 from evaluation.models import (
     ConversationStatus,
     JudgeCall,
@@ -24,6 +29,9 @@ from evaluation.models import (
 class RunProgress:
     run_id: int
     status: str
+    status_display: str
+    active: bool  # pending or running: the page refreshes itself
+    error: str  # why the run failed or stopped (its engine run's message)
     conversations_total: int
     conversations_done: int
     conversations_failed: int
@@ -68,11 +76,22 @@ def judge_run_list() -> QuerySet[JudgeRun]:
     )
 
 
-def judge_run_progress(*, run: JudgeRun, max_errors: int = 20) -> RunProgress:
-    """Return done / total, failures with their errors, tokens and cost so far (4 queries)."""
+def judge_run_progress(
+    *, run: JudgeRun, max_errors: int = 20, now: datetime | None = None
+) -> RunProgress:
+    """Return the status, done / total, failures with their errors, tokens and cost so far.
+
+    The status is the engine run's; a run whose worker stopped beating is marked failed here
+    (as the engine's page does), so neither page waits for ever on a run nobody works on.
+    """
     run.refresh_from_db()
     if run.engine_run is not None:
         run.engine_run.refresh_from_db()
+        if run.engine_run.status == EngineRunStatus.RUNNING and engine_runs_reap(
+            now=now, run_id=run.engine_run_id
+        ):  # its worker died: the engine run failed, and this run with it (on_finish)
+            run.refresh_from_db()
+            run.engine_run.refresh_from_db()
     conversations = JudgeConversation.objects.filter(run=run)
     counts = conversations.aggregate(
         total=Count("id"),
@@ -82,7 +101,7 @@ def judge_run_progress(*, run: JudgeRun, max_errors: int = 20) -> RunProgress:
         not_asked=Sum("questions_not_asked"),
     )
     calls = JudgeCall.objects.filter(conversation__run=run).aggregate(
-        answered=Count("id"), unknown=Count("id", filter=Q(parsed=2)), retries=Sum("retries")
+        answered=Count("id"), unknown=Count("id", filter=Q(parsed=2))
     )
     questions = Question.objects.filter(
         instruction__responses__in=conversations.values("response")
@@ -95,7 +114,10 @@ def judge_run_progress(*, run: JudgeRun, max_errors: int = 20) -> RunProgress:
     ]
     return RunProgress(
         run_id=run.pk,
-        status=run.status,
+        status=run.live_status,
+        status_display=run.live_status_display,
+        active=run.is_active,
+        error=run.engine_run.error if run.engine_run else "",
         conversations_total=counts["total"],
         conversations_done=counts["done"],
         conversations_failed=counts["failed"],
@@ -104,7 +126,7 @@ def judge_run_progress(*, run: JudgeRun, max_errors: int = 20) -> RunProgress:
         questions_not_asked=counts["not_asked"] or 0,
         unknown_answers=calls["unknown"],
         kept_going=counts["kept_going"],
-        retries=calls["retries"] or 0,
+        retries=_retries(run),
         prompt_tokens=run.prompt_tokens,
         completion_tokens=run.completion_tokens,
         cost_usd=run.cost_usd,
@@ -112,6 +134,18 @@ def judge_run_progress(*, run: JudgeRun, max_errors: int = 20) -> RunProgress:
         started_at=run.started_at.isoformat() if run.started_at else None,
         finished_at=run.finished_at.isoformat() if run.finished_at else None,
     )
+
+
+def _retries(run: JudgeRun) -> int:
+    """Every retry of the run's calls, answered or not: the engine's inside each call (429,
+    5xx, timeouts) and the calls the judge sent again after a failed one (official protocol).
+    """
+    if run.engine_run_id is None:
+        return JudgeCall.objects.filter(conversation__run=run).aggregate(n=Sum("retries"))["n"] or 0
+    counts = EngineCall.objects.filter(run_id=run.engine_run_id).aggregate(
+        inside=Sum("retries"), again=Count("id", filter=Q(purpose=PURPOSE_RETRY))
+    )
+    return (counts["inside"] or 0) + counts["again"]
 
 
 def _first_url(*names: str) -> str:

@@ -14,6 +14,8 @@ from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from annotate.engine.bulk import rows_insert
+from annotate.engine.models import EngineRun
+from annotate.engine.models import RunStatus as EngineRunStatus
 from annotate.engine.services import engine_run_create, engine_run_execute, engine_run_start
 from annotate.errors import AnnotateError
 from annotate.models import Benchmark, Label, Question, Response, System
@@ -318,23 +320,27 @@ def judge_run_mark_started(run: JudgeRun) -> None:
         )
 
 
-def judge_run_finish_if_complete(*, run_id: int) -> JudgeRun:
-    """Mark the run done (or done with errors) once no conversation is pending; a run stopped
-    with conversations left waits as pending until it is run again."""
+def judge_run_on_finish(*, run_id: int, engine_run: EngineRun) -> JudgeRun:
+    """The engine run ended (done, failed, stopped or reaped): the judge run takes its status.
+
+    One status for both pages: a judge run is done, failed or stopped exactly when its engine
+    run is, so the page never waits on a run nobody works on; its conversations say what is
+    left, and running it again asks only that.
+    """
+    status = _STATUS_OF_ENGINE.get(engine_run.status, RunStatus.FAILED)
     with transaction.atomic():
         run = JudgeRun.objects.select_for_update().get(pk=run_id)
-        statuses = set(run.conversations.values_list("status", flat=True).distinct())
-        if run.status == RunStatus.CANCELLED:
-            return run
-        if ConversationStatus.PENDING in statuses:
-            if run.status == RunStatus.RUNNING:
-                run.status = RunStatus.PENDING
-                run.save(update_fields=["status"])
-            return run
-        run.status = RunStatus.FAILED if ConversationStatus.FAILED in statuses else RunStatus.DONE
-        run.finished_at = timezone.now()
+        run.status = status
+        run.finished_at = engine_run.finished_at or timezone.now()
         run.save(update_fields=["status", "finished_at"])
         return run
+
+
+_STATUS_OF_ENGINE = {
+    EngineRunStatus.DONE: RunStatus.DONE,
+    EngineRunStatus.FAILED: RunStatus.FAILED,
+    EngineRunStatus.CANCELLED: RunStatus.CANCELLED,
+}
 
 
 # --- Running: through the engine -------------------------------------------------------------
@@ -350,8 +356,6 @@ def judge_run_execute(
     """Ask every missing question of the run in this thread's engine executor (the console and
     the engine's task use it); `on_progress(n)` counts conversations ended."""
     run = judge_run_get(run_id=run_id)
-    if run.status == RunStatus.CANCELLED:
-        raise JudgeRunError(f"Judge run {run.pk} was cancelled.")
     engine_run = engine_run_execute(
         run_id=run.engine_run_id, stop=stop, on_progress=on_progress, sleep=sleep
     )
@@ -363,8 +367,6 @@ def judge_run_execute(
 def judge_run_resume(*, run: JudgeRun, user: AbstractBaseUser | None) -> None:
     """Start a stopped or failed run again (same rights as creating it); only missing work runs."""
     _check_may_start(user=user, config=run.config)
-    if run.status == RunStatus.CANCELLED:
-        raise JudgeRunError(f"Judge run {run.pk} was cancelled.")
     judge_run_start(run=run)
 
 

@@ -7,6 +7,8 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
@@ -122,6 +124,7 @@ def _read(code: int, words: tuple[str, str]) -> str:
 class VerbalizerReportApi(APIView):
     """GET the whole report of an evaluation set (rows, group/mapping/flipped tables, agreement)."""
 
+    @extend_schema(request=None, responses=OpenApiTypes.OBJECT)
     def get(self, request, set_id: int):
         if not is_researcher(request.user):
             raise Http404  # the API answers 404 for both "missing" and "not yours"

@@ -129,6 +129,10 @@ def test_no_dead_ends_judge_export_and_api_docs(page_for, demo, settings, tmp_pa
     admin.get_by_label("Subset").select_option("easy")
     admin.get_by_role("button", name="Start").click()
     admin.wait_for_url("**/engine/runs/*/")  # the run page of the engine, following itself
+    assert admin.locator("h1").inner_text().startswith("Judge run #")
+    admin.get_by_role("link", name="See the results").click()  # back to the judge run's page
+    admin.wait_for_url("**/judge/runs/*/")
+    admin.locator("#status").get_by_text("Done").wait_for(timeout=120_000)
 
     researcher = page_for(user("researcher"))
     researcher.goto(f"/reports/{demo.pk}/")

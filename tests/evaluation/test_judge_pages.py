@@ -1,12 +1,17 @@
 """The judge pages and progress API: who may start what, and what the progress shows."""
 
-import pytest
-from django.urls import reverse
+from datetime import timedelta
 
-from annotate.engine.services import engine_background_wait
+import pytest
+from django.conf import settings
+from django.urls import reverse
+from django.utils import timezone
+
+from annotate.engine.models import EngineRun
+from annotate.engine.services import engine_background_wait, engine_runs_reap
 from annotate.models import Label
 from evaluation.models import JudgeRun, RunStatus
-from evaluation.services.judge_runs import judge_run_create
+from evaluation.services.judge_runs import judge_run_create, judge_run_mark_started
 from tests.evaluation.judge_helpers import make_benchmark, make_judge
 from tests.evaluation.openai_stub import StubOpenAI
 
@@ -126,3 +131,98 @@ def test_the_judge_page_says_what_is_missing_and_links_there(client, admin_user,
     assert client.get(reverse("judge:run-new")).context["prerequisites"] == []
     client.force_login(researcher)
     assert client.get(reverse("judge:run-new")).context["prerequisites"] == []
+
+
+def _died_mid_run(run, *, now):
+    """The state a killed server leaves: both runs "running", the last beat long ago."""
+    judge_run_mark_started(run)
+    stale = now - timedelta(seconds=settings.ENGINE_HEARTBEAT_TIMEOUT_SECONDS + 60)
+    EngineRun.objects.filter(pk=run.engine_run_id).update(
+        status="running", started_at=stale, heartbeat=stale
+    )
+
+
+def test_a_judge_run_whose_worker_died_fails_with_its_engine_run_and_offers_run_again(
+    client, researcher
+):
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(2,))
+    run = judge_run_create(config=make_judge(backend="fake"), benchmark=benchmark, systems=systems)
+    _died_mid_run(run, now=timezone.now())
+    client.force_login(researcher)
+
+    # No beat task needed: reading the page ends the run nobody works on.
+    detail = client.get(reverse("judge:run-detail", args=[run.pk]))
+
+    assert 'http-equiv="refresh"' not in detail.text
+    assert "refreshes itself" not in detail.text
+    assert "Failed: The worker running this run stopped answering" in detail.text
+    assert reverse("judge:run-resume", args=[run.pk]) in detail.text  # the Run again form
+    api = client.get(reverse("api-judge-run-progress", args=[run.pk])).json()
+    assert (api["status"], api["status_display"], api["active"]) == ("failed", "Failed", False)
+    assert "stopped answering" in api["error"]
+    run.refresh_from_db()
+    assert run.status == RunStatus.FAILED == run.engine_run.status and run.finished_at
+
+
+def test_the_engine_sweep_ends_the_judge_run_too(researcher):
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(2,))
+    run = judge_run_create(config=make_judge(backend="fake"), benchmark=benchmark, systems=systems)
+    now = timezone.now()
+    _died_mid_run(run, now=now)
+
+    assert engine_runs_reap(now=now) == 1  # the beat's sweep, as a worker runs it
+
+    run.refresh_from_db()
+    assert run.status == RunStatus.FAILED and run.get_status_display() == "Failed"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_run_again_resumes_a_judge_run_whose_worker_died(client, researcher):
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(3, 2))
+    judge = make_judge(name="fake-judge", backend="fake")
+    run = judge_run_create(config=judge, benchmark=benchmark, systems=systems)
+    _died_mid_run(run, now=timezone.now())
+    client.force_login(researcher)
+    client.get(reverse("judge:run-detail", args=[run.pk]))  # reaped
+
+    client.post(reverse("judge:run-resume", args=[run.pk]))
+    engine_background_wait(30)
+
+    run.refresh_from_db()
+    assert run.status == RunStatus.DONE == run.engine_run.status
+    assert Label.objects.filter(annotator=judge.annotator).count() == 5
+    detail = client.get(reverse("judge:run-detail", args=[run.pk]))
+    assert "Done" in detail.text and "5 / 5 (100%)" in detail.text
+    assert reverse("judge:run-resume", args=[run.pk]) not in detail.text
+
+
+def test_a_judge_run_stopped_before_it_started_is_stopped_on_its_page(client, researcher):
+    from annotate.engine.services import engine_run_stop
+
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(2,))
+    run = judge_run_create(config=make_judge(backend="fake"), benchmark=benchmark, systems=systems)
+    engine_run_stop(run=run.engine_run)
+    client.force_login(researcher)
+
+    detail = client.get(reverse("judge:run-detail", args=[run.pk]))
+
+    assert 'http-equiv="refresh"' not in detail.text
+    assert "Stopped: Stopped before it started." in detail.text
+    assert reverse("judge:run-resume", args=[run.pk]) in detail.text
+    run.refresh_from_db()
+    assert run.status == RunStatus.CANCELLED
+
+
+def test_the_engine_run_page_names_the_judge_run_and_links_back_to_it(client, researcher):
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(2,))
+    judge = make_judge(name="fake-judge", backend="fake")
+    EngineRun.objects.create(kind="judge", endpoint=judge.endpoint)  # numbers no longer agree
+    run = judge_run_create(config=judge, benchmark=benchmark, systems=systems)
+    assert run.pk != run.engine_run_id
+    client.force_login(researcher)
+
+    page = client.get(reverse("engine:run-detail", args=[run.engine_run_id]))
+
+    title = f"Judge run #{run.pk}: fake-judge on {benchmark.name}"
+    assert f"<h1>{title}</h1>" in page.text
+    assert f'href="{reverse("judge:run-detail", args=[run.pk])}" id="run-results"' in page.text

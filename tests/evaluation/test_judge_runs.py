@@ -8,6 +8,7 @@ import pytest
 from annotate.models import AnnotatorKind, Label, LabelValue
 from evaluation.judges import prompting as p
 from evaluation.models import ConversationStatus, JudgeCall, JudgeProtocol, RunStatus
+from evaluation.selectors.judge_runs import judge_run_progress
 from evaluation.services.judge_runs import judge_run_create, judge_run_execute
 from tests.evaluation.judge_helpers import make_benchmark, make_judge
 from tests.evaluation.openai_stub import StubOpenAI
@@ -144,12 +145,27 @@ def test_retries_are_bounded_then_the_conversation_fails_and_a_rerun_finishes_it
     assert "gave up after 2 retries" in conversation.error and "500" in conversation.error
     run.refresh_from_db()
     assert run.status == RunStatus.FAILED
+    assert judge_run_progress(run=run).retries == 2  # the failed call's, though nothing answered
 
     judge_run_execute(run_id=run.pk, sleep=lambda s: None)
     conversation.refresh_from_db()
     assert conversation.status == ConversationStatus.DONE and conversation.error == ""
     run.refresh_from_db()
     assert run.status == RunStatus.DONE
+
+
+def test_retries_count_the_calls_the_official_judge_sent_again_and_gave_up_on(stub):
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(1, 1))
+    stub.fail_next(400, times=2)  # the first conversation's call and its one retry
+    judge = make_judge(stub.base_url, protocol="official", max_retries=1, concurrency=1)
+    run = _run(judge, benchmark, systems)
+
+    judge_run_execute(run_id=run.pk, sleep=lambda s: None)
+
+    progress = judge_run_progress(run=run)
+    assert progress.conversations_failed == 1 and progress.conversations_done == 1
+    assert "gave up after 1 retries" in progress.errors[0]["error"]
+    assert progress.retries == 1
 
 
 def test_400_fails_the_conversation_without_retrying(stub):
@@ -215,7 +231,9 @@ def test_resume_after_a_stop_asks_only_what_is_missing(stub):
     assert 5 <= first_pass < total  # the calls in flight finish; no new call starts
     assert JudgeCall.objects.count() == first_pass
     run.refresh_from_db()
-    assert run.status == RunStatus.PENDING and run.finished_at is None
+    # Stopped, as its engine run is ("Stopped" on both pages); running it again resumes it.
+    assert run.status == RunStatus.CANCELLED == run.engine_run.status
+    assert run.get_status_display() == "Stopped"
     stub.on_request = None
 
     judge_run_execute(run_id=run.pk)

@@ -268,9 +268,13 @@ def engine_background_wait(timeout: float = 60.0) -> None:
 def engine_run_stop(*, run: EngineRun) -> None:
     """Ask the run to stop after the calls in flight; a pending run is stopped at once."""
     EngineRun.objects.filter(pk=run.pk).update(stop_requested=True)
-    EngineRun.objects.filter(pk=run.pk, status=RunStatus.PENDING).update(
-        status=RunStatus.CANCELLED, finished_at=timezone.now(), error="Stopped before it started."
-    )
+    with transaction.atomic():
+        if EngineRun.objects.filter(pk=run.pk, status=RunStatus.PENDING).update(
+            status=RunStatus.CANCELLED,
+            finished_at=timezone.now(),
+            error="Stopped before it started.",
+        ):
+            _tell_finished(EngineRun.objects.select_related("endpoint").get(pk=run.pk))
 
 
 def _heartbeat_stale(run: EngineRun, now: datetime) -> bool:
@@ -279,20 +283,28 @@ def _heartbeat_stale(run: EngineRun, now: datetime) -> bool:
 
 
 def engine_runs_reap(*, now: datetime | None = None, run_id: int | None = None) -> int:
-    """Mark failed the running runs (or the one run) whose worker stopped beating."""
+    """Mark failed the running runs (or the one run) whose worker stopped beating, and tell
+    each run's protocol (`on_finish`), as any other end of a run does; return how many."""
     now = now or timezone.now()
     limit = now - timedelta(seconds=settings.ENGINE_HEARTBEAT_TIMEOUT_SECONDS)
-    runs = EngineRun.objects.filter(status=RunStatus.RUNNING, heartbeat__lt=limit)
+    stale = EngineRun.objects.filter(status=RunStatus.RUNNING, heartbeat__lt=limit)
     if run_id is not None:
-        runs = runs.filter(pk=run_id)
-    return runs.update(
-        status=RunStatus.FAILED,
-        finished_at=now,
-        error=(
-            "The worker running this run stopped answering (no heartbeat for "
-            f"{settings.ENGINE_HEARTBEAT_TIMEOUT_SECONDS} s). Start it again to do what is left."
-        ),
+        stale = stale.filter(pk=run_id)
+    error = (
+        "The worker running this run stopped answering (no heartbeat for "
+        f"{settings.ENGINE_HEARTBEAT_TIMEOUT_SECONDS} s). Start it again to do what is left."
     )
+    reaped = 0
+    for pk in list(stale.values_list("pk", flat=True)):
+        with transaction.atomic():
+            # Again under the condition: a beat or another reaper may have come in between.
+            if not stale.filter(pk=pk).update(
+                status=RunStatus.FAILED, finished_at=now, error=error
+            ):
+                continue
+            reaped += 1
+            _tell_finished(EngineRun.objects.select_related("endpoint").get(pk=pk))
+    return reaped
 
 
 # --- Executing --------------------------------------------------------------------------------
@@ -1020,10 +1032,15 @@ def _finish(run_id: int, *, failed: str = "", cancelled: str = "") -> EngineRun:
     else:
         run.status, run.error = RunStatus.DONE, ""
     run.save(update_fields=["status", "error", "finished_at", "heartbeat"])
+    _tell_finished(run)
+    return run
+
+
+def _tell_finished(run: EngineRun) -> None:
+    """Call the protocol's `on_finish`: every end of a run (reaped too) keeps its rows in step."""
     protocol = _protocol_or_none(run.kind)
     if protocol is not None and hasattr(protocol, "on_finish"):
         protocol.on_finish(run)
-    return run
 
 
 def _protocol_or_none(kind: str) -> RunProtocol | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from annotate.engine.protocols import UnitEstimate, UnitFailed
 
 STORED: list[tuple[int, str, str]] = []  # (run id, unit key, reply) in store order
+FINISHED: list[tuple[int, str]] = []  # (run id, status) each time on_finish is called
 
 
 class EchoProtocol:
@@ -27,3 +28,6 @@ class EchoProtocol:
 
     def store(self, run, results):
         STORED.extend((run.pk, result.key, result.value) for result in results)
+
+    def on_finish(self, run):
+        FINISHED.append((run.pk, run.status))

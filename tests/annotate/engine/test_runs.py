@@ -212,6 +212,26 @@ def test_a_run_whose_worker_stopped_beating_is_marked_failed():
     assert alive.status == RunStatus.RUNNING
 
 
+def test_a_reaped_run_tells_its_protocol_it_ended(echo_protocol):
+    # A protocol keeps its own run row in step in on_finish: a reaped run must call it too, or
+    # that row (a judge run) says "running" for ever after its worker died.
+    endpoint = make_endpoint("", name="fake")
+    now = timezone.now()
+    stale = EngineRun.objects.create(
+        kind="echo",
+        endpoint=endpoint,
+        status=RunStatus.RUNNING,
+        heartbeat=now - timedelta(hours=1),
+        params={"items": ["a"]},
+    )
+    echo.FINISHED.clear()
+
+    assert engine_runs_reap(now=now) == 1
+    assert engine_runs_reap(now=now) == 0  # reaped once: told once
+
+    assert [(stale.pk, RunStatus.FAILED)] == echo.FINISHED
+
+
 def test_regenerating_replaces_only_on_request_and_old_labels_stay_on_the_old_text(stub):
     from annotate.engine.services import endpoint_update
     from annotate.models import Label, System

@@ -187,3 +187,33 @@ def test_the_offline_fake_endpoint_answers_every_task_in_words_the_report_reads(
     predicted = list(run.predictions.values_list("label", flat=True))
     assert predicted and "" not in predicted
     assert set(predicted) <= (labels or set(CATEGORIES[task]))
+
+
+def test_a_revision_judge_run_whose_worker_died_fails_with_its_engine_run(tmp_path, admin_user):
+    from datetime import timedelta
+
+    from django.conf import settings
+
+    from annotate.engine.models import EngineRun
+    from annotate.engine.services import engine_runs_reap
+    from evaluation.revision.judges import judge_run_launch
+    from evaluation.revision.models import RevisionJudgeRun
+
+    study = sample_study(tmp_path)
+    now = timezone.now()
+    run = judge_run_launch(
+        study=study,
+        task="rating-judge",
+        mode="zero-shot",
+        endpoint=make_endpoint("", name="fake"),
+        user=admin_user,
+        now=now,
+    )  # never starts: the test's transaction does not commit
+    stale = now - timedelta(seconds=settings.ENGINE_HEARTBEAT_TIMEOUT_SECONDS + 60)
+    RevisionJudgeRun.objects.filter(pk=run.pk).update(status="running")
+    EngineRun.objects.filter(pk=run.engine_run_id).update(status="running", heartbeat=stale)
+
+    assert engine_runs_reap(now=now) == 1
+
+    run.refresh_from_db()
+    assert run.status == "failed" and "stopped answering" in run.error
