@@ -26,24 +26,30 @@ def wait_until(page, condition, timeout=30.0) -> list[int]:
     raise AssertionError(f"timed out; the page showed {seen[-5:]}")
 
 
+def start_generation(page, stub):
+    """The admin starts a generation of e2e-bench on the stub, one call at a time, from its page;
+    return the page, now on the run's page (marked to tell a reload from polling)."""
+    endpoint_create(
+        name="slow-stub", base_url=stub.base_url, model="m", concurrency=1,
+        requests_per_minute=100_000, tokens_per_minute=10_000_000,
+    )  # fmt: skip
+    page.goto("/engine/generate/")
+    page.select_option("#id_endpoint", label="slow-stub")
+    page.select_option("#id_benchmark", label="e2e-bench")
+    page.fill("#id_system", "browser-gen")
+    page.click("#start-run")
+    page.wait_for_url("**/engine/runs/*/")
+    page.evaluate("window.__sameDocument = true")
+    return page
+
+
 def test_progress_moves_without_reloading_the_page(page_for):
     benchmark = BenchmarkFactory(name="e2e-bench")
     for n in range(8):
         InstructionFactory(benchmark=benchmark, external_id=f"t{n}", position=n)
     admin = UserFactory(username="e2e-admin", roles=[ADMIN], is_staff=True)
     with StubOpenAI(delay=0.4) as stub:
-        endpoint_create(
-            name="slow-stub", base_url=stub.base_url, model="m", concurrency=1,
-            requests_per_minute=100_000, tokens_per_minute=10_000_000,
-        )  # fmt: skip
-        page = page_for(admin)
-        page.goto("/engine/generate/")
-        page.select_option("#id_endpoint", label="slow-stub")
-        page.select_option("#id_benchmark", label="e2e-bench")
-        page.fill("#id_system", "browser-gen")
-        page.click("#start-run")
-        page.wait_for_url("**/engine/runs/*/")
-        page.evaluate("window.__sameDocument = true")
+        page = start_generation(page_for(admin), stub)
 
         # Polled from here (the site's CSP forbids the eval behind wait_for_function).
         seen = wait_until(page, lambda done: done == 8)
@@ -66,18 +72,7 @@ def test_failure_reasons_appear_while_the_run_goes_on(page_for, snap):
     refusal = "model refused: the prompt is too long"
     replies = ["ok", Fail(400, refusal), *["ok"] * 6]  # one call at a time, 0.4 s each
     with StubOpenAI(delay=0.4, replies=replies) as stub:
-        endpoint_create(
-            name="slow-stub", base_url=stub.base_url, model="m", concurrency=1,
-            requests_per_minute=100_000, tokens_per_minute=10_000_000,
-        )  # fmt: skip
-        page = page_for(admin)
-        page.goto("/engine/generate/")
-        page.select_option("#id_endpoint", label="slow-stub")
-        page.select_option("#id_benchmark", label="e2e-bench")
-        page.fill("#id_system", "browser-gen")
-        page.click("#start-run")
-        page.wait_for_url("**/engine/runs/*/")
-        page.evaluate("window.__sameDocument = true")
+        page = start_generation(page_for(admin), stub)
         assert page.locator("#run-errors").is_hidden()  # nothing failed yet
 
         seen = wait_until(page, lambda done: page.locator("#run-errors").is_visible())

@@ -15,26 +15,12 @@ from annotate.crowd.services.publishing import PublishSettings
 from annotate.models import Assignment
 from annotate.roles import ADMIN
 from evaluation.selectors.report_costs import source_costs
+from tests.annotate.crowd.conftest import publish_form
 from tests.factories import UserFactory, project_with_tasks
 
 pytestmark = pytest.mark.django_db
 
-FORM = {
-    "platform": "selfhosted",
-    "title": "Judge AI answers",
-    "description": "Yes/no questions",
-    "keywords": "ai",
-    "reward_usd": "2.00",
-    "assignment_minutes": "60",
-    "auto_approval_hours": "72",
-    "lifetime_hours": "168",
-    "min_percent_approved": "90",
-    "min_hits_approved": "500",
-    "locale": "",
-    "qualifications_json": "",
-    "completion_code": "C0DE-1",
-    "completion_url": "",
-}
+FORM = publish_form("selfhosted", reward_usd="2.00", completion_code="C0DE-1", completion_url="")
 
 
 def _table4_crowd_cost(benchmark) -> Decimal:

@@ -77,3 +77,22 @@ def crowd_assignment(*, task, platform="mturk", worker="AWORKER1", hit_id="", as
         platform_hit_id=hit_id,
         platform_assignment_id=assignment_id,
     )
+
+
+def publish_form(platform: str = "fake", **fields: str) -> dict[str, str]:
+    """The publish page's form, filled in as an admin would (override any field)."""
+    return {
+        "platform": platform,
+        "title": "Judge AI answers",
+        "description": "Yes/no questions",
+        "keywords": "ai",
+        "reward_usd": "1.00",
+        "assignment_minutes": "60",
+        "auto_approval_hours": "72",
+        "lifetime_hours": "168",
+        "min_percent_approved": "90",
+        "min_hits_approved": "500",
+        "locale": "",
+        "qualifications_json": "",
+        **fields,
+    }

@@ -9,24 +9,11 @@ from django.utils import timezone
 from annotate.crowd.fake import FakePlatform
 from annotate.crowd.models import Publication, PublicationStatus
 from annotate.models import AssignmentStatus
-from tests.annotate.crowd.conftest import crowd_assignment
+from tests.annotate.crowd.conftest import crowd_assignment, publish_form
 
 pytestmark = pytest.mark.django_db
 
-FORM = {
-    "platform": "fake",
-    "title": "Judge AI answers",
-    "description": "Yes/no questions",
-    "keywords": "ai",
-    "reward_usd": "1.00",
-    "assignment_minutes": "60",
-    "auto_approval_hours": "72",
-    "lifetime_hours": "168",
-    "min_percent_approved": "90",
-    "min_hits_approved": "500",
-    "locale": "",
-    "qualifications_json": "",
-}
+FORM = publish_form()
 
 
 def test_pages_are_for_admins_only(client, researcher, crowd_batch):

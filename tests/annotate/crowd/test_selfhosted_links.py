@@ -16,6 +16,7 @@ from annotate.roles import ADMIN
 from annotate.selectors.work import task_page_preview
 from annotate.services.assignments import display_order_for
 from annotate.services.projects import InstructionSelection, project_create
+from tests.annotate.crowd.conftest import publish_form
 from tests.factories import SystemFactory, UserFactory, project_with_tasks
 
 pytestmark = pytest.mark.django_db
@@ -168,20 +169,7 @@ def test_preview_page_is_not_always_in_system_id_order(client, db):
     assert len(orders) > 1  # 20 previews all in one order: chance 1 in 6**19
 
 
-PUBLISH_FORM = {
-    "platform": "selfhosted",
-    "title": "A study",
-    "description": "Yes/no questions",
-    "keywords": "",
-    "reward_usd": "2.00",
-    "assignment_minutes": "60",
-    "auto_approval_hours": "72",
-    "lifetime_hours": "168",
-    "min_percent_approved": "90",
-    "min_hits_approved": "500",
-    "locale": "",
-    "qualifications_json": "",
-}
+PUBLISH_FORM = publish_form("selfhosted", title="A study", keywords="", reward_usd="2.00")
 
 
 def test_publishing_a_link_asks_for_the_completion_code_participants_are_paid_for(

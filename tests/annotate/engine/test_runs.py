@@ -119,18 +119,23 @@ def test_stop_keeps_what_was_answered_and_a_resume_does_only_the_rest(stub):
     assert len(stub.requests) == 5  # nothing answered was asked again
 
 
+def dollar_a_thousand(stub, *, concurrency: int):
+    """An endpoint on the stub at $1 per 1k tokens either way, replies capped at 100 tokens."""
+    return make_endpoint(
+        stub.base_url,
+        concurrency=concurrency,
+        max_tokens=100,
+        price_prompt_per_1k=Decimal("1"),
+        price_completion_per_1k=Decimal("1"),
+    )
+
+
 def test_the_spending_cap_stops_before_the_call_that_would_exceed_it(stub):
     # Each call is estimated at (prompt ~10 tokens + max_tokens 100) at $1 per 1k tokens: about
     # $0.11 before it is sent; each costs about as much (the stub counts 500 characters as 101
     # completion tokens). After two calls ($0.23 spent) the third would pass the $0.25 cap.
     stub.responder = lambda messages: "x" * 500
-    endpoint = make_endpoint(
-        stub.base_url,
-        concurrency=1,
-        max_tokens=100,
-        price_prompt_per_1k=Decimal("1"),
-        price_completion_per_1k=Decimal("1"),
-    )
+    endpoint = dollar_a_thousand(stub, concurrency=1)
     run, system, _ = _generation(endpoint, count=4, spending_cap_usd=Decimal("0.25"))
     run = engine_run_execute(run_id=run.pk)
     assert len(stub.requests) == 2 and system.responses.count() == 2
@@ -144,13 +149,7 @@ def test_a_call_that_fits_the_cap_only_alone_waits_for_the_calls_in_flight(stub)
     the whole run costs a third of the cap; the second call now waits for the first to end."""
     stub.responder = lambda messages: "short"
     stub.delay = 0.2
-    endpoint = make_endpoint(
-        stub.base_url,
-        concurrency=2,
-        max_tokens=100,
-        price_prompt_per_1k=Decimal("1"),
-        price_completion_per_1k=Decimal("1"),
-    )
+    endpoint = dollar_a_thousand(stub, concurrency=2)
     run, system, _ = _generation(endpoint, count=4, spending_cap_usd=Decimal("0.20"))
     run = engine_run_execute(run_id=run.pk)
     assert run.status == RunStatus.DONE and system.responses.count() == 4
