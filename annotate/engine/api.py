@@ -82,6 +82,21 @@ class RunStopApi(APIView):
         return Response(RunProgressSerializer(engine_run_progress(run=run)).data)
 
 
+class RunResumeApi(APIView):
+    @extend_schema(
+        request=None,
+        responses={202: RunProgressSerializer},
+        description="Run a stopped, failed or finished run again: only its missing units are "
+        "done (as 'Run again' on the run's page); a paid endpoint's run by an admin only.",
+    )
+    def post(self, request: Request, engine_run_id: int) -> Response:
+        run = _run(request.user, engine_run_id)
+        with transaction.atomic():  # the run starts once this commits
+            engine_run_start(run=run, user=request.user)
+        data = RunProgressSerializer(engine_run_progress(run=run)).data
+        return Response(data, status=status.HTTP_202_ACCEPTED)
+
+
 class GenerationRunApi(APIView):
     """POST: create a generation run and start it (202), or with dry_run only estimate it."""
 

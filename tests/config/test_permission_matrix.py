@@ -152,6 +152,7 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     "engine:generation-new": (RESEARCHERS, by_role(LOGIN, 403, 403, 400, 400, 400)),
     "api-engine-run": (API_RESEARCHERS, None),
     "api-engine-run-stop": (API_POST_ONLY, by_role(403, 404, 404, 200, 200, 200)),
+    "api-engine-run-resume": (API_POST_ONLY, by_role(403, 404, 404, 202, 202, 202)),
     "api-engine-generation-runs": (API_POST_ONLY, by_role(403, 404, 404, 400, 400, 400)),
     "reports:list": (RESEARCHERS, None),
     "reports:detail": (RESEARCHERS, None),

@@ -148,6 +148,14 @@ def test_the_api_starts_a_generation_run_and_reports_its_progress(admin_client, 
     assert data["status"] == "done" and data["units_done"] == 2 and data["calls"] == 2
     assert len(stub.requests) == 2
     assert all(c.status == CallStatus.OK for c in EngineRun.objects.get().engine_calls.all())
+    # Run again through the API (it could only stop a run): only missing units are done, so
+    # a finished run asks nothing again and costs nothing more.
+    run = EngineRun.objects.get()
+    again = admin_client.post(reverse("api-engine-run-resume", args=[run.pk]))
+    assert again.status_code == 202 and again.json()["status"] == "pending"
+    engine_background_wait(30)
+    data = admin_client.get(started.json()["progress_url"]).json()
+    assert data["status"] == "done" and data["units_done"] == 2 and len(stub.requests) == 2
 
 
 @pytest.mark.django_db
