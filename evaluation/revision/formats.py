@@ -107,14 +107,16 @@ def revision_csv(report: dict) -> str:
     return out.getvalue()
 
 
-def _display(column: str, value: object) -> str:
+def display(column: str, value: object, *, digits: int = 2, percent_digits: int = 0) -> str:
+    """A cell as people read it: shares as percentages, other fractions to `digits`, halves up
+    as everywhere else (Python's own formatting shows 0.125 as 12); the page asks for more
+    digits than the paper tables."""
     if value is None:
         return "–"
     if isinstance(value, float):
-        # Halves up, as everywhere else (Python's own formatting shows 0.125 as 12).
         if is_percent(column):
-            return _fixed(value, scale=100, digits=0, minus="-")
-        return _fixed(value, digits=2, minus="-")
+            return _fixed(value, scale=100, digits=percent_digits, minus="-")
+        return _fixed(value, digits=digits, minus="-")
     return str(value)
 
 
@@ -143,7 +145,7 @@ def revision_markdown(report: dict) -> str:
         titles = [column_title(c).replace("|", "\\|") for c in columns]
         parts.append("\n| " + " | ".join(titles) + " |\n|" + "---|" * len(columns) + "\n")
         for row in rows:
-            cells = [_display(c, row.get(c)).replace("|", "\\|") for c in columns]
+            cells = [display(c, row.get(c)).replace("|", "\\|") for c in columns]
             parts.append("| " + " | ".join(cells) + " |\n")
         merged = others_merged(report, table)
         if merged:
@@ -166,7 +168,7 @@ def revision_latex(report: dict) -> str:
             continue
         header = " & ".join(latex_escape(column_title(c)) for c in columns)
         body = "".join(
-            " & ".join(latex_escape(_display(c, row.get(c))) for c in columns) + " \\\\\n"
+            " & ".join(latex_escape(display(c, row.get(c))) for c in columns) + " \\\\\n"
             for row in rows
         )
         parts.append(

@@ -26,13 +26,13 @@ from annotate.roles import (
     require_role,
 )
 from evaluation.errors import EvaluationError
-from evaluation.report_formats import _fixed, _without_nan
+from evaluation.report_formats import _without_nan
 from evaluation.revision import figures
 from evaluation.revision.formats import (
     FORMATS,
     TABLES,
     column_title,
-    is_percent,
+    display,
     others_merged,
     table_rows,
 )
@@ -69,13 +69,7 @@ def _study(user, study_id: int) -> Study:
 
 
 def _cell(value: object, column: str = "") -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, float):  # halves up, as the exports
-        if is_percent(column):
-            return _fixed(value, scale=100, digits=1, minus="-")
-        return _fixed(value, digits=3, minus="-")
-    return str(value)
+    return display(column, value, digits=3, percent_digits=1)  # halves up, as the exports
 
 
 def _cells(rows: list[dict]) -> dict:
