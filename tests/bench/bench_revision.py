@@ -6,7 +6,8 @@
    it, with classifier and judge predictions and a 65-turn human re-rating in place; < 2 s.
 3. judge: the Table 5 rating judge (10-shot, BM25-nearest examples) over the 186 test turns
    through the engine, against the stub OpenAI server answering in 100 ms, concurrency 32.
-   Ideal = 186 x 0.1 s / 32; target within 1.15x.
+   Ideal = 6 rounds of 0.1 s = 0.6 s (186 calls, 32 at a time: tests.bench.harness.ideal_seconds);
+   target within 1.15x.
 4. pages: 16 annotators each doing a 10-turn session through gunicorn (4 sync workers) on
    PostgreSQL (DATABASE_URL, default postgres://root@127.0.0.1:5432/h_kiwi, dropped and
    recreated), with the fake model answering in a background thread of the worker; p95 latency
@@ -36,6 +37,7 @@ sys.path.insert(0, str(ROOT))
 from tests.bench.bench_annotator import cpu_spent, server_cpu  # noqa: E402
 from tests.bench.harness import (  # noqa: E402 - after the path is set
     free_port,
+    ideal_seconds,
     percentile,
     recreate_database,
     start_gunicorn,
@@ -266,7 +268,7 @@ def bench_judge(tmp: str, results: dict, delay: float = 0.1, concurrency: int = 
                 run = judge_run_execute(run_id=run.pk)
                 walls.append(time.perf_counter() - started)
                 engine = run.engine_run
-                ideal = units * delay / concurrency
+                ideal = ideal_seconds(units, delay, concurrency)
                 digests.append(_digest(run))
                 print(
                     f"judge {mode} #{attempt + 1}: {units} test turns, {run.status}, "
@@ -277,7 +279,7 @@ def bench_judge(tmp: str, results: dict, delay: float = 0.1, concurrency: int = 
                     f"{(engine.finished_at - engine.started_at).total_seconds():.2f} s; "
                     f"load {os.getloadavg()[0]:.1f}"
                 )
-            ideal = units * delay / concurrency
+            ideal = ideal_seconds(units, delay, concurrency)
             best, median = min(walls), sorted(walls)[len(walls) // 2]
             results[f"judge_{mode}_ratio"] = median / ideal
             print(

@@ -157,6 +157,16 @@ def start_gunicorn(port: int, workers: int, log=None) -> subprocess.Popen:
     return server
 
 
+def ideal_seconds(calls: int, delay: float, concurrency: int) -> float:
+    """Return the least time `calls` calls of `delay` seconds each can take, `concurrency` at a time.
+
+    Each of the `concurrency` slots runs its calls one after another, so some slot runs
+    ceil(calls / concurrency) of them: 186 calls of 0.1 s, 32 at a time, need 6 rounds, 0.6 s.
+    (calls x delay / concurrency, 0.58 s there, is below what any client could reach.)
+    """
+    return -(-calls // concurrency) * delay
+
+
 def start_openai_stub(delay: float) -> tuple[subprocess.Popen, str]:
     """Start tests/evaluation/openai_stub.py in its own process; return it and its base URL."""
     process = subprocess.Popen(

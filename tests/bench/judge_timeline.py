@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from tests.bench.bench_revision import bench_import_report, setup_sqlite  # noqa: E402
-from tests.bench.harness import start_openai_stub  # noqa: E402
+from tests.bench.harness import ideal_seconds, start_openai_stub  # noqa: E402
 
 EVENTS: list[tuple[float, str, int]] = []
 LOCK = threading.Lock()
@@ -160,7 +160,7 @@ def main() -> int:
 
     study = Study.objects.get(name="KIWI bench")
     stub, base_url = start_openai_stub(0.1)
-    ideal = 186 * 0.1 / 32
+    ideal = ideal_seconds(186, 0.1, 32)
     try:
         endpoint_create(
             name="bench-judge-stub", model="stub", base_url=base_url, concurrency=32,
