@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import QuerySet
 from django.urls import reverse
 
 from annotate.engine.models import Endpoint
+from annotate.engine.models import RunStatus as EngineRunStatus
+from annotate.engine.services import engine_runs_reap
 from annotate.revision.models import SessionStatus, Study, Turn
 from annotate.roles import is_admin
 from annotate.selectors.prerequisites import Prerequisite
-from evaluation.revision.models import JudgeTask, RevisionJudgeRun
+from evaluation.revision.models import JudgeTask, RevisionJudgeRun, RunStatus
 
 # Fewest rated turns a task can use: the rating judge splits them three ways.
 MIN_TURNS = {JudgeTask.INSTRUCTION_CATEGORY: 1, JudgeTask.ERROR_CATEGORY: 1, JudgeTask.RATING: 3}
@@ -66,8 +70,19 @@ def judge_prerequisites_missing(
     return missing
 
 
-def study_judge_runs(*, study: Study, task: str | None = None) -> QuerySet[RevisionJudgeRun]:
+def study_judge_runs(
+    *, study: Study, task: str | None = None, now: datetime | None = None
+) -> QuerySet[RevisionJudgeRun]:
+    """The study's judge and classifier runs, newest first (of one task if given).
+
+    A running run whose worker stopped beating is marked failed first (the engine's reaper,
+    which tells the run through on_finish), as the engine's own page does: with no periodic
+    reaper (the embedded default) the table would otherwise say "Running" for ever.
+    """
     runs = RevisionJudgeRun.objects.filter(study=study).select_related("engine_run")
+    stuck = runs.filter(status=RunStatus.RUNNING, engine_run__status=EngineRunStatus.RUNNING)
+    for engine_run_id in stuck.values_list("engine_run_id", flat=True):
+        engine_runs_reap(now=now, run_id=engine_run_id)
     if task:
         runs = runs.filter(task=task)
     return runs.order_by("-created_at", "-id")

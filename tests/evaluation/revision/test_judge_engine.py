@@ -217,3 +217,73 @@ def test_a_revision_judge_run_whose_worker_died_fails_with_its_engine_run(tmp_pa
 
     run.refresh_from_db()
     assert run.status == "failed" and "stopped answering" in run.error
+
+
+def _stuck_run(study, admin_user, *, engine_status="running", beat_age=None):
+    """A judge run of `study` marked running whose engine run is `engine_status`, its
+    heartbeat `beat_age` seconds old (default: past the timeout)."""
+    from datetime import timedelta
+
+    from django.conf import settings
+
+    from annotate.engine.models import Endpoint, EngineRun
+    from evaluation.revision.judges import judge_run_launch
+    from evaluation.revision.models import RevisionJudgeRun
+
+    now = timezone.now()
+    endpoint = Endpoint.objects.filter(name="fake").first() or make_endpoint("", name="fake")
+    run = judge_run_launch(
+        study=study,
+        task="rating-judge",
+        mode="zero-shot",
+        endpoint=endpoint,
+        user=admin_user,
+        now=now,
+    )  # fmt: skip  (never starts: the test's transaction does not commit)
+    age = settings.ENGINE_HEARTBEAT_TIMEOUT_SECONDS + 60 if beat_age is None else beat_age
+    RevisionJudgeRun.objects.filter(pk=run.pk).update(status="running")
+    EngineRun.objects.filter(pk=run.engine_run_id).update(
+        status=engine_status, heartbeat=now - timedelta(seconds=age), error="worker gone"
+    )
+    return run
+
+
+def test_the_study_pages_fail_a_run_whose_worker_died_without_a_periodic_reaper(
+    client, tmp_path, admin_user
+):
+    from django.urls import reverse
+
+    study = sample_study(tmp_path)
+    run, alive = _stuck_run(study, admin_user), _stuck_run(study, admin_user, beat_age=1)
+    client.force_login(admin_user)
+
+    page = client.get(reverse("revision-reports:report", args=[study.pk]))
+
+    run.refresh_from_db()
+    assert run.status == "failed" and "stopped answering" in run.error
+    assert "Failed: The worker running this run stopped answering" in page.text
+    alive.refresh_from_db()
+    assert alive.status == "running"  # beating: left alone
+
+
+def test_the_migration_repairs_runs_left_running_after_their_engine_run_ended(tmp_path, admin_user):
+    import importlib
+
+    from django.apps import apps
+
+    from evaluation.revision.models import RevisionJudgeRun
+
+    repair = importlib.import_module(
+        "evaluation.revision.migrations.0003_repair_runs_left_running"
+    ).repair
+    study = sample_study(tmp_path)
+    failed = _stuck_run(study, admin_user, engine_status="failed")
+    done = _stuck_run(study, admin_user, engine_status="done")
+    running = _stuck_run(study, admin_user, beat_age=1)
+
+    repair(apps, None)
+
+    states = dict(RevisionJudgeRun.objects.values_list("pk", "status"))
+    assert states == {failed.pk: "failed", done.pk: "done", running.pk: "running"}
+    assert RevisionJudgeRun.objects.get(pk=failed.pk).error == "worker gone"
+    assert RevisionJudgeRun.objects.get(pk=done.pk).finished_at is not None
