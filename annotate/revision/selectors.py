@@ -11,11 +11,13 @@ from django.urls import reverse
 
 from annotate.compiled import CompiledQuery
 from annotate.errors import NotFoundError
+from annotate.revision.history import next_previous_answer
 from annotate.revision.models import (
     CallStatus,
     Document,
     InstructionType,
     Passage,
+    Rating,
     RerateStatus,
     Rerating,
     RevisionSession,
@@ -91,11 +93,33 @@ class SessionPage:
         )
 
     @property
+    def dropped(self) -> bool:
+        """Whether the last revision was rated bad and not edited: it left the answer history
+        (paper §2.2), so the next instruction revises the answer before it."""
+        last = self.last
+        return (
+            last is not None
+            and last.call_status == CallStatus.DONE
+            and last.rating == Rating.BAD
+            and not last.edited_answer
+        )
+
+    @property
     def current_answer(self) -> str:
-        """The answer the annotator reads now: the last revision, or a0."""
-        if self.last is not None and self.last.call_status == CallStatus.DONE:
-            return self.last.final_answer
-        return self.session.initial_answer
+        """The answer the annotator reads now: the last revision to rate, else the answer the
+        next instruction revises (the edit, the revision, or for a revision rated bad and not
+        edited the answer before it), or a0."""
+        last = self.last
+        if last is None or last.call_status != CallStatus.DONE:
+            return self.session.initial_answer
+        if not last.rating:
+            return last.final_answer
+        return next_previous_answer(
+            last.previous_answer,
+            answer=last.answer,
+            edited=last.edited_answer,
+            rating=last.rating,
+        )
 
 
 def _refresh(session: RevisionSession, query, fields: list[str]) -> None:

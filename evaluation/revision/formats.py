@@ -81,6 +81,61 @@ def others_merged(report: dict, table: str) -> list[str]:
     return value.get("others_rule", {}).get("merged", []) if isinstance(value, dict) else []
 
 
+def table_notes(report: dict, table: str, *, percent_digits: int = 0) -> list[str]:
+    """The figures of a table that are not rows, as sentences: the classifier's agreement with
+    the human labels (Tables 3 and 4), where the labels came from (Table 3), the seeded splits
+    and the bootstrap intervals (Table 5)."""
+    value = report[table]
+    if not isinstance(value, dict):
+        return []
+    notes = []
+    agreement = value.get("agreement")
+    if agreement is not None:
+        run = f"run #{agreement['run']}" if agreement["run"] is not None else "no classifier run"
+        if agreement["compared"]:
+            share = _fixed(agreement["agreement"], scale=100, digits=percent_digits, minus="-")
+            compared = agreement["compared"]
+            notes.append(
+                f"Classifier agreement with the human labels: {share}% on the {compared} "
+                f"turn{'' if compared == 1 else 's'} having both ({run})."
+            )
+        else:
+            notes.append(f"Classifier agreement with the human labels: no turn has both ({run}).")
+    sources = value.get("sources")
+    if sources:
+        counts = ", ".join(f"{sources.get(name, 0)} {name}" for name in SOURCES)
+        notes.append(f"Category labels: {counts}.")
+    for split in value.get("splits", []):
+        notes.append(
+            f"Split of seed {split['seed']} (stored with its runs): {split['train']} train, "
+            f"{split['dev']} dev, {split['test']} test turns."
+        )
+    if table == "table5" and value.get("rows"):
+        bootstrap = report.get("bootstrap", {})
+        notes.append(
+            "The 95% percentile bootstrap intervals of every figure "
+            f"({bootstrap.get('resamples', '?')} resamples over turns, seed "
+            f"{bootstrap.get('seed', '?')}) are in the JSON, the CSV and the API."
+        )
+    return notes
+
+
+# Table 3's label sources, in the order a note names them.
+SOURCES = ("human", "classifier", "none")
+
+
+def notes_rows(report: dict) -> dict[str, list[dict]]:
+    """The figures beside the tables as CSV tables of their own (`# table3_agreement`...)."""
+    extra: dict[str, list[dict]] = {}
+    for table in ("table3", "table4"):
+        extra[f"{table}_agreement"] = [dict(report[table]["agreement"])]
+    extra["table3_sources"] = [
+        {"source": name, "turns": report["table3"]["sources"].get(name, 0)} for name in SOURCES
+    ]
+    extra["table5_splits"] = list(report["table5"]["splits"])
+    return extra
+
+
 def _columns(rows: list[dict]) -> list[str]:
     columns: list[str] = []
     for row in rows:
@@ -95,8 +150,10 @@ def revision_json(report: dict) -> str:
 def revision_csv(report: dict) -> str:
     """Every table as CSV, each after a `# <table>` line and followed by a blank line."""
     out = io.StringIO()
-    for table in TABLES:
-        rows = table_rows(report, table)
+    extra = notes_rows(report)
+    sections = [(table, table_rows(report, table)) for table in TABLES]
+    sections += [(name, rows) for name, rows in extra.items()]
+    for table, rows in sections:
         columns = _columns(rows)
         out.write(f"# {table}\r\n")
         writer = csv_writer(out, lineterminator="\r\n")
@@ -152,6 +209,9 @@ def revision_markdown(report: dict) -> str:
             parts.append(
                 f"\nMerged into others (under 5%, KIWI appendix A.3): {', '.join(merged)}.\n"
             )
+        notes = table_notes(report, table)
+        if notes:
+            parts.append("\n" + "\n".join(notes) + "\n")
     parts.append(
         "\nShares, % good and % predicted good/bad are percentages; accuracy, precision, recall and F1 are fractions.\n"
         "Each is rounded on its own (halves up), so the percentages of a row need not add up to 100.\n"
@@ -167,6 +227,7 @@ def revision_latex(report: dict) -> str:
         if not rows:
             continue
         header = " & ".join(latex_escape(column_title(c)) for c in columns)
+        notes = "".join(f" {latex_escape(note)}" for note in table_notes(report, table))
         body = "".join(
             " & ".join(latex_escape(display(c, row.get(c))) for c in columns) + " \\\\\n"
             for row in rows
@@ -175,7 +236,7 @@ def revision_latex(report: dict) -> str:
             "\\begin{table}[t]\n\\centering\n\\small\n"
             f"\\begin{{tabular}}{{l{'r' * (len(columns) - 1)}}}\n\\toprule\n{header} \\\\\n"
             f"\\midrule\n{body}\\bottomrule\n\\end{{tabular}}\n"
-            f"\\caption{{{latex_escape(title)} ({latex_escape(report['study'])}). {LATEX_NOTE}}}\n"
+            f"\\caption{{{latex_escape(title)} ({latex_escape(report['study'])}).{notes} {LATEX_NOTE}}}\n"
             "\\end{table}\n"
         )
     return "\n".join(parts)

@@ -34,6 +34,7 @@ from evaluation.revision.formats import (
     column_title,
     display,
     others_merged,
+    table_notes,
     table_rows,
 )
 from evaluation.revision.forms import RevisionJudgeRunForm
@@ -99,6 +100,7 @@ def report_page(request: HttpRequest, study_id: int) -> HttpResponse:
                 "title": title,
                 **_cells(table_rows(report, name)),
                 "merged": merged,
+                "notes": table_notes(report, name, percent_digits=1),
                 # Every category on its own, when the paper's view merged some into "others".
                 "detail": _cells(report[name]["categories"]) if merged else None,
             }

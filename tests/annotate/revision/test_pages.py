@@ -5,6 +5,7 @@ from django.utils import timezone
 from annotate.revision.models import CallStatus, RevisionSession, Turn
 from annotate.revision.services.sessions import session_assign, turn_rate, turn_start
 from annotate.roles import ANNOTATOR
+from tests.annotate.revision.conftest import instruct
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -330,3 +331,35 @@ def test_a_failed_turn_shows_the_instruction_it_was_for(
     page = client.get(reverse("revision:session", args=[session.pk])).content.decode()
     assert 'id="retry"' in page and "timeout" in page
     assert "Your instruction (Information-seeking):</strong> Cite the &lt;second&gt; paper." in page
+
+
+def test_after_a_bad_unedited_revision_the_page_shows_the_answer_the_next_turn_revises(
+    client, study, annotator, django_capture_on_commit_callbacks
+):
+    """Paper §2.2: a bad answer that was not edited leaves the history. The page shows the
+    answer the next instruction revises (here a0), not the dropped revision, and says why."""
+    capture = django_capture_on_commit_callbacks
+    client.force_login(annotator)
+    with capture(execute=True):
+        session = session_assign(study=study, user=annotator, now=timezone.now())
+    session.refresh_from_db()
+    a0 = session.initial_answer
+    page_url = reverse("revision:session", args=[session.pk])
+    instruct(capture, session, annotator, "Shorter.")
+    dropped = f"{a0}\nRevised for: Shorter."
+    assert dropped in client.get(page_url).content.decode()  # the revision to rate
+    turn_rate(session_id=session.pk, user=annotator, rating="bad", comment="no", now=timezone.now())
+    page = client.get(page_url).content.decode()
+    answer = page.split('id="answer"')[1].split("</pre>")[0]
+    assert answer.endswith(f">{a0}") and "Revised for: Shorter." not in answer
+    assert 'id="dropped"' in page and "Answer your next instruction revises" in page
+    turn = instruct(capture, session, annotator, "Use a list.")
+    turn.refresh_from_db()
+    assert turn.previous_answer == a0  # what the page showed is what the model revised
+    turn_rate(
+        session_id=session.pk, user=annotator, rating="neutral", comment="meh", now=timezone.now()
+    )
+    page = client.get(page_url).content.decode()
+    answer = page.split('id="answer"')[1].split("</pre>")[0]
+    assert answer.endswith(f">{a0}\nRevised for: Use a list.") and 'id="dropped"' not in page
+    assert "Answer after turn 2" in page

@@ -234,3 +234,39 @@ def test_paper_tables_name_the_seed_and_run_only_where_rows_would_look_alike():
     assert "| Model | Run | Seed | Mode | Shots | Test turns |" in markdown
     assert "| Majority | – | 1 |  | 0 | 4 |" in markdown and "| m | 8 | 1 |  | 0 | 4 |" in markdown
     assert "Model & Run & Seed & Mode" in revision_latex(report)
+
+
+def test_every_format_gives_the_classifier_agreement_and_the_split(tmp_path, client):
+    """Table 3's and 4's agreement with the human labels and Table 5's seeded split are in the
+    JSON only as fields beside the rows: the CSV, Markdown, LaTeX and the page give them too."""
+    from django.urls import reverse
+
+    from annotate.roles import RESEARCHER
+    from evaluation.revision.formats import revision_csv, revision_latex, revision_markdown
+
+    study = sample_study(tmp_path)
+    now = timezone.now()
+    for task in ("instruction-category", "error-category"):
+        judge_run_execute(run_id=judge_run_create(study=study, task=task, now=now).pk)
+    run = judge_run_create(study=study, task="rating-judge", mode="zero-shot", seed=4, now=now)
+    judge_run_execute(run_id=run.pk)
+    report = revision_report_build(study=study, n_resamples=10)
+    split = report["table5"]["splits"][0]
+    assert split["seed"] == 4 and split["train"] + split["dev"] + split["test"] == 6
+    sizes = f"{split['train']} train, {split['dev']} dev, {split['test']} test turns"
+    # 3 of the 4 turns with a human category agree with the fake classifier (as above).
+    agreement = "Classifier agreement with the human labels: 75% on the 4 turns having both"
+    markdown = revision_markdown(report)
+    assert agreement in markdown and "Category labels: 4 human, 2 classifier, 0 none." in markdown
+    assert f"Split of seed 4 (stored with its runs): {sizes}." in markdown
+    assert "bootstrap intervals of every figure (10 resamples over turns, seed 0)" in markdown
+    latex = revision_latex(report)
+    assert agreement.replace("%", "\\%") in latex and "Split of seed 4" in latex
+    csv = revision_csv(report)
+    assert "# table3_agreement\r\nrun,compared,agreement\r\n" in csv and ",4,0.75\r\n" in csv
+    assert "# table4_agreement\r\n" in csv and "# table3_sources\r\nsource,turns\r\n" in csv
+    expected = f"# table5_splits\r\nseed,train,dev,test\r\n4,{split['train']},{split['dev']},"
+    assert expected in csv
+    client.force_login(UserFactory(roles=[RESEARCHER]))
+    page = client.get(reverse("revision-reports:report", args=[study.pk])).content.decode()
+    assert "75.0% on the 4 turns having both" in page and "Split of seed 4" in page
