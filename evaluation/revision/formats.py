@@ -113,9 +113,9 @@ def table_notes(report: dict, table: str, *, percent_digits: int = 0) -> list[st
     if table == "table5" and value.get("rows"):
         bootstrap = report.get("bootstrap", {})
         notes.append(
-            "The 95% percentile bootstrap intervals of every figure "
+            "95% percentile bootstrap intervals "
             f"({bootstrap.get('resamples', '?')} resamples over turns, seed "
-            f"{bootstrap.get('seed', '?')}) are in the JSON, the CSV and the API."
+            f"{bootstrap.get('seed', '?')}) follow each figure in brackets."
         )
     return notes
 
@@ -177,6 +177,23 @@ def display(column: str, value: object, *, digits: int = 2, percent_digits: int 
     return str(value)
 
 
+def interval(row: dict, column: str, *, digits: int = 2, percent_digits: int = 0) -> str:
+    """The bootstrap interval of a cell as "[low, high]", in the cell's own units; "" for a
+    column without one (`<column>_ci_low` / `_ci_high` in the row, Table 5's figures)."""
+    low, high = row.get(f"{column}_ci_low"), row.get(f"{column}_ci_high")
+    if low is None or high is None:
+        return ""
+    shown = (display(column, bound, digits=digits, percent_digits=percent_digits)
+             for bound in (low, high))  # fmt: skip
+    return "[{}, {}]".format(*shown)
+
+
+def _with_interval(row: dict, column: str) -> str:
+    text = display(column, row.get(column))
+    bounds = interval(row, column)
+    return f"{text} {bounds}" if bounds else text
+
+
 def _shown_columns(rows: list[dict]) -> list[str]:
     """The columns of a paper table: no intervals, and the run and split seed only where rows
     would otherwise look alike (Majority and Random of two seeds, two runs of one judge)."""
@@ -202,7 +219,7 @@ def revision_markdown(report: dict) -> str:
         titles = [column_title(c).replace("|", "\\|") for c in columns]
         parts.append("\n| " + " | ".join(titles) + " |\n|" + "---|" * len(columns) + "\n")
         for row in rows:
-            cells = [display(c, row.get(c)).replace("|", "\\|") for c in columns]
+            cells = [_with_interval(row, c).replace("|", "\\|") for c in columns]
             parts.append("| " + " | ".join(cells) + " |\n")
         merged = others_merged(report, table)
         if merged:
@@ -228,10 +245,7 @@ def revision_latex(report: dict) -> str:
             continue
         header = " & ".join(latex_escape(column_title(c)) for c in columns)
         notes = "".join(f" {latex_escape(note)}" for note in table_notes(report, table))
-        body = "".join(
-            " & ".join(latex_escape(display(c, row.get(c))) for c in columns) + " \\\\\n"
-            for row in rows
-        )
+        body = "".join(" & ".join(_latex_cell(row, c) for c in columns) + " \\\\\n" for row in rows)
         parts.append(
             "\\begin{table}[t]\n\\centering\n\\small\n"
             f"\\begin{{tabular}}{{l{'r' * (len(columns) - 1)}}}\n\\toprule\n{header} \\\\\n"
@@ -240,6 +254,12 @@ def revision_latex(report: dict) -> str:
             "\\end{table}\n"
         )
     return "\n".join(parts)
+
+
+def _latex_cell(row: dict, column: str) -> str:
+    text = latex_escape(display(column, row.get(column)))
+    bounds = interval(row, column)
+    return f"{text} {{\\scriptsize {latex_escape(bounds)}}}" if bounds else text
 
 
 FORMATS = {

@@ -33,6 +33,7 @@ from evaluation.revision.formats import (
     TABLES,
     column_title,
     display,
+    interval,
     others_merged,
     table_notes,
     table_rows,
@@ -69,15 +70,19 @@ def _study(user, study_id: int) -> Study:
     return get_object_or_404(Study, pk=study_id)
 
 
-def _cell(value: object, column: str = "") -> str:
-    return display(column, value, digits=3, percent_digits=1)  # halves up, as the exports
+def _cell(row: dict, column: str) -> dict[str, str]:
+    """A cell's text and its bootstrap interval ("" if none), halves up as in the exports."""
+    return {
+        "text": display(column, row.get(column), digits=3, percent_digits=1),
+        "interval": interval(row, column, digits=3, percent_digits=1),
+    }
 
 
 def _cells(rows: list[dict]) -> dict:
     columns = [c for c in dict.fromkeys(k for row in rows for k in row) if "_ci_" not in c]
     return {
         "columns": [column_title(c) for c in columns],
-        "rows": [[_cell(row.get(c), c) for c in columns] for row in rows],
+        "rows": [[_cell(row, c) for c in columns] for row in rows],
     }
 
 

@@ -212,10 +212,49 @@ def test_exported_percentages_round_halves_up_as_the_page_does():
     markdown = revision_markdown(report)
     assert "| System | Turns per session | % information-seeking | % stylistic |" in markdown
     assert "| a | 1.13 | 13 | 88 |" in markdown and "need not add up to 100" in markdown
-    assert _cell(0.0625) == "0.063" and _cell(-0.0625) == "-0.063"  # the report page's cells
+    cells = [_cell({"f1": value}, "f1")["text"] for value in (0.0625, -0.0625)]
+    assert cells == ["0.063", "-0.063"]  # the report page's cells
     # 57 of 200 is 28.5 %: scaled in binary it was 28.499999999999996, which rounded down.
     report["table2"] = [{**row, "information_seeking": 57 / 200, "stylistic": 143 / 200}]
     assert "a & 1.13 & 29 & 72 \\\\" in revision_latex(report)
+
+
+def test_every_table_5_figure_shows_its_bootstrap_interval_on_the_page_and_in_the_documents(
+    tmp_path, client
+):
+    """The issue asks for bootstrap intervals on every figure: the JSON had them, the page,
+    Markdown and LaTeX left them out. Each figure is followed by [low, high] in its own units."""
+    from django.urls import reverse
+
+    from annotate.roles import RESEARCHER
+    from evaluation.revision.formats import TABLES, revision_latex, revision_markdown
+
+    row = {
+        "model": "m", "mode": "zero-shot", "shots": 0, "n": 8,
+        "accuracy": 0.625, "accuracy_ci_low": 0.25, "accuracy_ci_high": 0.875,
+        "predicted_good": 0.5, "predicted_good_ci_low": 0.125, "predicted_good_ci_high": 0.875,
+    }  # fmt: skip
+    report = {"study": "s", **{table: [] for table in TABLES}}
+    report["table5"] = {"rows": [row]}
+    # Halves up, as every cell: 0.625 is 0.63, 12.5 % is 13.
+    assert "| m | zero-shot | 0 | 8 | 0.63 [0.25, 0.88] | 50 [13, 88] |" in revision_markdown(
+        report
+    )
+    assert "0.63 {\\scriptsize [0.25, 0.88]} & 50 {\\scriptsize [13, 88]}" in revision_latex(report)
+
+    study = sample_study(tmp_path)
+    run = judge_run_create(study=study, task="rating-judge", mode="zero-shot", now=timezone.now())
+    judge_run_execute(run_id=run.pk)
+    client.force_login(UserFactory(roles=[RESEARCHER]))
+    page = client.get(reverse("revision-reports:report", args=[study.pk]))
+    table5 = next(table for table in page.context["tables"] if table["name"] == "table5")
+    built = revision_report_build(study=study)["table5"]["rows"]
+    accuracy = table5["columns"].index("Accuracy")
+    for shown, figures in zip(table5["rows"], built, strict=True):
+        low, high = figures["accuracy_ci_low"], figures["accuracy_ci_high"]
+        assert shown[accuracy]["interval"] == f"[{low:.3f}, {high:.3f}]"
+    cell = table5["rows"][0][accuracy]
+    assert f'{cell["text"]} <span class="ci">{cell["interval"]}</span>' in page.text
 
 
 def test_paper_tables_name_the_seed_and_run_only_where_rows_would_look_alike():
@@ -259,7 +298,7 @@ def test_every_format_gives_the_classifier_agreement_and_the_split(tmp_path, cli
     markdown = revision_markdown(report)
     assert agreement in markdown and "Category labels: 4 human, 2 classifier, 0 none." in markdown
     assert f"Split of seed 4 (stored with its runs): {sizes}." in markdown
-    assert "bootstrap intervals of every figure (10 resamples over turns, seed 0)" in markdown
+    assert "bootstrap intervals (10 resamples over turns, seed 0) follow each" in markdown
     latex = revision_latex(report)
     assert agreement.replace("%", "\\%") in latex and "Split of seed 4" in latex
     csv = revision_csv(report)
