@@ -278,7 +278,7 @@ def table5(study: Study, data: TurnData, *, rng, n_resamples: int) -> dict[str, 
                 {
                     "seed": run.seed,
                     "train": len(train),
-                    "dev": len(run.split.get("dev", [])),
+                    "dev": sum(1 for t in run.split.get("dev", []) if t in good_by_turn),
                     "test": len(test),
                 }
             )

@@ -101,7 +101,8 @@ def _parse_turn(path: str, line: int, index: int, raw: Any) -> _TurnRow:
     for name, choices in TURN_LABELS.items():
         if raw.get(name) not in (None, ""):
             values[name] = _choice(path, line, raw[name], f"{where}.{name}", choices)
-    known = {*TURN_FIELDS, *TURN_LABELS}
+    # A label given empty (null or "") is kept as given, so that the export writes it back.
+    known = {*TURN_FIELDS, *(name for name in TURN_LABELS if raw.get(name) not in (None, ""))}
     return _TurnRow(values, {key: value for key, value in raw.items() if key not in known})
 
 

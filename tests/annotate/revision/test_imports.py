@@ -95,6 +95,20 @@ def test_import_export_import_is_lossless(tmp_path):
     assert again.read_text() == exported.read_text()
 
 
+def test_a_label_given_empty_comes_back_on_export(tmp_path):
+    """`"instruction_type": null` (or "") was read as "no label" and left out of the export."""
+    session = json.loads(json.dumps(SESSION_B))
+    session["interaction"][0]["instruction_type"] = None
+    session["interaction"][0]["error_category"] = ""
+    path = write_jsonl(tmp_path / "kiwi.jsonl", [session])
+    sessions_import(path=path, study_name="empty labels")
+    exported = tmp_path / "out.jsonl"
+    call_command("export_sessions", "--study", "empty labels", "--output", str(exported))
+    turn = json.loads(exported.read_text())["interaction"][0]
+    assert turn["instruction_type"] is None and turn["error_category"] == ""
+    assert Turn.objects.get(position=1).instruction_type == ""
+
+
 def test_importing_the_same_file_again_adds_nothing(tmp_path):
     path = write_jsonl(tmp_path / "kiwi.jsonl", [SESSION_A])
     sessions_import(path=path, study_name="kiwi")

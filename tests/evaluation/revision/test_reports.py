@@ -167,6 +167,20 @@ def test_table5_by_hand(tmp_path):
     assert report["table5"]["splits"] == [{"seed": 4, "train": 4, "dev": 0, "test": 2}]
 
 
+def test_table5_split_sizes_count_only_turns_still_rated(tmp_path):
+    """A split stored with a run names turns that may since have been deleted or unrated; its
+    train and test sizes counted only the rated ones, its dev size all of them."""
+    study = sample_study(tmp_path)
+    ids = list(Turn.objects.order_by("id").values_list("id", flat=True))
+    RevisionJudgeRun.objects.create(
+        study=study, task="rating-judge", mode="zero-shot", prompt_version="x", seed=1,
+        split={"train": ids[:3] + [10**9], "dev": [ids[3], 10**9 + 1], "test": ids[4:]},
+        status="done", created_at=timezone.now(), finished_at=timezone.now(),
+    )  # fmt: skip
+    report = revision_report_build(study=study, n_resamples=10)
+    assert report["table5"]["splits"] == [{"seed": 1, "train": 3, "dev": 1, "test": 2}]
+
+
 def test_rating_judge_run_stores_its_seeded_split_and_labels_the_test_turns(tmp_path):
     study = sample_study(tmp_path)
     now = timezone.now()
