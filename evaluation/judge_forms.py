@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django import forms
 
+from annotate.engine.forms import SpendingCapField
 from annotate.models import Benchmark, Subset, System
 from evaluation.models import JudgeConfig
 
@@ -24,6 +25,7 @@ class JudgeRunForm(forms.Form):
         required=False, min_value=1, label="Random sample of N instructions"
     )
     seed = forms.IntegerField(initial=0, min_value=0)
+    spending_cap_usd = SpendingCapField()
 
     def clean_instruction_ids(self) -> list[str]:
         value = self.cleaned_data["instruction_ids"]

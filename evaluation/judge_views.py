@@ -7,9 +7,13 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
+from annotate.engine.services import engine_run_estimate_new
+from annotate.errors import AnnotateError
+from annotate.http import form_refusal
 from annotate.roles import ADMIN, RESEARCHER, RESEARCHERS_ONLY, is_admin, require_role
 from evaluation.errors import EvaluationError, JudgeNotFoundError
 from evaluation.judge_forms import JudgeRunForm
+from evaluation.models import JudgeRun
 from evaluation.selectors.judge_runs import (
     judge_prerequisites_missing,
     judge_run_list,
@@ -36,37 +40,48 @@ def run_list(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def run_new(request: HttpRequest) -> HttpResponse:
+    """Estimate (nothing spent, nothing kept) or start a judge run; starting returns at once."""
     _require_researcher(request)
     form = JudgeRunForm(request.POST or None)
-    status = 200
+    status, estimate = 200, None
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
-            run = judge_run_create(
-                config=data["config"],
-                benchmark=data["benchmark"],
-                systems=data["systems"],
-                user=request.user,
-                subset=data["subset"] or None,
-                instruction_ids=data["instruction_ids"] or None,
-                sample=data["sample"],
-                seed=data["seed"] or 0,
-            )
-            judge_run_start(run=run)
-        except EvaluationError as error:
-            form.add_error(None, str(error))
+            if "estimate" in request.POST:
+                estimate = engine_run_estimate_new(
+                    create=lambda: _judge_run_create(request, data).engine_run
+                )
+            else:
+                run = _judge_run_create(request, data)
+                judge_run_start(run=run)
+                # The run works in the background; its engine page shows the progress live.
+                return redirect("engine:run-detail", engine_run_id=run.engine_run_id)
+        except (AnnotateError, EvaluationError) as error:
+            form_refusal(form, error)
             status = error.http_status
-        else:
-            # The run works in the background; its engine page shows the progress live.
-            return redirect("engine:run-detail", engine_run_id=run.engine_run_id)
     elif request.method == "POST":
         status = 400
     context = {
         "form": form,
+        "estimate": estimate,
         "is_admin": is_admin(request.user),
         "prerequisites": judge_prerequisites_missing(user=request.user),
     }
     return render(request, "evaluation/judge_run_new.html", context, status=status)
+
+
+def _judge_run_create(request: HttpRequest, data: dict) -> JudgeRun:
+    return judge_run_create(
+        config=data["config"],
+        benchmark=data["benchmark"],
+        systems=data["systems"],
+        user=request.user,
+        subset=data["subset"] or None,
+        instruction_ids=data["instruction_ids"] or None,
+        sample=data["sample"],
+        seed=data["seed"] or 0,
+        spending_cap_usd=data["spending_cap_usd"],
+    )
 
 
 @login_required

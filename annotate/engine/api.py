@@ -12,10 +12,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotate.engine.errors import EngineNotFoundError
+from annotate.engine.models import EngineRun
 from annotate.engine.selectors import engine_run_progress
 from annotate.engine.services import (
     endpoint_get,
-    engine_run_estimate,
+    engine_run_estimate_new,
     engine_run_get,
     engine_run_start,
     engine_run_stop,
@@ -126,35 +127,12 @@ class GenerationRunApi(APIView):
     def post(self, request: Request) -> Response:
         if not is_researcher(request.user):
             raise Http404
-        with transaction.atomic():  # one commit; the run starts once it is committed
-            return self._create(request)
-
-    def _create(self, request: Request) -> Response:
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         data = data.validated_data
-        try:
-            benchmark = Benchmark.objects.get(name=data["benchmark"])
-        except Benchmark.DoesNotExist:
-            raise NotFoundError(f"No benchmark named {data['benchmark']!r}.") from None
-        endpoint = endpoint_get(name=data["endpoint"])
-        engine_run_check_may_start(user=request.user, endpoint=endpoint)
-        system = generating_system_get_or_create(name=data["system"], endpoint=endpoint)
-        run = generation_run_create(
-            benchmark=benchmark,
-            systems=[system],
-            endpoint=endpoint,
-            user=request.user,
-            subset=data.get("subset"),
-            instruction_ids=data.get("instruction_ids") or None,
-            sample=data.get("sample"),
-            seed=data["seed"],
-            replace=data["replace"],
-            spending_cap_usd=data.get("spending_cap_usd"),
-        )
         if data["dry_run"]:
-            estimate = engine_run_estimate(run=run)
-            transaction.set_rollback(True)  # an estimate leaves nothing behind (no system either)
+            # Nothing is left behind, not even the system the run would have made.
+            estimate = engine_run_estimate_new(create=lambda: self._create(request, data))
             payload = {
                 "run_id": None,
                 "url": None,
@@ -169,7 +147,9 @@ class GenerationRunApi(APIView):
                 },
             }
             return Response(self.OutputSerializer(payload).data)
-        engine_run_start(run=run, user=request.user)
+        with transaction.atomic():  # one commit; the run starts once it is committed
+            run = self._create(request, data)
+            engine_run_start(run=run, user=request.user)
         payload = {
             "run_id": run.pk,
             "url": reverse("engine:run-detail", args=[run.pk]),
@@ -177,3 +157,24 @@ class GenerationRunApi(APIView):
             "estimate": None,
         }
         return Response(self.OutputSerializer(payload).data, status=status.HTTP_202_ACCEPTED)
+
+    def _create(self, request: Request, data: dict) -> EngineRun:
+        try:
+            benchmark = Benchmark.objects.get(name=data["benchmark"])
+        except Benchmark.DoesNotExist:
+            raise NotFoundError(f"No benchmark named {data['benchmark']!r}.") from None
+        endpoint = endpoint_get(name=data["endpoint"])
+        engine_run_check_may_start(user=request.user, endpoint=endpoint)
+        system = generating_system_get_or_create(name=data["system"], endpoint=endpoint)
+        return generation_run_create(
+            benchmark=benchmark,
+            systems=[system],
+            endpoint=endpoint,
+            user=request.user,
+            subset=data.get("subset"),
+            instruction_ids=data.get("instruction_ids") or None,
+            sample=data.get("sample"),
+            seed=data["seed"],
+            replace=data["replace"],
+            spending_cap_usd=data.get("spending_cap_usd"),
+        )

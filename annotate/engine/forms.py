@@ -1,11 +1,12 @@
-"""Forms of the engine pages: an endpoint, a generation run."""
+"""Forms of the engine pages: an endpoint, a generation run; the spending cap field every form
+that starts an engine run shares."""
 
 from __future__ import annotations
 
 from django import forms
 
 from annotate.engine.generation import DEFAULT_TEMPLATE, generation_templates
-from annotate.engine.models import Endpoint
+from annotate.engine.models import Endpoint, EngineRun
 from annotate.engine.services.endpoints import EDITABLE_FIELDS
 from annotate.models import Benchmark, Subset
 
@@ -60,6 +61,25 @@ class EndpointForm(forms.ModelForm):
         return [line for line in self.cleaned_data["stop"].splitlines() if line]
 
 
+class SpendingCapField(forms.DecimalField):
+    """The optional spending cap of a run (EngineRun.spending_cap_usd): dollars, 0 or more."""
+
+    def __init__(self, **kwargs) -> None:
+        kwargs.setdefault("required", False)
+        kwargs.setdefault("label", "Spending cap (USD)")
+        kwargs.setdefault("help_text", "The run stops before a call would pass it. Blank: no cap.")
+        stored = EngineRun._meta.get_field("spending_cap_usd")  # refuse what it cannot hold
+        super().__init__(
+            min_value=0,
+            max_digits=stored.max_digits,
+            decimal_places=stored.decimal_places,
+            **kwargs,
+        )
+        self.error_messages["min_value"] = (
+            "The spending cap cannot be negative: give 0 or more dollars, or none for no cap."
+        )
+
+
 class GenerationRunForm(forms.Form):
     endpoint = forms.ModelChoiceField(Endpoint.objects.all())
     benchmark = forms.ModelChoiceField(Benchmark.objects.all())
@@ -77,9 +97,7 @@ class GenerationRunForm(forms.Form):
         required=False,
         label="Regenerate responses made with other settings (old ones kept apart, with labels)",
     )
-    spending_cap_usd = forms.DecimalField(
-        required=False, min_value=0, decimal_places=6, label="Spending cap (USD)"
-    )
+    spending_cap_usd = SpendingCapField()
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)

@@ -26,7 +26,7 @@ from annotate.engine.services import (
     endpoint_get,
     endpoint_test,
     endpoint_update,
-    engine_run_estimate,
+    engine_run_estimate_new,
     engine_run_get,
     engine_run_start,
     engine_run_stop,
@@ -212,15 +212,13 @@ def generation_new(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
-            # One transaction, one commit: the run starts (in the background) once it commits.
-            with transaction.atomic():
-                run = _generation_create(request, data)
-                if "estimate" in request.POST:
-                    estimate = engine_run_estimate(run=run)
-                    transaction.set_rollback(True)  # an estimate leaves nothing behind
-                else:
+            if "estimate" in request.POST:
+                estimate = engine_run_estimate_new(create=lambda: _generation_create(request, data))
+            else:
+                # One transaction, one commit: the run starts (in the background) once it commits.
+                with transaction.atomic():
+                    run = _generation_create(request, data)
                     engine_run_start(run=run, user=request.user)
-            if estimate is None:
                 return redirect("engine:run-detail", engine_run_id=run.pk)
         except AnnotateError as error:
             form_refusal(form, error)  # a paid endpoint for a researcher: beside the endpoint

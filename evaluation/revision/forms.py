@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django import forms
 
+from annotate.engine.forms import SpendingCapField
 from annotate.engine.models import Endpoint
 from evaluation.revision.models import JudgeTask, ShotMode
 
@@ -15,7 +16,8 @@ class EndpointChoiceField(forms.ModelChoiceField):
 
 
 class RevisionJudgeRunForm(forms.Form):
-    """Classifiers take an endpoint only; the rating judge also its mode, k and split seed."""
+    """Classifiers take an endpoint and a spending cap; the rating judge also its mode, k and
+    split seed."""
 
     endpoint = EndpointChoiceField(
         Endpoint.objects.order_by("name"), help_text="The model that answers (engine endpoint)."
@@ -32,6 +34,7 @@ class RevisionJudgeRunForm(forms.Form):
     seed = forms.IntegerField(
         min_value=0, initial=0, help_text="Seed of the train/dev/test split (888/186/186 of 1,260)."
     )
+    spending_cap_usd = SpendingCapField()
 
     def __init__(self, *args, task: str, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -47,12 +50,13 @@ class RevisionJudgeRunForm(forms.Form):
         return data
 
     def launch_arguments(self) -> dict:
-        """The cleaned values as keyword arguments of judges.judge_run_launch."""
+        """The cleaned values as keyword arguments of judges.judge_run_launch (and _prepare)."""
         data = self.cleaned_data
+        common = {"endpoint": data["endpoint"], "spending_cap_usd": data["spending_cap_usd"]}
         if self.task != JudgeTask.RATING:
-            return {"endpoint": data["endpoint"]}
+            return common
         return {
-            "endpoint": data["endpoint"],
+            **common,
             "mode": data["mode"],
             "shots": data.get("shots") or 0,
             "seed": data["seed"],

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import re
 from datetime import datetime
+from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +28,7 @@ from annotate.engine.services.runs import (
     engine_run_execute,
     engine_run_start,
 )
+from annotate.errors import AnnotateError
 from annotate.revision import llm
 from annotate.revision.models import ErrorCategory, InstructionCategory, Study, Turn
 from annotate.revision.prompting import Prompt, prompt_file
@@ -312,37 +314,44 @@ def _execute_local(run: RevisionJudgeRun) -> None:
         judge_unit_execute(run, turns[turn_id], prompt, blocks)
 
 
-def _engine_run_attach(run: RevisionJudgeRun, endpoint: Endpoint) -> EngineRun:
+def _engine_run_attach(
+    run: RevisionJudgeRun, endpoint: Endpoint, spending_cap_usd: Decimal | None = None
+) -> EngineRun:
     """Create the engine run (kind "revision-judge") that makes the run's calls, and link it."""
-    engine_run = engine_run_create(
-        kind="revision-judge",
-        endpoint=endpoint,
-        params={"judge_run": run.pk},
-        created_by=run.created_by,
-        description=f"KIWI {run.task} {run.mode} on {run.study.name}".replace("  ", " "),
-    )
+    try:
+        engine_run = engine_run_create(
+            kind="revision-judge",
+            endpoint=endpoint,
+            params={"judge_run": run.pk},
+            created_by=run.created_by,
+            spending_cap_usd=spending_cap_usd,
+            description=f"KIWI {run.task} {run.mode} on {run.study.name}".replace("  ", " "),
+        )
+    except AnnotateError as error:  # a negative cap
+        raise JudgeRunError(str(error)) from None
     RevisionJudgeRun.objects.filter(pk=run.pk).update(engine_run=engine_run)
     run.engine_run = engine_run
     return engine_run
 
 
 @transaction.atomic
-def judge_run_launch(
+def judge_run_prepare(
     *,
     study: Study,
     task: str,
     endpoint: Endpoint,
-    user: AbstractBaseUser,
+    user: AbstractBaseUser | None,
     mode: str = "",
     shots: int = 0,
     seed: int = 0,
+    spending_cap_usd: Decimal | None = None,
     now: datetime,
 ) -> RevisionJudgeRun:
-    """Create a run on an engine endpoint and start it in the background; return at once.
+    """Create a run on an engine endpoint with its engine run, not started yet.
 
-    The engine's rule decides who may spend: researchers the free fake, admins any endpoint.
-    The run starts once this transaction commits (a Celery worker, else a thread), never in
-    the caller; its engine run's page shows the progress.
+    The engine's rule decides who may spend: researchers the free fake, admins any endpoint
+    (user None: the console). The engine stops the run before a call would pass
+    `spending_cap_usd`.
     """
     engine_run_check_may_start(user=user, endpoint=endpoint)
     run = judge_run_create(
@@ -357,7 +366,40 @@ def judge_run_launch(
     )
     if not judge_units(run):
         raise JudgeRunError(_NOTHING_TO_LABEL[task])
-    engine_run_start(run=_engine_run_attach(run, endpoint), user=user)
+    _engine_run_attach(run, endpoint, spending_cap_usd)
+    return run
+
+
+@transaction.atomic
+def judge_run_launch(
+    *,
+    study: Study,
+    task: str,
+    endpoint: Endpoint,
+    user: AbstractBaseUser,
+    mode: str = "",
+    shots: int = 0,
+    seed: int = 0,
+    spending_cap_usd: Decimal | None = None,
+    now: datetime,
+) -> RevisionJudgeRun:
+    """Create a run as `judge_run_prepare` does and start it in the background; return at once.
+
+    The run starts once this transaction commits (a Celery worker, else a thread), never in
+    the caller; its engine run's page shows the progress.
+    """
+    run = judge_run_prepare(
+        study=study,
+        task=task,
+        endpoint=endpoint,
+        user=user,
+        mode=mode,
+        shots=shots,
+        seed=seed,
+        spending_cap_usd=spending_cap_usd,
+        now=now,
+    )
+    engine_run_start(run=run.engine_run, user=user)
     return run
 
 

@@ -7,8 +7,8 @@ values). The engine loads the first calls' units before sending and the rest whi
 are out, so only the first slice is ranked before the first call; the picks are stored on the
 run with the first batch of results. Split into Celery chunks, the run picks every example once
 when it is dispatched (`on_dispatch`), for all chunks. Each worker thread builds its unit's
-prompt text just before its call. `store` writes the parsed predictions in the engine's
-transaction. docs/engine.md has the contract.
+prompt text just before its call; `estimate` counts the same text for an estimate. `store`
+writes the parsed predictions in the engine's transaction. docs/engine.md has the contract.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from typing import Any
 from django.urls import reverse
 
 from annotate.engine.bulk import rows_insert
-from annotate.engine.protocols import RunContext, UnitResult
+from annotate.engine.client import estimate_prompt_tokens
+from annotate.engine.protocols import RunContext, UnitEstimate, UnitResult
 from annotate.revision.models import Turn
 from annotate.revision.prompting import Prompt
 from evaluation.revision import judges
@@ -153,6 +154,10 @@ class RevisionJudgeProtocol:
         if examples is not None and examples.unsaved:
             judges.judge_run_examples_add(run_id=judge_id, picks=examples.unsaved)
             examples.unsaved = {}
+
+    def estimate(self, run, unit_key: str, work: JudgeWork) -> UnitEstimate:
+        """One call a turn, its prompt (few-shot examples included) counted as a sent one."""
+        return UnitEstimate(calls=1, prompt_tokens=estimate_prompt_tokens(work.messages()))
 
     def execute(self, run, unit_key: str, ctx: RunContext) -> str:
         work: JudgeWork = ctx.work

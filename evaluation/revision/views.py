@@ -13,6 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from annotate.engine.services import engine_run_estimate_new
 from annotate.errors import AnnotateError
 from annotate.http import form_refusal
 from annotate.revision.models import Study
@@ -39,7 +40,7 @@ from evaluation.revision.formats import (
     table_rows,
 )
 from evaluation.revision.forms import RevisionJudgeRunForm
-from evaluation.revision.judges import judge_run_launch
+from evaluation.revision.judges import judge_run_launch, judge_run_prepare
 from evaluation.revision.models import JudgeTask
 from evaluation.revision.reports import revision_report_build
 from evaluation.revision.selectors import judge_prerequisites_missing, study_judge_runs
@@ -183,28 +184,33 @@ class RevisionReportApi(APIView):
 @login_required
 @require_http_methods(["GET", "POST"])
 def judge_new(request: HttpRequest, study_id: int, task: str) -> HttpResponse:
-    """Start a classifier or rating-judge run on an engine endpoint; it runs in the background
-    and the researcher lands on the engine run's page, whose progress updates by itself."""
+    """Estimate (nothing sent, nothing kept) or start a classifier or rating-judge run on an
+    engine endpoint; it runs in the background and the researcher lands on the engine run's
+    page, whose progress updates by itself."""
     require_role(request.user, ADMIN, RESEARCHER, message=RESEARCHERS_ONLY)
     study = get_object_or_404(Study, pk=study_id)
     if task not in TASK_TITLES:
         raise Http404
     form = RevisionJudgeRunForm(request.POST or None, task=task)
-    status = 200
+    status, estimate = 200, None
     if request.method == "POST" and form.is_valid():
+        arguments = dict(study=study, task=task, user=request.user, now=timezone.now())
+        arguments.update(form.launch_arguments())
         try:
-            run = judge_run_launch(
-                study=study, task=task, user=request.user, now=timezone.now(),
-                **form.launch_arguments(),
-            )  # fmt: skip
+            if "estimate" in request.POST:  # nothing sent, nothing kept
+                estimate = engine_run_estimate_new(
+                    create=lambda: judge_run_prepare(**arguments).engine_run
+                )
+            else:
+                run = judge_run_launch(**arguments)
+                return redirect("engine:run-detail", engine_run_id=run.engine_run_id)
         except (AnnotateError, EvaluationError) as error:
             form_refusal(form, error)  # a paid endpoint: beside the endpoint
             status = error.http_status
-        else:
-            return redirect("engine:run-detail", engine_run_id=run.engine_run_id)
     elif request.method == "POST":
         status = 400
     context = {
+        "estimate": estimate,
         "study": study,
         "task": task,
         "title": TASK_TITLES[task],

@@ -7,6 +7,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
+from decimal import Decimal
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection, transaction
@@ -73,13 +74,14 @@ def judge_run_create(
     sample: int | None = None,
     seed: int = 0,
     prompt_version: str | None = None,
+    spending_cap_usd: Decimal | None = None,
 ) -> JudgeRun:
     """Create a run of `config` on the responses of `systems` to the chosen instructions.
 
     Instructions: all of the benchmark, or a subset (easy/hard), or the given external ids,
     optionally narrowed to a seeded random sample. One conversation per existing response.
     The prompt version defaults to DEFAULT_PROMPT_VERSION; the official protocol always uses
-    the official prompt.
+    the official prompt. The engine stops the run before a call would pass `spending_cap_usd`.
     """
     _check_may_start(user=user, config=config)
     systems = list(systems)
@@ -125,19 +127,23 @@ def judge_run_create(
     JudgeConversation.objects.bulk_create(
         JudgeConversation(run=run, response_id=response_id) for response_id in responses
     )
-    run.engine_run = engine_run_create(
-        kind="judge",
-        endpoint=config.endpoint,
-        params={
-            "judge_run_id": run.pk,
-            "prompt_version": prompt_version,
-            "request_params": request_params(
-                config.protocol, temperature=config.endpoint.temperature
-            ),
-        },
-        created_by=run.created_by,
-        description=f"Judge {config.name} on {benchmark.name} ({described})",
-    )
+    try:
+        run.engine_run = engine_run_create(
+            kind="judge",
+            endpoint=config.endpoint,
+            params={
+                "judge_run_id": run.pk,
+                "prompt_version": prompt_version,
+                "request_params": request_params(
+                    config.protocol, temperature=config.endpoint.temperature
+                ),
+            },
+            created_by=run.created_by,
+            spending_cap_usd=spending_cap_usd,
+            description=f"Judge {config.name} on {benchmark.name} ({described})",
+        )
+    except AnnotateError as error:  # a negative cap: nothing of the run is kept
+        raise JudgeRunError(str(error)) from None
     run.save(update_fields=["engine_run"])
     return run
 

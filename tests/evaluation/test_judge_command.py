@@ -1,10 +1,17 @@
 """manage.py judge and judge_config."""
 
+from decimal import Decimal
+
 import pytest
 from django.core.management import CommandError, call_command
 
-from annotate.models import Annotator, AnnotatorKind, Label
+from annotate.engine.models import EngineRun
+from annotate.engine.services import engine_run_estimate
+from annotate.models import Annotator, AnnotatorKind, Label, System
 from evaluation.models import JudgeConfig, JudgeRun, RunStatus
+from evaluation.services.judge_configs import judge_config_create
+from evaluation.services.judge_runs import judge_run_create
+from tests.annotate.engine.conftest import dollar_a_thousand
 from tests.evaluation.judge_helpers import make_benchmark, make_judge
 from tests.evaluation.openai_stub import StubOpenAI
 
@@ -41,6 +48,65 @@ def test_judge_command_reports_bad_names_and_selection():
         call_command("judge", config=judge.name, benchmark=benchmark.name, systems="zz")
     with pytest.raises(CommandError, match="Sample size must be between 1 and 1"):
         call_command("judge", config=judge.name, benchmark=benchmark.name, sample=3)
+    assert not JudgeRun.objects.exists()
+
+
+def test_judge_command_spending_cap_stops_the_run_and_says_so(capsys):
+    # As in test_judge_runs: under $0.70 the $1-per-1k endpoint's judge makes 2 of its 4 calls.
+    benchmark, _, _ = make_benchmark(questions_per_instruction=(2, 2))
+    with StubOpenAI() as stub:
+        judge_config_create(name="capped", endpoint=dollar_a_thousand(stub, concurrency=1))
+        with pytest.raises(
+            CommandError,
+            match="did not finish: Stopped: the next call would exceed the spending cap",
+        ):
+            call_command(
+                "judge", "--config", "capped", "--benchmark", benchmark.name,
+                "--spending-cap", "0.70",
+            )  # fmt: skip
+        assert len(stub.requests) == 2
+    run = JudgeRun.objects.get()
+    assert run.engine_run.spending_cap_usd == Decimal("0.70")
+    assert f"Run {run.pk}: Stopped. 2/4 questions" in capsys.readouterr().out
+    with pytest.raises(CommandError, match=r"run \d+ keeps its own \(\$0\.700000\)"):
+        call_command("judge", "--run", str(run.pk), "--spending-cap", "5")
+
+
+def test_judge_command_dry_run_prints_the_estimate_and_keeps_nothing(capsys):
+    benchmark, _, _ = make_benchmark(questions_per_instruction=(3, 2), systems=("a", "b"))
+    with StubOpenAI() as stub:
+        judge = make_judge(stub.base_url, max_tokens=5, price_prompt_per_1k=Decimal("0.03"))
+        arguments = ["--config", judge.name, "--benchmark", benchmark.name, "--dry-run"]
+        call_command("judge", *arguments, "--spending-cap", "1")
+        assert stub.requests == []
+    out = capsys.readouterr().out
+    assert not JudgeRun.objects.exists() and not EngineRun.objects.exists()
+    run = judge_run_create(config=judge, benchmark=benchmark, systems=System.objects.all())
+    estimate = engine_run_estimate(run=run.engine_run)
+    assert out == (
+        "Dry run (nothing sent, no run kept): 4 conversations to judge (0 done already), "
+        f"10 calls, about {estimate.prompt_tokens} prompt + at most 50 completion tokens, "
+        f"at most ${estimate.cost_usd}.\n"
+    )
+    call_command("judge", "--run", str(run.pk), "--dry-run")  # what a resume would still do
+    assert f"Run {run.pk} (dry run, nothing sent): 4 conversations" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("cap", "message"),
+    [
+        ("-1", "The spending cap cannot be negative"),
+        ("lots", "Enter a number"),
+        ("1000000", "Ensure that there are no more than 6 digits before the decimal point"),
+    ],
+)
+def test_judge_command_refuses_a_bad_cap_naming_the_option(cap, message):
+    benchmark, _, _ = make_benchmark(questions_per_instruction=(1,))
+    judge = make_judge(backend="fake")
+    with pytest.raises(CommandError, match=f"argument --spending-cap: {message}"):
+        call_command(
+            "judge", "--config", judge.name, "--benchmark", benchmark.name, "--spending-cap", cap
+        )
     assert not JudgeRun.objects.exists()
 
 

@@ -1,14 +1,20 @@
 """The judge pages and progress API: who may start what, and what the progress shows."""
 
 from datetime import timedelta
+from decimal import Decimal
 
 import pytest
+from django.apps import apps
 from django.conf import settings
 from django.urls import reverse
 from django.utils import timezone
 
 from annotate.engine.models import EngineRun
-from annotate.engine.services import engine_background_wait, engine_runs_reap
+from annotate.engine.services import (
+    engine_background_wait,
+    engine_run_estimate,
+    engine_runs_reap,
+)
 from annotate.models import Label
 from evaluation.models import JudgeRun, RunStatus
 from evaluation.services.judge_runs import judge_run_create, judge_run_mark_started
@@ -53,6 +59,90 @@ def test_researcher_runs_the_fake_judge_from_the_page_and_sees_progress(client, 
     api = client.get(reverse("api-judge-run-progress", args=[run.pk])).json()
     assert api["questions_answered"] == 10 and api["status"] == "done"
     assert api["prompt_tokens"] == run.prompt_tokens > 0 and api["cost_usd"] == str(run.cost_usd)
+
+
+def _row_counts() -> dict[str, int]:
+    return {model._meta.label: model.objects.count() for model in apps.get_models()}
+
+
+def _paid_judge(stub):
+    return make_judge(
+        stub.base_url,
+        max_tokens=5,
+        price_prompt_per_1k=Decimal("0.03"),
+        price_completion_per_1k=Decimal("0.06"),
+    )
+
+
+def test_the_estimate_shows_what_the_run_would_call_and_cost_and_keeps_nothing(client, admin_user):
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(3, 2), systems=("a", "b"))
+    client.force_login(admin_user)
+    with StubOpenAI() as stub:
+        judge = _paid_judge(stub)
+        before = _row_counts()
+        form = _form(judge, benchmark, systems, spending_cap_usd="2.5", estimate="1")
+        page = client.post(reverse("judge:run-new"), form)
+        assert stub.requests == []
+    assert page.status_code == 200 and _row_counts() == before
+    # The run the Start button would make, made for real: the page showed its estimate.
+    run = judge_run_create(config=judge, benchmark=benchmark, systems=systems)
+    expected = engine_run_estimate(run=run.engine_run)
+    assert (expected.units, expected.calls, expected.completion_tokens) == (4, 10, 50)
+    assert page.context["estimate"] == expected
+    shown = page.text[page.text.index('id="estimate"') :]
+    assert f"{expected.units} conversations to judge (0 done already), 10 calls" in shown
+    assert f"about {expected.prompt_tokens} prompt tokens" in shown
+    assert f"at most 50 completion tokens: at most ${expected.cost_usd}" in shown
+    # The form keeps what was typed, ready for Start.
+    assert 'name="spending_cap_usd" value="2.5"' in page.text
+    assert page.text.count('name="systems"') == page.text.count("checked") == 2
+
+
+def test_an_estimate_follows_the_start_rule_researchers_only_on_the_free_fake(client, researcher):
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(2,))
+    client.force_login(researcher)
+    with StubOpenAI() as stub:
+        paid = _paid_judge(stub)
+        refused = client.post(
+            reverse("judge:run-new"), _form(paid, benchmark, systems, estimate="1")
+        )
+        assert stub.requests == []
+    assert refused.status_code == 403 and "only an admin" in refused.text
+    assert refused.context["estimate"] is None and not JudgeRun.objects.exists()
+    fake = make_judge(name="fake-judge", backend="fake")
+    page = client.post(reverse("judge:run-new"), _form(fake, benchmark, systems, estimate="1"))
+    assert page.status_code == 200 and "1 conversations to judge" in page.text
+    assert not JudgeRun.objects.exists() and not EngineRun.objects.exists()
+
+
+@pytest.mark.parametrize("cap", ["-1", "-0.000001", "1000000", "0.0000001"])
+def test_a_bad_cap_is_refused_beside_its_field_and_nothing_starts(client, researcher, cap):
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(1,))
+    judge = make_judge(backend="fake")
+    client.force_login(researcher)
+    for button in ("start", "estimate"):
+        form = _form(judge, benchmark, systems, spending_cap_usd=cap, **{button: "1"})
+        page = client.post(reverse("judge:run-new"), form)
+        assert page.status_code == 400 and page.context["estimate"] is None
+        assert list(page.context["form"].errors) == ["spending_cap_usd"]
+    if cap.startswith("-"):
+        assert "The spending cap cannot be negative" in page.text
+    assert not JudgeRun.objects.exists() and not EngineRun.objects.exists()
+
+
+def test_the_cap_given_on_the_page_is_the_engine_runs(
+    client, researcher, django_capture_on_commit_callbacks
+):
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(1,))
+    judge = make_judge(backend="fake")
+    client.force_login(researcher)
+    with django_capture_on_commit_callbacks(execute=False) as started:
+        page = client.post(
+            reverse("judge:run-new"), _form(judge, benchmark, systems, spending_cap_usd="0.25")
+        )
+    run = JudgeRun.objects.get()
+    assert page.status_code == 302 and len(started) == 1  # starts once it commits
+    assert run.engine_run.spending_cap_usd == Decimal("0.25")
 
 
 def test_progress_page_refreshes_while_the_run_is_unfinished(client, researcher):

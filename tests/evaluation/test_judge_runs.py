@@ -5,11 +5,15 @@ from decimal import Decimal
 
 import pytest
 
+from annotate.engine.models import EngineRun
 from annotate.models import AnnotatorKind, Label, LabelValue
+from evaluation.errors import JudgeRunError
 from evaluation.judges import prompting as p
-from evaluation.models import ConversationStatus, JudgeCall, JudgeProtocol, RunStatus
+from evaluation.models import ConversationStatus, JudgeCall, JudgeProtocol, JudgeRun, RunStatus
 from evaluation.selectors.judge_runs import judge_run_progress
+from evaluation.services.judge_configs import judge_config_create
 from evaluation.services.judge_runs import judge_run_create, judge_run_execute
+from tests.annotate.engine.conftest import dollar_a_thousand
 from tests.evaluation.judge_helpers import make_benchmark, make_judge
 from tests.evaluation.openai_stub import StubOpenAI
 
@@ -272,6 +276,32 @@ def test_token_and_cost_sums(stub):
     expected = (Decimal(prompt) * Decimal("0.03") + Decimal(completion) * Decimal("0.06")) / 1000
     assert run.cost_usd == expected.quantize(Decimal("0.000001"))
     assert not JudgeCall.objects.filter(usage_estimated=True).exists()
+
+
+def test_the_spending_cap_is_the_engine_runs_and_stops_the_judge_before_passing_it(stub):
+    # The spending-cap tests' endpoint ($1 per 1k tokens, max_tokens 100). Each judge call
+    # reserves about $0.40 before it is sent (a prompt estimated at ~300 tokens + 100) and
+    # costs about $0.25 (~245 prompt tokens, 1 completion): under a $0.70 cap the second call
+    # fits ($0.25 spent + $0.40) and the third would not ($0.50 + $0.40). Uncapped: 4 calls.
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(2, 2))
+    judge = judge_config_create(name="capped", endpoint=dollar_a_thousand(stub, concurrency=1))
+    run = _run(judge, benchmark, systems, spending_cap_usd=Decimal("0.70"))
+    assert run.engine_run.spending_cap_usd == Decimal("0.70")
+
+    run = judge_run_execute(run_id=run.pk)
+
+    assert len(stub.requests) == 2 and JudgeCall.objects.count() == 2
+    engine_run = run.engine_run
+    assert engine_run.status == "cancelled" and "spending cap" in engine_run.error
+    assert Decimal("0.45") < engine_run.cost_usd <= Decimal("0.70")
+    assert run.status == RunStatus.CANCELLED  # "Stopped": running it again does the rest
+
+
+def test_a_negative_cap_is_refused_naming_the_field_and_nothing_is_kept(stub):
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(1,))
+    with pytest.raises(JudgeRunError, match="spending_cap_usd.*cannot be negative"):
+        _run(make_judge(stub.base_url), benchmark, systems, spending_cap_usd=Decimal("-1"))
+    assert not JudgeRun.objects.exists() and not EngineRun.objects.exists()
 
 
 def test_usage_is_estimated_when_the_server_leaves_it_out(stub):

@@ -190,6 +190,19 @@ def engine_run_estimate(*, run: EngineRun) -> RunEstimate:
     )
 
 
+def engine_run_estimate_new(*, create: Callable[[], EngineRun]) -> RunEstimate:
+    """Estimate a run not made yet, leaving nothing behind.
+
+    `create()` makes the run as starting it would (its checks, its protocol's rows) inside a
+    transaction that is rolled back once the run is estimated, so the pages, the API and the
+    commands estimate exactly what they would start.
+    """
+    with transaction.atomic():
+        estimate = engine_run_estimate(run=create())
+        transaction.set_rollback(True)
+    return estimate
+
+
 def _done_keys(run: EngineRun, protocol: RunProtocol, keys: Sequence[str]) -> set[str]:
     done = set(
         EngineUnit.objects.filter(

@@ -3,19 +3,32 @@
 from __future__ import annotations
 
 import threading
+from decimal import Decimal
 
 from django.core.management.base import BaseCommand, CommandError
 
 from annotate.engine.management.commands._progress import RunProgressBar
+from annotate.engine.management.commands._run_options import (
+    add_run_cost_arguments,
+    estimate_line,
+)
+from annotate.engine.services import engine_run_estimate, engine_run_estimate_new
+from annotate.errors import AnnotateError
 from annotate.models import Benchmark, System
 from evaluation.errors import EvaluationError
-from evaluation.models import JudgeConfig
+from evaluation.models import JudgeConfig, RunStatus
 from evaluation.selectors.judge_runs import judge_run_progress
 from evaluation.services.judge_runs import judge_run_create, judge_run_execute, judge_run_get
+
+UNITS = "conversations to judge"
 
 
 def _names(value: str | None) -> list[str]:
     return [item.strip() for item in (value or "").split(",") if item.strip()]
+
+
+def _cap(value: Decimal | None) -> str:
+    return "no cap" if value is None else f"${value}"
 
 
 class Command(BaseCommand):
@@ -38,13 +51,38 @@ class Command(BaseCommand):
             help="Prompt file version (default infobench_v1; the official protocol always uses "
             "infobench_official).",
         )
+        add_run_cost_arguments(parser)
 
     def handle(self, *args, **options):
         try:
-            run = judge_run_get(run_id=options["run"]) if options["run"] else self._create(options)
-            self._execute(run)
-        except EvaluationError as error:
+            if options["run"]:
+                self._resume(options)
+            elif options["dry_run"]:
+                estimate = engine_run_estimate_new(create=lambda: self._create(options).engine_run)
+                self.stdout.write(
+                    "Dry run (nothing sent, no run kept): " + estimate_line(estimate, units=UNITS)
+                )
+            else:
+                run = self._create(options)
+                self.stdout.write(f"Created judge run {run.pk} ({run.selection}).")
+                self._execute(run)
+        except (AnnotateError, EvaluationError) as error:
             raise CommandError(str(error)) from None
+
+    def _resume(self, options) -> None:
+        run = judge_run_get(run_id=options["run"])
+        if options["spending_cap"] is not None:
+            raise CommandError(
+                f"--spending-cap is set when a run is created; run {run.pk} keeps its own "
+                f"({_cap(run.engine_run.spending_cap_usd)})."
+            )
+        if options["dry_run"]:
+            estimate = engine_run_estimate(run=run.engine_run)
+            self.stdout.write(
+                f"Run {run.pk} (dry run, nothing sent): " + estimate_line(estimate, units=UNITS)
+            )
+            return
+        self._execute(run)
 
     def _create(self, options):
         try:
@@ -59,7 +97,7 @@ class Command(BaseCommand):
         missing = set(names) - set(systems.values_list("name", flat=True))
         if missing:
             raise CommandError(f"No system named {', '.join(sorted(missing))}.")
-        run = judge_run_create(
+        return judge_run_create(
             config=config,
             benchmark=benchmark,
             systems=systems,
@@ -68,9 +106,8 @@ class Command(BaseCommand):
             sample=options["sample"],
             seed=options["seed"],
             prompt_version=options["prompt_version"],
+            spending_cap_usd=options["spending_cap"],
         )
-        self.stdout.write(f"Created judge run {run.pk} ({run.selection}).")
-        return run
 
     def _execute(self, run):
         stop = threading.Event()
@@ -101,3 +138,8 @@ class Command(BaseCommand):
             self.stdout.write(f"  conversation {error['conversation']}: {error['error']}")
         if progress.conversations_failed:
             raise CommandError(f"{progress.conversations_failed} conversations failed; rerun it.")
+        if run.status != RunStatus.DONE:  # stopped: the spending cap, or from the run's page
+            raise CommandError(
+                f"Run {run.pk} did not finish: {run.engine_run.error or run.get_status_display()} "
+                f"Resume: judge --run {run.pk}"
+            )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 
 from annotate.engine.services import endpoint_create
@@ -22,6 +24,19 @@ def make_endpoint(base_url: str = "", *, name: str = "stub", **fields):
     fields.setdefault("requests_per_minute", 1_000_000)
     fields.setdefault("tokens_per_minute", 100_000_000)
     return endpoint_create(name=name, base_url=base_url, **fields)
+
+
+def dollar_a_thousand(stub, *, concurrency: int, name: str = "stub"):
+    """An endpoint on the stub at $1 per 1k tokens either way, replies capped at 100 tokens:
+    the spending-cap tests' endpoint."""
+    return make_endpoint(
+        stub.base_url,
+        name=name,
+        concurrency=concurrency,
+        max_tokens=100,
+        price_prompt_per_1k=Decimal("1"),
+        price_completion_per_1k=Decimal("1"),
+    )
 
 
 def make_instructions(count: int = 3, *, benchmark=None):

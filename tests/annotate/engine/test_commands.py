@@ -1,12 +1,13 @@
 """endpoint_create, generate and export_responses, as a researcher types them."""
 
 import json
+from decimal import Decimal
 
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from annotate.engine.models import Endpoint
+from annotate.engine.models import Endpoint, EngineRun
 from annotate.models import Response, System
 from tests.annotate.engine.conftest import make_instructions
 
@@ -81,6 +82,17 @@ def test_generate_sample_is_seeded_and_dry_run_sends_nothing(stub, capsys):
     first = sorted(b["messages"][0]["content"] for b in stub.requests)
     call_command("generate", *arguments, "--sample", "2", "--seed", "3")
     assert len(stub.requests) == 2 and len(first) == 2
+
+
+def test_generate_stores_the_spending_cap_and_refuses_a_negative_one_naming_the_option(stub):
+    make_instructions(2)
+    _endpoint(stub)
+    arguments = ["--benchmark", "bench", "--system", "s", "--endpoint", "stub-ep"]
+    with pytest.raises(CommandError, match="argument --spending-cap: The spending cap cannot be"):
+        call_command("generate", *arguments, "--spending-cap", "-1")
+    assert not EngineRun.objects.exists()
+    call_command("generate", *arguments, "--spending-cap", "2.5", "--dry-run")
+    assert EngineRun.objects.get().spending_cap_usd == Decimal("2.5") and stub.requests == []
 
 
 def test_imported_and_generated_responses_are_never_mixed(stub, tmp_path):

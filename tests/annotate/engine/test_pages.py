@@ -119,6 +119,24 @@ def test_an_estimate_on_the_page_sends_nothing_and_keeps_no_run(admin_client, st
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize("button", ["start", "estimate"])
+def test_a_negative_cap_is_refused_beside_its_field(admin_client, stub, button):
+    make_instructions(1)
+    paid = make_endpoint(stub.base_url, name="paid")
+    form = {"endpoint": paid.pk, "benchmark": Benchmark.objects.get().pk, "system": "g",
+            "template": "generation_infobench_v1", "seed": "0", "spending_cap_usd": "-1",
+            button: "1"}  # fmt: skip
+    response = admin_client.post(reverse("engine:generation-new"), form)
+    assert response.status_code == 400 and list(response.context["form"].errors) == [
+        "spending_cap_usd"
+    ]
+    assert "The spending cap cannot be negative" in _field_row(
+        response.content.decode(), "spending_cap_usd"
+    )
+    assert not EngineRun.objects.exists() and stub.requests == []
+
+
+@pytest.mark.django_db
 def test_stop_from_the_page_and_the_api(admin_client):
     endpoint = make_endpoint("", name="fake")
     run = EngineRun.objects.create(kind="generation", endpoint=endpoint, params={})

@@ -20,9 +20,9 @@ from annotate.engine.services.generation import (
     generating_system_get_or_create,
     generation_run_create,
 )
-from annotate.models import Response
+from annotate.models import Response, System
 from tests.annotate.engine import echo
-from tests.annotate.engine.conftest import make_endpoint, make_instructions
+from tests.annotate.engine.conftest import dollar_a_thousand, make_endpoint, make_instructions
 
 pytestmark = pytest.mark.django_db
 
@@ -119,17 +119,6 @@ def test_stop_keeps_what_was_answered_and_a_resume_does_only_the_rest(stub):
     assert len(stub.requests) == 5  # nothing answered was asked again
 
 
-def dollar_a_thousand(stub, *, concurrency: int):
-    """An endpoint on the stub at $1 per 1k tokens either way, replies capped at 100 tokens."""
-    return make_endpoint(
-        stub.base_url,
-        concurrency=concurrency,
-        max_tokens=100,
-        price_prompt_per_1k=Decimal("1"),
-        price_completion_per_1k=Decimal("1"),
-    )
-
-
 def test_the_spending_cap_stops_before_the_call_that_would_exceed_it(stub):
     # Each call is estimated at (prompt ~10 tokens + max_tokens 100) at $1 per 1k tokens: about
     # $0.11 before it is sent; each costs about as much (the stub counts 500 characters as 101
@@ -173,6 +162,22 @@ def test_the_dry_run_estimate_counts_only_missing_units_and_sends_nothing(stub):
     assert stub.requests == []
     engine_run_execute(run_id=run.pk)
     assert engine_run_estimate(run=run).calls == 0
+
+
+def test_an_estimate_of_a_new_run_is_the_runs_estimate_and_keeps_nothing(stub):
+    endpoint = make_endpoint(stub.base_url, max_tokens=50, price_prompt_per_1k=Decimal("2"))
+    benchmark, _ = make_instructions(3)
+
+    def create():
+        system = generating_system_get_or_create(name="new-sys", endpoint=endpoint)
+        return generation_run_create(benchmark=benchmark, systems=[system], endpoint=endpoint)
+
+    estimate = runs.engine_run_estimate_new(create=create)
+
+    assert not EngineRun.objects.exists() and not System.objects.exists()  # the system too
+    assert estimate == engine_run_estimate(run=create())
+    assert (estimate.units, estimate.calls, estimate.prompt_tokens) == (3, 3, 37)
+    assert stub.requests == []
 
 
 def test_a_protocol_that_raises_fails_the_run_with_its_message(stub, echo_protocol):

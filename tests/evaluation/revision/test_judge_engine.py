@@ -1,5 +1,6 @@
 """The KIWI judge and the session's model calls through the engine, against the stub over HTTP."""
 
+from decimal import Decimal
 from types import SimpleNamespace
 
 import pytest
@@ -9,7 +10,7 @@ from annotate.engine.models import EngineCall
 from annotate.revision.models import CallStatus
 from annotate.revision.services.sessions import session_assign, turn_start
 from evaluation.revision.judges import judge_run_create, judge_run_execute
-from tests.annotate.engine.conftest import make_endpoint
+from tests.annotate.engine.conftest import dollar_a_thousand, make_endpoint
 from tests.annotate.revision.conftest import make_live_study
 from tests.evaluation.openai_stub import StubOpenAI
 from tests.evaluation.revision.sample import sample_study
@@ -287,3 +288,49 @@ def test_the_migration_repairs_runs_left_running_after_their_engine_run_ended(tm
     assert states == {failed.pk: "failed", done.pk: "done", running.pk: "running"}
     assert RevisionJudgeRun.objects.get(pk=failed.pk).error == "worker gone"
     assert RevisionJudgeRun.objects.get(pk=done.pk).finished_at is not None
+
+
+@pytest.mark.parametrize(
+    ("task", "mode"),
+    [("instruction-category", ""), ("error-category", ""), ("rating-judge", "k-shot")],
+)
+def test_the_estimate_counts_the_prompts_the_run_then_sends(tmp_path, task, mode):
+    """Every unit one call, its prompt (the k-shot judge's BM25 examples included) counted as
+    the engine counts a sent one; before the protocol had `estimate`, every prompt was 0."""
+    from annotate.engine.client import estimate_prompt_tokens
+    from annotate.engine.services import engine_run_estimate
+    from evaluation.revision.judges import judge_run_prepare
+
+    study = sample_study(tmp_path)
+    with StubOpenAI(responder=judge_reply) as stub:
+        endpoint = dollar_a_thousand(stub, concurrency=2)
+        run = judge_run_prepare(
+            study=study, task=task, endpoint=endpoint, user=None, mode=mode, shots=2, seed=2,
+            now=timezone.now(),
+        )  # fmt: skip
+        estimate = engine_run_estimate(run=run.engine_run)
+        judge_run_execute(run_id=run.pk)
+    sent = [body["messages"] for body in stub.requests]
+    assert estimate.units == estimate.calls == len(sent) > 0
+    assert estimate.prompt_tokens == sum(estimate_prompt_tokens(m) for m in sent)
+    assert estimate.completion_tokens == 100 * len(sent)  # the endpoint's max_tokens each
+
+
+def test_the_spending_cap_stops_a_classifier_run_before_passing_it(tmp_path):
+    # Each Table 10 call reserves about $1.30 (a prompt estimated at ~1,200 tokens + 100) and
+    # costs about $0.97 (~965 prompt tokens): under $2.50 the second call fits ($0.97 + $1.30)
+    # and the third would not ($1.93 + $1.30). Uncapped, all 6 rated turns are classified.
+    from evaluation.revision.judges import judge_run_prepare
+
+    study = sample_study(tmp_path)
+    with StubOpenAI() as stub:
+        endpoint = dollar_a_thousand(stub, concurrency=1)
+        run = judge_run_prepare(
+            study=study, task="instruction-category", endpoint=endpoint, user=None,
+            spending_cap_usd=Decimal("2.50"), now=timezone.now(),
+        )  # fmt: skip
+        assert run.engine_run.spending_cap_usd == Decimal("2.50")
+        run = judge_run_execute(run_id=run.pk)
+    assert len(stub.requests) == 2 and run.predictions.count() == 2
+    assert run.engine_run.status == "cancelled" and run.engine_run.cost_usd <= Decimal("2.50")
+    assert run.status == "failed" and "spending cap" in run.error

@@ -1,14 +1,19 @@
 """The researchers' pages and API that start KIWI classifier and rating-judge runs."""
 
+from decimal import Decimal
+
 import pytest
+from django.apps import apps
 from django.urls import reverse
+from django.utils import timezone
 
 from annotate.engine.models import EngineRun
-from annotate.engine.services import engine_background_wait
+from annotate.engine.services import engine_background_wait, engine_run_estimate
 from annotate.revision.models import Study
+from evaluation.revision.judges import judge_run_prepare
 from evaluation.revision.models import RevisionJudgeRun, RevisionPrediction
 from evaluation.revision.reports import revision_report_build
-from tests.annotate.engine.conftest import make_endpoint
+from tests.annotate.engine.conftest import dollar_a_thousand, make_endpoint
 from tests.evaluation.openai_stub import StubOpenAI
 from tests.evaluation.revision.sample import sample_study
 from tests.evaluation.revision.test_judge_engine import judge_reply
@@ -74,6 +79,77 @@ def test_only_an_admin_may_start_a_run_on_a_paid_endpoint(client, researcher, ad
     assert run.predictions.count() == 6
 
 
+def _row_counts() -> dict[str, int]:
+    return {model._meta.label: model.objects.count() for model in apps.get_models()}
+
+
+@pytest.mark.parametrize(
+    ("task", "form", "units"),
+    [
+        ("instruction-category", {}, 6),
+        ("error-category", {}, 4),
+        ("rating-judge", {"mode": "k-shot", "shots": "2", "seed": "2"}, 1),
+    ],
+)
+def test_the_estimate_shows_what_the_run_would_call_and_cost_and_keeps_nothing(
+    client, admin_user, tmp_path, task, form, units
+):
+    study = sample_study(tmp_path)
+    client.force_login(admin_user)
+    with StubOpenAI() as stub:
+        paid = dollar_a_thousand(stub, concurrency=1, name="paid-judge")
+        before = _row_counts()
+        data = {"endpoint": paid.pk, "spending_cap_usd": "3", "estimate": "1", **form}
+        page = client.post(url(study, task), data)
+        assert stub.requests == []
+    assert page.status_code == 200 and _row_counts() == before
+    # The run the Start button would make, made for real: the page showed its estimate.
+    arguments = {"mode": form.get("mode", ""), "shots": 2, "seed": 2} if form else {}
+    run = judge_run_prepare(
+        study=study, task=task, endpoint=paid, user=admin_user, now=timezone.now(), **arguments
+    )
+    expected = engine_run_estimate(run=run.engine_run)
+    assert page.context["estimate"] == expected and expected.units == units
+    assert expected.prompt_tokens > 100 * units  # the prompts, not the engine's 0 default
+    shown = page.text[page.text.index('id="estimate"') :]
+    assert f"{units} turns to label (0 done already), {units} calls" in shown
+    assert f"about {expected.prompt_tokens} prompt tokens" in shown
+    assert f"at most {100 * units} completion tokens: at most ${expected.cost_usd}" in shown
+    bound = page.context["form"]  # the form keeps what was typed, ready for Start
+    assert bound["spending_cap_usd"].value() == "3" and 'value="3"' in page.text
+    if form:
+        assert (bound["mode"].value(), bound["shots"].value()) == ("k-shot", "2")
+
+
+def test_an_estimate_on_a_paid_endpoint_is_an_admins_as_starting_is(client, researcher, tmp_path):
+    study = sample_study(tmp_path)
+    paid = make_endpoint("http://127.0.0.1:9/v1", name="paid-judge")
+    client.force_login(researcher)
+    refused = client.post(url(study), rating_form(paid, estimate="1"))
+    assert refused.status_code == 403 and refused.context["estimate"] is None
+    assert "only an admin" in str(refused.context["form"].errors["endpoint"])
+    assert not RevisionJudgeRun.objects.exists() and not EngineRun.objects.exists()
+    fake = make_endpoint("", name="offline")
+    page = client.post(url(study), rating_form(fake, estimate="1"))
+    assert page.status_code == 200 and page.context["estimate"].units == 1
+    assert not RevisionJudgeRun.objects.exists() and not EngineRun.objects.exists()
+
+
+def test_the_cap_given_on_the_page_is_the_engine_runs(
+    client, researcher, tmp_path, django_capture_on_commit_callbacks
+):
+    study = sample_study(tmp_path)
+    fake = make_endpoint("", name="offline")
+    client.force_login(researcher)
+    with django_capture_on_commit_callbacks(execute=False) as started:
+        page = client.post(
+            url(study, "error-category"), {"endpoint": fake.pk, "spending_cap_usd": "0.5"}
+        )
+    run = RevisionJudgeRun.objects.get()
+    assert page.status_code == 302 and len(started) == 1  # starts once it commits
+    assert run.engine_run.spending_cap_usd == Decimal("0.5")
+
+
 def test_annotators_get_the_403_page(client, annotator_user, tmp_path):
     study = sample_study(tmp_path)
     fake = make_endpoint("", name="offline")
@@ -89,9 +165,11 @@ def test_each_task_asks_only_for_what_it_needs(client, researcher, tmp_path):
     make_endpoint("", name="offline")
     client.force_login(researcher)
     judge = client.get(url(study))
-    assert {"endpoint", "mode", "shots", "seed"} == set(judge.context["form"].fields)
+    assert {"endpoint", "mode", "shots", "seed", "spending_cap_usd"} == set(
+        judge.context["form"].fields
+    )
     classifier = client.get(url(study, "error-category"))
-    assert set(classifier.context["form"].fields) == {"endpoint"}
+    assert set(classifier.context["form"].fields) == {"endpoint", "spending_cap_usd"}
     assert "Classify error categories (Table 4)" in classifier.text
     assert client.get(url(study, "no-such-task")).status_code == 404
     assert (
@@ -108,6 +186,9 @@ def test_each_task_asks_only_for_what_it_needs(client, researcher, tmp_path):
         ({"seed": -1}, "seed", "greater than or equal to 0"),
         ({"mode": "nine-shot"}, "mode", "Select a valid choice"),
         ({"endpoint": 999}, "endpoint", "Select a valid choice"),
+        ({"spending_cap_usd": "-1"}, "spending_cap_usd", "The spending cap cannot be negative"),
+        ({"spending_cap_usd": "lots"}, "spending_cap_usd", "Enter a number."),
+        ({"spending_cap_usd": "-1", "estimate": "1"}, "spending_cap_usd", "cannot be negative"),
     ],
 )
 def test_bad_input_is_shown_beside_its_field_and_nothing_starts(

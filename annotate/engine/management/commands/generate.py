@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import threading
-from decimal import Decimal
 
 from django.core.management.base import BaseCommand, CommandError
 
 from annotate.engine.errors import EngineError
 from annotate.engine.management.commands._progress import RunProgressBar
+from annotate.engine.management.commands._run_options import (
+    add_run_cost_arguments,
+    estimate_line,
+)
 from annotate.engine.models import EngineRun
 from annotate.engine.services import (
     endpoint_get,
@@ -47,8 +50,7 @@ class Command(BaseCommand):
             help="Regenerate responses made "
             "with other settings (old ones are kept apart with their labels).",
         )
-        parser.add_argument("--spending-cap", type=Decimal, help="Stop before spending more (USD).")
-        parser.add_argument("--dry-run", action="store_true", help="Print the estimate only.")
+        add_run_cost_arguments(parser)
 
     def handle(self, *args, **o):
         try:
@@ -86,10 +88,8 @@ class Command(BaseCommand):
     def _print_estimate(self, run: EngineRun) -> None:
         estimate = engine_run_estimate(run=run)
         self.stdout.write(
-            f"Run {run.pk} (dry run, nothing sent): {estimate.units} responses to generate "
-            f"({estimate.units_done_before} done already), {estimate.calls} calls, about "
-            f"{estimate.prompt_tokens} prompt + at most {estimate.completion_tokens} completion "
-            f"tokens, at most ${estimate.cost_usd}."
+            f"Run {run.pk} (dry run, nothing sent): "
+            + estimate_line(estimate, units="responses to generate")
         )
 
     def _execute(self, run: EngineRun) -> None:

@@ -1,10 +1,15 @@
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
+from annotate.engine.management.commands._run_options import (
+    add_run_cost_arguments,
+    estimate_line,
+)
+from annotate.engine.services import endpoint_get, engine_run_estimate_new
 from annotate.errors import AnnotateError
 from annotate.revision.services.exports import study_get
 from evaluation.errors import EvaluationError
-from evaluation.revision.judges import judge_run_create, judge_run_execute
+from evaluation.revision.judges import judge_run_create, judge_run_execute, judge_run_prepare
 from evaluation.revision.models import JudgeTask, ShotMode
 
 
@@ -21,19 +26,23 @@ class Command(BaseCommand):
         parser.add_argument("--shots", type=int, default=10, help="k of k-shot (default 10).")
         parser.add_argument("--endpoint", default="", help="Engine endpoint; none = fake model.")
         parser.add_argument("--seed", type=int, default=0, help="Seed of the train/dev/test split.")
+        add_run_cost_arguments(parser)
 
     def handle(self, *args, **options):
-        try:
-            study = study_get(name=options["study"])
-            run = judge_run_create(
-                study=study,
-                task=options["task"],
-                mode=options["mode"],
-                shots=options["shots"],
-                endpoint_name=options["endpoint"],
-                seed=options["seed"],
-                now=timezone.now(),
+        if not options["endpoint"] and (options["dry_run"] or options["spending_cap"] is not None):
+            raise CommandError(
+                "--spending-cap and --dry-run need --endpoint: without one the run uses the "
+                "offline fake model, which costs nothing."
             )
+        try:
+            if options["dry_run"]:
+                estimate = engine_run_estimate_new(create=lambda: self._create(options).engine_run)
+                self.stdout.write(
+                    "Dry run (nothing sent, no run kept): "
+                    + estimate_line(estimate, units="turns to label")
+                )
+                return
+            run = self._create(options)
         except (AnnotateError, EvaluationError) as error:
             raise CommandError(str(error)) from None
         run = judge_run_execute(run_id=run.pk)
@@ -41,3 +50,22 @@ class Command(BaseCommand):
         self.stdout.write(f"Run {run.pk} ({run.task} {run.mode}): {run.status}, {labelled} labels.")
         if run.error:
             raise CommandError(run.error)
+
+    def _create(self, options):
+        """On an endpoint, the run with its engine run (its cap); else one for the fake model."""
+        arguments = {
+            "study": study_get(name=options["study"]),
+            "task": options["task"],
+            "mode": options["mode"],
+            "shots": options["shots"],
+            "seed": options["seed"],
+            "now": timezone.now(),
+        }
+        if not options["endpoint"]:
+            return judge_run_create(**arguments)
+        return judge_run_prepare(
+            **arguments,
+            endpoint=endpoint_get(name=options["endpoint"]),
+            user=None,
+            spending_cap_usd=options["spending_cap"],
+        )
