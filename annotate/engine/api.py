@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from django.db import transaction
 from django.http import Http404
 from django.urls import reverse
@@ -15,6 +17,7 @@ from annotate.engine.errors import EngineNotFoundError
 from annotate.engine.models import EngineRun
 from annotate.engine.selectors import engine_run_progress
 from annotate.engine.services import (
+    RunEstimate,
     endpoint_get,
     engine_run_estimate_new,
     engine_run_get,
@@ -29,6 +32,11 @@ from annotate.engine.services.runs import engine_run_check_may_start, engine_run
 from annotate.errors import NotFoundError
 from annotate.models import Benchmark, Subset
 from annotate.roles import is_researcher
+
+
+def estimate_data(estimate: RunEstimate) -> dict:
+    """A run's estimate as the API answers it (dollars as a string, as every amount)."""
+    return {**dataclasses.asdict(estimate), "cost_usd": str(estimate.cost_usd)}
 
 
 class RunProgressSerializer(serializers.Serializer):
@@ -137,14 +145,7 @@ class GenerationRunApi(APIView):
                 "run_id": None,
                 "url": None,
                 "progress_url": None,
-                "estimate": {
-                    "units": estimate.units,
-                    "units_done_before": estimate.units_done_before,
-                    "calls": estimate.calls,
-                    "prompt_tokens": estimate.prompt_tokens,
-                    "completion_tokens": estimate.completion_tokens,
-                    "cost_usd": str(estimate.cost_usd),
-                },
+                "estimate": estimate_data(estimate),
             }
             return Response(self.OutputSerializer(payload).data)
         with transaction.atomic():  # one commit; the run starts once it is committed

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from annotate.engine.models import Endpoint, EngineRun
-from annotate.engine.services import engine_run_create, engine_run_execute, engine_run_start
+from annotate.engine.services import (
+    RunEstimate,
+    engine_run_create,
+    engine_run_estimate_new,
+    engine_run_execute,
+    engine_run_start,
+)
+from annotate.engine.services.runs import engine_run_check_may_start
 
 KIND = "verbalizer"
 
@@ -31,3 +39,15 @@ def engine_run_background(*, run: EngineRun, user=None) -> None:
 def engine_run_foreground(*, run: EngineRun, on_progress=None) -> EngineRun:
     """Do the run in this process (management commands), returning the finished run."""
     return engine_run_execute(run_id=run.pk, on_progress=on_progress)
+
+
+def engine_run_estimate(*, create: Callable[[], EngineRun], user=None) -> RunEstimate:
+    """What the run `create` makes would call and cost; nothing is kept. A paid endpoint's
+    estimate is an admin's, as starting the run is."""
+
+    def checked() -> EngineRun:
+        run = create()
+        engine_run_check_may_start(user=user, endpoint=run.endpoint)
+        return run
+
+    return engine_run_estimate_new(create=checked)

@@ -1,5 +1,6 @@
 from django import forms
 
+from annotate.engine.forms import SpendingCapField
 from annotate.verbalizer.models import Group, Mode, TaskFamily
 from annotate.verbalizer.services.imports import FORMATS
 
@@ -94,9 +95,7 @@ class RunForm(forms.Form):
     model_size_b = forms.FloatField(
         required=False, min_value=0, label="Model size (billions)", help_text="Orders figures."
     )
-    spending_cap_usd = forms.DecimalField(
-        required=False, min_value=0, decimal_places=2, label="Spending cap (USD)"
-    )
+    spending_cap_usd = SpendingCapField()
 
     def __init__(self, *args, evaluation_set, endpoints, **kwargs):
         super().__init__(*args, **kwargs)

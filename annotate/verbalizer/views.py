@@ -174,16 +174,22 @@ def set_detail(request: HttpRequest, set_id: int) -> HttpResponse:
         request.POST if "run-system" in request.POST else None, prefix="run",
         evaluation_set=evaluation_set, endpoints=Endpoint.objects.order_by("name"),
     )  # fmt: skip
-    refused_status = 400
+    refused_status, estimate = 400, None
     if run_form.is_bound and run_form.is_valid():
         try:
-            system_run = _run_start(request, evaluation_set, run_form.cleaned_data)
+            if "estimate" in request.POST:
+                estimate = runs.verbalizer_run_estimate(
+                    user=request.user, **_run_arguments(request, evaluation_set, run_form)
+                )
+            else:
+                system_run = _run_start(request, evaluation_set, run_form)
         except AnnotateError as error:  # a paid endpoint for a researcher, say: nothing written
             form_refusal(run_form, error)
             refused_status = error.http_status
         else:
-            messages.success(request, f"Started engine run #{system_run.engine_run_id}.")
-            return redirect("verbalizer:set-detail", set_id=set_id)
+            if estimate is None:
+                messages.success(request, f"Started engine run #{system_run.engine_run_id}.")
+                return redirect("verbalizer:set-detail", set_id=set_id)
     if form.is_bound and form.is_valid() and _study_create(request, evaluation_set, form):
         messages.success(request, "Study published to annotators.")
         return redirect("verbalizer:set-detail", set_id=set_id)
@@ -199,6 +205,7 @@ def set_detail(request: HttpRequest, set_id: int) -> HttpResponse:
         "can_publish": is_admin(request.user),
         "form": form,
         "run_form": run_form,
+        "estimate": estimate,
     }
     status = refused_status if form.errors or run_form.errors else 200
     return render(request, "verbalizer/set_detail.html", context, status=status)
@@ -222,14 +229,19 @@ def _study_create(request: HttpRequest, evaluation_set: EvaluationSet, form: Stu
     return True
 
 
+def _run_arguments(request: HttpRequest, evaluation_set: EvaluationSet, form: RunForm) -> dict:
+    data = form.cleaned_data
+    return {
+        "evaluation_set": evaluation_set, "system": data["system"], "endpoint": data["endpoint"],
+        "modes": data["modes"], "model_size_b": data["model_size_b"],
+        "spending_cap_usd": data["spending_cap_usd"], "created_by": request.user,
+    }  # fmt: skip
+
+
 @transaction.atomic
-def _run_start(request: HttpRequest, evaluation_set: EvaluationSet, data: dict):
+def _run_start(request: HttpRequest, evaluation_set: EvaluationSet, form: RunForm):
     """Create and start a run; the engine refuses paid endpoints to anyone but an admin."""
-    system_run = runs.verbalizer_run_create(
-        evaluation_set=evaluation_set, system=data["system"], endpoint=data["endpoint"],
-        modes=data["modes"], model_size_b=data["model_size_b"],
-        spending_cap_usd=data["spending_cap_usd"], created_by=request.user,
-    )  # fmt: skip
+    system_run = runs.verbalizer_run_create(**_run_arguments(request, evaluation_set, form))
     runs.verbalizer_run_start(system_run=system_run, user=request.user)
     return system_run
 

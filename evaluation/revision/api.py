@@ -12,11 +12,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotate.engine.services import endpoint_get
+from annotate.engine.api import estimate_data
+from annotate.engine.services import endpoint_get, engine_run_estimate_new
 from annotate.revision.models import Study
 from annotate.roles import is_researcher
 from evaluation.errors import EvaluationError
-from evaluation.revision.judges import judge_run_launch
+from evaluation.revision.judges import judge_run_launch, judge_run_prepare
 from evaluation.revision.models import JudgeTask, ShotMode
 
 
@@ -24,7 +25,8 @@ class RevisionJudgeRunApi(APIView):
     """POST: create a classifier or rating-judge run and start it in the background (202).
 
     Only admins may use an endpoint that costs money (403 otherwise). `mode`, `shots` and `seed`
-    are the rating judge's; k-shot needs `shots` of at least 1.
+    are the rating judge's; k-shot needs `shots` of at least 1. `spending_cap_usd` stops the run
+    before a call would pass it; `dry_run` answers 200 with the estimate and keeps nothing.
     """
 
     @extend_schema_serializer(component_name="RevisionJudgeRunInput")
@@ -34,16 +36,23 @@ class RevisionJudgeRunApi(APIView):
         mode = serializers.ChoiceField(choices=ShotMode.values, default=ShotMode.ZERO)
         shots = serializers.IntegerField(min_value=1, max_value=100, default=10)
         seed = serializers.IntegerField(min_value=0, default=0)
+        spending_cap_usd = serializers.DecimalField(
+            max_digits=12, decimal_places=6, required=False, min_value=0
+        )
+        dry_run = serializers.BooleanField(default=False)
 
     @extend_schema_serializer(component_name="RevisionJudgeRunStarted")
     class OutputSerializer(serializers.Serializer):
-        run_id = serializers.IntegerField()
-        engine_run_id = serializers.IntegerField()
-        url = serializers.CharField()
-        progress_url = serializers.CharField()
+        run_id = serializers.IntegerField(allow_null=True)
+        engine_run_id = serializers.IntegerField(allow_null=True)
+        url = serializers.CharField(allow_null=True)
+        progress_url = serializers.CharField(allow_null=True)
         report_url = serializers.CharField()
+        estimate = serializers.DictField(allow_null=True, help_text="Only for a dry run.")
 
-    @extend_schema(request=InputSerializer, responses={202: OutputSerializer})
+    @extend_schema(
+        request=InputSerializer, responses={202: OutputSerializer, 200: OutputSerializer}
+    )
     def post(self, request: Request, study_id: int) -> Response:
         if not is_researcher(request.user):
             raise Http404
@@ -53,24 +62,37 @@ class RevisionJudgeRunApi(APIView):
         data = data.validated_data
         endpoint = endpoint_get(name=data["endpoint"])
         rating = data["task"] == JudgeTask.RATING
+        arguments = {
+            "study": study,
+            "task": data["task"],
+            "endpoint": endpoint,
+            "user": request.user,
+            "mode": data["mode"] if rating else "",
+            "shots": data["shots"] if rating else 0,
+            "seed": data["seed"],
+            "spending_cap_usd": data.get("spending_cap_usd"),
+            "now": timezone.now(),
+        }
         try:
-            run = judge_run_launch(
-                study=study,
-                task=data["task"],
-                endpoint=endpoint,
-                user=request.user,
-                mode=data["mode"] if rating else "",
-                shots=data["shots"] if rating else 0,
-                seed=data["seed"],
-                now=timezone.now(),
-            )
+            if data["dry_run"]:
+                estimate = engine_run_estimate_new(
+                    create=lambda: judge_run_prepare(**arguments).engine_run
+                )
+            else:
+                run = judge_run_launch(**arguments)
         except EvaluationError as error:
             return Response({"detail": str(error)}, status=error.http_status)
+        report_url = reverse("api-revision-report", args=[study.pk])
+        if data["dry_run"]:
+            nothing = dict.fromkeys(("run_id", "engine_run_id", "url", "progress_url"))
+            payload = {**nothing, "report_url": report_url, "estimate": estimate_data(estimate)}
+            return Response(self.OutputSerializer(payload).data)
         payload = {
             "run_id": run.pk,
             "engine_run_id": run.engine_run_id,
             "url": reverse("engine:run-detail", args=[run.engine_run_id]),
             "progress_url": reverse("api-engine-run", args=[run.engine_run_id]),
-            "report_url": reverse("api-revision-report", args=[study.pk]),
+            "report_url": report_url,
+            "estimate": None,
         }
         return Response(self.OutputSerializer(payload).data, status=status.HTTP_202_ACCEPTED)

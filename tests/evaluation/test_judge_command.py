@@ -68,7 +68,7 @@ def test_judge_command_spending_cap_stops_the_run_and_says_so(capsys):
     run = JudgeRun.objects.get()
     assert run.engine_run.spending_cap_usd == Decimal("0.70")
     assert f"Run {run.pk}: Stopped. 2/4 questions" in capsys.readouterr().out
-    with pytest.raises(CommandError, match=r"run \d+ keeps its own \(\$0\.700000\)"):
+    with pytest.raises(CommandError, match=r"run \d+ keeps its own \(\$0\.7\)"):
         call_command("judge", "--run", str(run.pk), "--spending-cap", "5")
 
 

@@ -54,6 +54,14 @@ def verbalizer_run_create(
     return system_run
 
 
+def verbalizer_run_estimate(*, user=None, **create_arguments):
+    """What `verbalizer_run_create(**create_arguments)` would call and cost (a RunEstimate);
+    nothing is kept. Refused to a researcher on a paid endpoint, as starting is."""
+    return engine_seam.engine_run_estimate(
+        create=lambda: verbalizer_run_create(**create_arguments).engine_run, user=user
+    )
+
+
 def verbalizer_run_start(*, system_run: SystemRun, user=None) -> None:
     """Start the run in the background (after commit); the engine checks who may spend money."""
     from annotate.engine.models import EngineRun

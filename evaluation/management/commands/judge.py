@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from decimal import Decimal
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -11,6 +10,7 @@ from annotate.engine.management.commands._progress import RunProgressBar
 from annotate.engine.management.commands._run_options import (
     add_run_cost_arguments,
     estimate_line,
+    refuse_cap_on_resume,
 )
 from annotate.engine.services import engine_run_estimate, engine_run_estimate_new
 from annotate.errors import AnnotateError
@@ -25,10 +25,6 @@ UNITS = "conversations to judge"
 
 def _names(value: str | None) -> list[str]:
     return [item.strip() for item in (value or "").split(",") if item.strip()]
-
-
-def _cap(value: Decimal | None) -> str:
-    return "no cap" if value is None else f"${value}"
 
 
 class Command(BaseCommand):
@@ -71,11 +67,9 @@ class Command(BaseCommand):
 
     def _resume(self, options) -> None:
         run = judge_run_get(run_id=options["run"])
-        if options["spending_cap"] is not None:
-            raise CommandError(
-                f"--spending-cap is set when a run is created; run {run.pk} keeps its own "
-                f"({_cap(run.engine_run.spending_cap_usd)})."
-            )
+        refuse_cap_on_resume(
+            options["spending_cap"], run_id=run.pk, kept=run.engine_run.spending_cap_usd
+        )
         if options["dry_run"]:
             estimate = engine_run_estimate(run=run.engine_run)
             self.stdout.write(

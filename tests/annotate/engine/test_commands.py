@@ -92,7 +92,12 @@ def test_generate_stores_the_spending_cap_and_refuses_a_negative_one_naming_the_
         call_command("generate", *arguments, "--spending-cap", "-1")
     assert not EngineRun.objects.exists()
     call_command("generate", *arguments, "--spending-cap", "2.5", "--dry-run")
-    assert EngineRun.objects.get().spending_cap_usd == Decimal("2.5") and stub.requests == []
+    run = EngineRun.objects.get()
+    assert run.spending_cap_usd == Decimal("2.5") and stub.requests == []
+    # Resuming keeps the run's own cap: a new one is refused, not silently ignored.
+    with pytest.raises(CommandError, match=r"run \d+ keeps its own \(\$2.5\)"):
+        call_command("generate", "--run", str(run.pk), "--spending-cap", "9")
+    assert stub.requests == []
 
 
 def test_imported_and_generated_responses_are_never_mixed(stub, tmp_path):

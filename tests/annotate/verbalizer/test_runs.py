@@ -46,6 +46,33 @@ def test_run_answers_every_prompt_at_temperature_0_and_resumes(stub, two_items, 
     assert ModelAnswer.objects.count() == 4
 
 
+def test_the_command_takes_a_spending_cap_and_a_dry_run(stub, two_items, capsys):
+    """--spending-cap reached the engine as text and crashed the command (a TypeError)."""
+    from decimal import Decimal
+
+    from annotate.models import System
+
+    stub.responder = first_word
+    make_endpoint(stub.base_url, name="e", price_prompt_per_1k="1", max_tokens=5)
+    command = ["verbalizer_run", "--set", "s", "--system", "m", "--endpoint", "e"]
+    call_command(*command, "--dry-run")
+    out = capsys.readouterr().out
+    assert (
+        "Dry run (nothing sent, no run kept): 4 prompts to answer (0 done already), 4 calls" in out
+    )
+    assert stub.requests == [] and not EngineRun.objects.exists()
+    assert not System.objects.filter(name="m").exists()
+    with pytest.raises(CommandError, match="--spending-cap: The spending cap cannot be negative"):
+        call_command(*command, "--spending-cap", "-1")
+    # Half the dry run's worst case: the run stops before the last prompts, within the cap.
+    worst = Decimal(re.search(r"at most \$(\d+\.\d+)", out).group(1))
+    with pytest.raises(CommandError, match="ended cancelled: Stopped: the next call would exceed"):
+        call_command(*command, "--spending-cap", str(worst / 2))
+    run = EngineRun.objects.get()
+    assert run.spending_cap_usd == worst / 2 and 0 < run.cost_usd <= run.spending_cap_usd
+    assert 0 < ModelAnswer.objects.count() == len(stub.requests) < 4
+
+
 def test_a_failed_call_stores_no_answer_and_the_next_start_fills_it(stub, two_items):
     stub.responder = first_word
     stub.fail_next(400, message="bad request")
@@ -99,3 +126,38 @@ def test_set_page_starts_a_run_admins_only_on_paid_endpoints(
     verbalizer_run_execute(system_run=system_run)
     assert ModelAnswer.objects.filter(run=system_run).count() == 4
     assert system_run.engine_run.__class__.objects.get().cost_usd > 0
+
+
+def test_set_page_estimates_a_run_keeps_nothing_and_keeps_the_form(
+    client, admin_user, researcher, two_items, stub
+):
+    from decimal import Decimal
+
+    from annotate.engine.services import engine_run_estimate
+    from annotate.models import System
+    from annotate.verbalizer.models import SystemRun
+    from annotate.verbalizer.services.runs import verbalizer_run_create
+
+    make_endpoint(stub.base_url, name="paid", price_prompt_per_1k="1", max_tokens=10)
+    url = f"/verbalizer/sets/{two_items.pk}/"
+    form = {"run-system": "m", "run-endpoint": "paid", "run-modes": ["direct"]}
+    form |= {"run-spending_cap_usd": "0.5", "estimate": "1"}
+    client.force_login(researcher)
+    refused = client.post(url, form)  # a paid endpoint's estimate is an admin's, as its start
+    assert refused.status_code == 403 and refused.context["estimate"] is None
+    client.force_login(admin_user)
+    page = client.post(url, form)
+    assert page.status_code == 200 and stub.requests == []
+    assert not SystemRun.objects.exists() and not EngineRun.objects.exists()
+    assert not System.objects.filter(name="m").exists()
+    assert page.context["run_form"]["spending_cap_usd"].value() == "0.5"
+    made = verbalizer_run_create(
+        evaluation_set=two_items, system="m", endpoint="paid", modes=["direct"],
+        spending_cap_usd=Decimal("0.5"),
+    )  # fmt: skip
+    expected = engine_run_estimate(run=made.engine_run)
+    assert page.context["estimate"] == expected and expected.units == 4
+    assert made.engine_run.spending_cap_usd == Decimal("0.5")
+    shown = " ".join(page.text[page.text.index('id="estimate"') :].split())
+    assert f"4 prompts to answer (0 done already), 4 calls, about {expected.prompt_tokens}" in shown
+    assert f"at most ${expected.cost_usd}" in shown

@@ -278,7 +278,36 @@ def test_api_starts_a_run_and_applies_the_same_rules(
         "url": reverse("engine:run-detail", args=[run.engine_run_id]),
         "progress_url": reverse("api-engine-run", args=[run.engine_run_id]),
         "report_url": reverse("api-revision-report", args=[study.pk]),
+        "estimate": None,
     }
+
+
+def test_api_takes_a_spending_cap_and_a_dry_run_that_keeps_nothing(client, admin_user, tmp_path):
+    study = sample_study(tmp_path)
+    api = reverse("api-revision-judge-runs", args=[study.pk])
+    client.force_login(admin_user)
+    with StubOpenAI() as stub:
+        dollar_a_thousand(stub, concurrency=1, name="paid-judge")
+        body = {"task": "instruction-category", "endpoint": "paid-judge", "spending_cap_usd": "2"}
+        before = _row_counts()
+        dry = client.post(api, {**body, "dry_run": True}, "application/json")
+        assert dry.status_code == 200 and _row_counts() == before and stub.requests == []
+        negative = client.post(api, {**body, "spending_cap_usd": "-1"}, "application/json")
+        assert negative.status_code == 400 and "spending_cap_usd" in negative.json()
+        started = client.post(api, body, "application/json")  # starts after a commit: never
+    assert started.status_code == 202 and started.json()["estimate"] is None
+    run = RevisionJudgeRun.objects.get(pk=started.json()["run_id"])
+    assert run.engine_run.spending_cap_usd == Decimal("2")
+    expected = engine_run_estimate(run=run.engine_run)  # nothing done yet: the whole run
+    assert dry.json()["run_id"] is None and dry.json()["estimate"] == {
+        "units": expected.units,
+        "units_done_before": 0,
+        "calls": expected.calls,
+        "prompt_tokens": expected.prompt_tokens,
+        "completion_tokens": expected.completion_tokens,
+        "cost_usd": str(expected.cost_usd),
+    }
+    assert expected.units == 6 and expected.prompt_tokens > 0  # the six rated turns
 
 
 def test_the_engine_run_page_links_the_report_while_the_judge_run_exists(

@@ -7,6 +7,7 @@ import argparse
 from decimal import Decimal
 
 from django.core.exceptions import ValidationError
+from django.core.management.base import CommandError
 
 from annotate.engine.forms import SpendingCapField
 from annotate.engine.services import RunEstimate
@@ -41,3 +42,12 @@ def estimate_line(estimate: RunEstimate, *, units: str) -> str:
         f"{estimate.calls} calls, about {estimate.prompt_tokens} prompt + at most "
         f"{estimate.completion_tokens} completion tokens, at most ${estimate.cost_usd}."
     )
+
+
+def refuse_cap_on_resume(cap: Decimal | None, *, run_id: int, kept: Decimal | None) -> None:
+    """--spending-cap with --run: refused, not ignored (a run keeps the cap it was made with)."""
+    if cap is not None:
+        kept_text = "no cap" if kept is None else f"${kept.normalize():f}"
+        raise CommandError(
+            f"--spending-cap is set when a run is created; run {run_id} keeps its own ({kept_text})."
+        )

@@ -11,6 +11,7 @@ from annotate.engine.management.commands._progress import RunProgressBar
 from annotate.engine.management.commands._run_options import (
     add_run_cost_arguments,
     estimate_line,
+    refuse_cap_on_resume,
 )
 from annotate.engine.models import EngineRun
 from annotate.engine.services import (
@@ -54,7 +55,11 @@ class Command(BaseCommand):
 
     def handle(self, *args, **o):
         try:
-            run = engine_run_get(run_id=o["run"]) if o["run"] else self._create(o)
+            if o["run"]:
+                run = engine_run_get(run_id=o["run"])
+                refuse_cap_on_resume(o["spending_cap"], run_id=run.pk, kept=run.spending_cap_usd)
+            else:
+                run = self._create(o)
             if o["dry_run"]:
                 self._print_estimate(run)
                 return

@@ -1,9 +1,14 @@
 from django.core.management.base import BaseCommand, CommandError
 
+from annotate.engine.management.commands._run_options import (
+    add_run_cost_arguments,
+    estimate_line,
+)
 from annotate.errors import AnnotateError
 from annotate.verbalizer.services.runs import (
     evaluation_set_get,
     verbalizer_run_create,
+    verbalizer_run_estimate,
     verbalizer_run_execute,
 )
 
@@ -17,18 +22,24 @@ class Command(BaseCommand):
         parser.add_argument("--endpoint", required=True, help="an engine endpoint's name")
         parser.add_argument("--modes", help="direct,cot (default: the set's modes)")
         parser.add_argument("--size", type=float, help="model size in billions (orders figures)")
-        parser.add_argument(
-            "--spending-cap", dest="cap", help="stop before the run costs more (USD)"
-        )
+        add_run_cost_arguments(parser)
 
     def handle(self, *args, **options):
         modes = options["modes"].split(",") if options["modes"] else None
         try:
-            system_run = verbalizer_run_create(
-                evaluation_set=evaluation_set_get(name=options["set_name"]),
-                system=options["system"], endpoint=options["endpoint"], modes=modes,
-                model_size_b=options["size"], spending_cap_usd=options["cap"],
-            )  # fmt: skip
+            arguments = {
+                "evaluation_set": evaluation_set_get(name=options["set_name"]),
+                "system": options["system"], "endpoint": options["endpoint"], "modes": modes,
+                "model_size_b": options["size"], "spending_cap_usd": options["spending_cap"],
+            }  # fmt: skip
+            if options["dry_run"]:
+                estimate = verbalizer_run_estimate(**arguments)
+                self.stdout.write(
+                    "Dry run (nothing sent, no run kept): "
+                    + estimate_line(estimate, units="prompts to answer")
+                )
+                return
+            system_run = verbalizer_run_create(**arguments)
         except AnnotateError as error:
             raise CommandError(str(error)) from None
         self.stdout.write(f"Engine run #{system_run.engine_run_id}: {system_run}")
