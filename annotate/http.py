@@ -71,9 +71,10 @@ def error_page(
     return render(request, "annotate/error.html", context, status=error.http_status)
 
 
-def form_refusal(form, error: AnnotateError) -> None:
+def form_refusal(form, error: Exception) -> None:
     """Show a service's refusal on the form that asked, its values kept: beside the field the
-    error names (`FieldInputError.field`) when the form has it, else above the form."""
+    error names (`FieldInputError.field`, or the `field` of an evaluation error) when the form
+    has it, else above the form."""
     field = getattr(error, "field", None)
     form.add_error(field if field in form.fields else None, str(error))
 

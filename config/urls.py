@@ -32,7 +32,7 @@ urlpatterns = [
     path("api/annotate/", include("annotate.api_urls")),
     path("engine/", include("annotate.engine.urls")),
     path("api/engine/", include("annotate.engine.api_urls")),
-    path("judge/runs/", include("evaluation.judge_urls")),
+    path("judge/", include("evaluation.judge_urls")),
     path(
         "api/judge/runs/<int:run_id>/progress/",
         JudgeRunProgressApi.as_view(),

@@ -8,7 +8,13 @@ class EvaluationError(Exception):
 
 
 class JudgeConfigError(EvaluationError):
-    """A judge configuration cannot be used as it stands (unknown back-end, missing API key)."""
+    """A judge configuration cannot be created or used as asked (a name taken, an unknown
+    back-end); `field` names the form field at fault (None: the values together), so a page can
+    show the message beside it."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        self.field = field
+        super().__init__(message)
 
 
 class JudgeRunError(EvaluationError):

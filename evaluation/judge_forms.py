@@ -1,12 +1,28 @@
-"""The form that starts a judge run."""
+"""The forms of the judge pages: a judge configuration, and a judge run to start."""
 
 from __future__ import annotations
 
 from django import forms
 
-from annotate.engine.forms import SpendingCapField
+from annotate.engine.forms import EndpointChoiceField, SpendingCapField
+from annotate.engine.models import Endpoint
 from annotate.models import Benchmark, Subset, System
-from evaluation.models import JudgeConfig
+from evaluation.models import JudgeConfig, JudgeProtocol
+
+
+class JudgeConfigForm(forms.Form):
+    """A judge on an existing engine endpoint; the service checks the name and the endpoint."""
+
+    name = forms.CharField(
+        max_length=200,
+        help_text="Its labels land under an llm annotator of this name: unique among judges "
+        "and annotators.",
+    )
+    protocol = forms.ChoiceField(choices=JudgeProtocol.choices, initial=JudgeProtocol.MULTI_TURN)
+    endpoint = EndpointChoiceField(
+        Endpoint.objects.order_by("name"),
+        help_text="The model that answers, with its decoding, limits and prices.",
+    )
 
 
 class JudgeRunForm(forms.Form):

@@ -1,7 +1,9 @@
-"""Pages of the LLM judge: the runs, a form to start one, its progress."""
+"""Pages of the LLM judge: the judges and a form to make one, the runs, a form to start one,
+its progress."""
 
 from __future__ import annotations
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -12,13 +14,19 @@ from annotate.errors import AnnotateError
 from annotate.http import form_refusal
 from annotate.roles import ADMIN, RESEARCHER, RESEARCHERS_ONLY, is_admin, require_role
 from evaluation.errors import EvaluationError, JudgeNotFoundError
-from evaluation.judge_forms import JudgeRunForm
+from evaluation.judge_forms import JudgeConfigForm, JudgeRunForm
 from evaluation.models import JudgeRun
+from evaluation.selectors.judge_configs import (
+    judge_config_get,
+    judge_config_list,
+    judge_config_prerequisites_missing,
+)
 from evaluation.selectors.judge_runs import (
     judge_prerequisites_missing,
     judge_run_list,
     judge_run_progress,
 )
+from evaluation.services.judge_configs import judge_config_create
 from evaluation.services.judge_runs import (
     judge_run_create,
     judge_run_get,
@@ -32,9 +40,44 @@ def _require_researcher(request: HttpRequest) -> None:
 
 
 @login_required
-def run_list(request: HttpRequest) -> HttpResponse:
+@require_http_methods(["GET", "POST"])
+def config_list(request: HttpRequest) -> HttpResponse:
+    """The judge configurations, and a form to make one on an existing engine endpoint."""
     _require_researcher(request)
-    return render(request, "evaluation/judge_run_list.html", {"runs": judge_run_list()[:200]})
+    form = JudgeConfigForm(request.POST or None)
+    status = 200
+    if request.method == "POST" and form.is_valid():
+        try:
+            config = judge_config_create(user=request.user, **form.cleaned_data)
+        except (AnnotateError, EvaluationError) as error:
+            form_refusal(form, error)  # a name taken beside the name, a paid endpoint beside it
+            status = error.http_status
+        else:
+            messages.success(request, f"Created the judge {config.name} on {config.endpoint}.")
+            return redirect("judge:config-list")
+    elif request.method == "POST":
+        status = 400
+    context = {
+        "configs": judge_config_list(),
+        "form": form,
+        "is_admin": is_admin(request.user),
+        "prerequisites": judge_config_prerequisites_missing(user=request.user),
+    }
+    return render(request, "evaluation/judge_config_list.html", context, status=status)
+
+
+@login_required
+def run_list(request: HttpRequest) -> HttpResponse:
+    """Every judge run, or one judge's (`?judge=<configuration id>`)."""
+    _require_researcher(request)
+    config = None
+    if "judge" in request.GET:
+        try:
+            config = judge_config_get(config_id=request.GET["judge"])
+        except JudgeNotFoundError:
+            raise Http404 from None
+    context = {"runs": judge_run_list(config=config)[:200], "config": config}
+    return render(request, "evaluation/judge_run_list.html", context)
 
 
 @login_required
@@ -65,7 +108,7 @@ def run_new(request: HttpRequest) -> HttpResponse:
         "form": form,
         "estimate": estimate,
         "is_admin": is_admin(request.user),
-        "prerequisites": judge_prerequisites_missing(user=request.user),
+        "prerequisites": judge_prerequisites_missing(),
     }
     return render(request, "evaluation/judge_run_new.html", context, status=status)
 

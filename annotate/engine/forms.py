@@ -1,5 +1,5 @@
-"""Forms of the engine pages: an endpoint, a generation run; the spending cap field every form
-that starts an engine run shares."""
+"""Forms of the engine pages (an endpoint, a generation run), the endpoint choice every page that
+picks an endpoint shows, and the spending cap field every form that starts an engine run shares."""
 
 from __future__ import annotations
 
@@ -9,6 +9,14 @@ from annotate.engine.generation import DEFAULT_TEMPLATE, generation_templates
 from annotate.engine.models import Endpoint, EngineRun
 from annotate.engine.services.endpoints import EDITABLE_FIELDS
 from annotate.models import Benchmark, Subset
+
+
+class EndpointChoiceField(forms.ModelChoiceField):
+    """An endpoint by name, saying whether it is free or only for admins (it spends money)."""
+
+    def label_from_instance(self, obj: Endpoint) -> str:
+        cost = "offline fake, free" if obj.is_fake else "paid API: admins only"
+        return f"{obj.name} ({cost})"
 
 
 class EndpointForm(forms.ModelForm):

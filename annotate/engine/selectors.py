@@ -1,16 +1,21 @@
-"""Reads of the engine: a run's progress (for its page and the JSON it polls), recent runs."""
+"""Reads of the engine: a run's progress (for its page and the JSON it polls), recent runs, and
+whether a user has an endpoint to choose."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
+from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import QuerySet
+from django.urls import reverse
 from django.utils import timezone
 
 from annotate.engine.errors import EngineRunError
 from annotate.engine.models import Endpoint, EngineCall, EngineRun, RunStatus
 from annotate.engine.protocols import protocol_for
 from annotate.engine.services.runs import engine_runs_reap
+from annotate.roles import is_admin
+from annotate.selectors.prerequisites import Prerequisite
 
 
 def engine_run_progress(*, run: EngineRun, now: datetime | None = None) -> dict:
@@ -98,3 +103,27 @@ def engine_run_results_url(*, run: EngineRun) -> str:
 def engine_run_title(*, run: EngineRun) -> str:
     """The protocol's own name for the run's work, if it gives one (`title`); else ""."""
     return _protocol_says(run, "title")
+
+
+def endpoint_prerequisite_missing(
+    *, user: AbstractBaseUser, paid_action: str
+) -> Prerequisite | None:
+    """Return what a page that asks for an endpoint needs first: an endpoint, and for anyone
+    but an admin a free one (engine_run_check_may_start); `paid_action` is what to do when
+    every endpoint spends money. None when the user has one to choose."""
+    endpoints = list(Endpoint.objects.only("base_url"))
+    admin = is_admin(user)
+    if not endpoints:
+        if admin:
+            return Prerequisite(
+                "There is no engine endpoint yet.",
+                "Create one (a blank address is the free offline fake model).",
+                reverse("engine:endpoint-new"),
+            )
+        return Prerequisite("There is no engine endpoint yet.", "Ask an admin to create one.")
+    if not admin and all(endpoint.spends_money for endpoint in endpoints):
+        return Prerequisite(
+            "Every endpoint calls a paid API, and only an admin may start a run on one.",
+            paid_action,
+        )
+    return None

@@ -4,15 +4,9 @@ from __future__ import annotations
 
 from django import forms
 
-from annotate.engine.forms import SpendingCapField
+from annotate.engine.forms import EndpointChoiceField, SpendingCapField
 from annotate.engine.models import Endpoint
 from evaluation.revision.models import JudgeTask, ShotMode
-
-
-class EndpointChoiceField(forms.ModelChoiceField):
-    def label_from_instance(self, obj: Endpoint) -> str:
-        cost = "offline fake, free" if obj.is_fake else "paid API: admins only"
-        return f"{obj.name} ({cost})"
 
 
 class RevisionJudgeRunForm(forms.Form):

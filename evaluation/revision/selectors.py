@@ -8,11 +8,10 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import QuerySet
 from django.urls import reverse
 
-from annotate.engine.models import Endpoint
 from annotate.engine.models import RunStatus as EngineRunStatus
+from annotate.engine.selectors import endpoint_prerequisite_missing
 from annotate.engine.services import engine_runs_reap
 from annotate.revision.models import SessionStatus, Study, Turn
-from annotate.roles import is_admin
 from annotate.selectors.prerequisites import Prerequisite
 from evaluation.revision.models import JudgeTask, RevisionJudgeRun, RunStatus
 
@@ -27,25 +26,6 @@ def _rated_turns(study: Study, task: str) -> int:
     if task == JudgeTask.ERROR_CATEGORY:
         turns = turns.exclude(rating="good")
     return turns.count()
-
-
-def _endpoint_missing(user: AbstractBaseUser) -> Prerequisite | None:
-    endpoints = list(Endpoint.objects.only("base_url"))
-    admin = is_admin(user)
-    if not endpoints:
-        if admin:
-            return Prerequisite(
-                "There is no engine endpoint yet.",
-                "Create one (a blank address is the free offline fake model).",
-                reverse("engine:endpoint-new"),
-            )
-        return Prerequisite("There is no engine endpoint yet.", "Ask an admin to create one.")
-    if not admin and all(endpoint.spends_money for endpoint in endpoints):
-        return Prerequisite(
-            "Every endpoint calls a paid API, and only an admin may start a run on one.",
-            "Ask an admin to start the run, or to create a free offline fake endpoint.",
-        )
-    return None
 
 
 def judge_prerequisites_missing(
@@ -64,7 +44,10 @@ def judge_prerequisites_missing(
                 reverse("revision:upload"),
             )
         )
-    endpoint = _endpoint_missing(user)
+    endpoint = endpoint_prerequisite_missing(
+        user=user,
+        paid_action="Ask an admin to start the run, or to create a free offline fake endpoint.",
+    )
     if endpoint is not None:
         missing.append(endpoint)
     return missing

@@ -7,13 +7,12 @@ from datetime import datetime
 from decimal import Decimal
 
 from django.db.models import Count, Q, QuerySet, Sum
-from django.urls import NoReverseMatch, reverse
+from django.urls import reverse
 
 from annotate.engine.models import EngineCall
 from annotate.engine.models import RunStatus as EngineRunStatus
 from annotate.engine.services import engine_runs_reap
 from annotate.models import Benchmark, Question, Response
-from annotate.roles import is_admin
 from annotate.selectors.prerequisites import Prerequisite
 from evaluation.judges.protocol import PURPOSE_RETRY
 from evaluation.models import (
@@ -70,10 +69,12 @@ class RunProgress:
         }
 
 
-def judge_run_list() -> QuerySet[JudgeRun]:
-    return JudgeRun.objects.select_related("config", "benchmark", "engine_run").order_by(
-        "-created_at"
-    )
+def judge_run_list(*, config: JudgeConfig | None = None) -> QuerySet[JudgeRun]:
+    """Every judge run, newest first; only `config`'s when given."""
+    runs = JudgeRun.objects.select_related("config", "benchmark", "engine_run")
+    if config is not None:
+        runs = runs.filter(config=config)
+    return runs.order_by("-created_at")
 
 
 def judge_run_progress(
@@ -148,25 +149,17 @@ def _retries(run: JudgeRun) -> int:
     return (counts["inside"] or 0) + counts["again"]
 
 
-def _first_url(*names: str) -> str:
-    for name in names:
-        try:
-            return reverse(name)
-        except NoReverseMatch:
-            continue
-    return ""
-
-
-def judge_prerequisites_missing(*, user) -> list[Prerequisite]:
+def judge_prerequisites_missing() -> list[Prerequisite]:
     """Return what the judge page needs first (a judge, a benchmark, responses), in order."""
     missing = []
     if not JudgeConfig.objects.exists():
-        if is_admin(user):
-            url = _first_url("engine:endpoint-list", "admin:evaluation_judgeconfig_add")
-            action = "Create a judge configuration (its model endpoint and prices)."
-        else:
-            url, action = "", "Ask an admin to create a judge configuration."
-        missing.append(Prerequisite("There is no judge configuration yet.", action, url))
+        missing.append(
+            Prerequisite(
+                "There is no judge configuration yet.",
+                "Create one on the Judges page (a name, a protocol and a model endpoint).",
+                reverse("judge:config-list"),
+            )
+        )
     if not Benchmark.objects.exists():
         missing.append(
             Prerequisite(

@@ -6,11 +6,13 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 
 from annotate.engine.errors import EngineError
 from annotate.engine.models import Endpoint
 from annotate.engine.services import endpoint_create
+from annotate.engine.services.runs import engine_run_check_may_start
 from annotate.models import Annotator, AnnotatorKind
 from evaluation.errors import JudgeConfigError
 from evaluation.models import JudgeConfig
@@ -57,27 +59,36 @@ def judge_config_create(
     protocol: str = "multi_turn",
     backend: str = "",
     base_url: str = "",
+    user: AbstractBaseUser | None = None,
     **endpoint_fields: Any,
 ) -> JudgeConfig:
     """Create a judge configuration and the `llm` annotator its labels land under (same name).
 
     Without `endpoint`, an endpoint of the same name is created from `backend`, `base_url` and
     the endpoint fields (model, concurrency, prices...; defaults: JUDGE_ENDPOINT_DEFAULTS).
+    `user` is who asks (None = the console): only an admin may put a judge on an endpoint that
+    spends money, as only an admin may start a run on one.
     """
     name = name.strip()
     if not name:
-        raise JudgeConfigError("A judge configuration needs a name.")
+        raise JudgeConfigError("A judge configuration needs a name.", field="name")
     if (
         Annotator.objects.filter(name=name).exists()
         or JudgeConfig.objects.filter(name=name).exists()
     ):
-        raise JudgeConfigError(f"The name {name!r} is taken by an annotator or a judge.")
+        raise JudgeConfigError(
+            f"The name {name!r} is taken by an annotator or a judge.", field="name"
+        )
     if endpoint is None:
         endpoint = _judge_endpoint_create(
             name=name, backend=backend, base_url=base_url, fields=endpoint_fields
         )
     elif backend or base_url or endpoint_fields:
         raise JudgeConfigError("Give either an endpoint or its settings, not both.")
+    # The engine's rule, checked when the judge is made as the generation page checks it before
+    # binding a system: a researcher's judge on a paid API could never be started. An endpoint
+    # made above is rolled back with the refusal.
+    engine_run_check_may_start(user=user, endpoint=endpoint)
     annotator = Annotator.objects.create(name=name, kind=AnnotatorKind.LLM, judge_config=name)
     try:
         with transaction.atomic():

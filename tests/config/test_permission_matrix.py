@@ -24,7 +24,7 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from annotate.crowd.models import Bonus, Hit, Publication, WorkerBlock
 from annotate.models import Assignment, Batch, DirectScore, ImportJob, Label, Project
-from evaluation.models import JudgeRun
+from evaluation.models import JudgeConfig, JudgeRun
 from tests.config.world import ROLES, World, build_world
 from tests.factories import UserFactory
 
@@ -132,6 +132,8 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     "annotate-api:assignment": (API_OWNER, None),
     "annotate-api:submit": (API_POST_ONLY, by_role(403, 400, 404, 404, 404, 404)),
     "annotate-api:return": (API_POST_ONLY, by_role(403, 200, 404, 404, 404, 404)),
+    # An empty POST is an unbound form: the page again (400), nothing created.
+    "judge:config-list": (RESEARCHERS, by_role(LOGIN, 403, 403, 400, 400, 400)),
     "judge:run-list": (RESEARCHERS, None),
     "judge:run-new": (RESEARCHERS, by_role(LOGIN, 403, 403, 400, 400, 400)),
     "judge:run-detail": (RESEARCHERS, None),
@@ -299,6 +301,7 @@ def written(world: World) -> tuple:
             Hit,
             Bonus,
             WorkerBlock,
+            JudgeConfig,
             JudgeRun,
         )
     )

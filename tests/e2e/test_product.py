@@ -8,6 +8,7 @@ from django.contrib.auth.models import User
 
 from annotate.models import Annotator, AnnotatorKind
 from annotate.roles import ANNOTATOR
+from annotate.services.demo import DEMO_ENDPOINT
 from annotate.services.demo_data import DEMO_BENCHMARK
 from evaluation.services.reports import EXPERT_MAJORITY, report_build
 from tests.factories import UserFactory
@@ -90,7 +91,7 @@ def test_every_role_has_its_navigation_and_a_403_page_in_the_layout(page_for, de
         ],
         "admin": [
             *("Benchmarks", "Projects", "Imports", "Reports", "Annotators", "Verbalizer"),
-            *("Revision studies", "Crowd", "Judge", "Endpoints", "Model runs"),
+            *("Revision studies", "Crowd", "Judge runs", "Judges", "Endpoints", "Model runs"),
         ],
     }
     for username, labels in sections.items():
@@ -114,6 +115,34 @@ def test_every_role_has_its_navigation_and_a_403_page_in_the_layout(page_for, de
         assert "This page is not for your role" in researcher.locator("h1").inner_text()
         assert researcher.locator("nav[aria-label=Main] a").count() == 7  # the layout, not a stub
     assert researcher.locator("input[name=password]").count() == 0  # no second login form
+
+
+def test_a_researcher_makes_a_judge_on_the_judges_page_and_the_run_form_offers_it(
+    page_for, demo, snap
+):
+    researcher = page_for(user("researcher"))
+    researcher.goto("/judge/runs/new/")
+    researcher.get_by_role("link", name="Judges").first.click()
+    researcher.wait_for_url("**/judge/judges/")
+    researcher.get_by_label("Name").fill("browser-judge")
+    researcher.get_by_label("Protocol").select_option("independent")
+    researcher.get_by_label("Endpoint").select_option(label=f"{DEMO_ENDPOINT} (offline fake, free)")
+    researcher.get_by_role("button", name="Create the judge").click()
+    researcher.wait_for_url("**/judge/judges/")
+    assert "Created the judge browser-judge" in researcher.locator(".messages").inner_text()
+    row = researcher.locator("#judges tr", has_text="browser-judge")
+    assert "Each question on its own" in row.inner_text() and "0 runs" in row.inner_text()
+    snap(researcher, "judge created")
+
+    researcher.get_by_label("Name").fill("browser-judge")  # the same name again: refused
+    researcher.get_by_label("Endpoint").select_option(label=f"{DEMO_ENDPOINT} (offline fake, free)")
+    researcher.get_by_role("button", name="Create the judge").click()
+    error = researcher.locator("#id_name_error")
+    assert "is taken by an annotator or a judge" in error.inner_text()
+    assert researcher.get_by_label("Name").input_value() == "browser-judge"
+
+    researcher.goto("/judge/runs/new/")
+    researcher.get_by_label("Judge").select_option(label="browser-judge")
 
 
 def test_no_dead_ends_judge_export_and_api_docs(page_for, demo, settings, tmp_path):
@@ -194,6 +223,7 @@ def test_the_main_pages_pass_axe_core(page_for, demo):
             "/annotators/",
             "/judge/runs/",
             "/judge/runs/new/",
+            "/judge/judges/",
         ],
         "admin": ["/annotate/projects/new/", "/crowd/publications/"],
     }

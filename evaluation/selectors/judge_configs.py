@@ -1,0 +1,37 @@
+"""Reads of judge configurations: the Judges page's list and what its form needs first."""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Count, QuerySet
+
+from annotate.engine.selectors import endpoint_prerequisite_missing
+from annotate.selectors.prerequisites import Prerequisite
+from evaluation.errors import JudgeNotFoundError
+from evaluation.models import JudgeConfig
+
+
+def judge_config_list() -> QuerySet[JudgeConfig]:
+    """Every judge configuration by name, with its endpoint and `run_count`, in one query."""
+    return (
+        JudgeConfig.objects.select_related("endpoint")
+        .annotate(run_count=Count("runs"))
+        .order_by("name")
+    )
+
+
+def judge_config_get(*, config_id: int | str) -> JudgeConfig:
+    """Return the configuration; JudgeNotFoundError for a missing one or an id that is not one."""
+    try:
+        return JudgeConfig.objects.get(pk=int(config_id))
+    except (JudgeConfig.DoesNotExist, ValueError):
+        raise JudgeNotFoundError(f"No judge configuration {config_id}.") from None
+
+
+def judge_config_prerequisites_missing(*, user: AbstractBaseUser) -> list[Prerequisite]:
+    """Return what creating a judge needs first: an endpoint the user may choose."""
+    endpoint = endpoint_prerequisite_missing(
+        user=user,
+        paid_action="Ask an admin to create the judge, or a free offline fake endpoint.",
+    )
+    return [endpoint] if endpoint is not None else []

@@ -1,0 +1,76 @@
+"""judge_config_create and the reads of judge configurations."""
+
+import pytest
+
+from annotate.engine.errors import EngineNotFoundError, EnginePermissionError
+from annotate.engine.models import Endpoint
+from annotate.models import Annotator, AnnotatorKind
+from evaluation.errors import JudgeConfigError, JudgeNotFoundError
+from evaluation.models import JudgeConfig
+from evaluation.selectors.judge_configs import judge_config_get
+from evaluation.services.judge_configs import judge_config_create
+from tests.annotate.engine.conftest import make_endpoint
+from tests.factories import AnnotatorFactory
+
+pytestmark = pytest.mark.django_db
+
+PAID = "http://127.0.0.1:9/v1"  # an address: spends money; nothing is sent to it here
+
+
+def _written() -> tuple[int, int, int]:
+    return JudgeConfig.objects.count(), Annotator.objects.count(), Endpoint.objects.count()
+
+
+def test_only_an_admin_may_put_a_judge_on_a_paid_endpoint(researcher, admin_user):
+    paid = make_endpoint(PAID, name="gpt")
+    before = _written()
+
+    with pytest.raises(EnginePermissionError, match="only an admin may") as refused:
+        judge_config_create(name="judge", endpoint=paid, user=researcher)
+
+    assert refused.value.field == "endpoint" and _written() == before
+    assert judge_config_create(name="judge", endpoint=paid, user=admin_user).endpoint == paid
+    assert judge_config_create(name="console", endpoint=paid).endpoint == paid  # user None
+
+
+def test_a_researcher_may_put_a_judge_on_the_free_fake(researcher):
+    fake = make_endpoint("", name="offline")
+    config = judge_config_create(name="judge", endpoint=fake, user=researcher)
+    assert (config.annotator.name, config.annotator.kind) == ("judge", AnnotatorKind.LLM)
+
+
+def test_an_endpoint_made_for_a_refused_judge_is_rolled_back(researcher):
+    before = _written()
+    with pytest.raises(EnginePermissionError):
+        judge_config_create(name="judge", backend="openai", base_url=PAID, user=researcher)
+    assert _written() == before
+
+
+def test_who_may_not_see_judges_is_told_there_is_no_such_thing(annotator_user):
+    with pytest.raises(EngineNotFoundError):
+        judge_config_create(
+            name="judge", endpoint=make_endpoint("", name="offline"), user=annotator_user
+        )
+    assert not JudgeConfig.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [("  ", "needs a name"), ("expert-1", "is taken"), ("judge-1", "is taken")],
+)
+def test_a_blank_or_taken_name_is_refused_naming_the_field(name, message):
+    fake = make_endpoint("", name="offline")
+    AnnotatorFactory(name="expert-1", kind=AnnotatorKind.EXPERT)
+    judge_config_create(name="judge-1", endpoint=fake)
+    before = _written()
+    with pytest.raises(JudgeConfigError, match=message) as refused:
+        judge_config_create(name=name, endpoint=fake)
+    assert refused.value.field == "name" and _written() == before
+
+
+def test_judge_config_get_answers_not_found_for_anything_but_an_id():
+    config = judge_config_create(name="judge", endpoint=make_endpoint("", name="offline"))
+    assert judge_config_get(config_id=str(config.pk)) == config
+    for bad in (config.pk + 1, "x", "", "1.5"):
+        with pytest.raises(JudgeNotFoundError):
+            judge_config_get(config_id=bad)
