@@ -51,11 +51,11 @@ NAV_ITEMS: list[NavItem] = [
     NavItem("annotators", "Annotators", "annotators:list"),
     NavItem("verbalizer", "Verbalizer", "verbalizer:overview"),
     NavItem("revision-reports", "Revision studies", "revision-reports:list"),
+    NavItem("judges", "Judges", "judge:config-list"),
+    NavItem("judge", "Judge runs", "judge:run-list"),
+    NavItem("runs", "Model runs", "engine:run-list"),
     NavItem("crowd", "Crowd", "crowd:publication-list", group=ADMIN_GROUP),
-    NavItem("judge", "Judge runs", "judge:run-list", group=ADMIN_GROUP),
-    NavItem("judges", "Judges", "judge:config-list", group=ADMIN_GROUP),
     NavItem("endpoints", "Endpoints", "engine:endpoint-list", group=ADMIN_GROUP),
-    NavItem("runs", "Model runs", "engine:run-list", group=ADMIN_GROUP),
     NavItem("admin", "Admin", "admin:index", group=ADMIN_GROUP, staff_only=True),
 ]
 

@@ -1,13 +1,31 @@
+from django import forms
 from django.contrib import admin
 
+from evaluation.errors import JudgeConfigError
 from evaluation.models import JudgeCall, JudgeConfig, JudgeConversation, JudgeRun, ReportExport
-from evaluation.services.judge_configs import judge_config_create
+from evaluation.services.judge_configs import judge_config_create, judge_config_name_check
+
+
+class JudgeConfigAdminForm(forms.ModelForm):
+    class Meta:
+        model = JudgeConfig
+        fields = ["name", "endpoint", "protocol"]
+
+    def clean_name(self) -> str:
+        """A new judge's name must be free among annotators too (its labels' annotator)."""
+        name = self.cleaned_data["name"]
+        if self.instance.pk is not None:
+            return name
+        try:
+            return judge_config_name_check(name=name)
+        except JudgeConfigError as error:
+            raise forms.ValidationError(str(error)) from None
 
 
 @admin.register(JudgeConfig)
 class JudgeConfigAdmin(admin.ModelAdmin):
     list_display = ["name", "endpoint", "protocol", "created_at"]
-    exclude = ["annotator"]
+    form = JudgeConfigAdminForm
 
     def save_model(self, request, obj, form, change):
         if change:

@@ -69,16 +69,7 @@ def judge_config_create(
     `user` is who asks (None = the console): only an admin may put a judge on an endpoint that
     spends money, as only an admin may start a run on one.
     """
-    name = name.strip()
-    if not name:
-        raise JudgeConfigError("A judge configuration needs a name.", field="name")
-    if (
-        Annotator.objects.filter(name=name).exists()
-        or JudgeConfig.objects.filter(name=name).exists()
-    ):
-        raise JudgeConfigError(
-            f"The name {name!r} is taken by an annotator or a judge.", field="name"
-        )
+    name = judge_config_name_check(name=name)
     if endpoint is None:
         endpoint = _judge_endpoint_create(
             name=name, backend=backend, base_url=base_url, fields=endpoint_fields
@@ -89,7 +80,13 @@ def judge_config_create(
     # binding a system: a researcher's judge on a paid API could never be started. An endpoint
     # made above is rolled back with the refusal.
     engine_run_check_may_start(user=user, endpoint=endpoint)
-    annotator = Annotator.objects.create(name=name, kind=AnnotatorKind.LLM, judge_config=name)
+    try:
+        with transaction.atomic():
+            annotator = Annotator.objects.create(
+                name=name, kind=AnnotatorKind.LLM, judge_config=name
+            )
+    except IntegrityError:  # made by another request since the check above
+        raise JudgeConfigError(_taken(name), field="name") from None
     try:
         with transaction.atomic():
             return JudgeConfig.objects.create(
@@ -97,6 +94,24 @@ def judge_config_create(
             )
     except IntegrityError as error:
         raise JudgeConfigError(f"Invalid judge configuration {name!r}: {error}") from None
+
+
+def _taken(name: str) -> str:
+    return f"The name {name!r} is taken by an annotator or a judge."
+
+
+def judge_config_name_check(*, name: str) -> str:
+    """Return the name a new judge would get (stripped), or refuse a blank or taken one: its
+    labels land under an annotator of the same name."""
+    name = name.strip()
+    if not name:
+        raise JudgeConfigError("A judge configuration needs a name.", field="name")
+    if (
+        Annotator.objects.filter(name=name).exists()
+        or JudgeConfig.objects.filter(name=name).exists()
+    ):
+        raise JudgeConfigError(_taken(name), field="name")
+    return name
 
 
 def _judge_endpoint_create(*, name: str, backend: str, base_url: str, fields: dict) -> Endpoint:

@@ -87,11 +87,11 @@ def test_every_role_has_its_navigation_and_a_403_page_in_the_layout(page_for, de
         "cara": ["My tasks", "Label-word tasks", "Revision sessions"],
         "researcher": [
             *("Benchmarks", "Projects", "Imports", "Reports", "Annotators", "Verbalizer"),
-            "Revision studies",
+            *("Revision studies", "Judges", "Judge runs", "Model runs"),
         ],
         "admin": [
             *("Benchmarks", "Projects", "Imports", "Reports", "Annotators", "Verbalizer"),
-            *("Revision studies", "Crowd", "Judge runs", "Judges", "Endpoints", "Model runs"),
+            *("Revision studies", "Judges", "Judge runs", "Model runs", "Crowd", "Endpoints"),
         ],
     }
     for username, labels in sections.items():
@@ -113,7 +113,7 @@ def test_every_role_has_its_navigation_and_a_403_page_in_the_layout(page_for, de
         answer = researcher.goto(url)
         assert answer.status == 403, url
         assert "This page is not for your role" in researcher.locator("h1").inner_text()
-        assert researcher.locator("nav[aria-label=Main] a").count() == 7  # the layout, not a stub
+        assert researcher.locator("nav[aria-label=Main] a").count() == 10  # the layout, not a stub
     assert researcher.locator("input[name=password]").count() == 0  # no second login form
 
 

@@ -74,3 +74,37 @@ def test_judge_config_get_answers_not_found_for_anything_but_an_id():
     for bad in (config.pk + 1, "x", "", "1.5"):
         with pytest.raises(JudgeNotFoundError):
             judge_config_get(config_id=bad)
+
+
+def test_a_name_taken_between_the_check_and_the_insert_is_refused_not_a_server_error(
+    monkeypatch,
+):
+    """Two people creating the same judge at once: the second insert of its annotator breaks
+    the unique name; it is refused like any taken name (it was a 500)."""
+    from evaluation.services import judge_configs
+
+    fake = make_endpoint("", name="offline")
+    AnnotatorFactory(name="twice")  # what the other request made in the meantime
+    monkeypatch.setattr(judge_configs, "judge_config_name_check", lambda *, name: name)
+    before = _written()
+    with pytest.raises(JudgeConfigError, match="'twice' is taken") as refused:
+        judge_config_create(name="twice", endpoint=fake)
+    assert refused.value.field == "name" and _written() == before
+
+
+def test_django_admin_refuses_a_name_taken_by_an_annotator_in_its_form(client, admin_user):
+    """The admin's add form went to judge_config_create unchecked: a 500 for a taken name."""
+    from django.urls import reverse
+
+    admin_user.is_staff = admin_user.is_superuser = True
+    admin_user.save()
+    fake = make_endpoint("", name="offline")
+    AnnotatorFactory(name="ana")
+    client.force_login(admin_user)
+    url = reverse("admin:evaluation_judgeconfig_add")
+    page = client.post(url, {"name": "ana", "endpoint": fake.pk, "protocol": "multi_turn"})
+    assert page.status_code == 200 and "is taken by an annotator or a judge" in page.text
+    assert not JudgeConfig.objects.exists()
+    made = client.post(url, {"name": "judge-1", "endpoint": fake.pk, "protocol": "multi_turn"})
+    assert made.status_code == 302
+    assert JudgeConfig.objects.get().annotator.name == "judge-1"
