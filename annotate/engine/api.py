@@ -14,11 +14,13 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotate.engine.errors import EngineNotFoundError
+from annotate.engine.forms import SpendingCapField as SpendingCapFormField
 from annotate.engine.models import EngineRun
 from annotate.engine.selectors import engine_run_progress
 from annotate.engine.services import (
     RunEstimate,
     endpoint_get,
+    engine_run_cap_set,
     engine_run_estimate_new,
     engine_run_get,
     engine_run_start,
@@ -65,6 +67,21 @@ class RunProgressSerializer(serializers.Serializer):
     error = serializers.CharField(allow_blank=True)
 
 
+class SpendingCapField(serializers.DecimalField):
+    """A run's spending cap in dollars, as the pages take it (annotate.engine.forms): 0 or more,
+    the digits EngineRun.spending_cap_usd holds; null is no cap."""
+
+    def __init__(self, **kwargs) -> None:
+        stored = EngineRun._meta.get_field("spending_cap_usd")
+        kwargs.setdefault("required", False)
+        kwargs.setdefault("allow_null", True)
+        kwargs.setdefault("error_messages", {"min_value": SpendingCapFormField.NEGATIVE})
+        super().__init__(
+            max_digits=stored.max_digits, decimal_places=stored.decimal_places, min_value=0,
+            **kwargs,
+        )  # fmt: skip
+
+
 def _run(user, run_id: int):
     if not is_researcher(user):
         raise Http404
@@ -92,15 +109,27 @@ class RunStopApi(APIView):
 
 
 class RunResumeApi(APIView):
+    @extend_schema_serializer(component_name="RunResumeInput")
+    class InputSerializer(serializers.Serializer):
+        spending_cap_usd = SpendingCapField(
+            help_text="The cap the run goes on with (null: none); left out: unchanged. A run "
+            "stopped by its cap stops again at once unless it is raised."
+        )
+
     @extend_schema(
-        request=None,
+        request=InputSerializer,
         responses={202: RunProgressSerializer},
         description="Run a stopped, failed or finished run again: only its missing units are "
         "done (as 'Run again' on the run's page); a paid endpoint's run by an admin only.",
     )
     def post(self, request: Request, engine_run_id: int) -> Response:
         run = _run(request.user, engine_run_id)
-        with transaction.atomic():  # the run starts once this commits
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        with transaction.atomic():  # the run starts once this commits; a refusal changes nothing
+            if "spending_cap_usd" in data.validated_data:
+                cap = data.validated_data["spending_cap_usd"]
+                engine_run_cap_set(run=run, cap=cap, user=request.user)
             engine_run_start(run=run, user=request.user)
         data = RunProgressSerializer(engine_run_progress(run=run)).data
         return Response(data, status=status.HTTP_202_ACCEPTED)
@@ -119,9 +148,7 @@ class GenerationRunApi(APIView):
         sample = serializers.IntegerField(min_value=1, required=False)
         seed = serializers.IntegerField(default=0)
         replace = serializers.BooleanField(default=False)
-        spending_cap_usd = serializers.DecimalField(
-            max_digits=12, decimal_places=6, required=False, min_value=0
-        )
+        spending_cap_usd = SpendingCapField()
         dry_run = serializers.BooleanField(default=False)
 
     @extend_schema_serializer(component_name="GenerationRunStarted")

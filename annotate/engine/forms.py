@@ -72,6 +72,8 @@ class EndpointForm(forms.ModelForm):
 class SpendingCapField(forms.DecimalField):
     """The optional spending cap of a run (EngineRun.spending_cap_usd): dollars, 0 or more."""
 
+    NEGATIVE = "The spending cap cannot be negative: give 0 or more dollars, or none for no cap."
+
     def __init__(self, **kwargs) -> None:
         kwargs.setdefault("required", False)
         kwargs.setdefault("label", "Spending cap (USD)")
@@ -83,9 +85,15 @@ class SpendingCapField(forms.DecimalField):
             decimal_places=stored.decimal_places,
             **kwargs,
         )
-        self.error_messages["min_value"] = (
-            "The spending cap cannot be negative: give 0 or more dollars, or none for no cap."
-        )
+        self.error_messages["min_value"] = self.NEGATIVE
+
+
+class RunAgainForm(forms.Form):
+    """The run page's "Run again": the cap the run goes on with (its own, unless changed)."""
+
+    spending_cap_usd = SpendingCapField(
+        help_text="A run stopped by its cap stops again at once unless you raise it. Blank: no cap."
+    )
 
 
 class GenerationRunForm(forms.Form):

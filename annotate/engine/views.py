@@ -11,8 +11,8 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
-from annotate.engine.errors import EngineError, EngineNotFoundError
-from annotate.engine.forms import EndpointForm, GenerationRunForm
+from annotate.engine.errors import EngineError, EngineNotFoundError, EngineRunError
+from annotate.engine.forms import EndpointForm, GenerationRunForm, RunAgainForm
 from annotate.engine.selectors import (
     endpoint_last_test,
     engine_run_list,
@@ -26,6 +26,7 @@ from annotate.engine.services import (
     endpoint_get,
     endpoint_test,
     endpoint_update,
+    engine_run_cap_set,
     engine_run_estimate_new,
     engine_run_get,
     engine_run_start,
@@ -158,6 +159,7 @@ def run_detail(request: HttpRequest, engine_run_id: int) -> HttpResponse:
         "results_url": engine_run_results_url(run=run),
         "title": engine_run_title(run=run),
         "may_control": engine_run_may_control(user=request.user, endpoint=run.endpoint),
+        "again": RunAgainForm(initial={"spending_cap_usd": run.spending_cap_usd}),
     }
     return render(request, "engine/run_detail.html", context)
 
@@ -190,8 +192,15 @@ def run_stop(request: HttpRequest, engine_run_id: int) -> HttpResponse:
 def run_resume(request: HttpRequest, engine_run_id: int) -> HttpResponse:
     _require_researcher(request)
     run = _run_or_404(engine_run_id)
+    form = RunAgainForm(request.POST)
     try:
-        engine_run_start(run=run, user=request.user)
+        if not form.is_valid():
+            raise EngineRunError(" ".join(form.errors["spending_cap_usd"]))
+        with transaction.atomic():  # a refused start keeps the cap as it was
+            if "spending_cap_usd" in request.POST:  # the page's field; absent: unchanged
+                cap = form.cleaned_data["spending_cap_usd"]
+                engine_run_cap_set(run=run, cap=cap, user=request.user)
+            engine_run_start(run=run, user=request.user)
     except AnnotateError as error:
         return _refused_on_run(request, run, error)
     return redirect("engine:run-detail", engine_run_id=run.pk)

@@ -12,7 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotate.engine.api import estimate_data
+from annotate.engine.api import SpendingCapField, estimate_data
 from annotate.engine.services import endpoint_get, engine_run_estimate_new
 from annotate.revision.models import Study
 from annotate.roles import is_researcher
@@ -36,9 +36,7 @@ class RevisionJudgeRunApi(APIView):
         mode = serializers.ChoiceField(choices=ShotMode.values, default=ShotMode.ZERO)
         shots = serializers.IntegerField(min_value=1, max_value=100, default=10)
         seed = serializers.IntegerField(min_value=0, default=0)
-        spending_cap_usd = serializers.DecimalField(
-            max_digits=12, decimal_places=6, required=False, min_value=0
-        )
+        spending_cap_usd = SpendingCapField()
         dry_run = serializers.BooleanField(default=False)
 
     @extend_schema_serializer(component_name="RevisionJudgeRunStarted")

@@ -56,20 +56,30 @@ def test_judge_command_spending_cap_stops_the_run_and_says_so(capsys):
     benchmark, _, _ = make_benchmark(questions_per_instruction=(2, 2))
     with StubOpenAI() as stub:
         judge_config_create(name="capped", endpoint=dollar_a_thousand(stub, concurrency=1))
-        with pytest.raises(
-            CommandError,
-            match="did not finish: Stopped: the next call would exceed the spending cap",
-        ):
+        with pytest.raises(CommandError) as stopped:
             call_command(
                 "judge", "--config", "capped", "--benchmark", benchmark.name,
                 "--spending-cap", "0.70",
             )  # fmt: skip
         assert len(stub.requests) == 2
-    run = JudgeRun.objects.get()
-    assert run.engine_run.spending_cap_usd == Decimal("0.70")
-    assert f"Run {run.pk}: Stopped. 2/4 questions" in capsys.readouterr().out
-    with pytest.raises(CommandError, match=r"run \d+ keeps its own \(\$0\.7\)"):
+        run = JudgeRun.objects.get()
+        assert str(stopped.value) == (
+            f"Run {run.pk} did not finish: Stopped: the next call would exceed the spending cap "
+            f"of $0.7 (raise the cap to do the rest). Raise the cap to go on: judge --run "
+            f"{run.pk} --spending-cap USD"
+        )
+        assert run.engine_run.spending_cap_usd == Decimal("0.70")
+        assert f"Run {run.pk}: Stopped. 2/4 questions" in capsys.readouterr().out
+        # Resumed as it is, it stops again at once; under a higher cap it does the rest.
+        with pytest.raises(CommandError, match="exceed the spending cap of \\$0.7 "):
+            call_command("judge", "--run", str(run.pk))
+        assert len(stub.requests) == 2
+        with pytest.raises(CommandError, match="has spent \\$0.495000 already; a cap of \\$0.4 "):
+            call_command("judge", "--run", str(run.pk), "--spending-cap", "0.4")
         call_command("judge", "--run", str(run.pk), "--spending-cap", "5")
+        assert len(stub.requests) == 4
+    out = capsys.readouterr().out
+    assert f"Run {run.pk}: spending cap $0.7 -> $5." in out and "Done. 4/4 questions" in out
 
 
 def test_judge_command_dry_run_prints_the_estimate_and_keeps_nothing(capsys):

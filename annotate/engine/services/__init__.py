@@ -9,7 +9,9 @@ from annotate.engine.services.endpoints import (
 )
 from annotate.engine.services.runs import (
     RunEstimate,
+    cap_text,
     engine_background_wait,
+    engine_run_cap_set,
     engine_run_create,
     engine_run_estimate,
     engine_run_estimate_new,
@@ -17,12 +19,14 @@ from annotate.engine.services.runs import (
     engine_run_get,
     engine_run_start,
     engine_run_stop,
+    engine_run_stopped_by_cap,
     engine_runs_reap,
 )
 
 __all__ = [
     "RunEstimate",
     "call_cost",
+    "cap_text",
     "endpoint_create",
     "endpoint_get",
     "endpoint_request_body",
@@ -31,6 +35,7 @@ __all__ = [
     "engine_background_wait",
     "engine_call",
     "engine_embed",
+    "engine_run_cap_set",
     "engine_run_create",
     "engine_run_estimate",
     "engine_run_estimate_new",
@@ -38,5 +43,6 @@ __all__ = [
     "engine_run_get",
     "engine_run_start",
     "engine_run_stop",
+    "engine_run_stopped_by_cap",
     "engine_runs_reap",
 ]

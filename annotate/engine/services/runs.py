@@ -230,6 +230,36 @@ def _broker_configured() -> bool:
     return bool(settings.CELERY_BROKER_URL) and not celery_app.conf.task_always_eager
 
 
+def cap_text(cap: Decimal | None) -> str:
+    """A spending cap as people read it: "$0.7", "$12", "no cap"."""
+    return "no cap" if cap is None else f"${cap.normalize():f}"
+
+
+@transaction.atomic
+def engine_run_cap_set(
+    *, run: EngineRun, cap: Decimal | None, user: AbstractBaseUser | None = None
+) -> None:
+    """Set the spending cap a run goes on with (None: no cap), before running it again.
+
+    A run stopped by its cap stops again at once unless the cap is raised. Who may start the
+    run may change it (a paid endpoint's: only an admin); not while it runs, and not below what
+    the run has spent already.
+    """
+    engine_run_check_may_start(user=user, endpoint=run.endpoint)
+    locked = EngineRun.objects.select_for_update().get(pk=run.pk)
+    if locked.status == RunStatus.RUNNING and not _heartbeat_stale(locked, timezone.now()):
+        raise EngineRunError(f"Run {run.pk} is running: stop it before changing its cap.")
+    if cap is not None and cap < 0:
+        raise EngineRunError("Field 'spending_cap_usd': a cap cannot be negative.")
+    if cap is not None and cap < locked.cost_usd:
+        raise EngineRunError(
+            f"Field 'spending_cap_usd': run {run.pk} has spent ${locked.cost_usd} already; "
+            f"a cap of {cap_text(cap)} is below it."
+        )
+    EngineRun.objects.filter(pk=run.pk).update(spending_cap_usd=cap)
+    run.spending_cap_usd = cap
+
+
 def engine_run_start(*, run: EngineRun, user: AbstractBaseUser | None = None) -> None:
     """Start (or resume) the run once this transaction commits, and return at once.
 
@@ -883,8 +913,16 @@ def _outcome(run: EngineRun, executor: _Executor) -> tuple[str, str]:
 STOPPED = "Stopped on request."
 
 
+def engine_run_stopped_by_cap(run: EngineRun) -> bool:
+    """Whether the run's last start ended at its spending cap (raise it to go on)."""
+    return run.status == RunStatus.CANCELLED and run.error == _cap_message(run)
+
+
 def _cap_message(run: EngineRun) -> str:
-    return f"Stopped: the next call would exceed the spending cap of ${run.spending_cap_usd}."
+    return (
+        f"Stopped: the next call would exceed the spending cap of {cap_text(run.spending_cap_usd)}"
+        " (raise the cap to do the rest)."
+    )
 
 
 # --- Celery: one task per chunk of units ------------------------------------------------------

@@ -9,8 +9,9 @@ from django.core.management.base import BaseCommand, CommandError
 from annotate.engine.management.commands._progress import RunProgressBar
 from annotate.engine.management.commands._run_options import (
     add_run_cost_arguments,
-    estimate_line,
-    refuse_cap_on_resume,
+    cap_on_resume,
+    dry_run_line,
+    resume_hint,
 )
 from annotate.engine.services import engine_run_estimate, engine_run_estimate_new
 from annotate.errors import AnnotateError
@@ -55,9 +56,7 @@ class Command(BaseCommand):
                 self._resume(options)
             elif options["dry_run"]:
                 estimate = engine_run_estimate_new(create=lambda: self._create(options).engine_run)
-                self.stdout.write(
-                    "Dry run (nothing sent, no run kept): " + estimate_line(estimate, units=UNITS)
-                )
+                self.stdout.write(dry_run_line(estimate, units=UNITS))
             else:
                 run = self._create(options)
                 self.stdout.write(f"Created judge run {run.pk} ({run.selection}).")
@@ -67,15 +66,13 @@ class Command(BaseCommand):
 
     def _resume(self, options) -> None:
         run = judge_run_get(run_id=options["run"])
-        refuse_cap_on_resume(
-            options["spending_cap"], run_id=run.pk, kept=run.engine_run.spending_cap_usd
-        )
         if options["dry_run"]:
             estimate = engine_run_estimate(run=run.engine_run)
-            self.stdout.write(
-                f"Run {run.pk} (dry run, nothing sent): " + estimate_line(estimate, units=UNITS)
-            )
+            self.stdout.write(dry_run_line(estimate, units=UNITS, run_id=run.pk))
             return
+        told = cap_on_resume(options["spending_cap"], run=run.engine_run)
+        if told:
+            self.stdout.write(told)
         self._execute(run)
 
     def _create(self, options):
@@ -135,5 +132,5 @@ class Command(BaseCommand):
         if run.status != RunStatus.DONE:  # stopped: the spending cap, or from the run's page
             raise CommandError(
                 f"Run {run.pk} did not finish: {run.engine_run.error or run.get_status_display()} "
-                f"Resume: judge --run {run.pk}"
+                + resume_hint("judge", run.pk, run.engine_run)
             )

@@ -77,14 +77,17 @@ def test_generate_sample_is_seeded_and_dry_run_sends_nothing(stub, capsys):
     arguments = ["--benchmark", "bench", "--system", "s", "--endpoint", "stub-ep"]
     call_command("generate", *arguments, "--sample", "2", "--seed", "3", "--dry-run")
     out = capsys.readouterr().out
-    assert "2 responses to generate" in out and "2 calls" in out and stub.requests == []
+    assert "Dry run (nothing sent, no run kept): 2 responses to generate" in out
+    assert "2 calls" in out and stub.requests == [] and not EngineRun.objects.exists()
     call_command("generate", *arguments, "--sample", "2", "--seed", "3")
     first = sorted(b["messages"][0]["content"] for b in stub.requests)
     call_command("generate", *arguments, "--sample", "2", "--seed", "3")
     assert len(stub.requests) == 2 and len(first) == 2
 
 
-def test_generate_stores_the_spending_cap_and_refuses_a_negative_one_naming_the_option(stub):
+def test_generate_stores_the_spending_cap_and_refuses_a_negative_one_naming_the_option(
+    stub, capsys
+):
     make_instructions(2)
     _endpoint(stub)
     arguments = ["--benchmark", "bench", "--system", "s", "--endpoint", "stub-ep"]
@@ -92,12 +95,17 @@ def test_generate_stores_the_spending_cap_and_refuses_a_negative_one_naming_the_
         call_command("generate", *arguments, "--spending-cap", "-1")
     assert not EngineRun.objects.exists()
     call_command("generate", *arguments, "--spending-cap", "2.5", "--dry-run")
-    run = EngineRun.objects.get()
-    assert run.spending_cap_usd == Decimal("2.5") and stub.requests == []
-    # Resuming keeps the run's own cap: a new one is refused, not silently ignored.
-    with pytest.raises(CommandError, match=r"run \d+ keeps its own \(\$2.5\)"):
-        call_command("generate", "--run", str(run.pk), "--spending-cap", "9")
+    # A dry run keeps nothing: no run, and no system bound to this endpoint.
+    assert not EngineRun.objects.exists() and not System.objects.filter(name="s").exists()
     assert stub.requests == []
+    call_command("generate", *arguments, "--spending-cap", "2.5")
+    run = EngineRun.objects.get()
+    assert run.spending_cap_usd == Decimal("2.5") and len(stub.requests) == 2
+    # Going on with --run sets the cap the run goes on with (a cap stop is lifted so).
+    call_command("generate", "--run", str(run.pk), "--spending-cap", "9")
+    run.refresh_from_db()
+    assert run.spending_cap_usd == Decimal("9") and len(stub.requests) == 2  # nothing missing
+    assert f"Run {run.pk}: spending cap $2.5 -> $9." in capsys.readouterr().out
 
 
 def test_imported_and_generated_responses_are_never_mixed(stub, tmp_path):

@@ -334,3 +334,63 @@ def test_progress_says_processed_and_done_apart(researcher_client):
     ] == [{"unit": "gen:i1", "error": "model refused: too long"}]
     page = researcher_client.get(reverse("engine:run-detail", args=[run.pk])).content.decode()
     assert 'id="run-percent-processed">75<' in page and 'id="run-percent-done">25<' in page
+
+
+@pytest.mark.django_db
+def test_run_again_takes_a_higher_cap_after_a_cap_stop_and_refuses_one_below_the_spending(
+    client, researcher, admin_user, paid_run_of_an_admin, django_capture_on_commit_callbacks
+):
+    from decimal import Decimal
+
+    run = paid_run_of_an_admin
+    EngineRun.objects.filter(pk=run.pk).update(
+        status=RunStatus.CANCELLED, spending_cap_usd=Decimal("1"), cost_usd=Decimal("0.9")
+    )
+    url = reverse("engine:run-resume", args=[run.pk])
+    client.force_login(admin_user)
+    page = client.get(reverse("engine:run-detail", args=[run.pk])).content.decode()
+    assert 'name="spending_cap_usd"' in page and 'value="1.000000"' in page  # its own cap
+    below = client.post(url, {"spending_cap_usd": "0.5"})
+    assert below.status_code == 400 and "has spent $0.900000 already" in below.content.decode()
+    negative = client.post(url, {"spending_cap_usd": "-1"})
+    assert negative.status_code == 400 and "cannot be negative" in negative.content.decode()
+    client.force_login(researcher)  # a paid endpoint's cap is an admin's, as its start
+    assert client.post(url, {"spending_cap_usd": "5"}).status_code == 403
+    run.refresh_from_db()
+    assert (run.spending_cap_usd, run.status) == (Decimal("1"), RunStatus.CANCELLED)
+    client.force_login(admin_user)
+    with django_capture_on_commit_callbacks(execute=False) as started:
+        raised = client.post(url, {"spending_cap_usd": "5"})
+    assert raised.status_code == 302 and len(started) == 1
+    run.refresh_from_db()
+    assert (run.spending_cap_usd, run.status) == (Decimal("5"), RunStatus.PENDING)
+    client.post(url, {})  # no field (an older page): the cap stays as it is
+    run.refresh_from_db()
+    assert run.spending_cap_usd == Decimal("5")
+    client.post(url, {"spending_cap_usd": ""})  # cleared on the page: no cap
+    run.refresh_from_db()
+    assert run.spending_cap_usd is None
+
+
+@pytest.mark.django_db
+def test_the_resume_api_sets_the_cap_the_run_goes_on_with(client, admin_user, researcher, stub):
+    from decimal import Decimal
+
+    endpoint = make_endpoint(stub.base_url, name="paid")
+    run = EngineRun.objects.create(
+        kind="generation", endpoint=endpoint, params={}, status=RunStatus.CANCELLED,
+        spending_cap_usd=Decimal("1"),
+    )  # fmt: skip
+    url = reverse("api-engine-run-resume", args=[run.pk])
+    client.force_login(researcher)
+    assert client.post(url, {"spending_cap_usd": "9"}, "application/json").status_code == 403
+    client.force_login(admin_user)
+    negative = client.post(url, {"spending_cap_usd": "-2"}, "application/json")
+    assert negative.status_code == 400 and "cannot be negative" in str(negative.json())
+    run.refresh_from_db()
+    assert run.spending_cap_usd == Decimal("1")
+    answer = client.post(url, {"spending_cap_usd": "9"}, "application/json")
+    assert answer.status_code == 202 and answer.json()["spending_cap_usd"] == "9.000000"
+    client.post(url, {}, "application/json")  # left out: unchanged
+    run.refresh_from_db()
+    assert run.spending_cap_usd == Decimal("9")

@@ -10,7 +10,14 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
 
 from annotate.engine.forms import SpendingCapField
-from annotate.engine.services import RunEstimate
+from annotate.engine.models import EngineRun
+from annotate.engine.services import (
+    RunEstimate,
+    cap_text,
+    engine_run_cap_set,
+    engine_run_stopped_by_cap,
+)
+from annotate.errors import AnnotateError
 
 
 def spending_cap(value: str) -> Decimal | None:
@@ -27,10 +34,13 @@ def add_run_cost_arguments(parser: argparse.ArgumentParser) -> None:
         "--spending-cap",
         type=spending_cap,
         metavar="USD",
-        help="Stop the run before a call would spend more than this, in dollars (default: no cap).",
+        help="Stop the run before a call would spend more than this, in dollars (default: no "
+        "cap); with --run, the cap the run goes on with (raise it after a cap stop).",
     )
     parser.add_argument(
-        "--dry-run", action="store_true", help="Print the estimate only: nothing is sent."
+        "--dry-run",
+        action="store_true",
+        help="Print the estimate only: nothing is sent, and a new run is not kept.",
     )
 
 
@@ -44,10 +54,32 @@ def estimate_line(estimate: RunEstimate, *, units: str) -> str:
     )
 
 
-def refuse_cap_on_resume(cap: Decimal | None, *, run_id: int, kept: Decimal | None) -> None:
-    """--spending-cap with --run: refused, not ignored (a run keeps the cap it was made with)."""
-    if cap is not None:
-        kept_text = "no cap" if kept is None else f"${kept.normalize():f}"
-        raise CommandError(
-            f"--spending-cap is set when a run is created; run {run_id} keeps its own ({kept_text})."
-        )
+def cap_on_resume(cap: Decimal | None, *, run: EngineRun) -> str:
+    """--spending-cap with --run: the run goes on under the new cap (raised after a cap stop);
+    return what to tell ("" without the option). Refusals name the field, as on the pages."""
+    if cap is None:
+        return ""
+    before = run.spending_cap_usd
+    try:
+        engine_run_cap_set(run=run, cap=cap)
+    except AnnotateError as error:
+        raise CommandError(str(error)) from None
+    return f"Run {run.pk}: spending cap {cap_text(before)} -> {cap_text(cap)}."
+
+
+def dry_run_line(estimate: RunEstimate, *, units: str, run_id: int | None = None) -> str:
+    """What --dry-run prints: the estimate of a new run (not kept) or of run `run_id`'s rest."""
+    head = (
+        f"Run {run_id} (dry run, nothing sent): "
+        if run_id is not None
+        else "Dry run (nothing sent, no run kept): "
+    )
+    return head + estimate_line(estimate, units=units)
+
+
+def resume_hint(command: str, run_id: int, engine_run: EngineRun) -> str:
+    """How to go on with a run that did not finish: the same command with --run, and a higher
+    cap when the cap stopped it."""
+    if engine_run_stopped_by_cap(engine_run):
+        return f"Raise the cap to go on: {command} --run {run_id} --spending-cap USD"
+    return f"Resume: {command} --run {run_id}"

@@ -10,13 +10,15 @@ from annotate.engine.errors import EngineError
 from annotate.engine.management.commands._progress import RunProgressBar
 from annotate.engine.management.commands._run_options import (
     add_run_cost_arguments,
-    estimate_line,
-    refuse_cap_on_resume,
+    cap_on_resume,
+    dry_run_line,
+    resume_hint,
 )
 from annotate.engine.models import EngineRun
 from annotate.engine.services import (
     endpoint_get,
     engine_run_estimate,
+    engine_run_estimate_new,
     engine_run_execute,
     engine_run_get,
 )
@@ -26,6 +28,8 @@ from annotate.engine.services.generation import (
 )
 from annotate.errors import AnnotateError
 from annotate.models import Benchmark
+
+UNITS = "responses to generate"
 
 
 class Command(BaseCommand):
@@ -56,16 +60,26 @@ class Command(BaseCommand):
     def handle(self, *args, **o):
         try:
             if o["run"]:
-                run = engine_run_get(run_id=o["run"])
-                refuse_cap_on_resume(o["spending_cap"], run_id=run.pk, kept=run.spending_cap_usd)
+                self._resume(o)
+            elif o["dry_run"]:
+                # Nothing is kept, not even the system the run would bind to the endpoint.
+                estimate = engine_run_estimate_new(create=lambda: self._create(o))
+                self.stdout.write(dry_run_line(estimate, units=UNITS))
             else:
-                run = self._create(o)
-            if o["dry_run"]:
-                self._print_estimate(run)
-                return
-            self._execute(run)
+                self._execute(self._create(o))
         except AnnotateError as error:
             raise CommandError(str(error)) from None
+
+    def _resume(self, o) -> None:
+        run = engine_run_get(run_id=o["run"])
+        if o["dry_run"]:
+            estimate = engine_run_estimate(run=run)
+            self.stdout.write(dry_run_line(estimate, units=UNITS, run_id=run.pk))
+            return
+        told = cap_on_resume(o["spending_cap"], run=run)
+        if told:
+            self.stdout.write(told)
+        self._execute(run)
 
     def _create(self, o) -> EngineRun:
         if not (o["benchmark"] and o["system"] and o["endpoint"]):
@@ -88,13 +102,6 @@ class Command(BaseCommand):
             template=o["template"],
             replace=o["replace"],
             spending_cap_usd=o["spending_cap"],
-        )
-
-    def _print_estimate(self, run: EngineRun) -> None:
-        estimate = engine_run_estimate(run=run)
-        self.stdout.write(
-            f"Run {run.pk} (dry run, nothing sent): "
-            + estimate_line(estimate, units="responses to generate")
         )
 
     def _execute(self, run: EngineRun) -> None:
@@ -122,4 +129,7 @@ class Command(BaseCommand):
         if run.error:
             self.stdout.write(f"  {run.error}")
         if run.units_failed or run.status != "done":
-            raise CommandError(f"Run {run.pk} did not finish: {run.error or 'units failed'}")
+            raise CommandError(
+                f"Run {run.pk} did not finish: {run.error or 'units failed'} "
+                + resume_hint("generate", run.pk, run)
+            )

@@ -2,7 +2,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from annotate.engine.management.commands._run_options import (
     add_run_cost_arguments,
-    estimate_line,
+    dry_run_line,
 )
 from annotate.errors import AnnotateError
 from annotate.verbalizer.services.runs import (
@@ -34,10 +34,7 @@ class Command(BaseCommand):
             }  # fmt: skip
             if options["dry_run"]:
                 estimate = verbalizer_run_estimate(**arguments)
-                self.stdout.write(
-                    "Dry run (nothing sent, no run kept): "
-                    + estimate_line(estimate, units="prompts to answer")
-                )
+                self.stdout.write(dry_run_line(estimate, units="prompts to answer"))
                 return
             system_run = verbalizer_run_create(**arguments)
         except AnnotateError as error:

@@ -3,7 +3,7 @@ from django.utils import timezone
 
 from annotate.engine.management.commands._run_options import (
     add_run_cost_arguments,
-    estimate_line,
+    dry_run_line,
 )
 from annotate.engine.services import endpoint_get, engine_run_estimate_new
 from annotate.errors import AnnotateError
@@ -37,10 +37,7 @@ class Command(BaseCommand):
         try:
             if options["dry_run"]:
                 estimate = engine_run_estimate_new(create=lambda: self._create(options).engine_run)
-                self.stdout.write(
-                    "Dry run (nothing sent, no run kept): "
-                    + estimate_line(estimate, units="turns to label")
-                )
+                self.stdout.write(dry_run_line(estimate, units="turns to label"))
                 return
             run = self._create(options)
         except (AnnotateError, EvaluationError) as error:
