@@ -90,3 +90,21 @@ def test_csv_rows_have_every_json_column_with_its_value(client, researcher, smal
         for csv_row, json_row in zip(table, rows, strict=True):
             assert set(csv_row) == set(json_row)
             assert csv_row == {k: "" if v is None else str(v) for k, v in json_row.items()}
+
+
+def _main_nav(html: str) -> str:
+    return html.split('<nav aria-label="Main"', 1)[1].split("</nav>", 1)[0]
+
+
+def test_report_pages_lead_back_to_the_set_above_the_heading_not_in_the_main_navigation(
+    client, researcher, small_set
+):
+    client.force_login(researcher)
+    set_url = reverse("verbalizer:set-detail", args=[small_set.pk])
+    report_url = reverse("verbalizer-reports:detail", args=[small_set.pk])
+    html = client.get(report_url).content.decode()
+    assert _main_nav(html).count("<a ") == _main_nav(html).count("data-section=")
+    assert f'<p><a href="{set_url}">← Set {small_set.name}</a></p>' in html
+    html = client.get(reverse("verbalizer-reports:replies", args=[small_set.pk])).content.decode()
+    assert _main_nav(html).count("<a ") == _main_nav(html).count("data-section=")
+    assert f'<p><a href="{report_url}">← Report {small_set.name}</a></p>' in html
