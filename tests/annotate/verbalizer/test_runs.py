@@ -99,3 +99,22 @@ def test_set_page_starts_a_run_admins_only_on_paid_endpoints(
     verbalizer_run_execute(system_run=system_run)
     assert ModelAnswer.objects.filter(run=system_run).count() == 4
     assert system_run.engine_run.__class__.objects.get().cost_usd > 0
+
+
+def test_the_engine_run_page_names_the_system_and_set_and_links_to_the_report(
+    client, researcher, two_items
+):
+    """The set page links to its engine run; the run page led only to "All runs", so a
+    researcher watching the run had no way on to the set or its report."""
+    from django.urls import reverse
+
+    from annotate.verbalizer.services.runs import verbalizer_run_create
+
+    make_endpoint("", name="fake")
+    system_run = verbalizer_run_create(evaluation_set=two_items, system="m", endpoint="fake")
+    client.force_login(researcher)
+    page = client.get(reverse("engine:run-detail", args=[system_run.engine_run_id]))
+    html = page.content.decode()
+    assert "<h1>System m on set s</h1>" in html
+    report = reverse("verbalizer-reports:detail", args=[two_items.pk])
+    assert f'<a href="{report}" id="run-results">' in html
