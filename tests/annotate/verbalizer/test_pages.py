@@ -55,7 +55,9 @@ def test_researcher_imports_items_and_makes_a_set_from_the_page(client, research
 
     client.force_login(researcher)
     page = client.get(reverse("verbalizer:overview")).content.decode()
-    assert "Add items to a dataset" in page and "No dataset has items yet" in page
+    assert "Import a dataset's items" in page and "No dataset has items yet" in page
+    # A filled dataset takes no more items: the form says so before anyone tries.
+    assert "A dataset takes the items of one file, once" in page
     overview = reverse("verbalizer:overview")
     bad = SimpleUploadedFile("dev.tsv", b"sentence\tlabel\ngood film\t1\nbad film\t7\n")
     refused = client.post(
