@@ -259,3 +259,15 @@ def test_an_undefined_interval_reads_n_a_once_and_kappa_intervals_read_low_to_hi
     latex = report_as(people, "latex", "agreement")
     assert "human & all & n/a & n/a & 0 & 0 \\\\" in latex
     assert "human & SST-2 & -0.100 & [-0.500, 0.200] & 4 & 2 \\\\" in latex
+
+
+def test_agreement_of_one_answer_per_prompt_says_why_there_is_no_kappa(with_humans):
+    """One person per prompt: the note said "no items" though the prompts are there; kappa
+    needs two answers or more to a prompt."""
+    from annotate.verbalizer.models import HumanAnswer
+
+    HumanAnswer.objects.filter(annotator__name__in=["p1", "p2"]).delete()
+    agreement = verbalizer_report(evaluation_set=with_humans)["agreement"]
+    found = row(agreement, dataset="all")
+    assert (found["kappa"], found["items"]) == (None, 0)
+    assert found["note"] == "no prompt has two answers or more"
