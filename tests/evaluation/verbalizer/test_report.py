@@ -271,3 +271,25 @@ def test_agreement_of_one_answer_per_prompt_says_why_there_is_no_kappa(with_huma
     found = row(agreement, dataset="all")
     assert (found["kappa"], found["items"]) == (None, 0)
     assert found["note"] == "no prompt has two answers or more"
+
+
+def test_a_figure_cell_with_answers_but_no_valid_reply_says_so_and_keeps_its_legend(small_set):
+    """m1's only neutral prompts (foo|bar, direct) get no valid reply: the figure drew nothing
+    there, an empty slot that read as "not asked", and the legend lost "neutral" (it was only
+    labelled on the first system's bar)."""
+    import re
+
+    from annotate.verbalizer.models import ModelAnswer
+    from evaluation.verbalizer.figures import render_figure
+    from tests.evaluation.verbalizer.conftest import answer
+
+    for old in ModelAnswer.objects.filter(prompt__mapping__name="foo|bar"):
+        old.delete()
+        answer(old.run, old.prompt, "I cannot tell")
+    report = verbalizer_report(evaluation_set=small_set)
+    assert row(report["groups"], group="neutral")["accuracy_lenient"] is None
+    svg = render_figure(report, "groups", "svg").decode()
+    assert "n/a, inv 100%" in svg
+    assert re.findall(r">\s*(natural|neutral|unnatural)\s*<", svg) == [
+        "natural", "neutral", "unnatural",
+    ]  # fmt: skip
