@@ -15,6 +15,7 @@ from django.views.decorators.http import require_POST
 
 from annotate.models import Benchmark
 from annotate.roles import ADMIN, RESEARCHER, RESEARCHERS_ONLY, require_role
+from annotate.verbalizer.models import EvaluationSet
 from evaluation import figures, report_formats
 from evaluation.conventions import (
     ACC_CONVENTIONS,
@@ -66,8 +67,11 @@ def _attachment(content, content_type: str, filename: str) -> HttpResponse:
 @login_required
 def report_list(request: HttpRequest) -> HttpResponse:
     require_role(request.user, ADMIN, RESEARCHER, message=RESEARCHERS_ONLY)
-    benchmarks = Benchmark.objects.order_by("name")
-    return render(request, "evaluation/report_list.html", {"benchmarks": benchmarks})
+    context = {
+        "benchmarks": Benchmark.objects.order_by("name"),
+        "verbalizer_sets": EvaluationSet.objects.order_by("name").only("pk", "name"),
+    }
+    return render(request, "evaluation/report_list.html", context)
 
 
 @login_required

@@ -130,10 +130,10 @@ def publication_list(request: HttpRequest) -> HttpResponse:
 @admin_page
 def publication_detail(request: HttpRequest, publication_id: int) -> HttpResponse:
     publication = selectors.publication_get(publication_id=publication_id)
-    # InFoBench HITs only: a human study's prompts have their own worker pages.
-    demo_worker = (
-        publication.platform == "fake" and demo_platform_in_use() and not publication.human_study_id
-    )
+    # InFoBench HITs only: a human study's prompts have their own worker pages, and the page
+    # says where to try those instead (`demo_study`).
+    on_demo = publication.platform == "fake" and demo_platform_in_use()
+    demo_worker = on_demo and not publication.human_study_id
     hits = _hits_with_work(publication)
     context = {
         "publication": publication,
@@ -153,6 +153,7 @@ def publication_detail(request: HttpRequest, publication_id: int) -> HttpRespons
         "anonymous_default": settings.CROWD_ANONYMOUS_STARTS_PER_LINK,
         **_completion_context(publication),
         "demo_worker": demo_worker,
+        "demo_study": on_demo and bool(publication.human_study_id),
         "demo_unfinished": _demo_unfinished(hits) if demo_worker else [],
     }
     return render(request, "crowd/publication_detail.html", context)

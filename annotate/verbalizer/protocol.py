@@ -8,6 +8,7 @@ reply is stored raw in ModelAnswer; parsing happens when the report is computed.
 
 from __future__ import annotations
 
+from django.urls import reverse
 from django.utils import timezone
 
 from annotate.engine.bulk import rows_insert
@@ -32,6 +33,25 @@ class VerbalizerProtocol:
 
     def _system_run(self, run) -> SystemRun:
         return SystemRun.objects.get(pk=run.params["system_run_id"])
+
+    def title(self, run) -> str:
+        """What the engine's run page calls this run: the system on its set."""
+        found = (
+            SystemRun.objects.select_related("system", "evaluation_set")
+            .filter(pk=run.params["system_run_id"])
+            .first()
+        )
+        return f"System {found.system.name} on set {found.evaluation_set.name}" if found else ""
+
+    def results_url(self, run) -> str:
+        """Where the run's answers are read: the set's report ("" once the run is deleted)."""
+        set_id = (
+            SystemRun.objects.filter(pk=run.params["system_run_id"])
+            .values_list("evaluation_set_id", flat=True)
+            .first()
+        )
+        # By URL name only: the report lives in evaluation, which annotate never imports.
+        return reverse("verbalizer-reports:detail", args=[set_id]) if set_id else ""
 
     def units(self, run) -> list[str]:
         system_run = self._system_run(run)

@@ -2,7 +2,7 @@
 
 Bars are accuracy under the lenient rule (invalid replies not counted) with 95 % item-bootstrap
 intervals; the dashed line is random guessing (50 %); the share of invalid replies is printed
-on each bar. Same matplotlib conventions as evaluation.figures (Agg canvas, no pyplot,
+on each bar ("n/a, inv 100%" where no reply was valid). Same matplotlib conventions as evaluation.figures (Agg canvas, no pyplot,
 deterministic output).
 """
 
@@ -55,20 +55,30 @@ def _draw_bars(
     width = 0.8 / max(len(series), 1)
     values = {(r["system"], r[key]): r for r in rows}
     for s_index, name in enumerate(series):
+        labelled = not legend
         for x, system in enumerate(systems):
             row = values.get((system, name))
-            if row is None or row[f"accuracy_{RULE}"] is None:
+            if row is None:
+                continue
+            position = x - 0.4 + width * (s_index + 0.5)
+            label = None if labelled else _text(name)
+            labelled = True
+            color = PALETTE[s_index % len(PALETTE)]
+            if row[f"accuracy_{RULE}"] is None:
+                # Asked, and no reply valid: a bar of height 0 (it keeps the series in the
+                # legend) and a note, not the empty slot of a cell never asked.
+                axes.bar(position, 0, width, color=color, label=label)
+                axes.text(
+                    position, 1, f"n/a, inv {100 * row['invalid']:.0f}%", rotation=90,
+                    ha="center", va="bottom", fontsize=6, color="black",
+                )  # fmt: skip
                 continue
             value = 100 * row[f"accuracy_{RULE}"]
             low, high = row[f"ci_{RULE}"]
-            position = x - 0.4 + width * (s_index + 0.5)
             yerr = None
             if low is not None:
                 yerr = [[max(value - 100 * low, 0)], [max(100 * high - value, 0)]]
-            axes.bar(
-                position, value, width, yerr=yerr, capsize=2,
-                color=PALETTE[s_index % len(PALETTE)], label=_text(name) if legend and x == 0 else None,
-            )  # fmt: skip
+            axes.bar(position, value, width, yerr=yerr, capsize=2, color=color, label=label)
             axes.text(
                 position, 1, f"inv {100 * row['invalid']:.0f}%", rotation=90, ha="center",
                 va="bottom", fontsize=6, color="white" if value > 25 else "black",

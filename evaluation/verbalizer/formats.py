@@ -52,16 +52,24 @@ def _pct(value) -> str:
     return _fixed(value, scale=100, digits=1)
 
 
+def _interval(low, high, show, between: str) -> str:
+    """Show an interval as low and high joined by `between`; "n/a" once when there is none (no
+    valid reply, too few answers)."""
+    if low is None or high is None:
+        return "n/a"
+    return f"{show(low)}{between}{show(high)}"
+
+
 def rows_markdown(report: dict) -> str:
     head = ["system", "dataset", "group", "mapping", "mode", "n", "strict %", "lenient %",
-            "95% CI (lenient)", "invalid %"]  # fmt: skip
+            "95% CI (lenient)", "invalid % (lenient)"]  # fmt: skip
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in flat_rows(report):
         cells = [
             *(str(row[k]).replace("|", "\\|") for k in ("system", "dataset", "group", "mapping")),
             row["mode"], str(row["n"]), _pct(row["accuracy_strict"]),
             _pct(row["accuracy_lenient"]),
-            f"{_pct(row['ci_lenient_low'])}–{_pct(row['ci_lenient_high'])}",
+            _interval(row["ci_lenient_low"], row["ci_lenient_high"], _pct, "–"),
             _pct(row["invalid"]),
         ]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
@@ -111,11 +119,15 @@ def agreement_markdown(report: dict) -> str:
     for row in report["agreement"]:
         cells = [
             row["source"], str(row["dataset"]).replace("|", "\\|"), _kappa(row["kappa"]),
-            f"{_kappa(row['ci_low'])}–{_kappa(row['ci_high'])}", str(row["items"]),
+            _interval(row["ci_low"], row["ci_high"], _kappa, " to "), str(row["items"]),
             str(row["raters"]), row["note"],
         ]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _latex_interval(low, high) -> str:
+    return "n/a" if low is None or high is None else f"[{_kappa(low)}, {_kappa(high)}]"
 
 
 def agreement_latex(report: dict) -> str:
@@ -129,7 +141,7 @@ def agreement_latex(report: dict) -> str:
     for row in report["agreement"]:
         cells = [
             latex_escape(row["source"]), latex_escape(str(row["dataset"])), _kappa(row["kappa"]),
-            f"[{_kappa(row['ci_low'])}, {_kappa(row['ci_high'])}]", str(row["items"]),
+            _latex_interval(row["ci_low"], row["ci_high"]), str(row["items"]),
             str(row["raters"]),
         ]  # fmt: skip
         lines.append(" & ".join(cells) + " \\\\")

@@ -50,6 +50,7 @@ HUMAN_INHOUSE_MAJORITY = "human-inhouse-majority"
 HUMAN_CROWD = "human-crowd"
 HUMAN_CROWD_MAJORITY = "human-crowd-majority"
 # (answers, majority) per group of people, in the order tables and figures show them.
+NO_REPEATED_ANSWERS = "no prompt has two answers or more"
 PEOPLE_SOURCES = (
     (HUMAN, HUMAN_MAJORITY),
     (HUMAN_INHOUSE, HUMAN_INHOUSE_MAJORITY),
@@ -291,6 +292,8 @@ def _kappa_with_ci(rec: Records, selected: np.ndarray) -> dict:
     prompt_keys, prompt_index = np.unique(key, return_inverse=True)
     counts, kept = agreement_counts(prompt_index, rec.choice[rows], return_kept=True)
     result = fleiss_kappa(counts)
+    # Kappa compares the answers to one prompt: a prompt answered once is no item of it.
+    note = result.undefined_reason if counts.shape[0] else NO_REPEATED_ANSWERS
     low = high = None
     if counts.shape[0]:
         item_of_prompt = np.zeros(prompt_keys.size, dtype=np.int64)
@@ -306,7 +309,7 @@ def _kappa_with_ci(rec: Records, selected: np.ndarray) -> dict:
         "items": result.items,
         "raters": result.raters,
         "raw_agreement": result.raw_agreement,
-        "note": result.undefined_reason,
+        "note": note,
     }
 
 

@@ -345,3 +345,18 @@ def test_the_report_page_has_contents_explains_undefined_and_picks_figure_source
     undefined = [r for r in page.context["report"]["agreement"] if r["fleiss_kappa"] is None]
     for row in undefined:  # the reason is on the page, not only in a tooltip
         assert f'undefined <span class="undefined-note">{row["undefined_reason"]}' in page.text
+
+
+def test_the_reports_page_lists_the_verbalizer_and_revision_reports_too(researcher_client, db):
+    """A verbalizer report lives under /reports/ and lights up "Reports" in the navigation, but
+    that page listed InFoBench benchmarks only: the way back to the report went through another
+    section."""
+    from annotate.verbalizer.services.sets import evaluation_set_create
+    from tests.annotate.verbalizer.helpers import fill
+
+    fill("SST-2", [True, False])
+    made = evaluation_set_create(name="paper", datasets=["SST-2"], items=2, seed=1)
+    page = researcher_client.get(reverse("reports:list")).content.decode()
+    report = reverse("verbalizer-reports:detail", args=[made.evaluation_set.pk])
+    assert f'<a href="{report}">paper</a>' in page
+    assert f'<a href="{reverse("revision-reports:list")}">' in page

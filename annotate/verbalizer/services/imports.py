@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from django.db import transaction
+from django.template.defaultfilters import pluralize
 
 from annotate.errors import ImportFileError
 from annotate.services.files import ImportProblems, _lines, _open_text, read_csv, read_jsonl
@@ -158,8 +159,14 @@ def _dataset_for(
                 f"dataset {name} has the golden labels {dataset.positive_name},"
                 f"{dataset.negative_name}; found {','.join(labels)}",
             )  # fmt: skip
-        if dataset.items.exists():
-            raise ImportFileError(path, None, None, f"dataset {name} already has items")
+        held = dataset.items.count()
+        if held:
+            raise ImportFileError(
+                path, None, None,
+                f"dataset {name} already has {held} item{pluralize(held)}; a dataset takes the "
+                "items of one file, once: import this file into a new dataset, or put every "
+                "item in one file and import it into an empty dataset",
+            )  # fmt: skip
         return dataset
     names = labels or (layout.default_names if layout else None)
     if names is None:

@@ -507,3 +507,25 @@ def test_the_human_answers_file_names_crowd_workers_only_to_who_made_the_study(
 
     assert names(admin) == names(maker) == {"mturk:AREAL1"}
     assert names(other) == {f"crowd-worker-{worker.pk}"}
+
+
+def test_verbalizer_publish_command_says_what_a_self_hosted_link_costs_and_why_it_refuses(
+    study, capsys
+):
+    """The docs' self-hosted example confirmed $0.00, refused with only "the total is $0.80";
+    and the preview printed "balance: None" for a link paid on the recruiting site."""
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    call_command("verbalizer_publish", "flip", "--platform", "selfhosted")
+    out = capsys.readouterr().out
+    # 4 prompts × 2 answers × $0.05 (the default reward), no fee
+    assert "= $0.40, paid on the recruiting site (no fee here)" in out and "None" not in out
+    with pytest.raises(CommandError) as refused:
+        call_command(
+            "verbalizer_publish", "flip", "--platform", "selfhosted", "--confirm-total", "0.00"
+        )
+    assert str(refused.value) == (
+        "not published: the total is $0.40, not the $0.00 given; publish with --confirm-total 0.40"
+    )
+    assert not Publication.objects.exists()

@@ -149,3 +149,52 @@ def test_a_study_on_a_selfhosted_link_from_the_pages(
     assert closed.status_code == 302
     client.logout()
     assert client.post(join, {"PROLIFIC_PID": "P-1"}).status_code == 410
+
+
+def test_review_reads_answers_against_the_word_the_instruction_asks_for(
+    client, study, settings, django_capture_on_commit_callbacks
+):
+    """Under flipped golden the right answer to a positive item is "negative": the review page
+    called it "matches the golden label" and a wrong "negative" on a negative item "golden:
+    positive", as if the item were positive."""
+    settings.CROWD_PUBLIC_URL = "https://annotate.example.org"
+    client.force_login(UserFactory(username="boss", roles=[ADMIN], is_staff=True))
+    publish = reverse("verbalizer:study-publish", args=[study.pk])
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(publish, publish_form(platform="selfhosted", publish="1", confirm_total="0.40"))
+    publication = Publication.objects.get(human_study=study)
+    participant = crowd.study_link_start(publication=publication, params={"PROLIFIC_PID": "P1"})
+    for prompt in study.prompts.all():  # key 2 on both: the second word, "positive"
+        crowd.link_answer_submit(participant=participant, prompt_id=prompt.pk, key=2, seconds=1)
+    page = client.get(reverse("verbalizer:crowd-review", args=[publication.pk])).content.decode()
+    table = page.split('<table id="review">', 1)[1].split("</table>", 1)[0]
+    assert "golden" not in table.replace("flipped-golden", "")
+    assert "positive (as the instruction asks)" in page  # item 2, negative: "positive"
+    assert 'positive <span class="tags">(the instruction asks for negative)</span>' in page
+    assert '<th scope="col">Worker\'s answers as asked</th>' in page
+    assert '<div class="table-scroll"' in page  # nine columns: it scrolls, not the page
+
+
+def test_a_study_on_the_offline_demo_platform_says_how_to_try_the_worker_side(
+    client, study, settings, django_capture_on_commit_callbacks
+):
+    """ "Do it as a worker" (README) plays InFoBench HITs only: a human study's publication on
+    the offline platform showed neither the button nor why, so a new user had no way to answer
+    it as a worker; a self-hosted one did not say which completion code participants get."""
+    settings.CROWD_PUBLIC_URL = "https://annotate.example.org"
+    study.completion_code = "FLIP-1"
+    study.save(update_fields=["completion_code"])
+    client.force_login(UserFactory(username="boss", roles=[ADMIN], is_staff=True))
+    publish = reverse("verbalizer:study-publish", args=[study.pk])
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(publish, publish_form(publish="1", confirm_total="0.50"))
+        client.post(publish, publish_form(platform="selfhosted", publish="1", confirm_total="0.40"))
+    on_demo = Publication.objects.get(human_study=study, platform="fake")
+    page = client.get(reverse("crowd:publication", args=[on_demo.pk])).content.decode()
+    assert 'id="demo-study-note"' in page and "Do it as a worker</button>" not in page
+    assert f'href="{publish}">publish it again on a self-hosted link</a>' in page
+    assert f'href="{reverse("verbalizer:work-list")}">' in page
+    on_link = Publication.objects.get(human_study=study, platform="selfhosted")
+    page = client.get(reverse("crowd:publication", args=[on_link.pk])).content.decode()
+    assert 'id="demo-study-note"' not in page
+    assert "the study's completion code <strong>FLIP-1</strong>" in page

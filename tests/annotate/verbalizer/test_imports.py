@@ -132,6 +132,12 @@ def test_labels_contradicting_an_existing_dataset_are_refused(tmp_path):
 def test_a_second_import_into_a_filled_dataset_is_refused(tmp_path):
     path = write(tmp_path, "dev.tsv", "sentence\tlabel\ngood\t1\n")
     classification_import(path=path, dataset="SST-2", fmt="glue-sst2")
-    with pytest.raises(ImportFileError, match="already has items"):
+    with pytest.raises(ImportFileError) as refused:
         classification_import(path=path, dataset="SST-2", fmt="glue-sst2")
     assert ClassificationItem.objects.count() == 1
+    # Says what to do instead: a dataset is filled from one file, once.
+    assert str(refused.value) == (
+        f"{path}: dataset SST-2 already has 1 item; a dataset takes the items of one file, "
+        "once: import this file into a new dataset, or put every item in one file and import "
+        "it into an empty dataset"
+    )

@@ -55,7 +55,9 @@ def test_researcher_imports_items_and_makes_a_set_from_the_page(client, research
 
     client.force_login(researcher)
     page = client.get(reverse("verbalizer:overview")).content.decode()
-    assert "Add items to a dataset" in page and "No dataset has items yet" in page
+    assert "Import a dataset's items" in page and "No dataset has items yet" in page
+    # A filled dataset takes no more items: the form says so before anyone tries.
+    assert "A dataset takes the items of one file, once" in page
     overview = reverse("verbalizer:overview")
     bad = SimpleUploadedFile("dev.tsv", b"sentence\tlabel\ngood film\t1\nbad film\t7\n")
     refused = client.post(
@@ -286,3 +288,24 @@ def test_each_annotator_meets_the_prompts_in_an_order_of_their_own(client):
     for seen in orders:  # an item's two verbalizers rarely follow each other (id order: 20)
         items = [prompts[pk].item_id for pk in seen]
         assert sum(a == b for a, b in zip(items, items[1:], strict=False)) <= 5
+
+
+def _main_nav(html: str) -> str:
+    return html.split('<nav aria-label="Main"', 1)[1].split("</nav>", 1)[0]
+
+
+def test_set_and_answer_pages_keep_their_way_back_out_of_the_main_navigation(
+    client, researcher, annotator_user, study
+):
+    """The main navigation holds the role's sections only (config/navigation.py): a page's way
+    back is a link above its heading, as on the other pages, not an unlabelled extra link
+    wrapped under the sections."""
+    client.force_login(researcher)
+    page = client.get(reverse("verbalizer:set-detail", args=[study.evaluation_set_id]))
+    html = page.content.decode()
+    assert _main_nav(html).count("<a ") == _main_nav(html).count("data-section=")
+    assert f'<p><a href="{reverse("verbalizer:overview")}">← Verbalizer</a></p>' in html
+    client.force_login(annotator_user)
+    html = client.get(reverse("verbalizer:work-next", args=[study.pk])).content.decode()
+    assert _main_nav(html).count("<a ") == _main_nav(html).count("data-section=")
+    assert f'<p><a href="{reverse("verbalizer:work-list")}">← Label-word tasks</a></p>' in html

@@ -161,3 +161,22 @@ def test_set_page_estimates_a_run_keeps_nothing_and_keeps_the_form(
     shown = " ".join(page.text[page.text.index('id="estimate"') :].split())
     assert f"4 prompts to answer (0 done already), 4 calls, about {expected.prompt_tokens}" in shown
     assert f"at most ${expected.cost_usd}" in shown
+
+
+def test_the_engine_run_page_names_the_system_and_set_and_links_to_the_report(
+    client, researcher, two_items
+):
+    """The set page links to its engine run; the run page led only to "All runs", so a
+    researcher watching the run had no way on to the set or its report."""
+    from django.urls import reverse
+
+    from annotate.verbalizer.services.runs import verbalizer_run_create
+
+    make_endpoint("", name="fake")
+    system_run = verbalizer_run_create(evaluation_set=two_items, system="m", endpoint="fake")
+    client.force_login(researcher)
+    page = client.get(reverse("engine:run-detail", args=[system_run.engine_run_id]))
+    html = page.content.decode()
+    assert "<h1>System m on set s</h1>" in html
+    report = reverse("verbalizer-reports:detail", args=[two_items.pk])
+    assert f'<a href="{report}" id="run-results">' in html

@@ -90,3 +90,44 @@ def test_csv_rows_have_every_json_column_with_its_value(client, researcher, smal
         for csv_row, json_row in zip(table, rows, strict=True):
             assert set(csv_row) == set(json_row)
             assert csv_row == {k: "" if v is None else str(v) for k, v in json_row.items()}
+
+
+def _main_nav(html: str) -> str:
+    return html.split('<nav aria-label="Main"', 1)[1].split("</nav>", 1)[0]
+
+
+def test_report_pages_lead_back_to_the_set_above_the_heading_not_in_the_main_navigation(
+    client, researcher, small_set
+):
+    client.force_login(researcher)
+    set_url = reverse("verbalizer:set-detail", args=[small_set.pk])
+    report_url = reverse("verbalizer-reports:detail", args=[small_set.pk])
+    html = client.get(report_url).content.decode()
+    assert _main_nav(html).count("<a ") == _main_nav(html).count("data-section=")
+    assert f'<p><a href="{set_url}">← Set {small_set.name}</a></p>' in html
+    html = client.get(reverse("verbalizer-reports:replies", args=[small_set.pk])).content.decode()
+    assert _main_nav(html).count("<a ") == _main_nav(html).count("data-section=")
+    assert f'<p><a href="{report_url}">← Report {small_set.name}</a></p>' in html
+
+
+def test_report_page_says_which_rule_the_interval_and_invalid_columns_follow(
+    client, researcher, small_set
+):
+    """Chain-of-thought rows read strict "n/a" beside "Invalid 0.0": the invalid share and the
+    interval are the lenient rule's, which the headings did not say."""
+    from annotate.verbalizer.models import ModelAnswer
+    from tests.evaluation.verbalizer.conftest import answer
+
+    # Replaced, not updated: the cached report is keyed on the answers' count and last id.
+    for old in ModelAnswer.objects.filter(prompt__mapping__name="foo|bar"):
+        old.delete()
+        answer(old.run, old.prompt, "I cannot tell")
+    client.force_login(researcher)
+    html = client.get(reverse("verbalizer-reports:detail", args=[small_set.pk])).content.decode()
+    assert html.count("<th>95 % CI (lenient)</th><th>Invalid % (lenient)</th>") == 3
+    assert "n/a: no valid reply under that rule" in html
+    # foo|bar direct: both replies invalid, so no accuracy and no interval.
+    assert (
+        "<td>foo|bar</td><td>direct</td><td>2</td><td>n/a</td><td>n/a</td><td>n/a</td>"
+        "<td>100.0</td>" in html
+    )

@@ -123,7 +123,7 @@ def test_agreement_formats(with_humans, capsys):
     csv_lines = report_as(report, "csv", "agreement").splitlines()
     assert csv_lines[0] == "source,dataset,kappa,ci_low,ci_high,items,raters,raw_agreement,note"
     assert csv_lines[2].startswith("human,all,-0.5")
-    assert "| human | all | -0.500 | -0.500–-0.500 | 2 | 3 |" in report_as(
+    assert "| human | all | -0.500 | -0.500 to -0.500 | 2 | 3 |" in report_as(
         report, "md", "agreement"
     )
     assert "human & all & -0.500 & [-0.500, -0.500] & 2 & 3 \\\\" in report_as(
@@ -232,3 +232,64 @@ def test_every_figures_legend_lies_within_the_figure(with_humans, name, drawn_fi
     box, page = legend.get_window_extent(), figure.bbox
     assert page.x0 <= box.x0 and box.x1 <= page.x1, (name, box, page)
     assert len(legend.get_texts()) >= 2
+
+
+def test_an_undefined_interval_reads_n_a_once_and_kappa_intervals_read_low_to_high(small_set):
+    """A cell with no valid reply has no interval: "n/a", not "n/a–n/a" (Markdown) or
+    "[n/a, n/a]" (LaTeX); a kappa interval reads "-0.500 to 0.200", as on the page, since an
+    en dash before a minus sign ("-0.500–-0.200") is hard to read."""
+    from annotate.verbalizer.models import ModelAnswer
+
+    ModelAnswer.objects.filter(prompt__mapping__name="foo|bar").update(reply="I cannot tell")
+    report = verbalizer_report(evaluation_set=small_set)
+    md = report_as(report, "md")
+    assert "| invalid % (lenient) |" in md.splitlines()[0]
+    assert "| m1 | SST-2 | neutral | foo\\|bar | direct | 2 | n/a | n/a | n/a | 100.0 |" in md
+    people = {
+        "agreement": [
+            {"source": "human", "dataset": "all", "kappa": None, "ci_low": None,
+             "ci_high": None, "items": 0, "raters": 0, "note": "n"},
+            {"source": "human", "dataset": "SST-2", "kappa": -0.1, "ci_low": -0.5,
+             "ci_high": 0.2, "items": 4, "raters": 2, "note": ""},
+        ]
+    }  # fmt: skip
+    md = report_as(people, "md", "agreement")
+    assert "| human | all | n/a | n/a | 0 | 0 | n |" in md
+    assert "| human | SST-2 | -0.100 | -0.500 to 0.200 | 4 | 2 |  |" in md
+    latex = report_as(people, "latex", "agreement")
+    assert "human & all & n/a & n/a & 0 & 0 \\\\" in latex
+    assert "human & SST-2 & -0.100 & [-0.500, 0.200] & 4 & 2 \\\\" in latex
+
+
+def test_agreement_of_one_answer_per_prompt_says_why_there_is_no_kappa(with_humans):
+    """One person per prompt: the note said "no items" though the prompts are there; kappa
+    needs two answers or more to a prompt."""
+    from annotate.verbalizer.models import HumanAnswer
+
+    HumanAnswer.objects.filter(annotator__name__in=["p1", "p2"]).delete()
+    agreement = verbalizer_report(evaluation_set=with_humans)["agreement"]
+    found = row(agreement, dataset="all")
+    assert (found["kappa"], found["items"]) == (None, 0)
+    assert found["note"] == "no prompt has two answers or more"
+
+
+def test_a_figure_cell_with_answers_but_no_valid_reply_says_so_and_keeps_its_legend(small_set):
+    """m1's only neutral prompts (foo|bar, direct) get no valid reply: the figure drew nothing
+    there, an empty slot that read as "not asked", and the legend lost "neutral" (it was only
+    labelled on the first system's bar)."""
+    import re
+
+    from annotate.verbalizer.models import ModelAnswer
+    from evaluation.verbalizer.figures import render_figure
+    from tests.evaluation.verbalizer.conftest import answer
+
+    for old in ModelAnswer.objects.filter(prompt__mapping__name="foo|bar"):
+        old.delete()
+        answer(old.run, old.prompt, "I cannot tell")
+    report = verbalizer_report(evaluation_set=small_set)
+    assert row(report["groups"], group="neutral")["accuracy_lenient"] is None
+    svg = render_figure(report, "groups", "svg").decode()
+    assert "n/a, inv 100%" in svg
+    assert re.findall(r">\s*(natural|neutral|unnatural)\s*<", svg) == [
+        "natural", "neutral", "unnatural",
+    ]  # fmt: skip

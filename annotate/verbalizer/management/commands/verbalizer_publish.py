@@ -54,20 +54,41 @@ class Command(BaseCommand):
             preview = crowd.study_publication_preview(
                 study=study, platform_name=options["platform"], reward_usd=options["reward"]
             )
-            self.stdout.write(
-                f"{preview.tasks} prompts × {preview.assignments_per_task} answers × "
-                f"${preview.reward_usd} (+{preview.fee_rate * 100:.0f}% fee) = "
-                f"${preview.total_usd}; balance: {preview.balance_usd}"
-            )
+            self.stdout.write(self._cost(preview))
             if options["confirm_total"] is None:
                 self.stdout.write(f"Nothing published: add --confirm-total {preview.total_usd}.")
                 return
-            if options["confirm_total"] != preview.total_usd or not preview.affordable:
-                raise CommandError(f"not published: the total is ${preview.total_usd}")
+            self._check_total(preview, options["confirm_total"])
             publication = self._publish(study, options)
         except AnnotateError as error:
             raise CommandError(str(error)) from None
         self.stdout.write(f"Publication {publication.pk}: {publication.get_status_display()}.")
+
+    def _cost(self, preview) -> str:
+        cost = (
+            f"{preview.tasks} prompts × {preview.assignments_per_task} answers × "
+            f"${preview.reward_usd}"
+        )
+        if preview.paid_outside:
+            return f"{cost} = ${preview.total_usd}, paid on the recruiting site (no fee here)"
+        balance = "unknown" if preview.balance_usd is None else f"${preview.balance_usd}"
+        return (
+            f"{cost} (+{preview.fee_rate * 100:.0f}% fee) = ${preview.total_usd}; "
+            f"balance: {balance}"
+        )
+
+    def _check_total(self, preview, confirmed) -> None:
+        total = preview.total_usd
+        if confirmed != total:
+            raise CommandError(
+                f"not published: the total is ${total}, not the ${confirmed} given; publish "
+                f"with --confirm-total {total}"
+            )
+        if not preview.affordable:
+            raise CommandError(
+                f"not published: the total is ${total}, more than the balance "
+                f"${preview.balance_usd}"
+            )
 
     def _publish(self, study, options):
         chosen = PublishSettings(
