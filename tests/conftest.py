@@ -20,6 +20,15 @@ def annotator_user(db):
 
 
 @pytest.fixture(autouse=True)
+def _empty_cache():
+    """Each test starts with an empty cache: reports are cached under keys made of row counts
+    and ids, which the test database hands out again, so one test could read another's."""
+    from django.core.cache import cache
+
+    cache.clear()
+
+
+@pytest.fixture(autouse=True)
 def _role_groups(request):
     """Transactional tests flush the tables, data migrations' groups included: put them back."""
     marker = request.node.get_closest_marker("django_db")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 
 from django.conf import settings
 from django.db.models import Count, OuterRef, Q, Subquery
@@ -289,9 +289,9 @@ def publication_spending(*, publication: Publication) -> Spending | None:
     cents = Decimal("0.01")
     return Spending(
         approved=counts.get(AssignmentStatus.APPROVED, 0),
-        approved_usd=paid.get(AssignmentStatus.APPROVED, Decimal(0)).quantize(cents),
+        approved_usd=paid.get(AssignmentStatus.APPROVED, Decimal(0)).quantize(cents, ROUND_HALF_UP),
         waiting=counts.get(AssignmentStatus.SUBMITTED, 0),
-        waiting_usd=paid.get(AssignmentStatus.SUBMITTED, Decimal(0)).quantize(cents),
+        waiting_usd=paid.get(AssignmentStatus.SUBMITTED, Decimal(0)).quantize(cents, ROUND_HALF_UP),
     )
 
 

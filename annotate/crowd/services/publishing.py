@@ -11,7 +11,7 @@ import secrets
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -101,11 +101,12 @@ def fee_rate() -> Decimal:
 def publication_cost(
     *, tasks: int, assignments_per_task: int, reward_usd: Decimal, fee: Decimal | None = None
 ) -> Decimal:
-    """tasks × assignments × reward × (1 + fee), rounded to cents; the fee is CROWD_FEE_RATE
-    unless given (0 for a self-hosted link, whose recruiting site is paid outside this app)."""
+    """tasks × assignments × reward × (1 + fee), rounded to cents, halves up ($0.125 is $0.13,
+    as every figure the app shows); the fee is CROWD_FEE_RATE unless given (0 for a self-hosted
+    link, whose recruiting site is paid outside this app)."""
     fee = fee_rate() if fee is None else fee
     total = tasks * assignments_per_task * reward_usd * (1 + fee)
-    return total.quantize(Decimal("0.01"))
+    return total.quantize(Decimal("0.01"), ROUND_HALF_UP)
 
 
 def publication_preview(

@@ -177,3 +177,17 @@ def test_refused_hit_is_reported_and_retried_later(mturk_settings, fake_mturk, c
     assert "Question is not valid" in failed.error
     assert _publish(publication).status == PublicationStatus.PUBLISHED
     assert len(fake_mturk.state.hits) == 3
+
+
+def test_the_cost_preview_rounds_half_a_cent_up_as_every_figure():
+    """2 HITs × 1 assignment × $0.05 × (1 + 25 %) is $0.125: the preview said $0.12 (Decimal's
+    default rounds halves to even), below what the platform charges."""
+    from annotate.crowd.services.publishing import publication_cost
+
+    cost = publication_cost(
+        tasks=2, assignments_per_task=1, reward_usd=Decimal("0.05"), fee=Decimal("0.25")
+    )
+    assert cost == Decimal("0.13")
+    assert publication_cost(
+        tasks=1, assignments_per_task=3, reward_usd=Decimal("0.05"), fee=Decimal("0.25")
+    ) == Decimal("0.19")  # $0.1875
