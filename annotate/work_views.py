@@ -141,11 +141,11 @@ def _submit(request: HttpRequest, assignment_id: int) -> HttpResponse:
         )
     except SubmissionError as error:
         return _task_page_with_error(request, assignment_id, answers, error)
-    if result.outcome == Outcome.SCORED:
+    if result.questions_next:
         return redirect("work:assignment", assignment_id=assignment_id)
     messages.success(request, _OUTCOME_MESSAGES[result.outcome])
     project = result.assignment.task.batch.project
-    if result.outcome == Outcome.ACCEPTED and project.continue_to_next:
+    if result.accepted and project.continue_to_next:
         return redirect(_next_task_url(request, project))
     return redirect("work:dashboard")
 
