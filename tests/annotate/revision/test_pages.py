@@ -363,3 +363,20 @@ def test_after_a_bad_unedited_revision_the_page_shows_the_answer_the_next_turn_r
     answer = page.split('id="answer"')[1].split("</pre>")[0]
     assert answer.endswith(f">{a0}\nRevised for: Use a list.") and 'id="dropped"' not in page
     assert "Answer after turn 2" in page
+
+
+def test_the_keyboard_legend_names_only_the_keys_of_the_step(
+    client, study, annotator, django_capture_on_commit_callbacks
+):
+    client.force_login(annotator)
+    with django_capture_on_commit_callbacks(execute=True):
+        session = session_assign(study=study, user=annotator, now=timezone.now())
+    url = reverse("revision:session", args=[session.pk])
+
+    def legend():
+        page = client.get(url).content.decode()
+        return page.split('aria-label="Keyboard shortcuts">')[1].split("</aside>")[0]
+
+    assert "submit" in legend() and "rate" not in legend()  # writing: no rating to give
+    instruct(django_capture_on_commit_callbacks, session, annotator, "Shorter.")
+    assert "rate" in legend() and "comment" in legend()
