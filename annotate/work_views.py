@@ -163,7 +163,11 @@ def project_done(request: HttpRequest, project_id: int) -> HttpResponse:
         "project": project,
         "submitted": this.submitted if this else 0,
         "left_here": (this.available if this else 0),
-        "elsewhere": [row for row in rows if row.project.pk != project.pk and row.available],
+        "elsewhere": [
+            row
+            for row in rows
+            if row.project.pk != project.pk and (row.available or row.live_assignment)
+        ],
     }
     return render(request, "annotate/work/all_done.html", context)
 

@@ -437,3 +437,22 @@ def test_a_task_sent_twice_goes_on_to_the_next_task_not_to_the_dashboard(client,
     assert "task 2 of 2" in page.text and "Already submitted; nothing changed." in page.text
     assert sent["Location"].startswith(reverse("work:start-next", args=[project.id]))
     assert Label.objects.filter(assignment=first).count() == 2
+
+
+def test_the_all_done_page_points_to_a_task_left_open_in_another_project(client, annotator_user):
+    # Two projects over the same instructions: each instruction is labelled once, so the task
+    # claimed in the second project is the only work left there, and nothing is claimable.
+    from annotate.services.projects import InstructionSelection, project_create
+
+    benchmark, systems = benchmark_with_responses(instructions=1, systems=2, questions=1)
+    first, second = (
+        project_create(
+            name=name, benchmark=benchmark, systems=systems, selection=InstructionSelection()
+        )
+        for name in ("First", "Second")
+    )
+    waiting = claim_for(annotator_user, second)
+    client.force_login(annotator_user)
+    done = client.get(reverse("work:project-done", args=[first.id])).text
+    assert "Second" in done
+    assert f'href="{reverse("work:assignment", args=[waiting.id])}"' in done
