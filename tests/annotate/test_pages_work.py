@@ -456,3 +456,14 @@ def test_the_all_done_page_points_to_a_task_left_open_in_another_project(client,
     done = client.get(reverse("work:project-done", args=[first.id])).text
     assert "Second" in done
     assert f'href="{reverse("work:assignment", args=[waiting.id])}"' in done
+
+
+@pytest.mark.parametrize("mode", [ProjectMode.DRFR, ProjectMode.DIRECT_SCORE, ProjectMode.BOTH])
+def test_the_task_page_headings_go_down_one_level_at_a_time(client, annotator_user, mode):
+    project = project_with_tasks(instructions=1, systems=2, questions=1, mode=mode)
+    assignment = claim_for(annotator_user, project)
+    client.force_login(annotator_user)
+    page = client.get(reverse("work:assignment", args=[assignment.id])).text
+    levels = [int(level) for level in re.findall(r"<h([1-6])[\s>]", page)]
+    assert levels[0] == 1
+    assert all(after <= before + 1 for before, after in zip(levels, levels[1:], strict=False))
