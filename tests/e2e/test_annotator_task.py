@@ -272,3 +272,16 @@ def test_enter_on_a_button_outside_the_task_form_presses_that_button(page_for):
     page.locator("button", has_text="Log out").focus()
     page.keyboard.press("Enter")
     page.wait_for_url("**/accounts/login/")
+
+
+def test_a_long_word_in_a_question_or_response_wraps_on_a_phone(page_for):
+    project = project_with_tasks(instructions=1, systems=2, questions=1)
+    instruction = project.batches.get().tasks.get().instruction
+    link = "https://example.org/" + "y" * 150
+    instruction.questions.update(text=f"Does the answer link {link}?")
+    instruction.responses.update(text=f"See {link}")
+    user = UserFactory(username="phone-reader", roles=[ANNOTATOR])
+    page = page_for(user, viewport={"width": 390, "height": 844})
+    start_next_task_with_keyboard(page)
+    assert link in page.locator("fieldset.question legend").first.inner_text()
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390

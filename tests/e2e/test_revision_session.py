@@ -222,3 +222,22 @@ def test_a_second_click_while_the_first_is_on_its_way_sends_nothing(page_for, se
     assert [status for status, _ in answers] == [302, 302]
     assert "Cannot do that" not in page.content()
     assert Turn.objects.get(session=session).rating == "good"
+
+
+def test_a_long_link_in_an_instruction_wraps_on_a_phone_and_beside_the_passages(
+    page_for, settings, tmp_path
+):
+    page, _ = start_session(
+        page_for, settings, tmp_path, study="e2e-long", system="m", user="e2e-long"
+    )
+    link = "https://example.org/" + "x" * 200
+    page.fill("#instruction", f"Cite {link} please.")
+    page.check("input[value=stylistic]")
+    page.get_by_role("button", name="Send instruction").click()
+    page.locator("#rate-form").wait_for()
+    said = page.locator("#rate-form p").first
+    assert link in said.inner_text()
+    # Its text stays in its box: not under the passages beside it.
+    assert said.evaluate("p => p.scrollWidth <= p.clientWidth + 1")  # +1: subpixel rounding
+    page.set_viewport_size({"width": 390, "height": 844})
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
