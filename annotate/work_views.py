@@ -141,11 +141,11 @@ def _submit(request: HttpRequest, assignment_id: int) -> HttpResponse:
         )
     except SubmissionError as error:
         return _task_page_with_error(request, assignment_id, answers, error)
-    if result.outcome == Outcome.SCORED:
+    if result.questions_next:
         return redirect("work:assignment", assignment_id=assignment_id)
     messages.success(request, _OUTCOME_MESSAGES[result.outcome])
     project = result.assignment.task.batch.project
-    if result.outcome == Outcome.ACCEPTED and project.continue_to_next:
+    if result.accepted and project.continue_to_next:
         return redirect(_next_task_url(request, project))
     return redirect("work:dashboard")
 
@@ -163,7 +163,11 @@ def project_done(request: HttpRequest, project_id: int) -> HttpResponse:
         "project": project,
         "submitted": this.submitted if this else 0,
         "left_here": (this.available if this else 0),
-        "elsewhere": [row for row in rows if row.project.pk != project.pk and row.available],
+        "elsewhere": [
+            row
+            for row in rows
+            if row.project.pk != project.pk and (row.available or row.live_assignment)
+        ],
     }
     return render(request, "annotate/work/all_done.html", context)
 

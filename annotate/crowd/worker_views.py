@@ -29,7 +29,7 @@ from annotate.errors import AnnotateError, CrowdPlatformError, NotFoundError, Su
 from annotate.http import csp_replace_on
 from annotate.selectors import work as work_selectors
 from annotate.services.assignments import claimable_task_ids
-from annotate.services.submissions import Outcome, assignment_submit
+from annotate.services.submissions import assignment_submit
 
 RESERVED_FIELDS = {"csrfmiddlewaretoken", "active_seconds"}
 
@@ -151,7 +151,7 @@ def _submit(request: HttpRequest, held: workers.WorkerAssignment) -> HttpRespons
         )
     except SubmissionError as error:
         return _task_page_with_error(request, held, answers, error)
-    if result.outcome == Outcome.SCORED:
+    if result.questions_next:
         return redirect("crowd:work-task", token=held.token)
     held.assignment.refresh_from_db()
     return _done(request, held)

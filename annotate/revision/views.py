@@ -148,6 +148,7 @@ def rerating_page(request: HttpRequest, rerating_id: int) -> HttpResponse:
         except SubmissionError as error:
             context.update(error=str(error), form=request.POST)
             return render(request, "revision/rerating.html", context, status=400)
+        messages.success(request, "Rating saved. Thank you!")
         return redirect("revision:home")
     return render(request, "revision/rerating.html", context)
 

@@ -57,6 +57,22 @@ class SubmitResult:
     assignment: Assignment
     outcome: str
 
+    @property
+    def questions_next(self) -> bool:
+        """Whether the task goes on with its decomposed questions: its direct scores were just
+        saved, or sent again (a double click, a resent form) before the questions were."""
+        return self.outcome == Outcome.SCORED or (
+            self.outcome == Outcome.UNCHANGED and self.assignment.submitted_at is None
+        )
+
+    @property
+    def accepted(self) -> bool:
+        """Whether the task's answers are stored and count: accepted now, or by an identical
+        send before this one."""
+        return self.outcome in (Outcome.ACCEPTED, Outcome.UNCHANGED) and not (
+            self.assignment.is_late or self.assignment.submitted_at is None
+        )
+
 
 def score_field(position: int) -> str:
     return f"r{position}_score"

@@ -15,6 +15,8 @@
     window.history.replaceState(null, "", canonical);
   }
   var groups = Array.prototype.slice.call(form.querySelectorAll("fieldset.answer"));
+  // Enter on any other button (Return this task, Log out) presses that button.
+  var submitButton = form.querySelector("button[type=submit]");
   var answeredOut = document.getElementById("answered-count");
   var missingBox = document.getElementById("missing");
   var missingList = document.getElementById("missing-list");
@@ -115,7 +117,7 @@
     if (index < groups.length - 1) {
       focusGroup(groups[index + 1]);
     } else {
-      form.querySelector("button[type=submit]").focus();
+      submitButton.focus();
     }
     return true;
   }
@@ -159,7 +161,7 @@
     } else if (key === "ArrowUp" || key === "k") {
       move(group, -1);
       handled = true;
-    } else if (key === "Enter" && (group || target === document.body || target.type === "submit")) {
+    } else if (key === "Enter" && (group || target === document.body || target === submitButton)) {
       trySubmit();
       handled = true;
     }

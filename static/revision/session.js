@@ -97,6 +97,21 @@
     }
   }
 
+  // Every form of these pages is sent once: a second click while the first send is on its way
+  // would reach the server after it (the turn started, the revision rated) and come back as a
+  // refusal in place of the next step. Listening on window, the last in line, counts only sends
+  // nobody cancelled (site.js's confirmations); a stopped load frees the forms after a while.
+  var sending = false;
+  window.addEventListener("submit", function (event) {
+    if (event.defaultPrevented) { return; }
+    if (sending) { event.preventDefault(); return; }
+    sending = true;
+    window.setTimeout(function () { sending = false; }, 10000);
+  });
+  window.addEventListener("pageshow", function (event) {
+    if (event.persisted) { sending = false; }  // back to this page from the history
+  });
+
   // The edit box only matters when the revision is not good.
   var editBox = document.getElementById("edit-box");
   var syncEdit = function () {

@@ -408,3 +408,62 @@ def test_submit_continues_to_the_next_task_then_to_the_all_done_page(client, ann
     done = client.post(reverse("work:assignment", args=[second.id]), answers, follow=True)
     assert done.redirect_chain[-1][0] == reverse("work:project-done", args=[project.id])
     assert "All done in" in done.text and "You submitted 2 tasks" in done.text
+
+
+def test_scores_sent_twice_lead_to_the_questions_not_to_the_dashboard(client, annotator_user):
+    # A double click on "Save scores and continue": the second send finds the scores stored.
+    project = project_with_tasks(instructions=2, systems=2, questions=1, mode=ProjectMode.BOTH)
+    assignment = claim_for(annotator_user, project)
+    client.force_login(annotator_user)
+    url = reverse("work:assignment", args=[assignment.id])
+    scores = {"r1_score": "3", "r2_score": "5"}
+    first = client.post(url, scores)
+    again = client.post(url, scores)
+    assert first["Location"] == again["Location"] == url
+    assert "Step 2 of 2" in client.get(url).text
+
+
+def test_a_task_sent_twice_goes_on_to_the_next_task_not_to_the_dashboard(client, annotator_user):
+    project = project_with_tasks(instructions=2, systems=2, questions=1)
+    first = claim_for(annotator_user, project)
+    client.force_login(annotator_user)
+    answers = {f"r{n}_q1": "yes" for n in (1, 2)}
+    url = reverse("work:assignment", args=[first.id])
+    sent = client.post(url, answers)
+    # The browser left the first answer for the second: the next task was not claimed yet.
+    again = client.post(url, answers)
+    assert again["Location"].startswith(reverse("work:start-next", args=[project.id]))
+    page = client.get(again["Location"])
+    assert "task 2 of 2" in page.text and "Already submitted; nothing changed." in page.text
+    assert sent["Location"].startswith(reverse("work:start-next", args=[project.id]))
+    assert Label.objects.filter(assignment=first).count() == 2
+
+
+def test_the_all_done_page_points_to_a_task_left_open_in_another_project(client, annotator_user):
+    # Two projects over the same instructions: each instruction is labelled once, so the task
+    # claimed in the second project is the only work left there, and nothing is claimable.
+    from annotate.services.projects import InstructionSelection, project_create
+
+    benchmark, systems = benchmark_with_responses(instructions=1, systems=2, questions=1)
+    first, second = (
+        project_create(
+            name=name, benchmark=benchmark, systems=systems, selection=InstructionSelection()
+        )
+        for name in ("First", "Second")
+    )
+    waiting = claim_for(annotator_user, second)
+    client.force_login(annotator_user)
+    done = client.get(reverse("work:project-done", args=[first.id])).text
+    assert "Second" in done
+    assert f'href="{reverse("work:assignment", args=[waiting.id])}"' in done
+
+
+@pytest.mark.parametrize("mode", [ProjectMode.DRFR, ProjectMode.DIRECT_SCORE, ProjectMode.BOTH])
+def test_the_task_page_headings_go_down_one_level_at_a_time(client, annotator_user, mode):
+    project = project_with_tasks(instructions=1, systems=2, questions=1, mode=mode)
+    assignment = claim_for(annotator_user, project)
+    client.force_login(annotator_user)
+    page = client.get(reverse("work:assignment", args=[assignment.id])).text
+    levels = [int(level) for level in re.findall(r"<h([1-6])[\s>]", page)]
+    assert levels[0] == 1
+    assert all(after <= before + 1 for before, after in zip(levels, levels[1:], strict=False))

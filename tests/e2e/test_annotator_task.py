@@ -250,3 +250,38 @@ def test_answers_and_active_time_survive_a_reload_until_submitted(page_for):
     assert Label.objects.filter(assignment=assignment).count() == 4
     # The next task opens blank: the draft belongs to the task it was written on.
     assert page.locator("#answered-count").inner_text() == "0"
+
+
+def test_enter_on_a_button_outside_the_task_form_presses_that_button(page_for):
+    project_with_tasks(instructions=2, systems=2, questions=1)
+    user = UserFactory(username="returner", roles=[ANNOTATOR])
+    page = page_for(user)
+    start_next_task_with_keyboard(page)
+    first = Assignment.objects.get(annotator__user=user)
+    page.keyboard.press("y")  # one of two answered: Enter on the task form would list the rest
+    tab_to(page, "Return this task (someone else will do it)")
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    page.wait_for_url("**/annotate/")
+    assert "Task returned" in page.locator(".messages").inner_text()
+    first.refresh_from_db()
+    assert first.status == AssignmentStatus.RETURNED
+    page.get_by_role("button", name="Start next task").click()
+    page.wait_for_url("**/annotate/assignments/*/")
+    page.wait_for_load_state()
+    page.locator("button", has_text="Log out").focus()
+    page.keyboard.press("Enter")
+    page.wait_for_url("**/accounts/login/")
+
+
+def test_a_long_word_in_a_question_or_response_wraps_on_a_phone(page_for):
+    project = project_with_tasks(instructions=1, systems=2, questions=1)
+    instruction = project.batches.get().tasks.get().instruction
+    link = "https://example.org/" + "y" * 150
+    instruction.questions.update(text=f"Does the answer link {link}?")
+    instruction.responses.update(text=f"See {link}")
+    user = UserFactory(username="phone-reader", roles=[ANNOTATOR])
+    page = page_for(user, viewport={"width": 390, "height": 844})
+    start_next_task_with_keyboard(page)
+    assert link in page.locator("fieldset.question legend").first.inner_text()
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390

@@ -174,3 +174,70 @@ def test_a_streamed_answer_grows_on_the_page_then_stands_whole_without_a_reload(
         snap(page, "whole answer")
     session = RevisionSession.objects.get(annotator=user)
     assert (session.initial_answer, session.initial_partial) == (STREAMED, "")
+
+
+def held_back(page, seconds=0.6):
+    """Let every form reach the server at once but give the browser its answer `seconds` later,
+    as a slow network does; return the list of (status, path) of the forms' answers."""
+    import time
+    from urllib.parse import urlsplit
+
+    answers = []
+
+    def route(route):
+        if route.request.method != "POST":
+            route.continue_()
+            return
+        response = route.fetch(max_redirects=0)
+        answers.append((response.status, urlsplit(route.request.url).path))
+        time.sleep(seconds)
+        route.fulfill(response=response)
+
+    page.route("**/*", route)
+    return answers
+
+
+def test_a_second_click_while_the_first_is_on_its_way_sends_nothing(page_for, settings, tmp_path):
+    page, user = start_session(
+        page_for, settings, tmp_path, study="e2e-double", system="m", user="e2e-double"
+    )
+    session = RevisionSession.objects.get(annotator=user)
+    page.fill("#instruction", "Shorter.")
+    page.check("input[value=stylistic]")
+    answers = held_back(page)
+    double_click = """selector => {
+        const button = document.querySelector(selector);
+        button.click();
+        setTimeout(() => button.click(), 150);
+    }"""
+    page.evaluate(double_click, "#turn-form button[type=submit]")
+    page.locator("#rate-form").wait_for()
+    assert [status for status, _ in answers] == [302]
+    assert Turn.objects.filter(session=session).count() == 1
+    page.locator("body").click()
+    page.keyboard.press("1")
+    page.fill("#comment", "Shorter indeed.")
+    page.evaluate(double_click, "#rate-form button[type=submit]")
+    page.locator("#turn-form").wait_for()
+    assert [status for status, _ in answers] == [302, 302]
+    assert "Cannot do that" not in page.content()
+    assert Turn.objects.get(session=session).rating == "good"
+
+
+def test_a_long_link_in_an_instruction_wraps_on_a_phone_and_beside_the_passages(
+    page_for, settings, tmp_path
+):
+    page, _ = start_session(
+        page_for, settings, tmp_path, study="e2e-long", system="m", user="e2e-long"
+    )
+    link = "https://example.org/" + "x" * 200
+    page.fill("#instruction", f"Cite {link} please.")
+    page.check("input[value=stylistic]")
+    page.get_by_role("button", name="Send instruction").click()
+    page.locator("#rate-form").wait_for()
+    said = page.locator("#rate-form p").first
+    assert link in said.inner_text()
+    # Its text stays in its box: not under the passages beside it.
+    assert said.evaluate("p => p.scrollWidth <= p.clientWidth + 1")  # +1: subpixel rounding
+    page.set_viewport_size({"width": 390, "height": 844})
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390

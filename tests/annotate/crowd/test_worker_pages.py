@@ -10,7 +10,14 @@ from annotate.crowd.fake import FakePlatform
 from annotate.crowd.models import Hit, WorkerBlock
 from annotate.crowd.services import publishing
 from annotate.crowd.services.publishing import PublishSettings
-from annotate.models import Annotator, AnnotatorKind, Assignment, AssignmentStatus, Label
+from annotate.models import (
+    Annotator,
+    AnnotatorKind,
+    Assignment,
+    AssignmentStatus,
+    Label,
+    ProjectMode,
+)
 
 pytestmark = pytest.mark.django_db
 SUBMIT_TO = "https://workersandbox.mturk.com"
@@ -361,3 +368,18 @@ def test_an_admin_continues_a_demo_workers_unfinished_hit(client, published, adm
     assert FakePlatform.store.assignments[held.platform_assignment_id].status == "Submitted"
     section = client.get(detail).text.split('id="demo-unfinished"')[1].split("</section>")[0]
     assert "Continue as DEMOWORKER2" in section and "DEMOWORKER1" not in section
+
+
+def test_scores_sent_twice_lead_to_the_questions_not_to_the_completion_code(client, study):
+    # A double click on "Save scores and continue": the second send finds the scores stored.
+    study.batch.project.mode = ProjectMode.BOTH
+    study.batch.project.save()
+    started = _join(client, study, PROLIFIC_PID="P5")
+    scores = {"r1_score": "4", "r2_score": "2"}
+    first = client.post(started["Location"], scores)
+    again = client.post(started["Location"], scores)
+    assert first.status_code == again.status_code == 302
+    assert again["Location"] == started["Location"]
+    page = client.get(again["Location"])
+    assert "Step 2 of 2" in page.text and "C0DE42" not in page.text
+    assert Assignment.objects.get(annotator__worker_id="P5").submitted_at is None

@@ -363,3 +363,57 @@ def test_after_a_bad_unedited_revision_the_page_shows_the_answer_the_next_turn_r
     answer = page.split('id="answer"')[1].split("</pre>")[0]
     assert answer.endswith(f">{a0}\nRevised for: Use a list.") and 'id="dropped"' not in page
     assert "Answer after turn 2" in page
+
+
+def test_the_keyboard_legend_names_only_the_keys_of_the_step(
+    client, study, annotator, django_capture_on_commit_callbacks
+):
+    client.force_login(annotator)
+    with django_capture_on_commit_callbacks(execute=True):
+        session = session_assign(study=study, user=annotator, now=timezone.now())
+    url = reverse("revision:session", args=[session.pk])
+
+    def legend():
+        page = client.get(url).content.decode()
+        return page.split('aria-label="Keyboard shortcuts">')[1].split("</aside>")[0]
+
+    assert "submit" in legend() and "rate" not in legend()  # writing: no rating to give
+    instruct(django_capture_on_commit_callbacks, session, annotator, "Shorter.")
+    assert "rate" in legend() and "comment" in legend()
+
+
+def rerating_of(study, annotator):
+    """A finished turn of someone else's session, sent to `annotator` to rate again."""
+    from annotate.revision.models import Rerating
+
+    owner = UserFactory(username="owner", roles=[ANNOTATOR])
+    session = RevisionSession.objects.create(
+        study=study,
+        question=study.questions.first(),
+        system=study.systems.first(),
+        annotator=owner,
+        status="finished",
+        initial_answer="a0",
+        created_at=timezone.now(),
+    )
+    turn = Turn.objects.create(
+        session=session, position=1, instruction="Cite a paper.", answer="a1 [0]", rating="good"
+    )
+    return Rerating.objects.create(turn=turn, annotator=annotator, created_at=timezone.now())
+
+
+def test_a_refused_rerating_keeps_its_choice_and_a_saved_one_says_so(client, study, annotator):
+    rerating = rerating_of(study, annotator)
+    client.force_login(annotator)
+    home = client.get(reverse("revision:home")).content.decode()
+    assert "turn 1: Cite a paper." in home  # which turn, not only the question
+    url = reverse("revision:rerating", args=[rerating.pk])
+    page = client.get(url).content.decode()
+    assert 'aria-label="Keyboard shortcuts"' in page
+    refused = client.post(url, {"rating": "bad", "comment": "  "})
+    assert refused.status_code == 400
+    assert 'value="bad" data-key="3" checked' in refused.content.decode()
+    saved = client.post(url, {"rating": "bad", "comment": "No paper cited."}, follow=True)
+    assert saved.redirect_chain[-1][0] == reverse("revision:home")
+    assert "Rating saved" in saved.content.decode()
+    assert "Cite a paper." not in saved.content.decode()  # nothing left to rate again
