@@ -76,13 +76,22 @@
       var key = prefix + box.dataset.draft;
       liveKeys[key] = true;
       var saved = window.localStorage.getItem(key);
-      if (saved !== null) { box.value = saved; }
+      if (saved !== null) {
+        box.value = saved;
+      } else if (box.value !== box.defaultValue) {
+        window.localStorage.setItem(key, box.value);  // typed before this script ran
+      }
       box.addEventListener("input", function () { window.localStorage.setItem(key, box.value); });
     });
     form.querySelectorAll("input[type=radio][data-draft]").forEach(function (input) {
       var key = prefix + input.dataset.draft;
       liveKeys[key] = true;
-      if (window.localStorage.getItem(key) === input.value) { input.checked = true; }
+      var chosen = window.localStorage.getItem(key);
+      if (chosen === input.value) {
+        input.checked = true;
+      } else if (chosen === null && input.checked && !input.defaultChecked) {
+        window.localStorage.setItem(key, input.value);  // chosen before this script ran
+      }
       input.addEventListener("change", function () {
         if (input.checked) { window.localStorage.setItem(key, input.value); }
       });

@@ -129,6 +129,38 @@ def test_a_refused_or_reloaded_rating_keeps_its_drafts_and_an_untouched_answer_i
     assert page.input_value("#comment") == ""  # the first rating's drafts are gone
 
 
+def test_a_draft_typed_before_the_page_script_ran_is_kept(page_for, settings, tmp_path):
+    """The rating form shows as soon as the page's HTML is in; its script (deferred) attaches
+    the draft keeping afterwards. A comment typed in between was lost on a reload or refusal
+    (and made the test above fail one run in six)."""
+    page, user = start_session(
+        page_for, settings, tmp_path, study="e2e-early", system="m", user="e2e-early"
+    )
+    session = RevisionSession.objects.get(annotator=user)
+    page.fill("#instruction", "Shorter.")
+    page.check("input[value=stylistic]")
+    page.get_by_role("button", name="Send instruction").click()
+    page.locator("#rate-form").wait_for()
+    scripts = []
+
+    def hold_script(route):
+        scripts.append(route)  # answered below, once the comment is typed
+
+    page.route("**/revision/session.js", hold_script)
+    page.goto(f"/revision/sessions/{session.pk}/", wait_until="commit")
+    page.locator("#comment").wait_for()
+    page.fill("#comment", "Typed early.")
+    page.check("input[name=rating][value=neutral]")
+    page.wait_for_timeout(100)
+    assert scripts, "the page asked for its script"
+    page.unroute("**/revision/session.js")
+    scripts[0].continue_()
+    page.wait_for_load_state("load")
+    page.reload()
+    assert page.input_value("#comment") == "Typed early."
+    assert page.is_checked("input[name=rating][value=neutral]")
+
+
 STREAMED = "A streamed answer that cites the retrieved passages [0] and grows word by word."
 
 
