@@ -267,6 +267,36 @@ def test_the_study_pages_fail_a_run_whose_worker_died_without_a_periodic_reaper(
     assert alive.status == "running"  # beating: left alone
 
 
+@pytest.mark.parametrize("page", ["report", "judge-new"])
+def test_the_study_pages_queries_do_not_grow_with_the_runs_that_are_beating(
+    client, tmp_path, admin_user, page, django_assert_num_queries
+):
+    """Only a run past the heartbeat timeout goes to the reaper: one beating run or six, the
+    page costs the same queries (each went to the reaper, one query apiece, before)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    from django.urls import reverse
+
+    study = sample_study(tmp_path)
+    args = [study.pk] if page == "report" else [study.pk, "rating-judge"]
+    url = reverse(f"revision-reports:{page}", args=args)
+    client.force_login(admin_user)
+    _stuck_run(study, admin_user, beat_age=1)
+    client.get(url)  # the report's cache, filled once
+    with CaptureQueriesContext(connection) as one_run:
+        client.get(url)
+    queries = len(one_run)  # now: the next request clears the connection's query log
+    for _ in range(5):
+        _stuck_run(study, admin_user, beat_age=1)
+    client.get(url)
+
+    with django_assert_num_queries(queries):
+        answer = client.get(url)
+
+    assert answer.status_code == 200
+    assert answer.text.count(">Running<") == 6
+
+
 def test_the_migration_repairs_runs_left_running_after_their_engine_run_ended(tmp_path, admin_user):
     import importlib
 
