@@ -241,7 +241,9 @@ def test_every_table_5_figure_shows_its_bootstrap_interval_on_the_page_and_in_th
     from django.urls import reverse
 
     from annotate.roles import RESEARCHER
+    from evaluation.report_formats import _fixed
     from evaluation.revision.formats import TABLES, revision_latex, revision_markdown
+    from evaluation.revision.views import _cell
 
     row = {
         "model": "m", "mode": "zero-shot", "shots": 0, "n": 8,
@@ -255,6 +257,9 @@ def test_every_table_5_figure_shows_its_bootstrap_interval_on_the_page_and_in_th
         report
     )
     assert "0.63 {\\scriptsize [0.25, 0.88]} & 50 {\\scriptsize [13, 88]}" in revision_latex(report)
+    # The page's cells to three digits, halves up too: 0.0625 is 0.063 (Python's f"{:.3f}"
+    # rounds it to even, 0.062, so the check below builds its text with the same _fixed).
+    assert _cell({**row, "accuracy_ci_low": 0.0625}, "accuracy")["interval"] == "[0.063, 0.875]"
 
     study = sample_study(tmp_path)
     run = judge_run_create(study=study, task="rating-judge", mode="zero-shot", now=timezone.now())
@@ -265,8 +270,8 @@ def test_every_table_5_figure_shows_its_bootstrap_interval_on_the_page_and_in_th
     built = revision_report_build(study=study)["table5"]["rows"]
     accuracy = table5["columns"].index("Accuracy")
     for shown, figures in zip(table5["rows"], built, strict=True):
-        low, high = figures["accuracy_ci_low"], figures["accuracy_ci_high"]
-        assert shown[accuracy]["interval"] == f"[{low:.3f}, {high:.3f}]"
+        low, high = (_fixed(figures[f"accuracy_ci_{end}"], digits=3) for end in ("low", "high"))
+        assert shown[accuracy]["interval"] == f"[{low}, {high}]"
     cell = table5["rows"][0][accuracy]
     assert f'{cell["text"]} <span class="ci">{cell["interval"]}</span>' in page.text
 
