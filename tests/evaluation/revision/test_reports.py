@@ -328,3 +328,18 @@ def test_every_format_gives_the_classifier_agreement_and_the_split(tmp_path, cli
     client.force_login(UserFactory(roles=[RESEARCHER]))
     page = client.get(reverse("revision-reports:report", args=[study.pk])).content.decode()
     assert "75.0% on the 4 turns having both" in page and "Split of seed 4" in page
+
+
+def test_the_agreement_note_says_when_no_classifier_has_run_yet(tmp_path):
+    """Without a classifier run the note said "no turn has both (no classifier run)": true, but
+    it read as if turns were missing. A run that labelled no human-labelled turn keeps it."""
+    from evaluation.revision.formats import revision_markdown, table_notes
+
+    markdown = revision_markdown(revision_report_build(study=sample_study(tmp_path)))
+
+    assert markdown.count("Classifier agreement with the human labels: no classifier run yet.") == 2
+    assert "no turn has both" not in markdown
+    table = {"rows": [], "agreement": {"run": 3, "compared": 0, "agreement": None}}
+    assert table_notes({"table3": table}, "table3") == [
+        "Classifier agreement with the human labels: no turn has both (run #3)."
+    ]
