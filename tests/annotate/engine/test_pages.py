@@ -199,6 +199,18 @@ def test_the_api_refuses_a_researchers_dry_run_on_a_paid_endpoint_and_keeps_noth
 
 
 @pytest.mark.django_db
+def test_the_runs_page_links_the_endpoints_for_admins_only(client, researcher, admin_user):
+    """Researchers have the page in their menu, and its "Endpoints (admins)" link was a 403."""
+    endpoints = reverse("engine:endpoint-list")
+    client.force_login(researcher)
+    assert endpoints not in client.get(reverse("engine:run-list")).text
+    client.force_login(admin_user)
+    page = client.get(reverse("engine:run-list")).text
+    assert f'Generate responses</a> · <a href="{endpoints}">Endpoints</a></p>' in page
+    assert client.get(endpoints).status_code == 200
+
+
+@pytest.mark.django_db
 def test_annotators_see_no_run(client, annotator_user):
     client.force_login(annotator_user)
     endpoint = make_endpoint("", name="fake")
