@@ -1,5 +1,6 @@
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.http import HttpResponseRedirect
 
 from evaluation.errors import JudgeConfigError
 from evaluation.models import JudgeCall, JudgeConfig, JudgeConversation, JudgeRun, ReportExport
@@ -14,8 +15,6 @@ class JudgeConfigAdminForm(forms.ModelForm):
     def clean_name(self) -> str:
         """A new judge's name must be free among annotators too (its labels' annotator)."""
         name = self.cleaned_data["name"]
-        if self.instance.pk is not None:
-            return name
         try:
             return judge_config_name_check(name=name)
         except JudgeConfigError as error:
@@ -26,6 +25,19 @@ class JudgeConfigAdminForm(forms.ModelForm):
 class JudgeConfigAdmin(admin.ModelAdmin):
     list_display = ["name", "endpoint", "protocol", "created_at"]
     form = JudgeConfigAdminForm
+
+    def get_readonly_fields(self, request, obj=None):
+        # The judge's labels land under an annotator of its name, made with it: a rename would
+        # leave that annotator behind under the old name (and could take a human's).
+        readonly = super().get_readonly_fields(request, obj)
+        return readonly if obj is None else [*readonly, "name"]
+
+    def add_view(self, request, form_url="", extra_context=None):
+        try:
+            return super().add_view(request, form_url, extra_context)
+        except JudgeConfigError as error:  # the name was taken after the form checked it
+            messages.error(request, str(error))  # nothing kept: the add view's transaction
+            return HttpResponseRedirect(request.get_full_path())
 
     def save_model(self, request, obj, form, change):
         if change:

@@ -12,6 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotate.engine.bulk import rows_insert
+from annotate.engine.client import estimate_prompt_tokens
 from annotate.engine.protocols import UnitEstimate, UnitFailed
 from annotate.verbalizer.models import ModelAnswer, Prompt, SystemRun
 
@@ -79,7 +80,8 @@ class VerbalizerProtocol:
         return {key: _messages(texts[_prompt_id(key)]) for key in keys}
 
     def estimate(self, run, key, work) -> UnitEstimate:
-        return UnitEstimate(calls=1, prompt_tokens=len(work[0]["content"]) // 4 + 8)
+        """One call a prompt, its messages counted as the engine counts a sent request."""
+        return UnitEstimate(calls=1, prompt_tokens=estimate_prompt_tokens(work))
 
     def execute(self, run, key, ctx) -> str:
         call = ctx.chat(ctx.work, purpose="verbalizer")

@@ -91,8 +91,10 @@ def table_notes(report: dict, table: str, *, percent_digits: int = 0) -> list[st
     notes = []
     agreement = value.get("agreement")
     if agreement is not None:
-        run = f"run #{agreement['run']}" if agreement["run"] is not None else "no classifier run"
-        if agreement["compared"]:
+        run = f"run #{agreement['run']}"
+        if agreement["run"] is None:
+            notes.append("Classifier agreement with the human labels: no classifier run yet.")
+        elif agreement["compared"]:
             share = _fixed(agreement["agreement"], scale=100, digits=percent_digits, minus="-")
             compared = agreement["compared"]
             notes.append(

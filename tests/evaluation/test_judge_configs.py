@@ -108,3 +108,62 @@ def test_django_admin_refuses_a_name_taken_by_an_annotator_in_its_form(client, a
     made = client.post(url, {"name": "judge-1", "endpoint": fake.pk, "protocol": "multi_turn"})
     assert made.status_code == 302
     assert JudgeConfig.objects.get().annotator.name == "judge-1"
+
+
+def _admin_client(client, admin_user):
+    admin_user.is_staff = admin_user.is_superuser = True
+    admin_user.save()
+    client.force_login(admin_user)
+    return client
+
+
+def test_django_admin_refuses_a_name_taken_after_its_form_checked_it_not_a_server_error(
+    client, admin_user, monkeypatch
+):
+    """Free when the form checks it, taken when the judge is made (another request won): the
+    add page says so and keeps nothing (judge_config_create's refusal was a 500)."""
+    from django.urls import reverse
+
+    import evaluation.admin
+    from evaluation.services.judge_configs import judge_config_name_check
+
+    def checked_then_taken(*, name: str) -> str:
+        checked = judge_config_name_check(name=name)
+        AnnotatorFactory(name=name)  # the other request, between the check and the create
+        return checked
+
+    monkeypatch.setattr(evaluation.admin, "judge_config_name_check", checked_then_taken)
+    fake = make_endpoint("", name="offline")
+    url = reverse("admin:evaluation_judgeconfig_add")
+    before = _written()
+
+    page = _admin_client(client, admin_user).post(
+        url, {"name": "race", "endpoint": fake.pk, "protocol": "multi_turn"}, follow=True
+    )
+
+    assert page.status_code == 200 and page.redirect_chain == [(url, 302)]
+    assert "The name &#x27;race&#x27; is taken by an annotator or a judge." in page.text
+    assert _written() == before
+
+
+def test_django_admin_shows_an_existing_judges_name_read_only(client, admin_user):
+    """Renaming a judge left its annotator (its labels) under the old name, and could take a
+    human annotator's name: the change form no longer offers the name."""
+    from django.urls import reverse
+
+    fake = make_endpoint("", name="offline")
+    config = judge_config_create(name="judge-1", endpoint=fake)
+    AnnotatorFactory(name="ana")
+    url = reverse("admin:evaluation_judgeconfig_change", args=[config.pk])
+    admin = _admin_client(client, admin_user)
+
+    assert 'name="name"' not in admin.get(url).text
+    saved = admin.post(url, {"name": "ana", "endpoint": fake.pk, "protocol": "all_in_one"})
+
+    assert saved.status_code == 302
+    config.refresh_from_db()
+    assert (config.name, config.annotator.name, config.protocol) == (
+        "judge-1",
+        "judge-1",
+        "all_in_one",
+    )

@@ -6,7 +6,7 @@ from django.urls import reverse
 from annotate.engine.models import CallStatus, Endpoint, EngineRun, RunStatus
 from annotate.engine.services import engine_background_wait
 from annotate.models import Benchmark, Response
-from tests.annotate.engine.conftest import make_endpoint, make_instructions
+from tests.annotate.engine.conftest import dollar_a_thousand, make_endpoint, make_instructions
 
 
 @pytest.fixture
@@ -174,6 +174,40 @@ def test_the_api_starts_a_generation_run_and_reports_its_progress(admin_client, 
     engine_background_wait(30)
     data = admin_client.get(started.json()["progress_url"]).json()
     assert data["status"] == "done" and data["units_done"] == 2 and len(stub.requests) == 2
+
+
+@pytest.mark.django_db
+def test_the_api_refuses_a_researchers_dry_run_on_a_paid_endpoint_and_keeps_nothing(
+    researcher_client, stub
+):
+    """An estimate on a paid endpoint is refused as the run is: only an admin may use one. Its
+    system is not made either."""
+    from django.apps import apps
+
+    make_instructions(2)
+    dollar_a_thousand(stub, concurrency=1, name="paid")
+    body = {"benchmark": "bench", "system": "api-sys", "endpoint": "paid", "dry_run": True}
+    before = {model._meta.label: model.objects.count() for model in apps.get_models()}
+
+    dry = researcher_client.post(
+        reverse("api-engine-generation-runs"), body, content_type="application/json"
+    )
+
+    assert dry.status_code == 403 and "only an admin" in dry.json()["detail"]
+    assert {model._meta.label: model.objects.count() for model in apps.get_models()} == before
+    assert stub.requests == []
+
+
+@pytest.mark.django_db
+def test_the_runs_page_links_the_endpoints_for_admins_only(client, researcher, admin_user):
+    """Researchers have the page in their menu, and its "Endpoints (admins)" link was a 403."""
+    endpoints = reverse("engine:endpoint-list")
+    client.force_login(researcher)
+    assert endpoints not in client.get(reverse("engine:run-list")).text
+    client.force_login(admin_user)
+    page = client.get(reverse("engine:run-list")).text
+    assert f'Generate responses</a> · <a href="{endpoints}">Endpoints</a></p>' in page
+    assert client.get(endpoints).status_code == 200
 
 
 @pytest.mark.django_db

@@ -2,7 +2,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from annotate.revision.models import CallStatus, RevisionSession, Turn
+from annotate.revision.models import CallStatus, RevisionSession, Study, Turn
 from annotate.revision.services.sessions import session_assign, turn_rate, turn_start
 from annotate.roles import ANNOTATOR
 from tests.annotate.revision.conftest import instruct
@@ -417,3 +417,34 @@ def test_a_refused_rerating_keeps_its_choice_and_a_saved_one_says_so(client, stu
     assert saved.redirect_chain[-1][0] == reverse("revision:home")
     assert "Rating saved" in saved.content.decode()
     assert "Cite a paper." not in saved.content.decode()  # nothing left to rate again
+
+
+@pytest.mark.parametrize("ended_by", ["satisfied", "max_turns"])
+def test_a_session_ended_after_a_bad_unedited_revision_shows_its_final_answer(
+    client, study, annotator, django_capture_on_commit_callbacks, ended_by
+):
+    """Once no instruction can follow (the annotator is satisfied, or the last turn allowed is
+    rated), the dropped revision's answer before it is the session's final answer: the page
+    no longer speaks of a next instruction."""
+    from annotate.revision.services.sessions import session_finish
+
+    capture = django_capture_on_commit_callbacks
+    if ended_by == "max_turns":
+        Study.objects.filter(pk=study.pk).update(max_turns=1)
+    client.force_login(annotator)
+    with capture(execute=True):
+        session = session_assign(study=study, user=annotator, now=timezone.now())
+    session.refresh_from_db()
+    instruct(capture, session, annotator, "Shorter.")
+    turn_rate(session_id=session.pk, user=annotator, rating="bad", comment="no", now=timezone.now())
+    if ended_by == "satisfied":
+        session_finish(session_id=session.pk, user=annotator, now=timezone.now())
+
+    page = client.get(reverse("revision:session", args=[session.pk])).content.decode()
+
+    assert "This session is finished" in page
+    assert "next instruction" not in page
+    assert '<h2 id="answer-title">Final answer of the session</h2>' in page
+    assert "turn 1's revision bad and did not edit it, so it was dropped" in page
+    answer = page.split('id="answer"')[1].split("</pre>")[0]
+    assert answer.endswith(f">{session.initial_answer}")

@@ -73,6 +73,29 @@ def test_the_command_takes_a_spending_cap_and_a_dry_run(stub, two_items, capsys)
     assert 0 < ModelAnswer.objects.count() == len(stub.requests) < 4
 
 
+def test_the_estimate_counts_the_prompts_the_run_then_sends(stub, two_items):
+    """Each prompt counted as the engine counts a sent one. It was len(text) // 4 + 8, one
+    token more than the engine's count for a text whose length is a multiple of four."""
+    from annotate.engine.client import estimate_prompt_tokens
+    from annotate.engine.services import engine_run_estimate
+    from annotate.verbalizer.models import Prompt
+    from annotate.verbalizer.services.runs import verbalizer_run_create, verbalizer_run_execute
+
+    for prompt in Prompt.objects.all():  # every length a multiple of four: where the two differ
+        prompt.text += " " * (-len(prompt.text) % 4)
+        prompt.save(update_fields=["text"])
+    stub.responder = first_word
+    make_endpoint(stub.base_url, name="e", max_tokens=5)
+    system_run = verbalizer_run_create(evaluation_set=two_items, system="m", endpoint="e")
+
+    estimate = engine_run_estimate(run=system_run.engine_run)
+    verbalizer_run_execute(system_run=system_run)
+
+    sent = [body["messages"] for body in stub.requests]
+    assert estimate.units == estimate.calls == len(sent) == 4
+    assert estimate.prompt_tokens == sum(estimate_prompt_tokens(m) for m in sent)
+
+
 def test_a_failed_call_stores_no_answer_and_the_next_start_fills_it(stub, two_items):
     stub.responder = first_word
     stub.fail_next(400, message="bad request")

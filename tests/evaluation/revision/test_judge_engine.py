@@ -220,8 +220,8 @@ def test_a_revision_judge_run_whose_worker_died_fails_with_its_engine_run(tmp_pa
     assert run.status == "failed" and "stopped answering" in run.error
 
 
-def _stuck_run(study, admin_user, *, engine_status="running", beat_age=None):
-    """A judge run of `study` marked running whose engine run is `engine_status`, its
+def _stuck_run(study, admin_user, *, engine_status="running", beat_age=None, status="running"):
+    """A judge run of `study` marked `status` whose engine run is `engine_status`, its
     heartbeat `beat_age` seconds old (default: past the timeout)."""
     from datetime import timedelta
 
@@ -242,7 +242,7 @@ def _stuck_run(study, admin_user, *, engine_status="running", beat_age=None):
         now=now,
     )  # fmt: skip  (never starts: the test's transaction does not commit)
     age = settings.ENGINE_HEARTBEAT_TIMEOUT_SECONDS + 60 if beat_age is None else beat_age
-    RevisionJudgeRun.objects.filter(pk=run.pk).update(status="running")
+    RevisionJudgeRun.objects.filter(pk=run.pk).update(status=status)
     EngineRun.objects.filter(pk=run.engine_run_id).update(
         status=engine_status, heartbeat=now - timedelta(seconds=age), error="worker gone"
     )
@@ -267,11 +267,43 @@ def test_the_study_pages_fail_a_run_whose_worker_died_without_a_periodic_reaper(
     assert alive.status == "running"  # beating: left alone
 
 
+@pytest.mark.parametrize("page", ["report", "judge-new"])
+def test_the_study_pages_queries_do_not_grow_with_the_runs_that_are_beating(
+    client, tmp_path, admin_user, page, django_assert_num_queries
+):
+    """Only a run past the heartbeat timeout goes to the reaper: one beating run or six, the
+    page costs the same queries (each went to the reaper, one query apiece, before)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    from django.urls import reverse
+
+    study = sample_study(tmp_path)
+    args = [study.pk] if page == "report" else [study.pk, "rating-judge"]
+    url = reverse(f"revision-reports:{page}", args=args)
+    client.force_login(admin_user)
+    _stuck_run(study, admin_user, beat_age=1)
+    client.get(url)  # the report's cache, filled once
+    with CaptureQueriesContext(connection) as one_run:
+        client.get(url)
+    queries = len(one_run)  # now: the next request clears the connection's query log
+    for _ in range(5):
+        _stuck_run(study, admin_user, beat_age=1)
+    client.get(url)
+
+    with django_assert_num_queries(queries):
+        answer = client.get(url)
+
+    assert answer.status_code == 200
+    assert answer.text.count(">Running<") == 6
+
+
 def test_the_migration_repairs_runs_left_running_after_their_engine_run_ended(tmp_path, admin_user):
     import importlib
+    from datetime import timedelta
 
     from django.apps import apps
 
+    from annotate.engine.models import EngineRun
     from evaluation.revision.models import RevisionJudgeRun
 
     repair = importlib.import_module(
@@ -281,13 +313,28 @@ def test_the_migration_repairs_runs_left_running_after_their_engine_run_ended(tm
     failed = _stuck_run(study, admin_user, engine_status="failed")
     done = _stuck_run(study, admin_user, engine_status="done")
     running = _stuck_run(study, admin_user, beat_age=1)
+    cancelled = _stuck_run(study, admin_user, engine_status="cancelled", status="pending")
+    EngineRun.objects.filter(pk=cancelled.engine_run_id).update(error="Stopped on request.")
+    # Ended already: left as it is, whatever its engine run says since.
+    finished = _stuck_run(study, admin_user, engine_status="failed", status="done")
+    ended_at = timezone.now() - timedelta(days=1)
+    RevisionJudgeRun.objects.filter(pk=finished.pk).update(finished_at=ended_at)
 
     repair(apps, None)
 
     states = dict(RevisionJudgeRun.objects.values_list("pk", "status"))
-    assert states == {failed.pk: "failed", done.pk: "done", running.pk: "running"}
+    assert states == {
+        failed.pk: "failed",
+        done.pk: "done",
+        running.pk: "running",
+        cancelled.pk: "failed",
+        finished.pk: "done",
+    }
     assert RevisionJudgeRun.objects.get(pk=failed.pk).error == "worker gone"
     assert RevisionJudgeRun.objects.get(pk=done.pk).finished_at is not None
+    assert RevisionJudgeRun.objects.get(pk=cancelled.pk).error == "Stopped on request."
+    finished.refresh_from_db()
+    assert (finished.error, finished.finished_at) == ("", ended_at)
 
 
 @pytest.mark.parametrize(

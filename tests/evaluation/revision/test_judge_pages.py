@@ -310,6 +310,22 @@ def test_api_takes_a_spending_cap_and_a_dry_run_that_keeps_nothing(client, admin
     assert expected.units == 6 and expected.prompt_tokens > 0  # the six rated turns
 
 
+def test_api_refuses_a_researchers_dry_run_on_a_paid_endpoint_and_keeps_nothing(
+    client, researcher, tmp_path
+):
+    """An estimate on a paid endpoint is refused as the run is: only an admin may use one."""
+    study = sample_study(tmp_path)
+    api = reverse("api-revision-judge-runs", args=[study.pk])
+    client.force_login(researcher)
+    with StubOpenAI() as stub:
+        dollar_a_thousand(stub, concurrency=1, name="paid-judge")
+        body = {"task": "instruction-category", "endpoint": "paid-judge", "dry_run": True}
+        before = _row_counts()
+        dry = client.post(api, body, "application/json")
+    assert dry.status_code == 403 and "only an admin" in dry.json()["detail"]
+    assert _row_counts() == before and stub.requests == []
+
+
 def test_the_engine_run_page_links_the_report_while_the_judge_run_exists(
     client, researcher, tmp_path
 ):

@@ -241,7 +241,9 @@ def test_every_table_5_figure_shows_its_bootstrap_interval_on_the_page_and_in_th
     from django.urls import reverse
 
     from annotate.roles import RESEARCHER
+    from evaluation.report_formats import _fixed
     from evaluation.revision.formats import TABLES, revision_latex, revision_markdown
+    from evaluation.revision.views import _cell
 
     row = {
         "model": "m", "mode": "zero-shot", "shots": 0, "n": 8,
@@ -255,6 +257,9 @@ def test_every_table_5_figure_shows_its_bootstrap_interval_on_the_page_and_in_th
         report
     )
     assert "0.63 {\\scriptsize [0.25, 0.88]} & 50 {\\scriptsize [13, 88]}" in revision_latex(report)
+    # The page's cells to three digits, halves up too: 0.0625 is 0.063 (Python's f"{:.3f}"
+    # rounds it to even, 0.062, so the check below builds its text with the same _fixed).
+    assert _cell({**row, "accuracy_ci_low": 0.0625}, "accuracy")["interval"] == "[0.063, 0.875]"
 
     study = sample_study(tmp_path)
     run = judge_run_create(study=study, task="rating-judge", mode="zero-shot", now=timezone.now())
@@ -265,8 +270,8 @@ def test_every_table_5_figure_shows_its_bootstrap_interval_on_the_page_and_in_th
     built = revision_report_build(study=study)["table5"]["rows"]
     accuracy = table5["columns"].index("Accuracy")
     for shown, figures in zip(table5["rows"], built, strict=True):
-        low, high = figures["accuracy_ci_low"], figures["accuracy_ci_high"]
-        assert shown[accuracy]["interval"] == f"[{low:.3f}, {high:.3f}]"
+        low, high = (_fixed(figures[f"accuracy_ci_{end}"], digits=3) for end in ("low", "high"))
+        assert shown[accuracy]["interval"] == f"[{low}, {high}]"
     cell = table5["rows"][0][accuracy]
     assert f'{cell["text"]} <span class="ci">{cell["interval"]}</span>' in page.text
 
@@ -323,3 +328,18 @@ def test_every_format_gives_the_classifier_agreement_and_the_split(tmp_path, cli
     client.force_login(UserFactory(roles=[RESEARCHER]))
     page = client.get(reverse("revision-reports:report", args=[study.pk])).content.decode()
     assert "75.0% on the 4 turns having both" in page and "Split of seed 4" in page
+
+
+def test_the_agreement_note_says_when_no_classifier_has_run_yet(tmp_path):
+    """Without a classifier run the note said "no turn has both (no classifier run)": true, but
+    it read as if turns were missing. A run that labelled no human-labelled turn keeps it."""
+    from evaluation.revision.formats import revision_markdown, table_notes
+
+    markdown = revision_markdown(revision_report_build(study=sample_study(tmp_path)))
+
+    assert markdown.count("Classifier agreement with the human labels: no classifier run yet.") == 2
+    assert "no turn has both" not in markdown
+    table = {"rows": [], "agreement": {"run": 3, "compared": 0, "agreement": None}}
+    assert table_notes({"table3": table}, "table3") == [
+        "Classifier agreement with the human labels: no turn has both (run #3)."
+    ]
