@@ -74,6 +74,13 @@ def test_annotator_does_a_two_turn_session(page_for, settings, tmp_path):
     assert page.locator("#edit-box").is_hidden()
     page.fill("#comment", "Fine.")
     page.get_by_role("button", name="Save rating").click()
+    # Ending asks first (one click under "Send instruction" ended it): cancelled, nothing ends.
+    asked = []
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
+    page.get_by_role("button", name="I am satisfied with this answer: end the session").click()
+    assert asked == ["End the session? You cannot give it another instruction afterwards."]
+    assert RevisionSession.objects.get(annotator=user).status == "active"
+    page.once("dialog", lambda dialog: dialog.accept())
     page.get_by_role("button", name="I am satisfied with this answer: end the session").click()
     page.get_by_text("This session is finished").wait_for()
 
