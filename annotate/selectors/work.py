@@ -10,6 +10,7 @@ from datetime import datetime
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection
 from django.db.models import Count, Q, QuerySet, Subquery, Sum
+from django.utils import timezone
 
 from annotate.compiled import CompiledQuery, prepared_cursor
 from annotate.errors import NotFoundError
@@ -90,6 +91,12 @@ class TaskPage:
     @property
     def is_open(self) -> bool:
         return not self.preview and self.assignment.status == AssignmentStatus.CLAIMED
+
+    @property
+    def deadline_passed(self) -> bool:
+        """The claim's time is up: a submit now counts only if the task's slot is still free."""
+        expires_at = self.assignment.expires_at
+        return expires_at is not None and expires_at <= timezone.now()
 
 
 def assignment_get_for_annotator(*, assignment_id: int, user: AbstractBaseUser) -> Assignment:

@@ -467,3 +467,25 @@ def test_the_task_page_headings_go_down_one_level_at_a_time(client, annotator_us
     levels = [int(level) for level in re.findall(r"<h([1-6])[\s>]", page)]
     assert levels[0] == 1
     assert all(after <= before + 1 for before, after in zip(levels, levels[1:], strict=False))
+
+
+def test_the_task_page_says_by_when_to_submit_and_when_the_time_is_up(client, annotator_user):
+    """A late submit is kept but counts only if the task's slot is still free: the page said
+    nothing about the claim's time."""
+    from datetime import timedelta
+
+    project = project_with_tasks(instructions=1, systems=2, questions=1)
+    assignment = claim_for(annotator_user, project)
+    client.force_login(annotator_user)
+    url = reverse("work:assignment", args=[assignment.id])
+    Assignment.objects.filter(pk=assignment.pk).update(
+        expires_at=timezone.now() + timedelta(minutes=45, seconds=30)
+    )
+    deadline = re.search(r'<p class="tags" id="deadline">(.*?)</p>', client.get(url).text).group(1)
+    assert "Submit by <time datetime=" in deadline and "(45\xa0minutes left)" in deadline
+    Assignment.objects.filter(pk=assignment.pk).update(
+        expires_at=timezone.now() - timedelta(minutes=1)
+    )
+    assert "The time for this task is up: submit now" in client.get(url).text
+    Assignment.objects.filter(pk=assignment.pk).update(status=AssignmentStatus.SUBMITTED)
+    assert 'id="deadline"' not in client.get(url).text  # nothing to submit any more
