@@ -12,10 +12,18 @@
     const button = document.getElementById("key-" + key);
     form.requestSubmit(button);
   }
-  form.addEventListener("submit", function () {
+  // One answer per item: a second click (or key) while the first is on its way would come back
+  // as "answered already" in place of the next item.
+  let submitting = false;
+  form.addEventListener("submit", function (event) {
+    if (submitting) { event.preventDefault(); return; }
+    submitting = true;
     if (!document.getElementById("seconds").value) {
       document.getElementById("seconds").value = ((performance.now() - shown) / 1000).toFixed(3);
     }
+  });
+  window.addEventListener("pageshow", function (event) {
+    if (event.persisted) { submitting = false; sent = false; }  // back here from the history
   });
   document.addEventListener("keydown", function (event) {
     if (event.ctrlKey || event.metaKey || event.altKey) return;

@@ -35,3 +35,28 @@ def test_keys_1_and_2_answer_with_the_first_and_second_word(page_for):
     assert [a.word for a in answers] == ["negative", "positive"]
     assert [a.prompt.text for a in answers][0] == first_text
     assert all(a.seconds is not None and 0 <= a.seconds < 60 for a in answers)
+
+
+def test_a_second_answer_while_the_first_is_on_its_way_sends_nothing(page_for):
+    """Word 1 clicked, then key 2 pressed before the next item came: the second send came back
+    as an "answered already" page in place of the next item. The first answer stands."""
+    fill("Reviews", [True, False])
+    evaluation_set = evaluation_set_create(
+        name="e2e-twice", datasets=["Reviews"], items=2, seed=1, mappings="golden"
+    ).evaluation_set
+    study = human_study_create(evaluation_set=evaluation_set, name="twice", answers_per_prompt=1)
+    page = page_for(UserFactory(username="quick", roles=[ANNOTATOR]))
+    page.goto(f"/verbalizer/work/{study.pk}/")
+    page.wait_for_load_state()
+    held = []
+    page.route("**/verbalizer/work/*/answer/", lambda route: held.append(route))  # waits here
+    page.locator("#key-1").click(no_wait_after=True)
+    page.keyboard.press("2")
+    page.wait_for_timeout(300)
+    assert len(held) == 1  # the second was never sent
+    page.unroute("**/verbalizer/work/*/answer/")
+    held[0].continue_()
+    page.locator("#progress", has_text="You answered 1 of 2.").wait_for()
+    assert "answered already" not in page.content()
+    answer = HumanAnswer.objects.get()
+    assert answer.word == answer.prompt.positive_word
