@@ -53,8 +53,8 @@ def test_admin_publishes_a_study_and_a_worker_answers_with_keys(page_for, fake_m
     admin.wait_for_url(f"**/verbalizer/studies/{study.pk}/publish/")
     admin.select_option("#id_platform", "mturk")
     admin.click("text=Preview the cost")
-    # 2 × 1 × $0.05 × 1.25 = 0.125, rounded to cents as publication_cost does (half to even)
-    assert admin.locator("#cost-total").inner_text() == "$0.12"
+    # 2 × 1 × $0.05 × 1.25 = 0.125, rounded to cents as publication_cost does (halves up)
+    assert admin.locator("#cost-total").inner_text() == "$0.13"
     admin.click("text=Confirm: publish for")
     admin.wait_for_url("**/crowd/publications/*/")
     publication = Publication.objects.get(human_study=study, platform="mturk")
