@@ -74,7 +74,7 @@ def test_judge_command_spending_cap_stops_the_run_and_says_so(capsys):
         with pytest.raises(CommandError, match="exceed the spending cap of \\$0.7 "):
             call_command("judge", "--run", str(run.pk))
         assert len(stub.requests) == 2
-        with pytest.raises(CommandError, match="has spent \\$0.495000 already; a cap of \\$0.4 "):
+        with pytest.raises(CommandError, match="has spent \\$0.495 already; a cap of \\$0.4 "):
             call_command("judge", "--run", str(run.pk), "--spending-cap", "0.4")
         call_command("judge", "--run", str(run.pk), "--spending-cap", "5")
         assert len(stub.requests) == 4

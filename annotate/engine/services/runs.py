@@ -253,7 +253,7 @@ def engine_run_cap_set(
         raise EngineRunError("Field 'spending_cap_usd': a cap cannot be negative.")
     if cap is not None and cap < locked.cost_usd:
         raise EngineRunError(
-            f"Field 'spending_cap_usd': run {run.pk} has spent ${locked.cost_usd} already; "
+            f"Field 'spending_cap_usd': the run has spent {cap_text(locked.cost_usd)} already; "
             f"a cap of {cap_text(cap)} is below it."
         )
     EngineRun.objects.filter(pk=run.pk).update(spending_cap_usd=cap)

@@ -70,7 +70,7 @@ class Command(BaseCommand):
             estimate = engine_run_estimate(run=run.engine_run)
             self.stdout.write(dry_run_line(estimate, units=UNITS, run_id=run.pk))
             return
-        told = cap_on_resume(options["spending_cap"], run=run.engine_run)
+        told = cap_on_resume(options["spending_cap"], run=run.engine_run, run_id=run.pk)
         if told:
             self.stdout.write(told)
         self._execute(run)

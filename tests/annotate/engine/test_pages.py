@@ -385,7 +385,7 @@ def test_run_again_takes_a_higher_cap_after_a_cap_stop_and_refuses_one_below_the
     page = client.get(reverse("engine:run-detail", args=[run.pk])).content.decode()
     assert 'name="spending_cap_usd"' in page and 'value="1.000000"' in page  # its own cap
     below = client.post(url, {"spending_cap_usd": "0.5"})
-    assert below.status_code == 400 and "has spent $0.900000 already" in below.content.decode()
+    assert below.status_code == 400 and "has spent $0.9 already" in below.content.decode()
     negative = client.post(url, {"spending_cap_usd": "-1"})
     assert negative.status_code == 400 and "cannot be negative" in negative.content.decode()
     client.force_login(researcher)  # a paid endpoint's cap is an admin's, as its start

@@ -54,9 +54,10 @@ def estimate_line(estimate: RunEstimate, *, units: str) -> str:
     )
 
 
-def cap_on_resume(cap: Decimal | None, *, run: EngineRun) -> str:
+def cap_on_resume(cap: Decimal | None, *, run: EngineRun, run_id: int | None = None) -> str:
     """--spending-cap with --run: the run goes on under the new cap (raised after a cap stop);
-    return what to tell ("" without the option). Refusals name the field, as on the pages."""
+    return what to tell ("" without the option), naming the run as the command's --run does
+    (`run_id`; default the engine run's). Refusals name the field, as on the pages."""
     if cap is None:
         return ""
     before = run.spending_cap_usd
@@ -64,7 +65,7 @@ def cap_on_resume(cap: Decimal | None, *, run: EngineRun) -> str:
         engine_run_cap_set(run=run, cap=cap)
     except AnnotateError as error:
         raise CommandError(str(error)) from None
-    return f"Run {run.pk}: spending cap {cap_text(before)} -> {cap_text(cap)}."
+    return f"Run {run_id or run.pk}: spending cap {cap_text(before)} -> {cap_text(cap)}."
 
 
 def dry_run_line(estimate: RunEstimate, *, units: str, run_id: int | None = None) -> str:
