@@ -1,5 +1,8 @@
 from django import template
 
+from evaluation.verbalizer import report
+from evaluation.verbalizer.slices import SET_PROMPTS, SLICE_WHO
+
 register = template.Library()
 
 
@@ -17,3 +20,17 @@ def pct_interval(low, high) -> str:
     if low is None or high is None:
         return "n/a"
     return f"{pct(low)}–{pct(high)}"
+
+
+@register.filter
+def system_label(system: str, prompts: str) -> str:
+    """Name a row's system as the report's tables do ("gpt-4, on people's prompts")."""
+    return report.system_label(system, prompts)
+
+
+@register.filter
+def prompts_heading(prompts: str) -> str:
+    """Head the rows of one kind of prompts: the set's, or those some people answered."""
+    if prompts == SET_PROMPTS:
+        return "Every prompt of the set each model answered"
+    return f"On the prompts {SLICE_WHO[prompts]} answered: models beside them on the same prompts"

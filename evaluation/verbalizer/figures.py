@@ -1,14 +1,19 @@
 """The paper's Figures 2-5 drawn from a verbalizer report, with people beside the models.
 
+Each model is drawn on every prompt of the set it answered and, beside the people, once more on
+exactly the prompts the people answered ("gpt-4, on people's prompts"), so bars that stand
+side by side share their prompts; a dotted line parts the two.
+
 Bars are accuracy under the lenient rule (invalid replies not counted) with 95 % item-bootstrap
 intervals; the dashed line is random guessing (50 %); the share of invalid replies is printed
-on each bar ("n/a, inv 100%" where no reply was valid). Same matplotlib conventions as evaluation.figures (Agg canvas, no pyplot,
-deterministic output).
+on each bar ("n/a, inv 100%" where no reply was valid). Same matplotlib conventions as
+evaluation.figures (Agg canvas, no pyplot, deterministic output).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import matplotlib
 
@@ -23,7 +28,11 @@ from evaluation.figures import (  # noqa: E402
     figure_bytes,
     figure_request_check,
 )
-from evaluation.verbalizer.report import FLIPPED_CONDITIONS  # noqa: E402
+from evaluation.verbalizer.report import (  # noqa: E402
+    FLIPPED_CONDITIONS,
+    row_order,
+    system_label,
+)
 
 FIGURES = {
     "groups": "Figure 2: accuracy under natural, neutral and unnatural instructions",
@@ -50,10 +59,17 @@ def _series(name: str, report: dict, rows: list[dict]) -> tuple[str, list[str]]:
 
 
 def _draw_bars(
-    axes, rows: list[dict], systems: list[str], key: str, series: list[str], *, legend: bool = True
+    axes,
+    rows: list[dict],
+    systems: list[str],
+    key: str,
+    series: list[str],
+    *,
+    legend: bool = True,
+    blocks: Sequence[int] = (),
 ) -> None:
     width = 0.8 / max(len(series), 1)
-    values = {(r["system"], r[key]): r for r in rows}
+    values = {(system_label(r["system"], r["prompts"]), r[key]): r for r in rows}
     for s_index, name in enumerate(series):
         labelled = not legend
         for x, system in enumerate(systems):
@@ -83,8 +99,12 @@ def _draw_bars(
                 position, 1, f"inv {100 * row['invalid']:.0f}%", rotation=90, ha="center",
                 va="bottom", fontsize=6, color="white" if value > 25 else "black",
             )  # fmt: skip
+    for start in blocks:  # where the bars on people's prompts begin
+        axes.axvline(start - 0.5, color="grey", linestyle=":", linewidth=0.8)
     axes.axhline(50, color="black", linestyle="--", linewidth=0.8)
-    axes.set_xticks(range(len(systems)), [_text(s) for s in systems], rotation=30, ha="right")
+    # "gpt-4, on people's prompts" on two lines: one line ran far below the axis.
+    ticks = [_text(s).replace(", on ", ",\non ") for s in systems]
+    axes.set_xticks(range(len(systems)), ticks, rotation=30, ha="right")
     axes.set_ylim(0, 105)
     axes.set_ylabel("accuracy (%)")
 
@@ -97,9 +117,9 @@ def render_figure(report: dict, name: str, fmt: str) -> bytes:
     """Draw figure `name` (groups, mappings, flipped, flipped_by_dataset) as SVG, PNG or PDF."""
     figure_request_check(name, fmt, names=FIGURES, available=figure_available(report, name))
     rows = report[name]
-    systems = [
-        s["system"] for s in report["systems"] if any(r["system"] == s["system"] for r in rows)
-    ]
+    pairs = row_order(rows)
+    systems = [system_label(*pair) for pair in pairs]
+    blocks = [i for i in range(1, len(pairs)) if pairs[i][1] != pairs[i - 1][1]]
     key, series = _series(name, report, rows)
     with matplotlib.rc_context(RC):
         if name == "flipped_by_dataset":
@@ -110,13 +130,13 @@ def render_figure(report: dict, name: str, fmt: str) -> bytes:
             for index, dataset in enumerate(datasets):
                 axes = figure.add_subplot(lines, columns, index + 1)
                 subset = [r for r in rows if r["dataset"] == dataset]
-                _draw_bars(axes, subset, systems, key, series, legend=index == 0)
+                _draw_bars(axes, subset, systems, key, series, legend=index == 0, blocks=blocks)
                 axes.set_title(_text(dataset))
         else:
             figure = Figure(figsize=(max(6.0, 1.2 * len(systems) * max(1, len(series) / 3)), 4.2),
                             layout="constrained")  # fmt: skip
             axes = figure.add_subplot()
-            _draw_bars(axes, rows, systems, key, series)
+            _draw_bars(axes, rows, systems, key, series, blocks=blocks)
         figure.suptitle(_text(FIGURES[name] + f" - set {report['set']}"), fontsize=9)
         _legend_that_fits(figure, min(len(series), 3))
         return figure_bytes(figure, fmt)

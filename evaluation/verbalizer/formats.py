@@ -1,7 +1,8 @@
 """The verbalizer report as JSON rows, CSV, LaTeX and Markdown (numbers as fractions; LaTeX and
-Markdown show percentages with one decimal). Two tables: `rows` (accuracy) and `agreement` (Fleiss'
-kappa of people with its bootstrap interval); the LaTeX and Markdown documents of `rows` end with
-the agreement table too."""
+Markdown show percentages with one decimal). Three tables: `rows` (accuracy), `agreement` (Fleiss'
+kappa of people with its bootstrap interval) and `slices` (which prompts people answered, where
+models are scored a second time); the LaTeX and Markdown documents of `rows` say under the
+table which prompts the people answered and end with the agreement table."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ import json
 
 from annotate.services.files import csv_writer
 from evaluation.report_formats import _csv_cell, _fixed, latex_escape
+from evaluation.verbalizer.report import PEOPLE, row_order, system_label
+from evaluation.verbalizer.slices import SET_PROMPTS, SLICE_COLUMNS
 
 FORMATS = ("json", "csv", "latex", "md")
-TABLES = ("rows", "agreement")
+TABLES = ("rows", "agreement", "slices")
 AGREEMENT_COLUMNS = [
     "source", "dataset", "kappa", "ci_low", "ci_high", "items", "raters", "raw_agreement", "note",
 ]  # fmt: skip
@@ -20,7 +23,7 @@ AGREEMENT_COLUMNS = [
 ROW_COLUMNS = [
     "system", "dataset", "group", "mapping", "mode", "n",
     "accuracy_strict", "accuracy_lenient", "invalid", "invalid_strict", "invalid_lenient",
-    "ci_strict_low", "ci_strict_high", "ci_lenient_low", "ci_lenient_high",
+    "ci_strict_low", "ci_strict_high", "ci_lenient_low", "ci_lenient_high", "prompts",
 ]  # fmt: skip
 
 
@@ -65,15 +68,17 @@ def rows_markdown(report: dict) -> str:
             "95% CI (lenient)", "invalid % (lenient)"]  # fmt: skip
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in flat_rows(report):
+        shown = [system_label(row["system"], row["prompts"]), row["dataset"], row["group"],
+                 row["mapping"]]  # fmt: skip
         cells = [
-            *(str(row[k]).replace("|", "\\|") for k in ("system", "dataset", "group", "mapping")),
+            *(str(value).replace("|", "\\|") for value in shown),
             row["mode"], str(row["n"]), _pct(row["accuracy_strict"]),
             _pct(row["accuracy_lenient"]),
             _interval(row["ci_lenient_low"], row["ci_lenient_high"], _pct, "–"),
             _pct(row["invalid"]),
         ]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + "".join(f"\n{s['note']}\n" for s in report["slices"])
 
 
 def rows_latex(report: dict) -> str:
@@ -87,13 +92,26 @@ def rows_latex(report: dict) -> str:
         "System & " + " & ".join(g.capitalize() for g in groups) + " \\\\",
         "\\midrule",
     ]
-    values = {(r["system"], r["group"]): r["accuracy_lenient"] for r in report["groups"]}
-    for system in report["systems"]:
-        name = system["system"]
-        cells = [_pct(values.get((name, group))) for group in groups]
-        lines.append(latex_escape(name) + " & " + " & ".join(cells) + " \\\\")
+    values = {
+        (r["system"], r["prompts"], r["group"]): r["accuracy_lenient"] for r in report["groups"]
+    }
+    models = [(s["system"], SET_PROMPTS) for s in report["systems"] if s["system"] not in PEOPLE]
+    shown = models + [p for p in row_order(report["groups"]) if p[1] != SET_PROMPTS]
+    for index, (name, prompts) in enumerate(shown):
+        if index and prompts != shown[index - 1][1]:
+            lines.append("\\midrule")  # the models on people's prompts, then the people
+        cells = [_pct(values.get((name, prompts, group))) for group in groups]
+        lines.append(
+            latex_escape(system_label(name, prompts)) + " & " + " & ".join(cells) + " \\\\"
+        )
     lines += ["\\bottomrule", "\\end{tabular}", ""]
+    for found in report["slices"]:
+        lines += [f"\\par\\smallskip\\noindent{{\\footnotesize {_latex_text(found['note'])}}}", ""]
     return "\n".join(lines)
+
+
+def _latex_text(text: str) -> str:
+    return latex_escape(text).replace("\u201c", "``").replace("\u201d", "''")
 
 
 def agreement_json(report: dict) -> str:
@@ -149,8 +167,48 @@ def agreement_latex(report: dict) -> str:
     return "\n".join(lines)
 
 
+def slices_json(report: dict) -> str:
+    return json.dumps(report["slices"], indent=1)
+
+
+def _slice_cell(found: dict, column: str) -> str:
+    """A slice's field as one CSV cell: lists joined by "; ", items as "SST-2: 8 of 100",
+    models as "gpt-4: 24" (the number of the slice's prompts it answered)."""
+    value = found[column]
+    if column == "items":
+        return "; ".join(f"{d}: {k} of {found['set_items'][d]}" for d, k in value.items())
+    if column == "models":
+        return "; ".join(f"{m}: {k}" for m, k in value.items())
+    if isinstance(value, list):
+        return "; ".join(value)
+    return _csv_cell(value)
+
+
+def slices_csv(report: dict) -> str:
+    output = io.StringIO()
+    writer = csv_writer(output)
+    writer.writerow(SLICE_COLUMNS)
+    for found in report["slices"]:
+        writer.writerow([_slice_cell(found, column) for column in SLICE_COLUMNS])
+    return output.getvalue()
+
+
+def slices_markdown(report: dict) -> str:
+    if not report["slices"]:
+        return "No person's answer counts yet: every row is on the set's prompts.\n"
+    return "".join(f"- **{s['label']}**: {s['note']}\n" for s in report["slices"])
+
+
+def slices_latex(report: dict) -> str:
+    if not report["slices"]:
+        return "% No person's answer counts yet: every row is on the set's prompts.\n"
+    return "\n".join(f"\\paragraph{{{latex_escape(s['label'].capitalize())}}} "
+                     f"{_latex_text(s['note'])}\n" for s in report["slices"])  # fmt: skip
+
+
 def report_as(report: dict, fmt: str, table: str = "rows") -> str:
-    """Return the report's `table` (rows or agreement) in `fmt` (json, csv, latex, md)."""
+    """Return the report's `table` (rows, agreement or slices) in `fmt` (json, csv, latex,
+    md)."""
     writers = {
         "rows": {
             "json": rows_json,
@@ -163,6 +221,12 @@ def report_as(report: dict, fmt: str, table: str = "rows") -> str:
             "csv": agreement_csv,
             "latex": agreement_latex,
             "md": agreement_markdown,
+        },
+        "slices": {
+            "json": slices_json,
+            "csv": slices_csv,
+            "latex": slices_latex,
+            "md": slices_markdown,
         },
     }
     if table not in writers:

@@ -7,10 +7,16 @@ annotators and crowd workers; ``human-crowd``/``human-crowd-majority`` hold the 
 alone, and, when a set has both, ``human-inhouse``/``human-inhouse-majority`` the in-house
 annotators' alone. Only answers that count under annotate.selectors.results are read (a crowd
 answer the platform never confirmed, a rejected one or a blocked worker's is left out).
+People answer only their studies' prompts, so every model is scored twice: on every prompt of
+the set it answered (rows whose `prompts` is `set`) and on exactly the prompts the people
+answered (`people`, or `in-house`/`crowd` when theirs differ), beside them
+(evaluation.verbalizer.slices).
 Conventions: evaluation.verbalizer.scoring and docs/verbalizer.md.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 from django.core.cache import cache
@@ -27,6 +33,7 @@ from annotate.verbalizer.models import (
     GROUP_ORDER,
     EvaluationSet,
     HumanAnswer,
+    HumanStudy,
     ModelAnswer,
     Prompt,
     SystemRun,
@@ -41,6 +48,12 @@ from evaluation.verbalizer.scoring import (
     agreement_counts,
     cells,
     majority_codes,
+)
+from evaluation.verbalizer.slices import (
+    PROMPTS_ORDER,
+    SET_PROMPTS,
+    SLICE_LABELS,
+    slice_summary,
 )
 
 HUMAN = "human"
@@ -62,7 +75,22 @@ FLIPPED_CONDITIONS = (
     ("unnatural flipped golden, direct", "flipped-golden", "direct"),
     ("unnatural flipped golden, CoT", "flipped-golden", "cot"),
 )
-ROW_KEYS = ("system", "dataset", "group", "mapping", "mode")
+# The slice each people source's prompts form when they differ from everyone's.
+SLICE_OF = {HUMAN: "people", HUMAN_INHOUSE: "in-house", HUMAN_CROWD: "crowd"}
+
+
+def system_label(system: str, prompts: str) -> str:
+    """Name a row's system as tables and figures show it: a model scored on the prompts some
+    people answered says so ("gpt-4, on people's prompts"); other rows show the name alone."""
+    if prompts == SET_PROMPTS or system in PEOPLE:
+        return system
+    return f"{system}, on {SLICE_LABELS[prompts]}"
+
+
+def row_order(rows: list[dict]) -> list[tuple[str, str]]:
+    """Return the (system, prompts) pairs of a report table in its order: every model on the
+    set's prompts, then per slice the models on it and the people who answered it."""
+    return list(dict.fromkeys((r["system"], r["prompts"]) for r in rows))
 
 
 def _prompt_table(evaluation_set: EvaluationSet) -> dict[int, tuple]:
@@ -73,8 +101,66 @@ def _prompt_table(evaluation_set: EvaluationSet) -> dict[int, tuple]:
     return {row[0]: row[1:] for row in rows}
 
 
-def _records(evaluation_set: EvaluationSet) -> Records:
+@dataclass
+class _Coded:
+    """Answers coded for scoring: who answered, which prompt, and per rule 1/0/-1 (positive
+    word, negative word, invalid), with the prompts they count among (`set` or a slice)."""
+
+    source: np.ndarray
+    prompt: np.ndarray
+    codes: dict[str, np.ndarray]
+    prompts: str = SET_PROMPTS
+
+    def where(self, mask: np.ndarray, prompts: str, *, source: str | None = None) -> _Coded:
+        """The answers of `mask`, counted among `prompts` (and all named `source` if given)."""
+        codes = {rule: values[mask] for rule, values in self.codes.items()}
+        prompt = self.prompt[mask]
+        sources = self.source[mask] if source is None else np.full(prompt.size, source, object)
+        return _Coded(sources, prompt, codes, prompts)
+
+
+@dataclass
+class _Slice:
+    """The prompts one group of people answered (`people`: the sources resting on them)."""
+
+    name: str
+    people: list[str]
+    prompt_ids: np.ndarray
+    studies: list[str]
+
+
+def _records(evaluation_set: EvaluationSet) -> tuple[Records, list[_Slice], _Coded, dict]:
+    """Return every answer as records (each model answer once among the set's prompts and once
+    more per people's slice it falls in), the slices, the models' coded answers and the prompt
+    table."""
     prompts = _prompt_table(evaluation_set)
+    models = _model_codes(evaluation_set, prompts)
+    people, crowd, study = _human_codes(evaluation_set, prompts)
+    blocks, slices = [models], {}
+    for (source, majority_source), chosen in _people_groups(crowd):
+        ids = np.unique(people.prompt[chosen])
+        everyone = slices.get(SLICE_OF[HUMAN])
+        if everyone is not None and np.array_equal(ids, everyone.prompt_ids):
+            name = everyone.name  # the same prompts as everyone's: one slice
+        else:
+            name = SLICE_OF[source]
+            studies = sorted(set(study[chosen].tolist()))
+            slices[name] = _Slice(name, [], ids, studies)
+        slices[name].people += [source, majority_source]
+        answers = people.where(chosen, name, source=source)
+        majority_prompt, majority_code = majority_codes(answers.prompt, answers.codes["lenient"])
+        majority = _Coded(
+            np.full(majority_prompt.size, majority_source, dtype=object), majority_prompt,
+            {rule: majority_code for rule in RULES}, name,
+        )  # fmt: skip
+        blocks += [answers, majority]
+    for found in slices.values():
+        blocks.append(models.where(np.isin(models.prompt, found.prompt_ids), found.name))
+    return _to_records(prompts, blocks), list(slices.values()), models, prompts
+
+
+def _model_codes(evaluation_set: EvaluationSet, prompts: dict[int, tuple]) -> _Coded:
+    """Parse every model reply under both rules (a reply repeated on a prompt's words once)."""
     sources, prompt_ids, codes = [], [], {rule: [] for rule in RULES}
     replies = ModelAnswer.objects.filter(prompt__evaluation_set=evaluation_set).values_list(
         "prompt_id", "system__name", "reply"
@@ -93,19 +179,11 @@ def _records(evaluation_set: EvaluationSet) -> Records:
         strict, lenient = parsed[key]
         codes["strict"].append(strict)
         codes["lenient"].append(lenient)
-    human_prompt, human_code, crowd = _human_codes(evaluation_set, prompts)
-    for (source, majority_source), chosen in _people_groups(crowd):
-        ids, values = human_prompt[chosen], human_code[chosen]
-        majority_prompt, majority_code = majority_codes(ids, values)
-        for name, prompt_list, value_list in (
-            (source, ids, values),
-            (majority_source, majority_prompt, majority_code),
-        ):
-            sources.extend([name] * len(prompt_list))
-            prompt_ids.extend(prompt_list.tolist())
-            for rule in RULES:
-                codes[rule].extend(value_list.tolist())
-    return _to_records(prompts, sources, prompt_ids, codes)
+    return _Coded(
+        np.asarray(sources, dtype=object),
+        np.asarray(prompt_ids, dtype=np.int64),
+        {rule: np.asarray(values, dtype=np.int64) for rule, values in codes.items()},
+    )
 
 
 def _people_groups(crowd: np.ndarray) -> list[tuple[tuple[str, str], np.ndarray]]:
@@ -130,31 +208,41 @@ def _human_answers(evaluation_set: EvaluationSet):
     return counted_human_answers(_human_answers_all(evaluation_set))
 
 
-def _human_codes(evaluation_set, prompts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Return (prompt ids, codes 1/0/-1, is a crowd worker) of the counted answers."""
-    answers = _human_answers(evaluation_set).values_list("prompt_id", "word", "annotator__kind")
-    ids, values, crowd = [], [], []
-    for prompt_id, word, kind in answers:
+def _human_codes(evaluation_set, prompts) -> tuple[_Coded, np.ndarray, np.ndarray]:
+    """Return the counted answers coded 1/0/-1 (their source named later, per group of people),
+    whether each is a crowd worker's, and the name of its study."""
+    answers = _human_answers(evaluation_set).values_list(
+        "prompt_id", "word", "annotator__kind", "study__name"
+    )
+    ids, values, crowd, studies = [], [], [], []
+    for prompt_id, word, kind, study in answers:
         positive, negative = prompts[prompt_id][5:7]
         ids.append(prompt_id)
         values.append(POSITIVE if word == positive else NEGATIVE if word == negative else INVALID)
         crowd.append(kind == AnnotatorKind.CROWD)
+        studies.append(study)
+    code = np.asarray(values, dtype=np.int64)
     return (
-        np.asarray(ids, dtype=np.int64),
-        np.asarray(values, dtype=np.int64),
+        _Coded(np.full(len(ids), "", dtype=object), np.asarray(ids, dtype=np.int64),
+               {rule: code for rule in RULES}),
         np.asarray(crowd, dtype=bool),
-    )
+        np.asarray(studies, dtype=object),
+    )  # fmt: skip
 
 
-def _to_records(prompts, sources, prompt_ids, codes) -> Records:
+def _to_records(prompts: dict[int, tuple], blocks: list[_Coded]) -> Records:
+    prompt_ids = np.concatenate([b.prompt for b in blocks]).tolist() if blocks else []
     info = [prompts[p] for p in prompt_ids]
     column = list(zip(*info, strict=True)) if info else [()] * 8
     expected = np.asarray(
         [POSITIVE if row[7] == row[5] else NEGATIVE for row in info], dtype=np.int64
     )
-    parsed = {rule: np.asarray(codes[rule], dtype=np.int64) for rule in RULES}
+    parsed = {
+        rule: np.concatenate([b.codes[rule] for b in blocks]).astype(np.int64) for rule in RULES
+    }
     return Records(
-        source=np.asarray(sources, dtype=object),
+        source=np.concatenate([b.source for b in blocks]).astype(object),
+        prompts=np.concatenate([np.full(b.prompt.size, b.prompts, dtype=object) for b in blocks]),
         item=np.asarray(column[0], dtype=np.int64),
         dataset=np.asarray(column[1], dtype=object),
         group=np.asarray(column[2], dtype=object),
@@ -201,13 +289,14 @@ def _sorted(rows: list[dict], orders: dict[str, list]) -> list[dict]:
 
 def verbalizer_report(*, evaluation_set: EvaluationSet) -> dict:
     """Compute the whole report of `evaluation_set` (see the module docstring)."""
-    rec = _records(evaluation_set)
+    rec, slices, models, prompts = _records(evaluation_set)
     systems = _system_order(evaluation_set, set(rec.source.tolist()))
     mapping_order = list(
         evaluation_set.mappings.order_by("position").values_list("name", flat=True)
     )
     datasets = list(evaluation_set.datasets.order_by("name").values_list("name", flat=True))
     orders = {
+        "prompts": list(PROMPTS_ORDER),
         "system": [s["system"] for s in systems],
         "dataset": datasets,
         "group": list(GROUP_ORDER),
@@ -215,45 +304,69 @@ def verbalizer_report(*, evaluation_set: EvaluationSet) -> dict:
         "mode": ["direct", "cot"],
         "condition": [c[0] for c in FLIPPED_CONDITIONS],
     }
-    everything = np.ones(len(rec), dtype=bool)
-    rows = []
-    for dataset in datasets:
-        rows += cells(
-            rec, rec.dataset == dataset, ["source", "dataset", "group", "mapping", "mode"]
-        )
+
+    def table(mask: np.ndarray, *keys) -> list[dict]:
+        """One row per system, prompts and `keys` (names, or (name, column) pairs)."""
+        names = [k if isinstance(k, str) else k[0] for k in keys]
+        columns = [k if isinstance(k, str) else k[1] for k in keys]
+        found = cells(rec, mask, ["source", "prompts", *columns])
+        return _flatten(found, ("system", "prompts", *names))
+
     direct = rec.mode == "direct"
     condition = _conditions(rec)
+    flipped = ("condition", condition)
     report = {
         "set": evaluation_set.name,
         "template_version": evaluation_set.template_version,
         "items_per_dataset": evaluation_set.items_per_dataset,
         "seed": evaluation_set.seed,
         "systems": systems,
-        "rows": _sorted(_flatten(rows, ROW_KEYS), orders),
-        "groups": _sorted(
-            _flatten(cells(rec, direct, ["source", "group"]), ("system", "group")), orders
-        ),
-        "mappings": _sorted(
-            _flatten(
-                cells(rec, direct & (rec.group != "neutral"), ["source", "group", "mapping"]),
-                ("system", "group", "mapping"),
-            ),
-            orders,
-        ),
-        "flipped": _sorted(
-            _flatten(cells(rec, condition != "", ["source", condition]), ("system", "condition")),
-            orders,
-        ),
+        "slices": _slice_summaries(evaluation_set, slices, models, prompts, systems, orders),
+        "rows": [],
+        "groups": table(direct, "group"),
+        "mappings": table(direct & (rec.group != "neutral"), "group", "mapping"),
+        "flipped": table(condition != "", flipped),
         "flipped_by_dataset": [],
-        "agreement": _agreement(rec, everything, datasets),
+        "agreement": _agreement(rec, np.ones(len(rec), dtype=bool), datasets),
     }
     for dataset in datasets:
-        mask = (condition != "") & (rec.dataset == dataset)
-        report["flipped_by_dataset"] += _flatten(
-            cells(rec, mask, ["source", "dataset", condition]), ("system", "dataset", "condition")
-        )
-    report["flipped_by_dataset"] = _sorted(report["flipped_by_dataset"], orders)
+        of_dataset = rec.dataset == dataset
+        report["rows"] += table(of_dataset, "dataset", "group", "mapping", "mode")
+        report["flipped_by_dataset"] += table((condition != "") & of_dataset, "dataset", flipped)
+    for name in ("rows", "groups", "mappings", "flipped", "flipped_by_dataset"):
+        report[name] = _sorted(report[name], orders)
     return report
+
+
+def _slice_summaries(evaluation_set, slices, models, prompts, systems, orders) -> list[dict]:
+    """Describe each people's slice: where it lies in the set and which models answered it."""
+    if not slices:
+        return []
+    published: dict[str, set[int]] = {}
+    through = HumanStudy.prompts.through.objects.filter(humanstudy__evaluation_set=evaluation_set)
+    for study, prompt_id in through.values_list("humanstudy__name", "prompt_id"):
+        published.setdefault(study, set()).add(prompt_id)
+    set_items: dict[str, set[int]] = {}
+    for item, dataset, *_ in prompts.values():
+        set_items.setdefault(dataset, set()).add(item)
+    model_names = [s["system"] for s in systems if s["system"] not in PEOPLE]
+    out = []
+    for found in slices:
+        answered = models.where(np.isin(models.prompt, found.prompt_ids), found.name)
+        out.append(
+            slice_summary(
+                name=found.name, people=found.people, studies=found.studies,
+                prompts=[(prompts[p][0], prompts[p][1], prompts[p][3], prompts[p][4])
+                         for p in found.prompt_ids.tolist()],
+                published_count=len(set().union(*(published.get(s, ()) for s in found.studies))),
+                set_prompt_count=len(prompts),
+                set_items={d: len(items) for d, items in set_items.items()},
+                orders=orders,
+                models={m: int(np.unique(answered.prompt[answered.source == m]).size)
+                        for m in model_names},
+            )
+        )  # fmt: skip
+    return out
 
 
 def _conditions(rec: Records) -> np.ndarray:
@@ -346,8 +459,9 @@ CACHE_SECONDS = 3600
 
 
 def _version(evaluation_set: EvaluationSet) -> str:
-    """Name the state of the set's answers: rows are only added or deleted, and which people's
-    answers count (approve, reject, block, a platform's confirmation) is fingerprinted."""
+    """Name the state of the set's answers and studies: rows are only added or deleted, and
+    which people's answers count (approve, reject, block, a platform's confirmation) is
+    fingerprinted."""
     parts = [
         evaluation_set.pk,
         *counted_human_answers_fingerprint(_human_answers_all(evaluation_set)),
@@ -360,7 +474,13 @@ def _version(evaluation_set: EvaluationSet) -> str:
     runs = SystemRun.objects.filter(evaluation_set=evaluation_set).aggregate(
         n=Count("pk"), last=Max("pk")
     )
-    return ":".join(str(p) for p in [*parts, runs["n"], runs["last"]])
+    # The studies' prompts: the sentence under the tables says how many of them people answered.
+    published = HumanStudy.prompts.through.objects.filter(
+        humanstudy__evaluation_set=evaluation_set
+    ).aggregate(n=Count("pk"), last=Max("pk"))
+    return ":".join(
+        str(p) for p in [*parts, runs["n"], runs["last"], published["n"], published["last"]]
+    )
 
 
 def verbalizer_report_cached(*, evaluation_set: EvaluationSet) -> dict:

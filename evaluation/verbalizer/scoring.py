@@ -28,9 +28,14 @@ LEVEL = 0.95
 
 @dataclass
 class Records:
-    """One row per answer: who answered, on what, and whether it was valid and correct."""
+    """One row per answer: who answered, on what, and whether it was valid and correct.
+
+    `prompts` names the prompts a row is counted among, so one answer may appear twice: once
+    among every prompt its system answered, once among the prompts some people answered.
+    """
 
     source: np.ndarray
+    prompts: np.ndarray
     item: np.ndarray
     dataset: np.ndarray
     group: np.ndarray

@@ -13,6 +13,12 @@ urlpatterns = [
         {"table": "agreement"},
         name="agreement-download",
     ),
+    path(
+        "<int:set_id>/slices.<str:fmt>",
+        views.report_download,
+        {"table": "slices"},
+        name="slices-download",
+    ),
     path("<int:set_id>/human-answers.csv", views.human_answers_download, name="human-answers"),
     path(
         "<int:set_id>/figures/<str:figure_name>.<str:image_format>",

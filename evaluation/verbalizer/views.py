@@ -122,7 +122,8 @@ def _read(code: int, words: tuple[str, str]) -> str:
 
 
 class VerbalizerReportApi(APIView):
-    """GET the whole report of an evaluation set (rows, group/mapping/flipped tables, agreement)."""
+    """GET the whole report of an evaluation set (rows, group/mapping/flipped tables, agreement,
+    the slices of prompts people answered)."""
 
     @extend_schema(request=None, responses=OpenApiTypes.OBJECT)
     def get(self, request, set_id: int):

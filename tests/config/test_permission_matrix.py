@@ -181,6 +181,7 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     "verbalizer:crowd-link-join": (by_role(404, 404, 404, 404, 404, 404), None),
     "verbalizer:crowd-link-work": (by_role(404, 404, 404, 404, 404, 404), None),
     "verbalizer-reports:agreement-download": (RESEARCHERS, None),
+    "verbalizer-reports:slices-download": (RESEARCHERS, None),
     "verbalizer-reports:human-answers": (RESEARCHERS, None),
     "verbalizer-reports:detail": (RESEARCHERS, None),
     "verbalizer-reports:download": (RESEARCHERS, None),

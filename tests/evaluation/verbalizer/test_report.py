@@ -144,7 +144,7 @@ def test_formats(small_set, capsys):
     assert (first["mapping"], first["mode"]) == ("golden", "direct")
     csv_text = report_as(report, "csv").splitlines()
     assert csv_text[0].startswith("system,dataset,group,mapping,mode,n,accuracy_strict")
-    assert "m1,SST-2,unnatural,flipped-golden,cot,2,,0.5,0.0,1.0,0.0,,,0.0,1.0" in csv_text
+    assert "m1,SST-2,unnatural,flipped-golden,cot,2,,0.5,0.0,1.0,0.0,,,0.0,1.0,set" in csv_text
     md = report_as(report, "md")
     assert "| m1 | SST-2 | neutral | foo\\|bar | direct | 2 | 0.0 | 50.0 |" in md
     latex = report_as(report, "latex")

@@ -11,6 +11,7 @@ def records(item, group, valid, correct):
     valid, correct = np.array(valid, bool), np.array(correct, bool)
     return Records(
         source=np.array(["m"] * n, dtype=object),
+        prompts=np.array(["set"] * n, dtype=object),
         item=np.array(item),
         dataset=np.array(["d"] * n, dtype=object),
         group=np.array(group, dtype=object),
