@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 
-from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import QuerySet
 from django.urls import reverse
-from django.utils import timezone
 
-from annotate.engine.models import RunStatus as EngineRunStatus
 from annotate.engine.selectors import endpoint_prerequisite_missing
 from annotate.engine.services import engine_runs_reap
 from annotate.revision.models import SessionStatus, Study, Turn
@@ -62,22 +59,12 @@ def study_judge_runs(
 
     A running run whose worker stopped beating is marked failed first (the engine's reaper,
     which tells the run through on_finish), as the engine's own page does: with no periodic
-    reaper (the embedded default) the table would otherwise say "Running" for ever. Only runs
-    past the heartbeat timeout go to the reaper, so the page's queries do not grow with the
-    runs that are beating.
+    reaper (the embedded default) the table would otherwise say "Running" for ever. The
+    study's running runs go to the reaper in one query, however many are beating.
     """
-    now = now or timezone.now()
     runs = RevisionJudgeRun.objects.filter(study=study).select_related("engine_run")
-    # engine_runs_reap's condition, so only runs it would fail reach it (a run's start sets the
-    # heartbeat; the reaper leaves a running run without one alone, and so does this).
-    limit = now - timedelta(seconds=settings.ENGINE_HEARTBEAT_TIMEOUT_SECONDS)
-    stuck = runs.filter(
-        status=RunStatus.RUNNING,
-        engine_run__status=EngineRunStatus.RUNNING,
-        engine_run__heartbeat__lt=limit,
-    )
-    for engine_run_id in stuck.values_list("engine_run_id", flat=True):
-        engine_runs_reap(now=now, run_id=engine_run_id)
+    running = runs.filter(status=RunStatus.RUNNING).values("engine_run_id")
+    engine_runs_reap(now=now, run_ids=running)
     if task:
         runs = runs.filter(task=task)
     return runs.order_by("-created_at", "-id")

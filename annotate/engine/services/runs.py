@@ -325,14 +325,19 @@ def _heartbeat_stale(run: EngineRun, now: datetime) -> bool:
     return run.heartbeat is None or run.heartbeat < now - timeout
 
 
-def engine_runs_reap(*, now: datetime | None = None, run_id: int | None = None) -> int:
-    """Mark failed the running runs (or the one run) whose worker stopped beating, and tell
-    each run's protocol (`on_finish`), as any other end of a run does; return how many."""
+def engine_runs_reap(
+    *, now: datetime | None = None, run_id: int | None = None, run_ids=None
+) -> int:
+    """Mark failed the running runs (or the one run, or those among `run_ids`: ids or a
+    queryset of them) whose worker stopped beating, and tell each run's protocol (`on_finish`),
+    as any other end of a run does; return how many. Runs still beating cost one query."""
     now = now or timezone.now()
     limit = now - timedelta(seconds=settings.ENGINE_HEARTBEAT_TIMEOUT_SECONDS)
     stale = EngineRun.objects.filter(status=RunStatus.RUNNING, heartbeat__lt=limit)
     if run_id is not None:
         stale = stale.filter(pk=run_id)
+    if run_ids is not None:
+        stale = stale.filter(pk__in=run_ids)
     error = (
         "The worker running this run stopped answering (no heartbeat for "
         f"{settings.ENGINE_HEARTBEAT_TIMEOUT_SECONDS} s). Start it again to do what is left."
