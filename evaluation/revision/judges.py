@@ -371,34 +371,14 @@ def judge_run_prepare(
 
 
 @transaction.atomic
-def judge_run_launch(
-    *,
-    study: Study,
-    task: str,
-    endpoint: Endpoint,
-    user: AbstractBaseUser,
-    mode: str = "",
-    shots: int = 0,
-    seed: int = 0,
-    spending_cap_usd: Decimal | None = None,
-    now: datetime,
-) -> RevisionJudgeRun:
-    """Create a run as `judge_run_prepare` does and start it in the background; return at once.
+def judge_run_launch(*, user: AbstractBaseUser, **arguments) -> RevisionJudgeRun:
+    """Create a run as `judge_run_prepare` does (the same keyword arguments) and start it in
+    the background; return at once.
 
     The run starts once this transaction commits (a Celery worker, else a thread), never in
     the caller; its engine run's page shows the progress.
     """
-    run = judge_run_prepare(
-        study=study,
-        task=task,
-        endpoint=endpoint,
-        user=user,
-        mode=mode,
-        shots=shots,
-        seed=seed,
-        spending_cap_usd=spending_cap_usd,
-        now=now,
-    )
+    run = judge_run_prepare(user=user, **arguments)
     engine_run_start(run=run.engine_run, user=user)
     return run
 
