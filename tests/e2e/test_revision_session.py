@@ -274,7 +274,12 @@ def test_a_long_link_in_an_instruction_wraps_on_a_phone_and_beside_the_passages(
     page.check("input[value=stylistic]")
     page.get_by_role("button", name="Send instruction").click()
     page.locator("#rate-form").wait_for()
+    page.wait_for_load_state("load")  # measured as people see it: with the stylesheet applied
     said = page.locator("#rate-form p").first
+    for _ in range(50):
+        if said.evaluate("p => getComputedStyle(p).overflowWrap") == "anywhere":
+            break
+        page.wait_for_timeout(100)
     assert link in said.inner_text()
     # Its text stays in its box: not under the passages beside it.
     assert said.evaluate("p => p.scrollWidth <= p.clientWidth + 1")  # +1: subpixel rounding
