@@ -31,7 +31,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection, connections, transaction
-from django.db.models import Count, F
+from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from annotate.engine.bulk import rows_insert
@@ -333,7 +333,11 @@ def engine_runs_reap(
     as any other end of a run does; return how many. Runs still beating cost one query."""
     now = now or timezone.now()
     limit = now - timedelta(seconds=settings.ENGINE_HEARTBEAT_TIMEOUT_SECONDS)
-    stale = EngineRun.objects.filter(status=RunStatus.RUNNING, heartbeat__lt=limit)
+    # No heartbeat at all counts as stale, as in _heartbeat_stale: every start stamps one, so a
+    # running row without one (written by hand, or by an older version) has no worker behind it.
+    stale = EngineRun.objects.filter(
+        Q(heartbeat__lt=limit) | Q(heartbeat__isnull=True), status=RunStatus.RUNNING
+    )
     if run_id is not None:
         stale = stale.filter(pk=run_id)
     if run_ids is not None:

@@ -216,6 +216,18 @@ def test_a_run_whose_worker_stopped_beating_is_marked_failed():
     assert alive.status == RunStatus.RUNNING
 
 
+def test_a_running_run_that_never_beat_is_marked_failed():
+    # Starting a run again already treats a running run without a heartbeat as dead
+    # (engine_run_start): the reaper must end it too, or it says "running" for ever.
+    endpoint = make_endpoint("", name="fake")
+    never = EngineRun.objects.create(
+        kind="generation", endpoint=endpoint, status=RunStatus.RUNNING, heartbeat=None
+    )
+    assert engine_runs_reap(now=timezone.now()) == 1
+    never.refresh_from_db()
+    assert never.status == RunStatus.FAILED and "stopped answering" in never.error
+
+
 def test_a_reaped_run_tells_its_protocol_it_ended(echo_protocol):
     # A protocol keeps its own run row in step in on_finish: a reaped run must call it too, or
     # that row (a judge run) says "running" for ever after its worker died.
