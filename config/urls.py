@@ -9,7 +9,7 @@ from annotate.revision.api import RerateApi
 from config.api_docs import OfflineRedocView
 from config.error_views import admin_login
 from config.health import health
-from evaluation.judge_api import JudgeRunProgressApi
+from evaluation.judge_api import JudgeRunApi, JudgeRunProgressApi
 from evaluation.report_api import ReportApi
 from evaluation.revision.api import RevisionJudgeRunApi
 from evaluation.revision.views import RevisionReportApi
@@ -33,6 +33,7 @@ urlpatterns = [
     path("engine/", include("annotate.engine.urls")),
     path("api/engine/", include("annotate.engine.api_urls")),
     path("judge/", include("evaluation.judge_urls")),
+    path("api/judge/runs/", JudgeRunApi.as_view(), name="api-judge-runs"),
     path(
         "api/judge/runs/<int:run_id>/progress/",
         JudgeRunProgressApi.as_view(),

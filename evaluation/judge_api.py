@@ -1,18 +1,114 @@
-"""JSON API of the LLM judge: a run's progress."""
+"""JSON API of the LLM judge: start a run (or estimate it), and follow its progress."""
 
 from __future__ import annotations
 
+from django.db import transaction
 from django.http import Http404
+from django.urls import reverse
 from drf_spectacular.utils import extend_schema, extend_schema_serializer
-from rest_framework import serializers
+from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from annotate.engine.api import SpendingCapField, estimate_data
+from annotate.engine.services import engine_run_estimate_new
+from annotate.errors import NotFoundError
+from annotate.models import Benchmark, Subset, System
 from annotate.roles import is_researcher
-from evaluation.errors import JudgeNotFoundError
+from evaluation.errors import EvaluationError, JudgeNotFoundError
+from evaluation.models import JudgeConfig, JudgeRun
 from evaluation.selectors.judge_runs import judge_run_progress
-from evaluation.services.judge_runs import judge_run_get
+from evaluation.services.judge_runs import judge_run_create, judge_run_get, judge_run_start
+
+
+class JudgeRunApi(APIView):
+    """POST: create an InFoBench judge run and start it in the background (202).
+
+    As the page's form (/judge/runs/new/): a judge by name, a benchmark by name, its systems by
+    name, and which instructions (all, a subset, ids, a seeded sample). Only admins may use a
+    judge whose endpoint costs money (403). `spending_cap_usd` stops the run before a call would
+    pass it; `dry_run` answers 200 with the estimate and keeps nothing.
+    """
+
+    @extend_schema_serializer(component_name="JudgeRunInput")
+    class InputSerializer(serializers.Serializer):
+        judge = serializers.CharField(help_text="A judge configuration's name (/judge/judges/).")
+        benchmark = serializers.CharField()
+        systems = serializers.ListField(child=serializers.CharField(), min_length=1)
+        subset = serializers.ChoiceField(choices=Subset.values, required=False)
+        instruction_ids = serializers.ListField(child=serializers.CharField(), required=False)
+        sample = serializers.IntegerField(min_value=1, required=False)
+        seed = serializers.IntegerField(min_value=0, default=0)
+        prompt_version = serializers.CharField(required=False)
+        spending_cap_usd = SpendingCapField()
+        dry_run = serializers.BooleanField(default=False)
+
+    @extend_schema_serializer(component_name="JudgeRunStarted")
+    class OutputSerializer(serializers.Serializer):
+        run_id = serializers.IntegerField(allow_null=True)
+        engine_run_id = serializers.IntegerField(allow_null=True)
+        url = serializers.CharField(allow_null=True)
+        progress_url = serializers.CharField(allow_null=True)
+        estimate = serializers.DictField(allow_null=True, help_text="Only for a dry run.")
+
+    @extend_schema(
+        request=InputSerializer, responses={202: OutputSerializer, 200: OutputSerializer}
+    )
+    def post(self, request: Request) -> Response:
+        if not is_researcher(request.user):
+            raise Http404
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        data = data.validated_data
+        try:
+            if data["dry_run"]:
+                estimate = engine_run_estimate_new(
+                    create=lambda: self._create(request, data).engine_run
+                )
+                nothing = dict.fromkeys(("run_id", "engine_run_id", "url", "progress_url"))
+                payload = {**nothing, "estimate": estimate_data(estimate)}
+                return Response(self.OutputSerializer(payload).data)
+            with transaction.atomic():  # one commit; the run starts once it is committed
+                run = self._create(request, data)
+                judge_run_start(run=run, user=request.user)
+        except EvaluationError as error:
+            return Response({"detail": str(error)}, status=error.http_status)
+        payload = {
+            "run_id": run.pk,
+            "engine_run_id": run.engine_run_id,
+            "url": reverse("judge:run-detail", args=[run.pk]),
+            "progress_url": reverse("api-judge-run-progress", args=[run.pk]),
+            "estimate": None,
+        }
+        return Response(self.OutputSerializer(payload).data, status=status.HTTP_202_ACCEPTED)
+
+    def _create(self, request: Request, data: dict) -> JudgeRun:
+        config = JudgeConfig.objects.select_related("endpoint").filter(name=data["judge"]).first()
+        if config is None:
+            raise NotFoundError(f"Field 'judge': no judge named {data['judge']!r}.")
+        benchmark = Benchmark.objects.filter(name=data["benchmark"]).first()
+        if benchmark is None:
+            raise NotFoundError(f"Field 'benchmark': no benchmark named {data['benchmark']!r}.")
+        names = list(dict.fromkeys(data["systems"]))
+        systems = list(System.objects.filter(name__in=names))
+        missing = sorted(set(names) - {system.name for system in systems})
+        if missing:
+            raise NotFoundError(
+                f"Field 'systems': no system named {', '.join(map(repr, missing))}."
+            )
+        return judge_run_create(
+            config=config,
+            benchmark=benchmark,
+            systems=systems,
+            user=request.user,
+            subset=data.get("subset"),
+            instruction_ids=data.get("instruction_ids") or None,
+            sample=data.get("sample"),
+            seed=data["seed"],
+            prompt_version=data.get("prompt_version"),
+            spending_cap_usd=data.get("spending_cap_usd"),
+        )
 
 
 class JudgeRunProgressApi(APIView):

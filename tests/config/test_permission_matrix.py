@@ -139,6 +139,7 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     "judge:run-detail": (RESEARCHERS, None),
     "judge:run-resume": (POST_ONLY, by_role(LOGIN, 403, 403, 302, 302, 302)),
     "api-judge-run-progress": (API_RESEARCHERS, None),
+    "api-judge-runs": (API_POST_ONLY, by_role(403, 404, 404, 400, 400, 400)),
     # The engine: endpoints are the admins'; runs are the researchers'. An empty POST is an
     # invalid form (400); the test connection of the world's fake endpoint answers offline; stop
     # and start of the world's run on the free fake endpoint are open to researchers.

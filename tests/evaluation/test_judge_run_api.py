@@ -1,0 +1,153 @@
+"""POST /api/judge/runs/: start an InFoBench judge run (or estimate it) without the page."""
+
+from decimal import Decimal
+
+import pytest
+from django.apps import apps
+from django.urls import reverse
+
+from annotate.engine.services import engine_background_wait, engine_run_estimate
+from annotate.models import Label
+from evaluation.models import JudgeRun
+from evaluation.services.judge_runs import judge_run_create
+from tests.evaluation.judge_helpers import make_benchmark, make_judge
+from tests.evaluation.openai_stub import StubOpenAI
+
+pytestmark = pytest.mark.django_db
+
+URL = "/api/judge/runs/"
+
+
+def _body(judge, benchmark, systems, **extra):
+    return {
+        "judge": judge.name,
+        "benchmark": benchmark.name,
+        "systems": [system.name for system in systems],
+        **extra,
+    }
+
+
+def _row_counts() -> dict[str, int]:
+    return {model._meta.label: model.objects.count() for model in apps.get_models()}
+
+
+def _paid_judge(stub):
+    return make_judge(
+        stub.base_url,
+        max_tokens=5,
+        price_prompt_per_1k=Decimal("0.03"),
+        price_completion_per_1k=Decimal("0.06"),
+    )
+
+
+def test_the_route_is_the_one_the_docs_give():
+    assert reverse("api-judge-runs") == URL
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_researcher_starts_the_fake_judge_and_follows_it_to_the_end(client, researcher):
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(3, 2), systems=("a", "b"))
+    judge = make_judge(name="fake-judge", backend="fake")
+    client.force_login(researcher)
+
+    started = client.post(URL, _body(judge, benchmark, systems), content_type="application/json")
+
+    engine_background_wait(30)
+    assert started.status_code == 202, started.content
+    run = JudgeRun.objects.get()
+    answer = started.json()
+    assert answer["run_id"] == run.pk and answer["engine_run_id"] == run.engine_run_id
+    assert answer["url"] == reverse("judge:run-detail", args=[run.pk])
+    assert answer["estimate"] is None
+    progress = client.get(answer["progress_url"]).json()
+    assert progress["status"] == "done" and progress["questions_answered"] == 10
+    assert run.created_by == researcher
+    assert Label.objects.filter(annotator=judge.annotator).count() == 10
+
+
+def test_a_dry_run_answers_the_estimate_calls_nothing_and_keeps_nothing(client, admin_user):
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(3, 2), systems=("a", "b"))
+    client.force_login(admin_user)
+    with StubOpenAI() as stub:
+        judge = _paid_judge(stub)
+        before = _row_counts()
+        answer = client.post(
+            URL,
+            _body(judge, benchmark, systems, dry_run=True, spending_cap_usd="2.5"),
+            content_type="application/json",
+        )
+        assert stub.requests == []
+    assert answer.status_code == 200, answer.content
+    assert _row_counts() == before
+    estimate = answer.json()["estimate"]
+    assert answer.json()["run_id"] is None
+    expected = engine_run_estimate(
+        run=judge_run_create(config=judge, benchmark=benchmark, systems=systems).engine_run
+    )
+    assert (estimate["units"], estimate["calls"]) == (expected.units, expected.calls) == (4, 10)
+    assert Decimal(estimate["cost_usd"]) == expected.cost_usd
+
+
+def test_only_an_admin_may_start_a_judge_that_costs_money(client, researcher, admin_user):
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(1,))
+    with StubOpenAI() as stub:
+        judge = _paid_judge(stub)
+        client.force_login(researcher)
+        for dry_run in (False, True):
+            refused = client.post(
+                URL,
+                _body(judge, benchmark, systems, dry_run=dry_run),
+                content_type="application/json",
+            )
+            assert refused.status_code == 403 and "admin" in refused.json()["detail"]
+        assert stub.requests == [] and not JudgeRun.objects.exists()
+        client.force_login(admin_user)
+        started = client.post(
+            URL,
+            _body(judge, benchmark, systems, spending_cap_usd="0.5"),
+            content_type="application/json",
+        )
+        assert started.status_code == 202, started.content
+        engine_background_wait(30)
+    run = JudgeRun.objects.get()
+    assert run.engine_run.spending_cap_usd == Decimal("0.5")
+
+
+def test_annotators_and_strangers_do_not_find_it(client, annotator_user):
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(1,))
+    judge = make_judge(name="fake-judge", backend="fake")
+    body = _body(judge, benchmark, systems)
+    assert client.post(URL, body, content_type="application/json").status_code in (401, 403)
+    client.force_login(annotator_user)
+    assert client.post(URL, body, content_type="application/json").status_code == 404
+    assert not JudgeRun.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "message"),
+    [
+        ({"judge": "nobody"}, "judge", "no judge named 'nobody'"),
+        ({"benchmark": "nothing"}, "benchmark", "no benchmark named 'nothing'"),
+        ({"systems": ["a", "ghost"]}, "systems", "no system named 'ghost'"),
+        ({"systems": []}, "systems", None),
+        ({"spending_cap_usd": "-1"}, "spending_cap_usd", None),
+        ({"subset": "medium"}, "subset", None),
+        ({"instruction_ids": ["task_9"]}, None, "task_9"),
+    ],
+)
+def test_bad_input_names_its_field_and_starts_nothing(client, researcher, change, field, message):
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(1,), systems=("a",))
+    judge = make_judge(name="fake-judge", backend="fake")
+    client.force_login(researcher)
+    body = {**_body(judge, benchmark, systems), **change}
+
+    refused = client.post(URL, body, content_type="application/json")
+
+    assert refused.status_code in (400, 404), refused.content
+    detail = refused.json()
+    text = str(detail)
+    if field is not None:
+        assert field in text
+    if message is not None:
+        assert message in text
+    assert not JudgeRun.objects.exists()
