@@ -22,6 +22,7 @@ from annotate.crowd.models import (
 from annotate.crowd.services.review import hit_of_work, platform_confirms
 from annotate.errors import NotFoundError
 from annotate.models import Annotator, AnnotatorKind, Assignment, AssignmentStatus, Label, Project
+from annotate.selectors.annotator_kinds import annotator_kinds_effective
 from annotate.selectors.results import blocked_annotator_ids, counted_assignment_q
 from annotate.verbalizer.models import HumanAnswer
 
@@ -281,9 +282,16 @@ def publication_spending(*, publication: Publication) -> Spending | None:
     work = Assignment.objects.filter(
         crowd_paid_work_q(),
         task__batch_id=publication.batch_id,
-        annotator__kind=AnnotatorKind.CROWD,
         annotator__platform=publication.platform,
     ).order_by()
+    # Crowd as the report counts them: a worker the researcher made one of the project's
+    # experts is costed by the hour in Table 4, not per assignment.
+    kinds = annotator_kinds_effective(
+        benchmark_id=publication.batch.project.benchmark_id,
+        annotator_ids=set(work.values_list("annotator_id", flat=True)),
+    )
+    crowd = [pk for pk, kind in kinds.items() if kind == AnnotatorKind.CROWD]
+    work = work.filter(annotator_id__in=crowd or [0])
     paid = crowd_paid_per_assignment(work, by=("status",))
     counts = dict(work.values_list("status").annotate(n=Count("id")))
     cents = Decimal("0.01")

@@ -146,3 +146,31 @@ def test_bonuses_show_on_their_row_and_the_publication_counts_what_table_4_count
     assert "submitted, not reviewed yet: 1 assignment, $1.25" in page
     assert 'id="spent-total">$3.00<' in page
     assert _table4_crowd_cost(project.benchmark) == Decimal("3.00")
+
+
+def test_a_worker_counted_as_an_expert_in_the_project_leaves_the_crowd_cost_on_both(
+    client, settings, django_capture_on_commit_callbacks
+):
+    from annotate.models import Annotator, AnnotatorKind
+    from annotate.services.annotators import annotator_project_kind_set
+
+    settings.CROWD_PUBLIC_URL = "https://annotate.example.org"
+    project = project_with_tasks(instructions=2, systems=2, questions=1, assignments_per_task=2)
+    batch = project.batches.get()
+    client.force_login(UserFactory(username="boss", roles=[ADMIN], is_staff=True))
+    url = reverse("crowd:publish", args=[batch.pk])
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(url, {**FORM, "confirm_total": "8.00", "publish": "1"})
+    publication = Publication.objects.get(batch=batch)
+    for participant in ("P1", "P2"):
+        _do_every_task(participant, publication)
+    second = Annotator.objects.get(kind=AnnotatorKind.CROWD, name__contains="P2")
+
+    # The researcher decides P2 is one of the project's experts: Table 4 pays P2 by the hour
+    # now, and the publication's "Spent so far", which says it is Table 4's crowd cost, follows.
+    annotator_project_kind_set(project=project, annotator=second, kind=AnnotatorKind.EXPERT)
+
+    assert _table4_crowd_cost(project.benchmark) == Decimal("4.00")
+    page = client.get(reverse("crowd:publication", args=[publication.pk])).text
+    assert 'id="spent-total">$4.00<' in page
+    assert "submitted, not reviewed yet: 2 assignments, $4.00" in page
