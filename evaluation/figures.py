@@ -7,12 +7,20 @@ Every call builds its own `matplotlib.figure.Figure` on the Agg canvas: nothing 
 pyplot, so no figure or state outlives a call. Output is deterministic where matplotlib allows
 (fixed SVG id salt, no dates in the metadata), and SVG keeps text as text so a page that inlines
 it stays small and its names stay searchable.
+
+Every report's figures keep to one size rule, so that a page shows them at full size and a paper
+scales them down only a little: at most `MAX_WIDTH` inches wide (a wide bar chart wraps its
+systems into rows instead of growing), no text under `MIN_FONT_SIZE` points, tick labels turned
+only as far as they must be not to overlap (`fit_tick_labels`), legends beside the plot, never
+on it.
 """
 
 from __future__ import annotations
 
 import io
+import math
 from collections.abc import Callable, Sequence
+from itertools import pairwise
 
 import matplotlib
 
@@ -21,6 +29,7 @@ matplotlib.use("Agg")
 import numpy as np  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
+from matplotlib.colors import to_rgb  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from evaluation.errors import ReportError  # noqa: E402
@@ -43,6 +52,10 @@ PALETTE = ("#0072B2", "#D55E00", "#009E73", "#E69F00", "#CC79A7", "#56B4E9", "#0
 LINE_STYLES = ("-", "--", ":", "-.")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 PNG_DPI = 150
+# 10 inches is 960 CSS pixels: the report pages' column holds that at full size in a 1280-pixel
+# window, and a paper's 7-inch text width shrinks it by at most a third.
+MAX_WIDTH = 10.0
+MIN_FONT_SIZE = 7
 RC = {
     "svg.hashsalt": "infobench-report",
     "svg.fonttype": "none",
@@ -134,9 +147,56 @@ def _style(index: int) -> dict:
     }
 
 
-def _legend(axes: Axes, handles: list, labels: list[str], **kwargs) -> None:
-    # Labels passed explicitly: a name starting with "_" would otherwise be left out.
-    axes.legend(handles, [_text(label) for label in labels], frameon=False, **kwargs)
+def legend_that_fits(
+    figure: Figure,
+    handles: Sequence,
+    labels: Sequence[str],
+    *,
+    ncols: int,
+    loc: str = "outside lower center",
+) -> None:
+    """Put the figure's legend outside the plot (below it by default), in as many columns (up to
+    `ncols`) as fit the figure's width: long names in three columns ran off both sides.
+
+    Labels are passed explicitly: a name starting with "_" would otherwise be left out.
+    """
+    texts = [_text(label) for label in labels]
+    for columns in range(max(ncols, 1), 1, -1):
+        legend = figure.legend(handles, texts, loc=loc, ncols=columns, frameon=False)
+        figure.draw_without_rendering()
+        if legend.get_window_extent().width <= figure.bbox.width:
+            return
+        legend.remove()
+    figure.legend(handles, texts, loc=loc, ncols=1, frameon=False)
+
+
+def ink_on(colour: str) -> str:
+    """Return black or white, whichever reads better on `colour` (the higher WCAG contrast):
+    white on the palette's orange and sky blue was hard to read."""
+    linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in to_rgb(colour)]
+    luminance = 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+    return "white" if 1.05 / (luminance + 0.05) > (luminance + 0.05) / 0.05 else "black"
+
+
+def fit_tick_labels(figure: Figure, axes: Axes) -> None:
+    """Leave the x tick labels flat when they fit side by side, else turn them 30 degrees (or 90
+    when even that is too tight), each ending at its tick, so that no two overlap: long system
+    names ran into each other."""
+    figure.draw_without_rendering()
+    labels = [label for label in axes.get_xticklabels() if label.get_text()]
+    if len(labels) < 2:
+        return
+    ticks = sorted(axes.transData.transform([(x, 0) for x in axes.get_xticks()])[:, 0])
+    gap = min(b - a for a, b in pairwise(ticks))
+    boxes = [label.get_window_extent() for label in labels]
+    room = 1.15  # constrained layout narrows the plot a little once the labels turn
+    if all(room * (a.width + b.width) / 2 <= gap for a, b in pairwise(boxes)):
+        return
+    height = max(box.height for box in boxes)
+    angle = 30 if room * height <= gap * math.sin(math.radians(30)) else 90
+    for label in labels:
+        label.set(rotation=angle, horizontalalignment="right", verticalalignment="center")
+        label.set_rotation_mode("anchor")
 
 
 # --- Radar charts (paper Figures 3 and 4) --------------------------------------------------------
@@ -169,9 +229,21 @@ def _draw_radar(figure: Figure, report: dict, source: str | None, *, name: str, 
     axes.set_theta_offset(np.pi / 2)  # the first category at the top, as in the paper
     axes.set_theta_direction(-1)
     axes.set_rlabel_position(180 / max(len(categories), 1))  # between the first two spokes
-    axes.tick_params(axis="x", pad=10)
+    axes.tick_params(axis="x", pad=6)
+    _spoke_labels_outward(axes, angles)
     figure.suptitle(_text(f"{FIGURES[name]}, radius DRFR (%) (labels: {chosen})"))
-    _legend(axes, handles, systems, loc="upper left", bbox_to_anchor=(1.08, 1.0))
+    legend_that_fits(figure, handles, systems, ncols=3)
+
+
+def _spoke_labels_outward(axes: Axes, angles: np.ndarray) -> None:
+    """Align each spoke's name away from the circle: a name centred on its spoke ran into the
+    circle and the lines on it ("Engineering and Technology" on the paper's Figure 4)."""
+    for label, angle in zip(axes.get_xticklabels(), angles, strict=True):
+        across, up = np.sin(angle), np.cos(angle)  # clockwise from the top
+        label.set_horizontalalignment(
+            "left" if across > 0.01 else "right" if across < -0.01 else "center"
+        )
+        label.set_verticalalignment("bottom" if up > 0.01 else "top" if up < -0.01 else "center")
 
 
 def _draw_constraints(figure: Figure, report: dict, source: str | None) -> None:
@@ -237,9 +309,11 @@ def _draw_leaderboard(figure: Figure, report: dict, source: str | None) -> None:
     axes.set_ylim(0, 105)
     axes.set_xlabel("System")
     axes.set_ylabel("DRFR (%)")
-    axes.set_title(_text(f"{FIGURES['leaderboard']} (labels: {chosen})"))
-    axes.tick_params(axis="x", labelrotation=15)
-    _legend(axes, containers, [f"{s} set" if s != "overall" else s for s in subsets], ncols=3)
+    figure.suptitle(_text(f"{FIGURES['leaderboard']} (labels: {chosen})"))
+    # Below the plot: inside it, the legend sat on the intervals that reach 100%.
+    labels = [f"{s} set" if s != "overall" else s for s in subsets]
+    legend_that_fits(figure, containers, labels, ncols=3)
+    fit_tick_labels(figure, axes)
 
 
 def _draw_positions(figure: Figure, report: dict, source: str | None) -> None:
@@ -253,14 +327,15 @@ def _draw_positions(figure: Figure, report: dict, source: str | None) -> None:
     axes = figure.add_subplot()
     containers = _grouped_bars(axes, [f"System {p}" for p in positions], kinds, heights)
     for container in containers:
-        axes.bar_label(container, fmt="%.1f", fontsize=7, padding=2)
-    axes.set_ylim(0, 120)
+        axes.bar_label(container, fmt="%.1f", fontsize=MIN_FONT_SIZE, padding=2)
+    axes.set_ylim(0, 108)  # room for the value over a bar of 100%
     axes.set_yticks(range(0, 101, 20))
     axes.set_xlabel("Position at which the response was shown")
     axes.set_ylabel("DRFR (%)")
-    axes.set_title(FIGURES["positions"])
+    figure.suptitle(FIGURES["positions"])
     labels = [f"{kind} annotators" for kind in kinds]
-    _legend(axes, containers, labels, ncols=max(len(kinds), 1), loc="upper center")
+    legend_that_fits(figure, containers, labels, ncols=len(kinds))
+    fit_tick_labels(figure, axes)
 
 
 def _draw_disagreement(figure: Figure, report: dict, source: str | None) -> None:
@@ -276,12 +351,14 @@ def _draw_disagreement(figure: Figure, report: dict, source: str | None) -> None
     axes = figure.add_subplot()
     containers = _grouped_bars(axes, [str(level) for level in levels], groups, heights)
     for container in containers:
-        axes.bar_label(container, fmt="%.1f", fontsize=7, padding=2)
+        axes.bar_label(container, fmt="%.1f", fontsize=MIN_FONT_SIZE, padding=2)
     axes.set_xlabel("Disagreement level (number of systems whose output the annotators split on)")
     axes.set_ylabel("Questions (%)")
-    axes.set_title(FIGURES["disagreement"])
+    axes.set_ylim(0, 108)
+    figure.suptitle(FIGURES["disagreement"])
     labels = [f"{group} annotators ({_total(rows, group)} questions)" for group in groups]
-    _legend(axes, containers, labels)
+    # Below the plot: matplotlib's "best" place inside it still covered a bar.
+    legend_that_fits(figure, containers, labels, ncols=len(groups))
 
 
 def _total(rows: list[dict], group: str) -> int:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.contrib.auth.models import AbstractBaseUser, User
-from django.db.models import Count, Exists, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, Min, OuterRef, Q, QuerySet
 from django.urls import reverse
 
 from annotate.compiled import CompiledQuery
@@ -288,6 +288,35 @@ def rerating_get(*, rerating_id: int, user: AbstractBaseUser) -> Rerating:
         )
     except Rerating.DoesNotExist:
         raise NotFoundError("no such re-rating") from None
+
+
+@dataclass(frozen=True)
+class ReratingPage:
+    rerating: Rerating
+    titles: list[str]  # the question's papers, numbered from 0 as the answers cite them
+    done: int  # of the annotator's re-ratings in this study
+    total: int
+
+
+def rerating_page_get(*, rerating_id: int, user: AbstractBaseUser) -> ReratingPage:
+    """The annotator's own re-rating with what judging it needs: the question's paper titles
+    and how many of the turns sent to them in the study they re-rated. Three queries."""
+    rerating = rerating_get(rerating_id=rerating_id, user=user)
+    session = rerating.turn.session
+    titles = [d.title for d in _TITLES.all(question_id=session.question_id)]
+    progress = rerating_progress(user=user, study_id=session.study_id)
+    return ReratingPage(rerating, titles, progress["done"], progress["total"])
+
+
+def rerating_progress(*, user: AbstractBaseUser, study_id: int) -> dict:
+    """How many of the turns sent to the annotator in the study they re-rated (`done` of
+    `total`), and the first one still waiting (`next_id`, None when none is)."""
+    mine = Rerating.objects.filter(annotator=user, turn__session__study_id=study_id)
+    return mine.aggregate(
+        total=Count("id"),
+        done=Count("id", filter=Q(status=RerateStatus.DONE)),
+        next_id=Min("id", filter=Q(status=RerateStatus.PENDING)),
+    )
 
 
 def study_annotators(*, study: Study) -> QuerySet:

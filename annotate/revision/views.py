@@ -134,8 +134,8 @@ def finish(request: HttpRequest, session_id: int) -> HttpResponse:
 @login_required
 @page_errors
 def rerating_page(request: HttpRequest, rerating_id: int) -> HttpResponse:
-    rerating = selectors.rerating_get(rerating_id=rerating_id, user=request.user)
-    context = {"rerating": rerating}
+    page = selectors.rerating_page_get(rerating_id=rerating_id, user=request.user)
+    context = {"page": page}
     if request.method == "POST":
         try:
             reratings.rerating_submit(
@@ -148,7 +148,13 @@ def rerating_page(request: HttpRequest, rerating_id: int) -> HttpResponse:
         except SubmissionError as error:
             context.update(error=str(error), form=request.POST)
             return render(request, "revision/rerating.html", context, status=400)
-        messages.success(request, "Rating saved. Thank you!")
+        study_id = page.rerating.turn.session.study_id
+        progress = selectors.rerating_progress(user=request.user, study_id=study_id)
+        messages.success(
+            request, f"Rating saved: {progress['done']} of {progress['total']} re-rated. Thank you!"
+        )
+        if progress["next_id"] is not None:  # straight on to the next turn of the study
+            return redirect("revision:rerating", rerating_id=progress["next_id"])
         return redirect("revision:home")
     return render(request, "revision/rerating.html", context)
 

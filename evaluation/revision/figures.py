@@ -2,16 +2,28 @@
 (top) and instruction type by turn position (bottom), as SVG, PNG or PDF.
 
 Same conventions as evaluation.figures: a fresh Figure on the Agg canvas per call, no pyplot,
-deterministic output, colour-blind-safe palette.
+deterministic output, colour-blind-safe palette, and the same size rule: the ratings give each bar
+a fixed width, and systems that would make the figure wider than `MAX_WIDTH` go on further rows
+(seven systems' 21 bars made it 24 inches wide, a third of its size on the page).
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 from matplotlib import rc_context
 from matplotlib.figure import Figure
 
-from evaluation.figures import PALETTE, RC, _text, figure_bytes, figure_request_check
+from evaluation.figures import (
+    MAX_WIDTH,
+    PALETTE,
+    RC,
+    _text,
+    figure_bytes,
+    figure_request_check,
+    fit_tick_labels,
+)
 
 FIGURES = {
     "ratings": "Rating distribution per system: stylistic, information-seeking and all instructions",
@@ -20,6 +32,9 @@ FIGURES = {
 RATING_COLOURS = {"good": PALETTE[2], "neutral": PALETTE[3], "bad": PALETTE[1]}
 # Under each bar, below the system's name (the paper's s / i / o, spelled out).
 KIND_LABEL = {"stylistic": "stylistic", "information-seeking": "info-seeking", "all": "all"}
+BAR_WIDTH = 0.95  # inches: room for "info-seeking" and a model's name under each bar
+MARGIN = 0.8  # the y axis and its label
+ROW_HEIGHT = 3.2
 
 
 def figure_available(report: dict, name: str) -> bool:
@@ -29,19 +44,38 @@ def figure_available(report: dict, name: str) -> bool:
 
 
 def _ratings(figure: Figure, report: dict) -> None:
+    lines = _ratings_lines(report)
+    for index, rows in enumerate(lines):
+        axes = figure.add_subplot(len(lines), 1, index + 1)
+        labels = [f"{_text(row['system'])}\n{KIND_LABEL[row['instruction_type']]}" for row in rows]
+        x = np.arange(len(rows))
+        bottom = np.zeros(len(rows))
+        for rating, colour in RATING_COLOURS.items():
+            values = np.array([100 * (row[rating] or 0) for row in rows])
+            axes.bar(x, values, bottom=bottom, color=colour, label=rating, width=0.7)
+            bottom += values
+        axes.set_xticks(x, labels, fontsize="small")
+        axes.set_xlim(-0.5, max(len(line) for line in lines) - 0.5)  # bars as wide on every row
+        axes.set_ylabel("% of turns")
+        axes.set_ylim(0, 100)
+    figure.legend(
+        *figure.axes[0].get_legend_handles_labels(), frameon=False, ncols=3,
+        loc="outside upper center",
+    )  # fmt: skip
+    for axes in figure.axes:
+        fit_tick_labels(figure, axes)
+
+
+def _ratings_lines(report: dict) -> list[list[dict]]:
+    """The ratings' bars in rows of whole systems, each row within MAX_WIDTH, as even as can be."""
     rows = [row for row in report["figure2_ratings"] if row["turns"]]
-    axes = figure.add_subplot()
-    labels = [f"{_text(row['system'])}\n{KIND_LABEL[row['instruction_type']]}" for row in rows]
-    x = np.arange(len(rows))
-    bottom = np.zeros(len(rows))
-    for rating, colour in RATING_COLOURS.items():
-        values = np.array([100 * (row[rating] or 0) for row in rows])
-        axes.bar(x, values, bottom=bottom, color=colour, label=rating, width=0.7)
-        bottom += values
-    axes.set_xticks(x, labels, fontsize="small")
-    axes.set_ylabel("% of turns")
-    axes.set_ylim(0, 100)
-    figure.legend(frameon=False, ncols=3, loc="outside upper center")
+    systems = list(dict.fromkeys(row["system"] for row in rows))
+    bars = max(sum(row["system"] == system for row in rows) for system in systems)
+    fit = max(1, int((MAX_WIDTH - MARGIN) // (BAR_WIDTH * bars)))
+    lines = math.ceil(len(systems) / fit)
+    size = math.ceil(len(systems) / lines)
+    groups = [systems[start : start + size] for start in range(0, len(systems), size)]
+    return [[row for row in rows if row["system"] in group] for group in groups]
 
 
 def _positions(figure: Figure, report: dict) -> None:
@@ -66,7 +100,12 @@ def render_revision_figure(report: dict, name: str, fmt: str) -> bytes:
     """Draw one figure of the revision report and return its bytes in the format."""
     figure_request_check(name, fmt, names=FIGURES, available=figure_available(report, name))
     with rc_context(RC):
-        bars = len(report["figure2_ratings"]) if name == "ratings" else 0
-        figure = Figure(figsize=(max(7.0, 1.15 * bars), 4.0), layout="constrained")
+        width, height = 7.0, 4.0
+        if name == "ratings":
+            lines = _ratings_lines(report)
+            bars = max(len(rows) for rows in lines)
+            width = min(MAX_WIDTH, max(width, MARGIN + BAR_WIDTH * bars))
+            height = ROW_HEIGHT * len(lines) + 0.8
+        figure = Figure(figsize=(width, height), layout="constrained")
         DRAWERS[name](figure, report)
         return figure_bytes(figure, fmt)

@@ -111,7 +111,11 @@ def report_page(request: HttpRequest, study_id: int) -> HttpResponse:
                 "detail": _cells(report[name]["categories"]) if merged else None,
             }
         )
-    figures_shown = [name for name in figures.FIGURES if figures.figure_available(report, name)]
+    figures_shown = [
+        (name, title)
+        for name, title in figures.FIGURES.items()
+        if figures.figure_available(report, name)
+    ]
     context = {
         "study": study,
         "report": report,

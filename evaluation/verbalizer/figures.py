@@ -7,7 +7,9 @@ side by side share their prompts; a dotted line parts the two.
 Bars are accuracy under the lenient rule (invalid replies not counted) with 95 % item-bootstrap
 intervals; the dashed line is random guessing (50 %); the share of invalid replies is printed
 on each bar ("n/a, inv 100%" where no reply was valid). Same matplotlib conventions as
-evaluation.figures (Agg canvas, no pyplot, deterministic output).
+evaluation.figures (Agg canvas, no pyplot, deterministic output) and the same size rule: each
+system gets a fixed width, and systems that would make a figure wider than `MAX_WIDTH` go on
+further rows of plots (Figure 3's six verbalizers per system grew it past any page or paper).
 """
 
 from __future__ import annotations
@@ -20,13 +22,19 @@ import matplotlib
 matplotlib.use("Agg")
 
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 
 from evaluation.figures import (  # noqa: E402
+    MAX_WIDTH,
+    MIN_FONT_SIZE,
     PALETTE,
     RC,
     _text,
     figure_bytes,
     figure_request_check,
+    fit_tick_labels,
+    ink_on,
+    legend_that_fits,
 )
 from evaluation.verbalizer.report import (  # noqa: E402
     FLIPPED_CONDITIONS,
@@ -41,6 +49,11 @@ FIGURES = {
     "flipped_by_dataset": "Figure 5: golden vs flipped golden per dataset",
 }
 RULE = "lenient"
+# Inches per bar (at least three bars a system): Figures 2-4 alone on their plot, Figure 5 in a
+# plot per dataset, three datasets abreast. MARGIN holds the y axis and its label.
+BAR_WIDTH = {"single": 0.35, "per_dataset": 0.25}
+MARGIN = 0.8
+ROW_HEIGHT = 3.0
 
 
 def _series(name: str, report: dict, rows: list[dict]) -> tuple[str, list[str]]:
@@ -65,28 +78,22 @@ def _draw_bars(
     key: str,
     series: list[str],
     *,
-    legend: bool = True,
     blocks: Sequence[int] = (),
 ) -> None:
     width = 0.8 / max(len(series), 1)
     values = {(system_label(r["system"], r["prompts"]), r[key]): r for r in rows}
     for s_index, name in enumerate(series):
-        labelled = not legend
         for x, system in enumerate(systems):
             row = values.get((system, name))
             if row is None:
                 continue
             position = x - 0.4 + width * (s_index + 0.5)
-            label = None if labelled else _text(name)
-            labelled = True
             color = PALETTE[s_index % len(PALETTE)]
             if row[f"accuracy_{RULE}"] is None:
-                # Asked, and no reply valid: a bar of height 0 (it keeps the series in the
-                # legend) and a note, not the empty slot of a cell never asked.
-                axes.bar(position, 0, width, color=color, label=label)
+                # Asked, and no reply valid: a note, not the empty slot of a cell never asked.
                 axes.text(
                     position, 1, f"n/a, inv {100 * row['invalid']:.0f}%", rotation=90,
-                    ha="center", va="bottom", fontsize=6, color="black",
+                    ha="center", va="bottom", fontsize=MIN_FONT_SIZE, color="black",
                 )  # fmt: skip
                 continue
             value = 100 * row[f"accuracy_{RULE}"]
@@ -94,17 +101,18 @@ def _draw_bars(
             yerr = None
             if low is not None:
                 yerr = [[max(value - 100 * low, 0)], [max(100 * high - value, 0)]]
-            axes.bar(position, value, width, yerr=yerr, capsize=2, color=color, label=label)
+            axes.bar(position, value, width, yerr=yerr, capsize=2, color=color)
             axes.text(
                 position, 1, f"inv {100 * row['invalid']:.0f}%", rotation=90, ha="center",
-                va="bottom", fontsize=6, color="white" if value > 25 else "black",
+                va="bottom", fontsize=MIN_FONT_SIZE, color=ink_on(color) if value > 25 else "black",
             )  # fmt: skip
     for start in blocks:  # where the bars on people's prompts begin
         axes.axvline(start - 0.5, color="grey", linestyle=":", linewidth=0.8)
     axes.axhline(50, color="black", linestyle="--", linewidth=0.8)
     # "gpt-4, on people's prompts" on two lines: one line ran far below the axis.
     ticks = [_text(s).replace(", on ", ",\non ") for s in systems]
-    axes.set_xticks(range(len(systems)), ticks, rotation=30, ha="right")
+    axes.set_xticks(range(len(systems)), ticks)
+    axes.set_xlim(-0.5, len(systems) - 0.5)
     axes.set_ylim(0, 105)
     axes.set_ylabel("accuracy (%)")
 
@@ -119,36 +127,40 @@ def render_figure(report: dict, name: str, fmt: str) -> bytes:
     rows = report[name]
     pairs = row_order(rows)
     systems = [system_label(*pair) for pair in pairs]
-    blocks = [i for i in range(1, len(pairs)) if pairs[i][1] != pairs[i - 1][1]]
+    starts = [i for i in range(1, len(pairs)) if pairs[i][1] != pairs[i - 1][1]]
     key, series = _series(name, report, rows)
+    per_dataset = name == "flipped_by_dataset"
+    bar = BAR_WIDTH["per_dataset" if per_dataset else "single"]
+    per_system = bar * max(3, len(series))
+    groups = _system_groups(len(systems), per_system)
+    datasets = list(dict.fromkeys(r["dataset"] for r in rows)) if per_dataset else [None]
+    plot_width = MARGIN + per_system * max(len(group) for group in groups)
+    columns = max(1, min(3, len(datasets), int(MAX_WIDTH // plot_width)))
+    plots = [(dataset, group) for dataset in datasets for group in groups]
+    lines = math.ceil(len(plots) / columns)
+    width = min(MAX_WIDTH, max(6.0, columns * plot_width))
     with matplotlib.rc_context(RC):
-        if name == "flipped_by_dataset":
-            datasets = list(dict.fromkeys(r["dataset"] for r in rows))
-            columns = min(3, len(datasets))
-            lines = math.ceil(len(datasets) / columns)
-            figure = Figure(figsize=(3.6 * columns, 3.2 * lines + 0.6), layout="constrained")
-            for index, dataset in enumerate(datasets):
-                axes = figure.add_subplot(lines, columns, index + 1)
-                subset = [r for r in rows if r["dataset"] == dataset]
-                _draw_bars(axes, subset, systems, key, series, legend=index == 0, blocks=blocks)
+        figure = Figure(figsize=(width, ROW_HEIGHT * lines + 1.2), layout="constrained")
+        for index, (dataset, group) in enumerate(plots):
+            axes = figure.add_subplot(lines, columns, index + 1)
+            chosen = [r for r in rows if dataset is None or r["dataset"] == dataset]
+            blocks = [start - group.start for start in starts if start in group[1:]]
+            shown = [systems[i] for i in group]
+            _draw_bars(axes, chosen, shown, key, series, blocks=blocks)
+            if dataset is not None:
                 axes.set_title(_text(dataset))
-        else:
-            figure = Figure(figsize=(max(6.0, 1.2 * len(systems) * max(1, len(series) / 3)), 4.2),
-                            layout="constrained")  # fmt: skip
-            axes = figure.add_subplot()
-            _draw_bars(axes, rows, systems, key, series, blocks=blocks)
         figure.suptitle(_text(FIGURES[name] + f" - set {report['set']}"), fontsize=9)
-        _legend_that_fits(figure, min(len(series), 3))
+        handles = [Patch(color=PALETTE[i % len(PALETTE)]) for i in range(len(series))]
+        legend_that_fits(figure, handles, series, ncols=min(len(series), 3))
+        for axes in figure.axes:
+            fit_tick_labels(figure, axes)
         return figure_bytes(figure, fmt)
 
 
-def _legend_that_fits(figure: Figure, ncols: int) -> None:
-    """The figure's legend below it, in as many columns (up to `ncols`) as fit its width: long
-    series names in three columns ran off both sides of the figure."""
-    for columns in range(ncols, 1, -1):
-        legend = figure.legend(loc="outside lower center", ncols=columns, frameon=False)
-        figure.draw_without_rendering()
-        if legend.get_window_extent().width <= figure.bbox.width:
-            return
-        legend.remove()
-    figure.legend(loc="outside lower center", ncols=1, frameon=False)
+def _system_groups(count: int, per_system: float) -> list[range]:
+    """Split `count` systems into as few rows of plots as keep each row within MAX_WIDTH, the
+    rows as even as can be."""
+    fit = max(1, int((MAX_WIDTH - MARGIN) // per_system))
+    lines = math.ceil(count / fit)
+    size = math.ceil(count / lines)
+    return [range(start, min(start + size, count)) for start in range(0, count, size)]

@@ -7,6 +7,7 @@ import pytest
 
 from evaluation.errors import ReportError
 from evaluation.figures import FIGURES, figure_available, render_figure
+from tests.evaluation.figure_layout import legends_off_the_plots, overlapping_texts, smallest_font
 from tests.evaluation.report_sample import (
     PRINCIPAL_DOMAINS,
     SYSTEMS,
@@ -158,3 +159,66 @@ def test_rendering_leaves_no_global_matplotlib_state_behind():
     assert plt.get_fignums() == []
     assert dict(matplotlib.rcParams) == before
     assert matplotlib.get_backend().lower() == "agg"
+
+
+# Names as long as the paper's systems, and as many: tick labels that fit three short names
+# flat run into each other here.
+MANY_SYSTEMS = [
+    "gpt-4-1106-preview", "gpt-3.5-turbo-1106", "claude-2.1", "claude-instant-1.2",
+    "llama-2-70b-chat", "vicuna-13b-v1.5", "mistral-7b-instruct-v0.2", "zephyr-7b-beta",
+    "wizardlm-13b-v1.2", "alpaca-7b", "baize-v2-13b", "koala-13b", "openchat-3.5",
+]  # fmt: skip
+
+
+def _many_systems_report() -> dict:
+    report = sample_report()
+    for table in ("leaderboard", "constraints", "domains", "hard_domains"):
+        model = [row for row in report[table] if row["system"] == "claude-2.1"]
+        report[table] = [{**row, "system": name} for name in MANY_SYSTEMS for row in model]
+    report["systems"] = list(MANY_SYSTEMS)
+    return report
+
+
+@pytest.mark.parametrize("many", [False, True], ids=["sample", "13 systems"])
+@pytest.mark.parametrize("name", list(FIGURES))
+def test_every_figure_is_readable_at_the_size_it_is_drawn(name, many, drawn_figure):
+    """At most MAX_WIDTH inches (the report page shows it at full size), no text under
+    MIN_FONT_SIZE points, no two texts on each other, and the legend beside the plot: the
+    leaderboard's and the disagreement figure's legends sat on error bars and bars, and the
+    radar's legend on a domain's name."""
+    from evaluation import figures
+
+    report = _many_systems_report() if many else sample_report()
+    figure = drawn_figure(figures, render_figure, report, name, "png")
+    assert figure.get_figwidth() <= figures.MAX_WIDTH
+    assert smallest_font(figure) >= figures.MIN_FONT_SIZE
+    assert overlapping_texts(figure) == []
+    assert legends_off_the_plots(figure) == []
+
+
+@pytest.mark.parametrize("name", ["constraints", "domains"])
+def test_radar_spoke_names_stay_outside_the_circle(name, drawn_figure):
+    """Paper Figures 3 and 4: a name centred on its spoke ran into the circle and the systems'
+    lines ("Linguistic", "Engineering and Technology")."""
+    from evaluation import figures
+
+    figure = drawn_figure(figures, render_figure, sample_report(), name, "png")
+    (axes,) = figure.axes
+    centre = axes.transAxes.transform((0.5, 0.5))
+    radius = axes.transAxes.transform((1.0, 0.5))[0] - centre[0]
+    labels = [label for label in axes.get_xticklabels() if label.get_text()]
+    assert len(labels) >= 5
+    for label in labels:
+        box = label.get_window_extent()
+        nearest = (min(max(centre[0], box.x0), box.x1), min(max(centre[1], box.y0), box.y1))
+        distance = ((nearest[0] - centre[0]) ** 2 + (nearest[1] - centre[1]) ** 2) ** 0.5
+        assert distance > radius, (label.get_text(), distance, radius)
+
+
+def test_long_system_names_turn_only_when_they_would_overlap(drawn_figure):
+    from evaluation import figures
+
+    flat = drawn_figure(figures, render_figure, sample_report(), "leaderboard", "png")
+    assert {label.get_rotation() for label in flat.axes[0].get_xticklabels()} == {0}
+    turned = drawn_figure(figures, render_figure, _many_systems_report(), "leaderboard", "png")
+    assert {label.get_rotation() for label in turned.axes[0].get_xticklabels()} == {30}

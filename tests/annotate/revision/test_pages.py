@@ -448,3 +448,89 @@ def test_a_session_ended_after_a_bad_unedited_revision_shows_its_final_answer(
     assert "turn 1's revision bad and did not edit it, so it was dropped" in page
     answer = page.split('id="answer"')[1].split("</pre>")[0]
     assert answer.endswith(f">{session.initial_answer}")
+
+
+def reratings_of(study, annotator, count, question=None, answer="a1 [0]"):
+    """`count` finished turns of someone else's session on `question`, sent to `annotator`."""
+    from annotate.revision.models import Rerating
+
+    owner = UserFactory(roles=[ANNOTATOR])
+    session = RevisionSession.objects.create(
+        study=study, question=question or study.questions.first(), system=study.systems.first(),
+        annotator=owner, status="finished", initial_answer="a0", created_at=timezone.now(),
+    )  # fmt: skip
+    return [
+        Rerating.objects.create(
+            turn=Turn.objects.create(
+                session=session,
+                position=n,
+                instruction=f"Cite paper {n}.",
+                answer=answer,
+                previous_answer="a0",
+                rating="good",
+                instruction_type="information-seeking",
+            ),
+            annotator=annotator,
+            created_at=timezone.now(),
+        )  # fmt: skip
+        for n in range(1, count + 1)
+    ]
+
+
+def test_a_rerating_shows_the_papers_the_answer_cites_and_how_far_the_rerater_is(
+    client, study, annotator
+):
+    """The re-rater judged "[0]" without the papers' titles and did not know how many turns were
+    left; a save now goes straight on to the study's next turn."""
+    first, second = reratings_of(study, annotator, 2, answer="<b>a1</b> [0]")
+    client.force_login(annotator)
+    page = client.get(reverse("revision:rerating", args=[first.pk])).content.decode()
+    titles = page.split('<ol class="titles" id="titles" start="0">')[1].split("</ol>")[0]
+    assert titles == "<li>Paper Zero</li><li>Paper One</li>"
+    assert '<span id="rerate-progress">0 of 2 re-rated</span>' in page
+    assert "Instruction (information-seeking)" in page
+    assert "&lt;b&gt;a1&lt;/b&gt; [0]" in page and "<b>a1</b>" not in page  # model output as text
+    saved = client.post(
+        reverse("revision:rerating", args=[first.pk]), {"rating": "good", "comment": "Cites 0."}
+    )
+    assert saved.url == reverse("revision:rerating", args=[second.pk])
+    page = client.get(saved.url).content.decode()
+    assert "Rating saved: 1 of 2 re-rated." in page
+    assert '<span id="rerate-progress">1 of 2 re-rated</span>' in page
+
+
+def test_a_rerater_sees_only_their_own_reratings_and_counts(client, study, annotator):
+    other = UserFactory(username="other-rerater", roles=[ANNOTATOR])
+    (theirs,) = reratings_of(study, other, 1)
+    (mine,) = reratings_of(study, annotator, 1, question=study.questions.last())
+    client.force_login(annotator)
+    assert client.get(reverse("revision:rerating", args=[theirs.pk])).status_code == 404
+    refused = client.post(
+        reverse("revision:rerating", args=[theirs.pk]), {"rating": "bad", "comment": "x"}
+    )
+    assert refused.status_code == 404
+    page = client.get(reverse("revision:rerating", args=[mine.pk])).content.decode()
+    assert '<span id="rerate-progress">0 of 1 re-rated</span>' in page  # not 0 of 2
+
+
+def test_a_question_without_documents_says_so_on_the_rerating(client, study, annotator):
+    (rerating,) = reratings_of(study, annotator, 1)
+    rerating.turn.session.question.documents.all().delete()
+    client.force_login(annotator)
+    page = client.get(reverse("revision:rerating", args=[rerating.pk])).content.decode()
+    assert "No paper titles are stored for this question." in page
+
+
+def test_the_rerating_page_runs_a_fixed_number_of_queries(
+    client, study, annotator, django_assert_num_queries
+):
+    (few,) = reratings_of(study, annotator, 1, question=study.questions.last())  # one paper
+    many = reratings_of(study, annotator, 12)  # two papers, twelve turns
+    client.force_login(annotator)
+    for rerating in (few, many[-1]):
+        client.get(reverse("revision:rerating", args=[rerating.pk]))
+        # session, user, the re-rating with its turn, session and question, the titles, the
+        # progress, the navigation's roles
+        with django_assert_num_queries(6):
+            response = client.get(reverse("revision:rerating", args=[rerating.pk]))
+        assert "of 13 re-rated" in response.content.decode()

@@ -129,3 +129,32 @@ def test_researcher_downloads_the_sessions_from_the_report_page(client, research
     )
     client.force_login(UserFactory(username="ann-dl", roles=[ANNOTATOR]))
     assert client.get(jsonl_url).status_code == 403
+
+
+def test_figure2_ratings_of_seven_systems_stay_readable(tmp_path, drawn_figure):
+    """Seven systems (as in the KIWI paper) made 21 bars of 1.15 inches, a 24-inch figure the page
+    showed in 700 pixels. Now the systems go on rows within MAX_WIDTH, every bar named, no text
+    under MIN_FONT_SIZE points or on another."""
+    from evaluation import figures as shared
+    from evaluation.revision import figures
+    from evaluation.revision.reports import revision_report_build
+    from tests.evaluation.figure_layout import (
+        drawn_texts,
+        legends_off_the_plots,
+        overlapping_texts,
+        smallest_font,
+    )
+
+    report = revision_report_build(study=sample_study(tmp_path))
+    systems = ["gpt-4-0613", "gpt-3.5-turbo", "claude-2.1", "llama-2-70b-chat"]
+    systems += ["tulu-2-dpo-70b", "mixtral-8x7b-instruct", "yi-34b-chat"]
+    model = [row for row in report["figure2_ratings"] if row["system"] == "gpt-4"]
+    report["figure2_ratings"] = [{**row, "system": name} for name in systems for row in model]
+    figure = drawn_figure(figures, figures.render_revision_figure, report, "ratings", "png")
+    assert figure.get_figwidth() <= shared.MAX_WIDTH
+    assert len(figure.axes) > 1
+    assert smallest_font(figure) >= shared.MIN_FONT_SIZE
+    assert overlapping_texts(figure) == []
+    assert legends_off_the_plots(figure) == []
+    bars = [text.get_text() for text in drawn_texts(figure) if "\n" in text.get_text()]
+    assert bars == [f"{name}\n{kind}" for name in systems for kind in figures.KIND_LABEL.values()]

@@ -293,3 +293,58 @@ def test_a_figure_cell_with_answers_but_no_valid_reply_says_so_and_keeps_its_leg
     assert re.findall(r">\s*(natural|neutral|unnatural)\s*<", svg) == [
         "natural", "neutral", "unnatural",
     ]  # fmt: skip
+
+
+PAPER_MODELS = [
+    "flan-t5-xxl", "llama-2-70b-chat", "vicuna-13b-v1.5", "gpt-3.5-turbo-0613",
+    "gpt-4-0613", "claude-2", "falcon-40b-instruct", "mpt-30b-chat",
+]  # fmt: skip
+
+
+def _paper_sized(report: dict) -> dict:
+    """The report with eight models where m1 stood (each also on the people's prompts), beside
+    the people: as many bars as the paper's figures, Figure 3 six of them per system."""
+    from evaluation.verbalizer.figures import FIGURES
+
+    for name in FIGURES:
+        models = [r for r in report[name] if r["system"] == "m1"]
+        people = [r for r in report[name] if r["system"] != "m1"]
+        report[name] = [
+            {**r, "system": model}
+            for prompts in dict.fromkeys(r["prompts"] for r in models)
+            for model in PAPER_MODELS
+            for r in models
+            if r["prompts"] == prompts
+        ] + people
+    return report
+
+
+@pytest.mark.parametrize("paper_sized", [False, True], ids=["one model", "eight models"])
+@pytest.mark.parametrize("name", ["groups", "mappings", "flipped", "flipped_by_dataset"])
+def test_every_figure_is_readable_at_the_size_it_is_drawn(
+    with_humans, name, paper_sized, drawn_figure
+):
+    """Figure 3 grew 2.4 inches a system, and the report page showed it squeezed into 700
+    pixels: its text was a third smaller than drawn, its 6-point "inv" notes unreadable. Now
+    every figure is at most MAX_WIDTH inches (more systems go on further rows of plots), no
+    text is under MIN_FONT_SIZE points and no two texts overlap."""
+    from evaluation import figures as shared
+    from evaluation.verbalizer import figures
+    from evaluation.verbalizer.report import row_order, system_label
+    from tests.evaluation.figure_layout import (
+        drawn_texts,
+        legends_off_the_plots,
+        overlapping_texts,
+        smallest_font,
+    )
+
+    report = verbalizer_report(evaluation_set=with_humans)
+    if paper_sized:
+        report = _paper_sized(report)
+    figure = drawn_figure(figures, figures.render_figure, report, name, "png")
+    assert figure.get_figwidth() <= shared.MAX_WIDTH
+    assert smallest_font(figure) >= shared.MIN_FONT_SIZE
+    assert overlapping_texts(figure) == []
+    assert legends_off_the_plots(figure) == []
+    shown = {t.get_text().replace(",\non ", ", on ") for t in drawn_texts(figure)}
+    assert {system_label(*pair) for pair in row_order(report[name])} <= shown

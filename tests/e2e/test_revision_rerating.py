@@ -1,0 +1,60 @@
+"""A re-rater rates two turns of someone else's session in a real browser: the papers the answers
+cite beside them, "N of M re-rated", the keyboard, and straight on to the next turn."""
+
+import json
+
+import pytest
+from django.utils import timezone
+
+from annotate.revision.models import Rerating, RevisionSession, Study, Turn
+from annotate.revision.services.imports import study_upload
+from annotate.roles import ANNOTATOR
+from tests.factories import UserFactory
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+QUESTION = {
+    "question": "How do retrieval-augmented models cite sources?",
+    "documents": [
+        {"title": "Paper Zero", "text": "Retrieval models fetch passages."},
+        {"title": "Paper One", "text": "Readers trust cited answers more."},
+    ],
+}
+
+
+def test_a_rerater_judges_with_the_papers_and_sees_how_far_they_are(page_for, tmp_path, snap):
+    path = tmp_path / "study.jsonl"
+    path.write_text(json.dumps(QUESTION) + "\n")
+    study_upload(path=str(path), study_name="rerate", systems=["alpha"])
+    study = Study.objects.get(name="rerate")
+    owner, rerater = (UserFactory(username=n, roles=[ANNOTATOR]) for n in ("owner", "rerater"))
+    session = RevisionSession.objects.create(
+        study=study, question=study.questions.get(), system=study.systems.get(), annotator=owner,
+        status="finished", initial_answer="a0", created_at=timezone.now(),
+    )  # fmt: skip
+    for n, answer in ((1, "Readers trust <em>cited</em> answers [1]."), (2, "Shorter [0].")):
+        turn = Turn.objects.create(
+            session=session, position=n, instruction=f"Instruction {n}.", answer=answer,
+            previous_answer="a0", rating="good", instruction_type="stylistic",
+        )  # fmt: skip
+        Rerating.objects.create(turn=turn, annotator=rerater, created_at=timezone.now())
+
+    page = page_for(rerater)
+    page.goto("/revision/")
+    page.get_by_role("link", name="turn 1: Instruction 1.").click()
+    page.wait_for_url("**/revision/reratings/*/")
+    assert page.locator("#titles li").all_inner_texts() == ["Paper Zero", "Paper One"]
+    assert page.locator("#rerate-progress").inner_text() == "0 of 2 re-rated"
+    assert (
+        "Readers trust <em>cited</em> answers [1]." in page.locator("pre.text").nth(1).inner_text()
+    )
+    page.locator("body").click()
+    page.keyboard.press("1")
+    page.keyboard.press("c")
+    page.keyboard.type("Cites Paper One, as asked.")
+    with page.expect_navigation():
+        page.keyboard.press("Control+Enter")
+    assert "Instruction 2." in page.locator("main").inner_text()
+    assert page.locator("#rerate-progress").inner_text() == "1 of 2 re-rated"
+    snap(page, "second turn")
+    assert Rerating.objects.filter(status="done").get().comment == "Cites Paper One, as asked."
