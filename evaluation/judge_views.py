@@ -7,11 +7,13 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from annotate.engine.services import engine_run_estimate_new
+from annotate.engine.services.runs import engine_run_may_control
 from annotate.errors import AnnotateError
-from annotate.http import form_refusal
+from annotate.http import error_page, form_refusal
 from annotate.roles import ADMIN, RESEARCHER, RESEARCHERS_ONLY, is_admin, require_role
 from evaluation.errors import EvaluationError, JudgeNotFoundError
 from evaluation.judge_forms import JudgeConfigForm, JudgeRunForm
@@ -135,7 +137,13 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     except JudgeNotFoundError:
         raise Http404 from None
     progress = judge_run_progress(run=run)
-    context = {"run": run, "progress": progress, "running": progress.active}
+    context = {
+        "run": run,
+        "progress": progress,
+        "running": progress.active,
+        "may_control": run.engine_run is not None
+        and engine_run_may_control(user=request.user, endpoint=run.engine_run.endpoint),
+    }
     return render(request, "evaluation/judge_run_detail.html", context)
 
 
@@ -149,5 +157,6 @@ def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
     except JudgeNotFoundError:
         raise Http404 from None
     except EvaluationError as error:
-        return HttpResponse(str(error), status=error.http_status, content_type="text/plain")
+        back = (reverse("judge:run-detail", args=[run.pk]), f"Back to judge run #{run.pk}")
+        return error_page(request, error, back=back)
     return redirect("engine:run-detail", engine_run_id=run.engine_run_id)
