@@ -260,19 +260,33 @@ def engine_run_cap_set(
     run.spending_cap_usd = cap
 
 
+def engine_run_reopen(*, run: EngineRun, user: AbstractBaseUser | None = None) -> None:
+    """Make a new, stopped, failed or finished run pending again, its stop request cleared.
+
+    `engine_run_start` starts it so; the commands' `--run` then execute it in the foreground.
+    Refused while a worker runs it: two executors would each spend up to the whole rest of
+    its cap, and ask its units twice.
+    """
+    engine_run_check_may_start(user=user, endpoint=run.endpoint)
+    if run.status == RunStatus.RUNNING and not _heartbeat_stale(run, timezone.now()):
+        raise EngineRunError(
+            f"Run {run.pk} is running already: stop it (its page) or wait for it to end. If the "
+            "process running it was killed, it can go on once it has been silent for "
+            f"{settings.ENGINE_HEARTBEAT_TIMEOUT_SECONDS} s."
+        )
+    EngineRun.objects.filter(pk=run.pk).update(
+        status=RunStatus.PENDING, stop_requested=False, error="", finished_at=None
+    )
+    run.status, run.stop_requested, run.error = RunStatus.PENDING, False, ""
+
+
 def engine_run_start(*, run: EngineRun, user: AbstractBaseUser | None = None) -> None:
     """Start (or resume) the run once this transaction commits, and return at once.
 
     With a broker, a Celery worker runs it; otherwise a background thread of this process
     (never the web request itself). Only missing units are done.
     """
-    engine_run_check_may_start(user=user, endpoint=run.endpoint)
-    if run.status == RunStatus.RUNNING and not _heartbeat_stale(run, timezone.now()):
-        raise EngineRunError(f"Run {run.pk} is running already.")
-    EngineRun.objects.filter(pk=run.pk).update(
-        status=RunStatus.PENDING, stop_requested=False, error="", finished_at=None
-    )
-    run.status, run.stop_requested, run.error = RunStatus.PENDING, False, ""
+    engine_run_reopen(run=run, user=user)
     if _broker_configured():
         from annotate.engine import tasks  # tasks import this module
         from annotate.services.deferred_tasks import task_enqueue_on_commit
@@ -881,6 +895,9 @@ def engine_run_execute(
         )
     except (EngineRunError, EndpointError) as error:
         return _finish(run.pk, failed=str(error))
+    except KeyboardInterrupt:  # Ctrl-C in a command: stopped, not running on without a worker
+        _finish(run.pk, cancelled=STOPPED)
+        raise
     except Exception as error:
         _finish(run.pk, failed=f"{type(error).__name__}: {error}")
         raise
