@@ -194,8 +194,9 @@ def run_resume(request: HttpRequest, engine_run_id: int) -> HttpResponse:
     run = _run_or_404(engine_run_id)
     form = RunAgainForm(request.POST)
     try:
-        if not form.is_valid():
-            raise EngineRunError(" ".join(form.errors["spending_cap_usd"]))
+        if not form.is_valid():  # shown on a page of its own: say which field it is about
+            field = form.fields["spending_cap_usd"]
+            raise EngineRunError(f"{field.label}: {' '.join(form.errors['spending_cap_usd'])}")
         with transaction.atomic():  # a refused start keeps the cap as it was
             if "spending_cap_usd" in request.POST:  # the page's field; absent: unchanged
                 cap = form.cleaned_data["spending_cap_usd"]
