@@ -10,6 +10,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
+from annotate.engine.pages import run_form_submit
 from annotate.engine.services import engine_run_estimate_new
 from annotate.engine.services.runs import engine_run_may_control
 from annotate.errors import AnnotateError
@@ -88,31 +89,31 @@ def run_new(request: HttpRequest) -> HttpResponse:
     """Estimate (nothing spent, nothing kept) or start a judge run; starting returns at once."""
     _require_researcher(request)
     form = JudgeRunForm(request.POST or None)
-    status, estimate = 200, None
-    if request.method == "POST" and form.is_valid():
-        data = form.cleaned_data
-        try:
-            if "estimate" in request.POST:
-                estimate = engine_run_estimate_new(
-                    create=lambda: _judge_run_create(request, data).engine_run
-                )
-            else:
-                run = _judge_run_create(request, data)
-                judge_run_start(run=run)
-                # The run works in the background; its engine page shows the progress live.
-                return redirect("engine:run-detail", engine_run_id=run.engine_run_id)
-        except (AnnotateError, EvaluationError) as error:
-            form_refusal(form, error)
-            status = error.http_status
-    elif request.method == "POST":
-        status = 400
+    sent = run_form_submit(
+        request,
+        form,
+        estimate=lambda: engine_run_estimate_new(
+            create=lambda: _judge_run_create(request, form.cleaned_data).engine_run
+        ),
+        start=lambda: _judge_run_start(request, form.cleaned_data),
+        refusals=(AnnotateError, EvaluationError),
+    )
+    if sent.started is not None:
+        # The run works in the background; its engine page shows the progress live.
+        return redirect("engine:run-detail", engine_run_id=sent.started.engine_run_id)
     context = {
         "form": form,
-        "estimate": estimate,
+        "estimate": sent.estimate,
         "is_admin": is_admin(request.user),
         "prerequisites": judge_prerequisites_missing(),
     }
-    return render(request, "evaluation/judge_run_new.html", context, status=status)
+    return render(request, "evaluation/judge_run_new.html", context, status=sent.status)
+
+
+def _judge_run_start(request: HttpRequest, data: dict) -> JudgeRun:
+    run = _judge_run_create(request, data)
+    judge_run_start(run=run)
+    return run
 
 
 def _judge_run_create(request: HttpRequest, data: dict) -> JudgeRun:
