@@ -935,16 +935,17 @@ def _outcome(run: EngineRun, executor: _Executor) -> tuple[str, str]:
 STOPPED = "Stopped on request."
 
 
+# How every stop at the spending cap begins, whatever the cap was then (it may change since).
+CAP_STOP = "Stopped: the next call would exceed the spending cap"
+
+
 def engine_run_stopped_by_cap(run: EngineRun) -> bool:
     """Whether the run's last start ended at its spending cap (raise it to go on)."""
-    return run.status == RunStatus.CANCELLED and run.error == _cap_message(run)
+    return run.status == RunStatus.CANCELLED and run.error.startswith(CAP_STOP)
 
 
 def _cap_message(run: EngineRun) -> str:
-    return (
-        f"Stopped: the next call would exceed the spending cap of {cap_text(run.spending_cap_usd)}"
-        " (raise the cap to do the rest)."
-    )
+    return f"{CAP_STOP} of {cap_text(run.spending_cap_usd)} (raise the cap to do the rest)."
 
 
 # --- Celery: one task per chunk of units ------------------------------------------------------
@@ -1082,9 +1083,8 @@ def _finish_from_chunks(run: EngineRun) -> EngineRun:
     """The run's end, by the rules of a whole run: a raised protocol, the cap, a stop, units."""
     ends = list(run.chunks.exclude(outcome="").order_by("index").values_list("outcome", "error"))
     failed = next((error for outcome, error in ends if outcome == "failed"), "")
-    cap = _cap_message(run)
-    if not failed and any(error == cap for _, error in ends):
-        return _finish(run.pk, cancelled=cap)
+    if not failed and any(error.startswith(CAP_STOP) for _, error in ends):
+        return _finish(run.pk, cancelled=_cap_message(run))
     if not failed and (ends or run.stop_requested):
         cancelled = next((error for _, error in ends if error == STOPPED), None)
         return _finish(run.pk, cancelled=cancelled or (ends[0][1] if ends else STOPPED))
