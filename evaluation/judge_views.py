@@ -7,11 +7,14 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
+from annotate.engine.pages import run_form_submit
 from annotate.engine.services import engine_run_estimate_new
+from annotate.engine.services.runs import engine_run_may_control
 from annotate.errors import AnnotateError
-from annotate.http import form_refusal
+from annotate.http import error_page, form_refusal
 from annotate.roles import ADMIN, RESEARCHER, RESEARCHERS_ONLY, is_admin, require_role
 from evaluation.errors import EvaluationError, JudgeNotFoundError
 from evaluation.judge_forms import JudgeConfigForm, JudgeRunForm
@@ -86,31 +89,31 @@ def run_new(request: HttpRequest) -> HttpResponse:
     """Estimate (nothing spent, nothing kept) or start a judge run; starting returns at once."""
     _require_researcher(request)
     form = JudgeRunForm(request.POST or None)
-    status, estimate = 200, None
-    if request.method == "POST" and form.is_valid():
-        data = form.cleaned_data
-        try:
-            if "estimate" in request.POST:
-                estimate = engine_run_estimate_new(
-                    create=lambda: _judge_run_create(request, data).engine_run
-                )
-            else:
-                run = _judge_run_create(request, data)
-                judge_run_start(run=run)
-                # The run works in the background; its engine page shows the progress live.
-                return redirect("engine:run-detail", engine_run_id=run.engine_run_id)
-        except (AnnotateError, EvaluationError) as error:
-            form_refusal(form, error)
-            status = error.http_status
-    elif request.method == "POST":
-        status = 400
+    sent = run_form_submit(
+        request,
+        form,
+        estimate=lambda: engine_run_estimate_new(
+            create=lambda: _judge_run_create(request, form.cleaned_data).engine_run
+        ),
+        start=lambda: _judge_run_start(request, form.cleaned_data),
+        refusals=(AnnotateError, EvaluationError),
+    )
+    if sent.started is not None:
+        # The run works in the background; its engine page shows the progress live.
+        return redirect("engine:run-detail", engine_run_id=sent.started.engine_run_id)
     context = {
         "form": form,
-        "estimate": estimate,
+        "estimate": sent.estimate,
         "is_admin": is_admin(request.user),
         "prerequisites": judge_prerequisites_missing(),
     }
-    return render(request, "evaluation/judge_run_new.html", context, status=status)
+    return render(request, "evaluation/judge_run_new.html", context, status=sent.status)
+
+
+def _judge_run_start(request: HttpRequest, data: dict) -> JudgeRun:
+    run = _judge_run_create(request, data)
+    judge_run_start(run=run)
+    return run
 
 
 def _judge_run_create(request: HttpRequest, data: dict) -> JudgeRun:
@@ -135,7 +138,13 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     except JudgeNotFoundError:
         raise Http404 from None
     progress = judge_run_progress(run=run)
-    context = {"run": run, "progress": progress, "running": progress.active}
+    context = {
+        "run": run,
+        "progress": progress,
+        "running": progress.active,
+        "may_control": run.engine_run is not None
+        and engine_run_may_control(user=request.user, endpoint=run.engine_run.endpoint),
+    }
     return render(request, "evaluation/judge_run_detail.html", context)
 
 
@@ -149,5 +158,6 @@ def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
     except JudgeNotFoundError:
         raise Http404 from None
     except EvaluationError as error:
-        return HttpResponse(str(error), status=error.http_status, content_type="text/plain")
+        back = (reverse("judge:run-detail", args=[run.pk]), f"Back to judge run #{run.pk}")
+        return error_page(request, error, back=back)
     return redirect("engine:run-detail", engine_run_id=run.engine_run_id)

@@ -13,6 +13,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from annotate.engine.errors import EngineError, EngineNotFoundError, EngineRunError
 from annotate.engine.forms import EndpointForm, GenerationRunForm, RunAgainForm
+from annotate.engine.pages import run_form_submit
 from annotate.engine.selectors import (
     endpoint_last_test,
     engine_run_list,
@@ -42,7 +43,7 @@ from annotate.engine.services.runs import (
     engine_run_may_control,
 )
 from annotate.errors import AnnotateError
-from annotate.http import error_page, form_refusal
+from annotate.http import error_page
 from annotate.roles import (
     ADMIN,
     ADMINS_ONLY,
@@ -194,8 +195,9 @@ def run_resume(request: HttpRequest, engine_run_id: int) -> HttpResponse:
     run = _run_or_404(engine_run_id)
     form = RunAgainForm(request.POST)
     try:
-        if not form.is_valid():
-            raise EngineRunError(" ".join(form.errors["spending_cap_usd"]))
+        if not form.is_valid():  # shown on a page of its own: say which field it is about
+            field = form.fields["spending_cap_usd"]
+            raise EngineRunError(f"{field.label}: {' '.join(form.errors['spending_cap_usd'])}")
         with transaction.atomic():  # a refused start keeps the cap as it was
             if "spending_cap_usd" in request.POST:  # the page's field; absent: unchanged
                 cap = form.cleaned_data["spending_cap_usd"]
@@ -217,25 +219,26 @@ def generation_new(request: HttpRequest) -> HttpResponse:
     """Estimate (nothing spent) or start a generation run; starting returns at once."""
     _require_researcher(request)
     form = GenerationRunForm(request.POST or None)
-    status, estimate = 200, None
-    if request.method == "POST" and form.is_valid():
-        data = form.cleaned_data
-        try:
-            if "estimate" in request.POST:
-                estimate = engine_run_estimate_new(create=lambda: _generation_create(request, data))
-            else:
-                # One transaction, one commit: the run starts (in the background) once it commits.
-                with transaction.atomic():
-                    run = _generation_create(request, data)
-                    engine_run_start(run=run, user=request.user)
-                return redirect("engine:run-detail", engine_run_id=run.pk)
-        except AnnotateError as error:
-            form_refusal(form, error)  # a paid endpoint for a researcher: beside the endpoint
-            status = error.http_status
-    elif request.method == "POST":
-        status = 400
-    context = {"form": form, "estimate": estimate, "is_admin": is_admin(request.user)}
-    return render(request, "engine/generation_new.html", context, status=status)
+    sent = run_form_submit(
+        request,
+        form,
+        estimate=lambda: engine_run_estimate_new(
+            create=lambda: _generation_create(request, form.cleaned_data)
+        ),
+        start=lambda: _generation_start(request, form.cleaned_data),
+    )
+    if sent.started is not None:
+        return redirect("engine:run-detail", engine_run_id=sent.started.pk)
+    context = {"form": form, "estimate": sent.estimate, "is_admin": is_admin(request.user)}
+    return render(request, "engine/generation_new.html", context, status=sent.status)
+
+
+@transaction.atomic
+def _generation_start(request: HttpRequest, data: dict):
+    """One transaction, one commit: the run starts (in the background) once it commits."""
+    run = _generation_create(request, data)
+    engine_run_start(run=run, user=request.user)
+    return run
 
 
 def _generation_create(request: HttpRequest, data: dict):

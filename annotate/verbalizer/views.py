@@ -15,6 +15,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from annotate.engine.models import Endpoint
+from annotate.engine.pages import run_form_submit
 from annotate.errors import AnnotateError, ConflictError, NotFoundError
 from annotate.http import error_page, form_refusal, page_errors, refused_upload, uploaded_path
 from annotate.models import Annotator
@@ -174,22 +175,19 @@ def set_detail(request: HttpRequest, set_id: int) -> HttpResponse:
         request.POST if "run-system" in request.POST else None, prefix="run",
         evaluation_set=evaluation_set, endpoints=Endpoint.objects.order_by("name"),
     )  # fmt: skip
-    refused_status, estimate = 400, None
-    if run_form.is_bound and run_form.is_valid():
-        try:
-            if "estimate" in request.POST:
-                estimate = runs.verbalizer_run_estimate(
-                    user=request.user, **_run_arguments(request, evaluation_set, run_form)
-                )
-            else:
-                system_run = _run_start(request, evaluation_set, run_form)
-        except AnnotateError as error:  # a paid endpoint for a researcher, say: nothing written
-            form_refusal(run_form, error)
-            refused_status = error.http_status
-        else:
-            if estimate is None:
-                messages.success(request, f"Started engine run #{system_run.engine_run_id}.")
-                return redirect("verbalizer:set-detail", set_id=set_id)
+    # A refusal (a paid endpoint for a researcher, say) is shown on the form; nothing written.
+    sent = run_form_submit(
+        request,
+        run_form,
+        estimate=lambda: runs.verbalizer_run_estimate(
+            user=request.user, **_run_arguments(request, evaluation_set, run_form)
+        ),
+        start=lambda: _run_start(request, evaluation_set, run_form),
+        sent=run_form.is_bound,
+    )
+    if sent.started is not None:
+        messages.success(request, f"Started engine run #{sent.started.engine_run_id}.")
+        return redirect("verbalizer:set-detail", set_id=set_id)
     if form.is_bound and form.is_valid() and _study_create(request, evaluation_set, form):
         messages.success(request, "Study published to annotators.")
         return redirect("verbalizer:set-detail", set_id=set_id)
@@ -205,9 +203,9 @@ def set_detail(request: HttpRequest, set_id: int) -> HttpResponse:
         "can_publish": is_admin(request.user),
         "form": form,
         "run_form": run_form,
-        "estimate": estimate,
+        "estimate": sent.estimate,
     }
-    status = refused_status if form.errors or run_form.errors else 200
+    status = sent.status if run_form.errors else 400 if form.errors else 200
     return render(request, "verbalizer/set_detail.html", context, status=status)
 
 

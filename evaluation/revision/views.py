@@ -13,9 +13,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from annotate.engine.pages import run_form_submit
 from annotate.engine.services import engine_run_estimate_new
 from annotate.errors import AnnotateError
-from annotate.http import form_refusal
 from annotate.revision.models import Study
 from annotate.revision.services.exports import sessions_export_csv, sessions_export_jsonl
 from annotate.roles import (
@@ -196,25 +196,26 @@ def judge_new(request: HttpRequest, study_id: int, task: str) -> HttpResponse:
     if task not in TASK_TITLES:
         raise Http404
     form = RevisionJudgeRunForm(request.POST or None, task=task)
-    status, estimate = 200, None
-    if request.method == "POST" and form.is_valid():
-        arguments = dict(study=study, task=task, user=request.user, now=timezone.now())
-        arguments.update(form.launch_arguments())
-        try:
-            if "estimate" in request.POST:  # nothing sent, nothing kept
-                estimate = engine_run_estimate_new(
-                    create=lambda: judge_run_prepare(**arguments).engine_run
-                )
-            else:
-                run = judge_run_launch(**arguments)
-                return redirect("engine:run-detail", engine_run_id=run.engine_run_id)
-        except (AnnotateError, EvaluationError) as error:
-            form_refusal(form, error)  # a paid endpoint: beside the endpoint
-            status = error.http_status
-    elif request.method == "POST":
-        status = 400
+
+    def arguments() -> dict:
+        return dict(
+            study=study, task=task, user=request.user, now=timezone.now(),
+            **form.launch_arguments(),
+        )  # fmt: skip
+
+    sent = run_form_submit(
+        request,
+        form,
+        estimate=lambda: engine_run_estimate_new(
+            create=lambda: judge_run_prepare(**arguments()).engine_run
+        ),
+        start=lambda: judge_run_launch(**arguments()),
+        refusals=(AnnotateError, EvaluationError),
+    )
+    if sent.started is not None:
+        return redirect("engine:run-detail", engine_run_id=sent.started.engine_run_id)
     context = {
-        "estimate": estimate,
+        "estimate": sent.estimate,
         "study": study,
         "task": task,
         "title": TASK_TITLES[task],
@@ -223,4 +224,4 @@ def judge_new(request: HttpRequest, study_id: int, task: str) -> HttpResponse:
         "prerequisites": judge_prerequisites_missing(study=study, task=task, user=request.user),
         "runs": study_judge_runs(study=study, task=task)[:20],
     }
-    return render(request, "revision/judge_new.html", context, status=status)
+    return render(request, "revision/judge_new.html", context, status=sent.status)

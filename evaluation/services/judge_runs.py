@@ -18,7 +18,7 @@ from annotate.engine.bulk import rows_insert
 from annotate.engine.models import EngineRun
 from annotate.engine.models import RunStatus as EngineRunStatus
 from annotate.engine.services import engine_run_create, engine_run_execute, engine_run_start
-from annotate.errors import AnnotateError
+from annotate.errors import AnnotateError, NotFoundError, PermissionDeniedError
 from annotate.models import Benchmark, Label, Question, Response, System
 from annotate.roles import is_admin, is_researcher
 from annotate.selectors.instructions import SelectionError, instructions_select
@@ -150,9 +150,9 @@ def judge_run_create(
 
 def judge_run_get(*, run_id: int) -> JudgeRun:
     try:
-        return JudgeRun.objects.select_related("config__endpoint", "benchmark", "engine_run").get(
-            pk=run_id
-        )
+        return JudgeRun.objects.select_related(
+            "config__endpoint", "benchmark", "engine_run__endpoint"
+        ).get(pk=run_id)
     except JudgeRun.DoesNotExist:
         raise JudgeNotFoundError(f"No judge run {run_id}.") from None
 
@@ -371,9 +371,12 @@ def judge_run_execute(
 
 
 def judge_run_resume(*, run: JudgeRun, user: AbstractBaseUser | None) -> None:
-    """Start a stopped or failed run again (same rights as creating it); only missing work runs."""
-    _check_may_start(user=user, config=run.config)
-    judge_run_start(run=run)
+    """Start a stopped or failed run again; only missing work runs.
+
+    Who may start a run on its engine run's endpoint may (a paid one: only an admin): the run's
+    own endpoint, not the one its judge has now (an admin may have moved the judge since).
+    """
+    judge_run_start(run=run, user=user)
 
 
 def judge_run_start(*, run: JudgeRun, user: AbstractBaseUser | None = None) -> None:
@@ -381,5 +384,9 @@ def judge_run_start(*, run: JudgeRun, user: AbstractBaseUser | None = None) -> N
     broker is configured, else a thread of this process); returns at once."""
     try:
         engine_run_start(run=run.engine_run, user=user)
+    except NotFoundError as error:
+        raise JudgeNotFoundError(str(error)) from None
+    except PermissionDeniedError as error:
+        raise JudgePermissionError(str(error)) from None
     except AnnotateError as error:
         raise JudgeRunError(str(error)) from None

@@ -82,6 +82,21 @@ def test_judge_command_spending_cap_stops_the_run_and_says_so(capsys):
     assert f"Run {run.pk}: spending cap $0.7 -> $5." in out and "Done. 4/4 questions" in out
 
 
+def test_judge_command_goes_on_with_a_run_stopped_from_its_page(capsys):
+    """The judge run's page says "Run it again (here, or manage.py judge --run N)"."""
+    from annotate.engine.services import engine_run_stop
+
+    benchmark, _, _ = make_benchmark(questions_per_instruction=(2, 1))
+    with StubOpenAI() as stub:
+        judge = make_judge(stub.base_url)
+        run = judge_run_create(config=judge, benchmark=benchmark, systems=System.objects.all())
+        engine_run_stop(run=run.engine_run)
+        call_command("judge", "--run", str(run.pk))
+        assert len(stub.answered) == 3
+    run.refresh_from_db()
+    assert run.status == RunStatus.DONE and "Done. 3/3 questions" in capsys.readouterr().out
+
+
 def test_judge_command_dry_run_prints_the_estimate_and_keeps_nothing(capsys):
     benchmark, _, _ = make_benchmark(questions_per_instruction=(3, 2), systems=("a", "b"))
     with StubOpenAI() as stub:

@@ -316,3 +316,42 @@ def test_the_engine_run_page_names_the_judge_run_and_links_back_to_it(client, re
     title = f"Judge run #{run.pk}: fake-judge on {benchmark.name}"
     assert f"<h1>{title}</h1>" in page.text
     assert f'href="{reverse("judge:run-detail", args=[run.pk])}" id="run-results"' in page.text
+
+
+def test_run_again_follows_the_runs_own_endpoint_not_the_one_its_judge_has_now(
+    client, researcher, admin_user, django_capture_on_commit_callbacks
+):
+    """A judge moved to another endpoint (Django admin) keeps its old runs on the old one:
+    'Run again' is an admin's when the run's own endpoint is paid, whatever the judge's now."""
+    from annotate.engine.models import RunStatus as EngineRunStatus
+    from annotate.engine.services import engine_run_stop
+    from evaluation.models import JudgeConfig
+
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(2,))
+    with StubOpenAI() as stub:
+        paid = _paid_judge(stub)
+        run = judge_run_create(config=paid, benchmark=benchmark, systems=systems)  # the console
+        engine_run_stop(run=run.engine_run)
+        fake = make_judge(name="fake-judge", backend="fake")
+        JudgeConfig.objects.filter(pk=paid.pk).update(endpoint=fake.endpoint)
+        client.force_login(researcher)
+        detail = client.get(reverse("judge:run-detail", args=[run.pk]))
+        with django_capture_on_commit_callbacks(execute=False) as started:
+            refused = client.post(reverse("judge:run-resume", args=[run.pk]))
+        assert stub.requests == []
+    assert refused.status_code == 403 and "only an admin" in refused.text
+    assert "<main" in refused.text  # the site's page, with the way back
+    assert f'href="{reverse("judge:run-detail", args=[run.pk])}"' in refused.text
+    assert started == []
+    run.engine_run.refresh_from_db()
+    assert run.engine_run.status == EngineRunStatus.CANCELLED
+    # The run's page offers no button that would be refused, and says why.
+    assert reverse("judge:run-resume", args=[run.pk]) not in detail.text
+    assert "only an admin may run it again" in detail.text
+
+    client.force_login(admin_user)
+    detail = client.get(reverse("judge:run-detail", args=[run.pk]))
+    assert reverse("judge:run-resume", args=[run.pk]) in detail.text
+    with django_capture_on_commit_callbacks(execute=False) as started:
+        again = client.post(reverse("judge:run-resume", args=[run.pk]))
+    assert again.status_code == 302 and len(started) == 1

@@ -260,19 +260,33 @@ def engine_run_cap_set(
     run.spending_cap_usd = cap
 
 
+def engine_run_reopen(*, run: EngineRun, user: AbstractBaseUser | None = None) -> None:
+    """Make a new, stopped, failed or finished run pending again, its stop request cleared.
+
+    `engine_run_start` starts it so; the commands' `--run` then execute it in the foreground.
+    Refused while a worker runs it: two executors would each spend up to the whole rest of
+    its cap, and ask its units twice.
+    """
+    engine_run_check_may_start(user=user, endpoint=run.endpoint)
+    if run.status == RunStatus.RUNNING and not _heartbeat_stale(run, timezone.now()):
+        raise EngineRunError(
+            f"Run {run.pk} is running already: stop it (its page) or wait for it to end. If the "
+            "process running it was killed, it can go on once it has been silent for "
+            f"{settings.ENGINE_HEARTBEAT_TIMEOUT_SECONDS} s."
+        )
+    EngineRun.objects.filter(pk=run.pk).update(
+        status=RunStatus.PENDING, stop_requested=False, error="", finished_at=None
+    )
+    run.status, run.stop_requested, run.error = RunStatus.PENDING, False, ""
+
+
 def engine_run_start(*, run: EngineRun, user: AbstractBaseUser | None = None) -> None:
     """Start (or resume) the run once this transaction commits, and return at once.
 
     With a broker, a Celery worker runs it; otherwise a background thread of this process
     (never the web request itself). Only missing units are done.
     """
-    engine_run_check_may_start(user=user, endpoint=run.endpoint)
-    if run.status == RunStatus.RUNNING and not _heartbeat_stale(run, timezone.now()):
-        raise EngineRunError(f"Run {run.pk} is running already.")
-    EngineRun.objects.filter(pk=run.pk).update(
-        status=RunStatus.PENDING, stop_requested=False, error="", finished_at=None
-    )
-    run.status, run.stop_requested, run.error = RunStatus.PENDING, False, ""
+    engine_run_reopen(run=run, user=user)
     if _broker_configured():
         from annotate.engine import tasks  # tasks import this module
         from annotate.services.deferred_tasks import task_enqueue_on_commit
@@ -885,6 +899,9 @@ def engine_run_execute(
         )
     except (EngineRunError, EndpointError) as error:
         return _finish(run.pk, failed=str(error))
+    except KeyboardInterrupt:  # Ctrl-C in a command: stopped, not running on without a worker
+        _finish(run.pk, cancelled=STOPPED)
+        raise
     except Exception as error:
         _finish(run.pk, failed=f"{type(error).__name__}: {error}")
         raise
@@ -922,16 +939,17 @@ def _outcome(run: EngineRun, executor: _Executor) -> tuple[str, str]:
 STOPPED = "Stopped on request."
 
 
+# How every stop at the spending cap begins, whatever the cap was then (it may change since).
+CAP_STOP = "Stopped: the next call would exceed the spending cap"
+
+
 def engine_run_stopped_by_cap(run: EngineRun) -> bool:
     """Whether the run's last start ended at its spending cap (raise it to go on)."""
-    return run.status == RunStatus.CANCELLED and run.error == _cap_message(run)
+    return run.status == RunStatus.CANCELLED and run.error.startswith(CAP_STOP)
 
 
 def _cap_message(run: EngineRun) -> str:
-    return (
-        f"Stopped: the next call would exceed the spending cap of {cap_text(run.spending_cap_usd)}"
-        " (raise the cap to do the rest)."
-    )
+    return f"{CAP_STOP} of {cap_text(run.spending_cap_usd)} (raise the cap to do the rest)."
 
 
 # --- Celery: one task per chunk of units ------------------------------------------------------
@@ -1069,9 +1087,8 @@ def _finish_from_chunks(run: EngineRun) -> EngineRun:
     """The run's end, by the rules of a whole run: a raised protocol, the cap, a stop, units."""
     ends = list(run.chunks.exclude(outcome="").order_by("index").values_list("outcome", "error"))
     failed = next((error for outcome, error in ends if outcome == "failed"), "")
-    cap = _cap_message(run)
-    if not failed and any(error == cap for _, error in ends):
-        return _finish(run.pk, cancelled=cap)
+    if not failed and any(error.startswith(CAP_STOP) for _, error in ends):
+        return _finish(run.pk, cancelled=_cap_message(run))
     if not failed and (ends or run.stop_requested):
         cancelled = next((error for _, error in ends if error == STOPPED), None)
         return _finish(run.pk, cancelled=cancelled or (ends[0][1] if ends else STOPPED))

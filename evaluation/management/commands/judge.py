@@ -9,8 +9,8 @@ from django.core.management.base import BaseCommand, CommandError
 from annotate.engine.management.commands._progress import RunProgressBar
 from annotate.engine.management.commands._run_options import (
     add_run_cost_arguments,
-    cap_on_resume,
     dry_run_line,
+    resume_here,
     resume_hint,
 )
 from annotate.engine.services import engine_run_estimate, engine_run_estimate_new
@@ -70,7 +70,7 @@ class Command(BaseCommand):
             estimate = engine_run_estimate(run=run.engine_run)
             self.stdout.write(dry_run_line(estimate, units=UNITS, run_id=run.pk))
             return
-        told = cap_on_resume(options["spending_cap"], run=run.engine_run, run_id=run.pk)
+        told = resume_here(options["spending_cap"], run=run.engine_run, run_id=run.pk)
         if told:
             self.stdout.write(told)
         self._execute(run)

@@ -57,6 +57,9 @@ def make_instructions(count: int = 3, *, benchmark=None):
 
 @pytest.fixture
 def echo_protocol(settings):
+    from tests.annotate.engine import echo
+
+    echo.STORED.clear()  # run ids come again in the next test's database (SQLite)
     settings.ENGINE_PROTOCOLS = {
         **settings.ENGINE_PROTOCOLS,
         "echo": "tests.annotate.engine.echo.EchoProtocol",

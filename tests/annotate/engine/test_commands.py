@@ -108,6 +108,98 @@ def test_generate_stores_the_spending_cap_and_refuses_a_negative_one_naming_the_
     assert f"Run {run.pk}: spending cap $2.5 -> $9." in capsys.readouterr().out
 
 
+def test_generate_run_refuses_a_run_a_worker_is_doing_and_sends_nothing(stub):
+    """Two executors of one run would each budget the whole rest of its cap (and ask its units
+    twice): --run on a run still beating is refused; one whose worker died goes on."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from annotate.engine.models import RunStatus
+    from annotate.engine.services.generation import (
+        generating_system_get_or_create,
+        generation_run_create,
+    )
+
+    benchmark, _ = make_instructions(2)
+    endpoint = _endpoint(stub)
+    system = generating_system_get_or_create(name="s", endpoint=endpoint)
+    run = generation_run_create(
+        benchmark=benchmark, systems=[system], endpoint=endpoint, spending_cap_usd=Decimal("1")
+    )
+    EngineRun.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING, heartbeat=timezone.now())
+    with pytest.raises(CommandError, match=f"Run {run.pk} is running already"):
+        call_command("generate", "--run", str(run.pk))
+    assert stub.requests == []
+    run.refresh_from_db()
+    assert run.status == RunStatus.RUNNING and run.error == ""
+
+    EngineRun.objects.filter(pk=run.pk).update(
+        heartbeat=timezone.now() - timedelta(hours=1)
+    )  # its worker died
+    call_command("generate", "--run", str(run.pk))
+    run.refresh_from_db()
+    assert run.status == RunStatus.DONE and len(stub.requests) == 2
+
+
+@pytest.mark.parametrize("stopped_by", ["its page", "its cap across chunks"])
+def test_generate_run_goes_on_with_a_run_stopped_by_its_page_or_its_cap(stub, capsys, stopped_by):
+    """A stop (from the page, or a Celery chunk meeting the cap) leaves stop_requested on the
+    run; going on from the console clears it, as Run again does, instead of stopping at once."""
+    from annotate.engine.models import RunStatus
+    from annotate.engine.services import engine_run_stop
+    from annotate.engine.services.generation import (
+        generating_system_get_or_create,
+        generation_run_create,
+    )
+
+    benchmark, _ = make_instructions(2)
+    endpoint = _endpoint(stub)
+    system = generating_system_get_or_create(name="s", endpoint=endpoint)
+    cap = Decimal("0") if stopped_by == "its cap across chunks" else None
+    run = generation_run_create(
+        benchmark=benchmark, systems=[system], endpoint=endpoint, spending_cap_usd=cap
+    )
+    arguments = ["--run", str(run.pk)]
+    if stopped_by == "its page":
+        engine_run_stop(run=run)
+    else:
+        with pytest.raises(CommandError, match="Raise the cap to go on"):
+            call_command("generate", *arguments)
+        EngineRun.objects.filter(pk=run.pk).update(stop_requested=True)  # as a chunk sets it
+        arguments += ["--spending-cap", "1"]
+    call_command("generate", *arguments)
+    run.refresh_from_db()
+    assert run.status == RunStatus.DONE and len(stub.requests) == 2
+    assert "2/2 responses; calls made 2" in capsys.readouterr().out
+
+
+def test_a_run_interrupted_with_ctrl_c_is_stopped_and_goes_on_at_once(stub):
+    """Ctrl-C leaves no run 'running' without a process (refused to --run until reaped)."""
+    from annotate.engine.models import RunStatus
+    from annotate.engine.services import engine_run_execute
+    from annotate.engine.services.generation import (
+        generating_system_get_or_create,
+        generation_run_create,
+    )
+
+    benchmark, _ = make_instructions(2)
+    endpoint = _endpoint(stub)
+    system = generating_system_get_or_create(name="s", endpoint=endpoint)
+    run = generation_run_create(benchmark=benchmark, systems=[system], endpoint=endpoint)
+
+    def ctrl_c(done: int) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        engine_run_execute(run_id=run.pk, on_progress=ctrl_c)
+    run.refresh_from_db()
+    assert (run.status, run.error) == (RunStatus.CANCELLED, "Stopped on request.")
+    call_command("generate", "--run", str(run.pk))
+    run.refresh_from_db()
+    assert run.status == RunStatus.DONE and len(stub.requests) == 2
+
+
 def test_imported_and_generated_responses_are_never_mixed(stub, tmp_path):
     make_instructions(2)
     _endpoint(stub)

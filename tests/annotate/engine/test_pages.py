@@ -428,3 +428,22 @@ def test_the_resume_api_sets_the_cap_the_run_goes_on_with(client, admin_user, re
     client.post(url, {}, "application/json")  # left out: unchanged
     run.refresh_from_db()
     assert run.spending_cap_usd == Decimal("9")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("cap", "message"),
+    [
+        ("lots", "Spending cap (USD): Enter a number."),
+        ("1000000", "Spending cap (USD): Ensure that there are no more than 6 digits before"),
+    ],
+)
+def test_run_again_names_the_cap_field_when_it_refuses_a_cap(
+    admin_client, paid_run_of_an_admin, cap, message
+):
+    run = paid_run_of_an_admin
+    EngineRun.objects.filter(pk=run.pk).update(status=RunStatus.CANCELLED)
+    page = admin_client.post(reverse("engine:run-resume", args=[run.pk]), {"spending_cap_usd": cap})
+    assert page.status_code == 400 and message in page.content.decode()
+    run.refresh_from_db()
+    assert run.status == RunStatus.CANCELLED and run.spending_cap_usd is None

@@ -13,6 +13,7 @@ from annotate.engine.services import (
     engine_run_create,
     engine_run_estimate,
     engine_run_execute,
+    engine_run_stopped_by_cap,
     engine_runs_reap,
     runs,
 )
@@ -130,6 +131,30 @@ def test_the_spending_cap_stops_before_the_call_that_would_exceed_it(stub):
     assert len(stub.requests) == 2 and system.responses.count() == 2
     assert run.status == RunStatus.CANCELLED and "spending cap" in run.error
     assert run.cost_usd <= Decimal("0.25")
+
+
+def test_a_cap_stop_is_told_apart_from_other_stops_whatever_the_cap_is_now(stub):
+    """The commands' hint ("Raise the cap to go on") reads engine_run_stopped_by_cap: a stop at
+    the cap stays one after the cap is changed; a stop from the page never is one."""
+    from annotate.engine.management.commands._run_options import resume_hint
+    from annotate.engine.services import engine_run_cap_set, engine_run_stop
+
+    stub.responder = lambda messages: "x" * 500
+    endpoint = dollar_a_thousand(stub, concurrency=1)
+    run, _, _ = _generation(endpoint, count=4, spending_cap_usd=Decimal("0.25"))
+    run = engine_run_execute(run_id=run.pk)
+    assert engine_run_stopped_by_cap(run)
+    engine_run_cap_set(run=run, cap=Decimal("0.30"))
+    run.refresh_from_db()
+    assert engine_run_stopped_by_cap(run)
+    assert resume_hint("generate", run.pk, run).startswith("Raise the cap to go on")
+
+    other = engine_run_create(
+        kind="generation", endpoint=endpoint, params={}, spending_cap_usd=Decimal("1")
+    )
+    engine_run_stop(run=other)
+    other.refresh_from_db()
+    assert other.status == RunStatus.CANCELLED and not engine_run_stopped_by_cap(other)
 
 
 def test_a_call_that_fits_the_cap_only_alone_waits_for_the_calls_in_flight(stub):

@@ -1,5 +1,6 @@
-"""Kill (SIGKILL) the process generating responses in the middle of a run, then resume it: the
-answers stored before the kill are kept and never asked again; the resumed run does the rest.
+"""Kill (SIGKILL) the process generating responses in the middle of a run, then resume it once
+its heartbeat is stale: the answers stored before the kill are kept and never asked again; the
+resumed run does the rest.
 
 The run lives in a child `manage.py generate` process on its own SQLite file, so the kill is a
 real one. The stub server runs here, in the test's process."""
@@ -85,7 +86,14 @@ def test_a_killed_worker_loses_nothing_answered_and_resume_does_the_rest(tmp_pat
         assert 4 <= len(kept) < COUNT
         asked_before = len(stub.requests)
 
-        resumed = _manage(env, "generate", "--run", "1")
+        # Its heartbeat is fresh: as far as anyone can tell a process still runs it, and a
+        # second one would spend the rest of its cap again.
+        refused = _manage(env, "generate", "--run", "1")
+        assert refused.returncode == 1 and "Run 1 is running already" in refused.stderr
+        assert len(stub.requests) == asked_before
+        time.sleep(1.1)
+        silent = {**env, "ENGINE_HEARTBEAT_TIMEOUT_SECONDS": "1"}  # silent for the timeout
+        resumed = _manage(silent, "generate", "--run", "1")
         assert resumed.returncode == 0, resumed.stdout + resumed.stderr
         asked_again = [body["messages"][0]["content"] for body in stub.requests[asked_before:]]
     # Nothing stored before the kill was asked again; every instruction has its response.

@@ -8,6 +8,7 @@ from decimal import Decimal
 
 from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
+from django.db import transaction
 
 from annotate.engine.forms import SpendingCapField
 from annotate.engine.models import EngineRun
@@ -15,6 +16,7 @@ from annotate.engine.services import (
     RunEstimate,
     cap_text,
     engine_run_cap_set,
+    engine_run_reopen,
     engine_run_stopped_by_cap,
 )
 from annotate.errors import AnnotateError
@@ -54,17 +56,21 @@ def estimate_line(estimate: RunEstimate, *, units: str) -> str:
     )
 
 
-def cap_on_resume(cap: Decimal | None, *, run: EngineRun, run_id: int | None = None) -> str:
-    """--spending-cap with --run: the run goes on under the new cap (raised after a cap stop);
-    return what to tell ("" without the option), naming the run as the command's --run does
-    (`run_id`; default the engine run's). Refusals name the field, as on the pages."""
-    if cap is None:
-        return ""
+def resume_here(cap: Decimal | None, *, run: EngineRun, run_id: int | None = None) -> str:
+    """--run: make the run ready to go on in this process as Run again does (its stop request
+    cleared; refused while a worker runs it), under --spending-cap when given (raised after a
+    cap stop). Return what to tell ("" without the option), naming the run as the command's
+    --run does (`run_id`; default the engine run's). Refusals name the field, as on the pages."""
     before = run.spending_cap_usd
     try:
-        engine_run_cap_set(run=run, cap=cap)
+        with transaction.atomic():  # a refused reopen keeps the cap as it was
+            if cap is not None:
+                engine_run_cap_set(run=run, cap=cap)
+            engine_run_reopen(run=run)
     except AnnotateError as error:
         raise CommandError(str(error)) from None
+    if cap is None:
+        return ""
     return f"Run {run_id or run.pk}: spending cap {cap_text(before)} -> {cap_text(cap)}."
 
 

@@ -10,8 +10,8 @@ from annotate.engine.errors import EngineError
 from annotate.engine.management.commands._progress import RunProgressBar
 from annotate.engine.management.commands._run_options import (
     add_run_cost_arguments,
-    cap_on_resume,
     dry_run_line,
+    resume_here,
     resume_hint,
 )
 from annotate.engine.models import EngineRun
@@ -76,7 +76,7 @@ class Command(BaseCommand):
             estimate = engine_run_estimate(run=run)
             self.stdout.write(dry_run_line(estimate, units=UNITS, run_id=run.pk))
             return
-        told = cap_on_resume(o["spending_cap"], run=run)
+        told = resume_here(o["spending_cap"], run=run)
         if told:
             self.stdout.write(told)
         self._execute(run)

@@ -1,0 +1,61 @@
+"""What the pages that start an engine run share: their "Estimate the cost" and "Start" buttons.
+
+Generation, the InFoBench judge, the KIWI classifiers and rating judge and the verbalizer each
+have a form with both buttons (`templates/engine/run_estimate.html` shows the estimate).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from django import forms
+from django.http import HttpRequest
+
+from annotate.engine.services import RunEstimate
+from annotate.errors import AnnotateError
+from annotate.http import form_refusal
+
+T = TypeVar("T")
+
+ESTIMATE_BUTTON = "estimate"  # the name of the "Estimate the cost" button
+
+
+@dataclass(frozen=True)
+class RunFormOutcome(Generic[T]):
+    """What a sent run form came to: an estimate, a started run, or the form to show again."""
+
+    estimate: RunEstimate | None = None
+    started: T | None = None  # what `start` returned
+    status: int = 200  # the page's status when the form is shown again
+
+
+def run_form_submit(
+    request: HttpRequest,
+    form: forms.Form,
+    *,
+    estimate: Callable[[], RunEstimate],
+    start: Callable[[], T],
+    refusals: tuple[type[Exception], ...] = (AnnotateError,),
+    sent: bool | None = None,
+) -> RunFormOutcome[T]:
+    """Estimate or start the run the form asks for, as its button says.
+
+    `estimate()` answers the Estimate button without starting or keeping anything (the
+    services' `engine_run_estimate_new`), `start()` makes and starts the run. Both run only on a
+    valid form; a refusal (one of `refusals`, with its `http_status`) is shown on the form,
+    beside the field it names, and nothing is kept. `sent` says whether this form was sent
+    (default: the request is a POST; a page with two forms says which one was).
+    """
+    if not (request.method == "POST" if sent is None else sent):
+        return RunFormOutcome()
+    if not form.is_valid():
+        return RunFormOutcome(status=400)
+    try:
+        if ESTIMATE_BUTTON in request.POST:
+            return RunFormOutcome(estimate=estimate())
+        return RunFormOutcome(started=start())
+    except refusals as error:
+        form_refusal(form, error)
+        return RunFormOutcome(status=getattr(error, "http_status", 400))
