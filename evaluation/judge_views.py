@@ -10,7 +10,8 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
-from annotate.engine.pages import run_form_submit
+from annotate.engine.forms import RunAgainForm
+from annotate.engine.pages import run_again, run_form_submit
 from annotate.engine.services import engine_run_estimate_new
 from annotate.engine.services.runs import engine_run_may_control
 from annotate.errors import AnnotateError
@@ -144,6 +145,11 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "running": progress.active,
         "may_control": run.engine_run is not None
         and engine_run_may_control(user=request.user, endpoint=run.engine_run.endpoint),
+        "again": RunAgainForm(
+            initial={
+                "spending_cap_usd": run.engine_run.spending_cap_usd if run.engine_run else None
+            }
+        ),
     }
     return render(request, "evaluation/judge_run_detail.html", context)
 
@@ -154,10 +160,17 @@ def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
     _require_researcher(request)
     try:
         run = judge_run_get(run_id=run_id)
-        judge_run_resume(run=run, user=request.user)
     except JudgeNotFoundError:
         raise Http404 from None
-    except EvaluationError as error:
+    try:
+        # The page's cap field as on the engine run's page: a run its cap stopped goes on only
+        # with a higher one.
+        run_again(
+            request, run.engine_run, start=lambda: judge_run_resume(run=run, user=request.user)
+        )
+    except JudgeNotFoundError:
+        raise Http404 from None
+    except (AnnotateError, EvaluationError) as error:
         back = (reverse("judge:run-detail", args=[run.pk]), f"Back to judge run #{run.pk}")
         return error_page(request, error, back=back)
     return redirect("engine:run-detail", engine_run_id=run.engine_run_id)

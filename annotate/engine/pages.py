@@ -11,9 +11,13 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from django import forms
+from django.db import transaction
 from django.http import HttpRequest
 
-from annotate.engine.services import RunEstimate
+from annotate.engine.errors import EngineRunError
+from annotate.engine.forms import RunAgainForm
+from annotate.engine.models import EngineRun
+from annotate.engine.services import RunEstimate, engine_run_cap_set, engine_run_start
 from annotate.errors import AnnotateError
 from annotate.http import form_refusal
 
@@ -59,3 +63,24 @@ def run_form_submit(
     except refusals as error:
         form_refusal(form, error)
         return RunFormOutcome(status=getattr(error, "http_status", 400))
+
+
+def run_again(
+    request: HttpRequest, run: EngineRun, *, start: Callable[[], object] | None = None
+) -> None:
+    """The run pages' "Run again": the spending cap their form sends (when it has the field),
+    then `start()` (default: start the engine run). Raises the refusal (AnnotateError, or what
+    `start` raises); a refused start keeps the cap as it was."""
+    form = RunAgainForm(request.POST)
+    if not form.is_valid():  # shown on a page of its own: say which field it is about
+        field = form.fields["spending_cap_usd"]
+        raise EngineRunError(f"{field.label}: {' '.join(form.errors['spending_cap_usd'])}")
+    with transaction.atomic():
+        if "spending_cap_usd" in request.POST:  # absent: unchanged
+            engine_run_cap_set(
+                run=run, cap=form.cleaned_data["spending_cap_usd"], user=request.user
+            )
+        if start is None:
+            engine_run_start(run=run, user=request.user)
+        else:
+            start()

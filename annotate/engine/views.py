@@ -11,9 +11,9 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
-from annotate.engine.errors import EngineError, EngineNotFoundError, EngineRunError
+from annotate.engine.errors import EngineError, EngineNotFoundError
 from annotate.engine.forms import EndpointForm, GenerationRunForm, RunAgainForm
-from annotate.engine.pages import run_form_submit
+from annotate.engine.pages import run_again, run_form_submit
 from annotate.engine.selectors import (
     endpoint_last_test,
     engine_run_list,
@@ -27,7 +27,6 @@ from annotate.engine.services import (
     endpoint_get,
     endpoint_test,
     endpoint_update,
-    engine_run_cap_set,
     engine_run_estimate_new,
     engine_run_get,
     engine_run_start,
@@ -193,16 +192,8 @@ def run_stop(request: HttpRequest, engine_run_id: int) -> HttpResponse:
 def run_resume(request: HttpRequest, engine_run_id: int) -> HttpResponse:
     _require_researcher(request)
     run = _run_or_404(engine_run_id)
-    form = RunAgainForm(request.POST)
     try:
-        if not form.is_valid():  # shown on a page of its own: say which field it is about
-            field = form.fields["spending_cap_usd"]
-            raise EngineRunError(f"{field.label}: {' '.join(form.errors['spending_cap_usd'])}")
-        with transaction.atomic():  # a refused start keeps the cap as it was
-            if "spending_cap_usd" in request.POST:  # the page's field; absent: unchanged
-                cap = form.cleaned_data["spending_cap_usd"]
-                engine_run_cap_set(run=run, cap=cap, user=request.user)
-            engine_run_start(run=run, user=request.user)
+        run_again(request, run)
     except AnnotateError as error:
         return _refused_on_run(request, run, error)
     return redirect("engine:run-detail", engine_run_id=run.pk)

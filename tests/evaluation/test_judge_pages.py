@@ -355,3 +355,42 @@ def test_run_again_follows_the_runs_own_endpoint_not_the_one_its_judge_has_now(
     with django_capture_on_commit_callbacks(execute=False) as started:
         again = client.post(reverse("judge:run-resume", args=[run.pk]))
     assert again.status_code == 302 and len(started) == 1
+
+
+def test_a_run_its_cap_stopped_goes_on_from_its_page_with_a_higher_cap(
+    client, admin_user, django_capture_on_commit_callbacks
+):
+    from annotate.engine.models import RunStatus as EngineRunStatus
+    from annotate.engine.services import engine_run_execute, engine_run_stopped_by_cap
+
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(2,), systems=("a", "b"))
+    client.force_login(admin_user)
+    with StubOpenAI() as stub:
+        judge = _paid_judge(stub)
+        run = judge_run_create(
+            config=judge, benchmark=benchmark, systems=systems, spending_cap_usd=Decimal("0.0001")
+        )
+        engine_run_execute(run_id=run.engine_run_id)
+        run.engine_run.refresh_from_db()
+        assert engine_run_stopped_by_cap(run.engine_run) and stub.requests == []
+
+        # The page offers the cap beside its Run again button, filled with the run's own.
+        detail = client.get(reverse("judge:run-detail", args=[run.pk])).text
+        form = detail[detail.index(reverse("judge:run-resume", args=[run.pk])) :]
+        assert 'name="spending_cap_usd" value="0.000100"' in form.split("</form>")[0]
+
+        refused = client.post(
+            reverse("judge:run-resume", args=[run.pk]), {"spending_cap_usd": "lots"}
+        )
+        assert refused.status_code == 400 and "Spending cap (USD): Enter a number." in refused.text
+        with django_capture_on_commit_callbacks(execute=False) as started:
+            again = client.post(
+                reverse("judge:run-resume", args=[run.pk]), {"spending_cap_usd": "5"}
+            )
+        assert again.status_code == 302 and len(started) == 1
+        engine_run_execute(run_id=run.engine_run_id)
+        assert len(stub.requests) == 4
+    run.engine_run.refresh_from_db()
+    assert run.engine_run.spending_cap_usd == Decimal("5")
+    assert run.engine_run.status == EngineRunStatus.DONE
+    assert Label.objects.filter(annotator=judge.annotator).count() == 4
