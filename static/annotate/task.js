@@ -35,11 +35,15 @@
     return element && element.closest ? element.closest("fieldset.answer") : null;
   }
 
-  function focusGroup(group) {
+  function focusGroup(group, stay) {
     if (!group) {
       return;
     }
     var target = checked(group) || radios(group)[0];
+    if (stay) {
+      target.focus({ preventScroll: true });
+      return;
+    }
     target.focus();
     keepClearOfBar(group);
   }
@@ -282,6 +286,8 @@
     missingBox.hidden = false;
     updateProgress();
   }
+  // The keys answer the first open question at once, but the page opens at its top: the
+  // instruction and the guidelines come first. Sent back with answers missing, it goes to them.
   var firstOpen = missingGroups()[0] || groups[0];
-  focusGroup(firstOpen);
+  focusGroup(firstOpen, !document.getElementById("server-missing"));
 })();

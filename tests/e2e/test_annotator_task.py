@@ -285,3 +285,25 @@ def test_a_long_word_in_a_question_or_response_wraps_on_a_phone(page_for):
     start_next_task_with_keyboard(page)
     assert link in page.locator("fieldset.question legend").first.inner_text()
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
+
+
+def test_the_task_opens_at_its_top_with_the_keys_ready_for_the_first_question(page_for):
+    # A long instruction and responses put the first question below the window: the page still
+    # opens on the instruction (read it first), and "y" answers question 1 all the same.
+    from annotate.models import Instruction
+
+    project = project_with_tasks(instructions=1, systems=2, questions=2)
+    instruction = Instruction.objects.get(benchmark=project.benchmark)
+    long_text = "\n".join(f"Line {n} of a long instruction." for n in range(60))
+    Instruction.objects.filter(pk=instruction.pk).update(text=long_text)
+    user = UserFactory(username="reader", roles=[ANNOTATOR])
+    page = page_for(user, viewport={"width": 1280, "height": 800})
+    start_next_task_with_keyboard(page)
+
+    assert page.evaluate("window.scrollY") == 0
+    assert page.locator("h1").is_visible()
+    assert page.evaluate("document.activeElement.name") == "r1_q1"
+    page.keyboard.press("y")
+    assert page.locator("input[name=r1_q1][value=yes]").is_checked()
+    assert page.evaluate("document.activeElement.name") == "r1_q2"
+    assert page.evaluate("window.scrollY") > 0  # the next question is brought into view
