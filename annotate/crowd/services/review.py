@@ -203,6 +203,10 @@ def _decide(*, assignment, verdict: str, feedback: str, user):
     """Tell the platform, then us. A verdict the platform already has counts as done.
 
     `assignment` is an Assignment or a human study's HumanAnswer (same status and platform ids).
+    On a platform that confirms work, the platform hears only of work it confirmed for this
+    worker and HIT: the assignment id a forger typed may be an honest worker's, whose work a
+    reject would then refuse to pay. Work it did not confirm is rejected here only, and cannot
+    be approved.
     """
     wanted = AssignmentStatus.APPROVED if verdict == "Approved" else AssignmentStatus.REJECTED
     if assignment.status == wanted:
@@ -212,6 +216,18 @@ def _decide(*, assignment, verdict: str, feedback: str, user):
             f"Only a submitted assignment can be {verdict.lower()}; this one is "
             f"{assignment.get_status_display().lower()}."
         )
+    confirms = platform_confirms(assignment.annotator.platform)
+    if confirms and not _confirmed(assignment, user=user):
+        if verdict == "Approved":
+            raise ConflictError(
+                f"The platform has not confirmed assignment {assignment.platform_assignment_id} "
+                f"for worker {assignment.annotator.worker_id} on this HIT, so it cannot be "
+                "approved (it counts nowhere). If the worker has not handed it back yet, sync "
+                "later; otherwise reject it, which is recorded here only."
+            )
+        assignment.status = wanted
+        assignment.save(update_fields=["status"])
+        return assignment
     if assignment.platform_assignment_id:
         platform = get_platform(assignment.annotator.platform, user=user)
         call = platform.assignment_approve if verdict == "Approved" else platform.assignment_reject
@@ -224,9 +240,18 @@ def _decide(*, assignment, verdict: str, feedback: str, user):
                 raise
     assignment.status = wanted
     assignment.save(update_fields=["status"])
-    if platform_confirms(assignment.annotator.platform):
+    if confirms:  # store the platform's record with its new status
         assignment_confirm(assignment=assignment, now=timezone.now(), user=user)
     return assignment
+
+
+def _confirmed(work: Assignment | HumanAnswer, *, user) -> bool:
+    """True if the platform's record of this work is linked to it (a sync or GetAssignment
+    found it for this worker and HIT); asks the platform once more if it is not yet."""
+    link = {"human_answer" if isinstance(work, HumanAnswer) else "assignment": work}
+    if PlatformAssignment.objects.filter(**link).exists():
+        return True
+    return assignment_confirm(assignment=work, now=timezone.now(), user=user)
 
 
 def _platform_has_verdict(platform, assignment, verdict: str) -> bool:

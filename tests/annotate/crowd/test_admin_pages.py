@@ -1,7 +1,5 @@
 """Admin pages and API of crowd work: publish with a cost preview, progress, review, the call log."""
 
-from decimal import Decimal
-
 import pytest
 from django.urls import reverse
 from django.utils import timezone
@@ -9,7 +7,12 @@ from django.utils import timezone
 from annotate.crowd.fake import FakePlatform
 from annotate.crowd.models import Publication, PublicationStatus
 from annotate.models import AssignmentStatus
-from tests.annotate.crowd.conftest import crowd_assignment, publish_form
+from tests.annotate.crowd.conftest import (
+    crowd_assignment,
+    fake_publication,
+    publish_form,
+    submitted_on_fake_platform,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -63,23 +66,12 @@ def test_publish_shows_cost_and_balance_then_publishes_on_confirm(
 def test_review_page_approves_and_requires_feedback_to_reject(
     client, admin_user, crowd_batch, django_assert_max_num_queries
 ):
-    publication = Publication.objects.create(
-        batch=crowd_batch,
-        platform="fake",
-        title="t",
-        description="d",
-        reward_usd=Decimal("1"),
-        fee_rate=Decimal("0.25"),
-        assignments_per_task=3,
-        assignment_duration_seconds=60,
-        auto_approval_delay_seconds=60,
-        lifetime_seconds=60,
-        task_base_url="https://x.org",
-        link_token="tok",
-    )
+    publication = fake_publication(crowd_batch)
     tasks = list(crowd_batch.tasks.all())
     first = crowd_assignment(task=tasks[0], platform="fake", worker="W1")
     second = crowd_assignment(task=tasks[1], platform="fake", worker="W2")
+    for assignment in (first, second):
+        submitted_on_fake_platform(assignment, publication=publication)
     first.submission = {"labels": {"r2_q1": "no", "r1_q2": "unknown", "r1_q1": "yes"}}
     first.save()
     client.force_login(admin_user)
@@ -143,6 +135,7 @@ def test_call_log_shows_who_called_what(client, admin_user, crowd_batch):
 def test_api_approve_and_reject(client, admin_user, crowd_batch):
     tasks = list(crowd_batch.tasks.all())
     first = crowd_assignment(task=tasks[0], platform="fake", worker="W1")
+    submitted_on_fake_platform(first, publication=fake_publication(crowd_batch))
     client.force_login(admin_user)
     refused = client.post(
         reverse("crowd-api:reject", args=[first.pk]), {}, content_type="application/json"

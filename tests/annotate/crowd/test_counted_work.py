@@ -18,7 +18,7 @@ from annotate.crowd import selectors
 from annotate.crowd.models import PlatformAssignment
 from annotate.crowd.services import publishing, review
 from annotate.crowd.services.publishing import PublishSettings
-from annotate.errors import CrowdPlatformError
+from annotate.errors import ConflictError
 from annotate.models import Assignment, AssignmentStatus, Label
 from annotate.roles import ADMIN
 from annotate.services.exports import labels_export
@@ -168,7 +168,7 @@ def test_only_forged_work_gives_no_crowd_source_at_all(client, live, fake_mturk,
     assert "does not know assignment FORGEDAFAKE0 for worker AFAKE0" in refused.text
     # An admin cannot approve it either: MTurk does not know it.
     forged = Assignment.objects.get(platform_assignment_id="FORGEDAFAKE0")
-    with pytest.raises(CrowdPlatformError):
+    with pytest.raises(ConflictError, match="has not confirmed assignment FORGEDAFAKE0"):
         review.assignment_approve(assignment_id=forged.pk, user=admin)
     assert report_build(benchmark=benchmark, n_resamples=10)["sources"] == []
 
@@ -284,6 +284,35 @@ def test_rejecting_forged_work_needs_no_platform(client, live, fake_mturk, admin
     forged, _ = do_task(client, fake_mturk, first, "AFAKE1", "no", forged=True)
     done = review.assignment_reject(assignment_id=forged.pk, user=admin, feedback="not on MTurk")
     assert done.status == AssignmentStatus.REJECTED
+
+
+def test_a_verdict_on_a_forgers_copy_of_a_real_assignment_id_never_reaches_the_real_work(
+    client, live, fake_mturk, admin
+):
+    """A forger who opens a HIT with an honest worker's assignment id before any sync gets an
+    assignment here, unknown to the platform for that worker. Rejecting it (what the review
+    page invites) once rejected the honest worker's assignment on MTurk, unpaid, and the next
+    sync took their work out of the report; approving it approved theirs. The platform is told
+    only about work it confirmed for that worker and HIT."""
+    first, _ = _hits(live)
+    benchmark = first.task.instruction.benchmark
+    real, _ = do_task(client, fake_mturk, first, "AREAL1", "yes")
+    opened = _open(client, fake_mturk, first, "ATHIEF", real.platform_assignment_id)
+    assert opened.status_code == 302
+    names = set(re.findall(r'name="(r\d+_q\d+)"', client.get(opened["Location"]).text))
+    assert client.post(opened["Location"], {name: "no" for name in names}).status_code == 200
+    thief = Assignment.objects.get(annotator__worker_id="ATHIEF")
+
+    with pytest.raises(ConflictError, match="has not confirmed"):
+        review.assignment_approve(assignment_id=thief.pk, user=admin)
+    done = review.assignment_reject(assignment_id=thief.pk, user=admin, feedback="forged")
+    assert done.status == AssignmentStatus.REJECTED
+    remote = fake_mturk.state.assignments[real.platform_assignment_id]
+    assert remote["AssignmentStatus"] == "Submitted"
+    _sync(live)
+    real.refresh_from_db()
+    assert real.status == AssignmentStatus.SUBMITTED
+    assert benchmark_arrays(benchmark=benchmark).annotator_names == ["mturk:AREAL1"]
 
 
 def test_worker_who_already_worked_is_still_refused(client, live, fake_mturk):
