@@ -352,7 +352,7 @@ def assignment_action(request: HttpRequest, assignment_id: int) -> HttpResponse:
     elif action == "bonus":
         bonus = review_services.bonus_create(
             assignment_id=assignment_id, amount_usd=bonus_amount(request), reason=feedback,
-            user=user,
+            user=user, request_token=request.POST.get("request_token", ""),
         )  # fmt: skip
         _enqueue(tasks.pay_bonus, bonus.pk, user.pk)
         messages.success(request, f"Bonus of ${bonus.amount_usd} sent for payment.")

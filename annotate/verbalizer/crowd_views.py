@@ -101,8 +101,9 @@ def answer_action(request: HttpRequest, answer_id: int) -> HttpResponse:
         messages.success(request, "Rejected: the answer no longer counts.")
     elif action == "bonus":
         bonus = review.human_answer_bonus_create(
-            answer_id=answer_id, amount_usd=bonus_amount(request), reason=feedback, user=user
-        )
+            answer_id=answer_id, amount_usd=bonus_amount(request), reason=feedback, user=user,
+            request_token=request.POST.get("request_token", ""),
+        )  # fmt: skip
         _enqueue(tasks.pay_bonus, bonus.pk, user.pk)
         messages.success(request, f"Bonus of ${bonus.amount_usd} sent for payment.")
     else:

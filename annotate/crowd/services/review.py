@@ -7,12 +7,13 @@ second run after a crash in between does no harm (the platform's state or token 
 
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from annotate.crowd.models import (
@@ -326,39 +327,95 @@ def human_answer_reject(*, answer_id: int, user, feedback: str) -> HumanAnswer:
 # --- Bonuses --------------------------------------------------------------------------------
 
 
-def bonus_create(*, assignment_id: int, amount_usd: Decimal, reason: str, user) -> Bonus:
-    """Store a bonus and its idempotency token; `bonus_pay` sends it."""
+def bonus_create(
+    *, assignment_id: int, amount_usd: Decimal, reason: str, user, request_token: str = ""
+) -> Bonus:
+    """Store a bonus and its idempotency token; `bonus_pay` sends it.
+
+    `request_token` (the bonus form's, made with the page) becomes the platform's
+    UniqueRequestToken: the same form sent again returns the bonus it made, never a second one.
+    """
     require_admin(user)
     assignment = _crowd_assignment(assignment_id)
-    return _bonus_store(assignment=assignment, amount_usd=amount_usd, reason=reason, user=user)
+    return _bonus_store(
+        assignment=assignment, amount_usd=amount_usd, reason=reason, user=user,
+        request_token=request_token,
+    )  # fmt: skip
 
 
-def human_answer_bonus_create(*, answer_id: int, amount_usd: Decimal, reason: str, user) -> Bonus:
-    """Store a bonus for a crowd worker's answer to a human study's HIT; `bonus_pay` sends it."""
+def human_answer_bonus_create(
+    *, answer_id: int, amount_usd: Decimal, reason: str, user, request_token: str = ""
+) -> Bonus:
+    """Store a bonus for a crowd worker's answer to a human study's HIT; `bonus_pay` sends it
+    (`request_token` as for `bonus_create`)."""
     require_admin(user)
     answer = _crowd_human_answer(answer_id)
-    return _bonus_store(human_answer=answer, amount_usd=amount_usd, reason=reason, user=user)
+    return _bonus_store(
+        human_answer=answer, amount_usd=amount_usd, reason=reason, user=user,
+        request_token=request_token,
+    )  # fmt: skip
+
+
+REQUEST_TOKEN = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
 
 
 def _bonus_store(
-    *, assignment=None, human_answer=None, amount_usd: Decimal, reason: str, user
-) -> Bonus:
-    """Check and store a bonus for an Assignment or a HumanAnswer, with its idempotency token."""
+    *, assignment=None, human_answer=None, amount_usd: Decimal, reason: str, user,
+    request_token: str = "",
+) -> Bonus:  # fmt: skip
+    """Check and store a bonus for an Assignment or a HumanAnswer, with its idempotency token.
+
+    Only approved work takes a bonus: that is the work whose pay the spending and Table 4's cost
+    count (a bonus on rejected or unreviewed work was paid and counted nowhere), and on a
+    platform that confirms work, approved work is work it confirmed for that worker.
+    """
     paid_for = assignment or human_answer
-    if amount_usd <= 0 or amount_usd != amount_usd.quantize(Decimal("0.01")):
+    if request_token and not REQUEST_TOKEN.match(request_token):
+        raise AnnotateError("request_token: 16 to 64 letters, digits, '-' or '_'.")
+    earlier = _bonus_of_token(request_token, paid_for) if request_token else None
+    if earlier is not None:
+        return earlier
+    if not _dollars_and_cents(amount_usd):
         raise AnnotateError("A bonus is a positive amount in dollars and cents, e.g. 0.50.")
     if not reason.strip():
         raise AnnotateError("Give the worker a reason for the bonus.")
     if not get_platform(paid_for.annotator.platform).pays_workers:
         raise AnnotateError("This worker came through a self-hosted link: pay on that site.")
-    return Bonus.objects.create(
-        assignment=assignment,
-        human_answer=human_answer,
-        amount_usd=amount_usd,
-        reason=reason.strip(),
-        unique_request_token=uuid.uuid4().hex,
-        created_by=user,
-    )
+    if paid_for.status != AssignmentStatus.APPROVED:
+        raise ConflictError(
+            f"A bonus is paid on approved work only; this is "
+            f"{paid_for.get_status_display().lower()}."
+        )
+    try:
+        with transaction.atomic():
+            return Bonus.objects.create(
+                assignment=assignment,
+                human_answer=human_answer,
+                amount_usd=amount_usd,
+                reason=reason.strip(),
+                unique_request_token=request_token or uuid.uuid4().hex,
+                created_by=user,
+            )
+    except IntegrityError:  # the same form, sent twice at once
+        if not request_token:
+            raise
+        return _bonus_of_token(request_token, paid_for)
+
+
+def _dollars_and_cents(amount: Decimal) -> bool:
+    """A positive amount below a million (what a bonus row holds) with at most two decimals;
+    NaN and infinities are not (Decimal refuses to compare or round them)."""
+    if not amount.is_finite() or not Decimal(0) < amount < Decimal(1_000_000):
+        return False
+    return amount == amount.quantize(Decimal("0.01"))
+
+
+def _bonus_of_token(request_token: str, paid_for) -> Bonus | None:
+    """The bonus a request token made, if it is this work's; another's is a conflict."""
+    bonus = Bonus.objects.filter(unique_request_token=request_token).first()
+    if bonus is not None and bonus.paid_for != paid_for:
+        raise ConflictError("This bonus form belongs to another assignment; reload the page.")
+    return bonus
 
 
 def bonus_pay(*, bonus_id: int, user, now: datetime) -> Bonus:

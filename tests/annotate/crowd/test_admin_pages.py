@@ -1,5 +1,7 @@
 """Admin pages and API of crowd work: publish with a cost preview, progress, review, the call log."""
 
+from decimal import Decimal
+
 import pytest
 from django.urls import reverse
 from django.utils import timezone
@@ -146,6 +148,14 @@ def test_api_approve_and_reject(client, admin_user, crowd_batch):
     )
     assert done.json()["status"] == "approved"
     assert first.submitted_at <= timezone.now()
+    # A bonus request retried with its token is the same bonus, paid once.
+    body = {"amount_usd": "0.30", "feedback": "thanks", "request_token": "retry-token-0001"}
+    for _ in range(2):
+        paid = client.post(
+            reverse("crowd-api:bonus", args=[first.pk]), body, content_type="application/json"
+        )
+        assert paid.json()["status"] == "paid"
+    assert [b["amount"] for b in FakePlatform.store.bonuses] == [Decimal("0.30")]
 
 
 def test_project_page_links_admins_to_publishing(client, admin_user, researcher, crowd_batch):
