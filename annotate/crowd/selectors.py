@@ -228,6 +228,7 @@ def reconciliation(*, publication: Publication) -> Reconciliation:
     else:
         candidates = Assignment.objects.filter(
             platform_hit_id__in=list(synced),
+            annotator__platform=publication.platform,
             status__in=[AssignmentStatus.SUBMITTED, AssignmentStatus.APPROVED],
             submitted_at__isnull=False,
         ).select_related("annotator", "task__instruction")
@@ -302,11 +303,12 @@ def crowd_paid_per_assignment(assignments, *, by: tuple[str, ...] = ("id",)) -> 
     came through, that is its HIT's, or, from a self-hosted link (no platform takes a fee), the
     batch's latest link's reward; work that came through no publication (an in-house account
     counted as crowd, say) its project's reward and the platform fee setting (CROWD_FEE_RATE).
-    The bonuses paid on them are added with the same fee (a second query)."""
-    hit = Hit.objects.filter(hit_id=OuterRef("platform_hit_id")).exclude(hit_id="")
-    bonus_hit = Hit.objects.filter(hit_id=OuterRef("assignment__platform_hit_id")).exclude(
-        hit_id=""
-    )
+    The bonuses paid on them are added with the same fee (a second query).
+
+    The HIT is the one of the assignment's task on the platform its worker came through: a
+    self-hosted participant's STUDY_ID, kept where a HIT id goes, is only what their URL said."""
+    hit = _hit_of_work(prefix="")
+    bonus_hit = _hit_of_work(prefix="assignment__")
     link = Publication.objects.filter(
         platform="selfhosted", batch_id=OuterRef("task__batch_id")
     ).order_by("-id")
@@ -339,6 +341,15 @@ def crowd_paid_per_assignment(assignments, *, by: tuple[str, ...] = ("id",)) -> 
         amount, hit_fee = row[len(by) :]
         _add(paid, row, by, Decimal(amount) * (1 + (fee if hit_fee is None else Decimal(hit_fee))))
     return paid
+
+
+def _hit_of_work(*, prefix: str):
+    """The HIT an assignment (reached through `prefix`) was done on, as an OuterRef query."""
+    return Hit.objects.filter(
+        hit_id=OuterRef(f"{prefix}platform_hit_id"),
+        task_id=OuterRef(f"{prefix}task_id"),
+        publication__platform=OuterRef(f"{prefix}annotator__platform"),
+    ).exclude(hit_id="")
 
 
 def _add(paid: dict, row: tuple, by: tuple[str, ...], amount: Decimal) -> None:

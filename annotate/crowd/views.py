@@ -177,7 +177,8 @@ def _hits_with_work(publication: Publication) -> list[Hit]:
     work = {
         row["platform_hit_id"]: row
         for row in Assignment.objects.filter(
-            platform_hit_id__in=[h.hit_id for h in hits if h.hit_id]
+            platform_hit_id__in=[h.hit_id for h in hits if h.hit_id],
+            annotator__platform=publication.platform,  # a link's STUDY_ID is the URL's word
         )
         .values("platform_hit_id")
         .annotate(taken=Count("id"), submitted=Count("id", filter=Q(submitted_at__isnull=False)))

@@ -383,3 +383,37 @@ def test_crowd_cost_is_what_each_assignment_was_paid_through_its_publication(
     paid = crowd_paid_per_assignment(Assignment.objects.filter(pk__in=[one.pk, two.pk]))
     assert paid[one.pk] == Decimal("0.50")  # the link's reward, no platform fee
     assert paid[two.pk] == project.reward_usd * (1 + Decimal("0.25"))  # no publication: project
+
+
+def test_a_selfhosted_participant_who_names_an_mturk_hit_is_priced_as_the_links_work(
+    client, live, fake_mturk, admin
+):
+    """A self-hosted link keeps the participant's STUDY_ID (a parameter of their URL) where an
+    MTurk assignment keeps its HIT id. A participant who put an MTurk HIT id there was priced at
+    that publication's reward and fee in the spending and Table 4's cost, and counted among the
+    HIT's workers on the publication page."""
+    from decimal import Decimal
+
+    from annotate.crowd.models import Publication
+    from annotate.crowd.selectors import crowd_paid_per_assignment, publication_spending
+
+    first, _ = _hits(live)
+    Publication.objects.filter(pk=live.pk).update(reward_usd=Decimal("1.00"))
+    link = publishing.publication_create(
+        batch=live.batch,
+        platform_name="selfhosted",
+        chosen=PublishSettings(title="t", description="d", reward_usd=Decimal("0.10")),
+        base_url="https://annotate.example.org",
+    )
+    started = client.post(
+        reverse("crowd:selfhosted-join", args=[link.link_token]),
+        {"PROLIFIC_PID": "P1", "STUDY_ID": first.hit_id, "SESSION_ID": "S1"},
+    )
+    names = set(re.findall(r'name="(r\d+_q\d+)"', client.get(started["Location"]).text))
+    assert client.post(started["Location"], {n: "yes" for n in names}).status_code == 200
+    work = Assignment.objects.filter(annotator__worker_id="P1")
+    assert crowd_paid_per_assignment(work) == {work.get().pk: Decimal("0.10")}
+    assert publication_spending(publication=link).total_usd == Decimal("0.10")
+    client.force_login(admin)
+    page = client.get(reverse("crowd:publication", args=[live.pk])).text
+    assert re.findall(r'<td class="hit-work">([^<]*)</td>', page) == ["0 / 0 / 2"] * 2
