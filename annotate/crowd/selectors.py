@@ -202,7 +202,8 @@ class Reconciliation:
 
 
 def reconciliation(*, publication: Publication) -> Reconciliation:
-    """Work the platform has and we do not, and work we have that the platform's last sync lacked."""
+    """Work the platform has and we do not, and work we have that the platform's last sync did
+    not list for its worker and HIT."""
     missing_here = list(
         PlatformAssignment.objects.filter(
             hit__publication=publication, assignment__isnull=True, human_answer__isnull=True
@@ -214,16 +215,12 @@ def reconciliation(*, publication: Publication) -> Reconciliation:
             hit_id=""
         )
     }
-    known = set(
-        PlatformAssignment.objects.filter(hit__publication=publication).values_list(
-            "platform_assignment_id", flat=True
-        )
-    )
     if publication.human_study_id:
         candidates = HumanAnswer.objects.filter(
             study_id=publication.human_study_id,
             platform_hit_id__in=list(synced),
             status__in=[AssignmentStatus.SUBMITTED, AssignmentStatus.APPROVED],
+            platform_record__isnull=True,
         ).select_related("annotator", "prompt__item")
     else:
         candidates = Assignment.objects.filter(
@@ -231,12 +228,11 @@ def reconciliation(*, publication: Publication) -> Reconciliation:
             annotator__platform=publication.platform,
             status__in=[AssignmentStatus.SUBMITTED, AssignmentStatus.APPROVED],
             submitted_at__isnull=False,
+            platform_record__isnull=True,
         ).select_related("annotator", "task__instruction")
-    missing_on_platform = [
-        a
-        for a in candidates
-        if a.platform_assignment_id not in known and a.submitted_at <= synced[a.platform_hit_id]
-    ]
+    # Not linked to a platform record: the sync did not find it for this worker and HIT (its id
+    # may still be known, as another worker's).
+    missing_on_platform = [a for a in candidates if a.submitted_at <= synced[a.platform_hit_id]]
     return Reconciliation(missing_here=missing_here, missing_on_platform=missing_on_platform)
 
 

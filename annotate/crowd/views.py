@@ -329,6 +329,17 @@ def review(request: HttpRequest, publication_id: int) -> HttpResponse:
     return render(request, "crowd/review.html", context)
 
 
+def rejected_message(work) -> str:
+    """What a reject did: told the platform too, or (work it does not know) here only."""
+    if review_services.platform_has_verdict_of(work):
+        return "Rejected."
+    return (
+        "Rejected here only: the platform does not know this assignment for this worker "
+        "(forged, or not handed back yet), so it was not told. If it arrives there, a sync "
+        "shows it on this page with a button to reject it there too."
+    )
+
+
 def bonus_amount(request: HttpRequest) -> Decimal:
     """The bonus form's amount in dollars."""
     try:
@@ -348,8 +359,10 @@ def assignment_action(request: HttpRequest, assignment_id: int) -> HttpResponse:
         )
         messages.success(request, "Approved.")
     elif action == "reject":
-        review_services.assignment_reject(assignment_id=assignment_id, user=user, feedback=feedback)
-        messages.success(request, "Rejected.")
+        done = review_services.assignment_reject(
+            assignment_id=assignment_id, user=user, feedback=feedback
+        )
+        messages.success(request, rejected_message(done))
     elif action == "bonus":
         bonus = review_services.bonus_create(
             assignment_id=assignment_id, amount_usd=bonus_amount(request), reason=feedback,

@@ -211,8 +211,9 @@ def _decide(*, assignment, verdict: str, feedback: str, user):
     """
     wanted = AssignmentStatus.APPROVED if verdict == "Approved" else AssignmentStatus.REJECTED
     if assignment.status == wanted:
-        return assignment
-    if assignment.status != AssignmentStatus.SUBMITTED:
+        if not (verdict == "Rejected" and rejected_here_only(assignment)):
+            return assignment
+    elif assignment.status != AssignmentStatus.SUBMITTED:
         raise ConflictError(
             f"Only a submitted assignment can be {verdict.lower()}; this one is "
             f"{assignment.get_status_display().lower()}."
@@ -244,6 +245,29 @@ def _decide(*, assignment, verdict: str, feedback: str, user):
     if confirms:  # store the platform's record with its new status
         assignment_confirm(assignment=assignment, now=timezone.now(), user=user)
     return assignment
+
+
+def platform_has_verdict_of(work: Assignment | HumanAnswer) -> bool:
+    """False for work decided here only: on a platform that confirms work, the platform has no
+    record of it for that worker and HIT (forged, or not handed back yet) or has not the verdict."""
+    if not platform_confirms(work.annotator.platform):
+        return True
+    record = PlatformAssignment.objects.filter(
+        **{"human_answer" if isinstance(work, HumanAnswer) else "assignment": work}
+    ).first()
+    return record is not None and record.status in PLATFORM_TO_OURS
+
+
+def rejected_here_only(work: Assignment | HumanAnswer) -> bool:
+    """True for work rejected here before the platform had it (the worker's hand-back came
+    after the verdict) that the platform now holds as submitted: it pays such work when the
+    auto-approval delay ends unless it is rejected there too."""
+    record = getattr(work, "platform_record", None)
+    return (
+        work.status == AssignmentStatus.REJECTED
+        and record is not None
+        and record.status == "Submitted"
+    )
 
 
 def _confirmed(work: Assignment | HumanAnswer, *, user) -> bool:

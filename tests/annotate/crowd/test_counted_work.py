@@ -290,7 +290,8 @@ def test_a_verdict_on_a_forgers_copy_of_a_real_assignment_id_never_reaches_the_r
     client, live, fake_mturk, admin
 ):
     """A forger who opens a HIT with an honest worker's assignment id before any sync gets an
-    assignment here, unknown to the platform for that worker. Rejecting it (what the review
+    assignment here, unknown to the platform for that worker (and now listed under "Needs
+    attention", which skipped it since the id itself was known). Rejecting it (what the review
     page invites) once rejected the honest worker's assignment on MTurk, unpaid, and the next
     sync took their work out of the report; approving it approved theirs. The platform is told
     only about work it confirmed for that worker and HIT."""
@@ -302,6 +303,8 @@ def test_a_verdict_on_a_forgers_copy_of_a_real_assignment_id_never_reaches_the_r
     names = set(re.findall(r'name="(r\d+_q\d+)"', client.get(opened["Location"]).text))
     assert client.post(opened["Location"], {name: "no" for name in names}).status_code == 200
     thief = Assignment.objects.get(annotator__worker_id="ATHIEF")
+    _sync(live)  # the review page: the copy is "unknown to the platform" and needs attention
+    assert selectors.reconciliation(publication=live).missing_on_platform == [thief]
 
     with pytest.raises(ConflictError, match="has not confirmed"):
         review.assignment_approve(assignment_id=thief.pk, user=admin)

@@ -293,3 +293,36 @@ def test_selfhosted_work_cannot_be_paid_through_us(client, crowd_batch, admin_us
     review.assignment_approve(assignment_id=done.pk, user=admin_user)
     done.refresh_from_db()
     assert done.status == AssignmentStatus.APPROVED
+
+
+def test_work_rejected_here_before_the_platform_had_it_is_rejected_there_once_it_has_it(
+    client, live, fake_mturk, admin_user
+):
+    """Work the platform did not know yet (the hand-back had not arrived) is rejected here only.
+    If the hand-back arrives later, the platform would pay it when the auto-approval delay ends
+    while every figure here leaves it out: the review page offers to reject it there too."""
+    late = work(client, fake_mturk, live.hits.first(), "AW1", post_back=False)
+    _sync(live)
+    client.force_login(admin_user)
+    url = reverse("crowd:review", args=[live.pk])
+    action = reverse("crowd:assignment-action", args=[late.pk])
+    page = client.post(
+        action, {"action": "reject", "feedback": "not handed back"}, HTTP_REFERER=url, follow=True
+    )
+    assert "Rejected here only: the platform does not know this assignment" in page.text
+    remote = fake_mturk.state.assignments[late.platform_assignment_id]
+    assert remote["AssignmentStatus"] == "Accepted"
+    fake_mturk.api.worker_submit(late.platform_assignment_id, {})  # it arrives after all
+    _sync(live)
+    row = client.get(url).text.split(f'data-assignment="{late.pk}"')[1].split("</tr>")[0]
+    assert "Rejected" in row and "(platform: Submitted)" in row
+    assert "Reject on the platform too" in row
+    page = client.post(
+        action, {"action": "reject", "feedback": "handed back too late"}, HTTP_REFERER=url,
+        follow=True,
+    )  # fmt: skip
+    assert "Rejected." in page.text and "Rejected here only" not in page.text
+    assert remote["AssignmentStatus"] == "Rejected"
+    assert remote["RequesterFeedback"] == "handed back too late"
+    row = client.get(url).text.split(f'data-assignment="{late.pk}"')[1].split("</tr>")[0]
+    assert "(platform: Rejected)" in row and "Reject on the platform" not in row
