@@ -15,6 +15,7 @@ from tests.annotate.crowd.conftest import (
     publish_form,
     submitted_on_fake_platform,
 )
+from tests.factories import project_with_tasks
 
 pytestmark = pytest.mark.django_db
 
@@ -63,6 +64,25 @@ def test_publish_shows_cost_and_balance_then_publishes_on_confirm(
     page = client.get(done["Location"])
     assert 'id="progress-text">3 of 3<' in page.text
     assert len(FakePlatform.store.hits) == 3
+
+
+def test_publishing_on_the_offline_platform_still_works_after_a_restart(
+    client, admin_user, crowd_batch, django_capture_on_commit_callbacks, settings
+):
+    """`make run` again (or its autoreloader after an edit) empties the offline platform's
+    memory. Its HIT ids started again from 1 and collided with the HITs stored before: the next
+    publish was a server error and left a publication stuck at "publishing"."""
+    settings.CROWD_PUBLIC_URL = "https://annotate.example.org"
+    client.force_login(admin_user)
+    other = project_with_tasks(instructions=2, systems=2, questions=1).batches.get()
+    for n, batch in enumerate((crowd_batch, other)):
+        if n:
+            FakePlatform.reset()  # the restart
+        url = reverse("crowd:publish", args=[batch.pk])
+        total = client.post(url, {**FORM, "preview": "1"}).context["preview"].total_usd
+        with django_capture_on_commit_callbacks(execute=True):
+            client.post(url, {**FORM, "confirm_total": str(total), "publish": "1"})
+        assert Publication.objects.get(batch=batch).status == PublicationStatus.PUBLISHED
 
 
 def test_review_page_approves_and_requires_feedback_to_reject(
