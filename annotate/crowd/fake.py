@@ -219,9 +219,10 @@ class FakePlatform:
             if row.hit_id in hit_ids and row.status == "Accepted"
         ]
 
-    def next_demo_worker(self, *, hit_id: str) -> str:
-        """A worker id that has not taken this HIT yet: DEMOWORKER1, DEMOWORKER2, ..."""
+    def next_demo_worker(self, *, hit_id: str, exclude: set[str] = frozenset()) -> str:
+        """A worker id that has not taken this HIT yet, nor is in `exclude`: DEMOWORKER1, 2, ..."""
         taken = {a.worker_id for a in self.store.assignments.values() if a.hit_id == hit_id}
+        taken |= set(exclude)
         return next(
             f"{DEMO_WORKER}{n}" for n in itertools.count(1) if f"{DEMO_WORKER}{n}" not in taken
         )

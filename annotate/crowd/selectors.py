@@ -236,6 +236,16 @@ def reconciliation(*, publication: Publication) -> Reconciliation:
     return Reconciliation(missing_here=missing_here, missing_on_platform=missing_on_platform)
 
 
+def platform_workers_of_instruction(*, platform: str, instruction_id: int) -> set[str]:
+    """The worker ids of a platform who already have work on an instruction (in any project):
+    the claim refuses them that instruction's task again."""
+    return set(
+        Assignment.objects.filter(
+            task__instruction_id=instruction_id, annotator__platform=platform
+        ).values_list("annotator__worker_id", flat=True)
+    )
+
+
 def worker_unreviewed_count(*, annotator_id: int) -> int:
     """How many of a worker's platform submissions (assignments and human study answers) wait
     for approve or reject: blocking them does not stop the platform paying these."""

@@ -298,7 +298,11 @@ def demo_worker_start(request: HttpRequest, hit_pk: int) -> HttpResponse:
         raise AnnotateError(
             f"{error} The offline demo platform keeps its HITs in memory: a restart loses them."
         ) from None
-    worker_id = platform.next_demo_worker(hit_id=hit.hit_id)
+    # Not a demo worker who did this instruction in another study: the claim would refuse them.
+    done_it = selectors.platform_workers_of_instruction(
+        platform="fake", instruction_id=hit.task.instruction_id
+    )
+    worker_id = platform.next_demo_worker(hit_id=hit.hit_id, exclude=done_it)
     try:
         assignment_id = platform.worker_accept(hit_id=hit.hit_id, worker_id=worker_id)
     except CrowdPlatformError:
