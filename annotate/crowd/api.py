@@ -236,6 +236,8 @@ class AssignmentDecisionApi(AdminApi):
     class InputSerializer(serializers.Serializer):
         feedback = serializers.CharField(required=False, default="", allow_blank=True)
         amount_usd = serializers.DecimalField(max_digits=8, decimal_places=2, required=False)
+        # A bonus sent again with the same token is the same bonus (paid once).
+        request_token = serializers.CharField(required=False, default="", allow_blank=True)
 
     @extend_schema(request=InputSerializer, responses=OpenApiTypes.OBJECT)
     def post(self, request: Request, assignment_id: int) -> Response:
@@ -256,6 +258,7 @@ class AssignmentDecisionApi(AdminApi):
                 amount_usd=values.get("amount_usd") or 0,
                 reason=values["feedback"],
                 user=user,
+                request_token=values["request_token"],
             )
             bonus = review.bonus_pay(bonus_id=bonus.pk, user=user, now=timezone.now())
             return Response({"bonus": bonus.pk, "status": bonus.status, "error": bonus.error})

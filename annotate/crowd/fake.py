@@ -4,6 +4,7 @@ behave like MTurk's (tokens, statuses, idempotent bonuses) without leaving the p
 from __future__ import annotations
 
 import itertools
+import secrets
 import threading
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -29,6 +30,9 @@ class FakeStore:
     blocks: dict[str, str] = field(default_factory=dict)
     notifications: list[dict] = field(default_factory=list)
     ids: itertools.count = field(default_factory=lambda: itertools.count(1))
+    # A new store (a restart of the demo) numbers its ids from 1 again: this part keeps them
+    # apart from the ids of the HITs the database kept from before.
+    run: str = field(default_factory=lambda: secrets.token_hex(4).upper())
     lock: threading.RLock = field(default_factory=threading.RLock)
 
 
@@ -45,7 +49,9 @@ class FakePlatform:
         cls.store = FakeStore()
 
     def _new_id(self, prefix: str) -> str:
-        return f"{prefix}{next(self.store.ids):0{30 - len(prefix)}d}"
+        """A 30-character id, as MTurk's, unique across restarts: FAKEHIT<run><number>."""
+        head = f"{prefix}{self.store.run}"
+        return f"{head}{next(self.store.ids):0{30 - len(head)}d}"
 
     def account_balance(self) -> Decimal | None:
         return self.store.balance
@@ -213,9 +219,10 @@ class FakePlatform:
             if row.hit_id in hit_ids and row.status == "Accepted"
         ]
 
-    def next_demo_worker(self, *, hit_id: str) -> str:
-        """A worker id that has not taken this HIT yet: DEMOWORKER1, DEMOWORKER2, ..."""
+    def next_demo_worker(self, *, hit_id: str, exclude: set[str] = frozenset()) -> str:
+        """A worker id that has not taken this HIT yet, nor is in `exclude`: DEMOWORKER1, 2, ..."""
         taken = {a.worker_id for a in self.store.assignments.values() if a.hit_id == hit_id}
+        taken |= set(exclude)
         return next(
             f"{DEMO_WORKER}{n}" for n in itertools.count(1) if f"{DEMO_WORKER}{n}" not in taken
         )

@@ -203,7 +203,8 @@ class Reconciliation:
 
 
 def reconciliation(*, publication: Publication) -> Reconciliation:
-    """Work the platform has and we do not, and work we have that the platform's last sync lacked."""
+    """Work the platform has and we do not, and work we have that the platform's last sync did
+    not list for its worker and HIT."""
     missing_here = list(
         PlatformAssignment.objects.filter(
             hit__publication=publication, assignment__isnull=True, human_answer__isnull=True
@@ -215,29 +216,35 @@ def reconciliation(*, publication: Publication) -> Reconciliation:
             hit_id=""
         )
     }
-    known = set(
-        PlatformAssignment.objects.filter(hit__publication=publication).values_list(
-            "platform_assignment_id", flat=True
-        )
-    )
     if publication.human_study_id:
         candidates = HumanAnswer.objects.filter(
             study_id=publication.human_study_id,
             platform_hit_id__in=list(synced),
             status__in=[AssignmentStatus.SUBMITTED, AssignmentStatus.APPROVED],
+            platform_record__isnull=True,
         ).select_related("annotator", "prompt__item")
     else:
         candidates = Assignment.objects.filter(
             platform_hit_id__in=list(synced),
+            annotator__platform=publication.platform,
             status__in=[AssignmentStatus.SUBMITTED, AssignmentStatus.APPROVED],
             submitted_at__isnull=False,
+            platform_record__isnull=True,
         ).select_related("annotator", "task__instruction")
-    missing_on_platform = [
-        a
-        for a in candidates
-        if a.platform_assignment_id not in known and a.submitted_at <= synced[a.platform_hit_id]
-    ]
+    # Not linked to a platform record: the sync did not find it for this worker and HIT (its id
+    # may still be known, as another worker's).
+    missing_on_platform = [a for a in candidates if a.submitted_at <= synced[a.platform_hit_id]]
     return Reconciliation(missing_here=missing_here, missing_on_platform=missing_on_platform)
+
+
+def platform_workers_of_instruction(*, platform: str, instruction_id: int) -> set[str]:
+    """The worker ids of a platform who already have work on an instruction (in any project):
+    the claim refuses them that instruction's task again."""
+    return set(
+        Assignment.objects.filter(
+            task__instruction_id=instruction_id, annotator__platform=platform
+        ).values_list("annotator__worker_id", flat=True)
+    )
 
 
 def worker_unreviewed_count(*, annotator_id: int) -> int:
@@ -310,11 +317,12 @@ def crowd_paid_per_assignment(assignments, *, by: tuple[str, ...] = ("id",)) -> 
     came through, that is its HIT's, or, from a self-hosted link (no platform takes a fee), the
     batch's latest link's reward; work that came through no publication (an in-house account
     counted as crowd, say) its project's reward and the platform fee setting (CROWD_FEE_RATE).
-    The bonuses paid on them are added with the same fee (a second query)."""
-    hit = Hit.objects.filter(hit_id=OuterRef("platform_hit_id")).exclude(hit_id="")
-    bonus_hit = Hit.objects.filter(hit_id=OuterRef("assignment__platform_hit_id")).exclude(
-        hit_id=""
-    )
+    The bonuses paid on them are added with the same fee (a second query).
+
+    The HIT is the one of the assignment's task on the platform its worker came through: a
+    self-hosted participant's STUDY_ID, kept where a HIT id goes, is only what their URL said."""
+    hit = _hit_of_work(prefix="")
+    bonus_hit = _hit_of_work(prefix="assignment__")
     link = Publication.objects.filter(
         platform="selfhosted", batch_id=OuterRef("task__batch_id")
     ).order_by("-id")
@@ -347,6 +355,15 @@ def crowd_paid_per_assignment(assignments, *, by: tuple[str, ...] = ("id",)) -> 
         amount, hit_fee = row[len(by) :]
         _add(paid, row, by, Decimal(amount) * (1 + (fee if hit_fee is None else Decimal(hit_fee))))
     return paid
+
+
+def _hit_of_work(*, prefix: str):
+    """The HIT an assignment (reached through `prefix`) was done on, as an OuterRef query."""
+    return Hit.objects.filter(
+        hit_id=OuterRef(f"{prefix}platform_hit_id"),
+        task_id=OuterRef(f"{prefix}task_id"),
+        publication__platform=OuterRef(f"{prefix}annotator__platform"),
+    ).exclude(hit_id="")
 
 
 def _add(paid: dict, row: tuple, by: tuple[str, ...], amount: Decimal) -> None:

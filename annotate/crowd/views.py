@@ -177,7 +177,8 @@ def _hits_with_work(publication: Publication) -> list[Hit]:
     work = {
         row["platform_hit_id"]: row
         for row in Assignment.objects.filter(
-            platform_hit_id__in=[h.hit_id for h in hits if h.hit_id]
+            platform_hit_id__in=[h.hit_id for h in hits if h.hit_id],
+            annotator__platform=publication.platform,  # a link's STUDY_ID is the URL's word
         )
         .values("platform_hit_id")
         .annotate(taken=Count("id"), submitted=Count("id", filter=Q(submitted_at__isnull=False)))
@@ -297,7 +298,11 @@ def demo_worker_start(request: HttpRequest, hit_pk: int) -> HttpResponse:
         raise AnnotateError(
             f"{error} The offline demo platform keeps its HITs in memory: a restart loses them."
         ) from None
-    worker_id = platform.next_demo_worker(hit_id=hit.hit_id)
+    # Not a demo worker who did this instruction in another study: the claim would refuse them.
+    done_it = selectors.platform_workers_of_instruction(
+        platform="fake", instruction_id=hit.task.instruction_id
+    )
+    worker_id = platform.next_demo_worker(hit_id=hit.hit_id, exclude=done_it)
     try:
         assignment_id = platform.worker_accept(hit_id=hit.hit_id, worker_id=worker_id)
     except CrowdPlatformError:
@@ -328,6 +333,17 @@ def review(request: HttpRequest, publication_id: int) -> HttpResponse:
     return render(request, "crowd/review.html", context)
 
 
+def rejected_message(work) -> str:
+    """What a reject did: told the platform too, or (work it does not know) here only."""
+    if review_services.platform_has_verdict_of(work):
+        return "Rejected."
+    return (
+        "Rejected here only: the platform does not know this assignment for this worker "
+        "(forged, or not handed back yet), so it was not told. If it arrives there, a sync "
+        "shows it on this page with a button to reject it there too."
+    )
+
+
 def bonus_amount(request: HttpRequest) -> Decimal:
     """The bonus form's amount in dollars."""
     try:
@@ -347,12 +363,14 @@ def assignment_action(request: HttpRequest, assignment_id: int) -> HttpResponse:
         )
         messages.success(request, "Approved.")
     elif action == "reject":
-        review_services.assignment_reject(assignment_id=assignment_id, user=user, feedback=feedback)
-        messages.success(request, "Rejected.")
+        done = review_services.assignment_reject(
+            assignment_id=assignment_id, user=user, feedback=feedback
+        )
+        messages.success(request, rejected_message(done))
     elif action == "bonus":
         bonus = review_services.bonus_create(
             assignment_id=assignment_id, amount_usd=bonus_amount(request), reason=feedback,
-            user=user,
+            user=user, request_token=request.POST.get("request_token", ""),
         )  # fmt: skip
         _enqueue(tasks.pay_bonus, bonus.pk, user.pk)
         messages.success(request, f"Bonus of ${bonus.amount_usd} sent for payment.")

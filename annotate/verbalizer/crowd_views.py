@@ -21,7 +21,7 @@ from annotate.crowd.platforms import platform_names
 from annotate.crowd.selectors import Confirmation
 from annotate.crowd.services import publishing, review
 from annotate.crowd.services.workers import is_preview, link_open_check
-from annotate.crowd.views import _back, _enqueue, admin_page, bonus_amount
+from annotate.crowd.views import _back, _enqueue, admin_page, bonus_amount, rejected_message
 from annotate.crowd.worker_views import worker_page
 from annotate.errors import AnnotateError
 from annotate.http import csp_replace_on
@@ -97,12 +97,13 @@ def answer_action(request: HttpRequest, answer_id: int) -> HttpResponse:
         review.human_answer_approve(answer_id=answer_id, user=user, feedback=feedback)
         messages.success(request, "Approved.")
     elif action == "reject":
-        review.human_answer_reject(answer_id=answer_id, user=user, feedback=feedback)
-        messages.success(request, "Rejected: the answer no longer counts.")
+        done = review.human_answer_reject(answer_id=answer_id, user=user, feedback=feedback)
+        messages.success(request, f"{rejected_message(done)} The answer no longer counts.")
     elif action == "bonus":
         bonus = review.human_answer_bonus_create(
-            answer_id=answer_id, amount_usd=bonus_amount(request), reason=feedback, user=user
-        )
+            answer_id=answer_id, amount_usd=bonus_amount(request), reason=feedback, user=user,
+            request_token=request.POST.get("request_token", ""),
+        )  # fmt: skip
         _enqueue(tasks.pay_bonus, bonus.pk, user.pk)
         messages.success(request, f"Bonus of ${bonus.amount_usd} sent for payment.")
     else:

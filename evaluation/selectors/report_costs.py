@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 
 from django.conf import settings
 from django.db.models import Count, Max, Min, Sum
@@ -145,10 +145,12 @@ def _expert_costs(experts: dict[str, _Work]) -> dict[str, SourceCost]:
 
 
 def _crowd_cost(crowd: _Work) -> dict[str, SourceCost]:
+    """Cents, halves up, as the publication page's "Spent so far" rounds the same Decimal
+    (a float's round would make $0.125 into 0.12 there and $0.13 here)."""
     if not crowd.count:
         return {}
-    cost = float(crowd.paid)
-    return {"crowd-majority": SourceCost(round(cost, 2), _minutes(crowd.first, crowd.last))}
+    cost = float(crowd.paid.quantize(Decimal("0.01"), ROUND_HALF_UP))
+    return {"crowd-majority": SourceCost(cost, _minutes(crowd.first, crowd.last))}
 
 
 def _judge_costs(benchmark: Benchmark, subset: str) -> dict[str, SourceCost]:

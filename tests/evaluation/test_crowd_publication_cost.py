@@ -174,3 +174,24 @@ def test_a_worker_counted_as_an_expert_in_the_project_leaves_the_crowd_cost_on_b
     page = client.get(reverse("crowd:publication", args=[publication.pk])).text
     assert 'id="spent-total">$4.00<' in page
     assert "submitted, not reviewed yet: 2 assignments, $4.00" in page
+
+
+def test_table_4_rounds_the_crowd_cost_halves_up_as_the_publication_page_does(fake_platform):
+    """2 × $0.05 × 1.25 = $0.125: 'Spent so far' said $0.13 (halves up, as every figure the app
+    shows) and Table 4 said 0.12 (Python's round of a float)."""
+    from annotate.crowd.selectors import publication_spending
+
+    project = project_with_tasks(instructions=2, systems=2, questions=1, assignments_per_task=1)
+    publication = publishing.publication_create(
+        batch=project.batches.get(),
+        platform_name="fake",
+        chosen=PublishSettings(title="t", description="d", reward_usd=Decimal("0.05")),
+        base_url="https://annotate.example.org",
+    )
+    publishing.publication_publish(publication_id=publication.pk, now=timezone.now())
+    for n, hit in enumerate(publication.hits.order_by("id")):
+        _mturk_work(Client(), hit, f"AW{n}", fake_platform)
+    review.publication_sync(publication_id=publication.pk, now=timezone.now())
+    assert publication_spending(publication=publication).total_usd == Decimal("0.13")
+    costs = source_costs(benchmark=project.benchmark)
+    assert costs["overall"]["crowd-majority"].cost_usd == 0.13

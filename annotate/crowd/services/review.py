@@ -7,12 +7,13 @@ second run after a crash in between does no harm (the platform's state or token 
 
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from annotate.crowd.models import (
@@ -203,15 +204,32 @@ def _decide(*, assignment, verdict: str, feedback: str, user):
     """Tell the platform, then us. A verdict the platform already has counts as done.
 
     `assignment` is an Assignment or a human study's HumanAnswer (same status and platform ids).
+    On a platform that confirms work, the platform hears only of work it confirmed for this
+    worker and HIT: the assignment id a forger typed may be an honest worker's, whose work a
+    reject would then refuse to pay. Work it did not confirm is rejected here only, and cannot
+    be approved.
     """
     wanted = AssignmentStatus.APPROVED if verdict == "Approved" else AssignmentStatus.REJECTED
     if assignment.status == wanted:
-        return assignment
-    if assignment.status != AssignmentStatus.SUBMITTED:
+        if not (verdict == "Rejected" and rejected_here_only(assignment)):
+            return assignment
+    elif assignment.status != AssignmentStatus.SUBMITTED:
         raise ConflictError(
             f"Only a submitted assignment can be {verdict.lower()}; this one is "
             f"{assignment.get_status_display().lower()}."
         )
+    confirms = platform_confirms(assignment.annotator.platform)
+    if confirms and not _confirmed(assignment, user=user):
+        if verdict == "Approved":
+            raise ConflictError(
+                f"The platform has not confirmed assignment {assignment.platform_assignment_id} "
+                f"for worker {assignment.annotator.worker_id} on this HIT, so it cannot be "
+                "approved (it counts nowhere). If the worker has not handed it back yet, sync "
+                "later; otherwise reject it, which is recorded here only."
+            )
+        assignment.status = wanted
+        assignment.save(update_fields=["status"])
+        return assignment
     if assignment.platform_assignment_id:
         platform = get_platform(assignment.annotator.platform, user=user)
         call = platform.assignment_approve if verdict == "Approved" else platform.assignment_reject
@@ -224,9 +242,41 @@ def _decide(*, assignment, verdict: str, feedback: str, user):
                 raise
     assignment.status = wanted
     assignment.save(update_fields=["status"])
-    if platform_confirms(assignment.annotator.platform):
+    if confirms:  # store the platform's record with its new status
         assignment_confirm(assignment=assignment, now=timezone.now(), user=user)
     return assignment
+
+
+def platform_has_verdict_of(work: Assignment | HumanAnswer) -> bool:
+    """False for work decided here only: on a platform that confirms work, the platform has no
+    record of it for that worker and HIT (forged, or not handed back yet) or has not the verdict."""
+    if not platform_confirms(work.annotator.platform):
+        return True
+    record = PlatformAssignment.objects.filter(
+        **{"human_answer" if isinstance(work, HumanAnswer) else "assignment": work}
+    ).first()
+    return record is not None and record.status in PLATFORM_TO_OURS
+
+
+def rejected_here_only(work: Assignment | HumanAnswer) -> bool:
+    """True for work rejected here before the platform had it (the worker's hand-back came
+    after the verdict) that the platform now holds as submitted: it pays such work when the
+    auto-approval delay ends unless it is rejected there too."""
+    record = getattr(work, "platform_record", None)
+    return (
+        work.status == AssignmentStatus.REJECTED
+        and record is not None
+        and record.status == "Submitted"
+    )
+
+
+def _confirmed(work: Assignment | HumanAnswer, *, user) -> bool:
+    """True if the platform's record of this work is linked to it (a sync or GetAssignment
+    found it for this worker and HIT); asks the platform once more if it is not yet."""
+    link = {"human_answer" if isinstance(work, HumanAnswer) else "assignment": work}
+    if PlatformAssignment.objects.filter(**link).exists():
+        return True
+    return assignment_confirm(assignment=work, now=timezone.now(), user=user)
 
 
 def _platform_has_verdict(platform, assignment, verdict: str) -> bool:
@@ -301,39 +351,95 @@ def human_answer_reject(*, answer_id: int, user, feedback: str) -> HumanAnswer:
 # --- Bonuses --------------------------------------------------------------------------------
 
 
-def bonus_create(*, assignment_id: int, amount_usd: Decimal, reason: str, user) -> Bonus:
-    """Store a bonus and its idempotency token; `bonus_pay` sends it."""
+def bonus_create(
+    *, assignment_id: int, amount_usd: Decimal, reason: str, user, request_token: str = ""
+) -> Bonus:
+    """Store a bonus and its idempotency token; `bonus_pay` sends it.
+
+    `request_token` (the bonus form's, made with the page) becomes the platform's
+    UniqueRequestToken: the same form sent again returns the bonus it made, never a second one.
+    """
     require_admin(user)
     assignment = _crowd_assignment(assignment_id)
-    return _bonus_store(assignment=assignment, amount_usd=amount_usd, reason=reason, user=user)
+    return _bonus_store(
+        assignment=assignment, amount_usd=amount_usd, reason=reason, user=user,
+        request_token=request_token,
+    )  # fmt: skip
 
 
-def human_answer_bonus_create(*, answer_id: int, amount_usd: Decimal, reason: str, user) -> Bonus:
-    """Store a bonus for a crowd worker's answer to a human study's HIT; `bonus_pay` sends it."""
+def human_answer_bonus_create(
+    *, answer_id: int, amount_usd: Decimal, reason: str, user, request_token: str = ""
+) -> Bonus:
+    """Store a bonus for a crowd worker's answer to a human study's HIT; `bonus_pay` sends it
+    (`request_token` as for `bonus_create`)."""
     require_admin(user)
     answer = _crowd_human_answer(answer_id)
-    return _bonus_store(human_answer=answer, amount_usd=amount_usd, reason=reason, user=user)
+    return _bonus_store(
+        human_answer=answer, amount_usd=amount_usd, reason=reason, user=user,
+        request_token=request_token,
+    )  # fmt: skip
+
+
+REQUEST_TOKEN = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
 
 
 def _bonus_store(
-    *, assignment=None, human_answer=None, amount_usd: Decimal, reason: str, user
-) -> Bonus:
-    """Check and store a bonus for an Assignment or a HumanAnswer, with its idempotency token."""
+    *, assignment=None, human_answer=None, amount_usd: Decimal, reason: str, user,
+    request_token: str = "",
+) -> Bonus:  # fmt: skip
+    """Check and store a bonus for an Assignment or a HumanAnswer, with its idempotency token.
+
+    Only approved work takes a bonus: that is the work whose pay the spending and Table 4's cost
+    count (a bonus on rejected or unreviewed work was paid and counted nowhere), and on a
+    platform that confirms work, approved work is work it confirmed for that worker.
+    """
     paid_for = assignment or human_answer
-    if amount_usd <= 0 or amount_usd != amount_usd.quantize(Decimal("0.01")):
+    if request_token and not REQUEST_TOKEN.match(request_token):
+        raise AnnotateError("request_token: 16 to 64 letters, digits, '-' or '_'.")
+    earlier = _bonus_of_token(request_token, paid_for) if request_token else None
+    if earlier is not None:
+        return earlier
+    if not _dollars_and_cents(amount_usd):
         raise AnnotateError("A bonus is a positive amount in dollars and cents, e.g. 0.50.")
     if not reason.strip():
         raise AnnotateError("Give the worker a reason for the bonus.")
     if not get_platform(paid_for.annotator.platform).pays_workers:
         raise AnnotateError("This worker came through a self-hosted link: pay on that site.")
-    return Bonus.objects.create(
-        assignment=assignment,
-        human_answer=human_answer,
-        amount_usd=amount_usd,
-        reason=reason.strip(),
-        unique_request_token=uuid.uuid4().hex,
-        created_by=user,
-    )
+    if paid_for.status != AssignmentStatus.APPROVED:
+        raise ConflictError(
+            f"A bonus is paid on approved work only; this is "
+            f"{paid_for.get_status_display().lower()}."
+        )
+    try:
+        with transaction.atomic():
+            return Bonus.objects.create(
+                assignment=assignment,
+                human_answer=human_answer,
+                amount_usd=amount_usd,
+                reason=reason.strip(),
+                unique_request_token=request_token or uuid.uuid4().hex,
+                created_by=user,
+            )
+    except IntegrityError:  # the same form, sent twice at once
+        if not request_token:
+            raise
+        return _bonus_of_token(request_token, paid_for)
+
+
+def _dollars_and_cents(amount: Decimal) -> bool:
+    """A positive amount below a million (what a bonus row holds) with at most two decimals;
+    NaN and infinities are not (Decimal refuses to compare or round them)."""
+    if not amount.is_finite() or not Decimal(0) < amount < Decimal(1_000_000):
+        return False
+    return amount == amount.quantize(Decimal("0.01"))
+
+
+def _bonus_of_token(request_token: str, paid_for) -> Bonus | None:
+    """The bonus a request token made, if it is this work's; another's is a conflict."""
+    bonus = Bonus.objects.filter(unique_request_token=request_token).first()
+    if bonus is not None and bonus.paid_for != paid_for:
+        raise ConflictError("This bonus form belongs to another assignment; reload the page.")
+    return bonus
 
 
 def bonus_pay(*, bonus_id: int, user, now: datetime) -> Bonus:

@@ -1,7 +1,10 @@
-"""The human name of a crowd platform, for pages: {{ publication.platform|platform_label }}.
+"""The human name of a crowd platform, for pages: {{ publication.platform|platform_label }};
+and a fresh idempotency token for a form that pays ({% request_token %}).
 
 Loaded for every template (TEMPLATES OPTIONS "builtins"), so crowd pages need no {% load %}.
 """
+
+import uuid
 
 from django import template
 
@@ -33,3 +36,10 @@ def answers_by_system(submission: dict | None) -> list[tuple[str, str]]:
         (system_label(position), " ".join(value for _, value in sorted(values)))
         for position, values in sorted(by_position.items())
     ]
+
+
+@register.simple_tag
+def request_token() -> str:
+    """A new token for one rendering of a form that spends money: the service takes the same
+    token twice (a double click, a resent form) as one request."""
+    return uuid.uuid4().hex

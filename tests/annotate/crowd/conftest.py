@@ -1,7 +1,12 @@
+import uuid
+from decimal import Decimal
+
 import pytest
 from django.utils import timezone
 
+from annotate.crowd.base import HitTypeSpec
 from annotate.crowd.fake import FakePlatform
+from annotate.crowd.models import Hit, HitStatus, Publication
 from annotate.models import AnnotatorKind, AssignmentStatus
 from tests.annotate.crowd.fake_mturk import FakeMTurkServer
 from tests.factories import (
@@ -77,6 +82,46 @@ def crowd_assignment(*, task, platform="mturk", worker="AWORKER1", hit_id="", as
         platform_hit_id=hit_id,
         platform_assignment_id=assignment_id,
     )
+
+
+def fake_publication(batch, **fields) -> Publication:
+    """A publication of `batch` on the offline platform, stored as publishing stores one."""
+    return Publication.objects.create(
+        **{
+            "batch": batch, "platform": "fake", "title": "t", "description": "d",
+            "reward_usd": Decimal("1"), "fee_rate": Decimal("0.25"), "assignments_per_task": 3,
+            "assignment_duration_seconds": 60, "auto_approval_delay_seconds": 60,
+            "lifetime_seconds": 60, "task_base_url": "https://x.org", "link_token": "tok",
+            **fields,
+        }
+    )  # fmt: skip
+
+
+def submitted_on_fake_platform(assignment, *, publication):
+    """Make a crowd assignment real work on the offline platform: a HIT of `publication` for
+    its task, accepted and submitted there by its worker (what a sync or an approve confirms)."""
+    platform = FakePlatform()
+    spec = HitTypeSpec(
+        title="t", description="d", keywords="", reward=Decimal("1"),
+        assignment_duration_seconds=60, auto_approval_delay_seconds=60,
+    )  # fmt: skip
+    hit = Hit.objects.filter(publication=publication, task=assignment.task).first()
+    if hit is None:
+        info = platform.hit_create(
+            hit_type_id=platform.hit_type_create(spec=spec), question_url="https://x.org/q",
+            max_assignments=publication.assignments_per_task, lifetime_seconds=3600,
+            unique_request_token=uuid.uuid4().hex,
+        )  # fmt: skip
+        hit = Hit.objects.create(
+            publication=publication, task=assignment.task, hit_id=info.hit_id,
+            unique_request_token=info.annotation, status=HitStatus.CREATED,
+        )  # fmt: skip
+    worker_id = assignment.annotator.worker_id
+    platform_id = platform.worker_accept(hit_id=hit.hit_id, worker_id=worker_id)
+    platform.worker_submit(assignment_id=platform_id)
+    assignment.platform_hit_id, assignment.platform_assignment_id = hit.hit_id, platform_id
+    assignment.save(update_fields=["platform_hit_id", "platform_assignment_id"])
+    return assignment
 
 
 def publish_form(platform: str = "fake", **fields: str) -> dict[str, str]:

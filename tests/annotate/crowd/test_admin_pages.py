@@ -9,7 +9,13 @@ from django.utils import timezone
 from annotate.crowd.fake import FakePlatform
 from annotate.crowd.models import Publication, PublicationStatus
 from annotate.models import AssignmentStatus
-from tests.annotate.crowd.conftest import crowd_assignment, publish_form
+from tests.annotate.crowd.conftest import (
+    crowd_assignment,
+    fake_publication,
+    publish_form,
+    submitted_on_fake_platform,
+)
+from tests.factories import project_with_tasks
 
 pytestmark = pytest.mark.django_db
 
@@ -60,26 +66,34 @@ def test_publish_shows_cost_and_balance_then_publishes_on_confirm(
     assert len(FakePlatform.store.hits) == 3
 
 
+def test_publishing_on_the_offline_platform_still_works_after_a_restart(
+    client, admin_user, crowd_batch, django_capture_on_commit_callbacks, settings
+):
+    """`make run` again (or its autoreloader after an edit) empties the offline platform's
+    memory. Its HIT ids started again from 1 and collided with the HITs stored before: the next
+    publish was a server error and left a publication stuck at "publishing"."""
+    settings.CROWD_PUBLIC_URL = "https://annotate.example.org"
+    client.force_login(admin_user)
+    other = project_with_tasks(instructions=2, systems=2, questions=1).batches.get()
+    for n, batch in enumerate((crowd_batch, other)):
+        if n:
+            FakePlatform.reset()  # the restart
+        url = reverse("crowd:publish", args=[batch.pk])
+        total = client.post(url, {**FORM, "preview": "1"}).context["preview"].total_usd
+        with django_capture_on_commit_callbacks(execute=True):
+            client.post(url, {**FORM, "confirm_total": str(total), "publish": "1"})
+        assert Publication.objects.get(batch=batch).status == PublicationStatus.PUBLISHED
+
+
 def test_review_page_approves_and_requires_feedback_to_reject(
     client, admin_user, crowd_batch, django_assert_max_num_queries
 ):
-    publication = Publication.objects.create(
-        batch=crowd_batch,
-        platform="fake",
-        title="t",
-        description="d",
-        reward_usd=Decimal("1"),
-        fee_rate=Decimal("0.25"),
-        assignments_per_task=3,
-        assignment_duration_seconds=60,
-        auto_approval_delay_seconds=60,
-        lifetime_seconds=60,
-        task_base_url="https://x.org",
-        link_token="tok",
-    )
+    publication = fake_publication(crowd_batch)
     tasks = list(crowd_batch.tasks.all())
     first = crowd_assignment(task=tasks[0], platform="fake", worker="W1")
     second = crowd_assignment(task=tasks[1], platform="fake", worker="W2")
+    for assignment in (first, second):
+        submitted_on_fake_platform(assignment, publication=publication)
     first.submission = {"labels": {"r2_q1": "no", "r1_q2": "unknown", "r1_q1": "yes"}}
     first.save()
     client.force_login(admin_user)
@@ -143,6 +157,7 @@ def test_call_log_shows_who_called_what(client, admin_user, crowd_batch):
 def test_api_approve_and_reject(client, admin_user, crowd_batch):
     tasks = list(crowd_batch.tasks.all())
     first = crowd_assignment(task=tasks[0], platform="fake", worker="W1")
+    submitted_on_fake_platform(first, publication=fake_publication(crowd_batch))
     client.force_login(admin_user)
     refused = client.post(
         reverse("crowd-api:reject", args=[first.pk]), {}, content_type="application/json"
@@ -153,6 +168,14 @@ def test_api_approve_and_reject(client, admin_user, crowd_batch):
     )
     assert done.json()["status"] == "approved"
     assert first.submitted_at <= timezone.now()
+    # A bonus request retried with its token is the same bonus, paid once.
+    body = {"amount_usd": "0.30", "feedback": "thanks", "request_token": "retry-token-0001"}
+    for _ in range(2):
+        paid = client.post(
+            reverse("crowd-api:bonus", args=[first.pk]), body, content_type="application/json"
+        )
+        assert paid.json()["status"] == "paid"
+    assert [b["amount"] for b in FakePlatform.store.bonuses] == [Decimal("0.30")]
 
 
 def test_project_page_links_admins_to_publishing(client, admin_user, researcher, crowd_batch):

@@ -18,7 +18,7 @@ from annotate.crowd import selectors
 from annotate.crowd.models import PlatformAssignment
 from annotate.crowd.services import publishing, review
 from annotate.crowd.services.publishing import PublishSettings
-from annotate.errors import CrowdPlatformError
+from annotate.errors import ConflictError
 from annotate.models import Assignment, AssignmentStatus, Label
 from annotate.roles import ADMIN
 from annotate.services.exports import labels_export
@@ -168,7 +168,7 @@ def test_only_forged_work_gives_no_crowd_source_at_all(client, live, fake_mturk,
     assert "does not know assignment FORGEDAFAKE0 for worker AFAKE0" in refused.text
     # An admin cannot approve it either: MTurk does not know it.
     forged = Assignment.objects.get(platform_assignment_id="FORGEDAFAKE0")
-    with pytest.raises(CrowdPlatformError):
+    with pytest.raises(ConflictError, match="has not confirmed assignment FORGEDAFAKE0"):
         review.assignment_approve(assignment_id=forged.pk, user=admin)
     assert report_build(benchmark=benchmark, n_resamples=10)["sources"] == []
 
@@ -286,6 +286,38 @@ def test_rejecting_forged_work_needs_no_platform(client, live, fake_mturk, admin
     assert done.status == AssignmentStatus.REJECTED
 
 
+def test_a_verdict_on_a_forgers_copy_of_a_real_assignment_id_never_reaches_the_real_work(
+    client, live, fake_mturk, admin
+):
+    """A forger who opens a HIT with an honest worker's assignment id before any sync gets an
+    assignment here, unknown to the platform for that worker (and now listed under "Needs
+    attention", which skipped it since the id itself was known). Rejecting it (what the review
+    page invites) once rejected the honest worker's assignment on MTurk, unpaid, and the next
+    sync took their work out of the report; approving it approved theirs. The platform is told
+    only about work it confirmed for that worker and HIT."""
+    first, _ = _hits(live)
+    benchmark = first.task.instruction.benchmark
+    real, _ = do_task(client, fake_mturk, first, "AREAL1", "yes")
+    opened = _open(client, fake_mturk, first, "ATHIEF", real.platform_assignment_id)
+    assert opened.status_code == 302
+    names = set(re.findall(r'name="(r\d+_q\d+)"', client.get(opened["Location"]).text))
+    assert client.post(opened["Location"], {name: "no" for name in names}).status_code == 200
+    thief = Assignment.objects.get(annotator__worker_id="ATHIEF")
+    _sync(live)  # the review page: the copy is "unknown to the platform" and needs attention
+    assert selectors.reconciliation(publication=live).missing_on_platform == [thief]
+
+    with pytest.raises(ConflictError, match="has not confirmed"):
+        review.assignment_approve(assignment_id=thief.pk, user=admin)
+    done = review.assignment_reject(assignment_id=thief.pk, user=admin, feedback="forged")
+    assert done.status == AssignmentStatus.REJECTED
+    remote = fake_mturk.state.assignments[real.platform_assignment_id]
+    assert remote["AssignmentStatus"] == "Submitted"
+    _sync(live)
+    real.refresh_from_db()
+    assert real.status == AssignmentStatus.SUBMITTED
+    assert benchmark_arrays(benchmark=benchmark).annotator_names == ["mturk:AREAL1"]
+
+
 def test_worker_who_already_worked_is_still_refused(client, live, fake_mturk):
     first, _ = _hits(live)
     do_task(client, fake_mturk, first, "AREAL1", "yes")
@@ -354,3 +386,37 @@ def test_crowd_cost_is_what_each_assignment_was_paid_through_its_publication(
     paid = crowd_paid_per_assignment(Assignment.objects.filter(pk__in=[one.pk, two.pk]))
     assert paid[one.pk] == Decimal("0.50")  # the link's reward, no platform fee
     assert paid[two.pk] == project.reward_usd * (1 + Decimal("0.25"))  # no publication: project
+
+
+def test_a_selfhosted_participant_who_names_an_mturk_hit_is_priced_as_the_links_work(
+    client, live, fake_mturk, admin
+):
+    """A self-hosted link keeps the participant's STUDY_ID (a parameter of their URL) where an
+    MTurk assignment keeps its HIT id. A participant who put an MTurk HIT id there was priced at
+    that publication's reward and fee in the spending and Table 4's cost, and counted among the
+    HIT's workers on the publication page."""
+    from decimal import Decimal
+
+    from annotate.crowd.models import Publication
+    from annotate.crowd.selectors import crowd_paid_per_assignment, publication_spending
+
+    first, _ = _hits(live)
+    Publication.objects.filter(pk=live.pk).update(reward_usd=Decimal("1.00"))
+    link = publishing.publication_create(
+        batch=live.batch,
+        platform_name="selfhosted",
+        chosen=PublishSettings(title="t", description="d", reward_usd=Decimal("0.10")),
+        base_url="https://annotate.example.org",
+    )
+    started = client.post(
+        reverse("crowd:selfhosted-join", args=[link.link_token]),
+        {"PROLIFIC_PID": "P1", "STUDY_ID": first.hit_id, "SESSION_ID": "S1"},
+    )
+    names = set(re.findall(r'name="(r\d+_q\d+)"', client.get(started["Location"]).text))
+    assert client.post(started["Location"], {n: "yes" for n in names}).status_code == 200
+    work = Assignment.objects.filter(annotator__worker_id="P1")
+    assert crowd_paid_per_assignment(work) == {work.get().pk: Decimal("0.10")}
+    assert publication_spending(publication=link).total_usd == Decimal("0.10")
+    client.force_login(admin)
+    page = client.get(reverse("crowd:publication", args=[live.pk])).text
+    assert re.findall(r'<td class="hit-work">([^<]*)</td>', page) == ["0 / 0 / 2"] * 2

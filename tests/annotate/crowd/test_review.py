@@ -9,7 +9,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotate.crowd import selectors
-from annotate.crowd.models import BonusStatus, GoldAnswer, HitStatus, PlatformAssignment
+from annotate.crowd.models import Bonus, BonusStatus, GoldAnswer, HitStatus, PlatformAssignment
 from annotate.crowd.services import publishing, review
 from annotate.crowd.services.publishing import PublishSettings
 from annotate.errors import AnnotateError, ConflictError, PermissionDeniedError
@@ -126,6 +126,7 @@ def test_only_admins_spend_money(client, live, fake_mturk, researcher):
 
 def test_bonus_is_never_paid_twice(client, live, fake_mturk, admin_user):
     done = work(client, fake_mturk, live.hits.first(), "AW1")
+    review.assignment_approve(assignment_id=done.pk, user=admin_user)
     bonus = review.bonus_create(
         assignment_id=done.pk, amount_usd=Decimal("0.50"), reason="careful work", user=admin_user
     )
@@ -147,7 +148,53 @@ def test_bonus_is_never_paid_twice(client, live, fake_mturk, admin_user):
     assert fake_mturk.state.balance == Decimal("9999.50")
 
 
-@pytest.mark.parametrize("amount", ["0", "-1", "0.001"])
+def test_a_bonus_form_sent_twice_pays_the_worker_once(
+    client, live, fake_mturk, admin_user, django_capture_on_commit_callbacks
+):
+    """A double click, or the browser sending the form again, once paid a second bonus: the
+    form carries the bonus's idempotency token, so the same form is the same bonus."""
+    done = work(client, fake_mturk, live.hits.first(), "AW1")
+    review.assignment_approve(assignment_id=done.pk, user=admin_user)
+    client.force_login(admin_user)
+    url = reverse("crowd:review", args=[live.pk])
+    token = re.search(r'name="request_token" value="(\w+)"', client.get(url).text).group(1)
+    action = reverse("crowd:assignment-action", args=[done.pk])
+    form = {"action": "bonus", "amount": "0.40", "feedback": "thanks", "request_token": token}
+    for _ in range(2):
+        with django_capture_on_commit_callbacks(execute=True):
+            client.post(action, form, HTTP_REFERER=url)
+    assert [b.unique_request_token for b in done.bonuses.all()] == [token]
+    assert len(fake_mturk.state.bonuses) == 1
+    # A fresh page is a fresh form: the admin may pay another bonus on purpose.
+    again = re.search(r'name="request_token" value="(\w+)"', client.get(url).text).group(1)
+    assert again != token
+    # The token names one bonus of one assignment, never another's.
+    other = work(client, fake_mturk, list(live.hits.order_by("id"))[1], "AW2")
+    review.assignment_approve(assignment_id=other.pk, user=admin_user)
+    with pytest.raises(ConflictError):
+        review.bonus_create(
+            assignment_id=other.pk, amount_usd=Decimal("0.40"), reason="r", user=admin_user,
+            request_token=token,
+        )  # fmt: skip
+
+
+def test_a_bonus_is_only_for_approved_work(client, live, fake_mturk, admin_user):
+    """Bonuses paid on rejected or unreviewed work were paid on the platform but counted in no
+    spending figure (the review page offers the form on approved rows only; a POST did not)."""
+    hits = list(live.hits.order_by("id"))
+    waiting = work(client, fake_mturk, hits[0], "AW1")
+    rejected = work(client, fake_mturk, hits[1], "AW2")
+    review.assignment_reject(assignment_id=rejected.pk, user=admin_user, feedback="bad")
+    for assignment in (waiting, rejected):
+        with pytest.raises(ConflictError, match="approved work"):
+            review.bonus_create(
+                assignment_id=assignment.pk, amount_usd=Decimal("0.50"), reason="r",
+                user=admin_user,
+            )  # fmt: skip
+    assert not Bonus.objects.exists() and fake_mturk.state.bonuses == []
+
+
+@pytest.mark.parametrize("amount", ["0", "-1", "0.001", "NaN", "Infinity", "1e400"])
 def test_bad_bonus_amount_is_refused(client, live, fake_mturk, admin_user, amount):
     done = work(client, fake_mturk, live.hits.first(), "AW1")
     with pytest.raises(AnnotateError, match="positive amount"):
@@ -246,3 +293,36 @@ def test_selfhosted_work_cannot_be_paid_through_us(client, crowd_batch, admin_us
     review.assignment_approve(assignment_id=done.pk, user=admin_user)
     done.refresh_from_db()
     assert done.status == AssignmentStatus.APPROVED
+
+
+def test_work_rejected_here_before_the_platform_had_it_is_rejected_there_once_it_has_it(
+    client, live, fake_mturk, admin_user
+):
+    """Work the platform did not know yet (the hand-back had not arrived) is rejected here only.
+    If the hand-back arrives later, the platform would pay it when the auto-approval delay ends
+    while every figure here leaves it out: the review page offers to reject it there too."""
+    late = work(client, fake_mturk, live.hits.first(), "AW1", post_back=False)
+    _sync(live)
+    client.force_login(admin_user)
+    url = reverse("crowd:review", args=[live.pk])
+    action = reverse("crowd:assignment-action", args=[late.pk])
+    page = client.post(
+        action, {"action": "reject", "feedback": "not handed back"}, HTTP_REFERER=url, follow=True
+    )
+    assert "Rejected here only: the platform does not know this assignment" in page.text
+    remote = fake_mturk.state.assignments[late.platform_assignment_id]
+    assert remote["AssignmentStatus"] == "Accepted"
+    fake_mturk.api.worker_submit(late.platform_assignment_id, {})  # it arrives after all
+    _sync(live)
+    row = client.get(url).text.split(f'data-assignment="{late.pk}"')[1].split("</tr>")[0]
+    assert "Rejected" in row and "(platform: Submitted)" in row
+    assert "Reject on the platform too" in row
+    page = client.post(
+        action, {"action": "reject", "feedback": "handed back too late"}, HTTP_REFERER=url,
+        follow=True,
+    )  # fmt: skip
+    assert "Rejected." in page.text and "Rejected here only" not in page.text
+    assert remote["AssignmentStatus"] == "Rejected"
+    assert remote["RequesterFeedback"] == "handed back too late"
+    row = client.get(url).text.split(f'data-assignment="{late.pk}"')[1].split("</tr>")[0]
+    assert "(platform: Rejected)" in row and "Reject on the platform" not in row

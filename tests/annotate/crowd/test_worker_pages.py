@@ -370,6 +370,38 @@ def test_an_admin_continues_a_demo_workers_unfinished_hit(client, published, adm
     assert "Continue as DEMOWORKER2" in section and "DEMOWORKER1" not in section
 
 
+def test_a_demo_worker_who_did_the_instruction_elsewhere_is_not_the_one_sent_again(
+    client, published, admin_user
+):
+    """A second study of the same instructions on the offline platform: "Do it as a worker"
+    took the HIT as DEMOWORKER1 again, who had done that instruction in the first study, so the
+    page refused ("already worked on this task") and the platform slot stayed taken."""
+    from annotate.services.projects import InstructionSelection, project_create
+
+    client.force_login(admin_user)
+    hit = _hit(published)
+    task_url = client.get(client.post(reverse("crowd:demo-worker", args=[hit.pk]))["Location"])
+    client.post(task_url["Location"], _answers(client.get(task_url["Location"]).text))
+    project = published.batch.project
+    again = project_create(
+        name="same instructions again",
+        benchmark=project.benchmark,
+        systems=list(project.systems.all()),
+        selection=InstructionSelection(),
+    )
+    second = publishing.publication_create(
+        batch=again.batches.get(),
+        platform_name="fake",
+        chosen=PublishSettings(title="t", description="d"),
+        base_url="https://annotate.example.org",
+    )
+    publishing.publication_publish(publication_id=second.pk, now=timezone.now())
+    same = second.hits.get(task__instruction=hit.task.instruction)
+    opened = client.post(reverse("crowd:demo-worker", args=[same.pk]))
+    assert "workerId=DEMOWORKER2" in opened["Location"]
+    assert client.get(client.get(opened["Location"])["Location"]).status_code == 200
+
+
 def test_scores_sent_twice_lead_to_the_questions_not_to_the_completion_code(client, study):
     # A double click on "Save scores and continue": the second send finds the scores stored.
     study.batch.project.mode = ProjectMode.BOTH

@@ -235,7 +235,15 @@ def test_admin_pays_a_bonus_on_an_approved_answer_once(
     assert bonus.status == "paid"
     review.bonus_pay(bonus_id=bonus.pk, user=admin, now=timezone.now())  # a retry
     assert len(fake_mturk.state.bonuses) == 1
-    assert "Bonus $0.25: paid" in client.get(review_url).text
+    page = client.get(review_url).text
+    assert "Bonus $0.25: paid" in page and "Pay another bonus" in page
+    # One more bonus, on purpose; its form sent twice (a double click) pays it once.
+    token = re.search(r'name="request_token" value="(\w+)"', page).group(1)
+    form = {"action": "bonus", "amount": "0.10", "feedback": "more", "request_token": token}
+    for _ in range(2):
+        with django_capture_on_commit_callbacks(execute=True):
+            client.post(action, form)
+    assert [b["BonusAmount"] for b in fake_mturk.state.bonuses] == ["0.25", "0.10"]
 
 
 def test_no_bonus_through_a_selfhosted_link(client, link, admin):
