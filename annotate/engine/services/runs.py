@@ -265,7 +265,9 @@ def engine_run_reopen(*, run: EngineRun, user: AbstractBaseUser | None = None) -
 
     `engine_run_start` starts it so; the commands' `--run` then execute it in the foreground.
     Refused while a worker runs it: two executors would each spend up to the whole rest of
-    its cap, and ask its units twice.
+    its cap, and ask its units twice. For the same reason the chunks of an earlier start go:
+    their tasks may still wait in the Celery queue (a run stopped or reaped before a worker
+    took them), and would otherwise do their units beside this start once it runs.
     """
     engine_run_check_may_start(user=user, endpoint=run.endpoint)
     if run.status == RunStatus.RUNNING and not _heartbeat_stale(run, timezone.now()):
@@ -274,6 +276,7 @@ def engine_run_reopen(*, run: EngineRun, user: AbstractBaseUser | None = None) -
             "process running it was killed, it can go on once it has been silent for "
             f"{settings.ENGINE_HEARTBEAT_TIMEOUT_SECONDS} s."
         )
+    EngineChunk.objects.filter(run=run).delete()  # a queued task of one finds nothing to do
     EngineRun.objects.filter(pk=run.pk).update(
         status=RunStatus.PENDING, stop_requested=False, error="", finished_at=None
     )
@@ -292,7 +295,6 @@ def engine_run_start(*, run: EngineRun, user: AbstractBaseUser | None = None) ->
         from annotate.services.deferred_tasks import task_enqueue_on_commit
 
         chunk_units = settings.ENGINE_CELERY_CHUNK_UNITS
-        EngineChunk.objects.filter(run=run).delete()  # an earlier start's (a lost worker's)
         task_enqueue_on_commit(task=tasks.engine_run_task, args=(run.pk, chunk_units))
         return
     transaction.on_commit(lambda: _start_thread(run.pk))
@@ -961,7 +963,7 @@ def engine_run_dispatch(*, run_id: int, chunk_units: int | None = None) -> list[
     Runs in a worker (the task `engine_run_task`): prepares the units as a whole run does, marks
     the run running and enqueues the chunks once this commits. A run with nothing left ends at
     once. A redelivered dispatch finds the run no longer pending and sends nothing; the chunks
-    of an earlier start were deleted by `engine_run_start`.
+    of an earlier start were deleted by `engine_run_reopen`.
     """
     from annotate.engine import tasks  # tasks import this module
     from annotate.services.deferred_tasks import task_enqueue_on_commit
