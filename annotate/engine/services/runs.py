@@ -752,21 +752,38 @@ def _next_batch(results: queue.Queue) -> list:
     return [item for item in items if item is not _ENDED]
 
 
+def _store_batch(run, protocol, executor: _Executor, batch: list, on_progress=None) -> None:
+    for start in range(0, len(batch), MAX_BATCH):
+        chunk = batch[start : start + MAX_BATCH]
+        _store(
+            run,
+            protocol,
+            chunk,
+            shared_cap=isinstance(executor.budget, _SharedBudget)
+            and executor.budget.cap is not None,
+        )
+        if on_progress:
+            on_progress(sum(1 for r in chunk if isinstance(r, UnitResult) and r.finished))
+
+
+def _store_left(run, protocol, executor: _Executor) -> None:
+    """Store what the workers answered and nobody stored yet (they have all ended)."""
+    left = []
+    while True:
+        try:
+            item = executor.results.get_nowait()
+        except queue.Empty:
+            break
+        if item is not _ENDED:
+            left.append(item)
+    _store_batch(run, protocol, executor, left)
+
+
 def _drain(run, protocol, executor: _Executor, ended: threading.Event, on_progress) -> None:
     last_beat = last_stop_check = 0.0
     while True:
         batch: list[UnitResult | EngineCall] = _next_batch(executor.results)
-        for start in range(0, len(batch), MAX_BATCH):
-            chunk = batch[start : start + MAX_BATCH]
-            _store(
-                run,
-                protocol,
-                chunk,
-                shared_cap=isinstance(executor.budget, _SharedBudget)
-                and executor.budget.cap is not None,
-            )
-            if on_progress:
-                on_progress(sum(1 for r in chunk if isinstance(r, UnitResult) and r.finished))
+        _store_batch(run, protocol, executor, batch, on_progress)
         if time.monotonic() - last_beat > settings.ENGINE_HEARTBEAT_SECONDS:
             last_beat = time.monotonic()
             EngineRun.objects.filter(pk=run.pk).update(heartbeat=timezone.now())
@@ -855,8 +872,16 @@ def _run_pool(run, protocol, executor, keys, on_progress) -> None:
             for _ in range(threads):
                 todo.put(None)
         _drain(run, protocol, executor, ended, on_progress)
+    except KeyboardInterrupt:
+        # Ctrl-C: the calls in flight end, and are paid. Their answers are stored before
+        # leaving, or the run's cost (what its cap counts) would leave them out and going on
+        # would ask, and pay for, their units again.
+        executor.stop.set()
+        futures_wait(futures)
+        _store_left(run, protocol, executor)
+        raise
     except BaseException:
-        executor.stop.set()  # Ctrl-C or a database error: workers end after their call
+        executor.stop.set()  # a database error: workers end after their call
         raise
     finally:
         futures_wait(futures)  # the run ends once its workers have

@@ -278,3 +278,34 @@ def test_generate_run_leaves_no_chunk_of_an_earlier_start_asking_its_units_again
     assert len(asked) == len(set(asked)) == 4
     run.refresh_from_db()
     assert run.status == "done" and run.calls == 4
+
+
+def test_ctrl_c_keeps_the_calls_already_answered_on_the_run(stub):
+    """Ctrl-C mid-run: the calls in flight end and are paid; their answers and cost are stored,
+    so the cap counts them and a resume does not ask (and pay for) those units again."""
+    from annotate.engine.models import EngineCall, RunStatus
+    from annotate.engine.services import engine_run_execute
+    from annotate.engine.services.generation import (
+        generating_system_get_or_create,
+        generation_run_create,
+    )
+
+    stub.delay = 0.05
+    benchmark, _ = make_instructions(8)
+    endpoint = _endpoint(stub)  # four calls at a time
+    system = generating_system_get_or_create(name="s", endpoint=endpoint)
+    run = generation_run_create(benchmark=benchmark, systems=[system], endpoint=endpoint)
+
+    def ctrl_c(ended: int) -> None:
+        if ended:  # the first answers are stored; other calls are in flight
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        engine_run_execute(run_id=run.pk, on_progress=ctrl_c)
+    run.refresh_from_db()
+    asked = len(stub.requests)
+    assert run.status == RunStatus.CANCELLED
+    assert run.calls == EngineCall.objects.filter(run=run).count() == asked
+    assert run.units_done == Response.objects.filter(system=system).count() == asked
+    call_command("generate", "--run", str(run.pk))
+    assert len(stub.requests) == 8
