@@ -13,6 +13,11 @@ class SelectionError(AnnotateError):
     """The instructions asked for do not exist or the sample size is impossible."""
 
 
+# A sample's seed is written into the run's description of its choice (200 characters for a
+# judge run): more digits than this failed the insert on PostgreSQL.
+SEED_MAX_DIGITS = 18
+
+
 def instructions_select(
     *,
     benchmark: Benchmark,
@@ -46,6 +51,8 @@ def instructions_select(
     else:
         chosen = sorted(ids_by_external.values())
     if sample is not None:
+        if len(str(abs(seed))) > SEED_MAX_DIGITS:
+            raise SelectionError(f"Field 'seed': at most {SEED_MAX_DIGITS} digits.")
         if not 1 <= sample <= len(chosen):
             raise SelectionError(f"Sample size must be between 1 and {len(chosen)}, not {sample}.")
         chosen = sorted(random.Random(seed).sample(chosen, sample))

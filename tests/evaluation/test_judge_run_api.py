@@ -151,3 +151,18 @@ def test_bad_input_names_its_field_and_starts_nothing(client, researcher, change
     if message is not None:
         assert message in text
     assert not JudgeRun.objects.exists()
+
+
+def test_a_seed_too_long_to_describe_is_refused_naming_the_field(client, researcher):
+    """The run's selection ("sample of 1 (seed ...) from all") is stored in 200 characters: a
+    seed of 190 digits failed on PostgreSQL with a 500."""
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(1, 1), systems=("a",))
+    judge = make_judge(name="fake-judge", backend="fake")
+    client.force_login(researcher)
+    body = {**_body(judge, benchmark, systems), "sample": 1, "seed": 10**190}
+
+    refused = client.post(URL, body, content_type="application/json")
+
+    assert refused.status_code == 400, refused.content
+    assert "Field 'seed': at most 18 digits." in refused.json()["detail"]
+    assert not JudgeRun.objects.exists()

@@ -265,7 +265,9 @@ def engine_run_reopen(*, run: EngineRun, user: AbstractBaseUser | None = None) -
 
     `engine_run_start` starts it so; the commands' `--run` then execute it in the foreground.
     Refused while a worker runs it: two executors would each spend up to the whole rest of
-    its cap, and ask its units twice.
+    its cap, and ask its units twice. For the same reason the chunks of an earlier start go:
+    their tasks may still wait in the Celery queue (a run stopped or reaped before a worker
+    took them), and would otherwise do their units beside this start once it runs.
     """
     engine_run_check_may_start(user=user, endpoint=run.endpoint)
     if run.status == RunStatus.RUNNING and not _heartbeat_stale(run, timezone.now()):
@@ -274,6 +276,7 @@ def engine_run_reopen(*, run: EngineRun, user: AbstractBaseUser | None = None) -
             "process running it was killed, it can go on once it has been silent for "
             f"{settings.ENGINE_HEARTBEAT_TIMEOUT_SECONDS} s."
         )
+    EngineChunk.objects.filter(run=run).delete()  # a queued task of one finds nothing to do
     EngineRun.objects.filter(pk=run.pk).update(
         status=RunStatus.PENDING, stop_requested=False, error="", finished_at=None
     )
@@ -292,7 +295,6 @@ def engine_run_start(*, run: EngineRun, user: AbstractBaseUser | None = None) ->
         from annotate.services.deferred_tasks import task_enqueue_on_commit
 
         chunk_units = settings.ENGINE_CELERY_CHUNK_UNITS
-        EngineChunk.objects.filter(run=run).delete()  # an earlier start's (a lost worker's)
         task_enqueue_on_commit(task=tasks.engine_run_task, args=(run.pk, chunk_units))
         return
     transaction.on_commit(lambda: _start_thread(run.pk))
@@ -750,21 +752,38 @@ def _next_batch(results: queue.Queue) -> list:
     return [item for item in items if item is not _ENDED]
 
 
+def _store_batch(run, protocol, executor: _Executor, batch: list, on_progress=None) -> None:
+    for start in range(0, len(batch), MAX_BATCH):
+        chunk = batch[start : start + MAX_BATCH]
+        _store(
+            run,
+            protocol,
+            chunk,
+            shared_cap=isinstance(executor.budget, _SharedBudget)
+            and executor.budget.cap is not None,
+        )
+        if on_progress:
+            on_progress(sum(1 for r in chunk if isinstance(r, UnitResult) and r.finished))
+
+
+def _store_left(run, protocol, executor: _Executor) -> None:
+    """Store what the workers answered and nobody stored yet (they have all ended)."""
+    left = []
+    while True:
+        try:
+            item = executor.results.get_nowait()
+        except queue.Empty:
+            break
+        if item is not _ENDED:
+            left.append(item)
+    _store_batch(run, protocol, executor, left)
+
+
 def _drain(run, protocol, executor: _Executor, ended: threading.Event, on_progress) -> None:
     last_beat = last_stop_check = 0.0
     while True:
         batch: list[UnitResult | EngineCall] = _next_batch(executor.results)
-        for start in range(0, len(batch), MAX_BATCH):
-            chunk = batch[start : start + MAX_BATCH]
-            _store(
-                run,
-                protocol,
-                chunk,
-                shared_cap=isinstance(executor.budget, _SharedBudget)
-                and executor.budget.cap is not None,
-            )
-            if on_progress:
-                on_progress(sum(1 for r in chunk if isinstance(r, UnitResult) and r.finished))
+        _store_batch(run, protocol, executor, batch, on_progress)
         if time.monotonic() - last_beat > settings.ENGINE_HEARTBEAT_SECONDS:
             last_beat = time.monotonic()
             EngineRun.objects.filter(pk=run.pk).update(heartbeat=timezone.now())
@@ -853,8 +872,16 @@ def _run_pool(run, protocol, executor, keys, on_progress) -> None:
             for _ in range(threads):
                 todo.put(None)
         _drain(run, protocol, executor, ended, on_progress)
+    except KeyboardInterrupt:
+        # Ctrl-C: the calls in flight end, and are paid. Their answers are stored before
+        # leaving, or the run's cost (what its cap counts) would leave them out and going on
+        # would ask, and pay for, their units again.
+        executor.stop.set()
+        futures_wait(futures)
+        _store_left(run, protocol, executor)
+        raise
     except BaseException:
-        executor.stop.set()  # Ctrl-C or a database error: workers end after their call
+        executor.stop.set()  # a database error: workers end after their call
         raise
     finally:
         futures_wait(futures)  # the run ends once its workers have
@@ -961,7 +988,7 @@ def engine_run_dispatch(*, run_id: int, chunk_units: int | None = None) -> list[
     Runs in a worker (the task `engine_run_task`): prepares the units as a whole run does, marks
     the run running and enqueues the chunks once this commits. A run with nothing left ends at
     once. A redelivered dispatch finds the run no longer pending and sends nothing; the chunks
-    of an earlier start were deleted by `engine_run_start`.
+    of an earlier start were deleted by `engine_run_reopen`.
     """
     from annotate.engine import tasks  # tasks import this module
     from annotate.services.deferred_tasks import task_enqueue_on_commit

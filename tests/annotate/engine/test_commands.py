@@ -235,3 +235,77 @@ def test_export_responses_writes_status_and_usage_and_imports_back(stub, tmp_pat
     call_command("import_responses", str(out), "--benchmark", "bench", "--system", "copy")
     copied = Response.objects.filter(system__name="copy").order_by("instruction__position")
     assert [r.text for r in copied] == ["Generated: Write line 1.", "Generated: Write line 2."]
+
+
+def test_generate_run_leaves_no_chunk_of_an_earlier_start_asking_its_units_again(
+    stub, monkeypatch, django_capture_on_commit_callbacks
+):
+    """A run started on Celery and stopped from its page before a worker took its chunks (or
+    reaped while they waited in the queue) still has their tasks queued. Going on from the
+    console must not let them go on too, as Run again does not (it drops the chunks): a chunk
+    taken while the command runs asked its units a second time, outside the command's cap."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from annotate.engine.management.commands import generate
+    from annotate.engine.services import engine_run_stop
+    from annotate.engine.services.generation import (
+        generating_system_get_or_create,
+        generation_run_create,
+    )
+    from annotate.engine.services.runs import engine_run_chunk_execute, engine_run_dispatch
+
+    benchmark, _ = make_instructions(4)
+    endpoint = _endpoint(stub)
+    system = generating_system_get_or_create(name="s", endpoint=endpoint)
+    run = generation_run_create(benchmark=benchmark, systems=[system], endpoint=endpoint)
+    with django_capture_on_commit_callbacks():  # the chunk tasks wait in the queue
+        first, _ = engine_run_dispatch(run_id=run.pk, chunk_units=2)
+    engine_run_stop(run=run)
+    EngineRun.objects.filter(pk=run.pk).update(heartbeat=timezone.now() - timedelta(hours=1))
+
+    class BarWithAWorkerBeside(generate.RunProgressBar):
+        def __call__(self, ended: int) -> None:
+            if self.bar is None:  # the command's executor has started: a worker takes a chunk
+                engine_run_chunk_execute(chunk_id=first.pk)
+            super().__call__(ended)
+
+    monkeypatch.setattr(generate, "RunProgressBar", BarWithAWorkerBeside)
+    call_command("generate", "--run", str(run.pk))
+
+    asked = [body["messages"][-1]["content"] for body in stub.requests]
+    assert len(asked) == len(set(asked)) == 4
+    run.refresh_from_db()
+    assert run.status == "done" and run.calls == 4
+
+
+def test_ctrl_c_keeps_the_calls_already_answered_on_the_run(stub):
+    """Ctrl-C mid-run: the calls in flight end and are paid; their answers and cost are stored,
+    so the cap counts them and a resume does not ask (and pay for) those units again."""
+    from annotate.engine.models import EngineCall, RunStatus
+    from annotate.engine.services import engine_run_execute
+    from annotate.engine.services.generation import (
+        generating_system_get_or_create,
+        generation_run_create,
+    )
+
+    stub.delay = 0.05
+    benchmark, _ = make_instructions(8)
+    endpoint = _endpoint(stub)  # four calls at a time
+    system = generating_system_get_or_create(name="s", endpoint=endpoint)
+    run = generation_run_create(benchmark=benchmark, systems=[system], endpoint=endpoint)
+
+    def ctrl_c(ended: int) -> None:
+        if ended:  # the first answers are stored; other calls are in flight
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        engine_run_execute(run_id=run.pk, on_progress=ctrl_c)
+    run.refresh_from_db()
+    asked = len(stub.requests)
+    assert run.status == RunStatus.CANCELLED
+    assert run.calls == EngineCall.objects.filter(run=run).count() == asked
+    assert run.units_done == Response.objects.filter(system=system).count() == asked
+    call_command("generate", "--run", str(run.pk))
+    assert len(stub.requests) == 8
