@@ -3,6 +3,8 @@ and payment. Everyone else gets 404; errors are mapped by annotate.http.api_exce
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
@@ -255,7 +257,7 @@ class AssignmentDecisionApi(AdminApi):
         else:
             bonus = review.bonus_create(
                 assignment_id=assignment_id,
-                amount_usd=values.get("amount_usd") or 0,
+                amount_usd=values.get("amount_usd") or Decimal(0),
                 reason=values["feedback"],
                 user=user,
                 request_token=values["request_token"],

@@ -426,9 +426,10 @@ def _bonus_store(
         return _bonus_of_token(request_token, paid_for)
 
 
-def _dollars_and_cents(amount: Decimal) -> bool:
+def _dollars_and_cents(amount: Decimal | int) -> bool:
     """A positive amount below a million (what a bonus row holds) with at most two decimals;
     NaN and infinities are not (Decimal refuses to compare or round them)."""
+    amount = Decimal(amount)
     if not amount.is_finite() or not Decimal(0) < amount < Decimal(1_000_000):
         return False
     return amount == amount.quantize(Decimal("0.01"))

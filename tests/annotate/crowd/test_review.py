@@ -326,3 +326,27 @@ def test_work_rejected_here_before_the_platform_had_it_is_rejected_there_once_it
     assert remote["RequesterFeedback"] == "handed back too late"
     row = client.get(url).text.split(f'data-assignment="{late.pk}"')[1].split("</tr>")[0]
     assert "(platform: Rejected)" in row and "Reject on the platform" not in row
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        ({}, "positive amount in dollars and cents"),  # a 500 before
+        ({"amount_usd": 0}, "positive amount in dollars and cents"),
+        ({"amount_usd": None}, "amount_usd"),
+    ],
+)
+def test_the_api_refuses_a_bonus_without_an_amount_naming_what_it_needs(
+    client, live, fake_mturk, admin_user, body, said
+):
+    done = work(client, fake_mturk, live.hits.first(), "AW1")
+    review.assignment_approve(assignment_id=done.pk, user=admin_user)
+    client.force_login(admin_user)
+    answer = client.post(
+        f"/api/crowd/assignments/{done.pk}/bonus/",
+        {"feedback": "thanks", **body},
+        content_type="application/json",
+    )
+    assert answer.status_code == 400, answer.content
+    assert said in answer.content.decode()
+    assert not Bonus.objects.exists() and fake_mturk.state.bonuses == []
