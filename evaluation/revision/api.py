@@ -18,7 +18,7 @@ from annotate.revision.models import Study
 from annotate.roles import is_researcher
 from evaluation.errors import EvaluationError
 from evaluation.revision.judges import judge_run_launch, judge_run_prepare
-from evaluation.revision.models import JudgeTask, ShotMode
+from evaluation.revision.models import SEED_MAX, JudgeTask, ShotMode
 
 
 class RevisionJudgeRunApi(APIView):
@@ -35,7 +35,7 @@ class RevisionJudgeRunApi(APIView):
         endpoint = serializers.CharField()
         mode = serializers.ChoiceField(choices=ShotMode.values, default=ShotMode.ZERO)
         shots = serializers.IntegerField(min_value=1, max_value=100, default=10)
-        seed = serializers.IntegerField(min_value=0, default=0)
+        seed = serializers.IntegerField(min_value=0, max_value=SEED_MAX, default=0)
         spending_cap_usd = SpendingCapField()
         dry_run = serializers.BooleanField(default=False)
 

@@ -6,7 +6,7 @@ from django import forms
 
 from annotate.engine.forms import EndpointChoiceField, SpendingCapField
 from annotate.engine.models import Endpoint
-from evaluation.revision.models import JudgeTask, ShotMode
+from evaluation.revision.models import SEED_MAX, JudgeTask, ShotMode
 
 
 class RevisionJudgeRunForm(forms.Form):
@@ -26,7 +26,10 @@ class RevisionJudgeRunForm(forms.Form):
         help_text="Examples: the k training turns with the most BM25-similar instructions.",
     )
     seed = forms.IntegerField(
-        min_value=0, initial=0, help_text="Seed of the train/dev/test split (888/186/186 of 1,260)."
+        min_value=0,
+        max_value=SEED_MAX,
+        initial=0,
+        help_text="Seed of the train/dev/test split (888/186/186 of 1,260).",
     )
     spending_cap_usd = SpendingCapField()
 

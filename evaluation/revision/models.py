@@ -13,6 +13,9 @@ from django.db import models
 
 from annotate.revision.models import Study, Turn
 
+# The largest seed a judge run's integer column holds (PostgreSQL's integer).
+SEED_MAX = 2**31 - 1
+
 
 class JudgeTask(models.TextChoices):
     INSTRUCTION_CATEGORY = "instruction-category", "Instruction types (Table 3)"
@@ -41,7 +44,7 @@ class RevisionJudgeRun(models.Model):
     # Engine endpoint name; blank = the offline fake model.
     endpoint_name = models.CharField(max_length=200, blank=True)
     prompt_version = models.CharField(max_length=60)
-    seed = models.IntegerField(default=0)
+    seed = models.IntegerField(default=0)  # at most SEED_MAX: the column is a 32-bit integer
     # {"train": [turn ids], "dev": [...], "test": [...]} for the rating judge; empty otherwise.
     split = models.JSONField(default=dict, blank=True)
     # A few-shot rating judge's examples: {test turn id: [training turn ids, most BM25-similar

@@ -184,6 +184,7 @@ def test_each_task_asks_only_for_what_it_needs(client, researcher, tmp_path):
         ({"mode": "k-shot", "shots": ""}, "shots", "A k-shot judge needs k, at least 1."),
         ({"mode": "k-shot", "shots": 0}, "shots", "greater than or equal to 1"),
         ({"seed": -1}, "seed", "greater than or equal to 0"),
+        ({"seed": 2**31}, "seed", "less than or equal to 2147483647"),  # a 500 on PostgreSQL
         ({"mode": "nine-shot"}, "mode", "Select a valid choice"),
         ({"endpoint": 999}, "endpoint", "Select a valid choice"),
         ({"spending_cap_usd": "-1"}, "spending_cap_usd", "The spending cap cannot be negative"),
@@ -265,6 +266,8 @@ def test_api_starts_a_run_and_applies_the_same_rules(
     paid = client.post(api, {**body, "endpoint": "paid"}, "application/json")
     assert paid.status_code == 403 and "only an admin" in paid.json()["detail"]
     assert client.post(api, {**body, "task": "nope"}, "application/json").status_code == 400
+    too_big = client.post(api, {**body, "seed": 2**31}, "application/json")
+    assert too_big.status_code == 400 and "seed" in too_big.json()  # a 500 on PostgreSQL
     assert client.post(api, {**body, "endpoint": "none"}, "application/json").status_code == 404
     assert not RevisionJudgeRun.objects.exists()
     with django_capture_on_commit_callbacks(execute=False) as started:
