@@ -55,6 +55,7 @@ PNG_DPI = 150
 # 10 inches is 960 CSS pixels: the report pages' column holds that at full size in a 1280-pixel
 # window, and a paper's 7-inch text width shrinks it by at most a third.
 MAX_WIDTH = 10.0
+AXIS_MARGIN = 0.8  # inches a plot needs beside its bars: the y axis and its label
 MIN_FONT_SIZE = 7
 RC = {
     "svg.hashsalt": "infobench-report",
@@ -176,6 +177,15 @@ def ink_on(colour: str) -> str:
     linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in to_rgb(colour)]
     luminance = 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
     return "white" if 1.05 / (luminance + 0.05) > (luminance + 0.05) / 0.05 else "black"
+
+
+def rows_of_plots(count: int, per_item: float) -> list[range]:
+    """Split `count` systems of `per_item` inches each into as few rows of plots as keep each
+    row within MAX_WIDTH (beside AXIS_MARGIN), the rows as even as can be."""
+    fit = max(1, int((MAX_WIDTH - AXIS_MARGIN) // per_item))
+    lines = math.ceil(count / fit)
+    size = math.ceil(count / lines)
+    return [range(start, min(start + size, count)) for start in range(0, count, size)]
 
 
 def fit_tick_labels(figure: Figure, axes: Axes) -> None:

@@ -9,13 +9,12 @@ a fixed width, and systems that would make the figure wider than `MAX_WIDTH` go 
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from matplotlib import rc_context
 from matplotlib.figure import Figure
 
 from evaluation.figures import (
+    AXIS_MARGIN,
     MAX_WIDTH,
     PALETTE,
     RC,
@@ -23,6 +22,7 @@ from evaluation.figures import (
     figure_bytes,
     figure_request_check,
     fit_tick_labels,
+    rows_of_plots,
 )
 
 FIGURES = {
@@ -33,7 +33,6 @@ RATING_COLOURS = {"good": PALETTE[2], "neutral": PALETTE[3], "bad": PALETTE[1]}
 # Under each bar, below the system's name (the paper's s / i / o, spelled out).
 KIND_LABEL = {"stylistic": "stylistic", "information-seeking": "info-seeking", "all": "all"}
 BAR_WIDTH = 0.95  # inches: room for "info-seeking" and a model's name under each bar
-MARGIN = 0.8  # the y axis and its label
 ROW_HEIGHT = 3.2
 
 
@@ -71,10 +70,8 @@ def _ratings_lines(report: dict) -> list[list[dict]]:
     rows = [row for row in report["figure2_ratings"] if row["turns"]]
     systems = list(dict.fromkeys(row["system"] for row in rows))
     bars = max(sum(row["system"] == system for row in rows) for system in systems)
-    fit = max(1, int((MAX_WIDTH - MARGIN) // (BAR_WIDTH * bars)))
-    lines = math.ceil(len(systems) / fit)
-    size = math.ceil(len(systems) / lines)
-    groups = [systems[start : start + size] for start in range(0, len(systems), size)]
+    lines = rows_of_plots(len(systems), BAR_WIDTH * bars)
+    groups = [[systems[i] for i in line] for line in lines]
     return [[row for row in rows if row["system"] in group] for group in groups]
 
 
@@ -104,7 +101,7 @@ def render_revision_figure(report: dict, name: str, fmt: str) -> bytes:
         if name == "ratings":
             lines = _ratings_lines(report)
             bars = max(len(rows) for rows in lines)
-            width = min(MAX_WIDTH, max(width, MARGIN + BAR_WIDTH * bars))
+            width = min(MAX_WIDTH, max(width, AXIS_MARGIN + BAR_WIDTH * bars))
             height = ROW_HEIGHT * len(lines) + 0.8
         figure = Figure(figsize=(width, height), layout="constrained")
         DRAWERS[name](figure, report)

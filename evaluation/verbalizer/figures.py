@@ -25,6 +25,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
 from evaluation.figures import (  # noqa: E402
+    AXIS_MARGIN,
     MAX_WIDTH,
     MIN_FONT_SIZE,
     PALETTE,
@@ -35,6 +36,7 @@ from evaluation.figures import (  # noqa: E402
     fit_tick_labels,
     ink_on,
     legend_that_fits,
+    rows_of_plots,
 )
 from evaluation.verbalizer.report import (  # noqa: E402
     FLIPPED_CONDITIONS,
@@ -50,9 +52,8 @@ FIGURES = {
 }
 RULE = "lenient"
 # Inches per bar (at least three bars a system): Figures 2-4 alone on their plot, Figure 5 in a
-# plot per dataset, three datasets abreast. MARGIN holds the y axis and its label.
+# plot per dataset, three datasets abreast.
 BAR_WIDTH = {"single": 0.35, "per_dataset": 0.25}
-MARGIN = 0.8
 ROW_HEIGHT = 3.0
 
 
@@ -132,9 +133,9 @@ def render_figure(report: dict, name: str, fmt: str) -> bytes:
     per_dataset = name == "flipped_by_dataset"
     bar = BAR_WIDTH["per_dataset" if per_dataset else "single"]
     per_system = bar * max(3, len(series))
-    groups = _system_groups(len(systems), per_system)
+    groups = rows_of_plots(len(systems), per_system)
     datasets = list(dict.fromkeys(r["dataset"] for r in rows)) if per_dataset else [None]
-    plot_width = MARGIN + per_system * max(len(group) for group in groups)
+    plot_width = AXIS_MARGIN + per_system * max(len(group) for group in groups)
     columns = max(1, min(3, len(datasets), int(MAX_WIDTH // plot_width)))
     plots = [(dataset, group) for dataset in datasets for group in groups]
     lines = math.ceil(len(plots) / columns)
@@ -155,12 +156,3 @@ def render_figure(report: dict, name: str, fmt: str) -> bytes:
         for axes in figure.axes:
             fit_tick_labels(figure, axes)
         return figure_bytes(figure, fmt)
-
-
-def _system_groups(count: int, per_system: float) -> list[range]:
-    """Split `count` systems into as few rows of plots as keep each row within MAX_WIDTH, the
-    rows as even as can be."""
-    fit = max(1, int((MAX_WIDTH - MARGIN) // per_system))
-    lines = math.ceil(count / fit)
-    size = math.ceil(count / lines)
-    return [range(start, min(start + size, count)) for start in range(0, count, size)]
