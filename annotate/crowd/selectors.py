@@ -23,7 +23,11 @@ from annotate.crowd.services.review import hit_of_work, platform_confirms
 from annotate.errors import NotFoundError
 from annotate.models import Annotator, AnnotatorKind, Assignment, AssignmentStatus, Label, Project
 from annotate.selectors.annotator_kinds import annotator_kinds_effective
-from annotate.selectors.results import blocked_annotator_ids, counted_assignment_q
+from annotate.selectors.results import (
+    blocked_annotator_ids,
+    counted_assignment_q,
+    counted_human_answer_q,
+)
 from annotate.verbalizer.models import HumanAnswer
 
 
@@ -260,32 +264,46 @@ def crowd_paid_work_q() -> Q:
     """The assignments paid as Table 4's crowd cost counts them: the counted work
     (annotate.selectors.results), and the approved work of workers blocked since, paid before
     the block."""
-    paid_before_block = Q(
-        status=AssignmentStatus.APPROVED, annotator_id__in=blocked_annotator_ids()
-    )
-    return counted_assignment_q() | paid_before_block
+    return counted_assignment_q() | _paid_before_block()
+
+
+def crowd_paid_human_answer_q() -> Q:
+    """A human study's answers paid, by crowd_paid_work_q's rule: the counted answers
+    (counted_human_answer_q: submitted or approved, the worker not blocked, confirmed by the
+    platform unless it came through a self-hosted link), and the approved answers of workers
+    blocked since."""
+    return counted_human_answer_q() | _paid_before_block()
+
+
+def _paid_before_block() -> Q:
+    return Q(status=AssignmentStatus.APPROVED, annotator_id__in=blocked_annotator_ids())
 
 
 @dataclass(frozen=True)
 class Spending:
-    """What a batch's publication cost so far, as Table 4 counts it (crowd_paid_work_q and
-    crowd_paid_per_assignment): each assignment's reward and its paid bonuses, fee included."""
+    """What a publication's work cost so far (crowd_paid_work_q and crowd_paid_per_assignment
+    for a batch's assignments, crowd_paid_human_answer_q and crowd_paid_per_human_answer for a
+    human study's answers): each piece of work's reward and its paid bonuses, fee included.
+    Each figure is its exact sum rounded to cents, halves up, as Table 4 and the publish
+    preview round: the total is not the sum of the two rounded lines."""
 
     approved: int
     approved_usd: Decimal
     waiting: int  # counted work not reviewed yet: the platform pays it unless it is rejected
     waiting_usd: Decimal
-
-    @property
-    def total_usd(self) -> Decimal:
-        return self.approved_usd + self.waiting_usd
+    total_usd: Decimal
 
 
-def publication_spending(*, publication: Publication) -> Spending | None:
-    """What the work of a batch's publication was paid; None for a human study's (its answers
-    are not assignments)."""
+def publication_spending(*, publication: Publication) -> Spending:
+    """What the work of a publication was paid: a batch's assignments, as Table 4 counts
+    them, or a human study's answers."""
     if publication.batch_id is None:
-        return None
+        answers = HumanAnswer.objects.filter(
+            crowd_paid_human_answer_q(),
+            study_id=publication.human_study_id,
+            annotator__platform=publication.platform,
+        ).order_by()
+        return _spending(answers, crowd_paid_per_human_answer(answers, by=("status",)))
     work = Assignment.objects.filter(
         crowd_paid_work_q(),
         task__batch_id=publication.batch_id,
@@ -299,25 +317,50 @@ def publication_spending(*, publication: Publication) -> Spending | None:
     )
     crowd = [pk for pk, kind in kinds.items() if kind == AnnotatorKind.CROWD]
     work = work.filter(annotator_id__in=crowd or [0])
-    paid = crowd_paid_per_assignment(work, by=("status",))
+    return _spending(work, crowd_paid_per_assignment(work, by=("status",)))
+
+
+def _spending(work, paid_by_status: dict) -> Spending:
+    """The Spending of `work` (assignments or answers), given what it was paid by status."""
     counts = dict(work.values_list("status").annotate(n=Count("id")))
-    cents = Decimal("0.01")
+    approved = paid_by_status.get(AssignmentStatus.APPROVED, Decimal(0))
+    waiting = paid_by_status.get(AssignmentStatus.SUBMITTED, Decimal(0))
     return Spending(
         approved=counts.get(AssignmentStatus.APPROVED, 0),
-        approved_usd=paid.get(AssignmentStatus.APPROVED, Decimal(0)).quantize(cents, ROUND_HALF_UP),
+        approved_usd=to_cents(approved),
         waiting=counts.get(AssignmentStatus.SUBMITTED, 0),
-        waiting_usd=paid.get(AssignmentStatus.SUBMITTED, Decimal(0)).quantize(cents, ROUND_HALF_UP),
+        waiting_usd=to_cents(waiting),
+        total_usd=to_cents(approved + waiting),
     )
+
+
+def to_cents(amount: Decimal) -> Decimal:
+    """Round to cents, halves up ($0.125 is $0.13), as every amount the app shows."""
+    return amount.quantize(Decimal("0.01"), ROUND_HALF_UP)
+
+
+def paid_with_fee(amount, fee_rate) -> Decimal:
+    """What paying `amount` through a platform that takes `fee_rate` of it costs."""
+    return Decimal(amount) * (1 + Decimal(fee_rate or 0))
+
+
+def paid_through(*, platform: str, reward_usd, fee_rate) -> Decimal:
+    """What one piece of work that came through a publication on `platform` was paid: its
+    reward and the platform's fee, or on a self-hosted link (paid on the recruiting site,
+    whatever fee the publication stored) the reward alone."""
+    if platform == "selfhosted":
+        return Decimal(reward_usd)
+    return paid_with_fee(reward_usd, fee_rate)
 
 
 def crowd_paid_per_assignment(assignments, *, by: tuple[str, ...] = ("id",)) -> dict:
     """What these assignments were paid, the platform's fee included (paper Table 4's crowd
     cost), in one query: by assignment id, or summed by the fields `by` names (a tuple of their
     values as the key). Each assignment is paid the reward and fee of the publication the work
-    came through, that is its HIT's, or, from a self-hosted link (no platform takes a fee), the
-    batch's latest link's reward; work that came through no publication (an in-house account
-    counted as crowd, say) its project's reward and the platform fee setting (CROWD_FEE_RATE).
-    The bonuses paid on them are added with the same fee (a second query).
+    came through (paid_through), that is its HIT's, or, from a self-hosted link (no platform
+    takes a fee), the batch's latest link's reward; work that came through no publication (an
+    in-house account counted as crowd, say) its project's reward and the platform fee setting
+    (CROWD_FEE_RATE). The bonuses paid on them are added with the same fee (a second query).
 
     The HIT is the one of the assignment's task on the platform its worker came through: a
     self-hosted participant's STUDY_ID, kept where a HIT id goes, is only what their URL said."""
@@ -339,11 +382,11 @@ def crowd_paid_per_assignment(assignments, *, by: tuple[str, ...] = ("id",)) -> 
     for row in rows:
         platform, project_reward, hit_reward, hit_fee, link_reward = row[len(by) :]
         if hit_reward is not None:
-            amount = Decimal(hit_reward) * (1 + Decimal(hit_fee or 0))
+            amount = paid_through(platform=platform, reward_usd=hit_reward, fee_rate=hit_fee)
         elif platform == "selfhosted" and link_reward is not None:
-            amount = Decimal(link_reward)
+            amount = paid_through(platform=platform, reward_usd=link_reward, fee_rate=None)
         else:
-            amount = Decimal(project_reward or 0) * (1 + fee)
+            amount = paid_with_fee(project_reward or 0, fee)
         _add(paid, row, by, amount)
     bonuses = (
         Bonus.objects.filter(status=BonusStatus.PAID, assignment__in=assignments)
@@ -353,8 +396,51 @@ def crowd_paid_per_assignment(assignments, *, by: tuple[str, ...] = ("id",)) -> 
     )
     for row in bonuses:
         amount, hit_fee = row[len(by) :]
-        _add(paid, row, by, Decimal(amount) * (1 + (fee if hit_fee is None else Decimal(hit_fee))))
+        _add(paid, row, by, paid_with_fee(amount, fee if hit_fee is None else hit_fee))
     return paid
+
+
+def crowd_paid_per_human_answer(answers, *, by: tuple[str, ...] = ("id",)) -> dict:
+    """What these human study answers were paid, the platform's fee included, priced as
+    crowd_paid_per_assignment prices an assignment (paid_through), in two queries: by answer
+    id, or summed by the fields `by` names. Each answer is paid the reward and fee of its
+    study's publication on the platform its worker came through (a study has one per platform:
+    the one whose HIT the answer names, or the self-hosted link, no fee), and the bonuses paid
+    on it with that fee; an answer that came through no publication (an in-house annotator's)
+    costs nothing here."""
+    publication = _publication_of_answer(prefix="")
+    rows = answers.annotate(
+        reward=Subquery(publication.values("reward_usd")[:1]),
+        fee=Subquery(publication.values("fee_rate")[:1]),
+    ).values_list(*by, "annotator__platform", "reward", "fee")
+    paid: dict = {}
+    for row in rows:
+        platform, reward, fee = row[len(by) :]
+        amount = Decimal(0)
+        if reward is not None:
+            amount = paid_through(platform=platform, reward_usd=reward, fee_rate=fee)
+        _add(paid, row, by, amount)
+    bonuses = (
+        Bonus.objects.filter(status=BonusStatus.PAID, human_answer__in=answers)
+        .annotate(
+            fee=Subquery(_publication_of_answer(prefix="human_answer__").values("fee_rate")[:1])
+        )
+        .values_list(*(f"human_answer__{name}" for name in by), "amount_usd", "fee")
+        .order_by()
+    )
+    for row in bonuses:
+        amount, fee = row[len(by) :]
+        _add(paid, row, by, paid_with_fee(amount, fee))
+    return paid
+
+
+def _publication_of_answer(*, prefix: str):
+    """The publication a human study's answer (reached through `prefix`) came through, as an
+    OuterRef query: its study's on its worker's platform."""
+    return Publication.objects.filter(
+        human_study_id=OuterRef(f"{prefix}study_id"),
+        platform=OuterRef(f"{prefix}annotator__platform"),
+    )
 
 
 def _hit_of_work(*, prefix: str):

@@ -94,6 +94,13 @@ def test_admin_publishes_a_study_and_a_worker_answers_with_keys(page_for, fake_m
     snap(admin, "approved")
     assert fake_mturk.state.assignments[first_id]["AssignmentStatus"] == "Approved"
 
+    # One answer approved, one waiting: $0.0625 each, and in all the $0.13 the preview said.
+    admin.goto(f"/crowd/publications/{publication.pk}/")
+    assert admin.locator("#spent-total").inner_text() == "$0.13"
+    approved, waiting = (admin.locator(f"#spent-{n}").inner_text() for n in ("approved", "waiting"))
+    assert approved.startswith("approved answers: 1 answer, $0.06")
+    assert waiting.startswith("submitted, not reviewed yet: 1 answer, $0.06")
+
     admin.goto(f"/reports/verbalizer/{evaluation_set.pk}/")
     groups = admin.locator("table").nth(0)
     assert groups.locator("tr", has_text="human-crowd").count() == 2  # answers and majority

@@ -195,3 +195,30 @@ def test_table_4_rounds_the_crowd_cost_halves_up_as_the_publication_page_does(fa
     assert publication_spending(publication=publication).total_usd == Decimal("0.13")
     costs = source_costs(benchmark=project.benchmark)
     assert costs["overall"]["crowd-majority"].cost_usd == 0.13
+
+
+def test_the_publication_total_is_table_4s_when_both_lines_round_up(client, fake_platform):
+    """One approved and one waiting assignment at $0.10 × 1.25 = $0.125 each: each line says
+    $0.13, and the total is Table 4's $0.25 (the exact sum rounded once); it said $0.26, the
+    sum of the rounded lines, while claiming to be Table 4's figure."""
+    project = project_with_tasks(instructions=2, systems=2, questions=1, assignments_per_task=1)
+    publication = publishing.publication_create(
+        batch=project.batches.get(),
+        platform_name="fake",
+        chosen=PublishSettings(title="t", description="d", reward_usd=Decimal("0.10")),
+        base_url="https://annotate.example.org",
+    )
+    publishing.publication_publish(publication_id=publication.pk, now=timezone.now())
+    approved, _ = (
+        _mturk_work(Client(), hit, f"AW{n}", fake_platform)
+        for n, hit in enumerate(publication.hits.order_by("id"))
+    )
+    review.publication_sync(publication_id=publication.pk, now=timezone.now())
+    admin = UserFactory(username="boss", roles=[ADMIN], is_staff=True)
+    review.assignment_approve(assignment_id=approved.pk, user=admin)
+    client.force_login(admin)
+    page = client.get(reverse("crowd:publication", args=[publication.pk])).text
+    assert "approved work: 1 assignment, $0.13 with the bonuses paid on them" in page
+    assert "submitted, not reviewed yet: 1 assignment, $0.13" in page
+    assert 'id="spent-total">$0.25<' in page
+    assert _table4_crowd_cost(project.benchmark) == Decimal("0.25")

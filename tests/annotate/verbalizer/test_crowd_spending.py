@@ -1,0 +1,192 @@
+"""What a human study's publication page says was spent on it so far: the answers the platform
+pays (approved, and submitted ones it confirmed, which it pays when the auto-approval delay
+ends unless they are rejected; approved answers of workers blocked since), at the reward and fee
+of that publication (a self-hosted link's reward, no fee), with the bonuses paid on them."""
+
+import re
+from decimal import Decimal
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from annotate.crowd.fake import FakePlatform
+from annotate.crowd.models import Bonus, BonusStatus, PlatformAssignment, Publication
+from annotate.crowd.services import publishing, review
+from annotate.crowd.services.publishing import PublishSettings
+from annotate.models import AssignmentStatus
+from annotate.roles import ADMIN
+from annotate.verbalizer.models import HumanAnswer, HumanStudy
+from annotate.verbalizer.services import crowd
+from annotate.verbalizer.services.humans import human_answer_submit, human_study_create
+from annotate.verbalizer.services.sets import evaluation_set_create
+from tests.annotate.verbalizer.helpers import fill
+from tests.factories import AnnotatorFactory, UserFactory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def study(db, settings) -> HumanStudy:
+    """Two prompts (SST-2 items 1 and 2, flipped golden, direct), three answers each."""
+    settings.CROWD_FEE_RATE = "0.25"
+    fill("SST-2", [True, False])
+    evaluation_set = evaluation_set_create(
+        name="spend", datasets=["SST-2"], items=2, seed=1, mappings="flipped-golden"
+    ).evaluation_set
+    return human_study_create(evaluation_set=evaluation_set, name="flip", answers_per_prompt=3)
+
+
+@pytest.fixture
+def admin(client):
+    user = UserFactory(username="boss", roles=[ADMIN], is_staff=True)
+    client.force_login(user)
+    return user
+
+
+def _publish(study: HumanStudy, platform: str, reward: str) -> Publication:
+    publication = crowd.study_publication_create(
+        study=study,
+        platform_name=platform,
+        chosen=PublishSettings(title="Pick a word", description="d", reward_usd=Decimal(reward)),
+        base_url="https://annotate.example.org",
+    )
+    return publishing.publication_publish(publication_id=publication.pk, now=timezone.now())
+
+
+def _answer_on_fake(hit, worker: str, *, hand_back: bool = True) -> HumanAnswer:
+    """A worker accepts the HIT on the offline platform, answers on our page and (unless
+    `hand_back` is False: the page was left before MTurk had it) submits it there."""
+    platform = FakePlatform()
+    assignment_id = platform.worker_accept(hit_id=hit.hit_id, worker_id=worker)
+    ticket = crowd.mturk_prompt_open(
+        hit=hit, assignment_id=assignment_id, hit_id=hit.hit_id, worker_id=worker,
+        turk_submit_to="https://www.mturk.com",
+    )  # fmt: skip
+    answer = crowd.mturk_answer_submit(ticket=ticket, key=1, seconds=2.0)
+    if hand_back:
+        platform.worker_submit(assignment_id=assignment_id)
+    return answer
+
+
+def _decide(client, answer: HumanAnswer, action: str, **fields) -> None:
+    done = client.post(
+        reverse("verbalizer:answer-action", args=[answer.pk]),
+        {"action": action, "feedback": "thanks", **fields},
+    )
+    assert done.status_code == 302
+
+
+def _spent(client, publication: Publication) -> dict[str, str]:
+    page = client.get(reverse("crowd:publication", args=[publication.pk])).text
+    section = page.split('<section aria-labelledby="spending-heading" id="spending">', 1)[1]
+    section = section.split("</section>", 1)[0]
+    return {
+        name: re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", text)).strip()
+        for _, name, text in re.findall(r'<(li|strong) id="spent-(\w+)">(.*?)</\1>', section)
+    }
+
+
+def test_a_study_on_the_offline_platform_counts_what_the_platform_pays(
+    client, admin, study, django_capture_on_commit_callbacks
+):
+    publication = _publish(study, "fake", "0.20")  # $0.20 × 1.25 = $0.25 an answer
+    first, second = publication.hits.select_related("prompt").order_by("id")
+    paid = _answer_on_fake(first, "W1")
+    paid_with_bonus = _answer_on_fake(second, "W1")
+    waiting = _answer_on_fake(first, "W2")
+    rejected = _answer_on_fake(second, "W2")
+    unconfirmed = _answer_on_fake(first, "W3", hand_back=False)
+    blocked_later = _answer_on_fake(second, "W4")
+    review.publication_sync(publication_id=publication.pk, now=timezone.now())
+    for answer in (paid, paid_with_bonus, blocked_later):
+        _decide(client, answer, "approve")
+    _decide(client, rejected, "reject")
+    with django_capture_on_commit_callbacks(execute=True):
+        _decide(client, paid_with_bonus, "bonus", amount="0.40")
+    Bonus.objects.create(  # refused by the platform: not paid, so not spent
+        human_answer=paid, amount_usd=Decimal("0.10"), reason="r",
+        unique_request_token="refused", status=BonusStatus.FAILED, error="Not enough funds.",
+    )  # fmt: skip
+    review.worker_block(annotator_id=blocked_later.annotator_id, reason="random", user=admin)
+    assert Bonus.objects.get(status=BonusStatus.PAID).human_answer == paid_with_bonus
+    confirmed = set(PlatformAssignment.objects.values_list("human_answer_id", flat=True))
+    assert waiting.pk in confirmed and unconfirmed.pk not in confirmed  # never on the platform
+    unconfirmed.refresh_from_db()
+    assert unconfirmed.status == AssignmentStatus.SUBMITTED
+
+    # Approved: 3 × $0.25, and the $0.40 bonus × 1.25; waiting: W2's confirmed answer; W2's
+    # rejected answer and W3's, which the platform never had, cost nothing.
+    assert _spent(client, publication) == {
+        "total": "$1.50",
+        "approved": "approved answers: 3 answers, $1.25 with the bonuses paid on them",
+        "waiting": "submitted, not reviewed yet: 1 answer, $0.25 (confirmed by the platform, "
+        "which pays them when the auto-approval delay ends unless you reject them)",
+    }
+
+
+def test_a_study_on_a_selfhosted_link_counts_its_reward_and_no_fee(client, admin, study):
+    """Beside a publication of the same study on the offline platform: each counts its own
+    workers' answers, and an in-house annotator's answers count in neither."""
+    link = _publish(study, "selfhosted", "0.30")
+    on_fake = _publish(study, "fake", "0.20")
+    _answer_on_fake(on_fake.hits.select_related("prompt").first(), "W1")
+    review.publication_sync(publication_id=on_fake.pk, now=timezone.now())
+    prompts = list(study.prompts.order_by("id"))
+    answers = {}
+    for worker, answered in (("P1", prompts), ("P2", prompts), ("P3", prompts[:1])):
+        participant = crowd.study_link_start(publication=link, params={"PROLIFIC_PID": worker})
+        for prompt in answered:
+            answers[worker, prompt.pk] = crowd.link_answer_submit(
+                participant=participant, prompt_id=prompt.pk, key=2, seconds=1.0
+            )
+    human_answer_submit(
+        study=study, prompt_id=prompts[0].pk, annotator=AnnotatorFactory(), key=1, seconds=1.0
+    )
+    for prompt in prompts:
+        _decide(client, answers["P1", prompt.pk], "approve")
+    _decide(client, answers["P2", prompts[0].pk], "reject")
+
+    # P1's 2 approved × $0.30; P2's second and P3's answer wait; P2's first was rejected.
+    assert _spent(client, link) == {
+        "total": "$1.20",
+        "approved": "approved answers: 2 answers, $0.60",
+        "waiting": "submitted, not reviewed yet: 2 answers, $0.60",
+    }
+    assert _spent(client, on_fake)["total"] == "$0.25"
+    page = client.get(reverse("crowd:publication", args=[link.pk])).text
+    assert "paid on the recruiting site (no fee counted)" in page
+
+
+def test_spending_rounds_halves_up_and_the_total_once(client, admin, study):
+    """$0.10 × 1.25 = $0.125 an answer: each line says $0.13 (halves up, as every figure the
+    app shows), and the total is $0.25, the exact sum rounded once (as Table 4 and the
+    publish preview round), not $0.26."""
+    publication = _publish(study, "fake", "0.10")
+    first, second = publication.hits.select_related("prompt").order_by("id")
+    approved = _answer_on_fake(first, "W1")
+    _answer_on_fake(second, "W1")
+    review.publication_sync(publication_id=publication.pk, now=timezone.now())
+    _decide(client, approved, "approve")
+    assert _spent(client, publication) == {
+        "total": "$0.25",
+        "approved": "approved answers: 1 answer, $0.13 with the bonuses paid on them",
+        "waiting": "submitted, not reviewed yet: 1 answer, $0.13 (confirmed by the platform, "
+        "which pays them when the auto-approval delay ends unless you reject them)",
+    }
+
+
+def test_the_publication_page_reads_a_bounded_number_of_queries(
+    client, admin, study, django_assert_max_num_queries
+):
+    """As many with answers as with none: the spending is three queries, whatever the work."""
+    publication = _publish(study, "fake", "0.20")
+    first, second = publication.hits.select_related("prompt").order_by("id")
+    url = reverse("crowd:publication", args=[publication.pk])
+    with django_assert_max_num_queries(11):
+        client.get(url)
+    for n, hit in enumerate((first, second, first, second, first)):
+        _answer_on_fake(hit, f"W{n}")
+    review.publication_sync(publication_id=publication.pk, now=timezone.now())
+    with django_assert_max_num_queries(11):
+        assert 'id="spent-total">$1.25<' in client.get(url).text
