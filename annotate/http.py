@@ -29,8 +29,11 @@ class DepthLimitedJSONParser(JSONParser):
             raise ParseError("JSON parse error - the body is nested too deeply.") from None
 
 
-def error_payload(error: AnnotateError) -> dict:
+def error_payload(error: Exception) -> dict:
+    """{"detail": the message}, with "field" when the error names the input at fault."""
     payload: dict = {"detail": str(error)}
+    if getattr(error, "field", None):
+        payload["field"] = error.field
     if isinstance(error, SubmissionError) and error.missing:
         payload["missing"] = error.missing
     return payload

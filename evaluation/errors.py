@@ -18,7 +18,12 @@ class JudgeConfigError(EvaluationError):
 
 
 class JudgeRunError(EvaluationError):
-    """A judge run cannot be created or started as asked."""
+    """A judge run cannot be created or started as asked; `field`, when set, names the form
+    field at fault."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        self.field = field
+        super().__init__(message)
 
 
 class JudgePermissionError(EvaluationError):

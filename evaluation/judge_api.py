@@ -14,6 +14,7 @@ from rest_framework.views import APIView
 from annotate.engine.api import SpendingCapField, estimate_data
 from annotate.engine.services import engine_run_estimate_new
 from annotate.errors import NotFoundError
+from annotate.http import error_payload
 from annotate.models import Benchmark, Subset, System
 from annotate.roles import is_researcher
 from evaluation.errors import EvaluationError, JudgeNotFoundError
@@ -73,7 +74,7 @@ class JudgeRunApi(APIView):
                 run = self._create(request, data)
                 judge_run_start(run=run, user=request.user)
         except EvaluationError as error:
-            return Response({"detail": str(error)}, status=error.http_status)
+            return Response(error_payload(error), status=error.http_status)
         payload = {
             "run_id": run.pk,
             "engine_run_id": run.engine_run_id,

@@ -5,12 +5,13 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from annotate.errors import AnnotateError
+from annotate.errors import FieldInputError
 from annotate.models import Benchmark, Instruction, Subset
 
 
-class SelectionError(AnnotateError):
-    """The instructions asked for do not exist or the sample size is impossible."""
+class SelectionError(FieldInputError):
+    """The instructions asked for do not exist or the sample size is impossible; `field` names
+    the choice at fault (subset, instruction_ids, sample or seed)."""
 
 
 # A sample's seed is written into the run's description of its choice (200 characters for a
@@ -35,7 +36,9 @@ def instructions_select(
     described = "all"
     if subset:
         if subset not in Subset.values:
-            raise SelectionError(f"Unknown subset {subset!r}: expected easy or hard.")
+            raise SelectionError(
+                f"Unknown subset {subset!r}: expected easy or hard.", field="subset"
+            )
         instructions = instructions.filter(subset=subset)
         described = f"subset {subset}"
     ids_by_external = dict(instructions.values_list("external_id", "id"))
@@ -44,7 +47,8 @@ def instructions_select(
         if unknown:
             raise SelectionError(
                 f"No instruction {', '.join(unknown[:5])} in {benchmark.name}"
-                + (f" ({described})." if subset else ".")
+                + (f" ({described})." if subset else "."),
+                field="instruction_ids",
             )
         chosen = sorted({ids_by_external[item] for item in external_ids})
         described = f"{len(chosen)} chosen" + (f" from subset {subset}" if subset else "")
@@ -52,9 +56,11 @@ def instructions_select(
         chosen = sorted(ids_by_external.values())
     if sample is not None:
         if len(str(abs(seed))) > SEED_MAX_DIGITS:
-            raise SelectionError(f"Field 'seed': at most {SEED_MAX_DIGITS} digits.")
+            raise SelectionError(f"Field 'seed': at most {SEED_MAX_DIGITS} digits.", field="seed")
         if not 1 <= sample <= len(chosen):
-            raise SelectionError(f"Sample size must be between 1 and {len(chosen)}, not {sample}.")
+            raise SelectionError(
+                f"Sample size must be between 1 and {len(chosen)}, not {sample}.", field="sample"
+            )
         chosen = sorted(random.Random(seed).sample(chosen, sample))
         described = f"sample of {sample} (seed {seed}) from {described}"
     return chosen, described

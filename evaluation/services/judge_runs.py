@@ -59,7 +59,7 @@ def _select_instructions(**kwargs) -> tuple[list[int], str]:
     try:
         return instructions_select(**kwargs)
     except SelectionError as error:
-        raise JudgeRunError(str(error)) from None
+        raise JudgeRunError(str(error), field=error.field) from None
 
 
 @transaction.atomic
@@ -97,7 +97,7 @@ def judge_run_create(
         )
     prompt_version = prompt_version_for(config.protocol, prompt_version, DEFAULT_PROMPT_VERSION)
     if prompt_version not in available_prompt_versions():
-        raise JudgeRunError(f"Unknown prompt version {prompt_version!r}.")
+        raise JudgeRunError(f"Unknown prompt version {prompt_version!r}.", field="prompt_version")
     if not load_prompt(prompt_version).supports(config.protocol):
         raise JudgeRunError(
             f"The prompt {prompt_version} has no sections for the {config.protocol} protocol."

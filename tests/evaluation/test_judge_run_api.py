@@ -132,7 +132,9 @@ def test_annotators_and_strangers_do_not_find_it(client, annotator_user):
         ({"systems": []}, "systems", None),
         ({"spending_cap_usd": "-1"}, "spending_cap_usd", None),
         ({"subset": "medium"}, "subset", None),
-        ({"instruction_ids": ["task_9"]}, None, "task_9"),
+        ({"instruction_ids": ["task_9"]}, "instruction_ids", "task_9"),
+        ({"sample": 5}, "sample", "between 1 and 1"),
+        ({"prompt_version": "v999"}, "prompt_version", "v999"),
     ],
 )
 def test_bad_input_names_its_field_and_starts_nothing(client, researcher, change, field, message):
