@@ -394,3 +394,22 @@ def test_a_run_its_cap_stopped_goes_on_from_its_page_with_a_higher_cap(
     assert run.engine_run.spending_cap_usd == Decimal("5")
     assert run.engine_run.status == EngineRunStatus.DONE
     assert Label.objects.filter(annotator=judge.annotator).count() == 4
+
+
+@pytest.mark.parametrize(
+    ("extra", "field", "message"),
+    [
+        ({"instruction_ids": "task_1, task_9"}, "instruction_ids", "No instruction task_9"),
+        ({"sample": "3"}, "sample", "Sample size must be between 1 and 1, not 3."),
+    ],
+)
+def test_a_selection_that_cannot_be_made_is_shown_beside_its_field(
+    client, researcher, extra, field, message
+):
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(1,))
+    judge = make_judge(name="fake-judge", backend="fake")
+    client.force_login(researcher)
+    page = client.post(reverse("judge:run-new"), _form(judge, benchmark, systems, **extra))
+    assert page.status_code == 400
+    assert message in " ".join(page.context["form"].errors[field])
+    assert not JudgeRun.objects.exists()
