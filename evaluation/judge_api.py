@@ -11,11 +11,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotate.engine.api import SpendingCapField, estimate_data
+from annotate.engine.api import RunSelectionInput, estimate_data
 from annotate.engine.services import engine_run_estimate_new
 from annotate.errors import NotFoundError
 from annotate.http import error_payload
-from annotate.models import Benchmark, Subset, System
+from annotate.models import Benchmark, System
 from annotate.roles import is_researcher
 from evaluation.errors import EvaluationError, JudgeNotFoundError
 from evaluation.models import JudgeConfig, JudgeRun
@@ -33,17 +33,12 @@ class JudgeRunApi(APIView):
     """
 
     @extend_schema_serializer(component_name="JudgeRunInput")
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(RunSelectionInput):
         judge = serializers.CharField(help_text="A judge configuration's name (/judge/judges/).")
         benchmark = serializers.CharField()
         systems = serializers.ListField(child=serializers.CharField(), min_length=1)
-        subset = serializers.ChoiceField(choices=Subset.values, required=False)
-        instruction_ids = serializers.ListField(child=serializers.CharField(), required=False)
-        sample = serializers.IntegerField(min_value=1, required=False)
-        seed = serializers.IntegerField(min_value=0, default=0)
+        seed = serializers.IntegerField(min_value=0, default=0)  # as the page's form
         prompt_version = serializers.CharField(required=False)
-        spending_cap_usd = SpendingCapField()
-        dry_run = serializers.BooleanField(default=False)
 
     @extend_schema_serializer(component_name="JudgeRunStarted")
     class OutputSerializer(serializers.Serializer):

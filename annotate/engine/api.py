@@ -82,6 +82,19 @@ class SpendingCapField(serializers.DecimalField):
         )  # fmt: skip
 
 
+class RunSelectionInput(serializers.Serializer):
+    """What the APIs that start a run on a benchmark share with its page's form: which
+    instructions (all, a subset, ids, a seeded sample), the spending cap, and whether only to
+    estimate (`dry_run`: nothing kept)."""
+
+    subset = serializers.ChoiceField(choices=Subset.values, required=False)
+    instruction_ids = serializers.ListField(child=serializers.CharField(), required=False)
+    sample = serializers.IntegerField(min_value=1, required=False)
+    seed = serializers.IntegerField(default=0)
+    spending_cap_usd = SpendingCapField()
+    dry_run = serializers.BooleanField(default=False)
+
+
 def _run(user, run_id: int):
     if not is_researcher(user):
         raise Http404
@@ -139,17 +152,11 @@ class GenerationRunApi(APIView):
     """POST: create a generation run and start it (202), or with dry_run only estimate it."""
 
     @extend_schema_serializer(component_name="GenerationRunInput")
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(RunSelectionInput):
         benchmark = serializers.CharField()
         system = serializers.CharField(max_length=200)
         endpoint = serializers.CharField()
-        subset = serializers.ChoiceField(choices=Subset.values, required=False)
-        instruction_ids = serializers.ListField(child=serializers.CharField(), required=False)
-        sample = serializers.IntegerField(min_value=1, required=False)
-        seed = serializers.IntegerField(default=0)
         replace = serializers.BooleanField(default=False)
-        spending_cap_usd = SpendingCapField()
-        dry_run = serializers.BooleanField(default=False)
 
     @extend_schema_serializer(component_name="GenerationRunStarted")
     class OutputSerializer(serializers.Serializer):
