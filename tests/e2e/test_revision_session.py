@@ -73,7 +73,9 @@ def test_annotator_does_a_two_turn_session(page_for, settings, tmp_path):
     assert page.is_checked("input[name=rating][value=good]")
     assert page.locator("#edit-box").is_hidden()
     page.fill("#comment", "Fine.")
-    page.get_by_role("button", name="Save rating").click()
+    with page.expect_navigation():
+        page.get_by_role("button", name="Save rating").click()
+    page.wait_for_load_state()  # the confirm comes with the deferred script, as in turn 1
     # Ending asks first (one click under "Send instruction" ended it): cancelled, nothing ends.
     asked = []
     page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
