@@ -562,6 +562,7 @@ def _prepare_units(run: EngineRun, protocol: RunProtocol) -> list[str]:
     if len(set(keys)) != len(keys):
         raise EngineRunError(f"Run {run.pk}: the protocol {run.kind!r} returned duplicate keys.")
     known = dict(EngineUnit.objects.filter(run=run).values_list("key", "status"))
+    _forget_stale_units(run, known, keys)
     new = [key for key in keys if key not in known]
     now = connection.ops.adapt_datetimefield_value(timezone.now())
     rows_insert(
@@ -581,6 +582,19 @@ def _prepare_units(run: EngineRun, protocol: RunProtocol) -> list[str]:
             pending = [key for key in pending if key not in skipped]
     _recount(run.pk)
     return pending
+
+
+def _forget_stale_units(run: EngineRun, known: dict[str, str], keys: Sequence[str]) -> None:
+    """Delete the run's units whose keys the protocol no longer gives (and drop them from
+    `known`): keys hold what decides the work (a generation unit's endpoint settings), so after
+    an endpoint is edited the run's work has new keys. Left in place, the old rows would be
+    counted for ever and never done: a "Done" run at half its units."""
+    current = set(keys)
+    stale = [key for key in known if key not in current]
+    for start in range(0, len(stale), MAX_BATCH):
+        EngineUnit.objects.filter(run=run, key__in=stale[start : start + MAX_BATCH]).delete()
+    for key in stale:
+        del known[key]
 
 
 def _recount(run_id: int) -> None:

@@ -9,7 +9,9 @@ import pytest
 from django.utils import timezone
 
 from annotate.engine.models import EngineCall, EngineRun, EngineUnit, RunStatus, UnitStatus
+from annotate.engine.selectors import engine_run_progress
 from annotate.engine.services import (
+    endpoint_update,
     engine_run_create,
     engine_run_estimate,
     engine_run_execute,
@@ -87,6 +89,25 @@ def test_failed_units_are_recorded_and_retried_by_the_next_start(stub):
     run = engine_run_execute(run_id=run.pk)
     assert run.status == RunStatus.DONE and run.units_done == 3 and run.units_failed == 0
     assert len(stub.requests) == 4 and system.responses.count() == 3
+
+
+def test_a_run_started_again_after_its_endpoint_changed_counts_only_its_current_units(stub):
+    # The units' keys hold the endpoint's settings; the rows of the keys from before the change
+    # (failed here, reset to pending by the next start) are no longer the run's work: left in
+    # the run they would be counted for ever, a "Done" run at 50 % with nothing left to do.
+    stub.fail_next(400, times=3, message="bad request")
+    endpoint = make_endpoint(stub.base_url, concurrency=1)
+    run, system, _ = _generation(endpoint)
+    run = engine_run_execute(run_id=run.pk)
+    assert run.status == RunStatus.FAILED and run.units_failed == 3
+
+    endpoint_update(endpoint=endpoint, temperature=0.5)
+    run = engine_run_execute(run_id=run.pk)
+
+    assert run.status == RunStatus.DONE and system.responses.count() == 3
+    assert (run.units_total, run.units_done, run.units_failed) == (3, 3, 0)
+    assert engine_run_progress(run=run)["percent_processed"] == 100
+    assert EngineUnit.objects.filter(run=run).exclude(status=UnitStatus.DONE).count() == 0
 
 
 def test_a_refused_reply_fails_its_unit_and_a_truncated_one_is_kept_with_its_status(stub):
