@@ -20,6 +20,7 @@ from evaluation.models import JudgeRun, RunStatus
 from evaluation.services.judge_runs import judge_run_create, judge_run_mark_started
 from tests.evaluation.judge_helpers import make_benchmark, make_judge
 from tests.evaluation.openai_stub import StubOpenAI
+from tests.factories import SystemFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -413,3 +414,14 @@ def test_a_selection_that_cannot_be_made_is_shown_beside_its_field(
     assert page.status_code == 400
     assert message in " ".join(page.context["form"].errors[field])
     assert not JudgeRun.objects.exists()
+
+
+def test_a_refusal_about_no_field_is_shown_once_above_the_form(client, researcher):
+    benchmark, _, _ = make_benchmark(questions_per_instruction=(1,))
+    silent = SystemFactory(name="no-answers")  # no response in this benchmark
+    judge = make_judge(name="fake-judge", backend="fake")
+    client.force_login(researcher)
+    page = client.post(reverse("judge:run-new"), _form(judge, benchmark, [silent]))
+    assert page.status_code == 400
+    assert page.context["form"].non_field_errors()
+    assert page.text.count("No responses of no-answers") == 1

@@ -5,8 +5,9 @@ from django.urls import reverse
 
 from annotate.engine.models import CallStatus, Endpoint, EngineRun, RunStatus
 from annotate.engine.services import engine_background_wait
-from annotate.models import Benchmark, Response
+from annotate.models import Benchmark, Instruction, Response
 from tests.annotate.engine.conftest import dollar_a_thousand, make_endpoint, make_instructions
+from tests.factories import ResponseFactory
 
 
 @pytest.fixture
@@ -134,6 +135,20 @@ def test_a_negative_cap_is_refused_beside_its_field(admin_client, stub, button):
         response.content.decode(), "spending_cap_usd"
     )
     assert not EngineRun.objects.exists() and stub.requests == []
+
+
+@pytest.mark.django_db
+def test_a_system_that_cannot_generate_is_refused_once_beside_its_field(admin_client):
+    make_instructions(1)
+    imported = ResponseFactory(instruction=Instruction.objects.get(), system__name="imported")
+    form = {"endpoint": make_endpoint("", name="fake").pk, "benchmark": Benchmark.objects.get().pk,
+            "system": imported.system.name, "template": "generation_infobench_v1", "seed": "0",
+            "estimate": "1"}  # fmt: skip
+    response = admin_client.post(reverse("engine:generation-new"), form)
+    assert response.status_code == 400
+    assert "has imported responses" in " ".join(response.context["form"].errors["system"])
+    assert response.content.decode().count("has imported responses") == 1
+    assert not EngineRun.objects.exists()
 
 
 @pytest.mark.django_db
