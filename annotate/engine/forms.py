@@ -11,12 +11,16 @@ from annotate.engine.services.endpoints import EDITABLE_FIELDS
 from annotate.models import Benchmark, Subset
 
 
+def endpoint_cost_label(endpoint: Endpoint) -> str:
+    """What a choice of this endpoint (or of what calls it) says about its cost."""
+    return "offline fake, free" if endpoint.is_fake else "paid API: admins only"
+
+
 class EndpointChoiceField(forms.ModelChoiceField):
     """An endpoint by name, saying whether it is free or only for admins (it spends money)."""
 
     def label_from_instance(self, obj: Endpoint) -> str:
-        cost = "offline fake, free" if obj.is_fake else "paid API: admins only"
-        return f"{obj.name} ({cost})"
+        return f"{obj.name} ({endpoint_cost_label(obj)})"
 
 
 class EndpointForm(forms.ModelForm):
@@ -97,7 +101,7 @@ class RunAgainForm(forms.Form):
 
 
 class GenerationRunForm(forms.Form):
-    endpoint = forms.ModelChoiceField(Endpoint.objects.all())
+    endpoint = EndpointChoiceField(Endpoint.objects.order_by("name"))
     benchmark = forms.ModelChoiceField(Benchmark.objects.all())
     system = forms.CharField(
         max_length=200, help_text="Created on first use, bound to the endpoint."

@@ -34,7 +34,7 @@ def start_generation(page, stub):
         requests_per_minute=100_000, tokens_per_minute=10_000_000,
     )  # fmt: skip
     page.goto("/engine/generate/")
-    page.select_option("#id_endpoint", label="slow-stub")
+    page.select_option("#id_endpoint", label="slow-stub (paid API: admins only)")
     page.select_option("#id_benchmark", label="e2e-bench")
     page.fill("#id_system", "browser-gen")
     page.click("#start-run")

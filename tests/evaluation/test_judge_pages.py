@@ -425,3 +425,12 @@ def test_a_refusal_about_no_field_is_shown_once_above_the_form(client, researche
     assert page.status_code == 400
     assert page.context["form"].non_field_errors()
     assert page.text.count("No responses of no-answers") == 1
+
+
+def test_the_judge_run_page_says_which_judges_cost_money(client, researcher):
+    make_judge(name="free-judge", backend="fake")
+    make_judge("http://127.0.0.1:9/v1", name="paid-judge")
+    client.force_login(researcher)
+    page = client.get(reverse("judge:run-new")).text
+    assert "free-judge (offline fake, free)" in page
+    assert "paid-judge (paid API: admins only)" in page

@@ -152,6 +152,15 @@ def test_a_system_that_cannot_generate_is_refused_once_beside_its_field(admin_cl
 
 
 @pytest.mark.django_db
+def test_the_generation_page_says_which_endpoints_cost_money(researcher_client):
+    make_endpoint("", name="free-one")
+    make_endpoint("http://127.0.0.1:9/v1", name="paid-one")
+    page = researcher_client.get(reverse("engine:generation-new")).content.decode()
+    assert "free-one (offline fake, free)" in page
+    assert "paid-one (paid API: admins only)" in page
+
+
+@pytest.mark.django_db
 def test_stop_from_the_page_and_the_api(admin_client):
     endpoint = make_endpoint("", name="fake")
     run = EngineRun.objects.create(kind="generation", endpoint=endpoint, params={})
