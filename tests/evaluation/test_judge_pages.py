@@ -246,7 +246,8 @@ def test_a_judge_run_whose_worker_died_fails_with_its_engine_run_and_offers_run_
 
     assert 'http-equiv="refresh"' not in detail.text
     assert "refreshes itself" not in detail.text
-    assert "Failed: The worker running this run stopped answering" in detail.text
+    assert '<dd id="status">Failed</dd>' in detail.text
+    assert '<dd id="run-message">The worker running this run stopped answering' in detail.text
     assert reverse("judge:run-resume", args=[run.pk]) in detail.text  # the Run again form
     api = client.get(reverse("api-judge-run-progress", args=[run.pk])).json()
     assert (api["status"], api["status_display"], api["active"]) == ("failed", "Failed", False)
@@ -298,7 +299,8 @@ def test_a_judge_run_stopped_before_it_started_is_stopped_on_its_page(client, re
     detail = client.get(reverse("judge:run-detail", args=[run.pk]))
 
     assert 'http-equiv="refresh"' not in detail.text
-    assert "Stopped: Stopped before it started." in detail.text
+    assert '<dd id="status">Stopped</dd>' in detail.text
+    assert '<dd id="run-message">Stopped before it started.</dd>' in detail.text
     assert reverse("judge:run-resume", args=[run.pk]) in detail.text
     run.refresh_from_db()
     assert run.status == RunStatus.CANCELLED
@@ -377,6 +379,9 @@ def test_a_run_its_cap_stopped_goes_on_from_its_page_with_a_higher_cap(
 
         # The page offers the cap beside its Run again button, filled with the run's own.
         detail = client.get(reverse("judge:run-detail", args=[run.pk])).text
+        # The status, then why: "Stopped", not "Stopped: Stopped: the next call ...".
+        assert '<dd id="status">Stopped</dd>' in detail and "Stopped: Stopped" not in detail
+        assert '<dd id="run-message">Stopped: the next call would exceed' in detail
         form = detail[detail.index(reverse("judge:run-resume", args=[run.pk])) :]
         assert 'name="spending_cap_usd" value="0.000100"' in form.split("</form>")[0]
 
