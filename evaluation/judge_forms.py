@@ -16,7 +16,7 @@ class JudgeConfigForm(forms.Form):
     name = forms.CharField(
         max_length=200,
         help_text="Its labels land under an llm annotator of this name: unique among judges "
-        "and annotators.",
+        "and annotators, whatever the capitals.",
     )
     protocol = forms.ChoiceField(choices=JudgeProtocol.choices, initial=JudgeProtocol.MULTI_TURN)
     endpoint = EndpointChoiceField(
