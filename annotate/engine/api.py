@@ -146,7 +146,7 @@ class GenerationRunApi(APIView):
         subset = serializers.ChoiceField(choices=Subset.values, required=False)
         instruction_ids = serializers.ListField(child=serializers.CharField(), required=False)
         sample = serializers.IntegerField(min_value=1, required=False)
-        seed = serializers.IntegerField(default=0)
+        seed = serializers.IntegerField(min_value=0, default=0)
         replace = serializers.BooleanField(default=False)
         spending_cap_usd = SpendingCapField()
         dry_run = serializers.BooleanField(default=False)

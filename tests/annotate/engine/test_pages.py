@@ -201,6 +201,18 @@ def test_the_api_starts_a_generation_run_and_reports_its_progress(admin_client, 
 
 
 @pytest.mark.django_db
+def test_the_api_refuses_a_negative_seed_as_the_page_does(researcher_client):
+    make_instructions(2)
+    make_endpoint("", name="fake")
+    body = {"benchmark": "bench", "system": "api-sys", "endpoint": "fake", "sample": 1,
+            "seed": -5, "dry_run": True}  # fmt: skip
+    refused = researcher_client.post(
+        reverse("api-engine-generation-runs"), body, content_type="application/json"
+    )
+    assert refused.status_code == 400 and list(refused.json()) == ["seed"]
+
+
+@pytest.mark.django_db
 def test_the_api_refuses_a_researchers_dry_run_on_a_paid_endpoint_and_keeps_nothing(
     researcher_client, stub
 ):
