@@ -1140,9 +1140,11 @@ def _finish(run_id: int, *, failed: str = "", cancelled: str = "") -> EngineRun:
     _recount(run_id)
     run = EngineRun.objects.select_related("endpoint").get(pk=run_id)
     run.finished_at, run.heartbeat = timezone.now(), None
+    # A stop (or the cap) met after the calls in flight answered the last units stops nothing.
+    nothing_left = run.units_total and run.units_done == run.units_total
     if failed:
         run.status, run.error = RunStatus.FAILED, failed
-    elif cancelled:
+    elif cancelled and not nothing_left:
         run.status, run.error = RunStatus.CANCELLED, cancelled
     elif run.units_failed:
         run.status = RunStatus.FAILED

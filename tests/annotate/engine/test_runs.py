@@ -141,6 +141,20 @@ def test_stop_keeps_what_was_answered_and_a_resume_does_only_the_rest(stub):
     assert len(stub.requests) == 5  # nothing answered was asked again
 
 
+def test_a_stop_that_comes_while_the_last_unit_is_answered_leaves_the_run_done(stub):
+    # The calls in flight end and are stored after a stop: when they were the last ones, the
+    # run has nothing left to do and is done, not "Stopped" at 100 %.
+    endpoint = make_endpoint(stub.base_url, concurrency=1)
+    run, system, _ = _generation(endpoint, count=3)
+    stop = threading.Event()
+    stub.on_request = lambda count: count >= 3 and stop.set()
+
+    run = engine_run_execute(run_id=run.pk, stop=stop)
+
+    assert (run.units_done, run.units_total) == (3, 3) and system.responses.count() == 3
+    assert run.status == RunStatus.DONE and run.error == ""
+
+
 def test_the_spending_cap_stops_before_the_call_that_would_exceed_it(stub):
     # Each call is estimated at (prompt ~10 tokens + max_tokens 100) at $1 per 1k tokens: about
     # $0.11 before it is sent; each costs about as much (the stub counts 500 characters as 101
