@@ -439,3 +439,17 @@ def test_the_judge_run_page_says_which_judges_cost_money(client, researcher):
     page = client.get(reverse("judge:run-new")).text
     assert "free-judge (offline fake, free)" in page
     assert "paid-judge (paid API: admins only)" in page
+
+
+def test_the_engine_run_page_names_a_failed_conversation_by_instruction_and_system(
+    client, researcher
+):
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(1, 1), systems=("sys-a",))
+    run = judge_run_create(config=make_judge(backend="fake"), benchmark=benchmark, systems=systems)
+    response = run.conversations.order_by("pk").last().response
+    run.engine_run.units.create(key=f"judge:r{response.pk}", status="failed", error="HTTP 500")
+    client.force_login(researcher)
+    data = client.get(reverse("engine:run-progress", args=[run.engine_run_id])).json()
+    assert data["errors"] == [
+        {"unit": f"judge:r{response.pk}", "label": "task_2 · sys-a", "error": "HTTP 500"}
+    ]

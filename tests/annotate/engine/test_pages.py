@@ -401,9 +401,29 @@ def test_progress_says_processed_and_done_apart(researcher_client):
         assert (data["percent_processed"], data["percent_done"], data["percent"]) == (75, 25, 75)
     assert researcher_client.get(reverse("engine:run-progress", args=[run.pk])).json()[
         "errors"
-    ] == [{"unit": "gen:i1", "error": "model refused: too long"}]
+    ] == [{"unit": "gen:i1", "label": "gen:i1", "error": "model refused: too long"}]
     page = researcher_client.get(reverse("engine:run-detail", args=[run.pk])).content.decode()
     assert 'id="run-percent-processed">75<' in page and 'id="run-percent-done">25<' in page
+
+
+@pytest.mark.django_db
+def test_a_failed_unit_is_named_by_its_instruction_and_system(researcher_client):
+    from annotate.engine.generation import unit_key
+    from annotate.models import System
+
+    _, instructions = make_instructions(2)
+    endpoint = make_endpoint("", name="fake")
+    system = System.objects.create(name="gen-<b>", generation_endpoint=endpoint)
+    key = unit_key(instructions[1].pk, system.pk, "0123456789abcdef")
+    run = EngineRun.objects.create(kind="generation", endpoint=endpoint, params={},
+                                   status=RunStatus.FAILED, units_total=2, units_failed=1)  # fmt: skip
+    run.units.create(key=key, status="failed", error="HTTP 500")
+
+    data = researcher_client.get(reverse("engine:run-progress", args=[run.pk])).json()
+    assert data["errors"] == [{"unit": key, "label": "task_2 · gen-<b>", "error": "HTTP 500"}]
+    page = researcher_client.get(reverse("engine:run-detail", args=[run.pk])).content.decode()
+    errors = page[page.index('id="run-error-list"') :]
+    assert "task_2 · gen-&lt;b&gt;</span>: HTTP 500" in errors
 
 
 @pytest.mark.django_db
