@@ -453,3 +453,18 @@ def test_the_engine_run_page_names_a_failed_conversation_by_instruction_and_syst
     assert data["errors"] == [
         {"unit": f"judge:r{response.pk}", "label": "task_2 · sys-a", "error": "HTTP 500"}
     ]
+
+
+def test_a_failed_conversation_is_named_by_instruction_and_system_on_the_judge_run_page(
+    client, researcher
+):
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(1, 1), systems=("sys-<a>",))
+    run = judge_run_create(config=make_judge(backend="fake"), benchmark=benchmark, systems=systems)
+    conversation = run.conversations.order_by("pk").last()
+    conversation.status, conversation.error = "failed", "HTTP 500"
+    conversation.save()
+    client.force_login(researcher)
+    page = client.get(reverse("judge:run-detail", args=[run.pk])).text
+    assert "task_2 · sys-&lt;a&gt; (conversation" in page and "HTTP 500" in page
+    api = client.get(reverse("api-judge-run-progress", args=[run.pk])).json()
+    assert api["errors"][0]["instruction"] == "task_2" and api["errors"][0]["system"] == "sys-<a>"
