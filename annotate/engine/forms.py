@@ -8,6 +8,7 @@ from django import forms
 from annotate.engine.generation import DEFAULT_TEMPLATE, generation_templates
 from annotate.engine.models import Endpoint, EngineRun
 from annotate.engine.services.endpoints import EDITABLE_FIELDS
+from annotate.engine.services.runs import NEGATIVE_CAP
 from annotate.models import Benchmark, Subset
 
 
@@ -76,7 +77,7 @@ class EndpointForm(forms.ModelForm):
 class SpendingCapField(forms.DecimalField):
     """The optional spending cap of a run (EngineRun.spending_cap_usd): dollars, 0 or more."""
 
-    NEGATIVE = "The spending cap cannot be negative: give 0 or more dollars, or none for no cap."
+    NEGATIVE = NEGATIVE_CAP
 
     def __init__(self, **kwargs) -> None:
         kwargs.setdefault("required", False)

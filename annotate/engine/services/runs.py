@@ -106,6 +106,10 @@ def _check_may_use(user: AbstractBaseUser | None, endpoint: Endpoint, *, action:
         )
 
 
+# What every refusal of a negative cap says: the services', the forms' and the API's.
+NEGATIVE_CAP = "The spending cap cannot be negative: give 0 or more dollars, or none for no cap."
+
+
 def engine_run_create(
     *,
     kind: str,
@@ -118,7 +122,7 @@ def engine_run_create(
     """Create a pending run of `kind` (a key of ENGINE_PROTOCOLS); nothing is called yet."""
     protocol_for(kind)  # fails early on an unknown kind
     if spending_cap_usd is not None and spending_cap_usd < 0:
-        raise EngineRunError("Field 'spending_cap_usd': a cap cannot be negative.")
+        raise EngineRunError(NEGATIVE_CAP, field="spending_cap_usd")
     return EngineRun.objects.create(
         kind=kind,
         endpoint=endpoint,
@@ -250,11 +254,12 @@ def engine_run_cap_set(
     if locked.status == RunStatus.RUNNING and not _heartbeat_stale(locked, timezone.now()):
         raise EngineRunError(f"Run {run.pk} is running: stop it before changing its cap.")
     if cap is not None and cap < 0:
-        raise EngineRunError("Field 'spending_cap_usd': a cap cannot be negative.")
+        raise EngineRunError(NEGATIVE_CAP, field="spending_cap_usd")
     if cap is not None and cap < locked.cost_usd:
         raise EngineRunError(
-            f"Field 'spending_cap_usd': the run has spent {cap_text(locked.cost_usd)} already; "
-            f"a cap of {cap_text(cap)} is below it."
+            f"The run has spent {cap_text(locked.cost_usd)} already; "
+            f"a cap of {cap_text(cap)} is below it.",
+            field="spending_cap_usd",
         )
     EngineRun.objects.filter(pk=run.pk).update(spending_cap_usd=cap)
     run.spending_cap_usd = cap

@@ -442,6 +442,9 @@ def test_run_again_takes_a_higher_cap_after_a_cap_stop_and_refuses_one_below_the
     assert 'name="spending_cap_usd"' in page and 'value="1.000000"' in page  # its own cap
     below = client.post(url, {"spending_cap_usd": "0.5"})
     assert below.status_code == 400 and "has spent $0.9 already" in below.content.decode()
+    # Named as the page names it, not by the internal field name.
+    assert "Spending cap (USD): The run has spent $0.9 already" in below.content.decode()
+    assert "spending_cap_usd&#x27;" not in below.content.decode()
     negative = client.post(url, {"spending_cap_usd": "-1"})
     assert negative.status_code == 400 and "cannot be negative" in negative.content.decode()
     client.force_login(researcher)  # a paid endpoint's cap is an admin's, as its start
@@ -479,6 +482,10 @@ def test_the_resume_api_sets_the_cap_the_run_goes_on_with(client, admin_user, re
     assert negative.status_code == 400 and "cannot be negative" in str(negative.json())
     run.refresh_from_db()
     assert run.spending_cap_usd == Decimal("1")
+    EngineRun.objects.filter(pk=run.pk).update(cost_usd=Decimal("0.5"))
+    below = client.post(url, {"spending_cap_usd": "0.1"}, "application/json")
+    assert below.status_code == 400 and below.json()["field"] == "spending_cap_usd"
+    assert "has spent $0.5 already; a cap of $0.1 is below it" in below.json()["detail"]
     answer = client.post(url, {"spending_cap_usd": "9"}, "application/json")
     assert answer.status_code == 202 and answer.json()["spending_cap_usd"] == "9.000000"
     client.post(url, {}, "application/json")  # left out: unchanged
