@@ -4,6 +4,7 @@ picks an endpoint shows, and the spending cap field every form that starts an en
 from __future__ import annotations
 
 from django import forms
+from django.conf import settings
 
 from annotate.engine.generation import DEFAULT_TEMPLATE, generation_templates
 from annotate.engine.models import Endpoint, EngineRun
@@ -69,6 +70,11 @@ class EndpointForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         if self.instance.pk:
             self.initial["stop"] = "\n".join(self.instance.stop or [])
+        allowed = ", ".join(settings.ENGINE_API_KEY_ENVS)  # read now: a setting, not a constant
+        self.fields["api_key_env"].help_text = (
+            "The environment variable of the web and worker processes that holds the key, one "
+            f"of {allowed} (setting ENGINE_API_KEY_ENVS); blank for a server that needs none."
+        )
 
     def clean_stop(self) -> list[str]:
         return [line for line in self.cleaned_data["stop"].splitlines() if line]

@@ -247,6 +247,14 @@ def test_the_runs_page_links_the_endpoints_for_admins_only(client, researcher, a
 
 
 @pytest.mark.django_db
+def test_the_endpoint_form_lists_the_key_variables_it_accepts(admin_client, settings):
+    settings.ENGINE_API_KEY_ENVS = ["OPENAI_API_KEY", "GROQ_API_KEY"]
+    page = admin_client.get(reverse("engine:endpoint-new")).content.decode()
+    help_text = page[page.index('id="id_api_key_env_helptext"') :].split("</div>")[0]
+    assert "OPENAI_API_KEY, GROQ_API_KEY" in help_text
+
+
+@pytest.mark.django_db
 def test_annotators_see_no_run(client, annotator_user):
     client.force_login(annotator_user)
     endpoint = make_endpoint("", name="fake")
