@@ -9,7 +9,6 @@ from django.conf import settings
 from annotate.engine.generation import DEFAULT_TEMPLATE, generation_templates
 from annotate.engine.models import Endpoint, EngineRun
 from annotate.engine.services.endpoints import EDITABLE_FIELDS
-from annotate.engine.services.runs import NEGATIVE_CAP
 from annotate.models import Benchmark, Subset
 
 
@@ -83,7 +82,7 @@ class EndpointForm(forms.ModelForm):
 class SpendingCapField(forms.DecimalField):
     """The optional spending cap of a run (EngineRun.spending_cap_usd): dollars, 0 or more."""
 
-    NEGATIVE = NEGATIVE_CAP
+    NEGATIVE = "The spending cap cannot be negative: give 0 or more dollars, or none for no cap."
 
     def __init__(self, **kwargs) -> None:
         kwargs.setdefault("required", False)

@@ -106,10 +106,6 @@ def _check_may_use(user: AbstractBaseUser | None, endpoint: Endpoint, *, action:
         )
 
 
-# What every refusal of a negative cap says: the services', the forms' and the API's.
-NEGATIVE_CAP = "The spending cap cannot be negative: give 0 or more dollars, or none for no cap."
-
-
 def engine_run_create(
     *,
     kind: str,
@@ -122,7 +118,9 @@ def engine_run_create(
     """Create a pending run of `kind` (a key of ENGINE_PROTOCOLS); nothing is called yet."""
     protocol_for(kind)  # fails early on an unknown kind
     if spending_cap_usd is not None and spending_cap_usd < 0:
-        raise EngineRunError(NEGATIVE_CAP, field="spending_cap_usd")
+        raise EngineRunError(
+            "Field 'spending_cap_usd': a cap cannot be negative.", field="spending_cap_usd"
+        )
     return EngineRun.objects.create(
         kind=kind,
         endpoint=endpoint,
@@ -254,7 +252,9 @@ def engine_run_cap_set(
     if locked.status == RunStatus.RUNNING and not _heartbeat_stale(locked, timezone.now()):
         raise EngineRunError(f"Run {run.pk} is running: stop it before changing its cap.")
     if cap is not None and cap < 0:
-        raise EngineRunError(NEGATIVE_CAP, field="spending_cap_usd")
+        raise EngineRunError(
+            "Field 'spending_cap_usd': a cap cannot be negative.", field="spending_cap_usd"
+        )
     if cap is not None and cap < locked.cost_usd:
         raise EngineRunError(
             f"The run has spent {cap_text(locked.cost_usd)} already; "
