@@ -37,7 +37,6 @@ class JudgeRunApi(APIView):
         judge = serializers.CharField(help_text="A judge configuration's name (/judge/judges/).")
         benchmark = serializers.CharField()
         systems = serializers.ListField(child=serializers.CharField(), min_length=1)
-        seed = serializers.IntegerField(min_value=0, default=0)  # as the page's form
         prompt_version = serializers.CharField(required=False)
 
     @extend_schema_serializer(component_name="JudgeRunStarted")

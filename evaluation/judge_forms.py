@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django import forms
 
-from annotate.engine.forms import EndpointChoiceField, SpendingCapField
+from annotate.engine.forms import EndpointChoiceField, SpendingCapField, endpoint_cost_label
 from annotate.engine.models import Endpoint
 from annotate.models import Benchmark, Subset, System
 from evaluation.models import JudgeConfig, JudgeProtocol
@@ -16,7 +16,7 @@ class JudgeConfigForm(forms.Form):
     name = forms.CharField(
         max_length=200,
         help_text="Its labels land under an llm annotator of this name: unique among judges "
-        "and annotators.",
+        "and annotators, whatever the capitals.",
     )
     protocol = forms.ChoiceField(choices=JudgeProtocol.choices, initial=JudgeProtocol.MULTI_TURN)
     endpoint = EndpointChoiceField(
@@ -25,8 +25,15 @@ class JudgeConfigForm(forms.Form):
     )
 
 
+class JudgeChoiceField(forms.ModelChoiceField):
+    """A judge by name, saying as its endpoint does whether it is free or only for admins."""
+
+    def label_from_instance(self, obj: JudgeConfig) -> str:
+        return f"{obj.name} ({endpoint_cost_label(obj.endpoint)})"
+
+
 class JudgeRunForm(forms.Form):
-    config = forms.ModelChoiceField(JudgeConfig.objects.all(), label="Judge")
+    config = JudgeChoiceField(JudgeConfig.objects.select_related("endpoint"), label="Judge")
     benchmark = forms.ModelChoiceField(Benchmark.objects.all())
     systems = forms.ModelMultipleChoiceField(
         System.objects.all(), widget=forms.CheckboxSelectMultiple

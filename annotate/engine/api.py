@@ -90,7 +90,7 @@ class RunSelectionInput(serializers.Serializer):
     subset = serializers.ChoiceField(choices=Subset.values, required=False)
     instruction_ids = serializers.ListField(child=serializers.CharField(), required=False)
     sample = serializers.IntegerField(min_value=1, required=False)
-    seed = serializers.IntegerField(default=0)
+    seed = serializers.IntegerField(min_value=0, default=0)  # as the pages' forms
     spending_cap_usd = SpendingCapField()
     dry_run = serializers.BooleanField(default=False)
 

@@ -12,7 +12,12 @@ class EndpointError(EngineError):
 
 
 class EngineRunError(EngineError):
-    """A run cannot be created, started or estimated as asked."""
+    """A run cannot be created, started or estimated as asked; `field` names the input at fault
+    (None: the values together), so a form shows the message beside it."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        self.field = field
+        super().__init__(message)
 
 
 class EngineNotFoundError(NotFoundError):

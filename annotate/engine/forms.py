@@ -4,6 +4,7 @@ picks an endpoint shows, and the spending cap field every form that starts an en
 from __future__ import annotations
 
 from django import forms
+from django.conf import settings
 
 from annotate.engine.generation import DEFAULT_TEMPLATE, generation_templates
 from annotate.engine.models import Endpoint, EngineRun
@@ -11,12 +12,16 @@ from annotate.engine.services.endpoints import EDITABLE_FIELDS
 from annotate.models import Benchmark, Subset
 
 
+def endpoint_cost_label(endpoint: Endpoint) -> str:
+    """What a choice of this endpoint (or of what calls it) says about its cost."""
+    return "offline fake, free" if endpoint.is_fake else "paid API: admins only"
+
+
 class EndpointChoiceField(forms.ModelChoiceField):
     """An endpoint by name, saying whether it is free or only for admins (it spends money)."""
 
     def label_from_instance(self, obj: Endpoint) -> str:
-        cost = "offline fake, free" if obj.is_fake else "paid API: admins only"
-        return f"{obj.name} ({cost})"
+        return f"{obj.name} ({endpoint_cost_label(obj)})"
 
 
 class EndpointForm(forms.ModelForm):
@@ -64,6 +69,11 @@ class EndpointForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         if self.instance.pk:
             self.initial["stop"] = "\n".join(self.instance.stop or [])
+        allowed = ", ".join(settings.ENGINE_API_KEY_ENVS)  # read now: a setting, not a constant
+        self.fields["api_key_env"].help_text = (
+            "The environment variable of the web and worker processes that holds the key, one "
+            f"of {allowed} (setting ENGINE_API_KEY_ENVS); blank for a server that needs none."
+        )
 
     def clean_stop(self) -> list[str]:
         return [line for line in self.cleaned_data["stop"].splitlines() if line]
@@ -97,7 +107,7 @@ class RunAgainForm(forms.Form):
 
 
 class GenerationRunForm(forms.Form):
-    endpoint = forms.ModelChoiceField(Endpoint.objects.all())
+    endpoint = EndpointChoiceField(Endpoint.objects.order_by("name"))
     benchmark = forms.ModelChoiceField(Benchmark.objects.all())
     system = forms.CharField(
         max_length=200, help_text="Created on first use, bound to the endpoint."

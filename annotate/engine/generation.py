@@ -98,6 +98,27 @@ class GenerationProtocol:
             for instruction_id in run.params["instruction_ids"]
         ]
 
+    def unit_labels(self, run: EngineRun, keys: Sequence[str]) -> dict[str, str]:
+        """What the pages call a unit: its instruction's id and its system ("task_2 · gpt4o")."""
+        pairs = {}
+        for key in keys:
+            try:
+                pairs[key] = parse_unit_key(key)
+            except ValueError:  # not a generation key: the page shows the key itself
+                continue
+        instructions = dict(
+            Instruction.objects.filter(pk__in={i for i, _ in pairs.values()}).values_list(
+                "pk", "external_id"
+            )
+        )
+        systems = dict(
+            System.objects.filter(pk__in={s for _, s in pairs.values()}).values_list("pk", "name")
+        )
+        return {
+            key: f"{instructions.get(i, f'instruction {i}')} · {systems.get(s, f'system {s}')}"
+            for key, (i, s) in pairs.items()
+        }
+
     def done_units(self, run: EngineRun, keys: Sequence[str]) -> set[str]:
         """A unit is done when its system has a response to its instruction: the same content
         (same key), or any generated response unless the run asks to replace older ones."""

@@ -72,14 +72,19 @@ def run_again(
     then `start()` (default: start the engine run). Raises the refusal (AnnotateError, or what
     `start` raises); a refused start keeps the cap as it was."""
     form = RunAgainForm(request.POST)
+    label = form.fields["spending_cap_usd"].label
     if not form.is_valid():  # shown on a page of its own: say which field it is about
-        field = form.fields["spending_cap_usd"]
-        raise EngineRunError(f"{field.label}: {' '.join(form.errors['spending_cap_usd'])}")
+        raise EngineRunError(f"{label}: {' '.join(form.errors['spending_cap_usd'])}")
     with transaction.atomic():
         if "spending_cap_usd" in request.POST:  # absent: unchanged
-            engine_run_cap_set(
-                run=run, cap=form.cleaned_data["spending_cap_usd"], user=request.user
-            )
+            try:
+                engine_run_cap_set(
+                    run=run, cap=form.cleaned_data["spending_cap_usd"], user=request.user
+                )
+            except EngineRunError as error:
+                if error.field != "spending_cap_usd":
+                    raise
+                raise EngineRunError(f"{label}: {error}", field=error.field) from None
         if start is None:
             engine_run_start(run=run, user=request.user)
         else:

@@ -69,13 +69,23 @@ def engine_run_list(*, kind: str | None = None) -> QuerySet[EngineRun]:
 
 
 def engine_run_recent_errors(*, run: EngineRun, limit: int = 20) -> list[dict]:
-    """Return the run's failed units with their messages, first failed first."""
-    return [
-        {"unit": key, "error": error}
-        for key, error in run.units.filter(status="failed")
+    """Return the run's failed units with their messages, first failed first: `unit` is the
+    key, `label` what a person knows it by (the protocol's `unit_labels`, else the key)."""
+    failed = list(
+        run.units.filter(status="failed")
         .order_by("updated_at", "pk")
         .values_list("key", "error")[:limit]
-    ]
+    )
+    labels = _unit_labels(run, [key for key, _ in failed]) if failed else {}
+    return [{"unit": key, "label": labels.get(key, key), "error": error} for key, error in failed]
+
+
+def _unit_labels(run: EngineRun, keys: list[str]) -> dict[str, str]:
+    try:
+        protocol = protocol_for(run.kind)
+    except EngineRunError:
+        return {}
+    return protocol.unit_labels(run, keys) if hasattr(protocol, "unit_labels") else {}
 
 
 def endpoint_last_test(*, endpoint: Endpoint) -> EngineCall | None:

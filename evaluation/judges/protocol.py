@@ -16,6 +16,7 @@ from django.urls import reverse
 from annotate.engine.client import estimate_prompt_tokens
 from annotate.engine.models import EngineCall, EngineRun
 from annotate.engine.protocols import RunContext, UnitEstimate, UnitFailed, UnitResult, UnitStopped
+from annotate.models import Response
 from evaluation.judges import prompting as p
 from evaluation.judges.conversation import Answered, CallPolicy, ConversationWork, Failed, converse
 from evaluation.models import JudgeConversation, JudgeRun
@@ -69,6 +70,18 @@ class JudgeRunProtocol:
         if not JudgeRun.objects.filter(pk=judge_run_id).exists():
             return ""
         return reverse("judge:run-detail", args=[judge_run_id])
+
+    def unit_labels(self, run: EngineRun, keys: Sequence[str]) -> dict[str, str]:
+        """What the pages call a conversation: its response's instruction id and system."""
+        wanted = {
+            int(key.split(":r", 1)[1]): key
+            for key in keys
+            if key.startswith("judge:r") and key[7:].isdigit()
+        }
+        rows = Response.objects.filter(pk__in=wanted).values_list(
+            "pk", "instruction__external_id", "system__name"
+        )
+        return {wanted[pk]: f"{instruction} · {system}" for pk, instruction, system in rows}
 
     def load(self, run: EngineRun, keys: Sequence[str]) -> dict[str, ConversationWork]:
         judge_run = _judge_run(run)

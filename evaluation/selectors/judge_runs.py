@@ -108,9 +108,19 @@ def judge_run_progress(
         instruction__responses__in=conversations.values("response")
     ).count()
     errors = [
-        {"conversation": item["id"], "response": str(item["response_id"]), "error": item["error"]}
+        {
+            "conversation": item["id"],
+            "response": str(item["response_id"]),
+            "instruction": item["response__instruction__external_id"],
+            "system": item["response__system__name"],
+            "error": item["error"],
+        }
         for item in conversations.filter(status=ConversationStatus.FAILED).values(
-            "id", "response_id", "error"
+            "id",
+            "response_id",
+            "response__instruction__external_id",
+            "response__system__name",
+            "error",
         )[:max_errors]
     ]
     return RunProgress(

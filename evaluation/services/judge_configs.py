@@ -106,11 +106,18 @@ def judge_config_name_check(*, name: str) -> str:
     name = name.strip()
     if not name:
         raise JudgeConfigError("A judge configuration needs a name.", field="name")
-    if (
-        Annotator.objects.filter(name=name).exists()
-        or JudgeConfig.objects.filter(name=name).exists()
-    ):
+    taken = [
+        *Annotator.objects.filter(name__iexact=name).values_list("name", flat=True),
+        *JudgeConfig.objects.filter(name__iexact=name).values_list("name", flat=True),
+    ]
+    if name in taken:
         raise JudgeConfigError(_taken(name), field="name")
+    if taken:  # the same name in other capitals: two llm annotators that read alike
+        raise JudgeConfigError(
+            f"The name {name!r} is taken by an annotator or a judge ({taken[0]!r}); names that "
+            "differ only in capitals are the same name.",
+            field="name",
+        )
     return name
 
 

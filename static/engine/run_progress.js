@@ -40,9 +40,11 @@
     if (!section || !list) { return; }
     var items = errors.map(function (item) {
       var li = document.createElement("li");
-      var code = document.createElement("code");
-      code.textContent = item.unit;
-      li.appendChild(code);
+      var unit = document.createElement("span");
+      unit.className = "unit";
+      unit.title = item.unit;
+      unit.textContent = item.label || item.unit;
+      li.appendChild(unit);
       li.appendChild(document.createTextNode(": " + item.error));
       return li;
     });

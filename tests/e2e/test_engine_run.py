@@ -34,7 +34,7 @@ def start_generation(page, stub):
         requests_per_minute=100_000, tokens_per_minute=10_000_000,
     )  # fmt: skip
     page.goto("/engine/generate/")
-    page.select_option("#id_endpoint", label="slow-stub")
+    page.select_option("#id_endpoint", label="slow-stub (paid API: admins only)")
     page.select_option("#id_benchmark", label="e2e-bench")
     page.fill("#id_system", "browser-gen")
     page.click("#start-run")
@@ -79,6 +79,8 @@ def test_failure_reasons_appear_while_the_run_goes_on(page_for, snap):
         snap(page, "a failure shown while running")
         assert seen[-1] < 7  # shown while units were still to do, not only at the end
         assert refusal in page.locator("#run-error-list").inner_text()
+        # Named by its instruction and system, not by its internal key.
+        assert page.locator("#run-error-list").inner_text().startswith("t1 · browser-gen: ")
         wait_until(page, lambda done: page.locator("#run-status").inner_text() == "Failed")
         assert page.evaluate("window.__sameDocument") is True  # never reloaded
         assert page.locator("#run-percent-processed").inner_text() == "100"

@@ -142,7 +142,7 @@ def test_a_researcher_makes_a_judge_on_the_judges_page_and_the_run_form_offers_i
     assert researcher.get_by_label("Name").input_value() == "browser-judge"
 
     researcher.goto("/judge/runs/new/")
-    researcher.get_by_label("Judge").select_option(label="browser-judge")
+    researcher.get_by_label("Judge").select_option(label="browser-judge (offline fake, free)")
 
 
 def test_no_dead_ends_judge_export_and_api_docs(page_for, demo, settings, tmp_path):
@@ -151,7 +151,7 @@ def test_no_dead_ends_judge_export_and_api_docs(page_for, demo, settings, tmp_pa
     admin = page_for(user("admin"))
     admin.goto("/judge/runs/new/")
     assert admin.locator("#prerequisites").count() == 0  # the demo ships a judge
-    admin.get_by_label("Judge").select_option(label="demo-judge (offline)")
+    admin.get_by_label("Judge").select_option(label="demo-judge (offline) (offline fake, free)")
     admin.get_by_label("Benchmark").select_option(label=DEMO_BENCHMARK)
     for box in admin.locator("input[name=systems]").all():
         box.check()

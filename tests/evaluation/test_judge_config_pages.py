@@ -137,6 +137,28 @@ def test_a_name_taken_is_refused_beside_the_name_and_nothing_is_written(
     assert name_error.index("is taken by an annotator") < name_error.index("</ul>")
 
 
+@pytest.mark.parametrize("taken_by", ["annotator", "judge"])
+def test_a_name_differing_only_in_capitals_is_taken_too(client, admin_user, taken_by):
+    # Two judges "demo-judge" and "DEMO-JUDGE" would be two llm annotators that read alike in
+    # every report, as endpoints differing only in capitals would (refused there too).
+    fake = make_endpoint("", name="offline")
+    if taken_by == "annotator":
+        AnnotatorFactory(name="my-judge", kind=AnnotatorKind.EXPERT)
+    else:
+        judge_config_create(name="my-judge", endpoint=fake)
+    before = _written()
+    client.force_login(admin_user)
+
+    page = client.post(judges_url(), _form(fake, name="My-Judge"))
+
+    assert page.status_code == 400
+    assert page.context["form"].errors["name"] == [
+        "The name 'My-Judge' is taken by an annotator or a judge ('my-judge'); names that "
+        "differ only in capitals are the same name."
+    ]
+    assert _written() == before
+
+
 def test_a_blank_name_is_refused_beside_the_name(client, researcher):
     fake = make_endpoint("", name="offline")
     client.force_login(researcher)

@@ -20,6 +20,7 @@ from evaluation.models import JudgeRun, RunStatus
 from evaluation.services.judge_runs import judge_run_create, judge_run_mark_started
 from tests.evaluation.judge_helpers import make_benchmark, make_judge
 from tests.evaluation.openai_stub import StubOpenAI
+from tests.factories import SystemFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -245,7 +246,8 @@ def test_a_judge_run_whose_worker_died_fails_with_its_engine_run_and_offers_run_
 
     assert 'http-equiv="refresh"' not in detail.text
     assert "refreshes itself" not in detail.text
-    assert "Failed: The worker running this run stopped answering" in detail.text
+    assert '<dd id="status">Failed</dd>' in detail.text
+    assert '<dd id="run-message">The worker running this run stopped answering' in detail.text
     assert reverse("judge:run-resume", args=[run.pk]) in detail.text  # the Run again form
     api = client.get(reverse("api-judge-run-progress", args=[run.pk])).json()
     assert (api["status"], api["status_display"], api["active"]) == ("failed", "Failed", False)
@@ -297,7 +299,8 @@ def test_a_judge_run_stopped_before_it_started_is_stopped_on_its_page(client, re
     detail = client.get(reverse("judge:run-detail", args=[run.pk]))
 
     assert 'http-equiv="refresh"' not in detail.text
-    assert "Stopped: Stopped before it started." in detail.text
+    assert '<dd id="status">Stopped</dd>' in detail.text
+    assert '<dd id="run-message">Stopped before it started.</dd>' in detail.text
     assert reverse("judge:run-resume", args=[run.pk]) in detail.text
     run.refresh_from_db()
     assert run.status == RunStatus.CANCELLED
@@ -376,6 +379,9 @@ def test_a_run_its_cap_stopped_goes_on_from_its_page_with_a_higher_cap(
 
         # The page offers the cap beside its Run again button, filled with the run's own.
         detail = client.get(reverse("judge:run-detail", args=[run.pk])).text
+        # The status, then why: "Stopped", not "Stopped: Stopped: the next call ...".
+        assert '<dd id="status">Stopped</dd>' in detail and "Stopped: Stopped" not in detail
+        assert '<dd id="run-message">Stopped: the next call would exceed' in detail
         form = detail[detail.index(reverse("judge:run-resume", args=[run.pk])) :]
         assert 'name="spending_cap_usd" value="0.000100"' in form.split("</form>")[0]
 
@@ -413,3 +419,52 @@ def test_a_selection_that_cannot_be_made_is_shown_beside_its_field(
     assert page.status_code == 400
     assert message in " ".join(page.context["form"].errors[field])
     assert not JudgeRun.objects.exists()
+
+
+def test_a_refusal_about_no_field_is_shown_once_above_the_form(client, researcher):
+    benchmark, _, _ = make_benchmark(questions_per_instruction=(1,))
+    silent = SystemFactory(name="no-answers")  # no response in this benchmark
+    judge = make_judge(name="fake-judge", backend="fake")
+    client.force_login(researcher)
+    page = client.post(reverse("judge:run-new"), _form(judge, benchmark, [silent]))
+    assert page.status_code == 400
+    assert page.context["form"].non_field_errors()
+    assert page.text.count("No responses of no-answers") == 1
+
+
+def test_the_judge_run_page_says_which_judges_cost_money(client, researcher):
+    make_judge(name="free-judge", backend="fake")
+    make_judge("http://127.0.0.1:9/v1", name="paid-judge")
+    client.force_login(researcher)
+    page = client.get(reverse("judge:run-new")).text
+    assert "free-judge (offline fake, free)" in page
+    assert "paid-judge (paid API: admins only)" in page
+
+
+def test_the_engine_run_page_names_a_failed_conversation_by_instruction_and_system(
+    client, researcher
+):
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(1, 1), systems=("sys-a",))
+    run = judge_run_create(config=make_judge(backend="fake"), benchmark=benchmark, systems=systems)
+    response = run.conversations.order_by("pk").last().response
+    run.engine_run.units.create(key=f"judge:r{response.pk}", status="failed", error="HTTP 500")
+    client.force_login(researcher)
+    data = client.get(reverse("engine:run-progress", args=[run.engine_run_id])).json()
+    assert data["errors"] == [
+        {"unit": f"judge:r{response.pk}", "label": "task_2 · sys-a", "error": "HTTP 500"}
+    ]
+
+
+def test_a_failed_conversation_is_named_by_instruction_and_system_on_the_judge_run_page(
+    client, researcher
+):
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(1, 1), systems=("sys-<a>",))
+    run = judge_run_create(config=make_judge(backend="fake"), benchmark=benchmark, systems=systems)
+    conversation = run.conversations.order_by("pk").last()
+    conversation.status, conversation.error = "failed", "HTTP 500"
+    conversation.save()
+    client.force_login(researcher)
+    page = client.get(reverse("judge:run-detail", args=[run.pk])).text
+    assert "task_2 · sys-&lt;a&gt; (conversation" in page and "HTTP 500" in page
+    api = client.get(reverse("api-judge-run-progress", args=[run.pk])).json()
+    assert api["errors"][0]["instruction"] == "task_2" and api["errors"][0]["system"] == "sys-<a>"

@@ -28,19 +28,21 @@ def generating_system_get_or_create(*, name: str, endpoint: Endpoint) -> System:
     """
     name = name.strip()
     if not name:
-        raise EngineRunError("Field 'system': the system name is empty.")
+        raise EngineRunError("Field 'system': the system name is empty.", field="system")
     system, _ = System.objects.select_for_update().get_or_create(name=name)
     if system.generation_endpoint_id is None:
         if system.responses.filter(generation_key="").exists():
             raise EngineRunError(
-                f"System {name!r} has imported responses: generate under a new system name."
+                f"System {name!r} has imported responses: generate under a new system name.",
+                field="system",
             )
         system.generation_endpoint = endpoint
         system.save(update_fields=["generation_endpoint"])
     elif system.generation_endpoint_id != endpoint.pk:
         raise EngineRunError(
             f"System {name!r} generates through endpoint {system.generation_endpoint.name!r}, "
-            f"not {endpoint.name!r}: use that endpoint or a new system name."
+            f"not {endpoint.name!r}: use that endpoint or a new system name.",
+            field="system",
         )
     return system
 

@@ -118,7 +118,9 @@ def engine_run_create(
     """Create a pending run of `kind` (a key of ENGINE_PROTOCOLS); nothing is called yet."""
     protocol_for(kind)  # fails early on an unknown kind
     if spending_cap_usd is not None and spending_cap_usd < 0:
-        raise EngineRunError("Field 'spending_cap_usd': a cap cannot be negative.")
+        raise EngineRunError(
+            "Field 'spending_cap_usd': a cap cannot be negative.", field="spending_cap_usd"
+        )
     return EngineRun.objects.create(
         kind=kind,
         endpoint=endpoint,
@@ -250,11 +252,14 @@ def engine_run_cap_set(
     if locked.status == RunStatus.RUNNING and not _heartbeat_stale(locked, timezone.now()):
         raise EngineRunError(f"Run {run.pk} is running: stop it before changing its cap.")
     if cap is not None and cap < 0:
-        raise EngineRunError("Field 'spending_cap_usd': a cap cannot be negative.")
+        raise EngineRunError(
+            "Field 'spending_cap_usd': a cap cannot be negative.", field="spending_cap_usd"
+        )
     if cap is not None and cap < locked.cost_usd:
         raise EngineRunError(
-            f"Field 'spending_cap_usd': the run has spent {cap_text(locked.cost_usd)} already; "
-            f"a cap of {cap_text(cap)} is below it."
+            f"The run has spent {cap_text(locked.cost_usd)} already; "
+            f"a cap of {cap_text(cap)} is below it.",
+            field="spending_cap_usd",
         )
     EngineRun.objects.filter(pk=run.pk).update(spending_cap_usd=cap)
     run.spending_cap_usd = cap
@@ -562,6 +567,7 @@ def _prepare_units(run: EngineRun, protocol: RunProtocol) -> list[str]:
     if len(set(keys)) != len(keys):
         raise EngineRunError(f"Run {run.pk}: the protocol {run.kind!r} returned duplicate keys.")
     known = dict(EngineUnit.objects.filter(run=run).values_list("key", "status"))
+    _forget_stale_units(run, known, keys)
     new = [key for key in keys if key not in known]
     now = connection.ops.adapt_datetimefield_value(timezone.now())
     rows_insert(
@@ -581,6 +587,19 @@ def _prepare_units(run: EngineRun, protocol: RunProtocol) -> list[str]:
             pending = [key for key in pending if key not in skipped]
     _recount(run.pk)
     return pending
+
+
+def _forget_stale_units(run: EngineRun, known: dict[str, str], keys: Sequence[str]) -> None:
+    """Delete the run's units whose keys the protocol no longer gives (and drop them from
+    `known`): keys hold what decides the work (a generation unit's endpoint settings), so after
+    an endpoint is edited the run's work has new keys. Left in place, the old rows would be
+    counted for ever and never done: a "Done" run at half its units."""
+    current = set(keys)
+    stale = [key for key in known if key not in current]
+    for start in range(0, len(stale), MAX_BATCH):
+        EngineUnit.objects.filter(run=run, key__in=stale[start : start + MAX_BATCH]).delete()
+    for key in stale:
+        del known[key]
 
 
 def _recount(run_id: int) -> None:
@@ -1126,9 +1145,11 @@ def _finish(run_id: int, *, failed: str = "", cancelled: str = "") -> EngineRun:
     _recount(run_id)
     run = EngineRun.objects.select_related("endpoint").get(pk=run_id)
     run.finished_at, run.heartbeat = timezone.now(), None
+    # A stop (or the cap) met after the calls in flight answered the last units stops nothing.
+    nothing_left = run.units_total and run.units_done == run.units_total
     if failed:
         run.status, run.error = RunStatus.FAILED, failed
-    elif cancelled:
+    elif cancelled and not nothing_left:
         run.status, run.error = RunStatus.CANCELLED, cancelled
     elif run.units_failed:
         run.status = RunStatus.FAILED

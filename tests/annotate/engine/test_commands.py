@@ -304,7 +304,8 @@ def test_ctrl_c_keeps_the_calls_already_answered_on_the_run(stub):
         engine_run_execute(run_id=run.pk, on_progress=ctrl_c)
     run.refresh_from_db()
     asked = len(stub.requests)
-    assert run.status == RunStatus.CANCELLED
+    # Stopped, unless the calls in flight were the last ones (then nothing is left: done).
+    assert run.status == (RunStatus.DONE if asked == 8 else RunStatus.CANCELLED)
     assert run.calls == EngineCall.objects.filter(run=run).count() == asked
     assert run.units_done == Response.objects.filter(system=system).count() == asked
     call_command("generate", "--run", str(run.pk))

@@ -5,8 +5,9 @@ from django.urls import reverse
 
 from annotate.engine.models import CallStatus, Endpoint, EngineRun, RunStatus
 from annotate.engine.services import engine_background_wait
-from annotate.models import Benchmark, Response
+from annotate.models import Benchmark, Instruction, Response
 from tests.annotate.engine.conftest import dollar_a_thousand, make_endpoint, make_instructions
+from tests.factories import ResponseFactory
 
 
 @pytest.fixture
@@ -137,6 +138,29 @@ def test_a_negative_cap_is_refused_beside_its_field(admin_client, stub, button):
 
 
 @pytest.mark.django_db
+def test_a_system_that_cannot_generate_is_refused_once_beside_its_field(admin_client):
+    make_instructions(1)
+    imported = ResponseFactory(instruction=Instruction.objects.get(), system__name="imported")
+    form = {"endpoint": make_endpoint("", name="fake").pk, "benchmark": Benchmark.objects.get().pk,
+            "system": imported.system.name, "template": "generation_infobench_v1", "seed": "0",
+            "estimate": "1"}  # fmt: skip
+    response = admin_client.post(reverse("engine:generation-new"), form)
+    assert response.status_code == 400
+    assert "has imported responses" in " ".join(response.context["form"].errors["system"])
+    assert response.content.decode().count("has imported responses") == 1
+    assert not EngineRun.objects.exists()
+
+
+@pytest.mark.django_db
+def test_the_generation_page_says_which_endpoints_cost_money(researcher_client):
+    make_endpoint("", name="free-one")
+    make_endpoint("http://127.0.0.1:9/v1", name="paid-one")
+    page = researcher_client.get(reverse("engine:generation-new")).content.decode()
+    assert "free-one (offline fake, free)" in page
+    assert "paid-one (paid API: admins only)" in page
+
+
+@pytest.mark.django_db
 def test_stop_from_the_page_and_the_api(admin_client):
     endpoint = make_endpoint("", name="fake")
     run = EngineRun.objects.create(kind="generation", endpoint=endpoint, params={})
@@ -177,6 +201,18 @@ def test_the_api_starts_a_generation_run_and_reports_its_progress(admin_client, 
 
 
 @pytest.mark.django_db
+def test_the_api_refuses_a_negative_seed_as_the_page_does(researcher_client):
+    make_instructions(2)
+    make_endpoint("", name="fake")
+    body = {"benchmark": "bench", "system": "api-sys", "endpoint": "fake", "sample": 1,
+            "seed": -5, "dry_run": True}  # fmt: skip
+    refused = researcher_client.post(
+        reverse("api-engine-generation-runs"), body, content_type="application/json"
+    )
+    assert refused.status_code == 400 and list(refused.json()) == ["seed"]
+
+
+@pytest.mark.django_db
 def test_the_api_refuses_a_researchers_dry_run_on_a_paid_endpoint_and_keeps_nothing(
     researcher_client, stub
 ):
@@ -208,6 +244,14 @@ def test_the_runs_page_links_the_endpoints_for_admins_only(client, researcher, a
     page = client.get(reverse("engine:run-list")).text
     assert f'Generate responses</a> · <a href="{endpoints}">Endpoints</a></p>' in page
     assert client.get(endpoints).status_code == 200
+
+
+@pytest.mark.django_db
+def test_the_endpoint_form_lists_the_key_variables_it_accepts(admin_client, settings):
+    settings.ENGINE_API_KEY_ENVS = ["OPENAI_API_KEY", "GROQ_API_KEY"]
+    page = admin_client.get(reverse("engine:endpoint-new")).content.decode()
+    help_text = page[page.index('id="id_api_key_env_helptext"') :].split("</div>")[0]
+    assert "OPENAI_API_KEY, GROQ_API_KEY" in help_text
 
 
 @pytest.mark.django_db
@@ -365,9 +409,29 @@ def test_progress_says_processed_and_done_apart(researcher_client):
         assert (data["percent_processed"], data["percent_done"], data["percent"]) == (75, 25, 75)
     assert researcher_client.get(reverse("engine:run-progress", args=[run.pk])).json()[
         "errors"
-    ] == [{"unit": "gen:i1", "error": "model refused: too long"}]
+    ] == [{"unit": "gen:i1", "label": "gen:i1", "error": "model refused: too long"}]
     page = researcher_client.get(reverse("engine:run-detail", args=[run.pk])).content.decode()
     assert 'id="run-percent-processed">75<' in page and 'id="run-percent-done">25<' in page
+
+
+@pytest.mark.django_db
+def test_a_failed_unit_is_named_by_its_instruction_and_system(researcher_client):
+    from annotate.engine.generation import unit_key
+    from annotate.models import System
+
+    _, instructions = make_instructions(2)
+    endpoint = make_endpoint("", name="fake")
+    system = System.objects.create(name="gen-<b>", generation_endpoint=endpoint)
+    key = unit_key(instructions[1].pk, system.pk, "0123456789abcdef")
+    run = EngineRun.objects.create(kind="generation", endpoint=endpoint, params={},
+                                   status=RunStatus.FAILED, units_total=2, units_failed=1)  # fmt: skip
+    run.units.create(key=key, status="failed", error="HTTP 500")
+
+    data = researcher_client.get(reverse("engine:run-progress", args=[run.pk])).json()
+    assert data["errors"] == [{"unit": key, "label": "task_2 · gen-<b>", "error": "HTTP 500"}]
+    page = researcher_client.get(reverse("engine:run-detail", args=[run.pk])).content.decode()
+    errors = page[page.index('id="run-error-list"') :]
+    assert "task_2 · gen-&lt;b&gt;</span>: HTTP 500" in errors
 
 
 @pytest.mark.django_db
@@ -386,6 +450,9 @@ def test_run_again_takes_a_higher_cap_after_a_cap_stop_and_refuses_one_below_the
     assert 'name="spending_cap_usd"' in page and 'value="1.000000"' in page  # its own cap
     below = client.post(url, {"spending_cap_usd": "0.5"})
     assert below.status_code == 400 and "has spent $0.9 already" in below.content.decode()
+    # Named as the page names it, not by the internal field name.
+    assert "Spending cap (USD): The run has spent $0.9 already" in below.content.decode()
+    assert "spending_cap_usd&#x27;" not in below.content.decode()
     negative = client.post(url, {"spending_cap_usd": "-1"})
     assert negative.status_code == 400 and "cannot be negative" in negative.content.decode()
     client.force_login(researcher)  # a paid endpoint's cap is an admin's, as its start
@@ -423,6 +490,10 @@ def test_the_resume_api_sets_the_cap_the_run_goes_on_with(client, admin_user, re
     assert negative.status_code == 400 and "cannot be negative" in str(negative.json())
     run.refresh_from_db()
     assert run.spending_cap_usd == Decimal("1")
+    EngineRun.objects.filter(pk=run.pk).update(cost_usd=Decimal("0.5"))
+    below = client.post(url, {"spending_cap_usd": "0.1"}, "application/json")
+    assert below.status_code == 400 and below.json()["field"] == "spending_cap_usd"
+    assert "has spent $0.5 already; a cap of $0.1 is below it" in below.json()["detail"]
     answer = client.post(url, {"spending_cap_usd": "9"}, "application/json")
     assert answer.status_code == 202 and answer.json()["spending_cap_usd"] == "9.000000"
     client.post(url, {}, "application/json")  # left out: unchanged

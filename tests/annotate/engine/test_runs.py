@@ -9,7 +9,9 @@ import pytest
 from django.utils import timezone
 
 from annotate.engine.models import EngineCall, EngineRun, EngineUnit, RunStatus, UnitStatus
+from annotate.engine.selectors import engine_run_progress
 from annotate.engine.services import (
+    endpoint_update,
     engine_run_create,
     engine_run_estimate,
     engine_run_execute,
@@ -89,6 +91,25 @@ def test_failed_units_are_recorded_and_retried_by_the_next_start(stub):
     assert len(stub.requests) == 4 and system.responses.count() == 3
 
 
+def test_a_run_started_again_after_its_endpoint_changed_counts_only_its_current_units(stub):
+    # The units' keys hold the endpoint's settings; the rows of the keys from before the change
+    # (failed here, reset to pending by the next start) are no longer the run's work: left in
+    # the run they would be counted for ever, a "Done" run at 50 % with nothing left to do.
+    stub.fail_next(400, times=3, message="bad request")
+    endpoint = make_endpoint(stub.base_url, concurrency=1)
+    run, system, _ = _generation(endpoint)
+    run = engine_run_execute(run_id=run.pk)
+    assert run.status == RunStatus.FAILED and run.units_failed == 3
+
+    endpoint_update(endpoint=endpoint, temperature=0.5)
+    run = engine_run_execute(run_id=run.pk)
+
+    assert run.status == RunStatus.DONE and system.responses.count() == 3
+    assert (run.units_total, run.units_done, run.units_failed) == (3, 3, 0)
+    assert engine_run_progress(run=run)["percent_processed"] == 100
+    assert EngineUnit.objects.filter(run=run).exclude(status=UnitStatus.DONE).count() == 0
+
+
 def test_a_refused_reply_fails_its_unit_and_a_truncated_one_is_kept_with_its_status(stub):
     stub.replies.extend(
         [
@@ -118,6 +139,20 @@ def test_stop_keeps_what_was_answered_and_a_resume_does_only_the_rest(stub):
     run = engine_run_execute(run_id=run.pk)
     assert run.status == RunStatus.DONE and system.responses.count() == 5
     assert len(stub.requests) == 5  # nothing answered was asked again
+
+
+def test_a_stop_that_comes_while_the_last_unit_is_answered_leaves_the_run_done(stub):
+    # The calls in flight end and are stored after a stop: when they were the last ones, the
+    # run has nothing left to do and is done, not "Stopped" at 100 %.
+    endpoint = make_endpoint(stub.base_url, concurrency=1)
+    run, system, _ = _generation(endpoint, count=3)
+    stop = threading.Event()
+    stub.on_request = lambda count: count >= 3 and stop.set()
+
+    run = engine_run_execute(run_id=run.pk, stop=stop)
+
+    assert (run.units_done, run.units_total) == (3, 3) and system.responses.count() == 3
+    assert run.status == RunStatus.DONE and run.error == ""
 
 
 def test_the_spending_cap_stops_before_the_call_that_would_exceed_it(stub):
