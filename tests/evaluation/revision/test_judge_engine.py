@@ -262,7 +262,9 @@ def test_the_study_pages_fail_a_run_whose_worker_died_without_a_periodic_reaper(
 
     run.refresh_from_db()
     assert run.status == "failed" and "stopped answering" in run.error
-    assert "Failed: The worker running this run stopped answering" in page.text
+    assert 'Failed<br><span class="run-message">The worker running this run stopped answering' in (
+        page.text
+    )
     alive.refresh_from_db()
     assert alive.status == "running"  # beating: left alone
 

@@ -342,3 +342,21 @@ def test_the_engine_run_page_links_the_report_while_the_judge_run_exists(
     RevisionJudgeRun.objects.all().delete()  # an admin deleted it; the engine run stays
     page = client.get(run_page)
     assert page.status_code == 200 and 'id="run-results"' not in page.text
+
+
+def test_a_runs_reason_is_shown_under_its_status_not_run_into_it(client, researcher, tmp_path):
+    study = sample_study(tmp_path)
+    reason = "Stopped: the next call would exceed the spending cap of $0.1 (raise the cap)."
+    RevisionJudgeRun.objects.create(
+        study=study,
+        task="rating-judge",
+        prompt_version="v1",
+        status="failed",
+        error=reason,
+        created_at=timezone.now(),
+    )
+    client.force_login(researcher)
+    page = client.get(reverse("revision-reports:report", args=[study.pk])).text
+    row = page[page.index('id="judge-runs"') :]
+    assert f'Failed<br><span class="run-message">{reason}</span>' in row
+    assert "Failed: Stopped" not in row
