@@ -361,6 +361,9 @@ DEMO_EXTRA_LOADERS = ["evaluation.revision.demo.demo_revision_judges"]
 # (its worker was killed or lost). The timeout must exceed the longest call's timeout.
 ENGINE_HEARTBEAT_SECONDS = float(os.environ.get("ENGINE_HEARTBEAT_SECONDS", "5"))
 ENGINE_HEARTBEAT_TIMEOUT_SECONDS = int(os.environ.get("ENGINE_HEARTBEAT_TIMEOUT_SECONDS", "300"))
+# A run stops (failed, its done work kept) once this many calls in a row failed after their
+# retries: the endpoint is down or refuses everything. 0: never.
+ENGINE_FAILED_CALLS_IN_A_ROW = int(os.environ.get("ENGINE_FAILED_CALLS_IN_A_ROW", "20"))
 # With a broker, a run's pending units are split into chunks of this many units, one Celery
 # task each, so several workers share a run (docs/engine.md, "Celery").
 ENGINE_CELERY_CHUNK_UNITS = int(os.environ.get("ENGINE_CELERY_CHUNK_UNITS", "50"))

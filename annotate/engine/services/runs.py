@@ -43,6 +43,7 @@ from annotate.engine.errors import (
     EngineRunError,
 )
 from annotate.engine.models import (
+    CallStatus,
     ChunkStatus,
     Endpoint,
     EngineCall,
@@ -495,6 +496,7 @@ class _Executor:
         self.first_calls, self.calls_started = 0, 0
         self.first_calls_sent = threading.Event()
         self._count_lock = threading.Lock()
+        self.failed_in_a_row = 0  # calls that ended in an error after their retries, none OK since
 
     def send(self, *, messages, unit_key, purpose, params) -> EngineCall:
         from annotate.engine.client import estimate_prompt_tokens
@@ -529,7 +531,27 @@ class _Executor:
         finally:
             self.budget.settle(reserved=reserved, actual=call.cost_usd if call else Decimal(0))
         self.results.put(call)  # stored with the next batch, before its unit ends
+        self._count_failure(call)
         return call
+
+    def _count_failure(self, call: EngineCall) -> None:
+        """Stop the run once ENGINE_FAILED_CALLS_IN_A_ROW calls in a row failed after their
+        retries: the endpoint is down or refuses everything (a wrong address, key or model),
+        and every unit left would spend its retries to fail the same way."""
+        limit = settings.ENGINE_FAILED_CALLS_IN_A_ROW
+        with self._count_lock:
+            if call.status != CallStatus.ERROR:
+                self.failed_in_a_row = 0
+                return
+            self.failed_in_a_row += 1
+            if not limit or self.failed_in_a_row < limit or self.fatal:
+                return
+            self.fatal.append(
+                f"The endpoint failed {self.failed_in_a_row} calls in a row, each after its "
+                f"retries (the last: {call.error[:300]}). The run stopped; what was done is kept. "
+                "Check the endpoint (Test connection on its page), then run it again."
+            )
+        self.stop.set()
 
     def do_unit(self, key: str, work: Any) -> None:
         if self.stop.is_set():

@@ -365,3 +365,45 @@ def test_runs_share_the_process_worker_threads_and_a_forked_child_starts_its_own
     pool = runs._worker_pool()
     monkeypatch.setattr(runs.os, "getpid", lambda: -1)  # as in a child after a fork
     assert runs._worker_pool() is not pool
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]  # closed once the block ends: connections are refused
+
+
+def test_a_run_on_an_endpoint_that_answers_nothing_stops_after_calls_failing_in_a_row(settings):
+    # A wrong address (or a server that died): every unit would spend its retries to fail the
+    # same way. The run stops after ENGINE_FAILED_CALLS_IN_A_ROW, and says what to do.
+    settings.ENGINE_FAILED_CALLS_IN_A_ROW = 5
+    endpoint = make_endpoint(f"http://127.0.0.1:{_closed_port()}/v1", concurrency=2, max_retries=0)
+    run, _, _ = _generation(endpoint, count=30)
+
+    run = engine_run_execute(run_id=run.pk)
+
+    assert run.status == RunStatus.FAILED
+    assert "failed 5 calls in a row" in run.error and "Test connection" in run.error
+    assert 5 <= EngineCall.objects.filter(run=run).count() <= 6  # and the one in flight
+    assert EngineUnit.objects.filter(run=run, status=UnitStatus.PENDING).count() >= 24
+
+
+def test_a_success_between_failures_starts_the_count_again(stub, settings):
+    settings.ENGINE_FAILED_CALLS_IN_A_ROW = 3
+    failures = iter([True, True, False, True, True, False, True, True, False])
+
+    def responder(messages):
+        if next(failures, False):
+            raise RuntimeError("not this one")
+        return "fine"
+
+    stub.responder = responder
+    endpoint = make_endpoint(stub.base_url, concurrency=1, max_retries=0)
+    run, _, _ = _generation(endpoint, count=9)
+
+    run = engine_run_execute(run_id=run.pk)
+
+    assert (run.units_done, run.units_failed) == (3, 6)
+    assert "in a row" not in run.error
