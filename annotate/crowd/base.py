@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Protocol, runtime_checkable
 
 PREVIEW_ASSIGNMENT_ID = "ASSIGNMENT_ID_NOT_AVAILABLE"
@@ -121,3 +121,8 @@ def external_question_xml(url: str) -> str:
 def reward_string(amount: Decimal) -> str:
     """MTurk wants US dollars as a string with two decimals, e.g. "1.00"."""
     return f"{amount.quantize(Decimal('0.01')):.2f}"
+
+
+def to_cents(amount: Decimal) -> Decimal:
+    """Round to cents, halves up ($0.125 is $0.13), as every amount the app shows."""
+    return amount.quantize(Decimal("0.01"), ROUND_HALF_UP)

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import Decimal
 
 from django.conf import settings
 from django.db.models import Count, OuterRef, Q, Subquery
 
+from annotate.crowd.base import to_cents
 from annotate.crowd.models import (
     Bonus,
     BonusStatus,
@@ -332,11 +333,6 @@ def _spending(work, paid_by_status: dict) -> Spending:
         waiting_usd=to_cents(waiting),
         total_usd=to_cents(approved + waiting),
     )
-
-
-def to_cents(amount: Decimal) -> Decimal:
-    """Round to cents, halves up ($0.125 is $0.13), as every amount the app shows."""
-    return amount.quantize(Decimal("0.01"), ROUND_HALF_UP)
 
 
 def paid_with_fee(amount, fee_rate) -> Decimal:

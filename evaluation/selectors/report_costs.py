@@ -24,11 +24,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import Decimal
 
 from django.conf import settings
 from django.db.models import Count, Max, Min, Sum
 
+from annotate.crowd.base import to_cents
 from annotate.crowd.selectors import crowd_paid_per_assignment, crowd_paid_work_q
 from annotate.engine.models import EngineCall
 from annotate.models import AnnotatorKind, Assignment, Benchmark, Response
@@ -149,7 +150,7 @@ def _crowd_cost(crowd: _Work) -> dict[str, SourceCost]:
     (a float's round would make $0.125 into 0.12 there and $0.13 here)."""
     if not crowd.count:
         return {}
-    cost = float(crowd.paid.quantize(Decimal("0.01"), ROUND_HALF_UP))
+    cost = float(to_cents(crowd.paid))
     return {"crowd-majority": SourceCost(cost, _minutes(crowd.first, crowd.last))}
 
 

@@ -11,7 +11,7 @@ import secrets
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import Decimal
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -20,7 +20,13 @@ from django.core.validators import URLValidator
 from django.db import transaction
 from django.urls import reverse
 
-from annotate.crowd.base import LOCALE, NUMBER_APPROVED, PERCENT_APPROVED, HitTypeSpec
+from annotate.crowd.base import (
+    LOCALE,
+    NUMBER_APPROVED,
+    PERCENT_APPROVED,
+    HitTypeSpec,
+    to_cents,
+)
 from annotate.crowd.models import Hit, HitStatus, Publication, PublicationStatus
 from annotate.crowd.platforms import get_platform, platform_class, platform_names
 from annotate.errors import (
@@ -106,7 +112,7 @@ def publication_cost(
     link, whose recruiting site is paid outside this app)."""
     fee = fee_rate() if fee is None else fee
     total = tasks * assignments_per_task * reward_usd * (1 + fee)
-    return total.quantize(Decimal("0.01"), ROUND_HALF_UP)
+    return to_cents(total)
 
 
 def publication_preview(
