@@ -32,6 +32,7 @@ from annotate.errors import AnnotateError, CrowdPlatformError, NotFoundError
 from annotate.models import Assignment, Batch
 from annotate.roles import ADMIN, ADMINS_ONLY, require_role
 from annotate.services.deferred_tasks import task_enqueue_on_commit
+from annotate.verbalizer.models import HumanAnswer
 
 
 def _back(request: HttpRequest) -> HttpResponse:
@@ -130,10 +131,7 @@ def publication_list(request: HttpRequest) -> HttpResponse:
 @admin_page
 def publication_detail(request: HttpRequest, publication_id: int) -> HttpResponse:
     publication = selectors.publication_get(publication_id=publication_id)
-    # InFoBench HITs only: a human study's prompts have their own worker pages, and the page
-    # says where to try those instead (`demo_study`).
-    on_demo = publication.platform == "fake" and demo_platform_in_use()
-    demo_worker = on_demo and not publication.human_study_id
+    demo_worker = publication.platform == "fake" and demo_platform_in_use()
     hits = _hits_with_work(publication)
     context = {
         "publication": publication,
@@ -153,7 +151,6 @@ def publication_detail(request: HttpRequest, publication_id: int) -> HttpRespons
         "anonymous_default": settings.CROWD_ANONYMOUS_STARTS_PER_LINK,
         **_completion_context(publication),
         "demo_worker": demo_worker,
-        "demo_study": on_demo and bool(publication.human_study_id),
         "demo_unfinished": _demo_unfinished(hits) if demo_worker else [],
     }
     return render(request, "crowd/publication_detail.html", context)
@@ -174,16 +171,29 @@ def _hits_with_work(publication: Publication) -> list[Hit]:
             "task__instruction", "prompt__item__dataset", "prompt__mapping"
         )[:500]
     )
-    work = {
-        row["platform_hit_id"]: row
-        for row in Assignment.objects.filter(
-            platform_hit_id__in=[h.hit_id for h in hits if h.hit_id],
-            annotator__platform=publication.platform,  # a link's STUDY_ID is the URL's word
+    hit_ids = [h.hit_id for h in hits if h.hit_id]
+    if publication.human_study_id:  # an answer is stored when it is given: taken = submitted
+        rows = (
+            HumanAnswer.objects.filter(
+                study_id=publication.human_study_id,
+                platform_hit_id__in=hit_ids,
+                annotator__platform=publication.platform,
+            )
+            .values("platform_hit_id")
+            .annotate(taken=Count("id"), submitted=Count("id"))
         )
-        .values("platform_hit_id")
-        .annotate(taken=Count("id"), submitted=Count("id", filter=Q(submitted_at__isnull=False)))
-        .order_by()
-    }
+    else:
+        rows = (
+            Assignment.objects.filter(
+                platform_hit_id__in=hit_ids,
+                annotator__platform=publication.platform,  # a link's STUDY_ID is the URL's word
+            )
+            .values("platform_hit_id")
+            .annotate(
+                taken=Count("id"), submitted=Count("id", filter=Q(submitted_at__isnull=False))
+            )
+        )
+    work = {row["platform_hit_id"]: row for row in rows.order_by()}
     on_demo_platform = FakePlatform().taken_per_hit() if publication.platform == "fake" else {}
     for hit in hits:
         row = work.get(hit.hit_id, {})
@@ -197,7 +207,7 @@ def _demo_unfinished(hits: list[Hit]) -> list[dict]:
     """The demo workers' HITs accepted on the offline platform and not submitted there (the
     admin left the worker's page), each with the ExternalQuestion URL that reopens it as
     MTurk's "continue" does: the same assignment, on to its /crowd/work/<token>/ page."""
-    by_hit_id = {hit.hit_id: hit for hit in hits if hit.hit_id and hit.task_id}
+    by_hit_id = {hit.hit_id: hit for hit in hits if hit.hit_id and (hit.task_id or hit.prompt_id)}
     unfinished = FakePlatform().accepted_not_submitted(hit_ids=set(by_hit_id))
     return [
         {
@@ -211,7 +221,8 @@ def _demo_unfinished(hits: list[Hit]) -> list[dict]:
 
 
 def _demo_question_url(hit: Hit, assignment_id: str, worker_id: str) -> str:
-    """The ExternalQuestion URL as MTurk opens it for an accepted assignment."""
+    """The ExternalQuestion URL as MTurk opens it for an accepted assignment: an InFoBench
+    task's, or a human study prompt's."""
     query = urlencode(
         {
             "assignmentId": assignment_id,
@@ -220,7 +231,8 @@ def _demo_question_url(hit: Hit, assignment_id: str, worker_id: str) -> str:
             "turkSubmitTo": demo_submit_base(),
         }
     )
-    return f"{reverse('crowd:mturk-task', args=[hit.unique_request_token])}?{query}"
+    page = "verbalizer:crowd-mturk" if hit.prompt_id else "crowd:mturk-task"
+    return f"{reverse(page, args=[hit.unique_request_token])}?{query}"
 
 
 @admin_page
@@ -289,7 +301,10 @@ def demo_worker_start(request: HttpRequest, hit_pk: int) -> HttpResponse:
     if not demo_platform_in_use():
         raise NotFoundError("The offline demo platform is not in use.")
     hit = get_object_or_404(
-        Hit, pk=hit_pk, publication__platform="fake", status=HitStatus.CREATED, task__isnull=False
+        Hit.objects.filter(Q(task__isnull=False) | Q(prompt__isnull=False)),
+        pk=hit_pk,
+        publication__platform="fake",
+        status=HitStatus.CREATED,
     )
     platform = FakePlatform()
     try:
@@ -299,8 +314,14 @@ def demo_worker_start(request: HttpRequest, hit_pk: int) -> HttpResponse:
             f"{error} The offline demo platform keeps its HITs in memory: a restart loses them."
         ) from None
     # Not a demo worker who did this instruction in another study: the claim would refuse them.
-    done_it = selectors.platform_workers_of_instruction(
-        platform="fake", instruction_id=hit.task.instruction_id
+    # (A study's prompt is answered once per worker in its study, and a study is published
+    # once per platform: the platform's own "not taken yet" is the rule there.)
+    done_it = (
+        selectors.platform_workers_of_instruction(
+            platform="fake", instruction_id=hit.task.instruction_id
+        )
+        if hit.task_id
+        else set()
     )
     worker_id = platform.next_demo_worker(hit_id=hit.hit_id, exclude=done_it)
     try:

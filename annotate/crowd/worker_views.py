@@ -118,11 +118,9 @@ def demo_external_submit(request: HttpRequest) -> HttpResponse:
     submitted there, and counts once an admin's sync confirms it (as on MTurk)."""
     if not demo_platform_in_use():
         raise NotFoundError("No such page.")
-    # The worker's own signed token comes with it: nobody else can submit their HIT.
-    held = workers.worker_assignment_get(token=request.POST.get("token", ""))
+    # The worker's done page signed their assignment id: nobody else can submit their HIT.
     assignment_id = request.POST.get("assignmentId", "")
-    if held.assignment.platform_assignment_id != assignment_id:
-        raise NotFoundError("Not this worker's assignment.")
+    workers.demo_submit_check(token=request.POST.get("token", ""), assignment_id=assignment_id)
     try:
         FakePlatform().worker_submit(assignment_id=assignment_id)
     except CrowdPlatformError as error:
@@ -196,7 +194,9 @@ def _done(request: HttpRequest, held: workers.WorkerAssignment) -> HttpResponse:
         "completion_code": code,
         "external_submit_url": held.external_submit_url,
         # The offline demo platform's externalSubmit is this site's: it checks the token.
-        "worker_token": held.token if held.submit_to and not held.submits_to_mturk else "",
+        "worker_token": workers.demo_submit_token(
+            held_submit_to=held.submit_to, assignment_id=assignment.platform_assignment_id
+        ),
         "summary": f"task={assignment.task.instruction.external_id};labels={assignment.labels.count()}",
         "next_task": _next_selfhosted_task(held, link),
     }

@@ -19,7 +19,7 @@ from annotate.crowd import tasks
 from annotate.crowd.forms import PublishForm
 from annotate.crowd.platforms import platform_names
 from annotate.crowd.selectors import Confirmation
-from annotate.crowd.services import publishing, review
+from annotate.crowd.services import publishing, review, workers
 from annotate.crowd.services.workers import is_preview, link_open_check
 from annotate.crowd.views import _back, _enqueue, admin_page, bonus_amount, rejected_message
 from annotate.crowd.worker_views import worker_page
@@ -165,6 +165,10 @@ def _mturk_done(request: HttpRequest, ticket: crowd.CrowdPromptTicket, answer=No
         "assignment": answer,
         "external_submit_url": ticket.external_submit_url,
         "summary": f"prompt={ticket.prompt.pk};answer={answer.word}",
+        # The offline demo platform's externalSubmit is this site's: it checks this token.
+        "worker_token": workers.demo_submit_token(
+            held_submit_to=ticket.submit_to, assignment_id=answer.platform_assignment_id
+        ),
     }
     response = render(request, "crowd/done.html", context)
     return csp_replace_on(response, {"form-action": ["'self'", ticket.submit_to]})

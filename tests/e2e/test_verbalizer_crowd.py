@@ -105,3 +105,42 @@ def test_admin_publishes_a_study_and_a_worker_answers_with_keys(page_for, fake_m
     groups = admin.locator("table").nth(0)
     assert groups.locator("tr", has_text="human-crowd").count() == 2  # answers and majority
     assert "AWORKER1" not in admin.locator("main").inner_text()
+
+
+def test_an_admin_answers_a_study_hit_as_a_demo_worker_with_a_key(page_for, settings):
+    """make run's offline platform: "Do it as a worker" on a study's prompt opens it as MTurk
+    would, key 1 answers, the done page's script hands it to the platform's externalSubmit
+    stand-in (allowed by the CSP), and a sync confirms it."""
+    from annotate.crowd.fake import FakePlatform
+
+    settings.CROWD_BACKEND = "fake"
+    fill("Reviews", [True])
+    evaluation_set = evaluation_set_create(
+        name="e2e-demo", datasets=["Reviews"], items=1, seed=1, mappings="golden"
+    ).evaluation_set
+    study = human_study_create(evaluation_set=evaluation_set, name="demo", answers_per_prompt=1)
+    admin = page_for(UserFactory(username="demo-boss", roles=[ADMIN], is_staff=True))
+    admin.set_default_timeout(10_000)
+    admin.goto(f"/verbalizer/studies/{study.pk}/publish/")
+    admin.select_option("#id_platform", "fake")
+    admin.click("text=Preview the cost")
+    admin.click("text=Confirm: publish for")
+    admin.wait_for_url("**/crowd/publications/*/")
+    publication = Publication.objects.get(human_study=study, platform="fake")
+    admin.reload()
+    admin.get_by_role("button", name="Do it as a worker").click()
+    admin.locator("#answer-form").wait_for()
+    admin.wait_for_load_state()  # the key handler is a deferred script
+    assert admin.locator("#worker-view").is_visible()
+    admin.keyboard.press("1")
+    admin.locator("text=The offline demo platform took assignment").wait_for()  # the script
+    answer = HumanAnswer.objects.get(annotator__worker_id="DEMOWORKER1")
+    assert answer.word == answer.prompt.positive_word
+    assert FakePlatform.store.assignments[answer.platform_assignment_id].status == "Submitted"
+
+    admin.goto(f"/crowd/publications/{publication.pk}/")
+    assert admin.locator("td.hit-work").inner_text() == "1 / 1 / 1"
+    admin.click("text=Sync assignments now")
+    admin.locator(".messages", has_text="Syncing").wait_for()
+    admin.goto(f"/verbalizer/publications/{publication.pk}/review/")
+    assert admin.locator(".confirmation").first.inner_text() == "confirmed"

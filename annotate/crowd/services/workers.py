@@ -38,6 +38,7 @@ from annotate.models import Annotator, AnnotatorKind, Assignment, AssignmentStat
 from annotate.services.assignments import assignment_claim_next, assignment_claim_task
 
 TOKEN_SALT = "annotate.crowd.assignment"
+DEMO_SUBMIT_SALT = "annotate.crowd.demo-submit"
 TOKEN_MAX_AGE = 14 * 24 * 3600
 SELFHOSTED_ID_PARAMS = ("PROLIFIC_PID", "workerId", "worker_id")
 ANONYMOUS_PREFIX = "anon-"
@@ -76,6 +77,25 @@ def worker_assignment_get(*, token: str) -> WorkerAssignment:
     except (signing.BadSignature, KeyError, TypeError, Assignment.DoesNotExist):
         raise NotFoundError("This task link is not valid (or has expired).") from None
     return WorkerAssignment(assignment=assignment, submit_to=data.get("s", ""), token=token)
+
+
+def demo_submit_token(*, held_submit_to: str, assignment_id: str) -> str:
+    """The offline demo platform's externalSubmit is a page of this site: the done page gives
+    the worker a signed word for their own assignment id, and only that submits it there
+    (`demo_submit_check`). Empty for a worker who posts to MTurk itself, or to no platform."""
+    if not held_submit_to or held_submit_to.startswith("http"):
+        return ""
+    return signing.dumps({"d": assignment_id}, salt=DEMO_SUBMIT_SALT, compress=True)
+
+
+def demo_submit_check(*, token: str, assignment_id: str) -> None:
+    """Refuse (404) a demo externalSubmit whose signed word names another assignment."""
+    try:
+        data = signing.loads(token, salt=DEMO_SUBMIT_SALT, max_age=TOKEN_MAX_AGE)
+    except signing.BadSignature:
+        raise NotFoundError("Not this worker's assignment.") from None
+    if not assignment_id or not isinstance(data, dict) or data.get("d") != assignment_id:
+        raise NotFoundError("Not this worker's assignment.")
 
 
 def submit_base_checked(turk_submit_to: str, *, platform: str = "mturk") -> str:

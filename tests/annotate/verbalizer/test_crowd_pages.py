@@ -1,14 +1,18 @@
 """The admin's pages for a human study on the crowd: publish from the set page (admins only: it
 spends money), follow the publication, review, approve and reject answers."""
 
+import re
+
 import pytest
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import escape
 
 from annotate.crowd.fake import FakePlatform
 from annotate.crowd.models import Publication
 from annotate.crowd.services import review
 from annotate.roles import ADMIN, RESEARCHER
+from annotate.selectors.results import counted_human_answer_q
 from annotate.verbalizer.models import HumanAnswer
 from annotate.verbalizer.services import crowd
 from annotate.verbalizer.services.humans import human_study_create
@@ -175,12 +179,13 @@ def test_review_reads_answers_against_the_word_the_instruction_asks_for(
     assert '<div class="table-scroll"' in page  # nine columns: it scrolls, not the page
 
 
-def test_a_study_on_the_offline_demo_platform_says_how_to_try_the_worker_side(
+def test_an_admin_answers_a_study_hit_on_the_offline_demo_platform_as_a_worker(
     client, study, settings, django_capture_on_commit_callbacks
 ):
-    """ "Do it as a worker" (README) plays InFoBench HITs only: a human study's publication on
-    the offline platform showed neither the button nor why, so a new user had no way to answer
-    it as a worker; a self-hosted one did not say which completion code participants get."""
+    """ "Do it as a worker" (README) played InFoBench HITs only: a human study published on the
+    offline platform could not be answered as a crowd worker on a fresh machine. Now the admin
+    takes a prompt's HIT as a demo worker, MTurk's way (ExternalQuestion URL, externalSubmit),
+    and the answer counts only after a sync confirms it, as on MTurk."""
     settings.CROWD_PUBLIC_URL = "https://annotate.example.org"
     study.completion_code = "FLIP-1"
     study.save(update_fields=["completion_code"])
@@ -190,11 +195,56 @@ def test_a_study_on_the_offline_demo_platform_says_how_to_try_the_worker_side(
         client.post(publish, publish_form(publish="1", confirm_total="0.50"))
         client.post(publish, publish_form(platform="selfhosted", publish="1", confirm_total="0.40"))
     on_demo = Publication.objects.get(human_study=study, platform="fake")
-    page = client.get(reverse("crowd:publication", args=[on_demo.pk])).content.decode()
-    assert 'id="demo-study-note"' in page and "Do it as a worker</button>" not in page
-    assert f'href="{publish}">publish it again on a self-hosted link</a>' in page
-    assert f'href="{reverse("verbalizer:work-list")}">' in page
+    detail = reverse("crowd:publication", args=[on_demo.pk])
+    page = client.get(detail).content.decode()
+    assert 'id="demo-worker-note"' in page and 'id="demo-study-note"' not in page
+    assert f'href="{reverse("verbalizer:work-list")}">Label-word tasks</a>' in page
+    hit = on_demo.hits.select_related("prompt").order_by("id").first()
+    start = reverse("crowd:demo-worker", args=[hit.pk])
+    assert f'action="{start}"' in page
+
+    opened = client.post(start)
+    assert opened.status_code == 302 and "workerId=DEMOWORKER1" in opened["Location"]
+    assert opened["Location"].startswith(
+        reverse("verbalizer:crowd-mturk", args=[hit.unique_request_token])
+    )
+    prompt_page = client.get(opened["Location"]).content.decode()
+    assert 'id="answer-form"' in prompt_page and escape(hit.prompt.text) in prompt_page
+    action = re.search(r'<form method="post" action="([^"]+)" id="answer-form"', prompt_page)
+    done = client.post(action.group(1), {"key": "1", "seconds": "2.5"}).content.decode()
+    submit = reverse("crowd:demo-external-submit")
+    assert f'action="{submit}"' in done
+    answer = HumanAnswer.objects.get(annotator__worker_id="DEMOWORKER1")
+    assert answer.word == hit.prompt.positive_word and answer.seconds == 2.5
+    token = re.search(r'name="token" value="([^"]+)"', done).group(1)
+    mine = {"assignmentId": answer.platform_assignment_id, "token": token}
+    # Only the token of the worker's own done page submits their HIT, and only once.
+    assert client.post(submit, {**mine, "token": "forged"}).status_code == 404
+    assert client.post(submit, {**mine, "assignmentId": "FAKEASG99"}).status_code == 404
+    taken = client.post(submit, mine)
+    assert taken.status_code == 200 and "took assignment" in taken.content.decode()
+    assert client.post(submit, mine).status_code == 404
+    assert not HumanAnswer.objects.filter(counted_human_answer_q(), pk=answer.pk).exists()
+
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(reverse("crowd:publication-action", args=[on_demo.pk]), {"action": "sync"})
+    review_page = client.get(reverse("verbalizer:crowd-review", args=[on_demo.pk]))
+    assert 'class="confirmation">confirmed<' in review_page.content.decode()
+    assert HumanAnswer.objects.filter(counted_human_answer_q(), pk=answer.pk).exists()
+
+    # DEMOWORKER2 opens the prompt and leaves: the page offers to continue as them; the HIT
+    # asked for two workers, so a third may not take it.
+    client.get(client.post(start)["Location"])
+    page = client.get(detail).content.decode()
+    row = page.split(f"<code>{hit.hit_id}</code>")[1].split("</tr>")[0]
+    assert '<td class="hit-work">1 / 1 / 2</td>' in row
+    assert "2 of 2 took it on the platform" in row and f'action="{start}"' not in row
+    section = page.split('id="demo-unfinished"')[1].split("</section>")[0]
+    assert f"Prompt {hit.prompt.item}" in section and "Continue as DEMOWORKER2" in section
+    full = client.post(start, follow=True)
+    assert "Every worker this HIT asked for has taken it" in full.content.decode()
+
     on_link = Publication.objects.get(human_study=study, platform="selfhosted")
     page = client.get(reverse("crowd:publication", args=[on_link.pk])).content.decode()
-    assert 'id="demo-study-note"' not in page
+    assert 'id="demo-worker-note"' not in page
     assert "the study's completion code <strong>FLIP-1</strong>" in page
