@@ -39,9 +39,19 @@ def error_payload(error: Exception) -> dict:
     return payload
 
 
+def is_users_error(exc: Exception) -> bool:
+    """One of our errors a user caused, with its HTTP status: an AnnotateError, or an error of
+    the measuring side (evaluation.errors; annotate may not import it) that carries one."""
+    ours = type(exc).__module__.split(".")[0] in {"annotate", "evaluation"}
+    return isinstance(exc, AnnotateError) or (
+        ours and isinstance(getattr(exc, "http_status", None), int)
+    )
+
+
 def api_exception_handler(exc: Exception, context: dict) -> ApiResponse | None:
-    """DRF EXCEPTION_HANDLER: our errors with their status, the rest as DRF does."""
-    if isinstance(exc, AnnotateError):
+    """DRF EXCEPTION_HANDLER: our errors with their status (and `field`), the rest as DRF
+    does."""
+    if is_users_error(exc):
         return ApiResponse(error_payload(exc), status=exc.http_status)
     return drf_exception_handler(exc, context)
 

@@ -14,10 +14,9 @@ from rest_framework.views import APIView
 from annotate.engine.api import RunSelectionInput, estimate_data
 from annotate.engine.services import engine_run_estimate_new
 from annotate.errors import NotFoundError
-from annotate.http import error_payload
 from annotate.models import Benchmark, System
 from annotate.roles import is_researcher
-from evaluation.errors import EvaluationError, JudgeNotFoundError
+from evaluation.errors import JudgeNotFoundError
 from evaluation.models import JudgeConfig, JudgeRun
 from evaluation.selectors.judge_runs import judge_run_progress
 from evaluation.services.judge_runs import judge_run_create, judge_run_get, judge_run_start
@@ -56,19 +55,17 @@ class JudgeRunApi(APIView):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         data = data.validated_data
-        try:
-            if data["dry_run"]:
-                estimate = engine_run_estimate_new(
-                    create=lambda: self._create(request, data).engine_run
-                )
-                nothing = dict.fromkeys(("run_id", "engine_run_id", "url", "progress_url"))
-                payload = {**nothing, "estimate": estimate_data(estimate)}
-                return Response(self.OutputSerializer(payload).data)
-            with transaction.atomic():  # one commit; the run starts once it is committed
-                run = self._create(request, data)
-                judge_run_start(run=run, user=request.user)
-        except EvaluationError as error:
-            return Response(error_payload(error), status=error.http_status)
+        # A refusal (EvaluationError, AnnotateError) is answered by api_exception_handler.
+        if data["dry_run"]:
+            estimate = engine_run_estimate_new(
+                create=lambda: self._create(request, data).engine_run
+            )
+            nothing = dict.fromkeys(("run_id", "engine_run_id", "url", "progress_url"))
+            payload = {**nothing, "estimate": estimate_data(estimate)}
+            return Response(self.OutputSerializer(payload).data)
+        with transaction.atomic():  # one commit; the run starts once it is committed
+            run = self._create(request, data)
+            judge_run_start(run=run, user=request.user)
         payload = {
             "run_id": run.pk,
             "engine_run_id": run.engine_run_id,

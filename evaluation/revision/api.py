@@ -16,7 +16,6 @@ from annotate.engine.api import SpendingCapField, estimate_data
 from annotate.engine.services import endpoint_get, engine_run_estimate_new
 from annotate.revision.models import Study
 from annotate.roles import is_researcher
-from evaluation.errors import EvaluationError
 from evaluation.revision.judges import judge_run_launch, judge_run_prepare
 from evaluation.revision.models import SEED_MAX, JudgeTask, ShotMode
 
@@ -71,15 +70,13 @@ class RevisionJudgeRunApi(APIView):
             "spending_cap_usd": data.get("spending_cap_usd"),
             "now": timezone.now(),
         }
-        try:
-            if data["dry_run"]:
-                estimate = engine_run_estimate_new(
-                    create=lambda: judge_run_prepare(**arguments).engine_run
-                )
-            else:
-                run = judge_run_launch(**arguments)
-        except EvaluationError as error:
-            return Response({"detail": str(error)}, status=error.http_status)
+        # A refusal (EvaluationError, AnnotateError) is answered by api_exception_handler.
+        if data["dry_run"]:
+            estimate = engine_run_estimate_new(
+                create=lambda: judge_run_prepare(**arguments).engine_run
+            )
+        else:
+            run = judge_run_launch(**arguments)
         report_url = reverse("api-revision-report", args=[study.pk])
         if data["dry_run"]:
             nothing = dict.fromkeys(("run_id", "engine_run_id", "url", "progress_url"))
