@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -216,9 +216,13 @@ def mturk_assignment_open(
             assignment = assignment_claim_task(
                 annotator=annotator, task=hit.task, now=now, check_slots=False
             )
+            # The platform gives the worker the publication's assignment duration: the claim
+            # keeps its slot as long, when that is longer than the project's minutes.
+            on_platform = now + timedelta(seconds=hit.publication.assignment_duration_seconds)
+            assignment.expires_at = max(assignment.expires_at, on_platform)
         assignment.platform_assignment_id = assignment_id
         assignment.platform_hit_id = hit.hit_id
-        assignment.save(update_fields=["platform_assignment_id", "platform_hit_id"])
+        assignment.save(update_fields=["platform_assignment_id", "platform_hit_id", "expires_at"])
     return WorkerAssignment(
         assignment=assignment,
         submit_to=submit_to,

@@ -1,6 +1,7 @@
 """The worker's side: MTurk preview and accept, submit and hand back, self-hosted links."""
 
 import re
+from datetime import timedelta
 
 import pytest
 from django.urls import reverse
@@ -415,3 +416,29 @@ def test_scores_sent_twice_lead_to_the_questions_not_to_the_completion_code(clie
     page = client.get(again["Location"])
     assert "Step 2 of 2" in page.text and "C0DE42" not in page.text
     assert Assignment.objects.get(annotator__worker_id="P5").submitted_at is None
+
+
+@pytest.mark.parametrize(("platform_minutes", "held_minutes"), [(120, 120), (30, 60)])
+def test_a_claim_lasts_as_long_as_the_platform_gives_the_worker(
+    client, crowd_batch, platform_minutes, held_minutes
+):
+    """A HIT published with a 2-hour assignment duration on a project of 60 minutes: the claim
+    expired after an hour while MTurk still let the worker work, freeing the slot under them
+    (their submit then came late). The claim now lasts the longer of the two."""
+    from annotate.services.assignments import assignments_expire
+
+    assert crowd_batch.project.allotted_minutes == 60
+    publication = publishing.publication_create(
+        batch=crowd_batch,
+        platform_name="fake",
+        chosen=PublishSettings(
+            title="t", description="d", assignment_duration_seconds=platform_minutes * 60
+        ),
+        base_url="https://annotate.example.org",
+    )
+    publishing.publication_publish(publication_id=publication.pk, now=timezone.now())
+    assert _open(client, _hit(publication)).status_code == 302
+    claim = Assignment.objects.get(annotator__worker_id="AWORKER1")
+    assert claim.expires_at - claim.claimed_at == timedelta(minutes=held_minutes)
+    assert assignments_expire(now=claim.claimed_at + timedelta(minutes=held_minutes - 1)) == 0
+    assert assignments_expire(now=claim.claimed_at + timedelta(minutes=held_minutes)) == 1
