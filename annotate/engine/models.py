@@ -190,6 +190,11 @@ class EngineRun(models.Model):
     def is_active(self) -> bool:
         return self.status in (RunStatus.PENDING, RunStatus.RUNNING)
 
+    @property
+    def is_preparing(self) -> bool:
+        """Started, but its units are not made yet: pages say so rather than "0 / 0"."""
+        return self.is_active and self.units_total == 0
+
 
 class UnitStatus(models.TextChoices):
     PENDING = "pending", "Pending"

@@ -38,7 +38,7 @@ def engine_run_progress(*, run: EngineRun, now: datetime | None = None) -> dict:
         "status": run.status,
         "status_display": run.get_status_display(),
         "active": run.is_active,
-        "preparing": run.is_active and run.units_total == 0,
+        "preparing": run.is_preparing,
         "units_total": run.units_total,
         "units_done": run.units_done,
         "units_failed": run.units_failed,

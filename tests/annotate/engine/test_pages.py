@@ -551,6 +551,8 @@ def test_a_started_run_says_it_prepares_its_units_instead_of_0_of_0(researcher_c
         page = researcher_client.get(page_url).content.decode()
         assert '<span id="run-preparing">Preparing units…</span>' in page
         assert '<span id="run-counts" hidden>' in page  # no "0 / 0"
+        listed = researcher_client.get(reverse("engine:run-list")).content.decode()
+        assert "<td>Preparing units…</td>" in listed and "<td>0 / 0</td>" not in listed
 
     EngineRun.objects.filter(pk=run.pk).update(status=RunStatus.PENDING)
     engine_run_execute(run_id=run.pk)
@@ -560,6 +562,7 @@ def test_a_started_run_says_it_prepares_its_units_instead_of_0_of_0(researcher_c
     page = researcher_client.get(page_url).content.decode()
     assert '<span id="run-preparing" hidden>' in page and '<span id="run-counts">' in page
     assert 'id="run-done">2</span> / <span id="run-total">2<' in page
+    assert "<td>2 / 2</td>" in researcher_client.get(reverse("engine:run-list")).content.decode()
 
 
 @pytest.mark.django_db
