@@ -46,6 +46,10 @@ class RunProgressSerializer(serializers.Serializer):
     kind = serializers.CharField()
     status = serializers.CharField()
     active = serializers.BooleanField()
+    preparing = serializers.BooleanField(
+        help_text="The run is started but its units are not made yet (units_total is 0 until "
+        "they are)."
+    )
     units_total = serializers.IntegerField()
     units_done = serializers.IntegerField()
     units_failed = serializers.IntegerField()
@@ -63,7 +67,10 @@ class RunProgressSerializer(serializers.Serializer):
     completion_tokens = serializers.IntegerField()
     cost_usd = serializers.CharField()
     spending_cap_usd = serializers.CharField(allow_null=True)
-    elapsed_seconds = serializers.FloatField()
+    elapsed_seconds = serializers.FloatField(
+        help_text="Seconds the run has been running, over all its starts (the time between a "
+        "stop and the next start is not counted)."
+    )
     error = serializers.CharField(allow_blank=True)
 
 

@@ -14,12 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from django.db import transaction
+from django.urls import reverse
 
 from annotate.engine.bulk import rows_insert
 from annotate.engine.client import estimate_prompt_tokens
 from annotate.engine.models import Endpoint, EngineRun
 from annotate.engine.protocols import RunContext, UnitEstimate, UnitFailed, UnitResult
-from annotate.models import Instruction, Response, System
+from annotate.models import Benchmark, Instruction, Response, System
 
 PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
 DEFAULT_TEMPLATE = "generation_infobench_v1"
@@ -97,6 +98,14 @@ class GenerationProtocol:
             for system_id in run.params["system_ids"]
             for instruction_id in run.params["instruction_ids"]
         ]
+
+    def results_url(self, run: EngineRun) -> str:
+        """Where the generated responses are read: the benchmark's page, whose instructions
+        each show every system's response ("" once the benchmark is deleted)."""
+        benchmark_id = run.params.get("benchmark_id")
+        if benchmark_id is None or not Benchmark.objects.filter(pk=benchmark_id).exists():
+            return ""
+        return reverse("annotate:benchmark-detail", args=[benchmark_id])
 
     def unit_labels(self, run: EngineRun, keys: Sequence[str]) -> dict[str, str]:
         """What the pages call a unit: its instruction's id and its system ("task_2 · gpt4o")."""

@@ -150,7 +150,12 @@ class EngineRun(models.Model):
         help_text="Worst cost of the calls in flight or not yet stored (Celery chunks, with a cap).",
     )
     stop_requested = models.BooleanField(default=False)
-    heartbeat = models.DateTimeField(null=True, blank=True)
+    heartbeat = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Last sign of life of the run's start: its worker's beat while running, "
+        "when the start was asked while pending.",
+    )
     error = models.TextField(blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,
@@ -162,6 +167,13 @@ class EngineRun(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    running_since = models.DateTimeField(
+        null=True, blank=True, help_text="When the current start began running; blank otherwise."
+    )
+    running_seconds = models.FloatField(
+        default=0,
+        help_text="Seconds the run ran in its starts that ended (not the time between starts).",
+    )
 
     class Meta:
         ordering = ["-created_at", "-pk"]
@@ -177,6 +189,11 @@ class EngineRun(models.Model):
     @property
     def is_active(self) -> bool:
         return self.status in (RunStatus.PENDING, RunStatus.RUNNING)
+
+    @property
+    def is_preparing(self) -> bool:
+        """Started, but its units are not made yet: pages say so rather than "0 / 0"."""
+        return self.is_active and self.units_total == 0
 
 
 class UnitStatus(models.TextChoices):

@@ -24,13 +24,13 @@ def engine_run_progress(*, run: EngineRun, now: datetime | None = None) -> dict:
 
     `percent_processed` counts the units ended either way (done, done before, failed): how far
     the run has got. `percent_done` counts only those done: how much of the work exists.
-    `percent` is `percent_processed`, kept for the clients that read it.
+    `percent` is `percent_processed`, kept for the clients that read it. `preparing` is true
+    while a started run has no units yet (its worker is making them): pages say so instead of
+    "0 / 0".
     """
     now = now or timezone.now()
     if run.status == RunStatus.RUNNING and engine_runs_reap(now=now, run_id=run.pk):
         run.refresh_from_db()
-    end = run.finished_at or now
-    elapsed = (end - run.started_at).total_seconds() if run.started_at else 0.0
     processed = _percent(run.units_done + run.units_failed, run.units_total)
     return {
         "run_id": run.pk,
@@ -38,6 +38,7 @@ def engine_run_progress(*, run: EngineRun, now: datetime | None = None) -> dict:
         "status": run.status,
         "status_display": run.get_status_display(),
         "active": run.is_active,
+        "preparing": run.is_preparing,
         "units_total": run.units_total,
         "units_done": run.units_done,
         "units_failed": run.units_failed,
@@ -51,11 +52,20 @@ def engine_run_progress(*, run: EngineRun, now: datetime | None = None) -> dict:
         "completion_tokens": run.completion_tokens,
         "cost_usd": str(run.cost_usd),
         "spending_cap_usd": None if run.spending_cap_usd is None else str(run.spending_cap_usd),
-        "elapsed_seconds": round(max(0.0, elapsed), 1),
+        "elapsed_seconds": round(engine_run_seconds(run=run, now=now), 1),
         "call_seconds": round(run.call_seconds, 1),
         "stop_requested": run.stop_requested,
         "error": run.error,
     }
+
+
+def engine_run_seconds(*, run: EngineRun, now: datetime) -> float:
+    """Seconds the run has been running: its starts that ended, and the current one while it
+    runs. The time between a stop (or an end) and the next start is not counted."""
+    seconds = run.running_seconds
+    if run.status == RunStatus.RUNNING and run.running_since is not None:
+        seconds += (now - run.running_since).total_seconds()
+    return max(0.0, seconds)
 
 
 def _percent(part: int, total: int) -> int:

@@ -12,7 +12,8 @@ from annotate.engine.services import runs
 def engine_run_task(run_id: int, chunk_units: int | None = None) -> None:
     """Start a run. Sent by `engine_run_start` with `chunk_units`: split the missing units into
     chunk tasks (several workers share the run). Without it (a task sent before chunks existed,
-    a direct call): do the whole run here. A redelivered task never redoes a unit."""
+    a direct call): do the whole run here, unless a worker runs it already (a delivery again
+    while it runs does nothing). A redelivered task never redoes a unit."""
     if chunk_units:
         runs.engine_run_dispatch(run_id=run_id, chunk_units=chunk_units)
     else:

@@ -22,6 +22,8 @@
     var bar = document.getElementById("run-bar");
     bar.max = Math.max(1, data.units_total);
     bar.value = data.units_done;
+    setHidden("run-preparing", !data.preparing);  // "Preparing units…", not "0 / 0"
+    setHidden("run-counts", data.preparing);
     setHidden("run-stop-form", !data.active);  // absent for who may not stop or restart it
     setHidden("run-resume-form", data.active);
     showErrors(data.errors || []);

@@ -23,6 +23,8 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from annotate.crowd.models import Bonus, Hit, Publication, WorkerBlock
+from annotate.engine.models import EngineRun
+from annotate.engine.services import engine_run_stop
 from annotate.models import Assignment, Batch, DirectScore, ImportJob, Label, Project
 from evaluation.models import JudgeConfig, JudgeRun
 from tests.config.world import ROLES, World, build_world
@@ -364,7 +366,14 @@ def test_empty_posts_are_refused_or_harmless_and_never_a_server_error(world, key
             mismatches.append(f"{where}: expected {expected}, got {got}")
         if (got == LOGIN or 400 <= got < 500) and written(world) != before:
             mismatches.append(f"{where}: refused with {got} but wrote rows")
+        if key in STARTS_THE_RUN and got != LOGIN and got < 400:
+            # A started run refuses a second start until its first ends: the next role
+            # meets it stopped, as the first did.
+            engine_run_stop(run=EngineRun.objects.get(pk=world.ids["engine_run_id"]))
     assert not mismatches, "\n".join(mismatches)
+
+
+STARTS_THE_RUN = {"engine:run-resume", "api-engine-run-resume", "judge:run-resume"}
 
 
 @pytest.mark.parametrize("kind", ["work-task", "mturk-task", "selfhosted-join"])

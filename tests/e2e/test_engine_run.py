@@ -87,3 +87,30 @@ def test_failure_reasons_appear_while_the_run_goes_on(page_for, snap):
         assert page.locator("#run-percent-done").inner_text() == "87"  # 7 of 8, rounded down
         engine_background_wait(10)
     assert EngineRun.objects.get().units_failed == 1
+
+
+def test_a_run_preparing_its_units_says_so_until_it_has_them(page_for):
+    from annotate.engine.services import engine_run_execute
+    from annotate.engine.services.generation import (
+        generating_system_get_or_create,
+        generation_run_create,
+    )
+
+    benchmark = BenchmarkFactory(name="e2e-bench")
+    for n in range(3):
+        InstructionFactory(benchmark=benchmark, external_id=f"t{n}", position=n)
+    endpoint = endpoint_create(name="fake", base_url="", model="m")
+    system = generating_system_get_or_create(name="gen", endpoint=endpoint)
+    run = generation_run_create(benchmark=benchmark, systems=[system], endpoint=endpoint)
+    admin = UserFactory(username="e2e-admin", roles=[ADMIN], is_staff=True)
+    page = page_for(admin)
+    page.goto(f"/engine/runs/{run.pk}/")
+    assert page.locator("#run-preparing").inner_text() == "Preparing units…"
+    assert page.locator("#run-counts").is_hidden()  # no "0 / 0"
+
+    engine_run_execute(run_id=run.pk)  # a worker takes it: its units are made, then done
+
+    wait_until(page, lambda done: done == 3)
+    assert page.locator("#run-preparing").is_hidden()
+    assert page.locator("#run-counts").is_visible()
+    assert page.locator("#run-total").inner_text() == "3"

@@ -266,27 +266,54 @@ def engine_run_cap_set(
     run.spending_cap_usd = cap
 
 
+@transaction.atomic
 def engine_run_reopen(*, run: EngineRun, user: AbstractBaseUser | None = None) -> None:
     """Make a new, stopped, failed or finished run pending again, its stop request cleared.
 
     `engine_run_start` starts it so; the commands' `--run` then execute it in the foreground.
-    Refused while a worker runs it: two executors would each spend up to the whole rest of
-    its cap, and ask its units twice. For the same reason the chunks of an earlier start go:
-    their tasks may still wait in the Celery queue (a run stopped or reaped before a worker
-    took them), and would otherwise do their units beside this start once it runs.
+    Refused while a worker runs it, or while a start asked already waits for one (two starts
+    at once: a double click, the page and the API): two executors would each spend up to the
+    whole rest of its cap, and ask its units twice. The check and the change are made under a
+    lock of the run's row, so of two starts at the same instant only the first goes on. For
+    the same reason the chunks of an earlier start go: their tasks may still wait in the
+    Celery queue (a run stopped or reaped before a worker took them), and would otherwise do
+    their units beside this start once it runs.
     """
     engine_run_check_may_start(user=user, endpoint=run.endpoint)
-    if run.status == RunStatus.RUNNING and not _heartbeat_stale(run, timezone.now()):
-        raise EngineRunError(
-            f"Run {run.pk} is running already: stop it (its page) or wait for it to end. If the "
-            "process running it was killed, it can go on once it has been silent for "
-            f"{settings.ENGINE_HEARTBEAT_TIMEOUT_SECONDS} s."
-        )
+    now = timezone.now()
+    locked = EngineRun.objects.select_for_update().get(pk=run.pk)
+    if locked.status in _ACTIVE and not _heartbeat_stale(locked, now):
+        raise EngineRunError(_already_started(locked))
     EngineChunk.objects.filter(run=run).delete()  # a queued task of one finds nothing to do
+    # The heartbeat of a pending run says when its start was asked (refused above till stale).
     EngineRun.objects.filter(pk=run.pk).update(
-        status=RunStatus.PENDING, stop_requested=False, error="", finished_at=None
+        status=RunStatus.PENDING, stop_requested=False, error="", finished_at=None, heartbeat=now,
+        **_running_ended(locked, _last_sign_of_life(locked)),
+    )  # fmt: skip
+    run.status, run.stop_requested, run.error, run.heartbeat = RunStatus.PENDING, False, "", now
+
+
+def _already_started(run: EngineRun) -> str:
+    doing = "running already" if run.status == RunStatus.RUNNING else "starting already"
+    return (
+        f"Run {run.pk} is {doing}: stop it (its page) or wait for it to end. If the process "
+        f"running it was killed, it can go on once it has been silent for "
+        f"{settings.ENGINE_HEARTBEAT_TIMEOUT_SECONDS} s."
     )
-    run.status, run.stop_requested, run.error = RunStatus.PENDING, False, ""
+
+
+def _last_sign_of_life(run: EngineRun) -> datetime | None:
+    """When a run whose worker vanished last ran: its last beat (None if it never beat)."""
+    return run.heartbeat if run.status == RunStatus.RUNNING else None
+
+
+def _running_ended(run: EngineRun, end: datetime | None) -> dict[str, Any]:
+    """The fields that end the run's current running interval at `end`: its seconds added to
+    `running_seconds` (none without an interval or an end), `running_since` cleared."""
+    seconds = run.running_seconds
+    if run.running_since is not None and end is not None:
+        seconds += max(0.0, (end - run.running_since).total_seconds())
+    return {"running_seconds": seconds, "running_since": None}
 
 
 def engine_run_start(*, run: EngineRun, user: AbstractBaseUser | None = None) -> None:
@@ -338,6 +365,7 @@ def engine_run_stop(*, run: EngineRun) -> None:
             status=RunStatus.CANCELLED,
             finished_at=timezone.now(),
             error="Stopped before it started.",
+            heartbeat=None,
         ):
             _tell_finished(EngineRun.objects.select_related("endpoint").get(pk=run.pk))
 
@@ -377,7 +405,12 @@ def engine_runs_reap(
             ):
                 continue
             reaped += 1
-            _tell_finished(EngineRun.objects.select_related("endpoint").get(pk=pk))
+            run = EngineRun.objects.select_related("endpoint").get(pk=pk)
+            # It ran until its last beat, not until now: the silence is not running time.
+            ended = _running_ended(run, run.heartbeat)
+            EngineRun.objects.filter(pk=pk).update(**ended)
+            run.running_seconds, run.running_since = ended["running_seconds"], None
+            _tell_finished(run)
     return reaped
 
 
@@ -943,19 +976,19 @@ def engine_run_execute(
     message is on the run), or cancelled (stopped, or the spending cap would be exceeded by the
     next call). `on_progress(n)` is told how many units ended since its last call.
     """
-    run = engine_run_get(run_id=run_id)
+    run = _claim(run_id)
+    if run is None:  # delivered again while its first delivery runs it
+        logger.warning(
+            "Engine run %s is running in another worker (fresh heartbeat): this delivery "
+            "does nothing.",
+            run_id,
+        )
+        return engine_run_get(run_id=run_id)
     if run.stop_requested:  # a task delivered again after a stop
         return _finish(run.pk, cancelled=run.error or "Stopped on request.")
     stop = stop or threading.Event()
     try:
         protocol = protocol_for(run.kind)
-        EngineRun.objects.filter(pk=run.pk).update(
-            status=RunStatus.RUNNING,
-            started_at=run.started_at or timezone.now(),
-            heartbeat=timezone.now(),
-            finished_at=None,
-            error="",
-        )
         keys = _prepare_units(run, protocol)
         if hasattr(protocol, "on_start"):
             protocol.on_start(run)
@@ -975,6 +1008,35 @@ def engine_run_execute(
         raise
     failed, cancelled = _outcome(run, executor)
     return _finish(run.pk, failed=failed, cancelled=cancelled)
+
+
+@transaction.atomic
+def _claim(run_id: int) -> EngineRun | None:
+    """Mark the run running for this executor, under a lock of its row; None when a worker
+    runs it already (running, with a fresh heartbeat). A run whose worker vanished is taken
+    over: the time it ran until its last beat is kept, the silence after is not counted."""
+    now = timezone.now()
+    try:
+        run = EngineRun.objects.select_for_update().select_related("endpoint").get(pk=run_id)
+    except EngineRun.DoesNotExist:
+        raise EngineNotFoundError(f"No run {run_id}.") from None
+    if run.status == RunStatus.RUNNING and not _heartbeat_stale(run, now):
+        return None
+    if run.stop_requested:  # the caller ends it as stopped, with the message it has
+        return run
+    fields = {
+        **_running_ended(run, _last_sign_of_life(run)),
+        "status": RunStatus.RUNNING,
+        "started_at": run.started_at or now,
+        "running_since": now,
+        "heartbeat": now,
+        "finished_at": None,
+        "error": "",
+    }
+    EngineRun.objects.filter(pk=run.pk).update(**fields)
+    for name, value in fields.items():
+        setattr(run, name, value)
+    return run
 
 
 def _execute_keys(
@@ -1042,10 +1104,12 @@ def engine_run_dispatch(*, run_id: int, chunk_units: int | None = None) -> list[
             if run.status != RunStatus.PENDING:
                 return []  # redelivered (its chunks are queued), or stopped before it started
             run.chunks.all().delete()  # chunks of an earlier start
+            now = timezone.now()
             EngineRun.objects.filter(pk=run.pk).update(
                 status=RunStatus.RUNNING,
-                started_at=run.started_at or timezone.now(),
-                heartbeat=timezone.now(),
+                started_at=run.started_at or now,
+                running_since=now,
+                heartbeat=now,
                 finished_at=None,
                 error="",
                 cost_reserved_usd=Decimal(0),
@@ -1167,6 +1231,8 @@ def _finish(run_id: int, *, failed: str = "", cancelled: str = "") -> EngineRun:
     _recount(run_id)
     run = EngineRun.objects.select_related("endpoint").get(pk=run_id)
     run.finished_at, run.heartbeat = timezone.now(), None
+    ended = _running_ended(run, run.finished_at)
+    run.running_seconds, run.running_since = ended["running_seconds"], ended["running_since"]
     # A stop (or the cap) met after the calls in flight answered the last units stops nothing.
     nothing_left = run.units_total and run.units_done == run.units_total
     if failed:
@@ -1178,7 +1244,11 @@ def _finish(run_id: int, *, failed: str = "", cancelled: str = "") -> EngineRun:
         run.error = f"{run.units_failed} of {run.units_total} units failed; start again to retry."
     else:
         run.status, run.error = RunStatus.DONE, ""
-    run.save(update_fields=["status", "error", "finished_at", "heartbeat"])
+    run.save(
+        update_fields=[
+            "status", "error", "finished_at", "heartbeat", "running_seconds", "running_since"
+        ]
+    )  # fmt: skip
     _tell_finished(run)
     return run
 

@@ -2,9 +2,14 @@
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from annotate.engine.models import CallStatus, Endpoint, EngineRun, RunStatus
-from annotate.engine.services import engine_background_wait
+from annotate.engine.services import engine_background_wait, engine_run_stop
+from annotate.engine.services.generation import (
+    generating_system_get_or_create,
+    generation_run_create,
+)
 from annotate.models import Benchmark, Instruction, Response
 from tests.annotate.engine.conftest import dollar_a_thousand, make_endpoint, make_instructions
 from tests.factories import ResponseFactory
@@ -465,9 +470,16 @@ def test_run_again_takes_a_higher_cap_after_a_cap_stop_and_refuses_one_below_the
     assert raised.status_code == 302 and len(started) == 1
     run.refresh_from_db()
     assert (run.spending_cap_usd, run.status) == (Decimal("5"), RunStatus.PENDING)
-    client.post(url, {})  # no field (an older page): the cap stays as it is
+    # Its start waits for a worker: a second Run again is refused and keeps the cap.
+    again = client.post(url, {"spending_cap_usd": "7"})
+    assert again.status_code == 400 and "is starting already" in again.content.decode()
     run.refresh_from_db()
     assert run.spending_cap_usd == Decimal("5")
+    engine_run_stop(run=run)  # stopped before it started
+    client.post(url, {})  # no field (an older page): the cap stays as it is
+    run.refresh_from_db()
+    assert (run.spending_cap_usd, run.status) == (Decimal("5"), RunStatus.PENDING)
+    engine_run_stop(run=run)
     client.post(url, {"spending_cap_usd": ""})  # cleared on the page: no cap
     run.refresh_from_db()
     assert run.spending_cap_usd is None
@@ -518,3 +530,63 @@ def test_run_again_names_the_cap_field_when_it_refuses_a_cap(
     assert page.status_code == 400 and message in page.content.decode()
     run.refresh_from_db()
     assert run.status == RunStatus.CANCELLED and run.spending_cap_usd is None
+
+
+@pytest.mark.django_db
+def test_a_started_run_says_it_prepares_its_units_instead_of_0_of_0(researcher_client):
+    from annotate.engine.services import engine_run_execute
+
+    benchmark, _ = make_instructions(2)
+    endpoint = make_endpoint("", name="fake")
+    system = generating_system_get_or_create(name="gen-a", endpoint=endpoint)
+    run = generation_run_create(benchmark=benchmark, systems=[system], endpoint=endpoint)
+    page_url = reverse("engine:run-detail", args=[run.pk])
+    for status in (RunStatus.PENDING, RunStatus.RUNNING):  # asked, then taken by a worker
+        EngineRun.objects.filter(pk=run.pk).update(status=status, heartbeat=timezone.now())
+        for url in (
+            reverse("engine:run-progress", args=[run.pk]),
+            reverse("api-engine-run", args=[run.pk]),
+        ):
+            assert researcher_client.get(url).json()["preparing"] is True
+        page = researcher_client.get(page_url).content.decode()
+        assert '<span id="run-preparing">Preparing units…</span>' in page
+        assert '<span id="run-counts" hidden>' in page  # no "0 / 0"
+        listed = researcher_client.get(reverse("engine:run-list")).content.decode()
+        assert "<td>Preparing units…</td>" in listed and "<td>0 / 0</td>" not in listed
+
+    EngineRun.objects.filter(pk=run.pk).update(status=RunStatus.PENDING)
+    engine_run_execute(run_id=run.pk)
+
+    data = researcher_client.get(reverse("engine:run-progress", args=[run.pk])).json()
+    assert (data["preparing"], data["units_done"], data["units_total"]) == (False, 2, 2)
+    page = researcher_client.get(page_url).content.decode()
+    assert '<span id="run-preparing" hidden>' in page and '<span id="run-counts">' in page
+    assert 'id="run-done">2</span> / <span id="run-total">2<' in page
+    assert "<td>2 / 2</td>" in researcher_client.get(reverse("engine:run-list")).content.decode()
+
+
+@pytest.mark.django_db
+def test_a_generation_run_page_links_where_its_responses_are_read(researcher_client):
+    from annotate.engine.services import engine_run_execute
+
+    benchmark, instructions = make_instructions(2)
+    endpoint = make_endpoint("", name="fake")
+    system = generating_system_get_or_create(name="gen-a", endpoint=endpoint)
+    run = generation_run_create(benchmark=benchmark, systems=[system], endpoint=endpoint)
+    engine_run_execute(run_id=run.pk)
+
+    page = researcher_client.get(reverse("engine:run-detail", args=[run.pk])).content.decode()
+    benchmark_url = reverse("annotate:benchmark-detail", args=[benchmark.pk])
+    assert f'<a href="{benchmark_url}" id="run-results">See the results</a>' in page
+    listed = researcher_client.get(benchmark_url).content.decode()
+    instruction_url = reverse(
+        "annotate:instruction-detail", args=[benchmark.pk, instructions[0].pk]
+    )
+    assert instruction_url in listed  # each instruction links to its responses
+    response = Response.objects.get(system=system, instruction=instructions[0])
+    shown = researcher_client.get(instruction_url).content.decode()
+    assert "gen-a" in shown and response.text in shown
+
+    benchmark.delete()  # nothing left to read: no link to a missing page
+    page = researcher_client.get(reverse("engine:run-detail", args=[run.pk])).content.decode()
+    assert 'id="run-results"' not in page

@@ -1,13 +1,16 @@
 """Runs: generation through the stub, resume, idempotent reruns, cap, dry run, stop, failures."""
 
+import logging
 import threading
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
 from django.utils import timezone
 
+from annotate.engine import tasks
+from annotate.engine.errors import EngineRunError
 from annotate.engine.models import EngineCall, EngineRun, EngineUnit, RunStatus, UnitStatus
 from annotate.engine.selectors import engine_run_progress
 from annotate.engine.services import (
@@ -15,6 +18,7 @@ from annotate.engine.services import (
     engine_run_create,
     engine_run_estimate,
     engine_run_execute,
+    engine_run_reopen,
     engine_run_stopped_by_cap,
     engine_runs_reap,
     runs,
@@ -407,3 +411,126 @@ def test_a_success_between_failures_starts_the_count_again(stub, settings):
 
     assert (run.units_done, run.units_failed) == (3, 6)
     assert "in a row" not in run.error
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """The time every part of the engine reads (timezone.now), moved by hand."""
+    now = [datetime(2026, 3, 2, 9, 0, tzinfo=UTC)]
+    monkeypatch.setattr(timezone, "now", lambda: now[0])
+    return now
+
+
+def test_time_so_far_counts_only_the_time_the_run_was_running(echo_protocol, clock):
+    day = clock[0]
+    run = engine_run_create(
+        kind="echo", endpoint=make_endpoint("", name="fake"), params={"items": ["a", "b"]}
+    )
+
+    def an_hour_passes(_ended):
+        clock[0] = day + timedelta(hours=1)
+
+    run = engine_run_execute(run_id=run.pk, on_progress=an_hour_passes)  # 9:00 to 10:00
+    assert run.status == RunStatus.DONE
+    assert engine_run_progress(run=run, now=day + timedelta(hours=5))["elapsed_seconds"] == 3600
+
+    next_day = clock[0] = day + timedelta(days=1, hours=1)  # started again at 10:00 next day
+    seen = []
+
+    def a_minute_passes(_ended):
+        if not seen:  # half a minute in, while it runs
+            running = EngineRun.objects.get(pk=run.pk)
+            seen.append(engine_run_progress(run=running, now=next_day + timedelta(seconds=30)))
+        clock[0] = next_day + timedelta(minutes=1)
+
+    engine_run_reopen(run=run)
+    run = engine_run_execute(run_id=run.pk, on_progress=a_minute_passes)
+
+    assert (seen[0]["status"], seen[0]["elapsed_seconds"]) == (RunStatus.RUNNING, 3630)
+    assert run.status == RunStatus.DONE
+    assert engine_run_progress(run=run)["elapsed_seconds"] == 3660  # not 25 hours
+
+
+def test_a_reaped_run_counts_its_time_until_its_last_beat():
+    now = timezone.now()
+    run = EngineRun.objects.create(
+        kind="generation",
+        endpoint=make_endpoint("", name="fake"),
+        status=RunStatus.RUNNING,
+        started_at=now - timedelta(days=2),
+        running_seconds=100,  # its earlier starts
+        running_since=now - timedelta(hours=1),
+        heartbeat=now - timedelta(minutes=50),  # its worker died then
+    )
+    assert engine_runs_reap(now=now) == 1
+    run.refresh_from_db()
+    assert (run.status, run.running_since) == (RunStatus.FAILED, None)
+    assert engine_run_progress(run=run, now=now)["elapsed_seconds"] == 100 + 600
+
+
+def test_a_second_start_is_refused_while_the_first_waits_for_a_worker_or_runs():
+    endpoint = make_endpoint("", name="fake")
+    run = EngineRun.objects.create(kind="generation", endpoint=endpoint, status="cancelled")
+    # Two starts at once (a double click): each read the run stopped before either reopened it.
+    first, second = EngineRun.objects.get(pk=run.pk), EngineRun.objects.get(pk=run.pk)
+
+    engine_run_reopen(run=first)
+    with pytest.raises(EngineRunError, match=f"Run {run.pk} is starting already"):
+        engine_run_reopen(run=second)
+
+    run.refresh_from_db()
+    assert run.status == RunStatus.PENDING
+    EngineRun.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING, heartbeat=timezone.now())
+    with pytest.raises(EngineRunError, match=f"Run {run.pk} is running already"):
+        engine_run_reopen(run=second)
+    # A start no worker took (or a run whose worker died) may be asked again once silent.
+    long_ago = timezone.now() - timedelta(hours=1)
+    for status in (RunStatus.PENDING, RunStatus.RUNNING):
+        EngineRun.objects.filter(pk=run.pk).update(status=status, heartbeat=long_ago)
+        engine_run_reopen(run=second)
+        run.refresh_from_db()
+        assert run.status == RunStatus.PENDING
+
+
+def test_a_run_task_delivered_again_while_its_run_runs_does_nothing(echo_protocol, caplog):
+    run = engine_run_create(
+        kind="echo", endpoint=make_endpoint("", name="fake"), params={"items": ["a", "b"]}
+    )
+    redelivered = []
+
+    def delivered_again(_ended):
+        if not redelivered:  # the broker hands the same task to a second worker meanwhile
+            redelivered.append(EngineRun.objects.get(pk=run.pk).status)
+            tasks.engine_run_task(run.pk)
+
+    with caplog.at_level(logging.WARNING, logger="annotate.engine.services.runs"):
+        run = engine_run_execute(run_id=run.pk, on_progress=delivered_again)
+
+    assert redelivered == [RunStatus.RUNNING]
+    assert run.status == RunStatus.DONE
+    assert EngineCall.objects.filter(run=run).count() == 2  # each unit asked once
+    assert sorted(key for run_id, key, _ in echo.STORED if run_id == run.pk) == [
+        "echo:a",
+        "echo:b",
+    ]
+    assert f"Engine run {run.pk} is running in another worker" in caplog.text
+
+
+def test_a_run_task_delivered_again_after_its_worker_vanished_does_the_rest(echo_protocol, clock):
+    now = clock[0]
+    run = EngineRun.objects.create(
+        kind="echo",
+        endpoint=make_endpoint("", name="fake"),
+        params={"items": ["a", "b"]},
+        status=RunStatus.RUNNING,
+        started_at=now - timedelta(hours=2),
+        running_since=now - timedelta(hours=2),
+        heartbeat=now - timedelta(hours=1),  # silent for longer than the timeout
+    )
+    tasks.engine_run_task(run.pk)
+
+    run.refresh_from_db()
+    assert run.status == RunStatus.DONE
+    assert EngineCall.objects.filter(run=run).count() == 2
+    # The dead worker's hour until its last beat counts; the silent hour after it does not.
+    assert engine_run_progress(run=run)["elapsed_seconds"] == 3600
