@@ -162,10 +162,10 @@ def rerating_page(request: HttpRequest, rerating_id: int) -> HttpResponse:
 UPLOAD_KINDS = {"questions": "Questions with documents", "sessions": "Sessions (KIWI format)"}
 
 
-def _run_upload(kind: str, path: str, name: str, systems: list[str]):
+def _run_upload(kind: str, path: str, name: str, systems: list[str], user):
     if kind == "sessions":
         return imports.sessions_import(path=path, study_name=name)
-    return imports.study_upload(path=path, study_name=name, systems=systems)
+    return imports.study_upload(path=path, study_name=name, systems=systems, user=user)
 
 
 @login_required
@@ -187,10 +187,10 @@ def upload(request: HttpRequest) -> HttpResponse:
             return render(request, "revision/upload.html", context, status=400)
         with uploaded_path(upload_file, suffix=".jsonl") as path:
             try:
-                summary = _run_upload(kind, path, name, systems)
+                summary = _run_upload(kind, path, name, systems, request.user)
             except AnnotateError as error:
                 context["error"] = refused_upload(error, path=path, upload=upload_file)
-                return render(request, "revision/upload.html", context, status=400)
+                return render(request, "revision/upload.html", context, status=error.http_status)
         messages.success(request, summary.message.replace(path, upload_file.name))
         study = Study.objects.filter(name=name).first()  # its report: what to do next
         return (
