@@ -5,6 +5,10 @@ unauthenticated endpoints such as the schema ever reach: the others refuse them 
 annotator's hot path (claim, read, submit, return a task) has a scope of its own with a higher
 rate, so an annotator working quickly is never stopped by the general limit. A refused request
 answers 429 with Retry-After. Logins are limited separately (django-axes, annotate/login.py).
+
+The crowd worker pages have no login, so nothing of the above reaches them: `page_rate_check`
+limits them per address with the same counters (scope "crowd-pages" on every worker page, and
+"crowd-starts" on a self-hosted link's start, which makes a participant and claims a task).
 """
 
 from __future__ import annotations
@@ -13,7 +17,11 @@ from django.core.exceptions import ImproperlyConfigured
 from rest_framework import throttling
 from rest_framework.settings import api_settings
 
+from annotate.errors import RateLimitedError
+
 ANNOTATOR_WORK_SCOPE = "annotator-work"
+CROWD_PAGES_SCOPE = "crowd-pages"
+CROWD_STARTS_SCOPE = "crowd-starts"
 
 
 class _RatesFromSettings:
@@ -41,3 +49,21 @@ class AnnotatorWorkThrottle(_RatesFromSettings, throttling.UserRateThrottle):
     """The annotator's hot path: replaces the user limit on those views with a higher rate."""
 
     scope = ANNOTATOR_WORK_SCOPE
+
+
+class AddressRateThrottle(_RatesFromSettings, throttling.SimpleRateThrottle):
+    """One scope's limit per client address (as the API's anonymous limit counts addresses)."""
+
+    def __init__(self, scope: str) -> None:
+        self.scope = scope
+        super().__init__()
+
+    def get_cache_key(self, request, view) -> str:
+        return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
+
+
+def page_rate_check(request, *, scope: str) -> None:
+    """Count a page request of `scope` from its address; raise RateLimitedError over the limit."""
+    throttle = AddressRateThrottle(scope)
+    if not throttle.allow_request(request, None):
+        raise RateLimitedError(retry_after=max(1, round(throttle.wait() or 1)))

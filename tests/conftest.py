@@ -1,4 +1,6 @@
 import pytest
+from django.core.cache import cache
+from rest_framework.throttling import SimpleRateThrottle
 
 from annotate.roles import ADMIN, ANNOTATOR, RESEARCHER
 from tests.factories import UserFactory
@@ -41,3 +43,20 @@ def _role_groups(request):
     request.getfixturevalue("transactional_db")
     for name in ROLES:
         Group.objects.get_or_create(name=name)
+
+
+@pytest.fixture
+def worker_rates(settings, monkeypatch):
+    """Set the worker pages' rates (crowd-pages, crowd-starts); the throttles' clock is returned."""
+
+    def set_rates(pages: str = "1000/minute", starts: str = "1000/minute") -> list[float]:
+        rates = {**settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]}
+        rates.update({"crowd-pages": pages, "crowd-starts": starts})
+        settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": rates}
+        return now
+
+    now = [1_000_000.0]
+    monkeypatch.setattr(SimpleRateThrottle, "timer", staticmethod(lambda: now[0]))
+    cache.clear()
+    yield set_rates
+    cache.clear()

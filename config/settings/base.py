@@ -242,6 +242,10 @@ REST_FRAMEWORK = {
         "user": os.environ.get("API_RATE_USER", "1000/hour"),
         "anon": os.environ.get("API_RATE_ANON", "100/hour"),
         "annotator-work": os.environ.get("API_RATE_ANNOTATOR_WORK", "60/minute"),
+        # The crowd worker pages (no login), per address: every page, and a self-hosted link's
+        # starts (each makes a participant and claims a task).
+        "crowd-pages": os.environ.get("CROWD_RATE_PAGES", "300/minute"),
+        "crowd-starts": os.environ.get("CROWD_RATE_STARTS", "60/hour"),
     },
 }
 SPECTACULAR_SETTINGS = {
