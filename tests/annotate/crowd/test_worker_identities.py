@@ -163,3 +163,23 @@ def test_an_admins_report_export_is_not_another_researchers_to_download(
     own = ReportExport.objects.exclude(pk=export.pk).get()
     own_download = reverse("reports:export-download", args=[benchmark.pk, own.pk])
     assert client.get(own_download).status_code == 200
+
+
+def test_the_annotators_page_and_its_kind_messages_show_an_outsider_the_pseudonym(
+    client, crowd_work
+):
+    """The page lists every person (a row without a project for those outside one's projects);
+    a hidden worker's row, and the message after deciding their kind, name the pseudonym."""
+    project, worker = crowd_work
+    outsider = UserFactory(username="outsider", roles=[RESEARCHER])
+    own = project_with_tasks(instructions=1, systems=1, questions=1)
+    own.researchers.add(outsider)
+    client.force_login(outsider)
+    page = client.get(reverse("annotators:list")).text
+    assert "AWORKERSECRET" not in page and crowd_pseudonym(worker.pk) in page
+    url = reverse("annotators:kind", args=[worker.pk])
+    for form in ({"kind": "crowd"}, {"kind": "", "project": own.pk}):
+        answer = client.post(url, form, follow=True).text
+        assert "AWORKERSECRET" not in answer and crowd_pseudonym(worker.pk) in answer, form
+    project.researchers.add(outsider)  # now one of the worker's projects: the id is theirs
+    assert "mturk:AWORKERSECRET" in client.get(reverse("annotators:list")).text
