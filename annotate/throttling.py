@@ -6,9 +6,10 @@ annotator's hot path (claim, read, submit, return a task) has a scope of its own
 rate, so an annotator working quickly is never stopped by the general limit. A refused request
 answers 429 with Retry-After. Logins are limited separately (django-axes, annotate/login.py).
 
-The crowd worker pages have no login, so nothing of the above reaches them: `page_rate_check`
-limits them per address with the same counters (scope "crowd-pages" on every worker page, and
-"crowd-starts" on a self-hosted link's start, which makes a participant and claims a task).
+Pages are limited with `page_rate_check` and the same counters, per user when logged in, else per
+address: the crowd worker pages, which have no login (scope "crowd-pages" on every worker page,
+and "crowd-starts" on a self-hosted link's start, which makes a participant and claims a task),
+and the upload forms (scope "uploads", annotate.http.uploads_limited).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from annotate.errors import RateLimitedError
 ANNOTATOR_WORK_SCOPE = "annotator-work"
 CROWD_PAGES_SCOPE = "crowd-pages"
 CROWD_STARTS_SCOPE = "crowd-starts"
+UPLOADS_SCOPE = "uploads"
 
 
 class _RatesFromSettings:
@@ -51,19 +53,25 @@ class AnnotatorWorkThrottle(_RatesFromSettings, throttling.UserRateThrottle):
     scope = ANNOTATOR_WORK_SCOPE
 
 
-class AddressRateThrottle(_RatesFromSettings, throttling.SimpleRateThrottle):
-    """One scope's limit per client address (as the API's anonymous limit counts addresses)."""
+class PageRateThrottle(_RatesFromSettings, throttling.SimpleRateThrottle):
+    """One scope's limit for pages: per user when logged in, else per client address (as the
+    API's UserRateThrottle counts)."""
 
     def __init__(self, scope: str) -> None:
         self.scope = scope
         super().__init__()
 
     def get_cache_key(self, request, view) -> str:
-        return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
+        user = getattr(request, "user", None)
+        if user is not None and user.is_authenticated:
+            ident = f"user-{user.pk}"
+        else:
+            ident = self.get_ident(request)
+        return self.cache_format % {"scope": self.scope, "ident": ident}
 
 
 def page_rate_check(request, *, scope: str) -> None:
-    """Count a page request of `scope` from its address; raise RateLimitedError over the limit."""
-    throttle = AddressRateThrottle(scope)
+    """Count a page request of `scope` (per user, or address); raise RateLimitedError over it."""
+    throttle = PageRateThrottle(scope)
     if not throttle.allow_request(request, None):
         raise RateLimitedError(retry_after=max(1, round(throttle.wait() or 1)))

@@ -47,11 +47,13 @@ def _role_groups(request):
 
 @pytest.fixture
 def worker_rates(settings, monkeypatch):
-    """Set the worker pages' rates (crowd-pages, crowd-starts); the throttles' clock is returned."""
+    """Set the page rates (crowd-pages, crowd-starts, uploads); the throttles' clock is returned."""
 
-    def set_rates(pages: str = "1000/minute", starts: str = "1000/minute") -> list[float]:
+    def set_rates(
+        pages: str = "1000/minute", starts: str = "1000/minute", uploads: str = "1000/minute"
+    ) -> list[float]:
         rates = {**settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]}
-        rates.update({"crowd-pages": pages, "crowd-starts": starts})
+        rates.update({"crowd-pages": pages, "crowd-starts": starts, "uploads": uploads})
         settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": rates}
         return now
 

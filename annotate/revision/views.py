@@ -10,7 +10,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotate.errors import AnnotateError, NotFoundError, NoWorkError, SubmissionError
-from annotate.http import page_errors, refused_upload, uploaded_path
+from annotate.http import page_errors, refused_upload, uploaded_path, uploads_limited
 from annotate.revision import selectors
 from annotate.revision.forms import RerateForm
 from annotate.revision.models import Study
@@ -169,6 +169,7 @@ def _run_upload(kind: str, path: str, name: str, systems: list[str], user):
 
 
 @login_required
+@uploads_limited
 @page_errors
 def upload(request: HttpRequest) -> HttpResponse:
     """Researchers upload a study's questions (JSON Lines) or KIWI sessions; errors name the line."""

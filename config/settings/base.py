@@ -246,6 +246,8 @@ REST_FRAMEWORK = {
         # starts (each makes a participant and claims a task).
         "crowd-pages": os.environ.get("CROWD_RATE_PAGES", "300/minute"),
         "crowd-starts": os.environ.get("CROWD_RATE_STARTS", "60/hour"),
+        # Uploads on the import, study and dataset pages, per user.
+        "uploads": os.environ.get("UPLOAD_RATE", "60/hour"),
     },
 }
 SPECTACULAR_SETTINGS = {

@@ -5,7 +5,7 @@ from django.utils import timezone
 from annotate.engine.services.endpoints import endpoint_create
 from annotate.revision.models import CallStatus, RevisionSession, Study, Turn
 from annotate.revision.services.sessions import session_assign, turn_rate, turn_start
-from annotate.roles import ANNOTATOR
+from annotate.roles import ANNOTATOR, RESEARCHER
 from tests.annotate.revision.conftest import instruct
 from tests.factories import UserFactory
 
@@ -208,6 +208,21 @@ def test_only_an_admin_gives_a_study_system_a_paid_endpoint(client, researcher, 
     client.force_login(admin_user)
     assert _upload_questions(client, "admins", "a=paid").status_code == 302
     assert Study.objects.get(name="admins").systems.get().endpoint_name == "paid"
+
+
+def test_uploads_are_limited_per_user(client, researcher, worker_rates):
+    """Past the upload rate the page answers 429 with Retry-After and reads nothing; another
+    user, and the same user's other pages, are not held up."""
+    worker_rates(uploads="2/hour")
+    client.force_login(researcher)
+    assert [_upload_questions(client, f"s{i}", "").status_code for i in (1, 2)] == [302, 302]
+    refused = _upload_questions(client, "s3", "")
+    assert refused.status_code == 429 and refused["Retry-After"] == "3600"
+    assert "Too many requests" in refused.content.decode()
+    assert not Study.objects.filter(name="s3").exists()
+    assert client.get(reverse("revision:upload")).status_code == 200
+    client.force_login(UserFactory(username="second-researcher", roles=[RESEARCHER]))
+    assert _upload_questions(client, "s3", "").status_code == 302
 
 
 def test_annotators_cannot_upload(client, annotator):
