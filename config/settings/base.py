@@ -233,6 +233,9 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "annotate.http.api_exception_handler",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 100,
+    # Limits count the client's REMOTE_ADDR, as the login limit does (django-axes): without this
+    # DRF takes a client's own X-Forwarded-For header as its address, a new one per request.
+    "NUM_PROXIES": 0,
     # Every API request is rate-limited (annotate/throttling.py); "N/second|minute|hour|day".
     "DEFAULT_THROTTLE_CLASSES": [
         "annotate.throttling.UserRateThrottle",
