@@ -57,6 +57,18 @@ class ConflictError(AnnotateError):
     http_status = 409
 
 
+class RateLimitedError(AnnotateError):
+    """Too many requests from one address; `retry_after` is how many seconds to wait."""
+
+    http_status = 429
+
+    def __init__(self, *, retry_after: int) -> None:
+        self.retry_after = retry_after
+        super().__init__(
+            f"Too many requests from your address. Please wait {retry_after} s and try again."
+        )
+
+
 class PermissionDeniedError(AnnotateError):
     http_status = 403
 

@@ -15,8 +15,9 @@ from rest_framework.parsers import JSONParser
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from annotate.errors import AnnotateError, SubmissionError
+from annotate.errors import AnnotateError, RateLimitedError, SubmissionError
 from annotate.services.files import csv_writer
+from annotate.throttling import UPLOADS_SCOPE, page_rate_check
 
 
 class DepthLimitedJSONParser(JSONParser):
@@ -101,6 +102,24 @@ def page_errors(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse
             return view(request, *args, **kwargs)
         except AnnotateError as error:
             return error_page(request, error)
+
+    return wrapper
+
+
+def uploads_limited(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Count each upload (a multipart POST) against the user's rate (scope "uploads",
+    UPLOAD_RATE); over it, the error page with 429 and Retry-After, nothing imported."""
+
+    @functools.wraps(view)
+    def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        if request.method == "POST" and request.content_type == "multipart/form-data":
+            try:
+                page_rate_check(request, scope=UPLOADS_SCOPE)
+            except RateLimitedError as error:
+                response = error_page(request, error)
+                response["Retry-After"] = str(error.retry_after)
+                return response
+        return view(request, *args, **kwargs)
 
     return wrapper
 

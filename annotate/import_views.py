@@ -7,6 +7,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 
 from annotate.errors import AnnotateError
+from annotate.http import uploads_limited
 from annotate.models import DECIDED_KINDS, Benchmark, ImportJob, ImportKind, ImportStatus
 from annotate.roles import ADMIN, RESEARCHER, RESEARCHERS_ONLY, require_role
 from annotate.services.import_jobs import import_job_create, import_jobs_fail_stale
@@ -32,6 +33,7 @@ class ImportForm(forms.Form):
 
 
 @login_required
+@uploads_limited
 def import_list(request: HttpRequest) -> HttpResponse:
     require_role(request.user, ADMIN, RESEARCHER, message=RESEARCHERS_ONLY)
     import_jobs_fail_stale(now=timezone.now())  # also without a beat (the embedded default)

@@ -5,6 +5,11 @@ unauthenticated endpoints such as the schema ever reach: the others refuse them 
 annotator's hot path (claim, read, submit, return a task) has a scope of its own with a higher
 rate, so an annotator working quickly is never stopped by the general limit. A refused request
 answers 429 with Retry-After. Logins are limited separately (django-axes, annotate/login.py).
+
+Pages are limited with `page_rate_check` and the same counters, per user when logged in, else per
+address: the crowd worker pages, which have no login (scope "crowd-pages" on every worker page,
+and "crowd-starts" on a self-hosted link's start, which makes a participant and claims a task),
+and the upload forms (scope "uploads", annotate.http.uploads_limited).
 """
 
 from __future__ import annotations
@@ -13,7 +18,12 @@ from django.core.exceptions import ImproperlyConfigured
 from rest_framework import throttling
 from rest_framework.settings import api_settings
 
+from annotate.errors import RateLimitedError
+
 ANNOTATOR_WORK_SCOPE = "annotator-work"
+CROWD_PAGES_SCOPE = "crowd-pages"
+CROWD_STARTS_SCOPE = "crowd-starts"
+UPLOADS_SCOPE = "uploads"
 
 
 class _RatesFromSettings:
@@ -41,3 +51,27 @@ class AnnotatorWorkThrottle(_RatesFromSettings, throttling.UserRateThrottle):
     """The annotator's hot path: replaces the user limit on those views with a higher rate."""
 
     scope = ANNOTATOR_WORK_SCOPE
+
+
+class PageRateThrottle(_RatesFromSettings, throttling.SimpleRateThrottle):
+    """One scope's limit for pages: per user when logged in, else per client address (as the
+    API's UserRateThrottle counts)."""
+
+    def __init__(self, scope: str) -> None:
+        self.scope = scope
+        super().__init__()
+
+    def get_cache_key(self, request, view) -> str:
+        user = getattr(request, "user", None)
+        if user is not None and user.is_authenticated:
+            ident = f"user-{user.pk}"
+        else:
+            ident = self.get_ident(request)
+        return self.cache_format % {"scope": self.scope, "ident": ident}
+
+
+def page_rate_check(request, *, scope: str) -> None:
+    """Count a page request of `scope` (per user, or address); raise RateLimitedError over it."""
+    throttle = PageRateThrottle(scope)
+    if not throttle.allow_request(request, None):
+        raise RateLimitedError(retry_after=max(1, round(throttle.wait() or 1)))

@@ -15,6 +15,7 @@ from annotate.errors import AnnotateError
 from annotate.http import page_errors
 from annotate.models import Annotator, AnnotatorKind
 from annotate.roles import ADMIN, RESEARCHER, RESEARCHERS_ONLY, require_role
+from annotate.selectors.identities import identity_scope
 from annotate.selectors.work import project_get_for_researcher, projects_for_researcher
 from annotate.services.annotators import annotator_kind_set, annotator_project_kind_set
 from evaluation.selectors.annotator_overview import annotator_rows
@@ -63,15 +64,17 @@ def annotator_kind_update(request: HttpRequest, annotator_id: int) -> HttpRespon
     annotator = get_object_or_404(Annotator, pk=annotator_id)
     project_id = _int_or_none(request.POST.get("project"))
     kind = request.POST.get("kind", "")
+    scope = identity_scope(user=request.user)  # a hidden crowd worker by pseudonym, as listed
+    name = scope.name_of(annotator)
     try:
         if project_id is None:
             annotator_kind_set(annotator=annotator, kind=kind, now=timezone.now())
-            messages.success(request, f"{annotator.name} is now: {annotator.get_kind_display()}.")
+            messages.success(request, f"{name} is now: {annotator.get_kind_display()}.")
         else:
             project = project_get_for_researcher(project_id=project_id, user=request.user)
-            annotator_project_kind_set(project=project, annotator=annotator, kind=kind)
+            annotator_project_kind_set(project=project, annotator=annotator, kind=kind, scope=scope)
             shown = dict(AnnotatorKind.choices).get(kind, "their own kind")
-            messages.success(request, f"{annotator.name} in {project.name}: {shown}.")
+            messages.success(request, f"{name} in {project.name}: {shown}.")
     except AnnotateError as error:
         messages.error(request, str(error))
     # Back to the same filtered list: only our own path, with the filters as they were.

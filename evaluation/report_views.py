@@ -90,7 +90,7 @@ def report_page(request: HttpRequest, benchmark_id: int) -> HttpResponse:
         "leaderboard": _leaderboard_rows(report),
         "figures": _figure_choices(report, request),
         "tables": list(report_formats.TABLES),
-        "exports": report_export_list(benchmark=benchmark)[:10],
+        "exports": report_export_list(benchmark=benchmark, user=request.user)[:10],
     }
     return render(request, "evaluation/report.html", context)
 
@@ -205,7 +205,8 @@ def report_export_start(request: HttpRequest, benchmark_id: int) -> HttpResponse
 
 def _export(request: HttpRequest, benchmark_id: int, export_id: int) -> ReportExport:
     benchmark = _benchmark(request, benchmark_id)
-    return get_object_or_404(ReportExport, pk=export_id, benchmark=benchmark)
+    exports = report_export_list(benchmark=benchmark, user=request.user)
+    return get_object_or_404(exports, pk=export_id)
 
 
 @login_required

@@ -1,4 +1,6 @@
 import pytest
+from django.core.cache import cache
+from rest_framework.throttling import SimpleRateThrottle
 
 from annotate.roles import ADMIN, ANNOTATOR, RESEARCHER
 from tests.factories import UserFactory
@@ -41,3 +43,22 @@ def _role_groups(request):
     request.getfixturevalue("transactional_db")
     for name in ROLES:
         Group.objects.get_or_create(name=name)
+
+
+@pytest.fixture
+def worker_rates(settings, monkeypatch):
+    """Set the page rates (crowd-pages, crowd-starts, uploads); the throttles' clock is returned."""
+
+    def set_rates(
+        pages: str = "1000/minute", starts: str = "1000/minute", uploads: str = "1000/minute"
+    ) -> list[float]:
+        rates = {**settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]}
+        rates.update({"crowd-pages": pages, "crowd-starts": starts, "uploads": uploads})
+        settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": rates}
+        return now
+
+    now = [1_000_000.0]
+    monkeypatch.setattr(SimpleRateThrottle, "timer", staticmethod(lambda: now[0]))
+    cache.clear()
+    yield set_rates
+    cache.clear()

@@ -25,23 +25,32 @@ from annotate.crowd.models import Publication
 from annotate.crowd.platforms import demo_platform_in_use
 from annotate.crowd.selectors import Confirmation
 from annotate.crowd.services import workers
-from annotate.errors import AnnotateError, CrowdPlatformError, NotFoundError, SubmissionError
+from annotate.errors import (
+    AnnotateError,
+    CrowdPlatformError,
+    NotFoundError,
+    RateLimitedError,
+    SubmissionError,
+)
 from annotate.http import csp_replace_on
 from annotate.selectors import work as work_selectors
 from annotate.services.assignments import claimable_task_ids
 from annotate.services.submissions import assignment_submit
+from annotate.throttling import CROWD_PAGES_SCOPE, CROWD_STARTS_SCOPE, page_rate_check
 
 RESERVED_FIELDS = {"csrfmiddlewaretoken", "active_seconds"}
 
 
 def worker_page(view):
-    """Frameable by MTurk, no CSRF cookie needed, our errors as a short page."""
+    """Frameable by MTurk, no CSRF cookie needed, rate-limited per address (no login limits
+    anyone here), our errors as a short page."""
 
     @csrf_exempt
     @xframe_options_exempt
     @functools.wraps(view)
     def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
         try:
+            page_rate_check(request, scope=CROWD_PAGES_SCOPE)
             response = view(request, *args, **kwargs)
         except NotFoundError:
             raise Http404 from None
@@ -52,6 +61,8 @@ def worker_page(view):
                 {"message": str(error)},
                 status=error.http_status,
             )
+            if isinstance(error, RateLimitedError):
+                response["Retry-After"] = str(error.retry_after)
         # The site's policy (CONTENT_SECURITY_POLICY), but framed by MTurk's origins.
         return csp_replace_on(response, {"frame-ancestors": list(settings.CROWD_FRAME_ANCESTORS)})
 
@@ -89,6 +100,8 @@ def selfhosted_join(request: HttpRequest, link_token: str) -> HttpResponse:
         # Link previews and crawlers only GET: a task is handed out on the button's POST.
         context = {"publication": publication, "params": request.GET.dict()}
         return render(request, "crowd/join.html", context)
+    # Each start is a participant and a claimed task: one address may not take a study's tasks.
+    page_rate_check(request, scope=CROWD_STARTS_SCOPE)
     opened = workers.selfhosted_start(
         publication=publication, params=request.POST.dict(), now=timezone.now()
     )

@@ -10,7 +10,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotate.errors import AnnotateError, NotFoundError, NoWorkError, SubmissionError
-from annotate.http import page_errors, refused_upload, uploaded_path
+from annotate.http import page_errors, refused_upload, uploaded_path, uploads_limited
 from annotate.revision import selectors
 from annotate.revision.forms import RerateForm
 from annotate.revision.models import Study
@@ -162,13 +162,14 @@ def rerating_page(request: HttpRequest, rerating_id: int) -> HttpResponse:
 UPLOAD_KINDS = {"questions": "Questions with documents", "sessions": "Sessions (KIWI format)"}
 
 
-def _run_upload(kind: str, path: str, name: str, systems: list[str]):
+def _run_upload(kind: str, path: str, name: str, systems: list[str], user):
     if kind == "sessions":
         return imports.sessions_import(path=path, study_name=name)
-    return imports.study_upload(path=path, study_name=name, systems=systems)
+    return imports.study_upload(path=path, study_name=name, systems=systems, user=user)
 
 
 @login_required
+@uploads_limited
 @page_errors
 def upload(request: HttpRequest) -> HttpResponse:
     """Researchers upload a study's questions (JSON Lines) or KIWI sessions; errors name the line."""
@@ -187,10 +188,10 @@ def upload(request: HttpRequest) -> HttpResponse:
             return render(request, "revision/upload.html", context, status=400)
         with uploaded_path(upload_file, suffix=".jsonl") as path:
             try:
-                summary = _run_upload(kind, path, name, systems)
+                summary = _run_upload(kind, path, name, systems, request.user)
             except AnnotateError as error:
                 context["error"] = refused_upload(error, path=path, upload=upload_file)
-                return render(request, "revision/upload.html", context, status=400)
+                return render(request, "revision/upload.html", context, status=error.http_status)
         messages.success(request, summary.message.replace(path, upload_file.name))
         study = Study.objects.filter(name=name).first()  # its report: what to do next
         return (

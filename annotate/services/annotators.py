@@ -14,12 +14,13 @@ from annotate.models import (
     Project,
     ProjectAnnotatorKind,
 )
+from annotate.selectors.identities import OPERATOR, IdentityScope
 
 SETTABLE_KINDS = [*PERSON_KINDS, AnnotatorKind.UNDECIDED]
 
 
 def _check_person(annotator: Annotator) -> None:
-    if annotator.kind == AnnotatorKind.LLM:
+    if annotator.kind == AnnotatorKind.LLM:  # a judge: named, never a hidden crowd worker
         raise AnnotatorKindError(
             f"{annotator.name} is an LLM judge; only people's kinds can be changed."
         )
@@ -39,12 +40,12 @@ def annotator_kind_set(*, annotator: Annotator, kind: str, now: datetime) -> Ann
 
 @transaction.atomic
 def annotator_project_kind_set(
-    *, project: Project, annotator: Annotator, kind: str
+    *, project: Project, annotator: Annotator, kind: str, scope: IdentityScope = OPERATOR
 ) -> ProjectAnnotatorKind | None:
     """Override a person's kind in one project, or remove the override with kind "".
 
     Reports are per benchmark, so two projects on one benchmark may not give the same annotator
-    two different kinds.
+    two different kinds. A refusal names the annotator as `scope` (the viewer's) may see them.
     """
     _check_person(annotator)
     if not kind:
@@ -65,7 +66,7 @@ def annotator_project_kind_set(
     )
     if other is not None:
         raise AnnotatorKindError(
-            f"{annotator.name} is already {other.get_kind_display().lower()} in project "
+            f"{scope.name_of(annotator)} is already {other.get_kind_display().lower()} in project "
             f"'{other.project.name}' on the same benchmark; change that project first."
         )
     override, _ = ProjectAnnotatorKind.objects.update_or_create(

@@ -25,6 +25,7 @@ from annotate.crowd.views import _back, _enqueue, admin_page, bonus_amount, reje
 from annotate.crowd.worker_views import worker_page
 from annotate.errors import AnnotateError
 from annotate.http import csp_replace_on
+from annotate.throttling import CROWD_STARTS_SCOPE, page_rate_check
 from annotate.verbalizer.models import HumanStudy
 from annotate.verbalizer.selectors import study_publication_get, study_review_rows
 from annotate.verbalizer.services import crowd
@@ -184,6 +185,7 @@ def link_join(request: HttpRequest, link_token: str) -> HttpResponse:
         # Link previews and crawlers only GET: a participant is made on the button's POST.
         context = {"publication": publication, "params": request.GET.dict()}
         return render(request, "crowd/join.html", context)
+    page_rate_check(request, scope=CROWD_STARTS_SCOPE)  # each start is a new participant
     participant = crowd.study_link_start(publication=publication, params=request.POST.dict())
     return redirect("verbalizer:crowd-link-work", token=participant.token)
 

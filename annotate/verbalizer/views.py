@@ -17,7 +17,14 @@ from django.views.decorators.http import require_GET, require_POST
 from annotate.engine.models import Endpoint
 from annotate.engine.pages import run_form_submit
 from annotate.errors import AnnotateError, ConflictError, NotFoundError
-from annotate.http import error_page, form_refusal, page_errors, refused_upload, uploaded_path
+from annotate.http import (
+    error_page,
+    form_refusal,
+    page_errors,
+    refused_upload,
+    uploaded_path,
+    uploads_limited,
+)
 from annotate.models import Annotator
 from annotate.roles import (
     ADMIN,
@@ -52,6 +59,7 @@ def _annotator(request: HttpRequest) -> Annotator:
 
 
 @login_required
+@uploads_limited
 @page_errors
 def overview(request: HttpRequest) -> HttpResponse:
     _require_researcher(request)

@@ -233,6 +233,9 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "annotate.http.api_exception_handler",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 100,
+    # Limits count the client's REMOTE_ADDR, as the login limit does (django-axes): without this
+    # DRF takes a client's own X-Forwarded-For header as its address, a new one per request.
+    "NUM_PROXIES": 0,
     # Every API request is rate-limited (annotate/throttling.py); "N/second|minute|hour|day".
     "DEFAULT_THROTTLE_CLASSES": [
         "annotate.throttling.UserRateThrottle",
@@ -242,6 +245,12 @@ REST_FRAMEWORK = {
         "user": os.environ.get("API_RATE_USER", "1000/hour"),
         "anon": os.environ.get("API_RATE_ANON", "100/hour"),
         "annotator-work": os.environ.get("API_RATE_ANNOTATOR_WORK", "60/minute"),
+        # The crowd worker pages (no login), per address: every page, and a self-hosted link's
+        # starts (each makes a participant and claims a task).
+        "crowd-pages": os.environ.get("CROWD_RATE_PAGES", "300/minute"),
+        "crowd-starts": os.environ.get("CROWD_RATE_STARTS", "60/hour"),
+        # Uploads on the import, study and dataset pages, per user.
+        "uploads": os.environ.get("UPLOAD_RATE", "60/hour"),
     },
 }
 SPECTACULAR_SETTINGS = {

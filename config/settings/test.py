@@ -24,6 +24,9 @@ REST_FRAMEWORK = {  # noqa: F405
         "user": "100000/minute",
         "anon": "100000/minute",
         "annotator-work": "100000/minute",
+        "crowd-pages": "100000/minute",
+        "crowd-starts": "100000/minute",
+        "uploads": "100000/minute",
     },
 }
 # On SQLite the test database is a file, not Django's shared-cache in-memory default: browser

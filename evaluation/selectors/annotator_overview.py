@@ -20,6 +20,7 @@ from annotate.models import (
     ProjectAnnotatorKind,
 )
 from annotate.selectors.annotator_kinds import annotator_kinds_effective
+from annotate.selectors.identities import identity_scope
 from annotate.selectors.work import projects_for_researcher
 from evaluation.selectors.report_data import fetch_label_rows
 from evaluation.stats.annotators import agreement_with_expert_majority, agreement_with_others
@@ -40,6 +41,7 @@ class AnnotatorProjectRow:
     agreement_others: float | None = None
     gold: GoldScore | None = None
     block: WorkerBlock | None = None  # blocked now: none of their work counts anywhere
+    name: str = ""  # as the viewer may see it: a hidden crowd worker's pseudonym
 
 
 def annotator_rows(
@@ -93,11 +95,13 @@ def annotator_rows(
         ]
     blocks = WorkerBlock.objects.filter(active=True, annotator_id__in=list(people))
     blocks = {block.annotator_id: block for block in blocks}
+    scope = identity_scope(user=user)  # a crowd worker's platform id only to those it may show
     for row in rows:
         row.block = blocks.get(row.annotator.pk)
+        row.name = scope.name_of(row.annotator)
     _add_agreement(rows)
     _add_gold(rows)
-    rows.sort(key=lambda r: (r.annotator.name, r.project.name if r.project else ""))
+    rows.sort(key=lambda r: (r.name, r.project.name if r.project else ""))
     return rows
 
 

@@ -8,6 +8,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from annotate.models import Benchmark
+from annotate.roles import is_admin
 from annotate.selectors.identities import identity_scope
 from annotate.services.background import background_start
 from evaluation.conventions import ACC_MODES, DEFAULT_ACC, UNKNOWN_MODES
@@ -113,6 +114,12 @@ def _location(storage) -> str:
     return f"s3://{bucket}" if bucket else str(getattr(storage, "location", ""))
 
 
-def report_export_list(*, benchmark: Benchmark):
-    """Return the benchmark's exports, newest first."""
-    return ReportExport.objects.filter(benchmark=benchmark).order_by("-created_at")
+def report_export_list(*, benchmark: Benchmark, user):
+    """Return the benchmark's exports `user` may open, newest first: their own, or every one
+    for an admin. An export's raw labels name crowd workers as its requester may see them
+    (identity_scope), so another researcher's could show worker ids hidden from this one; one
+    whose requester was deleted may have been an admin's, and stays the admins'."""
+    exports = ReportExport.objects.filter(benchmark=benchmark)
+    if not is_admin(user):
+        exports = exports.filter(created_by=user)
+    return exports.order_by("-created_at")

@@ -174,3 +174,15 @@ def test_a_running_import_beats_while_it_works(settings, tmp_path, monkeypatch):
     monkeypatch.setattr(import_jobs, "_run", slow)
     assert import_jobs.import_job_run(job_id=job.pk).status == "failed"
     assert seen and seen[0][1] > seen[0][0]
+
+
+def test_the_import_page_limits_uploads_per_user(
+    client, researcher, worker_rates, settings, tmp_path
+):
+    settings.MEDIA_ROOT = tmp_path
+    worker_rates(uploads="1/hour")
+    client.force_login(researcher)
+    assert post(client, json.dumps(ROW) + "\n").status_code == 302
+    refused = post(client, json.dumps(ROW) + "\n")
+    assert refused.status_code == 429 and refused["Retry-After"] == "3600"
+    assert ImportJob.objects.count() == 1

@@ -72,3 +72,16 @@ def test_anonymous_requests_are_limited_per_address(clock):
     assert client.get(reverse("api-schema")).status_code == 200
     refused = client.get(reverse("api-schema"))
     assert refused.status_code == 429 and refused["Retry-After"] == "60"
+
+
+def test_a_made_up_forwarded_for_header_is_not_a_new_address(clock, worker_rates):
+    """The limits count REMOTE_ADDR, as the login limit does: a client that sends another
+    X-Forwarded-For with each request is still one address, on the API and the worker pages."""
+    client = APIClient()
+    assert client.get(reverse("api-schema"), HTTP_X_FORWARDED_FOR="198.51.100.1").status_code == 200
+    refused = client.get(reverse("api-schema"), HTTP_X_FORWARDED_FOR="198.51.100.2")
+    assert refused.status_code == 429
+    worker_rates(pages="1/minute")
+    join = reverse("crowd:selfhosted-join", args=["no-such-link"])
+    assert client.get(join, HTTP_X_FORWARDED_FOR="198.51.100.3").status_code == 404
+    assert client.get(join, HTTP_X_FORWARDED_FOR="198.51.100.4").status_code == 429

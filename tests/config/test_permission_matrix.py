@@ -218,8 +218,10 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     "revision-reports:judge-new": (RESEARCHERS, by_role(LOGIN, 403, 403, 400, 400, 400)),
     "api-revision-reratings": (API_POST_ONLY, by_role(403, 404, 404, 400, 400, 400)),
     "api-revision-judge-runs": (API_POST_ONLY, by_role(403, 404, 404, 400, 400, 400)),
-    "reports:export-status": (RESEARCHERS, None),
-    "reports:export-download": (by_role(LOGIN, 403, 403, 404, 404, 404), None),
+    # An export is its requester's and the admins' (its raw labels name crowd workers as its
+    # requester may see them); the world's has no requester left.
+    "reports:export-status": (by_role(LOGIN, 403, 403, 404, 404, 200), None),
+    "reports:export-download": (by_role(LOGIN, 403, 403, 404, 404, 404), None),  # not written
     "annotators:list": (RESEARCHERS, None),
     # An empty POST names no kind: the page again with the error as a message.
     "annotators:kind": (POST_ONLY, by_role(LOGIN, 403, 403, 302, 302, 302)),

@@ -14,10 +14,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
-from annotate.errors import ImportFileError
+from annotate.engine.models import Endpoint
+from annotate.engine.services.runs import engine_run_check_may_start
+from annotate.errors import ImportFileError, PermissionDeniedError
 from annotate.revision.history import previous_answers
 from annotate.revision.models import (
     Document,
@@ -305,12 +308,40 @@ def _parse_system(spec: str) -> tuple[str, str]:
     return name.strip(), endpoint.strip()
 
 
+class SystemEndpointRefused(PermissionDeniedError):
+    """A web user named an endpoint for a study's system that they may not make others call."""
+
+
+def _check_may_bind(endpoint_name: str, user: AbstractBaseUser | None) -> None:
+    """Refuse a system endpoint the uploader may not spend on: every turn of every annotator's
+    session then calls it, so binding a paid one is spending, which only admins may do. The
+    endpoint must exist, so that nobody binds a name an admin later gives to a paid one."""
+    if user is None or not endpoint_name:  # the console, or the free offline fake model
+        return
+    endpoint = Endpoint.objects.filter(name=endpoint_name).first()
+    if endpoint is None:
+        raise SystemEndpointRefused(f"Systems: no engine endpoint is named {endpoint_name!r}")
+    try:
+        engine_run_check_may_start(user=user, endpoint=endpoint)
+    except PermissionDeniedError:
+        raise SystemEndpointRefused(
+            f"Systems: endpoint {endpoint_name!r} calls a paid API: only an admin may give it "
+            "to a study's system (every session turn calls it)"
+        ) from None
+
+
 @transaction.atomic
-def study_upload(*, path: str, study_name: str, systems: list[str]) -> ImportSummary:
+def study_upload(
+    *, path: str, study_name: str, systems: list[str], user: AbstractBaseUser | None = None
+) -> ImportSummary:
     """Add questions with documents (JSON Lines) and systems (NAME or NAME=ENDPOINT) to a study.
 
     A question already in the study is left as it is; a line repeating a question is refused.
+    `user` is the web uploader (None: the console), who may name only endpoints they may spend on.
     """
+    parsed = [_parse_system(spec) for spec in systems]
+    for _name, endpoint in parsed:
+        _check_may_bind(endpoint, user)
     rows, seen, problems = [], {}, ImportProblems(path)
     for line, raw in read_jsonl(path, problems):
         with problems.line():
@@ -323,8 +354,7 @@ def study_upload(*, path: str, study_name: str, systems: list[str]) -> ImportSum
             rows.append(row)
     problems.raise_found()
     study = _study_for_import(study_name)
-    for spec in systems:
-        name, endpoint = _parse_system(spec)
+    for name, endpoint in parsed:
         StudySystem.objects.update_or_create(
             study=study,
             name=name,

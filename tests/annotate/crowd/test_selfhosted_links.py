@@ -266,3 +266,30 @@ def test_a_human_studys_publish_form_asks_no_completion_code(client, admin):
     page = client.get(reverse("verbalizer:study-publish", args=[study.pk]))
     assert page.status_code == 200 and 'name="reward_usd"' in page.text
     assert 'name="completion_code"' not in page.text
+
+
+def test_one_address_cannot_take_a_links_tasks_under_made_up_ids(client, study, worker_rates):
+    """Every start with a new participant id claims a task: past the per-address limit the
+    link answers 429 with Retry-After and claims nothing; another address still starts."""
+    clock = worker_rates(starts="2/hour")
+    assert [_start(client, study, PROLIFIC_PID=f"P{i}").status_code for i in (1, 2)] == [302, 302]
+    refused = _start(client, study, PROLIFIC_PID="P3")
+    assert refused.status_code == 429 and refused["Retry-After"] == "3600"
+    assert "Too many requests from your address" in refused.content.decode()
+    assert not Annotator.objects.filter(worker_id="P3").exists()
+    assert Assignment.objects.filter(annotator__worker_id__in=["P1", "P2"]).count() == 2
+    assert client.get(_join_url(study)).status_code == 200  # the start page itself claims nothing
+    other_address = Client(REMOTE_ADDR="203.0.113.7")
+    assert _start(other_address, study, PROLIFIC_PID="P4").status_code == 302
+    clock[0] += 3600
+    assert _start(client, study, PROLIFIC_PID="P3").status_code == 302
+
+
+def test_every_worker_page_is_limited_per_address(client, study, worker_rates):
+    worker_rates(pages="3/minute")
+    started = _start(client, study, PROLIFIC_PID="P1")
+    assert client.get(started["Location"]).status_code == 200
+    assert client.get(_join_url(study)).status_code == 200
+    refused = client.get(started["Location"])
+    assert refused.status_code == 429 and refused["Retry-After"] == "60"
+    assert Client(REMOTE_ADDR="203.0.113.7").get(started["Location"]).status_code == 200

@@ -1,9 +1,12 @@
 """A researcher who is not on a project does not see that project's crowd worker ids: the
 instruction page, the report (page, API) and the raw labels of a report export show them a stable
-pseudonym; admins and the project's own researchers see the ids."""
+pseudonym, and another user's export is not theirs to open; admins and the project's own
+researchers see the ids."""
 
 import csv
+import io
 import json
+import zipfile
 
 import pytest
 from django.urls import reverse
@@ -131,3 +134,52 @@ def test_report_export_raw_labels_follow_the_requesters_scope(
     raw = list(csv.DictReader(next(tmp_path.rglob("raw_labels.csv")).open()))
     assert {row["annotator"] for row in raw} == {crowd_pseudonym(worker.pk)}
     assert json.loads(next(tmp_path.rglob("report.json")).read_text())["benchmark"]
+
+
+def test_an_admins_report_export_is_not_another_researchers_to_download(
+    client, crowd_work, settings, tmp_path, django_capture_on_commit_callbacks
+):
+    """The admin's export names the worker; an outsider researcher neither sees it listed on
+    the report page nor opens its status or zip (404), and their own export stays theirs."""
+    project, worker = crowd_work
+    benchmark = project.benchmark
+    settings.EXPORT_DIR = tmp_path
+    settings.EXPORT_S3_BUCKET = ""
+    client.force_login(UserFactory(username="export-admin", roles=[ADMIN], is_staff=True))
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(reverse("reports:export", args=[benchmark.pk]), {"unknown": "no"})
+    export = ReportExport.objects.get()
+    assert export.status == ExportStatus.DONE, export.message
+    download = reverse("reports:export-download", args=[benchmark.pk, export.pk])
+    zipped = b"".join(client.get(download).streaming_content)
+    assert b"AWORKERSECRET" in zipfile.ZipFile(io.BytesIO(zipped)).read("labels/raw_labels.csv")
+    client.force_login(UserFactory(username="outsider", roles=[RESEARCHER]))
+    assert client.get(download).status_code == 404
+    status = reverse("reports:export-status", args=[benchmark.pk, export.pk])
+    assert client.get(status).status_code == 404
+    assert download not in client.get(reverse("reports:detail", args=[benchmark.pk])).text
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(reverse("reports:export", args=[benchmark.pk]), {"unknown": "no"})
+    own = ReportExport.objects.exclude(pk=export.pk).get()
+    own_download = reverse("reports:export-download", args=[benchmark.pk, own.pk])
+    assert client.get(own_download).status_code == 200
+
+
+def test_the_annotators_page_and_its_kind_messages_show_an_outsider_the_pseudonym(
+    client, crowd_work
+):
+    """The page lists every person (a row without a project for those outside one's projects);
+    a hidden worker's row, and the message after deciding their kind, name the pseudonym."""
+    project, worker = crowd_work
+    outsider = UserFactory(username="outsider", roles=[RESEARCHER])
+    own = project_with_tasks(instructions=1, systems=1, questions=1)
+    own.researchers.add(outsider)
+    client.force_login(outsider)
+    page = client.get(reverse("annotators:list")).text
+    assert "AWORKERSECRET" not in page and crowd_pseudonym(worker.pk) in page
+    url = reverse("annotators:kind", args=[worker.pk])
+    for form in ({"kind": "crowd"}, {"kind": "", "project": own.pk}):
+        answer = client.post(url, form, follow=True).text
+        assert "AWORKERSECRET" not in answer and crowd_pseudonym(worker.pk) in answer, form
+    project.researchers.add(outsider)  # now one of the worker's projects: the id is theirs
+    assert "mturk:AWORKERSECRET" in client.get(reverse("annotators:list")).text

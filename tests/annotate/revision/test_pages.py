@@ -2,9 +2,10 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from annotate.engine.services.endpoints import endpoint_create
 from annotate.revision.models import CallStatus, RevisionSession, Study, Turn
 from annotate.revision.services.sessions import session_assign, turn_rate, turn_start
-from annotate.roles import ANNOTATOR
+from annotate.roles import ANNOTATOR, RESEARCHER
 from tests.annotate.revision.conftest import instruct
 from tests.factories import UserFactory
 
@@ -130,6 +131,7 @@ def test_researcher_uploads_a_study_and_a_bad_file_names_the_line(client, resear
     from annotate.revision.models import Study
 
     client.force_login(researcher)
+    endpoint_create(name="endpoint-b", model="m")  # the offline fake: free, a researcher's to use
     good = b'{"question": "Q?", "documents": [{"title": "T", "text": "Some text."}]}\n'
     response = client.post(
         reverse("revision:upload"),
@@ -165,6 +167,62 @@ def test_researcher_uploads_a_study_and_a_bad_file_names_the_line(client, resear
     text = response.content.decode()
     assert response.status_code == 400 and "(any case). Nothing was written." in text, text
     assert not Study.objects.filter(name="web2").exists()
+
+
+QUESTION_FILE = b'{"question": "Q?", "documents": [{"title": "T", "text": "Some text."}]}\n'
+
+
+def _upload_questions(client, study: str, systems: str):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    return client.post(
+        reverse("revision:upload"),
+        {
+            "study": study,
+            "kind": "questions",
+            "systems": systems,
+            "file": SimpleUploadedFile("q.jsonl", QUESTION_FILE),
+        },
+    )
+
+
+def test_only_an_admin_gives_a_study_system_a_paid_endpoint(client, researcher, admin_user):
+    """Every turn of every annotator's session calls the system's endpoint: binding a paid one
+    spends money, which only admins may do; an endpoint that does not exist is refused too."""
+    endpoint_create(name="paid", model="m", base_url="https://llm.example.org/v1")
+    client.force_login(researcher)
+    response = _upload_questions(client, "mine", "a=paid")
+    text = response.content.decode()
+    assert response.status_code == 403, text
+    assert "endpoint &#x27;paid&#x27; calls a paid API: only an admin" in text
+    assert "Nothing was written." in text and not Study.objects.filter(name="mine").exists()
+    response = _upload_questions(client, "mine", "a=no-such-endpoint")
+    assert response.status_code == 403
+    assert "no engine endpoint is named &#x27;no-such-endpoint&#x27;" in response.content.decode()
+    # An admin's study: a researcher re-uploading to it cannot move its system to a paid one.
+    client.force_login(admin_user)
+    assert _upload_questions(client, "admins", "a").status_code == 302
+    client.force_login(researcher)
+    assert _upload_questions(client, "admins", "a=paid").status_code == 403
+    assert Study.objects.get(name="admins").systems.get().endpoint_name == ""
+    client.force_login(admin_user)
+    assert _upload_questions(client, "admins", "a=paid").status_code == 302
+    assert Study.objects.get(name="admins").systems.get().endpoint_name == "paid"
+
+
+def test_uploads_are_limited_per_user(client, researcher, worker_rates):
+    """Past the upload rate the page answers 429 with Retry-After and reads nothing; another
+    user, and the same user's other pages, are not held up."""
+    worker_rates(uploads="2/hour")
+    client.force_login(researcher)
+    assert [_upload_questions(client, f"s{i}", "").status_code for i in (1, 2)] == [302, 302]
+    refused = _upload_questions(client, "s3", "")
+    assert refused.status_code == 429 and refused["Retry-After"] == "3600"
+    assert "Too many requests" in refused.content.decode()
+    assert not Study.objects.filter(name="s3").exists()
+    assert client.get(reverse("revision:upload")).status_code == 200
+    client.force_login(UserFactory(username="second-researcher", roles=[RESEARCHER]))
+    assert _upload_questions(client, "s3", "").status_code == 302
 
 
 def test_annotators_cannot_upload(client, annotator):

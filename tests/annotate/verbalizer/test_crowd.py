@@ -17,6 +17,7 @@ from annotate.crowd.models import Bonus, Hit, PlatformAssignment, Publication
 from annotate.crowd.services import publishing, review
 from annotate.crowd.services.publishing import PublishSettings
 from annotate.errors import AnnotateError, PublishError
+from annotate.models import Annotator
 from annotate.roles import ADMIN
 from annotate.verbalizer.models import HumanAnswer, Prompt
 from annotate.verbalizer.services import crowd
@@ -339,6 +340,15 @@ def link(study, admin):
 
 def _start(client, publication, **params):
     return client.post(reverse("verbalizer:crowd-link-join", args=[publication.link_token]), params)
+
+
+def test_a_links_starts_are_limited_per_address(client, link, worker_rates):
+    """Each start makes a participant: one address cannot make a study's answers its own."""
+    worker_rates(starts="1/hour")
+    assert _start(client, link, PROLIFIC_PID="P-1").status_code == 302
+    refused = _start(client, link, PROLIFIC_PID="P-2")
+    assert refused.status_code == 429 and refused["Retry-After"] == "3600"
+    assert not Annotator.objects.filter(worker_id="P-2").exists()
 
 
 def test_selfhosted_link_counts_without_a_platform_once_per_participant(client, link, admin):
