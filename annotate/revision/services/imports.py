@@ -57,7 +57,8 @@ class _TurnRow:
 @dataclass
 class _SessionRow:
     line: int
-    key: str
+    key: str  # of the line as the export writes it back (ratings lower-case...)
+    raw_key: str  # of the line as given: what imports before the export's key stored
     question: str
     model_name: str
     initial_answer: str
@@ -111,6 +112,21 @@ def _content_key(row: dict) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+def _as_exported(row: _SessionRow) -> dict[str, Any]:
+    """Return the line as the export writes the session back (exports.session_record)."""
+    names = {"answer": "answer_1", "edited_answer": "answer_2"}
+    return {
+        **row.extra,
+        "original_question": row.question,
+        "model_name": row.model_name,
+        "initial_answer": row.initial_answer,
+        "interaction": [
+            {**turn.extra, **{names.get(k, k): v for k, v in turn.values.items()}}
+            for turn in row.turns
+        ],
+    }
+
+
 def _parse_session(path: str, line: int, raw: dict) -> _SessionRow:
     for name in SESSION_FIELDS:
         if name not in raw:
@@ -120,13 +136,16 @@ def _parse_session(path: str, line: int, raw: dict) -> _SessionRow:
         raise ImportFileError(path, line, "interaction", "must be a list of turns [...]")
     session = _SessionRow(
         line=line,
-        key=_content_key(raw),
+        key="",
+        raw_key=_content_key(raw),
         question=_text(path, line, raw["original_question"], "original_question", blank=False),
         model_name=_text(path, line, raw["model_name"], "model_name", blank=False).strip(),
         initial_answer=_text(path, line, raw["initial_answer"], "initial_answer"),
         extra={key: value for key, value in raw.items() if key not in SESSION_FIELDS},
     )
     session.turns = [_parse_turn(path, line, i, turn) for i, turn in enumerate(interaction)]
+    # "GOOD" and "good" are one rating: a file and its export are one line, imported once.
+    session.key = _content_key(_as_exported(session))
     return session
 
 
@@ -154,10 +173,10 @@ def sessions_import(*, path: str, study_name: str) -> ImportSummary:
     )
     new = []
     for row in rows:
-        if row.key in stored:
+        if row.key in stored or row.raw_key in stored:
             summary.unchanged += 1
         else:
-            stored.add(row.key)
+            stored.update((row.key, row.raw_key))
             new.append(row)
     if not new:
         return summary
@@ -322,6 +341,8 @@ def study_upload(*, path: str, study_name: str, systems: list[str]) -> ImportSum
             seen[row.text] = line
             rows.append(row)
     problems.raise_found()
+    if not rows:  # an empty file is a wrong file, not "nothing new": no study made for it
+        raise ImportFileError(path, None, None, "the file holds no questions")
     study = _study_for_import(study_name)
     for spec in systems:
         name, endpoint = _parse_system(spec)

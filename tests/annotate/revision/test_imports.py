@@ -117,6 +117,19 @@ def test_importing_the_same_file_again_adds_nothing(tmp_path):
     assert RevisionSession.objects.count() == 1
 
 
+def test_the_export_imported_into_its_own_study_adds_nothing(tmp_path):
+    """SESSION_A's "GOOD" comes back as "good": the export was read as a new session, so
+    export then import into the same study counted every such session twice."""
+    path = write_jsonl(tmp_path / "kiwi.jsonl", [SESSION_A, SESSION_B])
+    sessions_import(path=path, study_name="kiwi")
+    exported = tmp_path / "out.jsonl"
+    call_command("export_sessions", "--study", "kiwi", "--output", str(exported))
+    summary = sessions_import(path=str(exported), study_name="kiwi")
+    assert summary.created == 0 and summary.unchanged == 2
+    assert sessions_import(path=path, study_name="kiwi").created == 0
+    assert RevisionSession.objects.count() == 2
+
+
 @pytest.mark.parametrize(
     ("change", "field", "problem"),
     [
@@ -214,6 +227,14 @@ def test_study_upload_refuses_bad_lines(tmp_path, line, field):
     with pytest.raises(ImportFileError) as error:
         study_upload(path=path, study_name="s", systems=[])
     assert error.value.line == 2 and error.value.field == field
+    assert not Study.objects.exists()
+
+
+def test_an_empty_study_file_is_refused_and_makes_no_study(tmp_path):
+    path = tmp_path / "empty.jsonl"
+    path.write_text("\n")
+    with pytest.raises(CommandError, match=r"empty.jsonl: the file holds no questions"):
+        call_command("import_study", str(path), "--study", "s", "--system", "a")
     assert not Study.objects.exists()
 
 
