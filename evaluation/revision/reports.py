@@ -54,11 +54,15 @@ def _type_shares(types: list[str]) -> tuple[float | None, float | None]:
 
 
 def table2(data: TurnData) -> list[dict[str, Any]]:
-    """Per system: sessions, turns, edited turns, turns per session, % info-seeking/stylistic."""
+    """Per system: sessions, turns, edited turns, turns per session, % info-seeking/stylistic.
+
+    Sessions are the finished ones, a session ended satisfied before any turn included (it is
+    a session of no turns, so it lowers the turns per session).
+    """
     rows = []
     for system in data.systems:
         index = [i for i, name in enumerate(data.system) if name == system]
-        sessions = len({int(data.session_id[i]) for i in index})
+        sessions = data.sessions.get(system, 0)
         info, style = _type_shares([data.instruction_type[i] for i in index])
         rows.append(
             {

@@ -46,6 +46,20 @@ def test_table2_by_hand(tmp_path):
     )
 
 
+def test_table2_counts_a_session_ended_before_any_turn(tmp_path):
+    """An annotator satisfied with the initial answer finishes a session of no turns: it is a
+    session (the export writes it), so gpt-4 has 3 sessions of 3 turns, 1.0 a session (it showed
+    2 sessions and 1.5 turns a session, counting only sessions that had a rated turn)."""
+    study = sample_study(tmp_path)
+    path = tmp_path / "none.jsonl"
+    line = {"original_question": "Q2?", "model_name": "gpt-4", "initial_answer": "fine"}
+    path.write_text(json.dumps({**line, "interaction": []}) + "\n")
+    call_command("import_sessions", str(path), "--study", study.name)
+    gpt = revision_report_build(study=study, n_resamples=10)["table2"][0]
+    assert (gpt["system"], gpt["sessions"], gpt["turns"]) == ("gpt-4", 3, 3)
+    assert gpt["turns_per_session"] == approx(1.0)
+
+
 def test_figure2_by_hand(tmp_path):
     report = revision_report_build(study=sample_study(tmp_path), n_resamples=10)
     rows = report["figure2_ratings"]
