@@ -534,3 +534,31 @@ def test_the_rerating_page_runs_a_fixed_number_of_queries(
         with django_assert_num_queries(6):
             response = client.get(reverse("revision:rerating", args=[rerating.pk]))
         assert "of 13 re-rated" in response.content.decode()
+
+
+def test_a_page_out_of_date_shows_the_session_as_it_is_and_what_was_not_saved(
+    client, study, annotator, django_capture_on_commit_callbacks
+):
+    """Two tabs: a step taken in one made the other's form a dead end ("Cannot do that", a
+    link to the start page) that dropped the instruction typed there."""
+    client.force_login(annotator)
+    with django_capture_on_commit_callbacks(execute=True):
+        session = session_assign(study=study, user=annotator, now=timezone.now())
+    instruct(django_capture_on_commit_callbacks, session, annotator, "Shorten it.")  # tab A
+    session_url = reverse("revision:session", args=[session.pk])
+    response = client.post(  # tab B, still showing the instruction form
+        reverse("revision:turn-new", args=[session.pk]),
+        {"instruction": "Add the year.", "instruction_type": "stylistic"},
+        follow=True,
+    )
+    assert response.redirect_chain == [(session_url, 302)]
+    page = response.content.decode()
+    assert "Your instruction was not sent (&quot;Add the year.&quot;)" in page
+    assert "rate the last revision before the next instruction" in page
+    assert 'id="rate-form"' in page  # the step the session is at
+    rate = reverse("revision:turn-rate", args=[session.pk])
+    client.post(rate, {"rating": "good", "comment": "ok"})
+    again = client.post(rate, {"rating": "bad", "comment": "no"}, follow=True)
+    assert again.redirect_chain == [(session_url, 302)]
+    assert "Your rating was not saved: this revision is already rated" in again.content.decode()
+    assert Turn.objects.get().rating == "good"
