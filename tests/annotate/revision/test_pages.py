@@ -562,3 +562,19 @@ def test_a_page_out_of_date_shows_the_session_as_it_is_and_what_was_not_saved(
     assert again.redirect_chain == [(session_url, 302)]
     assert "Your rating was not saved: this revision is already rated" in again.content.decode()
     assert Turn.objects.get().rating == "good"
+
+
+def test_a_failed_turn_is_not_headed_as_an_answer(
+    client, study, annotator, django_capture_on_commit_callbacks
+):
+    """The heading said "Answer after turn 1" above the error and Retry, with no answer."""
+    client.force_login(annotator)
+    with django_capture_on_commit_callbacks(execute=True):
+        session = session_assign(study=study, user=annotator, now=timezone.now())
+    turn = instruct(django_capture_on_commit_callbacks, session, annotator, "Shorten it.")
+    Turn.objects.filter(pk=turn.pk).update(
+        call_status=CallStatus.FAILED, call_error="endpoint down", answer=""
+    )
+    page = client.get(reverse("revision:session", args=[session.pk])).content.decode()
+    assert 'id="answer-title">Turn 1: no answer yet</h2>' in page
+    assert "Answer after turn 1" not in page and 'id="retry"' in page
