@@ -172,6 +172,14 @@ def test_command_reports_the_error_and_exits_non_zero(tmp_path):
         call_command("import_sessions", str(path), "--study", "kiwi")
 
 
+def test_export_to_a_folder_that_does_not_exist_names_the_path(tmp_path):
+    """It ended in a FileNotFoundError traceback."""
+    sessions_import(path=write_jsonl(tmp_path / "kiwi.jsonl", [SESSION_B]), study_name="kiwi")
+    missing = str(tmp_path / "no-such-folder" / "out.jsonl")
+    with pytest.raises(CommandError, match=r"no-such-folder/out.jsonl: cannot write the file"):
+        call_command("export_sessions", "--study", "kiwi", "--output", missing)
+
+
 def test_csv_export_has_one_row_per_turn(tmp_path):
     sessions_import(path=write_jsonl(tmp_path / "k.jsonl", [SESSION_A, SESSION_B]), study_name="k")
     out = tmp_path / "turns.csv"

@@ -1,7 +1,7 @@
 import json
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from annotate.revision.models import Rerating, Turn
@@ -357,3 +357,10 @@ def test_the_agreement_note_says_when_no_classifier_has_run_yet(tmp_path):
     assert table_notes({"table3": table}, "table3") == [
         "Classifier agreement with the human labels: no turn has both (run #3)."
     ]
+
+
+def test_report_command_names_an_output_it_cannot_write(tmp_path):
+    study = sample_study(tmp_path)
+    missing = str(tmp_path / "no-such-folder" / "report.md")
+    with pytest.raises(CommandError, match=r"no-such-folder/report.md: cannot write the file"):
+        call_command("revision_report", "--study", study.name, "--output", missing)
