@@ -242,7 +242,9 @@ def _systems_by_name(study: Study, names: set[str]) -> dict[str, StudySystem]:
     systems = {system.name: system for system in study.systems.all()}
     next_position = len(systems)
     for name in sorted(names - systems.keys()):
-        systems[name] = StudySystem.objects.create(study=study, name=name, position=next_position)
+        systems[name] = StudySystem.objects.create(
+            study=study, name=name, position=next_position, live=False
+        )
         next_position += 1
     return systems
 
@@ -349,7 +351,12 @@ def study_upload(*, path: str, study_name: str, systems: list[str]) -> ImportSum
         StudySystem.objects.update_or_create(
             study=study,
             name=name,
-            defaults={"endpoint_name": endpoint, "position": study.systems.count()},
+            defaults={"endpoint_name": endpoint, "live": True},
+            create_defaults={
+                "endpoint_name": endpoint,
+                "live": True,
+                "position": study.systems.count(),
+            },
         )
     summary = ImportSummary(path=path, what="questions", rows=len(rows))
     existing = set(study.questions.values_list("text", flat=True))
