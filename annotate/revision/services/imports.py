@@ -368,6 +368,11 @@ def study_upload(*, path: str, study_name: str, systems: list[str]) -> ImportSum
         position += 1
         _question_create(study, row, position)
         summary.created += 1
+    if not study.systems.filter(live=True).exists():
+        summary.note = (
+            "The study has no system yet, so annotators get no session: name one "
+            "(Systems on the upload page, --system with import_study)."
+        )
     return summary
 
 

@@ -1,11 +1,14 @@
+import json
+
 import pytest
 from django.urls import reverse
 from django.utils import timezone
 
 from annotate.revision.models import CallStatus, RevisionSession, Study, Turn
+from annotate.revision.services.imports import study_upload
 from annotate.revision.services.sessions import session_assign, turn_rate, turn_start
 from annotate.roles import ANNOTATOR
-from tests.annotate.revision.conftest import instruct
+from tests.annotate.revision.conftest import QUESTIONS, instruct
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -263,6 +266,22 @@ def test_the_studies_list_counts_each_session_once(client, study, annotator):
     assert "<td>live</td><td>2</td>" in page
     # Both questions done: no Start button that could only say so after a click.
     assert "No question left for you" in page and "Start a session" not in page
+
+
+def test_a_study_without_a_system_says_so_and_is_not_offered(client, study, annotator, tmp_path):
+    """Questions uploaded with no system: the upload said only "Imported 2 questions", and
+    annotators were offered the study with "No question left for you"."""
+    path = tmp_path / "q.jsonl"
+    path.write_text(json.dumps(QUESTIONS[0]) + "\n")
+    summary = study_upload(path=str(path), study_name="no systems yet", systems=[])
+    assert summary.message.endswith(
+        "The study has no system yet, so annotators get no session: name one "
+        "(Systems on the upload page, --system with import_study)."
+    )
+    assert "no system" not in study_upload(path=str(path), study_name="live", systems=[]).message
+    client.force_login(annotator)
+    page = client.get(reverse("revision:home")).content.decode()
+    assert "<td>live</td>" in page and "no systems yet" not in page
 
 
 def test_the_migration_clears_edits_that_were_the_answer_sent_back_with_crlf(
