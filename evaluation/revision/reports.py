@@ -327,6 +327,8 @@ def revision_report_build(
     return {
         "study": study.name,
         "turns": len(data),
+        # Turns imported without an instruction type: outside the type shares (a note says so).
+        "untyped_turns": sum(1 for kind in data.instruction_type if not kind),
         "rating_codes": {name: code for name, code in RATING_CODES.items()},
         "table2": table2(data),
         "figure2_ratings": figure2_ratings(data),

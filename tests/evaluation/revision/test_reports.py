@@ -364,3 +364,30 @@ def test_report_command_names_an_output_it_cannot_write(tmp_path):
     missing = str(tmp_path / "no-such-folder" / "report.md")
     with pytest.raises(CommandError, match=r"no-such-folder/report.md: cannot write the file"):
         call_command("revision_report", "--study", study.name, "--output", missing)
+
+
+def test_turns_imported_without_a_type_are_named_beside_the_type_shares(tmp_path):
+    """Table 2 showed gpt-4 "100% information-seeking, 0% stylistic" when 2 of its 3 turns had
+    no type: the shares are of the typed turns, and no format said so."""
+    from evaluation.revision.formats import revision_latex, revision_markdown
+
+    study = sample_study(tmp_path)
+    assert "no instruction type" not in revision_markdown(
+        revision_report_build(study=study, n_resamples=10)
+    )
+    gpt = Turn.objects.filter(session__system__name="gpt-4").order_by("id")
+    Turn.objects.filter(pk__in=[t.pk for t in gpt if t.instruction_type == "stylistic"]).update(
+        instruction_type=""
+    )
+    report = revision_report_build(study=study, n_resamples=10)
+    assert report["untyped_turns"] == 2 and report["turns"] == 6
+    assert report["table2"][0]["information_seeking"] == 1.0  # 1 of the 1 typed turn
+    markdown = revision_markdown(report)
+    shares = "2 of the 6 rated turns have no instruction type: % information-seeking and % "
+    table2 = markdown.split("## Table 2")[1].split("##")[0]
+    assert shares + "stylistic are of the others." in table2
+    figure2 = markdown.split("## Figure 2 (top)")[1].split("##")[0]
+    assert "2 of the 6 rated turns have no instruction type: they count under “all” only." in (
+        figure2
+    )
+    assert shares.replace("%", "\\%") in revision_latex(report)
