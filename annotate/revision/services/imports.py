@@ -17,6 +17,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from annotate.engine.models import Endpoint
 from annotate.errors import ImportFileError
 from annotate.revision.history import previous_answers
 from annotate.revision.models import (
@@ -150,6 +151,9 @@ def _parse_session(path: str, line: int, raw: dict) -> _SessionRow:
 
 
 def _study_for_import(name: str) -> Study:
+    name = name.strip()  # " KIWI" made a second study beside "KIWI"
+    if not name:
+        raise ImportFileError("--study", None, None, "the study needs a name")
     study, _ = Study.objects.get_or_create(name=name, defaults={"created_at": timezone.now()})
     return study
 
@@ -323,7 +327,17 @@ def _parse_system(spec: str) -> tuple[str, str]:
     name, _, endpoint = spec.partition("=")
     if not name.strip():
         raise ImportFileError("--system", None, None, f"{spec!r}: expected NAME or NAME=ENDPOINT")
-    return name.strip(), endpoint.strip()
+    endpoint = endpoint.strip()
+    if endpoint and not Endpoint.objects.filter(name=endpoint).exists():
+        # Every session of the system would fail at its first call, shown to the annotator.
+        raise ImportFileError(
+            "--system",
+            None,
+            None,
+            f"{spec!r}: no engine endpoint is named {endpoint!r} (create it first: "
+            "manage.py endpoint_create, or the Endpoints page)",
+        )
+    return name.strip(), endpoint
 
 
 @transaction.atomic
@@ -345,9 +359,9 @@ def study_upload(*, path: str, study_name: str, systems: list[str]) -> ImportSum
     problems.raise_found()
     if not rows:  # an empty file is a wrong file, not "nothing new": no study made for it
         raise ImportFileError(path, None, None, "the file holds no questions")
+    parsed = [_parse_system(spec) for spec in systems]
     study = _study_for_import(study_name)
-    for spec in systems:
-        name, endpoint = _parse_system(spec)
+    for name, endpoint in parsed:
         StudySystem.objects.update_or_create(
             study=study,
             name=name,

@@ -4,6 +4,7 @@ import json
 import pytest
 from django.core.management import CommandError, call_command
 
+from annotate.engine.models import Endpoint
 from annotate.errors import ImportFileError
 from annotate.revision.models import Document, Passage, RevisionSession, Study, Turn
 from annotate.revision.services.exports import sessions_export_jsonl, study_get
@@ -202,6 +203,7 @@ STUDY_LINE = {
 
 def test_study_upload_stores_documents_split_into_passages_and_systems(tmp_path):
     path = write_jsonl(tmp_path / "study.jsonl", [STUDY_LINE])
+    Endpoint.objects.create(name="openai-gpt4", model="gpt-4")
     summary = study_upload(path=path, study_name="s", systems=["gpt-4=openai-gpt4", "fake"])
     assert summary.created == 1
     study = Study.objects.get(name="s")
@@ -244,6 +246,26 @@ def test_an_empty_study_file_is_refused_and_makes_no_study(tmp_path):
     with pytest.raises(CommandError, match=r"empty.jsonl: the file holds no questions"):
         call_command("import_study", str(path), "--study", "s", "--system", "a")
     assert not Study.objects.exists()
+
+
+def test_a_system_on_an_endpoint_that_does_not_exist_is_refused(tmp_path):
+    """It was stored, and every annotator session on it failed at its first call."""
+    path = write_jsonl(tmp_path / "study.jsonl", [STUDY_LINE])
+    with pytest.raises(ImportFileError, match="no engine endpoint is named 'gpt4o'"):
+        study_upload(path=path, study_name="s", systems=["alpha", "gpt-4=gpt4o"])
+    assert not Study.objects.exists()
+
+
+def test_the_study_name_is_trimmed_and_a_blank_one_refused(tmp_path):
+    """--study " kiwi" made a second study beside "kiwi"; --study " " one named " "."""
+    path = write_jsonl(tmp_path / "kiwi.jsonl", [SESSION_B])
+    sessions_import(path=path, study_name="kiwi")
+    assert sessions_import(path=path, study_name=" kiwi ").unchanged == 1
+    with pytest.raises(CommandError, match="--study: the study needs a name"):
+        call_command(
+            "import_study", write_jsonl(tmp_path / "q.jsonl", [STUDY_LINE]), "--study", " "
+        )
+    assert list(Study.objects.values_list("name", flat=True)) == ["kiwi"]
 
 
 def test_long_paragraphs_are_cut_into_passages_of_200_words():

@@ -4,6 +4,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from annotate.engine.models import Endpoint
 from annotate.revision.models import CallStatus, RevisionSession, Study, Turn
 from annotate.revision.services.imports import study_upload
 from annotate.revision.services.sessions import session_assign, turn_rate, turn_start
@@ -133,6 +134,7 @@ def test_researcher_uploads_a_study_and_a_bad_file_names_the_line(client, resear
     from annotate.revision.models import Study
 
     client.force_login(researcher)
+    Endpoint.objects.create(name="endpoint-b", model="m")
     good = b'{"question": "Q?", "documents": [{"title": "T", "text": "Some text."}]}\n'
     response = client.post(
         reverse("revision:upload"),
