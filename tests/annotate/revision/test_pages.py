@@ -134,6 +134,11 @@ def test_researcher_uploads_a_study_and_a_bad_file_names_the_line(client, resear
     from annotate.revision.models import Study
 
     client.force_login(researcher)
+    # The page shows both formats (it pointed at docs/revision.md, which a browser cannot open).
+    form = client.get(reverse("revision:upload")).content.decode()
+    assert "docs/revision.md" not in form
+    assert '{"question": "What limits long-context models?", "documents": [{"title"' in form
+    assert '"answer_2": "", "rating": "good", "comment": "..."}]}' in form
     Endpoint.objects.create(name="endpoint-b", model="m")
     good = b'{"question": "Q?", "documents": [{"title": "T", "text": "Some text."}]}\n'
     response = client.post(
