@@ -58,9 +58,10 @@ def turns_read(*, study: Study) -> TurnData:
             "instruction_category",
             "error_category",
             "instruction",
+            "answer",
         )
     )
-    columns = list(zip(*rows, strict=True)) if rows else [()] * 10
+    columns = list(zip(*rows, strict=True)) if rows else [()] * 11
     return TurnData(
         turn_id=np.asarray(columns[0], dtype=np.int64),
         session_id=np.asarray(columns[1], dtype=np.int64),
@@ -68,7 +69,10 @@ def turns_read(*, study: Study) -> TurnData:
         position=np.asarray(columns[3], dtype=np.int64),
         instruction_type=list(columns[4]),
         rating=np.asarray([RATING_CODES[r] for r in columns[5]], dtype=np.int64),
-        edited=np.asarray([bool(e) for e in columns[6]], dtype=bool),
+        # An "edit" equal to the model's answer (an imported answer_2) is no edit.
+        edited=np.asarray(
+            [bool(e) and e != a for e, a in zip(columns[6], columns[10], strict=True)], dtype=bool
+        ),
         instruction_category=list(columns[7]),
         error_category=list(columns[8]),
         instruction=list(columns[9]),

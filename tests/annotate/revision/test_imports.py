@@ -110,6 +110,21 @@ def test_a_label_given_empty_comes_back_on_export(tmp_path):
     assert Turn.objects.get(position=1).instruction_type == ""
 
 
+def test_an_answer_given_back_as_its_own_edit_is_no_edit(tmp_path):
+    """The paper keeps a bad answer only when the edit differs from it (Figure 3, line 17): a
+    bad A2 with answer_2 "A2" was kept as the next turn's previous answer. The file's
+    answer_2 still comes back on export."""
+    session = json.loads(json.dumps(SESSION_A))
+    session["interaction"][1]["answer_2"] = "A2"  # rated Bad
+    path = write_jsonl(tmp_path / "kiwi.jsonl", [session])
+    sessions_import(path=path, study_name="kiwi")
+    turns = Turn.objects.order_by("position")
+    assert [t.previous_answer for t in turns] == ["A0", "A1", "A1", "A3 edited"]
+    exported = tmp_path / "out.jsonl"
+    call_command("export_sessions", "--study", "kiwi", "--output", str(exported))
+    assert json.loads(exported.read_text())["interaction"][1]["answer_2"] == "A2"
+
+
 def test_importing_the_same_file_again_adds_nothing(tmp_path):
     path = write_jsonl(tmp_path / "kiwi.jsonl", [SESSION_A])
     sessions_import(path=path, study_name="kiwi")

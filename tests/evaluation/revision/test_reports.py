@@ -391,3 +391,14 @@ def test_turns_imported_without_a_type_are_named_beside_the_type_shares(tmp_path
         figure2
     )
     assert shares.replace("%", "\\%") in revision_latex(report)
+
+
+def test_an_imported_answer_given_back_as_its_own_edit_is_not_counted_edited(tmp_path):
+    """Table 2's "Edited" counted a turn whose answer_2 repeats answer_1 (the paper's edit is
+    a_t' != a_t, Figure 3 line 17)."""
+    study = sample_study(tmp_path)
+    before = revision_report_build(study=study, n_resamples=10)["table2"][0]
+    unedited = Turn.objects.filter(session__system__name="gpt-4", edited_answer="").first()
+    Turn.objects.filter(pk=unedited.pk).update(edited_answer=unedited.answer)
+    after = revision_report_build(study=study, n_resamples=10)["table2"][0]
+    assert (before["system"], before["edited"], after["edited"]) == ("gpt-4", 1, 1)
