@@ -11,8 +11,12 @@ from collections.abc import Iterable
 
 
 def next_previous_answer(previous: str, *, answer: str, edited: str, rating: str) -> str:
-    """Return the previous answer of the turn after one with this answer, edit and rating."""
-    if edited:
+    """Return the previous answer of the turn after one with this answer, edit and rating.
+
+    An "edit" equal to the answer is no edit (the paper's Figure 3, line 17: a_t != a_t'), so
+    a bad answer given back unchanged as its own edit (an imported answer_2) is still dropped.
+    """
+    if edited and edited != answer:
         return edited
     if rating == "bad":
         return previous

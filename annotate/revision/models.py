@@ -80,6 +80,11 @@ class StudySystem(models.Model):
     # Name of the engine endpoint that answers for this system; blank = the offline fake model.
     endpoint_name = models.CharField(max_length=200, blank=True)
     position = models.PositiveIntegerField(default=0)
+    # Annotators get sessions with it. A system known only from imported sessions (a published
+    # model_name) is not live: the app has no model behind it, and sessions with the fake model
+    # under its name would be counted with the imported ones. A questions upload naming it
+    # (import_study --system) makes it live.
+    live = models.BooleanField(default=True)
 
     class Meta:
         constraints = [

@@ -24,6 +24,7 @@ from annotate.revision.models import (
     SessionStatus,
     Study,
     StudyQuestion,
+    StudySystem,
     Turn,
 )
 from annotate.revision.services.sessions import (
@@ -250,8 +251,10 @@ def _passages_shown(ids: list[int]) -> list[dict]:
 def studies_for_annotator(*, user: AbstractBaseUser) -> list[dict]:
     """Every study with live systems, with the annotator's own session counts."""
     live = StudyQuestion.objects.filter(study=OuterRef("pk"), documents__isnull=False)
+    system = StudySystem.objects.filter(study=OuterRef("pk"), live=True)
     studies = (
-        Study.objects.filter(Exists(live))  # a question with documents: no join to count over
+        # a question with documents and a system: no join to count over
+        Study.objects.filter(Exists(live), Exists(system))
         .annotate(
             mine=Count("sessions", filter=Q(sessions__annotator=user)),
             active=Count(

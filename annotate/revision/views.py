@@ -9,7 +9,13 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from annotate.errors import AnnotateError, NotFoundError, NoWorkError, SubmissionError
+from annotate.errors import (
+    AnnotateError,
+    ConflictError,
+    NotFoundError,
+    NoWorkError,
+    SubmissionError,
+)
 from annotate.http import page_errors, refused_upload, uploaded_path, uploads_limited
 from annotate.revision import selectors
 from annotate.revision.forms import RerateForm
@@ -76,9 +82,20 @@ def session_state(request: HttpRequest, session_id: int) -> JsonResponse:
     return JsonResponse(state)
 
 
-def _act(request: HttpRequest, session_id: int, action, **values) -> HttpResponse:
+def _act(request: HttpRequest, session_id: int, action, unsaved: str, **values) -> HttpResponse:
+    """Run the session action; a refusal keeps the form's input on the page.
+
+    A conflict means the page was out of date (another tab moved the session on): the
+    session is shown as it is now, with what was not saved and why, not a dead end."""
     try:
         action(session_id=session_id, user=request.user, **values)
+    except ConflictError as error:
+        messages.warning(
+            request,
+            f"{unsaved}: {error}. This page was out of date (open in another tab?); "
+            "here is the session as it is now.",
+        )
+        return redirect("revision:session", session_id=session_id)
     except SubmissionError as error:
         page = selectors.session_page_get(
             session_id=session_id, user=request.user, now=timezone.now()
@@ -86,6 +103,11 @@ def _act(request: HttpRequest, session_id: int, action, **values) -> HttpRespons
         context = {"page": page, "error": str(error), "form": request.POST}
         return render(request, "revision/session.html", context, status=400)
     return redirect("revision:session", session_id=session_id)
+
+
+def _unsent_instruction(instruction: str) -> str:
+    text = instruction.strip()
+    return f'Your instruction was not sent ("{text}")' if text else "Your instruction was not sent"
 
 
 @login_required
@@ -96,6 +118,7 @@ def turn_new(request: HttpRequest, session_id: int) -> HttpResponse:
         request,
         session_id,
         sessions.turn_start,
+        _unsent_instruction(request.POST.get("instruction", "")),
         instruction=request.POST.get("instruction", ""),
         instruction_type=request.POST.get("instruction_type", ""),
         now=timezone.now(),
@@ -110,6 +133,7 @@ def turn_rate(request: HttpRequest, session_id: int) -> HttpResponse:
         request,
         session_id,
         sessions.turn_rate,
+        "Your rating was not saved",
         rating=request.POST.get("rating", ""),
         comment=request.POST.get("comment", ""),
         edited_answer=request.POST.get("edited_answer", ""),
@@ -121,14 +145,20 @@ def turn_rate(request: HttpRequest, session_id: int) -> HttpResponse:
 @require_POST
 @page_errors
 def retry(request: HttpRequest, session_id: int) -> HttpResponse:
-    return _act(request, session_id, sessions.call_retry, now=timezone.now())
+    return _act(request, session_id, sessions.call_retry, "Not retried", now=timezone.now())
 
 
 @login_required
 @require_POST
 @page_errors
 def finish(request: HttpRequest, session_id: int) -> HttpResponse:
-    return _act(request, session_id, sessions.session_finish, now=timezone.now())
+    return _act(
+        request,
+        session_id,
+        sessions.session_finish,
+        "The session was not ended",
+        now=timezone.now(),
+    )
 
 
 @login_required

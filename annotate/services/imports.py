@@ -49,6 +49,7 @@ class ImportSummary:
     details: dict[str, Any] = field(default_factory=dict)
     skipped: int = 0  # lines left out on purpose, as `skipped_why` says
     skipped_why: str = ""
+    note: str = ""  # said after the summary: what the import leaves to do
 
     def _counted(self, count: int) -> str:
         """`count` rows named as `what` says ("questions"), in the singular for one."""
@@ -57,7 +58,7 @@ class ImportSummary:
 
     @property
     def message(self) -> str:
-        return self._message() + self._skipped_note()
+        return self._message() + self._skipped_note() + (f" {self.note}" if self.note else "")
 
     def _message(self) -> str:
         if self.created == 0:

@@ -86,9 +86,10 @@ def table_notes(report: dict, table: str, *, percent_digits: int = 0) -> list[st
     the human labels (Tables 3 and 4), where the labels came from (Table 3), the seeded splits
     and the bootstrap intervals (Table 5)."""
     value = report[table]
+    untyped = _untyped_note(report, table)
+    notes = [untyped] if untyped else []
     if not isinstance(value, dict):
-        return []
-    notes = []
+        return notes
     agreement = value.get("agreement")
     if agreement is not None:
         run = f"run #{agreement['run']}"
@@ -120,6 +121,20 @@ def table_notes(report: dict, table: str, *, percent_digits: int = 0) -> list[st
             f"{bootstrap.get('seed', '?')}) follow each figure in brackets."
         )
     return notes
+
+
+def _untyped_note(report: dict, table: str) -> str:
+    """Say which turns the instruction-type shares leave out, when an import left some
+    without a type (the app's own turns always have one)."""
+    untyped, turns = report.get("untyped_turns", 0), report.get("turns", 0)
+    if not untyped:
+        return ""
+    counted = f"{untyped} of the {turns} rated turns have no instruction type"
+    if table == "figure2_ratings":
+        return f"{counted}: they count under “all” only."
+    if table in ("table2", "figure2_positions", "table3"):
+        return f"{counted}: % information-seeking and % stylistic are of the others."
+    return ""
 
 
 # Table 3's label sources, in the order a note names them.

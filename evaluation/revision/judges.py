@@ -42,7 +42,7 @@ from evaluation.revision.models import (
     ShotMode,
 )
 from evaluation.revision.report_data import turns_read
-from evaluation.stats.revision import split_indices
+from evaluation.stats.revision import split_indices, split_min_items
 
 logger = logging.getLogger(__name__)
 PROMPTS = Path(__file__).resolve().parent / "prompts"
@@ -117,8 +117,11 @@ def judge_run_create(
 def rating_split(*, study: Study, seed: int) -> dict[str, list[int]]:
     """Split the study's rated turns (by id) into train/dev/test as the paper: 888/186/186."""
     ids = turns_read(study=study).turn_id
-    if len(ids) < 3:
-        raise JudgeRunError("the study needs at least 3 rated turns to split")
+    if len(ids) < (fewest := split_min_items()):
+        raise JudgeRunError(
+            f"the study needs at least {fewest} rated turns of finished sessions for a "
+            f"train/dev/test split with a test turn; it has {len(ids)}"
+        )
     train, dev, test = split_indices(len(ids), np.random.default_rng(seed))
     return {
         name: [int(ids[i]) for i in part]

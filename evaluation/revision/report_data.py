@@ -1,12 +1,20 @@
-"""Read a study's rated turns, classifier labels and re-ratings into plain arrays (three queries)."""
+"""Read a study's rated turns, classifier labels and re-ratings into plain arrays (four queries)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
+from django.db.models import Count
 
-from annotate.revision.models import RerateStatus, Rerating, SessionStatus, Study, Turn
+from annotate.revision.models import (
+    RerateStatus,
+    Rerating,
+    RevisionSession,
+    SessionStatus,
+    Study,
+    Turn,
+)
 from evaluation.revision.models import RevisionJudgeRun, RevisionPrediction, RunStatus
 
 RATING_CODES = {"good": 0, "neutral": 1, "bad": 2}
@@ -27,6 +35,8 @@ class TurnData:
     error_category: list[str]
     instruction: list[str]
     systems: list[str]  # in study order
+    # Finished sessions per system, those without a rated turn (satisfied at once) included.
+    sessions: dict[str, int] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.turn_id)
@@ -48,9 +58,10 @@ def turns_read(*, study: Study) -> TurnData:
             "instruction_category",
             "error_category",
             "instruction",
+            "answer",
         )
     )
-    columns = list(zip(*rows, strict=True)) if rows else [()] * 10
+    columns = list(zip(*rows, strict=True)) if rows else [()] * 11
     return TurnData(
         turn_id=np.asarray(columns[0], dtype=np.int64),
         session_id=np.asarray(columns[1], dtype=np.int64),
@@ -58,11 +69,20 @@ def turns_read(*, study: Study) -> TurnData:
         position=np.asarray(columns[3], dtype=np.int64),
         instruction_type=list(columns[4]),
         rating=np.asarray([RATING_CODES[r] for r in columns[5]], dtype=np.int64),
-        edited=np.asarray([bool(e) for e in columns[6]], dtype=bool),
+        # An "edit" equal to the model's answer (an imported answer_2) is no edit.
+        edited=np.asarray(
+            [bool(e) and e != a for e, a in zip(columns[6], columns[10], strict=True)], dtype=bool
+        ),
         instruction_category=list(columns[7]),
         error_category=list(columns[8]),
         instruction=list(columns[9]),
         systems=list(study.systems.order_by("position", "id").values_list("name", flat=True)),
+        sessions=dict(
+            RevisionSession.objects.filter(study=study, status=SessionStatus.FINISHED)
+            .values("system__name")
+            .annotate(n=Count("id"))
+            .values_list("system__name", "n")
+        ),
     )
 
 

@@ -54,11 +54,15 @@ def _type_shares(types: list[str]) -> tuple[float | None, float | None]:
 
 
 def table2(data: TurnData) -> list[dict[str, Any]]:
-    """Per system: sessions, turns, edited turns, turns per session, % info-seeking/stylistic."""
+    """Per system: sessions, turns, edited turns, turns per session, % info-seeking/stylistic.
+
+    Sessions are the finished ones, a session ended satisfied before any turn included (it is
+    a session of no turns, so it lowers the turns per session).
+    """
     rows = []
     for system in data.systems:
         index = [i for i, name in enumerate(data.system) if name == system]
-        sessions = len({int(data.session_id[i]) for i in index})
+        sessions = data.sessions.get(system, 0)
         info, style = _type_shares([data.instruction_type[i] for i in index])
         rows.append(
             {
@@ -323,6 +327,8 @@ def revision_report_build(
     return {
         "study": study.name,
         "turns": len(data),
+        # Turns imported without an instruction type: outside the type shares (a note says so).
+        "untyped_turns": sum(1 for kind in data.instruction_type if not kind),
         "rating_codes": {name: code for name, code in RATING_CODES.items()},
         "table2": table2(data),
         "figure2_ratings": figure2_ratings(data),

@@ -13,9 +13,15 @@ from annotate.engine.services import engine_runs_reap
 from annotate.revision.models import SessionStatus, Study, Turn
 from annotate.selectors.prerequisites import Prerequisite
 from evaluation.revision.models import JudgeTask, RevisionJudgeRun, RunStatus
+from evaluation.stats.revision import split_min_items
 
-# Fewest rated turns a task can use: the rating judge splits them three ways.
-MIN_TURNS = {JudgeTask.INSTRUCTION_CATEGORY: 1, JudgeTask.ERROR_CATEGORY: 1, JudgeTask.RATING: 3}
+# Fewest rated turns a task can use: the rating judge splits them three ways and needs a test
+# turn (4 at the paper's fractions).
+MIN_TURNS = {
+    JudgeTask.INSTRUCTION_CATEGORY: 1,
+    JudgeTask.ERROR_CATEGORY: 1,
+    JudgeTask.RATING: split_min_items(),
+}
 
 
 def _rated_turns(study: Study, task: str) -> int:

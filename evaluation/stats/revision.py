@@ -104,6 +104,18 @@ def agreement(first: Sequence, second: Sequence) -> float:
     return float(np.mean(a == b)) if a.size else float("nan")
 
 
+def split_min_items(test_fraction: float = PAPER_TEST_FRACTION) -> int:
+    """Return the fewest items whose split (split_indices) has a test item.
+
+    The smallest n with round(n * test_fraction) >= 1, Python's rounding (halves to even);
+    the paper's fraction, 186/1260, gives 4 (3 items split 3/0/0, with no test item).
+    """
+    n = 1
+    while round(n * test_fraction) < 1:
+        n += 1
+    return n
+
+
 def split_indices(
     n: int,
     rng: np.random.Generator,

@@ -393,6 +393,10 @@ def test_commands_print_the_summary_and_exit_non_zero_on_errors(small, capsys):
     out = small / "export.csv"
     call_command("export_labels", "--benchmark", "small", "--output", str(out))
     assert out.read_text().startswith("instruction_id,system,annotator,question_index,label")
+    # A folder that does not exist: the path and the reason, not a Python traceback.
+    missing = str(small / "no-such-folder" / "export.csv")
+    with pytest.raises(CommandError, match=r"no-such-folder/export.csv: cannot write the file"):
+        call_command("export_labels", "--benchmark", "small", "--output", missing)
 
 
 def test_load_demo_is_idempotent_and_creates_a_login_per_role(capsys, settings):

@@ -199,8 +199,9 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     "revision:session": (OWNER, by_role(LOGIN, 405, 405, 405, 405, 405)),
     "revision:session-state": (OWNER, by_role(LOGIN, 405, 405, 405, 405, 405)),
     "revision:turn-new": (POST_ONLY, by_role(LOGIN, 400, 404, 404, 404, 404)),
-    "revision:turn-rate": (POST_ONLY, by_role(LOGIN, 409, 404, 404, 404, 404)),
-    "revision:retry": (POST_ONLY, by_role(LOGIN, 409, 404, 404, 404, 404)),
+    # Nothing to rate or retry: the owner is sent back to the session with what was not done.
+    "revision:turn-rate": (POST_ONLY, by_role(LOGIN, 302, 404, 404, 404, 404)),
+    "revision:retry": (POST_ONLY, by_role(LOGIN, 302, 404, 404, 404, 404)),
     "revision:finish": (POST_ONLY, by_role(LOGIN, 302, 404, 404, 404, 404)),
     "revision:rerating": (
         by_role(LOGIN, 404, 200, 404, 404, 404),

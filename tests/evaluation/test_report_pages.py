@@ -250,6 +250,12 @@ def test_report_command_names_an_unknown_benchmark(db):
         call_command("report", "--benchmark", "nope")
 
 
+def test_report_command_names_an_output_it_cannot_write(bench, tmp_path):
+    missing = str(tmp_path / "no-such-folder" / "report.md")
+    with pytest.raises(CommandError, match=r"no-such-folder/report.md: cannot write the file"):
+        call_command("report", "--benchmark", bench.name, "--output", missing)
+
+
 def test_export_writes_tables_figures_and_labels_to_the_export_folder(
     researcher_client, bench, settings, tmp_path, django_capture_on_commit_callbacks
 ):

@@ -60,7 +60,8 @@ class _TurnRow:
 @dataclass
 class _SessionRow:
     line: int
-    key: str
+    key: str  # of the line as the export writes it back (ratings lower-case...)
+    raw_key: str  # of the line as given: what imports before the export's key stored
     question: str
     model_name: str
     initial_answer: str
@@ -114,6 +115,21 @@ def _content_key(row: dict) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+def _as_exported(row: _SessionRow) -> dict[str, Any]:
+    """Return the line as the export writes the session back (exports.session_record)."""
+    names = {"answer": "answer_1", "edited_answer": "answer_2"}
+    return {
+        **row.extra,
+        "original_question": row.question,
+        "model_name": row.model_name,
+        "initial_answer": row.initial_answer,
+        "interaction": [
+            {**turn.extra, **{names.get(k, k): v for k, v in turn.values.items()}}
+            for turn in row.turns
+        ],
+    }
+
+
 def _parse_session(path: str, line: int, raw: dict) -> _SessionRow:
     for name in SESSION_FIELDS:
         if name not in raw:
@@ -123,17 +139,23 @@ def _parse_session(path: str, line: int, raw: dict) -> _SessionRow:
         raise ImportFileError(path, line, "interaction", "must be a list of turns [...]")
     session = _SessionRow(
         line=line,
-        key=_content_key(raw),
+        key="",
+        raw_key=_content_key(raw),
         question=_text(path, line, raw["original_question"], "original_question", blank=False),
         model_name=_text(path, line, raw["model_name"], "model_name", blank=False).strip(),
         initial_answer=_text(path, line, raw["initial_answer"], "initial_answer"),
         extra={key: value for key, value in raw.items() if key not in SESSION_FIELDS},
     )
     session.turns = [_parse_turn(path, line, i, turn) for i, turn in enumerate(interaction)]
+    # "GOOD" and "good" are one rating: a file and its export are one line, imported once.
+    session.key = _content_key(_as_exported(session))
     return session
 
 
 def _study_for_import(name: str) -> Study:
+    name = name.strip()  # " KIWI" made a second study beside "KIWI"
+    if not name:
+        raise ImportFileError("--study", None, None, "the study needs a name")
     study, _ = Study.objects.get_or_create(name=name, defaults={"created_at": timezone.now()})
     return study
 
@@ -157,10 +179,10 @@ def sessions_import(*, path: str, study_name: str) -> ImportSummary:
     )
     new = []
     for row in rows:
-        if row.key in stored:
+        if row.key in stored or row.raw_key in stored:
             summary.unchanged += 1
         else:
-            stored.add(row.key)
+            stored.update((row.key, row.raw_key))
             new.append(row)
     if not new:
         return summary
@@ -226,7 +248,9 @@ def _systems_by_name(study: Study, names: set[str]) -> dict[str, StudySystem]:
     systems = {system.name: system for system in study.systems.all()}
     next_position = len(systems)
     for name in sorted(names - systems.keys()):
-        systems[name] = StudySystem.objects.create(study=study, name=name, position=next_position)
+        systems[name] = StudySystem.objects.create(
+            study=study, name=name, position=next_position, live=False
+        )
         next_position += 1
     return systems
 
@@ -305,7 +329,17 @@ def _parse_system(spec: str) -> tuple[str, str]:
     name, _, endpoint = spec.partition("=")
     if not name.strip():
         raise ImportFileError("--system", None, None, f"{spec!r}: expected NAME or NAME=ENDPOINT")
-    return name.strip(), endpoint.strip()
+    endpoint = endpoint.strip()
+    if endpoint and not Endpoint.objects.filter(name=endpoint).exists():
+        # Every session of the system would fail at its first call, shown to the annotator.
+        raise ImportFileError(
+            "--system",
+            None,
+            None,
+            f"{spec!r}: no engine endpoint is named {endpoint!r} (create it first: "
+            "manage.py endpoint_create, or the Endpoints page)",
+        )
+    return name.strip(), endpoint
 
 
 class SystemEndpointRefused(PermissionDeniedError):
@@ -353,12 +387,20 @@ def study_upload(
             seen[row.text] = line
             rows.append(row)
     problems.raise_found()
+    if not rows:  # an empty file is a wrong file, not "nothing new": no study made for it
+        raise ImportFileError(path, None, None, "the file holds no questions")
+    parsed = [_parse_system(spec) for spec in systems]
     study = _study_for_import(study_name)
     for name, endpoint in parsed:
         StudySystem.objects.update_or_create(
             study=study,
             name=name,
-            defaults={"endpoint_name": endpoint, "position": study.systems.count()},
+            defaults={"endpoint_name": endpoint, "live": True},
+            create_defaults={
+                "endpoint_name": endpoint,
+                "live": True,
+                "position": study.systems.count(),
+            },
         )
     summary = ImportSummary(path=path, what="questions", rows=len(rows))
     existing = set(study.questions.values_list("text", flat=True))
@@ -370,6 +412,11 @@ def study_upload(
         position += 1
         _question_create(study, row, position)
         summary.created += 1
+    if not study.systems.filter(live=True).exists():
+        summary.note = (
+            "The study has no system yet, so annotators get no session: name one "
+            "(Systems on the upload page, --system with import_study)."
+        )
     return summary
 
 

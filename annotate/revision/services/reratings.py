@@ -72,8 +72,11 @@ def reratings_sample(
             if annotator.pk != owner_id:
                 break
         else:
+            # Only one annotator can own a session: every chosen one is that annotator.
+            owner = annotators[0].get_username()
             raise RerateSampleError(
-                f"turn {turn_id}: every chosen annotator did its session; choose another one",
+                f"turn {turn_id} is of {owner}'s own session, and {owner} is the only annotator "
+                "chosen: choose another annotator too",
                 field="annotators",
             )
         cursor = (cursor + step + 1) % len(annotators)

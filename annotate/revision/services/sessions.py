@@ -19,6 +19,7 @@ from annotate.revision.dispatch import generation_enqueue
 from annotate.revision.history import next_previous_answer
 from annotate.revision.models import (
     CallStatus,
+    Document,
     InstructionType,
     Rating,
     RevisionSession,
@@ -110,7 +111,7 @@ def _free_pair(*, study: Study, user: AbstractBaseUser) -> tuple[int, int] | Non
         question_id=OuterRef(OuterRef("pk")), system_id=OuterRef("pk"), annotator__isnull=False
     )
     first_free_system = (
-        StudySystem.objects.filter(study=study)
+        StudySystem.objects.filter(study=study, live=True)
         .filter(~Exists(taken))
         .order_by("position", "id")
         .values("pk")[:1]
@@ -118,6 +119,8 @@ def _free_pair(*, study: Study, user: AbstractBaseUser) -> tuple[int, int] | Non
     done = RevisionSession.objects.filter(study=study, annotator=user).values("question_id")
     return (
         StudyQuestion.objects.filter(study=study)
+        # A question known only from imported sessions has no papers to answer from.
+        .filter(Exists(Document.objects.filter(question=OuterRef("pk"))))
         .exclude(pk__in=done)
         .annotate(free_system=Subquery(first_free_system))
         .filter(free_system__isnull=False)

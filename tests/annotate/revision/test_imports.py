@@ -4,6 +4,7 @@ import json
 import pytest
 from django.core.management import CommandError, call_command
 
+from annotate.engine.models import Endpoint
 from annotate.errors import ImportFileError
 from annotate.revision.models import Document, Passage, RevisionSession, Study, Turn
 from annotate.revision.services.exports import sessions_export_jsonl, study_get
@@ -109,12 +110,40 @@ def test_a_label_given_empty_comes_back_on_export(tmp_path):
     assert Turn.objects.get(position=1).instruction_type == ""
 
 
+def test_an_answer_given_back_as_its_own_edit_is_no_edit(tmp_path):
+    """The paper keeps a bad answer only when the edit differs from it (Figure 3, line 17): a
+    bad A2 with answer_2 "A2" was kept as the next turn's previous answer. The file's
+    answer_2 still comes back on export."""
+    session = json.loads(json.dumps(SESSION_A))
+    session["interaction"][1]["answer_2"] = "A2"  # rated Bad
+    path = write_jsonl(tmp_path / "kiwi.jsonl", [session])
+    sessions_import(path=path, study_name="kiwi")
+    turns = Turn.objects.order_by("position")
+    assert [t.previous_answer for t in turns] == ["A0", "A1", "A1", "A3 edited"]
+    exported = tmp_path / "out.jsonl"
+    call_command("export_sessions", "--study", "kiwi", "--output", str(exported))
+    assert json.loads(exported.read_text())["interaction"][1]["answer_2"] == "A2"
+
+
 def test_importing_the_same_file_again_adds_nothing(tmp_path):
     path = write_jsonl(tmp_path / "kiwi.jsonl", [SESSION_A])
     sessions_import(path=path, study_name="kiwi")
     summary = sessions_import(path=path, study_name="kiwi")
     assert summary.created == 0 and summary.unchanged == 1
     assert RevisionSession.objects.count() == 1
+
+
+def test_the_export_imported_into_its_own_study_adds_nothing(tmp_path):
+    """SESSION_A's "GOOD" comes back as "good": the export was read as a new session, so
+    export then import into the same study counted every such session twice."""
+    path = write_jsonl(tmp_path / "kiwi.jsonl", [SESSION_A, SESSION_B])
+    sessions_import(path=path, study_name="kiwi")
+    exported = tmp_path / "out.jsonl"
+    call_command("export_sessions", "--study", "kiwi", "--output", str(exported))
+    summary = sessions_import(path=str(exported), study_name="kiwi")
+    assert summary.created == 0 and summary.unchanged == 2
+    assert sessions_import(path=path, study_name="kiwi").created == 0
+    assert RevisionSession.objects.count() == 2
 
 
 @pytest.mark.parametrize(
@@ -159,6 +188,14 @@ def test_command_reports_the_error_and_exits_non_zero(tmp_path):
         call_command("import_sessions", str(path), "--study", "kiwi")
 
 
+def test_export_to_a_folder_that_does_not_exist_names_the_path(tmp_path):
+    """It ended in a FileNotFoundError traceback."""
+    sessions_import(path=write_jsonl(tmp_path / "kiwi.jsonl", [SESSION_B]), study_name="kiwi")
+    missing = str(tmp_path / "no-such-folder" / "out.jsonl")
+    with pytest.raises(CommandError, match=r"no-such-folder/out.jsonl: cannot write the file"):
+        call_command("export_sessions", "--study", "kiwi", "--output", missing)
+
+
 def test_csv_export_has_one_row_per_turn(tmp_path):
     sessions_import(path=write_jsonl(tmp_path / "k.jsonl", [SESSION_A, SESSION_B]), study_name="k")
     out = tmp_path / "turns.csv"
@@ -181,6 +218,7 @@ STUDY_LINE = {
 
 def test_study_upload_stores_documents_split_into_passages_and_systems(tmp_path):
     path = write_jsonl(tmp_path / "study.jsonl", [STUDY_LINE])
+    Endpoint.objects.create(name="openai-gpt4", model="gpt-4")
     summary = study_upload(path=path, study_name="s", systems=["gpt-4=openai-gpt4", "fake"])
     assert summary.created == 1
     study = Study.objects.get(name="s")
@@ -215,6 +253,34 @@ def test_study_upload_refuses_bad_lines(tmp_path, line, field):
         study_upload(path=path, study_name="s", systems=[])
     assert error.value.line == 2 and error.value.field == field
     assert not Study.objects.exists()
+
+
+def test_an_empty_study_file_is_refused_and_makes_no_study(tmp_path):
+    path = tmp_path / "empty.jsonl"
+    path.write_text("\n")
+    with pytest.raises(CommandError, match=r"empty.jsonl: the file holds no questions"):
+        call_command("import_study", str(path), "--study", "s", "--system", "a")
+    assert not Study.objects.exists()
+
+
+def test_a_system_on_an_endpoint_that_does_not_exist_is_refused(tmp_path):
+    """It was stored, and every annotator session on it failed at its first call."""
+    path = write_jsonl(tmp_path / "study.jsonl", [STUDY_LINE])
+    with pytest.raises(ImportFileError, match="no engine endpoint is named 'gpt4o'"):
+        study_upload(path=path, study_name="s", systems=["alpha", "gpt-4=gpt4o"])
+    assert not Study.objects.exists()
+
+
+def test_the_study_name_is_trimmed_and_a_blank_one_refused(tmp_path):
+    """--study " kiwi" made a second study beside "kiwi"; --study " " one named " "."""
+    path = write_jsonl(tmp_path / "kiwi.jsonl", [SESSION_B])
+    sessions_import(path=path, study_name="kiwi")
+    assert sessions_import(path=path, study_name=" kiwi ").unchanged == 1
+    with pytest.raises(CommandError, match="--study: the study needs a name"):
+        call_command(
+            "import_study", write_jsonl(tmp_path / "q.jsonl", [STUDY_LINE]), "--study", " "
+        )
+    assert list(Study.objects.values_list("name", flat=True)) == ["kiwi"]
 
 
 def test_long_paragraphs_are_cut_into_passages_of_200_words():

@@ -1,12 +1,15 @@
+import json
+
 import pytest
 from django.urls import reverse
 from django.utils import timezone
 
 from annotate.engine.services.endpoints import endpoint_create
 from annotate.revision.models import CallStatus, RevisionSession, Study, Turn
+from annotate.revision.services.imports import study_upload
 from annotate.revision.services.sessions import session_assign, turn_rate, turn_start
 from annotate.roles import ANNOTATOR, RESEARCHER
-from tests.annotate.revision.conftest import instruct
+from tests.annotate.revision.conftest import QUESTIONS, instruct
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -131,6 +134,11 @@ def test_researcher_uploads_a_study_and_a_bad_file_names_the_line(client, resear
     from annotate.revision.models import Study
 
     client.force_login(researcher)
+    # The page shows both formats (it pointed at docs/revision.md, which a browser cannot open).
+    form = client.get(reverse("revision:upload")).content.decode()
+    assert "docs/revision.md" not in form
+    assert '{"question": "What limits long-context models?", "documents": [{"title"' in form
+    assert '"answer_2": "", "rating": "good", "comment": "..."}]}' in form
     endpoint_create(name="endpoint-b", model="m")  # the offline fake: free, a researcher's to use
     good = b'{"question": "Q?", "documents": [{"title": "T", "text": "Some text."}]}\n'
     response = client.post(
@@ -197,7 +205,7 @@ def test_only_an_admin_gives_a_study_system_a_paid_endpoint(client, researcher, 
     assert "endpoint &#x27;paid&#x27; calls a paid API: only an admin" in text
     assert "Nothing was written." in text and not Study.objects.filter(name="mine").exists()
     response = _upload_questions(client, "mine", "a=no-such-endpoint")
-    assert response.status_code == 403
+    assert response.status_code == 400  # refused for everyone, before any permission question
     assert "no engine endpoint is named &#x27;no-such-endpoint&#x27;" in response.content.decode()
     # An admin's study: a researcher re-uploading to it cannot move its system to a paid one.
     client.force_login(admin_user)
@@ -321,6 +329,22 @@ def test_the_studies_list_counts_each_session_once(client, study, annotator):
     assert "<td>live</td><td>2</td>" in page
     # Both questions done: no Start button that could only say so after a click.
     assert "No question left for you" in page and "Start a session" not in page
+
+
+def test_a_study_without_a_system_says_so_and_is_not_offered(client, study, annotator, tmp_path):
+    """Questions uploaded with no system: the upload said only "Imported 2 questions", and
+    annotators were offered the study with "No question left for you"."""
+    path = tmp_path / "q.jsonl"
+    path.write_text(json.dumps(QUESTIONS[0]) + "\n")
+    summary = study_upload(path=str(path), study_name="no systems yet", systems=[])
+    assert summary.message.endswith(
+        "The study has no system yet, so annotators get no session: name one "
+        "(Systems on the upload page, --system with import_study)."
+    )
+    assert "no system" not in study_upload(path=str(path), study_name="live", systems=[]).message
+    client.force_login(annotator)
+    page = client.get(reverse("revision:home")).content.decode()
+    assert "<td>live</td>" in page and "no systems yet" not in page
 
 
 def test_the_migration_clears_edits_that_were_the_answer_sent_back_with_crlf(
@@ -592,3 +616,47 @@ def test_the_rerating_page_runs_a_fixed_number_of_queries(
         with django_assert_num_queries(6):
             response = client.get(reverse("revision:rerating", args=[rerating.pk]))
         assert "of 13 re-rated" in response.content.decode()
+
+
+def test_a_page_out_of_date_shows_the_session_as_it_is_and_what_was_not_saved(
+    client, study, annotator, django_capture_on_commit_callbacks
+):
+    """Two tabs: a step taken in one made the other's form a dead end ("Cannot do that", a
+    link to the start page) that dropped the instruction typed there."""
+    client.force_login(annotator)
+    with django_capture_on_commit_callbacks(execute=True):
+        session = session_assign(study=study, user=annotator, now=timezone.now())
+    instruct(django_capture_on_commit_callbacks, session, annotator, "Shorten it.")  # tab A
+    session_url = reverse("revision:session", args=[session.pk])
+    response = client.post(  # tab B, still showing the instruction form
+        reverse("revision:turn-new", args=[session.pk]),
+        {"instruction": "Add the year.", "instruction_type": "stylistic"},
+        follow=True,
+    )
+    assert response.redirect_chain == [(session_url, 302)]
+    page = response.content.decode()
+    assert "Your instruction was not sent (&quot;Add the year.&quot;)" in page
+    assert "rate the last revision before the next instruction" in page
+    assert 'id="rate-form"' in page  # the step the session is at
+    rate = reverse("revision:turn-rate", args=[session.pk])
+    client.post(rate, {"rating": "good", "comment": "ok"})
+    again = client.post(rate, {"rating": "bad", "comment": "no"}, follow=True)
+    assert again.redirect_chain == [(session_url, 302)]
+    assert "Your rating was not saved: this revision is already rated" in again.content.decode()
+    assert Turn.objects.get().rating == "good"
+
+
+def test_a_failed_turn_is_not_headed_as_an_answer(
+    client, study, annotator, django_capture_on_commit_callbacks
+):
+    """The heading said "Answer after turn 1" above the error and Retry, with no answer."""
+    client.force_login(annotator)
+    with django_capture_on_commit_callbacks(execute=True):
+        session = session_assign(study=study, user=annotator, now=timezone.now())
+    turn = instruct(django_capture_on_commit_callbacks, session, annotator, "Shorten it.")
+    Turn.objects.filter(pk=turn.pk).update(
+        call_status=CallStatus.FAILED, call_error="endpoint down", answer=""
+    )
+    page = client.get(reverse("revision:session", args=[session.pk])).content.decode()
+    assert 'id="answer-title">Turn 1: no answer yet</h2>' in page
+    assert "Answer after turn 1" not in page and 'id="retry"' in page

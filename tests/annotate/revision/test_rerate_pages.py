@@ -93,7 +93,7 @@ def test_the_page_draws_the_same_sample_as_the_command(client, researcher, study
         (
             {"size": 2, "seed": 0, "only": "ana"},
             "annotators",
-            "every chosen annotator did its session",
+            "is of ana&#x27;s own session, and ana is the only annotator chosen",
         ),
         ({"size": 1, "seed": 0, "none": True}, "annotators", "This field is required"),
         ({"size": 1, "seed": 0, "rex": True}, "annotators", "Select a valid choice"),

@@ -61,7 +61,9 @@ def test_sample_is_seeded(study, finished):
 
 
 def test_one_annotator_cannot_rerate_their_own_turns(study, finished):
-    with pytest.raises(ProjectSetupError, match="did its session"):
+    with pytest.raises(
+        ProjectSetupError, match="owner-a's own session, and owner-a is the only annotator chosen"
+    ):
         reratings_sample(study=study, annotators=finished[:1], size=4, seed=1, now=timezone.now())
 
 

@@ -1,3 +1,4 @@
+import json
 from datetime import timedelta
 
 import pytest
@@ -6,6 +7,7 @@ from django.utils import timezone
 from annotate.errors import ConflictError, NotFoundError, NoWorkError, SubmissionError
 from annotate.revision import llm
 from annotate.revision.models import CallStatus, RevisionSession, SessionStatus
+from annotate.revision.services.imports import sessions_import, study_upload
 from annotate.revision.services.sessions import (
     call_retry,
     session_assign,
@@ -14,7 +16,7 @@ from annotate.revision.services.sessions import (
     turn_rate,
     turn_start,
 )
-from tests.annotate.revision.conftest import instruct
+from tests.annotate.revision.conftest import QUESTIONS, instruct
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -187,6 +189,48 @@ def test_assignment_follows_section_3_2(study, django_capture_on_commit_callback
     assert len(pairs) == 4
     assert len({(q, s) for q, s, _ in pairs}) == 4
     assert len({(q, u) for q, _, u in pairs}) == 4
+
+
+def test_imported_sessions_add_no_work_for_annotators(
+    study, tmp_path, django_capture_on_commit_callbacks
+):
+    """Published sessions imported into a study brought their question (no papers) and their
+    systems (no model: the fake one answered under the name "gpt-4", and those sessions were
+    counted in gpt-4's row with the imported ones) into the annotators' assignment."""
+    line = {
+        "original_question": "A question with no papers here?",
+        "model_name": "gpt-4",
+        "initial_answer": "a0",
+        "interaction": [],
+    }
+    path = tmp_path / "kiwi.jsonl"
+    path.write_text(json.dumps(line) + "\n")
+    sessions_import(path=str(path), study_name=study.name)
+    users = [UserFactory(username=f"u{i}") for i in range(4)]
+    now = timezone.now()
+    given = []
+    for user in users:
+        for _ in range(3):
+            try:
+                with django_capture_on_commit_callbacks(execute=True):
+                    session = session_assign(study=study, user=user, now=now)
+            except NoWorkError:
+                break
+            given.append((session.question.text, session.system.name))
+            session_finish(session_id=session.pk, user=user, now=now)
+    # The live study's 2 questions x 2 systems, nothing of the imported line.
+    assert len(given) == 4
+    assert {system for _, system in given} == {"alpha", "beta"}
+    assert "A question with no papers here?" not in {question for question, _ in given}
+    # A questions upload naming the system makes it live (its position is kept).
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text(json.dumps(QUESTIONS[0]) + "\n")
+    study_upload(path=str(questions), study_name=study.name, systems=["gpt-4", "alpha"])
+    systems = study.systems.order_by("position", "id").values_list("name", "live")
+    assert list(systems) == [("alpha", True), ("beta", True), ("gpt-4", True)]
+    with django_capture_on_commit_callbacks(execute=True):
+        session = session_assign(study=study, user=UserFactory(username="late"), now=now)
+    assert session.system.name == "gpt-4"
 
 
 def test_an_annotator_resumes_their_session_and_never_sees_anothers(

@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from annotate.engine.models import EngineRun
 from annotate.engine.services import engine_run_estimate
+from annotate.revision.models import Turn
 from evaluation.revision.judges import judge_run_prepare
 from evaluation.revision.models import RevisionJudgeRun
 from tests.annotate.engine.conftest import dollar_a_thousand
@@ -32,7 +33,7 @@ def test_the_spending_cap_stops_the_run_and_the_command_fails_saying_why(tmp_pat
     run = RevisionJudgeRun.objects.get()
     assert run.engine_run.spending_cap_usd == Decimal("2.5") and run.predictions.count() == 2
     out = capsys.readouterr().out
-    assert out.startswith(f"Run {run.pk} (instruction-category") and ": failed," in out
+    assert out.startswith(f"Run {run.pk} (instruction-category): failed,")  # no "category )"
 
 
 def test_the_dry_run_prints_the_estimate_and_keeps_nothing(tmp_path, capsys):
@@ -75,3 +76,16 @@ def test_bad_options_are_refused_and_nothing_is_kept(tmp_path, arguments, messag
             )
         assert stub.requests == []
     assert not RevisionJudgeRun.objects.exists() and not EngineRun.objects.exists()
+
+
+def test_a_study_too_small_for_a_test_split_is_refused_saying_how_small(tmp_path):
+    """3 rated turns passed the check ("at least 3") and then failed as "the test split is
+    empty": the paper's fractions give 3 turns no test turn."""
+    study = sample_study(tmp_path)
+    turns = Turn.objects.filter(session__study=study)
+    turns.exclude(pk__in=list(turns.order_by("id").values_list("pk", flat=True)[:3])).update(
+        rating=""
+    )
+    with pytest.raises(CommandError, match=r"at least 4 rated turns .* it has 3"):
+        call_command("revision_judge", "--study", study.name, "--task", "rating-judge")
+    assert not RevisionJudgeRun.objects.exists()

@@ -212,7 +212,7 @@ def test_prerequisites_say_what_to_do_and_link_there(client, researcher, admin_u
     problems = [(p.problem, p.url) for p in page.context["prerequisites"]]
     assert problems == [
         (
-            "The study has fewer than 3 rated turns of finished sessions.",
+            "The study has fewer than 4 rated turns of finished sessions.",
             reverse("revision:upload"),
         ),
         ("There is no engine endpoint yet.", ""),

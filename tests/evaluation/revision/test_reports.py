@@ -1,7 +1,7 @@
 import json
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from annotate.revision.models import Rerating, Turn
@@ -44,6 +44,20 @@ def test_table2_by_hand(tmp_path):
             "stylistic": 1 / 3,
         }
     )
+
+
+def test_table2_counts_a_session_ended_before_any_turn(tmp_path):
+    """An annotator satisfied with the initial answer finishes a session of no turns: it is a
+    session (the export writes it), so gpt-4 has 3 sessions of 3 turns, 1.0 a session (it showed
+    2 sessions and 1.5 turns a session, counting only sessions that had a rated turn)."""
+    study = sample_study(tmp_path)
+    path = tmp_path / "none.jsonl"
+    line = {"original_question": "Q2?", "model_name": "gpt-4", "initial_answer": "fine"}
+    path.write_text(json.dumps({**line, "interaction": []}) + "\n")
+    call_command("import_sessions", str(path), "--study", study.name)
+    gpt = revision_report_build(study=study, n_resamples=10)["table2"][0]
+    assert (gpt["system"], gpt["sessions"], gpt["turns"]) == ("gpt-4", 3, 3)
+    assert gpt["turns_per_session"] == approx(1.0)
 
 
 def test_figure2_by_hand(tmp_path):
@@ -343,3 +357,48 @@ def test_the_agreement_note_says_when_no_classifier_has_run_yet(tmp_path):
     assert table_notes({"table3": table}, "table3") == [
         "Classifier agreement with the human labels: no turn has both (run #3)."
     ]
+
+
+def test_report_command_names_an_output_it_cannot_write(tmp_path):
+    study = sample_study(tmp_path)
+    missing = str(tmp_path / "no-such-folder" / "report.md")
+    with pytest.raises(CommandError, match=r"no-such-folder/report.md: cannot write the file"):
+        call_command("revision_report", "--study", study.name, "--output", missing)
+
+
+def test_turns_imported_without_a_type_are_named_beside_the_type_shares(tmp_path):
+    """Table 2 showed gpt-4 "100% information-seeking, 0% stylistic" when 2 of its 3 turns had
+    no type: the shares are of the typed turns, and no format said so."""
+    from evaluation.revision.formats import revision_latex, revision_markdown
+
+    study = sample_study(tmp_path)
+    assert "no instruction type" not in revision_markdown(
+        revision_report_build(study=study, n_resamples=10)
+    )
+    gpt = Turn.objects.filter(session__system__name="gpt-4").order_by("id")
+    Turn.objects.filter(pk__in=[t.pk for t in gpt if t.instruction_type == "stylistic"]).update(
+        instruction_type=""
+    )
+    report = revision_report_build(study=study, n_resamples=10)
+    assert report["untyped_turns"] == 2 and report["turns"] == 6
+    assert report["table2"][0]["information_seeking"] == 1.0  # 1 of the 1 typed turn
+    markdown = revision_markdown(report)
+    shares = "2 of the 6 rated turns have no instruction type: % information-seeking and % "
+    table2 = markdown.split("## Table 2")[1].split("##")[0]
+    assert shares + "stylistic are of the others." in table2
+    figure2 = markdown.split("## Figure 2 (top)")[1].split("##")[0]
+    assert "2 of the 6 rated turns have no instruction type: they count under “all” only." in (
+        figure2
+    )
+    assert shares.replace("%", "\\%") in revision_latex(report)
+
+
+def test_an_imported_answer_given_back_as_its_own_edit_is_not_counted_edited(tmp_path):
+    """Table 2's "Edited" counted a turn whose answer_2 repeats answer_1 (the paper's edit is
+    a_t' != a_t, Figure 3 line 17)."""
+    study = sample_study(tmp_path)
+    before = revision_report_build(study=study, n_resamples=10)["table2"][0]
+    unedited = Turn.objects.filter(session__system__name="gpt-4", edited_answer="").first()
+    Turn.objects.filter(pk=unedited.pk).update(edited_answer=unedited.answer)
+    after = revision_report_build(study=study, n_resamples=10)["table2"][0]
+    assert (before["system"], before["edited"], after["edited"]) == ("gpt-4", 1, 1)

@@ -11,6 +11,7 @@ from evaluation.stats.revision import (
     random_predictions,
     rating_shares,
     split_indices,
+    split_min_items,
 )
 
 
@@ -70,6 +71,15 @@ def test_split_sizes_follow_the_paper_and_are_seeded():
     assert len(set(train) | set(dev) | set(test)) == 1260
     again = split_indices(1260, np.random.default_rng(3))
     assert all((a == b).all() for a, b in zip((train, dev, test), again, strict=True))
+
+
+def test_the_fewest_items_with_a_test_item_by_hand():
+    # 3 x 186/1260 = 0.44 rounds to no test item; 4 x 186/1260 = 0.59 rounds to one.
+    assert split_min_items() == 4
+    assert len(split_indices(3, np.random.default_rng(0))[2]) == 0
+    assert len(split_indices(4, np.random.default_rng(0))[2]) == 1
+    assert split_min_items(0.5) == 2  # round(0.5) = 0 (halves to even), round(1.0) = 1
+    assert split_min_items(0.25) == 3  # round(0.25) = round(0.5) = 0, round(0.75) = 1
 
 
 def test_majority_and_random_baselines_follow_the_training_split():

@@ -44,7 +44,8 @@ class Command(BaseCommand):
             raise CommandError(str(error)) from None
         run = judge_run_execute(run_id=run.pk)
         labelled = run.predictions.exclude(label="").count()
-        self.stdout.write(f"Run {run.pk} ({run.task} {run.mode}): {run.status}, {labelled} labels.")
+        what = " ".join(part for part in (run.task, run.mode) if part)  # classifiers: no mode
+        self.stdout.write(f"Run {run.pk} ({what}): {run.status}, {labelled} labels.")
         if run.error:
             raise CommandError(run.error)
 
