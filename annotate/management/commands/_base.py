@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any, TextIO
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -19,3 +20,20 @@ class ImportCommand(BaseCommand):
         except AnnotateError as error:
             raise CommandError(f"{error}\nNothing was written.") from None
         self.stdout.write(summary.message)
+
+
+def output_error(path: str, error: OSError) -> CommandError:
+    """The error for an --output file that cannot be written (a missing folder, say)."""
+    return CommandError(f"--output {path}: cannot write this file ({error.strerror}).")
+
+
+@contextlib.contextmanager
+def output_file(path: str, *, newline: str | None = None) -> Iterator[TextIO]:
+    """Open an --output file for writing (UTF-8); one that cannot be opened is a command error."""
+    try:
+        # Only the open is guarded: an error while writing is not about the path.
+        handle = open(path, "w", encoding="utf-8", newline=newline)  # noqa: SIM115
+    except OSError as error:
+        raise output_error(path, error) from None
+    with handle:
+        yield handle

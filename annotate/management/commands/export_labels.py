@@ -2,6 +2,7 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
+from annotate.management.commands._base import output_file
 from annotate.models import Benchmark
 from annotate.services.exports import labels_export, scores_export
 
@@ -22,7 +23,7 @@ class Command(BaseCommand):
         if not options["output"]:
             self._export(name, sys.stdout, options)
             return
-        with open(options["output"], "w", encoding="utf-8", newline="") as output:
+        with output_file(options["output"], newline="") as output:
             count = self._export(name, output, options)
         self.stderr.write(f"Wrote {count:,} rows to {options['output']}.")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
+from annotate.management.commands._base import output_file
 from evaluation import report_formats
 from evaluation.conventions import (
     ACC_CONVENTIONS,
@@ -56,7 +57,7 @@ class Command(BaseCommand):
             raise CommandError(str(error)) from None
         text = FORMATS[options["format"]](report)
         if options["output"]:
-            with open(options["output"], "w", encoding="utf-8") as output:
+            with output_file(options["output"]) as output:
                 output.write(text)
             self.stderr.write(f"Wrote the report of {benchmark.name} to {options['output']}.")
         else:

@@ -1,6 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from annotate.errors import AnnotateError
+from annotate.management.commands._base import output_file
 from annotate.revision.services.exports import (
     sessions_export_csv,
     sessions_export_jsonl,
@@ -26,7 +27,7 @@ class Command(BaseCommand):
             study = study_get(name=options["study"])
         except AnnotateError as error:
             raise CommandError(str(error)) from None
-        with open(options["output"], "w", encoding="utf-8", newline="") as output:
+        with output_file(options["output"], newline="") as output:
             count = WRITERS[fmt](study=study, output=output)
         unit = ("turn" if fmt == "csv" else "session") + ("" if count == 1 else "s")
         self.stdout.write(f"Wrote {count:,} {unit} of {study.name} to {options['output']}.")

@@ -1,6 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from annotate.errors import AnnotateError
+from annotate.management.commands._base import output_file
 from annotate.revision.services.exports import study_get
 from evaluation.revision.formats import FORMATS
 from evaluation.revision.reports import revision_report_build
@@ -21,7 +22,7 @@ class Command(BaseCommand):
             raise CommandError(str(error)) from None
         text = FORMATS[options["format"]](revision_report_build(study=study))
         if options["output"]:
-            with open(options["output"], "w", encoding="utf-8") as output:
+            with output_file(options["output"]) as output:
                 output.write(text)
             self.stderr.write(f"Wrote the report of {study.name} to {options['output']}.")
         else:
