@@ -17,6 +17,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from annotate.engine.models import Endpoint
 from annotate.errors import ImportFileError
 from annotate.revision.history import previous_answers
 from annotate.revision.models import (
@@ -302,7 +303,17 @@ def _parse_system(spec: str) -> tuple[str, str]:
     name, _, endpoint = spec.partition("=")
     if not name.strip():
         raise ImportFileError("--system", None, None, f"{spec!r}: expected NAME or NAME=ENDPOINT")
-    return name.strip(), endpoint.strip()
+    endpoint = endpoint.strip()
+    # Checked now: an unknown name would otherwise fail only when an annotator starts a session.
+    if endpoint and not Endpoint.objects.filter(name=endpoint).exists():
+        raise ImportFileError(
+            "--system",
+            None,
+            None,
+            f"{spec!r}: no engine endpoint named {endpoint!r}; create it first "
+            "(endpoint_create, or the Endpoints page), or give NAME alone for the offline fake model",
+        )
+    return name.strip(), endpoint
 
 
 @transaction.atomic
@@ -322,9 +333,9 @@ def study_upload(*, path: str, study_name: str, systems: list[str]) -> ImportSum
             seen[row.text] = line
             rows.append(row)
     problems.raise_found()
+    parsed = [_parse_system(spec) for spec in systems]
     study = _study_for_import(study_name)
-    for spec in systems:
-        name, endpoint = _parse_system(spec)
+    for name, endpoint in parsed:
         StudySystem.objects.update_or_create(
             study=study,
             name=name,

@@ -4,6 +4,7 @@ import json
 import pytest
 from django.core.management import CommandError, call_command
 
+from annotate.engine.services.endpoints import endpoint_create
 from annotate.errors import ImportFileError
 from annotate.revision.models import Document, Passage, RevisionSession, Study, Turn
 from annotate.revision.services.exports import sessions_export_jsonl, study_get
@@ -181,6 +182,7 @@ STUDY_LINE = {
 
 def test_study_upload_stores_documents_split_into_passages_and_systems(tmp_path):
     path = write_jsonl(tmp_path / "study.jsonl", [STUDY_LINE])
+    endpoint_create(name="openai-gpt4", model="gpt-4", base_url="")
     summary = study_upload(path=path, study_name="s", systems=["gpt-4=openai-gpt4", "fake"])
     assert summary.created == 1
     study = Study.objects.get(name="s")
@@ -214,6 +216,18 @@ def test_study_upload_refuses_bad_lines(tmp_path, line, field):
     with pytest.raises(ImportFileError) as error:
         study_upload(path=path, study_name="s", systems=[])
     assert error.value.line == 2 and error.value.field == field
+    assert not Study.objects.exists()
+
+
+def test_import_study_refuses_a_system_on_an_endpoint_that_does_not_exist(tmp_path):
+    path = write_jsonl(tmp_path / "study.jsonl", [STUDY_LINE])
+    with pytest.raises(CommandError) as error:
+        call_command("import_study", path, "--study", "s", "--system", "gpt-4=openai-gpt4")
+    assert str(error.value) == (
+        "--system: 'gpt-4=openai-gpt4': no engine endpoint named 'openai-gpt4'; create it first "
+        "(endpoint_create, or the Endpoints page), or give NAME alone for the offline fake "
+        "model\nNothing was written."
+    )
     assert not Study.objects.exists()
 
 

@@ -2,6 +2,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from annotate.engine.services.endpoints import endpoint_create
 from annotate.revision.models import CallStatus, RevisionSession, Study, Turn
 from annotate.revision.services.sessions import session_assign, turn_rate, turn_start
 from annotate.roles import ANNOTATOR
@@ -130,6 +131,7 @@ def test_researcher_uploads_a_study_and_a_bad_file_names_the_line(client, resear
     from annotate.revision.models import Study
 
     client.force_login(researcher)
+    endpoint_create(name="endpoint-b", model="m", base_url="")
     good = b'{"question": "Q?", "documents": [{"title": "T", "text": "Some text."}]}\n'
     response = client.post(
         reverse("revision:upload"),
