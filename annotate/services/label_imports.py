@@ -238,8 +238,8 @@ def _label_jsonl_row(
     path: str, line: int, row: dict, system: str, annotator: str, default_kind: str
 ) -> Iterator[StageRow]:
     instruction = _text(path, line, {"id": row.get("id")}, "id")
-    row_system = system or _text(path, line, row, "system")
-    row_annotator = annotator or _text(path, line, row, "annotator")
+    row_system = system or _text_or_option(path, line, row, "system")
+    row_annotator = annotator or _text_or_option(path, line, row, "annotator")
     row_kind = _kind(path, line, "kind", str(row.get("kind") or "")) or default_kind
     values = row.get("eval")
     if not isinstance(values, list):
@@ -258,6 +258,16 @@ def _label_jsonl_row(
         if index in skipped:
             continue
         yield line, instruction, row_system, row_annotator, row_kind, index, JSON_VALUES[value]
+
+
+def _text_or_option(path: str, line: int, row: dict, field: str) -> str:
+    """A per-line `system` or `annotator` (as export_labels writes them); the evaluation
+    script's lines have neither, so a missing one asks for the option naming the whole file's."""
+    if field not in row:
+        raise ImportFileError(
+            path, line, field, f"this field is missing: give --{field} for the whole file"
+        )
+    return _text(path, line, row, field)
 
 
 def _score_csv_rows(path: str, default_kind: str, problems: ImportProblems) -> Iterator[StageRow]:

@@ -368,6 +368,25 @@ def test_eval_with_a_non_boolean_value_is_refused(small):
     assert error.value.field == "eval[1]"
 
 
+def test_eval_lines_without_system_or_annotator_ask_for_the_options(small):
+    path = write_jsonl(small / "e.jsonl", [{"id": "t1", "eval": [True]}, {"id": "t2", "eval": []}])
+    with pytest.raises(CommandError) as error:
+        call_command("import_labels", path, "--benchmark", "small", "--annotator", "j")
+    assert str(error.value) == (
+        f"{path}: 2 wrong lines:\n"
+        "- line 1, field 'system': this field is missing: give --system for the whole file\n"
+        "- line 2, field 'system': this field is missing: give --system for the whole file\n"
+        "Nothing was written."
+    )
+    with pytest.raises(CommandError, match="'annotator': this field is missing: give --annotator"):
+        call_command("import_labels", path, "--benchmark", "small", "--system", "sys")
+    # A line naming its own system (as export_labels writes them) still needs it to be a text.
+    blank = write_jsonl(small / "b.jsonl", [{"id": "t1", "eval": [True], "system": ""}])
+    with pytest.raises(CommandError, match="'system': expected a non-empty text"):
+        call_command("import_labels", blank, "--benchmark", "small", "--annotator", "j")
+    assert not Label.objects.exists()
+
+
 def test_responses_not_generated_yet_are_skipped_as_the_official_script_skips_them(small, capsys):
     rows = [{"id": "t1", "output": None}, {"id": "t2", "output": "ok"}]
     path = write_jsonl(small / "partial.jsonl", rows)
