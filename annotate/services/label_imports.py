@@ -36,6 +36,7 @@ from annotate.models import (
     AnnotatorKind,
     Benchmark,
     LabelValue,
+    System,
 )
 from annotate.services.files import (
     MAX_INTEGER_DIGITS,
@@ -799,8 +800,14 @@ def labels_import(
         rows = _label_csv_rows(path, kind, problems)
         blocks = partial(_label_csv_copy_blocks, path, kind)
         return _import_staged(path, benchmark_name, LABELS, rows, problems, blocks)
-    rows = _label_jsonl_rows(path, system_name.strip(), annotator_name.strip(), kind, problems)
-    fields = _jsonl_fields(system_argument=bool(system_name.strip()))
+    system_name = system_name.strip()
+    if system_name and not System.objects.filter(name=system_name).exists():
+        # Said once for the file: every line would otherwise repeat it.
+        raise ImportFileError(
+            path, None, "--system", f"no system named {system_name!r}: import its responses first"
+        )
+    rows = _label_jsonl_rows(path, system_name, annotator_name.strip(), kind, problems)
+    fields = _jsonl_fields(system_argument=bool(system_name))
     return _import_staged(path, benchmark_name, LABELS, rows, problems, fields=fields)
 
 

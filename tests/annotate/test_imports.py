@@ -387,6 +387,20 @@ def test_eval_lines_without_system_or_annotator_ask_for_the_options(small):
     assert not Label.objects.exists()
 
 
+def test_an_unknown_system_given_for_the_whole_file_is_named_once(small):
+    rows = [{"id": "t1", "eval": [True]}, {"id": "t2", "eval": [False]}]
+    path = write_jsonl(small / "e.jsonl", rows)
+    with pytest.raises(CommandError) as error:
+        call_command(
+            "import_labels", path, "--benchmark", "small", "--system", "nosys", "--annotator", "j"
+        )
+    assert str(error.value) == (
+        f"{path}, field '--system': no system named 'nosys': import its responses first\n"
+        "Nothing was written."
+    )
+    assert not Label.objects.exists()
+
+
 def test_responses_not_generated_yet_are_skipped_as_the_official_script_skips_them(small, capsys):
     rows = [{"id": "t1", "output": None}, {"id": "t2", "output": "ok"}]
     path = write_jsonl(small / "partial.jsonl", rows)
