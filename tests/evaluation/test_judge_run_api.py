@@ -100,6 +100,7 @@ def test_only_an_admin_may_start_a_judge_that_costs_money(client, researcher, ad
                 content_type="application/json",
             )
             assert refused.status_code == 403 and "admin" in refused.json()["detail"]
+            assert refused.json()["field"] == "judge"
         assert stub.requests == [] and not JudgeRun.objects.exists()
         client.force_login(admin_user)
         started = client.post(
