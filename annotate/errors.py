@@ -46,9 +46,14 @@ class ImportFileProblems(ImportFileError):
 
 
 class NotFoundError(AnnotateError):
-    """Missing, or not yours: both answer 404 so nobody learns what exists."""
+    """Missing, or not yours: both answer 404 so nobody learns what exists. `field` names the
+    input that asked for it, when there is one (an API answers it beside the message)."""
 
     http_status = 404
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        self.field = field
+        super().__init__(message)
 
 
 class ConflictError(AnnotateError):

@@ -27,9 +27,11 @@ class JudgeRunError(EvaluationError):
 
 
 class JudgePermissionError(EvaluationError):
-    """Only admins may start runs that spend money."""
+    """Only admins may start runs that spend money: the refusal is about the judge chosen
+    (`field`, as the API names its input; the run page's own field is `config`)."""
 
     http_status = 403
+    field = "judge"
 
 
 class JudgeNotFoundError(EvaluationError):

@@ -78,16 +78,19 @@ class JudgeRunApi(APIView):
     def _create(self, request: Request, data: dict) -> JudgeRun:
         config = JudgeConfig.objects.select_related("endpoint").filter(name=data["judge"]).first()
         if config is None:
-            raise NotFoundError(f"Field 'judge': no judge named {data['judge']!r}.")
+            raise NotFoundError(f"Field 'judge': no judge named {data['judge']!r}.", field="judge")
         benchmark = Benchmark.objects.filter(name=data["benchmark"]).first()
         if benchmark is None:
-            raise NotFoundError(f"Field 'benchmark': no benchmark named {data['benchmark']!r}.")
+            raise NotFoundError(
+                f"Field 'benchmark': no benchmark named {data['benchmark']!r}.", field="benchmark"
+            )
         names = list(dict.fromkeys(data["systems"]))
         systems = list(System.objects.filter(name__in=names))
         missing = sorted(set(names) - {system.name for system in systems})
         if missing:
             raise NotFoundError(
-                f"Field 'systems': no system named {', '.join(map(repr, missing))}."
+                f"Field 'systems': no system named {', '.join(map(repr, missing))}.",
+                field="systems",
             )
         return judge_run_create(
             config=config,

@@ -204,8 +204,13 @@ class GenerationRunApi(APIView):
         try:
             benchmark = Benchmark.objects.get(name=data["benchmark"])
         except Benchmark.DoesNotExist:
-            raise NotFoundError(f"No benchmark named {data['benchmark']!r}.") from None
-        endpoint = endpoint_get(name=data["endpoint"])
+            raise NotFoundError(
+                f"No benchmark named {data['benchmark']!r}.", field="benchmark"
+            ) from None
+        try:
+            endpoint = endpoint_get(name=data["endpoint"])
+        except EngineNotFoundError as error:
+            raise EngineNotFoundError(str(error), field="endpoint") from None
         engine_run_check_may_start(user=request.user, endpoint=endpoint)
         system = generating_system_get_or_create(name=data["system"], endpoint=endpoint)
         return generation_run_create(

@@ -36,6 +36,7 @@ from annotate.models import (
     AnnotatorKind,
     Benchmark,
     LabelValue,
+    System,
 )
 from annotate.services.files import (
     MAX_INTEGER_DIGITS,
@@ -238,8 +239,8 @@ def _label_jsonl_row(
     path: str, line: int, row: dict, system: str, annotator: str, default_kind: str
 ) -> Iterator[StageRow]:
     instruction = _text(path, line, {"id": row.get("id")}, "id")
-    row_system = system or _text(path, line, row, "system")
-    row_annotator = annotator or _text(path, line, row, "annotator")
+    row_system = system or _text_or_option(path, line, row, "system")
+    row_annotator = annotator or _text_or_option(path, line, row, "annotator")
     row_kind = _kind(path, line, "kind", str(row.get("kind") or "")) or default_kind
     values = row.get("eval")
     if not isinstance(values, list):
@@ -258,6 +259,16 @@ def _label_jsonl_row(
         if index in skipped:
             continue
         yield line, instruction, row_system, row_annotator, row_kind, index, JSON_VALUES[value]
+
+
+def _text_or_option(path: str, line: int, row: dict, field: str) -> str:
+    """A per-line `system` or `annotator` (as export_labels writes them); the evaluation
+    script's lines have neither, so a missing one asks for the option naming the whole file's."""
+    if field not in row:
+        raise ImportFileError(
+            path, line, field, f"this field is missing: give --{field} for the whole file"
+        )
+    return _text(path, line, row, field)
 
 
 def _score_csv_rows(path: str, default_kind: str, problems: ImportProblems) -> Iterator[StageRow]:
@@ -789,8 +800,14 @@ def labels_import(
         rows = _label_csv_rows(path, kind, problems)
         blocks = partial(_label_csv_copy_blocks, path, kind)
         return _import_staged(path, benchmark_name, LABELS, rows, problems, blocks)
-    rows = _label_jsonl_rows(path, system_name.strip(), annotator_name.strip(), kind, problems)
-    fields = _jsonl_fields(system_argument=bool(system_name.strip()))
+    system_name = system_name.strip()
+    if system_name and not System.objects.filter(name=system_name).exists():
+        # Said once for the file: every line would otherwise repeat it.
+        raise ImportFileError(
+            path, None, "--system", f"no system named {system_name!r}: import its responses first"
+        )
+    rows = _label_jsonl_rows(path, system_name, annotator_name.strip(), kind, problems)
+    fields = _jsonl_fields(system_argument=bool(system_name))
     return _import_staged(path, benchmark_name, LABELS, rows, problems, fields=fields)
 
 

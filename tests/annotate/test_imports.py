@@ -368,6 +368,39 @@ def test_eval_with_a_non_boolean_value_is_refused(small):
     assert error.value.field == "eval[1]"
 
 
+def test_eval_lines_without_system_or_annotator_ask_for_the_options(small):
+    path = write_jsonl(small / "e.jsonl", [{"id": "t1", "eval": [True]}, {"id": "t2", "eval": []}])
+    with pytest.raises(CommandError) as error:
+        call_command("import_labels", path, "--benchmark", "small", "--annotator", "j")
+    assert str(error.value) == (
+        f"{path}: 2 wrong lines:\n"
+        "- line 1, field 'system': this field is missing: give --system for the whole file\n"
+        "- line 2, field 'system': this field is missing: give --system for the whole file\n"
+        "Nothing was written."
+    )
+    with pytest.raises(CommandError, match="'annotator': this field is missing: give --annotator"):
+        call_command("import_labels", path, "--benchmark", "small", "--system", "sys")
+    # A line naming its own system (as export_labels writes them) still needs it to be a text.
+    blank = write_jsonl(small / "b.jsonl", [{"id": "t1", "eval": [True], "system": ""}])
+    with pytest.raises(CommandError, match="'system': expected a non-empty text"):
+        call_command("import_labels", blank, "--benchmark", "small", "--annotator", "j")
+    assert not Label.objects.exists()
+
+
+def test_an_unknown_system_given_for_the_whole_file_is_named_once(small):
+    rows = [{"id": "t1", "eval": [True]}, {"id": "t2", "eval": [False]}]
+    path = write_jsonl(small / "e.jsonl", rows)
+    with pytest.raises(CommandError) as error:
+        call_command(
+            "import_labels", path, "--benchmark", "small", "--system", "nosys", "--annotator", "j"
+        )
+    assert str(error.value) == (
+        f"{path}, field '--system': no system named 'nosys': import its responses first\n"
+        "Nothing was written."
+    )
+    assert not Label.objects.exists()
+
+
 def test_responses_not_generated_yet_are_skipped_as_the_official_script_skips_them(small, capsys):
     rows = [{"id": "t1", "output": None}, {"id": "t2", "output": "ok"}]
     path = write_jsonl(small / "partial.jsonl", rows)
@@ -395,7 +428,7 @@ def test_commands_print_the_summary_and_exit_non_zero_on_errors(small, capsys):
     assert out.read_text().startswith("instruction_id,system,annotator,question_index,label")
     # A folder that does not exist: the path and the reason, not a Python traceback.
     missing = str(small / "no-such-folder" / "export.csv")
-    with pytest.raises(CommandError, match=r"no-such-folder/export.csv: cannot write the file"):
+    with pytest.raises(CommandError, match=r"no-such-folder/export.csv: cannot write this file"):
         call_command("export_labels", "--benchmark", "small", "--output", missing)
 
 

@@ -42,8 +42,10 @@ def test_judge_command_runs_then_resumes_a_run_with_only_failed_work(capsys):
 def test_judge_command_reports_bad_names_and_selection():
     benchmark, _, _ = make_benchmark(questions_per_instruction=(1,))
     judge = make_judge(backend="fake")
-    with pytest.raises(CommandError, match="Give --config and --benchmark"):
+    with pytest.raises(CommandError, match=r"^--config: no judge configuration named 'nope'\.$"):
         call_command("judge", config="nope", benchmark=benchmark.name)
+    with pytest.raises(CommandError, match=r"^--benchmark: no benchmark named 'nope'\.$"):
+        call_command("judge", config=judge.name, benchmark="nope")
     with pytest.raises(CommandError, match="No system named zz"):
         call_command("judge", config=judge.name, benchmark=benchmark.name, systems="zz")
     with pytest.raises(CommandError, match="Sample size must be between 1 and 1"):

@@ -100,6 +100,7 @@ def test_only_an_admin_may_start_a_judge_that_costs_money(client, researcher, ad
                 content_type="application/json",
             )
             assert refused.status_code == 403 and "admin" in refused.json()["detail"]
+            assert refused.json()["field"] == "judge"
         assert stub.requests == [] and not JudgeRun.objects.exists()
         client.force_login(admin_user)
         started = client.post(
@@ -150,6 +151,8 @@ def test_bad_input_names_its_field_and_starts_nothing(client, researcher, change
     text = str(detail)
     if field is not None:
         assert field in text
+    if refused.status_code == 404:  # what was not found is named as the 400s name theirs
+        assert detail["field"] == field
     if message is not None:
         assert message in text
     assert not JudgeRun.objects.exists()

@@ -252,7 +252,7 @@ def test_report_command_names_an_unknown_benchmark(db):
 
 def test_report_command_names_an_output_it_cannot_write(bench, tmp_path):
     missing = str(tmp_path / "no-such-folder" / "report.md")
-    with pytest.raises(CommandError, match=r"no-such-folder/report.md: cannot write the file"):
+    with pytest.raises(CommandError, match=r"no-such-folder/report.md: cannot write this file"):
         call_command("report", "--benchmark", bench.name, "--output", missing)
 
 

@@ -197,6 +197,11 @@ def task_base_url(*, request_base: str) -> str:
     MTurk frames only HTTPS pages; plain HTTP is accepted for this machine only (demo, tests).
     """
     base = (settings.CROWD_PUBLIC_URL or request_base).rstrip("/")
+    if not base:  # only a command has no request: neither the setting nor --base-url was given
+        raise PublishError(
+            "Workers reach the task pages at the site's public address, and none is set: "
+            "set CROWD_PUBLIC_URL to the public https:// address, or give --base-url."
+        )
     parts = urlsplit(base)
     if parts.scheme != "https" and parts.hostname not in {h.strip("[]") for h in LOOPBACK_HOSTS}:
         raise PublishError(

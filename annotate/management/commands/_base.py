@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import IO, Any
+from typing import Any, TextIO
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -22,12 +22,18 @@ class ImportCommand(BaseCommand):
         self.stdout.write(summary.message)
 
 
-@contextmanager
-def output_file(path: str, *, newline: str | None = None) -> Iterator[IO[str]]:
-    """Open a file a command writes (UTF-8); one it cannot open is a CommandError naming it."""
+def output_error(path: str, error: OSError) -> CommandError:
+    """The error for an --output file that cannot be written (a missing folder, say)."""
+    return CommandError(f"--output {path}: cannot write this file ({error.strerror}).")
+
+
+@contextlib.contextmanager
+def output_file(path: str, *, newline: str | None = None) -> Iterator[TextIO]:
+    """Open an --output file for writing (UTF-8); one that cannot be opened is a command error."""
     try:
-        output = open(path, "w", encoding="utf-8", newline=newline)  # noqa: SIM115
+        # Only the open is guarded: an error while writing is not about the path.
+        handle = open(path, "w", encoding="utf-8", newline=newline)  # noqa: SIM115
     except OSError as error:
-        raise CommandError(f"{path}: cannot write the file ({error.strerror})") from None
-    with output:
-        yield output
+        raise output_error(path, error) from None
+    with handle:
+        yield handle

@@ -330,14 +330,14 @@ def _parse_system(spec: str) -> tuple[str, str]:
     if not name.strip():
         raise ImportFileError("--system", None, None, f"{spec!r}: expected NAME or NAME=ENDPOINT")
     endpoint = endpoint.strip()
+    # Checked now: an unknown name would otherwise fail only when an annotator starts a session.
     if endpoint and not Endpoint.objects.filter(name=endpoint).exists():
-        # Every session of the system would fail at its first call, shown to the annotator.
         raise ImportFileError(
             "--system",
             None,
             None,
-            f"{spec!r}: no engine endpoint is named {endpoint!r} (create it first: "
-            "manage.py endpoint_create, or the Endpoints page)",
+            f"{spec!r}: no engine endpoint named {endpoint!r}; create it first "
+            "(endpoint_create, or the Endpoints page), or give NAME alone for the offline fake model",
         )
     return name.strip(), endpoint
 
@@ -348,8 +348,8 @@ class SystemEndpointRefused(PermissionDeniedError):
 
 def _check_may_bind(endpoint_name: str, user: AbstractBaseUser | None) -> None:
     """Refuse a system endpoint the uploader may not spend on: every turn of every annotator's
-    session then calls it, so binding a paid one is spending, which only admins may do. The
-    endpoint must exist, so that nobody binds a name an admin later gives to a paid one."""
+    session then calls it, so binding a paid one is spending, which only admins may do. (An
+    endpoint that does not exist was refused already, by _parse_system.)"""
     if user is None or not endpoint_name:  # the console, or the free offline fake model
         return
     endpoint = Endpoint.objects.filter(name=endpoint_name).first()

@@ -76,11 +76,12 @@ class Command(BaseCommand):
         self._execute(run)
 
     def _create(self, options):
-        try:
-            config = JudgeConfig.objects.get(name=options["config"] or "")
-            benchmark = Benchmark.objects.get(name=options["benchmark"] or "")
-        except (JudgeConfig.DoesNotExist, Benchmark.DoesNotExist) as error:
-            raise CommandError(f"{error} Give --config and --benchmark by name.") from None
+        config = JudgeConfig.objects.filter(name=options["config"] or "").first()
+        if config is None:
+            raise CommandError(f"--config: no judge configuration named {options['config']!r}.")
+        benchmark = Benchmark.objects.filter(name=options["benchmark"] or "").first()
+        if benchmark is None:
+            raise CommandError(f"--benchmark: no benchmark named {options['benchmark']!r}.")
         names = _names(options["systems"])
         systems = System.objects.filter(
             **({"name__in": names} if names else {"responses__instruction__benchmark": benchmark})

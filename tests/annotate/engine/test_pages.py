@@ -10,7 +10,7 @@ from annotate.engine.services.generation import (
     generating_system_get_or_create,
     generation_run_create,
 )
-from annotate.models import Benchmark, Instruction, Response
+from annotate.models import Benchmark, Instruction, Response, System
 from tests.annotate.engine.conftest import dollar_a_thousand, make_endpoint, make_instructions
 from tests.factories import ResponseFactory
 
@@ -215,6 +215,25 @@ def test_the_api_refuses_a_negative_seed_as_the_page_does(researcher_client):
         reverse("api-engine-generation-runs"), body, content_type="application/json"
     )
     assert refused.status_code == 400 and list(refused.json()) == ["seed"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("change", "answer"),
+    [
+        ({"benchmark": "nope"}, {"detail": "No benchmark named 'nope'.", "field": "benchmark"}),
+        ({"endpoint": "nope"}, {"detail": "No endpoint 'nope'.", "field": "endpoint"}),
+    ],
+)
+def test_the_api_names_the_field_of_what_it_does_not_find(researcher_client, change, answer):
+    make_instructions(2)
+    make_endpoint("", name="fake")
+    body = {"benchmark": "bench", "system": "api-sys", "endpoint": "fake", "dry_run": True}
+    refused = researcher_client.post(
+        reverse("api-engine-generation-runs"), {**body, **change}, content_type="application/json"
+    )
+    assert refused.status_code == 404 and refused.json() == answer
+    assert not System.objects.filter(name="api-sys").exists()
 
 
 @pytest.mark.django_db

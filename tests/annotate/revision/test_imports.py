@@ -192,7 +192,7 @@ def test_export_to_a_folder_that_does_not_exist_names_the_path(tmp_path):
     """It ended in a FileNotFoundError traceback."""
     sessions_import(path=write_jsonl(tmp_path / "kiwi.jsonl", [SESSION_B]), study_name="kiwi")
     missing = str(tmp_path / "no-such-folder" / "out.jsonl")
-    with pytest.raises(CommandError, match=r"no-such-folder/out.jsonl: cannot write the file"):
+    with pytest.raises(CommandError, match=r"no-such-folder/out.jsonl: cannot write this file"):
         call_command("export_sessions", "--study", "kiwi", "--output", missing)
 
 
@@ -266,7 +266,7 @@ def test_an_empty_study_file_is_refused_and_makes_no_study(tmp_path):
 def test_a_system_on_an_endpoint_that_does_not_exist_is_refused(tmp_path):
     """It was stored, and every annotator session on it failed at its first call."""
     path = write_jsonl(tmp_path / "study.jsonl", [STUDY_LINE])
-    with pytest.raises(ImportFileError, match="no engine endpoint is named 'gpt4o'"):
+    with pytest.raises(ImportFileError, match="no engine endpoint named .gpt4o."):
         study_upload(path=path, study_name="s", systems=["alpha", "gpt-4=gpt4o"])
     assert not Study.objects.exists()
 
@@ -281,6 +281,18 @@ def test_the_study_name_is_trimmed_and_a_blank_one_refused(tmp_path):
             "import_study", write_jsonl(tmp_path / "q.jsonl", [STUDY_LINE]), "--study", " "
         )
     assert list(Study.objects.values_list("name", flat=True)) == ["kiwi"]
+
+
+def test_import_study_refuses_a_system_on_an_endpoint_that_does_not_exist(tmp_path):
+    path = write_jsonl(tmp_path / "study.jsonl", [STUDY_LINE])
+    with pytest.raises(CommandError) as error:
+        call_command("import_study", path, "--study", "s", "--system", "gpt-4=openai-gpt4")
+    assert str(error.value) == (
+        "--system: 'gpt-4=openai-gpt4': no engine endpoint named 'openai-gpt4'; create it first "
+        "(endpoint_create, or the Endpoints page), or give NAME alone for the offline fake "
+        "model\nNothing was written."
+    )
+    assert not Study.objects.exists()
 
 
 def test_long_paragraphs_are_cut_into_passages_of_200_words():

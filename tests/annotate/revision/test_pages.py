@@ -206,7 +206,7 @@ def test_only_an_admin_gives_a_study_system_a_paid_endpoint(client, researcher, 
     assert "Nothing was written." in text and not Study.objects.filter(name="mine").exists()
     response = _upload_questions(client, "mine", "a=no-such-endpoint")
     assert response.status_code == 400  # refused for everyone, before any permission question
-    assert "no engine endpoint is named &#x27;no-such-endpoint&#x27;" in response.content.decode()
+    assert "no engine endpoint named &#x27;no-such-endpoint&#x27;" in response.content.decode()
     # An admin's study: a researcher re-uploading to it cannot move its system to a paid one.
     client.force_login(admin_user)
     assert _upload_questions(client, "admins", "a").status_code == 302

@@ -482,6 +482,14 @@ def test_verbalizer_publish_command_previews_then_publishes(study, settings, cap
     from django.core.management import call_command
     from django.core.management.base import CommandError
 
+    settings.CROWD_PUBLIC_URL = ""
+    with pytest.raises(CommandError) as error:  # no address to send workers to
+        call_command("verbalizer_publish", "flip", "--platform", "fake", "--reward", "0.10",
+                     "--confirm-total", "1.00")  # fmt: skip
+    assert "set CROWD_PUBLIC_URL to the public https:// address, or give --base-url" in str(
+        error.value
+    )
+    assert not Publication.objects.exists()
     settings.CROWD_PUBLIC_URL = "https://annotate.example.org"
     call_command("verbalizer_publish", "flip", "--platform", "fake", "--reward", "0.10")
     # 4 prompts × 2 answers × $0.10 × 1.25

@@ -362,7 +362,7 @@ def test_the_agreement_note_says_when_no_classifier_has_run_yet(tmp_path):
 def test_report_command_names_an_output_it_cannot_write(tmp_path):
     study = sample_study(tmp_path)
     missing = str(tmp_path / "no-such-folder" / "report.md")
-    with pytest.raises(CommandError, match=r"no-such-folder/report.md: cannot write the file"):
+    with pytest.raises(CommandError, match=r"no-such-folder/report.md: cannot write this file"):
         call_command("revision_report", "--study", study.name, "--output", missing)
 
 

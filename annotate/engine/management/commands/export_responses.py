@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from annotate.engine.services.generation import responses_export
+from annotate.management.commands._base import output_error
 from annotate.models import Benchmark, System
 
 
@@ -17,10 +18,14 @@ class Command(BaseCommand):
         parser.add_argument("--output", required=True, help="The .jsonl file to write.")
 
     def handle(self, *args, **o):
+        benchmark = Benchmark.objects.filter(name=o["benchmark"]).first()
+        if benchmark is None:
+            raise CommandError(f"--benchmark: no benchmark named {o['benchmark']!r}.")
+        system = System.objects.filter(name=o["system"]).first()
+        if system is None:
+            raise CommandError(f"--system: no system named {o['system']!r}.")
         try:
-            benchmark = Benchmark.objects.get(name=o["benchmark"])
-            system = System.objects.get(name=o["system"])
-        except (Benchmark.DoesNotExist, System.DoesNotExist) as error:
-            raise CommandError(f"{error} Give --benchmark and --system by name.") from None
-        count = responses_export(benchmark=benchmark, system=system, path=o["output"])
+            count = responses_export(benchmark=benchmark, system=system, path=o["output"])
+        except OSError as error:
+            raise output_error(o["output"], error) from None
         self.stdout.write(f"Wrote {count} responses of {system.name} to {o['output']}.")
