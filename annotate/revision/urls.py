@@ -13,6 +13,7 @@ urlpatterns = [
     path("sessions/<int:session_id>/turns/", views.turn_new, name="turn-new"),
     path("sessions/<int:session_id>/rate/", views.turn_rate, name="turn-rate"),
     path("sessions/<int:session_id>/retry/", views.retry, name="retry"),
+    path("sessions/<int:session_id>/withdraw/", views.withdraw, name="withdraw"),
     path("sessions/<int:session_id>/finish/", views.finish, name="finish"),
     path("reratings/<int:rerating_id>/", views.rerating_page, name="rerating"),
     path("studies/<int:study_id>/rerate/", views.rerate, name="rerate"),

@@ -67,7 +67,13 @@ def start(request: HttpRequest, study_id: int) -> HttpResponse:
 @page_errors
 def session_page(request: HttpRequest, session_id: int) -> HttpResponse:
     page = selectors.session_page_get(session_id=session_id, user=request.user, now=timezone.now())
-    return render(request, "revision/session.html", {"page": page})
+    # A withdrawn instruction comes back in the form, once (`withdraw`).
+    withdrawn = request.session.pop(_withdrawn_key(session_id), None)
+    return render(request, "revision/session.html", {"page": page, "form": withdrawn or {}})
+
+
+def _withdrawn_key(session_id: int) -> str:
+    return f"revision-withdrawn-{session_id}"
 
 
 @login_required
@@ -146,6 +152,28 @@ def turn_rate(request: HttpRequest, session_id: int) -> HttpResponse:
 @page_errors
 def retry(request: HttpRequest, session_id: int) -> HttpResponse:
     return _act(request, session_id, sessions.call_retry, "Not retried", now=timezone.now())
+
+
+@login_required
+@require_POST
+@page_errors
+def withdraw(request: HttpRequest, session_id: int) -> HttpResponse:
+    """The model keeps failing on the last instruction: take it back into the form."""
+    try:
+        turn = sessions.turn_withdraw(session_id=session_id, user=request.user)
+    except ConflictError as error:
+        messages.warning(request, f"Nothing was withdrawn: {error}.")
+        return redirect("revision:session", session_id=session_id)
+    request.session[_withdrawn_key(session_id)] = {
+        "instruction": turn.instruction,
+        "instruction_type": turn.instruction_type,
+    }
+    messages.info(
+        request,
+        "Your instruction was withdrawn (the model did not answer it) and is back in the box "
+        "below: send it again, change it, or end the session if you are satisfied.",
+    )
+    return redirect("revision:session", session_id=session_id)
 
 
 @login_required

@@ -207,6 +207,21 @@ def call_retry(*, session_id: int, user: AbstractBaseUser, now: datetime) -> Non
     generation_enqueue(what="turn", object_id=last.pk)
 
 
+@transaction.atomic
+def turn_withdraw(*, session_id: int, user: AbstractBaseUser) -> Turn:
+    """Take back the last instruction when its model call failed (the model keeps failing):
+    the turn had no answer and no rating, so nothing measured is lost; the annotator may send
+    it again later, write another, or end the session. Returns the withdrawn (deleted) turn."""
+    session = session_for_annotator(session_id=session_id, user=user, lock=True)
+    if session.status != SessionStatus.ACTIVE:
+        raise ConflictError("the session is finished")
+    last = _last_turn(session)
+    if last is None or last.call_status != CallStatus.FAILED or last.rating:
+        raise ConflictError("only an instruction whose model call failed can be withdrawn")
+    last.delete()
+    return last
+
+
 def _plain(text: str) -> str:
     """The text with its line breaks as the model's answers have them (LF) and no outer blanks.
 

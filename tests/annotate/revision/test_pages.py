@@ -660,3 +660,60 @@ def test_a_failed_turn_is_not_headed_as_an_answer(
     page = client.get(reverse("revision:session", args=[session.pk])).content.decode()
     assert 'id="answer-title">Turn 1: no answer yet</h2>' in page
     assert "Answer after turn 1" not in page and 'id="retry"' in page
+
+
+def test_an_annotator_withdraws_an_instruction_the_model_keeps_failing(
+    client, study, annotator, django_capture_on_commit_callbacks
+):
+    """With the endpoint down, a failed turn offered only Retry and "I am satisfied" refused
+    while it was unrated: the session stayed in progress for ever and held the annotator's
+    other sessions back. Withdrawing puts the instruction back in the box, once; the session
+    goes on (or ends) from the answer before it, and a rated turn cannot be withdrawn."""
+    client.force_login(annotator)
+    with django_capture_on_commit_callbacks(execute=True):
+        session = session_assign(study=study, user=annotator, now=timezone.now())
+    turn = instruct(django_capture_on_commit_callbacks, session, annotator, "Shorten <it>.")
+    Turn.objects.filter(pk=turn.pk).update(
+        call_status=CallStatus.FAILED, call_error="endpoint down", answer=""
+    )
+    session_url = reverse("revision:session", args=[session.pk])
+    withdraw = reverse("revision:withdraw", args=[session.pk])
+    page = client.get(session_url).content.decode()
+    assert f'action="{withdraw}"' in page and 'id="withdraw"' in page
+    assert client.post(reverse("revision:finish", args=[session.pk])).status_code == 302
+    assert RevisionSession.objects.get().status == "active"  # refused: the turn is unrated
+
+    back = client.post(withdraw, follow=True)
+    assert back.redirect_chain == [(session_url, 302)]
+    page = back.content.decode()
+    assert not Turn.objects.exists()
+    assert "Your instruction was withdrawn" in page
+    assert 'data-draft="instruction">Shorten &lt;it&gt;.</textarea>' in page
+    assert 'value="stylistic" data-draft="instruction_type" checked' in page
+    assert 'id="answer" aria-labelledby="answer-title">' in page and 'id="satisfied"' in page
+    again = client.get(session_url).content.decode()  # once: a reload starts a clean box
+    assert 'data-draft="instruction"></textarea>' in again
+    refused = client.post(withdraw, follow=True).content.decode()
+    assert "Nothing was withdrawn: only an instruction whose model call failed" in refused
+
+    # Sent again once the model is back, answered and rated: no longer withdrawable.
+    turn = instruct(django_capture_on_commit_callbacks, session, annotator, "Shorten it.")
+    client.post(
+        reverse("revision:turn-rate", args=[session.pk]), {"rating": "good", "comment": "ok"}
+    )
+    client.post(withdraw)
+    assert Turn.objects.get().rating == "good"
+    client.post(reverse("revision:finish", args=[session.pk]))
+    assert RevisionSession.objects.get().status == "finished"
+
+
+def test_someone_elses_failed_instruction_cannot_be_withdrawn(
+    client, study, annotator, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        session = session_assign(study=study, user=annotator, now=timezone.now())
+    turn = instruct(django_capture_on_commit_callbacks, session, annotator, "Shorten it.")
+    Turn.objects.filter(pk=turn.pk).update(call_status=CallStatus.FAILED, call_error="down")
+    client.force_login(UserFactory(username="other-annotator", roles=[ANNOTATOR]))
+    assert client.post(reverse("revision:withdraw", args=[session.pk])).status_code == 404
+    assert Turn.objects.filter(pk=turn.pk).exists()
