@@ -131,3 +131,15 @@ def test_report_page_says_which_rule_the_interval_and_invalid_columns_follow(
         "<td>foo|bar</td><td>direct</td><td>2</td><td>n/a</td><td>n/a</td><td>n/a</td>"
         "<td>100.0</td>" in html
     )
+
+
+def test_a_figure_opened_on_its_own_may_run_nothing(client, researcher, with_humans):
+    """The SVG carries dataset and system names from imported files; it got the site's policy
+    (scripts from 'self'), not the InFoBench figure's, under which an SVG opened alone runs
+    nothing and loads nothing."""
+    client.force_login(researcher)
+    for fmt in ("svg", "png", "pdf"):
+        url = reverse("verbalizer-reports:figure", args=[with_humans.pk, "groups", fmt])
+        policy = client.get(url)["Content-Security-Policy"]
+        assert "default-src 'none'" in policy and "frame-ancestors 'none'" in policy
+        assert "script-src" not in policy, policy
