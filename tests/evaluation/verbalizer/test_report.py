@@ -348,3 +348,25 @@ def test_every_figure_is_readable_at_the_size_it_is_drawn(
     assert legends_off_the_plots(figure) == []
     shown = {t.get_text().replace(",\non ", ", on ") for t in drawn_texts(figure)}
     assert {system_label(*pair) for pair in row_order(report[name])} <= shown
+
+
+@pytest.mark.parametrize("name", ["groups", "mappings", "flipped", "flipped_by_dataset"])
+def test_no_inv_note_is_crossed_by_an_error_bar(with_humans, name, drawn_figure):
+    """The "inv N%" notes stood at each bar's foot, so a low bar's interval (here 30 %, from 5
+    to 60) ran through its note, and its lower cap crossed it; a note now stands just above its
+    bar's top whisker, and the y axis grows to hold the notes over a whisker that reaches 100."""
+    from matplotlib.text import Text
+
+    from evaluation.verbalizer import figures
+    from tests.evaluation.figure_layout import overlapping_texts, texts_on_error_bars
+
+    report = verbalizer_report(evaluation_set=with_humans)
+    for index, found in enumerate(r for r in report[name] if r["accuracy_lenient"] is not None):
+        low, high = [(0.05, 0.6), (0.0, 1.0), (0.8, 1.0)][index % 3]
+        found.update(accuracy_lenient=(low + high) / 2, ci_lenient=(low, high), invalid=0.25)
+    figure = drawn_figure(figures, figures.render_figure, report, name, "png")
+    notes = [t for t in figure.findobj(Text) if t.get_text().startswith("inv ")]
+    assert notes and texts_on_error_bars(figure) == []
+    assert overlapping_texts(figure) == []
+    for note in notes:  # every note inside its plot, nothing cut at the top
+        assert note.get_window_extent().y1 <= note.axes.bbox.y1 + 0.5, note.get_text()
