@@ -80,7 +80,7 @@ class ClassificationImportSummary:
     @property
     def message(self) -> str:
         return (
-            f"Imported {self.created:,} items into {self.dataset} from {self.path} "
+            f"Imported {self.created:,} item{pluralize(self.created)} into {self.dataset} from {self.path} "
             f"({self.positive:,} positive, {self.created - self.positive:,} negative)."
         )
 
@@ -203,6 +203,19 @@ def _label_reader(fmt: str, dataset: ClassificationDataset) -> Callable[[str, _R
     return read
 
 
+def _id_check(path: str, fmt: str, row: _Row, first_line_of: dict[str, int]) -> None:
+    """Refuse a row id seen on an earlier line: two files pasted together, or a row copied.
+    MRPC's "#1 ID" names a sentence, not the pair, and may come back."""
+    if not row.external_id or fmt == "glue-mrpc":
+        return
+    seen = first_line_of.setdefault(row.external_id, row.line)
+    if seen != row.line:
+        field = GLUE_LAYOUTS[fmt].id_field if fmt in GLUE_LAYOUTS else "id"
+        raise ImportFileError(
+            path, row.line, field, f"the id {row.external_id!r} is already on line {seen}"
+        )
+
+
 @transaction.atomic
 def classification_import(
     *,
@@ -222,12 +235,13 @@ def classification_import(
         rows = _read_tsv(path, GLUE_LAYOUTS[fmt], problems)
     else:
         rows = _read_generic(path, fmt, problems)
-    items = []
+    items, first_line_of = [], {}
     for position, row in enumerate(rows, start=1):
         with problems.line():
             if not row.text.strip():
                 field = "text" if fmt in ("csv", "jsonl") else GLUE_LAYOUTS[fmt].text
                 raise ImportFileError(path, row.line, field, "the text is empty")
+            _id_check(path, fmt, row, first_line_of)
             items.append(
                 ClassificationItem(
                     dataset=target, position=position, external_id=row.external_id[:200],

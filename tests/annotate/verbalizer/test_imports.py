@@ -105,6 +105,14 @@ def test_csv_and_jsonl_with_golden_names(tmp_path):
         ("jsonl", '{"text": "ok", "label": "positive"}\n{"text": 3, "label": "negative"}\n',
          "line 2, field 'text': expected text"),
         ("jsonl", '{"text": "ok"}\n', "line 1, field 'label': this field is missing"),
+        # The same id twice (two files pasted together) was imported as two items.
+        ("csv", "text,label,id\nok,positive,a1\nno,negative,a1\n",
+         "line 3, field 'id': the id 'a1' is already on line 2"),
+        ("jsonl", '{"text": "ok", "label": "positive", "id": 7}\n'
+         '{"text": "no", "label": "negative", "id": "7"}\n',
+         "line 2, field 'id': the id '7' is already on line 1"),
+        ("glue-rte", "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailment\n"
+         "0\tc\td\tentailment\n", "line 3, field 'index': the id '0' is already on line 2"),
     ],
 )  # fmt: skip
 def test_bad_files_name_line_and_field_and_write_nothing(tmp_path, fmt, text, expected):
@@ -131,7 +139,8 @@ def test_labels_contradicting_an_existing_dataset_are_refused(tmp_path):
 
 def test_a_second_import_into_a_filled_dataset_is_refused(tmp_path):
     path = write(tmp_path, "dev.tsv", "sentence\tlabel\ngood\t1\n")
-    classification_import(path=path, dataset="SST-2", fmt="glue-sst2")
+    summary = classification_import(path=path, dataset="SST-2", fmt="glue-sst2")
+    assert summary.message.startswith("Imported 1 item into SST-2")  # not "1 items"
     with pytest.raises(ImportFileError) as refused:
         classification_import(path=path, dataset="SST-2", fmt="glue-sst2")
     assert ClassificationItem.objects.count() == 1
