@@ -245,6 +245,8 @@ def test_an_undefined_interval_reads_n_a_once_and_kappa_intervals_read_low_to_hi
     md = report_as(report, "md")
     assert "| invalid % (lenient) |" in md.splitlines()[0]
     assert "| m1 | SST-2 | neutral | foo\\|bar | direct | 2 | n/a | n/a | n/a | 100.0 |" in md
+    # Asked with no valid reply: n/a; a cell never asked reads "--" (test_same_prompts.py).
+    assert "m1 & 100.0 & n/a & 0.0 \\\\" in report_as(report, "latex")
     people = {
         "agreement": [
             {"source": "human", "dataset": "all", "kappa": None, "ci_low": None,
