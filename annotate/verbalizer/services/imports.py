@@ -22,6 +22,7 @@ from django.template.defaultfilters import pluralize
 from annotate.errors import ImportFileError
 from annotate.services.files import ImportProblems, _lines, _open_text, read_csv, read_jsonl
 from annotate.verbalizer.models import ClassificationDataset, ClassificationItem, TaskFamily
+from annotate.verbalizer.words import label_words_problem
 
 FORMATS = ("glue-sst2", "glue-rte", "glue-mrpc", "glue-qqp", "csv", "jsonl")
 
@@ -180,6 +181,9 @@ def _dataset_for(
         )
     if names[0] == names[1] or not all(names):
         raise ImportFileError(path, None, "--labels", "two different, non-empty label names")
+    problem = label_words_problem(*names)
+    if problem:
+        raise ImportFileError(path, None, "--labels", problem)
     return ClassificationDataset.objects.create(
         name=name, family=family, positive_name=names[0], negative_name=names[1]
     )
