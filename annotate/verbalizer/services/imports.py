@@ -134,10 +134,12 @@ def _generic_row(path: str, line: int, row: dict) -> _Row:
     values = {}
     for name in ("text", "label", "text_b", "id"):
         value = row.get(name, "")
+        if value is None and name in ("text_b", "id"):
+            value = ""  # an optional field written as null (pandas' to_json does) is absent
         if isinstance(value, int) and not isinstance(value, bool) and name != "text":
             value = str(value)
         if not isinstance(value, str):
-            raise ImportFileError(path, line, name, f"expected text, found {type(value).__name__}")
+            raise ImportFileError(path, line, name, f"expected text, found {_json_kind(value)}")
         values[name] = value
     if "text" not in row:
         raise ImportFileError(path, line, "text", "this field is missing")
@@ -146,6 +148,16 @@ def _generic_row(path: str, line: int, row: dict) -> _Row:
     return _Row(
         line, values["id"], values["text"], values["text_b"], "label", values["label"].strip()
     )
+
+
+def _json_kind(value: object) -> str:
+    """Name a JSON value's kind as JSON does ("null", not Python's "NoneType")."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    kinds = {int: "a number", float: "a number", list: "a list", dict: "an object"}
+    return kinds.get(type(value), type(value).__name__)
 
 
 def _dataset_for(

@@ -105,6 +105,17 @@ def test_csv_and_jsonl_with_golden_names(tmp_path):
         ("jsonl", '{"text": "ok", "label": "positive"}\n{"text": 3, "label": "negative"}\n',
          "line 2, field 'text': expected text"),
         ("jsonl", '{"text": "ok"}\n', "line 1, field 'label': this field is missing"),
+        # JSON's names for JSON's values, not Python's ("found NoneType", "found bool").
+        ("jsonl", '{"text": null, "label": "positive"}\n', "field 'text': expected text, found null"),
+        ("jsonl", '{"text": "ok", "label": true}\n', "field 'label': expected text, found true"),
+        ("jsonl", '{"text": ["a"], "label": "positive"}\n', "expected text, found a list"),
+        # A column the layout does not know: named, with the optional ones ("(missing: [],
+        # unknown: ['extra'])" read as Python); a file separated by ';' is told so.
+        ("csv", "text,label,extra\nok,positive,x\n",
+         "line 1: the header must be text,label, optionally with text_b,id; unknown column "
+         "'extra'"),
+        ("csv", "text;label\nok;positive\n", "missing 'text', 'label'; unknown column "
+         "'text;label'; is the file separated by ';'? it must be by commas"),
         # The same id twice (two files pasted together) was imported as two items.
         ("csv", "text,label,id\nok,positive,a1\nno,negative,a1\n",
          "line 3, field 'id': the id 'a1' is already on line 2"),
@@ -122,6 +133,15 @@ def test_bad_files_name_line_and_field_and_write_nothing(tmp_path, fmt, text, ex
     assert expected in str(error.value)
     assert str(error.value).startswith(path)
     assert not ClassificationItem.objects.exists()
+
+
+def test_an_optional_field_written_as_null_is_absent(tmp_path):
+    """pandas' to_json writes a missing text_b or id as null: the file was refused."""
+    line = {"text": "ok", "label": "positive", "text_b": None, "id": None}
+    path = write(tmp_path, "a.jsonl", json.dumps(line) + "\n")
+    classification_import(path=path, dataset="SST-2", fmt="jsonl")
+    item = ClassificationItem.objects.get()
+    assert (item.text, item.text_b, item.external_id, item.is_positive) == ("ok", "", "", True)
 
 
 def test_new_dataset_from_csv_needs_label_names_and_nothing_is_created(tmp_path):
