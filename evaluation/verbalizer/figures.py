@@ -129,21 +129,23 @@ def _draw_bars(
     return notes
 
 
-def _room_for_notes(figure: Figure, axes, notes: list[tuple[Text, float]]) -> None:
-    """Raise the top of the y axis until every note fits under it.
+def _room_for_notes(figure: Figure, notes: list[tuple[object, list[tuple[Text, float]]]]) -> None:
+    """Raise the top of every plot's y axis, all to one height (rows of plots compare), until
+    every note fits under it.
 
     A note of length L pixels standing at height y ends at y + L·t/H on an axis from 0 to t that
     is H pixels tall, which is at most t when t ≥ y / (1 - L/H); a few pixels of margin, and
-    again once the taller axis let the layout move things.
+    again once the taller axes let the layout move things.
     """
     for _ in range(2):
         figure.draw_without_rendering()
-        pixels = axes.bbox.height
         need = 105.0
-        for note, base in notes:
-            length = note.get_window_extent().height + NOTE_GAP * figure.dpi / 72 + 2
-            need = max(need, base / max(1 - length / pixels, 0.1))
-        axes.set_ylim(0, math.ceil(need))
+        for axes, standing in notes:
+            for note, base in standing:
+                length = note.get_window_extent().height + NOTE_GAP * figure.dpi / 72 + 2
+                need = max(need, base / max(1 - length / axes.bbox.height, 0.1))
+        for axes, _ in notes:
+            axes.set_ylim(0, math.ceil(need))
 
 
 def figure_available(report: dict, name: str) -> bool:
@@ -184,6 +186,5 @@ def render_figure(report: dict, name: str, fmt: str) -> bytes:
         legend_that_fits(figure, handles, series, ncols=min(len(series), 3))
         for axes in figure.axes:
             fit_tick_labels(figure, axes)
-        for axes, standing in notes:
-            _room_for_notes(figure, axes, standing)
+        _room_for_notes(figure, notes)
         return figure_bytes(figure, fmt)

@@ -353,7 +353,8 @@ def test_every_figure_is_readable_at_the_size_it_is_drawn(
 
 
 @pytest.mark.parametrize("name", ["groups", "mappings", "flipped", "flipped_by_dataset"])
-def test_no_inv_note_is_crossed_by_an_error_bar(with_humans, name, drawn_figure):
+@pytest.mark.parametrize("paper_sized", [False, True], ids=["one model", "eight models"])
+def test_no_inv_note_is_crossed_by_an_error_bar(with_humans, name, paper_sized, drawn_figure):
     """The "inv N%" notes stood at each bar's foot, so a low bar's interval (here 30 %, from 5
     to 60) ran through its note, and its lower cap crossed it; a note now stands just above its
     bar's top whisker, and the y axis grows to hold the notes over a whisker that reaches 100."""
@@ -363,6 +364,8 @@ def test_no_inv_note_is_crossed_by_an_error_bar(with_humans, name, drawn_figure)
     from tests.evaluation.figure_layout import overlapping_texts, texts_on_error_bars
 
     report = verbalizer_report(evaluation_set=with_humans)
+    if paper_sized:  # rows of plots
+        report = _paper_sized(report)
     for index, found in enumerate(r for r in report[name] if r["accuracy_lenient"] is not None):
         low, high = [(0.05, 0.6), (0.0, 1.0), (0.8, 1.0)][index % 3]
         found.update(accuracy_lenient=(low + high) / 2, ci_lenient=(low, high), invalid=0.25)
@@ -372,3 +375,5 @@ def test_no_inv_note_is_crossed_by_an_error_bar(with_humans, name, drawn_figure)
     assert overlapping_texts(figure) == []
     for note in notes:  # every note inside its plot, nothing cut at the top
         assert note.get_window_extent().y1 <= note.axes.bbox.y1 + 0.5, note.get_text()
+    # Rows of plots keep one y scale, so bars in different rows still compare by height.
+    assert len({axes.get_ylim() for axes in figure.axes}) == 1
