@@ -153,13 +153,13 @@ def _not_utf8(path: str) -> ImportFileError:
             try:
                 raw.decode("utf-8-sig" if line_number == 1 else "utf-8")
             except UnicodeDecodeError as error:
+                found = f"byte {error.start + 1} of the line is {raw[error.start]:#04x}"
+                if line_number == 1 and raw[:2] in (b"\xff\xfe", b"\xfe\xff"):
+                    found = "it begins with a UTF-16 byte order mark"  # Excel's "Unicode text"
                 return ImportFileError(
-                    path,
-                    line_number,
-                    None,
-                    f"not UTF-8 text (byte {error.start + 1} of the line is {raw[error.start]:#04x})",
+                    path, line_number, None, f"not UTF-8 text ({found}): save the file as UTF-8"
                 )
-    return ImportFileError(path, None, None, "not UTF-8 text")
+    return ImportFileError(path, None, None, "not UTF-8 text: save the file as UTF-8")
 
 
 def _parse_int(text: str) -> int | str:

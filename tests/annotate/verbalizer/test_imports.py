@@ -135,6 +135,27 @@ def test_bad_files_name_line_and_field_and_write_nothing(tmp_path, fmt, text, ex
     assert not ClassificationItem.objects.exists()
 
 
+def test_a_file_not_in_utf8_says_what_it_is_and_to_save_it_as_utf8(tmp_path):
+    """Latin-1 and UTF-16 files (Excel's "Unicode text") said only "not UTF-8 text (byte 1 of the
+    line is 0xff)": nothing about what to do."""
+    latin = tmp_path / "latin.csv"
+    latin.write_bytes("text,label\nCafé,positive\n".encode("latin-1"))
+    with pytest.raises(ImportFileError) as refused:
+        classification_import(path=str(latin), dataset="SST-2", fmt="csv")
+    assert str(refused.value) == (
+        f"{latin}, line 2: not UTF-8 text (byte 4 of the line is 0xe9): save the file as UTF-8"
+    )
+    wide = tmp_path / "wide.csv"
+    wide.write_bytes("text,label\nok,positive\n".encode("utf-16"))
+    with pytest.raises(ImportFileError) as refused:
+        classification_import(path=str(wide), dataset="SST-2", fmt="csv")
+    assert str(refused.value) == (
+        f"{wide}, line 1: not UTF-8 text (it begins with a UTF-16 byte order mark): save the file "
+        "as UTF-8"
+    )
+    assert not ClassificationItem.objects.exists()
+
+
 def test_an_optional_field_written_as_null_is_absent(tmp_path):
     """pandas' to_json writes a missing text_b or id as null: the file was refused."""
     line = {"text": "ok", "label": "positive", "text_b": None, "id": None}
