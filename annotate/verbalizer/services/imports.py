@@ -97,8 +97,11 @@ def _read_tsv(path: str, layout: GlueLayout, problems: ImportProblems) -> Iterat
         problems.raise_found()  # the header line itself was unreadable
         header = tuple(first.rstrip("\r\n").split("\t"))
         if header != layout.header:
+            found = "<TAB>".join(header)
+            if len(header) == 1 and "," in found:
+                found += " (a CSV file? its format is csv)"
             raise ImportFileError(
-                path, 1, None, f"the header must be {'<TAB>'.join(layout.header)}; found {header}"
+                path, 1, None, f"the header must be {'<TAB>'.join(layout.header)}; found {found}"
             )
         for line_number, line in lines:
             if not line.strip():

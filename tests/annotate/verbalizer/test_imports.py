@@ -93,7 +93,11 @@ def test_csv_and_jsonl_with_golden_names(tmp_path):
     ("fmt", "text", "expected"),
     [
         ("glue-sst2", "sentence\tlabel\ngood\t1\nbad\t2\n", "line 3, field 'label': expected"),
-        ("glue-sst2", "sentence\tlabels\ngood\t1\n", "line 1: the header must be"),
+        ("glue-sst2", "sentence\tlabels\ngood\t1\n",
+         "line 1: the header must be sentence<TAB>label; found sentence<TAB>labels"),
+        # It read "found ('text,label',)", a Python tuple.
+        ("glue-sst2", "text,label\ngood,positive\n",
+         "found text,label (a CSV file? its format is csv)"),
         ("glue-rte", "index\tsentence1\tsentence2\tlabel\n0\ta\tb\n", "line 2: expected 4 columns"),
         ("glue-sst2", "sentence\tlabel\n\t1\n", "line 2, field 'sentence': the text is empty"),
         ("csv", "text,label\nok,positive\nno,neutral\n", "line 3, field 'label'"),
