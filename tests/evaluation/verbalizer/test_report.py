@@ -377,3 +377,23 @@ def test_no_inv_note_is_crossed_by_an_error_bar(with_humans, name, paper_sized, 
         assert note.get_window_extent().y1 <= note.axes.bbox.y1 + 0.5, note.get_text()
     # Rows of plots keep one y scale, so bars in different rows still compare by height.
     assert len({axes.get_ylim() for axes in figure.axes}) == 1
+
+
+def test_agreement_says_how_many_answered_prompts_it_left_out(with_humans):
+    """A fourth person answered one of the two prompts: kappa kept the prompt with three answers
+    (a tie between 3 and 4 keeps the smaller) and read "prompts 1" with an empty note, though
+    people answered 2."""
+    from annotate.models import Annotator
+    from annotate.verbalizer.models import HumanAnswer, HumanStudy
+
+    study = HumanStudy.objects.get(name="h")
+    late = Annotator.objects.create(name="p3", kind="expert")
+    HumanAnswer.objects.create(
+        study=study, prompt=study.prompts.order_by("pk").first(), annotator=late, word="negative"
+    )
+    found = row(verbalizer_report(evaluation_set=with_humans)["agreement"], dataset="all")
+    assert (found["items"], found["raters"]) == (1, 3)
+    assert found["note"] == (
+        "1 of the 2 prompts answered left out: kappa reads those with 3 answers each, the most "
+        "common number"
+    )
