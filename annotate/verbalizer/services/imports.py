@@ -25,6 +25,7 @@ from annotate.verbalizer.models import ClassificationDataset, ClassificationItem
 from annotate.verbalizer.words import label_words_problem
 
 FORMATS = ("glue-sst2", "glue-rte", "glue-mrpc", "glue-qqp", "csv", "jsonl")
+PAIR_FAMILIES = (TaskFamily.ENTAILMENT, TaskFamily.PARAPHRASE)  # prompts show text and text_b
 
 
 @dataclass(frozen=True)
@@ -168,6 +169,12 @@ def _dataset_for(
 ) -> ClassificationDataset:
     layout = GLUE_LAYOUTS.get(fmt)
     dataset = ClassificationDataset.objects.filter(name=name).first()
+    if dataset is not None and layout and dataset.family != layout.family:
+        raise ImportFileError(
+            path, None, "--format",
+            f"dataset {name} is {_a(dataset.family)} dataset; {fmt} files hold {layout.family} "
+            "data: import it into a dataset of that family",
+        )  # fmt: skip
     if dataset is not None:
         if labels and labels != (dataset.positive_name, dataset.negative_name):
             raise ImportFileError(
@@ -222,6 +229,28 @@ def _label_reader(fmt: str, dataset: ClassificationDataset) -> Callable[[str, _R
     return read
 
 
+def _a(noun: str) -> str:
+    return f"{'an' if noun[:1] in 'aeiou' else 'a'} {noun}"
+
+
+def _pair_check(path: str, dataset: ClassificationDataset, row: _Row) -> None:
+    """An entailment or paraphrase prompt shows two texts, the others one: a pair without its
+    second text made a prompt with an empty hypothesis, and a text_b on a one-text dataset was
+    dropped from every prompt without a word."""
+    if dataset.family in PAIR_FAMILIES and not row.text_b.strip():
+        raise ImportFileError(
+            path, row.line, "text_b",
+            f"dataset {dataset.name} is {_a(dataset.family)} dataset of text pairs: the second "
+            "text is empty",
+        )  # fmt: skip
+    if dataset.family not in PAIR_FAMILIES and row.text_b.strip():
+        raise ImportFileError(
+            path, row.line, "text_b",
+            f"dataset {dataset.name} is {_a(dataset.family)} dataset of one text each; its prompts "
+            "would not show this second text (a pair needs an entailment or paraphrase dataset)",
+        )  # fmt: skip
+
+
 def _id_check(path: str, fmt: str, row: _Row, first_line_of: dict[str, int]) -> None:
     """Refuse a row id seen on an earlier line: two files pasted together, or a row copied.
     MRPC's "#1 ID" names a sentence, not the pair, and may come back."""
@@ -261,6 +290,8 @@ def classification_import(
                 field = "text" if fmt in ("csv", "jsonl") else GLUE_LAYOUTS[fmt].text
                 raise ImportFileError(path, row.line, field, "the text is empty")
             _id_check(path, fmt, row, first_line_of)
+            if fmt in ("csv", "jsonl"):
+                _pair_check(path, target, row)
             items.append(
                 ClassificationItem(
                     dataset=target, position=position, external_id=row.external_id[:200],

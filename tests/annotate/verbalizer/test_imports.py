@@ -132,10 +132,38 @@ def test_csv_and_jsonl_with_golden_names(tmp_path):
 )  # fmt: skip
 def test_bad_files_name_line_and_field_and_write_nothing(tmp_path, fmt, text, expected):
     path = write(tmp_path, "bad.txt", text)
+    dataset = "RTE" if fmt == "glue-rte" else "SST-2"  # pairs go into an entailment dataset
     with pytest.raises(ImportFileError) as error:
-        classification_import(path=path, dataset="SST-2", fmt=fmt)
+        classification_import(path=path, dataset=dataset, fmt=fmt)
     assert expected in str(error.value)
     assert str(error.value).startswith(path)
+    assert not ClassificationItem.objects.exists()
+
+
+def test_a_file_must_fit_its_datasets_family(tmp_path):
+    """RTE pairs went into SST-2 (its prompts dropped every hypothesis and read 'entailment' as
+    positive), a CSV of entailment pairs without text_b gave prompts with an empty hypothesis,
+    and a text_b on a sentiment dataset was dropped without a word."""
+    rte = write(tmp_path, "dev.tsv", "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailment\n")
+    with pytest.raises(ImportFileError) as refused:
+        classification_import(path=rte, dataset="SST-2", fmt="glue-rte")
+    assert str(refused.value) == (
+        f"{rte}, field '--format': dataset SST-2 is a sentiment dataset; glue-rte files hold "
+        "entailment data: import it into a dataset of that family"
+    )
+    pairs = write(tmp_path, "pairs.csv", "text,label,text_b\nA man plays.,entailment,\n")
+    with pytest.raises(
+        ImportFileError,
+        match="line 2, field 'text_b': dataset RTE is an entailment dataset of text pairs",
+    ):
+        classification_import(path=pairs, dataset="RTE", fmt="csv")
+    single = write(tmp_path, "one.jsonl", json.dumps({"text": "ok", "label": "positive",
+                                                      "text_b": "more"}) + "\n")  # fmt: skip
+    with pytest.raises(ImportFileError) as refused:
+        classification_import(path=single, dataset="SST-2", fmt="jsonl")
+    assert "line 1, field 'text_b': dataset SST-2 is a sentiment dataset of one text each" in str(
+        refused.value
+    )
     assert not ClassificationItem.objects.exists()
 
 
