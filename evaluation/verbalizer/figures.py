@@ -134,18 +134,17 @@ def _room_for_notes(figure: Figure, notes: list[tuple[object, list[tuple[Text, f
     every note fits under it.
 
     A note of length L pixels standing at height y ends at y + L·t/H on an axis from 0 to t that
-    is H pixels tall, which is at most t when t ≥ y / (1 - L/H); a few pixels of margin, and
-    again once the taller axes let the layout move things.
+    is H pixels tall, which is at most t when t ≥ y / (1 - L/H); a few pixels of margin. One
+    layout is enough: the y ticks stay 0-100, so a taller axis moves nothing else.
     """
-    for _ in range(2):
-        figure.draw_without_rendering()
-        need = 105.0
-        for axes, standing in notes:
-            for note, base in standing:
-                length = note.get_window_extent().height + NOTE_GAP * figure.dpi / 72 + 2
-                need = max(need, base / max(1 - length / axes.bbox.height, 0.1))
-        for axes, _ in notes:
-            axes.set_ylim(0, math.ceil(need))
+    figure.draw_without_rendering()
+    need = 105.0
+    for axes, standing in notes:
+        for note, base in standing:
+            length = note.get_window_extent().height + NOTE_GAP * figure.dpi / 72 + 2
+            need = max(need, base / max(1 - length / axes.bbox.height, 0.1))
+    for axes, _ in notes:
+        axes.set_ylim(0, math.ceil(need))
 
 
 def figure_available(report: dict, name: str) -> bool:
