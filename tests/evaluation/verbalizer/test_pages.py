@@ -49,7 +49,15 @@ def test_a_set_without_answers_has_an_empty_report_and_a_page(client, researcher
     assert (report["rows"], report["groups"], report["agreement"]) == ([], [], [])
     client.force_login(researcher)
     page = client.get(reverse("verbalizer-reports:detail", args=[s.pk]))
-    assert page.status_code == 200 and b"No answers yet" in page.content
+    assert page.status_code == 200
+    # Says what to do, with the way there; the tables said nothing under their headings.
+    html = page.content.decode()
+    set_page = reverse("verbalizer:set-detail", args=[s.pk])
+    assert f'<a href="{set_page}#run-system">run a system on this set</a>' in html
+    assert html.count("<td colspan") == 4  # per group, Figure 4, agreement, every row
+    for empty in ("No answer to a direct prompt yet.", "No answer under golden or flipped "
+                  "golden yet.", "No human answers yet.", "No answers yet."):  # fmt: skip
+        assert f"{empty}</td>" in html
     figure = client.get(reverse("verbalizer-reports:figure", args=[s.pk, "groups", "svg"]))
     assert figure.status_code == 404
 
