@@ -7,6 +7,7 @@ import functools
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 
+from csp.decorators import csp
 from django.core.files.uploadedfile import UploadedFile
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
@@ -129,6 +130,13 @@ def csp_replace_on(response: HttpResponse, directives: dict[str, list[str]]) -> 
     response: django-csp's csp_replace decorator, for values known only inside the view."""
     response._csp_replace = {**(getattr(response, "_csp_replace", None) or {}), **directives}
     return response
+
+
+# A figure opened on its own (an SVG download) may run nothing: names in it come from imported
+# data, and matplotlib's SVG carries its own <style>. Every report's figure view wears it.
+figure_csp = csp(
+    {"default-src": "'none'", "style-src": "'unsafe-inline'", "frame-ancestors": "'none'"}
+)
 
 
 class _Echo:

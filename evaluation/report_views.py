@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 
-from csp.decorators import csp
 from django.contrib.auth.decorators import login_required
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -13,6 +12,7 @@ from django.urls import reverse
 from django.utils.text import slugify
 from django.views.decorators.http import require_POST
 
+from annotate.http import figure_csp
 from annotate.models import Benchmark
 from annotate.roles import ADMIN, RESEARCHER, RESEARCHERS_ONLY, require_role
 from annotate.verbalizer.models import EvaluationSet
@@ -155,9 +155,7 @@ def table_download(request: HttpRequest, benchmark_id: int, table: str, fmt: str
 
 
 @login_required
-# Names in a figure come from imported data: an SVG opened on its own may run nothing
-# (matplotlib's SVG carries its own <style>).
-@csp({"default-src": "'none'", "style-src": "'unsafe-inline'", "frame-ancestors": "'none'"})
+@figure_csp
 def figure_download(
     request: HttpRequest, benchmark_id: int, name: str, image_format: str
 ) -> HttpResponse:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import csv
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from operator import methodcaller
 from typing import IO, Any
@@ -153,13 +153,13 @@ def _not_utf8(path: str) -> ImportFileError:
             try:
                 raw.decode("utf-8-sig" if line_number == 1 else "utf-8")
             except UnicodeDecodeError as error:
+                found = f"byte {error.start + 1} of the line is {raw[error.start]:#04x}"
+                if line_number == 1 and raw[:2] in (b"\xff\xfe", b"\xfe\xff"):
+                    found = "it begins with a UTF-16 byte order mark"  # Excel's "Unicode text"
                 return ImportFileError(
-                    path,
-                    line_number,
-                    None,
-                    f"not UTF-8 text (byte {error.start + 1} of the line is {raw[error.start]:#04x})",
+                    path, line_number, None, f"not UTF-8 text ({found}): save the file as UTF-8"
                 )
-    return ImportFileError(path, None, None, "not UTF-8 text")
+    return ImportFileError(path, None, None, "not UTF-8 text: save the file as UTF-8")
 
 
 def _parse_int(text: str) -> int | str:
@@ -257,6 +257,28 @@ def read_jsonl(
             yield line_number, row
 
 
+def _header_problem(header: list[str], required: list[str], optional: Sequence[str]) -> str | None:
+    """Say what a CSV header lacks or has too many of, in words (None when it is right):
+    "(missing: [], unknown: ['extra'])" read as Python, and never named the optional columns."""
+    expected = f"the header must be {','.join(required)}"
+    if optional:
+        expected += f", optionally with {','.join(optional)}"
+    missing = [name for name in required if name not in header]
+    unknown = [name for name in header if name not in required and name not in optional]
+    if not missing and not unknown:
+        return None
+    found = []
+    if missing:
+        found.append(f"missing {', '.join(repr(name) for name in missing)}")
+    if unknown:
+        column = "column" if len(unknown) == 1 else "columns"
+        found.append(f"unknown {column} {', '.join(repr(name) for name in unknown)}")
+    separator = next((c for c in (";", "\t", "|") if len(header) == 1 and c in header[0]), None)
+    if separator:
+        found.append(f"is the file separated by {separator!r}? it must be by commas")
+    return f"{expected}; {'; '.join(found)}"
+
+
 def read_csv(
     path: str,
     *,
@@ -274,16 +296,9 @@ def read_csv(
         reader = csv.reader(handle)
         try:
             header = [name.strip() for name in next(reader)]
-            missing = [name for name in required if name not in header]
-            unknown = [name for name in header if name not in required and name not in optional]
-            if missing or unknown:
-                raise ImportFileError(
-                    path,
-                    1,
-                    None,
-                    f"the header must be {','.join(required)} "
-                    f"(missing: {missing}, unknown: {unknown})",
-                )
+            problem = _header_problem(header, required, optional)
+            if problem:
+                raise ImportFileError(path, 1, None, problem)
             width = len(header)
             end = reader.line_num
             for values in reader:

@@ -16,6 +16,7 @@ from rest_framework.views import APIView
 from annotate.engine.pages import run_form_submit
 from annotate.engine.services import engine_run_estimate_new
 from annotate.errors import AnnotateError
+from annotate.http import figure_csp
 from annotate.revision.models import Study
 from annotate.revision.services.exports import sessions_export_csv, sessions_export_jsonl
 from annotate.roles import (
@@ -161,6 +162,7 @@ def sessions_download(request: HttpRequest, study_id: int, fmt: str) -> HttpResp
 
 
 @login_required
+@figure_csp
 def figure(request: HttpRequest, study_id: int, figure: str, image_format: str) -> HttpResponse:
     study = _study(request.user, study_id)
     if figure not in figures.FIGURES or image_format not in FIGURE_TYPES:

@@ -6,10 +6,11 @@ side by side share their prompts; a dotted line parts the two.
 
 Bars are accuracy under the lenient rule (invalid replies not counted) with 95 % item-bootstrap
 intervals; the dashed line is random guessing (50 %); the share of invalid replies is printed
-on each bar ("n/a, inv 100%" where no reply was valid). Same matplotlib conventions as
-evaluation.figures (Agg canvas, no pyplot, deterministic output) and the same size rule: each
-system gets a fixed width, and systems that would make a figure wider than `MAX_WIDTH` go on
-further rows of plots (Figure 3's six verbalizers per system grew it past any page or paper).
+just above each bar's interval ("n/a, inv 100%" at the foot of a cell where no reply was valid).
+Same matplotlib conventions as evaluation.figures (Agg canvas, no pyplot, deterministic output)
+and the same size rule: each system gets a fixed width, and systems that would make a figure
+wider than `MAX_WIDTH` go on further rows of plots (Figure 3's six verbalizers per system grew
+it past any page or paper).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ matplotlib.use("Agg")
 
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
+from matplotlib.text import Text  # noqa: E402
 
 from evaluation.figures import (  # noqa: E402
     AXIS_MARGIN,
@@ -34,7 +36,6 @@ from evaluation.figures import (  # noqa: E402
     figure_bytes,
     figure_request_check,
     fit_tick_labels,
-    ink_on,
     legend_that_fits,
     rows_of_plots,
 )
@@ -55,6 +56,7 @@ RULE = "lenient"
 # plot per dataset, three datasets abreast.
 BAR_WIDTH = {"single": 0.35, "per_dataset": 0.25}
 ROW_HEIGHT = 3.0
+NOTE_GAP = 2  # points between the top of a bar's whisker and its "inv N%" note
 
 
 def _series(name: str, report: dict, rows: list[dict]) -> tuple[str, list[str]]:
@@ -80,9 +82,11 @@ def _draw_bars(
     series: list[str],
     *,
     blocks: Sequence[int] = (),
-) -> None:
+) -> list[tuple[Text, float]]:
+    """Draw the bars and return each "inv N%" note above a bar with the height it stands on."""
     width = 0.8 / max(len(series), 1)
     values = {(system_label(r["system"], r["prompts"]), r[key]): r for r in rows}
+    notes = []
     for s_index, name in enumerate(series):
         for x, system in enumerate(systems):
             row = values.get((system, name))
@@ -99,14 +103,19 @@ def _draw_bars(
                 continue
             value = 100 * row[f"accuracy_{RULE}"]
             low, high = row[f"ci_{RULE}"]
-            yerr = None
+            yerr, top = None, value
             if low is not None:
                 yerr = [[max(value - 100 * low, 0)], [max(100 * high - value, 0)]]
+                top = max(value, 100 * high)
             axes.bar(position, value, width, yerr=yerr, capsize=2, color=color)
-            axes.text(
-                position, 1, f"inv {100 * row['invalid']:.0f}%", rotation=90, ha="center",
-                va="bottom", fontsize=MIN_FONT_SIZE, color=ink_on(color) if value > 25 else "black",
+            # Above the top whisker: at the bar's foot the interval's line ran through the note
+            # whenever the lower end was under the note's top (a low or wide interval).
+            note = axes.annotate(
+                f"inv {100 * row['invalid']:.0f}%", (position, top), xytext=(0, NOTE_GAP),
+                textcoords="offset points", rotation=90, ha="center", va="bottom",
+                fontsize=MIN_FONT_SIZE, color="black",
             )  # fmt: skip
+            notes.append((note, top))
     for start in blocks:  # where the bars on people's prompts begin
         axes.axvline(start - 0.5, color="grey", linestyle=":", linewidth=0.8)
     axes.axhline(50, color="black", linestyle="--", linewidth=0.8)
@@ -115,7 +124,27 @@ def _draw_bars(
     axes.set_xticks(range(len(systems)), ticks)
     axes.set_xlim(-0.5, len(systems) - 0.5)
     axes.set_ylim(0, 105)
+    axes.set_yticks(range(0, 101, 20))
     axes.set_ylabel("accuracy (%)")
+    return notes
+
+
+def _room_for_notes(figure: Figure, notes: list[tuple[object, list[tuple[Text, float]]]]) -> None:
+    """Raise the top of every plot's y axis, all to one height (rows of plots compare), until
+    every note fits under it.
+
+    A note of length L pixels standing at height y ends at y + L·t/H on an axis from 0 to t that
+    is H pixels tall, which is at most t when t ≥ y / (1 - L/H); a few pixels of margin. One
+    layout is enough: the y ticks stay 0-100, so a taller axis moves nothing else.
+    """
+    figure.draw_without_rendering()
+    need = 105.0
+    for axes, standing in notes:
+        for note, base in standing:
+            length = note.get_window_extent().height + NOTE_GAP * figure.dpi / 72 + 2
+            need = max(need, base / max(1 - length / axes.bbox.height, 0.1))
+    for axes, _ in notes:
+        axes.set_ylim(0, math.ceil(need))
 
 
 def figure_available(report: dict, name: str) -> bool:
@@ -142,12 +171,13 @@ def render_figure(report: dict, name: str, fmt: str) -> bytes:
     width = min(MAX_WIDTH, max(6.0, columns * plot_width))
     with matplotlib.rc_context(RC):
         figure = Figure(figsize=(width, ROW_HEIGHT * lines + 1.2), layout="constrained")
+        notes = []
         for index, (dataset, group) in enumerate(plots):
             axes = figure.add_subplot(lines, columns, index + 1)
             chosen = [r for r in rows if dataset is None or r["dataset"] == dataset]
             blocks = [start - group.start for start in starts if start in group[1:]]
             shown = [systems[i] for i in group]
-            _draw_bars(axes, chosen, shown, key, series, blocks=blocks)
+            notes.append((axes, _draw_bars(axes, chosen, shown, key, series, blocks=blocks)))
             if dataset is not None:
                 axes.set_title(_text(dataset))
         figure.suptitle(_text(FIGURES[name] + f" - set {report['set']}"), fontsize=9)
@@ -155,4 +185,5 @@ def render_figure(report: dict, name: str, fmt: str) -> bytes:
         legend_that_fits(figure, handles, series, ncols=min(len(series), 3))
         for axes in figure.axes:
             fit_tick_labels(figure, axes)
+        _room_for_notes(figure, notes)
         return figure_bytes(figure, fmt)

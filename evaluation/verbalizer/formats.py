@@ -86,7 +86,8 @@ def rows_latex(report: dict) -> str:
     groups = ["natural", "neutral", "unnatural"]
     lines = [
         "% Verbalizer manipulation, set " + latex_escape(report["set"]).replace("\n", " "),
-        "% accuracy (lenient rule, %), direct prompting; invalid replies are not counted",
+        "% accuracy (lenient rule, %), direct prompting; invalid replies are not counted;",
+        "% n/a: asked, and no reply valid; --: not asked (no prompt of that group)",
         "\\begin{tabular}{l" + "r" * len(groups) + "}",
         "\\toprule",
         "System & " + " & ".join(g.capitalize() for g in groups) + " \\\\",
@@ -100,7 +101,11 @@ def rows_latex(report: dict) -> str:
     for index, (name, prompts) in enumerate(shown):
         if index and prompts != shown[index - 1][1]:
             lines.append("\\midrule")  # the models on people's prompts, then the people
-        cells = [_pct(values.get((name, prompts, group))) for group in groups]
+        # A cell never asked (people on golden prompts only, say) is not one with no valid reply.
+        cells = [
+            _pct(values[name, prompts, group]) if (name, prompts, group) in values else "--"
+            for group in groups
+        ]
         lines.append(
             latex_escape(system_label(name, prompts)) + " & " + " & ".join(cells) + " \\\\"
         )

@@ -1,4 +1,5 @@
-"""Read a label word out of a model's reply (plain Python: no Django import).
+"""Read a label word out of a model's reply (plain Python: no Django import; the normaliser is
+annotate.verbalizer.words, which the catalogue uses too).
 
 Both rules compare *normalised* text: lower case, underscores as spaces, runs of white space as
 one space, and quotes, asterisks, backticks and trailing sentence punctuation (. , ; : ! ?)
@@ -20,25 +21,20 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from annotate.verbalizer.words import SPACES, TRAILING, normalise
+
+__all__ = ["INVALID", "NEGATIVE", "POSITIVE", "normalise", "parse_lenient", "parse_strict"]
+
 POSITIVE = 1
 NEGATIVE = 0
 INVALID = -1
 
-_SPACES = re.compile(r"\s+")
-_EDGE = " \"'`*“”‘’«»"
-_TRAILING = _EDGE + ".,;:!?"
 _MARKER = re.compile(r"answer is|answer:")
 
 
 @lru_cache(maxsize=1024)
 def _normalised_word(word: str) -> str:
     return normalise(word)
-
-
-def normalise(text: str) -> str:
-    """Return `text` lower-cased, with underscores as spaces, spaces collapsed, edges stripped."""
-    text = _SPACES.sub(" ", text.lower().replace("_", " "))
-    return text.strip(_EDGE).rstrip(_TRAILING).strip(_EDGE)
 
 
 def parse_strict(reply: str, positive_word: str, negative_word: str) -> int:
@@ -60,11 +56,11 @@ def _word_pattern(positive: str, negative: str) -> tuple[re.Pattern, dict[str, i
 
 def parse_lenient(reply: str, positive_word: str, negative_word: str) -> int:
     """Return the label word chosen under the lenient rule (see the module docstring)."""
-    text = _SPACES.sub(" ", reply.lower().replace("_", " "))
+    text = SPACES.sub(" ", reply.lower().replace("_", " "))
     pattern, words = _word_pattern(_normalised_word(positive_word), _normalised_word(negative_word))
     markers = list(_MARKER.finditer(text))
     if markers:
-        tail = text[markers[-1].end() :].lstrip(_TRAILING + " ")
+        tail = text[markers[-1].end() :].lstrip(TRAILING + " ")
         match = pattern.match(tail)
         return words[match.group(0)] if match else INVALID
     found = {words[match.group(0)] for match in pattern.finditer(text)}

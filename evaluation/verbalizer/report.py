@@ -407,6 +407,12 @@ def _kappa_with_ci(rec: Records, selected: np.ndarray) -> dict:
     result = fleiss_kappa(counts)
     # Kappa compares the answers to one prompt: a prompt answered once is no item of it.
     note = result.undefined_reason if counts.shape[0] else NO_REPEATED_ANSWERS
+    left_out = prompt_keys.size - counts.shape[0]
+    if counts.shape[0] and left_out and not note:  # else "prompts" reads short with no reason
+        note = (
+            f"{left_out} of the {prompt_keys.size} prompts answered left out: kappa reads those "
+            f"with {result.raters} answers each, the most common number"
+        )
     low = high = None
     if counts.shape[0]:
         item_of_prompt = np.zeros(prompt_keys.size, dtype=np.int64)

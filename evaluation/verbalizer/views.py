@@ -12,7 +12,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
-from annotate.http import csv_download
+from annotate.http import csv_download, figure_csp
 from annotate.roles import ADMIN, RESEARCHER, RESEARCHERS_ONLY, is_researcher, require_role
 from annotate.selectors.identities import identity_scope
 from annotate.verbalizer.models import EvaluationSet, ModelAnswer
@@ -81,6 +81,7 @@ def human_answers_download(request: HttpRequest, set_id: int) -> HttpResponse:
 
 
 @login_required
+@figure_csp
 def figure_download(request: HttpRequest, set_id: int, figure_name: str, image_format: str):
     evaluation_set = _set(request, set_id)
     if figure_name not in figures.FIGURES or image_format not in FIGURE_TYPES:

@@ -113,3 +113,35 @@ def legends_off_the_plots(figure: Figure) -> list[str]:
             if text not in own and box.overlaps(text.get_window_extent()):
                 problems.append(f"legend {box} lies on the text {text.get_text()!r}")
     return problems
+
+
+def texts_on_error_bars(figure: Figure) -> list[str]:
+    """Every drawn text of a plot that an error bar of its bars crosses: the interval's vertical
+    line or a cap (a horizontal tick `capsize` points wide at either end)."""
+    crossed = []
+    texts = drawn_texts(figure)
+    for axes in figure.axes:
+        marks = []  # (x0, y0, x1, y1) in display pixels
+        for container in axes.containers:
+            errorbar = getattr(container, "errorbar", None)
+            if errorbar is None:
+                continue
+            _, caps, whiskers = errorbar.lines
+            for collection in whiskers:
+                for segment in collection.get_segments():
+                    (x0, y0), (x1, y1) = axes.transData.transform(segment)
+                    marks.append((x0, min(y0, y1), x1, max(y0, y1)))
+            for cap in caps:
+                half = cap.get_markersize() / 2 * figure.dpi / 72
+                for x, y in axes.transData.transform(cap.get_xydata()):
+                    marks.append((x - half, y, x + half, y))
+        for text in texts:
+            if text.axes is not axes:
+                continue
+            box = text.get_window_extent()
+            if any(
+                box.x0 <= x1 and x0 <= box.x1 and box.y0 <= y1 and y0 <= box.y1
+                for x0, y0, x1, y1 in marks
+            ):
+                crossed.append(text.get_text())
+    return crossed

@@ -12,6 +12,7 @@ from annotate.verbalizer.models import (
     MappingKind,
     TaskFamily,
 )
+from annotate.verbalizer.words import label_words_problem
 
 
 class CatalogueError(FieldInputError):
@@ -26,6 +27,9 @@ def mapping_create(*, group: str, positive_word: str, negative_word: str) -> Map
         raise CatalogueError(f"group: expected one of {Group.values}", field="group")
     if not positive_word or not negative_word or positive_word == negative_word:
         raise CatalogueError("words: two different, non-empty words are needed")
+    problem = label_words_problem(positive_word, negative_word)
+    if problem:
+        raise CatalogueError(f"words: {problem}")
     if "|" in positive_word + negative_word:
         raise CatalogueError("words: '|' separates the two words in names; use another character")
     name = f"{positive_word}|{negative_word}"
@@ -49,6 +53,9 @@ def dataset_create(
         raise CatalogueError(f"family: expected one of {TaskFamily.values}", field="family")
     if not positive_name or not negative_name or positive_name == negative_name:
         raise CatalogueError("label names: two different, non-empty names are needed")
+    problem = label_words_problem(positive_name, negative_name)
+    if problem:
+        raise CatalogueError(f"label names: {problem}")
     if ClassificationDataset.objects.filter(name=name).exists():
         raise CatalogueError(f"a dataset named {name!r} exists already", field="name")
     return ClassificationDataset.objects.create(

@@ -46,6 +46,9 @@ def human_study_create(
     if not 1 <= answers_per_prompt <= 50:
         raise HumanStudyError("answers per prompt: between 1 and 50", field="answers_per_prompt")
     _completion_check(completion_url=completion_url, completion_code=completion_code)
+    _slice_check(evaluation_set, datasets=datasets, mappings=mappings, modes=modes)
+    if items_per_dataset is not None and items_per_dataset < 1:
+        raise HumanStudyError("items per dataset: at least 1", field="items_per_dataset")
     prompts = Prompt.objects.filter(evaluation_set=evaluation_set)
     if datasets:
         prompts = prompts.filter(item__dataset__name__in=datasets)
@@ -63,6 +66,30 @@ def human_study_create(
     )  # fmt: skip
     study.prompts.set(chosen)
     return study
+
+
+def _slice_check(
+    evaluation_set: EvaluationSet,
+    *,
+    datasets: list[str] | None,
+    mappings: list[str] | None,
+    modes: list[str] | None,
+) -> None:
+    """Name a dataset, mapping or mode the set does not hold: "no prompt matches" left the
+    researcher to guess which of the three was wrong (a typo, or a mapping left out of the set)."""
+    held = {
+        "datasets": list(evaluation_set.datasets.order_by("name").values_list("name", flat=True)),
+        "mappings": list(evaluation_set.mappings.values_list("name", flat=True)),
+        "modes": list(evaluation_set.modes),
+    }
+    for field, chosen in (("datasets", datasets), ("mappings", mappings), ("modes", modes)):
+        unknown = [name for name in chosen or [] if name not in held[field]]
+        if unknown:
+            raise HumanStudyError(
+                f"{field}: the set {evaluation_set.name!r} has no "
+                f"{', '.join(repr(n) for n in unknown)}; it has {', '.join(held[field])}",
+                field=field,
+            )
 
 
 def _completion_check(*, completion_url: str, completion_code: str) -> None:

@@ -22,8 +22,10 @@ from django.template.defaultfilters import pluralize
 from annotate.errors import ImportFileError
 from annotate.services.files import ImportProblems, _lines, _open_text, read_csv, read_jsonl
 from annotate.verbalizer.models import ClassificationDataset, ClassificationItem, TaskFamily
+from annotate.verbalizer.words import label_words_problem
 
 FORMATS = ("glue-sst2", "glue-rte", "glue-mrpc", "glue-qqp", "csv", "jsonl")
+PAIR_FAMILIES = (TaskFamily.ENTAILMENT, TaskFamily.PARAPHRASE)  # prompts show text and text_b
 
 
 @dataclass(frozen=True)
@@ -80,7 +82,7 @@ class ClassificationImportSummary:
     @property
     def message(self) -> str:
         return (
-            f"Imported {self.created:,} items into {self.dataset} from {self.path} "
+            f"Imported {self.created:,} item{pluralize(self.created)} into {self.dataset} from {self.path} "
             f"({self.positive:,} positive, {self.created - self.positive:,} negative)."
         )
 
@@ -96,8 +98,11 @@ def _read_tsv(path: str, layout: GlueLayout, problems: ImportProblems) -> Iterat
         problems.raise_found()  # the header line itself was unreadable
         header = tuple(first.rstrip("\r\n").split("\t"))
         if header != layout.header:
+            found = "<TAB>".join(header)
+            if len(header) == 1 and "," in found:
+                found += " (a CSV file? its format is csv)"
             raise ImportFileError(
-                path, 1, None, f"the header must be {'<TAB>'.join(layout.header)}; found {header}"
+                path, 1, None, f"the header must be {'<TAB>'.join(layout.header)}; found {found}"
             )
         for line_number, line in lines:
             if not line.strip():
@@ -133,10 +138,12 @@ def _generic_row(path: str, line: int, row: dict) -> _Row:
     values = {}
     for name in ("text", "label", "text_b", "id"):
         value = row.get(name, "")
+        if value is None and name in ("text_b", "id"):
+            value = ""  # an optional field written as null (pandas' to_json does) is absent
         if isinstance(value, int) and not isinstance(value, bool) and name != "text":
             value = str(value)
         if not isinstance(value, str):
-            raise ImportFileError(path, line, name, f"expected text, found {type(value).__name__}")
+            raise ImportFileError(path, line, name, f"expected text, found {_json_kind(value)}")
         values[name] = value
     if "text" not in row:
         raise ImportFileError(path, line, "text", "this field is missing")
@@ -147,11 +154,27 @@ def _generic_row(path: str, line: int, row: dict) -> _Row:
     )
 
 
+def _json_kind(value: object) -> str:
+    """Name a JSON value's kind as JSON does ("null", not Python's "NoneType")."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    kinds = {int: "a number", float: "a number", list: "a list", dict: "an object"}
+    return kinds.get(type(value), type(value).__name__)
+
+
 def _dataset_for(
     *, path: str, name: str, fmt: str, labels: tuple[str, str] | None, family: str | None
 ) -> ClassificationDataset:
     layout = GLUE_LAYOUTS.get(fmt)
     dataset = ClassificationDataset.objects.filter(name=name).first()
+    if dataset is not None and layout and dataset.family != layout.family:
+        raise ImportFileError(
+            path, None, "--format",
+            f"dataset {name} is {_a(dataset.family)} dataset; {fmt} files hold {layout.family} "
+            "data: import it into a dataset of that family",
+        )  # fmt: skip
     if dataset is not None:
         if labels and labels != (dataset.positive_name, dataset.negative_name):
             raise ImportFileError(
@@ -180,6 +203,9 @@ def _dataset_for(
         )
     if names[0] == names[1] or not all(names):
         raise ImportFileError(path, None, "--labels", "two different, non-empty label names")
+    problem = label_words_problem(*names)
+    if problem:
+        raise ImportFileError(path, None, "--labels", problem)
     return ClassificationDataset.objects.create(
         name=name, family=family, positive_name=names[0], negative_name=names[1]
     )
@@ -203,6 +229,41 @@ def _label_reader(fmt: str, dataset: ClassificationDataset) -> Callable[[str, _R
     return read
 
 
+def _a(noun: str) -> str:
+    return f"{'an' if noun[:1] in 'aeiou' else 'a'} {noun}"
+
+
+def _pair_check(path: str, dataset: ClassificationDataset, row: _Row) -> None:
+    """An entailment or paraphrase prompt shows two texts, the others one: a pair without its
+    second text made a prompt with an empty hypothesis, and a text_b on a one-text dataset was
+    dropped from every prompt without a word."""
+    if dataset.family in PAIR_FAMILIES and not row.text_b.strip():
+        raise ImportFileError(
+            path, row.line, "text_b",
+            f"dataset {dataset.name} is {_a(dataset.family)} dataset of text pairs: the second "
+            "text is empty",
+        )  # fmt: skip
+    if dataset.family not in PAIR_FAMILIES and row.text_b.strip():
+        raise ImportFileError(
+            path, row.line, "text_b",
+            f"dataset {dataset.name} is {_a(dataset.family)} dataset of one text each; its prompts "
+            "would not show this second text (a pair needs an entailment or paraphrase dataset)",
+        )  # fmt: skip
+
+
+def _id_check(path: str, fmt: str, row: _Row, first_line_of: dict[str, int]) -> None:
+    """Refuse a row id seen on an earlier line: two files pasted together, or a row copied.
+    MRPC's "#1 ID" names a sentence, not the pair, and may come back."""
+    if not row.external_id or fmt == "glue-mrpc":
+        return
+    seen = first_line_of.setdefault(row.external_id, row.line)
+    if seen != row.line:
+        field = GLUE_LAYOUTS[fmt].id_field if fmt in GLUE_LAYOUTS else "id"
+        raise ImportFileError(
+            path, row.line, field, f"the id {row.external_id!r} is already on line {seen}"
+        )
+
+
 @transaction.atomic
 def classification_import(
     *,
@@ -222,12 +283,15 @@ def classification_import(
         rows = _read_tsv(path, GLUE_LAYOUTS[fmt], problems)
     else:
         rows = _read_generic(path, fmt, problems)
-    items = []
+    items, first_line_of = [], {}
     for position, row in enumerate(rows, start=1):
         with problems.line():
             if not row.text.strip():
                 field = "text" if fmt in ("csv", "jsonl") else GLUE_LAYOUTS[fmt].text
                 raise ImportFileError(path, row.line, field, "the text is empty")
+            _id_check(path, fmt, row, first_line_of)
+            if fmt in ("csv", "jsonl"):
+                _pair_check(path, target, row)
             items.append(
                 ClassificationItem(
                     dataset=target, position=position, external_id=row.external_id[:200],

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from django.db import transaction
 
 from annotate.errors import AnnotateError
@@ -38,6 +40,8 @@ def verbalizer_run_create(
         raise RunSetupError(f"--modes: the set has modes {evaluation_set.modes}; not {unknown}")
     if not system.strip():
         raise RunSetupError("--system: a name is required")
+    if model_size_b is not None and not 0 <= model_size_b < math.inf:  # NaN fails too
+        raise RunSetupError(f"--size: billions of parameters, 0 or more; found {model_size_b}")
     system_row, _ = System.objects.get_or_create(name=system.strip())
     system_run = SystemRun.objects.create(
         evaluation_set=evaluation_set, system=system_row, endpoint_name=endpoint,

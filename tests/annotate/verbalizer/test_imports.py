@@ -93,7 +93,11 @@ def test_csv_and_jsonl_with_golden_names(tmp_path):
     ("fmt", "text", "expected"),
     [
         ("glue-sst2", "sentence\tlabel\ngood\t1\nbad\t2\n", "line 3, field 'label': expected"),
-        ("glue-sst2", "sentence\tlabels\ngood\t1\n", "line 1: the header must be"),
+        ("glue-sst2", "sentence\tlabels\ngood\t1\n",
+         "line 1: the header must be sentence<TAB>label; found sentence<TAB>labels"),
+        # It read "found ('text,label',)", a Python tuple.
+        ("glue-sst2", "text,label\ngood,positive\n",
+         "found text,label (a CSV file? its format is csv)"),
         ("glue-rte", "index\tsentence1\tsentence2\tlabel\n0\ta\tb\n", "line 2: expected 4 columns"),
         ("glue-sst2", "sentence\tlabel\n\t1\n", "line 2, field 'sentence': the text is empty"),
         ("csv", "text,label\nok,positive\nno,neutral\n", "line 3, field 'label'"),
@@ -105,15 +109,92 @@ def test_csv_and_jsonl_with_golden_names(tmp_path):
         ("jsonl", '{"text": "ok", "label": "positive"}\n{"text": 3, "label": "negative"}\n',
          "line 2, field 'text': expected text"),
         ("jsonl", '{"text": "ok"}\n', "line 1, field 'label': this field is missing"),
+        # JSON's names for JSON's values, not Python's ("found NoneType", "found bool").
+        ("jsonl", '{"text": null, "label": "positive"}\n', "field 'text': expected text, found null"),
+        ("jsonl", '{"text": "ok", "label": true}\n', "field 'label': expected text, found true"),
+        ("jsonl", '{"text": ["a"], "label": "positive"}\n', "expected text, found a list"),
+        # A column the layout does not know: named, with the optional ones ("(missing: [],
+        # unknown: ['extra'])" read as Python); a file separated by ';' is told so.
+        ("csv", "text,label,extra\nok,positive,x\n",
+         "line 1: the header must be text,label, optionally with text_b,id; unknown column "
+         "'extra'"),
+        ("csv", "text;label\nok;positive\n", "missing 'text', 'label'; unknown column "
+         "'text;label'; is the file separated by ';'? it must be by commas"),
+        # The same id twice (two files pasted together) was imported as two items.
+        ("csv", "text,label,id\nok,positive,a1\nno,negative,a1\n",
+         "line 3, field 'id': the id 'a1' is already on line 2"),
+        ("jsonl", '{"text": "ok", "label": "positive", "id": 7}\n'
+         '{"text": "no", "label": "negative", "id": "7"}\n',
+         "line 2, field 'id': the id '7' is already on line 1"),
+        ("glue-rte", "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailment\n"
+         "0\tc\td\tentailment\n", "line 3, field 'index': the id '0' is already on line 2"),
     ],
 )  # fmt: skip
 def test_bad_files_name_line_and_field_and_write_nothing(tmp_path, fmt, text, expected):
     path = write(tmp_path, "bad.txt", text)
+    dataset = "RTE" if fmt == "glue-rte" else "SST-2"  # pairs go into an entailment dataset
     with pytest.raises(ImportFileError) as error:
-        classification_import(path=path, dataset="SST-2", fmt=fmt)
+        classification_import(path=path, dataset=dataset, fmt=fmt)
     assert expected in str(error.value)
     assert str(error.value).startswith(path)
     assert not ClassificationItem.objects.exists()
+
+
+def test_a_file_must_fit_its_datasets_family(tmp_path):
+    """RTE pairs went into SST-2 (its prompts dropped every hypothesis and read 'entailment' as
+    positive), a CSV of entailment pairs without text_b gave prompts with an empty hypothesis,
+    and a text_b on a sentiment dataset was dropped without a word."""
+    rte = write(tmp_path, "dev.tsv", "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailment\n")
+    with pytest.raises(ImportFileError) as refused:
+        classification_import(path=rte, dataset="SST-2", fmt="glue-rte")
+    assert str(refused.value) == (
+        f"{rte}, field '--format': dataset SST-2 is a sentiment dataset; glue-rte files hold "
+        "entailment data: import it into a dataset of that family"
+    )
+    pairs = write(tmp_path, "pairs.csv", "text,label,text_b\nA man plays.,entailment,\n")
+    with pytest.raises(
+        ImportFileError,
+        match="line 2, field 'text_b': dataset RTE is an entailment dataset of text pairs",
+    ):
+        classification_import(path=pairs, dataset="RTE", fmt="csv")
+    single = write(tmp_path, "one.jsonl", json.dumps({"text": "ok", "label": "positive",
+                                                      "text_b": "more"}) + "\n")  # fmt: skip
+    with pytest.raises(ImportFileError) as refused:
+        classification_import(path=single, dataset="SST-2", fmt="jsonl")
+    assert "line 1, field 'text_b': dataset SST-2 is a sentiment dataset of one text each" in str(
+        refused.value
+    )
+    assert not ClassificationItem.objects.exists()
+
+
+def test_a_file_not_in_utf8_says_what_it_is_and_to_save_it_as_utf8(tmp_path):
+    """Latin-1 and UTF-16 files (Excel's "Unicode text") said only "not UTF-8 text (byte 1 of the
+    line is 0xff)": nothing about what to do."""
+    latin = tmp_path / "latin.csv"
+    latin.write_bytes("text,label\nCafé,positive\n".encode("latin-1"))
+    with pytest.raises(ImportFileError) as refused:
+        classification_import(path=str(latin), dataset="SST-2", fmt="csv")
+    assert str(refused.value) == (
+        f"{latin}, line 2: not UTF-8 text (byte 4 of the line is 0xe9): save the file as UTF-8"
+    )
+    wide = tmp_path / "wide.csv"
+    wide.write_bytes("text,label\nok,positive\n".encode("utf-16"))
+    with pytest.raises(ImportFileError) as refused:
+        classification_import(path=str(wide), dataset="SST-2", fmt="csv")
+    assert str(refused.value) == (
+        f"{wide}, line 1: not UTF-8 text (it begins with a UTF-16 byte order mark): save the file "
+        "as UTF-8"
+    )
+    assert not ClassificationItem.objects.exists()
+
+
+def test_an_optional_field_written_as_null_is_absent(tmp_path):
+    """pandas' to_json writes a missing text_b or id as null: the file was refused."""
+    line = {"text": "ok", "label": "positive", "text_b": None, "id": None}
+    path = write(tmp_path, "a.jsonl", json.dumps(line) + "\n")
+    classification_import(path=path, dataset="SST-2", fmt="jsonl")
+    item = ClassificationItem.objects.get()
+    assert (item.text, item.text_b, item.external_id, item.is_positive) == ("ok", "", "", True)
 
 
 def test_new_dataset_from_csv_needs_label_names_and_nothing_is_created(tmp_path):
@@ -131,7 +212,8 @@ def test_labels_contradicting_an_existing_dataset_are_refused(tmp_path):
 
 def test_a_second_import_into_a_filled_dataset_is_refused(tmp_path):
     path = write(tmp_path, "dev.tsv", "sentence\tlabel\ngood\t1\n")
-    classification_import(path=path, dataset="SST-2", fmt="glue-sst2")
+    summary = classification_import(path=path, dataset="SST-2", fmt="glue-sst2")
+    assert summary.message.startswith("Imported 1 item into SST-2")  # not "1 items"
     with pytest.raises(ImportFileError) as refused:
         classification_import(path=path, dataset="SST-2", fmt="glue-sst2")
     assert ClassificationItem.objects.count() == 1

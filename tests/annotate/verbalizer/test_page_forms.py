@@ -184,3 +184,37 @@ def test_the_task_list_says_when_a_study_has_nothing_left_for_the_annotator(clie
     first_page = client.get(reverse("verbalizer:work-list")).text
     assert f'href="{work}"' not in first_page
     assert "you answered 2 of 2; nothing left for you: you answered every prompt." in first_page
+
+
+def test_label_words_the_parser_cannot_tell_apart_are_refused_everywhere(
+    client, researcher, tmp_path
+):
+    """ "Foo" and "foo" (or "yes" and "Yes.") were taken as two words, but the reply parser
+    lower-cases and strips them: the strict rule read every "foo" as the first word, the
+    lenient rule as the second, so no accuracy meant anything."""
+    from annotate.errors import ImportFileError
+    from annotate.verbalizer.services.imports import classification_import
+
+    client.force_login(researcher)
+    before = (Mapping.objects.count(), ClassificationDataset.objects.count())
+    refused = client.post(
+        reverse("verbalizer:overview"),
+        {"m-group": "neutral", "m-positive_word": "Foo", "m-negative_word": "foo"},
+    )
+    assert refused.status_code == 400
+    assert "&#x27;Foo&#x27; and &#x27;foo&#x27; are the same word to the reply parser" in (
+        refused.content.decode()
+    )
+    refused = client.post(
+        reverse("verbalizer:overview"),
+        {"d-name": "Mine", "d-family": "sentiment", "d-positive_name": "Good",
+         "d-negative_name": "good."},
+    )  # fmt: skip
+    assert refused.status_code == 400 and b"same word to the reply parser" in refused.content
+    path = tmp_path / "a.csv"
+    path.write_text("text,label\nok,Yes\n", encoding="utf-8")
+    with pytest.raises(ImportFileError, match="'Yes' and 'yes_' are the same word"):
+        classification_import(
+            path=str(path), dataset="new", fmt="csv", labels=("Yes", "yes_"), family="sentiment"
+        )
+    assert (Mapping.objects.count(), ClassificationDataset.objects.count()) == before

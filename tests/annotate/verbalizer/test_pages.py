@@ -251,8 +251,22 @@ def test_study_command_publishes_the_papers_slice(capsys):
     assert HumanStudy.objects.get(name="flip").completion_code == "CC-1"
     with pytest.raises(CommandError, match="completion URL: 'ftp://x' is not an http"):
         call_command("verbalizer_study", "ftp", "--set", "p", "--completion-url", "ftp://x")
-    with pytest.raises(CommandError, match="no prompt of the set matches"):
+    # A name the set does not hold is named, with what the set has: "no prompt of the set
+    # matches" left the researcher to guess which filter was wrong.
+    with pytest.raises(CommandError) as refused:
         call_command("verbalizer_study", "none", "--set", "p", "--mappings", "golden")
+    assert str(refused.value) == (
+        "mappings: the set 'p' has no 'golden'; it has flipped-golden, 0|1, no|yes"
+    )
+    with pytest.raises(
+        CommandError, match="datasets: the set 'p' has no 'SST2'; it has RTE, SST-2"
+    ):
+        call_command("verbalizer_study", "none", "--set", "p", "--datasets", "SST2")
+    with pytest.raises(CommandError, match="modes: the set 'p' has no 'cot'; it has direct"):
+        call_command("verbalizer_study", "none", "--set", "p", "--modes", "cot")
+    with pytest.raises(CommandError, match="items per dataset: at least 1"):
+        call_command("verbalizer_study", "none", "--set", "p", "--items", "0")
+    assert not HumanStudy.objects.filter(name="none").exists()
 
 
 def test_each_annotator_meets_the_prompts_in_an_order_of_their_own(client):

@@ -6,7 +6,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from annotate.engine.models import EngineCall, EngineRun
-from annotate.verbalizer.models import ModelAnswer
+from annotate.verbalizer.models import ModelAnswer, SystemRun
 from annotate.verbalizer.services.sets import evaluation_set_create
 from tests.annotate.engine.conftest import make_endpoint
 from tests.annotate.verbalizer.helpers import fill
@@ -118,6 +118,23 @@ def test_unknown_endpoint_or_mode_is_refused(two_items):
         )
     with pytest.raises(CommandError, match="no evaluation set"):
         call_command("verbalizer_run", "--set", "nope", "--system", "m", "--endpoint", "fake")
+    # A negative size was kept and put the system first in every figure.
+    for size in ("-3", "nan"):
+        with pytest.raises(
+            CommandError, match=f"--size: billions of parameters, 0 or more; found {size}"
+        ):
+            call_command(
+                "verbalizer_run",
+                "--set",
+                "s",
+                "--system",
+                "m",
+                "--endpoint",
+                "fake",
+                "--size",
+                size,
+            )
+    assert not SystemRun.objects.exists()
 
 
 def test_set_page_starts_a_run_admins_only_on_paid_endpoints(

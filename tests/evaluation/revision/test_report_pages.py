@@ -40,6 +40,10 @@ def test_researcher_sees_the_report_page_downloads_figures_and_api(client, resea
         assert figure.status_code == 200 and magic in figure.content[:200]
     positions = client.get(reverse("revision-reports:figure", args=[study.pk, "positions", "svg"]))
     assert positions.status_code == 200
+    # Names in the SVG come from imported sessions: opened on its own it may run nothing.
+    policy = positions["Content-Security-Policy"]
+    assert "default-src 'none'" in policy and "frame-ancestors 'none'" in policy
+    assert "script-src" not in policy, policy
 
 
 def test_annotators_cannot_read_reports(client, annotator_user, tmp_path):

@@ -49,7 +49,15 @@ def test_a_set_without_answers_has_an_empty_report_and_a_page(client, researcher
     assert (report["rows"], report["groups"], report["agreement"]) == ([], [], [])
     client.force_login(researcher)
     page = client.get(reverse("verbalizer-reports:detail", args=[s.pk]))
-    assert page.status_code == 200 and b"No answers yet" in page.content
+    assert page.status_code == 200
+    # Says what to do, with the way there; the tables said nothing under their headings.
+    html = page.content.decode()
+    set_page = reverse("verbalizer:set-detail", args=[s.pk])
+    assert f'<a href="{set_page}#run-system">run a system on this set</a>' in html
+    assert html.count("<td colspan") == 4  # per group, Figure 4, agreement, every row
+    for empty in ("No answer to a direct prompt yet.", "No answer under golden or flipped "
+                  "golden yet.", "No human answers yet.", "No answers yet."):  # fmt: skip
+        assert f"{empty}</td>" in html
     figure = client.get(reverse("verbalizer-reports:figure", args=[s.pk, "groups", "svg"]))
     assert figure.status_code == 404
 
@@ -131,3 +139,15 @@ def test_report_page_says_which_rule_the_interval_and_invalid_columns_follow(
         "<td>foo|bar</td><td>direct</td><td>2</td><td>n/a</td><td>n/a</td><td>n/a</td>"
         "<td>100.0</td>" in html
     )
+
+
+def test_a_figure_opened_on_its_own_may_run_nothing(client, researcher, with_humans):
+    """The SVG carries dataset and system names from imported files; it got the site's policy
+    (scripts from 'self'), not the InFoBench figure's, under which an SVG opened alone runs
+    nothing and loads nothing."""
+    client.force_login(researcher)
+    for fmt in ("svg", "png", "pdf"):
+        url = reverse("verbalizer-reports:figure", args=[with_humans.pk, "groups", fmt])
+        policy = client.get(url)["Content-Security-Policy"]
+        assert "default-src 'none'" in policy and "frame-ancestors 'none'" in policy
+        assert "script-src" not in policy, policy

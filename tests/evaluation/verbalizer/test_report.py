@@ -245,6 +245,8 @@ def test_an_undefined_interval_reads_n_a_once_and_kappa_intervals_read_low_to_hi
     md = report_as(report, "md")
     assert "| invalid % (lenient) |" in md.splitlines()[0]
     assert "| m1 | SST-2 | neutral | foo\\|bar | direct | 2 | n/a | n/a | n/a | 100.0 |" in md
+    # Asked with no valid reply: n/a; a cell never asked reads "--" (test_same_prompts.py).
+    assert "m1 & 100.0 & n/a & 0.0 \\\\" in report_as(report, "latex")
     people = {
         "agreement": [
             {"source": "human", "dataset": "all", "kappa": None, "ci_low": None,
@@ -348,3 +350,50 @@ def test_every_figure_is_readable_at_the_size_it_is_drawn(
     assert legends_off_the_plots(figure) == []
     shown = {t.get_text().replace(",\non ", ", on ") for t in drawn_texts(figure)}
     assert {system_label(*pair) for pair in row_order(report[name])} <= shown
+
+
+@pytest.mark.parametrize("name", ["groups", "mappings", "flipped", "flipped_by_dataset"])
+@pytest.mark.parametrize("paper_sized", [False, True], ids=["one model", "eight models"])
+def test_no_inv_note_is_crossed_by_an_error_bar(with_humans, name, paper_sized, drawn_figure):
+    """The "inv N%" notes stood at each bar's foot, so a low bar's interval (here 30 %, from 5
+    to 60) ran through its note, and its lower cap crossed it; a note now stands just above its
+    bar's top whisker, and the y axis grows to hold the notes over a whisker that reaches 100."""
+    from matplotlib.text import Text
+
+    from evaluation.verbalizer import figures
+    from tests.evaluation.figure_layout import overlapping_texts, texts_on_error_bars
+
+    report = verbalizer_report(evaluation_set=with_humans)
+    if paper_sized:  # rows of plots
+        report = _paper_sized(report)
+    for index, found in enumerate(r for r in report[name] if r["accuracy_lenient"] is not None):
+        low, high = [(0.05, 0.6), (0.0, 1.0), (0.8, 1.0)][index % 3]
+        found.update(accuracy_lenient=(low + high) / 2, ci_lenient=(low, high), invalid=0.25)
+    figure = drawn_figure(figures, figures.render_figure, report, name, "png")
+    notes = [t for t in figure.findobj(Text) if t.get_text().startswith("inv ")]
+    assert notes and texts_on_error_bars(figure) == []
+    assert overlapping_texts(figure) == []
+    for note in notes:  # every note inside its plot, nothing cut at the top
+        assert note.get_window_extent().y1 <= note.axes.bbox.y1 + 0.5, note.get_text()
+    # Rows of plots keep one y scale, so bars in different rows still compare by height.
+    assert len({axes.get_ylim() for axes in figure.axes}) == 1
+
+
+def test_agreement_says_how_many_answered_prompts_it_left_out(with_humans):
+    """A fourth person answered one of the two prompts: kappa kept the prompt with three answers
+    (a tie between 3 and 4 keeps the smaller) and read "prompts 1" with an empty note, though
+    people answered 2."""
+    from annotate.models import Annotator
+    from annotate.verbalizer.models import HumanAnswer, HumanStudy
+
+    study = HumanStudy.objects.get(name="h")
+    late = Annotator.objects.create(name="p3", kind="expert")
+    HumanAnswer.objects.create(
+        study=study, prompt=study.prompts.order_by("pk").first(), annotator=late, word="negative"
+    )
+    found = row(verbalizer_report(evaluation_set=with_humans)["agreement"], dataset="all")
+    assert (found["items"], found["raters"]) == (1, 3)
+    assert found["note"] == (
+        "1 of the 2 prompts answered left out: kappa reads those with 3 answers each, the most "
+        "common number"
+    )

@@ -234,9 +234,10 @@ def test_every_format_carries_the_same_prompt_rows_and_the_sentence(overlap, cap
     assert "| m1 | SST-2 | natural | golden | direct | 3 | 66.7 | 66.7 |" in md
     assert found["note"] in md
     latex = report_as(report, "latex")
-    assert "m1 & 90.0 & n/a & 100.0 \\\\" in latex
-    assert "\\midrule\nm1, on people's prompts & 66.7 & n/a & n/a \\\\" in latex
-    assert "human-majority & 100.0 & n/a & n/a \\\\" in latex
+    # "--": never asked (the set has no neutral prompt; people answered golden ones only).
+    assert "m1 & 90.0 & -- & 100.0 \\\\" in latex
+    assert "\\midrule\nm1, on people's prompts & 66.7 & -- & -- \\\\" in latex
+    assert "human-majority & 100.0 & -- & -- \\\\" in latex
     assert "``model, on people's prompts''" in latex and "of the 4 it publishes" in latex
     slices = list(csv.DictReader(io.StringIO(report_as(report, "csv", "slices"))))
     assert [(s["prompts"], s["people"], s["items"], s["models"]) for s in slices] == [
