@@ -5,11 +5,16 @@ Plain numpy on one record per answer (no Django import), so every number can be 
 Conventions:
 - accuracy = correct / valid under a rule; an invalid reply is neither right nor wrong, it only
   raises `invalid` = invalid / n. With no valid reply the accuracy is None.
-- Cells pool every answer they hold (a group averages datasets and mappings by pooling, which is
-  their plain mean when every cell has the same number of valid answers).
-- Intervals: 95 % percentile cluster bootstrap over items (`evaluation.stats.bootstrap.ratio_ci`),
-  1,000 resamples, rng seeded with 0: an item's answers under every mapping of the cell stay
-  together, so the interval reflects which items were sampled.
+- A cell's accuracy is the plain mean of the accuracies of the (dataset, mapping) pieces it
+  holds, as the paper reports each instruction group "averaged over datasets and verbalizers"
+  (§3.2; Figure 3 averages over datasets): a dataset with fewer items or more invalid replies
+  weighs as much as any other. A piece with no valid reply is left out of the mean. A cell of
+  one dataset and one mapping is its pooled accuracy. The invalid share is of the cell's
+  answers (all pieces pooled).
+- Intervals: 95 % percentile cluster bootstrap over items
+  (`evaluation.stats.bootstrap.mean_ratio_ci`), 1,000 resamples, rng seeded with 0: an item's
+  answers under every mapping of the cell stay together, so the interval reflects which items
+  were sampled; each resample takes the same mean over pieces.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from evaluation.stats.bootstrap import ratio_ci
+from evaluation.stats.bootstrap import mean_ratio_ci
 
 RULES = ("strict", "lenient")
 N_RESAMPLES = 1000
@@ -57,6 +62,7 @@ def cells(
     mask: np.ndarray,
     keys: Sequence[str | np.ndarray],
     *,
+    average_over: Sequence[str] = ("dataset", "mapping"),
     rng_seed: int = 0,
     n_resamples: int = N_RESAMPLES,
 ) -> list[dict]:
@@ -64,7 +70,8 @@ def cells(
 
     `keys` are column names of `records` or arrays of the same length. Each dict holds `key`
     (the tuple), `n`, and per rule `accuracy_<rule>`, `invalid_<rule>`, `ci_<rule>` (low, high;
-    None when undefined).
+    None when undefined). The accuracy is the mean over the cell's pieces, one per distinct
+    value of the `average_over` columns (see the module docstring).
     """
     selected = np.flatnonzero(mask)
     if selected.size == 0:
@@ -73,26 +80,43 @@ def cells(
     tuples = list(zip(*(column[selected].tolist() for column in columns), strict=True))
     index: dict[tuple, int] = {}
     cell = np.fromiter((index.setdefault(t, len(index)) for t in tuples), np.int64, len(tuples))
+    pieces = [records.column(name)[selected].tolist() for name in average_over]
+    piece_index: dict[tuple, int] = {}
+    piece = np.fromiter(
+        (
+            piece_index.setdefault((c, *rest), len(piece_index))
+            for c, *rest in zip(cell.tolist(), *pieces, strict=True)
+        ),
+        np.int64,
+        len(tuples),
+    )
+    piece_cell = np.fromiter((key[0] for key in piece_index), np.int64, len(piece_index))
     items, item_index = np.unique(records.item[selected], return_inverse=True)
     n = np.bincount(cell, minlength=len(index))
     out = [{"key": key, "n": int(n[i])} for key, i in index.items()]
     rng = np.random.default_rng(rng_seed)
-    k = len(index)
+    k, m = len(index), len(piece_index)
     # Both rules in one bootstrap: the same resampled items serve the strict and lenient columns.
-    num = np.zeros((items.size, 2 * k))
-    den = np.zeros((items.size, 2 * k))
+    num = np.zeros((items.size, 2 * m))
+    den = np.zeros((items.size, 2 * m))
     for r, rule in enumerate(RULES):
-        np.add.at(num, (item_index, cell + r * k), records.correct[rule][selected])
-        np.add.at(den, (item_index, cell + r * k), records.valid[rule][selected])
-    low, high = ratio_ci(num, den, rng, n_resamples=n_resamples, level=LEVEL)
-    total_valid, total_correct = den.sum(axis=0), num.sum(axis=0)
+        np.add.at(num, (item_index, piece + r * m), records.correct[rule][selected])
+        np.add.at(den, (item_index, piece + r * m), records.valid[rule][selected])
+    members = np.concatenate([piece_cell, piece_cell + k])
+    low, high = mean_ratio_ci(
+        num, den, members, rng, n_groups=2 * k, n_resamples=n_resamples, level=LEVEL
+    )
+    piece_valid, piece_correct = den.sum(axis=0), num.sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        piece_accuracy = np.where(piece_valid > 0, piece_correct / piece_valid, np.nan)
     for r, rule in enumerate(RULES):
+        of_rule = slice(r * m, (r + 1) * m)
+        valid = np.bincount(piece_cell, weights=piece_valid[of_rule], minlength=k)
         for i, row in enumerate(out):
             j = i + r * k
-            row[f"accuracy_{rule}"] = (
-                float(total_correct[j] / total_valid[j]) if total_valid[j] else None
-            )
-            row[f"invalid_{rule}"] = float((n[i] - total_valid[j]) / n[i])
+            defined = piece_accuracy[of_rule][(piece_cell == i) & (piece_valid[of_rule] > 0)]
+            row[f"accuracy_{rule}"] = float(defined.mean()) if defined.size else None
+            row[f"invalid_{rule}"] = float((n[i] - valid[i]) / n[i])
             row[f"ci_{rule}"] = (
                 (float(low[j]), float(high[j])) if not np.isnan(low[j]) else (None, None)
             )

@@ -4,6 +4,7 @@ import pytest
 from evaluation.stats import cluster_weights, ratio_ci
 from evaluation.stats.bootstrap import (
     WeightStream,
+    mean_ratio_ci,
     percentile_interval,
     ratio_resamples,
     weight_chunks,
@@ -161,3 +162,35 @@ def test_weights_are_drawn_ahead_only_before_the_first_set():
     list(stream.chunks(3))
     with pytest.raises(ValueError, match="before the first set"):
         stream.draw_ahead([3], stop=lambda: False, max_cells=100)
+
+
+def test_mean_ratio_ci_is_the_percentiles_of_the_mean_of_each_groups_column_ratios():
+    """Columns 0 and 1 form group 0, column 2 group 1: each resample's statistic of group 0 is
+    (r0 + r1) / 2 of that resample's column ratios (one column alone where the other is
+    undefined), whatever the columns' sizes."""
+    rng = np.random.default_rng(5)
+    den = rng.integers(0, 6, size=(25, 3)).astype(float)
+    num = np.floor(den * rng.random((25, 3)))
+    members = np.array([0, 0, 1])
+    lower, upper = mean_ratio_ci(
+        num, den, members, np.random.default_rng(9), n_groups=2, n_resamples=300, level=0.9
+    )
+    ratios = ratio_resamples(num, den, cluster_weights(25, 300, np.random.default_rng(9)))
+    first = np.nanmean(ratios[:, :2], axis=1)
+    np.testing.assert_allclose(
+        [lower[0], upper[0]], np.quantile(first, [0.05, 0.95]), rtol=0, atol=1e-12
+    )
+    np.testing.assert_allclose(
+        [lower[1], upper[1]], np.quantile(ratios[:, 2], [0.05, 0.95]), rtol=0, atol=1e-12
+    )
+
+
+def test_mean_ratio_ci_weighs_a_small_column_as_much_as_a_large_one():
+    # Column 0: 8 clusters all right; column 1: 2 clusters all wrong. The mean of the two
+    # ratios is 1/2 in every resample drawing both (pooled it would be 8/10).
+    num = np.array([[1.0, 0.0]] * 8 + [[0.0, 0.0]] * 2)
+    den = np.array([[1.0, 0.0]] * 8 + [[0.0, 1.0]] * 2)
+    lower, upper = mean_ratio_ci(
+        num, den, np.array([0, 0]), np.random.default_rng(0), n_groups=1, n_resamples=500
+    )
+    assert lower[0] == pytest.approx(0.5) and upper[0] == pytest.approx(1.0)  # 1.0: no B drawn

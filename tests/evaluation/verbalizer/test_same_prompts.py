@@ -90,9 +90,11 @@ def test_models_on_the_prompts_people_answered_by_hand(overlap):
     # m1 on the 3 study prompts people answered: right on items 1 and 2, wrong on item 3.
     same = row(groups, system="m1", prompts="people", group="natural")
     assert (same["n"], same["accuracy_lenient"], same["invalid"]) == (3, pytest.approx(2 / 3), 0)
-    # Its own row pools golden and 1|0 on both datasets: 9 right of 10.
+    # Its own row averages golden and 1|0 on both datasets, as the paper averages over datasets
+    # and verbalizers: SST-2 golden 2/3, SST-2 1|0 3/3, D2 golden 2/2, D2 1|0 2/2 (pooled, the
+    # smaller D2 would weigh less: 9 right of 10).
     own = row(groups, system="m1", prompts="set", group="natural")
-    assert (own["n"], own["accuracy_lenient"]) == (10, pytest.approx(0.9))
+    assert (own["n"], own["accuracy_lenient"]) == (10, pytest.approx((2 / 3 + 1 + 1 + 1) / 4))
     # The flipped-golden study prompt nobody answered is no part of the people's prompts.
     assert not [r for r in groups if r["prompts"] == "people" and r["group"] == "unnatural"]
     assert row(groups, system="m1", prompts="set", group="unnatural")["accuracy_lenient"] == 1.0
@@ -235,7 +237,7 @@ def test_every_format_carries_the_same_prompt_rows_and_the_sentence(overlap, cap
     assert found["note"] in md
     latex = report_as(report, "latex")
     # "--": never asked (the set has no neutral prompt; people answered golden ones only).
-    assert "m1 & 90.0 & -- & 100.0 \\\\" in latex
+    assert "m1 & 91.7 & -- & 100.0 \\\\" in latex  # (2/3 + 1 + 1 + 1) / 4, as above
     assert "\\midrule\nm1, on people's prompts & 66.7 & -- & -- \\\\" in latex
     assert "human-majority & 100.0 & -- & -- \\\\" in latex
     assert "``model, on people's prompts''" in latex and "of the 4 it publishes" in latex

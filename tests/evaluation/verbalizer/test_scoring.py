@@ -60,3 +60,22 @@ def test_agreement_counts_keep_the_most_common_number_of_raters():
         np.array([0, 0, 0, 1, 1, 1, 2, 2]), np.array([1, 1, 0, 0, 0, 0, 1, 1])
     )
     assert counts.tolist() == [[1, 2], [3, 0]]
+
+
+def test_a_group_is_the_mean_of_its_datasets_and_mappings_as_the_paper_averages():
+    """Paper §3.2: each instruction group "averaged over datasets and verbalizers". Dataset A
+    (8 items, all right) and dataset B (2 items, all wrong): the group reads 50 %, not the
+    80 % of pooling every answer, which let the larger dataset weigh more."""
+    rec = records(item=list(range(10)), group=["g"] * 10, valid=[1] * 10, correct=[1] * 8 + [0] * 2)
+    rec.dataset = np.array(["A"] * 8 + ["B"] * 2, dtype=object)
+    (row,) = cells(rec, np.ones(10, bool), ["group"])
+    assert (row["n"], row["accuracy_lenient"], row["invalid_lenient"]) == (10, 0.5, 0.0)
+    # Per dataset, a cell is its own pooled accuracy.
+    by_dataset = {
+        r["key"]: r["accuracy_lenient"] for r in cells(rec, np.ones(10, bool), ["dataset"])
+    }
+    assert by_dataset == {("A",): 1.0, ("B",): 0.0}
+    # A piece with no valid reply is left out of the mean; the invalid share stays of all answers.
+    rec.valid = {rule: np.array([1] * 8 + [0] * 2, bool) for rule in ("strict", "lenient")}
+    (row,) = cells(rec, np.ones(10, bool), ["group"])
+    assert (row["accuracy_lenient"], row["invalid_lenient"]) == (1.0, 0.2)
