@@ -129,6 +129,10 @@ def _judge_endpoint_create(*, name: str, backend: str, base_url: str, fields: di
     settings_ = {**JUDGE_ENDPOINT_DEFAULTS, **fields}
     if not address and "api_key_env" not in fields:
         settings_["api_key_env"] = ""  # the fake needs no key (a named one is still checked)
+    if not address:  # GPT-4's limits would pace the fake; limits given are kept
+        for field in ("requests_per_minute", "tokens_per_minute"):
+            if field not in fields:
+                del settings_[field]
     endpoint_name = (
         name if not Endpoint.objects.filter(name__iexact=name).exists() else f"{name} (judge)"
     )

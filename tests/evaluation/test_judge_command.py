@@ -180,3 +180,15 @@ def test_the_api_key_is_read_from_the_named_variable_and_sent_as_a_bearer_token(
         judge = make_judge(stub.base_url, api_key_env="JUDGE_TEST_KEY")
         call_command("judge", config=judge.name, benchmark=benchmark.name)
     assert stub.authorizations == ["Bearer sk-test-123"]
+
+
+def test_a_judge_on_the_offline_fake_is_not_paced_unless_its_creator_asks():
+    """`judge_config NAME` (JUDGE_BACKEND=fake) stored GPT-4's 200 requests a minute, which
+    held a judge on the fake to about 3 calls a second."""
+    call_command("judge_config", "fake-judge", "--backend", "fake")
+    fake = JudgeConfig.objects.get(name="fake-judge").endpoint
+    assert fake.base_url == "" and fake.requests_per_minute == 1_000_000
+    assert fake.tokens_per_minute == 1_000_000_000
+    call_command("judge_config", "slow-judge", "--backend", "fake", "--rpm", "30", "--tpm", "900")
+    slow = JudgeConfig.objects.get(name="slow-judge").endpoint
+    assert (slow.requests_per_minute, slow.tokens_per_minute) == (30, 900)

@@ -33,6 +33,10 @@ EDITABLE_FIELDS = (
     "price_prompt_per_1k",
     "price_completion_per_1k",
 )
+# The offline fake answers in-process, costs nothing and has no server limit to respect, so an
+# endpoint on it paces nothing unless its creator sets limits (the model's defaults, 500
+# requests a minute, are a paid API's and held the fake to about 8 calls a second).
+FAKE_DEFAULT_LIMITS = {"requests_per_minute": 1_000_000, "tokens_per_minute": 1_000_000_000}
 
 
 def _validate(fields: Mapping[str, Any]) -> dict[str, Any]:
@@ -106,11 +110,17 @@ def _check_name_free(name: str, *, endpoint: Endpoint | None = None) -> None:
 
 @transaction.atomic
 def endpoint_create(*, name: str, model: str, **fields: Any) -> Endpoint:
-    """Create an endpoint; a blank base_url means the offline fake back-end."""
+    """Create an endpoint; a blank base_url means the offline fake back-end.
+
+    Limits not given are the model's defaults for an address and FAKE_DEFAULT_LIMITS for the
+    fake; limits given are kept as they are, for either.
+    """
     name = name.strip()
     if not name:
         raise EndpointError("Field 'name': an endpoint needs a name.")
     _check_name_free(name)
+    if not str(fields.get("base_url") or "").strip():
+        fields = {**FAKE_DEFAULT_LIMITS, **fields}
     cleaned = _validate({"model": model, **fields})
     try:
         with transaction.atomic():

@@ -28,8 +28,8 @@ class Command(BaseCommand):
         parser.add_argument("--temperature", type=float, default=0.0)
         parser.add_argument("--max-retries", type=int, default=5)
         parser.add_argument("--concurrency", type=int, default=8)
-        parser.add_argument("--rpm", type=int, default=200)
-        parser.add_argument("--tpm", type=int, default=40_000)
+        parser.add_argument("--rpm", type=int, help="Default 200; the offline fake: not paced.")
+        parser.add_argument("--tpm", type=int, help="Default 40,000; the offline fake: not paced.")
         parser.add_argument("--price-prompt-per-1k", type=Decimal, default=Decimal("0.03"))
         parser.add_argument("--price-completion-per-1k", type=Decimal, default=Decimal("0.06"))
 
@@ -55,8 +55,14 @@ class Command(BaseCommand):
                 temperature=o["temperature"],
                 max_retries=o["max_retries"],
                 concurrency=o["concurrency"],
-                requests_per_minute=o["rpm"],
-                tokens_per_minute=o["tpm"],
+                **{
+                    field: o[option]
+                    for field, option in (
+                        ("requests_per_minute", "rpm"),
+                        ("tokens_per_minute", "tpm"),
+                    )
+                    if o[option] is not None
+                },
                 price_prompt_per_1k=o["price_prompt_per_1k"],
                 price_completion_per_1k=o["price_completion_per_1k"],
             )

@@ -96,3 +96,33 @@ def test_the_migration_brings_existing_values_into_range():
     bad, fine = Endpoint.objects.get(name="bad"), Endpoint.objects.get(name="fine")
     assert (bad.timeout_seconds, bad.temperature, bad.top_p) == (120, 2, 0)
     assert (fine.timeout_seconds, fine.temperature, fine.top_p) == (30, 0.7, None)
+
+
+def test_the_offline_fake_is_not_paced_unless_its_creator_asks():
+    """The README's `endpoint_create local-fake --base-url ""` got a paid API's 500 requests a
+    minute, so a 4,800-prompt verbalizer run on the fake waited about ten minutes."""
+    from annotate.engine.limiter import RateLimiter
+
+    call_command("endpoint_create", "local-fake", "--base-url", "", "--model", "fake-1")
+    fake = Endpoint.objects.get(name="local-fake")
+    assert (fake.requests_per_minute, fake.tokens_per_minute) == (1_000_000, 1_000_000_000)
+    waits = []
+    limiter = RateLimiter(
+        requests_per_minute=fake.requests_per_minute,
+        tokens_per_minute=fake.tokens_per_minute,
+        clock=lambda: 0.0,  # time stands still: any pacing would have to sleep
+        sleep=waits.append,
+    )
+    for _ in range(4_800):
+        limiter.acquire(100)
+    assert waits == []
+    # Limits given are kept, on the fake as on an address; an address keeps the paid defaults.
+    call_command("endpoint_create", "slow-fake", "--base-url", "", "--model", "f", "--rpm", "30")
+    slow = Endpoint.objects.get(name="slow-fake")
+    assert (slow.requests_per_minute, slow.tokens_per_minute) == (30, 1_000_000_000)
+    call_command("endpoint_create", "paid", "--base-url", "https://x.test/v1", "--model", "m")
+    paid = Endpoint.objects.get(name="paid")
+    assert (paid.requests_per_minute, paid.tokens_per_minute) == (500, 200_000)
+    assert (
+        endpoint_create(name="svc", model="m", tokens_per_minute=7).requests_per_minute == 1_000_000
+    )

@@ -220,3 +220,35 @@ def test_the_engine_run_page_names_the_system_and_set_and_links_to_the_report(
     assert "<h1>System m on set s</h1>" in html
     report = reverse("verbalizer-reports:detail", args=[two_items.pk])
     assert f'<a href="{report}" id="run-results">' in html
+
+
+def test_the_command_shows_progress_and_the_endpoint_pace(stub, two_items, capsys):
+    """verbalizer_run printed nothing until the end, unlike generate and judge."""
+    stub.responder = first_word
+    make_endpoint(stub.base_url, name="e", concurrency=2)
+    call_command("verbalizer_run", "--set", "s", "--system", "m", "--endpoint", "e")
+    out, err = capsys.readouterr()
+    assert "(endpoint e: 2 calls at a time, at most 1000000 requests and 100000000 tokens" in out
+    assert "4/4" in err and "prompt" in err  # the progress bar, on standard error, ends full
+    assert "done: 4 of 4 prompts answered" in out
+
+
+def test_the_fake_made_as_the_readme_says_answers_as_a_paced_fake_does(two_items):
+    """The fake's new default limits change its pace, not its answers."""
+    from annotate.verbalizer.models import SystemRun
+
+    call_command("endpoint_create", "local-fake", "--base-url", "", "--model", "fake-1")
+    call_command(
+        "endpoint_create", "paced-fake", "--base-url", "", "--model", "fake-1",
+        "--rpm", "500", "--tpm", "200000",
+    )  # fmt: skip
+    for system, endpoint in (("new", "local-fake"), ("paced", "paced-fake")):
+        call_command("verbalizer_run", "--set", "s", "--system", system, "--endpoint", endpoint)
+    replies = {
+        system: sorted(
+            ModelAnswer.objects.filter(system__name=system).values_list("prompt_id", "reply")
+        )
+        for system in ("new", "paced")
+    }
+    assert len(replies["new"]) == 4 and replies["new"] == replies["paced"]
+    assert SystemRun.objects.count() == 2

@@ -19,8 +19,16 @@ class Command(BaseCommand):
         parser.add_argument("--model", required=True)
         parser.add_argument("--api-key-env", default="", help="One of ENGINE_API_KEY_ENVS.")
         parser.add_argument("--concurrency", type=int, default=8)
-        parser.add_argument("--rpm", type=int, default=500, help="Requests per minute.")
-        parser.add_argument("--tpm", type=int, default=200_000, help="Tokens per minute.")
+        parser.add_argument(
+            "--rpm",
+            type=int,
+            help="Requests per minute (default 500; the offline fake: 1,000,000, no pacing).",
+        )
+        parser.add_argument(
+            "--tpm",
+            type=int,
+            help="Tokens per minute (default 200,000; the offline fake: 1,000,000,000).",
+        )
         parser.add_argument("--temperature", type=float, default=0.0)
         parser.add_argument("--max-tokens", type=int, default=None, help="Default: not sent.")
         parser.add_argument("--top-p", type=float, default=None)
@@ -34,6 +42,7 @@ class Command(BaseCommand):
         parser.add_argument("--price-completion-per-1k", type=Decimal, default=Decimal("0"))
 
     def handle(self, *args, **o):
+        limits = {"requests_per_minute": o["rpm"], "tokens_per_minute": o["tpm"]}
         try:
             endpoint = endpoint_create(
                 name=o["name"],
@@ -41,8 +50,7 @@ class Command(BaseCommand):
                 model=o["model"],
                 api_key_env=o["api_key_env"],
                 concurrency=o["concurrency"],
-                requests_per_minute=o["rpm"],
-                tokens_per_minute=o["tpm"],
+                **{field: value for field, value in limits.items() if value is not None},
                 temperature=o["temperature"],
                 max_tokens=o["max_tokens"],
                 top_p=o["top_p"],

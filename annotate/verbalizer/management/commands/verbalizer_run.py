@@ -1,5 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
+from annotate.engine.management.commands._progress import RunProgressBar
 from annotate.engine.management.commands._run_options import (
     add_run_cost_arguments,
     dry_run_line,
@@ -39,8 +40,13 @@ class Command(BaseCommand):
             system_run = verbalizer_run_create(**arguments)
         except AnnotateError as error:
             raise CommandError(str(error)) from None
-        self.stdout.write(f"Engine run #{system_run.engine_run_id}: {system_run}")
-        run = verbalizer_run_execute(system_run=system_run)
+        endpoint = system_run.engine_run.endpoint
+        self.stdout.write(
+            f"Engine run #{system_run.engine_run_id}: {system_run} (endpoint {endpoint.name}: "
+            f"{endpoint.concurrency} calls at a time, at most {endpoint.requests_per_minute} "
+            f"requests and {endpoint.tokens_per_minute} tokens a minute)"
+        )
+        run = self._execute(system_run)
         self.stdout.write(
             f"{run.status}: {run.units_done} of {run.units_total} prompts answered, "
             f"{run.units_failed} failed, {run.units_skipped} answered before; "
@@ -48,3 +54,15 @@ class Command(BaseCommand):
         )
         if run.status != "done":
             raise CommandError(f"The run ended {run.status}: {run.error}")
+
+    def _execute(self, system_run):
+        bar = RunProgressBar(system_run.engine_run, unit="prompt")
+        try:
+            return verbalizer_run_execute(system_run=system_run, on_progress=bar)
+        except KeyboardInterrupt:
+            self.stderr.write(
+                "\nStopped. Answers so far are stored; the same command again asks only the rest."
+            )
+            raise SystemExit(130) from None
+        finally:
+            bar.close()
