@@ -69,6 +69,15 @@ class EndpointForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         if self.instance.pk:
             self.initial["stop"] = "\n".join(self.instance.stop or [])
+        else:  # a new endpoint: blank limits are the defaults of what it calls
+            for name, default in (("requests_per_minute", 500), ("tokens_per_minute", 200_000)):
+                field = self.fields[name]
+                field.required, field.initial = False, None
+                self.initial.pop(name, None)
+                field.help_text = (
+                    f"{field.help_text} Blank: {default:,} for an address, no limit for the "
+                    "offline fake (it costs nothing)."
+                )
         allowed = ", ".join(settings.ENGINE_API_KEY_ENVS)  # read now: a setting, not a constant
         self.fields["api_key_env"].help_text = (
             "The environment variable of the web and worker processes that holds the key, one "

@@ -94,6 +94,9 @@ def endpoint_edit(request: HttpRequest, endpoint_id: int | None = None) -> HttpR
     if request.method == "POST" and form.is_valid():
         data = dict(form.cleaned_data)
         name = data.pop("name")
+        for limit in ("requests_per_minute", "tokens_per_minute"):
+            if data.get(limit) is None:  # left blank on a new endpoint: the service's default
+                data.pop(limit, None)
         try:
             if endpoint is None:
                 endpoint = endpoint_create(name=name, **data)

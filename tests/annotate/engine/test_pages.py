@@ -609,3 +609,28 @@ def test_a_generation_run_page_links_where_its_responses_are_read(researcher_cli
     benchmark.delete()  # nothing left to read: no link to a missing page
     page = researcher_client.get(reverse("engine:run-detail", args=[run.pk])).content.decode()
     assert 'id="run-results"' not in page
+
+
+@pytest.mark.django_db
+def test_a_new_endpoint_left_without_limits_gets_the_defaults_of_what_it_calls(admin_client):
+    """The page filled in 500 requests a minute for every new endpoint: an offline fake made
+    there was held to ~8 calls a second (4,800 prompts took ten minutes), while the same fake
+    made with endpoint_create had no limit. Blank limits now take the service's defaults; an
+    edit shows and keeps the stored ones."""
+    page = admin_client.get(reverse("engine:endpoint-new")).content.decode()
+    assert 'name="requests_per_minute"' in page and 'name="requests_per_minute" value=' not in page
+    assert "no limit for the offline fake" in page
+    blank = {**ENDPOINT_FORM, "requests_per_minute": "", "tokens_per_minute": ""}
+    admin_client.post(reverse("engine:endpoint-new"), {**blank, "name": "fake", "base_url": ""})
+    admin_client.post(reverse("engine:endpoint-new"), {**blank, "name": "api"})
+    admin_client.post(
+        reverse("engine:endpoint-new"),
+        {**blank, "name": "slow-fake", "base_url": "", "requests_per_minute": "60"},
+    )
+    limits = dict(Endpoint.objects.values_list("name", "requests_per_minute").order_by("name"))
+    assert limits == {"api": 500, "fake": 1_000_000, "slow-fake": 60}
+    edit = reverse("engine:endpoint-edit", args=[Endpoint.objects.get(name="slow-fake").pk])
+    assert 'name="requests_per_minute" value="60"' in admin_client.get(edit).content.decode()
+    refused = admin_client.post(edit, {**blank, "name": "slow-fake", "base_url": ""})
+    assert refused.status_code == 400  # an existing endpoint's limits are not left blank
+    assert Endpoint.objects.get(name="slow-fake").requests_per_minute == 60
