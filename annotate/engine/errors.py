@@ -20,6 +20,16 @@ class EngineRunError(EngineError):
         super().__init__(message)
 
 
+class EngineRunDoneError(EngineRunError):
+    """Run again was asked of a done run that has nothing left to do (a conflict with its state,
+    not bad input); nothing was changed."""
+
+    http_status = 409
+
+    def __init__(self, run_id: int) -> None:
+        super().__init__(f"Run {run_id} is done: nothing left to resume.")
+
+
 class EngineNotFoundError(NotFoundError):
     """No such endpoint or run (or not yours to see)."""
 

@@ -101,11 +101,12 @@ def test_generate_stores_the_spending_cap_and_refuses_a_negative_one_naming_the_
     call_command("generate", *arguments, "--spending-cap", "2.5")
     run = EngineRun.objects.get()
     assert run.spending_cap_usd == Decimal("2.5") and len(stub.requests) == 2
-    # Going on with --run sets the cap the run goes on with (a cap stop is lifted so).
-    call_command("generate", "--run", str(run.pk), "--spending-cap", "9")
+    # A done run has nothing left: --run is refused, and its cap and status stay as they were.
+    with pytest.raises(CommandError, match=rf"^Run {run.pk} is done: nothing left to resume\.$"):
+        call_command("generate", "--run", str(run.pk), "--spending-cap", "9")
     run.refresh_from_db()
-    assert run.spending_cap_usd == Decimal("9") and len(stub.requests) == 2  # nothing missing
-    assert f"Run {run.pk}: spending cap $2.5 -> $9." in capsys.readouterr().out
+    assert run.spending_cap_usd == Decimal("2.5") and run.status == "done"
+    assert len(stub.requests) == 2
 
 
 def test_generate_run_refuses_a_run_a_worker_is_doing_and_sends_nothing(stub):
@@ -171,7 +172,10 @@ def test_generate_run_goes_on_with_a_run_stopped_by_its_page_or_its_cap(stub, ca
     call_command("generate", *arguments)
     run.refresh_from_db()
     assert run.status == RunStatus.DONE and len(stub.requests) == 2
-    assert "2/2 responses; calls made 2" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "2/2 responses; calls made 2" in out
+    if stopped_by == "its cap across chunks":  # --spending-cap sets the cap it goes on with
+        assert f"Run {run.pk}: spending cap $0 -> $1." in out and run.spending_cap_usd == 1
 
 
 def test_a_run_interrupted_with_ctrl_c_is_stopped_and_goes_on_at_once(stub):
@@ -308,5 +312,6 @@ def test_ctrl_c_keeps_the_calls_already_answered_on_the_run(stub):
     assert run.status == (RunStatus.DONE if asked == 8 else RunStatus.CANCELLED)
     assert run.calls == EngineCall.objects.filter(run=run).count() == asked
     assert run.units_done == Response.objects.filter(system=system).count() == asked
-    call_command("generate", "--run", str(run.pk))
+    if run.status == RunStatus.CANCELLED:  # a done run has nothing to go on with
+        call_command("generate", "--run", str(run.pk))
     assert len(stub.requests) == 8
