@@ -8,7 +8,16 @@ class EngineError(AnnotateError):
 
 
 class EndpointError(EngineError):
-    """An endpoint's settings are invalid (unknown API-key variable, bad number...)."""
+    """An endpoint's settings are invalid (unknown API-key variable, bad number...).
+
+    `field` names the setting at fault (None: none in particular) and `reason` says what is
+    wrong with it, so the form shows it beside that field and the command names its option;
+    the message is "Field 'field': reason".
+    """
+
+    def __init__(self, reason: str, *, field: str | None = None) -> None:
+        self.field, self.reason = field, reason
+        super().__init__(f"Field '{field}': {reason}" if field else reason)
 
 
 class EngineRunError(EngineError):

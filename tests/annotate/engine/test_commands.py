@@ -27,12 +27,42 @@ def test_endpoint_create_stores_every_option_and_refuses_a_disallowed_key_variab
     call_command("endpoint_create", "offline", "--base-url", "", "--model", "fake-1")
     assert "offline fake back-end" in capsys.readouterr().out
     assert Endpoint.objects.get(name="offline").is_fake
-    with pytest.raises(CommandError, match="api_key_env"):
+    with pytest.raises(CommandError, match="^--api-key-env: "):
         call_command(
             "endpoint_create", "x", "--base-url", "http://h/v1", "--model", "m",
             "--api-key-env", "DJANGO_SECRET_KEY",
         )  # fmt: skip
     assert not Endpoint.objects.filter(name="x").exists()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--rpm", "-5"], "--rpm: Must be at least 1."),
+        (["--tpm", "0"], "--tpm: Must be at least 1."),
+        (["--timeout", "0"], "--timeout: Must be more than 0."),
+        (["--api-key-env", "DJANGO_SECRET_KEY"], "--api-key-env: "),
+        (["--max-tokens", "0"], "--max-tokens: must be at least 1"),
+        (["--price-prompt-per-1k", "-1"], "--price-prompt-per-1k: a price cannot be negative."),
+        (["--base-url", "ftp://h"], "--base-url: 'ftp://h' is not an http(s) address."),
+    ],
+)
+def test_endpoint_create_names_the_option_typed_not_the_field_it_sets(arguments, message):
+    with pytest.raises(CommandError) as refused:
+        call_command(
+            "endpoint_create", "x", "--base-url", "http://h/v1", "--model", "m", *arguments
+        )
+    assert str(refused.value).startswith(message)
+    assert "Field '" not in str(refused.value) and str(refused.value).endswith(
+        "Nothing was written."
+    )
+    assert not Endpoint.objects.exists()
+
+
+def test_endpoint_create_names_the_endpoint_name_when_it_is_taken():
+    call_command("endpoint_create", "x", "--base-url", "", "--model", "m")
+    with pytest.raises(CommandError, match="^name: an endpoint named 'x' exists already"):
+        call_command("endpoint_create", "x", "--base-url", "", "--model", "m")
 
 
 def test_generate_creates_the_system_prints_a_summary_and_a_rerun_makes_no_call(stub, capsys):
