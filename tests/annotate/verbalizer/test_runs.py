@@ -112,10 +112,11 @@ def test_unknown_endpoint_or_mode_is_refused(two_items):
     with pytest.raises(CommandError, match="no engine endpoint named 'x'"):
         call_command("verbalizer_run", "--set", "s", "--system", "m", "--endpoint", "x")
     make_endpoint("", name="fake")
-    with pytest.raises(CommandError, match="--modes"):
+    with pytest.raises(CommandError) as refused:
         call_command(
             "verbalizer_run", "--set", "s", "--system", "m", "--endpoint", "fake", "--modes", "cot"
         )
+    assert str(refused.value) == "--modes: the set has modes direct; not cot"  # not ['direct']
     with pytest.raises(CommandError, match="no evaluation set"):
         call_command("verbalizer_run", "--set", "nope", "--system", "m", "--endpoint", "fake")
 
