@@ -204,3 +204,30 @@ def test_the_engine_run_page_names_the_system_and_set_and_links_to_the_report(
     assert "<h1>System m on set s</h1>" in html
     report = reverse("verbalizer-reports:detail", args=[two_items.pk])
     assert f'<a href="{report}" id="run-results">' in html
+
+
+def test_the_set_page_says_a_run_prepares_its_units_instead_of_0_of_0(
+    client, researcher, two_items
+):
+    """As the engine's pages: a started run has no units yet, and "0/0" read as an empty run."""
+    from django.urls import reverse
+    from django.utils import timezone
+
+    from annotate.engine.models import RunStatus
+    from annotate.verbalizer.services.runs import verbalizer_run_create, verbalizer_run_execute
+
+    make_endpoint("", name="fake")
+    system_run = verbalizer_run_create(evaluation_set=two_items, system="m", endpoint="fake")
+    client.force_login(researcher)
+    url = reverse("verbalizer:set-detail", args=[two_items.pk])
+    for status in (RunStatus.PENDING, RunStatus.RUNNING):  # asked, then taken by a worker
+        EngineRun.objects.filter(pk=system_run.engine_run_id).update(
+            status=status, heartbeat=timezone.now()
+        )
+        page = client.get(url).content.decode()
+        assert "Preparing units…" in page and "0/0" not in page
+
+    EngineRun.objects.filter(pk=system_run.engine_run_id).update(status=RunStatus.PENDING)
+    verbalizer_run_execute(system_run=system_run)
+    page = client.get(url).content.decode()
+    assert "(Done, 4/4, $" in page and "Preparing units…" not in page
