@@ -139,8 +139,9 @@ class RunResumeApi(APIView):
     @extend_schema(
         request=InputSerializer,
         responses={202: RunProgressSerializer},
-        description="Run a stopped, failed or finished run again: only its missing units are "
-        "done (as 'Run again' on the run's page); a paid endpoint's run by an admin only.",
+        description="Run a stopped or failed run again: only its missing units are done (as "
+        "'Run again' on the run's page); a paid endpoint's run by an admin only. A done run "
+        "with nothing left is refused (409), changing nothing.",
     )
     def post(self, request: Request, engine_run_id: int) -> Response:
         run = _run(request.user, engine_run_id)

@@ -8,7 +8,16 @@ class EngineError(AnnotateError):
 
 
 class EndpointError(EngineError):
-    """An endpoint's settings are invalid (unknown API-key variable, bad number...)."""
+    """An endpoint's settings are invalid (unknown API-key variable, bad number...).
+
+    `field` names the setting at fault (None: none in particular) and `reason` says what is
+    wrong with it, so the form shows it beside that field and the command names its option;
+    the message is "Field 'field': reason".
+    """
+
+    def __init__(self, reason: str, *, field: str | None = None) -> None:
+        self.field, self.reason = field, reason
+        super().__init__(f"Field '{field}': {reason}" if field else reason)
 
 
 class EngineRunError(EngineError):
@@ -18,6 +27,16 @@ class EngineRunError(EngineError):
     def __init__(self, message: str, *, field: str | None = None) -> None:
         self.field = field
         super().__init__(message)
+
+
+class EngineRunDoneError(EngineRunError):
+    """Run again was asked of a done run that has nothing left to do (a conflict with its state,
+    not bad input); nothing was changed."""
+
+    http_status = 409
+
+    def __init__(self, run_id: int) -> None:
+        super().__init__(f"Run {run_id} is done: nothing left to resume.")
 
 
 class EngineNotFoundError(NotFoundError):

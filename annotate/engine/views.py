@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 from django.contrib.auth.decorators import login_required
 from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
@@ -11,7 +9,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
-from annotate.engine.errors import EngineError, EngineNotFoundError
+from annotate.engine.errors import EndpointError, EngineError, EngineNotFoundError
 from annotate.engine.forms import EndpointForm, GenerationRunForm, RunAgainForm
 from annotate.engine.pages import run_again, run_form_submit
 from annotate.engine.selectors import (
@@ -117,14 +115,10 @@ def endpoint_edit(request: HttpRequest, endpoint_id: int | None = None) -> HttpR
     return render(request, "engine/endpoint_edit.html", context, status=status)
 
 
-FIELD_ERROR = re.compile(r"^Field '(?P<field>\w+)': (?P<message>.*)$", re.DOTALL)
-
-
 def _error_beside_its_field(form: EndpointForm, error: EngineError) -> None:
-    """Show the service's "Field 'x': ..." error beside field x, any other above the form."""
-    match = FIELD_ERROR.match(str(error))
-    if match and match["field"] in form.fields:
-        form.add_error(match["field"], match["message"])
+    """Show the service's error about field x beside field x, any other above the form."""
+    if isinstance(error, EndpointError) and error.field in form.fields:
+        form.add_error(error.field, error.reason)
     else:
         form.add_error(None, str(error))
 

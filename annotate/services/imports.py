@@ -50,6 +50,7 @@ class ImportSummary:
     skipped: int = 0  # lines left out on purpose, as `skipped_why` says
     skipped_why: str = ""
     note: str = ""  # said after the summary: what the import leaves to do
+    changes: list[str] = field(default_factory=list)  # other writes, each a sentence said
 
     def _counted(self, count: int) -> str:
         """`count` rows named as `what` says ("questions"), in the singular for one."""
@@ -58,15 +59,23 @@ class ImportSummary:
 
     @property
     def message(self) -> str:
-        return self._message() + self._skipped_note() + (f" {self.note}" if self.note else "")
+        changes = "".join(f" {change}" for change in self.changes)
+        return (
+            self._message()
+            + changes
+            + self._skipped_note()
+            + (f" {self.note}" if self.note else "")
+        )
 
     def _message(self) -> str:
         if self.created == 0:
             if self.unchanged == 0 and self.skipped:
                 return f"Nothing imported from {self.path}."
+            # Not "Nothing new" when the import changed something else (a study's system).
+            head = f"No new {self.what}" if self.changes else "Nothing new"
             if self.unchanged == 1:
-                return f"Nothing new: the {self._counted(1)} in {self.path} is already stored."
-            return f"Nothing new: all {self._counted(self.unchanged)} in {self.path} are already stored."
+                return f"{head}: the {self._counted(1)} in {self.path} is already stored."
+            return f"{head}: all {self._counted(self.unchanged)} in {self.path} are already stored."
         text = f"Imported {self._counted(self.created)} from {self.path}"
         if self.unchanged:
             text += f" ({self.unchanged:,} already stored, left as they were)"

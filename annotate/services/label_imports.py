@@ -95,7 +95,7 @@ def _kind(path: str, line: int, field: str, value: str) -> str:
     kind = value.strip().lower()
     if kind and kind not in DECIDED_KIND_VALUES:
         raise ImportFileError(
-            path, line, field, f"expected one of {DECIDED_KIND_VALUES}, found {value!r}"
+            path, line, field, f"expected one of {', '.join(DECIDED_KIND_VALUES)}, found {value!r}"
         )
     return kind
 
@@ -465,7 +465,10 @@ def _annotators(cursor, path: str, target: _Target) -> None:
         kinds = {kind for kind in (low, high) if kind}
         if len(kinds) > 1:
             raise ImportFileError(
-                path, line, KIND_COLUMN, f"annotator {name!r} is given two kinds: {sorted(kinds)}"
+                path,
+                line,
+                KIND_COLUMN,
+                f"annotator {name!r} is given two kinds: {' and '.join(sorted(kinds))}",
             )
         kind = kinds.pop() if kinds else ""
         if name in stored:

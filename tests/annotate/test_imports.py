@@ -536,3 +536,32 @@ def test_every_command_parses_its_documented_arguments(tmp_path, capsys):
     assert "t1,s1,w1,3" in capsys.readouterr().out
     with pytest.raises(CommandError):
         call_command("import_labels", labels, "--benchmark", "cli", "--kind", "robot")
+
+
+@pytest.mark.parametrize("command", ["import_labels", "import_scores"])
+def test_kind_offers_only_the_kinds_an_import_takes(command):
+    """--help showed "--kind {,expert,crowd,llm,undecided}": an empty choice, and one (undecided)
+    the import then refused. Left out, the file's own kinds decide, as before."""
+    from django.core.management import load_command_class
+
+    parser = load_command_class("annotate", command).create_parser("manage.py", command)
+    assert "--kind {expert,crowd,llm}" in " ".join(parser.format_help().split())
+    assert parser.parse_args(["f.csv", "--benchmark", "b"]).kind is None
+    with pytest.raises(CommandError, match="invalid choice: 'undecided'"):
+        call_command(command, "f.csv", "--benchmark", "b", "--kind", "undecided")
+
+
+def test_a_kind_column_refusal_lists_the_kinds_as_words(tmp_path):
+    call_command("import_instructions", write_jsonl(tmp_path / "b.json", [ROW]), "--benchmark", "k")
+    responses = write_jsonl(tmp_path / "r.jsonl", [{**ROW, "output": "Spring rain falls"}])
+    call_command("import_responses", responses, "--benchmark", "k", "--system", "s1")
+    head = "instruction_id,system,annotator,question_index,label,annotator_kind\n"
+    robot = write_text(tmp_path / "robot.csv", head + "t1,s1,w1,1,YES,robot\n")
+    with pytest.raises(ImportFileError) as refused:
+        labels_import(path=robot, benchmark_name="k")
+    assert refused.value.problem == "expected one of expert, crowd, llm, found 'robot'"
+    two = write_text(tmp_path / "two.csv", head + "t1,s1,w1,1,YES,crowd\nt1,s1,w1,2,NO,expert\n")
+    with pytest.raises(ImportFileError) as refused:
+        labels_import(path=two, benchmark_name="k")
+    assert refused.value.problem == "annotator 'w1' is given two kinds: crowd and expert"
+    assert not Label.objects.exists()

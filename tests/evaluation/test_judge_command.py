@@ -99,6 +99,22 @@ def test_judge_command_goes_on_with_a_run_stopped_from_its_page(capsys):
     assert run.status == RunStatus.DONE and "Done. 3/3 questions" in capsys.readouterr().out
 
 
+def test_judge_command_refuses_to_go_on_with_a_done_run_naming_the_judge_run():
+    benchmark, _, _ = make_benchmark(questions_per_instruction=(2, 1))
+    with StubOpenAI() as stub:
+        judge = make_judge(stub.base_url)
+        EngineRun.objects.create(kind="generation", endpoint=judge.endpoint)  # ids differ
+        run = judge_run_create(config=judge, benchmark=benchmark, systems=System.objects.all())
+        call_command("judge", "--run", str(run.pk))
+        assert run.pk != run.engine_run_id and len(stub.answered) == 3
+        with pytest.raises(CommandError) as refused:
+            call_command("judge", "--run", str(run.pk), "--spending-cap", "20")
+        assert str(refused.value) == f"Run {run.pk} is done: nothing left to resume."
+        assert len(stub.answered) == 3
+    run.engine_run.refresh_from_db()
+    assert run.engine_run.status == "done" and run.engine_run.spending_cap_usd is None
+
+
 def test_judge_command_dry_run_prints_the_estimate_and_keeps_nothing(capsys):
     benchmark, _, _ = make_benchmark(questions_per_instruction=(3, 2), systems=("a", "b"))
     with StubOpenAI() as stub:

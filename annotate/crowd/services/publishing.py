@@ -147,7 +147,8 @@ def platform_check(platform_name: str) -> None:
     """Refuse a platform an admin may not publish to here."""
     if platform_name not in platform_names():
         raise PublishError(
-            f"Platform '{platform_name}' is not available here; choose one of {platform_names()}."
+            f"Platform '{platform_name}' is not available here; choose one of "
+            f"{', '.join(platform_names())}."
         )
 
 

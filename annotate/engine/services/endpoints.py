@@ -46,34 +46,34 @@ def _validate(fields: Mapping[str, Any]) -> dict[str, Any]:
         raise EndpointError(f"Unknown endpoint field(s): {', '.join(sorted(unknown))}.")
     cleaned = dict(fields)
     if "model" in cleaned and not str(cleaned["model"]).strip():
-        raise EndpointError("Field 'model': an endpoint needs a model name.")
+        raise EndpointError("an endpoint needs a model name.", field="model")
     base_url = str(cleaned.get("base_url") or "").strip()
     if base_url and not base_url.startswith(("http://", "https://")):
-        raise EndpointError(f"Field 'base_url': {base_url!r} is not an http(s) address.")
+        raise EndpointError(f"{base_url!r} is not an http(s) address.", field="base_url")
     if "base_url" in cleaned:
         cleaned["base_url"] = base_url
     if "api_key_env" in cleaned:
         try:
             cleaned["api_key_env"] = api_key_env_validate(str(cleaned["api_key_env"] or ""))
         except ApiKeyEnvError as error:
-            raise EndpointError(f"Field 'api_key_env': {error}") from None
+            raise EndpointError(str(error), field="api_key_env") from None
     _check_with_the_model(cleaned)
     if cleaned.get("max_tokens") is not None and int(cleaned["max_tokens"]) < 1:
-        raise EndpointError("Field 'max_tokens': must be at least 1 (or blank: not sent).")
+        raise EndpointError("must be at least 1 (or blank: not sent).", field="max_tokens")
     for name in ("price_prompt_per_1k", "price_completion_per_1k"):
         if name in cleaned:
             try:
                 cleaned[name] = Decimal(str(cleaned[name]))
             except InvalidOperation:
-                raise EndpointError(f"Field '{name}': {cleaned[name]!r} is not a number.") from None
+                raise EndpointError(f"{cleaned[name]!r} is not a number.", field=name) from None
             if cleaned[name] < 0:
-                raise EndpointError(f"Field '{name}': a price cannot be negative.")
+                raise EndpointError("a price cannot be negative.", field=name)
     if "stop" in cleaned:
         stop = cleaned["stop"] or []
         if isinstance(stop, str):
             stop = [stop]
         if not all(isinstance(item, str) for item in stop):
-            raise EndpointError("Field 'stop': expected a list of strings.")
+            raise EndpointError("expected a list of strings.", field="stop")
         cleaned["stop"] = list(stop)
     return cleaned
 
@@ -89,7 +89,7 @@ def _check_with_the_model(cleaned: dict[str, Any]) -> None:
             cleaned[name] = field.to_python(value)
             field.run_validators(cleaned[name])
         except ValidationError as error:
-            raise EndpointError(f"Field '{name}': {' '.join(error.messages)}") from None
+            raise EndpointError(" ".join(error.messages), field=name) from None
 
 
 def _check_name_free(name: str, *, endpoint: Endpoint | None = None) -> None:
@@ -100,11 +100,12 @@ def _check_name_free(name: str, *, endpoint: Endpoint | None = None) -> None:
         others = others.exclude(pk=endpoint.pk)
     taken = others.values_list("name", flat=True).first()
     if taken == name:
-        raise EndpointError(f"Field 'name': an endpoint named {name!r} exists already.")
+        raise EndpointError(f"an endpoint named {name!r} exists already.", field="name")
     if taken is not None:
         raise EndpointError(
-            f"Field 'name': an endpoint named {taken!r} exists already; names that differ "
-            "only in capitals are the same name."
+            f"an endpoint named {taken!r} exists already; names that differ only in capitals "
+            "are the same name.",
+            field="name",
         )
 
 
@@ -117,7 +118,7 @@ def endpoint_create(*, name: str, model: str, **fields: Any) -> Endpoint:
     """
     name = name.strip()
     if not name:
-        raise EndpointError("Field 'name': an endpoint needs a name.")
+        raise EndpointError("an endpoint needs a name.", field="name")
     _check_name_free(name)
     if not str(fields.get("base_url") or "").strip():
         fields = {**FAKE_DEFAULT_LIMITS, **fields}
@@ -135,7 +136,7 @@ def endpoint_update(*, endpoint: Endpoint, name: str | None = None, **fields: An
     if name is not None and name.strip() != endpoint.name:
         name = name.strip()
         if not name:
-            raise EndpointError("Field 'name': an endpoint needs a name.")
+            raise EndpointError("an endpoint needs a name.", field="name")
         _check_name_free(name, endpoint=endpoint)
         endpoint.name = name
     cleaned = _validate(fields)

@@ -40,6 +40,7 @@ from annotate.engine.errors import (
     EndpointError,
     EngineNotFoundError,
     EnginePermissionError,
+    EngineRunDoneError,
     EngineRunError,
 )
 from annotate.engine.models import (
@@ -268,9 +269,11 @@ def engine_run_cap_set(
 
 @transaction.atomic
 def engine_run_reopen(*, run: EngineRun, user: AbstractBaseUser | None = None) -> None:
-    """Make a new, stopped, failed or finished run pending again, its stop request cleared.
+    """Make a new, stopped or failed run pending again, its stop request cleared.
 
     `engine_run_start` starts it so; the commands' `--run` then execute it in the foreground.
+    A done run is refused (EngineRunDoneError) unless its work grew since it ended (an edited
+    endpoint's new keys): starting it would do nothing, yet show it pending for a moment.
     Refused while a worker runs it, or while a start asked already waits for one (two starts
     at once: a double click, the page and the API): two executors would each spend up to the
     whole rest of its cap, and ask its units twice. The check and the change are made under a
@@ -284,6 +287,8 @@ def engine_run_reopen(*, run: EngineRun, user: AbstractBaseUser | None = None) -
     locked = EngineRun.objects.select_for_update().get(pk=run.pk)
     if locked.status in _ACTIVE and not _heartbeat_stale(locked, now):
         raise EngineRunError(_already_started(locked))
+    if locked.status == RunStatus.DONE and not _has_units_left(locked):
+        raise EngineRunDoneError(run.pk)
     EngineChunk.objects.filter(run=run).delete()  # a queued task of one finds nothing to do
     # The heartbeat of a pending run says when its start was asked (refused above till stale).
     EngineRun.objects.filter(pk=run.pk).update(
@@ -291,6 +296,18 @@ def engine_run_reopen(*, run: EngineRun, user: AbstractBaseUser | None = None) -
         **_running_ended(locked, _last_sign_of_life(locked)),
     )  # fmt: skip
     run.status, run.stop_requested, run.error, run.heartbeat = RunStatus.PENDING, False, "", now
+
+
+def _has_units_left(run: EngineRun) -> bool:
+    """Whether starting the run would do anything: a unit its protocol gives is not done here
+    or elsewhere (as `engine_run_estimate` counts them). A run whose kind is unknown says yes,
+    so its start fails as it always did."""
+    protocol = _protocol_or_none(run.kind)
+    if protocol is None:
+        return True
+    keys = protocol.units(run)
+    done = _done_keys(run, protocol, keys)
+    return any(key not in done for key in keys)
 
 
 def _already_started(run: EngineRun) -> str:

@@ -1,5 +1,5 @@
 from annotate.management.commands._base import ImportCommand
-from annotate.models import AnnotatorKind
+from annotate.models import DECIDED_KIND_VALUES
 from annotate.services.label_imports import labels_import
 
 
@@ -16,9 +16,9 @@ class Command(ImportCommand):
         parser.add_argument("--annotator", default="", help="JSON Lines: who labelled.")
         parser.add_argument(
             "--kind",
-            default="",
-            choices=["", *AnnotatorKind.values],
-            help="Kind of annotators that are new (expert, crowd or llm).",
+            choices=DECIDED_KIND_VALUES,
+            help="Kind of annotators that are new (default: the CSV's annotator_kind column, "
+            "the JSON Lines' kind field).",
         )
 
     def handle(self, *args, **options):
@@ -28,5 +28,5 @@ class Command(ImportCommand):
             benchmark_name=options["benchmark"],
             system_name=options["system"],
             annotator_name=options["annotator"],
-            kind=options["kind"],
+            kind=options["kind"] or "",
         )

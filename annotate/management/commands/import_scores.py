@@ -1,5 +1,5 @@
 from annotate.management.commands._base import ImportCommand
-from annotate.models import AnnotatorKind
+from annotate.models import DECIDED_KIND_VALUES
 from annotate.services.label_imports import scores_import
 
 
@@ -9,12 +9,16 @@ class Command(ImportCommand):
     def add_arguments(self, parser):
         parser.add_argument("path")
         parser.add_argument("--benchmark", required=True)
-        parser.add_argument("--kind", default="", choices=["", *AnnotatorKind.values])
+        parser.add_argument(
+            "--kind",
+            choices=DECIDED_KIND_VALUES,
+            help="Kind of annotators that are new (default: the CSV's annotator_kind column).",
+        )
 
     def handle(self, *args, **options):
         self.run_import(
             scores_import,
             path=options["path"],
             benchmark_name=options["benchmark"],
-            kind=options["kind"],
+            kind=options["kind"] or "",
         )

@@ -364,6 +364,33 @@ def _check_may_bind(endpoint_name: str, user: AbstractBaseUser | None) -> None:
         ) from None
 
 
+def _endpoint_text(endpoint_name: str) -> str:
+    return endpoint_name or "the offline fake model"
+
+
+def _system_set(study: Study, name: str, endpoint: str) -> str:
+    """Add the system, or give it this endpoint and make it live; return what changed, in a
+    sentence ("" if nothing did): a re-upload naming another endpoint changes who answers."""
+    system = StudySystem.objects.filter(study=study, name=name).first()
+    if system is None:
+        position = study.systems.count()
+        StudySystem.objects.create(
+            study=study, name=name, endpoint_name=endpoint, position=position
+        )
+        return f"System {name} added (endpoint: {_endpoint_text(endpoint)})."
+    told = []
+    if system.endpoint_name != endpoint:
+        before, after = _endpoint_text(system.endpoint_name), _endpoint_text(endpoint)
+        told.append(f"endpoint changed from {before} to {after}")
+    if not system.live:
+        told.append("now live (annotators get sessions with it)")
+    if not told:
+        return ""
+    system.endpoint_name, system.live = endpoint, True
+    system.save(update_fields=["endpoint_name", "live"])
+    return f"System {name}: {'; '.join(told)}."
+
+
 @transaction.atomic
 def study_upload(
     *, path: str, study_name: str, systems: list[str], user: AbstractBaseUser | None = None
@@ -389,20 +416,11 @@ def study_upload(
     problems.raise_found()
     if not rows:  # an empty file is a wrong file, not "nothing new": no study made for it
         raise ImportFileError(path, None, None, "the file holds no questions")
-    parsed = [_parse_system(spec) for spec in systems]
     study = _study_for_import(study_name)
-    for name, endpoint in parsed:
-        StudySystem.objects.update_or_create(
-            study=study,
-            name=name,
-            defaults={"endpoint_name": endpoint, "live": True},
-            create_defaults={
-                "endpoint_name": endpoint,
-                "live": True,
-                "position": study.systems.count(),
-            },
-        )
-    summary = ImportSummary(path=path, what="questions", rows=len(rows))
+    told = (_system_set(study, name, endpoint) for name, endpoint in parsed)
+    summary = ImportSummary(
+        path=path, what="questions", rows=len(rows), changes=[change for change in told if change]
+    )
     existing = set(study.questions.values_list("text", flat=True))
     position = len(existing)
     for row in rows:

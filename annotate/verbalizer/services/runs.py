@@ -37,7 +37,10 @@ def verbalizer_run_create(
     modes = modes or list(evaluation_set.modes)
     unknown = [m for m in modes if m not in evaluation_set.modes or m not in Mode.values]
     if unknown:
-        raise RunSetupError(f"--modes: the set has modes {evaluation_set.modes}; not {unknown}")
+        raise RunSetupError(
+            f"--modes: the set has modes {', '.join(evaluation_set.modes)}; "
+            f"not {', '.join(unknown)}"
+        )
     if not system.strip():
         raise RunSetupError("--system: a name is required")
     if model_size_b is not None and not 0 <= model_size_b < math.inf:  # NaN fails too

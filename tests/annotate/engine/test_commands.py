@@ -27,12 +27,42 @@ def test_endpoint_create_stores_every_option_and_refuses_a_disallowed_key_variab
     call_command("endpoint_create", "offline", "--base-url", "", "--model", "fake-1")
     assert "offline fake back-end" in capsys.readouterr().out
     assert Endpoint.objects.get(name="offline").is_fake
-    with pytest.raises(CommandError, match="api_key_env"):
+    with pytest.raises(CommandError, match="^--api-key-env: "):
         call_command(
             "endpoint_create", "x", "--base-url", "http://h/v1", "--model", "m",
             "--api-key-env", "DJANGO_SECRET_KEY",
         )  # fmt: skip
     assert not Endpoint.objects.filter(name="x").exists()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--rpm", "-5"], "--rpm: Must be at least 1."),
+        (["--tpm", "0"], "--tpm: Must be at least 1."),
+        (["--timeout", "0"], "--timeout: Must be more than 0."),
+        (["--api-key-env", "DJANGO_SECRET_KEY"], "--api-key-env: "),
+        (["--max-tokens", "0"], "--max-tokens: must be at least 1"),
+        (["--price-prompt-per-1k", "-1"], "--price-prompt-per-1k: a price cannot be negative."),
+        (["--base-url", "ftp://h"], "--base-url: 'ftp://h' is not an http(s) address."),
+    ],
+)
+def test_endpoint_create_names_the_option_typed_not_the_field_it_sets(arguments, message):
+    with pytest.raises(CommandError) as refused:
+        call_command(
+            "endpoint_create", "x", "--base-url", "http://h/v1", "--model", "m", *arguments
+        )
+    assert str(refused.value).startswith(message)
+    assert "Field '" not in str(refused.value) and str(refused.value).endswith(
+        "Nothing was written."
+    )
+    assert not Endpoint.objects.exists()
+
+
+def test_endpoint_create_names_the_endpoint_name_when_it_is_taken():
+    call_command("endpoint_create", "x", "--base-url", "", "--model", "m")
+    with pytest.raises(CommandError, match="^name: an endpoint named 'x' exists already"):
+        call_command("endpoint_create", "x", "--base-url", "", "--model", "m")
 
 
 def test_generate_creates_the_system_prints_a_summary_and_a_rerun_makes_no_call(stub, capsys):
@@ -101,11 +131,12 @@ def test_generate_stores_the_spending_cap_and_refuses_a_negative_one_naming_the_
     call_command("generate", *arguments, "--spending-cap", "2.5")
     run = EngineRun.objects.get()
     assert run.spending_cap_usd == Decimal("2.5") and len(stub.requests) == 2
-    # Going on with --run sets the cap the run goes on with (a cap stop is lifted so).
-    call_command("generate", "--run", str(run.pk), "--spending-cap", "9")
+    # A done run has nothing left: --run is refused, and its cap and status stay as they were.
+    with pytest.raises(CommandError, match=rf"^Run {run.pk} is done: nothing left to resume\.$"):
+        call_command("generate", "--run", str(run.pk), "--spending-cap", "9")
     run.refresh_from_db()
-    assert run.spending_cap_usd == Decimal("9") and len(stub.requests) == 2  # nothing missing
-    assert f"Run {run.pk}: spending cap $2.5 -> $9." in capsys.readouterr().out
+    assert run.spending_cap_usd == Decimal("2.5") and run.status == "done"
+    assert len(stub.requests) == 2
 
 
 def test_generate_run_refuses_a_run_a_worker_is_doing_and_sends_nothing(stub):
@@ -171,7 +202,10 @@ def test_generate_run_goes_on_with_a_run_stopped_by_its_page_or_its_cap(stub, ca
     call_command("generate", *arguments)
     run.refresh_from_db()
     assert run.status == RunStatus.DONE and len(stub.requests) == 2
-    assert "2/2 responses; calls made 2" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "2/2 responses; calls made 2" in out
+    if stopped_by == "its cap across chunks":  # --spending-cap sets the cap it goes on with
+        assert f"Run {run.pk}: spending cap $0 -> $1." in out and run.spending_cap_usd == 1
 
 
 def test_a_run_interrupted_with_ctrl_c_is_stopped_and_goes_on_at_once(stub):
@@ -308,5 +342,6 @@ def test_ctrl_c_keeps_the_calls_already_answered_on_the_run(stub):
     assert run.status == (RunStatus.DONE if asked == 8 else RunStatus.CANCELLED)
     assert run.calls == EngineCall.objects.filter(run=run).count() == asked
     assert run.units_done == Response.objects.filter(system=system).count() == asked
-    call_command("generate", "--run", str(run.pk))
+    if run.status == RunStatus.CANCELLED:  # a done run has nothing to go on with
+        call_command("generate", "--run", str(run.pk))
     assert len(stub.requests) == 8

@@ -195,14 +195,18 @@ def test_the_api_starts_a_generation_run_and_reports_its_progress(admin_client, 
     assert data["status"] == "done" and data["units_done"] == 2 and data["calls"] == 2
     assert len(stub.requests) == 2
     assert all(c.status == CallStatus.OK for c in EngineRun.objects.get().engine_calls.all())
-    # Run again through the API (it could only stop a run): only missing units are done, so
-    # a finished run asks nothing again and costs nothing more.
+    # Resuming a done run (nothing left) is refused, and changes nothing: not its cap, not its
+    # status (it showed "pending" for a moment and took the cap).
     run = EngineRun.objects.get()
-    again = admin_client.post(reverse("api-engine-run-resume", args=[run.pk]))
-    assert again.status_code == 202 and again.json()["status"] == "pending"
+    again = admin_client.post(
+        reverse("api-engine-run-resume", args=[run.pk]), {"spending_cap_usd": "20"},
+        content_type="application/json",
+    )  # fmt: skip
+    assert again.status_code == 409
+    assert again.json()["detail"] == f"Run {run.pk} is done: nothing left to resume."
     engine_background_wait(30)
-    data = admin_client.get(started.json()["progress_url"]).json()
-    assert data["status"] == "done" and data["units_done"] == 2 and len(stub.requests) == 2
+    run.refresh_from_db()
+    assert run.status == "done" and run.spending_cap_usd is None and len(stub.requests) == 2
 
 
 @pytest.mark.django_db
@@ -549,6 +553,26 @@ def test_run_again_names_the_cap_field_when_it_refuses_a_cap(
     assert page.status_code == 400 and message in page.content.decode()
     run.refresh_from_db()
     assert run.status == RunStatus.CANCELLED and run.spending_cap_usd is None
+
+
+@pytest.mark.django_db
+def test_run_again_on_a_done_run_says_nothing_is_left_and_changes_nothing(researcher_client):
+    from annotate.engine.services import engine_run_execute
+
+    benchmark, _ = make_instructions(2)
+    endpoint = make_endpoint("", name="fake")
+    system = generating_system_get_or_create(name="gen-a", endpoint=endpoint)
+    run = generation_run_create(benchmark=benchmark, systems=[system], endpoint=endpoint)
+    run = engine_run_execute(run_id=run.pk)
+    assert run.status == RunStatus.DONE
+
+    url = reverse("engine:run-resume", args=[run.pk])
+    page = researcher_client.post(url, {"spending_cap_usd": "20"})
+    assert page.status_code == 409
+    assert f"Run {run.pk} is done: nothing left to resume." in page.content.decode()
+    assert reverse("engine:run-detail", args=[run.pk]) in page.content.decode()  # the way back
+    run.refresh_from_db()
+    assert run.status == RunStatus.DONE and run.spending_cap_usd is None
 
 
 @pytest.mark.django_db

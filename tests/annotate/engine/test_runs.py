@@ -10,7 +10,7 @@ import pytest
 from django.utils import timezone
 
 from annotate.engine import tasks
-from annotate.engine.errors import EngineRunError
+from annotate.engine.errors import EngineRunDoneError, EngineRunError
 from annotate.engine.models import EngineCall, EngineRun, EngineUnit, RunStatus, UnitStatus
 from annotate.engine.selectors import engine_run_progress
 from annotate.engine.services import (
@@ -443,6 +443,8 @@ def test_time_so_far_counts_only_the_time_the_run_was_running(echo_protocol, clo
             seen.append(engine_run_progress(run=running, now=next_day + timedelta(seconds=30)))
         clock[0] = next_day + timedelta(minutes=1)
 
+    EngineRun.objects.filter(pk=run.pk).update(params={"items": ["a", "b", "c"]})  # one more
+    run.refresh_from_db()
     engine_run_reopen(run=run)
     run = engine_run_execute(run_id=run.pk, on_progress=a_minute_passes)
 
@@ -488,6 +490,52 @@ def test_a_second_start_is_refused_while_the_first_waits_for_a_worker_or_runs():
     for status in (RunStatus.PENDING, RunStatus.RUNNING):
         EngineRun.objects.filter(pk=run.pk).update(status=status, heartbeat=long_ago)
         engine_run_reopen(run=second)
+        run.refresh_from_db()
+        assert run.status == RunStatus.PENDING
+
+
+def test_a_done_run_is_not_started_again_unless_its_work_grew(echo_protocol):
+    """Nothing left: starting it again (Run again, the API, --run) is refused and changes
+    nothing, where it used to show the run "pending" for a moment. Work added since it ended
+    (an edited endpoint's new keys, an item here) may be started."""
+    endpoint = make_endpoint("", name="fake")
+    run = engine_run_create(kind="echo", endpoint=endpoint, params={"items": ["a", "b"]})
+    run = engine_run_execute(run_id=run.pk)
+    assert run.status == RunStatus.DONE
+
+    with pytest.raises(EngineRunDoneError, match=rf"^Run {run.pk} is done: nothing left"):
+        engine_run_reopen(run=run)
+    assert EngineRunDoneError.http_status == 409
+    stored = EngineRun.objects.get(pk=run.pk)
+    assert (stored.status, stored.heartbeat, stored.finished_at) == (
+        RunStatus.DONE,
+        None,
+        run.finished_at,
+    )
+
+    EngineRun.objects.filter(pk=run.pk).update(params={"items": ["a", "b", "c"]})
+    run.refresh_from_db()
+    engine_run_reopen(run=run)
+    run.refresh_from_db()
+    assert run.status == RunStatus.PENDING
+
+
+def test_a_failed_or_cap_stopped_run_may_still_be_started_again(stub, echo_protocol):
+    failed = engine_run_create(
+        kind="echo", endpoint=make_endpoint(stub.base_url), params={"items": ["a", "fail"]}
+    )
+    failed = engine_run_execute(run_id=failed.pk)
+    stub.responder = lambda messages: "x" * 500
+    capped, _, _ = _generation(
+        dollar_a_thousand(stub, concurrency=1, name="paid"),
+        count=4,
+        spending_cap_usd=Decimal("0.25"),
+    )
+    capped = engine_run_execute(run_id=capped.pk)
+    assert (failed.status, capped.status) == (RunStatus.FAILED, RunStatus.CANCELLED)
+
+    for run in (failed, capped):
+        engine_run_reopen(run=run)
         run.refresh_from_db()
         assert run.status == RunStatus.PENDING
 

@@ -238,6 +238,40 @@ def test_study_upload_stores_documents_split_into_passages_and_systems(tmp_path)
     assert study_upload(path=path, study_name="s", systems=[]).created == 0
 
 
+def test_import_study_again_with_another_endpoint_says_the_system_changed(tmp_path, capsys):
+    """It changed the system's endpoint and said only "Nothing new"."""
+    path = write_jsonl(tmp_path / "study.jsonl", [STUDY_LINE])
+    Endpoint.objects.create(name="gpt4o", model="gpt-4o")
+    Endpoint.objects.create(name="gpt4-official", model="gpt-4")
+    call_command("import_study", path, "--study", "s", "--system", "gpt-4=gpt4o")
+    assert capsys.readouterr().out == (
+        f"Imported 1 question from {path}. System gpt-4 added (endpoint: gpt4o).\n"
+    )
+    call_command("import_study", path, "--study", "s", "--system", "gpt-4=gpt4-official")
+    assert capsys.readouterr().out == (
+        f"No new questions: the 1 question in {path} is already stored. "
+        "System gpt-4: endpoint changed from gpt4o to gpt4-official.\n"
+    )
+    call_command("import_study", path, "--study", "s", "--system", "gpt-4")
+    assert "endpoint changed from gpt4-official to the offline fake model." in (
+        capsys.readouterr().out
+    )
+    call_command("import_study", path, "--study", "s", "--system", "gpt-4")  # as it is
+    assert capsys.readouterr().out == (
+        f"Nothing new: the 1 question in {path} is already stored.\n"
+    )
+    assert list(Study.objects.get().systems.values_list("name", "endpoint_name")) == [("gpt-4", "")]
+
+
+def test_a_system_known_from_imported_sessions_is_said_to_be_made_live(tmp_path):
+    sessions_import(path=write_jsonl(tmp_path / "kiwi.jsonl", [SESSION_B]), study_name="s")
+    assert not Study.objects.get().systems.get(name="llama2").live
+    path = write_jsonl(tmp_path / "study.jsonl", [STUDY_LINE])
+    summary = study_upload(path=path, study_name="s", systems=["llama2"])
+    assert "System llama2: now live (annotators get sessions with it)." in summary.message
+    assert Study.objects.get().systems.get(name="llama2").live
+
+
 @pytest.mark.parametrize(
     ("line", "field"),
     [

@@ -507,6 +507,19 @@ def test_verbalizer_publish_command_previews_then_publishes(study, settings, cap
         call_command("verbalizer_publish", "flip", "--platform", "fake", "--confirm-total", "0.50")
 
 
+def test_verbalizer_publish_lists_the_platforms_available_as_words(study, settings):
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    settings.CROWD_BACKEND = "fake"
+    with pytest.raises(CommandError) as refused:
+        call_command("verbalizer_publish", "flip", "--platform", "mturk")
+    assert str(refused.value) == (
+        "Platform 'mturk' is not available here; choose one of fake, selfhosted."
+    )  # not "['fake', 'selfhosted']"
+    assert not Publication.objects.exists()
+
+
 def test_the_human_answers_file_names_crowd_workers_only_to_who_made_the_study(
     client, on_mturk, fake_mturk, admin
 ):

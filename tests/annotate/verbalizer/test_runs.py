@@ -112,10 +112,11 @@ def test_unknown_endpoint_or_mode_is_refused(two_items):
     with pytest.raises(CommandError, match="no engine endpoint named 'x'"):
         call_command("verbalizer_run", "--set", "s", "--system", "m", "--endpoint", "x")
     make_endpoint("", name="fake")
-    with pytest.raises(CommandError, match="--modes"):
+    with pytest.raises(CommandError) as refused:
         call_command(
             "verbalizer_run", "--set", "s", "--system", "m", "--endpoint", "fake", "--modes", "cot"
         )
+    assert str(refused.value) == "--modes: the set has modes direct; not cot"  # not ['direct']
     with pytest.raises(CommandError, match="no evaluation set"):
         call_command("verbalizer_run", "--set", "nope", "--system", "m", "--endpoint", "fake")
     # A negative size was kept and put the system first in every figure.
@@ -252,3 +253,30 @@ def test_the_fake_made_as_the_readme_says_answers_as_a_paced_fake_does(two_items
     }
     assert len(replies["new"]) == 4 and replies["new"] == replies["paced"]
     assert SystemRun.objects.count() == 2
+
+
+def test_the_set_page_says_a_run_prepares_its_units_instead_of_0_of_0(
+    client, researcher, two_items
+):
+    """As the engine's pages: a started run has no units yet, and "0/0" read as an empty run."""
+    from django.urls import reverse
+    from django.utils import timezone
+
+    from annotate.engine.models import RunStatus
+    from annotate.verbalizer.services.runs import verbalizer_run_create, verbalizer_run_execute
+
+    make_endpoint("", name="fake")
+    system_run = verbalizer_run_create(evaluation_set=two_items, system="m", endpoint="fake")
+    client.force_login(researcher)
+    url = reverse("verbalizer:set-detail", args=[two_items.pk])
+    for status in (RunStatus.PENDING, RunStatus.RUNNING):  # asked, then taken by a worker
+        EngineRun.objects.filter(pk=system_run.engine_run_id).update(
+            status=status, heartbeat=timezone.now()
+        )
+        page = client.get(url).content.decode()
+        assert "Preparing units…" in page and "0/0" not in page
+
+    EngineRun.objects.filter(pk=system_run.engine_run_id).update(status=RunStatus.PENDING)
+    verbalizer_run_execute(system_run=system_run)
+    page = client.get(url).content.decode()
+    assert "(Done, 4/4, $" in page and "Preparing units…" not in page

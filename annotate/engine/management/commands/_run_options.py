@@ -10,6 +10,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
 from django.db import transaction
 
+from annotate.engine.errors import EngineRunDoneError
 from annotate.engine.forms import SpendingCapField
 from annotate.engine.models import EngineRun
 from annotate.engine.services import (
@@ -67,6 +68,8 @@ def resume_here(cap: Decimal | None, *, run: EngineRun, run_id: int | None = Non
             if cap is not None:
                 engine_run_cap_set(run=run, cap=cap)
             engine_run_reopen(run=run)
+    except EngineRunDoneError:  # named by the --run the user typed (a judge run's own id)
+        raise CommandError(str(EngineRunDoneError(run_id or run.pk))) from None
     except AnnotateError as error:
         raise CommandError(str(error)) from None
     if cap is None:

@@ -6,8 +6,21 @@ from decimal import Decimal
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotate.engine.errors import EngineError
+from annotate.engine.errors import EndpointError, EngineError
 from annotate.engine.services import endpoint_create
+
+# The options named otherwise than the endpoint's fields they set.
+OPTION_OF_FIELD = {
+    "name": "name",
+    "requests_per_minute": "--rpm",
+    "tokens_per_minute": "--tpm",
+    "timeout_seconds": "--timeout",
+}
+
+
+def option_of(field: str) -> str:
+    """The option that sets an endpoint field: "max_tokens" -> "--max-tokens"."""
+    return OPTION_OF_FIELD.get(field, "--" + field.replace("_", "-"))
 
 
 class Command(BaseCommand):
@@ -61,6 +74,9 @@ class Command(BaseCommand):
                 price_prompt_per_1k=o["price_prompt_per_1k"],
                 price_completion_per_1k=o["price_completion_per_1k"],
             )
+        except EndpointError as error:  # named by the option typed, not the model's field
+            told = f"{option_of(error.field)}: {error.reason}" if error.field else str(error)
+            raise CommandError(f"{told}\nNothing was written.") from None
         except EngineError as error:
             raise CommandError(f"{error}\nNothing was written.") from None
         where = endpoint.base_url or "the offline fake back-end"
