@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
@@ -9,7 +10,12 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
-from annotate.engine.errors import EndpointError, EngineError, EngineNotFoundError
+from annotate.engine.errors import (
+    EndpointError,
+    EngineError,
+    EngineNotFoundError,
+    EngineRunDoneError,
+)
 from annotate.engine.forms import EndpointForm, GenerationRunForm, RunAgainForm
 from annotate.engine.pages import run_again, run_form_submit
 from annotate.engine.selectors import (
@@ -191,6 +197,9 @@ def run_resume(request: HttpRequest, engine_run_id: int) -> HttpResponse:
     run = _run_or_404(engine_run_id)
     try:
         run_again(request, run)
+    except EngineRunDoneError as error:  # nothing to do is no failure: back to the run
+        messages.info(request, str(error))
+        return redirect("engine:run-detail", engine_run_id=run.pk)
     except AnnotateError as error:
         return _refused_on_run(request, run, error)
     return redirect("engine:run-detail", engine_run_id=run.pk)
