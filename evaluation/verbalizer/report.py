@@ -489,11 +489,18 @@ def _version(evaluation_set: EvaluationSet) -> str:
     )
 
 
-def verbalizer_report_cached(*, evaluation_set: EvaluationSet) -> dict:
-    """The report, computed once per state of the set's answers (pages draw four figures)."""
+def report_version(evaluation_set: EvaluationSet) -> str:
+    """Name the report of the set's answers as they stand: what its cache keys (and those of the
+    figures drawn from it) are made of."""
     # v2: cells average their (dataset, mapping) pieces (scoring.py); a report cached by the
     # pooling code is not served again.
-    key = f"verbalizer-report:v2:{_version(evaluation_set)}"
+    return f"v2:{_version(evaluation_set)}"
+
+
+def verbalizer_report_cached(*, evaluation_set: EvaluationSet, version: str | None = None) -> dict:
+    """The report, computed once per state of the set's answers (pages draw four figures);
+    `version`: report_version's, when the caller has it already."""
+    key = f"verbalizer-report:{version or report_version(evaluation_set)}"
     report = cache.get(key)
     if report is None:
         report = verbalizer_report(evaluation_set=evaluation_set)
