@@ -109,6 +109,33 @@ def test_a_figure_is_drawn_once_per_state_of_the_answers(
     assert figure() == redrawn and len(drawn) == 3
 
 
+def test_human_answers_csv_gives_the_id_each_item_had_in_its_file(client, researcher, with_humans):
+    """`item` is the item's place in its imported file; the id the file gave it was kept on
+    import and never exported: it comes last, after the columns that were there before."""
+    import csv
+    import io
+
+    from annotate.verbalizer.models import ClassificationItem
+
+    for item in ClassificationItem.objects.filter(dataset__name="SST-2"):
+        item.external_id = f"sst2-dev-{100 + item.position}"
+        item.save()
+    client.force_login(researcher)
+    url = reverse("verbalizer-reports:human-answers", args=[with_humans.pk])
+    text = b"".join(client.get(url).streaming_content).decode()
+    header, *rows = list(csv.reader(io.StringIO(text)))
+    assert header == [
+        "study", "prompt", "dataset", "item", "mapping", "mode", "annotator", "people",
+        "platform", "word", "expected_word", "seconds", "platform_hit_id",
+        "platform_assignment_id", "status", "work_status", "answered_at", "item_source_id",
+    ]  # fmt: skip
+    assert len(rows) == 6
+    assert {(r[header.index("item")], r[-1]) for r in rows} == {
+        ("1", "sst2-dev-101"),
+        ("2", "sst2-dev-102"),
+    }
+
+
 def test_csv_rows_have_every_json_column_with_its_value(client, researcher, small_set, capsys):
     """docs/verbalizer.md: "CSV has the same columns" as the JSON rows, on the page's download
     and from `verbalizer_report --format csv` alike (invalid_lenient included)."""
