@@ -195,6 +195,12 @@ class EngineRun(models.Model):
         """Started, but its units are not made yet: pages say so rather than "0 / 0"."""
         return self.is_active and self.units_total == 0
 
+    @property
+    def done_before(self) -> bool:
+        """Finished having asked nothing: every unit was done before this run (pages say so
+        rather than "Done, 15/15" beside no new answer)."""
+        return self.status == RunStatus.DONE and 0 < self.units_total == self.units_skipped
+
 
 class UnitStatus(models.TextChoices):
     PENDING = "pending", "Pending"

@@ -23,7 +23,9 @@ class ItemsForm(forms.Form):
         "text_b, id) or JSON Lines with the same fields, labels named as the dataset's golden "
         "labels.",
     )
-    upload = forms.FileField(label="File")
+    # An empty file goes to the importer, whose refusal names it (refused_upload), as on the
+    # other upload pages: the field's own error said only "The submitted file is empty.".
+    upload = forms.FileField(label="File", allow_empty_file=True)
 
     def __init__(self, *args, datasets, **kwargs):
         super().__init__(*args, **kwargs)

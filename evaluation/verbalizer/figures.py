@@ -22,6 +22,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+from django.core.cache import cache  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
@@ -40,9 +41,12 @@ from evaluation.figures import (  # noqa: E402
     rows_of_plots,
 )
 from evaluation.verbalizer.report import (  # noqa: E402
+    CACHE_SECONDS,
     FLIPPED_CONDITIONS,
+    report_version,
     row_order,
     system_label,
+    verbalizer_report_cached,
 )
 
 FIGURES = {
@@ -57,6 +61,9 @@ RULE = "lenient"
 BAR_WIDTH = {"single": 0.35, "per_dataset": 0.25}
 ROW_HEIGHT = 3.0
 NOTE_GAP = 2  # points between the top of a bar's whisker and its "inv N%" note
+# Part of a drawn figure's cache key: raise it when the drawing changes, so no figure drawn by
+# the old code is served from the cache.
+DRAWING_VERSION = 1
 
 
 def _series(name: str, report: dict, rows: list[dict]) -> tuple[str, list[str]]:
@@ -187,3 +194,18 @@ def render_figure(report: dict, name: str, fmt: str) -> bytes:
             fit_tick_labels(figure, axes)
         _room_for_notes(figure, notes)
         return figure_bytes(figure, fmt)
+
+
+def figure_cached(*, evaluation_set, name: str, fmt: str) -> bytes | None:
+    """Return figure `name` of the set's report as `fmt` bytes, drawn once per state of the set's
+    answers (report_version), or None when the report has nothing to draw in it."""
+    version = report_version(evaluation_set)
+    key = f"verbalizer-figure:{DRAWING_VERSION}:{version}:{name}:{fmt}"
+    content = cache.get(key)
+    if content is None:
+        report = verbalizer_report_cached(evaluation_set=evaluation_set, version=version)
+        if not figure_available(report, name):
+            return None
+        content = render_figure(report, name, fmt)
+        cache.set(key, content, CACHE_SECONDS)
+    return content

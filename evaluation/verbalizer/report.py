@@ -435,14 +435,16 @@ def _kappa_with_ci(rec: Records, selected: np.ndarray) -> dict:
 HUMAN_ANSWER_COLUMNS = [
     "study", "prompt", "dataset", "item", "mapping", "mode", "annotator", "people", "platform",
     "word", "expected_word", "seconds", "platform_hit_id", "platform_assignment_id", "status",
-    "work_status", "answered_at",
+    "work_status", "answered_at", "item_source_id",
 ]  # fmt: skip
 
 
 def human_answers_raw(*, evaluation_set: EvaluationSet, scope: IdentityScope = OPERATOR):
     """Yield the header and one row per person's answer, counted or not: `work_status` says
-    whether it counts in the report and why not (rejected, worker blocked, not confirmed).
-    A crowd worker is named as `scope` lets its viewer see them (a pseudonym otherwise)."""
+    whether it counts in the report and why not (rejected, worker blocked, not confirmed);
+    `item` is the item's position in its imported file, `item_source_id` the id the file gave
+    it (blank when it gave none). A crowd worker is named as `scope` lets its viewer see them
+    (a pseudonym otherwise)."""
     answers = _human_answers_all(evaluation_set)
     statuses = human_answer_statuses(answers)
     yield HUMAN_ANSWER_COLUMNS
@@ -457,7 +459,7 @@ def human_answers_raw(*, evaluation_set: EvaluationSet, scope: IdentityScope = O
             "crowd" if crowd else "in-house", a.annotator.platform if crowd else "",
             a.word, a.prompt.expected_word, "" if a.seconds is None else a.seconds,
             a.platform_hit_id, a.platform_assignment_id, a.status, statuses[a.id],
-            a.created_at.isoformat(),
+            a.created_at.isoformat(), a.prompt.item.external_id,
         ]  # fmt: skip
 
 
@@ -489,11 +491,18 @@ def _version(evaluation_set: EvaluationSet) -> str:
     )
 
 
-def verbalizer_report_cached(*, evaluation_set: EvaluationSet) -> dict:
-    """The report, computed once per state of the set's answers (pages draw four figures)."""
+def report_version(evaluation_set: EvaluationSet) -> str:
+    """Name the report of the set's answers as they stand: what its cache keys (and those of the
+    figures drawn from it) are made of."""
     # v2: cells average their (dataset, mapping) pieces (scoring.py); a report cached by the
     # pooling code is not served again.
-    key = f"verbalizer-report:v2:{_version(evaluation_set)}"
+    return f"v2:{_version(evaluation_set)}"
+
+
+def verbalizer_report_cached(*, evaluation_set: EvaluationSet, version: str | None = None) -> dict:
+    """The report, computed once per state of the set's answers (pages draw four figures);
+    `version`: report_version's, when the caller has it already."""
+    key = f"verbalizer-report:{version or report_version(evaluation_set)}"
     report = cache.get(key)
     if report is None:
         report = verbalizer_report(evaluation_set=evaluation_set)

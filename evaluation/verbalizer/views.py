@@ -86,10 +86,11 @@ def figure_download(request: HttpRequest, set_id: int, figure_name: str, image_f
     evaluation_set = _set(request, set_id)
     if figure_name not in figures.FIGURES or image_format not in FIGURE_TYPES:
         raise Http404
-    report = verbalizer_report_cached(evaluation_set=evaluation_set)
-    if not figures.figure_available(report, figure_name):
+    content = figures.figure_cached(
+        evaluation_set=evaluation_set, name=figure_name, fmt=image_format
+    )
+    if content is None:
         raise Http404
-    content = figures.render_figure(report, figure_name, image_format)
     return HttpResponse(content, content_type=FIGURE_TYPES[image_format])
 
 

@@ -215,6 +215,30 @@ def test_every_upload_page_refuses_a_file_over_the_limit_and_names_it(
     assert not Study.objects.exists() and not Benchmark.objects.exists()
 
 
+def test_the_verbalizer_page_names_an_empty_upload_as_the_other_upload_pages_do(client, researcher):
+    """It said only "The submitted file is empty." (the form field's own check), with no name:
+    the importer's refusal names the file, as on the revision upload page."""
+    client.force_login(researcher)
+    for fmt, name, problem in (
+        ("glue-sst2", "dev.tsv", "the file is empty"),
+        ("csv", "items.csv", "the file is empty"),
+        ("jsonl", "items.jsonl", "the file holds no items"),
+    ):
+        page = client.post(
+            reverse("verbalizer:overview"),
+            {"i-dataset": "SST-2", "i-format": fmt, "i-upload": SimpleUploadedFile(name, b"")},
+        )
+        assert page.status_code == 400
+        assert f"{name}: {problem}. Nothing was written." in page.text, fmt
+        assert "The submitted file is empty." not in page.text
+    revision = client.post(
+        reverse("revision:upload"),
+        {"study": "s", "kind": "questions", "file": SimpleUploadedFile("q.jsonl", b"")},
+    )
+    assert "q.jsonl: the file holds no questions. Nothing was written." in revision.text
+    assert not ClassificationItem.objects.exists()
+
+
 def test_a_broken_json_line_is_placed_where_it_breaks(tmp_path):
     truncated = '{"id": "t2", "input": "", "category": "Poems", "instruction": \n'
     unterminated = '{"id": "t3", "input": "no end\n'

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from django.db import transaction
+from django.template.defaultfilters import pluralize
 
 from annotate.errors import AnnotateError
 from annotate.verbalizer.models import (
@@ -39,10 +40,13 @@ class SetSummary:
     @property
     def message(self) -> str:
         s = self.evaluation_set
+        datasets, mappings, modes = s.datasets.count(), s.mappings.count(), len(s.modes)
         return (
-            f"Set {s.name}: {self.prompts:,} prompts ({s.datasets.count()} datasets x "
-            f"{s.mappings.count()} mappings x {len(s.modes)} modes x up to "
-            f"{s.items_per_dataset} items, seed {s.seed}, templates {s.template_version})."
+            f"Set {s.name}: {self.prompts:,} prompt{pluralize(self.prompts)} ({datasets} "
+            f"dataset{pluralize(datasets)} x {mappings} mapping{pluralize(mappings)} x {modes} "
+            f"mode{pluralize(modes)} x up to {s.items_per_dataset} "
+            f"item{pluralize(s.items_per_dataset)}, seed {s.seed}, "
+            f"templates {s.template_version})."
         )
 
 

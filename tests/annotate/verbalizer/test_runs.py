@@ -280,3 +280,24 @@ def test_the_set_page_says_a_run_prepares_its_units_instead_of_0_of_0(
     verbalizer_run_execute(system_run=system_run)
     page = client.get(url).content.decode()
     assert "(Done, 4/4, $" in page and "Preparing units…" not in page
+
+
+def test_the_set_page_says_a_rerun_found_every_prompt_answered_before(
+    client, researcher, two_items
+):
+    """A second run of the system had nothing to ask: the set page showed "Done, 4/4" beside
+    0 answers, as if it had answered them all."""
+    from django.urls import reverse
+
+    from annotate.verbalizer.services.runs import verbalizer_run_create, verbalizer_run_execute
+
+    make_endpoint("", name="fake")
+    for _ in range(2):
+        system_run = verbalizer_run_create(evaluation_set=two_items, system="m", endpoint="fake")
+        verbalizer_run_execute(system_run=system_run)
+    first, again = EngineRun.objects.order_by("pk")
+    assert (again.units_total, again.units_skipped, again.calls) == (4, 4, 0)
+    client.force_login(researcher)
+    html = client.get(reverse("verbalizer:set-detail", args=[two_items.pk])).content.decode()
+    assert f"#{first.pk} (Done, 4/4, $" in html
+    assert f"#{again.pk} (Done: all 4 answered before this run, $" in html

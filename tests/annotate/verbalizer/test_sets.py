@@ -95,3 +95,27 @@ def test_emptied_mapping_table_is_filled_again_on_first_use():
     summary = evaluation_set_create(name="s", datasets=["SST-2"], items=1, seed=1)
     assert summary.prompts == 12
     assert Mapping.objects.get(name="lake|river").group == "neutral"
+
+
+def test_the_command_counts_one_of_each_in_the_singular():
+    """`verbalizer_set` printed "1 datasets x 1 mappings x 1 modes x up to 1 items"."""
+    import io
+
+    fill("SST-2", [True, False])
+    out = io.StringIO()
+    call_command(
+        "verbalizer_set", "one", "--dataset", "SST-2", "--items", "1", "--seed", "1",
+        "--mappings", "golden", stdout=out,
+    )  # fmt: skip
+    assert "Set one: 1 prompt (1 dataset x 1 mapping x 1 mode x up to 1 item, seed 1" in (
+        out.getvalue()
+    )
+    fill("RTE", [True, False])
+    call_command(
+        "verbalizer_set", "two", "--dataset", "SST-2", "--dataset", "RTE", "--items", "2",
+        "--seed", "1", "--mappings", "golden,flipped-golden", "--modes", "direct,cot",
+        stdout=out,
+    )  # fmt: skip
+    assert "Set two: 16 prompts (2 datasets x 2 mappings x 2 modes x up to 2 items" in (
+        out.getvalue()
+    )

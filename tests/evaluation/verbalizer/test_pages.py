@@ -77,6 +77,65 @@ def test_the_cached_report_follows_new_answers(small_set):
     assert [(r["n"], r["accuracy_strict"]) for r in golden_cot()] == [(1, 1.0)]
 
 
+def test_a_figure_is_drawn_once_per_state_of_the_answers(
+    client, researcher, small_set, monkeypatch
+):
+    """The report page loads four figures, each drawn in seconds, on every load: a second
+    request is served the figure drawn for the first; a new answer draws it anew."""
+    from annotate.verbalizer.models import ModelAnswer
+    from evaluation.verbalizer import figures
+    from tests.evaluation.verbalizer.conftest import answer
+
+    drawn, draw = [], figures.render_figure
+    monkeypatch.setattr(
+        figures, "render_figure", lambda report, *how: drawn.append(how) or draw(report, *how)
+    )
+    client.force_login(researcher)
+
+    def figure(fmt: str = "svg") -> bytes:
+        url = reverse("verbalizer-reports:figure", args=[small_set.pk, "groups", fmt])
+        response = client.get(url)
+        assert response.status_code == 200
+        return response.content
+
+    first = figure()
+    assert figure() == first and drawn == [("groups", "svg")]
+    assert figure("png").startswith(b"\x89PNG") and drawn[-1] == ("groups", "png")
+    wrong = ModelAnswer.objects.get(prompt__mapping__name="foo|bar", reply="foo")
+    wrong.delete()
+    answer(wrong.run, wrong.prompt, "bar")  # neutral, direct: 50 % right, now 100 %
+    redrawn = figure()
+    assert len(drawn) == 3 and redrawn != first
+    assert figure() == redrawn and len(drawn) == 3
+
+
+def test_human_answers_csv_gives_the_id_each_item_had_in_its_file(client, researcher, with_humans):
+    """`item` is the item's place in its imported file; the id the file gave it was kept on
+    import and never exported: it comes last, after the columns that were there before."""
+    import csv
+    import io
+
+    from annotate.verbalizer.models import ClassificationItem
+
+    for item in ClassificationItem.objects.filter(dataset__name="SST-2"):
+        item.external_id = f"sst2-dev-{100 + item.position}"
+        item.save()
+    client.force_login(researcher)
+    url = reverse("verbalizer-reports:human-answers", args=[with_humans.pk])
+    text = b"".join(client.get(url).streaming_content).decode()
+    header, *rows = list(csv.reader(io.StringIO(text)))
+    assert header == [
+        "study", "prompt", "dataset", "item", "mapping", "mode", "annotator", "people",
+        "platform", "word", "expected_word", "seconds", "platform_hit_id",
+        "platform_assignment_id", "status", "work_status", "answered_at", "item_source_id",
+    ]  # fmt: skip
+    assert len(rows) == 6
+    assert {(r[header.index("item")], r[-1]) for r in rows} == {
+        ("1", "sst2-dev-101"),
+        ("2", "sst2-dev-102"),
+    }
+
+
 def test_csv_rows_have_every_json_column_with_its_value(client, researcher, small_set, capsys):
     """docs/verbalizer.md: "CSV has the same columns" as the JSON rows, on the page's download
     and from `verbalizer_report --format csv` alike (invalid_lenient included)."""
