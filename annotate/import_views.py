@@ -29,7 +29,8 @@ class ImportForm(forms.Form):
         required=False,
         label="Kind of new annotators",
     )
-    upload = forms.FileField(label="File")
+    # An empty file reaches the service, whose refusal names it (the field's own message did not).
+    upload = forms.FileField(label="File", allow_empty_file=True)
 
 
 @login_required

@@ -49,7 +49,7 @@ def _check(
     if too_large := upload_size_problem(upload.size):
         raise UploadError(too_large)
     if upload.size == 0:
-        raise UploadError("The file is empty.")
+        raise UploadError(f"{upload.name}: the file is empty. Nothing was written.")
 
 
 @transaction.atomic

@@ -9,7 +9,7 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from annotate.errors import ImportFileError, ImportFileProblems
-from annotate.models import Benchmark, Instruction, Label
+from annotate.models import Benchmark, ImportJob, Instruction, Label
 from annotate.revision.models import RevisionSession, Study
 from annotate.revision.services.imports import sessions_import
 from annotate.services.files import MAX_PROBLEMS
@@ -183,7 +183,6 @@ def test_the_verbalizer_page_lists_each_wrong_line_of_an_upload(client, research
 def test_every_upload_page_refuses_a_file_over_the_limit_and_names_it(
     client, researcher, settings, tmp_path
 ):
-    from annotate.models import ImportJob
 
     settings.MEDIA_ROOT = tmp_path
     settings.IMPORT_MAX_UPLOAD_BYTES = 40
@@ -237,6 +236,18 @@ def test_the_verbalizer_page_names_an_empty_upload_as_the_other_upload_pages_do(
     )
     assert "q.jsonl: the file holds no questions. Nothing was written." in revision.text
     assert not ClassificationItem.objects.exists()
+    benchmark = client.post(
+        reverse("annotate:import-list"),
+        {
+            "kind": "instructions",
+            "benchmark_name": "b",
+            "upload": SimpleUploadedFile("b.jsonl", b""),
+        },
+    )
+    assert benchmark.status_code == 400
+    assert "b.jsonl: the file is empty. Nothing was written." in benchmark.text
+    assert "The submitted file is empty." not in benchmark.text
+    assert not ImportJob.objects.exists() and not Benchmark.objects.exists()
 
 
 def test_a_broken_json_line_is_placed_where_it_breaks(tmp_path):
