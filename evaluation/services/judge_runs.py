@@ -15,6 +15,7 @@ from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from annotate.engine.bulk import rows_insert
+from annotate.engine.errors import EngineRunDoneError
 from annotate.engine.models import EngineRun
 from annotate.engine.models import RunStatus as EngineRunStatus
 from annotate.engine.services import engine_run_create, engine_run_execute, engine_run_start
@@ -388,5 +389,7 @@ def judge_run_start(*, run: JudgeRun, user: AbstractBaseUser | None = None) -> N
         raise JudgeNotFoundError(str(error)) from None
     except PermissionDeniedError as error:
         raise JudgePermissionError(str(error)) from None
+    except EngineRunDoneError:  # named by the judge run the user asked about
+        raise JudgeRunError(f"Judge run {run.pk} is done: nothing left to resume.") from None
     except AnnotateError as error:
         raise JudgeRunError(str(error)) from None

@@ -208,3 +208,22 @@ def test_a_judge_on_the_offline_fake_is_not_paced_unless_its_creator_asks():
     call_command("judge_config", "slow-judge", "--backend", "fake", "--rpm", "30", "--tpm", "900")
     slow = JudgeConfig.objects.get(name="slow-judge").endpoint
     assert (slow.requests_per_minute, slow.tokens_per_minute) == (30, 900)
+
+
+def test_resuming_a_done_judge_run_on_its_page_names_the_judge_run(client, admin_user):
+    """A POST to the judge run's resume named the engine run behind it ("Run 2 is done"),
+    not the judge run the researcher asked about."""
+    from django.urls import reverse
+
+    benchmark, _, _ = make_benchmark(questions_per_instruction=(2, 1))
+    with StubOpenAI() as stub:
+        judge = make_judge(stub.base_url)
+        EngineRun.objects.create(kind="generation", endpoint=judge.endpoint)  # ids differ
+        run = judge_run_create(config=judge, benchmark=benchmark, systems=System.objects.all())
+        call_command("judge", "--run", str(run.pk))
+        client.force_login(admin_user)
+        page = client.post(reverse("judge:run-resume", args=[run.pk]))
+    assert run.pk != run.engine_run_id
+    assert f"Judge run {run.pk} is done: nothing left to resume." in page.content.decode()
+    assert f"Run {run.engine_run_id} is done" not in page.content.decode()
+    assert len(stub.answered) == 3
