@@ -47,6 +47,7 @@ def annotator_list(request: HttpRequest) -> HttpResponse:
         "kind_filters": KIND_FILTERS,
         "undecided": sum(1 for r in rows if r.annotator.kind == AnnotatorKind.UNDECIDED),
         "blocked": sum(1 for r in rows if r.block),
+        "answers_waiting": sum(r.answers_waiting for r in rows),
         "person_kinds": [
             (AnnotatorKind.UNDECIDED.value, "Not decided yet"),
             (AnnotatorKind.EXPERT.value, "Expert"),

@@ -480,6 +480,50 @@ def _category_choice(text: str) -> str:
     return categories[hashlib.sha256(text.encode("utf-8")).digest()[0] % len(categories)]
 
 
+# KIWI's answer prompts (annotate/revision/prompts): the initial answer, the summary of the
+# passages found for an information-seeking instruction, and the revision. The fake answers them
+# as annotate.revision.llm's fake model does, so a study system on an endpoint without an address
+# revises like a system with no endpoint; read as a judge prompt, the initial one ("Question:")
+# was answered YES or NO.
+_KIWI_NEXT_LABEL = (
+    r"(?=^(?:Original question:|Previous answer:|Feedback:|Extra information related to the "
+    r"feedback:|Answer the original question|Generate an answer|Question:|Answer:)|\Z)"
+)
+_KIWI_INITIAL = re.compile(r"\ADocuments:\n.*^Question:.*^Answer:\s*\Z", re.M | re.S)
+_KIWI_SUMMARY_END = "Generate an answer to the feedback."
+
+
+def kiwi_prompt_field(text: str, label: str) -> str:
+    """Return what follows `label:` in a KIWI prompt, up to the next label ("" if absent)."""
+    match = re.search(rf"^{label}:\s?(.*?){_KIWI_NEXT_LABEL}", text, re.M | re.S)
+    return match.group(1).strip() if match else ""
+
+
+def kiwi_fake_initial(question: str) -> str:
+    return f"Answer to: {question} The documents discuss this [0]."
+
+
+def kiwi_fake_summary(feedback: str) -> str:
+    return f"Relevant to '{feedback}': the passages add one finding [1]."
+
+
+def kiwi_fake_revision(previous_answer: str, feedback: str) -> str:
+    """The previous answer kept whole, and the instruction it was revised for."""
+    return f"{previous_answer}\nRevised for: {feedback}"
+
+
+def _kiwi_reply(prompt: str) -> str | None:
+    """Return the fake's reply to one of KIWI's answer prompts, None to any other prompt."""
+    if prompt.startswith("Original question:") and "\nFeedback:" in prompt:
+        previous = kiwi_prompt_field(prompt, "Previous answer")
+        return kiwi_fake_revision(previous, kiwi_prompt_field(prompt, "Feedback"))
+    if prompt.startswith("Documents:") and prompt.rstrip().endswith(_KIWI_SUMMARY_END):
+        return kiwi_fake_summary(kiwi_prompt_field(prompt, "Feedback"))
+    if _KIWI_INITIAL.search(prompt):
+        return kiwi_fake_initial(kiwi_prompt_field(prompt, "Question"))
+    return None
+
+
 _JUDGE_QUESTION = re.compile(r"(^|\n)Question:|YES or NO")
 
 
@@ -490,9 +534,11 @@ def _is_yes_no_question(text: str) -> bool:
 class FakeTransport:
     """A deterministic offline model for the demo and tests: no network, no money.
 
-    Judge-style prompts (numbered "Questions:", or a YES/NO question) get YES or NO, about four
-    in five YES, fixed per text; KIWI's rating judge gets good or bad (about three in five good)
-    and its classifiers one of the categories their examples name; anything else gets a
+    KIWI's answer prompts get the revision fake's answers (the previous answer kept, with the
+    instruction it was revised for); judge-style prompts (numbered "Questions:", or a YES/NO
+    question) get YES or NO, about four in five YES, fixed per text; KIWI's rating judge gets
+    good or bad (about three in five good) and its classifiers one of the categories their
+    examples name; anything else gets a
     plausible reply built from the last user message, the same every time. `max_tokens` is
     honoured: a longer reply is cut and reported with finish_reason "length", as a real server
     does.
@@ -504,7 +550,9 @@ class FakeTransport:
     def send(self, body: Mapping[str, Any], on_text: TextCallback | None = None) -> ChatReply:
         messages = body.get("messages") or []
         last = (messages[-1].get("content") if messages else "") or ""
-        if "\nQuestions:\n" in last:
+        if (kiwi := _kiwi_reply(last)) is not None:
+            text = kiwi
+        elif "\nQuestions:\n" in last:
             count = len(_NUMBERED_QUESTION.findall(last.split("\nQuestions:\n", 1)[1]))
             text = "\n".join(f"{n}. {_verdict(f'{last}#{n}')}" for n in range(1, count + 1))
         elif _is_yes_no_question(last):

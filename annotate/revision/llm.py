@@ -12,7 +12,14 @@ from __future__ import annotations
 import hashlib
 import re
 
-from annotate.engine.client import TextCallback, fake_embedding
+from annotate.engine.client import (
+    TextCallback,
+    fake_embedding,
+    kiwi_fake_initial,
+    kiwi_fake_revision,
+    kiwi_fake_summary,
+    kiwi_prompt_field,
+)
 from annotate.engine.models import CallStatus as EngineCallStatus
 from annotate.engine.models import Endpoint
 from annotate.engine.services.calls import engine_call, engine_embed
@@ -86,17 +93,6 @@ def _last_user(messages: list[dict]) -> str:
     return next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
 
 
-_NEXT_LABEL = (
-    r"(?=^(?:Original question:|Previous answer:|Feedback:|Extra information related to the "
-    r"feedback:|Answer the original question|Generate an answer|Question:|Answer:)|\Z)"
-)
-
-
-def _field(text: str, label: str) -> str:
-    match = re.search(rf"^{label}:\s?(.*?){_NEXT_LABEL}", text, re.MULTILINE | re.DOTALL)
-    return match.group(1).strip() if match else ""
-
-
 def _digest(text: str) -> int:
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big")
 
@@ -123,12 +119,12 @@ def fake_reply(messages: list[dict], purpose: str) -> str:
     """Reply like a model would, deterministically, from the prompt's own text."""
     user = _last_user(messages)
     if purpose == "revision-initial":
-        return f"Answer to: {_field(user, 'Question')} The documents discuss this [0]."
+        return kiwi_fake_initial(kiwi_prompt_field(user, "Question"))
     if purpose == "revision-summary":
-        return f"Relevant to '{_field(user, 'Feedback')}': the passages add one finding [1]."
+        return kiwi_fake_summary(kiwi_prompt_field(user, "Feedback"))
     if purpose == "revision-answer":
-        previous, instruction = _field(user, "Previous answer"), _field(user, "Feedback")
-        return f"{previous}\nRevised for: {instruction}"
+        previous = kiwi_prompt_field(user, "Previous answer")
+        return kiwi_fake_revision(previous, kiwi_prompt_field(user, "Feedback"))
     if purpose == "instruction-category":
         instruction = (_INSTRUCTION_LINE.findall(user) or [""])[-1].lower()
         for category, words in FAKE_CATEGORY_WORDS:

@@ -77,13 +77,18 @@ def counted_assignment_q(prefix: str = "") -> Q:
 def counted_human_answer_q(prefix: str = "") -> Q:
     """Verbalizer HumanAnswers that count in results (same rule; an answer is never late), from
     an annotator whose kind is decided (a new web account's answers wait for a researcher)."""
-    submitted = Q(
-        **{
-            f"{prefix}status__in": [AssignmentStatus.SUBMITTED, AssignmentStatus.APPROVED],
-            f"{prefix}annotator__kind__in": PERSON_KINDS,
-        }
-    )
-    return _counted_q(prefix, submitted)
+    return _human_answer_q(prefix, Q(**{f"{prefix}annotator__kind__in": PERSON_KINDS}))
+
+
+def human_answer_waiting_for_kind_q(prefix: str = "") -> Q:
+    """Verbalizer HumanAnswers that would count but for their annotator's undecided kind: they
+    count once a researcher decides it (the annotators page shows how many)."""
+    return _human_answer_q(prefix, Q(**{f"{prefix}annotator__kind": AnnotatorKind.UNDECIDED}))
+
+
+def _human_answer_q(prefix: str, kind: Q) -> Q:
+    statuses = [AssignmentStatus.SUBMITTED, AssignmentStatus.APPROVED]
+    return _counted_q(prefix, Q(**{f"{prefix}status__in": statuses}) & kind)
 
 
 def counted_human_answers(queryset: QuerySet) -> QuerySet:

@@ -1,4 +1,5 @@
-"""The annotators page: per person and project, what they did and how well they agree."""
+"""The annotators page: per person and project, what they did and how well they agree, and per
+person their verbalizer human-study answers and KIWI revision sessions."""
 
 from __future__ import annotations
 
@@ -19,13 +20,38 @@ from annotate.models import (
     Project,
     ProjectAnnotatorKind,
 )
+from annotate.revision.models import RevisionSession, SessionStatus
 from annotate.selectors.annotator_kinds import annotator_kinds_effective
 from annotate.selectors.identities import identity_scope
+from annotate.selectors.results import human_answer_waiting_for_kind_q
 from annotate.selectors.work import projects_for_researcher
+from annotate.verbalizer.models import HumanAnswer
 from evaluation.selectors.report_data import fetch_label_rows
 from evaluation.stats.annotators import agreement_with_expert_majority, agreement_with_others
 
 DONE = [AssignmentStatus.SUBMITTED, AssignmentStatus.APPROVED]
+
+
+@dataclass
+class HumanStudyWork:
+    """One person's answers in one verbalizer human study."""
+
+    study_id: int
+    name: str
+    evaluation_set_id: int
+    answers: int
+    waiting: int  # would count but for the annotator's undecided kind
+
+
+@dataclass
+class RevisionStudyWork:
+    """One person's KIWI revision sessions in one study."""
+
+    study_id: int
+    name: str
+    sessions: int
+    finished: int
+    turns: int
 
 
 @dataclass
@@ -42,6 +68,13 @@ class AnnotatorProjectRow:
     gold: GoldScore | None = None
     block: WorkerBlock | None = None  # blocked now: none of their work counts anywhere
     name: str = ""  # as the viewer may see it: a hidden crowd worker's pseudonym
+    # The person's work outside InFoBench projects, on their first row only (None on the others).
+    human_studies: list[HumanStudyWork] | None = None
+    revision_studies: list[RevisionStudyWork] | None = None
+
+    @property
+    def answers_waiting(self) -> int:
+        return sum(study.waiting for study in self.human_studies or ())
 
 
 def annotator_rows(
@@ -102,7 +135,65 @@ def annotator_rows(
     _add_agreement(rows)
     _add_gold(rows)
     rows.sort(key=lambda r: (r.name, r.project.name if r.project else ""))
+    _add_other_studies(rows, people)
     return rows
+
+
+def _add_other_studies(rows: list[AnnotatorProjectRow], people: dict[int, Annotator]) -> None:
+    """Give each person's first row their verbalizer answers and KIWI sessions (two queries).
+
+    Researchers read every human study and KIWI study, so these are not limited to their
+    projects: an annotator who only answered there is listed with it, not as idle.
+    """
+    answers: dict[int, list[HumanStudyWork]] = {}
+    per_study = (
+        HumanAnswer.objects.values("annotator_id", "study_id", "study__name")
+        .annotate(
+            set_id=Max("study__evaluation_set_id"),
+            answers=Count("id"),
+            waiting=Count("id", filter=human_answer_waiting_for_kind_q()),
+        )
+        .order_by("study__name")
+    )
+    for entry in per_study:
+        answers.setdefault(entry["annotator_id"], []).append(
+            HumanStudyWork(
+                study_id=entry["study_id"],
+                name=entry["study__name"],
+                evaluation_set_id=entry["set_id"],
+                answers=entry["answers"],
+                waiting=entry["waiting"],
+            )
+        )
+    by_user = {a.user_id: pk for pk, a in people.items() if a.user_id is not None}
+    sessions: dict[int, list[RevisionStudyWork]] = {}
+    per_revision_study = (
+        RevisionSession.objects.filter(annotator__isnull=False)
+        .values("annotator_id", "study_id", "study__name")
+        .annotate(
+            sessions=Count("id", distinct=True),
+            finished=Count("id", filter=Q(status=SessionStatus.FINISHED), distinct=True),
+            turns=Count("turns"),
+        )
+        .order_by("study__name")
+    )
+    for entry in per_revision_study:
+        if entry["annotator_id"] in by_user:
+            sessions.setdefault(by_user[entry["annotator_id"]], []).append(
+                RevisionStudyWork(
+                    study_id=entry["study_id"],
+                    name=entry["study__name"],
+                    sessions=entry["sessions"],
+                    finished=entry["finished"],
+                    turns=entry["turns"],
+                )
+            )
+    seen: set[int] = set()
+    for row in rows:
+        if row.annotator.pk not in seen:
+            seen.add(row.annotator.pk)
+            row.human_studies = answers.get(row.annotator.pk, [])
+            row.revision_studies = sessions.get(row.annotator.pk, [])
 
 
 def _add_agreement(rows: list[AnnotatorProjectRow]) -> None:

@@ -1,14 +1,24 @@
 """The annotators page: researchers see who did what, how well they agree, and decide kinds."""
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
 from annotate.crowd.models import WorkerBlock
 from annotate.models import Annotator, AnnotatorKind, Label, LabelValue, ProjectAnnotatorKind
-from annotate.roles import ANNOTATOR
+from annotate.revision.models import Study
+from annotate.revision.services.sessions import session_assign
+from annotate.roles import ANNOTATOR, RESEARCHER
+from annotate.selectors.identities import crowd_pseudonym
 from annotate.services.assignments import annotator_for_user, assignment_claim_next
 from annotate.services.submissions import assignment_submit, expected_fields
+from annotate.verbalizer.models import EvaluationSet, HumanAnswer, HumanStudy
+from annotate.verbalizer.services.humans import human_answer_submit, human_study_create
+from annotate.verbalizer.services.sets import evaluation_set_create
+from tests.annotate.revision.conftest import instruct, make_live_study
+from tests.annotate.verbalizer.helpers import fill
 from tests.factories import UserFactory, project_with_tasks
 
 pytestmark = pytest.mark.django_db
@@ -114,3 +124,113 @@ def test_annotators_cannot_open_the_page_or_change_kinds(client, worked_project)
     assert newcomer.kind == AnnotatorKind.UNDECIDED
     assert Label.objects.filter(annotator=newcomer, value=LabelValue.NO).count() == 4
     assert Annotator.objects.count() == 3
+
+
+def _verbalizer_and_kiwi_work(user, *, name, tmp_path, settings, capture):
+    """The user answers two prompts of verbalizer study `name` and does a KIWI session with
+    one turn in study "live" (made on first use), and nothing in any InFoBench project."""
+    if not EvaluationSet.objects.filter(name="verbal").exists():
+        fill("Reviews", [True, False])
+        evaluation_set = evaluation_set_create(
+            name="verbal", datasets=["Reviews"], items=2, seed=1, mappings="golden"
+        ).evaluation_set
+        make_live_study(tmp_path, settings)
+    evaluation_set = EvaluationSet.objects.get(name="verbal")
+    study = HumanStudy.objects.filter(name=name).first() or human_study_create(
+        evaluation_set=evaluation_set, name=name
+    )
+    annotator = annotator_for_user(user=user)
+    for prompt in study.prompts.order_by("pk")[:2]:
+        human_answer_submit(study=study, prompt_id=prompt.pk, annotator=annotator, key=1, seconds=3)
+    with capture(execute=True):
+        session = session_assign(
+            study=Study.objects.get(name="live"), user=user, now=timezone.now()
+        )
+    instruct(capture, session, user, "Shorter.")
+    return annotator, study
+
+
+def test_verbalizer_answers_and_kiwi_sessions_are_shown_and_wait_for_a_kind(
+    client, researcher, tmp_path, settings, django_capture_on_commit_callbacks
+):
+    """Someone who only answered verbalizer prompts and steered KIWI sessions was listed as
+    "no task in your projects", so a researcher decided their kind without seeing that work,
+    and their answers counted nowhere until then."""
+    user = UserFactory(username="verbal-only", roles=[ANNOTATOR])
+    annotator, study = _verbalizer_and_kiwi_work(
+        user,
+        name="flip",
+        tmp_path=tmp_path,
+        settings=settings,
+        capture=django_capture_on_commit_callbacks,
+    )
+    client.force_login(researcher)
+    page = client.get(reverse("annotators:list"))
+    row = next(r for r in page.context["rows"] if r.annotator == annotator)
+    assert row.project is None
+    assert [(s.name, s.answers, s.waiting) for s in row.human_studies] == [("flip", 2, 2)]
+    assert [(s.name, s.sessions, s.turns) for s in row.revision_studies] == [("live", 1, 1)]
+    html = page.text.split('data-annotator="verbal-only"')[1].split("</tr>")[0]
+    set_url = reverse("verbalizer:set-detail", args=[study.evaluation_set_id])
+    report_url = reverse("revision-reports:report", args=[Study.objects.get().pk])
+    assert f'<a href="{set_url}">flip</a>: 2 answers' in html
+    assert "(2 wait for a kind decision)" in html
+    assert f'<a href="{report_url}">live</a>: 1 session (0 finished), 1 turn' in html
+    assert "no task in your projects" not in html
+    assert "2 verbalizer answers below wait for a kind decision" in page.text
+
+    client.post(reverse("annotators:kind", args=[annotator.pk]), {"kind": "expert"})
+    page = client.get(reverse("annotators:list"))
+    row = next(r for r in page.context["rows"] if r.annotator == annotator)
+    assert [(s.answers, s.waiting) for s in row.human_studies] == [(2, 0)]  # they count now
+    assert "wait for a kind decision" not in page.text
+
+
+def test_the_annotators_page_runs_a_fixed_number_of_queries(
+    client, researcher, worked_project, tmp_path, settings, django_capture_on_commit_callbacks
+):
+    """However many people answered verbalizer prompts or did KIWI sessions."""
+    capture = django_capture_on_commit_callbacks
+    first = UserFactory(username="first", roles=[ANNOTATOR])
+    _verbalizer_and_kiwi_work(
+        first, name="s1", tmp_path=tmp_path, settings=settings, capture=capture
+    )
+    client.force_login(researcher)
+    client.get(reverse("annotators:list"))  # the session and role reads warmed
+    with CaptureQueriesContext(connection) as one:
+        assert client.get(reverse("annotators:list")).status_code == 200
+    for n, name in enumerate(["s2", "s2"]):  # two more people, one more study
+        user = UserFactory(username=f"more-{n}", roles=[ANNOTATOR])
+        _verbalizer_and_kiwi_work(
+            user, name=name, tmp_path=tmp_path, settings=settings, capture=capture
+        )
+    with CaptureQueriesContext(connection) as three:
+        page = client.get(reverse("annotators:list"))
+    assert sum(1 for r in page.context["rows"] if r.human_studies and r.revision_studies) == 3
+    assert len(three) == len(one), [q["sql"][:120] for q in three.captured_queries]
+
+
+def test_a_crowd_worker_who_only_answered_a_human_study_is_named_as_the_viewer_may(client):
+    """Their answers are shown to every researcher; their platform id only to whom the
+    study is theirs (annotate.selectors.identities), the others see the pseudonym."""
+    fill("Reviews", [True, False])
+    maker = UserFactory(username="maker", roles=[RESEARCHER])
+    evaluation_set = evaluation_set_create(
+        name="verbal", datasets=["Reviews"], items=2, seed=1, mappings="golden", created_by=maker
+    ).evaluation_set
+    study = human_study_create(evaluation_set=evaluation_set, name="crowd study")
+    worker = Annotator.objects.create(
+        name="mturk:AVERBALSECRET",
+        kind=AnnotatorKind.CROWD,
+        platform="mturk",
+        worker_id="AVERBALSECRET",
+    )
+    prompt = study.prompts.first()
+    HumanAnswer.objects.create(study=study, prompt=prompt, annotator=worker, word="positive")
+    client.force_login(UserFactory(username="outsider", roles=[RESEARCHER]))
+    page = client.get(reverse("annotators:list"))
+    assert "AVERBALSECRET" not in page.text
+    html = page.text.split(f'data-annotator="{crowd_pseudonym(worker.pk)}"')[1].split("</tr>")[0]
+    assert ">crowd study</a>: 1 answer" in html
+    client.force_login(maker)
+    assert 'data-annotator="mturk:AVERBALSECRET"' in client.get(reverse("annotators:list")).text

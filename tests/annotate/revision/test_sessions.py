@@ -4,9 +4,11 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from annotate.engine.models import EngineCall
+from annotate.engine.services import endpoint_create
 from annotate.errors import ConflictError, NotFoundError, NoWorkError, SubmissionError
 from annotate.revision import llm
-from annotate.revision.models import CallStatus, RevisionSession, SessionStatus
+from annotate.revision.models import CallStatus, RevisionSession, SessionStatus, StudySystem
 from annotate.revision.services.imports import sessions_import, study_upload
 from annotate.revision.services.sessions import (
     call_retry,
@@ -352,3 +354,36 @@ def test_exports_name_who_did_a_session_and_keep_it_through_import(
     sessions_export_csv(study=copy, output=table)
     assert again.getvalue() == lines.getvalue()
     assert [row["annotator"] for row in csv.DictReader(io.StringIO(table.getvalue()))] == ["ann-a"]
+
+
+def test_a_system_on_an_offline_endpoint_revises_like_the_fake_model(
+    study, annotator, django_capture_on_commit_callbacks
+):
+    """An endpoint without an address is the engine's offline fake: it read KIWI's initial
+    prompt ("Question: ...") as a judge's question and answered YES or NO, and revised with
+    a few words about the prompt that kept nothing of the previous answer."""
+    capture = django_capture_on_commit_callbacks
+    endpoint = endpoint_create(name="offline", model="fake", base_url="")
+    StudySystem.objects.filter(study=study).update(endpoint_name="offline")
+    session = start(study, annotator, capture)
+    session.refresh_from_db()
+    a0 = session.initial_answer
+    assert a0 == (f"Answer to: {session.question.text} The documents discuss this [0]."), (
+        a0
+    )  # as a system with no endpoint answers
+    seeking = instruct(capture, session, annotator, "Add citations.", "information-seeking")
+    seeking.refresh_from_db()
+    assert seeking.call_status == CallStatus.DONE
+    assert seeking.summary == "Relevant to 'Add citations.': the passages add one finding [1]."
+    assert seeking.answer == f"{a0}\nRevised for: Add citations."
+    turn_rate(
+        session_id=session.pk, user=annotator, rating="good", comment="ok", now=timezone.now()
+    )
+    stylistic = instruct(capture, session, annotator, "Shorter.")
+    stylistic.refresh_from_db()
+    assert stylistic.answer == f"{a0}\nRevised for: Add citations.\nRevised for: Shorter."
+    # Through the engine all the same: each call stored against the endpoint.
+    purposes = list(EngineCall.objects.filter(endpoint=endpoint).values_list("purpose", flat=True))
+    assert sorted(purposes) == sorted(
+        ["revision-initial", "revision-summary", "revision-answer", "revision-answer"]
+    )
