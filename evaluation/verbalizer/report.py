@@ -492,8 +492,8 @@ def _version(evaluation_set: EvaluationSet) -> str:
 def verbalizer_report_cached(*, evaluation_set: EvaluationSet) -> dict:
     """The report, computed once per state of the set's answers (pages draw four figures)."""
     # v2: cells average their (dataset, mapping) pieces (scoring.py); a report cached by the
-    # pooling code is not served again.
-    key = f"verbalizer-report:v2:{_version(evaluation_set)}"
+    # pooling code is not served again. v3: intervals drawn within each dataset.
+    key = f"verbalizer-report:v3:{_version(evaluation_set)}"
     report = cache.get(key)
     if report is None:
         report = verbalizer_report(evaluation_set=evaluation_set)
