@@ -347,6 +347,20 @@ def selfhosted_start(
     )
 
 
+def selfhosted_returning(*, publication: Publication, params: dict[str, str]) -> bool:
+    """Whether the start is a participant's next task ("Do the next task"): their id has work
+    in the link's batch already. Such a start makes no participant, and it hands out only the
+    tasks one participant may do, so it is not counted among an address's starts."""
+    worker_id = selfhosted_worker_id(params).strip()
+    return bool(worker_id) and (
+        Assignment.objects.filter(
+            task__batch_id=publication.batch_id,
+            annotator__platform="selfhosted",
+            annotator__worker_id=worker_id,
+        ).exists()
+    )
+
+
 def selfhosted_worker_id(params: dict[str, str]) -> str:
     """The participant id a recruiting site put on the link (PROLIFIC_PID, workerId), or ""."""
     return next((params[k] for k in SELFHOSTED_ID_PARAMS if params.get(k, "").strip()), "")
