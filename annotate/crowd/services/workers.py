@@ -216,8 +216,10 @@ def mturk_assignment_open(
             assignment = assignment_claim_task(
                 annotator=annotator, task=hit.task, now=now, check_slots=False
             )
-            # The platform gives the worker the publication's assignment duration: the claim
-            # keeps its slot as long, when that is longer than the project's minutes.
+        if assignment.platform_assignment_id != assignment_id:  # a new accept, not a reload
+            # The platform gives the worker the publication's assignment duration from each
+            # accept (a HIT returned and accepted again too): the claim keeps its slot as long,
+            # when that is longer than the project's minutes.
             on_platform = now + timedelta(seconds=hit.publication.assignment_duration_seconds)
             assignment.expires_at = max(assignment.expires_at, on_platform)
         assignment.platform_assignment_id = assignment_id
