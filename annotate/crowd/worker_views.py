@@ -101,7 +101,9 @@ def selfhosted_join(request: HttpRequest, link_token: str) -> HttpResponse:
         context = {"publication": publication, "params": request.GET.dict()}
         return render(request, "crowd/join.html", context)
     # Each start is a participant and a claimed task: one address may not take a study's tasks.
-    page_rate_check(request, scope=CROWD_STARTS_SCOPE)
+    # A participant's next task is no new participant (60 tasks an hour were refused).
+    if not workers.selfhosted_returning(publication=publication, params=request.POST.dict()):
+        page_rate_check(request, scope=CROWD_STARTS_SCOPE)
     opened = workers.selfhosted_start(
         publication=publication, params=request.POST.dict(), now=timezone.now()
     )

@@ -235,7 +235,10 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 100,
     # Limits count the client's REMOTE_ADDR, as the login limit does (django-axes): without this
     # DRF takes a client's own X-Forwarded-For header as its address, a new one per request.
-    "NUM_PROXIES": 0,
+    # Behind N reverse proxies that each append the address they saw to X-Forwarded-For, set
+    # TRUSTED_PROXY_COUNT=N: the address the last one appended is the client's (with 0 every
+    # client is the proxy's address, and all crowd workers share one page and start limit).
+    "NUM_PROXIES": int(os.environ.get("TRUSTED_PROXY_COUNT", "0")),
     # Every API request is rate-limited (annotate/throttling.py); "N/second|minute|hour|day".
     "DEFAULT_THROTTLE_CLASSES": [
         "annotate.throttling.UserRateThrottle",

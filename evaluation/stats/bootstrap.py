@@ -237,6 +237,7 @@ def mean_ratio_ci(
     rng: np.random.Generator,
     *,
     n_groups: int,
+    strata: np.ndarray | None = None,
     n_resamples: int = 1000,
     level: float = 0.95,
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -248,6 +249,12 @@ def mean_ratio_ci(
     so each column weighs the same whatever its size: an average over cells, as a paper that
     "averages over datasets" reports it. Bounds as `ratio_ci` (NaN with fewer than half of the
     resamples defined). Returns (lower, upper) of shape (n_groups,).
+
+    `strata` (one label per cluster) resamples the clusters within each stratum, as many as it
+    holds: with columns of different strata (datasets) a plain resample can miss a small
+    stratum altogether, and that resample's mean then leaves its column out, an average over
+    other columns than the point estimate's (2 items all wrong beside 8 all right read a
+    95 % interval of 50-100 % around an exact 50 %).
     """
     _check_level(level)
     if n_resamples < 1:
@@ -264,7 +271,7 @@ def mean_ratio_ci(
     onehot[np.arange(num.shape[1]), members] = 1.0
     resample = ratio_resampler(num, den)
     chunks = []
-    for weights in weight_chunks(num.shape[0], n_resamples, rng):
+    for weights in _stratified_chunks(num.shape[0], n_resamples, rng, strata):
         ratios = resample(weights)
         defined = ~np.isnan(ratios)
         total = np.where(defined, ratios, 0.0) @ onehot
@@ -272,6 +279,26 @@ def mean_ratio_ci(
         with np.errstate(invalid="ignore", divide="ignore"):
             chunks.append(np.where(count > 0, total / np.maximum(count, 1.0), np.nan))
     return percentile_interval(np.vstack(chunks), level)
+
+
+def _stratified_chunks(
+    n_clusters: int, n_resamples: int, rng: np.random.Generator, strata: np.ndarray | None
+) -> Iterator[np.ndarray]:
+    """`weight_chunks`, each stratum's clusters drawn among themselves (one stratum, or none
+    given: the same weights as `weight_chunks`)."""
+    if strata is None:
+        yield from weight_chunks(n_clusters, n_resamples, rng)
+        return
+    strata = np.asarray(strata)
+    if strata.shape != (n_clusters,):
+        raise ValueError(f"strata must give one label per cluster; got shape {strata.shape}")
+    _, stratum = np.unique(strata, return_inverse=True)
+    members = [np.flatnonzero(stratum == s) for s in range(int(stratum.max(initial=-1)) + 1)]
+    for size in _chunk_sizes(n_clusters, n_resamples):
+        weights = np.empty((size, n_clusters))
+        for columns in members:
+            weights[:, columns] = _draw_weights(columns.size, size, rng, np.float64)
+        yield weights
 
 
 def _check_level(level: float) -> None:

@@ -495,8 +495,8 @@ def report_version(evaluation_set: EvaluationSet) -> str:
     """Name the report of the set's answers as they stand: what its cache keys (and those of the
     figures drawn from it) are made of."""
     # v2: cells average their (dataset, mapping) pieces (scoring.py); a report cached by the
-    # pooling code is not served again.
-    return f"v2:{_version(evaluation_set)}"
+    # pooling code is not served again. v3: intervals drawn within each dataset.
+    return f"v3:{_version(evaluation_set)}"
 
 
 def verbalizer_report_cached(*, evaluation_set: EvaluationSet, version: str | None = None) -> dict:

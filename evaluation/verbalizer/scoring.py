@@ -14,7 +14,8 @@ Conventions:
 - Intervals: 95 % percentile cluster bootstrap over items
   (`evaluation.stats.bootstrap.mean_ratio_ci`), 1,000 resamples, rng seeded with 0: an item's
   answers under every mapping of the cell stay together, so the interval reflects which items
-  were sampled; each resample takes the same mean over pieces.
+  were sampled; items are drawn within their dataset, so each resample takes the mean over the
+  same pieces as the point estimate.
 """
 
 from __future__ import annotations
@@ -91,7 +92,9 @@ def cells(
         len(tuples),
     )
     piece_cell = np.fromiter((key[0] for key in piece_index), np.int64, len(piece_index))
-    items, item_index = np.unique(records.item[selected], return_inverse=True)
+    items, first, item_index = np.unique(
+        records.item[selected], return_index=True, return_inverse=True
+    )
     n = np.bincount(cell, minlength=len(index))
     out = [{"key": key, "n": int(n[i])} for key, i in index.items()]
     rng = np.random.default_rng(rng_seed)
@@ -103,8 +106,10 @@ def cells(
         np.add.at(num, (item_index, piece + r * m), records.correct[rule][selected])
         np.add.at(den, (item_index, piece + r * m), records.valid[rule][selected])
     members = np.concatenate([piece_cell, piece_cell + k])
+    # Items drawn within their dataset: every resample holds items of each dataset.
+    strata = records.dataset[selected][first]
     low, high = mean_ratio_ci(
-        num, den, members, rng, n_groups=2 * k, n_resamples=n_resamples, level=LEVEL
+        num, den, members, rng, n_groups=2 * k, strata=strata, n_resamples=n_resamples, level=LEVEL
     )
     piece_valid, piece_correct = den.sum(axis=0), num.sum(axis=0)
     with np.errstate(invalid="ignore", divide="ignore"):

@@ -85,3 +85,33 @@ def test_a_made_up_forwarded_for_header_is_not_a_new_address(clock, worker_rates
     join = reverse("crowd:selfhosted-join", args=["no-such-link"])
     assert client.get(join, HTTP_X_FORWARDED_FOR="198.51.100.3").status_code == 404
     assert client.get(join, HTTP_X_FORWARDED_FOR="198.51.100.4").status_code == 429
+
+
+def test_behind_a_trusted_proxy_each_client_is_limited_on_its_own(clock, worker_rates, settings):
+    """Behind the reverse proxy of docs/deploy.md every request's REMOTE_ADDR is the proxy's:
+    with NUM_PROXIES fixed at 0, every crowd worker shared one address, so 60 self-hosted
+    starts an hour (CROWD_RATE_STARTS) held for a whole study. TRUSTED_PROXY_COUNT=1 counts
+    the address the proxy appended to X-Forwarded-For, not one the client wrote before it."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    read = "import config.settings.base as s; print(s.REST_FRAMEWORK['NUM_PROXIES'])"
+    env = {"PATH": "/usr/bin:/bin", "TRUSTED_PROXY_COUNT": "1"}
+    found = subprocess.run(
+        [sys.executable, "-c", read],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert found.stdout.strip() == "1", found.stderr
+    worker_rates(pages="1/minute")
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "NUM_PROXIES": 1}
+    join = reverse("crowd:selfhosted-join", args=["no-such-link"])
+    proxy = APIClient(REMOTE_ADDR="127.0.0.1")
+    assert proxy.get(join, HTTP_X_FORWARDED_FOR="198.51.100.1").status_code == 404
+    assert proxy.get(join, HTTP_X_FORWARDED_FOR="198.51.100.2").status_code == 404
+    again = proxy.get(join, HTTP_X_FORWARDED_FOR="203.0.113.9, 198.51.100.1")  # forged first
+    assert again.status_code == 429

@@ -216,8 +216,10 @@ def mturk_assignment_open(
             assignment = assignment_claim_task(
                 annotator=annotator, task=hit.task, now=now, check_slots=False
             )
-            # The platform gives the worker the publication's assignment duration: the claim
-            # keeps its slot as long, when that is longer than the project's minutes.
+        if assignment.platform_assignment_id != assignment_id:  # a new accept, not a reload
+            # The platform gives the worker the publication's assignment duration from each
+            # accept (a HIT returned and accepted again too): the claim keeps its slot as long,
+            # when that is longer than the project's minutes.
             on_platform = now + timedelta(seconds=hit.publication.assignment_duration_seconds)
             assignment.expires_at = max(assignment.expires_at, on_platform)
         assignment.platform_assignment_id = assignment_id
@@ -344,6 +346,20 @@ def selfhosted_start(
         assignment.save(update_fields=["platform_hit_id", "platform_assignment_id"])
     return WorkerAssignment(
         assignment=assignment, submit_to="", token=assignment_token(assignment=assignment)
+    )
+
+
+def selfhosted_returning(*, publication: Publication, params: dict[str, str]) -> bool:
+    """Whether the start is a participant's next task ("Do the next task"): their id has work
+    in the link's batch already. Such a start makes no participant, and it hands out only the
+    tasks one participant may do, so it is not counted among an address's starts."""
+    worker_id = selfhosted_worker_id(params).strip()
+    return bool(worker_id) and (
+        Assignment.objects.filter(
+            task__batch_id=publication.batch_id,
+            annotator__platform="selfhosted",
+            annotator__worker_id=worker_id,
+        ).exists()
     )
 
 

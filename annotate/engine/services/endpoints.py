@@ -140,10 +140,28 @@ def endpoint_update(*, endpoint: Endpoint, name: str | None = None, **fields: An
         _check_name_free(name, endpoint=endpoint)
         endpoint.name = name
     cleaned = _validate(fields)
+    if not endpoint.base_url and cleaned.get("base_url"):
+        _check_paced(
+            {field: cleaned.get(field, getattr(endpoint, field)) for field in FAKE_DEFAULT_LIMITS}
+        )
     for name, value in cleaned.items():
         setattr(endpoint, name, value)
     endpoint.save()
     return endpoint
+
+
+def _check_paced(limits: Mapping[str, Any]) -> None:
+    """Refuse the offline fake's unpaced limits on an endpoint that now calls an address: given
+    an address, a fake endpoint kept its 1,000,000 requests a minute, and a paid API was sent
+    calls with no pacing."""
+    for field, unpaced in FAKE_DEFAULT_LIMITS.items():
+        if limits[field] == unpaced:
+            raise EndpointError(
+                f"{unpaced:,} is the offline fake's 'no limit'; an endpoint that calls an "
+                "address needs that API's limit (500 requests and 200,000 tokens a minute if "
+                "unsure).",
+                field=field,
+            )
 
 
 def endpoint_get(*, name: str | None = None, endpoint_id: int | None = None) -> Endpoint:

@@ -293,3 +293,17 @@ def test_every_worker_page_is_limited_per_address(client, study, worker_rates):
     refused = client.get(started["Location"])
     assert refused.status_code == 429 and refused["Retry-After"] == "60"
     assert Client(REMOTE_ADDR="203.0.113.7").get(started["Location"]).status_code == 200
+
+
+def test_a_participants_next_task_is_not_counted_as_a_new_start(client, study, worker_rates):
+    """The "Do the next task" button posts to the link's start again: a participant quicker than the
+    per-address start limit (60 an hour) was refused their own next task."""
+    worker_rates(starts="1/hour")
+    started = _start(client, study, PROLIFIC_PID="P1")
+    assert _finish(client, started).status_code == 200
+    done = client.get(started["Location"]).text
+    assert 'id="next-task"' in done
+    following = _start(client, study, workerId="P1")
+    assert following.status_code == 302 and following["Location"] != started["Location"]
+    assert Assignment.objects.filter(annotator__worker_id="P1").count() == 2
+    assert _start(client, study, PROLIFIC_PID="P2").status_code == 429  # a new one still counts

@@ -442,3 +442,26 @@ def test_a_claim_lasts_as_long_as_the_platform_gives_the_worker(
     assert claim.expires_at - claim.claimed_at == timedelta(minutes=held_minutes)
     assert assignments_expire(now=claim.claimed_at + timedelta(minutes=held_minutes - 1)) == 0
     assert assignments_expire(now=claim.claimed_at + timedelta(minutes=held_minutes)) == 1
+
+
+def test_a_hit_returned_and_accepted_again_holds_its_claim_for_the_new_accepts_duration(
+    client, crowd_batch
+):
+    """A worker who returns the HIT unfinished and accepts it again gets the whole assignment
+    duration anew from MTurk; their claim kept the first accept's end, and expired under them."""
+    publication = publishing.publication_create(
+        batch=crowd_batch,
+        platform_name="fake",
+        chosen=PublishSettings(title="t", description="d", assignment_duration_seconds=7200),
+        base_url="https://annotate.example.org",
+    )
+    publishing.publication_publish(publication_id=publication.pk, now=timezone.now())
+    hit = _hit(publication)
+    assert _open(client, hit).status_code == 302
+    earlier = timezone.now() - timedelta(minutes=100)  # the first accept, 100 minutes ago
+    Assignment.objects.update(claimed_at=earlier, expires_at=earlier + timedelta(hours=2))
+    before = timezone.now()
+    assert _open(client, hit, assignment_id="RE-ACCEPTED").status_code == 302
+    claim = Assignment.objects.get(annotator__worker_id="AWORKER1")
+    assert claim.platform_assignment_id == "RE-ACCEPTED"
+    assert claim.expires_at >= before + timedelta(hours=2)

@@ -126,3 +126,19 @@ def test_the_offline_fake_is_not_paced_unless_its_creator_asks():
     assert (
         endpoint_create(name="svc", model="m", tokens_per_minute=7).requests_per_minute == 1_000_000
     )
+
+
+def test_a_fake_endpoint_given_an_address_does_not_keep_the_fakes_unpaced_limits():
+    """The fake's 1,000,000 requests a minute stayed on an endpoint edited to call a paid API:
+    nothing paced its calls. The change is refused, naming the limit; with limits it is kept."""
+    fake = endpoint_create(name="was-fake", model="m")
+    with pytest.raises(EndpointError) as refused:
+        endpoint_update(endpoint=fake, base_url="https://x.test/v1")
+    assert refused.value.field == "requests_per_minute"
+    assert Endpoint.objects.get(name="was-fake").base_url == ""
+    endpoint_update(
+        endpoint=Endpoint.objects.get(name="was-fake"), base_url="https://x.test/v1",
+        requests_per_minute=500, tokens_per_minute=200_000,
+    )  # fmt: skip
+    paid = Endpoint.objects.get(name="was-fake")
+    assert (paid.base_url, paid.requests_per_minute) == ("https://x.test/v1", 500)

@@ -346,3 +346,49 @@ def test_csv_export_neutralises_formulas_and_json_keeps_them(tmp_path):
     back = tmp_path / "back.jsonl"
     call_command("export_sessions", "--study", "f", "--output", str(back))
     assert json.loads(back.read_text())["interaction"][0]["instruction"].startswith("=HYPER")
+
+
+def _migration_0006():
+    import importlib
+
+    return importlib.import_module("annotate.revision.migrations.0006_imports_before_live")
+
+
+def test_sessions_imported_before_the_export_key_are_not_imported_again_from_the_export(tmp_path):
+    """Imports before the export-form key stored the hash of the line as given ("GOOD"): the
+    export ("good") of such a study was read as new sessions, counted twice in Table 2."""
+    from django.apps import apps
+
+    from annotate.revision.services.imports import _content_key
+
+    path = write_jsonl(tmp_path / "kiwi.jsonl", [SESSION_A, SESSION_B])
+    sessions_import(path=path, study_name="kiwi")
+    for session, line in zip(
+        RevisionSession.objects.order_by("source_position"), [SESSION_A, SESSION_B], strict=True
+    ):
+        RevisionSession.objects.filter(pk=session.pk).update(source_key=_content_key(line))
+    _migration_0006().forwards(apps, None)
+    exported = tmp_path / "out.jsonl"
+    call_command("export_sessions", "--study", "kiwi", "--output", str(exported))
+    assert sessions_import(path=str(exported), study_name="kiwi").created == 0
+    assert sessions_import(path=path, study_name="kiwi").created == 0
+    assert RevisionSession.objects.count() == 2
+
+
+def test_a_system_imported_before_the_live_flag_is_not_live(tmp_path):
+    """0005 gave every system live=True: a published model_name imported before it stayed one
+    annotators got sessions with (the offline fake model under that name)."""
+    from django.apps import apps
+
+    from annotate.revision.models import StudySystem
+
+    sessions_import(path=write_jsonl(tmp_path / "kiwi.jsonl", [SESSION_B]), study_name="s")
+    StudySystem.objects.update(live=True)  # as 0005 left it
+    Endpoint.objects.create(name="openai-gpt4", model="gpt-4")
+    study_upload(
+        path=write_jsonl(tmp_path / "study.jsonl", [STUDY_LINE]), study_name="s",
+        systems=["gpt-4=openai-gpt4", "fake"],
+    )  # fmt: skip
+    _migration_0006().forwards(apps, None)
+    live = dict(StudySystem.objects.values_list("name", "live"))
+    assert live == {"llama2": False, "gpt-4": True, "fake": True}

@@ -79,3 +79,13 @@ def test_a_group_is_the_mean_of_its_datasets_and_mappings_as_the_paper_averages(
     rec.valid = {rule: np.array([1] * 8 + [0] * 2, bool) for rule in ("strict", "lenient")}
     (row,) = cells(rec, np.ones(10, bool), ["group"])
     assert (row["accuracy_lenient"], row["invalid_lenient"]) == (1.0, 0.2)
+
+
+def test_a_groups_interval_is_of_the_same_mean_over_datasets_as_its_accuracy():
+    """Dataset A (8 items, all right) and B (2 items, all wrong) read exactly 50 % in any
+    resample holding both. Items drawn from all ten at once left B out of one resample in ten,
+    whose "mean" was A's 100 % alone: the interval read 50-100 % around an exact 50 %."""
+    rec = records(item=list(range(10)), group=["g"] * 10, valid=[1] * 10, correct=[1] * 8 + [0] * 2)
+    rec.dataset = np.array(["A"] * 8 + ["B"] * 2, dtype=object)
+    (row,) = cells(rec, np.ones(10, bool), ["group"])
+    assert (row["accuracy_lenient"], row["ci_lenient"]) == (0.5, (0.5, 0.5))
