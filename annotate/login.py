@@ -7,7 +7,7 @@ from django.contrib.auth.forms import AuthenticationForm
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
-from rest_framework import authentication, exceptions
+from rest_framework import authentication, exceptions, throttling
 
 LOCKED_OUT = "Too many failed attempts. Please wait a few minutes and try again."
 
@@ -22,6 +22,14 @@ def lockout_response(
         return response
     context = {"form": AuthenticationForm(request), "locked_out": True, "next": ""}
     return render(request, "registration/login.html", context, status=429)
+
+
+def client_address(request: HttpRequest) -> str:
+    """The client's address as every rate limit counts it (DRF's, with NUM_PROXIES =
+    TRUSTED_PROXY_COUNT): REMOTE_ADDR, or behind N trusted proxies the address the last one
+    appended to X-Forwarded-For. django-axes uses it too (AXES_CLIENT_IP_CALLABLE), so the login
+    limit and the page and API limits agree on who a client is."""
+    return throttling.BaseThrottle().get_ident(request)
 
 
 class LoginLockedOut(exceptions.Throttled):

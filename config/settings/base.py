@@ -211,6 +211,9 @@ AXES_FAILURE_LIMIT = LOGIN_FAILURE_LIMIT
 AXES_COOLOFF_TIME = timedelta(seconds=LOGIN_FAILURE_WINDOW)
 AXES_LOCKOUT_PARAMETERS = ["ip_address", "username"]
 AXES_LOCKOUT_CALLABLE = "annotate.login.lockout_response"
+# The address as the page and API limits count it: REMOTE_ADDR, or behind TRUSTED_PROXY_COUNT
+# proxies the client's (without it every login behind a proxy shared one lockout).
+AXES_CLIENT_IP_CALLABLE = "annotate.login.client_address"
 AXES_RESET_ON_SUCCESS = True
 AXES_VERBOSE = False  # no version banner on every management command
 

@@ -141,3 +141,35 @@ def test_a_locked_out_admin_cannot_log_in_through_the_admin_either(
     assert "_auth_user_id" not in client.session
     assert client.get("/admin/").status_code == 302
     assert page.status_code in {200, 405, 429}
+
+
+def test_behind_a_trusted_proxy_the_lockout_counts_the_clients_address(
+    client, researcher, login_counters, settings
+):
+    """Behind a reverse proxy every REMOTE_ADDR is the proxy's: ten failures anywhere locked
+    everyone out. With TRUSTED_PROXY_COUNT=1 the login limit takes the client's address from
+    the proxy's X-Forwarded-For, as the page and API limits do; without it a client's own
+    header is ignored (a made-up one per request would escape the limit)."""
+    proxy = {"REMOTE_ADDR": "10.0.0.1"}
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "NUM_PROXIES": 1}
+    for n in range(settings.AXES_FAILURE_LIMIT):
+        client.post(
+            reverse("login"),
+            {"username": f"nobody{n}", "password": "wrong"},
+            HTTP_X_FORWARDED_FOR="203.0.113.9",
+            **proxy,
+        )
+    login = {"username": researcher.username, "password": "pw"}
+    locked = client.post(reverse("login"), login, HTTP_X_FORWARDED_FOR="203.0.113.9", **proxy)
+    assert locked.status_code == 429
+    other = client.post(reverse("login"), login, HTTP_X_FORWARDED_FOR="198.51.100.4", **proxy)
+    assert other.status_code == 302  # another client behind the same proxy is not locked out
+    client.logout()
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "NUM_PROXIES": 0}
+    ignored = client.post(reverse("login"), login, HTTP_X_FORWARDED_FOR="198.51.100.4", **proxy)
+    assert ignored.status_code == 302  # the proxy's own address has no failures
+    client.logout()
+    for n in range(settings.AXES_FAILURE_LIMIT):
+        form_login(client, f"again{n}", "wrong", address="10.0.0.1")
+    forged = client.post(reverse("login"), login, HTTP_X_FORWARDED_FOR="192.0.2.77", **proxy)
+    assert forged.status_code == 429  # a made-up header does not escape the address's lockout
