@@ -1040,6 +1040,11 @@ def _claim(run_id: int) -> EngineRun | None:
     if run.status == RunStatus.RUNNING and not _heartbeat_stale(run, now):
         return None
     if run.stop_requested:  # the caller ends it as stopped, with the message it has
+        # A vanished worker's silence is no running time: its interval ends at its last beat.
+        ended = _running_ended(run, _last_sign_of_life(run))
+        EngineRun.objects.filter(pk=run.pk).update(**ended)
+        for name, value in ended.items():
+            setattr(run, name, value)
         return run
     fields = {
         **_running_ended(run, _last_sign_of_life(run)),

@@ -470,6 +470,25 @@ def test_a_reaped_run_counts_its_time_until_its_last_beat():
     assert engine_run_progress(run=run, now=now)["elapsed_seconds"] == 100 + 600
 
 
+def test_a_stopped_run_whose_worker_died_counts_its_time_until_its_last_beat():
+    """Asked to stop, its worker died before it could end it; delivered again, the run ended
+    as stopped and counted the silence up to then as running time (an hour for 10 minutes)."""
+    now = timezone.now()
+    run = EngineRun.objects.create(
+        kind="generation",
+        endpoint=make_endpoint("", name="fake"),
+        status=RunStatus.RUNNING,
+        stop_requested=True,
+        started_at=now - timedelta(hours=1),
+        running_seconds=100,
+        running_since=now - timedelta(hours=1),
+        heartbeat=now - timedelta(minutes=50),
+    )
+    run = engine_run_execute(run_id=run.pk)
+    assert (run.status, run.running_since) == (RunStatus.CANCELLED, None)
+    assert engine_run_progress(run=run, now=now)["elapsed_seconds"] == 100 + 600
+
+
 def test_a_second_start_is_refused_while_the_first_waits_for_a_worker_or_runs():
     endpoint = make_endpoint("", name="fake")
     run = EngineRun.objects.create(kind="generation", endpoint=endpoint, status="cancelled")
