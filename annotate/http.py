@@ -81,9 +81,13 @@ def refused_upload(error: Exception, *, path: str, upload: UploadedFile) -> str:
 def error_page(
     request: HttpRequest, error: AnnotateError, *, back: tuple[str, str] | None = None
 ) -> HttpResponse:
-    """The error as a short page; `back` = (url, label): the way back to the work at hand."""
+    """The error as a short page; `back` = (url, label): the way back to the work at hand. A
+    rate limit's page says when to come back (Retry-After)."""
     context = {"message": str(error), "back": back}
-    return render(request, "annotate/error.html", context, status=error.http_status)
+    response = render(request, "annotate/error.html", context, status=error.http_status)
+    if isinstance(error, RateLimitedError):
+        response["Retry-After"] = str(error.retry_after)
+    return response
 
 
 def form_refusal(form, error: Exception) -> None:
@@ -117,9 +121,7 @@ def uploads_limited(view: Callable[..., HttpResponse]) -> Callable[..., HttpResp
             try:
                 page_rate_check(request, scope=UPLOADS_SCOPE)
             except RateLimitedError as error:
-                response = error_page(request, error)
-                response["Retry-After"] = str(error.retry_after)
-                return response
+                return error_page(request, error)
         return view(request, *args, **kwargs)
 
     return wrapper

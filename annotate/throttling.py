@@ -53,21 +53,13 @@ class AnnotatorWorkThrottle(_RatesFromSettings, throttling.UserRateThrottle):
     scope = ANNOTATOR_WORK_SCOPE
 
 
-class PageRateThrottle(_RatesFromSettings, throttling.SimpleRateThrottle):
-    """One scope's limit for pages: per user when logged in, else per client address (as the
-    API's UserRateThrottle counts)."""
+class PageRateThrottle(_RatesFromSettings, throttling.UserRateThrottle):
+    """One scope's limit for pages: per user when logged in, else per client address (DRF's
+    UserRateThrottle keys, under this scope)."""
 
     def __init__(self, scope: str) -> None:
         self.scope = scope
         super().__init__()
-
-    def get_cache_key(self, request, view) -> str:
-        user = getattr(request, "user", None)
-        if user is not None and user.is_authenticated:
-            ident = f"user-{user.pk}"
-        else:
-            ident = self.get_ident(request)
-        return self.cache_format % {"scope": self.scope, "ident": ident}
 
 
 def page_rate_check(request, *, scope: str) -> None:

@@ -147,7 +147,8 @@ def _add_other_studies(rows: list[AnnotatorProjectRow], people: dict[int, Annota
     """
     answers: dict[int, list[HumanStudyWork]] = {}
     per_study = (
-        HumanAnswer.objects.values("annotator_id", "study_id", "study__name")
+        HumanAnswer.objects.filter(annotator_id__in=list(people))
+        .values("annotator_id", "study_id", "study__name")
         .annotate(
             set_id=Max("study__evaluation_set_id"),
             answers=Count("id"),
@@ -168,7 +169,7 @@ def _add_other_studies(rows: list[AnnotatorProjectRow], people: dict[int, Annota
     by_user = {a.user_id: pk for pk, a in people.items() if a.user_id is not None}
     sessions: dict[int, list[RevisionStudyWork]] = {}
     per_revision_study = (
-        RevisionSession.objects.filter(annotator__isnull=False)
+        RevisionSession.objects.filter(annotator_id__in=list(by_user))
         .values("annotator_id", "study_id", "study__name")
         .annotate(
             sessions=Count("id", distinct=True),

@@ -163,9 +163,7 @@ def engine_run_estimate(*, run: EngineRun) -> RunEstimate:
     endpoint's max_tokens (else DEFAULT_COMPLETION_ESTIMATE): an upper bound for most runs.
     """
     protocol = protocol_for(run.kind)
-    keys = protocol.units(run)
-    done = _done_keys(run, protocol, keys)
-    missing = [key for key in keys if key not in done]
+    keys, missing = _missing_keys(run, protocol)
     work = _load(protocol, run, missing)
     calls = prompt = completion = 0
     for key in missing:
@@ -205,6 +203,13 @@ def engine_run_estimate_new(*, create: Callable[[], EngineRun]) -> RunEstimate:
         estimate = engine_run_estimate(run=create())
         transaction.set_rollback(True)
     return estimate
+
+
+def _missing_keys(run: EngineRun, protocol: RunProtocol) -> tuple[list[str], list[str]]:
+    """The run's unit keys, and those not done here or elsewhere (`_done_keys`)."""
+    keys = protocol.units(run)
+    done = _done_keys(run, protocol, keys)
+    return keys, [key for key in keys if key not in done]
 
 
 def _done_keys(run: EngineRun, protocol: RunProtocol, keys: Sequence[str]) -> set[str]:
@@ -303,11 +308,7 @@ def _has_units_left(run: EngineRun) -> bool:
     or elsewhere (as `engine_run_estimate` counts them). A run whose kind is unknown says yes,
     so its start fails as it always did."""
     protocol = _protocol_or_none(run.kind)
-    if protocol is None:
-        return True
-    keys = protocol.units(run)
-    done = _done_keys(run, protocol, keys)
-    return any(key not in done for key in keys)
+    return protocol is None or bool(_missing_keys(run, protocol)[1])
 
 
 def _already_started(run: EngineRun) -> str:
@@ -322,6 +323,15 @@ def _already_started(run: EngineRun) -> str:
 def _last_sign_of_life(run: EngineRun) -> datetime | None:
     """When a run whose worker vanished last ran: its last beat (None if it never beat)."""
     return run.heartbeat if run.status == RunStatus.RUNNING else None
+
+
+def _end_running(run: EngineRun, end: datetime | None) -> None:
+    """Store the end of the run's running interval at `end` (`_running_ended`), on its row and
+    on `run`."""
+    ended = _running_ended(run, end)
+    EngineRun.objects.filter(pk=run.pk).update(**ended)
+    for name, value in ended.items():
+        setattr(run, name, value)
 
 
 def _running_ended(run: EngineRun, end: datetime | None) -> dict[str, Any]:
@@ -423,10 +433,7 @@ def engine_runs_reap(
                 continue
             reaped += 1
             run = EngineRun.objects.select_related("endpoint").get(pk=pk)
-            # It ran until its last beat, not until now: the silence is not running time.
-            ended = _running_ended(run, run.heartbeat)
-            EngineRun.objects.filter(pk=pk).update(**ended)
-            run.running_seconds, run.running_since = ended["running_seconds"], None
+            _end_running(run, run.heartbeat)  # the silence after its last beat is no running time
             _tell_finished(run)
     return reaped
 
@@ -1041,10 +1048,7 @@ def _claim(run_id: int) -> EngineRun | None:
         return None
     if run.stop_requested:  # the caller ends it as stopped, with the message it has
         # A vanished worker's silence is no running time: its interval ends at its last beat.
-        ended = _running_ended(run, _last_sign_of_life(run))
-        EngineRun.objects.filter(pk=run.pk).update(**ended)
-        for name, value in ended.items():
-            setattr(run, name, value)
+        _end_running(run, _last_sign_of_life(run))
         return run
     fields = {
         **_running_ended(run, _last_sign_of_life(run)),
