@@ -33,6 +33,7 @@ from annotate.engine.services import (
     endpoint_update,
     engine_run_estimate_new,
     engine_run_get,
+    engine_run_has_work_left,
     engine_run_start,
     engine_run_stop,
 )
@@ -157,7 +158,7 @@ def run_detail(request: HttpRequest, engine_run_id: int) -> HttpResponse:
     run = _run_or_404(engine_run_id)
     context = {
         "run": run,
-        "progress": engine_run_progress(run=run),
+        "progress": _page_progress(run),
         "errors": engine_run_recent_errors(run=run),
         "results_url": engine_run_results_url(run=run),
         "title": engine_run_title(run=run),
@@ -172,9 +173,15 @@ def run_progress(request: HttpRequest, engine_run_id: int) -> JsonResponse:
     """The JSON the run page polls."""
     _require_researcher(request)
     run = _run_or_404(engine_run_id)
-    return JsonResponse(
-        {**engine_run_progress(run=run), "errors": engine_run_recent_errors(run=run)}
-    )
+    return JsonResponse({**_page_progress(run), "errors": engine_run_recent_errors(run=run)})
+
+
+def _page_progress(run) -> dict:
+    """The run's progress with `work_left`: whether Run again would do anything (read once the
+    run has ended; while it runs its form is hidden anyway)."""
+    progress = engine_run_progress(run=run)
+    progress["work_left"] = progress["active"] or engine_run_has_work_left(run=run)
+    return progress
 
 
 @login_required

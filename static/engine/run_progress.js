@@ -25,7 +25,8 @@
     setHidden("run-preparing", !data.preparing);  // "Preparing units…", not "0 / 0"
     setHidden("run-counts", data.preparing);
     setHidden("run-stop-form", !data.active);  // absent for who may not stop or restart it
-    setHidden("run-resume-form", data.active);
+    setHidden("run-resume-form", data.active || !data.work_left);  // a done run may have none
+    setHidden("run-nothing-left", data.work_left);
     showErrors(data.errors || []);
     box.setAttribute("data-active", data.active ? "1" : "0");
   }

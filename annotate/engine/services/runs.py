@@ -292,7 +292,7 @@ def engine_run_reopen(*, run: EngineRun, user: AbstractBaseUser | None = None) -
     locked = EngineRun.objects.select_for_update().get(pk=run.pk)
     if locked.status in _ACTIVE and not _heartbeat_stale(locked, now):
         raise EngineRunError(_already_started(locked))
-    if locked.status == RunStatus.DONE and not _has_units_left(locked):
+    if not engine_run_has_work_left(run=locked):
         raise EngineRunDoneError(run.pk)
     EngineChunk.objects.filter(run=run).delete()  # a queued task of one finds nothing to do
     # The heartbeat of a pending run says when its start was asked (refused above till stale).
@@ -303,10 +303,16 @@ def engine_run_reopen(*, run: EngineRun, user: AbstractBaseUser | None = None) -
     run.status, run.stop_requested, run.error, run.heartbeat = RunStatus.PENDING, False, "", now
 
 
-def _has_units_left(run: EngineRun) -> bool:
-    """Whether starting the run would do anything: a unit its protocol gives is not done here
-    or elsewhere (as `engine_run_estimate` counts them). A run whose kind is unknown says yes,
-    so its start fails as it always did."""
+def engine_run_has_work_left(*, run: EngineRun) -> bool:
+    """Whether starting the run again would do anything (else `engine_run_reopen` refuses it).
+
+    A run that is not done may always go on (its failed units are tried again); a done run only
+    when a unit its protocol gives is not done here or elsewhere (as `engine_run_estimate`
+    counts them). A run whose kind is unknown says yes, so its start fails as it always did.
+    Reads the run's units: for one run's page, not per row of a list.
+    """
+    if run.status != RunStatus.DONE:
+        return True
     protocol = _protocol_or_none(run.kind)
     return protocol is None or bool(_missing_keys(run, protocol)[1])
 

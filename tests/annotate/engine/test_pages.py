@@ -12,7 +12,7 @@ from annotate.engine.services.generation import (
 )
 from annotate.models import Benchmark, Instruction, Response, System
 from tests.annotate.engine.conftest import dollar_a_thousand, make_endpoint, make_instructions
-from tests.factories import ResponseFactory
+from tests.factories import BenchmarkFactory, ResponseFactory
 
 
 @pytest.fixture
@@ -658,3 +658,82 @@ def test_a_new_endpoint_left_without_limits_gets_the_defaults_of_what_it_calls(a
     refused = admin_client.post(edit, {**blank, "name": "slow-fake", "base_url": ""})
     assert refused.status_code == 400  # an existing endpoint's limits are not left blank
     assert Endpoint.objects.get(name="slow-fake").requests_per_minute == 60
+
+
+def _done_generation_run(instructions: int = 2, name: str = "gen-a", replace: bool = False):
+    from annotate.engine.services import engine_run_execute
+
+    benchmark, _ = make_instructions(instructions, benchmark=BenchmarkFactory(name=f"b-{name}"))
+    endpoint = make_endpoint("", name=f"fake-{name}")
+    system = generating_system_get_or_create(name=name, endpoint=endpoint)
+    run = generation_run_create(
+        benchmark=benchmark, systems=[system], endpoint=endpoint, replace=replace
+    )
+    run = engine_run_execute(run_id=run.pk)
+    assert run.status == RunStatus.DONE
+    return run
+
+
+@pytest.mark.django_db
+def test_a_done_run_with_nothing_left_says_so_instead_of_offering_run_again(researcher_client):
+    """Run again on a done run with nothing left only came back with "nothing left": the page
+    says so in its place, and offers it again once the run has work (its endpoint edited: the
+    responses it replaces are made again)."""
+    run = _done_generation_run(replace=True)
+    page_url = reverse("engine:run-detail", args=[run.pk])
+    progress_url = reverse("engine:run-progress", args=[run.pk])
+
+    page = researcher_client.get(page_url).content.decode()
+    assert 'id="run-resume-form" hidden>' in page
+    assert '<p id="run-nothing-left">Every unit of this run is done' in page
+    assert researcher_client.get(progress_url).json()["work_left"] is False
+
+    Endpoint.objects.filter(pk=run.endpoint_id).update(temperature=0.7)  # new units to make
+    page = researcher_client.get(page_url).content.decode()
+    assert 'id="run-resume-form">' in page and '<p id="run-nothing-left" hidden>' in page
+    assert researcher_client.get(progress_url).json()["work_left"] is True
+
+
+@pytest.mark.django_db
+def test_a_failed_or_running_run_keeps_run_again_and_no_nothing_left_note(researcher_client):
+    endpoint = make_endpoint("", name="fake")
+    failed = EngineRun.objects.create(
+        kind="generation", endpoint=endpoint, params={}, status=RunStatus.FAILED,
+        units_total=2, units_failed=1,
+    )  # fmt: skip
+    page = researcher_client.get(reverse("engine:run-detail", args=[failed.pk])).content.decode()
+    assert 'id="run-resume-form">' in page and '<p id="run-nothing-left" hidden>' in page
+    progress = researcher_client.get(reverse("engine:run-progress", args=[failed.pk])).json()
+    assert progress["work_left"] is True
+
+    EngineRun.objects.filter(pk=failed.pk).update(
+        status=RunStatus.RUNNING, heartbeat=timezone.now()
+    )
+    page = researcher_client.get(reverse("engine:run-detail", args=[failed.pk])).content.decode()
+    assert 'id="run-resume-form" hidden>' in page and '<p id="run-nothing-left" hidden>' in page
+
+
+@pytest.mark.django_db
+def test_the_run_list_and_a_run_page_cost_the_same_queries_however_many_runs_and_units(
+    researcher_client,
+):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    first = _done_generation_run(2, name="gen-a")
+    counts = {}
+    for label in ("one run", "four runs"):
+        with CaptureQueriesContext(connection) as listed:
+            assert researcher_client.get(reverse("engine:run-list")).status_code == 200
+        with CaptureQueriesContext(connection) as shown:
+            page = researcher_client.get(reverse("engine:run-detail", args=[first.pk]))
+            assert page.status_code == 200
+        counts[label] = (len(listed.captured_queries), len(shown.captured_queries))
+        if label == "one run":
+            for name in ("gen-b", "gen-c", "gen-d"):
+                _done_generation_run(6, name=name)
+    last = EngineRun.objects.order_by("-pk").first()
+    with CaptureQueriesContext(connection) as shown_big:
+        researcher_client.get(reverse("engine:run-detail", args=[last.pk]))
+    assert counts["one run"] == counts["four runs"]
+    assert len(shown_big.captured_queries) == counts["one run"][1]  # 6 units, not 2
