@@ -196,6 +196,9 @@ CACHES = {
         else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
     )
 }
+# A report (or figure) missing from the cache is built by one request while the others wait
+# (evaluation/caching.py); a builder silent this long (its worker was killed) is taken over.
+CACHE_BUILD_LOCK_SECONDS = int(os.environ.get("CACHE_BUILD_LOCK_SECONDS", "60"))
 # After LOGIN_FAILURE_LIMIT failed logins from one address, or for one username, every login of
 # that address or username is refused (429) for LOGIN_FAILURE_WINDOW seconds, right password or not.
 LOGIN_FAILURE_LIMIT = int(os.environ.get("LOGIN_FAILURE_LIMIT", "10"))

@@ -15,7 +15,6 @@ from typing import IO
 
 import numpy as np
 from django.conf import settings
-from django.core.cache import cache
 from django.db.models import Count, Max, Q, Sum
 from django.utils import timezone
 
@@ -32,6 +31,7 @@ from annotate.models import (
 from annotate.selectors.annotator_kinds import kinds_fingerprint
 from annotate.selectors.results import counted_work_fingerprint
 from annotate.services.files import csv_writer
+from evaluation.caching import cache_get_or_build
 from evaluation.conventions import (
     ACC_MODES,
     DEFAULT_ACC,
@@ -974,11 +974,11 @@ def report_cached(
     _check_conventions(unknown, acc_unknown)
     digest = hashlib.sha256(_fingerprint(benchmark).encode()).hexdigest()[:24]
     key = f"report:{benchmark.pk}:{unknown}:{acc_unknown}:{digest}"
-    report = cache.get(key)
-    if report is None:
-        report = report_build(benchmark=benchmark, unknown=unknown, acc_unknown=acc_unknown)
-        cache.set(key, report, timeout=600)
-    return report
+    return cache_get_or_build(
+        key=key,
+        build=lambda: report_build(benchmark=benchmark, unknown=unknown, acc_unknown=acc_unknown),
+        timeout=600,
+    )
 
 
 def benchmark_for_report(*, benchmark_name: str) -> Benchmark:

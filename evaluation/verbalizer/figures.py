@@ -22,11 +22,11 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-from django.core.cache import cache  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
 
+from evaluation.caching import cache_get_or_build  # noqa: E402
 from evaluation.figures import (  # noqa: E402
     AXIS_MARGIN,
     MAX_WIDTH,
@@ -200,12 +200,13 @@ def figure_cached(*, evaluation_set, name: str, fmt: str) -> bytes | None:
     """Return figure `name` of the set's report as `fmt` bytes, drawn once per state of the set's
     answers (report_version), or None when the report has nothing to draw in it."""
     version = report_version(evaluation_set)
-    key = f"verbalizer-figure:{DRAWING_VERSION}:{version}:{name}:{fmt}"
-    content = cache.get(key)
-    if content is None:
+
+    def draw() -> bytes | None:
         report = verbalizer_report_cached(evaluation_set=evaluation_set, version=version)
-        if not figure_available(report, name):
-            return None
-        content = render_figure(report, name, fmt)
-        cache.set(key, content, CACHE_SECONDS)
-    return content
+        return render_figure(report, name, fmt) if figure_available(report, name) else None
+
+    return cache_get_or_build(
+        key=f"verbalizer-figure:{DRAWING_VERSION}:{version}:{name}:{fmt}",
+        build=draw,
+        timeout=CACHE_SECONDS,
+    )

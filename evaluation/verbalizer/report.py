@@ -19,7 +19,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from django.core.cache import cache
 from django.db.models import Count, Max
 
 from annotate.models import AnnotatorKind
@@ -38,6 +37,7 @@ from annotate.verbalizer.models import (
     Prompt,
     SystemRun,
 )
+from evaluation.caching import cache_get_or_build
 from evaluation.stats.kappa import fleiss_kappa, kappa_ci
 from evaluation.verbalizer.parsing import INVALID, NEGATIVE, POSITIVE, parse_lenient, parse_strict
 from evaluation.verbalizer.scoring import (
@@ -502,9 +502,8 @@ def report_version(evaluation_set: EvaluationSet) -> str:
 def verbalizer_report_cached(*, evaluation_set: EvaluationSet, version: str | None = None) -> dict:
     """The report, computed once per state of the set's answers (pages draw four figures);
     `version`: report_version's, when the caller has it already."""
-    key = f"verbalizer-report:{version or report_version(evaluation_set)}"
-    report = cache.get(key)
-    if report is None:
-        report = verbalizer_report(evaluation_set=evaluation_set)
-        cache.set(key, report, CACHE_SECONDS)
-    return report
+    return cache_get_or_build(
+        key=f"verbalizer-report:{version or report_version(evaluation_set)}",
+        build=lambda: verbalizer_report(evaluation_set=evaluation_set),
+        timeout=CACHE_SECONDS,
+    )

@@ -1,0 +1,169 @@
+"""A report (or figure) missing from the cache is built once however many requests ask at once.
+
+The builds here are counted, not timed (CountedBuild).
+"""
+
+import os
+import threading
+import uuid
+from types import SimpleNamespace
+
+import pytest
+from django.core.cache import cache
+
+from evaluation import caching
+from evaluation.caching import cache_get_or_build
+
+REQUESTS = 4
+NO_HANG = 10  # seconds a fake build waits for the others at most: only keeps a bug from hanging
+
+
+@pytest.fixture(params=["locmem", "redis"])
+def shared_cache(request, settings):
+    """The in-process cache (the default), and Redis as CACHE_URL configures it."""
+    if request.param == "locmem":
+        backend = {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    else:
+        if not os.environ.get("CACHE_URL", "").startswith("redis://"):
+            pytest.skip("CACHE_URL (redis://...) is not set")
+        backend = {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": os.environ["CACHE_URL"],
+        }
+    # A prefix of its own: in Redis the keys of another test (or run) are never seen; they expire.
+    settings.CACHES = {"default": {**backend, "KEY_PREFIX": f"test-{uuid.uuid4().hex}"}}
+    yield cache
+    if request.param == "locmem":
+        cache.clear()
+
+
+class CountedBuild:
+    """A build that counts its calls and waits until all REQUESTS callers are in it or waiting
+    for the lock (`_wait`): without the lock every caller would be building at the same time."""
+
+    def __init__(self, value, monkeypatch):
+        self.value, self.calls, self.arrived = value, 0, set()
+        self.all_here = threading.Event()
+        self.lock = threading.Lock()
+        waited = caching._wait
+
+        def wait(seconds):
+            self.arrive()
+            waited(seconds)
+
+        monkeypatch.setattr(caching, "_wait", wait)
+
+    def arrive(self) -> None:
+        with self.lock:
+            self.arrived.add(threading.get_ident())
+            if len(self.arrived) == REQUESTS:
+                self.all_here.set()
+
+    def __call__(self, *args, **kwargs):
+        with self.lock:
+            self.calls += 1
+        self.arrive()
+        self.all_here.wait(NO_HANG)
+        return self.value
+
+
+def _at_once(calls) -> list:
+    """Run each of `calls` in its own thread (as requests in a threaded server), return results."""
+    results, errors = [None] * len(calls), []
+
+    def run(index, call):
+        try:
+            results[index] = call()
+        except Exception as error:  # noqa: BLE001 - reported below, in the test's thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(i, call)) for i, call in enumerate(calls)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(NO_HANG * 3)
+    assert not errors and not any(thread.is_alive() for thread in threads)
+    return results
+
+
+def test_requests_asking_at_once_build_once_and_all_get_the_value(shared_cache, monkeypatch):
+    build = CountedBuild({"rows": [1, 2, 3]}, monkeypatch)
+
+    def ask():
+        return cache_get_or_build(key="report:test", build=build, timeout=60)
+
+    assert _at_once([ask] * REQUESTS) == [{"rows": [1, 2, 3]}] * REQUESTS
+    assert build.calls == 1
+    assert shared_cache.get("report:test") == {"rows": [1, 2, 3]}
+    assert shared_cache.get("report:test:building") is None  # the lock went with the build
+
+
+def test_a_lock_whose_holder_died_is_taken_over_once_it_expires(shared_cache, monkeypatch):
+    """A killed worker never lets its lock go: the waiter builds once the lock has expired."""
+    shared_cache.add("report:test:building", "killed-worker", 60)
+    waits = []
+
+    def lock_expires(seconds):  # instead of sleeping: the dead holder's lock runs out
+        waits.append(seconds)
+        shared_cache.delete("report:test:building")
+
+    monkeypatch.setattr(caching, "_wait", lock_expires)
+    assert cache_get_or_build(key="report:test", build=lambda: "built", timeout=60) == "built"
+    assert len(waits) == 1 and shared_cache.get("report:test") == "built"
+
+
+def test_a_build_that_fails_lets_the_next_request_build_at_once(shared_cache, monkeypatch):
+    def fails():
+        raise RuntimeError("the database went away")
+
+    def no_wait(seconds):
+        raise AssertionError("waited for a lock that should have gone with the failed build")
+
+    monkeypatch.setattr(caching, "_wait", no_wait)
+    with pytest.raises(RuntimeError, match="the database went away"):
+        cache_get_or_build(key="report:test", build=fails, timeout=60)
+    assert cache_get_or_build(key="report:test", build=lambda: 7, timeout=60) == 7
+
+
+def test_nothing_to_cache_is_answered_and_not_stored(shared_cache):
+    assert cache_get_or_build(key="figure:test", build=lambda: None, timeout=60) is None
+    assert shared_cache.get("figure:test") is None
+    assert shared_cache.get("figure:test:building") is None
+
+
+def test_a_verbalizer_report_pages_four_figures_loaded_cold_compute_the_report_once(
+    shared_cache, monkeypatch
+):
+    from evaluation.verbalizer import figures, report
+
+    build = CountedBuild({"set": "paper"}, monkeypatch)
+    monkeypatch.setattr(report, "verbalizer_report", build)
+    monkeypatch.setattr(figures, "report_version", lambda evaluation_set: "v-test")
+    monkeypatch.setattr(figures, "figure_available", lambda report, name: True)
+    monkeypatch.setattr(figures, "render_figure", lambda report, name, fmt: name.encode())
+    assert len(figures.FIGURES) == REQUESTS
+
+    def request_figure(name):
+        return figures.figure_cached(evaluation_set=None, name=name, fmt="svg")
+
+    names = list(figures.FIGURES)
+    drawn = _at_once([lambda name=name: request_figure(name) for name in names])
+    assert drawn == [name.encode() for name in names]
+    assert build.calls == 1
+
+
+def test_an_infobench_reports_figures_loaded_cold_compute_the_report_once(
+    shared_cache, monkeypatch
+):
+    from evaluation.services import reports
+
+    build = CountedBuild({"leaderboard": []}, monkeypatch)
+    monkeypatch.setattr(reports, "report_build", build)
+    monkeypatch.setattr(reports, "_fingerprint", lambda benchmark: "labels as they stand")
+    benchmark = SimpleNamespace(pk=1)
+
+    def request_figure():
+        return reports.report_cached(benchmark=benchmark)
+
+    assert _at_once([request_figure] * REQUESTS) == [{"leaderboard": []}] * REQUESTS
+    assert build.calls == 1
