@@ -56,6 +56,15 @@ class NotFoundError(AnnotateError):
         super().__init__(message)
 
 
+class SystemNotFoundError(NotFoundError):
+    """Systems asked for by name are not stored; `missing` lists their names, sorted."""
+
+    def __init__(self, missing: list[str]) -> None:
+        self.missing = missing
+        named = ", ".join(map(repr, missing))
+        super().__init__(f"Field 'systems': no system named {named}.", field="systems")
+
+
 class ConflictError(AnnotateError):
     """The request contradicts work already stored (a different resubmission, say)."""
 

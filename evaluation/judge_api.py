@@ -6,16 +6,17 @@ from django.db import transaction
 from django.http import Http404
 from django.urls import reverse
 from drf_spectacular.utils import extend_schema, extend_schema_serializer
-from rest_framework import serializers, status
+from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotate.engine.api import RunSelectionInput, estimate_data
+from annotate.engine.api import RunSelectionInput, run_start_answer
 from annotate.engine.services import engine_run_estimate_new
 from annotate.errors import NotFoundError
-from annotate.models import Benchmark, System
+from annotate.models import Benchmark
 from annotate.roles import is_researcher
+from annotate.selectors.labels import systems_by_name
 from evaluation.errors import JudgeNotFoundError
 from evaluation.models import JudgeConfig, JudgeRun
 from evaluation.selectors.judge_runs import judge_run_progress
@@ -60,20 +61,17 @@ class JudgeRunApi(APIView):
             estimate = engine_run_estimate_new(
                 create=lambda: self._create(request, data).engine_run
             )
-            nothing = dict.fromkeys(("run_id", "engine_run_id", "url", "progress_url"))
-            payload = {**nothing, "estimate": estimate_data(estimate)}
-            return Response(self.OutputSerializer(payload).data)
+            return run_start_answer(self.OutputSerializer, estimate=estimate)
         with transaction.atomic():  # one commit; the run starts once it is committed
             run = self._create(request, data)
             judge_run_start(run=run, user=request.user)
-        payload = {
+        started = {
             "run_id": run.pk,
             "engine_run_id": run.engine_run_id,
             "url": reverse("judge:run-detail", args=[run.pk]),
             "progress_url": reverse("api-judge-run-progress", args=[run.pk]),
-            "estimate": None,
         }
-        return Response(self.OutputSerializer(payload).data, status=status.HTTP_202_ACCEPTED)
+        return run_start_answer(self.OutputSerializer, started=started)
 
     def _create(self, request: Request, data: dict) -> JudgeRun:
         config = JudgeConfig.objects.select_related("endpoint").filter(name=data["judge"]).first()
@@ -84,18 +82,10 @@ class JudgeRunApi(APIView):
             raise NotFoundError(
                 f"Field 'benchmark': no benchmark named {data['benchmark']!r}.", field="benchmark"
             )
-        names = list(dict.fromkeys(data["systems"]))
-        systems = list(System.objects.filter(name__in=names))
-        missing = sorted(set(names) - {system.name for system in systems})
-        if missing:
-            raise NotFoundError(
-                f"Field 'systems': no system named {', '.join(map(repr, missing))}.",
-                field="systems",
-            )
         return judge_run_create(
             config=config,
             benchmark=benchmark,
-            systems=systems,
+            systems=systems_by_name(names=data["systems"], benchmark=benchmark),
             user=request.user,
             subset=data.get("subset"),
             instruction_ids=data.get("instruction_ids") or None,

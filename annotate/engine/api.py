@@ -41,6 +41,24 @@ def estimate_data(estimate: RunEstimate) -> dict:
     return {**dataclasses.asdict(estimate), "cost_usd": str(estimate.cost_usd)}
 
 
+def run_start_answer(
+    output: type[serializers.Serializer],
+    *,
+    estimate: RunEstimate | None = None,
+    started: dict | None = None,
+    **shared,
+) -> Response:
+    """What the APIs that start a run answer: 202 with `started` (the run's ids, its page's
+    `url` and its `progress_url`), or, for a dry run, 200 with `estimate` and every other field
+    of `output` null (nothing was kept). `shared`: fields both answers carry."""
+    if started is None:
+        nothing = dict.fromkeys(name for name in output().fields if name not in shared)
+        payload = {**nothing, **shared, "estimate": estimate_data(estimate)}
+        return Response(output(payload).data)
+    payload = {**started, **shared, "estimate": None}
+    return Response(output(payload).data, status=status.HTTP_202_ACCEPTED)
+
+
 class RunProgressSerializer(serializers.Serializer):
     run_id = serializers.IntegerField()
     kind = serializers.CharField()
@@ -183,23 +201,16 @@ class GenerationRunApi(APIView):
         if data["dry_run"]:
             # Nothing is left behind, not even the system the run would have made.
             estimate = engine_run_estimate_new(create=lambda: self._create(request, data))
-            payload = {
-                "run_id": None,
-                "url": None,
-                "progress_url": None,
-                "estimate": estimate_data(estimate),
-            }
-            return Response(self.OutputSerializer(payload).data)
+            return run_start_answer(self.OutputSerializer, estimate=estimate)
         with transaction.atomic():  # one commit; the run starts once it is committed
             run = self._create(request, data)
             engine_run_start(run=run, user=request.user)
-        payload = {
+        started = {
             "run_id": run.pk,
             "url": reverse("engine:run-detail", args=[run.pk]),
             "progress_url": reverse("api-engine-run", args=[run.pk]),
-            "estimate": None,
         }
-        return Response(self.OutputSerializer(payload).data, status=status.HTTP_202_ACCEPTED)
+        return run_start_answer(self.OutputSerializer, started=started)
 
     def _create(self, request: Request, data: dict) -> EngineRun:
         try:

@@ -9,10 +9,12 @@ rows and in the annotator filter alike.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.db.models import Q, QuerySet
 
+from annotate.errors import SystemNotFoundError
 from annotate.models import DECIDED_KIND_VALUES, Annotator, Benchmark, Label, System
 from annotate.selectors.annotator_kinds import annotator_kinds_effective
 from annotate.selectors.identities import IdentityScope
@@ -64,6 +66,20 @@ def benchmark_systems(*, benchmark: Benchmark) -> QuerySet[System]:
         .distinct()
         .order_by("name")
     )
+
+
+def systems_by_name(*, names: Sequence[str], benchmark: Benchmark) -> list[System]:
+    """The systems of these names (no names: every system with a response in the benchmark),
+    as the judge's API and command take them. Raises SystemNotFoundError naming those not
+    stored."""
+    if not names:
+        return list(benchmark_systems(benchmark=benchmark))
+    names = list(dict.fromkeys(names))
+    systems = list(System.objects.filter(name__in=names))
+    missing = sorted(set(names) - {system.name for system in systems})
+    if missing:
+        raise SystemNotFoundError(missing)
+    return systems
 
 
 def benchmark_labels(*, benchmark: Benchmark) -> QuerySet[Label]:

@@ -7,12 +7,12 @@ from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema, extend_schema_serializer
-from rest_framework import serializers, status
+from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotate.engine.api import SpendingCapField, estimate_data
+from annotate.engine.api import SpendingCapField, run_start_answer
 from annotate.engine.services import endpoint_get, engine_run_estimate_new
 from annotate.revision.models import Study
 from annotate.roles import is_researcher
@@ -71,23 +71,17 @@ class RevisionJudgeRunApi(APIView):
             "now": timezone.now(),
         }
         # A refusal (EvaluationError, AnnotateError) is answered by api_exception_handler.
+        report_url = reverse("api-revision-report", args=[study.pk])
         if data["dry_run"]:
             estimate = engine_run_estimate_new(
                 create=lambda: judge_run_prepare(**arguments).engine_run
             )
-        else:
-            run = judge_run_launch(**arguments)
-        report_url = reverse("api-revision-report", args=[study.pk])
-        if data["dry_run"]:
-            nothing = dict.fromkeys(("run_id", "engine_run_id", "url", "progress_url"))
-            payload = {**nothing, "report_url": report_url, "estimate": estimate_data(estimate)}
-            return Response(self.OutputSerializer(payload).data)
-        payload = {
+            return run_start_answer(self.OutputSerializer, estimate=estimate, report_url=report_url)
+        run = judge_run_launch(**arguments)
+        started = {
             "run_id": run.pk,
             "engine_run_id": run.engine_run_id,
             "url": reverse("engine:run-detail", args=[run.engine_run_id]),
             "progress_url": reverse("api-engine-run", args=[run.engine_run_id]),
-            "report_url": report_url,
-            "estimate": None,
         }
-        return Response(self.OutputSerializer(payload).data, status=status.HTTP_202_ACCEPTED)
+        return run_start_answer(self.OutputSerializer, started=started, report_url=report_url)

@@ -227,3 +227,19 @@ def test_resuming_a_done_judge_run_on_its_page_names_the_judge_run(client, admin
     assert f"Judge run {run.pk} is done: nothing left to resume." in page.content.decode()
     assert f"Run {run.engine_run_id} is done" not in page.content.decode()
     assert len(stub.answered) == 3
+
+
+def test_judge_command_without_systems_judges_those_of_the_benchmark_only(capsys):
+    """No --systems: every system with a response in the benchmark (systems_by_name), none of
+    another benchmark's; names missing are all named, as the API names them."""
+    benchmark, _, _ = make_benchmark(questions_per_instruction=(1, 1), systems=("a", "b"))
+    make_benchmark(questions_per_instruction=(1,), systems=("elsewhere",))
+    judge = make_judge(backend="fake")
+
+    call_command("judge", config=judge.name, benchmark=benchmark.name, dry_run=True)
+    assert (
+        "Dry run (nothing sent, no run kept): 4 conversations to judge" in capsys.readouterr().out
+    )
+    with pytest.raises(CommandError, match=r"^No system named ghost, zed\.$"):
+        call_command("judge", config=judge.name, benchmark=benchmark.name, systems="zed,a,ghost")
+    assert not JudgeRun.objects.exists()

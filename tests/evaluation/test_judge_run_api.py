@@ -171,3 +171,22 @@ def test_a_seed_too_long_to_describe_is_refused_naming_the_field(client, researc
     assert refused.status_code == 400, refused.content
     assert "Field 'seed': at most 18 digits." in refused.json()["detail"]
     assert not JudgeRun.objects.exists()
+
+
+def test_systems_named_twice_are_judged_once_and_every_missing_one_is_named(client, researcher):
+    """The system lookup the API shares with `manage.py judge` (systems_by_name)."""
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(1,), systems=("a", "b"))
+    judge = make_judge(name="fake-judge", backend="fake")
+    client.force_login(researcher)
+    body = {**_body(judge, benchmark, systems), "dry_run": True}
+
+    twice = client.post(URL, {**body, "systems": ["a", "a"]}, content_type="application/json")
+    assert twice.status_code == 200 and twice.json()["estimate"]["units"] == 1
+
+    missing = {**body, "systems": ["zed", "a", "ghost"]}
+    refused = client.post(URL, missing, content_type="application/json")
+    assert refused.status_code == 404
+    assert refused.json() == {
+        "detail": "Field 'systems': no system named 'ghost', 'zed'.",
+        "field": "systems",
+    }

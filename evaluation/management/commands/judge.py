@@ -14,8 +14,9 @@ from annotate.engine.management.commands._run_options import (
     resume_hint,
 )
 from annotate.engine.services import engine_run_estimate, engine_run_estimate_new
-from annotate.errors import AnnotateError
-from annotate.models import Benchmark, System
+from annotate.errors import AnnotateError, SystemNotFoundError
+from annotate.models import Benchmark
+from annotate.selectors.labels import systems_by_name
 from evaluation.errors import EvaluationError
 from evaluation.models import JudgeConfig, RunStatus
 from evaluation.selectors.judge_runs import judge_run_progress
@@ -82,13 +83,10 @@ class Command(BaseCommand):
         benchmark = Benchmark.objects.filter(name=options["benchmark"] or "").first()
         if benchmark is None:
             raise CommandError(f"--benchmark: no benchmark named {options['benchmark']!r}.")
-        names = _names(options["systems"])
-        systems = System.objects.filter(
-            **({"name__in": names} if names else {"responses__instruction__benchmark": benchmark})
-        ).distinct()
-        missing = set(names) - set(systems.values_list("name", flat=True))
-        if missing:
-            raise CommandError(f"No system named {', '.join(sorted(missing))}.")
+        try:
+            systems = systems_by_name(names=_names(options["systems"]), benchmark=benchmark)
+        except SystemNotFoundError as error:
+            raise CommandError(f"No system named {', '.join(error.missing)}.") from None
         return judge_run_create(
             config=config,
             benchmark=benchmark,

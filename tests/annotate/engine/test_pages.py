@@ -185,6 +185,12 @@ def test_the_api_starts_a_generation_run_and_reports_its_progress(admin_client, 
         reverse("api-engine-generation-runs"), body, content_type="application/json"
     )
     assert estimate.status_code == 200 and estimate.json()["estimate"]["calls"] == 2
+    # Nothing was kept: no run to name or follow.
+    assert {key: estimate.json()[key] for key in ("run_id", "url", "progress_url")} == {
+        "run_id": None,
+        "url": None,
+        "progress_url": None,
+    }
     body["dry_run"] = False
     started = admin_client.post(
         reverse("api-engine-generation-runs"), body, content_type="application/json"

@@ -302,7 +302,10 @@ def test_api_takes_a_spending_cap_and_a_dry_run_that_keeps_nothing(client, admin
     run = RevisionJudgeRun.objects.get(pk=started.json()["run_id"])
     assert run.engine_run.spending_cap_usd == Decimal("2")
     expected = engine_run_estimate(run=run.engine_run)  # nothing done yet: the whole run
-    assert dry.json()["run_id"] is None and dry.json()["estimate"] == {
+    nothing_kept = dict.fromkeys(("run_id", "engine_run_id", "url", "progress_url"))
+    assert {key: dry.json()[key] for key in nothing_kept} == nothing_kept
+    assert dry.json()["report_url"] == reverse("api-revision-report", args=[study.pk])
+    assert dry.json()["estimate"] == {
         "units": expected.units,
         "units_done_before": 0,
         "calls": expected.calls,
