@@ -45,7 +45,9 @@ def annotator_list(request: HttpRequest) -> HttpResponse:
         "project_id": project_id,
         "kind": kind,
         "kind_filters": KIND_FILTERS,
-        "undecided": sum(1 for r in rows if r.annotator.kind == AnnotatorKind.UNDECIDED),
+        "undecided": sum(
+            1 for r in rows if r.annotator and r.annotator.kind == AnnotatorKind.UNDECIDED
+        ),
         "blocked": sum(1 for r in rows if r.block),
         "answers_waiting": sum(r.answers_waiting for r in rows),
         "person_kinds": [

@@ -56,7 +56,10 @@ class RevisionStudyWork:
 
 @dataclass
 class AnnotatorProjectRow:
-    annotator: Annotator
+    """A person's row: their Annotator, or None for a user who has only done KIWI sessions (no
+    Annotator record, so no kind to decide: KIWI work counts whatever the kind)."""
+
+    annotator: Annotator | None
     project: Project | None
     override: str  # the project's kind for this annotator, "" when it follows their own
     effective_kind: str
@@ -71,6 +74,7 @@ class AnnotatorProjectRow:
     # The person's work outside InFoBench projects, on their first row only (None on the others).
     human_studies: list[HumanStudyWork] | None = None
     revision_studies: list[RevisionStudyWork] | None = None
+    user_id: int | None = None  # whose KIWI sessions the row shows
 
     @property
     def answers_waiting(self) -> int:
@@ -81,7 +85,8 @@ def annotator_rows(
     *, user: AbstractBaseUser, project_id: int | None = None, kind: str = ""
 ) -> list[AnnotatorProjectRow]:
     """Return one row per (person, project they worked in) of the projects the user may read,
-    and one row (project None) per person who has no assignment there yet."""
+    and one row (project None) per person who has no assignment there yet: unless a project or
+    a kind is chosen, users who have only done KIWI sessions (no Annotator) too."""
     projects = {p.pk: p for p in projects_for_researcher(user=user)}
     if project_id is not None:
         projects = {pk: p for pk, p in projects.items() if pk == project_id}
@@ -119,28 +124,81 @@ def annotator_rows(
                 tasks_done=entry["done"],
                 seconds_per_task=entry["seconds"],
                 last_active=entry["last"] or entry["claimed"],
+                user_id=annotator.user_id,
             )
         )
         seen.add(annotator.pk)
     if project_id is None:
         rows += [
-            AnnotatorProjectRow(a, None, "", a.kind) for pk, a in people.items() if pk not in seen
+            AnnotatorProjectRow(a, None, "", a.kind, user_id=a.user_id)
+            for pk, a in people.items()
+            if pk not in seen
         ]
+    everyone = project_id is None and not kind
+    users = {a.user_id for a in people.values() if a.user_id is not None}
+    revision = _revision_work(user_ids=None if everyone else users)
+    rows += _kiwi_only_rows(revision, people)
     blocks = WorkerBlock.objects.filter(active=True, annotator_id__in=list(people))
     blocks = {block.annotator_id: block for block in blocks}
     scope = identity_scope(user=user)  # a crowd worker's platform id only to those it may show
     for row in rows:
-        row.block = blocks.get(row.annotator.pk)
-        row.name = scope.name_of(row.annotator)
+        if row.annotator is not None:
+            row.block = blocks.get(row.annotator.pk)
+            row.name = scope.name_of(row.annotator)
     _add_agreement(rows)
     _add_gold(rows)
     rows.sort(key=lambda r: (r.name, r.project.name if r.project else ""))
-    _add_other_studies(rows, people)
+    _add_other_studies(rows, people, revision)
     return rows
 
 
-def _add_other_studies(rows: list[AnnotatorProjectRow], people: dict[int, Annotator]) -> None:
-    """Give each person's first row their verbalizer answers and KIWI sessions (two queries).
+def _kiwi_only_rows(
+    revision: dict[int, tuple[str, list[RevisionStudyWork]]], people: dict[int, Annotator]
+) -> list[AnnotatorProjectRow]:
+    """A row for each user in `revision` who is none of `people`: named as annotator_for_user
+    would name them, so no two rows read the same."""
+    users = {a.user_id for a in people.values()}
+    names = {a.name for a in people.values()}
+    return [
+        AnnotatorProjectRow(
+            None, None, "", "", user_id=user_id,
+            name=f"{username} (user {user_id})" if username in names else username,
+        )
+        for user_id, (username, _) in revision.items()
+        if user_id not in users
+    ]  # fmt: skip
+
+
+def _revision_work(*, user_ids: set[int] | None) -> dict[int, tuple[str, list[RevisionStudyWork]]]:
+    """Each user's KIWI sessions per study, with their username (one query): of `user_ids`, or
+    of everyone who has steered a session (None). Researchers read every KIWI study, so this is
+    not limited to their projects."""
+    sessions = RevisionSession.objects.filter(annotator__isnull=False)
+    if user_ids is not None:
+        sessions = sessions.filter(annotator_id__in=list(user_ids))
+    per_study = (
+        sessions.values("annotator_id", "annotator__username", "study_id", "study__name")
+        .annotate(
+            sessions=Count("id", distinct=True),
+            finished=Count("id", filter=Q(status=SessionStatus.FINISHED), distinct=True),
+            turns=Count("turns"),
+        )
+        .order_by("study__name")
+    )
+    work: dict[int, tuple[str, list[RevisionStudyWork]]] = {}
+    for entry in per_study:
+        user_id, username = entry.pop("annotator_id"), entry.pop("annotator__username")
+        study = RevisionStudyWork(name=entry.pop("study__name"), **entry)
+        work.setdefault(user_id, (username, []))[1].append(study)
+    return work
+
+
+def _add_other_studies(
+    rows: list[AnnotatorProjectRow],
+    people: dict[int, Annotator],
+    revision: dict[int, tuple[str, list[RevisionStudyWork]]],
+) -> None:
+    """Give each person's first row their verbalizer answers (one query) and KIWI sessions.
 
     Researchers read every human study and KIWI study, so these are not limited to their
     projects: an annotator who only answered there is listed with it, not as idle.
@@ -166,35 +224,13 @@ def _add_other_studies(rows: list[AnnotatorProjectRow], people: dict[int, Annota
                 waiting=entry["waiting"],
             )
         )
-    by_user = {a.user_id: pk for pk, a in people.items() if a.user_id is not None}
-    sessions: dict[int, list[RevisionStudyWork]] = {}
-    per_revision_study = (
-        RevisionSession.objects.filter(annotator_id__in=list(by_user))
-        .values("annotator_id", "study_id", "study__name")
-        .annotate(
-            sessions=Count("id", distinct=True),
-            finished=Count("id", filter=Q(status=SessionStatus.FINISHED), distinct=True),
-            turns=Count("turns"),
-        )
-        .order_by("study__name")
-    )
-    for entry in per_revision_study:
-        if entry["annotator_id"] in by_user:
-            sessions.setdefault(by_user[entry["annotator_id"]], []).append(
-                RevisionStudyWork(
-                    study_id=entry["study_id"],
-                    name=entry["study__name"],
-                    sessions=entry["sessions"],
-                    finished=entry["finished"],
-                    turns=entry["turns"],
-                )
-            )
-    seen: set[int] = set()
+    seen: set[tuple[str, int | None]] = set()
     for row in rows:
-        if row.annotator.pk not in seen:
-            seen.add(row.annotator.pk)
-            row.human_studies = answers.get(row.annotator.pk, [])
-            row.revision_studies = sessions.get(row.annotator.pk, [])
+        person = ("annotator", row.annotator.pk) if row.annotator else ("user", row.user_id)
+        if person not in seen:
+            seen.add(person)
+            row.human_studies = answers.get(row.annotator.pk, []) if row.annotator else []
+            row.revision_studies = revision.get(row.user_id, ("", []))[1]
 
 
 def _add_agreement(rows: list[AnnotatorProjectRow]) -> None:

@@ -234,3 +234,85 @@ def test_a_crowd_worker_who_only_answered_a_human_study_is_named_as_the_viewer_m
     assert ">crowd study</a>: 1 answer" in html
     client.force_login(maker)
     assert 'data-annotator="mturk:AVERBALSECRET"' in client.get(reverse("annotators:list")).text
+
+
+def _kiwi_only_work(user, *, tmp_path, settings, capture) -> None:
+    """The user steers one KIWI session of study "live" (made on first use) one turn: they have
+    no Annotator (KIWI sessions never make one)."""
+    if not Study.objects.filter(name="live").exists():
+        make_live_study(tmp_path, settings)
+    with capture(execute=True):
+        session = session_assign(
+            study=Study.objects.get(name="live"), user=user, now=timezone.now()
+        )
+    instruct(capture, session, user, "Shorter.")
+    assert not Annotator.objects.filter(user=user).exists()
+
+
+def test_a_user_who_only_steered_kiwi_sessions_is_listed_with_them(
+    client, researcher, admin_user, worked_project, tmp_path, settings,
+    django_capture_on_commit_callbacks,
+):  # fmt: skip
+    """They had no Annotator record, so the page did not list them at all."""
+    user = UserFactory(username="kiwi-only", roles=[ANNOTATOR])
+    _kiwi_only_work(
+        user, tmp_path=tmp_path, settings=settings, capture=django_capture_on_commit_callbacks
+    )
+    people = Annotator.objects.count()
+    report_url = reverse("revision-reports:report", args=[Study.objects.get().pk])
+    for viewer in (researcher, admin_user):
+        client.force_login(viewer)
+        page = client.get(reverse("annotators:list"))
+        row = next(r for r in page.context["rows"] if r.name == "kiwi-only")
+        assert (row.annotator, row.project, row.human_studies) == (None, None, [])
+        assert [(s.name, s.sessions, s.finished, s.turns) for s in row.revision_studies] == [
+            ("live", 1, 0, 1)
+        ]
+        html = page.text.split('data-annotator="kiwi-only"')[1].split("</tr>")[0]
+        assert f'<a href="{report_url}">live</a>: 1 session (0 finished), 1 turn' in html
+        assert "only KIWI sessions, which count whatever the kind" in html
+        assert 'name="kind"' not in html  # no Annotator: no kind to decide
+    assert Annotator.objects.count() == people  # reading the page made nobody
+
+    # Neither a project's nor a kind's people: they are in none.
+    project, _ = worked_project
+    for query in ({"project": project.pk}, {"kind": AnnotatorKind.UNDECIDED}):
+        page = client.get(reverse("annotators:list"), query)
+        assert all(r.name != "kiwi-only" for r in page.context["rows"])
+        assert 'data-annotator="kiwi-only"' not in page.text
+
+
+def test_kiwi_only_users_cost_the_annotators_page_no_query_each(
+    client, researcher, worked_project, tmp_path, settings, django_capture_on_commit_callbacks
+):
+    capture = django_capture_on_commit_callbacks
+    _kiwi_only_work(
+        UserFactory(username="kiwi-0", roles=[ANNOTATOR]),
+        tmp_path=tmp_path, settings=settings, capture=capture,
+    )  # fmt: skip
+    client.force_login(researcher)
+    client.get(reverse("annotators:list"))  # the session and role reads warmed
+    with CaptureQueriesContext(connection) as one:
+        assert client.get(reverse("annotators:list")).status_code == 200
+    for n in (1, 2):
+        _kiwi_only_work(
+            UserFactory(username=f"kiwi-{n}", roles=[ANNOTATOR]),
+            tmp_path=tmp_path, settings=settings, capture=capture,
+        )  # fmt: skip
+    with CaptureQueriesContext(connection) as three:
+        page = client.get(reverse("annotators:list"))
+    assert sum(1 for r in page.context["rows"] if r.annotator is None) == 3
+    assert len(three) == len(one), [q["sql"][:120] for q in three.captured_queries]
+
+
+def test_a_kiwi_only_user_named_like_an_annotator_is_told_apart(
+    client, researcher, tmp_path, settings, django_capture_on_commit_callbacks
+):
+    Annotator.objects.create(name="ana", kind=AnnotatorKind.EXPERT)  # imported labels' "ana"
+    user = UserFactory(username="ana", roles=[ANNOTATOR])
+    _kiwi_only_work(
+        user, tmp_path=tmp_path, settings=settings, capture=django_capture_on_commit_callbacks
+    )
+    client.force_login(researcher)
+    names = [r.name for r in client.get(reverse("annotators:list")).context["rows"]]
+    assert names == ["ana", f"ana (user {user.pk})"]
