@@ -59,6 +59,9 @@ def test_progress_moves_without_reloading_the_page(page_for):
         assert page.evaluate("window.__sameDocument") is True  # updated in place, never reloaded
         assert page.locator("#run-stop-form").is_hidden()
         assert page.locator("#run-total").inner_text() == "8"
+        # Nothing left to run again: said in place of the button, as the polled JSON tells.
+        assert page.locator("#run-resume-form").is_hidden()
+        assert page.locator("#run-nothing-left").is_visible()
         engine_background_wait(10)
     run = EngineRun.objects.get()
     assert run.status == RunStatus.DONE and run.calls == 8 and len(stub.requests) == 8
@@ -85,6 +88,8 @@ def test_failure_reasons_appear_while_the_run_goes_on(page_for, snap):
         assert page.evaluate("window.__sameDocument") is True  # never reloaded
         assert page.locator("#run-percent-processed").inner_text() == "100"
         assert page.locator("#run-percent-done").inner_text() == "87"  # 7 of 8, rounded down
+        assert page.locator("#run-resume-form").is_visible()  # the failed unit is left to do
+        assert page.locator("#run-nothing-left").is_hidden()
         engine_background_wait(10)
     assert EngineRun.objects.get().units_failed == 1
 
