@@ -22,7 +22,7 @@ from annotate.crowd.models import (
 )
 from annotate.crowd.services.review import hit_of_work, platform_confirms
 from annotate.errors import NotFoundError
-from annotate.models import Annotator, AnnotatorKind, Assignment, AssignmentStatus, Label, Project
+from annotate.models import Annotator, Assignment, AssignmentStatus, Label, Project
 from annotate.selectors.results import (
     CONFIRMED_PLATFORM_STATUSES,
     blocked_annotator_ids,
@@ -166,7 +166,6 @@ def review_rows(*, publication: Publication) -> list[ReviewRow]:
     assignments = list(
         Assignment.objects.filter(
             task__batch=publication.batch,
-            annotator__kind=AnnotatorKind.CROWD,
             annotator__platform=publication.platform,
         )
         .exclude(status=AssignmentStatus.CLAIMED)

@@ -25,6 +25,7 @@ from annotate.crowd.models import (
     PlatformAssignment,
     Publication,
     WorkerBlock,
+    crowd_worker_q,
 )
 from annotate.crowd.platforms import demo_platform_in_use
 from annotate.errors import (
@@ -73,7 +74,7 @@ def worker_assignment_get(*, token: str) -> WorkerAssignment:
         data = signing.loads(token, salt=TOKEN_SALT, max_age=TOKEN_MAX_AGE)
         assignment = Assignment.objects.select_related(
             "annotator", "task__instruction", "task__batch__project"
-        ).get(pk=data["a"], annotator__kind=AnnotatorKind.CROWD)
+        ).get(crowd_worker_q("annotator__"), pk=data["a"])
     except (signing.BadSignature, KeyError, TypeError, Assignment.DoesNotExist):
         raise NotFoundError("This task link is not valid (or has expired).") from None
     return WorkerAssignment(assignment=assignment, submit_to=data.get("s", ""), token=token)

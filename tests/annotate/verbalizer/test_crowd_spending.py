@@ -253,3 +253,31 @@ def test_a_blocked_workers_confirmed_answers_wait_to_be_paid(client, admin, stud
     )
     _decide(client, answers[0], "reject")
     assert _spent(client, publication)["total"] == "$0.25"
+
+
+def test_an_undecided_workers_study_hit_stays_open_and_on_the_review_page(client, admin, study):
+    """Made "not decided yet" while on a study's HIT: the worker's answer page answered 404,
+    and their answer left the review page (and its reject button) while the platform pays it
+    when the auto-approval delay ends."""
+    from annotate.models import AnnotatorKind
+    from annotate.services.annotators import annotator_kind_set
+
+    publication = _publish(study, "fake", "0.20")
+    hit = publication.hits.select_related("prompt").order_by("id").first()
+    platform = FakePlatform()
+    assignment_id = platform.worker_accept(hit_id=hit.hit_id, worker_id="W1")
+    ticket = crowd.mturk_prompt_open(
+        hit=hit, assignment_id=assignment_id, hit_id=hit.hit_id, worker_id="W1",
+        turk_submit_to="https://www.mturk.com",
+    )  # fmt: skip
+    annotator_kind_set(annotator=ticket.annotator, kind=AnnotatorKind.UNDECIDED, now=timezone.now())
+    answer = crowd.mturk_answer_submit(
+        ticket=crowd.mturk_ticket_get(token=ticket.token), key=1, seconds=2.0
+    )
+    platform.worker_submit(assignment_id=assignment_id)
+    review.publication_sync(publication_id=publication.pk, now=timezone.now())
+
+    page = client.get(reverse("verbalizer:crowd-review", args=[publication.pk])).text
+    assert f'data-answer="{answer.pk}"' in page
+    _decide(client, answer, "reject")
+    assert platform.assignment_get(assignment_id=assignment_id).status == "Rejected"
