@@ -12,6 +12,7 @@ from django.db.models import Q
 
 from annotate.models import (
     Annotator,
+    AnnotatorKind,
     Assignment,
     Batch,
     LabelValue,
@@ -212,6 +213,14 @@ class PlatformAssignment(models.Model):
 # A platform assignment matched to our work (of a batch's HIT or of a human study's): the
 # confirmation that lets that work count.
 LINKED_TO_OURS = Q(assignment__isnull=False) | Q(human_answer__isnull=False)
+
+
+def crowd_worker_q(prefix: str = "") -> Q:
+    """Annotators the crowd pages and services treat as crowd workers: everyone who came
+    through a crowd platform, whatever kind a researcher gives them in results (a worker made
+    an expert or "not decided yet" still holds the platform's assignments, which it pays
+    unless they are rejected), and in-house accounts counted as crowd workers."""
+    return ~Q(**{f"{prefix}platform": ""}) | Q(**{f"{prefix}kind": AnnotatorKind.CROWD})
 
 
 class BonusStatus(models.TextChoices):

@@ -22,12 +22,13 @@ from annotate.crowd.models import (
 )
 from annotate.crowd.services.review import hit_of_work, platform_confirms
 from annotate.errors import NotFoundError
-from annotate.models import Annotator, AnnotatorKind, Assignment, AssignmentStatus, Label, Project
-from annotate.selectors.annotator_kinds import annotator_kinds_effective
+from annotate.models import Annotator, Assignment, AssignmentStatus, Label, Project
 from annotate.selectors.results import (
+    CONFIRMED_PLATFORM_STATUSES,
     blocked_annotator_ids,
     counted_assignment_q,
     counted_human_answer_q,
+    human_answer_counted_any_kind_q,
 )
 from annotate.verbalizer.models import HumanAnswer
 
@@ -165,7 +166,6 @@ def review_rows(*, publication: Publication) -> list[ReviewRow]:
     assignments = list(
         Assignment.objects.filter(
             task__batch=publication.batch,
-            annotator__kind=AnnotatorKind.CROWD,
             annotator__platform=publication.platform,
         )
         .exclude(status=AssignmentStatus.CLAIMED)
@@ -280,58 +280,74 @@ def _paid_before_block() -> Q:
     return Q(status=AssignmentStatus.APPROVED, annotator_id__in=blocked_annotator_ids())
 
 
+def _spent_q(counted: Q) -> Q:
+    """Work a publication's platform paid or will pay, whatever kind a researcher gives its
+    worker in results (which work counts and what was paid are different questions): the
+    `counted` work of any kind, approved work of workers blocked since, submitted work of a
+    blocked worker that the platform confirmed (it pays that when the auto-approval delay
+    ends unless it is rejected), and work rejected here only (rejected_here_only: the
+    platform holds it as submitted and pays it unless it is rejected there too)."""
+    blocked = Q(annotator_id__in=blocked_annotator_ids())
+    confirmed_waiting = Q(
+        status=AssignmentStatus.SUBMITTED,
+        platform_record__status__in=CONFIRMED_PLATFORM_STATUSES,
+    )
+    rejected_here_only = Q(status=AssignmentStatus.REJECTED, platform_record__status="Submitted")
+    return counted | _paid_before_block() | (blocked & confirmed_waiting) | rejected_here_only
+
+
 @dataclass(frozen=True)
 class Spending:
-    """What a publication's work cost so far (crowd_paid_work_q and crowd_paid_per_assignment
-    for a batch's assignments, crowd_paid_human_answer_q and crowd_paid_per_human_answer for a
-    human study's answers): each piece of work's reward and its paid bonuses, fee included.
-    Each figure is its exact sum rounded to cents, halves up, as Table 4 and the publish
-    preview round: the total is not the sum of the two rounded lines."""
+    """What a publication's work cost so far: every piece of work its platform paid or will pay
+    (_spent_q), whatever kind its worker counts as in results, priced as Table 4 prices it
+    (crowd_paid_per_assignment, crowd_paid_per_human_answer): each piece of work's reward and
+    its paid bonuses, fee included. Each figure is its exact sum rounded to cents, halves up,
+    as Table 4 and the publish preview round: the total is not the sum of the rounded lines."""
 
     approved: int
     approved_usd: Decimal
-    waiting: int  # counted work not reviewed yet: the platform pays it unless it is rejected
+    waiting: int  # submitted, not reviewed yet: the platform pays it unless it is rejected
     waiting_usd: Decimal
+    # Rejected here before the platform had it: the platform pays it when the auto-approval
+    # delay ends unless it is rejected there too (the review page's "Reject on the platform too").
+    unless_rejected: int
+    unless_rejected_usd: Decimal
     total_usd: Decimal
 
 
 def publication_spending(*, publication: Publication) -> Spending:
-    """What the work of a publication was paid: a batch's assignments, as Table 4 counts
-    them, or a human study's answers."""
+    """What the work of a publication was paid or will be: a batch's assignments or a human
+    study's answers, whoever they count as in results (three queries)."""
     if publication.batch_id is None:
         answers = HumanAnswer.objects.filter(
-            crowd_paid_human_answer_q(),
+            _spent_q(human_answer_counted_any_kind_q()),
             study_id=publication.human_study_id,
             annotator__platform=publication.platform,
         ).order_by()
         return _spending(answers, crowd_paid_per_human_answer(answers, by=("status",)))
     work = Assignment.objects.filter(
-        crowd_paid_work_q(),
+        _spent_q(counted_assignment_q()),
         task__batch_id=publication.batch_id,
         annotator__platform=publication.platform,
     ).order_by()
-    # Crowd as the report counts them: a worker the researcher made one of the project's
-    # experts is costed by the hour in Table 4, not per assignment.
-    kinds = annotator_kinds_effective(
-        benchmark_id=publication.batch.project.benchmark_id,
-        annotator_ids=set(work.values_list("annotator_id", flat=True)),
-    )
-    crowd = [pk for pk, kind in kinds.items() if kind == AnnotatorKind.CROWD]
-    work = work.filter(annotator_id__in=crowd or [0])
     return _spending(work, crowd_paid_per_assignment(work, by=("status",)))
 
 
 def _spending(work, paid_by_status: dict) -> Spending:
-    """The Spending of `work` (assignments or answers), given what it was paid by status."""
+    """The Spending of `work` (assignments or answers), given what it was paid by status: the
+    only rejected work _spent_q keeps is the work rejected here only."""
     counts = dict(work.values_list("status").annotate(n=Count("id")))
     approved = paid_by_status.get(AssignmentStatus.APPROVED, Decimal(0))
     waiting = paid_by_status.get(AssignmentStatus.SUBMITTED, Decimal(0))
+    unless_rejected = paid_by_status.get(AssignmentStatus.REJECTED, Decimal(0))
     return Spending(
         approved=counts.get(AssignmentStatus.APPROVED, 0),
         approved_usd=to_cents(approved),
         waiting=counts.get(AssignmentStatus.SUBMITTED, 0),
         waiting_usd=to_cents(waiting),
-        total_usd=to_cents(approved + waiting),
+        unless_rejected=counts.get(AssignmentStatus.REJECTED, 0),
+        unless_rejected_usd=to_cents(unless_rejected),
+        total_usd=to_cents(approved + waiting + unless_rejected),
     )
 
 

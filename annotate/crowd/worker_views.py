@@ -79,15 +79,25 @@ def mturk_task(request: HttpRequest, hit_token: str) -> HttpResponse:
         task = workers.task_of_hit_for_preview(hit=hit)
         page = work_selectors.task_page_preview(task=task, seed=secrets.randbits(62))
         return render(request, "crowd/task.html", {"page": page})
+    now = timezone.now()
     opened = workers.mturk_assignment_open(
         hit=hit,
         assignment_id=params.get("assignmentId", ""),
         hit_id=params.get("hitId", ""),
         worker_id=params.get("workerId", ""),
         turk_submit_to=params.get("turkSubmitTo", ""),
-        now=timezone.now(),
+        now=now,
+        browser_claims=workers.claims_of_browser(request.COOKIES),
     )
-    return redirect("crowd:work-task", token=opened.token)
+    response = redirect("crowd:work-task", token=opened.token)
+    # Inside MTurk's frame: a third-party cookie, where the browser keeps one (not needed to
+    # work, only to move the claim to this worker's next accept of the HIT).
+    name, value, max_age = workers.claim_cookie(assignment=opened.assignment, now=now)
+    path = reverse("crowd:mturk-task", args=[hit_token])
+    response.set_cookie(
+        name, value, max_age=max_age, path=path, secure=True, httponly=True, samesite="None"
+    )
+    return response
 
 
 @worker_page

@@ -86,6 +86,12 @@ def human_answer_waiting_for_kind_q(prefix: str = "") -> Q:
     return _human_answer_q(prefix, Q(**{f"{prefix}annotator__kind": AnnotatorKind.UNDECIDED}))
 
 
+def human_answer_counted_any_kind_q(prefix: str = "") -> Q:
+    """Verbalizer HumanAnswers that count, or would but for their annotator's kind: what a
+    platform pays does not wait for a researcher's decision (the publication's spending)."""
+    return _human_answer_q(prefix, Q())
+
+
 def _human_answer_q(prefix: str, kind: Q) -> Q:
     statuses = [AssignmentStatus.SUBMITTED, AssignmentStatus.APPROVED]
     return _counted_q(prefix, Q(**{f"{prefix}status__in": statuses}) & kind)

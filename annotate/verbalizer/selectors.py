@@ -12,7 +12,7 @@ from django.db.models import Count
 from annotate.crowd.models import Publication
 from annotate.crowd.selectors import confirmation_of
 from annotate.errors import NotFoundError
-from annotate.models import Annotator, AnnotatorKind
+from annotate.models import Annotator
 from annotate.verbalizer.models import EvaluationSet, HumanAnswer, Prompt
 
 
@@ -96,7 +96,6 @@ def study_review_rows(*, publication: Publication) -> list[AnswerReviewRow]:
     answers = list(
         HumanAnswer.objects.filter(
             study_id=publication.human_study_id,
-            annotator__kind=AnnotatorKind.CROWD,
             annotator__platform=publication.platform,
         )
         .select_related("annotator__block", "prompt__item__dataset", "prompt__mapping")

@@ -76,8 +76,9 @@ def fake_platform():
     FakePlatform.reset()
 
 
-def _mturk_work(client, hit, worker: str, platform) -> Assignment:
-    """A worker accepts the HIT, answers on our page and the browser hands it back."""
+def _mturk_work(client, hit, worker: str, platform, *, hand_back: bool = True) -> Assignment:
+    """A worker accepts the HIT, answers on our page and (unless `hand_back` is False: not
+    yet) the browser hands it back."""
     assignment_id = platform.worker_accept(hit_id=hit.hit_id, worker_id=worker)
     opened = client.get(
         reverse("crowd:mturk-task", args=[hit.unique_request_token]),
@@ -91,7 +92,8 @@ def _mturk_work(client, hit, worker: str, platform) -> Assignment:
     page = client.get(opened["Location"]).text
     answers = {name: "yes" for name in set(re.findall(r'name="(r\d+_q\d+)"', page))}
     assert client.post(opened["Location"], answers).status_code == 200
-    platform.worker_submit(assignment_id=assignment_id)
+    if hand_back:
+        platform.worker_submit(assignment_id=assignment_id)
     return Assignment.objects.get(platform_assignment_id=assignment_id)
 
 
@@ -148,7 +150,7 @@ def test_bonuses_show_on_their_row_and_the_publication_counts_what_table_4_count
     assert _table4_crowd_cost(project.benchmark) == Decimal("3.00")
 
 
-def test_a_worker_counted_as_an_expert_in_the_project_leaves_the_crowd_cost_on_both(
+def test_a_worker_counted_as_an_expert_leaves_table_4_but_not_what_was_spent(
     client, settings, django_capture_on_commit_callbacks
 ):
     from annotate.models import Annotator, AnnotatorKind
@@ -167,13 +169,91 @@ def test_a_worker_counted_as_an_expert_in_the_project_leaves_the_crowd_cost_on_b
     second = Annotator.objects.get(kind=AnnotatorKind.CROWD, name__contains="P2")
 
     # The researcher decides P2 is one of the project's experts: Table 4 pays P2 by the hour
-    # now, and the publication's "Spent so far", which says it is Table 4's crowd cost, follows.
+    # now, but the recruiting site paid P2's two tasks all the same, and "Spent so far" is
+    # what was paid (it left that figure, which the admin pays from).
     annotator_project_kind_set(project=project, annotator=second, kind=AnnotatorKind.EXPERT)
 
     assert _table4_crowd_cost(project.benchmark) == Decimal("4.00")
     page = client.get(reverse("crowd:publication", args=[publication.pk])).text
-    assert 'id="spent-total">$4.00<' in page
-    assert "submitted, not reviewed yet: 2 assignments, $4.00" in page
+    assert 'id="spent-total">$8.00<' in page
+    assert "submitted, not reviewed yet: 4 assignments, $8.00" in page
+    assert "the report's crowd cost (Table 4) counts only the work of those counted as" in page
+
+
+def test_platform_workers_set_to_undecided_stay_in_what_was_spent(client, fake_platform):
+    """MTurk pays a worker's confirmed work whatever kind a researcher gives them here: a
+    worker made "not decided yet" (their labels count nowhere) left "Spent so far" while the
+    platform paid them."""
+    from annotate.models import AnnotatorKind
+    from annotate.services.annotators import annotator_kind_set
+
+    project = project_with_tasks(instructions=2, systems=2, questions=1, assignments_per_task=1)
+    publication = publishing.publication_create(
+        batch=project.batches.get(),
+        platform_name="fake",
+        chosen=PublishSettings(title="t", description="d", reward_usd=Decimal("1.00")),
+        base_url="https://annotate.example.org",
+    )
+    publishing.publication_publish(publication_id=publication.pk, now=timezone.now())
+    approved, waiting = (
+        _mturk_work(Client(), hit, f"AW{n}", fake_platform)
+        for n, hit in enumerate(publication.hits.order_by("id"))
+    )
+    review.publication_sync(publication_id=publication.pk, now=timezone.now())
+    admin = UserFactory(username="boss", roles=[ADMIN], is_staff=True)
+    review.assignment_approve(assignment_id=approved.pk, user=admin)
+    for assignment in (approved, waiting):
+        annotator_kind_set(
+            annotator=assignment.annotator, kind=AnnotatorKind.UNDECIDED, now=timezone.now()
+        )
+
+    client.force_login(admin)
+    page = client.get(reverse("crowd:publication", args=[publication.pk])).text
+    # $1 × 1.25 each: one paid, one the platform pays when its auto-approval delay ends.
+    assert "approved work: 1 assignment, $1.25 with the bonuses paid on them" in page
+    assert "submitted, not reviewed yet: 1 assignment, $1.25" in page
+    assert 'id="spent-total">$2.50<' in page
+    assert "crowd-majority" not in source_costs(benchmark=project.benchmark)["overall"]
+
+
+def test_work_rejected_here_before_the_platform_had_it_shows_as_to_be_paid(client, fake_platform):
+    """The worker's hand-back reaches the platform after the admin's reject: the platform
+    holds it as submitted and pays it when the auto-approval delay ends unless it is rejected
+    there too. "Spent so far" counted none of that money."""
+    project = project_with_tasks(instructions=3, systems=2, questions=1, assignments_per_task=1)
+    publication = publishing.publication_create(
+        batch=project.batches.get(),
+        platform_name="fake",
+        chosen=PublishSettings(title="t", description="d", reward_usd=Decimal("1.00")),
+        base_url="https://annotate.example.org",
+    )
+    publishing.publication_publish(publication_id=publication.pk, now=timezone.now())
+    first, second, third = publication.hits.order_by("id")
+    late = _mturk_work(Client(), first, "AW1", fake_platform, hand_back=False)
+    also_late = _mturk_work(Client(), second, "AW2", fake_platform, hand_back=False)
+    _mturk_work(Client(), third, "AW3", fake_platform)
+    admin = UserFactory(username="boss", roles=[ADMIN], is_staff=True)
+    for assignment in (late, also_late):  # unknown to the platform: rejected here only
+        review.assignment_reject(assignment_id=assignment.pk, user=admin, feedback="no")
+    for assignment in (late, also_late):
+        fake_platform.worker_submit(assignment_id=assignment.platform_assignment_id)
+    review.publication_sync(publication_id=publication.pk, now=timezone.now())
+
+    client.force_login(admin)
+    url = reverse("crowd:publication", args=[publication.pk])
+    page = client.get(url).text
+    line = page.split('id="spent-unless-rejected">', 1)[1].split("</li>", 1)[0]
+    assert "Will be paid unless rejected on the platform: $2.50 (2 assignments)" in line
+    assert reverse("crowd:review", args=[publication.pk]) in line
+    assert "submitted, not reviewed yet: 1 assignment, $1.25" in page
+    assert 'id="spent-total">$3.75<' in page
+
+    # Rejected on the platform too (the review page's button): the platform pays nothing.
+    for assignment in (late, also_late):
+        review.assignment_reject(assignment_id=assignment.pk, user=admin, feedback="no")
+    page = client.get(url).text
+    assert 'id="spent-unless-rejected"' not in page
+    assert 'id="spent-total">$1.25<' in page
 
 
 def test_table_4_rounds_the_crowd_cost_halves_up_as_the_publication_page_does(fake_platform):

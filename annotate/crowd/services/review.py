@@ -25,6 +25,7 @@ from annotate.crowd.models import (
     PlatformAssignment,
     Publication,
     WorkerBlock,
+    crowd_worker_q,
 )
 from annotate.crowd.platforms import get_platform
 from annotate.crowd.services.publishing import completion_check
@@ -37,7 +38,7 @@ from annotate.errors import (
     PermissionDeniedError,
     TransientPlatformError,
 )
-from annotate.models import Annotator, AnnotatorKind, Assignment, AssignmentStatus
+from annotate.models import Annotator, Assignment, AssignmentStatus
 from annotate.roles import is_admin
 from annotate.selectors.results import PLATFORMS_WITHOUT_CONFIRMATION
 from annotate.verbalizer.models import HumanAnswer
@@ -194,7 +195,7 @@ def assignment_confirm(*, assignment: Assignment | HumanAnswer, now: datetime, u
 def _crowd_assignment(assignment_id: int) -> Assignment:
     try:
         return Assignment.objects.select_related("annotator").get(
-            pk=assignment_id, annotator__kind=AnnotatorKind.CROWD
+            crowd_worker_q("annotator__"), pk=assignment_id
         )
     except Assignment.DoesNotExist:
         raise NotFoundError("No such crowd assignment.") from None
@@ -321,7 +322,7 @@ def assignment_reject(*, assignment_id: int, user, feedback: str) -> Assignment:
 def _crowd_human_answer(answer_id: int) -> HumanAnswer:
     try:
         return HumanAnswer.objects.select_related("annotator").get(
-            pk=answer_id, annotator__kind=AnnotatorKind.CROWD
+            crowd_worker_q("annotator__"), pk=answer_id
         )
     except HumanAnswer.DoesNotExist:
         raise NotFoundError("No such crowd answer.") from None
@@ -479,7 +480,7 @@ def bonus_pay(*, bonus_id: int, user, now: datetime) -> Bonus:
 
 def _crowd_worker(annotator_id: int) -> Annotator:
     try:
-        return Annotator.objects.get(pk=annotator_id, kind=AnnotatorKind.CROWD)
+        return Annotator.objects.get(crowd_worker_q(), pk=annotator_id)
     except Annotator.DoesNotExist:
         raise NotFoundError("No such crowd worker.") from None
 
@@ -513,7 +514,7 @@ def workers_notify(*, annotator_ids: list[int], subject: str, message: str, user
     require_admin(user)
     if not subject.strip() or not message.strip():
         raise AnnotateError("A message to workers needs a subject and a text.")
-    workers = list(Annotator.objects.filter(pk__in=annotator_ids, kind=AnnotatorKind.CROWD))
+    workers = list(Annotator.objects.filter(crowd_worker_q(), pk__in=annotator_ids))
     if len(workers) != len(set(annotator_ids)):
         raise NotFoundError("Some of these workers do not exist.")
     failed: list[str] = []

@@ -8,6 +8,7 @@ the validated turkSubmitTo address.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from urllib.parse import urlsplit
@@ -15,6 +16,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.core import signing
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from annotate.crowd import fake
 from annotate.crowd.base import PREVIEW_ASSIGNMENT_ID
@@ -25,6 +27,7 @@ from annotate.crowd.models import (
     PlatformAssignment,
     Publication,
     WorkerBlock,
+    crowd_worker_q,
 )
 from annotate.crowd.platforms import demo_platform_in_use
 from annotate.errors import (
@@ -38,6 +41,10 @@ from annotate.models import Annotator, AnnotatorKind, Assignment, AssignmentStat
 from annotate.services.assignments import assignment_claim_next, assignment_claim_task
 
 TOKEN_SALT = "annotate.crowd.assignment"
+CLAIM_COOKIE_SALT = "annotate.crowd.claim-browser"
+CLAIM_COOKIE_PREFIX = "crowd_claim_"
+# A claim no longer held: its worker's new accept of the HIT takes it up again.
+LAPSED = (AssignmentStatus.EXPIRED, AssignmentStatus.RETURNED)
 DEMO_SUBMIT_SALT = "annotate.crowd.demo-submit"
 TOKEN_MAX_AGE = 14 * 24 * 3600
 SELFHOSTED_ID_PARAMS = ("PROLIFIC_PID", "workerId", "worker_id")
@@ -73,7 +80,7 @@ def worker_assignment_get(*, token: str) -> WorkerAssignment:
         data = signing.loads(token, salt=TOKEN_SALT, max_age=TOKEN_MAX_AGE)
         assignment = Assignment.objects.select_related(
             "annotator", "task__instruction", "task__batch__project"
-        ).get(pk=data["a"], annotator__kind=AnnotatorKind.CROWD)
+        ).get(crowd_worker_q("annotator__"), pk=data["a"])
     except (signing.BadSignature, KeyError, TypeError, Assignment.DoesNotExist):
         raise NotFoundError("This task link is not valid (or has expired).") from None
     return WorkerAssignment(assignment=assignment, submit_to=data.get("s", ""), token=token)
@@ -190,10 +197,13 @@ def mturk_assignment_open(
     worker_id: str,
     turk_submit_to: str,
     now: datetime,
+    browser_claims: Collection[int] = (),
 ) -> WorkerAssignment:
     """Link an accepted MTurk assignment to one of ours, creating it the first time.
 
     Reopening the same assignment returns it; a worker who already did the task is refused.
+    `browser_claims` are the claims the opening browser made or opened (claims_of_browser):
+    only that browser moves a live claim to another assignment id (_reopen).
     """
     admitted = mturk_worker_admit(
         hit=hit,
@@ -210,7 +220,13 @@ def mturk_assignment_open(
             .first()
         )
         if existing is not None:
-            assignment = _reopen(existing, assignment_id=assignment_id)
+            if existing.status in LAPSED:
+                worker_slot_check(hit=hit, worker_id=annotator.worker_id)
+            minutes = hit.task.batch.project.allotted_minutes
+            assignment = _reopen(
+                existing, assignment_id=assignment_id, browser_claims=browser_claims,
+                lapsed_until=now + timedelta(minutes=minutes),
+            )  # fmt: skip
         else:
             worker_slot_check(hit=hit, worker_id=annotator.worker_id)
             assignment = assignment_claim_task(
@@ -263,13 +279,64 @@ def worker_slot_check(*, hit: Hit, worker_id: str) -> None:
         )
 
 
-def _reopen(existing: Assignment, *, assignment_id: str) -> Assignment:
-    """The same MTurk assignment again (a reload), or a fresh accept of a HIT returned unfinished."""
+def _reopen(
+    existing: Assignment,
+    *,
+    assignment_id: str,
+    browser_claims: Collection[int],
+    lapsed_until: datetime,
+) -> Assignment:
+    """The same MTurk assignment again (a reload), or a fresh accept of a HIT returned unfinished.
+
+    MTurk's requester API shows an assignment only once it is submitted, so nothing here can
+    tell a worker's own new accept from an assignment id someone made up with that worker's id.
+    A live claim therefore moves to another assignment id only from the browser that made or
+    opened it (its claim cookie, claims_of_browser): anyone else would take the worker's task
+    page from under them, and the hand-back of their work with it. A claim that lapsed (its
+    worker's assignment on MTurk lapsed with it) is taken up again under the new id, with the
+    work saved on it (a `both` project's direct scores), until `lapsed_until` at least.
+    """
     if existing.platform_assignment_id == assignment_id:
         return existing
+    if existing.status == AssignmentStatus.CLAIMED and existing.pk in browser_claims:
+        return existing
     if existing.status == AssignmentStatus.CLAIMED:
+        until = timezone.localtime(existing.expires_at).strftime("%Y-%m-%d %H:%M %Z")
+        raise ConflictError(
+            "This task is open under another of your assignments in another browser: finish it "
+            "there. If you returned that HIT, open this one in the browser where you started it, "
+            f"or here again after {until}."
+        )
+    if existing.status in LAPSED:
+        existing.status = AssignmentStatus.CLAIMED
+        existing.expires_at = lapsed_until
+        existing.save(update_fields=["status", "expires_at"])
         return existing
     raise ConflictError("You have already done this task; please return the HIT.")
+
+
+def claim_cookie(*, assignment: Assignment, now: datetime) -> tuple[str, str, int]:
+    """The cookie (name, value, max-age in seconds) that marks the browser holding a claim, for
+    as long as the claim lasts: only that browser moves it to another assignment id (_reopen)."""
+    max_age = max(int((assignment.expires_at - now).total_seconds()), 60)
+    value = signing.dumps(assignment.pk, salt=CLAIM_COOKIE_SALT)
+    return f"{CLAIM_COOKIE_PREFIX}{assignment.pk}", value, max_age
+
+
+def claims_of_browser(cookies: Mapping[str, str]) -> frozenset[int]:
+    """The claims a browser's claim cookies name (claim_cookie); a cookie not signed by us, or
+    naming another claim than its name says, names none."""
+    claims = set()
+    for name, value in cookies.items():
+        if not name.startswith(CLAIM_COOKIE_PREFIX):
+            continue
+        try:
+            claim = signing.loads(value, salt=CLAIM_COOKIE_SALT, max_age=TOKEN_MAX_AGE)
+        except signing.BadSignature:
+            continue
+        if isinstance(claim, int) and name == f"{CLAIM_COOKIE_PREFIX}{claim}":
+            claims.add(claim)
+    return frozenset(claims)
 
 
 def publication_for_link(*, link_token: str, human_study: bool = False) -> Publication:

@@ -20,12 +20,12 @@ from decimal import Decimal
 from django.core import signing
 from django.db import IntegrityError, transaction
 
-from annotate.crowd.models import Hit, HitStatus, Publication, WorkerBlock
+from annotate.crowd.models import Hit, HitStatus, Publication, WorkerBlock, crowd_worker_q
 from annotate.crowd.platforms import get_platform, platform_class
 from annotate.crowd.services import publishing, workers
 from annotate.crowd.services.publishing import CostPreview, PublishSettings
 from annotate.errors import ConflictError, NotFoundError, PermissionDeniedError, PublishError
-from annotate.models import Annotator, AnnotatorKind
+from annotate.models import Annotator
 from annotate.verbalizer.models import HumanAnswer, HumanStudy, Prompt
 from annotate.verbalizer.services.humans import (
     HumanStudyError,
@@ -194,7 +194,7 @@ def mturk_ticket_get(*, token: str) -> CrowdPromptTicket:
         hit = Hit.objects.select_related("publication__human_study", "prompt").get(
             pk=data["h"], prompt__isnull=False
         )
-        annotator = Annotator.objects.get(pk=data["w"], kind=AnnotatorKind.CROWD)
+        annotator = Annotator.objects.get(crowd_worker_q(), pk=data["w"])
     except (signing.BadSignature, KeyError, TypeError, Hit.DoesNotExist, Annotator.DoesNotExist):
         raise NotFoundError("This task link is not valid (or has expired).") from None
     answer = HumanAnswer.objects.filter(

@@ -158,6 +158,7 @@ class FakeMTurkApi:
         mine = [a for a in self.state.assignments.values() if a["HITId"] == hit["HITId"]]
         pending = sum(a["AssignmentStatus"] == "Accepted" for a in mine)
         completed = sum(a["AssignmentStatus"] in REVIEWED | {"Submitted"} for a in mine)
+        taken = [a for a in mine if a["AssignmentStatus"] != "Returned"]
         status = hit["HITStatus"]
         if status == "Assignable" and hit["Expiration"] <= time.time():
             status = "Reviewable" if not pending else "Unassignable"
@@ -166,7 +167,7 @@ class FakeMTurkApi:
             "HITStatus": status,
             "NumberOfAssignmentsPending": pending,
             "NumberOfAssignmentsCompleted": completed,
-            "NumberOfAssignmentsAvailable": max(hit["MaxAssignments"] - len(mine), 0),
+            "NumberOfAssignmentsAvailable": max(hit["MaxAssignments"] - len(taken), 0),
         }
 
     def op_GetHIT(self, body: dict) -> dict:
@@ -221,7 +222,7 @@ class FakeMTurkApi:
 
     def _assignment(self, assignment_id: str) -> dict:
         row = self.state.assignments.get(assignment_id)
-        if row is None or row["AssignmentStatus"] == "Accepted":
+        if row is None or row["AssignmentStatus"] in ("Accepted", "Returned"):
             raise _request_error(f"Assignment {assignment_id} does not exist.")
         return row
 
@@ -306,7 +307,9 @@ class FakeMTurkApi:
             if worker_id in self.state.blocks:
                 raise ValueError(f"worker {worker_id} is blocked")
             if any(
-                a["HITId"] == hit_id and a["WorkerId"] == worker_id
+                a["HITId"] == hit_id
+                and a["WorkerId"] == worker_id
+                and a["AssignmentStatus"] != "Returned"
                 for a in self.state.assignments.values()
             ):
                 raise ValueError(f"worker {worker_id} already took HIT {hit_id}")
@@ -321,6 +324,15 @@ class FakeMTurkApi:
                 "Deadline": now + view["AssignmentDurationInSeconds"],
             }
             return assignment_id
+
+    def worker_return(self, assignment_id: str) -> None:
+        """The worker gives the HIT back unfinished: MTurk frees the slot, and the same worker
+        may accept the HIT again (a new assignment id)."""
+        with self.state.lock:
+            row = self.state.assignments.get(assignment_id)
+            if row is None or row["AssignmentStatus"] != "Accepted":
+                raise ValueError(f"assignment {assignment_id} is not open")
+            row["AssignmentStatus"] = "Returned"
 
     def worker_submit(self, assignment_id: str, fields: dict[str, str]) -> None:
         with self.state.lock:

@@ -11,6 +11,7 @@ import urllib.request
 
 import pytest
 from django.core.cache import cache
+from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
@@ -229,6 +230,89 @@ def test_confirmation_still_works_after_expiring_all_hits(client, live, fake_mtu
         row.worker.worker_id: row.confirmation for row in selectors.review_rows(publication=live)
     }
     assert confirmations == {"AREAL1": "confirmed", "AFAKE1": "unknown to the platform"}
+
+
+def _worker_finishes(browser, fake_mturk, opened, assignment_id: str) -> None:
+    """Answer the task page `opened` led to, and hand the assignment back from the done page."""
+    names = set(re.findall(r'name="(r\d+_q\d+)"', browser.get(opened["Location"]).text))
+    done = browser.post(opened["Location"], {name: "yes" for name in names})
+    assert f'name="assignmentId" value="{assignment_id}"' in done.text
+    _hand_back(fake_mturk, assignment_id, expect=200)
+
+
+def test_a_made_up_assignment_id_cannot_take_a_workers_task_from_under_them(live, fake_mturk):
+    """Someone who knows a worker's id reopened that worker's claimed task with an assignment id
+    of their own making: the claim moved to that id, the honest worker's done page handed back
+    the forger's id (MTurk refused it), and the honest work never counted."""
+    first, _ = _hits(live)
+    benchmark = first.task.instruction.benchmark
+    honest, forger = Client(), Client()
+    assignment_id = fake_mturk.api.worker_accept(first.hit_id, "AREAL1")
+    opened = _open(honest, fake_mturk, first, "AREAL1", assignment_id)
+    assert opened.status_code == 302
+
+    taken = _open(forger, fake_mturk, first, "AREAL1", "FORGEDAREAL1")
+    assert taken.status_code == 409
+    assert "open under another of your assignments in another browser" in taken.text
+    # A claim cookie of the forger's own making (unsigned, or signed for another claim) is none.
+    claim = Assignment.objects.get(annotator__worker_id="AREAL1")
+    forger.cookies[f"crowd_claim_{claim.pk}"] = str(claim.pk)
+    assert _open(forger, fake_mturk, first, "AREAL1", "FORGEDAREAL2").status_code == 409
+
+    _worker_finishes(honest, fake_mturk, opened, assignment_id)
+    _sync(live)
+    assert benchmark_arrays(benchmark=benchmark).annotator_names == ["mturk:AREAL1"]
+
+
+def test_a_worker_who_returned_the_hit_and_took_it_again_works_on_in_the_same_browser(
+    live, fake_mturk
+):
+    first, _ = _hits(live)
+    benchmark = first.task.instruction.benchmark
+    browser = Client()
+    earlier = fake_mturk.api.worker_accept(first.hit_id, "AREAL1")
+    opened = _open(browser, fake_mturk, first, "AREAL1", earlier)
+    claim = Assignment.objects.get(annotator__worker_id="AREAL1")
+    cookie = opened.cookies[f"crowd_claim_{claim.pk}"]  # kept inside MTurk's frame where allowed
+    assert (cookie["secure"], cookie["httponly"], cookie["samesite"]) == (True, True, "None")
+    assert cookie["path"] == reverse("crowd:mturk-task", args=[first.unique_request_token])
+    fake_mturk.api.worker_return(earlier)
+    again = fake_mturk.api.worker_accept(first.hit_id, "AREAL1")
+    opened = _open(browser, fake_mturk, first, "AREAL1", again)
+    assert opened.status_code == 302
+    _worker_finishes(browser, fake_mturk, opened, again)
+    _sync(live)
+    assert benchmark_arrays(benchmark=benchmark).annotator_names == ["mturk:AREAL1"]
+
+
+def test_a_worker_who_took_the_hit_again_in_another_browser_works_once_the_claim_lapses(
+    live, fake_mturk
+):
+    """Another browser has no claim cookie (nor has one whose frame keeps no third-party
+    cookies): it is told when it may take the task up, and then does, under the new id."""
+    from annotate.services.assignments import assignments_expire
+
+    first, _ = _hits(live)
+    benchmark = first.task.instruction.benchmark
+    earlier = fake_mturk.api.worker_accept(first.hit_id, "AREAL1")
+    assert _open(Client(), fake_mturk, first, "AREAL1", earlier).status_code == 302
+    fake_mturk.api.worker_return(earlier)
+    again = fake_mturk.api.worker_accept(first.hit_id, "AREAL1")
+    elsewhere = Client()
+    refused = _open(elsewhere, fake_mturk, first, "AREAL1", again)
+    claim = Assignment.objects.get(annotator__worker_id="AREAL1")
+    until = timezone.localtime(claim.expires_at).strftime("%Y-%m-%d %H:%M")
+    assert refused.status_code == 409 and f"or here again after {until}" in refused.text
+
+    assert assignments_expire(now=claim.expires_at) == 1
+    opened = _open(elsewhere, fake_mturk, first, "AREAL1", again)
+    assert opened.status_code == 302
+    claim.refresh_from_db()
+    assert (claim.status, claim.platform_assignment_id) == (AssignmentStatus.CLAIMED, again)
+    assert claim.expires_at > timezone.now()
+    _worker_finishes(elsewhere, fake_mturk, opened, again)
+    _sync(live)
+    assert benchmark_arrays(benchmark=benchmark).annotator_names == ["mturk:AREAL1"]
 
 
 # --- 2. Rejected work and blocked workers leave the results ----------------------------------

@@ -350,3 +350,50 @@ def test_the_api_refuses_a_bonus_without_an_amount_naming_what_it_needs(
     assert answer.status_code == 400, answer.content
     assert said in answer.content.decode()
     assert not Bonus.objects.exists() and fake_mturk.state.bonuses == []
+
+
+@pytest.mark.parametrize("kind", ["undecided", "expert"])
+def test_a_platform_worker_given_another_kind_keeps_their_task_and_their_review_row(
+    client, live, fake_mturk, admin_user, kind
+):
+    """A researcher makes an MTurk worker "not decided yet" (or an expert) while they work: the
+    worker's task page answered 404, and their work left the review page and the approve and
+    reject buttons, while MTurk pays it when the auto-approval delay ends unless it is
+    rejected."""
+    from annotate.models import Annotator
+    from annotate.services.annotators import annotator_kind_set
+
+    hit = live.hits.order_by("id").first()
+    assignment_id = fake_mturk.api.worker_accept(hit.hit_id, "AW1")
+    worker = client.get(
+        reverse("crowd:mturk-task", args=[hit.unique_request_token]),
+        {"assignmentId": assignment_id, "hitId": hit.hit_id, "workerId": "AW1",
+         "turkSubmitTo": fake_mturk.url},
+    )["Location"]  # fmt: skip
+    annotator = Annotator.objects.get(platform="mturk", worker_id="AW1")
+    annotator_kind_set(annotator=annotator, kind=kind, now=timezone.now())
+
+    page = client.get(worker)
+    assert page.status_code == 200
+    names = set(re.findall(r'name="(r\d+_q\d+)"', page.text))
+    assert names and client.post(worker, {name: "yes" for name in names}).status_code == 200
+    fake_mturk.api.worker_submit(assignment_id, {"summary": "x"})
+    _sync(live)
+
+    client.force_login(admin_user)
+    url = reverse("crowd:review", args=[live.pk])
+    done = Assignment.objects.get(platform_assignment_id=assignment_id)
+    row = client.get(url).text.split(f'data-assignment="{done.pk}"')[1].split("</tr>")[0]
+    assert "AW1" in row and 'value="reject"' in row
+    client.post(
+        reverse("crowd:assignment-action", args=[done.pk]),
+        {"action": "reject", "feedback": "random answers"},
+        HTTP_REFERER=url,
+    )
+    assert fake_mturk.state.assignments[assignment_id]["AssignmentStatus"] == "Rejected"
+    client.post(
+        reverse("crowd:worker-action", args=[annotator.pk]),
+        {"action": "block", "reason": "random answers"},
+        HTTP_REFERER=url,
+    )
+    assert annotator.block.active

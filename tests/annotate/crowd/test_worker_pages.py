@@ -465,3 +465,35 @@ def test_a_hit_returned_and_accepted_again_holds_its_claim_for_the_new_accepts_d
     claim = Assignment.objects.get(annotator__worker_id="AWORKER1")
     assert claim.platform_assignment_id == "RE-ACCEPTED"
     assert claim.expires_at >= before + timedelta(hours=2)
+
+
+def test_a_lapsed_claim_taken_up_again_keeps_the_scores_saved_on_it(client, crowd_batch):
+    """A worker saved their direct scores, returned the HIT and accepted it again in another
+    browser: once the earlier claim lapsed, the new accept takes it up with the scores saved
+    (it was refused as a task done already)."""
+    from django.test import Client
+
+    from annotate.services.assignments import assignments_expire
+
+    crowd_batch.project.mode = ProjectMode.BOTH
+    crowd_batch.project.save()
+    publication = publishing.publication_create(
+        batch=crowd_batch,
+        platform_name="fake",
+        chosen=PublishSettings(title="t", description="d"),
+        base_url="https://annotate.example.org",
+    )
+    publishing.publication_publish(publication_id=publication.pk, now=timezone.now())
+    hit = _hit(publication)
+    opened = _open(client, hit)
+    saved = client.post(opened["Location"], {"r1_score": "4", "r2_score": "2"})
+    assert saved.status_code == 302
+    claim = Assignment.objects.get(annotator__worker_id="AWORKER1")
+    assert assignments_expire(now=claim.expires_at) == 1
+
+    again = _open(Client(), hit, assignment_id="ACCEPTED-AGAIN")
+    assert again.status_code == 302
+    claim.refresh_from_db()
+    assert claim.status == AssignmentStatus.CLAIMED
+    assert claim.direct_scores and claim.platform_assignment_id == "ACCEPTED-AGAIN"
+    assert "Step 2 of 2" in Client().get(again["Location"]).text

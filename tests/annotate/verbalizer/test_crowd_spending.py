@@ -83,7 +83,7 @@ def _spent(client, publication: Publication) -> dict[str, str]:
     section = section.split("</section>", 1)[0]
     return {
         name: re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", text)).strip()
-        for _, name, text in re.findall(r'<(li|strong) id="spent-(\w+)">(.*?)</\1>', section)
+        for _, name, text in re.findall(r'<(li|strong) id="spent-([\w-]+)">(.*?)</\1>', section)
     }
 
 
@@ -190,3 +190,94 @@ def test_the_publication_page_reads_a_bounded_number_of_queries(
     review.publication_sync(publication_id=publication.pk, now=timezone.now())
     with django_assert_max_num_queries(11):
         assert 'id="spent-total">$1.25<' in client.get(url).text
+
+
+def test_answers_stay_spent_whatever_kind_their_worker_is_given(client, admin, study):
+    """The platform pays a worker's confirmed answers whatever a researcher decides about the
+    worker here: one made "not decided yet" left the figure while the platform paid them."""
+    from annotate.models import AnnotatorKind
+    from annotate.services.annotators import annotator_kind_set
+
+    publication = _publish(study, "fake", "0.20")
+    first, second = publication.hits.select_related("prompt").order_by("id")
+    approved = _answer_on_fake(first, "W1")
+    waiting = _answer_on_fake(second, "W2")
+    review.publication_sync(publication_id=publication.pk, now=timezone.now())
+    _decide(client, approved, "approve")
+    for answer in (approved, waiting):
+        annotator_kind_set(
+            annotator=answer.annotator, kind=AnnotatorKind.UNDECIDED, now=timezone.now()
+        )
+
+    spent = _spent(client, publication)
+    assert spent["total"] == "$0.50"
+    assert spent["approved"] == "approved answers: 1 answer, $0.25 with the bonuses paid on them"
+    assert spent["waiting"].startswith("submitted, not reviewed yet: 1 answer, $0.25")
+
+
+def test_answers_rejected_here_before_the_platform_had_them_show_as_to_be_paid(
+    client, admin, study
+):
+    """Rejected here, then handed back to the platform: it pays them when the auto-approval
+    delay ends unless they are rejected there too, and no figure counted that money."""
+    publication = _publish(study, "fake", "0.20")
+    first, second = publication.hits.select_related("prompt").order_by("id")
+    late = _answer_on_fake(first, "W1", hand_back=False)
+    _answer_on_fake(second, "W2")
+    _decide(client, late, "reject")  # unknown to the platform: rejected here only
+    FakePlatform().worker_submit(assignment_id=late.platform_assignment_id)
+    review.publication_sync(publication_id=publication.pk, now=timezone.now())
+
+    spent = _spent(client, publication)
+    assert spent["unless-rejected"].startswith(
+        "Will be paid unless rejected on the platform: $0.25 (1 answer)"
+    )
+    assert spent["total"] == "$0.50"
+
+    _decide(client, late, "reject")  # "Reject on the platform too"
+    spent = _spent(client, publication)
+    assert "unless-rejected" not in spent and spent["total"] == "$0.25"
+
+
+def test_a_blocked_workers_confirmed_answers_wait_to_be_paid(client, admin, study):
+    """Blocking does not stop the platform paying a worker's submitted answers when the
+    auto-approval delay ends: they stay on the figure until they are rejected."""
+    publication = _publish(study, "fake", "0.20")
+    first, second = publication.hits.select_related("prompt").order_by("id")
+    answers = [_answer_on_fake(first, "W1"), _answer_on_fake(second, "W1")]
+    review.publication_sync(publication_id=publication.pk, now=timezone.now())
+    review.worker_block(annotator_id=answers[0].annotator_id, reason="random", user=admin)
+
+    assert _spent(client, publication)["waiting"].startswith(
+        "submitted, not reviewed yet: 2 answers, $0.50"
+    )
+    _decide(client, answers[0], "reject")
+    assert _spent(client, publication)["total"] == "$0.25"
+
+
+def test_an_undecided_workers_study_hit_stays_open_and_on_the_review_page(client, admin, study):
+    """Made "not decided yet" while on a study's HIT: the worker's answer page answered 404,
+    and their answer left the review page (and its reject button) while the platform pays it
+    when the auto-approval delay ends."""
+    from annotate.models import AnnotatorKind
+    from annotate.services.annotators import annotator_kind_set
+
+    publication = _publish(study, "fake", "0.20")
+    hit = publication.hits.select_related("prompt").order_by("id").first()
+    platform = FakePlatform()
+    assignment_id = platform.worker_accept(hit_id=hit.hit_id, worker_id="W1")
+    ticket = crowd.mturk_prompt_open(
+        hit=hit, assignment_id=assignment_id, hit_id=hit.hit_id, worker_id="W1",
+        turk_submit_to="https://www.mturk.com",
+    )  # fmt: skip
+    annotator_kind_set(annotator=ticket.annotator, kind=AnnotatorKind.UNDECIDED, now=timezone.now())
+    answer = crowd.mturk_answer_submit(
+        ticket=crowd.mturk_ticket_get(token=ticket.token), key=1, seconds=2.0
+    )
+    platform.worker_submit(assignment_id=assignment_id)
+    review.publication_sync(publication_id=publication.pk, now=timezone.now())
+
+    page = client.get(reverse("verbalizer:crowd-review", args=[publication.pk])).text
+    assert f'data-answer="{answer.pk}"' in page
+    _decide(client, answer, "reject")
+    assert platform.assignment_get(assignment_id=assignment_id).status == "Rejected"
