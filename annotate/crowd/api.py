@@ -18,7 +18,11 @@ from annotate.crowd import selectors, tasks
 from annotate.crowd.models import PlatformCall
 from annotate.crowd.platforms import platform_names
 from annotate.crowd.services import publishing, review
-from annotate.crowd.services.publishing import PublishSettings, default_qualifications
+from annotate.crowd.services.publishing import (
+    SECONDS_AT_MOST,
+    PublishSettings,
+    default_qualifications,
+)
 from annotate.errors import NotFoundError, PublishError
 from annotate.models import Batch
 from annotate.roles import is_admin
@@ -74,9 +78,15 @@ class PublishApi(AdminApi):
         title = serializers.CharField(max_length=200)
         description = serializers.CharField()
         keywords = serializers.CharField(required=False, default="", allow_blank=True)
-        assignment_duration_seconds = serializers.IntegerField(min_value=30, default=3600)
-        auto_approval_delay_seconds = serializers.IntegerField(min_value=0, default=259200)
-        lifetime_seconds = serializers.IntegerField(min_value=30, default=604800)
+        assignment_duration_seconds = serializers.IntegerField(
+            min_value=30, max_value=SECONDS_AT_MOST["assignment_duration_seconds"], default=3600
+        )
+        auto_approval_delay_seconds = serializers.IntegerField(
+            min_value=0, max_value=SECONDS_AT_MOST["auto_approval_delay_seconds"], default=259200
+        )
+        lifetime_seconds = serializers.IntegerField(
+            min_value=30, max_value=SECONDS_AT_MOST["lifetime_seconds"], default=604800
+        )
         qualification_requirements = serializers.ListField(
             child=serializers.DictField(), required=False
         )
@@ -157,7 +167,11 @@ class PublicationLinkApi(AdminApi):
     class InputSerializer(serializers.Serializer):
         closed = serializers.BooleanField()
         anonymous_starts_limit = serializers.IntegerField(
-            required=False, allow_null=True, default=None, min_value=0
+            required=False,
+            allow_null=True,
+            default=None,
+            min_value=0,
+            max_value=review.STARTS_LIMIT_AT_MOST,
         )
 
     @extend_schema(request=InputSerializer, responses=OpenApiTypes.OBJECT)
