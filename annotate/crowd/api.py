@@ -96,7 +96,7 @@ class PublishApi(AdminApi):
         completion_url = serializers.URLField(required=False, default="", allow_blank=True)
         confirm_total_usd = serializers.DecimalField(max_digits=12, decimal_places=2)
 
-    @extend_schema(request=InputSerializer, responses=OpenApiTypes.OBJECT)
+    @extend_schema(request=InputSerializer, responses={201: OpenApiTypes.OBJECT})
     def post(self, request: Request, batch_id: int) -> Response:
         batch = get_object_or_404(Batch.objects.select_related("project"), pk=batch_id)
         data = self.InputSerializer(data=request.data)
@@ -154,7 +154,7 @@ class PublicationApi(AdminApi):
 
 
 class PublicationSyncApi(AdminApi):
-    @extend_schema(request=None, responses=OpenApiTypes.OBJECT)
+    @extend_schema(request=None, responses={202: OpenApiTypes.OBJECT})
     def post(self, request: Request, publication_id: int) -> Response:
         publication = selectors.publication_get(publication_id=publication_id)
         user_id = request.user.pk
