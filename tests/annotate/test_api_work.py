@@ -59,6 +59,16 @@ def test_other_annotators_assignment_is_404(annotator_user):
     assert submit.status_code == 404
 
 
+@pytest.mark.parametrize(
+    "name", ["annotate-api:assignment", "annotate-api:submit", "annotate-api:return"]
+)
+def test_an_assignment_id_no_column_holds_is_404(annotator_user, name):
+    client = api_for(annotator_user)
+    url = reverse(name, args=[10**20])
+    answer = client.get(url) if name == "annotate-api:assignment" else client.post(url, {})
+    assert answer.status_code == 404 and answer.json() == {"detail": "No such assignment."}
+
+
 def test_no_work_left_is_404_with_a_message(annotator_user):
     project = project_with_tasks(instructions=1, assignments_per_task=1)
     api_for(UserFactory(username="first", roles=[ANNOTATOR])).post(
