@@ -40,7 +40,10 @@ class AdminApi(APIView):
 @extend_schema_serializer(component_name="CrowdPreviewInput")
 class PreviewSerializer(serializers.Serializer):
     platform = serializers.CharField()
-    reward_usd = serializers.DecimalField(max_digits=8, decimal_places=2, required=False)
+    # As the publish page's form: no negative reward (a preview would quote a negative total).
+    reward_usd = serializers.DecimalField(
+        max_digits=8, decimal_places=2, min_value=Decimal(0), required=False
+    )
 
 
 def _preview(batch: Batch, data: dict, user) -> publishing.CostPreview:

@@ -213,3 +213,14 @@ def test_the_api_refuses_a_time_too_long_naming_its_field(
     assert not crowd_batch.publications.exists()
     accepted = client.post(url, body, content_type="application/json")
     assert accepted.status_code == 201, accepted.json()
+
+
+def test_the_api_preview_refuses_a_negative_reward_as_the_page_does(
+    client, admin_user, crowd_batch
+):
+    client.force_login(admin_user)
+    url = reverse("crowd-api:preview", args=[crowd_batch.pk])
+    answer = client.post(url, {"platform": "fake", "reward_usd": "-1"}, "application/json")
+    assert answer.status_code == 400 and "reward_usd" in answer.json()
+    quoted = client.post(url, {"platform": "fake", "reward_usd": "1"}, "application/json")
+    assert quoted.status_code == 200 and quoted.json()["total_usd"] == "11.25"
