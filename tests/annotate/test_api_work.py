@@ -106,6 +106,25 @@ def test_only_admins_create_projects_and_batches(admin_user, researcher):
     assert batch.status_code == 201 and batch.json()["tasks"] == 1
 
 
+def test_a_refused_project_or_batch_names_the_field_at_fault(admin_user):
+    benchmark, systems = benchmark_with_responses(instructions=2, systems=1)
+    payload = {"name": "p", "benchmark": benchmark.id, "systems": [systems[0].id]}
+    client, url = api_for(admin_user), reverse("annotate-api:project-create")
+    project_id = client.post(url, payload, format="json").json()["id"]
+    for changes, field in [
+        ({}, "name"),  # taken
+        ({"name": "q", "selection": "ids", "external_ids": ["nope"]}, "external_ids"),
+        ({"name": "q", "selection": "random"}, "per_subset"),
+        ({"name": "q", "systems": []}, "systems"),
+    ]:
+        refused = client.post(url, {**payload, **changes}, format="json")
+        assert refused.status_code == 400 and refused.json()["field"] == field, changes
+    batch_url = reverse("annotate-api:batch-create", args=[project_id])
+    refused = client.post(batch_url, {"name": "Batch 1"}, format="json")
+    assert refused.status_code == 400 and refused.json()["field"] == "name"
+    assert Project.objects.count() == 1
+
+
 def test_progress_for_researchers_of_the_project(researcher, annotator_user):
     project = project_with_tasks(instructions=2, systems=1, questions=1, assignments_per_task=1)
     client = api_for(annotator_user)
