@@ -71,7 +71,7 @@ class ProjectCreateApi(APIView):
             queryset=User.objects.filter(groups__name=RESEARCHER), many=True, default=list
         )
 
-    @extend_schema(request=InputSerializer, responses=OpenApiTypes.OBJECT)
+    @extend_schema(request=InputSerializer, responses={201: OpenApiTypes.OBJECT})
     def post(self, request: Request) -> Response:
         _require_admin(request)
         serializer = self.InputSerializer(data=request.data)
@@ -97,7 +97,7 @@ class BatchCreateApi(APIView):
     class InputSerializer(SelectionSerializer):
         name = serializers.CharField(max_length=200)
 
-    @extend_schema(request=InputSerializer, responses=OpenApiTypes.OBJECT)
+    @extend_schema(request=InputSerializer, responses={201: OpenApiTypes.OBJECT})
     def post(self, request: Request, project_id: int) -> Response:
         _require_admin(request)
         project = work_selectors.project_get_for_researcher(
@@ -216,7 +216,7 @@ def _task_payload(page: work_selectors.TaskPage) -> dict:
 class ClaimNextApi(APIView):
     throttle_classes = [AnnotatorWorkThrottle]
 
-    @extend_schema(request=None, responses=OpenApiTypes.OBJECT)
+    @extend_schema(request=None, responses={201: OpenApiTypes.OBJECT})
     def post(self, request: Request, project_id: int) -> Response:
         annotator = _annotator(request)
         project = Project.objects.filter(pk=project_id).first()

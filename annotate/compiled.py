@@ -33,6 +33,9 @@ from django.db.models.sql.compiler import SQLCompiler
 # parameters after compiling. Within a 32-bit integer, or Django refuses them for an
 # IntegerField or AutoField (auth's user id) as out of range and compiles no SQL.
 _STAND_IN = -(2**31) + 1000
+# The values an integer column can hold (64 bits on SQLite and PostgreSQL). A value outside
+# matches no row, as Django's ORM answers such a lookup; SQLite would refuse to bind it.
+_INTEGER_RANGE = range(-(2**63), 2**63)
 
 
 @dataclass
@@ -72,6 +75,8 @@ class CompiledQuery:
     def _run(self, db: str, values: dict[str, int], *, first: bool) -> tuple[_Compiled, list]:
         """Run the compiled SQL with these values: its first row only, or all of them."""
         compiled = self._compiled.get(db) or self._compile(db)
+        if any(value not in _INTEGER_RANGE for value in values.values()):
+            return compiled, []  # an id from a URL no column holds (/assignments/10**20/)
         params = [values[p] if isinstance(p, str) else p for p in compiled.params]
         with prepared_cursor(connections[db]) as cursor:
             cursor.execute(compiled.sql, params)

@@ -87,8 +87,9 @@ class PermissionDeniedError(AnnotateError):
     http_status = 403
 
 
-class ProjectSetupError(AnnotateError):
-    """A project or batch cannot be created as asked (unknown instruction, missing response...)."""
+class ProjectSetupError(FieldInputError):
+    """A project or batch cannot be created as asked (unknown instruction, missing response...);
+    `field` names the input at fault (the API answers it beside the message)."""
 
 
 class NoWorkError(AnnotateError):

@@ -86,12 +86,13 @@ class ReportApi(APIView):
             raise Http404
         unknown = request.query_params.get("unknown", DEFAULT_UNKNOWN)
         acc_unknown = request.query_params.get("acc", DEFAULT_ACC)
-        if unknown not in UNKNOWN_MODES:
-            return Response(
-                {"detail": f"unknown must be one of {', '.join(UNKNOWN_MODES)}."}, status=400
-            )
-        if acc_unknown not in ACC_MODES:
-            return Response({"detail": f"acc must be one of {', '.join(ACC_MODES)}."}, status=400)
+        for field, value, modes in (
+            ("unknown", unknown, UNKNOWN_MODES),
+            ("acc", acc_unknown, ACC_MODES),
+        ):
+            if value not in modes:
+                detail = f"{field} must be one of {', '.join(modes)}, not {value!r}."
+                return Response({"detail": detail, "field": field}, status=400)
         return Response(
             report_cached(benchmark=benchmark, unknown=unknown, acc_unknown=acc_unknown)
         )

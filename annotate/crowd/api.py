@@ -18,7 +18,11 @@ from annotate.crowd import selectors, tasks
 from annotate.crowd.models import PlatformCall
 from annotate.crowd.platforms import platform_names
 from annotate.crowd.services import publishing, review
-from annotate.crowd.services.publishing import PublishSettings, default_qualifications
+from annotate.crowd.services.publishing import (
+    SECONDS_AT_MOST,
+    PublishSettings,
+    default_qualifications,
+)
 from annotate.errors import NotFoundError, PublishError
 from annotate.models import Batch
 from annotate.roles import is_admin
@@ -36,7 +40,10 @@ class AdminApi(APIView):
 @extend_schema_serializer(component_name="CrowdPreviewInput")
 class PreviewSerializer(serializers.Serializer):
     platform = serializers.CharField()
-    reward_usd = serializers.DecimalField(max_digits=8, decimal_places=2, required=False)
+    # As the publish page's form: no negative reward (a preview would quote a negative total).
+    reward_usd = serializers.DecimalField(
+        max_digits=8, decimal_places=2, min_value=Decimal(0), required=False
+    )
 
 
 def _preview(batch: Batch, data: dict, user) -> publishing.CostPreview:
@@ -74,9 +81,15 @@ class PublishApi(AdminApi):
         title = serializers.CharField(max_length=200)
         description = serializers.CharField()
         keywords = serializers.CharField(required=False, default="", allow_blank=True)
-        assignment_duration_seconds = serializers.IntegerField(min_value=30, default=3600)
-        auto_approval_delay_seconds = serializers.IntegerField(min_value=0, default=259200)
-        lifetime_seconds = serializers.IntegerField(min_value=30, default=604800)
+        assignment_duration_seconds = serializers.IntegerField(
+            min_value=30, max_value=SECONDS_AT_MOST["assignment_duration_seconds"], default=3600
+        )
+        auto_approval_delay_seconds = serializers.IntegerField(
+            min_value=0, max_value=SECONDS_AT_MOST["auto_approval_delay_seconds"], default=259200
+        )
+        lifetime_seconds = serializers.IntegerField(
+            min_value=30, max_value=SECONDS_AT_MOST["lifetime_seconds"], default=604800
+        )
         qualification_requirements = serializers.ListField(
             child=serializers.DictField(), required=False
         )
@@ -86,7 +99,7 @@ class PublishApi(AdminApi):
         completion_url = serializers.URLField(required=False, default="", allow_blank=True)
         confirm_total_usd = serializers.DecimalField(max_digits=12, decimal_places=2)
 
-    @extend_schema(request=InputSerializer, responses=OpenApiTypes.OBJECT)
+    @extend_schema(request=InputSerializer, responses={201: OpenApiTypes.OBJECT})
     def post(self, request: Request, batch_id: int) -> Response:
         batch = get_object_or_404(Batch.objects.select_related("project"), pk=batch_id)
         data = self.InputSerializer(data=request.data)
@@ -144,7 +157,7 @@ class PublicationApi(AdminApi):
 
 
 class PublicationSyncApi(AdminApi):
-    @extend_schema(request=None, responses=OpenApiTypes.OBJECT)
+    @extend_schema(request=None, responses={202: OpenApiTypes.OBJECT})
     def post(self, request: Request, publication_id: int) -> Response:
         publication = selectors.publication_get(publication_id=publication_id)
         user_id = request.user.pk
@@ -157,7 +170,11 @@ class PublicationLinkApi(AdminApi):
     class InputSerializer(serializers.Serializer):
         closed = serializers.BooleanField()
         anonymous_starts_limit = serializers.IntegerField(
-            required=False, allow_null=True, default=None, min_value=0
+            required=False,
+            allow_null=True,
+            default=None,
+            min_value=0,
+            max_value=review.STARTS_LIMIT_AT_MOST,
         )
 
     @extend_schema(request=InputSerializer, responses=OpenApiTypes.OBJECT)

@@ -34,6 +34,9 @@ from annotate.roles import ADMIN, ADMINS_ONLY, require_role
 from annotate.services.deferred_tasks import task_enqueue_on_commit
 from annotate.verbalizer.models import HumanAnswer
 
+# A HIT is extended by at most the longest lifetime MTurk takes (publishing.SECONDS_AT_MOST).
+EXTEND_HOURS_AT_MOST = publishing.SECONDS_AT_MOST["lifetime_seconds"] // 3600
+
 
 def _back(request: HttpRequest) -> HttpResponse:
     """Redirect to the page the admin came from if it is on this site, else to the list."""
@@ -253,8 +256,9 @@ def publication_action(request: HttpRequest, publication_id: int) -> HttpRespons
         )
         messages.success(request, f"{count} HITs expired: workers can no longer accept them.")
     elif action == "extend":
-        hit = get_object_or_404(Hit, pk=request.POST.get("hit"), publication=publication)
-        hours = _positive_int(request.POST.get("hours"), "hours")
+        hit_pk = _positive_int(request.POST.get("hit"), "hit")
+        hit = get_object_or_404(Hit, pk=hit_pk, publication=publication)
+        hours = _positive_int(request.POST.get("hours"), "hours", high=EXTEND_HOURS_AT_MOST)
         base = max(hit.expires_at or now, now)
         review_services.hit_set_expiration(
             hit_pk=hit.pk, expires_at=base + timedelta(hours=hours), user=user
@@ -331,13 +335,15 @@ def demo_worker_start(request: HttpRequest, hit_pk: int) -> HttpResponse:
     return redirect(_demo_question_url(hit, assignment_id, worker_id))
 
 
-def _positive_int(value: str | None, name: str, low: int = 1) -> int:
+def _positive_int(value: str | None, name: str, low: int = 1, high: int | None = None) -> int:
     try:
         number = int(value or "")
     except ValueError:
         raise AnnotateError(f"{name} must be a whole number.") from None
     if number < low:
         raise AnnotateError(f"{name} must be at least {low}.")
+    if high is not None and number > high:
+        raise AnnotateError(f"{name} must be at most {high}.")
     return number
 
 

@@ -191,7 +191,9 @@ class GenerationRunApi(APIView):
         progress_url = serializers.CharField(allow_null=True)
         estimate = serializers.DictField(allow_null=True)
 
-    @extend_schema(request=InputSerializer, responses=OutputSerializer)
+    @extend_schema(
+        request=InputSerializer, responses={202: OutputSerializer, 200: OutputSerializer}
+    )
     def post(self, request: Request) -> Response:
         if not is_researcher(request.user):
             raise Http404

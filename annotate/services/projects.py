@@ -117,17 +117,23 @@ def _validate_project(
     allotted_minutes: int,
 ) -> None:
     if not name:
-        raise ProjectSetupError("Give the project a name.")
+        raise ProjectSetupError("Give the project a name.", field="name")
     if Project.objects.filter(name=name).exists():
-        raise ProjectSetupError(f"A project named '{name}' already exists.")
+        raise ProjectSetupError(f"A project named '{name}' already exists.", field="name")
     if mode not in ProjectMode.values:
-        raise ProjectSetupError(f"Mode must be one of {', '.join(ProjectMode.values)}.")
+        raise ProjectSetupError(
+            f"Mode must be one of {', '.join(ProjectMode.values)}.", field="mode"
+        )
     if not systems:
-        raise ProjectSetupError("Choose at least one system.")
+        raise ProjectSetupError("Choose at least one system.", field="systems")
     if not 1 <= assignments_per_task <= 100:
-        raise ProjectSetupError("Assignments per task must be between 1 and 100.")
+        raise ProjectSetupError(
+            "Assignments per task must be between 1 and 100.", field="assignments_per_task"
+        )
     if not 1 <= allotted_minutes <= 24 * 60:
-        raise ProjectSetupError("Allotted minutes must be between 1 and 1440.")
+        raise ProjectSetupError(
+            "Allotted minutes must be between 1 and 1440.", field="allotted_minutes"
+        )
 
 
 @transaction.atomic
@@ -135,9 +141,9 @@ def batch_create(*, project: Project, name: str, selection: InstructionSelection
     """Create a batch of tasks for instructions not yet in any batch of the project."""
     name = name.strip()
     if not name:
-        raise ProjectSetupError("Give the batch a name.")
+        raise ProjectSetupError("Give the batch a name.", field="name")
     if Batch.objects.filter(project=project, name=name).exists():
-        raise ProjectSetupError(f"The project already has a batch named '{name}'.")
+        raise ProjectSetupError(f"The project already has a batch named '{name}'.", field="name")
     instructions = _select_instructions(project=project, selection=selection)
     _check_responses_exist(project=project, instructions=instructions)
     batch = Batch.objects.create(project=project, name=name)
@@ -162,11 +168,13 @@ def _select_instructions(*, project: Project, selection: InstructionSelection) -
         chosen = _select_random(available=list(available), selection=selection)
     else:
         raise ProjectSetupError(
-            f"Instruction selection must be one of {', '.join(Selection.CHOICES)}."
+            f"Instruction selection must be one of {', '.join(Selection.CHOICES)}.",
+            field="selection",
         )
     if not chosen:
         raise ProjectSetupError(
-            "No instruction selected: every one is already in a batch, or none match."
+            "No instruction selected: every one is already in a batch, or none match.",
+            field="selection",
         )
     return chosen
 
@@ -181,7 +189,8 @@ def _select_by_ids(*, project: Project, available, ids: Sequence[str]) -> list[I
     if missing:
         raise ProjectSetupError(
             f"Not in benchmark '{project.benchmark.name}' or already in a batch of this project: "
-            + ", ".join(missing[:20])
+            + ", ".join(missing[:20]),
+            field="external_ids",
         )
     return [by_id[external_id] for external_id in wanted]
 
@@ -190,7 +199,9 @@ def _select_random(
     *, available: list[Instruction], selection: InstructionSelection
 ) -> list[Instruction]:
     if selection.per_subset < 1:
-        raise ProjectSetupError("The random sample needs at least 1 instruction per subset.")
+        raise ProjectSetupError(
+            "The random sample needs at least 1 instruction per subset.", field="per_subset"
+        )
     rng = random.Random(selection.seed)
     chosen: list[Instruction] = []
     for subset in Subset.values:
@@ -215,5 +226,6 @@ def _check_responses_exist(*, project: Project, instructions: list[Instruction])
         raise ProjectSetupError(
             "These instructions lack a response from one of the chosen systems: "
             + ", ".join(lacking[:20])
-            + (f" and {len(lacking) - 20} more" if len(lacking) > 20 else "")
+            + (f" and {len(lacking) - 20} more" if len(lacking) > 20 else ""),
+            field="systems",
         )

@@ -59,6 +59,16 @@ def test_other_annotators_assignment_is_404(annotator_user):
     assert submit.status_code == 404
 
 
+@pytest.mark.parametrize(
+    "name", ["annotate-api:assignment", "annotate-api:submit", "annotate-api:return"]
+)
+def test_an_assignment_id_no_column_holds_is_404(annotator_user, name):
+    client = api_for(annotator_user)
+    url = reverse(name, args=[10**20])
+    answer = client.get(url) if name == "annotate-api:assignment" else client.post(url, {})
+    assert answer.status_code == 404 and answer.json() == {"detail": "No such assignment."}
+
+
 def test_no_work_left_is_404_with_a_message(annotator_user):
     project = project_with_tasks(instructions=1, assignments_per_task=1)
     api_for(UserFactory(username="first", roles=[ANNOTATOR])).post(
@@ -94,6 +104,25 @@ def test_only_admins_create_projects_and_batches(admin_user, researcher):
     assert api_for(researcher).post(batch_url, {"name": "B2"}, format="json").status_code == 403
     batch = api_for(admin_user).post(batch_url, {"name": "B2"}, format="json")
     assert batch.status_code == 201 and batch.json()["tasks"] == 1
+
+
+def test_a_refused_project_or_batch_names_the_field_at_fault(admin_user):
+    benchmark, systems = benchmark_with_responses(instructions=2, systems=1)
+    payload = {"name": "p", "benchmark": benchmark.id, "systems": [systems[0].id]}
+    client, url = api_for(admin_user), reverse("annotate-api:project-create")
+    project_id = client.post(url, payload, format="json").json()["id"]
+    for changes, field in [
+        ({}, "name"),  # taken
+        ({"name": "q", "selection": "ids", "external_ids": ["nope"]}, "external_ids"),
+        ({"name": "q", "selection": "random"}, "per_subset"),
+        ({"name": "q", "systems": []}, "systems"),
+    ]:
+        refused = client.post(url, {**payload, **changes}, format="json")
+        assert refused.status_code == 400 and refused.json()["field"] == field, changes
+    batch_url = reverse("annotate-api:batch-create", args=[project_id])
+    refused = client.post(batch_url, {"name": "Batch 1"}, format="json")
+    assert refused.status_code == 400 and refused.json()["field"] == "name"
+    assert Project.objects.count() == 1
 
 
 def test_progress_for_researchers_of_the_project(researcher, annotator_user):

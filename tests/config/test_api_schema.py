@@ -46,3 +46,20 @@ def test_each_operation_answers_with_its_own_fields(schema, path, status, field)
 def test_each_operation_takes_its_own_fields(schema, path, field):
     body = schema["paths"][path]["post"]["requestBody"]
     assert field in _schema_of(schema, body)["properties"]
+
+
+@pytest.mark.parametrize(
+    ("path", "status"),
+    [
+        ("/api/annotate/projects/", "201"),
+        ("/api/annotate/projects/{project_id}/batches/", "201"),
+        ("/api/annotate/projects/{project_id}/claim/", "201"),
+        ("/api/crowd/batches/{batch_id}/publish/", "201"),
+        ("/api/crowd/publications/{publication_id}/sync/", "202"),
+        ("/api/engine/generation-runs/", "202"),  # a run started
+        ("/api/engine/generation-runs/", "200"),  # a dry run's estimate
+    ],
+)
+def test_each_operation_documents_the_status_it_answers(schema, path, status):
+    """A script written from the docs checks for the status the view really answers."""
+    assert status in schema["paths"][path]["post"]["responses"]

@@ -125,6 +125,12 @@ def test_api_and_downloads_take_the_acc_convention(researcher_client, bench):
     assert judge[0]["compared"] == 9  # the UNKNOWN compared, as wrong
     bad = researcher_client.get(api, {"acc": "maybe"})
     assert bad.status_code == 400 and "acc" in bad.json()["detail"]
+    assert bad.json()["field"] == "acc"
+    bad = researcher_client.get(api, {"unknown": "maybe"})
+    assert bad.status_code == 400 and bad.json() == {
+        "detail": "unknown must be one of exclude, no, official, not 'maybe'.",
+        "field": "unknown",
+    }
     url = reverse("reports:download", args=[bench.pk, "json"])
     assert researcher_client.get(url, {"acc": "maybe"}).status_code == 404
     default = json.loads(researcher_client.get(url).content)

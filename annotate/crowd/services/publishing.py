@@ -38,6 +38,14 @@ from annotate.errors import (
 from annotate.models import Batch
 
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "[::1]"}
+DAY_SECONDS = 24 * 3600
+# The longest times MTurk takes (CreateHITType, CreateHITWithHITType); longer ones would not fit
+# the publication's columns either.
+SECONDS_AT_MOST = {
+    "assignment_duration_seconds": 365 * DAY_SECONDS,
+    "auto_approval_delay_seconds": 30 * DAY_SECONDS,
+    "lifetime_seconds": 365 * DAY_SECONDS,
+}
 
 
 def default_qualifications(
@@ -167,7 +175,8 @@ def _check_settings(*, batch: Batch, platform_name: str, chosen: PublishSettings
 def publish_settings_check(
     *, platform_name: str, chosen: PublishSettings, reward_usd: Decimal
 ) -> None:
-    """Refuse settings no platform takes: no title or description, no reward, too short times."""
+    """Refuse settings no platform takes: no title or description, no reward, too short or too
+    long times."""
     if not chosen.title.strip() or not chosen.description.strip():
         raise PublishError("Title and description are required: workers choose HITs by them.")
     if platform_class(platform_name).pays_workers and reward_usd < Decimal("0.01"):
@@ -175,6 +184,12 @@ def publish_settings_check(
     for name in ("assignment_duration_seconds", "lifetime_seconds"):
         if getattr(chosen, name) < 30:
             raise PublishError(f"{name.replace('_', ' ')} must be at least 30 seconds.")
+    for name, most in SECONDS_AT_MOST.items():
+        if getattr(chosen, name) > most:
+            raise PublishError(
+                f"{name.replace('_', ' ')} must be at most {most} seconds "
+                f"({most // DAY_SECONDS} days)."
+            )
     completion_check(completion_code=chosen.completion_code, completion_url=chosen.completion_url)
 
 

@@ -44,6 +44,8 @@ from annotate.selectors.results import PLATFORMS_WITHOUT_CONFIRMATION
 from annotate.verbalizer.models import HumanAnswer
 
 PLATFORM_TO_OURS = {"Approved": AssignmentStatus.APPROVED, "Rejected": AssignmentStatus.REJECTED}
+# A link's cap on anonymous starts: the largest value its column holds (32 bits on PostgreSQL).
+STARTS_LIMIT_AT_MOST = 2**31 - 1
 
 
 def require_admin(user) -> None:
@@ -545,6 +547,10 @@ def publication_link_set(
     publication = _selfhosted(publication_id)
     if anonymous_starts_limit is not None and anonymous_starts_limit < 0:
         raise AnnotateError("anonymous_starts_limit must be 0 or more (0: an id is required).")
+    if anonymous_starts_limit is not None and anonymous_starts_limit > STARTS_LIMIT_AT_MOST:
+        raise AnnotateError(
+            f"anonymous_starts_limit must be at most {STARTS_LIMIT_AT_MOST} (empty: the default)."
+        )
     if closed and publication.link_closed_at is None:
         publication.link_closed_at = now
     elif not closed:

@@ -29,8 +29,7 @@ class RerateSampleError(ProjectSetupError):
     """The sample cannot be sent as asked; `field` names the input to change (size, annotators)."""
 
     def __init__(self, message: str, *, field: str) -> None:
-        self.field = field
-        super().__init__(message)
+        super().__init__(message, field=field)
 
 
 @transaction.atomic

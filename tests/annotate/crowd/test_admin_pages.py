@@ -242,3 +242,28 @@ def test_actions_return_only_to_a_page_of_this_site(
         page = client.post(url, body, HTTP_REFERER=referer)
         assert page.status_code == 302
         assert page["Location"] == (expected or reverse("crowd:publication-list"))
+
+
+@pytest.mark.parametrize(
+    ("hit", "hours", "said"),
+    [
+        (None, str(10**30), "hours must be at most 8760"),
+        ("abc", "1", "hit must be a whole number"),
+        (None, "-2", "hours must be at least 1"),
+    ],
+)
+def test_extending_a_hit_by_a_bad_value_is_refused_and_changes_nothing(
+    client, admin_user, crowd_batch, hit, hours, said
+):
+    publication = fake_publication(crowd_batch)
+    task = crowd_batch.tasks.first()
+    submitted_on_fake_platform(crowd_assignment(task=task, platform="fake", worker="W1"),
+                               publication=publication)  # fmt: skip
+    stored = publication.hits.get()
+    client.force_login(admin_user)
+    body = {"action": "extend", "hit": hit or stored.pk, "hours": hours}
+    page = client.post(
+        reverse("crowd:publication-action", args=[publication.pk]), body, follow=True
+    )
+    assert page.status_code == 200 and said in page.text
+    assert publication.hits.get().expires_at == stored.expires_at

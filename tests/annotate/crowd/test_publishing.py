@@ -3,6 +3,7 @@
 from decimal import Decimal
 
 import pytest
+from django.urls import reverse
 from django.utils import timezone
 
 from annotate.crowd.base import NUMBER_APPROVED, PERCENT_APPROVED
@@ -90,6 +91,9 @@ def test_same_batch_cannot_be_published_twice_on_one_platform(crowd_batch):
         ({"title": " "}, "Title and description"),
         ({"reward_usd": Decimal("0")}, "at least \\$0.01"),
         ({"lifetime_seconds": 5}, "lifetime seconds"),
+        ({"lifetime_seconds": 366 * 24 * 3600}, "lifetime seconds must be at most 31536000"),
+        ({"assignment_duration_seconds": 10**30}, "assignment duration seconds must be at most"),
+        ({"auto_approval_delay_seconds": 31 * 24 * 3600}, "at most 2592000 seconds \\(30 days\\)"),
     ],
 )
 def test_bad_settings_are_refused_and_nothing_is_stored(crowd_batch, overrides, message):
@@ -191,3 +195,32 @@ def test_the_cost_preview_rounds_half_a_cent_up_as_every_figure():
     assert publication_cost(
         tasks=1, assignments_per_task=3, reward_usd=Decimal("0.05"), fee=Decimal("0.25")
     ) == Decimal("0.19")  # $0.1875
+
+
+@pytest.mark.parametrize(
+    "field", ["assignment_duration_seconds", "auto_approval_delay_seconds", "lifetime_seconds"]
+)
+def test_the_api_refuses_a_time_too_long_naming_its_field(
+    client, admin_user, crowd_batch, settings, field
+):
+    settings.CROWD_PUBLIC_URL = BASE
+    client.force_login(admin_user)
+    url = reverse("crowd-api:publish", args=[crowd_batch.pk])
+    body = {"platform": "fake", "title": "t", "description": "d", "reward_usd": "1.00"}
+    body["confirm_total_usd"] = "11.25"  # 3 tasks × 3 assignments × $1 × 1.25
+    answer = client.post(url, {**body, field: 10**30}, content_type="application/json")
+    assert answer.status_code == 400 and field in answer.json()
+    assert not crowd_batch.publications.exists()
+    accepted = client.post(url, body, content_type="application/json")
+    assert accepted.status_code == 201, accepted.json()
+
+
+def test_the_api_preview_refuses_a_negative_reward_as_the_page_does(
+    client, admin_user, crowd_batch
+):
+    client.force_login(admin_user)
+    url = reverse("crowd-api:preview", args=[crowd_batch.pk])
+    answer = client.post(url, {"platform": "fake", "reward_usd": "-1"}, "application/json")
+    assert answer.status_code == 400 and "reward_usd" in answer.json()
+    quoted = client.post(url, {"platform": "fake", "reward_usd": "1"}, "application/json")
+    assert quoted.status_code == 200 and quoted.json()["total_usd"] == "11.25"

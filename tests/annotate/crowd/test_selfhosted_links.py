@@ -119,6 +119,23 @@ def test_a_closed_link_takes_nobody_new_but_keeps_started_work(client, study, ad
     assert _start(client, study, PROLIFIC_PID="P2").status_code == 302
 
 
+@pytest.mark.parametrize(
+    ("limit", "said"),
+    [(-1, "at least 0"), (2**31, "at most 2147483647"), (10**30, "at most 2147483647")],
+)
+def test_a_links_cap_out_of_range_is_refused_and_changes_nothing(client, study, admin, limit, said):
+    client.force_login(admin)
+    api = reverse("crowd-api:link", args=[study.pk])
+    reply = client.post(api, {"closed": True, "anonymous_starts_limit": limit}, "application/json")
+    assert reply.status_code == 400 and "anonymous_starts_limit" in reply.json()
+    page_action = reverse("crowd:publication-action", args=[study.pk])
+    body = {"action": "close-link", "anonymous_starts_limit": limit}
+    page = client.post(page_action, body, follow=True)
+    assert page.status_code == 200 and said in page.text
+    study.refresh_from_db()
+    assert study.link_closed_at is None and study.anonymous_starts_limit is None
+
+
 def test_only_admins_may_close_a_link(client, study, researcher):
     client.force_login(researcher)
     api = reverse("crowd-api:link", args=[study.pk])
