@@ -40,6 +40,17 @@ def permission_denied(request: HttpRequest, exception: Exception | None = None) 
     return render(request, "403.html", context, status=403)
 
 
+def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
+    """Answer a refused form (its security token is out of date) in the site's layout.
+
+    The usual cause is a login or logout in another tab, which replaces the token the open page
+    was sent with. Django's own page speaks of hijacked browsers and cookie settings, and an
+    annotator who sees it after Submit takes their answers for lost; a task's answers are kept
+    in this browser, so going back and reloading sends them again.
+    """
+    return render(request, "403_csrf.html", status=403)
+
+
 def admin_login(request: HttpRequest) -> HttpResponse:
     """The admin's login: our one login page for visitors, a 403 page for a logged-in non-admin.
 

@@ -211,21 +211,27 @@ def _select_random(
 
 
 def _check_responses_exist(*, project: Project, instructions: list[Instruction]) -> None:
-    system_ids = set(project.systems.values_list("id", flat=True))
+    """Refuse instructions some chosen system has no response to, naming each such system."""
+    systems = list(project.systems.order_by("name"))
     present = set(
-        Response.objects.filter(instruction__in=instructions, system_id__in=system_ids).values_list(
+        Response.objects.filter(instruction__in=instructions, system__in=systems).values_list(
             "instruction_id", "system_id"
         )
     )
-    lacking = [
-        instruction.external_id
-        for instruction in instructions
-        if any((instruction.id, system_id) not in present for system_id in system_ids)
-    ]
-    if lacking:
+    lacks = []
+    for system in systems:
+        lacking = [
+            instruction.external_id
+            for instruction in instructions
+            if (instruction.id, system.id) not in present
+        ]
+        if lacking:
+            more = f" and {len(lacking) - 20} more" if len(lacking) > 20 else ""
+            lacks.append(f"{system.name} has no response to {', '.join(lacking[:20])}{more}")
+    if lacks:
         raise ProjectSetupError(
-            "These instructions lack a response from one of the chosen systems: "
-            + ", ".join(lacking[:20])
-            + (f" and {len(lacking) - 20} more" if len(lacking) > 20 else ""),
+            "Every chosen system needs a response to every selected instruction: "
+            + "; ".join(lacks)
+            + ". Leave those systems or instructions out, or import the responses first.",
             field="systems",
         )

@@ -223,6 +223,9 @@ AXES_VERBOSE = False  # no version banner on every management command
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
+# A form whose CSRF token went stale (a login or logout in another tab) gets a page in the
+# site's layout saying what to do, not Django's page about cookie settings.
+CSRF_FAILURE_VIEW = "config.error_views.csrf_failure"
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

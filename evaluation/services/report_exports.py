@@ -64,16 +64,23 @@ def report_export(
 
     The raw labels name crowd workers as `scope` allows (annotate.selectors.identities).
     With `with_archive` the same files are also stored as one zip, `export.zip`, named last.
-    `progress(done, total)` is told after each file stored.
+    `progress(done, total)` is told after each figure rendered and each file stored: rendering
+    the figures takes most of the time, so a page following the export sees it move then too.
     """
     if storage is None:
         storage = export_storage()
-    files = _export_files(
-        report=report,
-        benchmark=benchmark,
-        aggregated_labels_csv=aggregated_labels_csv,
-        scope=scope,
+    figures = _figure_files(report)
+    texts = _text_files(
+        report=report, benchmark=benchmark, aggregated_labels_csv=aggregated_labels_csv, scope=scope
     )
+    to_store = len(texts) + len(figures) + (1 if with_archive else 0)
+    total = len(figures) + to_store
+
+    def told(done: int) -> None:
+        if progress is not None:
+            progress(done, total)
+
+    files = {**texts, **_render(report, figures, told)}
     if with_archive:
         files[ARCHIVE_NAME] = report_archive(files=files)
     saved: list[str] = []
@@ -81,8 +88,7 @@ def report_export(
         prefix = _free_prefix(storage, benchmark=benchmark, now=now or timezone.now())
         for name, content in files.items():
             saved.append(storage.save(f"{prefix}/{name}", ContentFile(content)))
-            if progress is not None:
-                progress(len(saved), len(files))
+            told(len(figures) + len(saved))
     except Exception as error:
         _remove(storage, saved)
         raise ReportExportError(f"could not store the report export: {error}") from error
@@ -101,10 +107,10 @@ def report_archive(*, files: dict[str, bytes]) -> bytes:
     return buffer.getvalue()
 
 
-def _export_files(
+def _text_files(
     *, report: dict, benchmark: Benchmark, aggregated_labels_csv: str, scope: IdentityScope
-) -> dict:
-    """Return every export file as {relative name: bytes}, built before anything is stored."""
+) -> dict[str, bytes]:
+    """Return every export file but the figures as {relative name: bytes}."""
     files = {
         "report.json": report_json(report),
         "report.csv": report_csv(report),
@@ -118,12 +124,25 @@ def _export_files(
     labels_export(benchmark_name=benchmark.name, output=raw_labels, file_format="csv", scope=scope)
     files["labels/raw_labels.csv"] = raw_labels.getvalue()
     files["labels/aggregated_labels.csv"] = aggregated_labels_csv
-    encoded = {name: text.encode("utf-8") for name, text in files.items()}
-    for name in FIGURES:
-        if figure_available(report, name):
-            for fmt in ("png", "pdf"):
-                encoded[f"figures/{name}.{fmt}"] = render_figure(report, name, fmt)
-    return encoded
+    return {name: text.encode("utf-8") for name, text in files.items()}
+
+
+def _figure_files(report: dict) -> list[tuple[str, str]]:
+    """Return the (figure, format) pairs the export draws: PNG and PDF of each available one."""
+    return [
+        (name, fmt) for name in FIGURES if figure_available(report, name) for fmt in ("png", "pdf")
+    ]
+
+
+def _render(
+    report: dict, figures: list[tuple[str, str]], told: Callable[[int], None]
+) -> dict[str, bytes]:
+    """Return the figure files, built in memory before anything is stored, telling each one."""
+    rendered = {}
+    for name, fmt in figures:
+        rendered[f"figures/{name}.{fmt}"] = render_figure(report, name, fmt)
+        told(len(rendered))
+    return rendered
 
 
 def _free_prefix(storage: Storage, *, benchmark: Benchmark, now: datetime) -> str:

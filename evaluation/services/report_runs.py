@@ -60,17 +60,22 @@ def report_export_execute(*, export_id: int) -> ReportExport:
         aggregated = io.StringIO()
         labels_aggregated_csv(benchmark=export.benchmark, output=aggregated, data=data)
         storage = export_storage()
+
+        def progress(done: int, total: int) -> None:
+            # One step more than the export's: the report built before them.
+            export.steps_done, export.steps_total = done + 1, total + 1
+            _progress(export.pk, export.steps_done, export.steps_total)
+
         export.files = report_export(
             report=report,
             benchmark=export.benchmark,
             aggregated_labels_csv=aggregated.getvalue(),
             storage=storage,
             with_archive=True,
-            progress=lambda done, total: _progress(export.pk, done + 1, total + 1),
+            progress=progress,
             scope=identity_scope(user=export.created_by),
         )
         export.archive = export.files[-1]
-        export.steps_done = export.steps_total = len(export.files) + 1
         export.location = _location(storage)
         export.status = ExportStatus.DONE
         export.message = f"Wrote {len(export.files) - 1} files, and a zip of them all."

@@ -76,6 +76,21 @@ def test_instruction_without_a_response_of_a_chosen_system_is_refused():
     assert not Project.objects.exists()
 
 
+def test_the_refusal_names_the_system_that_lacks_a_response_and_to_what():
+    benchmark, systems = benchmark_with_responses(instructions=2, systems=2)
+    complete, partial = systems
+    instruction = benchmark.instructions.order_by("position").last()
+    partial.responses.filter(instruction=instruction).delete()
+
+    with pytest.raises(ProjectSetupError) as refused:
+        _create(benchmark, systems)
+
+    message = str(refused.value)
+    assert f"{partial.name} has no response to {instruction.external_id}" in message
+    assert complete.name not in message
+    assert not Project.objects.exists()
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [

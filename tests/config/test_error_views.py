@@ -2,6 +2,7 @@
 
 import pytest
 from django.db import OperationalError
+from django.test import Client
 
 pytestmark = pytest.mark.django_db
 
@@ -36,3 +37,21 @@ def test_other_errors_keep_the_plain_500(client, annotator_user, monkeypatch):
     page = client.get("/annotate/")
     assert page.status_code == 500
     assert "a bug" not in page.text
+
+
+def test_a_submit_with_a_stale_form_token_says_what_to_do_in_the_site_layout(
+    annotator_user,
+):
+    # The open task page was sent with a token a later login (in another tab) replaced.
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(annotator_user)
+    browser.cookies["csrftoken"] = "a" * 32
+
+    page = browser.post("/annotate/assignments/1/", {"csrfmiddlewaretoken": "b" * 32})
+
+    assert page.status_code == 403
+    assert "This form was out of date" in page.text
+    assert "Go back, reload the page and send it again" in page.text
+    # In the site's layout, as its other pages: the annotator's navigation and name.
+    assert 'href="/annotate/"' in page.text and "annotator-user" in page.text
+    assert "CSRF_FAILURE_VIEW" not in page.text and "hijacked" not in page.text

@@ -87,6 +87,39 @@ def test_export_to_a_folder_writes_every_file(benchmark, tmp_path):
 
 
 @pytest.mark.django_db
+def test_progress_moves_while_the_figures_are_drawn_not_only_once_they_are_stored(
+    benchmark, tmp_path, monkeypatch
+):
+    # Drawing the figures is most of an export's time: a page that followed only the storing
+    # sat at 0 % until the very end.
+    events = []
+    monkeypatch.setattr(
+        report_exports,
+        "render_figure",
+        lambda report, name, fmt: events.append(("drawn", name, fmt)) or b"figure",
+    )
+    report_export(
+        report=sample_report(),
+        benchmark=benchmark,
+        aggregated_labels_csv=AGGREGATED,
+        storage=FileSystemStorage(location=tmp_path),
+        now=NOW,
+        with_archive=True,
+        progress=lambda done, total: events.append(("told", done, total)),
+    )
+
+    told = [(done, total) for kind, done, total in events if kind == "told"]
+    kinds = [event[0] for event in events]
+    assert kinds[:2] == ["drawn", "told"]  # told after the first figure, before the second
+    drawn = kinds.count("drawn")
+    assert drawn == len(figures.FIGURES) * 2
+    total = told[0][1]
+    assert total == drawn + len(EXPECTED_FILES) + 1  # every figure drawn, every file and the zip
+    assert [done for done, _ in told] == list(range(1, total + 1))
+    assert {t for _, t in told} == {total}
+
+
+@pytest.mark.django_db
 def test_raw_labels_are_the_label_export(benchmark, tmp_path, fast_figures):
     report_export(
         report=sample_report(),
