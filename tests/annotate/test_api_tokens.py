@@ -3,10 +3,14 @@ acting with the user's own role; revoked or expired ones answer 401."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from datetime import timedelta
 
 import pytest
+from django.conf import settings
 from django.core.cache import cache
 from django.test import Client
 from django.urls import reverse
@@ -138,3 +142,23 @@ def test_making_tokens_is_rate_limited_per_user(researcher, settings):
     assert AuthToken.objects.filter(user=researcher).count() == 2
     # Another user has a limit of their own.
     create_on_page(page_client(UserFactory(username="someone-else")))
+
+
+@pytest.mark.parametrize(("days", "ttl"), [("7", "7 days, 0:00:00"), ("0", "None")])
+def test_the_token_lifetime_comes_from_the_environment(days, ttl):
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings.base",
+        "API_TOKEN_TTL_DAYS": days,
+    }
+    code = "import django; django.setup(); from knox.settings import knox_settings; print(knox_settings.TOKEN_TTL)"
+    shown = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=settings.BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert shown.stdout.strip() == ttl
