@@ -9,7 +9,8 @@ answers 429 with Retry-After. Logins are limited separately (django-axes, annota
 Pages are limited with `page_rate_check` and the same counters, per user when logged in, else per
 address: the crowd worker pages, which have no login (scope "crowd-pages" on every worker page,
 and "crowd-starts" on a self-hosted link's start, which makes a participant and claims a task),
-and the upload forms (scope "uploads", annotate.http.uploads_limited).
+the upload forms (scope "uploads", annotate.http.uploads_limited), and making an API token
+(scope "api-tokens", the API tokens page).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ ANNOTATOR_WORK_SCOPE = "annotator-work"
 CROWD_PAGES_SCOPE = "crowd-pages"
 CROWD_STARTS_SCOPE = "crowd-starts"
 UPLOADS_SCOPE = "uploads"
+API_TOKENS_SCOPE = "api-tokens"
 
 
 class _RatesFromSettings:

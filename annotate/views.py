@@ -1,12 +1,16 @@
 """Pages of the annotation side. Views parse input, call a selector or service, render."""
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_http_methods
 
-from annotate.errors import NotFoundError
+from annotate.errors import AnnotateError, NotFoundError, RateLimitedError
 from annotate.filters import PAGE_SIZE, BenchmarkFilter, InstructionFilter, LabelFilter
+from annotate.http import error_page
 from annotate.roles import (
     ADMIN,
     ANNOTATOR,
@@ -19,6 +23,8 @@ from annotate.roles import (
 from annotate.selectors import benchmarks as benchmark_selectors
 from annotate.selectors import labels as label_selectors
 from annotate.selectors.identities import identity_scope
+from annotate.services import api_tokens
+from annotate.throttling import API_TOKENS_SCOPE, page_rate_check
 
 
 def _require_researcher(request: HttpRequest) -> None:
@@ -112,3 +118,36 @@ def label_list(request: HttpRequest, benchmark_id: int) -> HttpResponse:
         "rows": label_selectors.label_rows(labels=list(page.object_list), annotators=annotators),
     }
     return render(request, "annotate/label_list.html", context)
+
+
+@never_cache  # the answer to "create" holds the key
+@login_required
+@require_http_methods(["GET", "POST"])
+def api_token_list(request: HttpRequest) -> HttpResponse:
+    """The user's own API tokens: create one (its key shown once), revoke one or all."""
+    new_key = None
+    if request.method == "POST":
+        action = request.POST.get("action")
+        if action == "create":
+            try:
+                page_rate_check(request, scope=API_TOKENS_SCOPE)
+            except RateLimitedError as error:
+                return error_page(request, error)
+            _, new_key = api_tokens.api_token_create(user=request.user)
+        elif action == "revoke":
+            try:
+                api_tokens.api_token_revoke(
+                    user=request.user, token_id=request.POST.get("token", "")
+                )
+            except NotFoundError as error:
+                return error_page(request, error)
+            messages.success(request, "Token revoked.")
+            return redirect("api-tokens")
+        elif action == "revoke-all":
+            count = api_tokens.api_token_revoke_all(user=request.user)
+            messages.success(request, f"{count} token(s) revoked.")
+            return redirect("api-tokens")
+        else:
+            return error_page(request, AnnotateError("Choose create, revoke or revoke-all."))
+    context = {"tokens": api_tokens.api_token_list(user=request.user), "new_key": new_key}
+    return render(request, "annotate/api_tokens.html", context)

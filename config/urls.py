@@ -19,6 +19,7 @@ urlpatterns = [
     path("", annotate_views.home, name="home"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/tokens/", annotate_views.api_token_list, name="api-tokens"),
     path("health/", health, name="health"),
     # One login page for everyone (django-axes limits every password check, this one too);
     # a logged-in user who is not staff gets the 403 page instead of a second login form.

@@ -57,6 +57,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "knox",
     "django.forms",
     "drf_spectacular",
     "drf_spectacular_sidecar",
@@ -228,7 +229,11 @@ LOGOUT_REDIRECT_URL = "login"
 CSRF_FAILURE_VIEW = "config.error_views.csrf_failure"
 
 REST_FRAMEWORK = {
+    # A token first (knox: only its hash is stored; a fast SHA-512, where HTTP Basic runs the
+    # password hasher on every request): being first, its "WWW-Authenticate: Token" makes an
+    # anonymous request answer 401 rather than 403.
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        "knox.auth.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
         "annotate.login.LimitedBasicAuthentication",
     ],
@@ -263,7 +268,16 @@ REST_FRAMEWORK = {
         "crowd-starts": os.environ.get("CROWD_RATE_STARTS", "60/hour"),
         # Uploads on the import, study and dataset pages, per user.
         "uploads": os.environ.get("UPLOAD_RATE", "60/hour"),
+        # API tokens made on the API tokens page, per user.
+        "api-tokens": os.environ.get("API_TOKEN_RATE", "20/hour"),
     },
+}
+# API tokens (django-rest-knox), made by each user on /accounts/tokens/: a token stops working
+# API_TOKEN_TTL_DAYS days after it was made (0: never).
+API_TOKEN_TTL_DAYS = int(os.environ.get("API_TOKEN_TTL_DAYS", "30"))
+REST_KNOX = {
+    "TOKEN_TTL": timedelta(days=API_TOKEN_TTL_DAYS) if API_TOKEN_TTL_DAYS > 0 else None,
+    "AUTO_REFRESH": False,
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "InFoBench annotation API",

@@ -63,3 +63,11 @@ def test_each_operation_takes_its_own_fields(schema, path, field):
 def test_each_operation_documents_the_status_it_answers(schema, path, status):
     """A script written from the docs checks for the status the view really answers."""
     assert status in schema["paths"][path]["post"]["responses"]
+
+
+def test_the_api_token_scheme_is_documented(schema):
+    scheme = schema["components"]["securitySchemes"]["knoxApiToken"]
+    assert (scheme["type"], scheme["in"], scheme["name"]) == ("apiKey", "header", "Authorization")
+    assert "Token" in scheme["description"]
+    progress = schema["paths"]["/api/judge/runs/{run_id}/progress/"]["get"]
+    assert {"knoxApiToken": []} in progress["security"]

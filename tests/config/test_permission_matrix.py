@@ -52,12 +52,12 @@ ADMINS = by_role(LOGIN, 403, 403, 403, 403, 200)
 POST_ONLY = by_role(LOGIN, 405, 405, 405, 405, 405)
 ADMIN_POST_ONLY = by_role(LOGIN, 403, 403, 403, 403, 405)
 ADMIN_POST_REFUSED = by_role(LOGIN, 403, 403, 403, 403, 302)  # admins get the error as a message
-# DRF: session authentication answers 403 to anonymous requests.
-API_RESEARCHERS = by_role(403, 404, 404, 200, 200, 200)
-API_PROJECT_READERS = by_role(403, 404, 404, 404, 200, 200)
-API_OWNER = by_role(403, 200, 404, 404, 404, 404)
-API_POST_ONLY = by_role(403, 405, 405, 405, 405, 405)
-API_ADMIN_POST_ONLY = by_role(403, 404, 404, 404, 404, 405)
+# DRF: anonymous requests answer 401 with "WWW-Authenticate: Token" (knox, the first scheme).
+API_RESEARCHERS = by_role(401, 404, 404, 200, 200, 200)
+API_PROJECT_READERS = by_role(401, 404, 404, 404, 200, 200)
+API_OWNER = by_role(401, 200, 404, 404, 404, 404)
+API_POST_ONLY = by_role(401, 405, 405, 405, 405, 405)
+API_ADMIN_POST_ONLY = by_role(401, 404, 404, 404, 404, 405)
 TOKEN_PAGE = EVERYONE
 TOKEN_GET_ONLY = by_role(405, 405, 405, 405, 405, 405)
 
@@ -65,6 +65,8 @@ TOKEN_GET_ONLY = by_role(405, 405, 405, 405, 405, 405)
 RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     "home": (LOGGED_IN, None),
     "login": (EVERYONE, EVERYONE),  # an empty form is shown again with its errors
+    # Each user's own API tokens; an empty POST names no action.
+    "api-tokens": (LOGGED_IN, by_role(LOGIN, 400, 400, 400, 400, 400)),
     "logout": (by_role(405, 405, 405, 405, 405, 405), by_role(302, 302, 302, 302, 302, 302)),
     "health": (EVERYONE, by_role(405, 405, 405, 405, 405, 405)),
     # Logged in but not staff: the 403 page, not a second login form.
@@ -110,30 +112,30 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     "crowd:assignment-action": (ADMIN_POST_ONLY, ADMIN_POST_REFUSED),
     "crowd:worker-action": (ADMIN_POST_ONLY, ADMIN_POST_REFUSED),
     "crowd:calls": (ADMINS, None),
-    "crowd-api:preview": (API_ADMIN_POST_ONLY, by_role(403, 404, 404, 404, 404, 400)),
-    "crowd-api:publish": (API_ADMIN_POST_ONLY, by_role(403, 404, 404, 404, 404, 400)),
-    "crowd-api:publication": (by_role(403, 404, 404, 404, 404, 200), None),
-    "crowd-api:sync": (API_ADMIN_POST_ONLY, by_role(403, 404, 404, 404, 404, 202)),
-    "crowd-api:review": (by_role(403, 404, 404, 404, 404, 200), None),
+    "crowd-api:preview": (API_ADMIN_POST_ONLY, by_role(401, 404, 404, 404, 404, 400)),
+    "crowd-api:publish": (API_ADMIN_POST_ONLY, by_role(401, 404, 404, 404, 404, 400)),
+    "crowd-api:publication": (by_role(401, 404, 404, 404, 404, 200), None),
+    "crowd-api:sync": (API_ADMIN_POST_ONLY, by_role(401, 404, 404, 404, 404, 202)),
+    "crowd-api:review": (by_role(401, 404, 404, 404, 404, 200), None),
     # The publication in the URL is the MTurk-like one: it has no study link.
-    "crowd-api:link": (API_ADMIN_POST_ONLY, by_role(403, 404, 404, 404, 404, 404)),
+    "crowd-api:link": (API_ADMIN_POST_ONLY, by_role(401, 404, 404, 404, 404, 404)),
     # The assignment in the URL is an expert's, not a crowd worker's: there is nothing to pay.
-    "crowd-api:approve": (API_ADMIN_POST_ONLY, by_role(403, 404, 404, 404, 404, 404)),
-    "crowd-api:reject": (API_ADMIN_POST_ONLY, by_role(403, 404, 404, 404, 404, 400)),
-    "crowd-api:bonus": (API_ADMIN_POST_ONLY, by_role(403, 404, 404, 404, 404, 404)),
-    "crowd-api:block": (API_ADMIN_POST_ONLY, by_role(403, 404, 404, 404, 404, 400)),
-    "crowd-api:unblock": (API_ADMIN_POST_ONLY, by_role(403, 404, 404, 404, 404, 200)),
-    "crowd-api:notify": (API_ADMIN_POST_ONLY, by_role(403, 404, 404, 404, 404, 400)),
-    "crowd-api:calls": (by_role(403, 404, 404, 404, 404, 200), None),
+    "crowd-api:approve": (API_ADMIN_POST_ONLY, by_role(401, 404, 404, 404, 404, 404)),
+    "crowd-api:reject": (API_ADMIN_POST_ONLY, by_role(401, 404, 404, 404, 404, 400)),
+    "crowd-api:bonus": (API_ADMIN_POST_ONLY, by_role(401, 404, 404, 404, 404, 404)),
+    "crowd-api:block": (API_ADMIN_POST_ONLY, by_role(401, 404, 404, 404, 404, 400)),
+    "crowd-api:unblock": (API_ADMIN_POST_ONLY, by_role(401, 404, 404, 404, 404, 200)),
+    "crowd-api:notify": (API_ADMIN_POST_ONLY, by_role(401, 404, 404, 404, 404, 400)),
+    "crowd-api:calls": (by_role(401, 404, 404, 404, 404, 200), None),
     "annotate-api:benchmark-list": (API_RESEARCHERS, None),
-    "annotate-api:project-create": (API_POST_ONLY, by_role(403, 403, 403, 403, 403, 400)),
-    "annotate-api:batch-create": (API_POST_ONLY, by_role(403, 403, 403, 403, 403, 400)),
+    "annotate-api:project-create": (API_POST_ONLY, by_role(401, 403, 403, 403, 403, 400)),
+    "annotate-api:batch-create": (API_POST_ONLY, by_role(401, 403, 403, 403, 403, 400)),
     "annotate-api:project-progress": (API_PROJECT_READERS, None),
     "annotate-api:project-labels": (API_PROJECT_READERS, None),
-    "annotate-api:claim": (API_POST_ONLY, by_role(403, 201, 201, 404, 404, 404)),
+    "annotate-api:claim": (API_POST_ONLY, by_role(401, 201, 201, 404, 404, 404)),
     "annotate-api:assignment": (API_OWNER, None),
-    "annotate-api:submit": (API_POST_ONLY, by_role(403, 400, 404, 404, 404, 404)),
-    "annotate-api:return": (API_POST_ONLY, by_role(403, 200, 404, 404, 404, 404)),
+    "annotate-api:submit": (API_POST_ONLY, by_role(401, 400, 404, 404, 404, 404)),
+    "annotate-api:return": (API_POST_ONLY, by_role(401, 200, 404, 404, 404, 404)),
     # An empty POST is an unbound form: the page again (400), nothing created.
     "judge:config-list": (RESEARCHERS, by_role(LOGIN, 403, 403, 400, 400, 400)),
     "judge:run-list": (RESEARCHERS, None),
@@ -141,7 +143,7 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     "judge:run-detail": (RESEARCHERS, None),
     "judge:run-resume": (POST_ONLY, by_role(LOGIN, 403, 403, 302, 302, 302)),
     "api-judge-run-progress": (API_RESEARCHERS, None),
-    "api-judge-runs": (API_POST_ONLY, by_role(403, 404, 404, 400, 400, 400)),
+    "api-judge-runs": (API_POST_ONLY, by_role(401, 404, 404, 400, 400, 400)),
     # The engine: endpoints are the admins'; runs are the researchers'. An empty POST is an
     # invalid form (400); the test connection of the world's fake endpoint answers offline; stop
     # and start of the world's run on the free fake endpoint are open to researchers.
@@ -156,9 +158,9 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     "engine:run-resume": (POST_ONLY, by_role(LOGIN, 403, 403, 302, 302, 302)),
     "engine:generation-new": (RESEARCHERS, by_role(LOGIN, 403, 403, 400, 400, 400)),
     "api-engine-run": (API_RESEARCHERS, None),
-    "api-engine-run-stop": (API_POST_ONLY, by_role(403, 404, 404, 200, 200, 200)),
-    "api-engine-run-resume": (API_POST_ONLY, by_role(403, 404, 404, 202, 202, 202)),
-    "api-engine-generation-runs": (API_POST_ONLY, by_role(403, 404, 404, 400, 400, 400)),
+    "api-engine-run-stop": (API_POST_ONLY, by_role(401, 404, 404, 200, 200, 200)),
+    "api-engine-run-resume": (API_POST_ONLY, by_role(401, 404, 404, 202, 202, 202)),
+    "api-engine-generation-runs": (API_POST_ONLY, by_role(401, 404, 404, 400, 400, 400)),
     "reports:list": (RESEARCHERS, None),
     "reports:detail": (RESEARCHERS, None),
     "reports:download": (RESEARCHERS, None),
@@ -218,8 +220,8 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     # invalid form (400), nothing sent or started.
     "revision:rerate": (RESEARCHERS, by_role(LOGIN, 403, 403, 400, 400, 400)),
     "revision-reports:judge-new": (RESEARCHERS, by_role(LOGIN, 403, 403, 400, 400, 400)),
-    "api-revision-reratings": (API_POST_ONLY, by_role(403, 404, 404, 400, 400, 400)),
-    "api-revision-judge-runs": (API_POST_ONLY, by_role(403, 404, 404, 400, 400, 400)),
+    "api-revision-reratings": (API_POST_ONLY, by_role(401, 404, 404, 400, 400, 400)),
+    "api-revision-judge-runs": (API_POST_ONLY, by_role(401, 404, 404, 400, 400, 400)),
     # An export is its requester's and the admins' (its raw labels name crowd workers as its
     # requester may see them); the world's has no requester left.
     "reports:export-status": (by_role(LOGIN, 403, 403, 404, 404, 200), None),

@@ -118,7 +118,7 @@ def test_annotators_and_strangers_do_not_find_it(client, annotator_user):
     benchmark, systems, _ = make_benchmark(questions_per_instruction=(1,))
     judge = make_judge(name="fake-judge", backend="fake")
     body = _body(judge, benchmark, systems)
-    assert client.post(URL, body, content_type="application/json").status_code in (401, 403)
+    assert client.post(URL, body, content_type="application/json").status_code == 401
     client.force_login(annotator_user)
     assert client.post(URL, body, content_type="application/json").status_code == 404
     assert not JudgeRun.objects.exists()
