@@ -3,6 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
+from knox.models import AuthToken
 
 from annotate import views as annotate_views
 from annotate.revision.api import RerateApi
@@ -14,6 +15,11 @@ from evaluation.report_api import ReportApi
 from evaluation.revision.api import RevisionJudgeRunApi
 from evaluation.revision.views import RevisionReportApi
 from evaluation.verbalizer.views import VerbalizerReportApi
+
+# knox registers its tokens in the admin, where a staff user could make a key for anyone and act
+# as them through the API: tokens are each user's own (/accounts/tokens/), so not there.
+if admin.site.is_registered(AuthToken):
+    admin.site.unregister(AuthToken)
 
 urlpatterns = [
     path("", annotate_views.home, name="home"),

@@ -114,6 +114,16 @@ def test_the_page_lists_and_revokes_only_the_users_own_tokens(researcher, admin_
     assert list(AuthToken.objects.values_list("user", flat=True)) == [researcher.pk]
 
 
+def test_the_django_admin_cannot_list_or_make_anyones_tokens(researcher):
+    # A staff user making a key for someone else could act as them through the API.
+    AuthToken.objects.create(user=researcher)
+    superuser = UserFactory(username="root-user", is_staff=True, is_superuser=True)
+    client = page_client(superuser)
+    assert client.get("/admin/").status_code == 200
+    assert client.get("/admin/knox/authtoken/").status_code == 404
+    assert client.get("/admin/knox/authtoken/add/").status_code == 404
+
+
 def test_the_pages_posts_need_the_csrf_token(researcher):
     token, _ = AuthToken.objects.create(user=researcher)
     client = Client(enforce_csrf_checks=True)
