@@ -28,7 +28,7 @@ from pathlib import Path
 from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.utils import timezone
 
-from annotate.errors import ImportFileError
+from annotate.errors import ImportFileError, ImportFileProblems
 from annotate.models import (
     DECIDED_KIND_VALUES,
     LABEL_UNASSIGNED_INDEX,
@@ -386,10 +386,18 @@ def _jsonl_fields(system_argument: bool) -> dict[str, str]:
 
 
 def _check_resolved(
-    cursor, path: str, benchmark: Benchmark, fields: dict[str, str] = CSV_FIELDS
+    cursor,
+    path: str,
+    benchmark: Benchmark,
+    problems: ImportProblems,
+    fields: dict[str, str] = CSV_FIELDS,
 ) -> None:
-    """Refuse the rows whose instruction, system, response or question is not stored (up to
-    MAX_PROBLEMS lines named, in file order; a JSON Lines line is several rows, named once)."""
+    """Refuse the rows whose instruction, system, response or question is not stored, together
+    with the lines the reading refused (`problems`), so that one attempt names every wrong line.
+
+    Up to MAX_PROBLEMS lines are named, in file order, and the rest counted; a JSON Lines line
+    is several rows, named once. A fixed number of queries whatever the file's size.
+    """
     unresolved = "(response_id IS NULL OR question_id IS NULL)"
     cursor.execute(
         f"SELECT DISTINCT line FROM {RESOLVED} WHERE {unresolved} ORDER BY line "
@@ -397,57 +405,82 @@ def _check_resolved(
     )
     lines = [line for (line,) in cursor.fetchall()]
     if not lines:  # the usual case: one pass over the staged rows
+        problems.raise_found()
         return
+    unnamed = 0
+    if len(lines) == MAX_PROBLEMS:
+        cursor.execute(f"SELECT COUNT(DISTINCT line) FROM {RESOLVED} WHERE {unresolved}")
+        unnamed = cursor.fetchone()[0] - len(lines)
     cursor.execute(
         f"SELECT line, instruction, system, qindex, instruction_id, system_id, response_id, question_id "
         f"FROM {RESOLVED} WHERE {unresolved} AND line IN ({', '.join(['%s'] * len(lines))}) "
         "ORDER BY line, qindex",
         lines,
     )
-    problems, named = ImportProblems(path), set()
+    bad_rows, named = [], set()
     for bad in cursor.fetchall():
-        if bad[0] in named:
-            continue
-        named.add(bad[0])
-        with problems.line():
-            _unresolved(cursor, path, benchmark, bad, fields)
-    problems.raise_found()
+        if bad[0] not in named:
+            named.add(bad[0])
+            bad_rows.append(bad)
+    questions = _question_counts(
+        cursor, {bad[4] for bad in bad_rows if bad[4] is not None and bad[6] is not None}
+    )
+    found = sorted(
+        [*problems.found]
+        + [_unresolved(path, benchmark, bad, fields, questions) for bad in bad_rows],
+        key=lambda problem: problem.line or 0,
+    )
+    unnamed += max(len(found) - MAX_PROBLEMS, 0)
+    if len(found) == 1:
+        raise found[0]
+    raise ImportFileProblems(path, found[:MAX_PROBLEMS], stopped=False, more=unnamed)
+
+
+def _question_counts(cursor, instruction_ids: set[int]) -> dict[int, int]:
+    """Return how many questions each of these instructions has (one query)."""
+    if not instruction_ids:
+        return {}
+    ids = sorted(instruction_ids)
+    cursor.execute(
+        "SELECT instruction_id, COUNT(*) FROM annotate_question "
+        f"WHERE instruction_id IN ({', '.join(['%s'] * len(ids))}) GROUP BY instruction_id",
+        ids,
+    )
+    return dict(cursor.fetchall())
 
 
 def _unresolved(
-    cursor, path: str, benchmark: Benchmark, bad: tuple, fields: dict[str, str]
-) -> None:
+    path: str, benchmark: Benchmark, bad: tuple, fields: dict[str, str], questions: dict[int, int]
+) -> ImportFileError:
+    """Say what a row names that is not stored."""
     line, instruction, system, qindex, instruction_id, system_id, response_id, _ = bad
     if instruction_id is None:
-        raise ImportFileError(
+        return ImportFileError(
             path,
             line,
             fields["instruction"],
             f"no instruction {instruction!r} in benchmark {benchmark.name!r}",
         )
     if system_id is None:
-        raise ImportFileError(
+        return ImportFileError(
             path,
             line,
             fields["system"],
             f"no system named {system!r}: import its responses first",
         )
     if response_id is None:
-        raise ImportFileError(
+        return ImportFileError(
             path,
             line,
             fields["system"],
             f"{system} has no response to {instruction!r}: import its responses first",
         )
-    cursor.execute(
-        "SELECT COUNT(*) FROM annotate_question WHERE instruction_id = %s", [instruction_id]
-    )
-    (questions,) = cursor.fetchone()
-    raise ImportFileError(
+    count = questions.get(instruction_id, 0)
+    return ImportFileError(
         path,
         line,
         fields["question"].format(position=(qindex or 1) - 1),
-        f"instruction {instruction!r} has {questions} question{'' if questions == 1 else 's'}; "
+        f"instruction {instruction!r} has {count} question{'' if count == 1 else 's'}; "
         f"there is no question {qindex}",
     )
 
@@ -760,11 +793,13 @@ def _import_staged(
             # Sorting and hashing a million staged rows in memory, not in temporary files.
             cursor.execute("SET LOCAL work_mem = '256MB'")
         summary.rows = _stage(cursor, rows, blocks)
-        problems.raise_found()
         if summary.rows == 0:
+            problems.raise_found()
             raise ImportFileError(path, None, None, f"the file holds no {target.what}")
         _resolve(cursor, benchmark, target)
-        _check_resolved(cursor, path, benchmark, fields)
+        # The rows the reading took are checked against what is stored even when others were
+        # refused: one attempt names every wrong line.
+        _check_resolved(cursor, path, benchmark, problems, fields)
         _annotators(cursor, path, target)
         overlapping = _check_stored_conflicts(cursor, path, target)
         new_rows = summary.rows - overlapping
