@@ -391,9 +391,11 @@ def _check_resolved(
     benchmark: Benchmark,
     problems: ImportProblems,
     fields: dict[str, str] = CSV_FIELDS,
+    also: Sequence[ImportFileError] = (),
 ) -> None:
     """Refuse the rows whose instruction, system, response or question is not stored, together
-    with the lines the reading refused (`problems`), so that one attempt names every wrong line.
+    with the lines the reading refused (`problems`) and the annotators' (`also`), so that one
+    attempt names every wrong line.
 
     Up to MAX_PROBLEMS lines are named, in file order, and the rest counted; a JSON Lines line
     is several rows, named once. A fixed number of queries whatever the file's size.
@@ -405,7 +407,7 @@ def _check_resolved(
     )
     lines = [line for (line,) in cursor.fetchall()]
     if not lines:  # the usual case: one pass over the staged rows
-        problems.raise_found()
+        _raise_problems(path, [*problems.found, *also])
         return
     unnamed = 0
     if len(lines) == MAX_PROBLEMS:
@@ -425,11 +427,16 @@ def _check_resolved(
     questions = _question_counts(
         cursor, {bad[4] for bad in bad_rows if bad[4] is not None and bad[6] is not None}
     )
-    found = sorted(
-        [*problems.found]
-        + [_unresolved(path, benchmark, bad, fields, questions) for bad in bad_rows],
-        key=lambda problem: problem.line or 0,
-    )
+    unresolved_rows = [_unresolved(path, benchmark, bad, fields, questions) for bad in bad_rows]
+    _raise_problems(path, [*problems.found, *also, *unresolved_rows], unnamed)
+
+
+def _raise_problems(path: str, found: list[ImportFileError], unnamed: int = 0) -> None:
+    """Raise the problems found, if any: the first MAX_PROBLEMS in file order, the rest counted
+    (with `unnamed`, those already left out)."""
+    if not found:
+        return
+    found = sorted(found, key=lambda problem: problem.line or 0)
     unnamed += max(len(found) - MAX_PROBLEMS, 0)
     if len(found) == 1:
         raise found[0]
@@ -485,8 +492,9 @@ def _unresolved(
     )
 
 
-def _annotators(cursor, path: str, target: _Target) -> None:
-    """Create the annotators the file names for the first time; refuse a kind that contradicts."""
+def _annotators_checked(cursor, path: str) -> tuple[dict[str, str], list[ImportFileError]]:
+    """Return the annotators the file names for the first time (name: kind), and the problems:
+    a kind that contradicts, or none for a new annotator (one query over the file)."""
     cursor.execute(
         f"SELECT annotator, MIN(kind), MAX(kind), MIN(line) FROM {STAGE} GROUP BY annotator"
     )
@@ -494,32 +502,48 @@ def _annotators(cursor, path: str, target: _Target) -> None:
     stored = dict(
         Annotator.objects.filter(name__in=[r[0] for r in rows]).values_list("name", "kind")
     )
+    new, problems = {}, []
     for name, low, high, line in rows:
         kinds = {kind for kind in (low, high) if kind}
         if len(kinds) > 1:
-            raise ImportFileError(
-                path,
-                line,
-                KIND_COLUMN,
-                f"annotator {name!r} is given two kinds: {' and '.join(sorted(kinds))}",
-            )
-        kind = kinds.pop() if kinds else ""
-        if name in stored:
-            if kind and stored[name] != kind:
-                raise ImportFileError(
+            problems.append(
+                ImportFileError(
                     path,
                     line,
                     KIND_COLUMN,
-                    f"annotator {name!r} is stored as {stored[name]}, the file says {kind}",
+                    f"annotator {name!r} is given two kinds: {' and '.join(sorted(kinds))}",
+                )
+            )
+            continue
+        kind = kinds.pop() if kinds else ""
+        if name in stored:
+            if kind and stored[name] != kind:
+                problems.append(
+                    ImportFileError(
+                        path,
+                        line,
+                        KIND_COLUMN,
+                        f"annotator {name!r} is stored as {stored[name]}, the file says {kind}",
+                    )
                 )
             continue
         if not kind:
-            raise ImportFileError(
-                path,
-                line,
-                "annotator",
-                f"annotator {name!r} is new: give its kind (--kind expert|crowd|llm, or an {KIND_COLUMN} column)",
+            problems.append(
+                ImportFileError(
+                    path,
+                    line,
+                    "annotator",
+                    f"annotator {name!r} is new: give its kind (--kind expert|crowd|llm, or an {KIND_COLUMN} column)",
+                )
             )
+            continue
+        new[name] = kind
+    return new, problems
+
+
+def _annotators_create(new: dict[str, str]) -> None:
+    """Create the annotators the file names for the first time."""
+    for name, kind in new.items():
         Annotator.objects.create(
             name=name, kind=kind, judge_config=name if kind == AnnotatorKind.LLM else ""
         )
@@ -799,8 +823,9 @@ def _import_staged(
         _resolve(cursor, benchmark, target)
         # The rows the reading took are checked against what is stored even when others were
         # refused: one attempt names every wrong line.
-        _check_resolved(cursor, path, benchmark, problems, fields)
-        _annotators(cursor, path, target)
+        new_annotators, annotator_problems = _annotators_checked(cursor, path)
+        _check_resolved(cursor, path, benchmark, problems, fields, also=annotator_problems)
+        _annotators_create(new_annotators)
         overlapping = _check_stored_conflicts(cursor, path, target)
         new_rows = summary.rows - overlapping
         with _foreign_keys_checked_once(cursor, new_rows, target):

@@ -9,7 +9,7 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from annotate.errors import ImportFileError, ImportFileProblems
-from annotate.models import Benchmark, ImportJob, Instruction, Label
+from annotate.models import Annotator, Benchmark, ImportJob, Instruction, Label
 from annotate.revision.models import RevisionSession, Study
 from annotate.revision.services.imports import sessions_import
 from annotate.services.files import MAX_PROBLEMS
@@ -347,3 +347,21 @@ def test_naming_unknown_questions_takes_as_many_queries_for_ten_lines_as_for_two
         return len(captured)
 
     assert queries(10) == queries(2)
+
+
+def test_a_new_annotator_without_a_kind_is_named_with_the_other_wrong_lines(benchmark):
+    assert _label_csv_problems(
+        benchmark,
+        "t1,s,ann,1,MAYBE,expert",
+        "t1,s,newbie,1,YES,",
+        "t1,s,ann,1,YES,expert",
+        "t9,s,ann,1,YES,expert",
+        "t1,s,ann,2,NO,crowd",
+    ) == [
+        "- line 2, field 'label': expected YES, NO or UNKNOWN, found 'MAYBE'",
+        "- line 3, field 'annotator': annotator 'newbie' is new: give its kind (--kind "
+        "expert|crowd|llm, or an annotator_kind column)",
+        "- line 4, field 'annotator_kind': annotator 'ann' is given two kinds: crowd and expert",
+        "- line 5, field 'instruction_id': no instruction 't9' in benchmark 'b'",
+    ]
+    assert not Label.objects.exists() and not Annotator.objects.exists()
