@@ -31,17 +31,23 @@ class ImportFileProblems(ImportFileError):
     """Several lines of a file are wrong: each one named, in the order found.
 
     `line`, `field` and `problem` are the first one's, for callers that show only one.
+    `stopped`: the reading stopped at these, so there may be more; `more`: how many more wrong
+    lines were found but not named.
     """
 
-    def __init__(self, path: str, problems: list[ImportFileError], *, stopped: bool) -> None:
+    def __init__(
+        self, path: str, problems: list[ImportFileError], *, stopped: bool, more: int = 0
+    ) -> None:
         first = problems[0]
         self.path, self.line, self.field = path, first.line, first.field
         self.problem = first.problem
-        self.problems = problems
-        count = f"{len(problems)} wrong lines"
+        self.problems, self.more = problems, more
+        count = f"{len(problems) + more:,} wrong lines"
         if stopped:
             count = f"the first {count} (there may be more)"
         found = "\n".join(f"- {str(p).removeprefix(path + ', ')}" for p in problems)
+        if more:
+            found += f"\nand {more:,} more"
         AnnotateError.__init__(self, f"{path}: {count}:\n{found}")
 
 

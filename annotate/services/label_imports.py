@@ -28,7 +28,7 @@ from pathlib import Path
 from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.utils import timezone
 
-from annotate.errors import ImportFileError
+from annotate.errors import ImportFileError, ImportFileProblems
 from annotate.models import (
     DECIDED_KIND_VALUES,
     LABEL_UNASSIGNED_INDEX,
@@ -386,10 +386,20 @@ def _jsonl_fields(system_argument: bool) -> dict[str, str]:
 
 
 def _check_resolved(
-    cursor, path: str, benchmark: Benchmark, fields: dict[str, str] = CSV_FIELDS
+    cursor,
+    path: str,
+    benchmark: Benchmark,
+    problems: ImportProblems,
+    fields: dict[str, str] = CSV_FIELDS,
+    also: Sequence[ImportFileError] = (),
 ) -> None:
-    """Refuse the rows whose instruction, system, response or question is not stored (up to
-    MAX_PROBLEMS lines named, in file order; a JSON Lines line is several rows, named once)."""
+    """Refuse the rows whose instruction, system, response or question is not stored, together
+    with the lines the reading refused (`problems`) and the annotators' (`also`), so that one
+    attempt names every wrong line.
+
+    Up to MAX_PROBLEMS lines are named, in file order, and the rest counted; a JSON Lines line
+    is several rows, named once. A fixed number of queries whatever the file's size.
+    """
     unresolved = "(response_id IS NULL OR question_id IS NULL)"
     cursor.execute(
         f"SELECT DISTINCT line FROM {RESOLVED} WHERE {unresolved} ORDER BY line "
@@ -397,63 +407,94 @@ def _check_resolved(
     )
     lines = [line for (line,) in cursor.fetchall()]
     if not lines:  # the usual case: one pass over the staged rows
+        _raise_problems(path, [*problems.found, *also])
         return
+    unnamed = 0
+    if len(lines) == MAX_PROBLEMS:
+        cursor.execute(f"SELECT COUNT(DISTINCT line) FROM {RESOLVED} WHERE {unresolved}")
+        unnamed = cursor.fetchone()[0] - len(lines)
     cursor.execute(
         f"SELECT line, instruction, system, qindex, instruction_id, system_id, response_id, question_id "
         f"FROM {RESOLVED} WHERE {unresolved} AND line IN ({', '.join(['%s'] * len(lines))}) "
         "ORDER BY line, qindex",
         lines,
     )
-    problems, named = ImportProblems(path), set()
+    bad_rows, named = [], set()
     for bad in cursor.fetchall():
-        if bad[0] in named:
-            continue
-        named.add(bad[0])
-        with problems.line():
-            _unresolved(cursor, path, benchmark, bad, fields)
-    problems.raise_found()
+        if bad[0] not in named:
+            named.add(bad[0])
+            bad_rows.append(bad)
+    questions = _question_counts(
+        cursor, {bad[4] for bad in bad_rows if bad[4] is not None and bad[6] is not None}
+    )
+    unresolved_rows = [_unresolved(path, benchmark, bad, fields, questions) for bad in bad_rows]
+    _raise_problems(path, [*problems.found, *also, *unresolved_rows], unnamed)
+
+
+def _raise_problems(path: str, found: list[ImportFileError], unnamed: int = 0) -> None:
+    """Raise the problems found, if any: the first MAX_PROBLEMS in file order, the rest counted
+    (with `unnamed`, those already left out)."""
+    if not found:
+        return
+    found = sorted(found, key=lambda problem: problem.line or 0)
+    unnamed += max(len(found) - MAX_PROBLEMS, 0)
+    if len(found) == 1:
+        raise found[0]
+    raise ImportFileProblems(path, found[:MAX_PROBLEMS], stopped=False, more=unnamed)
+
+
+def _question_counts(cursor, instruction_ids: set[int]) -> dict[int, int]:
+    """Return how many questions each of these instructions has (one query)."""
+    if not instruction_ids:
+        return {}
+    ids = sorted(instruction_ids)
+    cursor.execute(
+        "SELECT instruction_id, COUNT(*) FROM annotate_question "
+        f"WHERE instruction_id IN ({', '.join(['%s'] * len(ids))}) GROUP BY instruction_id",
+        ids,
+    )
+    return dict(cursor.fetchall())
 
 
 def _unresolved(
-    cursor, path: str, benchmark: Benchmark, bad: tuple, fields: dict[str, str]
-) -> None:
+    path: str, benchmark: Benchmark, bad: tuple, fields: dict[str, str], questions: dict[int, int]
+) -> ImportFileError:
+    """Say what a row names that is not stored."""
     line, instruction, system, qindex, instruction_id, system_id, response_id, _ = bad
     if instruction_id is None:
-        raise ImportFileError(
+        return ImportFileError(
             path,
             line,
             fields["instruction"],
             f"no instruction {instruction!r} in benchmark {benchmark.name!r}",
         )
     if system_id is None:
-        raise ImportFileError(
+        return ImportFileError(
             path,
             line,
             fields["system"],
             f"no system named {system!r}: import its responses first",
         )
     if response_id is None:
-        raise ImportFileError(
+        return ImportFileError(
             path,
             line,
             fields["system"],
             f"{system} has no response to {instruction!r}: import its responses first",
         )
-    cursor.execute(
-        "SELECT COUNT(*) FROM annotate_question WHERE instruction_id = %s", [instruction_id]
-    )
-    (questions,) = cursor.fetchone()
-    raise ImportFileError(
+    count = questions.get(instruction_id, 0)
+    return ImportFileError(
         path,
         line,
         fields["question"].format(position=(qindex or 1) - 1),
-        f"instruction {instruction!r} has {questions} question{'' if questions == 1 else 's'}; "
+        f"instruction {instruction!r} has {count} question{'' if count == 1 else 's'}; "
         f"there is no question {qindex}",
     )
 
 
-def _annotators(cursor, path: str, target: _Target) -> None:
-    """Create the annotators the file names for the first time; refuse a kind that contradicts."""
+def _annotators_checked(cursor, path: str) -> tuple[dict[str, str], list[ImportFileError]]:
+    """Return the annotators the file names for the first time (name: kind), and the problems:
+    a kind that contradicts, or none for a new annotator (one query over the file)."""
     cursor.execute(
         f"SELECT annotator, MIN(kind), MAX(kind), MIN(line) FROM {STAGE} GROUP BY annotator"
     )
@@ -461,32 +502,48 @@ def _annotators(cursor, path: str, target: _Target) -> None:
     stored = dict(
         Annotator.objects.filter(name__in=[r[0] for r in rows]).values_list("name", "kind")
     )
+    new, problems = {}, []
     for name, low, high, line in rows:
         kinds = {kind for kind in (low, high) if kind}
         if len(kinds) > 1:
-            raise ImportFileError(
-                path,
-                line,
-                KIND_COLUMN,
-                f"annotator {name!r} is given two kinds: {' and '.join(sorted(kinds))}",
-            )
-        kind = kinds.pop() if kinds else ""
-        if name in stored:
-            if kind and stored[name] != kind:
-                raise ImportFileError(
+            problems.append(
+                ImportFileError(
                     path,
                     line,
                     KIND_COLUMN,
-                    f"annotator {name!r} is stored as {stored[name]}, the file says {kind}",
+                    f"annotator {name!r} is given two kinds: {' and '.join(sorted(kinds))}",
+                )
+            )
+            continue
+        kind = kinds.pop() if kinds else ""
+        if name in stored:
+            if kind and stored[name] != kind:
+                problems.append(
+                    ImportFileError(
+                        path,
+                        line,
+                        KIND_COLUMN,
+                        f"annotator {name!r} is stored as {stored[name]}, the file says {kind}",
+                    )
                 )
             continue
         if not kind:
-            raise ImportFileError(
-                path,
-                line,
-                "annotator",
-                f"annotator {name!r} is new: give its kind (--kind expert|crowd|llm, or an {KIND_COLUMN} column)",
+            problems.append(
+                ImportFileError(
+                    path,
+                    line,
+                    "annotator",
+                    f"annotator {name!r} is new: give its kind (--kind expert|crowd|llm, or an {KIND_COLUMN} column)",
+                )
             )
+            continue
+        new[name] = kind
+    return new, problems
+
+
+def _annotators_create(new: dict[str, str]) -> None:
+    """Create the annotators the file names for the first time."""
+    for name, kind in new.items():
         Annotator.objects.create(
             name=name, kind=kind, judge_config=name if kind == AnnotatorKind.LLM else ""
         )
@@ -760,12 +817,15 @@ def _import_staged(
             # Sorting and hashing a million staged rows in memory, not in temporary files.
             cursor.execute("SET LOCAL work_mem = '256MB'")
         summary.rows = _stage(cursor, rows, blocks)
-        problems.raise_found()
         if summary.rows == 0:
+            problems.raise_found()
             raise ImportFileError(path, None, None, f"the file holds no {target.what}")
         _resolve(cursor, benchmark, target)
-        _check_resolved(cursor, path, benchmark, fields)
-        _annotators(cursor, path, target)
+        # The rows the reading took are checked against what is stored even when others were
+        # refused: one attempt names every wrong line.
+        new_annotators, annotator_problems = _annotators_checked(cursor, path)
+        _check_resolved(cursor, path, benchmark, problems, fields, also=annotator_problems)
+        _annotators_create(new_annotators)
         overlapping = _check_stored_conflicts(cursor, path, target)
         new_rows = summary.rows - overlapping
         with _foreign_keys_checked_once(cursor, new_rows, target):

@@ -159,6 +159,9 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
+# Pages write dates as 2026-11-27 18:05 UTC (config/formats/en/formats.py), not "Nov. 27, 2026,
+# 6:05 p.m.": since Django 5 the locale's formats win over DATETIME_FORMAT in settings.
+FORMAT_MODULE_PATH = ["config.formats"]
 # The annotator's hot-path statements (annotate.compiled.prepared_cursor) run prepared: planned
 # once per kept connection. Turn off behind a pooler in transaction mode that cannot keep
 # prepared statements (PgBouncer before 1.21, or without max_prepared_statements).

@@ -186,3 +186,42 @@ def test_the_import_page_limits_uploads_per_user(
     refused = post(client, json.dumps(ROW) + "\n")
     assert refused.status_code == 429 and refused["Retry-After"] == "3600"
     assert ImportJob.objects.count() == 1
+
+
+def test_the_import_page_names_bad_labels_and_unknown_references_in_one_attempt(
+    client, researcher, django_capture_on_commit_callbacks, settings, tmp_path
+):
+    from annotate.models import Label
+    from tests.factories import benchmark_with_responses
+
+    settings.MEDIA_ROOT = tmp_path
+    benchmark, systems = benchmark_with_responses(instructions=1, systems=1, questions=2)
+    instruction = benchmark.instructions.get().external_id
+    labels = (
+        "instruction_id,system,annotator,question_index,label\n"
+        f"{instruction},{systems[0].name},ann,1,YES\n"
+        f"{instruction},{systems[0].name},ann,1,MAYBE\n"
+        f"{instruction},nosuch,ann,1,NO\n"
+        f"{instruction},{systems[0].name},ann,3,NO\n"
+    )
+    client.force_login(researcher)
+    with django_capture_on_commit_callbacks(execute=True):
+        page = post(
+            client,
+            labels,
+            name="labels.csv",
+            kind="labels",
+            benchmark_name=benchmark.name,
+            annotator_kind="expert",
+        )
+    job = ImportJob.objects.get()
+    assert job.status == "failed", job.message
+    detail = client.get(page["Location"]).text
+    assert "labels.csv: 3 wrong lines:" in detail
+    for named in (
+        "- line 3, field &#x27;label&#x27;",
+        "- line 4, field &#x27;system&#x27;: no system named &#x27;nosuch&#x27;",
+        "- line 5, field &#x27;question_index&#x27;",
+    ):
+        assert named in detail
+    assert not Label.objects.exists()

@@ -9,7 +9,7 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from annotate.errors import ImportFileError, ImportFileProblems
-from annotate.models import Benchmark, ImportJob, Instruction, Label
+from annotate.models import Annotator, Benchmark, ImportJob, Instruction, Label
 from annotate.revision.models import RevisionSession, Study
 from annotate.revision.services.imports import sessions_import
 from annotate.services.files import MAX_PROBLEMS
@@ -272,3 +272,96 @@ def test_an_upload_page_says_nothing_was_written_under_the_list(client, research
     assert "found &#x27;9&#x27;\nNothing was written." in page.text
     # The form is far down the page: its top says so and links to it.
     assert 'id="form-refused">The items were not imported: <a href="#add-items">' in page.text
+
+
+def test_label_csv_names_bad_rows_and_rows_naming_what_is_not_stored_in_one_attempt(benchmark):
+    """Format problems and unknown instructions, systems and questions in one round, in file
+    order: a researcher fixing a big file should not have to run it twice."""
+    assert _label_csv_problems(
+        benchmark,
+        "t1,s,ann,1,YES,expert",
+        "t9,s,ann,1,YES,expert",
+        "t1,s,ann,2,MAYBE,expert",
+        "t1,other,ann,1,NO,expert",
+        "t1,s,ann,0,NO,expert",
+        "t1,s,ann,7,NO,expert",
+        "t1,s,,2,NO,expert",
+    ) == [
+        "- line 3, field 'instruction_id': no instruction 't9' in benchmark 'b'",
+        "- line 4, field 'label': expected YES, NO or UNKNOWN, found 'MAYBE'",
+        "- line 5, field 'system': no system named 'other': import its responses first",
+        "- line 6, field 'question_index': 0 is out of range (1 to 32767)",
+        "- line 7, field 'question_index': instruction 't1' has 2 questions; there is no "
+        "question 7",
+        "- line 8, field 'annotator': expected a non-empty text",
+    ]
+    assert not Label.objects.exists()
+
+
+def test_a_label_file_with_many_wrong_lines_names_the_first_and_counts_the_rest(benchmark):
+    unknown = [f"t{n},s,ann,1,YES,expert" for n in range(100, 130)]  # 30 unknown instructions
+    malformed = ["t1,s,ann,1,MAYBE,expert"] * 5
+    path = write_text(
+        benchmark / "labels.csv",
+        "instruction_id,system,annotator,question_index,label,annotator_kind\n"
+        + "".join(f"{row}\n" for row in malformed + unknown),
+    )
+    with pytest.raises(CommandError) as caught:
+        call_command("import_labels", path, "--benchmark", "b")
+    message = str(caught.value)
+    assert message.splitlines()[0] == f"{path}: 35 wrong lines:"
+    named = [line for line in message.splitlines() if line.startswith("- line ")]
+    assert [int(line.split()[2].rstrip(",")) for line in named] == list(range(2, 22))
+    assert "field 'label'" in named[4] and "no instruction 't100'" in named[5]
+    assert message.endswith(f"\nand {35 - MAX_PROBLEMS} more\nNothing was written.")
+    assert not Label.objects.exists()
+
+
+def test_json_lines_labels_name_bad_lines_and_unknown_instructions_in_one_attempt(benchmark):
+    rows = [
+        {"id": "t1", "eval": [True, "yes"]},
+        {"id": "t9", "eval": [True]},
+        {"id": "t1", "eval": [True, False, True]},
+    ]
+    path = write_jsonl(benchmark / "a.jsonl", rows)
+    with pytest.raises(ImportFileProblems) as caught:
+        labels_import(
+            path=path, benchmark_name="b", system_name="s", annotator_name="j", kind="llm"
+        )
+    assert [line.split(":")[0] for line in _lines_named(caught.value)] == [
+        "- line 1, field 'eval[1]'",
+        "- line 2, field 'id'",
+        "- line 3, field 'eval[2]'",
+    ]
+    assert not Label.objects.exists()
+
+
+def test_naming_unknown_questions_takes_as_many_queries_for_ten_lines_as_for_two(benchmark):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def queries(bad_lines: int) -> int:
+        rows = [f"t1,s,ann,{7 + n},NO,expert" for n in range(bad_lines)]
+        with CaptureQueriesContext(connection) as captured:
+            assert len(_label_csv_problems(benchmark, *rows)) == bad_lines
+        return len(captured)
+
+    assert queries(10) == queries(2)
+
+
+def test_a_new_annotator_without_a_kind_is_named_with_the_other_wrong_lines(benchmark):
+    assert _label_csv_problems(
+        benchmark,
+        "t1,s,ann,1,MAYBE,expert",
+        "t1,s,newbie,1,YES,",
+        "t1,s,ann,1,YES,expert",
+        "t9,s,ann,1,YES,expert",
+        "t1,s,ann,2,NO,crowd",
+    ) == [
+        "- line 2, field 'label': expected YES, NO or UNKNOWN, found 'MAYBE'",
+        "- line 3, field 'annotator': annotator 'newbie' is new: give its kind (--kind "
+        "expert|crowd|llm, or an annotator_kind column)",
+        "- line 4, field 'annotator_kind': annotator 'ann' is given two kinds: crowd and expert",
+        "- line 5, field 'instruction_id': no instruction 't9' in benchmark 'b'",
+    ]
+    assert not Label.objects.exists() and not Annotator.objects.exists()

@@ -173,3 +173,26 @@ def test_behind_a_trusted_proxy_the_lockout_counts_the_clients_address(
         form_login(client, f"again{n}", "wrong", address="10.0.0.1")
     forged = client.post(reverse("login"), login, HTTP_X_FORWARDED_FOR="192.0.2.77", **proxy)
     assert forged.status_code == 429  # a made-up header does not escape the address's lockout
+
+
+def test_the_login_page_tells_a_logged_in_user_so_instead_of_asking_again(client, researcher):
+    client.force_login(researcher)
+    page = client.get(reverse("login"))
+    assert page.status_code == 200
+    assert f"You are logged in as <strong>{researcher.username}</strong>." in page.text
+    assert 'name="password"' not in page.text
+    assert f'<a href="{reverse("home")}">Continue to the start page</a>' in page.text
+    # Logging out from here comes back to the form, to log in as someone else.
+    logged_out = client.post(reverse("logout"), {"next": reverse("login")})
+    assert logged_out.status_code == 302 and logged_out["Location"] == reverse("login")
+    assert 'name="password"' in client.get(reverse("login")).text
+
+
+def test_a_logged_in_user_continues_to_the_page_next_names_and_nowhere_else(client, researcher):
+    client.force_login(researcher)
+    page = client.get(reverse("login"), {"next": "/benchmarks/"})
+    assert '<a href="/benchmarks/">Continue</a>' in page.text
+    assert f'value="{reverse("login")}?next=/benchmarks/"' in page.text  # kept over a log-out
+    elsewhere = client.get(reverse("login"), {"next": "https://evil.example/"})
+    assert "evil.example" not in elsewhere.text
+    assert f'<a href="{reverse("home")}">Continue to the start page</a>' in elsewhere.text
