@@ -22,7 +22,7 @@ from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_POST
 
 from annotate.crowd import selectors, tasks
-from annotate.crowd.fake import DEMO_WORKER, FakePlatform, demo_submit_base
+from annotate.crowd.fake import DEMO_WORKER, FakePlatform, demo_submit_base, state_file
 from annotate.crowd.forms import PublishForm
 from annotate.crowd.models import Hit, HitStatus, PlatformCall, Publication, PublicationStatus
 from annotate.crowd.platforms import demo_platform_in_use, platform_names
@@ -324,7 +324,10 @@ def demo_worker_start(request: HttpRequest, hit_pk: int) -> HttpResponse:
         platform.hit_get(hit_id=hit.hit_id)
     except CrowdPlatformError as error:
         raise AnnotateError(
-            f"{error} The offline demo platform keeps its HITs in memory: a restart loses them."
+            f"{error} The offline demo platform keeps its HITs in {state_file()}, and this one "
+            "is not there: that file was deleted, or the server runs with another VAR_DIR or "
+            "CROWD_FAKE_STATE_FILE. A demo worker's claim on it is released when its time runs "
+            "out, as any other."
         ) from None
     # Not a demo worker who did this instruction in another study: the claim would refuse them.
     # (A study's prompt is answered once per worker in its study, and a study is published

@@ -323,9 +323,10 @@ def test_rejecting_and_blocking_change_the_next_report(client, live, fake_mturk,
     first, _ = _hits(live)
     benchmark = first.task.instruction.benchmark
     fake_mturk.state.hits[first.hit_id]["MaxAssignments"] = 3
-    first.max_assignments = live.assignments_per_task = 3
+    first.max_assignments = live.assignments_per_task = live.batch.project.assignments_per_task = 3
     first.save()
     live.save()
+    live.batch.project.save()
     yes, _ = do_task(client, fake_mturk, first, "AYES", "yes")
     no1, _ = do_task(client, fake_mturk, first, "ANO1", "no")
     no2, _ = do_task(client, fake_mturk, first, "ANO2", "no")
