@@ -152,8 +152,9 @@ class StudyClosedError(AnnotateError):
     http_status = 410
 
 
-class PublishError(AnnotateError):
-    """A batch cannot be published as asked (no tasks, bad settings, nothing to pay with...)."""
+class PublishError(FieldInputError):
+    """A batch cannot be published as asked (no tasks, nothing left to publish, bad settings,
+    nothing to pay with...); `field` names the input at fault when there is one."""
 
 
 class AnnotatorKindError(AnnotateError):

@@ -22,6 +22,24 @@ def annotator_user(db):
 
 
 @pytest.fixture(autouse=True)
+def _fresh_offline_crowd_platform():
+    """Each test starts with an empty offline crowd platform: its state is a file
+    (CROWD_FAKE_STATE_FILE), which would otherwise carry one test's HITs into the next."""
+    from annotate.crowd.fake import FakePlatform
+
+    FakePlatform.reset()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_offline_crowd_platform_file_left():
+    yield
+    from annotate.crowd.fake import FakePlatform, state_file
+
+    FakePlatform.reset()
+    state_file().with_name(state_file().name + ".lock").unlink(missing_ok=True)
+
+
+@pytest.fixture(autouse=True)
 def _empty_cache():
     """Each test starts with an empty cache: reports are cached under keys made of row counts
     and ids, which the test database hands out again, so one test could read another's."""

@@ -1,20 +1,37 @@
-"""An in-memory crowd platform for the demo and unit tests: HITs, workers and payments that
-behave like MTurk's (tokens, statuses, idempotent bonuses) without leaving the process."""
+"""An offline crowd platform for the demo and unit tests: HITs, workers and payments that
+behave like MTurk's (tokens, statuses, idempotent bonuses) without leaving the machine.
+
+Its state is a JSON file (CROWD_FAKE_STATE_FILE, under VAR_DIR), read and written whole on each
+call under a file lock, so it outlives a restart of the server (`make run` again, or its
+autoreloader after an edit) and every process of the site (web, Celery) sees the same HITs, as
+with a real platform. It is the platform's state, not ours: our transactions do not roll it back.
+"""
 
 from __future__ import annotations
 
+import fcntl
 import itertools
+import json
+import os
 import secrets
+import tempfile
 import threading
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from pathlib import Path
+
+from django.conf import settings
 
 from annotate.crowd.base import AssignmentInfo, HitInfo, HitTypeSpec
 from annotate.errors import AlreadyProcessedError, CrowdPlatformError, HitAlreadyExistsError
 
 REVIEWED = {"Approved", "Rejected"}
 DEMO_WORKER = "DEMOWORKER"  # the ids an admin takes the offline platform's HITs as
+# Threads of one process take the file lock one after the other (flock is per open file).
+_PROCESS_LOCK = threading.RLock()
 
 
 @dataclass
@@ -29,40 +46,158 @@ class FakeStore:
     bonus_tokens: set[str] = field(default_factory=set)
     blocks: dict[str, str] = field(default_factory=dict)
     notifications: list[dict] = field(default_factory=list)
-    ids: itertools.count = field(default_factory=lambda: itertools.count(1))
-    # A new store (a restart of the demo) numbers its ids from 1 again: this part keeps them
-    # apart from the ids of the HITs the database kept from before.
+    next_id: int = 1
+    # A new store (its file deleted, or another VAR_DIR) numbers its ids from 1 again: this
+    # part keeps them apart from the ids of the HITs the database kept from before.
     run: str = field(default_factory=lambda: secrets.token_hex(4).upper())
-    lock: threading.RLock = field(default_factory=threading.RLock)
+
+    def to_json(self) -> dict:
+        def when(value: datetime | None) -> str | None:
+            return value.isoformat() if value else None
+
+        return {
+            "balance": str(self.balance),
+            "hit_types": {
+                key: {**asdict(spec), "reward": str(spec.reward)}
+                for key, spec in self.hit_types.items()
+            },
+            "hits": {
+                key: {**asdict(hit), "expires_at": when(hit.expires_at)}
+                for key, hit in self.hits.items()
+            },
+            "questions": self.questions,
+            "tokens": self.tokens,
+            "assignments": {
+                key: {**asdict(row), "submitted_at": when(row.submitted_at)}
+                for key, row in self.assignments.items()
+            },
+            "bonuses": [{**bonus, "amount": str(bonus["amount"])} for bonus in self.bonuses],
+            "bonus_tokens": sorted(self.bonus_tokens),
+            "blocks": self.blocks,
+            "notifications": self.notifications,
+            "next_id": self.next_id,
+            "run": self.run,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> FakeStore:
+        def when(value: str | None) -> datetime | None:
+            return datetime.fromisoformat(value) if value else None
+
+        return cls(
+            balance=Decimal(data["balance"]),
+            hit_types={
+                key: HitTypeSpec(**{**spec, "reward": Decimal(spec["reward"])})
+                for key, spec in data["hit_types"].items()
+            },
+            hits={
+                key: HitInfo(**{**hit, "expires_at": when(hit["expires_at"])})
+                for key, hit in data["hits"].items()
+            },
+            questions=data["questions"],
+            tokens=data["tokens"],
+            assignments={
+                key: AssignmentInfo(**{**row, "submitted_at": when(row["submitted_at"])})
+                for key, row in data["assignments"].items()
+            },
+            bonuses=[{**bonus, "amount": Decimal(bonus["amount"])} for bonus in data["bonuses"]],
+            bonus_tokens=set(data["bonus_tokens"]),
+            blocks=data["blocks"],
+            notifications=data["notifications"],
+            next_id=data["next_id"],
+            run=data["run"],
+        )
+
+
+def state_file() -> Path:
+    return Path(settings.CROWD_FAKE_STATE_FILE)
+
+
+@contextmanager
+def _locked(*, exclusive: bool) -> Iterator[Path]:
+    path = state_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _PROCESS_LOCK, open(path.with_name(path.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield path
+
+
+def _load(path: Path) -> FakeStore:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return FakeStore()
+    try:
+        return FakeStore.from_json(json.loads(text))
+    except (ValueError, KeyError, TypeError) as error:
+        raise CrowdPlatformError(
+            f"The offline demo platform's state file {path} is unreadable ({error}); "
+            "delete it to start the platform afresh."
+        ) from None
+
+
+def _save(path: Path, store: FakeStore) -> None:
+    """Replace the file whole, so a reader never sees half of it."""
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    with os.fdopen(handle, "w", encoding="utf-8") as out:
+        json.dump(store.to_json(), out)
+    os.replace(temporary, path)
+
+
+def _read_store() -> FakeStore:
+    with _locked(exclusive=False) as path:
+        return _load(path)
+
+
+@contextmanager
+def _changing() -> Iterator[FakeStore]:
+    """The platform's state to change: written back when the block ends without an error."""
+    with _locked(exclusive=True) as path:
+        store = _load(path)
+        yield store
+        _save(path, store)
+
+
+class _StoreSnapshot:
+    """`FakePlatform.store`: what the platform holds now, read from its file (for tests and
+    pages that look; every change goes through a method)."""
+
+    def __get__(self, instance, owner) -> FakeStore:
+        return _read_store()
 
 
 class FakePlatform:
-    """Every instance shares one store per process, so the web pages and tasks see the same HITs."""
+    """Every instance reads and writes one state file, so pages, tasks and restarts see the
+    same HITs."""
 
     name = "fake"
     creates_hits = True
     pays_workers = True
-    store = FakeStore()
+    store = _StoreSnapshot()
 
     @classmethod
     def reset(cls) -> None:
-        cls.store = FakeStore()
+        """Forget everything: the platform starts afresh (tests; a demo's new database)."""
+        with _locked(exclusive=True) as path:
+            path.unlink(missing_ok=True)
 
-    def _new_id(self, prefix: str) -> str:
-        """A 30-character id, as MTurk's, unique across restarts: FAKEHIT<run><number>."""
-        head = f"{prefix}{self.store.run}"
-        return f"{head}{next(self.store.ids):0{30 - len(head)}d}"
+    @staticmethod
+    def _new_id(store: FakeStore, prefix: str) -> str:
+        """A 30-character id, as MTurk's, unique across resets: FAKEHIT<run><number>."""
+        head = f"{prefix}{store.run}"
+        number, store.next_id = store.next_id, store.next_id + 1
+        return f"{head}{number:0{30 - len(head)}d}"
 
     def account_balance(self) -> Decimal | None:
         return self.store.balance
 
     def hit_type_create(self, *, spec: HitTypeSpec) -> str:
-        with self.store.lock:
-            for type_id, known in self.store.hit_types.items():
+        with _changing() as store:
+            for type_id, known in store.hit_types.items():
                 if known == spec:
                     return type_id
-            type_id = self._new_id("FAKETYPE")
-            self.store.hit_types[type_id] = spec
+            type_id = self._new_id(store, "FAKETYPE")
+            store.hit_types[type_id] = spec
             return type_id
 
     def hit_create(
@@ -74,74 +209,69 @@ class FakePlatform:
         lifetime_seconds: int,
         unique_request_token: str,
     ) -> HitInfo:
-        with self.store.lock:
-            if unique_request_token in self.store.tokens:
+        with _changing() as store:
+            if unique_request_token in store.tokens:
                 raise HitAlreadyExistsError(
                     "A HIT with this UniqueRequestToken exists.", code="HitAlreadyExists"
                 )
-            if hit_type_id not in self.store.hit_types:
+            if hit_type_id not in store.hit_types:
                 raise CrowdPlatformError(f"Hit type {hit_type_id} does not exist.")
             hit = HitInfo(
-                hit_id=self._new_id("FAKEHIT"),
+                hit_id=self._new_id(store, "FAKEHIT"),
                 status="Assignable",
                 max_assignments=max_assignments,
                 expires_at=datetime.now(UTC) + timedelta(seconds=lifetime_seconds),
                 annotation=unique_request_token,
             )
-            self.store.hits[hit.hit_id] = hit
-            self.store.questions[hit.hit_id] = question_url
-            self.store.tokens[unique_request_token] = hit.hit_id
+            store.hits[hit.hit_id] = hit
+            store.questions[hit.hit_id] = question_url
+            store.tokens[unique_request_token] = hit.hit_id
             return hit
 
     def hit_find(self, *, unique_request_token: str) -> HitInfo | None:
-        hit_id = self.store.tokens.get(unique_request_token)
-        return self.store.hits.get(hit_id) if hit_id else None
+        store = self.store
+        hit_id = store.tokens.get(unique_request_token)
+        return store.hits.get(hit_id) if hit_id else None
 
     def hit_get(self, *, hit_id: str) -> HitInfo:
-        try:
-            return self.store.hits[hit_id]
-        except KeyError:
-            raise CrowdPlatformError(f"Hit {hit_id} does not exist.") from None
+        return _hit_of(self.store, hit_id)
 
     def hit_update_expiration(self, *, hit_id: str, expires_at: datetime) -> None:
-        with self.store.lock:
-            self.store.hits[hit_id] = replace(self.hit_get(hit_id=hit_id), expires_at=expires_at)
+        with _changing() as store:
+            store.hits[hit_id] = replace(_hit_of(store, hit_id), expires_at=expires_at)
 
     def hit_delete(self, *, hit_id: str) -> None:
-        with self.store.lock:
-            hit = self.hit_get(hit_id=hit_id)
+        with _changing() as store:
+            hit = _hit_of(store, hit_id)
             open_work = any(
-                a.hit_id == hit_id and a.status not in REVIEWED
-                for a in self.store.assignments.values()
+                a.hit_id == hit_id and a.status not in REVIEWED for a in store.assignments.values()
             )
             if open_work or (hit.expires_at and hit.expires_at > datetime.now(UTC)):
                 raise CrowdPlatformError(
                     f"Hit {hit_id} is still assignable or has unreviewed assignments."
                 )
-            del self.store.hits[hit_id]
+            del store.hits[hit_id]
 
     def assignments_list(self, *, hit_id: str) -> list[AssignmentInfo]:
-        self.hit_get(hit_id=hit_id)
+        store = self.store
+        _hit_of(store, hit_id)
         return [
             a
-            for a in self.store.assignments.values()
+            for a in store.assignments.values()
             if a.hit_id == hit_id and a.status in REVIEWED | {"Submitted"}
         ]
 
     def assignment_get(self, *, assignment_id: str) -> AssignmentInfo:
-        row = self.store.assignments.get(assignment_id)
-        if row is None or row.status == "Accepted":
-            raise CrowdPlatformError(f"Assignment {assignment_id} does not exist.")
-        return row
+        return _assignment_of(self.store, assignment_id)
 
     def _set_status(self, assignment_id: str, new: str, allowed: set[str]) -> None:
-        with self.store.lock:
-            row = self.assignment_get(assignment_id=assignment_id)
+        with _changing() as store:
+            row = _assignment_of(store, assignment_id)
             if row.status not in allowed:
                 raise CrowdPlatformError(
                     f"Assignment {assignment_id} is {row.status}; expected {sorted(allowed)}."
                 )
-            self.store.assignments[assignment_id] = replace(row, status=new)
+            store.assignments[assignment_id] = replace(row, status=new)
 
     def assignment_approve(self, *, assignment_id: str, feedback: str = "") -> None:
         self._set_status(assignment_id, "Approved", {"Submitted"})
@@ -160,47 +290,50 @@ class FakePlatform:
         reason: str,
         unique_request_token: str,
     ) -> None:
-        with self.store.lock:
-            if unique_request_token in self.store.bonus_tokens:
+        with _changing() as store:
+            if unique_request_token in store.bonus_tokens:
                 raise AlreadyProcessedError("This bonus was paid already.", code="AlreadyProcessed")
-            if amount > self.store.balance:
+            if amount > store.balance:
                 raise CrowdPlatformError("Not enough funds.", code="InsufficientFunds")
-            self.store.balance -= amount
-            self.store.bonus_tokens.add(unique_request_token)
-            self.store.bonuses.append(
+            store.balance -= amount
+            store.bonus_tokens.add(unique_request_token)
+            store.bonuses.append(
                 {"worker_id": worker_id, "assignment_id": assignment_id, "amount": amount}
             )
 
     def worker_block(self, *, worker_id: str, reason: str) -> None:
-        self.store.blocks[worker_id] = reason
+        with _changing() as store:
+            store.blocks[worker_id] = reason
 
     def worker_unblock(self, *, worker_id: str, reason: str = "") -> None:
-        self.store.blocks.pop(worker_id, None)
+        with _changing() as store:
+            store.blocks.pop(worker_id, None)
 
     def workers_notify(self, *, worker_ids: list[str], subject: str, message: str) -> list[str]:
-        self.store.notifications.append({"to": list(worker_ids), "subject": subject})
+        with _changing() as store:
+            store.notifications.append({"to": list(worker_ids), "subject": subject})
         return []
 
     # --- The worker's side, for the demo and tests ---------------------------------------
 
     def worker_accept(self, *, hit_id: str, worker_id: str) -> str:
-        with self.store.lock:
-            hit = self.hit_get(hit_id=hit_id)
-            taken = [a for a in self.store.assignments.values() if a.hit_id == hit_id]
+        with _changing() as store:
+            hit = _hit_of(store, hit_id)
+            taken = [a for a in store.assignments.values() if a.hit_id == hit_id]
             if len(taken) >= hit.max_assignments or any(a.worker_id == worker_id for a in taken):
                 raise CrowdPlatformError(f"HIT {hit_id} cannot be accepted by {worker_id}.")
-            assignment_id = self._new_id("FAKEASG")
-            self.store.assignments[assignment_id] = AssignmentInfo(
+            assignment_id = self._new_id(store, "FAKEASG")
+            store.assignments[assignment_id] = AssignmentInfo(
                 assignment_id=assignment_id, worker_id=worker_id, hit_id=hit_id, status="Accepted"
             )
             return assignment_id
 
     def worker_submit(self, *, assignment_id: str, answer: str = "") -> None:
-        with self.store.lock:
-            row = self.store.assignments.get(assignment_id)
+        with _changing() as store:
+            row = store.assignments.get(assignment_id)
             if row is None or row.status != "Accepted":
                 raise CrowdPlatformError(f"No accepted assignment {assignment_id} to submit.")
-            self.store.assignments[assignment_id] = replace(
+            store.assignments[assignment_id] = replace(
                 row, status="Submitted", submitted_at=datetime.now(UTC), answer=answer
             )
 
@@ -226,6 +359,20 @@ class FakePlatform:
         return next(
             f"{DEMO_WORKER}{n}" for n in itertools.count(1) if f"{DEMO_WORKER}{n}" not in taken
         )
+
+
+def _hit_of(store: FakeStore, hit_id: str) -> HitInfo:
+    try:
+        return store.hits[hit_id]
+    except KeyError:
+        raise CrowdPlatformError(f"Hit {hit_id} does not exist.") from None
+
+
+def _assignment_of(store: FakeStore, assignment_id: str) -> AssignmentInfo:
+    row = store.assignments.get(assignment_id)
+    if row is None or row.status == "Accepted":
+        raise CrowdPlatformError(f"Assignment {assignment_id} does not exist.")
+    return row
 
 
 def demo_submit_base() -> str:

@@ -145,6 +145,10 @@ class Hit(models.Model):
         "verbalizer.Prompt", null=True, blank=True, on_delete=models.CASCADE, related_name="hits"
     )
     unique_request_token = models.CharField(max_length=64, unique=True)
+    max_assignments = models.PositiveSmallIntegerField(
+        help_text="The HIT's MaxAssignments: what its task still needed when it was published "
+        "(the assignments per task less those submitted or claimed here before)."
+    )
     hit_id = models.CharField(max_length=200, blank=True)
     status = models.CharField(max_length=7, choices=HitStatus.choices, default=HitStatus.PENDING)
     expires_at = models.DateTimeField(null=True, blank=True)
@@ -169,6 +173,9 @@ class Hit(models.Model):
             ),
             models.CheckConstraint(
                 condition=Q(status__in=HitStatus.values), name="crowd_hit_status_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(max_assignments__gte=1), name="crowd_hit_max_assignments_at_least_1"
             ),
         ]
 

@@ -22,13 +22,14 @@ from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_POST
 
 from annotate.crowd import selectors, tasks
-from annotate.crowd.fake import DEMO_WORKER, FakePlatform, demo_submit_base
+from annotate.crowd.fake import DEMO_WORKER, FakePlatform, demo_submit_base, state_file
 from annotate.crowd.forms import PublishForm
 from annotate.crowd.models import Hit, HitStatus, PlatformCall, Publication, PublicationStatus
 from annotate.crowd.platforms import demo_platform_in_use, platform_names
 from annotate.crowd.services import publishing
 from annotate.crowd.services import review as review_services
-from annotate.errors import AnnotateError, CrowdPlatformError, NotFoundError
+from annotate.errors import AnnotateError, CrowdPlatformError, NotFoundError, PublishError
+from annotate.http import form_refusal
 from annotate.models import Assignment, Batch
 from annotate.roles import ADMIN, ADMINS_ONLY, require_role
 from annotate.services.deferred_tasks import task_enqueue_on_commit
@@ -89,12 +90,16 @@ def publish(request: HttpRequest, batch_id: int) -> HttpResponse:
     preview = None
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
-        preview = publishing.publication_preview(
-            batch=batch,
-            platform_name=data["platform"],
-            reward_usd=data["reward_usd"],
-            user=request.user,
-        )
+        try:
+            preview = publishing.publication_preview(
+                batch=batch,
+                platform_name=data["platform"],
+                reward_usd=data["reward_usd"],
+                user=request.user,
+            )
+        except PublishError as error:  # nothing left to publish: said above the form
+            form_refusal(form, error)
+            return render(request, "crowd/publish.html", _publish_context(batch, form, None))
         if "publish" in request.POST and data["confirm_total"] == preview.total_usd:
             publication = publishing.publication_create(
                 batch=batch,
@@ -112,7 +117,12 @@ def publish(request: HttpRequest, batch_id: int) -> HttpResponse:
             completion=True,
         )
         form.is_valid()
-    context = {
+    return render(request, "crowd/publish.html", _publish_context(batch, form, preview))
+
+
+def _publish_context(batch: Batch, form: PublishForm, preview) -> dict:
+    project = batch.project
+    return {
         "heading": f"Publish batch “{batch.name}”",
         "summary": f"Project {project.name} · {project.assignments_per_task} workers per task.",
         "form": form,
@@ -122,7 +132,6 @@ def publish(request: HttpRequest, batch_id: int) -> HttpResponse:
         and preview.paid_outside
         and not any(form.completion().values()),
     }
-    return render(request, "crowd/publish.html", context)
 
 
 @admin_page
@@ -202,7 +211,7 @@ def _hits_with_work(publication: Publication) -> list[Hit]:
         row = work.get(hit.hit_id, {})
         hit.taken, hit.submitted = row.get("taken", 0), row.get("submitted", 0)
         hit.on_platform = on_demo_platform.get(hit.hit_id, 0)
-        hit.full = hit.on_platform >= publication.assignments_per_task
+        hit.full = hit.on_platform >= hit.max_assignments
     return hits
 
 
@@ -315,7 +324,10 @@ def demo_worker_start(request: HttpRequest, hit_pk: int) -> HttpResponse:
         platform.hit_get(hit_id=hit.hit_id)
     except CrowdPlatformError as error:
         raise AnnotateError(
-            f"{error} The offline demo platform keeps its HITs in memory: a restart loses them."
+            f"{error} The offline demo platform keeps its HITs in {state_file()}, and this one "
+            "is not there: that file was deleted, or the server runs with another VAR_DIR or "
+            "CROWD_FAKE_STATE_FILE. A demo worker's claim on it is released when its time runs "
+            "out, as any other."
         ) from None
     # Not a demo worker who did this instruction in another study: the claim would refuse them.
     # (A study's prompt is answered once per worker in its study, and a study is published

@@ -371,7 +371,8 @@ def assignment_claim_task(
 ) -> Assignment:
     """Claim one given task (a crowd platform's HIT names it), under the task's row lock.
 
-    `check_slots=False` when the platform itself limits how many workers take the task.
+    `check_slots=False` when the platform itself limits how many workers take the task (the
+    caller checks the slots its HIT may take: annotate.crowd.services.workers).
     Raises ConflictError if the annotator already worked on this instruction, NoWorkError if
     the task is full.
     """
@@ -387,6 +388,12 @@ def assignment_claim_task(
     return _assignment_create(
         task=locked, project=project, annotator=annotator, now=now, system_ids=system_ids
     )
+
+
+def task_lock(*, task_id: int) -> None:
+    """Take a task's row lock, as every claim does, for a check of its slots that a caller
+    makes before claiming it in the same transaction."""
+    _lock_task(task_id=task_id, skip_locked=False)
 
 
 def _lock_task(*, task_id: int, skip_locked: bool) -> Task | None:

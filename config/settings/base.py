@@ -359,6 +359,11 @@ CELERY_BEAT_SCHEDULE: dict = {
 
 # Outside systems, each chosen by a dotted path or a short name (see the modules that read them).
 CROWD_BACKEND = os.environ.get("CROWD_BACKEND", "fake")
+# The offline demo platform's HITs, workers and payments (annotate/crowd/fake.py): a file, so
+# they outlive a restart of the server.
+CROWD_FAKE_STATE_FILE = Path(
+    os.environ.get("CROWD_FAKE_STATE_FILE", VAR_DIR / "crowd-fake-platform.json")
+)
 MTURK_SANDBOX = env_bool("MTURK_SANDBOX", True)
 MTURK_ENDPOINT_URL = os.environ.get("MTURK_ENDPOINT_URL", "")
 # boto3 retries throttled calls itself this many times in all; the Celery task then backs off.

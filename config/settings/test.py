@@ -38,3 +38,6 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
     DATABASES["default"]["TEST"] = {  # noqa: F405
         "NAME": str(VAR_DIR / f"test-{os.getpid()}.sqlite3")  # noqa: F405
     }
+# The offline crowd platform's state, one file per test process (tests/conftest.py empties it
+# before each test).
+CROWD_FAKE_STATE_FILE = VAR_DIR / f"test-crowd-fake-{os.getpid()}.json"  # noqa: F405

@@ -18,7 +18,9 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
 from django.db import transaction
+from django.db.models import Count
 from django.urls import reverse
+from django.utils import timezone
 
 from annotate.crowd.base import (
     LOCALE,
@@ -36,6 +38,7 @@ from annotate.errors import (
     TransientPlatformError,
 )
 from annotate.models import Batch
+from annotate.services.assignments import counted_assignments
 
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "[::1]"}
 DAY_SECONDS = 24 * 3600
@@ -93,7 +96,7 @@ class PublishSettings:
 @dataclass(frozen=True)
 class CostPreview:
     platform: str
-    tasks: int
+    tasks: int  # tasks with an assignment still open: those that get a HIT
     assignments_per_task: int
     reward_usd: Decimal
     fee_rate: Decimal
@@ -102,6 +105,11 @@ class CostPreview:
     # Self-hosted: the admin pays the workers on the recruiting site (Prolific...), not through
     # this app; the report's crowd cost still counts the reward of each counted assignment.
     paid_outside: bool = False
+    # The assignments still open (what is paid for), and, of tasks × assignments per task, how
+    # many were already submitted or are claimed live here (in-house annotators, other links).
+    assignments: int = 0
+    assignments_taken: int = 0
+    tasks_in_batch: int = 0
 
     @property
     def affordable(self) -> bool:
@@ -118,37 +126,80 @@ def publication_cost(
     """tasks × assignments × reward × (1 + fee), rounded to cents, halves up ($0.125 is $0.13,
     as every figure the app shows); the fee is CROWD_FEE_RATE unless given (0 for a self-hosted
     link, whose recruiting site is paid outside this app)."""
+    return assignments_cost(
+        assignments=tasks * assignments_per_task, reward_usd=reward_usd, fee=fee
+    )
+
+
+def assignments_cost(
+    *, assignments: int, reward_usd: Decimal, fee: Decimal | None = None
+) -> Decimal:
+    """assignments × reward × (1 + fee), rounded to cents, halves up (publication_cost)."""
     fee = fee_rate() if fee is None else fee
-    total = tasks * assignments_per_task * reward_usd * (1 + fee)
-    return to_cents(total)
+    return to_cents(assignments * reward_usd * (1 + fee))
+
+
+def open_assignments(*, batch: Batch, now: datetime) -> dict[int, int]:
+    """Each task of the batch (by id, in HIT order) with the assignments it still needs: the
+    project's assignments per task less those holding one of its slots (live claims and
+    accepted submissions, as the claim counts them: counted_assignments), never below 0."""
+    per_task = batch.project.assignments_per_task
+    tasks = batch.tasks.order_by("position", "id").annotate(
+        taken=Count("assignments", filter=counted_assignments(now=now, prefix="assignments__"))
+    )
+    return {task.pk: max(per_task - task.taken, 0) for task in tasks}
 
 
 def publication_preview(
-    *, batch: Batch, platform_name: str, reward_usd: Decimal | None = None, user=None
+    *,
+    batch: Batch,
+    platform_name: str,
+    reward_usd: Decimal | None = None,
+    user=None,
+    now: datetime | None = None,
 ) -> CostPreview:
     """What publishing would cost, and the account balance (asked from the platform).
 
-    A self-hosted link costs its reward per assignment with no fee, paid on the recruiting site:
-    what the report's crowd cost counts for that work (crowd_paid_per_assignment).
+    Only the assignments still open are paid for (open_assignments): a task that already has
+    its assignments per task, submitted or claimed here, gets no HIT. Raises PublishError when
+    no task has any left. A self-hosted link costs its reward per assignment with no fee, paid
+    on the recruiting site: what the report's crowd cost counts for that work
+    (crowd_paid_per_assignment).
     """
     platform_check(platform_name)
     reward = batch.project.reward_usd if reward_usd is None else reward_usd
-    tasks = batch.tasks.count()
+    still_open = open_assignments(batch=batch, now=now or timezone.now())
+    nothing_left_check(batch=batch, still_open=still_open)
     platform = get_platform(platform_name, user=user)
     fee = fee_rate() if platform.pays_workers else Decimal(0)
-    per_task = batch.project.assignments_per_task
+    per_task, assignments = batch.project.assignments_per_task, sum(still_open.values())
     return CostPreview(
         platform=platform_name,
-        tasks=tasks,
+        tasks=sum(1 for left in still_open.values() if left),
         assignments_per_task=per_task,
         reward_usd=reward,
         fee_rate=fee,
-        total_usd=publication_cost(
-            tasks=tasks, assignments_per_task=per_task, reward_usd=reward, fee=fee
-        ),
+        total_usd=assignments_cost(assignments=assignments, reward_usd=reward, fee=fee),
         balance_usd=platform.account_balance(),
         paid_outside=not platform.pays_workers,
+        assignments=assignments,
+        assignments_taken=len(still_open) * per_task - assignments,
+        tasks_in_batch=len(still_open),
     )
+
+
+def nothing_left_check(*, batch: Batch, still_open: dict[int, int]) -> None:
+    """Refuse to publish a batch none of whose tasks needs another assignment."""
+    if not still_open:
+        raise PublishError(f"Batch '{batch.name}' has no tasks to publish.", field="batch")
+    if not any(still_open.values()):
+        per_task = batch.project.assignments_per_task
+        raise PublishError(
+            f"Nothing left to publish: every task of batch '{batch.name}' already has its "
+            f"{per_task} assignments per task (submitted or claimed here), so no worker is "
+            "needed. Raise the project's assignments per task to ask for more.",
+            field="batch",
+        )
 
 
 def platform_check(platform_name: str) -> None:
@@ -161,8 +212,6 @@ def platform_check(platform_name: str) -> None:
 
 
 def _check_settings(*, batch: Batch, platform_name: str, chosen: PublishSettings) -> None:
-    if not batch.tasks.exists():
-        raise PublishError(f"Batch '{batch.name}' has no tasks to publish.")
     if Publication.objects.filter(batch=batch, platform=platform_name).exists():
         raise PublishError(
             f"Batch '{batch.name}' is already published on {platform_name}; "
@@ -235,10 +284,14 @@ def publication_create(
     chosen: PublishSettings,
     base_url: str,
     user=None,
+    now: datetime | None = None,
 ) -> Publication:
-    """Store the publication and one HIT row (with its token) per task; nothing is spent yet."""
+    """Store the publication and one HIT row (with its token) per task that still needs an
+    assignment, asking for as many as it needs (open_assignments); nothing is spent yet."""
     platform_check(platform_name)
     _check_settings(batch=batch, platform_name=platform_name, chosen=chosen)
+    still_open = open_assignments(batch=batch, now=now or timezone.now())
+    nothing_left_check(batch=batch, still_open=still_open)
     project = batch.project
     reward = project.reward_usd if chosen.reward_usd is None else chosen.reward_usd
     publication = publication_store(
@@ -252,8 +305,14 @@ def publication_create(
     )
     if platform_class(platform_name).creates_hits:
         Hit.objects.bulk_create(
-            Hit(publication=publication, task=task, unique_request_token=uuid.uuid4().hex)
-            for task in batch.tasks.order_by("position", "id")
+            Hit(
+                publication=publication,
+                task_id=task_id,
+                max_assignments=left,
+                unique_request_token=uuid.uuid4().hex,
+            )
+            for task_id, left in still_open.items()
+            if left
         )
     return publication
 
@@ -359,7 +418,7 @@ def _hit_publish(hit: Hit, platform) -> None:
         info = platform.hit_create(
             hit_type_id=hit.publication.hit_type_id,
             question_url=hit_question_url(hit),
-            max_assignments=hit.publication.assignments_per_task,
+            max_assignments=hit.max_assignments,
             lifetime_seconds=hit.publication.lifetime_seconds,
             unique_request_token=hit.unique_request_token,
         )

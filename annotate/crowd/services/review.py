@@ -155,7 +155,7 @@ def _worker_slot_free(*, hit: Hit, row) -> bool:
         .distinct()
         .count()
     )
-    return others < hit.publication.assignments_per_task
+    return others < hit.max_assignments
 
 
 def hit_of_work(work: Assignment | HumanAnswer) -> Hit | None:

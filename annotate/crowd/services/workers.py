@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.core import signing
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from annotate.crowd import fake
@@ -38,7 +39,12 @@ from annotate.errors import (
     StudyClosedError,
 )
 from annotate.models import Annotator, AnnotatorKind, Assignment, AssignmentStatus, Task
-from annotate.services.assignments import assignment_claim_next, assignment_claim_task
+from annotate.services.assignments import (
+    assignment_claim_next,
+    assignment_claim_task,
+    counted_assignments,
+    task_lock,
+)
 
 TOKEN_SALT = "annotate.crowd.assignment"
 CLAIM_COOKIE_SALT = "annotate.crowd.claim-browser"
@@ -222,6 +228,7 @@ def mturk_assignment_open(
         if existing is not None:
             if existing.status in LAPSED:
                 worker_slot_check(hit=hit, worker_id=annotator.worker_id)
+                task_slot_check(hit=hit, now=now)
             minutes = hit.task.batch.project.allotted_minutes
             assignment = _reopen(
                 existing, assignment_id=assignment_id, browser_claims=browser_claims,
@@ -229,6 +236,7 @@ def mturk_assignment_open(
             )  # fmt: skip
         else:
             worker_slot_check(hit=hit, worker_id=annotator.worker_id)
+            task_slot_check(hit=hit, now=now)
             assignment = assignment_claim_task(
                 annotator=annotator, task=hit.task, now=now, check_slots=False
             )
@@ -246,6 +254,30 @@ def mturk_assignment_open(
         submit_to=submit_to,
         token=assignment_token(assignment=assignment, submit_to=submit_to),
     )
+
+
+def task_slot_check(*, hit: Hit, now: datetime) -> None:
+    """Refuse one more worker of a HIT whose task would then hold more assignments than its
+    project's assignments per task (live claims and accepted submissions, as every claim
+    counts them), under the task's row lock: run it in the claim's transaction.
+
+    The HIT asked for what its task still needed when it was published (Hit.max_assignments),
+    and the platform hands out no more. While the work of everyone else here (in-house
+    annotators, a self-hosted link) leaves that many slots free, the platform's limit is the
+    rule, so workers who invent assignment ids (whose work never counts unless the platform
+    confirms it) cannot take a real worker's place. Once work done here since the HIT was
+    published leaves fewer free, the platform's workers fill only what is left.
+    """
+    task_lock(task_id=hit.task_id)
+    per_task = hit.task.batch.project.assignments_per_task
+    of_platform = Q(annotator__platform=hit.publication.platform)
+    counted = Assignment.objects.filter(counted_assignments(now=now), task_id=hit.task_id)
+    free = per_task - counted.exclude(of_platform).count()
+    if free < hit.max_assignments and counted.filter(of_platform).count() >= free:
+        raise ConflictError(
+            "This task already has all the workers it needs (its other assignments are done "
+            "or being done); please return the HIT."
+        )
 
 
 def _refuse_what_the_platform_contradicts(*, hit: Hit, assignment_id: str, worker_id: str) -> None:
@@ -273,7 +305,7 @@ def worker_slot_check(*, hit: Hit, worker_id: str) -> None:
             "worker_id", flat=True
         )
     )
-    if worker_id not in confirmed and len(confirmed) >= hit.publication.assignments_per_task:
+    if worker_id not in confirmed and len(confirmed) >= hit.max_assignments:
         raise ConflictError(
             f"This HIT already has the {len(confirmed)} workers it asked for; please return it."
         )

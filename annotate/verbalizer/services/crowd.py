@@ -65,6 +65,8 @@ def study_publication_preview(
         total_usd=total,
         balance_usd=platform.account_balance(),
         paid_outside=not platform.pays_workers,
+        assignments=prompts * study.answers_per_prompt,
+        tasks_in_batch=prompts,
     )
 
 
@@ -95,7 +97,12 @@ def study_publication_create(
     )
     if platform_class(platform_name).creates_hits:
         Hit.objects.bulk_create(
-            Hit(publication=publication, prompt_id=prompt_id, unique_request_token=uuid.uuid4().hex)
+            Hit(
+                publication=publication,
+                prompt_id=prompt_id,
+                max_assignments=study.answers_per_prompt,
+                unique_request_token=uuid.uuid4().hex,
+            )
             for prompt_id in study.prompts.order_by("id").values_list("id", flat=True)
         )
     return publication

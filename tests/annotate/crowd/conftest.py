@@ -115,6 +115,7 @@ def submitted_on_fake_platform(assignment, *, publication):
         hit = Hit.objects.create(
             publication=publication, task=assignment.task, hit_id=info.hit_id,
             unique_request_token=info.annotation, status=HitStatus.CREATED,
+            max_assignments=publication.assignments_per_task,
         )  # fmt: skip
     worker_id = assignment.annotator.worker_id
     platform_id = platform.worker_accept(hit_id=hit.hit_id, worker_id=worker_id)

@@ -66,18 +66,18 @@ def test_publish_shows_cost_and_balance_then_publishes_on_confirm(
     assert len(FakePlatform.store.hits) == 3
 
 
-def test_publishing_on_the_offline_platform_still_works_after_a_restart(
+def test_publishing_on_the_offline_platform_still_works_after_it_starts_afresh(
     client, admin_user, crowd_batch, django_capture_on_commit_callbacks, settings
 ):
-    """`make run` again (or its autoreloader after an edit) empties the offline platform's
-    memory. Its HIT ids started again from 1 and collided with the HITs stored before: the next
-    publish was a server error and left a publication stuck at "publishing"."""
+    """An offline platform started afresh (its state file deleted; before it was a file, every
+    `make run`) numbers its HIT ids from 1 again. They collided with the HITs stored before:
+    the next publish was a server error and left a publication stuck at "publishing"."""
     settings.CROWD_PUBLIC_URL = "https://annotate.example.org"
     client.force_login(admin_user)
     other = project_with_tasks(instructions=2, systems=2, questions=1).batches.get()
     for n, batch in enumerate((crowd_batch, other)):
         if n:
-            FakePlatform.reset()  # the restart
+            FakePlatform.reset()  # its state file deleted (a new var/): ids start again
         url = reverse("crowd:publish", args=[batch.pk])
         total = client.post(url, {**FORM, "preview": "1"}).context["preview"].total_usd
         with django_capture_on_commit_callbacks(execute=True):

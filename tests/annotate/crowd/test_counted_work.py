@@ -22,10 +22,11 @@ from annotate.crowd.services.publishing import PublishSettings
 from annotate.errors import ConflictError
 from annotate.models import Assignment, AssignmentStatus, Label
 from annotate.roles import ADMIN
+from annotate.services.assignments import counted_assignments
 from annotate.services.exports import labels_export
 from evaluation.selectors.report_data import benchmark_arrays
 from evaluation.services.reports import labels_aggregated_csv, report_build, report_cached
-from tests.factories import UserFactory, project_with_tasks
+from tests.factories import AssignmentFactory, UserFactory, project_with_tasks
 
 pytestmark = pytest.mark.django_db
 CROWD = "crowd-majority"
@@ -322,8 +323,10 @@ def test_rejecting_and_blocking_change_the_next_report(client, live, fake_mturk,
     first, _ = _hits(live)
     benchmark = first.task.instruction.benchmark
     fake_mturk.state.hits[first.hit_id]["MaxAssignments"] = 3
-    live.assignments_per_task = 3
+    first.max_assignments = live.assignments_per_task = live.batch.project.assignments_per_task = 3
+    first.save()
     live.save()
+    live.batch.project.save()
     yes, _ = do_task(client, fake_mturk, first, "AYES", "yes")
     no1, _ = do_task(client, fake_mturk, first, "ANO1", "no")
     no2, _ = do_task(client, fake_mturk, first, "ANO2", "no")
@@ -504,3 +507,42 @@ def test_a_selfhosted_participant_who_names_an_mturk_hit_is_priced_as_the_links_
     client.force_login(admin)
     page = client.get(reverse("crowd:publication", args=[live.pk])).text
     assert re.findall(r'<td class="hit-work">([^<]*)</td>', page) == ["0 / 0 / 2"] * 2
+
+
+# --- 6. Never more assignments per task than the project asks for ----------------------------
+
+
+def test_work_done_here_after_publishing_leaves_the_crowd_only_what_is_left(
+    client, live, fake_mturk
+):
+    """Slots taken here after the HIT was published (MaxAssignments 2 on a task of 2) are not
+    handed out again: the walkthrough's demo worker got a third assignment on a task of two."""
+    first, _ = _hits(live)
+    AssignmentFactory(task=first.task, status=AssignmentStatus.SUBMITTED)  # an in-house expert
+    do_task(client, fake_mturk, first, "AREAL1", "yes")
+    late = fake_mturk.api.worker_accept(first.hit_id, "AREAL2")
+    page = _open(client, fake_mturk, first, "AREAL2", late)
+    assert page.status_code == 409 and "already has all the workers it needs" in page.text
+    assert not Assignment.objects.filter(annotator__worker_id="AREAL2").exists()
+    counted = first.task.assignments.filter(counted_assignments(now=timezone.now()))
+    assert counted.count() == 2
+
+
+def test_a_claim_made_here_holds_its_slot_until_it_lapses(client, live, fake_mturk):
+    first, _ = _hits(live)
+    AssignmentFactory(task=first.task, status=AssignmentStatus.SUBMITTED)
+    claim = AssignmentFactory(task=first.task, status=AssignmentStatus.CLAIMED)
+    accepted = fake_mturk.api.worker_accept(first.hit_id, "AREAL1")
+    assert _open(client, fake_mturk, first, "AREAL1", accepted).status_code == 409
+    claim.status = AssignmentStatus.EXPIRED  # the in-house annotator let it lapse
+    claim.save()
+    assert _open(client, fake_mturk, first, "AREAL1", accepted).status_code == 302
+
+
+def test_invented_workers_cannot_fill_a_hit_the_task_has_room_for(client, live, fake_mturk):
+    """The platform's MaxAssignments is the limit while nothing was done here since: forged
+    claims do not keep the real workers out."""
+    first, _ = _hits(live)
+    for n in range(2):
+        do_task(client, fake_mturk, first, f"AFAKE{n}", "no", forged=True)
+    do_task(client, fake_mturk, first, "AREAL1", "yes")

@@ -1,5 +1,6 @@
 """Publishing a batch: cost preview, HIT type and HITs, retries that never duplicate."""
 
+from datetime import timedelta
 from decimal import Decimal
 
 import pytest
@@ -12,6 +13,9 @@ from annotate.crowd.models import HitStatus, PublicationStatus
 from annotate.crowd.services import publishing
 from annotate.crowd.services.publishing import PublishSettings
 from annotate.errors import PublishError, TransientPlatformError
+from annotate.models import AssignmentStatus
+from tests.annotate.crowd.conftest import publish_form
+from tests.factories import AnnotatorFactory, AssignmentFactory
 
 pytestmark = pytest.mark.django_db
 BASE = "https://annotate.example.org"
@@ -224,3 +228,111 @@ def test_the_api_preview_refuses_a_negative_reward_as_the_page_does(
     assert answer.status_code == 400 and "reward_usd" in answer.json()
     quoted = client.post(url, {"platform": "fake", "reward_usd": "1"}, "application/json")
     assert quoted.status_code == 200 and quoted.json()["total_usd"] == "11.25"
+
+
+# --- Only the assignments still open are published -------------------------------------------
+
+
+def _in_house(task, status=AssignmentStatus.SUBMITTED, **fields):
+    """An in-house annotator's assignment of `task` (not through any platform)."""
+    return AssignmentFactory(task=task, annotator=AnnotatorFactory(), status=status, **fields)
+
+
+def _partly_done(batch):
+    """Of 3 tasks × 3 assignments: the first full (3 submitted), the second with one submitted
+    and one live claim (an expired claim and a late submission hold no slot), the third
+    untouched: 1 + 3 = 4 assignments left."""
+    full, partial, _ = batch.tasks.order_by("position")
+    for _ in range(3):
+        _in_house(full)
+    _in_house(partial)
+    _in_house(partial, status=AssignmentStatus.CLAIMED)
+    past = timezone.now() - timedelta(hours=2)
+    _in_house(partial, status=AssignmentStatus.CLAIMED, claimed_at=past - timedelta(hours=1))
+    _in_house(partial, status=AssignmentStatus.EXPIRED, is_late=True)
+    return full, partial
+
+
+def test_the_preview_counts_only_the_assignments_still_open(crowd_batch):
+    _partly_done(crowd_batch)
+    preview = publishing.publication_preview(
+        batch=crowd_batch, platform_name="fake", reward_usd=Decimal("1.00")
+    )
+    assert (preview.assignments, preview.assignments_taken, preview.tasks) == (4, 5, 2)
+    assert preview.total_usd == Decimal("5.00")  # 4 × $1 × 1.25, not 3 × 3 × $1 × 1.25
+
+
+def test_hits_ask_each_task_for_what_it_still_needs(mturk_settings, fake_mturk, crowd_batch):
+    """The walkthrough's batch: tasks done in-house were published again with every assignment,
+    and a crowd worker got a third assignment on a task of two."""
+    full, partial = _partly_done(crowd_batch)
+    publication = _publish(_create(crowd_batch, platform="mturk"))
+    assert publication.status == PublicationStatus.PUBLISHED
+    asked = {
+        hit.task_id: fake_mturk.state.hits[hit.hit_id]["MaxAssignments"]
+        for hit in publication.hits.all()
+    }
+    untouched = crowd_batch.tasks.exclude(pk__in=[full.pk, partial.pk]).get()
+    assert asked == {partial.pk: 1, untouched.pk: 3}
+    assert len(fake_mturk.state.hits) == 2
+
+
+def _filled(batch):
+    for task in batch.tasks.all():
+        for _ in range(batch.project.assignments_per_task):
+            _in_house(task)
+
+
+def test_a_batch_with_nothing_left_is_refused_naming_why(crowd_batch):
+    _filled(crowd_batch)
+    with pytest.raises(PublishError, match="Nothing left to publish") as refused:
+        publishing.publication_preview(batch=crowd_batch, platform_name="selfhosted")
+    assert refused.value.field == "batch"
+    with pytest.raises(PublishError, match="already has its 3 assignments per task"):
+        _create(crowd_batch)
+    assert not crowd_batch.publications.exists()
+
+
+def test_the_api_and_the_page_refuse_a_batch_with_nothing_left(
+    client, admin_user, crowd_batch, settings
+):
+    settings.CROWD_PUBLIC_URL = BASE
+    _filled(crowd_batch)
+    client.force_login(admin_user)
+    body = {"platform": "fake", "reward_usd": "1.00"}
+    preview = client.post(
+        reverse("crowd-api:preview", args=[crowd_batch.pk]), body, "application/json"
+    )
+    assert preview.status_code == 400 and preview.json()["field"] == "batch"
+    assert "Nothing left to publish" in preview.json()["detail"]
+    body |= {"title": "t", "description": "d", "confirm_total_usd": "11.25"}
+    publish = client.post(
+        reverse("crowd-api:publish", args=[crowd_batch.pk]), body, "application/json"
+    )
+    assert publish.status_code == 400 and publish.json()["field"] == "batch"
+    page = client.post(
+        reverse("crowd:publish", args=[crowd_batch.pk]), {**publish_form(), "preview": "1"}
+    )
+    assert page.status_code == 200 and "Nothing left to publish" in page.text
+    assert 'id="cost-total"' not in page.text
+    assert not crowd_batch.publications.exists()
+
+
+def test_the_page_quotes_the_open_assignments_and_publishes_them(
+    client, admin_user, crowd_batch, settings, django_capture_on_commit_callbacks
+):
+    settings.CROWD_PUBLIC_URL = BASE
+    _partly_done(crowd_batch)
+    client.force_login(admin_user)
+    url = reverse("crowd:publish", args=[crowd_batch.pk])
+    page = client.post(url, {**publish_form(), "preview": "1"})
+    assert 'id="assignments-open">4 on 2 tasks<' in page.text
+    assert 'id="assignments-taken">5 ' in page.text and 'id="cost-total">$5.00<' in page.text
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(url, {**publish_form(), "confirm_total": "5.00", "publish": "1"})
+    publication = crowd_batch.publications.get()
+    assert publication.status == PublicationStatus.PUBLISHED
+    asked = sorted(
+        FakePlatform.store.hits[h.hit_id].max_assignments for h in publication.hits.all()
+    )
+    assert asked == [1, 3]

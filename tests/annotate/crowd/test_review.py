@@ -57,7 +57,8 @@ def _sync(publication):
 def test_sync_pages_through_assignments_and_matches_ours(client, live, fake_mturk, settings):
     hit = live.hits.order_by("id").first()
     fake_mturk.state.hits[hit.hit_id]["MaxAssignments"] = 150
-    live.batch.project.assignments_per_task = 150
+    hit.max_assignments = live.batch.project.assignments_per_task = 150
+    hit.save()
     live.batch.project.save()
     for n in range(3):
         work(client, fake_mturk, hit, f"AW{n}")

@@ -61,6 +61,7 @@ def crowd_work(db):
         publication=publication,
         task=task,
         unique_request_token="u1",
+        max_assignments=publication.assignments_per_task,
         hit_id="HIT1",
         status="created",
     )

@@ -1,5 +1,6 @@
 """The worker's side: MTurk preview and accept, submit and hand back, self-hosted links."""
 
+import importlib
 import re
 from datetime import timedelta
 
@@ -497,3 +498,43 @@ def test_a_lapsed_claim_taken_up_again_keeps_the_scores_saved_on_it(client, crow
     assert claim.status == AssignmentStatus.CLAIMED
     assert claim.direct_scores and claim.platform_assignment_id == "ACCEPTED-AGAIN"
     assert "Step 2 of 2" in Client().get(again["Location"]).text
+
+
+def _restart(monkeypatch):
+    """A new server process: the offline platform's module loaded afresh (nothing of the old
+    process's memory), as the pages and the platform registry then see it."""
+    from annotate.crowd import fake, views, worker_views
+
+    fresh = importlib.reload(fake)
+    for module in (views, worker_views):
+        monkeypatch.setattr(module, "FakePlatform", fresh.FakePlatform)
+    return fresh.FakePlatform
+
+
+def test_a_demo_hit_and_its_worker_outlive_a_restart_of_the_server(
+    client, published, admin_user, monkeypatch, django_capture_on_commit_callbacks
+):
+    """The offline platform kept its HITs in memory: after `make run` again, "Do it as a
+    worker" said "Hit ... does not exist" and the demo worker's claim stayed in progress."""
+    client.force_login(admin_user)
+    hit = _hit(published)
+    start = reverse("crowd:demo-worker", args=[hit.pk])
+    client.get(client.post(start)["Location"])  # DEMOWORKER1 opens the task and leaves
+    platform = _restart(monkeypatch)
+    assert platform().hit_get(hit_id=hit.hit_id).max_assignments == 3
+    detail = reverse("crowd:publication", args=[published.pk])
+    section = client.get(detail).text.split('id="demo-unfinished"')[1].split("</section>")[0]
+    (url,) = re.findall(r'<a href="([^"]+)">Continue as DEMOWORKER1</a>', section)
+    task_url = client.get(url.replace("&amp;", "&"))["Location"]
+    done = client.post(task_url, _answers(client.get(task_url).text))
+    held = Assignment.objects.get(annotator__worker_id="DEMOWORKER1")
+    token = re.search(r'name="token" value="([^"]+)"', done.text).group(1)
+    submit = {"assignmentId": held.platform_assignment_id, "token": token}
+    handed = client.post(reverse("crowd:demo-external-submit"), submit)
+    assert handed.status_code == 200 and "took assignment" in handed.text
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(reverse("crowd:publication-action", args=[published.pk]), {"action": "sync"})
+    held.refresh_from_db()
+    assert held.platform_record.status == "Submitted"  # confirmed by the platform
+    # The platform still knows who took the HIT: the next demo worker is a new one.
+    assert "workerId=DEMOWORKER2" in client.post(start)["Location"]
