@@ -286,14 +286,23 @@ def _spent_q(counted: Q) -> Q:
     `counted` work of any kind, approved work of workers blocked since, submitted work of a
     blocked worker that the platform confirmed (it pays that when the auto-approval delay
     ends unless it is rejected), and work rejected here only (rejected_here_only: the
-    platform holds it as submitted and pays it unless it is rejected there too)."""
+    platform holds it as submitted and pays it unless it is rejected there too, or approved
+    it already, its auto-approval delay over: paid, whatever we say)."""
     blocked = Q(annotator_id__in=blocked_annotator_ids())
     confirmed_waiting = Q(
         status=AssignmentStatus.SUBMITTED,
         platform_record__status__in=CONFIRMED_PLATFORM_STATUSES,
     )
-    rejected_here_only = Q(status=AssignmentStatus.REJECTED, platform_record__status="Submitted")
+    rejected_here_only = Q(
+        status=AssignmentStatus.REJECTED,
+        platform_record__status__in=CONFIRMED_PLATFORM_STATUSES,
+    )
     return counted | _paid_before_block() | (blocked & confirmed_waiting) | rejected_here_only
+
+
+# _spending's key for work the platform approved (paid) that was rejected here: a sync follows
+# the platform's verdict only on work still submitted here.
+_PAID_THOUGH_REJECTED = (AssignmentStatus.REJECTED, "Approved")
 
 
 @dataclass(frozen=True)
@@ -318,36 +327,44 @@ class Spending:
 def publication_spending(*, publication: Publication) -> Spending:
     """What the work of a publication was paid or will be: a batch's assignments or a human
     study's answers, whoever they count as in results (three queries)."""
+    by = ("status", "platform_record__status")
     if publication.batch_id is None:
         answers = HumanAnswer.objects.filter(
             _spent_q(human_answer_counted_any_kind_q()),
             study_id=publication.human_study_id,
             annotator__platform=publication.platform,
         ).order_by()
-        return _spending(answers, crowd_paid_per_human_answer(answers, by=("status",)))
+        return _spending(answers, crowd_paid_per_human_answer(answers, by=by))
     work = Assignment.objects.filter(
         _spent_q(counted_assignment_q()),
         task__batch_id=publication.batch_id,
         annotator__platform=publication.platform,
     ).order_by()
-    return _spending(work, crowd_paid_per_assignment(work, by=("status",)))
+    return _spending(work, crowd_paid_per_assignment(work, by=by))
 
 
 def _spending(work, paid_by_status: dict) -> Spending:
-    """The Spending of `work` (assignments or answers), given what it was paid by status: the
-    only rejected work _spent_q keeps is the work rejected here only."""
-    counts = dict(work.values_list("status").annotate(n=Count("id")))
-    approved = paid_by_status.get(AssignmentStatus.APPROVED, Decimal(0))
-    waiting = paid_by_status.get(AssignmentStatus.SUBMITTED, Decimal(0))
-    unless_rejected = paid_by_status.get(AssignmentStatus.REJECTED, Decimal(0))
+    """The Spending of `work` (assignments or answers), given what it was paid by (status,
+    platform status): the only rejected work _spent_q keeps is the work rejected here only,
+    with the approved work when the platform approved it (paid), else waiting for a reject on
+    the platform."""
+    rows = work.values_list("status", "platform_record__status").annotate(n=Count("id"))
+    counts = {(status, platform): n for status, platform, n in rows}
+    line = {AssignmentStatus.APPROVED: "approved", AssignmentStatus.SUBMITTED: "waiting"}
+    usd = {"approved": Decimal(0), "waiting": Decimal(0), "unless_rejected": Decimal(0)}
+    n = {"approved": 0, "waiting": 0, "unless_rejected": 0}
+    for key in set(paid_by_status) | set(counts):
+        name = "approved" if key == _PAID_THOUGH_REJECTED else line.get(key[0], "unless_rejected")
+        usd[name] += paid_by_status.get(key, Decimal(0))
+        n[name] += counts.get(key, 0)
     return Spending(
-        approved=counts.get(AssignmentStatus.APPROVED, 0),
-        approved_usd=to_cents(approved),
-        waiting=counts.get(AssignmentStatus.SUBMITTED, 0),
-        waiting_usd=to_cents(waiting),
-        unless_rejected=counts.get(AssignmentStatus.REJECTED, 0),
-        unless_rejected_usd=to_cents(unless_rejected),
-        total_usd=to_cents(approved + waiting + unless_rejected),
+        approved=n["approved"],
+        approved_usd=to_cents(usd["approved"]),
+        waiting=n["waiting"],
+        waiting_usd=to_cents(usd["waiting"]),
+        unless_rejected=n["unless_rejected"],
+        unless_rejected_usd=to_cents(usd["unless_rejected"]),
+        total_usd=to_cents(sum(usd.values())),
     )
 
 

@@ -5,7 +5,8 @@ It is shown only to admins and to the researchers of a project the worker's work
 project's creator and its researchers; for a verbalizer human study, whoever made the study or
 its evaluation set); everyone else sees a stable pseudonym,
 `crowd-worker-<annotator id>`. Command-line exports run by an operator see every name. Experts,
-LLM judges and imported annotators (no platform worker id) are always shown by name.
+LLM judges and imported annotators (no platform worker id) are always shown by name; a platform
+worker stays hidden whatever kind a researcher gives them (an expert, "not decided yet").
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 
 from django.db.models import Q
 
-from annotate.models import Annotator, AnnotatorKind, Assignment
+from annotate.models import Annotator, Assignment
 from annotate.roles import is_admin
 from annotate.verbalizer.models import HumanAnswer
 
@@ -30,9 +31,11 @@ class IdentityScope:
     everyone: bool
     visible: frozenset[int] = frozenset()
 
-    def name(self, *, annotator_id: int, name: str, kind: str, worker_id: str) -> str:
+    def name(self, *, annotator_id: int, name: str, worker_id: str) -> str:
         """Return the annotator's name, or its pseudonym if this viewer may not see it."""
-        hidden = kind == AnnotatorKind.CROWD and worker_id and not self.everyone
+        # A platform worker (a worker id) whatever kind results give them: a researcher who
+        # makes one an expert does not make their platform id public.
+        hidden = bool(worker_id) and not self.everyone
         if hidden and annotator_id not in self.visible:
             return crowd_pseudonym(annotator_id)
         return name
@@ -41,7 +44,6 @@ class IdentityScope:
         return self.name(
             annotator_id=annotator.pk,
             name=annotator.name,
-            kind=annotator.kind,
             worker_id=annotator.worker_id,
         )
 
@@ -58,10 +60,11 @@ def identity_scope(*, user) -> IdentityScope:
     own_projects = Q(task__batch__project__researchers=user) | Q(
         task__batch__project__created_by=user
     )
-    worked = Assignment.objects.filter(own_projects, annotator__kind=AnnotatorKind.CROWD)
+    platform_worker = ~Q(annotator__worker_id="")
+    worked = Assignment.objects.filter(own_projects, platform_worker)
     # A verbalizer human study's workers: seen by who made the study or its evaluation set.
     own_studies = Q(study__created_by=user) | Q(study__evaluation_set__created_by=user)
-    answered = HumanAnswer.objects.filter(own_studies, annotator__kind=AnnotatorKind.CROWD)
+    answered = HumanAnswer.objects.filter(own_studies, platform_worker)
     visible = (
         worked.order_by()
         .values_list("annotator_id", flat=True)

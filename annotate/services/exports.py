@@ -50,7 +50,7 @@ def _label_rows(benchmark_name: str, scope: IdentityScope) -> Iterator[tuple]:
             status = WorkStatus.BLOCKED
         else:
             status = statuses.get(assignment, WorkStatus.COUNTED)
-        name = scope.name(annotator_id=annotator_id, name=name, kind=kind, worker_id=worker_id)
+        name = scope.name(annotator_id=annotator_id, name=name, worker_id=worker_id)
         yield instruction, system, name, kind, position, value, status
 
 

@@ -12,7 +12,7 @@ from django.utils import timezone
 from annotate.crowd.models import Bonus, BonusStatus, Publication
 from annotate.crowd.services import publishing, review
 from annotate.crowd.services.publishing import PublishSettings
-from annotate.models import Assignment
+from annotate.models import Assignment, AssignmentStatus
 from annotate.roles import ADMIN
 from evaluation.selectors.report_costs import source_costs
 from tests.annotate.crowd.conftest import publish_form
@@ -254,6 +254,42 @@ def test_work_rejected_here_before_the_platform_had_it_shows_as_to_be_paid(clien
     page = client.get(url).text
     assert 'id="spent-unless-rejected"' not in page
     assert 'id="spent-total">$1.25<' in page
+
+
+def test_work_rejected_here_that_the_platform_approved_stays_in_what_was_spent(
+    client, fake_platform
+):
+    """Rejected here before the hand-back reached the platform, then approved there when its
+    auto-approval delay ended (nobody rejected it there too): the platform paid it. A sync
+    records the platform's Approved but leaves our rejection, and "Spent so far" dropped the
+    money altogether."""
+    project = project_with_tasks(instructions=2, systems=2, questions=1, assignments_per_task=1)
+    publication = publishing.publication_create(
+        batch=project.batches.get(),
+        platform_name="fake",
+        chosen=PublishSettings(title="t", description="d", reward_usd=Decimal("1.00")),
+        base_url="https://annotate.example.org",
+    )
+    publishing.publication_publish(publication_id=publication.pk, now=timezone.now())
+    first, second = publication.hits.order_by("id")
+    rejected = _mturk_work(Client(), first, "AW1", fake_platform, hand_back=False)
+    _mturk_work(Client(), second, "AW2", fake_platform)
+    admin = UserFactory(username="boss", roles=[ADMIN], is_staff=True)
+    review.assignment_reject(assignment_id=rejected.pk, user=admin, feedback="no")
+    fake_platform.worker_submit(assignment_id=rejected.platform_assignment_id)
+    # The auto-approval delay ends on the platform before anyone rejects it there.
+    fake_platform.assignment_approve(assignment_id=rejected.platform_assignment_id)
+    review.publication_sync(publication_id=publication.pk, now=timezone.now())
+    rejected.refresh_from_db()
+    assert rejected.status == AssignmentStatus.REJECTED
+    assert rejected.platform_record.status == "Approved"
+
+    client.force_login(admin)
+    page = client.get(reverse("crowd:publication", args=[publication.pk])).text
+    assert "approved work: 1 assignment, $1.25 with the bonuses paid on them" in page
+    assert "submitted, not reviewed yet: 1 assignment, $1.25" in page
+    assert 'id="spent-unless-rejected"' not in page  # paid already: no reject can stop it
+    assert 'id="spent-total">$2.50<' in page
 
 
 def test_table_4_rounds_the_crowd_cost_halves_up_as_the_publication_page_does(fake_platform):

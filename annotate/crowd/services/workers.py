@@ -326,7 +326,8 @@ def _reopen(
     opened it (its claim cookie, claims_of_browser): anyone else would take the worker's task
     page from under them, and the hand-back of their work with it. A claim that lapsed (its
     worker's assignment on MTurk lapsed with it) is taken up again under the new id, with the
-    work saved on it (a `both` project's direct scores), until `lapsed_until` at least.
+    work saved on it (a `both` project's direct scores), until `lapsed_until` at least; work
+    submitted late (expired, kept, not counted) is a task done.
     """
     if existing.platform_assignment_id == assignment_id:
         return existing
@@ -339,7 +340,7 @@ def _reopen(
             "there. If you returned that HIT, open this one in the browser where you started it, "
             f"or here again after {until}."
         )
-    if existing.status in LAPSED:
+    if existing.status in LAPSED and existing.submitted_at is None:  # not work submitted late
         existing.status = AssignmentStatus.CLAIMED
         existing.expires_at = lapsed_until
         existing.save(update_fields=["status", "expires_at"])

@@ -184,3 +184,23 @@ def test_the_annotators_page_and_its_kind_messages_show_an_outsider_the_pseudony
         assert "AWORKERSECRET" not in answer and crowd_pseudonym(worker.pk) in answer, form
     project.researchers.add(outsider)  # now one of the worker's projects: the id is theirs
     assert "mturk:AWORKERSECRET" in client.get(reverse("annotators:list")).text
+
+
+@pytest.mark.parametrize("kind", [AnnotatorKind.EXPERT, AnnotatorKind.UNDECIDED])
+def test_a_platform_worker_given_another_kind_keeps_their_pseudonym(client, crowd_work, kind):
+    """A platform worker is a crowd worker whatever kind results give them: any researcher may
+    set a kind on the annotators page, and setting "expert" (or "not decided yet") showed the
+    worker's platform id to every researcher, on every page and in their exports."""
+    project, worker = crowd_work
+    client.force_login(UserFactory(username="outsider", roles=[RESEARCHER]))
+    client.post(reverse("annotators:kind", args=[worker.pk]), {"kind": kind})
+    worker.refresh_from_db()
+    assert worker.kind == kind
+    # (The report names each expert by annotator name for every viewer: not covered here.)
+    views = {
+        "instruction page": _views(client, project)["instruction page"],
+        "annotators": client.get(reverse("annotators:list")).text,
+    }
+    for name, text in views.items():
+        assert "AWORKERSECRET" not in text, name
+        assert crowd_pseudonym(worker.pk) in text, name

@@ -538,3 +538,39 @@ def test_a_demo_hit_and_its_worker_outlive_a_restart_of_the_server(
     assert held.platform_record.status == "Submitted"  # confirmed by the platform
     # The platform still knows who took the HIT: the next demo worker is a new one.
     assert "workerId=DEMOWORKER2" in client.post(start)["Location"]
+
+
+def test_work_submitted_late_is_not_taken_up_again_by_a_new_accept(client, crowd_batch):
+    """A worker whose claim lapsed and whose slot another worker took submits late: their work
+    is kept, not counted. Accepting the HIT again took the late work up as a live claim again
+    (out of the review page, where it can no longer be rejected, while its done page hands it
+    back to the platform under the new assignment id); it is a task done, as before."""
+    from django.test import Client
+
+    from annotate.services.assignments import assignments_expire
+
+    crowd_batch.project.assignments_per_task = 1
+    crowd_batch.project.save()
+    publication = publishing.publication_create(
+        batch=crowd_batch,
+        platform_name="fake",
+        chosen=PublishSettings(title="t", description="d"),
+        base_url="https://annotate.example.org",
+    )
+    publishing.publication_publish(publication_id=publication.pk, now=timezone.now())
+    hit = _hit(publication)
+    opened = _open(client, hit)
+    claim = Assignment.objects.get(annotator__worker_id="AWORKER1")
+    assert assignments_expire(now=claim.expires_at) == 1
+    taken = _open(Client(), hit, worker="AWORKER2", assignment_id="OTHER-ACCEPT")
+    assert taken.status_code == 302  # takes the slot
+    client.post(opened["Location"], _answers(client.get(opened["Location"]).text))
+    claim.refresh_from_db()
+    assert claim.is_late and claim.status == AssignmentStatus.EXPIRED
+
+    again = _open(Client(), hit, assignment_id="ACCEPTED-AGAIN")
+    assert again.status_code == 409
+    assert "already done this task" in again.text
+    claim.refresh_from_db()
+    assert claim.status == AssignmentStatus.EXPIRED
+    assert claim.platform_assignment_id != "ACCEPTED-AGAIN"
