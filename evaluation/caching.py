@@ -21,6 +21,7 @@ T = TypeVar("T")
 
 FIRST_WAIT_SECONDS = 0.02  # a waiter's first look again; doubled each time up to the last
 LAST_WAIT_SECONDS = 0.5
+FAILED_SECONDS = 10  # after a build failed, callers build each for themselves this long
 
 
 def cache_get_or_build(*, key: str, build: Callable[[], T | None], timeout: int) -> T | None:
@@ -32,7 +33,10 @@ def cache_get_or_build(*, key: str, build: Callable[[], T | None], timeout: int)
     CACHE_BUILD_LOCK_SECONDS, so when its holder dies (a killed worker) a waiter takes it over
     and builds; a holder whose `build()` raises lets it go at once, and the next waiter builds
     (and meets the same error itself). A build that outlasts the lock is started once more by
-    a waiter (CACHE_BUILD_LOCK_SECONDS is set above the longest build).
+    a waiter (CACHE_BUILD_LOCK_SECONDS is set above the longest build). For FAILED_SECONDS
+    after a failed build, a caller that finds the lock taken builds for itself instead of
+    waiting: waiters queued behind failing builds would each hold a web worker for the length
+    of every build before theirs.
     """
     lock = f"{key}:building"
     wait = FIRST_WAIT_SECONDS
@@ -43,6 +47,8 @@ def cache_get_or_build(*, key: str, build: Callable[[], T | None], timeout: int)
         token = uuid.uuid4().hex
         if cache.add(lock, token, settings.CACHE_BUILD_LOCK_SECONDS):
             return _build_holding(key, lock, token, build, timeout)
+        if cache.get(f"{key}:failed"):
+            return build()
         _wait(wait)
         wait = min(wait * 2, LAST_WAIT_SECONDS)
 
@@ -57,7 +63,11 @@ def _build_holding(key: str, lock: str, token: str, build: Callable[[], T | None
         value = cache.get(key)
         if value is not None:
             return value
-        value = build()
+        try:
+            value = build()
+        except Exception:
+            cache.set(f"{key}:failed", True, FAILED_SECONDS)
+            raise
         if value is not None:
             cache.set(key, value, timeout)
         return value

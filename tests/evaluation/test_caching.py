@@ -125,6 +125,24 @@ def test_a_build_that_fails_lets_the_next_request_build_at_once(shared_cache, mo
     assert cache_get_or_build(key="report:test", build=lambda: 7, timeout=60) == 7
 
 
+def test_after_a_failed_build_requests_do_not_queue_behind_the_next_one(shared_cache, monkeypatch):
+    """Each waiter taking the lock in turn and failing in turn held its web worker for the
+    length of every failing build before its own."""
+
+    def fails():
+        raise RuntimeError("the database went away")
+
+    with pytest.raises(RuntimeError):
+        cache_get_or_build(key="report:test", build=fails, timeout=60)
+    shared_cache.add("report:test:building", "another-request", 60)  # building again
+
+    def no_wait(seconds):
+        raise AssertionError("queued behind a build while builds fail")
+
+    monkeypatch.setattr(caching, "_wait", no_wait)
+    assert cache_get_or_build(key="report:test", build=lambda: 8, timeout=60) == 8
+
+
 def test_nothing_to_cache_is_answered_and_not_stored(shared_cache):
     assert cache_get_or_build(key="figure:test", build=lambda: None, timeout=60) is None
     assert shared_cache.get("figure:test") is None
