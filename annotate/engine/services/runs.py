@@ -328,13 +328,13 @@ def engine_run_reopen(*, run: EngineRun, user: AbstractBaseUser | None = None) -
     their units beside this start once it runs.
     """
     engine_run_check_may_start(user=user, endpoint=run.endpoint)
-    engine_run_check_key(endpoint=run.endpoint)
     now = timezone.now()
     locked = EngineRun.objects.select_for_update().get(pk=run.pk)
     if locked.status in _ACTIVE and not _heartbeat_stale(locked, now):
         raise EngineRunError(_already_started(locked))
     if not engine_run_has_work_left(run=locked):
         raise EngineRunDoneError(run.pk)
+    engine_run_check_key(endpoint=run.endpoint)  # a run that could only fail stays as it was
     EngineChunk.objects.filter(run=run).delete()  # a queued task of one finds nothing to do
     # The heartbeat of a pending run says when its start was asked (refused above till stale).
     EngineRun.objects.filter(pk=run.pk).update(
