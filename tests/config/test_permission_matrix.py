@@ -130,7 +130,8 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     "annotate-api:batch-create": (API_POST_ONLY, by_role(403, 403, 403, 403, 403, 400)),
     "annotate-api:project-progress": (API_PROJECT_READERS, None),
     "annotate-api:project-labels": (API_PROJECT_READERS, None),
-    "annotate-api:claim": (API_POST_ONLY, by_role(403, 201, 201, 404, 404, 404)),
+    # The owner holds the world's live claim: asked again, it is answered (200), not made (201).
+    "annotate-api:claim": (API_POST_ONLY, by_role(403, 200, 201, 404, 404, 404)),
     "annotate-api:assignment": (API_OWNER, None),
     "annotate-api:submit": (API_POST_ONLY, by_role(403, 400, 404, 404, 404, 404)),
     "annotate-api:return": (API_POST_ONLY, by_role(403, 200, 404, 404, 404, 404)),
