@@ -11,7 +11,7 @@ from django.http import StreamingHttpResponse
 from django.urls import reverse
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema, extend_schema_serializer
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_serializer
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -216,17 +216,29 @@ def _task_payload(page: work_selectors.TaskPage) -> dict:
 class ClaimNextApi(APIView):
     throttle_classes = [AnnotatorWorkThrottle]
 
-    @extend_schema(request=None, responses={201: OpenApiTypes.OBJECT})
+    @extend_schema(
+        request=None,
+        responses={
+            201: OpenApiResponse(OpenApiTypes.OBJECT, description="A task claimed now."),
+            200: OpenApiResponse(
+                OpenApiTypes.OBJECT,
+                description="The live claim you hold already in this project (asking again "
+                "claims nothing new).",
+            ),
+        },
+        description="Claim the next task of the project, or get back the one you hold: 201 "
+        "when this request made the claim, 200 when it returns the live one you had.",
+    )
     def post(self, request: Request, project_id: int) -> Response:
         annotator = _annotator(request)
         project = Project.objects.filter(pk=project_id).first()
         if project is None:
             raise NotFoundError("No such project.")
-        assignment = assignment_services.assignment_claim_next(
+        assignment, made = assignment_services.assignment_claim_next_made(
             annotator=annotator, project=project, now=timezone.now()
         )
         page = work_selectors.task_page_get(assignment_id=assignment.id, user=request.user)
-        return Response(_task_payload(page), status=201)
+        return Response(_task_payload(page), status=201 if made else 200)
 
 
 class AssignmentApi(APIView):

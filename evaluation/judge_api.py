@@ -104,8 +104,15 @@ class JudgeRunProgressApi(APIView):
         status_display = serializers.CharField()
         active = serializers.BooleanField(help_text="Pending or running: poll again.")
         error = serializers.CharField(help_text="Why the run failed or stopped; blank otherwise.")
-        percent = serializers.IntegerField()
-        conversations_total = serializers.IntegerField()
+        percent = serializers.IntegerField(
+            help_text="Questions answered or left unasked on purpose, in whole percent of "
+            "questions_total (rounded down; 100 when there are none). It counts questions: the "
+            "run's engine run (/api/engine/runs/<engine_run_id>/) counts conversations, so a "
+            "stopped run may show 25 here and 12 there."
+        )
+        conversations_total = serializers.IntegerField(
+            help_text="One conversation per response judged (the engine run's units)."
+        )
         conversations_done = serializers.IntegerField()
         conversations_failed = serializers.IntegerField()
         questions_total = serializers.IntegerField()

@@ -7,7 +7,7 @@ import dataclasses
 from django.db import transaction
 from django.http import Http404
 from django.urls import reverse
-from drf_spectacular.utils import extend_schema, extend_schema_serializer
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_serializer
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -59,6 +59,16 @@ def run_start_answer(
     return Response(output(payload).data, status=status.HTTP_202_ACCEPTED)
 
 
+@extend_schema_serializer(component_name="Refusal")
+class RefusalSerializer(serializers.Serializer):
+    """What every refusal answers (annotate.http.api_exception_handler)."""
+
+    detail = serializers.CharField(help_text="What is wrong, for a person to act on.")
+    field = serializers.CharField(
+        required=False, help_text="The input at fault, when there is one."
+    )
+
+
 class RunProgressSerializer(serializers.Serializer):
     run_id = serializers.IntegerField()
     kind = serializers.CharField()
@@ -67,6 +77,12 @@ class RunProgressSerializer(serializers.Serializer):
     preparing = serializers.BooleanField(
         help_text="The run is started but its units are not made yet (units_total is 0 until "
         "they are)."
+    )
+    unit_name = serializers.CharField(
+        help_text="What one unit of this run is, plural: 'responses' (generation: one system's "
+        "response to one instruction), 'conversations' (an InFoBench judge run: one per "
+        "response judged, however many questions it asks), 'prompts' (verbalizer), 'turns' "
+        "(KIWI judge). Every units_* count and percent counts these."
     )
     units_total = serializers.IntegerField()
     units_done = serializers.IntegerField()
@@ -78,7 +94,11 @@ class RunProgressSerializer(serializers.Serializer):
     percent_done = serializers.IntegerField(
         help_text="Units done (done before this run included), in whole percent of units_total."
     )
-    percent = serializers.IntegerField(help_text="The same as percent_processed.")
+    percent = serializers.IntegerField(
+        help_text="The same as percent_processed: a percent of units (see unit_name), not of "
+        "calls, nor of a judge run's questions (its own progress, "
+        "/api/judge/runs/<id>/progress/, counts those)."
+    )
     calls = serializers.IntegerField()
     calls_failed = serializers.IntegerField()
     prompt_tokens = serializers.IntegerField()
@@ -137,7 +157,18 @@ class RunApi(APIView):
 
 
 class RunStopApi(APIView):
-    @extend_schema(request=None, responses=RunProgressSerializer)
+    @extend_schema(
+        request=None,
+        responses={
+            200: RunProgressSerializer,
+            409: OpenApiResponse(
+                RefusalSerializer, description="The run has ended: nothing was changed."
+            ),
+        },
+        description="Ask a pending or running run to stop (a pending one stops at once, a "
+        "running one after its calls in flight). A run that has ended (done, failed, stopped) "
+        "is refused with 409, changing nothing.",
+    )
     def post(self, request: Request, engine_run_id: int) -> Response:
         run = _run(request.user, engine_run_id)
         engine_run_check_may_stop(user=request.user, endpoint=run.endpoint)
@@ -156,7 +187,12 @@ class RunResumeApi(APIView):
 
     @extend_schema(
         request=InputSerializer,
-        responses={202: RunProgressSerializer},
+        responses={
+            202: RunProgressSerializer,
+            409: OpenApiResponse(
+                RefusalSerializer, description="Done, nothing left to run: nothing was changed."
+            ),
+        },
         description="Run a stopped or failed run again: only its missing units are done (as "
         "'Run again' on the run's page); a paid endpoint's run by an admin only. A done run "
         "with nothing left is refused (409), changing nothing.",
@@ -175,7 +211,12 @@ class RunResumeApi(APIView):
 
 
 class GenerationRunApi(APIView):
-    """POST: create a generation run and start it (202), or with dry_run only estimate it."""
+    """POST: create a generation run and start it (202), or with dry_run only estimate it.
+
+    Refusals name the input at fault in `field` (benchmark, system, endpoint, a selection
+    field), as the judge's API does. A run with nothing to call (every response asked for is
+    there already) is refused with 409 and no run is made.
+    """
 
     @extend_schema_serializer(component_name="GenerationRunInput")
     class InputSerializer(RunSelectionInput):
@@ -192,7 +233,15 @@ class GenerationRunApi(APIView):
         estimate = serializers.DictField(allow_null=True)
 
     @extend_schema(
-        request=InputSerializer, responses={202: OutputSerializer, 200: OutputSerializer}
+        request=InputSerializer,
+        responses={
+            202: OutputSerializer,
+            200: OutputSerializer,
+            409: OpenApiResponse(
+                RefusalSerializer,
+                description="Every response asked for is there already: no run was made.",
+            ),
+        },
     )
     def post(self, request: Request) -> Response:
         if not is_researcher(request.user):
@@ -219,12 +268,14 @@ class GenerationRunApi(APIView):
             benchmark = Benchmark.objects.get(name=data["benchmark"])
         except Benchmark.DoesNotExist:
             raise NotFoundError(
-                f"No benchmark named {data['benchmark']!r}.", field="benchmark"
+                f"Field 'benchmark': no benchmark named {data['benchmark']!r}.", field="benchmark"
             ) from None
         try:
             endpoint = endpoint_get(name=data["endpoint"])
-        except EngineNotFoundError as error:
-            raise EngineNotFoundError(str(error), field="endpoint") from None
+        except EngineNotFoundError:
+            raise EngineNotFoundError(
+                f"Field 'endpoint': no endpoint named {data['endpoint']!r}.", field="endpoint"
+            ) from None
         engine_run_check_may_start(user=request.user, endpoint=endpoint)
         system = generating_system_get_or_create(name=data["system"], endpoint=endpoint)
         return generation_run_create(

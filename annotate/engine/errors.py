@@ -39,6 +39,23 @@ class EngineRunDoneError(EngineRunError):
         super().__init__(f"Run {run_id} is done: nothing left to resume.")
 
 
+class EngineRunEndedError(EngineRunError):
+    """Stop was asked of a run that has ended already (a conflict with its state, not bad
+    input); nothing was changed."""
+
+    http_status = 409
+
+    def __init__(self, run_id: int, status: str) -> None:
+        super().__init__(f"Run {run_id} has ended ({status}): there is nothing to stop.")
+
+
+class EngineNothingToDoError(EngineRunError):
+    """A new run would call nothing: every unit it would do is done already. No run was made
+    (a conflict with what is stored, not bad input)."""
+
+    http_status = 409
+
+
 class EngineNotFoundError(NotFoundError):
     """No such endpoint or run (or not yours to see)."""
 

@@ -91,6 +91,8 @@ def parse_unit_key(key: str) -> tuple[int, int]:
 class GenerationProtocol:
     """Run params: instruction_ids, system_ids, template, replace (bool)."""
 
+    unit_name = "responses"  # one unit: one system's response to one instruction
+
     def units(self, run: EngineRun) -> list[str]:
         fingerprint = endpoint_fingerprint(run.endpoint, run.params["template"])
         return [

@@ -24,9 +24,10 @@ def engine_run_progress(*, run: EngineRun, now: datetime | None = None) -> dict:
 
     `percent_processed` counts the units ended either way (done, done before, failed): how far
     the run has got. `percent_done` counts only those done: how much of the work exists.
-    `percent` is `percent_processed`, kept for the clients that read it. `preparing` is true
-    while a started run has no units yet (its worker is making them): pages say so instead of
-    "0 / 0".
+    `percent` is `percent_processed`, kept for the clients that read it. A unit is what the
+    run's protocol does as one piece (`unit_name`: a judge run's units are conversations, one
+    per response judged, so these percents are not its questions'). `preparing` is true while a
+    started run has no units yet (its worker is making them): pages say so instead of "0 / 0".
     """
     now = now or timezone.now()
     if run.status == RunStatus.RUNNING and engine_runs_reap(now=now, run_id=run.pk):
@@ -46,6 +47,7 @@ def engine_run_progress(*, run: EngineRun, now: datetime | None = None) -> dict:
         "percent_processed": processed,
         "percent_done": _percent(run.units_done, run.units_total),
         "percent": processed,  # the name clients read before the two above; = percent_processed
+        "unit_name": engine_run_unit_name(run=run),
         "calls": run.calls,
         "calls_failed": run.calls_failed,
         "prompt_tokens": run.prompt_tokens,
@@ -118,6 +120,16 @@ def _protocol_says(run: EngineRun, hook: str) -> str:
 def engine_run_results_url(*, run: EngineRun) -> str:
     """Where the run's results are read, if its protocol says (`results_url`); else ""."""
     return _protocol_says(run, "results_url")
+
+
+def engine_run_unit_name(*, run: EngineRun) -> str:
+    """What the run's protocol calls its units, plural (`unit_name`: "conversations"), else
+    "units": what the run's counts and percents count."""
+    try:
+        protocol = protocol_for(run.kind)
+    except EngineRunError:
+        return "units"
+    return getattr(protocol, "unit_name", "units")
 
 
 def engine_run_title(*, run: EngineRun) -> str:

@@ -15,6 +15,7 @@ from annotate.engine.errors import (
     EngineError,
     EngineNotFoundError,
     EngineRunDoneError,
+    EngineRunEndedError,
 )
 from annotate.engine.forms import EndpointForm, GenerationRunForm, RunAgainForm
 from annotate.engine.pages import run_again, run_form_submit
@@ -193,7 +194,10 @@ def run_stop(request: HttpRequest, engine_run_id: int) -> HttpResponse:
         engine_run_check_may_stop(user=request.user, endpoint=run.endpoint)
     except AnnotateError as error:
         return _refused_on_run(request, run, error)
-    engine_run_stop(run=run)
+    try:
+        engine_run_stop(run=run)
+    except EngineRunEndedError as error:  # it ended as Stop was pressed: say so, change nothing
+        messages.info(request, str(error))
     return redirect("engine:run-detail", engine_run_id=run.pk)
 
 

@@ -251,6 +251,17 @@ def assignment_claim_next(
     Raises NoWorkError when every task is full or already done by this annotator, ConflictError
     when the annotator holds a task of another batch of the project.
     """
+    assignment, _ = assignment_claim_next_made(
+        annotator=annotator, project=project, now=now, batch=batch
+    )
+    return assignment
+
+
+def assignment_claim_next_made(
+    *, annotator: Annotator, project: Project, now: datetime, batch: Batch | None = None
+) -> tuple[Assignment, bool]:
+    """`assignment_claim_next`, and whether this call made the claim (False: it returns the
+    live claim the annotator held already, or one a racing request made first)."""
     try:
         with transaction.atomic():
             return _claim_next(annotator=annotator, project=project, now=now, batch=batch)
@@ -258,15 +269,15 @@ def assignment_claim_next(
         current, _ = _claims(annotator=annotator, project=project, now=now)
         if current is None:
             raise
-        return _in_batch(current, batch)
+        return _in_batch(current, batch), False
 
 
 def _claim_next(
     *, annotator: Annotator, project: Project, now: datetime, batch: Batch | None
-) -> Assignment:
+) -> tuple[Assignment, bool]:
     current, stale = _claims(annotator=annotator, project=project, now=now)
     if current is not None:
-        return _in_batch(current, batch)
+        return _in_batch(current, batch), False
     if stale:
         # A claim past its time that the beat has not expired yet would block the new one.
         Assignment.objects.filter(
@@ -283,7 +294,7 @@ def _claim_next(
             annotator=annotator, project=project, now=now, skip_locked=skip_locked, batch=batch
         )
         if assignment is not None:
-            return assignment
+            return assignment, True
         if not passed_over:
             break
     raise NoWorkError(f"No task left for you in '{project.name}'. Thank you!")

@@ -32,6 +32,8 @@ def _messages(text: str) -> list[dict[str, str]]:
 class VerbalizerProtocol:
     """Answer each prompt of a SystemRun's set (in the run's modes) with the run's endpoint."""
 
+    unit_name = "prompts"
+
     def _system_run(self, run) -> SystemRun:
         return SystemRun.objects.get(pk=run.params["system_run_id"])
 

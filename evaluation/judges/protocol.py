@@ -40,6 +40,8 @@ class JudgeRunProtocol:
     """Run params: judge_run_id, prompt_version. The run's judge, protocol and prompt version are fixed on the
     JudgeRun, so a unit is keyed by the response it judges."""
 
+    unit_name = "conversations"  # one per response judged, however many questions it asks
+
     def units(self, run: EngineRun) -> list[str]:
         """Longest conversations first: their questions are sequential, so one started last
         would stretch the run's tail while the other workers sit idle."""

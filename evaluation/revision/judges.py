@@ -330,8 +330,8 @@ def _engine_run_attach(
             spending_cap_usd=spending_cap_usd,
             description=f"KIWI {run.task} {run.mode} on {run.study.name}".replace("  ", " "),
         )
-    except AnnotateError as error:  # a negative cap
-        raise JudgeRunError(str(error)) from None
+    except AnnotateError as error:  # a negative cap, an unset API key (field "endpoint")
+        raise JudgeRunError(str(error), field=getattr(error, "field", None)) from None
     RevisionJudgeRun.objects.filter(pk=run.pk).update(engine_run=engine_run)
     run.engine_run = engine_run
     return engine_run

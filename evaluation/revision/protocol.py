@@ -63,6 +63,8 @@ def _turn_id(key: str) -> int:
 class RevisionJudgeProtocol:
     """Label every unit turn of the judge run named by run.params["judge_run"]."""
 
+    unit_name = "turns"
+
     def __init__(self) -> None:
         self._examples: dict[int, _Examples] = {}  # the latest judge run's only: no growth
         self._tasks: dict[int, str] = {}  # judge run id -> its task, read once per run

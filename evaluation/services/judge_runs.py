@@ -143,8 +143,11 @@ def judge_run_create(
             spending_cap_usd=spending_cap_usd,
             description=f"Judge {config.name} on {benchmark.name} ({described})",
         )
-    except AnnotateError as error:  # a negative cap: nothing of the run is kept
-        raise JudgeRunError(str(error)) from None
+    except AnnotateError as error:  # a negative cap, an unset API key: nothing is kept
+        # The judge is what the user chose; its endpoint follows from it.
+        field = getattr(error, "field", None)
+        field = "judge" if field == "endpoint" else field
+        raise JudgeRunError(str(error), field=field) from None
     run.save(update_fields=["engine_run"])
     return run
 

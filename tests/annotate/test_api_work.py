@@ -39,6 +39,24 @@ def test_claim_and_submit_through_the_api(annotator_user):
     assert Label.objects.count() == 6
 
 
+def test_claiming_again_answers_200_with_the_live_claim_and_201_only_for_a_new_one(
+    annotator_user,
+):
+    project = project_with_tasks(instructions=2, systems=2, questions=1)
+    client = api_for(annotator_user)
+    url = reverse("annotate-api:claim", args=[project.id])
+    first = client.post(url)
+    again = client.post(url)
+    assert (first.status_code, again.status_code) == (201, 200)
+    assert again.json() == first.json()  # the same live assignment, nothing new claimed
+    body = first.json()
+    answers = {name: "yes" for name in body["fields"]}
+    submit = reverse("annotate-api:submit", args=[body["assignment"]])
+    assert client.post(submit, {"answers": answers}, format="json").status_code == 200
+    following = client.post(url)
+    assert following.status_code == 201 and following.json()["assignment"] != body["assignment"]
+
+
 def test_api_needs_csrf_with_a_session(annotator_user):
     project = project_with_tasks(instructions=1)
     client = api_for(annotator_user, csrf=True)

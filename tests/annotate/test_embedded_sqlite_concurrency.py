@@ -88,6 +88,7 @@ def test_twenty_parallel_start_next_from_one_session_give_one_claim(server):
 
     api_url = f"/api/annotate/projects/{server.project_id}/claim/"
     answers = in_parallel(lambda i: clients[i].post(api_url))
-    assert {getattr(answer, "status_code", repr(answer)) for answer in answers} == {201}
+    # The claim the page made is live: each answers it (200), none makes one (201).
+    assert {getattr(answer, "status_code", repr(answer)) for answer in answers} == {200}
     assert len({answer.json()["assignment"] for answer in answers}) == 1
     assert live_claims(server, f"annotator{PARALLEL}") == 1

@@ -12,6 +12,7 @@ directory (or DATABASE_URL if set); the stub runs in its own process.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -58,6 +59,7 @@ def start_from_page(repeats: int = 5) -> list[float]:
     """Return the seconds each POST of the generation page took (a 500-unit run, fake model)."""
     from django.test import Client
 
+    from annotate.engine.errors import EngineRunEndedError
     from annotate.engine.models import EngineRun
     from annotate.engine.services import endpoint_create, engine_background_wait, engine_run_stop
     from annotate.models import Benchmark
@@ -84,7 +86,8 @@ def start_from_page(repeats: int = 5) -> list[float]:
         response = client.post("/engine/generate/", form)
         timings.append(time.perf_counter() - started)
         assert response.status_code == 302, response.status_code
-        engine_run_stop(run=EngineRun.objects.latest("pk"))
+        with contextlib.suppress(EngineRunEndedError):  # ended already: nothing to stop
+            engine_run_stop(run=EngineRun.objects.latest("pk"))
         engine_background_wait(60)
     return timings
 

@@ -53,7 +53,11 @@ def test_each_operation_takes_its_own_fields(schema, path, field):
     [
         ("/api/annotate/projects/", "201"),
         ("/api/annotate/projects/{project_id}/batches/", "201"),
-        ("/api/annotate/projects/{project_id}/claim/", "201"),
+        ("/api/annotate/projects/{project_id}/claim/", "201"),  # a task claimed now
+        ("/api/annotate/projects/{project_id}/claim/", "200"),  # the live claim held already
+        ("/api/engine/runs/{engine_run_id}/stop/", "409"),  # the run has ended
+        ("/api/engine/runs/{engine_run_id}/resume/", "409"),  # done, nothing left
+        ("/api/engine/generation-runs/", "409"),  # nothing left to generate
         ("/api/crowd/batches/{batch_id}/publish/", "201"),
         ("/api/crowd/publications/{publication_id}/sync/", "202"),
         ("/api/engine/generation-runs/", "202"),  # a run started

@@ -24,7 +24,7 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from annotate.crowd.models import Bonus, Hit, Publication, WorkerBlock
 from annotate.engine.models import EngineRun
-from annotate.engine.services import engine_run_stop
+from annotate.engine.services import engine_run_reopen, engine_run_stop
 from annotate.models import Assignment, Batch, DirectScore, ImportJob, Label, Project
 from evaluation.models import JudgeConfig, JudgeRun
 from tests.config.world import ROLES, World, build_world
@@ -132,7 +132,8 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     "annotate-api:batch-create": (API_POST_ONLY, by_role(401, 403, 403, 403, 403, 400)),
     "annotate-api:project-progress": (API_PROJECT_READERS, None),
     "annotate-api:project-labels": (API_PROJECT_READERS, None),
-    "annotate-api:claim": (API_POST_ONLY, by_role(401, 201, 201, 404, 404, 404)),
+    # The owner holds the world's live claim: asked again, it is answered (200), not made (201).
+    "annotate-api:claim": (API_POST_ONLY, by_role(401, 200, 201, 404, 404, 404)),
     "annotate-api:assignment": (API_OWNER, None),
     "annotate-api:submit": (API_POST_ONLY, by_role(401, 400, 404, 404, 404, 404)),
     "annotate-api:return": (API_POST_ONLY, by_role(401, 200, 404, 404, 404, 404)),
@@ -376,10 +377,15 @@ def test_empty_posts_are_refused_or_harmless_and_never_a_server_error(world, key
             # A started run refuses a second start until its first ends: the next role
             # meets it stopped, as the first did.
             engine_run_stop(run=EngineRun.objects.get(pk=world.ids["engine_run_id"]))
+        if key in STOPS_THE_RUN and got != LOGIN and got < 400:
+            # A stopped run refuses a second stop (it has ended): the next role meets it
+            # pending again, as the first did.
+            engine_run_reopen(run=EngineRun.objects.get(pk=world.ids["engine_run_id"]))
     assert not mismatches, "\n".join(mismatches)
 
 
 STARTS_THE_RUN = {"engine:run-resume", "api-engine-run-resume", "judge:run-resume"}
+STOPS_THE_RUN = {"engine:run-stop", "api-engine-run-stop"}
 
 
 @pytest.mark.parametrize("kind", ["work-task", "mturk-task", "selfhosted-join"])

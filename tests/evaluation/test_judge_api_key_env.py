@@ -4,16 +4,22 @@ naming DJANGO_SECRET_KEY would send the site's secret as a bearer token to any U
 from __future__ import annotations
 
 import pytest
+from django.apps import apps
 from django.core.management import CommandError, call_command
 from django.test import override_settings
+from django.urls import reverse
+from django.utils import timezone
 
 from annotate.engine.models import Endpoint
+from annotate.engine.services import endpoint_create
 from annotate.models import Annotator
 from annotate.secrets import ApiKeyEnvError, api_key_env_validate
-from evaluation.errors import JudgeConfigError
-from evaluation.models import JudgeConfig
+from evaluation.errors import JudgeConfigError, JudgeRunError
+from evaluation.models import JudgeConfig, JudgeRun
+from evaluation.revision.judges import judge_run_prepare
 from tests.evaluation.judge_helpers import make_benchmark, make_judge
 from tests.evaluation.openai_stub import StubOpenAI
+from tests.evaluation.revision.sample import sample_study
 
 pytestmark = pytest.mark.django_db
 
@@ -74,3 +80,76 @@ def test_a_stored_judge_naming_the_secret_key_sends_nothing(monkeypatch, setting
 def test_the_service_names_the_setting_in_its_refusal():
     with pytest.raises(JudgeConfigError, match="ENGINE_API_KEY_ENVS"):
         make_judge("http://127.0.0.1:9/v1", api_key_env="SECRET_THING")
+
+
+# --- A key variable that is not set: refused before any run is made ----------------------------
+
+MISSING = "Endpoint 'keyed-judge': set the environment variable OPENAI_API_KEY to the API key"
+
+
+@pytest.fixture
+def keyed_judge(monkeypatch):
+    """A judge on an address (nothing listens there) whose key variable is not set."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    return make_judge("http://127.0.0.1:9/v1", name="keyed-judge", api_key_env="OPENAI_API_KEY")
+
+
+def _row_counts() -> dict[str, int]:
+    return {model._meta.label: model.objects.count() for model in apps.get_models()}
+
+
+def test_the_judge_command_refuses_before_making_a_run(keyed_judge, capsys):
+    benchmark, _, _ = make_benchmark(questions_per_instruction=(1,))
+    before = _row_counts()
+    with pytest.raises(CommandError, match=MISSING):
+        call_command("judge", config=keyed_judge.name, benchmark=benchmark.name)
+    assert "Created judge run" not in capsys.readouterr().out
+    assert _row_counts() == before  # no judge run, no engine run, no conversation
+
+
+def test_the_judge_commands_dry_run_needs_no_key(keyed_judge, capsys):
+    benchmark, _, _ = make_benchmark(questions_per_instruction=(1,))
+    call_command("judge", config=keyed_judge.name, benchmark=benchmark.name, dry_run=True)
+    assert "1 conversations to judge" in capsys.readouterr().out
+    assert not JudgeRun.objects.exists()
+
+
+def test_the_judge_page_refuses_on_the_form(client, admin_user, keyed_judge):
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(1,))
+    client.force_login(admin_user)
+    form = {"config": keyed_judge.pk, "benchmark": benchmark.pk,
+            "systems": [s.pk for s in systems], "seed": 0}  # fmt: skip
+    before = _row_counts()
+    page = client.post(reverse("judge:run-new"), form)
+    assert page.status_code == 400
+    assert MISSING in " ".join(page.context["form"].non_field_errors())
+    assert _row_counts() == before
+
+
+def test_the_judge_api_refuses_with_400_naming_the_judge_field(client, admin_user, keyed_judge):
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(1,))
+    client.force_login(admin_user)
+    body = {"judge": keyed_judge.name, "benchmark": benchmark.name,
+            "systems": [s.name for s in systems]}  # fmt: skip
+    before = _row_counts()
+    refused = client.post(reverse("api-judge-runs"), body, content_type="application/json")
+    assert refused.status_code == 400
+    assert refused.json()["field"] == "judge" and MISSING in refused.json()["detail"]
+    assert _row_counts() == before
+
+
+def test_the_kiwi_judge_refuses_before_making_a_run(monkeypatch, tmp_path):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    study = sample_study(tmp_path)
+    endpoint = endpoint_create(
+        name="keyed-judge", base_url="http://127.0.0.1:9/v1", model="m",
+        api_key_env="OPENAI_API_KEY",
+    )  # fmt: skip
+    before = _row_counts()
+    with pytest.raises(JudgeRunError, match=MISSING) as refused:
+        judge_run_prepare(
+            study=study, task="rating-judge", endpoint=endpoint, user=None, mode="zero-shot",
+            now=timezone.now(),
+        )  # fmt: skip
+    assert refused.value.field == "endpoint"
+    assert _row_counts() == before

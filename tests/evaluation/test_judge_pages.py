@@ -1,5 +1,6 @@
 """The judge pages and progress API: who may start what, and what the progress shows."""
 
+import re
 from datetime import timedelta
 from decimal import Decimal
 
@@ -23,6 +24,13 @@ from tests.evaluation.openai_stub import StubOpenAI
 from tests.factories import SystemFactory
 
 pytestmark = pytest.mark.django_db
+
+
+def _questions(page) -> str:
+    """The judge run page's "Questions answered" as read (its percent counts questions, not the
+    engine run's conversations)."""
+    found = re.search(r'<dd id="questions">(.*?)</dd>', page.text, re.S)
+    return re.sub(r"<[^>]+>", "", found.group(1)).strip()
 
 
 def _form(judge, benchmark, systems, **extra):
@@ -55,11 +63,17 @@ def test_researcher_runs_the_fake_judge_from_the_page_and_sees_progress(client, 
     assert run.status == RunStatus.DONE and run.created_by == researcher
     assert Label.objects.filter(annotator=judge.annotator).count() == 10
     detail = client.get(reverse("judge:run-detail", args=[run.pk]))
-    assert "10 / 10 (100%)" in detail.text and "4 done, 0 failed, of 4" in detail.text
+    assert _questions(detail) == "10 / 10 (100 % of the questions)"
+    assert "4 done, 0 failed, of 4" in detail.text
     assert 'http-equiv="refresh"' not in detail.text  # finished: no more refreshing
     api = client.get(reverse("api-judge-run-progress", args=[run.pk])).json()
     assert api["questions_answered"] == 10 and api["status"] == "done"
     assert api["prompt_tokens"] == run.prompt_tokens > 0 and api["cost_usd"] == str(run.cost_usd)
+    # Its engine run counts conversations, and its page says so where the judge's says questions.
+    engine_page = client.get(reverse("engine:run-detail", args=[run.engine_run_id]))
+    assert "100</span> % of the conversations ended" in engine_page.text
+    engine_api = client.get(reverse("api-engine-run", args=[run.engine_run_id])).json()
+    assert (engine_api["unit_name"], engine_api["units_total"]) == ("conversations", 4)
 
 
 def _row_counts() -> dict[str, int]:
@@ -151,7 +165,10 @@ def test_progress_page_refreshes_while_the_run_is_unfinished(client, researcher)
     run = judge_run_create(config=make_judge(backend="fake"), benchmark=benchmark, systems=systems)
     client.force_login(researcher)
     detail = client.get(reverse("judge:run-detail", args=[run.pk]))
-    assert 'http-equiv="refresh"' in detail.text and "0 / 2 (0%)" in detail.text
+    assert (
+        'http-equiv="refresh"' in detail.text
+        and _questions(detail) == "0 / 2 (0 % of the questions)"
+    )
 
 
 @pytest.mark.django_db(transaction=True)
@@ -284,7 +301,7 @@ def test_run_again_resumes_a_judge_run_whose_worker_died(client, researcher):
     assert run.status == RunStatus.DONE == run.engine_run.status
     assert Label.objects.filter(annotator=judge.annotator).count() == 5
     detail = client.get(reverse("judge:run-detail", args=[run.pk]))
-    assert "Done" in detail.text and "5 / 5 (100%)" in detail.text
+    assert "Done" in detail.text and _questions(detail) == "5 / 5 (100 % of the questions)"
     assert reverse("judge:run-resume", args=[run.pk]) not in detail.text
 
 

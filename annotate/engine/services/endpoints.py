@@ -215,21 +215,29 @@ def endpoint_embeddings_body(*, endpoint: Endpoint, texts: Sequence[str]) -> Req
     return RequestBody({"model": endpoint.model, "input": list(texts)})
 
 
+def endpoint_api_key(*, endpoint: Endpoint) -> str:
+    """Return the API key the endpoint sends, read from its allowed variable in this process's
+    environment ("" when it names none, and for the offline fake); raise EndpointError naming
+    the endpoint and the variable when that variable is not allowed or not set."""
+    if not endpoint.api_key_env or endpoint.is_fake:
+        return ""
+    try:  # checked again here: the allow-list may have shrunk since the endpoint was saved
+        api_key_env_validate(endpoint.api_key_env)
+    except ApiKeyEnvError as error:
+        raise EndpointError(f"Endpoint {endpoint.name!r}: {error}") from None
+    api_key = os.environ.get(endpoint.api_key_env, "")
+    if not api_key:
+        raise EndpointError(
+            f"Endpoint {endpoint.name!r}: set the environment variable "
+            f"{endpoint.api_key_env} to the API key (or clear 'API key env' for a server "
+            "that needs none)."
+        )
+    return api_key
+
+
 def endpoint_transport(*, endpoint: Endpoint, timeout_seconds: float | None = None) -> Transport:
     """Return the transport, with the API key read from the endpoint's allowed variable."""
-    api_key = ""
-    if endpoint.api_key_env and not endpoint.is_fake:
-        try:  # checked again here: the allow-list may have shrunk since the endpoint was saved
-            api_key_env_validate(endpoint.api_key_env)
-        except ApiKeyEnvError as error:
-            raise EndpointError(f"Endpoint {endpoint.name!r}: {error}") from None
-        api_key = os.environ.get(endpoint.api_key_env, "")
-        if not api_key:
-            raise EndpointError(
-                f"Endpoint {endpoint.name!r}: set the environment variable "
-                f"{endpoint.api_key_env} to the API key (or clear 'API key env' for a server "
-                "that needs none)."
-            )
+    api_key = endpoint_api_key(endpoint=endpoint)
     return transport_for(
         TransportOptions(
             base_url=endpoint.base_url,

@@ -14,7 +14,11 @@ from django.db import transaction
 from annotate.engine.errors import EngineRunError
 from annotate.engine.generation import DEFAULT_TEMPLATE, generation_templates
 from annotate.engine.models import Endpoint, EngineCall, EngineRun
-from annotate.engine.services.runs import engine_run_check_may_start, engine_run_create
+from annotate.engine.services.runs import (
+    engine_run_check_may_start,
+    engine_run_check_work,
+    engine_run_create,
+)
 from annotate.models import Benchmark, Response, System
 from annotate.selectors.instructions import instructions_select
 
@@ -65,7 +69,9 @@ def generation_run_create(
     """Create a run generating the systems' responses to the chosen instructions.
 
     Every system must generate through `endpoint`. Instructions already answered are skipped
-    when the run starts (with `replace`, those answered with other settings are regenerated).
+    when the run starts (with `replace`, those answered with other settings are regenerated);
+    when every one is answered already the run is refused (EngineNothingToDoError) and nothing
+    is kept, so a rerun records no empty run.
     """
     engine_run_check_may_start(user=user, endpoint=endpoint)
     systems = list(systems)
@@ -82,7 +88,7 @@ def generation_run_create(
         benchmark=benchmark, subset=subset, external_ids=instruction_ids, sample=sample, seed=seed
     )
     names = ", ".join(system.name for system in systems)
-    return engine_run_create(
+    run = engine_run_create(
         kind="generation",
         endpoint=endpoint,
         params={
@@ -97,6 +103,18 @@ def generation_run_create(
         spending_cap_usd=spending_cap_usd,
         description=f"Generate {names} on {benchmark.name} ({described})",
     )
+    engine_run_check_work(
+        run=run,
+        nothing_to_do=lambda units: (
+            f"Nothing to do: {_responses(units)} of {names} to {benchmark.name} ({described}) "
+            f"{'is' if units == 1 else 'are'} there already; no run was made."
+        ),
+    )
+    return run
+
+
+def _responses(count: int) -> str:
+    return "the response" if count == 1 else f"the {count} responses"
 
 
 def generation_response_retire(*, response: Response, run: EngineRun) -> None:

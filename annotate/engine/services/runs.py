@@ -23,6 +23,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -39,8 +40,10 @@ from annotate.engine.client import DEFAULT_COMPLETION_ESTIMATE, RequestBody
 from annotate.engine.errors import (
     EndpointError,
     EngineNotFoundError,
+    EngineNothingToDoError,
     EnginePermissionError,
     EngineRunDoneError,
+    EngineRunEndedError,
     EngineRunError,
 )
 from annotate.engine.models import (
@@ -64,7 +67,7 @@ from annotate.engine.protocols import (
     protocol_for,
 )
 from annotate.engine.services.calls import call_cost, call_send, retry_policy, run_totals_delta
-from annotate.engine.services.endpoints import endpoint_transport
+from annotate.engine.services.endpoints import endpoint_api_key, endpoint_transport
 from annotate.roles import is_admin, is_researcher
 from config.celery import app as celery_app
 
@@ -73,6 +76,9 @@ logger = logging.getLogger(__name__)
 BATCH_SECONDS = 0.25
 MAX_BATCH = 500
 _ACTIVE = (RunStatus.PENDING, RunStatus.RUNNING)
+# True while `engine_run_estimate_new` makes a run only to estimate it (rolled back): what only
+# a run that will call needs (the endpoint's API key, work left to do) is not asked of it.
+_ESTIMATING: ContextVar[bool] = ContextVar("engine_run_estimating", default=False)
 
 
 # --- Creating and estimating ------------------------------------------------------------------
@@ -117,12 +123,20 @@ def engine_run_create(
     spending_cap_usd: Decimal | None = None,
     description: str = "",
 ) -> EngineRun:
-    """Create a pending run of `kind` (a key of ENGINE_PROTOCOLS); nothing is called yet."""
+    """Create a pending run of `kind` (a key of ENGINE_PROTOCOLS); nothing is called yet.
+
+    Every run is made here (generation, the judges, the verbalizer, from a page, the API or a
+    command), so this is where a run the endpoint could not call is refused: its API key
+    variable unset in this process (`engine_run_check_key`). A run made only to be estimated
+    is not refused for it: nothing is sent.
+    """
     protocol_for(kind)  # fails early on an unknown kind
     if spending_cap_usd is not None and spending_cap_usd < 0:
         raise EngineRunError(
             "Field 'spending_cap_usd': a cap cannot be negative.", field="spending_cap_usd"
         )
+    if not _ESTIMATING.get():
+        engine_run_check_key(endpoint=endpoint)
     return EngineRun.objects.create(
         kind=kind,
         endpoint=endpoint,
@@ -131,6 +145,28 @@ def engine_run_create(
         spending_cap_usd=spending_cap_usd,
         created_by=created_by if created_by is not None and created_by.is_authenticated else None,
     )
+
+
+def engine_run_check_key(*, endpoint: Endpoint) -> None:
+    """Refuse (EngineRunError, field "endpoint") a run on an endpoint whose API key this process
+    cannot read: its variable not allowed or not set. The offline fake needs none. Checked before
+    a run is made or started again, so a run that could only fail is never recorded."""
+    try:
+        endpoint_api_key(endpoint=endpoint)
+    except EndpointError as error:
+        raise EngineRunError(f"{error} Nothing was started.", field="endpoint") from None
+
+
+def engine_run_check_work(*, run: EngineRun, nothing_to_do: Callable[[int], str]) -> None:
+    """Refuse a new run whose every unit is done already (EngineNothingToDoError, with the
+    message `nothing_to_do(units)` makes), so that a rerun calling nothing records no run; call
+    it inside the transaction that made the run, which the refusal then rolls back. A run made
+    only to be estimated is not refused: its estimate says how many units are done already."""
+    if _ESTIMATING.get():
+        return
+    keys, missing = _missing_keys(run, protocol_for(run.kind))
+    if not missing:
+        raise EngineNothingToDoError(nothing_to_do(len(keys)))
 
 
 def engine_run_get(*, run_id: int) -> EngineRun:
@@ -199,9 +235,13 @@ def engine_run_estimate_new(*, create: Callable[[], EngineRun]) -> RunEstimate:
     transaction that is rolled back once the run is estimated, so the pages, the API and the
     commands estimate exactly what they would start.
     """
-    with transaction.atomic():
-        estimate = engine_run_estimate(run=create())
-        transaction.set_rollback(True)
+    estimating = _ESTIMATING.set(True)
+    try:
+        with transaction.atomic():
+            estimate = engine_run_estimate(run=create())
+            transaction.set_rollback(True)
+    finally:
+        _ESTIMATING.reset(estimating)
     return estimate
 
 
@@ -294,6 +334,7 @@ def engine_run_reopen(*, run: EngineRun, user: AbstractBaseUser | None = None) -
         raise EngineRunError(_already_started(locked))
     if not engine_run_has_work_left(run=locked):
         raise EngineRunDoneError(run.pk)
+    engine_run_check_key(endpoint=run.endpoint)  # a run that could only fail stays as it was
     EngineChunk.objects.filter(run=run).delete()  # a queued task of one finds nothing to do
     # The heartbeat of a pending run says when its start was asked (refused above till stale).
     EngineRun.objects.filter(pk=run.pk).update(
@@ -391,8 +432,13 @@ def engine_background_wait(timeout: float = 60.0) -> None:
 
 
 def engine_run_stop(*, run: EngineRun) -> None:
-    """Ask the run to stop after the calls in flight; a pending run is stopped at once."""
-    EngineRun.objects.filter(pk=run.pk).update(stop_requested=True)
+    """Ask the run to stop after the calls in flight; a pending run is stopped at once.
+
+    A run that has ended (done, failed, stopped) is refused with EngineRunEndedError and left
+    as it was: there is nothing to stop, and its page's state should say so, not a 200."""
+    if not EngineRun.objects.filter(pk=run.pk, status__in=_ACTIVE).update(stop_requested=True):
+        ended = EngineRun.objects.get(pk=run.pk)
+        raise EngineRunEndedError(run.pk, ended.get_status_display().lower())
     with transaction.atomic():
         if EngineRun.objects.filter(pk=run.pk, status=RunStatus.PENDING).update(
             status=RunStatus.CANCELLED,

@@ -15,7 +15,7 @@ from annotate.engine.services.generation import (
     generation_run_create,
 )
 from annotate.engine.services.runs import engine_run_chunk_execute, engine_run_dispatch
-from annotate.models import Response
+from annotate.models import Instruction, Response
 from tests.annotate.engine import echo
 from tests.annotate.engine.conftest import make_endpoint, make_instructions
 
@@ -59,11 +59,11 @@ def test_only_units_left_are_chunked_and_a_run_with_none_left_ends_done(
 ):
     endpoint = make_endpoint(stub.base_url)
     run, system = _generation(endpoint, 5)
-    engine_run_execute(run_id=run.pk)  # all done in-process
+    # Made while its work was left (a new run with none left is refused), done by another after.
     second = generation_run_create(
-        benchmark=system.responses.first().instruction.benchmark, systems=[system],
-        endpoint=endpoint,
-    )  # fmt: skip
+        benchmark=Instruction.objects.first().benchmark, systems=[system], endpoint=endpoint
+    )
+    engine_run_execute(run_id=run.pk)  # all done in-process
     chunks, callbacks = _dispatch(second, 2, django_capture_on_commit_callbacks)
     second.refresh_from_db()
     assert chunks == [] and callbacks == []

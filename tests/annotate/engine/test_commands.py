@@ -77,9 +77,14 @@ def test_generate_creates_the_system_prints_a_summary_and_a_rerun_makes_no_call(
     assert system.generation_endpoint == endpoint and system.responses.count() == 3
     assert stub.requests[0]["max_tokens"] == 64 and stub.requests[0]["model"] == "m1"
 
-    call_command("generate", *arguments)
-    assert "calls made 0, failed 0, skipped 3 (already done)" in capsys.readouterr().out
+    runs = list(EngineRun.objects.values_list("pk", flat=True))
+    call_command("generate", *arguments)  # nothing left: says so, exits 0, records no run
+    assert capsys.readouterr().out == (
+        "Nothing to do: the 3 responses of gen-sys to bench (all) are there already; "
+        "no run was made.\n"
+    )
     assert len(stub.requests) == 3
+    assert list(EngineRun.objects.values_list("pk", flat=True)) == runs
 
 
 def test_generate_chooses_instructions_and_fails_with_a_non_zero_exit(stub, capsys):

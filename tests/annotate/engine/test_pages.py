@@ -176,6 +176,53 @@ def test_stop_from_the_page_and_the_api(admin_client):
     assert data["status"] == "cancelled" and data["active"] is False
 
 
+@pytest.mark.django_db
+@pytest.mark.parametrize("status", [RunStatus.DONE, RunStatus.FAILED, RunStatus.CANCELLED])
+def test_stopping_a_run_that_has_ended_is_refused_and_changes_nothing(admin_client, status):
+    endpoint = make_endpoint("", name="fake")
+    params = {"template": "generation_infobench_v1", "system_ids": [], "instruction_ids": []}
+    run = EngineRun.objects.create(
+        kind="generation", endpoint=endpoint, params=params, status=status, error="as it was"
+    )
+    shown = {RunStatus.DONE: "done", RunStatus.FAILED: "failed", RunStatus.CANCELLED: "stopped"}
+    message = f"Run {run.pk} has ended ({shown[status]}): there is nothing to stop."
+
+    api = admin_client.post(reverse("api-engine-run-stop", args=[run.pk]))
+    assert api.status_code == 409 and api.json() == {"detail": message}
+    page = admin_client.post(reverse("engine:run-stop", args=[run.pk]), follow=True)
+    assert page.redirect_chain == [(reverse("engine:run-detail", args=[run.pk]), 302)]
+    assert [str(m) for m in page.context["messages"]] == [message]
+
+    run.refresh_from_db()
+    assert (run.status, run.stop_requested, run.error) == (status, False, "as it was")
+
+
+@pytest.mark.django_db
+def test_a_generation_with_nothing_left_is_refused_by_the_api_and_the_page(admin_client):
+    make_instructions(2)
+    endpoint = make_endpoint("", name="fake")
+    system = generating_system_get_or_create(name="done-sys", endpoint=endpoint)
+    for instruction in Instruction.objects.all():
+        ResponseFactory(instruction=instruction, system=system, generation_key="earlier")
+    message = (
+        "Nothing to do: the 2 responses of done-sys to bench (all) are there already; "
+        "no run was made."
+    )
+    api = admin_client.post(
+        reverse("api-engine-generation-runs"),
+        {"benchmark": "bench", "system": "done-sys", "endpoint": "fake"},
+        content_type="application/json",
+    )
+    assert api.status_code == 409 and api.json() == {"detail": message}
+    form = {"endpoint": endpoint.pk, "benchmark": Benchmark.objects.get().pk,
+            "system": "done-sys", "template": "generation_infobench_v1", "seed": "0",
+            "start": "1"}  # fmt: skip
+    page = admin_client.post(reverse("engine:generation-new"), form)
+    assert page.status_code == 409
+    assert list(page.context["form"].non_field_errors()) == [message]
+    assert not EngineRun.objects.exists()
+
+
 @pytest.mark.django_db(transaction=True)
 def test_the_api_starts_a_generation_run_and_reports_its_progress(admin_client, stub):
     make_instructions(2)
@@ -231,8 +278,14 @@ def test_the_api_refuses_a_negative_seed_as_the_page_does(researcher_client):
 @pytest.mark.parametrize(
     ("change", "answer"),
     [
-        ({"benchmark": "nope"}, {"detail": "No benchmark named 'nope'.", "field": "benchmark"}),
-        ({"endpoint": "nope"}, {"detail": "No endpoint 'nope'.", "field": "endpoint"}),
+        (
+            {"benchmark": "nope"},
+            {"detail": "Field 'benchmark': no benchmark named 'nope'.", "field": "benchmark"},
+        ),
+        (
+            {"endpoint": "nope"},
+            {"detail": "Field 'endpoint': no endpoint named 'nope'.", "field": "endpoint"},
+        ),
     ],
 )
 def test_the_api_names_the_field_of_what_it_does_not_find(researcher_client, change, answer):

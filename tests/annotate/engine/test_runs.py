@@ -10,13 +10,14 @@ import pytest
 from django.utils import timezone
 
 from annotate.engine import tasks
-from annotate.engine.errors import EngineRunDoneError, EngineRunError
+from annotate.engine.errors import EngineNothingToDoError, EngineRunDoneError, EngineRunError
 from annotate.engine.models import EngineCall, EngineRun, EngineUnit, RunStatus, UnitStatus
 from annotate.engine.selectors import engine_run_progress
 from annotate.engine.services import (
     endpoint_update,
     engine_run_create,
     engine_run_estimate,
+    engine_run_estimate_new,
     engine_run_execute,
     engine_run_reopen,
     engine_run_stopped_by_cap,
@@ -67,15 +68,37 @@ def test_a_rerun_makes_no_call_for_what_is_done_and_a_new_run_skips_it_too(stub)
     engine_run_execute(run_id=run.pk)
     assert len(stub.requests) == 3
     benchmark = system.responses.first().instruction.benchmark
+    system.responses.filter(instruction__external_id="task_2").delete()
     second = generation_run_create(benchmark=benchmark, systems=[system], endpoint=endpoint)
     second = engine_run_execute(run_id=second.pk)
-    assert len(stub.requests) == 3
+    assert len(stub.requests) == 4
     assert (second.status, second.units_done, second.units_skipped, second.calls) == (
         RunStatus.DONE,
         3,
-        3,
-        0,
+        2,
+        1,
     )
+
+
+def test_a_new_generation_run_with_nothing_left_is_refused_and_not_recorded(stub):
+    endpoint = make_endpoint(stub.base_url)
+    run, system, _ = _generation(endpoint)
+    engine_run_execute(run_id=run.pk)
+    benchmark = system.responses.first().instruction.benchmark
+
+    with pytest.raises(EngineNothingToDoError, match=r"Nothing to do: the 3 responses of gen-a"):
+        generation_run_create(benchmark=benchmark, systems=[system], endpoint=endpoint)
+
+    assert list(EngineRun.objects.values_list("pk", flat=True)) == [run.pk]
+    assert len(stub.requests) == 3
+    # Its estimate still says so, keeping nothing: 0 to do, 3 done already.
+    estimate = engine_run_estimate_new(
+        create=lambda: generation_run_create(
+            benchmark=benchmark, systems=[system], endpoint=endpoint
+        )
+    )
+    assert (estimate.units, estimate.units_done_before) == (0, 3)
+    assert EngineRun.objects.count() == 1
 
 
 def test_failed_units_are_recorded_and_retried_by_the_next_start(stub):
@@ -332,9 +355,9 @@ def test_regenerating_replaces_only_on_request_and_old_labels_stay_on_the_old_te
     endpoint_update(endpoint=endpoint, temperature=0.7)  # other settings: another unit key
     benchmark = instruction.benchmark
 
-    kept = generation_run_create(benchmark=benchmark, systems=[system], endpoint=endpoint)
-    kept = engine_run_execute(run_id=kept.pk)
-    assert kept.units_skipped == 1 and len(stub.requests) == 1  # no silent replacement
+    with pytest.raises(EngineNothingToDoError):  # no silent replacement
+        generation_run_create(benchmark=benchmark, systems=[system], endpoint=endpoint)
+    assert len(stub.requests) == 1
 
     replaced = generation_run_create(
         benchmark=benchmark, systems=[system], endpoint=endpoint, replace=True

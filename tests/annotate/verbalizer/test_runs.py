@@ -301,3 +301,14 @@ def test_the_set_page_says_a_rerun_found_every_prompt_answered_before(
     html = client.get(reverse("verbalizer:set-detail", args=[two_items.pk])).content.decode()
     assert f"#{first.pk} (Done, 4/4, $" in html
     assert f"#{again.pk} (Done: all 4 answered before this run, $" in html
+
+
+def test_a_run_on_an_endpoint_whose_key_is_unset_is_refused_writing_nothing(two_items, monkeypatch):
+    from django.apps import apps
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    make_endpoint("http://127.0.0.1:9/v1", name="keyed", api_key_env="OPENAI_API_KEY")
+    counts = {model._meta.label: model.objects.count() for model in apps.get_models()}
+    with pytest.raises(CommandError, match="set the environment variable OPENAI_API_KEY"):
+        call_command("verbalizer_run", "--set", "s", "--system", "m", "--endpoint", "keyed")
+    assert counts == {model._meta.label: model.objects.count() for model in apps.get_models()}

@@ -5,8 +5,9 @@ from __future__ import annotations
 import threading
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
 
-from annotate.engine.errors import EngineError
+from annotate.engine.errors import EngineError, EngineNothingToDoError
 from annotate.engine.management.commands._progress import RunProgressBar
 from annotate.engine.management.commands._run_options import (
     add_run_cost_arguments,
@@ -66,7 +67,11 @@ class Command(BaseCommand):
                 estimate = engine_run_estimate_new(create=lambda: self._create(o))
                 self.stdout.write(dry_run_line(estimate, units=UNITS))
             else:
-                self._execute(self._create(o))
+                with transaction.atomic():  # a refusal keeps nothing, not even the system
+                    run = self._create(o)
+                self._execute(run)
+        except EngineNothingToDoError as error:  # a rerun with nothing left: no failure
+            self.stdout.write(str(error))
         except AnnotateError as error:
             raise CommandError(str(error)) from None
 
