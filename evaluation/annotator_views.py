@@ -11,14 +11,14 @@ from django.utils import timezone
 from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
-from annotate.errors import AnnotateError
+from annotate.errors import AnnotateError, PermissionDeniedError
 from annotate.http import page_errors
 from annotate.models import Annotator, AnnotatorKind
 from annotate.roles import ADMIN, RESEARCHER, RESEARCHERS_ONLY, require_role
 from annotate.selectors.identities import identity_scope
 from annotate.selectors.work import project_get_for_researcher, projects_for_researcher
 from annotate.services.annotators import annotator_kind_set, annotator_project_kind_set
-from evaluation.selectors.annotator_overview import annotator_rows
+from evaluation.selectors.annotator_overview import annotator_rows, annotators_kind_locked
 
 KIND_FILTERS = [
     ("", "every kind"),
@@ -71,6 +71,11 @@ def annotator_kind_update(request: HttpRequest, annotator_id: int) -> HttpRespon
     name = scope.name_of(annotator)
     try:
         if project_id is None:
+            if annotators_kind_locked(user=request.user, annotator_ids=[annotator.pk]):
+                raise PermissionDeniedError(
+                    f"{name} has work outside your projects, so only an admin can change their "
+                    "kind; you can override it in a project of yours (“In this project”)."
+                )
             annotator_kind_set(annotator=annotator, kind=kind, now=timezone.now())
             messages.success(request, f"{name} is now: {annotator.get_kind_display()}.")
         else:

@@ -8,7 +8,7 @@ from datetime import datetime
 
 import numpy as np
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Avg, Count, Max, Q
+from django.db.models import Avg, Count, Exists, Max, OuterRef, Q
 
 from annotate.crowd.models import WorkerBlock
 from annotate.crowd.selectors import GoldScore, worker_gold_scores
@@ -17,10 +17,13 @@ from annotate.models import (
     AnnotatorKind,
     Assignment,
     AssignmentStatus,
+    DirectScore,
+    Label,
     Project,
     ProjectAnnotatorKind,
 )
 from annotate.revision.models import RevisionSession, SessionStatus
+from annotate.roles import is_admin
 from annotate.selectors.annotator_kinds import annotator_kinds_effective
 from annotate.selectors.identities import identity_scope
 from annotate.selectors.results import human_answer_waiting_for_kind_q
@@ -75,10 +78,46 @@ class AnnotatorProjectRow:
     human_studies: list[HumanStudyWork] | None = None
     revision_studies: list[RevisionStudyWork] | None = None
     user_id: int | None = None  # whose KIWI sessions the row shows
+    kind_locked: bool = False  # the viewer may not change their own kind (work outside theirs)
 
     @property
     def answers_waiting(self) -> int:
         return sum(study.waiting for study in self.human_studies or ())
+
+
+def annotators_kind_locked(
+    *, user: AbstractBaseUser, annotator_ids: list[int] | None = None
+) -> set[int]:
+    """Return the ids (of `annotator_ids`, or of everyone) of annotators whose own kind `user`
+    may not change (one query; none for an admin).
+
+    Kinds decide who counts in the expert and crowd majorities of every report, so a researcher
+    may change a person's own kind only when all their work is in results the researcher owns:
+    assignments in the researcher's projects, labels and direct scores on benchmarks every
+    project of which is theirs (reports are per benchmark), and verbalizer answers in human
+    studies they made (the study or its evaluation set). Anyone else asks an admin, or
+    overrides the kind in their own project.
+    """
+    if is_admin(user):
+        return set()
+    own = projects_for_researcher(user=user).order_by().values("pk")
+    foreign_benchmarks = Project.objects.exclude(pk__in=own).order_by().values("benchmark_id")
+    own_benchmarks = Project.objects.filter(pk__in=own).order_by().values("benchmark_id")
+    outside_benchmarks = ~Q(response__instruction__benchmark_id__in=own_benchmarks) | Q(
+        response__instruction__benchmark_id__in=foreign_benchmarks
+    )
+    own_studies = Q(study__created_by=user) | Q(study__evaluation_set__created_by=user)
+    mine = OuterRef("pk")
+    outside = (
+        Exists(Assignment.objects.filter(annotator=mine).exclude(task__batch__project__in=own))
+        | Exists(Label.objects.filter(outside_benchmarks, annotator=mine))
+        | Exists(DirectScore.objects.filter(outside_benchmarks, annotator=mine))
+        | Exists(HumanAnswer.objects.filter(annotator=mine).exclude(own_studies))
+    )
+    locked = Annotator.objects.filter(outside).order_by()
+    if annotator_ids is not None:
+        locked = locked.filter(pk__in=list(annotator_ids))
+    return set(locked.values_list("pk", flat=True))
 
 
 def annotator_rows(
@@ -141,9 +180,11 @@ def annotator_rows(
     blocks = WorkerBlock.objects.filter(active=True, annotator_id__in=list(people))
     blocks = {block.annotator_id: block for block in blocks}
     scope = identity_scope(user=user)  # a crowd worker's platform id only to those it may show
+    locked = annotators_kind_locked(user=user, annotator_ids=list(people))
     for row in rows:
         if row.annotator is not None:
             row.block = blocks.get(row.annotator.pk)
+            row.kind_locked = row.annotator.pk in locked
             row.name = scope.name_of(row.annotator)
     _add_agreement(rows)
     _add_gold(rows)

@@ -7,7 +7,15 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotate.crowd.models import WorkerBlock
-from annotate.models import Annotator, AnnotatorKind, Label, LabelValue, ProjectAnnotatorKind
+from annotate.models import (
+    Annotator,
+    AnnotatorKind,
+    Label,
+    LabelValue,
+    ProjectAnnotatorKind,
+    Question,
+    Response,
+)
 from annotate.revision.models import Study
 from annotate.revision.services.sessions import session_assign
 from annotate.roles import ANNOTATOR, RESEARCHER
@@ -17,6 +25,7 @@ from annotate.services.submissions import assignment_submit, expected_fields
 from annotate.verbalizer.models import EvaluationSet, HumanAnswer, HumanStudy
 from annotate.verbalizer.services.humans import human_answer_submit, human_study_create
 from annotate.verbalizer.services.sets import evaluation_set_create
+from evaluation.selectors.annotator_overview import annotators_kind_locked
 from tests.annotate.revision.conftest import instruct, make_live_study
 from tests.annotate.verbalizer.helpers import fill
 from tests.factories import UserFactory, project_with_tasks
@@ -112,6 +121,78 @@ def test_a_researcher_decides_the_kind_and_a_project_override(client, researcher
     assert newcomer.kind == AnnotatorKind.CROWD
 
 
+def test_a_researcher_changes_an_own_kind_only_when_all_the_work_is_in_their_projects(
+    client, researcher, admin_user, worked_project
+):
+    """Kinds decide every report's expert and crowd majorities: a researcher of one project
+    could set the own kind of someone who also worked in another project, and so move the
+    numbers of a project they are not on."""
+    project, newcomer = worked_project
+    elsewhere = project_with_tasks(instructions=1, systems=2, questions=2)  # not theirs
+    _submit_all(newcomer.user, elsewhere, "yes")
+    client.force_login(researcher)
+    url = reverse("annotators:kind", args=[newcomer.pk])
+    page = client.get(reverse("annotators:list"))
+    assert next(r for r in page.context["rows"] if r.annotator == newcomer).kind_locked
+    html = page.text.split('data-annotator="newbie"')[1].split("</tr>")[0]
+    assert 'id="kind-' not in html and "an admin changes this" in html  # no own-kind form
+    assert 'id="pkind-' in html  # the project's form stays
+    refused = client.post(url, {"kind": "expert"}, follow=True)
+    assert "only an admin can change their kind" in refused.text
+    newcomer.refresh_from_db()
+    assert newcomer.kind == AnnotatorKind.UNDECIDED
+    # The override in the researcher's own project still works.
+    client.post(url, {"kind": "expert", "project": project.pk})
+    assert ProjectAnnotatorKind.objects.get(annotator=newcomer, project=project).kind == "expert"
+    # An expert who worked only in the researcher's project stays theirs to decide.
+    expert = Annotator.objects.filter(kind=AnnotatorKind.EXPERT).first()
+    assert not next(r for r in page.context["rows"] if r.annotator == expert).kind_locked
+    client.post(reverse("annotators:kind", args=[expert.pk]), {"kind": "crowd"})
+    expert.refresh_from_db()
+    assert expert.kind == AnnotatorKind.CROWD
+    # Once on the other project too, the newcomer is theirs to decide as well.
+    elsewhere.researchers.add(researcher)
+    client.post(url, {"kind": "crowd"})
+    newcomer.refresh_from_db()
+    assert newcomer.kind == AnnotatorKind.CROWD
+    # An admin always may.
+    elsewhere.researchers.remove(researcher)
+    client.force_login(admin_user)
+    client.post(url, {"kind": "expert"})
+    newcomer.refresh_from_db()
+    assert newcomer.kind == AnnotatorKind.EXPERT
+    page = client.get(reverse("annotators:list"))
+    assert not any(r.kind_locked for r in page.context["rows"])
+
+
+def test_imported_labels_on_another_projects_benchmark_lock_the_own_kind(
+    researcher, worked_project
+):
+    """Imported labels (no assignment) count in their benchmark's reports, whoever's it is."""
+    project, _ = worked_project
+    elsewhere = project_with_tasks(instructions=1, systems=1, questions=1)
+    imported = {}
+    for where in (project, elsewhere):
+        response = Response.objects.filter(instruction__benchmark=where.benchmark).first()
+        question = Question.objects.filter(instruction=response.instruction).first()
+        imported[where] = Annotator.objects.create(
+            name=f"imported-{where.pk}", kind=AnnotatorKind.EXPERT
+        )
+        Label.objects.create(
+            question=question,
+            response=response,
+            annotator=imported[where],
+            value=LabelValue.YES,
+        )
+    ids = [a.pk for a in imported.values()]
+    assert annotators_kind_locked(user=researcher, annotator_ids=ids) == {imported[elsewhere].pk}
+    # A benchmark shared with a project the researcher is not on is not theirs alone.
+    shared = project_with_tasks(instructions=1, systems=1, questions=1)
+    shared.benchmark = project.benchmark
+    shared.save()
+    assert annotators_kind_locked(user=researcher, annotator_ids=ids) == set(ids)
+
+
 def test_annotators_cannot_open_the_page_or_change_kinds(client, worked_project):
     _, newcomer = worked_project
     client.force_login(newcomer.user)
@@ -179,7 +260,13 @@ def test_verbalizer_answers_and_kiwi_sessions_are_shown_and_wait_for_a_kind(
     assert "no task in your projects" not in html
     assert "2 verbalizer answers below wait for a kind decision" in page.text
 
-    client.post(reverse("annotators:kind", args=[annotator.pk]), {"kind": "expert"})
+    # Their answers are in a study someone else made: only an admin decides their kind.
+    url = reverse("annotators:kind", args=[annotator.pk])
+    refused = client.post(url, {"kind": "expert"}, follow=True)
+    assert "only an admin can change their kind" in refused.text
+    study.created_by = researcher  # now the researcher's own study
+    study.save()
+    client.post(url, {"kind": "expert"})
     page = client.get(reverse("annotators:list"))
     row = next(r for r in page.context["rows"] if r.annotator == annotator)
     assert [(s.answers, s.waiting) for s in row.human_studies] == [(2, 0)]  # they count now

@@ -187,15 +187,18 @@ def test_the_annotators_page_and_its_kind_messages_show_an_outsider_the_pseudony
 
 
 @pytest.mark.parametrize("kind", [AnnotatorKind.EXPERT, AnnotatorKind.UNDECIDED])
-def test_a_platform_worker_given_another_kind_keeps_their_pseudonym(client, crowd_work, kind):
-    """A platform worker is a crowd worker whatever kind results give them: any researcher may
-    set a kind on the annotators page, and setting "expert" (or "not decided yet") showed the
+def test_a_platform_worker_given_another_kind_keeps_their_pseudonym(
+    client, crowd_work, kind, admin_user
+):
+    """A platform worker is a crowd worker whatever kind results give them: an admin may set
+    a kind on the annotators page, and setting "expert" (or "not decided yet") showed the
     worker's platform id to every researcher, on every page and in their exports."""
     project, worker = crowd_work
-    client.force_login(UserFactory(username="outsider", roles=[RESEARCHER]))
-    client.post(reverse("annotators:kind", args=[worker.pk]), {"kind": kind})
+    client.force_login(admin_user)  # follow: the admin reads their own message (the id)
+    client.post(reverse("annotators:kind", args=[worker.pk]), {"kind": kind}, follow=True)
     worker.refresh_from_db()
     assert worker.kind == kind
+    client.force_login(UserFactory(username="outsider", roles=[RESEARCHER]))
     # (The report names each expert by annotator name for every viewer: not covered here.)
     views = {
         "instruction page": _views(client, project)["instruction page"],
