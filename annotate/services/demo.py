@@ -91,6 +91,10 @@ def demo_projects_create() -> list[DemoLogin]:
             created_by=creator,
         )
         project.researchers.set(User.objects.filter(groups__name="researcher"))
+    # The finished studies were recorded before the demo's researcher existed: theirs too, so
+    # the researcher reads them and decides the kind of the people who worked in them.
+    for project in Project.objects.filter(name__in=[EXPERT_STUDY, CROWD_STUDY]):
+        project.researchers.add(*User.objects.filter(groups__name="researcher"))
     return DEMO_ANNOTATOR_LOGINS
 
 
