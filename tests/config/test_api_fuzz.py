@@ -51,6 +51,11 @@ def real_ids(operation, world) -> dict[str, int]:
     return {name: ids[name] for name in names if name in ids}
 
 
+def takes_input(operation) -> bool:
+    """Whether the operation has a path or query parameter or a body to send malformed."""
+    return any(len(part) for part in (operation.path_parameters, operation.query, operation.body))
+
+
 def fuzz(operation, strategy, statuses: Counter) -> None:
     """Send the operation up to FUZZ_EXAMPLES generated cases; fail on the first 5xx."""
 
@@ -96,9 +101,10 @@ def test_no_operation_answers_a_server_error(db, settings, tmp_path, capsys, con
             generation_mode=schemathesis.GenerationMode.POSITIVE,
             path_parameters=real_ids(operation, world),
         )
-        negative = operation.as_strategy(generation_mode=schemathesis.GenerationMode.NEGATIVE)
         fuzz(operation, positive, statuses)
-        fuzz(operation, negative, statuses)
+        if takes_input(operation):  # nothing else can be malformed (the auth header is ours)
+            negative = operation.as_strategy(generation_mode=schemathesis.GenerationMode.NEGATIVE)
+            fuzz(operation, negative, statuses)
     with capsys.disabled():
         examples = sum(statuses.values())
         print(f"\nschemathesis: {len(operations)} operations, {examples} requests")
