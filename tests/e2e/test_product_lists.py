@@ -5,8 +5,8 @@ import pytest
 
 from annotate.engine.models import Endpoint, EngineRun
 from annotate.models import Label, Project
-from annotate.services.demo import CROWD_STUDY
 from annotate.revision.models import Study
+from annotate.services.demo import CROWD_STUDY
 from annotate.verbalizer.models import EvaluationSet, HumanStudy
 from tests.e2e.test_product import axe_violations, user
 
