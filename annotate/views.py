@@ -120,34 +120,45 @@ def label_list(request: HttpRequest, benchmark_id: int) -> HttpResponse:
     return render(request, "annotate/label_list.html", context)
 
 
-@never_cache  # the answer to "create" holds the key
+# The key of a token just made waits here for the page after the redirect, shown once.
+NEW_API_TOKEN_SESSION_KEY = "api_token_new_key"
+
+
+@never_cache  # the page after "create" holds the key
 @login_required
 @require_http_methods(["GET", "POST"])
 def api_token_list(request: HttpRequest) -> HttpResponse:
-    """The user's own API tokens: create one (its key shown once), revoke one or all."""
-    new_key = None
+    """The user's own API tokens: create one (its key shown once), revoke one or all.
+
+    Every POST redirects (a reload of the page after it sends nothing again); the new key is
+    kept in the session for the next GET only."""
     if request.method == "POST":
-        action = request.POST.get("action")
-        if action == "create":
-            try:
-                page_rate_check(request, scope=API_TOKENS_SCOPE)
-            except RateLimitedError as error:
-                return error_page(request, error)
-            _, new_key = api_tokens.api_token_create(user=request.user)
-        elif action == "revoke":
-            try:
-                api_tokens.api_token_revoke(
-                    user=request.user, token_id=request.POST.get("token", "")
-                )
-            except NotFoundError as error:
-                return error_page(request, error)
-            messages.success(request, "Token revoked.")
-            return redirect("api-tokens")
-        elif action == "revoke-all":
-            count = api_tokens.api_token_revoke_all(user=request.user)
-            messages.success(request, f"{count} token(s) revoked.")
-            return redirect("api-tokens")
-        else:
-            return error_page(request, AnnotateError("Choose create, revoke or revoke-all."))
-    context = {"tokens": api_tokens.api_token_list(user=request.user), "new_key": new_key}
+        return _api_token_action(request)
+    context = {
+        "tokens": api_tokens.api_token_list(user=request.user),
+        "new_key": request.session.pop(NEW_API_TOKEN_SESSION_KEY, None),
+    }
     return render(request, "annotate/api_tokens.html", context)
+
+
+def _api_token_action(request: HttpRequest) -> HttpResponse:
+    action = request.POST.get("action")
+    if action == "create":
+        try:
+            page_rate_check(request, scope=API_TOKENS_SCOPE)
+        except RateLimitedError as error:
+            return error_page(request, error)
+        _, new_key = api_tokens.api_token_create(user=request.user)
+        request.session[NEW_API_TOKEN_SESSION_KEY] = new_key
+    elif action == "revoke":
+        try:
+            api_tokens.api_token_revoke(user=request.user, token_id=request.POST.get("token", ""))
+        except NotFoundError as error:
+            return error_page(request, error)
+        messages.success(request, "Token revoked.")
+    elif action == "revoke-all":
+        count = api_tokens.api_token_revoke_all(user=request.user)
+        messages.success(request, f"{count} token(s) revoked.")
+    else:
+        return error_page(request, AnnotateError("Choose create, revoke or revoke-all."))
+    return redirect("api-tokens")

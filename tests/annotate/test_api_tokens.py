@@ -37,12 +37,17 @@ def page_client(user) -> Client:
     return client
 
 
-def create_on_page(client: Client) -> str:
-    response = client.post(reverse("api-tokens"), {"action": "create"})
-    assert response.status_code == 200
+def shown_key(response) -> str | None:
     match = re.search(r'<code id="new-token">([0-9a-f]+)</code>', response.content.decode())
-    assert match, "the new key is shown on the page"
-    return match.group(1)
+    return match.group(1) if match else None
+
+
+def create_on_page(client: Client) -> str:
+    response = client.post(reverse("api-tokens"), {"action": "create"}, follow=True)
+    assert response.redirect_chain == [(reverse("api-tokens"), 302)]
+    key = shown_key(response)
+    assert key, "the new key is shown on the page"
+    return key
 
 
 def test_a_token_from_the_page_authenticates_the_api_as_its_user(researcher):
@@ -99,6 +104,33 @@ def test_the_key_is_shown_once_and_never_stored(researcher):
     assert len(listing.context["tokens"]) == 1
     assert not AuthToken.objects.filter(digest=key).exists()
     assert not AuthToken.objects.filter(token_key=key).exists()
+
+
+def test_create_redirects_and_a_reload_makes_no_second_token(researcher):
+    client = page_client(researcher)
+    made = client.post(reverse("api-tokens"), {"action": "create"})
+    assert made.status_code == 302
+    assert made["Location"] == reverse("api-tokens")
+    assert shown_key(made) is None
+    shown = client.get(reverse("api-tokens"))
+    key = shown_key(shown)
+    assert key is not None
+    assert "no-store" in shown["Cache-Control"]
+    assert token_client(key).get(BENCHMARKS).status_code == 200
+    reloaded = client.get(reverse("api-tokens"))
+    assert reloaded.status_code == 200
+    assert shown_key(reloaded) is None
+    assert key not in reloaded.content.decode()
+    assert key not in str(dict(client.session)), "the session forgets the key once shown"
+    assert AuthToken.objects.filter(user=researcher).count() == 1
+
+
+def test_the_new_key_is_shown_only_in_its_users_session(researcher):
+    client = page_client(researcher)
+    client.post(reverse("api-tokens"), {"action": "create"})
+    other_session = page_client(researcher)
+    assert shown_key(other_session.get(reverse("api-tokens"))) is None
+    assert shown_key(client.get(reverse("api-tokens"))) is not None
 
 
 def test_the_page_lists_and_revokes_only_the_users_own_tokens(researcher, admin_user):
