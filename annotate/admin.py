@@ -156,3 +156,18 @@ class ProjectAnnotatorKindAdmin(admin.ModelAdmin):
     list_filter = ["kind", "project"]
     search_fields = ["annotator__name", "project__name"]
     list_select_related = ["annotator", "project"]
+
+
+@admin.register(models.PasswordTokenRevocation)
+class PasswordTokenRevocationAdmin(admin.ModelAdmin):
+    """Read only: written when a password change revokes a user's API tokens."""
+
+    list_display = ["user", "token_count", "revoked_at"]
+    list_filter = ["revoked_at"]
+    search_fields = ["user__username"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False

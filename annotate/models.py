@@ -652,3 +652,19 @@ class DeferredTask(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name}{tuple(self.args)} (deferred {self.created_at:%Y-%m-%d %H:%M:%S})"
+
+
+class PasswordTokenRevocation(models.Model):
+    """The API tokens of a user deleted because their password changed, for the tokens page to
+    tell them why their scripts stopped working."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    revoked_at = models.DateTimeField()
+    token_count = models.PositiveIntegerField()
+
+    class Meta:
+        ordering = ["-revoked_at"]
+
+    def __str__(self) -> str:
+        when = f"{self.revoked_at:%Y-%m-%d %H:%M}"
+        return f"{self.token_count} API token(s) of user {self.user_id} revoked {when}"

@@ -137,6 +137,7 @@ def api_token_list(request: HttpRequest) -> HttpResponse:
     context = {
         "tokens": api_tokens.api_token_list(user=request.user),
         "new_key": request.session.pop(NEW_API_TOKEN_SESSION_KEY, None),
+        "password_revocation": api_tokens.api_token_password_revocation_notice(user=request.user),
     }
     return render(request, "annotate/api_tokens.html", context)
 

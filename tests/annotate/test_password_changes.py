@@ -1,0 +1,199 @@
+"""A password change revokes the user's API tokens, whichever way it was made; a login (and
+Django's rehash of the password on it) does not. The tokens page says why they stopped."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.hashers import make_password
+from django.core.management import call_command
+from django.test import Client
+from django.urls import reverse
+from knox.models import AuthToken
+from rest_framework.test import APIClient
+
+from annotate.models import PasswordTokenRevocation
+from annotate.password_changes import is_password_change
+from tests.factories import UserFactory
+
+pytestmark = pytest.mark.django_db
+
+BENCHMARKS = "/api/annotate/benchmarks/"  # researchers and admins only
+NEW_PASSWORD = "a-long-new-passphrase-41"
+
+
+def api_status(key: str) -> int:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    return client.get(BENCHMARKS).status_code
+
+
+def page_text(response) -> str:
+    return " ".join(response.content.decode().split())
+
+
+def logged_in(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def superuser(db):
+    return UserFactory(username="root-user", is_staff=True, is_superuser=True)
+
+
+def test_changing_ones_own_password_on_the_admin_page_revokes_ones_tokens(superuser, researcher):
+    _, key = AuthToken.objects.create(user=superuser)
+    _, others_key = AuthToken.objects.create(user=researcher)
+    assert api_status(key) == 200
+    client = logged_in(superuser)
+    changed = client.post(
+        "/admin/password_change/",
+        {"old_password": "pw", "new_password1": NEW_PASSWORD, "new_password2": NEW_PASSWORD},
+    )
+    assert changed.status_code == 302
+    assert api_status(key) == 401
+    assert api_status(others_key) == 200
+    notice = page_text(client.get(reverse("api-tokens")))
+    assert 'id="password-revocation"' in notice
+    assert "your 1 API token was revoked" in notice
+
+
+def test_an_admin_setting_a_users_password_revokes_that_users_tokens(superuser, researcher):
+    _, key = AuthToken.objects.create(user=researcher)
+    AuthToken.objects.create(user=researcher)
+    _, own_key = AuthToken.objects.create(user=superuser)
+    changed = logged_in(superuser).post(
+        f"/admin/auth/user/{researcher.pk}/password/",
+        {"usable_password": "true", "password1": NEW_PASSWORD, "password2": NEW_PASSWORD},
+    )
+    assert changed.status_code == 302
+    assert api_status(key) == 401
+    assert not AuthToken.objects.filter(user=researcher).exists()
+    assert api_status(own_key) == 200
+    (revocation,) = PasswordTokenRevocation.objects.all()
+    assert (revocation.user, revocation.token_count) == (researcher, 2)
+    researcher.refresh_from_db()  # a session is tied to the password: log in with the new one
+    page = logged_in(researcher).get(reverse("api-tokens"))
+    assert page.context["password_revocation"] == revocation
+    assert "your 2 API tokens were revoked" in page_text(page)
+
+
+def test_an_admin_disabling_a_users_password_revokes_their_tokens(superuser, researcher):
+    _, key = AuthToken.objects.create(user=researcher)
+    changed = logged_in(superuser).post(
+        f"/admin/auth/user/{researcher.pk}/password/",
+        {"usable_password": "false", "unset-password": "1"},
+    )
+    assert changed.status_code == 302
+    researcher.refresh_from_db()
+    assert not researcher.has_usable_password()
+    assert api_status(key) == 401
+
+
+def test_the_changepassword_command_revokes_the_users_tokens(researcher, monkeypatch):
+    _, key = AuthToken.objects.create(user=researcher)
+    monkeypatch.setattr("getpass.getpass", lambda prompt="": NEW_PASSWORD)
+    call_command("changepassword", researcher.username)
+    researcher.refresh_from_db()
+    assert researcher.check_password(NEW_PASSWORD)
+    assert api_status(key) == 401
+
+
+def test_code_setting_a_password_revokes_the_users_tokens(researcher):
+    _, key = AuthToken.objects.create(user=researcher)
+    user = get_user_model().objects.get(pk=researcher.pk)
+    user.set_password("pw")  # the same password again is still a change of the hash
+    user.save()
+    assert api_status(key) == 401
+
+
+def test_code_assigning_a_new_hash_revokes_the_users_tokens(researcher):
+    _, key = AuthToken.objects.create(user=researcher)
+    researcher.password = make_password(NEW_PASSWORD)
+    researcher.save(update_fields=["password"])
+    assert api_status(key) == 401
+
+
+def test_saving_the_user_without_a_new_password_keeps_the_tokens(researcher):
+    _, key = AuthToken.objects.create(user=researcher)
+    user = get_user_model().objects.get(pk=researcher.pk)
+    user.first_name = "Ada"
+    user.save()
+    assert api_status(key) == 200
+    assert not PasswordTokenRevocation.objects.exists()
+
+
+def test_logging_in_keeps_the_tokens_even_when_django_rehashes_the_password(researcher):
+    # A hash with a short salt is one the MD5 hasher of the test settings upgrades on login.
+    weak = make_password("pw", salt="ab", hasher="md5")
+    get_user_model().objects.filter(pk=researcher.pk).update(password=weak)
+    _, key = AuthToken.objects.create(user=researcher)
+    answer = Client().post(reverse("login"), {"username": researcher.username, "password": "pw"})
+    assert answer.status_code == 302
+    researcher.refresh_from_db()
+    assert researcher.password != weak, "the login rehashed the password"
+    assert researcher.last_login is not None
+    assert api_status(key) == 200
+    assert not PasswordTokenRevocation.objects.exists()
+
+
+def test_http_basic_login_with_a_rehash_keeps_the_tokens(researcher):
+    weak = make_password("pw", salt="ab", hasher="md5")
+    get_user_model().objects.filter(pk=researcher.pk).update(password=weak)
+    _, key = AuthToken.objects.create(user=researcher)
+    basic = APIClient()
+    basic.credentials(HTTP_AUTHORIZATION="Basic cmVzZWFyY2hlci11c2VyOnB3")  # researcher-user:pw
+    assert basic.get(BENCHMARKS).status_code == 200
+    researcher.refresh_from_db()
+    assert researcher.password != weak
+    assert api_status(key) == 200
+
+
+def test_a_rehash_is_told_apart_from_a_change(settings):
+    settings.PASSWORD_HASHERS = [
+        "django.contrib.auth.hashers.MD5PasswordHasher",
+        "django.contrib.auth.hashers.PBKDF2PasswordHasher",
+    ]
+    old_hasher = make_password("pw", hasher="pbkdf2_sha256")
+    current = make_password("pw", hasher="md5")
+    weak_salt = make_password("pw", salt="ab", hasher="md5")
+    # Django's upgrades: from a hasher no longer preferred, or a salt too short.
+    assert not is_password_change(old_hash=old_hasher, new_hash=current, raw_password_set=False)
+    assert not is_password_change(old_hash=weak_salt, new_hash=current, raw_password_set=False)
+    # set_password() was called, or the old hash needed no upgrade: a new password.
+    assert is_password_change(old_hash=old_hasher, new_hash=current, raw_password_set=True)
+    assert is_password_change(
+        old_hash=current, new_hash=make_password("x", hasher="md5"), raw_password_set=False
+    )
+    # Not to the preferred hasher, to or from an unusable password, an unknown hasher.
+    assert is_password_change(old_hash=weak_salt, new_hash=old_hasher, raw_password_set=False)
+    assert is_password_change(
+        old_hash=current, new_hash=make_password(None), raw_password_set=False
+    )
+    assert is_password_change(
+        old_hash=make_password(None), new_hash=current, raw_password_set=False
+    )
+    assert is_password_change(old_hash="sha1$x$y", new_hash=current, raw_password_set=False)
+    assert not is_password_change(old_hash=current, new_hash=current, raw_password_set=True)
+
+
+def test_the_notice_goes_once_a_new_token_is_made(researcher):
+    AuthToken.objects.create(user=researcher)
+    researcher.set_password(NEW_PASSWORD)
+    researcher.save()
+    client = logged_in(researcher)
+    assert client.get(reverse("api-tokens")).context["password_revocation"] is not None
+    client.post(reverse("api-tokens"), {"action": "create"})
+    page = client.get(reverse("api-tokens"))
+    assert page.context["password_revocation"] is None
+    assert 'id="password-revocation"' not in page.content.decode()
+
+
+def test_a_password_change_with_no_tokens_leaves_no_notice(researcher):
+    researcher.set_password(NEW_PASSWORD)
+    researcher.save()
+    assert not PasswordTokenRevocation.objects.exists()
+    page = logged_in(researcher).get(reverse("api-tokens"))
+    assert page.context["password_revocation"] is None
