@@ -942,9 +942,9 @@ def report_compute(
 def report_named(report: dict, *, scope: IdentityScope) -> dict:
     """Return a copy of a computed report with each annotator's source named for one reader.
 
-    A platform worker (an expert now, or any kind) shows as `scope` allows
-    (annotate.selectors.identities); experts, judges and imported annotators by name. Every
-    table with a `source` column is named, so no row keeps an id another table names.
+    A platform worker, whatever kind they were given, is named as `scope` allows
+    (annotate.selectors.identities); other experts and judges by name. The `source` column of
+    every table is named, of a table added later too; the numbers are left as they are.
     """
     keys = {
         row["source"]
@@ -967,7 +967,7 @@ def report_named(report: dict, *, scope: IdentityScope) -> dict:
     }
 
 
-def _named_row(row, names: dict[str, str]):
+def _named_row(row: object, names: dict[str, str]) -> object:
     if not isinstance(row, dict):
         return row
     if "source" not in row:
