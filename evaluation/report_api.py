@@ -11,6 +11,7 @@ from rest_framework.views import APIView
 
 from annotate.models import Benchmark
 from annotate.roles import is_researcher
+from annotate.selectors.identities import identity_scope
 from evaluation.conventions import ACC_MODES, DEFAULT_ACC, DEFAULT_UNKNOWN, UNKNOWN_MODES
 from evaluation.services.reports import report_cached
 
@@ -93,6 +94,9 @@ class ReportApi(APIView):
             if value not in modes:
                 detail = f"{field} must be one of {', '.join(modes)}, not {value!r}."
                 return Response({"detail": detail, "field": field}, status=400)
+        scope = identity_scope(user=request.user)  # crowd worker ids only to whom they may show
         return Response(
-            report_cached(benchmark=benchmark, unknown=unknown, acc_unknown=acc_unknown)
+            report_cached(
+                benchmark=benchmark, scope=scope, unknown=unknown, acc_unknown=acc_unknown
+            )
         )

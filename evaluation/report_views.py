@@ -15,6 +15,7 @@ from django.views.decorators.http import require_POST
 from annotate.http import figure_csp
 from annotate.models import Benchmark
 from annotate.roles import ADMIN, RESEARCHER, RESEARCHERS_ONLY, require_role
+from annotate.selectors.identities import identity_scope
 from annotate.verbalizer.models import EvaluationSet
 from evaluation import figures, report_formats
 from evaluation.conventions import (
@@ -58,6 +59,12 @@ def _conventions(request: HttpRequest) -> dict[str, str]:
     return {"unknown": unknown, "acc_unknown": acc_unknown}
 
 
+def _report(request: HttpRequest, benchmark: Benchmark, conventions: dict[str, str]) -> dict:
+    """Return the report with its annotators named as this reader may see them."""
+    scope = identity_scope(user=request.user)
+    return report_cached(benchmark=benchmark, scope=scope, **conventions)
+
+
 def _attachment(content, content_type: str, filename: str) -> HttpResponse:
     response = HttpResponse(content, content_type=content_type)
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
@@ -78,7 +85,7 @@ def report_list(request: HttpRequest) -> HttpResponse:
 def report_page(request: HttpRequest, benchmark_id: int) -> HttpResponse:
     benchmark = _benchmark(request, benchmark_id)
     conventions = _conventions(request)
-    report = report_cached(benchmark=benchmark, **conventions)
+    report = _report(request, benchmark, conventions)
     context = {
         "benchmark": benchmark,
         "report": report,
@@ -138,7 +145,7 @@ def report_download(request: HttpRequest, benchmark_id: int, fmt: str) -> HttpRe
     if fmt not in DOCUMENTS:
         raise Http404
     render_document, content_type = DOCUMENTS[fmt]
-    report = report_cached(benchmark=benchmark, **_conventions(request))
+    report = _report(request, benchmark, _conventions(request))
     return _attachment(render_document(report), content_type, f"report.{fmt}")
 
 
@@ -147,7 +154,7 @@ def table_download(request: HttpRequest, benchmark_id: int, table: str, fmt: str
     benchmark = _benchmark(request, benchmark_id)
     if table not in report_formats.TABLES or fmt not in ("csv", "json"):
         raise Http404
-    report = report_cached(benchmark=benchmark, **_conventions(request))
+    report = _report(request, benchmark, _conventions(request))
     if fmt == "csv":
         return _attachment(report_formats.table_csv(report, table), "text/csv", f"{table}.csv")
     body = json.dumps(report[table], indent=2, allow_nan=False)
@@ -163,7 +170,7 @@ def figure_download(
     fmt = image_format
     if name not in figures.FIGURES or fmt not in FIGURE_TYPES:
         raise Http404
-    report = report_cached(benchmark=benchmark, **_conventions(request))
+    report = _report(request, benchmark, _conventions(request))
     if not figures.figure_available(report, name):
         raise Http404
     try:

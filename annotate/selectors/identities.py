@@ -11,6 +11,7 @@ worker stays hidden whatever kind a researcher gives them (an expert, "not decid
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.db.models import Q
@@ -71,3 +72,9 @@ def identity_scope(*, user) -> IdentityScope:
         .union(answered.order_by().values_list("annotator_id", flat=True))  # one query
     )
     return IdentityScope(everyone=False, visible=frozenset(visible))
+
+
+def annotator_names_shown(*, annotator_ids: Iterable[int], scope: IdentityScope) -> dict[int, str]:
+    """Return {annotator id: the name `scope` shows} of the annotators that exist; one query."""
+    annotators = Annotator.objects.filter(pk__in=set(annotator_ids)).only("name", "worker_id")
+    return {annotator.pk: scope.name_of(annotator) for annotator in annotators}

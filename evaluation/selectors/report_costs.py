@@ -12,7 +12,9 @@
   calls took: the sum of the engine calls' latencies (a run resumed after a pause counts only
   its calls).
 
-A source with nothing recorded (labels that were imported, say) gets None, never 0.
+A source with nothing recorded (labels that were imported, say) gets None, never 0. Sources are
+keyed as the computed report keys them: an annotator's by `annotator_source(id)`, the majorities
+by their names.
 
 Whether an assignment is an expert's or a crowd worker's is the annotator's kind in this
 benchmark (annotate.selectors.annotator_kinds: a project's override applies), the same
@@ -39,6 +41,7 @@ from annotate.selectors.results import (
     counted_assignments,
 )
 from evaluation.models import JudgeRun
+from evaluation.selectors.report_data import annotator_source
 
 SUBSETS = ("easy", "hard", "overall")
 
@@ -81,7 +84,7 @@ def _counted_work_by_annotator(benchmark: Benchmark) -> list[dict]:
     return list(
         counted_assignments()
         .filter(task__instruction__benchmark=benchmark)
-        .values("annotator_id", "annotator__name", "task__instruction__subset")
+        .values("annotator_id", "task__instruction__subset")
         .annotate(
             seconds=Sum("active_seconds"),
             count=Count("id"),
@@ -115,7 +118,8 @@ def _assignment_costs(benchmark: Benchmark) -> dict[str, dict[str, SourceCost]]:
         kind = kinds.get(row["annotator_id"])
         for subset in (row["task__instruction__subset"], "overall"):
             if kind == AnnotatorKind.EXPERT:
-                experts[subset].setdefault(row["annotator__name"], _Work()).add(row)
+                source = annotator_source(row["annotator_id"])
+                experts[subset].setdefault(source, _Work()).add(row)
             elif kind == AnnotatorKind.CROWD:
                 key = (row["annotator_id"], row["task__instruction__subset"])
                 crowd[subset].add(row, paid=paid.get(key, Decimal(0)))
@@ -132,8 +136,8 @@ def _assignment_costs(benchmark: Benchmark) -> dict[str, dict[str, SourceCost]]:
 def _expert_costs(experts: dict[str, _Work]) -> dict[str, SourceCost]:
     rate = float(settings.EXPERT_HOURLY_RATE_USD)
     costs = {
-        name: SourceCost(round(work.seconds / 3600 * rate, 2), _minutes(work.first, work.last))
-        for name, work in experts.items()
+        source: SourceCost(round(work.seconds / 3600 * rate, 2), _minutes(work.first, work.last))
+        for source, work in experts.items()
     }
     if costs:
         firsts = [work.first for work in experts.values() if work.first is not None]
@@ -164,7 +168,7 @@ def _judge_costs(benchmark: Benchmark, subset: str) -> dict[str, SourceCost]:
     """
     runs = dict(
         JudgeRun.objects.filter(benchmark=benchmark, engine_run__isnull=False).values_list(
-            "engine_run_id", "config__annotator__name"
+            "engine_run_id", "config__annotator_id"
         )
     )
     if not runs:
@@ -191,8 +195,10 @@ def _judge_costs(benchmark: Benchmark, subset: str) -> dict[str, SourceCost]:
         total[0] += row["cost"] or Decimal(0)
         total[1] += row["latency_ms"] or 0
     return {
-        name: SourceCost(round(float(cost), 4), round(latency_ms / 60_000, 2))
-        for name, (cost, latency_ms) in totals.items()
+        annotator_source(annotator_id): SourceCost(
+            round(float(cost), 4), round(latency_ms / 60_000, 2)
+        )
+        for annotator_id, (cost, latency_ms) in totals.items()
     }
 
 
@@ -203,7 +209,7 @@ def _unit_response(unit_key: str) -> int | None:
 
 
 def source_costs(*, benchmark: Benchmark) -> dict[str, dict[str, SourceCost]]:
-    """Return {subset: {source name: SourceCost}} for every source with anything recorded."""
+    """Return {subset: {source key: SourceCost}} for every source with anything recorded."""
     assignments = _assignment_costs(benchmark)
     return {
         subset: {

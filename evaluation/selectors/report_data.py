@@ -43,6 +43,16 @@ from annotate.selectors.results import counted_work, counted_work_sql
 
 SUBSET_CODES = {Subset.EASY.value: 0, Subset.HARD.value: 1}
 KIND_CODES = {"expert": 0, "crowd": 1, "llm": 2}
+ANNOTATOR_SOURCE = "annotator:"
+
+
+def annotator_source(annotator_id: int) -> str:
+    """Return the key of one annotator's label source in a computed report: `annotator:<id>`.
+
+    A report is computed (and cached) once for every viewer, so it names an annotator's source
+    by id; evaluation.services.reports.report_named puts the names in for one viewer.
+    """
+    return f"{ANNOTATOR_SOURCE}{annotator_id}"
 
 
 @dataclass
@@ -55,6 +65,7 @@ class BenchmarkArrays:
     principal_domains: list[str]  # the part of a category before ':' (paper Figure 4)
     instruction_external_ids: list[str]
     annotator_names: list[str]
+    annotator_ids: list[int]  # database id per annotator, same order
     annotator_kinds: np.ndarray  # int8 per annotator: KIND_CODES
     instruction_subset: np.ndarray  # int8 per instruction: 0 easy, 1 hard
     instruction_domain: np.ndarray  # int per instruction: index into domains
@@ -467,6 +478,7 @@ def _distinct(ids: np.ndarray) -> np.ndarray:
 @dataclass
 class _Annotators:
     names: list[str]  # in name order: "the first n raters" means the first n by name
+    ids: list[int]  # same order
     kinds: np.ndarray  # KIND_CODES per annotator, same order
     positions: _Positions  # annotator id -> index in name order, -1 when not counted
 
@@ -483,6 +495,7 @@ def _annotators(benchmark: Benchmark, label_annotator_ids: np.ndarray) -> _Annot
     by_name[np.searchsorted(sorted_ids, in_name_order)] = np.arange(len(in_name_order))
     return _Annotators(
         names=[names[pk] for pk in in_name_order],
+        ids=in_name_order,
         kinds=np.array([KIND_CODES[kinds[pk]] for pk in in_name_order], dtype=np.int8),
         positions=_Positions(sorted_ids, by_name),
     )
@@ -525,6 +538,7 @@ def benchmark_arrays(
         principal_domains=columns.principal_domains,
         instruction_external_ids=columns.external_ids,
         annotator_names=annotators.names,
+        annotator_ids=annotators.ids,
         annotator_kinds=annotators.kinds,
         instruction_subset=columns.subset,
         instruction_domain=columns.domain,

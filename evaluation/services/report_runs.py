@@ -51,11 +51,14 @@ def report_export_execute(*, export_id: int) -> ReportExport:
     try:
         # One read of the labels serves the report and the majority labels.
         data = benchmark_arrays(benchmark=export.benchmark)
+        # Every file names crowd workers as the researcher who asked may see them.
+        scope = identity_scope(user=export.created_by)
         report = report_build(
             benchmark=export.benchmark,
             unknown=export.unknown,
             acc_unknown=export.acc_unknown,
             data=data,
+            scope=scope,
         )
         aggregated = io.StringIO()
         labels_aggregated_csv(benchmark=export.benchmark, output=aggregated, data=data)
@@ -73,7 +76,7 @@ def report_export_execute(*, export_id: int) -> ReportExport:
             storage=storage,
             with_archive=True,
             progress=progress,
-            scope=identity_scope(user=export.created_by),
+            scope=scope,
         )
         export.archive = export.files[-1]
         export.location = _location(storage)

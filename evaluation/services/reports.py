@@ -29,6 +29,7 @@ from annotate.models import (
     Subset,
 )
 from annotate.selectors.annotator_kinds import kinds_fingerprint
+from annotate.selectors.identities import OPERATOR, IdentityScope, annotator_names_shown
 from annotate.selectors.results import counted_work_fingerprint
 from annotate.services.files import csv_writer
 from evaluation.caching import cache_get_or_build
@@ -43,9 +44,11 @@ from evaluation.errors import ReportError
 from evaluation.models import JudgeCall
 from evaluation.selectors.report_costs import source_costs
 from evaluation.selectors.report_data import (
+    ANNOTATOR_SOURCE,
     KIND_CODES,
     SUBSET_CODES,
     BenchmarkArrays,
+    annotator_source,
     benchmark_arrays,
 )
 from evaluation.stats import (
@@ -80,7 +83,7 @@ CROWD_MAJORITY = "crowd-majority"
 class Source:
     """One set of labels treated as one annotation: an annotator, or a group's majority."""
 
-    name: str
+    name: str  # a majority's name, or an annotator's key (annotator_source): named per viewer
     kind: str
     values: np.ndarray  # int8 per item, MISSING where the source gave no label
     touched: np.ndarray  # bool per response: the source labelled it at all
@@ -325,7 +328,7 @@ def _label_results(
     row_of[sourced] = np.arange(len(sourced))
     annotator_sources = {
         a: Source(
-            data.annotator_names[a],
+            annotator_source(data.annotator_ids[a]),
             KIND_NAMES[int(data.annotator_kinds[a])],
             values[row],
             np.zeros(len(data.response_instruction), dtype=bool),
@@ -858,8 +861,35 @@ def report_build(
     seed: int | None = None,
     data: BenchmarkArrays | None = None,
     piece_items: int = PIECE_ITEMS,
+    scope: IdentityScope = OPERATOR,
 ) -> dict:
-    """Compute every table of the report for one benchmark (schema: docs/reports.md).
+    """Compute the report (report_compute) and name its annotators as `scope` lets its reader
+    see them (report_named); by default as the operator running a command sees them: all."""
+    report = report_compute(
+        benchmark=benchmark,
+        unknown=unknown,
+        acc_unknown=acc_unknown,
+        n_resamples=n_resamples,
+        seed=seed,
+        data=data,
+        piece_items=piece_items,
+    )
+    return report_named(report, scope=scope)
+
+
+def report_compute(
+    *,
+    benchmark: Benchmark,
+    unknown: str = DEFAULT_UNKNOWN,
+    acc_unknown: str = DEFAULT_ACC,
+    n_resamples: int | None = None,
+    seed: int | None = None,
+    data: BenchmarkArrays | None = None,
+    piece_items: int = PIECE_ITEMS,
+) -> dict:
+    """Compute every table of the report for one benchmark (schema: docs/reports.md), the same
+    for every viewer: an annotator's source is `annotator:<id>` (annotator_source) until
+    report_named names it for one.
 
     `unknown` names how DRFRs count UNKNOWN and unasked questions, `acc_unknown` how ACC treats a
     source's UNKNOWN (evaluation.conventions). `data` is the benchmark's arrays when the caller
@@ -907,6 +937,43 @@ def report_build(
         "positions": _positions(data, unknown),
         "votes": _votes(sources),
     }
+
+
+def report_named(report: dict, *, scope: IdentityScope) -> dict:
+    """Return a copy of a computed report with each annotator's source named for one reader.
+
+    A platform worker, whatever kind they were given, is named as `scope` allows
+    (annotate.selectors.identities); other experts and judges by name. The `source` column of
+    every table is named, of a table added later too; the numbers are left as they are.
+    """
+    keys = {
+        row["source"]
+        for rows in report.values()
+        if isinstance(rows, list)
+        for row in rows
+        if isinstance(row, dict) and str(row.get("source", "")).startswith(ANNOTATOR_SOURCE)
+    }
+    shown = (
+        annotator_names_shown(
+            annotator_ids=[int(key.removeprefix(ANNOTATOR_SOURCE)) for key in keys], scope=scope
+        )
+        if keys
+        else {}
+    )
+    names = {annotator_source(pk): name for pk, name in shown.items()}
+    return {
+        key: [_named_row(row, names) for row in value] if isinstance(value, list) else value
+        for key, value in report.items()
+    }
+
+
+def _named_row(row: object, names: dict[str, str]) -> object:
+    if not isinstance(row, dict):
+        return row
+    if "source" not in row:
+        return dict(row)
+    # An annotator deleted since the report was computed keeps its key: it names no one.
+    return {**row, "source": names.get(row["source"], row["source"])}
 
 
 def labels_aggregated_csv(
@@ -968,17 +1035,29 @@ def _fingerprint(benchmark: Benchmark) -> str:
 
 
 def report_cached(
-    *, benchmark: Benchmark, unknown: str = DEFAULT_UNKNOWN, acc_unknown: str = DEFAULT_ACC
+    *,
+    benchmark: Benchmark,
+    scope: IdentityScope,
+    unknown: str = DEFAULT_UNKNOWN,
+    acc_unknown: str = DEFAULT_ACC,
 ) -> dict:
-    """Return the benchmark's report, from the cache while the data behind it is unchanged."""
+    """Return the benchmark's report named for a reader with `scope`, computed from the cache
+    while the data behind it is unchanged.
+
+    The cache holds the computed report, the same for every reader (annotators by id); names
+    are put in after (report_named), so one cached report serves readers who may see a crowd
+    worker's id and readers who may not.
+    """
     _check_conventions(unknown, acc_unknown)
     digest = hashlib.sha256(_fingerprint(benchmark).encode()).hexdigest()[:24]
-    key = f"report:{benchmark.pk}:{unknown}:{acc_unknown}:{digest}"
-    return cache_get_or_build(
+    # "v2": annotators by id; a report cached before that named them, for every reader.
+    key = f"report:v2:{benchmark.pk}:{unknown}:{acc_unknown}:{digest}"
+    report = cache_get_or_build(
         key=key,
-        build=lambda: report_build(benchmark=benchmark, unknown=unknown, acc_unknown=acc_unknown),
+        build=lambda: report_compute(benchmark=benchmark, unknown=unknown, acc_unknown=acc_unknown),
         timeout=600,
     )
+    return report_named(report, scope=scope)
 
 
 def benchmark_for_report(*, benchmark_name: str) -> Benchmark:

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import pytest
 from django.core.cache import cache
 
+from annotate.selectors.identities import OPERATOR
 from evaluation import caching
 from evaluation.caching import cache_get_or_build
 
@@ -176,12 +177,12 @@ def test_an_infobench_reports_figures_loaded_cold_compute_the_report_once(
     from evaluation.services import reports
 
     build = CountedBuild({"leaderboard": []}, monkeypatch)
-    monkeypatch.setattr(reports, "report_build", build)
+    monkeypatch.setattr(reports, "report_compute", build)
     monkeypatch.setattr(reports, "_fingerprint", lambda benchmark: "labels as they stand")
     benchmark = SimpleNamespace(pk=1)
 
     def request_figure():
-        return reports.report_cached(benchmark=benchmark)
+        return reports.report_cached(benchmark=benchmark, scope=OPERATOR)
 
     assert _at_once([request_figure] * REQUESTS) == [{"leaderboard": []}] * REQUESTS
     assert build.calls == 1

@@ -19,8 +19,9 @@ from tests.factories import UserFactory
 pytestmark = pytest.mark.django_db
 
 # The report page's queries: a fixed number, whatever the data (main: 32; the effective kinds
-# and their fingerprint: 4; the expert time span asked per subset even without experts: 3).
-QUERIES = 39
+# and their fingerprint: 4; the expert time span asked per subset even without experts: 3; the
+# reader's crowd identities and the names of the annotators the report lists: 3).
+QUERIES = 42
 
 
 @pytest.fixture(autouse=True)
@@ -58,8 +59,9 @@ def test_report_page_runs_a_fixed_number_of_queries(
     with django_assert_max_num_queries(QUERIES):
         assert researcher_client.get(reverse("reports:detail", args=[bench.pk])).status_code == 200
     # Served from the cache while the data is unchanged: only the fingerprint queries remain,
-    # and the viewer's role, which decides whose exports they see.
-    with django_assert_max_num_queries(15):
+    # the viewer's role, which decides whose exports they see, and naming the annotators for
+    # this viewer (their role, the crowd workers they may see, the names: 3).
+    with django_assert_max_num_queries(18):
         assert researcher_client.get(reverse("reports:detail", args=[bench.pk])).status_code == 200
 
 

@@ -219,10 +219,11 @@ def test_bonuses_paid_are_in_the_crowd_cost_with_the_fee(bench):
     from decimal import Decimal
 
     from annotate.crowd.models import Bonus, BonusStatus
+    from annotate.selectors.identities import OPERATOR
     from evaluation.services.reports import report_cached
 
     def crowd_cost():  # as the report page reads it: from the cache while nothing changed
-        report = report_cached(benchmark=bench)
+        report = report_cached(benchmark=bench, scope=OPERATOR)
         return _one(report, "sources", source="crowd-majority", subset="overall")["cost_usd"]
 
     assert crowd_cost() == pytest.approx(3.75)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from annotate.management.commands._base import output_file
+from annotate.selectors.identities import OPERATOR
 from evaluation import report_formats
 from evaluation.conventions import (
     ACC_CONVENTIONS,
@@ -24,7 +25,10 @@ FORMATS = {
 
 
 class Command(BaseCommand):
-    help = "Print a benchmark's report: DRFR leaderboard, kappa, sources vs experts, breakdowns."
+    help = (
+        "Print a benchmark's report: DRFR leaderboard, kappa, sources vs experts, breakdowns. "
+        "Run by an operator, it names every annotator, crowd workers by their platform id."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--benchmark", required=True, help="Benchmark name.")
@@ -52,6 +56,9 @@ class Command(BaseCommand):
                 benchmark=benchmark,
                 unknown=options["unknown"],
                 acc_unknown=options["acc_unknown"],
+                # Whoever runs manage.py runs the site: every name, crowd worker ids too, as
+                # `manage.py export_labels` (annotate.selectors.identities).
+                scope=OPERATOR,
             )
         except EvaluationError as error:
             raise CommandError(str(error)) from None

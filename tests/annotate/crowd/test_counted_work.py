@@ -22,6 +22,7 @@ from annotate.crowd.services.publishing import PublishSettings
 from annotate.errors import ConflictError
 from annotate.models import Assignment, AssignmentStatus, Label
 from annotate.roles import ADMIN
+from annotate.selectors.identities import OPERATOR
 from annotate.services.assignments import counted_assignments
 from annotate.services.exports import labels_export
 from evaluation.selectors.report_data import benchmark_arrays
@@ -332,18 +333,18 @@ def test_rejecting_and_blocking_change_the_next_report(client, live, fake_mturk,
     no2, _ = do_task(client, fake_mturk, first, "ANO2", "no")
     _sync(live)
     cache.clear()
-    before = _crowd_rows(report_cached(benchmark=benchmark))
+    before = _crowd_rows(report_cached(benchmark=benchmark, scope=OPERATOR))
     assert set(before.values()) == {(0, 2)}  # two NO against one YES
     review.assignment_reject(assignment_id=no1.pk, user=admin, feedback="gold wrong")
     review.assignment_reject(assignment_id=no2.pk, user=admin, feedback="gold wrong")
-    after = _crowd_rows(report_cached(benchmark=benchmark))
+    after = _crowd_rows(report_cached(benchmark=benchmark, scope=OPERATOR))
     assert set(after.values()) == {(2, 2)}  # the cached report did not survive the verdicts
     assert {r["label"] for r in _aggregated(benchmark)} == {"YES"}
     raw = _raw(benchmark)
     assert {r["work_status"] for r in raw if r["annotator"] == "mturk:ANO1"} == {"rejected"}
 
     review.worker_block(annotator_id=yes.annotator_id, reason="spam", user=admin)
-    assert _crowd_rows(report_cached(benchmark=benchmark)) == {}
+    assert _crowd_rows(report_cached(benchmark=benchmark, scope=OPERATOR)) == {}
     assert {r["work_status"] for r in _raw(benchmark) if r["annotator"] == "mturk:AYES"} == {
         "worker blocked"
     }
@@ -363,7 +364,7 @@ def test_rejecting_and_blocking_change_the_next_report(client, live, fake_mturk,
     }
 
     review.worker_unblock(annotator_id=yes.annotator_id, user=admin)
-    assert set(_crowd_rows(report_cached(benchmark=benchmark)).values()) == {(2, 2)}
+    assert set(_crowd_rows(report_cached(benchmark=benchmark, scope=OPERATOR)).values()) == {(2, 2)}
 
 
 def test_rejecting_forged_work_needs_no_platform(client, live, fake_mturk, admin):

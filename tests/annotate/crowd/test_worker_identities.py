@@ -1,7 +1,7 @@
 """A researcher who is not on a project does not see that project's crowd worker ids: the
-instruction page, the report (page, API) and the raw labels of a report export show them a stable
-pseudonym, and another user's export is not theirs to open; admins and the project's own
-researchers see the ids."""
+instruction page, the report (page, API, downloads, figures; a worker made an expert is a source of
+its own there) and a report export show them a stable pseudonym, and another user's export is not
+theirs to open; admins and the project's own researchers see the ids."""
 
 import csv
 import io
@@ -9,6 +9,7 @@ import json
 import zipfile
 
 import pytest
+from django.core.management import call_command
 from django.urls import reverse
 from django.utils import timezone
 
@@ -18,7 +19,9 @@ from annotate.crowd.services.review import _hit_store
 from annotate.models import Annotator, AnnotatorKind, AssignmentStatus
 from annotate.roles import ADMIN, RESEARCHER
 from annotate.selectors.identities import crowd_pseudonym
+from annotate.services.annotators import annotator_kind_set
 from evaluation.models import ExportStatus, ReportExport
+from evaluation.report_formats import TABLES
 from tests.factories import AssignmentFactory, LabelFactory, UserFactory, project_with_tasks
 
 pytestmark = pytest.mark.django_db
@@ -199,7 +202,7 @@ def test_a_platform_worker_given_another_kind_keeps_their_pseudonym(
     worker.refresh_from_db()
     assert worker.kind == kind
     client.force_login(UserFactory(username="outsider", roles=[RESEARCHER]))
-    # (The report names each expert by annotator name for every viewer: not covered here.)
+    # (The report, where such a worker is an expert source: the tests below.)
     views = {
         "instruction page": _views(client, project)["instruction page"],
         "annotators": client.get(reverse("annotators:list")).text,
@@ -207,3 +210,129 @@ def test_a_platform_worker_given_another_kind_keeps_their_pseudonym(
     for name, text in views.items():
         assert "AWORKERSECRET" not in text, name
         assert crowd_pseudonym(worker.pk) in text, name
+
+
+@pytest.fixture
+def expert_worker(crowd_work):
+    """The platform worker of `crowd_work`, made an expert: an expert source of the report."""
+    project, worker = crowd_work
+    annotator_kind_set(annotator=worker, kind=AnnotatorKind.EXPERT, now=timezone.now())
+    return project, worker
+
+
+def _report_texts(client, benchmark, source: str) -> dict[str, str]:
+    """The report page, the API, every download of the report and the figure of `source`."""
+    detail = reverse("reports:detail", args=[benchmark.pk])
+    texts = {"report page": client.get(detail).text}
+    texts["report API"] = client.get(reverse("api-report", args=[benchmark.pk])).text
+    for fmt in ("json", "csv", "tex", "md"):
+        texts[f"report.{fmt}"] = client.get(
+            reverse("reports:download", args=[benchmark.pk, fmt])
+        ).text
+    for table in TABLES:
+        for fmt in ("csv", "json"):
+            url = reverse("reports:table", args=[benchmark.pk, table, fmt])
+            texts[f"{table}.{fmt}"] = client.get(url).text
+    figure = reverse("reports:figure", args=[benchmark.pk, "leaderboard", "svg"])
+    texts["leaderboard figure"] = client.get(figure, {"source": source}).text  # its title names it
+    return texts
+
+
+def test_a_platform_worker_made_expert_is_a_pseudonym_in_an_outsiders_report(client, expert_worker):
+    """The report names an expert source after the annotator: a platform worker made an expert
+    showed `mturk:<workerId>` to every researcher, on the page and in every download."""
+    project, worker = expert_worker
+    client.force_login(UserFactory(username="outsider", roles=[RESEARCHER]))
+    pseudonym = crowd_pseudonym(worker.pk)
+    texts = _report_texts(client, project.benchmark, source=pseudonym)
+    for name, text in texts.items():
+        assert "AWORKERSECRET" not in text, name
+    tables = ("leaderboard", "sources", "constraints", "domains")  # a row per source
+    named = ["report page", "report API", "leaderboard figure"]
+    named += [f"report.{fmt}" for fmt in ("json", "csv", "tex", "md")]
+    named += [f"{table}.{fmt}" for table in tables for fmt in ("csv", "json")]
+    for name in named:
+        assert pseudonym in texts[name], name
+
+
+@pytest.mark.parametrize("who", ["admin", "project researcher"])
+def test_who_may_see_the_worker_id_sees_it_in_the_report_and_its_downloads(
+    client, expert_worker, who
+):
+    project, worker = expert_worker
+    user = UserFactory(username="seer", roles=[ADMIN if who == "admin" else RESEARCHER])
+    if who == "project researcher":
+        project.researchers.add(user)
+    client.force_login(user)
+    texts = _report_texts(client, project.benchmark, source="mturk:AWORKERSECRET")
+    for name in ("report page", "report API", "report.md", "leaderboard.csv", "sources.json"):
+        assert "mturk:AWORKERSECRET" in texts[name], name
+    assert crowd_pseudonym(worker.pk) not in texts["report API"]
+
+
+def test_one_cached_report_serves_both_readers_with_the_same_numbers(
+    client, expert_worker, admin_user, monkeypatch
+):
+    """The cache holds the report computed once, annotators by id; each reader gets their names
+    put in after, and nothing else differs (numbers as `manage.py report` computes them)."""
+    from django.core.cache import cache
+
+    from evaluation.services import reports
+
+    project, worker = expert_worker
+    benchmark = project.benchmark
+    cache.clear()
+    builds = []
+    cached = reports.cache_get_or_build
+
+    def counted(*, key, build, timeout):
+        def counted_build():
+            builds.append(key)
+            return build()
+
+        return cached(key=key, build=counted_build, timeout=timeout)
+
+    monkeypatch.setattr(reports, "cache_get_or_build", counted)
+    api = reverse("api-report", args=[benchmark.pk])
+    client.force_login(UserFactory(username="outsider", roles=[RESEARCHER]))
+    outsider = client.get(api).json()
+    client.get(reverse("reports:detail", args=[benchmark.pk]))
+    client.force_login(admin_user)
+    admin = client.get(api).json()
+    client.get(reverse("reports:download", args=[benchmark.pk, "md"]))
+    assert len(builds) == 1
+    renamed = json.loads(
+        json.dumps(admin).replace("mturk:AWORKERSECRET", crowd_pseudonym(worker.pk))
+    )
+    assert renamed == outsider
+    assert "mturk:AWORKERSECRET" in json.dumps(admin)
+    command = reports.report_build(benchmark=benchmark)  # the operator's: every name
+    for table in ("leaderboard", "sources", "constraints", "domains", "votes"):
+        assert admin[table] == command[table], table
+
+
+def test_an_outsiders_export_of_a_report_with_the_worker_as_expert_names_no_worker_id(
+    client, expert_worker, settings, tmp_path, django_capture_on_commit_callbacks
+):
+    project, worker = expert_worker
+    settings.EXPORT_DIR = tmp_path
+    settings.EXPORT_S3_BUCKET = ""
+    client.force_login(UserFactory(username="outsider", roles=[RESEARCHER]))
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(reverse("reports:export", args=[project.benchmark.pk]), {"unknown": "no"})
+    export = ReportExport.objects.get()
+    assert export.status == ExportStatus.DONE, export.message
+    archive = zipfile.ZipFile(next(tmp_path.rglob("export.zip")))
+    for name in archive.namelist():
+        assert b"AWORKERSECRET" not in archive.read(name), name
+    report = json.loads(archive.read("report.json"))
+    assert crowd_pseudonym(worker.pk) in {row["source"] for row in report["leaderboard"]}
+
+
+def test_the_report_command_run_by_an_operator_names_the_worker(expert_worker):
+    """Whoever runs manage.py runs the site: the command names every annotator, as
+    `manage.py export_labels` does."""
+    project, _ = expert_worker
+    output = io.StringIO()
+    call_command("report", benchmark=project.benchmark.name, format="md", stdout=output)
+    assert "mturk:AWORKERSECRET" in output.getvalue()
