@@ -557,3 +557,76 @@ def test_a_line_contradicting_stored_work_is_named_once(benchmark):
         "- line 4, field 'label'",
     ]
     assert "- line 4, field 'label': a stored label says YES, the file says NO" in message
+
+
+# --- KIWI questions and verbalizer items: a repeat of a wrong line is named in the same round --
+
+
+RTE_REPEAT = (
+    "index\tsentence1\tsentence2\tlabel\n"
+    "0\t\tb\tentailment\n"  # line 2: no premise
+    "0\tc\td\tentailment\n"  # line 3: the id of line 2 again
+)
+
+
+def test_import_classification_names_a_repeated_id_beside_its_wrong_first_line(tmp_path):
+    """The first line's empty text kept its id unseen: the repeat was named only once the
+    first line was fixed."""
+    path = write_text(tmp_path / "dev.tsv", RTE_REPEAT)
+    with pytest.raises(CommandError) as caught:
+        call_command("import_classification", path, "--dataset", "RTE", "--format", "glue-rte")
+    assert _lines_named(caught.value) == [
+        "- line 2, field 'sentence1': the text is empty",
+        "- line 3, field 'index': the id '0' is already on line 2",
+    ]
+    assert not ClassificationItem.objects.exists()
+
+
+def test_the_verbalizer_page_names_a_repeated_id_beside_its_wrong_first_line(client, researcher):
+    client.force_login(researcher)
+    refused = client.post(
+        reverse("verbalizer:overview"),
+        {
+            "i-dataset": "RTE",
+            "i-format": "glue-rte",
+            "i-upload": SimpleUploadedFile("dev.tsv", RTE_REPEAT.encode()),
+        },
+    )
+    assert refused.status_code == 400
+    assert "dev.tsv: 2 wrong lines:" in refused.text
+    assert "- line 3, field &#x27;index&#x27;: the id &#x27;0&#x27; is already on line 2" in (
+        refused.text
+    )
+    assert not ClassificationItem.objects.exists()
+
+
+QUESTION_REPEAT = [
+    {"question": "Why is the sky blue?", "documents": []},  # line 1: no documents
+    {"question": "Why is the sky blue?", "documents": [{"title": "Sky", "text": "Rayleigh."}]},
+    {"question": "Why is grass green?", "documents": [{"title": "Grass", "text": "Light."}]},
+]
+
+
+def test_import_study_names_a_repeated_question_beside_its_wrong_first_line(tmp_path):
+    path = write_jsonl(tmp_path / "q.jsonl", QUESTION_REPEAT)
+    with pytest.raises(CommandError) as caught:
+        call_command("import_study", path, "--study", "K")
+    assert _lines_named(caught.value) == [
+        "- line 1, field 'documents': must be a non-empty list of documents",
+        "- line 2, field 'question': repeats the question of line 1",
+    ]
+    assert not Study.objects.exists()
+
+
+def test_the_study_upload_page_names_a_repeated_question_beside_its_wrong_first_line(
+    client, researcher
+):
+    client.force_login(researcher)
+    upload = "".join(json.dumps(row) + "\n" for row in QUESTION_REPEAT).encode()
+    refused = client.post(
+        reverse("revision:upload"),
+        {"study": "K", "kind": "questions", "file": SimpleUploadedFile("q.jsonl", upload)},
+    )
+    assert refused.status_code == 400
+    assert "- line 2, field &#x27;question&#x27;: repeats the question of line 1" in refused.text
+    assert "Nothing was written." in refused.text and not Study.objects.exists()
