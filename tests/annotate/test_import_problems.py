@@ -630,3 +630,34 @@ def test_the_study_upload_page_names_a_repeated_question_beside_its_wrong_first_
     assert refused.status_code == 400
     assert "- line 2, field &#x27;question&#x27;: repeats the question of line 1" in refused.text
     assert "Nothing was written." in refused.text and not Study.objects.exists()
+
+
+def test_a_score_file_names_its_line_errors_and_its_clashes_in_one_round(benchmark):
+    from annotate.services.label_imports import scores_import
+
+    header = "instruction_id,system,annotator,score,annotator_kind\n"
+    path = write_text(benchmark / "s.csv", header + "t1,s,ann,4,expert\n")
+    scores_import(path=path, benchmark_name="b")
+    path = write_text(benchmark / "t.csv", header + "t1,s,ann,2,expert\nt9,s,ann,6,expert\n")
+    with pytest.raises(ImportFileProblems) as caught:
+        scores_import(path=path, benchmark_name="b")
+    assert _lines_named(caught.value) == [
+        "- line 2, field 'score': a stored direct score says 4, the file says 2; nothing was "
+        "overwritten",
+        "- line 3, field 'score': 6 is out of range (1 to 5)",
+    ]
+
+
+def test_a_second_kind_in_json_lines_names_the_kind_field_and_the_kind_option(benchmark):
+    rows = [
+        {"id": "t1", "eval": [True], "system": "s", "annotator": "j"},
+        {"id": "t1", "eval": [True, False], "system": "s", "annotator": "j", "kind": "crowd"},
+    ]
+    path = write_jsonl(benchmark / "a.jsonl", rows)
+    with pytest.raises(ImportFileError) as caught:
+        labels_import(path=path, benchmark_name="b", kind="expert")
+    assert str(caught.value) == (
+        f"{path}, line 2, field 'kind': 'crowd' but line 1 gave 'expert' for annotator 'j' "
+        "(--kind expert stands for a line that gives none): an annotator has one kind"
+    )
+    assert not Label.objects.exists() and not Annotator.objects.exists()
