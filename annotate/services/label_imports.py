@@ -879,8 +879,9 @@ def _check_rows(
     One attempt names every wrong line, up to MAX_PROBLEMS in file order and the rest counted:
     the lines the reading refused (`problems`), then, of the rows it took, those giving an
     annotator a second kind or one contradicting the stored kind, those naming what is not
-    stored, and those contradicting a stored value or an earlier row of the file. The check for
-    the last runs here only when something else is wrong; otherwise the insert finds them.
+    stored, and those contradicting a stored value or an earlier row of the file. Rows of the
+    file contradicting each other are looked for here only when something else is wrong: in a
+    good file the insert's unique constraint finds them for nothing.
     """
     new_annotators, found, unnamed = _annotators_checked(cursor, path, fields, default_kind)
     unresolved, unresolved_unnamed = _unresolved_problems(cursor, path, benchmark, fields)
