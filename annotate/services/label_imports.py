@@ -374,7 +374,12 @@ def _resolve(cursor, benchmark: Benchmark, target: _Target) -> None:
 
 # Where the file says what the staged columns hold: a label CSV's own column names, and in the
 # evaluation JSON Lines its `id`, the `--system` argument (or a `system` field) and `eval[i]`.
-CSV_FIELDS = {"instruction": "instruction_id", "system": "system", "question": "question_index"}
+CSV_FIELDS = {
+    "instruction": "instruction_id",
+    "system": "system",
+    "question": "question_index",
+    "kind": KIND_COLUMN,
+}
 
 
 def _jsonl_fields(system_argument: bool) -> dict[str, str]:
@@ -382,23 +387,19 @@ def _jsonl_fields(system_argument: bool) -> dict[str, str]:
         "instruction": "id",
         "system": "--system" if system_argument else "system",
         "question": "eval[{position}]",
+        "kind": "kind",
+        "value": "eval[{position}]",
     }
 
 
-def _check_resolved(
-    cursor,
-    path: str,
-    benchmark: Benchmark,
-    problems: ImportProblems,
-    fields: dict[str, str] = CSV_FIELDS,
-    also: Sequence[ImportFileError] = (),
-) -> None:
-    """Refuse the rows whose instruction, system, response or question is not stored, together
-    with the lines the reading refused (`problems`) and the annotators' (`also`), so that one
-    attempt names every wrong line.
+def _unresolved_problems(
+    cursor, path: str, benchmark: Benchmark, fields: dict[str, str]
+) -> tuple[list[ImportFileError], int]:
+    """Return the rows whose instruction, system, response or question is not stored (the
+    first MAX_PROBLEMS lines, in file order), and how many more lines there are.
 
-    Up to MAX_PROBLEMS lines are named, in file order, and the rest counted; a JSON Lines line
-    is several rows, named once. A fixed number of queries whatever the file's size.
+    A JSON Lines line is several rows, named once. A fixed number of queries whatever the
+    file's size.
     """
     unresolved = "(response_id IS NULL OR question_id IS NULL)"
     cursor.execute(
@@ -407,8 +408,7 @@ def _check_resolved(
     )
     lines = [line for (line,) in cursor.fetchall()]
     if not lines:  # the usual case: one pass over the staged rows
-        _raise_problems(path, [*problems.found, *also])
-        return
+        return [], 0
     unnamed = 0
     if len(lines) == MAX_PROBLEMS:
         cursor.execute(f"SELECT COUNT(DISTINCT line) FROM {RESOLVED} WHERE {unresolved}")
@@ -427,8 +427,16 @@ def _check_resolved(
     questions = _question_counts(
         cursor, {bad[4] for bad in bad_rows if bad[4] is not None and bad[6] is not None}
     )
-    unresolved_rows = [_unresolved(path, benchmark, bad, fields, questions) for bad in bad_rows]
-    _raise_problems(path, [*problems.found, *also, *unresolved_rows], unnamed)
+    return [_unresolved(path, benchmark, bad, fields, questions) for bad in bad_rows], unnamed
+
+
+def _count_beyond(cursor, named: Sequence[ImportFileError], count: str) -> int:
+    """Return how many more lines the `count` query finds than the `named` ones (one each),
+    which are the first MAX_PROBLEMS or all of them: then 0, and no query is run."""
+    if len(named) < MAX_PROBLEMS:
+        return 0
+    cursor.execute(count)
+    return cursor.fetchone()[0] - len(named)
 
 
 def _raise_problems(path: str, found: list[ImportFileError], unnamed: int = 0) -> None:
@@ -492,37 +500,33 @@ def _unresolved(
     )
 
 
-def _annotators_checked(cursor, path: str) -> tuple[dict[str, str], list[ImportFileError]]:
-    """Return the annotators the file names for the first time (name: kind), and the problems:
-    a kind that contradicts, or none for a new annotator (one query over the file)."""
+def _annotators_checked(
+    cursor, path: str, fields: dict[str, str], default_kind: str
+) -> tuple[dict[str, str], list[ImportFileError], int]:
+    """Return the annotators the file names for the first time (name: kind), the problems (a
+    kind that contradicts, or none for a new annotator) and how many lines giving a second kind
+    are left unnamed. One query over the file, and one more if an annotator has two kinds."""
     cursor.execute(
-        f"SELECT annotator, MIN(kind), MAX(kind), MIN(line) FROM {STAGE} GROUP BY annotator"
+        f"SELECT annotator, MIN(NULLIF(kind, '')), MAX(NULLIF(kind, '')), MIN(line), "
+        f"MIN(CASE WHEN kind <> '' THEN line END) FROM {STAGE} GROUP BY annotator"
     )
     rows = cursor.fetchall()
     stored = dict(
         Annotator.objects.filter(name__in=[r[0] for r in rows]).values_list("name", "kind")
     )
-    new, problems = {}, []
-    for name, low, high, line in rows:
-        kinds = {kind for kind in (low, high) if kind}
-        if len(kinds) > 1:
-            problems.append(
-                ImportFileError(
-                    path,
-                    line,
-                    KIND_COLUMN,
-                    f"annotator {name!r} is given two kinds: {' and '.join(sorted(kinds))}",
-                )
-            )
+    new, problems, two_kinds = {}, [], False
+    for name, low, high, line, kind_line in rows:
+        if low != high:
+            two_kinds = True
             continue
-        kind = kinds.pop() if kinds else ""
+        kind = low or ""
         if name in stored:
             if kind and stored[name] != kind:
                 problems.append(
                     ImportFileError(
                         path,
-                        line,
-                        KIND_COLUMN,
+                        kind_line,
+                        fields["kind"],
                         f"annotator {name!r} is stored as {stored[name]}, the file says {kind}",
                     )
                 )
@@ -538,7 +542,48 @@ def _annotators_checked(cursor, path: str) -> tuple[dict[str, str], list[ImportF
             )
             continue
         new[name] = kind
-    return new, problems
+    if not two_kinds:
+        return new, problems, 0
+    second_kinds, unnamed = _second_kinds(cursor, path, fields, default_kind)
+    return new, [*problems, *second_kinds], unnamed
+
+
+def _second_kinds(
+    cursor, path: str, fields: dict[str, str], default_kind: str
+) -> tuple[list[ImportFileError], int]:
+    """Return the lines giving an annotator another kind than its first line with a kind gave
+    (the first MAX_PROBLEMS, in file order), and how many more there are.
+
+    Each is named, not only the annotator's first: the line to correct is the one whose kind
+    differs, and a file that gives a second kind on many lines is fixed in one attempt.
+    """
+    kinds = (
+        "SELECT line, annotator, kind, FIRST_VALUE(line) OVER earlier AS first_line, "
+        f"FIRST_VALUE(kind) OVER earlier AS first_kind FROM {STAGE} WHERE kind <> '' "
+        "WINDOW earlier AS (PARTITION BY annotator ORDER BY line)"
+    )
+    cursor.execute(
+        f"SELECT DISTINCT line, annotator, kind, first_line, first_kind FROM ({kinds}) k "
+        f"WHERE kind <> first_kind ORDER BY line LIMIT {MAX_PROBLEMS}"
+    )
+    problems = []
+    for line, name, kind, first_line, first_kind in cursor.fetchall():
+        by_default = (
+            f" (--kind {default_kind} stands for a line that gives none)"
+            if default_kind in (kind, first_kind)
+            else ""
+        )
+        problems.append(
+            ImportFileError(
+                path,
+                line,
+                fields["kind"],
+                f"{kind!r} but line {first_line} gave {first_kind!r} for annotator {name!r}"
+                f"{by_default}: an annotator has one kind",
+            )
+        )
+    count = f"SELECT COUNT(DISTINCT line) FROM ({kinds}) k WHERE kind <> first_kind"
+    return problems, _count_beyond(cursor, problems, count)
 
 
 def _annotators_create(new: dict[str, str]) -> None:
@@ -560,71 +605,86 @@ def _group(target: _Target) -> str:
     )
 
 
-def _field_name(target: _Target) -> str:
-    return "label" if target.per_question else target.value_column
+def _value_field(target: _Target, fields: dict[str, str], qindex: int | None) -> str:
+    """Name the file's field holding a row's value: a CSV's label or score column, in the
+    evaluation JSON Lines `eval[i]`."""
+    named = fields.get("value", "label" if target.per_question else target.value_column)
+    return named.format(position=(qindex or 1) - 1)
 
 
-def _check_file_conflicts(cursor, path: str, target: _Target) -> None:
-    """Refuse rows of the file that give one key a value an earlier row gave differently
-    (up to MAX_PROBLEMS named, in file order)."""
-    group, field = _group(target), _field_name(target)
+def _file_conflicts(
+    cursor, path: str, target: _Target, fields: dict[str, str]
+) -> tuple[list[ImportFileError], int]:
+    """Return the rows giving a key another value than the key's first row in the file gave
+    (the first MAX_PROBLEMS lines, in file order), and how many more lines do.
+
+    Rows naming what is not stored are left out: they have no key.
+    """
+    resolved = "response_id IS NOT NULL AND question_id IS NOT NULL"
+    # Grouping finds whether there is any at all faster than the ordered scan that names them.
     cursor.execute(
-        f"SELECT MIN(line), MAX(line) FROM {RESOLVED} GROUP BY {group} "
-        f"HAVING MIN(value) <> MAX(value) ORDER BY MAX(line) LIMIT {MAX_PROBLEMS}"
+        f"SELECT 1 FROM {RESOLVED} WHERE {resolved} GROUP BY {_group(target)} "
+        "HAVING MIN(value) <> MAX(value) LIMIT 1"
     )
-    problems, named = ImportProblems(path), set()
-    for first, clash in cursor.fetchall():
-        if clash in named:  # a JSON Lines line is several rows: named once
-            continue
-        named.add(clash)
-        problems.add(
-            ImportFileError(
-                path,
-                clash,
-                field,
-                f"the same {target.what[:-1]} appears on line {first} with a different value",
-            )
+    if cursor.fetchone() is None:
+        return [], 0
+    keyed = (
+        "SELECT line, qindex, value, FIRST_VALUE(line) OVER earlier AS first_line, "
+        f"FIRST_VALUE(value) OVER earlier AS first_value FROM {RESOLVED} WHERE {resolved} "
+        f"WINDOW earlier AS (PARTITION BY {_group(target)} ORDER BY line)"
+    )
+    cursor.execute(
+        "SELECT line, qindex, first_line FROM (SELECT line, qindex, first_line, "
+        "ROW_NUMBER() OVER (PARTITION BY line ORDER BY qindex) AS nth "
+        f"FROM ({keyed}) k WHERE value <> first_value) d "
+        f"WHERE nth = 1 ORDER BY line LIMIT {MAX_PROBLEMS}"
+    )
+    problems = [
+        ImportFileError(
+            path,
+            line,
+            _value_field(target, fields, qindex),
+            f"the same {target.what[:-1]} appears on line {first_line} with a different value",
         )
-    problems.raise_found()
+        for line, qindex, first_line in cursor.fetchall()
+    ]
+    count = f"SELECT COUNT(DISTINCT line) FROM ({keyed}) k WHERE value <> first_value"
+    return problems, _count_beyond(cursor, problems, count)
 
 
-def _check_stored_conflicts(cursor, path: str, target: _Target) -> int:
-    """Refuse rows that contradict a stored value (up to MAX_PROBLEMS named, in file order);
-    return how many rows are stored already."""
-    field = _field_name(target)
+def _stored_conflicts(
+    cursor, path: str, target: _Target, fields: dict[str, str]
+) -> tuple[int, list[ImportFileError], int]:
+    """Return how many rows are stored already, the rows that contradict a stored value (the
+    first MAX_PROBLEMS lines, in file order), and how many more lines do."""
     joined = (
         f"FROM {RESOLVED} r JOIN annotate_annotator a ON a.name = r.annotator "
         f"JOIN {target.table} t ON {_keys(target, 't', 'a.id')}"
     )
-    cursor.execute(
-        f"SELECT COUNT(*), MIN(CASE WHEN t.{target.value_column} <> r.value THEN r.line END) "
-        f"{joined}"
-    )
+    differs = f"t.{target.value_column} <> r.value"
+    cursor.execute(f"SELECT COUNT(*), MIN(CASE WHEN {differs} THEN r.line END) {joined}")
     overlapping, first_clash = cursor.fetchone()
     if first_clash is None:
-        return overlapping
+        return overlapping, [], 0
     cursor.execute(
-        f"SELECT r.line, t.{target.value_column}, r.value {joined} "
-        f"WHERE t.{target.value_column} <> r.value ORDER BY r.line LIMIT {MAX_PROBLEMS}"
+        "SELECT line, qindex, stored, new FROM (SELECT r.line, r.qindex, "
+        f"t.{target.value_column} AS stored, r.value AS new, "
+        f"ROW_NUMBER() OVER (PARTITION BY r.line ORDER BY r.qindex) AS nth {joined} "
+        f"WHERE {differs}) c WHERE nth = 1 ORDER BY line LIMIT {MAX_PROBLEMS}"
     )
     names = {v: k for k, v in LABEL_NAMES.items()} if target.per_question else {}
-    problems, named = ImportProblems(path), set()
-    for line, stored_value, new_value in cursor.fetchall():
-        if line in named:  # a JSON Lines line is several rows: named once
-            continue
-        named.add(line)
-        stored, new = names.get(stored_value, stored_value), names.get(new_value, new_value)
-        problems.add(
-            ImportFileError(
-                path,
-                line,
-                field,
-                f"a stored {target.what[:-1]} says {stored}, the file says {new}; "
-                "nothing was overwritten",
-            )
+    problems = [
+        ImportFileError(
+            path,
+            line,
+            _value_field(target, fields, qindex),
+            f"a stored {target.what[:-1]} says {names.get(stored, stored)}, the file says "
+            f"{names.get(new, new)}; nothing was overwritten",
         )
-    problems.raise_found()
-    return overlapping
+        for line, qindex, stored, new in cursor.fetchall()
+    ]
+    count = f"SELECT COUNT(DISTINCT r.line) {joined} WHERE {differs}"
+    return overlapping, problems, _count_beyond(cursor, problems, count)
 
 
 def _insert(cursor, target: _Target, skip_stored: bool, distinct: bool = True) -> int:
@@ -653,15 +713,18 @@ def _insert(cursor, target: _Target, skip_stored: bool, distinct: bool = True) -
     return cursor.rowcount
 
 
-def _insert_new(cursor, path: str, target: _Target, new_rows: int, skip_stored: bool) -> int:
+def _insert_new(
+    cursor, path: str, target: _Target, fields: dict[str, str], new_rows: int, skip_stored: bool
+) -> int:
     """Insert the rows not yet stored, refusing in-file conflicts; return how many."""
     rebuild = _rebuild_pays(cursor, new_rows, target)
     try:
         with transaction.atomic(), _indexes_rebuilt(cursor, rebuild):
             return _insert(cursor, target, skip_stored, distinct=not rebuild)
     except IntegrityError:
-        # Two rows of the file give one key different values; find them for the message.
-        _check_file_conflicts(cursor, path, target)
+        # Two rows of the file give one key different values (and the file has no other
+        # problem: _check_rows looked for these too if it had); find them for the message.
+        _raise_problems(path, *_file_conflicts(cursor, path, target, fields))
         if not rebuild:
             raise
     # No conflict: the file repeats some rows word for word, and each goes in once.
@@ -801,6 +864,40 @@ def _indexes_rebuilt(cursor, rebuild: bool) -> Iterator[None]:
         cursor.execute(add if kind == "constraint" else definition)
 
 
+def _check_rows(
+    cursor,
+    path: str,
+    benchmark: Benchmark,
+    target: _Target,
+    problems: ImportProblems,
+    fields: dict[str, str],
+    default_kind: str,
+) -> tuple[dict[str, str], int]:
+    """Refuse the file if any row is wrong; return the annotators it names for the first time
+    (name: kind) and how many of its rows are stored already.
+
+    One attempt names every wrong line, up to MAX_PROBLEMS in file order and the rest counted:
+    the lines the reading refused (`problems`), then, of the rows it took, those giving an
+    annotator a second kind or one contradicting the stored kind, those naming what is not
+    stored, and those contradicting a stored value or an earlier row of the file. Rows of the
+    file contradicting each other are looked for here only when something else is wrong: in a
+    good file the insert's unique constraint finds them for nothing.
+    """
+    new_annotators, found, unnamed = _annotators_checked(cursor, path, fields, default_kind)
+    unresolved, unresolved_unnamed = _unresolved_problems(cursor, path, benchmark, fields)
+    overlapping, clashes, clashes_unnamed = _stored_conflicts(cursor, path, target, fields)
+    found = [*problems.found, *found, *unresolved, *clashes]
+    unnamed += unresolved_unnamed + clashes_unnamed
+    if found:
+        in_file, in_file_unnamed = _file_conflicts(cursor, path, target, fields)
+        # A line contradicting a stored value is named for that alone: the earlier line of
+        # the file it differs from is then, most likely, the stored value.
+        clashing = {clash.line for clash in clashes}
+        in_file = [problem for problem in in_file if problem.line not in clashing]
+        _raise_problems(path, [*found, *in_file], unnamed + in_file_unnamed)
+    return new_annotators, overlapping
+
+
 def _import_staged(
     path: str,
     benchmark_name: str,
@@ -809,6 +906,7 @@ def _import_staged(
     problems: ImportProblems,
     blocks: CopyBlocks | None = None,
     fields: dict[str, str] = CSV_FIELDS,
+    default_kind: str = "",
 ) -> ImportSummary:
     benchmark = benchmark_get_for_import(path, benchmark_name)
     summary = ImportSummary(path=path, what=target.what)
@@ -821,16 +919,14 @@ def _import_staged(
             problems.raise_found()
             raise ImportFileError(path, None, None, f"the file holds no {target.what}")
         _resolve(cursor, benchmark, target)
-        # The rows the reading took are checked against what is stored even when others were
-        # refused: one attempt names every wrong line.
-        new_annotators, annotator_problems = _annotators_checked(cursor, path)
-        _check_resolved(cursor, path, benchmark, problems, fields, also=annotator_problems)
+        new_annotators, overlapping = _check_rows(
+            cursor, path, benchmark, target, problems, fields, default_kind
+        )
         _annotators_create(new_annotators)
-        overlapping = _check_stored_conflicts(cursor, path, target)
         new_rows = summary.rows - overlapping
         with _foreign_keys_checked_once(cursor, new_rows, target):
             summary.created = _insert_new(
-                cursor, path, target, new_rows, skip_stored=overlapping > 0
+                cursor, path, target, fields, new_rows, skip_stored=overlapping > 0
             )
         summary.unchanged = _distinct_keys(cursor, target) - summary.created if overlapping else 0
         if connection.vendor != "postgresql":
@@ -862,7 +958,9 @@ def labels_import(
     if Path(path).suffix.lower() == ".csv":
         rows = _label_csv_rows(path, kind, problems)
         blocks = partial(_label_csv_copy_blocks, path, kind)
-        return _import_staged(path, benchmark_name, LABELS, rows, problems, blocks)
+        return _import_staged(
+            path, benchmark_name, LABELS, rows, problems, blocks, default_kind=kind
+        )
     system_name = system_name.strip()
     if system_name and not System.objects.filter(name=system_name).exists():
         # Said once for the file: every line would otherwise repeat it.
@@ -871,7 +969,9 @@ def labels_import(
         )
     rows = _label_jsonl_rows(path, system_name, annotator_name.strip(), kind, problems)
     fields = _jsonl_fields(system_argument=bool(system_name))
-    return _import_staged(path, benchmark_name, LABELS, rows, problems, fields=fields)
+    return _import_staged(
+        path, benchmark_name, LABELS, rows, problems, fields=fields, default_kind=kind
+    )
 
 
 @transaction.atomic
@@ -880,4 +980,4 @@ def scores_import(*, path: str, benchmark_name: str, kind: str = "") -> ImportSu
     kind = _kind(path, 0, "--kind", kind) if kind else ""
     problems = ImportProblems(path)
     rows = _score_csv_rows(path, kind, problems)
-    return _import_staged(path, benchmark_name, SCORES, rows, problems)
+    return _import_staged(path, benchmark_name, SCORES, rows, problems, default_kind=kind)

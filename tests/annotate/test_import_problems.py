@@ -361,7 +361,303 @@ def test_a_new_annotator_without_a_kind_is_named_with_the_other_wrong_lines(benc
         "- line 2, field 'label': expected YES, NO or UNKNOWN, found 'MAYBE'",
         "- line 3, field 'annotator': annotator 'newbie' is new: give its kind (--kind "
         "expert|crowd|llm, or an annotator_kind column)",
-        "- line 4, field 'annotator_kind': annotator 'ann' is given two kinds: crowd and expert",
         "- line 5, field 'instruction_id': no instruction 't9' in benchmark 'b'",
+        "- line 6, field 'annotator_kind': 'crowd' but line 4 gave 'expert' for annotator "
+        "'ann': an annotator has one kind",
     ]
+    assert not Label.objects.exists() and not Annotator.objects.exists()
+
+
+# --- Clashes with stored work and second kinds: named in the same round as the line errors ---
+
+LABEL_HEADER = "instruction_id,system,annotator,question_index,label,annotator_kind\n"
+
+
+def _stored_labels(folder, *rows: str) -> None:
+    path = write_text(folder / "stored.csv", LABEL_HEADER + "".join(f"{row}\n" for row in rows))
+    labels_import(path=path, benchmark_name="b")
+
+
+def _import_labels_command(folder, *rows: str) -> str:
+    path = write_text(folder / "labels.csv", LABEL_HEADER + "".join(f"{row}\n" for row in rows))
+    with pytest.raises(CommandError) as caught:
+        call_command("import_labels", path, "--benchmark", "b")
+    assert str(caught.value).endswith("\nNothing was written.")
+    return str(caught.value)
+
+
+def test_a_label_file_names_its_line_errors_and_its_clashes_in_one_round(benchmark):
+    """A researcher fixed the line errors, uploaded again, and only then learnt that other
+    lines contradict stored labels or each other: the command names all of them at once."""
+    _stored_labels(benchmark, "t1,s,ann,1,YES,expert")
+    message = _import_labels_command(
+        benchmark,
+        "t1,s,ann,1,NO,expert",  # line 2: the stored label says YES
+        "t1,s,ann,2,MAYBE,expert",  # line 3: not a label
+        "t1,s,new,2,YES,crowd",  # line 4: fine by itself
+        "t9,s,ann,1,YES,expert",  # line 5: no such instruction
+        "t1,s,new,2,NO,crowd",  # line 6: line 4 said YES
+    )
+    assert message.splitlines()[0].endswith(": 4 wrong lines:")
+    assert [line for line in message.splitlines() if line.startswith("- ")] == [
+        "- line 2, field 'label': a stored label says YES, the file says NO; nothing was "
+        "overwritten",
+        "- line 3, field 'label': expected YES, NO or UNKNOWN, found 'MAYBE'",
+        "- line 5, field 'instruction_id': no instruction 't9' in benchmark 'b'",
+        "- line 6, field 'label': the same label appears on line 4 with a different value",
+    ]
+    assert list(Label.objects.values_list("value", flat=True)) == [1]
+    assert list(Annotator.objects.values_list("name", flat=True)) == ["ann"]
+
+
+def test_the_import_page_names_line_errors_and_clashes_in_one_round(
+    client, researcher, django_capture_on_commit_callbacks, settings, benchmark
+):
+    settings.MEDIA_ROOT = benchmark
+    _stored_labels(benchmark, "t1,s,ann,1,YES,expert")
+    labels = LABEL_HEADER + "t1,s,ann,2,MAYBE,expert\nt1,s,ann,1,UNKNOWN,expert\n"
+    client.force_login(researcher)
+    with django_capture_on_commit_callbacks(execute=True):
+        page = client.post(
+            reverse("annotate:import-list"),
+            {
+                "kind": "labels",
+                "benchmark_name": "b",
+                "upload": SimpleUploadedFile("labels.csv", labels.encode()),
+            },
+        )
+    detail = client.get(page["Location"]).text
+    assert "labels.csv: 2 wrong lines:" in detail
+    assert "- line 2, field &#x27;label&#x27;: expected YES, NO or UNKNOWN" in detail
+    assert (
+        "- line 3, field &#x27;label&#x27;: a stored label says YES, the file says UNKNOWN"
+        in detail
+    )
+    assert "Nothing was written." in detail
+    assert list(Label.objects.values_list("value", flat=True)) == [1]
+
+
+def test_a_json_lines_clash_names_its_eval_field_beside_the_line_errors(benchmark):
+    path = write_jsonl(benchmark / "a.jsonl", [{"id": "t1", "eval": [True, True]}])
+    labels_import(path=path, benchmark_name="b", system_name="s", annotator_name="j", kind="llm")
+    rows = [{"id": "t9", "eval": [True]}, {"id": "t1", "eval": [True, False]}]
+    path = write_jsonl(benchmark / "b.jsonl", rows)
+    with pytest.raises(ImportFileProblems) as caught:
+        labels_import(path=path, benchmark_name="b", system_name="s", annotator_name="j")
+    assert _lines_named(caught.value) == [
+        "- line 1, field 'id': no instruction 't9' in benchmark 'b'",
+        "- line 2, field 'eval[1]': a stored label says YES, the file says NO; nothing was "
+        "overwritten",
+    ]
+    assert Label.objects.count() == 2
+
+
+def test_clashes_and_line_errors_share_one_limit_and_the_rest_are_counted(benchmark):
+    annotators = [f"a{n:02}" for n in range(25)]
+    _stored_labels(benchmark, *(f"t1,s,{name},1,YES,expert" for name in annotators))
+    bad = ["t1,s,a00,2,MAYBE,expert"] * 5  # lines 2-6
+    clashing = [f"t1,s,{name},1,NO,expert" for name in annotators]  # lines 7-31
+    message = _import_labels_command(benchmark, *bad, *clashing)
+    assert message.splitlines()[0].endswith(": 30 wrong lines:")
+    named = [line for line in message.splitlines() if line.startswith("- line ")]
+    assert [int(line.split()[2].rstrip(",")) for line in named] == list(range(2, 22))
+    assert "a stored label says YES, the file says NO" in named[-1]
+    assert f"\nand {30 - MAX_PROBLEMS} more\n" in message
+    assert Label.objects.count() == len(annotators)
+
+
+def test_a_second_kind_names_its_own_line_and_the_line_of_the_first(benchmark):
+    """The refusal named the annotator's first line, which was right; the line to fix is the
+    one giving another kind, and each such line is named."""
+    message = _import_labels_command(
+        benchmark,
+        "t1,s,ann,1,YES,expert",
+        "t1,s,ann,2,MAYBE,expert",
+        "t1,s,ann,2,NO,expert",
+        "t1,s,other,1,NO,crowd",
+        "t1,s,ann,1,YES,crowd",
+        "t1,s,ann,2,NO,llm",
+    )
+    assert [line for line in message.splitlines() if line.startswith("- ")] == [
+        "- line 3, field 'label': expected YES, NO or UNKNOWN, found 'MAYBE'",
+        "- line 6, field 'annotator_kind': 'crowd' but line 2 gave 'expert' for annotator "
+        "'ann': an annotator has one kind",
+        "- line 7, field 'annotator_kind': 'llm' but line 2 gave 'expert' for annotator "
+        "'ann': an annotator has one kind",
+    ]
+    assert not Label.objects.exists() and not Annotator.objects.exists()
+
+
+def test_a_kind_given_on_some_lines_only_is_still_one_kind(benchmark):
+    """A line without a kind sorted first hid every kind but the largest: 'crowd' here was
+    not seen, and the labels went in as an expert's."""
+    message = _import_labels_command(
+        benchmark, "t1,s,ann,1,YES,", "t1,s,ann,2,NO,crowd", "t1,s,ann,1,YES,expert"
+    )
+    assert "labels.csv, line 4, field 'annotator_kind': 'expert' but line 3 gave 'crowd'" in (
+        message
+    )
+    assert not Label.objects.exists() and not Annotator.objects.exists()
+
+
+def test_a_kind_contradicting_the_stored_one_names_the_line_that_gives_it(benchmark):
+    _stored_labels(benchmark, "t1,s,ann,1,YES,expert")
+    message = _import_labels_command(benchmark, "t1,s,ann,2,NO,", "t1,s,ann,2,NO,crowd")
+    assert message.splitlines()[-2] == (
+        f"{benchmark / 'labels.csv'}, line 3, field 'annotator_kind': annotator 'ann' is "
+        "stored as expert, the file says crowd"
+    )
+    assert Label.objects.count() == 1
+
+
+def test_the_import_page_names_the_line_giving_a_second_kind(
+    client, researcher, django_capture_on_commit_callbacks, settings, benchmark
+):
+    settings.MEDIA_ROOT = benchmark
+    labels = LABEL_HEADER + "t1,s,ann,1,YES,expert\nt1,s,ann,2,NO,crowd\n"
+    client.force_login(researcher)
+    with django_capture_on_commit_callbacks(execute=True):
+        page = client.post(
+            reverse("annotate:import-list"),
+            {
+                "kind": "labels",
+                "benchmark_name": "b",
+                "upload": SimpleUploadedFile("labels.csv", labels.encode()),
+            },
+        )
+    detail = client.get(page["Location"]).text
+    assert (
+        "labels.csv, line 3, field &#x27;annotator_kind&#x27;: &#x27;crowd&#x27; but line 2 "
+        "gave &#x27;expert&#x27; for annotator &#x27;ann&#x27;: an annotator has one kind"
+    ) in detail
+    assert "Nothing was written." in detail
+    assert not Label.objects.exists() and not Annotator.objects.exists()
+
+
+def test_a_row_differing_from_an_earlier_one_is_named_not_the_last_of_its_key(benchmark):
+    """YES, NO, YES for one label named the third line, which agrees with the first."""
+    message = _import_labels_command(
+        benchmark, "t1,s,ann,1,YES,expert", "t1,s,ann,1,NO,expert", "t1,s,ann,1,YES,expert"
+    )
+    assert message.splitlines()[0] == (
+        f"{benchmark / 'labels.csv'}, line 3, field 'label': the same label appears on line 2 "
+        "with a different value"
+    )
+    assert not Label.objects.exists() and not Annotator.objects.exists()
+
+
+def test_a_line_contradicting_stored_work_is_named_once(benchmark):
+    _stored_labels(benchmark, "t1,s,ann,1,YES,expert")
+    message = _import_labels_command(
+        benchmark, "t1,s,ann,2,MAYBE,expert", "t1,s,ann,1,YES,expert", "t1,s,ann,1,NO,expert"
+    )
+    assert message.splitlines()[0].endswith(": 2 wrong lines:")
+    assert [line.split(":")[0] for line in message.splitlines() if line.startswith("- ")] == [
+        "- line 2, field 'label'",
+        "- line 4, field 'label'",
+    ]
+    assert "- line 4, field 'label': a stored label says YES, the file says NO" in message
+
+
+# --- KIWI questions and verbalizer items: a repeat of a wrong line is named in the same round --
+
+
+RTE_REPEAT = (
+    "index\tsentence1\tsentence2\tlabel\n"
+    "0\t\tb\tentailment\n"  # line 2: no premise
+    "0\tc\td\tentailment\n"  # line 3: the id of line 2 again
+)
+
+
+def test_import_classification_names_a_repeated_id_beside_its_wrong_first_line(tmp_path):
+    """The first line's empty text kept its id unseen: the repeat was named only once the
+    first line was fixed."""
+    path = write_text(tmp_path / "dev.tsv", RTE_REPEAT)
+    with pytest.raises(CommandError) as caught:
+        call_command("import_classification", path, "--dataset", "RTE", "--format", "glue-rte")
+    assert _lines_named(caught.value) == [
+        "- line 2, field 'sentence1': the text is empty",
+        "- line 3, field 'index': the id '0' is already on line 2",
+    ]
+    assert not ClassificationItem.objects.exists()
+
+
+def test_the_verbalizer_page_names_a_repeated_id_beside_its_wrong_first_line(client, researcher):
+    client.force_login(researcher)
+    refused = client.post(
+        reverse("verbalizer:overview"),
+        {
+            "i-dataset": "RTE",
+            "i-format": "glue-rte",
+            "i-upload": SimpleUploadedFile("dev.tsv", RTE_REPEAT.encode()),
+        },
+    )
+    assert refused.status_code == 400
+    assert "dev.tsv: 2 wrong lines:" in refused.text
+    assert "- line 3, field &#x27;index&#x27;: the id &#x27;0&#x27; is already on line 2" in (
+        refused.text
+    )
+    assert not ClassificationItem.objects.exists()
+
+
+QUESTION_REPEAT = [
+    {"question": "Why is the sky blue?", "documents": []},  # line 1: no documents
+    {"question": "Why is the sky blue?", "documents": [{"title": "Sky", "text": "Rayleigh."}]},
+    {"question": "Why is grass green?", "documents": [{"title": "Grass", "text": "Light."}]},
+]
+
+
+def test_import_study_names_a_repeated_question_beside_its_wrong_first_line(tmp_path):
+    path = write_jsonl(tmp_path / "q.jsonl", QUESTION_REPEAT)
+    with pytest.raises(CommandError) as caught:
+        call_command("import_study", path, "--study", "K")
+    assert _lines_named(caught.value) == [
+        "- line 1, field 'documents': must be a non-empty list of documents",
+        "- line 2, field 'question': repeats the question of line 1",
+    ]
+    assert not Study.objects.exists()
+
+
+def test_the_study_upload_page_names_a_repeated_question_beside_its_wrong_first_line(
+    client, researcher
+):
+    client.force_login(researcher)
+    upload = "".join(json.dumps(row) + "\n" for row in QUESTION_REPEAT).encode()
+    refused = client.post(
+        reverse("revision:upload"),
+        {"study": "K", "kind": "questions", "file": SimpleUploadedFile("q.jsonl", upload)},
+    )
+    assert refused.status_code == 400
+    assert "- line 2, field &#x27;question&#x27;: repeats the question of line 1" in refused.text
+    assert "Nothing was written." in refused.text and not Study.objects.exists()
+
+
+def test_a_score_file_names_its_line_errors_and_its_clashes_in_one_round(benchmark):
+    from annotate.services.label_imports import scores_import
+
+    header = "instruction_id,system,annotator,score,annotator_kind\n"
+    path = write_text(benchmark / "s.csv", header + "t1,s,ann,4,expert\n")
+    scores_import(path=path, benchmark_name="b")
+    path = write_text(benchmark / "t.csv", header + "t1,s,ann,2,expert\nt9,s,ann,6,expert\n")
+    with pytest.raises(ImportFileProblems) as caught:
+        scores_import(path=path, benchmark_name="b")
+    assert _lines_named(caught.value) == [
+        "- line 2, field 'score': a stored direct score says 4, the file says 2; nothing was "
+        "overwritten",
+        "- line 3, field 'score': 6 is out of range (1 to 5)",
+    ]
+
+
+def test_a_second_kind_in_json_lines_names_the_kind_field_and_the_kind_option(benchmark):
+    rows = [
+        {"id": "t1", "eval": [True], "system": "s", "annotator": "j"},
+        {"id": "t1", "eval": [True, False], "system": "s", "annotator": "j", "kind": "crowd"},
+    ]
+    path = write_jsonl(benchmark / "a.jsonl", rows)
+    with pytest.raises(ImportFileError) as caught:
+        labels_import(path=path, benchmark_name="b", kind="expert")
+    assert str(caught.value) == (
+        f"{path}, line 2, field 'kind': 'crowd' but line 1 gave 'expert' for annotator 'j' "
+        "(--kind expert stands for a line that gives none): an annotator has one kind"
+    )
     assert not Label.objects.exists() and not Annotator.objects.exists()

@@ -563,5 +563,9 @@ def test_a_kind_column_refusal_lists_the_kinds_as_words(tmp_path):
     two = write_text(tmp_path / "two.csv", head + "t1,s1,w1,1,YES,crowd\nt1,s1,w1,2,NO,expert\n")
     with pytest.raises(ImportFileError) as refused:
         labels_import(path=two, benchmark_name="k")
-    assert refused.value.problem == "annotator 'w1' is given two kinds: crowd and expert"
+    assert (refused.value.line, refused.value.field, refused.value.problem) == (
+        3,
+        "annotator_kind",
+        "'expert' but line 2 gave 'crowd' for annotator 'w1': an annotator has one kind",
+    )
     assert not Label.objects.exists()

@@ -310,16 +310,21 @@ def _parse_document(path: str, line: int, index: int, raw: Any) -> _DocumentRow:
     return _DocumentRow(title.strip(), passages_split(text), extra | {"text": text})
 
 
-def _parse_question(path: str, line: int, raw: dict) -> _QuestionRow:
-    for name in ("question", "documents"):
-        if name not in raw:
-            raise ImportFileError(path, line, name, "is missing")
+def _question_text(path: str, line: int, raw: dict) -> str:
+    if "question" not in raw:
+        raise ImportFileError(path, line, "question", "is missing")
+    return _text(path, line, raw["question"], "question", blank=False).strip()
+
+
+def _parse_question(path: str, line: int, raw: dict, text: str) -> _QuestionRow:
+    if "documents" not in raw:
+        raise ImportFileError(path, line, "documents", "is missing")
     documents = raw["documents"]
     if not isinstance(documents, list) or not documents:
         raise ImportFileError(path, line, "documents", "must be a non-empty list of documents")
     return _QuestionRow(
         line=line,
-        text=_text(path, line, raw["question"], "question", blank=False).strip(),
+        text=text,
         documents=[_parse_document(path, line, i, doc) for i, doc in enumerate(documents)],
         extra={key: value for key, value in raw.items() if key not in ("question", "documents")},
     )
@@ -406,13 +411,15 @@ def study_upload(
     rows, seen, problems = [], {}, ImportProblems(path)
     for line, raw in read_jsonl(path, problems):
         with problems.line():
-            row = _parse_question(path, line, raw)
-            if row.text in seen:
+            # Kept before the rest of the line is read: a later line repeating a question
+            # whose own line is wrong elsewhere is named in the same round, beside it.
+            text = _question_text(path, line, raw)
+            first = seen.setdefault(text, line)
+            if first != line:
                 raise ImportFileError(
-                    path, line, "question", f"repeats the question of line {seen[row.text]}"
+                    path, line, "question", f"repeats the question of line {first}"
                 )
-            seen[row.text] = line
-            rows.append(row)
+            rows.append(_parse_question(path, line, raw, text))
     problems.raise_found()
     if not rows:  # an empty file is a wrong file, not "nothing new": no study made for it
         raise ImportFileError(path, None, None, "the file holds no questions")

@@ -286,10 +286,12 @@ def classification_import(
     items, first_line_of = [], {}
     for position, row in enumerate(rows, start=1):
         with problems.line():
+            # The id first: a line wrong in another field still holds its id, so that a later
+            # line repeating it is named in the same round.
+            _id_check(path, fmt, row, first_line_of)
             if not row.text.strip():
                 field = "text" if fmt in ("csv", "jsonl") else GLUE_LAYOUTS[fmt].text
                 raise ImportFileError(path, row.line, field, "the text is empty")
-            _id_check(path, fmt, row, first_line_of)
             if fmt in ("csv", "jsonl"):
                 _pair_check(path, target, row)
             items.append(
