@@ -38,6 +38,15 @@ class JudgeNotFoundError(EvaluationError):
     http_status = 404
 
 
+class JudgeRunChoiceNotFoundError(JudgeNotFoundError):
+    """A run's judge or benchmark, asked for by name, is not stored: `field` ("judge" or
+    "benchmark") says which, `name` what was asked for."""
+
+    def __init__(self, *, field: str, name: str) -> None:
+        self.field, self.name = field, name
+        super().__init__(f"Field '{field}': no {field} named {name!r}.")
+
+
 class ReportError(EvaluationError):
     """A report or export cannot be made as asked (unknown benchmark, option or format)."""
 

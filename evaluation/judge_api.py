@@ -13,12 +13,11 @@ from rest_framework.views import APIView
 
 from annotate.engine.api import RunSelectionInput, run_start_answer
 from annotate.engine.services import engine_run_estimate_new
-from annotate.errors import NotFoundError
-from annotate.models import Benchmark
 from annotate.roles import is_researcher
 from annotate.selectors.labels import systems_by_name
 from evaluation.errors import JudgeNotFoundError
-from evaluation.models import JudgeConfig, JudgeRun
+from evaluation.models import JudgeRun
+from evaluation.selectors.judge_configs import judge_config_and_benchmark_by_name
 from evaluation.selectors.judge_runs import judge_run_progress
 from evaluation.services.judge_runs import judge_run_create, judge_run_get, judge_run_start
 
@@ -74,14 +73,9 @@ class JudgeRunApi(APIView):
         return run_start_answer(self.OutputSerializer, started=started)
 
     def _create(self, request: Request, data: dict) -> JudgeRun:
-        config = JudgeConfig.objects.select_related("endpoint").filter(name=data["judge"]).first()
-        if config is None:
-            raise NotFoundError(f"Field 'judge': no judge named {data['judge']!r}.", field="judge")
-        benchmark = Benchmark.objects.filter(name=data["benchmark"]).first()
-        if benchmark is None:
-            raise NotFoundError(
-                f"Field 'benchmark': no benchmark named {data['benchmark']!r}.", field="benchmark"
-            )
+        config, benchmark = judge_config_and_benchmark_by_name(
+            judge=data["judge"], benchmark=data["benchmark"]
+        )
         return judge_run_create(
             config=config,
             benchmark=benchmark,

@@ -1,10 +1,12 @@
 """An offline crowd platform for the demo and unit tests: HITs, workers and payments that
 behave like MTurk's (tokens, statuses, idempotent bonuses) without leaving the machine.
 
-Its state is a JSON file (CROWD_FAKE_STATE_FILE, under VAR_DIR), read and written whole on each
-call under a file lock, so it outlives a restart of the server (`make run` again, or its
-autoreloader after an edit) and every process of the site (web, Celery) sees the same HITs, as
-with a real platform. It is the platform's state, not ours: our transactions do not roll it back.
+Its state is a JSON file (CROWD_FAKE_STATE_FILE, under VAR_DIR), read and replaced whole under a
+file lock, so it outlives a restart of the server (`make run` again, or its autoreloader after an
+edit) and every process of the site (web, Celery) sees the same HITs, as with a real platform.
+Each process keeps the last state it parsed and parses the file again only when it changed; a
+call that changes nothing writes nothing. It is the platform's state, not ours: our transactions
+do not roll it back.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import os
 import secrets
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
@@ -32,6 +35,10 @@ REVIEWED = {"Approved", "Rejected"}
 DEMO_WORKER = "DEMOWORKER"  # the ids an admin takes the offline platform's HITs as
 # Threads of one process take the file lock one after the other (flock is per open file).
 _PROCESS_LOCK = threading.RLock()
+# A write within one tick of the file system's clock may leave the file's modification time as
+# it was (and its size, and an inode number freed by os.replace): a state read sooner than this
+# after the file's last write is compared by its text before the parsed copy is trusted again.
+_TIMESTAMP_SLACK_NS = 2_000_000_000
 
 
 @dataclass
@@ -122,11 +129,43 @@ def _locked(*, exclusive: bool) -> Iterator[Path]:
         yield path
 
 
+@dataclass(frozen=True)
+class _Parsed:
+    """The state file as this process last read it: its text and that text parsed."""
+
+    key: tuple  # path, inode, size, modification time: another write changes one of them...
+    settled: bool  # ...once the text was read more than a clock tick after its write
+    text: str
+    store: FakeStore  # shared by every reader: never changed in place
+
+
+_parsed: _Parsed | None = None  # under _PROCESS_LOCK
+
+
+def _key(path: Path, status: os.stat_result) -> tuple:
+    return (str(path), status.st_ino, status.st_size, status.st_mtime_ns)
+
+
 def _load(path: Path) -> FakeStore:
+    """The platform's state, the file parsed again only if it changed since the last read."""
+    global _parsed
     try:
-        text = path.read_text(encoding="utf-8")
+        with open(path, encoding="utf-8") as handle:
+            status = os.fstat(handle.fileno())
+            if _parsed is not None and _parsed.settled and _parsed.key == _key(path, status):
+                return _parsed.store
+            read_at = time.time_ns()
+            text = handle.read()
     except FileNotFoundError:
         return FakeStore()
+    unchanged = _parsed is not None and _parsed.text == text
+    store = _parsed.store if unchanged else _parse(path, text)
+    settled = read_at > status.st_mtime_ns + _TIMESTAMP_SLACK_NS
+    _parsed = _Parsed(_key(path, status), settled, text, store)
+    return store
+
+
+def _parse(path: Path, text: str) -> FakeStore:
     try:
         return FakeStore.from_json(json.loads(text))
     except (ValueError, KeyError, TypeError) as error:
@@ -136,11 +175,11 @@ def _load(path: Path) -> FakeStore:
         ) from None
 
 
-def _save(path: Path, store: FakeStore) -> None:
+def _save(path: Path, text: str) -> None:
     """Replace the file whole, so a reader never sees half of it."""
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
     with os.fdopen(handle, "w", encoding="utf-8") as out:
-        json.dump(store.to_json(), out)
+        out.write(text)
     os.replace(temporary, path)
 
 
@@ -151,16 +190,23 @@ def _read_store() -> FakeStore:
 
 @contextmanager
 def _changing() -> Iterator[FakeStore]:
-    """The platform's state to change: written back when the block ends without an error."""
+    """The platform's state to change, parsed for this change alone (readers share theirs):
+    written back when the block ends without an error and changed something."""
     with _locked(exclusive=True) as path:
-        store = _load(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            text = None
+        store = FakeStore() if text is None else _parse(path, text)
         yield store
-        _save(path, store)
+        after = json.dumps(store.to_json())
+        if after != text:
+            _save(path, after)
 
 
 class _StoreSnapshot:
     """`FakePlatform.store`: what the platform holds now, read from its file (for tests and
-    pages that look; every change goes through a method)."""
+    pages that look, never to change: every change goes through a method)."""
 
     def __get__(self, instance, owner) -> FakeStore:
         return _read_store()
@@ -178,8 +224,10 @@ class FakePlatform:
     @classmethod
     def reset(cls) -> None:
         """Forget everything: the platform starts afresh (tests; a demo's new database)."""
+        global _parsed
         with _locked(exclusive=True) as path:
             path.unlink(missing_ok=True)
+            _parsed = None
 
     @staticmethod
     def _new_id(store: FakeStore, prefix: str) -> str:

@@ -10,13 +10,11 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotate.crowd.models import Bonus, BonusStatus, Publication
-from annotate.crowd.services import publishing, review
-from annotate.crowd.services.publishing import PublishSettings
+from annotate.crowd.services import review
 from annotate.models import Assignment, AssignmentStatus
-from annotate.roles import ADMIN
 from evaluation.selectors.report_costs import source_costs
-from tests.annotate.crowd.conftest import publish_form
-from tests.factories import UserFactory, project_with_tasks
+from tests.annotate.crowd.conftest import publish_form, published_on_fake
+from tests.factories import project_with_tasks
 
 pytestmark = pytest.mark.django_db
 
@@ -39,26 +37,43 @@ def _do_every_task(participant: str, publication: Publication) -> None:
         assert 'id="completion-code">C0DE-1<' in done.text
 
 
-def test_selfhosted_preview_is_what_table_4_counts_once_the_work_is_in(
-    client, settings, django_capture_on_commit_callbacks
-):
+@pytest.fixture
+def selfhosted_batch(client, settings, admin_user):
+    """Two tasks wanting two assignments each, on the publish page of a logged-in admin."""
     settings.CROWD_PUBLIC_URL = "https://annotate.example.org"
     project = project_with_tasks(instructions=2, systems=2, questions=1, assignments_per_task=2)
-    batch = project.batches.get()
-    client.force_login(UserFactory(username="boss", roles=[ADMIN], is_staff=True))
-    url = reverse("crowd:publish", args=[batch.pk])
+    client.force_login(admin_user)
+    return project.batches.get()
 
-    preview = client.post(url, {**FORM, "preview": "1"})
+
+def _selfhosted_done_by_two(client, batch, capture_on_commit) -> Publication:
+    """Publish `batch` as a self-hosted link through the publish page; P1 and P2 then do every
+    task."""
+    with capture_on_commit(execute=True):
+        client.post(
+            reverse("crowd:publish", args=[batch.pk]),
+            {**FORM, "confirm_total": "8.00", "publish": "1"},
+        )
+    publication = Publication.objects.get(batch=batch)
+    for participant in ("P1", "P2"):
+        _do_every_task(participant, publication)
+    return publication
+
+
+def test_selfhosted_preview_is_what_table_4_counts_once_the_work_is_in(
+    client, selfhosted_batch, django_capture_on_commit_callbacks
+):
+    preview = client.post(
+        reverse("crowd:publish", args=[selfhosted_batch.pk]), {**FORM, "preview": "1"}
+    )
     # 2 tasks × 2 assignments × $2.00, no platform fee: paid on the recruiting site.
     assert 'id="cost-total">$8.00<' in preview.text
     assert 'id="paid-outside"' in preview.text and "Prolific" in preview.text
     assert "Confirm: publish ($8.00 to pay on your recruiting site)" in preview.text
-    with django_capture_on_commit_callbacks(execute=True):
-        client.post(url, {**FORM, "confirm_total": "8.00", "publish": "1"})
-    publication = Publication.objects.get(batch=batch)
-
-    for participant in ("P1", "P2"):
-        _do_every_task(participant, publication)
+    publication = _selfhosted_done_by_two(
+        client, selfhosted_batch, django_capture_on_commit_callbacks
+    )
+    project = selfhosted_batch.project
     assert _table4_crowd_cost(project.benchmark) == Decimal("8.00")
 
     page = client.get(reverse("crowd:publication", args=[publication.pk])).text
@@ -97,23 +112,29 @@ def _mturk_work(client, hit, worker: str, platform, *, hand_back: bool = True) -
     return Assignment.objects.get(platform_assignment_id=assignment_id)
 
 
+def _published(*, instructions: int, reward_usd: str) -> Publication:
+    """A project of `instructions` tasks (two systems, one question, one assignment each)
+    published on the offline platform at `reward_usd` an assignment."""
+    project = project_with_tasks(
+        instructions=instructions, systems=2, questions=1, assignments_per_task=1
+    )
+    return published_on_fake(project.batches.get(), reward_usd=Decimal(reward_usd))
+
+
+def _every_hit_done(publication: Publication, platform) -> list[Assignment]:
+    """Worker AW<n> does the publication's n-th HIT (from 0) and hands it back."""
+    hits = publication.hits.order_by("id")
+    return [_mturk_work(Client(), hit, f"AW{n}", platform) for n, hit in enumerate(hits)]
+
+
 def test_bonuses_show_on_their_row_and_the_publication_counts_what_table_4_counts(
-    client, fake_platform, django_capture_on_commit_callbacks
+    client, fake_platform, admin_user, django_capture_on_commit_callbacks
 ):
-    project = project_with_tasks(instructions=3, systems=2, questions=1, assignments_per_task=1)
-    publication = publishing.publication_create(
-        batch=project.batches.get(),
-        platform_name="fake",
-        chosen=PublishSettings(title="t", description="d", reward_usd=Decimal("1.00")),
-        base_url="https://annotate.example.org",
-    )
-    publishing.publication_publish(publication_id=publication.pk, now=timezone.now())
-    hits = list(publication.hits.order_by("id"))
-    paid, waiting, rejected = (
-        _mturk_work(Client(), hit, f"AW{n}", fake_platform) for n, hit in enumerate(hits)
-    )
+    publication = _published(instructions=3, reward_usd="1.00")
+    project = publication.batch.project
+    paid, waiting, rejected = _every_hit_done(publication, fake_platform)
     review.publication_sync(publication_id=publication.pk, now=timezone.now())
-    client.force_login(UserFactory(username="boss", roles=[ADMIN], is_staff=True))
+    client.force_login(admin_user)
     review_url = reverse("crowd:review", args=[publication.pk])
     for assignment, action in ((paid, "approve"), (rejected, "reject")):
         client.post(
@@ -151,21 +172,15 @@ def test_bonuses_show_on_their_row_and_the_publication_counts_what_table_4_count
 
 
 def test_a_worker_counted_as_an_expert_leaves_table_4_but_not_what_was_spent(
-    client, settings, django_capture_on_commit_callbacks
+    client, selfhosted_batch, django_capture_on_commit_callbacks
 ):
     from annotate.models import Annotator, AnnotatorKind
     from annotate.services.annotators import annotator_project_kind_set
 
-    settings.CROWD_PUBLIC_URL = "https://annotate.example.org"
-    project = project_with_tasks(instructions=2, systems=2, questions=1, assignments_per_task=2)
-    batch = project.batches.get()
-    client.force_login(UserFactory(username="boss", roles=[ADMIN], is_staff=True))
-    url = reverse("crowd:publish", args=[batch.pk])
-    with django_capture_on_commit_callbacks(execute=True):
-        client.post(url, {**FORM, "confirm_total": "8.00", "publish": "1"})
-    publication = Publication.objects.get(batch=batch)
-    for participant in ("P1", "P2"):
-        _do_every_task(participant, publication)
+    publication = _selfhosted_done_by_two(
+        client, selfhosted_batch, django_capture_on_commit_callbacks
+    )
+    project = selfhosted_batch.project
     second = Annotator.objects.get(kind=AnnotatorKind.CROWD, name__contains="P2")
 
     # The researcher decides P2 is one of the project's experts: Table 4 pays P2 by the hour
@@ -180,34 +195,26 @@ def test_a_worker_counted_as_an_expert_leaves_table_4_but_not_what_was_spent(
     assert "the report's crowd cost (Table 4) counts only the work of those counted as" in page
 
 
-def test_platform_workers_set_to_undecided_stay_in_what_was_spent(client, fake_platform):
+def test_platform_workers_set_to_undecided_stay_in_what_was_spent(
+    client, fake_platform, admin_user
+):
     """MTurk pays a worker's confirmed work whatever kind a researcher gives them here: a
     worker made "not decided yet" (their labels count nowhere) left "Spent so far" while the
     platform paid them."""
     from annotate.models import AnnotatorKind
     from annotate.services.annotators import annotator_kind_set
 
-    project = project_with_tasks(instructions=2, systems=2, questions=1, assignments_per_task=1)
-    publication = publishing.publication_create(
-        batch=project.batches.get(),
-        platform_name="fake",
-        chosen=PublishSettings(title="t", description="d", reward_usd=Decimal("1.00")),
-        base_url="https://annotate.example.org",
-    )
-    publishing.publication_publish(publication_id=publication.pk, now=timezone.now())
-    approved, waiting = (
-        _mturk_work(Client(), hit, f"AW{n}", fake_platform)
-        for n, hit in enumerate(publication.hits.order_by("id"))
-    )
+    publication = _published(instructions=2, reward_usd="1.00")
+    project = publication.batch.project
+    approved, waiting = _every_hit_done(publication, fake_platform)
     review.publication_sync(publication_id=publication.pk, now=timezone.now())
-    admin = UserFactory(username="boss", roles=[ADMIN], is_staff=True)
-    review.assignment_approve(assignment_id=approved.pk, user=admin)
+    review.assignment_approve(assignment_id=approved.pk, user=admin_user)
     for assignment in (approved, waiting):
         annotator_kind_set(
             annotator=assignment.annotator, kind=AnnotatorKind.UNDECIDED, now=timezone.now()
         )
 
-    client.force_login(admin)
+    client.force_login(admin_user)
     page = client.get(reverse("crowd:publication", args=[publication.pk])).text
     # $1 × 1.25 each: one paid, one the platform pays when its auto-approval delay ends.
     assert "approved work: 1 assignment, $1.25 with the bonuses paid on them" in page
@@ -216,30 +223,24 @@ def test_platform_workers_set_to_undecided_stay_in_what_was_spent(client, fake_p
     assert "crowd-majority" not in source_costs(benchmark=project.benchmark)["overall"]
 
 
-def test_work_rejected_here_before_the_platform_had_it_shows_as_to_be_paid(client, fake_platform):
+def test_work_rejected_here_before_the_platform_had_it_shows_as_to_be_paid(
+    client, fake_platform, admin_user
+):
     """The worker's hand-back reaches the platform after the admin's reject: the platform
     holds it as submitted and pays it when the auto-approval delay ends unless it is rejected
     there too. "Spent so far" counted none of that money."""
-    project = project_with_tasks(instructions=3, systems=2, questions=1, assignments_per_task=1)
-    publication = publishing.publication_create(
-        batch=project.batches.get(),
-        platform_name="fake",
-        chosen=PublishSettings(title="t", description="d", reward_usd=Decimal("1.00")),
-        base_url="https://annotate.example.org",
-    )
-    publishing.publication_publish(publication_id=publication.pk, now=timezone.now())
+    publication = _published(instructions=3, reward_usd="1.00")
     first, second, third = publication.hits.order_by("id")
     late = _mturk_work(Client(), first, "AW1", fake_platform, hand_back=False)
     also_late = _mturk_work(Client(), second, "AW2", fake_platform, hand_back=False)
     _mturk_work(Client(), third, "AW3", fake_platform)
-    admin = UserFactory(username="boss", roles=[ADMIN], is_staff=True)
     for assignment in (late, also_late):  # unknown to the platform: rejected here only
-        review.assignment_reject(assignment_id=assignment.pk, user=admin, feedback="no")
+        review.assignment_reject(assignment_id=assignment.pk, user=admin_user, feedback="no")
     for assignment in (late, also_late):
         fake_platform.worker_submit(assignment_id=assignment.platform_assignment_id)
     review.publication_sync(publication_id=publication.pk, now=timezone.now())
 
-    client.force_login(admin)
+    client.force_login(admin_user)
     url = reverse("crowd:publication", args=[publication.pk])
     page = client.get(url).text
     line = page.split('id="spent-unless-rejected">', 1)[1].split("</li>", 1)[0]
@@ -250,32 +251,24 @@ def test_work_rejected_here_before_the_platform_had_it_shows_as_to_be_paid(clien
 
     # Rejected on the platform too (the review page's button): the platform pays nothing.
     for assignment in (late, also_late):
-        review.assignment_reject(assignment_id=assignment.pk, user=admin, feedback="no")
+        review.assignment_reject(assignment_id=assignment.pk, user=admin_user, feedback="no")
     page = client.get(url).text
     assert 'id="spent-unless-rejected"' not in page
     assert 'id="spent-total">$1.25<' in page
 
 
 def test_work_rejected_here_that_the_platform_approved_stays_in_what_was_spent(
-    client, fake_platform
+    client, fake_platform, admin_user
 ):
     """Rejected here before the hand-back reached the platform, then approved there when its
     auto-approval delay ended (nobody rejected it there too): the platform paid it. A sync
     records the platform's Approved but leaves our rejection, and "Spent so far" dropped the
     money altogether."""
-    project = project_with_tasks(instructions=2, systems=2, questions=1, assignments_per_task=1)
-    publication = publishing.publication_create(
-        batch=project.batches.get(),
-        platform_name="fake",
-        chosen=PublishSettings(title="t", description="d", reward_usd=Decimal("1.00")),
-        base_url="https://annotate.example.org",
-    )
-    publishing.publication_publish(publication_id=publication.pk, now=timezone.now())
+    publication = _published(instructions=2, reward_usd="1.00")
     first, second = publication.hits.order_by("id")
     rejected = _mturk_work(Client(), first, "AW1", fake_platform, hand_back=False)
     _mturk_work(Client(), second, "AW2", fake_platform)
-    admin = UserFactory(username="boss", roles=[ADMIN], is_staff=True)
-    review.assignment_reject(assignment_id=rejected.pk, user=admin, feedback="no")
+    review.assignment_reject(assignment_id=rejected.pk, user=admin_user, feedback="no")
     fake_platform.worker_submit(assignment_id=rejected.platform_assignment_id)
     # The auto-approval delay ends on the platform before anyone rejects it there.
     fake_platform.assignment_approve(assignment_id=rejected.platform_assignment_id)
@@ -284,7 +277,7 @@ def test_work_rejected_here_that_the_platform_approved_stays_in_what_was_spent(
     assert rejected.status == AssignmentStatus.REJECTED
     assert rejected.platform_record.status == "Approved"
 
-    client.force_login(admin)
+    client.force_login(admin_user)
     page = client.get(reverse("crowd:publication", args=[publication.pk])).text
     assert "approved work: 1 assignment, $1.25 with the bonuses paid on them" in page
     assert "submitted, not reviewed yet: 1 assignment, $1.25" in page
@@ -297,42 +290,27 @@ def test_table_4_rounds_the_crowd_cost_halves_up_as_the_publication_page_does(fa
     shows) and Table 4 said 0.12 (Python's round of a float)."""
     from annotate.crowd.selectors import publication_spending
 
-    project = project_with_tasks(instructions=2, systems=2, questions=1, assignments_per_task=1)
-    publication = publishing.publication_create(
-        batch=project.batches.get(),
-        platform_name="fake",
-        chosen=PublishSettings(title="t", description="d", reward_usd=Decimal("0.05")),
-        base_url="https://annotate.example.org",
-    )
-    publishing.publication_publish(publication_id=publication.pk, now=timezone.now())
-    for n, hit in enumerate(publication.hits.order_by("id")):
-        _mturk_work(Client(), hit, f"AW{n}", fake_platform)
+    publication = _published(instructions=2, reward_usd="0.05")
+    project = publication.batch.project
+    _every_hit_done(publication, fake_platform)
     review.publication_sync(publication_id=publication.pk, now=timezone.now())
     assert publication_spending(publication=publication).total_usd == Decimal("0.13")
     costs = source_costs(benchmark=project.benchmark)
     assert costs["overall"]["crowd-majority"].cost_usd == 0.13
 
 
-def test_the_publication_total_is_table_4s_when_both_lines_round_up(client, fake_platform):
+def test_the_publication_total_is_table_4s_when_both_lines_round_up(
+    client, fake_platform, admin_user
+):
     """One approved and one waiting assignment at $0.10 × 1.25 = $0.125 each: each line says
     $0.13, and the total is Table 4's $0.25 (the exact sum rounded once); it said $0.26, the
     sum of the rounded lines, while claiming to be Table 4's figure."""
-    project = project_with_tasks(instructions=2, systems=2, questions=1, assignments_per_task=1)
-    publication = publishing.publication_create(
-        batch=project.batches.get(),
-        platform_name="fake",
-        chosen=PublishSettings(title="t", description="d", reward_usd=Decimal("0.10")),
-        base_url="https://annotate.example.org",
-    )
-    publishing.publication_publish(publication_id=publication.pk, now=timezone.now())
-    approved, _ = (
-        _mturk_work(Client(), hit, f"AW{n}", fake_platform)
-        for n, hit in enumerate(publication.hits.order_by("id"))
-    )
+    publication = _published(instructions=2, reward_usd="0.10")
+    project = publication.batch.project
+    approved, _ = _every_hit_done(publication, fake_platform)
     review.publication_sync(publication_id=publication.pk, now=timezone.now())
-    admin = UserFactory(username="boss", roles=[ADMIN], is_staff=True)
-    review.assignment_approve(assignment_id=approved.pk, user=admin)
-    client.force_login(admin)
+    review.assignment_approve(assignment_id=approved.pk, user=admin_user)
+    client.force_login(admin_user)
     page = client.get(reverse("crowd:publication", args=[publication.pk])).text
     assert "approved work: 1 assignment, $0.13 with the bonuses paid on them" in page
     assert "submitted, not reviewed yet: 1 assignment, $0.13" in page

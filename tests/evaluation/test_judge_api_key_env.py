@@ -11,12 +11,13 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotate.engine.models import Endpoint
-from annotate.engine.services import endpoint_create
 from annotate.models import Annotator
 from annotate.secrets import ApiKeyEnvError, api_key_env_validate
 from evaluation.errors import JudgeConfigError, JudgeRunError
 from evaluation.models import JudgeConfig, JudgeRun
 from evaluation.revision.judges import judge_run_prepare
+from evaluation.services.judge_configs import judge_config_create
+from tests.annotate.engine.conftest import ENDPOINT_FORM, endpoint_with_unset_key, unset_key_message
 from tests.evaluation.judge_helpers import make_benchmark, make_judge
 from tests.evaluation.openai_stub import StubOpenAI
 from tests.evaluation.revision.sample import sample_study
@@ -45,21 +46,7 @@ def test_the_endpoints_page_refuses_a_judge_endpoint_that_names_the_secret_key(c
     client.force_login(admin_user)
     page = client.post(
         "/engine/endpoints/new/",
-        {
-            "name": "thief",
-            "base_url": "http://127.0.0.1:9/v1",
-            "api_key_env": "DJANGO_SECRET_KEY",
-            "model": "m",
-            "temperature": "0",
-            "max_tokens": "16",
-            "timeout_seconds": "60",
-            "concurrency": "1",
-            "requests_per_minute": "10",
-            "tokens_per_minute": "10",
-            "max_retries": "0",
-            "price_prompt_per_1k": "0",
-            "price_completion_per_1k": "0",
-        },
+        {**ENDPOINT_FORM, "name": "thief", "api_key_env": "DJANGO_SECRET_KEY"},
     )
     assert page.status_code == 400
     assert "is not an allowed API key variable" in page.text
@@ -84,14 +71,18 @@ def test_the_service_names_the_setting_in_its_refusal():
 
 # --- A key variable that is not set: refused before any run is made ----------------------------
 
-MISSING = "Endpoint 'keyed-judge': set the environment variable OPENAI_API_KEY to the API key"
+MISSING = unset_key_message("keyed-judge")
 
 
 @pytest.fixture
-def keyed_judge(monkeypatch):
+def keyed_endpoint(monkeypatch):
+    return endpoint_with_unset_key(monkeypatch, name="keyed-judge")
+
+
+@pytest.fixture
+def keyed_judge(keyed_endpoint):
     """A judge on an address (nothing listens there) whose key variable is not set."""
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    return make_judge("http://127.0.0.1:9/v1", name="keyed-judge", api_key_env="OPENAI_API_KEY")
+    return judge_config_create(name="keyed-judge", endpoint=keyed_endpoint)
 
 
 def _row_counts() -> dict[str, int]:
@@ -138,17 +129,12 @@ def test_the_judge_api_refuses_with_400_naming_the_judge_field(client, admin_use
     assert _row_counts() == before
 
 
-def test_the_kiwi_judge_refuses_before_making_a_run(monkeypatch, tmp_path):
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+def test_the_kiwi_judge_refuses_before_making_a_run(keyed_endpoint, tmp_path):
     study = sample_study(tmp_path)
-    endpoint = endpoint_create(
-        name="keyed-judge", base_url="http://127.0.0.1:9/v1", model="m",
-        api_key_env="OPENAI_API_KEY",
-    )  # fmt: skip
     before = _row_counts()
     with pytest.raises(JudgeRunError, match=MISSING) as refused:
         judge_run_prepare(
-            study=study, task="rating-judge", endpoint=endpoint, user=None, mode="zero-shot",
+            study=study, task="rating-judge", endpoint=keyed_endpoint, user=None, mode="zero-shot",
             now=timezone.now(),
         )  # fmt: skip
     assert refused.value.field == "endpoint"

@@ -5,12 +5,15 @@ import pytest
 from annotate.engine.errors import EngineNotFoundError, EnginePermissionError
 from annotate.engine.models import Endpoint
 from annotate.models import Annotator, AnnotatorKind
-from evaluation.errors import JudgeConfigError, JudgeNotFoundError
+from evaluation.errors import JudgeConfigError, JudgeNotFoundError, JudgeRunChoiceNotFoundError
 from evaluation.models import JudgeConfig
-from evaluation.selectors.judge_configs import judge_config_get
+from evaluation.selectors.judge_configs import (
+    judge_config_and_benchmark_by_name,
+    judge_config_get,
+)
 from evaluation.services.judge_configs import judge_config_create
 from tests.annotate.engine.conftest import make_endpoint
-from tests.factories import AnnotatorFactory
+from tests.factories import AnnotatorFactory, BenchmarkFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -74,6 +77,22 @@ def test_judge_config_get_answers_not_found_for_anything_but_an_id():
     for bad in (config.pk + 1, "x", "", "1.5"):
         with pytest.raises(JudgeNotFoundError):
             judge_config_get(config_id=bad)
+
+
+def test_a_runs_judge_and_benchmark_by_name_name_the_first_missing_field():
+    config = judge_config_create(name="judge", endpoint=make_endpoint("", name="offline"))
+    benchmark = BenchmarkFactory(name="bench")
+    assert judge_config_and_benchmark_by_name(judge="judge", benchmark="bench") == (
+        config,
+        benchmark,
+    )
+    for judge, field, message in (
+        ("nobody", "judge", "Field 'judge': no judge named 'nobody'."),
+        ("judge", "benchmark", "Field 'benchmark': no benchmark named 'nothing'."),
+    ):
+        with pytest.raises(JudgeRunChoiceNotFoundError) as missing:
+            judge_config_and_benchmark_by_name(judge=judge, benchmark="nothing")
+        assert (missing.value.field, str(missing.value)) == (field, message)
 
 
 def test_a_name_taken_between_the_check_and_the_insert_is_refused_not_a_server_error(

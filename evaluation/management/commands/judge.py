@@ -15,14 +15,19 @@ from annotate.engine.management.commands._run_options import (
 )
 from annotate.engine.services import engine_run_estimate, engine_run_estimate_new
 from annotate.errors import AnnotateError, SystemNotFoundError
-from annotate.models import Benchmark
 from annotate.selectors.labels import systems_by_name
-from evaluation.errors import EvaluationError
-from evaluation.models import JudgeConfig, RunStatus
+from evaluation.errors import EvaluationError, JudgeRunChoiceNotFoundError
+from evaluation.models import RunStatus
+from evaluation.selectors.judge_configs import judge_config_and_benchmark_by_name
 from evaluation.selectors.judge_runs import judge_run_progress
 from evaluation.services.judge_runs import judge_run_create, judge_run_execute, judge_run_get
 
 UNITS = "conversations to judge"
+# A choice the selector did not find: the option that named it, and how the console says so.
+NOT_FOUND = {
+    "judge": ("config", "--config: no judge configuration"),
+    "benchmark": ("benchmark", "--benchmark: no benchmark"),
+}
 
 
 def _names(value: str | None) -> list[str]:
@@ -77,12 +82,13 @@ class Command(BaseCommand):
         self._execute(run)
 
     def _create(self, options):
-        config = JudgeConfig.objects.filter(name=options["config"] or "").first()
-        if config is None:
-            raise CommandError(f"--config: no judge configuration named {options['config']!r}.")
-        benchmark = Benchmark.objects.filter(name=options["benchmark"] or "").first()
-        if benchmark is None:
-            raise CommandError(f"--benchmark: no benchmark named {options['benchmark']!r}.")
+        try:
+            config, benchmark = judge_config_and_benchmark_by_name(
+                judge=options["config"] or "", benchmark=options["benchmark"] or ""
+            )
+        except JudgeRunChoiceNotFoundError as error:
+            option, missing = NOT_FOUND[error.field]
+            raise CommandError(f"{missing} named {options[option]!r}.") from None
         try:
             systems = systems_by_name(names=_names(options["systems"]), benchmark=benchmark)
         except SystemNotFoundError as error:

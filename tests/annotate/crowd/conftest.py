@@ -7,6 +7,8 @@ from django.utils import timezone
 from annotate.crowd.base import HitTypeSpec
 from annotate.crowd.fake import FakePlatform
 from annotate.crowd.models import Hit, HitStatus, Publication
+from annotate.crowd.services import publishing
+from annotate.crowd.services.publishing import PublishSettings
 from annotate.models import AnnotatorKind, AssignmentStatus
 from tests.annotate.crowd.fake_mturk import FakeMTurkServer
 from tests.factories import (
@@ -95,6 +97,18 @@ def fake_publication(batch, **fields) -> Publication:
             **fields,
         }
     )  # fmt: skip
+
+
+def published_on_fake(batch, **chosen) -> Publication:
+    """Publish `batch` on the offline platform (its HITs made there) with `PublishSettings`
+    of title "t", description "d" and `chosen` (override any field)."""
+    publication = publishing.publication_create(
+        batch=batch,
+        platform_name="fake",
+        chosen=PublishSettings(**{"title": "t", "description": "d", **chosen}),
+        base_url="https://annotate.example.org",
+    )
+    return publishing.publication_publish(publication_id=publication.pk, now=timezone.now())
 
 
 def submitted_on_fake_platform(assignment, *, publication):

@@ -20,6 +20,7 @@ from annotate.models import (
     Label,
     ProjectMode,
 )
+from tests.annotate.crowd.conftest import published_on_fake
 
 pytestmark = pytest.mark.django_db
 SUBMIT_TO = "https://workersandbox.mturk.com"
@@ -27,14 +28,7 @@ SUBMIT_TO = "https://workersandbox.mturk.com"
 
 @pytest.fixture
 def published(crowd_batch):
-    publication = publishing.publication_create(
-        batch=crowd_batch,
-        platform_name="fake",
-        chosen=PublishSettings(title="t", description="d"),
-        base_url="https://annotate.example.org",
-    )
-    publishing.publication_publish(publication_id=publication.pk, now=timezone.now())
-    return publication
+    return published_on_fake(crowd_batch)
 
 
 def _hit(publication) -> Hit:
@@ -52,6 +46,13 @@ def _open(client, hit, worker="AWORKER1", assignment_id=None, submit_to=SUBMIT_T
         **extra,
     }
     return client.get(reverse("crowd:mturk-task", args=[hit.unique_request_token]), params)
+
+
+def _published_and_opened(client, batch, **chosen):
+    """Publish `batch` on the offline platform (`chosen`: any `PublishSettings` field) and open
+    its first HIT as AWORKER1, who accepts it there; the HIT and the page's answer."""
+    hit = _hit(published_on_fake(batch, **chosen))
+    return hit, _open(client, hit)
 
 
 def _answers(page_text):
@@ -391,13 +392,7 @@ def test_a_demo_worker_who_did_the_instruction_elsewhere_is_not_the_one_sent_aga
         systems=list(project.systems.all()),
         selection=InstructionSelection(),
     )
-    second = publishing.publication_create(
-        batch=again.batches.get(),
-        platform_name="fake",
-        chosen=PublishSettings(title="t", description="d"),
-        base_url="https://annotate.example.org",
-    )
-    publishing.publication_publish(publication_id=second.pk, now=timezone.now())
+    second = published_on_fake(again.batches.get())
     same = second.hits.get(task__instruction=hit.task.instruction)
     opened = client.post(reverse("crowd:demo-worker", args=[same.pk]))
     assert "workerId=DEMOWORKER2" in opened["Location"]
@@ -429,16 +424,10 @@ def test_a_claim_lasts_as_long_as_the_platform_gives_the_worker(
     from annotate.services.assignments import assignments_expire
 
     assert crowd_batch.project.allotted_minutes == 60
-    publication = publishing.publication_create(
-        batch=crowd_batch,
-        platform_name="fake",
-        chosen=PublishSettings(
-            title="t", description="d", assignment_duration_seconds=platform_minutes * 60
-        ),
-        base_url="https://annotate.example.org",
+    _, opened = _published_and_opened(
+        client, crowd_batch, assignment_duration_seconds=platform_minutes * 60
     )
-    publishing.publication_publish(publication_id=publication.pk, now=timezone.now())
-    assert _open(client, _hit(publication)).status_code == 302
+    assert opened.status_code == 302
     claim = Assignment.objects.get(annotator__worker_id="AWORKER1")
     assert claim.expires_at - claim.claimed_at == timedelta(minutes=held_minutes)
     assert assignments_expire(now=claim.claimed_at + timedelta(minutes=held_minutes - 1)) == 0
@@ -450,15 +439,8 @@ def test_a_hit_returned_and_accepted_again_holds_its_claim_for_the_new_accepts_d
 ):
     """A worker who returns the HIT unfinished and accepts it again gets the whole assignment
     duration anew from MTurk; their claim kept the first accept's end, and expired under them."""
-    publication = publishing.publication_create(
-        batch=crowd_batch,
-        platform_name="fake",
-        chosen=PublishSettings(title="t", description="d", assignment_duration_seconds=7200),
-        base_url="https://annotate.example.org",
-    )
-    publishing.publication_publish(publication_id=publication.pk, now=timezone.now())
-    hit = _hit(publication)
-    assert _open(client, hit).status_code == 302
+    hit, opened = _published_and_opened(client, crowd_batch, assignment_duration_seconds=7200)
+    assert opened.status_code == 302
     earlier = timezone.now() - timedelta(minutes=100)  # the first accept, 100 minutes ago
     Assignment.objects.update(claimed_at=earlier, expires_at=earlier + timedelta(hours=2))
     before = timezone.now()
@@ -478,15 +460,7 @@ def test_a_lapsed_claim_taken_up_again_keeps_the_scores_saved_on_it(client, crow
 
     crowd_batch.project.mode = ProjectMode.BOTH
     crowd_batch.project.save()
-    publication = publishing.publication_create(
-        batch=crowd_batch,
-        platform_name="fake",
-        chosen=PublishSettings(title="t", description="d"),
-        base_url="https://annotate.example.org",
-    )
-    publishing.publication_publish(publication_id=publication.pk, now=timezone.now())
-    hit = _hit(publication)
-    opened = _open(client, hit)
+    hit, opened = _published_and_opened(client, crowd_batch)
     saved = client.post(opened["Location"], {"r1_score": "4", "r2_score": "2"})
     assert saved.status_code == 302
     claim = Assignment.objects.get(annotator__worker_id="AWORKER1")
@@ -551,15 +525,7 @@ def test_work_submitted_late_is_not_taken_up_again_by_a_new_accept(client, crowd
 
     crowd_batch.project.assignments_per_task = 1
     crowd_batch.project.save()
-    publication = publishing.publication_create(
-        batch=crowd_batch,
-        platform_name="fake",
-        chosen=PublishSettings(title="t", description="d"),
-        base_url="https://annotate.example.org",
-    )
-    publishing.publication_publish(publication_id=publication.pk, now=timezone.now())
-    hit = _hit(publication)
-    opened = _open(client, hit)
+    hit, opened = _published_and_opened(client, crowd_batch)
     claim = Assignment.objects.get(annotator__worker_id="AWORKER1")
     assert assignments_expire(now=claim.expires_at) == 1
     taken = _open(Client(), hit, worker="AWORKER2", assignment_id="OTHER-ACCEPT")

@@ -26,6 +26,39 @@ def make_endpoint(base_url: str = "", *, name: str = "stub", **fields):
     return endpoint_create(name=name, base_url=base_url, **fields)
 
 
+def endpoint_with_unset_key(monkeypatch, *, name: str):
+    """An endpoint on an address (nothing listens there) reading OPENAI_API_KEY, which this
+    test unsets: every run on it is refused with `unset_key_message(name)`."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    return make_endpoint("http://127.0.0.1:9/v1", name=name, api_key_env="OPENAI_API_KEY")
+
+
+def unset_key_message(name: str) -> str:
+    """The start of the refusal of a run on `endpoint_with_unset_key(name=name)`."""
+    return f"Endpoint '{name}': set the environment variable OPENAI_API_KEY to the API key"
+
+
+# The endpoints page's form, filled in as an admin would (override any field).
+ENDPOINT_FORM = {
+    "name": "local-vllm",
+    "base_url": "http://127.0.0.1:9/v1",
+    "model": "llama",
+    "api_key_env": "",
+    "temperature": "0",
+    "max_tokens": "",
+    "top_p": "",
+    "seed": "",
+    "stop": "END\n###",
+    "timeout_seconds": "30",
+    "concurrency": "4",
+    "requests_per_minute": "100",
+    "tokens_per_minute": "10000",
+    "max_retries": "2",
+    "price_prompt_per_1k": "0.001",
+    "price_completion_per_1k": "0.002",
+}
+
+
 def dollar_a_thousand(stub, *, concurrency: int, name: str = "stub"):
     """An endpoint on the stub at $1 per 1k tokens either way, replies capped at 100 tokens:
     the spending-cap tests' endpoint."""

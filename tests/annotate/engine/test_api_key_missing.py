@@ -17,18 +17,21 @@ from annotate.engine.services import (
     engine_run_start,
 )
 from annotate.models import Benchmark
-from tests.annotate.engine.conftest import make_endpoint, make_instructions
+from tests.annotate.engine.conftest import (
+    endpoint_with_unset_key,
+    make_endpoint,
+    make_instructions,
+    unset_key_message,
+)
 
 pytestmark = pytest.mark.django_db
 
-MESSAGE = "Endpoint 'keyed': set the environment variable OPENAI_API_KEY to the API key"
+MESSAGE = unset_key_message("keyed")
 
 
 @pytest.fixture
 def keyed(monkeypatch):
-    """An endpoint on an address (nothing listens there) reading OPENAI_API_KEY, unset."""
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    return make_endpoint("http://127.0.0.1:9/v1", name="keyed", api_key_env="OPENAI_API_KEY")
+    return endpoint_with_unset_key(monkeypatch, name="keyed")
 
 
 def _row_counts() -> dict[str, int]:

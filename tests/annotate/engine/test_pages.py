@@ -11,7 +11,12 @@ from annotate.engine.services.generation import (
     generation_run_create,
 )
 from annotate.models import Benchmark, Instruction, Response, System
-from tests.annotate.engine.conftest import dollar_a_thousand, make_endpoint, make_instructions
+from tests.annotate.engine.conftest import (
+    ENDPOINT_FORM,
+    dollar_a_thousand,
+    make_endpoint,
+    make_instructions,
+)
 from tests.factories import BenchmarkFactory, ResponseFactory
 
 
@@ -25,26 +30,6 @@ def admin_client(client, admin_user):
 def researcher_client(client, researcher):
     client.force_login(researcher)
     return client
-
-
-ENDPOINT_FORM = {
-    "name": "local-vllm",
-    "base_url": "http://127.0.0.1:9/v1",
-    "model": "llama",
-    "api_key_env": "",
-    "temperature": "0",
-    "max_tokens": "",
-    "top_p": "",
-    "seed": "",
-    "stop": "END\n###",
-    "timeout_seconds": "30",
-    "concurrency": "4",
-    "requests_per_minute": "100",
-    "tokens_per_minute": "10000",
-    "max_retries": "2",
-    "price_prompt_per_1k": "0.001",
-    "price_completion_per_1k": "0.002",
-}
 
 
 @pytest.mark.django_db

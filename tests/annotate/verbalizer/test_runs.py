@@ -8,7 +8,7 @@ from django.core.management import CommandError, call_command
 from annotate.engine.models import EngineCall, EngineRun
 from annotate.verbalizer.models import ModelAnswer, SystemRun
 from annotate.verbalizer.services.sets import evaluation_set_create
-from tests.annotate.engine.conftest import make_endpoint
+from tests.annotate.engine.conftest import endpoint_with_unset_key, make_endpoint
 from tests.annotate.verbalizer.helpers import fill
 
 pytestmark = pytest.mark.django_db
@@ -306,8 +306,7 @@ def test_the_set_page_says_a_rerun_found_every_prompt_answered_before(
 def test_a_run_on_an_endpoint_whose_key_is_unset_is_refused_writing_nothing(two_items, monkeypatch):
     from django.apps import apps
 
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    make_endpoint("http://127.0.0.1:9/v1", name="keyed", api_key_env="OPENAI_API_KEY")
+    endpoint_with_unset_key(monkeypatch, name="keyed")
     counts = {model._meta.label: model.objects.count() for model in apps.get_models()}
     with pytest.raises(CommandError, match="set the environment variable OPENAI_API_KEY"):
         call_command("verbalizer_run", "--set", "s", "--system", "m", "--endpoint", "keyed")
