@@ -70,6 +70,9 @@ BULK_CHECKED_COLUMNS = ("question_id", "response_id", "annotator_id", "assignmen
 REBUILD_STORED_PER_NEW = 2
 WHOLE_NUMBER = re.compile(r"[+-]?[0-9]+")
 StageRow = tuple[int, str, str, str, str, int | None, int]
+# A row's kind is staged as the file gives it, "" for none: what a line without a kind stands for
+# (the stored kind, or --kind for an annotator that is new) is decided per annotator, after staging.
+STAGED_KINDS = {"": "", **{kind: kind for kind in DECIDED_KIND_VALUES}}
 # COPY's text format gives these characters a meaning, so a value holding one is escaped.
 COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
 
@@ -129,8 +132,7 @@ def _plain_index(index: str) -> bool:
     return index.isascii() and index.isdigit() and 1 <= int(index[:6]) <= MAX_QUESTIONS
 
 
-def _label_csv_rows(path: str, default_kind: str, problems: ImportProblems) -> Iterator[StageRow]:
-    kinds = {"": default_kind, **{kind: kind for kind in DECIDED_KIND_VALUES}}
+def _label_csv_rows(path: str, problems: ImportProblems) -> Iterator[StageRow]:
     optional = [KIND_COLUMN, WORK_STATUS_COLUMN]
     rows = read_csv(path, required=LABEL_CSV_COLUMNS, optional=optional, problems=problems)
     for line, row in rows:
@@ -141,13 +143,13 @@ def _label_csv_rows(path: str, default_kind: str, problems: ImportProblems) -> I
         # a million rows come through here on SQLite.)
         instruction, system, annotator = row["instruction_id"], row["system"], row["annotator"]
         value = LABEL_NAMES.get(row["label"])
-        kind = kinds.get(row.get(KIND_COLUMN, ""))
+        kind = STAGED_KINDS.get(row.get(KIND_COLUMN, ""))
         index = row["question_index"]
         plain = _plain_index(index)
         try:
             if value is None or kind is None or not (instruction and system and annotator):
                 value = _label_value(path, line, row["label"])
-                kind = _kind(path, line, KIND_COLUMN, row.get(KIND_COLUMN, "")) or default_kind
+                kind = _kind(path, line, KIND_COLUMN, row.get(KIND_COLUMN, ""))
                 instruction = _text(path, line, row, "instruction_id")
                 system = _text(path, line, row, "system")
                 annotator = _text(path, line, row, "annotator")
@@ -160,7 +162,7 @@ def _label_csv_rows(path: str, default_kind: str, problems: ImportProblems) -> I
         yield line, instruction.strip(), system.strip(), annotator.strip(), kind, number, value
 
 
-def _label_csv_copy_blocks(path: str, default_kind: str) -> Iterator[tuple[int, str]]:
+def _label_csv_copy_blocks(path: str) -> Iterator[tuple[int, str]]:
     """Yield (rows, COPY text) for blocks of a well-formed label CSV, each column checked once.
 
     The same rows as _label_csv_rows, without Python work per row: each check runs on a block's
@@ -168,7 +170,6 @@ def _label_csv_copy_blocks(path: str, default_kind: str) -> Iterator[tuple[int, 
     the checks do not take as it is raises NeedsRowReader, and the file goes through
     _label_csv_rows instead, which names the line and field of the problem.
     """
-    kinds = {"": default_kind, **{kind: kind for kind in DECIDED_KIND_VALUES}}
     values = {name: str(value) for name, value in LABEL_NAMES.items()}
     for first, columns in read_csv_columns(
         path, required=LABEL_CSV_COLUMNS, optional=[KIND_COLUMN, WORK_STATUS_COLUMN]
@@ -181,7 +182,7 @@ def _label_csv_copy_blocks(path: str, default_kind: str) -> Iterator[tuple[int, 
         staged = zip(
             map(str, range(first, first + count)),
             *texts,
-            map(_lookup(kinds, kind), kind),
+            map(_lookup(STAGED_KINDS, kind), kind),
             map(_lookup(_question_numbers(columns["question_index"])), columns["question_index"]),
             map(_lookup(values, columns["label"]), columns["label"]),
             strict=True,
@@ -224,24 +225,24 @@ def _label_value(path: str, line: int, text: str) -> int:
 
 
 def _label_jsonl_rows(
-    path: str, system: str, annotator: str, default_kind: str, problems: ImportProblems
+    path: str, system: str, annotator: str, problems: ImportProblems
 ) -> Iterator[StageRow]:
     for line, row in read_jsonl(path, problems):
         if str(row.get(WORK_STATUS_COLUMN) or COUNTED) != COUNTED:
             continue  # rejected, blocked or unconfirmed work: kept in the file, not counted
         staged = []
         with problems.line():
-            staged = list(_label_jsonl_row(path, line, row, system, annotator, default_kind))
+            staged = list(_label_jsonl_row(path, line, row, system, annotator))
         yield from staged
 
 
 def _label_jsonl_row(
-    path: str, line: int, row: dict, system: str, annotator: str, default_kind: str
+    path: str, line: int, row: dict, system: str, annotator: str
 ) -> Iterator[StageRow]:
     instruction = _text(path, line, {"id": row.get("id")}, "id")
     row_system = system or _text_or_option(path, line, row, "system")
     row_annotator = annotator or _text_or_option(path, line, row, "annotator")
-    row_kind = _kind(path, line, "kind", str(row.get("kind") or "")) or default_kind
+    row_kind = _kind(path, line, "kind", str(row.get("kind") or ""))
     values = row.get("eval")
     if not isinstance(values, list):
         raise ImportFileError(path, line, "eval", "expected a list of true, false or null")
@@ -271,7 +272,7 @@ def _text_or_option(path: str, line: int, row: dict, field: str) -> str:
     return _text(path, line, row, field)
 
 
-def _score_csv_rows(path: str, default_kind: str, problems: ImportProblems) -> Iterator[StageRow]:
+def _score_csv_rows(path: str, problems: ImportProblems) -> Iterator[StageRow]:
     optional = [KIND_COLUMN]
     for line, row in read_csv(
         path, required=SCORE_CSV_COLUMNS, optional=optional, problems=problems
@@ -283,7 +284,7 @@ def _score_csv_rows(path: str, default_kind: str, problems: ImportProblems) -> I
                 _text(path, line, row, "instruction_id"),
                 _text(path, line, row, "system"),
                 _text(path, line, row, "annotator"),
-                _kind(path, line, KIND_COLUMN, row.get(KIND_COLUMN, "")) or default_kind,
+                _kind(path, line, KIND_COLUMN, row.get(KIND_COLUMN, "")),
                 None,
                 _int(path, line, "score", row["score"], 1, 5),
             )
@@ -430,12 +431,14 @@ def _unresolved_problems(
     return [_unresolved(path, benchmark, bad, fields, questions) for bad in bad_rows], unnamed
 
 
-def _count_beyond(cursor, named: Sequence[ImportFileError], count: str) -> int:
+def _count_beyond(
+    cursor, named: Sequence[ImportFileError], count: str, params: Sequence[str] | None = None
+) -> int:
     """Return how many more lines the `count` query finds than the `named` ones (one each),
     which are the first MAX_PROBLEMS or all of them: then 0, and no query is run."""
     if len(named) < MAX_PROBLEMS:
         return 0
-    cursor.execute(count)
+    cursor.execute(count, params)
     return cursor.fetchone()[0] - len(named)
 
 
@@ -505,17 +508,27 @@ def _annotators_checked(
 ) -> tuple[dict[str, str], list[ImportFileError], int]:
     """Return the annotators the file names for the first time (name: kind), the problems (a
     kind that contradicts, or none for a new annotator) and how many lines giving a second kind
-    are left unnamed. One query over the file, and one more if an annotator has two kinds."""
+    are left unnamed. One query over the file, and one more if an annotator has two kinds.
+
+    A line without a kind stands for the stored kind of a stored annotator, and for
+    `default_kind` (--kind) of a new one: --kind is the kind of annotators that are new.
+    """
+    # MIN(kind) is '' when some line gives no kind ('' sorts before every kind).
     cursor.execute(
         f"SELECT annotator, MIN(NULLIF(kind, '')), MAX(NULLIF(kind, '')), MIN(line), "
-        f"MIN(CASE WHEN kind <> '' THEN line END) FROM {STAGE} GROUP BY annotator"
+        f"MIN(CASE WHEN kind <> '' THEN line END), MIN(kind) FROM {STAGE} GROUP BY annotator"
     )
     rows = cursor.fetchall()
     stored = dict(
         Annotator.objects.filter(name__in=[r[0] for r in rows]).values_list("name", "kind")
     )
     new, problems, two_kinds = {}, [], False
-    for name, low, high, line, kind_line in rows:
+    for name, low, high, line, kind_line, lowest in rows:
+        if name not in stored and default_kind and lowest == "":
+            low, high = (
+                min(low or default_kind, default_kind),
+                max(high or default_kind, default_kind),
+            )
         if low != high:
             two_kinds = True
             continue
@@ -555,23 +568,29 @@ def _second_kinds(
     (the first MAX_PROBLEMS, in file order), and how many more there are.
 
     Each is named, not only the annotator's first: the line to correct is the one whose kind
-    differs, and a file that gives a second kind on many lines is fixed in one attempt.
+    differs, and a file that gives a second kind on many lines is fixed in one attempt. A line
+    without a kind gives `default_kind` to a new annotator and nothing to a stored one.
     """
+    given = (
+        "SELECT s.line, s.annotator, CASE WHEN s.kind = '' THEN 1 ELSE 0 END AS defaulted, "
+        "COALESCE(NULLIF(s.kind, ''), CASE WHEN a.id IS NULL THEN %s END, '') AS kind "
+        f"FROM {STAGE} s LEFT JOIN annotate_annotator a ON a.name = s.annotator"
+    )
     kinds = (
-        "SELECT line, annotator, kind, FIRST_VALUE(line) OVER earlier AS first_line, "
-        f"FIRST_VALUE(kind) OVER earlier AS first_kind FROM {STAGE} WHERE kind <> '' "
+        "SELECT line, annotator, kind, defaulted, FIRST_VALUE(line) OVER earlier AS first_line, "
+        "FIRST_VALUE(kind) OVER earlier AS first_kind, "
+        f"FIRST_VALUE(defaulted) OVER earlier AS first_defaulted FROM ({given}) g WHERE kind <> '' "
         "WINDOW earlier AS (PARTITION BY annotator ORDER BY line)"
     )
     cursor.execute(
-        f"SELECT DISTINCT line, annotator, kind, first_line, first_kind FROM ({kinds}) k "
-        f"WHERE kind <> first_kind ORDER BY line LIMIT {MAX_PROBLEMS}"
+        "SELECT DISTINCT line, annotator, kind, defaulted + first_defaulted, first_line, "
+        f"first_kind FROM ({kinds}) k WHERE kind <> first_kind ORDER BY line LIMIT {MAX_PROBLEMS}",
+        [default_kind],
     )
     problems = []
-    for line, name, kind, first_line, first_kind in cursor.fetchall():
+    for line, name, kind, defaulted, first_line, first_kind in cursor.fetchall():
         by_default = (
-            f" (--kind {default_kind} stands for a line that gives none)"
-            if default_kind in (kind, first_kind)
-            else ""
+            f" (--kind {default_kind} stands for a line that gives none)" if defaulted else ""
         )
         problems.append(
             ImportFileError(
@@ -583,7 +602,7 @@ def _second_kinds(
             )
         )
     count = f"SELECT COUNT(DISTINCT line) FROM ({kinds}) k WHERE kind <> first_kind"
-    return problems, _count_beyond(cursor, problems, count)
+    return problems, _count_beyond(cursor, problems, count, [default_kind])
 
 
 def _annotators_create(new: dict[str, str]) -> None:
@@ -951,13 +970,14 @@ def labels_import(
     (question_index from 1; an optional annotator_kind column). JSON Lines: `id` and `eval`, a
     list of true/false/null per question in order (null = UNKNOWN; a shorter list leaves the rest
     unlabelled), for the system and annotator named by the arguments (or per-line `system`,
-    `annotator`, `kind` fields, as export_labels writes them).
+    `annotator`, `kind` fields, as export_labels writes them). `kind` is the kind of annotators
+    that are new, for their lines that give none; a stored annotator's lines keep its kind.
     """
     kind = _kind(path, 0, "--kind", kind) if kind else ""
     problems = ImportProblems(path)
     if Path(path).suffix.lower() == ".csv":
-        rows = _label_csv_rows(path, kind, problems)
-        blocks = partial(_label_csv_copy_blocks, path, kind)
+        rows = _label_csv_rows(path, problems)
+        blocks = partial(_label_csv_copy_blocks, path)
         return _import_staged(
             path, benchmark_name, LABELS, rows, problems, blocks, default_kind=kind
         )
@@ -967,7 +987,7 @@ def labels_import(
         raise ImportFileError(
             path, None, "--system", f"no system named {system_name!r}: import its responses first"
         )
-    rows = _label_jsonl_rows(path, system_name, annotator_name.strip(), kind, problems)
+    rows = _label_jsonl_rows(path, system_name, annotator_name.strip(), problems)
     fields = _jsonl_fields(system_argument=bool(system_name))
     return _import_staged(
         path, benchmark_name, LABELS, rows, problems, fields=fields, default_kind=kind
@@ -979,5 +999,5 @@ def scores_import(*, path: str, benchmark_name: str, kind: str = "") -> ImportSu
     """Import 1–5 direct scores from a long CSV: instruction_id,system,annotator,score."""
     kind = _kind(path, 0, "--kind", kind) if kind else ""
     problems = ImportProblems(path)
-    rows = _score_csv_rows(path, kind, problems)
+    rows = _score_csv_rows(path, problems)
     return _import_staged(path, benchmark_name, SCORES, rows, problems, default_kind=kind)

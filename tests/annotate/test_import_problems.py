@@ -510,6 +510,93 @@ def test_a_kind_contradicting_the_stored_one_names_the_line_that_gives_it(benchm
     assert Label.objects.count() == 1
 
 
+def test_the_kind_option_is_for_new_annotators_a_line_without_a_kind_keeps_the_stored_one(
+    benchmark,
+):
+    """--kind crowd was also applied to a stored expert's lines without a kind, and the file was
+    refused: "annotator 'ann' is stored as expert, the file says crowd"."""
+    _stored_labels(benchmark, "t1,s,ann,1,YES,expert")
+    path = write_text(
+        benchmark / "labels.csv", LABEL_HEADER + "t1,s,ann,2,NO,\nt1,s,newbie,1,YES,\n"
+    )
+    call_command("import_labels", path, "--benchmark", "b", "--kind", "crowd")
+    assert dict(Annotator.objects.values_list("name", "kind")) == {
+        "ann": "expert",
+        "newbie": "crowd",
+    }
+    assert sorted(Label.objects.values_list("annotator__name", "question__position")) == [
+        ("ann", 1),
+        ("ann", 2),
+        ("newbie", 1),
+    ]
+
+
+def test_the_kind_option_leaves_a_stored_annotator_of_a_json_lines_file_and_a_score_file_alone(
+    benchmark,
+):
+    from annotate.models import DirectScore
+    from annotate.services.label_imports import scores_import
+
+    _stored_labels(benchmark, "t1,s,ann,1,YES,expert")
+    rows = [{"id": "t1", "eval": [True, False], "system": "s", "annotator": "ann"}]
+    labels_import(path=write_jsonl(benchmark / "a.jsonl", rows), benchmark_name="b", kind="llm")
+    scores = write_text(benchmark / "s.csv", "instruction_id,system,annotator,score\nt1,s,ann,4\n")
+    scores_import(path=scores, benchmark_name="b", kind="crowd")
+    assert Annotator.objects.get().kind == "expert"
+    assert Label.objects.count() == 2 and DirectScore.objects.get().score == 4
+
+
+def test_an_explicit_kind_contradicting_the_stored_one_is_refused_whatever_the_kind_option(
+    benchmark,
+):
+    _stored_labels(benchmark, "t1,s,ann,1,YES,expert")
+    path = write_text(
+        benchmark / "labels.csv", LABEL_HEADER + "t1,s,ann,2,NO,\nt1,s,ann,2,NO,crowd\n"
+    )
+    with pytest.raises(CommandError) as caught:
+        call_command("import_labels", path, "--benchmark", "b", "--kind", "expert")
+    assert str(caught.value).splitlines()[-2] == (
+        f"{path}, line 3, field 'annotator_kind': annotator 'ann' is stored as expert, "
+        "the file says crowd"
+    )
+    assert Label.objects.count() == 1
+
+
+def test_two_kinds_for_a_stored_annotator_do_not_blame_the_kind_option(benchmark):
+    _stored_labels(benchmark, "t1,s,ann,1,YES,expert")
+    path = write_text(
+        benchmark / "labels.csv", LABEL_HEADER + "t1,s,ann,2,NO,expert\nt1,s,ann,2,NO,crowd\n"
+    )
+    with pytest.raises(CommandError) as caught:
+        call_command("import_labels", path, "--benchmark", "b", "--kind", "crowd")
+    assert str(caught.value).splitlines()[-2] == (
+        f"{path}, line 3, field 'annotator_kind': 'crowd' but line 2 gave 'expert' for "
+        "annotator 'ann': an annotator has one kind"
+    )
+
+
+def test_the_import_pages_kind_of_new_annotators_leaves_a_stored_one_alone(
+    client, researcher, django_capture_on_commit_callbacks, settings, benchmark
+):
+    settings.MEDIA_ROOT = benchmark
+    _stored_labels(benchmark, "t1,s,ann,1,YES,expert")
+    labels = LABEL_HEADER + "t1,s,ann,2,NO,\n"
+    client.force_login(researcher)
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(
+            reverse("annotate:import-list"),
+            {
+                "kind": "labels",
+                "benchmark_name": "b",
+                "annotator_kind": "crowd",
+                "upload": SimpleUploadedFile("labels.csv", labels.encode()),
+            },
+        )
+    job = ImportJob.objects.get()
+    assert job.status == "done", job.message
+    assert Annotator.objects.get().kind == "expert" and Label.objects.count() == 2
+
+
 def test_the_import_page_names_the_line_giving_a_second_kind(
     client, researcher, django_capture_on_commit_callbacks, settings, benchmark
 ):
