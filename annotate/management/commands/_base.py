@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
@@ -20,6 +21,18 @@ class ImportCommand(BaseCommand):
         except AnnotateError as error:
             raise CommandError(f"{error}\nNothing was written.") from None
         self.stdout.write(summary.message)
+
+
+def name_argument(what: str) -> Callable[[str], str]:
+    """Return the argparse type of an option naming a `what` the import makes if new: a blank
+    name is refused as an argument error (exit code 2), before the file is read."""
+
+    def name(value: str) -> str:
+        if not value.strip():
+            raise argparse.ArgumentTypeError(f"the {what} needs a name")
+        return value
+
+    return name
 
 
 def output_error(path: str, error: OSError) -> CommandError:

@@ -317,6 +317,26 @@ def test_the_study_name_is_trimmed_and_a_blank_one_refused(tmp_path):
     assert list(Study.objects.values_list("name", flat=True)) == ["kiwi"]
 
 
+@pytest.mark.parametrize("command", ["import_sessions", "import_study"])
+def test_a_blank_study_is_refused_before_the_files_lines(tmp_path, command, capsys):
+    """`import_sessions FILE --study ""` named the file's wrong lines first, and the blank study
+    only once they were fixed."""
+    from django.core.management import load_command_class
+
+    path = str(tmp_path / "broken.jsonl")
+    write_jsonl(tmp_path / "broken.jsonl", ['{"original_question": "q"\n'])
+    with pytest.raises(CommandError) as refused:
+        call_command(command, path, "--study", "")
+    assert str(refused.value) == "Error: argument --study: the study needs a name"
+    handler = load_command_class("annotate.revision", command)
+    handler._called_from_command_line = True  # argparse exits as for any argument error
+    with pytest.raises(SystemExit) as exited:
+        handler.create_parser("manage.py", command).parse_args([path, "--study", " "])
+    assert exited.value.code == 2
+    assert "error: argument --study: the study needs a name" in capsys.readouterr().err
+    assert not Study.objects.exists()
+
+
 def test_import_study_refuses_a_system_on_an_endpoint_that_does_not_exist(tmp_path):
     path = write_jsonl(tmp_path / "study.jsonl", [STUDY_LINE])
     with pytest.raises(CommandError) as error:

@@ -1,4 +1,4 @@
-from annotate.management.commands._base import ImportCommand
+from annotate.management.commands._base import ImportCommand, name_argument
 from annotate.revision.services.imports import sessions_import
 
 
@@ -7,7 +7,12 @@ class Command(ImportCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("path")
-        parser.add_argument("--study", required=True, help="Study name (created if new).")
+        parser.add_argument(
+            "--study",
+            required=True,
+            type=name_argument("study"),
+            help="Study name (created if new).",
+        )
 
     def handle(self, *args, **options):
         self.run_import(sessions_import, path=options["path"], study_name=options["study"])
