@@ -36,6 +36,13 @@ class _Row:
     text_b: str
     label_field: str
     label_value: str
+    # A line the reader refused: only its id (when readable) and the problem are kept, so that
+    # a later line repeating the id is named in the same round.
+    refused: ImportFileError | None = None
+
+
+def _refused(line: int, external_id: str, problem: ImportFileError) -> _Row:
+    return _Row(line, external_id, "", "", "", "", refused=problem)
 
 
 @dataclass(frozen=True)
@@ -110,7 +117,8 @@ def _read_tsv(path: str, layout: GlueLayout, problems: ImportProblems) -> Iterat
             values = line.rstrip("\r\n").split("\t")
             if len(values) != len(header):
                 problem = f"expected {len(header)} columns, found {len(values)}"
-                problems.add(ImportFileError(path, line_number, None, problem))
+                error = ImportFileError(path, line_number, None, problem)
+                yield _refused(line_number, _tsv_id(layout, values), error)
                 continue
             row = dict(zip(header, values, strict=True))
             yield _Row(
@@ -123,6 +131,15 @@ def _read_tsv(path: str, layout: GlueLayout, problems: ImportProblems) -> Iterat
             )
 
 
+def _tsv_id(layout: GlueLayout, values: list[str]) -> str:
+    """Return the id of a line of the wrong width, if its id column is there and ends at a tab
+    (a line without the tab is more likely the rest of a line broken in two)."""
+    if not layout.id_field:
+        return ""
+    column = layout.header.index(layout.id_field)
+    return values[column] if column < len(values) - 1 else ""
+
+
 def _read_generic(path: str, fmt: str, problems: ImportProblems) -> Iterator[_Row]:
     if fmt == "csv":
         optional = ["text_b", "id"]
@@ -130,21 +147,35 @@ def _read_generic(path: str, fmt: str, problems: ImportProblems) -> Iterator[_Ro
     else:
         rows = read_jsonl(path, problems)
     for line, row in rows:
-        with problems.line():
-            yield _generic_row(path, line, row)
+        try:
+            parsed = _generic_row(path, line, row)
+        except ImportFileError as error:
+            parsed = _refused(line, _readable_id(path, line, row), error)
+        yield parsed
+
+
+def _readable_id(path: str, line: int, row: dict) -> str:
+    try:
+        return _field_text(path, line, row, "id")
+    except ImportFileError:
+        return ""
+
+
+def _field_text(path: str, line: int, row: dict, name: str) -> str:
+    value = row.get(name, "")
+    if value is None and name in ("text_b", "id"):
+        value = ""  # an optional field written as null (pandas' to_json does) is absent
+    if isinstance(value, int) and not isinstance(value, bool) and name != "text":
+        value = str(value)
+    if not isinstance(value, str):
+        raise ImportFileError(path, line, name, f"expected text, found {_json_kind(value)}")
+    return value
 
 
 def _generic_row(path: str, line: int, row: dict) -> _Row:
-    values = {}
-    for name in ("text", "label", "text_b", "id"):
-        value = row.get(name, "")
-        if value is None and name in ("text_b", "id"):
-            value = ""  # an optional field written as null (pandas' to_json does) is absent
-        if isinstance(value, int) and not isinstance(value, bool) and name != "text":
-            value = str(value)
-        if not isinstance(value, str):
-            raise ImportFileError(path, line, name, f"expected text, found {_json_kind(value)}")
-        values[name] = value
+    values = {
+        name: _field_text(path, line, row, name) for name in ("text", "label", "text_b", "id")
+    }
     if "text" not in row:
         raise ImportFileError(path, line, "text", "this field is missing")
     if "label" not in row:
@@ -286,9 +317,11 @@ def classification_import(
     items, first_line_of = [], {}
     for position, row in enumerate(rows, start=1):
         with problems.line():
-            # The id first: a line wrong in another field still holds its id, so that a later
-            # line repeating it is named in the same round.
+            # The id first: a line wrong in another field, or refused by the reader, still
+            # holds its id, so that a later line repeating it is named in the same round.
             _id_check(path, fmt, row, first_line_of)
+            if row.refused:
+                raise row.refused
             if not row.text.strip():
                 field = "text" if fmt in ("csv", "jsonl") else GLUE_LAYOUTS[fmt].text
                 raise ImportFileError(path, row.line, field, "the text is empty")

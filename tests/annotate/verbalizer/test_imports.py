@@ -223,3 +223,62 @@ def test_a_second_import_into_a_filled_dataset_is_refused(tmp_path):
         "once: import this file into a new dataset, or put every item in one file and import "
         "it into an empty dataset"
     )
+
+
+def _lines_named(error: ImportFileError) -> list[str]:
+    return [line for line in str(error).splitlines() if line.startswith("- ")]
+
+
+@pytest.mark.parametrize(
+    "fmt, text, refused",
+    [
+        # `text` not a string: the reader refused the line, and its id went unseen.
+        ("jsonl", '{"text": 3, "label": "positive", "id": "a"}\n'
+         '{"text": "ok", "label": "positive", "id": "a"}\n',
+         "- line 1, field 'text': expected text, found a number"),
+        ("jsonl", '{"text": "ok", "label": true, "id": 7}\n'
+         '{"text": "ok", "label": "positive", "id": "7"}\n',
+         "- line 1, field 'label': expected text, found true"),
+    ],
+)  # fmt: skip
+def test_a_line_the_reader_refuses_keeps_its_id_for_a_later_repeat(tmp_path, fmt, text, refused):
+    path = write(tmp_path, "items.jsonl", text)
+    with pytest.raises(ImportFileError) as error:
+        classification_import(path=path, dataset="SST-2", fmt=fmt)
+    repeated = json.loads(text.splitlines()[1])["id"]
+    assert _lines_named(error.value) == [
+        refused,
+        f"- line 2, field 'id': the id {repeated!r} is already on line 1",
+    ]
+    assert not ClassificationItem.objects.exists()
+
+
+def test_a_tsv_line_of_the_wrong_width_keeps_its_id_for_a_later_repeat(tmp_path):
+    path = write(
+        tmp_path,
+        "dev.tsv",
+        "index\tsentence1\tsentence2\tlabel\n"
+        "0\ta\tb\n"  # line 2: a column short
+        "0\tc\td\tentailment\n"  # line 3: its id again
+        "the rest of a broken line\n",  # line 4: no tab, so no id
+    )
+    with pytest.raises(ImportFileError) as error:
+        classification_import(path=path, dataset="RTE", fmt="glue-rte")
+    assert _lines_named(error.value) == [
+        "- line 2: expected 4 columns, found 3",
+        "- line 3, field 'index': the id '0' is already on line 2",
+        "- line 4: expected 4 columns, found 1",
+    ]
+    assert not ClassificationItem.objects.exists()
+
+
+def test_a_refused_line_with_an_unreadable_id_is_named_once(tmp_path):
+    path = write(
+        tmp_path,
+        "items.jsonl",
+        '{"text": "ok", "label": "positive", "id": ["a"]}\n'
+        '{"text": "ok", "label": "positive", "id": "a"}\n',
+    )
+    with pytest.raises(ImportFileError) as error:
+        classification_import(path=path, dataset="SST-2", fmt="jsonl")
+    assert str(error.value) == f"{path}, line 1, field 'id': expected text, found a list"
