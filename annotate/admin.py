@@ -1,4 +1,13 @@
-from django.contrib import admin
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
+from django.contrib.auth import admin as auth_admin
+from django.contrib.auth.models import User
+from django.http import HttpRequest, HttpResponse
+from django.template.defaultfilters import pluralize
+from django.urls import reverse
 
 from annotate import models
 
@@ -171,3 +180,53 @@ class PasswordTokenRevocationAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None) -> bool:
         return False
+
+
+@contextmanager
+def _token_revocation_told(request: HttpRequest, user: User) -> Iterator[None]:
+    """Add a message when a password change made in the block revoked the user's API tokens:
+    Django's own says only that the password changed, and scripts using them get 401 from then."""
+    revocations = models.PasswordTokenRevocation.objects.filter(user=user).order_by("-pk")
+    before = revocations.values_list("pk", flat=True).first() or 0
+    yield
+    revocation = revocations.filter(pk__gt=before).first()
+    if revocation is None:
+        return
+    count = revocation.token_count
+    tokens = f"{count} API token{pluralize(count)}"
+    revoked = f"{pluralize(count, 'was,were')} revoked with the password change"
+    scripts = f"scripts using {pluralize(count, 'it,them')} get 401 now"
+    if user.pk == request.user.pk:
+        told = (
+            f"Your {tokens} {revoked}: {scripts}. Create a new one on the API tokens page "
+            f"({reverse('api-tokens')})."
+        )
+    else:
+        told = (
+            f"The {tokens} of {user.get_username()} {revoked}: {scripts}; their API tokens "
+            "page tells them why."
+        )
+    messages.warning(request, told)
+
+
+class UserAdmin(auth_admin.UserAdmin):
+    """Django's user admin, saying when a password it set or disabled revoked API tokens."""
+
+    def user_change_password(self, request, id, form_url=""):
+        user = self.get_object(request, unquote(id))
+        if user is None or request.method != "POST":
+            return super().user_change_password(request, id, form_url)
+        with _token_revocation_told(request, user):
+            return super().user_change_password(request, id, form_url)
+
+
+if admin.site.is_registered(User):
+    admin.site.unregister(User)
+admin.site.register(User, UserAdmin)
+
+
+def admin_password_change(request: HttpRequest) -> HttpResponse:
+    """The admin site's own "Change password", saying when it revoked the user's API tokens
+    (config.urls routes /admin/password_change/ here, ahead of admin.site.urls)."""
+    with _token_revocation_told(request, request.user):
+        return admin.site.password_change(request)

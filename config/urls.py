@@ -6,6 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from knox.models import AuthToken
 
 from annotate import views as annotate_views
+from annotate.admin import admin_password_change
 from annotate.revision.api import RerateApi
 from config.api_docs import OfflineRedocView
 from config.error_views import admin_login
@@ -30,6 +31,11 @@ urlpatterns = [
     # One login page for everyone (django-axes limits every password check, this one too);
     # a logged-in user who is not staff gets the 403 page instead of a second login form.
     path("admin/login/", admin_login),
+    # Django's page, which also says when the change revoked the user's API tokens.
+    path(
+        "admin/password_change/",
+        admin.site.admin_view(admin_password_change, cacheable=True),
+    ),
     path("favicon.ico", RedirectView.as_view(url="/static/favicon.svg", permanent=True)),
     path("admin/", admin.site.urls),
     path("benchmarks/", include("annotate.urls")),

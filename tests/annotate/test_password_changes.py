@@ -197,3 +197,79 @@ def test_a_password_change_with_no_tokens_leaves_no_notice(researcher):
     assert not PasswordTokenRevocation.objects.exists()
     page = logged_in(researcher).get(reverse("api-tokens"))
     assert page.context["password_revocation"] is None
+
+
+def messages_shown(response) -> list[str]:
+    return [str(message) for message in response.context["messages"]]
+
+
+def test_the_admins_own_password_change_says_their_tokens_were_revoked(superuser):
+    """The admin's page said only "Your password was changed." and the scripts using the
+    tokens stopped with 401 without a word."""
+    AuthToken.objects.create(user=superuser)
+    done = logged_in(superuser).post(
+        "/admin/password_change/",
+        {"old_password": "pw", "new_password1": NEW_PASSWORD, "new_password2": NEW_PASSWORD},
+        follow=True,
+    )
+    assert done.redirect_chain == [(reverse("admin:password_change_done"), 302)]
+    assert messages_shown(done) == [
+        "Your 1 API token was revoked with the password change: scripts using it get 401 now. "
+        f"Create a new one on the API tokens page ({reverse('api-tokens')})."
+    ]
+    assert "Your 1 API token was revoked" in page_text(done)
+
+
+def test_an_admin_setting_a_users_password_is_told_their_tokens_were_revoked(superuser, researcher):
+    AuthToken.objects.create(user=researcher)
+    AuthToken.objects.create(user=researcher)
+    changed = logged_in(superuser).post(
+        f"/admin/auth/user/{researcher.pk}/password/",
+        {"usable_password": "true", "password1": NEW_PASSWORD, "password2": NEW_PASSWORD},
+        follow=True,
+    )
+    assert messages_shown(changed) == [
+        "Password changed successfully.",
+        "The 2 API tokens of researcher-user were revoked with the password change: scripts "
+        "using them get 401 now; their API tokens page tells them why.",
+    ]
+    assert "The 2 API tokens of researcher-user were revoked" in page_text(changed)
+
+
+def test_an_admin_disabling_a_users_password_is_told_their_tokens_were_revoked(
+    superuser, researcher
+):
+    AuthToken.objects.create(user=researcher)
+    changed = logged_in(superuser).post(
+        f"/admin/auth/user/{researcher.pk}/password/",
+        {"usable_password": "false", "unset-password": "1"},
+        follow=True,
+    )
+    assert messages_shown(changed)[1].startswith(
+        "The 1 API token of researcher-user was revoked with the password change"
+    )
+
+
+def test_an_admin_setting_their_own_password_on_the_user_page_is_told_in_their_words(superuser):
+    AuthToken.objects.create(user=superuser)
+    changed = logged_in(superuser).post(
+        f"/admin/auth/user/{superuser.pk}/password/",
+        {"usable_password": "true", "password1": NEW_PASSWORD, "password2": NEW_PASSWORD},
+        follow=True,
+    )
+    assert messages_shown(changed)[1].startswith("Your 1 API token was revoked")
+
+
+def test_a_password_change_without_tokens_says_nothing_of_tokens(superuser, researcher):
+    client = logged_in(superuser)
+    changed = client.post(
+        f"/admin/auth/user/{researcher.pk}/password/",
+        {"usable_password": "true", "password1": NEW_PASSWORD, "password2": NEW_PASSWORD},
+        follow=True,
+    )
+    assert messages_shown(changed) == ["Password changed successfully."]
+    refused = client.post(
+        "/admin/password_change/",
+        {"old_password": "wrong", "new_password1": NEW_PASSWORD, "new_password2": NEW_PASSWORD},
+    )
+    assert refused.status_code == 200 and not messages_shown(refused)
