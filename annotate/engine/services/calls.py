@@ -277,16 +277,21 @@ def _embed_once(
     return call, reply.vectors if isinstance(reply, EmbeddingReply) else None
 
 
+def run_totals(calls: Sequence[EngineCall]) -> dict[str, Any]:
+    """Return what each of a run's call counters grows by for these calls."""
+    return {
+        "calls": len(calls),
+        "calls_failed": sum(1 for c in calls if not c.answered),
+        "prompt_tokens": sum(c.prompt_tokens for c in calls),
+        "completion_tokens": sum(c.completion_tokens for c in calls),
+        "cost_usd": sum((c.cost_usd for c in calls), Decimal(0)),
+        "call_seconds": sum(c.latency_ms for c in calls) / 1000,
+    }
+
+
 def run_totals_delta(calls: Sequence[EngineCall]) -> dict[str, Any]:
     """Return the F() increments of a run's counters for these calls."""
-    return {
-        "calls": F("calls") + len(calls),
-        "calls_failed": F("calls_failed") + sum(1 for c in calls if not c.answered),
-        "prompt_tokens": F("prompt_tokens") + sum(c.prompt_tokens for c in calls),
-        "completion_tokens": F("completion_tokens") + sum(c.completion_tokens for c in calls),
-        "cost_usd": F("cost_usd") + sum((c.cost_usd for c in calls), Decimal(0)),
-        "call_seconds": F("call_seconds") + sum(c.latency_ms for c in calls) / 1000,
-    }
+    return {name: F(name) + value for name, value in run_totals(calls).items()}
 
 
 TEST_TIMEOUT_SECONDS = 10.0

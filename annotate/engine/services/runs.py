@@ -66,7 +66,7 @@ from annotate.engine.protocols import (
     UnitStopped,
     protocol_for,
 )
-from annotate.engine.services.calls import call_cost, call_send, retry_policy, run_totals_delta
+from annotate.engine.services.calls import call_cost, call_send, retry_policy, run_totals
 from annotate.engine.services.endpoints import endpoint_api_key, endpoint_transport
 from annotate.roles import is_admin, is_researcher
 from config.celery import app as celery_app
@@ -774,9 +774,7 @@ def _store(
         if finished and hasattr(protocol, "store"):
             protocol.store(run, finished)
         if done:
-            EngineUnit.objects.filter(run=run, key__in=[r.key for r in done]).update(
-                status=UnitStatus.DONE, error="", attempts=F("attempts") + 1, updated_at=now
-            )
+            _units_mark_done(run.pk, [r.key for r in done], now=now)
         for result in finished:
             if result.failed:
                 EngineUnit.objects.filter(run=run, key=result.key).update(
@@ -785,17 +783,65 @@ def _store(
                     attempts=F("attempts") + 1,
                     updated_at=now,
                 )
-        failed = len(finished) - len(done)
-        totals = run_totals_delta(calls) if calls else {}
-        if calls and shared_cap:  # the calls' cost moves from reserved to spent
-            cost = sum((c.cost_usd for c in calls), Decimal(0))
-            totals["cost_reserved_usd"] = F("cost_reserved_usd") - cost
-        EngineRun.objects.filter(pk=run.pk).update(
-            units_done=F("units_done") + len(done),
-            units_failed=F("units_failed") + failed,
-            heartbeat=now,
-            **totals,
-        )
+        _run_counters_add(
+            run.pk, done=len(done), failed=len(finished) - len(done), calls=calls,
+            now=now, shared_cap=shared_cap,
+        )  # fmt: skip
+
+
+# The two UPDATEs of every batch, written here instead of compiled by the ORM per batch: its
+# update() with F() expressions cost 0.5-0.7 ms of the storing thread's CPU each, a third of a
+# zero-shot judge batch's, on the GIL the API workers wait for between bursts. The statements
+# are the ORM's: the same increments, on SQLite the same NUMERIC casts around decimals.
+def _units_mark_done(run_id: int, keys: Sequence[str], *, now: datetime) -> None:
+    """Mark the run's units of these keys done: status, error cleared, one attempt more."""
+    ops = connection.ops
+    table = ops.quote_name(EngineUnit._meta.db_table)
+    status, error, attempts, updated_at, run, key = (
+        ops.quote_name(EngineUnit._meta.get_field(name).column)
+        for name in ("status", "error", "attempts", "updated_at", "run", "key")
+    )
+    with connection.cursor() as cursor:
+        for start in range(0, len(keys), MAX_BATCH):
+            chunk = keys[start : start + MAX_BATCH]
+            marks = ", ".join(["%s"] * len(chunk))
+            # Names from model metadata; the values go as parameters.
+            cursor.execute(
+                f"UPDATE {table} SET {status} = %s, {error} = '', {attempts} = {attempts} + 1, "  # noqa: S608
+                f"{updated_at} = %s WHERE {run} = %s AND {key} IN ({marks})",
+                [UnitStatus.DONE, ops.adapt_datetimefield_value(now), run_id, *chunk],
+            )
+
+
+def _run_counters_add(
+    run_id: int,
+    *,
+    done: int,
+    failed: int,
+    calls: Sequence[EngineCall],
+    now: datetime,
+    shared_cap: bool,
+) -> None:
+    """Add a batch to the run's counters (units ended, `run_totals` of its calls) with one
+    UPDATE of increments, so chunks in several processes never lose one, and beat the
+    heartbeat. With `shared_cap` the calls' cost also moves from reserved to spent."""
+    increments: dict[str, Any] = {"units_done": done, "units_failed": failed}
+    if calls:
+        increments.update(run_totals(calls))
+        if shared_cap:
+            increments["cost_reserved_usd"] = -increments["cost_usd"]
+    ops = connection.ops
+    sets, values = [f"{ops.quote_name('heartbeat')} = %s"], [ops.adapt_datetimefield_value(now)]
+    for name, value in increments.items():
+        column = ops.quote_name(EngineRun._meta.get_field(name).column)
+        if isinstance(value, Decimal):
+            sets.append(f"{column} = CAST({column} + CAST(%s AS NUMERIC) AS NUMERIC)")
+        else:
+            sets.append(f"{column} = {column} + %s")
+        values.append(value)
+    table = ops.quote_name(EngineRun._meta.db_table)
+    with connection.cursor() as cursor:  # names from model metadata, values as parameters
+        cursor.execute(f"UPDATE {table} SET {', '.join(sets)} WHERE id = %s", [*values, run_id])  # noqa: S608
 
 
 _CALL_FIELDS = (

@@ -101,6 +101,33 @@ def test_a_new_generation_run_with_nothing_left_is_refused_and_not_recorded(stub
     assert EngineRun.objects.count() == 1
 
 
+def test_a_runs_counters_are_the_sums_of_its_stored_calls_over_two_starts(stub):
+    """The batch's counters (one UPDATE of increments) and unit rows agree with the calls
+    stored: counts, tokens, exact cost in dollars, seconds, attempts."""
+    stub.fail_next(400, message="bad request")
+    endpoint = dollar_a_thousand(stub, concurrency=1)
+    run, _, _ = _generation(endpoint)
+
+    engine_run_execute(run_id=run.pk)
+    run = engine_run_execute(run_id=run.pk)  # the failed unit again
+
+    calls = list(EngineCall.objects.filter(run=run))
+    assert run.status == RunStatus.DONE and len(calls) == 4
+    assert (run.units_done, run.units_failed, run.calls, run.calls_failed) == (3, 0, 4, 1)
+    assert run.prompt_tokens == sum(c.prompt_tokens for c in calls) > 0
+    assert run.completion_tokens == sum(c.completion_tokens for c in calls) > 0
+    assert (
+        run.cost_usd
+        == sum(c.cost_usd for c in calls)
+        == Decimal(run.prompt_tokens + run.completion_tokens) / 1000
+    )  # $1 per 1k tokens either way
+    assert run.call_seconds == pytest.approx(sum(c.latency_ms for c in calls) / 1000)
+    units = EngineUnit.objects.filter(run=run).order_by("key")
+    assert sorted(u.attempts for u in units) == [1, 1, 2]  # the failed one was tried twice
+    assert all(u.status == UnitStatus.DONE and u.error == "" for u in units)
+    assert all(u.updated_at >= run.started_at for u in units)
+
+
 def test_failed_units_are_recorded_and_retried_by_the_next_start(stub):
     stub.fail_next(400, message="bad request")
     endpoint = make_endpoint(stub.base_url, concurrency=1)
