@@ -32,6 +32,8 @@ from annotate.crowd.base import AssignmentInfo, HitInfo, HitTypeSpec
 from annotate.errors import AlreadyProcessedError, CrowdPlatformError, HitAlreadyExistsError
 
 REVIEWED = {"Approved", "Rejected"}
+# A worker's assignment they gave back before submitting it: it holds none of the HIT's slots.
+RETURNED = "Returned"
 DEMO_WORKER = "DEMOWORKER"  # the ids an admin takes the offline platform's HITs as
 # Threads of one process take the file lock one after the other (flock is per open file).
 _PROCESS_LOCK = threading.RLock()
@@ -292,7 +294,8 @@ class FakePlatform:
         with _changing() as store:
             hit = _hit_of(store, hit_id)
             open_work = any(
-                a.hit_id == hit_id and a.status not in REVIEWED for a in store.assignments.values()
+                a.hit_id == hit_id and a.status not in REVIEWED | {RETURNED}
+                for a in store.assignments.values()
             )
             if open_work or (hit.expires_at and hit.expires_at > datetime.now(UTC)):
                 raise CrowdPlatformError(
@@ -367,7 +370,7 @@ class FakePlatform:
     def worker_accept(self, *, hit_id: str, worker_id: str) -> str:
         with _changing() as store:
             hit = _hit_of(store, hit_id)
-            taken = [a for a in store.assignments.values() if a.hit_id == hit_id]
+            taken = _holding_a_slot(store, hit_id)
             if len(taken) >= hit.max_assignments or any(a.worker_id == worker_id for a in taken):
                 raise CrowdPlatformError(f"HIT {hit_id} cannot be accepted by {worker_id}.")
             assignment_id = self._new_id(store, "FAKEASG")
@@ -385,11 +388,25 @@ class FakePlatform:
                 row, status="Submitted", submitted_at=datetime.now(UTC), answer=answer
             )
 
+    def worker_return(self, *, hit_id: str, assignment_id: str, worker_id: str) -> bool:
+        """The worker gives back an assignment they accepted and have not submitted, as MTurk's
+        Return button does: its slot of the HIT is free for another worker. False (nothing
+        changes) unless that worker holds that assignment of that HIT, accepted."""
+        with _changing() as store:
+            row = store.assignments.get(assignment_id)
+            if row is None or (row.hit_id, row.worker_id, row.status) != (
+                hit_id, worker_id, "Accepted",
+            ):  # fmt: skip
+                return False
+            store.assignments[assignment_id] = replace(row, status=RETURNED)
+            return True
+
     def taken_per_hit(self) -> dict[str, int]:
-        """How many workers took each HIT (accepted, submitted or reviewed)."""
+        """How many workers took each HIT (accepted, submitted or reviewed; not returned)."""
         taken: dict[str, int] = {}
         for row in self.store.assignments.values():
-            taken[row.hit_id] = taken.get(row.hit_id, 0) + 1
+            if row.status != RETURNED:
+                taken[row.hit_id] = taken.get(row.hit_id, 0) + 1
         return taken
 
     def accepted_not_submitted(self, *, hit_ids: set[str]) -> list[AssignmentInfo]:
@@ -401,12 +418,17 @@ class FakePlatform:
         ]
 
     def next_demo_worker(self, *, hit_id: str, exclude: set[str] = frozenset()) -> str:
-        """A worker id that has not taken this HIT yet, nor is in `exclude`: DEMOWORKER1, 2, ..."""
+        """A worker id that has not taken this HIT yet, nor is in `exclude`: DEMOWORKER1, 2, ...
+        (one who took it and gave it back, refused by our page, is not sent again)."""
         taken = {a.worker_id for a in self.store.assignments.values() if a.hit_id == hit_id}
         taken |= set(exclude)
         return next(
             f"{DEMO_WORKER}{n}" for n in itertools.count(1) if f"{DEMO_WORKER}{n}" not in taken
         )
+
+
+def _holding_a_slot(store: FakeStore, hit_id: str) -> list[AssignmentInfo]:
+    return [a for a in store.assignments.values() if a.hit_id == hit_id and a.status != RETURNED]
 
 
 def _hit_of(store: FakeStore, hit_id: str) -> HitInfo:
@@ -418,7 +440,7 @@ def _hit_of(store: FakeStore, hit_id: str) -> HitInfo:
 
 def _assignment_of(store: FakeStore, assignment_id: str) -> AssignmentInfo:
     row = store.assignments.get(assignment_id)
-    if row is None or row.status == "Accepted":
+    if row is None or row.status in ("Accepted", RETURNED):
         raise CrowdPlatformError(f"Assignment {assignment_id} does not exist.")
     return row
 

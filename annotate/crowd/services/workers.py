@@ -8,7 +8,8 @@ the validated turkSubmitTo address.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from urllib.parse import urlsplit
@@ -211,6 +212,28 @@ def mturk_assignment_open(
     `browser_claims` are the claims the opening browser made or opened (claims_of_browser):
     only that browser moves a live claim to another assignment id (_reopen).
     """
+    with demo_hit_returned_when_refused(hit=hit, assignment_id=assignment_id, worker_id=worker_id):
+        return _mturk_assignment_open(
+            hit=hit,
+            assignment_id=assignment_id,
+            hit_id=hit_id,
+            worker_id=worker_id,
+            turk_submit_to=turk_submit_to,
+            now=now,
+            browser_claims=browser_claims,
+        )
+
+
+def _mturk_assignment_open(
+    *,
+    hit: Hit,
+    assignment_id: str,
+    hit_id: str,
+    worker_id: str,
+    turk_submit_to: str,
+    now: datetime,
+    browser_claims: Collection[int],
+) -> WorkerAssignment:
     admitted = mturk_worker_admit(
         hit=hit,
         assignment_id=assignment_id,
@@ -254,6 +277,26 @@ def mturk_assignment_open(
         submit_to=submit_to,
         token=assignment_token(assignment=assignment, submit_to=submit_to),
     )
+
+
+@contextmanager
+def demo_hit_returned_when_refused(*, hit: Hit, assignment_id: str, worker_id: str) -> Iterator:
+    """On the offline demo platform, give back the HIT of a worker our page refuses.
+
+    A refused MTurk worker is asked to return the HIT, and MTurk frees its slot when they do (or
+    when the assignment duration ends). The offline platform has nobody to press Return: its
+    accepted assignment held one of the HIT's MaxAssignments for good, so the HIT looked full
+    and "Do it as a worker" was gone while the task still needed a worker. Only that worker's
+    accepted, unsubmitted assignment of that HIT is returned (FakePlatform.worker_return).
+    """
+    try:
+        yield
+    except (ConflictError, PermissionDeniedError):
+        if hit.publication.platform == fake.FakePlatform.name and demo_platform_in_use():
+            fake.FakePlatform().worker_return(
+                hit_id=hit.hit_id, assignment_id=assignment_id.strip(), worker_id=worker_id.strip()
+            )
+        raise
 
 
 def task_slot_check(*, hit: Hit, now: datetime) -> None:

@@ -151,17 +151,23 @@ def mturk_prompt_open(
     *, hit: Hit, assignment_id: str, hit_id: str, worker_id: str, turk_submit_to: str
 ) -> CrowdPromptTicket:
     """Admit an accepted MTurk assignment on a study's HIT (the crowd app's checks: our HIT,
-    MTurk's submit host, what the platform reported, blocks, MaxAssignments confirmed workers)."""
-    admitted = workers.mturk_worker_admit(
-        hit=hit,
-        assignment_id=assignment_id,
-        hit_id=hit_id,
-        worker_id=worker_id,
-        turk_submit_to=turk_submit_to,
-    )
-    answer = _answer_of(hit=hit, annotator=admitted.annotator, assignment_id=admitted.assignment_id)
-    if answer is None:
-        workers.worker_slot_check(hit=hit, worker_id=admitted.annotator.worker_id)
+    MTurk's submit host, what the platform reported, blocks, MaxAssignments confirmed workers);
+    a refused demo worker gives the offline platform's HIT back."""
+    with workers.demo_hit_returned_when_refused(
+        hit=hit, assignment_id=assignment_id, worker_id=worker_id
+    ):
+        admitted = workers.mturk_worker_admit(
+            hit=hit,
+            assignment_id=assignment_id,
+            hit_id=hit_id,
+            worker_id=worker_id,
+            turk_submit_to=turk_submit_to,
+        )
+        answer = _answer_of(
+            hit=hit, annotator=admitted.annotator, assignment_id=admitted.assignment_id
+        )
+        if answer is None:
+            workers.worker_slot_check(hit=hit, worker_id=admitted.annotator.worker_id)
     token = signing.dumps(
         {
             "h": hit.pk,

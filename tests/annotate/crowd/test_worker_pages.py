@@ -399,6 +399,68 @@ def test_a_demo_worker_who_did_the_instruction_elsewhere_is_not_the_one_sent_aga
     assert client.get(client.get(opened["Location"])["Location"]).status_code == 200
 
 
+def test_a_demo_worker_our_page_refuses_gives_the_hit_back_on_the_offline_platform(
+    client, published, admin_user
+):
+    """In-house annotators hold every slot of a published task: "Do it as a worker" took the
+    HIT as DEMOWORKER1, our page refused them (409, "please return the HIT"), and the offline
+    platform kept their accepted assignment for good: the HIT counted one more worker than it
+    had, listed a "Continue as DEMOWORKER1" that is refused again, and once its
+    MaxAssignments were used up that way offered no demo worker while the task needed one."""
+    from tests.factories import AnnotatorFactory, AssignmentFactory
+
+    client.force_login(admin_user)
+    hit = _hit(published)
+    in_house = [
+        AssignmentFactory(task=hit.task, annotator=AnnotatorFactory(name=f"in-house {n}"))
+        for n in range(hit.max_assignments)
+    ]
+    start = reverse("crowd:demo-worker", args=[hit.pk])
+    for worker in ("DEMOWORKER1", "DEMOWORKER2", "DEMOWORKER3"):
+        opened = client.post(start)
+        assert f"workerId={worker}" in opened["Location"]  # one refused is not sent again
+        refused = client.get(opened["Location"])
+        assert refused.status_code == 409 and "please return the HIT" in refused.text
+
+    assert FakePlatform().taken_per_hit().get(hit.hit_id, 0) == 0
+    page = client.get(reverse("crowd:publication", args=[published.pk])).text
+    row = page.split(f"<code>{hit.hit_id}</code>")[1].split("</tr>")[0]
+    assert "0 of 3 took it on the platform" in row and f'action="{start}"' in row
+    assert 'id="demo-unfinished"' not in page
+    assert not Assignment.objects.filter(annotator__worker_id__startswith="DEMOWORKER").exists()
+
+    # An in-house annotator gives their task back: a demo worker takes the slot and works.
+    in_house[0].status = AssignmentStatus.RETURNED
+    in_house[0].save()
+    opened = client.post(start)
+    assert "workerId=DEMOWORKER4" in opened["Location"]
+    task_url = client.get(opened["Location"])["Location"]
+    assert client.get(task_url).status_code == 200
+    assert FakePlatform().taken_per_hit()[hit.hit_id] == 1
+
+
+def test_the_offline_platform_returns_only_the_named_workers_accepted_assignment(published):
+    hit = _hit(published)
+    platform = FakePlatform()
+    accepted = platform.worker_accept(hit_id=hit.hit_id, worker_id="DEMOWORKER1")
+    submitted = platform.worker_accept(hit_id=hit.hit_id, worker_id="DEMOWORKER2")
+    platform.worker_submit(assignment_id=submitted)
+    other = published.hits.order_by("id")[1].hit_id
+    assert not platform.worker_return(hit_id=hit.hit_id, assignment_id=accepted, worker_id="X")
+    assert not platform.worker_return(hit_id=other, assignment_id=accepted, worker_id="DEMOWORKER1")
+    assert not platform.worker_return(
+        hit_id=hit.hit_id, assignment_id=submitted, worker_id="DEMOWORKER2"
+    )
+    assert platform.taken_per_hit()[hit.hit_id] == 2
+    assert platform.worker_return(
+        hit_id=hit.hit_id, assignment_id=accepted, worker_id="DEMOWORKER1"
+    )
+    assert platform.taken_per_hit()[hit.hit_id] == 1
+    assert [a.assignment_id for a in platform.assignments_list(hit_id=hit.hit_id)] == [submitted]
+    with pytest.raises(Exception, match="does not exist"):
+        platform.assignment_get(assignment_id=accepted)
+
+
 def test_scores_sent_twice_lead_to_the_questions_not_to_the_completion_code(client, study):
     # A double click on "Save scores and continue": the second send finds the scores stored.
     study.batch.project.mode = ProjectMode.BOTH
