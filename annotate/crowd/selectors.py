@@ -300,6 +300,18 @@ def _spent_q(counted: Q) -> Q:
     return counted | _paid_before_block() | (blocked & confirmed_waiting) | rejected_here_only
 
 
+def _late_paid_q() -> Q:
+    """Assignments submitted late (after their claim lapsed and the task was filled: kept, not
+    counted in any result) that their platform paid or will pay all the same: on a platform
+    that confirms work, those it confirmed for that worker and HIT and has not rejected (it
+    pays submitted work when the auto-approval delay ends); through a self-hosted link, every
+    one not rejected here, whose participant was given the completion code with it."""
+    late = Q(is_late=True, submitted_at__isnull=False)
+    confirmed = Q(platform_record__status__in=CONFIRMED_PLATFORM_STATUSES)
+    handed_code = Q(annotator__platform="selfhosted") & ~Q(status=AssignmentStatus.REJECTED)
+    return late & (confirmed | handed_code)
+
+
 # _spending's key for work the platform approved (paid) that was rejected here: a sync follows
 # the platform's verdict only on work still submitted here.
 _PAID_THOUGH_REJECTED = (AssignmentStatus.REJECTED, "Approved")
@@ -321,51 +333,63 @@ class Spending:
     # delay ends unless it is rejected there too (the review page's "Reject on the platform too").
     unless_rejected: int
     unless_rejected_usd: Decimal
+    # Submitted late (counted in no result) and paid or to be paid by the platform all the same.
+    late: int
+    late_usd: Decimal
     total_usd: Decimal
 
 
 def publication_spending(*, publication: Publication) -> Spending:
-    """What the work of a publication was paid or will be: a batch's assignments or a human
-    study's answers, whoever they count as in results (three queries)."""
-    by = ("status", "platform_record__status")
+    """What the work of a publication was paid or will be: a batch's assignments (late work
+    too) or a human study's answers (never late), whoever they count as in results (three
+    queries)."""
     if publication.batch_id is None:
+        by = ("status", "platform_record__status")
         answers = HumanAnswer.objects.filter(
             _spent_q(human_answer_counted_any_kind_q()),
             study_id=publication.human_study_id,
             annotator__platform=publication.platform,
         ).order_by()
-        return _spending(answers, crowd_paid_per_human_answer(answers, by=by))
+        return _spending(answers, crowd_paid_per_human_answer(answers, by=by), by=by)
+    by = ("status", "platform_record__status", "is_late")
     work = Assignment.objects.filter(
-        _spent_q(counted_assignment_q()),
+        _spent_q(counted_assignment_q()) | _late_paid_q(),
         task__batch_id=publication.batch_id,
         annotator__platform=publication.platform,
     ).order_by()
-    return _spending(work, crowd_paid_per_assignment(work, by=by))
+    return _spending(work, crowd_paid_per_assignment(work, by=by), by=by)
 
 
-def _spending(work, paid_by_status: dict) -> Spending:
-    """The Spending of `work` (assignments or answers), given what it was paid by (status,
-    platform status): the only rejected work _spent_q keeps is the work rejected here only,
+_LINES = ("approved", "waiting", "unless_rejected", "late")
+
+
+def _spending(work, paid_by_key: dict, *, by: tuple[str, ...]) -> Spending:
+    """The Spending of `work` (assignments or answers), given what it was paid by `by`
+    (status, platform status, and for assignments whether it was late): late work is a line
+    of its own; the only other rejected work _spent_q keeps is the work rejected here only,
     with the approved work when the platform approved it (paid), else waiting for a reject on
     the platform."""
-    rows = work.values_list("status", "platform_record__status").annotate(n=Count("id"))
-    counts = {(status, platform): n for status, platform, n in rows}
-    line = {AssignmentStatus.APPROVED: "approved", AssignmentStatus.SUBMITTED: "waiting"}
-    usd = {"approved": Decimal(0), "waiting": Decimal(0), "unless_rejected": Decimal(0)}
-    n = {"approved": 0, "waiting": 0, "unless_rejected": 0}
-    for key in set(paid_by_status) | set(counts):
-        name = "approved" if key == _PAID_THOUGH_REJECTED else line.get(key[0], "unless_rejected")
-        usd[name] += paid_by_status.get(key, Decimal(0))
+    counts = {row[:-1]: row[-1] for row in work.values_list(*by).annotate(n=Count("id"))}
+    usd = dict.fromkeys(_LINES, Decimal(0))
+    n = dict.fromkeys(_LINES, 0)
+    for key in set(paid_by_key) | set(counts):
+        name = _line_of(*key)
+        usd[name] += paid_by_key.get(key, Decimal(0))
         n[name] += counts.get(key, 0)
     return Spending(
-        approved=n["approved"],
-        approved_usd=to_cents(usd["approved"]),
-        waiting=n["waiting"],
-        waiting_usd=to_cents(usd["waiting"]),
-        unless_rejected=n["unless_rejected"],
-        unless_rejected_usd=to_cents(usd["unless_rejected"]),
+        **{name: n[name] for name in _LINES},
+        **{f"{name}_usd": to_cents(usd[name]) for name in _LINES},
         total_usd=to_cents(sum(usd.values())),
     )
+
+
+def _line_of(status: str, platform_status: str | None, late: bool = False) -> str:
+    """The line of "Spent so far" that work of this status (ours, the platform's) falls on."""
+    if late:
+        return "late"
+    if status == AssignmentStatus.APPROVED or (status, platform_status) == _PAID_THOUGH_REJECTED:
+        return "approved"
+    return "waiting" if status == AssignmentStatus.SUBMITTED else "unless_rejected"
 
 
 def paid_with_fee(amount, fee_rate) -> Decimal:

@@ -316,3 +316,133 @@ def test_the_publication_total_is_table_4s_when_both_lines_round_up(
     assert "submitted, not reviewed yet: 1 assignment, $0.13" in page
     assert 'id="spent-total">$0.25<' in page
     assert _table4_crowd_cost(project.benchmark) == Decimal("0.25")
+
+
+def _lapse_and_fill(assignment: Assignment) -> None:
+    """The worker's claim lapses (the beat expires it) and an in-house annotator fills the
+    task's one slot: the worker's submit is late."""
+    from annotate.services.assignments import assignments_expire
+    from tests.factories import AnnotatorFactory, AssignmentFactory
+
+    assert assignments_expire(now=assignment.expires_at) >= 1
+    AssignmentFactory(
+        task=assignment.task,
+        annotator=AnnotatorFactory(name=f"in-house {assignment.pk}"),
+        status=AssignmentStatus.SUBMITTED,
+        submitted_at=timezone.now(),
+    )
+
+
+def _open_mturk(client, hit, worker: str, platform) -> tuple[str, str]:
+    """A worker accepts the HIT and opens our page: (their task page, assignment id)."""
+    assignment_id = platform.worker_accept(hit_id=hit.hit_id, worker_id=worker)
+    opened = client.get(
+        reverse("crowd:mturk-task", args=[hit.unique_request_token]),
+        {
+            "assignmentId": assignment_id,
+            "hitId": hit.hit_id,
+            "workerId": worker,
+            "turkSubmitTo": "https://workersandbox.mturk.com",
+        },
+    )
+    return opened["Location"], assignment_id
+
+
+def _answer(client, task_url: str):
+    page = client.get(task_url).text
+    answers = {name: "yes" for name in set(re.findall(r'name="(r\d+_q\d+)"', page))}
+    return client.post(task_url, answers)
+
+
+def test_late_work_the_platform_confirmed_is_spent_on_a_line_of_its_own(
+    client, fake_platform, admin_user
+):
+    """A worker whose claim lapsed while the task was filled submits late and hands the HIT
+    back: the platform confirms it and pays it unless it is rejected there (our review page
+    cannot reject late work), but "Spent so far" left it out, its total short by that pay.
+    Late work the platform never confirmed (not handed back, or forged) costs nothing, and
+    none of it counts in results or in Table 4."""
+    from annotate.selectors.results import counted_assignments
+
+    publication = _published(instructions=3, reward_usd="1.00")
+    project = publication.batch.project
+    first, second, third = publication.hits.order_by("id")
+    late_ids = []
+    for hit, worker in ((first, "AW1"), (second, "AW2")):
+        worker_client = Client()
+        task_url, assignment_id = _open_mturk(worker_client, hit, worker, fake_platform)
+        _lapse_and_fill(Assignment.objects.get(platform_assignment_id=assignment_id))
+        assert _answer(worker_client, task_url).status_code == 200
+        late_ids.append(assignment_id)
+    fake_platform.worker_submit(assignment_id=late_ids[0])  # AW2 never hands theirs back
+    _mturk_work(Client(), third, "AW3", fake_platform)
+    review.publication_sync(publication_id=publication.pk, now=timezone.now())
+    late, unconfirmed = (Assignment.objects.get(platform_assignment_id=i) for i in late_ids)
+    assert late.is_late and late.platform_record.status == "Submitted"
+    assert unconfirmed.is_late and not hasattr(unconfirmed, "platform_record")
+    assert not counted_assignments().filter(pk__in=[late.pk, unconfirmed.pk]).exists()
+
+    client.force_login(admin_user)
+    url = reverse("crowd:publication", args=[publication.pk])
+    page = client.get(url).text
+    line = page.split('id="spent-late">', 1)[1].split("</li>", 1)[0]
+    assert "Late work, paid by the platform: $1.25 (1 assignment)" in line
+    assert "counts in no result" in line and "unless it is rejected there" in line
+    assert "submitted, not reviewed yet: 1 assignment, $1.25" in page
+    assert 'id="spent-total">$2.50<' in page
+    assert _table4_crowd_cost(project.benchmark) == Decimal("1.25")  # late work counts nowhere
+
+    # The auto-approval delay ends: paid, still late work.
+    fake_platform.assignment_approve(assignment_id=late_ids[0])
+    review.publication_sync(publication_id=publication.pk, now=timezone.now())
+    page = client.get(url).text
+    assert "Late work, paid by the platform: $1.25 (1 assignment)" in page
+    assert 'id="spent-total">$2.50<' in page
+
+
+def test_late_work_rejected_on_the_platform_costs_nothing(client, fake_platform, admin_user):
+    publication = _published(instructions=1, reward_usd="1.00")
+    worker_client = Client()
+    task_url, assignment_id = _open_mturk(
+        worker_client, publication.hits.get(), "AW1", fake_platform
+    )
+    _lapse_and_fill(Assignment.objects.get(platform_assignment_id=assignment_id))
+    _answer(worker_client, task_url)
+    fake_platform.worker_submit(assignment_id=assignment_id)
+    fake_platform.assignment_reject(assignment_id=assignment_id, feedback="too late")
+    review.publication_sync(publication_id=publication.pk, now=timezone.now())
+
+    client.force_login(admin_user)
+    page = client.get(reverse("crowd:publication", args=[publication.pk])).text
+    assert 'id="spent-late"' not in page
+    assert 'id="spent-total">$0.00<' in page
+
+
+def test_late_work_on_a_selfhosted_link_is_spent_once_its_code_was_given(
+    client, selfhosted_batch, django_capture_on_commit_callbacks
+):
+    """A participant whose claim lapsed while the task was filled submits late: the page gives
+    them the completion code all the same, and the recruiting site pays whoever brings it back,
+    but "Spent so far" said $0.00."""
+    project = selfhosted_batch.project
+    project.assignments_per_task = 1
+    project.save()
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(
+            reverse("crowd:publish", args=[selfhosted_batch.pk]),
+            {**FORM, "confirm_total": "4.00", "publish": "1"},
+        )
+    publication = Publication.objects.get(batch=selfhosted_batch)
+    worker = Client()
+    join = reverse("crowd:selfhosted-join", args=[publication.link_token])
+    task_url = worker.post(join, {"PROLIFIC_PID": "P1"})["Location"]
+    _lapse_and_fill(Assignment.objects.get(annotator__worker_id="P1"))
+    done = _answer(worker, task_url)
+    assert 'id="completion-code">C0DE-1<' in done.text
+    assert Assignment.objects.get(annotator__worker_id="P1").is_late
+
+    page = client.get(reverse("crowd:publication", args=[publication.pk])).text
+    line = page.split('id="spent-late">', 1)[1].split("</li>", 1)[0]
+    assert "Late work, paid by the platform: $2.00 (1 assignment)" in line
+    assert "completion code" in line
+    assert 'id="spent-total">$2.00<' in page
