@@ -385,6 +385,8 @@ def _spending(work, paid_by_key: dict, *, by: tuple[str, ...]) -> Spending:
 
 def _line_of(status: str, platform_status: str | None, late: bool = False) -> str:
     """The line of "Spent so far" that work of this status (ours, the platform's) falls on."""
+    if status == AssignmentStatus.REJECTED and platform_status == "Submitted":
+        return "unless_rejected"
     if late:
         return "late"
     if status == AssignmentStatus.APPROVED or (status, platform_status) == _PAID_THOUGH_REJECTED:

@@ -202,8 +202,18 @@ def _why_not_counted(assignment: Assignment, blocked: set[int]) -> str:
         return WorkStatus.BLOCKED
     if assignment.status == AssignmentStatus.REJECTED:
         return WorkStatus.REJECTED
-    if assignment.is_late:
+    submitted = assignment.status in (AssignmentStatus.SUBMITTED, AssignmentStatus.APPROVED)
+    if assignment.is_late and not (submitted and _unconfirmed(assignment)):
         return WorkStatus.LATE
-    if assignment.status not in (AssignmentStatus.SUBMITTED, AssignmentStatus.APPROVED):
+    if not submitted:
         return WorkStatus.NOT_SUBMITTED
     return WorkStatus.UNCONFIRMED
+
+
+def _unconfirmed(assignment: Assignment) -> bool:
+    """Work that waits for its platform's confirmation (a sync took its slot back while it
+    waits: annotate.crowd.services.review._unconfirmed_slots_released)."""
+    if assignment.annotator.platform in PLATFORMS_WITHOUT_CONFIRMATION:
+        return False
+    record = getattr(assignment, "platform_record", None)
+    return record is None or record.status not in CONFIRMED_PLATFORM_STATUSES

@@ -529,9 +529,11 @@ def _row(
 
 
 def _late_rows(*, project: Project, status) -> Iterator[list[object]]:
-    late = Assignment.objects.filter(task__batch__project=project, is_late=True).select_related(
-        "task__batch", "task__instruction", "annotator"
-    )
+    # Submitted work whose slot a sync took back (unconfirmed by its platform) has its label
+    # rows, written at the submit: only work submitted late has its answers on the assignment.
+    late = Assignment.objects.filter(
+        task__batch__project=project, is_late=True, status=AssignmentStatus.EXPIRED
+    ).select_related("task__batch", "task__instruction", "annotator")
     system_names = dict(project.systems.values_list("id", "name"))
     for assignment in late:
         submission = assignment.submission or {}

@@ -41,6 +41,7 @@ from annotate.errors import (
 from annotate.models import Annotator, Assignment, AssignmentStatus
 from annotate.roles import is_admin
 from annotate.selectors.results import PLATFORMS_WITHOUT_CONFIRMATION
+from annotate.services.assignments import counted_assignments, task_lock
 from annotate.verbalizer.models import HumanAnswer
 
 PLATFORM_TO_OURS = {"Approved": AssignmentStatus.APPROVED, "Rejected": AssignmentStatus.REJECTED}
@@ -132,6 +133,8 @@ def _hit_store(*, hit: Hit, rows, now: datetime, whole_listing: bool = True) -> 
             },
         )
         new += created
+        if local is not None and _released(local):
+            _slot_taken_back(local, now=now)
         # The platform decides on its own after the auto-approval delay: follow it.
         if (
             local is not None
@@ -143,7 +146,54 @@ def _hit_store(*, hit: Hit, rows, now: datetime, whole_listing: bool = True) -> 
     if whole_listing:  # reconciliation trusts synced_at to mean "every assignment was listed"
         hit.synced_at = now
         hit.save(update_fields=["synced_at"])
+        if hit.task_id is not None:
+            _unconfirmed_slots_released(hit=hit, now=now)
     return new
+
+
+def _unconfirmed_slots_released(*, hit: Hit, now: datetime) -> int:
+    """Take their task's slots back from the HIT's work submitted here by `now` that the
+    platform's whole listing of the HIT did not have for its worker (a forged assignment id,
+    or a hand-back that has not arrived): it never counts unless the platform confirms it, and
+    holding a slot until an admin rejects it let a forger keep in-house annotators, a
+    self-hosted link's participants and, once work here left the HIT fewer slots, the
+    platform's own workers from a task. It is kept (an admin may still reject it) and marked
+    is_late, the mark of submitted work that holds no slot; a sync that confirms it later gives
+    it its slot back if the task still has one (_slot_taken_back), or it stays out as late work.
+    """
+    return Assignment.objects.filter(
+        task_id=hit.task_id,
+        platform_hit_id=hit.hit_id,
+        annotator__platform=hit.publication.platform,
+        status=AssignmentStatus.SUBMITTED,
+        is_late=False,
+        submitted_at__lte=now,
+        platform_record__isnull=True,
+    ).update(is_late=True)
+
+
+def _released(work) -> bool:
+    """Submitted work whose slot a sync took back (_unconfirmed_slots_released): late work
+    proper is expired, not submitted."""
+    return (
+        isinstance(work, Assignment) and work.is_late and work.status == AssignmentStatus.SUBMITTED
+    )
+
+
+def _slot_taken_back(assignment: Assignment, *, now: datetime) -> None:
+    """Released work the platform now confirms holds its slot again, and counts, if its task
+    has one free under the task's lock, as every claim counts them; otherwise it stays out,
+    kept and not counted, as work submitted after the task was filled: never one assignment
+    more than the project's assignments per task."""
+    task_lock(task_id=assignment.task_id)
+    taken = (
+        Assignment.objects.filter(counted_assignments(now=now), task_id=assignment.task_id)
+        .exclude(pk=assignment.pk)
+        .count()
+    )
+    if taken < assignment.task.batch.project.assignments_per_task:
+        assignment.is_late = False
+        assignment.save(update_fields=["is_late"])
 
 
 def _worker_slot_free(*, hit: Hit, row) -> bool:

@@ -547,3 +547,109 @@ def test_invented_workers_cannot_fill_a_hit_the_task_has_room_for(client, live, 
     for n in range(2):
         do_task(client, fake_mturk, first, f"AFAKE{n}", "no", forged=True)
     do_task(client, fake_mturk, first, "AREAL1", "yes")
+
+
+# --- Unconfirmed work and the task's slots -----------------------------------------------------
+
+
+def _stored_not_handed_back(client, fake_mturk, hit, worker) -> Assignment:
+    """A real worker's work stored by our page before the browser's hand-back reached MTurk."""
+    assignment_id = fake_mturk.api.worker_accept(hit.hit_id, worker)
+    opened = _open(client, fake_mturk, hit, worker, assignment_id)
+    names = set(re.findall(r'name="(r\d+_q\d+)"', client.get(opened["Location"]).text))
+    assert client.post(opened["Location"], {name: "yes" for name in names}).status_code == 200
+    return Assignment.objects.get(platform_assignment_id=assignment_id)
+
+
+def _in_house_claim(task, name):
+    from annotate.services.assignments import assignment_claim_task
+    from tests.factories import AnnotatorFactory
+
+    annotator = AnnotatorFactory(name=name)
+    return assignment_claim_task(annotator=annotator, task=task, now=timezone.now())
+
+
+def test_forged_submissions_hold_their_task_only_until_a_sync_does_not_find_them(
+    client, live, fake_mturk, admin
+):
+    """Two invented assignment ids submitted on a task of 2 kept it full for in-house
+    annotators (and a self-hosted link) until an admin rejected them, and, once work here left
+    the HIT fewer slots, for the platform's own workers: the forger blocked real work."""
+    from annotate.errors import NoWorkError
+    from annotate.selectors.results import counted_assignments as counted_in_results
+
+    first, _ = _hits(live)
+    forged = [
+        do_task(Client(), fake_mturk, first, f"AFAKE{n}", "no", forged=True)[0] for n in range(2)
+    ]
+    with pytest.raises(NoWorkError):  # until the platform has had its say
+        _in_house_claim(first.task, "in-house 0")
+    _sync(live)
+
+    _in_house_claim(first.task, "in-house 1")
+    do_task(Client(), fake_mturk, first, "AREAL1", "yes")
+    # The platform's workers fill what is left (one slot): never more than 2 per task.
+    accepted = fake_mturk.api.worker_accept(first.hit_id, "AREAL2")
+    assert _open(Client(), fake_mturk, first, "AREAL2", accepted).status_code == 409
+    holding = Assignment.objects.filter(counted_assignments(now=timezone.now()), task=first.task)
+    assert sorted(a.annotator.name for a in holding) == ["in-house 1", "mturk:AREAL1"]
+    _sync(live)
+    assert not counted_in_results().filter(pk__in=[f.pk for f in forged]).exists()
+    raw = [r for r in _raw(first.task.instruction.benchmark) if "AFAKE" in r["annotator"]]
+    assert {r["work_status"] for r in raw} == {"not confirmed by the platform"}
+    # The project's label CSV lists their labels once, not again as late answers.
+    from annotate.selectors.work import project_label_rows
+
+    header, *rows = project_label_rows(project=first.task.batch.project)
+    rows = [dict(zip(header, row, strict=True)) for row in rows]
+    forged_rows = [r for r in rows if "AFAKE" in r["annotator"]]
+    assert len(forged_rows) == 2 * 4 and {r["late"] for r in forged_rows} == {0}
+    # Kept for review: an admin still rejects them (here only, MTurk does not know them).
+    for assignment in forged:
+        assignment.refresh_from_db()
+        assert assignment.status == AssignmentStatus.SUBMITTED
+        review.assignment_reject(assignment_id=assignment.pk, user=admin, feedback="forged")
+    assert (
+        Assignment.objects.filter(
+            pk__in=[f.pk for f in forged], status=AssignmentStatus.REJECTED
+        ).count()
+        == 2
+    )
+
+
+def test_work_handed_back_after_a_sync_has_its_slot_again_only_if_the_task_has_one(
+    client, live, fake_mturk
+):
+    """A sync between our page storing the work and the browser's hand-back takes its slot;
+    the hand-back confirms it at the next sync: it counts if its task still has a slot, and
+    otherwise stays out as work submitted after the task was filled, its pay on the
+    publication's "Late work" line."""
+    from annotate.crowd.base import to_cents
+    from annotate.crowd.selectors import paid_through, publication_spending
+    from annotate.selectors.results import counted_assignments as counted_in_results
+
+    first, second = _hits(live)
+    waited = _stored_not_handed_back(Client(), fake_mturk, first, "AREAL1")
+    filled = _stored_not_handed_back(Client(), fake_mturk, second, "AREAL2")
+    _sync(live)
+    for n in range(2):  # the second task is filled meanwhile
+        _in_house_claim(second.task, f"in-house {n}")
+    for assignment in (waited, filled):
+        _hand_back(fake_mturk, assignment.platform_assignment_id, expect=200)
+    _sync(live)
+
+    assert counted_in_results().filter(pk=waited.pk).exists()
+    assert not counted_in_results().filter(pk=filled.pk).exists()
+    filled.refresh_from_db()
+    assert filled.platform_record.status == "Submitted"
+    assert (
+        Assignment.objects.filter(counted_assignments(now=timezone.now()), task=second.task).count()
+        == 2
+    )
+    spending = publication_spending(publication=live)
+    one = to_cents(
+        paid_through(platform="mturk", reward_usd=live.reward_usd, fee_rate=live.fee_rate)
+    )
+    assert (spending.waiting, spending.waiting_usd) == (1, one)
+    assert (spending.late, spending.late_usd) == (1, one)
+    assert spending.total_usd == 2 * one
