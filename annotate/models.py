@@ -471,7 +471,13 @@ LIVE_OR_DONE_STATUSES = [
 
 
 class Assignment(models.Model):
-    """One annotator doing one task."""
+    """One annotator doing one task.
+
+    `is_late` marks submitted work that holds no slot of its task, kept and not counted: work
+    submitted after its claim lapsed with no slot left (status expired, its answers on the
+    assignment only), or platform work a sync did not find for its worker (status submitted,
+    its labels written: annotate.crowd.services.review._unconfirmed_slots_released).
+    """
 
     # db_index=False: the unique constraint below leads with it, and is its index.
     task = models.ForeignKey(
