@@ -653,3 +653,23 @@ def test_work_handed_back_after_a_sync_has_its_slot_again_only_if_the_task_has_o
     assert (spending.waiting, spending.waiting_usd) == (1, one)
     assert (spending.late, spending.late_usd) == (1, one)
     assert spending.total_usd == 2 * one
+
+
+def test_released_work_rejected_here_then_handed_back_is_to_be_rejected_on_the_platform(
+    client, live, fake_mturk, admin
+):
+    """Rejected here while its slot was released, then handed back: the platform pays it
+    unless it is rejected there too, which the "Spent so far" line for that says (with its
+    link to the review page's button), not the "Late work" line, which has none."""
+    from annotate.crowd.selectors import publication_spending
+
+    first, _ = _hits(live)
+    work = _stored_not_handed_back(Client(), fake_mturk, first, "AREAL1")
+    _sync(live)
+    review.assignment_reject(assignment_id=work.pk, user=admin, feedback="no hand-back")
+    _hand_back(fake_mturk, work.platform_assignment_id, expect=200)
+    _sync(live)
+    work.refresh_from_db()
+    assert (work.status, work.platform_record.status) == (AssignmentStatus.REJECTED, "Submitted")
+    spending = publication_spending(publication=live)
+    assert (spending.unless_rejected, spending.late) == (1, 0)
