@@ -6,28 +6,56 @@ exceptions, turned into responses by annotate.http.api_exception_handler.
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.http import StreamingHttpResponse
 from django.urls import reverse
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_serializer
-from rest_framework import serializers
+from drf_spectacular.utils import (
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+    extend_schema_serializer,
+)
+from rest_framework import serializers, status
+from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotate.errors import NotFoundError, PermissionDeniedError
-from annotate.http import csv_download
-from annotate.models import Benchmark, Project, ProjectMode, System
+from annotate.http import FileNegotiation, api_upload_import, csv_download
+from annotate.models import (
+    DECIDED_KINDS,
+    Benchmark,
+    ImportJob,
+    ImportKind,
+    ImportStatus,
+    Project,
+    ProjectMode,
+    System,
+)
 from annotate.roles import ANNOTATOR, RESEARCHER, has_role, is_admin, is_researcher
 from annotate.selectors import benchmarks as benchmark_selectors
 from annotate.selectors import work as work_selectors
 from annotate.services import assignments as assignment_services
 from annotate.services import projects as project_services
+from annotate.services.import_jobs import (
+    import_file,
+    import_job_create,
+    import_jobs_fail_stale,
+    import_upload_check,
+    is_csv_upload,
+)
 from annotate.services.projects import InstructionSelection, Selection
 from annotate.services.submissions import assignment_submit
-from annotate.throttling import AnnotatorWorkThrottle
+from annotate.throttling import (
+    AnnotatorWorkThrottle,
+    AnonRateThrottle,
+    UploadThrottle,
+    UserRateThrottle,
+)
 
 
 def _require_admin(request: Request) -> None:
@@ -169,6 +197,8 @@ class ProjectProgressApi(APIView):
 
 
 class ProjectLabelsApi(APIView):
+    content_negotiation_class = FileNegotiation  # a CSV, whatever Accept asks
+
     @extend_schema(
         request=None,
         responses={(200, "text/csv"): OpenApiTypes.STR},
@@ -293,3 +323,149 @@ class AssignmentReturnApi(APIView):
             assignment_id=assignment.id, annotator=assignment.annotator, now=timezone.now()
         )
         return Response({"status": returned.status})
+
+
+@extend_schema_field(OpenApiTypes.BINARY)
+class UploadField(serializers.FileField):
+    """A file sent as multipart/form-data (documented as binary, as a script sends it)."""
+
+    def __init__(self, **kwargs) -> None:
+        kwargs.setdefault("allow_empty_file", True)  # the importer's refusal names an empty file
+        super().__init__(**kwargs)
+
+
+@extend_schema_serializer(component_name="ImportRefusal")
+class ImportRefusalSerializer(serializers.Serializer):
+    """A refused import (annotate.http.error_payload): the message, and for a wrong file each
+    wrong line with its field."""
+
+    class WrongLine(serializers.Serializer):
+        line = serializers.IntegerField(allow_null=True, help_text="Null: the whole file.")
+        field = serializers.CharField(allow_null=True)
+        problem = serializers.CharField()
+
+    detail = serializers.CharField(help_text="What is wrong, ending 'Nothing was written.'")
+    field = serializers.CharField(required=False, help_text="The input or the file's field.")
+    file = serializers.CharField(required=False, help_text="The file's name, as sent.")
+    errors = WrongLine(many=True, required=False)
+    more = serializers.IntegerField(required=False, help_text="Wrong lines found, not named.")
+
+
+@extend_schema_serializer(component_name="ImportJob")
+class ImportJobSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    kind = serializers.CharField()
+    status = serializers.CharField(help_text="queued, running, done or failed.")
+    active = serializers.SerializerMethodField(help_text="Queued or running: poll again.")
+    file = serializers.CharField(source="original_name")
+    message = serializers.CharField(
+        help_text="What the import did, or why it failed (each wrong line and field)."
+    )
+    rows = serializers.IntegerField()
+    created = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+    status_url = serializers.SerializerMethodField()
+    url = serializers.SerializerMethodField(help_text="The import's page.")
+
+    def get_active(self, job: ImportJob) -> bool:
+        return job.status in (ImportStatus.QUEUED, ImportStatus.RUNNING)
+
+    def get_status_url(self, job: ImportJob) -> str:
+        return reverse("annotate-api:import", args=[job.pk])
+
+    def get_url(self, job: ImportJob) -> str:
+        return reverse("annotate:import-detail", args=[job.pk])
+
+
+class ImportApi(APIView):
+    """POST: import a file, as the Import page (/benchmarks/imports/) does: instructions,
+    responses, labels or direct scores.
+
+    A file up to API_IMPORT_INLINE_BYTES is imported in the request: 200 with what it did, or
+    400 naming the file and each wrong line and field, nothing written. A larger one is stored
+    and imported in the background (202), as every upload of the page is: poll `status_url`.
+    """
+
+    parser_classes = [MultiPartParser]
+    throttle_classes = [UserRateThrottle, AnonRateThrottle, UploadThrottle]
+
+    @extend_schema_serializer(component_name="ImportInput")
+    class InputSerializer(serializers.Serializer):
+        kind = serializers.ChoiceField(choices=ImportKind.values)
+        benchmark_name = serializers.CharField(max_length=200)
+        system_name = serializers.CharField(
+            max_length=200, required=False, default="",
+            help_text="Responses, and labels in evaluation JSON Lines: the system.",
+        )  # fmt: skip
+        annotator_name = serializers.CharField(
+            max_length=200, required=False, default="",
+            help_text="Labels in evaluation JSON Lines: the annotator.",
+        )  # fmt: skip
+        annotator_kind = serializers.ChoiceField(
+            choices=[kind.value for kind in DECIDED_KINDS], required=False, default="",
+            help_text="The kind of annotators the file makes (else as in the file).",
+        )  # fmt: skip
+        upload = UploadField(
+            help_text="The file; labels are read as CSV when its name ends in .csv, else as "
+            "evaluation JSON Lines.",
+        )
+
+    @extend_schema_serializer(component_name="ImportDone")
+    class OutputSerializer(serializers.Serializer):
+        file = serializers.CharField()
+        rows = serializers.IntegerField()
+        created = serializers.IntegerField()
+        unchanged = serializers.IntegerField()
+        message = serializers.CharField()
+
+    @extend_schema(
+        request={"multipart/form-data": InputSerializer},
+        responses={
+            200: OutputSerializer,
+            202: ImportJobSerializer,
+            400: OpenApiResponse(ImportRefusalSerializer, description="Nothing was written."),
+        },
+    )
+    def post(self, request: Request) -> Response:
+        if not is_researcher(request.user):
+            raise NotFoundError("Only researchers import files.")
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        data = data.validated_data
+        names = {key: data[key] for key in ("benchmark_name", "system_name", "annotator_name")}
+        upload = data["upload"]
+        import_upload_check(kind=data["kind"], upload=upload, **names)
+        if upload.size > settings.API_IMPORT_INLINE_BYTES:
+            job = import_job_create(
+                kind=data["kind"], upload=upload, user=request.user,
+                annotator_kind=data["annotator_kind"], **names,
+            )  # fmt: skip
+            return Response(ImportJobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+        summary, message = api_upload_import(
+            upload,
+            lambda path: import_file(
+                kind=data["kind"], path=path, annotator_kind=data["annotator_kind"], **names
+            ),
+            field="upload",
+            suffix=".csv" if is_csv_upload(upload) else ".jsonl",
+        )
+        done = {**vars(summary), "file": upload.name, "message": message}
+        return Response(self.OutputSerializer(done).data)
+
+
+class ImportJobApi(APIView):
+    @extend_schema(
+        request=None,
+        responses=ImportJobSerializer,
+        description="An import queued by POST /api/annotate/imports/ (or the Import page): "
+        "poll until `active` is false; `message` names each wrong line of a failed one.",
+    )
+    def get(self, request: Request, job_id: int) -> Response:
+        if not is_researcher(request.user):
+            raise NotFoundError("Only researchers read imports.")
+        import_jobs_fail_stale(now=timezone.now())  # as the page: a silent worker's job fails
+        job = ImportJob.objects.filter(pk=job_id).first()
+        if job is None:
+            raise NotFoundError("No such import.")
+        return Response(ImportJobSerializer(job).data)

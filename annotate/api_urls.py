@@ -6,6 +6,8 @@ app_name = "annotate-api"
 
 urlpatterns = [
     path("benchmarks/", api.BenchmarkListApi.as_view(), name="benchmark-list"),
+    path("imports/", api.ImportApi.as_view(), name="imports"),
+    path("imports/<int:job_id>/", api.ImportJobApi.as_view(), name="import"),
     path("projects/", api.ProjectCreateApi.as_view(), name="project-create"),
     path("projects/<int:project_id>/batches/", api.BatchCreateApi.as_view(), name="batch-create"),
     path(

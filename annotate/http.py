@@ -6,19 +6,30 @@ import contextlib
 import functools
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
+from typing import TypeVar
 
 from csp.decorators import csp
 from django.core.files.uploadedfile import UploadedFile
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
 from rest_framework.exceptions import ParseError
+from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.parsers import JSONParser
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from annotate.errors import AnnotateError, RateLimitedError, SubmissionError
-from annotate.services.files import csv_writer
+from annotate.errors import (
+    AnnotateError,
+    FieldInputError,
+    ImportFileError,
+    ImportFileProblems,
+    RateLimitedError,
+    SubmissionError,
+)
+from annotate.services.files import csv_writer, upload_size_problem
 from annotate.throttling import UPLOADS_SCOPE, page_rate_check
+
+T = TypeVar("T")
 
 
 class DepthLimitedJSONParser(JSONParser):
@@ -38,6 +49,15 @@ def error_payload(error: Exception) -> dict:
         payload["field"] = error.field
     if isinstance(error, SubmissionError) and error.missing:
         payload["missing"] = error.missing
+    if isinstance(error, ImportFileError):  # a script reads each wrong line without parsing
+        problems = error.problems if isinstance(error, ImportFileProblems) else [error]
+        payload["file"] = error.path
+        payload["errors"] = [
+            {"line": problem.line, "field": problem.field, "problem": problem.problem}
+            for problem in problems
+        ]
+        if isinstance(error, ImportFileProblems) and error.more:
+            payload["more"] = error.more
     return payload
 
 
@@ -76,6 +96,47 @@ def refused_upload(error: Exception, *, path: str, upload: UploadedFile) -> str:
         return f"{message}\nNothing was written."
     stop = "" if message.endswith((".", "!", "?")) else "."
     return f"{message}{stop} Nothing was written."
+
+
+def _told_as_sent(error: AnnotateError, *, path: str, upload: UploadedFile) -> None:
+    """Make an importer's error about the temporary `path` speak of the file the user sent, as
+    `refused_upload` does for the pages (the API answers its `detail` and `file`)."""
+    error.args = (refused_upload(error, path=path, upload=upload),)
+    for problem in [error, *getattr(error, "problems", [])]:
+        if getattr(problem, "path", None) == path:
+            problem.path = upload.name
+
+
+def api_upload_import(
+    upload: UploadedFile,
+    do_import: Callable[[str], T],
+    *,
+    field: str,
+    suffix: str = ".upload",
+) -> tuple[T, str]:
+    """Run `do_import(path)` (an import service) on a file sent to the API, as the upload
+    pages do: the upload limit first (`field` names the file's input), then the file read from
+    a temporary path. Return the import's summary and its message, which names the file sent;
+    a refusal raises the importer's error, told about that file (api_exception_handler
+    answers it with each wrong line)."""
+    if too_large := upload_size_problem(upload.size):
+        raise FieldInputError(f"{too_large} Nothing was written.", field=field)
+    with uploaded_path(upload, suffix=suffix) as path:
+        try:
+            summary = do_import(path)
+        except AnnotateError as error:
+            _told_as_sent(error, path=path, upload=upload)
+            raise
+        return summary, summary.message.replace(path, upload.name)
+
+
+class FileNegotiation(DefaultContentNegotiation):
+    """Content negotiation of API views that answer a file (CSV, LaTeX...): the view sets the
+    file's type itself whatever the client's Accept header or `?format=` says, and a refusal
+    is JSON, as every API refusal (DRF's own negotiation answered 406 to `Accept: text/csv`)."""
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        return renderers[0], renderers[0].media_type
 
 
 def error_page(

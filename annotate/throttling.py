@@ -55,6 +55,18 @@ class AnnotatorWorkThrottle(_RatesFromSettings, throttling.UserRateThrottle):
     scope = ANNOTATOR_WORK_SCOPE
 
 
+class UploadThrottle(_RatesFromSettings, throttling.UserRateThrottle):
+    """An API import counts against the user's upload limit, the same counter as the upload
+    pages (scope "uploads"), on top of the general per-user limit."""
+
+    scope = UPLOADS_SCOPE
+
+    def allow_request(self, request, view) -> bool:
+        if request.method != "POST":  # only a file sent is an upload (a GET answers 405)
+            return True
+        return super().allow_request(request, view)
+
+
 class PageRateThrottle(_RatesFromSettings, throttling.UserRateThrottle):
     """One scope's limit for pages: per user when logged in, else per client address (DRF's
     UserRateThrottle keys, under this scope)."""

@@ -7,15 +7,17 @@ from knox.models import AuthToken
 
 from annotate import views as annotate_views
 from annotate.admin import admin_password_change
-from annotate.revision.api import RerateApi
+from annotate.revision.api import RerateApi, SessionsImportApi
+from annotate.verbalizer.api import ItemsImportApi
+from annotate.verbalizer.api import RunApi as VerbalizerRunApi
 from config.api_docs import OfflineRedocView
 from config.error_views import admin_login
 from config.health import health
 from evaluation.judge_api import JudgeRunApi, JudgeRunProgressApi
 from evaluation.report_api import ReportApi
 from evaluation.revision.api import RevisionJudgeRunApi
-from evaluation.revision.views import RevisionReportApi
-from evaluation.verbalizer.views import VerbalizerReportApi
+from evaluation.revision.views import RevisionReportApi, RevisionReportDownloadApi
+from evaluation.verbalizer.views import VerbalizerReportApi, VerbalizerReportDownloadApi
 
 # knox registers its tokens in the admin, where a staff user could make a key for anyone and act
 # as them through the API: tokens are each user's own (/accounts/tokens/), so not there.
@@ -64,10 +66,31 @@ urlpatterns = [
         VerbalizerReportApi.as_view(),
         name="api-verbalizer-report",
     ),
+    path("api/verbalizer/items/", ItemsImportApi.as_view(), name="api-verbalizer-items"),
+    path(
+        "api/verbalizer/sets/<int:set_id>/runs/",
+        VerbalizerRunApi.as_view(),
+        name="api-verbalizer-runs",
+    ),
+    path(
+        "api/verbalizer/sets/<int:set_id>/report.<str:fmt>",
+        VerbalizerReportDownloadApi.as_view(),
+        name="api-verbalizer-report-download",
+    ),
     path(
         "api/revision/studies/<int:study_id>/report/",
         RevisionReportApi.as_view(),
         name="api-revision-report",
+    ),
+    path(
+        "api/revision/studies/<int:study_id>/report.<str:fmt>",
+        RevisionReportDownloadApi.as_view(),
+        name="api-revision-report-download",
+    ),
+    path(
+        "api/revision/session-imports/",
+        SessionsImportApi.as_view(),
+        name="api-revision-session-imports",
     ),
     path(
         "api/revision/studies/<int:study_id>/reratings/",

@@ -1,20 +1,27 @@
-"""REST API of the researchers' revision actions: send a sample of turns for re-rating."""
+"""REST API of the researchers' revision actions: send a sample of turns for re-rating, import
+KIWI sessions."""
 
 from __future__ import annotations
 
 from django.http import Http404
 from django.shortcuts import get_object_or_404
+from django.urls import reverse
 from django.utils import timezone
-from drf_spectacular.utils import extend_schema, extend_schema_serializer
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_serializer
 from rest_framework import serializers, status
+from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from annotate.api import ImportRefusalSerializer, UploadField
+from annotate.http import api_upload_import
 from annotate.revision.models import Study
 from annotate.revision.selectors import study_annotators
+from annotate.revision.services.imports import sessions_import
 from annotate.revision.services.reratings import RerateSampleError, reratings_sample
 from annotate.roles import is_researcher
+from annotate.throttling import AnonRateThrottle, UploadThrottle, UserRateThrottle
 
 
 class RerateApi(APIView):
@@ -67,3 +74,59 @@ class RerateApi(APIView):
             ],
         }
         return Response(self.OutputSerializer(payload).data, status=status.HTTP_201_CREATED)
+
+
+class SessionsImportApi(APIView):
+    """POST: import KIWI sessions (JSON Lines) into a study, made if new, as the revision upload
+    page ("Sessions (KIWI format)") and `manage.py import_sessions` do: every line or none (200
+    with what was imported; 400 naming the file's wrong lines and fields, nothing written);
+    sessions stored already are left as they are."""
+
+    parser_classes = [MultiPartParser]
+    throttle_classes = [UserRateThrottle, AnonRateThrottle, UploadThrottle]
+
+    @extend_schema_serializer(component_name="SessionsImportInput")
+    class InputSerializer(serializers.Serializer):
+        study = serializers.CharField(max_length=200, help_text="The study's name.")
+        file = UploadField()
+
+    @extend_schema_serializer(component_name="SessionsImported")
+    class OutputSerializer(serializers.Serializer):
+        study_id = serializers.IntegerField()
+        file = serializers.CharField()
+        rows = serializers.IntegerField()
+        created = serializers.IntegerField()
+        unchanged = serializers.IntegerField()
+        message = serializers.CharField()
+        report_url = serializers.CharField()
+
+    @extend_schema(
+        request={"multipart/form-data": InputSerializer},
+        responses={
+            200: OutputSerializer,
+            400: OpenApiResponse(ImportRefusalSerializer, description="Nothing was written."),
+        },
+    )
+    def post(self, request: Request) -> Response:
+        if not is_researcher(request.user):
+            raise Http404
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        name, upload = data.validated_data["study"].strip(), data.validated_data["file"]
+        if not name:
+            raise serializers.ValidationError({"study": ["the study needs a name"]})
+        summary, message = api_upload_import(
+            upload,
+            lambda path: sessions_import(path=path, study_name=name),
+            field="file",
+            suffix=".jsonl",
+        )
+        study = Study.objects.get(name=name)
+        done = {
+            **vars(summary),
+            "study_id": study.pk,
+            "file": upload.name,
+            "message": message,
+            "report_url": reverse("api-revision-report", args=[study.pk]),
+        }
+        return Response(self.OutputSerializer(done).data)

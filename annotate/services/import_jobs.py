@@ -14,42 +14,50 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from annotate.errors import AnnotateError
+from annotate.errors import AnnotateError, FieldInputError
 from annotate.models import ImportJob, ImportKind, ImportStatus
 from annotate.services.background import background_start
 from annotate.services.files import upload_size_problem
-from annotate.services.imports import instructions_import, responses_import
+from annotate.services.imports import ImportSummary, instructions_import, responses_import
 from annotate.services.label_imports import labels_import, scores_import
 
 logger = logging.getLogger(__name__)
 
 
-class UploadError(AnnotateError):
-    """The upload form was filled in wrongly; nothing was stored."""
+class UploadError(FieldInputError):
+    """The upload form was filled in wrongly; nothing was stored. `field` names the form's
+    field at fault (the API answers it)."""
 
 
-def _check(
-    kind: str, benchmark_name: str, system_name: str, annotator_name: str, upload: UploadedFile
+def import_upload_check(
+    *, kind: str, benchmark_name: str, system_name: str, annotator_name: str, upload: UploadedFile
 ) -> None:
+    """Refuse an upload the import could not take (UploadError), before anything is stored:
+    the upload page's and the API's check, whether the file is imported now or queued."""
     if kind not in ImportKind.values:
-        raise UploadError(f"Unknown import kind {kind!r}.")
+        raise UploadError(f"Unknown import kind {kind!r}.", field="kind")
     if not benchmark_name.strip():
-        raise UploadError("Name the benchmark.")
+        raise UploadError("Name the benchmark.", field="benchmark_name")
     if kind == ImportKind.RESPONSES and not system_name.strip():
-        raise UploadError("Responses belong to a system: name it.")
-    is_csv = upload.name.lower().endswith(".csv")
-    if (
-        kind == ImportKind.LABELS
-        and not is_csv
-        and not (system_name.strip() and annotator_name.strip())
-    ):
-        raise UploadError(
-            "Evaluation JSON Lines need the system and the annotator (a CSV names them per row)."
-        )
+        raise UploadError("Responses belong to a system: name it.", field="system_name")
+    if kind == ImportKind.LABELS and not is_csv_upload(upload) and not system_name.strip():
+        raise UploadError(JSONL_LABELS_NEED, field="system_name")
+    if kind == ImportKind.LABELS and not is_csv_upload(upload) and not annotator_name.strip():
+        raise UploadError(JSONL_LABELS_NEED, field="annotator_name")
     if too_large := upload_size_problem(upload.size):
-        raise UploadError(too_large)
+        raise UploadError(too_large, field="upload")
     if upload.size == 0:
-        raise UploadError(f"{upload.name}: the file is empty. Nothing was written.")
+        raise UploadError(f"{upload.name}: the file is empty. Nothing was written.", field="upload")
+
+
+JSONL_LABELS_NEED = (
+    "Evaluation JSON Lines need the system and the annotator (a CSV names them per row)."
+)
+
+
+def is_csv_upload(upload: UploadedFile) -> bool:
+    """Whether the labels import reads the upload as CSV (it goes by the name's suffix)."""
+    return upload.name.lower().endswith(".csv")
 
 
 @transaction.atomic
@@ -66,7 +74,13 @@ def import_job_create(
     """Store the upload and queue its import; the worker starts once this transaction commits."""
     from annotate.tasks import import_job_run_task
 
-    _check(kind, benchmark_name, system_name, annotator_name, upload)
+    import_upload_check(
+        kind=kind,
+        benchmark_name=benchmark_name,
+        system_name=system_name,
+        annotator_name=annotator_name,
+        upload=upload,
+    )
     job = ImportJob.objects.create(
         kind=kind,
         benchmark_name=benchmark_name.strip(),
@@ -94,7 +108,14 @@ def import_job_run(*, job_id: int) -> ImportJob:
     path = job.upload.path
     try:
         with _heartbeat(job_id=job.pk):
-            summary = _run(job, path)
+            summary = import_file(
+                kind=job.kind,
+                path=path,
+                benchmark_name=job.benchmark_name,
+                system_name=job.system_name,
+                annotator_name=job.annotator_name,
+                annotator_kind=job.annotator_kind,
+            )
     except AnnotateError as error:
         job.status, job.message = ImportStatus.FAILED, str(error).replace(path, job.original_name)
         job.message += "\nNothing was written."
@@ -161,19 +182,27 @@ def import_jobs_fail_stale(*, now: datetime) -> int:
     )
 
 
-def _run(job: ImportJob, path: str):
-    if job.kind == ImportKind.INSTRUCTIONS:
-        return instructions_import(path=path, benchmark_name=job.benchmark_name)
-    if job.kind == ImportKind.RESPONSES:
-        return responses_import(
-            path=path, benchmark_name=job.benchmark_name, system_name=job.system_name
-        )
-    if job.kind == ImportKind.LABELS:
+def import_file(
+    *,
+    kind: str,
+    path: str,
+    benchmark_name: str,
+    system_name: str = "",
+    annotator_name: str = "",
+    annotator_kind: str = "",
+) -> ImportSummary:
+    """Import the file at `path` as `kind` says: the import a queued job runs, and the one the
+    API runs at once for a small file. Raises the importer's error; nothing is then written."""
+    if kind == ImportKind.INSTRUCTIONS:
+        return instructions_import(path=path, benchmark_name=benchmark_name)
+    if kind == ImportKind.RESPONSES:
+        return responses_import(path=path, benchmark_name=benchmark_name, system_name=system_name)
+    if kind == ImportKind.LABELS:
         return labels_import(
             path=path,
-            benchmark_name=job.benchmark_name,
-            system_name=job.system_name,
-            annotator_name=job.annotator_name,
-            kind=job.annotator_kind,
+            benchmark_name=benchmark_name,
+            system_name=system_name,
+            annotator_name=annotator_name,
+            kind=annotator_kind,
         )
-    return scores_import(path=path, benchmark_name=job.benchmark_name, kind=job.annotator_kind)
+    return scores_import(path=path, benchmark_name=benchmark_name, kind=annotator_kind)

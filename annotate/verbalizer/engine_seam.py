@@ -22,6 +22,11 @@ def engine_endpoint_get(*, name: str) -> Endpoint | None:
     return Endpoint.objects.filter(name=name).first()
 
 
+def engine_run_check_user(*, user, endpoint: Endpoint) -> None:
+    """Refuse a researcher a paid endpoint (only admins spend money; None: the console)."""
+    engine_run_check_may_start(user=user, endpoint=endpoint)
+
+
 def engine_run_new(
     *, endpoint: Endpoint, params: dict[str, Any], created_by=None, spending_cap_usd=None
 ) -> EngineRun:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db import transaction
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -244,12 +243,11 @@ def _run_arguments(request: HttpRequest, evaluation_set: EvaluationSet, form: Ru
     }  # fmt: skip
 
 
-@transaction.atomic
 def _run_start(request: HttpRequest, evaluation_set: EvaluationSet, form: RunForm):
     """Create and start a run; the engine refuses paid endpoints to anyone but an admin."""
-    system_run = runs.verbalizer_run_create(**_run_arguments(request, evaluation_set, form))
-    runs.verbalizer_run_start(system_run=system_run, user=request.user)
-    return system_run
+    return runs.verbalizer_run_launch(
+        user=request.user, **_run_arguments(request, evaluation_set, form)
+    )
 
 
 @login_required

@@ -184,6 +184,9 @@ MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", VAR_DIR / "uploads"))
 MEDIA_URL = "/media/"
 # Refuse uploads bigger than this (bytes); a million labels as CSV is about 60 MB.
 IMPORT_MAX_UPLOAD_BYTES = int(os.environ.get("IMPORT_MAX_UPLOAD_BYTES", str(500 * 1024 * 1024)))
+# The API imports a file up to this size in the request (answering what it did, or each wrong
+# line); a larger one is queued as the Import page queues every upload (202, a status URL).
+API_IMPORT_INLINE_BYTES = int(os.environ.get("API_IMPORT_INLINE_BYTES", str(5 * 1024 * 1024)))
 # A running import stamps its heartbeat this often (seconds); one silent for IMPORT_STALE_SECONDS
 # (its worker was killed) is marked failed by the beat and when the import pages are read.
 IMPORT_HEARTBEAT_SECONDS = float(os.environ.get("IMPORT_HEARTBEAT_SECONDS", "30"))

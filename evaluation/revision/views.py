@@ -8,15 +8,16 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from annotate.engine.api import RefusalSerializer
 from annotate.engine.pages import run_form_submit
 from annotate.engine.services import engine_run_estimate_new
 from annotate.errors import AnnotateError
-from annotate.http import figure_csp
+from annotate.http import FileNegotiation, figure_csp
 from annotate.revision.models import Study
 from annotate.revision.services.exports import sessions_export_csv, sessions_export_jsonl
 from annotate.roles import (
@@ -128,9 +129,9 @@ def report_page(request: HttpRequest, study_id: int) -> HttpResponse:
     return render(request, "revision/report.html", context)
 
 
-@login_required
-def report_download(request: HttpRequest, study_id: int, fmt: str) -> HttpResponse:
-    study = _study(request.user, study_id)
+def _report_file(study: Study, fmt: str) -> HttpResponse:
+    """The study's report as a file in `fmt` (as `manage.py revision_report --format` prints
+    it): the page's download and the API's."""
     if fmt not in FORMATS:
         raise Http404
     response = HttpResponse(
@@ -139,6 +140,11 @@ def report_download(request: HttpRequest, study_id: int, fmt: str) -> HttpRespon
     extension = {"latex": "tex"}.get(fmt, fmt)
     response["Content-Disposition"] = f'attachment; filename="revision-{study.pk}.{extension}"'
     return response
+
+
+@login_required
+def report_download(request: HttpRequest, study_id: int, fmt: str) -> HttpResponse:
+    return _report_file(_study(request.user, study_id), fmt)
 
 
 SESSION_WRITERS = {
@@ -185,6 +191,27 @@ class RevisionReportApi(APIView):
             raise Http404
         study = _study(request.user, study_id)
         return Response(_without_nan(revision_report_build(study=study)))
+
+
+class RevisionReportDownloadApi(APIView):
+    content_negotiation_class = FileNegotiation
+
+    @extend_schema(
+        operation_id="revision_studies_report_download",
+        request=None,
+        parameters=[OpenApiParameter("fmt", str, OpenApiParameter.PATH, enum=list(FORMATS))],
+        responses={
+            **{(200, content_type): OpenApiTypes.STR for content_type in CONTENT_TYPES.values()},
+            404: OpenApiResponse(RefusalSerializer, description="No such study, or not yours."),
+        },
+        description="A revision study's report (Tables 2-5, Figure 2) as a file: json, csv, "
+        "latex or md, the bytes of the report page's downloads and of `manage.py "
+        "revision_report --format`. Researchers and admins; anyone else gets 404.",
+    )
+    def get(self, request: Request, study_id: int, fmt: str) -> HttpResponse:
+        if not is_researcher(request.user):
+            raise Http404
+        return _report_file(get_object_or_404(Study, pk=study_id), fmt)
 
 
 @login_required

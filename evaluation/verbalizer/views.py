@@ -8,11 +8,12 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
-from annotate.http import csv_download, figure_csp
+from annotate.engine.api import RefusalSerializer
+from annotate.http import FileNegotiation, csv_download, figure_csp
 from annotate.roles import ADMIN, RESEARCHER, RESEARCHERS_ONLY, is_researcher, require_role
 from annotate.selectors.identities import identity_scope
 from annotate.verbalizer.models import EvaluationSet, ModelAnswer
@@ -56,19 +57,24 @@ def report_page(request: HttpRequest, set_id: int) -> HttpResponse:
     return render(request, "verbalizer/report.html", context)
 
 
-@login_required
-def report_download(
-    request: HttpRequest, set_id: int, fmt: str, table: str = "rows"
-) -> HttpResponse:
-    evaluation_set = _set(request, set_id)
+def _report_file(evaluation_set: EvaluationSet, fmt: str, table: str) -> HttpResponse:
+    """One table of the set's report as a file in `fmt` (as `manage.py verbalizer_report`
+    prints it): the page's downloads and the API's."""
     if fmt not in DOCUMENTS or table not in TABLES:
         raise Http404
     text = report_as(verbalizer_report_cached(evaluation_set=evaluation_set), fmt, table)
     response = HttpResponse(text, content_type=DOCUMENTS[fmt])
     extension = "tex" if fmt == "latex" else fmt
-    name = f"verbalizer-{set_id}" + ("" if table == "rows" else f"-{table}")
+    name = f"verbalizer-{evaluation_set.pk}" + ("" if table == "rows" else f"-{table}")
     response["Content-Disposition"] = f'attachment; filename="{name}.{extension}"'
     return response
+
+
+@login_required
+def report_download(
+    request: HttpRequest, set_id: int, fmt: str, table: str = "rows"
+) -> HttpResponse:
+    return _report_file(_set(request, set_id), fmt, table)
 
 
 @login_required
@@ -135,3 +141,37 @@ class VerbalizerReportApi(APIView):
         report = verbalizer_report_cached(evaluation_set=evaluation_set)
         tables = ("rows", "groups", "mappings", "flipped", "flipped_by_dataset")
         return ApiResponse({**report, **{table: flat_rows(report, table) for table in tables}})
+
+
+class VerbalizerReportDownloadApi(APIView):
+    content_negotiation_class = FileNegotiation
+
+    @extend_schema(
+        operation_id="verbalizer_sets_report_download",
+        request=None,
+        parameters=[
+            OpenApiParameter("fmt", str, OpenApiParameter.PATH, enum=list(DOCUMENTS)),
+            OpenApiParameter(
+                "table",
+                str,
+                enum=list(TABLES),
+                description="rows (accuracy, the default), agreement (people's Fleiss' kappa) "
+                "or slices (the prompts people answered, models beside them).",
+            ),
+        ],
+        responses={
+            **{(200, content_type): OpenApiTypes.STR for content_type in DOCUMENTS.values()},
+            404: OpenApiResponse(RefusalSerializer, description="No such set, or not yours."),
+        },
+        description="One table of an evaluation set's report as a file: json, csv, latex or "
+        "md, the bytes of the report page's downloads and of `manage.py verbalizer_report`. "
+        "Researchers and admins; anyone else gets 404.",
+    )
+    def get(self, request, set_id: int, fmt: str):
+        if not is_researcher(request.user):
+            raise Http404
+        table = request.query_params.get("table", "rows")
+        if table not in TABLES:
+            detail = f"table must be one of {', '.join(TABLES)}, not {table!r}."
+            return ApiResponse({"detail": detail, "field": "table"}, status=400)
+        return _report_file(get_object_or_404(EvaluationSet, pk=set_id), fmt, table)

@@ -99,10 +99,10 @@ def test_an_unexpected_error_fails_the_job_with_its_message_not_a_500(
     settings.MEDIA_ROOT = tmp_path
     client.force_login(researcher)
 
-    def broken(job, path):
+    def broken(*, path, **arguments):
         raise RuntimeError(f"disk on fire while reading {path}")
 
-    monkeypatch.setattr(import_jobs, "_run", broken)
+    monkeypatch.setattr(import_jobs, "import_file", broken)
     with django_capture_on_commit_callbacks(execute=True):
         page = post(client, json.dumps(ROW) + "\n")
     assert page.status_code == 302
@@ -161,7 +161,7 @@ def test_a_running_import_beats_while_it_works(settings, tmp_path, monkeypatch):
     job = stuck_job(None)  # no user: a flushed database (transaction=True) has no role groups
     seen = []
 
-    def slow(job, path):
+    def slow(*, path, **arguments):
         first = ImportJob.objects.get(pk=job.pk).heartbeat_at
         for _ in range(200):  # up to 10 s; the heartbeat comes every 0.05 s
             latest = ImportJob.objects.get(pk=job.pk).heartbeat_at
@@ -171,7 +171,7 @@ def test_a_running_import_beats_while_it_works(settings, tmp_path, monkeypatch):
             threading.Event().wait(0.05)
         raise ImportFileError(path, 1, None, "stop here")
 
-    monkeypatch.setattr(import_jobs, "_run", slow)
+    monkeypatch.setattr(import_jobs, "import_file", slow)
     assert import_jobs.import_job_run(job_id=job.pk).status == "failed"
     assert seen and seen[0][1] > seen[0][0]
 

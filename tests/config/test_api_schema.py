@@ -62,6 +62,14 @@ def test_each_operation_takes_its_own_fields(schema, path, field):
         ("/api/crowd/publications/{publication_id}/sync/", "202"),
         ("/api/engine/generation-runs/", "202"),  # a run started
         ("/api/engine/generation-runs/", "200"),  # a dry run's estimate
+        ("/api/annotate/imports/", "200"),  # a small file, imported in the request
+        ("/api/annotate/imports/", "202"),  # a large one, queued
+        ("/api/annotate/imports/", "400"),  # each wrong line, nothing written
+        ("/api/revision/session-imports/", "400"),
+        ("/api/verbalizer/items/", "400"),
+        ("/api/verbalizer/sets/{set_id}/runs/", "202"),
+        ("/api/verbalizer/sets/{set_id}/runs/", "200"),
+        ("/api/verbalizer/sets/{set_id}/runs/", "403"),
     ],
 )
 def test_each_operation_documents_the_status_it_answers(schema, path, status):
@@ -75,3 +83,40 @@ def test_the_api_token_scheme_is_documented(schema):
     assert "Token" in scheme["description"]
     progress = schema["paths"]["/api/judge/runs/{run_id}/progress/"]["get"]
     assert {"knoxApiToken": []} in progress["security"]
+
+
+@pytest.mark.parametrize(
+    ("path", "content_types"),
+    [
+        (
+            "/api/revision/studies/{study_id}/report.{fmt}",
+            {"application/json", "text/csv", "application/x-tex", "text/markdown"},
+        ),
+        (
+            "/api/verbalizer/sets/{set_id}/report.{fmt}",
+            {"application/json", "text/csv", "application/x-tex", "text/markdown"},
+        ),
+    ],
+)
+def test_report_downloads_document_each_file_type_and_the_formats(schema, path, content_types):
+    operation = schema["paths"][path]["get"]
+    assert set(operation["responses"]["200"]["content"]) == content_types
+    fmt = next(p for p in operation["parameters"] if p["name"] == "fmt")
+    assert set(fmt["schema"]["enum"]) == {"json", "csv", "latex", "md"}
+
+
+@pytest.mark.parametrize(
+    ("path", "field"),
+    [
+        ("/api/annotate/imports/", "upload"),
+        ("/api/revision/session-imports/", "file"),
+        ("/api/verbalizer/items/", "upload"),
+    ],
+)
+def test_imports_take_a_multipart_file_and_document_each_wrong_line(schema, path, field):
+    operation = schema["paths"][path]["post"]
+    body = operation["requestBody"]["content"]["multipart/form-data"]["schema"]["$ref"]
+    properties = schema["components"]["schemas"][body.rsplit("/", 1)[1]]["properties"]
+    assert properties[field]["format"] == "binary"
+    refusal = _schema_of(schema, operation["responses"]["400"])["properties"]
+    assert {"detail", "file", "errors"} <= set(refusal)

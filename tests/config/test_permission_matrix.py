@@ -128,6 +128,9 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     "crowd-api:notify": (API_ADMIN_POST_ONLY, by_role(401, 404, 404, 404, 404, 400)),
     "crowd-api:calls": (by_role(401, 404, 404, 404, 404, 200), None),
     "annotate-api:benchmark-list": (API_RESEARCHERS, None),
+    # An empty POST sends no file: refused, nothing stored.
+    "annotate-api:imports": (API_POST_ONLY, by_role(401, 404, 404, 400, 400, 400)),
+    "annotate-api:import": (API_RESEARCHERS, None),
     "annotate-api:project-create": (API_POST_ONLY, by_role(401, 403, 403, 403, 403, 400)),
     "annotate-api:batch-create": (API_POST_ONLY, by_role(401, 403, 403, 403, 403, 400)),
     "annotate-api:project-progress": (API_PROJECT_READERS, None),
@@ -194,6 +197,9 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     "verbalizer-reports:figure": (RESEARCHERS, None),
     "verbalizer-reports:replies": (RESEARCHERS, None),
     "api-verbalizer-report": (API_RESEARCHERS, None),
+    "api-verbalizer-report-download": (API_RESEARCHERS, None),
+    "api-verbalizer-items": (API_POST_ONLY, by_role(401, 404, 404, 400, 400, 400)),
+    "api-verbalizer-runs": (API_POST_ONLY, by_role(401, 404, 404, 400, 400, 400)),
     "revision:home": (ANNOTATORS, None),
     # An empty upload form is shown again with its error.
     "revision:upload": (RESEARCHERS, by_role(LOGIN, 403, 403, 400, 400, 400)),
@@ -217,6 +223,8 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     "revision-reports:sessions-download": (RESEARCHERS, None),
     "revision-reports:figure": (RESEARCHERS, None),
     "api-revision-report": (API_RESEARCHERS, None),
+    "api-revision-report-download": (API_RESEARCHERS, None),
+    "api-revision-session-imports": (API_POST_ONLY, by_role(401, 404, 404, 400, 400, 400)),
     # The researchers' KIWI actions answer a role error with the 403 page; an empty POST is an
     # invalid form (400), nothing sent or started.
     "revision:rerate": (RESEARCHERS, by_role(LOGIN, 403, 403, 400, 400, 400)),

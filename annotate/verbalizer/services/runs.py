@@ -6,14 +6,15 @@ import math
 
 from django.db import transaction
 
-from annotate.errors import AnnotateError
+from annotate.errors import FieldInputError
 from annotate.models import System
 from annotate.verbalizer import engine_seam
 from annotate.verbalizer.models import EvaluationSet, Mode, SystemRun
 
 
-class RunSetupError(AnnotateError):
-    """A run cannot be started as asked (unknown set or endpoint, bad modes)."""
+class RunSetupError(FieldInputError):
+    """A run cannot be started as asked (unknown set or endpoint, bad modes); `field` names
+    the page's and the API's input at fault."""
 
 
 @transaction.atomic
@@ -29,22 +30,31 @@ def verbalizer_run_create(
 ) -> SystemRun:
     """Create the SystemRun and its engine run; start it with `verbalizer_run_start`.
 
-    A system that answered some prompts of the set already (an earlier run) only gets the rest.
+    `created_by` must be allowed to start it: a paid endpoint is an admin's (None: the
+    console). A system that answered some prompts of the set already (an earlier run) only gets
+    the rest.
     """
     endpoint_row = engine_seam.engine_endpoint_get(name=endpoint)
     if endpoint_row is None:
-        raise RunSetupError(f"--endpoint: no engine endpoint named {endpoint!r}")
+        raise RunSetupError(f"--endpoint: no engine endpoint named {endpoint!r}", field="endpoint")
+    # Who may spend first, as the judge's and generation's runs: a researcher asking for a paid
+    # endpoint hears that (403), not that its API key is unset in this process.
+    engine_seam.engine_run_check_user(user=created_by, endpoint=endpoint_row)
     modes = modes or list(evaluation_set.modes)
     unknown = [m for m in modes if m not in evaluation_set.modes or m not in Mode.values]
     if unknown:
         raise RunSetupError(
             f"--modes: the set has modes {', '.join(evaluation_set.modes)}; "
-            f"not {', '.join(unknown)}"
+            f"not {', '.join(unknown)}",
+            field="modes",
         )
     if not system.strip():
-        raise RunSetupError("--system: a name is required")
+        raise RunSetupError("--system: a name is required", field="system")
     if model_size_b is not None and not 0 <= model_size_b < math.inf:  # NaN fails too
-        raise RunSetupError(f"--size: billions of parameters, 0 or more; found {model_size_b}")
+        raise RunSetupError(
+            f"--size: billions of parameters, 0 or more; found {model_size_b}",
+            field="model_size_b",
+        )
     system_row, _ = System.objects.get_or_create(name=system.strip())
     system_run = SystemRun.objects.create(
         evaluation_set=evaluation_set, system=system_row, endpoint_name=endpoint,
@@ -69,6 +79,15 @@ def verbalizer_run_estimate(*, user=None, **create_arguments):
     )
 
 
+@transaction.atomic
+def verbalizer_run_launch(*, user=None, **create_arguments) -> SystemRun:
+    """Create the run and start it (the set page's Start and the API's): it runs once this
+    transaction commits; a refusal (a paid endpoint for a researcher) keeps nothing."""
+    system_run = verbalizer_run_create(**create_arguments)
+    verbalizer_run_start(system_run=system_run, user=user)
+    return system_run
+
+
 def verbalizer_run_start(*, system_run: SystemRun, user=None) -> None:
     """Start the run in the background (after commit); the engine checks who may spend money."""
     from annotate.engine.models import EngineRun
@@ -90,5 +109,5 @@ def verbalizer_run_execute(*, system_run: SystemRun, on_progress=None):
 def evaluation_set_get(*, name: str) -> EvaluationSet:
     evaluation_set = EvaluationSet.objects.filter(name=name).first()
     if evaluation_set is None:
-        raise RunSetupError(f"--set: no evaluation set named {name!r}")
+        raise RunSetupError(f"--set: no evaluation set named {name!r}", field="set")
     return evaluation_set
