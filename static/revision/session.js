@@ -2,7 +2,9 @@
 (function () {
   "use strict";
   var root = document.getElementById("revision");
-  var sessionId = root ? root.dataset.session : "rerating";
+  // A re-rating page has no session: its form names whose drafts it keeps.
+  var owner = document.querySelector("form[data-draft-owner]");
+  var draftOwner = root ? root.dataset.session : owner ? owner.dataset.draftOwner : null;
 
   // Poll the session's state while a model call runs. The text streamed so far is shown as it
   // grows; the finished answer replaces it in place, with the next form. A failure reloads the
@@ -68,7 +70,7 @@
   // writing turn t), and restored while the page still asks for that step. They are dropped
   // once the page has moved on to another step, not when the form is sent: a form the server
   // refuses (a missing rating, say) keeps them.
-  var draftPrefix = "revision-draft-" + sessionId + "-";
+  var draftPrefix = "revision-draft-" + draftOwner + "-";
   var liveKeys = {};
   document.querySelectorAll("form[data-draft-step]").forEach(function (form) {
     var prefix = draftPrefix + form.dataset.draftStep + "-";
@@ -97,7 +99,7 @@
       });
     });
   });
-  if (root) {
+  if (draftOwner !== null) {
     for (var i = window.localStorage.length - 1; i >= 0; i -= 1) {
       var stored = window.localStorage.key(i);
       if (stored && stored.indexOf(draftPrefix) === 0 && !liveKeys[stored]) {
