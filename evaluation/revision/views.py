@@ -45,7 +45,11 @@ from evaluation.revision.forms import RevisionJudgeRunForm
 from evaluation.revision.judges import judge_run_launch, judge_run_prepare
 from evaluation.revision.models import JudgeTask
 from evaluation.revision.reports import revision_report_build
-from evaluation.revision.selectors import judge_prerequisites_missing, study_judge_runs
+from evaluation.revision.selectors import (
+    judge_prerequisites_missing,
+    rated_turns_count,
+    study_judge_runs,
+)
 
 CONTENT_TYPES = {
     "json": "application/json",
@@ -224,7 +228,8 @@ def judge_new(request: HttpRequest, study_id: int, task: str) -> HttpResponse:
     study = get_object_or_404(Study, pk=study_id)
     if task not in TASK_TITLES:
         raise Http404
-    form = RevisionJudgeRunForm(request.POST or None, task=task)
+    rated_turns = rated_turns_count(study=study, task=task)
+    form = RevisionJudgeRunForm(request.POST or None, task=task, rated_turns=rated_turns)
 
     def arguments() -> dict:
         return dict(

@@ -10,7 +10,7 @@ from django.utils import timezone
 from annotate.engine.models import EngineRun
 from annotate.engine.services import engine_background_wait, engine_run_estimate
 from annotate.revision.models import Study
-from evaluation.revision.judges import judge_run_prepare
+from evaluation.revision.judges import judge_run_prepare, rating_split
 from evaluation.revision.models import RevisionJudgeRun, RevisionPrediction
 from evaluation.revision.reports import revision_report_build
 from tests.annotate.engine.conftest import dollar_a_thousand, make_endpoint
@@ -176,6 +176,17 @@ def test_each_task_asks_only_for_what_it_needs(client, researcher, tmp_path):
         client.get(reverse("revision-reports:judge-new", args=[999, "rating-judge"])).status_code
         == 404
     )
+
+
+def test_the_seed_help_gives_the_split_of_this_studys_turns(client, researcher, tmp_path):
+    study = sample_study(tmp_path)
+    make_endpoint("", name="offline")
+    client.force_login(researcher)
+    help_text = client.get(url(study)).context["form"].fields["seed"].help_text
+    split = rating_split(study=study, seed=0)  # what a run on this study stores
+    sizes = "/".join(str(len(split[part])) for part in ("train", "dev", "test"))
+    total = sum(len(ids) for ids in split.values())
+    assert f"this study's {total} rated turns: {sizes} (the paper:" in help_text
 
 
 @pytest.mark.parametrize(
