@@ -43,7 +43,7 @@ from annotate.verbalizer.forms import (
     StudyForm,
 )
 from annotate.verbalizer.models import ClassificationDataset, EvaluationSet, HumanStudy, Mapping
-from annotate.verbalizer.selectors import items_per_dataset
+from annotate.verbalizer.selectors import human_answers_waiting_for_kind, items_per_dataset
 from annotate.verbalizer.services import catalogue, humans, runs
 from annotate.verbalizer.services.imports import classification_import
 from annotate.verbalizer.services.sets import evaluation_set_create
@@ -207,6 +207,7 @@ def set_detail(request: HttpRequest, set_id: int) -> HttpResponse:
         "studies": evaluation_set.human_studies.annotate(
             n_prompts=Count("prompts", distinct=True), n_answers=Count("answers", distinct=True)
         ).prefetch_related("publications"),
+        "waiting": human_answers_waiting_for_kind(evaluation_set=evaluation_set),
         "can_publish": is_admin(request.user),
         "form": form,
         "run_form": run_form,

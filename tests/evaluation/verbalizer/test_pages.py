@@ -210,3 +210,24 @@ def test_a_figure_opened_on_its_own_may_run_nothing(client, researcher, with_hum
         policy = client.get(url)["Content-Security-Policy"]
         assert "default-src 'none'" in policy and "frame-ancestors 'none'" in policy
         assert "script-src" not in policy, policy
+
+
+def test_answers_waiting_for_a_kind_are_named_with_the_way_to_count_them(
+    client, researcher, with_humans
+):
+    from annotate.models import Annotator
+
+    Annotator.objects.filter(name="p2").update(kind="undecided")  # a new web account
+    client.force_login(researcher)
+    decide = f'<a href="{reverse("annotators:list")}?kind=undecided">'
+    pages = [
+        reverse("verbalizer-reports:detail", args=[with_humans.pk]),
+        reverse("verbalizer:set-detail", args=[with_humans.pk]),
+    ]
+    for url in pages:
+        html = client.get(url).content.decode()
+        assert "2 answers of 1 person whose kind (expert or crowd worker) is not decided" in html
+        assert decide in html
+    Annotator.objects.filter(name="p2").update(kind="expert")
+    for url in pages:
+        assert 'id="waiting-for-kind"' not in client.get(url).content.decode()
