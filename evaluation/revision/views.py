@@ -19,6 +19,7 @@ from annotate.engine.services import engine_run_estimate_new
 from annotate.errors import AnnotateError
 from annotate.http import FileNegotiation, figure_csp
 from annotate.revision.models import Study
+from annotate.revision.selectors import study_collection_progress
 from annotate.revision.services.exports import sessions_export_csv, sessions_export_jsonl
 from annotate.roles import (
     ADMIN,
@@ -129,6 +130,7 @@ def report_page(request: HttpRequest, study_id: int) -> HttpResponse:
         "figures": figures_shown,
         "tasks": TASK_TITLES,
         "runs": study_judge_runs(study=study)[:20],
+        "collection": study_collection_progress(study=study),
     }
     return render(request, "revision/report.html", context)
 
