@@ -19,7 +19,7 @@ from annotate.errors import (
 from annotate.http import page_errors, refused_upload, uploaded_path, uploads_limited
 from annotate.revision import selectors
 from annotate.revision.forms import RerateForm
-from annotate.revision.models import Study
+from annotate.revision.models import SessionStatus, Study
 from annotate.revision.services import imports, reratings, sessions
 from annotate.roles import (
     ADMIN,
@@ -69,7 +69,12 @@ def session_page(request: HttpRequest, session_id: int) -> HttpResponse:
     page = selectors.session_page_get(session_id=session_id, user=request.user, now=timezone.now())
     # A withdrawn instruction comes back in the form, once (`withdraw`).
     withdrawn = request.session.pop(_withdrawn_key(session_id), None)
-    return render(request, "revision/session.html", {"page": page, "form": withdrawn or {}})
+    # A finished session offers the next one only where a question is left for this annotator.
+    next_open = page.session.status == SessionStatus.FINISHED and sessions.session_available(
+        study=page.session.study, user=request.user
+    )
+    context = {"page": page, "form": withdrawn or {}, "next_open": next_open}
+    return render(request, "revision/session.html", context)
 
 
 def _withdrawn_key(session_id: int) -> str:

@@ -62,6 +62,24 @@ def test_an_annotator_does_a_turn_through_the_pages(
     assert "This session is finished" in finished and "Keyboard shortcuts" not in finished
 
 
+def test_a_finished_session_offers_the_next_only_while_a_question_is_left(
+    client, study, annotator, django_capture_on_commit_callbacks
+):
+    client.force_login(annotator)
+    start = reverse("revision:start", args=[study.pk])
+    for left in (True, False):  # the study has two questions
+        with django_capture_on_commit_callbacks(execute=True):
+            session_id = RevisionSession.objects.get(
+                pk=int(client.post(start).url.strip("/").split("/")[-1])
+            ).pk
+        client.post(reverse("revision:finish", args=[session_id]))
+        page = client.get(reverse("revision:session", args=[session_id])).content.decode()
+        assert "This session is finished" in page
+        assert (f'action="{start}"' in page) is left
+        assert ("No question of this study is left for you" in page) is not left
+    assert f'href="{reverse("revision:home")}"' in page
+
+
 def test_pending_answer_is_polled_and_failure_shows_retry(client, study, annotator):
     client.force_login(annotator)
     session = session_assign(study=study, user=annotator, now=timezone.now())  # not run yet
@@ -122,8 +140,8 @@ def test_ten_turn_session_page_runs_a_fixed_number_of_queries(
     client.get(url)
     # session, user, the session with its study, question and system, the stale-call update,
     # the session's call fields again, the document titles, the turns, the last passages, the
-    # navigation's roles
-    with django_assert_num_queries(9):
+    # navigation's roles, and (the tenth turn ended it) whether a question is left for the next
+    with django_assert_num_queries(10):
         response = client.get(url)
     assert response.content.decode().count('class="turn-done"') == 10
 
