@@ -112,7 +112,8 @@ def test_the_estimate_shows_what_the_run_would_call_and_cost_and_keeps_nothing(
     assert page.context["estimate"] == expected and expected.units == units
     assert expected.prompt_tokens > 100 * units  # the prompts, not the engine's 0 default
     shown = page.text[page.text.index('id="estimate"') :]
-    assert f"{units} turns to label (0 done already), {units} calls" in shown
+    words = ("turn to label", "call") if units == 1 else ("turns to label", "calls")
+    assert f"{units} {words[0]} (0 done already), {units} {words[1]}," in shown
     assert f"about {expected.prompt_tokens} prompt tokens" in shown
     assert f"at most {100 * units} completion tokens: at most ${expected.cost_usd}" in shown
     bound = page.context["form"]  # the form keeps what was typed, ready for Start
