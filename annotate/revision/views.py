@@ -12,6 +12,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from annotate.errors import (
     AnnotateError,
     ConflictError,
+    ImportFileError,
     NotFoundError,
     NoWorkError,
     SubmissionError,
@@ -253,7 +254,7 @@ def upload(request: HttpRequest) -> HttpResponse:
             try:
                 summary = _run_upload(kind, path, name, systems, request.user)
             except AnnotateError as error:
-                context["error"] = refused_upload(error, path=path, upload=upload_file)
+                context["error"] = _upload_refusal(error, path=path, upload=upload_file)
                 return render(request, "revision/upload.html", context, status=error.http_status)
         messages.success(request, summary.message.replace(path, upload_file.name))
         study = Study.objects.filter(name=name).first()  # its report: what to do next
@@ -261,6 +262,14 @@ def upload(request: HttpRequest) -> HttpResponse:
             redirect("revision-reports:report", study.pk) if study else redirect("revision:upload")
         )
     return render(request, "revision/upload.html", context)
+
+
+def _upload_refusal(error: AnnotateError, *, path: str, upload) -> str:
+    """The refusal in the page's words: a system the command takes as --system is the
+    Systems field here."""
+    if isinstance(error, ImportFileError) and error.path == "--system":
+        return f"Systems: {error.problem}. Nothing was written."
+    return refused_upload(error, path=path, upload=upload)
 
 
 # --- Researchers: re-rating (paper §5, "Human") ------------------------------------------------

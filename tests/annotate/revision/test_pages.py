@@ -146,6 +146,23 @@ def test_ten_turn_session_page_runs_a_fixed_number_of_queries(
     assert response.content.decode().count('class="turn-done"') == 10
 
 
+def test_a_system_refused_on_the_upload_page_is_named_by_its_field_there(client, researcher):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    client.force_login(researcher)
+    line = b'{"question": "Q?", "documents": [{"title": "T", "text": "Some text."}]}\n'
+    response = client.post(
+        reverse("revision:upload"),
+        {"study": "web", "kind": "questions", "systems": "a=nope",
+         "file": SimpleUploadedFile("q.jsonl", line)},
+    )  # fmt: skip
+    assert response.status_code == 400
+    error = response.context["error"]
+    assert error.startswith("Systems: 'a=nope': no engine endpoint named 'nope'")
+    assert "--system" not in error and error.endswith("Nothing was written.")
+    assert not Study.objects.filter(name="web").exists()
+
+
 def test_researcher_uploads_a_study_and_a_bad_file_names_the_line(client, researcher):
     from django.core.files.uploadedfile import SimpleUploadedFile
 
