@@ -13,10 +13,16 @@
     var answer = document.getElementById("answer");
     answer.textContent = state.answer;
     answer.hidden = false;
-    ["waiting", "partial"].forEach(function (id) {
-      var element = document.getElementById(id);
-      if (element) { element.remove(); }
-    });
+    var partial = document.getElementById("partial");
+    if (partial) { partial.remove(); }
+    // The waiting notice is a live region: removing it would tell a screen reader nothing, so
+    // it says the answer is in (heard, not seen: the answer itself is on the page).
+    var waiting = document.getElementById("waiting");
+    if (waiting) {
+      waiting.textContent = "The model's answer is in: it is shown under " +
+        document.getElementById("answer-title").textContent + ".";
+      waiting.classList.add("visually-hidden");
+    }
     if (state.passages) {
       var aside = document.getElementById("passages");
       aside.querySelectorAll(".passage, p.tags").forEach(function (old) { old.remove(); });
