@@ -202,3 +202,17 @@ def test_a_study_of_imported_sessions_only_shows_no_collection(client, researche
     client.force_login(researcher)
     html = client.get(reverse("revision-reports:report", args=[study.pk])).content.decode()
     assert 'id="collection"' not in html and "Table 2: sessions per system" in html
+
+
+def test_empty_tables_say_what_fills_them(client, researcher, tmp_path, settings):
+    from tests.annotate.revision.conftest import make_live_study
+
+    study = make_live_study(tmp_path, settings)  # questions and systems, no session yet
+    client.force_login(researcher)
+    html = client.get(reverse("revision-reports:report", args=[study.pk])).content.decode()
+    table5 = html.split('id="empty-table5">')[1].split("</p>")[0]
+    assert "A rating-judge run fills it" in table5 and "re-rated turns give the Human row" in table5
+    assert reverse("revision-reports:judge-new", args=[study.pk, "rating-judge"]) in table5
+    assert reverse("revision:rerate", args=[study.pk]) in table5
+    positions = html.split('id="t-figure2_positions"')[1].split("</section>")[0]
+    assert "No data: no rated turn of a finished session yet." in positions
