@@ -231,3 +231,28 @@ def test_answers_waiting_for_a_kind_are_named_with_the_way_to_count_them(
     Annotator.objects.filter(name="p2").update(kind="expert")
     for url in pages:
         assert 'id="waiting-for-kind"' not in client.get(url).content.decode()
+
+
+def test_the_page_says_a_group_averages_its_mappings_as_its_numbers_do(
+    client, researcher, small_set
+):
+    """A group is the mean of its (dataset, mapping) accuracies: the page said "correct / valid
+    replies", which a reader recomputing a group from its answers would not find."""
+    from evaluation.verbalizer.report import verbalizer_report
+
+    client.force_login(researcher)
+    page = client.get(reverse("verbalizer-reports:detail", args=[small_set.pk]))
+    html = page.content.decode()
+    assert "a row over several (a group, a condition) is the mean of theirs" in html
+    rows = verbalizer_report(evaluation_set=small_set)["rows"]
+    unnatural = [
+        r["accuracy_lenient"] for r in rows
+        if r["group"] == "unnatural" and r["mode"] == "direct" and r["system"] == "m1"
+        and r["accuracy_lenient"] is not None
+    ]  # fmt: skip
+    group = next(
+        r for r in page.context["groups"] if r["system"] == "m1" and r["group"] == "unnatural"
+    )
+    assert group["accuracy_lenient"] == pytest.approx(sum(unnatural) / len(unnatural))
+    latex = client.get(reverse("verbalizer-reports:download", args=[small_set.pk, "latex"]))
+    assert "a group is the mean of its datasets' and mappings' accuracies" in latex.text
