@@ -193,8 +193,9 @@ def set_detail(request: HttpRequest, set_id: int) -> HttpResponse:
         sent=run_form.is_bound,
     )
     if sent.started is not None:
+        # Its page shows the progress as it goes, and links the report once there are answers.
         messages.success(request, f"Started engine run #{sent.started.engine_run_id}.")
-        return redirect("verbalizer:set-detail", set_id=set_id)
+        return redirect("engine:run-detail", engine_run_id=sent.started.engine_run_id)
     if form.is_bound and form.is_valid() and _study_create(request, evaluation_set, form):
         messages.success(request, "Study published to annotators.")
         return redirect("verbalizer:set-detail", set_id=set_id)
