@@ -752,3 +752,13 @@ def test_someone_elses_failed_instruction_cannot_be_withdrawn(
     client.force_login(UserFactory(username="other-annotator", roles=[ANNOTATOR]))
     assert client.post(reverse("revision:withdraw", args=[session.pk])).status_code == 404
     assert Turn.objects.filter(pk=turn.pk).exists()
+
+
+def test_a_rerating_gives_the_ratings_the_words_the_session_page_gives(client, study, annotator):
+    """Re-raters rated against bare "good / neutral / bad" while the session's annotator read
+    what each means; Table 5's Human row compares the two."""
+    rerating = rerating_of(study, annotator)
+    client.force_login(annotator)
+    page = client.get(reverse("revision:rerating", args=[rerating.pk])).content.decode()
+    for meaning in ("good: followed it", "neutral: partly", "bad: not at all, or made it worse"):
+        assert meaning in page
