@@ -144,6 +144,11 @@ def test_ten_turn_session_page_runs_a_fixed_number_of_queries(
     with django_assert_num_queries(10):
         response = client.get(url)
     assert response.content.decode().count('class="turn-done"') == 10
+    # Which study the session belongs to, read with the session (no query of its own).
+    assert f"<title>Revision session · {study.name}" in response.content.decode()
+    assert (
+        f'id="study-name">Study {study.name} · <a href="/revision/">' in response.content.decode()
+    )
 
 
 def test_a_system_refused_on_the_upload_page_is_named_by_its_field_there(client, researcher):
