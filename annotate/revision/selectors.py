@@ -391,3 +391,45 @@ def rerate_prerequisites_missing(*, study: Study, user: AbstractBaseUser) -> lis
             url, action = "", "Ask an admin to create annotator accounts."
         missing.append(Prerequisite("There is no annotator account.", action, url))
     return missing
+
+
+@dataclass(frozen=True)
+class CollectionProgress:
+    """How far annotators are through a study: paper §3.2 wants one session per question (with
+    its papers) and live system, each annotator seeing a question at most once."""
+
+    questions: int
+    systems: int
+    finished: int
+    active: int
+    imported: int  # records, not work: they count in the report, never here
+
+    @property
+    def wanted(self) -> int:
+        return self.questions * self.systems
+
+    @property
+    def not_started(self) -> int:
+        return max(self.wanted - self.finished - self.active, 0)
+
+
+def study_collection_progress(*, study: Study) -> CollectionProgress:
+    """Count the sessions annotators can do in the study, those finished and in progress, and
+    the imported sessions (which leave every question and system free for annotators)."""
+    with_papers = Exists(Document.objects.filter(question=OuterRef("pk")))
+    questions = StudyQuestion.objects.filter(study=study).filter(with_papers)
+    sessions = RevisionSession.objects.filter(
+        study=study,
+        annotator__isnull=False,
+        system__live=True,
+        question__in=questions.values("pk"),
+    ).aggregate(
+        finished=Count("id", filter=Q(status=SessionStatus.FINISHED)),
+        active=Count("id", filter=Q(status=SessionStatus.ACTIVE)),
+    )
+    return CollectionProgress(
+        questions=questions.count(),
+        systems=StudySystem.objects.filter(study=study, live=True).count(),
+        imported=RevisionSession.objects.filter(study=study, annotator__isnull=True).count(),
+        **sessions,
+    )

@@ -12,6 +12,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from annotate.errors import (
     AnnotateError,
     ConflictError,
+    ImportFileError,
     NotFoundError,
     NoWorkError,
     SubmissionError,
@@ -19,7 +20,7 @@ from annotate.errors import (
 from annotate.http import page_errors, refused_upload, uploaded_path, uploads_limited
 from annotate.revision import selectors
 from annotate.revision.forms import RerateForm
-from annotate.revision.models import Study
+from annotate.revision.models import SessionStatus, Study
 from annotate.revision.services import imports, reratings, sessions
 from annotate.roles import (
     ADMIN,
@@ -69,7 +70,12 @@ def session_page(request: HttpRequest, session_id: int) -> HttpResponse:
     page = selectors.session_page_get(session_id=session_id, user=request.user, now=timezone.now())
     # A withdrawn instruction comes back in the form, once (`withdraw`).
     withdrawn = request.session.pop(_withdrawn_key(session_id), None)
-    return render(request, "revision/session.html", {"page": page, "form": withdrawn or {}})
+    # A finished session offers the next one only where a question is left for this annotator.
+    next_open = page.session.status == SessionStatus.FINISHED and sessions.session_available(
+        study=page.session.study, user=request.user
+    )
+    context = {"page": page, "form": withdrawn or {}, "next_open": next_open}
+    return render(request, "revision/session.html", context)
 
 
 def _withdrawn_key(session_id: int) -> str:
@@ -248,7 +254,7 @@ def upload(request: HttpRequest) -> HttpResponse:
             try:
                 summary = _run_upload(kind, path, name, systems, request.user)
             except AnnotateError as error:
-                context["error"] = refused_upload(error, path=path, upload=upload_file)
+                context["error"] = _upload_refusal(error, path=path, upload=upload_file)
                 return render(request, "revision/upload.html", context, status=error.http_status)
         messages.success(request, summary.message.replace(path, upload_file.name))
         study = Study.objects.filter(name=name).first()  # its report: what to do next
@@ -256,6 +262,14 @@ def upload(request: HttpRequest) -> HttpResponse:
             redirect("revision-reports:report", study.pk) if study else redirect("revision:upload")
         )
     return render(request, "revision/upload.html", context)
+
+
+def _upload_refusal(error: AnnotateError, *, path: str, upload) -> str:
+    """The refusal in the page's words: a system the command takes as --system is the
+    Systems field here."""
+    if isinstance(error, ImportFileError) and error.path == "--system":
+        return f"Systems: {error.problem}. Nothing was written."
+    return refused_upload(error, path=path, upload=upload)
 
 
 # --- Researchers: re-rating (paper §5, "Human") ------------------------------------------------

@@ -13,7 +13,25 @@ from annotate.crowd.models import Publication
 from annotate.crowd.selectors import confirmation_of
 from annotate.errors import NotFoundError
 from annotate.models import Annotator
+from annotate.selectors.results import human_answer_waiting_for_kind_q
 from annotate.verbalizer.models import EvaluationSet, HumanAnswer, Prompt
+
+
+@dataclass(frozen=True)
+class WaitingForKind:
+    """Answers to a set's human studies that count once a researcher decides their people's kind."""
+
+    answers: int
+    people: int
+
+
+def human_answers_waiting_for_kind(*, evaluation_set: EvaluationSet) -> WaitingForKind:
+    """Count the set's human answers left out only because their annotator's kind is undecided
+    (a new web account), and the people who gave them."""
+    totals = HumanAnswer.objects.filter(
+        human_answer_waiting_for_kind_q(), study__evaluation_set=evaluation_set
+    ).aggregate(answers=Count("id"), people=Count("annotator", distinct=True))
+    return WaitingForKind(**totals)
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ from annotate.verbalizer.forms import (
     StudyForm,
 )
 from annotate.verbalizer.models import ClassificationDataset, EvaluationSet, HumanStudy, Mapping
-from annotate.verbalizer.selectors import items_per_dataset
+from annotate.verbalizer.selectors import human_answers_waiting_for_kind, items_per_dataset
 from annotate.verbalizer.services import catalogue, humans, runs
 from annotate.verbalizer.services.imports import classification_import
 from annotate.verbalizer.services.sets import evaluation_set_create
@@ -193,8 +193,9 @@ def set_detail(request: HttpRequest, set_id: int) -> HttpResponse:
         sent=run_form.is_bound,
     )
     if sent.started is not None:
+        # Its page shows the progress as it goes, and links the report once there are answers.
         messages.success(request, f"Started engine run #{sent.started.engine_run_id}.")
-        return redirect("verbalizer:set-detail", set_id=set_id)
+        return redirect("engine:run-detail", engine_run_id=sent.started.engine_run_id)
     if form.is_bound and form.is_valid() and _study_create(request, evaluation_set, form):
         messages.success(request, "Study published to annotators.")
         return redirect("verbalizer:set-detail", set_id=set_id)
@@ -207,6 +208,7 @@ def set_detail(request: HttpRequest, set_id: int) -> HttpResponse:
         "studies": evaluation_set.human_studies.annotate(
             n_prompts=Count("prompts", distinct=True), n_answers=Count("answers", distinct=True)
         ).prefetch_related("publications"),
+        "waiting": human_answers_waiting_for_kind(evaluation_set=evaluation_set),
         "can_publish": is_admin(request.user),
         "form": form,
         "run_form": run_form,

@@ -7,6 +7,7 @@ from django import forms
 from annotate.engine.forms import EndpointChoiceField, SpendingCapField
 from annotate.engine.models import Endpoint
 from evaluation.revision.models import SEED_MAX, JudgeTask, ShotMode
+from evaluation.stats.revision import split_sizes
 
 
 class RevisionJudgeRunForm(forms.Form):
@@ -29,16 +30,22 @@ class RevisionJudgeRunForm(forms.Form):
         min_value=0,
         max_value=SEED_MAX,
         initial=0,
-        help_text="Seed of the train/dev/test split (888/186/186 of 1,260).",
+        help_text="Seed of the train/dev/test split (the paper: 888/186/186 of 1,260 turns).",
     )
     spending_cap_usd = SpendingCapField()
 
-    def __init__(self, *args, task: str, **kwargs) -> None:
+    def __init__(self, *args, task: str, rated_turns: int | None = None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.task = task
         if task != JudgeTask.RATING:
             for name in ("mode", "shots", "seed"):
                 del self.fields[name]
+        elif rated_turns is not None:
+            train, dev, test = split_sizes(rated_turns)
+            self.fields["seed"].help_text = (
+                f"Seed of the train/dev/test split of this study's {rated_turns:,} rated turns: "
+                f"{train:,}/{dev:,}/{test:,} (the paper: 888/186/186 of 1,260)."
+            )
 
     def clean(self) -> dict:
         data = super().clean()

@@ -24,7 +24,8 @@ MIN_TURNS = {
 }
 
 
-def _rated_turns(study: Study, task: str) -> int:
+def rated_turns_count(*, study: Study, task: str) -> int:
+    """Return how many turns of the study's finished sessions a run of `task` can use."""
     turns = Turn.objects.filter(
         session__study=study, session__status=SessionStatus.FINISHED
     ).exclude(rating="")
@@ -39,7 +40,7 @@ def judge_prerequisites_missing(
     """What a run of `task` on the study needs first: rated turns, an endpoint it may use."""
     missing = []
     needed = MIN_TURNS[task]
-    if _rated_turns(study, task) < needed:
+    if rated_turns_count(study=study, task=task) < needed:
         what = "neutral or bad turns" if task == JudgeTask.ERROR_CATEGORY else "rated turns"
         amount = "no" if needed == 1 else f"fewer than {needed}"
         missing.append(

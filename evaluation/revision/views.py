@@ -19,6 +19,7 @@ from annotate.engine.services import engine_run_estimate_new
 from annotate.errors import AnnotateError
 from annotate.http import FileNegotiation, figure_csp
 from annotate.revision.models import Study
+from annotate.revision.selectors import study_collection_progress
 from annotate.revision.services.exports import sessions_export_csv, sessions_export_jsonl
 from annotate.roles import (
     ADMIN,
@@ -45,7 +46,11 @@ from evaluation.revision.forms import RevisionJudgeRunForm
 from evaluation.revision.judges import judge_run_launch, judge_run_prepare
 from evaluation.revision.models import JudgeTask
 from evaluation.revision.reports import revision_report_build
-from evaluation.revision.selectors import judge_prerequisites_missing, study_judge_runs
+from evaluation.revision.selectors import (
+    judge_prerequisites_missing,
+    rated_turns_count,
+    study_judge_runs,
+)
 
 CONTENT_TYPES = {
     "json": "application/json",
@@ -125,6 +130,7 @@ def report_page(request: HttpRequest, study_id: int) -> HttpResponse:
         "figures": figures_shown,
         "tasks": TASK_TITLES,
         "runs": study_judge_runs(study=study)[:20],
+        "collection": study_collection_progress(study=study),
     }
     return render(request, "revision/report.html", context)
 
@@ -224,7 +230,8 @@ def judge_new(request: HttpRequest, study_id: int, task: str) -> HttpResponse:
     study = get_object_or_404(Study, pk=study_id)
     if task not in TASK_TITLES:
         raise Http404
-    form = RevisionJudgeRunForm(request.POST or None, task=task)
+    rated_turns = rated_turns_count(study=study, task=task)
+    form = RevisionJudgeRunForm(request.POST or None, task=task, rated_turns=rated_turns)
 
     def arguments() -> dict:
         return dict(

@@ -116,6 +116,21 @@ def split_min_items(test_fraction: float = PAPER_TEST_FRACTION) -> int:
     return n
 
 
+def split_sizes(
+    n: int,
+    *,
+    dev_fraction: float = PAPER_DEV_FRACTION,
+    test_fraction: float = PAPER_TEST_FRACTION,
+) -> tuple[int, int, int]:
+    """Return the train, dev and test sizes split_indices gives n items.
+
+    dev and test get round(n * fraction) items each (Python's rounding), train the rest: the
+    paper's 1,260 turns split 888/186/186.
+    """
+    n_dev, n_test = round(n * dev_fraction), round(n * test_fraction)
+    return n - n_dev - n_test, n_dev, n_test
+
+
 def split_indices(
     n: int,
     rng: np.random.Generator,
@@ -128,7 +143,7 @@ def split_indices(
     dev and test get round(n * fraction) items each (the paper: 186 of 1,260), train the rest.
     """
     order = rng.permutation(n)
-    n_dev, n_test = round(n * dev_fraction), round(n * test_fraction)
+    _, n_dev, n_test = split_sizes(n, dev_fraction=dev_fraction, test_fraction=test_fraction)
     dev, test = order[:n_dev], order[n_dev : n_dev + n_test]
     return np.sort(order[n_dev + n_test :]), np.sort(dev), np.sort(test)
 

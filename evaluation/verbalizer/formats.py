@@ -87,6 +87,7 @@ def rows_latex(report: dict) -> str:
     lines = [
         "% Verbalizer manipulation, set " + latex_escape(report["set"]).replace("\n", " "),
         "% accuracy (lenient rule, %), direct prompting; invalid replies are not counted;",
+        "% a group is the mean of its datasets' and mappings' accuracies (not pooled answers);",
         "% n/a: asked, and no reply valid; --: not asked (no prompt of that group)",
         "\\begin{tabular}{l" + "r" * len(groups) + "}",
         "\\toprule",

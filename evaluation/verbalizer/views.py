@@ -17,6 +17,7 @@ from annotate.http import FileNegotiation, csv_download, figure_csp
 from annotate.roles import ADMIN, RESEARCHER, RESEARCHERS_ONLY, is_researcher, require_role
 from annotate.selectors.identities import identity_scope
 from annotate.verbalizer.models import EvaluationSet, ModelAnswer
+from annotate.verbalizer.selectors import human_answers_waiting_for_kind
 from evaluation.verbalizer import figures
 from evaluation.verbalizer.formats import TABLES, flat_rows, report_as
 from evaluation.verbalizer.parsing import parse_lenient, parse_strict
@@ -53,6 +54,7 @@ def report_page(request: HttpRequest, set_id: int) -> HttpResponse:
         "rows": flat_rows(report),
         "figures": available,
         "formats": DOCUMENTS,
+        "waiting": human_answers_waiting_for_kind(evaluation_set=evaluation_set),
     }
     return render(request, "verbalizer/report.html", context)
 

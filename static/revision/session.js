@@ -2,7 +2,9 @@
 (function () {
   "use strict";
   var root = document.getElementById("revision");
-  var sessionId = root ? root.dataset.session : "rerating";
+  // A re-rating page has no session: its form names whose drafts it keeps.
+  var owner = document.querySelector("form[data-draft-owner]");
+  var draftOwner = root ? root.dataset.session : owner ? owner.dataset.draftOwner : null;
 
   // Poll the session's state while a model call runs. The text streamed so far is shown as it
   // grows; the finished answer replaces it in place, with the next form. A failure reloads the
@@ -11,10 +13,16 @@
     var answer = document.getElementById("answer");
     answer.textContent = state.answer;
     answer.hidden = false;
-    ["waiting", "partial"].forEach(function (id) {
-      var element = document.getElementById(id);
-      if (element) { element.remove(); }
-    });
+    var partial = document.getElementById("partial");
+    if (partial) { partial.remove(); }
+    // The waiting notice is a live region: removing it would tell a screen reader nothing, so
+    // it says the answer is in (heard, not seen: the answer itself is on the page).
+    var waiting = document.getElementById("waiting");
+    if (waiting) {
+      waiting.textContent = "The model's answer is in: it is shown under " +
+        document.getElementById("answer-title").textContent + ".";
+      waiting.classList.add("visually-hidden");
+    }
     if (state.passages) {
       var aside = document.getElementById("passages");
       aside.querySelectorAll(".passage, p.tags").forEach(function (old) { old.remove(); });
@@ -68,7 +76,7 @@
   // writing turn t), and restored while the page still asks for that step. They are dropped
   // once the page has moved on to another step, not when the form is sent: a form the server
   // refuses (a missing rating, say) keeps them.
-  var draftPrefix = "revision-draft-" + sessionId + "-";
+  var draftPrefix = "revision-draft-" + draftOwner + "-";
   var liveKeys = {};
   document.querySelectorAll("form[data-draft-step]").forEach(function (form) {
     var prefix = draftPrefix + form.dataset.draftStep + "-";
@@ -97,7 +105,7 @@
       });
     });
   });
-  if (root) {
+  if (draftOwner !== null) {
     for (var i = window.localStorage.length - 1; i >= 0; i -= 1) {
       var stored = window.localStorage.key(i);
       if (stored && stored.indexOf(draftPrefix) === 0 && !liveKeys[stored]) {

@@ -22,7 +22,8 @@ QUESTION = {
 }
 
 
-def test_a_rerater_judges_with_the_papers_and_sees_how_far_they_are(page_for, tmp_path, snap):
+def _two_reratings(tmp_path) -> tuple:
+    """Return the re-rater and their two re-ratings of someone else's finished session."""
     path = tmp_path / "study.jsonl"
     path.write_text(json.dumps(QUESTION) + "\n")
     study_upload(path=str(path), study_name="rerate", systems=["alpha"])
@@ -38,7 +39,11 @@ def test_a_rerater_judges_with_the_papers_and_sees_how_far_they_are(page_for, tm
             previous_answer="a0", rating="good", instruction_type="stylistic",
         )  # fmt: skip
         Rerating.objects.create(turn=turn, annotator=rerater, created_at=timezone.now())
+    return rerater, list(Rerating.objects.order_by("turn__position"))
 
+
+def test_a_rerater_judges_with_the_papers_and_sees_how_far_they_are(page_for, tmp_path, snap):
+    rerater, _ = _two_reratings(tmp_path)
     page = page_for(rerater)
     page.goto("/revision/")
     page.get_by_role("link", name="turn 1: Instruction 1.").click()
@@ -58,3 +63,25 @@ def test_a_rerater_judges_with_the_papers_and_sees_how_far_they_are(page_for, tm
     assert page.locator("#rerate-progress").inner_text() == "1 of 2 re-rated"
     snap(page, "second turn")
     assert Rerating.objects.filter(status="done").get().comment == "Cites Paper One, as asked."
+
+
+def test_a_rerating_half_done_survives_a_reload(page_for, tmp_path, snap):
+    rerater, (first, second) = _two_reratings(tmp_path)
+    page = page_for(rerater)
+    page.goto(f"/revision/reratings/{first.pk}/")
+    page.locator("body").click()
+    page.keyboard.press("2")
+    page.keyboard.press("c")
+    page.keyboard.type("Half of it.")
+    page.reload()
+    snap(page, "reloaded")
+    assert page.locator("input[name=rating][value=neutral]").is_checked()
+    assert page.locator("#comment").input_value() == "Half of it."
+    with page.expect_navigation():
+        page.keyboard.press("Control+Enter")
+    first.refresh_from_db()
+    assert (first.status, first.rating, first.comment) == ("done", "neutral", "Half of it.")
+    # The next turn starts blank: a draft belongs to the re-rating it was written for.
+    assert page.url.endswith(f"/revision/reratings/{second.pk}/")
+    assert page.locator("#comment").input_value() == ""
+    assert not page.locator("input[name=rating]:checked").count()

@@ -209,6 +209,13 @@ def test_a_streamed_answer_grows_on_the_page_then_stands_whole_without_a_reload(
         page.locator("#answer").wait_for()
         assert page.locator("#answer").inner_text() == STREAMED
         assert page.locator("#partial").count() == 0
+        # A screen reader hears that the answer is in: the waiting notice (a live region) says
+        # so, out of sight, rather than vanishing without a word.
+        notice = page.locator("#waiting[role=status]")
+        assert (
+            notice.text_content() == "The model's answer is in: it is shown under Initial answer."
+        )
+        assert "visually-hidden" in notice.get_attribute("class")
         assert page.locator("#turn-form").is_visible()
         assert page.evaluate("window.notReloaded") is True  # the same page, never reloaded
         assert "Citations help." in page.locator(".revision-passages").inner_text()

@@ -126,7 +126,7 @@ def test_an_estimate_follows_the_start_rule_researchers_only_on_the_free_fake(cl
     assert refused.context["estimate"] is None and not JudgeRun.objects.exists()
     fake = make_judge(name="fake-judge", backend="fake")
     page = client.post(reverse("judge:run-new"), _form(fake, benchmark, systems, estimate="1"))
-    assert page.status_code == 200 and "1 conversations to judge" in page.text
+    assert page.status_code == 200 and "1 conversation to judge" in page.text
     assert not JudgeRun.objects.exists() and not EngineRun.objects.exists()
 
 

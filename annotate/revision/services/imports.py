@@ -130,7 +130,19 @@ def _as_exported(row: _SessionRow) -> dict[str, Any]:
     }
 
 
+# A line of the other format, told apart by its first field: a file uploaded as the wrong kind
+# then says which kind it is, not only that every line lacks a field.
+WRONG_KIND = {
+    "sessions": "is missing: this is a question with documents, not a KIWI session (upload it "
+    'as "Questions with documents", or with import_study)',
+    "questions": "is missing: this is a KIWI session, not a question with documents (upload it "
+    'as "Sessions (KIWI format)", or with import_sessions)',
+}
+
+
 def _parse_session(path: str, line: int, raw: dict) -> _SessionRow:
+    if "original_question" not in raw and "question" in raw and "documents" in raw:
+        raise ImportFileError(path, line, "original_question", WRONG_KIND["sessions"])
     for name in SESSION_FIELDS:
         if name not in raw:
             raise ImportFileError(path, line, name, "is missing")
@@ -311,6 +323,8 @@ def _parse_document(path: str, line: int, index: int, raw: Any) -> _DocumentRow:
 
 
 def _question_text(path: str, line: int, raw: dict) -> str:
+    if "question" not in raw and "original_question" in raw:
+        raise ImportFileError(path, line, "question", WRONG_KIND["questions"])
     if "question" not in raw:
         raise ImportFileError(path, line, "question", "is missing")
     return _text(path, line, raw["question"], "question", blank=False).strip()

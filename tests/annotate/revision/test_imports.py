@@ -412,3 +412,21 @@ def test_a_system_imported_before_the_live_flag_is_not_live(tmp_path):
     _migration_0006().forwards(apps, None)
     live = dict(StudySystem.objects.values_list("name", "live"))
     assert live == {"llama2": False, "gpt-4": True, "fake": True}
+
+
+def test_a_file_of_the_other_kind_says_which_kind_it_is(tmp_path):
+    questions = write_jsonl(tmp_path / "questions.jsonl", [STUDY_LINE])
+    with pytest.raises(ImportFileError) as error:
+        sessions_import(path=questions, study_name="kiwi")
+    assert error.value.field == "original_question"
+    assert 'a question with documents, not a KIWI session (upload it as "Questions with' in str(
+        error.value
+    )
+    sessions = write_jsonl(tmp_path / "sessions.jsonl", [SESSION_A])
+    with pytest.raises(ImportFileError) as error:
+        study_upload(path=sessions, study_name="s", systems=[])
+    assert error.value.field == "question"
+    assert 'a KIWI session, not a question with documents (upload it as "Sessions' in str(
+        error.value
+    )
+    assert not Study.objects.exists()

@@ -62,6 +62,24 @@ def test_an_annotator_does_a_turn_through_the_pages(
     assert "This session is finished" in finished and "Keyboard shortcuts" not in finished
 
 
+def test_a_finished_session_offers_the_next_only_while_a_question_is_left(
+    client, study, annotator, django_capture_on_commit_callbacks
+):
+    client.force_login(annotator)
+    start = reverse("revision:start", args=[study.pk])
+    for left in (True, False):  # the study has two questions
+        with django_capture_on_commit_callbacks(execute=True):
+            session_id = RevisionSession.objects.get(
+                pk=int(client.post(start).url.strip("/").split("/")[-1])
+            ).pk
+        client.post(reverse("revision:finish", args=[session_id]))
+        page = client.get(reverse("revision:session", args=[session_id])).content.decode()
+        assert "This session is finished" in page
+        assert (f'action="{start}"' in page) is left
+        assert ("No question of this study is left for you" in page) is not left
+    assert f'href="{reverse("revision:home")}"' in page
+
+
 def test_pending_answer_is_polled_and_failure_shows_retry(client, study, annotator):
     client.force_login(annotator)
     session = session_assign(study=study, user=annotator, now=timezone.now())  # not run yet
@@ -122,10 +140,32 @@ def test_ten_turn_session_page_runs_a_fixed_number_of_queries(
     client.get(url)
     # session, user, the session with its study, question and system, the stale-call update,
     # the session's call fields again, the document titles, the turns, the last passages, the
-    # navigation's roles
-    with django_assert_num_queries(9):
+    # navigation's roles, and (the tenth turn ended it) whether a question is left for the next
+    with django_assert_num_queries(10):
         response = client.get(url)
     assert response.content.decode().count('class="turn-done"') == 10
+    # Which study the session belongs to, read with the session (no query of its own).
+    assert f"<title>Revision session · {study.name}" in response.content.decode()
+    assert (
+        f'id="study-name">Study {study.name} · <a href="/revision/">' in response.content.decode()
+    )
+
+
+def test_a_system_refused_on_the_upload_page_is_named_by_its_field_there(client, researcher):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    client.force_login(researcher)
+    line = b'{"question": "Q?", "documents": [{"title": "T", "text": "Some text."}]}\n'
+    response = client.post(
+        reverse("revision:upload"),
+        {"study": "web", "kind": "questions", "systems": "a=nope",
+         "file": SimpleUploadedFile("q.jsonl", line)},
+    )  # fmt: skip
+    assert response.status_code == 400
+    error = response.context["error"]
+    assert error.startswith("Systems: 'a=nope': no engine endpoint named 'nope'")
+    assert "--system" not in error and error.endswith("Nothing was written.")
+    assert not Study.objects.filter(name="web").exists()
 
 
 def test_researcher_uploads_a_study_and_a_bad_file_names_the_line(client, researcher):
@@ -717,3 +757,13 @@ def test_someone_elses_failed_instruction_cannot_be_withdrawn(
     client.force_login(UserFactory(username="other-annotator", roles=[ANNOTATOR]))
     assert client.post(reverse("revision:withdraw", args=[session.pk])).status_code == 404
     assert Turn.objects.filter(pk=turn.pk).exists()
+
+
+def test_a_rerating_gives_the_ratings_the_words_the_session_page_gives(client, study, annotator):
+    """Re-raters rated against bare "good / neutral / bad" while the session's annotator read
+    what each means; Table 5's Human row compares the two."""
+    rerating = rerating_of(study, annotator)
+    client.force_login(annotator)
+    page = client.get(reverse("revision:rerating", args=[rerating.pk])).content.decode()
+    for meaning in ("good: followed it", "neutral: partly", "bad: not at all, or made it worse"):
+        assert meaning in page

@@ -311,3 +311,39 @@ def test_a_run_on_an_endpoint_whose_key_is_unset_is_refused_writing_nothing(two_
     with pytest.raises(CommandError, match="set the environment variable OPENAI_API_KEY"):
         call_command("verbalizer_run", "--set", "s", "--system", "m", "--endpoint", "keyed")
     assert counts == {model._meta.label: model.objects.count() for model in apps.get_models()}
+
+
+def test_starting_a_run_on_the_set_page_lands_on_its_progress_page(
+    client, researcher, two_items, django_capture_on_commit_callbacks
+):
+    """As the judge pages do: the run's page updates by itself and links the report; the set
+    page's table did neither."""
+    from django.urls import reverse
+
+    from annotate.verbalizer.models import SystemRun
+
+    make_endpoint("", name="fake")
+    client.force_login(researcher)
+    form = {"run-system": "m", "run-endpoint": "fake", "run-modes": ["direct"]}
+    with django_capture_on_commit_callbacks(execute=False):
+        response = client.post(reverse("verbalizer:set-detail", args=[two_items.pk]), form)
+    engine_run_id = SystemRun.objects.get().engine_run_id
+    assert response.status_code == 302
+    assert response["Location"] == reverse("engine:run-detail", args=[engine_run_id])
+    page = client.get(response["Location"]).content.decode()
+    assert f"Started engine run #{engine_run_id}." in page
+    assert reverse("verbalizer-reports:detail", args=[two_items.pk]) in page
+
+
+def test_a_set_without_runs_points_at_the_form_and_quotes_its_name_in_the_command(
+    client, researcher
+):
+    from django.urls import reverse
+
+    fill("SST-2", [True])
+    named = evaluation_set_create(name="my set", datasets=["SST-2"], items=1, seed=1)
+    client.force_login(researcher)
+    page = client.get(reverse("verbalizer:set-detail", args=[named.evaluation_set.pk]))
+    empty = page.content.decode().split('id="no-run">')[1].split("</td>")[0]
+    assert '<a href="#run-system">run a system</a> with the form below' in empty
+    assert 'verbalizer_run --set "my set" --system NAME' in empty

@@ -10,7 +10,7 @@ from django.utils import timezone
 from annotate.engine.models import EngineRun
 from annotate.engine.services import engine_background_wait, engine_run_estimate
 from annotate.revision.models import Study
-from evaluation.revision.judges import judge_run_prepare
+from evaluation.revision.judges import judge_run_prepare, rating_split
 from evaluation.revision.models import RevisionJudgeRun, RevisionPrediction
 from evaluation.revision.reports import revision_report_build
 from tests.annotate.engine.conftest import dollar_a_thousand, make_endpoint
@@ -112,7 +112,8 @@ def test_the_estimate_shows_what_the_run_would_call_and_cost_and_keeps_nothing(
     assert page.context["estimate"] == expected and expected.units == units
     assert expected.prompt_tokens > 100 * units  # the prompts, not the engine's 0 default
     shown = page.text[page.text.index('id="estimate"') :]
-    assert f"{units} turns to label (0 done already), {units} calls" in shown
+    words = ("turn to label", "call") if units == 1 else ("turns to label", "calls")
+    assert f"{units} {words[0]} (0 done already), {units} {words[1]}," in shown
     assert f"about {expected.prompt_tokens} prompt tokens" in shown
     assert f"at most {100 * units} completion tokens: at most ${expected.cost_usd}" in shown
     bound = page.context["form"]  # the form keeps what was typed, ready for Start
@@ -176,6 +177,17 @@ def test_each_task_asks_only_for_what_it_needs(client, researcher, tmp_path):
         client.get(reverse("revision-reports:judge-new", args=[999, "rating-judge"])).status_code
         == 404
     )
+
+
+def test_the_seed_help_gives_the_split_of_this_studys_turns(client, researcher, tmp_path):
+    study = sample_study(tmp_path)
+    make_endpoint("", name="offline")
+    client.force_login(researcher)
+    help_text = client.get(url(study)).context["form"].fields["seed"].help_text
+    split = rating_split(study=study, seed=0)  # what a run on this study stores
+    sizes = "/".join(str(len(split[part])) for part in ("train", "dev", "test"))
+    total = sum(len(ids) for ids in split.values())
+    assert f"this study's {total} rated turns: {sizes} (the paper:" in help_text
 
 
 @pytest.mark.parametrize(

@@ -162,3 +162,57 @@ def test_figure2_ratings_of_seven_systems_stay_readable(tmp_path, drawn_figure):
     assert legends_off_the_plots(figure) == []
     bars = [text.get_text() for text in drawn_texts(figure) if "\n" in text.get_text()]
     assert bars == [f"{name}\n{kind}" for name in systems for kind in figures.KIND_LABEL.values()]
+
+
+def test_the_report_shows_how_far_annotators_are_and_where_they_work(
+    client, researcher, tmp_path, settings, django_capture_on_commit_callbacks
+):
+    from django.utils import timezone
+
+    from annotate.revision.services.sessions import session_assign, session_finish
+    from tests.annotate.revision.conftest import make_live_study
+
+    study = make_live_study(tmp_path, settings)  # 2 questions with papers x alpha, beta
+    ana, ben = (UserFactory(username=name, roles=[ANNOTATOR]) for name in ("ana", "ben"))
+    with django_capture_on_commit_callbacks(execute=True):
+        done = session_assign(study=study, user=ana, now=timezone.now())
+        session_assign(study=study, user=ben, now=timezone.now())  # still in progress
+    session_finish(session_id=done.pk, user=ana, now=timezone.now())
+    kiwi = tmp_path / "kiwi.jsonl"
+    kiwi.write_text(json.dumps({
+        "original_question": "What limits long-context models?", "model_name": "alpha",
+        "initial_answer": "a0", "interaction": [{"instruction": "Shorter.", "answer_1": "a1",
+        "answer_2": "", "rating": "good", "comment": "ok"}],
+    }) + "\n")  # fmt: skip
+    sessions_import(path=str(kiwi), study_name=study.name)
+    client.force_login(researcher)
+    page = client.get(reverse("revision-reports:report", args=[study.pk]))
+    collection = page.context["collection"]
+    assert (collection.wanted, collection.finished, collection.active) == (4, 1, 1)
+    html = page.content.decode()
+    assert "1 of 4 sessions finished by annotators" in html
+    assert "1 in progress, 2 not started." in html
+    assert "2 questions × 2 systems" in html and "with the 1 imported\nsession" in html
+    assert "every question\nneeds 2 different annotators" in html
+    assert reverse("revision:home") in html and reverse("annotators:list") in html
+
+
+def test_a_study_of_imported_sessions_only_shows_no_collection(client, researcher, tmp_path):
+    study = sample_study(tmp_path)  # imported sessions: no question with papers
+    client.force_login(researcher)
+    html = client.get(reverse("revision-reports:report", args=[study.pk])).content.decode()
+    assert 'id="collection"' not in html and "Table 2: sessions per system" in html
+
+
+def test_empty_tables_say_what_fills_them(client, researcher, tmp_path, settings):
+    from tests.annotate.revision.conftest import make_live_study
+
+    study = make_live_study(tmp_path, settings)  # questions and systems, no session yet
+    client.force_login(researcher)
+    html = client.get(reverse("revision-reports:report", args=[study.pk])).content.decode()
+    table5 = html.split('id="empty-table5">')[1].split("</p>")[0]
+    assert "A rating-judge run fills it" in table5 and "re-rated turns give the Human row" in table5
+    assert reverse("revision-reports:judge-new", args=[study.pk, "rating-judge"]) in table5
+    assert reverse("revision:rerate", args=[study.pk]) in table5
+    positions = html.split('id="t-figure2_positions"')[1].split("</section>")[0]
+    assert "No data: no rated turn of a finished session yet." in positions

@@ -12,6 +12,7 @@ from evaluation.stats.revision import (
     rating_shares,
     split_indices,
     split_min_items,
+    split_sizes,
 )
 
 
@@ -88,3 +89,10 @@ def test_majority_and_random_baselines_follow_the_training_split():
     assert majority_predictions([True, False], 1).tolist() == [False]  # a tie is not good
     draws = random_predictions([True, False, False, False], 20000, np.random.default_rng(0))
     assert abs(draws.mean() - 0.25) < 0.02
+
+
+def test_split_sizes_are_the_lengths_split_indices_gives():
+    assert split_sizes(1260) == (888, 186, 186)
+    for n in range(30):
+        parts = split_indices(n, np.random.default_rng(0))
+        assert split_sizes(n) == tuple(len(part) for part in parts)

@@ -210,3 +210,49 @@ def test_a_figure_opened_on_its_own_may_run_nothing(client, researcher, with_hum
         policy = client.get(url)["Content-Security-Policy"]
         assert "default-src 'none'" in policy and "frame-ancestors 'none'" in policy
         assert "script-src" not in policy, policy
+
+
+def test_answers_waiting_for_a_kind_are_named_with_the_way_to_count_them(
+    client, researcher, with_humans
+):
+    from annotate.models import Annotator
+
+    Annotator.objects.filter(name="p2").update(kind="undecided")  # a new web account
+    client.force_login(researcher)
+    decide = f'<a href="{reverse("annotators:list")}?kind=undecided">'
+    pages = [
+        reverse("verbalizer-reports:detail", args=[with_humans.pk]),
+        reverse("verbalizer:set-detail", args=[with_humans.pk]),
+    ]
+    for url in pages:
+        html = client.get(url).content.decode()
+        assert "2 answers of 1 person whose kind (expert or crowd worker) is not decided" in html
+        assert decide in html
+    Annotator.objects.filter(name="p2").update(kind="expert")
+    for url in pages:
+        assert 'id="waiting-for-kind"' not in client.get(url).content.decode()
+
+
+def test_the_page_says_a_group_averages_its_mappings_as_its_numbers_do(
+    client, researcher, small_set
+):
+    """A group is the mean of its (dataset, mapping) accuracies: the page said "correct / valid
+    replies", which a reader recomputing a group from its answers would not find."""
+    from evaluation.verbalizer.report import verbalizer_report
+
+    client.force_login(researcher)
+    page = client.get(reverse("verbalizer-reports:detail", args=[small_set.pk]))
+    html = page.content.decode()
+    assert "a row over several (a group, a condition) is the mean of theirs" in html
+    rows = verbalizer_report(evaluation_set=small_set)["rows"]
+    unnatural = [
+        r["accuracy_lenient"] for r in rows
+        if r["group"] == "unnatural" and r["mode"] == "direct" and r["system"] == "m1"
+        and r["accuracy_lenient"] is not None
+    ]  # fmt: skip
+    group = next(
+        r for r in page.context["groups"] if r["system"] == "m1" and r["group"] == "unnatural"
+    )
+    assert group["accuracy_lenient"] == pytest.approx(sum(unnatural) / len(unnatural))
+    latex = client.get(reverse("verbalizer-reports:download", args=[small_set.pk, "latex"]))
+    assert "a group is the mean of its datasets' and mappings' accuracies" in latex.text
