@@ -71,6 +71,13 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     "health": (EVERYONE, by_role(405, 405, 405, 405, 405, 405)),
     # Logged in but not staff: the 403 page, not a second login form.
     "admin/login/": (by_role(302, 403, 403, 403, 403, 302), None),
+    # The admin's own "Change password" (routed ahead of the admin to tell of revoked API
+    # tokens), for staff as in the admin: others are sent to the admin's login; an empty POST
+    # is the form again with its errors, nothing changed.
+    "admin/password_change/": (
+        by_role(302, 302, 302, 302, 302, 200),
+        by_role(302, 302, 302, 302, 302, 200),
+    ),
     "api-schema": (EVERYONE, None),
     "api-docs": (EVERYONE, None),
     "api-redoc": (EVERYONE, None),
