@@ -202,8 +202,9 @@ def _key_joined(masked: str | None, pad: str | None) -> str | None:
     """Return the key of the session's half and the cookie's, None unless both are there."""
     try:
         halves = bytes.fromhex(masked or ""), bytes.fromhex(pad or "")
-    except ValueError:  # a key kept whole by the version before: dropped unseen
+    except ValueError:  # a cookie not of our making
         return None
+    # A key kept whole in the session (before the halves) has no cookie: dropped unseen.
     if not halves[0] or len(halves[0]) != len(halves[1]):
         return None
     key = _xor(*halves)

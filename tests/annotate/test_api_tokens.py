@@ -232,3 +232,12 @@ def test_the_token_lifetime_comes_from_the_environment(days, ttl):
         check=True,
     )
     assert shown.stdout.strip() == ttl
+
+
+def test_a_key_kept_whole_in_a_session_before_the_halves_is_dropped_unseen(researcher):
+    client = page_client(researcher)
+    session = client.session
+    session["api_token_new_key"] = "ab" * 32  # as the page kept a new key before
+    session.save()
+    assert shown_key(client.get(reverse("api-tokens"))) is None
+    assert "api_token_new_key" not in client.session
