@@ -1,10 +1,14 @@
 """Pages of the annotation side. Views parse input, call a selector or service, render."""
 
+import secrets
+
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
 
@@ -120,8 +124,13 @@ def label_list(request: HttpRequest, benchmark_id: int) -> HttpResponse:
     return render(request, "annotate/label_list.html", context)
 
 
-# The key of a token just made waits here for the page after the redirect, shown once.
+# The key of a token just made waits for the page after the redirect, shown once, in two
+# halves that say nothing alone: the session, a database row kept for weeks and in backups
+# (knox stores only a hash of a key), holds the key XOR a random pad; a cookie of the tokens
+# page, gone once read or after a few minutes, holds the pad.
 NEW_API_TOKEN_SESSION_KEY = "api_token_new_key"
+NEW_API_TOKEN_COOKIE = "api_token_pad"
+NEW_API_TOKEN_COOKIE_SECONDS = 300
 
 
 @never_cache  # the page after "create" holds the key
@@ -131,15 +140,21 @@ def api_token_list(request: HttpRequest) -> HttpResponse:
     """The user's own API tokens: create one (its key shown once), revoke one or all.
 
     Every POST redirects (a reload of the page after it sends nothing again); the new key is
-    kept in the session for the next GET only."""
+    kept for the next GET only, half in the session and half in a cookie."""
     if request.method == "POST":
         return _api_token_action(request)
     context = {
         "tokens": api_tokens.api_token_list(user=request.user),
-        "new_key": request.session.pop(NEW_API_TOKEN_SESSION_KEY, None),
+        "new_key": _key_joined(
+            request.session.pop(NEW_API_TOKEN_SESSION_KEY, None),
+            request.COOKIES.get(NEW_API_TOKEN_COOKIE),
+        ),
         "password_revocation": api_tokens.api_token_password_revocation_notice(user=request.user),
     }
-    return render(request, "annotate/api_tokens.html", context)
+    response = render(request, "annotate/api_tokens.html", context)
+    if NEW_API_TOKEN_COOKIE in request.COOKIES:
+        response.delete_cookie(NEW_API_TOKEN_COOKIE, path=reverse("api-tokens"))
+    return response
 
 
 def _api_token_action(request: HttpRequest) -> HttpResponse:
@@ -150,8 +165,8 @@ def _api_token_action(request: HttpRequest) -> HttpResponse:
         except RateLimitedError as error:
             return error_page(request, error)
         _, new_key = api_tokens.api_token_create(user=request.user)
-        request.session[NEW_API_TOKEN_SESSION_KEY] = new_key
-    elif action == "revoke":
+        return _redirect_with_key(request, new_key)
+    if action == "revoke":
         try:
             api_tokens.api_token_revoke(user=request.user, token_id=request.POST.get("token", ""))
         except NotFoundError as error:
@@ -163,3 +178,38 @@ def _api_token_action(request: HttpRequest) -> HttpResponse:
     else:
         return error_page(request, AnnotateError("Choose create, revoke or revoke-all."))
     return redirect("api-tokens")
+
+
+def _redirect_with_key(request: HttpRequest, key: str) -> HttpResponse:
+    """Redirect to the tokens page, the new key's halves in the session and a cookie."""
+    raw = key.encode()
+    pad = secrets.token_bytes(len(raw))
+    request.session[NEW_API_TOKEN_SESSION_KEY] = _xor(raw, pad).hex()
+    response = redirect("api-tokens")
+    response.set_cookie(
+        NEW_API_TOKEN_COOKIE,
+        pad.hex(),
+        max_age=NEW_API_TOKEN_COOKIE_SECONDS,
+        path=reverse("api-tokens"),
+        secure=settings.SESSION_COOKIE_SECURE,
+        httponly=True,
+        samesite="Strict",
+    )
+    return response
+
+
+def _key_joined(masked: str | None, pad: str | None) -> str | None:
+    """Return the key of the session's half and the cookie's, None unless both are there."""
+    try:
+        halves = bytes.fromhex(masked or ""), bytes.fromhex(pad or "")
+    except ValueError:  # a cookie not of our making
+        return None
+    # A key kept whole in the session (before the halves) has no cookie: dropped unseen.
+    if not halves[0] or len(halves[0]) != len(halves[1]):
+        return None
+    key = _xor(*halves)
+    return key.decode("ascii") if key.isascii() else None
+
+
+def _xor(data: bytes, pad: bytes) -> bytes:
+    return bytes(a ^ b for a, b in zip(data, pad, strict=True))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections import Counter
 from dataclasses import dataclass
 from typing import IO
 
@@ -946,13 +947,14 @@ def report_named(report: dict, *, scope: IdentityScope) -> dict:
     (annotate.selectors.identities); other experts and judges by name. The `source` column of
     every table is named, of a table added later too; the numbers are left as they are.
     """
-    keys = {
-        row["source"]
+    sources = {
+        str(row["source"])
         for rows in report.values()
         if isinstance(rows, list)
         for row in rows
-        if isinstance(row, dict) and str(row.get("source", "")).startswith(ANNOTATOR_SOURCE)
+        if isinstance(row, dict) and "source" in row
     }
+    keys = {source for source in sources if source.startswith(ANNOTATOR_SOURCE)}
     shown = (
         annotator_names_shown(
             annotator_ids=[int(key.removeprefix(ANNOTATOR_SOURCE)) for key in keys], scope=scope
@@ -960,10 +962,24 @@ def report_named(report: dict, *, scope: IdentityScope) -> dict:
         if keys
         else {}
     )
-    names = {annotator_source(pk): name for pk, name in shown.items()}
+    names = _names_apart(
+        {annotator_source(pk): name for pk, name in shown.items()}, taken=sources - keys
+    )
     return {
         key: [_named_row(row, names) for row in value] if isinstance(value, list) else value
         for key, value in report.items()
+    }
+
+
+def _names_apart(names: dict[str, str], *, taken: set[str]) -> dict[str, str]:
+    """Return {source key: name} with no name shared by two sources: a pseudonym
+    (`crowd-worker-<id>`) may be another annotator's real name, and an annotator may be called
+    as a majority is. Those get their key after the name, so no table, download or figure keyed
+    by name puts one source's numbers for another's."""
+    counts = Counter(names.values())
+    return {
+        key: f"{name} ({key})" if counts[name] > 1 or name in taken else name
+        for key, name in names.items()
     }
 
 

@@ -11,6 +11,7 @@ from datetime import timedelta
 
 import pytest
 from django.conf import settings
+from django.contrib.sessions.models import Session
 from django.core.cache import cache
 from django.test import Client
 from django.urls import reverse
@@ -125,6 +126,33 @@ def test_create_redirects_and_a_reload_makes_no_second_token(researcher):
     assert AuthToken.objects.filter(user=researcher).count() == 1
 
 
+def test_the_session_row_never_holds_the_new_key(researcher):
+    """Sessions are database rows kept for weeks (and in backups), knox stores only a hash of
+    a key: the key waiting for the page after the redirect is not in the session's data."""
+    client = page_client(researcher)
+    client.post(reverse("api-tokens"), {"action": "create"})
+    stored = Session.objects.get(session_key=client.session.session_key).get_decoded()
+    key = shown_key(client.get(reverse("api-tokens")))
+    assert key is not None and token_client(key).get(BENCHMARKS).status_code == 200
+    assert key not in str(stored)
+
+
+def test_the_new_key_is_shown_only_with_both_of_its_halves(researcher):
+    """The browser's half of the key (a cookie of the tokens page) shows nothing in another
+    session, nor the session's half without it; the session's half goes once asked for."""
+    client = page_client(researcher)
+    made = client.post(reverse("api-tokens"), {"action": "create"})
+    (pad,) = [c for c in made.cookies.values() if c["path"] == reverse("api-tokens")]
+    assert pad["httponly"] and pad["max-age"]
+    stranger = page_client(researcher)
+    stranger.cookies[pad.key] = pad.value
+    assert shown_key(stranger.get(reverse("api-tokens"))) is None
+    del client.cookies[pad.key]
+    assert shown_key(client.get(reverse("api-tokens"))) is None
+    client.cookies[pad.key] = pad.value
+    assert shown_key(client.get(reverse("api-tokens"))) is None
+
+
 def test_the_new_key_is_shown_only_in_its_users_session(researcher):
     client = page_client(researcher)
     client.post(reverse("api-tokens"), {"action": "create"})
@@ -204,3 +232,12 @@ def test_the_token_lifetime_comes_from_the_environment(days, ttl):
         check=True,
     )
     assert shown.stdout.strip() == ttl
+
+
+def test_a_key_kept_whole_in_a_session_before_the_halves_is_dropped_unseen(researcher):
+    client = page_client(researcher)
+    session = client.session
+    session["api_token_new_key"] = "ab" * 32  # as the page kept a new key before
+    session.save()
+    assert shown_key(client.get(reverse("api-tokens"))) is None
+    assert "api_token_new_key" not in client.session

@@ -16,7 +16,7 @@ from django.utils import timezone
 from annotate.crowd.base import AssignmentInfo
 from annotate.crowd.models import Hit, Publication
 from annotate.crowd.services.review import _hit_store
-from annotate.models import Annotator, AnnotatorKind, AssignmentStatus
+from annotate.models import Annotator, AnnotatorKind, AssignmentStatus, Label
 from annotate.roles import ADMIN, RESEARCHER
 from annotate.selectors.identities import crowd_pseudonym
 from annotate.services.annotators import annotator_kind_set
@@ -336,3 +336,25 @@ def test_the_report_command_run_by_an_operator_names_the_worker(expert_worker):
     output = io.StringIO()
     call_command("report", benchmark=project.benchmark.name, format="md", stdout=output)
     assert "mturk:AWORKERSECRET" in output.getvalue()
+
+
+def test_a_pseudonym_that_is_another_experts_name_leaves_two_sources_apart(client, expert_worker):
+    """A pseudonym is `crowd-worker-<id>`, which an imported expert may be called: the two
+    sources keep a name each, so no table, download or figure puts one's numbers for the
+    other's."""
+    project, worker = expert_worker
+    namesake = Annotator.objects.create(name=crowd_pseudonym(worker.pk), kind=AnnotatorKind.EXPERT)
+    label = Label.objects.filter(annotator=worker).first()
+    LabelFactory(question=label.question, response=label.response, annotator=namesake, value=0)
+    client.force_login(UserFactory(username="outsider", roles=[RESEARCHER]))
+    report = client.get(reverse("api-report", args=[project.benchmark.pk])).json()
+    system = report["systems"][0]
+    for table in ("leaderboard", "sources"):
+        rows = [
+            row
+            for row in report[table]
+            if row["subset"] == "overall" and row.get("system", system) == system
+        ]
+        named = [row["source"] for row in rows if row["source"].startswith(namesake.name)]
+        assert len(named) == len(set(named)) == 2, (table, named)  # the worker, the namesake
+        assert "AWORKERSECRET" not in str(report[table])
