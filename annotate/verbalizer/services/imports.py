@@ -317,11 +317,14 @@ def classification_import(
     items, first_line_of = [], {}
     for position, row in enumerate(rows, start=1):
         with problems.line():
-            # The id first: a line wrong in another field, or refused by the reader, still
-            # holds its id, so that a later line repeating it is named in the same round.
-            _id_check(path, fmt, row, first_line_of)
+            # A line refused by the reader still holds its id, so that a later line repeating
+            # it is named in the same round; its own problem is the one named for it.
             if row.refused:
+                if row.external_id:
+                    first_line_of.setdefault(row.external_id, row.line)
                 raise row.refused
+            # The id before the other fields: a line wrong elsewhere still holds its id.
+            _id_check(path, fmt, row, first_line_of)
             if not row.text.strip():
                 field = "text" if fmt in ("csv", "jsonl") else GLUE_LAYOUTS[fmt].text
                 raise ImportFileError(path, row.line, field, "the text is empty")

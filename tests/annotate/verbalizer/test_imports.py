@@ -272,6 +272,20 @@ def test_a_tsv_line_of_the_wrong_width_keeps_its_id_for_a_later_repeat(tmp_path)
     assert not ClassificationItem.objects.exists()
 
 
+def test_a_refused_line_repeating_an_id_is_named_by_its_own_problem(tmp_path):
+    path = write(
+        tmp_path,
+        "items.jsonl",
+        '{"text": "ok", "label": "positive", "id": "a"}\n'
+        '{"text": 7, "label": "positive", "id": "a"}\n',
+    )
+    with pytest.raises(ImportFileError) as error:
+        classification_import(path=path, dataset="SST-2", fmt="jsonl")
+    # The id is fixed by fixing the line; what is wrong with the line itself comes first.
+    assert str(error.value) == f"{path}, line 2, field 'text': expected text, found a number"
+    assert not ClassificationItem.objects.exists()
+
+
 def test_a_refused_line_with_an_unreadable_id_is_named_once(tmp_path):
     path = write(
         tmp_path,
