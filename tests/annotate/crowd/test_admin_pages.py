@@ -1,5 +1,6 @@
 """Admin pages and API of crowd work: publish with a cost preview, progress, review, the call log."""
 
+import re
 from decimal import Decimal
 
 import pytest
@@ -119,6 +120,59 @@ def test_review_page_approves_and_requires_feedback_to_reject(
     first.refresh_from_db()
     second.refresh_from_db()
     assert (first.status, second.status) == (AssignmentStatus.APPROVED, AssignmentStatus.SUBMITTED)
+
+
+def _control_names(row_html: str) -> list[str]:
+    """What a screen reader announces for each button and label of a review row."""
+    controls = re.findall(r"<(button|label|summary)\b[^>]*>(.*?)</\1>", row_html, flags=re.S)
+    return [" ".join(re.sub(r"<[^>]+>", " ", text).split()) for _, text in controls]
+
+
+def test_each_review_rows_controls_name_the_worker_and_task(client, admin_user, crowd_batch):
+    """Every row has the same buttons and fields: a screen reader moving from control to control
+    must hear whose work an Approve, Reject, Block or feedback field is about."""
+    publication = fake_publication(crowd_batch)
+    tasks = list(crowd_batch.tasks.all())
+    for task, worker in ((tasks[0], "W1"), (tasks[1], "W2")):
+        submitted_on_fake_platform(
+            crowd_assignment(task=task, platform="fake", worker=worker), publication=publication
+        )
+    client.force_login(admin_user)
+    page = client.get(reverse("crowd:review", args=[publication.pk])).text
+    rows = re.findall(r"<tr data-assignment=.*?</tr>", page, flags=re.S)
+    assert len(rows) == 2
+    for row, task, worker in ((rows[0], tasks[0], "W1"), (rows[1], tasks[1], "W2")):
+        names = _control_names(row)
+        task_id = task.instruction.external_id
+        assert f"Approve {worker}'s work on {task_id}" in names
+        assert f"Reject {worker}'s work on {task_id}" in names
+        assert f"Feedback to the worker on {worker}'s work on {task_id}" in names
+        assert f"Block {worker}" in names and f"Reason to block {worker}" in names
+        assert f"Message to {worker}" in names
+
+
+def test_a_selfhosted_review_does_not_promise_the_participant_sees_the_feedback(
+    client, admin_user, crowd_batch
+):
+    publication = fake_publication(crowd_batch, platform="selfhosted")
+    assignment = crowd_assignment(
+        task=crowd_batch.tasks.first(), platform="selfhosted", worker="P1"
+    )
+    client.force_login(admin_user)
+    url = reverse("crowd:review", args=[publication.pk])
+    page = client.get(url)
+    assert "Feedback to the worker" not in page.text
+    assert "the participant is not told here" in page.text
+    refused = client.post(
+        reverse("crowd:assignment-action", args=[assignment.pk]),
+        {"action": "reject", "feedback": " "},
+        HTTP_REFERER=url,
+        follow=True,
+    )
+    assert "the worker sees the feedback" not in refused.text
+    assert "reject the submission on the recruiting site too" in refused.text
+    assignment.refresh_from_db()
+    assert assignment.status == AssignmentStatus.SUBMITTED
 
 
 def test_api_publish_needs_the_previewed_total(client, admin_user, crowd_batch, settings):
