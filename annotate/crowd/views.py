@@ -91,13 +91,19 @@ def publish(request: HttpRequest, batch_id: int) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
+            # Settings the platform would refuse are refused before a total to confirm is shown.
+            publishing.publish_settings_check(
+                platform_name=data["platform"],
+                chosen=form.publish_settings(),
+                reward_usd=data["reward_usd"],
+            )
             preview = publishing.publication_preview(
                 batch=batch,
                 platform_name=data["platform"],
                 reward_usd=data["reward_usd"],
                 user=request.user,
             )
-        except PublishError as error:  # nothing left to publish: said above the form
+        except PublishError as error:  # beside its field, or above the form (nothing left)
             form_refusal(form, error)
             return render(request, "crowd/publish.html", _publish_context(batch, form, None))
         if "publish" in request.POST and data["confirm_total"] == preview.total_usd:

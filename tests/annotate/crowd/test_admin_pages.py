@@ -67,6 +67,31 @@ def test_publish_shows_cost_and_balance_then_publishes_on_confirm(
     assert len(FakePlatform.store.hits) == 3
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "refusal"),
+    [
+        ("reward_usd", "0", "at least $0.01"),
+        ("lifetime_hours", "9000", "less than or equal to 8760"),
+        ("auto_approval_hours", "721", "less than or equal to 720"),
+        ("assignment_minutes", "525601", "less than or equal to 525600"),
+    ],
+)
+def test_settings_the_platform_refuses_are_refused_at_the_preview_beside_their_field(
+    client, admin_user, crowd_batch, field, value, refusal
+):
+    """No total to confirm for settings publishing would refuse, and the typed values stay on
+    the form (a refusal after "Confirm" used to show the form afresh, the values lost)."""
+    client.force_login(admin_user)
+    url = reverse("crowd:publish", args=[crowd_batch.pk])
+    page = client.post(url, {**FORM, field: value, "title": "My own title", "preview": "1"})
+    assert page.status_code == 200
+    assert 'name="publish"' not in page.text and 'id="cost-total"' not in page.text
+    errors = page.context["form"].errors
+    assert refusal in " ".join(errors[field])
+    assert 'value="My own title"' in page.text
+    assert not Publication.objects.exists()
+
+
 def test_publishing_on_the_offline_platform_still_works_after_it_starts_afresh(
     client, admin_user, crowd_batch, django_capture_on_commit_callbacks, settings
 ):
