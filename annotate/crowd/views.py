@@ -151,9 +151,12 @@ def publication_detail(request: HttpRequest, publication_id: int) -> HttpRespons
     publication = selectors.publication_get(publication_id=publication_id)
     demo_worker = publication.platform == "fake" and demo_platform_in_use()
     hits = _hits_with_work(publication)
+    progress = selectors.publication_progress(publication=publication)
     context = {
         "publication": publication,
-        "progress": selectors.publication_progress(publication=publication),
+        "progress": progress,
+        # Not made yet, or refused by the platform: what "Publish missing HITs again" resumes.
+        "missing_hits": progress.total - progress.created - progress.deleted,
         "spending": selectors.publication_spending(publication=publication),
         "busy": publication.status in {PublicationStatus.PENDING, PublicationStatus.PUBLISHING},
         "failed_hits": publication.hits.exclude(error="")[:50],

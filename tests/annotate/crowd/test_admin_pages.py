@@ -8,12 +8,13 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotate.crowd.fake import FakePlatform
-from annotate.crowd.models import Publication, PublicationStatus
+from annotate.crowd.models import HitStatus, Publication, PublicationStatus
 from annotate.models import AssignmentStatus
 from tests.annotate.crowd.conftest import (
     crowd_assignment,
     fake_publication,
     publish_form,
+    published_on_fake,
     submitted_on_fake_platform,
 )
 from tests.factories import project_with_tasks
@@ -346,3 +347,32 @@ def test_extending_a_hit_by_a_bad_value_is_refused_and_changes_nothing(
     )
     assert page.status_code == 200 and said in page.text
     assert publication.hits.get().expires_at == stored.expires_at
+
+
+def test_the_publication_page_offers_to_publish_again_only_the_hits_missing(
+    client, admin_user, crowd_batch
+):
+    """ "Publish missing HITs again" on a publication with none missing asked admins to resume
+    what needed nothing; its count says what it would do."""
+    publication = published_on_fake(crowd_batch)
+    client.force_login(admin_user)
+    url = reverse("crowd:publication", args=[publication.pk])
+    assert 'value="publish"' not in client.get(url).text
+    publication.hits.filter(pk=publication.hits.order_by("id").first().pk).update(
+        status=HitStatus.FAILED, error="refused"
+    )
+    assert "Publish the 1 missing HIT again</button>" in client.get(url).text
+
+
+def test_each_hits_extend_and_demo_controls_name_its_task(client, admin_user, crowd_batch):
+    publication = published_on_fake(crowd_batch)
+    client.force_login(admin_user)
+    page = client.get(reverse("crowd:publication", args=[publication.pk])).text
+    rows = re.findall(r"<tr><td>.*?</tr>", page, flags=re.S)
+    tasks = [hit.task.instruction.external_id for hit in publication.hits.order_by("id")]
+    assert len(rows) == len(tasks) == 3
+    for row, task in zip(rows, tasks, strict=True):
+        names = _control_names(row)
+        assert f"hours to extend the HIT of {task} by" in names
+        assert f"Extend the HIT of {task}" in names
+        assert f"Do it as a worker on {task}" in names
