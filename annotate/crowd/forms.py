@@ -8,7 +8,11 @@ from decimal import Decimal
 from django import forms
 
 from annotate.crowd.platforms import platform_label
-from annotate.crowd.services.publishing import PublishSettings, default_qualifications
+from annotate.crowd.services.publishing import (
+    SECONDS_AT_MOST,
+    PublishSettings,
+    default_qualifications,
+)
 
 
 class PublishForm(forms.Form):
@@ -19,9 +23,16 @@ class PublishForm(forms.Form):
     reward_usd = forms.DecimalField(
         label="Reward per assignment ($)", min_value=Decimal("0"), max_digits=8, decimal_places=2
     )
-    assignment_minutes = forms.IntegerField(min_value=1, initial=60)
-    auto_approval_hours = forms.IntegerField(min_value=0, initial=72)
-    lifetime_hours = forms.IntegerField(min_value=1, initial=168)
+    # The longest times the platform takes, in the form's units (the browser refuses more too).
+    assignment_minutes = forms.IntegerField(
+        min_value=1, max_value=SECONDS_AT_MOST["assignment_duration_seconds"] // 60, initial=60
+    )
+    auto_approval_hours = forms.IntegerField(
+        min_value=0, max_value=SECONDS_AT_MOST["auto_approval_delay_seconds"] // 3600, initial=72
+    )
+    lifetime_hours = forms.IntegerField(
+        min_value=1, max_value=SECONDS_AT_MOST["lifetime_seconds"] // 3600, initial=168
+    )
     min_percent_approved = forms.IntegerField(
         label="Workers' approval rate at least (%)", min_value=0, max_value=100, initial=90
     )

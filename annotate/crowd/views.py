@@ -91,13 +91,19 @@ def publish(request: HttpRequest, batch_id: int) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
+            # Settings the platform would refuse are refused before a total to confirm is shown.
+            publishing.publish_settings_check(
+                platform_name=data["platform"],
+                chosen=form.publish_settings(),
+                reward_usd=data["reward_usd"],
+            )
             preview = publishing.publication_preview(
                 batch=batch,
                 platform_name=data["platform"],
                 reward_usd=data["reward_usd"],
                 user=request.user,
             )
-        except PublishError as error:  # nothing left to publish: said above the form
+        except PublishError as error:  # beside its field, or above the form (nothing left)
             form_refusal(form, error)
             return render(request, "crowd/publish.html", _publish_context(batch, form, None))
         if "publish" in request.POST and data["confirm_total"] == preview.total_usd:
@@ -145,9 +151,12 @@ def publication_detail(request: HttpRequest, publication_id: int) -> HttpRespons
     publication = selectors.publication_get(publication_id=publication_id)
     demo_worker = publication.platform == "fake" and demo_platform_in_use()
     hits = _hits_with_work(publication)
+    progress = selectors.publication_progress(publication=publication)
     context = {
         "publication": publication,
-        "progress": selectors.publication_progress(publication=publication),
+        "progress": progress,
+        # Not made yet, or refused by the platform: what "Publish missing HITs again" resumes.
+        "missing_hits": progress.total - progress.created - progress.deleted,
         "spending": selectors.publication_spending(publication=publication),
         "busy": publication.status in {PublicationStatus.PENDING, PublicationStatus.PUBLISHING},
         "failed_hits": publication.hits.exclude(error="")[:50],

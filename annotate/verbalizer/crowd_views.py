@@ -23,8 +23,8 @@ from annotate.crowd.services import publishing, review, workers
 from annotate.crowd.services.workers import is_preview, link_open_check
 from annotate.crowd.views import _back, _enqueue, admin_page, bonus_amount, rejected_message
 from annotate.crowd.worker_views import worker_page
-from annotate.errors import AnnotateError
-from annotate.http import csp_replace_on
+from annotate.errors import AnnotateError, PublishError
+from annotate.http import csp_replace_on, form_refusal
 from annotate.throttling import CROWD_STARTS_SCOPE, page_rate_check
 from annotate.verbalizer.models import HumanStudy
 from annotate.verbalizer.selectors import study_publication_get, study_review_rows
@@ -51,6 +51,14 @@ def study_publish(request: HttpRequest, human_study_id: int) -> HttpResponse:
     preview = None
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
+        try:  # settings the platform would refuse: before a total to confirm is shown
+            publishing.publish_settings_check(
+                platform_name=data["platform"], chosen=form.publish_settings(),
+                reward_usd=data["reward_usd"],
+            )  # fmt: skip
+        except PublishError as error:
+            form_refusal(form, error)
+            return render(request, "crowd/publish.html", _study_publish_context(study, form, None))
         preview = crowd.study_publication_preview(
             study=study, platform_name=data["platform"], reward_usd=data["reward_usd"],
             user=request.user,
@@ -68,14 +76,17 @@ def study_publish(request: HttpRequest, human_study_id: int) -> HttpResponse:
             initial=initial, platforms=platform_names(),
         )  # fmt: skip
         form.is_valid()
-    context = {
+    return render(request, "crowd/publish.html", _study_publish_context(study, form, preview))
+
+
+def _study_publish_context(study: HumanStudy, form: PublishForm, preview) -> dict:
+    return {
         "heading": f"Publish human study “{study.name}”",
         "summary": f"Set {study.evaluation_set.name} · {study.prompts.count()} prompts, one HIT "
         f"each · {study.answers_per_prompt} workers per prompt.",
         "form": form,
         "preview": preview,
     }
-    return render(request, "crowd/publish.html", context)
 
 
 @admin_page

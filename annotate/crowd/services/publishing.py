@@ -229,7 +229,7 @@ def publish_settings_check(
     if not chosen.title.strip() or not chosen.description.strip():
         raise PublishError("Title and description are required: workers choose HITs by them.")
     if platform_class(platform_name).pays_workers and reward_usd < Decimal("0.01"):
-        raise PublishError("The reward must be at least $0.01 per assignment.")
+        raise PublishError("The reward must be at least $0.01 per assignment.", field="reward_usd")
     for name in ("assignment_duration_seconds", "lifetime_seconds"):
         if getattr(chosen, name) < 30:
             raise PublishError(f"{name.replace('_', ' ')} must be at least 30 seconds.")

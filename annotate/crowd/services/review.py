@@ -362,7 +362,16 @@ def assignment_approve(*, assignment_id: int, user, feedback: str = "") -> Assig
 def assignment_reject(*, assignment_id: int, user, feedback: str) -> Assignment:
     require_admin(user)
     if not feedback.strip():
-        raise AnnotateError("Say why you reject this work: the worker sees the feedback.")
+        # A self-hosted link has no channel back to its participants.
+        selfhosted = Assignment.objects.filter(
+            pk=assignment_id, annotator__platform="selfhosted"
+        ).exists()
+        raise AnnotateError(
+            "Say why you reject this work, for the record: a self-hosted link's participant "
+            "is not told (reject the submission on the recruiting site too)."
+            if selfhosted
+            else "Say why you reject this work: the worker sees the feedback."
+        )
     return _decide(
         assignment=_crowd_assignment(assignment_id),
         verdict="Rejected",

@@ -1,5 +1,6 @@
 """Admin pages and API of crowd work: publish with a cost preview, progress, review, the call log."""
 
+import re
 from decimal import Decimal
 
 import pytest
@@ -7,12 +8,13 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotate.crowd.fake import FakePlatform
-from annotate.crowd.models import Publication, PublicationStatus
+from annotate.crowd.models import HitStatus, Publication, PublicationStatus
 from annotate.models import AssignmentStatus
 from tests.annotate.crowd.conftest import (
     crowd_assignment,
     fake_publication,
     publish_form,
+    published_on_fake,
     submitted_on_fake_platform,
 )
 from tests.factories import project_with_tasks
@@ -64,6 +66,31 @@ def test_publish_shows_cost_and_balance_then_publishes_on_confirm(
     page = client.get(done["Location"])
     assert 'id="progress-text">3 of 3<' in page.text
     assert len(FakePlatform.store.hits) == 3
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "refusal"),
+    [
+        ("reward_usd", "0", "at least $0.01"),
+        ("lifetime_hours", "9000", "less than or equal to 8760"),
+        ("auto_approval_hours", "721", "less than or equal to 720"),
+        ("assignment_minutes", "525601", "less than or equal to 525600"),
+    ],
+)
+def test_settings_the_platform_refuses_are_refused_at_the_preview_beside_their_field(
+    client, admin_user, crowd_batch, field, value, refusal
+):
+    """No total to confirm for settings publishing would refuse, and the typed values stay on
+    the form (a refusal after "Confirm" used to show the form afresh, the values lost)."""
+    client.force_login(admin_user)
+    url = reverse("crowd:publish", args=[crowd_batch.pk])
+    page = client.post(url, {**FORM, field: value, "title": "My own title", "preview": "1"})
+    assert page.status_code == 200
+    assert 'name="publish"' not in page.text and 'id="cost-total"' not in page.text
+    errors = page.context["form"].errors
+    assert refusal in " ".join(errors[field])
+    assert 'value="My own title"' in page.text
+    assert not Publication.objects.exists()
 
 
 def test_publishing_on_the_offline_platform_still_works_after_it_starts_afresh(
@@ -119,6 +146,59 @@ def test_review_page_approves_and_requires_feedback_to_reject(
     first.refresh_from_db()
     second.refresh_from_db()
     assert (first.status, second.status) == (AssignmentStatus.APPROVED, AssignmentStatus.SUBMITTED)
+
+
+def _control_names(row_html: str) -> list[str]:
+    """What a screen reader announces for each button and label of a review row."""
+    controls = re.findall(r"<(button|label|summary)\b[^>]*>(.*?)</\1>", row_html, flags=re.S)
+    return [" ".join(re.sub(r"<[^>]+>", " ", text).split()) for _, text in controls]
+
+
+def test_each_review_rows_controls_name_the_worker_and_task(client, admin_user, crowd_batch):
+    """Every row has the same buttons and fields: a screen reader moving from control to control
+    must hear whose work an Approve, Reject, Block or feedback field is about."""
+    publication = fake_publication(crowd_batch)
+    tasks = list(crowd_batch.tasks.all())
+    for task, worker in ((tasks[0], "W1"), (tasks[1], "W2")):
+        submitted_on_fake_platform(
+            crowd_assignment(task=task, platform="fake", worker=worker), publication=publication
+        )
+    client.force_login(admin_user)
+    page = client.get(reverse("crowd:review", args=[publication.pk])).text
+    rows = re.findall(r"<tr data-assignment=.*?</tr>", page, flags=re.S)
+    assert len(rows) == 2
+    for row, task, worker in ((rows[0], tasks[0], "W1"), (rows[1], tasks[1], "W2")):
+        names = _control_names(row)
+        task_id = task.instruction.external_id
+        assert f"Approve {worker}'s work on {task_id}" in names
+        assert f"Reject {worker}'s work on {task_id}" in names
+        assert f"Feedback to the worker on {worker}'s work on {task_id}" in names
+        assert f"Block {worker}" in names and f"Reason to block {worker}" in names
+        assert f"Message to {worker}" in names
+
+
+def test_a_selfhosted_review_does_not_promise_the_participant_sees_the_feedback(
+    client, admin_user, crowd_batch
+):
+    publication = fake_publication(crowd_batch, platform="selfhosted")
+    assignment = crowd_assignment(
+        task=crowd_batch.tasks.first(), platform="selfhosted", worker="P1"
+    )
+    client.force_login(admin_user)
+    url = reverse("crowd:review", args=[publication.pk])
+    page = client.get(url)
+    assert "Feedback to the worker" not in page.text
+    assert "the participant is not told here" in page.text
+    refused = client.post(
+        reverse("crowd:assignment-action", args=[assignment.pk]),
+        {"action": "reject", "feedback": " "},
+        HTTP_REFERER=url,
+        follow=True,
+    )
+    assert "the worker sees the feedback" not in refused.text
+    assert "reject the submission on the recruiting site too" in refused.text
+    assignment.refresh_from_db()
+    assert assignment.status == AssignmentStatus.SUBMITTED
 
 
 def test_api_publish_needs_the_previewed_total(client, admin_user, crowd_batch, settings):
@@ -267,3 +347,32 @@ def test_extending_a_hit_by_a_bad_value_is_refused_and_changes_nothing(
     )
     assert page.status_code == 200 and said in page.text
     assert publication.hits.get().expires_at == stored.expires_at
+
+
+def test_the_publication_page_offers_to_publish_again_only_the_hits_missing(
+    client, admin_user, crowd_batch
+):
+    """ "Publish missing HITs again" on a publication with none missing asked admins to resume
+    what needed nothing; its count says what it would do."""
+    publication = published_on_fake(crowd_batch)
+    client.force_login(admin_user)
+    url = reverse("crowd:publication", args=[publication.pk])
+    assert 'value="publish"' not in client.get(url).text
+    publication.hits.filter(pk=publication.hits.order_by("id").first().pk).update(
+        status=HitStatus.FAILED, error="refused"
+    )
+    assert "Publish the 1 missing HIT again</button>" in client.get(url).text
+
+
+def test_each_hits_extend_and_demo_controls_name_its_task(client, admin_user, crowd_batch):
+    publication = published_on_fake(crowd_batch)
+    client.force_login(admin_user)
+    page = client.get(reverse("crowd:publication", args=[publication.pk])).text
+    rows = re.findall(r"<tr><td>.*?</tr>", page, flags=re.S)
+    tasks = [hit.task.instruction.external_id for hit in publication.hits.order_by("id")]
+    assert len(rows) == len(tasks) == 3
+    for row, task in zip(rows, tasks, strict=True):
+        names = _control_names(row)
+        assert f"hours to extend the HIT of {task} by" in names
+        assert f"Extend the HIT of {task}" in names
+        assert f"Do it as a worker on {task}" in names

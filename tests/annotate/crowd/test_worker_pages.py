@@ -602,3 +602,32 @@ def test_work_submitted_late_is_not_taken_up_again_by_a_new_accept(client, crowd
     claim.refresh_from_db()
     assert claim.status == AssignmentStatus.EXPIRED
     assert claim.platform_assignment_id != "ACCEPTED-AGAIN"
+
+
+def test_the_done_page_tells_a_late_worker_their_answers_do_not_count(client, crowd_batch):
+    """Work submitted after the claim lapsed and another worker took the slot is kept, not
+    counted: the page that hands it to the platform must not promise it counts once confirmed."""
+    from django.test import Client
+
+    from annotate.services.assignments import assignments_expire
+
+    crowd_batch.project.assignments_per_task = 1
+    crowd_batch.project.save()
+    hit, opened = _published_and_opened(client, crowd_batch)
+    claim = Assignment.objects.get(annotator__worker_id="AWORKER1")
+    assignments_expire(now=claim.expires_at)
+    assert _open(Client(), hit, worker="AWORKER2", assignment_id="OTHER-ACCEPT").status_code == 302
+
+    done = client.post(opened["Location"], _answers(client.get(opened["Location"]).text))
+
+    assert done.status_code == 200
+    assert 'id="late-note"' in done.text and "do not count" in done.text
+    assert "count once Mechanical Turk confirms" not in done.text
+    assert 'id="external-submit"' in done.text  # still handed back to the platform
+
+
+def test_the_done_page_of_work_in_time_says_it_counts_once_confirmed(client, published):
+    opened = _open(client, _hit(published))
+    done = client.post(opened["Location"], _answers(client.get(opened["Location"]).text))
+    assert "count once Mechanical Turk confirms" in done.text
+    assert 'id="late-note"' not in done.text

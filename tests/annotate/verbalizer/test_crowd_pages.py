@@ -60,6 +60,17 @@ def test_only_admins_publish_a_study(client, study):
     assert not Publication.objects.exists()
 
 
+def test_a_reward_the_platform_refuses_is_refused_at_the_preview_beside_its_field(client, study):
+    client.force_login(UserFactory(username="boss", roles=[ADMIN], is_staff=True))
+    publish = reverse("verbalizer:study-publish", args=[study.pk])
+    page = client.post(publish, publish_form(preview="1", reward_usd="0", title="Mine"))
+    assert page.status_code == 200
+    assert "at least $0.01" in " ".join(page.context["form"].errors["reward_usd"])
+    assert b'id="cost-total"' not in page.content and b'name="publish"' not in page.content
+    assert b'value="Mine"' in page.content
+    assert not Publication.objects.exists()
+
+
 def test_admin_previews_publishes_and_reviews(
     client, study, settings, django_assert_max_num_queries, django_capture_on_commit_callbacks
 ):
