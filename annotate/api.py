@@ -181,12 +181,14 @@ class ProjectProgressApi(APIView):
                 "assignments_submitted": progress.assignments_submitted,
                 "assignments_live": progress.assignments_live,
                 "assignments_late": progress.assignments_late,
+                "assignments_rejected": progress.assignments_rejected,
                 "per_annotator": [
                     {
                         "annotator": row["annotator__name"],
                         "submitted": row["submitted"],
                         "live": row["live"],
                         "late": row["late"],
+                        "rejected": row["rejected"],
                         "returned": row["returned"],
                         "active_seconds": row["active_seconds"] or 0,
                     }

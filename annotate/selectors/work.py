@@ -381,6 +381,7 @@ class Progress:
     assignments_submitted: int
     assignments_live: int
     assignments_late: int
+    assignments_rejected: int
     per_annotator: list[dict]
     per_batch: list[dict]
 
@@ -415,7 +416,13 @@ def project_progress(*, project: Project, now: datetime) -> Progress:
     per_annotator = list(
         assignments.values("annotator__name")
         .annotate(
-            submitted=Count("id", filter=Q(submitted_at__isnull=False, is_late=False)),
+            # Rejected work (in review) is submitted but counts nowhere: a column of its own.
+            submitted=Count(
+                "id",
+                filter=Q(submitted_at__isnull=False, is_late=False)
+                & ~Q(status=AssignmentStatus.REJECTED),
+            ),
+            rejected=Count("id", filter=Q(status=AssignmentStatus.REJECTED, is_late=False)),
             late=Count("id", filter=Q(is_late=True)),
             live=Count("id", filter=live),
             returned=Count("id", filter=Q(status=AssignmentStatus.RETURNED)),
@@ -429,6 +436,7 @@ def project_progress(*, project: Project, now: datetime) -> Progress:
         assignments_submitted=sum(row["submitted"] for row in per_annotator),
         assignments_live=sum(row["live"] for row in per_annotator),
         assignments_late=sum(row["late"] for row in per_annotator),
+        assignments_rejected=sum(row["rejected"] for row in per_annotator),
         per_annotator=per_annotator,
         per_batch=per_batch,
     )

@@ -240,3 +240,37 @@ def test_researchers_list_the_benchmarks_with_their_systems_and_report(researche
     }
     client.force_login(annotator_user)
     assert client.get("/api/annotate/benchmarks/").status_code == 404
+
+
+def test_rejected_work_is_not_counted_as_submitted_in_a_projects_progress(client, researcher):
+    """The project page and the progress API counted a rejected assignment under "Submitted"."""
+    from django.utils import timezone
+
+    from annotate.models import Assignment, AssignmentStatus
+    from annotate.services.assignments import assignment_claim_next
+    from annotate.services.submissions import assignment_submit
+    from tests.factories import AnnotatorFactory
+
+    project = project_with_tasks(instructions=2, systems=2, questions=1, assignments_per_task=1)
+    project.researchers.add(researcher)
+    now = timezone.now()
+    worker = AnnotatorFactory(name="worker")
+    for _ in range(2):
+        claimed = assignment_claim_next(annotator=worker, project=project, now=now)
+        assignment_submit(
+            assignment_id=claimed.id, annotator=worker, answers={"r1_q1": "yes", "r2_q1": "no"},
+            now=now,
+        )  # fmt: skip
+    # The state a review leaves: one of the two rejected.
+    Assignment.objects.filter(pk=claimed.pk).update(status=AssignmentStatus.REJECTED)
+
+    url = reverse("annotate-api:project-progress", args=[project.id])
+    progress = api_for(researcher).get(url).json()
+    assert progress["assignments_submitted"] == 1 and progress["assignments_rejected"] == 1
+    row = progress["per_annotator"][0]
+    assert (row["annotator"], row["submitted"], row["rejected"]) == ("worker", 1, 1)
+
+    client.force_login(researcher)
+    page = client.get(reverse("work:project-detail", args=[project.id])).text
+    assert "1 submitted, 0 in progress, 0 late (kept, not counted), 1 rejected" in page
+    assert "<td>worker</td><td>1</td><td>0</td><td>0</td><td>1</td>" in page
