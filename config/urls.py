@@ -7,7 +7,7 @@ from knox.models import AuthToken
 
 from annotate import views as annotate_views
 from annotate.admin import admin_password_change
-from annotate.revision.api import RerateApi, SessionsImportApi
+from annotate.revision.api import RerateApi, SessionsImportApi, StudyQuestionsImportApi
 from annotate.verbalizer.api import ItemsImportApi
 from annotate.verbalizer.api import RunApi as VerbalizerRunApi
 from config.api_docs import OfflineRedocView
@@ -16,8 +16,17 @@ from config.health import health
 from evaluation.judge_api import JudgeRunApi, JudgeRunProgressApi
 from evaluation.report_api import ReportApi
 from evaluation.revision.api import RevisionJudgeRunApi
-from evaluation.revision.views import RevisionReportApi, RevisionReportDownloadApi
-from evaluation.verbalizer.views import VerbalizerReportApi, VerbalizerReportDownloadApi
+from evaluation.revision.views import (
+    RevisionFigureApi,
+    RevisionReportApi,
+    RevisionReportDownloadApi,
+)
+from evaluation.verbalizer.views import (
+    VerbalizerFigureApi,
+    VerbalizerHumanAnswersApi,
+    VerbalizerReportApi,
+    VerbalizerReportDownloadApi,
+)
 
 # knox registers its tokens in the admin, where a staff user could make a key for anyone and act
 # as them through the API: tokens are each user's own (/accounts/tokens/), so not there.
@@ -78,6 +87,16 @@ urlpatterns = [
         name="api-verbalizer-report-download",
     ),
     path(
+        "api/verbalizer/sets/<int:set_id>/human-answers.csv",
+        VerbalizerHumanAnswersApi.as_view(),
+        name="api-verbalizer-human-answers",
+    ),
+    path(
+        "api/verbalizer/sets/<int:set_id>/figures/<str:figure_name>.<str:image_format>",
+        VerbalizerFigureApi.as_view(),
+        name="api-verbalizer-figure",
+    ),
+    path(
         "api/revision/studies/<int:study_id>/report/",
         RevisionReportApi.as_view(),
         name="api-revision-report",
@@ -86,6 +105,16 @@ urlpatterns = [
         "api/revision/studies/<int:study_id>/report.<str:fmt>",
         RevisionReportDownloadApi.as_view(),
         name="api-revision-report-download",
+    ),
+    path(
+        "api/revision/studies/<int:study_id>/figures/<str:figure>.<str:image_format>",
+        RevisionFigureApi.as_view(),
+        name="api-revision-figure",
+    ),
+    path(
+        "api/revision/question-imports/",
+        StudyQuestionsImportApi.as_view(),
+        name="api-revision-question-imports",
     ),
     path(
         "api/revision/session-imports/",

@@ -1,5 +1,5 @@
 """REST API of the researchers' revision actions: send a sample of turns for re-rating, import
-KIWI sessions."""
+KIWI sessions, upload a study's questions."""
 
 from __future__ import annotations
 
@@ -15,10 +15,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotate.api import ImportRefusalSerializer, UploadField
+from annotate.engine.api import RefusalSerializer
+from annotate.errors import FieldInputError, ImportFileError
 from annotate.http import api_upload_import
 from annotate.revision.models import Study
 from annotate.revision.selectors import study_annotators
-from annotate.revision.services.imports import sessions_import
+from annotate.revision.services.imports import sessions_import, study_upload
 from annotate.revision.services.reratings import RerateSampleError, reratings_sample
 from annotate.roles import is_researcher
 from annotate.throttling import AnonRateThrottle, UploadThrottle, UserRateThrottle
@@ -130,3 +132,89 @@ class SessionsImportApi(APIView):
             "report_url": reverse("api-revision-report", args=[study.pk]),
         }
         return Response(self.OutputSerializer(done).data)
+
+
+class StudyQuestionsImportApi(APIView):
+    """POST: add questions with their documents (JSON Lines) and systems to a study, made if
+    new, as the revision upload page ("Questions with documents") and `manage.py import_study`
+    do: every line or none (201 with the study and what was imported; 400 naming the file's
+    wrong lines and fields, nothing written); questions stored already are left as they are.
+    Only an admin may give a system an endpoint that costs money (403)."""
+
+    parser_classes = [MultiPartParser]
+    throttle_classes = [UserRateThrottle, AnonRateThrottle, UploadThrottle]
+
+    @extend_schema_serializer(component_name="StudyQuestionsImportInput")
+    class InputSerializer(serializers.Serializer):
+        study = serializers.CharField(max_length=200, help_text="The study's name.")
+        file = UploadField()
+        systems = serializers.ListField(
+            child=serializers.CharField(max_length=500),
+            required=False,
+            help_text="NAME or NAME=ENDPOINT (an engine endpoint; NAME alone: the offline fake "
+            "model), as import_study's --system: repeat the field, or separate with commas as "
+            "the upload page's Systems.",
+        )
+
+    @extend_schema_serializer(component_name="StudyQuestionsImported")
+    class OutputSerializer(serializers.Serializer):
+        study_id = serializers.IntegerField()
+        url = serializers.CharField(help_text="The study's report page.")
+        report_url = serializers.CharField(help_text="The study's report in the API.")
+        file = serializers.CharField()
+        rows = serializers.IntegerField()
+        created = serializers.IntegerField()
+        unchanged = serializers.IntegerField()
+        message = serializers.CharField()
+
+    @extend_schema(
+        request={"multipart/form-data": InputSerializer},
+        responses={
+            201: OutputSerializer,
+            400: OpenApiResponse(ImportRefusalSerializer, description="Nothing was written."),
+            403: OpenApiResponse(
+                RefusalSerializer,
+                description="A system on a paid endpoint, not an admin. Nothing was written.",
+            ),
+        },
+    )
+    def post(self, request: Request) -> Response:
+        if not is_researcher(request.user):
+            raise Http404
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        name, upload = data.validated_data["study"].strip(), data.validated_data["file"]
+        if not name:
+            raise serializers.ValidationError({"study": ["the study needs a name"]})
+        systems = [
+            spec.strip()
+            for value in data.validated_data.get("systems", [])
+            for spec in value.split(",")
+            if spec.strip()
+        ]
+        try:
+            summary, message = api_upload_import(
+                upload,
+                lambda path: study_upload(
+                    path=path, study_name=name, systems=systems, user=request.user
+                ),
+                field="file",
+                suffix=".jsonl",
+            )
+        except ImportFileError as error:
+            if error.path != "--system":
+                raise
+            # The command's option is this API's field.
+            raise FieldInputError(
+                f"systems: {error.problem}. Nothing was written.", field="systems"
+            ) from None
+        study = Study.objects.get(name=name)
+        done = {
+            **vars(summary),
+            "study_id": study.pk,
+            "url": reverse("revision-reports:report", args=[study.pk]),
+            "report_url": reverse("api-revision-report", args=[study.pk]),
+            "file": upload.name,
+            "message": message,
+        }
+        return Response(self.OutputSerializer(done).data, status=status.HTTP_201_CREATED)

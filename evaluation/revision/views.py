@@ -173,10 +173,9 @@ def sessions_download(request: HttpRequest, study_id: int, fmt: str) -> HttpResp
     return response
 
 
-@login_required
-@figure_csp
-def figure(request: HttpRequest, study_id: int, figure: str, image_format: str) -> HttpResponse:
-    study = _study(request.user, study_id)
+def _figure_file(study: Study, figure: str, image_format: str) -> HttpResponse:
+    """Figure 2's `figure` of the study's report as an SVG, PNG or PDF: the page's and the
+    API's; 404 for a figure the report has nothing to draw in."""
     if figure not in figures.FIGURES or image_format not in FIGURE_TYPES:
         raise Http404
     report = revision_report_build(study=study)
@@ -185,6 +184,12 @@ def figure(request: HttpRequest, study_id: int, figure: str, image_format: str) 
     except ValueError:
         raise Http404 from None
     return HttpResponse(content, content_type=FIGURE_TYPES[image_format])
+
+
+@login_required
+@figure_csp
+def figure(request: HttpRequest, study_id: int, figure: str, image_format: str) -> HttpResponse:
+    return _figure_file(_study(request.user, study_id), figure, image_format)
 
 
 class RevisionReportApi(APIView):
@@ -218,6 +223,35 @@ class RevisionReportDownloadApi(APIView):
         if not is_researcher(request.user):
             raise Http404
         return _report_file(get_object_or_404(Study, pk=study_id), fmt)
+
+
+class RevisionFigureApi(APIView):
+    content_negotiation_class = FileNegotiation
+
+    @extend_schema(
+        operation_id="revision_studies_figure_download",
+        request=None,
+        parameters=[
+            OpenApiParameter("figure", str, OpenApiParameter.PATH, enum=list(figures.FIGURES)),
+            OpenApiParameter("image_format", str, OpenApiParameter.PATH, enum=list(FIGURE_TYPES)),
+        ],
+        responses={
+            **{(200, content_type): OpenApiTypes.BINARY for content_type in FIGURE_TYPES.values()},
+            404: OpenApiResponse(
+                RefusalSerializer,
+                description="No such study or figure, not yours, or nothing to draw in it yet.",
+            ),
+        },
+        description="Figure 2 of a revision study's report (ratings: the rating distribution "
+        "per system; positions: instruction type by turn position) as svg, png or pdf, the "
+        "bytes of the report page's figure. Researchers and admins; anyone else gets 404.",
+    )
+    @figure_csp  # an SVG opened on its own runs nothing, as the page's
+    def get(self, request: Request, study_id: int, figure: str, image_format: str):
+        if not is_researcher(request.user):
+            raise Http404
+        study = get_object_or_404(Study, pk=study_id)
+        return _figure_file(study, figure, image_format)
 
 
 @login_required

@@ -79,19 +79,23 @@ def report_download(
     return _report_file(_set(request, set_id), fmt, table)
 
 
+def _human_answers_file(evaluation_set: EvaluationSet, user) -> HttpResponse:
+    """Every person's answer, counted or not, with its review status and why it (not) counts,
+    as CSV: the page's download and the API's. Crowd workers are named by their platform id
+    only to whom `user`'s identity scope shows them (their study's makers, admins)."""
+    scope = identity_scope(user=user)
+    rows = human_answers_raw(evaluation_set=evaluation_set, scope=scope)
+    return csv_download(rows, filename=f"verbalizer-{evaluation_set.pk}-human-answers.csv")
+
+
 @login_required
 def human_answers_download(request: HttpRequest, set_id: int) -> HttpResponse:
-    """Every person's answer, counted or not, with its review status and why it (not) counts."""
-    evaluation_set = _set(request, set_id)
-    scope = identity_scope(user=request.user)  # crowd workers by name only to their study's makers
-    rows = human_answers_raw(evaluation_set=evaluation_set, scope=scope)
-    return csv_download(rows, filename=f"verbalizer-{set_id}-human-answers.csv")
+    return _human_answers_file(_set(request, set_id), request.user)
 
 
-@login_required
-@figure_csp
-def figure_download(request: HttpRequest, set_id: int, figure_name: str, image_format: str):
-    evaluation_set = _set(request, set_id)
+def _figure_file(evaluation_set: EvaluationSet, figure_name: str, image_format: str):
+    """One of Figures 2-5 of the set's report as an SVG, PNG or PDF, from the figure cache: the
+    page's and the API's; 404 for a figure the report has nothing to draw in."""
     if figure_name not in figures.FIGURES or image_format not in FIGURE_TYPES:
         raise Http404
     content = figures.figure_cached(
@@ -100,6 +104,12 @@ def figure_download(request: HttpRequest, set_id: int, figure_name: str, image_f
     if content is None:
         raise Http404
     return HttpResponse(content, content_type=FIGURE_TYPES[image_format])
+
+
+@login_required
+@figure_csp
+def figure_download(request: HttpRequest, set_id: int, figure_name: str, image_format: str):
+    return _figure_file(_set(request, set_id), figure_name, image_format)
 
 
 @login_required
@@ -177,3 +187,53 @@ class VerbalizerReportDownloadApi(APIView):
             detail = f"table must be one of {', '.join(TABLES)}, not {table!r}."
             return ApiResponse({"detail": detail, "field": "table"}, status=400)
         return _report_file(get_object_or_404(EvaluationSet, pk=set_id), fmt, table)
+
+
+class VerbalizerHumanAnswersApi(APIView):
+    content_negotiation_class = FileNegotiation
+
+    @extend_schema(
+        operation_id="verbalizer_sets_human_answers_download",
+        request=None,
+        responses={
+            (200, "text/csv"): OpenApiTypes.STR,
+            404: OpenApiResponse(RefusalSerializer, description="No such set, or not yours."),
+        },
+        description="Every person's answer to the set's prompts, counted or not, with its "
+        "review status and why it (not) counts, as CSV: the bytes of the report page's "
+        "human-answers.csv (crowd workers by platform id only to their study's makers and "
+        "admins). Researchers and admins; anyone else gets 404.",
+    )
+    def get(self, request, set_id: int):
+        if not is_researcher(request.user):
+            raise Http404
+        return _human_answers_file(get_object_or_404(EvaluationSet, pk=set_id), request.user)
+
+
+class VerbalizerFigureApi(APIView):
+    content_negotiation_class = FileNegotiation
+
+    @extend_schema(
+        operation_id="verbalizer_sets_figure_download",
+        request=None,
+        parameters=[
+            OpenApiParameter("figure_name", str, OpenApiParameter.PATH, enum=list(figures.FIGURES)),
+            OpenApiParameter("image_format", str, OpenApiParameter.PATH, enum=list(FIGURE_TYPES)),
+        ],
+        responses={
+            **{(200, content_type): OpenApiTypes.BINARY for content_type in FIGURE_TYPES.values()},
+            404: OpenApiResponse(
+                RefusalSerializer,
+                description="No such set or figure, not yours, or nothing to draw in it yet.",
+            ),
+        },
+        description="One of Figures 2-5 of an evaluation set's report (groups, mappings, "
+        "flipped, flipped_by_dataset) as svg, png or pdf, the bytes of the report page's "
+        "figure. Researchers and admins; anyone else gets 404.",
+    )
+    @figure_csp  # an SVG opened on its own runs nothing, as the page's
+    def get(self, request, set_id: int, figure_name: str, image_format: str):
+        if not is_researcher(request.user):
+            raise Http404
+        evaluation_set = get_object_or_404(EvaluationSet, pk=set_id)
+        return _figure_file(evaluation_set, figure_name, image_format)

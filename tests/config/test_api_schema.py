@@ -66,6 +66,9 @@ def test_each_operation_takes_its_own_fields(schema, path, field):
         ("/api/annotate/imports/", "202"),  # a large one, queued
         ("/api/annotate/imports/", "400"),  # each wrong line, nothing written
         ("/api/revision/session-imports/", "400"),
+        ("/api/revision/question-imports/", "201"),
+        ("/api/revision/question-imports/", "400"),
+        ("/api/revision/question-imports/", "403"),  # a paid endpoint, not an admin
         ("/api/verbalizer/items/", "400"),
         ("/api/verbalizer/sets/{set_id}/runs/", "202"),
         ("/api/verbalizer/sets/{set_id}/runs/", "200"),
@@ -110,6 +113,7 @@ def test_report_downloads_document_each_file_type_and_the_formats(schema, path, 
     [
         ("/api/annotate/imports/", "upload"),
         ("/api/revision/session-imports/", "file"),
+        ("/api/revision/question-imports/", "file"),
         ("/api/verbalizer/items/", "upload"),
     ],
 )
@@ -120,3 +124,31 @@ def test_imports_take_a_multipart_file_and_document_each_wrong_line(schema, path
     assert properties[field]["format"] == "binary"
     refusal = _schema_of(schema, operation["responses"]["400"])["properties"]
     assert {"detail", "file", "errors"} <= set(refusal)
+
+
+@pytest.mark.parametrize(
+    ("path", "figure_parameter", "figures"),
+    [
+        ("/api/revision/studies/{study_id}/figures/{figure}.{image_format}", "figure",
+         {"ratings", "positions"}),
+        ("/api/verbalizer/sets/{set_id}/figures/{figure_name}.{image_format}", "figure_name",
+         {"groups", "mappings", "flipped", "flipped_by_dataset"}),
+    ],
+)  # fmt: skip
+def test_figure_downloads_document_each_image_type_and_the_figures(
+    schema, path, figure_parameter, figures
+):
+    operation = schema["paths"][path]["get"]
+    content = operation["responses"]["200"]["content"]
+    assert set(content) == {"image/svg+xml", "image/png", "application/pdf"}
+    assert content["image/png"]["schema"]["format"] == "binary"
+    parameters = {p["name"]: p["schema"].get("enum") for p in operation["parameters"]}
+    assert set(parameters[figure_parameter]) == figures
+    assert set(parameters["image_format"]) == {"svg", "png", "pdf"}
+    assert "404" in operation["responses"]
+
+
+def test_the_human_answers_download_documents_its_csv(schema):
+    operation = schema["paths"]["/api/verbalizer/sets/{set_id}/human-answers.csv"]["get"]
+    assert set(operation["responses"]["200"]["content"]) == {"text/csv"}
+    assert "404" in operation["responses"]

@@ -204,6 +204,8 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     "verbalizer-reports:replies": (RESEARCHERS, None),
     "api-verbalizer-report": (API_RESEARCHERS, None),
     "api-verbalizer-report-download": (API_RESEARCHERS, None),
+    "api-verbalizer-human-answers": (API_RESEARCHERS, None),
+    "api-verbalizer-figure": (API_RESEARCHERS, None),
     "api-verbalizer-items": (API_POST_ONLY, by_role(401, 404, 404, 400, 400, 400)),
     "api-verbalizer-runs": (API_POST_ONLY, by_role(401, 404, 404, 400, 400, 400)),
     "revision:home": (ANNOTATORS, None),
@@ -231,6 +233,8 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     "api-revision-report": (API_RESEARCHERS, None),
     "api-revision-report-download": (API_RESEARCHERS, None),
     "api-revision-session-imports": (API_POST_ONLY, by_role(401, 404, 404, 400, 400, 400)),
+    "api-revision-question-imports": (API_POST_ONLY, by_role(401, 404, 404, 400, 400, 400)),
+    "api-revision-figure": (API_RESEARCHERS, None),
     # The researchers' KIWI actions answer a role error with the 403 page; an empty POST is an
     # invalid form (400), nothing sent or started.
     "revision:rerate": (RESEARCHERS, by_role(LOGIN, 403, 403, 400, 400, 400)),

@@ -364,6 +364,8 @@ def _parse_system(spec: str) -> tuple[str, str]:
 class SystemEndpointRefused(PermissionDeniedError):
     """A web user named an endpoint for a study's system that they may not make others call."""
 
+    field = "systems"  # the upload page's Systems, the API's `systems`
+
 
 def _check_may_bind(endpoint_name: str, user: AbstractBaseUser | None) -> None:
     """Refuse a system endpoint the uploader may not spend on: every turn of every annotator's

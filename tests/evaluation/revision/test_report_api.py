@@ -59,3 +59,37 @@ def test_annotators_get_404_anonymous_401_and_an_unknown_study_or_format_404(
     assert api_as(researcher).get(missing).status_code == 404
     wrong = api_as(researcher).get(reverse("api-revision-report-download", args=[study.pk, "x"]))
     assert wrong.status_code == 404 and wrong["Content-Type"] == "application/json"
+
+
+@pytest.mark.parametrize("figure", ["ratings", "positions"])
+@pytest.mark.parametrize(
+    ("image_format", "content_type"),
+    [("svg", "image/svg+xml"), ("png", "image/png"), ("pdf", "application/pdf")],
+)
+def test_a_researcher_gets_the_report_pages_figures(
+    client, researcher, tmp_path, figure, image_format, content_type
+):
+    study = sample_study(tmp_path)
+    url = reverse("api-revision-figure", args=[study.pk, figure, image_format])
+    answer = api_as(researcher).get(url, HTTP_ACCEPT=content_type)
+    assert answer.status_code == 200 and answer["Content-Type"] == content_type
+    client.force_login(researcher)
+    page = client.get(reverse("revision-reports:figure", args=[study.pk, figure, image_format]))
+    assert page.status_code == 200 and answer.content == page.content
+    # The SVG carries system names from imported files: opened on its own it runs nothing.
+    policy = answer["Content-Security-Policy"]
+    assert "default-src 'none'" in policy and "script-src" not in policy
+
+
+def test_figures_are_404_to_annotators_401_anonymous_and_404_unknown(
+    researcher, annotator_user, tmp_path
+):
+    study = sample_study(tmp_path)
+    url = reverse("api-revision-figure", args=[study.pk, "ratings", "png"])
+    assert api_as(annotator_user).get(url).status_code == 404
+    anonymous = api_as().get(url)
+    assert anonymous.status_code == 401 and anonymous["WWW-Authenticate"] == "Token"
+    for args in ([study.pk + 1, "ratings", "png"], [study.pk, "table2", "png"],
+                 [study.pk, "ratings", "gif"]):  # fmt: skip
+        wrong = api_as(researcher).get(reverse("api-revision-figure", args=args))
+        assert wrong.status_code == 404 and wrong["Content-Type"] == "application/json"
