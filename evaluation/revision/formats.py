@@ -7,9 +7,11 @@ order, so per-system columns (`good:gpt-4`) follow the study's systems.
 from __future__ import annotations
 
 import io
+from collections.abc import Iterable
 
 from annotate.services.files import csv_writer
 from evaluation.report_formats import _csv_cell, _fixed, latex_escape, report_json
+from evaluation.stats.revision import METRICS
 
 TABLES = {
     "table2": "Table 2: sessions per system",
@@ -19,6 +21,27 @@ TABLES = {
     "table4": "Table 4: error categories of neutral and bad turns",
     "table5": "Table 5: automatic evaluation of instruction following (test split)",
 }
+# Every table's columns, rows or not (an empty table's CSV keeps its header, which scripts read);
+# rows add their per-system columns (`good:gpt-4`) after these.
+COLUMNS = {
+    "table2": [
+        "system", "sessions", "turns", "edited", "turns_per_session", "information_seeking",
+        "stylistic",
+    ],
+    "figure2_ratings": ["system", "instruction_type", "turns", "good", "neutral", "bad"],
+    "figure2_positions": ["position", "turns", "information_seeking", "stylistic"],
+    "table3": ["category", "turns", "share", "information_seeking", "stylistic"],
+    "table4": ["category", "turns", "share"],
+    "table5": [
+        "model", "run", "seed", "mode", "shots", "n",
+        *(f"{metric}{part}" for metric in METRICS for part in ("", "_ci_low", "_ci_high")),
+        "unparsed", "three_way_agreement",
+    ],
+    "table3_agreement": ["run", "compared", "agreement"],
+    "table4_agreement": ["run", "compared", "agreement"],
+    "table3_sources": ["source", "turns"],
+    "table5_splits": ["seed", "train", "dev", "test"],
+}  # fmt: skip
 # Said under every LaTeX table: which columns are percentages, and why they need not add to 100.
 LATEX_NOTE = (
     "Shares, \\% good and \\% predicted good or bad are percentages, each rounded on its own; "
@@ -153,8 +176,8 @@ def notes_rows(report: dict) -> dict[str, list[dict]]:
     return extra
 
 
-def _columns(rows: list[dict]) -> list[str]:
-    columns: list[str] = []
+def _columns(rows: list[dict], known: Iterable[str] = ()) -> list[str]:
+    columns: list[str] = list(known)
     for row in rows:
         columns += [key for key in row if key not in columns]
     return columns
@@ -165,13 +188,14 @@ def revision_json(report: dict) -> str:
 
 
 def revision_csv(report: dict) -> str:
-    """Every table as CSV, each after a `# <table>` line and followed by a blank line."""
+    """Every table as CSV, each after a `# <table>` line and followed by a blank line; a table
+    without rows keeps its header."""
     out = io.StringIO()
     extra = notes_rows(report)
     sections = [(table, table_rows(report, table)) for table in TABLES]
     sections += [(name, rows) for name, rows in extra.items()]
     for table, rows in sections:
-        columns = _columns(rows)
+        columns = _columns(rows, COLUMNS[table])
         out.write(f"# {table}\r\n")
         writer = csv_writer(out, lineterminator="\r\n")
         writer.writerow(columns)

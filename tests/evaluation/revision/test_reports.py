@@ -4,7 +4,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from annotate.revision.models import Rerating, Turn
+from annotate.revision.models import Rerating, Study, Turn
 from evaluation.revision.judges import judge_run_create, judge_run_execute
 from evaluation.revision.models import RevisionJudgeRun, RevisionPrediction
 from evaluation.revision.reports import revision_report_build
@@ -402,3 +402,41 @@ def test_an_imported_answer_given_back_as_its_own_edit_is_not_counted_edited(tmp
     Turn.objects.filter(pk=unedited.pk).update(edited_answer=unedited.answer)
     after = revision_report_build(study=study, n_resamples=10)["table2"][0]
     assert (before["system"], before["edited"], after["edited"]) == ("gpt-4", 1, 1)
+
+
+def _csv_sections(csv: str) -> dict[str, list[str]]:
+    """The report CSV's tables by name, each as its lines (header first)."""
+    sections = {}
+    for block in csv.split("\r\n\r\n"):
+        if block:
+            name, *lines = block.split("\r\n")
+            sections[name.removeprefix("# ")] = lines
+    return sections
+
+
+def test_an_empty_table_keeps_its_csv_header_the_one_it_has_once_it_has_rows(tmp_path):
+    """Table 5 before any judge run (and every table of a study without sessions) was written
+    as its `# table5` line and nothing else: scripts reading the columns found none."""
+    from evaluation.revision.formats import revision_csv
+
+    study = sample_study(tmp_path)
+    before = _csv_sections(revision_csv(revision_report_build(study=study, n_resamples=10)))
+    assert before["table5"][0].startswith("model,run,seed,mode,shots,n,accuracy,")
+    assert before["table5_splits"] == ["seed,train,dev,test"]
+
+    run = judge_run_create(study=study, task="rating-judge", mode="zero-shot", seed=4,
+                           now=timezone.now())  # fmt: skip
+    judge_run_execute(run_id=run.pk)
+    ids = list(Turn.objects.order_by("id").values_list("id", flat=True))
+    Rerating.objects.create(turn_id=ids[0], annotator=UserFactory(), rating="bad",
+                            status="done", created_at=timezone.now())  # fmt: skip
+    after = _csv_sections(revision_csv(revision_report_build(study=study, n_resamples=10)))
+    assert len(after["table5"]) == 5  # Majority, Random, the judge, Human
+    assert before["table5"][0] == after["table5"][0]
+    assert before["table5_splits"][0] == after["table5_splits"][0]
+
+    empty = Study.objects.create(name="empty", created_at=timezone.now())
+    nothing = _csv_sections(revision_csv(revision_report_build(study=empty, n_resamples=10)))
+    for table, lines in nothing.items():
+        header = after[table][0].split(",")
+        assert lines[0].split(",") == [c for c in header if ":" not in c], table
