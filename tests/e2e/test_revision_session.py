@@ -370,3 +370,30 @@ def test_the_arriving_answer_leaves_focus_in_a_field_being_typed_in(page_for, se
     finally:
         release.set()
         stub.stop()
+
+
+def test_the_instruction_type_is_required_in_the_browser_and_says_so(
+    page_for, settings, tmp_path, snap
+):
+    """An instruction sent without its type went to the server, which refused it: the choice
+    was not marked required. The browser now stops it at the choice; its legend says it is
+    required and each choice carries the required state that screen readers announce."""
+    page, user = start_session(
+        page_for, settings, tmp_path, study="e2e-type", system="m", user="e2e-type"
+    )
+    group = page.get_by_role("group", name="Instruction type (required)")
+    choices = group.get_by_role("radio")
+    assert choices.count() == 2
+    assert all(choices.nth(i).evaluate("input => input.required") for i in range(2))
+    page.fill("#instruction", "Shorter.")
+    sent = []
+    page.on("request", lambda request: sent.append(request) if request.method == "POST" else 0)
+    page.get_by_role("button", name="Send instruction").click()
+    snap(page, "no type")
+    assert choices.first.evaluate("input => input.matches(':invalid')")
+    assert choices.first.evaluate("input => input.validationMessage")
+    assert sent == [] and not Turn.objects.filter(session__annotator=user).exists()
+    page.check("input[value=stylistic]")
+    page.get_by_role("button", name="Send instruction").click()
+    page.locator("#rate-form").wait_for()
+    assert Turn.objects.get(session__annotator=user).instruction_type == "stylistic"
