@@ -19,7 +19,8 @@ TABLES = {
     "figure2_positions": "Figure 2 (bottom): instruction type by turn position",
     "table3": "Table 3: fine-grained instruction types",
     "table4": "Table 4: error categories of neutral and bad turns",
-    "table5": "Table 5: automatic evaluation of instruction following (test split)",
+    "table5": "Table 5: automatic evaluation of instruction following (judges and baselines on "
+    "the test split)",
 }
 # Every table's columns, rows or not (an empty table's CSV keeps its header, which scripts read);
 # rows add their per-system columns (`good:gpt-4`) after these.
@@ -41,6 +42,7 @@ COLUMNS = {
     "table4_agreement": ["run", "compared", "agreement"],
     "table3_sources": ["source", "turns"],
     "table5_splits": ["seed", "train", "dev", "test"],
+    "table5_human": ["model", "turns", "evaluated_on"],
 }  # fmt: skip
 # Said under every LaTeX table: which columns are percentages, and why they need not add to 100.
 LATEX_NOTE = (
@@ -68,7 +70,7 @@ HEADERS = {
     "model": "Model",
     "mode": "Mode",
     "shots": "Shots",
-    "n": "Test turns",
+    "n": "Turns",
     "accuracy": "Accuracy",
     "precision": "Precision",
     "recall": "Recall",
@@ -106,8 +108,8 @@ def others_merged(report: dict, table: str) -> list[str]:
 
 def table_notes(report: dict, table: str, *, percent_digits: int = 0) -> list[str]:
     """The figures of a table that are not rows, as sentences: the classifier's agreement with
-    the human labels (Tables 3 and 4), where the labels came from (Table 3), the seeded splits
-    and the bootstrap intervals (Table 5)."""
+    the human labels (Tables 3 and 4), where the labels came from (Table 3), the seeded splits,
+    the turns of the Human row and the bootstrap intervals (Table 5)."""
     value = report[table]
     untyped = _untyped_note(report, table)
     notes = [untyped] if untyped else []
@@ -136,6 +138,14 @@ def table_notes(report: dict, table: str, *, percent_digits: int = 0) -> list[st
             f"Split of seed {split['seed']} (stored with its runs): {split['train']} train, "
             f"{split['dev']} dev, {split['test']} test turns."
         )
+    human = _human_row(report) if table == "table5" else None
+    if human is not None:
+        turns = f"{human['n']} re-rated turn{'' if human['n'] == 1 else 's'}"
+        notes.append(
+            "The Human row is not on the test split: it compares the first rating of each of "
+            f"the {turns} with its re-rating (every finished re-rating of the study, in any "
+            "split)."
+        )
     if table == "table5" and value.get("rows"):
         bootstrap = report.get("bootstrap", {})
         notes.append(
@@ -160,6 +170,15 @@ def _untyped_note(report: dict, table: str) -> str:
     return ""
 
 
+HUMAN_TURNS = "re-rated turns: first rating against re-rating; not the test split"
+
+
+def _human_row(report: dict) -> dict | None:
+    """Table 5's Human row (the only one with a three-way agreement; a judge's endpoint may be
+    called anything), or None before any re-rating."""
+    return next((r for r in report["table5"]["rows"] if "three_way_agreement" in r), None)
+
+
 # Table 3's label sources, in the order a note names them.
 SOURCES = ("human", "classifier", "none")
 
@@ -173,6 +192,10 @@ def notes_rows(report: dict) -> dict[str, list[dict]]:
         {"source": name, "turns": report["table3"]["sources"].get(name, 0)} for name in SOURCES
     ]
     extra["table5_splits"] = list(report["table5"]["splits"])
+    # What the Human row is computed on, as the notes under Table 5 say: not the test split.
+    human = _human_row(report)
+    row = {"model": "Human", "turns": human["n"], "evaluated_on": HUMAN_TURNS} if human else None
+    extra["table5_human"] = [row] if row else []
     return extra
 
 
