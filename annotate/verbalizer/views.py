@@ -256,11 +256,7 @@ def _run_start(request: HttpRequest, evaluation_set: EvaluationSet, form: RunFor
 @require_GET
 @page_errors
 def work_list(request: HttpRequest) -> HttpResponse:
-    annotator = _annotator(request)
-    studies = [
-        (study, humans.human_progress(study=study, annotator=annotator))
-        for study in HumanStudy.objects.filter(active=True)
-    ]
+    studies = humans.human_work_list(annotator=_annotator(request))
     return render(request, "verbalizer/work_list.html", {"studies": studies})
 
 
@@ -274,6 +270,12 @@ def work_next(request: HttpRequest, human_study_id: int) -> HttpResponse:
         raise NotFoundError("No such study.")
     prompt, done, total = humans.human_work_next(study=study, annotator=annotator)
     context = {"study": study, "prompt": prompt, "done": done, "total": total}
+    if prompt is None:  # finished here: where their work goes on, if anywhere
+        context["elsewhere"] = [
+            (other, progress)
+            for other, progress in humans.human_work_list(annotator=annotator)
+            if progress.left and other.pk != study.pk
+        ]
     return render(request, "verbalizer/work_item.html", context)
 
 

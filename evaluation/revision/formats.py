@@ -7,9 +7,11 @@ order, so per-system columns (`good:gpt-4`) follow the study's systems.
 from __future__ import annotations
 
 import io
+from collections.abc import Iterable
 
 from annotate.services.files import csv_writer
 from evaluation.report_formats import _csv_cell, _fixed, latex_escape, report_json
+from evaluation.stats.revision import METRICS
 
 TABLES = {
     "table2": "Table 2: sessions per system",
@@ -17,8 +19,31 @@ TABLES = {
     "figure2_positions": "Figure 2 (bottom): instruction type by turn position",
     "table3": "Table 3: fine-grained instruction types",
     "table4": "Table 4: error categories of neutral and bad turns",
-    "table5": "Table 5: automatic evaluation of instruction following (test split)",
+    "table5": "Table 5: automatic evaluation of instruction following (judges and baselines on "
+    "the test split)",
 }
+# Every table's columns, rows or not (an empty table's CSV keeps its header, which scripts read);
+# rows add their per-system columns (`good:gpt-4`) after these.
+COLUMNS = {
+    "table2": [
+        "system", "sessions", "turns", "edited", "turns_per_session", "information_seeking",
+        "stylistic",
+    ],
+    "figure2_ratings": ["system", "instruction_type", "turns", "good", "neutral", "bad"],
+    "figure2_positions": ["position", "turns", "information_seeking", "stylistic"],
+    "table3": ["category", "turns", "share", "information_seeking", "stylistic"],
+    "table4": ["category", "turns", "share"],
+    "table5": [
+        "model", "run", "seed", "mode", "shots", "n",
+        *(f"{metric}{part}" for metric in METRICS for part in ("", "_ci_low", "_ci_high")),
+        "unparsed", "three_way_agreement",
+    ],
+    "table3_agreement": ["run", "compared", "agreement"],
+    "table4_agreement": ["run", "compared", "agreement"],
+    "table3_sources": ["source", "turns"],
+    "table5_splits": ["seed", "train", "dev", "test"],
+    "table5_human": ["model", "turns", "evaluated_on"],
+}  # fmt: skip
 # Said under every LaTeX table: which columns are percentages, and why they need not add to 100.
 LATEX_NOTE = (
     "Shares, \\% good and \\% predicted good or bad are percentages, each rounded on its own; "
@@ -45,7 +70,7 @@ HEADERS = {
     "model": "Model",
     "mode": "Mode",
     "shots": "Shots",
-    "n": "Test turns",
+    "n": "Turns",
     "accuracy": "Accuracy",
     "precision": "Precision",
     "recall": "Recall",
@@ -83,8 +108,8 @@ def others_merged(report: dict, table: str) -> list[str]:
 
 def table_notes(report: dict, table: str, *, percent_digits: int = 0) -> list[str]:
     """The figures of a table that are not rows, as sentences: the classifier's agreement with
-    the human labels (Tables 3 and 4), where the labels came from (Table 3), the seeded splits
-    and the bootstrap intervals (Table 5)."""
+    the human labels (Tables 3 and 4), where the labels came from (Table 3), the seeded splits,
+    the turns of the Human row and the bootstrap intervals (Table 5)."""
     value = report[table]
     untyped = _untyped_note(report, table)
     notes = [untyped] if untyped else []
@@ -113,6 +138,14 @@ def table_notes(report: dict, table: str, *, percent_digits: int = 0) -> list[st
             f"Split of seed {split['seed']} (stored with its runs): {split['train']} train, "
             f"{split['dev']} dev, {split['test']} test turns."
         )
+    human = _human_row(report) if table == "table5" else None
+    if human is not None:
+        turns = f"{human['n']} re-rated turn{'' if human['n'] == 1 else 's'}"
+        notes.append(
+            "The Human row is not on the test split: it compares the first rating of each of "
+            f"the {turns} with its re-rating (every finished re-rating of the study, in any "
+            "split)."
+        )
     if table == "table5" and value.get("rows"):
         bootstrap = report.get("bootstrap", {})
         notes.append(
@@ -137,6 +170,15 @@ def _untyped_note(report: dict, table: str) -> str:
     return ""
 
 
+HUMAN_TURNS = "re-rated turns: first rating against re-rating; not the test split"
+
+
+def _human_row(report: dict) -> dict | None:
+    """Table 5's Human row (the only one with a three-way agreement; a judge's endpoint may be
+    called anything), or None before any re-rating."""
+    return next((r for r in report["table5"]["rows"] if "three_way_agreement" in r), None)
+
+
 # Table 3's label sources, in the order a note names them.
 SOURCES = ("human", "classifier", "none")
 
@@ -150,11 +192,15 @@ def notes_rows(report: dict) -> dict[str, list[dict]]:
         {"source": name, "turns": report["table3"]["sources"].get(name, 0)} for name in SOURCES
     ]
     extra["table5_splits"] = list(report["table5"]["splits"])
+    # What the Human row is computed on, as the notes under Table 5 say: not the test split.
+    human = _human_row(report)
+    row = {"model": "Human", "turns": human["n"], "evaluated_on": HUMAN_TURNS} if human else None
+    extra["table5_human"] = [row] if row else []
     return extra
 
 
-def _columns(rows: list[dict]) -> list[str]:
-    columns: list[str] = []
+def _columns(rows: list[dict], known: Iterable[str] = ()) -> list[str]:
+    columns: list[str] = list(known)
     for row in rows:
         columns += [key for key in row if key not in columns]
     return columns
@@ -165,13 +211,14 @@ def revision_json(report: dict) -> str:
 
 
 def revision_csv(report: dict) -> str:
-    """Every table as CSV, each after a `# <table>` line and followed by a blank line."""
+    """Every table as CSV, each after a `# <table>` line and followed by a blank line; a table
+    without rows keeps its header."""
     out = io.StringIO()
     extra = notes_rows(report)
     sections = [(table, table_rows(report, table)) for table in TABLES]
     sections += [(name, rows) for name, rows in extra.items()]
     for table, rows in sections:
-        columns = _columns(rows)
+        columns = _columns(rows, COLUMNS[table])
         out.write(f"# {table}\r\n")
         writer = csv_writer(out, lineterminator="\r\n")
         writer.writerow(columns)

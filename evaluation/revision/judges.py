@@ -328,7 +328,9 @@ def _engine_run_attach(
             params={"judge_run": run.pk},
             created_by=run.created_by,
             spending_cap_usd=spending_cap_usd,
-            description=f"KIWI {run.task} {run.mode} on {run.study.name}".replace("  ", " "),
+            description=f"KIWI {run.task} run #{run.pk} {run.mode} on {run.study.name}".replace(
+                "  ", " "
+            ),
         )
     except AnnotateError as error:  # a negative cap, an unset API key (field "endpoint")
         raise JudgeRunError(str(error), field=getattr(error, "field", None)) from None

@@ -141,7 +141,7 @@ def judge_run_create(
             },
             created_by=run.created_by,
             spending_cap_usd=spending_cap_usd,
-            description=f"Judge {config.name} on {benchmark.name} ({described})",
+            description=f"Judge run #{run.pk}: {config.name} on {benchmark.name} ({described})",
         )
     except AnnotateError as error:  # a negative cap, an unset API key: nothing is kept
         # The judge is what the user chose; its endpoint follows from it.

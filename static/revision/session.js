@@ -6,6 +6,14 @@
   var owner = document.querySelector("form[data-draft-owner]");
   var draftOwner = root ? root.dataset.session : owner ? owner.dataset.draftOwner : null;
 
+  // A field the user types in: keys are text there (no shortcuts), and focus stays in it.
+  var typing = function (target) {
+    if (!target) { return false; }
+    if (target.isContentEditable || target.tagName === "TEXTAREA") { return true; }
+    return target.tagName === "INPUT" &&
+      !/^(radio|checkbox|button|submit|reset|image|file|range|color)$/.test(target.type);
+  };
+
   // Poll the session's state while a model call runs. The text streamed so far is shown as it
   // grows; the finished answer replaces it in place, with the next form. A failure reloads the
   // page, which shows it with a Retry button. Model output is only ever set as text.
@@ -42,6 +50,13 @@
     if (edit && !edit.value) { edit.value = state.answer; }
     var next = document.getElementById("next-step");
     if (next) { next.hidden = false; }
+    // Rating the answer is what comes next: the keyboard goes there (the notice above is still
+    // announced), unless the user is typing somewhere else meanwhile. The view does not jump to
+    // it: the answer above it is what to read first. A choice kept from a draft is the one
+    // focused, as Tab into the group would (arrows move on from it).
+    var rating = document.querySelector("#rate-form input[name=rating]:checked") ||
+      document.querySelector("#rate-form input[name=rating]");
+    if (rating && !typing(document.activeElement)) { rating.focus({ preventScroll: true }); }
     delete root.dataset.waiting;
   };
 
@@ -144,9 +159,6 @@
   syncEdit();
 
   var shown = function (element) { return element && !element.closest("[hidden]"); };
-  var typing = function (target) {
-    return target && (target.tagName === "TEXTAREA" || target.tagName === "INPUT" && target.type === "text");
-  };
   document.addEventListener("keydown", function (event) {
     if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
       var form = event.target.form || document.querySelector("#rate-form, #turn-form");

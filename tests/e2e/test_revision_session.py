@@ -294,3 +294,106 @@ def test_a_long_link_in_an_instruction_wraps_on_a_phone_and_beside_the_passages(
     assert said.evaluate("p => p.scrollWidth <= p.clientWidth + 1")  # +1: subpixel rounding
     page.set_viewport_size({"width": 390, "height": 844})
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
+
+
+def held_revision(page_for, settings, tmp_path, *, user: str):
+    """A session on a stub model whose second call (the turn's revision) waits for `release`;
+    return the annotator's page once the instruction is sent (waiting for it) and the event."""
+    import threading
+
+    from annotate.engine.services import endpoint_create
+    from tests.evaluation.openai_stub import StubOpenAI
+
+    settings.REVISION_GENERATION = "thread"
+    release = threading.Event()
+
+    def hold_the_revision(count: int) -> None:
+        if count == 2:
+            release.wait(30)
+
+    stub = StubOpenAI(replies=["Initial [0].", "Revised [1]."], on_request=hold_the_revision)
+    stub.start()
+    endpoint_create(name="held", model="m", base_url=stub.base_url)
+    path = tmp_path / "study.jsonl"
+    path.write_text(json.dumps(QUESTION) + "\n")
+    study_upload(path=str(path), study_name=f"e2e-{user}", systems=["model=held"])
+    page = page_for(UserFactory(username=user, roles=[ANNOTATOR]))
+    page.goto("/revision/")
+    page.get_by_role("button", name="Start a session").click()
+    page.locator("#turn-form").wait_for()
+    page.fill("#instruction", "Shorter.")
+    page.check("input[value=stylistic]")
+    page.get_by_role("button", name="Send instruction").click()
+    page.locator("#waiting").wait_for()
+    return page, release, stub
+
+
+def test_the_arriving_answer_takes_focus_to_the_rating_form(page_for, settings, tmp_path, snap):
+    """When the answer came in, focus stayed where it was (on nothing): a keyboard or screen
+    reader user had to find the rating form. It goes to the first rating, the notice kept."""
+    page, release, stub = held_revision(page_for, settings, tmp_path, user="e2e-focus")
+    try:
+        assert page.locator("#rate-form").is_hidden()
+        release.set()
+        page.locator("#rate-form").wait_for()
+        snap(page, "answer in")
+        focused = page.evaluate("[document.activeElement.name, document.activeElement.value]")
+        assert focused == ["rating", "good"]
+        notice = page.locator("#waiting[role=status]")
+        assert notice.text_content() == (
+            "The model's answer is in: it is shown under Answer after turn 1."
+        )
+        page.keyboard.press("ArrowDown")  # the radio group has the keyboard: on to "neutral"
+        assert page.is_checked("input[name=rating][value=neutral]")
+    finally:
+        release.set()
+        stub.stop()
+
+
+def test_the_arriving_answer_leaves_focus_in_a_field_being_typed_in(page_for, settings, tmp_path):
+    """Someone typing elsewhere on the page (a field the page gains, a browser extension's
+    box) keeps the focus and their keys when the answer comes in."""
+    page, release, stub = held_revision(page_for, settings, tmp_path, user="e2e-typing")
+    try:
+        page.evaluate("""() => {
+            const box = document.createElement("input");
+            box.type = "search"; box.id = "elsewhere"; box.setAttribute("aria-label", "Search");
+            document.querySelector(".revision-main").prepend(box);
+        }""")
+        page.focus("#elsewhere")
+        release.set()
+        page.locator("#rate-form").wait_for()
+        page.keyboard.type("still here")
+        assert page.evaluate("document.activeElement.id") == "elsewhere"
+        assert page.input_value("#elsewhere") == "still here"
+        assert not page.is_checked("input[name=rating][value=good]")
+    finally:
+        release.set()
+        stub.stop()
+
+
+def test_the_instruction_type_is_required_in_the_browser_and_says_so(
+    page_for, settings, tmp_path, snap
+):
+    """An instruction sent without its type went to the server, which refused it: the choice
+    was not marked required. The browser now stops it at the choice; its legend says it is
+    required and each choice carries the required state that screen readers announce."""
+    page, user = start_session(
+        page_for, settings, tmp_path, study="e2e-type", system="m", user="e2e-type"
+    )
+    group = page.get_by_role("group", name="Instruction type (required)")
+    choices = group.get_by_role("radio")
+    assert choices.count() == 2
+    assert all(choices.nth(i).evaluate("input => input.required") for i in range(2))
+    page.fill("#instruction", "Shorter.")
+    sent = []
+    page.on("request", lambda request: sent.append(request) if request.method == "POST" else 0)
+    page.get_by_role("button", name="Send instruction").click()
+    snap(page, "no type")
+    assert choices.first.evaluate("input => input.matches(':invalid')")
+    assert choices.first.evaluate("input => input.validationMessage")
+    assert sent == [] and not Turn.objects.filter(session__annotator=user).exists()
+    page.check("input[value=stylistic]")
+    page.get_by_role("button", name="Send instruction").click()
+    page.locator("#rate-form").wait_for()
+    assert Turn.objects.get(session__annotator=user).instruction_type == "stylistic"

@@ -338,6 +338,29 @@ def test_the_engine_run_page_names_the_judge_run_and_links_back_to_it(client, re
     assert f'href="{reverse("judge:run-detail", args=[run.pk])}" id="run-results"' in page.text
 
 
+def test_every_page_of_a_judge_run_names_it_by_its_number_and_the_engines_as_such(
+    client, researcher
+):
+    """The engine run page read "Judge run #5" over "Model run #4", two numbers for one run
+    with nothing saying which is which, and the Model runs list named neither judge run."""
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(2,))
+    judge = make_judge(name="fake-judge", backend="fake")
+    EngineRun.objects.create(kind="judge", endpoint=judge.endpoint)  # numbers no longer agree
+    run = judge_run_create(config=judge, benchmark=benchmark, systems=systems)
+    client.force_login(researcher)
+    engine_page = client.get(reverse("engine:run-detail", args=[run.engine_run_id])).text
+    judge_page = client.get(reverse("judge:run-detail", args=[run.pk])).text
+    runs_list = client.get(reverse("engine:run-list")).text
+
+    engine = f"engine run #{run.engine_run_id}"
+    assert f"<h1>Judge run #{run.pk}: fake-judge" in engine_page
+    assert f"Its model calls: {engine} (judge) on" in engine_page
+    assert "Model run #" not in engine_page
+    assert f"<h1>Judge run #{run.pk}: fake-judge" in judge_page
+    assert f"Live progress, calls and cost</a> ({engine} under Model runs)" in judge_page
+    assert f"#{run.engine_run_id}</a> Judge run #{run.pk}: fake-judge on" in runs_list
+
+
 def test_run_again_follows_the_runs_own_endpoint_not_the_one_its_judge_has_now(
     client, researcher, admin_user, django_capture_on_commit_callbacks
 ):

@@ -277,3 +277,10 @@ def human_progress(*, study: HumanStudy, annotator: Annotator) -> HumanProgress:
     study whose prompts all have their answers from others has nothing, though they gave none."""
     prompt_id, done, total = _work_next_row(study=study, annotator=annotator)
     return HumanProgress(done=done, total=total, left=prompt_id is not None)
+
+
+def human_work_list(*, annotator: Annotator) -> list[tuple[HumanStudy, HumanProgress]]:
+    """Return every active human study with the annotator's progress in it, newest first (the
+    task list, and where a finished study's page points next)."""
+    studies = HumanStudy.objects.filter(active=True)
+    return [(study, human_progress(study=study, annotator=annotator)) for study in studies]

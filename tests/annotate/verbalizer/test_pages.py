@@ -323,3 +323,33 @@ def test_set_and_answer_pages_keep_their_way_back_out_of_the_main_navigation(
     html = client.get(reverse("verbalizer:work-next", args=[study.pk])).content.decode()
     assert _main_nav(html).count("<a ") == _main_nav(html).count("data-section=")
     assert f'<p><a href="{reverse("verbalizer:work-list")}">← Label-word tasks</a></p>' in html
+
+
+def test_a_finished_study_points_to_the_annotators_next_one_or_says_there_is_none(
+    client, annotator_user, study
+):
+    """The page after a study's last answer said only "Nothing left for you in this study":
+    the annotator had to find their next study themselves (and learn there was none)."""
+    other = human_study_create(
+        evaluation_set=study.evaluation_set, name="golden", mappings=["golden"],
+        items_per_dataset=1, answers_per_prompt=2,
+    )  # fmt: skip
+    client.force_login(annotator_user)
+
+    def answer_everything(of):
+        url = reverse("verbalizer:work-next", args=[of.pk])
+        while (page := client.get(url)).context["prompt"] is not None:
+            prompt = page.context["prompt"]
+            client.post(reverse("verbalizer:work-answer", args=[of.pk]),
+                        {"prompt": prompt.pk, "key": "1"})  # fmt: skip
+        return page.text
+
+    finished = answer_everything(study)
+    onward = reverse("verbalizer:work-next", args=[other.pk])
+    assert "Nothing left for you in this study." in finished
+    assert f'<a href="{onward}">golden</a> — you answered 0 of {other.prompts.count()}' in finished
+    assert "No other study has prompts for you" not in finished
+    last = answer_everything(other)
+    assert "No other study has prompts for you right now." in last
+    assert f'href="{reverse("verbalizer:work-next", args=[study.pk])}"' not in last
+    assert f'href="{reverse("verbalizer:work-list")}">Back to your label-word tasks</a>' in last

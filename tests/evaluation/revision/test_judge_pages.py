@@ -55,6 +55,32 @@ def test_researcher_runs_the_rating_judge_on_the_fake_endpoint_in_the_background
     assert [r["model"] for r in rows] == ["Majority", "Random", "offline"]
 
 
+def test_the_engine_run_pages_name_the_judge_run_by_its_number_and_the_engines_as_such(
+    client, researcher, tmp_path
+):
+    """The rating judge's run page read "run #5" over "Model run #4": one run, two numbers,
+    nothing saying which the report's run table (#5) meant; the Model runs list named neither."""
+    study = sample_study(tmp_path)
+    fake = make_endpoint("", name="offline")
+    EngineRun.objects.create(kind="judge", endpoint=fake)  # numbers no longer agree
+    run = judge_run_prepare(
+        study=study, task="rating-judge", endpoint=fake, user=researcher, mode="zero-shot",
+        now=timezone.now(),
+    )  # fmt: skip
+    assert run.pk != run.engine_run_id
+    client.force_login(researcher)
+    engine_page = client.get(reverse("engine:run-detail", args=[run.engine_run_id])).text
+    report = client.get(reverse("revision-reports:report", args=[study.pk])).text
+    runs_list = client.get(reverse("engine:run-list")).text
+
+    assert f"<h1>Rating judge (Table 5): run #{run.pk} of {study.name}</h1>" in engine_page
+    assert f"Its model calls: engine run #{run.engine_run_id} (revision-judge) on" in engine_page
+    assert "Model run #" not in engine_page
+    engine_url = reverse("engine:run-detail", args=[run.engine_run_id])
+    assert f'<a href="{engine_url}">#{run.pk}</a>' in report
+    assert f"#{run.engine_run_id}</a> KIWI rating-judge run #{run.pk} zero-shot on" in runs_list
+
+
 @pytest.mark.django_db(transaction=True)
 def test_only_an_admin_may_start_a_run_on_a_paid_endpoint(client, researcher, admin_user, tmp_path):
     study = sample_study(tmp_path)

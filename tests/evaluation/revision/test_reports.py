@@ -4,7 +4,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from annotate.revision.models import Rerating, Turn
+from annotate.revision.models import Rerating, Study, Turn
 from evaluation.revision.judges import judge_run_create, judge_run_execute
 from evaluation.revision.models import RevisionJudgeRun, RevisionPrediction
 from evaluation.revision.reports import revision_report_build
@@ -300,10 +300,10 @@ def test_paper_tables_name_the_seed_and_run_only_where_rows_would_look_alike():
 
     report = {"study": "s", **{table: [] for table in TABLES}}
     report["table5"] = {"rows": [row("Majority", None, 0), row("Random", None, 0)]}
-    assert "| Model | Mode | Shots | Test turns |" in revision_markdown(report)
+    assert "| Model | Mode | Shots | Turns |" in revision_markdown(report)
     report["table5"]["rows"] += [row("Majority", None, 1), row("m", 7, 1), row("m", 8, 1)]
     markdown = revision_markdown(report)
-    assert "| Model | Run | Seed | Mode | Shots | Test turns |" in markdown
+    assert "| Model | Run | Seed | Mode | Shots | Turns |" in markdown
     assert "| Majority | – | 1 |  | 0 | 4 |" in markdown and "| m | 8 | 1 |  | 0 | 4 |" in markdown
     assert "Model & Run & Seed & Mode" in revision_latex(report)
 
@@ -402,3 +402,87 @@ def test_an_imported_answer_given_back_as_its_own_edit_is_not_counted_edited(tmp
     Turn.objects.filter(pk=unedited.pk).update(edited_answer=unedited.answer)
     after = revision_report_build(study=study, n_resamples=10)["table2"][0]
     assert (before["system"], before["edited"], after["edited"]) == ("gpt-4", 1, 1)
+
+
+def _csv_sections(csv: str) -> dict[str, list[str]]:
+    """The report CSV's tables by name, each as its lines (header first)."""
+    sections = {}
+    for block in csv.split("\r\n\r\n"):
+        if block:
+            name, *lines = block.split("\r\n")
+            sections[name.removeprefix("# ")] = lines
+    return sections
+
+
+def test_an_empty_table_keeps_its_csv_header_the_one_it_has_once_it_has_rows(tmp_path):
+    """Table 5 before any judge run (and every table of a study without sessions) was written
+    as its `# table5` line and nothing else: scripts reading the columns found none."""
+    from evaluation.revision.formats import revision_csv
+
+    study = sample_study(tmp_path)
+    before = _csv_sections(revision_csv(revision_report_build(study=study, n_resamples=10)))
+    assert before["table5"][0].startswith("model,run,seed,mode,shots,n,accuracy,")
+    assert before["table5_splits"] == ["seed,train,dev,test"]
+
+    run = judge_run_create(study=study, task="rating-judge", mode="zero-shot", seed=4,
+                           now=timezone.now())  # fmt: skip
+    judge_run_execute(run_id=run.pk)
+    ids = list(Turn.objects.order_by("id").values_list("id", flat=True))
+    Rerating.objects.create(turn_id=ids[0], annotator=UserFactory(), rating="bad",
+                            status="done", created_at=timezone.now())  # fmt: skip
+    after = _csv_sections(revision_csv(revision_report_build(study=study, n_resamples=10)))
+    assert len(after["table5"]) == 5  # Majority, Random, the judge, Human
+    assert before["table5"][0] == after["table5"][0]
+    assert before["table5_splits"][0] == after["table5_splits"][0]
+
+    empty = Study.objects.create(name="empty", created_at=timezone.now())
+    nothing = _csv_sections(revision_csv(revision_report_build(study=empty, n_resamples=10)))
+    for table, lines in nothing.items():
+        header = after[table][0].split(",")
+        assert lines[0].split(",") == [c for c in header if ":" not in c], table
+
+
+def test_table5_says_its_human_row_is_on_the_re_rated_turns_not_the_test_split(tmp_path, client):
+    """Table 5 was titled "(test split)" above a Human row computed on every re-rated turn,
+    and its n column read "Test turns" for it: the page and every document now say so."""
+    from django.urls import reverse
+
+    from annotate.roles import RESEARCHER
+    from evaluation.revision.formats import revision_csv, revision_latex, revision_markdown
+
+    study = sample_study(tmp_path)
+    run = judge_run_create(study=study, task="rating-judge", mode="zero-shot", seed=4,
+                           now=timezone.now())  # fmt: skip
+    judge_run_execute(run_id=run.pk)
+    note = "The Human row is not on the test split"
+    before = revision_report_build(study=study, n_resamples=10)
+    assert note not in revision_markdown(before)  # no re-rating, no Human row, no note
+    assert "# table5_human\r\nmodel,turns,evaluated_on\r\n\r\n" in revision_csv(before)
+    ids = list(Turn.objects.order_by("id").values_list("id", flat=True))
+    for turn_id, rating in ((ids[0], "bad"), (ids[1], "bad"), (ids[5], "neutral")):
+        Rerating.objects.create(turn_id=turn_id, annotator=UserFactory(), rating=rating,
+                                status="done", created_at=timezone.now())  # fmt: skip
+
+    report = revision_report_build(study=study, n_resamples=10)
+    said = (
+        f"{note}: it compares the first rating of each of the 3 re-rated turns with its "
+        "re-rating (every finished re-rating of the study, in any split)."
+    )
+    markdown = revision_markdown(report)
+    assert "## Table 5: automatic evaluation of instruction following (judges and baselines" in (
+        markdown
+    )
+    assert said in markdown and "| Model | Mode | Shots | Turns |" in markdown
+    assert "(test split)" not in markdown and "Test turns" not in markdown
+    assert said in revision_latex(report)  # in the caption
+    assert (
+        "# table5_human\r\nmodel,turns,evaluated_on\r\nHuman,3,re-rated turns: first rating "
+        "against re-rating; not the test split\r\n"
+    ) in revision_csv(report)
+    client.force_login(UserFactory(roles=[RESEARCHER]))
+    page = client.get(reverse("revision-reports:report", args=[study.pk])).content.decode()
+    assert said in page
+    # Numbers unchanged: the three re-ratings against the first ratings (good/bad, bad/bad,
+    # neutral/neutral: two of three agree).
+    human = by(report["table5"]["rows"], model="Human")
+    assert (human["n"], human["three_way_agreement"]) == (3, approx(2 / 3))
