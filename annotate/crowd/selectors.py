@@ -314,6 +314,17 @@ def _late_paid_q() -> Q:
     return late & (confirmed | handed_code)
 
 
+def platform_work_late(*, platform: str, assignment_id: str) -> bool:
+    """True if the platform's assignment `assignment_id` is late work here: submitted after its
+    claim lapsed and its task was filled, kept and never counted, whatever the platform says."""
+    return Assignment.objects.filter(
+        annotator__platform=platform,
+        platform_assignment_id=assignment_id,
+        is_late=True,
+        status=AssignmentStatus.EXPIRED,
+    ).exists()
+
+
 # _spending's key for work the platform approved (paid) that was rejected here: a sync follows
 # the platform's verdict only on work still submitted here.
 _PAID_THOUGH_REJECTED = (AssignmentStatus.REJECTED, "Approved")
