@@ -281,7 +281,9 @@ def _paid_before_block() -> Q:
 
 
 def _spent_q(counted: Q) -> Q:
-    """Work a publication's platform paid or will pay, whatever kind a researcher gives its
+    """Work a publication's platform paid or will pay (through a self-hosted link: the work
+    handed a completion code and not rejected here, which the recruiting site pays unless it
+    is rejected there, out of our sight), whatever kind a researcher gives its
     worker in results (which work counts and what was paid are different questions): the
     `counted` work of any kind, approved work of workers blocked since, submitted work of a
     blocked worker that the platform confirmed (it pays that when the auto-approval delay
@@ -312,6 +314,17 @@ def _late_paid_q() -> Q:
     return late & (confirmed | handed_code)
 
 
+def platform_work_late(*, platform: str, assignment_id: str) -> bool:
+    """True if the platform's assignment `assignment_id` is late work here: submitted after its
+    claim lapsed and its task was filled, kept and never counted, whatever the platform says."""
+    return Assignment.objects.filter(
+        annotator__platform=platform,
+        platform_assignment_id=assignment_id,
+        is_late=True,
+        status=AssignmentStatus.EXPIRED,
+    ).exists()
+
+
 # _spending's key for work the platform approved (paid) that was rejected here: a sync follows
 # the platform's verdict only on work still submitted here.
 _PAID_THOUGH_REJECTED = (AssignmentStatus.REJECTED, "Approved")
@@ -319,11 +332,12 @@ _PAID_THOUGH_REJECTED = (AssignmentStatus.REJECTED, "Approved")
 
 @dataclass(frozen=True)
 class Spending:
-    """What a publication's work cost so far: every piece of work its platform paid or will pay
-    (_spent_q), whatever kind its worker counts as in results, priced as Table 4 prices it
-    (crowd_paid_per_assignment, crowd_paid_per_human_answer): each piece of work's reward and
-    its paid bonuses, fee included. Each figure is its exact sum rounded to cents, halves up,
-    as Table 4 and the publish preview round: the total is not the sum of the rounded lines."""
+    """What a publication's work cost so far: every piece of work its platform (a self-hosted
+    link's recruiting site) paid or will pay (_spent_q), whatever kind its worker counts as in
+    results, priced as Table 4 prices it (crowd_paid_per_assignment,
+    crowd_paid_per_human_answer): each piece of work's reward and its paid bonuses, fee
+    included. Each figure is its exact sum rounded to cents, halves up, as Table 4 and the
+    publish preview round: the total is not the sum of the rounded lines."""
 
     approved: int
     approved_usd: Decimal

@@ -140,7 +140,8 @@ def work_task(request: HttpRequest, token: str) -> HttpResponse:
 @require_http_methods(["POST"])
 def demo_external_submit(request: HttpRequest) -> HttpResponse:
     """What MTurk's externalSubmit does, for the offline demo platform: the worker's HIT is
-    submitted there, and counts once an admin's sync confirms it (as on MTurk)."""
+    submitted there, and counts once an admin's sync confirms it (as on MTurk), unless it was
+    late work, which never counts."""
     if not demo_platform_in_use():
         raise NotFoundError("No such page.")
     # The worker's done page signed their assignment id: nobody else can submit their HIT.
@@ -150,11 +151,17 @@ def demo_external_submit(request: HttpRequest) -> HttpResponse:
         FakePlatform().worker_submit(assignment_id=assignment_id)
     except CrowdPlatformError as error:
         raise NotFoundError(str(error)) from None
-    message = (
-        f"The offline demo platform took assignment {assignment_id}, as Mechanical Turk would. "
-        "It counts once a sync of the publication confirms it (an admin may then approve or "
-        "reject it on the review page; a rejection takes it out again)."
-    )
+    took = f"The offline demo platform took assignment {assignment_id}, as Mechanical Turk would. "
+    if crowd_selectors.platform_work_late(platform=FakePlatform.name, assignment_id=assignment_id):
+        message = took + (
+            "It was submitted after its time ran out and its task was filled: it is kept but "
+            "never counts in the results, whatever a sync or a review does."
+        )
+    else:
+        message = took + (
+            "It counts once a sync of the publication confirms it (an admin may then approve or "
+            "reject it on the review page; a rejection takes it out again)."
+        )
     return render(request, "crowd/worker_message.html", {"message": message})
 
 

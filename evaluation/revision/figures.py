@@ -13,6 +13,8 @@ import numpy as np
 from matplotlib import rc_context
 from matplotlib.figure import Figure
 
+from annotate.revision.models import Study
+from evaluation.caching import cache_get_or_build
 from evaluation.figures import (
     AXIS_MARGIN,
     MAX_WIDTH,
@@ -24,6 +26,8 @@ from evaluation.figures import (
     fit_tick_labels,
     rows_of_plots,
 )
+from evaluation.revision.report_data import figure_fingerprint
+from evaluation.revision.reports import revision_report_build
 
 FIGURES = {
     "ratings": "Rating distribution per system: stylistic, information-seeking and all instructions",
@@ -32,6 +36,10 @@ FIGURES = {
 RATING_COLOURS = {"good": PALETTE[2], "neutral": PALETTE[3], "bad": PALETTE[1]}
 # Under each bar, below the system's name (the paper's s / i / o, spelled out).
 KIND_LABEL = {"stylistic": "stylistic", "information-seeking": "info-seeking", "all": "all"}
+CACHE_SECONDS = 3600
+# Part of a drawn figure's cache key: raise it when the drawing changes, so no figure drawn by
+# the old code is served from the cache.
+DRAWING_VERSION = 1
 BAR_WIDTH = 0.95  # inches: room for "info-seeking" and a model's name under each bar
 ROW_HEIGHT = 3.2
 
@@ -106,3 +114,18 @@ def render_revision_figure(report: dict, name: str, fmt: str) -> bytes:
         figure = Figure(figsize=(width, height), layout="constrained")
         DRAWERS[name](figure, report)
         return figure_bytes(figure, fmt)
+
+
+def revision_figure_cached(*, study: Study, name: str, fmt: str) -> bytes | None:
+    """Return figure `name` of the study's report as `fmt` bytes, drawn once per state of its rated
+    turns (figure_fingerprint), or None when the report has nothing to draw in it."""
+
+    def draw() -> bytes | None:
+        report = revision_report_build(study=study)
+        return render_revision_figure(report, name, fmt) if figure_available(report, name) else None
+
+    return cache_get_or_build(
+        key=f"revision-figure:{DRAWING_VERSION}:{figure_fingerprint(study=study)}:{name}:{fmt}",
+        build=draw,
+        timeout=CACHE_SECONDS,
+    )

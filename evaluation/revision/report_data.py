@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -84,6 +85,24 @@ def turns_read(*, study: Study) -> TurnData:
             .values_list("system__name", "n")
         ),
     )
+
+
+def figure_fingerprint(*, study: Study) -> str:
+    """Name what Figure 2 draws as it stands: each rated turn of a finished session (its system,
+    position, instruction type and rating) and the study's systems in order, hashed.
+
+    Read from the rows rather than counted, so an edit in the admin (a rating, a type, a
+    session's status) names a new figure as an added turn or session does.
+    """
+    turns = (
+        Turn.objects.filter(session__study=study, session__status=SessionStatus.FINISHED)
+        .exclude(rating="")
+        .order_by("id")
+        .values_list("session__system__name", "position", "instruction_type", "rating")
+    )
+    systems = study.systems.order_by("position", "id").values_list("name", flat=True)
+    digest = hashlib.sha256(repr((list(systems), list(turns))).encode())
+    return f"{study.pk}:{digest.hexdigest()[:24]}"
 
 
 def latest_run(*, study: Study, task: str) -> RevisionJudgeRun | None:

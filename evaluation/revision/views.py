@@ -178,11 +178,9 @@ def _figure_file(study: Study, figure: str, image_format: str) -> HttpResponse:
     API's; 404 for a figure the report has nothing to draw in."""
     if figure not in figures.FIGURES or image_format not in FIGURE_TYPES:
         raise Http404
-    report = revision_report_build(study=study)
-    try:
-        content = figures.render_revision_figure(report, figure, image_format)
-    except ValueError:
-        raise Http404 from None
+    content = figures.revision_figure_cached(study=study, name=figure, fmt=image_format)
+    if content is None:
+        raise Http404
     return HttpResponse(content, content_type=FIGURE_TYPES[image_format])
 
 

@@ -30,7 +30,7 @@ from annotate.models import (
     Subset,
 )
 from annotate.selectors.annotator_kinds import kinds_fingerprint
-from annotate.selectors.identities import OPERATOR, IdentityScope, annotator_names_shown
+from annotate.selectors.identities import IdentityScope, annotator_names_shown
 from annotate.selectors.results import counted_work_fingerprint
 from annotate.services.files import csv_writer
 from evaluation.caching import cache_get_or_build
@@ -862,10 +862,12 @@ def report_build(
     seed: int | None = None,
     data: BenchmarkArrays | None = None,
     piece_items: int = PIECE_ITEMS,
-    scope: IdentityScope = OPERATOR,
+    scope: IdentityScope,
 ) -> dict:
     """Compute the report (report_compute) and name its annotators as `scope` lets its reader
-    see them (report_named); by default as the operator running a command sees them: all."""
+    see them (report_named): OPERATOR (every name, platform worker ids too) for whoever runs
+    manage.py, identity_scope(user=...) for anyone else. Required, with no default: a caller
+    that forgot it would have shown every worker id."""
     report = report_compute(
         benchmark=benchmark,
         unknown=unknown,

@@ -17,6 +17,7 @@ from annotate.models import (
     Project,
 )
 from annotate.roles import ANNOTATOR
+from annotate.selectors.identities import OPERATOR
 from annotate.services.annotators import annotator_kind_set, annotator_project_kind_set
 from annotate.services.assignments import annotator_for_user, assignment_claim_next
 from annotate.services.demo import DEMO_PROJECTS
@@ -76,7 +77,7 @@ def _expert_numbers(report):
 
 def test_a_new_account_clicking_through_the_demo_changes_no_expert_number():
     benchmark = _demo()
-    before = _expert_numbers(report_build(benchmark=benchmark, n_resamples=10))
+    before = _expert_numbers(report_build(scope=OPERATOR, benchmark=benchmark, n_resamples=10))
     project = Project.objects.get(name=DEMO_PROJECTS[0][0])
     newcomer = UserFactory(username="newcomer", roles=[ANNOTATOR])
 
@@ -84,7 +85,7 @@ def test_a_new_account_clicking_through_the_demo_changes_no_expert_number():
     annotator = Annotator.objects.get(user=newcomer)
     assert annotator.kind == AnnotatorKind.UNDECIDED
     assert Label.objects.filter(annotator=annotator).exists()  # kept, just not counted
-    report = report_build(benchmark=benchmark, n_resamples=10)
+    report = report_build(scope=OPERATOR, benchmark=benchmark, n_resamples=10)
     assert _expert_numbers(report) == before
     assert all(row["source"] != annotator.name for row in report["leaderboard"])
     exported = io.StringIO()
@@ -93,7 +94,7 @@ def test_a_new_account_clicking_through_the_demo_changes_no_expert_number():
 
     # Once the researcher says the newcomer is an expert, the same labels count as expert gold.
     annotator_kind_set(annotator=annotator, kind=AnnotatorKind.EXPERT, now=timezone.now())
-    after = _expert_numbers(report_build(benchmark=benchmark, n_resamples=10))
+    after = _expert_numbers(report_build(scope=OPERATOR, benchmark=benchmark, n_resamples=10))
     assert after != before
     assert any(entry[2] == 3 for entry in after[1])  # kappa over three experts now
 
@@ -112,7 +113,7 @@ def test_practice_answers_are_kept_on_the_assignment_but_never_become_labels():
     submitted = Assignment.objects.filter(annotator__user=user, submitted_at__isnull=False)
     assert submitted.count() == 2
     assert all(set(a.submission["labels"].values()) == {"yes"} for a in submitted)
-    report = report_build(benchmark=project.benchmark, n_resamples=10)
+    report = report_build(scope=OPERATOR, benchmark=project.benchmark, n_resamples=10)
     assert report["leaderboard"] == []
 
 
@@ -121,14 +122,23 @@ def test_a_project_override_decides_the_kind_of_its_annotators_in_the_benchmark(
     user = UserFactory(username="worker", roles=[ANNOTATOR])
     _do_every_task(user, project, value="yes")
     annotator = Annotator.objects.get(user=user)
-    assert report_build(benchmark=project.benchmark, n_resamples=10)["leaderboard"] == []
+    assert (
+        report_build(scope=OPERATOR, benchmark=project.benchmark, n_resamples=10)["leaderboard"]
+        == []
+    )
 
     annotator_project_kind_set(project=project, annotator=annotator, kind=AnnotatorKind.CROWD)
-    sources = {row["source"] for row in report_build(benchmark=project.benchmark)["leaderboard"]}
+    sources = {
+        row["source"]
+        for row in report_build(scope=OPERATOR, benchmark=project.benchmark)["leaderboard"]
+    }
     assert sources == {"crowd-majority"}
 
     annotator_project_kind_set(project=project, annotator=annotator, kind="")
-    assert report_build(benchmark=project.benchmark, n_resamples=10)["leaderboard"] == []
+    assert (
+        report_build(scope=OPERATOR, benchmark=project.benchmark, n_resamples=10)["leaderboard"]
+        == []
+    )
 
 
 def test_two_projects_on_one_benchmark_cannot_give_one_annotator_two_kinds():

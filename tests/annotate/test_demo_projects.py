@@ -58,12 +58,15 @@ def test_the_demo_prints_each_login_with_what_to_do_at_the_chosen_address(capsys
 
 def test_the_demo_report_has_expert_crowd_and_judge_with_cost_and_time(settings):
     from annotate.models import Benchmark
+    from annotate.selectors.identities import OPERATOR
     from annotate.services.demo_data import DEMO_BENCHMARK
     from evaluation.services.reports import report_build
 
     settings.DEBUG = True
     call_command("load_demo", stdout=io.StringIO())
-    report = report_build(benchmark=Benchmark.objects.get(name=DEMO_BENCHMARK), n_resamples=10)
+    report = report_build(
+        scope=OPERATOR, benchmark=Benchmark.objects.get(name=DEMO_BENCHMARK), n_resamples=10
+    )
     overall = {row["source"]: row for row in report["sources"] if row["subset"] == "overall"}
     for source in ("expert-majority", "crowd-majority", "demo-judge (offline)"):
         assert overall[source]["cost_usd"] > 0, source

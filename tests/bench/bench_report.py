@@ -79,6 +79,7 @@ def inner(step: str, workdir: Path) -> None:
         return
 
     from annotate.models import Benchmark
+    from annotate.selectors.identities import OPERATOR
     from evaluation.services.reports import report_build
 
     code = os.environ.get("BENCH_REPORT_CODE")
@@ -95,7 +96,7 @@ def inner(step: str, workdir: Path) -> None:
 
         result = {"rows": len(fetch_label_columns(benchmark.pk).value)}
     else:
-        report = report_build(benchmark=benchmark)
+        report = report_build(scope=OPERATOR, benchmark=benchmark)
         del report["generated_at"]
         result = {
             "leaderboard_rows": len(report["leaderboard"]),

@@ -8,6 +8,7 @@ from django.contrib.auth.models import User
 
 from annotate.models import Annotator, AnnotatorKind
 from annotate.roles import ANNOTATOR
+from annotate.selectors.identities import OPERATOR
 from annotate.services.demo import DEMO_ENDPOINT
 from annotate.services.demo_data import DEMO_BENCHMARK
 from evaluation.services.reports import EXPERT_MAJORITY, report_build
@@ -21,7 +22,7 @@ def user(name):
 
 
 def expert_numbers(benchmark):
-    report = report_build(benchmark=benchmark, n_resamples=10)
+    report = report_build(scope=OPERATOR, benchmark=benchmark, n_resamples=10)
     majority = [
         (r["system"], r["subset"], r["drfr"])
         for r in report["leaderboard"]

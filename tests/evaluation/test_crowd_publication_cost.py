@@ -443,6 +443,38 @@ def test_late_work_on_a_selfhosted_link_is_spent_once_its_code_was_given(
 
     page = client.get(reverse("crowd:publication", args=[publication.pk])).text
     line = page.split('id="spent-late">', 1)[1].split("</li>", 1)[0]
-    assert "Late work, paid by the platform: $2.00 (1 assignment)" in line
-    assert "completion code" in line
+    assert "Late work, paid on the recruiting site: $2.00 (1 assignment)" in line
+    assert "completion code" in line and "reject their submissions there" in line
     assert 'id="spent-total">$2.00<' in page
+
+
+def _spent_rule(page: str) -> str:
+    return page.split('id="spent-rule">', 1)[1].split("</p>", 1)[0]
+
+
+def test_selfhosted_spending_says_the_recruiting_site_pays_what_was_handed_a_code(
+    client, selfhosted_batch, django_capture_on_commit_callbacks
+):
+    """A self-hosted link has no platform: its participants were handed the completion code, and
+    the recruiting site (Prolific) pays them unless the submission is rejected there. The note
+    said "the platform paid" and that work rejected here "cost nothing"."""
+    publication = _selfhosted_done_by_two(
+        client, selfhosted_batch, django_capture_on_commit_callbacks
+    )
+    rule = _spent_rule(client.get(reverse("crowd:publication", args=[publication.pk])).text)
+    assert "the platform" not in rule and "cost nothing" not in rule
+    assert "handed the completion code" in rule and "unless it was rejected here" in rule
+    assert "The recruiting site (Prolific, say) pays each assignment" in rule
+    assert "reject their submissions on the recruiting site too" in rule
+
+
+def test_platform_spending_says_the_platform_pays_what_it_confirmed(
+    client, fake_platform, admin_user
+):
+    publication = _published(instructions=1, reward_usd="1.00")
+    _every_hit_done(publication, fake_platform)
+    client.force_login(admin_user)
+    rule = _spent_rule(client.get(reverse("crowd:publication", args=[publication.pk])).text)
+    assert rule.startswith("Every assignment the platform paid or will pay counts here")
+    assert "Assignments rejected on the platform cost nothing" in rule
+    assert "completion code" not in rule and "recruiting site" not in rule

@@ -22,6 +22,7 @@ from django.conf import settings
 from django.core.management import call_command
 
 from annotate.models import Label, LabelValue
+from annotate.selectors.identities import OPERATOR
 from evaluation.judges import prompting as p
 from evaluation.judges.official import OFFICIAL_PROMPT_VERSION, parse_official
 from evaluation.judges.parsing import NO, UNKNOWN, YES
@@ -222,7 +223,7 @@ def test_unasked_questions_are_stored_as_not_asked_and_counted_by_each_conventio
     # A.3: 3 of the 6 YES/NO answers.
     counts = {}
     for unknown in ("official", "no", "exclude"):
-        report = report_build(benchmark=benchmark, unknown=unknown, n_resamples=10)
+        report = report_build(scope=OPERATOR, benchmark=benchmark, unknown=unknown, n_resamples=10)
         (row,) = [
             r
             for r in report["leaderboard"]

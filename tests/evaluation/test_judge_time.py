@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from annotate.engine.models import EngineCall
 from annotate.models import Subset
+from annotate.selectors.identities import OPERATOR
 from evaluation.models import JudgeCall, JudgeRun
 from evaluation.services.judge_runs import judge_run_create, judge_run_execute
 from evaluation.services.reports import report_build
@@ -47,7 +48,7 @@ def test_judge_time_is_the_sum_of_its_call_latencies_not_the_runs_span():
     now = timezone.now()
     JudgeRun.objects.filter(pk=run.pk).update(started_at=now - timedelta(days=1), finished_at=now)
 
-    times = _judge_rows(report_build(benchmark=benchmark, n_resamples=10))
+    times = _judge_rows(report_build(scope=OPERATOR, benchmark=benchmark, n_resamples=10))
 
     assert times == {"easy": 1.0, "hard": 1.5, "overall": 2.5}
 
@@ -59,7 +60,7 @@ def test_a_call_answering_several_questions_counts_its_latency_once():
     judge_run_execute(run_id=run.pk)
     assert JudgeCall.objects.filter(conversation__run=run).count() == 3
     EngineCall.objects.filter(run=run.engine_run_id).update(latency_ms=1_200)
-    times = _judge_rows(report_build(benchmark=benchmark, n_resamples=10))
+    times = _judge_rows(report_build(scope=OPERATOR, benchmark=benchmark, n_resamples=10))
     assert times["overall"] == pytest.approx(0.02)  # one call of 1.2 s
 
 
@@ -85,6 +86,6 @@ def test_failed_calls_count_in_the_judges_time_and_cost():
         Decimal(c.prompt_tokens) * 1 / 1000 + Decimal(c.completion_tokens) * 2 / 1000 for c in calls
     )
     assert calls[1].cost_usd > 0 and expected == sum(c.cost_usd for c in calls)
-    report = report_build(benchmark=benchmark, n_resamples=10)
+    report = report_build(scope=OPERATOR, benchmark=benchmark, n_resamples=10)
     assert _judge_rows(report)["overall"] == pytest.approx(0.4)
     assert _judge_rows(report, "cost_usd")["overall"] == pytest.approx(float(expected), abs=1e-4)

@@ -9,6 +9,7 @@ import pytest
 from django.conf import settings
 
 from annotate.models import Instruction
+from annotate.selectors.identities import OPERATOR
 from annotate.services.imports import instructions_import
 from evaluation.report_formats import report_latex, table_csv
 from evaluation.selectors.report_data import principal_domain
@@ -32,7 +33,7 @@ def infobench(db):
 
 
 def test_table_2_on_the_official_data_matches_the_paper(infobench):
-    report = report_build(benchmark=infobench, n_resamples=10)
+    report = report_build(scope=OPERATOR, benchmark=infobench, n_resamples=10)
     rows = _by_subset(report["dataset"])
     # The paper's Table 2, to its two decimals: #Inst., Len., #Req., #R/I, #Dom.
     paper = {
@@ -59,7 +60,7 @@ def test_table_2_on_the_official_data_matches_the_paper(infobench):
 
 
 def test_table_6_on_the_official_data_matches_the_paper(infobench):
-    report = report_build(benchmark=infobench, n_resamples=10)
+    report = report_build(scope=OPERATOR, benchmark=infobench, n_resamples=10)
     rows = _by_subset(report["constraint_types"])
     columns = ("content", "format", "number", "style", "linguistic", "labels")
     assert {s: tuple(rows[s][c] for c in columns) for s in rows} == {
@@ -101,7 +102,7 @@ def test_tables_2_and_6_and_figure_4_by_hand(bench):
     Instruction.objects.filter(category="Poetry").update(
         text="Write a poem\nabout rain", category="Arts: Poetry"
     )
-    report = report_build(benchmark=bench, n_resamples=10)
+    report = report_build(scope=OPERATOR, benchmark=bench, n_resamples=10)
     dataset = _by_subset(report["dataset"])
     # i1 (easy): 5 words (the double space makes one empty word), 2 questions, "Email";
     # i2 (hard): 4 words ("poem\nabout" is one), 3 questions, "Arts: Poetry".

@@ -24,6 +24,7 @@ from annotate.models import (
     System,
     Task,
 )
+from annotate.selectors.identities import OPERATOR
 from evaluation.conventions import UNKNOWN_MODES
 from evaluation.selectors import report_data
 from evaluation.selectors.report_data import (
@@ -87,17 +88,21 @@ def test_report_in_pieces_equals_the_report_at_once(pieces_bench, unknown):
     assert len(piece_bounds(data, 4)) - 1 == 3
     assert len(piece_bounds(data, 10)) - 1 == 2
     at_once = report_build(
-        benchmark=pieces_bench, unknown=unknown, data=data, piece_items=ONE_PIECE
+        scope=OPERATOR, benchmark=pieces_bench, unknown=unknown, data=data, piece_items=ONE_PIECE
     )
     for piece_items in (1, 4, 10):
         in_pieces = report_build(
-            benchmark=pieces_bench, unknown=unknown, data=data, piece_items=piece_items
+            scope=OPERATOR,
+            benchmark=pieces_bench,
+            unknown=unknown,
+            data=data,
+            piece_items=piece_items,
         )
         assert _without_time(in_pieces) == _without_time(at_once)
 
 
 def test_missing_rater_tie_and_no_vote_in_the_majority(pieces_bench):
-    report = report_build(benchmark=pieces_bench, piece_items=4)
+    report = report_build(scope=OPERATOR, benchmark=pieces_bench, piece_items=4)
     votes = {row["source"]: row for row in report["votes"]}
     # bench: 10 expert items, 1 tie. i3: alpha q1 Y/N tie, q2 N; beta q1 U/U no vote, q2 Y.
     assert votes["expert-majority"] == {
@@ -118,12 +123,12 @@ def test_missing_rater_tie_and_no_vote_in_the_majority(pieces_bench):
 
 def test_work_that_does_not_count_changes_nothing(pieces_bench):
     """The rejected and the blocked worker's labels leave the report exactly as if never given."""
-    with_them = report_build(benchmark=pieces_bench, piece_items=4)
+    with_them = report_build(scope=OPERATOR, benchmark=pieces_bench, piece_items=4)
     deleted, _ = Label.objects.filter(annotator__name__in=["crowd-4", "crowd-5"]).delete()
     assert deleted == 8
-    assert _without_time(report_build(benchmark=pieces_bench, piece_items=4)) == _without_time(
-        with_them
-    )
+    assert _without_time(
+        report_build(scope=OPERATOR, benchmark=pieces_bench, piece_items=4)
+    ) == _without_time(with_them)
 
 
 def test_aggregated_labels_keep_the_order_of_responses_then_questions(bench):
@@ -167,9 +172,9 @@ def test_labels_read_on_a_second_connection_give_the_same_report(pieces_bench):
     stored = Label.objects.filter(response__instruction__benchmark=pieces_bench).count()
     # All but the rejected and the blocked worker's labels.
     assert len(pending.result().value) == stored - 8
-    threaded = report_build(benchmark=pieces_bench)
+    threaded = report_build(scope=OPERATOR, benchmark=pieces_bench)
     with transaction.atomic():
-        in_line = report_build(benchmark=pieces_bench)
+        in_line = report_build(scope=OPERATOR, benchmark=pieces_bench)
     assert _without_time(threaded) == _without_time(in_line)
 
 
@@ -203,7 +208,7 @@ def test_weights_drawn_while_the_labels_are_read_give_the_same_report(
         ]
     data = benchmark_arrays(benchmark=pieces_bench)
     # Few resamples, so that the intervals depend on which weights were drawn.
-    expected = report_build(benchmark=pieces_bench, data=data, n_resamples=9)
+    expected = report_build(scope=OPERATOR, benchmark=pieces_bench, data=data, n_resamples=9)
     monkeypatch.setattr(report_data, "label_columns_meanwhile", lambda pk: _ReadAfter(pk, polls))
-    report = report_build(benchmark=pieces_bench, n_resamples=9)
+    report = report_build(scope=OPERATOR, benchmark=pieces_bench, n_resamples=9)
     assert _without_time(report) == _without_time(expected)

@@ -12,6 +12,7 @@ from annotate.models import (
     Label,
     ProjectAnnotatorKind,
 )
+from annotate.selectors.identities import OPERATOR
 from evaluation.conventions import UNKNOWN_CONVENTIONS
 from evaluation.errors import ReportError
 from evaluation.services.reports import report_build
@@ -31,7 +32,7 @@ def _one(report, table, **where):
 
 
 def test_expert_majority_drfr_excludes_the_tie_and_unknown(bench):
-    report = report_build(benchmark=bench, n_resamples=200)
+    report = report_build(scope=OPERATOR, benchmark=bench, n_resamples=200)
     drfr = {
         (r["system"], r["subset"]): (r["yes"], r["questions"])
         for r in _rows(report, "leaderboard", source="expert-majority")
@@ -61,7 +62,7 @@ def test_the_three_unknown_conventions_on_a_conversation_stopped_early(bench):
     ).delete()
     counts = {}
     for unknown in ("exclude", "no", "official"):
-        report = report_build(benchmark=bench, unknown=unknown, n_resamples=10)
+        report = report_build(scope=OPERATOR, benchmark=bench, unknown=unknown, n_resamples=10)
         row = _one(report, "leaderboard", source="judge", system="beta", subset="overall")
         counts[unknown] = (row["yes"], row["questions"])
         assert report["unknown"] == unknown
@@ -72,12 +73,12 @@ def test_the_three_unknown_conventions_on_a_conversation_stopped_early(bench):
 
 
 def test_official_convention_in_kappa_counts_every_answered_label(bench):
-    report = report_build(benchmark=bench, unknown="official", n_resamples=10)
+    report = report_build(scope=OPERATOR, benchmark=bench, unknown="official", n_resamples=10)
     # Every expert label is present: the official ratio equals "no" here, and expert-3's
     # i1 alpha UNKNOWN counts as NO (Y, NO → 1/2, as the "no" convention).
     official = _one(report, "agreement", protocol="drfr", group="expert", subset="easy")
     as_no = _one(
-        report_build(benchmark=bench, unknown="no", n_resamples=10),
+        report_build(scope=OPERATOR, benchmark=bench, unknown="no", n_resamples=10),
         "agreement",
         protocol="drfr",
         group="expert",
@@ -88,7 +89,7 @@ def test_official_convention_in_kappa_counts_every_answered_label(bench):
 
 
 def test_unknown_counted_as_no_when_asked(bench):
-    report = report_build(benchmark=bench, unknown="no", n_resamples=200)
+    report = report_build(scope=OPERATOR, benchmark=bench, unknown="no", n_resamples=200)
     majority = _one(report, "leaderboard", source="expert-majority", system="alpha", subset="easy")
     assert (majority["yes"], majority["questions"]) == (1, 2)
     judge = _one(report, "leaderboard", source="judge", system="beta", subset="overall")
@@ -97,7 +98,7 @@ def test_unknown_counted_as_no_when_asked(bench):
 
 
 def test_leaderboard_has_each_expert_the_majorities_and_the_judge_with_cis(bench):
-    report = report_build(benchmark=bench, n_resamples=200)
+    report = report_build(scope=OPERATOR, benchmark=bench, n_resamples=200)
     sources = {r["source"] for r in report["leaderboard"]}
     assert sources == {
         "expert-1",
@@ -121,7 +122,7 @@ def test_leaderboard_has_each_expert_the_majorities_and_the_judge_with_cis(bench
 
 
 def test_drfr_kappa_is_undefined_when_every_expert_always_agrees(bench):
-    report = report_build(benchmark=bench, n_resamples=200)
+    report = report_build(scope=OPERATOR, benchmark=bench, n_resamples=200)
     # Every expert ranks alpha above beta on both instructions: one category, P_e = 1.
     row = _one(report, "agreement", protocol="drfr", group="expert", subset="overall")
     assert row["fleiss_kappa"] is None
@@ -131,7 +132,7 @@ def test_drfr_kappa_is_undefined_when_every_expert_always_agrees(bench):
 
 
 def test_direct_score_kappa_matches_the_hand_computation(bench):
-    report = report_build(benchmark=bench, n_resamples=200)
+    report = report_build(scope=OPERATOR, benchmark=bench, n_resamples=200)
     row = _one(report, "agreement", protocol="ds", group="expert", subset="overall")
     # Items: i1 counts (A, tie, B) = (1, 1, 1); i2 = (2, 1, 0). P̄ = 1/6, P_e = 7/18.
     assert row["p_bar"] == pytest.approx(1 / 6)
@@ -143,7 +144,7 @@ def test_direct_score_kappa_matches_the_hand_computation(bench):
 
 
 def test_crowd_kappa_pools_the_workers_of_each_task(bench):
-    report = report_build(benchmark=bench, n_resamples=200)
+    report = report_build(scope=OPERATOR, benchmark=bench, n_resamples=200)
     row = _one(report, "agreement", protocol="drfr", group="crowd", subset="easy")
     # crowd-1 and crowd-3: alpha better; crowd-2: a tie. Counts (2, 1, 0): κ = -0.5.
     assert row["fleiss_kappa"] == pytest.approx(-0.5)
@@ -151,7 +152,7 @@ def test_crowd_kappa_pools_the_workers_of_each_task(bench):
 
 
 def test_sources_against_the_expert_majority(bench):
-    report = report_build(benchmark=bench, n_resamples=200)
+    report = report_build(scope=OPERATOR, benchmark=bench, n_resamples=200)
     assert report["acc_unknown"] == "exclude"
     judge = _one(report, "sources", source="judge", subset="overall")
     # 9 gold items with a majority; the judge's UNKNOWN (i2 beta Q2) is not counted
@@ -167,7 +168,7 @@ def test_sources_against_the_expert_majority(bench):
 
 
 def test_acc_counting_a_source_unknown_as_wrong_is_a_named_option(bench):
-    report = report_build(benchmark=bench, acc_unknown="wrong", n_resamples=200)
+    report = report_build(scope=OPERATOR, benchmark=bench, acc_unknown="wrong", n_resamples=200)
     judge = _one(report, "sources", source="judge", subset="overall")
     # The same 9 gold items, the judge's UNKNOWN now compared and wrong: 6 right of 9.
     assert (judge["compared"], judge["acc"]) == (9, pytest.approx(6 / 9))
@@ -175,15 +176,18 @@ def test_acc_counting_a_source_unknown_as_wrong_is_a_named_option(bench):
     # i2: gold YYY | NNN, judge YYN | NUN: 4 right of 6 (2 of 5 compared by default).
     assert (hard["compared"], hard["acc"]) == (6, pytest.approx(4 / 6))
     default = _one(
-        report_build(benchmark=bench, n_resamples=10), "sources", source="judge", subset="hard"
+        report_build(scope=OPERATOR, benchmark=bench, n_resamples=10),
+        "sources",
+        source="judge",
+        subset="hard",
     )
     assert (default["compared"], default["acc"]) == (5, pytest.approx(4 / 5))
     with pytest.raises(ReportError, match="acc_unknown must be one of exclude, wrong"):
-        report_build(benchmark=bench, acc_unknown="no")
+        report_build(scope=OPERATOR, benchmark=bench, acc_unknown="no")
 
 
 def test_crowd_cost_and_time_from_its_assignments(bench):
-    report = report_build(benchmark=bench, n_resamples=200)
+    report = report_build(scope=OPERATOR, benchmark=bench, n_resamples=200)
     crowd = _one(report, "sources", source="crowd-majority", subset="overall")
     # 3 submitted assignments × $1.00 × (1 + 25% fee); first claim to last submission: 30 min.
     assert crowd["cost_usd"] == pytest.approx(3.75)
@@ -204,13 +208,13 @@ def test_a_worker_blocked_after_being_paid_stays_in_the_crowd_cost(bench):
     paid.status = AssignmentStatus.APPROVED
     paid.save()
     WorkerBlock.objects.create(annotator=paid.annotator, reason="copied answers")
-    report = report_build(benchmark=bench, n_resamples=10)
+    report = report_build(scope=OPERATOR, benchmark=bench, n_resamples=10)
     crowd = _one(report, "sources", source="crowd-majority", subset="overall")
     # Still 3 × $1.00 × 1.25: crowd-1's approved HIT was paid before the block.
     assert crowd["cost_usd"] == pytest.approx(3.75)
     unpaid = Assignment.objects.get(annotator__name="crowd-2")  # submitted, never approved
     WorkerBlock.objects.create(annotator=unpaid.annotator, reason="spam")
-    report = report_build(benchmark=bench, n_resamples=10)
+    report = report_build(scope=OPERATOR, benchmark=bench, n_resamples=10)
     crowd = _one(report, "sources", source="crowd-majority", subset="overall")
     assert crowd["cost_usd"] == pytest.approx(2.5)
 
@@ -219,7 +223,6 @@ def test_bonuses_paid_are_in_the_crowd_cost_with_the_fee(bench):
     from decimal import Decimal
 
     from annotate.crowd.models import Bonus, BonusStatus
-    from annotate.selectors.identities import OPERATOR
     from evaluation.services.reports import report_cached
 
     def crowd_cost():  # as the report page reads it: from the cache while nothing changed
@@ -250,7 +253,7 @@ def test_cost_and_time_follow_a_per_project_kind_override(bench, settings):
     ProjectAnnotatorKind.objects.create(
         project=assignment.task.batch.project, annotator=worker, kind=AnnotatorKind.EXPERT
     )
-    report = report_build(benchmark=bench, n_resamples=10)
+    report = report_build(scope=OPERATOR, benchmark=bench, n_resamples=10)
     as_expert = _one(report, "sources", source="crowd-1", subset="overall")
     # 1800 s = 0.5 h × $59; claimed at 0 min, submitted at 10 min.
     assert (as_expert["source_kind"], as_expert["cost_usd"]) == ("expert", pytest.approx(29.5))
@@ -264,7 +267,7 @@ def test_cost_and_time_follow_a_per_project_kind_override(bench, settings):
 
 
 def test_breakdowns_by_constraint_type_and_domain(bench):
-    report = report_build(benchmark=bench, n_resamples=200)
+    report = report_build(scope=OPERATOR, benchmark=bench, n_resamples=200)
     # Expert majority, beta: Content questions i1 q1 (Y) and i2 q1-q3 (NNN) → 1/4;
     # i1 q2 (N) is Format and Number at once and counts under both.
     content = _one(
@@ -281,7 +284,7 @@ def test_breakdowns_by_constraint_type_and_domain(bench):
 
 
 def test_disagreement_levels_of_the_experts(bench):
-    report = report_build(benchmark=bench, n_resamples=200)
+    report = report_build(scope=OPERATOR, benchmark=bench, n_resamples=200)
     levels = {r["level"]: r["questions"] for r in _rows(report, "disagreement", group="expert")}
     # i1 q1: beta split; i1 q2: alpha split (Y, N; U is no vote); i2 q1: beta split;
     # i2 q2: unanimous; i2 q3: both split.
@@ -289,7 +292,7 @@ def test_disagreement_levels_of_the_experts(bench):
 
 
 def test_drfr_by_display_position_reveals_what_was_shown_first(bench):
-    report = report_build(benchmark=bench, n_resamples=200)
+    report = report_build(scope=OPERATOR, benchmark=bench, n_resamples=200)
     positions = {r["position"]: (r["yes"], r["questions"]) for r in report["positions"]}
     # Shown as System A: crowd-1 alpha YY, crowd-2 beta YN, crowd-3 alpha YY.
     assert positions == {"A": (5, 6), "B": (1, 6)}
@@ -298,7 +301,7 @@ def test_drfr_by_display_position_reveals_what_was_shown_first(bench):
 def test_report_is_valid_json_with_every_documented_key(bench):
     import json
 
-    report = report_build(benchmark=bench, n_resamples=50)
+    report = report_build(scope=OPERATOR, benchmark=bench, n_resamples=50)
     parsed = json.loads(json.dumps(report, allow_nan=False))
     for key in ("leaderboard", "agreement", "sources", "constraints", "domains"):
         assert parsed[key], key
@@ -316,11 +319,18 @@ def test_report_is_valid_json_with_every_documented_key(bench):
 
 
 def test_empty_benchmark_gives_an_empty_report():
-    report = report_build(benchmark=BenchmarkFactory(), n_resamples=50)
+    report = report_build(scope=OPERATOR, benchmark=BenchmarkFactory(), n_resamples=50)
     assert report["leaderboard"] == [] and report["agreement"] == [] and report["sources"] == []
 
 
 def test_seeded_bootstrap_is_reproducible(bench):
-    first = report_build(benchmark=bench, n_resamples=100, seed=7)
-    again = report_build(benchmark=bench, n_resamples=100, seed=7)
+    first = report_build(scope=OPERATOR, benchmark=bench, n_resamples=100, seed=7)
+    again = report_build(scope=OPERATOR, benchmark=bench, n_resamples=100, seed=7)
     assert first["leaderboard"] == again["leaderboard"]
+
+
+def test_the_reader_whose_names_the_report_shows_must_be_given():
+    """Without a scope, report_build named every platform worker as an operator sees them: a web
+    caller forgetting it would have shown worker ids to anyone. It is a required keyword."""
+    with pytest.raises(TypeError, match="scope"):
+        report_build(benchmark=BenchmarkFactory(), n_resamples=10)

@@ -259,14 +259,20 @@ def test_api_approve_and_reject(client, admin_user, crowd_batch):
 
 
 def test_project_page_links_admins_to_publishing(client, admin_user, researcher, crowd_batch):
+    """Admins publish a batch from the project page; a researcher, who cannot, is told that an
+    admin does it (as on the human-study page), rather than left wondering how work reaches
+    crowd workers."""
     project = crowd_batch.project
     project.researchers.add(researcher)
     publish_url = reverse("crowd:publish", args=[crowd_batch.pk])
     client.force_login(admin_user)
-    assert publish_url in client.get(reverse("work:project-detail", args=[project.pk])).text
+    page = client.get(reverse("work:project-detail", args=[project.pk])).text
+    assert publish_url in page and 'id="crowd-publishing-note"' not in page
     client.force_login(researcher)
     page = client.get(reverse("work:project-detail", args=[project.pk]))
     assert page.status_code == 200 and publish_url not in page.text
+    note = page.text.split('id="crowd-publishing-note">', 1)[1].split("</p>", 1)[0]
+    assert "an admin publishes a batch to crowd workers" in note
 
 
 def test_configured_worker_filter_reaches_mturk(

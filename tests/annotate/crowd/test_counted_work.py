@@ -139,7 +139,7 @@ def test_five_invented_workers_count_nowhere(client, live, fake_mturk):
 
     data = benchmark_arrays(benchmark=benchmark)
     assert data.annotator_names == ["mturk:AREAL1"]
-    report = report_build(benchmark=benchmark, n_resamples=10)
+    report = report_build(scope=OPERATOR, benchmark=benchmark, n_resamples=10)
     # The real worker said yes to 2 questions on each system of the first instruction: DRFR 1.0
     # (with the forged "no" votes the crowd majority was 0.0).
     assert _crowd_rows(report) == {s: (2, 2) for s in report["systems"]}
@@ -161,7 +161,7 @@ def test_only_forged_work_gives_no_crowd_source_at_all(client, live, fake_mturk,
     ]
     _sync(live)
     assert benchmark_arrays(benchmark=benchmark).annotator_names == []
-    report = report_build(benchmark=benchmark, n_resamples=10)
+    report = report_build(scope=OPERATOR, benchmark=benchmark, n_resamples=10)
     assert _crowd_rows(report) == {}
     assert not [s for s in report["sources"] if s["source"] == CROWD]
     assert _aggregated(benchmark) == []
@@ -173,7 +173,7 @@ def test_only_forged_work_gives_no_crowd_source_at_all(client, live, fake_mturk,
     forged = Assignment.objects.get(platform_assignment_id="FORGEDAFAKE0")
     with pytest.raises(ConflictError, match="has not confirmed assignment FORGEDAFAKE0"):
         review.assignment_approve(assignment_id=forged.pk, user=admin)
-    assert report_build(benchmark=benchmark, n_resamples=10)["sources"] == []
+    assert report_build(scope=OPERATOR, benchmark=benchmark, n_resamples=10)["sources"] == []
 
 
 def test_unsynced_work_counts_once_mturk_confirms_it(client, live, fake_mturk, admin):
@@ -452,7 +452,7 @@ def test_crowd_cost_is_what_each_assignment_was_paid_through_its_publication(
     one, _ = do_task(client, fake_mturk, first, "AWORKER1", "yes")
     two, _ = do_task(client, fake_mturk, second, "AWORKER1", "no")
     _sync(live)
-    report = report_build(benchmark=benchmark, n_resamples=10)
+    report = report_build(scope=OPERATOR, benchmark=benchmark, n_resamples=10)
     crowd = next(
         row for row in report["sources"]
         if row["source"] == CROWD and row["subset"] == "overall"

@@ -18,7 +18,7 @@ from annotate.crowd.models import Hit, Publication
 from annotate.crowd.services.review import _hit_store
 from annotate.models import Annotator, AnnotatorKind, AssignmentStatus, Label
 from annotate.roles import ADMIN, RESEARCHER
-from annotate.selectors.identities import crowd_pseudonym
+from annotate.selectors.identities import OPERATOR, crowd_pseudonym
 from annotate.services.annotators import annotator_kind_set
 from evaluation.models import ExportStatus, ReportExport
 from evaluation.report_formats import TABLES
@@ -306,7 +306,7 @@ def test_one_cached_report_serves_both_readers_with_the_same_numbers(
     )
     assert renamed == outsider
     assert "mturk:AWORKERSECRET" in json.dumps(admin)
-    command = reports.report_build(benchmark=benchmark)  # the operator's: every name
+    command = reports.report_build(scope=OPERATOR, benchmark=benchmark)  # every name
     for table in ("leaderboard", "sources", "constraints", "domains", "votes"):
         assert admin[table] == command[table], table
 

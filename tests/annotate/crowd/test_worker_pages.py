@@ -283,6 +283,7 @@ def test_an_admin_walks_a_hit_through_the_offline_demo_platform_as_a_worker(
     assert client.post(submit, {**mine, "assignmentId": "FAKEASG1"}).status_code == 404
     taken = client.post(submit, mine)
     assert taken.status_code == 200 and "took assignment" in taken.text
+    assert "counts once a sync" in taken.text and "never counts" not in taken.text
     assert client.post(submit, mine).status_code == 404  # once
     assert not counted_assignments().filter(pk=assignment.pk).exists()  # not confirmed yet
 
@@ -303,6 +304,43 @@ def test_an_admin_walks_a_hit_through_the_offline_demo_platform_as_a_worker(
     assert "workerId=DEMOWORKER3" in client.post(start)["Location"]
     full = client.post(start, follow=True)
     assert "Every worker this HIT asked for has taken it" in full.text
+
+
+def test_late_work_handed_back_on_the_demo_platform_is_told_it_never_counts(
+    client, published, admin_user, django_capture_on_commit_callbacks
+):
+    """A demo worker whose claim lapsed while in-house annotators filled the task submits late
+    and hands the HIT back: the message said it counts once a sync confirms it, though late
+    work never counts."""
+    from annotate.selectors.results import counted_assignments
+    from annotate.services.assignments import assignments_expire
+    from tests.factories import AnnotatorFactory, AssignmentFactory
+
+    client.force_login(admin_user)
+    hit = _hit(published)
+    opened = client.post(reverse("crowd:demo-worker", args=[hit.pk]))
+    task_url = client.get(opened["Location"])["Location"]
+    task = client.get(task_url).text
+    assignment = Assignment.objects.get(annotator__worker_id="DEMOWORKER1")
+    assert assignments_expire(now=assignment.expires_at) >= 1
+    for n in range(published.batch.project.assignments_per_task):
+        AssignmentFactory(
+            task=assignment.task,
+            annotator=AnnotatorFactory(name=f"in-house {n}"),
+            status=AssignmentStatus.SUBMITTED,
+            submitted_at=timezone.now(),
+        )
+    done = client.post(task_url, _answers(task))
+    assert 'id="late-note"' in done.text
+    token = re.search(r'name="token" value="([^"]+)"', done.text).group(1)
+    mine = {"assignmentId": assignment.platform_assignment_id, "token": token}
+    taken = client.post(reverse("crowd:demo-external-submit"), mine)
+    assert taken.status_code == 200 and "took assignment" in taken.text
+    assert "never counts in the results" in taken.text
+    assert "counts once a sync" not in taken.text
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(reverse("crowd:publication-action", args=[published.pk]), {"action": "sync"})
+    assert not counted_assignments().filter(pk=assignment.pk).exists()
 
 
 def test_only_the_demo_platform_may_send_the_work_back_to_this_site(

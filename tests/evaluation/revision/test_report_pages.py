@@ -216,3 +216,38 @@ def test_empty_tables_say_what_fills_them(client, researcher, tmp_path, settings
     assert reverse("revision:rerate", args=[study.pk]) in table5
     positions = html.split('id="t-figure2_positions"')[1].split("</section>")[0]
     assert "No data: no rated turn of a finished session yet." in positions
+
+
+def test_figures_are_drawn_once_until_a_rated_turn_changes_them(
+    client, researcher, tmp_path, monkeypatch
+):
+    """The page and the API share one drawing per state of the rated turns; a script asking
+    again costs no render, and a new rated turn draws a new figure."""
+    from annotate.revision.models import RevisionSession, SessionStatus, Turn
+    from evaluation.revision import figures
+
+    study = sample_study(tmp_path)
+    client.force_login(researcher)
+    drawn = []
+    render = figures.render_revision_figure
+
+    def counted(report, name, fmt):
+        drawn.append((name, fmt))
+        return render(report, name, fmt)
+
+    page = reverse("revision-reports:figure", args=[study.pk, "ratings", "svg"])
+    api = reverse("api-revision-figure", args=[study.pk, "ratings", "svg"])
+    monkeypatch.setattr(figures, "render_revision_figure", counted)
+    first, again = client.get(page), client.get(api)
+    assert first.status_code == again.status_code == 200
+    assert again.content == first.content and drawn == [("ratings", "svg")]
+    session = RevisionSession.objects.get(
+        study=study, status=SessionStatus.FINISHED, system__name="llama"
+    )
+    Turn.objects.create(
+        session=session, position=4, instruction="One more.",
+        instruction_type="stylistic", rating="good",
+    )  # fmt: skip
+    redrawn = client.get(page)
+    assert redrawn.status_code == 200 and redrawn.content != first.content
+    assert drawn == [("ratings", "svg"), ("ratings", "svg")]
