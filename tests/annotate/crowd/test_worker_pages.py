@@ -12,6 +12,7 @@ from annotate.crowd.fake import FakePlatform
 from annotate.crowd.models import Hit, WorkerBlock
 from annotate.crowd.services import publishing
 from annotate.crowd.services.publishing import PublishSettings
+from annotate.crowd.services.workers import worker_assignment_get
 from annotate.models import (
     Annotator,
     AnnotatorKind,
@@ -91,7 +92,16 @@ def test_accepted_hit_links_an_assignment_to_the_worker(client, published):
     )
     # A reload inside MTurk's frame reopens the same assignment.
     again = _open(client, hit, assignment_id=assignment_id)
-    assert Assignment.objects.count() == 1 and again["Location"] == opened["Location"]
+    assert Assignment.objects.count() == 1
+
+    # The links carry a signed, timestamped token: the two differ when the requests fall in
+    # different seconds, but open the same assignment, with the same place to submit to.
+    def opens(response):
+        token = response["Location"].rstrip("/").rsplit("/", 1)[1]
+        held = worker_assignment_get(token=token)
+        return held.assignment.pk, held.submit_to
+
+    assert opens(opened)[0] == assignment.pk and opens(again) == opens(opened)
 
 
 def test_submit_stores_labels_then_hands_the_assignment_back(client, published):
