@@ -380,7 +380,25 @@ class ImportJobSerializer(serializers.Serializer):
         return reverse("annotate:import-detail", args=[job.pk])
 
 
-class ImportApi(APIView):
+class UploadImportApi(APIView):
+    """A researcher's file to import, sent as multipart/form-data: counted against the upload
+    pages' limit (UPLOAD_RATE) as well as the API's; anyone else gets 404. Subclasses declare
+    their InputSerializer and read it with `researcher_input`."""
+
+    parser_classes = [MultiPartParser]
+    throttle_classes = [UserRateThrottle, AnonRateThrottle, UploadThrottle]
+    InputSerializer: type[serializers.Serializer]
+
+    def researcher_input(self, request: Request) -> dict:
+        """The upload's validated fields (400 naming a wrong one); 404 for a non-researcher."""
+        if not is_researcher(request.user):
+            raise NotFoundError("Only researchers import files.")
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        return data.validated_data
+
+
+class ImportApi(UploadImportApi):
     """POST: import a file, as the Import page (/benchmarks/imports/) does: instructions,
     responses, labels or direct scores.
 
@@ -388,9 +406,6 @@ class ImportApi(APIView):
     400 naming the file and each wrong line and field, nothing written. A larger one is stored
     and imported in the background (202), as every upload of the page is: poll `status_url`.
     """
-
-    parser_classes = [MultiPartParser]
-    throttle_classes = [UserRateThrottle, AnonRateThrottle, UploadThrottle]
 
     @extend_schema_serializer(component_name="ImportInput")
     class InputSerializer(serializers.Serializer):
@@ -430,11 +445,7 @@ class ImportApi(APIView):
         },
     )
     def post(self, request: Request) -> Response:
-        if not is_researcher(request.user):
-            raise NotFoundError("Only researchers import files.")
-        data = self.InputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        data = data.validated_data
+        data = self.researcher_input(request)
         names = {key: data[key] for key in ("benchmark_name", "system_name", "annotator_name")}
         upload = data["upload"]
         import_upload_check(kind=data["kind"], upload=upload, **names)

@@ -9,12 +9,11 @@ from django.urls import reverse
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_serializer
 from rest_framework import serializers, status
-from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotate.api import ImportRefusalSerializer, UploadField
+from annotate.api import ImportRefusalSerializer, UploadField, UploadImportApi
 from annotate.engine.api import RefusalSerializer
 from annotate.errors import FieldInputError, ImportFileError
 from annotate.http import api_upload_import
@@ -23,7 +22,6 @@ from annotate.revision.selectors import study_annotators
 from annotate.revision.services.imports import sessions_import, study_upload
 from annotate.revision.services.reratings import RerateSampleError, reratings_sample
 from annotate.roles import is_researcher
-from annotate.throttling import AnonRateThrottle, UploadThrottle, UserRateThrottle
 
 
 class RerateApi(APIView):
@@ -78,14 +76,19 @@ class RerateApi(APIView):
         return Response(self.OutputSerializer(payload).data, status=status.HTTP_201_CREATED)
 
 
-class SessionsImportApi(APIView):
+def _study_name(data: dict) -> str:
+    """The upload's study name, refused when blank (400 naming 'study')."""
+    name = data["study"].strip()
+    if not name:
+        raise serializers.ValidationError({"study": ["the study needs a name"]})
+    return name
+
+
+class SessionsImportApi(UploadImportApi):
     """POST: import KIWI sessions (JSON Lines) into a study, made if new, as the revision upload
     page ("Sessions (KIWI format)") and `manage.py import_sessions` do: every line or none (200
     with what was imported; 400 naming the file's wrong lines and fields, nothing written);
     sessions stored already are left as they are."""
-
-    parser_classes = [MultiPartParser]
-    throttle_classes = [UserRateThrottle, AnonRateThrottle, UploadThrottle]
 
     @extend_schema_serializer(component_name="SessionsImportInput")
     class InputSerializer(serializers.Serializer):
@@ -110,13 +113,8 @@ class SessionsImportApi(APIView):
         },
     )
     def post(self, request: Request) -> Response:
-        if not is_researcher(request.user):
-            raise Http404
-        data = self.InputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        name, upload = data.validated_data["study"].strip(), data.validated_data["file"]
-        if not name:
-            raise serializers.ValidationError({"study": ["the study needs a name"]})
+        data = self.researcher_input(request)
+        name, upload = _study_name(data), data["file"]
         summary, message = api_upload_import(
             upload,
             lambda path: sessions_import(path=path, study_name=name),
@@ -134,15 +132,12 @@ class SessionsImportApi(APIView):
         return Response(self.OutputSerializer(done).data)
 
 
-class StudyQuestionsImportApi(APIView):
+class StudyQuestionsImportApi(UploadImportApi):
     """POST: add questions with their documents (JSON Lines) and systems to a study, made if
     new, as the revision upload page ("Questions with documents") and `manage.py import_study`
     do: every line or none (201 with the study and what was imported; 400 naming the file's
     wrong lines and fields, nothing written); questions stored already are left as they are.
     Only an admin may give a system an endpoint that costs money (403)."""
-
-    parser_classes = [MultiPartParser]
-    throttle_classes = [UserRateThrottle, AnonRateThrottle, UploadThrottle]
 
     @extend_schema_serializer(component_name="StudyQuestionsImportInput")
     class InputSerializer(serializers.Serializer):
@@ -179,16 +174,11 @@ class StudyQuestionsImportApi(APIView):
         },
     )
     def post(self, request: Request) -> Response:
-        if not is_researcher(request.user):
-            raise Http404
-        data = self.InputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        name, upload = data.validated_data["study"].strip(), data.validated_data["file"]
-        if not name:
-            raise serializers.ValidationError({"study": ["the study needs a name"]})
+        data = self.researcher_input(request)
+        name, upload = _study_name(data), data["file"]
         systems = [
             spec.strip()
-            for value in data.validated_data.get("systems", [])
+            for value in data.get("systems", [])
             for spec in value.split(",")
             if spec.strip()
         ]

@@ -8,29 +8,24 @@ from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_serializer
 from rest_framework import serializers
-from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotate.api import ImportRefusalSerializer, UploadField
+from annotate.api import ImportRefusalSerializer, UploadField, UploadImportApi
 from annotate.engine.api import RefusalSerializer, SpendingCapField, run_start_answer
 from annotate.errors import FieldInputError
 from annotate.http import api_upload_import
 from annotate.roles import is_researcher
-from annotate.throttling import AnonRateThrottle, UploadThrottle, UserRateThrottle
 from annotate.verbalizer.models import ClassificationDataset, EvaluationSet, Mode
 from annotate.verbalizer.services import runs
 from annotate.verbalizer.services.imports import FORMATS, classification_import
 
 
-class ItemsImportApi(APIView):
+class ItemsImportApi(UploadImportApi):
     """POST: import a file of items into a dataset, as the Verbalizer page's "Import items"
     form and `manage.py import_classification` do: every row or none (200 with what was
     imported; 400 naming the file's wrong lines and fields, nothing written)."""
-
-    parser_classes = [MultiPartParser]
-    throttle_classes = [UserRateThrottle, AnonRateThrottle, UploadThrottle]
 
     @extend_schema_serializer(component_name="ItemsImportInput")
     class InputSerializer(serializers.Serializer):
@@ -56,11 +51,7 @@ class ItemsImportApi(APIView):
         },
     )
     def post(self, request: Request) -> Response:
-        if not is_researcher(request.user):
-            raise Http404
-        data = self.InputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        data = data.validated_data
+        data = self.researcher_input(request)
         dataset = ClassificationDataset.objects.filter(name=data["dataset"]).first()
         if dataset is None:  # the page offers only datasets made already
             raise FieldInputError(f"No dataset named {data['dataset']!r}.", field="dataset")
