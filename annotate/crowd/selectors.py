@@ -287,7 +287,8 @@ def _spent_q(counted: Q) -> Q:
     worker in results (which work counts and what was paid are different questions): the
     `counted` work of any kind, approved work of workers blocked since, submitted work of a
     blocked worker that the platform confirmed (it pays that when the auto-approval delay
-    ends unless it is rejected), and work rejected here only (rejected_here_only: the
+    ends unless it is rejected) or, on a self-hosted link, that was handed its completion
+    code, and work rejected here only (rejected_here_only: the
     platform holds it as submitted and pays it unless it is rejected there too, or approved
     it already, its auto-approval delay over: paid, whatever we say)."""
     blocked = Q(annotator_id__in=blocked_annotator_ids())
@@ -295,11 +296,15 @@ def _spent_q(counted: Q) -> Q:
         status=AssignmentStatus.SUBMITTED,
         platform_record__status__in=CONFIRMED_PLATFORM_STATUSES,
     )
+    # A self-hosted participant was handed the completion code with the submission: their
+    # recruiting site pays it unless it is rejected there, blocked here or not.
+    code_handed_waiting = Q(annotator__platform="selfhosted", status=AssignmentStatus.SUBMITTED)
     rejected_here_only = Q(
         status=AssignmentStatus.REJECTED,
         platform_record__status__in=CONFIRMED_PLATFORM_STATUSES,
     )
-    return counted | _paid_before_block() | (blocked & confirmed_waiting) | rejected_here_only
+    waiting = confirmed_waiting | code_handed_waiting
+    return counted | _paid_before_block() | (blocked & waiting) | rejected_here_only
 
 
 def _late_paid_q() -> Q:

@@ -82,6 +82,25 @@ def test_selfhosted_preview_is_what_table_4_counts_once_the_work_is_in(
     assert "submitted, not reviewed yet: 4 assignments, $8.00" in page
 
 
+def test_a_blocked_selfhosted_workers_work_stays_spent_until_rejected(
+    client, selfhosted_batch, admin_user, django_capture_on_commit_callbacks
+):
+    """P1 was handed the completion code with each submission: the recruiting site pays them
+    unless the submission is rejected there, whether or not P1 is blocked here since."""
+    publication = _selfhosted_done_by_two(
+        client, selfhosted_batch, django_capture_on_commit_callbacks
+    )
+    p1 = Assignment.objects.filter(annotator__worker_id="P1").first().annotator
+    review.worker_block(annotator_id=p1.pk, reason="answers at random", user=admin_user)
+    page = client.get(reverse("crowd:publication", args=[publication.pk])).text
+    assert 'id="spent-total">$8.00<' in page
+    # Rejected here (and, as the page tells, on the recruiting site): no longer spent.
+    for assignment in Assignment.objects.filter(annotator=p1):
+        review.assignment_reject(assignment_id=assignment.pk, feedback="random", user=admin_user)
+    page = client.get(reverse("crowd:publication", args=[publication.pk])).text
+    assert 'id="spent-total">$4.00<' in page
+
+
 @pytest.fixture
 def fake_platform():
     from annotate.crowd.fake import FakePlatform
