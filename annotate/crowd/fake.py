@@ -18,7 +18,6 @@ import os
 import secrets
 import tempfile
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
@@ -37,10 +36,6 @@ RETURNED = "Returned"
 DEMO_WORKER = "DEMOWORKER"  # the ids an admin takes the offline platform's HITs as
 # Threads of one process take the file lock one after the other (flock is per open file).
 _PROCESS_LOCK = threading.RLock()
-# A write within one tick of the file system's clock may leave the file's modification time as
-# it was (and its size, and an inode number freed by os.replace): a state read sooner than this
-# after the file's last write is compared by its text before the parsed copy is trusted again.
-_TIMESTAMP_SLACK_NS = 2_000_000_000
 
 
 @dataclass
@@ -135,8 +130,6 @@ def _locked(*, exclusive: bool) -> Iterator[Path]:
 class _Parsed:
     """The state file as this process last read it: its text and that text parsed."""
 
-    key: tuple  # path, inode, size, modification time: another write changes one of them...
-    settled: bool  # ...once the text was read more than a clock tick after its write
     text: str
     store: FakeStore  # shared by every reader: never changed in place
 
@@ -144,27 +137,17 @@ class _Parsed:
 _parsed: _Parsed | None = None  # under _PROCESS_LOCK
 
 
-def _key(path: Path, status: os.stat_result) -> tuple:
-    return (str(path), status.st_ino, status.st_size, status.st_mtime_ns)
-
-
 def _load(path: Path) -> FakeStore:
-    """The platform's state, the file parsed again only if it changed since the last read."""
+    """The platform's state, parsed again only if the file's text changed since the last read
+    (reading it is cheap; parsing and building the store is what a call paid)."""
     global _parsed
     try:
-        with open(path, encoding="utf-8") as handle:
-            status = os.fstat(handle.fileno())
-            if _parsed is not None and _parsed.settled and _parsed.key == _key(path, status):
-                return _parsed.store
-            read_at = time.time_ns()
-            text = handle.read()
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return FakeStore()
-    unchanged = _parsed is not None and _parsed.text == text
-    store = _parsed.store if unchanged else _parse(path, text)
-    settled = read_at > status.st_mtime_ns + _TIMESTAMP_SLACK_NS
-    _parsed = _Parsed(_key(path, status), settled, text, store)
-    return store
+    if _parsed is None or _parsed.text != text:
+        _parsed = _Parsed(text, _parse(path, text))
+    return _parsed.store
 
 
 def _parse(path: Path, text: str) -> FakeStore:
