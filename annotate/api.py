@@ -380,6 +380,17 @@ class ImportJobSerializer(serializers.Serializer):
         return reverse("annotate:import-detail", args=[job.pk])
 
 
+def upload_import_schema(input_serializer, responses: dict, **kwargs):
+    """`extend_schema` of a file import's POST: a multipart body, the given answers, and 400
+    with the refusal naming the file's wrong lines and fields."""
+    refused = OpenApiResponse(ImportRefusalSerializer, description="Nothing was written.")
+    return extend_schema(
+        request={"multipart/form-data": input_serializer},
+        responses=dict(sorted({**responses, 400: refused}.items())),
+        **kwargs,
+    )
+
+
 class UploadImportApi(APIView):
     """A researcher's file to import, sent as multipart/form-data: counted against the upload
     pages' limit (UPLOAD_RATE) as well as the API's; anyone else gets 404. Subclasses declare
@@ -436,14 +447,7 @@ class ImportApi(UploadImportApi):
         unchanged = serializers.IntegerField()
         message = serializers.CharField()
 
-    @extend_schema(
-        request={"multipart/form-data": InputSerializer},
-        responses={
-            200: OutputSerializer,
-            202: ImportJobSerializer,
-            400: OpenApiResponse(ImportRefusalSerializer, description="Nothing was written."),
-        },
-    )
+    @upload_import_schema(InputSerializer, {200: OutputSerializer, 202: ImportJobSerializer})
     def post(self, request: Request) -> Response:
         data = self.researcher_input(request)
         names = {key: data[key] for key in ("benchmark_name", "system_name", "annotator_name")}

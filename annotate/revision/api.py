@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotate.api import ImportRefusalSerializer, UploadField, UploadImportApi
+from annotate.api import UploadField, UploadImportApi, upload_import_schema
 from annotate.engine.api import RefusalSerializer
 from annotate.errors import FieldInputError, ImportFileError
 from annotate.http import api_upload_import
@@ -105,13 +105,7 @@ class SessionsImportApi(UploadImportApi):
         message = serializers.CharField()
         report_url = serializers.CharField()
 
-    @extend_schema(
-        request={"multipart/form-data": InputSerializer},
-        responses={
-            200: OutputSerializer,
-            400: OpenApiResponse(ImportRefusalSerializer, description="Nothing was written."),
-        },
-    )
+    @upload_import_schema(InputSerializer, {200: OutputSerializer})
     def post(self, request: Request) -> Response:
         data = self.researcher_input(request)
         name, upload = _study_name(data), data["file"]
@@ -162,11 +156,10 @@ class StudyQuestionsImportApi(UploadImportApi):
         unchanged = serializers.IntegerField()
         message = serializers.CharField()
 
-    @extend_schema(
-        request={"multipart/form-data": InputSerializer},
-        responses={
+    @upload_import_schema(
+        InputSerializer,
+        {
             201: OutputSerializer,
-            400: OpenApiResponse(ImportRefusalSerializer, description="Nothing was written."),
             403: OpenApiResponse(
                 RefusalSerializer,
                 description="A system on a paid endpoint, not an admin. Nothing was written.",

@@ -12,7 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotate.api import ImportRefusalSerializer, UploadField, UploadImportApi
+from annotate.api import UploadField, UploadImportApi, upload_import_schema
 from annotate.engine.api import RefusalSerializer, SpendingCapField, run_start_answer
 from annotate.errors import FieldInputError
 from annotate.http import api_upload_import
@@ -43,13 +43,7 @@ class ItemsImportApi(UploadImportApi):
         positive = serializers.IntegerField()
         message = serializers.CharField()
 
-    @extend_schema(
-        request={"multipart/form-data": InputSerializer},
-        responses={
-            200: OutputSerializer,
-            400: OpenApiResponse(ImportRefusalSerializer, description="Nothing was written."),
-        },
-    )
+    @upload_import_schema(InputSerializer, {200: OutputSerializer})
     def post(self, request: Request) -> Response:
         data = self.researcher_input(request)
         dataset = ClassificationDataset.objects.filter(name=data["dataset"]).first()
