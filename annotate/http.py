@@ -195,6 +195,10 @@ def csp_replace_on(response: HttpResponse, directives: dict[str, list[str]]) -> 
     return response
 
 
+# The content type of each format a report's figure is drawn in (every report's figure views).
+FIGURE_TYPES = {"svg": "image/svg+xml", "png": "image/png", "pdf": "application/pdf"}
+
+
 # A figure opened on its own (an SVG download) may run nothing: names in it come from imported
 # data, and matplotlib's SVG carries its own <style>. Every report's figure view wears it.
 figure_csp = csp(

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 from django.http import Http404
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_serializer,
+)
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from annotate.engine.api import RefusalSerializer
+from annotate.http import FIGURE_TYPES
 from annotate.models import Benchmark
 from annotate.roles import is_researcher
 from annotate.selectors.identities import identity_scope
@@ -100,3 +108,23 @@ class ReportApi(APIView):
                 benchmark=benchmark, scope=scope, unknown=unknown, acc_unknown=acc_unknown
             )
         )
+
+
+def figure_download_schema(
+    *, operation_id: str, figure_param: str, figures, missing: str, description: str
+):
+    """`extend_schema` of a report figure's GET: the figure's name and image format in the
+    path, the image's bytes in each format, 404 (`missing`: what may not be there)."""
+    return extend_schema(
+        operation_id=operation_id,
+        request=None,
+        parameters=[
+            OpenApiParameter(figure_param, str, OpenApiParameter.PATH, enum=list(figures)),
+            OpenApiParameter("image_format", str, OpenApiParameter.PATH, enum=list(FIGURE_TYPES)),
+        ],
+        responses={
+            **{(200, content_type): OpenApiTypes.BINARY for content_type in FIGURE_TYPES.values()},
+            404: OpenApiResponse(RefusalSerializer, description=missing),
+        },
+        description=description,
+    )

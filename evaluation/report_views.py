@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils.text import slugify
 from django.views.decorators.http import require_POST
 
-from annotate.http import figure_csp
+from annotate.http import FIGURE_TYPES, figure_csp
 from annotate.models import Benchmark
 from annotate.roles import ADMIN, RESEARCHER, RESEARCHERS_ONLY, require_role
 from annotate.selectors.identities import identity_scope
@@ -42,7 +42,6 @@ DOCUMENTS = {
     "tex": (report_formats.report_latex, "application/x-tex"),
     "md": (report_formats.report_markdown, "text/markdown"),
 }
-FIGURE_TYPES = {"svg": "image/svg+xml", "png": "image/png", "pdf": "application/pdf"}
 
 
 def _benchmark(request: HttpRequest, benchmark_id: int) -> Benchmark:

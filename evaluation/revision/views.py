@@ -17,7 +17,7 @@ from annotate.engine.api import RefusalSerializer
 from annotate.engine.pages import run_form_submit
 from annotate.engine.services import engine_run_estimate_new
 from annotate.errors import AnnotateError
-from annotate.http import FileNegotiation, figure_csp
+from annotate.http import FIGURE_TYPES, FileNegotiation, figure_csp
 from annotate.revision.models import Study
 from annotate.revision.selectors import study_collection_progress
 from annotate.revision.services.exports import sessions_export_csv, sessions_export_jsonl
@@ -30,6 +30,7 @@ from annotate.roles import (
     require_role,
 )
 from evaluation.errors import EvaluationError
+from evaluation.report_api import figure_download_schema
 from evaluation.report_formats import _without_nan
 from evaluation.revision import figures
 from evaluation.revision.formats import (
@@ -63,9 +64,6 @@ TASK_TITLES = {
     JudgeTask.ERROR_CATEGORY: "Classify error categories (Table 4)",
     JudgeTask.RATING: "Run the rating judge (Table 5)",
 }
-
-
-FIGURE_TYPES = {"svg": "image/svg+xml", "png": "image/png", "pdf": "application/pdf"}
 
 
 def _require_researcher(user) -> None:
@@ -226,20 +224,11 @@ class RevisionReportDownloadApi(APIView):
 class RevisionFigureApi(APIView):
     content_negotiation_class = FileNegotiation
 
-    @extend_schema(
+    @figure_download_schema(
         operation_id="revision_studies_figure_download",
-        request=None,
-        parameters=[
-            OpenApiParameter("figure", str, OpenApiParameter.PATH, enum=list(figures.FIGURES)),
-            OpenApiParameter("image_format", str, OpenApiParameter.PATH, enum=list(FIGURE_TYPES)),
-        ],
-        responses={
-            **{(200, content_type): OpenApiTypes.BINARY for content_type in FIGURE_TYPES.values()},
-            404: OpenApiResponse(
-                RefusalSerializer,
-                description="No such study or figure, not yours, or nothing to draw in it yet.",
-            ),
-        },
+        figure_param="figure",
+        figures=figures.FIGURES,
+        missing="No such study or figure, not yours, or nothing to draw in it yet.",
         description="Figure 2 of a revision study's report (ratings: the rating distribution "
         "per system; positions: instruction type by turn position) as svg, png or pdf, the "
         "bytes of the report page's figure. Researchers and admins; anyone else gets 404.",

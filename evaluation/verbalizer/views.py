@@ -13,11 +13,12 @@ from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
 from annotate.engine.api import RefusalSerializer
-from annotate.http import FileNegotiation, csv_download, figure_csp
+from annotate.http import FIGURE_TYPES, FileNegotiation, csv_download, figure_csp
 from annotate.roles import ADMIN, RESEARCHER, RESEARCHERS_ONLY, is_researcher, require_role
 from annotate.selectors.identities import identity_scope
 from annotate.verbalizer.models import EvaluationSet, ModelAnswer
 from annotate.verbalizer.selectors import human_answers_waiting_for_kind
+from evaluation.report_api import figure_download_schema
 from evaluation.verbalizer import figures
 from evaluation.verbalizer.formats import TABLES, flat_rows, report_as
 from evaluation.verbalizer.parsing import parse_lenient, parse_strict
@@ -29,7 +30,6 @@ DOCUMENTS = {
     "latex": "application/x-tex",
     "md": "text/markdown",
 }
-FIGURE_TYPES = {"svg": "image/svg+xml", "png": "image/png", "pdf": "application/pdf"}
 REPLIES_PER_PAGE = 50
 
 
@@ -213,20 +213,11 @@ class VerbalizerHumanAnswersApi(APIView):
 class VerbalizerFigureApi(APIView):
     content_negotiation_class = FileNegotiation
 
-    @extend_schema(
+    @figure_download_schema(
         operation_id="verbalizer_sets_figure_download",
-        request=None,
-        parameters=[
-            OpenApiParameter("figure_name", str, OpenApiParameter.PATH, enum=list(figures.FIGURES)),
-            OpenApiParameter("image_format", str, OpenApiParameter.PATH, enum=list(FIGURE_TYPES)),
-        ],
-        responses={
-            **{(200, content_type): OpenApiTypes.BINARY for content_type in FIGURE_TYPES.values()},
-            404: OpenApiResponse(
-                RefusalSerializer,
-                description="No such set or figure, not yours, or nothing to draw in it yet.",
-            ),
-        },
+        figure_param="figure_name",
+        figures=figures.FIGURES,
+        missing="No such set or figure, not yours, or nothing to draw in it yet.",
         description="One of Figures 2-5 of an evaluation set's report (groups, mappings, "
         "flipped, flipped_by_dataset) as svg, png or pdf, the bytes of the report page's "
         "figure. Researchers and admins; anyone else gets 404.",
