@@ -378,6 +378,21 @@ def _stored_labels(folder, *rows: str) -> None:
     labels_import(path=path, benchmark_name="b")
 
 
+def _labels_on_the_import_page(client, capture_on_commit, labels: str, **fields):
+    """Upload `labels` as labels.csv of benchmark b on the Import page, the background import
+    run at once; the page's answer (a redirect to the import's own page)."""
+    with capture_on_commit(execute=True):
+        return client.post(
+            reverse("annotate:import-list"),
+            {
+                "kind": "labels",
+                "benchmark_name": "b",
+                **fields,
+                "upload": SimpleUploadedFile("labels.csv", labels.encode()),
+            },
+        )
+
+
 def _import_labels_command(folder, *rows: str) -> str:
     path = write_text(folder / "labels.csv", LABEL_HEADER + "".join(f"{row}\n" for row in rows))
     with pytest.raises(CommandError) as caught:
@@ -417,15 +432,7 @@ def test_the_import_page_names_line_errors_and_clashes_in_one_round(
     _stored_labels(benchmark, "t1,s,ann,1,YES,expert")
     labels = LABEL_HEADER + "t1,s,ann,2,MAYBE,expert\nt1,s,ann,1,UNKNOWN,expert\n"
     client.force_login(researcher)
-    with django_capture_on_commit_callbacks(execute=True):
-        page = client.post(
-            reverse("annotate:import-list"),
-            {
-                "kind": "labels",
-                "benchmark_name": "b",
-                "upload": SimpleUploadedFile("labels.csv", labels.encode()),
-            },
-        )
+    page = _labels_on_the_import_page(client, django_capture_on_commit_callbacks, labels)
     detail = client.get(page["Location"]).text
     assert "labels.csv: 2 wrong lines:" in detail
     assert "- line 2, field &#x27;label&#x27;: expected YES, NO or UNKNOWN" in detail
@@ -582,16 +589,9 @@ def test_the_import_pages_kind_of_new_annotators_leaves_a_stored_one_alone(
     _stored_labels(benchmark, "t1,s,ann,1,YES,expert")
     labels = LABEL_HEADER + "t1,s,ann,2,NO,\n"
     client.force_login(researcher)
-    with django_capture_on_commit_callbacks(execute=True):
-        client.post(
-            reverse("annotate:import-list"),
-            {
-                "kind": "labels",
-                "benchmark_name": "b",
-                "annotator_kind": "crowd",
-                "upload": SimpleUploadedFile("labels.csv", labels.encode()),
-            },
-        )
+    _labels_on_the_import_page(
+        client, django_capture_on_commit_callbacks, labels, annotator_kind="crowd"
+    )
     job = ImportJob.objects.get()
     assert job.status == "done", job.message
     assert Annotator.objects.get().kind == "expert" and Label.objects.count() == 2
@@ -603,15 +603,7 @@ def test_the_import_page_names_the_line_giving_a_second_kind(
     settings.MEDIA_ROOT = benchmark
     labels = LABEL_HEADER + "t1,s,ann,1,YES,expert\nt1,s,ann,2,NO,crowd\n"
     client.force_login(researcher)
-    with django_capture_on_commit_callbacks(execute=True):
-        page = client.post(
-            reverse("annotate:import-list"),
-            {
-                "kind": "labels",
-                "benchmark_name": "b",
-                "upload": SimpleUploadedFile("labels.csv", labels.encode()),
-            },
-        )
+    page = _labels_on_the_import_page(client, django_capture_on_commit_callbacks, labels)
     detail = client.get(page["Location"]).text
     assert (
         "labels.csv, line 3, field &#x27;annotator_kind&#x27;: &#x27;crowd&#x27; but line 2 "

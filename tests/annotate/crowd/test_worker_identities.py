@@ -121,17 +121,25 @@ def test_admins_and_the_projects_researchers_see_the_worker_id(client, crowd_wor
     assert page.count("mturk:AWORKERSECRET") == 2
 
 
+def _exported_by_an_outsider(client, project, settings, folder, capture_on_commit) -> None:
+    """A researcher of none of the worker's projects exports the project's report into
+    `folder` (run at once); the export ended done."""
+    settings.EXPORT_DIR = folder
+    settings.EXPORT_S3_BUCKET = ""
+    client.force_login(UserFactory(username="outsider", roles=[RESEARCHER]))
+    with capture_on_commit(execute=True):
+        client.post(reverse("reports:export", args=[project.benchmark.pk]), {"unknown": "no"})
+    export = ReportExport.objects.get()
+    assert export.status == ExportStatus.DONE, export.message
+
+
 def test_report_export_raw_labels_follow_the_requesters_scope(
     client, crowd_work, settings, tmp_path, django_capture_on_commit_callbacks
 ):
     project, worker = crowd_work
-    settings.EXPORT_DIR = tmp_path
-    settings.EXPORT_S3_BUCKET = ""
-    client.force_login(UserFactory(username="outsider", roles=[RESEARCHER]))
-    with django_capture_on_commit_callbacks(execute=True):
-        client.post(reverse("reports:export", args=[project.benchmark.pk]), {"unknown": "no"})
-    export = ReportExport.objects.get()
-    assert export.status == ExportStatus.DONE, export.message
+    _exported_by_an_outsider(
+        client, project, settings, tmp_path, django_capture_on_commit_callbacks
+    )
     for path in tmp_path.rglob("*"):
         if path.is_file() and path.suffix in (".csv", ".json", ".md", ".tex"):
             assert "AWORKERSECRET" not in path.read_text(), path.name
@@ -315,13 +323,9 @@ def test_an_outsiders_export_of_a_report_with_the_worker_as_expert_names_no_work
     client, expert_worker, settings, tmp_path, django_capture_on_commit_callbacks
 ):
     project, worker = expert_worker
-    settings.EXPORT_DIR = tmp_path
-    settings.EXPORT_S3_BUCKET = ""
-    client.force_login(UserFactory(username="outsider", roles=[RESEARCHER]))
-    with django_capture_on_commit_callbacks(execute=True):
-        client.post(reverse("reports:export", args=[project.benchmark.pk]), {"unknown": "no"})
-    export = ReportExport.objects.get()
-    assert export.status == ExportStatus.DONE, export.message
+    _exported_by_an_outsider(
+        client, project, settings, tmp_path, django_capture_on_commit_callbacks
+    )
     archive = zipfile.ZipFile(next(tmp_path.rglob("export.zip")))
     for name in archive.namelist():
         assert b"AWORKERSECRET" not in archive.read(name), name
