@@ -853,31 +853,13 @@ def _check_conventions(unknown: str, acc_unknown: str) -> None:
         )
 
 
-def report_build(
-    *,
-    benchmark: Benchmark,
-    unknown: str = DEFAULT_UNKNOWN,
-    acc_unknown: str = DEFAULT_ACC,
-    n_resamples: int | None = None,
-    seed: int | None = None,
-    data: BenchmarkArrays | None = None,
-    piece_items: int = PIECE_ITEMS,
-    scope: IdentityScope,
-) -> dict:
-    """Compute the report (report_compute) and name its annotators as `scope` lets its reader
+def report_build(*, scope: IdentityScope, **options) -> dict:
+    """Compute the report (report_compute, given `options`: benchmark, unknown, acc_unknown,
+    n_resamples, seed, data, piece_items) and name its annotators as `scope` lets its reader
     see them (report_named): OPERATOR (every name, platform worker ids too) for whoever runs
     manage.py, identity_scope(user=...) for anyone else. Required, with no default: a caller
     that forgot it would have shown every worker id."""
-    report = report_compute(
-        benchmark=benchmark,
-        unknown=unknown,
-        acc_unknown=acc_unknown,
-        n_resamples=n_resamples,
-        seed=seed,
-        data=data,
-        piece_items=piece_items,
-    )
-    return report_named(report, scope=scope)
+    return report_named(report_compute(**options), scope=scope)
 
 
 def report_compute(
