@@ -9,8 +9,9 @@ class AnnotateConfig(AppConfig):
         from django.contrib.auth import get_user_model
         from django.db.models.signals import pre_save
 
-        from annotate.password_changes import revoke_api_tokens_on_password_change
+        from annotate.password_changes import mark_rehashes, revoke_api_tokens_on_password_change
 
+        mark_rehashes()
         pre_save.connect(
             revoke_api_tokens_on_password_change,
             sender=get_user_model(),

@@ -1,46 +1,96 @@
 """A password change revokes the user's API tokens, whichever way the password was changed.
 
 Every way in (the admin's password forms, `manage.py changepassword`, a password reset, any code
-calling `set_password()` or `set_unusable_password()` and saving) ends in a save of the user
-row with a new hash, so one receiver of the user model's pre_save sees them all (connected in
-AnnotateConfig.ready; a signal from Django's auth, whose writes call no service of ours).
+calling `set_password()` or `set_unusable_password()`, or assigning a hash, and saving) ends in a
+save of the user row with a new hash, so one receiver of the user model's pre_save sees them all
+(connected in AnnotateConfig.ready; a signal from Django's auth, whose writes call no service of
+ours).
 
-Two saves write a new hash without a new password and keep the tokens: a login saving
-`last_login` (the hash is not written at all) and Django's upgrade of the hash on a successful
-login when the preferred hasher or its work factor changed (`AbstractBaseUser.check_password`
-rehashes the same password; `is_password_change` tells it apart).
+Two saves write without a new password and keep the tokens: a login saving `last_login` (the
+hash is not written at all) and Django's upgrade of the hash when a password check succeeds
+under a hasher or work factor no longer preferred. That upgrade is the setter callback that
+`AbstractBaseUser.check_password` hands to `django.contrib.auth.hashers.check_password`, called
+only once the raw password matched the stored hash; `mark_rehashes` wraps that callback so its
+save runs marked with the hash it replaces. Telling it from the hashes alone cannot work: a new
+password's hash assigned by code while the old hash was outdated looks the same.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextvars import ContextVar
+from functools import wraps
+
+from django.contrib.auth import base_user
 from django.contrib.auth.base_user import AbstractBaseUser
-from django.contrib.auth.hashers import get_hasher, identify_hasher, is_password_usable
 from django.utils import timezone
 
 from annotate.services.api_tokens import api_token_revoke_for_password_change
 
+# The stored hash whose password Django is rehashing, while its setter runs (else None).
+_rehashing: ContextVar[str | None] = ContextVar("annotate_rehashing", default=None)
 
-def is_password_change(*, old_hash: str, new_hash: str, raw_password_set: bool) -> bool:
-    """Whether replacing `old_hash` by `new_hash` changes the password (not a rehash on login).
 
-    `raw_password_set`: set_password() was called on the instance saved. Django's rehash calls
-    it too and then clears the raw password, so it looks like a hash assigned directly; it is a
-    rehash only when the new hash is the preferred hasher's and the old one needed upgrading
-    (the condition of `django.contrib.auth.hashers.verify_password`). Anything else, an unusable
-    password included, counts as a change."""
-    if old_hash == new_hash:
-        return False
-    if raw_password_set or not is_password_usable(old_hash) or not is_password_usable(new_hash):
-        return True
-    preferred = get_hasher()
-    try:
-        old_hasher, new_hasher = identify_hasher(old_hash), identify_hasher(new_hash)
-    except ValueError:  # a hasher no longer installed cannot have been upgraded from
-        return True
-    old_needed_upgrade = old_hasher.algorithm != preferred.algorithm or preferred.must_update(
-        old_hash
-    )
-    return not (new_hasher.algorithm == preferred.algorithm and old_needed_upgrade)
+def _marking_setter(check_password: Callable) -> Callable:
+    @wraps(check_password)
+    def checked(password, encoded, setter=None, preferred="default"):
+        if setter is None:
+            return check_password(password, encoded, preferred=preferred)
+
+        def rehash(raw_password) -> None:
+            marked = _rehashing.set(encoded)
+            try:
+                setter(raw_password)
+            finally:
+                _rehashing.reset(marked)
+
+        return check_password(password, encoded, rehash, preferred=preferred)
+
+    checked.marks_rehashes = True
+    return checked
+
+
+def _marking_async_setter(acheck_password: Callable) -> Callable:
+    @wraps(acheck_password)
+    async def checked(password, encoded, setter=None, preferred="default"):
+        if setter is None:
+            return await acheck_password(password, encoded, preferred=preferred)
+
+        async def rehash(raw_password) -> None:
+            # asave() runs in a thread with a copy of this context, so the mark goes along.
+            marked = _rehashing.set(encoded)
+            try:
+                await setter(raw_password)
+            finally:
+                _rehashing.reset(marked)
+
+        return await acheck_password(password, encoded, rehash, preferred=preferred)
+
+    checked.marks_rehashes = True
+    return checked
+
+
+def mark_rehashes() -> None:
+    """Make Django's rehash of a checked password run marked (see the module docstring).
+
+    AbstractBaseUser.check_password and acheck_password call the hashers' functions by the
+    names `django.contrib.auth.base_user` imports; those names are wrapped. Should a Django
+    version stop calling them so, rehashes are no longer marked and revoke the tokens: the safe
+    side, and tests/annotate/test_password_changes.py fails on it.
+    """
+    wrapped: dict[str, Callable[[Callable], Callable]] = {
+        "check_password": _marking_setter,
+        "acheck_password": _marking_async_setter,
+    }
+    for name, wrap in wrapped.items():
+        current = getattr(base_user, name, None)
+        if current is not None and not getattr(current, "marks_rehashes", False):
+            setattr(base_user, name, wrap(current))
+
+
+def is_rehash(*, old_hash: str) -> bool:
+    """Whether the save under way is Django's rehash of `old_hash`'s password (same password)."""
+    return _rehashing.get() == old_hash
 
 
 def revoke_api_tokens_on_password_change(
@@ -60,12 +110,6 @@ def revoke_api_tokens_on_password_change(
         .values_list("password", flat=True)
         .first()
     )
-    if old_hash is None:
+    if old_hash is None or old_hash == instance.password or is_rehash(old_hash=old_hash):
         return
-    # Django keeps the raw password of set_password() in _password until the save, to tell
-    # password validators it changed; its rehash on login clears it before saving.
-    raw_password_set = getattr(instance, "_password", None) is not None
-    if is_password_change(
-        old_hash=old_hash, new_hash=instance.password, raw_password_set=raw_password_set
-    ):
-        api_token_revoke_for_password_change(user=instance, now=timezone.now())
+    api_token_revoke_for_password_change(user=instance, now=timezone.now())

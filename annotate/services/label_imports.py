@@ -18,7 +18,7 @@ grown a row at a time.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -70,6 +70,9 @@ BULK_CHECKED_COLUMNS = ("question_id", "response_id", "annotator_id", "assignmen
 REBUILD_STORED_PER_NEW = 2
 WHOLE_NUMBER = re.compile(r"[+-]?[0-9]+")
 StageRow = tuple[int, str, str, str, str, int | None, int]
+# A query selecting the lines one check finds wrong, with its parameters: asked for only when the
+# check found more than it names, to count the wrong lines of all checks together.
+LinesQuery = tuple[str, Sequence[object]]
 # A row's kind is staged as the file gives it, "" for none: what a line without a kind stands for
 # (the stored kind, or --kind for an annotator that is new) is decided per annotator, after staging.
 STAGED_KINDS = {"": "", **{kind: kind for kind in DECIDED_KIND_VALUES}}
@@ -395,9 +398,9 @@ def _jsonl_fields(system_argument: bool) -> dict[str, str]:
 
 def _unresolved_problems(
     cursor, path: str, benchmark: Benchmark, fields: dict[str, str]
-) -> tuple[list[ImportFileError], int]:
+) -> tuple[list[ImportFileError], LinesQuery | None]:
     """Return the rows whose instruction, system, response or question is not stored (the
-    first MAX_PROBLEMS lines, in file order), and how many more lines there are.
+    first MAX_PROBLEMS lines, in file order), and the query of all their lines if there are more.
 
     A JSON Lines line is several rows, named once. A fixed number of queries whatever the
     file's size.
@@ -409,11 +412,7 @@ def _unresolved_problems(
     )
     lines = [line for (line,) in cursor.fetchall()]
     if not lines:  # the usual case: one pass over the staged rows
-        return [], 0
-    unnamed = 0
-    if len(lines) == MAX_PROBLEMS:
-        cursor.execute(f"SELECT COUNT(DISTINCT line) FROM {RESOLVED} WHERE {unresolved}")
-        unnamed = cursor.fetchone()[0] - len(lines)
+        return [], None
     cursor.execute(
         f"SELECT line, instruction, system, qindex, instruction_id, system_id, response_id, question_id "
         f"FROM {RESOLVED} WHERE {unresolved} AND line IN ({', '.join(['%s'] * len(lines))}) "
@@ -428,30 +427,60 @@ def _unresolved_problems(
     questions = _question_counts(
         cursor, {bad[4] for bad in bad_rows if bad[4] is not None and bad[6] is not None}
     )
-    return [_unresolved(path, benchmark, bad, fields, questions) for bad in bad_rows], unnamed
+    problems = [_unresolved(path, benchmark, bad, fields, questions) for bad in bad_rows]
+    every_line = f"SELECT line FROM {RESOLVED} WHERE {unresolved}"
+    return problems, _if_more(problems, every_line)
 
 
-def _count_beyond(
-    cursor, named: Sequence[ImportFileError], count: str, params: Sequence[str] | None = None
-) -> int:
-    """Return how many more lines the `count` query finds than the `named` ones (one each),
-    which are the first MAX_PROBLEMS or all of them: then 0, and no query is run."""
-    if len(named) < MAX_PROBLEMS:
-        return 0
-    cursor.execute(count, params)
-    return cursor.fetchone()[0] - len(named)
+def _if_more(
+    named: Sequence[ImportFileError], lines: str, params: Sequence[object] = ()
+) -> LinesQuery | None:
+    """Return the query of a check's wrong `lines` if it may find more than the `named` ones
+    (one each, the first MAX_PROBLEMS or all of them); None when they are all."""
+    return (lines, params) if len(named) >= MAX_PROBLEMS else None
 
 
-def _raise_problems(path: str, found: list[ImportFileError], unnamed: int = 0) -> None:
-    """Raise the problems found, if any: the first MAX_PROBLEMS in file order, the rest counted
-    (with `unnamed`, those already left out)."""
+def _raise_problems(
+    cursor, path: str, found: list[ImportFileError], more: Sequence[LinesQuery | None] = ()
+) -> None:
+    """Raise the problems found, if any, one per line: the first MAX_PROBLEMS lines in file
+    order, the rest counted.
+
+    `found` holds each check's problems in the order the checks ran, so a line wrong in two
+    ways is named by the first check's problem. `more`: the lines queries of the checks that
+    found more lines than they named; their lines and the named ones are counted together in
+    one query, so a line two checks find counts once.
+    """
     if not found:
         return
-    found = sorted(found, key=lambda problem: problem.line or 0)
-    unnamed += max(len(found) - MAX_PROBLEMS, 0)
-    if len(found) == 1:
-        raise found[0]
-    raise ImportFileProblems(path, found[:MAX_PROBLEMS], stopped=False, more=unnamed)
+    first_of_line: dict[int, ImportFileError] = {}
+    for problem in sorted(found, key=lambda problem: problem.line or 0):  # stable
+        first_of_line.setdefault(problem.line or 0, problem)
+    named = list(first_of_line.values())
+    wrong_lines = _wrong_line_count(cursor, first_of_line.keys(), [q for q in more if q])
+    if wrong_lines == 1:
+        raise named[0]
+    named = named[:MAX_PROBLEMS]
+    raise ImportFileProblems(path, named, stopped=False, more=wrong_lines - len(named))
+
+
+def _wrong_line_count(cursor, named: Collection[int], queries: list[LinesQuery]) -> int:
+    """Return how many distinct lines are wrong: the `named` ones and those the `queries` select.
+
+    Lines refused by the reading are not staged, so they are counted beside the queries' lines.
+    """
+    if not queries:
+        return len(named)
+    union = " UNION ".join(
+        f"SELECT line FROM ({sql}) AS q{n}" for n, (sql, _) in enumerate(queries)
+    )
+    listed = ", ".join(["%s"] * len(named))
+    cursor.execute(
+        f"SELECT COUNT(*), COUNT(CASE WHEN line IN ({listed}) THEN 1 END) FROM ({union}) AS u",
+        [*named, *(param for _, params in queries for param in params)],
+    )
+    selected, selected_named = cursor.fetchone()
+    return selected + len(named) - selected_named
 
 
 def _question_counts(cursor, instruction_ids: set[int]) -> dict[int, int]:
@@ -505,10 +534,11 @@ def _unresolved(
 
 def _annotators_checked(
     cursor, path: str, fields: dict[str, str], default_kind: str
-) -> tuple[dict[str, str], list[ImportFileError], int]:
+) -> tuple[dict[str, str], list[ImportFileError], LinesQuery | None]:
     """Return the annotators the file names for the first time (name: kind), the problems (a
-    kind that contradicts, or none for a new annotator) and how many lines giving a second kind
-    are left unnamed. One query over the file, and one more if an annotator has two kinds.
+    kind that contradicts, or none for a new annotator) and, if more lines give a second kind
+    than are named, the query of them all. One query over the file, and one more if an
+    annotator has two kinds.
 
     A line without a kind stands for the stored kind of a stored annotator, and for
     `default_kind` (--kind) of a new one: --kind is the kind of annotators that are new.
@@ -556,16 +586,16 @@ def _annotators_checked(
             continue
         new[name] = kind
     if not two_kinds:
-        return new, problems, 0
-    second_kinds, unnamed = _second_kinds(cursor, path, fields, default_kind)
-    return new, [*problems, *second_kinds], unnamed
+        return new, problems, None
+    second_kinds, more = _second_kinds(cursor, path, fields, default_kind)
+    return new, [*problems, *second_kinds], more
 
 
 def _second_kinds(
     cursor, path: str, fields: dict[str, str], default_kind: str
-) -> tuple[list[ImportFileError], int]:
+) -> tuple[list[ImportFileError], LinesQuery | None]:
     """Return the lines giving an annotator another kind than its first line with a kind gave
-    (the first MAX_PROBLEMS, in file order), and how many more there are.
+    (the first MAX_PROBLEMS, in file order), and the query of them all if there are more.
 
     Each is named, not only the annotator's first: the line to correct is the one whose kind
     differs, and a file that gives a second kind on many lines is fixed in one attempt. A line
@@ -601,8 +631,8 @@ def _second_kinds(
                 f"{by_default}: an annotator has one kind",
             )
         )
-    count = f"SELECT COUNT(DISTINCT line) FROM ({kinds}) k WHERE kind <> first_kind"
-    return problems, _count_beyond(cursor, problems, count, [default_kind])
+    every_line = f"SELECT line FROM ({kinds}) k WHERE kind <> first_kind"
+    return problems, _if_more(problems, every_line, [default_kind])
 
 
 def _annotators_create(new: dict[str, str]) -> None:
@@ -633,9 +663,10 @@ def _value_field(target: _Target, fields: dict[str, str], qindex: int | None) ->
 
 def _file_conflicts(
     cursor, path: str, target: _Target, fields: dict[str, str]
-) -> tuple[list[ImportFileError], int]:
+) -> tuple[list[ImportFileError], LinesQuery | None]:
     """Return the rows giving a key another value than the key's first row in the file gave
-    (the first MAX_PROBLEMS lines, in file order), and how many more lines do.
+    (the first MAX_PROBLEMS lines, in file order), and the query of all their lines if there
+    are more.
 
     Rows naming what is not stored are left out: they have no key.
     """
@@ -646,7 +677,7 @@ def _file_conflicts(
         "HAVING MIN(value) <> MAX(value) LIMIT 1"
     )
     if cursor.fetchone() is None:
-        return [], 0
+        return [], None
     keyed = (
         "SELECT line, qindex, value, FIRST_VALUE(line) OVER earlier AS first_line, "
         f"FIRST_VALUE(value) OVER earlier AS first_value FROM {RESOLVED} WHERE {resolved} "
@@ -667,15 +698,16 @@ def _file_conflicts(
         )
         for line, qindex, first_line in cursor.fetchall()
     ]
-    count = f"SELECT COUNT(DISTINCT line) FROM ({keyed}) k WHERE value <> first_value"
-    return problems, _count_beyond(cursor, problems, count)
+    every_line = f"SELECT line FROM ({keyed}) k WHERE value <> first_value"
+    return problems, _if_more(problems, every_line)
 
 
 def _stored_conflicts(
     cursor, path: str, target: _Target, fields: dict[str, str]
-) -> tuple[int, list[ImportFileError], int]:
+) -> tuple[int, list[ImportFileError], LinesQuery | None]:
     """Return how many rows are stored already, the rows that contradict a stored value (the
-    first MAX_PROBLEMS lines, in file order), and how many more lines do."""
+    first MAX_PROBLEMS lines, in file order), and the query of all their lines if there are
+    more."""
     joined = (
         f"FROM {RESOLVED} r JOIN annotate_annotator a ON a.name = r.annotator "
         f"JOIN {target.table} t ON {_keys(target, 't', 'a.id')}"
@@ -684,7 +716,7 @@ def _stored_conflicts(
     cursor.execute(f"SELECT COUNT(*), MIN(CASE WHEN {differs} THEN r.line END) {joined}")
     overlapping, first_clash = cursor.fetchone()
     if first_clash is None:
-        return overlapping, [], 0
+        return overlapping, [], None
     cursor.execute(
         "SELECT line, qindex, stored, new FROM (SELECT r.line, r.qindex, "
         f"t.{target.value_column} AS stored, r.value AS new, "
@@ -702,8 +734,8 @@ def _stored_conflicts(
         )
         for line, qindex, stored, new in cursor.fetchall()
     ]
-    count = f"SELECT COUNT(DISTINCT r.line) {joined} WHERE {differs}"
-    return overlapping, problems, _count_beyond(cursor, problems, count)
+    every_line = f"SELECT r.line AS line {joined} WHERE {differs}"
+    return overlapping, problems, _if_more(problems, every_line)
 
 
 def _insert(cursor, target: _Target, skip_stored: bool, distinct: bool = True) -> int:
@@ -743,7 +775,8 @@ def _insert_new(
     except IntegrityError:
         # Two rows of the file give one key different values (and the file has no other
         # problem: _check_rows looked for these too if it had); find them for the message.
-        _raise_problems(path, *_file_conflicts(cursor, path, target, fields))
+        in_file, more = _file_conflicts(cursor, path, target, fields)
+        _raise_problems(cursor, path, in_file, [more])
         if not rebuild:
             raise
     # No conflict: the file repeats some rows word for word, and each goes in once.
@@ -902,18 +935,16 @@ def _check_rows(
     file contradicting each other are looked for here only when something else is wrong: in a
     good file the insert's unique constraint finds them for nothing.
     """
-    new_annotators, found, unnamed = _annotators_checked(cursor, path, fields, default_kind)
-    unresolved, unresolved_unnamed = _unresolved_problems(cursor, path, benchmark, fields)
-    overlapping, clashes, clashes_unnamed = _stored_conflicts(cursor, path, target, fields)
-    found = [*problems.found, *found, *unresolved, *clashes]
-    unnamed += unresolved_unnamed + clashes_unnamed
+    new_annotators, kinds, kinds_more = _annotators_checked(cursor, path, fields, default_kind)
+    unresolved, unresolved_more = _unresolved_problems(cursor, path, benchmark, fields)
+    overlapping, clashes, clashes_more = _stored_conflicts(cursor, path, target, fields)
+    found = [*problems.found, *kinds, *unresolved, *clashes]
     if found:
-        in_file, in_file_unnamed = _file_conflicts(cursor, path, target, fields)
-        # A line contradicting a stored value is named for that alone: the earlier line of
-        # the file it differs from is then, most likely, the stored value.
-        clashing = {clash.line for clash in clashes}
-        in_file = [problem for problem in in_file if problem.line not in clashing]
-        _raise_problems(path, [*found, *in_file], unnamed + in_file_unnamed)
+        # After the clashes: a line contradicting a stored value is named for that alone, as
+        # the earlier line of the file it differs from is then, most likely, the stored value.
+        in_file, in_file_more = _file_conflicts(cursor, path, target, fields)
+        more = [kinds_more, unresolved_more, clashes_more, in_file_more]
+        _raise_problems(cursor, path, [*found, *in_file], more)
     return new_annotators, overlapping
 
 

@@ -740,3 +740,98 @@ def test_a_second_kind_in_json_lines_names_the_kind_field_and_the_kind_option(be
         "(--kind expert stands for a line that gives none): an annotator has one kind"
     )
     assert not Label.objects.exists() and not Annotator.objects.exists()
+
+
+# --- A line wrong in two ways is one wrong line: named once, by its first problem, counted once --
+
+
+def test_a_label_line_wrong_in_two_ways_is_named_once_by_its_first_problem(benchmark):
+    """A line giving a stored annotator another kind and naming an unknown instruction was
+    listed twice and counted as two wrong lines."""
+    _stored_labels(benchmark, "t1,s,ann,1,YES,expert")
+    message = _import_labels_command(
+        benchmark,
+        "t9,s,ann,1,YES,crowd",  # line 2: ann is an expert, and there is no t9
+        "t1,s,ann,2,MAYBE,crowd",  # line 3: not a label
+        "t1,s,new,1,YES,expert",  # line 4: fine by itself
+        "t1,s,new,1,NO,crowd",  # line 5: a second kind, and line 4 said YES
+    )
+    assert message.splitlines()[0].endswith(": 3 wrong lines:")
+    assert [line for line in message.splitlines() if line.startswith("- ")] == [
+        "- line 2, field 'annotator_kind': annotator 'ann' is stored as expert, the file says "
+        "crowd",
+        "- line 3, field 'label': expected YES, NO or UNKNOWN, found 'MAYBE'",
+        "- line 5, field 'annotator_kind': 'crowd' but line 4 gave 'expert' for annotator "
+        "'new': an annotator has one kind",
+    ]
+    assert Label.objects.count() == 1
+
+
+def test_json_lines_labels_wrong_in_two_ways_on_one_line_are_named_once(benchmark):
+    """One line of the evaluation file labels several questions: one row contradicting a
+    stored label and another asking for a question that is not there made it two lines."""
+    path = write_jsonl(benchmark / "a.jsonl", [{"id": "t1", "eval": [True, True]}])
+    labels_import(path=path, benchmark_name="b", system_name="s", annotator_name="j", kind="llm")
+    rows = [
+        {"id": "t1", "eval": [True, False, True]},  # eval[1] says NO, and there is no eval[2]
+        {"id": "t1", "eval": [True]},
+        {"id": "t1", "eval": [False, True]},  # line 2 said YES for eval[0], the stored YES too
+    ]
+    path = write_jsonl(benchmark / "b.jsonl", rows)
+    with pytest.raises(ImportFileProblems) as caught:
+        labels_import(path=path, benchmark_name="b", system_name="s", annotator_name="j")
+    assert str(caught.value).splitlines()[0] == f"{path}: 2 wrong lines:"
+    assert _lines_named(caught.value) == [
+        "- line 1, field 'eval[2]': instruction 't1' has 2 questions; there is no question 3",
+        "- line 3, field 'eval[0]': a stored label says YES, the file says NO; nothing was "
+        "overwritten",
+    ]
+    assert Label.objects.count() == 2
+
+
+def test_a_file_of_many_lines_wrong_in_two_ways_counts_each_line_once(benchmark):
+    """25 lines each giving a second kind and an unknown instruction read "50 wrong lines",
+    the first ten named twice, "and 30 more"."""
+    twice_wrong = [f"t{n},s,ann,1,YES,crowd" for n in range(100, 125)]  # lines 3-27
+    message = _import_labels_command(benchmark, "t1,s,ann,1,YES,expert", *twice_wrong)
+    assert message.splitlines()[0].endswith(": 25 wrong lines:")
+    named = [line for line in message.splitlines() if line.startswith("- line ")]
+    assert [int(line.split()[2].rstrip(",")) for line in named] == list(range(3, 23))
+    assert all("'crowd' but line 2 gave 'expert'" in line for line in named)
+    assert f"\nand {25 - MAX_PROBLEMS} more\n" in message
+    assert not Label.objects.exists() and not Annotator.objects.exists()
+
+
+def test_json_lines_of_many_lines_wrong_in_two_ways_count_each_line_once(benchmark):
+    path = write_jsonl(benchmark / "a.jsonl", [{"id": "t1", "eval": [True, True]}])
+    labels_import(path=path, benchmark_name="b", system_name="s", annotator_name="j", kind="llm")
+    rows = [{"id": "t1", "eval": [False, True, True]}] * 25  # a stored YES, and no eval[2]
+    path = write_jsonl(benchmark / "b.jsonl", rows)
+    with pytest.raises(ImportFileProblems) as caught:
+        labels_import(path=path, benchmark_name="b", system_name="s", annotator_name="j")
+    assert str(caught.value).splitlines()[0] == f"{path}: 25 wrong lines:"
+    assert [problem.line for problem in caught.value.problems] == list(range(1, 21))
+    assert caught.value.more == 25 - MAX_PROBLEMS
+    assert Label.objects.count() == 2
+
+
+def test_a_score_line_wrong_in_two_ways_is_named_once(benchmark):
+    from annotate.services.label_imports import scores_import
+
+    header = "instruction_id,system,annotator,score,annotator_kind\n"
+    scores_import(
+        path=write_text(benchmark / "s.csv", header + "t1,s,ann,4,expert\n"), benchmark_name="b"
+    )
+    path = write_text(
+        benchmark / "t.csv",
+        header + "t1,s,ann,2,crowd\n"  # ann is an expert, and its stored score is 4
+        "t1,s,ann,6,expert\n",
+    )
+    with pytest.raises(ImportFileProblems) as caught:
+        scores_import(path=path, benchmark_name="b")
+    assert str(caught.value).splitlines()[0] == f"{path}: 2 wrong lines:"
+    assert _lines_named(caught.value) == [
+        "- line 2, field 'annotator_kind': annotator 'ann' is stored as expert, the file says "
+        "crowd",
+        "- line 3, field 'score': 6 is out of range (1 to 5)",
+    ]

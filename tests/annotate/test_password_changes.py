@@ -13,7 +13,6 @@ from knox.models import AuthToken
 from rest_framework.test import APIClient
 
 from annotate.models import PasswordTokenRevocation
-from annotate.password_changes import is_password_change
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -151,34 +150,6 @@ def test_http_basic_login_with_a_rehash_keeps_the_tokens(researcher):
     assert api_status(key) == 200
 
 
-def test_a_rehash_is_told_apart_from_a_change(settings):
-    settings.PASSWORD_HASHERS = [
-        "django.contrib.auth.hashers.MD5PasswordHasher",
-        "django.contrib.auth.hashers.PBKDF2PasswordHasher",
-    ]
-    old_hasher = make_password("pw", hasher="pbkdf2_sha256")
-    current = make_password("pw", hasher="md5")
-    weak_salt = make_password("pw", salt="ab", hasher="md5")
-    # Django's upgrades: from a hasher no longer preferred, or a salt too short.
-    assert not is_password_change(old_hash=old_hasher, new_hash=current, raw_password_set=False)
-    assert not is_password_change(old_hash=weak_salt, new_hash=current, raw_password_set=False)
-    # set_password() was called, or the old hash needed no upgrade: a new password.
-    assert is_password_change(old_hash=old_hasher, new_hash=current, raw_password_set=True)
-    assert is_password_change(
-        old_hash=current, new_hash=make_password("x", hasher="md5"), raw_password_set=False
-    )
-    # Not to the preferred hasher, to or from an unusable password, an unknown hasher.
-    assert is_password_change(old_hash=weak_salt, new_hash=old_hasher, raw_password_set=False)
-    assert is_password_change(
-        old_hash=current, new_hash=make_password(None), raw_password_set=False
-    )
-    assert is_password_change(
-        old_hash=make_password(None), new_hash=current, raw_password_set=False
-    )
-    assert is_password_change(old_hash="sha1$x$y", new_hash=current, raw_password_set=False)
-    assert not is_password_change(old_hash=current, new_hash=current, raw_password_set=True)
-
-
 def test_the_notice_goes_once_a_new_token_is_made(researcher):
     AuthToken.objects.create(user=researcher)
     researcher.set_password(NEW_PASSWORD)
@@ -273,3 +244,85 @@ def test_a_password_change_without_tokens_says_nothing_of_tokens(superuser, rese
         {"old_password": "wrong", "new_password1": NEW_PASSWORD, "new_password2": NEW_PASSWORD},
     )
     assert refused.status_code == 200 and not messages_shown(refused)
+
+
+# --- A rehash is Django's upgrade of the password it has just checked, and nothing else -------
+
+OUTDATED_HASHERS = [  # MD5 preferred: a PBKDF2 hash is upgraded on the next login
+    "django.contrib.auth.hashers.MD5PasswordHasher",
+    "django.contrib.auth.hashers.PBKDF2PasswordHasher",
+]
+
+
+def with_outdated_hash(user, settings, password: str = "pw"):
+    """Store `user`'s password under a hasher the settings no longer prefer; return the hash."""
+    settings.PASSWORD_HASHERS = OUTDATED_HASHERS
+    outdated = make_password(password, hasher="pbkdf2_sha256")
+    get_user_model().objects.filter(pk=user.pk).update(password=outdated)
+    return outdated
+
+
+def test_logging_in_with_a_hash_of_an_outdated_hasher_keeps_the_tokens(researcher, settings):
+    outdated = with_outdated_hash(researcher, settings)
+    _, key = AuthToken.objects.create(user=researcher)
+    answer = Client().post(reverse("login"), {"username": researcher.username, "password": "pw"})
+    assert answer.status_code == 302
+    researcher.refresh_from_db()
+    assert researcher.password != outdated and researcher.password.startswith("md5$")
+    assert api_status(key) == 200
+    assert not PasswordTokenRevocation.objects.exists()
+
+
+def test_an_async_password_check_rehashing_the_password_keeps_the_tokens(researcher, settings):
+    from asgiref.sync import async_to_sync
+
+    outdated = with_outdated_hash(researcher, settings)
+    _, key = AuthToken.objects.create(user=researcher)
+    user = get_user_model().objects.get(pk=researcher.pk)
+    assert async_to_sync(user.acheck_password)("pw")
+    researcher.refresh_from_db()
+    assert researcher.password != outdated
+    assert api_status(key) == 200
+
+
+def test_code_assigning_a_new_hash_while_the_old_one_is_outdated_revokes_the_tokens(
+    researcher, settings
+):
+    """A new password's hash assigned directly looked like Django's upgrade of an outdated
+    hash (old hasher no longer preferred, new hash of the preferred one) and kept the tokens."""
+    with_outdated_hash(researcher, settings)
+    _, key = AuthToken.objects.create(user=researcher)
+    user = get_user_model().objects.get(pk=researcher.pk)
+    user.password = make_password(NEW_PASSWORD)
+    user.save()
+    assert api_status(key) == 401
+    (revocation,) = PasswordTokenRevocation.objects.all()
+    assert revocation.token_count == 1
+
+
+def test_the_same_password_hashed_anew_by_code_revokes_the_tokens(researcher, settings):
+    """Only Django's rehash of the password it has just checked keeps them: code writing a
+    hash cannot be told from a new password, so it counts as a change."""
+    with_outdated_hash(researcher, settings)
+    _, key = AuthToken.objects.create(user=researcher)
+    user = get_user_model().objects.get(pk=researcher.pk)
+    user.password = make_password("pw")
+    user.save(update_fields=["password"])
+    assert api_status(key) == 401
+
+
+def test_a_rehash_on_a_refused_password_change_keeps_the_tokens(superuser, settings):
+    """The admin's password form checks the old password first (Django rehashes it then); a
+    form refused after that changed nothing."""
+    with_outdated_hash(superuser, settings)
+    superuser.refresh_from_db()  # the session is tied to the hash
+    client = logged_in(superuser)
+    _, key = AuthToken.objects.create(user=superuser)
+    refused = client.post(
+        "/admin/password_change/",
+        {"old_password": "pw", "new_password1": NEW_PASSWORD, "new_password2": "other"},
+    )
+    assert refused.status_code == 200
+    superuser.refresh_from_db()
+    assert superuser.password.startswith("md5$"), "the old password's check rehashed it"
+    assert api_status(key) == 200
