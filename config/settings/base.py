@@ -320,6 +320,10 @@ CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
 # Without a broker, long work a page starts (report exports) runs in a thread of the process, so
 # the request returns at once; with one, in a Celery worker.
 BACKGROUND_THREADS = not CELERY_BROKER_URL
+# Without a broker there is no `celery beat` either: the process serving the site runs
+# CELERY_BEAT_SCHEDULE in a thread, one process per VAR_DIR at a time (config/embedded_beat.py).
+# Ignored with a broker (run one `celery beat` then); false: nothing runs the schedule.
+EMBEDDED_BEAT = env_bool("EMBEDDED_BEAT", True)
 
 # Parts of the demo that live outside `annotate` (which never imports `evaluation`), called by
 # `manage.py load_demo` after the benchmark and the accounts; each returns lines to print.

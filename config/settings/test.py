@@ -14,6 +14,8 @@ CELERY_TASK_ALWAYS_EAGER = True
 # Threads do not see a test's open transaction: tests run background work inline (the browser
 # tests, on a live server, turn threads on).
 BACKGROUND_THREADS = False
+# Nor does a beat run beside the tests (config.wsgi starts one): a test starts its own.
+EMBEDDED_BEAT = False
 # The judge tests read their stub's key from a variable of their own.
 ENGINE_API_KEY_ENVS = [*ENGINE_API_KEY_ENVS, "JUDGE_TEST_KEY"]
 # API rate limits high enough that no test meets them; tests/config/test_api_throttling.py sets

@@ -1,11 +1,12 @@
 """The embedded default as `make run` serves it, for concurrency tests: a SQLite file in a
-temporary var/, `manage.py runserver` (one process, a thread per request) on a free port, and
-annotators with sessions of their own."""
+temporary var/, `manage.py runserver` (one process, a thread per request; or under its
+autoreloader, as `make run`) on a free port, and annotators with sessions of their own."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import sqlite3
 import subprocess
@@ -58,40 +59,61 @@ def _free_port() -> int:
 class EmbeddedServer:
     """`manage.py runserver` on a fresh SQLite file, with a project and annotators' sessions."""
 
-    def __init__(self, var_dir: Path, *, users: int, tasks: int) -> None:
+    def __init__(
+        self,
+        var_dir: Path,
+        *,
+        users: int,
+        tasks: int,
+        port: int | None = None,
+        env: dict[str, str] | None = None,
+        reload: bool = False,
+    ) -> None:
+        """`env` adds settings; `reload` serves as `make run` does, under the autoreloader (a
+        parent process restarting a serving child), instead of in one process."""
         self.var_dir = var_dir
-        env = {
+        inherited = {
             key: value
             for key, value in os.environ.items()
             if not key.startswith(("DATABASE_", "CELERY_", "CACHE_", "DJANGO_"))
         }
         self.env = {
-            **env,
+            **inherited,
             "VAR_DIR": str(var_dir),
             "DJANGO_SETTINGS_MODULE": "config.settings.base",
+            **(env or {}),
         }
         self._manage("migrate", "--no-input", "-v0")
-        setup = subprocess.run(
-            [sys.executable, "-c", SETUP.format(users=users, tasks=tasks)],
+        data = json.loads(self.python(SETUP.format(users=users, tasks=tasks)).splitlines()[-1])
+        self.project_id, self.sessions = data["project"], data["sessions"]
+        self.port = port or _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process = subprocess.Popen(
+            [
+                sys.executable, "manage.py", "runserver", f"127.0.0.1:{self.port}",
+                *([] if reload else ["--noreload"]),
+            ],
+            cwd=REPO,
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=open(var_dir / "server.log", "w"),  # noqa: SIM115 - closed with the server
+            start_new_session=True,  # stop() ends the autoreloader's child with it
+        )  # fmt: skip
+        self._wait_until_up()
+
+    def python(self, code: str) -> str:
+        """Run `code` in a Python process on the server's settings and database; its output."""
+        done = subprocess.run(
+            [sys.executable, "-c", code],
             cwd=REPO,
             env=self.env,
             capture_output=True,
             text=True,
             timeout=120,
-            check=True,
         )
-        data = json.loads(setup.stdout.strip().splitlines()[-1])
-        self.project_id, self.sessions = data["project"], data["sessions"]
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.process = subprocess.Popen(
-            [sys.executable, "manage.py", "runserver", f"127.0.0.1:{self.port}", "--noreload"],
-            cwd=REPO,
-            env=self.env,
-            stdout=subprocess.DEVNULL,
-            stderr=open(var_dir / "server.log", "w"),  # noqa: SIM115 - closed with the server
-        )
-        self._wait_until_up()
+        if done.returncode:
+            raise RuntimeError(f"the script failed:\n{done.stderr}")
+        return done.stdout.strip()
 
     def _manage(self, *args: str) -> None:
         subprocess.run(
@@ -121,5 +143,5 @@ class EmbeddedServer:
         return (self.var_dir / "server.log").read_text()
 
     def stop(self) -> None:
-        self.process.terminate()
+        os.killpg(self.process.pid, signal.SIGTERM)
         self.process.wait(timeout=30)
