@@ -1,5 +1,7 @@
 """Celery entry points: retry on throttling only, safe to run twice, periodic sync."""
 
+import logging
+
 import pytest
 from celery.exceptions import Retry
 from django.conf import settings as django_settings
@@ -10,6 +12,7 @@ from annotate.crowd.models import HitStatus, PublicationStatus
 from annotate.crowd.services import publishing
 from annotate.crowd.services.publishing import PublishSettings
 from annotate.errors import TransientPlatformError
+from tests.factories import TaskFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -66,3 +69,25 @@ def test_selfhosted_publication_needs_no_platform(crowd_batch):
         PublicationStatus.PUBLISHED
     )
     assert not publication.hits.exists()
+
+
+def test_beat_sync_goes_on_after_a_publication_that_fails(
+    mturk_settings, fake_mturk, crowd_batch, caplog
+):
+    # Without a broker each sync runs inside the beat's loop: one publication whose HITs the
+    # platform no longer has must not keep the others from syncing.
+    other_batch = TaskFactory(batch__project=crowd_batch.project).batch
+    lost, kept = _publication(crowd_batch), _publication(other_batch)
+    for publication in (lost, kept):
+        publishing.publication_publish(publication_id=publication.pk, now=timezone.now())
+    lost_ids = set(lost.hits.values_list("hit_id", flat=True))
+    for hit_id in lost_ids:
+        del fake_mturk.state.hits[hit_id]
+
+    with caplog.at_level(logging.ERROR, logger="annotate.crowd.tasks"):
+        assert tasks.sync_all_publications.apply().get() == 2
+
+    assert kept.hits.exclude(synced_at__isnull=False).count() == 0
+    assert [r.getMessage() for r in caplog.records] == [
+        f"Crowd sync of publication {lost.pk} failed"
+    ]
