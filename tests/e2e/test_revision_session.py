@@ -155,14 +155,14 @@ def test_a_draft_typed_before_the_page_script_ran_is_kept(page_for, settings, tm
     def hold_script(route):
         scripts.append(route)  # answered below, once the comment is typed
 
-    page.route("**/revision/session.js", hold_script)
+    page.route("**/revision/drafts.js", hold_script)
     page.goto(f"/revision/sessions/{session.pk}/", wait_until="commit")
     page.locator("#comment").wait_for()
     page.fill("#comment", "Typed early.")
     page.check("input[name=rating][value=neutral]")
     page.wait_for_timeout(100)
     assert scripts, "the page asked for its script"
-    page.unroute("**/revision/session.js")
+    page.unroute("**/revision/drafts.js")
     scripts[0].continue_()
     page.wait_for_load_state("load")
     page.reload()
