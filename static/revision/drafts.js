@@ -20,7 +20,7 @@
   // ticked choices) are kept in this browser under the step the form is for (rating turn t,
   // writing turn t, a re-rating), and restored while the page still asks for that step. They are
   // dropped once the page has moved on to another step, not when the form is sent: a form the
-  // server refuses (a missing rating, say) keeps them.
+  // server refuses (a blank comment, say) keeps them.
   var draftPrefix = DRAFT + draftOwner + "-";
   var liveKeys = {};
   document.querySelectorAll("form[data-draft-step]").forEach(function (form) {

@@ -85,3 +85,36 @@ def test_a_rerating_half_done_survives_a_reload(page_for, tmp_path, snap):
     assert page.url.endswith(f"/revision/reratings/{second.pk}/")
     assert page.locator("#comment").input_value() == ""
     assert not page.locator("input[name=rating]:checked").count()
+
+
+def test_a_rerating_without_a_choice_is_stopped_by_the_browser_and_says_so(
+    page_for, tmp_path, snap
+):
+    """A re-rating sent without its rating went to the server, which refused it: the choice was
+    not marked required. The browser now stops it, from the button as from Ctrl+Enter; the
+    legend says the choice is required. The server's own refusal: tests/annotate/revision."""
+    rerater, (first, _) = _two_reratings(tmp_path)
+    page = page_for(rerater)
+    page.goto(f"/revision/reratings/{first.pk}/")
+    group = page.get_by_role("group", name="Did the model follow the instruction? (required)")
+    choices = group.get_by_role("radio")
+    assert all(choices.nth(i).evaluate("input => input.required") for i in range(3))
+    page.locator("body").click()
+    page.keyboard.press("c")
+    page.keyboard.type("Cites nothing.")
+    sent = []
+    page.on("request", lambda request: sent.append(request) if request.method == "POST" else 0)
+    page.keyboard.press("Control+Enter")
+    page.get_by_role("button", name="Save rating").click()
+    snap(page, "no rating")
+    assert choices.first.evaluate("input => input.matches(':invalid')")
+    assert choices.first.evaluate("input => input.validationMessage")
+    assert sent == []
+    first.refresh_from_db()
+    assert first.status == "pending"
+    page.locator("body").click()
+    page.keyboard.press("3")
+    with page.expect_navigation():
+        page.keyboard.press("Control+Enter")
+    first.refresh_from_db()
+    assert (first.status, first.rating, first.comment) == ("done", "bad", "Cites nothing.")

@@ -98,11 +98,13 @@ def test_annotator_does_a_two_turn_session(page_for, settings, tmp_path):
 
 
 def test_a_refused_or_reloaded_rating_keeps_its_drafts_and_an_untouched_answer_is_no_edit(
-    page_for, settings, tmp_path
+    page_for, settings, tmp_path, snap
 ):
-    """The rating's choice, comment and edit survive a reload and a form the server refuses; the
-    model's answer left as shown in the edit box (the browser sends it with CRLF) is no edit, so
-    a bad unedited answer leaves the history."""
+    """The rating's choice, comment and edit survive a reload and a form refused, by the browser
+    (no rating: the choice is required, and the browser says so before sending) or by the
+    server (a blank comment); the model's answer left as shown in the edit box (the browser
+    sends it with CRLF) is no edit, so a bad unedited answer leaves the history. A rating sent
+    without a choice all the same is refused by the server: tests/annotate/revision/test_pages."""
     page, user = start_session(
         page_for, settings, tmp_path, study="e2e-drafts", system="m", user="e2e-drafter"
     )
@@ -115,15 +117,29 @@ def test_a_refused_or_reloaded_rating_keeps_its_drafts_and_an_untouched_answer_i
     assert "\n" in Turn.objects.get(session=session).answer  # several lines: CRLF in a form
 
     page.fill("#comment", "Not shorter at all.")
-    page.get_by_role("button", name="Save rating").click()  # no choice: refused
-    page.get_by_text("rate the revision good, neutral or bad").wait_for()
+    group = page.get_by_role("group", name="Did the model follow your instruction? (required)")
+    choices = group.get_by_role("radio")
+    assert all(choices.nth(i).evaluate("input => input.required") for i in range(3))
+    sent = []
+    page.on("request", lambda request: sent.append(request) if request.method == "POST" else 0)
+    page.get_by_role("button", name="Save rating").click()  # no choice: the browser stops it
+    snap(page, "no rating")
+    assert choices.first.evaluate("input => input.matches(':invalid')")
+    assert choices.first.evaluate("input => input.validationMessage")
+    assert sent == [] and Turn.objects.get(session=session).rating == ""
     page.goto(f"/revision/sessions/{session.pk}/")
-    assert page.input_value("#comment") == "Not shorter at all."  # kept after the refusal
+    assert page.input_value("#comment") == "Not shorter at all."  # kept after the stop
     page.locator("body").click()
     page.keyboard.press("3")
     page.reload()
     assert page.is_checked("input[name=rating][value=bad]")  # the choice survives a reload
     assert page.input_value("#comment") == "Not shorter at all."
+    page.fill("#comment", "  ")
+    page.get_by_role("button", name="Save rating").click()  # a blank comment: the server refuses
+    page.get_by_text("a comment explaining the rating is required").wait_for()
+    page.goto(f"/revision/sessions/{session.pk}/")
+    assert page.is_checked("input[name=rating][value=bad]")  # kept after the refusal
+    page.fill("#comment", "Not shorter at all.")
     with page.expect_navigation():
         page.get_by_role("button", name="Save rating").click()  # edit box left as shown
     page.wait_for_load_state()
