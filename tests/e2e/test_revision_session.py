@@ -366,6 +366,32 @@ def test_the_arriving_answer_takes_focus_to_the_rating_form(page_for, settings, 
         stub.stop()
 
 
+def test_an_answer_already_in_on_a_reload_takes_focus_to_the_rating_unless_one_is_chosen(
+    page_for, settings, tmp_path
+):
+    """Focus went to the rating when the answer arrived, but not when it was there as the page
+    loaded (a reload after it arrived): the keyboard was on nothing again. It goes to the first
+    rating then too, unless the annotator chose one already (kept as a draft)."""
+    page, user = start_session(
+        page_for, settings, tmp_path, study="e2e-reload-focus", system="m", user="e2e-reload"
+    )
+    page.fill("#instruction", "Shorter.")
+    page.check("input[value=stylistic]")
+    page.get_by_role("button", name="Send instruction").click()
+    page.locator("#rate-form").wait_for()
+    page.reload()
+    focused = "[document.activeElement.name, document.activeElement.value]"
+    assert page.evaluate(focused) == ["rating", "good"]
+    page.keyboard.press("ArrowDown")  # the radio group has the keyboard: on to "neutral"
+    assert page.is_checked("input[name=rating][value=neutral]")
+    page.reload()
+    assert page.is_checked("input[name=rating][value=neutral]")  # the draft's choice
+    assert page.evaluate("document.activeElement === document.body")
+    page.keyboard.press("c")  # the shortcuts work from there as ever
+    page.keyboard.type("Partly.")
+    assert page.input_value("#comment") == "Partly."
+
+
 def test_the_arriving_answer_leaves_focus_in_a_field_being_typed_in(page_for, settings, tmp_path):
     """Someone typing elsewhere on the page (a field the page gains, a browser extension's
     box) keeps the focus and their keys when the answer comes in."""
