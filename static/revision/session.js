@@ -1,10 +1,8 @@
-// Revision session page: poll while the model writes, keep drafts, keyboard shortcuts.
+// Revision session and re-rating pages: poll while the model writes, keyboard shortcuts (the
+// drafts are drafts.js's, which runs first).
 (function () {
   "use strict";
   var root = document.getElementById("revision");
-  // A re-rating page has no session: its form names whose drafts it keeps.
-  var owner = document.querySelector("form[data-draft-owner]");
-  var draftOwner = root ? root.dataset.session : owner ? owner.dataset.draftOwner : null;
 
   // A field the user types in: keys are text there (no shortcuts), and focus stays in it.
   var typing = function (target) {
@@ -86,49 +84,6 @@
     window.setTimeout(poll, delay);
   }
 
-  // Drafts survive a closed tab, a reload and a refused form: each form's fields (texts and the
-  // ticked choices) are kept in this browser under the step the form is for (rating turn t,
-  // writing turn t), and restored while the page still asks for that step. They are dropped
-  // once the page has moved on to another step, not when the form is sent: a form the server
-  // refuses (a missing rating, say) keeps them.
-  var draftPrefix = "revision-draft-" + draftOwner + "-";
-  var liveKeys = {};
-  document.querySelectorAll("form[data-draft-step]").forEach(function (form) {
-    var prefix = draftPrefix + form.dataset.draftStep + "-";
-    form.querySelectorAll("textarea[data-draft]").forEach(function (box) {
-      var key = prefix + box.dataset.draft;
-      liveKeys[key] = true;
-      var saved = window.localStorage.getItem(key);
-      if (saved !== null) {
-        box.value = saved;
-      } else if (box.value !== box.defaultValue) {
-        window.localStorage.setItem(key, box.value);  // typed before this script ran
-      }
-      box.addEventListener("input", function () { window.localStorage.setItem(key, box.value); });
-    });
-    form.querySelectorAll("input[type=radio][data-draft]").forEach(function (input) {
-      var key = prefix + input.dataset.draft;
-      liveKeys[key] = true;
-      var chosen = window.localStorage.getItem(key);
-      if (chosen === input.value) {
-        input.checked = true;
-      } else if (chosen === null && input.checked && !input.defaultChecked) {
-        window.localStorage.setItem(key, input.value);  // chosen before this script ran
-      }
-      input.addEventListener("change", function () {
-        if (input.checked) { window.localStorage.setItem(key, input.value); }
-      });
-    });
-  });
-  if (draftOwner !== null) {
-    for (var i = window.localStorage.length - 1; i >= 0; i -= 1) {
-      var stored = window.localStorage.key(i);
-      if (stored && stored.indexOf(draftPrefix) === 0 && !liveKeys[stored]) {
-        window.localStorage.removeItem(stored);
-      }
-    }
-  }
-
   // Every form of these pages is sent once: a second click while the first send is on its way
   // would reach the server after it (the turn started, the revision rated) and come back as a
   // refusal in place of the next step. Listening on window, the last in line, counts only sends
@@ -179,4 +134,13 @@
       if (shown(comment)) { event.preventDefault(); comment.focus(); }
     }
   });
+
+  // An answer already in when the page loads (a reload after it arrived) is rated next as well:
+  // the keyboard goes to the rating as when it arrives, unless a rating is chosen already (a
+  // draft, a form sent back) or the user is typing in a field meanwhile.
+  var firstRating = document.querySelector("#rate-form input[name=rating]");
+  if (root && !root.dataset.waiting && shown(firstRating) && !typing(document.activeElement) &&
+      !document.querySelector("#rate-form input[name=rating]:checked")) {
+    firstRating.focus({ preventScroll: true });
+  }
 })();

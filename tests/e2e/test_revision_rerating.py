@@ -85,3 +85,72 @@ def test_a_rerating_half_done_survives_a_reload(page_for, tmp_path, snap):
     assert page.url.endswith(f"/revision/reratings/{second.pk}/")
     assert page.locator("#comment").input_value() == ""
     assert not page.locator("input[name=rating]:checked").count()
+
+
+def test_a_rerating_without_a_choice_is_stopped_by_the_browser_and_says_so(
+    page_for, tmp_path, snap
+):
+    """A re-rating sent without its rating went to the server, which refused it: the choice was
+    not marked required. The browser now stops it, from the button as from Ctrl+Enter; the
+    legend says the choice is required. The server's own refusal: tests/annotate/revision."""
+    rerater, (first, _) = _two_reratings(tmp_path)
+    page = page_for(rerater)
+    page.goto(f"/revision/reratings/{first.pk}/")
+    group = page.get_by_role("group", name="Did the model follow the instruction? (required)")
+    choices = group.get_by_role("radio")
+    assert all(choices.nth(i).evaluate("input => input.required") for i in range(3))
+    page.locator("body").click()
+    page.keyboard.press("c")
+    page.keyboard.type("Cites nothing.")
+    sent = []
+    page.on("request", lambda request: sent.append(request) if request.method == "POST" else 0)
+    page.keyboard.press("Control+Enter")
+    page.get_by_role("button", name="Save rating").click()
+    snap(page, "no rating")
+    assert choices.first.evaluate("input => input.matches(':invalid')")
+    assert choices.first.evaluate("input => input.validationMessage")
+    assert sent == []
+    first.refresh_from_db()
+    assert first.status == "pending"
+    page.locator("body").click()
+    page.keyboard.press("3")
+    with page.expect_navigation():
+        page.keyboard.press("Control+Enter")
+    first.refresh_from_db()
+    assert (first.status, first.rating, first.comment) == ("done", "bad", "Cites nothing.")
+
+
+DRAFTS = "() => Object.keys(window.localStorage).filter(key => key.startsWith('revision-'))"
+
+
+def test_a_saved_rerating_leaves_no_draft_in_the_browser(page_for, tmp_path):
+    """A re-rating's draft stayed in the browser's storage for ever once it was saved: the page
+    after it is the next re-rating's, or the list of sessions after the last. It goes once the
+    server took it; a form the server refuses (a blank comment) keeps it."""
+    rerater, (first, second) = _two_reratings(tmp_path)
+    page = page_for(rerater)
+    page.goto(f"/revision/reratings/{first.pk}/")
+    page.locator("body").click()
+    page.keyboard.press("2")
+    page.keyboard.press("c")
+    page.keyboard.type("Half of it.")
+    assert page.evaluate(DRAFTS)  # kept while it is written
+    with page.expect_navigation():
+        page.keyboard.press("Control+Enter")
+    assert page.url.endswith(f"/revision/reratings/{second.pk}/")
+    assert page.evaluate(DRAFTS) == []
+
+    page.locator("body").click()
+    page.keyboard.press("3")
+    page.fill("#comment", "   ")
+    page.get_by_role("button", name="Save rating").click()
+    page.get_by_text("a comment explaining the rating is required").wait_for()
+    page.goto(f"/revision/reratings/{second.pk}/")
+    assert page.is_checked("input[name=rating][value=bad]")  # refused: the draft is kept
+    page.fill("#comment", "Worse.")
+    with page.expect_navigation():
+        page.get_by_role("button", name="Save rating").click()
+    assert page.url.endswith("/revision/")  # the last one: back to the list of sessions
+    assert page.evaluate(DRAFTS) == []
+    second.refresh_from_db()
+    assert (second.status, second.rating, second.comment) == ("done", "bad", "Worse.")

@@ -85,6 +85,8 @@ def test_annotator_does_a_two_turn_session(page_for, settings, tmp_path):
     page.once("dialog", lambda dialog: dialog.accept())
     page.get_by_role("button", name="I am satisfied with this answer: end the session").click()
     page.get_by_text("This session is finished").wait_for()
+    drafts = "Object.keys(window.localStorage).filter(key => key.startsWith('revision-'))"
+    assert page.evaluate(drafts) == []  # none of the session's drafts is left in the browser
 
     session = RevisionSession.objects.get(annotator=user)
     assert session.status == "finished" and session.satisfied
@@ -98,11 +100,13 @@ def test_annotator_does_a_two_turn_session(page_for, settings, tmp_path):
 
 
 def test_a_refused_or_reloaded_rating_keeps_its_drafts_and_an_untouched_answer_is_no_edit(
-    page_for, settings, tmp_path
+    page_for, settings, tmp_path, snap
 ):
-    """The rating's choice, comment and edit survive a reload and a form the server refuses; the
-    model's answer left as shown in the edit box (the browser sends it with CRLF) is no edit, so
-    a bad unedited answer leaves the history."""
+    """The rating's choice, comment and edit survive a reload and a form refused, by the browser
+    (no rating: the choice is required, and the browser says so before sending) or by the
+    server (a blank comment); the model's answer left as shown in the edit box (the browser
+    sends it with CRLF) is no edit, so a bad unedited answer leaves the history. A rating sent
+    without a choice all the same is refused by the server: tests/annotate/revision/test_pages."""
     page, user = start_session(
         page_for, settings, tmp_path, study="e2e-drafts", system="m", user="e2e-drafter"
     )
@@ -115,15 +119,29 @@ def test_a_refused_or_reloaded_rating_keeps_its_drafts_and_an_untouched_answer_i
     assert "\n" in Turn.objects.get(session=session).answer  # several lines: CRLF in a form
 
     page.fill("#comment", "Not shorter at all.")
-    page.get_by_role("button", name="Save rating").click()  # no choice: refused
-    page.get_by_text("rate the revision good, neutral or bad").wait_for()
+    group = page.get_by_role("group", name="Did the model follow your instruction? (required)")
+    choices = group.get_by_role("radio")
+    assert all(choices.nth(i).evaluate("input => input.required") for i in range(3))
+    sent = []
+    page.on("request", lambda request: sent.append(request) if request.method == "POST" else 0)
+    page.get_by_role("button", name="Save rating").click()  # no choice: the browser stops it
+    snap(page, "no rating")
+    assert choices.first.evaluate("input => input.matches(':invalid')")
+    assert choices.first.evaluate("input => input.validationMessage")
+    assert sent == [] and Turn.objects.get(session=session).rating == ""
     page.goto(f"/revision/sessions/{session.pk}/")
-    assert page.input_value("#comment") == "Not shorter at all."  # kept after the refusal
+    assert page.input_value("#comment") == "Not shorter at all."  # kept after the stop
     page.locator("body").click()
     page.keyboard.press("3")
     page.reload()
     assert page.is_checked("input[name=rating][value=bad]")  # the choice survives a reload
     assert page.input_value("#comment") == "Not shorter at all."
+    page.fill("#comment", "  ")
+    page.get_by_role("button", name="Save rating").click()  # a blank comment: the server refuses
+    page.get_by_text("a comment explaining the rating is required").wait_for()
+    page.goto(f"/revision/sessions/{session.pk}/")
+    assert page.is_checked("input[name=rating][value=bad]")  # kept after the refusal
+    page.fill("#comment", "Not shorter at all.")
     with page.expect_navigation():
         page.get_by_role("button", name="Save rating").click()  # edit box left as shown
     page.wait_for_load_state()
@@ -155,14 +173,14 @@ def test_a_draft_typed_before_the_page_script_ran_is_kept(page_for, settings, tm
     def hold_script(route):
         scripts.append(route)  # answered below, once the comment is typed
 
-    page.route("**/revision/session.js", hold_script)
+    page.route("**/revision/drafts.js", hold_script)
     page.goto(f"/revision/sessions/{session.pk}/", wait_until="commit")
     page.locator("#comment").wait_for()
     page.fill("#comment", "Typed early.")
     page.check("input[name=rating][value=neutral]")
     page.wait_for_timeout(100)
     assert scripts, "the page asked for its script"
-    page.unroute("**/revision/session.js")
+    page.unroute("**/revision/drafts.js")
     scripts[0].continue_()
     page.wait_for_load_state("load")
     page.reload()
@@ -348,6 +366,32 @@ def test_the_arriving_answer_takes_focus_to_the_rating_form(page_for, settings, 
     finally:
         release.set()
         stub.stop()
+
+
+def test_an_answer_already_in_on_a_reload_takes_focus_to_the_rating_unless_one_is_chosen(
+    page_for, settings, tmp_path
+):
+    """Focus went to the rating when the answer arrived, but not when it was there as the page
+    loaded (a reload after it arrived): the keyboard was on nothing again. It goes to the first
+    rating then too, unless the annotator chose one already (kept as a draft)."""
+    page, user = start_session(
+        page_for, settings, tmp_path, study="e2e-reload-focus", system="m", user="e2e-reload"
+    )
+    page.fill("#instruction", "Shorter.")
+    page.check("input[value=stylistic]")
+    page.get_by_role("button", name="Send instruction").click()
+    page.locator("#rate-form").wait_for()
+    page.reload()
+    focused = "[document.activeElement.name, document.activeElement.value]"
+    assert page.evaluate(focused) == ["rating", "good"]
+    page.keyboard.press("ArrowDown")  # the radio group has the keyboard: on to "neutral"
+    assert page.is_checked("input[name=rating][value=neutral]")
+    page.reload()
+    assert page.is_checked("input[name=rating][value=neutral]")  # the draft's choice
+    assert page.evaluate("document.activeElement === document.body")
+    page.keyboard.press("c")  # the shortcuts work from there as ever
+    page.keyboard.type("Partly.")
+    assert page.input_value("#comment") == "Partly."
 
 
 def test_the_arriving_answer_leaves_focus_in_a_field_being_typed_in(page_for, settings, tmp_path):

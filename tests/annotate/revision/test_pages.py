@@ -767,3 +767,36 @@ def test_a_rerating_gives_the_ratings_the_words_the_session_page_gives(client, s
     page = client.get(reverse("revision:rerating", args=[rerating.pk])).content.decode()
     for meaning in ("good: followed it", "neutral: partly", "bad: not at all, or made it worse"):
         assert meaning in page
+
+
+def test_a_rating_sent_without_a_choice_is_refused_by_the_server_too(
+    client, study, annotator, django_capture_on_commit_callbacks
+):
+    """The browser asks for a rating before sending (tests/e2e); a form sent without one all the
+    same (a page from before, a script) is refused, its comment and edit shown again, and nothing
+    is saved. The same on the re-rating page, below."""
+    client.force_login(annotator)
+    with django_capture_on_commit_callbacks(execute=True):
+        session = session_assign(study=study, user=annotator, now=timezone.now())
+    instruct(django_capture_on_commit_callbacks, session, annotator, "Shorter.")
+    refused = client.post(
+        reverse("revision:turn-rate", args=[session.pk]),
+        {"comment": "Not shorter.", "edited_answer": "My edit."},
+    )
+    assert refused.status_code == 400
+    form = refused.content.decode().split('id="rate-form"')[1].split("</form>")[0]
+    assert "rate the revision good, neutral or bad" in form
+    assert ">Not shorter.</textarea>" in form and ">My edit.</textarea>" in form
+    assert Turn.objects.get().rating == ""
+
+
+def test_a_rerating_sent_without_a_choice_is_refused_by_the_server_too(client, study, annotator):
+    rerating = rerating_of(study, annotator)
+    client.force_login(annotator)
+    url = reverse("revision:rerating", args=[rerating.pk])
+    refused = client.post(url, {"comment": "No paper cited."})
+    assert refused.status_code == 400
+    assert "rate the revision good, neutral or bad" in refused.content.decode()
+    assert ">No paper cited.</textarea>" in refused.content.decode()
+    rerating.refresh_from_db()
+    assert (rerating.status, rerating.rating) == ("pending", "")
