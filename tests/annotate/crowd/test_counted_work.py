@@ -97,7 +97,10 @@ def _hand_back(fake_mturk, assignment_id: str, *, expect: int) -> None:
 
 
 def _sync(publication):
-    return review.publication_sync(publication_id=publication.pk, now=timezone.now())
+    """A sync once the hand-back grace of the work submitted so far is over (a sync within it
+    takes no slot back: test_a_sync_within_the_grace_leaves_fresh_work_its_slot)."""
+    now = timezone.now() + review.release_grace()
+    return review.publication_sync(publication_id=publication.pk, now=now)
 
 
 def _crowd_rows(report, subset="overall"):
@@ -749,3 +752,53 @@ def test_progress_shows_released_work_as_unconfirmed_and_only_expired_work_as_la
     _sync(live)
     rows = {row["annotator"]: row for row in api.get(url).json()["per_annotator"]}
     assert (rows["mturk:AREAL1"]["submitted"], rows["mturk:AREAL1"]["unconfirmed"]) == (1, 0)
+
+
+def test_a_sync_within_the_grace_leaves_fresh_work_its_slot(client, live, fake_mturk, settings):
+    """An honest worker's hand-back reaches MTurk seconds after our page stored the work: a
+    sync in between took its slot, another worker could take it, and the honest work then
+    stayed out as late work once MTurk confirmed it."""
+    from datetime import timedelta
+
+    from annotate.errors import NoWorkError
+    from annotate.selectors.results import counted_assignments as counted_in_results
+
+    settings.CROWD_RELEASE_GRACE_SECONDS = 120
+    first, _ = _hits(live)
+    worker = Client()
+    fresh = _stored_not_handed_back(worker, fake_mturk, first, "AREAL1")
+    just_within = fresh.submitted_at + timedelta(seconds=119)
+    review.publication_sync(publication_id=live.pk, now=just_within)
+
+    fresh.refresh_from_db()
+    assert not fresh.is_late
+    assert selectors.assignment_confirmation(assignment=fresh) == selectors.Confirmation.WAITING
+    _in_house_claim(first.task, "in-house 1")
+    with pytest.raises(NoWorkError):  # the task of 2 is full: the fresh work kept its slot
+        _in_house_claim(first.task, "in-house 2")
+    # The worker's page still hands the work back (no "MTurk does not know" refusal).
+    opened = _open(worker, fake_mturk, first, "AREAL1", fresh.platform_assignment_id)
+    page = worker.get(opened["Location"])
+    assert page.status_code == 200 and 'id="external-submit"' in page.text
+    _hand_back(fake_mturk, fresh.platform_assignment_id, expect=200)
+    _sync(live)
+    assert counted_in_results().filter(pk=fresh.pk).exists()
+
+
+def test_a_sync_after_the_grace_takes_the_slot_of_work_it_does_not_find(
+    client, live, fake_mturk, settings
+):
+    """Work the platform still does not list once its grace is over loses its slot, as before."""
+    from datetime import timedelta
+
+    settings.CROWD_RELEASE_GRACE_SECONDS = 120
+    first, _ = _hits(live)
+    stale = _stored_not_handed_back(Client(), fake_mturk, first, "AREAL1")
+    grace_over = stale.submitted_at + timedelta(seconds=120)
+    review.publication_sync(publication_id=live.pk, now=grace_over)
+
+    stale.refresh_from_db()
+    assert (stale.status, stale.is_late) == (AssignmentStatus.SUBMITTED, True)
+    assert selectors.assignment_confirmation(assignment=stale) == selectors.Confirmation.REFUSED
+    for n in range(2):  # its slot is free again: the task of 2 takes two others
+        _in_house_claim(first.task, f"in-house {n}")
