@@ -166,35 +166,59 @@ class BenchmarkListApi(APIView):
         )
 
 
+_SUBMITTED_HELP = "Submitted and holding its task's slot (not rejected)."
+_LATE_HELP = (
+    "Submitted after its claim lapsed and its task was filled (or confirmed by its crowd "
+    "platform only after that): kept, never counted."
+)
+_UNCONFIRMED_HELP = (
+    "Crowd platform work whose slot a sync took back because the platform's listing of its HIT "
+    "did not have it: kept, and counted only if the platform confirms it while its task has a "
+    "slot. Not late work."
+)
+_REJECTED_HELP = "Rejected in review: counted nowhere."
+
+
+@extend_schema_serializer(component_name="ProjectProgressAnnotator")
+class ProgressRowSerializer(serializers.Serializer):
+    """One annotator's line of a project's progress."""
+
+    annotator = serializers.CharField(source="annotator__name")
+    submitted = serializers.IntegerField(help_text=_SUBMITTED_HELP)
+    live = serializers.IntegerField(help_text="Claimed, not submitted, not expired.")
+    late = serializers.IntegerField(help_text=_LATE_HELP)
+    unconfirmed = serializers.IntegerField(help_text=_UNCONFIRMED_HELP)
+    rejected = serializers.IntegerField(help_text=_REJECTED_HELP)
+    returned = serializers.IntegerField()
+    active_seconds = serializers.FloatField()
+
+
 class ProjectProgressApi(APIView):
-    @extend_schema(request=None, responses=OpenApiTypes.OBJECT)
+    @extend_schema_serializer(component_name="ProjectProgress")
+    class OutputSerializer(serializers.Serializer):
+        project = serializers.IntegerField()
+        tasks_total = serializers.IntegerField()
+        tasks_done = serializers.IntegerField()
+        assignments_submitted = serializers.IntegerField(help_text=_SUBMITTED_HELP)
+        assignments_live = serializers.IntegerField()
+        assignments_late = serializers.IntegerField(help_text=_LATE_HELP)
+        assignments_unconfirmed = serializers.IntegerField(help_text=_UNCONFIRMED_HELP)
+        assignments_rejected = serializers.IntegerField(help_text=_REJECTED_HELP)
+        per_annotator = ProgressRowSerializer(many=True)
+
+    @extend_schema(request=None, responses=OutputSerializer)
     def get(self, request: Request, project_id: int) -> Response:
         project = work_selectors.project_get_for_researcher(
             project_id=project_id, user=request.user
         )
         progress = work_selectors.project_progress(project=project, now=timezone.now())
+        per_annotator = [
+            {**row, "active_seconds": row["active_seconds"] or 0} for row in progress.per_annotator
+        ]
         return Response(
-            {
-                "project": project.id,
-                "tasks_total": progress.tasks_total,
-                "tasks_done": progress.tasks_done,
-                "assignments_submitted": progress.assignments_submitted,
-                "assignments_live": progress.assignments_live,
-                "assignments_late": progress.assignments_late,
-                "assignments_rejected": progress.assignments_rejected,
-                "per_annotator": [
-                    {
-                        "annotator": row["annotator__name"],
-                        "submitted": row["submitted"],
-                        "live": row["live"],
-                        "late": row["late"],
-                        "rejected": row["rejected"],
-                        "returned": row["returned"],
-                        "active_seconds": row["active_seconds"] or 0,
-                    }
-                    for row in progress.per_annotator
-                ],
-            }
+            self.OutputSerializer(
+                {**vars(progress), "project": project.id, "per_annotator": per_annotator}
+            ).data
         )
 
 

@@ -20,7 +20,7 @@ from annotate.crowd.models import (
     PlatformAssignment,
     Publication,
 )
-from annotate.crowd.services.review import hit_of_work, platform_confirms
+from annotate.crowd.services.review import hand_back_overdue, hit_of_work, platform_confirms
 from annotate.errors import NotFoundError
 from annotate.models import Annotator, Assignment, AssignmentStatus, Label, Project
 from annotate.selectors.results import (
@@ -124,15 +124,15 @@ class Confirmation:
 def confirmation_of(*, assignment: Assignment, synced_at=None) -> str:
     """The Confirmation of one assignment (its annotator and platform_record loaded).
 
-    REFUSED: a sync that listed the HIT after the work was submitted here did not find this
-    assignment for this worker (forged ids, or a hand-back to MTurk that never arrived).
+    REFUSED: a sync that listed the HIT once the work's hand-back was due (hand_back_overdue)
+    did not find this assignment for this worker (forged ids, or a hand-back to MTurk that never
+    arrived); until then the work waits, and its worker's page still hands it back.
     """
     if not platform_confirms(assignment.annotator.platform):
         return Confirmation.NOT_NEEDED
     if getattr(assignment, "platform_record", None) is not None:
         return Confirmation.CONFIRMED
-    submitted = assignment.submitted_at
-    if submitted is not None and synced_at is not None and submitted <= synced_at:
+    if hand_back_overdue(submitted_at=assignment.submitted_at, listed_at=synced_at):
         return Confirmation.REFUSED
     return Confirmation.WAITING
 
@@ -238,7 +238,11 @@ def reconciliation(*, publication: Publication) -> Reconciliation:
         ).select_related("annotator", "task__instruction")
     # Not linked to a platform record: the sync did not find it for this worker and HIT (its id
     # may still be known, as another worker's).
-    missing_on_platform = [a for a in candidates if a.submitted_at <= synced[a.platform_hit_id]]
+    missing_on_platform = [
+        a
+        for a in candidates
+        if hand_back_overdue(submitted_at=a.submitted_at, listed_at=synced[a.platform_hit_id])
+    ]
     return Reconciliation(missing_here=missing_here, missing_on_platform=missing_on_platform)
 
 

@@ -74,6 +74,21 @@ def counted_assignment_q(prefix: str = "") -> Q:
     return _counted_q(prefix, submitted)
 
 
+def released_unconfirmed_q(prefix: str = "") -> Q:
+    """Submitted work whose slot a sync took back (is_late: the platform's listing of its HIT
+    did not have it, annotate.crowd.services.review._unconfirmed_slots_released) and that its
+    platform has still not confirmed: it waits for that confirmation (or was forged), and is
+    not late work. The rule of `_why_not_counted` (WorkStatus.UNCONFIRMED for late-marked work),
+    as a filter."""
+    released = Q(
+        **{
+            f"{prefix}is_late": True,
+            f"{prefix}status__in": [AssignmentStatus.SUBMITTED, AssignmentStatus.APPROVED],
+        }
+    )
+    return released & _needs_confirmation(prefix) & ~_confirmed(prefix)
+
+
 def counted_human_answer_q(prefix: str = "") -> Q:
     """Verbalizer HumanAnswers that count in results (same rule; an answer is never late), from
     an annotator whose kind is decided (a new web account's answers wait for a researcher)."""

@@ -25,7 +25,12 @@ from annotate.models import (
     Task,
 )
 from annotate.roles import is_admin, is_researcher
-from annotate.selectors.results import WorkStatus, blocked_annotator_ids, work_statuses
+from annotate.selectors.results import (
+    WorkStatus,
+    blocked_annotator_ids,
+    released_unconfirmed_q,
+    work_statuses,
+)
 from annotate.services.assignments import (
     claimable_task_count,
     claimable_tasks_sql,
@@ -381,13 +386,20 @@ class Progress:
     assignments_submitted: int
     assignments_live: int
     assignments_late: int
+    assignments_unconfirmed: int
     assignments_rejected: int
     per_annotator: list[dict]
     per_batch: list[dict]
 
 
 def project_progress(*, project: Project, now: datetime) -> Progress:
-    """Return tasks done (all N assignments submitted) of total, and per annotator counts."""
+    """Return tasks done (all N assignments submitted) of total, and per annotator counts.
+
+    Each submitted assignment falls in one column: submitted (holds its slot), rejected,
+    unconfirmed (a sync took its slot back because its platform did not list it: it waits for
+    the platform's confirmation, results.released_unconfirmed_q) or late (submitted after its
+    claim lapsed and its task was filled, or confirmed by its platform only after that).
+    """
     accepted = Q(
         assignments__status__in=[AssignmentStatus.SUBMITTED, AssignmentStatus.APPROVED],
         assignments__is_late=False,
@@ -413,17 +425,16 @@ def project_progress(*, project: Project, now: datetime) -> Progress:
         by_id[batch_id]["done"] += accepted_count >= project.assignments_per_task
     assignments = Assignment.objects.filter(task__batch__project=project)
     live = Q(status=AssignmentStatus.CLAIMED, expires_at__gt=now)
+    rejected = Q(status=AssignmentStatus.REJECTED)
+    unconfirmed = released_unconfirmed_q()
     per_annotator = list(
         assignments.values("annotator__name")
         .annotate(
             # Rejected work (in review) is submitted but counts nowhere: a column of its own.
-            submitted=Count(
-                "id",
-                filter=Q(submitted_at__isnull=False, is_late=False)
-                & ~Q(status=AssignmentStatus.REJECTED),
-            ),
-            rejected=Count("id", filter=Q(status=AssignmentStatus.REJECTED, is_late=False)),
-            late=Count("id", filter=Q(is_late=True)),
+            submitted=Count("id", filter=Q(submitted_at__isnull=False, is_late=False) & ~rejected),
+            rejected=Count("id", filter=rejected),
+            late=Count("id", filter=Q(is_late=True) & ~rejected & ~unconfirmed),
+            unconfirmed=Count("id", filter=unconfirmed),
             live=Count("id", filter=live),
             returned=Count("id", filter=Q(status=AssignmentStatus.RETURNED)),
             active_seconds=Sum("active_seconds", filter=Q(submitted_at__isnull=False)),
@@ -436,6 +447,7 @@ def project_progress(*, project: Project, now: datetime) -> Progress:
         assignments_submitted=sum(row["submitted"] for row in per_annotator),
         assignments_live=sum(row["live"] for row in per_annotator),
         assignments_late=sum(row["late"] for row in per_annotator),
+        assignments_unconfirmed=sum(row["unconfirmed"] for row in per_annotator),
         assignments_rejected=sum(row["rejected"] for row in per_annotator),
         per_annotator=per_annotator,
         per_batch=per_batch,

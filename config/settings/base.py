@@ -387,6 +387,10 @@ CROWD_FRAME_ANCESTORS = ["https://www.mturk.com", "https://workersandbox.mturk.c
     "CROWD_EXTRA_FRAME_ANCESTORS", ""
 )
 CROWD_SYNC_INTERVAL_SECONDS = int(os.environ.get("CROWD_SYNC_INTERVAL_SECONDS", "600"))
+# How long work submitted here keeps its task's slot while the platform does not list it yet:
+# the worker's browser hands it back to MTurk just after our page stored it
+# (annotate.crowd.services.review.release_grace).
+CROWD_RELEASE_GRACE_SECONDS = int(os.environ.get("CROWD_RELEASE_GRACE_SECONDS", "300"))
 X_FRAME_OPTIONS = "DENY"
 # Review suggests approving a worker whose gold-question accuracy is at least this.
 CROWD_GOLD_MIN_ACCURACY = float(os.environ.get("CROWD_GOLD_MIN_ACCURACY", "0.7"))

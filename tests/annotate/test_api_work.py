@@ -273,4 +273,5 @@ def test_rejected_work_is_not_counted_as_submitted_in_a_projects_progress(client
     client.force_login(researcher)
     page = client.get(reverse("work:project-detail", args=[project.id])).text
     assert "1 submitted, 0 in progress, 0 late (kept, not counted), 1 rejected" in page
-    assert "<td>worker</td><td>1</td><td>0</td><td>0</td><td>1</td>" in page
+    # Annotator | Submitted | In progress | Late | Unconfirmed | Rejected
+    assert "<td>worker</td><td>1</td><td>0</td><td>0</td><td>0</td><td>1</td>" in page

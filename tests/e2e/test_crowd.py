@@ -53,7 +53,7 @@ def external_url(fake_mturk, hit):
     return re.search(r"<ExternalURL>(.*)</ExternalURL>", question).group(1).replace("&amp;", "&")
 
 
-def test_mturk_publish_preview_accept_submit_sync_approve(page_for, browser, fake_mturk):
+def test_mturk_publish_preview_accept_submit_sync_approve(page_for, browser, fake_mturk, settings):
     project = project_with_tasks(instructions=2, systems=2, questions=2, assignments_per_task=1)
     batch = project.batches.get()
     admin = page_for(UserFactory(username="boss", roles=[ADMIN], is_staff=True))
@@ -109,6 +109,9 @@ def test_mturk_publish_preview_accept_submit_sync_approve(page_for, browser, fak
     forged_assignment = Assignment.objects.get(annotator__worker_id="AFORGED1")
     assert Label.objects.filter(annotator__worker_id="AFORGED1").count() == 4
 
+    # The admin syncs at once, not CROWD_RELEASE_GRACE_SECONDS after the submits: without the
+    # grace, this sync is the one that finds the forged work missing.
+    settings.CROWD_RELEASE_GRACE_SECONDS = 0
     admin.goto(f"/crowd/publications/{publication.pk}/")
     admin.click("text=Sync assignments now")
     admin.locator(".messages", has_text="Syncing").wait_for()

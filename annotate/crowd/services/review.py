@@ -10,9 +10,10 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -151,15 +152,41 @@ def _hit_store(*, hit: Hit, rows, now: datetime, whole_listing: bool = True) -> 
     return new
 
 
+def release_grace() -> timedelta:
+    """How long work submitted here may wait for the platform to list it before a sync that
+    does not find it takes its slot back (CROWD_RELEASE_GRACE_SECONDS).
+
+    The worker's browser hands the work back to MTurk (externalSubmit) only after our page has
+    stored it: the done page posts it as soon as it loads, so it arrives seconds later, or,
+    where the script did not run, when the worker presses the page's button. A sync in between
+    took the honest worker's slot, another worker could take it, and the work then stayed out
+    as late work when the platform confirmed it. The default, 300 s, covers a slow network and
+    a worker who has to press the button; a forger's submissions keep their slots at most that
+    much longer (the grace plus CROWD_SYNC_INTERVAL_SECONDS, 15 minutes by default), still less
+    than a forged claim holds one (the assignment duration, an hour by default).
+    """
+    return timedelta(seconds=settings.CROWD_RELEASE_GRACE_SECONDS)
+
+
+def hand_back_overdue(*, submitted_at: datetime | None, listed_at: datetime | None) -> bool:
+    """True if work submitted here at `submitted_at` should have been in the platform's whole
+    listing of its HIT made at `listed_at`: its hand-back's grace was over by then."""
+    if submitted_at is None or listed_at is None:
+        return False
+    return submitted_at <= listed_at - release_grace()
+
+
 def _unconfirmed_slots_released(*, hit: Hit, now: datetime) -> int:
-    """Take their task's slots back from the HIT's work submitted here by `now` that the
-    platform's whole listing of the HIT did not have for its worker (a forged assignment id,
-    or a hand-back that has not arrived): it never counts unless the platform confirms it, and
-    holding a slot until an admin rejects it let a forger keep in-house annotators, a
-    self-hosted link's participants and, once work here left the HIT fewer slots, the
-    platform's own workers from a task. It is kept (an admin may still reject it) and marked
-    is_late, the mark of submitted work that holds no slot; a sync that confirms it later gives
-    it its slot back if the task still has one (_slot_taken_back), or it stays out as late work.
+    """Take their task's slots back from the HIT's work submitted here at least release_grace()
+    before `now` that the platform's whole listing of the HIT did not have for its worker (a
+    forged assignment id, or a hand-back that has not arrived): it never counts unless the
+    platform confirms it, and holding a slot until an admin rejects it let a forger keep
+    in-house annotators, a self-hosted link's participants and, once work here left the HIT
+    fewer slots, the platform's own workers from a task. Work submitted within the grace keeps
+    its slot until a later sync. Released work is kept (an admin may still reject it) and
+    marked is_late, the mark of submitted work that holds no slot; a sync that confirms it
+    later gives it its slot back if the task still has one (_slot_taken_back), or it stays out
+    as late work.
     """
     return Assignment.objects.filter(
         task_id=hit.task_id,
@@ -167,7 +194,7 @@ def _unconfirmed_slots_released(*, hit: Hit, now: datetime) -> int:
         annotator__platform=hit.publication.platform,
         status=AssignmentStatus.SUBMITTED,
         is_late=False,
-        submitted_at__lte=now,
+        submitted_at__lte=now - release_grace(),
         platform_record__isnull=True,
     ).update(is_late=True)
 

@@ -97,7 +97,10 @@ def _hand_back(fake_mturk, assignment_id: str, *, expect: int) -> None:
 
 
 def _sync(publication):
-    return review.publication_sync(publication_id=publication.pk, now=timezone.now())
+    """A sync once the hand-back grace of the work submitted so far is over (a sync within it
+    takes no slot back: test_a_sync_within_the_grace_leaves_fresh_work_its_slot)."""
+    now = timezone.now() + review.release_grace()
+    return review.publication_sync(publication_id=publication.pk, now=now)
 
 
 def _crowd_rows(report, subset="overall"):
@@ -673,3 +676,129 @@ def test_released_work_rejected_here_then_handed_back_is_to_be_rejected_on_the_p
     assert (work.status, work.platform_record.status) == (AssignmentStatus.REJECTED, "Submitted")
     spending = publication_spending(publication=live)
     assert (spending.unless_rejected, spending.late) == (1, 0)
+
+
+def _late_submission(task, name) -> Assignment:
+    """Work submitted after its claim lapsed, once two others had filled the task of 2."""
+    from datetime import timedelta
+
+    from annotate.services.assignments import assignment_claim_task
+    from annotate.services.submissions import Outcome, assignment_submit
+    from tests.factories import AnnotatorFactory
+
+    now = timezone.now()
+    slow = assignment_claim_task(annotator=AnnotatorFactory(name=name), task=task, now=now)
+    later = slow.expires_at + timedelta(minutes=1)
+    for n in range(2):
+        quick = assignment_claim_task(
+            annotator=AnnotatorFactory(name=f"quick {n}"), task=task, now=later
+        )
+        answers = {name: "yes" for name in _field_names(quick)}
+        assignment_submit(
+            assignment_id=quick.id, annotator=quick.annotator, answers=answers, now=later
+        )
+    answers = {name: "no" for name in _field_names(slow)}
+    result = assignment_submit(
+        assignment_id=slow.id, annotator=slow.annotator, answers=answers, now=later
+    )
+    assert result.outcome == Outcome.LATE
+    return result.assignment
+
+
+def _field_names(assignment) -> list[str]:
+    return [f"r{n}_q{q}" for n in range(1, len(assignment.display_order) + 1) for q in (1, 2)]
+
+
+def test_progress_shows_released_work_as_unconfirmed_and_only_expired_work_as_late(
+    client, live, fake_mturk, researcher
+):
+    """The project page and its API counted work whose slot a sync released (the platform had
+    not listed it yet) among the late work: a researcher read that a worker was late when the
+    work was waiting for the platform's confirmation."""
+    from rest_framework.test import APIClient
+
+    first, second = _hits(live)
+    waiting = _stored_not_handed_back(Client(), fake_mturk, first, "AREAL1")
+    _sync(live)
+    _late_submission(second.task, "slow")
+    project = first.task.batch.project
+    project.researchers.add(researcher)
+
+    api = APIClient()
+    api.force_login(researcher)
+    url = reverse("annotate-api:project-progress", args=[project.id])
+    progress = api.get(url).json()
+    assert (progress["assignments_late"], progress["assignments_unconfirmed"]) == (1, 1)
+    rows = {row["annotator"]: row for row in progress["per_annotator"]}
+    assert {k: rows["mturk:AREAL1"][k] for k in ("submitted", "late", "unconfirmed")} == {
+        "submitted": 0,
+        "late": 0,
+        "unconfirmed": 1,
+    }
+    assert {k: rows["slow"][k] for k in ("submitted", "late", "unconfirmed")} == {
+        "submitted": 0,
+        "late": 1,
+        "unconfirmed": 0,
+    }
+    client.force_login(researcher)
+    page = client.get(reverse("work:project-detail", args=[project.id])).text
+    assert "2 submitted, 0 in progress, 1 late (kept, not counted), 1 unconfirmed by" in page
+    # Annotator | Submitted | In progress | Late | Unconfirmed | Rejected
+    assert "<td>mturk:AREAL1</td><td>0</td><td>0</td><td>0</td><td>1</td><td>0</td>" in page
+    assert "<td>slow</td><td>0</td><td>0</td><td>1</td><td>0</td><td>0</td>" in page
+
+    # The hand-back arrives; the next sync confirms it and gives it its slot back.
+    _hand_back(fake_mturk, waiting.platform_assignment_id, expect=200)
+    _sync(live)
+    rows = {row["annotator"]: row for row in api.get(url).json()["per_annotator"]}
+    assert (rows["mturk:AREAL1"]["submitted"], rows["mturk:AREAL1"]["unconfirmed"]) == (1, 0)
+
+
+def test_a_sync_within_the_grace_leaves_fresh_work_its_slot(client, live, fake_mturk, settings):
+    """An honest worker's hand-back reaches MTurk seconds after our page stored the work: a
+    sync in between took its slot, another worker could take it, and the honest work then
+    stayed out as late work once MTurk confirmed it."""
+    from datetime import timedelta
+
+    from annotate.errors import NoWorkError
+    from annotate.selectors.results import counted_assignments as counted_in_results
+
+    settings.CROWD_RELEASE_GRACE_SECONDS = 120
+    first, _ = _hits(live)
+    worker = Client()
+    fresh = _stored_not_handed_back(worker, fake_mturk, first, "AREAL1")
+    just_within = fresh.submitted_at + timedelta(seconds=119)
+    review.publication_sync(publication_id=live.pk, now=just_within)
+
+    fresh.refresh_from_db()
+    assert not fresh.is_late
+    assert selectors.assignment_confirmation(assignment=fresh) == selectors.Confirmation.WAITING
+    _in_house_claim(first.task, "in-house 1")
+    with pytest.raises(NoWorkError):  # the task of 2 is full: the fresh work kept its slot
+        _in_house_claim(first.task, "in-house 2")
+    # The worker's page still hands the work back (no "MTurk does not know" refusal).
+    opened = _open(worker, fake_mturk, first, "AREAL1", fresh.platform_assignment_id)
+    page = worker.get(opened["Location"])
+    assert page.status_code == 200 and 'id="external-submit"' in page.text
+    _hand_back(fake_mturk, fresh.platform_assignment_id, expect=200)
+    _sync(live)
+    assert counted_in_results().filter(pk=fresh.pk).exists()
+
+
+def test_a_sync_after_the_grace_takes_the_slot_of_work_it_does_not_find(
+    client, live, fake_mturk, settings
+):
+    """Work the platform still does not list once its grace is over loses its slot, as before."""
+    from datetime import timedelta
+
+    settings.CROWD_RELEASE_GRACE_SECONDS = 120
+    first, _ = _hits(live)
+    stale = _stored_not_handed_back(Client(), fake_mturk, first, "AREAL1")
+    grace_over = stale.submitted_at + timedelta(seconds=120)
+    review.publication_sync(publication_id=live.pk, now=grace_over)
+
+    stale.refresh_from_db()
+    assert (stale.status, stale.is_late) == (AssignmentStatus.SUBMITTED, True)
+    assert selectors.assignment_confirmation(assignment=stale) == selectors.Confirmation.REFUSED
+    for n in range(2):  # its slot is free again: the task of 2 takes two others
+        _in_house_claim(first.task, f"in-house {n}")

@@ -51,7 +51,9 @@ def work(client, fake_mturk, hit, worker, value="yes", post_back=True):
 
 
 def _sync(publication):
-    return review.publication_sync(publication_id=publication.pk, now=timezone.now())
+    """A sync once the hand-back grace of the work submitted so far is over."""
+    now = timezone.now() + review.release_grace()
+    return review.publication_sync(publication_id=publication.pk, now=now)
 
 
 def test_sync_pages_through_assignments_and_matches_ours(client, live, fake_mturk, settings):

@@ -130,7 +130,8 @@ def test_a_published_slice_counts_two_real_workers_and_no_forged_one(client, on_
     assert HumanAnswer.objects.filter(annotator__worker_id__startswith="AFAKE").count() == 5
     assert len(fake_mturk.state.refused_submits) == 5
 
-    review.publication_sync(publication_id=on_mturk.pk, now=timezone.now())
+    # A sync once the answers' hand-back grace is over: the forged ones are overdue.
+    review.publication_sync(publication_id=on_mturk.pk, now=timezone.now() + review.release_grace())
     assert PlatformAssignment.objects.filter(human_answer__isnull=False).count() == 8
     rec = crowd_selectors.reconciliation(publication=on_mturk)
     assert rec.missing_here == []
