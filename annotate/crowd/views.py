@@ -440,9 +440,9 @@ def worker_action(request: HttpRequest, annotator_id: int) -> HttpResponse:
         if waiting and block.annotator.platform != "selfhosted":
             messages.warning(
                 request,
-                f"{waiting} of their submissions still wait for review. The platform approves "
-                "and pays them when the auto-approval delay ends (and the cost table counts "
-                "them once a sync sees that), unless you reject them first.",
+                f"Still waiting for review: {waiting} of their submissions. The platform "
+                "approves and pays each when the auto-approval delay ends (and the cost table "
+                "counts it once a sync sees that), unless you reject it first.",
             )
     elif action == "unblock":
         review_services.worker_unblock(annotator_id=annotator_id, reason=reason, user=user)
