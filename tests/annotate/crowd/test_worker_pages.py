@@ -261,6 +261,27 @@ def test_the_done_page_offers_the_next_task_while_one_is_left(client, study):
     )
 
 
+@pytest.mark.parametrize("refusal", ["worker blocked", "link closed"])
+def test_the_done_page_offers_no_next_task_the_link_would_refuse(client, study, refusal):
+    """A participant blocked since their submit, or on a link closed since, is not invited to
+    "Do the next task" only to be told they can no longer take tasks."""
+    started = _join(client, study, PROLIFIC_PID="P5")
+    done = client.post(started["Location"], _answers(client.get(started["Location"]).text))
+    assert 'id="next-task"' in done.text  # tasks are left, and the link would hand one out
+    if refusal == "worker blocked":
+        WorkerBlock.objects.create(
+            annotator=Annotator.objects.get(worker_id="P5"), reason="all UNKNOWN"
+        )
+    else:
+        study.link_closed_at = timezone.now()
+        study.save(update_fields=["link_closed_at"])
+    again = client.get(started["Location"])  # the done page, opened again
+    assert again.status_code == 200 and 'id="completion-code"' in again.text
+    assert 'id="next-task"' not in again.text
+    join = reverse("crowd:selfhosted-join", args=[study.link_token])
+    assert client.post(join, {"workerId": "P5"}).status_code in (403, 410)  # what it would get
+
+
 def test_an_admin_walks_a_hit_through_the_offline_demo_platform_as_a_worker(
     client, published, admin_user, django_capture_on_commit_callbacks
 ):
