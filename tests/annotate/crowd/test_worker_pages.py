@@ -374,6 +374,24 @@ def test_late_work_handed_back_on_the_demo_platform_is_told_it_never_counts(
     assert not counted_assignments().filter(pk=assignment.pk).exists()
 
 
+def test_the_publication_page_says_how_many_workers_each_hit_asked_for(client, study, admin_user):
+    """A task with work from a self-hosted link before the batch went on the platform gets a
+    HIT asking only for the assignments it still needed: the page says so, not the project's
+    assignments per task (it said 0 / 0 / 3 beside "0 of 2 took it on the platform")."""
+    started = _join(client, study, PROLIFIC_PID="P7")
+    client.post(started["Location"], _answers(client.get(started["Location"]).text))
+    done_task = Assignment.objects.get(annotator__worker_id="P7").task
+    published = published_on_fake(study.batch)
+    client.force_login(admin_user)
+    page = client.get(reverse("crowd:publication", args=[published.pk])).text
+    for hit in published.hits.all():
+        asked = 2 if hit.task_id == done_task.pk else 3
+        assert hit.max_assignments == asked  # what the platform was asked for
+        row = page.split(f"<code>{hit.hit_id}</code>")[1].split("</tr>")[0]
+        assert f'<td class="hit-work">0 / 0 / {asked}</td>' in row
+        assert f"0 of {asked} took it on the platform" in row
+
+
 def test_only_the_demo_platform_may_send_the_work_back_to_this_site(
     client, published, settings, admin_user
 ):
