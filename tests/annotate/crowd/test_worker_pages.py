@@ -13,6 +13,7 @@ from annotate.crowd.models import Hit, WorkerBlock
 from annotate.crowd.services import publishing
 from annotate.crowd.services.publishing import PublishSettings
 from annotate.crowd.services.workers import worker_assignment_get
+from annotate.errors import CrowdPlatformError
 from annotate.models import (
     Annotator,
     AnnotatorKind,
@@ -390,6 +391,42 @@ def test_the_publication_page_says_how_many_workers_each_hit_asked_for(client, s
         row = page.split(f"<code>{hit.hit_id}</code>")[1].split("</tr>")[0]
         assert f'<td class="hit-work">0 / 0 / {asked}</td>' in row
         assert f"0 of {asked} took it on the platform" in row
+
+
+def test_no_demo_worker_takes_an_expired_hit(client, published, admin_user):
+    """MTurk lets nobody accept an expired HIT: neither does the offline platform, and the
+    publication page offers no "Do it as a worker" on one (a demo worker took it and worked)."""
+    from annotate.crowd.services import review
+
+    review.publication_expire(publication_id=published.pk, now=timezone.now(), user=admin_user)
+    client.force_login(admin_user)
+    page = client.get(reverse("crowd:publication", args=[published.pk])).text
+    hit = _hit(published)
+    assert page.count("expired: extend it to let workers take it") == published.hits.count()
+    for each in published.hits.all():
+        assert f'action="{reverse("crowd:demo-worker", args=[each.pk])}"' not in page
+    answer = client.post(reverse("crowd:demo-worker", args=[hit.pk]), follow=True)
+    assert "has expired: no worker can take it" in answer.text
+    with pytest.raises(CrowdPlatformError, match="has expired"):
+        FakePlatform().worker_accept(hit_id=hit.hit_id, worker_id="AWORKER9")
+    assert not Assignment.objects.exists()
+
+
+def test_a_blocked_demo_worker_is_not_sent_to_a_hit(client, published, admin_user):
+    """MTurk keeps a blocked worker from the requester's HITs: "Do it as a worker" goes on to
+    the next demo worker instead of opening a refusal as the blocked one."""
+    from annotate.crowd.services import review
+
+    client.force_login(admin_user)
+    first, second = published.hits.order_by("id")[:2]
+    client.get(client.post(reverse("crowd:demo-worker", args=[first.pk]))["Location"])
+    worker = Annotator.objects.get(worker_id="DEMOWORKER1")
+    review.worker_block(annotator_id=worker.pk, reason="garbage", user=admin_user)
+    opened = client.post(reverse("crowd:demo-worker", args=[second.pk]))
+    assert "workerId=DEMOWORKER2" in opened["Location"]
+    assert client.get(opened["Location"]).status_code == 302  # to the task page, not refused
+    with pytest.raises(CrowdPlatformError, match="blocked"):
+        FakePlatform().worker_accept(hit_id=second.hit_id, worker_id="DEMOWORKER1")
 
 
 def test_only_the_demo_platform_may_send_the_work_back_to_this_site(
