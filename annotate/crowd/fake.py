@@ -351,8 +351,14 @@ class FakePlatform:
     # --- The worker's side, for the demo and tests ---------------------------------------
 
     def worker_accept(self, *, hit_id: str, worker_id: str) -> str:
+        """Accept the HIT as MTurk lets a worker: not once it expired, nor for a worker the
+        requester blocked."""
         with _changing() as store:
             hit = _hit_of(store, hit_id)
+            if hit.expires_at is not None and hit.expires_at <= datetime.now(UTC):
+                raise CrowdPlatformError(f"HIT {hit_id} has expired: no worker can accept it.")
+            if worker_id in store.blocks:
+                raise CrowdPlatformError(f"Worker {worker_id} is blocked by this requester.")
             taken = _holding_a_slot(store, hit_id)
             if len(taken) >= hit.max_assignments or any(a.worker_id == worker_id for a in taken):
                 raise CrowdPlatformError(f"HIT {hit_id} cannot be accepted by {worker_id}.")
@@ -401,10 +407,11 @@ class FakePlatform:
         ]
 
     def next_demo_worker(self, *, hit_id: str, exclude: set[str] = frozenset()) -> str:
-        """A worker id that has not taken this HIT yet, nor is in `exclude`: DEMOWORKER1, 2, ...
-        (one who took it and gave it back, refused by our page, is not sent again)."""
+        """A worker id that has not taken this HIT yet, is not blocked, nor is in `exclude`:
+        DEMOWORKER1, 2, ... (one who took it and gave it back, refused by our page, is not sent
+        again)."""
         taken = {a.worker_id for a in self.store.assignments.values() if a.hit_id == hit_id}
-        taken |= set(exclude)
+        taken |= set(exclude) | set(self.store.blocks)
         return next(
             f"{DEMO_WORKER}{n}" for n in itertools.count(1) if f"{DEMO_WORKER}{n}" not in taken
         )

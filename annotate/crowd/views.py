@@ -186,7 +186,8 @@ def _completion_context(publication: Publication) -> dict[str, str]:
 
 def _hits_with_work(publication: Publication) -> list[Hit]:
     """The publication's first 500 HITs, each with how many workers took it here and how many
-    submitted (`taken`, `submitted`), and for the offline platform whether it is full."""
+    submitted (`taken`, `submitted`), whether it expired, and for the offline platform whether
+    it is full."""
     hits = list(
         publication.hits.select_related(
             "task__instruction", "prompt__item__dataset", "prompt__mapping"
@@ -216,11 +217,13 @@ def _hits_with_work(publication: Publication) -> list[Hit]:
         )
     work = {row["platform_hit_id"]: row for row in rows.order_by()}
     on_demo_platform = FakePlatform().taken_per_hit() if publication.platform == "fake" else {}
+    now = timezone.now()
     for hit in hits:
         row = work.get(hit.hit_id, {})
         hit.taken, hit.submitted = row.get("taken", 0), row.get("submitted", 0)
         hit.on_platform = on_demo_platform.get(hit.hit_id, 0)
         hit.full = hit.on_platform >= hit.max_assignments
+        hit.expired = hit.expires_at is not None and hit.expires_at <= now
     return hits
 
 
@@ -330,7 +333,7 @@ def demo_worker_start(request: HttpRequest, hit_pk: int) -> HttpResponse:
     )
     platform = FakePlatform()
     try:
-        platform.hit_get(hit_id=hit.hit_id)
+        on_platform = platform.hit_get(hit_id=hit.hit_id)
     except CrowdPlatformError as error:
         raise AnnotateError(
             f"{error} The offline demo platform keeps its HITs in {state_file()}, and this one "
@@ -338,6 +341,10 @@ def demo_worker_start(request: HttpRequest, hit_pk: int) -> HttpResponse:
             "CROWD_FAKE_STATE_FILE. A demo worker's claim on it is released when its time runs "
             "out, as any other."
         ) from None
+    if on_platform.expires_at is not None and on_platform.expires_at <= timezone.now():
+        raise AnnotateError(
+            f"HIT {hit.hit_id} has expired: no worker can take it. Extend it to let them."
+        )
     # Not a demo worker who did this instruction in another study: the claim would refuse them.
     # (A study's prompt is answered once per worker in its study, and a study is published
     # once per platform: the platform's own "not taken yet" is the rule there.)
@@ -440,9 +447,9 @@ def worker_action(request: HttpRequest, annotator_id: int) -> HttpResponse:
         if waiting and block.annotator.platform != "selfhosted":
             messages.warning(
                 request,
-                f"{waiting} of their submissions still wait for review. The platform approves "
-                "and pays them when the auto-approval delay ends (and the cost table counts "
-                "them once a sync sees that), unless you reject them first.",
+                f"Still waiting for review: {waiting} of their submissions. The platform "
+                "approves and pays each when the auto-approval delay ends (and the cost table "
+                "counts it once a sync sees that), unless you reject it first.",
             )
     elif action == "unblock":
         review_services.worker_unblock(annotator_id=annotator_id, reason=reason, user=user)

@@ -246,7 +246,9 @@ def _selfhosted_link(assignment) -> Publication | None:
 def _next_selfhosted_task(held: workers.WorkerAssignment, publication) -> dict | None:
     """Self-hosted: where the worker gets another task of the batch, if one is left for them."""
     assignment = held.assignment
-    if publication is None or not assignment.task.batch.active:
+    if publication is None or not workers.selfhosted_next_task_open(
+        publication=publication, annotator=assignment.annotator
+    ):
         return None
     left = claimable_task_ids(
         project=assignment.task.batch.project,

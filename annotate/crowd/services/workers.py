@@ -506,6 +506,14 @@ def selfhosted_returning(*, publication: Publication, params: dict[str, str]) ->
     )
 
 
+def selfhosted_next_task_open(*, publication: Publication, annotator: Annotator) -> bool:
+    """Whether the link would hand this participant another task now, as selfhosted_start
+    checks it: the link open, its batch active, the participant not blocked."""
+    if publication.link_closed_at is not None or not publication.target.active:
+        return False
+    return not WorkerBlock.objects.filter(annotator=annotator, active=True).exists()
+
+
 def selfhosted_worker_id(params: dict[str, str]) -> str:
     """The participant id a recruiting site put on the link (PROLIFIC_PID, workerId), or ""."""
     return next((params[k] for k in SELFHOSTED_ID_PARAMS if params.get(k, "").strip()), "")

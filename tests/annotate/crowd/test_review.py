@@ -245,9 +245,8 @@ def test_blocking_says_how_much_of_the_workers_work_the_platform_will_still_pay(
     )
     said = [str(m) for m in answer.context["messages"]]
     assert said[0].startswith("Worker blocked")
-    assert said[1].startswith(
-        "1 of their submissions still wait for review"
-    )  # the approved one is done
+    # the approved one is done; one waiting submission is not "1 ... wait for review"
+    assert said[1].startswith("Still waiting for review: 1 of their submissions.")
     assert fake_mturk.state.blocks == {"AW1": "copied answers"}
 
 

@@ -13,6 +13,7 @@ from annotate.crowd.models import Hit, WorkerBlock
 from annotate.crowd.services import publishing
 from annotate.crowd.services.publishing import PublishSettings
 from annotate.crowd.services.workers import worker_assignment_get
+from annotate.errors import CrowdPlatformError
 from annotate.models import (
     Annotator,
     AnnotatorKind,
@@ -261,6 +262,27 @@ def test_the_done_page_offers_the_next_task_while_one_is_left(client, study):
     )
 
 
+@pytest.mark.parametrize("refusal", ["worker blocked", "link closed"])
+def test_the_done_page_offers_no_next_task_the_link_would_refuse(client, study, refusal):
+    """A participant blocked since their submit, or on a link closed since, is not invited to
+    "Do the next task" only to be told they can no longer take tasks."""
+    started = _join(client, study, PROLIFIC_PID="P5")
+    done = client.post(started["Location"], _answers(client.get(started["Location"]).text))
+    assert 'id="next-task"' in done.text  # tasks are left, and the link would hand one out
+    if refusal == "worker blocked":
+        WorkerBlock.objects.create(
+            annotator=Annotator.objects.get(worker_id="P5"), reason="all UNKNOWN"
+        )
+    else:
+        study.link_closed_at = timezone.now()
+        study.save(update_fields=["link_closed_at"])
+    again = client.get(started["Location"])  # the done page, opened again
+    assert again.status_code == 200 and 'id="completion-code"' in again.text
+    assert 'id="next-task"' not in again.text
+    join = reverse("crowd:selfhosted-join", args=[study.link_token])
+    assert client.post(join, {"workerId": "P5"}).status_code in (403, 410)  # what it would get
+
+
 def test_an_admin_walks_a_hit_through_the_offline_demo_platform_as_a_worker(
     client, published, admin_user, django_capture_on_commit_callbacks
 ):
@@ -351,6 +373,60 @@ def test_late_work_handed_back_on_the_demo_platform_is_told_it_never_counts(
     with django_capture_on_commit_callbacks(execute=True):
         client.post(reverse("crowd:publication-action", args=[published.pk]), {"action": "sync"})
     assert not counted_assignments().filter(pk=assignment.pk).exists()
+
+
+def test_the_publication_page_says_how_many_workers_each_hit_asked_for(client, study, admin_user):
+    """A task with work from a self-hosted link before the batch went on the platform gets a
+    HIT asking only for the assignments it still needed: the page says so, not the project's
+    assignments per task (it said 0 / 0 / 3 beside "0 of 2 took it on the platform")."""
+    started = _join(client, study, PROLIFIC_PID="P7")
+    client.post(started["Location"], _answers(client.get(started["Location"]).text))
+    done_task = Assignment.objects.get(annotator__worker_id="P7").task
+    published = published_on_fake(study.batch)
+    client.force_login(admin_user)
+    page = client.get(reverse("crowd:publication", args=[published.pk])).text
+    for hit in published.hits.all():
+        asked = 2 if hit.task_id == done_task.pk else 3
+        assert hit.max_assignments == asked  # what the platform was asked for
+        row = page.split(f"<code>{hit.hit_id}</code>")[1].split("</tr>")[0]
+        assert f'<td class="hit-work">0 / 0 / {asked}</td>' in row
+        assert f"0 of {asked} took it on the platform" in row
+
+
+def test_no_demo_worker_takes_an_expired_hit(client, published, admin_user):
+    """MTurk lets nobody accept an expired HIT: neither does the offline platform, and the
+    publication page offers no "Do it as a worker" on one (a demo worker took it and worked)."""
+    from annotate.crowd.services import review
+
+    review.publication_expire(publication_id=published.pk, now=timezone.now(), user=admin_user)
+    client.force_login(admin_user)
+    page = client.get(reverse("crowd:publication", args=[published.pk])).text
+    hit = _hit(published)
+    assert page.count("expired: extend it to let workers take it") == published.hits.count()
+    for each in published.hits.all():
+        assert f'action="{reverse("crowd:demo-worker", args=[each.pk])}"' not in page
+    answer = client.post(reverse("crowd:demo-worker", args=[hit.pk]), follow=True)
+    assert "has expired: no worker can take it" in answer.text
+    with pytest.raises(CrowdPlatformError, match="has expired"):
+        FakePlatform().worker_accept(hit_id=hit.hit_id, worker_id="AWORKER9")
+    assert not Assignment.objects.exists()
+
+
+def test_a_blocked_demo_worker_is_not_sent_to_a_hit(client, published, admin_user):
+    """MTurk keeps a blocked worker from the requester's HITs: "Do it as a worker" goes on to
+    the next demo worker instead of opening a refusal as the blocked one."""
+    from annotate.crowd.services import review
+
+    client.force_login(admin_user)
+    first, second = published.hits.order_by("id")[:2]
+    client.get(client.post(reverse("crowd:demo-worker", args=[first.pk]))["Location"])
+    worker = Annotator.objects.get(worker_id="DEMOWORKER1")
+    review.worker_block(annotator_id=worker.pk, reason="garbage", user=admin_user)
+    opened = client.post(reverse("crowd:demo-worker", args=[second.pk]))
+    assert "workerId=DEMOWORKER2" in opened["Location"]
+    assert client.get(opened["Location"]).status_code == 302  # to the task page, not refused
+    with pytest.raises(CrowdPlatformError, match="blocked"):
+        FakePlatform().worker_accept(hit_id=second.hit_id, worker_id="DEMOWORKER1")
 
 
 def test_only_the_demo_platform_may_send_the_work_back_to_this_site(
