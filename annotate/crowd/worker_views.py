@@ -205,7 +205,25 @@ def _refused(request: HttpRequest, held: workers.WorkerAssignment) -> HttpRespon
         f"Mechanical Turk does not know assignment {assignment.platform_assignment_id} for "
         f"worker {assignment.annotator.worker_id} on this HIT, so these answers do not count."
     )
-    return render(request, "crowd/worker_message.html", {"message": message}, status=403)
+    # A worker whose browser never handed the HIT back (the page closed first, the network
+    # failed) may still do it: the answers are kept, and a later sync counts them once the
+    # platform has the assignment and its task has room. A forged id is refused there.
+    context = {"message": message, "hand_back": _hand_back(held) if held.submit_to else None}
+    return render(request, "crowd/worker_message.html", context, status=403)
+
+
+def _hand_back(held: workers.WorkerAssignment) -> dict:
+    """The fields of the form that posts a finished assignment back to MTurk."""
+    assignment = held.assignment
+    return {
+        "external_submit_url": held.external_submit_url,
+        "assignment_id": assignment.platform_assignment_id,
+        # The offline demo platform's externalSubmit is this site's: it checks the token.
+        "worker_token": workers.demo_submit_token(
+            held_submit_to=held.submit_to, assignment_id=assignment.platform_assignment_id
+        ),
+        "summary": f"task={assignment.task.instruction.external_id};labels={assignment.labels.count()}",
+    }
 
 
 def _done(request: HttpRequest, held: workers.WorkerAssignment) -> HttpResponse:
@@ -224,12 +242,7 @@ def _done(request: HttpRequest, held: workers.WorkerAssignment) -> HttpResponse:
     context = {
         "assignment": assignment,
         "completion_code": code,
-        "external_submit_url": held.external_submit_url,
-        # The offline demo platform's externalSubmit is this site's: it checks the token.
-        "worker_token": workers.demo_submit_token(
-            held_submit_to=held.submit_to, assignment_id=assignment.platform_assignment_id
-        ),
-        "summary": f"task={assignment.task.instruction.external_id};labels={assignment.labels.count()}",
+        **_hand_back(held),
         "next_task": _next_selfhosted_task(held, link),
     }
     return render(request, "crowd/done.html", context)

@@ -802,3 +802,43 @@ def test_a_sync_after_the_grace_takes_the_slot_of_work_it_does_not_find(
     assert selectors.assignment_confirmation(assignment=stale) == selectors.Confirmation.REFUSED
     for n in range(2):  # its slot is free again: the task of 2 takes two others
         _in_house_claim(first.task, f"in-house {n}")
+
+
+def test_a_worker_whose_hand_back_never_left_can_still_hand_the_hit_back(client, live, fake_mturk):
+    """The page closed before the browser posted the HIT to MTurk, and a sync after the grace
+    took the work's slot: reopening the HIT says the answers do not count yet and offers the
+    hand-back (not sent by itself), which MTurk takes; the next sync counts the kept answers."""
+    from annotate.selectors.results import counted_assignments as counted_in_results
+
+    first, _ = _hits(live)
+    worker = Client()
+    lost = _stored_not_handed_back(worker, fake_mturk, first, "AREAL1")
+    _sync(live)
+    lost.refresh_from_db()
+    assert lost.is_late and not counted_in_results().filter(pk=lost.pk).exists()
+
+    opened = _open(worker, fake_mturk, first, "AREAL1", lost.platform_assignment_id)
+    page = worker.get(opened["Location"])
+    assert page.status_code == 403
+    assert "does not know assignment" in page.text and "these answers do not count" in page.text
+    form = re.search(r'<form method="post" action="([^"]+)" id="hand-back">', page.text)
+    assert form and form.group(1) == f"{fake_mturk.url}/mturk/externalSubmit"
+    assert f'name="assignmentId" value="{lost.platform_assignment_id}"' in page.text
+    assert 'id="external-submit"' not in page.text  # not posted without the worker's press
+    assert fake_mturk.host in page["Content-Security-Policy"]  # the form may post there
+
+    _hand_back(fake_mturk, lost.platform_assignment_id, expect=200)
+    _sync(live)
+    assert counted_in_results().filter(pk=lost.pk).exists()
+
+
+def test_a_forged_assignment_gets_no_hand_back_that_mturk_would_take(client, live, fake_mturk):
+    first, _ = _hits(live)
+    forged, token = do_task(client, fake_mturk, first, "AFAKE1", "no", forged=True)
+    _sync(live)
+    page = client.get(token)
+    assert page.status_code == 403 and 'id="hand-back"' in page.text
+    _hand_back(fake_mturk, forged.platform_assignment_id, expect=400)  # MTurk refuses it
+    _sync(live)
+    forged.refresh_from_db()
+    assert forged.is_late
