@@ -14,7 +14,7 @@ from config.api_docs import OfflineRedocView
 from config.error_views import admin_login
 from config.health import health
 from evaluation.judge_api import JudgeRunApi, JudgeRunProgressApi
-from evaluation.report_api import ReportApi
+from evaluation.report_api import ReportApi, ReportDownloadApi, ReportFigureApi
 from evaluation.revision.api import RevisionJudgeRunApi
 from evaluation.revision.views import (
     RevisionFigureApi,
@@ -68,6 +68,16 @@ urlpatterns = [
     path("revision-reports/", include("evaluation.revision.urls")),
     path("annotators/", include("evaluation.annotator_urls")),
     path("api/reports/<int:benchmark_id>/", ReportApi.as_view(), name="api-report"),
+    path(
+        "api/reports/<int:benchmark_id>/report.<str:fmt>",
+        ReportDownloadApi.as_view(),
+        name="api-report-download",
+    ),
+    path(
+        "api/reports/<int:benchmark_id>/figures/<str:name>.<str:image_format>",
+        ReportFigureApi.as_view(),
+        name="api-report-figure",
+    ),
     path("verbalizer/", include("annotate.verbalizer.urls")),
     path("reports/verbalizer/", include("evaluation.verbalizer.urls")),
     path(

@@ -16,11 +16,15 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotate.engine.api import RefusalSerializer
-from annotate.http import FIGURE_TYPES
+from annotate.errors import FieldInputError
+from annotate.http import FIGURE_TYPES, FileNegotiation, figure_csp
 from annotate.models import Benchmark
 from annotate.roles import is_researcher
 from annotate.selectors.identities import identity_scope
+from evaluation import figures
 from evaluation.conventions import ACC_MODES, DEFAULT_ACC, DEFAULT_UNKNOWN, UNKNOWN_MODES
+from evaluation.errors import ReportError
+from evaluation.report_views import DOCUMENTS, report_document_file, report_figure_file
 from evaluation.services.reports import report_cached
 
 Num = serializers.FloatField(allow_null=True)
@@ -56,6 +60,12 @@ class SourceRow(serializers.Serializer):
     pairs = serializers.IntegerField()
 
 
+CONVENTION_PARAMETERS = [
+    OpenApiParameter("unknown", str, enum=list(UNKNOWN_MODES)),
+    OpenApiParameter("acc", str, enum=list(ACC_MODES)),
+]
+
+
 class ReportApi(APIView):
     @extend_schema_serializer(component_name="Report")
     class OutputSerializer(serializers.Serializer):
@@ -80,34 +90,31 @@ class ReportApi(APIView):
         positions = serializers.ListField(child=serializers.DictField())
         votes = serializers.ListField(child=serializers.DictField())
 
-    @extend_schema(
-        parameters=[
-            OpenApiParameter("unknown", str, enum=list(UNKNOWN_MODES)),
-            OpenApiParameter("acc", str, enum=list(ACC_MODES)),
-        ],
-        responses=OutputSerializer,
-    )
+    @extend_schema(parameters=CONVENTION_PARAMETERS, responses=OutputSerializer)
     def get(self, request: Request, benchmark_id: int) -> Response:
-        if not is_researcher(request.user):
-            raise Http404
-        benchmark = Benchmark.objects.filter(pk=benchmark_id).first()
-        if benchmark is None:
-            raise Http404
-        unknown = request.query_params.get("unknown", DEFAULT_UNKNOWN)
-        acc_unknown = request.query_params.get("acc", DEFAULT_ACC)
-        for field, value, modes in (
-            ("unknown", unknown, UNKNOWN_MODES),
-            ("acc", acc_unknown, ACC_MODES),
-        ):
-            if value not in modes:
-                detail = f"{field} must be one of {', '.join(modes)}, not {value!r}."
-                return Response({"detail": detail, "field": field}, status=400)
-        scope = identity_scope(user=request.user)  # crowd worker ids only to whom they may show
-        return Response(
-            report_cached(
-                benchmark=benchmark, scope=scope, unknown=unknown, acc_unknown=acc_unknown
-            )
-        )
+        return Response(_report_for(request, benchmark_id))
+
+
+def _report_for(request: Request, benchmark_id: int) -> dict:
+    """The benchmark's report under the query's conventions (`unknown`, `acc`), named as this
+    reader may see them; 404 to anyone but researchers and admins, 400 on an unknown
+    convention."""
+    if not is_researcher(request.user):
+        raise Http404
+    benchmark = Benchmark.objects.filter(pk=benchmark_id).first()
+    if benchmark is None:
+        raise Http404
+    unknown = request.query_params.get("unknown", DEFAULT_UNKNOWN)
+    acc_unknown = request.query_params.get("acc", DEFAULT_ACC)
+    for field, value, modes in (
+        ("unknown", unknown, UNKNOWN_MODES),
+        ("acc", acc_unknown, ACC_MODES),
+    ):
+        if value not in modes:
+            detail = f"{field} must be one of {', '.join(modes)}, not {value!r}."
+            raise FieldInputError(detail, field=field)
+    scope = identity_scope(user=request.user)  # crowd worker ids only to whom they may show
+    return report_cached(benchmark=benchmark, scope=scope, unknown=unknown, acc_unknown=acc_unknown)
 
 
 def figure_download_schema(
@@ -128,3 +135,52 @@ def figure_download_schema(
         },
         description=description,
     )
+
+
+class ReportDownloadApi(APIView):
+    content_negotiation_class = FileNegotiation
+
+    @extend_schema(
+        operation_id="reports_download",
+        request=None,
+        parameters=[
+            OpenApiParameter("fmt", str, OpenApiParameter.PATH, enum=list(DOCUMENTS)),
+            *CONVENTION_PARAMETERS,
+        ],
+        responses={
+            **{(200, content_type): OpenApiTypes.STR for _, content_type in DOCUMENTS.values()},
+            400: OpenApiResponse(RefusalSerializer, description="An unknown convention."),
+            404: OpenApiResponse(RefusalSerializer, description="No such benchmark or format."),
+        },
+        description="A benchmark's whole report as a file: json, csv, tex (LaTeX) or md, the "
+        "bytes of the report page's downloads. Researchers and admins; anyone else gets 404.",
+    )
+    def get(self, request: Request, benchmark_id: int, fmt: str):
+        if fmt not in DOCUMENTS:
+            raise Http404
+        return report_document_file(_report_for(request, benchmark_id), fmt)
+
+
+class ReportFigureApi(APIView):
+    content_negotiation_class = FileNegotiation
+
+    @figure_download_schema(
+        operation_id="reports_figure_download",
+        figure_param="name",
+        figures=figures.FIGURES,
+        missing="No such benchmark or figure, or nothing to draw in it yet.",
+        description="One figure of a benchmark's report (leaderboard, constraints, domains, "
+        "disagreement, positions) as svg, png or pdf, the bytes of the report page's figure; "
+        "`source` picks the label source of the leaderboard and radar figures, `unknown` and "
+        "`acc` the conventions. Researchers and admins; anyone else gets 404.",
+    )
+    @figure_csp  # an SVG opened on its own runs nothing, as the page's
+    def get(self, request: Request, benchmark_id: int, name: str, image_format: str):
+        if name not in figures.FIGURES or image_format not in FIGURE_TYPES:
+            raise Http404
+        report = _report_for(request, benchmark_id)
+        source = request.query_params.get("source") or None
+        try:
+            return report_figure_file(report, name, image_format, source=source)
+        except ReportError as error:  # an unknown label source
+            raise FieldInputError(str(error), field="source") from error

@@ -138,14 +138,19 @@ def _leaderboard_rows(report: dict) -> list[dict]:
     return list(rows.values())
 
 
+def report_document_file(report: dict, fmt: str) -> HttpResponse:
+    """The whole report as a file in `fmt` (a key of DOCUMENTS): the page's download and the
+    API's."""
+    render_document, content_type = DOCUMENTS[fmt]
+    return _attachment(render_document(report), content_type, f"report.{fmt}")
+
+
 @login_required
 def report_download(request: HttpRequest, benchmark_id: int, fmt: str) -> HttpResponse:
     benchmark = _benchmark(request, benchmark_id)
     if fmt not in DOCUMENTS:
         raise Http404
-    render_document, content_type = DOCUMENTS[fmt]
-    report = _report(request, benchmark, _conventions(request))
-    return _attachment(render_document(report), content_type, f"report.{fmt}")
+    return report_document_file(_report(request, benchmark, _conventions(request)), fmt)
 
 
 @login_required
@@ -166,20 +171,29 @@ def figure_download(
     request: HttpRequest, benchmark_id: int, name: str, image_format: str
 ) -> HttpResponse:
     benchmark = _benchmark(request, benchmark_id)
-    fmt = image_format
-    if name not in figures.FIGURES or fmt not in FIGURE_TYPES:
+    if name not in figures.FIGURES or image_format not in FIGURE_TYPES:
         raise Http404
     report = _report(request, benchmark, _conventions(request))
-    if not figures.figure_available(report, name):
-        raise Http404
     try:
-        content = figures.render_figure(report, name, fmt, source=request.GET.get("source") or None)
+        response = report_figure_file(
+            report, name, image_format, source=request.GET.get("source") or None
+        )
     except EvaluationError as error:  # an unknown label source
         return HttpResponse(str(error), status=error.http_status, content_type="text/plain")
+    if request.GET.get("download"):
+        response["Content-Disposition"] = f'attachment; filename="{name}.{image_format}"'
+    return response
+
+
+def report_figure_file(report: dict, name: str, fmt: str, *, source: str | None) -> HttpResponse:
+    """One figure of the report (`name` in figures.FIGURES, `fmt` in FIGURE_TYPES) drawn from
+    `source`'s labels (None: the default): the page's and the API's; 404 for a figure the
+    report has nothing to draw in, EvaluationError for an unknown source."""
+    if not figures.figure_available(report, name):
+        raise Http404
+    content = figures.render_figure(report, name, fmt, source=source)
     response = HttpResponse(content, content_type=FIGURE_TYPES[fmt])
     response["X-Content-Type-Options"] = "nosniff"
-    if request.GET.get("download"):
-        response["Content-Disposition"] = f'attachment; filename="{name}.{fmt}"'
     return response
 
 

@@ -96,6 +96,15 @@ def test_a_new_token_expires_after_the_configured_days(researcher, settings):
     assert abs(token.expiry - (token.created + timedelta(days=7))) < timedelta(seconds=5)
 
 
+def test_the_tokens_list_gives_created_and_expiry_in_utc_and_says_so(researcher):
+    client = page_client(researcher)
+    create_on_page(client)
+    (token,) = AuthToken.objects.filter(user=researcher)
+    listing = client.get(reverse("api-tokens")).content.decode()
+    for moment in (token.created, token.expiry):
+        assert f"<td>{moment:%Y-%m-%d %H:%M} UTC</td>" in listing
+
+
 def test_the_key_is_shown_once_and_never_stored(researcher):
     client = page_client(researcher)
     key = create_on_page(client)

@@ -321,6 +321,17 @@ def test_researchers_cannot_create_projects(client, researcher):
     assert client.get(reverse("work:project-create")).status_code == 403
 
 
+def test_project_list_tells_a_researcher_who_creates_projects(client, researcher, admin_user):
+    client.force_login(researcher)
+    listing = client.get(reverse("work:project-list")).text
+    assert "Projects are created by an admin" in listing
+    assert reverse("work:project-create") not in listing
+    client.force_login(admin_user)
+    listing = client.get(reverse("work:project-list")).text
+    assert reverse("work:project-create") in listing
+    assert "Projects are created by an admin" not in listing
+
+
 def test_researcher_sees_only_their_projects_progress_and_labels(
     client, researcher, annotator_user
 ):

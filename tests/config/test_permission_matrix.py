@@ -180,6 +180,8 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     # An empty POST asks for the default export; the task runs after the commit.
     "reports:export": (POST_ONLY, by_role(LOGIN, 403, 403, 302, 302, 302)),
     "api-report": (API_RESEARCHERS, None),
+    "api-report-download": (API_RESEARCHERS, None),
+    "api-report-figure": (API_RESEARCHERS, None),
     # An empty POST is an unbound form: the page again, nothing written.
     "verbalizer:overview": (RESEARCHERS, by_role(LOGIN, 403, 403, 400, 400, 400)),
     "verbalizer:set-detail": (RESEARCHERS, by_role(LOGIN, 403, 403, 200, 200, 200)),

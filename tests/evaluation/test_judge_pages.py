@@ -171,6 +171,17 @@ def test_progress_page_refreshes_while_the_run_is_unfinished(client, researcher)
     )
 
 
+def test_a_judge_runs_page_leads_to_its_labels_and_the_report(client, researcher):
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(2,))
+    judge = make_judge(backend="fake")
+    run = judge_run_create(config=judge, benchmark=benchmark, systems=systems)
+    client.force_login(researcher)
+    detail = client.get(reverse("judge:run-detail", args=[run.pk])).text
+    labels = f"{reverse('annotate:label-list', args=[benchmark.pk])}?annotator={judge.annotator_id}"
+    report = reverse("reports:detail", args=[benchmark.pk])
+    assert f'href="{labels}"' in detail and f'href="{report}#sources"' in detail
+
+
 @pytest.mark.django_db(transaction=True)
 def test_only_an_admin_may_start_a_paid_judge(client, researcher, admin_user):
     benchmark, systems, _ = make_benchmark(questions_per_instruction=(2,))

@@ -14,6 +14,7 @@ from django.urls import reverse
 
 from annotate.models import Label
 from annotate.roles import ANNOTATOR
+from annotate.services.api_tokens import api_token_create
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -215,6 +216,43 @@ def test_api_returns_the_report(researcher_client, bench):
     bad = researcher_client.get(reverse("api-report", args=[bench.pk]), {"unknown": "x"})
     assert bad.status_code == 400 and "unknown" in bad.json()["detail"]
     assert researcher_client.get(reverse("api-report", args=[99999])).status_code == 404
+
+
+def test_a_script_with_a_token_downloads_the_report_files_and_figures(client, researcher, bench):
+    """The page's CSV, LaTeX and figures are the session's only: a token reaches them here."""
+    _, key = api_token_create(user=researcher)
+    auth = {"HTTP_AUTHORIZATION": f"Token {key}"}
+    page_file = reverse("reports:download", args=[bench.pk, "csv"])
+    assert client.get(page_file, **auth).status_code == 302  # the page's: a login form
+    csv_file = client.get(reverse("api-report-download", args=[bench.pk, "csv"]), **auth)
+    assert csv_file.status_code == 200 and csv_file["Content-Type"].startswith("text/csv")
+    assert "# leaderboard" in csv_file.content.decode()
+    latex = client.get(
+        reverse("api-report-download", args=[bench.pk, "tex"]), {"unknown": "no"}, **auth
+    )
+    assert latex.status_code == 200 and b"\\begin{tabular}" in latex.content
+    png = client.get(reverse("api-report-figure", args=[bench.pk, "leaderboard", "png"]), **auth)
+    assert png.status_code == 200 and png.content.startswith(b"\x89PNG")
+    stranger = client.get(
+        reverse("api-report-figure", args=[bench.pk, "leaderboard", "svg"]),
+        {"source": "nobody"},
+        **auth,
+    )
+    assert stranger.status_code == 400 and stranger.json()["field"] == "source"
+    bad = client.get(reverse("api-report-download", args=[bench.pk, "csv"]), {"acc": "x"}, **auth)
+    assert bad.status_code == 400 and bad.json()["field"] == "acc"
+    missing = reverse("api-report-figure", args=[bench.pk, "nonsense", "svg"])
+    assert client.get(missing, **auth).status_code == 404
+    assert (
+        client.get(reverse("api-report-download", args=[bench.pk, "docx"]), **auth).status_code
+        == 404
+    )
+    _, annotators_key = api_token_create(user=UserFactory(roles=[ANNOTATOR]))
+    refused = client.get(
+        reverse("api-report-download", args=[bench.pk, "csv"]),
+        HTTP_AUTHORIZATION=f"Token {annotators_key}",
+    )
+    assert refused.status_code == 404
 
 
 def test_report_command_prints_every_format(bench, tmp_path):
