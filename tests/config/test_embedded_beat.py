@@ -206,7 +206,8 @@ def test_make_run_syncs_the_crowd_platform_on_its_own(tmp_path):
     and the sync runs again (the second forgery is made after the first was released)."""
     server = EmbeddedServer(
         tmp_path, users=0, tasks=1, port=SERVER_PORT, reload=True,
-        env={"CROWD_SYNC_INTERVAL_SECONDS": "1"},
+        # No hand-back grace: a forged submission is released at the first sync after it.
+        env={"CROWD_SYNC_INTERVAL_SECONDS": "1", "CROWD_RELEASE_GRACE_SECONDS": "0"},
     )  # fmt: skip
     try:
 
