@@ -6,8 +6,11 @@
   self-hosted link), else the project's reward × (1 + CROWD_FEE_RATE), and the bonuses paid on
   it with the same fee. An approved assignment of a worker blocked afterwards counts nowhere
   but was paid: its pay stays in the cost (the paper's cost is what was paid on the platform).
-- LLM judge: the cost of its engine calls (tokens × the endpoint's prices, as the engine priced
-  each call; failed and retried calls included).
+- LLM judge: the cost of the engine calls that gave its labels as they stand (tokens × the
+  endpoint's prices, as the engine priced each call; failed and retried calls included): per
+  response, the calls of the latest run that finished it. A second run over the same responses
+  replaces the first's labels, so the first's calls no longer count (they were paid, and the
+  judge's runs list their cost; the paper's cost is that of labelling the benchmark once).
 - Time: first claim to last submission of the source's assignments; for a judge, the time its
   calls took: the sum of the engine calls' latencies (a run resumed after a pause counts only
   its calls).
@@ -40,7 +43,7 @@ from annotate.selectors.results import (
     blocked_annotator_ids,
     counted_assignments,
 )
-from evaluation.models import JudgeRun
+from evaluation.models import ConversationStatus, JudgeConversation, JudgeRun
 from evaluation.selectors.report_data import annotator_source
 
 SUBSETS = ("easy", "hard", "overall")
@@ -165,6 +168,8 @@ def _judge_costs(benchmark: Benchmark, subset: str) -> dict[str, SourceCost]:
     priced at the endpoint's prices when made, and latency_ms), failed and retried calls
     included, since they were paid for and took time. A call answering several questions (all
     in one) is one call. A unit (one conversation) is keyed by its response, "judge:r<id>".
+    Per (judge, response), only the calls of the latest run that finished the response count:
+    its labels are the ones stored (a later run writes over an earlier one's).
     """
     runs = dict(
         JudgeRun.objects.filter(benchmark=benchmark, engine_run__isnull=False).values_list(
@@ -173,6 +178,17 @@ def _judge_costs(benchmark: Benchmark, subset: str) -> dict[str, SourceCost]:
     )
     if not runs:
         return {}
+    # (engine run, response) of each (judge, response)'s latest finished conversation.
+    latest: dict[tuple[int, int], tuple[int, int]] = {}
+    for judge_run_id, engine_run_id, annotator_id, response_id in JudgeConversation.objects.filter(
+        run__engine_run_id__in=runs, status=ConversationStatus.DONE
+    ).values_list("run_id", "run__engine_run_id", "run__config__annotator_id", "response_id"):
+        key = (annotator_id, response_id)
+        if key not in latest or latest[key][0] < judge_run_id:
+            latest[key] = (judge_run_id, engine_run_id)
+    counted = {
+        (engine_run_id, response_id) for (_, response_id), (_, engine_run_id) in latest.items()
+    }
     per_unit = (
         EngineCall.objects.filter(run_id__in=runs)
         .values("run_id", "unit_key")
@@ -187,10 +203,11 @@ def _judge_costs(benchmark: Benchmark, subset: str) -> dict[str, SourceCost]:
         )
     totals: dict[str, list] = {}
     for row in per_unit:
-        if subset != "overall":
-            response_id = _unit_response(row["unit_key"])
-            if response_id is None or subset_of.get(response_id) != subset:
-                continue
+        response_id = _unit_response(row["unit_key"])
+        if (row["run_id"], response_id) not in counted:
+            continue
+        if subset != "overall" and subset_of.get(response_id) != subset:
+            continue
         total = totals.setdefault(runs[row["run_id"]], [Decimal(0), 0])
         total[0] += row["cost"] or Decimal(0)
         total[1] += row["latency_ms"] or 0

@@ -1051,7 +1051,7 @@ def report_cached(
     _check_conventions(unknown, acc_unknown)
     digest = hashlib.sha256(_fingerprint(benchmark).encode()).hexdigest()[:24]
     # "v2": annotators by id; a report cached before that named them, for every reader.
-    key = f"report:v2:{benchmark.pk}:{unknown}:{acc_unknown}:{digest}"
+    key = f"report:v3:{benchmark.pk}:{unknown}:{acc_unknown}:{digest}"
     report = cache_get_or_build(
         key=key,
         build=lambda: report_compute(benchmark=benchmark, unknown=unknown, acc_unknown=acc_unknown),

@@ -89,3 +89,31 @@ def test_failed_calls_count_in_the_judges_time_and_cost():
     report = report_build(scope=OPERATOR, benchmark=benchmark, n_resamples=10)
     assert _judge_rows(report)["overall"] == pytest.approx(0.4)
     assert _judge_rows(report, "cost_usd")["overall"] == pytest.approx(float(expected), abs=1e-4)
+
+
+def test_a_later_run_over_some_responses_replaces_the_earlier_runs_cost_and_time_there():
+    """A judge run a second time writes over its labels: Table 4 gives what the labels as they
+    stand cost (per response, the latest run that finished it), not every run added up."""
+    benchmark, systems, (easy, hard) = make_benchmark(questions_per_instruction=(3, 2))
+    hard.subset = Subset.HARD
+    hard.save(update_fields=["subset"])
+    judge = make_judge(name="fake-judge", backend="fake")
+    first = judge_run_create(config=judge, benchmark=benchmark, systems=systems)
+    judge_run_execute(run_id=first.pk)
+    EngineCall.objects.filter(run=first.engine_run_id).update(
+        latency_ms=60_000, cost_usd=Decimal("1")
+    )
+    # Again, on the easy instruction only: 3 calls of 2 minutes and $10 each.
+    second = judge_run_create(
+        config=judge, benchmark=benchmark, systems=systems, instruction_ids=[easy.external_id]
+    )
+    judge_run_execute(run_id=second.pk)
+    assert EngineCall.objects.filter(run=second.engine_run_id).count() == 3
+    EngineCall.objects.filter(run=second.engine_run_id).update(
+        latency_ms=120_000, cost_usd=Decimal("10")
+    )
+
+    report = report_build(scope=OPERATOR, benchmark=benchmark, n_resamples=10)
+
+    assert _judge_rows(report, "cost_usd") == {"easy": 30.0, "hard": 2.0, "overall": 32.0}
+    assert _judge_rows(report) == {"easy": 6.0, "hard": 2.0, "overall": 8.0}
