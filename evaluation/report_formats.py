@@ -375,14 +375,20 @@ def report_latex(report: dict) -> str:
 _MARKDOWN_SPECIALS = re.compile(r"([\\`*_\[\]|<>#])")
 
 
+def markdown_escape(text: object) -> str:
+    """Return text that Markdown shows as written, on one line (a newline would end a table
+    row): HTML tags, links, emphasis and table bars backslash-escaped, so names from an import
+    read as text in any viewer that renders Markdown."""
+    return _MARKDOWN_SPECIALS.sub(r"\\\1", " ".join(str(text).split()))
+
+
 def _markdown_cell(value: object) -> str:
     value = _finite(value)
     if value is None:
         return "n/a"
     if isinstance(value, float):
         return f"{value:.4f}"
-    text = " ".join(str(value).split())  # a newline would end the table row
-    return _MARKDOWN_SPECIALS.sub(r"\\\1", text)
+    return markdown_escape(value)
 
 
 def table_markdown(report: dict, table: str) -> str:

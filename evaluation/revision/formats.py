@@ -10,7 +10,7 @@ import io
 from collections.abc import Iterable
 
 from annotate.services.files import csv_writer
-from evaluation.report_formats import _csv_cell, _fixed, latex_escape, report_json
+from evaluation.report_formats import _csv_cell, _fixed, latex_escape, markdown_escape, report_json
 from evaluation.stats.revision import METRICS
 
 TABLES = {
@@ -272,7 +272,7 @@ def _shown_columns(rows: list[dict]) -> list[str]:
 
 
 def revision_markdown(report: dict) -> str:
-    parts = [f"# Revision report: {report['study']}\n"]
+    parts = [f"# Revision report: {markdown_escape(report['study'])}\n"]
     for table, title in TABLES.items():
         rows = table_rows(report, table)
         columns = _shown_columns(rows)
@@ -280,15 +280,16 @@ def revision_markdown(report: dict) -> str:
         if not rows:
             parts.append("\n(no data)\n")
             continue
-        titles = [column_title(c).replace("|", "\\|") for c in columns]
+        titles = [markdown_escape(column_title(c)) for c in columns]
         parts.append("\n| " + " | ".join(titles) + " |\n|" + "---|" * len(columns) + "\n")
         for row in rows:
-            cells = [_with_interval(row, c).replace("|", "\\|") for c in columns]
+            cells = [_markdown_cell(row, c) for c in columns]
             parts.append("| " + " | ".join(cells) + " |\n")
         merged = others_merged(report, table)
         if merged:
             parts.append(
-                f"\nMerged into others (under 5%, KIWI appendix A.3): {', '.join(merged)}.\n"
+                "\nMerged into others (under 5%, KIWI appendix A.3): "
+                f"{', '.join(map(markdown_escape, merged))}.\n"
             )
         notes = table_notes(report, table)
         if notes:
@@ -298,6 +299,13 @@ def revision_markdown(report: dict) -> str:
         "Each is rounded on its own (halves up), so the percentages of a row need not add up to 100.\n"
     )
     return "".join(parts)
+
+
+def _markdown_cell(row: dict, column: str) -> str:
+    """A cell of a Markdown table: a name (a system, a category) as text, a figure as shown."""
+    if isinstance(row.get(column), str):
+        return markdown_escape(row[column])
+    return _with_interval(row, column)
 
 
 def revision_latex(report: dict) -> str:

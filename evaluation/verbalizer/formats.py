@@ -10,7 +10,7 @@ import io
 import json
 
 from annotate.services.files import csv_writer
-from evaluation.report_formats import _csv_cell, _fixed, latex_escape
+from evaluation.report_formats import _csv_cell, _fixed, latex_escape, markdown_escape
 from evaluation.verbalizer.report import PEOPLE, row_order, system_label
 from evaluation.verbalizer.slices import SET_PROMPTS, SLICE_COLUMNS
 
@@ -71,14 +71,15 @@ def rows_markdown(report: dict) -> str:
         shown = [system_label(row["system"], row["prompts"]), row["dataset"], row["group"],
                  row["mapping"]]  # fmt: skip
         cells = [
-            *(str(value).replace("|", "\\|") for value in shown),
+            *map(markdown_escape, shown),
             row["mode"], str(row["n"]), _pct(row["accuracy_strict"]),
             _pct(row["accuracy_lenient"]),
             _interval(row["ci_lenient_low"], row["ci_lenient_high"], _pct, "–"),
             _pct(row["invalid"]),
         ]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n" + "".join(f"\n{s['note']}\n" for s in report["slices"])
+    notes = "".join(f"\n{markdown_escape(s['note'])}\n" for s in report["slices"])
+    return "\n".join(lines) + "\n" + notes
 
 
 def rows_latex(report: dict) -> str:
@@ -142,9 +143,9 @@ def agreement_markdown(report: dict) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in report["agreement"]:
         cells = [
-            row["source"], str(row["dataset"]).replace("|", "\\|"), _kappa(row["kappa"]),
-            _interval(row["ci_low"], row["ci_high"], _kappa, " to "), str(row["items"]),
-            str(row["raters"]), row["note"],
+            markdown_escape(row["source"]), markdown_escape(row["dataset"]),
+            _kappa(row["kappa"]), _interval(row["ci_low"], row["ci_high"], _kappa, " to "),
+            str(row["items"]), str(row["raters"]), markdown_escape(row["note"]),
         ]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
@@ -202,7 +203,10 @@ def slices_csv(report: dict) -> str:
 def slices_markdown(report: dict) -> str:
     if not report["slices"]:
         return "No person's answer counts yet: every row is on the set's prompts.\n"
-    return "".join(f"- **{s['label']}**: {s['note']}\n" for s in report["slices"])
+    return "".join(
+        f"- **{markdown_escape(s['label'])}**: {markdown_escape(s['note'])}\n"
+        for s in report["slices"]
+    )
 
 
 def slices_latex(report: dict) -> str:

@@ -265,6 +265,26 @@ def human_answer_submit(
         return earlier
 
 
+def human_work_answer_submit(
+    *, study: HumanStudy, prompt_id: int, annotator: Annotator, key: int, seconds: float | None
+) -> HumanAnswer:
+    """Store an in-house annotator's answer (the answering page), never past the study's
+    answers per prompt of their channel: the page stops offering a full prompt, and an answer
+    posted to one anyway is refused (ConflictError), as a self-hosted participant's is."""
+    with transaction.atomic():
+        # The study's row lock makes two answers racing for a prompt's last place take turns.
+        HumanStudy.objects.select_for_update().filter(pk=study.pk).first()
+        answers = study.answers.filter(prompt_id=prompt_id)
+        mine = answers.filter(annotator=annotator).exists()
+        if not mine and (
+            answers.filter(same_channel_q(annotator)).count() >= study.answers_per_prompt
+        ):
+            raise ConflictError("This item has all the answers it needs; go on to the next one.")
+        return human_answer_submit(
+            study=study, prompt_id=prompt_id, annotator=annotator, key=key, seconds=seconds
+        )
+
+
 @dataclass(frozen=True)
 class HumanProgress:
     done: int  # the annotator's answers

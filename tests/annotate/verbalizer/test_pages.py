@@ -168,6 +168,31 @@ def test_a_prompt_is_offered_until_enough_people_answered(client, study):
     assert page.context["prompt"] is None and b"Nothing left" in page.content
 
 
+def test_an_answer_to_a_prompt_with_its_answers_is_refused_though_posted_directly(client, study):
+    """The page stops offering a prompt once it has its answers; an answer posted to it anyway
+    (a hand-made request) is refused as a self-hosted participant's is, and writes nothing, so
+    no prompt gets more in-house answers than the study asks for."""
+    from annotate.models import Annotator
+
+    people = [UserFactory(username=f"e{i}", roles=["annotator"]) for i in range(3)]
+    for person in people:
+        Annotator.objects.create(user=person, name=person.username, kind="expert")
+    prompt = study.prompts.first()
+    url = reverse("verbalizer:work-answer", args=[study.pk])
+    for person in people[:2]:
+        client.force_login(person)
+        assert client.post(url, {"prompt": prompt.pk, "key": "1"}).status_code == 302
+    client.force_login(people[2])
+    offered = client.get(reverse("verbalizer:work-next", args=[study.pk])).context["prompt"]
+    assert offered.pk != prompt.pk
+    refused = client.post(url, {"prompt": prompt.pk, "key": "2"})
+    assert refused.status_code == 409 and "has all the answers it needs" in refused.text
+    assert study.answers.filter(prompt=prompt).count() == 2
+    # One of the two sending the same answer again (a double submit) is not refused.
+    client.force_login(people[0])
+    assert client.post(url, {"prompt": prompt.pk, "key": "1"}).status_code == 302
+
+
 def test_researcher_publishes_a_slice_from_the_set_page(client, researcher, study):
     client.force_login(researcher)
     url = reverse("verbalizer:set-detail", args=[study.evaluation_set_id])

@@ -1,4 +1,5 @@
 import json
+import re
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -486,3 +487,27 @@ def test_table5_says_its_human_row_is_on_the_re_rated_turns_not_the_test_split(t
     # neutral/neutral: two of three agree).
     human = by(report["table5"]["rows"], model="Human")
     assert (human["n"], human["three_way_agreement"]) == (3, approx(2 / 3))
+
+
+def test_markdown_shows_imported_names_as_text_not_html():
+    """A study, system or category name comes from an imported file: in the Markdown report
+    it reads as written, as in the InFoBench report's Markdown, and no viewer that renders
+    Markdown (with its inline HTML) runs a tag of it."""
+    from evaluation.revision.formats import TABLES, revision_markdown
+
+    tag = '<img src=x onerror="alert(1)">'
+    report = {"study": f"s{tag}", **{table: [] for table in TABLES}}
+    report["table2"] = [{"system": f"a{tag}", "sessions": 1, f"good:b{tag}": 0.5}]
+    report["table3"] = {
+        "rows": [{"category": f"c{tag}", "turns": 1, "share": 1.0}],
+        "others_rule": {"merged": [f"d{tag}"]},
+    }
+    markdown = revision_markdown(report)
+    assert not re.search(r"(?<!\\)<", markdown)  # every < escaped
+    escaped = '\\<img src=x onerror="alert(1)"\\>'
+    assert f"# Revision report: s{escaped}" in markdown
+    assert f"| a{escaped} | 1 | 50 |" in markdown and f"(b{escaped})" in markdown
+    assert (
+        f"| c{escaped} | 1 | 100 |" in markdown
+        and f"others (under 5%, KIWI appendix A.3): d{escaped}." in markdown
+    )

@@ -1,4 +1,5 @@
 import json
+import re
 
 import pytest
 from django.core.management import call_command
@@ -397,3 +398,24 @@ def test_agreement_says_how_many_answered_prompts_it_left_out(with_humans):
         "1 of the 2 prompts answered left out: kappa reads those with 3 answers each, the most "
         "common number"
     )
+
+
+def test_markdown_shows_imported_names_as_text_not_html(with_humans):
+    """System, dataset and study names come from outside (an import, a researcher's form): the
+    Markdown tables and notes show them as written, as the InFoBench report's Markdown does,
+    so a viewer that renders Markdown (with its inline HTML) runs no tag of them."""
+    from annotate.models import System
+    from annotate.verbalizer.models import ClassificationDataset, HumanStudy
+
+    tag = '<img src=x onerror="alert(1)">'
+    System.objects.filter(name="m1").update(name=f"m1{tag}")
+    ClassificationDataset.objects.filter(name="SST-2").update(name=f"SST-2{tag}")
+    HumanStudy.objects.filter(name="h").update(name=f"h{tag}")
+    report = verbalizer_report(evaluation_set=with_humans)
+    documents = [report_as(report, "md", table) for table in ("rows", "agreement", "slices")]
+    assert not any(re.search(r"(?<!\\)<", md) for md in documents)  # every < escaped
+    escaped = '\\<img src=x onerror="alert(1)"\\>'
+    rows, agreement, slices = documents
+    assert f"| m1{escaped} | SST-2{escaped} |" in rows and f"h{escaped}" in rows
+    assert f"| human | SST-2{escaped} |" in agreement
+    assert f"h{escaped}" in slices
