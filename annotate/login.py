@@ -6,7 +6,10 @@ from django.conf import settings
 from django.contrib.auth.forms import AuthenticationForm
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from drf_spectacular.contrib.knox_auth_token import KnoxTokenScheme
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from knox.auth import TokenAuthentication
+from knox.settings import knox_settings
 from rest_framework import authentication, exceptions, throttling
 
 LOCKED_OUT = "Too many failed attempts. Please wait a few minutes and try again."
@@ -52,6 +55,32 @@ class LimitedBasicAuthentication(authentication.BasicAuthentication):
             raise
 
 
+class LimitedTokenAuthentication(TokenAuthentication):
+    """knox's token authentication, with wrong tokens counted per address.
+
+    DRF authenticates before it throttles, so a wrong token got 401 however often it was tried:
+    failures are counted here (annotate.throttling.BadTokenThrottle, API_RATE_BAD_TOKENS), and an
+    address over the limit gets 429 with Retry-After, its token not looked at, until the window
+    has room again. A right token from an address under the limit works as before.
+    """
+
+    def authenticate(self, request):
+        from annotate.throttling import BadTokenThrottle
+
+        header = authentication.get_authorization_header(request).split()
+        prefix = knox_settings.AUTH_HEADER_PREFIX.encode().lower()
+        if not header or header[0].lower() != prefix:
+            return None  # no token (a session, HTTP Basic or nothing): knox's answer too
+        throttle = BadTokenThrottle()
+        if throttle.over(request):
+            raise exceptions.Throttled(wait=max(1, round(throttle.wait() or 1)))
+        try:
+            return super().authenticate(request)
+        except exceptions.AuthenticationFailed:
+            throttle.failed(request)
+            raise
+
+
 class LimitedBasicAuthenticationScheme(OpenApiAuthenticationExtension):
     """Describe LimitedBasicAuthentication in the API schema as the HTTP Basic it is."""
 
@@ -60,3 +89,9 @@ class LimitedBasicAuthenticationScheme(OpenApiAuthenticationExtension):
 
     def get_security_definition(self, auto_schema):
         return {"type": "http", "scheme": "basic"}
+
+
+class LimitedTokenAuthenticationScheme(KnoxTokenScheme):
+    """Describe LimitedTokenAuthentication in the API schema as the knox token it is."""
+
+    target_class = LimitedTokenAuthentication

@@ -11,6 +11,11 @@ address: the crowd worker pages, which have no login (scope "crowd-pages" on eve
 and "crowd-starts" on a self-hosted link's start, which makes a participant and claims a task),
 the upload forms (scope "uploads", annotate.http.uploads_limited), and making an API token
 (scope "api-tokens", the API tokens page).
+
+A request with a wrong API token is refused while it is authenticated, before any throttle runs:
+those failures are counted per address on their own (scope "api-bad-tokens",
+annotate.login.LimitedTokenAuthentication), and an address over the limit gets 429 without its
+token being looked at.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ CROWD_PAGES_SCOPE = "crowd-pages"
 CROWD_STARTS_SCOPE = "crowd-starts"
 UPLOADS_SCOPE = "uploads"
 API_TOKENS_SCOPE = "api-tokens"
+API_BAD_TOKENS_SCOPE = "api-bad-tokens"
 
 
 class _RatesFromSettings:
@@ -81,3 +87,27 @@ def page_rate_check(request, *, scope: str) -> None:
     throttle = PageRateThrottle(scope)
     if not throttle.allow_request(request, None):
         raise RateLimitedError(retry_after=max(1, round(throttle.wait() or 1)))
+
+
+class BadTokenThrottle(_RatesFromSettings, throttling.SimpleRateThrottle):
+    """Failed API token authentications, per client address (never per user: there is none).
+
+    `over` only reads the count; `failed` adds one. The request's user is never asked for: this
+    runs while the request is being authenticated."""
+
+    scope = API_BAD_TOKENS_SCOPE
+
+    def get_cache_key(self, request, view) -> str:
+        return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
+
+    def over(self, request) -> bool:
+        self.key = self.get_cache_key(request, None)
+        self.history = self.cache.get(self.key, [])
+        self.now = self.timer()
+        while self.history and self.history[-1] <= self.now - self.duration:
+            self.history.pop()
+        return len(self.history) >= self.num_requests
+
+    def failed(self, request) -> None:
+        self.over(request)
+        self.throttle_success()  # records this failure in the address's window

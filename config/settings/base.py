@@ -239,7 +239,7 @@ REST_FRAMEWORK = {
     # password hasher on every request): being first, its "WWW-Authenticate: Token" makes an
     # anonymous request answer 401 rather than 403.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "knox.auth.TokenAuthentication",
+        "annotate.login.LimitedTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
         "annotate.login.LimitedBasicAuthentication",
     ],
@@ -276,6 +276,8 @@ REST_FRAMEWORK = {
         "uploads": os.environ.get("UPLOAD_RATE", "60/hour"),
         # API tokens made on the API tokens page, per user.
         "api-tokens": os.environ.get("API_TOKEN_RATE", "20/hour"),
+        # Requests with a wrong API token, per address (refused before any other limit runs).
+        "api-bad-tokens": os.environ.get("API_RATE_BAD_TOKENS", "30/hour"),
     },
 }
 # API tokens (django-rest-knox), made by each user on /accounts/tokens/: a token stops working

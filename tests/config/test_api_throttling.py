@@ -115,3 +115,33 @@ def test_behind_a_trusted_proxy_each_client_is_limited_on_its_own(clock, worker_
     assert proxy.get(join, HTTP_X_FORWARDED_FOR="198.51.100.2").status_code == 404
     again = proxy.get(join, HTTP_X_FORWARDED_FOR="203.0.113.9, 198.51.100.1")  # forged first
     assert again.status_code == 429
+
+
+def test_wrong_api_tokens_from_one_address_are_refused_with_429_before_being_looked_at(
+    settings, monkeypatch, researcher
+):
+    """DRF authenticates before it throttles: a wrong token got 401 however often it was sent.
+    Failures are counted per address; over the limit even a right token waits (its address is
+    the guesser's), another address is not held back, and the window frees it again."""
+    from knox.models import AuthToken
+
+    rates = {**settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], "api-bad-tokens": "3/hour"}
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": rates}
+    cache.clear()
+    now = [1_000_000.0]
+    monkeypatch.setattr(SimpleRateThrottle, "timer", staticmethod(lambda: now[0]))
+    _, key = AuthToken.objects.create(user=researcher)
+    url = reverse("annotate-api:benchmark-list")
+
+    def get(token: str, address: str = "203.0.113.7"):
+        return APIClient().get(url, HTTP_AUTHORIZATION=f"Token {token}", REMOTE_ADDR=address)
+
+    assert [get("0" * 64).status_code for _ in range(3)] == [401, 401, 401]
+    refused = get("1" * 64)
+    assert refused.status_code == 429 and refused["Retry-After"] == "3600"
+    assert get(key).status_code == 429  # not even looked at from this address
+    assert get(key, address="198.51.100.2").status_code == 200
+    assert APIClient().get(url, REMOTE_ADDR="203.0.113.7").status_code == 401  # no token: as before
+    now[0] += 3600
+    assert get(key).status_code == 200
+    cache.clear()
