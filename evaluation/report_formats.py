@@ -199,6 +199,16 @@ def latex_escape(text: str) -> str:
     return " ".join(str(text).split()).translate(_LATEX_TRANSLATION)
 
 
+def _minutes(value: object) -> str:
+    """Minutes as the report page writes them (floatformat:-1): one decimal, none when it is 0
+    (0.3 is "0.3", not "0", which reads as nothing recorded; 1,452.0 is "1,452")."""
+    value = _finite(value)
+    if value is None:
+        return "n/a"
+    tenths = Decimal(repr(float(value))).quantize(Decimal("0.1"), ROUND_HALF_UP)
+    return _fixed(float(tenths), digits=0 if tenths == tenths.to_integral() else 1, grouped=True)
+
+
 def _fixed(
     value: object, *, scale: float = 1, digits: int, grouped: bool = False, minus: str = "$-$"
 ) -> str:
@@ -295,7 +305,7 @@ def _latex_sources(report: dict) -> str:
                     rf"\textit{{{name}}}" if index == 0 else "",
                     latex_escape(row["source"]),
                     _fixed(row["cost_usd"], digits=2, grouped=True),
-                    _fixed(row["time_min"], digits=0, grouped=True),
+                    _minutes(row["time_min"]),
                     _fixed(row["acc"], scale=100, digits=1),
                     *(_fixed(row[k], digits=1) for k in ("pld0", "pld1", "pld2")),
                     _fixed(row["wpld"], digits=3),

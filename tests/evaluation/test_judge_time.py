@@ -117,3 +117,20 @@ def test_a_later_run_over_some_responses_replaces_the_earlier_runs_cost_and_time
 
     assert _judge_rows(report, "cost_usd") == {"easy": 30.0, "hard": 2.0, "overall": 32.0}
     assert _judge_rows(report) == {"easy": 6.0, "hard": 2.0, "overall": 8.0}
+
+
+def test_the_report_page_shows_a_judges_minutes_under_one_as_such(client, admin_user):
+    """18 s of calls is 0.3 minutes: the page wrote "0", which reads as nothing recorded."""
+    from django.urls import reverse
+
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(3,))
+    judge = make_judge(name="fake-judge", backend="fake")
+    run = judge_run_create(config=judge, benchmark=benchmark, systems=systems)
+    judge_run_execute(run_id=run.pk)
+    EngineCall.objects.filter(run=run.engine_run_id).update(latency_ms=6_000)
+    client.force_login(admin_user)
+
+    page = client.get(reverse("reports:detail", args=[benchmark.pk])).text
+
+    row = next(r for r in page.split("<tr>") if "<td>overall</td><td>fake-judge</td>" in r)
+    assert row.split("<td>")[4].startswith("0.3</td>")

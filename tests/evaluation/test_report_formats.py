@@ -324,3 +324,19 @@ def test_latex_rounds_halves_as_the_report_page_does(value):
 
     page = float(floatformat(value * 100, 1))
     assert _fixed(value, scale=100, digits=1).replace("$-$", "-") == f"{page:.1f}"
+
+
+def test_latex_minutes_under_one_keep_their_tenths_as_the_page_does():
+    report = sample_report()
+    alpha = next(
+        r for r in report["sources"] if r["source"] == "alpha" and r["subset"] == "overall"
+    )
+    alpha["time_min"] = 0.3
+    lines = _table_lines(report_latex(report), "tab:sources")
+    assert (
+        r"\textit{Overall (10)} & alpha & 236.00 & 0.3 & 93.0 & 90.0 & 10.0 & 0.0 & 0.100 \\"
+        in lines
+    )
+    alpha["time_min"] = 1451.96  # rounds to a whole number of tenths: no decimal
+    lines = _table_lines(report_latex(report), "tab:sources")
+    assert any(r"& alpha & 236.00 & 1,452 & 93.0" in line for line in lines)
