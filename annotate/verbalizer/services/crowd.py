@@ -29,9 +29,8 @@ from annotate.models import Annotator
 from annotate.verbalizer.models import HumanAnswer, HumanStudy, Prompt
 from annotate.verbalizer.services.humans import (
     HumanStudyError,
-    human_answer_submit,
+    human_answer_submit_within_limit,
     human_work_next,
-    same_channel_q,
 )
 
 DEFAULT_REWARD_USD = Decimal("0.05")  # one prompt, a few seconds of reading
@@ -335,14 +334,6 @@ def link_answer_submit(
         raise PermissionDeniedError("Sorry, you can no longer take tasks from this requester.")
     with transaction.atomic():
         Publication.objects.select_for_update().filter(pk=participant.publication.pk).first()
-        mine = study.answers.filter(prompt_id=prompt_id, annotator=annotator).exists()
-        taken = (
-            study.answers.filter(same_channel_q(annotator), prompt_id=prompt_id)
-            .exclude(annotator=annotator)
-            .count()
-        )
-        if not mine and taken >= study.answers_per_prompt:
-            raise ConflictError("This item has all the answers it needs; go on to the next one.")
-        return human_answer_submit(
+        return human_answer_submit_within_limit(
             study=study, prompt_id=prompt_id, annotator=annotator, key=key, seconds=seconds
         )

@@ -274,15 +274,24 @@ def human_work_answer_submit(
     with transaction.atomic():
         # The study's row lock makes two answers racing for a prompt's last place take turns.
         HumanStudy.objects.select_for_update().filter(pk=study.pk).first()
-        answers = study.answers.filter(prompt_id=prompt_id)
-        mine = answers.filter(annotator=annotator).exists()
-        if not mine and (
-            answers.filter(same_channel_q(annotator)).count() >= study.answers_per_prompt
-        ):
-            raise ConflictError("This item has all the answers it needs; go on to the next one.")
-        return human_answer_submit(
+        return human_answer_submit_within_limit(
             study=study, prompt_id=prompt_id, annotator=annotator, key=key, seconds=seconds
         )
+
+
+def human_answer_submit_within_limit(
+    *, study: HumanStudy, prompt_id: int, annotator: Annotator, key: int, seconds: float | None
+) -> HumanAnswer:
+    """Store the answer unless the prompt already has the study's answers per prompt from the
+    annotator's channel (in-house, or crowd) without them (ConflictError); an answer of theirs
+    is stored again as before. The caller holds the lock its channel's answers take turns on."""
+    answers = study.answers.filter(prompt_id=prompt_id)
+    mine = answers.filter(annotator=annotator).exists()
+    if not mine and answers.filter(same_channel_q(annotator)).count() >= study.answers_per_prompt:
+        raise ConflictError("This item has all the answers it needs; go on to the next one.")
+    return human_answer_submit(
+        study=study, prompt_id=prompt_id, annotator=annotator, key=key, seconds=seconds
+    )
 
 
 @dataclass(frozen=True)
