@@ -63,6 +63,7 @@ TABLES: dict[str, list[str]] = {
         "source",
         "source_kind",
         "subset",
+        "gold",
         "acc",
         "compared",
         "pld0",

@@ -288,7 +288,9 @@ def benchmark_agreement(*, benchmark_id: int) -> tuple[dict[int, float], dict[in
     """Return {annotator id: agreement with the expert majority} and {…: with the others}.
 
     Every label counts here, undecided annotators' too (deciding their kind is what this is
-    for); the expert majority is of the annotators who count as experts in the benchmark.
+    for); the expert majority is of the annotators who count as experts in the benchmark, and
+    "the others" are people only: an LLM judge's labels are left out, so running a judge does
+    not move anyone's share (a judge's own share is still against the people).
     """
     rows = fetch_label_rows(benchmark_id)
     if len(rows) == 0:
@@ -301,7 +303,10 @@ def benchmark_agreement(*, benchmark_id: int) -> tuple[dict[int, float], dict[in
     is_expert = np.array([kinds.get(pk) == AnnotatorKind.EXPERT for pk in annotator_ids.tolist()])
     n_items = int(item.max()) + 1
     majority = agreement_with_expert_majority(item, annotator, rows[:, 3], is_expert, n_items)
-    others = agreement_with_others(item, annotator, rows[:, 3], len(annotator_ids), n_items)
+    is_person = np.array([kinds.get(pk) != AnnotatorKind.LLM for pk in annotator_ids.tolist()])
+    others = agreement_with_others(
+        item, annotator, rows[:, 3], len(annotator_ids), n_items, is_other=is_person
+    )
 
     def as_dict(shares: np.ndarray) -> dict[int, float]:
         return {

@@ -78,6 +78,8 @@ KIND_NAMES = {code: name for name, code in KIND_CODES.items()}
 CONSTRAINT_NAMES = [choice.label for choice in ConstraintType]
 EXPERT_MAJORITY = "expert-majority"
 CROWD_MAJORITY = "crowd-majority"
+# The gold of an expert's own row in Table 4: the majority of the other experts on each item.
+OTHER_EXPERTS = "other-experts"
 
 
 @dataclass
@@ -661,20 +663,33 @@ def _agreement_row(data, protocol, group, subset, rated: RatedItems, bootstrap) 
 # --- Sources against the expert majority (Table 4) ---------------------------------------------
 
 
-def _source_rows(data, sources, counts, costs, acc_unknown: str) -> list[dict]:
-    gold = next((s for s in sources if s.name == EXPERT_MAJORITY), None)
+def _source_rows(data, sources, counts, costs, unknown: str, acc_unknown: str) -> list[dict]:
+    majority = next((s for s in sources if s.name == EXPERT_MAJORITY), None)
+    golds = _golds(data, sources, majority)
     categories = {name: drfr_categories(*c) for name, c in counts.items()}
+    for gold in golds.values():
+        if gold.name not in categories:
+            categories[gold.name] = drfr_categories(
+                *_instruction_system_counts(data, gold, unknown)
+            )
     item_subset = data.instruction_subset[data.item_instruction]
     # Items by (source label, gold label) per subset code, one count per source.
     pairs = {
-        s.name: label_pairs(s.values, gold.values, item_subset, len(SUBSET_CODES))
-        for s in (sources if gold is not None else [])
+        s.name: label_pairs(s.values, golds[s.name].values, item_subset, len(SUBSET_CODES))
+        for s in sources
+        if s.name in golds
     }
     rows = []
     for subset in SUBSETS:
         instructions = _subset_instructions(data, subset)
         for source in sources:
-            row = {"source": source.name, "source_kind": source.kind, "subset": subset}
+            gold = golds.get(source.name)
+            row = {
+                "source": source.name,
+                "source_kind": source.kind,
+                "subset": subset,
+                "gold": OTHER_EXPERTS if _is_one_expert(source) else EXPERT_MAJORITY,
+            }
             if gold is not None:
                 subset_pairs = _in_subset(pairs[source.name], subset)
                 row.update(
@@ -687,6 +702,37 @@ def _source_rows(data, sources, counts, costs, acc_unknown: str) -> list[dict]:
             row["time_min"] = cost.time_min if cost else None
             rows.append(row)
     return rows
+
+
+def _is_one_expert(source: Source) -> bool:
+    return source.kind == "expert" and source.name != EXPERT_MAJORITY
+
+
+def _golds(data, sources, majority: Source | None) -> dict[str, Source]:
+    """Return {source name: the labels it is judged against}: the expert majority, except for
+    one expert, who is judged against the majority of the other experts (docs/reports.md):
+    a majority that holds their own vote would count them right on every item they decided."""
+    if majority is None:
+        return {}
+    experts = [s for s in sources if _is_one_expert(s)]
+    golds = {s.name: majority for s in sources}
+    if not experts:
+        return golds
+    yes = np.zeros(data.n_items, dtype=np.int32)
+    no = np.zeros(data.n_items, dtype=np.int32)
+    labelled = np.zeros(data.n_items, dtype=np.int32)
+    for expert in experts:
+        yes += expert.values == YES
+        no += expert.values == NO
+        labelled += expert.values != MISSING
+    for expert in experts:
+        votes = majority_from_votes(yes - (expert.values == YES), no - (expert.values == NO))
+        by_others = (labelled - (expert.values != MISSING)) > 0
+        gold = _empty_source(data, f"{OTHER_EXPERTS}:{expert.name}", "expert")
+        gold.values[:] = np.where(by_others, votes.values, MISSING)
+        gold.touched[data.item_response[by_others]] = True
+        golds[expert.name] = gold
+    return golds
 
 
 def _in_subset(per_subset_code: np.ndarray, subset: str) -> np.ndarray:
@@ -913,7 +959,7 @@ def report_compute(
         "leaderboard": leaderboard,
         "agreement": agreement,
         "sources": _source_rows(
-            data, sources, counts, source_costs(benchmark=benchmark), acc_unknown
+            data, sources, counts, source_costs(benchmark=benchmark), unknown, acc_unknown
         ),
         "constraints": constraints,
         "domains": domains,
@@ -1051,7 +1097,7 @@ def report_cached(
     _check_conventions(unknown, acc_unknown)
     digest = hashlib.sha256(_fingerprint(benchmark).encode()).hexdigest()[:24]
     # "v2": annotators by id; a report cached before that named them, for every reader.
-    key = f"report:v3:{benchmark.pk}:{unknown}:{acc_unknown}:{digest}"
+    key = f"report:v4:{benchmark.pk}:{unknown}:{acc_unknown}:{digest}"
     report = cache_get_or_build(
         key=key,
         build=lambda: report_compute(benchmark=benchmark, unknown=unknown, acc_unknown=acc_unknown),

@@ -1,4 +1,4 @@
-"""Per-annotator agreement: with the expert majority (leave-one-out) and with everyone else.
+"""Per-annotator agreement: with the expert majority (leave-one-out) and with the others.
 
 Labels are parallel arrays: `item` (index of a question × response), `annotator` (index) and
 `value` (0 NO, 1 YES, 2 UNKNOWN), one entry per label, each (item, annotator) at most once.
@@ -40,17 +40,30 @@ def agreement_with_expert_majority(
 
 
 def agreement_with_others(
-    item: np.ndarray, annotator: np.ndarray, value: np.ndarray, n_annotators: int, n_items: int
+    item: np.ndarray,
+    annotator: np.ndarray,
+    value: np.ndarray,
+    n_annotators: int,
+    n_items: int,
+    *,
+    is_other: np.ndarray | None = None,
 ) -> np.ndarray:
     """Return, per annotator, the share of pairs (their label, another's on the same item) that
-    are equal, over every other annotator's labels; UNKNOWN equals only UNKNOWN.
+    are equal, over the labels of every other annotator marked in `is_other` (bool per
+    annotator; default every annotator); UNKNOWN equals only UNKNOWN.
 
-    Formula: Σ_labels (count of the item's labels with the same value − 1) /
-    Σ_labels (count of the item's labels − 1). NaN for an annotator who shares no item.
+    Formula: Σ_labels (count of the item's other labels with the same value) /
+    Σ_labels (count of the item's other labels), "other" meaning by another annotator marked
+    in `is_other`. An annotator not marked is still given a share, against the marked ones.
+    NaN for an annotator who shares no item with one.
     """
     item, annotator, value = (np.asarray(a, dtype=np.int64) for a in (item, annotator, value))
-    same = np.bincount(item * 3 + value, minlength=n_items * 3)[item * 3 + value] - 1
-    total = np.bincount(item, minlength=n_items)[item] - 1
+    if is_other is None:
+        is_other = np.ones(n_annotators, dtype=bool)
+    own = np.asarray(is_other, dtype=bool)[annotator].astype(np.int64)
+    key = item * 3 + value
+    same = np.bincount(key, weights=own, minlength=n_items * 3)[key] - own
+    total = np.bincount(item, weights=own, minlength=n_items)[item] - own
     sums = np.bincount(annotator, weights=same, minlength=n_annotators)
     pairs = np.bincount(annotator, weights=total, minlength=n_annotators)
     with np.errstate(invalid="ignore", divide="ignore"):

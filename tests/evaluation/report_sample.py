@@ -128,6 +128,9 @@ def _sources() -> list[dict]:
                     "source": source,
                     "source_kind": kind,
                     "subset": subset,
+                    "gold": "other-experts"
+                    if kind == "expert" and source != "expert-majority"
+                    else "expert-majority",
                     "acc": 1.0 if source == "expert-majority" else 0.93 - 0.03 * source_index,
                     "compared": compared,
                     "pld0": pld0,

@@ -81,6 +81,26 @@ def test_the_page_shows_work_and_agreement_of_an_undecided_newcomer(
     assert "not decided yet" in page.text and "newbie" in page.text
 
 
+def test_an_llm_judges_labels_do_not_move_agreement_with_the_others(
+    client, researcher, worked_project
+):
+    project, newcomer = worked_project
+    judge = Annotator.objects.create(name="judge", kind=AnnotatorKind.LLM)
+    for label in Label.objects.filter(annotator=newcomer):
+        Label.objects.create(
+            question=label.question, response=label.response, annotator=judge, value=LabelValue.YES
+        )
+    client.force_login(researcher)
+    page = client.get(reverse("annotators:list"))
+    expert_row = next(r for r in page.context["rows"] if r.annotator.kind == AnnotatorKind.EXPERT)
+    # Still the other expert's YES (equal) and the newcomer's NO on each of 4 labels: 4 of 8;
+    # counting the judge's YES too it would be 8 of 12.
+    assert expert_row.agreement_others == 0.5
+    row = next(r for r in page.context["rows"] if r.annotator == newcomer)
+    assert row.agreement_others == 0.0
+    assert "LLM judges' labels are not counted" in page.text
+
+
 def test_a_blocked_worker_is_marked_with_the_reason_until_unblocked(
     client, researcher, worked_project
 ):

@@ -10,13 +10,23 @@ from annotate.models import (
     Assignment,
     AssignmentStatus,
     Label,
+    LabelValue,
     ProjectAnnotatorKind,
+    Subset,
 )
 from annotate.selectors.identities import OPERATOR
 from evaluation.conventions import UNKNOWN_CONVENTIONS
 from evaluation.errors import ReportError
 from evaluation.services.reports import report_build
-from tests.factories import BenchmarkFactory
+from tests.factories import (
+    AnnotatorFactory,
+    BenchmarkFactory,
+    InstructionFactory,
+    LabelFactory,
+    QuestionFactory,
+    ResponseFactory,
+    SystemFactory,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -165,6 +175,82 @@ def test_sources_against_the_expert_majority(bench):
     assert (gold["acc"], gold["pld0"], gold["wpld"]) == (1.0, 100.0, 0.0)
     crowd = _one(report, "sources", source="crowd-majority", subset="easy")
     assert (crowd["compared"], crowd["acc"]) == (3, pytest.approx(2 / 3))
+    assert {r["gold"] for r in _rows(report, "sources", subset="overall")} == {
+        "expert-majority",
+        "other-experts",
+    }
+    assert (judge["gold"], gold["gold"], crowd["gold"]) == ("expert-majority",) * 3
+
+
+def test_an_expert_is_judged_against_the_other_experts(bench):
+    """Each expert's ACC is against the majority of the two others (conftest's labels), with
+    ties between the two skipped; against a majority holding their own vote expert-1 would
+    have 8 of 9 right.
+
+    expert-1 vs (expert-2, expert-3): i1 alpha Y=Y, Y≠N (N, U); i1 beta tie, N=N; i2 alpha
+    Y=Y, Y=Y, tie; i2 beta tie, N=N, Y≠N: 5 of 7. expert-2 vs (1, 3): i1 alpha Y=Y, N≠Y
+    (Y, U); i1 beta N≠Y, N=N; i2 alpha Y=Y, Y=Y, N≠Y; i2 beta tie, N=N, tie: 5 of 8.
+    expert-3 vs (1, 2): i1 alpha Y=Y, its UNKNOWN not counted; i1 beta tie, N=N; i2 alpha
+    Y=Y, Y=Y, tie; i2 beta Y≠N, N=N, tie: 5 of 6.
+    """
+    report = report_build(scope=OPERATOR, benchmark=bench, n_resamples=10)
+    acc = {
+        name: (row["compared"], row["acc"], row["gold"])
+        for name in ("expert-1", "expert-2", "expert-3")
+        for row in [_one(report, "sources", source=name, subset="overall")]
+    }
+    assert acc == {
+        "expert-1": (7, pytest.approx(5 / 7), "other-experts"),
+        "expert-2": (8, pytest.approx(5 / 8), "other-experts"),
+        "expert-3": (6, pytest.approx(5 / 6), "other-experts"),
+    }
+
+
+def test_an_expert_whose_vote_makes_the_majority_is_not_credited_with_it():
+    """One instruction, two questions, three experts and a judge (Y YES, N NO):
+
+                alpha  beta
+      expert-1   YY     NN
+      expert-2   YN     YY
+      expert-3   NN     YN
+      judge      YN     YN
+
+    Majority of all three: alpha YN, beta YN; DRFR 1/2 each, so a tie (category 0).
+    expert-1 against it would be right on 2 of 4, PLD 1. Against expert-2 and expert-3 only:
+    alpha tie, N; beta Y, tie; DRFR alpha 0/1, beta 1/1 (category -1), while expert-1 says
+    alpha (1): ACC 0 of 2, PLD 2. The judge and the majority keep the majority of all three:
+    the judge is right on 4 of 4, PLD 0, and so is the majority.
+    """
+    benchmark = BenchmarkFactory(name="own-vote")
+    instruction = InstructionFactory(benchmark=benchmark, subset=Subset.EASY)
+    questions = [QuestionFactory(instruction=instruction, position=p) for p in (1, 2)]
+    responses = [
+        ResponseFactory(instruction=instruction, system=SystemFactory(name=name))
+        for name in ("alpha", "beta")
+    ]
+    labels = {
+        ("expert-1", AnnotatorKind.EXPERT): ("YY", "NN"),
+        ("expert-2", AnnotatorKind.EXPERT): ("YN", "YY"),
+        ("expert-3", AnnotatorKind.EXPERT): ("NN", "YN"),
+        ("judge", AnnotatorKind.LLM): ("YN", "YN"),
+    }
+    values = {"Y": LabelValue.YES, "N": LabelValue.NO}
+    for (name, kind), per_response in labels.items():
+        annotator = AnnotatorFactory(name=name, kind=kind)
+        for response, letters in zip(responses, per_response, strict=True):
+            for question, letter in zip(questions, letters, strict=True):
+                LabelFactory(
+                    question=question, response=response, annotator=annotator, value=values[letter]
+                )
+    report = report_build(scope=OPERATOR, benchmark=benchmark, n_resamples=10)
+
+    def scores(source):
+        row = _one(report, "sources", source=source, subset="overall")
+        return row["gold"], row["compared"], row["acc"], row["pld1"], row["pld2"], row["wpld"]
+
+    assert scores("expert-1") == ("other-experts", 2, 0.0, 0.0, 100.0, 2.0)
+    assert scores("judge") == ("expert-majority", 4, 1.0, 0.0, 0.0, 0.0)
+    assert scores("expert-majority") == ("expert-majority", 4, 1.0, 0.0, 0.0, 0.0)
 
 
 def test_acc_counting_a_source_unknown_as_wrong_is_a_named_option(bench):

@@ -36,3 +36,22 @@ def test_agreement_with_others_counts_equal_pairs():
     assert shares[1] == 1 / 3
     assert shares[2] == 0.0  # item 0 two unequal pairs; item 2 has no pair
     assert math.isnan(shares[3])
+
+
+def test_agreement_with_others_counts_only_the_marked_others():
+    # Two people (0, 1) and a judge (2): item 0: YES, NO, YES; item 1: YES, YES, NO.
+    item = [0, 0, 0, 1, 1, 1]
+    annotator = [0, 1, 2, 0, 1, 2]
+    value = [YES, NO, YES, YES, YES, NO]
+    people = np.array([True, True, False])
+    shares = agreement_with_others(item, annotator, value, 3, 2, is_other=people)
+    # Person 0 against person 1 only: item 0 unequal, item 1 equal: 1 of 2 (with the judge's
+    # labels it would be 2 of 4, and 1 of 2 again by chance, so person 1 tells them apart).
+    assert shares[0] == 1 / 2
+    # Person 1 against person 0: 1 of 2 (with the judge: item 0 NO vs YES, YES; item 1 YES vs
+    # YES, NO: 1 of 4).
+    assert shares[1] == 1 / 2
+    # The judge against the two people: item 0 YES vs YES, NO; item 1 NO vs YES, YES: 1 of 4.
+    assert shares[2] == 1 / 4
+    everyone = agreement_with_others(item, annotator, value, 3, 2)
+    assert everyone[1] == 1 / 4
