@@ -370,6 +370,51 @@ def test_rejecting_and_blocking_change_the_next_report(client, live, fake_mturk,
     assert set(_crowd_rows(report_cached(benchmark=benchmark, scope=OPERATOR)).values()) == {(2, 2)}
 
 
+def test_a_worker_blocked_while_holding_a_claim_is_told_the_work_does_not_count(
+    client, live, fake_mturk, admin
+):
+    """An admin blocks an MTurk worker who has the task open. MTurk still lets them submit the
+    assignment they accepted, and our page took the answers, then said they count once
+    Mechanical Turk confirms them: a blocked worker's work counts in no result. The answers are
+    kept (an unblock counts them), the done page says they do not count, the HIT still goes
+    back to MTurk, and the admin sees what MTurk will pay for it and can reject it."""
+    from annotate.crowd.selectors import publication_spending
+    from annotate.selectors.results import counted_assignments as counted
+
+    first, _ = _hits(live)
+    benchmark = first.task.instruction.benchmark
+    assignment_id = fake_mturk.api.worker_accept(first.hit_id, "ABLOCKED")
+    opened = _open(client, fake_mturk, first, "ABLOCKED", assignment_id)
+    names = set(re.findall(r'name="(r\d+_q\d+)"', client.get(opened["Location"]).text))
+    work = Assignment.objects.get(platform_assignment_id=assignment_id)
+    review.worker_block(annotator_id=work.annotator_id, reason="spam", user=admin)
+    assert "ABLOCKED" in fake_mturk.state.blocks
+
+    done = client.post(opened["Location"], {name: "yes" for name in names})
+    assert done.status_code == 200
+    assert 'id="blocked-note"' in done.text and "do not count in the results" in done.text
+    assert 'id="blocked-payment-note"' in done.text
+    assert "count once Mechanical Turk confirms" not in done.text
+    assert 'id="external-submit"' in done.text  # the HIT still goes back to MTurk
+    work.refresh_from_db()
+    assert work.status == AssignmentStatus.SUBMITTED and work.labels.count() == len(names)
+    _hand_back(fake_mturk, assignment_id, expect=200)  # MTurk takes it from a blocked worker
+    _sync(live)
+    work.refresh_from_db()
+    assert work.platform_record.status == "Submitted"
+    assert not counted().filter(pk=work.pk).exists()
+    assert {r["work_status"] for r in _raw(benchmark) if r["annotator"] == "mturk:ABLOCKED"} == {
+        "worker blocked"
+    }
+    again = client.get(opened["Location"])  # the done page, reopened
+    assert 'id="blocked-note"' in again.text and 'id="confirmation-note"' not in again.text
+    assert publication_spending(publication=live).waiting == 1  # MTurk pays it unless rejected
+
+    review.assignment_reject(assignment_id=work.pk, user=admin, feedback="blocked: spam")
+    assert fake_mturk.state.assignments[assignment_id]["AssignmentStatus"] == "Rejected"
+    assert publication_spending(publication=live).waiting == 0
+
+
 def test_rejecting_forged_work_needs_no_platform(client, live, fake_mturk, admin):
     first, _ = _hits(live)
     forged, _ = do_task(client, fake_mturk, first, "AFAKE1", "no", forged=True)
