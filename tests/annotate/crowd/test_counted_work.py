@@ -887,3 +887,48 @@ def test_a_forged_assignment_gets_no_hand_back_that_mturk_would_take(client, liv
     _sync(live)
     forged.refresh_from_db()
     assert forged.is_late
+
+
+def test_progress_shows_a_blocked_workers_work_apart_and_counts_no_task_done_with_it(
+    client, live, fake_mturk, admin, researcher
+):
+    """The project page and its API counted a blocked worker's work as submitted and its task
+    as done, though that work counts in no result, and nothing said "blocked". A task is done
+    once its assignments count in results; a blocked worker's work has a column of its own."""
+    from rest_framework.test import APIClient
+
+    first, _ = _hits(live)
+    project = first.task.batch.project
+    project.researchers.add(researcher)
+    api = APIClient()
+    api.force_login(researcher)
+    url = reverse("annotate-api:project-progress", args=[project.id])
+    kept, _ = do_task(client, fake_mturk, first, "AKEPT", "yes")
+    spammer, _ = do_task(client, fake_mturk, first, "ASPAM", "no")
+    assert api.get(url).json()["tasks_done"] == 0  # MTurk has not confirmed them yet
+    _sync(live)
+    assert api.get(url).json()["tasks_done"] == 1
+
+    review.worker_block(annotator_id=spammer.annotator_id, reason="spam", user=admin)
+    progress = api.get(url).json()
+    assert (progress["tasks_done"], progress["assignments_submitted"]) == (0, 1)
+    assert progress["assignments_blocked"] == 1
+    rows = {row["annotator"]: row for row in progress["per_annotator"]}
+    columns = ("worker_blocked", "submitted", "blocked", "late", "unconfirmed", "rejected")
+    assert {k: rows["mturk:ASPAM"][k] for k in columns} == {
+        "worker_blocked": True, "submitted": 0, "blocked": 1, "late": 0, "unconfirmed": 0,
+        "rejected": 0,
+    }  # fmt: skip
+    assert (rows["mturk:AKEPT"]["worker_blocked"], rows["mturk:AKEPT"]["blocked"]) == (False, 0)
+    client.force_login(researcher)
+    page = client.get(reverse("work:project-detail", args=[project.id])).text
+    assert '<strong id="tasks-done">0 / 2</strong>' in page
+    assert "1 submitted, 0 in progress, 0 late (kept, not counted), 1 by blocked workers" in page
+    # Annotator | Submitted | In progress | Late | Unconfirmed | Rejected | Blocked (not counted)
+    assert (
+        "<td>mturk:ASPAM <strong>(blocked)</strong></td>"
+        "<td>0</td><td>0</td><td>0</td><td>0</td><td>0</td><td>1</td>"
+    ) in page
+
+    review.worker_unblock(annotator_id=spammer.annotator_id, user=admin)
+    assert api.get(url).json()["tasks_done"] == 1  # the work counts again
