@@ -166,7 +166,7 @@ class BenchmarkListApi(APIView):
         )
 
 
-_SUBMITTED_HELP = "Submitted and holding its task's slot (not rejected)."
+_SUBMITTED_HELP = "Submitted and holding its task's slot (not rejected, the worker not blocked)."
 _LATE_HELP = (
     "Submitted after its claim lapsed and its task was filled (or confirmed by its crowd "
     "platform only after that): kept, never counted."
@@ -177,6 +177,15 @@ _UNCONFIRMED_HELP = (
     "slot. Not late work."
 )
 _REJECTED_HELP = "Rejected in review: counted nowhere."
+_BLOCKED_HELP = (
+    "Submitted (not rejected) by a crowd worker blocked now: kept, counted in no result while "
+    "the block lasts (an unblock counts it again). Work submitted in time still holds its "
+    "task's slot until it is rejected. Not among the submitted, late or unconfirmed work."
+)
+_TASKS_DONE_HELP = (
+    "Tasks whose assignments per task all count in results: submitted in time, not rejected, "
+    "the worker not blocked, and confirmed by the crowd platform that handed them out."
+)
 
 
 @extend_schema_serializer(component_name="ProjectProgressAnnotator")
@@ -184,11 +193,15 @@ class ProgressRowSerializer(serializers.Serializer):
     """One annotator's line of a project's progress."""
 
     annotator = serializers.CharField(source="annotator__name")
+    worker_blocked = serializers.BooleanField(
+        help_text="A crowd worker blocked now: none of their work counts while the block lasts."
+    )
     submitted = serializers.IntegerField(help_text=_SUBMITTED_HELP)
     live = serializers.IntegerField(help_text="Claimed, not submitted, not expired.")
     late = serializers.IntegerField(help_text=_LATE_HELP)
     unconfirmed = serializers.IntegerField(help_text=_UNCONFIRMED_HELP)
     rejected = serializers.IntegerField(help_text=_REJECTED_HELP)
+    blocked = serializers.IntegerField(help_text=_BLOCKED_HELP)
     returned = serializers.IntegerField()
     active_seconds = serializers.FloatField()
 
@@ -198,12 +211,13 @@ class ProjectProgressApi(APIView):
     class OutputSerializer(serializers.Serializer):
         project = serializers.IntegerField()
         tasks_total = serializers.IntegerField()
-        tasks_done = serializers.IntegerField()
+        tasks_done = serializers.IntegerField(help_text=_TASKS_DONE_HELP)
         assignments_submitted = serializers.IntegerField(help_text=_SUBMITTED_HELP)
         assignments_live = serializers.IntegerField()
         assignments_late = serializers.IntegerField(help_text=_LATE_HELP)
         assignments_unconfirmed = serializers.IntegerField(help_text=_UNCONFIRMED_HELP)
         assignments_rejected = serializers.IntegerField(help_text=_REJECTED_HELP)
+        assignments_blocked = serializers.IntegerField(help_text=_BLOCKED_HELP)
         per_annotator = ProgressRowSerializer(many=True)
 
     @extend_schema(request=None, responses=OutputSerializer)

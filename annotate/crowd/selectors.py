@@ -334,6 +334,22 @@ def platform_work_late(*, platform: str, assignment_id: str) -> bool:
     ).exists()
 
 
+def platform_work_of_blocked_worker(*, platform: str, assignment_id: str) -> bool:
+    """True if the platform's assignment `assignment_id` here is the work of a worker blocked
+    now: kept, counted in no result while the block lasts, paid by the platform unless an
+    admin rejects it (_spent_q)."""
+    return Assignment.objects.filter(
+        annotator__platform=platform,
+        platform_assignment_id=assignment_id,
+        annotator_id__in=blocked_annotator_ids(),
+    ).exists()
+
+
+def worker_blocked(*, annotator_id: int) -> bool:
+    """Whether this crowd worker is blocked now (their work counts in no result)."""
+    return blocked_annotator_ids().filter(annotator_id=annotator_id).exists()
+
+
 # _spending's key for work the platform approved (paid) that was rejected here: a sync follows
 # the platform's verdict only on work still submitted here.
 _PAID_THOUGH_REJECTED = (AssignmentStatus.REJECTED, "Approved")

@@ -157,6 +157,14 @@ def demo_external_submit(request: HttpRequest) -> HttpResponse:
             "It was submitted after its time ran out and its task was filled: it is kept but "
             "never counts in the results, whatever a sync or a review does."
         )
+    elif crowd_selectors.platform_work_of_blocked_worker(
+        platform=FakePlatform.name, assignment_id=assignment_id
+    ):
+        message = took + (
+            "Its worker is blocked here: it is kept but counts in no result while the block "
+            "lasts. The platform pays it when its auto-approval delay ends unless an admin "
+            'rejects it on the review page ("Spent so far" counts it once a sync confirms it).'
+        )
     else:
         message = took + (
             "It counts once a sync of the publication confirms it (an admin may then approve or "
@@ -244,6 +252,8 @@ def _done(request: HttpRequest, held: workers.WorkerAssignment) -> HttpResponse:
         "completion_code": code,
         **_hand_back(held),
         "next_task": _next_selfhosted_task(held, link),
+        # Blocked while holding the claim: the answers are kept but count in no result.
+        "worker_blocked": crowd_selectors.worker_blocked(annotator_id=assignment.annotator_id),
     }
     return render(request, "crowd/done.html", context)
 

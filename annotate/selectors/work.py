@@ -28,6 +28,7 @@ from annotate.roles import is_admin, is_researcher
 from annotate.selectors.results import (
     WorkStatus,
     blocked_annotator_ids,
+    counted_assignment_q,
     released_unconfirmed_q,
     work_statuses,
 )
@@ -388,26 +389,27 @@ class Progress:
     assignments_late: int
     assignments_unconfirmed: int
     assignments_rejected: int
+    assignments_blocked: int
     per_annotator: list[dict]
     per_batch: list[dict]
 
 
 def project_progress(*, project: Project, now: datetime) -> Progress:
-    """Return tasks done (all N assignments submitted) of total, and per annotator counts.
+    """Return tasks done of total, and per annotator counts.
 
-    Each submitted assignment falls in one column: submitted (holds its slot), rejected,
-    unconfirmed (a sync took its slot back because its platform did not list it: it waits for
-    the platform's confirmation, results.released_unconfirmed_q) or late (submitted after its
-    claim lapsed and its task was filled, or confirmed by its platform only after that).
+    A task is done when its N assignments count in results (annotate.selectors.results: in
+    time, not rejected, the worker not blocked, confirmed by the crowd platform that handed
+    them out). Each submitted assignment falls in one column: rejected; blocked (a worker
+    blocked now: kept, counted in no result while the block lasts); unconfirmed (a sync took
+    its slot back because its platform did not list it: it waits for the platform's
+    confirmation, results.released_unconfirmed_q); late (submitted after its claim lapsed and
+    its task was filled, or confirmed by its platform only after that); else submitted (holds
+    its slot).
     """
-    accepted = Q(
-        assignments__status__in=[AssignmentStatus.SUBMITTED, AssignmentStatus.APPROVED],
-        assignments__is_late=False,
-    )
     tasks = (
         Task.objects.filter(batch__project=project)
-        .annotate(accepted=Count("assignments", filter=accepted))
-        .values_list("batch_id", "accepted")
+        .annotate(counted=Count("assignments", filter=counted_assignment_q("assignments__")))
+        .values_list("batch_id", "counted")
     )
     per_batch = [
         {
@@ -420,20 +422,29 @@ def project_progress(*, project: Project, now: datetime) -> Progress:
         for batch in project.batches.order_by("id")
     ]
     by_id = {row["batch__id"]: row for row in per_batch}
-    for batch_id, accepted_count in tasks:
+    for batch_id, counted_count in tasks:
         by_id[batch_id]["total"] += 1
-        by_id[batch_id]["done"] += accepted_count >= project.assignments_per_task
+        by_id[batch_id]["done"] += counted_count >= project.assignments_per_task
     assignments = Assignment.objects.filter(task__batch__project=project)
     live = Q(status=AssignmentStatus.CLAIMED, expires_at__gt=now)
     rejected = Q(status=AssignmentStatus.REJECTED)
-    unconfirmed = released_unconfirmed_q()
+    # Rejected work stays under Rejected whoever did it; a blocked worker's other submitted
+    # work counts nowhere while the block lasts, whatever else holds for it.
+    blocked = Q(submitted_at__isnull=False, annotator_id__in=blocked_annotator_ids()) & ~rejected
+    unconfirmed = released_unconfirmed_q() & ~blocked
     per_annotator = list(
         assignments.values("annotator__name")
         .annotate(
+            worker_blocked=Count("annotator__block", filter=Q(annotator__block__active=True)),
             # Rejected work (in review) is submitted but counts nowhere: a column of its own.
-            submitted=Count("id", filter=Q(submitted_at__isnull=False, is_late=False) & ~rejected),
+            submitted=Count(
+                "id", filter=Q(submitted_at__isnull=False, is_late=False) & ~rejected & ~blocked
+            ),
             rejected=Count("id", filter=rejected),
-            late=Count("id", filter=Q(is_late=True) & ~rejected & ~unconfirmed),
+            blocked=Count("id", filter=blocked),
+            late=Count(
+                "id", filter=Q(is_late=True) & ~rejected & ~released_unconfirmed_q() & ~blocked
+            ),
             unconfirmed=Count("id", filter=unconfirmed),
             live=Count("id", filter=live),
             returned=Count("id", filter=Q(status=AssignmentStatus.RETURNED)),
@@ -441,6 +452,8 @@ def project_progress(*, project: Project, now: datetime) -> Progress:
         )
         .order_by("annotator__name")
     )
+    for row in per_annotator:
+        row["worker_blocked"] = bool(row["worker_blocked"])
     return Progress(
         tasks_total=sum(row["total"] for row in per_batch),
         tasks_done=sum(row["done"] for row in per_batch),
@@ -449,6 +462,7 @@ def project_progress(*, project: Project, now: datetime) -> Progress:
         assignments_late=sum(row["late"] for row in per_annotator),
         assignments_unconfirmed=sum(row["unconfirmed"] for row in per_annotator),
         assignments_rejected=sum(row["rejected"] for row in per_annotator),
+        assignments_blocked=sum(row["blocked"] for row in per_annotator),
         per_annotator=per_annotator,
         per_batch=per_batch,
     )

@@ -27,6 +27,7 @@ def _schema_of(schema, ref_holder: dict) -> dict:
         ("/api/engine/generation-runs/", "200", "progress_url"),
         ("/api/reports/{benchmark_id}/", "200", "leaderboard"),
         ("/api/annotate/projects/{project_id}/progress/", "200", "assignments_unconfirmed"),
+        ("/api/annotate/projects/{project_id}/progress/", "200", "assignments_blocked"),
         ("/api/revision/studies/{study_id}/judge-runs/", "202", "report_url"),
         ("/api/revision/studies/{study_id}/reratings/", "201", "reratings"),
     ],

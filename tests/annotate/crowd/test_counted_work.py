@@ -370,6 +370,51 @@ def test_rejecting_and_blocking_change_the_next_report(client, live, fake_mturk,
     assert set(_crowd_rows(report_cached(benchmark=benchmark, scope=OPERATOR)).values()) == {(2, 2)}
 
 
+def test_a_worker_blocked_while_holding_a_claim_is_told_the_work_does_not_count(
+    client, live, fake_mturk, admin
+):
+    """An admin blocks an MTurk worker who has the task open. MTurk still lets them submit the
+    assignment they accepted, and our page took the answers, then said they count once
+    Mechanical Turk confirms them: a blocked worker's work counts in no result. The answers are
+    kept (an unblock counts them), the done page says they do not count, the HIT still goes
+    back to MTurk, and the admin sees what MTurk will pay for it and can reject it."""
+    from annotate.crowd.selectors import publication_spending
+    from annotate.selectors.results import counted_assignments as counted
+
+    first, _ = _hits(live)
+    benchmark = first.task.instruction.benchmark
+    assignment_id = fake_mturk.api.worker_accept(first.hit_id, "ABLOCKED")
+    opened = _open(client, fake_mturk, first, "ABLOCKED", assignment_id)
+    names = set(re.findall(r'name="(r\d+_q\d+)"', client.get(opened["Location"]).text))
+    work = Assignment.objects.get(platform_assignment_id=assignment_id)
+    review.worker_block(annotator_id=work.annotator_id, reason="spam", user=admin)
+    assert "ABLOCKED" in fake_mturk.state.blocks
+
+    done = client.post(opened["Location"], {name: "yes" for name in names})
+    assert done.status_code == 200
+    assert 'id="blocked-note"' in done.text and "do not count in the results" in done.text
+    assert 'id="blocked-payment-note"' in done.text
+    assert "count once Mechanical Turk confirms" not in done.text
+    assert 'id="external-submit"' in done.text  # the HIT still goes back to MTurk
+    work.refresh_from_db()
+    assert work.status == AssignmentStatus.SUBMITTED and work.labels.count() == len(names)
+    _hand_back(fake_mturk, assignment_id, expect=200)  # MTurk takes it from a blocked worker
+    _sync(live)
+    work.refresh_from_db()
+    assert work.platform_record.status == "Submitted"
+    assert not counted().filter(pk=work.pk).exists()
+    assert {r["work_status"] for r in _raw(benchmark) if r["annotator"] == "mturk:ABLOCKED"} == {
+        "worker blocked"
+    }
+    again = client.get(opened["Location"])  # the done page, reopened
+    assert 'id="blocked-note"' in again.text and 'id="confirmation-note"' not in again.text
+    assert publication_spending(publication=live).waiting == 1  # MTurk pays it unless rejected
+
+    review.assignment_reject(assignment_id=work.pk, user=admin, feedback="blocked: spam")
+    assert fake_mturk.state.assignments[assignment_id]["AssignmentStatus"] == "Rejected"
+    assert publication_spending(publication=live).waiting == 0
+
+
 def test_rejecting_forged_work_needs_no_platform(client, live, fake_mturk, admin):
     first, _ = _hits(live)
     forged, _ = do_task(client, fake_mturk, first, "AFAKE1", "no", forged=True)
@@ -842,3 +887,48 @@ def test_a_forged_assignment_gets_no_hand_back_that_mturk_would_take(client, liv
     _sync(live)
     forged.refresh_from_db()
     assert forged.is_late
+
+
+def test_progress_shows_a_blocked_workers_work_apart_and_counts_no_task_done_with_it(
+    client, live, fake_mturk, admin, researcher
+):
+    """The project page and its API counted a blocked worker's work as submitted and its task
+    as done, though that work counts in no result, and nothing said "blocked". A task is done
+    once its assignments count in results; a blocked worker's work has a column of its own."""
+    from rest_framework.test import APIClient
+
+    first, _ = _hits(live)
+    project = first.task.batch.project
+    project.researchers.add(researcher)
+    api = APIClient()
+    api.force_login(researcher)
+    url = reverse("annotate-api:project-progress", args=[project.id])
+    kept, _ = do_task(client, fake_mturk, first, "AKEPT", "yes")
+    spammer, _ = do_task(client, fake_mturk, first, "ASPAM", "no")
+    assert api.get(url).json()["tasks_done"] == 0  # MTurk has not confirmed them yet
+    _sync(live)
+    assert api.get(url).json()["tasks_done"] == 1
+
+    review.worker_block(annotator_id=spammer.annotator_id, reason="spam", user=admin)
+    progress = api.get(url).json()
+    assert (progress["tasks_done"], progress["assignments_submitted"]) == (0, 1)
+    assert progress["assignments_blocked"] == 1
+    rows = {row["annotator"]: row for row in progress["per_annotator"]}
+    columns = ("worker_blocked", "submitted", "blocked", "late", "unconfirmed", "rejected")
+    assert {k: rows["mturk:ASPAM"][k] for k in columns} == {
+        "worker_blocked": True, "submitted": 0, "blocked": 1, "late": 0, "unconfirmed": 0,
+        "rejected": 0,
+    }  # fmt: skip
+    assert (rows["mturk:AKEPT"]["worker_blocked"], rows["mturk:AKEPT"]["blocked"]) == (False, 0)
+    client.force_login(researcher)
+    page = client.get(reverse("work:project-detail", args=[project.id])).text
+    assert '<strong id="tasks-done">0 / 2</strong>' in page
+    assert "1 submitted, 0 in progress, 0 late (kept, not counted), 1 by blocked workers" in page
+    # Annotator | Submitted | In progress | Late | Unconfirmed | Rejected | Blocked (not counted)
+    assert (
+        "<td>mturk:ASPAM <strong>(blocked)</strong></td>"
+        "<td>0</td><td>0</td><td>0</td><td>0</td><td>0</td><td>1</td>"
+    ) in page
+
+    review.worker_unblock(annotator_id=spammer.annotator_id, user=admin)
+    assert api.get(url).json()["tasks_done"] == 1  # the work counts again

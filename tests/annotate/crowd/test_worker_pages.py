@@ -429,6 +429,34 @@ def test_a_blocked_demo_worker_is_not_sent_to_a_hit(client, published, admin_use
         FakePlatform().worker_accept(hit_id=second.hit_id, worker_id="DEMOWORKER1")
 
 
+def test_a_demo_worker_blocked_while_working_is_told_the_work_does_not_count(
+    client, published, admin_user
+):
+    """Blocked while the task was open: the offline platform still takes the HIT (MTurk lets a
+    blocked worker submit what they accepted before), and neither the done page nor the demo
+    externalSubmit may say the work counts once a sync confirms it."""
+    from annotate.crowd.services import review
+
+    client.force_login(admin_user)
+    opened = client.post(reverse("crowd:demo-worker", args=[_hit(published).pk]))
+    task_url = client.get(opened["Location"])["Location"]
+    task = client.get(task_url).text
+    worker = Annotator.objects.get(worker_id="DEMOWORKER1")
+    review.worker_block(annotator_id=worker.pk, reason="garbage", user=admin_user)
+    done = client.post(task_url, _answers(task))
+    assert 'id="blocked-note"' in done.text and 'id="confirmation-note"' not in done.text
+    assignment = Assignment.objects.get(annotator=worker)
+    assert assignment.status == AssignmentStatus.SUBMITTED  # kept
+    token = re.search(r'name="token" value="([^"]+)"', done.text).group(1)
+    taken = client.post(
+        reverse("crowd:demo-external-submit"),
+        {"assignmentId": assignment.platform_assignment_id, "token": token},
+    )
+    assert taken.status_code == 200 and "took assignment" in taken.text
+    assert "counts in no result while the block lasts" in taken.text
+    assert "counts once a sync" not in taken.text
+
+
 def test_only_the_demo_platform_may_send_the_work_back_to_this_site(
     client, published, settings, admin_user
 ):
