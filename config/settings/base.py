@@ -278,6 +278,10 @@ REST_FRAMEWORK = {
         "api-tokens": os.environ.get("API_TOKEN_RATE", "20/hour"),
         # Requests with a wrong API token, per address (refused before any other limit runs).
         "api-bad-tokens": os.environ.get("API_RATE_BAD_TOKENS", "30/hour"),
+        # Revision session actions that send a model call (start, new instruction, retry), per
+        # user: a turn is read and rated before the next, so an annotator sends a few a minute
+        # at most; 120/hour leaves room for that and stops endless retries of a failing call.
+        "model-calls": os.environ.get("MODEL_CALL_RATE", "120/hour"),
     },
 }
 # API tokens (django-rest-knox), made by each user on /accounts/tokens/: a token stops working
