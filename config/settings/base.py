@@ -322,6 +322,9 @@ CONTENT_SECURITY_POLICY = {
 # Background work. Without a broker every task runs in-process, at once, in the caller.
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "")
 CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND", "") or None
+# /health/ checks the broker (a new connection) at most once per this many seconds in each
+# process, however often it is asked (config.health); 0: at every request.
+HEALTH_BROKER_CHECK_SECONDS = float(os.environ.get("HEALTH_BROKER_CHECK_SECONDS", "5"))
 CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
 # Without a broker, long work a page starts (report exports) runs in a thread of the process, so
 # the request returns at once; with one, in a Celery worker.
