@@ -8,6 +8,8 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.cache import add_never_cache_headers
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotate.errors import (
@@ -78,6 +80,7 @@ def start(request: HttpRequest, study_id: int) -> HttpResponse:
     return redirect("revision:session", session_id=session.pk)
 
 
+@never_cache
 @login_required
 @require_GET
 @page_errors
@@ -148,7 +151,9 @@ def _session_page_refused(request: HttpRequest, session_id: int, error: Annotate
     """The session page with the refusal and the form as sent (the instruction typed kept)."""
     page = selectors.session_page_get(session_id=session_id, user=request.user, now=timezone.now())
     context = {"page": page, "error": str(error), "form": request.POST}
-    return render(request, "revision/session.html", context, status=error.http_status)
+    response = render(request, "revision/session.html", context, status=error.http_status)
+    add_never_cache_headers(response)  # as the session page: the annotator's own work
+    return response
 
 
 def _unsent_instruction(instruction: str) -> str:
@@ -232,6 +237,7 @@ def finish(request: HttpRequest, session_id: int) -> HttpResponse:
     )
 
 
+@never_cache
 @login_required
 @page_errors
 def rerating_page(request: HttpRequest, rerating_id: int) -> HttpResponse:

@@ -866,3 +866,21 @@ def test_a_new_session_over_the_model_call_limit_is_refused_with_when_to_retry(
     client.force_login(other)
     with django_capture_on_commit_callbacks(execute=True):
         assert client.post(start).status_code == 302  # per user: another is not held up
+
+
+def test_no_page_of_an_annotators_session_may_be_kept_by_a_browser_or_proxy(
+    client, study, annotator, django_capture_on_commit_callbacks
+):
+    """On a shared computer the back button (or a proxy) must not show the next person an
+    annotator's session, a refused instruction they typed, or a re-rating: no-store."""
+    rerating_url = reverse("revision:rerating", args=[rerating_of(study, annotator).pk])
+    client.force_login(annotator)
+    with django_capture_on_commit_callbacks(execute=True):
+        session_url = client.post(reverse("revision:start", args=[study.pk])).url
+    session_id = int(session_url.strip("/").split("/")[-1])
+    refused = client.post(reverse("revision:turn-new", args=[session_id]), {"instruction": "Hm."})
+    assert refused.status_code == 400 and "Hm." in refused.content.decode()
+    rerating = client.get(rerating_url)
+    for page in (client.get(session_url), refused, rerating):
+        assert page.status_code in (200, 400)
+        assert "no-store" in page["Cache-Control"] and "private" in page["Cache-Control"]
