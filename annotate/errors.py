@@ -78,15 +78,23 @@ class ConflictError(AnnotateError):
 
 
 class RateLimitedError(AnnotateError):
-    """Too many requests from one address; `retry_after` is how many seconds to wait."""
+    """Too many requests from one user or address; `retry_after` is how many seconds to wait."""
 
     http_status = 429
 
-    def __init__(self, *, retry_after: int) -> None:
+    def __init__(self, *, retry_after: int, per_user: bool = False) -> None:
         self.retry_after = retry_after
+        who = "your account" if per_user else "your address"
         super().__init__(
-            f"Too many requests from your address. Please wait {retry_after} s and try again."
+            f"Too many requests from {who}. Please wait {_wait(retry_after)} and try again."
         )
+
+
+def _wait(seconds: int) -> str:
+    """The wait in words: seconds under two minutes ("40 s"), else minutes rounded up ("12 min")."""
+    if seconds < 120:
+        return f"{seconds} s"
+    return f"{-(-seconds // 60)} min"
 
 
 class PermissionDeniedError(AnnotateError):

@@ -10,7 +10,10 @@ Pages are limited with `page_rate_check` and the same counters, per user when lo
 address: the crowd worker pages, which have no login (scope "crowd-pages" on every worker page,
 and "crowd-starts" on a self-hosted link's start, which makes a participant and claims a task),
 the upload forms (scope "uploads", annotate.http.uploads_limited), and making an API token
-(scope "api-tokens", the API tokens page).
+(scope "api-tokens", the API tokens page), and the annotator's actions of a revision session that
+send a model call (scope "model-calls": starting a session, a new instruction, a retry), per user,
+so neither a busy annotator nor a failing endpoint retried without end uses up the endpoint's
+shared pacing.
 
 A request with a wrong API token is refused while it is authenticated, before any throttle runs:
 those failures are counted per address on their own (scope "api-bad-tokens",
@@ -32,6 +35,7 @@ CROWD_STARTS_SCOPE = "crowd-starts"
 UPLOADS_SCOPE = "uploads"
 API_TOKENS_SCOPE = "api-tokens"
 API_BAD_TOKENS_SCOPE = "api-bad-tokens"
+MODEL_CALLS_SCOPE = "model-calls"
 
 
 class _RatesFromSettings:
@@ -86,7 +90,10 @@ def page_rate_check(request, *, scope: str) -> None:
     """Count a page request of `scope` (per user, or address); raise RateLimitedError over it."""
     throttle = PageRateThrottle(scope)
     if not throttle.allow_request(request, None):
-        raise RateLimitedError(retry_after=max(1, round(throttle.wait() or 1)))
+        raise RateLimitedError(
+            retry_after=max(1, round(throttle.wait() or 1)),
+            per_user=request.user.is_authenticated,
+        )
 
 
 class BadTokenThrottle(_RatesFromSettings, throttling.SimpleRateThrottle):

@@ -12,6 +12,7 @@ from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 
 from annotate.errors import NotFoundError, NoWorkError, ProjectSetupError, SubmissionError
@@ -43,6 +44,7 @@ def _require_admin(request: HttpRequest) -> None:
     require_role(request.user, ADMIN, message=ADMINS_ONLY)
 
 
+@never_cache
 @login_required
 @page_errors
 def dashboard(request: HttpRequest) -> HttpResponse:
@@ -54,6 +56,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     return render(request, "annotate/work/dashboard.html", context)
 
 
+@never_cache
 @login_required
 @require_http_methods(["GET", "POST"])
 @page_errors
@@ -109,6 +112,7 @@ def _next_token_valid(request: HttpRequest, project_id: int) -> bool:
     return value == f"{request.user.pk}.{project_id}"
 
 
+@never_cache
 @login_required
 @page_errors
 def assignment_page(request: HttpRequest, assignment_id: int) -> HttpResponse:
@@ -150,6 +154,7 @@ def _submit(request: HttpRequest, assignment_id: int) -> HttpResponse:
     return redirect("work:dashboard")
 
 
+@never_cache
 @login_required
 @page_errors
 def project_done(request: HttpRequest, project_id: int) -> HttpResponse:

@@ -65,13 +65,24 @@ def _role_groups(request):
 
 @pytest.fixture
 def worker_rates(settings, monkeypatch):
-    """Set the page rates (crowd-pages, crowd-starts, uploads); the throttles' clock is returned."""
+    """Set the page rates (crowd-pages, crowd-starts, uploads, model-calls); the throttles'
+    clock is returned."""
 
     def set_rates(
-        pages: str = "1000/minute", starts: str = "1000/minute", uploads: str = "1000/minute"
+        pages: str = "1000/minute",
+        starts: str = "1000/minute",
+        uploads: str = "1000/minute",
+        model_calls: str = "1000/minute",
     ) -> list[float]:
         rates = {**settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]}
-        rates.update({"crowd-pages": pages, "crowd-starts": starts, "uploads": uploads})
+        rates.update(
+            {
+                "crowd-pages": pages,
+                "crowd-starts": starts,
+                "uploads": uploads,
+                "model-calls": model_calls,
+            }
+        )
         settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": rates}
         return now
 

@@ -15,6 +15,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.cache import add_never_cache_headers
 from django.views.decorators.clickjacking import xframe_options_exempt
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
@@ -43,7 +44,7 @@ RESERVED_FIELDS = {"csrfmiddlewaretoken", "active_seconds"}
 
 def worker_page(view):
     """Frameable by MTurk, no CSRF cookie needed, rate-limited per address (no login limits
-    anyone here), our errors as a short page."""
+    anyone here), never cached, our errors as a short page."""
 
     @csrf_exempt
     @xframe_options_exempt
@@ -63,6 +64,9 @@ def worker_page(view):
             )
             if isinstance(error, RateLimitedError):
                 response["Retry-After"] = str(error.retry_after)
+        # A worker's task and answers are never kept by a shared computer's back button or a
+        # proxy for the next person.
+        add_never_cache_headers(response)
         # The site's policy (CONTENT_SECURITY_POLICY), but framed by MTurk's origins.
         return csp_replace_on(response, {"frame-ancestors": list(settings.CROWD_FRAME_ANCESTORS)})
 

@@ -6,7 +6,10 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.cache import add_never_cache_headers
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotate.errors import (
@@ -15,9 +18,16 @@ from annotate.errors import (
     ImportFileError,
     NotFoundError,
     NoWorkError,
+    RateLimitedError,
     SubmissionError,
 )
-from annotate.http import page_errors, refused_upload, uploaded_path, uploads_limited
+from annotate.http import (
+    error_page,
+    page_errors,
+    refused_upload,
+    uploaded_path,
+    uploads_limited,
+)
 from annotate.revision import selectors
 from annotate.revision.forms import RerateForm
 from annotate.revision.models import SessionStatus, Study
@@ -30,6 +40,7 @@ from annotate.roles import (
     require_role,
 )
 from annotate.services.files import upload_size_problem
+from annotate.throttling import MODEL_CALLS_SCOPE, page_rate_check
 
 
 def _annotator_only(request: HttpRequest) -> None:
@@ -55,6 +66,12 @@ def start(request: HttpRequest, study_id: int) -> HttpResponse:
     study = Study.objects.filter(pk=study_id).first()
     if study is None:
         raise NotFoundError("No such study.")
+    # Continuing the session in progress calls no model; a new one asks for its initial answer.
+    if sessions.session_active(study=study, user=request.user) is None:
+        try:
+            page_rate_check(request, scope=MODEL_CALLS_SCOPE)
+        except RateLimitedError as error:
+            return error_page(request, error, back=(reverse("revision:home"), "Your studies"))
     try:
         session = sessions.session_assign(study=study, user=request.user, now=timezone.now())
     except NoWorkError as error:
@@ -63,6 +80,7 @@ def start(request: HttpRequest, study_id: int) -> HttpResponse:
     return redirect("revision:session", session_id=session.pk)
 
 
+@never_cache
 @login_required
 @require_GET
 @page_errors
@@ -94,13 +112,29 @@ def session_state(request: HttpRequest, session_id: int) -> JsonResponse:
     return JsonResponse(state)
 
 
-def _act(request: HttpRequest, session_id: int, action, unsaved: str, **values) -> HttpResponse:
+def _act(
+    request: HttpRequest,
+    session_id: int,
+    action,
+    unsaved: str,
+    *,
+    model_call: bool = False,
+    **values,
+) -> HttpResponse:
     """Run the session action; a refusal keeps the form's input on the page.
 
-    A conflict means the page was out of date (another tab moved the session on): the
-    session is shown as it is now, with what was not saved and why, not a dead end."""
+    An action that sends a model call (`model_call`) counts against the user's rate (scope
+    "model-calls"); over it nothing is done. A conflict means the page was out of date (another
+    tab moved the session on): the session is shown as it is now, with what was not saved and
+    why, not a dead end."""
     try:
+        if model_call:
+            page_rate_check(request, scope=MODEL_CALLS_SCOPE)
         action(session_id=session_id, user=request.user, **values)
+    except RateLimitedError as error:
+        response = _session_page_refused(request, session_id, error)
+        response["Retry-After"] = str(error.retry_after)
+        return response
     except ConflictError as error:
         messages.warning(
             request,
@@ -109,12 +143,17 @@ def _act(request: HttpRequest, session_id: int, action, unsaved: str, **values) 
         )
         return redirect("revision:session", session_id=session_id)
     except SubmissionError as error:
-        page = selectors.session_page_get(
-            session_id=session_id, user=request.user, now=timezone.now()
-        )
-        context = {"page": page, "error": str(error), "form": request.POST}
-        return render(request, "revision/session.html", context, status=400)
+        return _session_page_refused(request, session_id, error)
     return redirect("revision:session", session_id=session_id)
+
+
+def _session_page_refused(request: HttpRequest, session_id: int, error: AnnotateError):
+    """The session page with the refusal and the form as sent (the instruction typed kept)."""
+    page = selectors.session_page_get(session_id=session_id, user=request.user, now=timezone.now())
+    context = {"page": page, "error": str(error), "form": request.POST}
+    response = render(request, "revision/session.html", context, status=error.http_status)
+    add_never_cache_headers(response)  # as the session page: the annotator's own work
+    return response
 
 
 def _unsent_instruction(instruction: str) -> str:
@@ -131,6 +170,7 @@ def turn_new(request: HttpRequest, session_id: int) -> HttpResponse:
         session_id,
         sessions.turn_start,
         _unsent_instruction(request.POST.get("instruction", "")),
+        model_call=True,
         instruction=request.POST.get("instruction", ""),
         instruction_type=request.POST.get("instruction_type", ""),
         now=timezone.now(),
@@ -157,7 +197,9 @@ def turn_rate(request: HttpRequest, session_id: int) -> HttpResponse:
 @require_POST
 @page_errors
 def retry(request: HttpRequest, session_id: int) -> HttpResponse:
-    return _act(request, session_id, sessions.call_retry, "Not retried", now=timezone.now())
+    return _act(
+        request, session_id, sessions.call_retry, "Not retried", model_call=True, now=timezone.now()
+    )
 
 
 @login_required
@@ -195,6 +237,7 @@ def finish(request: HttpRequest, session_id: int) -> HttpResponse:
     )
 
 
+@never_cache
 @login_required
 @page_errors
 def rerating_page(request: HttpRequest, rerating_id: int) -> HttpResponse:

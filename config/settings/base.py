@@ -278,6 +278,10 @@ REST_FRAMEWORK = {
         "api-tokens": os.environ.get("API_TOKEN_RATE", "20/hour"),
         # Requests with a wrong API token, per address (refused before any other limit runs).
         "api-bad-tokens": os.environ.get("API_RATE_BAD_TOKENS", "30/hour"),
+        # Revision session actions that send a model call (start, new instruction, retry), per
+        # user: a turn is read and rated before the next, so an annotator sends a few a minute
+        # at most; 120/hour leaves room for that and stops endless retries of a failing call.
+        "model-calls": os.environ.get("MODEL_CALL_RATE", "120/hour"),
     },
 }
 # API tokens (django-rest-knox), made by each user on /accounts/tokens/: a token stops working
@@ -318,6 +322,9 @@ CONTENT_SECURITY_POLICY = {
 # Background work. Without a broker every task runs in-process, at once, in the caller.
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "")
 CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND", "") or None
+# /health/ checks the broker (a new connection) at most once per this many seconds in each
+# process, however often it is asked (config.health); 0: at every request.
+HEALTH_BROKER_CHECK_SECONDS = float(os.environ.get("HEALTH_BROKER_CHECK_SECONDS", "5"))
 CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
 # Without a broker, long work a page starts (report exports) runs in a thread of the process, so
 # the request returns at once; with one, in a Celery worker.

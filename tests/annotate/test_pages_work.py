@@ -500,3 +500,25 @@ def test_the_task_page_says_by_when_to_submit_and_when_the_time_is_up(client, an
     assert "The time for this task is up: submit now" in client.get(url).text
     Assignment.objects.filter(pk=assignment.pk).update(status=AssignmentStatus.SUBMITTED)
     assert 'id="deadline"' not in client.get(url).text  # nothing to submit any more
+
+
+def test_no_page_of_an_annotators_own_work_may_be_kept_by_a_browser_or_proxy(
+    client, annotator_user
+):
+    """On a shared computer the back button (or a proxy) must not show the next person an
+    annotator's task and answers: the task page, a refused submit showing the answers, the next
+    task and the pages listing their work say Cache-Control: no-store."""
+    project = project_with_tasks(instructions=2, systems=2, questions=1)
+    first = claim_for(annotator_user, project)
+    client.force_login(annotator_user)
+    url = reverse("work:assignment", args=[first.id])
+    task = client.get(url)
+    refused = client.post(url, {"r1_q1": "yes"})
+    posted = client.post(url, {f"r{n}_q1": "yes" for n in (1, 2)})
+    next_task = client.get(posted["Location"])
+    assert refused.status_code == 400 and 'value="yes" checked' in refused.text
+    assert "task 2 of 2" in next_task.text
+    pages = [task, refused, posted, next_task, client.get(reverse("work:dashboard"))]
+    pages.append(client.get(reverse("work:project-done", args=[project.id])))
+    for page in pages:
+        assert "no-store" in page["Cache-Control"] and "private" in page["Cache-Control"]

@@ -69,9 +69,7 @@ def session_assign(*, study: Study, user: AbstractBaseUser, now: datetime) -> Re
     """
     failed = None
     while True:
-        active = RevisionSession.objects.filter(
-            study=study, annotator=user, status=SessionStatus.ACTIVE
-        ).first()
+        active = session_active(study=study, user=user)
         if active:
             return active
         pair = _free_pair(study=study, user=user)
@@ -98,6 +96,13 @@ def session_assign(*, study: Study, user: AbstractBaseUser, now: datetime) -> Re
             continue
         generation_enqueue(what="initial", object_id=session.pk)
         return session
+
+
+def session_active(*, study: Study, user: AbstractBaseUser) -> RevisionSession | None:
+    """The annotator's session in progress in the study, if any (session_assign returns it)."""
+    return RevisionSession.objects.filter(
+        study=study, annotator=user, status=SessionStatus.ACTIVE
+    ).first()
 
 
 def session_available(*, study: Study, user: AbstractBaseUser) -> bool:

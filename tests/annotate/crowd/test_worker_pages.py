@@ -783,3 +783,16 @@ def test_the_done_page_of_work_in_time_says_it_counts_once_confirmed(client, pub
     done = client.post(opened["Location"], _answers(client.get(opened["Location"]).text))
     assert "count once Mechanical Turk confirms" in done.text
     assert 'id="late-note"' not in done.text
+
+
+def test_no_worker_page_may_be_kept_by_a_browser_or_proxy(client, published, study):
+    """On a shared computer the back button (or a proxy) must not show the next person a
+    worker's task and answers: every worker page says Cache-Control: no-store."""
+    opened = _open(client, _hit(published))
+    task = client.get(opened["Location"])
+    refused = client.post(opened["Location"], {"r1_q1": "yes"})  # the answers given, shown again
+    started = _join(client, study, PROLIFIC_PID="P1")
+    done = client.post(started["Location"], _answers(client.get(started["Location"]).text))
+    assert refused.status_code == 400 and done.status_code == 200
+    for page in (opened, task, refused, started, done):
+        assert "no-store" in page["Cache-Control"] and "private" in page["Cache-Control"]

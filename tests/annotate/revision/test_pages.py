@@ -800,3 +800,87 @@ def test_a_rerating_sent_without_a_choice_is_refused_by_the_server_too(client, s
     assert ">No paper cited.</textarea>" in refused.content.decode()
     rerating.refresh_from_db()
     assert (rerating.status, rerating.rating) == ("pending", "")
+
+
+def test_model_calls_from_a_session_are_limited_per_user(
+    client, study, annotator, worker_rates, django_capture_on_commit_callbacks
+):
+    """With the endpoint failing, Retry (or withdraw and send again) could be repeated without
+    end, each a model call on the endpoint's shared pacing. Starting a session, an instruction
+    and a retry count against the user's rate; over it nothing is sent, the page says when to
+    come back (429, Retry-After) and keeps the instruction typed. Continuing a session, and
+    withdrawing, call no model and are not held up."""
+    clock = worker_rates(model_calls="3/hour")
+    client.force_login(annotator)
+    start = reverse("revision:start", args=[study.pk])
+    with django_capture_on_commit_callbacks(execute=True):
+        assert client.post(start).status_code == 302  # 1: the initial answer
+    session = RevisionSession.objects.get()
+    assert client.post(start).url == reverse("revision:session", args=[session.pk])  # continued
+    turn_url = reverse("revision:turn-new", args=[session.pk])
+    retry = reverse("revision:retry", args=[session.pk])
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(turn_url, {"instruction": "Shorten it.", "instruction_type": "stylistic"})
+    failed = {"call_status": CallStatus.FAILED, "call_error": "endpoint down", "answer": ""}
+    Turn.objects.update(**failed)
+    with django_capture_on_commit_callbacks(execute=True) as sent:
+        assert client.post(retry).status_code == 302  # 3
+    assert len(sent) == 1
+    Turn.objects.update(**failed)
+
+    with django_capture_on_commit_callbacks(execute=True) as sent:
+        refused = client.post(retry)
+    assert refused.status_code == 429 and refused["Retry-After"] == "3600"
+    assert "Too many requests from your account. Please wait 60 min" in refused.content.decode()
+    assert sent == [] and Turn.objects.get().call_status == CallStatus.FAILED
+    assert client.post(reverse("revision:withdraw", args=[session.pk])).status_code == 302
+    resent = client.post(
+        turn_url, {"instruction": "Shorten <it>.", "instruction_type": "stylistic"}
+    )
+    assert resent.status_code == 429 and resent["Retry-After"] == "3600"
+    form = resent.content.decode().split('id="turn-form"')[1].split("</form>")[0]
+    assert 'id="form-error"' in form and "Please wait 60 min" in form
+    assert 'data-draft="instruction">Shorten &lt;it&gt;.</textarea>' in form
+    assert not Turn.objects.exists()
+
+    clock[0] += 3600
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(turn_url, {"instruction": "Shorten it.", "instruction_type": "stylistic"})
+    assert Turn.objects.get().call_status == CallStatus.DONE
+
+
+def test_a_new_session_over_the_model_call_limit_is_refused_with_when_to_retry(
+    client, study, annotator, worker_rates, django_capture_on_commit_callbacks
+):
+    worker_rates(model_calls="1/hour")
+    client.force_login(annotator)
+    start = reverse("revision:start", args=[study.pk])
+    with django_capture_on_commit_callbacks(execute=True):
+        session_id = int(client.post(start).url.strip("/").split("/")[-1])
+    client.post(reverse("revision:finish", args=[session_id]))
+    refused = client.post(start)
+    assert refused.status_code == 429 and refused["Retry-After"] == "3600"
+    assert "Please wait 60 min" in refused.content.decode()
+    assert RevisionSession.objects.count() == 1
+    other = UserFactory(username="other-annotator", roles=[ANNOTATOR])
+    client.force_login(other)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert client.post(start).status_code == 302  # per user: another is not held up
+
+
+def test_no_page_of_an_annotators_session_may_be_kept_by_a_browser_or_proxy(
+    client, study, annotator, django_capture_on_commit_callbacks
+):
+    """On a shared computer the back button (or a proxy) must not show the next person an
+    annotator's session, a refused instruction they typed, or a re-rating: no-store."""
+    rerating_url = reverse("revision:rerating", args=[rerating_of(study, annotator).pk])
+    client.force_login(annotator)
+    with django_capture_on_commit_callbacks(execute=True):
+        session_url = client.post(reverse("revision:start", args=[study.pk])).url
+    session_id = int(session_url.strip("/").split("/")[-1])
+    refused = client.post(reverse("revision:turn-new", args=[session_id]), {"instruction": "Hm."})
+    assert refused.status_code == 400 and "Hm." in refused.content.decode()
+    rerating = client.get(rerating_url)
+    for page in (client.get(session_url), refused, rerating):
+        assert page.status_code in (200, 400)
+        assert "no-store" in page["Cache-Control"] and "private" in page["Cache-Control"]
