@@ -100,6 +100,7 @@ def _withdrawn_key(session_id: int) -> str:
     return f"revision-withdrawn-{session_id}"
 
 
+@never_cache  # the annotator's own answer text, polled
 @login_required
 @require_GET
 def session_state(request: HttpRequest, session_id: int) -> JsonResponse:

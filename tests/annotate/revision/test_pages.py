@@ -881,6 +881,7 @@ def test_no_page_of_an_annotators_session_may_be_kept_by_a_browser_or_proxy(
     refused = client.post(reverse("revision:turn-new", args=[session_id]), {"instruction": "Hm."})
     assert refused.status_code == 400 and "Hm." in refused.content.decode()
     rerating = client.get(rerating_url)
-    for page in (client.get(session_url), refused, rerating):
+    state = client.get(reverse("revision:session-state", args=[session_id]))
+    for page in (client.get(session_url), refused, rerating, state):
         assert page.status_code in (200, 400)
         assert "no-store" in page["Cache-Control"] and "private" in page["Cache-Control"]
