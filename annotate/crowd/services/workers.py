@@ -213,70 +213,51 @@ def mturk_assignment_open(
     only that browser moves a live claim to another assignment id (_reopen).
     """
     with demo_hit_returned_when_refused(hit=hit, assignment_id=assignment_id, worker_id=worker_id):
-        return _mturk_assignment_open(
+        admitted = mturk_worker_admit(
             hit=hit,
             assignment_id=assignment_id,
             hit_id=hit_id,
             worker_id=worker_id,
             turk_submit_to=turk_submit_to,
-            now=now,
-            browser_claims=browser_claims,
         )
-
-
-def _mturk_assignment_open(
-    *,
-    hit: Hit,
-    assignment_id: str,
-    hit_id: str,
-    worker_id: str,
-    turk_submit_to: str,
-    now: datetime,
-    browser_claims: Collection[int],
-) -> WorkerAssignment:
-    admitted = mturk_worker_admit(
-        hit=hit,
-        assignment_id=assignment_id,
-        hit_id=hit_id,
-        worker_id=worker_id,
-        turk_submit_to=turk_submit_to,
-    )
-    annotator, submit_to = admitted.annotator, admitted.submit_to
-    with transaction.atomic():
-        existing = (
-            Assignment.objects.select_for_update()
-            .filter(annotator=annotator, task=hit.task)
-            .first()
-        )
-        if existing is not None:
-            if existing.status in LAPSED:
+        annotator, submit_to = admitted.annotator, admitted.submit_to
+        with transaction.atomic():
+            existing = (
+                Assignment.objects.select_for_update()
+                .filter(annotator=annotator, task=hit.task)
+                .first()
+            )
+            if existing is not None:
+                if existing.status in LAPSED:
+                    worker_slot_check(hit=hit, worker_id=annotator.worker_id)
+                    task_slot_check(hit=hit, now=now)
+                minutes = hit.task.batch.project.allotted_minutes
+                assignment = _reopen(
+                    existing, assignment_id=assignment_id, browser_claims=browser_claims,
+                    lapsed_until=now + timedelta(minutes=minutes),
+                )  # fmt: skip
+            else:
                 worker_slot_check(hit=hit, worker_id=annotator.worker_id)
                 task_slot_check(hit=hit, now=now)
-            minutes = hit.task.batch.project.allotted_minutes
-            assignment = _reopen(
-                existing, assignment_id=assignment_id, browser_claims=browser_claims,
-                lapsed_until=now + timedelta(minutes=minutes),
-            )  # fmt: skip
-        else:
-            worker_slot_check(hit=hit, worker_id=annotator.worker_id)
-            task_slot_check(hit=hit, now=now)
-            assignment = assignment_claim_task(
-                annotator=annotator, task=hit.task, now=now, check_slots=False
+                assignment = assignment_claim_task(
+                    annotator=annotator, task=hit.task, now=now, check_slots=False
+                )
+            if assignment.platform_assignment_id != assignment_id:  # a new accept, not a reload
+                # The platform gives the worker the publication's assignment duration from each
+                # accept (a HIT returned and accepted again too): the claim keeps its slot as long,
+                # when that is longer than the project's minutes.
+                on_platform = now + timedelta(seconds=hit.publication.assignment_duration_seconds)
+                assignment.expires_at = max(assignment.expires_at, on_platform)
+            assignment.platform_assignment_id = assignment_id
+            assignment.platform_hit_id = hit.hit_id
+            assignment.save(
+                update_fields=["platform_assignment_id", "platform_hit_id", "expires_at"]
             )
-        if assignment.platform_assignment_id != assignment_id:  # a new accept, not a reload
-            # The platform gives the worker the publication's assignment duration from each
-            # accept (a HIT returned and accepted again too): the claim keeps its slot as long,
-            # when that is longer than the project's minutes.
-            on_platform = now + timedelta(seconds=hit.publication.assignment_duration_seconds)
-            assignment.expires_at = max(assignment.expires_at, on_platform)
-        assignment.platform_assignment_id = assignment_id
-        assignment.platform_hit_id = hit.hit_id
-        assignment.save(update_fields=["platform_assignment_id", "platform_hit_id", "expires_at"])
-    return WorkerAssignment(
-        assignment=assignment,
-        submit_to=submit_to,
-        token=assignment_token(assignment=assignment, submit_to=submit_to),
-    )
+        return WorkerAssignment(
+            assignment=assignment,
+            submit_to=submit_to,
+            token=assignment_token(assignment=assignment, submit_to=submit_to),
+        )
 
 
 @contextmanager
