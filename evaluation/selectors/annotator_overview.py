@@ -16,7 +16,6 @@ from annotate.models import (
     Annotator,
     AnnotatorKind,
     Assignment,
-    AssignmentStatus,
     DirectScore,
     Label,
     Project,
@@ -26,13 +25,11 @@ from annotate.revision.models import RevisionSession, SessionStatus
 from annotate.roles import is_admin
 from annotate.selectors.annotator_kinds import annotator_kinds_effective
 from annotate.selectors.identities import identity_scope
-from annotate.selectors.results import human_answer_waiting_for_kind_q
+from annotate.selectors.results import counted_assignment_q, human_answer_waiting_for_kind_q
 from annotate.selectors.work import projects_for_researcher
 from annotate.verbalizer.models import HumanAnswer
 from evaluation.selectors.report_data import fetch_label_rows
 from evaluation.stats.annotators import agreement_with_expert_majority, agreement_with_others
-
-DONE = [AssignmentStatus.SUBMITTED, AssignmentStatus.APPROVED]
 
 
 @dataclass
@@ -66,7 +63,7 @@ class AnnotatorProjectRow:
     project: Project | None
     override: str  # the project's kind for this annotator, "" when it follows their own
     effective_kind: str
-    tasks_done: int = 0
+    tasks_done: int = 0  # assignments that count in results (results.counted_assignment_q)
     seconds_per_task: float | None = None
     last_active: datetime | None = None
     agreement_majority: float | None = None
@@ -133,8 +130,10 @@ def annotator_rows(
         Assignment.objects.filter(task__batch__project__in=list(projects))
         .values("annotator_id", "task__batch__project_id")
         .annotate(
-            done=Count("id", filter=Q(status__in=DONE)),
-            seconds=Avg("active_seconds", filter=Q(status__in=DONE)),
+            # What results count (the progress page's "tasks done" rule), so a blocked worker's,
+            # rejected or unconfirmed crowd work moves neither column.
+            done=Count("id", filter=counted_assignment_q()),
+            seconds=Avg("active_seconds", filter=counted_assignment_q()),
             last=Max("submitted_at"),
             claimed=Max("claimed_at"),
         )

@@ -932,3 +932,39 @@ def test_progress_shows_a_blocked_workers_work_apart_and_counts_no_task_done_wit
 
     review.worker_unblock(annotator_id=spammer.annotator_id, user=admin)
     assert api.get(url).json()["tasks_done"] == 1  # the work counts again
+
+
+def test_the_annotators_page_counts_as_tasks_done_only_work_that_counts_in_results(
+    client, live, fake_mturk, admin, researcher
+):
+    """The Annotators page's "Tasks done" (and time per task) counted every submitted
+    assignment: a blocked worker's, MTurk work never confirmed, and (while in review) rejected
+    work, though none of it counts in a result. It follows the progress page's rule now."""
+    first, _ = _hits(live)
+    project = first.task.batch.project
+    project.researchers.add(researcher)
+    client.force_login(researcher)
+
+    def tasks_done() -> dict[str, tuple[int, bool]]:
+        rows = client.get(reverse("annotators:list")).context["rows"]
+        return {
+            row.annotator.worker_id: (row.tasks_done, row.seconds_per_task is not None)
+            for row in rows
+            if row.project == project
+        }
+
+    kept, _ = do_task(client, fake_mturk, first, "AKEPT", "yes")
+    spammer, _ = do_task(client, fake_mturk, first, "ASPAM", "no")
+    assert tasks_done() == {"AKEPT": (0, False), "ASPAM": (0, False)}  # MTurk has not confirmed
+    _sync(live)
+    assert tasks_done() == {"AKEPT": (1, True), "ASPAM": (1, True)}
+
+    review.worker_block(annotator_id=spammer.annotator_id, reason="spam", user=admin)
+    assert tasks_done() == {"AKEPT": (1, True), "ASPAM": (0, False)}
+    page = client.get(reverse("annotators:list")).text
+    assert "Tasks done and time per task are over the assignments that count in results" in page
+    review.worker_unblock(annotator_id=spammer.annotator_id, user=admin)
+    assert tasks_done() == {"AKEPT": (1, True), "ASPAM": (1, True)}
+
+    review.assignment_reject(assignment_id=spammer.pk, user=admin, feedback="copied")
+    assert tasks_done() == {"AKEPT": (1, True), "ASPAM": (0, False)}
