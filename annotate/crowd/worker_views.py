@@ -134,7 +134,7 @@ def work_task(request: HttpRequest, token: str) -> HttpResponse:
         response = _refused(request, held) or _done(request, held)
     else:
         page = work_selectors.task_page_for(assignment=held.assignment)
-        response = render(request, "crowd/task.html", {"page": page})
+        response = _task_page(request, held, {"page": page})
     if held.submits_to_mturk:  # the finished assignment is posted to MTurk from this page
         csp_replace_on(response, {"form-action": ["'self'", held.submit_to]})
     return response
@@ -205,7 +205,20 @@ def _task_page_with_error(request, held, answers: dict, error: SubmissionError) 
     titles = dict(work_selectors.field_titles(page=page))
     missing = [{"name": n, "title": titles[n]} for n in error.missing if n in titles]
     context = {"page": page, "error": str(error), "missing": missing}
-    return render(request, "crowd/task.html", context, status=error.http_status)
+    return _task_page(request, held, context, status=error.http_status)
+
+
+def _task_page(
+    request: HttpRequest, held: workers.WorkerAssignment, context: dict, status: int = 200
+) -> HttpResponse:
+    """The task page of a worker's claim, telling a worker blocked since they claimed it that
+    their answers will not count (only about themselves: nothing of other workers)."""
+    context = {
+        **context,
+        "worker_blocked": crowd_selectors.worker_blocked(annotator_id=held.assignment.annotator_id),
+        "hands_back_to_platform": bool(held.submit_to),
+    }
+    return render(request, "crowd/task.html", context, status=status)
 
 
 def _refused(request: HttpRequest, held: workers.WorkerAssignment) -> HttpResponse | None:

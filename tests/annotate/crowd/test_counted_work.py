@@ -415,6 +415,30 @@ def test_a_worker_blocked_while_holding_a_claim_is_told_the_work_does_not_count(
     assert publication_spending(publication=live).waiting == 0
 
 
+def test_a_worker_blocked_while_holding_a_claim_is_warned_on_the_task_page_itself(
+    client, live, fake_mturk, admin
+):
+    """Only the done page said a worker blocked mid-claim does the task for nothing: the task
+    page they work on now says so first, about them alone (no other worker, no reason)."""
+    first, _ = _hits(live)
+    other_id = fake_mturk.api.worker_accept(first.hit_id, "AOTHER")
+    other = _open(client, fake_mturk, first, "AOTHER", other_id)["Location"]
+    mine_id = fake_mturk.api.worker_accept(first.hit_id, "ABLOCKED")
+    mine = _open(client, fake_mturk, first, "ABLOCKED", mine_id)["Location"]
+    assert 'id="blocked-task-note"' not in client.get(mine).text
+    work = Assignment.objects.get(platform_assignment_id=mine_id)
+    review.worker_block(annotator_id=work.annotator_id, reason="copied answers", user=admin)
+
+    page = client.get(mine).text
+    note = page.split('id="blocked-task-note"')[1].split("</p>")[0]
+    assert "answers you give to this task are kept but will not count in the results" in note
+    assert "goes back to Mechanical Turk" in note  # what happens to the HIT they hold
+    assert "copied answers" not in page and "AOTHER" not in page
+    incomplete = client.post(mine, {"r1_q1": "yes"})  # back to the page with what is missing
+    assert incomplete.status_code == 400 and 'id="blocked-task-note"' in incomplete.text
+    assert 'id="blocked-task-note"' not in client.get(other).text  # the others' pages say nothing
+
+
 def test_rejecting_forged_work_needs_no_platform(client, live, fake_mturk, admin):
     first, _ = _hits(live)
     forged, _ = do_task(client, fake_mturk, first, "AFAKE1", "no", forged=True)

@@ -226,6 +226,20 @@ def test_selfhosted_redirects_to_the_completion_url(client, study):
     assert done["Location"] == "https://app.prolific.com/submissions/complete?cc=C0DE42"
 
 
+def test_a_selfhosted_participant_blocked_while_holding_a_task_is_warned_on_its_page(client, study):
+    started = _join(client, study, PROLIFIC_PID="PBLOCK")["Location"]
+    assert 'id="blocked-task-note"' not in client.get(started).text
+    other = _join(client, study, PROLIFIC_PID="POTHER")["Location"]
+    worker = Annotator.objects.get(worker_id="PBLOCK")
+    WorkerBlock.objects.create(annotator=worker, reason="bot answers")
+    page = client.get(started).text
+    note = page.split('id="blocked-task-note"')[1].split("</p>")[0]
+    assert "answers you give to this task are kept but will not count in the results" in note
+    assert "Mechanical Turk" not in note  # a self-hosted link hands nothing back to a platform
+    assert "bot answers" not in page and "POTHER" not in page
+    assert 'id="blocked-task-note"' not in client.get(other).text
+
+
 def test_selfhosted_worker_gets_each_task_once(client, study):
     for _ in range(3):
         started = _join(client, study, PROLIFIC_PID="P3")
