@@ -34,6 +34,7 @@ from annotate.errors import (
     SubmissionError,
 )
 from annotate.http import csp_replace_on
+from annotate.models import AssignmentStatus
 from annotate.selectors import work as work_selectors
 from annotate.services.assignments import claimable_task_ids
 from annotate.services.submissions import assignment_submit
@@ -262,15 +263,19 @@ def _done(request: HttpRequest, held: workers.WorkerAssignment) -> HttpResponse:
         if link
         else (project.completion_code, project.completion_url)
     )
-    if not held.submit_to and url:
+    # Blocked while holding the claim: the answers are kept but count in no result.
+    blocked = crowd_selectors.worker_blocked(annotator_id=assignment.annotator_id)
+    told_not_counted = blocked or assignment.status == AssignmentStatus.EXPIRED
+    if not held.submit_to and url and not told_not_counted:
         return redirect(url)
     context = {
         "assignment": assignment,
         "completion_code": code,
+        # Work that does not count: the study site only after the note, by a link.
+        "completion_url": "" if held.submit_to else url,
         **_hand_back(held),
         "next_task": _next_selfhosted_task(held, link),
-        # Blocked while holding the claim: the answers are kept but count in no result.
-        "worker_blocked": crowd_selectors.worker_blocked(annotator_id=assignment.annotator_id),
+        "worker_blocked": blocked,
     }
     return render(request, "crowd/done.html", context)
 

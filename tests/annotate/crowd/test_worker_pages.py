@@ -226,6 +226,55 @@ def test_selfhosted_redirects_to_the_completion_url(client, study):
     assert done["Location"] == "https://app.prolific.com/submissions/complete?cc=C0DE42"
 
 
+def test_a_blocked_participant_reads_that_the_work_does_not_count_before_the_completion_url(
+    client, study
+):
+    """A participant blocked while holding a task was sent straight on to the study site's
+    completion URL after the submit, and never read that their answers do not count: the done
+    page says so first, with a link on to the study site (the redirect stays for the others)."""
+    url = "https://app.prolific.com/submissions/complete?cc=C0DE42"
+    study.batch.project.completion_url = url
+    study.batch.project.save()
+    started = _join(client, study, PROLIFIC_PID="PBLOCK")["Location"]
+    task = client.get(started).text
+    WorkerBlock.objects.create(annotator=Annotator.objects.get(worker_id="PBLOCK"), reason="x")
+
+    done = client.post(started, _answers(task))
+
+    assert done.status_code == 200
+    assert 'id="blocked-note"' in done.text and "do not count in the results" in done.text
+    assert f'<a href="{url.replace("&", "&amp;")}" id="completion-continue">' in done.text
+    assert 'id="completion-code">C0DE42<' in done.text
+    assert Assignment.objects.get(annotator__worker_id="PBLOCK").labels.exists()  # kept
+    assert client.get(started).status_code == 200  # the done page again: the note again
+    other = _join(client, study, PROLIFIC_PID="PFINE")["Location"]
+    finished = client.post(other, _answers(client.get(other).text))
+    assert finished.status_code == 302 and finished["Location"] == url
+
+
+def test_a_late_participant_reads_that_the_work_does_not_count_before_the_completion_url(
+    client, study
+):
+    from annotate.services.assignments import assignments_expire
+
+    url = "https://app.prolific.com/submissions/complete?cc=C0DE42"
+    project = study.batch.project
+    project.completion_url, project.assignments_per_task = url, 1
+    project.save()
+    started = _join(client, study, PROLIFIC_PID="PSLOW")["Location"]
+    task = client.get(started).text
+    claim = Assignment.objects.get(annotator__worker_id="PSLOW")
+    assignments_expire(now=claim.expires_at)
+    _join(client, study, PROLIFIC_PID="PQUICK")  # takes the lapsed claim's task
+
+    done = client.post(started, _answers(task))
+
+    claim.refresh_from_db()
+    assert claim.status == AssignmentStatus.EXPIRED and claim.is_late
+    assert done.status_code == 200 and 'id="late-note"' in done.text
+    assert 'id="completion-continue"' in done.text
+
+
 def test_a_selfhosted_participant_blocked_while_holding_a_task_is_warned_on_its_page(client, study):
     started = _join(client, study, PROLIFIC_PID="PBLOCK")["Location"]
     assert 'id="blocked-task-note"' not in client.get(started).text
