@@ -17,7 +17,7 @@ from rest_framework.views import APIView
 from annotate.crowd import selectors, tasks
 from annotate.crowd.models import PlatformCall
 from annotate.crowd.platforms import platform_names
-from annotate.crowd.services import publishing, review
+from annotate.crowd.services import publishing, replacements, review
 from annotate.crowd.services.publishing import (
     SECONDS_AT_MOST,
     PublishSettings,
@@ -166,6 +166,64 @@ class PublicationSyncApi(AdminApi):
         user_id = request.user.pk
         task_enqueue_on_commit(task=tasks.sync_publication, args=(publication.pk, user_id))
         return Response({"queued": True}, status=status.HTTP_202_ACCEPTED)
+
+
+def _plan_payload(plan: replacements.ReplacementPlan) -> dict:
+    return {
+        "publication": plan.publication.pk,
+        "hits": [
+            {
+                "hit_id": row.hit.hit_id,
+                "task": row.hit.task_id,
+                "prompt": row.hit.prompt_id,
+                "still_needed": row.wanted,
+                "still_offered": row.available,
+                "add": row.add,
+                "reopen": row.reopen,
+                "refused": row.refused,
+            }
+            for row in plan.rows
+        ],
+        "assignments": plan.assignments,
+        "reward_usd": str(plan.reward_usd),
+        "fee_rate": str(plan.fee_rate),
+        "total_usd": str(plan.total_usd),
+        "balance_usd": None if plan.balance_usd is None else str(plan.balance_usd),
+        "affordable": plan.affordable,
+    }
+
+
+class ReplacementsApi(AdminApi):
+    """Workers in place of work that no longer counts: the plan (GET), asked for once its total
+    is confirmed (POST confirm_total_usd)."""
+
+    @extend_schema_serializer(component_name="CrowdReplacementsInput")
+    class InputSerializer(serializers.Serializer):
+        confirm_total_usd = serializers.DecimalField(max_digits=12, decimal_places=2)
+
+    @extend_schema(request=None, responses=OpenApiTypes.OBJECT)
+    def get(self, request: Request, publication_id: int) -> Response:
+        publication = selectors.publication_get(publication_id=publication_id)
+        plan = replacements.replacements_plan(
+            publication_id=publication.pk, now=timezone.now(), user=request.user
+        )
+        return Response(_plan_payload(plan))
+
+    @extend_schema(request=InputSerializer, responses=OpenApiTypes.OBJECT)
+    def post(self, request: Request, publication_id: int) -> Response:
+        publication = selectors.publication_get(publication_id=publication_id)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        done = replacements.replacements_create(
+            publication_id=publication.pk,
+            confirm_total=data.validated_data["confirm_total_usd"],
+            now=timezone.now(),
+            user=request.user,
+        )
+        return Response(
+            {"added": done.added, "hits": done.hits, "reopened": done.reopened,
+             "failed": done.failed}
+        )  # fmt: skip
 
 
 class PublicationLinkApi(AdminApi):

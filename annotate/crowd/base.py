@@ -37,6 +37,8 @@ class HitInfo:
     max_assignments: int
     expires_at: datetime | None = None
     annotation: str = ""
+    # Assignments no worker holds: MTurk's NumberOfAssignmentsAvailable (None: not reported).
+    assignments_available: int | None = None
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,11 @@ class CrowdPlatform(Protocol):
     def hit_update_expiration(self, *, hit_id: str, expires_at: datetime) -> None: ...
 
     def hit_delete(self, *, hit_id: str) -> None: ...
+
+    def hit_add_assignments(self, *, hit_id: str, count: int, unique_request_token: str) -> None:
+        """Raise the HIT's MaxAssignments by `count` (MTurk's CreateAdditionalAssignmentsForHIT);
+        the token makes a retried request a no-op (AlreadyProcessedError)."""
+        ...
 
     def assignments_list(self, *, hit_id: str) -> list[AssignmentInfo]: ...
 

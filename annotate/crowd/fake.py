@@ -48,6 +48,8 @@ class FakeStore:
     assignments: dict[str, AssignmentInfo] = field(default_factory=dict)
     bonuses: list[dict] = field(default_factory=list)
     bonus_tokens: set[str] = field(default_factory=set)
+    # UniqueRequestTokens of CreateAdditionalAssignmentsForHIT calls done (a retry is refused).
+    extension_tokens: set[str] = field(default_factory=set)
     blocks: dict[str, str] = field(default_factory=dict)
     notifications: list[dict] = field(default_factory=list)
     next_id: int = 1
@@ -77,6 +79,7 @@ class FakeStore:
             },
             "bonuses": [{**bonus, "amount": str(bonus["amount"])} for bonus in self.bonuses],
             "bonus_tokens": sorted(self.bonus_tokens),
+            "extension_tokens": sorted(self.extension_tokens),
             "blocks": self.blocks,
             "notifications": self.notifications,
             "next_id": self.next_id,
@@ -106,6 +109,7 @@ class FakeStore:
             },
             bonuses=[{**bonus, "amount": Decimal(bonus["amount"])} for bonus in data["bonuses"]],
             bonus_tokens=set(data["bonus_tokens"]),
+            extension_tokens=set(data.get("extension_tokens", [])),  # older state files: none
             blocks=data["blocks"],
             notifications=data["notifications"],
             next_id=data["next_id"],
@@ -267,7 +271,10 @@ class FakePlatform:
         return store.hits.get(hit_id) if hit_id else None
 
     def hit_get(self, *, hit_id: str) -> HitInfo:
-        return _hit_of(self.store, hit_id)
+        store = self.store
+        hit = _hit_of(store, hit_id)
+        taken = len(_holding_a_slot(store, hit_id))
+        return replace(hit, assignments_available=max(hit.max_assignments - taken, 0))
 
     def hit_update_expiration(self, *, hit_id: str, expires_at: datetime) -> None:
         with _changing() as store:
@@ -285,6 +292,26 @@ class FakePlatform:
                     f"Hit {hit_id} is still assignable or has unreviewed assignments."
                 )
             del store.hits[hit_id]
+
+    def hit_add_assignments(self, *, hit_id: str, count: int, unique_request_token: str) -> None:
+        """MTurk's rules: a token used before is refused, and a HIT made with fewer than 10
+        assignments cannot reach 10 or more."""
+        with _changing() as store:
+            hit = _hit_of(store, hit_id)
+            if unique_request_token in store.extension_tokens:
+                raise AlreadyProcessedError(
+                    "These assignments were added already.", code="AlreadyProcessed"
+                )
+            if count < 1:
+                raise CrowdPlatformError("NumberOfAdditionalAssignments must be at least 1.")
+            if hit.max_assignments < 10 <= hit.max_assignments + count:
+                raise CrowdPlatformError(
+                    f"HIT {hit_id} has {hit.max_assignments} assignments: a HIT made with fewer "
+                    "than 10 cannot be extended to 10 or more.",
+                    code="AWS.MechanicalTurk.InvalidMaximumAssignmentsIncrease",
+                )
+            store.hits[hit_id] = replace(hit, max_assignments=hit.max_assignments + count)
+            store.extension_tokens.add(unique_request_token)
 
     def assignments_list(self, *, hit_id: str) -> list[AssignmentInfo]:
         store = self.store

@@ -183,6 +183,50 @@ class Hit(models.Model):
         return self.hit_id or f"(pending) {self.task or self.prompt}"
 
 
+class HitExtensionStatus(models.TextChoices):
+    PENDING = "pending", "Asked for, not confirmed yet"
+    DONE = "done", "Added"
+    FAILED = "failed", "Refused by the platform"
+
+
+class HitExtension(models.Model):
+    """Assignments added to a created HIT, to replace work that no longer counts (rejected,
+    returned, lapsed). The token is stored before the platform is asked, so a retried request
+    finds the one made before instead of paying twice."""
+
+    hit = models.ForeignKey(Hit, on_delete=models.CASCADE, related_name="extensions")
+    count = models.PositiveSmallIntegerField()
+    reward_usd = models.DecimalField(
+        max_digits=8, decimal_places=2, help_text="The reward per assignment it was asked at."
+    )
+    fee_rate = models.DecimalField(max_digits=4, decimal_places=3)
+    unique_request_token = models.CharField(max_length=64, unique=True)
+    status = models.CharField(
+        max_length=7, choices=HitExtensionStatus.choices, default=HitExtensionStatus.PENDING
+    )
+    error = models.TextField(blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    done_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["hit", "created_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(count__gte=1), name="crowd_hitextension_count_at_least_1"
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=HitExtensionStatus.values),
+                name="crowd_hitextension_status_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"+{self.count} on {self.hit} ({self.status})"
+
+
 class PlatformAssignment(models.Model):
     """An assignment as the platform last reported it, matched to ours when we have it (an
     Assignment for a batch's HIT, a HumanAnswer for a human study's)."""

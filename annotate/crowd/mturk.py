@@ -120,6 +120,7 @@ class MTurkPlatform:
             max_assignments=hit.get("MaxAssignments", 0),
             expires_at=_timestamp(hit.get("Expiration")),
             annotation=hit.get("RequesterAnnotation", ""),
+            assignments_available=hit.get("NumberOfAssignmentsAvailable"),
         )
 
     @staticmethod
@@ -188,6 +189,14 @@ class MTurkPlatform:
 
     def hit_delete(self, *, hit_id: str) -> None:
         self._call("delete_hit", HITId=hit_id)
+
+    def hit_add_assignments(self, *, hit_id: str, count: int, unique_request_token: str) -> None:
+        self._call(
+            "create_additional_assignments_for_hit",
+            HITId=hit_id,
+            NumberOfAdditionalAssignments=count,
+            UniqueRequestToken=unique_request_token,
+        )
 
     def assignments_list(self, *, hit_id: str) -> list[AssignmentInfo]:
         rows: list[AssignmentInfo] = []

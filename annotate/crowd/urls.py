@@ -25,6 +25,11 @@ urlpatterns = [
         name="publication-action",
     ),
     path("publications/<int:publication_id>/review/", views.review, name="review"),
+    path(
+        "publications/<int:publication_id>/replacements/",
+        views.replacements,
+        name="replacements",
+    ),
     path("hits/<int:hit_pk>/demo-worker/", views.demo_worker_start, name="demo-worker"),
     path(
         "assignments/<int:assignment_id>/action/",

@@ -16,6 +16,7 @@ from django.contrib.auth.decorators import login_required
 from django.db.models import Count, Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme, urlencode
@@ -24,11 +25,25 @@ from django.views.decorators.http import require_POST
 from annotate.crowd import selectors, tasks
 from annotate.crowd.fake import DEMO_WORKER, FakePlatform, demo_submit_base, state_file
 from annotate.crowd.forms import PublishForm
-from annotate.crowd.models import Hit, HitStatus, PlatformCall, Publication, PublicationStatus
+from annotate.crowd.models import (
+    Hit,
+    HitExtension,
+    HitStatus,
+    PlatformCall,
+    Publication,
+    PublicationStatus,
+)
 from annotate.crowd.platforms import demo_platform_in_use, platform_names
 from annotate.crowd.services import publishing
+from annotate.crowd.services import replacements as replacement_services
 from annotate.crowd.services import review as review_services
-from annotate.errors import AnnotateError, CrowdPlatformError, NotFoundError, PublishError
+from annotate.errors import (
+    AnnotateError,
+    CrowdPlatformError,
+    NotFoundError,
+    PublishError,
+    TransientPlatformError,
+)
 from annotate.http import form_refusal
 from annotate.models import Assignment, Batch
 from annotate.roles import ADMIN, ADMINS_ONLY, require_role
@@ -257,6 +272,52 @@ def _demo_question_url(hit: Hit, assignment_id: str, worker_id: str) -> str:
     )
     page = "verbalizer:crowd-mturk" if hit.prompt_id else "crowd:mturk-task"
     return f"{reverse(page, args=[hit.unique_request_token])}?{query}"
+
+
+@admin_page
+def replacements(request: HttpRequest, publication_id: int) -> HttpResponse:
+    """Workers in place of work that no longer counts: the plan and its cost (GET), asked for
+    once the admin confirms the total shown (POST)."""
+    publication = selectors.publication_get(publication_id=publication_id)
+    now = timezone.now()
+    if request.method == "POST":
+        try:
+            confirm = Decimal(request.POST.get("confirm_total", ""))
+        except InvalidOperation:
+            raise AnnotateError("Confirm the total shown on the page.") from None
+        try:
+            done = replacement_services.replacements_create(
+                publication_id=publication.pk, confirm_total=confirm, now=now, user=request.user
+            )
+        except TransientPlatformError as error:
+            messages.error(
+                request,
+                f"The platform did not answer ({error}). Nothing is asked twice: press the "
+                "button again to go on.",
+            )
+            return redirect("crowd:replacements", publication.pk)
+        except AnnotateError as error:
+            messages.error(request, str(error))
+            return redirect("crowd:replacements", publication.pk)
+        text = (
+            f"{done.added} assignment{pluralize(done.added)} added to {done.hits} "
+            f"HIT{pluralize(done.hits)}"
+        )
+        if done.reopened:
+            text += f"; {done.reopened} expired HIT{pluralize(done.reopened)} offered again"
+        messages.success(request, text + ".")
+        for failure in done.failed:
+            messages.error(request, f"Refused by the platform: {failure}")
+        return redirect("crowd:publication", publication.pk)
+    plan = replacement_services.replacements_plan(
+        publication_id=publication.pk, now=now, user=request.user
+    )
+    history = HitExtension.objects.filter(hit__publication=publication).select_related("hit")
+    return render(
+        request,
+        "crowd/replacements.html",
+        {"publication": publication, "plan": plan, "history": history[:200]},
+    )
 
 
 @admin_page

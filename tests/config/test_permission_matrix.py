@@ -115,6 +115,8 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     "crowd:publication": (ADMINS, None),
     "crowd:publication-action": (ADMIN_POST_ONLY, ADMIN_POST_REFUSED),
     "crowd:review": (ADMINS, None),
+    # An empty POST confirms no total: refused, as a message on the page.
+    "crowd:replacements": (ADMINS, ADMIN_POST_REFUSED),
     "crowd:assignment-action": (ADMIN_POST_ONLY, ADMIN_POST_REFUSED),
     "crowd:worker-action": (ADMIN_POST_ONLY, ADMIN_POST_REFUSED),
     "crowd:calls": (ADMINS, None),
@@ -122,6 +124,10 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     "crowd-api:publish": (API_ADMIN_POST_ONLY, by_role(401, 404, 404, 404, 404, 400)),
     "crowd-api:publication": (by_role(401, 404, 404, 404, 404, 200), None),
     "crowd-api:sync": (API_ADMIN_POST_ONLY, by_role(401, 404, 404, 404, 404, 202)),
+    "crowd-api:replacements": (
+        by_role(401, 404, 404, 404, 404, 200),
+        by_role(401, 404, 404, 404, 404, 400),
+    ),
     "crowd-api:review": (by_role(401, 404, 404, 404, 404, 200), None),
     # The publication in the URL is the MTurk-like one: it has no study link.
     "crowd-api:link": (API_ADMIN_POST_ONLY, by_role(401, 404, 404, 404, 404, 404)),

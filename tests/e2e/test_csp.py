@@ -68,6 +68,11 @@ CSP_PAGES = [
         lambda w: reverse("crowd:review", args=[w.ids["publication_id"]]),
     ),
     CspPage(
+        "crowd replacements page",
+        "admin",
+        lambda w: reverse("crowd:replacements", args=[w.ids["publication_id"]]),
+    ),
+    CspPage(
         "report", "researcher", lambda w: reverse("reports:detail", args=[w.ids["benchmark_id"]])
     ),
     CspPage("judge run", "attached", lambda w: reverse("judge:run-detail", args=[w.judge_run.pk])),

@@ -30,7 +30,7 @@ from annotate.crowd.base import (
     to_cents,
 )
 from annotate.crowd.models import Hit, HitStatus, Publication, PublicationStatus
-from annotate.crowd.platforms import get_platform, platform_class, platform_names
+from annotate.crowd.platforms import get_platform, platform_class, platform_label, platform_names
 from annotate.errors import (
     CrowdPlatformError,
     HitAlreadyExistsError,
@@ -167,6 +167,7 @@ def publication_preview(
     (crowd_paid_per_assignment).
     """
     platform_check(platform_name)
+    published_check(target={"batch": batch}, platform_name=platform_name)
     reward = batch.project.reward_usd if reward_usd is None else reward_usd
     still_open = open_assignments(batch=batch, now=now or timezone.now())
     nothing_left_check(batch=batch, still_open=still_open)
@@ -211,12 +212,22 @@ def platform_check(platform_name: str) -> None:
         )
 
 
-def _check_settings(*, batch: Batch, platform_name: str, chosen: PublishSettings) -> None:
-    if Publication.objects.filter(batch=batch, platform=platform_name).exists():
+def published_check(*, target: dict, platform_name: str) -> None:
+    """Refuse a second publication of `target` ({"batch": …} or {"human_study": …}) on one
+    platform, before any total is quoted."""
+    if Publication.objects.filter(**target, platform=platform_name).exists():
+        ((kind, what),) = target.items()
+        name = f"{'Batch' if kind == 'batch' else 'Study'} '{what.name}'"
         raise PublishError(
-            f"Batch '{batch.name}' is already published on {platform_name}; "
-            "open that publication to resume or review it."
+            f"{name} is already published on {platform_label(platform_name)}; "
+            "open that publication (Publications) to resume or review it, or to ask for "
+            "workers in place of rejected work.",
+            field="platform",
         )
+
+
+def _check_settings(*, batch: Batch, platform_name: str, chosen: PublishSettings) -> None:
+    published_check(target={"batch": batch}, platform_name=platform_name)
     reward = chosen.reward_usd if chosen.reward_usd is not None else batch.project.reward_usd
     publish_settings_check(platform_name=platform_name, chosen=chosen, reward_usd=reward)
 

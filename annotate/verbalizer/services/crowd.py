@@ -48,6 +48,7 @@ def study_publication_preview(
     """What publishing the study would cost: prompts × answers per prompt × reward × (1 + fee);
     through a self-hosted link, no fee, and paid on the recruiting site (as for a batch)."""
     publishing.platform_check(platform_name)
+    publishing.published_check(target={"human_study": study}, platform_name=platform_name)
     reward = DEFAULT_REWARD_USD if reward_usd is None else reward_usd
     prompts = study.prompts.count()
     platform = get_platform(platform_name, user=user)
@@ -78,11 +79,7 @@ def study_publication_create(
     publishing.platform_check(platform_name)
     if not study.active:
         raise PublishError(f"Study '{study.name}' is closed; open it before publishing.")
-    if Publication.objects.filter(human_study=study, platform=platform_name).exists():
-        raise PublishError(
-            f"Study '{study.name}' is already published on {platform_name}; "
-            "open that publication to resume or review it."
-        )
+    publishing.published_check(target={"human_study": study}, platform_name=platform_name)
     reward = DEFAULT_REWARD_USD if chosen.reward_usd is None else chosen.reward_usd
     publishing.publish_settings_check(platform_name=platform_name, chosen=chosen, reward_usd=reward)
     publication = publishing.publication_store(

@@ -72,6 +72,18 @@ def crowd_batch(db):
     return batch
 
 
+@pytest.fixture
+def live(mturk_settings, fake_mturk, crowd_batch):
+    """`crowd_batch` published on the fake MTurk server through boto3 (its three HITs made)."""
+    publication = publishing.publication_create(
+        batch=crowd_batch,
+        platform_name="mturk",
+        chosen=PublishSettings(title="t", description="d"),
+        base_url="https://annotate.example.org",
+    )
+    return publishing.publication_publish(publication_id=publication.pk, now=timezone.now())
+
+
 def crowd_assignment(*, task, platform="mturk", worker="AWORKER1", hit_id="", assignment_id=""):
     annotator = AnnotatorFactory(
         kind=AnnotatorKind.CROWD, platform=platform, worker_id=worker, name=f"{platform}:{worker}"

@@ -48,6 +48,7 @@ class FakeMTurkState:
     assignments: dict[str, dict] = field(default_factory=dict)
     bonuses: list[dict] = field(default_factory=list)
     bonus_tokens: set[str] = field(default_factory=set)
+    extension_tokens: set[str] = field(default_factory=set)
     blocks: dict[str, str] = field(default_factory=dict)
     notifications: list[dict] = field(default_factory=list)
     external_submits: list[dict] = field(default_factory=list)
@@ -184,6 +185,27 @@ class FakeMTurkApi:
 
     def op_UpdateExpirationForHIT(self, body: dict) -> dict:
         self._hit(body["HITId"])["Expiration"] = float(body["ExpireAt"])
+        return {}
+
+    def op_CreateAdditionalAssignmentsForHIT(self, body: dict) -> dict:
+        """MTurk's rules: a token used before is refused (the request is not done twice); a HIT
+        made with fewer than 10 assignments cannot be extended to 10 or more."""
+        hit = self._hit(body["HITId"])
+        count = body.get("NumberOfAdditionalAssignments", 0)
+        token = body.get("UniqueRequestToken")
+        if token and token in self.state.extension_tokens:
+            raise _request_error(f'The idempotency token "{token}" has already been processed.')
+        if count < 1:
+            raise FakeMTurkError("ValidationException", "NumberOfAdditionalAssignments >= 1")
+        if hit["MaxAssignments"] < 10 <= hit["MaxAssignments"] + count:
+            raise _request_error(
+                "HITs created with fewer than 10 assignments cannot be extended to have 10 or "
+                "more assignments.",
+                "AWS.MechanicalTurk.InvalidMaximumAssignmentsIncrease",
+            )
+        hit["MaxAssignments"] += count
+        if token:
+            self.state.extension_tokens.add(token)
         return {}
 
     def op_DeleteHIT(self, body: dict) -> dict:

@@ -10,23 +10,11 @@ from django.utils import timezone
 
 from annotate.crowd import selectors
 from annotate.crowd.models import Bonus, BonusStatus, GoldAnswer, HitStatus, PlatformAssignment
-from annotate.crowd.services import publishing, review
-from annotate.crowd.services.publishing import PublishSettings
+from annotate.crowd.services import review
 from annotate.errors import AnnotateError, ConflictError, PermissionDeniedError
 from annotate.models import Assignment, AssignmentStatus, LabelValue, Question, Response
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def live(mturk_settings, fake_mturk, crowd_batch):
-    publication = publishing.publication_create(
-        batch=crowd_batch,
-        platform_name="mturk",
-        chosen=PublishSettings(title="t", description="d"),
-        base_url="https://annotate.example.org",
-    )
-    return publishing.publication_publish(publication_id=publication.pk, now=timezone.now())
 
 
 def work(client, fake_mturk, hit, worker, value="yes", post_back=True):

@@ -14,11 +14,12 @@ from django.utils import timezone
 
 from annotate.crowd import selectors as crowd_selectors
 from annotate.crowd.models import Bonus, Hit, PlatformAssignment, Publication
-from annotate.crowd.services import publishing, review
+from annotate.crowd.services import publishing, replacements, review
 from annotate.crowd.services.publishing import PublishSettings
 from annotate.errors import AnnotateError, PublishError
 from annotate.models import Annotator
 from annotate.roles import ADMIN
+from annotate.selectors.results import counted_human_answer_q
 from annotate.verbalizer.models import HumanAnswer, Prompt
 from annotate.verbalizer.services import crowd
 from annotate.verbalizer.services.humans import (
@@ -309,15 +310,22 @@ def test_in_house_and_crowd_people_are_told_apart(client, on_mturk, fake_mturk):
     assert agreement["human", "all"]["kappa"] == pytest.approx(-1 / 3)
 
 
-def test_publishing_is_refused_twice_on_one_platform_and_for_a_closed_study(on_mturk, study):
-    with pytest.raises(PublishError, match="already published on mturk"):
+def test_publishing_is_refused_twice_on_one_platform_and_for_a_closed_study(mturk_settings, study):
+    preview = crowd.study_publication_preview(study=study, platform_name="mturk")
+    # 4 prompts × 2 answers × $0.05 × 1.25
+    assert (preview.tasks, preview.assignments_per_task, preview.total_usd) == (4, 2, 0.5)
+    crowd.study_publication_create(
+        study=study, platform_name="mturk",
+        chosen=PublishSettings(title="t", description="d"), base_url="https://x.example",
+    )  # fmt: skip
+    with pytest.raises(PublishError, match="already published on Amazon Mechanical Turk"):
         crowd.study_publication_create(
             study=study, platform_name="mturk",
             chosen=PublishSettings(title="t", description="d"), base_url="https://x.example",
         )  # fmt: skip
-    preview = crowd.study_publication_preview(study=study, platform_name="mturk")
-    # 4 prompts × 2 answers × $0.05 × 1.25
-    assert (preview.tasks, preview.assignments_per_task, preview.total_usd) == (4, 2, 0.5)
+    # Refused before a total is quoted (a quote the publish would then refuse).
+    with pytest.raises(PublishError, match="already published on Amazon Mechanical Turk"):
+        crowd.study_publication_preview(study=study, platform_name="mturk")
     # A self-hosted link: the rewards without a fee, paid on the recruiting site (was $0.00).
     linked = crowd.study_publication_preview(
         study=study, platform_name="selfhosted", reward_usd=Decimal("1.50")
@@ -505,7 +513,7 @@ def test_verbalizer_publish_command_previews_then_publishes(study, settings, cap
     assert (publication.status, publication.hits.filter(status="created").count()) == (
         "published", 4,
     )  # fmt: skip
-    with pytest.raises(CommandError, match="already published on fake"):
+    with pytest.raises(CommandError, match="already published on Offline demo"):
         call_command("verbalizer_publish", "flip", "--platform", "fake", "--confirm-total", "0.50")
 
 
@@ -570,3 +578,29 @@ def test_verbalizer_publish_command_says_what_a_self_hosted_link_costs_and_why_i
         "not published: the total is $0.40, not the $0.00 given; publish with --confirm-total 0.40"
     )
     assert not Publication.objects.exists()
+
+
+def test_a_rejected_answer_is_replaced_by_a_new_worker_on_the_same_hit(
+    client, on_mturk, fake_mturk, admin
+):
+    hit = on_mturk.hits.select_related("prompt__item").order_by("id").first()
+    answer_hit(client, fake_mturk, hit, "AREAL1", right_key(hit))
+    answer_hit(client, fake_mturk, hit, "AREAL2", 1)
+    review.publication_sync(publication_id=on_mturk.pk, now=timezone.now() + review.release_grace())
+    bad = HumanAnswer.objects.get(annotator__worker_id="AREAL2", prompt=hit.prompt)
+    review.human_answer_reject(answer_id=bad.pk, user=admin, feedback="pressed 1 always")
+    with pytest.raises(ValueError, match="cannot be accepted"):
+        fake_mturk.api.worker_accept(hit.hit_id, "AREAL3")
+    plan = replacements.replacements_plan(
+        publication_id=on_mturk.pk, now=timezone.now(), user=admin
+    )
+    mine = [(row.wanted, row.available, row.add) for row in plan.rows if row.hit.pk == hit.pk]
+    assert mine == [(1, 0, 1)]
+    replacements.replacements_create(
+        publication_id=on_mturk.pk, confirm_total=plan.total_usd, now=timezone.now(), user=admin
+    )
+    assert fake_mturk.state.hits[hit.hit_id]["MaxAssignments"] == 3
+    answer_hit(client, fake_mturk, hit, "AREAL3", right_key(hit))  # admitted on our page too
+    review.publication_sync(publication_id=on_mturk.pk, now=timezone.now() + review.release_grace())
+    counted = HumanAnswer.objects.filter(counted_human_answer_q(), prompt=hit.prompt)
+    assert set(counted.values_list("annotator__worker_id", flat=True)) == {"AREAL1", "AREAL3"}

@@ -1,0 +1,276 @@
+"""Replace crowd work that no longer counts, on the publication's own HITs.
+
+A HIT's MaxAssignments are spent once a worker submits, whatever the review says: work rejected
+here, handed back late or blocked leaves its task short of workers while the HIT has no
+assignment left to give (and a batch is published once per platform). The plan compares, for
+every created HIT, what its task (a study's prompt) still needs from this platform's workers
+with what the platform says the HIT still offers (`assignments_available`, asked per HIT that
+needs work), and asks for the difference (MTurk's CreateAdditionalAssignmentsForHIT), at the
+publication's reward and fee, reopening a HIT that expired for the publication's lifetime. Each
+addition's token is stored before the platform is asked (HitExtension), so a retry after a lost
+reply is a no-op on the platform instead of a second payment.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from django.db import transaction
+from django.db.models import Count
+
+from annotate.crowd.models import Hit, HitExtension, HitExtensionStatus, HitStatus, Publication
+from annotate.crowd.platforms import get_platform, platform_label
+from annotate.crowd.services.publishing import assignments_cost, open_assignments
+from annotate.crowd.services.review import require_admin
+from annotate.errors import (
+    AlreadyProcessedError,
+    ConflictError,
+    CrowdPlatformError,
+    HitAlreadyExistsError,
+    PublishError,
+    TransientPlatformError,
+)
+from annotate.models import Annotator, AnnotatorKind
+from annotate.verbalizer.models import HumanAnswer
+from annotate.verbalizer.services.humans import same_channel_q
+
+# MTurk: "HITs created with fewer than 10 assignments cannot be extended to have 10 or more".
+MTURK_EXTENSION_LIMIT = 10
+
+
+@dataclass(frozen=True)
+class ReplacementRow:
+    hit: Hit
+    wanted: int  # assignments its task (prompt) still needs from this platform's workers
+    available: int  # assignments of the HIT no worker holds, as the platform says
+    add: int  # assignments to ask for (0 when refused)
+    reopen: bool  # the HIT expired: it is offered again for the publication's lifetime
+    refused: str = ""  # why this HIT cannot get them
+
+
+@dataclass(frozen=True)
+class ReplacementPlan:
+    publication: Publication
+    rows: list[ReplacementRow]  # the created HITs whose task needs more than they offer
+    reward_usd: Decimal
+    fee_rate: Decimal
+    balance_usd: Decimal | None
+
+    @property
+    def assignments(self) -> int:
+        return sum(row.add for row in self.rows)
+
+    @property
+    def hits(self) -> int:
+        return sum(1 for row in self.rows if row.add)
+
+    @property
+    def total_usd(self) -> Decimal:
+        return assignments_cost(
+            assignments=self.assignments, reward_usd=self.reward_usd, fee=self.fee_rate
+        )
+
+    @property
+    def affordable(self) -> bool:
+        return self.balance_usd is None or self.balance_usd >= self.total_usd
+
+
+def _wanted(publication: Publication, now: datetime) -> dict[int, int]:
+    """What each HIT's task (a study's prompt) still needs, by Hit pk: a batch's tasks as a
+    publish counts them (open_assignments: live claims and accepted work hold their slots), a
+    study's prompts as its crowd channel on this platform does (same_channel_q: every answer
+    not rejected holds one)."""
+    hits = publication.hits.filter(status=HitStatus.CREATED)
+    if publication.batch_id is not None:
+        still_open = open_assignments(batch=publication.batch, now=now)
+        return {pk: still_open.get(task, 0) for pk, task in hits.values_list("pk", "task_id")}
+    study = publication.human_study
+    channel = same_channel_q(Annotator(kind=AnnotatorKind.CROWD, platform=publication.platform))
+    answered = dict(
+        HumanAnswer.objects.filter(channel, study=study)
+        .values("prompt_id")
+        .annotate(n=Count("id"))
+        .values_list("prompt_id", "n")
+        .order_by()
+    )
+    return {
+        pk: max(study.answers_per_prompt - answered.get(prompt, 0), 0)
+        for pk, prompt in hits.values_list("pk", "prompt_id")
+    }
+
+
+def replacements_plan(*, publication_id: int, now: datetime, user) -> ReplacementPlan:
+    """What replacing the work that no longer counts would ask for, and cost (nothing is
+    spent). Asks the platform about each created HIT whose task still needs work, and for the
+    account balance. Raises PublishError on a platform without HITs of its own."""
+    require_admin(user)
+    publication = Publication.objects.select_related("batch__project", "human_study").get(
+        pk=publication_id
+    )
+    platform = get_platform(publication.platform, user=user)
+    if not platform.creates_hits:
+        raise PublishError(
+            "A self-hosted link has no HITs to extend: a task whose work was rejected is "
+            "offered on the link again by itself, while the link is open."
+        )
+    wanted = {pk: n for pk, n in _wanted(publication, now).items() if n}
+    rows = []
+    hits = (
+        Hit.objects.filter(pk__in=wanted)
+        .select_related("task__instruction", "prompt__item", "prompt__mapping")
+        .order_by("id")
+    )
+    for hit in hits:
+        try:
+            info = platform.hit_get(hit_id=hit.hit_id)
+        except TransientPlatformError:
+            raise
+        except CrowdPlatformError as error:  # deleted on the platform, say
+            rows.append(ReplacementRow(hit, wanted[hit.pk], 0, 0, False, refused=str(error)))
+            continue
+        available = info.assignments_available
+        if available is None:  # a platform that does not say: only what we know is taken
+            available = 0
+        add = max(wanted[hit.pk] - available, 0)
+        if not add:
+            continue
+        expired = info.expires_at is not None and info.expires_at <= now
+        refused = ""
+        if info.max_assignments < MTURK_EXTENSION_LIMIT <= info.max_assignments + add:
+            refused = (
+                f"the HIT has {info.max_assignments} assignments, and a HIT made with fewer "
+                f"than {MTURK_EXTENSION_LIMIT} cannot reach {MTURK_EXTENSION_LIMIT} or more"
+            )
+        rows.append(
+            ReplacementRow(
+                hit=hit,
+                wanted=wanted[hit.pk],
+                available=available,
+                add=0 if refused else add,
+                reopen=expired and not refused,
+                refused=refused,
+            )
+        )
+    return ReplacementPlan(
+        publication=publication,
+        rows=rows,
+        reward_usd=publication.reward_usd,
+        fee_rate=publication.fee_rate,
+        balance_usd=platform.account_balance(),
+    )
+
+
+@dataclass(frozen=True)
+class ReplacementResult:
+    added: int  # assignments added
+    hits: int  # HITs they were added to
+    reopened: int  # expired HITs offered again
+    failed: list[str]  # "HIT id: the platform's refusal"
+
+
+def replacements_create(
+    *, publication_id: int, confirm_total: Decimal, now: datetime, user
+) -> ReplacementResult:
+    """Ask the platform for the plan's assignments, as the admin confirmed it.
+
+    Refused (nothing asked) when the total is no longer the one confirmed (work came in or was
+    rejected since), when the account cannot pay it, or when there is nothing to replace. A HIT
+    the platform refuses is reported and the others go on; an addition whose reply was lost is
+    asked again with its stored token first (a no-op on the platform when it was done)."""
+    result = _pending_retried(publication_id=publication_id, now=now, user=user)
+    plan = replacements_plan(publication_id=publication_id, now=now, user=user)
+    if not plan.assignments:
+        if result.added:
+            return result
+        raise PublishError("No task of this publication needs another worker on its HIT.")
+    if plan.total_usd != confirm_total:
+        raise ConflictError(
+            f"The cost is now ${plan.total_usd} (you confirmed ${confirm_total}): work was "
+            "submitted, returned or reviewed since. Look at the new plan and confirm again."
+        )
+    if not plan.affordable:
+        raise PublishError(
+            f"The {platform_label(plan.publication.platform)} account has ${plan.balance_usd}, "
+            f"less than the ${plan.total_usd} these assignments cost."
+        )
+    platform = get_platform(plan.publication.platform, user=user)
+    added = hits = reopened = 0
+    failed = list(result.failed)
+    for row in plan.rows:
+        if not row.add:
+            continue
+        extension = HitExtension.objects.create(
+            hit=row.hit,
+            count=row.add,
+            reward_usd=plan.reward_usd,
+            fee_rate=plan.fee_rate,
+            unique_request_token=uuid.uuid4().hex,
+            created_by=user if getattr(user, "pk", None) else None,
+        )
+        error = _ask(platform, extension, now=now)
+        if error:
+            failed.append(f"{row.hit.hit_id}: {error}")
+            continue
+        added, hits = added + row.add, hits + 1
+        if row.reopen:
+            until = now + timedelta(seconds=plan.publication.lifetime_seconds)
+            platform.hit_update_expiration(hit_id=row.hit.hit_id, expires_at=until)
+            Hit.objects.filter(pk=row.hit.pk).update(expires_at=until)
+            reopened += 1
+    return ReplacementResult(
+        added=result.added + added,
+        hits=result.hits + hits,
+        reopened=reopened,
+        failed=failed,
+    )
+
+
+def _ask(platform, extension: HitExtension, *, now: datetime) -> str:
+    """Ask for one stored addition; mark it and the HIT's MaxAssignments. Return the platform's
+    refusal ("" when added). A transient error leaves it pending, for a retry with its token."""
+    try:
+        platform.hit_add_assignments(
+            hit_id=extension.hit.hit_id,
+            count=extension.count,
+            unique_request_token=extension.unique_request_token,
+        )
+    except (AlreadyProcessedError, HitAlreadyExistsError):
+        pass  # done by an earlier try whose reply was lost
+    except TransientPlatformError:
+        raise
+    except CrowdPlatformError as error:
+        extension.status, extension.error = HitExtensionStatus.FAILED, str(error)
+        extension.save(update_fields=["status", "error"])
+        return str(error)
+    with transaction.atomic():
+        hit = Hit.objects.select_for_update().get(pk=extension.hit_id)
+        hit.max_assignments += extension.count
+        hit.save(update_fields=["max_assignments"])
+        extension.status, extension.done_at = HitExtensionStatus.DONE, now
+        extension.save(update_fields=["status", "done_at"])
+    return ""
+
+
+def _pending_retried(*, publication_id: int, now: datetime, user) -> ReplacementResult:
+    """Ask again for the additions of this publication left pending (a lost reply, a crash)."""
+    require_admin(user)
+    pending = list(
+        HitExtension.objects.filter(
+            hit__publication_id=publication_id, status=HitExtensionStatus.PENDING
+        ).select_related("hit__publication")
+    )
+    if not pending:
+        return ReplacementResult(added=0, hits=0, reopened=0, failed=[])
+    platform = get_platform(pending[0].hit.publication.platform, user=user)
+    added = hits = 0
+    failed = []
+    for extension in pending:
+        error = _ask(platform, extension, now=now)
+        if error:
+            failed.append(f"{extension.hit.hit_id}: {error}")
+        else:
+            added, hits = added + extension.count, hits + 1
+    return ReplacementResult(added=added, hits=hits, reopened=0, failed=failed)

@@ -1,0 +1,319 @@
+"""Workers in place of rejected work, on the publication's own HITs: real boto3 against the fake
+MTurk server (CreateAdditionalAssignmentsForHIT), and the offline demo platform's pages."""
+
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from annotate.crowd.fake import FakePlatform
+from annotate.crowd.models import HitExtension, HitExtensionStatus, PlatformAssignment
+from annotate.crowd.services import replacements, review
+from annotate.errors import ConflictError, PermissionDeniedError, PublishError
+from annotate.models import AssignmentStatus
+from annotate.selectors.results import counted_assignment_q
+from tests.annotate.crowd.conftest import publish_form, published_on_fake
+from tests.annotate.crowd.test_review import _sync, work
+
+pytestmark = pytest.mark.django_db
+
+
+def _rejected_on_first_hit(client, live, fake_mturk, admin_user):
+    """The first HIT's three workers submit; the admin rejects the second one's work."""
+    hit = live.hits.order_by("id").first()
+    done = [work(client, fake_mturk, hit, f"AW{n}") for n in range(3)]
+    _sync(live)
+    review.assignment_reject(assignment_id=done[1].pk, user=admin_user, feedback="random")
+    return hit, done
+
+
+def test_rejected_work_is_replaced_by_a_new_worker_whose_work_counts(
+    client,
+    live,
+    fake_mturk,
+    admin_user,
+):
+    hit, done = _rejected_on_first_hit(client, live, fake_mturk, admin_user)
+    with pytest.raises(ValueError, match="cannot be accepted"):  # MTurk has no slot left
+        fake_mturk.api.worker_accept(hit.hit_id, "AW9")
+    plan = replacements.replacements_plan(
+        publication_id=live.pk, now=timezone.now(), user=admin_user
+    )
+    assert [(row.hit.pk, row.wanted, row.available, row.add) for row in plan.rows] == [
+        (hit.pk, 1, 0, 1)
+    ]
+    # One assignment at the publication's reward and fee, rounded to cents.
+    expected = (live.reward_usd * (1 + live.fee_rate)).quantize(Decimal("0.01"))
+    assert plan.total_usd == expected
+
+    result = replacements.replacements_create(
+        publication_id=live.pk, confirm_total=expected, now=timezone.now(), user=admin_user
+    )
+    assert (result.added, result.hits, result.failed) == (1, 1, [])
+    assert fake_mturk.state.hits[hit.hit_id]["MaxAssignments"] == 4
+    hit.refresh_from_db()
+    assert hit.max_assignments == 4
+    assert HitExtension.objects.get(hit=hit).status == HitExtensionStatus.DONE
+
+    new = work(client, fake_mturk, hit, "AW9")  # our page admits the fourth worker
+    _sync(live)
+    new.refresh_from_db()
+    assert new.status == AssignmentStatus.SUBMITTED
+    counted = set(
+        live.batch.tasks.get(pk=hit.task_id)
+        .assignments.filter(counted_assignment_q())
+        .values_list("annotator__worker_id", flat=True)
+    )
+    assert counted == {"AW0", "AW2", "AW9"}
+    # Asked for again: nothing is left to replace, and nothing more is asked of MTurk.
+    with pytest.raises(PublishError, match="No task of this publication needs"):
+        replacements.replacements_create(
+            publication_id=live.pk, confirm_total=expected, now=timezone.now(), user=admin_user
+        )
+    assert fake_mturk.state.calls.count("CreateAdditionalAssignmentsForHIT") == 1
+
+
+def test_a_total_that_changed_since_it_was_shown_is_refused_and_nothing_is_asked(
+    client,
+    live,
+    fake_mturk,
+    admin_user,
+):
+    _rejected_on_first_hit(client, live, fake_mturk, admin_user)
+    with pytest.raises(ConflictError, match="The cost is now"):
+        replacements.replacements_create(
+            publication_id=live.pk,
+            confirm_total=Decimal("0.01"),
+            now=timezone.now(),
+            user=admin_user,
+        )
+    assert "CreateAdditionalAssignmentsForHIT" not in fake_mturk.state.calls
+    assert not HitExtension.objects.exists()
+
+
+def test_an_account_that_cannot_pay_is_refused(client, live, fake_mturk, admin_user):
+    _rejected_on_first_hit(client, live, fake_mturk, admin_user)
+    fake_mturk.state.balance = Decimal("0.50")
+    plan = replacements.replacements_plan(
+        publication_id=live.pk, now=timezone.now(), user=admin_user
+    )
+    assert not plan.affordable
+    with pytest.raises(PublishError, match="has \\$0.50, less than"):
+        replacements.replacements_create(
+            publication_id=live.pk, confirm_total=plan.total_usd, now=timezone.now(),
+            user=admin_user,
+        )  # fmt: skip
+    assert "CreateAdditionalAssignmentsForHIT" not in fake_mturk.state.calls
+
+
+def test_a_lost_reply_is_asked_again_with_its_token_and_never_paid_twice(
+    client,
+    live,
+    fake_mturk,
+    admin_user,
+):
+    hit, _ = _rejected_on_first_hit(client, live, fake_mturk, admin_user)
+    plan = replacements.replacements_plan(
+        publication_id=live.pk, now=timezone.now(), user=admin_user
+    )
+    for _ in range(3):  # every attempt boto3 makes fails: the request stays pending here
+        fake_mturk.fail_next("CreateAdditionalAssignmentsForHIT", "ServiceUnavailable", status=503)
+    with pytest.raises(review.TransientPlatformError):
+        replacements.replacements_create(
+            publication_id=live.pk, confirm_total=plan.total_usd, now=timezone.now(),
+            user=admin_user,
+        )  # fmt: skip
+    pending = HitExtension.objects.get(hit=hit)
+    assert pending.status == HitExtensionStatus.PENDING
+    # MTurk did it after all (the reply was what got lost).
+    fake_mturk.api.call(
+        "CreateAdditionalAssignmentsForHIT",
+        {
+            "HITId": hit.hit_id,
+            "NumberOfAdditionalAssignments": 1,
+            "UniqueRequestToken": pending.unique_request_token,
+        },
+    )
+    result = replacements.replacements_create(
+        publication_id=live.pk, confirm_total=plan.total_usd, now=timezone.now(), user=admin_user
+    )
+    assert (result.added, result.failed) == (1, [])
+    assert fake_mturk.state.hits[hit.hit_id]["MaxAssignments"] == 4  # once, not twice
+    hit.refresh_from_db()
+    pending.refresh_from_db()
+    assert (hit.max_assignments, pending.status) == (4, HitExtensionStatus.DONE)
+
+
+def test_a_hit_made_with_fewer_than_ten_assignments_is_never_asked_to_reach_ten(
+    client,
+    live,
+    fake_mturk,
+    admin_user,
+):
+    hit = live.hits.order_by("id").first()
+    fake_mturk.state.hits[hit.hit_id]["MaxAssignments"] = 9
+    hit.max_assignments = live.batch.project.assignments_per_task = 9
+    hit.save()
+    live.batch.project.save()
+    done = [work(client, fake_mturk, hit, f"AW{n}") for n in range(9)]
+    _sync(live)
+    review.assignment_reject(assignment_id=done[0].pk, user=admin_user, feedback="random")
+    plan = replacements.replacements_plan(
+        publication_id=live.pk, now=timezone.now(), user=admin_user
+    )
+    first = next(row for row in plan.rows if row.hit.pk == hit.pk)
+    assert (first.wanted, first.add) == (1, 0)
+    assert "cannot reach 10" in first.refused
+    # The other HITs (3 each, the project now asking 9) may still grow to 9.
+    assert sorted(row.add for row in plan.rows if row.hit.pk != hit.pk) == [6, 6]
+
+
+def test_an_expired_hit_is_offered_again_with_its_new_assignments(
+    client,
+    live,
+    fake_mturk,
+    admin_user,
+):
+    hit, _ = _rejected_on_first_hit(client, live, fake_mturk, admin_user)
+    past = timezone.now() - timedelta(minutes=1)
+    review.hit_set_expiration(hit_pk=hit.pk, expires_at=past, user=admin_user)
+    plan = replacements.replacements_plan(
+        publication_id=live.pk, now=timezone.now(), user=admin_user
+    )
+    assert [row.reopen for row in plan.rows] == [True]
+    result = replacements.replacements_create(
+        publication_id=live.pk, confirm_total=plan.total_usd, now=timezone.now(), user=admin_user
+    )
+    assert result.reopened == 1
+    fake_mturk.api.worker_accept(hit.hit_id, "AW9")  # accepted: assignable again
+
+
+def test_only_admins_may_ask_for_more_assignments(
+    client,
+    live,
+    fake_mturk,
+    admin_user,
+    researcher,
+):
+    _rejected_on_first_hit(client, live, fake_mturk, admin_user)
+    with pytest.raises(PermissionDeniedError):
+        replacements.replacements_plan(publication_id=live.pk, now=timezone.now(), user=researcher)
+    with pytest.raises(PermissionDeniedError):
+        replacements.replacements_create(
+            publication_id=live.pk, confirm_total=Decimal("1.25"), now=timezone.now(),
+            user=researcher,
+        )  # fmt: skip
+    assert "CreateAdditionalAssignmentsForHIT" not in fake_mturk.state.calls
+    client.force_login(researcher)
+    page = client.get(reverse("crowd:replacements", args=[live.pk]))
+    assert page.status_code in (403, 404)
+
+
+# --- Pages, on the offline demo platform ----------------------------------------------------
+
+
+def _demo_used_up(client, crowd_batch, admin_user):
+    """The batch on the demo platform; one HIT's three assignments are submitted there by demo
+    workers whose work never reached our pages (not ours: the task still needs its three)."""
+    publication = published_on_fake(crowd_batch)
+    hit = publication.hits.order_by("id").first()
+    platform = FakePlatform()
+    for n in range(3):
+        platform.worker_submit(
+            assignment_id=platform.worker_accept(hit_id=hit.hit_id, worker_id=f"DW{n}")
+        )
+    review.publication_sync(publication_id=publication.pk, now=timezone.now())
+    assert PlatformAssignment.objects.filter(hit=hit, assignment__isnull=True).count() == 3
+    return publication, hit
+
+
+def test_the_page_shows_the_plan_and_its_cost_and_adds_once_confirmed(
+    client, crowd_batch, admin_user
+):
+    publication, hit = _demo_used_up(client, crowd_batch, admin_user)
+    client.force_login(admin_user)
+    detail = client.get(reverse("crowd:publication", args=[publication.pk])).text
+    assert reverse("crowd:replacements", args=[publication.pk]) in detail
+    page = client.get(reverse("crowd:replacements", args=[publication.pk]))
+    assert page.status_code == 200
+    text = page.text
+    assert hit.hit_id in text and 'id="replacement-total"' in text
+    # The task still needs 3 (the platform's submissions are not our work), the HIT offers 0.
+    plan = replacements.replacements_plan(
+        publication_id=publication.pk, now=timezone.now(), user=admin_user
+    )
+    assert f"${plan.total_usd}" in text and plan.assignments == 3
+    done = client.post(
+        reverse("crowd:replacements", args=[publication.pk]),
+        {"confirm_total": str(plan.total_usd)},
+    )
+    assert done.status_code == 302
+    assert FakePlatform().hit_get(hit_id=hit.hit_id).max_assignments == 6
+    followed = client.get(done["Location"]).text
+    assert "3 assignments added to 1 HIT" in followed
+    again = client.get(reverse("crowd:replacements", args=[publication.pk])).text
+    assert 'id="replacement-none"' in again and 'id="replacement-history"' in again
+
+
+def test_a_changed_total_on_the_page_is_refused_with_the_new_one(client, crowd_batch, admin_user):
+    publication, hit = _demo_used_up(client, crowd_batch, admin_user)
+    client.force_login(admin_user)
+    refused = client.post(
+        reverse("crowd:replacements", args=[publication.pk]),
+        {"confirm_total": "0.01"},
+        follow=True,
+    )
+    assert "The cost is now $" in refused.text
+    assert FakePlatform().hit_get(hit_id=hit.hit_id).max_assignments == 3
+
+
+def test_publishing_again_on_the_same_platform_is_refused_before_any_total_is_quoted(
+    client, crowd_batch, admin_user
+):
+    published_on_fake(crowd_batch)
+    client.force_login(admin_user)
+    page = client.post(reverse("crowd:publish", args=[crowd_batch.pk]), publish_form())
+    assert page.status_code == 200
+    assert "already published on Offline demo" in page.text
+    assert "workers in place of rejected work" in page.text
+    assert 'id="cost-preview"' not in page.text
+
+
+def test_a_selfhosted_link_has_no_hits_to_extend(client, crowd_batch, admin_user):
+    from annotate.crowd.services import publishing
+    from annotate.crowd.services.publishing import PublishSettings
+
+    publication = publishing.publication_create(
+        batch=crowd_batch,
+        platform_name="selfhosted",
+        chosen=PublishSettings(title="t", description="d"),
+        base_url="https://annotate.example.org",
+    )
+    with pytest.raises(PublishError, match="offered on the link again"):
+        replacements.replacements_plan(
+            publication_id=publication.pk, now=timezone.now(), user=admin_user
+        )
+
+
+def test_the_api_gives_the_plan_and_asks_only_for_the_confirmed_total(
+    client,
+    live,
+    fake_mturk,
+    admin_user,
+):
+    hit, _ = _rejected_on_first_hit(client, live, fake_mturk, admin_user)
+    client.force_login(admin_user)
+    url = reverse("crowd-api:replacements", args=[live.pk])
+    plan = client.get(url).json()
+    assert [(h["hit_id"], h["still_needed"], h["add"]) for h in plan["hits"]] == [
+        (hit.hit_id, 1, 1)
+    ]
+    refused = client.post(url, {"confirm_total_usd": "0.01"}, content_type="application/json")
+    assert refused.status_code == 409 and "The cost is now" in refused.json()["detail"]
+    done = client.post(
+        url, {"confirm_total_usd": plan["total_usd"]}, content_type="application/json"
+    )
+    assert done.status_code == 200 and done.json()["added"] == 1
+    assert fake_mturk.state.hits[hit.hit_id]["MaxAssignments"] == 4
