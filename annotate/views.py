@@ -12,6 +12,7 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
 
+from annotate import help as help_pages
 from annotate.errors import AnnotateError, NotFoundError, RateLimitedError
 from annotate.filters import PAGE_SIZE, BenchmarkFilter, InstructionFilter, LabelFilter
 from annotate.http import error_page
@@ -43,6 +44,27 @@ def home(request: HttpRequest) -> HttpResponse:
         "is_admin": has_role(request.user, ADMIN),
     }
     return render(request, "annotate/home.html", context)
+
+
+@login_required
+def help_index(request: HttpRequest) -> HttpResponse:
+    return render(request, "annotate/help.html", {"pages": help_pages.HELP_PAGES})
+
+
+@login_required
+def help_page(request: HttpRequest, slug: str) -> HttpResponse:
+    try:
+        page = help_pages.help_page_get(slug)
+        html, sections = help_pages.help_page_html(page)
+    except NotFoundError:
+        raise Http404 from None
+    context = {
+        "pages": help_pages.HELP_PAGES,
+        "page": page,
+        "html": html,
+        "sections": sections,
+    }
+    return render(request, "annotate/help.html", context)
 
 
 @login_required

@@ -39,6 +39,8 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("accounts/tokens/", annotate_views.api_token_list, name="api-tokens"),
     path("health/", health, name="health"),
+    path("help/", annotate_views.help_index, name="help"),
+    path("help/<slug:slug>/", annotate_views.help_page, name="help-page"),
     # One login page for everyone (django-axes limits every password check, this one too);
     # a logged-in user who is not staff gets the 403 page instead of a second login form.
     path("admin/login/", admin_login),

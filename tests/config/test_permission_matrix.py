@@ -69,6 +69,8 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     "api-tokens": (LOGGED_IN, by_role(LOGIN, 400, 400, 400, 400, 400)),
     "logout": (by_role(405, 405, 405, 405, 405, 405), by_role(302, 302, 302, 302, 302, 302)),
     "health": (EVERYONE, by_role(405, 405, 405, 405, 405, 405)),
+    "help": (LOGGED_IN, None),
+    "help-page": (LOGGED_IN, None),
     # Logged in but not staff: the 403 page, not a second login form.
     "admin/login/": (by_role(302, 403, 403, 403, 403, 302), None),
     # The admin's own password change (it says when API tokens were revoked): staff only, the

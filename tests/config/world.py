@@ -278,6 +278,7 @@ def build_world(*, text: str = "plain") -> World:
         # Any id: the rules only send an answer's action a GET (405) or an empty POST (refused).
         "answer_id": study_id,
         "figure_name": "groups",
+        "slug": "reports",  # a help page
         "benchmark_id": benchmark.pk,
         "instruction_id": assignment.task.instruction_id,
         "project_id": project.pk,
