@@ -15,7 +15,8 @@
     window.history.replaceState(null, "", canonical);
   }
   var groups = Array.prototype.slice.call(form.querySelectorAll("fieldset.answer"));
-  // Enter on any other button (Return this task, Log out) presses that button.
+  // Enter on any other button (Return this task, Log out) presses that button. A read-only task
+  // (submitted, expired, returned) has no submit button: Enter sends nothing there.
   var submitButton = form.querySelector("button[type=submit]");
   var answeredOut = document.getElementById("answered-count");
   var missingBox = document.getElementById("missing");
@@ -165,7 +166,7 @@
     } else if (key === "ArrowUp" || key === "k") {
       move(group, -1);
       handled = true;
-    } else if (key === "Enter" && (group || target === document.body || target === submitButton)) {
+    } else if (key === "Enter" && submitButton && (group || target === document.body || target === submitButton)) {
       trySubmit();
       handled = true;
     }
