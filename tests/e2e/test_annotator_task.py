@@ -15,6 +15,7 @@ from annotate.models import (
     Response,
 )
 from annotate.roles import ANNOTATOR
+from tests.e2e.storage import STORAGE_REFUSED
 from tests.factories import UserFactory, project_with_tasks
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -250,6 +251,26 @@ def test_answers_and_active_time_survive_a_reload_until_submitted(page_for):
     assert Label.objects.filter(assignment=assignment).count() == 4
     # The next task opens blank: the draft belongs to the task it was written on.
     assert page.locator("#answered-count").inner_text() == "0"
+
+
+@pytest.mark.parametrize("refusal", list(STORAGE_REFUSED))
+def test_a_browser_refusing_storage_does_a_task_without_drafts_or_errors(page_for, refusal):
+    project_with_tasks(instructions=2, systems=2, questions=1)
+    user = UserFactory(username=f"no-storage-{refusal}", roles=[ANNOTATOR])
+    page = page_for(user)
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.add_init_script(STORAGE_REFUSED[refusal])
+    start_next_task_with_keyboard(page)
+    assignment = Assignment.objects.get(annotator__user=user)
+    for key in ("y", "n"):
+        page.keyboard.press(key)
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    assert errors == []
+    assignment.refresh_from_db()
+    assert assignment.status == AssignmentStatus.SUBMITTED
+    assert Label.objects.filter(assignment=assignment).count() == 2
 
 
 def test_enter_on_a_button_outside_the_task_form_presses_that_button(page_for):
