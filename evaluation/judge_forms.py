@@ -21,12 +21,13 @@ class JudgeConfigForm(forms.Form):
     protocol = forms.ChoiceField(choices=JudgeProtocol.choices, initial=JudgeProtocol.MULTI_TURN)
     endpoint = EndpointChoiceField(
         Endpoint.objects.order_by("name"),
-        help_text="The model that answers, with its decoding, limits and prices.",
+        help_text="The model that answers, with its decoding, limits and prices. An offline fake "
+        "(no address) bills nobody: its prices only show in reports what its calls would cost.",
     )
 
 
 class JudgeChoiceField(forms.ModelChoiceField):
-    """A judge by name, saying as its endpoint does whether it is free or only for admins."""
+    """A judge by name, saying as its endpoint does whether it bills nobody or is for admins."""
 
     def label_from_instance(self, obj: JudgeConfig) -> str:
         return f"{obj.name} ({endpoint_cost_label(obj.endpoint)})"

@@ -87,7 +87,9 @@ TABLE_TITLES = {
     "constraint_types": "Questions per constraint type (paper Table 6)",
     "leaderboard": "Leaderboard: DRFR per system, subset and label source",
     "agreement": "Protocol reliability: pairwise Fleiss' kappa",
-    "sources": "Annotation sources against the expert majority",
+    "sources": (
+        "Annotation sources against the expert majority (an expert against the other experts)"
+    ),
     "constraints": "DRFR per constraint type",
     "domains": "DRFR per domain (full category)",
     "hard_domains": "DRFR per principal domain of the Hard set (paper Figure 4)",
@@ -318,7 +320,7 @@ def _latex_sources(report: dict) -> str:
         columns="llrrrrrrr",
         header=header,
         body=body,
-        caption="Annotation sources against the expert majority: cost, time and robustness.",
+        caption=latex_escape(f"{TABLE_TITLES['sources']}: cost, time and robustness."),
         label="tab:sources",
     )
 

@@ -96,6 +96,7 @@ def report_page(request: HttpRequest, benchmark_id: int) -> HttpResponse:
         "leaderboard": _leaderboard_rows(report),
         "figures": _figure_choices(report, request),
         "tables": list(report_formats.TABLES),
+        "sources_title": report_formats.TABLE_TITLES["sources"],
         "exports": report_export_list(benchmark=benchmark, user=request.user)[:10],
     }
     return render(request, "evaluation/report.html", context)

@@ -11,14 +11,20 @@ from annotate.engine.models import Endpoint, EngineRun
 from annotate.engine.services.endpoints import EDITABLE_FIELDS
 from annotate.models import Benchmark, Subset
 
+# The rule is engine_run_check_may_start's: only admins may use an endpoint that spends money.
+# The offline fake spends none, though it may have prices: they price its calls (the cost its
+# runs and the reports show is what they would have cost), nothing is billed.
+OFFLINE_FAKE_LABEL = "offline fake: no bill, researchers may use it"
+PAID_API_LABEL = "paid API: admins only"
+
 
 def endpoint_cost_label(endpoint: Endpoint) -> str:
-    """What a choice of this endpoint (or of what calls it) says about its cost."""
-    return "offline fake, free" if endpoint.is_fake else "paid API: admins only"
+    """What a choice of this endpoint (or of what calls it) says about who may spend on it."""
+    return PAID_API_LABEL if endpoint.spends_money else OFFLINE_FAKE_LABEL
 
 
 class EndpointChoiceField(forms.ModelChoiceField):
-    """An endpoint by name, saying whether it is free or only for admins (it spends money)."""
+    """An endpoint by name, saying whether it bills nobody or is only for admins."""
 
     def label_from_instance(self, obj: Endpoint) -> str:
         return f"{obj.name} ({endpoint_cost_label(obj)})"

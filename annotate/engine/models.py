@@ -110,7 +110,8 @@ class Endpoint(models.Model):
 
     @property
     def spends_money(self) -> bool:
-        """Any endpoint with an address may bill someone; only the offline fake is free."""
+        """Any endpoint with an address may bill someone; only the offline fake never does (its
+        prices, if any, only price its calls for runs and reports)."""
         return not self.is_fake
 
 

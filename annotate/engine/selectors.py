@@ -141,7 +141,7 @@ def endpoint_prerequisite_missing(
     *, user: AbstractBaseUser, paid_action: str
 ) -> Prerequisite | None:
     """Return what a page that asks for an endpoint needs first: an endpoint, and for anyone
-    but an admin a free one (engine_run_check_may_start); `paid_action` is what to do when
+    but an admin one that spends no money (engine_run_check_may_start); `paid_action` is what to do when
     every endpoint spends money. None when the user has one to choose."""
     endpoints = list(Endpoint.objects.only("base_url"))
     admin = is_admin(user)
@@ -149,7 +149,8 @@ def endpoint_prerequisite_missing(
         if admin:
             return Prerequisite(
                 "There is no engine endpoint yet.",
-                "Create one (a blank address is the free offline fake model).",
+                "Create one (a blank address is the offline fake model: it bills nobody, so "
+                "researchers may use it).",
                 reverse("engine:endpoint-new"),
             )
         return Prerequisite("There is no engine endpoint yet.", "Ask an admin to create one.")

@@ -109,16 +109,26 @@ def _field(path: str, line: int, row: dict, name: str, kind: type) -> Any:
     return value
 
 
+def _list_item(name: str, index: int) -> tuple[str, str]:
+    """Name an entry of a per-question JSON list: its field path, indexed from 0 as JSON tools
+    do, and the question, counted from 1 as the pages and a label CSV's question_index do."""
+    return f"{name}[{index}]", f"question {index + 1}"
+
+
 def _constraint_mask(path: str, line: int, labels: Any, index: int) -> int:
-    where = f"question_label[{index}]"
+    where, question = _list_item("question_label", index)
     if not isinstance(labels, list) or not 1 <= len(labels) <= 3:
-        raise ImportFileError(path, line, where, "expected a list of one to three constraint types")
+        raise ImportFileError(
+            path, line, where, f"{question}: expected a list of one to three constraint types"
+        )
     mask = 0
     for name in labels:
         bit = CONSTRAINT_BITS.get(str(name).strip().lower()) if isinstance(name, str) else None
         if bit is None:
             known = ", ".join(choice.label for choice in ConstraintType)
-            raise ImportFileError(path, line, where, f"unknown constraint type {name!r} ({known})")
+            raise ImportFileError(
+                path, line, where, f"{question}: unknown constraint type {name!r} ({known})"
+            )
         mask |= bit
     return mask
 
@@ -159,9 +169,8 @@ def _parse_instruction(path: str, line: int, row: dict) -> _InstructionRow:
     parsed = []
     for index, question in enumerate(questions):
         if not isinstance(question, str) or not question.strip():
-            raise ImportFileError(
-                path, line, f"decomposed_questions[{index}]", "expected a non-empty text"
-            )
+            where, number = _list_item("decomposed_questions", index)
+            raise ImportFileError(path, line, where, f"{number}: expected a non-empty text")
         parsed.append((question, _constraint_mask(path, line, labels[index], index)))
     return _InstructionRow(
         external_id=external_id,

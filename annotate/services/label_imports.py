@@ -69,6 +69,10 @@ BULK_CHECKED_COLUMNS = ("question_id", "response_id", "annotator_id", "assignmen
 # an index costs about 3.5 µs a row, building it about 1 µs a row of the whole table.
 REBUILD_STORED_PER_NEW = 2
 WHOLE_NUMBER = re.compile(r"[+-]?[0-9]+")
+# The staging table's qindex is an `integer`: a question_index within it is staged, and one its
+# instruction does not have is named with that instruction's range, as the file counts
+# (_unresolved), rather than with the range the database could store.
+STAGED_INDEX_MAX = 2**31 - 1
 StageRow = tuple[int, str, str, str, str, int | None, int]
 # A query selecting the lines one check finds wrong, with its parameters: asked for only when the
 # check found more than it names, to count the wrong lines of all checks together.
@@ -130,6 +134,24 @@ def _int(path: str, line: int, field: str, value: str, low: int, high: int | Non
     return number
 
 
+def _question_index(path: str, line: int, text: str) -> int:
+    """Read a CSV question_index: any whole number to look up among its instruction's questions."""
+    stripped = text.strip()
+    if not WHOLE_NUMBER.fullmatch(stripped):
+        return _int(path, line, "question_index", text, 1, None)  # says a whole number is expected
+    digits = stripped.lstrip("+-")
+    if len(digits) > len(str(STAGED_INDEX_MAX)) or abs(int(stripped)) > STAGED_INDEX_MAX:
+        shown = stripped if len(stripped) <= 40 else f"a {len(digits):,}-digit number"
+        raise ImportFileError(
+            path,
+            line,
+            "question_index",
+            f"{shown} is no question of any instruction: question_index counts an "
+            "instruction's questions from 1",
+        )
+    return int(stripped)
+
+
 def _plain_index(index: str) -> bool:
     """True for a question number the fast path may read as it is: ASCII digits, in range."""
     return index.isascii() and index.isdigit() and 1 <= int(index[:6]) <= MAX_QUESTIONS
@@ -156,9 +178,7 @@ def _label_csv_rows(path: str, problems: ImportProblems) -> Iterator[StageRow]:
                 instruction = _text(path, line, row, "instruction_id")
                 system = _text(path, line, row, "system")
                 annotator = _text(path, line, row, "annotator")
-            number = (
-                int(index) if plain else _int(path, line, "question_index", index, 1, MAX_QUESTIONS)
-            )
+            number = int(index) if plain else _question_index(path, line, index)
         except ImportFileError as error:
             problems.add(error)
             continue
@@ -258,7 +278,7 @@ def _label_jsonl_row(
                 path,
                 line,
                 f"eval[{index - 1}]",
-                f"expected true, false or null, found {value!r}",
+                f"question {index}: expected true, false or null, found {value!r}",
             )
         if index in skipped:
             continue
@@ -377,11 +397,14 @@ def _resolve(cursor, benchmark: Benchmark, target: _Target) -> None:
 
 
 # Where the file says what the staged columns hold: a label CSV's own column names, and in the
-# evaluation JSON Lines its `id`, the `--system` argument (or a `system` field) and `eval[i]`.
+# evaluation JSON Lines its `id`, the `--system` argument (or a `system` field) and `eval[i]`;
+# `questions` is an instruction's questions in the file's numbering: question_index counts from
+# 1, a field path indexes its JSON list from 0 (`eval[0]` is question 1).
 CSV_FIELDS = {
     "instruction": "instruction_id",
     "system": "system",
     "question": "question_index",
+    "questions": "question_index 1 to {count}",
     "kind": KIND_COLUMN,
 }
 
@@ -391,6 +414,7 @@ def _jsonl_fields(system_argument: bool) -> dict[str, str]:
         "instruction": "id",
         "system": "--system" if system_argument else "system",
         "question": "eval[{position}]",
+        "questions": "eval[0] to eval[{last}]",
         "kind": "kind",
         "value": "eval[{position}]",
     }
@@ -523,12 +547,13 @@ def _unresolved(
             f"{system} has no response to {instruction!r}: import its responses first",
         )
     count = questions.get(instruction_id, 0)
+    valid = fields["questions"].format(count=count, last=count - 1)
     return ImportFileError(
         path,
         line,
         fields["question"].format(position=(qindex or 1) - 1),
-        f"instruction {instruction!r} has {count} question{'' if count == 1 else 's'}; "
-        f"there is no question {qindex}",
+        f"instruction {instruction!r} has {count} question{'' if count == 1 else 's'} "
+        f"({valid}); there is no question {qindex}",
     )
 
 

@@ -1,6 +1,6 @@
 from django import forms
 
-from annotate.engine.forms import SpendingCapField
+from annotate.engine.forms import SpendingCapField, endpoint_cost_label
 from annotate.verbalizer.models import Group, Mode, TaskFamily
 from annotate.verbalizer.services.imports import FORMATS
 
@@ -102,8 +102,7 @@ class RunForm(forms.Form):
     def __init__(self, *args, evaluation_set, endpoints, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["endpoint"].choices = [
-            (e.name, f"{e.name} ({'paid API' if e.spends_money else 'offline fake'})")
-            for e in endpoints
+            (e.name, f"{e.name} ({endpoint_cost_label(e)})") for e in endpoints
         ]
         self.fields["modes"].choices = [(m, m) for m in evaluation_set.modes]
         self.fields["modes"].initial = list(evaluation_set.modes)

@@ -11,6 +11,7 @@ from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from annotate.engine.models import Endpoint
@@ -252,6 +253,9 @@ def _run_start(request: HttpRequest, evaluation_set: EvaluationSet, form: RunFor
     )
 
 
+# The annotator's own work (as annotate.work_views): never kept by a shared computer's back
+# button or a proxy for the next person.
+@never_cache
 @login_required
 @require_GET
 @page_errors
@@ -260,6 +264,7 @@ def work_list(request: HttpRequest) -> HttpResponse:
     return render(request, "verbalizer/work_list.html", {"studies": studies})
 
 
+@never_cache
 @login_required
 @require_GET
 @page_errors
@@ -279,6 +284,7 @@ def work_next(request: HttpRequest, human_study_id: int) -> HttpResponse:
     return render(request, "verbalizer/work_item.html", context)
 
 
+@never_cache
 @login_required
 @require_POST
 @page_errors

@@ -354,9 +354,9 @@ def judge_run_prepare(
 ) -> RevisionJudgeRun:
     """Create a run on an engine endpoint with its engine run, not started yet.
 
-    The engine's rule decides who may spend: researchers the free fake, admins any endpoint
-    (user None: the console). The engine stops the run before a call would pass
-    `spending_cap_usd`.
+    The engine's rule decides who may spend: researchers the offline fake (it bills nobody),
+    admins any endpoint (user None: the console). The engine stops the run before a call would
+    pass `spending_cap_usd`.
     """
     engine_run_check_may_start(user=user, endpoint=endpoint)
     run = judge_run_create(

@@ -52,7 +52,8 @@ def judge_prerequisites_missing(
         )
     endpoint = endpoint_prerequisite_missing(
         user=user,
-        paid_action="Ask an admin to start the run, or to create a free offline fake endpoint.",
+        paid_action="Ask an admin to start the run, or to create an offline fake endpoint "
+        "(no address: it bills nobody, so researchers may use it).",
     )
     if endpoint is not None:
         missing.append(endpoint)

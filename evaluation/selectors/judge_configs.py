@@ -48,6 +48,7 @@ def judge_config_prerequisites_missing(*, user: AbstractBaseUser) -> list[Prereq
     """Return what creating a judge needs first: an endpoint the user may choose."""
     endpoint = endpoint_prerequisite_missing(
         user=user,
-        paid_action="Ask an admin to create the judge, or a free offline fake endpoint.",
+        paid_action="Ask an admin to create the judge, or an offline fake endpoint "
+        "(no address: it bills nobody, so researchers may use it).",
     )
     return [endpoint] if endpoint is not None else []

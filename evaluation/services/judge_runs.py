@@ -45,7 +45,8 @@ from evaluation.services.judge_configs import judge_spends_money
 
 
 def _check_may_start(*, user: AbstractBaseUser | None, config: JudgeConfig) -> None:
-    """Researchers may run free back-ends; only admins may spend money. None = the console."""
+    """Researchers may run the offline fake (it bills nobody); only admins may spend money.
+    None = the console."""
     if user is None:
         return
     if not is_researcher(user):

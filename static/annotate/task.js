@@ -15,7 +15,8 @@
     window.history.replaceState(null, "", canonical);
   }
   var groups = Array.prototype.slice.call(form.querySelectorAll("fieldset.answer"));
-  // Enter on any other button (Return this task, Log out) presses that button.
+  // Enter on any other button (Return this task, Log out) presses that button. A read-only task
+  // (submitted, expired, returned) has no submit button: Enter sends nothing there.
   var submitButton = form.querySelector("button[type=submit]");
   var answeredOut = document.getElementById("answered-count");
   var missingBox = document.getElementById("missing");
@@ -165,7 +166,7 @@
     } else if (key === "ArrowUp" || key === "k") {
       move(group, -1);
       handled = true;
-    } else if (key === "Enter" && (group || target === document.body || target === submitButton)) {
+    } else if (key === "Enter" && submitButton && (group || target === document.body || target === submitButton)) {
       trySubmit();
       handled = true;
     }
@@ -211,15 +212,10 @@
   var DRAFT_DAYS = 7;
   var step = form.querySelector("fieldset.answer.score") ? "scores" : "questions";
   var draftKey = DRAFT_PREFIX + (form.getAttribute("action") || window.location.pathname) + "#" + step;
-  var storage = null;
-  try {
-    storage = window.localStorage;
-  } catch (error) {
-    storage = null; // storage disabled: the page works as before
-  }
+  var storage = window.draftStorage || null; // null: storage refused, the page works as before
   function readDraft(key) {
     try {
-      return JSON.parse(storage.getItem(key) || "null");
+      return JSON.parse(storage.get(key) || "null");
     } catch (error) {
       return null;
     }
@@ -237,26 +233,19 @@
       }
     });
     var draft = { saved: Date.now(), answers: answers, active: Math.round(activeSeconds), sent: sent };
-    try {
-      storage.setItem(draftKey, JSON.stringify(draft));
-    } catch (error) {
-      // full or refused: nothing else to do
-    }
+    storage.set(draftKey, JSON.stringify(draft));
   }
   function restoreDraft() {
     if (!storage) {
       return;
     }
     var cutoff = Date.now() - DRAFT_DAYS * 24 * 3600 * 1000;
-    for (var i = storage.length - 1; i >= 0; i -= 1) {
-      var key = storage.key(i);
-      if (key && key.indexOf(DRAFT_PREFIX) === 0) {
-        var old = readDraft(key);
-        if (!old || !(old.saved > cutoff) || (old.sent && key !== draftKey)) {
-          storage.removeItem(key);
-        }
+    storage.keys(DRAFT_PREFIX).forEach(function (key) {
+      var old = readDraft(key);
+      if (!old || !(old.saved > cutoff) || (old.sent && key !== draftKey)) {
+        storage.remove(key);
       }
-    }
+    });
     var draft = readDraft(draftKey);
     if (!draft || !draft.answers) {
       return;

@@ -1,6 +1,10 @@
 // Drafts of the revision pages' forms: kept in this browser until the server took them.
 (function () {
   "use strict";
+  var storage = window.draftStorage; // annotate/storage.js: null where the browser refuses it
+  if (!storage) {
+    return; // the forms work as before, only without drafts
+  }
   var root = document.getElementById("revision");
   // A re-rating page has no session: its form names whose drafts it keeps. The list of sessions
   // has neither: it only drops the drafts the server took (below).
@@ -9,16 +13,8 @@
   var DRAFT = "revision-draft-";
   var SENT = "revision-sent-";
 
-  var storedKeys = function (prefix) {
-    var keys = [];
-    for (var i = 0; i < window.localStorage.length; i += 1) {
-      var key = window.localStorage.key(i);
-      if (key && key.indexOf(prefix) === 0) { keys.push(key); }
-    }
-    return keys;
-  };
   var drop = function (prefix) {
-    storedKeys(prefix).forEach(function (key) { window.localStorage.removeItem(key); });
+    storage.keys(prefix).forEach(storage.remove);
   };
 
   // Drafts survive a closed tab, a reload and a refused form: each form's fields (texts and the
@@ -33,32 +29,32 @@
     form.querySelectorAll("textarea[data-draft]").forEach(function (box) {
       var key = prefix + box.dataset.draft;
       liveKeys[key] = true;
-      var saved = window.localStorage.getItem(key);
+      var saved = storage.get(key);
       if (saved !== null) {
         box.value = saved;
       } else if (box.value !== box.defaultValue) {
-        window.localStorage.setItem(key, box.value);  // typed before this script ran
+        storage.set(key, box.value);  // typed before this script ran
       }
-      box.addEventListener("input", function () { window.localStorage.setItem(key, box.value); });
+      box.addEventListener("input", function () { storage.set(key, box.value); });
     });
     form.querySelectorAll("input[type=radio][data-draft]").forEach(function (input) {
       var key = prefix + input.dataset.draft;
       liveKeys[key] = true;
-      var chosen = window.localStorage.getItem(key);
+      var chosen = storage.get(key);
       if (chosen === input.value) {
         input.checked = true;
       } else if (chosen === null && input.checked && !input.defaultChecked) {
-        window.localStorage.setItem(key, input.value);  // chosen before this script ran
+        storage.set(key, input.value);  // chosen before this script ran
       }
       input.addEventListener("change", function () {
-        if (input.checked) { window.localStorage.setItem(key, input.value); }
+        if (input.checked) { storage.set(key, input.value); }
       });
     });
   });
   // The page shows the owner's one current step: the drafts of its other steps are done with.
   if (draftOwner !== null) {
-    storedKeys(draftPrefix).forEach(function (key) {
-      if (!liveKeys[key]) { window.localStorage.removeItem(key); }
+    storage.keys(draftPrefix).forEach(function (key) {
+      if (!liveKeys[key]) { storage.remove(key); }
     });
   }
 
@@ -66,16 +62,16 @@
   // (a blank comment, say) comes back at the same step and keeps them. The page the browser
   // goes to next, when it no longer asks for that step (the session's next step, the next
   // re-rating, the list of sessions after the last one), drops them: the server took them.
-  storedKeys(SENT).forEach(function (key) {
+  storage.keys(SENT).forEach(function (key) {
     var step = key.slice(SENT.length);
-    window.localStorage.removeItem(key);
+    storage.remove(key);
     if (!liveSteps[step]) { drop(DRAFT + step + "-"); }
   });
   // On window, after site.js's confirmations (on document): only sends nobody cancelled.
   window.addEventListener("submit", function (event) {
     var step = event.target.dataset ? event.target.dataset.draftStep : undefined;
     if (!event.defaultPrevented && step && draftOwner !== null) {
-      window.localStorage.setItem(SENT + draftOwner + "-" + step, "1");
+      storage.set(SENT + draftOwner + "-" + step, "1");
     }
   });
 })();

@@ -104,8 +104,8 @@ def test_label_csv_names_each_bad_row_then_each_row_naming_what_is_not_stored(be
     ) == [
         "- line 3, field 'instruction_id': no instruction 't9' in benchmark 'b'",
         "- line 4, field 'system': no system named 'other': import its responses first",
-        "- line 5, field 'question_index': instruction 't1' has 2 questions; there is no "
-        "question 7",
+        "- line 5, field 'question_index': instruction 't1' has 2 questions (question_index 1 to "
+        "2); there is no question 7",
     ]
     assert not Label.objects.exists()
 
@@ -290,9 +290,10 @@ def test_label_csv_names_bad_rows_and_rows_naming_what_is_not_stored_in_one_atte
         "- line 3, field 'instruction_id': no instruction 't9' in benchmark 'b'",
         "- line 4, field 'label': expected YES, NO or UNKNOWN, found 'MAYBE'",
         "- line 5, field 'system': no system named 'other': import its responses first",
-        "- line 6, field 'question_index': 0 is out of range (1 to 32767)",
-        "- line 7, field 'question_index': instruction 't1' has 2 questions; there is no "
-        "question 7",
+        "- line 6, field 'question_index': instruction 't1' has 2 questions (question_index 1 to "
+        "2); there is no question 0",
+        "- line 7, field 'question_index': instruction 't1' has 2 questions (question_index 1 to "
+        "2); there is no question 7",
         "- line 8, field 'annotator': expected a non-empty text",
     ]
     assert not Label.objects.exists()
@@ -782,7 +783,8 @@ def test_json_lines_labels_wrong_in_two_ways_on_one_line_are_named_once(benchmar
         labels_import(path=path, benchmark_name="b", system_name="s", annotator_name="j")
     assert str(caught.value).splitlines()[0] == f"{path}: 2 wrong lines:"
     assert _lines_named(caught.value) == [
-        "- line 1, field 'eval[2]': instruction 't1' has 2 questions; there is no question 3",
+        "- line 1, field 'eval[2]': instruction 't1' has 2 questions (eval[0] to eval[1]); there "
+        "is no question 3",
         "- line 3, field 'eval[0]': a stored label says YES, the file says NO; nothing was "
         "overwritten",
     ]

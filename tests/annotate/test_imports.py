@@ -205,8 +205,8 @@ BAD_INSTRUCTION_FILES = [
     (
         [{**ROW, "question_label": [["Format"], ["Colour"]]}],
         1,
-        "question_label[1]",
-        "unknown constraint",
+        "question_label[1]",  # the JSON list's entry 1 (from 0), the second question
+        "question 2: unknown constraint type 'Colour'",
     ),
     (
         [{**ROW, "decomposed_questions": "Is it?"}],
@@ -259,7 +259,13 @@ BAD_LABEL_CSVS = [
     ("t9,sys,a,1,YES", "instruction_id", "no instruction 't9'"),
     ("t1,nosuch,a,1,YES", "system", "no system named"),
     ("t1,sys,a,3,YES", "question_index", "there is no question 3"),
-    ("t1,sys,a,0,YES", "question_index", "out of range"),
+    # In the file's numbering, from 1: not the range the database could store.
+    (
+        "t1,sys,a,0,YES",
+        "question_index",
+        "has 2 questions (question_index 1 to 2); there is no question 0",
+    ),
+    ("t1,sys,a,-1,YES", "question_index", "(question_index 1 to 2); there is no question -1"),
     ("t1,sys,a,x,YES", "question_index", "whole number"),
     ("t1,sys,a,1,MAYBE", "label", "YES, NO or UNKNOWN"),
     ("t1,sys,a,1,YES\nt1,sys,a,1,NO", "label", "appears on line 3"),
@@ -365,7 +371,8 @@ def test_eval_with_a_non_boolean_value_is_refused(small):
         labels_import(
             path=path, benchmark_name="small", system_name="sys", annotator_name="j", kind="llm"
         )
-    assert error.value.field == "eval[1]"
+    assert error.value.field == "eval[1]"  # from 0, as JSON tools index it: the second question
+    assert error.value.problem == "question 2: expected true, false or null, found 1"
 
 
 def test_eval_lines_without_system_or_annotator_ask_for_the_options(small):

@@ -502,6 +502,34 @@ def test_the_task_page_says_by_when_to_submit_and_when_the_time_is_up(client, an
     assert 'id="deadline"' not in client.get(url).text  # nothing to submit any more
 
 
+def _keyboard_hints(page) -> str:
+    """The page's keyboard legend and its key help, as text."""
+    legend = re.search(r'<aside class="keys".*?</aside>', page.text, flags=re.S).group(0)
+    help_keys = re.search(r'<dialog class="help".*?</dialog>', page.text, flags=re.S).group(0)
+    return re.sub(r"<[^>]+>", "", legend + help_keys)
+
+
+@pytest.mark.parametrize("mode", [ProjectMode.DRFR, ProjectMode.DIRECT_SCORE])
+def test_a_submitted_task_offers_no_key_to_answer_or_submit_it(client, annotator_user, mode):
+    project = project_with_tasks(instructions=2, systems=2, questions=1, mode=mode)
+    assignment = claim_for(annotator_user, project)
+    client.force_login(annotator_user)
+    url = reverse("work:assignment", args=[assignment.id])
+    open_hints = _keyboard_hints(client.get(url))
+    assert "Enter submit when complete" in open_hints
+    assert "submit when every question is answered" in open_hints
+    answer = "yes" if mode == ProjectMode.DRFR else "4"
+    fields = ["r1_q1", "r2_q1"] if mode == ProjectMode.DRFR else ["r1_score", "r2_score"]
+    assert client.post(url, dict.fromkeys(fields, answer)).status_code == 302
+
+    page = client.get(url)
+    assert "This assignment is submitted" in page.text
+    hints = _keyboard_hints(page)
+    assert "submit" not in hints.lower()
+    assert "YES" not in hints and "score" not in hints  # its answers are read-only
+    assert "↓/j next" in hints and "? all keys" in hints
+
+
 def test_no_page_of_an_annotators_own_work_may_be_kept_by_a_browser_or_proxy(
     client, annotator_user
 ):

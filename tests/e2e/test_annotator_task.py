@@ -15,6 +15,7 @@ from annotate.models import (
     Response,
 )
 from annotate.roles import ANNOTATOR
+from tests.e2e.storage import STORAGE_REFUSED
 from tests.factories import UserFactory, project_with_tasks
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -252,6 +253,26 @@ def test_answers_and_active_time_survive_a_reload_until_submitted(page_for):
     assert page.locator("#answered-count").inner_text() == "0"
 
 
+@pytest.mark.parametrize("refusal", list(STORAGE_REFUSED))
+def test_a_browser_refusing_storage_does_a_task_without_drafts_or_errors(page_for, refusal):
+    project_with_tasks(instructions=2, systems=2, questions=1)
+    user = UserFactory(username=f"no-storage-{refusal}", roles=[ANNOTATOR])
+    page = page_for(user)
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.add_init_script(STORAGE_REFUSED[refusal])
+    start_next_task_with_keyboard(page)
+    assignment = Assignment.objects.get(annotator__user=user)
+    for key in ("y", "n"):
+        page.keyboard.press(key)
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    assert errors == []
+    assignment.refresh_from_db()
+    assert assignment.status == AssignmentStatus.SUBMITTED
+    assert Label.objects.filter(assignment=assignment).count() == 2
+
+
 def test_enter_on_a_button_outside_the_task_form_presses_that_button(page_for):
     project_with_tasks(instructions=2, systems=2, questions=1)
     user = UserFactory(username="returner", roles=[ANNOTATOR])
@@ -307,3 +328,30 @@ def test_the_task_opens_at_its_top_with_the_keys_ready_for_the_first_question(pa
     assert page.locator("input[name=r1_q1][value=yes]").is_checked()
     assert page.evaluate("document.activeElement.name") == "r1_q2"
     assert page.evaluate("window.scrollY") > 0  # the next question is brought into view
+
+
+def test_a_submitted_task_answers_no_key_and_sends_nothing(page_for):
+    project_with_tasks(instructions=2, systems=2, questions=1)
+    user = UserFactory(username="rereader", roles=[ANNOTATOR])
+    page = page_for(user)
+    start_next_task_with_keyboard(page)
+    assignment = Assignment.objects.get(annotator__user=user)
+    for key in ("y", "n"):
+        page.keyboard.press(key)
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    page.goto(f"/annotate/assignments/{assignment.id}/")
+    assert "This assignment is submitted" in page.locator(".notice").inner_text()
+    legend = page.locator("aside.keys").inner_text()
+    assert "submit" not in legend.lower() and "YES" not in legend
+    # requestSubmit fires the form's submit event at once, before anything is sent.
+    page.evaluate(
+        "document.getElementById('task-form').addEventListener('submit', () => window.sent = true)"
+    )
+    for key in ("u", "Enter"):  # its radio buttons are disabled: the focus is on the page
+        page.keyboard.press(key)
+    assert page.evaluate("window.sent === undefined")
+    page.keyboard.press("?")
+    assert "submit" not in page.locator("#key-help").inner_text().lower()
+    checked = page.locator("fieldset.answer input[type=radio]:checked")
+    assert [checked.nth(i).get_attribute("value") for i in range(checked.count())] == ["yes", "no"]

@@ -127,7 +127,9 @@ def test_a_researcher_makes_a_judge_on_the_judges_page_and_the_run_form_offers_i
     researcher.wait_for_url("**/judge/judges/")
     researcher.get_by_label("Name").fill("browser-judge")
     researcher.get_by_label("Protocol").select_option("independent")
-    researcher.get_by_label("Endpoint").select_option(label=f"{DEMO_ENDPOINT} (offline fake, free)")
+    researcher.get_by_label("Endpoint").select_option(
+        label=f"{DEMO_ENDPOINT} (offline fake: no bill, researchers may use it)"
+    )
     researcher.get_by_role("button", name="Create the judge").click()
     researcher.wait_for_url("**/judge/judges/")
     assert "Created the judge browser-judge" in researcher.locator(".messages").inner_text()
@@ -136,14 +138,18 @@ def test_a_researcher_makes_a_judge_on_the_judges_page_and_the_run_form_offers_i
     snap(researcher, "judge created")
 
     researcher.get_by_label("Name").fill("browser-judge")  # the same name again: refused
-    researcher.get_by_label("Endpoint").select_option(label=f"{DEMO_ENDPOINT} (offline fake, free)")
+    researcher.get_by_label("Endpoint").select_option(
+        label=f"{DEMO_ENDPOINT} (offline fake: no bill, researchers may use it)"
+    )
     researcher.get_by_role("button", name="Create the judge").click()
     error = researcher.locator("#id_name_error")
     assert "is taken by an annotator or a judge" in error.inner_text()
     assert researcher.get_by_label("Name").input_value() == "browser-judge"
 
     researcher.goto("/judge/runs/new/")
-    researcher.get_by_label("Judge").select_option(label="browser-judge (offline fake, free)")
+    researcher.get_by_label("Judge").select_option(
+        label="browser-judge (offline fake: no bill, researchers may use it)"
+    )
 
 
 def test_no_dead_ends_judge_export_and_api_docs(page_for, demo, settings, tmp_path):
@@ -152,7 +158,9 @@ def test_no_dead_ends_judge_export_and_api_docs(page_for, demo, settings, tmp_pa
     admin = page_for(user("admin"))
     admin.goto("/judge/runs/new/")
     assert admin.locator("#prerequisites").count() == 0  # the demo ships a judge
-    admin.get_by_label("Judge").select_option(label="demo-judge (offline) (offline fake, free)")
+    admin.get_by_label("Judge").select_option(
+        label="demo-judge (offline) (offline fake: no bill, researchers may use it)"
+    )
     admin.get_by_label("Benchmark").select_option(label=DEMO_BENCHMARK)
     for box in admin.locator("input[name=systems]").all():
         box.check()

@@ -37,7 +37,9 @@ def test_researcher_runs_the_rating_judge_and_reads_table5(page_for, snap):
     assert page.locator("#table-table5 tbody tr").count() == 1  # only the Human row so far
     page.get_by_role("link", name="Run the rating judge (Table 5)").click()
     page.wait_for_url(f"**/revision-reports/{study.pk}/runs/rating-judge/")
-    page.select_option("#id_endpoint", label=f"{DEMO_ENDPOINT} (offline fake, free)")
+    page.select_option(
+        "#id_endpoint", label=f"{DEMO_ENDPOINT} (offline fake: no bill, researchers may use it)"
+    )
     page.select_option("#id_mode", "k-shot")
     page.fill("#id_shots", "3")
     snap(page, "filled")

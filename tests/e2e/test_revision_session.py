@@ -7,6 +7,7 @@ import pytest
 from annotate.revision.models import RevisionSession, Turn
 from annotate.revision.services.imports import study_upload
 from annotate.roles import ANNOTATOR
+from tests.e2e.storage import STORAGE_REFUSED
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -441,3 +442,29 @@ def test_the_instruction_type_is_required_in_the_browser_and_says_so(
     page.get_by_role("button", name="Send instruction").click()
     page.locator("#rate-form").wait_for()
     assert Turn.objects.get(session__annotator=user).instruction_type == "stylistic"
+
+
+@pytest.mark.parametrize("refusal", list(STORAGE_REFUSED))
+def test_a_browser_refusing_storage_rates_a_turn_without_drafts_or_errors(
+    page_for, settings, tmp_path, refusal
+):
+    page, user = start_session(
+        page_for, settings, tmp_path, study=f"e2e-{refusal}", system="m", user=f"e2e-{refusal}"
+    )
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.add_init_script(STORAGE_REFUSED[refusal])
+    page.reload()
+    page.fill("#instruction", "Shorter.")
+    page.check("input[value=stylistic]")
+    page.get_by_role("button", name="Send instruction").click()
+    page.locator("#rate-form").wait_for()
+    page.locator("body").click()
+    page.keyboard.press("2")  # the page's own keys still work
+    page.fill("#comment", "Kept nowhere but sent.")
+    with page.expect_navigation():
+        page.get_by_role("button", name="Save rating").click()
+    page.wait_for_load_state()
+    assert errors == []
+    turn = Turn.objects.get(session__annotator=user)
+    assert (turn.rating, turn.comment) == ("neutral", "Kept nowhere but sent.")

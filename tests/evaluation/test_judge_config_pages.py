@@ -36,7 +36,8 @@ def _written() -> tuple[int, int]:
 
 
 def test_the_list_shows_each_judge_with_its_endpoint_cost_and_runs(client, researcher):
-    fake = make_endpoint("", name="offline", model="fake-1")
+    # Priced like the demo's judge, so reports show what it would cost: it still bills nobody.
+    fake = make_endpoint("", name="offline", model="fake-1", price_prompt_per_1k="0.03")
     paid = make_endpoint(PAID, name="gpt", model="gpt-4-0314")
     used = judge_config_create(name="used-judge", endpoint=fake)
     judge_config_create(name="paid-judge", endpoint=paid, protocol=JudgeProtocol.OFFICIAL)
@@ -53,10 +54,15 @@ def test_the_list_shows_each_judge_with_its_endpoint_cost_and_runs(client, resea
     assert (rows["used-judge"].run_count, rows["paid-judge"].run_count) == (2, 0)
     used_row = _row(page.text, used)
     assert "used-judge" in used_row and "offline" in used_row and "fake-1" in used_row
-    assert "offline fake, free" in used_row and "2 runs" in used_row
+    assert "<td>offline fake: no bill, researchers may use it</td>" in used_row
+    assert "free" not in used_row and "2 runs" in used_row
     assert f'href="{reverse("judge:run-list")}?judge={used.pk}"' in used_row
     paid_row = _row(page.text, JudgeConfig.objects.get(name="paid-judge"))
-    assert "paid API" in paid_row and "gpt-4-0314" in paid_row and "0 runs" in paid_row
+    assert (
+        "<td>paid API: admins only</td>" in paid_row
+        and "gpt-4-0314" in paid_row
+        and "0 runs" in paid_row
+    )
     assert JudgeProtocol.OFFICIAL.label in paid_row
     # Endpoint pages are admins': a researcher sees the endpoint's name, not a dead link.
     assert reverse("engine:endpoint-edit", args=[fake.pk]) not in page.text
@@ -195,6 +201,10 @@ def test_the_page_says_what_is_missing_and_links_admins_to_a_new_endpoint(
     page = client.get(judges_url())
     (missing,) = page.context["prerequisites"]
     assert missing.url == reverse("engine:endpoint-new")
+    assert missing.action == (
+        "Create one (a blank address is the offline fake model: it bills nobody, so "
+        "researchers may use it)."
+    )
     assert f'href="{reverse("engine:endpoint-new")}"' in page.text
     assert 'id="create-judge" disabled' in page.text
 
@@ -205,6 +215,10 @@ def test_the_page_says_what_is_missing_and_links_admins_to_a_new_endpoint(
     make_endpoint(PAID, name="gpt")  # a researcher still has nothing to choose
     (missing,) = client.get(judges_url()).context["prerequisites"]
     assert missing.problem.startswith("Every endpoint calls a paid API")
+    assert missing.action == (
+        "Ask an admin to create the judge, or an offline fake endpoint "
+        "(no address: it bills nobody, so researchers may use it)."
+    )
     client.force_login(admin_user)
     assert client.get(judges_url()).context["prerequisites"] == []
 

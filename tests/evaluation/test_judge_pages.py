@@ -488,7 +488,7 @@ def test_the_judge_run_page_says_which_judges_cost_money(client, researcher):
     make_judge("http://127.0.0.1:9/v1", name="paid-judge")
     client.force_login(researcher)
     page = client.get(reverse("judge:run-new")).text
-    assert "free-judge (offline fake, free)" in page
+    assert "free-judge (offline fake: no bill, researchers may use it)" in page
     assert "paid-judge (paid API: admins only)" in page
 
 

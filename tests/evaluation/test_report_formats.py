@@ -199,6 +199,15 @@ def test_latex_sources_follow_table_4():
     assert r" & gpt-4-0314 judge & n/a & n/a & 81.0 & 65.6 & 34.4 & 0.0 & 0.344 \\" in lines
 
 
+def test_latex_sources_caption_says_an_expert_is_against_the_other_experts():
+    lines = _table_lines(report_latex(sample_report()), "tab:sources")
+    caption = next(line for line in lines if line.startswith(r"\caption{"))
+    assert caption == (
+        r"\caption{Annotation sources against the expert majority"
+        r" (an expert against the other experts): cost, time and robustness.}"
+    )
+
+
 def test_latex_environments_are_balanced():
     latex = report_latex(sample_report())
     for environment in ("table", "tabular"):
@@ -238,6 +247,15 @@ def test_markdown_has_every_table_with_a_heading_and_all_rows():
         header, separator, *rows = lines
         assert [c.strip() for c in _cells(header)] == TABLES[table]
         assert len(rows) == len(report[table])
+
+
+def test_markdown_sources_heading_says_an_expert_is_against_the_other_experts():
+    headings = [
+        line for line in report_markdown(sample_report()).splitlines() if line.startswith("## ")
+    ]
+    assert headings[list(TABLES).index("sources")] == (
+        "## Annotation sources against the expert majority (an expert against the other experts)"
+    )
 
 
 def test_markdown_escapes_pipes_and_markup_in_names():

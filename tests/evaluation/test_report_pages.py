@@ -52,6 +52,16 @@ def test_researcher_sees_every_table_of_the_report(researcher_client, bench):
     assert reverse("reports:figure", args=[bench.pk, "constraints", "svg"]) in page
 
 
+def test_report_page_says_an_expert_row_is_against_the_other_experts(researcher_client, bench):
+    page = researcher_client.get(reverse("reports:detail", args=[bench.pk])).content.decode()
+    heading = page.split('<h2 id="sources">')[1].split("</h2>")[0]
+    assert heading == (
+        "Annotation sources against the expert majority (an expert against the other experts)"
+        " (paper Table 4)"
+    )
+    assert "Annotation sources against the expert majority (paper Table 4)" not in page
+
+
 def test_report_page_runs_a_fixed_number_of_queries(
     researcher_client, bench, django_assert_max_num_queries
 ):

@@ -85,7 +85,8 @@ _ESTIMATING: ContextVar[bool] = ContextVar("engine_run_estimating", default=Fals
 
 
 def engine_run_check_may_start(*, user: AbstractBaseUser | None, endpoint: Endpoint) -> None:
-    """Researchers may use the free fake; only admins spend money. None = the console."""
+    """Researchers may use the offline fake (it bills nobody); only admins spend money. None =
+    the console."""
     _check_may_use(user, endpoint, action="start")
 
 

@@ -146,7 +146,7 @@ def test_the_generation_page_says_which_endpoints_cost_money(researcher_client):
     make_endpoint("", name="free-one")
     make_endpoint("http://127.0.0.1:9/v1", name="paid-one")
     page = researcher_client.get(reverse("engine:generation-new")).content.decode()
-    assert "free-one (offline fake, free)" in page
+    assert "free-one (offline fake: no bill, researchers may use it)" in page
     assert "paid-one (paid API: admins only)" in page
 
 

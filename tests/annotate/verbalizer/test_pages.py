@@ -139,6 +139,25 @@ def test_annotator_answers_with_keys_and_sees_only_own_progress(client, annotato
     assert f'href="{onward}">Go on with this study</a>' in refused.content.decode()
 
 
+def test_no_answer_page_of_an_annotator_may_be_kept_by_a_browser_or_proxy(
+    client, annotator_user, study
+):
+    """As the task pages: the back button of a shared computer (or a proxy) must not show the
+    next person an annotator's prompts, answers or progress."""
+    client.force_login(annotator_user)
+    next_url = reverse("verbalizer:work-next", args=[study.pk])
+    answer_url = reverse("verbalizer:work-answer", args=[study.pk])
+    page = client.get(next_url)
+    prompt = page.context["prompt"]
+    answered = client.post(answer_url, {"prompt": prompt.pk, "key": "2"})
+    refused = client.post(answer_url, {"prompt": prompt.pk, "key": "1"})
+    assert (answered.status_code, refused.status_code) == (302, 409)
+    pages = [client.get(reverse("verbalizer:work-list")), page, answered, refused]
+    pages.append(client.get(next_url))
+    for shown in pages:
+        assert "no-store" in shown["Cache-Control"] and "private" in shown["Cache-Control"]
+
+
 def test_a_prompt_is_offered_until_enough_people_answered(client, study):
     """Two answers per prompt: the experts' count; a new account's (kind not decided, so
     counted nowhere) leave the prompt open to the next person."""

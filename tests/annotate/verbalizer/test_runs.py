@@ -169,6 +169,18 @@ def test_set_page_starts_a_run_admins_only_on_paid_endpoints(
     assert system_run.engine_run.__class__.objects.get().cost_usd > 0
 
 
+def test_set_page_says_the_priced_offline_fake_bills_nobody_and_who_may_use_each(
+    client, researcher, two_items
+):
+    make_endpoint("", name="fake", price_prompt_per_1k="0.03")  # priced, still billing nobody
+    make_endpoint("http://127.0.0.1:9/v1", name="paid")
+    client.force_login(researcher)
+    page = client.get(f"/verbalizer/sets/{two_items.pk}/").text
+    assert ">fake (offline fake: no bill, researchers may use it)</option>" in page
+    assert ">paid (paid API: admins only)</option>" in page
+    assert "free" not in page
+
+
 def test_set_page_estimates_a_run_keeps_nothing_and_keeps_the_form(
     client, admin_user, researcher, two_items, stub
 ):

@@ -269,6 +269,10 @@ def test_prerequisites_say_what_to_do_and_link_there(client, researcher, admin_u
     client.force_login(researcher)
     (paid_only,) = client.get(url(study)).context["prerequisites"]
     assert paid_only.problem.startswith("Every endpoint calls a paid API")
+    assert paid_only.action == (
+        "Ask an admin to start the run, or to create an offline fake endpoint "
+        "(no address: it bills nobody, so researchers may use it)."
+    )
 
 
 def test_a_classifier_with_no_turn_to_label_is_refused(client, researcher):
