@@ -3,6 +3,7 @@ resumes a run counts against one counter per user, admins included; over it noth
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from annotate.engine.models import Endpoint, EngineRun, RunStatus
 from annotate.models import Benchmark, System
@@ -94,16 +95,27 @@ def test_the_limit_is_per_user_and_shared_by_pages_and_api(client, researcher, w
     assert EngineRun.objects.filter(created_by=researcher).count() == 1
 
 
-def test_a_refused_start_is_not_counted(client, researcher, worker_rates):
-    """Only starts that go count: a paid endpoint refused to a researcher uses up nothing."""
+def test_a_start_the_engine_refuses_is_not_counted(client, admin_user, worker_rates, fake):
+    """Only starts that go count: Run again on a run that is starting already is refused (the
+    engine's own check, after the limit's) and uses up nothing."""
     worker_rates(run_starts="1/hour")
-    make_endpoint("http://127.0.0.1:9/v1", name="paid")
-    client.force_login(researcher)
-    url = reverse("api-engine-generation-runs")
-    paid = {**_api_body("p"), "endpoint": "paid"}
+    starting = EngineRun.objects.create(
+        kind="generation", endpoint=fake, params={}, status=RunStatus.PENDING,
+        heartbeat=timezone.now(),
+    )  # fmt: skip
+    stopped = EngineRun.objects.create(
+        kind="generation", endpoint=fake, params={}, status=RunStatus.CANCELLED
+    )
+    client.force_login(admin_user)
     for _ in range(3):
-        assert client.post(url, paid, "application/json").status_code == 403
-    assert client.post(url, _api_body("free"), "application/json").status_code == 202
+        again = client.post(
+            reverse("api-engine-run-resume", args=[starting.pk]), {}, "application/json"
+        )
+        assert again.status_code == 400 and "starting already" in again.json()["detail"]
+    resumed = client.post(
+        reverse("api-engine-run-resume", args=[stopped.pk]), {}, "application/json"
+    )
+    assert resumed.status_code == 202
 
 
 @pytest.mark.parametrize("way", ["page", "api"])
