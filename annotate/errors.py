@@ -78,16 +78,28 @@ class ConflictError(AnnotateError):
 
 
 class RateLimitedError(AnnotateError):
-    """Too many requests from one user or address; `retry_after` is how many seconds to wait."""
+    """Too many requests from one user or address; `retry_after` is how many seconds to wait.
+    `what` names the requests counted, `rate` their limit ("30/hour"), `outcome` what the
+    refusal left undone ("Nothing was started.")."""
 
     http_status = 429
 
-    def __init__(self, *, retry_after: int, per_user: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        retry_after: int,
+        per_user: bool = False,
+        what: str = "requests",
+        rate: str | None = None,
+        outcome: str = "",
+    ) -> None:
         self.retry_after = retry_after
         who = "your account" if per_user else "your address"
-        super().__init__(
-            f"Too many requests from {who}. Please wait {_wait(retry_after)} and try again."
+        at_most = f" (at most {rate})" if rate else ""
+        told = (
+            f"Too many {what} from {who}{at_most}. Please wait {_wait(retry_after)} and try again."
         )
+        super().__init__(f"{told} {outcome}".rstrip())
 
 
 def _wait(seconds: int) -> str:

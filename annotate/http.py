@@ -71,10 +71,13 @@ def is_users_error(exc: Exception) -> bool:
 
 
 def api_exception_handler(exc: Exception, context: dict) -> ApiResponse | None:
-    """DRF EXCEPTION_HANDLER: our errors with their status (and `field`), the rest as DRF
-    does."""
+    """DRF EXCEPTION_HANDLER: our errors with their status (and `field`), a rate limit's with
+    `Retry-After`, the rest as DRF does."""
     if is_users_error(exc):
-        return ApiResponse(error_payload(exc), status=exc.http_status)
+        response = ApiResponse(error_payload(exc), status=exc.http_status)
+        if isinstance(exc, RateLimitedError):
+            response["Retry-After"] = str(exc.retry_after)
+        return response
     return drf_exception_handler(exc, context)
 
 

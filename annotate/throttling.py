@@ -10,10 +10,18 @@ Pages are limited with `page_rate_check` and the same counters, per user when lo
 address: the crowd worker pages, which have no login (scope "crowd-pages" on every worker page,
 and "crowd-starts" on a self-hosted link's start, which makes a participant and claims a task),
 the upload forms (scope "uploads", annotate.http.uploads_limited), and making an API token
-(scope "api-tokens", the API tokens page), and the annotator's actions of a revision session that
-send a model call (scope "model-calls": starting a session, a new instruction, a retry), per user,
-so neither a busy annotator nor a failing endpoint retried without end uses up the endpoint's
-shared pacing.
+(scope "api-tokens", the API tokens page).
+
+Two kinds of action are limited per user with `user_rate_limited`, which reads the user's window
+before the action and counts the action only once it was accepted, so a request refused for its
+input (an empty instruction, a run with nothing left to do) uses up nothing:
+- the annotator's actions of a revision session that send a model call (scope "model-calls",
+  MODEL_CALL_RATE: starting a session, a new instruction, a retry), so neither a busy annotator
+  nor a failing endpoint retried without end uses up the endpoint's shared pacing;
+- starting or running again an engine run (scope "run-starts", RUN_START_RATE), counted inside
+  the engine (annotate.engine.services.runs.engine_run_start), so every page and API that starts
+  a run, whatever its kind, meets the same counter, admins included; the console (management
+  commands, user None) is not limited.
 
 A request with a wrong API token is refused while it is authenticated, before any throttle runs:
 those failures are counted per address on their own (scope "api-bad-tokens",
@@ -22,6 +30,9 @@ token being looked at.
 """
 
 from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
 
 from django.core.exceptions import ImproperlyConfigured
 from rest_framework import throttling
@@ -36,6 +47,7 @@ UPLOADS_SCOPE = "uploads"
 API_TOKENS_SCOPE = "api-tokens"
 API_BAD_TOKENS_SCOPE = "api-bad-tokens"
 MODEL_CALLS_SCOPE = "model-calls"
+RUN_STARTS_SCOPE = "run-starts"
 
 
 class _RatesFromSettings:
@@ -49,6 +61,18 @@ class _RatesFromSettings:
             return api_settings.DEFAULT_THROTTLE_RATES[self.scope]
         except KeyError:
             raise ImproperlyConfigured(f"No throttle rate for scope {self.scope!r}.") from None
+
+
+class _WindowRead:
+    """Read a throttle's window for `self.key` without counting (DRF's `allow_request` reads
+    and counts at once); `throttle_success` then counts one."""
+
+    def window_full(self) -> bool:
+        self.history = self.cache.get(self.key, [])
+        self.now = self.timer()
+        while self.history and self.history[-1] <= self.now - self.duration:
+            self.history.pop()
+        return len(self.history) >= self.num_requests
 
 
 class UserRateThrottle(_RatesFromSettings, throttling.UserRateThrottle):
@@ -86,6 +110,38 @@ class PageRateThrottle(_RatesFromSettings, throttling.UserRateThrottle):
         super().__init__()
 
 
+class UserActionThrottle(_RatesFromSettings, _WindowRead, throttling.SimpleRateThrottle):
+    """One scope's limit for one user, without a request (a service's, a page's or the API's
+    user): the same cache key as PageRateThrottle's for that user logged in."""
+
+    def __init__(self, scope: str, user) -> None:
+        self.scope = scope
+        super().__init__()
+        self.key = self.cache_format % {"scope": scope, "ident": user.pk}
+
+
+@contextlib.contextmanager
+def user_rate_limited(
+    *, user, scope: str, what: str = "requests", outcome: str = ""
+) -> Iterator[None]:
+    """Refuse the action done in the block with RateLimitedError when `user` has used up the
+    rate of `scope`; count it only when the block ends without an error (an action refused,
+    for its input or anything else, is not counted). `what` and `outcome` word the refusal:
+    "Too many <what> from your account (at most <rate>)... <outcome>"."""
+    limit = UserActionThrottle(scope, user)
+    if limit.window_full():
+        raise RateLimitedError(
+            retry_after=max(1, round(limit.wait() or 1)),
+            per_user=True,
+            what=what,
+            rate=limit.rate,
+            outcome=outcome,
+        )
+    yield
+    limit.window_full()  # read again: the user's other requests may have counted meanwhile
+    limit.throttle_success()
+
+
 def page_rate_check(request, *, scope: str) -> None:
     """Count a page request of `scope` (per user, or address); raise RateLimitedError over it."""
     throttle = PageRateThrottle(scope)
@@ -96,7 +152,7 @@ def page_rate_check(request, *, scope: str) -> None:
         )
 
 
-class BadTokenThrottle(_RatesFromSettings, throttling.SimpleRateThrottle):
+class BadTokenThrottle(_RatesFromSettings, _WindowRead, throttling.SimpleRateThrottle):
     """Failed API token authentications, per client address (never per user: there is none).
 
     `over` only reads the count; `failed` adds one. The request's user is never asked for: this
@@ -109,11 +165,7 @@ class BadTokenThrottle(_RatesFromSettings, throttling.SimpleRateThrottle):
 
     def over(self, request) -> bool:
         self.key = self.get_cache_key(request, None)
-        self.history = self.cache.get(self.key, [])
-        self.now = self.timer()
-        while self.history and self.history[-1] <= self.now - self.duration:
-            self.history.pop()
-        return len(self.history) >= self.num_requests
+        return self.window_full()
 
     def failed(self, request) -> None:
         self.over(request)

@@ -11,7 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotate.engine.api import RunSelectionInput, run_start_answer
+from annotate.engine.api import RUN_START_LIMITED, RunSelectionInput, run_start_answer
 from annotate.engine.services import engine_run_estimate_new
 from annotate.roles import is_researcher
 from annotate.selectors.labels import systems_by_name
@@ -47,7 +47,8 @@ class JudgeRunApi(APIView):
         estimate = serializers.DictField(allow_null=True, help_text="Only for a dry run.")
 
     @extend_schema(
-        request=InputSerializer, responses={202: OutputSerializer, 200: OutputSerializer}
+        request=InputSerializer,
+        responses={202: OutputSerializer, 200: OutputSerializer, 429: RUN_START_LIMITED},
     )
     def post(self, request: Request) -> Response:
         if not is_researcher(request.user):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -108,12 +109,14 @@ def run_new(request: HttpRequest) -> HttpResponse:
         "is_admin": is_admin(request.user),
         "prerequisites": judge_prerequisites_missing(),
     }
-    return render(request, "evaluation/judge_run_new.html", context, status=sent.status)
+    return sent.page(render(request, "evaluation/judge_run_new.html", context, status=sent.status))
 
 
+@transaction.atomic
 def _judge_run_start(request: HttpRequest, data: dict) -> JudgeRun:
+    """One transaction: a refused start (the user's run start limit) keeps no run."""
     run = _judge_run_create(request, data)
-    judge_run_start(run=run)
+    judge_run_start(run=run, user=request.user)
     return run
 
 

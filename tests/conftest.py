@@ -65,14 +65,15 @@ def _role_groups(request):
 
 @pytest.fixture
 def worker_rates(settings, monkeypatch):
-    """Set the page rates (crowd-pages, crowd-starts, uploads, model-calls); the throttles'
-    clock is returned."""
+    """Set the per-address and per-user rates (crowd-pages, crowd-starts, uploads, model-calls,
+    run-starts); the throttles' clock is returned."""
 
     def set_rates(
         pages: str = "1000/minute",
         starts: str = "1000/minute",
         uploads: str = "1000/minute",
         model_calls: str = "1000/minute",
+        run_starts: str = "1000/minute",
     ) -> list[float]:
         rates = {**settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]}
         rates.update(
@@ -81,6 +82,7 @@ def worker_rates(settings, monkeypatch):
                 "crowd-starts": starts,
                 "uploads": uploads,
                 "model-calls": model_calls,
+                "run-starts": run_starts,
             }
         )
         settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": rates}

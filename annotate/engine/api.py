@@ -69,6 +69,15 @@ class RefusalSerializer(serializers.Serializer):
     )
 
 
+# What every API that starts or resumes a run answers over the user's run start limit.
+RUN_START_LIMITED = OpenApiResponse(
+    RefusalSerializer,
+    description="Too many run starts from this account (RUN_START_RATE, per user, admins "
+    "included): nothing was made or started. The Retry-After header says in how many seconds "
+    "to try again.",
+)
+
+
 class RunProgressSerializer(serializers.Serializer):
     run_id = serializers.IntegerField()
     kind = serializers.CharField()
@@ -192,6 +201,7 @@ class RunResumeApi(APIView):
             409: OpenApiResponse(
                 RefusalSerializer, description="Done, nothing left to run: nothing was changed."
             ),
+            429: RUN_START_LIMITED,
         },
         description="Run a stopped or failed run again: only its missing units are done (as "
         "'Run again' on the run's page); a paid endpoint's run by an admin only. A done run "
@@ -241,6 +251,7 @@ class GenerationRunApi(APIView):
                 RefusalSerializer,
                 description="Every response asked for is there already: no run was made.",
             ),
+            429: RUN_START_LIMITED,
         },
     )
     def post(self, request: Request) -> Response:

@@ -12,7 +12,7 @@ from typing import Generic, TypeVar
 
 from django import forms
 from django.db import transaction
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 
 from annotate.engine.errors import EngineRunError
 from annotate.engine.forms import RunAgainForm
@@ -33,6 +33,14 @@ class RunFormOutcome(Generic[T]):
     estimate: RunEstimate | None = None
     started: T | None = None  # what `start` returned
     status: int = 200  # the page's status when the form is shown again
+    retry_after: int | None = None  # seconds, when a rate limit refused the start
+
+    def page(self, response: HttpResponse) -> HttpResponse:
+        """The page showing the form again, saying when to retry (Retry-After) if a rate limit
+        refused the start."""
+        if self.retry_after is not None:
+            response["Retry-After"] = str(self.retry_after)
+        return response
 
 
 def run_form_submit(
@@ -49,7 +57,8 @@ def run_form_submit(
     `estimate()` answers the Estimate button without starting or keeping anything (the
     services' `engine_run_estimate_new`), `start()` makes and starts the run. Both run only on a
     valid form; a refusal (one of `refusals`, with its `http_status`) is shown on the form,
-    beside the field it names, and nothing is kept. `sent` says whether this form was sent
+    beside the field it names, and nothing is kept (over the user's run start limit, the
+    outcome's `page` adds Retry-After). `sent` says whether this form was sent
     (default: the request is a POST; a page with two forms says which one was).
     """
     if not (request.method == "POST" if sent is None else sent):
@@ -62,7 +71,10 @@ def run_form_submit(
         return RunFormOutcome(started=start())
     except refusals as error:
         form_refusal(form, error)
-        return RunFormOutcome(status=getattr(error, "http_status", 400))
+        return RunFormOutcome(
+            status=getattr(error, "http_status", 400),
+            retry_after=getattr(error, "retry_after", None),
+        )
 
 
 def run_again(

@@ -238,7 +238,7 @@ def generation_new(request: HttpRequest) -> HttpResponse:
     if sent.started is not None:
         return redirect("engine:run-detail", engine_run_id=sent.started.pk)
     context = {"form": form, "estimate": sent.estimate, "is_admin": is_admin(request.user)}
-    return render(request, "engine/generation_new.html", context, status=sent.status)
+    return sent.page(render(request, "engine/generation_new.html", context, status=sent.status))
 
 
 @transaction.atomic

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -40,7 +42,7 @@ from annotate.roles import (
     require_role,
 )
 from annotate.services.files import upload_size_problem
-from annotate.throttling import MODEL_CALLS_SCOPE, page_rate_check
+from annotate.throttling import MODEL_CALLS_SCOPE, user_rate_limited
 
 
 def _annotator_only(request: HttpRequest) -> None:
@@ -67,17 +69,24 @@ def start(request: HttpRequest, study_id: int) -> HttpResponse:
     if study is None:
         raise NotFoundError("No such study.")
     # Continuing the session in progress calls no model; a new one asks for its initial answer.
-    if sessions.session_active(study=study, user=request.user) is None:
-        try:
-            page_rate_check(request, scope=MODEL_CALLS_SCOPE)
-        except RateLimitedError as error:
-            return error_page(request, error, back=(reverse("revision:home"), "Your studies"))
+    new = sessions.session_active(study=study, user=request.user) is None
     try:
-        session = sessions.session_assign(study=study, user=request.user, now=timezone.now())
+        with _model_calls_limited(request) if new else contextlib.nullcontext():
+            session = sessions.session_assign(study=study, user=request.user, now=timezone.now())
+    except RateLimitedError as error:
+        return error_page(request, error, back=(reverse("revision:home"), "Your studies"))
     except NoWorkError as error:
         messages.info(request, str(error))
         return redirect("revision:home")
     return redirect("revision:session", session_id=session.pk)
+
+
+def _model_calls_limited(request: HttpRequest):
+    """The user's model call rate (MODEL_CALL_RATE) around an action that sends one: refused
+    over it, counted only once the action is accepted (an empty instruction costs nothing)."""
+    return user_rate_limited(
+        user=request.user, scope=MODEL_CALLS_SCOPE, what="model calls", outcome="Nothing was sent."
+    )
 
 
 @never_cache
@@ -125,13 +134,12 @@ def _act(
     """Run the session action; a refusal keeps the form's input on the page.
 
     An action that sends a model call (`model_call`) counts against the user's rate (scope
-    "model-calls"); over it nothing is done. A conflict means the page was out of date (another
+    "model-calls") once it is accepted; over it nothing is done. A conflict means the page was out of date (another
     tab moved the session on): the session is shown as it is now, with what was not saved and
     why, not a dead end."""
     try:
-        if model_call:
-            page_rate_check(request, scope=MODEL_CALLS_SCOPE)
-        action(session_id=session_id, user=request.user, **values)
+        with _model_calls_limited(request) if model_call else contextlib.nullcontext():
+            action(session_id=session_id, user=request.user, **values)
     except RateLimitedError as error:
         response = _session_page_refused(request, session_id, error)
         response["Retry-After"] = str(error.retry_after)

@@ -13,7 +13,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotate.api import UploadField, UploadImportApi, upload_import_schema
-from annotate.engine.api import RefusalSerializer, SpendingCapField, run_start_answer
+from annotate.engine.api import (
+    RUN_START_LIMITED,
+    RefusalSerializer,
+    SpendingCapField,
+    run_start_answer,
+)
 from annotate.errors import FieldInputError
 from annotate.http import api_upload_import
 from annotate.roles import is_researcher
@@ -95,6 +100,7 @@ class RunApi(APIView):
             202: OutputSerializer,
             200: OutputSerializer,
             403: OpenApiResponse(RefusalSerializer, description="A paid endpoint, not an admin."),
+            429: RUN_START_LIMITED,
         },
     )
     def post(self, request: Request, set_id: int) -> Response:

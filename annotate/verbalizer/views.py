@@ -216,7 +216,7 @@ def set_detail(request: HttpRequest, set_id: int) -> HttpResponse:
         "estimate": sent.estimate,
     }
     status = sent.status if run_form.errors else 400 if form.errors else 200
-    return render(request, "verbalizer/set_detail.html", context, status=status)
+    return sent.page(render(request, "verbalizer/set_detail.html", context, status=status))
 
 
 def _study_create(request: HttpRequest, evaluation_set: EvaluationSet, form: StudyForm) -> bool:

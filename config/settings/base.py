@@ -282,6 +282,11 @@ REST_FRAMEWORK = {
         # user: a turn is read and rated before the next, so an annotator sends a few a minute
         # at most; 120/hour leaves room for that and stops endless retries of a failing call.
         "model-calls": os.environ.get("MODEL_CALL_RATE", "120/hour"),
+        # Engine runs started or run again (generation, judges, KIWI classifiers, verbalizer;
+        # pages and API alike), per user, admins included: a run is a batch of model calls, so
+        # a person starts a few an hour; this stops a script or a stuck form starting runs
+        # without end on the endpoints' shared pacing. Management commands are not counted.
+        "run-starts": os.environ.get("RUN_START_RATE", "30/hour"),
     },
 }
 # API tokens (django-rest-knox), made by each user on /accounts/tokens/: a token stops working

@@ -12,7 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotate.engine.api import SpendingCapField, run_start_answer
+from annotate.engine.api import RUN_START_LIMITED, SpendingCapField, run_start_answer
 from annotate.engine.services import endpoint_get, engine_run_estimate_new
 from annotate.revision.models import Study
 from annotate.roles import is_researcher
@@ -48,7 +48,8 @@ class RevisionJudgeRunApi(APIView):
         estimate = serializers.DictField(allow_null=True, help_text="Only for a dry run.")
 
     @extend_schema(
-        request=InputSerializer, responses={202: OutputSerializer, 200: OutputSerializer}
+        request=InputSerializer,
+        responses={202: OutputSerializer, 200: OutputSerializer, 429: RUN_START_LIMITED},
     )
     def post(self, request: Request, study_id: int) -> Response:
         if not is_researcher(request.user):

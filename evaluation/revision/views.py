@@ -281,4 +281,4 @@ def judge_new(request: HttpRequest, study_id: int, task: str) -> HttpResponse:
         "prerequisites": judge_prerequisites_missing(study=study, task=task, user=request.user),
         "runs": study_judge_runs(study=study, task=task)[:20],
     }
-    return render(request, "revision/judge_new.html", context, status=sent.status)
+    return sent.page(render(request, "revision/judge_new.html", context, status=sent.status))

@@ -19,7 +19,7 @@ from annotate.engine.errors import EngineRunDoneError
 from annotate.engine.models import EngineRun
 from annotate.engine.models import RunStatus as EngineRunStatus
 from annotate.engine.services import engine_run_create, engine_run_execute, engine_run_start
-from annotate.errors import AnnotateError, NotFoundError, PermissionDeniedError
+from annotate.errors import AnnotateError, NotFoundError, PermissionDeniedError, RateLimitedError
 from annotate.models import Benchmark, Label, Question, Response, System
 from annotate.roles import is_admin, is_researcher
 from annotate.selectors.instructions import SelectionError, instructions_select
@@ -389,6 +389,8 @@ def judge_run_start(*, run: JudgeRun, user: AbstractBaseUser | None = None) -> N
     broker is configured, else a thread of this process); returns at once."""
     try:
         engine_run_start(run=run.engine_run, user=user)
+    except RateLimitedError:  # answered as it is: 429 with when to try again
+        raise
     except NotFoundError as error:
         raise JudgeNotFoundError(str(error)) from None
     except PermissionDeniedError as error:

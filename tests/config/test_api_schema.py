@@ -75,6 +75,12 @@ def test_each_operation_takes_its_own_fields(schema, path, field):
         ("/api/verbalizer/sets/{set_id}/runs/", "202"),
         ("/api/verbalizer/sets/{set_id}/runs/", "200"),
         ("/api/verbalizer/sets/{set_id}/runs/", "403"),
+        # over the user's run start limit (RUN_START_RATE)
+        ("/api/engine/generation-runs/", "429"),
+        ("/api/engine/runs/{engine_run_id}/resume/", "429"),
+        ("/api/judge/runs/", "429"),
+        ("/api/revision/studies/{study_id}/judge-runs/", "429"),
+        ("/api/verbalizer/sets/{set_id}/runs/", "429"),
     ],
 )
 def test_each_operation_documents_the_status_it_answers(schema, path, status):

@@ -519,3 +519,25 @@ def test_a_failed_conversation_is_named_by_instruction_and_system_on_the_judge_r
     assert "task_2 · sys-&lt;a&gt; (conversation" in page and "HTTP 500" in page
     api = client.get(reverse("api-judge-run-progress", args=[run.pk])).json()
     assert api["errors"][0]["instruction"] == "task_2" and api["errors"][0]["system"] == "sys-<a>"
+
+
+def test_a_start_over_the_users_run_start_limit_is_refused_on_the_form_and_makes_nothing(
+    client, researcher, worker_rates
+):
+    """RUN_START_RATE holds on the judge page too: the refused start keeps no judge run and no
+    engine run, and the form comes back as it was sent, saying when to try again."""
+    worker_rates(run_starts="1/hour")
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(1, 1))
+    judge = make_judge(name="fake-judge", backend="fake")
+    client.force_login(researcher)
+    assert (
+        client.post(reverse("judge:run-new"), _form(judge, benchmark, systems)).status_code == 302
+    )
+
+    form = _form(judge, benchmark, systems, instruction_ids="task_2", seed=41)
+    refused = client.post(reverse("judge:run-new"), form)
+
+    assert refused.status_code == 429 and refused["Retry-After"] == "3600"
+    assert "Too many run starts from your account (at most 1/hour)" in refused.text
+    assert 'value="task_2"' in refused.text and 'value="41"' in refused.text
+    assert JudgeRun.objects.count() == 1 and EngineRun.objects.count() == 1

@@ -8,10 +8,12 @@ from django.urls import reverse
 
 from annotate.engine.services import engine_background_wait, engine_run_estimate
 from annotate.models import Label
+from annotate.roles import RESEARCHER
 from evaluation.models import JudgeRun
 from evaluation.services.judge_runs import judge_run_create
 from tests.evaluation.judge_helpers import make_benchmark, make_judge
 from tests.evaluation.openai_stub import StubOpenAI
+from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -190,3 +192,26 @@ def test_systems_named_twice_are_judged_once_and_every_missing_one_is_named(clie
         "detail": "Field 'systems': no system named 'ghost', 'zed'.",
         "field": "systems",
     }
+
+
+def test_a_start_over_the_users_run_start_limit_answers_429_and_makes_nothing(
+    client, researcher, worker_rates
+):
+    worker_rates(run_starts="1/hour")
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(1,))
+    judge = make_judge(name="fake-judge", backend="fake")
+    body = _body(judge, benchmark, systems)
+    client.force_login(researcher)
+    assert client.post(URL, body, content_type="application/json").status_code == 202
+    before = _row_counts()
+
+    refused = client.post(URL, body, content_type="application/json")
+
+    assert refused.status_code == 429 and refused["Retry-After"] == "3600"
+    assert refused.json()["detail"].startswith(
+        "Too many run starts from your account (at most 1/hour). Please wait 60 min"
+    )
+    assert _row_counts() == before
+    other = UserFactory(username="other-researcher", roles=[RESEARCHER])
+    client.force_login(other)  # the limit is per user
+    assert client.post(URL, body, content_type="application/json").status_code == 202

@@ -14,6 +14,7 @@ done.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import queue
@@ -69,6 +70,7 @@ from annotate.engine.protocols import (
 from annotate.engine.services.calls import call_cost, call_send, retry_policy, run_totals
 from annotate.engine.services.endpoints import endpoint_api_key, endpoint_transport
 from annotate.roles import is_admin, is_researcher
+from annotate.throttling import RUN_STARTS_SCOPE, user_rate_limited
 from config.celery import app as celery_app
 
 logger = logging.getLogger(__name__)
@@ -396,8 +398,14 @@ def engine_run_start(*, run: EngineRun, user: AbstractBaseUser | None = None) ->
 
     With a broker, a Celery worker runs it; otherwise a background thread of this process
     (never the web request itself). Only missing units are done.
+
+    Every page and API that starts or resumes a run comes here with its user, whose starts
+    count against RUN_START_RATE (admins' too): over it RateLimitedError (429), and the
+    caller's transaction, which made the run, keeps nothing. Only a start accepted counts (a
+    done run, a paid endpoint refused, cost nothing). The console (user None) is not limited.
     """
-    engine_run_reopen(run=run, user=user)
+    with _run_starts_limited(user):
+        engine_run_reopen(run=run, user=user)
     if _broker_configured():
         from annotate.engine import tasks  # tasks import this module
         from annotate.services.deferred_tasks import task_enqueue_on_commit
@@ -406,6 +414,14 @@ def engine_run_start(*, run: EngineRun, user: AbstractBaseUser | None = None) ->
         task_enqueue_on_commit(task=tasks.engine_run_task, args=(run.pk, chunk_units))
         return
     transaction.on_commit(lambda: _start_thread(run.pk))
+
+
+def _run_starts_limited(user: AbstractBaseUser | None):
+    if user is None:
+        return contextlib.nullcontext()
+    return user_rate_limited(
+        user=user, scope=RUN_STARTS_SCOPE, what="run starts", outcome="Nothing was started."
+    )
 
 
 def _start_thread(run_id: int) -> None:

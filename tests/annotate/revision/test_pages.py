@@ -831,7 +831,8 @@ def test_model_calls_from_a_session_are_limited_per_user(
     with django_capture_on_commit_callbacks(execute=True) as sent:
         refused = client.post(retry)
     assert refused.status_code == 429 and refused["Retry-After"] == "3600"
-    assert "Too many requests from your account. Please wait 60 min" in refused.content.decode()
+    told = "Too many model calls from your account (at most 3/hour). Please wait 60 min"
+    assert told in refused.content.decode()
     assert sent == [] and Turn.objects.get().call_status == CallStatus.FAILED
     assert client.post(reverse("revision:withdraw", args=[session.pk])).status_code == 302
     resent = client.post(
@@ -866,6 +867,27 @@ def test_a_new_session_over_the_model_call_limit_is_refused_with_when_to_retry(
     client.force_login(other)
     with django_capture_on_commit_callbacks(execute=True):
         assert client.post(start).status_code == 302  # per user: another is not held up
+
+
+def test_an_instruction_refused_for_its_input_is_not_counted_as_a_model_call(
+    client, study, annotator, worker_rates, django_capture_on_commit_callbacks
+):
+    """MODEL_CALL_RATE counts the calls sent: an instruction refused before anything was sent
+    (its type not chosen, say) uses up none of the user's rate."""
+    worker_rates(model_calls="2/hour")
+    client.force_login(annotator)
+    with django_capture_on_commit_callbacks(execute=True):
+        session_url = client.post(reverse("revision:start", args=[study.pk])).url  # 1
+    turn_url = reverse("revision:turn-new", args=[int(session_url.strip("/").split("/")[-1])])
+    for _ in range(3):
+        refused = client.post(turn_url, {"instruction": "Shorten it."})  # no type chosen
+        assert refused.status_code == 400 and "Please wait" not in refused.text
+    with django_capture_on_commit_callbacks(execute=True):
+        sent = client.post(
+            turn_url, {"instruction": "Shorten it.", "instruction_type": "stylistic"}
+        )
+    assert sent.status_code == 302  # 2
+    assert Turn.objects.filter(instruction="Shorten it.").exists()
 
 
 def test_no_page_of_an_annotators_session_may_be_kept_by_a_browser_or_proxy(

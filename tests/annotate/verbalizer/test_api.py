@@ -179,3 +179,31 @@ def test_runs_others_get_404_and_anonymous_401(annotator_user, researcher, two_i
     missing = reverse("api-verbalizer-runs", args=[two_items.pk + 1])
     assert api_as(researcher).post(missing, body).status_code == 404
     assert not SystemRun.objects.exists()
+
+
+@pytest.mark.parametrize("way", ["page", "api"])
+def test_a_start_over_the_users_run_start_limit_is_refused_and_makes_nothing(
+    client, researcher, two_items, worker_rates, way
+):
+    """RUN_START_RATE holds for verbalizer runs: the refused start keeps no run and no system;
+    the set page keeps the run form as sent, the API answers 429 with Retry-After."""
+    worker_rates(run_starts="1/hour")
+    make_endpoint("", name="offline")
+    body = {"system": "m", "endpoint": "offline", "modes": ["direct"]}
+    assert api_as(researcher).post(runs_url(two_items), body, format="json").status_code == 202
+    client.force_login(researcher)
+    before = row_counts()
+
+    if way == "page":
+        form = {"run-system": "typed-system", "run-endpoint": "offline", "run-modes": ["direct"]}
+        refused = client.post(f"/verbalizer/sets/{two_items.pk}/", form)
+        assert 'value="typed-system"' in refused.text
+    else:
+        refused = api_as(researcher).post(
+            runs_url(two_items), {**body, "system": "typed-system"}, format="json"
+        )
+        assert refused.json()["detail"].endswith("and try again. Nothing was started.")
+
+    assert refused.status_code == 429 and refused["Retry-After"] == "3600"
+    assert "Too many run starts from your account (at most 1/hour)" in refused.text
+    assert row_counts() == before

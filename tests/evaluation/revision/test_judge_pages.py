@@ -405,3 +405,30 @@ def test_a_runs_reason_is_shown_under_its_status_not_run_into_it(client, researc
     row = page[page.index('id="judge-runs"') :]
     assert f'Failed<br><span class="run-message">{reason}</span>' in row
     assert "Failed: Stopped" not in row
+
+
+@pytest.mark.parametrize("way", ["page", "api"])
+def test_a_start_over_the_users_run_start_limit_is_refused_and_makes_nothing(
+    client, researcher, tmp_path, worker_rates, way
+):
+    """RUN_START_RATE holds for the KIWI classifiers and rating judge: the refused start keeps
+    no run; the page keeps the form as sent, the API answers 429 with Retry-After."""
+    worker_rates(run_starts="1/hour")
+    study = sample_study(tmp_path)
+    fake = make_endpoint("", name="offline")
+    api = reverse("api-revision-judge-runs", args=[study.pk])
+    body = {"task": "rating-judge", "endpoint": "offline", "mode": "zero-shot", "seed": 0}
+    client.force_login(researcher)
+    assert client.post(url(study), rating_form(fake)).status_code == 302
+    before = _row_counts()
+
+    if way == "page":
+        refused = client.post(url(study), rating_form(fake, seed=37))
+        assert 'value="37"' in refused.text
+    else:
+        refused = client.post(api, {**body, "seed": 37}, "application/json")
+        assert refused.json()["detail"].endswith("and try again. Nothing was started.")
+
+    assert refused.status_code == 429 and refused["Retry-After"] == "3600"
+    assert "Too many run starts from your account (at most 1/hour)" in refused.text
+    assert _row_counts() == before
