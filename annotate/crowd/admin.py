@@ -67,3 +67,10 @@ class GoldAnswerAdmin(admin.ModelAdmin):
     list_display = ["project", "question", "response", "value"]
     list_filter = ["project"]
     raw_id_fields = ["question", "response"]
+
+
+@admin.register(models.HitExtension)
+class HitExtensionAdmin(ReadOnlyAdmin):
+    list_display = ["hit", "count", "reward_usd", "status", "created_by", "created_at", "done_at"]
+    list_filter = ["status"]
+    search_fields = ["hit__hit_id", "unique_request_token", "error"]
