@@ -75,9 +75,14 @@ def _percent(part: int, total: int) -> int:
     return 100 * part // total if total else 0
 
 
-def engine_run_list(*, kind: str | None = None) -> QuerySet[EngineRun]:
+def engine_run_list(*, kind: str | None = None, now: datetime | None = None) -> QuerySet[EngineRun]:
+    """Every run (of one kind if given); a running run whose worker stopped beating is marked
+    failed first, as its own page does, so the list never says "Running" for a dead run."""
     runs = EngineRun.objects.select_related("endpoint", "created_by")
-    return runs.filter(kind=kind) if kind else runs
+    if kind:
+        runs = runs.filter(kind=kind)
+    engine_runs_reap(now=now, run_ids=runs.filter(status=RunStatus.RUNNING).values("pk"))
+    return runs
 
 
 def engine_run_recent_errors(*, run: EngineRun, limit: int = 20) -> list[dict]:

@@ -69,11 +69,17 @@ class RunProgress:
         }
 
 
-def judge_run_list(*, config: JudgeConfig | None = None) -> QuerySet[JudgeRun]:
-    """Every judge run, newest first; only `config`'s when given."""
+def judge_run_list(
+    *, config: JudgeConfig | None = None, now: datetime | None = None
+) -> QuerySet[JudgeRun]:
+    """Every judge run, newest first; only `config`'s when given. A running run whose worker
+    stopped beating is marked failed first (the engine's reaper, which tells the judge run
+    through on_finish), as the run's page does, so the list never says "Running" for it."""
     runs = JudgeRun.objects.select_related("config", "benchmark", "engine_run")
     if config is not None:
         runs = runs.filter(config=config)
+    running = runs.filter(engine_run__status=EngineRunStatus.RUNNING).values("engine_run_id")
+    engine_runs_reap(now=now, run_ids=running)
     return runs.order_by("-created_at")
 
 

@@ -261,6 +261,56 @@ def _died_mid_run(run, *, now):
     )
 
 
+def test_the_run_lists_fail_a_run_whose_worker_died_without_its_page_being_opened(
+    client, researcher
+):
+    """With no periodic reaper (EMBEDDED_BEAT=false, no Celery beat) the lists said "Running"
+    for ever for a run whose server was killed; only opening the run's own page failed it."""
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(2,))
+    config = make_judge(backend="fake")
+    runs = [judge_run_create(config=config, benchmark=benchmark, systems=systems) for _ in "abc"]
+    for run in runs:
+        _died_mid_run(run, now=timezone.now())
+    alive = runs[2]
+    EngineRun.objects.filter(pk=alive.engine_run_id).update(heartbeat=timezone.now())
+    client.force_login(researcher)
+
+    def status_in(page_name, run_url):
+        page = client.get(reverse(page_name)).text
+        return page[page.index(f'href="{run_url}"') :].split("</tr>")[0]
+
+    judge_row = status_in("judge:run-list", reverse("judge:run-detail", args=[runs[0].pk]))
+    assert "<td>Failed</td>" in judge_row
+    # Each list on its own: the judge list above has failed every dead judge run already.
+    EngineRun.objects.filter(pk=runs[1].engine_run_id).update(status="running", error="")
+    engine_row = status_in(
+        "engine:run-list", reverse("engine:run-detail", args=[runs[1].engine_run_id])
+    )
+    assert "<td>Failed</td>" in engine_row
+    for run in runs[:2]:
+        run.engine_run.refresh_from_db()
+        assert run.engine_run.status == RunStatus.FAILED
+        assert "stopped answering" in run.engine_run.error
+    alive.refresh_from_db()
+    assert alive.engine_run.status == "running"  # beating: left alone
+
+
+def test_running_a_judge_again_on_a_paid_api_asks_first(client, admin_user):
+    """Its Run again asks before calling a paid API for the questions left; a fake judge's
+    does not (it costs nothing)."""
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(2,))
+    client.force_login(admin_user)
+    buttons = {}
+    for name, base_url in (("paid-judge", "http://127.0.0.1:9/v1"), ("fake-judge", "")):
+        config = make_judge(base_url, name=name, backend="openai" if base_url else "fake")
+        run = judge_run_create(config=config, benchmark=benchmark, systems=systems)
+        _died_mid_run(run, now=timezone.now())
+        page = client.get(reverse("judge:run-detail", args=[run.pk])).text
+        buttons[name] = page[: page.index(">Run again</button>")].rsplit("<button", 1)[1]
+    assert 'data-confirm="Run it again on paid-judge? It calls a paid API' in buttons["paid-judge"]
+    assert "data-confirm" not in buttons["fake-judge"]
+
+
 def test_a_judge_run_whose_worker_died_fails_with_its_engine_run_and_offers_run_again(
     client, researcher
 ):

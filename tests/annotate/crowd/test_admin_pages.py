@@ -148,6 +148,27 @@ def test_review_page_approves_and_requires_feedback_to_reject(
     assert (first.status, second.status) == (AssignmentStatus.APPROVED, AssignmentStatus.SUBMITTED)
 
 
+def test_paying_the_first_bonus_asks_first_as_every_later_one_does(client, admin_user, crowd_batch):
+    """A bonus is paid at once and cannot be taken back (a typed "50" for "0.50" pays $62.50 with
+    the fee): the first one's button asks before sending, not only "Pay another bonus"."""
+    publication = fake_publication(crowd_batch)
+    assignment = crowd_assignment(task=crowd_batch.tasks.first(), platform="fake", worker="W1")
+    submitted_on_fake_platform(assignment, publication=publication)
+    client.force_login(admin_user)
+    url = reverse("crowd:review", args=[publication.pk])
+    client.post(
+        reverse("crowd:assignment-action", args=[assignment.pk]),
+        {"action": "approve"},
+        HTTP_REFERER=url,
+    )
+
+    row = client.get(url).text.split(f'data-assignment="{assignment.pk}"')[1].split("</tr>")[0]
+
+    button = row[row.index('<button name="action" value="bonus"') :].split(">", 1)[0]
+    assert "Pay bonus" in row and "Pay another bonus" not in row
+    assert 'data-confirm="Pay this bonus now?' in button
+
+
 def _control_names(row_html: str) -> list[str]:
     """What a screen reader announces for each button and label of a review row."""
     controls = re.findall(r"<(button|label|summary)\b[^>]*>(.*?)</\1>", row_html, flags=re.S)

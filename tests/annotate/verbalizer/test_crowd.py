@@ -221,6 +221,8 @@ def test_admin_pays_a_bonus_on_an_approved_answer_once(
     client.post(action, {"action": "approve"})
     page = client.get(review_url).text
     assert 'name="amount"' in page
+    # The first bonus spends money too: it asks before sending, as every later one does.
+    assert '<button name="action" value="bonus" data-confirm="Pay this bonus now?' in page
     # A bad amount or no reason is refused and pays nothing.
     back = {"follow": True, "HTTP_REFERER": review_url}
     refused = client.post(action, {"action": "bonus", "amount": "0.5x", "feedback": "f"}, **back)
