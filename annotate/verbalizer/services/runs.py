@@ -65,6 +65,8 @@ def verbalizer_run_create(
         params={"system_run_id": system_run.pk, "set": evaluation_set.name, "system": system},
         created_by=created_by,
         spending_cap_usd=spending_cap_usd,
+        # The Model runs list names a run by its description alone.
+        description=f"Verbalizer: system {system_row.name} on set {evaluation_set.name}",
     )
     system_run.engine_run_id = run.pk
     system_run.save(update_fields=["engine_run_id"])

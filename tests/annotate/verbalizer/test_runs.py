@@ -347,3 +347,20 @@ def test_a_set_without_runs_points_at_the_form_and_quotes_its_name_in_the_comman
     empty = page.content.decode().split('id="no-run">')[1].split("</td>")[0]
     assert '<a href="#run-system">run a system</a> with the form below' in empty
     assert 'verbalizer_run --set "my set" --system NAME' in empty
+
+
+def test_the_model_runs_list_names_the_system_and_the_set_of_a_verbalizer_run(
+    client, researcher, two_items
+):
+    """The Model runs list showed a verbalizer run as a bare "#8" beside the generation and
+    judge runs, which name what they do; only its own page said which system and set it was."""
+    from django.urls import reverse
+
+    from annotate.verbalizer.services.runs import verbalizer_run_create
+
+    make_endpoint("", name="offline")
+    system_run = verbalizer_run_create(evaluation_set=two_items, system="m", endpoint="offline")
+    client.force_login(researcher)
+    listed = client.get(reverse("engine:run-list")).text
+
+    assert f"#{system_run.engine_run_id}</a> Verbalizer: system m on set s</td>" in listed
