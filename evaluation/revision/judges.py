@@ -99,6 +99,14 @@ def judge_run_create(
         if mode == ShotMode.K and shots < 1:
             raise JudgeRunError("a k-shot judge needs --shots of at least 1")
         split = rating_split(study=study, seed=seed)
+        if shots > (trained := len(split["train"])):
+            # The prompt would hold every training turn, fewer than k, while the run and Table 5
+            # said k-shot (k = shots).
+            raise JudgeRunError(
+                f"k = {shots} examples, but the split of seed {seed} has only {trained} "
+                f"training turns to draw them from: choose k of at most {trained}",
+                field="shots",
+            )
     else:
         mode, shots = "", 0
     return RevisionJudgeRun.objects.create(
