@@ -364,3 +364,27 @@ def test_the_model_runs_list_names_the_system_and_the_set_of_a_verbalizer_run(
     listed = client.get(reverse("engine:run-list")).text
 
     assert f"#{system_run.engine_run_id}</a> Verbalizer: system m on set s</td>" in listed
+
+
+def test_a_system_is_not_run_again_on_an_endpoint_serving_another_model(stub, two_items):
+    """The second run asked only the prompts the first had left, through another model, and
+    the system's rows pooled both models' replies under one name without a word."""
+    stub.responder = first_word
+    make_endpoint(stub.base_url, name="small", model="model-7b", max_tokens=5)
+    make_endpoint(stub.base_url, name="large", model="model-70b", max_tokens=5)
+    make_endpoint(stub.base_url, name="small-again", model="model-7b", max_tokens=5)
+    command = ["verbalizer_run", "--set", "s", "--system", "m", "--modes", "direct"]
+    call_command(*command, "--endpoint", "small")
+    answered = ModelAnswer.objects.count()
+
+    with pytest.raises(CommandError) as refused:
+        call_command(*command, "--endpoint", "large")
+
+    assert str(refused.value).startswith(
+        "--system: m answered prompts of set s through endpoint small (model model-7b); "
+        "large serves model model-70b"
+    )
+    assert SystemRun.objects.count() == 1 and ModelAnswer.objects.count() == answered
+    call_command(*command, "--endpoint", "small-again")  # the same model: a resume, allowed
+    call_command(*command[:4], "m-70b", "--modes", "direct", "--endpoint", "large")
+    assert SystemRun.objects.count() == 3
