@@ -28,11 +28,16 @@ def engine_run_check_user(*, user, endpoint: Endpoint) -> None:
 
 
 def engine_run_new(
-    *, endpoint: Endpoint, params: dict[str, Any], created_by=None, spending_cap_usd=None
+    *,
+    endpoint: Endpoint,
+    params: dict[str, Any],
+    created_by=None,
+    spending_cap_usd=None,
+    description: str = "",
 ) -> EngineRun:
     return engine_run_create(
         kind=KIND, endpoint=endpoint, params=params, created_by=created_by,
-        spending_cap_usd=spending_cap_usd,
+        spending_cap_usd=spending_cap_usd, description=description,
     )  # fmt: skip
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
@@ -98,6 +99,14 @@ def judge_run_create(
         if mode == ShotMode.K and shots < 1:
             raise JudgeRunError("a k-shot judge needs --shots of at least 1")
         split = rating_split(study=study, seed=seed)
+        if shots > (trained := len(split["train"])):
+            # The prompt would hold every training turn, fewer than k, while the run and Table 5
+            # said k-shot (k = shots).
+            raise JudgeRunError(
+                f"k = {shots} examples, but the split of seed {seed} has only {trained} "
+                f"training turns to draw them from: choose k of at most {trained}",
+                field="shots",
+            )
     else:
         mode, shots = "", 0
     return RevisionJudgeRun.objects.create(
@@ -416,23 +425,29 @@ def judge_run_on_finish(*, run_id: int, engine_run: EngineRun) -> None:
     )
 
 
-def _execute_engine(run: RevisionJudgeRun) -> str:
+def _execute_engine(run: RevisionJudgeRun, on_progress: Callable[[int], None] | None) -> str:
     """Through the engine (limiter, retries, concurrency, cost); return its error, if any."""
     try:
         endpoint = Endpoint.objects.get(name=run.endpoint_name)
     except Endpoint.DoesNotExist:
         raise JudgeRunError(f"no engine endpoint is named {run.endpoint_name!r}") from None
     engine_run = run.engine_run or _engine_run_attach(run, endpoint)
-    engine_run = engine_run_execute(run_id=engine_run.pk)
+    engine_run = engine_run_execute(run_id=engine_run.pk, on_progress=on_progress)
     return "" if engine_run.status == "done" else engine_run.error or engine_run.status
 
 
-def judge_run_execute(*, run_id: int) -> RevisionJudgeRun:
-    """Label every unit of the run not labelled yet; the run ends done, or failed with a reason."""
+def judge_run_execute(
+    *, run_id: int, on_progress: Callable[[int], None] | None = None
+) -> RevisionJudgeRun:
+    """Label every unit of the run not labelled yet; the run ends done, or failed with a reason.
+
+    `on_progress(ended)` is the engine's (turns ended since the last call); the offline fake,
+    which has no engine run, never calls it.
+    """
     run = RevisionJudgeRun.objects.select_related("study", "engine_run").get(pk=run_id)
     RevisionJudgeRun.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING)
     try:
-        error = _execute_engine(run) if run.endpoint_name else ""
+        error = _execute_engine(run, on_progress) if run.endpoint_name else ""
         if not run.endpoint_name:
             _execute_local(run)
     except Exception as exc:

@@ -45,11 +45,13 @@ def study_get(*, name: str) -> Study:
         raise NotFoundError(f"no study is named {name!r}") from None
 
 
-def _finished_sessions(study: Study) -> Iterator[RevisionSession]:
+def _finished_sessions(study: Study, *, done_in_app: bool = False) -> Iterator[RevisionSession]:
     rated = Turn.objects.exclude(rating="").order_by("position")
+    sessions = RevisionSession.objects.filter(study=study, status=SessionStatus.FINISHED)
+    if done_in_app:  # not imported: an imported session keeps its line's key in source_key
+        sessions = sessions.filter(source_key="")
     return (
-        RevisionSession.objects.filter(study=study, status=SessionStatus.FINISHED)
-        .select_related("question", "system", "annotator")
+        sessions.select_related("question", "system", "annotator")
         .prefetch_related(Prefetch("turns", queryset=rated))
         .order_by("source_position", "id")
         .iterator(chunk_size=500)
@@ -69,6 +71,11 @@ def session_record(session: RevisionSession) -> dict[str, Any]:
         interaction=[_turn_record(turn) for turn in session.turns.all()],
     )
     return record
+
+
+def app_session_records(*, study: Study) -> Iterator[dict[str, Any]]:
+    """Return the study's finished sessions done in the app as the export writes them."""
+    return (session_record(session) for session in _finished_sessions(study, done_in_app=True))
 
 
 def _turn_record(turn: Turn) -> dict[str, Any]:

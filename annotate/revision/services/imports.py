@@ -35,6 +35,7 @@ from annotate.revision.models import (
     StudySystem,
     Turn,
 )
+from annotate.revision.services.exports import app_session_records
 from annotate.services.files import ImportProblems, json_type, read_jsonl
 from annotate.services.imports import ImportSummary
 
@@ -189,6 +190,9 @@ def sessions_import(*, path: str, study_name: str) -> ImportSummary:
         .exclude(source_key="")
         .values_list("source_key", flat=True)
     )
+    # A session done in the app has no source key: its exported line, imported back into the
+    # study, would otherwise come in as a second copy of it and count twice in the report.
+    stored.update(_content_key(record) for record in app_session_records(study=study))
     new = []
     for row in rows:
         if row.key in stored or row.raw_key in stored:

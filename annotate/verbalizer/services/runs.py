@@ -9,7 +9,7 @@ from django.db import transaction
 from annotate.errors import FieldInputError
 from annotate.models import System
 from annotate.verbalizer import engine_seam
-from annotate.verbalizer.models import EvaluationSet, Mode, SystemRun
+from annotate.verbalizer.models import EvaluationSet, Mode, ModelAnswer, SystemRun
 
 
 class RunSetupError(FieldInputError):
@@ -55,6 +55,7 @@ def verbalizer_run_create(
             f"--size: billions of parameters, 0 or more; found {model_size_b}",
             field="model_size_b",
         )
+    _same_model_check(evaluation_set=evaluation_set, system=system.strip(), endpoint=endpoint_row)
     system_row, _ = System.objects.get_or_create(name=system.strip())
     system_run = SystemRun.objects.create(
         evaluation_set=evaluation_set, system=system_row, endpoint_name=endpoint,
@@ -65,10 +66,36 @@ def verbalizer_run_create(
         params={"system_run_id": system_run.pk, "set": evaluation_set.name, "system": system},
         created_by=created_by,
         spending_cap_usd=spending_cap_usd,
+        # The Model runs list names a run by its description alone.
+        description=f"Verbalizer: system {system_row.name} on set {evaluation_set.name}",
     )
     system_run.engine_run_id = run.pk
     system_run.save(update_fields=["engine_run_id"])
     return system_run
+
+
+def _same_model_check(*, evaluation_set: EvaluationSet, system: str, endpoint) -> None:
+    """Refuse a run whose endpoint serves another model than the one that answered the set's
+    prompts for this system already: the run asks only the prompts left, so the system's rows
+    would pool two models' replies under one name."""
+    answered_through = (
+        ModelAnswer.objects.filter(run__evaluation_set=evaluation_set, system__name=system)
+        .exclude(run__endpoint_name=endpoint.name)
+        .values_list("run__endpoint_name", flat=True)
+        .distinct()
+    )
+    for name in answered_through:
+        earlier = engine_seam.engine_endpoint_get(name=name)
+        if earlier is not None and earlier.model == endpoint.model:
+            continue
+        served = f" (model {earlier.model})" if earlier is not None else ""
+        raise RunSetupError(
+            f"--system: {system} answered prompts of set {evaluation_set.name} through endpoint "
+            f"{name}{served}; {endpoint.name} serves model {endpoint.model}, and this run would "
+            "only ask the prompts left, mixing two models under one name: give it a system name "
+            "of its own",
+            field="system",
+        )
 
 
 def verbalizer_run_estimate(*, user=None, **create_arguments):

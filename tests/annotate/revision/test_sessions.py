@@ -356,6 +356,31 @@ def test_exports_name_who_did_a_session_and_keep_it_through_import(
     assert [row["annotator"] for row in csv.DictReader(io.StringIO(table.getvalue()))] == ["ann-a"]
 
 
+def test_the_export_imported_into_its_own_study_leaves_a_session_done_in_the_app_alone(
+    study, annotator, django_capture_on_commit_callbacks, tmp_path
+):
+    """A session done in the app has no source key, so its exported line imported back into
+    the study came in as a second session: Table 2 counted the annotator's work twice."""
+    import io
+
+    from annotate.revision.services.exports import sessions_export_jsonl
+
+    session = start(study, annotator, django_capture_on_commit_callbacks)
+    now = timezone.now()
+    instruct(django_capture_on_commit_callbacks, session, annotator, "Shorter.")
+    turn_rate(session_id=session.pk, user=annotator, rating="bad", comment="no", now=now)
+    session_finish(session_id=session.pk, user=annotator, now=now)
+    lines = io.StringIO()
+    sessions_export_jsonl(study=study, output=lines)
+    path = tmp_path / "done.jsonl"
+    path.write_text(lines.getvalue())
+
+    summary = sessions_import(path=str(path), study_name=study.name)
+
+    assert (summary.created, summary.unchanged) == (0, 1)
+    assert RevisionSession.objects.filter(study=study).count() == 1
+
+
 def test_a_system_on_an_offline_endpoint_revises_like_the_fake_model(
     study, annotator, django_capture_on_commit_callbacks
 ):

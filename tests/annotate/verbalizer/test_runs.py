@@ -359,3 +359,44 @@ def test_a_set_without_runs_points_at_the_form_and_quotes_its_name_in_the_comman
     empty = page.content.decode().split('id="no-run">')[1].split("</td>")[0]
     assert '<a href="#run-system">run a system</a> with the form below' in empty
     assert 'verbalizer_run --set "my set" --system NAME' in empty
+
+
+def test_the_model_runs_list_names_the_system_and_the_set_of_a_verbalizer_run(
+    client, researcher, two_items
+):
+    """The Model runs list showed a verbalizer run as a bare "#8" beside the generation and
+    judge runs, which name what they do; only its own page said which system and set it was."""
+    from django.urls import reverse
+
+    from annotate.verbalizer.services.runs import verbalizer_run_create
+
+    make_endpoint("", name="offline")
+    system_run = verbalizer_run_create(evaluation_set=two_items, system="m", endpoint="offline")
+    client.force_login(researcher)
+    listed = client.get(reverse("engine:run-list")).text
+
+    assert f"#{system_run.engine_run_id}</a> Verbalizer: system m on set s</td>" in listed
+
+
+def test_a_system_is_not_run_again_on_an_endpoint_serving_another_model(stub, two_items):
+    """The second run asked only the prompts the first had left, through another model, and
+    the system's rows pooled both models' replies under one name without a word."""
+    stub.responder = first_word
+    make_endpoint(stub.base_url, name="small", model="model-7b", max_tokens=5)
+    make_endpoint(stub.base_url, name="large", model="model-70b", max_tokens=5)
+    make_endpoint(stub.base_url, name="small-again", model="model-7b", max_tokens=5)
+    command = ["verbalizer_run", "--set", "s", "--system", "m", "--modes", "direct"]
+    call_command(*command, "--endpoint", "small")
+    answered = ModelAnswer.objects.count()
+
+    with pytest.raises(CommandError) as refused:
+        call_command(*command, "--endpoint", "large")
+
+    assert str(refused.value).startswith(
+        "--system: m answered prompts of set s through endpoint small (model model-7b); "
+        "large serves model model-70b"
+    )
+    assert SystemRun.objects.count() == 1 and ModelAnswer.objects.count() == answered
+    call_command(*command, "--endpoint", "small-again")  # the same model: a resume, allowed
+    call_command(*command[:4], "m-70b", "--modes", "direct", "--endpoint", "large")
+    assert SystemRun.objects.count() == 3

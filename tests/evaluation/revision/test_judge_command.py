@@ -1,5 +1,6 @@
 """manage.py revision_judge: the spending cap and the dry run on an engine endpoint."""
 
+import re
 from decimal import Decimal
 
 import pytest
@@ -89,3 +90,15 @@ def test_a_study_too_small_for_a_test_split_is_refused_saying_how_small(tmp_path
     with pytest.raises(CommandError, match=r"at least 4 rated turns .* it has 3"):
         call_command("revision_judge", "--study", study.name, "--task", "rating-judge")
     assert not RevisionJudgeRun.objects.exists()
+
+
+def test_a_run_on_an_endpoint_shows_its_progress_on_standard_error(tmp_path, capsys):
+    """The command was silent until the run ended (1,260 turns on a paid endpoint: minutes of
+    nothing), while generate, judge and verbalizer_run draw a progress bar."""
+    study = sample_study(tmp_path)
+    with StubOpenAI() as stub:
+        dollar_a_thousand(stub, concurrency=1)
+        call_command("revision_judge", "--study", study.name, *CLASSIFY)
+    captured = capsys.readouterr()
+    assert re.search(r"6/6 \[[^\]]*turn", captured.err)  # "…, 3.1turn/s]" or "…, 1.2s/turn]"
+    assert captured.out.startswith("Run ")  # the summary stays on standard output

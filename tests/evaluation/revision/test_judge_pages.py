@@ -243,6 +243,29 @@ def test_bad_input_is_shown_beside_its_field_and_nothing_starts(
     assert not RevisionJudgeRun.objects.exists() and not EngineRun.objects.exists()
 
 
+def test_k_above_the_training_turns_is_refused_beside_k_and_nothing_starts(
+    client, researcher, tmp_path
+):
+    """k-shot with k = 50 on a split of 4 training turns ran with 4 examples while the run and
+    Table 5 said "k-shot (k = 50)"."""
+    study = sample_study(tmp_path)
+    fake = make_endpoint("", name="offline")
+    trained = len(rating_split(study=study, seed=0)["train"])
+    client.force_login(researcher)
+    page = client.post(url(study), rating_form(fake, mode="k-shot", shots=trained + 1))
+
+    assert page.status_code == 400
+    assert (
+        f"k = {trained + 1} examples, but the split of seed 0 has only {trained} training turns"
+        in str(page.context["form"].errors["shots"])
+    )
+    assert not RevisionJudgeRun.objects.exists() and not EngineRun.objects.exists()
+    judge_run_prepare(
+        study=study, task="rating-judge", endpoint=fake, user=researcher, mode="k-shot",
+        shots=trained, now=timezone.now(),
+    )  # fmt: skip  # every training turn as an example is allowed
+
+
 def test_prerequisites_say_what_to_do_and_link_there(client, researcher, admin_user, tmp_path):
     empty = Study.objects.create(name="empty", created_at="2026-01-01T00:00:00Z")
     client.force_login(researcher)

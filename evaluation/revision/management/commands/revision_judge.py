@@ -1,6 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
+from annotate.engine.management.commands._progress import RunProgressBar
 from annotate.engine.management.commands._run_options import (
     add_run_cost_arguments,
     dry_run_line,
@@ -42,12 +43,22 @@ class Command(BaseCommand):
             run = self._create(options)
         except (AnnotateError, EvaluationError) as error:
             raise CommandError(str(error)) from None
-        run = judge_run_execute(run_id=run.pk)
+        run = self._execute(run)
         labelled = run.predictions.exclude(label="").count()
         what = " ".join(part for part in (run.task, run.mode) if part)  # classifiers: no mode
         self.stdout.write(f"Run {run.pk} ({what}): {run.status}, {labelled} labels.")
         if run.error:
             raise CommandError(run.error)
+
+    def _execute(self, run):
+        """Do the run here, with a progress bar on standard error when it has an engine run."""
+        if run.engine_run is None:  # the offline fake model: quick, and no engine run to count
+            return judge_run_execute(run_id=run.pk)
+        bar = RunProgressBar(run.engine_run, unit="turn")
+        try:
+            return judge_run_execute(run_id=run.pk, on_progress=bar)
+        finally:
+            bar.close()
 
     def _create(self, options):
         """On an endpoint, the run with its engine run (its cap); else one for the fake model."""
