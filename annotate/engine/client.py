@@ -375,10 +375,32 @@ def _api_errors() -> Iterator[None]:
         raise CallRejectedError(f"{type(error).__name__}: {error}") from error
 
 
+REDACTED_KEY = "[API key]"
+
+
+@contextmanager
+def _key_redacted(api_key: str) -> Iterator[None]:
+    """Blank the API key out of a call error's message: some servers and proxies echo the key
+    they were sent ("invalid key sk-…", a reply dumped whole), and the message is stored on the
+    call, shown on run pages and in the API, and logged."""
+    try:
+        yield
+    except CallTransientError as error:
+        if not api_key or api_key not in str(error):
+            raise
+        redacted = str(error).replace(api_key, REDACTED_KEY)
+        raise CallTransientError(redacted, retry_after=error.retry_after) from None
+    except CallRejectedError as error:
+        if not api_key or api_key not in str(error):
+            raise
+        raise CallRejectedError(str(error).replace(api_key, REDACTED_KEY)) from None
+
+
 class OpenAITransport:
     """Any OpenAI-compatible chat completions endpoint, through the official `openai` client."""
 
     def __init__(self, options: TransportOptions) -> None:
+        self.api_key = options.api_key
         # max_retries=0: call_with_retries retries, under the run's limiter and retry budget.
         self.client = openai.OpenAI(
             base_url=options.base_url or None,
@@ -393,7 +415,7 @@ class OpenAITransport:
         # per-field walk over the messages and its response models, which cost more CPU than
         # the rest of a call and hold back a 32-thread run on the GIL. It also sends the body
         # exactly as built, which protocols that must match a reference script rely on.
-        with _api_errors():
+        with _key_redacted(self.api_key), _api_errors():
             if not body.get("stream"):
                 completion = self.client.post(
                     "/chat/completions", content=_content(body), cast_to=object
@@ -412,9 +434,10 @@ class OpenAITransport:
     def embed(self, body: Mapping[str, Any]) -> EmbeddingReply:
         # The raw request again: embeddings.create would ask for base64 unless told otherwise,
         # so the body sent would not be the one stored.
-        with _api_errors():
-            reply = self.client.post("/embeddings", content=_content(body), cast_to=object)
-        return _reply_from_embeddings(reply, body)
+        with _key_redacted(self.api_key):
+            with _api_errors():
+                reply = self.client.post("/embeddings", content=_content(body), cast_to=object)
+            return _reply_from_embeddings(reply, body)
 
 
 _NUMBERED_QUESTION = re.compile(r"^(\d+)\. ", re.MULTILINE)
