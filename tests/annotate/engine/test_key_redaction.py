@@ -10,7 +10,7 @@ import pytest
 from annotate.engine.client import OpenAITransport, TransportOptions
 from annotate.engine.errors import CallRejectedError, CallTransientError
 
-KEY = "sk-test-0123456789abcdef"
+KEY = "test-key-for-redaction-0123456789"
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 
 
