@@ -21,7 +21,9 @@ input (an empty instruction, a run with nothing left to do) uses up nothing:
 - starting or running again an engine run (scope "run-starts", RUN_START_RATE), counted inside
   the engine (annotate.engine.services.runs.engine_run_start), so every page and API that starts
   a run, whatever its kind, meets the same counter, admins included; the console (management
-  commands, user None) is not limited.
+  commands, user None) is not limited;
+- asking for a report export (scope "exports", EXPORT_RATE: the report page's Export, which
+  builds the report, draws every figure and writes a zip to storage).
 
 A request with a wrong API token is refused while it is authenticated, before any throttle runs:
 those failures are counted per address on their own (scope "api-bad-tokens",
@@ -48,6 +50,7 @@ API_TOKENS_SCOPE = "api-tokens"
 API_BAD_TOKENS_SCOPE = "api-bad-tokens"
 MODEL_CALLS_SCOPE = "model-calls"
 RUN_STARTS_SCOPE = "run-starts"
+EXPORTS_SCOPE = "exports"
 
 
 class _RatesFromSettings:

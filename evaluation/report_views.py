@@ -12,10 +12,12 @@ from django.urls import reverse
 from django.utils.text import slugify
 from django.views.decorators.http import require_POST
 
-from annotate.http import FIGURE_TYPES, figure_csp
+from annotate.errors import RateLimitedError
+from annotate.http import FIGURE_TYPES, error_page, figure_csp
 from annotate.models import Benchmark
 from annotate.roles import ADMIN, RESEARCHER, RESEARCHERS_ONLY, require_role
 from annotate.selectors.identities import identity_scope
+from annotate.throttling import EXPORTS_SCOPE, user_rate_limited
 from annotate.verbalizer.models import EvaluationSet
 from evaluation import figures, report_formats
 from evaluation.conventions import (
@@ -213,9 +215,17 @@ def report_export_start(request: HttpRequest, benchmark_id: int) -> HttpResponse
     unknown = request.POST.get("unknown", DEFAULT_UNKNOWN)
     acc_unknown = request.POST.get("acc", DEFAULT_ACC)
     try:
-        report_export_request(
-            benchmark=benchmark, unknown=unknown, acc_unknown=acc_unknown, user=request.user
-        )
+        # Each export builds the whole report, draws every figure and writes a zip to storage.
+        with user_rate_limited(
+            user=request.user, scope=EXPORTS_SCOPE, what="report exports",
+            outcome="Nothing was queued.",
+        ):  # fmt: skip
+            report_export_request(
+                benchmark=benchmark, unknown=unknown, acc_unknown=acc_unknown, user=request.user
+            )
+    except RateLimitedError as error:
+        back = (reverse("reports:detail", args=[benchmark.pk]), "Back to the report")
+        return error_page(request, error, back=back)
     except EvaluationError as error:
         return HttpResponse(str(error), status=error.http_status, content_type="text/plain")
     page = reverse("reports:detail", args=[benchmark.pk])

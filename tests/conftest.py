@@ -66,7 +66,7 @@ def _role_groups(request):
 @pytest.fixture
 def worker_rates(settings, monkeypatch):
     """Set the per-address and per-user rates (crowd-pages, crowd-starts, uploads, model-calls,
-    run-starts); the throttles' clock is returned."""
+    run-starts, exports); the throttles' clock is returned."""
 
     def set_rates(
         pages: str = "1000/minute",
@@ -74,6 +74,7 @@ def worker_rates(settings, monkeypatch):
         uploads: str = "1000/minute",
         model_calls: str = "1000/minute",
         run_starts: str = "1000/minute",
+        exports: str = "1000/minute",
     ) -> list[float]:
         rates = {**settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]}
         rates.update(
@@ -83,6 +84,7 @@ def worker_rates(settings, monkeypatch):
                 "uploads": uploads,
                 "model-calls": model_calls,
                 "run-starts": run_starts,
+                "exports": exports,
             }
         )
         settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": rates}

@@ -287,6 +287,8 @@ REST_FRAMEWORK = {
         # a person starts a few an hour; this stops a script or a stuck form starting runs
         # without end on the endpoints' shared pacing. Management commands are not counted.
         "run-starts": os.environ.get("RUN_START_RATE", "30/hour"),
+        # Report exports (each builds the report, draws every figure, writes a zip), per user.
+        "exports": os.environ.get("EXPORT_RATE", "20/hour"),
     },
 }
 # API tokens (django-rest-knox), made by each user on /accounts/tokens/: a token stops working

@@ -33,6 +33,7 @@ REST_FRAMEWORK = {  # noqa: F405
         "api-bad-tokens": "100000/minute",
         "model-calls": "100000/minute",
         "run-starts": "100000/minute",
+        "exports": "100000/minute",
     },
 }
 # On SQLite the test database is a file, not Django's shared-cache in-memory default: browser

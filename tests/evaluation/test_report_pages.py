@@ -427,3 +427,21 @@ def test_the_reports_page_lists_the_verbalizer_and_revision_reports_too(research
     report = reverse("verbalizer-reports:detail", args=[made.evaluation_set.pk])
     assert f'<a href="{report}">paper</a>' in page
     assert f'<a href="{reverse("revision-reports:list")}">' in page
+
+
+def test_exports_over_the_users_rate_are_refused_and_queue_nothing(
+    researcher_client, bench, worker_rates, django_capture_on_commit_callbacks
+):
+    from evaluation.models import ReportExport
+
+    worker_rates(exports="1/hour")
+    url = reverse("reports:export", args=[bench.pk])
+    with django_capture_on_commit_callbacks(execute=False) as queued:
+        assert researcher_client.post(url, {"unknown": "maybe"}).status_code == 400  # not counted
+        assert researcher_client.post(url, {"unknown": "exclude"}).status_code == 302
+        refused = researcher_client.post(url, {"unknown": "exclude"})
+    assert refused.status_code == 429 and int(refused["Retry-After"]) > 0
+    assert (
+        b"Too many report exports" in refused.content and b"Nothing was queued" in refused.content
+    )
+    assert ReportExport.objects.count() == 1 and len(queued) == 1
