@@ -119,6 +119,8 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     "crowd:review": (ADMINS, None),
     # An empty POST confirms no total: refused, as a message on the page.
     "crowd:replacements": (ADMINS, ADMIN_POST_REFUSED),
+    # Admins: the sync runs and the review page says what changed (or why it could not).
+    "crowd:review-sync": (ADMIN_POST_ONLY, ADMIN_POST_REFUSED),
     "crowd:assignment-action": (ADMIN_POST_ONLY, ADMIN_POST_REFUSED),
     "crowd:worker-action": (ADMIN_POST_ONLY, ADMIN_POST_REFUSED),
     "crowd:calls": (ADMINS, None),
