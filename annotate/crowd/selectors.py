@@ -55,6 +55,13 @@ def completion_of(publication: Publication) -> tuple[str, str]:
     return project.completion_code, project.completion_url
 
 
+def participant_submitted_in_batch(*, annotator_id: int, batch_id: int) -> bool:
+    """Whether a participant submitted any task of the batch (their completion code is due)."""
+    return Assignment.objects.filter(
+        annotator_id=annotator_id, task__batch_id=batch_id, submitted_at__isnull=False
+    ).exists()
+
+
 @dataclass(frozen=True)
 class Progress:
     total: int

@@ -108,6 +108,8 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     "crowd:mturk-task": (TOKEN_PAGE, by_role(405, 405, 405, 405, 405, 405)),
     "crowd:selfhosted-join": (TOKEN_PAGE, by_role(302, 302, 302, 302, 302, 302)),
     "crowd:work-task": (TOKEN_PAGE, by_role(400, 400, 400, 400, 400, 400)),
+    # Self-hosted participants only: the world's token is a platform worker's (refused, 400).
+    "crowd:work-return": (TOKEN_GET_ONLY, by_role(400, 400, 400, 400, 400, 400)),
     # The offline platform's externalSubmit: no assignment named, nothing to submit.
     "crowd:demo-external-submit": (TOKEN_GET_ONLY, by_role(404, 404, 404, 404, 404, 404)),
     # The world's publication is on the offline platform: the admin takes its HIT as a worker.
