@@ -229,6 +229,9 @@ def test_an_admin_plays_a_worker_on_the_offline_demo_platform(page_for, settings
     assert Label.objects.filter(annotator__worker_id="DEMOWORKER1").count() == 4
 
 
+DRAFTS = "Object.keys(localStorage).filter((key) => key.startsWith('task-draft-'))"
+
+
 def test_a_selfhosted_participant_returns_a_task_after_confirming(page_for, browser):
     """The return asks first (a cancelled dialog keeps the task), then frees the slot at once:
     the next participant gets the task the first one gave back."""
@@ -248,11 +251,13 @@ def test_a_selfhosted_participant_returns_a_task_after_confirming(page_for, brow
     worker.get_by_role("button", name="Return this task").click()
     assert asked and asked[0].startswith("Return this task?")
     assert Assignment.objects.get(annotator__worker_id="P-1").status == AssignmentStatus.CLAIMED
+    assert worker.evaluate(DRAFTS) != []  # the answers given so far, kept while they work
 
     worker.once("dialog", lambda dialog: dialog.accept())
     worker.get_by_role("button", name="Return this task").click()
     worker.locator("#returned-note").wait_for()
     assert worker.locator("#no-code").is_visible()
+    assert worker.evaluate(DRAFTS) == []  # a returned task's answers stay nowhere
     assert Assignment.objects.get(annotator__worker_id="P-1").status == AssignmentStatus.RETURNED
 
     other = page_for()
