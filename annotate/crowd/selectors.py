@@ -4,7 +4,9 @@ and the reconciliation of our assignments with the platform's."""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import timedelta
 from decimal import Decimal
 
 from django.conf import settings
@@ -22,7 +24,7 @@ from annotate.crowd.models import (
 )
 from annotate.crowd.services.review import hand_back_overdue, hit_of_work, platform_confirms
 from annotate.errors import NotFoundError
-from annotate.models import Annotator, Assignment, AssignmentStatus, Label, Project
+from annotate.models import Annotator, Assignment, AssignmentStatus, Label, Project, Question
 from annotate.selectors.results import (
     CONFIRMED_PLATFORM_STATUSES,
     blocked_annotator_ids,
@@ -30,6 +32,8 @@ from annotate.selectors.results import (
     counted_human_answer_q,
     human_answer_counted_any_kind_q,
 )
+from annotate.selectors.work import system_label
+from annotate.services.submissions import FIELD_PATTERN
 from annotate.verbalizer.models import HumanAnswer
 
 
@@ -49,6 +53,13 @@ def completion_of(publication: Publication) -> tuple[str, str]:
     if publication.completion_code or publication.completion_url or project is None:
         return publication.completion_code, publication.completion_url
     return project.completion_code, project.completion_url
+
+
+def participant_submitted_in_batch(*, annotator_id: int, batch_id: int) -> bool:
+    """Whether a participant submitted any task of the batch (their completion code is due)."""
+    return Assignment.objects.filter(
+        annotator_id=annotator_id, task__batch_id=batch_id, submitted_at__isnull=False
+    ).exists()
 
 
 @dataclass(frozen=True)
@@ -144,6 +155,53 @@ def assignment_confirmation(*, assignment: Assignment | HumanAnswer) -> str:
 
 
 @dataclass(frozen=True)
+class AnsweredQuestion:
+    """One question of a submission: its text and the worker's answer for each shown system."""
+
+    position: int
+    text: str
+    by_system: list[tuple[str, str]]  # ("System A", "YES"); "" where the submission has none
+
+
+@dataclass(frozen=True)
+class Answers:
+    """A submission's labels as the reviewer reads them: each answered question with the
+    worker's answer for each system, in the order the worker saw them ("System A", ...)."""
+
+    questions: list[AnsweredQuestion]
+
+
+def answers_of(*, submission: dict | None, questions: Iterable[Question]) -> Answers:
+    """The labels of a stored submission (fields `r<shown position>_q<question position>`) with
+    the text of each answered question; direct scores (`r<n>_score`) are not labels."""
+    given: dict[tuple[int, int], str] = {}
+    for name, value in ((submission or {}).get("labels") or {}).items():
+        match = FIELD_PATTERN.match(name)
+        if match and match.group(2):
+            given[int(match.group(1)), int(match.group(2))] = str(value).upper()
+    shown = sorted({system for system, _ in given})
+    texts = {question.position: question.text for question in questions}
+    rows = [
+        AnsweredQuestion(
+            position=position,
+            text=texts.get(position, ""),
+            by_system=[
+                (system_label(system), given.get((system, position), "")) for system in shown
+            ],
+        )
+        for position in sorted({position for _, position in given})
+    ]
+    return Answers(questions=rows)
+
+
+def time_spent(assignment: Assignment) -> timedelta | None:
+    """From the claim (the worker's accept) to the submit; None before a submit."""
+    if assignment.submitted_at is None:
+        return None
+    return max(assignment.submitted_at - assignment.claimed_at, timedelta(0))
+
+
+@dataclass(frozen=True)
 class ReviewRow:
     assignment: Assignment
     worker: Annotator
@@ -153,6 +211,8 @@ class ReviewRow:
     platform_status: str
     confirmation: str
     bonuses: list[Bonus]  # newest first: pending, paid or failed
+    answers: Answers
+    time_spent: timedelta | None
 
 
 def review_rows(*, publication: Publication) -> list[ReviewRow]:
@@ -170,7 +230,7 @@ def review_rows(*, publication: Publication) -> list[ReviewRow]:
         )
         .exclude(status=AssignmentStatus.CLAIMED)
         .select_related("annotator__block", "task__instruction", "platform_record")
-        .prefetch_related("bonuses")
+        .prefetch_related("bonuses", "task__instruction__questions")
         .order_by("submitted_at", "id")
     )
     scores = worker_gold_scores(
@@ -196,6 +256,11 @@ def review_rows(*, publication: Publication) -> list[ReviewRow]:
                     assignment=assignment, synced_at=synced.get(assignment.platform_hit_id)
                 ),
                 bonuses=list(assignment.bonuses.all()),
+                answers=answers_of(
+                    submission=assignment.submission,
+                    questions=assignment.task.instruction.questions.all(),
+                ),
+                time_spent=time_spent(assignment),
             )
         )
     return rows

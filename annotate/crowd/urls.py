@@ -9,6 +9,7 @@ urlpatterns = [
     path("mturk/<str:hit_token>/", worker_views.mturk_task, name="mturk-task"),
     path("join/<str:link_token>/", worker_views.selfhosted_join, name="selfhosted-join"),
     path("work/<str:token>/", worker_views.work_task, name="work-task"),
+    path("work/<str:token>/return/", worker_views.work_return, name="work-return"),
     # The offline demo platform's externalSubmit (a demo worker's finished HIT)
     path(
         "demo-platform/mturk/externalSubmit",
@@ -30,6 +31,7 @@ urlpatterns = [
         views.replacements,
         name="replacements",
     ),
+    path("publications/<int:publication_id>/review/sync/", views.review_sync, name="review-sync"),
     path("hits/<int:hit_pk>/demo-worker/", views.demo_worker_start, name="demo-worker"),
     path(
         "assignments/<int:assignment_id>/action/",

@@ -33,7 +33,7 @@ from annotate.crowd.models import (
     Publication,
     PublicationStatus,
 )
-from annotate.crowd.platforms import demo_platform_in_use, platform_names
+from annotate.crowd.platforms import demo_platform_in_use, platform_label, platform_names
 from annotate.crowd.services import publishing
 from annotate.crowd.services import replacements as replacement_services
 from annotate.crowd.services import review as review_services
@@ -445,8 +445,57 @@ def review(request: HttpRequest, publication_id: int) -> HttpResponse:
         "publication": publication,
         "rows": selectors.review_rows(publication=publication),
         "reconciliation": selectors.reconciliation(publication=publication),
+        "platform_confirms": review_services.platform_confirms(publication.platform),
     }
     return render(request, "crowd/review.html", context)
+
+
+@admin_page
+@require_POST
+def review_sync(request: HttpRequest, publication_id: int) -> HttpResponse:
+    """Sync the publication with its platform in this request, and say what changed."""
+    publication = selectors.publication_get(publication_id=publication_id)
+    if not review_services.platform_confirms(publication.platform):
+        raise AnnotateError("A self-hosted link has no platform to sync with.")
+    try:
+        changes = review_services.publication_sync_reported(
+            publication_id=publication.pk, now=timezone.now(), user=request.user
+        )
+    except CrowdPlatformError as error:
+        messages.error(
+            request,
+            f"The sync stopped: {error} The HITs synced before it are kept; sync again later.",
+        )
+    else:
+        messages.success(request, sync_message(changes, platform=publication.platform))
+    return redirect("crowd:review", publication.pk)
+
+
+def sync_message(changes: review_services.SyncChanges, *, platform: str) -> str:
+    """What a sync changed, in a sentence for the review page."""
+    result = changes.result
+    head = (
+        f"Synced {result.hits} HIT{pluralize(result.hits)} with {platform_label(platform)} "
+        f"({result.seen} assignment{pluralize(result.seen)} listed there)"
+    )
+    parts = [
+        f"{count} {text}"
+        for count, text in (
+            (changes.confirmed, "newly confirmed by the platform"),
+            (changes.approved, "approved by the platform (its auto-approval delay ended)"),
+            (changes.rejected, "rejected on the platform"),
+            (changes.released, "not found there for their worker: their task slots are freed"),
+            (changes.restored, "confirmed after their slots were freed: they hold them again"),
+        )
+        if count
+    ]
+    message = f"{head}: {'; '.join(parts) if parts else 'nothing changed'}."
+    if result.missing_here:
+        message += (
+            f" {result.missing_here} assignment{pluralize(result.missing_here)} on the platform "
+            "with no work here: see Needs attention."
+        )
+    return message
 
 
 def rejected_message(work) -> str:

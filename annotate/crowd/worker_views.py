@@ -133,12 +133,23 @@ def work_task(request: HttpRequest, token: str) -> HttpResponse:
         response = _submit(request, held)
     elif held.assignment.submitted_at is not None:
         response = _refused(request, held) or _done(request, held)
+    elif held.assignment.status == AssignmentStatus.RETURNED and not held.submit_to:
+        response = _returned(request, held)
     else:
         page = work_selectors.task_page_for(assignment=held.assignment)
         response = _task_page(request, held, {"page": page})
     if held.submits_to_mturk:  # the finished assignment is posted to MTurk from this page
         csp_replace_on(response, {"form-action": ["'self'", held.submit_to]})
     return response
+
+
+@worker_page
+@require_http_methods(["POST"])
+def work_return(request: HttpRequest, token: str) -> HttpResponse:
+    """A self-hosted participant hands their task back; their task page then says what next."""
+    held = workers.worker_assignment_get(token=token)
+    workers.selfhosted_assignment_return(held=held, now=timezone.now())
+    return redirect("crowd:work-task", token=token)
 
 
 @worker_page
@@ -218,8 +229,41 @@ def _task_page(
         **context,
         "worker_blocked": crowd_selectors.worker_blocked(annotator_id=held.assignment.annotator_id),
         "hands_back_to_platform": bool(held.submit_to),
+        "return_url": _return_url(held),
     }
     return render(request, "crowd/task.html", context, status=status)
+
+
+def _return_url(held: workers.WorkerAssignment) -> str:
+    """Where a self-hosted participant returns a task not submitted (a platform's worker
+    returns the HIT on the platform): "" when there is nothing to return."""
+    assignment = held.assignment
+    can_return = (
+        not held.submit_to
+        and assignment.submitted_at is None
+        and assignment.status in (AssignmentStatus.CLAIMED, AssignmentStatus.EXPIRED)
+    )
+    return reverse("crowd:work-return", args=[held.token]) if can_return else ""
+
+
+def _returned(request: HttpRequest, held: workers.WorkerAssignment) -> HttpResponse:
+    """After a self-hosted participant returned a task: another task if their link gives them
+    one, else the completion code for the tasks they did submit, or, with none submitted, the
+    advice to return the study on the recruiting site (no code for no work)."""
+    assignment = held.assignment
+    link = _selfhosted_link(assignment)
+    next_task = _next_selfhosted_task(held, link)
+    submitted_any = next_task is None and crowd_selectors.participant_submitted_in_batch(
+        annotator_id=assignment.annotator_id, batch_id=assignment.task.batch_id
+    )
+    code, url = crowd_selectors.completion_of(link) if link and submitted_any else ("", "")
+    context = {
+        "next_task": next_task,
+        "submitted_any": submitted_any,
+        "completion_code": code,
+        "completion_url": url,
+    }
+    return render(request, "crowd/returned.html", context)
 
 
 def _refused(request: HttpRequest, held: workers.WorkerAssignment) -> HttpResponse | None:

@@ -221,8 +221,9 @@
     }
   }
   var sent = false;
+  var returned = false;
   function saveDraft() {
-    if (!storage) {
+    if (!storage || returned) {
       return;
     }
     var answers = {};
@@ -265,6 +266,17 @@
     // The time of a step the server refused was not stored: it goes on counting from there.
     activeSeconds = Math.max(activeSeconds, Number(draft.active) || 0);
   }
+  // A task handed back ("Return this task", once its question was confirmed: site.js listens
+  // first) keeps no answers in this browser, and leaving the page does not save them again.
+  document.addEventListener("submit", function (event) {
+    if (event.defaultPrevented || !event.target.classList.contains("return-form")) {
+      return;
+    }
+    returned = true;
+    if (storage) {
+      storage.remove(draftKey);
+    }
+  });
   form.addEventListener("change", saveDraft);
   window.setInterval(saveDraft, 15000); // the active time, while nothing is answered
   window.addEventListener("pagehide", saveDraft); // a reload or a closed tab: the time so far

@@ -108,6 +108,8 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     "crowd:mturk-task": (TOKEN_PAGE, by_role(405, 405, 405, 405, 405, 405)),
     "crowd:selfhosted-join": (TOKEN_PAGE, by_role(302, 302, 302, 302, 302, 302)),
     "crowd:work-task": (TOKEN_PAGE, by_role(400, 400, 400, 400, 400, 400)),
+    # Self-hosted participants only: the world's token is a platform worker's (refused, 400).
+    "crowd:work-return": (TOKEN_GET_ONLY, by_role(400, 400, 400, 400, 400, 400)),
     # The offline platform's externalSubmit: no assignment named, nothing to submit.
     "crowd:demo-external-submit": (TOKEN_GET_ONLY, by_role(404, 404, 404, 404, 404, 404)),
     # The world's publication is on the offline platform: the admin takes its HIT as a worker.
@@ -119,6 +121,8 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     "crowd:review": (ADMINS, None),
     # An empty POST confirms no total: refused, as a message on the page.
     "crowd:replacements": (ADMINS, ADMIN_POST_REFUSED),
+    # Admins: the sync runs and the review page says what changed (or why it could not).
+    "crowd:review-sync": (ADMIN_POST_ONLY, ADMIN_POST_REFUSED),
     "crowd:assignment-action": (ADMIN_POST_ONLY, ADMIN_POST_REFUSED),
     "crowd:worker-action": (ADMIN_POST_ONLY, ADMIN_POST_REFUSED),
     "crowd:calls": (ADMINS, None),

@@ -227,3 +227,42 @@ def test_an_admin_plays_a_worker_on_the_offline_demo_platform(page_for, settings
     admin.locator(".messages", has_text="Approved.").wait_for()
     assert FakePlatform.store.assignments[platform_id].status == "Approved"
     assert Label.objects.filter(annotator__worker_id="DEMOWORKER1").count() == 4
+
+
+DRAFTS = "Object.keys(localStorage).filter((key) => key.startsWith('task-draft-'))"
+
+
+def test_a_selfhosted_participant_returns_a_task_after_confirming(page_for, browser):
+    """The return asks first (a cancelled dialog keeps the task), then frees the slot at once:
+    the next participant gets the task the first one gave back."""
+    project = project_with_tasks(instructions=1, systems=2, questions=1, assignments_per_task=1)
+    admin = page_for(UserFactory(username="boss", roles=[ADMIN], is_staff=True))
+    publish_in_browser(admin, project.batches.get(), "selfhosted")
+    join_url = admin.locator("#join-url").inner_text()
+
+    worker = page_for()
+    worker.set_default_timeout(10_000)
+    worker.goto(join_url + "?PROLIFIC_PID=P-1")
+    worker.click("text=Start")
+    worker.locator("#task-form").wait_for()
+    answer_everything(worker, "YES")
+    asked = []
+    worker.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
+    worker.get_by_role("button", name="Return this task").click()
+    assert asked and asked[0].startswith("Return this task?")
+    assert Assignment.objects.get(annotator__worker_id="P-1").status == AssignmentStatus.CLAIMED
+    assert worker.evaluate(DRAFTS) != []  # the answers given so far, kept while they work
+
+    worker.once("dialog", lambda dialog: dialog.accept())
+    worker.get_by_role("button", name="Return this task").click()
+    worker.locator("#returned-note").wait_for()
+    assert worker.locator("#no-code").is_visible()
+    assert worker.evaluate(DRAFTS) == []  # a returned task's answers stay nowhere
+    assert Assignment.objects.get(annotator__worker_id="P-1").status == AssignmentStatus.RETURNED
+
+    other = page_for()
+    other.set_default_timeout(10_000)
+    other.goto(join_url + "?PROLIFIC_PID=P-2")
+    other.click("text=Start")
+    other.locator("#task-form").wait_for()
+    assert not Label.objects.exists()

@@ -12,6 +12,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
+from typing import NamedTuple
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -84,6 +85,73 @@ def publication_sync(*, publication_id: int, now: datetime, user=None) -> SyncRe
         hit__publication=publication, assignment__isnull=True, human_answer__isnull=True
     ).count()
     return SyncResult(hits=len(hits), seen=seen, new=new, missing_here=missing)
+
+
+@dataclass(frozen=True)
+class SyncChanges:
+    """What one sync changed in a publication's work here (publication_sync_reported)."""
+
+    result: SyncResult
+    confirmed: int  # the platform confirmed it for its worker and HIT: it may count now
+    approved: int  # approved or rejected by the platform itself (its auto-approval delay)
+    rejected: int
+    released: int  # not listed for its worker once its hand-back was due: its slot taken back
+    restored: int  # released before, confirmed now: its slot given back
+
+    @property
+    def any(self) -> bool:
+        return any((self.confirmed, self.approved, self.rejected, self.released, self.restored))
+
+
+def publication_sync_reported(*, publication_id: int, now: datetime, user=None) -> SyncChanges:
+    """Sync the publication now (publication_sync) and tell what it changed in our work.
+
+    Each HIT is stored in a transaction of its own, so work synced before a platform error is
+    kept; the error is raised.
+    """
+    before = _work_states(publication_id)
+    result = publication_sync(publication_id=publication_id, now=now, user=user)
+    pairs = [
+        (before[pk], state) for pk, state in _work_states(publication_id).items() if pk in before
+    ]
+    submitted = AssignmentStatus.SUBMITTED
+
+    def became(old_status: str, new_status: str) -> int:
+        return sum(old.status == old_status and new.status == new_status for old, new in pairs)
+
+    return SyncChanges(
+        result=result,
+        confirmed=sum(not old.confirmed and new.confirmed for old, new in pairs),
+        approved=became(submitted, AssignmentStatus.APPROVED),
+        rejected=became(submitted, AssignmentStatus.REJECTED),
+        released=sum(not old.late and new.late and new.status == submitted for old, new in pairs),
+        restored=sum(old.late and not new.late for old, new in pairs),
+    )
+
+
+class _WorkState(NamedTuple):
+    status: str
+    late: bool
+    confirmed: bool
+
+
+def _work_states(publication_id: int) -> dict[int, _WorkState]:
+    """Each piece of the publication's work here (its batch's assignments on its platform, or
+    its human study's answers), by id: one query."""
+    publication = Publication.objects.get(pk=publication_id)
+    if publication.human_study_id:
+        answers = HumanAnswer.objects.filter(
+            study_id=publication.human_study_id, annotator__platform=publication.platform
+        ).values_list("pk", "status", "platform_record")
+        return {pk: _WorkState(status, False, rec is not None) for pk, status, rec in answers}
+    assignments = (
+        Assignment.objects.filter(
+            task__batch_id=publication.batch_id, annotator__platform=publication.platform
+        )
+        .exclude(status=AssignmentStatus.CLAIMED)
+        .values_list("pk", "status", "is_late", "platform_record")
+    )
+    return {pk: _WorkState(status, late, rec is not None) for pk, status, late, rec in assignments}
 
 
 def _our_work(hit: Hit, assignment_ids: list[str]):

@@ -43,6 +43,7 @@ from annotate.models import Annotator, AnnotatorKind, Assignment, AssignmentStat
 from annotate.services.assignments import (
     assignment_claim_next,
     assignment_claim_task,
+    assignment_return,
     counted_assignments,
     task_lock,
 )
@@ -471,6 +472,38 @@ def selfhosted_start(
     return WorkerAssignment(
         assignment=assignment, submit_to="", token=assignment_token(assignment=assignment)
     )
+
+
+@transaction.atomic
+def selfhosted_assignment_return(*, held: WorkerAssignment, now: datetime) -> Assignment:
+    """Give a self-hosted participant's claimed task back: its slot is free at once for another
+    participant, and nothing the participant gave on it counts (a returned assignment takes no
+    submit; a `both` project's first-step scores stay on it, never made results). They never
+    get that task again.
+
+    A platform's worker returns the HIT on the platform, which frees the claim here when its
+    time ends. Returning twice (a resent form) returns it once; submitted work is never returned.
+    """
+    try:
+        assignment = Assignment.objects.select_for_update().get(
+            pk=held.assignment.pk, annotator__platform="selfhosted"
+        )
+    except Assignment.DoesNotExist:
+        raise AnnotateError(
+            "Return this task on the platform you took it from (Return the HIT on Mechanical "
+            "Turk): nothing is returned here."
+        ) from None
+    if assignment.status == AssignmentStatus.RETURNED:
+        return assignment
+    if assignment.submitted_at is not None:
+        raise ConflictError(
+            "You submitted this task already: your answers are kept, and it cannot be returned."
+        )
+    if assignment.status == AssignmentStatus.EXPIRED:  # its time ran out: its slot is free
+        assignment.status = AssignmentStatus.RETURNED
+        assignment.save(update_fields=["status"])
+        return assignment
+    return assignment_return(assignment_id=assignment.pk, annotator=assignment.annotator, now=now)
 
 
 def selfhosted_returning(*, publication: Publication, params: dict[str, str]) -> bool:

@@ -1,10 +1,12 @@
 """The human name of a crowd platform, for pages: {{ publication.platform|platform_label }};
-and a fresh idempotency token for a form that pays ({% request_token %}).
+a worker's time on a task ({{ row.time_spent|minutes_seconds }}); and a fresh idempotency
+token for a form that pays ({% request_token %}).
 
 Loaded for every template (TEMPLATES OPTIONS "builtins"), so crowd pages need no {% load %}.
 """
 
 import uuid
+from datetime import timedelta
 
 from django import template
 
@@ -19,23 +21,16 @@ def platform_label(name: str) -> str:
 
 
 @register.filter
-def answers_by_system(submission: dict | None) -> list[tuple[str, str]]:
-    """The worker's answers per shown system: [("System A", "YES NO UNKNOWN"), ...]."""
-    from annotate.selectors.work import system_label
-    from annotate.services.submissions import FIELD_PATTERN
-
-    answers = (submission or {}).get("labels") or {}
-    by_position: dict[int, list[tuple[int, str]]] = {}
-    for name, value in answers.items():
-        match = FIELD_PATTERN.match(name)
-        if match and match.group(2):
-            by_position.setdefault(int(match.group(1)), []).append(
-                (int(match.group(2)), str(value).upper())
-            )
-    return [
-        (system_label(position), " ".join(value for _, value in sorted(values)))
-        for position, values in sorted(by_position.items())
-    ]
+def minutes_seconds(spent: timedelta | None) -> str:
+    """A duration as a reviewer reads it: "45 s", "12 min 5 s", "2 h 3 min"; "–" for none."""
+    if spent is None:
+        return "–"
+    seconds = round(spent.total_seconds())
+    hours, rest = divmod(seconds, 3600)
+    minutes, seconds = divmod(rest, 60)
+    if hours:
+        return f"{hours} h {minutes} min"
+    return f"{minutes} min {seconds} s" if minutes else f"{seconds} s"
 
 
 @register.simple_tag

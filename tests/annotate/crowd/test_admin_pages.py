@@ -1,9 +1,12 @@
 """Admin pages and API of crowd work: publish with a cost preview, progress, review, the call log."""
 
 import re
+from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
@@ -125,11 +128,15 @@ def test_review_page_approves_and_requires_feedback_to_reject(
     first.save()
     client.force_login(admin_user)
     url = reverse("crowd:review", args=[publication.pk])
-    with django_assert_max_num_queries(12):
+    with django_assert_max_num_queries(13):  # one more since the questions' texts are shown
         page = client.get(url)
     assert "W1" in page.text and "W2" in page.text
     # The worker's answers are on the page before anyone approves or rejects.
-    assert "<dt>System A</dt><dd>YES UNKNOWN</dd><dt>System B</dt><dd>NO</dd>" in page.text
+    answers = page.context["rows"][0].answers
+    assert [q.by_system for q in answers.questions] == [
+        [("System A", "YES"), ("System B", "NO")],
+        [("System A", "UNKNOWN"), ("System B", "")],
+    ]
     assert 'class="danger" data-confirm=' in page.text
     client.post(
         reverse("crowd:assignment-action", args=[first.pk]),
@@ -167,6 +174,60 @@ def test_paying_the_first_bonus_asks_first_as_every_later_one_does(client, admin
     button = row[row.index('<button name="action" value="bonus"') :].split(">", 1)[0]
     assert "Pay bonus" in row and "Pay another bonus" not in row
     assert 'data-confirm="Pay this bonus now?' in button
+
+
+def _review_row(page_html: str, assignment) -> str:
+    """The review table's row of `assignment`, up to the next row (its cells hold tables)."""
+    return page_html.split(f'<tr data-assignment="{assignment.pk}">')[1].split("<tr data-")[0]
+
+
+def test_the_review_page_shows_each_questions_text_beside_the_workers_answers_and_time_spent(
+    client, admin_user, crowd_batch
+):
+    """A reviewer judges an assignment by what was asked and how long the worker took: the
+    answers alone ("System A: YES NO") named no question, and the time was nowhere."""
+    publication = fake_publication(crowd_batch)
+    task = crowd_batch.tasks.order_by("position").first()
+    questions = list(task.instruction.questions.order_by("position"))
+    questions[0].text = "Is the answer in <b>French</b>?"
+    questions[1].text = "Does it stay under 50 words?"
+    for question in questions:
+        question.save()
+    quick = crowd_assignment(task=task, platform="fake", worker="W1")
+    quick.claimed_at = quick.submitted_at - timedelta(minutes=12, seconds=5)
+    quick.submission = {"labels": {"r1_q1": "yes", "r2_q1": "no", "r1_q2": "no", "r2_q2": "yes"}}
+    quick.save()
+    fast = crowd_assignment(task=crowd_batch.tasks.last(), platform="fake", worker="W2")
+    fast.claimed_at = fast.submitted_at - timedelta(seconds=42)
+    fast.save()
+    client.force_login(admin_user)
+    page = client.get(reverse("crowd:review", args=[publication.pk])).text
+    row = _review_row(page, quick)
+    assert re.findall(r"<(?:dt|dd)>(.*?)</(?:dt|dd)>", row) == [
+        "1. Is the answer in &lt;b&gt;French&lt;/b&gt;?",
+        "System A: YES · System B: NO",
+        "2. Does it stay under 50 words?",
+        "System A: NO · System B: YES",
+    ]
+    assert '<td class="time-spent">12 min 5 s</td>' in row
+    assert '<td class="time-spent">42 s</td>' in _review_row(page, fast)
+
+
+def test_the_review_pages_queries_do_not_grow_with_its_assignments(client, admin_user, crowd_batch):
+    publication = fake_publication(crowd_batch)
+    tasks = list(crowd_batch.tasks.order_by("position"))
+    client.force_login(admin_user)
+    url = reverse("crowd:review", args=[publication.pk])
+    counts = []
+    for n, task in enumerate(tasks):
+        for worker in (f"A{n}", f"B{n}"):
+            assignment = crowd_assignment(task=task, platform="fake", worker=worker)
+            assignment.submission = {"labels": {"r1_q1": "yes", "r1_q2": "no"}}
+            assignment.save()
+        with CaptureQueriesContext(connection) as queries:
+            assert client.get(url).status_code == 200
+        counts.append(len(queries))
+    assert counts[0] == counts[-1], counts  # 2, then 6 assignments
 
 
 def _control_names(row_html: str) -> list[str]:

@@ -5,12 +5,21 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
 from annotate.crowd import selectors
-from annotate.crowd.models import Bonus, BonusStatus, GoldAnswer, HitStatus, PlatformAssignment
-from annotate.crowd.services import review
+from annotate.crowd.models import (
+    Bonus,
+    BonusStatus,
+    GoldAnswer,
+    HitStatus,
+    PlatformAssignment,
+    PlatformCall,
+)
+from annotate.crowd.services import publishing, review
+from annotate.crowd.services.publishing import PublishSettings
 from annotate.errors import AnnotateError, ConflictError, PermissionDeniedError
 from annotate.models import Assignment, AssignmentStatus, LabelValue, Question, Response
 
@@ -387,3 +396,84 @@ def test_a_platform_worker_given_another_kind_keeps_their_task_and_their_review_
         HTTP_REFERER=url,
     )
     assert annotator.block.active
+
+
+def _messages(page) -> list[str]:
+    return [str(message) for message in page.context["messages"]]
+
+
+def test_sync_now_on_the_review_page_says_what_the_sync_changed(
+    client, live, fake_mturk, admin_user, settings
+):
+    """The reviewer syncs from the page they judge on, at once (the publication page's sync
+    goes through the task queue), and learns what moved: confirmations, the platform's own
+    verdicts, slots freed from work it does not know, and slots given back."""
+    settings.CROWD_RELEASE_GRACE_SECONDS = 0
+    hits = list(live.hits.order_by("id"))
+    handed_back = work(client, fake_mturk, hits[0], "AW1")
+    never_arrived = work(client, fake_mturk, hits[1], "AW2", post_back=False)
+    fake_mturk.api.worker_submit(fake_mturk.api.worker_accept(hits[2].hit_id, "AW3"), {})
+    client.force_login(admin_user)
+    url = reverse("crowd:review", args=[live.pk])
+    assert 'id="sync-now"' in client.get(url).text
+    sync_url = reverse("crowd:review-sync", args=[live.pk])
+
+    page = client.post(sync_url, follow=True)
+    assert page.redirect_chain == [(url, 302)]
+    assert _messages(page) == [
+        "Synced 3 HITs with Amazon Mechanical Turk (2 assignments listed there): 1 newly confirmed by "
+        "the platform; 1 not found there for their worker: their task slots are freed. "
+        "1 assignment on the platform with no work here: see Needs attention."
+    ]
+    handed_back.refresh_from_db()
+    never_arrived.refresh_from_db()
+    assert PlatformAssignment.objects.filter(assignment=handed_back).exists()
+    assert never_arrived.is_late and never_arrived.status == AssignmentStatus.SUBMITTED
+
+    fake_mturk.state.assignments[handed_back.platform_assignment_id]["AssignmentStatus"] = (
+        "Approved"
+    )
+    fake_mturk.api.worker_submit(never_arrived.platform_assignment_id, {})
+    again = _messages(client.post(sync_url, follow=True))[0]
+    assert again.startswith(
+        "Synced 3 HITs with Amazon Mechanical Turk (3 assignments listed there): 1 newly confirmed by "
+        "the platform; 1 approved by the platform (its auto-approval delay ended); 1 confirmed "
+        "after their slots were freed: they hold them again."
+    )
+    never_arrived.refresh_from_db()
+    assert not never_arrived.is_late
+    assert "nothing changed." in _messages(client.post(sync_url, follow=True))[0]
+
+
+def test_sync_now_is_a_post_by_an_admin_with_the_forms_csrf_token(
+    client, live, fake_mturk, admin_user, researcher
+):
+    sync_url = reverse("crowd:review-sync", args=[live.pk])
+    client.force_login(researcher)
+    assert client.post(sync_url).status_code == 403
+    client.force_login(admin_user)
+    assert client.get(sync_url).status_code == 405
+    checked = Client(enforce_csrf_checks=True)
+    checked.force_login(admin_user)
+    assert checked.post(sync_url).status_code == 403
+    assert not PlatformCall.objects.filter(operation="assignments_list").exists()
+    assert not live.hits.filter(synced_at__isnull=False).exists()
+    page = checked.get(reverse("crowd:review", args=[live.pk]))
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+    assert checked.post(sync_url, {"csrfmiddlewaretoken": token}).status_code == 302
+    assert live.hits.filter(synced_at__isnull=False).count() == 3
+
+
+def test_a_selfhosted_link_has_no_sync_button_and_no_sync(client, crowd_batch, admin_user):
+    link = publishing.publication_create(
+        batch=crowd_batch,
+        platform_name="selfhosted",
+        chosen=PublishSettings(title="t", description="d"),
+        base_url="https://annotate.example.org",
+    )
+    client.force_login(admin_user)
+    url = reverse("crowd:review", args=[link.pk])
+    assert 'id="sync-now"' not in client.get(url).text
+    page = client.post(reverse("crowd:review-sync", args=[link.pk]), HTTP_REFERER=url, follow=True)
+    assert _messages(page) == ["A self-hosted link has no platform to sync with."]
+    assert not PlatformCall.objects.exists()
