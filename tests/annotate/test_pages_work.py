@@ -502,6 +502,36 @@ def test_the_task_page_says_by_when_to_submit_and_when_the_time_is_up(client, an
     assert 'id="deadline"' not in client.get(url).text  # nothing to submit any more
 
 
+def test_a_claim_the_beat_expired_still_takes_the_answers_the_page_says_to_submit(
+    client, annotator_user
+):
+    """The page says "the time for this task is up: submit now", and the submit takes a late
+    answer (counted while the slot is free), but once the beat had marked the claim expired
+    (within a minute) a reload showed the answers locked with no Submit: the work was lost."""
+    from datetime import timedelta
+
+    from annotate.services.assignments import assignments_expire
+
+    project = project_with_tasks(instructions=1, systems=2, questions=1)
+    assignment = claim_for(annotator_user, project)
+    client.force_login(annotator_user)
+    url = reverse("work:assignment", args=[assignment.id])
+    Assignment.objects.filter(pk=assignment.pk).update(
+        expires_at=timezone.now() - timedelta(minutes=1)
+    )
+    assert assignments_expire(now=timezone.now()) == 1
+    page = client.get(url).text
+    assert "The time for this task is up: submit now" in page
+    assert re.search(r'<button type="submit">Submit</button>', page)
+    assert not re.search(r'name="r1_q1" value="yes"[^>]*disabled', page)
+    assert "Return this task" not in page  # a lapsed claim cannot be given back
+    response = client.post(url, {"r1_q1": "yes", "r2_q1": "no"})
+    assert response.status_code == 302
+    assert Label.objects.filter(assignment=assignment).count() == 2
+    page = client.get(url).text
+    assert 'id="deadline"' not in page and "Return this task" not in page
+
+
 def test_no_page_of_an_annotators_own_work_may_be_kept_by_a_browser_or_proxy(
     client, annotator_user
 ):
