@@ -225,8 +225,11 @@
     }
   }
   var sent = false;
+  // A page that takes no answers (returned, submitted) keeps no draft and shows none: answers
+  // never sent would look stored there.
+  var takesAnswers = Boolean(submitButton);
   function saveDraft() {
-    if (!storage) {
+    if (!storage || !takesAnswers) {
       return;
     }
     var answers = {};
@@ -257,7 +260,7 @@
         }
       }
     }
-    var draft = readDraft(draftKey);
+    var draft = takesAnswers ? readDraft(draftKey) : null;
     if (!draft || !draft.answers) {
       return;
     }
