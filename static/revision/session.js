@@ -54,7 +54,8 @@
     // focused, as Tab into the group would (arrows move on from it).
     var rating = document.querySelector("#rate-form input[name=rating]:checked") ||
       document.querySelector("#rate-form input[name=rating]");
-    if (rating && !typing(document.activeElement)) { rating.focus({ preventScroll: true }); }
+    var nextField = rating || document.getElementById("instruction");  // a session's first answer
+    if (nextField && !typing(document.activeElement)) { nextField.focus({ preventScroll: true }); }
     delete root.dataset.waiting;
   };
 
@@ -142,5 +143,11 @@
   if (root && !root.dataset.waiting && shown(firstRating) && !typing(document.activeElement) &&
       !document.querySelector("#rate-form input[name=rating]:checked")) {
     firstRating.focus({ preventScroll: true });
+  }
+  // The next instruction is what comes next (a new session, a turn rated): the keyboard goes
+  // to its box, without scrolling past the answer it revises (as when the first answer arrives).
+  var instruction = document.getElementById("instruction");
+  if (root && !root.dataset.waiting && shown(instruction) && !typing(document.activeElement)) {
+    instruction.focus({ preventScroll: true });
   }
 })();
