@@ -286,7 +286,11 @@ def project_standing(*, assignment: Assignment, now: datetime) -> ProjectStandin
             ],
         )
         submitted, earlier, left = cursor.fetchone()
-    is_open = submitted_at is None and assignment.status == AssignmentStatus.CLAIMED
+    # Open as on the task page (TaskPage.is_open): a claim past its time still takes answers.
+    is_open = submitted_at is None and assignment.status in (
+        AssignmentStatus.CLAIMED,
+        AssignmentStatus.EXPIRED,
+    )
     if is_open:
         return ProjectStanding(submitted + 1, submitted + 1 + left, submitted)
     return ProjectStanding(

@@ -522,6 +522,7 @@ def test_a_claim_the_beat_expired_still_takes_the_answers_the_page_says_to_submi
     assert assignments_expire(now=timezone.now()) == 1
     page = client.get(url).text
     assert "The time for this task is up: submit now" in page
+    assert "· task 1 of 1</span>" in page  # not "task 1 of 0"
     assert re.search(r'<button type="submit">Submit</button>', page)
     assert not re.search(r'name="r1_q1" value="yes"[^>]*disabled', page)
     assert "Return this task" not in page  # a lapsed claim cannot be given back
