@@ -411,6 +411,7 @@ def test_the_keyboard_starts_in_the_instruction_box_of_a_new_session_and_of_each
     page.keyboard.press("ArrowDown")  # the type's radio group: on to "stylistic"
     page.keyboard.press("Control+Enter")
     page.locator("#rate-form").wait_for()
+    page.wait_for_load_state()  # the form can show before the page's script runs
     page.keyboard.press("1")
     page.keyboard.press("c")
     page.keyboard.type("Done.")
