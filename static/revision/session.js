@@ -136,11 +136,12 @@
     }
   });
 
-  // An answer already in when the page loads (a reload after it arrived) is rated next as well:
-  // the keyboard goes to the rating as when it arrives, unless a rating is chosen already (a
-  // draft, a form sent back) or the user is typing in a field meanwhile.
+  // An answer already in when the page loads (a reload after it arrived, a re-rating page) is
+  // rated next as well: the keyboard goes to the rating as when it arrives, unless a rating is
+  // chosen already (a draft, a form sent back) or the user is typing in a field meanwhile.
   var firstRating = document.querySelector("#rate-form input[name=rating]");
-  if (root && !root.dataset.waiting && shown(firstRating) && !typing(document.activeElement) &&
+  var answerIn = root ? !root.dataset.waiting : true;  // a re-rating page has no session root
+  if (answerIn && shown(firstRating) && !typing(document.activeElement) &&
       !document.querySelector("#rate-form input[name=rating]:checked")) {
     firstRating.focus({ preventScroll: true });
   }
