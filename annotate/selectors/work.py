@@ -96,6 +96,18 @@ class TaskPage:
 
     @property
     def is_open(self) -> bool:
+        """The page takes answers: a live claim, or one past its time not submitted yet.
+
+        The beat marks a lapsed claim expired within a minute; the submit still takes it (kept,
+        counted only if the task's slot is still free), so a reload then must not lock the form.
+        """
+        if self.preview or self.assignment.submitted_at is not None:
+            return False
+        return self.assignment.status in (AssignmentStatus.CLAIMED, AssignmentStatus.EXPIRED)
+
+    @property
+    def may_return(self) -> bool:
+        """Only a claim still held can be given back (assignment_return)."""
         return not self.preview and self.assignment.status == AssignmentStatus.CLAIMED
 
     @property
@@ -274,7 +286,11 @@ def project_standing(*, assignment: Assignment, now: datetime) -> ProjectStandin
             ],
         )
         submitted, earlier, left = cursor.fetchone()
-    is_open = submitted_at is None and assignment.status == AssignmentStatus.CLAIMED
+    # Open as on the task page (TaskPage.is_open): a claim past its time still takes answers.
+    is_open = submitted_at is None and assignment.status in (
+        AssignmentStatus.CLAIMED,
+        AssignmentStatus.EXPIRED,
+    )
     if is_open:
         return ProjectStanding(submitted + 1, submitted + 1 + left, submitted)
     return ProjectStanding(

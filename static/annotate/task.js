@@ -222,8 +222,11 @@
   }
   var sent = false;
   var returned = false;
+  // A page that takes no answers (returned, submitted) keeps no draft and shows none: answers
+  // never sent would look stored there.
+  var takesAnswers = Boolean(submitButton);
   function saveDraft() {
-    if (!storage || returned) {
+    if (!storage || returned || !takesAnswers) {
       return;
     }
     var answers = {};
@@ -247,7 +250,7 @@
         storage.remove(key);
       }
     });
-    var draft = readDraft(draftKey);
+    var draft = takesAnswers ? readDraft(draftKey) : null;
     if (!draft || !draft.answers) {
       return;
     }

@@ -54,7 +54,8 @@
     // focused, as Tab into the group would (arrows move on from it).
     var rating = document.querySelector("#rate-form input[name=rating]:checked") ||
       document.querySelector("#rate-form input[name=rating]");
-    if (rating && !typing(document.activeElement)) { rating.focus({ preventScroll: true }); }
+    var nextField = rating || document.getElementById("instruction");  // a session's first answer
+    if (nextField && !typing(document.activeElement)) { nextField.focus({ preventScroll: true }); }
     delete root.dataset.waiting;
   };
 
@@ -135,12 +136,19 @@
     }
   });
 
-  // An answer already in when the page loads (a reload after it arrived) is rated next as well:
-  // the keyboard goes to the rating as when it arrives, unless a rating is chosen already (a
-  // draft, a form sent back) or the user is typing in a field meanwhile.
+  // An answer already in when the page loads (a reload after it arrived, a re-rating page) is
+  // rated next as well: the keyboard goes to the rating as when it arrives, unless a rating is
+  // chosen already (a draft, a form sent back) or the user is typing in a field meanwhile.
   var firstRating = document.querySelector("#rate-form input[name=rating]");
-  if (root && !root.dataset.waiting && shown(firstRating) && !typing(document.activeElement) &&
+  var answerIn = root ? !root.dataset.waiting : true;  // a re-rating page has no session root
+  if (answerIn && shown(firstRating) && !typing(document.activeElement) &&
       !document.querySelector("#rate-form input[name=rating]:checked")) {
     firstRating.focus({ preventScroll: true });
+  }
+  // The next instruction is what comes next (a new session, a turn rated): the keyboard goes
+  // to its box, without scrolling past the answer it revises (as when the first answer arrives).
+  var instruction = document.getElementById("instruction");
+  if (root && !root.dataset.waiting && shown(instruction) && !typing(document.activeElement)) {
+    instruction.focus({ preventScroll: true });
   }
 })();

@@ -530,6 +530,37 @@ def test_a_submitted_task_offers_no_key_to_answer_or_submit_it(client, annotator
     assert "↓/j next" in hints and "? all keys" in hints
 
 
+def test_a_claim_the_beat_expired_still_takes_the_answers_the_page_says_to_submit(
+    client, annotator_user
+):
+    """The page says "the time for this task is up: submit now", and the submit takes a late
+    answer (counted while the slot is free), but once the beat had marked the claim expired
+    (within a minute) a reload showed the answers locked with no Submit: the work was lost."""
+    from datetime import timedelta
+
+    from annotate.services.assignments import assignments_expire
+
+    project = project_with_tasks(instructions=1, systems=2, questions=1)
+    assignment = claim_for(annotator_user, project)
+    client.force_login(annotator_user)
+    url = reverse("work:assignment", args=[assignment.id])
+    Assignment.objects.filter(pk=assignment.pk).update(
+        expires_at=timezone.now() - timedelta(minutes=1)
+    )
+    assert assignments_expire(now=timezone.now()) == 1
+    page = client.get(url).text
+    assert "The time for this task is up: submit now" in page
+    assert "· task 1 of 1</span>" in page  # not "task 1 of 0"
+    assert re.search(r'<button type="submit">Submit</button>', page)
+    assert not re.search(r'name="r1_q1" value="yes"[^>]*disabled', page)
+    assert "Return this task" not in page  # a lapsed claim cannot be given back
+    response = client.post(url, {"r1_q1": "yes", "r2_q1": "no"})
+    assert response.status_code == 302
+    assert Label.objects.filter(assignment=assignment).count() == 2
+    page = client.get(url).text
+    assert 'id="deadline"' not in page and "Return this task" not in page
+
+
 def test_no_page_of_an_annotators_own_work_may_be_kept_by_a_browser_or_proxy(
     client, annotator_user
 ):

@@ -273,6 +273,26 @@ def test_a_browser_refusing_storage_does_a_task_without_drafts_or_errors(page_fo
     assert Label.objects.filter(assignment=assignment).count() == 2
 
 
+def test_a_returned_task_shows_no_answers_that_were_never_sent(page_for):
+    """Answers drafted before "Return this task" were shown again, ticked, on the returned
+    task's page ("2 / 4 answered"), as if stored: the server has none of them."""
+    project_with_tasks(instructions=2, systems=2, questions=2)
+    user = UserFactory(username="giver", roles=[ANNOTATOR])
+    page = page_for(user)
+    start_next_task_with_keyboard(page)
+    first = Assignment.objects.get(annotator__user=user)
+    page.keyboard.press("y")
+    page.keyboard.press("n")
+    tab_to(page, "Return this task (someone else will do it)")
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    page.goto(f"/annotate/assignments/{first.id}/")
+    assert "This assignment is returned" in page.locator("main").inner_text()
+    assert page.locator("fieldset.answer input[type=radio]:checked").count() == 0
+    assert page.locator("#answered-count").inner_text() == "0"
+    assert not Label.objects.filter(assignment=first).exists()
+
+
 def test_enter_on_a_button_outside_the_task_form_presses_that_button(page_for):
     project_with_tasks(instructions=2, systems=2, questions=1)
     user = UserFactory(username="returner", roles=[ANNOTATOR])

@@ -87,6 +87,26 @@ def test_a_rerating_half_done_survives_a_reload(page_for, tmp_path, snap):
     assert not page.locator("input[name=rating]:checked").count()
 
 
+def test_a_rerating_page_opens_with_the_keyboard_on_the_rating(page_for, tmp_path):
+    """The session page puts the keyboard on the rating when the answer is in; the re-rating
+    page, the same form, left it on nothing (arrow keys and Tab started from the top)."""
+    rerater, (first, _) = _two_reratings(tmp_path)
+    page = page_for(rerater)
+    page.goto(f"/revision/reratings/{first.pk}/")
+    page.wait_for_load_state()
+    focused = "[document.activeElement.name, document.activeElement.value]"
+    assert page.evaluate(focused) == ["rating", "good"]
+    assert page.evaluate("window.scrollY") == 0
+    page.keyboard.press("ArrowDown")  # the radio group has the keyboard: on to "neutral"
+    assert page.is_checked("input[name=rating][value=neutral]")
+    page.keyboard.press("Tab")  # on to the comment
+    page.keyboard.type("Partly.")
+    with page.expect_navigation():
+        page.keyboard.press("Control+Enter")
+    first.refresh_from_db()
+    assert (first.status, first.rating, first.comment) == ("done", "neutral", "Partly.")
+
+
 def test_a_rerating_without_a_choice_is_stopped_by_the_browser_and_says_so(
     page_for, tmp_path, snap
 ):

@@ -395,6 +395,41 @@ def test_an_answer_already_in_on_a_reload_takes_focus_to_the_rating_unless_one_i
     assert page.input_value("#comment") == "Partly."
 
 
+def test_the_keyboard_starts_in_the_instruction_box_of_a_new_session_and_of_each_turn(
+    page_for, settings, tmp_path
+):
+    """A new session and the page after a rating left the focus on nothing: a keyboard user
+    tabbed past the site's links to reach the instruction box. It is focused, the page kept at
+    its top (the question and the answer come first)."""
+    page, user = start_session(
+        page_for, settings, tmp_path, study="e2e-instr-focus", system="m", user="e2e-instr"
+    )
+    page.wait_for_load_state()
+    assert page.evaluate("document.activeElement.id") == "instruction"
+    assert page.evaluate("window.scrollY") == 0
+    page.keyboard.type("Shorter.")
+    page.keyboard.press("Tab")
+    page.keyboard.press("ArrowDown")  # the type's radio group: on to "stylistic"
+    page.keyboard.press("Control+Enter")
+    page.locator("#rate-form").wait_for()
+    page.wait_for_load_state()  # the form can show before the page's script runs
+    page.keyboard.press("1")
+    page.keyboard.press("c")
+    page.keyboard.type("Done.")
+    with page.expect_navigation():
+        page.keyboard.press("Control+Enter")
+    page.wait_for_load_state()
+    assert page.evaluate("document.activeElement.id") == "instruction"
+    page.keyboard.type("Add a citation.")
+    assert page.input_value("#instruction") == "Add a citation."
+    turn = Turn.objects.get(session__annotator=user)
+    assert (turn.instruction, turn.instruction_type, turn.rating) == (
+        "Shorter.",
+        "stylistic",
+        "good",
+    )
+
+
 def test_the_arriving_answer_leaves_focus_in_a_field_being_typed_in(page_for, settings, tmp_path):
     """Someone typing elsewhere on the page (a field the page gains, a browser extension's
     box) keeps the focus and their keys when the answer comes in."""
