@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from annotate.engine.forms import RunAgainForm
-from annotate.engine.pages import run_again, run_form_submit
+from annotate.engine.pages import run_again, run_again_cost, run_form_submit
 from annotate.engine.services import engine_run_estimate_new
 from annotate.engine.services.runs import engine_run_may_control
 from annotate.errors import AnnotateError
@@ -98,6 +98,7 @@ def run_new(request: HttpRequest) -> HttpResponse:
             create=lambda: _judge_run_create(request, form.cleaned_data).engine_run
         ),
         start=lambda: _judge_run_start(request, form.cleaned_data),
+        endpoint=lambda: form.cleaned_data["config"].endpoint,
         refusals=(AnnotateError, EvaluationError),
     )
     if sent.started is not None:
@@ -106,6 +107,7 @@ def run_new(request: HttpRequest) -> HttpResponse:
     context = {
         "form": form,
         "estimate": sent.estimate,
+        "confirm": sent.confirm,
         "is_admin": is_admin(request.user),
         "prerequisites": judge_prerequisites_missing(),
     }
@@ -142,12 +144,16 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     except JudgeNotFoundError:
         raise Http404 from None
     progress = judge_run_progress(run=run)
+    may_control = run.engine_run is not None and engine_run_may_control(
+        user=request.user, endpoint=run.engine_run.endpoint
+    )
+    shows_again = may_control and not progress.active and progress.questions_missing > 0
     context = {
         "run": run,
         "progress": progress,
         "running": progress.active,
-        "may_control": run.engine_run is not None
-        and engine_run_may_control(user=request.user, endpoint=run.engine_run.endpoint),
+        "may_control": may_control,
+        "again_cost": run_again_cost(run.engine_run) if shows_again else None,
         "again": RunAgainForm(
             initial={
                 "spending_cap_usd": run.engine_run.spending_cap_usd if run.engine_run else None

@@ -39,6 +39,13 @@ class EngineRunDoneError(EngineRunError):
         super().__init__(f"Run {run_id} is done: nothing left to resume.")
 
 
+class EngineCostNotConfirmedError(EngineRunError):
+    """Run again on an endpoint that spends money was asked without confirming what it would
+    cost now (no total sent, or one the estimate no longer gives); nothing was started."""
+
+    http_status = 409
+
+
 class EngineRunEndedError(EngineRunError):
     """Stop was asked of a run that has ended already (a conflict with its state, not bad
     input); nothing was changed."""

@@ -1,29 +1,57 @@
 """What the pages that start an engine run share: their "Estimate the cost" and "Start" buttons.
 
 Generation, the InFoBench judge, the KIWI classifiers and rating judge and the verbalizer each
-have a form with both buttons (`templates/engine/run_estimate.html` shows the estimate).
+have a form with both buttons (`templates/engine/run_estimate.html` shows the estimate,
+`templates/engine/run_start_button.html` is the Start button). On an endpoint that spends money,
+Start first shows the estimate and a "Start for $X" button carrying that total; the run starts
+only when the total sent equals the one computed again then, as the crowd publish page does.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 from typing import Generic, TypeVar
 
 from django import forms
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
+from django.template.defaultfilters import pluralize
 
-from annotate.engine.errors import EngineRunError
+from annotate.engine.errors import EngineCostNotConfirmedError, EngineRunError
 from annotate.engine.forms import RunAgainForm
-from annotate.engine.models import EngineRun
-from annotate.engine.services import RunEstimate, engine_run_cap_set, engine_run_start
+from annotate.engine.models import Endpoint, EngineRun
+from annotate.engine.selectors import engine_run_unit_name
+from annotate.engine.services import (
+    RunEstimate,
+    engine_run_cap_set,
+    engine_run_estimate,
+    engine_run_start,
+)
+from annotate.engine.services.runs import engine_run_may_control
 from annotate.errors import AnnotateError
 from annotate.http import form_refusal
 
 T = TypeVar("T")
 
 ESTIMATE_BUTTON = "estimate"  # the name of the "Estimate the cost" button
+CONFIRM_FIELD = "confirm_total"  # the "Start for $X" button's name (after the form's prefix)
+
+
+@dataclass(frozen=True)
+class StartConfirmation:
+    """The "Start for $X" button of a run on an endpoint that spends money."""
+
+    total: Decimal  # the estimated cost the button confirms
+    field: str  # the button's name, with the form's prefix
+    asked: bool = False  # Start was pressed without a confirmed total: nothing started
+    stale: Decimal | None = None  # the total confirmed, when it was no longer the estimate's
+
+    @property
+    def value(self) -> str:
+        """The total as the button sends it (never localized)."""
+        return str(self.total)
 
 
 @dataclass(frozen=True)
@@ -31,6 +59,7 @@ class RunFormOutcome(Generic[T]):
     """What a sent run form came to: an estimate, a started run, or the form to show again."""
 
     estimate: RunEstimate | None = None
+    confirm: StartConfirmation | None = None  # set when the estimate is of a paid endpoint
     started: T | None = None  # what `start` returned
     status: int = 200  # the page's status when the form is shown again
     retry_after: int | None = None  # seconds, when a rate limit refused the start
@@ -49,6 +78,7 @@ def run_form_submit(
     *,
     estimate: Callable[[], RunEstimate],
     start: Callable[[], T],
+    endpoint: Callable[[], Endpoint | None],
     refusals: tuple[type[Exception], ...] = (AnnotateError,),
     sent: bool | None = None,
 ) -> RunFormOutcome[T]:
@@ -56,7 +86,10 @@ def run_form_submit(
 
     `estimate()` answers the Estimate button without starting or keeping anything (the
     services' `engine_run_estimate_new`), `start()` makes and starts the run. Both run only on a
-    valid form; a refusal (one of `refusals`, with its `http_status`) is shown on the form,
+    valid form. `endpoint()` is the endpoint the run would call (None: unknown, `start` refuses
+    it): when it spends money, Start starts only if the form sent the estimated total
+    (`confirm_total`) and it equals `estimate()` computed now; otherwise nothing starts and the
+    outcome is the estimate to confirm (`confirm`). A refusal (one of `refusals`, with its `http_status`) is shown on the form,
     beside the field it names, and nothing is kept (over the user's run start limit, the
     outcome's `page` adds Retry-After). `sent` says whether this form was sent
     (default: the request is a POST; a page with two forms says which one was).
@@ -66,8 +99,19 @@ def run_form_submit(
     if not form.is_valid():
         return RunFormOutcome(status=400)
     try:
+        chosen = endpoint()
+        if chosen is None or not chosen.spends_money:
+            if ESTIMATE_BUTTON in request.POST:
+                return RunFormOutcome(estimate=estimate())
+            return RunFormOutcome(started=start())
+        now = estimate()
+        field = form.add_prefix(CONFIRM_FIELD)
         if ESTIMATE_BUTTON in request.POST:
-            return RunFormOutcome(estimate=estimate())
+            return RunFormOutcome(estimate=now, confirm=StartConfirmation(now.cost_usd, field))
+        confirmed = _confirmed_total(request.POST.get(field))
+        if confirmed is None or confirmed != now.cost_usd:
+            confirm = StartConfirmation(now.cost_usd, field, asked=True, stale=confirmed)
+            return RunFormOutcome(estimate=now, confirm=confirm)
         return RunFormOutcome(started=start())
     except refusals as error:
         form_refusal(form, error)
@@ -77,12 +121,74 @@ def run_form_submit(
         )
 
 
+def _confirmed_total(sent: str | None) -> Decimal | None:
+    """The total a "Start for $X" button sent; None when none (or not a number) was."""
+    try:
+        total = Decimal(sent or "")
+    except InvalidOperation:
+        return None
+    return total if total.is_finite() else None
+
+
+@dataclass(frozen=True)
+class RunAgainCost:
+    """What "Run again" of a run on an endpoint that spends money asks to confirm."""
+
+    total: Decimal  # the estimate of what is left, sent back as `confirm_total`
+    question: str  # the button's confirmation dialog (data-confirm)
+
+    @property
+    def value(self) -> str:
+        return str(self.total)
+
+
+def run_again_cost(run: EngineRun) -> RunAgainCost | None:
+    """The cost "Run again" of `run` confirms: None on the offline fake, or with nothing left."""
+    if not run.endpoint.spends_money:
+        return None
+    try:
+        estimate = engine_run_estimate(run=run)
+    except EngineRunError:  # a kind this process cannot load: the start refuses it, saying why
+        return None
+    if not estimate.units:
+        return None
+    question = (
+        f"Run again on {run.endpoint.name}, a paid API? "
+        f"{engine_run_unit_name(run=run).capitalize()} left: {estimate.units}; "
+        f"{estimate.calls} call{pluralize(estimate.calls)}, about {estimate.prompt_tokens} "
+        f"prompt tokens and at most {estimate.completion_tokens} completion tokens: "
+        f"at most ${estimate.cost_usd}."
+    )
+    return RunAgainCost(estimate.cost_usd, question)
+
+
+def _run_again_check_confirmed(request: HttpRequest, run: EngineRun) -> None:
+    """Refuse Run again on a paid endpoint unless the form sent the cost it would have now.
+    Who may not start it at all hears that from the start instead."""
+    if not engine_run_may_control(user=request.user, endpoint=run.endpoint):
+        return
+    cost = run_again_cost(run)
+    if cost is None:  # nothing is spent, or nothing is left (the start says so)
+        return
+    confirmed = _confirmed_total(request.POST.get(CONFIRM_FIELD))
+    if confirmed == cost.total:
+        return
+    said = "no total was confirmed" if confirmed is None else f"you confirmed ${confirmed}"
+    raise EngineCostNotConfirmedError(
+        f"Run {run.pk} calls a paid API and running it again would now cost at most "
+        f"${cost.value} ({said}): nothing was started. Go back to the run and press Run again "
+        "to confirm this total."
+    )
+
+
 def run_again(
     request: HttpRequest, run: EngineRun, *, start: Callable[[], object] | None = None
 ) -> None:
-    """The run pages' "Run again": the spending cap their form sends (when it has the field),
-    then `start()` (default: start the engine run). Raises the refusal (AnnotateError, or what
-    `start` raises); a refused start keeps the cap as it was."""
+    """The run pages' "Run again": on an endpoint that spends money, only with the cost it
+    would have now confirmed (`confirm_total`, as `run_again_cost` gives it to the page); then
+    the spending cap their form sends (when it has the field), then `start()` (default: start
+    the engine run). Raises the refusal (AnnotateError, or what `start` raises); a refused
+    start keeps the cap as it was."""
     form = RunAgainForm(request.POST)
     label = form.fields["spending_cap_usd"].label
     if not form.is_valid():  # shown on a page of its own: say which field it is about
@@ -97,6 +203,7 @@ def run_again(
                 if error.field != "spending_cap_usd":
                     raise
                 raise EngineRunError(f"{label}: {error}", field=error.field) from None
+        _run_again_check_confirmed(request, run)  # refused: the cap is rolled back too
         if start is None:
             engine_run_start(run=run, user=request.user)
         else:

@@ -18,7 +18,7 @@ from annotate.engine.errors import (
     EngineRunEndedError,
 )
 from annotate.engine.forms import EndpointForm, GenerationRunForm, RunAgainForm
-from annotate.engine.pages import run_again, run_form_submit
+from annotate.engine.pages import run_again, run_again_cost, run_form_submit
 from annotate.engine.selectors import (
     endpoint_last_test,
     engine_run_list,
@@ -179,9 +179,14 @@ def run_progress(request: HttpRequest, engine_run_id: int) -> JsonResponse:
 
 def _page_progress(run) -> dict:
     """The run's progress with `work_left`: whether Run again would do anything (read once the
-    run has ended; while it runs its form is hidden anyway)."""
+    run has ended; while it runs its form is hidden anyway), and `again_confirm`: the cost Run
+    again confirms on a paid endpoint (None: none to confirm)."""
     progress = engine_run_progress(run=run)
     progress["work_left"] = progress["active"] or engine_run_has_work_left(run=run)
+    # What Run again confirms once its form shows (on a paid endpoint; the page's script puts it
+    # on the button when the run ends while the page is open).
+    cost = None if progress["active"] or not progress["work_left"] else run_again_cost(run)
+    progress["again_confirm"] = cost and {"total": cost.value, "question": cost.question}
     return progress
 
 
@@ -234,10 +239,16 @@ def generation_new(request: HttpRequest) -> HttpResponse:
             create=lambda: _generation_create(request, form.cleaned_data)
         ),
         start=lambda: _generation_start(request, form.cleaned_data),
+        endpoint=lambda: form.cleaned_data["endpoint"],
     )
     if sent.started is not None:
         return redirect("engine:run-detail", engine_run_id=sent.started.pk)
-    context = {"form": form, "estimate": sent.estimate, "is_admin": is_admin(request.user)}
+    context = {
+        "form": form,
+        "estimate": sent.estimate,
+        "confirm": sent.confirm,
+        "is_admin": is_admin(request.user),
+    }
     return sent.page(render(request, "engine/generation_new.html", context, status=sent.status))
 
 

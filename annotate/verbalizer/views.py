@@ -35,6 +35,7 @@ from annotate.roles import (
 )
 from annotate.services.assignments import annotator_of_annotator_user
 from annotate.services.files import upload_size_problem
+from annotate.verbalizer import engine_seam
 from annotate.verbalizer.forms import (
     DatasetForm,
     ItemsForm,
@@ -191,6 +192,7 @@ def set_detail(request: HttpRequest, set_id: int) -> HttpResponse:
             user=request.user, **_run_arguments(request, evaluation_set, run_form)
         ),
         start=lambda: _run_start(request, evaluation_set, run_form),
+        endpoint=lambda: engine_seam.engine_endpoint_get(name=run_form.cleaned_data["endpoint"]),
         sent=run_form.is_bound,
     )
     if sent.started is not None:
@@ -214,6 +216,7 @@ def set_detail(request: HttpRequest, set_id: int) -> HttpResponse:
         "form": form,
         "run_form": run_form,
         "estimate": sent.estimate,
+        "confirm": sent.confirm,
     }
     status = sent.status if run_form.errors else 400 if form.errors else 200
     return sent.page(render(request, "verbalizer/set_detail.html", context, status=status))

@@ -267,12 +267,14 @@ def judge_new(request: HttpRequest, study_id: int, task: str) -> HttpResponse:
             create=lambda: judge_run_prepare(**arguments()).engine_run
         ),
         start=lambda: judge_run_launch(**arguments()),
+        endpoint=lambda: form.cleaned_data["endpoint"],
         refusals=(AnnotateError, EvaluationError),
     )
     if sent.started is not None:
         return redirect("engine:run-detail", engine_run_id=sent.started.engine_run_id)
     context = {
         "estimate": sent.estimate,
+        "confirm": sent.confirm,
         "study": study,
         "task": task,
         "title": TASK_TITLES[task],

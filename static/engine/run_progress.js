@@ -27,8 +27,19 @@
     setHidden("run-stop-form", !data.active);  // absent for who may not stop or restart it
     setHidden("run-resume-form", data.active || !data.work_left);  // a done run may have none
     setHidden("run-nothing-left", data.work_left);
+    showAgainCost(data.again_confirm);
     showErrors(data.errors || []);
     box.setAttribute("data-active", data.active ? "1" : "0");
+  }
+
+  // On a paid endpoint Run again sends the cost it would have now, asked in its dialog first.
+  function showAgainCost(cost) {
+    var total = document.getElementById("run-again-total");
+    var button = document.getElementById("run-again");
+    if (!total || !button) { return; }
+    total.value = cost ? cost.total : "";
+    if (cost) { button.setAttribute("data-confirm", cost.question); }
+    else { button.removeAttribute("data-confirm"); }
   }
 
   function setHidden(id, hidden) {

@@ -6,7 +6,11 @@ import time
 import pytest
 
 from annotate.engine.models import EngineRun, RunStatus
-from annotate.engine.services import endpoint_create, engine_background_wait
+from annotate.engine.services import (
+    endpoint_create,
+    engine_background_wait,
+    engine_run_estimate,
+)
 from annotate.roles import ADMIN
 from tests.evaluation.openai_stub import Fail, StubOpenAI
 from tests.factories import BenchmarkFactory, InstructionFactory, UserFactory
@@ -37,6 +41,8 @@ def start_generation(page, stub):
     page.select_option("#id_endpoint", label="slow-stub (paid API: admins only)")
     page.select_option("#id_benchmark", label="e2e-bench")
     page.fill("#id_system", "browser-gen")
+    page.click("#start-run")  # a paid endpoint: the estimate first, then "Start for $X"
+    page.wait_for_selector("#estimate-confirm")
     page.click("#start-run")
     page.wait_for_url("**/engine/runs/*/")
     page.evaluate("window.__sameDocument = true")
@@ -91,7 +97,20 @@ def test_failure_reasons_appear_while_the_run_goes_on(page_for, snap):
         assert page.locator("#run-resume-form").is_visible()  # the failed unit is left to do
         assert page.locator("#run-nothing-left").is_hidden()
         engine_background_wait(10)
-    assert EngineRun.objects.get().units_failed == 1
+        # A paid endpoint: Run again asks first with what is left to spend, and sends that total
+        # (put on the form from the polled JSON: the page was loaded while the run went on).
+        total = str(engine_run_estimate(run=EngineRun.objects.get()).cost_usd)
+        assert page.locator("#run-again-total").input_value() == total
+        asked = []
+        page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
+        page.click("#run-again")
+        assert (
+            asked
+            and "a paid API? Responses left: 1; 1 call," in asked[0]
+            and f"${total}." in asked[0]
+        )
+        assert page.evaluate("window.__sameDocument") is True  # cancelled: nothing sent
+    assert EngineRun.objects.get().units_failed == 1 and len(stub.requests) == 8
 
 
 def test_a_run_preparing_its_units_says_so_until_it_has_them(page_for):

@@ -19,6 +19,7 @@ from annotate.engine.services import (
 from annotate.models import Label
 from evaluation.models import JudgeRun, RunStatus
 from evaluation.services.judge_runs import judge_run_create, judge_run_mark_started
+from tests.annotate.engine.conftest import again_total, start_confirmed
 from tests.evaluation.judge_helpers import make_benchmark, make_judge
 from tests.evaluation.openai_stub import StubOpenAI
 from tests.factories import SystemFactory
@@ -193,7 +194,7 @@ def test_only_an_admin_may_start_a_paid_judge(client, researcher, admin_user):
         assert not JudgeRun.objects.exists() and stub.requests == []
 
         client.force_login(admin_user)
-        page = client.post(reverse("judge:run-new"), _form(judge, benchmark, systems))
+        page = start_confirmed(client, reverse("judge:run-new"), _form(judge, benchmark, systems))
         assert page.status_code == 302
         engine_background_wait(30)
         assert len(stub.answered) == 2
@@ -457,7 +458,9 @@ def test_run_again_follows_the_runs_own_endpoint_not_the_one_its_judge_has_now(
     detail = client.get(reverse("judge:run-detail", args=[run.pk]))
     assert reverse("judge:run-resume", args=[run.pk]) in detail.text
     with django_capture_on_commit_callbacks(execute=False) as started:
-        again = client.post(reverse("judge:run-resume", args=[run.pk]))
+        again = client.post(
+            reverse("judge:run-resume", args=[run.pk]), {"confirm_total": again_total(detail.text)}
+        )
     assert again.status_code == 302 and len(started) == 1
 
 
@@ -492,7 +495,8 @@ def test_a_run_its_cap_stopped_goes_on_from_its_page_with_a_higher_cap(
         assert refused.status_code == 400 and "Spending cap (USD): Enter a number." in refused.text
         with django_capture_on_commit_callbacks(execute=False) as started:
             again = client.post(
-                reverse("judge:run-resume", args=[run.pk]), {"spending_cap_usd": "5"}
+                reverse("judge:run-resume", args=[run.pk]),
+                {"spending_cap_usd": "5", "confirm_total": again_total(detail)},
             )
         assert again.status_code == 302 and len(started) == 1
         engine_run_execute(run_id=run.engine_run_id)

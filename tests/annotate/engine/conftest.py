@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 
 import pytest
@@ -70,6 +71,22 @@ def dollar_a_thousand(stub, *, concurrency: int, name: str = "stub"):
         price_prompt_per_1k=Decimal("1"),
         price_completion_per_1k=Decimal("1"),
     )
+
+
+def start_confirmed(client, url: str, form: dict):
+    """Press Start on a run form with a paid endpoint, then the "Start for $X" it shows: the
+    second answer (the first starts nothing, annotate/engine/pages.py)."""
+    asked = client.post(url, form)
+    confirm = asked.context["confirm"]
+    assert asked.status_code == 200 and confirm.asked, asked.text
+    return client.post(url, {**form, confirm.field: confirm.value})
+
+
+def again_total(page: str) -> str:
+    """The total a run page's "Run again" form confirms (a paid endpoint's; "" when none)."""
+    found = re.search(r'name="confirm_total"[^>]*value="([^"]*)"', page)
+    assert found, "the page has no Run again form"
+    return found.group(1)
 
 
 def make_instructions(count: int = 3, *, benchmark=None):

@@ -4,6 +4,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from annotate.engine.generation import DEFAULT_TEMPLATE
 from annotate.engine.models import CallStatus, Endpoint, EngineRun, RunStatus
 from annotate.engine.services import engine_background_wait, engine_run_stop
 from annotate.engine.services.generation import (
@@ -13,11 +14,12 @@ from annotate.engine.services.generation import (
 from annotate.models import Benchmark, Instruction, Response, System
 from tests.annotate.engine.conftest import (
     ENDPOINT_FORM,
+    again_total,
     dollar_a_thousand,
     make_endpoint,
     make_instructions,
 )
-from tests.factories import BenchmarkFactory, ResponseFactory
+from tests.factories import BenchmarkFactory, ResponseFactory, SystemFactory
 
 
 @pytest.fixture
@@ -446,9 +448,12 @@ def test_a_name_differing_only_in_capitals_is_refused_beside_the_name(admin_clie
 
 @pytest.fixture
 def paid_run_of_an_admin(admin_user, stub):
-    endpoint = make_endpoint(stub.base_url, name="paid")
+    endpoint = make_endpoint(stub.base_url, name="paid", price_prompt_per_1k="1")
+    _, instructions = make_instructions(2)
+    params = {"instruction_ids": [i.pk for i in instructions], "template": DEFAULT_TEMPLATE,
+              "system_ids": [SystemFactory(name="gen-paid").pk]}  # fmt: skip
     return EngineRun.objects.create(
-        kind="generation", endpoint=endpoint, params={}, created_by=admin_user
+        kind="generation", endpoint=endpoint, params=params, created_by=admin_user
     )
 
 
@@ -540,6 +545,7 @@ def test_run_again_takes_a_higher_cap_after_a_cap_stop_and_refuses_one_below_the
     client.force_login(admin_user)
     page = client.get(reverse("engine:run-detail", args=[run.pk])).content.decode()
     assert 'name="spending_cap_usd"' in page and 'value="1.000000"' in page  # its own cap
+    confirm = {"confirm_total": again_total(page)}  # a paid endpoint: its cost, confirmed
     below = client.post(url, {"spending_cap_usd": "0.5"})
     assert below.status_code == 400 and "has spent $0.9 already" in below.content.decode()
     # Named as the page names it, not by the internal field name.
@@ -553,21 +559,21 @@ def test_run_again_takes_a_higher_cap_after_a_cap_stop_and_refuses_one_below_the
     assert (run.spending_cap_usd, run.status) == (Decimal("1"), RunStatus.CANCELLED)
     client.force_login(admin_user)
     with django_capture_on_commit_callbacks(execute=False) as started:
-        raised = client.post(url, {"spending_cap_usd": "5"})
+        raised = client.post(url, {"spending_cap_usd": "5", **confirm})
     assert raised.status_code == 302 and len(started) == 1
     run.refresh_from_db()
     assert (run.spending_cap_usd, run.status) == (Decimal("5"), RunStatus.PENDING)
     # Its start waits for a worker: a second Run again is refused and keeps the cap.
-    again = client.post(url, {"spending_cap_usd": "7"})
+    again = client.post(url, {"spending_cap_usd": "7", **confirm})
     assert again.status_code == 400 and "is starting already" in again.content.decode()
     run.refresh_from_db()
     assert run.spending_cap_usd == Decimal("5")
     engine_run_stop(run=run)  # stopped before it started
-    client.post(url, {})  # no field (an older page): the cap stays as it is
+    client.post(url, confirm)  # no cap field (an older page): the cap stays as it is
     run.refresh_from_db()
     assert (run.spending_cap_usd, run.status) == (Decimal("5"), RunStatus.PENDING)
     engine_run_stop(run=run)
-    client.post(url, {"spending_cap_usd": ""})  # cleared on the page: no cap
+    client.post(url, {"spending_cap_usd": "", **confirm})  # cleared on the page: no cap
     run.refresh_from_db()
     assert run.spending_cap_usd is None
 

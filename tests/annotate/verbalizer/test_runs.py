@@ -8,7 +8,7 @@ from django.core.management import CommandError, call_command
 from annotate.engine.models import EngineCall, EngineRun
 from annotate.verbalizer.models import ModelAnswer, SystemRun
 from annotate.verbalizer.services.sets import evaluation_set_create
-from tests.annotate.engine.conftest import endpoint_with_unset_key, make_endpoint
+from tests.annotate.engine.conftest import endpoint_with_unset_key, make_endpoint, start_confirmed
 from tests.annotate.verbalizer.helpers import fill
 
 pytestmark = pytest.mark.django_db
@@ -159,7 +159,7 @@ def test_set_page_starts_a_run_admins_only_on_paid_endpoints(
     client.force_login(admin_user)
     # The start happens after commit (a thread or Celery); here the test runs it itself.
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        client.post(url, {**form, "run-model_size_b": "70"})
+        start_confirmed(client, url, {**form, "run-model_size_b": "70"})
     assert len(callbacks) == 1
     system_run = SystemRun.objects.get()
     assert (system_run.model_size_b, system_run.created_by) == (70, admin_user)

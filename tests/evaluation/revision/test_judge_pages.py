@@ -13,7 +13,7 @@ from annotate.revision.models import Study
 from evaluation.revision.judges import judge_run_prepare, rating_split
 from evaluation.revision.models import RevisionJudgeRun, RevisionPrediction
 from evaluation.revision.reports import revision_report_build
-from tests.annotate.engine.conftest import dollar_a_thousand, make_endpoint
+from tests.annotate.engine.conftest import dollar_a_thousand, make_endpoint, start_confirmed
 from tests.evaluation.openai_stub import StubOpenAI
 from tests.evaluation.revision.sample import sample_study
 from tests.evaluation.revision.test_judge_engine import judge_reply
@@ -96,7 +96,7 @@ def test_only_an_admin_may_start_a_run_on_a_paid_endpoint(client, researcher, ad
         assert not RevisionJudgeRun.objects.exists() and not EngineRun.objects.exists()
 
         client.force_login(admin_user)
-        page = client.post(url(study, "instruction-category"), {"endpoint": paid.pk})
+        page = start_confirmed(client, url(study, "instruction-category"), {"endpoint": paid.pk})
         assert page.status_code == 302
         engine_background_wait(30)
     run = RevisionJudgeRun.objects.get()
