@@ -296,22 +296,6 @@ def test_the_run_lists_fail_a_run_whose_worker_died_without_its_page_being_opene
     assert alive.engine_run.status == "running"  # beating: left alone
 
 
-def test_running_a_judge_again_on_a_paid_api_asks_first(client, admin_user):
-    """Its Run again asks before calling a paid API for the questions left; a fake judge's
-    does not (it costs nothing)."""
-    benchmark, systems, _ = make_benchmark(questions_per_instruction=(2,))
-    client.force_login(admin_user)
-    buttons = {}
-    for name, base_url in (("paid-judge", "http://127.0.0.1:9/v1"), ("fake-judge", "")):
-        config = make_judge(base_url, name=name, backend="openai" if base_url else "fake")
-        run = judge_run_create(config=config, benchmark=benchmark, systems=systems)
-        _died_mid_run(run, now=timezone.now())
-        page = client.get(reverse("judge:run-detail", args=[run.pk])).text
-        buttons[name] = page[: page.index(">Run again</button>")].rsplit("<button", 1)[1]
-    assert 'data-confirm="Run it again on paid-judge? It calls a paid API' in buttons["paid-judge"]
-    assert "data-confirm" not in buttons["fake-judge"]
-
-
 def test_a_judge_run_whose_worker_died_fails_with_its_engine_run_and_offers_run_again(
     client, researcher
 ):

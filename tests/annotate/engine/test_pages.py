@@ -373,26 +373,6 @@ def test_stopping_a_run_is_styled_as_destructive_and_confirmed(admin_client):
     assert 'class="danger"' in button and "data-confirm=" in button
 
 
-@pytest.mark.django_db
-def test_running_a_run_again_on_a_paid_api_asks_first_and_on_the_offline_fake_does_not(
-    admin_client,
-):
-    """Run again sends every unit still missing: on a paid endpoint it spends money at once, so
-    it asks first, as publishing to the crowd does; the offline fake costs nothing."""
-    buttons = {}
-    for name, base_url in (("paid", "http://127.0.0.1:9/v1"), ("fake", "")):
-        run = EngineRun.objects.create(
-            kind="generation",
-            endpoint=make_endpoint(base_url, name=name),
-            params={},
-            status=RunStatus.FAILED,
-        )
-        page = admin_client.get(reverse("engine:run-detail", args=[run.pk])).content.decode()
-        buttons[name] = page[: page.index(">Run again</button>")].rsplit("<button", 1)[1]
-    assert 'data-confirm="Run it again on paid? It calls a paid API' in buttons["paid"]
-    assert "data-confirm" not in buttons["fake"]
-
-
 def _field_row(page: str, field: str) -> str:
     """The form row of one field: its label, input, help and errors."""
     row = page[page.index(f'for="id_{field}"') :]
