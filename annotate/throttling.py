@@ -22,8 +22,9 @@ input (an empty instruction, a run with nothing left to do) uses up nothing:
   the engine (annotate.engine.services.runs.engine_run_start), so every page and API that starts
   a run, whatever its kind, meets the same counter, admins included; the console (management
   commands, user None) is not limited;
-- asking for a report export (scope "exports", EXPORT_RATE: the report page's Export, which
-  builds the report, draws every figure and writes a zip to storage).
+- asking for a report export or the aggregated-labels CSV (scope "exports", EXPORT_RATE: the
+  report page's Export, which builds the report, draws every figure and writes a zip to
+  storage, and the CSV of the benchmark's every label).
 
 A request with a wrong API token is refused while it is authenticated, before any throttle runs:
 those failures are counted per address on their own (scope "api-bad-tokens",

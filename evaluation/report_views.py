@@ -204,7 +204,16 @@ def report_figure_file(report: dict, name: str, fmt: str, *, source: str | None)
 def aggregated_labels_download(request: HttpRequest, benchmark_id: int) -> HttpResponse:
     benchmark = _benchmark(request, benchmark_id)
     output = io.StringIO()
-    labels_aggregated_csv(benchmark=benchmark, output=output)
+    try:
+        # Each builds the benchmark's every label into one file: counted with the exports.
+        with user_rate_limited(
+            user=request.user, scope=EXPORTS_SCOPE, what="report exports and label downloads",
+            outcome="Nothing was built.",
+        ):  # fmt: skip
+            labels_aggregated_csv(benchmark=benchmark, output=output)
+    except RateLimitedError as error:
+        back = (reverse("reports:detail", args=[benchmark.pk]), "Back to the report")
+        return error_page(request, error, back=back)
     return _attachment(output.getvalue(), "text/csv", "labels-aggregated.csv")
 
 
@@ -217,7 +226,7 @@ def report_export_start(request: HttpRequest, benchmark_id: int) -> HttpResponse
     try:
         # Each export builds the whole report, draws every figure and writes a zip to storage.
         with user_rate_limited(
-            user=request.user, scope=EXPORTS_SCOPE, what="report exports",
+            user=request.user, scope=EXPORTS_SCOPE, what="report exports and label downloads",
             outcome="Nothing was queued.",
         ):  # fmt: skip
             report_export_request(

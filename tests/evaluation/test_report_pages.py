@@ -442,6 +442,24 @@ def test_exports_over_the_users_rate_are_refused_and_queue_nothing(
         refused = researcher_client.post(url, {"unknown": "exclude"})
     assert refused.status_code == 429 and int(refused["Retry-After"]) > 0
     assert (
-        b"Too many report exports" in refused.content and b"Nothing was queued" in refused.content
+        b"Too many report exports and label downloads" in refused.content
+        and b"Nothing was queued" in refused.content
     )
     assert ReportExport.objects.count() == 1 and len(queued) == 1
+
+
+def test_the_aggregated_labels_csv_counts_with_the_exports_and_is_refused_over_the_rate(
+    researcher_client, bench, worker_rates
+):
+    """It holds the benchmark's every label, built in memory: counted with the exports."""
+    worker_rates(exports="2/hour")
+    url = reverse("reports:aggregated-labels", args=[bench.pk])
+    first = researcher_client.get(url)
+    assert first.status_code == 200 and first["Content-Disposition"].endswith(
+        'filename="labels-aggregated.csv"'
+    )
+    assert researcher_client.post(reverse("reports:export", args=[bench.pk]), {}).status_code == 302
+    refused = researcher_client.get(url)
+    assert refused.status_code == 429 and int(refused["Retry-After"]) > 0
+    assert b"Too many report exports and label downloads" in refused.content
+    assert reverse("reports:detail", args=[bench.pk]).encode() in refused.content
