@@ -29,7 +29,7 @@ from annotate.engine.services import (
     engine_run_estimate,
     engine_run_start,
 )
-from annotate.engine.services.runs import engine_run_may_control
+from annotate.engine.services.runs import engine_run_check_key, engine_run_may_control
 from annotate.errors import AnnotateError
 from annotate.http import form_refusal
 
@@ -104,6 +104,8 @@ def run_form_submit(
             if ESTIMATE_BUTTON in request.POST:
                 return RunFormOutcome(estimate=estimate())
             return RunFormOutcome(started=start())
+        if ESTIMATE_BUTTON not in request.POST:  # a start it could only refuse asks nothing
+            engine_run_check_key(endpoint=chosen)
         now = estimate()
         field = form.add_prefix(CONFIRM_FIELD)
         if ESTIMATE_BUTTON in request.POST:
