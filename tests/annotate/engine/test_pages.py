@@ -818,3 +818,18 @@ def test_the_run_page_shows_a_message_row_only_when_there_is_a_message(admin_cli
     EngineRun.objects.filter(pk=run.pk).update(status=RunStatus.FAILED, error="rate limited")
     page = admin_client.get(url).content.decode()
     assert '<dt id="run-error-label">Message</dt><dd id="run-error">rate limited</dd>' in page
+
+
+@pytest.mark.django_db
+def test_saving_an_endpoint_says_so(admin_client):
+    """The form came back as it was sent, with no word that anything was saved."""
+    created = admin_client.post(reverse("engine:endpoint-new"), ENDPOINT_FORM, follow=True)
+    assert "Endpoint local-vllm created." in created.content.decode()
+    endpoint = Endpoint.objects.get(name="local-vllm")
+    saved = admin_client.post(
+        reverse("engine:endpoint-edit", args=[endpoint.pk]),
+        {**ENDPOINT_FORM, "concurrency": "2"},
+        follow=True,
+    )
+    assert "Endpoint local-vllm saved." in saved.content.decode()
+    assert "created." not in saved.content.decode()
