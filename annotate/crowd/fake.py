@@ -4,6 +4,12 @@ behave like MTurk's (tokens, statuses, idempotent bonuses) without leaving the m
 Its state is a JSON file (CROWD_FAKE_STATE_FILE, under VAR_DIR), read and replaced whole under a
 file lock, so it outlives a restart of the server (`make run` again, or its autoreloader after an
 edit) and every process of the site (web, Celery) sees the same HITs, as with a real platform.
+Its account is prepaid, as MTurk's: creating a HIT takes reward × MaxAssignments × (1 + fee)
+from the balance, adding assignments takes theirs, a bonus takes amount × (1 + fee), and a HIT or
+an addition the balance cannot pay is refused. Work given back returns its price: rejecting an
+assignment, and deleting an expired HIT, for the assignments no worker ever took (the fee is
+CROWD_FEE_RATE, as the app prices work: publishing.assignments_cost).
+
 Each process keeps the last state it parsed and parses the file again only when it changed; a
 call that changes nothing writes nothing. It is the platform's state, not ours: our transactions
 do not roll it back.
@@ -27,7 +33,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from annotate.crowd.base import AssignmentInfo, HitInfo, HitTypeSpec
+from annotate.crowd.base import AssignmentInfo, HitInfo, HitTypeSpec, to_cents
 from annotate.errors import AlreadyProcessedError, CrowdPlatformError, HitAlreadyExistsError
 
 REVIEWED = {"Approved", "Rejected"}
@@ -44,6 +50,8 @@ class FakeStore:
     hit_types: dict[str, HitTypeSpec] = field(default_factory=dict)
     hits: dict[str, HitInfo] = field(default_factory=dict)
     questions: dict[str, str] = field(default_factory=dict)
+    # Each HIT's type, whose reward its assignments were paid at (refunds take it back).
+    hit_type_of: dict[str, str] = field(default_factory=dict)
     tokens: dict[str, str] = field(default_factory=dict)
     assignments: dict[str, AssignmentInfo] = field(default_factory=dict)
     bonuses: list[dict] = field(default_factory=list)
@@ -72,6 +80,7 @@ class FakeStore:
                 for key, hit in self.hits.items()
             },
             "questions": self.questions,
+            "hit_type_of": self.hit_type_of,
             "tokens": self.tokens,
             "assignments": {
                 key: {**asdict(row), "submitted_at": when(row.submitted_at)}
@@ -102,6 +111,7 @@ class FakeStore:
                 for key, hit in data["hits"].items()
             },
             questions=data["questions"],
+            hit_type_of=data.get("hit_type_of", {}),  # older state files: HITs never charged
             tokens=data["tokens"],
             assignments={
                 key: AssignmentInfo(**{**row, "submitted_at": when(row["submitted_at"])})
@@ -253,6 +263,7 @@ class FakePlatform:
                 )
             if hit_type_id not in store.hit_types:
                 raise CrowdPlatformError(f"Hit type {hit_type_id} does not exist.")
+            _charge(store, _price(store.hit_types[hit_type_id].reward, max_assignments), "HIT")
             hit = HitInfo(
                 hit_id=self._new_id(store, "FAKEHIT"),
                 status="Assignable",
@@ -262,6 +273,7 @@ class FakePlatform:
             )
             store.hits[hit.hit_id] = hit
             store.questions[hit.hit_id] = question_url
+            store.hit_type_of[hit.hit_id] = hit_type_id
             store.tokens[unique_request_token] = hit.hit_id
             return hit
 
@@ -291,7 +303,10 @@ class FakePlatform:
                 raise CrowdPlatformError(
                     f"Hit {hit_id} is still assignable or has unreviewed assignments."
                 )
+            untaken = hit.max_assignments - len(_holding_a_slot(store, hit_id))
+            store.balance += _hit_price(store, hit_id, max(untaken, 0))
             del store.hits[hit_id]
+            store.hit_type_of.pop(hit_id, None)
 
     def hit_add_assignments(self, *, hit_id: str, count: int, unique_request_token: str) -> None:
         """MTurk's rules: a token used before is refused, and a HIT made with fewer than 10
@@ -310,6 +325,7 @@ class FakePlatform:
                     "than 10 cannot be extended to 10 or more.",
                     code="AWS.MechanicalTurk.InvalidMaximumAssignmentsIncrease",
                 )
+            _charge(store, _hit_price(store, hit_id, count), "addition")
             store.hits[hit_id] = replace(hit, max_assignments=hit.max_assignments + count)
             store.extension_tokens.add(unique_request_token)
 
@@ -333,6 +349,8 @@ class FakePlatform:
                     f"Assignment {assignment_id} is {row.status}; expected {sorted(allowed)}."
                 )
             store.assignments[assignment_id] = replace(row, status=new)
+            if new == "Rejected":  # MTurk pays neither the reward nor the fee of rejected work
+                store.balance += _hit_price(store, row.hit_id, 1)
 
     def assignment_approve(self, *, assignment_id: str, feedback: str = "") -> None:
         self._set_status(assignment_id, "Approved", {"Submitted"})
@@ -354,9 +372,7 @@ class FakePlatform:
         with _changing() as store:
             if unique_request_token in store.bonus_tokens:
                 raise AlreadyProcessedError("This bonus was paid already.", code="AlreadyProcessed")
-            if amount > store.balance:
-                raise CrowdPlatformError("Not enough funds.", code="InsufficientFunds")
-            store.balance -= amount
+            _charge(store, _price(amount, 1), "bonus")
             store.bonus_tokens.add(unique_request_token)
             store.bonuses.append(
                 {"worker_id": worker_id, "assignment_id": assignment_id, "amount": amount}
@@ -442,6 +458,27 @@ class FakePlatform:
         return next(
             f"{DEMO_WORKER}{n}" for n in itertools.count(1) if f"{DEMO_WORKER}{n}" not in taken
         )
+
+
+def _price(amount: Decimal, count: int) -> Decimal:
+    """count × amount × (1 + CROWD_FEE_RATE), rounded to cents as the app prices work."""
+    return to_cents(count * amount * (1 + Decimal(str(settings.CROWD_FEE_RATE))))
+
+
+def _hit_price(store: FakeStore, hit_id: str, count: int) -> Decimal:
+    """What `count` assignments of this HIT cost (0 for a HIT of an older state file)."""
+    type_id = store.hit_type_of.get(hit_id)
+    return _price(store.hit_types[type_id].reward, count) if type_id else Decimal(0)
+
+
+def _charge(store: FakeStore, cost: Decimal, what: str) -> None:
+    if cost > store.balance:
+        raise CrowdPlatformError(
+            f"Not enough funds: this {what} costs ${cost} (fee included) and the account "
+            f"balance is ${store.balance}.",
+            code="InsufficientFunds",
+        )
+    store.balance -= cost
 
 
 def _holding_a_slot(store: FakeStore, hit_id: str) -> list[AssignmentInfo]:

@@ -103,8 +103,9 @@ def endpoint_edit(request: HttpRequest, endpoint_id: int | None = None) -> HttpR
         for limit in ("requests_per_minute", "tokens_per_minute"):
             if data.get(limit) is None:  # left blank on a new endpoint: the service's default
                 data.pop(limit, None)
+        created = endpoint is None
         try:
-            if endpoint is None:
+            if created:
                 endpoint = endpoint_create(name=name, **data)
             else:
                 endpoint = endpoint_update(endpoint=endpoint, name=name, **data)
@@ -112,6 +113,9 @@ def endpoint_edit(request: HttpRequest, endpoint_id: int | None = None) -> HttpR
             _error_beside_its_field(form, error)
             status = error.http_status
         else:
+            messages.success(
+                request, f"Endpoint {endpoint.name} {'created' if created else 'saved'}."
+            )
             return redirect("engine:endpoint-edit", endpoint_id=endpoint.pk)
     elif request.method == "POST":
         status = 400

@@ -68,7 +68,8 @@ class RunApi(APIView):
     """POST: run a system over an evaluation set through an engine endpoint, in the background
     (202), as the set page's form does; `dry_run` answers 200 with the estimate and keeps
     nothing. Only admins may use an endpoint that costs money (403); an endpoint whose API key
-    variable is unset in the server is refused (400, `field` endpoint), as every run's API."""
+    variable is unset in the server is refused (400, `field` endpoint), as every run's API. A run
+    of a system that answered every prompt asked for already is refused (409) and none is made."""
 
     @extend_schema_serializer(component_name="VerbalizerRunInput")
     class InputSerializer(serializers.Serializer):
@@ -100,6 +101,10 @@ class RunApi(APIView):
             202: OutputSerializer,
             200: OutputSerializer,
             403: OpenApiResponse(RefusalSerializer, description="A paid endpoint, not an admin."),
+            409: OpenApiResponse(
+                RefusalSerializer,
+                description="The system answered every prompt asked for already: no run was made.",
+            ),
             429: RUN_START_LIMITED,
         },
     )

@@ -13,7 +13,7 @@ from annotate.engine.services import (
     engine_run_execute,
     engine_run_start,
 )
-from annotate.engine.services.runs import engine_run_check_may_start
+from annotate.engine.services.runs import engine_run_check_may_start, engine_run_check_work
 
 KIND = "verbalizer"
 
@@ -39,6 +39,12 @@ def engine_run_new(
         kind=KIND, endpoint=endpoint, params=params, created_by=created_by,
         spending_cap_usd=spending_cap_usd, description=description,
     )  # fmt: skip
+
+
+def engine_run_refuse_if_done(*, run: EngineRun, nothing_to_do: Callable[[int], str]) -> None:
+    """Refuse (EngineNothingToDoError, 409) a new run with every prompt answered already, so no
+    empty run is recorded; call it in the transaction that made the run."""
+    engine_run_check_work(run=run, nothing_to_do=nothing_to_do)
 
 
 def engine_run_background(*, run: EngineRun, user=None) -> None:

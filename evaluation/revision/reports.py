@@ -273,7 +273,8 @@ def table5(study: Study, data: TurnData, *, rng, n_resamples: int) -> dict[str, 
         if split_key not in baselines_done:
             baselines_done.add(split_key)
             train_truth = np.asarray([good_by_turn[t] for t in train], dtype=bool)
-            extra = {"run": None, "seed": run.seed, "mode": "", "shots": 0}
+            # A baseline has no prompt mode nor shots: None, shown "–" as the Human row's.
+            extra = {"run": None, "seed": run.seed, "mode": None, "shots": None}
             majority = majority_predictions(train_truth, len(test))
             rows.append(_metric_row("Majority", truth, majority, rng, n_resamples, **extra))
             drawn = random_predictions(train_truth, len(test), np.random.default_rng(run.seed))
@@ -306,7 +307,9 @@ def table5(study: Study, data: TurnData, *, rng, n_resamples: int) -> dict[str, 
     if reratings:
         truth = np.asarray([r == "good" for _, r, _ in reratings], dtype=bool)
         second = np.asarray([r == "good" for _, _, r in reratings], dtype=bool)
-        row = _metric_row("Human", truth, second, rng, n_resamples, run=None, seed=None)
+        row = _metric_row(
+            "Human", truth, second, rng, n_resamples, run=None, seed=None, mode=None, shots=None
+        )
         row["three_way_agreement"] = _clean(
             agreement([r for _, r, _ in reratings], [r for _, _, r in reratings])
         )

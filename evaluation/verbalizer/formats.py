@@ -51,6 +51,9 @@ def rows_csv(report: dict) -> str:
     return output.getvalue()
 
 
+NO_DATA = "(no data)"
+
+
 def _pct(value) -> str:
     return _fixed(value, scale=100, digits=1)
 
@@ -66,8 +69,10 @@ def _interval(low, high, show, between: str) -> str:
 def rows_markdown(report: dict) -> str:
     head = ["system", "dataset", "group", "mapping", "mode", "n", "strict %", "lenient %",
             "95% CI (lenient)", "invalid % (lenient)"]  # fmt: skip
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for row in flat_rows(report):
+    rows = flat_rows(report)
+    # Said in words, as the KIWI report's Markdown does: a header alone looks like a cut file.
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] if rows else [NO_DATA]
+    for row in rows:
         shown = [system_label(row["system"], row["prompts"]), row["dataset"], row["group"],
                  row["mapping"]]  # fmt: skip
         cells = [
@@ -140,6 +145,8 @@ def _kappa(value) -> str:
 
 def agreement_markdown(report: dict) -> str:
     head = ["people", "dataset", "Fleiss' kappa", "95% CI", "prompts", "raters each", "note"]
+    if not report["agreement"]:
+        return NO_DATA + "\n"
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in report["agreement"]:
         cells = [

@@ -16,7 +16,7 @@ from annotate.engine.api import RefusalSerializer
 from annotate.http import FIGURE_TYPES, FileNegotiation, csv_download, figure_csp
 from annotate.roles import ADMIN, RESEARCHER, RESEARCHERS_ONLY, is_researcher, require_role
 from annotate.selectors.identities import identity_scope
-from annotate.verbalizer.models import EvaluationSet, ModelAnswer
+from annotate.verbalizer.models import EvaluationSet, Mode, ModelAnswer
 from annotate.verbalizer.selectors import human_answers_waiting_for_kind
 from evaluation.report_api import figure_download_schema
 from evaluation.verbalizer import figures
@@ -120,12 +120,15 @@ def replies_page(request: HttpRequest, set_id: int) -> HttpResponse:
         "system", "prompt__mapping", "prompt__item__dataset"
     )
     filters = {
-        "system": "system__name",
-        "mapping": "prompt__mapping__name",
-        "mode": "prompt__mode",
         "dataset": "prompt__item__dataset__name",
+        "mapping": "prompt__mapping__name",
+        "system": "system__name",
+        "mode": "prompt__mode",
     }
-    chosen = {k: request.GET[k] for k in filters if request.GET.get(k)}
+    options = {key: _values(answers, field) for key, field in filters.items()}
+    chosen = {
+        key: _as_offered(request.GET[key], options[key]) for key in filters if request.GET.get(key)
+    }
     answers = answers.filter(**{filters[k]: v for k, v in chosen.items()}).order_by("pk")
     page = Paginator(answers, REPLIES_PER_PAGE).get_page(request.GET.get("page"))
     shown = []
@@ -133,8 +136,29 @@ def replies_page(request: HttpRequest, set_id: int) -> HttpResponse:
         words = (answer.prompt.positive_word, answer.prompt.negative_word)
         codes = (parse_strict(answer.reply, *words), parse_lenient(answer.reply, *words))
         shown.append((answer, *(_read(code, words) for code in codes)))
+    selects = [
+        (key, key.capitalize(), _labelled(key, options[key], chosen.get(key)), chosen.get(key))
+        for key in filters
+    ]
     context = {"set": evaluation_set, "page": page, "shown": shown, "chosen": chosen}
-    return render(request, "verbalizer/replies.html", context)
+    return render(request, "verbalizer/replies.html", {**context, "selects": selects})
+
+
+def _values(answers, field: str) -> list[str]:
+    return list(answers.order_by(field).values_list(field, flat=True).distinct())
+
+
+def _as_offered(asked: str, offered: list[str]) -> str:
+    """The set's own spelling of a value asked for in the URL ("Golden" is "golden"); a value
+    the set does not have is kept, so the page shows it and finds nothing."""
+    return next((value for value in offered if value.casefold() == asked.casefold()), asked)
+
+
+def _labelled(key: str, offered: list[str], chosen: str | None) -> list[tuple[str, str]]:
+    values = offered if chosen is None or chosen in offered else [*offered, chosen]
+    if key == "mode":
+        return [(value, dict(Mode.choices).get(value, value)) for value in values]
+    return [(value, value) for value in values]
 
 
 def _read(code: int, words: tuple[str, str]) -> str:

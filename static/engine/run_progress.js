@@ -8,7 +8,7 @@
     "run-done": "units_done", "run-total": "units_total", "run-skipped": "units_skipped",
     "run-failed": "units_failed", "run-calls": "calls", "run-calls-failed": "calls_failed",
     "run-prompt-tokens": "prompt_tokens", "run-completion-tokens": "completion_tokens",
-    "run-cost": "cost_usd", "run-elapsed": "elapsed_seconds", "run-status": "status_display",
+    "run-cost": "cost_usd", "run-status": "status_display",
     "run-error": "error", "run-percent-processed": "percent_processed",
     "run-percent-done": "percent_done"
   };
@@ -19,6 +19,10 @@
       var element = document.getElementById(id);
       if (element) { element.textContent = String(data[fields[id]]); }
     });
+    // One decimal, as the page renders the same figure (String(9.0) would read "9").
+    document.getElementById("run-elapsed").textContent = Number(data.elapsed_seconds).toFixed(1);
+    setHidden("run-error-label", !data.error);  // no empty "Message" row
+    setHidden("run-error", !data.error);
     var bar = document.getElementById("run-bar");
     bar.max = Math.max(1, data.units_total);
     bar.value = data.units_done;

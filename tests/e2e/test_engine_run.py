@@ -138,3 +138,26 @@ def test_a_run_preparing_its_units_says_so_until_it_has_them(page_for):
     assert page.locator("#run-preparing").is_hidden()
     assert page.locator("#run-counts").is_visible()
     assert page.locator("#run-total").inner_text() == "3"
+
+
+def test_polling_shows_the_time_as_the_page_does_and_the_message_row_only_with_a_message(
+    page_for,
+):
+    """Live, "Time so far" read "9 s" where a reload read "9.0 s"; "Message" was an empty row."""
+    from tests.annotate.engine.conftest import make_endpoint
+
+    admin = UserFactory(username="e2e-admin", roles=[ADMIN], is_staff=True)
+    run = EngineRun.objects.create(
+        kind="generation", endpoint=make_endpoint("", name="fake"), status=RunStatus.PENDING,
+        params={"template": "generation_infobench_v1", "system_ids": [], "instruction_ids": []},
+        units_total=2, running_seconds=9.0,
+    )  # fmt: skip
+    page = page_for(admin)
+    page.goto(f"/engine/runs/{run.pk}/")
+    assert page.locator("#run-elapsed").inner_text() == "9.0"
+    assert page.locator("#run-error").is_hidden() and page.locator("#run-error-label").is_hidden()
+    EngineRun.objects.filter(pk=run.pk).update(units_done=1, error="rate limited, retrying")
+    wait_until(page, lambda done: done == 1)  # polled: the page changed in place
+    assert page.locator("#run-elapsed").inner_text() == "9.0"
+    assert page.locator("#run-error-label").is_visible()
+    assert page.locator("#run-error").inner_text() == "rate limited, retrying"

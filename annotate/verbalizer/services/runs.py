@@ -32,7 +32,7 @@ def verbalizer_run_create(
 
     `created_by` must be allowed to start it: a paid endpoint is an admin's (None: the
     console). A system that answered some prompts of the set already (an earlier run) only gets
-    the rest.
+    the rest; one that answered them all is refused (EngineNothingToDoError) and nothing is kept.
     """
     endpoint_row = engine_seam.engine_endpoint_get(name=endpoint)
     if endpoint_row is None:
@@ -71,6 +71,14 @@ def verbalizer_run_create(
     )
     system_run.engine_run_id = run.pk
     system_run.save(update_fields=["engine_run_id"])
+    engine_seam.engine_run_refuse_if_done(
+        run=run,
+        nothing_to_do=lambda units: (
+            f"Nothing to do: {system_row.name} answered "
+            f"{'the prompt' if units == 1 else f'the {units} prompts'} of set "
+            f"{evaluation_set.name} ({', '.join(modes)}) already; no run was made."
+        ),
+    )
     return system_run
 
 

@@ -787,3 +787,35 @@ def test_the_run_list_and_a_run_page_cost_the_same_queries_however_many_runs_and
         researcher_client.get(reverse("engine:run-detail", args=[last.pk]))
     assert counts["one run"] == counts["four runs"]
     assert len(shown_big.captured_queries) == counts["one run"][1]  # 6 units, not 2
+
+
+@pytest.mark.django_db
+def test_the_run_page_shows_a_message_row_only_when_there_is_a_message(admin_client):
+    """A run without an error showed "Message" over an empty cell."""
+    run = EngineRun.objects.create(
+        kind="generation", endpoint=make_endpoint("", name="fake"), status=RunStatus.DONE,
+        params={"template": "generation_infobench_v1", "system_ids": [], "instruction_ids": []},
+        running_seconds=9.0,
+    )  # fmt: skip
+    url = reverse("engine:run-detail", args=[run.pk])
+    page = admin_client.get(url).content.decode()
+    assert '<dt id="run-error-label" hidden>Message</dt><dd id="run-error" hidden></dd>' in page
+    assert '<span id="run-elapsed">9.0</span> s running' in page
+    EngineRun.objects.filter(pk=run.pk).update(status=RunStatus.FAILED, error="rate limited")
+    page = admin_client.get(url).content.decode()
+    assert '<dt id="run-error-label">Message</dt><dd id="run-error">rate limited</dd>' in page
+
+
+@pytest.mark.django_db
+def test_saving_an_endpoint_says_so(admin_client):
+    """The form came back as it was sent, with no word that anything was saved."""
+    created = admin_client.post(reverse("engine:endpoint-new"), ENDPOINT_FORM, follow=True)
+    assert "Endpoint local-vllm created." in created.content.decode()
+    endpoint = Endpoint.objects.get(name="local-vllm")
+    saved = admin_client.post(
+        reverse("engine:endpoint-edit", args=[endpoint.pk]),
+        {**ENDPOINT_FORM, "concurrency": "2"},
+        follow=True,
+    )
+    assert "Endpoint local-vllm saved." in saved.content.decode()
+    assert "created." not in saved.content.decode()

@@ -397,3 +397,16 @@ def test_a_finished_study_points_to_the_annotators_next_one_or_says_there_is_non
     assert "No other study has prompts for you right now." in last
     assert f'href="{reverse("verbalizer:work-next", args=[study.pk])}"' not in last
     assert f'href="{reverse("verbalizer:work-list")}">Back to your label-word tasks</a>' in last
+
+
+def test_study_command_counts_one_prompt_and_one_answer_in_the_singular(capsys):
+    """It said "2 prompts, 1 answers each"."""
+    from django.core.management import call_command
+
+    fill("SST-2", [True, False] * 3)
+    evaluation_set_create(name="p", datasets=["SST-2"], items=6, seed=3, mappings="unnatural")
+    call_command(
+        "verbalizer_study", "one", "--set", "p", "--datasets", "SST-2",
+        "--mappings", "flipped-golden", "--items", "1", "--answers", "1",
+    )  # fmt: skip
+    assert "Study one: 1 prompt, 1 answer each;" in capsys.readouterr().out

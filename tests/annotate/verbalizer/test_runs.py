@@ -294,25 +294,34 @@ def test_the_set_page_says_a_run_prepares_its_units_instead_of_0_of_0(
     assert "(Done, 4/4, $" in page and "Preparing units…" not in page
 
 
-def test_the_set_page_says_a_rerun_found_every_prompt_answered_before(
-    client, researcher, two_items
+def test_a_run_with_every_prompt_answered_is_refused_by_page_api_and_command_keeping_nothing(
+    client, researcher, two_items, capsys
 ):
-    """A second run of the system had nothing to ask: the set page showed "Done, 4/4" beside
-    0 answers, as if it had answered them all."""
+    """A second run of the system had nothing to ask, yet was recorded: the set page listed an
+    empty run ("0 answers"). As `generate`: "Nothing to do", no run kept, the API answers 409."""
     from django.urls import reverse
 
     from annotate.verbalizer.services.runs import verbalizer_run_create, verbalizer_run_execute
 
     make_endpoint("", name="fake")
-    for _ in range(2):
-        system_run = verbalizer_run_create(evaluation_set=two_items, system="m", endpoint="fake")
-        verbalizer_run_execute(system_run=system_run)
-    first, again = EngineRun.objects.order_by("pk")
-    assert (again.units_total, again.units_skipped, again.calls) == (4, 4, 0)
+    verbalizer_run_execute(
+        system_run=verbalizer_run_create(evaluation_set=two_items, system="m", endpoint="fake")
+    )
+    kept = (list(SystemRun.objects.values_list("pk", flat=True)), EngineRun.objects.count())
+    message = "Nothing to do: m answered the 4 prompts of set s (direct) already; no run was made."
+    call_command("verbalizer_run", "--set", "s", "--system", "m", "--endpoint", "fake")
+    assert capsys.readouterr().out == message + "\n"
     client.force_login(researcher)
-    html = client.get(reverse("verbalizer:set-detail", args=[two_items.pk])).content.decode()
-    assert f"#{first.pk} (Done, 4/4, $" in html
-    assert f"#{again.pk} (Done: all 4 answered before this run, $" in html
+    api = client.post(
+        reverse("api-verbalizer-runs", args=[two_items.pk]),
+        {"system": "m", "endpoint": "fake"},
+        content_type="application/json",
+    )
+    assert api.status_code == 409 and api.json() == {"detail": message}
+    form = {"run-system": "m", "run-endpoint": "fake", "run-modes": ["direct"]}
+    page = client.post(reverse("verbalizer:set-detail", args=[two_items.pk]), form)
+    assert page.status_code == 409 and message in page.content.decode()
+    assert (list(SystemRun.objects.values_list("pk", flat=True)), EngineRun.objects.count()) == kept
 
 
 def test_a_run_on_an_endpoint_whose_key_is_unset_is_refused_writing_nothing(two_items, monkeypatch):
@@ -397,6 +406,7 @@ def test_a_system_is_not_run_again_on_an_endpoint_serving_another_model(stub, tw
         "large serves model model-70b"
     )
     assert SystemRun.objects.count() == 1 and ModelAnswer.objects.count() == answered
-    call_command(*command, "--endpoint", "small-again")  # the same model: a resume, allowed
+    # The same model: a resume, allowed (nothing is left here, so no run is made).
+    call_command(*command, "--endpoint", "small-again")
     call_command(*command[:4], "m-70b", "--modes", "direct", "--endpoint", "large")
-    assert SystemRun.objects.count() == 3
+    assert SystemRun.objects.count() == 2

@@ -102,3 +102,14 @@ def test_a_run_on_an_endpoint_shows_its_progress_on_standard_error(tmp_path, cap
     captured = capsys.readouterr()
     assert re.search(r"6/6 \[[^\]]*turn", captured.err)  # "…, 3.1turn/s]" or "…, 1.2s/turn]"
     assert captured.out.startswith("Run ")  # the summary stays on standard output
+
+
+def test_the_summary_counts_one_label_in_the_singular(tmp_path, capsys):
+    """It said "done, 1 labels."."""
+    study = sample_study(tmp_path)
+    turns = Turn.objects.filter(session__study=study).order_by("id")
+    turns.exclude(pk=turns.first().pk).delete()
+    call_command("revision_judge", "--study", study.name, "--task", "instruction-category")
+    assert re.fullmatch(
+        r"Run \d+ \(instruction-category\): done, 1 label\.\n", capsys.readouterr().out
+    )

@@ -175,6 +175,12 @@ def test_table5_by_hand(tmp_path):
     # training split: 1 good of 4, so Majority says "not good" everywhere
     majority = by(rows, model="Majority")
     assert (majority["accuracy"], majority["f1"], majority["predicted_bad"]) == (0.5, 0.0, 1.0)
+    # Not applicable to a baseline nor to people: None, as the Human row ("–" when shown).
+    assert {(r["model"], r["mode"], r["shots"]) for r in rows if r["model"] != "judge-a"} == {
+        ("Majority", None, None),
+        ("Random", None, None),
+        ("Human", None, None),
+    }
     human = by(rows, model="Human")
     # originals [good, neutral] vs re-ratings [bad, neutral]: binary [T, F] vs [F, F]
     assert (human["n"], human["accuracy"], human["recall"]) == (2, 0.5, 0.0)
@@ -291,13 +297,44 @@ def test_every_table_5_figure_shows_its_bootstrap_interval_on_the_page_and_in_th
     assert f'{cell["text"]} <span class="ci">{cell["interval"]}</span>' in page.text
 
 
+def test_table_5_shows_a_dash_for_the_mode_and_shots_of_the_baselines_as_of_the_human_row(
+    tmp_path, client
+):
+    """Majority and Random showed a blank Mode and Shots 0 (as if zero-shot), Human "–"."""
+    from django.urls import reverse
+
+    from annotate.roles import RESEARCHER
+    from evaluation.revision.formats import revision_csv
+
+    study = sample_study(tmp_path)
+    run = judge_run_create(study=study, task="rating-judge", mode="zero-shot", now=timezone.now())
+    judge_run_execute(run_id=run.pk)
+    client.force_login(UserFactory(roles=[RESEARCHER]))
+    page = client.get(reverse("revision-reports:report", args=[study.pk]))
+    table5 = next(table for table in page.context["tables"] if table["name"] == "table5")
+    model, mode, shots = (table5["columns"].index(name) for name in ("Model", "Mode", "Shots"))
+    shown = {row[model]["text"]: (row[mode]["text"], row[shots]["text"]) for row in table5["rows"]}
+    assert shown["Majority"] == shown["Random"] == ("–", "–")
+    judges = [texts for name, texts in shown.items() if name not in ("Majority", "Random")]
+    assert judges == [("zero-shot", "0")]
+    csv = revision_csv(revision_report_build(study=study, n_resamples=10))
+    section = csv.split("# table5\r\n")[1].split("\r\n\r\n")[0].splitlines()
+    header = section[0].split(",")
+    for line in section[1:]:
+        cells = dict(zip(header, line.split(","), strict=False))
+        if cells["model"] in ("Majority", "Random"):
+            assert (cells["mode"], cells["shots"]) == ("", "")
+
+
 def test_paper_tables_name_the_seed_and_run_only_where_rows_would_look_alike():
     """Two judge runs split with seeds 0 and 1 give two Majority and two Random rows: the
     Markdown and LaTeX tables (which leave the run and seed out) showed them as twins."""
     from evaluation.revision.formats import TABLES, revision_latex, revision_markdown
 
     def row(model, run, seed):
-        return {"model": model, "run": run, "seed": seed, "mode": "", "shots": 0, "n": 4}
+        judge = model not in ("Majority", "Random")
+        mode, shots = ("zero-shot", 0) if judge else (None, None)
+        return {"model": model, "run": run, "seed": seed, "mode": mode, "shots": shots, "n": 4}
 
     report = {"study": "s", **{table: [] for table in TABLES}}
     report["table5"] = {"rows": [row("Majority", None, 0), row("Random", None, 0)]}
@@ -305,7 +342,8 @@ def test_paper_tables_name_the_seed_and_run_only_where_rows_would_look_alike():
     report["table5"]["rows"] += [row("Majority", None, 1), row("m", 7, 1), row("m", 8, 1)]
     markdown = revision_markdown(report)
     assert "| Model | Run | Seed | Mode | Shots | Turns |" in markdown
-    assert "| Majority | – | 1 |  | 0 | 4 |" in markdown and "| m | 8 | 1 |  | 0 | 4 |" in markdown
+    assert "| Majority | – | 1 | – | – | 4 |" in markdown
+    assert "| m | 8 | 1 | zero-shot | 0 | 4 |" in markdown
     assert "Model & Run & Seed & Mode" in revision_latex(report)
 
 

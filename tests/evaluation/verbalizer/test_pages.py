@@ -256,3 +256,30 @@ def test_the_page_says_a_group_averages_its_mappings_as_its_numbers_do(
     assert group["accuracy_lenient"] == pytest.approx(sum(unnatural) / len(unnatural))
     latex = client.get(reverse("verbalizer-reports:download", args=[small_set.pk, "latex"]))
     assert "a group is the mean of its datasets' and mappings' accuracies" in latex.text
+
+
+def test_replies_are_filtered_by_selects_of_the_sets_own_values_and_old_links_still_work(
+    client, researcher, small_set
+):
+    """The filters were free text, exact and case-sensitive: "mapping=Golden" found nothing."""
+    from annotate.verbalizer.models import ModelAnswer
+
+    client.force_login(researcher)
+    url = reverse("verbalizer-reports:replies", args=[small_set.pk])
+    page = client.get(url)
+    answers = ModelAnswer.objects.filter(prompt__evaluation_set=small_set)
+    mappings = sorted({a.prompt.mapping.name for a in answers})
+    systems = sorted({a.system.name for a in answers})
+    html = page.content.decode()
+    assert '<select name="mapping" id="filter-mapping">' in html
+    for name in [*mappings, *systems]:
+        assert f'<option value="{name}">' in html
+    assert '<option value="direct">Direct</option>' in html
+    wanted = mappings[0]
+    found = client.get(url, {"mapping": wanted.upper()})  # an old link, typed by hand
+    assert f'<option value="{wanted}" selected>' in found.content.decode()
+    expected = answers.filter(prompt__mapping__name=wanted).count()
+    assert expected and len(found.context["shown"]) == expected
+    missing = client.get(url, {"system": "nobody"})
+    assert '<option value="nobody" selected>nobody</option>' in missing.content.decode()
+    assert b"No replies." in missing.content

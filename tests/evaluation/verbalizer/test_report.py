@@ -419,3 +419,18 @@ def test_markdown_shows_imported_names_as_text_not_html(with_humans):
     assert f"| m1{escaped} | SST-2{escaped} |" in rows and f"h{escaped}" in rows
     assert f"| human | SST-2{escaped} |" in agreement
     assert f"h{escaped}" in slices
+
+
+def test_the_markdown_of_a_set_without_answers_says_no_data_as_the_kiwi_report(db):
+    """It was a header row alone, which reads as a file cut short."""
+    from annotate.verbalizer.services.sets import evaluation_set_create
+    from evaluation.verbalizer.formats import report_as
+    from evaluation.verbalizer.report import verbalizer_report
+    from tests.annotate.verbalizer.helpers import fill
+
+    fill("SST-2", [True])
+    empty = evaluation_set_create(name="empty", datasets=["SST-2"], items=1, seed=1)
+    report = verbalizer_report(evaluation_set=empty.evaluation_set)
+    rows = report_as(report, "md")
+    assert rows.startswith("(no data)\n") and "| system |" not in rows
+    assert report_as(report, "md", "agreement") == "(no data)\n"

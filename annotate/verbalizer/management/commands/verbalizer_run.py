@@ -1,5 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
+from annotate.engine.errors import EngineNothingToDoError
 from annotate.engine.management.commands._progress import RunProgressBar
 from annotate.engine.management.commands._run_options import (
     add_run_cost_arguments,
@@ -38,6 +39,9 @@ class Command(BaseCommand):
                 self.stdout.write(dry_run_line(estimate, units="prompts to answer"))
                 return
             system_run = verbalizer_run_create(**arguments)
+        except EngineNothingToDoError as error:  # a rerun with nothing left: no failure
+            self.stdout.write(str(error))
+            return
         except AnnotateError as error:
             raise CommandError(str(error)) from None
         endpoint = system_run.engine_run.endpoint

@@ -1,4 +1,5 @@
 from django.core.management.base import BaseCommand, CommandError
+from django.template.defaultfilters import pluralize
 
 from annotate.errors import AnnotateError
 from annotate.verbalizer.services.humans import human_study_create
@@ -43,7 +44,8 @@ class Command(BaseCommand):
             )  # fmt: skip
         except AnnotateError as error:
             raise CommandError(str(error)) from None
+        prompts, answers = study.prompts.count(), study.answers_per_prompt
         self.stdout.write(
-            f"Study {study.name}: {study.prompts.count()} prompts, {study.answers_per_prompt} "
-            "answers each; annotators find it at /verbalizer/work/."
+            f"Study {study.name}: {prompts} prompt{pluralize(prompts)}, {answers} "
+            f"answer{pluralize(answers)} each; annotators find it at /verbalizer/work/."
         )

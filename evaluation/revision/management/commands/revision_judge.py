@@ -1,4 +1,5 @@
 from django.core.management.base import BaseCommand, CommandError
+from django.template.defaultfilters import pluralize
 from django.utils import timezone
 
 from annotate.engine.management.commands._progress import RunProgressBar
@@ -46,7 +47,9 @@ class Command(BaseCommand):
         run = self._execute(run)
         labelled = run.predictions.exclude(label="").count()
         what = " ".join(part for part in (run.task, run.mode) if part)  # classifiers: no mode
-        self.stdout.write(f"Run {run.pk} ({what}): {run.status}, {labelled} labels.")
+        self.stdout.write(
+            f"Run {run.pk} ({what}): {run.status}, {labelled} label{pluralize(labelled)}."
+        )
         if run.error:
             raise CommandError(run.error)
 

@@ -1,0 +1,97 @@
+"""The offline platform's prepaid account, as MTurk's: work is paid for when it is offered
+(reward × assignments × (1 + fee)), bonuses with their fee, and work never taken or rejected
+is given back."""
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+from django.urls import reverse
+
+from annotate.crowd import fake
+from annotate.crowd.base import HitTypeSpec
+from annotate.errors import CrowdPlatformError
+from tests.annotate.crowd.conftest import published_on_fake
+
+SPEC = HitTypeSpec(
+    title="t", description="d", keywords="", reward=Decimal("0.40"),
+    assignment_duration_seconds=60, auto_approval_delay_seconds=60,
+)  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def fee(settings):
+    settings.CROWD_FEE_RATE = "0.25"  # $0.40 an assignment costs $0.50
+
+
+def _hit(platform, *, max_assignments=3, token="tok") -> str:
+    return platform.hit_create(
+        hit_type_id=platform.hit_type_create(spec=SPEC), question_url="https://x.org/q",
+        max_assignments=max_assignments, lifetime_seconds=3600, unique_request_token=token,
+    ).hit_id  # fmt: skip
+
+
+def _balance(amount: str) -> None:
+    with fake._changing() as store:
+        store.balance = Decimal(amount)
+
+
+def test_a_hit_and_its_added_assignments_are_paid_when_made_fee_included():
+    platform = fake.FakePlatform()
+    hit_id = _hit(platform)  # 3 × $0.40 × 1.25
+    assert platform.account_balance() == Decimal("9998.50")
+    platform.hit_add_assignments(hit_id=hit_id, count=2, unique_request_token="more")
+    assert platform.account_balance() == Decimal("9997.50")
+
+
+def test_a_bonus_costs_its_amount_and_the_fee():
+    platform = fake.FakePlatform()
+    platform.bonus_send(
+        worker_id="W1", assignment_id="A1", amount=Decimal("2.00"), reason="good",
+        unique_request_token="bonus-1",
+    )  # fmt: skip
+    assert platform.account_balance() == Decimal("9997.50")
+
+
+def test_what_the_balance_cannot_pay_is_refused_naming_it_and_nothing_changes():
+    platform = fake.FakePlatform()
+    _balance("1.00")
+    with pytest.raises(CrowdPlatformError, match=r"costs \$1\.50 .* balance is \$1\.00"):
+        _hit(platform)
+    assert platform.store.hits == {} and platform.account_balance() == Decimal("1.00")
+    _balance("2.00")
+    hit_id = _hit(platform)
+    with pytest.raises(CrowdPlatformError, match=r"costs \$1\.00 .* balance is \$0\.50"):
+        platform.hit_add_assignments(hit_id=hit_id, count=2, unique_request_token="more")
+    assert platform.hit_get(hit_id=hit_id).max_assignments == 3
+    assert platform.account_balance() == Decimal("0.50")
+
+
+def test_rejected_work_and_assignments_never_taken_of_a_deleted_hit_are_given_back():
+    platform = fake.FakePlatform()
+    hit_id = _hit(platform)
+    done = [platform.worker_accept(hit_id=hit_id, worker_id=f"W{n}") for n in range(2)]
+    for assignment_id in done:
+        platform.worker_submit(assignment_id=assignment_id)
+    platform.assignment_approve(assignment_id=done[0])
+    platform.assignment_reject(assignment_id=done[1], feedback="random")
+    assert platform.account_balance() == Decimal("9999.00")  # the rejected one's $0.50 back
+    platform.hit_update_expiration(hit_id=hit_id, expires_at=datetime.now(UTC) - timedelta(1))
+    platform.hit_delete(hit_id=hit_id)
+    assert platform.account_balance() == Decimal("9999.50")  # and the one nobody took
+
+
+def test_the_replacements_page_shows_the_balance_less_what_was_published(
+    client, crowd_batch, admin_user
+):
+    publication = published_on_fake(crowd_batch, reward_usd=Decimal("0.40"))
+    hit = publication.hits.order_by("id").first()
+    platform = fake.FakePlatform()
+    for n in range(3):
+        platform.worker_submit(
+            assignment_id=platform.worker_accept(hit_id=hit.hit_id, worker_id=f"DW{n}")
+        )
+    client.force_login(admin_user)
+    page = client.get(reverse("crowd:replacements", args=[publication.pk])).text
+    # 3 HITs of 3 assignments at $0.50 each were paid when published.
+    assert "the account has $9995.50" in page
