@@ -37,6 +37,17 @@ def start_next_task_with_keyboard(page):
     page.wait_for_url("**/annotate/assignments/*/")
 
 
+def do_a_task_with_keyboard(page, user) -> Assignment:
+    """Start the next task, answer its two questions YES then NO and submit, keys only."""
+    start_next_task_with_keyboard(page)
+    assignment = Assignment.objects.get(annotator__user=user)
+    for key in ("y", "n"):
+        page.keyboard.press(key)
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    return assignment
+
+
 def response_order(page, assignment):
     """Return the system ids in the order their texts appear on the page."""
     texts = page.locator("pre.response-text").all_inner_texts()
@@ -261,12 +272,7 @@ def test_a_browser_refusing_storage_does_a_task_without_drafts_or_errors(page_fo
     errors = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     page.add_init_script(STORAGE_REFUSED[refusal])
-    start_next_task_with_keyboard(page)
-    assignment = Assignment.objects.get(annotator__user=user)
-    for key in ("y", "n"):
-        page.keyboard.press(key)
-    with page.expect_navigation():
-        page.keyboard.press("Enter")
+    assignment = do_a_task_with_keyboard(page, user)
     assert errors == []
     assignment.refresh_from_db()
     assert assignment.status == AssignmentStatus.SUBMITTED
@@ -354,12 +360,7 @@ def test_a_submitted_task_answers_no_key_and_sends_nothing(page_for):
     project_with_tasks(instructions=2, systems=2, questions=1)
     user = UserFactory(username="rereader", roles=[ANNOTATOR])
     page = page_for(user)
-    start_next_task_with_keyboard(page)
-    assignment = Assignment.objects.get(annotator__user=user)
-    for key in ("y", "n"):
-        page.keyboard.press(key)
-    with page.expect_navigation():
-        page.keyboard.press("Enter")
+    assignment = do_a_task_with_keyboard(page, user)
     page.goto(f"/annotate/assignments/{assignment.id}/")
     assert "This assignment is submitted" in page.locator(".notice").inner_text()
     legend = page.locator("aside.keys").inner_text()
