@@ -32,7 +32,7 @@ from annotate.http import (
 )
 from annotate.revision import selectors
 from annotate.revision.forms import RerateForm
-from annotate.revision.models import SessionStatus, Study
+from annotate.revision.models import TEXT_LIMITS, SessionStatus, Study
 from annotate.revision.services import imports, reratings, sessions
 from annotate.roles import (
     ADMIN,
@@ -101,7 +101,7 @@ def session_page(request: HttpRequest, session_id: int) -> HttpResponse:
     next_open = page.session.status == SessionStatus.FINISHED and sessions.session_available(
         study=page.session.study, user=request.user
     )
-    context = {"page": page, "form": withdrawn or {}, "next_open": next_open}
+    context = {"page": page, "form": withdrawn or {}, "next_open": next_open, "limits": TEXT_LIMITS}
     return render(request, "revision/session.html", context)
 
 
@@ -159,7 +159,7 @@ def _act(
 def _session_page_refused(request: HttpRequest, session_id: int, error: AnnotateError):
     """The session page with the refusal and the form as sent (the instruction typed kept)."""
     page = selectors.session_page_get(session_id=session_id, user=request.user, now=timezone.now())
-    context = {"page": page, "error": str(error), "form": request.POST}
+    context = {"page": page, "error": str(error), "form": request.POST, "limits": TEXT_LIMITS}
     response = render(request, "revision/session.html", context, status=error.http_status)
     add_never_cache_headers(response)  # as the session page: the annotator's own work
     return response
@@ -251,7 +251,7 @@ def finish(request: HttpRequest, session_id: int) -> HttpResponse:
 @page_errors
 def rerating_page(request: HttpRequest, rerating_id: int) -> HttpResponse:
     page = selectors.rerating_page_get(rerating_id=rerating_id, user=request.user)
-    context = {"page": page}
+    context = {"page": page, "limits": TEXT_LIMITS}
     if request.method == "POST":
         try:
             reratings.rerating_submit(

@@ -907,3 +907,55 @@ def test_no_page_of_an_annotators_session_may_be_kept_by_a_browser_or_proxy(
     for page in (client.get(session_url), refused, rerating, state):
         assert page.status_code in (200, 400)
         assert "no-store" in page["Cache-Control"] and "private" in page["Cache-Control"]
+
+
+def test_an_instruction_or_comment_over_the_limit_is_refused_kept_and_never_sent(
+    client, study, annotator, django_capture_on_commit_callbacks
+):
+    from annotate.revision.models import COMMENT_MAX_CHARS, INSTRUCTION_MAX_CHARS
+
+    client.force_login(annotator)
+    with django_capture_on_commit_callbacks(execute=True):
+        session = session_assign(study=study, user=annotator, now=timezone.now())
+    page = client.get(reverse("revision:session", args=[session.pk])).text
+    assert (
+        f'name="instruction" id="instruction" rows="3" required maxlength="{INSTRUCTION_MAX_CHARS}"'
+        in page
+    )
+    too_long = "Shorter. " + "x" * INSTRUCTION_MAX_CHARS
+    with django_capture_on_commit_callbacks(execute=True) as sent:
+        refused = client.post(
+            reverse("revision:turn-new", args=[session.pk]),
+            {"instruction": too_long, "instruction_type": "stylistic"},
+        )
+    assert refused.status_code == 400 and not sent  # no model call enqueued
+    form = refused.text.split('id="turn-form"')[1].split("</form>")[0]
+    assert f"at most {INSTRUCTION_MAX_CHARS:,}" in form and f">{too_long}</textarea>" in form
+    assert not Turn.objects.exists()
+
+    instruct(django_capture_on_commit_callbacks, session, annotator, "Shorter.")
+    page = client.get(reverse("revision:session", args=[session.pk])).text
+    assert f'maxlength="{COMMENT_MAX_CHARS}"' in page.split('id="rate-form"')[1]
+    long_comment = "y" * (COMMENT_MAX_CHARS + 1)
+    refused = client.post(
+        reverse("revision:turn-rate", args=[session.pk]),
+        {"rating": "bad", "comment": long_comment},
+    )
+    assert refused.status_code == 400 and f">{long_comment}</textarea>" in refused.text
+    assert f"at most {COMMENT_MAX_CHARS:,}" in refused.text
+    assert Turn.objects.get().rating == ""
+
+
+def test_a_rerating_comment_over_the_limit_is_refused_and_kept(client, study, annotator):
+    from annotate.revision.models import COMMENT_MAX_CHARS
+
+    rerating = rerating_of(study, annotator)
+    client.force_login(annotator)
+    url = reverse("revision:rerating", args=[rerating.pk])
+    assert f'maxlength="{COMMENT_MAX_CHARS}"' in client.get(url).text
+    long_comment = "z" * (COMMENT_MAX_CHARS + 1)
+    refused = client.post(url, {"rating": "bad", "comment": long_comment})
+    assert refused.status_code == 400 and f">{long_comment}</textarea>" in refused.text
+    assert f"at most {COMMENT_MAX_CHARS:,}" in refused.text
+    rerating.refresh_from_db()
+    assert rerating.status == "pending"
