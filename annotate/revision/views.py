@@ -6,6 +6,7 @@ import contextlib
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -49,13 +50,21 @@ def _annotator_only(request: HttpRequest) -> None:
     require_role(request.user, ANNOTATOR, message="Only annotators have revision sessions.")
 
 
+DONE_PAGE_SIZE = 20  # finished sessions and done re-ratings listed per page on the home page
+
+
+@never_cache
 @login_required
 @page_errors
 def home(request: HttpRequest) -> HttpResponse:
     _annotator_only(request)
+    finished = selectors.finished_sessions_for_annotator(user=request.user)
+    rerated = selectors.done_reratings_for_annotator(user=request.user)
     context = {
         "studies": selectors.studies_for_annotator(user=request.user),
         "reratings": selectors.reratings_for_annotator(user=request.user),
+        "finished": Paginator(finished, DONE_PAGE_SIZE).get_page(request.GET.get("sessions_page")),
+        "rerated": Paginator(rerated, DONE_PAGE_SIZE).get_page(request.GET.get("reratings_page")),
     }
     return render(request, "revision/home.html", context)
 

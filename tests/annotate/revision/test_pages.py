@@ -538,7 +538,9 @@ def test_a_refused_rerating_keeps_its_choice_and_a_saved_one_says_so(client, stu
     saved = client.post(url, {"rating": "bad", "comment": "No paper cited."}, follow=True)
     assert saved.redirect_chain[-1][0] == reverse("revision:home")
     assert "Rating saved" in saved.content.decode()
-    assert "Cite a paper." not in saved.content.decode()  # nothing left to rate again
+    assert "Turns to rate again" not in saved.content.decode()  # nothing left to rate again
+    rerated = saved.content.decode().split('id="rerated-turns"')[1]
+    assert "Cite a paper." in rerated  # listed as done, opening the read-only page
 
 
 @pytest.mark.parametrize("ended_by", ["satisfied", "max_turns"])
@@ -959,3 +961,58 @@ def test_a_rerating_comment_over_the_limit_is_refused_and_kept(client, study, an
     assert f"at most {COMMENT_MAX_CHARS:,}" in refused.text
     rerating.refresh_from_db()
     assert rerating.status == "pending"
+
+
+def test_home_links_the_annotators_own_finished_sessions_and_done_reratings_page_by_page(
+    client, study, annotator, monkeypatch
+):
+    """Finished sessions and re-ratings given had no way back but typing the address: home
+    lists them (the annotator's own only, a page at a time), each opening its read-only page."""
+    first_question, second_question = study.questions.order_by("pk")
+    beta = study.systems.get(name="beta")
+    mine = [
+        RevisionSession.objects.create(
+            study=study,
+            question=question,
+            system=beta,
+            annotator=annotator,
+            status="finished",
+            initial_answer="a0",
+            created_at=timezone.now(),
+            finished_at=timezone.now(),
+        )  # fmt: skip
+        for question in (first_question, second_question)
+    ]
+    done, pending = reratings_of(study, annotator, 2)  # on someone else's finished session
+    done.status, done.rating, done.comment = "done", "bad", "No paper."
+    done.rated_at = timezone.now()
+    done.save()
+    (theirs,) = reratings_of(study, UserFactory(roles=[ANNOTATOR]), 1, question=second_question)
+    theirs.status, theirs.rating, theirs.rated_at = "done", "good", timezone.now()
+    theirs.save()
+    client.force_login(annotator)
+
+    home = client.get(reverse("revision:home")).text
+    finished = home.split('id="finished-sessions"')[1].split("</table>")[0]
+    for session in mine:
+        assert f'href="{reverse("revision:session", args=[session.pk])}"' in finished
+    assert finished.count('href="/') == 2  # not the owner's of the re-rated turns
+    rerated = home.split('id="rerated-turns"')[1].split("</ul>")[0]
+    assert f'href="{reverse("revision:rerating", args=[done.pk])}"' in rerated
+    assert "you rated it bad" in rerated and rerated.count('href="/') == 1  # not pending/theirs
+    session_page = client.get(reverse("revision:session", args=[mine[0].pk])).text
+    assert "This session is finished" in session_page
+    assert (
+        "You rated this bad: No paper."
+        in client.get(reverse("revision:rerating", args=[done.pk])).text
+    )
+
+    monkeypatch.setattr("annotate.revision.views.DONE_PAGE_SIZE", 1)  # after the URLs load
+    shown = set()
+    for number in (1, 2):
+        page = client.get(reverse("revision:home"), {"sessions_page": number}).text
+        finished = page.split('id="finished-sessions"')[1].split("</table>")[0]
+        assert finished.count('href="/') == 1
+        shown |= {s.pk for s in mine if reverse("revision:session", args=[s.pk]) in finished}
+    assert shown == {s.pk for s in mine}
+    assert "sessions_page=2" in client.get(reverse("revision:home")).text
