@@ -121,6 +121,15 @@ class TaskPage:
         expires_at = self.assignment.expires_at
         return expires_at is not None and expires_at <= timezone.now()
 
+    @property
+    def seconds_left(self) -> int:
+        """Whole seconds until the claim's time is up (0 when it is): the page counts down from
+        them by the browser's clock, so a browser clock set wrong does not move the deadline."""
+        expires_at = self.assignment.expires_at
+        if expires_at is None:
+            return 0
+        return max(0, int((expires_at - timezone.now()).total_seconds()))
+
 
 def assignment_get_for_annotator(*, assignment_id: int, user: AbstractBaseUser) -> Assignment:
     """Return the user's own assignment with its task, instruction and project; 404 otherwise."""
