@@ -246,6 +246,14 @@ class RevisionSession(models.Model):
         return f"session {self.pk} ({self.system.name})"
 
 
+# What an annotator may type (server check and the textareas' maxlength): an instruction goes to
+# the model in every later prompt of the session, so its length is money; KIWI's longest is a
+# few hundred characters.
+INSTRUCTION_MAX_CHARS = 1000
+COMMENT_MAX_CHARS = 2000
+TEXT_LIMITS = {"instruction": INSTRUCTION_MAX_CHARS, "comment": COMMENT_MAX_CHARS}
+
+
 class Turn(models.Model):
     session = models.ForeignKey(RevisionSession, on_delete=models.CASCADE, related_name="turns")
     position = models.PositiveSmallIntegerField()  # from 1

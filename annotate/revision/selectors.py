@@ -284,6 +284,25 @@ def reratings_for_annotator(*, user: AbstractBaseUser) -> list[Rerating]:
     )
 
 
+def finished_sessions_for_annotator(*, user: AbstractBaseUser) -> QuerySet[RevisionSession]:
+    """The annotator's own finished sessions, the latest first (each opens read-only)."""
+    return (
+        RevisionSession.objects.filter(annotator=user, status=SessionStatus.FINISHED)
+        .select_related("study", "question")
+        .annotate(turn_count=Count("turns"))
+        .order_by("-finished_at", "-pk")
+    )
+
+
+def done_reratings_for_annotator(*, user: AbstractBaseUser) -> QuerySet[Rerating]:
+    """The annotator's own re-ratings already given, the latest first (each opens read-only)."""
+    return (
+        Rerating.objects.filter(annotator=user, status=RerateStatus.DONE)
+        .select_related("turn__session__question")
+        .order_by("-rated_at", "-pk")
+    )
+
+
 def rerating_get(*, rerating_id: int, user: AbstractBaseUser) -> Rerating:
     try:
         return Rerating.objects.select_related("turn__session__question").get(

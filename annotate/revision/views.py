@@ -6,6 +6,7 @@ import contextlib
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -32,7 +33,7 @@ from annotate.http import (
 )
 from annotate.revision import selectors
 from annotate.revision.forms import RerateForm
-from annotate.revision.models import SessionStatus, Study
+from annotate.revision.models import TEXT_LIMITS, SessionStatus, Study
 from annotate.revision.services import imports, reratings, sessions
 from annotate.roles import (
     ADMIN,
@@ -49,13 +50,21 @@ def _annotator_only(request: HttpRequest) -> None:
     require_role(request.user, ANNOTATOR, message="Only annotators have revision sessions.")
 
 
+DONE_PAGE_SIZE = 20  # finished sessions and done re-ratings listed per page on the home page
+
+
+@never_cache
 @login_required
 @page_errors
 def home(request: HttpRequest) -> HttpResponse:
     _annotator_only(request)
+    finished = selectors.finished_sessions_for_annotator(user=request.user)
+    rerated = selectors.done_reratings_for_annotator(user=request.user)
     context = {
         "studies": selectors.studies_for_annotator(user=request.user),
         "reratings": selectors.reratings_for_annotator(user=request.user),
+        "finished": Paginator(finished, DONE_PAGE_SIZE).get_page(request.GET.get("sessions_page")),
+        "rerated": Paginator(rerated, DONE_PAGE_SIZE).get_page(request.GET.get("reratings_page")),
     }
     return render(request, "revision/home.html", context)
 
@@ -101,7 +110,7 @@ def session_page(request: HttpRequest, session_id: int) -> HttpResponse:
     next_open = page.session.status == SessionStatus.FINISHED and sessions.session_available(
         study=page.session.study, user=request.user
     )
-    context = {"page": page, "form": withdrawn or {}, "next_open": next_open}
+    context = {"page": page, "form": withdrawn or {}, "next_open": next_open, "limits": TEXT_LIMITS}
     return render(request, "revision/session.html", context)
 
 
@@ -159,7 +168,7 @@ def _act(
 def _session_page_refused(request: HttpRequest, session_id: int, error: AnnotateError):
     """The session page with the refusal and the form as sent (the instruction typed kept)."""
     page = selectors.session_page_get(session_id=session_id, user=request.user, now=timezone.now())
-    context = {"page": page, "error": str(error), "form": request.POST}
+    context = {"page": page, "error": str(error), "form": request.POST, "limits": TEXT_LIMITS}
     response = render(request, "revision/session.html", context, status=error.http_status)
     add_never_cache_headers(response)  # as the session page: the annotator's own work
     return response
@@ -251,7 +260,7 @@ def finish(request: HttpRequest, session_id: int) -> HttpResponse:
 @page_errors
 def rerating_page(request: HttpRequest, rerating_id: int) -> HttpResponse:
     page = selectors.rerating_page_get(rerating_id=rerating_id, user=request.user)
-    context = {"page": page}
+    context = {"page": page, "limits": TEXT_LIMITS}
     if request.method == "POST":
         try:
             reratings.rerating_submit(

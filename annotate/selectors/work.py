@@ -72,6 +72,11 @@ class ResponseItem:
     questions: list[QuestionItem] = field(default_factory=list)
 
 
+# An assignment in these, not submitted, takes answers (a claim past its time too: kept, counted
+# only if the task's slot is still free).
+OPEN_STATUSES = (AssignmentStatus.CLAIMED, AssignmentStatus.EXPIRED)
+
+
 @dataclass
 class TaskPage:
     assignment: Assignment
@@ -103,7 +108,7 @@ class TaskPage:
         """
         if self.preview or self.assignment.submitted_at is not None:
             return False
-        return self.assignment.status in (AssignmentStatus.CLAIMED, AssignmentStatus.EXPIRED)
+        return self.assignment.status in OPEN_STATUSES
 
     @property
     def may_return(self) -> bool:
@@ -115,6 +120,15 @@ class TaskPage:
         """The claim's time is up: a submit now counts only if the task's slot is still free."""
         expires_at = self.assignment.expires_at
         return expires_at is not None and expires_at <= timezone.now()
+
+    @property
+    def seconds_left(self) -> int:
+        """Whole seconds until the claim's time is up (0 when it is): the page counts down from
+        them by the browser's clock, so a browser clock set wrong does not move the deadline."""
+        expires_at = self.assignment.expires_at
+        if expires_at is None:
+            return 0
+        return max(0, int((expires_at - timezone.now()).total_seconds()))
 
 
 def assignment_get_for_annotator(*, assignment_id: int, user: AbstractBaseUser) -> Assignment:
@@ -331,6 +345,19 @@ class ProjectWork:
     available: int
     submitted: int
     live_assignment: Assignment | None
+    # Claims past their time, not submitted: the task page still takes them (TaskPage.is_open).
+    lapsed_assignments: list[Assignment] = field(default_factory=list)
+
+
+LAPSED_SHOWN = 5  # per project on the dashboard; the rest stay under "recent assignments"
+
+
+def lapsed_unsubmitted(*, now: datetime) -> Q:
+    """The claims past their time that the task page still takes (TaskPage.is_open): not
+    submitted, and expired by the beat or not yet."""
+    return Q(submitted_at__isnull=True, status__in=OPEN_STATUSES) & ~Q(
+        status=AssignmentStatus.CLAIMED, expires_at__gt=now
+    )
 
 
 def dashboard_for_annotator(*, annotator: Annotator | None, now: datetime) -> list[ProjectWork]:
@@ -350,6 +377,11 @@ def dashboard_for_annotator(*, annotator: Annotator | None, now: datetime) -> li
                 live_assignment=mine.filter(
                     status=AssignmentStatus.CLAIMED, expires_at__gt=now
                 ).first(),
+                lapsed_assignments=list(
+                    mine.filter(lapsed_unsubmitted(now=now))
+                    .select_related("task__instruction")
+                    .order_by("-expires_at")[:LAPSED_SHOWN]
+                ),
             )
         )
     return rows

@@ -55,13 +55,16 @@ EXPERT_STUDY = "Demo record: expert study (finished)"
 CROWD_STUDY = "Demo record: crowd study (finished)"
 DEMO_EXPERTS = ["expert-ana", "expert-ben"]
 DEMO_CROWD_WORKERS = ["crowd-w1", "crowd-w2", "crowd-w3"]
+# Both demo studies ask about the same 8 instructions and an annotator works on an instruction
+# once, in whichever study she takes it first.
+_SHARED_WORK = "8 instructions between the two demo studies (one done in either leaves the other)"
 DEMO_LOGIN_NOTES = {
     "admin": "publish to the crowd, judge runs, endpoints, the admin",
     "researcher": "reports (expert vs crowd vs LLM judge), annotators (decide cara and dev)",
     "ana": "has labelled every demo instruction already: nothing left (see My tasks)",
     "ben": "has labelled every demo instruction already: nothing left (see My tasks)",
-    "cara": "8 tasks in each demo study; counts once a researcher decides her kind",
-    "dev": "8 tasks in each demo study; counts once a researcher decides his kind",
+    "cara": f"{_SHARED_WORK}; counts once a researcher decides her kind",
+    "dev": f"{_SHARED_WORK}; counts once a researcher decides his kind",
 }
 
 

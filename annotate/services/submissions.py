@@ -247,21 +247,26 @@ def _clean(*, answers: Mapping[str, object], fields: list[str], phase: str) -> d
             "Unexpected field(s): " + ", ".join(extra[:10]) + ". " + _phase_hint(phase)
         )
     missing = [name for name in fields if _blank(answers.get(name))]
-    if missing:
-        raise SubmissionError(
-            f"{len(missing)} of {len(fields)} answers are missing: " + ", ".join(missing[:10]),
-            missing=missing,
-        )
     allowed = SCORE_VALUES if phase == Phase.SCORES else LABEL_VALUES
     cleaned: dict[str, object] = {}
+    invalid: list[str] = []
     for name in fields:
+        if name in missing:
+            continue
         value = answers[name]
         key = value.strip().lower() if isinstance(value, str) else None
         if key not in allowed:
-            raise SubmissionError(
-                f"Field {name}: '{str(value)[:20]}' is not one of {', '.join(allowed)}."
-            )
+            invalid.append(f"Field {name}: '{str(value)[:20]}' is not one of {', '.join(allowed)}.")
+            continue
         cleaned[name] = allowed[key] if phase == Phase.SCORES else key
+    problems = invalid[:10]
+    if missing:
+        problems.insert(
+            0, f"{len(missing)} of {len(fields)} answers are missing: " + ", ".join(missing[:10])
+        )
+    if problems:
+        # Every problem at once: fixing the missing ones alone must not reveal another round.
+        raise SubmissionError(" ".join(problems), missing=missing)
     return cleaned
 
 

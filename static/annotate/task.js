@@ -1,4 +1,5 @@
-// The task page: keyboard answering, progress counter, missing-answer list, active time.
+// The task page: keyboard answering, progress counter, missing-answer list, active time, the
+// deadline's minutes left.
 // The page works without this script (plain radio buttons and a submit button); the server
 // validates everything again.
 (function () {
@@ -284,6 +285,31 @@
   window.setInterval(saveDraft, 15000); // the active time, while nothing is answered
   window.addEventListener("pagehide", saveDraft); // a reload or a closed tab: the time so far
   restoreDraft();
+
+  // The deadline's minutes left, kept current while the page is open; at the deadline the
+  // wording the server gives a lapsed claim. Counted from the seconds left when the page was
+  // made (not the browser's clock, which may be set wrong), as Django's timeuntil words it.
+  var deadline = document.getElementById("deadline");
+  if (deadline && deadline.hasAttribute("data-seconds-left")) {
+    var endsAt = Date.now() + Number(deadline.getAttribute("data-seconds-left")) * 1000;
+    var unit = function (count, word) {
+      return count + "\u00a0" + word + (count === 1 ? "" : "s"); // a no-break space, as Django
+    };
+    var showTimeLeft = function () {
+      var minutes = Math.floor((endsAt - Date.now()) / 60000);
+      if (endsAt <= Date.now()) {
+        window.clearInterval(deadlineTimer);
+        deadline.setAttribute("role", "status"); // said once, when the time is up
+        deadline.textContent = deadline.getAttribute("data-time-up");
+        return;
+      }
+      var hours = Math.floor(minutes / 60);
+      var left = hours ? unit(hours, "hour") + (minutes % 60 ? ", " + unit(minutes % 60, "minute") : "") : unit(minutes, "minute");
+      document.getElementById("deadline-left").textContent = left;
+    };
+    var deadlineTimer = window.setInterval(showTimeLeft, 1000);
+    showTimeLeft();
+  }
 
   updateProgress();
   if (document.getElementById("server-missing")) {

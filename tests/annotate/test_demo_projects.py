@@ -4,6 +4,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.urls import reverse
+from django.utils import timezone
 
 from annotate.engine.models import EngineRun
 from annotate.models import Project, ProjectMode, Response
@@ -63,6 +64,7 @@ def test_the_demo_report_has_expert_crowd_and_judge_with_cost_and_time(settings)
     from evaluation.services.reports import report_build
 
     settings.DEBUG = True
+    settings.DEBUG = True
     call_command("load_demo", stdout=io.StringIO())
     report = report_build(
         scope=OPERATOR, benchmark=Benchmark.objects.get(name=DEMO_BENCHMARK), n_resamples=10
@@ -78,3 +80,31 @@ def test_the_demo_report_has_expert_crowd_and_judge_with_cost_and_time(settings)
     }
     assert round(kappa[("drfr", "expert")], 3) == 0.369  # the demo's expert numbers as before
     assert ("drfr", "crowd") in kappa
+
+
+def test_the_demo_note_counts_the_instructions_an_annotator_can_take_over_both_studies(settings):
+    from annotate.errors import NoWorkError
+    from annotate.services.assignments import (
+        annotator_for_user,
+        assignment_claim_next,
+        assignment_return,
+    )
+    from annotate.services.demo import DEMO_LOGIN_NOTES
+
+    settings.DEBUG = True
+    call_command("load_demo", stdout=io.StringIO())
+    cara = annotator_for_user(user=User.objects.get(username="cara"))
+    studies = [Project.objects.get(name=name) for name, _mode in DEMO_PROJECTS]
+    taken = []
+    for project in studies:  # whatever she takes in the first study leaves the second
+        while True:
+            try:
+                claim = assignment_claim_next(annotator=cara, project=project, now=timezone.now())
+            except NoWorkError:
+                break
+            taken.append((project.pk, claim.task.instruction_id))
+            assignment_return(assignment_id=claim.pk, annotator=cara, now=timezone.now())
+    note = DEMO_LOGIN_NOTES["cara"]
+    assert f"{len(taken)} instructions between the two demo studies" in note
+    assert "in each" not in note
+    assert {pk for pk, _instruction in taken} == {studies[0].pk}

@@ -492,8 +492,11 @@ def test_the_task_page_says_by_when_to_submit_and_when_the_time_is_up(client, an
     Assignment.objects.filter(pk=assignment.pk).update(
         expires_at=timezone.now() + timedelta(minutes=45, seconds=30)
     )
-    deadline = re.search(r'<p class="tags" id="deadline">(.*?)</p>', client.get(url).text).group(1)
-    assert "Submit by <time datetime=" in deadline and "(45\xa0minutes left)" in deadline
+    deadline = re.search(
+        r'<p class="tags" id="deadline"[^>]*>(.*?)</p>', client.get(url).text
+    ).group(1)
+    assert "Submit by <time datetime=" in deadline
+    assert "(45\xa0minutes left)" in re.sub(r"<[^>]+>", "", deadline)
     Assignment.objects.filter(pk=assignment.pk).update(
         expires_at=timezone.now() - timedelta(minutes=1)
     )
@@ -559,6 +562,46 @@ def test_a_claim_the_beat_expired_still_takes_the_answers_the_page_says_to_submi
     assert Label.objects.filter(assignment=assignment).count() == 2
     page = client.get(url).text
     assert 'id="deadline"' not in page and "Return this task" not in page
+
+
+def test_the_dashboard_offers_a_lapsed_claim_to_submit_while_the_task_page_takes_it(
+    client, annotator_user
+):
+    """A claim past its time, not submitted, is still taken by the task page (test above): the
+    dashboard links it, saying the time is up, before and after the beat marks it expired, and
+    no longer once it is submitted or returned. Someone else's lapsed claim is not shown."""
+    from datetime import timedelta
+
+    from annotate.services.assignments import assignment_return, assignments_expire
+
+    project = project_with_tasks(instructions=3, systems=2, questions=1)
+    assignment = claim_for(annotator_user, project)
+    other = UserFactory(username="other-lapsed", roles=[ANNOTATOR])
+    theirs = claim_for(other, project)
+    Assignment.objects.update(expires_at=timezone.now() - timedelta(minutes=1))
+    client.force_login(annotator_user)
+    url = reverse("work:assignment", args=[assignment.id])
+    link = f'<a href="{url}">Continue task {assignment.task.instruction.external_id}</a>'
+
+    def dashboard():
+        return client.get(reverse("work:dashboard")).text
+
+    for beat_ran in (False, True):
+        if beat_ran:
+            assert assignments_expire(now=timezone.now()) == 2
+        page = dashboard()
+        assert link in page and "the time for it is up, but you may still submit it" in page
+        assert "Continue your task" not in page  # not offered as a live claim
+        assert reverse("work:assignment", args=[theirs.id]) not in page
+    assert client.post(url, {"r1_q1": "yes", "r2_q1": "no"}).status_code == 302
+    assert "may still submit" not in dashboard()
+
+    returned = claim_for(annotator_user, project)
+    assignment_return(assignment_id=returned.id, annotator=returned.annotator, now=timezone.now())
+    Assignment.objects.filter(pk=returned.pk).update(
+        expires_at=timezone.now() - timedelta(minutes=1)
+    )
+    assert "may still submit" not in dashboard()  # the task page takes no answers for it
 
 
 def test_no_page_of_an_annotators_own_work_may_be_kept_by_a_browser_or_proxy(

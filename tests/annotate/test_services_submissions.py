@@ -91,6 +91,18 @@ def test_missing_answers_are_listed(claimed):
     assert raised.value.missing == ["r2_q2", "r3_q1"]
 
 
+def test_missing_answers_and_a_bad_value_are_both_named(claimed):
+    answers = full_answers(claimed)
+    del answers["r2_q2"]
+    answers["r1_q1"] = "maybe"
+    with pytest.raises(SubmissionError) as raised:
+        submit(claimed, answers)
+    assert "missing: r2_q2" in str(raised.value)
+    assert "r1_q1: 'maybe' is not one of" in str(raised.value)
+    assert raised.value.missing == ["r2_q2"]
+    assert not Label.objects.exists()
+
+
 def test_someone_elses_assignment_is_not_found(claimed):
     with pytest.raises(NotFoundError):
         submit(claimed, full_answers(claimed), annotator=AnnotatorFactory())

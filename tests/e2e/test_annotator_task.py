@@ -376,3 +376,24 @@ def test_a_submitted_task_answers_no_key_and_sends_nothing(page_for):
     assert "submit" not in page.locator("#key-help").inner_text().lower()
     checked = page.locator("fieldset.answer input[type=radio]:checked")
     assert [checked.nth(i).get_attribute("value") for i in range(checked.count())] == ["yes", "no"]
+
+
+def test_the_deadline_counts_down_while_the_page_is_open_and_then_says_the_time_is_up(page_for):
+    """The page said "(29 minutes left)" for as long as it stayed open, and still "Submit by"
+    after the time was up. The browser's clock is Playwright's, moved on by the test."""
+    project = project_with_tasks(instructions=1, systems=2, questions=1)
+    user = UserFactory(username="deadline-watcher", roles=[ANNOTATOR])
+    page = page_for(user)
+    page.clock.install()
+    start_next_task_with_keyboard(page)
+    assignment = Assignment.objects.get(annotator__user=user, task__batch__project=project)
+    # The claim is for the project's allotted minutes; the page counts down what is left of them.
+    minutes = int((assignment.expires_at - timezone.now()).total_seconds() // 60)
+    left = page.locator("#deadline-left")
+    assert left.inner_text() == f"{minutes}\xa0minutes"
+    page.clock.run_for(5 * 60 * 1000)
+    assert left.inner_text() == f"{minutes - 5}\xa0minutes"
+    page.clock.run_for((minutes - 5 + 1) * 60 * 1000)  # past the seconds over the minutes too
+    deadline = page.locator("#deadline")
+    assert deadline.inner_text().startswith("The time for this task is up: submit now")
+    assert left.count() == 0 and page.locator("#task-form button[type=submit]").is_visible()

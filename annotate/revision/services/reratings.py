@@ -16,6 +16,7 @@ from django.db import transaction
 
 from annotate.errors import ConflictError, NotFoundError, ProjectSetupError, SubmissionError
 from annotate.revision.models import (
+    COMMENT_MAX_CHARS,
     Rating,
     RerateStatus,
     Rerating,
@@ -23,6 +24,7 @@ from annotate.revision.models import (
     Study,
     Turn,
 )
+from annotate.revision.services.sessions import text_length_check
 
 
 class RerateSampleError(ProjectSetupError):
@@ -98,6 +100,7 @@ def rerating_submit(
         raise SubmissionError("rate the revision good, neutral or bad", missing=["rating"])
     if not comment.strip():
         raise SubmissionError("a comment explaining the rating is required", missing=["comment"])
+    text_length_check(field="comment", text=comment.strip(), limit=COMMENT_MAX_CHARS)
     rerating.rating, rerating.comment = rating, comment.strip()
     rerating.status, rerating.rated_at = RerateStatus.DONE, now
     rerating.save(update_fields=["rating", "comment", "status", "rated_at"])

@@ -18,6 +18,8 @@ from annotate.errors import ConflictError, NotFoundError, NoWorkError, Submissio
 from annotate.revision.dispatch import generation_enqueue
 from annotate.revision.history import next_previous_answer
 from annotate.revision.models import (
+    COMMENT_MAX_CHARS,
+    INSTRUCTION_MAX_CHARS,
     CallStatus,
     Document,
     InstructionType,
@@ -165,6 +167,7 @@ def turn_start(
     instruction = _plain(instruction)
     if not instruction:
         raise SubmissionError("write an instruction", missing=["instruction"])
+    text_length_check(field="instruction", text=instruction, limit=INSTRUCTION_MAX_CHARS)
     if instruction_type not in InstructionType.values:
         raise SubmissionError(
             "tick the instruction's type: information-seeking or stylistic",
@@ -227,6 +230,15 @@ def turn_withdraw(*, session_id: int, user: AbstractBaseUser) -> Turn:
     return last
 
 
+def text_length_check(*, field: str, text: str, limit: int) -> None:
+    """Refuse a typed text longer than its limit, saying by how much (the form keeps it)."""
+    if len(text) > limit:
+        raise SubmissionError(
+            f"the {field} is {len(text):,} characters long; at most {limit:,} are taken: "
+            "shorten it and send it again"
+        )
+
+
 def _plain(text: str) -> str:
     """The text with its line breaks as the model's answers have them (LF) and no outer blanks.
 
@@ -258,6 +270,7 @@ def turn_rate(
     comment = _plain(comment)
     if not comment:
         raise SubmissionError("a comment explaining the rating is required", missing=["comment"])
+    text_length_check(field="comment", text=comment, limit=COMMENT_MAX_CHARS)
     edited_answer = _plain(edited_answer)
     if edited_answer == _plain(last.answer):
         edited_answer = ""  # the model's answer sent back as it was shown: not an edit

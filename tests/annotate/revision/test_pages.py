@@ -538,7 +538,9 @@ def test_a_refused_rerating_keeps_its_choice_and_a_saved_one_says_so(client, stu
     saved = client.post(url, {"rating": "bad", "comment": "No paper cited."}, follow=True)
     assert saved.redirect_chain[-1][0] == reverse("revision:home")
     assert "Rating saved" in saved.content.decode()
-    assert "Cite a paper." not in saved.content.decode()  # nothing left to rate again
+    assert "Turns to rate again" not in saved.content.decode()  # nothing left to rate again
+    rerated = saved.content.decode().split('id="rerated-turns"')[1]
+    assert "Cite a paper." in rerated  # listed as done, opening the read-only page
 
 
 @pytest.mark.parametrize("ended_by", ["satisfied", "max_turns"])
@@ -907,3 +909,110 @@ def test_no_page_of_an_annotators_session_may_be_kept_by_a_browser_or_proxy(
     for page in (client.get(session_url), refused, rerating, state):
         assert page.status_code in (200, 400)
         assert "no-store" in page["Cache-Control"] and "private" in page["Cache-Control"]
+
+
+def test_an_instruction_or_comment_over_the_limit_is_refused_kept_and_never_sent(
+    client, study, annotator, django_capture_on_commit_callbacks
+):
+    from annotate.revision.models import COMMENT_MAX_CHARS, INSTRUCTION_MAX_CHARS
+
+    client.force_login(annotator)
+    with django_capture_on_commit_callbacks(execute=True):
+        session = session_assign(study=study, user=annotator, now=timezone.now())
+    page = client.get(reverse("revision:session", args=[session.pk])).text
+    assert (
+        f'name="instruction" id="instruction" rows="3" required maxlength="{INSTRUCTION_MAX_CHARS}"'
+        in page
+    )
+    too_long = "Shorter. " + "x" * INSTRUCTION_MAX_CHARS
+    with django_capture_on_commit_callbacks(execute=True) as sent:
+        refused = client.post(
+            reverse("revision:turn-new", args=[session.pk]),
+            {"instruction": too_long, "instruction_type": "stylistic"},
+        )
+    assert refused.status_code == 400 and not sent  # no model call enqueued
+    form = refused.text.split('id="turn-form"')[1].split("</form>")[0]
+    assert f"at most {INSTRUCTION_MAX_CHARS:,}" in form and f">{too_long}</textarea>" in form
+    assert not Turn.objects.exists()
+
+    instruct(django_capture_on_commit_callbacks, session, annotator, "Shorter.")
+    page = client.get(reverse("revision:session", args=[session.pk])).text
+    assert f'maxlength="{COMMENT_MAX_CHARS}"' in page.split('id="rate-form"')[1]
+    long_comment = "y" * (COMMENT_MAX_CHARS + 1)
+    refused = client.post(
+        reverse("revision:turn-rate", args=[session.pk]),
+        {"rating": "bad", "comment": long_comment},
+    )
+    assert refused.status_code == 400 and f">{long_comment}</textarea>" in refused.text
+    assert f"at most {COMMENT_MAX_CHARS:,}" in refused.text
+    assert Turn.objects.get().rating == ""
+
+
+def test_a_rerating_comment_over_the_limit_is_refused_and_kept(client, study, annotator):
+    from annotate.revision.models import COMMENT_MAX_CHARS
+
+    rerating = rerating_of(study, annotator)
+    client.force_login(annotator)
+    url = reverse("revision:rerating", args=[rerating.pk])
+    assert f'maxlength="{COMMENT_MAX_CHARS}"' in client.get(url).text
+    long_comment = "z" * (COMMENT_MAX_CHARS + 1)
+    refused = client.post(url, {"rating": "bad", "comment": long_comment})
+    assert refused.status_code == 400 and f">{long_comment}</textarea>" in refused.text
+    assert f"at most {COMMENT_MAX_CHARS:,}" in refused.text
+    rerating.refresh_from_db()
+    assert rerating.status == "pending"
+
+
+def test_home_links_the_annotators_own_finished_sessions_and_done_reratings_page_by_page(
+    client, study, annotator, monkeypatch
+):
+    """Finished sessions and re-ratings given had no way back but typing the address: home
+    lists them (the annotator's own only, a page at a time), each opening its read-only page."""
+    first_question, second_question = study.questions.order_by("pk")
+    beta = study.systems.get(name="beta")
+    mine = [
+        RevisionSession.objects.create(
+            study=study,
+            question=question,
+            system=beta,
+            annotator=annotator,
+            status="finished",
+            initial_answer="a0",
+            created_at=timezone.now(),
+            finished_at=timezone.now(),
+        )  # fmt: skip
+        for question in (first_question, second_question)
+    ]
+    done, pending = reratings_of(study, annotator, 2)  # on someone else's finished session
+    done.status, done.rating, done.comment = "done", "bad", "No paper."
+    done.rated_at = timezone.now()
+    done.save()
+    (theirs,) = reratings_of(study, UserFactory(roles=[ANNOTATOR]), 1, question=second_question)
+    theirs.status, theirs.rating, theirs.rated_at = "done", "good", timezone.now()
+    theirs.save()
+    client.force_login(annotator)
+
+    home = client.get(reverse("revision:home")).text
+    finished = home.split('id="finished-sessions"')[1].split("</table>")[0]
+    for session in mine:
+        assert f'href="{reverse("revision:session", args=[session.pk])}"' in finished
+    assert finished.count('href="/') == 2  # not the owner's of the re-rated turns
+    rerated = home.split('id="rerated-turns"')[1].split("</ul>")[0]
+    assert f'href="{reverse("revision:rerating", args=[done.pk])}"' in rerated
+    assert "you rated it bad" in rerated and rerated.count('href="/') == 1  # not pending/theirs
+    session_page = client.get(reverse("revision:session", args=[mine[0].pk])).text
+    assert "This session is finished" in session_page
+    assert (
+        "You rated this bad: No paper."
+        in client.get(reverse("revision:rerating", args=[done.pk])).text
+    )
+
+    monkeypatch.setattr("annotate.revision.views.DONE_PAGE_SIZE", 1)  # after the URLs load
+    shown = set()
+    for number in (1, 2):
+        page = client.get(reverse("revision:home"), {"sessions_page": number}).text
+        finished = page.split('id="finished-sessions"')[1].split("</table>")[0]
+        assert finished.count('href="/') == 1
+        shown |= {s.pk for s in mine if reverse("revision:session", args=[s.pk]) in finished}
+    assert shown == {s.pk for s in mine}
+    assert "sessions_page=2" in client.get(reverse("revision:home")).text
