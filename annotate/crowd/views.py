@@ -453,7 +453,8 @@ def review(request: HttpRequest, publication_id: int) -> HttpResponse:
 @admin_page
 @require_POST
 def review_sync(request: HttpRequest, publication_id: int) -> HttpResponse:
-    """Sync the publication with its platform in this request, and say what changed."""
+    """Sync the publication (a batch's or a human study's) with its platform in this request,
+    and say what changed."""
     publication = selectors.publication_get(publication_id=publication_id)
     if not review_services.platform_confirms(publication.platform):
         raise AnnotateError("A self-hosted link has no platform to sync with.")
@@ -468,7 +469,10 @@ def review_sync(request: HttpRequest, publication_id: int) -> HttpResponse:
         )
     else:
         messages.success(request, sync_message(changes, platform=publication.platform))
-    return redirect("crowd:review", publication.pk)
+    # A human study's publication is reviewed on its own page, which has this button too.
+    return redirect(
+        "verbalizer:crowd-review" if publication.human_study_id else "crowd:review", publication.pk
+    )
 
 
 def sync_message(changes: review_services.SyncChanges, *, platform: str) -> str:

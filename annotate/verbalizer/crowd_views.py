@@ -96,6 +96,7 @@ def study_review(request: HttpRequest, study_publication_id: int) -> HttpRespons
         "publication": publication,
         "rows": study_review_rows(publication=publication),
         "reconciliation": crowd_selectors.reconciliation(publication=publication),
+        "platform_confirms": review.platform_confirms(publication.platform),
     }
     return render(request, "verbalizer/crowd_review.html", context)
 

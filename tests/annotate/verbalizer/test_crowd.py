@@ -9,6 +9,7 @@ from decimal import Decimal
 
 import pytest
 from django.core.cache import cache
+from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
@@ -250,6 +251,37 @@ def test_admin_pays_a_bonus_on_an_approved_answer_once(
         with django_capture_on_commit_callbacks(execute=True):
             client.post(action, form)
     assert [b["BonusAmount"] for b in fake_mturk.state.bonuses] == ["0.25", "0.10"]
+
+
+def test_study_review_page_syncs_now_and_says_what_changed(client, on_mturk, fake_mturk, admin):
+    """As on a batch's review page: an admin's CSRF-checked POST syncs at once and comes back to
+    the study's review page with the same report of what moved."""
+    hit = on_mturk.hits.select_related("prompt__item").order_by("id").first()
+    answer_hit(client, fake_mturk, hit, "AREAL1", right_key(hit))
+    review_url = reverse("verbalizer:crowd-review", args=[on_mturk.pk])
+    sync_url = reverse("crowd:review-sync", args=[on_mturk.pk])
+    checked = Client(enforce_csrf_checks=True)
+    checked.force_login(admin)
+    page = checked.get(review_url).text
+    form = re.search(r'<form method="post" action="([^"]+)" id="sync-now">', page)
+    assert form and form.group(1) == sync_url and "Sync with the platform now" in page
+    assert checked.post(sync_url).status_code == 403  # no CSRF token: nothing synced
+    assert not on_mturk.hits.filter(synced_at__isnull=False).exists()
+
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
+    done = checked.post(sync_url, {"csrfmiddlewaretoken": token}, follow=True)
+    assert done.redirect_chain == [(review_url, 302)]
+    assert [str(m) for m in done.context["messages"]] == [
+        "Synced 4 HITs with Amazon Mechanical Turk (1 assignment listed there): "
+        "1 newly confirmed by the platform."
+    ]
+    assert HumanAnswer.objects.get().platform_record is not None
+
+
+def test_a_study_link_review_page_has_no_sync_button(client, link, admin):
+    client.force_login(admin)
+    page = client.get(reverse("verbalizer:crowd-review", args=[link.pk])).text
+    assert 'id="sync-now"' not in page and "Sync with the platform now" not in page
 
 
 def test_no_bonus_through_a_selfhosted_link(client, link, admin):
