@@ -168,10 +168,13 @@ def project_done(request: HttpRequest, project_id: int) -> HttpResponse:
         "project": project,
         "submitted": this.submitted if this else 0,
         "left_here": (this.available if this else 0),
+        # The same lapsed claims the dashboard offers (work_selectors.lapsed_unsubmitted).
+        "lapsed_here": this.lapsed_assignments if this else [],
         "elsewhere": [
             row
             for row in rows
-            if row.project.pk != project.pk and (row.available or row.live_assignment)
+            if row.project.pk != project.pk
+            and (row.available or row.live_assignment or row.lapsed_assignments)
         ],
     }
     return render(request, "annotate/work/all_done.html", context)

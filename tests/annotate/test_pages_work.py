@@ -604,6 +604,36 @@ def test_the_dashboard_offers_a_lapsed_claim_to_submit_while_the_task_page_takes
     assert "may still submit" not in dashboard()  # the task page takes no answers for it
 
 
+def test_the_all_done_page_offers_the_lapsed_claims_the_dashboard_offers(client, annotator_user):
+    """A claim past its time, not submitted, in this project or another, is linked on the
+    all-done page as on the dashboard (same rule, same words), until it is submitted."""
+    from datetime import timedelta
+
+    here = project_with_tasks(instructions=2, systems=2, questions=1)
+    there = project_with_tasks(instructions=2, systems=2, questions=1)
+    lapsed_here, lapsed_there = claim_for(annotator_user, here), claim_for(annotator_user, there)
+    Assignment.objects.update(expires_at=timezone.now() - timedelta(minutes=1))
+    client.force_login(annotator_user)
+    done_url = reverse("work:project-done", args=[here.id])
+    words = (
+        "the time for it is up, but you may still submit it (it counts if the task is not full yet)"
+    )
+
+    def link(assignment):
+        url = reverse("work:assignment", args=[assignment.id])
+        return (
+            f'<a href="{url}">Continue task {assignment.task.instruction.external_id}</a>: {words}'
+        )
+
+    page = client.get(done_url).text
+    assert link(lapsed_here) in page and link(lapsed_there) in page
+    assert link(lapsed_here) in client.get(reverse("work:dashboard")).text  # the same words
+    url = reverse("work:assignment", args=[lapsed_here.id])
+    assert client.post(url, {"r1_q1": "yes", "r2_q1": "no"}).status_code == 302
+    page = client.get(done_url).text
+    assert link(lapsed_here) not in page and link(lapsed_there) in page
+
+
 def test_no_page_of_an_annotators_own_work_may_be_kept_by_a_browser_or_proxy(
     client, annotator_user
 ):
