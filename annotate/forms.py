@@ -5,8 +5,9 @@ from __future__ import annotations
 from django import forms
 from django.contrib.auth.models import User
 
-from annotate.models import Benchmark, ProjectMode, System
+from annotate.models import Benchmark, ProjectMode
 from annotate.roles import RESEARCHER
+from annotate.selectors.benchmarks import systems_with_responses
 from annotate.services.projects import DEFAULT_GUIDELINES, InstructionSelection, Selection
 
 SELECTION_CHOICES = [
@@ -47,7 +48,7 @@ class ProjectForm(SelectionForm):
     name = forms.CharField(max_length=200)
     benchmark = forms.ModelChoiceField(queryset=Benchmark.objects.order_by("name"))
     systems = forms.ModelMultipleChoiceField(
-        queryset=System.objects.order_by("name"), widget=forms.CheckboxSelectMultiple
+        queryset=systems_with_responses(), widget=forms.CheckboxSelectMultiple
     )
     mode = forms.ChoiceField(choices=ProjectMode.choices, initial=ProjectMode.DRFR)
     assignments_per_task = forms.IntegerField(min_value=1, max_value=100, initial=3)

@@ -6,7 +6,8 @@ from django import forms
 
 from annotate.engine.forms import EndpointChoiceField, SpendingCapField, endpoint_cost_label
 from annotate.engine.models import Endpoint
-from annotate.models import Benchmark, Subset, System
+from annotate.models import Benchmark, Subset
+from annotate.selectors.benchmarks import systems_with_responses
 from evaluation.models import JudgeConfig, JudgeProtocol
 
 
@@ -37,7 +38,7 @@ class JudgeRunForm(forms.Form):
     config = JudgeChoiceField(JudgeConfig.objects.select_related("endpoint"), label="Judge")
     benchmark = forms.ModelChoiceField(Benchmark.objects.all())
     systems = forms.ModelMultipleChoiceField(
-        System.objects.all(), widget=forms.CheckboxSelectMultiple
+        systems_with_responses(), widget=forms.CheckboxSelectMultiple
     )
     subset = forms.ChoiceField(choices=[("", "All instructions"), *Subset.choices], required=False)
     instruction_ids = forms.CharField(

@@ -4,10 +4,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import Count, Prefetch, QuerySet
+from django.db.models import Count, Exists, OuterRef, Prefetch, QuerySet
 
 from annotate.errors import NotFoundError
-from annotate.models import Benchmark, DirectScore, Instruction, Label, Question, Response
+from annotate.models import (
+    Benchmark,
+    DirectScore,
+    Instruction,
+    Label,
+    Question,
+    Response,
+    System,
+)
 from annotate.selectors.identities import OPERATOR, IdentityScope
 from annotate.selectors.results import counted_work
 
@@ -15,6 +23,17 @@ from annotate.selectors.results import counted_work
 def benchmark_list_with_counts() -> QuerySet[Benchmark]:
     """Return every benchmark annotated with instruction counts per subset."""
     return Benchmark.objects.annotate(instruction_count=Count("instructions")).order_by("name")
+
+
+def systems_with_responses() -> QuerySet[System]:
+    """Return the systems with at least one response, to choose from where responses are needed.
+
+    A generation run creates its system before any call; if every call fails the system stays
+    with no response, and there is nothing of it to label or judge.
+    """
+    return System.objects.filter(Exists(Response.objects.filter(system=OuterRef("pk")))).order_by(
+        "name"
+    )
 
 
 def benchmark_systems_by_benchmark() -> dict[int, list[str]]:

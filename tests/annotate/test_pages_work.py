@@ -296,6 +296,23 @@ def test_admin_creates_a_project_from_the_page(client, admin_user):
     assert project.batches.get().tasks.count() == 3 and project.created_by == admin_user
 
 
+def test_a_system_whose_generation_failed_is_no_choice_for_a_project(client, admin_user):
+    """Every call of its generation run failed: the system exists but has no response, so the
+    project page does not offer it, and a hand-made POST naming it is refused."""
+    from tests.annotate.engine.conftest import system_of_a_failed_generation
+
+    benchmark, systems = benchmark_with_responses(instructions=1, systems=2)
+    down = system_of_a_failed_generation(benchmark)
+    client.force_login(admin_user)
+    page = client.get(reverse("work:project-create")).text
+    offered = set(re.findall(r'name="systems" value="(\d+)"', page))
+    assert offered == {str(system.pk) for system in systems} and "downsys" not in page
+    form = {"name": "p", "benchmark": benchmark.id, "systems": [down.pk], "selection": "all"}
+    refused = client.post(reverse("work:project-create"), form)
+    assert refused.status_code == 400 and "Select a valid choice" in refused.text
+    assert not Project.objects.exists()
+
+
 def test_project_form_shows_service_errors(client, admin_user):
     benchmark, systems = benchmark_with_responses(instructions=1)
     client.force_login(admin_user)

@@ -22,7 +22,6 @@ from evaluation.services.judge_runs import judge_run_create, judge_run_mark_star
 from tests.annotate.engine.conftest import again_total, start_confirmed
 from tests.evaluation.judge_helpers import make_benchmark, make_judge
 from tests.evaluation.openai_stub import StubOpenAI
-from tests.factories import SystemFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -512,7 +511,8 @@ def test_a_selection_that_cannot_be_made_is_shown_beside_its_field(
 
 def test_a_refusal_about_no_field_is_shown_once_above_the_form(client, researcher):
     benchmark, _, _ = make_benchmark(questions_per_instruction=(1,))
-    silent = SystemFactory(name="no-answers")  # no response in this benchmark
+    # Responses in another benchmark only (a system with none at all is no choice on the form).
+    _, (silent,), _ = make_benchmark(questions_per_instruction=(1,), systems=("no-answers",))
     judge = make_judge(name="fake-judge", backend="fake")
     client.force_login(researcher)
     page = client.post(reverse("judge:run-new"), _form(judge, benchmark, [silent]))
@@ -579,3 +579,14 @@ def test_a_start_over_the_users_run_start_limit_is_refused_on_the_form_and_makes
     assert "Too many run starts from your account (at most 1/hour)" in refused.text
     assert 'value="task_2"' in refused.text and 'value="41"' in refused.text
     assert JudgeRun.objects.count() == 1 and EngineRun.objects.count() == 1
+
+
+def test_a_system_whose_generation_failed_is_no_choice_for_a_judge_run(client, researcher):
+    from tests.annotate.engine.conftest import system_of_a_failed_generation
+
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(1,), systems=("a", "b"))
+    system_of_a_failed_generation(benchmark)
+    client.force_login(researcher)
+    page = client.get(reverse("judge:run-new")).text
+    offered = set(re.findall(r'name="systems" value="(\d+)"', page))
+    assert offered == {str(system.pk) for system in systems} and "downsys" not in page

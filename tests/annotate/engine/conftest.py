@@ -114,3 +114,21 @@ def echo_protocol(settings):
         **settings.ENGINE_PROTOCOLS,
         "echo": "tests.annotate.engine.echo.EchoProtocol",
     }
+
+
+def system_of_a_failed_generation(benchmark, *, name: str = "downsys"):
+    """Generate `benchmark` under a new system through an endpoint nothing listens on: every
+    call fails, the run ends, and its system (made before the first call) has no response."""
+    from annotate.engine.services import engine_run_execute
+    from annotate.engine.services.generation import (
+        generating_system_get_or_create,
+        generation_run_create,
+    )
+
+    endpoint = make_endpoint("http://127.0.0.1:9/v1", name=f"down-{name}", max_retries=0)
+    system = generating_system_get_or_create(name=name, endpoint=endpoint)
+    run = generation_run_create(benchmark=benchmark, systems=[system], endpoint=endpoint)
+    engine_run_execute(run_id=run.pk, sleep=lambda _seconds: None)
+    run.refresh_from_db()
+    assert run.units_failed == run.units_total > 0 and not system.responses.exists()
+    return system
