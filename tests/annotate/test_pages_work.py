@@ -651,6 +651,20 @@ def test_the_all_done_page_offers_the_lapsed_claims_the_dashboard_offers(client,
     assert link(lapsed_here) not in page and link(lapsed_there) in page
 
 
+def test_the_all_done_page_does_not_say_nothing_is_left_above_a_claim_to_submit(
+    client, annotator_user
+):
+    from datetime import timedelta
+
+    project = project_with_tasks(instructions=1, systems=2, questions=1)
+    claim_for(annotator_user, project)
+    Assignment.objects.update(expires_at=timezone.now() - timedelta(minutes=1))
+    client.force_login(annotator_user)
+    page = client.get(reverse("work:project-done", args=[project.id])).text
+    assert "nothing left for you here" not in page
+    assert "no new task is left for you here, but you may still submit the one below" in page
+
+
 def test_no_page_of_an_annotators_own_work_may_be_kept_by_a_browser_or_proxy(
     client, annotator_user
 ):
