@@ -87,7 +87,7 @@ def run_form_submit(
     `estimate()` answers the Estimate button without starting or keeping anything (the
     services' `engine_run_estimate_new`), `start()` makes and starts the run. Both run only on a
     valid form. `endpoint()` is the endpoint the run would call (None: unknown, `start` refuses
-    it): when it spends money, Start starts only if the form sent the estimated total
+    it): when it spends money (its estimate above $0), Start starts only if the form sent the estimated total
     (`confirm_total`) and it equals `estimate()` computed now; otherwise nothing starts and the
     outcome is the estimate to confirm (`confirm`). A refusal (one of `refusals`, with its `http_status`) is shown on the form,
     beside the field it names, and nothing is kept (over the user's run start limit, the
@@ -109,7 +109,11 @@ def run_form_submit(
         now = estimate()
         field = form.add_prefix(CONFIRM_FIELD)
         if ESTIMATE_BUTTON in request.POST:
+            if not now.cost_usd:  # priced at nothing: Start needs no confirmed total
+                return RunFormOutcome(estimate=now)
             return RunFormOutcome(estimate=now, confirm=StartConfirmation(now.cost_usd, field))
+        if not now.cost_usd:
+            return RunFormOutcome(started=start())
         confirmed = _confirmed_total(request.POST.get(field))
         if confirmed is None or confirmed != now.cost_usd:
             confirm = StartConfirmation(now.cost_usd, field, asked=True, stale=confirmed)
@@ -152,7 +156,7 @@ def run_again_cost(run: EngineRun) -> RunAgainCost | None:
         estimate = engine_run_estimate(run=run)
     except EngineRunError:  # a kind this process cannot load: the start refuses it, saying why
         return None
-    if not estimate.units:
+    if not estimate.units or not estimate.cost_usd:  # nothing left, or priced at nothing
         return None
     question = (
         f"Run again on {run.endpoint.name}, a paid API? "

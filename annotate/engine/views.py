@@ -163,7 +163,7 @@ def run_detail(request: HttpRequest, engine_run_id: int) -> HttpResponse:
     run = _run_or_404(engine_run_id)
     context = {
         "run": run,
-        "progress": _page_progress(run),
+        "progress": _page_progress(run, request.user),
         "errors": engine_run_recent_errors(run=run),
         "results_url": engine_run_results_url(run=run),
         "title": engine_run_title(run=run),
@@ -178,18 +178,22 @@ def run_progress(request: HttpRequest, engine_run_id: int) -> JsonResponse:
     """The JSON the run page polls."""
     _require_researcher(request)
     run = _run_or_404(engine_run_id)
-    return JsonResponse({**_page_progress(run), "errors": engine_run_recent_errors(run=run)})
+    return JsonResponse(
+        {**_page_progress(run, request.user), "errors": engine_run_recent_errors(run=run)}
+    )
 
 
-def _page_progress(run) -> dict:
+def _page_progress(run, user) -> dict:
     """The run's progress with `work_left`: whether Run again would do anything (read once the
     run has ended; while it runs its form is hidden anyway), and `again_confirm`: the cost Run
-    again confirms on a paid endpoint (None: none to confirm)."""
+    again confirms on a paid endpoint (None: none to confirm, or `user` may not run it)."""
     progress = engine_run_progress(run=run)
     progress["work_left"] = progress["active"] or engine_run_has_work_left(run=run)
     # What Run again confirms once its form shows (on a paid endpoint; the page's script puts it
-    # on the button when the run ends while the page is open).
-    cost = None if progress["active"] or not progress["work_left"] else run_again_cost(run)
+    # on the button when the run ends while the page is open). Estimated only for who may press.
+    shows = not progress["active"] and progress["work_left"]
+    may = shows and engine_run_may_control(user=user, endpoint=run.endpoint)
+    cost = run_again_cost(run) if may else None
     progress["again_confirm"] = cost and {"total": cost.value, "question": cost.question}
     return progress
 

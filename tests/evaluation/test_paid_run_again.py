@@ -146,3 +146,25 @@ def test_the_progress_json_gives_run_again_its_total_once_the_run_has_ended(
     )
     running = client.get(reverse("engine:run-progress", args=[run_page.run.pk])).json()
     assert running["again_confirm"] is None
+
+
+@PAGES
+def test_run_again_priced_at_nothing_asks_nothing_and_a_reader_gets_no_estimate(
+    client, admin_user, researcher, stub, page_for, django_capture_on_commit_callbacks
+):
+    paid = make_endpoint(stub.base_url, name="paid", max_tokens=10, **PRICE)
+    run_page = page_for(paid)
+    client.force_login(researcher)  # may read the page, may not run a paid endpoint again
+    assert 'id="run-again"' not in client.get(run_page.page).text
+    if run_page.page.startswith("/engine/"):  # the engine page polls its progress JSON
+        progress = client.get(reverse("engine:run-progress", args=[run_page.run.pk])).json()
+        assert progress["again_confirm"] is None
+    Endpoint.objects.filter(pk=paid.pk).update(
+        price_prompt_per_1k=Decimal("0"), price_completion_per_1k=Decimal("0")
+    )
+    client.force_login(admin_user)
+    page = client.get(run_page.page).text
+    assert "data-confirm" not in page[page.index('id="run-again"') :].split(">")[0]
+    with django_capture_on_commit_callbacks(execute=False) as started:
+        again = client.post(run_page.resume, {})
+    assert again.status_code == 302 and len(started) == 1

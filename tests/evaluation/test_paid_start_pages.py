@@ -142,3 +142,18 @@ def test_the_offline_fake_starts_at_once_even_when_priced(client, researcher, tm
     assert estimate.context["confirm"] is None and "Start for" not in estimate.text
     started = client.post(page.url, page.form)
     assert started.status_code == 302 and EngineRun.objects.get().endpoint == fake
+
+
+@PAGES
+def test_a_paid_endpoint_priced_at_nothing_starts_at_once(
+    client, admin_user, stub, tmp_path, page_for
+):
+    """An address (a self-hosted server, say) with no prices: nothing to confirm."""
+    free = make_endpoint(stub.base_url, name="own-server", max_tokens=10)
+    page = page_for(free, tmp_path)
+    client.force_login(admin_user)
+    estimate = client.post(page.url, {**page.form, "estimate": "1"})
+    assert estimate.context["estimate"].cost_usd == 0
+    assert estimate.context["confirm"] is None and "Start for" not in estimate.text
+    started = client.post(page.url, page.form)
+    assert started.status_code == 302 and EngineRun.objects.get().endpoint == free
