@@ -83,6 +83,12 @@ class Publication(models.Model):
         blank=True, help_text="Self-hosted: where participants go after the submit."
     )
     error = models.TextField(blank=True)
+    replacing_until = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Set while an admin's request for workers in place of rejected work runs "
+        "(annotate.crowd.services.replacements): a second one waits, so nothing is asked twice.",
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )

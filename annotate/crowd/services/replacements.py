@@ -14,12 +14,14 @@ reply is a no-op on the platform instead of a second payment.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.db import transaction
-from django.db.models import Count
+from django.db.models import Count, Q
 
 from annotate.crowd.models import Hit, HitExtension, HitExtensionStatus, HitStatus, Publication
 from annotate.crowd.platforms import get_platform, platform_label
@@ -30,6 +32,7 @@ from annotate.errors import (
     ConflictError,
     CrowdPlatformError,
     HitAlreadyExistsError,
+    NotFoundError,
     PublishError,
     TransientPlatformError,
 )
@@ -171,15 +174,53 @@ class ReplacementResult:
     failed: list[str]  # "HIT id: the platform's refusal"
 
 
+# How long one request for replacements holds its publication (it asks the platform once per HIT
+# that needs work, each call retried by boto3): a crashed one frees it after this.
+REPLACING_SECONDS = 300
+
+
+@contextmanager
+def _replacing(publication_id: int, now: datetime) -> Iterator[None]:
+    """Hold the publication for one request for replacements at a time (an UPDATE that only one
+    of two admins' requests can make): a second, planned on the same figures, would otherwise
+    ask the platform for the same assignments again, and pay them twice."""
+    free = Q(replacing_until__isnull=True) | Q(replacing_until__lte=now)
+    until = now + timedelta(seconds=REPLACING_SECONDS)
+    if not Publication.objects.filter(free, pk=publication_id).update(replacing_until=until):
+        if not Publication.objects.filter(pk=publication_id).exists():
+            raise NotFoundError("No such publication.")
+        raise ConflictError(
+            "Workers in place of rejected work are being asked for on this publication right "
+            "now (by you in another tab, or another admin): look at the page again in a minute."
+        )
+    try:
+        yield
+    finally:
+        Publication.objects.filter(pk=publication_id, replacing_until=until).update(
+            replacing_until=None
+        )
+
+
 def replacements_create(
     *, publication_id: int, confirm_total: Decimal, now: datetime, user
 ) -> ReplacementResult:
     """Ask the platform for the plan's assignments, as the admin confirmed it.
 
     Refused (nothing asked) when the total is no longer the one confirmed (work came in or was
-    rejected since), when the account cannot pay it, or when there is nothing to replace. A HIT
-    the platform refuses is reported and the others go on; an addition whose reply was lost is
-    asked again with its stored token first (a no-op on the platform when it was done)."""
+    rejected since), when the account cannot pay it, when there is nothing to replace, or while
+    another request for this publication runs (`_replacing`). A HIT the platform refuses is
+    reported and the others go on; an addition whose reply was lost is asked again with its
+    stored token first (a no-op on the platform when it was done)."""
+    require_admin(user)
+    with _replacing(publication_id, now):
+        return _replacements_create(
+            publication_id=publication_id, confirm_total=confirm_total, now=now, user=user
+        )
+
+
+def _replacements_create(
+    *, publication_id: int, confirm_total: Decimal, now: datetime, user
+) -> ReplacementResult:
     result = _pending_retried(publication_id=publication_id, now=now, user=user)
     plan = replacements_plan(publication_id=publication_id, now=now, user=user)
     if not plan.assignments:

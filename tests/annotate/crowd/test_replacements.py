@@ -317,3 +317,31 @@ def test_the_api_gives_the_plan_and_asks_only_for_the_confirmed_total(
     )
     assert done.status_code == 200 and done.json()["added"] == 1
     assert fake_mturk.state.hits[hit.hit_id]["MaxAssignments"] == 4
+
+
+def test_a_second_request_while_one_runs_is_refused_and_asks_nothing(
+    client, live, fake_mturk, admin_user
+):
+    """Two admins (or two tabs) confirming the same plan would each ask for its assignments."""
+    from annotate.crowd.models import Publication
+
+    hit, _ = _rejected_on_first_hit(client, live, fake_mturk, admin_user)
+    plan = replacements.replacements_plan(
+        publication_id=live.pk, now=timezone.now(), user=admin_user
+    )
+    now = timezone.now()
+    running = now + timedelta(seconds=replacements.REPLACING_SECONDS)
+    Publication.objects.filter(pk=live.pk).update(replacing_until=running)  # the other request
+    with pytest.raises(ConflictError, match="being asked for on this publication right now"):
+        replacements.replacements_create(
+            publication_id=live.pk, confirm_total=plan.total_usd, now=now, user=admin_user
+        )
+    assert "CreateAdditionalAssignmentsForHIT" not in fake_mturk.state.calls
+    # A request that crashed holding it frees it once its time is over.
+    later = running + timedelta(seconds=1)
+    done = replacements.replacements_create(
+        publication_id=live.pk, confirm_total=plan.total_usd, now=later, user=admin_user
+    )
+    assert done.added == 1 and fake_mturk.state.hits[hit.hit_id]["MaxAssignments"] == 4
+    live.refresh_from_db()
+    assert live.replacing_until is None  # released for the next one
