@@ -2,6 +2,7 @@
 by itself (polling, no reload) until the run ends."""
 
 import time
+from decimal import Decimal
 
 import pytest
 
@@ -36,6 +37,7 @@ def start_generation(page, stub):
     endpoint_create(
         name="slow-stub", base_url=stub.base_url, model="m", concurrency=1,
         requests_per_minute=100_000, tokens_per_minute=10_000_000,
+        price_prompt_per_1k=Decimal("0.01"),  # priced: Start asks to confirm its cost
     )  # fmt: skip
     page.goto("/engine/generate/")
     page.select_option("#id_endpoint", label="slow-stub (paid API: admins only)")

@@ -85,7 +85,7 @@ def test_the_engine_run_pages_name_the_judge_run_by_its_number_and_the_engines_a
 def test_only_an_admin_may_start_a_run_on_a_paid_endpoint(client, researcher, admin_user, tmp_path):
     study = sample_study(tmp_path)
     with StubOpenAI(responder=judge_reply) as stub:
-        paid = make_endpoint(stub.base_url, name="paid-judge")
+        paid = make_endpoint(stub.base_url, name="paid-judge", price_prompt_per_1k=Decimal("1"))
         client.force_login(researcher)
         refused = client.post(url(study), rating_form(paid))
         assert refused.status_code == 403
