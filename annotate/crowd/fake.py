@@ -33,7 +33,8 @@ from pathlib import Path
 
 from django.conf import settings
 
-from annotate.crowd.base import AssignmentInfo, HitInfo, HitTypeSpec, to_cents
+from annotate.crowd.base import AssignmentInfo, HitInfo, HitTypeSpec
+from annotate.crowd.services.publishing import assignments_cost
 from annotate.errors import AlreadyProcessedError, CrowdPlatformError, HitAlreadyExistsError
 
 REVIEWED = {"Approved", "Rejected"}
@@ -263,7 +264,13 @@ class FakePlatform:
                 )
             if hit_type_id not in store.hit_types:
                 raise CrowdPlatformError(f"Hit type {hit_type_id} does not exist.")
-            _charge(store, _price(store.hit_types[hit_type_id].reward, max_assignments), "HIT")
+            _charge(
+                store,
+                assignments_cost(
+                    assignments=max_assignments, reward_usd=store.hit_types[hit_type_id].reward
+                ),
+                "HIT",
+            )
             hit = HitInfo(
                 hit_id=self._new_id(store, "FAKEHIT"),
                 status="Assignable",
@@ -372,7 +379,7 @@ class FakePlatform:
         with _changing() as store:
             if unique_request_token in store.bonus_tokens:
                 raise AlreadyProcessedError("This bonus was paid already.", code="AlreadyProcessed")
-            _charge(store, _price(amount, 1), "bonus")
+            _charge(store, assignments_cost(assignments=1, reward_usd=amount), "bonus")
             store.bonus_tokens.add(unique_request_token)
             store.bonuses.append(
                 {"worker_id": worker_id, "assignment_id": assignment_id, "amount": amount}
@@ -460,15 +467,11 @@ class FakePlatform:
         )
 
 
-def _price(amount: Decimal, count: int) -> Decimal:
-    """count × amount × (1 + CROWD_FEE_RATE), rounded to cents as the app prices work."""
-    return to_cents(count * amount * (1 + Decimal(str(settings.CROWD_FEE_RATE))))
-
-
 def _hit_price(store: FakeStore, hit_id: str, count: int) -> Decimal:
     """What `count` assignments of this HIT cost (0 for a HIT of an older state file)."""
     type_id = store.hit_type_of.get(hit_id)
-    return _price(store.hit_types[type_id].reward, count) if type_id else Decimal(0)
+    reward = store.hit_types[type_id].reward if type_id else Decimal(0)
+    return assignments_cost(assignments=count, reward_usd=reward)
 
 
 def _charge(store: FakeStore, cost: Decimal, what: str) -> None:

@@ -354,37 +354,33 @@ def _reply_from_embeddings(reply: Any, body: Mapping[str, Any]) -> EmbeddingRepl
     return EmbeddingReply(vectors, estimate_input_tokens(texts), usage_estimated=True)
 
 
-@contextmanager
-def _api_errors() -> Iterator[None]:
-    """Turn the `openai` client's errors into ours: transient (retried) or rejected."""
-    try:
-        yield
-    except openai.APITimeoutError as error:
-        raise CallTransientError(f"timeout: {error}") from error
-    except openai.APIConnectionError as error:
-        raise CallTransientError(f"connection error: {error}") from error
-    except openai.APIStatusError as error:
-        message = f"HTTP {error.status_code}: {error.message}"
-        if error.status_code in (408, 429) or error.status_code >= 500:
-            wait = retry_after_seconds(error.response.headers)
-            raise CallTransientError(message, retry_after=wait) from error
-        raise CallRejectedError(message) from error
-    except openai.APIError as error:  # an error event in the middle of a stream
-        raise CallTransientError(f"the stream failed: {error.message}") from error
-    except openai.OpenAIError as error:  # a reply that is not JSON, say
-        raise CallRejectedError(f"{type(error).__name__}: {error}") from error
-
-
 REDACTED_KEY = "[API key]"
 
 
 @contextmanager
-def _key_redacted(api_key: str) -> Iterator[None]:
-    """Blank the API key out of a call error's message: some servers and proxies echo the key
-    they were sent ("invalid key sk-…", a reply dumped whole), and the message is stored on the
-    call, shown on run pages and in the API, and logged."""
+def _api_errors(api_key: str = "") -> Iterator[None]:
+    """Turn the `openai` client's errors into ours: transient (retried) or rejected; and blank
+    the API key out of any call error's message, ours included (a reply that could not be
+    read): some servers and proxies echo the key they were sent ("invalid key sk-…", a reply
+    dumped whole), and the message is stored on the call, shown on run pages and in the API,
+    and logged."""
     try:
-        yield
+        try:
+            yield
+        except openai.APITimeoutError as error:
+            raise CallTransientError(f"timeout: {error}") from error
+        except openai.APIConnectionError as error:
+            raise CallTransientError(f"connection error: {error}") from error
+        except openai.APIStatusError as error:
+            message = f"HTTP {error.status_code}: {error.message}"
+            if error.status_code in (408, 429) or error.status_code >= 500:
+                wait = retry_after_seconds(error.response.headers)
+                raise CallTransientError(message, retry_after=wait) from error
+            raise CallRejectedError(message) from error
+        except openai.APIError as error:  # an error event in the middle of a stream
+            raise CallTransientError(f"the stream failed: {error.message}") from error
+        except openai.OpenAIError as error:  # a reply that is not JSON, say
+            raise CallRejectedError(f"{type(error).__name__}: {error}") from error
     except CallTransientError as error:
         if not api_key or api_key not in str(error):
             raise
@@ -415,7 +411,7 @@ class OpenAITransport:
         # per-field walk over the messages and its response models, which cost more CPU than
         # the rest of a call and hold back a 32-thread run on the GIL. It also sends the body
         # exactly as built, which protocols that must match a reference script rely on.
-        with _key_redacted(self.api_key), _api_errors():
+        with _api_errors(self.api_key):
             if not body.get("stream"):
                 completion = self.client.post(
                     "/chat/completions", content=_content(body), cast_to=object
@@ -434,9 +430,8 @@ class OpenAITransport:
     def embed(self, body: Mapping[str, Any]) -> EmbeddingReply:
         # The raw request again: embeddings.create would ask for base64 unless told otherwise,
         # so the body sent would not be the one stored.
-        with _key_redacted(self.api_key):
-            with _api_errors():
-                reply = self.client.post("/embeddings", content=_content(body), cast_to=object)
+        with _api_errors(self.api_key):
+            reply = self.client.post("/embeddings", content=_content(body), cast_to=object)
             return _reply_from_embeddings(reply, body)
 
 
