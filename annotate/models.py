@@ -476,7 +476,9 @@ class Assignment(models.Model):
     `is_late` marks submitted work that holds no slot of its task, kept and not counted: work
     submitted after its claim lapsed with no slot left (status expired, its answers on the
     assignment only), or platform work a sync did not find for its worker (status submitted,
-    its labels written: annotate.crowd.services.review._unconfirmed_slots_released).
+    its labels written: annotate.crowd.services.review._unconfirmed_slots_released), and the
+    work of a blocked crowd worker (status submitted or approved, labels written:
+    review._blocked_work_released; an unblock clears the mark where the task has a free slot).
     """
 
     # db_index=False: the unique constraint below leads with it, and is its index.
