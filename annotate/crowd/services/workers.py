@@ -244,6 +244,7 @@ def mturk_assignment_open(
                     lapsed_until=now + timedelta(minutes=minutes),
                 )  # fmt: skip
             else:
+                _closed_batch_refused(hit.task, new=True)
                 new_claim_check()
                 worker_slot_check(hit=hit, worker_id=annotator.worker_id)
                 task_slot_check(hit=hit, now=now)
@@ -268,14 +269,21 @@ def mturk_assignment_open(
         )
 
 
-def _closed_batch_refused(task: Task) -> None:
-    """A lapsed claim is not taken up again in a deactivated batch: its page takes no more
-    answers there (annotate.services.submissions)."""
-    if not task.batch.active:
+def _closed_batch_refused(task: Task, *, new: bool = False) -> None:
+    """A deactivated batch takes no new worker (a HIT still open on the platform, accepted
+    after the admin closed the batch), and a lapsed claim is not taken up again in it: its
+    page takes no more answers there (annotate.services.submissions). A claim still live
+    when the batch was closed may be finished."""
+    if task.batch.active:
+        return
+    if new:
         raise StudyClosedError(
-            "This batch is closed and the time for this task is up: it takes no more answers. "
-            "Please return the HIT."
+            "This batch is closed: it takes no new workers. Please return the HIT."
         )
+    raise StudyClosedError(
+        "This batch is closed and the time for this task is up: it takes no more answers. "
+        "Please return the HIT."
+    )
 
 
 @contextmanager
@@ -290,7 +298,7 @@ def demo_hit_returned_when_refused(*, hit: Hit, assignment_id: str, worker_id: s
     """
     try:
         yield
-    except (ConflictError, PermissionDeniedError):
+    except (ConflictError, PermissionDeniedError, StudyClosedError):
         if hit.publication.platform == fake.FakePlatform.name and demo_platform_in_use():
             fake.FakePlatform().worker_return(
                 hit_id=hit.hit_id, assignment_id=assignment_id.strip(), worker_id=worker_id.strip()

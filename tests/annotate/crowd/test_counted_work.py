@@ -1037,3 +1037,20 @@ def test_a_lapsed_claim_is_not_taken_up_again_in_a_closed_batch(client, live, fa
     assert claim.status == AssignmentStatus.EXPIRED and claim.platform_assignment_id == first
     page = client.get(opened["Location"]).text
     assert 'id="batch-closed"' in page and "please return the HIT" in page
+
+
+def test_a_new_accept_in_a_closed_batch_claims_nothing(client, live, fake_mturk):
+    """A HIT still open on MTurk after the admin deactivated its batch: a worker's new accept
+    made a claim and took answers there. It is refused (return the HIT), nothing claimed, and a
+    claim made before the batch closed can still be opened and finished."""
+    first, second = _hits(live)
+    before = fake_mturk.api.worker_accept(first.hit_id, "AEARLY")
+    assert _open(client, fake_mturk, first, "AEARLY", before).status_code == 302
+    live.batch.active = False
+    live.batch.save()
+    accepted = fake_mturk.api.worker_accept(second.hit_id, "ALATE")
+    refused = _open(Client(), fake_mturk, second, "ALATE", accepted)
+    assert refused.status_code == 410
+    assert "This batch is closed: it takes no new workers. Please return the HIT." in refused.text
+    assert not Assignment.objects.filter(platform_assignment_id=accepted).exists()
+    assert _open(client, fake_mturk, first, "AEARLY", before).status_code == 302
