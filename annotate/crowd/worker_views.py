@@ -30,6 +30,7 @@ from annotate.errors import (
     AnnotateError,
     CrowdPlatformError,
     NotFoundError,
+    NoWorkError,
     RateLimitedError,
     SubmissionError,
 )
@@ -83,7 +84,8 @@ def mturk_task(request: HttpRequest, hit_token: str) -> HttpResponse:
     if workers.is_preview(params.get("assignmentId", "")):
         task = workers.task_of_hit_for_preview(hit=hit)
         page = work_selectors.task_page_preview(task=task, seed=secrets.randbits(62))
-        return render(request, "crowd/task.html", {"page": page})
+        # Deciding whether to accept, a worker reads the guidelines first.
+        return render(request, "crowd/task.html", {"page": page, "guidelines_open": True})
     now = timezone.now()
     opened = workers.mturk_assignment_open(
         hit=hit,
@@ -117,12 +119,36 @@ def selfhosted_join(request: HttpRequest, link_token: str) -> HttpResponse:
         return render(request, "crowd/join.html", context)
     # Each start is a participant and a claimed task: one address may not take a study's tasks.
     # A participant's next task is no new participant (60 tasks an hour were refused).
-    if not workers.selfhosted_returning(publication=publication, params=request.POST.dict()):
+    params = request.POST.dict()
+    if not workers.selfhosted_returning(publication=publication, params=params):
         page_rate_check(request, scope=CROWD_STARTS_SCOPE)
-    opened = workers.selfhosted_start(
-        publication=publication, params=request.POST.dict(), now=timezone.now()
-    )
+    try:
+        opened = workers.selfhosted_start(
+            publication=publication, params=params, now=timezone.now()
+        )
+    except NoWorkError as error:
+        return _no_task_left(request, publication, params, error)
     return redirect("crowd:work-task", token=opened.token)
+
+
+def _no_task_left(
+    request: HttpRequest, publication: Publication, params: dict, error: NoWorkError
+) -> HttpResponse:
+    """A start with no task for the participant: someone back for their completion code (the
+    done page closed before they copied it) gets it again; someone who submitted nothing is
+    told there is no code and to return the study on the site they came from."""
+    worker_id = workers.selfhosted_worker_id(params)
+    submitted_any = bool(worker_id) and crowd_selectors.selfhosted_participant_submitted(
+        worker_id=worker_id, batch_id=publication.batch_id
+    )
+    code, url = crowd_selectors.completion_of(publication) if submitted_any else ("", "")
+    context = {
+        "message": str(error),
+        "submitted_any": submitted_any,
+        "completion_code": code,
+        "completion_url": url,
+    }
+    return render(request, "crowd/no_task.html", context, status=error.http_status)
 
 
 @worker_page
@@ -230,6 +256,10 @@ def _task_page(
         "worker_blocked": crowd_selectors.worker_blocked(annotator_id=held.assignment.annotator_id),
         "hands_back_to_platform": bool(held.submit_to),
         "return_url": _return_url(held),
+        # Open on the worker's first task of the batch, as on an annotator's first of a project.
+        "guidelines_open": not crowd_selectors.participant_submitted_in_batch(
+            annotator_id=held.assignment.annotator_id, batch_id=held.assignment.task.batch_id
+        ),
     }
     return render(request, "crowd/task.html", context, status=status)
 

@@ -324,3 +324,50 @@ def test_a_participants_next_task_is_not_counted_as_a_new_start(client, study, w
     assert following.status_code == 302 and following["Location"] != started["Location"]
     assert Assignment.objects.filter(annotator__worker_id="P1").count() == 2
     assert _start(client, study, PROLIFIC_PID="P2").status_code == 429  # a new one still counts
+
+
+def test_a_participant_back_after_their_last_task_gets_their_completion_code_again(client, study):
+    """The link answered only "No task left for you ... Thank you!": a participant whose done
+    page closed before they copied the code had no way to get it."""
+    study.completion_code = "CODE-42"
+    study.save(update_fields=["completion_code"])
+    for _ in range(2):
+        assert _finish(client, _start(client, study, PROLIFIC_PID="P1")).status_code == 200
+    back = _start(client, study, PROLIFIC_PID=" P1 ")
+    assert back.status_code == 404
+    assert '<strong id="completion-code">CODE-42</strong>' in back.text
+    assert 'id="no-code"' not in back.text
+
+
+def test_a_newcomer_to_a_full_link_is_told_there_is_no_code_and_to_return_the_study(client, db):
+    project = project_with_tasks(instructions=1, systems=2, questions=1, assignments_per_task=1)
+    study = _study(project)
+    study.completion_code = "CODE-42"
+    study.save(update_fields=["completion_code"])
+    assert _start(client, study, PROLIFIC_PID="P1").status_code == 302  # takes the only slot
+    late = _start(client, study, PROLIFIC_PID="P2")
+    assert late.status_code == 404
+    assert 'id="no-code"' in late.text and "Return submission" in late.text
+    assert "CODE-42" not in late.text
+    assert not Assignment.objects.filter(annotator__worker_id="P2").exists()
+
+
+def test_the_guidelines_are_open_on_a_workers_first_task_and_on_a_preview(client, study):
+    first = _start(client, study, PROLIFIC_PID="P1")
+    assert '<details class="guidelines" open>' in client.get(first["Location"]).text
+    _finish(client, first)
+    second = _start(client, study, PROLIFIC_PID="P1")
+    assert '<details class="guidelines">' in client.get(second["Location"]).text
+    fake = publishing.publication_create(
+        batch=study.batch,
+        platform_name="fake",
+        chosen=PublishSettings(title="t", description="d"),
+        base_url="https://annotate.example.org",
+    )
+    publishing.publication_publish(publication_id=fake.pk, now=timezone.now())
+    hit = fake.hits.first()
+    preview = client.get(
+        reverse("crowd:mturk-task", args=[hit.unique_request_token]),
+        {"assignmentId": "ASSIGNMENT_ID_NOT_AVAILABLE", "hitId": hit.hit_id},
+    )
+    assert '<details class="guidelines" open>' in preview.text
