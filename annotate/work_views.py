@@ -195,13 +195,8 @@ def _task_page_with_error(
     page = work_selectors.task_page_get(
         assignment_id=assignment_id, user=request.user, answers=text_answers
     )
-    titles = {
-        name: title
-        for name, title in work_selectors.field_titles(page=page)
-        if name in error.missing
-    }
-    missing = [{"name": name, "title": titles[name]} for name in error.missing if name in titles]
-    context = _task_context(page, error=str(error), missing=missing)
+    said, missing = work_selectors.submission_refusal(page=page, error=error)
+    context = _task_context(page, error=said, missing=missing)
     return render(request, "annotate/work/task.html", context, status=error.http_status)
 
 

@@ -240,9 +240,8 @@ def _submit(request: HttpRequest, held: workers.WorkerAssignment) -> HttpRespons
 def _task_page_with_error(request, held, answers: dict, error: SubmissionError) -> HttpResponse:
     text_answers = {key: value for key, value in answers.items() if isinstance(value, str)}
     page = work_selectors.task_page_for(assignment=held.assignment, answers=text_answers)
-    titles = dict(work_selectors.field_titles(page=page))
-    missing = [{"name": n, "title": titles[n]} for n in error.missing if n in titles]
-    context = {"page": page, "error": str(error), "missing": missing}
+    said, missing = work_selectors.submission_refusal(page=page, error=error)
+    context = {"page": page, "error": said, "missing": missing}
     return _task_page(request, held, context, status=error.http_status)
 
 

@@ -290,8 +290,11 @@ def test_a_returned_task_shows_no_answers_that_were_never_sent(page_for):
     page.keyboard.press("y")
     page.keyboard.press("n")
     tab_to(page, "Return this task (someone else will do it)")
+    asked = []
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
     with page.expect_navigation():
         page.keyboard.press("Enter")
+    assert asked and asked[0].startswith("Return this task?")
     page.goto(f"/annotate/assignments/{first.id}/")
     assert "This assignment is returned" in page.locator("main").inner_text()
     assert page.locator("fieldset.answer input[type=radio]:checked").count() == 0
@@ -307,8 +310,11 @@ def test_enter_on_a_button_outside_the_task_form_presses_that_button(page_for):
     first = Assignment.objects.get(annotator__user=user)
     page.keyboard.press("y")  # one of two answered: Enter on the task form would list the rest
     tab_to(page, "Return this task (someone else will do it)")
+    asked = []
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
     with page.expect_navigation():
         page.keyboard.press("Enter")
+    assert asked and asked[0].startswith("Return this task?")
     page.wait_for_url("**/annotate/")
     assert "Task returned" in page.locator(".messages").inner_text()
     first.refresh_from_db()

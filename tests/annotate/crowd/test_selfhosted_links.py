@@ -371,3 +371,12 @@ def test_the_guidelines_are_open_on_a_workers_first_task_and_on_a_preview(client
         {"assignmentId": "ASSIGNMENT_ID_NOT_AVAILABLE", "hitId": hit.hit_id},
     )
     assert '<details class="guidelines" open>' in preview.text
+
+
+def test_a_workers_incomplete_submit_names_no_field(client, study):
+    started = _start(client, study, PROLIFIC_PID="P1")
+    refused = client.post(started["Location"], {"r1_q1": "yes"})
+    assert refused.status_code == 400
+    error = re.search(r'<p class="error" role="alert">(.*?)</p>', refused.text).group(1)
+    assert error == "1 of 2 answers are missing: they are listed below."
+    assert "System B, question 1" in refused.text
