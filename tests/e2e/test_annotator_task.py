@@ -14,6 +14,7 @@ from annotate.models import (
     ProjectMode,
     Response,
 )
+from annotate.revision.services.imports import study_upload
 from annotate.roles import ANNOTATOR
 from tests.e2e.storage import STORAGE_REFUSED
 from tests.factories import UserFactory, project_with_tasks
@@ -325,6 +326,24 @@ def test_enter_on_a_button_outside_the_task_form_presses_that_button(page_for):
     page.locator("button", has_text="Log out").focus()
     page.keyboard.press("Enter")
     page.wait_for_url("**/accounts/login/")
+
+
+def test_the_start_buttons_are_on_a_phones_screen(page_for, settings, tmp_path):
+    """On a 375 px phone the lists scrolled sideways inside their box and the buttons sat past
+    its right edge: a new annotator saw project names and no way to start."""
+    project = project_with_tasks(instructions=1, systems=2, questions=1)
+    project.name = "A study with a rather long name, as real studies have"
+    project.save(update_fields=["name"])
+    path = tmp_path / "study.jsonl"
+    path.write_text('{"question": "Why?", "documents": [{"title": "Paper", "text": "Because."}]}\n')
+    study_upload(path=str(path), study_name="A revision study", systems=["sys"])
+    user = UserFactory(username="phone-starter", roles=[ANNOTATOR])
+    page = page_for(user, viewport={"width": 375, "height": 700})
+    for url, name in (("/annotate/", "Start next task"), ("/revision/", "Start a session")):
+        page.goto(url)
+        box = page.get_by_role("button", name=name).bounding_box()
+        assert box["x"] >= 0 and box["x"] + box["width"] <= 375, (url, box)
+        assert page.evaluate("document.documentElement.scrollWidth") <= 375, url
 
 
 def test_a_long_word_in_a_question_or_response_wraps_on_a_phone(page_for):
