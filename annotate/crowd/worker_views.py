@@ -378,4 +378,11 @@ def _next_selfhosted_task(held: workers.WorkerAssignment, publication) -> dict |
     if not left:
         return None
     url = reverse("crowd:selfhosted-join", args=[publication.link_token])
-    return {"url": url, "worker_id": assignment.annotator.worker_id}
+    # The recruiting site's study and session ids go on with the participant, so the next
+    # assignment keeps them as the first did (selfhosted_start).
+    params = {
+        "workerId": assignment.annotator.worker_id,
+        "STUDY_ID": assignment.platform_hit_id,
+        "SESSION_ID": assignment.platform_assignment_id,
+    }
+    return {"url": url, "params": {name: value for name, value in params.items() if value}}

@@ -380,3 +380,28 @@ def test_a_workers_incomplete_submit_names_no_field(client, study):
     error = re.search(r'<p class="error" role="alert">(.*?)</p>', refused.text).group(1)
     assert error == "1 of 2 answers are missing: they are listed below."
     assert "System B, question 1" in refused.text
+
+
+def _next_task_form(page: str) -> tuple[str, dict]:
+    form = re.search(
+        r'<form method="post" action="([^"]+)" id="next-task">(.*?)</form>', page, re.S
+    )
+    return form.group(1), dict(re.findall(r'name="([^"]+)" value="([^"]*)"', form.group(2)))
+
+
+def test_do_the_next_task_keeps_the_study_and_session_ids_of_the_recruiting_site(client, study):
+    """The next task's start sent only workerId: its assignment lost Prolific's STUDY_ID and
+    SESSION_ID, which the first one kept."""
+    first = _start(client, study, PROLIFIC_PID="P1", STUDY_ID="S-1", SESSION_ID="SESS-1")
+    url, fields = _next_task_form(_finish(client, first).text)
+    assert fields == {"workerId": "P1", "STUDY_ID": "S-1", "SESSION_ID": "SESS-1"}
+    assert client.post(url, fields).status_code == 302
+    kept = Assignment.objects.filter(annotator__worker_id="P1").order_by("pk")
+    assert [(a.platform_hit_id, a.platform_assignment_id) for a in kept] == [("S-1", "SESS-1")] * 2
+
+
+def test_a_returned_tasks_next_task_keeps_them_too(client, study):
+    first = _start(client, study, PROLIFIC_PID="P1", STUDY_ID="S-1", SESSION_ID="SESS-1")
+    client.post(first["Location"].rstrip("/") + "/return/")
+    _, fields = _next_task_form(client.get(first["Location"]).text)
+    assert fields == {"workerId": "P1", "STUDY_ID": "S-1", "SESSION_ID": "SESS-1"}
