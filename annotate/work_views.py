@@ -164,6 +164,11 @@ def project_done(request: HttpRequest, project_id: int) -> HttpResponse:
         raise NotFoundError("No such project.")
     rows = work_selectors.dashboard_for_annotator(annotator=annotator, now=timezone.now())
     this = next((row for row in rows if row.project.pk == project.pk), None)
+    # Not offered to them (no active batch) and never theirs: missing, as for any other id.
+    if this is None and not work_selectors.annotator_worked_in(
+        annotator=annotator, project=project
+    ):
+        raise NotFoundError("No such project.")
     context = {
         "project": project,
         "submitted": this.submitted if this else 0,

@@ -412,6 +412,11 @@ def _open_tasks(project: Project, now: datetime) -> int:
     )
 
 
+def annotator_worked_in(*, annotator: Annotator, project: Project) -> bool:
+    """Whether the annotator holds or ever held an assignment in the project."""
+    return Assignment.objects.filter(annotator=annotator, task__batch__project=project).exists()
+
+
 def recent_assignments(*, annotator: Annotator, limit: int = 20) -> QuerySet[Assignment]:
     return (
         Assignment.objects.filter(annotator=annotator)

@@ -709,3 +709,21 @@ def test_no_page_of_an_annotators_own_work_may_be_kept_by_a_browser_or_proxy(
     pages.append(client.get(reverse("work:project-done", args=[project.id])))
     for page in pages:
         assert "no-store" in page["Cache-Control"] and "private" in page["Cache-Control"]
+
+
+def test_the_all_done_page_of_a_project_never_offered_to_the_annotator_is_404(
+    client, annotator_user
+):
+    """Any project id answered "All done in '<its name>'": the names of other studies, closed
+    ones included, were one URL away for every annotator."""
+    closed = project_with_tasks(instructions=1, systems=2, questions=1)
+    closed.name = "A closed study of someone else"
+    closed.save(update_fields=["name"])
+    closed.batches.update(active=False)
+    client.force_login(annotator_user)
+    refused = client.get(reverse("work:project-done", args=[closed.id]))
+    assert refused.status_code == 404 and closed.name not in refused.text
+    worked = project_with_tasks(instructions=1, systems=2, questions=1)
+    claim_for(annotator_user, worked)
+    worked.batches.update(active=False)  # their own project, closed since: still theirs
+    assert client.get(reverse("work:project-done", args=[worked.id])).status_code == 200
