@@ -346,6 +346,17 @@ def test_the_start_buttons_are_on_a_phones_screen(page_for, settings, tmp_path):
         assert page.evaluate("document.documentElement.scrollWidth") <= 375, url
 
 
+def test_the_sticky_submit_bar_leaves_a_phone_most_of_its_screen(page_for):
+    """On a 375 x 700 phone the bar (count, Submit, the deadline) was 204 px tall, always."""
+    project_with_tasks(instructions=1, systems=2, questions=2, allotted_minutes=30)
+    user = UserFactory(username="phone-bar", roles=[ANNOTATOR])
+    page = page_for(user, viewport={"width": 375, "height": 700})
+    start_next_task_with_keyboard(page)
+    assert page.locator("#deadline").is_visible()
+    height = page.evaluate("document.querySelector('.submit-bar').offsetHeight")
+    assert height <= 140, height
+
+
 def test_a_long_word_in_a_question_or_response_wraps_on_a_phone(page_for):
     project = project_with_tasks(instructions=1, systems=2, questions=1)
     instruction = project.batches.get().tasks.get().instruction
