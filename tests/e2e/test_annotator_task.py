@@ -344,6 +344,8 @@ def test_the_start_buttons_are_on_a_phones_screen(page_for, settings, tmp_path):
         box = page.get_by_role("button", name=name).bounding_box()
         assert box["x"] >= 0 and box["x"] + box["width"] <= 375, (url, box)
         assert page.evaluate("document.documentElement.scrollWidth") <= 375, url
+        # The menu sat squeezed beside the site's name, five lines tall (a 219 px header).
+        assert page.evaluate("document.querySelector('.site-header').offsetHeight") <= 160, url
 
 
 def test_the_sticky_submit_bar_leaves_a_phone_most_of_its_screen(page_for):
