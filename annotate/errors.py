@@ -125,10 +125,14 @@ class NoWorkError(AnnotateError):
 
 
 class SubmissionError(AnnotateError):
-    """A submission is incomplete or has a bad value; `missing` lists the unanswered fields."""
+    """A submission is incomplete or has a bad value; `missing` lists the unanswered fields,
+    `others` the problems besides them (the message says both)."""
 
-    def __init__(self, message: str, *, missing: list[str] | None = None) -> None:
+    def __init__(
+        self, message: str, *, missing: list[str] | None = None, others: list[str] | None = None
+    ) -> None:
         self.missing = missing or []
+        self.others = others or []
         super().__init__(message)
 
 

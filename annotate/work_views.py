@@ -164,6 +164,11 @@ def project_done(request: HttpRequest, project_id: int) -> HttpResponse:
         raise NotFoundError("No such project.")
     rows = work_selectors.dashboard_for_annotator(annotator=annotator, now=timezone.now())
     this = next((row for row in rows if row.project.pk == project.pk), None)
+    # Not offered to them (no active batch) and never theirs: missing, as for any other id.
+    if this is None and not work_selectors.annotator_worked_in(
+        annotator=annotator, project=project
+    ):
+        raise NotFoundError("No such project.")
     context = {
         "project": project,
         "submitted": this.submitted if this else 0,
@@ -195,13 +200,8 @@ def _task_page_with_error(
     page = work_selectors.task_page_get(
         assignment_id=assignment_id, user=request.user, answers=text_answers
     )
-    titles = {
-        name: title
-        for name, title in work_selectors.field_titles(page=page)
-        if name in error.missing
-    }
-    missing = [{"name": name, "title": titles[name]} for name in error.missing if name in titles]
-    context = _task_context(page, error=str(error), missing=missing)
+    said, missing = work_selectors.submission_refusal(page=page, error=error)
+    context = _task_context(page, error=said, missing=missing)
     return render(request, "annotate/work/task.html", context, status=error.http_status)
 
 

@@ -62,6 +62,16 @@ def participant_submitted_in_batch(*, annotator_id: int, batch_id: int) -> bool:
     ).exists()
 
 
+def selfhosted_participant_submitted(*, worker_id: str, batch_id: int) -> bool:
+    """Whether the self-hosted participant of this id submitted any task of the batch."""
+    return Assignment.objects.filter(
+        annotator__platform="selfhosted",
+        annotator__worker_id=worker_id.strip(),
+        task__batch_id=batch_id,
+        submitted_at__isnull=False,
+    ).exists()
+
+
 @dataclass(frozen=True)
 class Progress:
     total: int

@@ -281,7 +281,7 @@ def _clean(*, answers: Mapping[str, object], fields: list[str], phase: str) -> d
         )
     if problems:
         # Every problem at once: fixing the missing ones alone must not reveal another round.
-        raise SubmissionError(" ".join(problems), missing=missing)
+        raise SubmissionError(" ".join(problems), missing=missing, others=invalid[:10])
     return cleaned
 
 
