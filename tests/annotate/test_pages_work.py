@@ -763,3 +763,23 @@ def test_the_all_done_page_of_a_project_never_offered_to_the_annotator_is_404(
     claim_for(annotator_user, worked)
     worked.batches.update(active=False)  # their own project, closed since: still theirs
     assert client.get(reverse("work:project-done", args=[worked.id])).status_code == 200
+
+
+def test_start_next_in_a_project_never_offered_to_the_annotator_is_404(client, annotator_user):
+    """"Start next task" posted to a closed project's id answered "No task left for you in
+    '<its name>'": the same names one URL away as the All-done page had. A closed project of
+    their own still says there is nothing left in it."""
+    closed = project_with_tasks(instructions=1, systems=2, questions=1)
+    closed.name = "A closed study of someone else"
+    closed.save(update_fields=["name"])
+    closed.batches.update(active=False)
+    client.force_login(annotator_user)
+    refused = client.post(reverse("work:start-next", args=[closed.id]), follow=True)
+    assert refused.status_code == 404 and closed.name not in refused.text
+    worked = project_with_tasks(instructions=1, systems=2, questions=1)
+    worked.name = "Their own closed study"
+    worked.save(update_fields=["name"])
+    claim_for(annotator_user, worked)
+    worked.batches.update(active=False)
+    told = client.post(reverse("work:start-next", args=[worked.id]), follow=True)
+    assert told.status_code == 200 and "No task left for you in" in told.text
