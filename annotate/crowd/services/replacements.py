@@ -286,22 +286,47 @@ def _ask(platform, extension: HitExtension, *, now: datetime) -> str:
         extension.status, extension.error = HitExtensionStatus.FAILED, str(error)
         extension.save(update_fields=["status", "error"])
         return str(error)
-    with transaction.atomic():
-        hit = Hit.objects.select_for_update().get(pk=extension.hit_id)
-        hit.max_assignments += extension.count
-        hit.save(update_fields=["max_assignments"])
-        extension.status, extension.done_at = HitExtensionStatus.DONE, now
-        extension.save(update_fields=["status", "done_at"])
+    _mark_done(extension, now=now)
     return ""
 
 
+@transaction.atomic
+def _mark_done(extension: HitExtension, *, now: datetime) -> None:
+    """Record a done addition: the HIT's MaxAssignments here grow by its count."""
+    hit = Hit.objects.select_for_update().get(pk=extension.hit_id)
+    hit.max_assignments += extension.count
+    hit.save(update_fields=["max_assignments"])
+    extension.status, extension.done_at = HitExtensionStatus.DONE, now
+    extension.save(update_fields=["status", "done_at"])
+
+
+def _made_before(platform, extension: HitExtension) -> bool:
+    """True if the platform's HIT already has this pending addition: its MaxAssignments reach
+    ours (which grow only with the additions marked done) plus this one's count.
+
+    The token alone does not tell: MTurk forgets a UniqueRequestToken after 24 hours, and a
+    request asked again after that (a reply lost on Friday, the button pressed on Monday) is
+    done, and paid, a second time. A HIT the platform no longer shows is left to `_ask`."""
+    try:
+        info = platform.hit_get(hit_id=extension.hit.hit_id)
+    except TransientPlatformError:
+        raise
+    except CrowdPlatformError:
+        return False
+    ours = Hit.objects.values_list("max_assignments", flat=True).get(pk=extension.hit_id)
+    return info.max_assignments >= ours + extension.count
+
+
 def _pending_retried(*, publication_id: int, now: datetime, user) -> ReplacementResult:
-    """Ask again for the additions of this publication left pending (a lost reply, a crash)."""
+    """Ask again for the additions of this publication left pending (a lost reply, a crash),
+    unless the platform's HIT shows it made them (_made_before)."""
     require_admin(user)
     pending = list(
         HitExtension.objects.filter(
             hit__publication_id=publication_id, status=HitExtensionStatus.PENDING
-        ).select_related("hit__publication")
+        )
+        .select_related("hit__publication")
+        .order_by("id")
     )
     if not pending:
         return ReplacementResult(added=0, hits=0, reopened=0, failed=[])
@@ -309,6 +334,10 @@ def _pending_retried(*, publication_id: int, now: datetime, user) -> Replacement
     added = hits = 0
     failed = []
     for extension in pending:
+        if _made_before(platform, extension):
+            _mark_done(extension, now=now)
+            added, hits = added + extension.count, hits + 1
+            continue
         error = _ask(platform, extension, now=now)
         if error:
             failed.append(f"{extension.hit.hit_id}: {error}")

@@ -521,6 +521,14 @@ class FakeMTurkServer:
     def __exit__(self, *exc) -> None:
         self.stop()
 
+    def forget_tokens(self) -> None:
+        """A day later: MTurk forgets every UniqueRequestToken after 24 hours, so a request
+        sent again with one is done again (a HIT made, assignments added, a bonus paid)."""
+        with self.state.lock:
+            self.state.hit_tokens.clear()
+            self.state.extension_tokens.clear()
+            self.state.bonus_tokens.clear()
+
     def fail_next(self, operation: str, code: str, message: str = "", status: int = 400) -> None:
         """Answer the next call of `operation` with the given error."""
         with self.state.lock:

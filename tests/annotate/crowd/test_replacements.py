@@ -146,6 +146,47 @@ def test_a_lost_reply_is_asked_again_with_its_token_and_never_paid_twice(
     assert (hit.max_assignments, pending.status) == (4, HitExtensionStatus.DONE)
 
 
+def test_an_addition_whose_reply_was_lost_is_not_asked_again_once_mturk_forgot_its_token(
+    client,
+    live,
+    fake_mturk,
+    admin_user,
+):
+    """MTurk keeps a UniqueRequestToken for 24 hours: asked again after that, with the same
+    token, it adds (and charges) the assignments a second time."""
+    hit, _ = _rejected_on_first_hit(client, live, fake_mturk, admin_user)
+    plan = replacements.replacements_plan(
+        publication_id=live.pk, now=timezone.now(), user=admin_user
+    )
+    for _ in range(3):
+        fake_mturk.fail_next("CreateAdditionalAssignmentsForHIT", "ServiceUnavailable", status=503)
+    with pytest.raises(review.TransientPlatformError):
+        replacements.replacements_create(
+            publication_id=live.pk, confirm_total=plan.total_usd, now=timezone.now(),
+            user=admin_user,
+        )  # fmt: skip
+    pending = HitExtension.objects.get(hit=hit)
+    fake_mturk.api.call(  # MTurk did it: the reply was what got lost
+        "CreateAdditionalAssignmentsForHIT",
+        {
+            "HITId": hit.hit_id,
+            "NumberOfAdditionalAssignments": 1,
+            "UniqueRequestToken": pending.unique_request_token,
+        },
+    )
+    fake_mturk.forget_tokens()  # the admin presses the button again two days later
+    later = timezone.now() + timedelta(days=2)
+    result = replacements.replacements_create(
+        publication_id=live.pk, confirm_total=plan.total_usd, now=later, user=admin_user
+    )
+    assert (result.added, result.failed) == (1, [])
+    assert fake_mturk.state.hits[hit.hit_id]["MaxAssignments"] == 4  # once, not twice
+    assert fake_mturk.state.calls.count("CreateAdditionalAssignmentsForHIT") == 4  # 3 + ours
+    hit.refresh_from_db()
+    pending.refresh_from_db()
+    assert (hit.max_assignments, pending.status) == (4, HitExtensionStatus.DONE)
+
+
 def test_a_hit_made_with_fewer_than_ten_assignments_is_never_asked_to_reach_ten(
     client,
     live,
