@@ -289,6 +289,12 @@ class FakePlatform:
         hit_id = store.tokens.get(unique_request_token)
         return store.hits.get(hit_id) if hit_id else None
 
+    def hits_find(self, *, unique_request_tokens: set[str]) -> dict[str, HitInfo]:
+        found = {
+            token: self.hit_find(unique_request_token=token) for token in unique_request_tokens
+        }
+        return {token: hit for token, hit in found.items() if hit is not None}
+
     def hit_get(self, *, hit_id: str) -> HitInfo:
         store = self.store
         hit = _hit_of(store, hit_id)

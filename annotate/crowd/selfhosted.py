@@ -34,6 +34,9 @@ class SelfHostedPlatform:
     def hit_find(self, *, unique_request_token: str) -> HitInfo | None:
         return None
 
+    def hits_find(self, *, unique_request_tokens: set[str]) -> dict[str, HitInfo]:
+        return {}
+
     def hit_get(self, *, hit_id: str) -> HitInfo:
         raise _not_here("HITs")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import secrets
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from urllib.parse import urlsplit
 
@@ -42,6 +42,9 @@ from annotate.services.assignments import counted_assignments
 
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "[::1]"}
 DAY_SECONDS = 24 * 3600
+# MTurk keeps a UniqueRequestToken 24 hours; a publication older than this (an hour to spare)
+# may have HITs tried with tokens it no longer knows (_adopt_made_before).
+TOKENS_KEPT = timedelta(hours=23)
 # The longest times MTurk takes (CreateHITType, CreateHITWithHITType); longer ones would not fit
 # the publication's columns either.
 SECONDS_AT_MOST = {
@@ -382,7 +385,14 @@ def publication_publish(*, publication_id: int, now: datetime, user=None) -> Pub
     publication.save(update_fields=["status"])
     try:
         _ensure_hit_type(publication, platform)
-        for hit in publication.hits.exclude(status=HitStatus.CREATED).order_by("id"):
+        missing = list(
+            publication.hits.exclude(status=HitStatus.CREATED)
+            .select_related("publication")
+            .order_by("id")
+        )
+        if missing and publication.created_at <= now - TOKENS_KEPT:
+            missing = _adopt_made_before(missing, platform)
+        for hit in missing:
             _hit_publish(hit, platform)
     except TransientPlatformError as error:
         _finish(publication, PublicationStatus.PARTIAL, now=now, error=str(error))
@@ -398,6 +408,21 @@ def publication_publish(*, publication_id: int, now: datetime, user=None) -> Pub
             error=f"{missing} of {publication.hits.count()} HITs were not created; see each HIT.",
         )
     return _finish(publication, PublicationStatus.PUBLISHED, now=now)
+
+
+def _adopt_made_before(hits: list[Hit], platform) -> list[Hit]:
+    """Adopt the HITs an earlier try made (found by their tokens, the HITs'
+    RequesterAnnotation); return those still to make.
+
+    A publication made more than TOKENS_KEPT ago may have tried them more than 24 hours ago,
+    and MTurk forgets a UniqueRequestToken after 24 hours: a HIT whose reply was lost then would
+    be made, and paid, a second time with the same token."""
+    found = platform.hits_find(unique_request_tokens={hit.unique_request_token for hit in hits})
+    for hit in hits:
+        info = found.get(hit.unique_request_token)
+        if info is not None:
+            _hit_created(hit, info)
+    return [hit for hit in hits if hit.unique_request_token not in found]
 
 
 def _finish(publication: Publication, status: str, *, now: datetime, error: str = ""):
@@ -448,6 +473,10 @@ def _hit_publish(hit: Hit, platform) -> None:
         hit.status, hit.error = HitStatus.FAILED, str(error)
         hit.save(update_fields=["status", "error"])
         return
+    _hit_created(hit, info)
+
+
+def _hit_created(hit: Hit, info) -> None:
     hit.hit_id, hit.status, hit.expires_at, hit.error = (
         info.hit_id,
         HitStatus.CREATED,

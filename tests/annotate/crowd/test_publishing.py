@@ -144,6 +144,37 @@ def test_lost_reply_is_recovered_without_a_duplicate(mturk_settings, fake_mturk,
     assert ours == set(fake_mturk.state.hits)
 
 
+def test_a_hit_whose_reply_was_lost_is_adopted_once_mturk_forgot_its_token(
+    mturk_settings, fake_mturk, crowd_batch
+):
+    """MTurk keeps a UniqueRequestToken for 24 hours: a HIT made with it more than a day before
+    is made again (and paid twice) by a create sent with the same token."""
+    from tests.annotate.crowd.fake_mturk import FakeMTurkError
+
+    publication = _create(crowd_batch, platform="mturk")
+    original = fake_mturk.api.op_CreateHITWithHITType
+    made = []
+
+    def made_then_every_reply_lost(body):
+        if not made:
+            made.append(original(body))
+        raise FakeMTurkError("ServiceUnavailable", "Service unavailable", status=503)
+
+    fake_mturk.api.op_CreateHITWithHITType = made_then_every_reply_lost
+    with pytest.raises(TransientPlatformError):
+        _publish(publication)
+    assert len(fake_mturk.state.hits) == 1  # made on MTurk, still waiting to be made here
+    assert not publication.hits.filter(status=HitStatus.CREATED).exists()
+
+    fake_mturk.api.op_CreateHITWithHITType = original
+    fake_mturk.forget_tokens()  # "Publish missing HITs again", two days later
+    later = timezone.now() + timedelta(days=2)
+    done = publishing.publication_publish(publication_id=publication.pk, now=later)
+    assert done.status == PublicationStatus.PUBLISHED
+    assert len(fake_mturk.state.hits) == 3  # the lost one adopted, not made twice
+    assert set(publication.hits.values_list("hit_id", flat=True)) == set(fake_mturk.state.hits)
+
+
 def test_persistent_throttling_leaves_a_partial_publication_that_resumes(
     mturk_settings, fake_mturk, crowd_batch
 ):
