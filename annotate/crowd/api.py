@@ -222,7 +222,7 @@ class ReplacementsApi(AdminApi):
         )
         return Response(
             {"added": done.added, "hits": done.hits, "reopened": done.reopened,
-             "failed": done.failed}
+             "failed": done.failed, "stopped": done.stopped}
         )  # fmt: skip
 
 

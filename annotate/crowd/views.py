@@ -308,6 +308,8 @@ def replacements(request: HttpRequest, publication_id: int) -> HttpResponse:
         messages.success(request, text + ".")
         for failure in done.failed:
             messages.error(request, f"Refused by the platform: {failure}")
+        if done.stopped:
+            messages.warning(request, replacement_services.LEASE_LOST)
         return redirect("crowd:publication", publication.pk)
     plan = replacement_services.replacements_plan(
         publication_id=publication.pk, now=now, user=request.user

@@ -22,6 +22,7 @@ from decimal import Decimal
 
 from django.db import transaction
 from django.db.models import Count, Q
+from django.utils import timezone
 
 from annotate.crowd.models import Hit, HitExtension, HitExtensionStatus, HitStatus, Publication
 from annotate.crowd.platforms import get_platform, platform_label
@@ -172,6 +173,7 @@ class ReplacementResult:
     hits: int  # HITs they were added to
     reopened: int  # expired HITs offered again
     failed: list[str]  # "HIT id: the platform's refusal"
+    stopped: bool = False  # another request took the publication over: LEASE_LOST
 
 
 # How long one request for replacements holds its publication (it asks the platform once per HIT
@@ -179,14 +181,34 @@ class ReplacementResult:
 REPLACING_SECONDS = 300
 
 
+class _Lease:
+    """One request's hold on a publication (`Publication.replacing_until`, its value the
+    holder's mark): renewed before each addition, so a request that runs past
+    REPLACING_SECONDS (many HITs, a slow or throttling platform) keeps it, and one whose hold
+    ran out and was taken by another request stops instead of asking for assignments that
+    request plans too."""
+
+    def __init__(self, publication_id: int, until: datetime) -> None:
+        self.publication_id, self.until = publication_id, until
+
+    def renewed(self) -> bool:
+        """Hold the publication REPLACING_SECONDS more; False if another request holds it."""
+        until = max(self.until, timezone.now() + timedelta(seconds=REPLACING_SECONDS))
+        mine = Publication.objects.filter(pk=self.publication_id, replacing_until=self.until)
+        if not mine.update(replacing_until=until):
+            return False
+        self.until = until
+        return True
+
+
 @contextmanager
-def _replacing(publication_id: int, now: datetime) -> Iterator[None]:
+def _replacing(publication_id: int, now: datetime) -> Iterator[_Lease]:
     """Hold the publication for one request for replacements at a time (an UPDATE that only one
     of two admins' requests can make): a second, planned on the same figures, would otherwise
     ask the platform for the same assignments again, and pay them twice."""
     free = Q(replacing_until__isnull=True) | Q(replacing_until__lte=now)
-    until = now + timedelta(seconds=REPLACING_SECONDS)
-    if not Publication.objects.filter(free, pk=publication_id).update(replacing_until=until):
+    lease = _Lease(publication_id, now + timedelta(seconds=REPLACING_SECONDS))
+    if not Publication.objects.filter(free, pk=publication_id).update(replacing_until=lease.until):
         if not Publication.objects.filter(pk=publication_id).exists():
             raise NotFoundError("No such publication.")
         raise ConflictError(
@@ -194,11 +216,17 @@ def _replacing(publication_id: int, now: datetime) -> Iterator[None]:
             "now (by you in another tab, or another admin): look at the page again in a minute."
         )
     try:
-        yield
+        yield lease
     finally:
-        Publication.objects.filter(pk=publication_id, replacing_until=until).update(
+        Publication.objects.filter(pk=publication_id, replacing_until=lease.until).update(
             replacing_until=None
         )
+
+
+LEASE_LOST = (
+    f"Stopped before the last HITs: this request ran past {REPLACING_SECONDS} s and another "
+    "request for this publication took over (it asks for what is left): look at the page again."
+)
 
 
 def replacements_create(
@@ -212,16 +240,22 @@ def replacements_create(
     reported and the others go on; an addition whose reply was lost is asked again with its
     stored token first (a no-op on the platform when it was done)."""
     require_admin(user)
-    with _replacing(publication_id, now):
+    with _replacing(publication_id, now) as lease:
         return _replacements_create(
-            publication_id=publication_id, confirm_total=confirm_total, now=now, user=user
+            publication_id=publication_id,
+            confirm_total=confirm_total,
+            now=now,
+            user=user,
+            lease=lease,
         )
 
 
 def _replacements_create(
-    *, publication_id: int, confirm_total: Decimal, now: datetime, user
+    *, publication_id: int, confirm_total: Decimal, now: datetime, user, lease: _Lease
 ) -> ReplacementResult:
-    result = _pending_retried(publication_id=publication_id, now=now, user=user)
+    result = _pending_retried(publication_id=publication_id, now=now, user=user, lease=lease)
+    if result.stopped:
+        return result
     plan = replacements_plan(publication_id=publication_id, now=now, user=user)
     if not plan.assignments:
         if result.added:
@@ -239,10 +273,13 @@ def _replacements_create(
         )
     platform = get_platform(plan.publication.platform, user=user)
     added = hits = reopened = 0
-    failed = list(result.failed)
+    failed, stopped = list(result.failed), False
     for row in plan.rows:
         if not row.add:
             continue
+        if not lease.renewed():
+            stopped = True
+            break
         extension = HitExtension.objects.create(
             hit=row.hit,
             count=row.add,
@@ -266,6 +303,7 @@ def _replacements_create(
         hits=result.hits + hits,
         reopened=reopened,
         failed=failed,
+        stopped=stopped,
     )
 
 
@@ -292,12 +330,15 @@ def _ask(platform, extension: HitExtension, *, now: datetime) -> str:
 
 @transaction.atomic
 def _mark_done(extension: HitExtension, *, now: datetime) -> None:
-    """Record a done addition: the HIT's MaxAssignments here grow by its count."""
+    """Record a done addition: the HIT's MaxAssignments here grow by its count, once (an
+    addition marked done by another request already is left as it is)."""
     hit = Hit.objects.select_for_update().get(pk=extension.hit_id)
-    hit.max_assignments += extension.count
-    hit.save(update_fields=["max_assignments"])
-    extension.status, extension.done_at = HitExtensionStatus.DONE, now
-    extension.save(update_fields=["status", "done_at"])
+    pending = HitExtension.objects.filter(pk=extension.pk, status=HitExtensionStatus.PENDING)
+    marked = pending.update(status=HitExtensionStatus.DONE, done_at=now)
+    extension.status, extension.done_at = HitExtensionStatus.DONE, extension.done_at or now
+    if marked:
+        hit.max_assignments += extension.count
+        hit.save(update_fields=["max_assignments"])
 
 
 def _made_before(platform, extension: HitExtension) -> bool:
@@ -317,7 +358,9 @@ def _made_before(platform, extension: HitExtension) -> bool:
     return info.max_assignments >= ours + extension.count
 
 
-def _pending_retried(*, publication_id: int, now: datetime, user) -> ReplacementResult:
+def _pending_retried(
+    *, publication_id: int, now: datetime, user, lease: _Lease
+) -> ReplacementResult:
     """Ask again for the additions of this publication left pending (a lost reply, a crash),
     unless the platform's HIT shows it made them (_made_before)."""
     require_admin(user)
@@ -334,6 +377,8 @@ def _pending_retried(*, publication_id: int, now: datetime, user) -> Replacement
     added = hits = 0
     failed = []
     for extension in pending:
+        if not lease.renewed():
+            return ReplacementResult(added, hits, reopened=0, failed=failed, stopped=True)
         if _made_before(platform, extension):
             _mark_done(extension, now=now)
             added, hits = added + extension.count, hits + 1

@@ -386,3 +386,42 @@ def test_a_second_request_while_one_runs_is_refused_and_asks_nothing(
     assert done.added == 1 and fake_mturk.state.hits[hit.hit_id]["MaxAssignments"] == 4
     live.refresh_from_db()
     assert live.replacing_until is None  # released for the next one
+
+
+def test_a_request_whose_hold_ran_out_stops_where_the_one_that_took_over_goes_on(
+    client, live, fake_mturk, admin_user, monkeypatch
+):
+    """A request past REPLACING_SECONDS (many HITs, a slow platform) loses the publication to a
+    second one, which plans what is left; the first must not go on asking for the same HITs."""
+    hits = list(live.hits.order_by("id")[:2])
+    for hit in hits:
+        done = [work(client, fake_mturk, hit, f"AW{hit.pk}x{n}") for n in range(3)]
+        _sync(live)
+        review.assignment_reject(assignment_id=done[1].pk, user=admin_user, feedback="random")
+    now = timezone.now()
+    plan = replacements.replacements_plan(publication_id=live.pk, now=now, user=admin_user)
+    assert plan.assignments == 2
+    one = (live.reward_usd * (1 + live.fee_rate)).quantize(Decimal("0.01"))
+    asked = replacements._ask
+    second = []
+
+    def the_other_request_takes_over(platform, extension, *, now):
+        if not second:  # the first request, about to ask for the first HIT, has run too long
+            second.append(None)
+            later = now + timedelta(seconds=replacements.REPLACING_SECONDS + 1)
+            second[0] = replacements.replacements_create(
+                publication_id=live.pk, confirm_total=one, now=later, user=admin_user
+            )
+        return asked(platform, extension, now=now)
+
+    monkeypatch.setattr(replacements, "_ask", the_other_request_takes_over)
+    first = replacements.replacements_create(
+        publication_id=live.pk, confirm_total=plan.total_usd, now=now, user=admin_user
+    )
+    for hit in hits:  # one assignment added to each, on MTurk and here
+        assert fake_mturk.state.hits[hit.hit_id]["MaxAssignments"] == 4
+        hit.refresh_from_db()
+        assert hit.max_assignments == 4
+    assert HitExtension.objects.filter(status=HitExtensionStatus.DONE).count() == 2
+    assert first.stopped and (first.added, first.hits) == (1, 1)
+    assert (second[0].added, second[0].stopped) == (2, False)  # the first's pending one, HIT 2
