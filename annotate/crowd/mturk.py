@@ -19,6 +19,7 @@ from django.conf import settings
 
 from annotate.crowd.base import (
     AssignmentInfo,
+    BonusInfo,
     HitInfo,
     HitTypeSpec,
     external_question_xml,
@@ -250,6 +251,24 @@ class MTurkPlatform:
             Reason=reason,
             UniqueRequestToken=unique_request_token,
         )
+
+    def bonuses_list(self, *, assignment_id: str) -> list[BonusInfo]:
+        rows: list[BonusInfo] = []
+        params: dict = {"AssignmentId": assignment_id, "MaxResults": PAGE_SIZE}
+        while True:
+            page = self._call("list_bonus_payments", **params)
+            rows += [
+                BonusInfo(
+                    worker_id=row.get("WorkerId", ""),
+                    assignment_id=row.get("AssignmentId", ""),
+                    amount=Decimal(row.get("BonusAmount", "0")),
+                    reason=row.get("Reason", ""),
+                )
+                for row in page.get("BonusPayments", [])
+            ]
+            if not page.get("NextToken"):
+                return rows
+            params["NextToken"] = page["NextToken"]
 
     def worker_block(self, *, worker_id: str, reason: str) -> None:
         self._call("create_worker_block", WorkerId=worker_id, Reason=reason)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import secrets
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from decimal import Decimal
 from urllib.parse import urlsplit
 
@@ -26,6 +26,7 @@ from annotate.crowd.base import (
     LOCALE,
     NUMBER_APPROVED,
     PERCENT_APPROVED,
+    TOKENS_KEPT,
     HitTypeSpec,
     to_cents,
 )
@@ -42,9 +43,6 @@ from annotate.services.assignments import counted_assignments
 
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "[::1]"}
 DAY_SECONDS = 24 * 3600
-# MTurk keeps a UniqueRequestToken 24 hours; a publication older than this (an hour to spare)
-# may have HITs tried with tokens it no longer knows (_adopt_made_before).
-TOKENS_KEPT = timedelta(hours=23)
 # The longest times MTurk takes (CreateHITType, CreateHITWithHITType); longer ones would not fit
 # the publication's columns either.
 SECONDS_AT_MOST = {

@@ -298,6 +298,15 @@ class FakeMTurkApi:
         self.state.bonuses.append(dict(body))
         return {}
 
+    def op_ListBonusPayments(self, body: dict) -> dict:
+        rows = [
+            {key: bonus[key] for key in ("WorkerId", "AssignmentId", "BonusAmount", "Reason")}
+            for bonus in self.state.bonuses
+            if bonus["AssignmentId"] == body.get("AssignmentId")
+        ]
+        page, next_token = _page(rows, body)
+        return {"BonusPayments": page, "NumResults": len(page), **next_token}
+
     def op_CreateWorkerBlock(self, body: dict) -> dict:
         if not body.get("Reason"):
             raise FakeMTurkError("ValidationException", "Reason is required")
