@@ -121,7 +121,8 @@ def publish(request: HttpRequest, batch_id: int) -> HttpResponse:
         except PublishError as error:  # beside its field, or above the form (nothing left)
             form_refusal(form, error)
             return render(request, "crowd/publish.html", _publish_context(batch, form, None))
-        if "publish" in request.POST and data["confirm_total"] == preview.total_usd:
+        confirmed = data["confirm_total"] == preview.total_usd and preview.affordable
+        if "publish" in request.POST and confirmed:
             publication = publishing.publication_create(
                 batch=batch,
                 platform_name=data["platform"],

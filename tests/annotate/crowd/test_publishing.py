@@ -367,3 +367,29 @@ def test_the_page_quotes_the_open_assignments_and_publishes_them(
         FakePlatform.store.hits[h.hit_id].max_assignments for h in publication.hits.all()
     )
     assert asked == [1, 3]
+
+
+def test_a_total_the_balance_cannot_pay_publishes_nothing_even_when_confirmed(
+    client, admin_user, crowd_batch, settings, django_capture_on_commit_callbacks
+):
+    """The page hides its Confirm button then, but a form sent anyway (an old tab, a script) or
+    the API published, and the platform made HITs until the money ran out: a batch half on it."""
+    from annotate.crowd import fake
+
+    settings.CROWD_PUBLIC_URL = BASE
+    with fake._changing() as store:
+        store.balance = Decimal("5.00")  # 3 tasks × 3 assignments × $1 × 1.25 = $11.25
+    client.force_login(admin_user)
+    url = reverse("crowd:publish", args=[crowd_batch.pk])
+    with django_capture_on_commit_callbacks(execute=True):
+        page = client.post(url, {**publish_form(), "confirm_total": "11.25", "publish": "1"})
+    assert page.status_code == 200 and "The balance does not cover this" in page.text
+    api = reverse("crowd-api:publish", args=[crowd_batch.pk])
+    body = {"platform": "fake", "title": "t", "description": "d", "reward_usd": "1.00"}
+    with django_capture_on_commit_callbacks(execute=True):
+        answer = client.post(
+            api, {**body, "confirm_total_usd": "11.25"}, content_type="application/json"
+        )
+    assert answer.status_code == 400
+    assert "has $5.00, less than the $11.25" in answer.json()["detail"]
+    assert not crowd_batch.publications.exists() and FakePlatform.store.hits == {}
