@@ -170,6 +170,7 @@ def publication_preview(
     platform_check(platform_name)
     published_check(target={"batch": batch}, platform_name=platform_name)
     reward = batch.project.reward_usd if reward_usd is None else reward_usd
+    reward_check(platform_name=platform_name, reward_usd=reward)
     still_open = open_assignments(batch=batch, now=now or timezone.now())
     nothing_left_check(batch=batch, still_open=still_open)
     platform = get_platform(platform_name, user=user)
@@ -240,8 +241,7 @@ def publish_settings_check(
     long times."""
     if not chosen.title.strip() or not chosen.description.strip():
         raise PublishError("Title and description are required: workers choose HITs by them.")
-    if platform_class(platform_name).pays_workers and reward_usd < Decimal("0.01"):
-        raise PublishError("The reward must be at least $0.01 per assignment.", field="reward_usd")
+    reward_check(platform_name=platform_name, reward_usd=reward_usd)
     for name in ("assignment_duration_seconds", "lifetime_seconds"):
         if getattr(chosen, name) < 30:
             raise PublishError(f"{name.replace('_', ' ')} must be at least 30 seconds.")
@@ -252,6 +252,23 @@ def publish_settings_check(
                 f"({most // DAY_SECONDS} days)."
             )
     completion_check(completion_code=chosen.completion_code, completion_url=chosen.completion_url)
+
+
+def reward_check(*, platform_name: str, reward_usd: Decimal) -> None:
+    """Refuse a reward that is not dollars and cents (the platform is sent it with two
+    decimals, so a total quoted at $0.125 an assignment is not what it charges), below 0, or
+    below $0.01 on a platform that pays workers."""
+    if isinstance(reward_usd, int):
+        reward_usd = Decimal(reward_usd)
+    if not isinstance(reward_usd, Decimal) or not reward_usd.is_finite():
+        raise PublishError(f"The reward {reward_usd} is not an amount.", field="reward_usd")
+    if reward_usd < 0 or reward_usd != reward_usd.quantize(Decimal("0.01")):
+        raise PublishError(
+            f"The reward is dollars and cents, 0 or more (e.g. 0.50), not {reward_usd}.",
+            field="reward_usd",
+        )
+    if platform_class(platform_name).pays_workers and reward_usd < Decimal("0.01"):
+        raise PublishError("The reward must be at least $0.01 per assignment.", field="reward_usd")
 
 
 def completion_check(*, completion_code: str, completion_url: str) -> None:
