@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Count
 from django.urls import reverse
 from django.utils import timezone
@@ -218,14 +218,18 @@ def published_check(*, target: dict, platform_name: str) -> None:
     """Refuse a second publication of `target` ({"batch": …} or {"human_study": …}) on one
     platform, before any total is quoted."""
     if Publication.objects.filter(**target, platform=platform_name).exists():
-        ((kind, what),) = target.items()
-        name = f"{'Batch' if kind == 'batch' else 'Study'} '{what.name}'"
-        raise PublishError(
-            f"{name} is already published on {platform_label(platform_name)}; "
-            "open that publication (Publications) to resume or review it, or to ask for "
-            "workers in place of rejected work.",
-            field="platform",
-        )
+        raise _published_already(target=target, platform_name=platform_name)
+
+
+def _published_already(*, target: dict, platform_name: str) -> PublishError:
+    ((kind, what),) = target.items()
+    name = f"{'Batch' if kind == 'batch' else 'Study'} '{what.name}'"
+    return PublishError(
+        f"{name} is already published on {platform_label(platform_name)}; "
+        "open that publication (Publications) to resume or review it, or to ask for "
+        "workers in place of rejected work.",
+        field="platform",
+    )
 
 
 def _check_settings(*, batch: Batch, platform_name: str, chosen: PublishSettings) -> None:
@@ -357,7 +361,31 @@ def publication_store(
     user=None,
 ) -> Publication:
     """Store a publication of `target` ({"batch": …} or {"human_study": …}) with its settings;
-    the caller adds its HIT rows in the same transaction."""
+    the caller adds its HIT rows in the same transaction. A second one of the same target and
+    platform (two Confirm clicks at once, both past published_check) is refused as that check
+    refuses it, by the table's unique constraint."""
+    try:
+        with transaction.atomic():
+            return _publication_insert(
+                target=target, platform_name=platform_name, chosen=chosen, reward_usd=reward_usd,
+                assignments_per_task=assignments_per_task, base_url=base_url, user=user,
+            )  # fmt: skip
+    except IntegrityError:
+        if not Publication.objects.filter(**target, platform=platform_name).exists():
+            raise
+        raise _published_already(target=target, platform_name=platform_name) from None
+
+
+def _publication_insert(
+    *,
+    target: dict,
+    platform_name: str,
+    chosen: PublishSettings,
+    reward_usd: Decimal,
+    assignments_per_task: int,
+    base_url: str,
+    user=None,
+) -> Publication:
     return Publication.objects.create(
         **target,
         platform=platform_name,

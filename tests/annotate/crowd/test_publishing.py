@@ -393,3 +393,13 @@ def test_a_total_the_balance_cannot_pay_publishes_nothing_even_when_confirmed(
     assert answer.status_code == 400
     assert "has $5.00, less than the $11.25" in answer.json()["detail"]
     assert not crowd_batch.publications.exists() and FakePlatform.store.hits == {}
+
+
+def test_two_confirms_at_once_make_one_publication_and_refuse_the_other(crowd_batch, monkeypatch):
+    """Both requests of a double click pass published_check before either stores its row: the
+    second met the unique constraint as a server error (500) instead of the refusal."""
+    monkeypatch.setattr(publishing, "published_check", lambda **kwargs: None)
+    first = _create(crowd_batch)
+    with pytest.raises(PublishError, match="already published on Offline demo"):
+        _create(crowd_batch)
+    assert list(crowd_batch.publications.all()) == [first]
