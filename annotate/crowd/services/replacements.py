@@ -280,6 +280,11 @@ def _replacements_create(
         if not lease.renewed():
             stopped = True
             break
+        if row.reopen:  # first: assignments paid on a HIT no worker can take help nobody
+            until = now + timedelta(seconds=plan.publication.lifetime_seconds)
+            platform.hit_update_expiration(hit_id=row.hit.hit_id, expires_at=until)
+            Hit.objects.filter(pk=row.hit.pk).update(expires_at=until)
+            reopened += 1
         extension = HitExtension.objects.create(
             hit=row.hit,
             count=row.add,
@@ -293,11 +298,6 @@ def _replacements_create(
             failed.append(f"{row.hit.hit_id}: {error}")
             continue
         added, hits = added + row.add, hits + 1
-        if row.reopen:
-            until = now + timedelta(seconds=plan.publication.lifetime_seconds)
-            platform.hit_update_expiration(hit_id=row.hit.hit_id, expires_at=until)
-            Hit.objects.filter(pk=row.hit.pk).update(expires_at=until)
-            reopened += 1
     return ReplacementResult(
         added=result.added + added,
         hits=result.hits + hits,

@@ -231,6 +231,36 @@ def test_an_expired_hit_is_offered_again_with_its_new_assignments(
     fake_mturk.api.worker_accept(hit.hit_id, "AW9")  # accepted: assignable again
 
 
+def test_an_expired_hit_is_offered_again_before_its_assignments_are_paid_for(
+    client,
+    live,
+    fake_mturk,
+    admin_user,
+):
+    """Reopening after the addition left, when the reopen failed, paid assignments on a HIT no
+    worker could take, and the next plan, seeing them offered, asked for nothing more."""
+    hit, _ = _rejected_on_first_hit(client, live, fake_mturk, admin_user)
+    past = timezone.now() - timedelta(minutes=1)
+    review.hit_set_expiration(hit_pk=hit.pk, expires_at=past, user=admin_user)
+    plan = replacements.replacements_plan(
+        publication_id=live.pk, now=timezone.now(), user=admin_user
+    )
+    for _ in range(3):  # every attempt boto3 makes fails
+        fake_mturk.fail_next("UpdateExpirationForHIT", "ServiceUnavailable", status=503)
+    with pytest.raises(review.TransientPlatformError):
+        replacements.replacements_create(
+            publication_id=live.pk, confirm_total=plan.total_usd, now=timezone.now(),
+            user=admin_user,
+        )  # fmt: skip
+    assert "CreateAdditionalAssignmentsForHIT" not in fake_mturk.state.calls  # nothing paid
+    result = replacements.replacements_create(  # pressed again: both done
+        publication_id=live.pk, confirm_total=plan.total_usd, now=timezone.now(), user=admin_user
+    )
+    assert (result.added, result.reopened) == (1, 1)
+    assert fake_mturk.state.hits[hit.hit_id]["MaxAssignments"] == 4
+    fake_mturk.api.worker_accept(hit.hit_id, "AW9")  # accepted: assignable again
+
+
 def test_only_admins_may_ask_for_more_assignments(
     client,
     live,
