@@ -121,7 +121,8 @@ def publish(request: HttpRequest, batch_id: int) -> HttpResponse:
         except PublishError as error:  # beside its field, or above the form (nothing left)
             form_refusal(form, error)
             return render(request, "crowd/publish.html", _publish_context(batch, form, None))
-        if "publish" in request.POST and data["confirm_total"] == preview.total_usd:
+        confirmed = data["confirm_total"] == preview.total_usd and preview.affordable
+        if "publish" in request.POST and confirmed:
             publication = publishing.publication_create(
                 batch=batch,
                 platform_name=data["platform"],
@@ -308,6 +309,8 @@ def replacements(request: HttpRequest, publication_id: int) -> HttpResponse:
         messages.success(request, text + ".")
         for failure in done.failed:
             messages.error(request, f"Refused by the platform: {failure}")
+        if done.stopped:
+            messages.warning(request, replacement_services.LEASE_LOST)
         return redirect("crowd:publication", publication.pk)
     plan = replacement_services.replacements_plan(
         publication_id=publication.pk, now=now, user=request.user

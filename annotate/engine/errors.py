@@ -46,6 +46,13 @@ class EngineCostNotConfirmedError(EngineRunError):
     http_status = 409
 
 
+class EngineStartRepeatedError(EngineRunError):
+    """A confirmed paid Start sent again at once (a double click): the first one made the run,
+    this one made nothing (annotate.engine.pages)."""
+
+    http_status = 409
+
+
 class EngineRunEndedError(EngineRunError):
     """Stop was asked of a run that has ended already (a conflict with its state, not bad
     input); nothing was changed."""

@@ -9,17 +9,24 @@ only when the total sent equals the one computed again then, as the crowd publis
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import hashlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Generic, TypeVar
 
 from django import forms
+from django.core.cache import cache
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.template.defaultfilters import pluralize
 
-from annotate.engine.errors import EngineCostNotConfirmedError, EngineRunError
+from annotate.engine.errors import (
+    EngineCostNotConfirmedError,
+    EngineRunError,
+    EngineStartRepeatedError,
+)
 from annotate.engine.forms import RunAgainForm
 from annotate.engine.models import Endpoint, EngineRun
 from annotate.engine.selectors import engine_run_unit_name
@@ -37,6 +44,8 @@ T = TypeVar("T")
 
 ESTIMATE_BUTTON = "estimate"  # the name of the "Estimate the cost" button
 CONFIRM_FIELD = "confirm_total"  # the "Start for $X" button's name (after the form's prefix)
+# How long a confirmed paid Start refuses the same form sent again by the same user.
+START_REPEAT_SECONDS = 60
 
 
 @dataclass(frozen=True)
@@ -118,13 +127,42 @@ def run_form_submit(
         if confirmed is None or confirmed != now.cost_usd:
             confirm = StartConfirmation(now.cost_usd, field, asked=True, stale=confirmed)
             return RunFormOutcome(estimate=now, confirm=confirm)
-        return RunFormOutcome(started=start())
+        with _started_once(request):
+            return RunFormOutcome(started=start())
     except refusals as error:
         form_refusal(form, error)
         return RunFormOutcome(
             status=getattr(error, "http_status", 400),
             retry_after=getattr(error, "retry_after", None),
         )
+
+
+@contextmanager
+def _started_once(request: HttpRequest) -> Iterator[None]:
+    """Refuse (EngineStartRepeatedError) a confirmed paid Start whose form this user sent to
+    this page in the last START_REPEAT_SECONDS, unless that one was refused.
+
+    A double click on "Start for $X", or the form sent again, made a second run of the same
+    work: its estimate is still the first's (nothing is stored before the run does it), and
+    both ran, each paying for every call. The mark is the cache's (shared by the site's
+    processes with CACHE_URL), taken by an atomic add before the run is made."""
+    sent = sorted(
+        (name, tuple(request.POST.getlist(name)))
+        for name in request.POST
+        if name != "csrfmiddlewaretoken"
+    )
+    digest = hashlib.sha256(repr((request.user.pk, request.path, sent)).encode()).hexdigest()
+    key = f"engine-paid-start:{digest}"
+    if not cache.add(key, True, timeout=START_REPEAT_SECONDS):
+        raise EngineStartRepeatedError(
+            "This Start for the confirmed total was sent twice (a double click, or the form "
+            "sent again): the first one started the run (see Runs), this one started nothing."
+        )
+    try:
+        yield
+    except BaseException:
+        cache.delete(key)  # refused: nothing started, so the same form may be sent again
+        raise
 
 
 def _confirmed_total(sent: str | None) -> Decimal | None:

@@ -18,6 +18,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from annotate.crowd.base import TOKENS_KEPT
 from annotate.crowd.models import (
     LINKED_TO_OURS,
     Bonus,
@@ -615,6 +616,8 @@ def bonus_pay(*, bonus_id: int, user, now: datetime) -> Bonus:
         return bonus
     assignment = bonus.paid_for
     platform = get_platform(assignment.annotator.platform, user=user)
+    if bonus.created_at <= now - TOKENS_KEPT and _paid_before(platform, bonus):
+        return _bonus_paid(bonus, now=now)
     try:
         platform.bonus_send(
             worker_id=assignment.annotator.worker_id,
@@ -631,9 +634,34 @@ def bonus_pay(*, bonus_id: int, user, now: datetime) -> Bonus:
         bonus.status, bonus.error = BonusStatus.FAILED, str(error)
         bonus.save(update_fields=["status", "error"])
         return bonus
+    return _bonus_paid(bonus, now=now)
+
+
+def _bonus_paid(bonus: Bonus, *, now: datetime) -> Bonus:
     bonus.status, bonus.paid_at, bonus.error = BonusStatus.PAID, now, ""
     bonus.save(update_fields=["status", "paid_at", "error"])
     return bonus
+
+
+def _paid_before(platform, bonus: Bonus) -> bool:
+    """True if the platform paid this bonus already: it lists more bonuses of its amount and
+    reason on the assignment than are marked paid here.
+
+    Asked for a bonus whose first try may be older than the platform keeps its token
+    (TOKENS_KEPT): MTurk forgets a UniqueRequestToken after 24 hours, and a bonus whose reply
+    was lost then is paid a second time by a send with the same token."""
+    work = bonus.paid_for
+    paid_there = sum(
+        row.worker_id == work.annotator.worker_id
+        and row.amount == bonus.amount_usd
+        and row.reason == bonus.reason
+        for row in platform.bonuses_list(assignment_id=work.platform_assignment_id)
+    )
+    link = {"human_answer" if bonus.human_answer_id else "assignment": work}
+    paid_here = Bonus.objects.filter(
+        **link, status=BonusStatus.PAID, amount_usd=bonus.amount_usd, reason=bonus.reason
+    ).count()
+    return paid_there > paid_here
 
 
 # --- Workers --------------------------------------------------------------------------------
