@@ -766,7 +766,7 @@ def test_the_all_done_page_of_a_project_never_offered_to_the_annotator_is_404(
 
 
 def test_start_next_in_a_project_never_offered_to_the_annotator_is_404(client, annotator_user):
-    """"Start next task" posted to a closed project's id answered "No task left for you in
+    """The "Start next task" form posted to a closed project's id answered "No task left for you in
     '<its name>'": the same names one URL away as the All-done page had. A closed project of
     their own still says there is nothing left in it."""
     closed = project_with_tasks(instructions=1, systems=2, questions=1)
