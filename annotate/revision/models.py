@@ -254,8 +254,8 @@ COMMENT_MAX_CHARS = 2000
 TEXT_LIMITS = {"instruction": INSTRUCTION_MAX_CHARS, "comment": COMMENT_MAX_CHARS}
 # An edit of a revision (`answer_2`) starts as the model's answer and is changed in place: a fixed
 # limit could refuse a small edit of a long answer, so the limit grows with the answer. 20,000
-# characters is some ten times KIWI's longest answers; 5,000 more than a long answer leaves room
-# for what an annotator adds by hand.
+# characters is far above an answer of a few paragraphs; 5,000 more than a long answer leaves
+# room for what an annotator adds by hand.
 EDITED_ANSWER_MAX_CHARS = 20_000
 EDITED_ANSWER_MARGIN_CHARS = 5_000
 
