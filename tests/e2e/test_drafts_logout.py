@@ -103,3 +103,36 @@ def test_drafts_from_before_they_were_per_user_are_shown_to_nobody(page_for):
     page.evaluate("window.localStorage.setItem('revision-draft-7-rate-3-comment', 'secret')")
     page.reload()
     assert page.evaluate(RAW_KEYS) == []
+
+
+def test_a_revision_forms_unsent_text_is_asked_about_and_a_sent_one_is_not(
+    page_for, settings, tmp_path
+):
+    """Each form's step counts once (its texts and choices together); a step the annotator sent
+    leaves nothing to ask about, so log-out then goes at once and leaves nothing behind."""
+    from tests.e2e.test_revision_session import start_session
+
+    page, user = start_session(
+        page_for, settings, tmp_path, study="e2e-logout", system="m", user="e2e-leaver"
+    )
+    page.fill("#instruction", "Shorter.")
+    page.check("input[value=stylistic]")
+    assert page.evaluate("window.draftStorage.unsent()") == 1
+    page.get_by_role("button", name="Send instruction").click()
+    page.locator("#rate-form").wait_for()
+    page.wait_for_load_state()
+    assert page.evaluate("window.draftStorage.unsent()") == 0  # sent: nothing to lose
+    page.fill("#comment", "Not shorter.")
+    page.get_by_role("button", name="Log out").click()
+    page.locator("#logout-drafts").wait_for()
+    assert "You have 1 draft not sent yet" in page.locator("#logout-drafts").inner_text()
+    page.keyboard.press("3")  # the question has the keys: no rating is chosen behind it
+    assert not page.is_checked("input[name=rating][value=bad]")
+    page.get_by_role("button", name="Stay to send them").click()
+    page.check("input[name=rating][value=bad]")
+    with page.expect_navigation():
+        page.get_by_role("button", name="Save rating").click()
+    page.wait_for_load_state()
+    page.get_by_role("button", name="Log out").click()  # nothing unsent: out at once
+    page.wait_for_url("**/accounts/login/**")
+    assert own_keys(page, user) == []
