@@ -136,6 +136,13 @@ class AssignmentNotLiveError(AnnotateError):
     """The assignment was returned or rejected, so it takes no submission."""
 
 
+class BatchClosedError(AssignmentNotLiveError):
+    """A claim past its time in a batch that was deactivated: the batch takes no more work
+    (a live claim may still be finished)."""
+
+    http_status = 410
+
+
 class CrowdPlatformError(AnnotateError):
     """A crowd platform refused a call or could not be reached; `code` is the platform's code."""
 

@@ -8,7 +8,8 @@ answers 429 with Retry-After. Logins are limited separately (django-axes, annota
 
 Pages are limited with `page_rate_check` and the same counters, per user when logged in, else per
 address: the crowd worker pages, which have no login (scope "crowd-pages" on every worker page,
-and "crowd-starts" on a self-hosted link's start, which makes a participant and claims a task),
+and "crowd-starts" on a self-hosted link's start, which makes a participant and claims a task;
+their open claims per address are bounded apart, annotate.crowd.services.addresses),
 the upload forms (scope "uploads", annotate.http.uploads_limited), and making an API token
 (scope "api-tokens", the API tokens page).
 
@@ -151,6 +152,11 @@ def user_rate_limited(
     yield
     limit.window_full()  # read again: the user's other requests may have counted meanwhile
     limit.throttle_success()
+
+
+def client_address(request) -> str:
+    """The client's address as the page and API limits count it (TRUSTED_PROXY_COUNT)."""
+    return PageRateThrottle(CROWD_PAGES_SCOPE).get_ident(request)
 
 
 def page_rate_check(request, *, scope: str, what: str | None = None) -> None:

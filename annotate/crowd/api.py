@@ -362,7 +362,10 @@ class WorkerApi(AdminApi):
         if self.action == "block":
             review.worker_block(annotator_id=annotator_id, reason=values["reason"], user=user)
         elif self.action == "unblock":
-            review.worker_unblock(annotator_id=annotator_id, reason=values["reason"], user=user)
+            done = review.worker_unblock(
+                annotator_id=annotator_id, reason=values["reason"], user=user
+            )
+            return Response({"ok": True, "restored": done.restored, "left_out": done.left_out})
         else:
             failed = review.workers_notify(
                 annotator_ids=[annotator_id],

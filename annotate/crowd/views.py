@@ -444,6 +444,7 @@ def review(request: HttpRequest, publication_id: int) -> HttpResponse:
     context = {
         "publication": publication,
         "rows": selectors.review_rows(publication=publication),
+        "never_submitted": selectors.never_submitted(publication=publication),
         "reconciliation": selectors.reconciliation(publication=publication),
         "platform_confirms": review_services.platform_confirms(publication.platform),
     }
@@ -555,7 +556,10 @@ def worker_action(request: HttpRequest, annotator_id: int) -> HttpResponse:
     if action == "block":
         block = review_services.worker_block(annotator_id=annotator_id, reason=reason, user=user)
         messages.success(
-            request, "Worker blocked: no more of our tasks, and their work counts in no result."
+            request,
+            "Worker blocked: no more of our tasks, and their work counts in no result. Their "
+            "work and claims no longer hold their tasks' slots: those tasks are offered to other "
+            'workers (on Mechanical Turk through "Workers in place of rejected work").',
         )
         waiting = selectors.worker_unreviewed_count(annotator_id=annotator_id)
         if waiting and block.annotator.platform != "selfhosted":
@@ -566,8 +570,8 @@ def worker_action(request: HttpRequest, annotator_id: int) -> HttpResponse:
                 "counts it once a sync sees that), unless you reject it first.",
             )
     elif action == "unblock":
-        review_services.worker_unblock(annotator_id=annotator_id, reason=reason, user=user)
-        messages.success(request, "Worker unblocked.")
+        done = review_services.worker_unblock(annotator_id=annotator_id, reason=reason, user=user)
+        messages.success(request, unblocked_message(done))
     elif action == "notify":
         failed = review_services.workers_notify(
             annotator_ids=[annotator_id],
@@ -585,3 +589,13 @@ def worker_action(request: HttpRequest, annotator_id: int) -> HttpResponse:
 def call_list(request: HttpRequest) -> HttpResponse:
     calls = PlatformCall.objects.select_related("user")[:300]
     return render(request, "crowd/calls.html", {"calls": calls})
+
+
+def unblocked_message(done: review_services.Unblocked) -> str:
+    message = f"Worker unblocked: {done.restored} of their submissions count again."
+    if done.left_out:
+        message += (
+            f" {done.left_out} stay out of the results, kept: their tasks got the answers they "
+            "need from other workers meanwhile."
+        )
+    return message

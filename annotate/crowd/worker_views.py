@@ -26,6 +26,7 @@ from annotate.crowd.models import Publication
 from annotate.crowd.platforms import demo_platform_in_use
 from annotate.crowd.selectors import Confirmation
 from annotate.crowd.services import workers
+from annotate.crowd.services.addresses import AddressClaims
 from annotate.errors import (
     AnnotateError,
     CrowdPlatformError,
@@ -38,7 +39,12 @@ from annotate.models import AssignmentStatus
 from annotate.selectors import work as work_selectors
 from annotate.services.assignments import claimable_task_ids
 from annotate.services.submissions import assignment_submit
-from annotate.throttling import CROWD_PAGES_SCOPE, CROWD_STARTS_SCOPE, page_rate_check
+from annotate.throttling import (
+    CROWD_PAGES_SCOPE,
+    CROWD_STARTS_SCOPE,
+    client_address,
+    page_rate_check,
+)
 
 RESERVED_FIELDS = {"csrfmiddlewaretoken", "active_seconds"}
 
@@ -85,6 +91,7 @@ def mturk_task(request: HttpRequest, hit_token: str) -> HttpResponse:
         page = work_selectors.task_page_preview(task=task, seed=secrets.randbits(62))
         return render(request, "crowd/task.html", {"page": page})
     now = timezone.now()
+    claims = AddressClaims(address=client_address(request), now=now)
     opened = workers.mturk_assignment_open(
         hit=hit,
         assignment_id=params.get("assignmentId", ""),
@@ -93,7 +100,9 @@ def mturk_task(request: HttpRequest, hit_token: str) -> HttpResponse:
         turk_submit_to=params.get("turkSubmitTo", ""),
         now=now,
         browser_claims=workers.claims_of_browser(request.COOKIES),
+        new_claim_check=claims.check,
     )
+    claims.record(opened.assignment)
     response = redirect("crowd:work-task", token=opened.token)
     # Inside MTurk's frame: a third-party cookie, where the browser keeps one (not needed to
     # work, only to move the claim to this worker's next accept of the HIT).
@@ -119,9 +128,14 @@ def selfhosted_join(request: HttpRequest, link_token: str) -> HttpResponse:
     # A participant's next task is no new participant (60 tasks an hour were refused).
     if not workers.selfhosted_returning(publication=publication, params=request.POST.dict()):
         page_rate_check(request, scope=CROWD_STARTS_SCOPE)
+    claims = AddressClaims(address=client_address(request), now=timezone.now())
     opened = workers.selfhosted_start(
-        publication=publication, params=request.POST.dict(), now=timezone.now()
+        publication=publication,
+        params=request.POST.dict(),
+        now=claims.now,
+        new_claim_check=claims.check,
     )
+    claims.record(opened.assignment)
     return redirect("crowd:work-task", token=opened.token)
 
 

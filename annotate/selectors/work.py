@@ -106,9 +106,22 @@ class TaskPage:
         The beat marks a lapsed claim expired within a minute; the submit still takes it (kept,
         counted only if the task's slot is still free), so a reload then must not lock the form.
         """
-        if self.preview or self.assignment.submitted_at is not None:
+        if self.preview or self.assignment.submitted_at is not None or self.batch_closed:
             return False
         return self.assignment.status in OPEN_STATUSES
+
+    @property
+    def batch_closed(self) -> bool:
+        """A claim past its time, not submitted, in a batch deactivated since: it takes no more
+        answers (assignment_submit refuses them), and the page says why."""
+        assignment = self.assignment
+        return (
+            not self.preview
+            and assignment.submitted_at is None
+            and assignment.status in OPEN_STATUSES
+            and not assignment.task.batch.active
+            and (assignment.status == AssignmentStatus.EXPIRED or self.deadline_passed)
+        )
 
     @property
     def may_return(self) -> bool:
@@ -354,8 +367,8 @@ LAPSED_SHOWN = 5  # per project on the dashboard; the rest stay under "recent as
 
 def lapsed_unsubmitted(*, now: datetime) -> Q:
     """The claims past their time that the task page still takes (TaskPage.is_open): not
-    submitted, and expired by the beat or not yet."""
-    return Q(submitted_at__isnull=True, status__in=OPEN_STATUSES) & ~Q(
+    submitted, expired by the beat or not yet, in a batch still active (TaskPage.batch_closed)."""
+    return Q(submitted_at__isnull=True, status__in=OPEN_STATUSES, task__batch__active=True) & ~Q(
         status=AssignmentStatus.CLAIMED, expires_at__gt=now
     )
 

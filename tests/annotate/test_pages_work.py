@@ -685,3 +685,39 @@ def test_no_page_of_an_annotators_own_work_may_be_kept_by_a_browser_or_proxy(
     pages.append(client.get(reverse("work:project-done", args=[project.id])))
     for page in pages:
         assert "no-store" in page["Cache-Control"] and "private" in page["Cache-Control"]
+
+
+def test_a_lapsed_claim_in_a_closed_batch_says_so_and_takes_no_answers(client, annotator_user):
+    """A claim past its time in a batch deactivated since was offered nowhere (the dashboard
+    lists active batches only) while its page still took answers: the page now says the batch
+    is closed, the submit is refused with nothing saved, and no page offers it to continue. A
+    live claim there may still be finished."""
+    from datetime import timedelta
+
+    project = project_with_tasks(instructions=3, systems=2, questions=1)
+    lapsed = claim_for(annotator_user, project)
+    Assignment.objects.update(expires_at=timezone.now() - timedelta(minutes=1))
+    project.batches.update(active=False)
+    client.force_login(annotator_user)
+    url = reverse("work:assignment", args=[lapsed.id])
+    page = client.get(url).text
+    assert 'id="batch-closed"' in page and "This batch is closed" in page
+    assert '<button type="submit">Submit' not in page
+    refused = client.post(url, {"r1_q1": "yes", "r2_q1": "no"})
+    assert refused.status_code == 410 and "nothing was saved" in refused.text
+    lapsed.refresh_from_db()
+    assert lapsed.submitted_at is None and not Label.objects.exists()
+    assert "Continue task" not in client.get(reverse("work:dashboard")).text
+
+    live = Assignment.objects.create(
+        task=project.batches.get().tasks.exclude(pk=lapsed.task_id).first(),
+        annotator=lapsed.annotator,
+        claimed_at=timezone.now(),
+        expires_at=timezone.now() + timedelta(minutes=30),
+        order_seed=1,
+        display_order=lapsed.display_order,
+    )
+    live_url = reverse("work:assignment", args=[live.id])
+    assert 'id="batch-closed"' not in client.get(live_url).text
+    assert client.post(live_url, {"r1_q1": "yes", "r2_q1": "no"}).status_code == 302
+    assert Label.objects.filter(assignment=live).count() == 2

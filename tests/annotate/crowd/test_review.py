@@ -477,3 +477,40 @@ def test_a_selfhosted_link_has_no_sync_button_and_no_sync(client, crowd_batch, a
     page = client.post(reverse("crowd:review-sync", args=[link.pk]), HTTP_REFERER=url, follow=True)
     assert _messages(page) == ["A self-hosted link has no platform to sync with."]
     assert not PlatformCall.objects.exists()
+
+
+def test_claims_never_submitted_are_listed_apart_and_cannot_be_decided(
+    client, live, fake_mturk, admin_user
+):
+    """A claim that ran out and one returned before a submit are not review rows (they were
+    listed among the submissions, with their status), and approve or reject refuses them."""
+    from annotate.services.assignments import assignments_expire
+
+    hit = live.hits.order_by("id").first()
+    accepted = fake_mturk.api.worker_accept(hit.hit_id, "AIDLE")
+    client.get(
+        reverse("crowd:mturk-task", args=[hit.unique_request_token]),
+        {"assignmentId": accepted, "hitId": hit.hit_id, "workerId": "AIDLE",
+         "turkSubmitTo": fake_mturk.url},
+    )  # fmt: skip
+    idle = Assignment.objects.get(annotator__worker_id="AIDLE")
+    assert assignments_expire(now=idle.expires_at + timedelta(seconds=1)) == 1
+    done = work(client, fake_mturk, hit, "AW1")
+
+    rows = selectors.review_rows(publication=live)
+    assert [row.assignment.pk for row in rows] == [done.pk]
+    assert [row.assignment.pk for row in selectors.never_submitted(publication=live)] == [idle.pk]
+    admin = Client()
+    admin.force_login(admin_user)
+    page = admin.get(reverse("crowd:review", args=[live.pk])).text
+    assert f'data-assignment="{idle.pk}"' not in page
+    assert f'data-unsubmitted="{idle.pk}"' in page and "Never submitted" in page
+    for action in ("approve", "reject"):
+        answer = admin.post(
+            reverse("crowd:assignment-action", args=[idle.pk]),
+            {"action": action, "feedback": "no work"},
+            follow=True,
+        )
+        assert "Only a submitted assignment can be" in answer.text
+    idle.refresh_from_db()
+    assert idle.status == AssignmentStatus.EXPIRED

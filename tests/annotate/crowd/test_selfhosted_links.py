@@ -324,3 +324,39 @@ def test_a_participants_next_task_is_not_counted_as_a_new_start(client, study, w
     assert following.status_code == 302 and following["Location"] != started["Location"]
     assert Assignment.objects.filter(annotator__worker_id="P1").count() == 2
     assert _start(client, study, PROLIFIC_PID="P2").status_code == 429  # a new one still counts
+
+
+def test_one_address_holds_few_open_claims_under_made_up_ids(client, study, settings):
+    """Each made-up participant id claimed a task that held its slot until its time ran out,
+    60 an hour from one address: now at most CROWD_OPEN_CLAIMS_PER_ADDRESS open at once."""
+    settings.CROWD_OPEN_CLAIMS_PER_ADDRESS = 2
+    first, second = (_start(client, study, PROLIFIC_PID=f"P{i}") for i in (1, 2))
+    assert (first.status_code, second.status_code) == (302, 302)
+    refused = _start(client, study, PROLIFIC_PID="P3")
+    assert refused.status_code == 429
+    allotted = study.batch.project.allotted_minutes * 60
+    assert allotted - 5 <= int(refused["Retry-After"]) <= allotted
+    assert "Too many open tasks from your address (at most 2 at a time)" in refused.text
+    assert "Submit or return one of them first" in refused.text
+    assert not Annotator.objects.filter(worker_id="P3").exists()  # nothing claimed or made
+    again = _start(client, study, PROLIFIC_PID="P1")  # a participant's own open claim
+    assert again.status_code == 302 and again["Location"] == first["Location"]
+    assert _start(Client(REMOTE_ADDR="203.0.113.7"), study, PROLIFIC_PID="P4").status_code == 302
+    _finish(client, first)  # a submitted task is no longer open
+    assert _start(client, study, PROLIFIC_PID="P3").status_code == 302
+    assert _start(client, study, PROLIFIC_PID="P5").status_code == 429
+
+
+def test_a_participants_lapsed_claim_in_a_closed_batch_says_so_and_takes_no_answers(client, study):
+    from datetime import timedelta
+
+    started = _start(client, study, PROLIFIC_PID="P1")
+    Assignment.objects.update(expires_at=timezone.now() - timedelta(minutes=1))
+    study.batch.active = False
+    study.batch.save()
+    page = client.get(started["Location"])
+    assert page.status_code == 200 and 'id="batch-closed"' in page.text
+    assert "takes no more answers" in page.text and 'id="return-task"' in page.text
+    refused = _finish(client, started)
+    assert refused.status_code == 410 and "This batch is closed" in refused.text
+    assert Assignment.objects.get().submitted_at is None and not Label.objects.exists()
