@@ -27,6 +27,12 @@ input (an empty instruction, a run with nothing left to do) uses up nothing:
   report page's Export, which builds the report, draws every figure and writes a zip to
   storage, and the CSV of the benchmark's every label).
 
+Figure downloads are counted per user with `figure_rate_check` (scope "figures", FIGURE_RATE):
+every figure of the InFoBench, revision and verbalizer reports, the images the report pages
+load and their downloads as the figure APIs alike, on one counter. A figure not in the cache is
+drawn (matplotlib) on the request; the rate is set far above a report page's own loading (at
+most five images a page).
+
 A request with a wrong API token is refused while it is authenticated, before any throttle runs:
 those failures are counted per address on their own (scope "api-bad-tokens",
 annotate.login.LimitedTokenAuthentication), and an address over the limit gets 429 without its
@@ -53,6 +59,7 @@ API_BAD_TOKENS_SCOPE = "api-bad-tokens"
 MODEL_CALLS_SCOPE = "model-calls"
 RUN_STARTS_SCOPE = "run-starts"
 EXPORTS_SCOPE = "exports"
+FIGURES_SCOPE = "figures"
 
 
 class _RatesFromSettings:
@@ -152,14 +159,23 @@ def client_address(request) -> str:
     return PageRateThrottle(CROWD_PAGES_SCOPE).get_ident(request)
 
 
-def page_rate_check(request, *, scope: str) -> None:
-    """Count a page request of `scope` (per user, or address); raise RateLimitedError over it."""
+def page_rate_check(request, *, scope: str, what: str | None = None) -> None:
+    """Count a page request of `scope` (per user, or address); raise RateLimitedError over it
+    (naming `what` was counted and the rate, when `what` is given)."""
     throttle = PageRateThrottle(scope)
     if not throttle.allow_request(request, None):
+        named = {"what": what, "rate": throttle.rate} if what else {}
         raise RateLimitedError(
             retry_after=max(1, round(throttle.wait() or 1)),
             per_user=request.user.is_authenticated,
+            **named,
         )
+
+
+def figure_rate_check(request) -> None:
+    """Count one figure download of the request's user (scope "figures", FIGURE_RATE), from a
+    report page or the API (a Django or a DRF request); raise RateLimitedError over it."""
+    page_rate_check(request, scope=FIGURES_SCOPE, what="figure downloads")
 
 
 class BadTokenThrottle(_RatesFromSettings, _WindowRead, throttling.SimpleRateThrottle):

@@ -13,7 +13,7 @@ from django.utils.text import slugify
 from django.views.decorators.http import require_POST
 
 from annotate.errors import RateLimitedError
-from annotate.http import FIGURE_TYPES, error_page, figure_csp
+from annotate.http import FIGURE_TYPES, error_page, figure_csp, figures_limited
 from annotate.models import Benchmark
 from annotate.roles import ADMIN, RESEARCHER, RESEARCHERS_ONLY, require_role
 from annotate.selectors.identities import identity_scope
@@ -170,6 +170,7 @@ def table_download(request: HttpRequest, benchmark_id: int, table: str, fmt: str
 
 @login_required
 @figure_csp
+@figures_limited
 def figure_download(
     request: HttpRequest, benchmark_id: int, name: str, image_format: str
 ) -> HttpResponse:

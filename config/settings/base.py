@@ -289,6 +289,10 @@ REST_FRAMEWORK = {
         "run-starts": os.environ.get("RUN_START_RATE", "30/hour"),
         # Report exports (each builds the report, draws every figure, writes a zip), per user.
         "exports": os.environ.get("EXPORT_RATE", "20/hour"),
+        # Report figures (InFoBench, revision, verbalizer; the pages' images and the APIs alike),
+        # per user: one not in the cache is drawn on the request. A report page loads at most
+        # five, so 600/hour is 120 loads of the largest page an hour.
+        "figures": os.environ.get("FIGURE_RATE", "600/hour"),
     },
 }
 # API tokens (django-rest-knox), made by each user on /accounts/tokens/: a token stops working
