@@ -21,7 +21,10 @@ window.draftStorage = (function () {
   }
   var user = document.body ? document.body.getAttribute("data-user") : null;
   var own = user ? "u" + user + ":" : "anon:";
-  // Drafts kept before they were per user: nobody can say whose they are, so nobody sees them.
+  // Drafts kept before they were per user (no prefix): nobody can say whose they are, so no
+  // list shows them. Each is named by its task's or session's address, whose page only the one
+  // who holds that work is served: that page's own `get` takes it over into its user's keys
+  // (adopt), so nothing unsent before the change is lost, and nobody else ever reads it.
   var UNOWNED = ["task-draft-", "revision-draft-", "revision-sent-"];
   var cleared = false;
 
@@ -46,14 +49,30 @@ window.draftStorage = (function () {
       // refused: nothing else to do
     }
   }
-  UNOWNED.forEach(function (prefix) {
-    rawKeys(prefix).forEach(rawRemove);
-  });
+  function adopt(key) {
+    var unowned = UNOWNED.some(function (prefix) {
+      return key.indexOf(prefix) === 0;
+    });
+    if (!unowned || cleared) {
+      return null;
+    }
+    try {
+      var value = storage.getItem(key);
+      if (value !== null) {
+        storage.setItem(own + key, value);
+        storage.removeItem(key);
+      }
+      return value;
+    } catch (error) {
+      return null;
+    }
+  }
 
   var api = {
     get: function (key) {
       try {
-        return storage.getItem(own + key);
+        var value = storage.getItem(own + key);
+        return value !== null ? value : adopt(key);
       } catch (error) {
         return null;
       }

@@ -90,19 +90,35 @@ def test_a_draft_is_its_users_only_and_log_out_asks_to_keep_or_discard_it(page_f
     assert Assignment.objects.filter(annotator__user=first).count() == 1  # nothing was sent
 
 
-def test_drafts_from_before_they_were_per_user_are_shown_to_nobody(page_for):
-    """A draft kept without a user's prefix (before this change) cannot be said to be anyone's:
-    the first page dropping it is the safe side on a shared computer."""
-    project_with_tasks(instructions=1, systems=2, questions=1)
+def test_drafts_from_before_they_were_per_user_go_to_their_works_page_only(page_for):
+    """A draft kept without a user's prefix (before drafts were per user) is named by its
+    task's address, whose page only the one who holds the task is served: that page takes it
+    over (the unsent answer is back, under its user's key), where it was dropped unread, so an
+    upgrade lost every unsent answer. Another user's old draft is listed and counted nowhere."""
+    project_with_tasks(instructions=2, systems=2, questions=2)
     user = UserFactory(username="after-the-upgrade", roles=[ANNOTATOR])
     page = page_for(user)
-    page.goto("/annotate/")
-    page.evaluate(
-        "window.localStorage.setItem('task-draft-/annotate/assignments/1/#questions', '{}')"
-    )
-    page.evaluate("window.localStorage.setItem('revision-draft-7-rate-3-comment', 'secret')")
+    start_next_task_with_keyboard(page)
+    task_url = page.url
+    path = page.locator("#task-form").get_attribute("action") or urlsplit(task_url).path
+    page.keyboard.press("y")
+    mine = f"task-draft-{path}#questions"
+    page.goto("/annotate/")  # the task page saves its draft as it goes
+    draft = page.evaluate(f"window.localStorage.getItem('u{user.pk}:{mine}')")
+    assert draft and '"answers"' in draft
+    # As a browser kept it before the change: no prefix; and someone else's old draft beside it.
+    page.evaluate(f"window.localStorage.removeItem('u{user.pk}:{mine}')")
+    page.evaluate(f"window.localStorage.setItem({mine!r}, {draft!r})")
+    others = "task-draft-/annotate/assignments/999999/#questions"
+    page.evaluate(f"window.localStorage.setItem({others!r}, {draft!r})")
     page.reload()
-    assert page.evaluate(RAW_KEYS) == []
+    assert page.evaluate("window.draftStorage.keys('')") == []
+    assert page.evaluate("window.draftStorage.unsent()") == 0
+    page.goto(task_url)
+    assert page.locator(CHECKED).count() == 1  # the unsent answer is back
+    keys = page.evaluate(RAW_KEYS)
+    assert f"u{user.pk}:{mine}" in keys and mine not in keys
+    assert others in keys and f"u{user.pk}:{others}" not in keys  # never read
 
 
 def test_a_revision_forms_unsent_text_is_asked_about_and_a_sent_one_is_not(
