@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+from decimal import Decimal
 
 from django.contrib.auth.decorators import login_required
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
@@ -96,6 +97,7 @@ def report_page(request: HttpRequest, benchmark_id: int) -> HttpResponse:
         "unknown_conventions": UNKNOWN_CONVENTIONS.items(),
         "acc_conventions": ACC_CONVENTIONS.items(),
         "leaderboard": _leaderboard_rows(report),
+        "sources": _source_rows(report),
         "figures": _figure_choices(report, request),
         "tables": list(report_formats.TABLES),
         "sources_title": report_formats.TABLE_TITLES["sources"],
@@ -139,6 +141,18 @@ def _leaderboard_rows(report: dict) -> list[dict]:
     for row in rows.values():
         row["cells"] = [row.get(subset) for subset in ("easy", "hard", "overall")]
     return list(rows.values())
+
+
+def _source_rows(report: dict) -> list[dict]:
+    """Table 4's rows with ACC as a percentage, to show with one decimal as the LaTeX and
+    Markdown tables do (scaled as a decimal, so halves round the same way there and here)."""
+    return [
+        {
+            **row,
+            "acc_percent": None if row["acc"] is None else Decimal(repr(float(row["acc"]))) * 100,
+        }
+        for row in report["sources"]
+    ]
 
 
 def report_document_file(report: dict, fmt: str) -> HttpResponse:

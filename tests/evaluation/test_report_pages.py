@@ -463,3 +463,24 @@ def test_the_aggregated_labels_csv_counts_with_the_exports_and_is_refused_over_t
     assert refused.status_code == 429 and int(refused["Retry-After"]) > 0
     assert b"Too many report exports and label downloads" in refused.content
     assert reverse("reports:detail", args=[bench.pk]).encode() in refused.content
+
+
+def test_the_report_page_shows_acc_as_the_latex_table_does(researcher_client, bench):
+    from evaluation.report_formats import _fixed
+
+    page = researcher_client.get(reverse("reports:detail", args=[bench.pk])).content.decode()
+    table = page.split('<h2 id="sources">')[1].split("</table>")[0]
+    shown = {
+        (cells[0], cells[1]): cells[4]
+        for row in table.split("<tr>")[2:]
+        for cells in [[cell.split("</td>")[0].strip() for cell in row.split("<td>")[1:]]]
+    }
+    api = researcher_client.get(reverse("api-report", args=[bench.pk])).json()
+    expected = {
+        (row["subset"], row["source"]): "–"
+        if row["acc"] is None
+        else _fixed(row["acc"], scale=100, digits=1, minus="-")
+        for row in api["sources"]
+    }
+    assert shown == expected
+    assert any(value not in ("–", "100.0") for value in expected.values())
