@@ -25,3 +25,19 @@ def test_a_cost_estimate_wraps_inside_the_page(page_for):
     page.get_by_role("button", name="Estimate the cost").click()
     page.locator("#estimate", has_text="Estimate (nothing was sent): 2 prompts").wait_for()
     assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+
+
+def test_estimate_and_start_sit_level_with_each_other(page_for):
+    """A rule meant for the task page's Return button pushed every secondary button 1rem down:
+    Estimate the cost sat lower than Start beside it, and Start stretched to match."""
+    fill("Reviews", [True, False])
+    evaluation_set = evaluation_set_create(
+        name="level-me", datasets=["Reviews"], items=2, seed=1, mappings="golden"
+    ).evaluation_set
+    endpoint_create(name="offline", base_url="", model="fake")
+    page = page_for(UserFactory(username="leveller", roles=[RESEARCHER]))
+    page.goto(f"/verbalizer/sets/{evaluation_set.pk}/")
+    estimate = page.get_by_role("button", name="Estimate the cost").bounding_box()
+    start = page.locator("#start-run").bounding_box()
+    assert abs(estimate["y"] - start["y"]) < 1
+    assert abs(estimate["height"] - start["height"]) < 1
