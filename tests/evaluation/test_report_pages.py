@@ -504,3 +504,11 @@ def test_a_convention_the_report_does_not_know_is_named_not_a_missing_page(
     refused = researcher_client.get(reverse(name, args=[bench.pk, *args]), {"acc": "yes"})
     assert refused.status_code == 400
     assert "acc must be one of exclude, wrong, not &#x27;yes&#x27;." in refused.text
+
+
+def test_the_kappa_table_says_what_its_columns_count(researcher_client, bench):
+    page = researcher_client.get(reverse("reports:detail", args=[bench.pk])).content.decode()
+    note = page.split('id="agreement-note">')[1].split("</p>")[0]
+    assert "An item is one instruction and one pair of systems" in note
+    assert "raw agreement is the share of items on which all" in note
+    assert "Dropped: items of the subset with fewer, left out." in note
