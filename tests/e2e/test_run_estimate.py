@@ -41,3 +41,16 @@ def test_estimate_and_start_sit_level_with_each_other(page_for):
     start = page.locator("#start-run").bounding_box()
     assert abs(estimate["y"] - start["y"]) < 1
     assert abs(estimate["height"] - start["height"]) < 1
+
+
+def test_a_long_choice_in_a_run_form_does_not_widen_the_page(page_for):
+    """A select is as wide as its longest option: a judge named in 200 characters made the
+    judge run page 2,500 pixels wide, and an endpoint's label 573 on a phone."""
+    from evaluation.services.judge_configs import judge_config_create
+
+    judge_config_create(name="j" * 200, endpoint=endpoint_create(name="offline", model="fake"))
+    page = page_for(UserFactory(username="narrow", roles=[RESEARCHER]))
+    for width in (1280, 375):
+        page.set_viewport_size({"width": width, "height": 800})
+        page.goto("/judge/runs/new/")
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
