@@ -125,15 +125,26 @@ class NoWorkError(AnnotateError):
 
 
 class SubmissionError(AnnotateError):
-    """A submission is incomplete or has a bad value; `missing` lists the unanswered fields."""
+    """A submission is incomplete or has a bad value; `missing` lists the unanswered fields,
+    `others` the problems besides them (the message says both)."""
 
-    def __init__(self, message: str, *, missing: list[str] | None = None) -> None:
+    def __init__(
+        self, message: str, *, missing: list[str] | None = None, others: list[str] | None = None
+    ) -> None:
         self.missing = missing or []
+        self.others = others or []
         super().__init__(message)
 
 
 class AssignmentNotLiveError(AnnotateError):
     """The assignment was returned or rejected, so it takes no submission."""
+
+
+class BatchClosedError(AssignmentNotLiveError):
+    """A claim past its time in a batch that was deactivated: the batch takes no more work
+    (a live claim may still be finished)."""
+
+    http_status = 410
 
 
 class CrowdPlatformError(AnnotateError):

@@ -27,7 +27,7 @@ from annotate.errors import (
     SubmissionError,
 )
 from annotate.services.files import csv_writer, upload_size_problem
-from annotate.throttling import UPLOADS_SCOPE, page_rate_check
+from annotate.throttling import UPLOADS_SCOPE, figure_rate_check, page_rate_check
 
 T = TypeVar("T")
 
@@ -207,6 +207,24 @@ FIGURE_TYPES = {"svg": "image/svg+xml", "png": "image/png", "pdf": "application/
 figure_csp = csp(
     {"default-src": "'none'", "style-src": "'unsafe-inline'", "frame-ancestors": "'none'"}
 )
+
+
+def figures_limited(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Count each figure a report page serves against the user's figure rate (FIGURE_RATE, the
+    figure APIs' counter too); over it 429 with Retry-After and the refusal as plain text, which
+    a figure opened or downloaded on its own shows as it is."""
+
+    @functools.wraps(view)
+    def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        try:
+            figure_rate_check(request)
+        except RateLimitedError as error:
+            refused = HttpResponse(str(error), status=error.http_status, content_type="text/plain")
+            refused["Retry-After"] = str(error.retry_after)
+            return refused
+        return view(request, *args, **kwargs)
+
+    return wrapper
 
 
 class _Echo:

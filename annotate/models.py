@@ -195,7 +195,11 @@ PERSON_KINDS = [AnnotatorKind.EXPERT, AnnotatorKind.CROWD]
 class Annotator(models.Model):
     """Whoever produced a label: a person with an account, a crowd worker, or an LLM judge."""
 
-    name = models.CharField(max_length=200, unique=True)
+    # Unique by a constraint in Meta, not unique=True: on PostgreSQL the field option adds a
+    # second (varchar_pattern_ops) index for LIKE 'x%' that nothing here asks for, and a new
+    # connection opens every index of the table for each statement that reads it (every task
+    # page and submit does; docs/benchmarks.md, issue 17).
+    name = models.CharField(max_length=200)
     kind = models.CharField(
         max_length=9,
         choices=AnnotatorKind.choices,
@@ -229,6 +233,7 @@ class Annotator(models.Model):
                 condition=~Q(worker_id=""),
                 name="annotator_unique_platform_worker",
             ),
+            models.UniqueConstraint(fields=["name"], name="annotator_unique_name"),
         ]
 
     def __str__(self) -> str:
@@ -339,7 +344,8 @@ class ProjectMode(models.TextChoices):
 
 
 class Project(models.Model):
-    name = models.CharField(max_length=200, unique=True)
+    # Unique by a constraint in Meta, for the reason given at Annotator.name.
+    name = models.CharField(max_length=200)
     benchmark = models.ForeignKey(Benchmark, on_delete=models.PROTECT, related_name="projects")
     systems = models.ManyToManyField(System, related_name="projects")
     mode = models.CharField(max_length=12, choices=ProjectMode.choices, default=ProjectMode.DRFR)
@@ -384,6 +390,7 @@ class Project(models.Model):
             models.CheckConstraint(
                 condition=Q(mode__in=ProjectMode.values), name="project_mode_valid"
             ),
+            models.UniqueConstraint(fields=["name"], name="project_unique_name"),
         ]
 
     def __str__(self) -> str:
@@ -476,7 +483,9 @@ class Assignment(models.Model):
     `is_late` marks submitted work that holds no slot of its task, kept and not counted: work
     submitted after its claim lapsed with no slot left (status expired, its answers on the
     assignment only), or platform work a sync did not find for its worker (status submitted,
-    its labels written: annotate.crowd.services.review._unconfirmed_slots_released).
+    its labels written: annotate.crowd.services.review._unconfirmed_slots_released), and the
+    work of a blocked crowd worker (status submitted or approved, labels written:
+    review._blocked_work_released; an unblock clears the mark where the task has a free slot).
     """
 
     # db_index=False: the unique constraint below leads with it, and is its index.

@@ -8,7 +8,8 @@ answers 429 with Retry-After. Logins are limited separately (django-axes, annota
 
 Pages are limited with `page_rate_check` and the same counters, per user when logged in, else per
 address: the crowd worker pages, which have no login (scope "crowd-pages" on every worker page,
-and "crowd-starts" on a self-hosted link's start, which makes a participant and claims a task),
+and "crowd-starts" on a self-hosted link's start, which makes a participant and claims a task;
+their open claims per address are bounded apart, annotate.crowd.services.addresses),
 the upload forms (scope "uploads", annotate.http.uploads_limited), and making an API token
 (scope "api-tokens", the API tokens page).
 
@@ -25,6 +26,12 @@ input (an empty instruction, a run with nothing left to do) uses up nothing:
 - asking for a report export or the aggregated-labels CSV (scope "exports", EXPORT_RATE: the
   report page's Export, which builds the report, draws every figure and writes a zip to
   storage, and the CSV of the benchmark's every label).
+
+Figure downloads are counted per user with `figure_rate_check` (scope "figures", FIGURE_RATE):
+every figure of the InFoBench, revision and verbalizer reports, the images the report pages
+load and their downloads as the figure APIs alike, on one counter. A figure not in the cache is
+drawn (matplotlib) on the request; the rate is set far above a report page's own loading (at
+most five images a page).
 
 A request with a wrong API token is refused while it is authenticated, before any throttle runs:
 those failures are counted per address on their own (scope "api-bad-tokens",
@@ -52,6 +59,7 @@ API_BAD_TOKENS_SCOPE = "api-bad-tokens"
 MODEL_CALLS_SCOPE = "model-calls"
 RUN_STARTS_SCOPE = "run-starts"
 EXPORTS_SCOPE = "exports"
+FIGURES_SCOPE = "figures"
 
 
 class _RatesFromSettings:
@@ -146,14 +154,28 @@ def user_rate_limited(
     limit.throttle_success()
 
 
-def page_rate_check(request, *, scope: str) -> None:
-    """Count a page request of `scope` (per user, or address); raise RateLimitedError over it."""
+def client_address(request) -> str:
+    """The client's address as the page and API limits count it (TRUSTED_PROXY_COUNT)."""
+    return PageRateThrottle(CROWD_PAGES_SCOPE).get_ident(request)
+
+
+def page_rate_check(request, *, scope: str, what: str | None = None) -> None:
+    """Count a page request of `scope` (per user, or address); raise RateLimitedError over it
+    (naming `what` was counted and the rate, when `what` is given)."""
     throttle = PageRateThrottle(scope)
     if not throttle.allow_request(request, None):
+        named = {"what": what, "rate": throttle.rate} if what else {}
         raise RateLimitedError(
             retry_after=max(1, round(throttle.wait() or 1)),
             per_user=request.user.is_authenticated,
+            **named,
         )
+
+
+def figure_rate_check(request) -> None:
+    """Count one figure download of the request's user (scope "figures", FIGURE_RATE), from a
+    report page or the API (a Django or a DRF request); raise RateLimitedError over it."""
+    page_rate_check(request, scope=FIGURES_SCOPE, what="figure downloads")
 
 
 class BadTokenThrottle(_RatesFromSettings, _WindowRead, throttling.SimpleRateThrottle):

@@ -82,6 +82,12 @@ def start_next(request: HttpRequest, project_id: int) -> HttpResponse:
     except NoWorkError as error:
         if request.method == "GET":
             return redirect("work:project-done", project_id=project.id)
+        # A project never offered to them (no active batch) and never theirs is missing, as on
+        # its All-done page: its name is no one's to read by trying ids.
+        if not project.batches.filter(active=True).exists() and not (
+            work_selectors.annotator_worked_in(annotator=annotator, project=project)
+        ):
+            raise NotFoundError("No such project.") from None
         messages.info(request, str(error))
         return redirect("work:dashboard")
     if request.method == "GET":
@@ -164,6 +170,11 @@ def project_done(request: HttpRequest, project_id: int) -> HttpResponse:
         raise NotFoundError("No such project.")
     rows = work_selectors.dashboard_for_annotator(annotator=annotator, now=timezone.now())
     this = next((row for row in rows if row.project.pk == project.pk), None)
+    # Not offered to them (no active batch) and never theirs: missing, as for any other id.
+    if this is None and not work_selectors.annotator_worked_in(
+        annotator=annotator, project=project
+    ):
+        raise NotFoundError("No such project.")
     context = {
         "project": project,
         "submitted": this.submitted if this else 0,
@@ -195,13 +206,8 @@ def _task_page_with_error(
     page = work_selectors.task_page_get(
         assignment_id=assignment_id, user=request.user, answers=text_answers
     )
-    titles = {
-        name: title
-        for name, title in work_selectors.field_titles(page=page)
-        if name in error.missing
-    }
-    missing = [{"name": name, "title": titles[name]} for name in error.missing if name in titles]
-    context = _task_context(page, error=str(error), missing=missing)
+    said, missing = work_selectors.submission_refusal(page=page, error=error)
+    context = _task_context(page, error=said, missing=missing)
     return render(request, "annotate/work/task.html", context, status=error.http_status)
 
 

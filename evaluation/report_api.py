@@ -21,6 +21,7 @@ from annotate.http import FIGURE_TYPES, FileNegotiation, figure_csp
 from annotate.models import Benchmark
 from annotate.roles import is_researcher
 from annotate.selectors.identities import identity_scope
+from annotate.throttling import figure_rate_check
 from evaluation import figures
 from evaluation.conventions import ACC_MODES, DEFAULT_ACC, DEFAULT_UNKNOWN, UNKNOWN_MODES
 from evaluation.errors import ReportError
@@ -120,7 +121,8 @@ def figure_download_schema(
     *, operation_id: str, figure_param: str, figures, missing: str, description: str
 ):
     """`extend_schema` of a report figure's GET: the figure's name and image format in the
-    path, the image's bytes in each format, 404 (`missing`: what may not be there)."""
+    path, the image's bytes in each format, 404 (`missing`: what may not be there), 429 over
+    the user's figure rate."""
     return extend_schema(
         operation_id=operation_id,
         request=None,
@@ -131,6 +133,11 @@ def figure_download_schema(
         responses={
             **{(200, content_type): OpenApiTypes.BINARY for content_type in FIGURE_TYPES.values()},
             404: OpenApiResponse(RefusalSerializer, description=missing),
+            429: OpenApiResponse(
+                RefusalSerializer,
+                description="Too many figure downloads from this account (FIGURE_RATE, per "
+                "user, the report pages' figures included); Retry-After says when to try again.",
+            ),
         },
         description=description,
     )
@@ -175,6 +182,7 @@ class ReportFigureApi(APIView):
     )
     @figure_csp  # an SVG opened on its own runs nothing, as the page's
     def get(self, request: Request, benchmark_id: int, name: str, image_format: str):
+        figure_rate_check(request)  # the report pages' figures' counter
         if name not in figures.FIGURES or image_format not in FIGURE_TYPES:
             raise Http404
         report = _report_for(request, benchmark_id)

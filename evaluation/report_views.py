@@ -14,7 +14,7 @@ from django.utils.text import slugify
 from django.views.decorators.http import require_POST
 
 from annotate.errors import FieldInputError, RateLimitedError
-from annotate.http import FIGURE_TYPES, error_page, figure_csp, page_errors
+from annotate.http import FIGURE_TYPES, error_page, figure_csp, figures_limited, page_errors
 from annotate.models import Benchmark
 from annotate.roles import ADMIN, RESEARCHER, RESEARCHERS_ONLY, require_role
 from annotate.selectors.identities import identity_scope
@@ -199,6 +199,7 @@ def table_download(request: HttpRequest, benchmark_id: int, table: str, fmt: str
 @login_required
 @page_errors
 @figure_csp
+@figures_limited
 def figure_download(
     request: HttpRequest, benchmark_id: int, name: str, image_format: str
 ) -> HttpResponse:

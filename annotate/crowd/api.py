@@ -16,7 +16,7 @@ from rest_framework.views import APIView
 
 from annotate.crowd import selectors, tasks
 from annotate.crowd.models import PlatformCall
-from annotate.crowd.platforms import platform_names
+from annotate.crowd.platforms import platform_label, platform_names
 from annotate.crowd.services import publishing, replacements, review
 from annotate.crowd.services.publishing import (
     SECONDS_AT_MOST,
@@ -112,6 +112,12 @@ class PublishApi(AdminApi):
         if values["confirm_total_usd"] != preview.total_usd:
             raise PublishError(
                 f"The cost is ${preview.total_usd}: send it as confirm_total_usd to publish."
+            )
+        if not preview.affordable:
+            raise PublishError(
+                f"The {platform_label(preview.platform)} account has ${preview.balance_usd}, "
+                f"less than the ${preview.total_usd} this publication costs: nothing was "
+                "published."
             )
         chosen = PublishSettings(
             title=values["title"],
@@ -222,7 +228,7 @@ class ReplacementsApi(AdminApi):
         )
         return Response(
             {"added": done.added, "hits": done.hits, "reopened": done.reopened,
-             "failed": done.failed}
+             "failed": done.failed, "stopped": done.stopped}
         )  # fmt: skip
 
 
@@ -362,7 +368,10 @@ class WorkerApi(AdminApi):
         if self.action == "block":
             review.worker_block(annotator_id=annotator_id, reason=values["reason"], user=user)
         elif self.action == "unblock":
-            review.worker_unblock(annotator_id=annotator_id, reason=values["reason"], user=user)
+            done = review.worker_unblock(
+                annotator_id=annotator_id, reason=values["reason"], user=user
+            )
+            return Response({"ok": True, "restored": done.restored, "left_out": done.left_out})
         else:
             failed = review.workers_notify(
                 annotator_ids=[annotator_id],

@@ -7,11 +7,15 @@ Django's EMAIL_BACKEND. Services never talk to boto3 or any other client directl
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Protocol, runtime_checkable
 
 PREVIEW_ASSIGNMENT_ID = "ASSIGNMENT_ID_NOT_AVAILABLE"
+# MTurk forgets a UniqueRequestToken after 24 hours: a request sent again with it after that is
+# done again (a second HIT, addition or bonus). Work whose first try may be older than this (an
+# hour to spare) is looked for on the platform before it is asked for again.
+TOKENS_KEPT = timedelta(hours=23)
 
 # MTurk's system qualifications (ids as MTurk documents them).
 PERCENT_APPROVED = "000000000000000000L0"
@@ -51,6 +55,14 @@ class AssignmentInfo:
     answer: str = ""
 
 
+@dataclass(frozen=True)
+class BonusInfo:
+    worker_id: str
+    assignment_id: str
+    amount: Decimal
+    reason: str = ""
+
+
 @runtime_checkable
 class CrowdPlatform(Protocol):
     """A place where workers find our tasks. Methods raise annotate.errors.CrowdPlatformError."""
@@ -74,6 +86,10 @@ class CrowdPlatform(Protocol):
     ) -> HitInfo: ...
 
     def hit_find(self, *, unique_request_token: str) -> HitInfo | None: ...
+
+    def hits_find(self, *, unique_request_tokens: set[str]) -> dict[str, HitInfo]:
+        """The HITs made with these tokens, by token, in one pass over the account's HITs."""
+        ...
 
     def hit_get(self, *, hit_id: str) -> HitInfo: ...
 
@@ -103,6 +119,10 @@ class CrowdPlatform(Protocol):
         reason: str,
         unique_request_token: str,
     ) -> None: ...
+
+    def bonuses_list(self, *, assignment_id: str) -> list[BonusInfo]:
+        """The bonuses paid on this assignment (MTurk's ListBonusPayments)."""
+        ...
 
     def worker_block(self, *, worker_id: str, reason: str) -> None: ...
 

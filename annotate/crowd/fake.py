@@ -33,7 +33,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from annotate.crowd.base import AssignmentInfo, HitInfo, HitTypeSpec
+from annotate.crowd.base import AssignmentInfo, BonusInfo, HitInfo, HitTypeSpec
 from annotate.crowd.services.publishing import assignments_cost
 from annotate.errors import AlreadyProcessedError, CrowdPlatformError, HitAlreadyExistsError
 
@@ -289,6 +289,12 @@ class FakePlatform:
         hit_id = store.tokens.get(unique_request_token)
         return store.hits.get(hit_id) if hit_id else None
 
+    def hits_find(self, *, unique_request_tokens: set[str]) -> dict[str, HitInfo]:
+        found = {
+            token: self.hit_find(unique_request_token=token) for token in unique_request_tokens
+        }
+        return {token: hit for token, hit in found.items() if hit is not None}
+
     def hit_get(self, *, hit_id: str) -> HitInfo:
         store = self.store
         hit = _hit_of(store, hit_id)
@@ -382,8 +388,25 @@ class FakePlatform:
             _charge(store, assignments_cost(assignments=1, reward_usd=amount), "bonus")
             store.bonus_tokens.add(unique_request_token)
             store.bonuses.append(
-                {"worker_id": worker_id, "assignment_id": assignment_id, "amount": amount}
+                {
+                    "worker_id": worker_id,
+                    "assignment_id": assignment_id,
+                    "amount": amount,
+                    "reason": reason,
+                }
             )
+
+    def bonuses_list(self, *, assignment_id: str) -> list[BonusInfo]:
+        return [
+            BonusInfo(
+                worker_id=bonus["worker_id"],
+                assignment_id=bonus["assignment_id"],
+                amount=bonus["amount"],
+                reason=bonus.get("reason", ""),  # older state files: none
+            )
+            for bonus in self.store.bonuses
+            if bonus["assignment_id"] == assignment_id
+        ]
 
     def worker_block(self, *, worker_id: str, reason: str) -> None:
         with _changing() as store:

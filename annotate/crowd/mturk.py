@@ -19,6 +19,7 @@ from django.conf import settings
 
 from annotate.crowd.base import (
     AssignmentInfo,
+    BonusInfo,
     HitInfo,
     HitTypeSpec,
     external_question_xml,
@@ -171,15 +172,23 @@ class MTurkPlatform:
 
     def hit_find(self, *, unique_request_token: str) -> HitInfo | None:
         """Find the HIT made with this token (it is also the HIT's RequesterAnnotation)."""
+        found = self.hits_find(unique_request_tokens={unique_request_token})
+        return found.get(unique_request_token)
+
+    def hits_find(self, *, unique_request_tokens: set[str]) -> dict[str, HitInfo]:
+        """The HITs made with these tokens (each also the HIT's RequesterAnnotation), by token:
+        ListHITs page by page, stopping once every token is found."""
+        found: dict[str, HitInfo] = {}
         params: dict = {"MaxResults": PAGE_SIZE}
-        while True:
+        while len(found) < len(unique_request_tokens):
             page = self._call("list_hits", **params)
             for hit in page.get("HITs", []):
-                if hit.get("RequesterAnnotation") == unique_request_token:
-                    return self._hit_info(hit)
+                if hit.get("RequesterAnnotation") in unique_request_tokens:
+                    found[hit["RequesterAnnotation"]] = self._hit_info(hit)
             if not page.get("NextToken"):
-                return None
+                break
             params["NextToken"] = page["NextToken"]
+        return found
 
     def hit_get(self, *, hit_id: str) -> HitInfo:
         return self._hit_info(self._call("get_hit", HITId=hit_id)["HIT"])
@@ -242,6 +251,24 @@ class MTurkPlatform:
             Reason=reason,
             UniqueRequestToken=unique_request_token,
         )
+
+    def bonuses_list(self, *, assignment_id: str) -> list[BonusInfo]:
+        rows: list[BonusInfo] = []
+        params: dict = {"AssignmentId": assignment_id, "MaxResults": PAGE_SIZE}
+        while True:
+            page = self._call("list_bonus_payments", **params)
+            rows += [
+                BonusInfo(
+                    worker_id=row.get("WorkerId", ""),
+                    assignment_id=row.get("AssignmentId", ""),
+                    amount=Decimal(row.get("BonusAmount", "0")),
+                    reason=row.get("Reason", ""),
+                )
+                for row in page.get("BonusPayments", [])
+            ]
+            if not page.get("NextToken"):
+                return rows
+            params["NextToken"] = page["NextToken"]
 
     def worker_block(self, *, worker_id: str, reason: str) -> None:
         self._call("create_worker_block", WorkerId=worker_id, Reason=reason)

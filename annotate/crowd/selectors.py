@@ -62,6 +62,16 @@ def participant_submitted_in_batch(*, annotator_id: int, batch_id: int) -> bool:
     ).exists()
 
 
+def selfhosted_participant_submitted(*, worker_id: str, batch_id: int) -> bool:
+    """Whether the self-hosted participant of this id submitted any task of the batch."""
+    return Assignment.objects.filter(
+        annotator__platform="selfhosted",
+        annotator__worker_id=worker_id.strip(),
+        task__batch_id=batch_id,
+        submitted_at__isnull=False,
+    ).exists()
+
+
 @dataclass(frozen=True)
 class Progress:
     total: int
@@ -216,10 +226,12 @@ class ReviewRow:
 
 
 def review_rows(*, publication: Publication) -> list[ReviewRow]:
-    """The publication's crowd assignments, oldest first, with what helps decide on each.
+    """The publication's crowd submissions, oldest first, with what helps decide on each.
 
-    A human study's publication has answers, not assignments: see
-    annotate.verbalizer.selectors.study_review_rows.
+    Only work that was submitted (in time or late) is reviewed: a claim returned or run out
+    before a submit has nothing to approve or reject (never_submitted lists those apart). A
+    human study's publication has answers, not assignments: see
+    annotate.verbalizer.selectors.study_review_rows (an answer exists only once submitted).
     """
     if publication.batch_id is None:
         return []
@@ -227,8 +239,8 @@ def review_rows(*, publication: Publication) -> list[ReviewRow]:
         Assignment.objects.filter(
             task__batch=publication.batch,
             annotator__platform=publication.platform,
+            submitted_at__isnull=False,
         )
-        .exclude(status=AssignmentStatus.CLAIMED)
         .select_related("annotator__block", "task__instruction", "platform_record")
         .prefetch_related("bonuses", "task__instruction__questions")
         .order_by("submitted_at", "id")
@@ -261,6 +273,41 @@ def review_rows(*, publication: Publication) -> list[ReviewRow]:
                     questions=assignment.task.instruction.questions.all(),
                 ),
                 time_spent=time_spent(assignment),
+            )
+        )
+    return rows
+
+
+@dataclass(frozen=True)
+class UnsubmittedRow:
+    assignment: Assignment
+    worker: Annotator
+    blocked: bool
+
+
+def never_submitted(*, publication: Publication) -> list[UnsubmittedRow]:
+    """The publication's claims returned or run out without a submit, newest first: nothing to
+    review, listed apart from the submissions so a worker who only takes tasks can be blocked."""
+    if publication.batch_id is None:
+        return []
+    assignments = (
+        Assignment.objects.filter(
+            task__batch=publication.batch,
+            annotator__platform=publication.platform,
+            submitted_at__isnull=True,
+            status__in=[AssignmentStatus.RETURNED, AssignmentStatus.EXPIRED],
+        )
+        .select_related("annotator__block", "task__instruction")
+        .order_by("-claimed_at", "-id")
+    )
+    rows = []
+    for assignment in assignments:
+        block = getattr(assignment.annotator, "block", None)
+        rows.append(
+            UnsubmittedRow(
+                assignment=assignment,
+                worker=assignment.annotator,
+                blocked=bool(block and block.active),
             )
         )
     return rows
@@ -446,7 +493,7 @@ class Spending:
 def publication_spending(*, publication: Publication) -> Spending:
     """What the work of a publication was paid or will be: a batch's assignments (late work
     too) or a human study's answers (never late), whoever they count as in results (three
-    queries)."""
+    queries, a batch's four)."""
     if publication.batch_id is None:
         by = ("status", "platform_record__status")
         answers = HumanAnswer.objects.filter(
@@ -455,19 +502,26 @@ def publication_spending(*, publication: Publication) -> Spending:
             annotator__platform=publication.platform,
         ).order_by()
         return _spending(answers, crowd_paid_per_human_answer(answers, by=by), by=by)
-    by = ("status", "platform_record__status", "is_late")
+    by = ("status", "platform_record__status", "is_late", "annotator_id")
     work = Assignment.objects.filter(
         _spent_q(counted_assignment_q()) | _late_paid_q(),
         task__batch_id=publication.batch_id,
         annotator__platform=publication.platform,
     ).order_by()
-    return _spending(work, crowd_paid_per_assignment(work, by=by), by=by)
+    # A blocked worker's work holds no slot (is_late) while the block lasts, but it is not late
+    # work: it stays on the line of its status.
+    blocked = set(blocked_annotator_ids().values_list("annotator_id", flat=True))
+
+    def line_of(status, platform_status, late, annotator_id) -> str:
+        return _line_of(status, platform_status, late and annotator_id not in blocked)
+
+    return _spending(work, crowd_paid_per_assignment(work, by=by), by=by, line_of=line_of)
 
 
 _LINES = ("approved", "waiting", "unless_rejected", "late")
 
 
-def _spending(work, paid_by_key: dict, *, by: tuple[str, ...]) -> Spending:
+def _spending(work, paid_by_key: dict, *, by: tuple[str, ...], line_of=None) -> Spending:
     """The Spending of `work` (assignments or answers), given what it was paid by `by`
     (status, platform status, and for assignments whether it was late): late work is a line
     of its own; the only other rejected work _spent_q keeps is the work rejected here only,
@@ -477,7 +531,7 @@ def _spending(work, paid_by_key: dict, *, by: tuple[str, ...]) -> Spending:
     usd = dict.fromkeys(_LINES, Decimal(0))
     n = dict.fromkeys(_LINES, 0)
     for key in set(paid_by_key) | set(counts):
-        name = _line_of(*key)
+        name = (line_of or _line_of)(*key)
         usd[name] += paid_by_key.get(key, Decimal(0))
         n[name] += counts.get(key, 0)
     return Spending(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from decimal import Decimal
 
-from annotate.crowd.base import AssignmentInfo, HitInfo, HitTypeSpec
+from annotate.crowd.base import AssignmentInfo, BonusInfo, HitInfo, HitTypeSpec
 from annotate.errors import CrowdPlatformError
 
 
@@ -34,6 +34,9 @@ class SelfHostedPlatform:
     def hit_find(self, *, unique_request_token: str) -> HitInfo | None:
         return None
 
+    def hits_find(self, *, unique_request_tokens: set[str]) -> dict[str, HitInfo]:
+        return {}
+
     def hit_get(self, *, hit_id: str) -> HitInfo:
         raise _not_here("HITs")
 
@@ -54,6 +57,9 @@ class SelfHostedPlatform:
 
     def assignment_reject(self, *, assignment_id: str, feedback: str) -> None:
         """Rejection is recorded in our database only."""
+
+    def bonuses_list(self, *, assignment_id: str) -> list[BonusInfo]:
+        return []
 
     def bonus_send(self, **kwargs) -> None:
         raise _not_here("payments")

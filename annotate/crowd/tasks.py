@@ -46,9 +46,15 @@ def sync_publication(publication_id: int, user_id: int | None = None) -> dict:
 
 @shared_task
 def sync_all_publications() -> int:
-    """Celery beat: sync every publication that has HITs out, each as its own task."""
+    """Celery beat: sync every publication that has HITs out, each as its own task: publishing
+    too, which is also what a publish whose worker died half-way (a restart, a kill) stays, its
+    HITs taking workers whose work, and the platform's own approvals, only a sync confirms."""
     live = Publication.objects.filter(
-        status__in=[PublicationStatus.PUBLISHED, PublicationStatus.PARTIAL]
+        status__in=[
+            PublicationStatus.PUBLISHED,
+            PublicationStatus.PARTIAL,
+            PublicationStatus.PUBLISHING,
+        ]
     ).values_list("pk", flat=True)
     for publication_id in live:
         try:

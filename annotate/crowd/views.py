@@ -121,7 +121,8 @@ def publish(request: HttpRequest, batch_id: int) -> HttpResponse:
         except PublishError as error:  # beside its field, or above the form (nothing left)
             form_refusal(form, error)
             return render(request, "crowd/publish.html", _publish_context(batch, form, None))
-        if "publish" in request.POST and data["confirm_total"] == preview.total_usd:
+        confirmed = data["confirm_total"] == preview.total_usd and preview.affordable
+        if "publish" in request.POST and confirmed:
             publication = publishing.publication_create(
                 batch=batch,
                 platform_name=data["platform"],
@@ -308,6 +309,8 @@ def replacements(request: HttpRequest, publication_id: int) -> HttpResponse:
         messages.success(request, text + ".")
         for failure in done.failed:
             messages.error(request, f"Refused by the platform: {failure}")
+        if done.stopped:
+            messages.warning(request, replacement_services.LEASE_LOST)
         return redirect("crowd:publication", publication.pk)
     plan = replacement_services.replacements_plan(
         publication_id=publication.pk, now=now, user=request.user
@@ -444,6 +447,7 @@ def review(request: HttpRequest, publication_id: int) -> HttpResponse:
     context = {
         "publication": publication,
         "rows": selectors.review_rows(publication=publication),
+        "never_submitted": selectors.never_submitted(publication=publication),
         "reconciliation": selectors.reconciliation(publication=publication),
         "platform_confirms": review_services.platform_confirms(publication.platform),
     }
@@ -555,7 +559,10 @@ def worker_action(request: HttpRequest, annotator_id: int) -> HttpResponse:
     if action == "block":
         block = review_services.worker_block(annotator_id=annotator_id, reason=reason, user=user)
         messages.success(
-            request, "Worker blocked: no more of our tasks, and their work counts in no result."
+            request,
+            "Worker blocked: no more of our tasks, and their work counts in no result. Their "
+            "work and claims no longer hold their tasks' slots: those tasks are offered to other "
+            'workers (on Mechanical Turk through "Workers in place of rejected work").',
         )
         waiting = selectors.worker_unreviewed_count(annotator_id=annotator_id)
         if waiting and block.annotator.platform != "selfhosted":
@@ -566,8 +573,8 @@ def worker_action(request: HttpRequest, annotator_id: int) -> HttpResponse:
                 "counts it once a sync sees that), unless you reject it first.",
             )
     elif action == "unblock":
-        review_services.worker_unblock(annotator_id=annotator_id, reason=reason, user=user)
-        messages.success(request, "Worker unblocked.")
+        done = review_services.worker_unblock(annotator_id=annotator_id, reason=reason, user=user)
+        messages.success(request, unblocked_message(done))
     elif action == "notify":
         failed = review_services.workers_notify(
             annotator_ids=[annotator_id],
@@ -585,3 +592,13 @@ def worker_action(request: HttpRequest, annotator_id: int) -> HttpResponse:
 def call_list(request: HttpRequest) -> HttpResponse:
     calls = PlatformCall.objects.select_related("user")[:300]
     return render(request, "crowd/calls.html", {"calls": calls})
+
+
+def unblocked_message(done: review_services.Unblocked) -> str:
+    message = f"Worker unblocked: {done.restored} of their submissions count again."
+    if done.left_out:
+        message += (
+            f" {done.left_out} stay out of the results, kept: their tasks got the answers they "
+            "need from other workers meanwhile."
+        )
+    return message

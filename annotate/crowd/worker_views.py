@@ -26,10 +26,12 @@ from annotate.crowd.models import Publication
 from annotate.crowd.platforms import demo_platform_in_use
 from annotate.crowd.selectors import Confirmation
 from annotate.crowd.services import workers
+from annotate.crowd.services.addresses import AddressClaims
 from annotate.errors import (
     AnnotateError,
     CrowdPlatformError,
     NotFoundError,
+    NoWorkError,
     RateLimitedError,
     SubmissionError,
 )
@@ -38,7 +40,12 @@ from annotate.models import AssignmentStatus
 from annotate.selectors import work as work_selectors
 from annotate.services.assignments import claimable_task_ids
 from annotate.services.submissions import assignment_submit
-from annotate.throttling import CROWD_PAGES_SCOPE, CROWD_STARTS_SCOPE, page_rate_check
+from annotate.throttling import (
+    CROWD_PAGES_SCOPE,
+    CROWD_STARTS_SCOPE,
+    client_address,
+    page_rate_check,
+)
 
 RESERVED_FIELDS = {"csrfmiddlewaretoken", "active_seconds"}
 
@@ -83,8 +90,10 @@ def mturk_task(request: HttpRequest, hit_token: str) -> HttpResponse:
     if workers.is_preview(params.get("assignmentId", "")):
         task = workers.task_of_hit_for_preview(hit=hit)
         page = work_selectors.task_page_preview(task=task, seed=secrets.randbits(62))
-        return render(request, "crowd/task.html", {"page": page})
+        # Deciding whether to accept, a worker reads the guidelines first.
+        return render(request, "crowd/task.html", {"page": page, "guidelines_open": True})
     now = timezone.now()
+    claims = AddressClaims(address=client_address(request), now=now)
     opened = workers.mturk_assignment_open(
         hit=hit,
         assignment_id=params.get("assignmentId", ""),
@@ -93,7 +102,9 @@ def mturk_task(request: HttpRequest, hit_token: str) -> HttpResponse:
         turk_submit_to=params.get("turkSubmitTo", ""),
         now=now,
         browser_claims=workers.claims_of_browser(request.COOKIES),
+        new_claim_check=claims.check,
     )
+    claims.record(opened.assignment)
     response = redirect("crowd:work-task", token=opened.token)
     # Inside MTurk's frame: a third-party cookie, where the browser keeps one (not needed to
     # work, only to move the claim to this worker's next accept of the HIT).
@@ -117,12 +128,38 @@ def selfhosted_join(request: HttpRequest, link_token: str) -> HttpResponse:
         return render(request, "crowd/join.html", context)
     # Each start is a participant and a claimed task: one address may not take a study's tasks.
     # A participant's next task is no new participant (60 tasks an hour were refused).
-    if not workers.selfhosted_returning(publication=publication, params=request.POST.dict()):
+    params = request.POST.dict()
+    if not workers.selfhosted_returning(publication=publication, params=params):
         page_rate_check(request, scope=CROWD_STARTS_SCOPE)
-    opened = workers.selfhosted_start(
-        publication=publication, params=request.POST.dict(), now=timezone.now()
-    )
+    claims = AddressClaims(address=client_address(request), now=timezone.now())
+    try:
+        opened = workers.selfhosted_start(
+            publication=publication, params=params, now=claims.now, new_claim_check=claims.check
+        )
+    except NoWorkError as error:
+        return _no_task_left(request, publication, params, error)
+    claims.record(opened.assignment)
     return redirect("crowd:work-task", token=opened.token)
+
+
+def _no_task_left(
+    request: HttpRequest, publication: Publication, params: dict, error: NoWorkError
+) -> HttpResponse:
+    """A start with no task for the participant: someone back for their completion code (the
+    done page closed before they copied it) gets it again; someone who submitted nothing is
+    told there is no code and to return the study on the site they came from."""
+    worker_id = workers.selfhosted_worker_id(params)
+    submitted_any = bool(worker_id) and crowd_selectors.selfhosted_participant_submitted(
+        worker_id=worker_id, batch_id=publication.batch_id
+    )
+    code, url = crowd_selectors.completion_of(publication) if submitted_any else ("", "")
+    context = {
+        "message": str(error),
+        "submitted_any": submitted_any,
+        "completion_code": code,
+        "completion_url": url,
+    }
+    return render(request, "crowd/no_task.html", context, status=error.http_status)
 
 
 @worker_page
@@ -214,9 +251,8 @@ def _submit(request: HttpRequest, held: workers.WorkerAssignment) -> HttpRespons
 def _task_page_with_error(request, held, answers: dict, error: SubmissionError) -> HttpResponse:
     text_answers = {key: value for key, value in answers.items() if isinstance(value, str)}
     page = work_selectors.task_page_for(assignment=held.assignment, answers=text_answers)
-    titles = dict(work_selectors.field_titles(page=page))
-    missing = [{"name": n, "title": titles[n]} for n in error.missing if n in titles]
-    context = {"page": page, "error": str(error), "missing": missing}
+    said, missing = work_selectors.submission_refusal(page=page, error=error)
+    context = {"page": page, "error": said, "missing": missing}
     return _task_page(request, held, context, status=error.http_status)
 
 
@@ -230,6 +266,10 @@ def _task_page(
         "worker_blocked": crowd_selectors.worker_blocked(annotator_id=held.assignment.annotator_id),
         "hands_back_to_platform": bool(held.submit_to),
         "return_url": _return_url(held),
+        # Open on the worker's first task of the batch, as on an annotator's first of a project.
+        "guidelines_open": not crowd_selectors.participant_submitted_in_batch(
+            annotator_id=held.assignment.annotator_id, batch_id=held.assignment.task.batch_id
+        ),
     }
     return render(request, "crowd/task.html", context, status=status)
 
@@ -349,4 +389,11 @@ def _next_selfhosted_task(held: workers.WorkerAssignment, publication) -> dict |
     if not left:
         return None
     url = reverse("crowd:selfhosted-join", args=[publication.link_token])
-    return {"url": url, "worker_id": assignment.annotator.worker_id}
+    # The recruiting site's study and session ids go on with the participant, so the next
+    # assignment keeps them as the first did (selfhosted_start).
+    params = {
+        "workerId": assignment.annotator.worker_id,
+        "STUDY_ID": assignment.platform_hit_id,
+        "SESSION_ID": assignment.platform_assignment_id,
+    }
+    return {"url": url, "params": {name: value for name, value in params.items() if value}}

@@ -1,5 +1,7 @@
 """Errors of the model engine."""
 
+from decimal import Decimal
+
 from annotate.errors import AnnotateError, NotFoundError, PermissionDeniedError
 
 
@@ -40,8 +42,20 @@ class EngineRunDoneError(EngineRunError):
 
 
 class EngineCostNotConfirmedError(EngineRunError):
-    """Run again on an endpoint that spends money was asked without confirming what it would
-    cost now (no total sent, or one the estimate no longer gives); nothing was started."""
+    """A run on an endpoint that spends money was started or run again without confirming what
+    it would cost now (no total sent, or one the estimate no longer gives, its prices edited
+    meanwhile); nothing was started. `total` is the cost now, when known."""
+
+    http_status = 409
+
+    def __init__(self, message: str, *, total: Decimal | None = None) -> None:
+        self.total = total
+        super().__init__(message)
+
+
+class EngineStartRepeatedError(EngineRunError):
+    """A confirmed paid Start sent again at once (a double click): the first one made the run,
+    this one made nothing (annotate.engine.pages)."""
 
     http_status = 409
 

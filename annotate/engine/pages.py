@@ -4,22 +4,31 @@ Generation, the InFoBench judge, the KIWI classifiers and rating judge and the v
 have a form with both buttons (`templates/engine/run_estimate.html` shows the estimate,
 `templates/engine/run_start_button.html` is the Start button). On an endpoint that spends money,
 Start first shows the estimate and a "Start for $X" button carrying that total; the run starts
-only when the total sent equals the one computed again then, as the crowd publish page does.
+only when the total sent equals the one computed again then, as the crowd publish page does, and
+once more inside the start's transaction with the endpoint's row locked
+(`engine_run_cost_confirmed`), so a price edited in between never starts a run unconfirmed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import hashlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Generic, TypeVar
 
 from django import forms
+from django.core.cache import cache
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.template.defaultfilters import pluralize
 
-from annotate.engine.errors import EngineCostNotConfirmedError, EngineRunError
+from annotate.engine.errors import (
+    EngineCostNotConfirmedError,
+    EngineRunError,
+    EngineStartRepeatedError,
+)
 from annotate.engine.forms import RunAgainForm
 from annotate.engine.models import Endpoint, EngineRun
 from annotate.engine.selectors import engine_run_unit_name
@@ -29,7 +38,11 @@ from annotate.engine.services import (
     engine_run_estimate,
     engine_run_start,
 )
-from annotate.engine.services.runs import engine_run_check_key, engine_run_may_control
+from annotate.engine.services.runs import (
+    engine_run_check_key,
+    engine_run_cost_confirmed,
+    engine_run_may_control,
+)
 from annotate.errors import AnnotateError
 from annotate.http import form_refusal
 
@@ -37,6 +50,8 @@ T = TypeVar("T")
 
 ESTIMATE_BUTTON = "estimate"  # the name of the "Estimate the cost" button
 CONFIRM_FIELD = "confirm_total"  # the "Start for $X" button's name (after the form's prefix)
+# How long a confirmed paid Start refuses the same form sent again by the same user.
+START_REPEAT_SECONDS = 60
 
 
 @dataclass(frozen=True)
@@ -118,13 +133,49 @@ def run_form_submit(
         if confirmed is None or confirmed != now.cost_usd:
             confirm = StartConfirmation(now.cost_usd, field, asked=True, stale=confirmed)
             return RunFormOutcome(estimate=now, confirm=confirm)
-        return RunFormOutcome(started=start())
+        try:
+            # Checked again as it starts (engine_run_cost_confirmed), once per form sent.
+            with _started_once(request), engine_run_cost_confirmed(total=confirmed):
+                return RunFormOutcome(started=start())
+        except EngineCostNotConfirmedError:  # its prices were edited since: ask again
+            chosen.refresh_from_db()  # the form's instance, which `estimate` prices with
+            now = estimate()
+            confirm = StartConfirmation(now.cost_usd, field, asked=True, stale=confirmed)
+            return RunFormOutcome(estimate=now, confirm=confirm, status=409)
     except refusals as error:
         form_refusal(form, error)
         return RunFormOutcome(
             status=getattr(error, "http_status", 400),
             retry_after=getattr(error, "retry_after", None),
         )
+
+
+@contextmanager
+def _started_once(request: HttpRequest) -> Iterator[None]:
+    """Refuse (EngineStartRepeatedError) a confirmed paid Start whose form this user sent to
+    this page in the last START_REPEAT_SECONDS, unless that one was refused.
+
+    A double click on "Start for $X", or the form sent again, made a second run of the same
+    work: its estimate is still the first's (nothing is stored before the run does it), and
+    both ran, each paying for every call. The mark is the cache's (shared by the site's
+    processes with CACHE_URL), taken by an atomic add before the run is made."""
+    sent = sorted(
+        (name, tuple(request.POST.getlist(name)))
+        for name in request.POST
+        if name != "csrfmiddlewaretoken"
+    )
+    digest = hashlib.sha256(repr((request.user.pk, request.path, sent)).encode()).hexdigest()
+    key = f"engine-paid-start:{digest}"
+    if not cache.add(key, True, timeout=START_REPEAT_SECONDS):
+        raise EngineStartRepeatedError(
+            "This Start for the confirmed total was sent twice (a double click, or the form "
+            "sent again): the first one started the run (see Runs), this one started nothing."
+        )
+    try:
+        yield
+    except BaseException:
+        cache.delete(key)  # refused: nothing started, so the same form may be sent again
+        raise
 
 
 def _confirmed_total(sent: str | None) -> Decimal | None:
@@ -168,17 +219,18 @@ def run_again_cost(run: EngineRun) -> RunAgainCost | None:
     return RunAgainCost(estimate.cost_usd, question)
 
 
-def _run_again_check_confirmed(request: HttpRequest, run: EngineRun) -> None:
-    """Refuse Run again on a paid endpoint unless the form sent the cost it would have now.
-    Who may not start it at all hears that from the start instead."""
+def _run_again_check_confirmed(request: HttpRequest, run: EngineRun) -> Decimal | None:
+    """Refuse Run again on a paid endpoint unless the form sent the cost it would have now;
+    return that total (None when there is nothing to confirm). Who may not start it at all
+    hears that from the start instead."""
     if not engine_run_may_control(user=request.user, endpoint=run.endpoint):
-        return
+        return None
     cost = run_again_cost(run)
     if cost is None:  # nothing is spent, or nothing is left (the start says so)
-        return
+        return None
     confirmed = _confirmed_total(request.POST.get(CONFIRM_FIELD))
     if confirmed == cost.total:
-        return
+        return confirmed
     said = "no total was confirmed" if confirmed is None else f"you confirmed ${confirmed}"
     raise EngineCostNotConfirmedError(
         f"Run {run.pk} calls a paid API and running it again would now cost at most "
@@ -209,8 +261,9 @@ def run_again(
                 if error.field != "spending_cap_usd":
                     raise
                 raise EngineRunError(f"{label}: {error}", field=error.field) from None
-        _run_again_check_confirmed(request, run)  # refused: the cap is rolled back too
-        if start is None:
-            engine_run_start(run=run, user=request.user)
-        else:
-            start()
+        confirmed = _run_again_check_confirmed(request, run)  # refused: the cap is rolled back
+        with engine_run_cost_confirmed(total=confirmed):  # checked again as it starts
+            if start is None:
+                engine_run_start(run=run, user=request.user)
+            else:
+                start()

@@ -252,6 +252,18 @@ class RevisionSession(models.Model):
 INSTRUCTION_MAX_CHARS = 1000
 COMMENT_MAX_CHARS = 2000
 TEXT_LIMITS = {"instruction": INSTRUCTION_MAX_CHARS, "comment": COMMENT_MAX_CHARS}
+# An edit of a revision (`answer_2`) starts as the model's answer and is changed in place: a fixed
+# limit could refuse a small edit of a long answer, so the limit grows with the answer. 20,000
+# characters is far above an answer of a few paragraphs; 5,000 more than a long answer leaves
+# room for what an annotator adds by hand.
+EDITED_ANSWER_MAX_CHARS = 20_000
+EDITED_ANSWER_MARGIN_CHARS = 5_000
+
+
+def edited_answer_limit(answer: str) -> int:
+    """The most characters an edit of `answer` may have: the larger of EDITED_ANSWER_MAX_CHARS
+    and the answer's length plus EDITED_ANSWER_MARGIN_CHARS."""
+    return max(EDITED_ANSWER_MAX_CHARS, len(answer) + EDITED_ANSWER_MARGIN_CHARS)
 
 
 class Turn(models.Model):
@@ -294,6 +306,11 @@ class Turn(models.Model):
 
     def __str__(self) -> str:
         return f"turn {self.position} of session {self.session_id}"
+
+    @property
+    def edited_answer_limit(self) -> int:
+        """The most characters the annotator's edit of this revision may have."""
+        return edited_answer_limit(self.answer)
 
     @property
     def final_answer(self) -> str:

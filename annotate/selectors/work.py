@@ -13,7 +13,7 @@ from django.db.models import Count, Q, QuerySet, Subquery, Sum
 from django.utils import timezone
 
 from annotate.compiled import CompiledQuery, prepared_cursor
-from annotate.errors import NotFoundError
+from annotate.errors import NotFoundError, SubmissionError
 from annotate.models import (
     Annotator,
     Assignment,
@@ -106,9 +106,22 @@ class TaskPage:
         The beat marks a lapsed claim expired within a minute; the submit still takes it (kept,
         counted only if the task's slot is still free), so a reload then must not lock the form.
         """
-        if self.preview or self.assignment.submitted_at is not None:
+        if self.preview or self.assignment.submitted_at is not None or self.batch_closed:
             return False
         return self.assignment.status in OPEN_STATUSES
+
+    @property
+    def batch_closed(self) -> bool:
+        """A claim past its time, not submitted, in a batch deactivated since: it takes no more
+        answers (assignment_submit refuses them), and the page says why."""
+        assignment = self.assignment
+        return (
+            not self.preview
+            and assignment.submitted_at is None
+            and assignment.status in OPEN_STATUSES
+            and not assignment.task.batch.active
+            and (assignment.status == AssignmentStatus.EXPIRED or self.deadline_passed)
+        )
 
     @property
     def may_return(self) -> bool:
@@ -321,6 +334,18 @@ _STANDING = """SELECT count(a.submitted_at), count(CASE WHEN a.submitted_at < %s
     WHERE a.annotator_id = %s AND b.project_id = %s"""
 
 
+def submission_refusal(*, page: TaskPage, error: SubmissionError) -> tuple[str, list[dict]]:
+    """Return a refused submit as its task page says it, and the missing answers, each as
+    {"name", "title"}: the page names them by what a person calls them ("System B, question 2"),
+    not by their field names (r2_q2), which only the API's callers need."""
+    titles = dict(field_titles(page=page))
+    missing = [{"name": name, "title": titles[name]} for name in error.missing if name in titles]
+    if not missing:
+        return str(error), []
+    said = f"{len(missing)} of {len(titles)} answers are missing: they are listed below."
+    return " ".join([said, *error.others]), missing
+
+
 def field_titles(*, page: TaskPage) -> list[tuple[str, str]]:
     """Return (field name, what a person calls it) for every answer the page asks for."""
     titles = []
@@ -354,8 +379,8 @@ LAPSED_SHOWN = 5  # per project on the dashboard; the rest stay under "recent as
 
 def lapsed_unsubmitted(*, now: datetime) -> Q:
     """The claims past their time that the task page still takes (TaskPage.is_open): not
-    submitted, and expired by the beat or not yet."""
-    return Q(submitted_at__isnull=True, status__in=OPEN_STATUSES) & ~Q(
+    submitted, expired by the beat or not yet, in a batch still active (TaskPage.batch_closed)."""
+    return Q(submitted_at__isnull=True, status__in=OPEN_STATUSES, task__batch__active=True) & ~Q(
         status=AssignmentStatus.CLAIMED, expires_at__gt=now
     )
 
@@ -398,6 +423,11 @@ def _open_tasks(project: Project, now: datetime) -> int:
         .filter(counted__lt=project.assignments_per_task)
         .count()
     )
+
+
+def annotator_worked_in(*, annotator: Annotator, project: Project) -> bool:
+    """Whether the annotator holds or ever held an assignment in the project."""
+    return Assignment.objects.filter(annotator=annotator, task__batch__project=project).exists()
 
 
 def recent_assignments(*, annotator: Annotator, limit: int = 20) -> QuerySet[Assignment]:

@@ -19,6 +19,7 @@ from django.utils import timezone
 from annotate.compiled import CompiledQuery, prepared_cursor
 from annotate.errors import (
     AssignmentNotLiveError,
+    BatchClosedError,
     ConflictError,
     NotFoundError,
     SubmissionError,
@@ -33,6 +34,7 @@ from annotate.models import (
     ProjectMode,
     Task,
 )
+from annotate.selectors.results import blocked_annotator_ids
 from annotate.services.assignments import counted_assignments
 
 LABEL_VALUES = {"yes": LabelValue.YES, "no": LabelValue.NO, "unknown": LabelValue.UNKNOWN}
@@ -119,6 +121,7 @@ def assignment_submit(
         raise TypeError("assignment_submit takes an annotator or a user, not both")
     with transaction.atomic():
         assignment = _locked_assignment(assignment_id=assignment_id, annotator=annotator, user=user)
+        _closed_batch_check(assignment=assignment, now=now)
         mode = assignment.task.batch.project.mode
         question_ids, responses = _instruction_rows(assignment=assignment)
         phase = _phase_of_answers(assignment=assignment, mode=mode, answers=answers)
@@ -166,6 +169,18 @@ def _locked_assignment(
             f"This assignment was {assignment.get_status_display().lower()}; it takes no answers."
         )
     return assignment
+
+
+def _closed_batch_check(*, assignment: Assignment, now: datetime) -> None:
+    """Refuse answers to a claim past its time in a deactivated batch (TaskPage.batch_closed):
+    a live claim may still be finished there, a lapsed one no longer."""
+    live = assignment.status == AssignmentStatus.CLAIMED and assignment.expires_at > now
+    if live or assignment.submitted_at is not None or assignment.task.batch.active:
+        return
+    raise BatchClosedError(
+        "This batch is closed and the time for this task is up: it takes no more answers, "
+        "and nothing was saved."
+    )
 
 
 def _locked_of(owner: str) -> CompiledQuery:
@@ -266,7 +281,7 @@ def _clean(*, answers: Mapping[str, object], fields: list[str], phase: str) -> d
         )
     if problems:
         # Every problem at once: fixing the missing ones alone must not reveal another round.
-        raise SubmissionError(" ".join(problems), missing=missing)
+        raise SubmissionError(" ".join(problems), missing=missing, others=invalid[:10])
     return cleaned
 
 
@@ -317,12 +332,18 @@ def _finish(
     }[mode]
     assignment.submission = submission
     assignment.submitted_at = now
-    if not _has_slot(assignment=assignment, now=now):
+    live = assignment.status == AssignmentStatus.CLAIMED and assignment.expires_at > now
+    # A crowd worker blocked while holding the claim (the block ended it): the answers are kept
+    # as their other work is, counted nowhere and holding no slot (is_late), and count again
+    # only if an unblock finds their task a free slot (annotate.crowd.services.review).
+    held_back = not live and _worker_blocked(assignment)
+    if not held_back and not _has_slot(assignment=assignment, now=now):
         assignment.status = AssignmentStatus.EXPIRED
         assignment.is_late = True
         assignment.save(update_fields=SUBMIT_FIELDS)
         return SubmitResult(assignment, Outcome.LATE)
     assignment.status = AssignmentStatus.SUBMITTED
+    assignment.is_late = held_back
     assignment.save(update_fields=SUBMIT_FIELDS)
     # Practice answers stay on the assignment only: no label or score row, so no report,
     # majority or export can ever count them.
@@ -339,6 +360,10 @@ def _finish(
 # What a final submit changes on the assignment (and nothing else, so no other column is
 # rewritten from a possibly older copy).
 SUBMIT_FIELDS = ["submission", "submitted_at", "status", "is_late", "active_seconds"]
+
+
+def _worker_blocked(assignment: Assignment) -> bool:
+    return blocked_annotator_ids().filter(annotator_id=assignment.annotator_id).exists()
 
 
 def _has_slot(*, assignment: Assignment, now: datetime) -> bool:

@@ -63,7 +63,8 @@ def study_publish(request: HttpRequest, human_study_id: int) -> HttpResponse:
             study=study, platform_name=data["platform"], reward_usd=data["reward_usd"],
             user=request.user,
         )  # fmt: skip
-        if "publish" in request.POST and data["confirm_total"] == preview.total_usd:
+        confirmed = data["confirm_total"] == preview.total_usd and preview.affordable
+        if "publish" in request.POST and confirmed:
             publication = crowd.study_publication_create(
                 study=study, platform_name=data["platform"], chosen=form.publish_settings(),
                 base_url=publishing.task_base_url(request_base=request.build_absolute_uri("/")),

@@ -289,6 +289,10 @@ REST_FRAMEWORK = {
         "run-starts": os.environ.get("RUN_START_RATE", "30/hour"),
         # Report exports (each builds the report, draws every figure, writes a zip), per user.
         "exports": os.environ.get("EXPORT_RATE", "20/hour"),
+        # Report figures (InFoBench, revision, verbalizer; the pages' images and the APIs alike),
+        # per user: one not in the cache is drawn on the request. A report page loads at most
+        # five, so 600/hour is 120 loads of the largest page an hour.
+        "figures": os.environ.get("FIGURE_RATE", "600/hour"),
     },
 }
 # API tokens (django-rest-knox), made by each user on /accounts/tokens/: a token stops working
@@ -412,6 +416,12 @@ X_FRAME_OPTIONS = "DENY"
 CROWD_GOLD_MIN_ACCURACY = float(os.environ.get("CROWD_GOLD_MIN_ACCURACY", "0.7"))
 # Self-hosted links: most starts without a participant id per link (a publication may set its own).
 CROWD_ANONYMOUS_STARTS_PER_LINK = int(os.environ.get("CROWD_ANONYMOUS_STARTS_PER_LINK", "100"))
+# Crowd worker pages: most tasks claimed and still open at once from one client address (a
+# self-hosted link's starts, an MTurk HIT's accepts; 0: no limit). Beyond it 429 with
+# Retry-After (annotate.crowd.services.addresses).
+CROWD_OPEN_CLAIMS_PER_ADDRESS = int(os.environ.get("CROWD_OPEN_CLAIMS_PER_ADDRESS", "10"))
+if CROWD_OPEN_CLAIMS_PER_ADDRESS < 0:
+    raise ValueError("CROWD_OPEN_CLAIMS_PER_ADDRESS must be 0 (no limit) or a positive number.")
 CELERY_BEAT_SCHEDULE["crowd-sync"] = {
     "task": "annotate.crowd.tasks.sync_all_publications",
     "schedule": CROWD_SYNC_INTERVAL_SECONDS,

@@ -34,6 +34,7 @@ REST_FRAMEWORK = {  # noqa: F405
         "model-calls": "100000/minute",
         "run-starts": "100000/minute",
         "exports": "100000/minute",
+        "figures": "100000/minute",
     },
 }
 # On SQLite the test database is a file, not Django's shared-cache in-memory default: browser

@@ -17,7 +17,7 @@ from annotate.engine.api import RefusalSerializer
 from annotate.engine.pages import run_form_submit
 from annotate.engine.services import engine_run_estimate_new
 from annotate.errors import AnnotateError
-from annotate.http import FIGURE_TYPES, FileNegotiation, figure_csp
+from annotate.http import FIGURE_TYPES, FileNegotiation, figure_csp, figures_limited
 from annotate.revision.models import Study
 from annotate.revision.selectors import study_collection_progress
 from annotate.revision.services.exports import sessions_export_csv, sessions_export_jsonl
@@ -29,6 +29,7 @@ from annotate.roles import (
     is_researcher,
     require_role,
 )
+from annotate.throttling import figure_rate_check
 from evaluation.errors import EvaluationError
 from evaluation.report_api import figure_download_schema
 from evaluation.report_formats import _without_nan
@@ -184,6 +185,7 @@ def _figure_file(study: Study, figure: str, image_format: str) -> HttpResponse:
 
 @login_required
 @figure_csp
+@figures_limited
 def figure(request: HttpRequest, study_id: int, figure: str, image_format: str) -> HttpResponse:
     return _figure_file(_study(request.user, study_id), figure, image_format)
 
@@ -235,6 +237,7 @@ class RevisionFigureApi(APIView):
     )
     @figure_csp  # an SVG opened on its own runs nothing, as the page's
     def get(self, request: Request, study_id: int, figure: str, image_format: str):
+        figure_rate_check(request)  # the report pages' figures' counter
         if not is_researcher(request.user):
             raise Http404
         study = get_object_or_404(Study, pk=study_id)

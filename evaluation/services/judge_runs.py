@@ -15,7 +15,7 @@ from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from annotate.engine.bulk import rows_insert
-from annotate.engine.errors import EngineRunDoneError
+from annotate.engine.errors import EngineCostNotConfirmedError, EngineRunDoneError
 from annotate.engine.models import EngineRun
 from annotate.engine.models import RunStatus as EngineRunStatus
 from annotate.engine.services import engine_run_create, engine_run_execute, engine_run_start
@@ -389,7 +389,7 @@ def judge_run_start(*, run: JudgeRun, user: AbstractBaseUser | None = None) -> N
     broker is configured, else a thread of this process); returns at once."""
     try:
         engine_run_start(run=run.engine_run, user=user)
-    except RateLimitedError:  # answered as it is: 429 with when to try again
+    except (RateLimitedError, EngineCostNotConfirmedError):  # answered as they are (429, 409)
         raise
     except NotFoundError as error:
         raise JudgeNotFoundError(str(error)) from None

@@ -13,9 +13,10 @@ from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
 from annotate.engine.api import RefusalSerializer
-from annotate.http import FIGURE_TYPES, FileNegotiation, csv_download, figure_csp
+from annotate.http import FIGURE_TYPES, FileNegotiation, csv_download, figure_csp, figures_limited
 from annotate.roles import ADMIN, RESEARCHER, RESEARCHERS_ONLY, is_researcher, require_role
 from annotate.selectors.identities import identity_scope
+from annotate.throttling import figure_rate_check
 from annotate.verbalizer.models import EvaluationSet, Mode, ModelAnswer
 from annotate.verbalizer.selectors import human_answers_waiting_for_kind
 from evaluation.report_api import figure_download_schema
@@ -108,6 +109,7 @@ def _figure_file(evaluation_set: EvaluationSet, figure_name: str, image_format: 
 
 @login_required
 @figure_csp
+@figures_limited
 def figure_download(request: HttpRequest, set_id: int, figure_name: str, image_format: str):
     return _figure_file(_set(request, set_id), figure_name, image_format)
 
@@ -248,6 +250,7 @@ class VerbalizerFigureApi(APIView):
     )
     @figure_csp  # an SVG opened on its own runs nothing, as the page's
     def get(self, request, set_id: int, figure_name: str, image_format: str):
+        figure_rate_check(request)  # the report pages' figures' counter
         if not is_researcher(request.user):
             raise Http404
         evaluation_set = get_object_or_404(EvaluationSet, pk=set_id)

@@ -146,8 +146,8 @@
     if (target && (target.tagName === "TEXTAREA" || (target.tagName === "INPUT" && target.type === "text"))) {
       return;
     }
-    if (help && help.open) {
-      return; // the dialog has the keyboard; Esc closes it
+    if (document.querySelector("dialog[open]")) {
+      return; // a dialog (the keys' help, the log-out question) has the keyboard; Esc closes it
     }
     if (event.key === "?") {
       showHelp();

@@ -91,7 +91,8 @@
   // nobody cancelled (site.js's confirmations); a stopped load frees the forms after a while.
   var sending = false;
   window.addEventListener("submit", function (event) {
-    if (event.defaultPrevented) { return; }
+    // A dialog's form (the log-out question's) only closes its dialog: it sends nothing.
+    if (event.defaultPrevented || event.target.method === "dialog") { return; }
     if (sending) { event.preventDefault(); return; }
     sending = true;
     window.setTimeout(function () { sending = false; }, 10000);
@@ -116,6 +117,7 @@
 
   var shown = function (element) { return element && !element.closest("[hidden]"); };
   document.addEventListener("keydown", function (event) {
+    if (document.querySelector("dialog[open]")) { return; }  // the log-out question has the keys
     if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
       var form = event.target.form || document.querySelector("#rate-form, #turn-form");
       if (shown(form)) { event.preventDefault(); form.requestSubmit(); }

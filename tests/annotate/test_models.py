@@ -1,12 +1,24 @@
 """Database constraints hold even when a write bypasses the services."""
 
-import pytest
-from django.db import IntegrityError, transaction
+import os
 
-from annotate.models import ConstraintType, Label, constraint_mask, constraint_names
+import pytest
+from django.db import IntegrityError, connection, transaction
+from django.forms import modelform_factory
+
+from annotate.models import (
+    Annotator,
+    ConstraintType,
+    Label,
+    Project,
+    constraint_mask,
+    constraint_names,
+)
 from tests.factories import (
+    AnnotatorFactory,
     DirectScoreFactory,
     LabelFactory,
+    ProjectFactory,
     QuestionFactory,
     ResponseFactory,
 )
@@ -49,3 +61,46 @@ def test_one_response_per_instruction_and_system():
     response = ResponseFactory()
     with pytest.raises(IntegrityError), transaction.atomic():
         ResponseFactory(instruction=response.instruction, system=response.system)
+
+
+@pytest.mark.parametrize("factory", [AnnotatorFactory, ProjectFactory])
+def test_annotator_and_project_names_are_unique(factory):
+    first = factory()
+    with pytest.raises(IntegrityError), transaction.atomic():
+        factory(name=first.name)
+
+
+@pytest.mark.parametrize(
+    ("model", "fields", "message"),
+    [
+        (Annotator, ["name", "kind"], "Annotator with this Name already exists."),
+        (Project, ["name", "benchmark", "mode"], "Project with this Name already exists."),
+    ],
+)
+def test_a_form_names_the_taken_name(model, fields, message):
+    """The admin's forms: the name's unique constraint reports on the field, as unique=True did."""
+    taken = (AnnotatorFactory if model is Annotator else ProjectFactory)()
+    data = {"name": taken.name, "kind": "expert", "mode": "drfr"}
+    if model is Project:
+        data["benchmark"] = taken.benchmark_id
+    form = modelform_factory(model, fields=fields)(data=data)
+    assert not form.is_valid()
+    assert form.errors["name"] == [message]
+
+
+@pytest.mark.skipif(
+    not os.environ.get("DATABASE_URL", "").startswith("postgres"),
+    reason="PostgreSQL's pattern-ops index copies: DATABASE_URL=postgres://...",
+)
+@pytest.mark.parametrize("table", ["annotate_annotator", "annotate_project"])
+def test_a_name_has_one_index(table):
+    """Only the unique index: a new connection opens every index of these tables on each task
+    page and submit (issue 17), and nothing makes a LIKE 'x%' lookup on the names."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT indexdef FROM pg_indexes WHERE tablename = %s AND indexdef LIKE %s",
+            [table, "%(name%"],
+        )
+        definitions = [definition for (definition,) in cursor.fetchall()]
+    assert len(definitions) == 1, definitions
+    assert "UNIQUE" in definitions[0]

@@ -118,6 +118,20 @@ def test_incomplete_submit_is_400_and_lists_what_is_missing(client, annotator_us
     assert "System B, question 1" in posted.text and "System B, question 2" in posted.text
     assert 'value="yes" checked' in posted.text  # what was given stays ticked
     assert not Label.objects.exists()
+    # Said by the names the page gives them, not by field names (r2_q1) only the API knows.
+    error = re.search(r'<p class="error" role="alert">(.*?)</p>', posted.text).group(1)
+    assert error == "2 of 4 answers are missing: they are listed below."
+
+
+def test_a_refused_submit_says_every_problem_besides_the_missing_answers(client, annotator_user):
+    project = project_with_tasks(instructions=1, systems=2, questions=2)
+    assignment = claim_for(annotator_user, project)
+    client.force_login(annotator_user)
+    posted = client.post(
+        reverse("work:assignment", args=[assignment.id]), {"r1_q1": "maybe", "r1_q2": "no"}
+    )
+    error = re.search(r'<p class="error" role="alert">(.*?)</p>', posted.text).group(1)
+    assert error.startswith("2 of 4 answers are missing: they are listed below. Field r1_q1:")
 
 
 def test_both_mode_page_has_no_questions_until_scores_are_saved(client, annotator_user):
@@ -141,6 +155,16 @@ def test_returning_a_task_from_the_page(client, annotator_user):
     assert client.post(reverse("work:assignment-return", args=[assignment.id])).status_code == 302
     assignment.refresh_from_db()
     assert assignment.status == AssignmentStatus.RETURNED
+
+
+def test_the_return_button_asks_first(client, annotator_user):
+    """One press of "Return this task" (beside Submit on a phone) gave the task away and dropped
+    its answers without a word; a crowd worker's button asked first."""
+    assignment = claim_for(annotator_user, project_with_tasks(instructions=1))
+    client.force_login(annotator_user)
+    page = client.get(reverse("work:assignment", args=[assignment.id])).text
+    button = re.search(r'<form[^>]*class="return-form".*?</form>', page, re.S).group(0)
+    assert 'data-confirm="Return this task?' in button
 
 
 @pytest.mark.parametrize("questions", [2, 15])
@@ -685,3 +709,77 @@ def test_no_page_of_an_annotators_own_work_may_be_kept_by_a_browser_or_proxy(
     pages.append(client.get(reverse("work:project-done", args=[project.id])))
     for page in pages:
         assert "no-store" in page["Cache-Control"] and "private" in page["Cache-Control"]
+
+
+def test_a_lapsed_claim_in_a_closed_batch_says_so_and_takes_no_answers(client, annotator_user):
+    """A claim past its time in a batch deactivated since was offered nowhere (the dashboard
+    lists active batches only) while its page still took answers: the page now says the batch
+    is closed, the submit is refused with nothing saved, and no page offers it to continue. A
+    live claim there may still be finished."""
+    from datetime import timedelta
+
+    project = project_with_tasks(instructions=3, systems=2, questions=1)
+    lapsed = claim_for(annotator_user, project)
+    Assignment.objects.update(expires_at=timezone.now() - timedelta(minutes=1))
+    project.batches.update(active=False)
+    client.force_login(annotator_user)
+    url = reverse("work:assignment", args=[lapsed.id])
+    page = client.get(url).text
+    assert 'id="batch-closed"' in page and "This batch is closed" in page
+    assert '<button type="submit">Submit' not in page
+    refused = client.post(url, {"r1_q1": "yes", "r2_q1": "no"})
+    assert refused.status_code == 410 and "nothing was saved" in refused.text
+    lapsed.refresh_from_db()
+    assert lapsed.submitted_at is None and not Label.objects.exists()
+    assert "Continue task" not in client.get(reverse("work:dashboard")).text
+
+    live = Assignment.objects.create(
+        task=project.batches.get().tasks.exclude(pk=lapsed.task_id).first(),
+        annotator=lapsed.annotator,
+        claimed_at=timezone.now(),
+        expires_at=timezone.now() + timedelta(minutes=30),
+        order_seed=1,
+        display_order=lapsed.display_order,
+    )
+    live_url = reverse("work:assignment", args=[live.id])
+    assert 'id="batch-closed"' not in client.get(live_url).text
+    assert client.post(live_url, {"r1_q1": "yes", "r2_q1": "no"}).status_code == 302
+    assert Label.objects.filter(assignment=live).count() == 2
+
+
+def test_the_all_done_page_of_a_project_never_offered_to_the_annotator_is_404(
+    client, annotator_user
+):
+    """Any project id answered "All done in '<its name>'": the names of other studies, closed
+    ones included, were one URL away for every annotator."""
+    closed = project_with_tasks(instructions=1, systems=2, questions=1)
+    closed.name = "A closed study of someone else"
+    closed.save(update_fields=["name"])
+    closed.batches.update(active=False)
+    client.force_login(annotator_user)
+    refused = client.get(reverse("work:project-done", args=[closed.id]))
+    assert refused.status_code == 404 and closed.name not in refused.text
+    worked = project_with_tasks(instructions=1, systems=2, questions=1)
+    claim_for(annotator_user, worked)
+    worked.batches.update(active=False)  # their own project, closed since: still theirs
+    assert client.get(reverse("work:project-done", args=[worked.id])).status_code == 200
+
+
+def test_start_next_in_a_project_never_offered_to_the_annotator_is_404(client, annotator_user):
+    """The "Start next task" form posted to a closed project's id answered "No task left for you in
+    '<its name>'": the same names one URL away as the All-done page had. A closed project of
+    their own still says there is nothing left in it."""
+    closed = project_with_tasks(instructions=1, systems=2, questions=1)
+    closed.name = "A closed study of someone else"
+    closed.save(update_fields=["name"])
+    closed.batches.update(active=False)
+    client.force_login(annotator_user)
+    refused = client.post(reverse("work:start-next", args=[closed.id]), follow=True)
+    assert refused.status_code == 404 and closed.name not in refused.text
+    worked = project_with_tasks(instructions=1, systems=2, questions=1)
+    worked.name = "Their own closed study"
+    worked.save(update_fields=["name"])
+    claim_for(annotator_user, worked)
+    worked.batches.update(active=False)
+    told = client.post(reverse("work:start-next", args=[worked.id]), follow=True)
+    assert told.status_code == 200 and "No task left for you in" in told.text

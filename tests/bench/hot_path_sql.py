@@ -11,10 +11,13 @@ postgres://root@127.0.0.1:5432/perf_sql) with `bench_peer_turkle.py`'s data (500
 questions x 5 systems) and writes its request files into the folder. `capture` replays the
 second page target and the first submit target through Django's test client and writes what
 they sent: page.sql as sent, submit.sql with ROLLBACK for COMMIT (so pgbench can repeat it;
-the captured submit itself is undone afterwards), and prints the relations each opens (its
-statements in one transaction, then its rows of pg_locks). Run `capture` from another checkout
-(e.g. a `git archive` of the commit before a change, with this file copied in) against the
-same database for old against new; the database stays until you drop it.
+the captured submit itself is undone afterwards), submit_checked.sql the same with
+`SET CONSTRAINTS ALL IMMEDIATE` after BEGIN (the foreign-key checks Django defers to COMMIT,
+which a rolled-back submit.sql never runs: one per label row and key), and prints the
+relations each opens (its statements in one transaction, then its rows of pg_locks). Run
+`capture` from another checkout (e.g. a `git archive` of the commit before a change, with this
+file copied in) against the same database for old against new; the database stays until you
+drop it.
 """
 
 from __future__ import annotations
@@ -91,6 +94,12 @@ def capture(url: str, folder: Path) -> None:
             for query in submit.captured_queries
         ],
     }
+    begin = scripts["submit"].index("BEGIN")
+    scripts["submit_checked"] = [
+        *scripts["submit"][: begin + 1],
+        "SET CONSTRAINTS ALL IMMEDIATE",
+        *scripts["submit"][begin + 1 :],
+    ]
     for name, statements in scripts.items():
         (folder / f"{name}.sql").write_text("".join(f"{sql.strip()};\n" for sql in statements))
         tables, indexes = _opened(connection, statements)

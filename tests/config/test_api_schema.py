@@ -88,6 +88,18 @@ def test_each_operation_documents_the_status_it_answers(schema, path, status):
     assert status in schema["paths"][path]["post"]["responses"]
 
 
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/reports/{benchmark_id}/figures/{name}.{image_format}",
+        "/api/revision/studies/{study_id}/figures/{figure}.{image_format}",
+        "/api/verbalizer/sets/{set_id}/figures/{figure_name}.{image_format}",
+    ],
+)
+def test_each_figure_download_documents_its_rate_limit(schema, path):
+    assert "FIGURE_RATE" in schema["paths"][path]["get"]["responses"]["429"]["description"]
+
+
 def test_the_api_token_scheme_is_documented(schema):
     scheme = schema["components"]["securitySchemes"]["knoxApiToken"]
     assert (scheme["type"], scheme["in"], scheme["name"]) == ("apiKey", "header", "Authorization")

@@ -14,6 +14,7 @@ from annotate.models import (
     ProjectMode,
     Response,
 )
+from annotate.revision.services.imports import study_upload
 from annotate.roles import ANNOTATOR
 from tests.e2e.storage import STORAGE_REFUSED
 from tests.factories import UserFactory, project_with_tasks
@@ -290,8 +291,11 @@ def test_a_returned_task_shows_no_answers_that_were_never_sent(page_for):
     page.keyboard.press("y")
     page.keyboard.press("n")
     tab_to(page, "Return this task (someone else will do it)")
+    asked = []
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
     with page.expect_navigation():
         page.keyboard.press("Enter")
+    assert asked and asked[0].startswith("Return this task?")
     page.goto(f"/annotate/assignments/{first.id}/")
     assert "This assignment is returned" in page.locator("main").inner_text()
     assert page.locator("fieldset.answer input[type=radio]:checked").count() == 0
@@ -307,8 +311,11 @@ def test_enter_on_a_button_outside_the_task_form_presses_that_button(page_for):
     first = Assignment.objects.get(annotator__user=user)
     page.keyboard.press("y")  # one of two answered: Enter on the task form would list the rest
     tab_to(page, "Return this task (someone else will do it)")
+    asked = []
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
     with page.expect_navigation():
         page.keyboard.press("Enter")
+    assert asked and asked[0].startswith("Return this task?")
     page.wait_for_url("**/annotate/")
     assert "Task returned" in page.locator(".messages").inner_text()
     first.refresh_from_db()
@@ -319,6 +326,37 @@ def test_enter_on_a_button_outside_the_task_form_presses_that_button(page_for):
     page.locator("button", has_text="Log out").focus()
     page.keyboard.press("Enter")
     page.wait_for_url("**/accounts/login/")
+
+
+def test_the_start_buttons_are_on_a_phones_screen(page_for, settings, tmp_path):
+    """On a 375 px phone the lists scrolled sideways inside their box and the buttons sat past
+    its right edge: a new annotator saw project names and no way to start."""
+    project = project_with_tasks(instructions=1, systems=2, questions=1)
+    project.name = "A study with a rather long name, as real studies have"
+    project.save(update_fields=["name"])
+    path = tmp_path / "study.jsonl"
+    path.write_text('{"question": "Why?", "documents": [{"title": "Paper", "text": "Because."}]}\n')
+    study_upload(path=str(path), study_name="A revision study", systems=["sys"])
+    user = UserFactory(username="phone-starter", roles=[ANNOTATOR])
+    page = page_for(user, viewport={"width": 375, "height": 700})
+    for url, name in (("/annotate/", "Start next task"), ("/revision/", "Start a session")):
+        page.goto(url)
+        box = page.get_by_role("button", name=name).bounding_box()
+        assert box["x"] >= 0 and box["x"] + box["width"] <= 375, (url, box)
+        assert page.evaluate("document.documentElement.scrollWidth") <= 375, url
+        # The menu sat squeezed beside the site's name, five lines tall (a 219 px header).
+        assert page.evaluate("document.querySelector('.site-header').offsetHeight") <= 160, url
+
+
+def test_the_sticky_submit_bar_leaves_a_phone_most_of_its_screen(page_for):
+    """On a 375 x 700 phone the bar (count, Submit, the deadline) was 204 px tall, always."""
+    project_with_tasks(instructions=1, systems=2, questions=2, allotted_minutes=30)
+    user = UserFactory(username="phone-bar", roles=[ANNOTATOR])
+    page = page_for(user, viewport={"width": 375, "height": 700})
+    start_next_task_with_keyboard(page)
+    assert page.locator("#deadline").is_visible()
+    height = page.evaluate("document.querySelector('.submit-bar').offsetHeight")
+    assert height <= 140, height
 
 
 def test_a_long_word_in_a_question_or_response_wraps_on_a_phone(page_for):

@@ -229,7 +229,7 @@ def test_an_admin_plays_a_worker_on_the_offline_demo_platform(page_for, settings
     assert Label.objects.filter(annotator__worker_id="DEMOWORKER1").count() == 4
 
 
-DRAFTS = "Object.keys(localStorage).filter((key) => key.startsWith('task-draft-'))"
+DRAFTS = "Object.keys(localStorage).filter((key) => key.includes('task-draft-'))"
 
 
 def test_a_selfhosted_participant_returns_a_task_after_confirming(page_for, browser):

@@ -140,7 +140,7 @@ def test_a_rerating_without_a_choice_is_stopped_by_the_browser_and_says_so(
     assert (first.status, first.rating, first.comment) == ("done", "bad", "Cites nothing.")
 
 
-DRAFTS = "() => Object.keys(window.localStorage).filter(key => key.startsWith('revision-'))"
+DRAFTS = "() => Object.keys(window.localStorage).filter(key => key.includes('revision-'))"
 
 
 def test_a_saved_rerating_leaves_no_draft_in_the_browser(page_for, tmp_path):

@@ -86,7 +86,7 @@ def test_annotator_does_a_two_turn_session(page_for, settings, tmp_path):
     page.once("dialog", lambda dialog: dialog.accept())
     page.get_by_role("button", name="I am satisfied with this answer: end the session").click()
     page.get_by_text("This session is finished").wait_for()
-    drafts = "Object.keys(window.localStorage).filter(key => key.startsWith('revision-'))"
+    drafts = "Object.keys(window.localStorage).filter(key => key.includes('revision-'))"
     assert page.evaluate(drafts) == []  # none of the session's drafts is left in the browser
 
     session = RevisionSession.objects.get(annotator=user)

@@ -168,3 +168,33 @@ def test_run_again_priced_at_nothing_asks_nothing_and_a_reader_gets_no_estimate(
     with django_capture_on_commit_callbacks(execute=False) as started:
         again = client.post(run_page.resume, {})
     assert again.status_code == 302 and len(started) == 1
+
+
+@PAGES
+def test_run_again_with_a_price_edited_between_the_check_and_the_start_starts_nothing(
+    client, admin_user, stub, page_for, monkeypatch, django_capture_on_commit_callbacks
+):
+    """The total is checked again inside the start's transaction, the endpoint's row locked
+    (annotate.engine.services.runs.engine_run_cost_confirmed)."""
+    from annotate.engine.services import runs
+
+    paid = make_endpoint(stub.base_url, name="paid", max_tokens=10, **PRICE)
+    run_page = page_for(paid)
+    client.force_login(admin_user)
+    old = again_total(client.get(run_page.page).text)
+    Endpoint.objects.filter(pk=paid.pk).update(price_prompt_per_1k=Decimal("3"))
+    new = engine_run_estimate(run=EngineRun.objects.get(pk=run_page.run.pk)).cost_usd
+    Endpoint.objects.filter(pk=paid.pk).update(**PRICE)
+    assert new != Decimal(old)
+    reopen = runs.engine_run_reopen
+
+    def edited_then_reopen(*, run, user=None):  # after the page's check, before the start's
+        Endpoint.objects.filter(pk=paid.pk).update(price_prompt_per_1k=Decimal("3"))
+        return reopen(run=run, user=user)
+
+    monkeypatch.setattr(runs, "engine_run_reopen", edited_then_reopen)
+    with django_capture_on_commit_callbacks(execute=False) as started:
+        refused = client.post(run_page.resume, {"confirm_total": old})
+    assert refused.status_code == 409 and started == []
+    assert f"would now cost at most ${new} (you confirmed ${old})" in refused.text
+    assert _status(run_page.run) == RunStatus.CANCELLED

@@ -157,3 +157,18 @@ def test_a_paid_endpoint_priced_at_nothing_starts_at_once(
     assert estimate.context["confirm"] is None and "Start for" not in estimate.text
     started = client.post(page.url, page.form)
     assert started.status_code == 302 and EngineRun.objects.get().endpoint == free
+
+
+@PAGES
+def test_a_confirmed_start_sent_twice_starts_one_run(client, admin_user, stub, tmp_path, page_for):
+    """A double click on "Start for $X" (or the form sent again) made two runs asking the paid
+    API the same prompts, each paid: the estimate of the second was still that of the first."""
+    paid = make_endpoint(stub.base_url, name="paid", max_tokens=10, **PRICE)
+    page = page_for(paid, tmp_path)
+    client.force_login(admin_user)
+    confirm = client.post(page.url, page.form).context["confirm"]
+    confirmed = {**page.form, confirm.field: confirm.value}
+    assert client.post(page.url, confirmed).status_code == 302
+    again = client.post(page.url, confirmed)
+    assert again.status_code == 409 and EngineRun.objects.count() == 1
+    assert "was sent twice" in again.text and "this one started nothing" in again.text

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Count
 from django.urls import reverse
 from django.utils import timezone
@@ -26,6 +26,7 @@ from annotate.crowd.base import (
     LOCALE,
     NUMBER_APPROVED,
     PERCENT_APPROVED,
+    TOKENS_KEPT,
     HitTypeSpec,
     to_cents,
 )
@@ -169,6 +170,7 @@ def publication_preview(
     platform_check(platform_name)
     published_check(target={"batch": batch}, platform_name=platform_name)
     reward = batch.project.reward_usd if reward_usd is None else reward_usd
+    reward_check(platform_name=platform_name, reward_usd=reward)
     still_open = open_assignments(batch=batch, now=now or timezone.now())
     nothing_left_check(batch=batch, still_open=still_open)
     platform = get_platform(platform_name, user=user)
@@ -216,14 +218,18 @@ def published_check(*, target: dict, platform_name: str) -> None:
     """Refuse a second publication of `target` ({"batch": …} or {"human_study": …}) on one
     platform, before any total is quoted."""
     if Publication.objects.filter(**target, platform=platform_name).exists():
-        ((kind, what),) = target.items()
-        name = f"{'Batch' if kind == 'batch' else 'Study'} '{what.name}'"
-        raise PublishError(
-            f"{name} is already published on {platform_label(platform_name)}; "
-            "open that publication (Publications) to resume or review it, or to ask for "
-            "workers in place of rejected work.",
-            field="platform",
-        )
+        raise _published_already(target=target, platform_name=platform_name)
+
+
+def _published_already(*, target: dict, platform_name: str) -> PublishError:
+    ((kind, what),) = target.items()
+    name = f"{'Batch' if kind == 'batch' else 'Study'} '{what.name}'"
+    return PublishError(
+        f"{name} is already published on {platform_label(platform_name)}; "
+        "open that publication (Publications) to resume or review it, or to ask for "
+        "workers in place of rejected work.",
+        field="platform",
+    )
 
 
 def _check_settings(*, batch: Batch, platform_name: str, chosen: PublishSettings) -> None:
@@ -239,8 +245,7 @@ def publish_settings_check(
     long times."""
     if not chosen.title.strip() or not chosen.description.strip():
         raise PublishError("Title and description are required: workers choose HITs by them.")
-    if platform_class(platform_name).pays_workers and reward_usd < Decimal("0.01"):
-        raise PublishError("The reward must be at least $0.01 per assignment.", field="reward_usd")
+    reward_check(platform_name=platform_name, reward_usd=reward_usd)
     for name in ("assignment_duration_seconds", "lifetime_seconds"):
         if getattr(chosen, name) < 30:
             raise PublishError(f"{name.replace('_', ' ')} must be at least 30 seconds.")
@@ -251,6 +256,23 @@ def publish_settings_check(
                 f"({most // DAY_SECONDS} days)."
             )
     completion_check(completion_code=chosen.completion_code, completion_url=chosen.completion_url)
+
+
+def reward_check(*, platform_name: str, reward_usd: Decimal) -> None:
+    """Refuse a reward that is not dollars and cents (the platform is sent it with two
+    decimals, so a total quoted at $0.125 an assignment is not what it charges), below 0, or
+    below $0.01 on a platform that pays workers."""
+    if isinstance(reward_usd, int):
+        reward_usd = Decimal(reward_usd)
+    if not isinstance(reward_usd, Decimal) or not reward_usd.is_finite():
+        raise PublishError(f"The reward {reward_usd} is not an amount.", field="reward_usd")
+    if reward_usd < 0 or reward_usd != reward_usd.quantize(Decimal("0.01")):
+        raise PublishError(
+            f"The reward is dollars and cents, 0 or more (e.g. 0.50), not {reward_usd}.",
+            field="reward_usd",
+        )
+    if platform_class(platform_name).pays_workers and reward_usd < Decimal("0.01"):
+        raise PublishError("The reward must be at least $0.01 per assignment.", field="reward_usd")
 
 
 def completion_check(*, completion_code: str, completion_url: str) -> None:
@@ -339,7 +361,31 @@ def publication_store(
     user=None,
 ) -> Publication:
     """Store a publication of `target` ({"batch": …} or {"human_study": …}) with its settings;
-    the caller adds its HIT rows in the same transaction."""
+    the caller adds its HIT rows in the same transaction. A second one of the same target and
+    platform (two Confirm clicks at once, both past published_check) is refused as that check
+    refuses it, by the table's unique constraint."""
+    try:
+        with transaction.atomic():
+            return _publication_insert(
+                target=target, platform_name=platform_name, chosen=chosen, reward_usd=reward_usd,
+                assignments_per_task=assignments_per_task, base_url=base_url, user=user,
+            )  # fmt: skip
+    except IntegrityError:
+        if not Publication.objects.filter(**target, platform=platform_name).exists():
+            raise
+        raise _published_already(target=target, platform_name=platform_name) from None
+
+
+def _publication_insert(
+    *,
+    target: dict,
+    platform_name: str,
+    chosen: PublishSettings,
+    reward_usd: Decimal,
+    assignments_per_task: int,
+    base_url: str,
+    user=None,
+) -> Publication:
     return Publication.objects.create(
         **target,
         platform=platform_name,
@@ -382,7 +428,14 @@ def publication_publish(*, publication_id: int, now: datetime, user=None) -> Pub
     publication.save(update_fields=["status"])
     try:
         _ensure_hit_type(publication, platform)
-        for hit in publication.hits.exclude(status=HitStatus.CREATED).order_by("id"):
+        missing = list(
+            publication.hits.exclude(status=HitStatus.CREATED)
+            .select_related("publication")
+            .order_by("id")
+        )
+        if missing and publication.created_at <= now - TOKENS_KEPT:
+            missing = _adopt_made_before(missing, platform)
+        for hit in missing:
             _hit_publish(hit, platform)
     except TransientPlatformError as error:
         _finish(publication, PublicationStatus.PARTIAL, now=now, error=str(error))
@@ -398,6 +451,21 @@ def publication_publish(*, publication_id: int, now: datetime, user=None) -> Pub
             error=f"{missing} of {publication.hits.count()} HITs were not created; see each HIT.",
         )
     return _finish(publication, PublicationStatus.PUBLISHED, now=now)
+
+
+def _adopt_made_before(hits: list[Hit], platform) -> list[Hit]:
+    """Adopt the HITs an earlier try made (found by their tokens, the HITs'
+    RequesterAnnotation); return those still to make.
+
+    A publication made more than TOKENS_KEPT ago may have tried them more than 24 hours ago,
+    and MTurk forgets a UniqueRequestToken after 24 hours: a HIT whose reply was lost then would
+    be made, and paid, a second time with the same token."""
+    found = platform.hits_find(unique_request_tokens={hit.unique_request_token for hit in hits})
+    for hit in hits:
+        info = found.get(hit.unique_request_token)
+        if info is not None:
+            _hit_created(hit, info)
+    return [hit for hit in hits if hit.unique_request_token not in found]
 
 
 def _finish(publication: Publication, status: str, *, now: datetime, error: str = ""):
@@ -448,6 +516,10 @@ def _hit_publish(hit: Hit, platform) -> None:
         hit.status, hit.error = HitStatus.FAILED, str(error)
         hit.save(update_fields=["status", "error"])
         return
+    _hit_created(hit, info)
+
+
+def _hit_created(hit: Hit, info) -> None:
     hit.hit_id, hit.status, hit.expires_at, hit.error = (
         info.hit_id,
         HitStatus.CREATED,

@@ -22,6 +22,7 @@ from decimal import Decimal
 
 from django.db import transaction
 from django.db.models import Count, Q
+from django.utils import timezone
 
 from annotate.crowd.models import Hit, HitExtension, HitExtensionStatus, HitStatus, Publication
 from annotate.crowd.platforms import get_platform, platform_label
@@ -172,6 +173,7 @@ class ReplacementResult:
     hits: int  # HITs they were added to
     reopened: int  # expired HITs offered again
     failed: list[str]  # "HIT id: the platform's refusal"
+    stopped: bool = False  # another request took the publication over: LEASE_LOST
 
 
 # How long one request for replacements holds its publication (it asks the platform once per HIT
@@ -179,14 +181,34 @@ class ReplacementResult:
 REPLACING_SECONDS = 300
 
 
+class _Lease:
+    """One request's hold on a publication (`Publication.replacing_until`, its value the
+    holder's mark): renewed before each addition, so a request that runs past
+    REPLACING_SECONDS (many HITs, a slow or throttling platform) keeps it, and one whose hold
+    ran out and was taken by another request stops instead of asking for assignments that
+    request plans too."""
+
+    def __init__(self, publication_id: int, until: datetime) -> None:
+        self.publication_id, self.until = publication_id, until
+
+    def renewed(self) -> bool:
+        """Hold the publication REPLACING_SECONDS more; False if another request holds it."""
+        until = max(self.until, timezone.now() + timedelta(seconds=REPLACING_SECONDS))
+        mine = Publication.objects.filter(pk=self.publication_id, replacing_until=self.until)
+        if not mine.update(replacing_until=until):
+            return False
+        self.until = until
+        return True
+
+
 @contextmanager
-def _replacing(publication_id: int, now: datetime) -> Iterator[None]:
+def _replacing(publication_id: int, now: datetime) -> Iterator[_Lease]:
     """Hold the publication for one request for replacements at a time (an UPDATE that only one
     of two admins' requests can make): a second, planned on the same figures, would otherwise
     ask the platform for the same assignments again, and pay them twice."""
     free = Q(replacing_until__isnull=True) | Q(replacing_until__lte=now)
-    until = now + timedelta(seconds=REPLACING_SECONDS)
-    if not Publication.objects.filter(free, pk=publication_id).update(replacing_until=until):
+    lease = _Lease(publication_id, now + timedelta(seconds=REPLACING_SECONDS))
+    if not Publication.objects.filter(free, pk=publication_id).update(replacing_until=lease.until):
         if not Publication.objects.filter(pk=publication_id).exists():
             raise NotFoundError("No such publication.")
         raise ConflictError(
@@ -194,11 +216,17 @@ def _replacing(publication_id: int, now: datetime) -> Iterator[None]:
             "now (by you in another tab, or another admin): look at the page again in a minute."
         )
     try:
-        yield
+        yield lease
     finally:
-        Publication.objects.filter(pk=publication_id, replacing_until=until).update(
+        Publication.objects.filter(pk=publication_id, replacing_until=lease.until).update(
             replacing_until=None
         )
+
+
+LEASE_LOST = (
+    f"Stopped before the last HITs: this request ran past {REPLACING_SECONDS} s and another "
+    "request for this publication took over (it asks for what is left): look at the page again."
+)
 
 
 def replacements_create(
@@ -212,16 +240,22 @@ def replacements_create(
     reported and the others go on; an addition whose reply was lost is asked again with its
     stored token first (a no-op on the platform when it was done)."""
     require_admin(user)
-    with _replacing(publication_id, now):
+    with _replacing(publication_id, now) as lease:
         return _replacements_create(
-            publication_id=publication_id, confirm_total=confirm_total, now=now, user=user
+            publication_id=publication_id,
+            confirm_total=confirm_total,
+            now=now,
+            user=user,
+            lease=lease,
         )
 
 
 def _replacements_create(
-    *, publication_id: int, confirm_total: Decimal, now: datetime, user
+    *, publication_id: int, confirm_total: Decimal, now: datetime, user, lease: _Lease
 ) -> ReplacementResult:
-    result = _pending_retried(publication_id=publication_id, now=now, user=user)
+    result = _pending_retried(publication_id=publication_id, now=now, user=user, lease=lease)
+    if result.stopped:
+        return result
     plan = replacements_plan(publication_id=publication_id, now=now, user=user)
     if not plan.assignments:
         if result.added:
@@ -239,10 +273,18 @@ def _replacements_create(
         )
     platform = get_platform(plan.publication.platform, user=user)
     added = hits = reopened = 0
-    failed = list(result.failed)
+    failed, stopped = list(result.failed), False
     for row in plan.rows:
         if not row.add:
             continue
+        if not lease.renewed():
+            stopped = True
+            break
+        if row.reopen:  # first: assignments paid on a HIT no worker can take help nobody
+            until = now + timedelta(seconds=plan.publication.lifetime_seconds)
+            platform.hit_update_expiration(hit_id=row.hit.hit_id, expires_at=until)
+            Hit.objects.filter(pk=row.hit.pk).update(expires_at=until)
+            reopened += 1
         extension = HitExtension.objects.create(
             hit=row.hit,
             count=row.add,
@@ -256,16 +298,12 @@ def _replacements_create(
             failed.append(f"{row.hit.hit_id}: {error}")
             continue
         added, hits = added + row.add, hits + 1
-        if row.reopen:
-            until = now + timedelta(seconds=plan.publication.lifetime_seconds)
-            platform.hit_update_expiration(hit_id=row.hit.hit_id, expires_at=until)
-            Hit.objects.filter(pk=row.hit.pk).update(expires_at=until)
-            reopened += 1
     return ReplacementResult(
         added=result.added + added,
         hits=result.hits + hits,
         reopened=reopened,
         failed=failed,
+        stopped=stopped,
     )
 
 
@@ -286,22 +324,52 @@ def _ask(platform, extension: HitExtension, *, now: datetime) -> str:
         extension.status, extension.error = HitExtensionStatus.FAILED, str(error)
         extension.save(update_fields=["status", "error"])
         return str(error)
-    with transaction.atomic():
-        hit = Hit.objects.select_for_update().get(pk=extension.hit_id)
-        hit.max_assignments += extension.count
-        hit.save(update_fields=["max_assignments"])
-        extension.status, extension.done_at = HitExtensionStatus.DONE, now
-        extension.save(update_fields=["status", "done_at"])
+    _mark_done(extension, now=now)
     return ""
 
 
-def _pending_retried(*, publication_id: int, now: datetime, user) -> ReplacementResult:
-    """Ask again for the additions of this publication left pending (a lost reply, a crash)."""
+@transaction.atomic
+def _mark_done(extension: HitExtension, *, now: datetime) -> None:
+    """Record a done addition: the HIT's MaxAssignments here grow by its count, once (an
+    addition marked done by another request already is left as it is)."""
+    hit = Hit.objects.select_for_update().get(pk=extension.hit_id)
+    pending = HitExtension.objects.filter(pk=extension.pk, status=HitExtensionStatus.PENDING)
+    marked = pending.update(status=HitExtensionStatus.DONE, done_at=now)
+    extension.status, extension.done_at = HitExtensionStatus.DONE, extension.done_at or now
+    if marked:
+        hit.max_assignments += extension.count
+        hit.save(update_fields=["max_assignments"])
+
+
+def _made_before(platform, extension: HitExtension) -> bool:
+    """True if the platform's HIT already has this pending addition: its MaxAssignments reach
+    ours (which grow only with the additions marked done) plus this one's count.
+
+    The token alone does not tell: MTurk forgets a UniqueRequestToken after 24 hours, and a
+    request asked again after that (a reply lost on Friday, the button pressed on Monday) is
+    done, and paid, a second time. A HIT the platform no longer shows is left to `_ask`."""
+    try:
+        info = platform.hit_get(hit_id=extension.hit.hit_id)
+    except TransientPlatformError:
+        raise
+    except CrowdPlatformError:
+        return False
+    ours = Hit.objects.values_list("max_assignments", flat=True).get(pk=extension.hit_id)
+    return info.max_assignments >= ours + extension.count
+
+
+def _pending_retried(
+    *, publication_id: int, now: datetime, user, lease: _Lease
+) -> ReplacementResult:
+    """Ask again for the additions of this publication left pending (a lost reply, a crash),
+    unless the platform's HIT shows it made them (_made_before)."""
     require_admin(user)
     pending = list(
         HitExtension.objects.filter(
             hit__publication_id=publication_id, status=HitExtensionStatus.PENDING
-        ).select_related("hit__publication")
+        )
+        .select_related("hit__publication")
+        .order_by("id")
     )
     if not pending:
         return ReplacementResult(added=0, hits=0, reopened=0, failed=[])
@@ -309,6 +377,12 @@ def _pending_retried(*, publication_id: int, now: datetime, user) -> Replacement
     added = hits = 0
     failed = []
     for extension in pending:
+        if not lease.renewed():
+            return ReplacementResult(added, hits, reopened=0, failed=failed, stopped=True)
+        if _made_before(platform, extension):
+            _mark_done(extension, now=now)
+            added, hits = added + extension.count, hits + 1
+            continue
         error = _ask(platform, extension, now=now)
         if error:
             failed.append(f"{extension.hit.hit_id}: {error}")

@@ -18,6 +18,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from annotate.crowd.base import TOKENS_KEPT
 from annotate.crowd.models import (
     LINKED_TO_OURS,
     Bonus,
@@ -42,7 +43,7 @@ from annotate.errors import (
 )
 from annotate.models import Annotator, Assignment, AssignmentStatus
 from annotate.roles import is_admin
-from annotate.selectors.results import PLATFORMS_WITHOUT_CONFIRMATION
+from annotate.selectors.results import PLATFORMS_WITHOUT_CONFIRMATION, released_unconfirmed_q
 from annotate.services.assignments import counted_assignments, task_lock
 from annotate.verbalizer.models import HumanAnswer
 
@@ -275,20 +276,25 @@ def _released(work) -> bool:
     )
 
 
-def _slot_taken_back(assignment: Assignment, *, now: datetime) -> None:
+def _slot_taken_back(assignment: Assignment, *, now: datetime) -> bool:
     """Released work the platform now confirms holds its slot again, and counts, if its task
     has one free under the task's lock, as every claim counts them; otherwise it stays out,
     kept and not counted, as work submitted after the task was filled: never one assignment
-    more than the project's assignments per task."""
+    more than the project's assignments per task. A blocked worker's work holds no slot while
+    the block lasts (worker_block): the unblock gives it back."""
+    if WorkerBlock.objects.filter(annotator_id=assignment.annotator_id, active=True).exists():
+        return False
     task_lock(task_id=assignment.task_id)
     taken = (
         Assignment.objects.filter(counted_assignments(now=now), task_id=assignment.task_id)
         .exclude(pk=assignment.pk)
         .count()
     )
-    if taken < assignment.task.batch.project.assignments_per_task:
-        assignment.is_late = False
-        assignment.save(update_fields=["is_late"])
+    if taken >= assignment.task.batch.project.assignments_per_task:
+        return False
+    assignment.is_late = False
+    assignment.save(update_fields=["is_late"])
+    return True
 
 
 def _worker_slot_free(*, hit: Hit, row) -> bool:
@@ -610,6 +616,8 @@ def bonus_pay(*, bonus_id: int, user, now: datetime) -> Bonus:
         return bonus
     assignment = bonus.paid_for
     platform = get_platform(assignment.annotator.platform, user=user)
+    if bonus.created_at <= now - TOKENS_KEPT and _paid_before(platform, bonus):
+        return _bonus_paid(bonus, now=now)
     try:
         platform.bonus_send(
             worker_id=assignment.annotator.worker_id,
@@ -626,9 +634,34 @@ def bonus_pay(*, bonus_id: int, user, now: datetime) -> Bonus:
         bonus.status, bonus.error = BonusStatus.FAILED, str(error)
         bonus.save(update_fields=["status", "error"])
         return bonus
+    return _bonus_paid(bonus, now=now)
+
+
+def _bonus_paid(bonus: Bonus, *, now: datetime) -> Bonus:
     bonus.status, bonus.paid_at, bonus.error = BonusStatus.PAID, now, ""
     bonus.save(update_fields=["status", "paid_at", "error"])
     return bonus
+
+
+def _paid_before(platform, bonus: Bonus) -> bool:
+    """True if the platform paid this bonus already: it lists more bonuses of its amount and
+    reason on the assignment than are marked paid here.
+
+    Asked for a bonus whose first try may be older than the platform keeps its token
+    (TOKENS_KEPT): MTurk forgets a UniqueRequestToken after 24 hours, and a bonus whose reply
+    was lost then is paid a second time by a send with the same token."""
+    work = bonus.paid_for
+    paid_there = sum(
+        row.worker_id == work.annotator.worker_id
+        and row.amount == bonus.amount_usd
+        and row.reason == bonus.reason
+        for row in platform.bonuses_list(assignment_id=work.platform_assignment_id)
+    )
+    link = {"human_answer" if bonus.human_answer_id else "assignment": work}
+    paid_here = Bonus.objects.filter(
+        **link, status=BonusStatus.PAID, amount_usd=bonus.amount_usd, reason=bonus.reason
+    ).count()
+    return paid_there > paid_here
 
 
 # --- Workers --------------------------------------------------------------------------------
@@ -641,8 +674,12 @@ def _crowd_worker(annotator_id: int) -> Annotator:
         raise NotFoundError("No such crowd worker.") from None
 
 
-def worker_block(*, annotator_id: int, reason: str, user) -> WorkerBlock:
-    """Block a worker on the platform and here: they get no more of our tasks."""
+def worker_block(
+    *, annotator_id: int, reason: str, user, now: datetime | None = None
+) -> WorkerBlock:
+    """Block a worker on the platform and here: they get no more of our tasks, their work
+    counts in no result, and none of it holds a slot of its task any longer
+    (_blocked_work_released), so each task is offered to other workers again."""
     require_admin(user)
     if not reason.strip():
         raise AnnotateError("Say why the worker is blocked: MTurk requires a reason.")
@@ -650,19 +687,75 @@ def worker_block(*, annotator_id: int, reason: str, user) -> WorkerBlock:
     get_platform(worker.platform, user=user).worker_block(
         worker_id=worker.worker_id, reason=reason.strip()
     )
-    block, _ = WorkerBlock.objects.update_or_create(
-        annotator=worker, defaults={"reason": reason.strip(), "active": True, "created_by": user}
-    )
+    with transaction.atomic():
+        block, _ = WorkerBlock.objects.update_or_create(
+            annotator=worker,
+            defaults={"reason": reason.strip(), "active": True, "created_by": user},
+        )
+        _blocked_work_released(annotator_id=worker.pk, now=now or timezone.now())
     return block
 
 
-def worker_unblock(*, annotator_id: int, user, reason: str = "") -> None:
+def _blocked_work_released(*, annotator_id: int, now: datetime) -> None:
+    """Free the slots a blocked worker's work holds: their submitted and approved work is kept
+    (their labels too) but marked is_late, the mark of submitted work that holds no slot (the
+    TaskSlots triggers follow it), and their live claims end now (a claim past its time holds
+    no slot; what they still submit on it is stored the same way, annotate.services.
+    submissions). Without this their work, which counts nowhere while the block lasts, kept
+    its task from ever getting the counted answers it needs until an admin rejected it."""
+    Assignment.objects.filter(
+        annotator_id=annotator_id,
+        status__in=[AssignmentStatus.SUBMITTED, AssignmentStatus.APPROVED],
+        is_late=False,
+    ).update(is_late=True)
+    Assignment.objects.filter(
+        annotator_id=annotator_id, status=AssignmentStatus.CLAIMED, expires_at__gt=now
+    ).update(expires_at=now)
+
+
+@dataclass(frozen=True)
+class Unblocked:
+    restored: int  # assignments that hold their slot and count again
+    left_out: int  # their task was filled meanwhile: kept, counted nowhere, as late work
+
+
+def worker_unblock(
+    *, annotator_id: int, user, reason: str = "", now: datetime | None = None
+) -> Unblocked:
+    """Unblock a worker: their work counts again where its task still has a free slot.
+
+    The block freed its slots (worker_block) and other workers may have filled them since: each
+    piece of work takes its slot back under its task's lock, as every claim does, only when the
+    task still has one, so no task ever counts more answers than its assignments per task.
+    Work its platform has not confirmed yet waits for the sync that confirms it, as any work
+    a sync released. A claim the block ended stays ended (the worker may take the task up
+    again, like any lapsed claim, if it still has a slot).
+    """
     require_admin(user)
     worker = _crowd_worker(annotator_id)
     get_platform(worker.platform, user=user).worker_unblock(
         worker_id=worker.worker_id, reason=reason.strip()
     )
-    WorkerBlock.objects.filter(annotator=worker).update(active=False)
+    now = now or timezone.now()
+    restored = left_out = 0
+    with transaction.atomic():
+        WorkerBlock.objects.filter(annotator=worker).update(active=False)
+        released = (
+            Assignment.objects.filter(
+                annotator=worker,
+                status__in=[AssignmentStatus.SUBMITTED, AssignmentStatus.APPROVED],
+                is_late=True,
+            )
+            .exclude(released_unconfirmed_q())
+            .select_related("task__batch__project")
+            .order_by("task_id")
+        )
+        for assignment in released:
+            if _slot_taken_back(assignment, now=now):
+                restored += 1
+            else:
+                left_out += 1
+    return Unblocked(restored=restored, left_out=left_out)
 
 
 def workers_notify(*, annotator_ids: list[int], subject: str, message: str, user) -> list[str]:

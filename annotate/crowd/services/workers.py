@@ -8,7 +8,7 @@ the validated turkSubmitTo address.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -206,12 +206,15 @@ def mturk_assignment_open(
     turk_submit_to: str,
     now: datetime,
     browser_claims: Collection[int] = (),
+    new_claim_check: Callable[[], None] = lambda: None,
 ) -> WorkerAssignment:
     """Link an accepted MTurk assignment to one of ours, creating it the first time.
 
     Reopening the same assignment returns it; a worker who already did the task is refused.
     `browser_claims` are the claims the opening browser made or opened (claims_of_browser):
     only that browser moves a live claim to another assignment id (_reopen).
+    `new_claim_check` is called before a claim is made or a lapsed one taken up (not on a
+    reload): the opening address's limit of open claims (annotate.crowd.services.addresses).
     """
     with demo_hit_returned_when_refused(hit=hit, assignment_id=assignment_id, worker_id=worker_id):
         admitted = mturk_worker_admit(
@@ -229,7 +232,10 @@ def mturk_assignment_open(
                 .first()
             )
             if existing is not None:
+                if existing.status in LAPSED and existing.submitted_at is None:
+                    _closed_batch_refused(hit.task)
                 if existing.status in LAPSED:
+                    new_claim_check()
                     worker_slot_check(hit=hit, worker_id=annotator.worker_id)
                     task_slot_check(hit=hit, now=now)
                 minutes = hit.task.batch.project.allotted_minutes
@@ -238,6 +244,8 @@ def mturk_assignment_open(
                     lapsed_until=now + timedelta(minutes=minutes),
                 )  # fmt: skip
             else:
+                _closed_batch_refused(hit.task, new=True)
+                new_claim_check()
                 worker_slot_check(hit=hit, worker_id=annotator.worker_id)
                 task_slot_check(hit=hit, now=now)
                 assignment = assignment_claim_task(
@@ -261,6 +269,23 @@ def mturk_assignment_open(
         )
 
 
+def _closed_batch_refused(task: Task, *, new: bool = False) -> None:
+    """A deactivated batch takes no new worker (a HIT still open on the platform, accepted
+    after the admin closed the batch), and a lapsed claim is not taken up again in it: its
+    page takes no more answers there (annotate.services.submissions). A claim still live
+    when the batch was closed may be finished."""
+    if task.batch.active:
+        return
+    if new:
+        raise StudyClosedError(
+            "This batch is closed: it takes no new workers. Please return the HIT."
+        )
+    raise StudyClosedError(
+        "This batch is closed and the time for this task is up: it takes no more answers. "
+        "Please return the HIT."
+    )
+
+
 @contextmanager
 def demo_hit_returned_when_refused(*, hit: Hit, assignment_id: str, worker_id: str) -> Iterator:
     """On the offline demo platform, give back the HIT of a worker our page refuses.
@@ -273,7 +298,7 @@ def demo_hit_returned_when_refused(*, hit: Hit, assignment_id: str, worker_id: s
     """
     try:
         yield
-    except (ConflictError, PermissionDeniedError):
+    except (ConflictError, PermissionDeniedError, StudyClosedError):
         if hit.publication.platform == fake.FakePlatform.name and demo_platform_in_use():
             fake.FakePlatform().worker_return(
                 hit_id=hit.hit_id, assignment_id=assignment_id.strip(), worker_id=worker_id.strip()
@@ -448,12 +473,18 @@ def anonymous_start_check(*, publication: Publication) -> None:
 
 
 def selfhosted_start(
-    *, publication: Publication, params: dict[str, str], now: datetime
+    *,
+    publication: Publication,
+    params: dict[str, str],
+    now: datetime,
+    new_claim_check: Callable[[], None] = lambda: None,
 ) -> WorkerAssignment:
     """Give a worker from a self-hosted link their next task of the batch.
 
     The worker id comes from the URL (PROLIFIC_PID, workerId) or is a new anonymous one; a
-    STUDY_ID and SESSION_ID, if given, are kept on the assignment.
+    STUDY_ID and SESSION_ID, if given, are kept on the assignment. `new_claim_check` is called
+    before a task is claimed (not when the participant's open claim is handed back to them):
+    the starting address's limit of open claims (annotate.crowd.services.addresses).
     """
     link_open_check(publication=publication)
     worker_id = selfhosted_worker_id(params)
@@ -462,6 +493,13 @@ def selfhosted_start(
             anonymous_start_check(publication=publication)
             worker_id = anonymous_worker_id(publication=publication)
         annotator = crowd_worker_get_or_create(platform="selfhosted", worker_id=worker_id)
+        if not Assignment.objects.filter(
+            annotator=annotator,
+            queue_project=publication.batch.project,
+            status=AssignmentStatus.CLAIMED,
+            expires_at__gt=now,
+        ).exists():
+            new_claim_check()
         assignment = assignment_claim_next(
             annotator=annotator, project=publication.batch.project, batch=publication.batch, now=now
         )

@@ -21,7 +21,7 @@ import queue
 import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
 from contextvars import ContextVar
@@ -40,6 +40,7 @@ from annotate.engine.bulk import rows_insert
 from annotate.engine.client import DEFAULT_COMPLETION_ESTIMATE, RequestBody
 from annotate.engine.errors import (
     EndpointError,
+    EngineCostNotConfirmedError,
     EngineNotFoundError,
     EngineNothingToDoError,
     EnginePermissionError,
@@ -81,6 +82,8 @@ _ACTIVE = (RunStatus.PENDING, RunStatus.RUNNING)
 # True while `engine_run_estimate_new` makes a run only to estimate it (rolled back): what only
 # a run that will call needs (the endpoint's API key, work left to do) is not asked of it.
 _ESTIMATING: ContextVar[bool] = ContextVar("engine_run_estimating", default=False)
+# The total an admin confirmed for the runs started inside `engine_run_cost_confirmed`.
+_CONFIRMED_COST: ContextVar[Decimal | None] = ContextVar("engine_run_confirmed", default=None)
 
 
 # --- Creating and estimating ------------------------------------------------------------------
@@ -406,6 +409,7 @@ def engine_run_start(*, run: EngineRun, user: AbstractBaseUser | None = None) ->
     """
     with _run_starts_limited(user):
         engine_run_reopen(run=run, user=user)
+        _check_cost_confirmed(run)
     if _broker_configured():
         from annotate.engine import tasks  # tasks import this module
         from annotate.services.deferred_tasks import task_enqueue_on_commit
@@ -414,6 +418,39 @@ def engine_run_start(*, run: EngineRun, user: AbstractBaseUser | None = None) ->
         task_enqueue_on_commit(task=tasks.engine_run_task, args=(run.pk, chunk_units))
         return
     transaction.on_commit(lambda: _start_thread(run.pk))
+
+
+@contextlib.contextmanager
+def engine_run_cost_confirmed(*, total: Decimal | None) -> Iterator[None]:
+    """Let the runs started in the block (`engine_run_start`) start only at the cost `total`
+    that the admin confirmed (None: nothing was confirmed, nothing is checked).
+
+    The pages check the confirmed total against an estimate before they start; this makes the
+    start check it again inside its own transaction, with the endpoint's row locked, so that a
+    price edited in between cannot start a run at a cost nobody confirmed."""
+    confirmed = _CONFIRMED_COST.set(total)
+    try:
+        yield
+    finally:
+        _CONFIRMED_COST.reset(confirmed)
+
+
+def _check_cost_confirmed(run: EngineRun) -> None:
+    """Refuse the start (EngineCostNotConfirmedError, with the new total) when the confirmed
+    total is no longer the run's estimate. The endpoint's row stays locked till the start
+    commits: an edit of its prices waits for it, so the start goes at the price checked here."""
+    confirmed = _CONFIRMED_COST.get()
+    if confirmed is None or _ESTIMATING.get():
+        return
+    run.endpoint = Endpoint.objects.select_for_update().get(pk=run.endpoint_id)
+    now = engine_run_estimate(run=run).cost_usd
+    if now != confirmed:
+        raise EngineCostNotConfirmedError(
+            f"The prices of endpoint {run.endpoint.name!r} changed: this run would now cost at "
+            f"most ${now} (you confirmed ${confirmed}). Nothing was started; confirm the new "
+            "total to start it.",
+            total=now,
+        )
 
 
 def _run_starts_limited(user: AbstractBaseUser | None):

@@ -23,6 +23,8 @@ from annotate.engine.services.runs import engine_run_check_may_start
 from annotate.errors import ImportFileError, PermissionDeniedError
 from annotate.revision.history import previous_answers
 from annotate.revision.models import (
+    EDITED_ANSWER_MARGIN_CHARS,
+    EDITED_ANSWER_MAX_CHARS,
     Document,
     ErrorCategory,
     InstructionCategory,
@@ -34,6 +36,7 @@ from annotate.revision.models import (
     StudyQuestion,
     StudySystem,
     Turn,
+    edited_answer_limit,
 )
 from annotate.revision.services.exports import app_session_records
 from annotate.services.files import ImportProblems, json_type, read_jsonl
@@ -101,6 +104,14 @@ def _parse_turn(path: str, line: int, index: int, raw: Any) -> _TurnRow:
     )
     values["answer"] = _text(path, line, raw["answer_1"], f"{where}.answer_1")
     values["edited_answer"] = _text(path, line, raw["answer_2"], f"{where}.answer_2")
+    limit = edited_answer_limit(values["answer"])
+    if len(values["edited_answer"]) > limit:
+        raise ImportFileError(
+            path, line, f"{where}.answer_2",
+            f"is {len(values['edited_answer']):,} characters long; at most {limit:,} are taken "
+            f"(the larger of {EDITED_ANSWER_MAX_CHARS:,} and answer_1's length plus "
+            f"{EDITED_ANSWER_MARGIN_CHARS:,})",
+        )  # fmt: skip
     values["rating"] = _choice(path, line, raw["rating"], f"{where}.rating", Rating)
     values["comment"] = _text(path, line, raw["comment"], f"{where}.comment")
     for name, choices in TURN_LABELS.items():

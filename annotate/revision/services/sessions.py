@@ -272,6 +272,7 @@ def turn_rate(
         raise SubmissionError("a comment explaining the rating is required", missing=["comment"])
     text_length_check(field="comment", text=comment, limit=COMMENT_MAX_CHARS)
     edited_answer = _plain(edited_answer)
+    text_length_check(field="edited answer", text=edited_answer, limit=last.edited_answer_limit)
     if edited_answer == _plain(last.answer):
         edited_answer = ""  # the model's answer sent back as it was shown: not an edit
     if edited_answer and rating == Rating.GOOD:

@@ -50,6 +50,7 @@ def study_publication_preview(
     publishing.platform_check(platform_name)
     publishing.published_check(target={"human_study": study}, platform_name=platform_name)
     reward = DEFAULT_REWARD_USD if reward_usd is None else reward_usd
+    publishing.reward_check(platform_name=platform_name, reward_usd=reward)
     prompts = study.prompts.count()
     platform = get_platform(platform_name, user=user)
     fee = publishing.fee_rate() if platform.pays_workers else Decimal(0)

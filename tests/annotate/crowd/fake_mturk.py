@@ -298,6 +298,15 @@ class FakeMTurkApi:
         self.state.bonuses.append(dict(body))
         return {}
 
+    def op_ListBonusPayments(self, body: dict) -> dict:
+        rows = [
+            {key: bonus[key] for key in ("WorkerId", "AssignmentId", "BonusAmount", "Reason")}
+            for bonus in self.state.bonuses
+            if bonus["AssignmentId"] == body.get("AssignmentId")
+        ]
+        page, next_token = _page(rows, body)
+        return {"BonusPayments": page, "NumResults": len(page), **next_token}
+
     def op_CreateWorkerBlock(self, body: dict) -> dict:
         if not body.get("Reason"):
             raise FakeMTurkError("ValidationException", "Reason is required")
@@ -520,6 +529,14 @@ class FakeMTurkServer:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+    def forget_tokens(self) -> None:
+        """A day later: MTurk forgets every UniqueRequestToken after 24 hours, so a request
+        sent again with one is done again (a HIT made, assignments added, a bonus paid)."""
+        with self.state.lock:
+            self.state.hit_tokens.clear()
+            self.state.extension_tokens.clear()
+            self.state.bonus_tokens.clear()
 
     def fail_next(self, operation: str, code: str, message: str = "", status: int = 400) -> None:
         """Answer the next call of `operation` with the given error."""

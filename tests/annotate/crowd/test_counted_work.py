@@ -992,3 +992,65 @@ def test_the_annotators_page_counts_as_tasks_done_only_work_that_counts_in_resul
 
     review.assignment_reject(assignment_id=spammer.pk, user=admin, feedback="copied")
     assert tasks_done() == {"AKEPT": (1, True), "ASPAM": (0, False)}
+
+
+def test_one_address_cannot_hold_many_forged_claims_on_a_hit(client, live, fake_mturk, settings):
+    """Made-up worker and assignment ids on the ExternalQuestion page each claimed a task and
+    held its slot (for in-house annotators and a self-hosted link) until it lapsed, as fast as
+    the page limit (300 a minute) let one address: now its open claims are bounded, and a real
+    worker elsewhere, accepted on the platform, still gets the task."""
+    settings.CROWD_OPEN_CLAIMS_PER_ADDRESS = 2
+    first, second = _hits(live)
+    assert _open(client, fake_mturk, first, "FAKE1", "FORGED1").status_code == 302
+    assert _open(client, fake_mturk, second, "FAKE1", "FORGED2").status_code == 302
+    refused = _open(client, fake_mturk, first, "FAKE2", "FORGED3")
+    assert refused.status_code == 429 and int(refused["Retry-After"]) > 0
+    assert "Too many open tasks from your address (at most 2 at a time)" in refused.text
+    assert not Assignment.objects.filter(platform_assignment_id="FORGED3").exists()
+    # A reload of an open claim is no new claim.
+    assert _open(client, fake_mturk, first, "FAKE1", "FORGED1").status_code == 302
+    honest = Client(REMOTE_ADDR="198.51.100.4")
+    assignment_id = fake_mturk.api.worker_accept(first.hit_id, "AHONEST")
+    assert _open(honest, fake_mturk, first, "AHONEST", assignment_id).status_code == 302
+
+
+def test_a_lapsed_claim_is_not_taken_up_again_in_a_closed_batch(client, live, fake_mturk):
+    """The worker's new accept took a lapsed claim up again with a fresh time, so a batch
+    deactivated since took their answers (counted once confirmed): it is refused instead, and
+    the task page of the lapsed claim says the batch is closed."""
+    from datetime import timedelta
+
+    from annotate.services.assignments import assignments_expire
+
+    hit = _hits(live)[0]
+    first = fake_mturk.api.worker_accept(hit.hit_id, "AWORKER1")
+    opened = _open(client, fake_mturk, hit, "AWORKER1", first)
+    claim = Assignment.objects.get(platform_assignment_id=first)
+    assert assignments_expire(now=claim.expires_at + timedelta(seconds=1)) == 1
+    live.batch.active = False
+    live.batch.save()
+    fake_mturk.api.worker_return(first)  # MTurk let the lapsed assignment go; a new accept
+    again = fake_mturk.api.worker_accept(hit.hit_id, "AWORKER1")
+    refused = _open(Client(), fake_mturk, hit, "AWORKER1", again)
+    assert refused.status_code == 410 and "Please return the HIT" in refused.text
+    claim.refresh_from_db()
+    assert claim.status == AssignmentStatus.EXPIRED and claim.platform_assignment_id == first
+    page = client.get(opened["Location"]).text
+    assert 'id="batch-closed"' in page and "please return the HIT" in page
+
+
+def test_a_new_accept_in_a_closed_batch_claims_nothing(client, live, fake_mturk):
+    """A HIT still open on MTurk after the admin deactivated its batch: a worker's new accept
+    made a claim and took answers there. It is refused (return the HIT), nothing claimed, and a
+    claim made before the batch closed can still be opened and finished."""
+    first, second = _hits(live)
+    before = fake_mturk.api.worker_accept(first.hit_id, "AEARLY")
+    assert _open(client, fake_mturk, first, "AEARLY", before).status_code == 302
+    live.batch.active = False
+    live.batch.save()
+    accepted = fake_mturk.api.worker_accept(second.hit_id, "ALATE")
+    refused = _open(Client(), fake_mturk, second, "ALATE", accepted)
+    assert refused.status_code == 410
+    assert "This batch is closed: it takes no new workers. Please return the HIT." in refused.text
+    assert not Assignment.objects.filter(platform_assignment_id=accepted).exists()
+    assert _open(client, fake_mturk, first, "AEARLY", before).status_code == 302

@@ -9,7 +9,7 @@ import pytest
 from django.urls import reverse
 
 from annotate.crowd import fake
-from annotate.crowd.base import HitTypeSpec
+from annotate.crowd.base import BonusInfo, HitTypeSpec
 from annotate.errors import CrowdPlatformError
 from tests.annotate.crowd.conftest import published_on_fake
 
@@ -51,6 +51,11 @@ def test_a_bonus_costs_its_amount_and_the_fee():
         unique_request_token="bonus-1",
     )  # fmt: skip
     assert platform.account_balance() == Decimal("9997.50")
+    # Listed on its assignment, as MTurk's ListBonusPayments (a retry a day later reads it).
+    assert platform.bonuses_list(assignment_id="A1") == [
+        BonusInfo(worker_id="W1", assignment_id="A1", amount=Decimal("2.00"), reason="good")
+    ]
+    assert platform.bonuses_list(assignment_id="A2") == []
 
 
 def test_what_the_balance_cannot_pay_is_refused_naming_it_and_nothing_changes():

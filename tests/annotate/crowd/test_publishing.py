@@ -144,6 +144,37 @@ def test_lost_reply_is_recovered_without_a_duplicate(mturk_settings, fake_mturk,
     assert ours == set(fake_mturk.state.hits)
 
 
+def test_a_hit_whose_reply_was_lost_is_adopted_once_mturk_forgot_its_token(
+    mturk_settings, fake_mturk, crowd_batch
+):
+    """MTurk keeps a UniqueRequestToken for 24 hours: a HIT made with it more than a day before
+    is made again (and paid twice) by a create sent with the same token."""
+    from tests.annotate.crowd.fake_mturk import FakeMTurkError
+
+    publication = _create(crowd_batch, platform="mturk")
+    original = fake_mturk.api.op_CreateHITWithHITType
+    made = []
+
+    def made_then_every_reply_lost(body):
+        if not made:
+            made.append(original(body))
+        raise FakeMTurkError("ServiceUnavailable", "Service unavailable", status=503)
+
+    fake_mturk.api.op_CreateHITWithHITType = made_then_every_reply_lost
+    with pytest.raises(TransientPlatformError):
+        _publish(publication)
+    assert len(fake_mturk.state.hits) == 1  # made on MTurk, still waiting to be made here
+    assert not publication.hits.filter(status=HitStatus.CREATED).exists()
+
+    fake_mturk.api.op_CreateHITWithHITType = original
+    fake_mturk.forget_tokens()  # "Publish missing HITs again", two days later
+    later = timezone.now() + timedelta(days=2)
+    done = publishing.publication_publish(publication_id=publication.pk, now=later)
+    assert done.status == PublicationStatus.PUBLISHED
+    assert len(fake_mturk.state.hits) == 3  # the lost one adopted, not made twice
+    assert set(publication.hits.values_list("hit_id", flat=True)) == set(fake_mturk.state.hits)
+
+
 def test_persistent_throttling_leaves_a_partial_publication_that_resumes(
     mturk_settings, fake_mturk, crowd_batch
 ):
@@ -336,3 +367,39 @@ def test_the_page_quotes_the_open_assignments_and_publishes_them(
         FakePlatform.store.hits[h.hit_id].max_assignments for h in publication.hits.all()
     )
     assert asked == [1, 3]
+
+
+def test_a_total_the_balance_cannot_pay_publishes_nothing_even_when_confirmed(
+    client, admin_user, crowd_batch, settings, django_capture_on_commit_callbacks
+):
+    """The page hides its Confirm button then, but a form sent anyway (an old tab, a script) or
+    the API published, and the platform made HITs until the money ran out: a batch half on it."""
+    from annotate.crowd import fake
+
+    settings.CROWD_PUBLIC_URL = BASE
+    with fake._changing() as store:
+        store.balance = Decimal("5.00")  # 3 tasks × 3 assignments × $1 × 1.25 = $11.25
+    client.force_login(admin_user)
+    url = reverse("crowd:publish", args=[crowd_batch.pk])
+    with django_capture_on_commit_callbacks(execute=True):
+        page = client.post(url, {**publish_form(), "confirm_total": "11.25", "publish": "1"})
+    assert page.status_code == 200 and "The balance does not cover this" in page.text
+    api = reverse("crowd-api:publish", args=[crowd_batch.pk])
+    body = {"platform": "fake", "title": "t", "description": "d", "reward_usd": "1.00"}
+    with django_capture_on_commit_callbacks(execute=True):
+        answer = client.post(
+            api, {**body, "confirm_total_usd": "11.25"}, content_type="application/json"
+        )
+    assert answer.status_code == 400
+    assert "has $5.00, less than the $11.25" in answer.json()["detail"]
+    assert not crowd_batch.publications.exists() and FakePlatform.store.hits == {}
+
+
+def test_two_confirms_at_once_make_one_publication_and_refuse_the_other(crowd_batch, monkeypatch):
+    """Both requests of a double click pass published_check before either stores its row: the
+    second met the unique constraint as a server error (500) instead of the refusal."""
+    monkeypatch.setattr(publishing, "published_check", lambda **kwargs: None)
+    first = _create(crowd_batch)
+    with pytest.raises(PublishError, match="already published on Offline demo"):
+        _create(crowd_batch)
+    assert list(crowd_batch.publications.all()) == [first]

@@ -146,6 +146,47 @@ def test_a_lost_reply_is_asked_again_with_its_token_and_never_paid_twice(
     assert (hit.max_assignments, pending.status) == (4, HitExtensionStatus.DONE)
 
 
+def test_an_addition_whose_reply_was_lost_is_not_asked_again_once_mturk_forgot_its_token(
+    client,
+    live,
+    fake_mturk,
+    admin_user,
+):
+    """MTurk keeps a UniqueRequestToken for 24 hours: asked again after that, with the same
+    token, it adds (and charges) the assignments a second time."""
+    hit, _ = _rejected_on_first_hit(client, live, fake_mturk, admin_user)
+    plan = replacements.replacements_plan(
+        publication_id=live.pk, now=timezone.now(), user=admin_user
+    )
+    for _ in range(3):
+        fake_mturk.fail_next("CreateAdditionalAssignmentsForHIT", "ServiceUnavailable", status=503)
+    with pytest.raises(review.TransientPlatformError):
+        replacements.replacements_create(
+            publication_id=live.pk, confirm_total=plan.total_usd, now=timezone.now(),
+            user=admin_user,
+        )  # fmt: skip
+    pending = HitExtension.objects.get(hit=hit)
+    fake_mturk.api.call(  # MTurk did it: the reply was what got lost
+        "CreateAdditionalAssignmentsForHIT",
+        {
+            "HITId": hit.hit_id,
+            "NumberOfAdditionalAssignments": 1,
+            "UniqueRequestToken": pending.unique_request_token,
+        },
+    )
+    fake_mturk.forget_tokens()  # the admin presses the button again two days later
+    later = timezone.now() + timedelta(days=2)
+    result = replacements.replacements_create(
+        publication_id=live.pk, confirm_total=plan.total_usd, now=later, user=admin_user
+    )
+    assert (result.added, result.failed) == (1, [])
+    assert fake_mturk.state.hits[hit.hit_id]["MaxAssignments"] == 4  # once, not twice
+    assert fake_mturk.state.calls.count("CreateAdditionalAssignmentsForHIT") == 4  # 3 + ours
+    hit.refresh_from_db()
+    pending.refresh_from_db()
+    assert (hit.max_assignments, pending.status) == (4, HitExtensionStatus.DONE)
+
+
 def test_a_hit_made_with_fewer_than_ten_assignments_is_never_asked_to_reach_ten(
     client,
     live,
@@ -187,6 +228,36 @@ def test_an_expired_hit_is_offered_again_with_its_new_assignments(
         publication_id=live.pk, confirm_total=plan.total_usd, now=timezone.now(), user=admin_user
     )
     assert result.reopened == 1
+    fake_mturk.api.worker_accept(hit.hit_id, "AW9")  # accepted: assignable again
+
+
+def test_an_expired_hit_is_offered_again_before_its_assignments_are_paid_for(
+    client,
+    live,
+    fake_mturk,
+    admin_user,
+):
+    """Reopening after the addition left, when the reopen failed, paid assignments on a HIT no
+    worker could take, and the next plan, seeing them offered, asked for nothing more."""
+    hit, _ = _rejected_on_first_hit(client, live, fake_mturk, admin_user)
+    past = timezone.now() - timedelta(minutes=1)
+    review.hit_set_expiration(hit_pk=hit.pk, expires_at=past, user=admin_user)
+    plan = replacements.replacements_plan(
+        publication_id=live.pk, now=timezone.now(), user=admin_user
+    )
+    for _ in range(3):  # every attempt boto3 makes fails
+        fake_mturk.fail_next("UpdateExpirationForHIT", "ServiceUnavailable", status=503)
+    with pytest.raises(review.TransientPlatformError):
+        replacements.replacements_create(
+            publication_id=live.pk, confirm_total=plan.total_usd, now=timezone.now(),
+            user=admin_user,
+        )  # fmt: skip
+    assert "CreateAdditionalAssignmentsForHIT" not in fake_mturk.state.calls  # nothing paid
+    result = replacements.replacements_create(  # pressed again: both done
+        publication_id=live.pk, confirm_total=plan.total_usd, now=timezone.now(), user=admin_user
+    )
+    assert (result.added, result.reopened) == (1, 1)
+    assert fake_mturk.state.hits[hit.hit_id]["MaxAssignments"] == 4
     fake_mturk.api.worker_accept(hit.hit_id, "AW9")  # accepted: assignable again
 
 
@@ -345,3 +416,42 @@ def test_a_second_request_while_one_runs_is_refused_and_asks_nothing(
     assert done.added == 1 and fake_mturk.state.hits[hit.hit_id]["MaxAssignments"] == 4
     live.refresh_from_db()
     assert live.replacing_until is None  # released for the next one
+
+
+def test_a_request_whose_hold_ran_out_stops_where_the_one_that_took_over_goes_on(
+    client, live, fake_mturk, admin_user, monkeypatch
+):
+    """A request past REPLACING_SECONDS (many HITs, a slow platform) loses the publication to a
+    second one, which plans what is left; the first must not go on asking for the same HITs."""
+    hits = list(live.hits.order_by("id")[:2])
+    for hit in hits:
+        done = [work(client, fake_mturk, hit, f"AW{hit.pk}x{n}") for n in range(3)]
+        _sync(live)
+        review.assignment_reject(assignment_id=done[1].pk, user=admin_user, feedback="random")
+    now = timezone.now()
+    plan = replacements.replacements_plan(publication_id=live.pk, now=now, user=admin_user)
+    assert plan.assignments == 2
+    one = (live.reward_usd * (1 + live.fee_rate)).quantize(Decimal("0.01"))
+    asked = replacements._ask
+    second = []
+
+    def the_other_request_takes_over(platform, extension, *, now):
+        if not second:  # the first request, about to ask for the first HIT, has run too long
+            second.append(None)
+            later = now + timedelta(seconds=replacements.REPLACING_SECONDS + 1)
+            second[0] = replacements.replacements_create(
+                publication_id=live.pk, confirm_total=one, now=later, user=admin_user
+            )
+        return asked(platform, extension, now=now)
+
+    monkeypatch.setattr(replacements, "_ask", the_other_request_takes_over)
+    first = replacements.replacements_create(
+        publication_id=live.pk, confirm_total=plan.total_usd, now=now, user=admin_user
+    )
+    for hit in hits:  # one assignment added to each, on MTurk and here
+        assert fake_mturk.state.hits[hit.hit_id]["MaxAssignments"] == 4
+        hit.refresh_from_db()
+        assert hit.max_assignments == 4
+    assert HitExtension.objects.filter(status=HitExtensionStatus.DONE).count() == 2
+    assert first.stopped and (first.added, first.hits) == (1, 1)
+    assert (second[0].added, second[0].stopped) == (2, False)  # the first's pending one, HIT 2

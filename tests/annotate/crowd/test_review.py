@@ -148,6 +148,49 @@ def test_bonus_is_never_paid_twice(client, live, fake_mturk, admin_user):
     assert fake_mturk.state.balance == Decimal("9999.50")
 
 
+def test_a_bonus_whose_reply_was_lost_is_not_paid_again_once_mturk_forgot_its_token(
+    client, live, fake_mturk, admin_user
+):
+    """MTurk keeps a UniqueRequestToken for 24 hours: a bonus sent again with it after that
+    (the same form, or its task, a day later) is paid a second time."""
+    from tests.annotate.crowd.fake_mturk import FakeMTurkError
+
+    done = work(client, fake_mturk, live.hits.first(), "AW1")
+    review.assignment_approve(assignment_id=done.pk, user=admin_user)
+    kept = review.bonus_create(
+        assignment_id=done.pk, amount_usd=Decimal("0.50"), reason="careful work", user=admin_user
+    )
+    paid = review.bonus_create(  # another bonus, the same, paid on purpose and marked paid
+        assignment_id=done.pk, amount_usd=Decimal("0.50"), reason="careful work", user=admin_user
+    )
+    review.bonus_pay(bonus_id=paid.pk, user=admin_user, now=timezone.now())
+    original = fake_mturk.api.op_SendBonus
+    sent = []
+
+    def paid_then_every_reply_lost(body):
+        if not sent:
+            sent.append(original(body))
+        raise FakeMTurkError("ServiceUnavailable", "Service unavailable", status=503)
+
+    fake_mturk.api.op_SendBonus = paid_then_every_reply_lost
+    with pytest.raises(review.TransientPlatformError):
+        review.bonus_pay(bonus_id=kept.pk, user=admin_user, now=timezone.now())
+    kept.refresh_from_db()
+    assert kept.status == BonusStatus.PENDING and len(fake_mturk.state.bonuses) == 2
+    fake_mturk.api.op_SendBonus = original
+    fake_mturk.forget_tokens()
+    later = timezone.now() + timedelta(days=2)
+    assert review.bonus_pay(bonus_id=kept.pk, user=admin_user, now=later).status == "paid"
+    assert len(fake_mturk.state.bonuses) == 2  # each bonus paid once
+    # A third one, never sent, is paid: the platform's two are the two marked paid here.
+    third = review.bonus_create(
+        assignment_id=done.pk, amount_usd=Decimal("0.50"), reason="careful work", user=admin_user
+    )
+    Bonus.objects.filter(pk=third.pk).update(created_at=timezone.now() - timedelta(days=1))
+    review.bonus_pay(bonus_id=third.pk, user=admin_user, now=timezone.now())
+    assert len(fake_mturk.state.bonuses) == 3
+
+
 def test_a_bonus_form_sent_twice_pays_the_worker_once(
     client, live, fake_mturk, admin_user, django_capture_on_commit_callbacks
 ):
@@ -477,3 +520,40 @@ def test_a_selfhosted_link_has_no_sync_button_and_no_sync(client, crowd_batch, a
     page = client.post(reverse("crowd:review-sync", args=[link.pk]), HTTP_REFERER=url, follow=True)
     assert _messages(page) == ["A self-hosted link has no platform to sync with."]
     assert not PlatformCall.objects.exists()
+
+
+def test_claims_never_submitted_are_listed_apart_and_cannot_be_decided(
+    client, live, fake_mturk, admin_user
+):
+    """A claim that ran out and one returned before a submit are not review rows (they were
+    listed among the submissions, with their status), and approve or reject refuses them."""
+    from annotate.services.assignments import assignments_expire
+
+    hit = live.hits.order_by("id").first()
+    accepted = fake_mturk.api.worker_accept(hit.hit_id, "AIDLE")
+    client.get(
+        reverse("crowd:mturk-task", args=[hit.unique_request_token]),
+        {"assignmentId": accepted, "hitId": hit.hit_id, "workerId": "AIDLE",
+         "turkSubmitTo": fake_mturk.url},
+    )  # fmt: skip
+    idle = Assignment.objects.get(annotator__worker_id="AIDLE")
+    assert assignments_expire(now=idle.expires_at + timedelta(seconds=1)) == 1
+    done = work(client, fake_mturk, hit, "AW1")
+
+    rows = selectors.review_rows(publication=live)
+    assert [row.assignment.pk for row in rows] == [done.pk]
+    assert [row.assignment.pk for row in selectors.never_submitted(publication=live)] == [idle.pk]
+    admin = Client()
+    admin.force_login(admin_user)
+    page = admin.get(reverse("crowd:review", args=[live.pk])).text
+    assert f'data-assignment="{idle.pk}"' not in page
+    assert f'data-unsubmitted="{idle.pk}"' in page and "Never submitted" in page
+    for action in ("approve", "reject"):
+        answer = admin.post(
+            reverse("crowd:assignment-action", args=[idle.pk]),
+            {"action": action, "feedback": "no work"},
+            follow=True,
+        )
+        assert "Only a submitted assignment can be" in answer.text
+    idle.refresh_from_db()
+    assert idle.status == AssignmentStatus.EXPIRED

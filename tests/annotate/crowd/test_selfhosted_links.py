@@ -324,3 +324,120 @@ def test_a_participants_next_task_is_not_counted_as_a_new_start(client, study, w
     assert following.status_code == 302 and following["Location"] != started["Location"]
     assert Assignment.objects.filter(annotator__worker_id="P1").count() == 2
     assert _start(client, study, PROLIFIC_PID="P2").status_code == 429  # a new one still counts
+
+
+def test_one_address_holds_few_open_claims_under_made_up_ids(client, study, settings):
+    """Each made-up participant id claimed a task that held its slot until its time ran out,
+    60 an hour from one address: now at most CROWD_OPEN_CLAIMS_PER_ADDRESS open at once."""
+    settings.CROWD_OPEN_CLAIMS_PER_ADDRESS = 2
+    first, second = (_start(client, study, PROLIFIC_PID=f"P{i}") for i in (1, 2))
+    assert (first.status_code, second.status_code) == (302, 302)
+    refused = _start(client, study, PROLIFIC_PID="P3")
+    assert refused.status_code == 429
+    allotted = study.batch.project.allotted_minutes * 60
+    assert allotted - 5 <= int(refused["Retry-After"]) <= allotted
+    assert "Too many open tasks from your address (at most 2 at a time)" in refused.text
+    assert "Submit or return one of them first" in refused.text
+    assert not Annotator.objects.filter(worker_id="P3").exists()  # nothing claimed or made
+    again = _start(client, study, PROLIFIC_PID="P1")  # a participant's own open claim
+    assert again.status_code == 302 and again["Location"] == first["Location"]
+    assert _start(Client(REMOTE_ADDR="203.0.113.7"), study, PROLIFIC_PID="P4").status_code == 302
+    _finish(client, first)  # a submitted task is no longer open
+    assert _start(client, study, PROLIFIC_PID="P3").status_code == 302
+    assert _start(client, study, PROLIFIC_PID="P5").status_code == 429
+
+
+def test_a_participants_lapsed_claim_in_a_closed_batch_says_so_and_takes_no_answers(client, study):
+    from datetime import timedelta
+
+    started = _start(client, study, PROLIFIC_PID="P1")
+    Assignment.objects.update(expires_at=timezone.now() - timedelta(minutes=1))
+    study.batch.active = False
+    study.batch.save()
+    page = client.get(started["Location"])
+    assert page.status_code == 200 and 'id="batch-closed"' in page.text
+    assert "takes no more answers" in page.text and 'id="return-task"' in page.text
+    refused = _finish(client, started)
+    assert refused.status_code == 410 and "This batch is closed" in refused.text
+    assert Assignment.objects.get().submitted_at is None and not Label.objects.exists()
+
+
+def test_a_participant_back_after_their_last_task_gets_their_completion_code_again(client, study):
+    """The link answered only "No task left for you ... Thank you!": a participant whose done
+    page closed before they copied the code had no way to get it."""
+    study.completion_code = "CODE-42"
+    study.save(update_fields=["completion_code"])
+    for _ in range(2):
+        assert _finish(client, _start(client, study, PROLIFIC_PID="P1")).status_code == 200
+    back = _start(client, study, PROLIFIC_PID=" P1 ")
+    assert back.status_code == 404
+    assert '<strong id="completion-code">CODE-42</strong>' in back.text
+    assert 'id="no-code"' not in back.text
+
+
+def test_a_newcomer_to_a_full_link_is_told_there_is_no_code_and_to_return_the_study(client, db):
+    project = project_with_tasks(instructions=1, systems=2, questions=1, assignments_per_task=1)
+    study = _study(project)
+    study.completion_code = "CODE-42"
+    study.save(update_fields=["completion_code"])
+    assert _start(client, study, PROLIFIC_PID="P1").status_code == 302  # takes the only slot
+    late = _start(client, study, PROLIFIC_PID="P2")
+    assert late.status_code == 404
+    assert 'id="no-code"' in late.text and "Return submission" in late.text
+    assert "CODE-42" not in late.text
+    assert not Assignment.objects.filter(annotator__worker_id="P2").exists()
+
+
+def test_the_guidelines_are_open_on_a_workers_first_task_and_on_a_preview(client, study):
+    first = _start(client, study, PROLIFIC_PID="P1")
+    assert '<details class="guidelines" open>' in client.get(first["Location"]).text
+    _finish(client, first)
+    second = _start(client, study, PROLIFIC_PID="P1")
+    assert '<details class="guidelines">' in client.get(second["Location"]).text
+    fake = publishing.publication_create(
+        batch=study.batch,
+        platform_name="fake",
+        chosen=PublishSettings(title="t", description="d"),
+        base_url="https://annotate.example.org",
+    )
+    publishing.publication_publish(publication_id=fake.pk, now=timezone.now())
+    hit = fake.hits.first()
+    preview = client.get(
+        reverse("crowd:mturk-task", args=[hit.unique_request_token]),
+        {"assignmentId": "ASSIGNMENT_ID_NOT_AVAILABLE", "hitId": hit.hit_id},
+    )
+    assert '<details class="guidelines" open>' in preview.text
+
+
+def test_a_workers_incomplete_submit_names_no_field(client, study):
+    started = _start(client, study, PROLIFIC_PID="P1")
+    refused = client.post(started["Location"], {"r1_q1": "yes"})
+    assert refused.status_code == 400
+    error = re.search(r'<p class="error" role="alert">(.*?)</p>', refused.text).group(1)
+    assert error == "1 of 2 answers are missing: they are listed below."
+    assert "System B, question 1" in refused.text
+
+
+def _next_task_form(page: str) -> tuple[str, dict]:
+    form = re.search(
+        r'<form method="post" action="([^"]+)" id="next-task">(.*?)</form>', page, re.S
+    )
+    return form.group(1), dict(re.findall(r'name="([^"]+)" value="([^"]*)"', form.group(2)))
+
+
+def test_do_the_next_task_keeps_the_study_and_session_ids_of_the_recruiting_site(client, study):
+    """The next task's start sent only workerId: its assignment lost Prolific's STUDY_ID and
+    SESSION_ID, which the first one kept."""
+    first = _start(client, study, PROLIFIC_PID="P1", STUDY_ID="S-1", SESSION_ID="SESS-1")
+    url, fields = _next_task_form(_finish(client, first).text)
+    assert fields == {"workerId": "P1", "STUDY_ID": "S-1", "SESSION_ID": "SESS-1"}
+    assert client.post(url, fields).status_code == 302
+    kept = Assignment.objects.filter(annotator__worker_id="P1").order_by("pk")
+    assert [(a.platform_hit_id, a.platform_assignment_id) for a in kept] == [("S-1", "SESS-1")] * 2
+
+
+def test_a_returned_tasks_next_task_keeps_them_too(client, study):
+    first = _start(client, study, PROLIFIC_PID="P1", STUDY_ID="S-1", SESSION_ID="SESS-1")
+    client.post(first["Location"].rstrip("/") + "/return/")
+    _, fields = _next_task_form(client.get(first["Location"]).text)
+    assert fields == {"workerId": "P1", "STUDY_ID": "S-1", "SESSION_ID": "SESS-1"}

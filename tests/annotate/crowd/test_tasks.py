@@ -63,6 +63,19 @@ def test_beat_syncs_every_live_publication(mturk_settings, fake_mturk, crowd_bat
     assert schedule["task"] == tasks.sync_all_publications.name
 
 
+def test_beat_syncs_a_publication_whose_publish_died_half_way(
+    mturk_settings, fake_mturk, crowd_batch
+):
+    """A worker killed mid-publish leaves the publication 'publishing' with HITs out: workers
+    take them and MTurk approves their work after its delay, and no sync ever looked."""
+    publication = _publication(crowd_batch)
+    publishing.publication_publish(publication_id=publication.pk, now=timezone.now())
+    publication.status = PublicationStatus.PUBLISHING  # as the killed publish left it
+    publication.save(update_fields=["status"])
+    assert tasks.sync_all_publications.apply().get() == 1
+    assert publication.hits.filter(synced_at__isnull=False).count() == 3
+
+
 def test_selfhosted_publication_needs_no_platform(crowd_batch):
     publication = _publication(crowd_batch, platform="selfhosted")
     assert tasks.publish_publication.apply(args=[publication.pk]).get() == (

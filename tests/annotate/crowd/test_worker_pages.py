@@ -859,3 +859,22 @@ def test_no_worker_page_may_be_kept_by_a_browser_or_proxy(client, published, stu
     assert refused.status_code == 400 and done.status_code == 200
     for page in (opened, task, refused, started, done):
         assert "no-store" in page["Cache-Control"] and "private" in page["Cache-Control"]
+
+
+def test_a_demo_hit_of_a_closed_batch_takes_no_worker_and_keeps_its_slot(
+    client, published, admin_user
+):
+    """A batch deactivated while its demo HITs are open: "Do it as a worker" opens the page
+    that asks to return the HIT, nothing is claimed, and the offline platform gets the
+    assignment back (nobody there presses Return), so the HIT is not shown as taken."""
+    published.target.active = False
+    published.target.save()
+    client.force_login(admin_user)
+    hit = _hit(published)
+    opened = client.post(reverse("crowd:demo-worker", args=[hit.pk]))
+    refused = client.get(opened["Location"])
+    assert refused.status_code == 410 and "it takes no new workers" in refused.text
+    assert not Assignment.objects.exists()
+    page = client.get(reverse("crowd:publication", args=[published.pk])).text
+    row = page.split(f"<code>{hit.hit_id}</code>")[1].split("</tr>")[0]
+    assert '<td class="hit-work">0 / 0 / ' in row and '">0 of ' in row  # 0 of N took it

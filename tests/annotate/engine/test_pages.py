@@ -819,3 +819,38 @@ def test_saving_an_endpoint_says_so(admin_client):
     )
     assert "Endpoint local-vllm saved." in saved.content.decode()
     assert "created." not in saved.content.decode()
+
+
+@pytest.fixture
+def price_edited_as_it_starts(monkeypatch):
+    """Edit the endpoint's prompt price after the page checked the confirmed total and before
+    the run's start (as another admin's edit committed in between would)."""
+    reverse("engine:generation-new")  # the URLs first: the views import as the app does
+    from annotate.engine import views
+
+    start = views._generation_start
+
+    def edited_then_start(request, data):
+        Endpoint.objects.filter(pk=data["endpoint"].pk).update(price_prompt_per_1k="9")
+        return start(request, data)
+
+    monkeypatch.setattr(views, "_generation_start", edited_then_start)
+
+
+@pytest.mark.django_db
+def test_a_price_edited_between_the_check_and_the_start_starts_nothing_and_asks_anew(
+    admin_client, stub, price_edited_as_it_starts, django_capture_on_commit_callbacks
+):
+    make_instructions(3)
+    paid = make_endpoint(stub.base_url, name="paid", max_tokens=10, price_prompt_per_1k="1")
+    form = {"endpoint": paid.pk, "benchmark": Benchmark.objects.get().pk, "system": "g",
+            "template": "generation_infobench_v1", "seed": "0"}  # fmt: skip
+    url = reverse("engine:generation-new")
+    asked = admin_client.post(url, form).context["confirm"]
+    with django_capture_on_commit_callbacks(execute=False) as started:
+        refused = admin_client.post(url, {**form, asked.field: asked.value})
+    assert refused.status_code == 409 and started == []
+    assert not EngineRun.objects.exists() and stub.requests == []
+    confirm = refused.context["confirm"]
+    assert confirm.stale == asked.total and confirm.total > asked.total  # the new price's
+    assert f"it is now ${confirm.value}" in refused.text

@@ -53,3 +53,50 @@ def test_of_two_starts_at_once_only_the_first_reopens_the_run():
     assert outcomes["second"].startswith(f"Run {run.pk} is starting already")
     run.refresh_from_db()
     assert run.status == RunStatus.PENDING
+
+
+def test_a_price_edit_waits_for_a_confirmed_start_to_commit(stub, echo_protocol):
+    """The confirmed total is checked with the endpoint's row locked till the start commits
+    (engine_run_cost_confirmed): an edit of its prices in another transaction waits, so the
+    start goes at the price it checked. PostgreSQL only: SQLite has no row locks to show."""
+    from decimal import Decimal
+
+    from annotate.engine.models import Endpoint
+    from annotate.engine.services import engine_run_create, engine_run_estimate, engine_run_start
+    from annotate.engine.services.runs import engine_run_cost_confirmed
+
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL only")
+    endpoint = make_endpoint(stub.base_url, name="paid", price_prompt_per_1k="1")
+    run = engine_run_create(kind="echo", endpoint=endpoint, params={"items": ["a", "b"]})
+    total = engine_run_estimate(run=run).cost_usd
+    checked, edited, outcomes = threading.Event(), threading.Event(), {}
+
+    def start() -> None:
+        try:
+            with transaction.atomic():
+                with engine_run_cost_confirmed(total=total):
+                    engine_run_start(run=EngineRun.objects.get(pk=run.pk))
+                checked.set()
+                outcomes["edited before the start committed"] = edited.wait(0.5)
+                transaction.set_rollback(True)  # nothing to run: the lock is what is measured
+        finally:
+            checked.set()
+            connection.close()
+
+    def edit() -> None:
+        checked.wait(10)
+        try:
+            with transaction.atomic():
+                Endpoint.objects.filter(pk=endpoint.pk).update(price_prompt_per_1k=Decimal("9"))
+            edited.set()
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=start), threading.Thread(target=edit)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert outcomes == {"edited before the start committed": False}
+    assert edited.is_set()  # once the start ended, the edit went through

@@ -173,6 +173,26 @@ def test_bad_lines_are_refused_with_file_line_and_field_and_nothing_is_written(
     assert not Study.objects.exists() and not Turn.objects.exists()
 
 
+def test_an_answer_2_far_longer_than_its_answer_1_is_refused_with_file_line_and_field(tmp_path):
+    from annotate.revision.models import EDITED_ANSWER_MARGIN_CHARS, EDITED_ANSWER_MAX_CHARS
+
+    long_1 = "a" * EDITED_ANSWER_MAX_CHARS
+    taken = json.loads(json.dumps(SESSION_A))
+    taken["interaction"][0].update(answer_1=long_1, answer_2=long_1 + "b" * 4000)
+    bad = json.loads(json.dumps(SESSION_B))
+    bad["interaction"][0]["answer_2"] = "c" * (EDITED_ANSWER_MAX_CHARS + 1)
+    path = write_jsonl(tmp_path / "long.jsonl", [taken, bad])
+    with pytest.raises(ImportFileError) as error:
+        sessions_import(path=path, study_name="kiwi")
+    assert error.value.line == 2 and error.value.field == "interaction[0].answer_2"
+    assert f"at most {EDITED_ANSWER_MAX_CHARS:,} are taken" in str(error.value)
+    assert "long.jsonl" in str(error.value)
+    assert not Study.objects.exists() and not Turn.objects.exists()
+    bad["interaction"][0]["answer_1"] = "c" * EDITED_ANSWER_MARGIN_CHARS * 4  # grows the limit
+    path = write_jsonl(tmp_path / "long.jsonl", [taken, bad])
+    assert sessions_import(path=path, study_name="kiwi").created == 2
+
+
 def test_an_empty_file_is_refused_and_makes_no_study(tmp_path):
     path = tmp_path / "empty.jsonl"
     path.write_text("\n")

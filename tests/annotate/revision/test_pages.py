@@ -948,6 +948,37 @@ def test_an_instruction_or_comment_over_the_limit_is_refused_kept_and_never_sent
     assert Turn.objects.get().rating == ""
 
 
+def test_an_edited_answer_over_its_limit_is_refused_kept_and_a_long_answers_edit_is_taken(
+    client, study, annotator, django_capture_on_commit_callbacks
+):
+    """The edit's limit is the larger of EDITED_ANSWER_MAX_CHARS and the model's answer plus
+    EDITED_ANSWER_MARGIN_CHARS: shown on the page, refused above it, never below a long answer."""
+    from annotate.revision.models import EDITED_ANSWER_MARGIN_CHARS, EDITED_ANSWER_MAX_CHARS
+
+    client.force_login(annotator)
+    with django_capture_on_commit_callbacks(execute=True):
+        session = session_assign(study=study, user=annotator, now=timezone.now())
+    instruct(django_capture_on_commit_callbacks, session, annotator, "Shorter.")
+    url = reverse("revision:turn-rate", args=[session.pk])
+    form = client.get(reverse("revision:session", args=[session.pk])).text
+    form = form.split('id="rate-form"')[1]
+    assert f'maxlength="{EDITED_ANSWER_MAX_CHARS}"' in form and "At most 20,000 characters" in form
+    too_long = "w" * (EDITED_ANSWER_MAX_CHARS + 1)
+    refused = client.post(url, {"rating": "bad", "comment": "Too long.", "edited_answer": too_long})
+    assert refused.status_code == 400 and f">{too_long}</textarea>" in refused.text
+    assert f"the edited answer is {EDITED_ANSWER_MAX_CHARS + 1:,} characters long" in refused.text
+    assert f"at most {EDITED_ANSWER_MAX_CHARS:,}" in refused.text
+    assert Turn.objects.get().rating == ""
+
+    long_answer = "v" * (EDITED_ANSWER_MAX_CHARS * 2)  # a model's answer longer than the cap
+    Turn.objects.update(answer=long_answer)
+    limit = len(long_answer) + EDITED_ANSWER_MARGIN_CHARS
+    assert f'maxlength="{limit}"' in client.get(reverse("revision:session", args=[session.pk])).text
+    edit = long_answer + " One more sentence."
+    taken = client.post(url, {"rating": "bad", "comment": "Needs more.", "edited_answer": edit})
+    assert taken.status_code == 302 and Turn.objects.get().edited_answer == edit
+
+
 def test_a_rerating_comment_over_the_limit_is_refused_and_kept(client, study, annotator):
     from annotate.revision.models import COMMENT_MAX_CHARS
 

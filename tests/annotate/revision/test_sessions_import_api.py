@@ -77,6 +77,19 @@ def test_a_bad_file_is_400_naming_line_and_field_and_writes_nothing(researcher):
     assert not Turn.objects.exists()
 
 
+def test_an_answer_2_over_its_limit_is_400_naming_line_field_and_limit(researcher):
+    from annotate.revision.models import EDITED_ANSWER_MAX_CHARS
+
+    bad = json.loads(json.dumps(SESSION_A))
+    bad["interaction"][0]["answer_2"] = "x" * (EDITED_ANSWER_MAX_CHARS + 1)
+    answer = post(researcher, [SESSION_B, bad])
+    assert answer.status_code == 400
+    [error] = answer.json()["errors"]
+    assert (error["line"], error["field"]) == (2, "interaction[0].answer_2")
+    assert f"at most {EDITED_ANSWER_MAX_CHARS:,} are taken" in answer.json()["detail"]
+    assert not Study.objects.exists() and not Turn.objects.exists()
+
+
 def test_a_missing_study_name_or_file_is_400_naming_it(researcher):
     blank = post(researcher, [SESSION_B], study="  ")
     assert blank.status_code == 400 and "study" in blank.json()

@@ -551,6 +551,26 @@ def test_verbalizer_publish_command_previews_then_publishes(study, settings, cap
         call_command("verbalizer_publish", "flip", "--platform", "fake", "--confirm-total", "0.50")
 
 
+@pytest.mark.parametrize(
+    ("reward", "platform", "total"),
+    [("0.125", "fake", "1.25"), ("-1", "selfhosted", "-8.00"), ("NaN", "fake", "1.00")],
+)
+def test_verbalizer_publish_refuses_a_reward_that_is_not_dollars_and_cents(
+    study, settings, reward, platform, total
+):
+    """The command takes any number: a total quoted at $0.125 an answer (the platform is sent
+    "0.12"), a negative reward on a self-hosted link (a negative crowd cost in the report), or
+    NaN (a traceback)."""
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    settings.CROWD_PUBLIC_URL = "https://annotate.example.org"
+    with pytest.raises(CommandError, match="reward"):
+        call_command("verbalizer_publish", "flip", "--platform", platform, "--reward", reward,
+                     "--confirm-total", total)  # fmt: skip
+    assert not Publication.objects.exists()
+
+
 def test_verbalizer_publish_lists_the_platforms_available_as_words(study, settings):
     from django.core.management import call_command
     from django.core.management.base import CommandError

@@ -2,6 +2,7 @@
 spends money), follow the publication, review, approve and reject answers."""
 
 import re
+from decimal import Decimal
 
 import pytest
 from django.urls import reverse
@@ -259,3 +260,19 @@ def test_an_admin_answers_a_study_hit_on_the_offline_demo_platform_as_a_worker(
     page = client.get(reverse("crowd:publication", args=[on_link.pk])).content.decode()
     assert 'id="demo-worker-note"' not in page
     assert "the study's completion code <strong>FLIP-1</strong>" in page
+
+
+def test_a_study_total_the_balance_cannot_pay_publishes_nothing_even_when_confirmed(
+    client, study, settings, django_capture_on_commit_callbacks
+):
+    from annotate.crowd import fake
+
+    settings.CROWD_PUBLIC_URL = "https://annotate.example.org"
+    with fake._changing() as store:
+        store.balance = Decimal("0.30")  # less than the $0.50 the study costs
+    client.force_login(UserFactory(username="boss", roles=[ADMIN], is_staff=True))
+    publish = reverse("verbalizer:study-publish", args=[study.pk])
+    with django_capture_on_commit_callbacks(execute=True):
+        page = client.post(publish, publish_form(publish="1", confirm_total="0.50"))
+    assert page.status_code == 200 and b"The balance does not cover this" in page.content
+    assert not Publication.objects.exists() and fake.FakePlatform.store.hits == {}

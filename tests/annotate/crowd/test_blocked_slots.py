@@ -1,0 +1,189 @@
+"""A blocked worker's work and claims hold no slot of their tasks: the tasks are offered to
+other workers again (a self-hosted link at once, MTurk through the replacements page, real
+boto3 against the fake MTurk server), and an unblock never makes a task count more answers
+than its assignments per task."""
+
+import re
+from decimal import Decimal
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from annotate.crowd.selectors import publication_spending
+from annotate.crowd.services import publishing, replacements, review
+from annotate.crowd.services.publishing import PublishSettings
+from annotate.models import Assignment, AssignmentStatus, Label, TaskSlots
+from annotate.roles import ADMIN
+from annotate.selectors.results import counted_assignment_q
+from annotate.services.assignments import counted_assignments
+from tests.annotate.crowd.test_review import _sync, work
+from tests.factories import UserFactory, project_with_tasks
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def admin(db):
+    return UserFactory(username="block-admin", roles=[ADMIN], is_staff=True)
+
+
+@pytest.fixture
+def link(db):
+    """A self-hosted link of one task that needs one answer."""
+    project = project_with_tasks(instructions=1, systems=2, questions=1, assignments_per_task=1)
+    return publishing.publication_create(
+        batch=project.batches.get(),
+        platform_name="selfhosted",
+        chosen=PublishSettings(title="A study", description="d"),
+        base_url="https://annotate.example.org",
+    )
+
+
+def _start(client, link, participant):
+    return client.post(
+        reverse("crowd:selfhosted-join", args=[link.link_token]), {"PROLIFIC_PID": participant}
+    )
+
+
+def _finish(client, started):
+    page = client.get(started["Location"]).text
+    answers = {name: "yes" for name in set(re.findall(r'name="(r\d+_q\d+)"', page))}
+    return client.post(started["Location"], answers)
+
+
+def _counted(task_id):
+    return set(
+        Assignment.objects.filter(counted_assignment_q(), task_id=task_id).values_list(
+            "annotator__worker_id", flat=True
+        )
+    )
+
+
+def _held(task_id):
+    """Slots taken, as the claim counts them and as the triggers' counter has them."""
+    now = timezone.now()
+    taken = Assignment.objects.filter(counted_assignments(now=now), task_id=task_id).count()
+    lapsed = Assignment.objects.filter(
+        task_id=task_id, status=AssignmentStatus.CLAIMED, expires_at__lte=now
+    ).count()
+    assert TaskSlots.objects.get(task_id=task_id).held - lapsed == taken
+    return taken
+
+
+def test_a_blocked_participants_task_goes_to_another_and_the_unblock_adds_no_answer(
+    client, link, admin
+):
+    assert _finish(client, _start(client, link, "P1")).status_code == 200
+    task_id = link.batch.tasks.get().pk
+    assert _start(client, link, "P2").status_code == 404  # the task has its one answer
+
+    review.worker_block(annotator_id=_annotator("P1"), reason="random answers", user=admin)
+    assert _held(task_id) == 0  # P1's work is kept, labels too, but takes no slot
+    assert Label.objects.filter(assignment__annotator__worker_id="P1").exists()
+    started = _start(client, link, "P2")
+    assert started.status_code == 302
+    assert _finish(client, started).status_code == 200
+    assert _counted(task_id) == {"P2"}
+
+    done = review.worker_unblock(annotator_id=_annotator("P1"), user=admin)
+    assert (done.restored, done.left_out) == (0, 1)
+    assert _counted(task_id) == {"P2"} and _held(task_id) == 1
+
+
+def test_an_unblock_gives_the_slot_back_when_nobody_took_it(client, link, admin):
+    _finish(client, _start(client, link, "P1"))
+    task_id = link.batch.tasks.get().pk
+    review.worker_block(annotator_id=_annotator("P1"), reason="checking", user=admin)
+    assert _counted(task_id) == set()
+    done = review.worker_unblock(annotator_id=_annotator("P1"), user=admin)
+    assert (done.restored, done.left_out) == (1, 0)
+    assert _counted(task_id) == {"P1"} and _held(task_id) == 1
+    assert _start(client, link, "P2").status_code == 404
+
+
+def test_a_claim_held_when_blocked_frees_its_slot_and_what_is_sent_on_it_holds_none(
+    client, link, admin
+):
+    mine = _start(client, link, "P1")
+    task_id = link.batch.tasks.get().pk
+    review.worker_block(annotator_id=_annotator("P1"), reason="bot", user=admin)
+    assert _held(task_id) == 0
+    other = _start(client, link, "P2")
+    assert other.status_code == 302
+    sent = _finish(client, mine)  # the blocked participant's answers are kept, told so
+    assert sent.status_code == 200 and 'id="blocked-note"' in sent.text
+    kept = Assignment.objects.get(annotator__worker_id="P1")
+    assert (kept.status, kept.is_late) == (AssignmentStatus.SUBMITTED, True)
+    assert _held(task_id) == 1  # P2's claim only
+    _finish(client, other)
+    review.worker_unblock(annotator_id=_annotator("P1"), user=admin)
+    assert _counted(task_id) == {"P2"}
+
+
+def test_a_blocked_mturk_workers_task_is_planned_for_a_new_worker(
+    client, live, fake_mturk, admin_user
+):
+    """MTurk: the block frees the slot of confirmed work, the replacements page asks for one
+    more assignment on its HIT, and the new worker's work counts in its place."""
+    hit = live.hits.order_by("id").first()
+    done = [work(client, fake_mturk, hit, f"AW{n}") for n in range(3)]
+    _sync(live)
+    spent_before = publication_spending(publication=live)
+    review.worker_block(annotator_id=done[1].annotator_id, reason="spam", user=admin_user)
+    # Its pay still waits for review (MTurk pays it unless rejected): not late work.
+    spent = publication_spending(publication=live)
+    assert (spent.waiting, spent.late, spent.total_usd) == (3, 0, spent_before.total_usd)
+
+    plan = replacements.replacements_plan(
+        publication_id=live.pk, now=timezone.now(), user=admin_user
+    )
+    assert [(row.hit.pk, row.wanted, row.available, row.add) for row in plan.rows] == [
+        (hit.pk, 1, 0, 1)
+    ]
+    expected = (live.reward_usd * (1 + live.fee_rate)).quantize(Decimal("0.01"))
+    replacements.replacements_create(
+        publication_id=live.pk, confirm_total=expected, now=timezone.now(), user=admin_user
+    )
+    work(client, fake_mturk, hit, "AW9")
+    _sync(live)
+    assert _counted(hit.task_id) == {"AW0", "AW2", "AW9"}
+
+    unblocked = review.worker_unblock(annotator_id=done[1].annotator_id, user=admin_user)
+    assert (unblocked.restored, unblocked.left_out) == (0, 1)
+    _sync(live)  # a sync does not hand the confirmed work its slot back either
+    assert _counted(hit.task_id) == {"AW0", "AW2", "AW9"}
+    assert _held(hit.task_id) == 3
+
+
+def test_a_sync_gives_a_blocked_workers_work_no_slot(client, live, fake_mturk, admin_user):
+    """Work confirmed only after the block (its hand-back late) stays out while it lasts."""
+    hit = live.hits.order_by("id").first()
+    late = work(client, fake_mturk, hit, "AW1", post_back=False)
+    review.worker_block(annotator_id=late.annotator_id, reason="spam", user=admin_user)
+    fake_mturk.api.worker_submit(late.platform_assignment_id, {"summary": "x"})
+    _sync(live)
+    late.refresh_from_db()
+    assert late.is_late and _held(hit.task_id) == 0
+
+
+def _annotator(worker_id):
+    return Assignment.objects.filter(annotator__worker_id=worker_id).first().annotator_id
+
+
+def test_the_pages_and_the_api_say_what_an_unblock_counted_again(client, link, admin):
+    _finish(client, _start(client, link, "P1"))
+    worker = _annotator("P1")
+    admin_client = type(client)()
+    admin_client.force_login(admin)
+    url = reverse("crowd:worker-action", args=[worker])
+    blocked = admin_client.post(url, {"action": "block", "reason": "r"}, follow=True).text
+    assert "those tasks are offered to other workers" in blocked
+    started = _start(client, link, "P2")
+    unblocked = admin_client.post(url, {"action": "unblock"}, follow=True).text
+    assert "Worker unblocked: 0 of their submissions count again. 1 stay out" in unblocked
+    _finish(client, started)
+    admin_client.post(url, {"action": "block", "reason": "r"})
+    _held(link.batch.tasks.get().pk)
+    api = admin_client.post(reverse("crowd-api:unblock", args=[worker]), {})
+    assert api.json() == {"ok": True, "restored": 0, "left_out": 1}
