@@ -11,7 +11,7 @@ from django.utils import timezone
 from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
-from annotate.errors import AnnotateError, PermissionDeniedError
+from annotate.errors import AnnotateError, FieldInputError, PermissionDeniedError
 from annotate.http import page_errors
 from annotate.models import Annotator, AnnotatorKind
 from annotate.roles import ADMIN, RESEARCHER, RESEARCHERS_ONLY, require_role
@@ -65,11 +65,17 @@ def annotator_list(request: HttpRequest) -> HttpResponse:
 def annotator_kind_update(request: HttpRequest, annotator_id: int) -> HttpResponse:
     require_role(request.user, ADMIN, RESEARCHER, message=RESEARCHERS_ONLY)
     annotator = get_object_or_404(Annotator, pk=annotator_id)
-    project_id = _int_or_none(request.POST.get("project"))
+    project = request.POST.get("project", "")
+    project_id = _int_or_none(project)
     kind = request.POST.get("kind", "")
     scope = identity_scope(user=request.user)  # a hidden crowd worker by pseudonym, as listed
     name = scope.name_of(annotator)
     try:
+        if project and project_id is None:  # not read as "no project": that sets the own kind
+            raise FieldInputError(
+                f"project: expected a project id, found {project!r}; nothing was changed.",
+                field="project",
+            )
         if project_id is None:
             if annotators_kind_locked(user=request.user, annotator_ids=[annotator.pk]):
                 raise PermissionDeniedError(

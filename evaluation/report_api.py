@@ -25,7 +25,12 @@ from annotate.throttling import figure_rate_check
 from evaluation import figures
 from evaluation.conventions import ACC_MODES, DEFAULT_ACC, DEFAULT_UNKNOWN, UNKNOWN_MODES
 from evaluation.errors import ReportError
-from evaluation.report_views import DOCUMENTS, report_document_file, report_figure_file
+from evaluation.report_views import (
+    DOCUMENTS,
+    report_conventions_check,
+    report_document_file,
+    report_figure_file,
+)
 from evaluation.services.reports import report_cached
 
 Num = serializers.FloatField(allow_null=True)
@@ -107,13 +112,7 @@ def _report_for(request: Request, benchmark_id: int) -> dict:
         raise Http404
     unknown = request.query_params.get("unknown", DEFAULT_UNKNOWN)
     acc_unknown = request.query_params.get("acc", DEFAULT_ACC)
-    for field, value, modes in (
-        ("unknown", unknown, UNKNOWN_MODES),
-        ("acc", acc_unknown, ACC_MODES),
-    ):
-        if value not in modes:
-            detail = f"{field} must be one of {', '.join(modes)}, not {value!r}."
-            raise FieldInputError(detail, field=field)
+    report_conventions_check(unknown=unknown, acc_unknown=acc_unknown)
     scope = identity_scope(user=request.user)  # crowd worker ids only to whom they may show
     return report_cached(benchmark=benchmark, scope=scope, unknown=unknown, acc_unknown=acc_unknown)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+from decimal import Decimal
 
 from django.contrib.auth.decorators import login_required
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
@@ -12,8 +13,8 @@ from django.urls import reverse
 from django.utils.text import slugify
 from django.views.decorators.http import require_POST
 
-from annotate.errors import RateLimitedError
-from annotate.http import FIGURE_TYPES, error_page, figure_csp, figures_limited
+from annotate.errors import FieldInputError, RateLimitedError
+from annotate.http import FIGURE_TYPES, error_page, figure_csp, figures_limited, page_errors
 from annotate.models import Benchmark
 from annotate.roles import ADMIN, RESEARCHER, RESEARCHERS_ONLY, require_role
 from annotate.selectors.identities import identity_scope
@@ -51,12 +52,23 @@ def _benchmark(request: HttpRequest, benchmark_id: int) -> Benchmark:
     return get_object_or_404(Benchmark, pk=benchmark_id)
 
 
+def report_conventions_check(*, unknown: str, acc_unknown: str) -> None:
+    """Refuse a convention the report does not know, naming the query field (pages and API)."""
+    for field, value, modes in (
+        ("unknown", unknown, UNKNOWN_MODES),
+        ("acc", acc_unknown, ACC_MODES),
+    ):
+        if value not in modes:
+            detail = f"{field} must be one of {', '.join(modes)}, not {value!r}."
+            raise FieldInputError(detail, field=field)
+
+
 def _conventions(request: HttpRequest) -> dict[str, str]:
-    """Return the report's conventions from the query (`unknown`, `acc`); 404 on an unknown one."""
+    """Return the report's conventions from the query (`unknown`, `acc`); FieldInputError (400)
+    on an unknown one."""
     unknown = request.GET.get("unknown", DEFAULT_UNKNOWN)
     acc_unknown = request.GET.get("acc", DEFAULT_ACC)
-    if unknown not in UNKNOWN_MODES or acc_unknown not in ACC_MODES:
-        raise Http404
+    report_conventions_check(unknown=unknown, acc_unknown=acc_unknown)
     return {"unknown": unknown, "acc_unknown": acc_unknown}
 
 
@@ -83,6 +95,7 @@ def report_list(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+@page_errors
 def report_page(request: HttpRequest, benchmark_id: int) -> HttpResponse:
     benchmark = _benchmark(request, benchmark_id)
     conventions = _conventions(request)
@@ -96,6 +109,7 @@ def report_page(request: HttpRequest, benchmark_id: int) -> HttpResponse:
         "unknown_conventions": UNKNOWN_CONVENTIONS.items(),
         "acc_conventions": ACC_CONVENTIONS.items(),
         "leaderboard": _leaderboard_rows(report),
+        "sources": _source_rows(report),
         "figures": _figure_choices(report, request),
         "tables": list(report_formats.TABLES),
         "sources_title": report_formats.TABLE_TITLES["sources"],
@@ -141,6 +155,18 @@ def _leaderboard_rows(report: dict) -> list[dict]:
     return list(rows.values())
 
 
+def _source_rows(report: dict) -> list[dict]:
+    """Table 4's rows with ACC as a percentage, to show with one decimal as the LaTeX and
+    Markdown tables do (scaled as a decimal, so halves round the same way there and here)."""
+    return [
+        {
+            **row,
+            "acc_percent": None if row["acc"] is None else Decimal(repr(float(row["acc"]))) * 100,
+        }
+        for row in report["sources"]
+    ]
+
+
 def report_document_file(report: dict, fmt: str) -> HttpResponse:
     """The whole report as a file in `fmt` (a key of DOCUMENTS): the page's download and the
     API's."""
@@ -149,6 +175,7 @@ def report_document_file(report: dict, fmt: str) -> HttpResponse:
 
 
 @login_required
+@page_errors
 def report_download(request: HttpRequest, benchmark_id: int, fmt: str) -> HttpResponse:
     benchmark = _benchmark(request, benchmark_id)
     if fmt not in DOCUMENTS:
@@ -157,6 +184,7 @@ def report_download(request: HttpRequest, benchmark_id: int, fmt: str) -> HttpRe
 
 
 @login_required
+@page_errors
 def table_download(request: HttpRequest, benchmark_id: int, table: str, fmt: str) -> HttpResponse:
     benchmark = _benchmark(request, benchmark_id)
     if table not in report_formats.TABLES or fmt not in ("csv", "json"):
@@ -169,6 +197,7 @@ def table_download(request: HttpRequest, benchmark_id: int, table: str, fmt: str
 
 
 @login_required
+@page_errors
 @figure_csp
 @figures_limited
 def figure_download(

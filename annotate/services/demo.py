@@ -230,9 +230,15 @@ def _complete_instructions(benchmark: Benchmark, labels: dict) -> list[str]:
 
 
 def _recorded_project(
-    name: str, benchmark: Benchmark, instruction_ids: list[str], reward: str = "1.00"
+    name: str,
+    benchmark: Benchmark,
+    instruction_ids: list[str],
+    *,
+    annotators: int,
+    reward: str = "1.00",
 ) -> Project | None:
-    """Create a finished study's project once; None when it exists already."""
+    """Create a finished study's project once, each task asking for one assignment per
+    annotator (so the record's page shows every task done); None when it exists already."""
     if Project.objects.filter(name=name).exists():
         return None
     project = project_create(
@@ -240,7 +246,7 @@ def _recorded_project(
         benchmark=benchmark,
         systems=list(System.objects.filter(responses__instruction__benchmark=benchmark).distinct()),
         selection=InstructionSelection(kind=Selection.IDS, external_ids=instruction_ids),
-        assignments_per_task=3,
+        assignments_per_task=annotators,
         allotted_minutes=30,
         continue_to_next=False,
     )
@@ -267,7 +273,7 @@ def demo_studies_record(*, fixtures_dir: Path = DEMO_DIR) -> None:
     ]
     # One demo response has a question nobody labelled: its instruction stays imported only.
     complete = _complete_instructions(benchmark, labels)
-    project = _recorded_project(EXPERT_STUDY, benchmark, complete)
+    project = _recorded_project(EXPERT_STUDY, benchmark, complete, annotators=len(experts))
     if project is not None and not Assignment.objects.filter(annotator__in=experts).exists():
         _record_study(
             project=project,
@@ -284,7 +290,9 @@ def demo_studies_record(*, fixtures_dir: Path = DEMO_DIR) -> None:
         )[0]
         for name in DEMO_CROWD_WORKERS
     ]
-    project = _recorded_project(CROWD_STUDY, benchmark, complete, reward="0.50")
+    project = _recorded_project(
+        CROWD_STUDY, benchmark, complete, annotators=len(workers), reward="0.50"
+    )
     if project is not None:
         _record_study(
             project=project,

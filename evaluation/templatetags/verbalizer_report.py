@@ -1,5 +1,6 @@
 from django import template
 
+from evaluation.report_formats import _fixed
 from evaluation.verbalizer import report
 from evaluation.verbalizer.slices import SET_PROMPTS, SLICE_WHO
 
@@ -8,10 +9,9 @@ register = template.Library()
 
 @register.filter
 def pct(value) -> str:
-    """Show a fraction as a percentage with one decimal; n/a when undefined."""
-    if value is None:
-        return "n/a"
-    return f"{100 * value:.1f}"
+    """Show a fraction as a percentage with one decimal, halves rounded up as the report's
+    LaTeX and Markdown tables round them (0.8125 is 81.3 in both); n/a when undefined."""
+    return _fixed(value, scale=100, digits=1, minus="-")
 
 
 @register.filter

@@ -108,3 +108,15 @@ def test_the_demo_note_counts_the_instructions_an_annotator_can_take_over_both_s
     assert f"{len(taken)} instructions between the two demo studies" in note
     assert "in each" not in note
     assert {pk for pk, _instruction in taken} == {studies[0].pk}
+
+
+def test_the_demo_records_of_finished_studies_show_every_task_done(settings):
+    from annotate.selectors.work import project_progress
+    from annotate.services.demo import CROWD_STUDY, EXPERT_STUDY
+
+    settings.DEBUG = True
+    call_command("load_demo", stdout=io.StringIO())
+    for name in (EXPERT_STUDY, CROWD_STUDY):  # each called "(finished)" on its page
+        progress = project_progress(project=Project.objects.get(name=name), now=timezone.now())
+        assert progress.tasks_total > 0
+        assert progress.tasks_done == progress.tasks_total, name

@@ -323,7 +323,7 @@ def test_enter_on_a_button_outside_the_task_form_presses_that_button(page_for):
     page.get_by_role("button", name="Start next task").click()
     page.wait_for_url("**/annotate/assignments/*/")
     page.wait_for_load_state()
-    page.locator("button", has_text="Log out").focus()
+    page.get_by_role("button", name="Log out", exact=True).focus()
     page.keyboard.press("Enter")
     page.wait_for_url("**/accounts/login/")
 

@@ -139,6 +139,13 @@ def test_a_researcher_decides_the_kind_and_a_project_override(client, researcher
     assert "kind must be one of" in refused.text
     newcomer.refresh_from_db()
     assert newcomer.kind == AnnotatorKind.CROWD
+    # A project that is no id is refused, not taken for "every project" (the own kind).
+    refused = client.post(url, {"kind": "expert", "project": "4x"}, follow=True)
+    assert "project: expected a project id, found &#x27;4x&#x27;; nothing was changed." in (
+        refused.text
+    )
+    newcomer.refresh_from_db()
+    assert newcomer.kind == AnnotatorKind.CROWD and not ProjectAnnotatorKind.objects.exists()
 
 
 def test_a_researcher_changes_an_own_kind_only_when_all_the_work_is_in_their_projects(

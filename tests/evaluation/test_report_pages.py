@@ -114,7 +114,9 @@ def test_unknown_option_changes_the_numbers_and_says_so(researcher_client, bench
     as_no = json.loads(researcher_client.get(url, {"unknown": "no"}).content)
     assert (default["unknown"], as_no["unknown"]) == ("exclude", "no")
     assert default["leaderboard"] != as_no["leaderboard"]
-    assert researcher_client.get(url, {"unknown": "maybe"}).status_code == 404
+    refused = researcher_client.get(url, {"unknown": "maybe"})
+    assert refused.status_code == 400
+    assert "unknown must be one of exclude, no, official, not &#x27;maybe&#x27;." in refused.text
 
 
 def test_every_unknown_convention_is_named_truthfully_on_the_page(researcher_client, bench):
@@ -146,7 +148,8 @@ def test_api_and_downloads_take_the_acc_convention(researcher_client, bench):
         "field": "unknown",
     }
     url = reverse("reports:download", args=[bench.pk, "json"])
-    assert researcher_client.get(url, {"acc": "maybe"}).status_code == 404
+    refused = researcher_client.get(url, {"acc": "maybe"})
+    assert refused.status_code == 400 and "acc must be one of exclude, wrong" in refused.text
     default = json.loads(researcher_client.get(url).content)
     judge = [r for r in default["sources"] if r["source"] == "judge" and r["subset"] == "overall"]
     assert (default["acc_unknown"], judge[0]["compared"]) == ("exclude", 8)
@@ -463,3 +466,49 @@ def test_the_aggregated_labels_csv_counts_with_the_exports_and_is_refused_over_t
     assert refused.status_code == 429 and int(refused["Retry-After"]) > 0
     assert b"Too many report exports and label downloads" in refused.content
     assert reverse("reports:detail", args=[bench.pk]).encode() in refused.content
+
+
+def test_the_report_page_shows_acc_as_the_latex_table_does(researcher_client, bench):
+    from evaluation.report_formats import _fixed
+
+    page = researcher_client.get(reverse("reports:detail", args=[bench.pk])).content.decode()
+    table = page.split('<h2 id="sources">')[1].split("</table>")[0]
+    shown = {
+        (cells[0], cells[1]): cells[4]
+        for row in table.split("<tr>")[2:]
+        for cells in [[cell.split("</td>")[0].strip() for cell in row.split("<td>")[1:]]]
+    }
+    api = researcher_client.get(reverse("api-report", args=[bench.pk])).json()
+    expected = {
+        (row["subset"], row["source"]): "–"
+        if row["acc"] is None
+        else _fixed(row["acc"], scale=100, digits=1, minus="-")
+        for row in api["sources"]
+    }
+    assert shown == expected
+    assert any(value not in ("–", "100.0") for value in expected.values())
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        ("reports:detail", ()),
+        ("reports:table", ("leaderboard", "csv")),
+        ("reports:figure", ("leaderboard", "svg")),
+    ],
+)
+def test_a_convention_the_report_does_not_know_is_named_not_a_missing_page(
+    researcher_client, bench, where
+):
+    name, args = where
+    refused = researcher_client.get(reverse(name, args=[bench.pk, *args]), {"acc": "yes"})
+    assert refused.status_code == 400
+    assert "acc must be one of exclude, wrong, not &#x27;yes&#x27;." in refused.text
+
+
+def test_the_kappa_table_says_what_its_columns_count(researcher_client, bench):
+    page = researcher_client.get(reverse("reports:detail", args=[bench.pk])).content.decode()
+    note = page.split('id="agreement-note">')[1].split("</p>")[0]
+    assert "An item is one instruction and one pair of systems" in note
+    assert "raw agreement is the share of items on which all" in note
+    assert "Dropped: items of the subset with fewer, left out." in note

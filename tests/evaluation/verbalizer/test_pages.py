@@ -283,3 +283,15 @@ def test_replies_are_filtered_by_selects_of_the_sets_own_values_and_old_links_st
     missing = client.get(url, {"system": "nobody"})
     assert '<option value="nobody" selected>nobody</option>' in missing.content.decode()
     assert b"No replies." in missing.content
+
+
+def test_the_report_page_rounds_percentages_as_its_latex_and_markdown_do():
+    from evaluation.templatetags.verbalizer_report import pct, pct_interval
+    from evaluation.verbalizer.formats import _pct
+
+    # 0.8125: two datasets' 0.8333 and 0.7917 averaged; Python's "%.1f" made it 81.2.
+    for value in (0.8125, 0.0625, 0.285, 0.5, 1.0, 0.0):
+        assert pct(value) == _pct(value), value
+    assert pct(0.8125) == "81.3"
+    assert pct(None) == "n/a" and pct_interval(0.0625, None) == "n/a"
+    assert pct_interval(0.0625, 0.8125) == "6.3–81.3"
