@@ -62,7 +62,7 @@ class EndpointForm(forms.ModelForm):
             "model": "The model name the server expects, e.g. gpt-4o-mini.",
             "temperature": "From 0 to 2; 0 for reproducible answers.",
             "timeout_seconds": "One call's limit (more than 0); a call over it is retried.",
-            "concurrency": "Calls in flight at once for this endpoint.",
+            "concurrency": "Calls in flight at once for this endpoint (1 to 256).",
             "requests_per_minute": "The limiter keeps every run of this endpoint under it.",
             "tokens_per_minute": "Prompt and completion tokens together.",
             "max_retries": "For timeouts, rate limits and server errors, with backoff.",

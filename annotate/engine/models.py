@@ -32,6 +32,7 @@ def validate_positive(value: float) -> None:
 
 
 _AT_LEAST_ONE = [MinValueValidator(1, message="Must be at least 1.")]
+MAX_CONCURRENCY = 256  # calls in flight at once for one endpoint (threads of a run's worker)
 
 
 class Endpoint(models.Model):
@@ -71,7 +72,15 @@ class Endpoint(models.Model):
         "as it is written.",
     )
     timeout_seconds = models.FloatField(default=120, validators=[validate_positive])
-    concurrency = models.PositiveSmallIntegerField(default=8, validators=_AT_LEAST_ONE)
+    # Each call in flight is a thread of the run's worker: 32767 (the column's limit) would
+    # start that many.
+    concurrency = models.PositiveSmallIntegerField(
+        default=8,
+        validators=[
+            *_AT_LEAST_ONE,
+            MaxValueValidator(MAX_CONCURRENCY, message=f"At most {MAX_CONCURRENCY}."),
+        ],
+    )
     requests_per_minute = models.PositiveIntegerField(default=500, validators=_AT_LEAST_ONE)
     tokens_per_minute = models.PositiveIntegerField(default=200_000, validators=_AT_LEAST_ONE)
     max_retries = models.PositiveSmallIntegerField(default=5)
@@ -86,6 +95,9 @@ class Endpoint(models.Model):
         ordering = ["name"]
         constraints = [
             models.CheckConstraint(condition=Q(concurrency__gte=1), name="endpoint_concurrency_1"),
+            models.CheckConstraint(
+                condition=Q(concurrency__lte=MAX_CONCURRENCY), name="endpoint_concurrency_at_most"
+            ),
             models.CheckConstraint(condition=Q(requests_per_minute__gte=1), name="endpoint_rpm_1"),
             models.CheckConstraint(condition=Q(tokens_per_minute__gte=1), name="endpoint_tpm_1"),
             models.CheckConstraint(

@@ -25,6 +25,7 @@ pytestmark = pytest.mark.django_db
         ("top_p", 1.5, "Field 'top_p': Ensure this value is less than or equal to 1."),
         ("top_p", -1, "Field 'top_p': Ensure this value is greater than or equal to 0."),
         ("concurrency", 0, "Field 'concurrency': Must be at least 1."),
+        ("concurrency", 257, "Field 'concurrency': At most 256."),
         ("requests_per_minute", 0, "Field 'requests_per_minute': Must be at least 1."),
         ("tokens_per_minute", 0, "Field 'tokens_per_minute': Must be at least 1."),
         ("base_url", "https://api.openai.com/v1/chat/completions", "should end before"),
@@ -48,6 +49,7 @@ def test_the_bounds_themselves_are_accepted():
     endpoint = make_endpoint(
         "", name="edges", temperature=2, top_p=0, timeout_seconds=0.5, concurrency=1
     )
+    endpoint_update(endpoint=endpoint, concurrency=256)
     endpoint_update(endpoint=endpoint, temperature=0, top_p=1)
     endpoint.refresh_from_db()
     assert (endpoint.temperature, endpoint.top_p, endpoint.timeout_seconds) == (0, 1, 0.5)
@@ -61,7 +63,13 @@ def test_the_command_refuses_a_negative_timeout():
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("timeout_seconds", -1), ("temperature", 3), ("top_p", 1.5), ("concurrency", 0)],
+    [
+        ("timeout_seconds", -1),
+        ("temperature", 3),
+        ("top_p", 1.5),
+        ("concurrency", 0),
+        ("concurrency", 257),
+    ],
 )
 def test_the_database_refuses_what_the_validators_refuse(field, value):
     endpoint = make_endpoint("", name="fake")
