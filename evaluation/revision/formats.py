@@ -56,7 +56,7 @@ HEADERS = {
     "system": "System",
     "sessions": "Sessions",
     "turns": "Turns",
-    "edited": "Edited",
+    "edited": "Turns edited",
     "turns_per_session": "Turns per session",
     "information_seeking": "% information-seeking",
     "stylistic": "% stylistic",

@@ -18,7 +18,13 @@ def test_researcher_sees_the_report_page_downloads_figures_and_api(client, resea
     page = client.get(reverse("revision-reports:report", args=[study.pk])).content.decode()
     assert "Table 2: sessions per system" in page and "1.500" in page
     table2 = client.get(reverse("revision-reports:report", args=[study.pk])).context["tables"][0]
-    assert table2["columns"][-3:] == ["Turns per session", "% information-seeking", "% stylistic"]
+    assert table2["columns"][-5:] == [
+        "Turns",
+        "Turns edited",
+        "Turns per session",
+        "% information-seeking",
+        "% stylistic",
+    ]
     llama = [cell["text"] for cell in table2["rows"][1][-3:]]
     assert llama == ["3.000", "66.7", "33.3"]  # llama: 2 of 3 turns seeking
     api = client.get(reverse("api-revision-report", args=[study.pk])).json()
