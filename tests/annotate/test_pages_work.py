@@ -779,7 +779,8 @@ def test_start_next_in_a_project_never_offered_to_the_annotator_is_404(client, a
     worked = project_with_tasks(instructions=1, systems=2, questions=1)
     worked.name = "Their own closed study"
     worked.save(update_fields=["name"])
-    claim_for(annotator_user, worked)
+    returned = claim_for(annotator_user, worked)  # theirs, given back: no live claim
+    Assignment.objects.filter(pk=returned.pk).update(status=AssignmentStatus.RETURNED)
     worked.batches.update(active=False)
     told = client.post(reverse("work:start-next", args=[worked.id]), follow=True)
     assert told.status_code == 200 and "No task left for you in" in told.text
