@@ -447,6 +447,10 @@ ENGINE_FAILED_CALLS_IN_A_ROW = int(os.environ.get("ENGINE_FAILED_CALLS_IN_A_ROW"
 # With a broker, a run's pending units are split into chunks of this many units, one Celery
 # task each, so several workers share a run (docs/engine.md, "Celery").
 ENGINE_CELERY_CHUNK_UNITS = int(os.environ.get("ENGINE_CELERY_CHUNK_UNITS", "50"))
+# A chunk task delivered again (Redis does so once it has run longer than the visibility timeout)
+# calls only once the first delivery's lease on the chunk has not been renewed for this long:
+# its worker died. Renewed every ENGINE_HEARTBEAT_SECONDS (at most a quarter of it).
+ENGINE_CHUNK_LEASE_SECONDS = float(os.environ.get("ENGINE_CHUNK_LEASE_SECONDS", "60"))
 CELERY_BEAT_SCHEDULE["engine-reap-runs"] = {
     "task": "annotate.engine.tasks.engine_runs_reap_task",
     "schedule": 60.0,
