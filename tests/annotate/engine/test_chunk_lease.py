@@ -255,9 +255,9 @@ def test_two_real_workers_given_one_chunk_task_twice_ask_each_unit_once(
         second = f"engine_run_chunk_task[{again.id}]"
         _wait_for(lambda: f"{second} succeeded" in _logs(tmp_path), timeout=30)
         logs = _logs(tmp_path)
-    assert f"{second} retry: Retry in" in logs, logs
-    assert run.status == RunStatus.DONE, run.error
     assert len(stub.requests) == 12 == EngineCall.objects.filter(run=run).count()
+    assert run.status == RunStatus.DONE, run.error
+    assert f"{second} retry: Retry in" in logs, logs
     assert Response.objects.filter(system=system).count() == 12
     assert chunk.status == ChunkStatus.DONE
 
