@@ -77,6 +77,19 @@ class EngineNothingToDoError(EngineRunError):
     http_status = 409
 
 
+class EngineChunkLeasedError(EngineError):
+    """Another delivery of a chunk's task holds its lease and beats (or this one lost it): this
+    one must send no call. `retry_in`: seconds after which that lease would be stale if it
+    stopped beating, when the task should look again."""
+
+    def __init__(self, chunk_id: int, *, retry_in: float) -> None:
+        self.chunk_id, self.retry_in = chunk_id, retry_in
+        super().__init__(
+            f"Chunk {chunk_id} is held by another delivery of its task (or may be taken over "
+            f"by one): this one sends no call and looks again in {retry_in:.0f} s."
+        )
+
+
 class EngineNotFoundError(NotFoundError):
     """No such endpoint or run (or not yours to see)."""
 

@@ -256,6 +256,11 @@ class EngineChunk(models.Model):
 
     `outcome` is blank (its units ended), "failed" (the protocol's code raised: `error`) or
     "cancelled" (stopped, or the spending cap: `error`). The last chunk to end finishes the run.
+
+    `lease` and `heartbeat` say which delivery of its task runs it: Redis hands a task again
+    once it has run longer than the broker's visibility timeout, while its first delivery still
+    runs. Only the delivery holding the lease calls; another takes it over only once its
+    heartbeat is older than ENGINE_CHUNK_LEASE_SECONDS (its worker died).
     """
 
     run = models.ForeignKey(EngineRun, on_delete=models.CASCADE, related_name="chunks")
@@ -268,6 +273,12 @@ class EngineChunk(models.Model):
     error = models.TextField(blank=True)
     task_id = models.CharField(max_length=255, blank=True)
     worker = models.CharField(max_length=255, blank=True)
+    lease = models.CharField(
+        max_length=32, blank=True, help_text="The token of the delivery that runs the chunk."
+    )
+    heartbeat = models.DateTimeField(
+        null=True, blank=True, help_text="Last beat of the delivery holding the lease."
+    )
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 

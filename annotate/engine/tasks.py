@@ -5,6 +5,7 @@ from __future__ import annotations
 from celery import shared_task
 from django.utils import timezone
 
+from annotate.engine.errors import EngineChunkLeasedError
 from annotate.engine.services import runs
 
 
@@ -20,12 +21,19 @@ def engine_run_task(run_id: int, chunk_units: int | None = None) -> None:
         runs.engine_run_execute(run_id=run_id)
 
 
-@shared_task(bind=True, acks_late=True)
+@shared_task(bind=True, acks_late=True, max_retries=None)
 def engine_run_chunk_task(self, chunk_id: int) -> None:
-    """Do one chunk of a run's units; the last chunk to end finishes the run."""
-    runs.engine_run_chunk_execute(
-        chunk_id=chunk_id, task_id=self.request.id or "", worker=self.request.hostname or ""
-    )
+    """Do one chunk of a run's units; the last chunk to end finishes the run.
+
+    A delivery while another runs the chunk (Redis hands a task out again once it has run past
+    the visibility timeout) calls nothing and looks again once that one's lease could be stale:
+    if its worker died meanwhile, this one does the rest."""
+    try:
+        runs.engine_run_chunk_execute(
+            chunk_id=chunk_id, task_id=self.request.id or "", worker=self.request.hostname or ""
+        )
+    except EngineChunkLeasedError as busy:
+        raise self.retry(countdown=busy.retry_in, exc=busy) from None
 
 
 @shared_task

@@ -353,8 +353,9 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # A task taken by a worker that is then killed (SIGKILL, OOM, lost machine) goes back to the
-# queue after this many seconds (Redis transport). Longer than any task runs and than the longest
-# retry countdown (600 s), else a task still running is handed to a second worker as well.
+# queue after this many seconds (Redis transport). Longer than the longest retry countdown (600 s).
+# A task still running after this long is handed to a second worker as well: every task must be
+# safe then (a model run's chunk waits for its lease, ENGINE_CHUNK_LEASE_SECONDS below).
 # Sending gives up on an unreachable broker after about half a second instead of kombu's 4+ s
 # of reconnecting per message: the web request stores the task for the beat and answers
 # (annotate.services.deferred_tasks). Workers reconnect on their own schedule.
@@ -447,6 +448,10 @@ ENGINE_FAILED_CALLS_IN_A_ROW = int(os.environ.get("ENGINE_FAILED_CALLS_IN_A_ROW"
 # With a broker, a run's pending units are split into chunks of this many units, one Celery
 # task each, so several workers share a run (docs/engine.md, "Celery").
 ENGINE_CELERY_CHUNK_UNITS = int(os.environ.get("ENGINE_CELERY_CHUNK_UNITS", "50"))
+# A chunk task delivered again (Redis does so once it has run longer than the visibility timeout)
+# calls only once the first delivery's lease on the chunk has not been renewed for this long:
+# its worker died. Renewed every ENGINE_HEARTBEAT_SECONDS (at most a quarter of it).
+ENGINE_CHUNK_LEASE_SECONDS = float(os.environ.get("ENGINE_CHUNK_LEASE_SECONDS", "60"))
 CELERY_BEAT_SCHEDULE["engine-reap-runs"] = {
     "task": "annotate.engine.tasks.engine_runs_reap_task",
     "schedule": 60.0,

@@ -1,5 +1,6 @@
 """A real Celery worker, started as a process, runs an import taken from Redis end to end."""
 
+import contextlib
 import json
 import os
 import subprocess
@@ -38,14 +39,23 @@ needs_services = pytest.mark.skipif(
 def worker(transactional_db, tmp_path):
     """Start `celery worker` on a queue of its own, against the test database."""
     queue = f"test-{uuid.uuid4().hex[:8]}"
+    with worker_process(queue, tmp_path):
+        yield queue, tmp_path
+
+
+@contextlib.contextmanager
+def worker_process(queue: str, tmp_path: Path, *, log: str = "worker.log", env=None):
+    """Run one `celery worker` (solo pool) on `queue` against the test database, its output in
+    `tmp_path / log`, with `env` added to this process's environment; stop it at the end."""
     database = connection.settings_dict
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "config.settings.test",
         "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}",
         "MEDIA_ROOT": str(tmp_path),
+        **(env or {}),
     }
-    log = open(tmp_path / "worker.log", "w")  # noqa: SIM115 - closed below
+    output = open(tmp_path / log, "w")  # noqa: SIM115 - closed below
     process = subprocess.Popen(
         [
             sys.executable,
@@ -62,18 +72,20 @@ def worker(transactional_db, tmp_path):
             "--without-mingle",
             "--loglevel",
             "INFO",
+            "--hostname",
+            f"{Path(log).stem}@%h",
         ],
         cwd=settings.BASE_DIR,
         env=env,
-        stdout=log,
+        stdout=output,
         stderr=subprocess.STDOUT,
     )
     try:
-        yield queue, tmp_path
+        yield process
     finally:
         process.terminate()
         process.wait(timeout=30)
-        log.close()
+        output.close()
 
 
 @needs_services

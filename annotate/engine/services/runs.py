@@ -21,6 +21,7 @@ import queue
 import threading
 import time
 import traceback
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
@@ -40,6 +41,7 @@ from annotate.engine.bulk import rows_insert
 from annotate.engine.client import DEFAULT_COMPLETION_ESTIMATE, RequestBody
 from annotate.engine.errors import (
     EndpointError,
+    EngineChunkLeasedError,
     EngineCostNotConfirmedError,
     EngineNotFoundError,
     EngineNothingToDoError,
@@ -638,6 +640,47 @@ class _CapReached(Exception):  # noqa: N818 - control flow
     pass
 
 
+class _LeaseLost(Exception):  # noqa: N818 - control flow
+    pass
+
+
+class _ChunkLease:
+    """This delivery's lease on a chunk (`EngineChunk.lease`): held while renewed.
+
+    Another delivery takes the chunk over once its heartbeat is ENGINE_CHUNK_LEASE_SECONDS old,
+    so a lease not renewed for that long (as this process's clock counts, from before the
+    renewing write) is taken as lost: no new call is sent on it. A renewal that finds another
+    token on the row (taken over) loses it too.
+    """
+
+    def __init__(self, chunk_id: int, token: str, renewed: float) -> None:
+        self.chunk_id, self.token, self.renewed = chunk_id, token, renewed
+        self.lost = False
+
+    @staticmethod
+    def every() -> float:
+        return min(settings.ENGINE_HEARTBEAT_SECONDS, settings.ENGINE_CHUNK_LEASE_SECONDS / 4)
+
+    def renew(self) -> bool:
+        started = time.monotonic()
+        if EngineChunk.objects.filter(pk=self.chunk_id, lease=self.token).update(
+            heartbeat=timezone.now()
+        ):
+            self.renewed = started
+        else:
+            self.lost = True
+        return self.held()
+
+    def held(self) -> bool:
+        if time.monotonic() - self.renewed >= settings.ENGINE_CHUNK_LEASE_SECONDS:
+            self.lost = True
+        return not self.lost
+
+    def release(self) -> None:
+        """Give the lease up (if still ours), so the next delivery takes the chunk at once."""
+        EngineChunk.objects.filter(pk=self.chunk_id, lease=self.token).update(heartbeat=None)
+
+
 class _Executor:
     def __init__(
         self,
@@ -646,8 +689,9 @@ class _Executor:
         stop: threading.Event,
         sleep,
         budget: _Budget | _SharedBudget | None = None,
+        lease: _ChunkLease | None = None,
     ):
-        self.run, self.protocol, self.stop = run, protocol, stop
+        self.run, self.protocol, self.stop, self.lease = run, protocol, stop, lease
         self.endpoint = run.endpoint
         self.transport = endpoint_transport(endpoint=self.endpoint)
         self.policy = retry_policy(endpoint=self.endpoint, sleep=sleep)
@@ -670,6 +714,9 @@ class _Executor:
             prompt_tokens=estimate_prompt_tokens(messages),
             completion_tokens=completion,
         )
+        if self.lease is not None and not self.lease.held():
+            self.stop.set()  # another delivery may be doing this chunk's units now
+            raise _LeaseLost
         if not self.budget.reserve(reserved, self.stop.is_set):
             self.stop.set()
             raise _CapReached
@@ -732,7 +779,7 @@ class _Executor:
             result.value = self.protocol.execute(self.run, key, ctx)
         except UnitFailed as error:
             result.error, result.value = str(error) or "failed", error.value
-        except (UnitStopped, _CapReached):
+        except (UnitStopped, _CapReached, _LeaseLost):
             result.finished = False  # stays pending for the next start
         except Exception as error:  # a bug in the protocol: the whole run fails, loudly
             self.fatal.append(f"{type(error).__name__}: {error}")
@@ -1030,10 +1077,15 @@ def _store_left(run, protocol, executor: _Executor) -> None:
 
 
 def _drain(run, protocol, executor: _Executor, ended: threading.Event, on_progress) -> None:
-    last_beat = last_stop_check = 0.0
+    last_beat = last_stop_check = last_renewal = 0.0
+    lease = executor.lease
     while True:
         batch: list[UnitResult | EngineCall] = _next_batch(executor.results)
         _store_batch(run, protocol, executor, batch, on_progress)
+        if lease is not None and time.monotonic() - last_renewal > lease.every():
+            last_renewal = time.monotonic()
+            if not lease.renew():
+                executor.stop.set()  # what was answered is stored; nothing more is asked
         if time.monotonic() - last_beat > settings.ENGINE_HEARTBEAT_SECONDS:
             last_beat = time.monotonic()
             EngineRun.objects.filter(pk=run.pk).update(heartbeat=timezone.now())
@@ -1226,9 +1278,10 @@ def _execute_keys(
     sleep: Callable[[float], None],
     on_progress: Callable[[int], None] | None = None,
     budget: _Budget | _SharedBudget | None = None,
+    lease: _ChunkLease | None = None,
 ) -> _Executor:
     """The executor: do these units (a whole run, or one chunk of it) and store them."""
-    executor = _Executor(run, protocol, stop, sleep, budget)
+    executor = _Executor(run, protocol, stop, sleep, budget, lease)
     _run_pool(run, protocol, executor, list(keys), on_progress)
     return executor
 
@@ -1324,21 +1377,18 @@ def engine_run_chunk_execute(
 ) -> EngineChunk | None:
     """Do one chunk's pending units with the run's executor; the last chunk finishes the run.
 
-    Safe to run twice: a chunk already done does nothing, and a redelivered one does only its
-    units still pending. A run no longer running (stopped before it started, reaped) ends the
-    chunk without a call.
+    Safe to run twice, even at once: a chunk already done does nothing, and a delivery calls
+    only with the chunk's lease (`_chunk_lease_take`), so while another delivery holds it and
+    beats this one raises EngineChunkLeasedError (no call, nothing changed) to be tried again
+    later. One taking over a dead delivery's chunk does only its units still pending. A
+    delivery that loses its lease mid-way stops asking, stores what was answered and raises
+    the same error. A run no longer running (stopped before it started, reaped) ends the chunk
+    without a call.
     """
-    try:
-        chunk = EngineChunk.objects.select_related("run__endpoint").get(pk=chunk_id)
-    except EngineChunk.DoesNotExist:
-        return None  # the run was started again or deleted
-    if chunk.status == ChunkStatus.DONE:
-        return chunk
+    chunk, lease = _chunk_lease_take(chunk_id, task_id=task_id, worker=worker)
+    if chunk is None or lease is None:
+        return chunk  # the run was started again or deleted; or the chunk is done
     run = chunk.run
-    EngineChunk.objects.filter(pk=chunk.pk).update(
-        status=ChunkStatus.RUNNING, task_id=task_id[:255], worker=worker[:255],
-        started_at=timezone.now(),
-    )  # fmt: skip
     failed = cancelled = ""
     if run.stop_requested:
         cancelled = STOPPED
@@ -1354,26 +1404,64 @@ def engine_run_chunk_execute(
             )
             keys = [key for key in chunk.keys if key in pending]
             budget = _SharedBudget(run_id=run.pk, cap=run.spending_cap_usd)
+            stop = stop or threading.Event()
             executor = _execute_keys(
-                run, protocol, keys, stop=stop or threading.Event(), sleep=sleep, budget=budget
+                run, protocol, keys, stop=stop, sleep=sleep, budget=budget, lease=lease
             )
             failed, cancelled = _outcome(run, executor)
         except (EngineRunError, EndpointError) as error:
             failed = str(error)
         except Exception as error:
-            _chunk_end(chunk, failed=f"{type(error).__name__}: {error}")
+            _chunk_end(chunk, lease, failed=f"{type(error).__name__}: {error}")
             raise
+        if not lease.held():  # its stop was ours, not the run's: the next delivery goes on
+            lease.release()
+            raise EngineChunkLeasedError(chunk.pk, retry_in=1.0)
     if failed or cancelled:  # the other chunks stop too, as one run's threads would
         EngineRun.objects.filter(pk=run.pk).update(stop_requested=True)
-    return _chunk_end(chunk, failed=failed, cancelled=cancelled)
+    return _chunk_end(chunk, lease, failed=failed, cancelled=cancelled)
 
 
-def _chunk_end(chunk: EngineChunk, *, failed: str = "", cancelled: str = "") -> EngineChunk:
-    """Mark the chunk done; if it is the run's last, finish the run (under the run's row lock)."""
+def _chunk_lease_take(
+    chunk_id: int, *, task_id: str, worker: str
+) -> tuple[EngineChunk | None, _ChunkLease | None]:
+    """Take the chunk's lease for this delivery: (chunk, lease); (chunk, None) when it is done,
+    (None, None) when it is gone. One conditional UPDATE, so of two deliveries at once only one
+    takes it. Raise EngineChunkLeasedError while another delivery holds it and beats."""
+    now, renewed = timezone.now(), time.monotonic()
+    stale = now - timedelta(seconds=settings.ENGINE_CHUNK_LEASE_SECONDS)
+    token = uuid.uuid4().hex
+    taken = (
+        EngineChunk.objects.filter(pk=chunk_id)
+        .exclude(status=ChunkStatus.DONE)
+        .filter(Q(heartbeat__isnull=True) | Q(heartbeat__lt=stale))
+        .update(
+            status=ChunkStatus.RUNNING, lease=token, heartbeat=now, task_id=task_id[:255],
+            worker=worker[:255], started_at=now,
+        )
+    )  # fmt: skip
+    try:
+        chunk = EngineChunk.objects.select_related("run__endpoint").get(pk=chunk_id)
+    except EngineChunk.DoesNotExist:
+        return None, None
+    if taken:
+        return chunk, _ChunkLease(chunk.pk, token, renewed)
+    if chunk.status == ChunkStatus.DONE:
+        return chunk, None
+    beat = chunk.heartbeat or now
+    retry_in = (beat - stale).total_seconds() + 1
+    raise EngineChunkLeasedError(chunk.pk, retry_in=max(1.0, retry_in))
+
+
+def _chunk_end(
+    chunk: EngineChunk, lease: _ChunkLease, *, failed: str = "", cancelled: str = ""
+) -> EngineChunk:
+    """Mark the chunk done if this delivery still holds its lease; if it is the run's last,
+    finish the run (under the run's row lock)."""
     with transaction.atomic():
         run = EngineRun.objects.select_for_update().get(pk=chunk.run_id)
         ended = (
-            EngineChunk.objects.filter(pk=chunk.pk)
+            EngineChunk.objects.filter(pk=chunk.pk, lease=lease.token)
             .exclude(status=ChunkStatus.DONE)
             .update(
                 status=ChunkStatus.DONE,
@@ -1382,7 +1470,7 @@ def _chunk_end(chunk: EngineChunk, *, failed: str = "", cancelled: str = "") -> 
                 finished_at=timezone.now(),
             )
         )
-        if not ended:  # done by another delivery, or the run was started again
+        if not ended:  # done or taken over by another delivery, or the run was started again
             return chunk
         chunk.refresh_from_db()
         if run.status != RunStatus.RUNNING:
