@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("engine", "0005_run_time_running"),
+        ("engine", "0006_endpoint_concurrency_at_most_256"),
     ]
 
     operations = [
