@@ -388,7 +388,9 @@ def test_a_newcomer_to_a_full_link_is_told_there_is_no_code_and_to_return_the_st
     assert not Assignment.objects.filter(annotator__worker_id="P2").exists()
 
 
-def test_a_newcomer_reads_on_the_join_page_that_a_full_link_has_nothing_left(client, db):
+def test_a_newcomer_reads_on_the_join_page_that_a_full_link_has_nothing_left(
+    client, db, django_assert_max_num_queries
+):
     """The join page showed Start to a newcomer of a full link, and the refusal came only after
     pressing it: the page itself now says there is nothing left and to return the study."""
     from datetime import timedelta
@@ -399,7 +401,9 @@ def test_a_newcomer_reads_on_the_join_page_that_a_full_link_has_nothing_left(cli
     assert 'id="join-form"' in first.text and 'id="study-full"' not in first.text
     assert _start(client, study, PROLIFIC_PID="P1").status_code == 302  # takes the only slot
     for params in ({"PROLIFIC_PID": "P2"}, {}):  # a newcomer with an id, and one without
-        page = client.get(_join_url(study), params)
+        # The link, whether the id has work there, the slot counters: no scan of the tasks.
+        with django_assert_max_num_queries(3):
+            page = client.get(_join_url(study), params)
         assert page.status_code == 200
         assert 'id="join-form"' not in page.text and "Start</button>" not in page.text
         assert 'id="study-full"' in page.text and "Return submission" in page.text
