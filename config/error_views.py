@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import sys
+from urllib.parse import urlsplit
 
 from django.core.exceptions import PermissionDenied
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.urls import reverse
+from django.urls import Resolver404, resolve, reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views import defaults
 
@@ -48,7 +49,40 @@ def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
     annotator who sees it after Submit takes their answers for lost; a task's answers are kept
     in this browser, so going back and reloading sends them again.
     """
-    return render(request, "403_csrf.html", status=403)
+    return render(request, "403_csrf.html", {"login_next": _page_left(request)}, status=403)
+
+
+def _page_left(request: HttpRequest) -> str:
+    """Where the refused form's "Log in" link returns to: the page the form was on, when the
+    browser named it (Referer, same-origin as the site's referrer policy sends it) and it is a
+    page of this site, else the annotator's dashboard.
+
+    The page, not the address the form posted to: start-next, Return this task and log-out take
+    a POST, and after logging in a GET of them shows nothing (or is refused). A page the browser
+    showed was fetched with a GET. Only its path is kept, and checked as a `next` again: the
+    path of "https://site//evil.example/" would send the login to another host.
+    """
+    referer = request.META.get("HTTP_REFERER", "")
+    hosts = {request.get_host()}
+    if url_has_allowed_host_and_scheme(
+        referer, allowed_hosts=hosts, require_https=request.is_secure()
+    ):
+        path = urlsplit(referer).path
+        if url_has_allowed_host_and_scheme(path, allowed_hosts=hosts) and _a_page_to_return_to(
+            path
+        ):
+            return path
+    return reverse("work:dashboard")
+
+
+def _a_page_to_return_to(path: str) -> bool:
+    """Whether `path` is one of the site's pages, other than those of logging in and out."""
+    try:
+        resolve(path)
+    except Resolver404:
+        return False
+    logging_in_or_out = ("login", "logout", "admin:login", "admin:logout")
+    return path not in {reverse(name) for name in logging_in_or_out}
 
 
 def admin_login(request: HttpRequest) -> HttpResponse:

@@ -8,7 +8,7 @@ from decimal import Decimal
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema, extend_schema_serializer
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_serializer
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -315,6 +315,23 @@ def _study_answers(publication) -> list[dict]:
     ]
 
 
+_REQUEST_TOKEN_HELP = (
+    "Bonus only: 16 to 64 letters, digits, '-' or '_', new for each bonus. Sent again, the same "
+    "token is the same bonus (paid once). Without one, a bonus of the same amount and reason "
+    "as one made for this work in the last 24 hours is refused (409) as a retry."
+)
+_DECISION_CONFLICT_HELP = (
+    "The work refuses it: already decided otherwise (approve, reject), not approved (bonus), or "
+    "a bonus without request_token like one made for it in the last 24 hours (its id, status "
+    "and time in `detail`): to pay a second on purpose, send a new request_token. Nothing paid."
+)
+
+
+@extend_schema_serializer(component_name="CrowdRefusal")
+class RefusalSerializer(serializers.Serializer):
+    detail = serializers.CharField(help_text="What was refused and what to do.")
+
+
 class AssignmentDecisionApi(AdminApi):
     action = ""
 
@@ -323,9 +340,17 @@ class AssignmentDecisionApi(AdminApi):
         feedback = serializers.CharField(required=False, default="", allow_blank=True)
         amount_usd = serializers.DecimalField(max_digits=8, decimal_places=2, required=False)
         # A bonus sent again with the same token is the same bonus (paid once).
-        request_token = serializers.CharField(required=False, default="", allow_blank=True)
+        request_token = serializers.CharField(
+            required=False, default="", allow_blank=True, help_text=_REQUEST_TOKEN_HELP
+        )
 
-    @extend_schema(request=InputSerializer, responses=OpenApiTypes.OBJECT)
+    @extend_schema(
+        request=InputSerializer,
+        responses={
+            200: OpenApiTypes.OBJECT,
+            409: OpenApiResponse(RefusalSerializer, description=_DECISION_CONFLICT_HELP),
+        },
+    )
     def post(self, request: Request, assignment_id: int) -> Response:
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -345,6 +370,7 @@ class AssignmentDecisionApi(AdminApi):
                 reason=values["feedback"],
                 user=user,
                 request_token=values["request_token"],
+                now=timezone.now(),
             )
             bonus = review.bonus_pay(bonus_id=bonus.pk, user=user, now=timezone.now())
             return Response({"bonus": bonus.pk, "status": bonus.status, "error": bonus.error})

@@ -124,7 +124,11 @@ def selfhosted_join(request: HttpRequest, link_token: str) -> HttpResponse:
     if request.method == "GET":
         workers.link_open_check(publication=publication)
         # Link previews and crawlers only GET: a task is handed out on the button's POST.
-        context = {"publication": publication, "params": request.GET.dict()}
+        params = request.GET.dict()
+        offered = workers.selfhosted_start_offered(
+            publication=publication, params=params, now=timezone.now()
+        )
+        context = {"publication": publication, "params": params, "start_offered": offered}
         return render(request, "crowd/join.html", context)
     # Each start is a participant and a claimed task: one address may not take a study's tasks.
     # A participant's next task is no new participant (60 tasks an hour were refused).

@@ -131,6 +131,18 @@ def claimable_task_count(
         return cursor.fetchone()[0]
 
 
+def batch_slot_free(*, batch: Batch, now: datetime) -> bool:
+    """Whether a task of the batch has a free slot: what a newcomer's claim needs (someone with
+    no earlier work on its instructions), read from the slot counters as the claim's candidates
+    are (_SLOT_FREE), so a full batch costs an empty index range, not a scan of its tasks."""
+    with prepared_cursor(connection) as cursor:
+        cursor.execute(
+            _ANY.format(slot_free=_slot_free_sql(batch)),
+            _slot_free_params(batch.project, now, batch),
+        )
+        return cursor.fetchone() is not None
+
+
 def claimable_task_ids(
     *,
     project: Project,
@@ -216,6 +228,7 @@ _SLOT_FREE = """WITH late AS (SELECT x.task_id, count(*) AS late FROM annotate_a
     WHERE b.project_id = %s AND b.active {batch} AND s.held >= %s AND s.held - x.late < %s"""
 _CLAIMABLE = "SELECT id, taken, batch_created, position FROM ({slot_free}) t WHERE NOT ({worked})"
 _COUNT = "SELECT count(*) FROM ({claimable}) claimable"
+_ANY = "SELECT 1 FROM ({slot_free}) free LIMIT 1"
 # The claim wants the first few in claim order: the slot-free tasks are sorted first and checked
 # for earlier work in that order until `limit` pass (PostgreSQL keeps the inner order through
 # the filter, so it stops early instead of probing every task; the outer ORDER BY states the

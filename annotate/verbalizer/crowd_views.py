@@ -196,7 +196,9 @@ def link_join(request: HttpRequest, link_token: str) -> HttpResponse:
     if request.method == "GET":
         link_open_check(publication=publication)
         # Link previews and crawlers only GET: a participant is made on the button's POST.
-        context = {"publication": publication, "params": request.GET.dict()}
+        params = request.GET.dict()
+        offered = crowd.study_link_start_offered(publication=publication, params=params)
+        context = {"publication": publication, "params": params, "start_offered": offered}
         return render(request, "crowd/join.html", context)
     page_rate_check(request, scope=CROWD_STARTS_SCOPE)  # each start is a new participant
     participant = crowd.study_link_start(publication=publication, params=request.POST.dict())

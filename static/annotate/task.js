@@ -22,6 +22,18 @@
   var answeredOut = document.getElementById("answered-count");
   var missingBox = document.getElementById("missing");
   var missingList = document.getElementById("missing-list");
+  // The sticky bar says only how many are missing, with a link to the first; the list itself
+  // is below the form (in the bar it covered most of a phone's screen).
+  var missingShort = document.getElementById("missing-short");
+  var missingCount = document.getElementById("missing-count");
+  var missingFirst = document.getElementById("missing-first");
+  var firstMissing = null;
+  if (missingFirst) {
+    missingFirst.addEventListener("click", function (event) {
+      event.preventDefault();
+      focusGroup(firstMissing || missingGroups()[0]);
+    });
+  }
   var activeInput = document.getElementById("active-seconds");
   var LABEL_KEYS = { y: "yes", n: "no", u: "unknown" };
 
@@ -77,11 +89,13 @@
 
   function updateProgress() {
     var missing = missingGroups();
-    answeredOut.textContent = String(groups.length - missing.length);
+    if (answeredOut) { // a crowd worker's preview counts nothing: it takes no answers
+      answeredOut.textContent = String(groups.length - missing.length);
+    }
     groups.forEach(function (group) {
       group.classList.toggle("is-answered", Boolean(checked(group)));
     });
-    if (!missingBox.hidden) {
+    if (missingBox && !missingBox.hidden) {
       showMissing(missing);
     }
   }
@@ -101,6 +115,12 @@
       missingList.appendChild(item);
     });
     missingBox.hidden = missing.length === 0;
+    firstMissing = missing[0] || null;
+    if (missingShort) {
+      missingShort.hidden = missingBox.hidden;
+      missingCount.textContent = String(missing.length);
+      missingFirst.href = firstMissing ? "#" + firstMissing.id : "#";
+    }
   }
 
   function move(from, step) {
@@ -312,7 +332,7 @@
   }
 
   updateProgress();
-  if (document.getElementById("server-missing")) {
+  if (missingBox && document.getElementById("server-missing")) {
     missingBox.hidden = false;
     updateProgress();
   }

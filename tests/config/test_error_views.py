@@ -1,5 +1,7 @@
 """The database down in the middle of a request: a clean 503 that says to retry, no traceback."""
 
+import re
+
 import pytest
 from django.db import OperationalError
 from django.test import Client
@@ -55,3 +57,41 @@ def test_a_submit_with_a_stale_form_token_says_what_to_do_in_the_site_layout(
     # In the site's layout, as its other pages: the annotator's navigation and name.
     assert 'href="/annotate/"' in page.text and "annotator-user" in page.text
     assert "CSRF_FAILURE_VIEW" not in page.text and "hijacked" not in page.text
+
+
+def _stale_post(path, **headers):
+    """A logged-out browser sends a form whose token a login or logout in another tab replaced."""
+    browser = Client(enforce_csrf_checks=True)
+    browser.cookies["csrftoken"] = "a" * 32
+    return browser.post(path, {"csrfmiddlewaretoken": "b" * 32}, **headers)
+
+
+@pytest.mark.parametrize(
+    ("path", "referer", "back_to"),
+    [
+        # The task page posts to itself: back to the task after logging in.
+        (
+            "/annotate/assignments/7/",
+            "http://testserver/annotate/assignments/7/?x=1",
+            "/annotate/assignments/7/",
+        ),
+        # "Start next task" posts to start-next (a POST's address): back to the page it was on.
+        ("/annotate/projects/3/next/", "http://testserver/annotate/", "/annotate/"),
+        # No page named, or not one of this site's: the dashboard, never another host.
+        ("/annotate/projects/3/next/", None, "/annotate/"),
+        ("/annotate/assignments/7/", "https://evil.example/annotate/assignments/7/", "/annotate/"),
+        ("/annotate/assignments/7/", "http://testserver//evil.example/x", "/annotate/"),
+        ("/annotate/assignments/7/", "http://testserver/no/such/page/", "/annotate/"),
+        ("/accounts/login/", "http://testserver/accounts/login/?next=/x/", "/annotate/"),
+    ],
+)
+def test_the_stale_form_pages_log_in_link_returns_to_the_page_the_form_was_on(
+    db, path, referer, back_to
+):
+    """The link had no `next`: after logging in the annotator landed on the start page, not on
+    the task they were doing."""
+    headers = {"HTTP_REFERER": referer} if referer else {}
+    page = _stale_post(path, **headers)
+    assert page.status_code == 403 and "This form was out of date" in page.text
+    link = re.search(r'<a href="([^"]*)" id="login-and-return">Log in</a>', page.text)
+    assert link and link.group(1) == f"/accounts/login/?next={back_to}"

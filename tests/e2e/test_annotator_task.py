@@ -359,6 +359,34 @@ def test_the_sticky_submit_bar_leaves_a_phone_most_of_its_screen(page_for):
     assert height <= 140, height
 
 
+def test_the_missing_answers_are_listed_outside_the_sticky_bar_on_a_phone(page_for):
+    """With answers missing on submit their list sat in the sticky bar, which then grew to
+    ~281 px of a 375 x 700 phone: the bar keeps a short line and a link to the first one."""
+    project_with_tasks(instructions=1, systems=3, questions=4, allotted_minutes=30)
+    user = UserFactory(username="phone-missing", roles=[ANNOTATOR])
+    page = page_for(user, viewport={"width": 375, "height": 700})
+    start_next_task_with_keyboard(page)
+    page.keyboard.press("y")  # System A question 1; eleven still to answer
+    page.get_by_role("button", name="Submit").click()  # refused in the page: the list shows
+    bar_height = "document.querySelector('.submit-bar').offsetHeight"
+    assert page.locator("#missing").is_visible()
+    assert "System C, question 4" in page.locator("#missing-list").inner_text()
+    assert page.locator(".submit-bar #missing-list").count() == 0
+    assert page.locator("#missing-short").inner_text().startswith("11 missing")
+    assert page.evaluate(bar_height) <= 140, page.evaluate(bar_height)
+    page.keyboard.press("y")
+    assert page.locator("#missing-count").inner_text() == "10"
+    page.locator("#missing-first").click()  # to the first one still missing
+    assert page.evaluate("document.activeElement.name") == "r1_q3"
+
+    with page.expect_navigation():  # past the script: the server refuses and lists them
+        page.evaluate("document.getElementById('task-form').submit()")
+    assert page.locator("#missing").is_visible() and page.locator("#missing-short").is_visible()
+    assert page.locator("#missing-count").inner_text() == "10"
+    assert page.evaluate(bar_height) <= 140, page.evaluate(bar_height)
+    assert page.evaluate("document.activeElement.name") == "r1_q3"
+
+
 def test_a_long_word_in_a_question_or_response_wraps_on_a_phone(page_for):
     project = project_with_tasks(instructions=1, systems=2, questions=1)
     instruction = project.batches.get().tasks.get().instruction

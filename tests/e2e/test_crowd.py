@@ -266,3 +266,30 @@ def test_a_selfhosted_participant_returns_a_task_after_confirming(page_for, brow
     other.click("text=Start")
     other.locator("#task-form").wait_for()
     assert not Label.objects.exists()
+
+
+def test_an_mturk_preview_shows_the_questions_and_nothing_to_answer_them(page_for, settings):
+    """The preview showed "0 / 4 answered" in a sticky bar where nothing can be answered: the
+    questions stay, read-only, and the page's script runs without the bar."""
+    from django.urls import reverse
+
+    from tests.annotate.crowd.conftest import published_on_fake
+
+    settings.CROWD_BACKEND = "fake"
+    project = project_with_tasks(instructions=1, systems=2, questions=2, assignments_per_task=1)
+    hit = Hit.objects.get(publication=published_on_fake(project.batches.get()))
+    worker = page_for(viewport={"width": 375, "height": 700})
+    errors = []
+    worker.on("pageerror", lambda error: errors.append(str(error)))
+    preview = {"assignmentId": "ASSIGNMENT_ID_NOT_AVAILABLE", "hitId": hit.hit_id}
+    worker.goto(
+        reverse("crowd:mturk-task", args=[hit.unique_request_token]) + "?" + urlencode(preview)
+    )
+    worker.locator("#preview-notice").wait_for()
+    assert worker.locator("fieldset.answer").count() == 4
+    assert worker.locator("fieldset.answer input[type=radio]:not([disabled])").count() == 0
+    assert worker.locator("#progress, .submit-bar, #missing").count() == 0
+    assert "answered" not in worker.locator("main").inner_text()
+    worker.keyboard.press("?")  # the script's keys still work: the help opens
+    assert worker.locator("#key-help").is_visible()
+    assert not errors, errors

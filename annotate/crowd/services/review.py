@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import NamedTuple
 
@@ -515,40 +515,48 @@ def human_answer_reject(*, answer_id: int, user, feedback: str) -> HumanAnswer:
 
 
 def bonus_create(
-    *, assignment_id: int, amount_usd: Decimal, reason: str, user, request_token: str = ""
-) -> Bonus:
+    *, assignment_id: int, amount_usd: Decimal, reason: str, user, request_token: str = "",
+    now: datetime | None = None,
+) -> Bonus:  # fmt: skip
     """Store a bonus and its idempotency token; `bonus_pay` sends it.
 
     `request_token` (the bonus form's, made with the page) becomes the platform's
     UniqueRequestToken: the same form sent again returns the bonus it made, never a second one.
+    Without one, a bonus like one made in the last REPEAT_WINDOW is refused as a retry
+    (`_untokened_repeat_check`).
     """
     require_admin(user)
     assignment = _crowd_assignment(assignment_id)
     return _bonus_store(
         assignment=assignment, amount_usd=amount_usd, reason=reason, user=user,
-        request_token=request_token,
+        request_token=request_token, now=now or timezone.now(),
     )  # fmt: skip
 
 
 def human_answer_bonus_create(
-    *, answer_id: int, amount_usd: Decimal, reason: str, user, request_token: str = ""
-) -> Bonus:
+    *, answer_id: int, amount_usd: Decimal, reason: str, user, request_token: str = "",
+    now: datetime | None = None,
+) -> Bonus:  # fmt: skip
     """Store a bonus for a crowd worker's answer to a human study's HIT; `bonus_pay` sends it
     (`request_token` as for `bonus_create`)."""
     require_admin(user)
     answer = _crowd_human_answer(answer_id)
     return _bonus_store(
         human_answer=answer, amount_usd=amount_usd, reason=reason, user=user,
-        request_token=request_token,
+        request_token=request_token, now=now or timezone.now(),
     )  # fmt: skip
 
 
 REQUEST_TOKEN = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
+# A bonus sent without a request_token, like one of the same work made this recently, is taken
+# for a retry of it after a lost reply (a day: a retry comes within minutes, a deliberate second
+# bonus of the same amount and reason can say so with a token).
+REPEAT_WINDOW = timedelta(hours=24)
 
 
 def _bonus_store(
     *, assignment=None, human_answer=None, amount_usd: Decimal, reason: str, user,
-    request_token: str = "",
+    request_token: str = "", now: datetime,
 ) -> Bonus:  # fmt: skip
     """Check and store a bonus for an Assignment or a HumanAnswer, with its idempotency token.
 
@@ -575,6 +583,8 @@ def _bonus_store(
         )
     try:
         with transaction.atomic():
+            if not request_token:
+                _untokened_repeat_check(paid_for, amount_usd=amount_usd, reason=reason, now=now)
             return Bonus.objects.create(
                 assignment=assignment,
                 human_answer=human_answer,
@@ -587,6 +597,31 @@ def _bonus_store(
         if not request_token:
             raise
         return _bonus_of_token(request_token, paid_for)
+
+
+def _untokened_repeat_check(paid_for, *, amount_usd: Decimal, reason: str, now: datetime) -> None:
+    """Refuse a bonus without a request token when the same work had one of the same amount
+    and reason made within REPEAT_WINDOW: an API client that retried after a lost reply (it
+    never learnt the first was made) would pay the worker twice. The work's row lock makes two
+    such requests at once check one after the other."""
+    type(paid_for).objects.select_for_update().filter(pk=paid_for.pk).order_by().first()
+    earlier = (
+        paid_for.bonuses.filter(
+            amount_usd=amount_usd, reason=reason.strip(), created_at__gt=now - REPEAT_WINDOW
+        )
+        .order_by("-created_at")
+        .first()
+    )
+    if earlier is None:
+        return
+    made = earlier.created_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    raise ConflictError(
+        f"Bonus {earlier.pk} of ${earlier.amount_usd} with this reason was made for this work "
+        f"at {made} ({earlier.get_status_display().lower()}); a request without request_token "
+        "like it within 24 hours is taken for a retry and pays nothing more. To pay a second "
+        "bonus on purpose, send a new request_token (16 to 64 letters, digits, '-' or '_'); "
+        "sending that same token again is then a safe retry."
+    )
 
 
 def _dollars_and_cents(amount: Decimal | int) -> bool:

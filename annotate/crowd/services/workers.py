@@ -44,6 +44,7 @@ from annotate.services.assignments import (
     assignment_claim_next,
     assignment_claim_task,
     assignment_return,
+    batch_slot_free,
     counted_assignments,
     task_lock,
 )
@@ -555,6 +556,18 @@ def selfhosted_returning(*, publication: Publication, params: dict[str, str]) ->
             annotator__platform="selfhosted",
             annotator__worker_id=worker_id,
         ).exists()
+    )
+
+
+def selfhosted_start_offered(
+    *, publication: Publication, params: dict[str, str], now: datetime
+) -> bool:
+    """Whether the link's join page offers Start: to a returning participant always (their
+    start gives them their next task or, with none left, their completion code again), to a
+    newcomer while a task of the batch has a free slot (batch_slot_free, as the claim reads
+    its candidates): a full batch's newcomer reads so on the page, not after pressing Start."""
+    return selfhosted_returning(publication=publication, params=params) or batch_slot_free(
+        batch=publication.batch, now=now
     )
 
 

@@ -25,7 +25,7 @@ from annotate.crowd.platforms import get_platform, platform_class
 from annotate.crowd.services import publishing, workers
 from annotate.crowd.services.publishing import CostPreview, PublishSettings
 from annotate.errors import ConflictError, NotFoundError, PermissionDeniedError, PublishError
-from annotate.models import Annotator
+from annotate.models import Annotator, AnnotatorKind
 from annotate.verbalizer.models import HumanAnswer, HumanStudy, Prompt
 from annotate.verbalizer.services.humans import (
     HumanStudyError,
@@ -297,6 +297,22 @@ def study_link_start(*, publication: Publication, params: dict[str, str]) -> Lin
         annotator = workers.crowd_worker_get_or_create(platform="selfhosted", worker_id=worker_id)
     token = signing.dumps({"p": publication.pk, "w": annotator.pk}, salt=LINK_SALT, compress=True)
     return LinkParticipant(publication=publication, annotator=annotator, token=token)
+
+
+def study_link_start_offered(*, publication: Publication, params: dict[str, str]) -> bool:
+    """Whether a study link's join page offers Start: to a participant with answers in the
+    study or a prompt left for them, as their work page would choose it (human_work_next); a
+    newcomer is asked about as an annotator of the link's channel with no answer yet."""
+    worker_id = workers.selfhosted_worker_id(params).strip()
+    annotator = (
+        Annotator.objects.filter(platform="selfhosted", worker_id=worker_id).first()
+        if worker_id
+        else None
+    )
+    if annotator is None:  # never saved: id 0 is no row's, so it has answered nothing
+        annotator = Annotator(pk=0, kind=AnnotatorKind.CROWD, platform="selfhosted")
+    prompt, done, _ = human_work_next(study=publication.human_study, annotator=annotator)
+    return prompt is not None or done > 0
 
 
 def link_participant_get(*, token: str) -> LinkParticipant:

@@ -161,8 +161,9 @@ def test_a_bonus_whose_reply_was_lost_is_not_paid_again_once_mturk_forgot_its_to
         assignment_id=done.pk, amount_usd=Decimal("0.50"), reason="careful work", user=admin_user
     )
     paid = review.bonus_create(  # another bonus, the same, paid on purpose and marked paid
-        assignment_id=done.pk, amount_usd=Decimal("0.50"), reason="careful work", user=admin_user
-    )
+        assignment_id=done.pk, amount_usd=Decimal("0.50"), reason="careful work", user=admin_user,
+        request_token="on-purpose-second",
+    )  # fmt: skip
     review.bonus_pay(bonus_id=paid.pk, user=admin_user, now=timezone.now())
     original = fake_mturk.api.op_SendBonus
     sent = []
@@ -184,8 +185,9 @@ def test_a_bonus_whose_reply_was_lost_is_not_paid_again_once_mturk_forgot_its_to
     assert len(fake_mturk.state.bonuses) == 2  # each bonus paid once
     # A third one, never sent, is paid: the platform's two are the two marked paid here.
     third = review.bonus_create(
-        assignment_id=done.pk, amount_usd=Decimal("0.50"), reason="careful work", user=admin_user
-    )
+        assignment_id=done.pk, amount_usd=Decimal("0.50"), reason="careful work", user=admin_user,
+        request_token="on-purpose-third",
+    )  # fmt: skip
     Bonus.objects.filter(pk=third.pk).update(created_at=timezone.now() - timedelta(days=1))
     review.bonus_pay(bonus_id=third.pk, user=admin_user, now=timezone.now())
     assert len(fake_mturk.state.bonuses) == 3
@@ -392,6 +394,41 @@ def test_the_api_refuses_a_bonus_without_an_amount_naming_what_it_needs(
     assert answer.status_code == 400, answer.content
     assert said in answer.content.decode()
     assert not Bonus.objects.exists() and fake_mturk.state.bonuses == []
+
+
+def test_an_api_bonus_without_a_token_retried_after_a_lost_reply_pays_once(
+    client, live, fake_mturk, admin_user
+):
+    """A client that sent no request_token and retried after losing the reply paid the
+    worker a second bonus: the same work, amount and reason within 24 hours is refused (409)
+    unless a token says the second one is meant."""
+    done = work(client, fake_mturk, live.hits.first(), "AW1")
+    review.assignment_approve(assignment_id=done.pk, user=admin_user)
+    client.force_login(admin_user)
+    url = f"/api/crowd/assignments/{done.pk}/bonus/"
+
+    def send(**body):
+        bonus = {"amount_usd": "0.50", "feedback": "careful work", **body}
+        return client.post(url, bonus, content_type="application/json")
+
+    first = send()
+    assert first.status_code == 200 and first.json()["status"] == "paid"
+    retried = send(feedback=" careful work ")  # the same reason, as stored
+    assert retried.status_code == 409, retried.content
+    said = retried.json()["detail"]
+    assert f"Bonus {first.json()['bonus']} of $0.50" in said and "(paid)" in said
+    assert "send a new request_token" in said
+    assert done.bonuses.count() == 1 and len(fake_mturk.state.bonuses) == 1
+    # Another amount or reason is another bonus; a token makes a second one deliberate.
+    assert send(amount_usd="0.25").status_code == 200
+    on_purpose = send(request_token="second-on-purpose-1")
+    assert on_purpose.status_code == 200 and on_purpose.json()["status"] == "paid"
+    assert send(request_token="second-on-purpose-1").json() == on_purpose.json()  # a retry
+    assert done.bonuses.count() == 3 and len(fake_mturk.state.bonuses) == 3
+    # A day later the same bonus without a token is no longer taken for a retry.
+    Bonus.objects.update(created_at=timezone.now() - timedelta(hours=25))
+    assert send().status_code == 200
+    assert len(fake_mturk.state.bonuses) == 4
 
 
 @pytest.mark.parametrize("kind", ["undecided", "expert"])

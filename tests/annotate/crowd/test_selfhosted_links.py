@@ -388,6 +388,33 @@ def test_a_newcomer_to_a_full_link_is_told_there_is_no_code_and_to_return_the_st
     assert not Assignment.objects.filter(annotator__worker_id="P2").exists()
 
 
+def test_a_newcomer_reads_on_the_join_page_that_a_full_link_has_nothing_left(
+    client, db, django_assert_max_num_queries
+):
+    """The join page showed Start to a newcomer of a full link, and the refusal came only after
+    pressing it: the page itself now says there is nothing left and to return the study."""
+    from datetime import timedelta
+
+    project = project_with_tasks(instructions=1, systems=2, questions=1, assignments_per_task=1)
+    study = _study(project)
+    first = client.get(_join_url(study), {"PROLIFIC_PID": "P2"})
+    assert 'id="join-form"' in first.text and 'id="study-full"' not in first.text
+    assert _start(client, study, PROLIFIC_PID="P1").status_code == 302  # takes the only slot
+    for params in ({"PROLIFIC_PID": "P2"}, {}):  # a newcomer with an id, and one without
+        # The link, whether the id has work there, the slot counters: no scan of the tasks.
+        with django_assert_max_num_queries(3):
+            page = client.get(_join_url(study), params)
+        assert page.status_code == 200
+        assert 'id="join-form"' not in page.text and "Start</button>" not in page.text
+        assert 'id="study-full"' in page.text and "Return submission" in page.text
+    # The participant holding the slot still gets Start (their task back, later their code).
+    back = client.get(_join_url(study), {"PROLIFIC_PID": "P1"})
+    assert 'id="join-form"' in back.text and 'id="study-full"' not in back.text
+    # A claim past its time that the beat has not expired yet frees its slot, as for the claim.
+    Assignment.objects.update(expires_at=timezone.now() - timedelta(minutes=1))
+    assert 'id="join-form"' in client.get(_join_url(study), {"PROLIFIC_PID": "P2"}).text
+
+
 def test_the_guidelines_are_open_on_a_workers_first_task_and_on_a_preview(client, study):
     first = _start(client, study, PROLIFIC_PID="P1")
     assert '<details class="guidelines" open>' in client.get(first["Location"]).text

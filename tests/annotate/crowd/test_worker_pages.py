@@ -76,6 +76,21 @@ def test_preview_is_read_only_and_creates_nothing(client, published):
     assert not Assignment.objects.exists() and not Annotator.objects.exists()
 
 
+def test_preview_shows_the_questions_but_no_count_of_answers(client, published):
+    """The preview showed "0 / 4 answered" (and an empty sticky bar) where nothing can be
+    answered: the questions stay, read-only, and nothing suggests answering them."""
+    hit = _hit(published)
+    page = client.get(
+        reverse("crowd:mturk-task", args=[hit.unique_request_token]),
+        {"assignmentId": "ASSIGNMENT_ID_NOT_AVAILABLE", "hitId": hit.hit_id},
+    )
+    question = hit.task.instruction.questions.first().text
+    assert question in page.text and 'name="r1_q1"' in page.text
+    assert 'id="progress"' not in page.text and "answered</p>" not in page.text
+    assert 'class="submit-bar"' not in page.text and 'id="missing"' not in page.text
+    assert "<kbd>y</kbd> YES" not in page.text and "<kbd>Enter</kbd> submit" not in page.text
+
+
 def test_accepted_hit_links_an_assignment_to_the_worker(client, published):
     hit = _hit(published)
     assignment_id = FakePlatform().worker_accept(hit_id=hit.hit_id, worker_id="AWORKER1")
@@ -129,6 +144,15 @@ def test_incomplete_submit_shows_what_is_missing_and_stores_nothing(client, publ
     assert page.status_code == 400
     assert "Still to answer" in page.text
     assert not Label.objects.exists()
+    # The list is below the form, not in the sticky bar: the bar has a short line and a link.
+    start = page.text.index('class="submit-bar"')
+    end = page.text.index("</form>", start)
+    bar = page.text[start:end]
+    assert 'id="missing-list"' not in bar and "Still to answer" not in bar
+    assert 'id="missing-count">3<' in bar and 'href="#f-r1_q2" id="missing-first"' in bar
+    after = page.text[end:]
+    assert 'id="missing" class="missing missing-list" role="alert"' in after
+    assert "System A, question 2</a>" in after
 
 
 @pytest.mark.parametrize(

@@ -167,6 +167,36 @@ def test_a_study_on_a_selfhosted_link_from_the_pages(
     assert client.post(join, {"PROLIFIC_PID": "P-1"}).status_code == 410
 
 
+def test_a_newcomer_reads_on_a_full_study_links_join_page_that_nothing_is_left(
+    client, study, settings, django_capture_on_commit_callbacks
+):
+    """As for a batch's link: Start on a study every prompt of which has its answers led a
+    newcomer to "Nothing left for you" only after pressing it."""
+    settings.CROWD_PUBLIC_URL = "https://annotate.example.org"
+    client.force_login(UserFactory(username="boss", roles=[ADMIN], is_staff=True))
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(
+            reverse("verbalizer:study-publish", args=[study.pk]),
+            publish_form(platform="selfhosted", publish="1", confirm_total="0.40"),
+        )
+    publication = Publication.objects.get(human_study=study, platform="selfhosted")
+    client.logout()
+    join = reverse("verbalizer:crowd-link-join", args=[publication.link_token])
+    assert 'id="join-form"' in client.get(join, {"PROLIFIC_PID": "P3"}).content.decode()
+    for worker in ("P1", "P2"):  # two answers per prompt: the study is full
+        participant = crowd.study_link_start(
+            publication=publication, params={"PROLIFIC_PID": worker}
+        )
+        for prompt in study.prompts.all():
+            crowd.link_answer_submit(participant=participant, prompt_id=prompt.pk, key=1, seconds=1)
+    for params in ({"PROLIFIC_PID": "P3"}, {}):
+        page = client.get(join, params).content.decode()
+        assert 'id="join-form"' not in page and 'id="study-full"' in page
+        assert "Return submission" in page
+    back = client.get(join, {"PROLIFIC_PID": "P1"}).content.decode()  # their code, as before
+    assert 'id="join-form"' in back and 'id="study-full"' not in back
+
+
 def test_review_reads_answers_against_the_word_the_instruction_asks_for(
     client, study, settings, django_capture_on_commit_callbacks
 ):
