@@ -92,7 +92,8 @@ def fee_description(*, flat_rate: Decimal | None, max_assignments: Iterable[int]
     if flat_rate is not None:
         if not flat_rate:
             return "no platform fee"
-        return f"{flat_rate * 100:.3g}% flat fee (CROWD_FEE_RATE), on every assignment and bonus"
+        percent = f"{(flat_rate * 100).normalize():f}"
+        return f"{percent}% flat fee (CROWD_FEE_RATE), on every assignment and bonus"
     sizes = list(max_assignments)
     large = sum(1 for n in sizes if n >= MTURK_LARGE_HIT)
     if not sizes:

@@ -505,3 +505,28 @@ def test_platform_spending_says_the_platform_pays_what_it_confirmed(
     assert rule.startswith("Every assignment the platform paid or will pay counts here")
     assert "Assignments rejected on the platform cost nothing" in rule
     assert "completion code" not in rule and "recruiting site" not in rule
+
+
+@pytest.mark.parametrize(
+    ("per_task", "reward", "one"),
+    [(3, "0.40", "0.48"), (10, "0.40", "0.56"), (3, "0.03", "0.04")],
+)
+def test_table_4_prices_work_at_its_hits_mturk_rate_and_a_bonus_at_20_percent(
+    fake_platform, admin_user, per_task, reward, one
+):
+    """MTurk's schedule (https://www.mturk.com/pricing): 20 % of a HIT of 3's $0.40 ($0.08),
+    40 % of a HIT of 10's ($0.16), $0.01 at least on a $0.03 reward and on a $0.02 bonus. Table
+    4 said 25 % of each, what MTurk never charged."""
+    project = project_with_tasks(
+        instructions=1, systems=2, questions=1, assignments_per_task=per_task
+    )
+    publication = published_on_fake(project.batches.get(), reward_usd=Decimal(reward))
+    work = _mturk_work(Client(), publication.hits.get(), "AW1", fake_platform)
+    review.publication_sync(publication_id=publication.pk, now=timezone.now())
+    review.assignment_approve(assignment_id=work.pk, user=admin_user)
+    assert _table4_crowd_cost(project.benchmark) == Decimal(one)
+    bonus = review.bonus_create(
+        assignment_id=work.pk, amount_usd=Decimal("0.02"), reason="thanks", user=admin_user
+    )
+    review.bonus_pay(bonus_id=bonus.pk, user=admin_user, now=timezone.now())
+    assert _table4_crowd_cost(project.benchmark) == Decimal(one) + Decimal("0.03")

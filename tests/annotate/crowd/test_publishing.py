@@ -226,9 +226,9 @@ def test_the_cost_preview_rounds_half_a_cent_up_as_every_figure():
     flat = Decimal("0.25")  # a flat CROWD_FEE_RATE is rounded on the total, as before
     cost = assignments_cost(hits=[(1, 1), (1, 1)], reward_usd=Decimal("0.05"), flat_rate=flat)
     assert cost == Decimal("0.13")
-    assert assignments_cost(
-        hits=[(3, 3)], reward_usd=Decimal("0.05"), flat_rate=flat
-    ) == Decimal("0.19")  # $0.1875
+    assert assignments_cost(hits=[(3, 3)], reward_usd=Decimal("0.05"), flat_rate=flat) == Decimal(
+        "0.19"
+    )  # $0.1875
     # MTurk's fee on $0.05 is $0.01 an assignment (20 % of it, also the minimum)
     assert assignments_cost(hits=[(3, 3)], reward_usd=Decimal("0.05"), flat_rate=None) == Decimal(
         "0.18"

@@ -347,7 +347,11 @@ def test_in_house_and_crowd_people_are_told_apart(client, on_mturk, fake_mturk):
 def test_publishing_is_refused_twice_on_one_platform_and_for_a_closed_study(mturk_settings, study):
     preview = crowd.study_publication_preview(study=study, platform_name="mturk")
     # 4 prompts × 2 answers × ($0.05 + MTurk's fee: 20 % of it, also the $0.01 minimum)
-    assert (preview.tasks, preview.assignments_per_task, preview.total_usd) == (4, 2, Decimal("0.48"))
+    assert (preview.tasks, preview.assignments_per_task, preview.total_usd) == (
+        4,
+        2,
+        Decimal("0.48"),
+    )
     crowd.study_publication_create(
         study=study, platform_name="mturk",
         chosen=PublishSettings(title="t", description="d"), base_url="https://x.example",
