@@ -248,3 +248,11 @@ def test_spent_so_far_prices_work_at_its_hits_rate_and_a_bonus_at_20_percent(
     assert before - offline_platform.account_balance() == Decimal("0.03")
     spent = publication_spending(publication=publication)
     assert spent.approved_usd == spent.total_usd == Decimal(one) + Decimal("0.03")
+
+
+def test_a_bad_override_stops_the_start(settings):
+    from django.apps import apps
+
+    settings.CROWD_FEE_RATE = "25%"
+    with pytest.raises(ImproperlyConfigured, match="CROWD_FEE_RATE"):
+        apps.get_app_config("crowd").ready()
