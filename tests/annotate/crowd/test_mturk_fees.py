@@ -256,3 +256,37 @@ def test_a_bad_override_stops_the_start(settings):
     settings.CROWD_FEE_RATE = "25%"
     with pytest.raises(ImproperlyConfigured, match="CROWD_FEE_RATE"):
         apps.get_app_config("crowd").ready()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_turns_the_old_default_into_the_schedule_on_mturk_and_the_demo():
+    """Every publication stored CROWD_FEE_RATE's old default, 25%, which MTurk never charged;
+    another rate was an operator's choice and stays, and a self-hosted link has no fee."""
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    from tests.factories import BatchFactory
+
+    before = [("crowd", "0008_publication_replacing_until")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    OldPublication = executor.loader.project_state(before).apps.get_model("crowd", "Publication")
+    stored = {}
+    for token, (platform, rate) in enumerate(
+        [("mturk", "0.25"), ("fake", "0.25"), ("mturk", "0.300"), ("selfhosted", "0.25")]
+    ):
+        stored[platform, rate] = OldPublication.objects.create(
+            batch_id=BatchFactory().pk, platform=platform, title="t", description="d",
+            reward_usd=Decimal("1"), fee_rate=Decimal(rate), assignments_per_task=3,
+            assignment_duration_seconds=60, auto_approval_delay_seconds=60, lifetime_seconds=60,
+            task_base_url="https://x.org", link_token=f"tok{token}",
+        ).pk  # fmt: skip
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+    rates = {key: Publication.objects.get(pk=pk).fee_rate for key, pk in stored.items()}
+    assert rates == {
+        ("mturk", "0.25"): None,
+        ("fake", "0.25"): None,
+        ("mturk", "0.300"): Decimal("0.300"),
+        ("selfhosted", "0.25"): Decimal("0.250"),
+    }
