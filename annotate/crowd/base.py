@@ -21,6 +21,8 @@ TOKENS_KEPT = timedelta(hours=23)
 PERCENT_APPROVED = "000000000000000000L0"
 NUMBER_APPROVED = "00000000000000000040"
 LOCALE = "00000000000000000071"
+# Masters (production, sandbox): a 5% fee more, which the app does not price (pricing.py).
+MASTERS = frozenset({"2F1QJWKUDD8XADTFD2Q0G6UTO95ALH", "2ARFPLSP75KLA8M8DH1HTEQVJT3SY6"})
 
 
 @dataclass(frozen=True)

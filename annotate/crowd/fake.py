@@ -4,11 +4,12 @@ behave like MTurk's (tokens, statuses, idempotent bonuses) without leaving the m
 Its state is a JSON file (CROWD_FAKE_STATE_FILE, under VAR_DIR), read and replaced whole under a
 file lock, so it outlives a restart of the server (`make run` again, or its autoreloader after an
 edit) and every process of the site (web, Celery) sees the same HITs, as with a real platform.
-Its account is prepaid, as MTurk's: creating a HIT takes reward × MaxAssignments × (1 + fee)
-from the balance, adding assignments takes theirs, a bonus takes amount × (1 + fee), and a HIT or
-an addition the balance cannot pay is refused. Work given back returns its price: rejecting an
-assignment, and deleting an expired HIT, for the assignments no worker ever took (the fee is
-CROWD_FEE_RATE, as the app prices work: publishing.assignments_cost).
+Its account is prepaid, as MTurk's: creating a HIT takes MaxAssignments × (reward + fee) from
+the balance, adding assignments takes theirs, a bonus takes amount + fee, and a HIT or an
+addition the balance cannot pay is refused. Work given back returns its price: rejecting an
+assignment, and deleting an expired HIT, for the assignments no worker ever took. The fee is
+MTurk's schedule (20%, 40% on a HIT of 10 or more assignments, at least $0.01 per assignment and
+per bonus), or the flat CROWD_FEE_RATE when set, as the app prices work (annotate.crowd.pricing).
 
 Each process keeps the last state it parsed and parses the file again only when it changed; a
 call that changes nothing writes nothing. It is the platform's state, not ours: our transactions
@@ -33,8 +34,8 @@ from pathlib import Path
 
 from django.conf import settings
 
-from annotate.crowd.base import AssignmentInfo, BonusInfo, HitInfo, HitTypeSpec
-from annotate.crowd.services.publishing import assignments_cost
+from annotate.crowd.base import AssignmentInfo, BonusInfo, HitInfo, HitTypeSpec, to_cents
+from annotate.crowd.pricing import assignments_cost, fee_override, paid_with_fee
 from annotate.errors import AlreadyProcessedError, CrowdPlatformError, HitAlreadyExistsError
 
 REVIEWED = {"Approved", "Rejected"}
@@ -264,13 +265,8 @@ class FakePlatform:
                 )
             if hit_type_id not in store.hit_types:
                 raise CrowdPlatformError(f"Hit type {hit_type_id} does not exist.")
-            _charge(
-                store,
-                assignments_cost(
-                    assignments=max_assignments, reward_usd=store.hit_types[hit_type_id].reward
-                ),
-                "HIT",
-            )
+            reward = store.hit_types[hit_type_id].reward
+            _charge(store, _price(reward, count=max_assignments, hit_size=max_assignments), "HIT")
             hit = HitInfo(
                 hit_id=self._new_id(store, "FAKEHIT"),
                 status="Assignable",
@@ -385,7 +381,8 @@ class FakePlatform:
         with _changing() as store:
             if unique_request_token in store.bonus_tokens:
                 raise AlreadyProcessedError("This bonus was paid already.", code="AlreadyProcessed")
-            _charge(store, assignments_cost(assignments=1, reward_usd=amount), "bonus")
+            price = paid_with_fee(amount, max_assignments=None, flat_rate=fee_override())
+            _charge(store, to_cents(price), "bonus")
             store.bonus_tokens.add(unique_request_token)
             store.bonuses.append(
                 {
@@ -491,10 +488,17 @@ class FakePlatform:
 
 
 def _hit_price(store: FakeStore, hit_id: str, count: int) -> Decimal:
-    """What `count` assignments of this HIT cost (0 for a HIT of an older state file)."""
+    """What `count` assignments of this HIT cost (0 for a HIT of an older state file), at the
+    rate of its MaxAssignments (the same as the one it was made with: hit_add_assignments)."""
     type_id = store.hit_type_of.get(hit_id)
     reward = store.hit_types[type_id].reward if type_id else Decimal(0)
-    return assignments_cost(assignments=count, reward_usd=reward)
+    hit = store.hits.get(hit_id)
+    return _price(reward, count=count, hit_size=hit.max_assignments if hit else count)
+
+
+def _price(reward: Decimal, *, count: int, hit_size: int) -> Decimal:
+    """What `count` assignments at `reward` of a HIT of `hit_size` cost, the fee included."""
+    return assignments_cost(hits=[(count, hit_size)], reward_usd=reward, flat_rate=fee_override())
 
 
 def _charge(store: FakeStore, cost: Decimal, what: str) -> None:

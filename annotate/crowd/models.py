@@ -53,7 +53,14 @@ class Publication(models.Model):
     description = models.TextField()
     keywords = models.CharField(max_length=500, blank=True)
     reward_usd = models.DecimalField(max_digits=8, decimal_places=2)
-    fee_rate = models.DecimalField(max_digits=4, decimal_places=3)
+    fee_rate = models.DecimalField(
+        max_digits=4,
+        decimal_places=3,
+        null=True,
+        blank=True,
+        help_text="The flat fee it was published at (CROWD_FEE_RATE); empty: MTurk's schedule "
+        "(annotate.crowd.pricing).",
+    )
     assignments_per_task = models.PositiveSmallIntegerField()
     assignment_duration_seconds = models.PositiveIntegerField()
     auto_approval_delay_seconds = models.PositiveIntegerField()
@@ -205,7 +212,13 @@ class HitExtension(models.Model):
     reward_usd = models.DecimalField(
         max_digits=8, decimal_places=2, help_text="The reward per assignment it was asked at."
     )
-    fee_rate = models.DecimalField(max_digits=4, decimal_places=3)
+    fee_rate = models.DecimalField(
+        max_digits=4,
+        decimal_places=3,
+        null=True,
+        blank=True,
+        help_text="Its publication's flat fee; empty: MTurk's schedule (annotate.crowd.pricing).",
+    )
     unique_request_token = models.CharField(max_length=64, unique=True)
     status = models.CharField(
         max_length=7, choices=HitExtensionStatus.choices, default=HitExtensionStatus.PENDING

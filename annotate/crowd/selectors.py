@@ -22,6 +22,7 @@ from annotate.crowd.models import (
     PlatformAssignment,
     Publication,
 )
+from annotate.crowd.pricing import fee_override, paid_with_fee
 from annotate.crowd.services.review import hand_back_overdue, hit_of_work, platform_confirms
 from annotate.errors import NotFoundError
 from annotate.models import Annotator, Assignment, AssignmentStatus, Label, Project, Question
@@ -552,28 +553,26 @@ def _line_of(status: str, platform_status: str | None, late: bool = False) -> st
     return "waiting" if status == AssignmentStatus.SUBMITTED else "unless_rejected"
 
 
-def paid_with_fee(amount, fee_rate) -> Decimal:
-    """What paying `amount` through a platform that takes `fee_rate` of it costs."""
-    return Decimal(amount) * (1 + Decimal(fee_rate or 0))
-
-
-def paid_through(*, platform: str, reward_usd, fee_rate) -> Decimal:
+def paid_through(*, platform: str, reward_usd, fee_rate, max_assignments: int) -> Decimal:
     """What one piece of work that came through a publication on `platform` was paid: its
-    reward and the platform's fee, or on a self-hosted link (paid on the recruiting site,
-    whatever fee the publication stored) the reward alone."""
+    reward and the platform's fee (the publication's flat rate, or with none MTurk's schedule
+    at the rate of its HIT's MaxAssignments: annotate.crowd.pricing), or on a self-hosted link
+    (paid on the recruiting site, whatever fee the publication stored) the reward alone."""
     if platform == "selfhosted":
         return Decimal(reward_usd)
-    return paid_with_fee(reward_usd, fee_rate)
+    return paid_with_fee(reward_usd, max_assignments=max_assignments, flat_rate=fee_rate)
 
 
 def crowd_paid_per_assignment(assignments, *, by: tuple[str, ...] = ("id",)) -> dict:
     """What these assignments were paid, the platform's fee included (paper Table 4's crowd
     cost), in one query: by assignment id, or summed by the fields `by` names (a tuple of their
     values as the key). Each assignment is paid the reward and fee of the publication the work
-    came through (paid_through), that is its HIT's, or, from a self-hosted link (no platform
-    takes a fee), the batch's latest link's reward; work that came through no publication (an
-    in-house account counted as crowd, say) its project's reward and the platform fee setting
-    (CROWD_FEE_RATE). The bonuses paid on them are added with the same fee (a second query).
+    came through (paid_through), that is its HIT's, at the rate of the HIT's MaxAssignments, or,
+    from a self-hosted link (no platform takes a fee), the batch's latest link's reward; work
+    that came through no publication (an in-house account counted as crowd, say) its project's
+    reward and the platform's fee today (CROWD_FEE_RATE, or MTurk's schedule for a HIT of the
+    project's assignments per task). The bonuses paid on them are added with their HIT's
+    publication's fee (a second query).
 
     The HIT is the one of the assignment's task on the platform its worker came through: a
     self-hosted participant's STUDY_ID, kept where a HIT id goes, is only what their URL said."""
@@ -585,31 +584,43 @@ def crowd_paid_per_assignment(assignments, *, by: tuple[str, ...] = ("id",)) -> 
     rows = assignments.annotate(
         hit_reward=Subquery(hit.values("publication__reward_usd")[:1]),
         hit_fee=Subquery(hit.values("publication__fee_rate")[:1]),
+        hit_size=Subquery(hit.values("max_assignments")[:1]),
         link_reward=Subquery(link.values("reward_usd")[:1]),
     ).values_list(
         *by, "annotator__platform", "task__batch__project__reward_usd",
-        "hit_reward", "hit_fee", "link_reward",
+        "task__batch__project__assignments_per_task",
+        "hit_reward", "hit_fee", "hit_size", "link_reward",
     )  # fmt: skip
-    fee = Decimal(str(settings.CROWD_FEE_RATE))
+    fee = fee_override()
     paid: dict = {}
     for row in rows:
-        platform, project_reward, hit_reward, hit_fee, link_reward = row[len(by) :]
+        platform, project_reward, per_task, hit_reward, hit_fee, hit_size, link_reward = row[
+            len(by) :
+        ]
         if hit_reward is not None:
-            amount = paid_through(platform=platform, reward_usd=hit_reward, fee_rate=hit_fee)
+            amount = paid_through(
+                platform=platform, reward_usd=hit_reward, fee_rate=hit_fee, max_assignments=hit_size
+            )
         elif platform == "selfhosted" and link_reward is not None:
-            amount = paid_through(platform=platform, reward_usd=link_reward, fee_rate=None)
+            amount = Decimal(link_reward)
         else:
-            amount = paid_with_fee(project_reward or 0, fee)
+            amount = paid_with_fee(project_reward or 0, max_assignments=per_task, flat_rate=fee)
         _add(paid, row, by, amount)
     bonuses = (
         Bonus.objects.filter(status=BonusStatus.PAID, assignment__in=assignments)
-        .annotate(hit_fee=Subquery(bonus_hit.values("publication__fee_rate")[:1]))
-        .values_list(*(f"assignment__{name}" for name in by), "amount_usd", "hit_fee")
+        .annotate(
+            hit_publication=Subquery(bonus_hit.values("publication_id")[:1]),
+            hit_fee=Subquery(bonus_hit.values("publication__fee_rate")[:1]),
+        )
+        .values_list(
+            *(f"assignment__{name}" for name in by), "amount_usd", "hit_publication", "hit_fee"
+        )
         .order_by()
     )
     for row in bonuses:
-        amount, hit_fee = row[len(by) :]
-        _add(paid, row, by, paid_with_fee(amount, fee if hit_fee is None else hit_fee))
+        amount, hit_publication, hit_fee = row[len(by) :]
+        flat_rate = fee if hit_publication is None else hit_fee
+        _add(paid, row, by, paid_with_fee(amount, max_assignments=None, flat_rate=flat_rate))
     return paid
 
 
@@ -618,20 +629,33 @@ def crowd_paid_per_human_answer(answers, *, by: tuple[str, ...] = ("id",)) -> di
     crowd_paid_per_assignment prices an assignment (paid_through), in two queries: by answer
     id, or summed by the fields `by` names. Each answer is paid the reward and fee of its
     study's publication on the platform its worker came through (a study has one per platform:
-    the one whose HIT the answer names, or the self-hosted link, no fee), and the bonuses paid
-    on it with that fee; an answer that came through no publication (an in-house annotator's)
-    costs nothing here."""
+    the one whose HIT the answer names, or the self-hosted link, no fee), at the rate of its
+    prompt's HIT's MaxAssignments (the publication's answers per prompt when it has none), and
+    the bonuses paid on it with that fee; an answer that came through no publication (an
+    in-house annotator's) costs nothing here."""
     publication = _publication_of_answer(prefix="")
+    prompt_hit = Hit.objects.filter(
+        publication__human_study_id=OuterRef("study_id"),
+        publication__platform=OuterRef("annotator__platform"),
+        prompt_id=OuterRef("prompt_id"),
+    )
     rows = answers.annotate(
         reward=Subquery(publication.values("reward_usd")[:1]),
         fee=Subquery(publication.values("fee_rate")[:1]),
-    ).values_list(*by, "annotator__platform", "reward", "fee")
+        per_prompt=Subquery(publication.values("assignments_per_task")[:1]),
+        hit_size=Subquery(prompt_hit.values("max_assignments")[:1]),
+    ).values_list(*by, "annotator__platform", "reward", "fee", "per_prompt", "hit_size")
     paid: dict = {}
     for row in rows:
-        platform, reward, fee = row[len(by) :]
+        platform, reward, fee, per_prompt, hit_size = row[len(by) :]
         amount = Decimal(0)
         if reward is not None:
-            amount = paid_through(platform=platform, reward_usd=reward, fee_rate=fee)
+            amount = paid_through(
+                platform=platform,
+                reward_usd=reward,
+                fee_rate=fee,
+                max_assignments=hit_size or per_prompt,
+            )
         _add(paid, row, by, amount)
     bonuses = (
         Bonus.objects.filter(status=BonusStatus.PAID, human_answer__in=answers)
@@ -643,7 +667,7 @@ def crowd_paid_per_human_answer(answers, *, by: tuple[str, ...] = ("id",)) -> di
     )
     for row in bonuses:
         amount, fee = row[len(by) :]
-        _add(paid, row, by, paid_with_fee(amount, fee))
+        _add(paid, row, by, paid_with_fee(amount, max_assignments=None, flat_rate=fee))
     return paid
 
 

@@ -398,7 +398,9 @@ MTURK_ENDPOINT_URL = os.environ.get("MTURK_ENDPOINT_URL", "")
 MTURK_MAX_ATTEMPTS = int(os.environ.get("MTURK_MAX_ATTEMPTS", "4"))
 # The public HTTPS address of this site: MTurk frames our task pages from it.
 CROWD_PUBLIC_URL = os.environ.get("CROWD_PUBLIC_URL", "")
-CROWD_FEE_RATE = os.environ.get("CROWD_FEE_RATE", "0.25")
+# Empty: MTurk's fee schedule (annotate/crowd/pricing.py) on MTurk and the offline platform; a
+# rate (0.25 for 25%) replaces it with a flat fee (a negotiated price, another platform).
+CROWD_FEE_RATE = os.environ.get("CROWD_FEE_RATE", "")
 # Where a worker's browser may post the finished assignment (MTurk's turkSubmitTo hosts), and the
 # origins that may frame the worker pages. Tests add the fake server through the extra lists.
 CROWD_SUBMIT_HOSTS = ["www.mturk.com", "workersandbox.mturk.com"] + env_list(

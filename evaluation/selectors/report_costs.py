@@ -2,9 +2,11 @@
 
 - Expert: hours on task (the assignments' active time) × the hourly rate.
 - Crowd: what each counted assignment was paid, the platform's fee included: the reward of the
-  publication it came through (annotate.crowd.selectors.crowd_paid_per_assignment; no fee for a
-  self-hosted link), else the project's reward × (1 + CROWD_FEE_RATE), and the bonuses paid on
-  it with the same fee. An approved assignment of a worker blocked afterwards counts nowhere
+  publication it came through and its fee (annotate.crowd.selectors.crowd_paid_per_assignment;
+  MTurk's schedule at the rate of the assignment's HIT's MaxAssignments, 20% or 40% on HITs of
+  10 or more, at least $0.01, or the flat rate the publication stored; no fee for a self-hosted
+  link), else the project's reward and today's fee, and the bonuses paid on it (20%, at least
+  $0.01, or the flat rate). An approved assignment of a worker blocked afterwards counts nowhere
   but was paid: its pay stays in the cost (the paper's cost is what was paid on the platform).
 - LLM judge: the cost of the engine calls that gave its labels as they stand (tokens × the
   endpoint's prices, as the engine priced each call; failed and retried calls included): per

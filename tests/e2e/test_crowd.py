@@ -59,7 +59,7 @@ def test_mturk_publish_preview_accept_submit_sync_approve(page_for, browser, fak
     admin = page_for(UserFactory(username="boss", roles=[ADMIN], is_staff=True))
 
     total, publication = publish_in_browser(admin, batch, "mturk")
-    assert total == "$2.50"  # 2 tasks × 1 assignment × $1 × 1.25
+    assert total == "$2.40"  # 2 HITs of 1 assignment × ($1 + MTurk's 20 %)
     admin.reload()
     assert admin.locator("#progress-text").inner_text() == "2 of 2"
     publication.refresh_from_db()
@@ -136,14 +136,14 @@ def test_mturk_publish_preview_accept_submit_sync_approve(page_for, browser, fak
     assert matrix.locator("th", has_text="mturk:AE2EWORKER").count() == 2  # both systems
     assert matrix.locator("td.cell:not(:empty)").count() >= 4
 
-    # In the report the worker's labels are the crowd source, paid $1 plus the 25% fee.
+    # In the report the worker's labels are the crowd source, paid $1 plus MTurk's 20% fee.
     admin.goto(f"/reports/{instruction.benchmark_id}/")
     leaderboard = admin.locator("#leaderboard + table")
     assert leaderboard.locator("tr", has_text="crowd-majority").count() == 2  # both systems
     report = json.loads(admin.request.get(f"/api/reports/{instruction.benchmark_id}/").text())
     crowd_rows = [r for r in report["sources"] if r["source"] == "crowd-majority"]
     overall = next(r for r in crowd_rows if r["subset"] == "overall")
-    assert overall["source_kind"] == "crowd" and overall["cost_usd"] == 1.25
+    assert overall["source_kind"] == "crowd" and overall["cost_usd"] == 1.20
     # Only the real worker's YES answers: the forged NO answers moved nothing.
     crowd_board = [r for r in report["leaderboard"] if r["source"] == "crowd-majority"]
     assert {(r["yes"], r["questions"]) for r in crowd_board if r["subset"] == "overall"} == {(2, 2)}

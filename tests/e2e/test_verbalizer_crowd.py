@@ -53,8 +53,8 @@ def test_admin_publishes_a_study_and_a_worker_answers_with_keys(page_for, fake_m
     admin.wait_for_url(f"**/verbalizer/studies/{study.pk}/publish/")
     admin.select_option("#id_platform", "mturk")
     admin.click("text=Preview the cost")
-    # 2 × 1 × $0.05 × 1.25 = 0.125, rounded to cents as publication_cost does (halves up)
-    assert admin.locator("#cost-total").inner_text() == "$0.13"
+    # 2 × 1 × ($0.05 + MTurk's $0.01 fee: 20 % of it, also the minimum)
+    assert admin.locator("#cost-total").inner_text() == "$0.12"
     admin.click("text=Confirm: publish for")
     admin.wait_for_url("**/crowd/publications/*/")
     publication = Publication.objects.get(human_study=study, platform="mturk")
@@ -94,9 +94,9 @@ def test_admin_publishes_a_study_and_a_worker_answers_with_keys(page_for, fake_m
     snap(admin, "approved")
     assert fake_mturk.state.assignments[first_id]["AssignmentStatus"] == "Approved"
 
-    # One answer approved, one waiting: $0.0625 each, and in all the $0.13 the preview said.
+    # One answer approved, one waiting: $0.06 each, and in all the $0.12 the preview said.
     admin.goto(f"/crowd/publications/{publication.pk}/")
-    assert admin.locator("#spent-total").inner_text() == "$0.13"
+    assert admin.locator("#spent-total").inner_text() == "$0.12"
     approved, waiting = (admin.locator(f"#spent-{n}").inner_text() for n in ("approved", "waiting"))
     assert approved.startswith("approved answers: 1 answer, $0.06")
     assert waiting.startswith("submitted, not reviewed yet: 1 answer, $0.06")

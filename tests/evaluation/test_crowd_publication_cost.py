@@ -183,11 +183,12 @@ def test_bonuses_show_on_their_row_and_the_publication_counts_what_table_4_count
     assert "Pay another bonus" in row and "already has 2 bonuses" in row
 
     page = client.get(reverse("crowd:publication", args=[publication.pk])).text
-    # Approved: $1 × 1.25 + the $0.40 bonus × 1.25; waiting: $1 × 1.25; rejected: nothing.
-    assert "approved work: 1 assignment, $1.75 with the bonuses paid on them" in page
-    assert "submitted, not reviewed yet: 1 assignment, $1.25" in page
-    assert 'id="spent-total">$3.00<' in page
-    assert _table4_crowd_cost(project.benchmark) == Decimal("3.00")
+    # MTurk's 20 %: approved $1 + $0.20 and the $0.40 bonus + $0.08; waiting $1.20; rejected:
+    # nothing.
+    assert "approved work: 1 assignment, $1.68 with the bonuses paid on them" in page
+    assert "submitted, not reviewed yet: 1 assignment, $1.20" in page
+    assert 'id="spent-total">$2.88<' in page
+    assert _table4_crowd_cost(project.benchmark) == Decimal("2.88")
 
 
 def test_a_worker_counted_as_an_expert_leaves_table_4_but_not_what_was_spent(
@@ -235,10 +236,10 @@ def test_platform_workers_set_to_undecided_stay_in_what_was_spent(
 
     client.force_login(admin_user)
     page = client.get(reverse("crowd:publication", args=[publication.pk])).text
-    # $1 × 1.25 each: one paid, one the platform pays when its auto-approval delay ends.
-    assert "approved work: 1 assignment, $1.25 with the bonuses paid on them" in page
-    assert "submitted, not reviewed yet: 1 assignment, $1.25" in page
-    assert 'id="spent-total">$2.50<' in page
+    # $1 + 20 % each: one paid, one the platform pays when its auto-approval delay ends.
+    assert "approved work: 1 assignment, $1.20 with the bonuses paid on them" in page
+    assert "submitted, not reviewed yet: 1 assignment, $1.20" in page
+    assert 'id="spent-total">$2.40<' in page
     assert "crowd-majority" not in source_costs(benchmark=project.benchmark)["overall"]
 
 
@@ -263,17 +264,17 @@ def test_work_rejected_here_before_the_platform_had_it_shows_as_to_be_paid(
     url = reverse("crowd:publication", args=[publication.pk])
     page = client.get(url).text
     line = page.split('id="spent-unless-rejected">', 1)[1].split("</li>", 1)[0]
-    assert "Will be paid unless rejected on the platform: $2.50 (2 assignments)" in line
+    assert "Will be paid unless rejected on the platform: $2.40 (2 assignments)" in line
     assert reverse("crowd:review", args=[publication.pk]) in line
-    assert "submitted, not reviewed yet: 1 assignment, $1.25" in page
-    assert 'id="spent-total">$3.75<' in page
+    assert "submitted, not reviewed yet: 1 assignment, $1.20" in page
+    assert 'id="spent-total">$3.60<' in page
 
     # Rejected on the platform too (the review page's button): the platform pays nothing.
     for assignment in (late, also_late):
         review.assignment_reject(assignment_id=assignment.pk, user=admin_user, feedback="no")
     page = client.get(url).text
     assert 'id="spent-unless-rejected"' not in page
-    assert 'id="spent-total">$1.25<' in page
+    assert 'id="spent-total">$1.20<' in page
 
 
 def test_work_rejected_here_that_the_platform_approved_stays_in_what_was_spent(
@@ -298,16 +299,21 @@ def test_work_rejected_here_that_the_platform_approved_stays_in_what_was_spent(
 
     client.force_login(admin_user)
     page = client.get(reverse("crowd:publication", args=[publication.pk])).text
-    assert "approved work: 1 assignment, $1.25 with the bonuses paid on them" in page
-    assert "submitted, not reviewed yet: 1 assignment, $1.25" in page
+    assert "approved work: 1 assignment, $1.20 with the bonuses paid on them" in page
+    assert "submitted, not reviewed yet: 1 assignment, $1.20" in page
     assert 'id="spent-unless-rejected"' not in page  # paid already: no reject can stop it
-    assert 'id="spent-total">$2.50<' in page
+    assert 'id="spent-total">$2.40<' in page
 
 
-def test_table_4_rounds_the_crowd_cost_halves_up_as_the_publication_page_does(fake_platform):
+def test_table_4_rounds_the_crowd_cost_halves_up_as_the_publication_page_does(
+    fake_platform, settings
+):
     """2 × $0.05 × 1.25 = $0.125: 'Spent so far' said $0.13 (halves up, as every figure the app
-    shows) and Table 4 said 0.12 (Python's round of a float)."""
+    shows) and Table 4 said 0.12 (Python's round of a float). A flat rate (MTurk's schedule
+    rounds each fee to cents, so its sums have no half cent)."""
     from annotate.crowd.selectors import publication_spending
+
+    settings.CROWD_FEE_RATE = "0.25"
 
     publication = _published(instructions=2, reward_usd="0.05")
     project = publication.batch.project
@@ -319,11 +325,13 @@ def test_table_4_rounds_the_crowd_cost_halves_up_as_the_publication_page_does(fa
 
 
 def test_the_publication_total_is_table_4s_when_both_lines_round_up(
-    client, fake_platform, admin_user
+    client, fake_platform, admin_user, settings
 ):
     """One approved and one waiting assignment at $0.10 × 1.25 = $0.125 each: each line says
     $0.13, and the total is Table 4's $0.25 (the exact sum rounded once); it said $0.26, the
-    sum of the rounded lines, while claiming to be Table 4's figure."""
+    sum of the rounded lines, while claiming to be Table 4's figure. (A flat rate: MTurk's
+    schedule rounds each fee to cents.)"""
+    settings.CROWD_FEE_RATE = "0.25"
     publication = _published(instructions=2, reward_usd="0.10")
     project = publication.batch.project
     approved, _ = _every_hit_done(publication, fake_platform)
@@ -405,18 +413,18 @@ def test_late_work_the_platform_confirmed_is_spent_on_a_line_of_its_own(
     url = reverse("crowd:publication", args=[publication.pk])
     page = client.get(url).text
     line = page.split('id="spent-late">', 1)[1].split("</li>", 1)[0]
-    assert "Late work, paid by the platform: $1.25 (1 assignment)" in line
+    assert "Late work, paid by the platform: $1.20 (1 assignment)" in line
     assert "counts in no result" in line and "unless it is rejected there" in line
-    assert "submitted, not reviewed yet: 1 assignment, $1.25" in page
-    assert 'id="spent-total">$2.50<' in page
-    assert _table4_crowd_cost(project.benchmark) == Decimal("1.25")  # late work counts nowhere
+    assert "submitted, not reviewed yet: 1 assignment, $1.20" in page
+    assert 'id="spent-total">$2.40<' in page
+    assert _table4_crowd_cost(project.benchmark) == Decimal("1.20")  # late work counts nowhere
 
     # The auto-approval delay ends: paid, still late work.
     fake_platform.assignment_approve(assignment_id=late_ids[0])
     review.publication_sync(publication_id=publication.pk, now=timezone.now())
     page = client.get(url).text
-    assert "Late work, paid by the platform: $1.25 (1 assignment)" in page
-    assert 'id="spent-total">$2.50<' in page
+    assert "Late work, paid by the platform: $1.20 (1 assignment)" in page
+    assert 'id="spent-total">$2.40<' in page
 
 
 def test_late_work_rejected_on_the_platform_costs_nothing(client, fake_platform, admin_user):
@@ -497,3 +505,28 @@ def test_platform_spending_says_the_platform_pays_what_it_confirmed(
     assert rule.startswith("Every assignment the platform paid or will pay counts here")
     assert "Assignments rejected on the platform cost nothing" in rule
     assert "completion code" not in rule and "recruiting site" not in rule
+
+
+@pytest.mark.parametrize(
+    ("per_task", "reward", "one"),
+    [(3, "0.40", "0.48"), (10, "0.40", "0.56"), (3, "0.03", "0.04")],
+)
+def test_table_4_prices_work_at_its_hits_mturk_rate_and_a_bonus_at_20_percent(
+    fake_platform, admin_user, per_task, reward, one
+):
+    """MTurk's schedule (https://www.mturk.com/pricing): 20 % of a HIT of 3's $0.40 ($0.08),
+    40 % of a HIT of 10's ($0.16), $0.01 at least on a $0.03 reward and on a $0.02 bonus. Table
+    4 said 25 % of each, what MTurk never charged."""
+    project = project_with_tasks(
+        instructions=1, systems=2, questions=1, assignments_per_task=per_task
+    )
+    publication = published_on_fake(project.batches.get(), reward_usd=Decimal(reward))
+    work = _mturk_work(Client(), publication.hits.get(), "AW1", fake_platform)
+    review.publication_sync(publication_id=publication.pk, now=timezone.now())
+    review.assignment_approve(assignment_id=work.pk, user=admin_user)
+    assert _table4_crowd_cost(project.benchmark) == Decimal(one)
+    bonus = review.bonus_create(
+        assignment_id=work.pk, amount_usd=Decimal("0.02"), reason="thanks", user=admin_user
+    )
+    review.bonus_pay(bonus_id=bonus.pk, user=admin_user, now=timezone.now())
+    assert _table4_crowd_cost(project.benchmark) == Decimal(one) + Decimal("0.03")

@@ -275,8 +275,9 @@ def test_acc_counting_a_source_unknown_as_wrong_is_a_named_option(bench):
 def test_crowd_cost_and_time_from_its_assignments(bench):
     report = report_build(scope=OPERATOR, benchmark=bench, n_resamples=200)
     crowd = _one(report, "sources", source="crowd-majority", subset="overall")
-    # 3 submitted assignments × $1.00 × (1 + 25% fee); first claim to last submission: 30 min.
-    assert crowd["cost_usd"] == pytest.approx(3.75)
+    # 3 submitted assignments × ($1.00 + MTurk's 20% fee, no publication: a HIT of the project's
+    # assignments per task, fewer than 10); first claim to last submission: 30 min.
+    assert crowd["cost_usd"] == pytest.approx(3.60)
     assert crowd["time_min"] == pytest.approx(30.0)
     hard = _one(report, "sources", source="crowd-majority", subset="hard")
     assert hard["cost_usd"] is None
@@ -296,13 +297,13 @@ def test_a_worker_blocked_after_being_paid_stays_in_the_crowd_cost(bench):
     WorkerBlock.objects.create(annotator=paid.annotator, reason="copied answers")
     report = report_build(scope=OPERATOR, benchmark=bench, n_resamples=10)
     crowd = _one(report, "sources", source="crowd-majority", subset="overall")
-    # Still 3 × $1.00 × 1.25: crowd-1's approved HIT was paid before the block.
-    assert crowd["cost_usd"] == pytest.approx(3.75)
+    # Still 3 × $1.20: crowd-1's approved HIT was paid before the block.
+    assert crowd["cost_usd"] == pytest.approx(3.60)
     unpaid = Assignment.objects.get(annotator__name="crowd-2")  # submitted, never approved
     WorkerBlock.objects.create(annotator=unpaid.annotator, reason="spam")
     report = report_build(scope=OPERATOR, benchmark=bench, n_resamples=10)
     crowd = _one(report, "sources", source="crowd-majority", subset="overall")
-    assert crowd["cost_usd"] == pytest.approx(2.5)
+    assert crowd["cost_usd"] == pytest.approx(2.40)
 
 
 def test_bonuses_paid_are_in_the_crowd_cost_with_the_fee(bench):
@@ -315,7 +316,7 @@ def test_bonuses_paid_are_in_the_crowd_cost_with_the_fee(bench):
         report = report_cached(benchmark=bench, scope=OPERATOR)
         return _one(report, "sources", source="crowd-majority", subset="overall")["cost_usd"]
 
-    assert crowd_cost() == pytest.approx(3.75)
+    assert crowd_cost() == pytest.approx(3.60)
     assignment = Assignment.objects.get(annotator__name="crowd-1")
     for token, status in (("paid", BonusStatus.PAID), ("pending", BonusStatus.PENDING)):
         Bonus.objects.create(
@@ -325,8 +326,8 @@ def test_bonuses_paid_are_in_the_crowd_cost_with_the_fee(bench):
             unique_request_token=token,
             status=status,
         )
-    # 3 × $1.00 × 1.25, and the one bonus paid: $0.40 × 1.25 (not the one still pending).
-    assert crowd_cost() == pytest.approx(4.25)
+    # 3 × $1.20, and the one bonus paid: $0.40 + its 20% fee (not the one still pending).
+    assert crowd_cost() == pytest.approx(4.08)
 
 
 def test_cost_and_time_follow_a_per_project_kind_override(bench, settings):
@@ -347,8 +348,8 @@ def test_cost_and_time_follow_a_per_project_kind_override(bench, settings):
     majority = _one(report, "sources", source="expert-majority", subset="overall")
     assert (majority["cost_usd"], majority["time_min"]) == (pytest.approx(29.5), 10.0)
     crowd = _one(report, "sources", source="crowd-majority", subset="overall")
-    # crowd-2 and crowd-3 only: 2 × $1.00 × 1.25; claimed at 1 min, last submitted at 30 min.
-    assert crowd["cost_usd"] == pytest.approx(2.5)
+    # crowd-2 and crowd-3 only: 2 × $1.20; claimed at 1 min, last submitted at 30 min.
+    assert crowd["cost_usd"] == pytest.approx(2.40)
     assert crowd["time_min"] == pytest.approx(29.0)
 
 

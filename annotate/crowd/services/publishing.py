@@ -24,14 +24,15 @@ from django.utils import timezone
 
 from annotate.crowd.base import (
     LOCALE,
+    MASTERS,
     NUMBER_APPROVED,
     PERCENT_APPROVED,
     TOKENS_KEPT,
     HitTypeSpec,
-    to_cents,
 )
 from annotate.crowd.models import Hit, HitStatus, Publication, PublicationStatus
 from annotate.crowd.platforms import get_platform, platform_class, platform_label, platform_names
+from annotate.crowd.pricing import assignments_cost, fee_description, fee_override
 from annotate.errors import (
     CrowdPlatformError,
     HitAlreadyExistsError,
@@ -100,7 +101,7 @@ class CostPreview:
     tasks: int  # tasks with an assignment still open: those that get a HIT
     assignments_per_task: int
     reward_usd: Decimal
-    fee_rate: Decimal
+    fee_rate: Decimal | None  # a flat rate (0: none), or None: MTurk's schedule (pricing)
     total_usd: Decimal
     balance_usd: Decimal | None
     # Self-hosted: the admin pays the workers on the recruiting site (Prolific...), not through
@@ -111,33 +112,11 @@ class CostPreview:
     assignments: int = 0
     assignments_taken: int = 0
     tasks_in_batch: int = 0
+    fee: str = ""  # which fee applies and why (pricing.fee_description)
 
     @property
     def affordable(self) -> bool:
         return self.balance_usd is None or self.balance_usd >= self.total_usd
-
-
-def fee_rate() -> Decimal:
-    return Decimal(str(settings.CROWD_FEE_RATE))
-
-
-def publication_cost(
-    *, tasks: int, assignments_per_task: int, reward_usd: Decimal, fee: Decimal | None = None
-) -> Decimal:
-    """tasks × assignments × reward × (1 + fee), rounded to cents, halves up ($0.125 is $0.13,
-    as every figure the app shows); the fee is CROWD_FEE_RATE unless given (0 for a self-hosted
-    link, whose recruiting site is paid outside this app)."""
-    return assignments_cost(
-        assignments=tasks * assignments_per_task, reward_usd=reward_usd, fee=fee
-    )
-
-
-def assignments_cost(
-    *, assignments: int, reward_usd: Decimal, fee: Decimal | None = None
-) -> Decimal:
-    """assignments × reward × (1 + fee), rounded to cents, halves up (publication_cost)."""
-    fee = fee_rate() if fee is None else fee
-    return to_cents(assignments * reward_usd * (1 + fee))
 
 
 def open_assignments(*, batch: Batch, now: datetime) -> dict[int, int]:
@@ -174,20 +153,22 @@ def publication_preview(
     still_open = open_assignments(batch=batch, now=now or timezone.now())
     nothing_left_check(batch=batch, still_open=still_open)
     platform = get_platform(platform_name, user=user)
-    fee = fee_rate() if platform.pays_workers else Decimal(0)
+    fee = fee_override() if platform.pays_workers else Decimal(0)
     per_task, assignments = batch.project.assignments_per_task, sum(still_open.values())
+    hits = [left for left in still_open.values() if left]  # each HIT's MaxAssignments
     return CostPreview(
         platform=platform_name,
-        tasks=sum(1 for left in still_open.values() if left),
+        tasks=len(hits),
         assignments_per_task=per_task,
         reward_usd=reward,
         fee_rate=fee,
-        total_usd=assignments_cost(assignments=assignments, reward_usd=reward, fee=fee),
+        total_usd=assignments_cost(hits=[(n, n) for n in hits], reward_usd=reward, flat_rate=fee),
         balance_usd=platform.account_balance(),
         paid_outside=not platform.pays_workers,
         assignments=assignments,
         assignments_taken=len(still_open) * per_task - assignments,
         tasks_in_batch=len(still_open),
+        fee=fee_description(flat_rate=fee, max_assignments=hits),
     )
 
 
@@ -256,6 +237,19 @@ def publish_settings_check(
                 f"({most // DAY_SECONDS} days)."
             )
     completion_check(completion_code=chosen.completion_code, completion_url=chosen.completion_url)
+    qualifications_check(chosen.qualification_requirements)
+
+
+def qualifications_check(requirements: list[dict]) -> None:
+    """Refuse the Masters qualification: MTurk charges 5% more of the reward for it, which no
+    total the app shows, confirms or reports counts (pricing)."""
+    for position, requirement in enumerate(requirements or []):
+        if isinstance(requirement, dict) and requirement.get("QualificationTypeId") in MASTERS:
+            raise PublishError(
+                f"qualification_requirements[{position}]: the Masters qualification adds a 5% "
+                "MTurk fee the app does not price; require an approval rate instead.",
+                field="qualification_requirements",
+            )
 
 
 def reward_check(*, platform_name: str, reward_usd: Decimal) -> None:
@@ -393,7 +387,7 @@ def _publication_insert(
         description=chosen.description.strip(),
         keywords=chosen.keywords.strip(),
         reward_usd=reward_usd,
-        fee_rate=fee_rate(),
+        fee_rate=fee_override(),
         assignments_per_task=assignments_per_task,
         assignment_duration_seconds=chosen.assignment_duration_seconds,
         auto_approval_delay_seconds=chosen.auto_approval_delay_seconds,

@@ -26,7 +26,8 @@ from django.utils import timezone
 
 from annotate.crowd.models import Hit, HitExtension, HitExtensionStatus, HitStatus, Publication
 from annotate.crowd.platforms import get_platform, platform_label
-from annotate.crowd.services.publishing import assignments_cost, open_assignments
+from annotate.crowd.pricing import assignments_cost, fee_description
+from annotate.crowd.services.publishing import open_assignments
 from annotate.crowd.services.review import require_admin
 from annotate.errors import (
     AlreadyProcessedError,
@@ -60,7 +61,7 @@ class ReplacementPlan:
     publication: Publication
     rows: list[ReplacementRow]  # the created HITs whose task needs more than they offer
     reward_usd: Decimal
-    fee_rate: Decimal
+    fee_rate: Decimal | None  # the publication's flat rate, or None: MTurk's schedule (pricing)
     balance_usd: Decimal | None
 
     @property
@@ -73,9 +74,20 @@ class ReplacementPlan:
 
     @property
     def total_usd(self) -> Decimal:
+        """The assignments asked for, each at its HIT's rate: MTurk refuses to take a HIT made
+        with fewer than 10 assignments to 10 or more, so the MaxAssignments it was made with
+        says which."""
         return assignments_cost(
-            assignments=self.assignments, reward_usd=self.reward_usd, fee=self.fee_rate
+            hits=[(row.add, row.hit.max_assignments) for row in self.rows if row.add],
+            reward_usd=self.reward_usd,
+            flat_rate=self.fee_rate,
         )
+
+    @property
+    def fee(self) -> str:
+        """Which fee applies and why (pricing.fee_description)."""
+        sizes = [row.hit.max_assignments for row in self.rows if row.add]
+        return fee_description(flat_rate=self.fee_rate, max_assignments=sizes)
 
     @property
     def affordable(self) -> bool:

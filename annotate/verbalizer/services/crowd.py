@@ -22,6 +22,7 @@ from django.db import IntegrityError, transaction
 
 from annotate.crowd.models import Hit, HitStatus, Publication, WorkerBlock, crowd_worker_q
 from annotate.crowd.platforms import get_platform, platform_class
+from annotate.crowd.pricing import assignments_cost, fee_description, fee_override
 from annotate.crowd.services import publishing, workers
 from annotate.crowd.services.publishing import CostPreview, PublishSettings
 from annotate.errors import ConflictError, NotFoundError, PermissionDeniedError, PublishError
@@ -45,18 +46,18 @@ TOKEN_MAX_AGE = 14 * 24 * 3600
 def study_publication_preview(
     *, study: HumanStudy, platform_name: str, reward_usd: Decimal | None = None, user=None
 ) -> CostPreview:
-    """What publishing the study would cost: prompts × answers per prompt × reward × (1 + fee);
-    through a self-hosted link, no fee, and paid on the recruiting site (as for a batch)."""
+    """What publishing the study would cost: prompts × answers per prompt × (reward + fee), each
+    prompt a HIT of answers per prompt assignments (pricing.assignments_cost); through a self-hosted
+    link, no fee, and paid on the recruiting site (as for a batch)."""
     publishing.platform_check(platform_name)
     publishing.published_check(target={"human_study": study}, platform_name=platform_name)
     reward = DEFAULT_REWARD_USD if reward_usd is None else reward_usd
     publishing.reward_check(platform_name=platform_name, reward_usd=reward)
     prompts = study.prompts.count()
     platform = get_platform(platform_name, user=user)
-    fee = publishing.fee_rate() if platform.pays_workers else Decimal(0)
-    total = publishing.publication_cost(
-        tasks=prompts, assignments_per_task=study.answers_per_prompt, reward_usd=reward, fee=fee
-    )
+    fee = fee_override() if platform.pays_workers else Decimal(0)
+    hits = [study.answers_per_prompt] * prompts
+    total = assignments_cost(hits=[(n, n) for n in hits], reward_usd=reward, flat_rate=fee)
     return CostPreview(
         platform=platform_name,
         tasks=prompts,
@@ -68,6 +69,7 @@ def study_publication_preview(
         paid_outside=not platform.pays_workers,
         assignments=prompts * study.answers_per_prompt,
         tasks_in_batch=prompts,
+        fee=fee_description(flat_rate=fee, max_assignments=hits),
     )
 
 

@@ -51,17 +51,17 @@ def test_publish_shows_cost_and_balance_then_publishes_on_confirm(
     url = reverse("crowd:publish", args=[crowd_batch.pk])
     assert client.get(url).status_code == 200
     preview = client.post(url, {**FORM, "preview": "1"})
-    assert 'id="cost-total">$11.25<' in preview.text
+    assert 'id="cost-total">$10.80<' in preview.text
     assert "$10000.00" in preview.text
     assert not Publication.objects.exists()
     # A confirmation for another amount (the reward changed meanwhile) only shows the preview.
     stale = client.post(
-        url, {**FORM, "reward_usd": "2.00", "confirm_total": "11.25", "publish": "1"}
+        url, {**FORM, "reward_usd": "2.00", "confirm_total": "10.80", "publish": "1"}
     )
-    assert stale.status_code == 200 and 'id="cost-total">$22.50<' in stale.text
+    assert stale.status_code == 200 and 'id="cost-total">$21.60<' in stale.text
     assert not Publication.objects.exists()
     with django_capture_on_commit_callbacks(execute=True):
-        done = client.post(url, {**FORM, "confirm_total": "11.25", "publish": "1"})
+        done = client.post(url, {**FORM, "confirm_total": "10.80", "publish": "1"})
     publication = Publication.objects.get()
     assert done["Location"] == reverse("crowd:publication", args=[publication.pk])
     assert publication.status == PublicationStatus.PUBLISHED
@@ -291,15 +291,15 @@ def test_api_publish_needs_the_previewed_total(client, admin_user, crowd_batch, 
         {"platform": "fake", "reward_usd": "1.00"},
         content_type="application/json",
     ).json()
-    assert preview["total_usd"] == "11.25" and preview["balance_usd"] == "10000.00"
+    assert preview["total_usd"] == "10.80" and preview["balance_usd"] == "10000.00"
     body = {"platform": "fake", "title": "t", "description": "d", "confirm_total_usd": "1.00"}
     refused = client.post(
         reverse("crowd-api:publish", args=[crowd_batch.pk]), body, content_type="application/json"
     )
-    assert refused.status_code == 400 and "$11.25" in refused.json()["detail"]
+    assert refused.status_code == 400 and "$10.80" in refused.json()["detail"]
     made = client.post(
         reverse("crowd-api:publish", args=[crowd_batch.pk]),
-        {**body, "confirm_total_usd": "11.25"},
+        {**body, "confirm_total_usd": "10.80"},
         content_type="application/json",
     )
     assert made.status_code == 201

@@ -141,7 +141,7 @@ def test_a_blocked_mturk_workers_task_is_planned_for_a_new_worker(
     assert [(row.hit.pk, row.wanted, row.available, row.add) for row in plan.rows] == [
         (hit.pk, 1, 0, 1)
     ]
-    expected = (live.reward_usd * (1 + live.fee_rate)).quantize(Decimal("0.01"))
+    expected = Decimal("1.20")  # $1 and MTurk's 20 % on a HIT of 3
     replacements.replacements_create(
         publication_id=live.pk, confirm_total=expected, now=timezone.now(), user=admin_user
     )

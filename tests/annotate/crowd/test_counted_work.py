@@ -378,6 +378,7 @@ def test_a_worker_blocked_while_holding_a_claim_is_told_the_work_does_not_count(
     Mechanical Turk confirms them: a blocked worker's work counts in no result. The answers are
     kept (an unblock counts them), the done page says they do not count, the HIT still goes
     back to MTurk, and the admin sees what MTurk will pay for it and can reject it."""
+
     from annotate.crowd.selectors import publication_spending
     from annotate.selectors.results import counted_assignments as counted
 
@@ -545,7 +546,8 @@ def test_crowd_cost_is_what_each_assignment_was_paid_through_its_publication(
     Assignment.objects.filter(pk=two.pk).update(annotator=in_house, platform_hit_id="")
     paid = crowd_paid_per_assignment(Assignment.objects.filter(pk__in=[one.pk, two.pk]))
     assert paid[one.pk] == Decimal("0.50")  # the link's reward, no platform fee
-    assert paid[two.pk] == project.reward_usd * (1 + Decimal("0.25"))  # no publication: project
+    # No publication: the project's $1 and MTurk's 20 % (a HIT of its 3 assignments per task).
+    assert (project.reward_usd, paid[two.pk]) == (Decimal("1.00"), Decimal("1.20"))
 
 
 def test_a_selfhosted_participant_who_names_an_mturk_hit_is_priced_as_the_links_work(
@@ -696,8 +698,9 @@ def test_work_handed_back_after_a_sync_has_its_slot_again_only_if_the_task_has_o
     the hand-back confirms it at the next sync: it counts if its task still has a slot, and
     otherwise stays out as work submitted after the task was filled, its pay on the
     publication's "Late work" line."""
-    from annotate.crowd.base import to_cents
-    from annotate.crowd.selectors import paid_through, publication_spending
+    from decimal import Decimal
+
+    from annotate.crowd.selectors import publication_spending
     from annotate.selectors.results import counted_assignments as counted_in_results
 
     first, second = _hits(live)
@@ -719,9 +722,7 @@ def test_work_handed_back_after_a_sync_has_its_slot_again_only_if_the_task_has_o
         == 2
     )
     spending = publication_spending(publication=live)
-    one = to_cents(
-        paid_through(platform="mturk", reward_usd=live.reward_usd, fee_rate=live.fee_rate)
-    )
+    one = Decimal("1.20")  # $1 and MTurk's 20 % on a HIT of 3
     assert (spending.waiting, spending.waiting_usd) == (1, one)
     assert (spending.late, spending.late_usd) == (1, one)
     assert spending.total_usd == 2 * one
@@ -733,6 +734,7 @@ def test_released_work_rejected_here_then_handed_back_is_to_be_rejected_on_the_p
     """Rejected here while its slot was released, then handed back: the platform pays it
     unless it is rejected there too, which the "Spent so far" line for that says (with its
     link to the review page's button), not the "Late work" line, which has none."""
+
     from annotate.crowd.selectors import publication_spending
 
     first, _ = _hits(live)

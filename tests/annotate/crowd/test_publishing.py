@@ -37,8 +37,8 @@ def test_cost_is_tasks_times_assignments_times_reward_plus_fee(crowd_batch):
     preview = publishing.publication_preview(
         batch=crowd_batch, platform_name="fake", reward_usd=Decimal("1.00")
     )
-    # 3 tasks × 3 assignments × $1 × 1.25
-    assert preview.total_usd == Decimal("11.25")
+    # 3 HITs of 3 assignments × ($1 + MTurk's 20% fee)
+    assert preview.total_usd == Decimal("10.80") and preview.fee_rate is None
     assert preview.balance_usd == Decimal("10000.00") and preview.affordable
 
 
@@ -221,15 +221,18 @@ def test_refused_hit_is_reported_and_retried_later(mturk_settings, fake_mturk, c
 def test_the_cost_preview_rounds_half_a_cent_up_as_every_figure():
     """2 HITs × 1 assignment × $0.05 × (1 + 25 %) is $0.125: the preview said $0.12 (Decimal's
     default rounds halves to even), below what the platform charges."""
-    from annotate.crowd.services.publishing import publication_cost
+    from annotate.crowd.pricing import assignments_cost
 
-    cost = publication_cost(
-        tasks=2, assignments_per_task=1, reward_usd=Decimal("0.05"), fee=Decimal("0.25")
-    )
+    flat = Decimal("0.25")  # a flat CROWD_FEE_RATE is rounded on the total, as before
+    cost = assignments_cost(hits=[(1, 1), (1, 1)], reward_usd=Decimal("0.05"), flat_rate=flat)
     assert cost == Decimal("0.13")
-    assert publication_cost(
-        tasks=1, assignments_per_task=3, reward_usd=Decimal("0.05"), fee=Decimal("0.25")
-    ) == Decimal("0.19")  # $0.1875
+    assert assignments_cost(hits=[(3, 3)], reward_usd=Decimal("0.05"), flat_rate=flat) == Decimal(
+        "0.19"
+    )  # $0.1875
+    # MTurk's fee on $0.05 is $0.01 an assignment (20 % of it, also the minimum)
+    assert assignments_cost(hits=[(3, 3)], reward_usd=Decimal("0.05"), flat_rate=None) == Decimal(
+        "0.18"
+    )
 
 
 @pytest.mark.parametrize(
@@ -242,7 +245,7 @@ def test_the_api_refuses_a_time_too_long_naming_its_field(
     client.force_login(admin_user)
     url = reverse("crowd-api:publish", args=[crowd_batch.pk])
     body = {"platform": "fake", "title": "t", "description": "d", "reward_usd": "1.00"}
-    body["confirm_total_usd"] = "11.25"  # 3 tasks × 3 assignments × $1 × 1.25
+    body["confirm_total_usd"] = "10.80"  # 3 HITs of 3 assignments × ($1 + 20 % fee)
     answer = client.post(url, {**body, field: 10**30}, content_type="application/json")
     assert answer.status_code == 400 and field in answer.json()
     assert not crowd_batch.publications.exists()
@@ -258,7 +261,7 @@ def test_the_api_preview_refuses_a_negative_reward_as_the_page_does(
     answer = client.post(url, {"platform": "fake", "reward_usd": "-1"}, "application/json")
     assert answer.status_code == 400 and "reward_usd" in answer.json()
     quoted = client.post(url, {"platform": "fake", "reward_usd": "1"}, "application/json")
-    assert quoted.status_code == 200 and quoted.json()["total_usd"] == "11.25"
+    assert quoted.status_code == 200 and quoted.json()["total_usd"] == "10.80"
 
 
 # --- Only the assignments still open are published -------------------------------------------
@@ -290,7 +293,7 @@ def test_the_preview_counts_only_the_assignments_still_open(crowd_batch):
         batch=crowd_batch, platform_name="fake", reward_usd=Decimal("1.00")
     )
     assert (preview.assignments, preview.assignments_taken, preview.tasks) == (4, 5, 2)
-    assert preview.total_usd == Decimal("5.00")  # 4 × $1 × 1.25, not 3 × 3 × $1 × 1.25
+    assert preview.total_usd == Decimal("4.80")  # 4 × $1.20, not 3 × 3 × $1.20
 
 
 def test_hits_ask_each_task_for_what_it_still_needs(mturk_settings, fake_mturk, crowd_batch):
@@ -358,9 +361,9 @@ def test_the_page_quotes_the_open_assignments_and_publishes_them(
     url = reverse("crowd:publish", args=[crowd_batch.pk])
     page = client.post(url, {**publish_form(), "preview": "1"})
     assert 'id="assignments-open">4 on 2 tasks<' in page.text
-    assert 'id="assignments-taken">5 ' in page.text and 'id="cost-total">$5.00<' in page.text
+    assert 'id="assignments-taken">5 ' in page.text and 'id="cost-total">$4.80<' in page.text
     with django_capture_on_commit_callbacks(execute=True):
-        client.post(url, {**publish_form(), "confirm_total": "5.00", "publish": "1"})
+        client.post(url, {**publish_form(), "confirm_total": "4.80", "publish": "1"})
     publication = crowd_batch.publications.get()
     assert publication.status == PublicationStatus.PUBLISHED
     asked = sorted(
@@ -378,20 +381,20 @@ def test_a_total_the_balance_cannot_pay_publishes_nothing_even_when_confirmed(
 
     settings.CROWD_PUBLIC_URL = BASE
     with fake._changing() as store:
-        store.balance = Decimal("5.00")  # 3 tasks × 3 assignments × $1 × 1.25 = $11.25
+        store.balance = Decimal("5.00")  # 3 HITs of 3 assignments × $1.20 = $10.80
     client.force_login(admin_user)
     url = reverse("crowd:publish", args=[crowd_batch.pk])
     with django_capture_on_commit_callbacks(execute=True):
-        page = client.post(url, {**publish_form(), "confirm_total": "11.25", "publish": "1"})
+        page = client.post(url, {**publish_form(), "confirm_total": "10.80", "publish": "1"})
     assert page.status_code == 200 and "The balance does not cover this" in page.text
     api = reverse("crowd-api:publish", args=[crowd_batch.pk])
     body = {"platform": "fake", "title": "t", "description": "d", "reward_usd": "1.00"}
     with django_capture_on_commit_callbacks(execute=True):
         answer = client.post(
-            api, {**body, "confirm_total_usd": "11.25"}, content_type="application/json"
+            api, {**body, "confirm_total_usd": "10.80"}, content_type="application/json"
         )
     assert answer.status_code == 400
-    assert "has $5.00, less than the $11.25" in answer.json()["detail"]
+    assert "has $5.00, less than the $10.80" in answer.json()["detail"]
     assert not crowd_batch.publications.exists() and FakePlatform.store.hits == {}
 
 

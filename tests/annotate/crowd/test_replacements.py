@@ -44,8 +44,8 @@ def test_rejected_work_is_replaced_by_a_new_worker_whose_work_counts(
     assert [(row.hit.pk, row.wanted, row.available, row.add) for row in plan.rows] == [
         (hit.pk, 1, 0, 1)
     ]
-    # One assignment at the publication's reward and fee, rounded to cents.
-    expected = (live.reward_usd * (1 + live.fee_rate)).quantize(Decimal("0.01"))
+    # One assignment at the publication's reward ($1) and MTurk's 20 % on a HIT of 3 assignments.
+    expected = Decimal("1.20")
     assert plan.total_usd == expected
 
     result = replacements.replacements_create(
@@ -431,7 +431,7 @@ def test_a_request_whose_hold_ran_out_stops_where_the_one_that_took_over_goes_on
     now = timezone.now()
     plan = replacements.replacements_plan(publication_id=live.pk, now=now, user=admin_user)
     assert plan.assignments == 2
-    one = (live.reward_usd * (1 + live.fee_rate)).quantize(Decimal("0.01"))
+    one = Decimal("1.20")  # $1 and MTurk's 20 % on a HIT of 3
     asked = replacements._ask
     second = []
 

@@ -232,9 +232,9 @@ def test_an_mturk_publication_keeps_no_completion_code(client, admin, settings):
     url = reverse("crowd:publish", args=[batch.pk])
     fake = {**PUBLISH_FORM, "platform": "fake", "reward_usd": "1.00"}
     preview = client.post(url, {**fake, "preview": "1"})
-    # MTurk takes the HIT back itself: no warning, and 1 task × 1 × $1 × 1.25 as before.
-    assert 'id="no-completion"' not in preview.text and 'id="cost-total">$1.25<' in preview.text
-    client.post(url, {**fake, "completion_code": "X", "confirm_total": "1.25", "publish": "1"})
+    # MTurk takes the HIT back itself: no warning, and 1 task × 1 × ($1 + 20 %) as before.
+    assert 'id="no-completion"' not in preview.text and 'id="cost-total">$1.20<' in preview.text
+    client.post(url, {**fake, "completion_code": "X", "confirm_total": "1.20", "publish": "1"})
     assert batch.publications.get().completion_code == ""
 
 

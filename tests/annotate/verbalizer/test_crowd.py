@@ -346,8 +346,12 @@ def test_in_house_and_crowd_people_are_told_apart(client, on_mturk, fake_mturk):
 
 def test_publishing_is_refused_twice_on_one_platform_and_for_a_closed_study(mturk_settings, study):
     preview = crowd.study_publication_preview(study=study, platform_name="mturk")
-    # 4 prompts × 2 answers × $0.05 × 1.25
-    assert (preview.tasks, preview.assignments_per_task, preview.total_usd) == (4, 2, 0.5)
+    # 4 prompts × 2 answers × ($0.05 + MTurk's fee: 20 % of it, also the $0.01 minimum)
+    assert (preview.tasks, preview.assignments_per_task, preview.total_usd) == (
+        4,
+        2,
+        Decimal("0.48"),
+    )
     crowd.study_publication_create(
         study=study, platform_name="mturk",
         chosen=PublishSettings(title="t", description="d"), base_url="https://x.example",
@@ -529,20 +533,20 @@ def test_verbalizer_publish_command_previews_then_publishes(study, settings, cap
     settings.CROWD_PUBLIC_URL = ""
     with pytest.raises(CommandError) as error:  # no address to send workers to
         call_command("verbalizer_publish", "flip", "--platform", "fake", "--reward", "0.10",
-                     "--confirm-total", "1.00")  # fmt: skip
+                     "--confirm-total", "0.96")  # fmt: skip
     assert "set CROWD_PUBLIC_URL to the public https:// address, or give --base-url" in str(
         error.value
     )
     assert not Publication.objects.exists()
     settings.CROWD_PUBLIC_URL = "https://annotate.example.org"
     call_command("verbalizer_publish", "flip", "--platform", "fake", "--reward", "0.10")
-    # 4 prompts × 2 answers × $0.10 × 1.25
-    assert "= $1.00" in capsys.readouterr().out and not Publication.objects.exists()
-    with pytest.raises(CommandError, match="the total is \\$1.00"):
+    # 4 prompts × 2 answers × ($0.10 + 20 %)
+    assert "= $0.96" in capsys.readouterr().out and not Publication.objects.exists()
+    with pytest.raises(CommandError, match="the total is \\$0.96"):
         call_command("verbalizer_publish", "flip", "--platform", "fake", "--reward", "0.10",
                      "--confirm-total", "0.50")  # fmt: skip
     call_command("verbalizer_publish", "flip", "--platform", "fake", "--reward", "0.10",
-                 "--confirm-total", "1.00")  # fmt: skip
+                 "--confirm-total", "0.96")  # fmt: skip
     publication = Publication.objects.get(human_study=study)
     assert (publication.status, publication.hits.filter(status="created").count()) == (
         "published", 4,

@@ -86,11 +86,11 @@ def test_admin_previews_publishes_and_reviews(
     assert page.status_code == 200 and b'class="site-form' in page.content
     assert "Publish human study “flip”".encode() in page.content
     preview = client.post(publish, publish_form(preview="1"))
-    # 2 prompts × 2 workers × $0.10 × 1.25 = $0.50
-    assert b'id="cost-total">$0.50' in preview.content
+    # 2 prompts × 2 workers × ($0.10 + MTurk's 20 %) = $0.48
+    assert b'id="cost-total">$0.48' in preview.content
     assert not Publication.objects.exists()
     with django_capture_on_commit_callbacks(execute=True):
-        done = client.post(publish, publish_form(publish="1", confirm_total="0.50"))
+        done = client.post(publish, publish_form(publish="1", confirm_total="0.48"))
     publication = Publication.objects.get(human_study=study)
     assert done.status_code == 302 and done["Location"] == reverse(
         "crowd:publication", args=[publication.pk]
@@ -234,7 +234,7 @@ def test_an_admin_answers_a_study_hit_on_the_offline_demo_platform_as_a_worker(
     client.force_login(UserFactory(username="boss", roles=[ADMIN], is_staff=True))
     publish = reverse("verbalizer:study-publish", args=[study.pk])
     with django_capture_on_commit_callbacks(execute=True):
-        client.post(publish, publish_form(publish="1", confirm_total="0.50"))
+        client.post(publish, publish_form(publish="1", confirm_total="0.48"))
         client.post(publish, publish_form(platform="selfhosted", publish="1", confirm_total="0.40"))
     on_demo = Publication.objects.get(human_study=study, platform="fake")
     detail = reverse("crowd:publication", args=[on_demo.pk])

@@ -281,3 +281,31 @@ def test_an_undecided_workers_study_hit_stays_open_and_on_the_review_page(client
     assert f'data-answer="{answer.pk}"' in page
     _decide(client, answer, "reject")
     assert platform.assignment_get(assignment_id=assignment_id).status == "Rejected"
+
+
+@pytest.mark.parametrize(("answers_per_prompt", "one"), [(3, "0.48"), (10, "0.56")])
+def test_an_answer_on_mturks_schedule_pays_the_rate_of_its_prompts_hit(
+    study, settings, answers_per_prompt, one
+):
+    """MTurk's schedule (CROWD_FEE_RATE empty): $0.40 on a HIT of 3 answers pays a $0.08 fee,
+    on a HIT of 10 answers $0.16 (40%); a $0.02 bonus pays the $0.01 minimum."""
+    from annotate.crowd.selectors import publication_spending
+
+    settings.CROWD_FEE_RATE = ""
+    study.answers_per_prompt = answers_per_prompt
+    study.save(update_fields=["answers_per_prompt"])
+    FakePlatform.reset()
+    publication = _publish(study, "fake", "0.40")
+    assert publication.fee_rate is None
+    assert publication.hits.first().max_assignments == answers_per_prompt
+    answer = _answer_on_fake(publication.hits.order_by("id").first(), "W1")
+    review.publication_sync(publication_id=publication.pk, now=timezone.now())
+    assert publication_spending(publication=publication).waiting_usd == Decimal(one)
+    answer.status = AssignmentStatus.APPROVED
+    answer.save(update_fields=["status"])
+    Bonus.objects.create(
+        human_answer=answer, amount_usd=Decimal("0.02"), reason="r",
+        unique_request_token="b", status=BonusStatus.PAID,
+    )  # fmt: skip
+    spent = publication_spending(publication=publication)
+    assert spent.approved_usd == Decimal(one) + Decimal("0.03")

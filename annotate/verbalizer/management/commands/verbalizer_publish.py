@@ -72,10 +72,7 @@ class Command(BaseCommand):
         if preview.paid_outside:
             return f"{cost} = ${preview.total_usd}, paid on the recruiting site (no fee here)"
         balance = "unknown" if preview.balance_usd is None else f"${preview.balance_usd}"
-        return (
-            f"{cost} (+{preview.fee_rate * 100:.0f}% fee) = ${preview.total_usd}; "
-            f"balance: {balance}"
-        )
+        return f"{cost} + fee = ${preview.total_usd} ({preview.fee}); balance: {balance}"
 
     def _check_total(self, preview, confirmed) -> None:
         total = preview.total_usd
