@@ -117,6 +117,9 @@ def _varied_projects(me, now):
     _assign(tasks[3], blocked, now, **submitted)
     _assign(tasks[4], other, now, status=AssignmentStatus.EXPIRED, is_late=True, submitted_at=now)
     _assign(tasks[5], me, now, **submitted)
+    # The seventh: another's lapsed claim and a live one since, over the limit: still full.
+    _assign(tasks[6], other, now, minutes_left=-6)
+    _assign(tasks[6], AnnotatorFactory(), now)
 
     # Two slots per task: my live claim, more lapsed claims than are shown (some expired by the
     # beat), a returned one, and my late work; a second batch, inactive, with my lapsed claim.
