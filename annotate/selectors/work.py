@@ -296,22 +296,27 @@ class ProjectStanding:
         return self.submitted == 0
 
 
-def project_standing(*, assignment: Assignment, now: datetime) -> ProjectStanding:
-    """Return the assignment's place among the annotator's tasks of its project, in one query."""
+def project_standing(
+    *, assignment: Assignment, now: datetime, batch_only: bool = False
+) -> ProjectStanding:
+    """Return the assignment's place among the annotator's tasks of its project (of its batch
+    only with `batch_only`: what a self-hosted link hands out), in one query."""
     project = assignment.task.batch.project
+    batch = assignment.task.batch if batch_only else None
     # Only the annotator's id is read: the task page does not load the annotator itself.
     claimable, claimable_params = claimable_tasks_sql(
-        project=project, annotator=Annotator(pk=assignment.annotator_id), now=now
+        project=project, annotator=Annotator(pk=assignment.annotator_id), now=now, batch=batch
     )
     submitted_at = assignment.submitted_at
     with prepared_cursor(connection) as cursor:
         cursor.execute(
-            _STANDING.format(claimable=claimable),
+            _STANDING.format(claimable=claimable, batch="AND b.id = %s" if batch else ""),
             [
                 connection.ops.adapt_datetimefield_value(submitted_at),
                 *claimable_params,
                 assignment.annotator_id,
                 project.pk,
+                *([batch.pk] if batch else []),
             ],
         )
         submitted, earlier, left = cursor.fetchone()
@@ -327,13 +332,13 @@ def project_standing(*, assignment: Assignment, now: datetime) -> ProjectStandin
     )
 
 
-# The annotator's submitted assignments of the project (and those submitted before this one),
-# and the tasks still claimable (services.assignments.claimable_tasks_sql), in one round trip.
+# The annotator's submitted assignments of the project or batch (and those submitted before this
+# one), and the tasks still claimable (services.assignments.claimable_tasks_sql), in one round trip.
 _STANDING = """SELECT count(a.submitted_at), count(CASE WHEN a.submitted_at < %s THEN 1 END),
     (SELECT count(*) FROM ({claimable}) claimable)
     FROM annotate_assignment a JOIN annotate_task t ON t.id = a.task_id
     JOIN annotate_batch b ON b.id = t.batch_id
-    WHERE a.annotator_id = %s AND b.project_id = %s"""
+    WHERE a.annotator_id = %s AND b.project_id = %s {batch}"""
 
 
 def submission_refusal(*, page: TaskPage, error: SubmissionError) -> tuple[str, list[dict]]:
