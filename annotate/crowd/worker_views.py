@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import secrets
+from dataclasses import replace
 
 from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse
@@ -265,16 +266,29 @@ def _task_page(
 ) -> HttpResponse:
     """The task page of a worker's claim, telling a worker blocked since they claimed it that
     their answers will not count (only about themselves: nothing of other workers)."""
+    assignment = held.assignment
+    blocked = crowd_selectors.worker_blocked(annotator_id=assignment.annotator_id)
     context = {
         **context,
-        "worker_blocked": crowd_selectors.worker_blocked(annotator_id=held.assignment.annotator_id),
+        "worker_blocked": blocked,
         "hands_back_to_platform": bool(held.submit_to),
         "return_url": _return_url(held),
-        # Open on the worker's first task of the batch, as on an annotator's first of a project.
-        "guidelines_open": not crowd_selectors.participant_submitted_in_batch(
-            annotator_id=held.assignment.annotator_id, batch_id=held.assignment.task.batch_id
-        ),
     }
+    if held.submit_to:
+        # A platform's worker: the platform hands out each task as a HIT of its own.
+        # Open on the worker's first task of the batch, as on an annotator's first of a project.
+        context["guidelines_open"] = not crowd_selectors.participant_submitted_in_batch(
+            annotator_id=assignment.annotator_id, batch_id=assignment.task.batch_id
+        )
+    else:
+        # A self-hosted participant goes on to the link's next task: "task 2 of 5" as on an
+        # annotator's page, of the link's batch; its first task opens the guidelines.
+        standing = work_selectors.project_standing(
+            assignment=assignment, now=timezone.now(), batch_only=True
+        )
+        if blocked:  # the link hands a blocked participant no further task
+            standing = replace(standing, total=max(standing.number, standing.submitted))
+        context["standing"] = standing
     return render(request, "crowd/task.html", context, status=status)
 
 

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import string
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection
-from django.db.models import Count, Q, QuerySet, Subquery, Sum
+from django.db.models import Count, F, Q, QuerySet, Subquery, Sum, Window
+from django.db.models.functions import RowNumber
 from django.utils import timezone
 
 from annotate.compiled import CompiledQuery, prepared_cursor
@@ -33,7 +35,7 @@ from annotate.selectors.results import (
     work_statuses,
 )
 from annotate.services.assignments import (
-    claimable_task_count,
+    claimable_task_counts,
     claimable_tasks_sql,
     counted_assignments,
     display_order_for,
@@ -294,22 +296,27 @@ class ProjectStanding:
         return self.submitted == 0
 
 
-def project_standing(*, assignment: Assignment, now: datetime) -> ProjectStanding:
-    """Return the assignment's place among the annotator's tasks of its project, in one query."""
+def project_standing(
+    *, assignment: Assignment, now: datetime, batch_only: bool = False
+) -> ProjectStanding:
+    """Return the assignment's place among the annotator's tasks of its project (of its batch
+    only with `batch_only`: what a self-hosted link hands out), in one query."""
     project = assignment.task.batch.project
+    batch = assignment.task.batch if batch_only else None
     # Only the annotator's id is read: the task page does not load the annotator itself.
     claimable, claimable_params = claimable_tasks_sql(
-        project=project, annotator=Annotator(pk=assignment.annotator_id), now=now
+        project=project, annotator=Annotator(pk=assignment.annotator_id), now=now, batch=batch
     )
     submitted_at = assignment.submitted_at
     with prepared_cursor(connection) as cursor:
         cursor.execute(
-            _STANDING.format(claimable=claimable),
+            _STANDING.format(claimable=claimable, batch="AND b.id = %s" if batch else ""),
             [
                 connection.ops.adapt_datetimefield_value(submitted_at),
                 *claimable_params,
                 assignment.annotator_id,
                 project.pk,
+                *([batch.pk] if batch else []),
             ],
         )
         submitted, earlier, left = cursor.fetchone()
@@ -325,13 +332,13 @@ def project_standing(*, assignment: Assignment, now: datetime) -> ProjectStandin
     )
 
 
-# The annotator's submitted assignments of the project (and those submitted before this one),
-# and the tasks still claimable (services.assignments.claimable_tasks_sql), in one round trip.
+# The annotator's submitted assignments of the project or batch (and those submitted before this
+# one), and the tasks still claimable (services.assignments.claimable_tasks_sql), in one round trip.
 _STANDING = """SELECT count(a.submitted_at), count(CASE WHEN a.submitted_at < %s THEN 1 END),
     (SELECT count(*) FROM ({claimable}) claimable)
     FROM annotate_assignment a JOIN annotate_task t ON t.id = a.task_id
     JOIN annotate_batch b ON b.id = t.batch_id
-    WHERE a.annotator_id = %s AND b.project_id = %s"""
+    WHERE a.annotator_id = %s AND b.project_id = %s {batch}"""
 
 
 def submission_refusal(*, page: TaskPage, error: SubmissionError) -> tuple[str, list[dict]]:
@@ -386,43 +393,77 @@ def lapsed_unsubmitted(*, now: datetime) -> Q:
 
 
 def dashboard_for_annotator(*, annotator: Annotator | None, now: datetime) -> list[ProjectWork]:
-    """Return every project with an active batch and the annotator's own progress in it."""
-    projects = Project.objects.filter(batches__active=True).distinct().order_by("name")
-    rows = []
-    for project in projects:
-        if annotator is None:
-            rows.append(ProjectWork(project, _open_tasks(project, now), 0, None))
-            continue
-        mine = Assignment.objects.filter(annotator=annotator, task__batch__project=project)
-        rows.append(
-            ProjectWork(
-                project=project,
-                available=claimable_task_count(project=project, annotator=annotator, now=now),
-                submitted=mine.filter(submitted_at__isnull=False).count(),
-                live_assignment=mine.filter(
-                    status=AssignmentStatus.CLAIMED, expires_at__gt=now
-                ).first(),
-                lapsed_assignments=list(
-                    mine.filter(lapsed_unsubmitted(now=now))
-                    .select_related("task__instruction")
-                    .order_by("-expires_at")[:LAPSED_SHOWN]
-                ),
+    """Return every project with an active batch and the annotator's own progress in it.
+
+    Five queries whatever the number of projects (one per figure, each grouped by project),
+    where reading each project's figures in turn cost four queries per project.
+    """
+    projects = list(Project.objects.filter(batches__active=True).distinct().order_by("name"))
+    if not projects:
+        return []
+    if annotator is None:
+        open_tasks = _open_task_counts(now)
+        return [ProjectWork(project, open_tasks[project.pk], 0, None) for project in projects]
+    # Assignments carry their project's id, read through the task and batch they already join.
+    mine = (
+        Assignment.objects.filter(annotator=annotator)
+        .annotate(of_project=F("task__batch__project_id"))
+        .order_by()
+    )
+    available = claimable_task_counts(annotator=annotator, now=now)
+    submitted = dict(
+        mine.filter(submitted_at__isnull=False)
+        .values("of_project")
+        .annotate(count=Count("id"))
+        .values_list("of_project", "count")
+    )
+    live: dict[int, Assignment] = {}
+    # Newest claim first, as the model orders them: the one the per-project read would take.
+    for assignment in mine.filter(status=AssignmentStatus.CLAIMED, expires_at__gt=now).order_by(
+        "-claimed_at", "-pk"
+    ):
+        live.setdefault(assignment.of_project, assignment)
+    lapsed: dict[int, list[Assignment]] = {}
+    # The LAPSED_SHOWN latest of each project, numbered within it by the database.
+    newest_first = [F("expires_at").desc(), F("pk").desc()]
+    ranked = (
+        mine.filter(lapsed_unsubmitted(now=now))
+        .annotate(
+            rank=Window(
+                RowNumber(), partition_by=F("task__batch__project_id"), order_by=newest_first
             )
         )
-    return rows
+        .filter(rank__lte=LAPSED_SHOWN)
+        .select_related("task__instruction")
+        .order_by(*newest_first)
+    )
+    for assignment in ranked:
+        lapsed.setdefault(assignment.of_project, []).append(assignment)
+    return [
+        ProjectWork(
+            project=project,
+            available=available.get(project.pk, 0),
+            submitted=submitted.get(project.pk, 0),
+            live_assignment=live.get(project.pk),
+            lapsed_assignments=lapsed.get(project.pk, []),
+        )
+        for project in projects
+    ]
 
 
-def _open_tasks(project: Project, now: datetime) -> int:
-    return (
-        Task.objects.filter(batch__project=project, batch__active=True)
+def _open_task_counts(now: datetime) -> Counter[int]:
+    """Return {project id: tasks of its active batches with a free slot} in one query."""
+    open_tasks = (
+        Task.objects.filter(batch__active=True)
         .annotate(
             counted=Count(
                 "assignments", filter=counted_assignments(now=now, prefix="assignments__")
             )
         )
-        .filter(counted__lt=project.assignments_per_task)
-        .count()
+        .filter(counted__lt=F("batch__project__assignments_per_task"))
+        .order_by()
     )
+    return Counter(open_tasks.values_list("batch__project_id", flat=True))
 
 
 def annotator_worked_in(*, annotator: Annotator, project: Project) -> bool:

@@ -468,3 +468,26 @@ def test_a_returned_tasks_next_task_keeps_them_too(client, study):
     client.post(first["Location"].rstrip("/") + "/return/")
     _, fields = _next_task_form(client.get(first["Location"]).text)
     assert fields == {"workerId": "P1", "STUDY_ID": "S-1", "SESSION_ID": "SESS-1"}
+
+
+def test_a_participant_sees_which_task_of_the_links_batch_they_are_on(client):
+    """As on an annotator's task page: "task 2 of 3" of the link's batch (a task of another
+    batch of the project is not theirs to do), the submitted count, and no further task
+    promised to a participant blocked since."""
+    from annotate.crowd.models import WorkerBlock
+    from tests.factories import BatchFactory, InstructionFactory, TaskFactory
+
+    project = project_with_tasks(instructions=3, systems=2, questions=1, assignments_per_task=5)
+    study = _study(project)
+    TaskFactory(
+        batch=BatchFactory(project=project),
+        instruction=InstructionFactory(benchmark=project.benchmark),
+    )
+    first = client.get(_start(client, study, PROLIFIC_PID="P1")["Location"]).text
+    assert "· task 1 of 3</span>" in first and "0 submitted" in first
+    _finish(client, _start(client, study, PROLIFIC_PID="P1"))
+    started = _start(client, study, PROLIFIC_PID="P1")
+    second = client.get(started["Location"]).text
+    assert "· task 2 of 3</span>" in second and "1 submitted" in second
+    WorkerBlock.objects.create(annotator=Annotator.objects.get(worker_id="P1"), reason="r")
+    assert "· task 2 of 2</span>" in client.get(started["Location"]).text
