@@ -2,6 +2,7 @@
 but 503) count toward the run's spending cap and its "possibly billed" amount; what cannot
 have been processed (a refused connection, 429, 503) counts nowhere. Over real HTTP."""
 
+import os
 from decimal import Decimal
 
 import pytest
@@ -167,3 +168,44 @@ def test_a_broken_stream_in_a_run_is_counted_possibly_billed():
     prompt = estimate_prompt_tokens(stub.requests[0]["messages"])
     assert run.units_failed == 1 and run.cost_usd == 0
     assert run.possibly_billed_usd == 2 * Decimal(prompt + 10) / 1000  # both attempts
+
+
+@pytest.mark.skipif(
+    not os.environ.get("DATABASE_URL", "").startswith("postgres"),
+    reason="needs PostgreSQL (.ci/run sets DATABASE_URL): SQLite's shared in-memory test database"
+    " refuses the cap's writes from a chunk's calling thread beside its storing thread",
+)
+@pytest.mark.django_db(transaction=True)
+def test_chunks_count_the_possibly_billed_attempts_on_the_runs_row(stub, monkeypatch):
+    """Across Celery chunks the cap is held on the run's row. The first chunk's two timed-out
+    attempts (then answered) are counted there; the cap then leaves less than one call's worst
+    cost beside them, so the second chunk sends nothing. Not counted, they would leave room."""
+    from annotate.engine.models import EngineRun
+    from annotate.engine.services.runs import engine_run_chunk_execute, engine_run_dispatch
+
+    stub.responder = lambda messages: "short"
+    stub.delay = 0.6
+    stub.on_request = lambda count: setattr(stub, "delay", 0.6 if count <= 2 else 0)
+    endpoint = dollar_a_thousand(stub, concurrency=1)
+    endpoint.timeout_seconds = 0.2
+    endpoint.save()
+    run = _generation(endpoint, 4)
+    monkeypatch.setattr(
+        "annotate.services.deferred_tasks.task_enqueue_on_commit", lambda **kwargs: None
+    )
+    first, second = engine_run_dispatch(run_id=run.pk, chunk_units=2)
+
+    engine_run_chunk_execute(chunk_id=first.pk, sleep=lambda seconds: None)
+    run.refresh_from_db()
+    worst = Decimal(estimate_prompt_tokens(stub.requests[0]["messages"]) + 100) / 1000
+    assert len(stub.requests) == 4 and run.units_done == 2  # two timeouts, then two answers
+    assert run.possibly_billed_usd == 2 * worst
+    assert run.cost_usd == sum((c.cost_usd for c in EngineCall.objects.filter(run=run)), Decimal(0))
+    spent = run.cost_usd + run.possibly_billed_usd
+    EngineRun.objects.filter(pk=run.pk).update(spending_cap_usd=spent + worst * Decimal("0.9"))
+
+    engine_run_chunk_execute(chunk_id=second.pk, sleep=lambda seconds: None)
+    run.refresh_from_db()
+    assert len(stub.requests) == 4  # nothing sent: a call's worst cost no longer fits
+    assert run.status == RunStatus.CANCELLED and "spending cap" in run.error
+    assert run.cost_reserved_usd == 0
