@@ -715,7 +715,6 @@ class CallOutcome:
 
     `billed`: the estimated (prompt, completion) tokens of each failed attempt the provider may
     have billed (`CallTransientError.billed`), the final one included when it failed so.
-    `capped`: the retries stopped because another attempt could pass the spending cap.
     """
 
     reply: ChatReply | EmbeddingReply | None
@@ -723,7 +722,6 @@ class CallOutcome:
     retries: int
     latency_ms: int
     billed: tuple[tuple[int, int], ...] = ()
-    capped: bool = False
 
 
 def call_with_retries(
@@ -774,8 +772,7 @@ def call_with_retries(
                 message = f"gave up after {attempt - 1} retries: {error}"
                 if not may_retry and attempt <= policy.max_retries:
                     message += " (another attempt could pass the run's spending cap)"
-                capped = not may_retry and attempt <= policy.max_retries
-                return CallOutcome(None, message, attempt - 1, latency, tuple(billed), capped)
+                return CallOutcome(None, message, attempt - 1, latency, tuple(billed))
             policy.sleep(policy.backoff(attempt, error.retry_after))
             continue
         except CallRejectedError as error:
