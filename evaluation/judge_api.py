@@ -120,6 +120,13 @@ class JudgeRunProgressApi(APIView):
         prompt_tokens = serializers.IntegerField()
         completion_tokens = serializers.IntegerField()
         cost_usd = serializers.DecimalField(max_digits=12, decimal_places=6)
+        possibly_billed_usd = serializers.DecimalField(
+            max_digits=12,
+            decimal_places=6,
+            help_text="Estimated cost of failed attempts the provider may have billed (a "
+            "timeout after sending, a broken stream, a 5xx but 503): not in cost_usd; the "
+            "spending cap counts both.",
+        )
         errors = serializers.ListField(child=serializers.DictField())
         started_at = serializers.CharField(allow_null=True)
         finished_at = serializers.CharField(allow_null=True)

@@ -123,6 +123,11 @@ class JudgeRun(models.Model):
     def cost_usd(self) -> Decimal:
         return self.engine_run.cost_usd if self.engine_run else Decimal(0)
 
+    @property
+    def possibly_billed_usd(self) -> Decimal:
+        """Failed attempts the provider may have billed (EngineRun.possibly_billed_usd)."""
+        return self.engine_run.possibly_billed_usd if self.engine_run else Decimal(0)
+
 
 class ConversationStatus(models.TextChoices):
     PENDING = "pending", "Pending"

@@ -112,7 +112,14 @@ class RunProgressSerializer(serializers.Serializer):
     calls_failed = serializers.IntegerField()
     prompt_tokens = serializers.IntegerField()
     completion_tokens = serializers.IntegerField()
-    cost_usd = serializers.CharField()
+    cost_usd = serializers.CharField(
+        help_text="What the run's stored calls cost (each as the server billed it, when known)."
+    )
+    possibly_billed_usd = serializers.CharField(
+        help_text="Estimated cost of failed attempts the provider may have billed (a timeout "
+        "after the request was sent, a broken stream, a 5xx other than 503): not in cost_usd; "
+        "the spending cap counts both."
+    )
     spending_cap_usd = serializers.CharField(allow_null=True)
     elapsed_seconds = serializers.FloatField(
         help_text="Seconds the run has been running, over all its starts (the time between a "

@@ -22,6 +22,7 @@ from email.utils import parsedate_to_datetime
 from json.encoder import encode_basestring, encode_basestring_ascii
 from typing import Any, Protocol
 
+import httpx2 as httpx  # the HTTP library of this `openai` client (its errors are the causes)
 import openai
 from django.utils import timezone
 
@@ -357,35 +358,58 @@ def _reply_from_embeddings(reply: Any, body: Mapping[str, Any]) -> EmbeddingRepl
 REDACTED_KEY = "[API key]"
 
 
+# Errors raised before the request was sent: the provider cannot have processed (nor billed) it.
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol)
+# Statuses that say the request was not processed: rate limited, timed out waiting for the
+# request, overloaded. Any other 5xx may come after the model ran (a gateway giving up on it).
+_NOT_PROCESSED = (408, 429, 503)
+
+
+def _sent(error: BaseException) -> bool:
+    """Whether the request behind an `openai` timeout or connection error left: anything but a
+    failure to connect may have reached the server."""
+    return not isinstance(error.__cause__, _NOT_SENT)
+
+
 @contextmanager
 def _api_errors(api_key: str = "") -> Iterator[None]:
-    """Turn the `openai` client's errors into ours: transient (retried) or rejected; and blank
-    the API key out of any call error's message, ours included (a reply that could not be
-    read): some servers and proxies echo the key they were sent ("invalid key sk-…", a reply
-    dumped whole), and the message is stored on the call, shown on run pages and in the API,
-    and logged."""
+    """Turn the `openai` client's errors into ours: transient (retried) or rejected, transient
+    ones marked `billed` when the provider may have processed the request; and blank the API
+    key out of any call error's message, ours included (a reply that could not be read): some
+    servers and proxies echo the key they were sent ("invalid key sk-…", a reply dumped whole),
+    and the message is stored on the call, shown on run pages and in the API, and logged."""
     try:
         try:
             yield
         except openai.APITimeoutError as error:
-            raise CallTransientError(f"timeout: {error}") from error
+            raise CallTransientError(f"timeout: {error}", billed=_sent(error)) from error
         except openai.APIConnectionError as error:
-            raise CallTransientError(f"connection error: {error}") from error
+            raise CallTransientError(f"connection error: {error}", billed=_sent(error)) from error
         except openai.APIStatusError as error:
             message = f"HTTP {error.status_code}: {error.message}"
             if error.status_code in (408, 429) or error.status_code >= 500:
                 wait = retry_after_seconds(error.response.headers)
-                raise CallTransientError(message, retry_after=wait) from error
+                billed = error.status_code not in _NOT_PROCESSED
+                raise CallTransientError(message, retry_after=wait, billed=billed) from error
             raise CallRejectedError(message) from error
         except openai.APIError as error:  # an error event in the middle of a stream
-            raise CallTransientError(f"the stream failed: {error.message}") from error
+            raise CallTransientError(f"the stream failed: {error.message}", billed=True) from error
         except openai.OpenAIError as error:  # a reply that is not JSON, say
             raise CallRejectedError(f"{type(error).__name__}: {error}") from error
+        except httpx.TimeoutException as error:  # reading a stream the client does not wrap
+            raise CallTransientError(f"timeout: {error}", billed=True) from error
+        except httpx.TransportError as error:  # a stream's connection broken half-way
+            raise CallTransientError(f"connection error: {error}", billed=True) from error
     except CallTransientError as error:
         if not api_key or api_key not in str(error):
             raise
         redacted = str(error).replace(api_key, REDACTED_KEY)
-        raise CallTransientError(redacted, retry_after=error.retry_after) from None
+        raise CallTransientError(
+            redacted,
+            retry_after=error.retry_after,
+            billed=error.billed,
+            completion_tokens=error.completion_tokens,
+        ) from None
     except CallRejectedError as error:
         if not api_key or api_key not in str(error):
             raise
@@ -424,8 +448,20 @@ class OpenAITransport:
                 stream=True,
                 stream_cls=openai.Stream[object],
             )
-            with stream:
-                return _reply_from_stream(iter(stream), body, on_text)
+            received = [""]  # the text so far, for what a stream broken half-way cost
+
+            def told(text: str) -> None:
+                received[0] = text
+                if on_text is not None:
+                    on_text(text)
+
+            try:
+                with _api_errors(self.api_key), stream:
+                    return _reply_from_stream(iter(stream), body, told)
+            except CallTransientError as error:  # the server had answered: it ran the model
+                error.billed = True
+                error.completion_tokens = estimate_tokens(received[0])
+                raise
 
     def embed(self, body: Mapping[str, Any]) -> EmbeddingReply:
         # The raw request again: embeddings.create would ask for base64 unless told otherwise,
@@ -668,14 +704,24 @@ class RetryPolicy:
         return ceiling * (0.5 + self.rng.random() / 2)
 
 
+# Told the tokens (prompt, completion) of a failed attempt the provider may have billed, before
+# any retry; returns False when no further attempt may be sent (the run's spending cap).
+BilledCallback = Callable[[int, int], bool]
+
+
 @dataclass(frozen=True)
 class CallOutcome:
-    """What one call (with its retries) came to: a reply, or the error that ended it."""
+    """What one call (with its retries) came to: a reply, or the error that ended it.
+
+    `billed`: the estimated (prompt, completion) tokens of each failed attempt the provider may
+    have billed (`CallTransientError.billed`), the final one included when it failed so.
+    """
 
     reply: ChatReply | EmbeddingReply | None
     error: str
     retries: int
     latency_ms: int
+    billed: tuple[tuple[int, int], ...] = ()
 
 
 def call_with_retries(
@@ -686,23 +732,29 @@ def call_with_retries(
     should_stop: Callable[[], bool] = lambda: False,
     on_text: TextCallback | None = None,
     embeddings: bool = False,
+    on_billed: BilledCallback | None = None,
 ) -> CallOutcome:
     """Send `body` (chat, or embeddings), retrying only transient errors, at most
     policy.max_retries times.
 
     A rejected request (400, 401...) ends at once with its message; a stop between retries ends
     with the last error. Latency is that of the final attempt. A streamed chat reply tells
-    `on_text` its text so far; a broken stream is retried like a broken connection.
+    `on_text` its text so far; a broken stream is retried like a broken connection. A failed
+    attempt that may have been billed is estimated as its prompt plus the larger of the reply's
+    tokens received and the completion the limiter assumed (max_tokens, else the policy's
+    estimate), kept in `billed` and told to `on_billed` first, which may refuse a retry.
     """
     if embeddings:
-        estimate = estimate_input_tokens(body.get("input") or [])
+        prompt = estimate_input_tokens(body.get("input") or [])
+        completion = 0
         send: Callable[[Mapping[str, Any]], ChatReply | EmbeddingReply] = transport.embed
     else:
-        estimate = estimate_prompt_tokens(body.get("messages") or []) + (
-            body.get("max_tokens") or policy.completion_estimate
-        )
+        prompt = estimate_prompt_tokens(body.get("messages") or [])
+        completion = body.get("max_tokens") or policy.completion_estimate
         send = transport.send if on_text is None else lambda b: transport.send(b, on_text)
+    estimate = prompt + completion
     attempt = 0
+    billed: list[tuple[int, int]] = []
     while True:
         policy.limiter.acquire(estimate)
         started = time.monotonic()
@@ -711,15 +763,23 @@ def call_with_retries(
         except CallTransientError as error:
             latency = int((time.monotonic() - started) * 1000)
             attempt += 1
-            if attempt > policy.max_retries or should_stop():
+            may_retry = True
+            if error.billed:
+                billed.append((prompt, max(completion, error.completion_tokens)))
+                if on_billed is not None:
+                    may_retry = on_billed(*billed[-1])
+            if attempt > policy.max_retries or should_stop() or not may_retry:
                 message = f"gave up after {attempt - 1} retries: {error}"
-                return CallOutcome(None, message, attempt - 1, latency)
+                if not may_retry and attempt <= policy.max_retries:
+                    message += " (another attempt could pass the run's spending cap)"
+                return CallOutcome(None, message, attempt - 1, latency, tuple(billed))
             policy.sleep(policy.backoff(attempt, error.retry_after))
             continue
         except CallRejectedError as error:
-            return CallOutcome(None, str(error), attempt, int((time.monotonic() - started) * 1000))
+            latency = int((time.monotonic() - started) * 1000)
+            return CallOutcome(None, str(error), attempt, latency, tuple(billed))
         latency = int((time.monotonic() - started) * 1000)
         policy.limiter.settle(
             estimated=estimate, actual=reply.prompt_tokens + reply.completion_tokens
         )
-        return CallOutcome(reply, "", attempt, latency)
+        return CallOutcome(reply, "", attempt, latency, tuple(billed))

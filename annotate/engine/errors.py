@@ -106,11 +106,26 @@ class CallError(Exception):
 
 
 class CallTransientError(CallError):
-    """Worth trying again: 429, 5xx, a timeout or a broken connection."""
+    """Worth trying again: 429, 5xx, a timeout or a broken connection.
 
-    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+    `billed`: the request reached the server, which may have processed it and billed it (a
+    timeout once it was sent, a broken stream, a 5xx but 503); False when the provider cannot
+    have processed it (a refused connection, 429, 408, 503). `completion_tokens`: the reply's
+    tokens received before it broke (estimated from its text), when some were.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retry_after: float | None = None,
+        billed: bool = False,
+        completion_tokens: int = 0,
+    ) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+        self.billed = billed
+        self.completion_tokens = completion_tokens
 
 
 class CallRejectedError(CallError):

@@ -53,6 +53,7 @@ def engine_run_progress(*, run: EngineRun, now: datetime | None = None) -> dict:
         "prompt_tokens": run.prompt_tokens,
         "completion_tokens": run.completion_tokens,
         "cost_usd": str(run.cost_usd),
+        "possibly_billed_usd": str(run.possibly_billed_usd),
         "spending_cap_usd": None if run.spending_cap_usd is None else str(run.spending_cap_usd),
         "elapsed_seconds": round(engine_run_seconds(run=run, now=now), 1),
         "call_seconds": round(run.call_seconds, 1),

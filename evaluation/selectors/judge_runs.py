@@ -43,6 +43,7 @@ class RunProgress:
     prompt_tokens: int
     completion_tokens: int
     cost_usd: Decimal
+    possibly_billed_usd: Decimal  # failed attempts the provider may have billed; not in cost_usd
     errors: list[dict]
     started_at: str | None
     finished_at: str | None
@@ -64,6 +65,7 @@ class RunProgress:
         return {
             **asdict(self),
             "cost_usd": str(self.cost_usd),
+            "possibly_billed_usd": str(self.possibly_billed_usd),
             "percent": self.percent,
             "questions_missing": self.questions_missing,
         }
@@ -147,6 +149,7 @@ def judge_run_progress(
         prompt_tokens=run.prompt_tokens,
         completion_tokens=run.completion_tokens,
         cost_usd=run.cost_usd,
+        possibly_billed_usd=run.possibly_billed_usd,
         errors=errors,
         started_at=run.started_at.isoformat() if run.started_at else None,
         finished_at=run.finished_at.isoformat() if run.finished_at else None,

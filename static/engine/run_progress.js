@@ -8,7 +8,8 @@
     "run-done": "units_done", "run-total": "units_total", "run-skipped": "units_skipped",
     "run-failed": "units_failed", "run-calls": "calls", "run-calls-failed": "calls_failed",
     "run-prompt-tokens": "prompt_tokens", "run-completion-tokens": "completion_tokens",
-    "run-cost": "cost_usd", "run-status": "status_display",
+    "run-cost": "cost_usd", "run-possibly-billed": "possibly_billed_usd",
+    "run-status": "status_display",
     "run-error": "error", "run-percent-processed": "percent_processed",
     "run-percent-done": "percent_done"
   };

@@ -57,6 +57,7 @@ def test_progress_moves_without_reloading_the_page(page_for):
         InstructionFactory(benchmark=benchmark, external_id=f"t{n}", position=n)
     admin = UserFactory(username="e2e-admin", roles=[ADMIN], is_staff=True)
     with StubOpenAI(delay=0.4) as stub:
+        stub.fail_next(500)  # the first attempt: possibly billed, then retried
         page = start_generation(page_for(admin), stub)
 
         # Polled from here (the site's CSP forbids the eval behind wait_for_function).
@@ -71,8 +72,12 @@ def test_progress_moves_without_reloading_the_page(page_for):
         assert page.locator("#run-resume-form").is_hidden()
         assert page.locator("#run-nothing-left").is_visible()
         engine_background_wait(10)
-    run = EngineRun.objects.get()
-    assert run.status == RunStatus.DONE and run.calls == 8 and len(stub.requests) == 8
+        run = EngineRun.objects.get()
+        # The 500's estimate, polled in beside the cost.
+        assert run.possibly_billed_usd > 0
+        shown = page.locator("#run-possibly-billed").inner_text()
+        assert shown == str(run.possibly_billed_usd)
+    assert run.status == RunStatus.DONE and run.calls == 8 and len(stub.requests) == 9
 
 
 def test_failure_reasons_appear_while_the_run_goes_on(page_for, snap):

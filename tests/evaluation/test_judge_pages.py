@@ -590,3 +590,24 @@ def test_a_system_whose_generation_failed_is_no_choice_for_a_judge_run(client, r
     page = client.get(reverse("judge:run-new")).text
     offered = set(re.findall(r'name="systems" value="(\d+)"', page))
     assert offered == {str(system.pk) for system in systems} and "downsys" not in page
+
+
+def test_the_judge_run_page_and_api_show_what_failed_attempts_may_have_cost(client, admin_user):
+    """Two 500s (the model may have run: possibly billed) then answers: the judge run shows the
+    engine run's possibly billed amount beside its cost, on its page and in its progress API."""
+    from annotate.engine.services import engine_run_execute
+
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(2,), systems=("a",))
+    client.force_login(admin_user)
+    with StubOpenAI() as stub:
+        judge = _paid_judge(stub)
+        stub.fail_next(500, times=2)
+        run = judge_run_create(config=judge, benchmark=benchmark, systems=systems)
+        engine_run_execute(run_id=run.engine_run_id, sleep=lambda seconds: None)
+    run.engine_run.refresh_from_db()
+    billed = run.engine_run.possibly_billed_usd
+    assert billed > 0 and run.engine_run.cost_usd > 0
+    detail = client.get(reverse("judge:run-detail", args=[run.pk])).text
+    assert f"${run.engine_run.cost_usd} billed, and ${billed} possibly billed" in detail
+    api = client.get(reverse("api-judge-run-progress", args=[run.pk])).json()
+    assert api["possibly_billed_usd"] == str(billed) and api["cost_usd"] == str(run.cost_usd)

@@ -13,6 +13,7 @@ from django.db import transaction
 from django.db.models import F
 
 from annotate.engine.client import (
+    BilledCallback,
     CallOutcome,
     EmbeddingReply,
     RequestBody,
@@ -96,6 +97,14 @@ def call_from_outcome(
         retries=outcome.retries,
         latency_ms=outcome.latency_ms,
     )
+    if outcome.billed:  # failed attempts the provider may have billed: the run counts them
+        call.possibly_billed_usd = sum(
+            (
+                call_cost(endpoint=endpoint, prompt_tokens=p, completion_tokens=c)
+                for p, c in outcome.billed
+            ),
+            Decimal(0),
+        )
     reply = outcome.reply
     if reply is None:
         call.status, call.error = CallStatus.ERROR, outcome.error
@@ -136,13 +145,17 @@ def call_send(
     params: Mapping[str, Any] | None = None,
     should_stop: Callable[[], bool] = lambda: False,
     on_text: TextCallback | None = None,
+    on_billed: BilledCallback | None = None,
 ) -> EngineCall:
     """Send one call (limiter and retries inside) and return it unsaved. No database access.
 
-    On an endpoint that streams, `on_text` is told the reply's text so far as it grows.
+    On an endpoint that streams, `on_text` is told the reply's text so far as it grows;
+    `on_billed` is told each failed attempt that may have been billed (`call_with_retries`).
     """
     body = endpoint_request_body(endpoint=endpoint, messages=messages, params=params)
-    outcome = call_with_retries(transport, policy, body, should_stop=should_stop, on_text=on_text)
+    outcome = call_with_retries(
+        transport, policy, body, should_stop=should_stop, on_text=on_text, on_billed=on_billed
+    )
     return call_from_outcome(
         endpoint=endpoint,
         body=body,
@@ -285,6 +298,7 @@ def run_totals(calls: Sequence[EngineCall]) -> dict[str, Any]:
         "prompt_tokens": sum(c.prompt_tokens for c in calls),
         "completion_tokens": sum(c.completion_tokens for c in calls),
         "cost_usd": sum((c.cost_usd for c in calls), Decimal(0)),
+        "possibly_billed_usd": sum((c.possibly_billed_usd for c in calls), Decimal(0)),
         "call_seconds": sum(c.latency_ms for c in calls) / 1000,
     }
 

@@ -310,9 +310,14 @@ def engine_run_cap_set(
         raise EngineRunError(
             "Field 'spending_cap_usd': a cap cannot be negative.", field="spending_cap_usd"
         )
-    if cap is not None and cap < locked.cost_usd:
+    spent = locked.cost_usd + locked.possibly_billed_usd
+    if cap is not None and cap < spent:
+        billed = locked.possibly_billed_usd
+        of_which = (
+            f" ({cap_text(billed)} of it possibly billed by failed attempts)" if billed else ""
+        )
         raise EngineRunError(
-            f"The run has spent {cap_text(locked.cost_usd)} already; "
+            f"The run has spent {cap_text(spent)} already{of_which}; "
             f"a cap of {cap_text(cap)} is below it.",
             field="spending_cap_usd",
         )
@@ -555,6 +560,7 @@ class _Budget:
     A call whose worst cost does not fit beside the calls in flight waits for them to end (they
     mostly cost far less than their worst): the cap is reached only when the call does not fit
     with nothing in flight. Reservations keep the worst case, so spending never passes the cap.
+    `spent` counts what failed attempts may have been billed (`charge`) as well as the calls.
     """
 
     def __init__(self, *, spent: Decimal, cap: Decimal | None) -> None:
@@ -579,6 +585,13 @@ class _Budget:
             self.reserved -= reserved
             self.spent += actual
             self.settled.notify_all()
+
+    def charge(self, amount: Decimal) -> bool:
+        """Count a failed attempt that may have been billed, its call still holding its
+        reservation; return whether that reservation (its retry) still fits under the cap."""
+        with self.settled:
+            self.spent += amount
+            return self.cap is None or self.spent + self.reserved <= self.cap
 
 
 # How often a call waiting for room under the cap looks again (the shared cap polls its row).
@@ -606,7 +619,12 @@ class _SharedBudget:
             while True:
                 reserved = (
                     EngineRun.objects.filter(pk=self.run_id)
-                    .filter(cost_usd__lte=self.cap - amount - F("cost_reserved_usd"))
+                    .filter(
+                        cost_usd__lte=self.cap
+                        - amount
+                        - F("cost_reserved_usd")
+                        - F("possibly_billed_usd")
+                    )
                     .update(cost_reserved_usd=F("cost_reserved_usd") + amount)
                 )
                 if reserved:
@@ -632,6 +650,25 @@ class _SharedBudget:
             EngineRun.objects.filter(pk=self.run_id).update(
                 cost_reserved_usd=F("cost_reserved_usd") - reserved + actual
             )
+        finally:
+            connection.close()
+
+    def charge(self, amount: Decimal) -> bool:
+        """Count a failed attempt that may have been billed at once, as more reserved (it
+        leaves `cost_reserved_usd` for `possibly_billed_usd` in the batch that stores its call);
+        return whether the call's own reservation (its retry) still fits under the cap. Only
+        with a cap, and only for such an attempt: one UPDATE, not one per call."""
+        if self.cap is None:
+            return True
+        try:
+            EngineRun.objects.filter(pk=self.run_id).update(
+                cost_reserved_usd=F("cost_reserved_usd") + amount
+            )
+            row = EngineRun.objects.filter(pk=self.run_id).values_list(
+                "cost_usd", "possibly_billed_usd", "cost_reserved_usd"
+            )
+            spent, billed, reserved = row.first() or (Decimal(0), Decimal(0), Decimal(0))
+            return spent + billed + reserved <= self.cap
         finally:
             connection.close()
 
@@ -695,7 +732,9 @@ class _Executor:
         self.endpoint = run.endpoint
         self.transport = endpoint_transport(endpoint=self.endpoint)
         self.policy = retry_policy(endpoint=self.endpoint, sleep=sleep)
-        self.budget = budget or _Budget(spent=run.cost_usd, cap=run.spending_cap_usd)
+        self.budget = budget or _Budget(
+            spent=run.cost_usd + run.possibly_billed_usd, cap=run.spending_cap_usd
+        )
         self.results: queue.Queue[UnitResult | EngineCall] = queue.Queue()
         self.fatal: list[str] = []
         self.completion_estimate = _completion_estimate(self.endpoint)
@@ -725,7 +764,19 @@ class _Executor:
                 self.calls_started += 1
                 if self.calls_started >= self.first_calls:
                     self.first_calls_sent.set()
-        call = None
+        call, capped = None, []
+
+        def billed(prompt_tokens: int, completion_tokens: int) -> bool:
+            amount = call_cost(
+                endpoint=self.endpoint,
+                prompt_tokens=prompt_tokens,
+                completion_tokens=completion_tokens,
+            )
+            fits = self.budget.charge(amount)
+            if not fits:
+                capped.append(amount)
+            return fits
+
         try:
             call = call_send(
                 endpoint=self.endpoint,
@@ -737,10 +788,15 @@ class _Executor:
                 purpose=purpose,
                 params=params,
                 should_stop=self.stop.is_set,
+                on_billed=billed,
             )
         finally:
             self.budget.settle(reserved=reserved, actual=call.cost_usd if call else Decimal(0))
         self.results.put(call)  # stored with the next batch, before its unit ends
+        if capped:  # no retry could fit under the cap: the unit stays pending, the run stops
+            self.budget.exceeded = True
+            self.stop.set()
+            raise _CapReached
         self._count_failure(call)
         return call
 
@@ -929,8 +985,10 @@ def _run_counters_add(
     increments: dict[str, Any] = {"units_done": done, "units_failed": failed}
     if calls:
         increments.update(run_totals(calls))
-        if shared_cap:
-            increments["cost_reserved_usd"] = -increments["cost_usd"]
+        if shared_cap:  # reserved until now: the calls' cost and their possibly billed attempts
+            increments["cost_reserved_usd"] = -(
+                increments["cost_usd"] + increments["possibly_billed_usd"]
+            )
     ops = connection.ops
     sets, values = [f"{ops.quote_name('heartbeat')} = %s"], [ops.adapt_datetimefield_value(now)]
     for name, value in increments.items():

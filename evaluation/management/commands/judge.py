@@ -128,7 +128,12 @@ class Command(BaseCommand):
             f"{progress.questions_answered}/{progress.questions_total} questions{not_asked}, "
             f"{progress.conversations_failed} failed conversations, "
             f"{progress.prompt_tokens}+{progress.completion_tokens} tokens, "
-            f"${progress.cost_usd}."
+            f"${progress.cost_usd}"
+            + (
+                f" (and ${progress.possibly_billed_usd} possibly billed by failed attempts)."
+                if progress.possibly_billed_usd
+                else "."
+            )
         )
         for error in progress.errors:
             self.stdout.write(f"  conversation {error['conversation']}: {error['error']}")

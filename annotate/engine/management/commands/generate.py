@@ -127,7 +127,12 @@ class Command(BaseCommand):
             f"Run {run.pk}: {run.get_status_display()}. {run.units_done}/{run.units_total} "
             f"responses; calls made {run.calls - calls_before}, failed {run.units_failed}, "
             f"skipped {run.units_skipped} (already done); "
-            f"tokens {run.prompt_tokens}+{run.completion_tokens}, ${run.cost_usd}."
+            f"tokens {run.prompt_tokens}+{run.completion_tokens}, ${run.cost_usd}"
+            + (
+                f" (and ${run.possibly_billed_usd} possibly billed by failed attempts)."
+                if run.possibly_billed_usd
+                else "."
+            )
         )
         for key, error in run.units.filter(status="failed").values_list("key", "error")[:20]:
             self.stdout.write(f"  {key}: {error}")
