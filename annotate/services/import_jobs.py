@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -96,18 +97,18 @@ def import_job_create(
 
 
 def import_job_run(*, job_id: int) -> ImportJob:
-    """Run a queued import. Safe to run twice: a finished job is left alone, and the import
-    itself adds nothing that is already stored. Whatever happens, the job ends done or failed
-    with a message; a worker that dies meanwhile stops the heartbeat (import_jobs_fail_stale)."""
+    """Run a queued import. Safe to run twice, even at once: only the delivery that claims the
+    job imports (`_import_job_claim`); a finished job, or one another delivery runs and beats
+    for, is left alone. Whatever happens, the job ends done or failed with a message; a worker
+    that dies meanwhile stops the heartbeat, and the job is failed (import_jobs_fail_stale) or
+    taken over by its redelivery."""
+    token = _import_job_claim(job_id=job_id, now=timezone.now())
     job = ImportJob.objects.get(pk=job_id)
-    if job.status in (ImportStatus.DONE, ImportStatus.FAILED):
+    if token is None:
         return job
-    ImportJob.objects.filter(pk=job.pk).update(
-        status=ImportStatus.RUNNING, heartbeat_at=timezone.now()
-    )
     path = job.upload.path
     try:
-        with _heartbeat(job_id=job.pk):
+        with _heartbeat(job_id=job.pk, token=token):
             summary = import_file(
                 kind=job.kind,
                 path=path,
@@ -131,22 +132,44 @@ def import_job_run(*, job_id: int) -> ImportJob:
         job.status, job.rows, job.created = ImportStatus.DONE, summary.rows, summary.created
         job.message = summary.message.replace(path, job.original_name)
     job.finished_at = timezone.now()
-    job.save(update_fields=["status", "message", "rows", "created", "finished_at"])
+    # Only while the claim is ours: a delivery that took a silent job over writes its own end.
+    ImportJob.objects.filter(pk=job.pk, lease=token).update(
+        status=job.status,
+        message=job.message,
+        rows=job.rows,
+        created=job.created,
+        finished_at=job.finished_at,
+    )
+    job.refresh_from_db()
     return job
 
 
+def _import_job_claim(*, job_id: int, now: datetime) -> str | None:
+    """Claim the job for this delivery: its token, or None when it is finished or another
+    delivery runs it and beats. One conditional UPDATE, so of two deliveries at once only one
+    imports; a running job silent for IMPORT_STALE_SECONDS (its worker died) is taken over."""
+    token = uuid.uuid4().hex
+    claimable = Q(status=ImportStatus.QUEUED) | (Q(status=ImportStatus.RUNNING) & _silent(now))
+    taken = (
+        ImportJob.objects.filter(claimable, pk=job_id)
+        .update(status=ImportStatus.RUNNING, heartbeat_at=now, lease=token)
+    )  # fmt: skip
+    return token if taken else None
+
+
 @contextmanager
-def _heartbeat(*, job_id: int) -> Iterator[None]:
-    """Stamp the job's heartbeat_at every IMPORT_HEARTBEAT_SECONDS while the import runs."""
+def _heartbeat(*, job_id: int, token: str) -> Iterator[None]:
+    """Stamp the job's heartbeat_at every IMPORT_HEARTBEAT_SECONDS while the import runs and
+    the claim is this delivery's."""
     stop = threading.Event()
 
     def beat() -> None:
         try:
             while not stop.wait(settings.IMPORT_HEARTBEAT_SECONDS):
                 try:
-                    ImportJob.objects.filter(pk=job_id, status=ImportStatus.RUNNING).update(
-                        heartbeat_at=timezone.now()
-                    )
+                    ImportJob.objects.filter(
+                        pk=job_id, status=ImportStatus.RUNNING, lease=token
+                    ).update(heartbeat_at=timezone.now())
                 except DatabaseError:  # SQLite busy with the import itself: the next beat
                     logger.warning("Import job %s: heartbeat not stored", job_id)
         finally:
@@ -168,17 +191,21 @@ def import_jobs_fail_stale(*, now: datetime) -> int:
     back and leaves the job "running"; after IMPORT_STALE_SECONDS without a heartbeat it is
     failed. Safe to run twice and concurrently: only running, silent jobs are touched.
     """
-    silent_since = now - timedelta(seconds=settings.IMPORT_STALE_SECONDS)
-    silent = Q(heartbeat_at__lt=silent_since) | Q(
-        heartbeat_at__isnull=True, created_at__lt=silent_since
-    )
-    return ImportJob.objects.filter(silent, status=ImportStatus.RUNNING).update(
+    return ImportJob.objects.filter(_silent(now), status=ImportStatus.RUNNING).update(
         status=ImportStatus.FAILED,
         finished_at=now,
         message=(
             "The worker running this import stopped (no heartbeat for "
             f"{settings.IMPORT_STALE_SECONDS} s). Nothing was written: upload the file again."
         ),
+    )
+
+
+def _silent(now: datetime) -> Q:
+    """Jobs without a heartbeat for IMPORT_STALE_SECONDS: their worker is gone."""
+    silent_since = now - timedelta(seconds=settings.IMPORT_STALE_SECONDS)
+    return Q(heartbeat_at__lt=silent_since) | Q(
+        heartbeat_at__isnull=True, created_at__lt=silent_since
     )
 
 
