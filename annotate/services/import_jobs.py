@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import logging
-import threading
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
-from django.db import DatabaseError, connection, transaction
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -21,6 +17,7 @@ from annotate.services.background import background_start
 from annotate.services.files import upload_size_problem
 from annotate.services.imports import ImportSummary, instructions_import, responses_import
 from annotate.services.label_imports import labels_import, scores_import
+from annotate.services.leases import lease_beating, lease_take
 
 logger = logging.getLogger(__name__)
 
@@ -107,8 +104,9 @@ def import_job_run(*, job_id: int) -> ImportJob:
     if token is None:
         return job
     path = job.upload.path
+    running = ImportJob.objects.filter(pk=job.pk, status=ImportStatus.RUNNING)
     try:
-        with _heartbeat(job_id=job.pk, token=token):
+        with lease_beating(job=running, token=token, every=settings.IMPORT_HEARTBEAT_SECONDS):
             summary = import_file(
                 kind=job.kind,
                 path=path,
@@ -148,40 +146,9 @@ def _import_job_claim(*, job_id: int, now: datetime) -> str | None:
     """Claim the job for this delivery: its token, or None when it is finished or another
     delivery runs it and beats. One conditional UPDATE, so of two deliveries at once only one
     imports; a running job silent for IMPORT_STALE_SECONDS (its worker died) is taken over."""
-    token = uuid.uuid4().hex
     claimable = Q(status=ImportStatus.QUEUED) | (Q(status=ImportStatus.RUNNING) & _silent(now))
-    taken = (
-        ImportJob.objects.filter(claimable, pk=job_id)
-        .update(status=ImportStatus.RUNNING, heartbeat_at=now, lease=token)
-    )  # fmt: skip
-    return token if taken else None
-
-
-@contextmanager
-def _heartbeat(*, job_id: int, token: str) -> Iterator[None]:
-    """Stamp the job's heartbeat_at every IMPORT_HEARTBEAT_SECONDS while the import runs and
-    the claim is this delivery's."""
-    stop = threading.Event()
-
-    def beat() -> None:
-        try:
-            while not stop.wait(settings.IMPORT_HEARTBEAT_SECONDS):
-                try:
-                    ImportJob.objects.filter(
-                        pk=job_id, status=ImportStatus.RUNNING, lease=token
-                    ).update(heartbeat_at=timezone.now())
-                except DatabaseError:  # SQLite busy with the import itself: the next beat
-                    logger.warning("Import job %s: heartbeat not stored", job_id)
-        finally:
-            connection.close()  # this thread's own connection
-
-    thread = threading.Thread(target=beat, name=f"import-{job_id}-heartbeat", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
+    job = ImportJob.objects.filter(pk=job_id)
+    return lease_take(job=job, claimable=claimable, now=now, status=ImportStatus.RUNNING)
 
 
 def import_jobs_fail_stale(*, now: datetime) -> int:

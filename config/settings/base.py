@@ -466,6 +466,9 @@ ENGINE_API_KEY_ENVS = env_list(
     "OPENAI_API_KEY,AZURE_OPENAI_API_KEY,ANTHROPIC_API_KEY,OPENROUTER_API_KEY,TOGETHER_API_KEY,"
     "GROQ_API_KEY,MISTRAL_API_KEY,DEEPSEEK_API_KEY,LLM_API_KEY",
 )
+# A report export beats every twentieth of this; one silent this long (its worker died) is
+# written by the next delivery of its task (evaluation.services.report_runs).
+REPORT_EXPORT_STALE_SECONDS = float(os.environ.get("REPORT_EXPORT_STALE_SECONDS", "600"))
 EXPORT_DIR = Path(os.environ.get("EXPORT_DIR", VAR_DIR / "exports"))
 EXPORT_S3_BUCKET = os.environ.get("EXPORT_S3_BUCKET", "")
 AWS_S3_ENDPOINT_URL = os.environ.get("AWS_S3_ENDPOINT_URL", "") or None
