@@ -355,7 +355,8 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # A task taken by a worker that is then killed (SIGKILL, OOM, lost machine) goes back to the
 # queue after this many seconds (Redis transport). Longer than the longest retry countdown (600 s).
 # A task still running after this long is handed to a second worker as well: every task must be
-# safe then (a model run's chunk waits for its lease, ENGINE_CHUNK_LEASE_SECONDS below).
+# safe then (a model run's chunk waits for its lease, ENGINE_CHUNK_LEASE_SECONDS below; every
+# task's guard: docs/reliability.md, "Every other task delivered twice").
 # Sending gives up on an unreachable broker after about half a second instead of kombu's 4+ s
 # of reconnecting per message: the web request stores the task for the beat and answers
 # (annotate.services.deferred_tasks). Workers reconnect on their own schedule.
