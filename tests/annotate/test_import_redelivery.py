@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 from django.core.files.base import ContentFile
 from django.db import connection
+from django.urls import reverse
 from django.utils import timezone
 
 from annotate.models import ImportJob, Instruction
@@ -103,3 +104,17 @@ def test_a_delivery_that_lost_its_claim_does_not_write_the_end(settings, tmp_pat
 
     monkeypatch.setattr(import_jobs, "import_file", taken_over_meanwhile)
     assert import_job_run(job_id=job.pk).status == "running"  # the other delivery ends it
+
+
+@pytest.mark.django_db
+def test_the_admin_shows_the_lease_and_heartbeat_without_letting_them_be_edited(
+    client, admin_user, settings, tmp_path
+):
+    settings.MEDIA_ROOT = tmp_path
+    job = queued_job(status="running", heartbeat_at=timezone.now(), lease="a-delivery")
+    admin_user.is_superuser = True
+    admin_user.save()
+    client.force_login(admin_user)
+    page = client.get(reverse("admin:annotate_importjob_change", args=[job.pk])).text
+    assert "a-delivery" in page
+    assert 'name="lease"' not in page and 'name="heartbeat_at' not in page

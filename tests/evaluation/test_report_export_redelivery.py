@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 from celery.exceptions import Retry
 from django.db import connection
+from django.urls import reverse
 from django.utils import timezone
 
 from annotate.services.leases import LeaseHeldError
@@ -95,3 +96,16 @@ def test_an_export_whose_worker_died_is_written_by_the_next_delivery(export, tmp
     done = report_export_execute(export_id=export.pk)
     assert done.status == ExportStatus.DONE, done.message
     assert done.lease != "dead" and len(folders(tmp_path)) == 1
+
+
+@pytest.mark.django_db
+def test_the_admin_shows_the_lease_and_heartbeat_without_letting_them_be_edited(
+    export, client, admin_user
+):
+    ReportExport.objects.filter(pk=export.pk).update(lease="a-delivery")
+    admin_user.is_superuser = True
+    admin_user.save()
+    client.force_login(admin_user)
+    page = client.get(reverse("admin:evaluation_reportexport_change", args=[export.pk])).text
+    assert "a-delivery" in page
+    assert 'name="lease"' not in page and 'name="heartbeat_at' not in page
