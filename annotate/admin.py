@@ -146,7 +146,7 @@ class ImportJobAdmin(admin.ModelAdmin):
     ]
     list_filter = ["kind", "status"]
     search_fields = ["original_name", "benchmark_name", "message"]
-    readonly_fields = ["created_at", "finished_at"]
+    readonly_fields = ["created_at", "heartbeat_at", "lease", "finished_at"]
 
 
 @admin.register(models.DeferredTask)

@@ -636,6 +636,11 @@ class ImportJob(models.Model):
     heartbeat_at = models.DateTimeField(
         null=True, blank=True, help_text="Last sign of life of the worker running the import."
     )
+    lease = models.CharField(
+        max_length=32,
+        blank=True,
+        help_text="The token of the delivery running the import (import_job_run's claim).",
+    )
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

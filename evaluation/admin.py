@@ -73,4 +73,4 @@ class ReportExportAdmin(admin.ModelAdmin):
     list_display = ["id", "benchmark", "unknown", "status", "location", "created_at", "finished_at"]
     list_filter = ["status", "unknown", "benchmark"]
     search_fields = ["benchmark__name", "location", "message"]
-    readonly_fields = ["files", "location", "message", "finished_at"]
+    readonly_fields = ["files", "location", "message", "heartbeat_at", "lease", "finished_at"]

@@ -248,6 +248,12 @@ class ReportExport(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     created_at = models.DateTimeField(auto_now_add=True)
+    heartbeat_at = models.DateTimeField(
+        null=True, blank=True, help_text="Last sign of life of the worker writing the export."
+    )
+    lease = models.CharField(
+        max_length=32, blank=True, help_text="The token of the delivery writing the export."
+    )
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from annotate.services.leases import LeaseHeldError
 from evaluation.services import judge_runs, report_runs
 
 
@@ -14,7 +15,14 @@ def judge_run_task(run_id: int) -> None:
     judge_runs.judge_run_execute(run_id=run_id)
 
 
-@shared_task(acks_late=True)
-def report_export_task(export_id: int) -> None:
-    """Write one report export to storage; a finished export is not written again."""
-    report_runs.report_export_execute(export_id=export_id)
+@shared_task(bind=True, acks_late=True, max_retries=None)
+def report_export_task(self, export_id: int) -> None:
+    """Write one report export to storage; a finished export is not written again.
+
+    A delivery while another writes the export (Redis hands a task out again once it has run
+    past the visibility timeout) writes nothing and looks again once that one's lease could be
+    stale: if its worker died meanwhile, this one writes the export."""
+    try:
+        report_runs.report_export_execute(export_id=export_id)
+    except LeaseHeldError as busy:
+        raise self.retry(countdown=busy.retry_in, exc=busy) from None

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import logging
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
-from django.db import DatabaseError, connection, transaction
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -20,6 +17,7 @@ from annotate.services.background import background_start
 from annotate.services.files import upload_size_problem
 from annotate.services.imports import ImportSummary, instructions_import, responses_import
 from annotate.services.label_imports import labels_import, scores_import
+from annotate.services.leases import lease_beating, lease_take
 
 logger = logging.getLogger(__name__)
 
@@ -96,18 +94,19 @@ def import_job_create(
 
 
 def import_job_run(*, job_id: int) -> ImportJob:
-    """Run a queued import. Safe to run twice: a finished job is left alone, and the import
-    itself adds nothing that is already stored. Whatever happens, the job ends done or failed
-    with a message; a worker that dies meanwhile stops the heartbeat (import_jobs_fail_stale)."""
+    """Run a queued import. Safe to run twice, even at once: only the delivery that claims the
+    job imports (`_import_job_claim`); a finished job, or one another delivery runs and beats
+    for, is left alone. Whatever happens, the job ends done or failed with a message; a worker
+    that dies meanwhile stops the heartbeat, and the job is failed (import_jobs_fail_stale) or
+    taken over by its redelivery."""
+    token = _import_job_claim(job_id=job_id, now=timezone.now())
     job = ImportJob.objects.get(pk=job_id)
-    if job.status in (ImportStatus.DONE, ImportStatus.FAILED):
+    if token is None:
         return job
-    ImportJob.objects.filter(pk=job.pk).update(
-        status=ImportStatus.RUNNING, heartbeat_at=timezone.now()
-    )
     path = job.upload.path
+    running = ImportJob.objects.filter(pk=job.pk, status=ImportStatus.RUNNING)
     try:
-        with _heartbeat(job_id=job.pk):
+        with lease_beating(job=running, token=token, every=settings.IMPORT_HEARTBEAT_SECONDS):
             summary = import_file(
                 kind=job.kind,
                 path=path,
@@ -131,34 +130,25 @@ def import_job_run(*, job_id: int) -> ImportJob:
         job.status, job.rows, job.created = ImportStatus.DONE, summary.rows, summary.created
         job.message = summary.message.replace(path, job.original_name)
     job.finished_at = timezone.now()
-    job.save(update_fields=["status", "message", "rows", "created", "finished_at"])
+    # Only while the claim is ours: a delivery that took a silent job over writes its own end.
+    ImportJob.objects.filter(pk=job.pk, lease=token).update(
+        status=job.status,
+        message=job.message,
+        rows=job.rows,
+        created=job.created,
+        finished_at=job.finished_at,
+    )
+    job.refresh_from_db()
     return job
 
 
-@contextmanager
-def _heartbeat(*, job_id: int) -> Iterator[None]:
-    """Stamp the job's heartbeat_at every IMPORT_HEARTBEAT_SECONDS while the import runs."""
-    stop = threading.Event()
-
-    def beat() -> None:
-        try:
-            while not stop.wait(settings.IMPORT_HEARTBEAT_SECONDS):
-                try:
-                    ImportJob.objects.filter(pk=job_id, status=ImportStatus.RUNNING).update(
-                        heartbeat_at=timezone.now()
-                    )
-                except DatabaseError:  # SQLite busy with the import itself: the next beat
-                    logger.warning("Import job %s: heartbeat not stored", job_id)
-        finally:
-            connection.close()  # this thread's own connection
-
-    thread = threading.Thread(target=beat, name=f"import-{job_id}-heartbeat", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
+def _import_job_claim(*, job_id: int, now: datetime) -> str | None:
+    """Claim the job for this delivery: its token, or None when it is finished or another
+    delivery runs it and beats. One conditional UPDATE, so of two deliveries at once only one
+    imports; a running job silent for IMPORT_STALE_SECONDS (its worker died) is taken over."""
+    claimable = Q(status=ImportStatus.QUEUED) | (Q(status=ImportStatus.RUNNING) & _silent(now))
+    job = ImportJob.objects.filter(pk=job_id)
+    return lease_take(job=job, claimable=claimable, now=now, status=ImportStatus.RUNNING)
 
 
 def import_jobs_fail_stale(*, now: datetime) -> int:
@@ -168,17 +158,21 @@ def import_jobs_fail_stale(*, now: datetime) -> int:
     back and leaves the job "running"; after IMPORT_STALE_SECONDS without a heartbeat it is
     failed. Safe to run twice and concurrently: only running, silent jobs are touched.
     """
-    silent_since = now - timedelta(seconds=settings.IMPORT_STALE_SECONDS)
-    silent = Q(heartbeat_at__lt=silent_since) | Q(
-        heartbeat_at__isnull=True, created_at__lt=silent_since
-    )
-    return ImportJob.objects.filter(silent, status=ImportStatus.RUNNING).update(
+    return ImportJob.objects.filter(_silent(now), status=ImportStatus.RUNNING).update(
         status=ImportStatus.FAILED,
         finished_at=now,
         message=(
             "The worker running this import stopped (no heartbeat for "
             f"{settings.IMPORT_STALE_SECONDS} s). Nothing was written: upload the file again."
         ),
+    )
+
+
+def _silent(now: datetime) -> Q:
+    """Jobs without a heartbeat for IMPORT_STALE_SECONDS: their worker is gone."""
+    silent_since = now - timedelta(seconds=settings.IMPORT_STALE_SECONDS)
+    return Q(heartbeat_at__lt=silent_since) | Q(
+        heartbeat_at__isnull=True, created_at__lt=silent_since
     )
 
 

@@ -355,7 +355,8 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # A task taken by a worker that is then killed (SIGKILL, OOM, lost machine) goes back to the
 # queue after this many seconds (Redis transport). Longer than the longest retry countdown (600 s).
 # A task still running after this long is handed to a second worker as well: every task must be
-# safe then (a model run's chunk waits for its lease, ENGINE_CHUNK_LEASE_SECONDS below).
+# safe then (a model run's chunk waits for its lease, ENGINE_CHUNK_LEASE_SECONDS below; every
+# task's guard: docs/reliability.md, "Every other task delivered twice").
 # Sending gives up on an unreachable broker after about half a second instead of kombu's 4+ s
 # of reconnecting per message: the web request stores the task for the beat and answers
 # (annotate.services.deferred_tasks). Workers reconnect on their own schedule.
@@ -468,6 +469,9 @@ ENGINE_API_KEY_ENVS = env_list(
     "OPENAI_API_KEY,AZURE_OPENAI_API_KEY,ANTHROPIC_API_KEY,OPENROUTER_API_KEY,TOGETHER_API_KEY,"
     "GROQ_API_KEY,MISTRAL_API_KEY,DEEPSEEK_API_KEY,LLM_API_KEY",
 )
+# A report export beats every twentieth of this; one silent this long (its worker died) is
+# written by the next delivery of its task (evaluation.services.report_runs).
+REPORT_EXPORT_STALE_SECONDS = float(os.environ.get("REPORT_EXPORT_STALE_SECONDS", "600"))
 EXPORT_DIR = Path(os.environ.get("EXPORT_DIR", VAR_DIR / "exports"))
 EXPORT_S3_BUCKET = os.environ.get("EXPORT_S3_BUCKET", "")
 AWS_S3_ENDPOINT_URL = os.environ.get("AWS_S3_ENDPOINT_URL", "") or None

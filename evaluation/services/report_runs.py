@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import io
+from datetime import timedelta
 
-from django.db import transaction
+from django.conf import settings
+from django.db.models import Q
 from django.utils import timezone
 
 from annotate.models import Benchmark
 from annotate.roles import is_admin
 from annotate.selectors.identities import identity_scope
 from annotate.services.background import background_start
+from annotate.services.leases import LeaseHeldError, lease_beating, lease_retry_in, lease_take
 from evaluation.conventions import ACC_MODES, DEFAULT_ACC, UNKNOWN_MODES
 from evaluation.errors import ReportError, ReportExportError
 from evaluation.models import ExportStatus, ReportExport
@@ -37,60 +40,95 @@ def report_export_request(
 
 
 def report_export_execute(*, export_id: int) -> ReportExport:
-    """Build the report and write every file; safe to run twice (a finished export is kept)."""
-    with transaction.atomic():
-        export = (
-            ReportExport.objects.select_for_update(of=("self",))
-            .select_related("benchmark", "created_by")
-            .get(pk=export_id)
+    """Build the report and write every file. Safe to run twice, even at once: a finished
+    export is kept, and only the delivery holding the export's lease writes; another while it
+    beats raises LeaseHeldError (nothing written) to look again once that lease could be
+    stale. A delivery whose worker died is taken over after REPORT_EXPORT_STALE_SECONDS."""
+    now = timezone.now()
+    token = lease_take(
+        job=ReportExport.objects.filter(pk=export_id),
+        claimable=Q(status__in=[ExportStatus.QUEUED, ExportStatus.FAILED])
+        | (Q(status=ExportStatus.RUNNING) & _silent(now)),
+        now=now,
+        status=ExportStatus.RUNNING,
+    )
+    export = ReportExport.objects.select_related("benchmark", "created_by").get(pk=export_id)
+    if token is None and export.status == ExportStatus.DONE:
+        return export
+    if token is None:
+        retry_in = lease_retry_in(
+            heartbeat_at=export.heartbeat_at,
+            stale_seconds=settings.REPORT_EXPORT_STALE_SECONDS,
+            now=now,
         )
-        if export.status == ExportStatus.DONE:
-            return export
-        export.status = ExportStatus.RUNNING
-        export.save(update_fields=["status"])
+        raise LeaseHeldError(f"Export {export.pk}", retry_in=retry_in)
+    running = ReportExport.objects.filter(pk=export.pk, status=ExportStatus.RUNNING)
+    every = settings.REPORT_EXPORT_STALE_SECONDS / 20
     try:
-        # One read of the labels serves the report and the majority labels.
-        data = benchmark_arrays(benchmark=export.benchmark)
-        # Every file names crowd workers as the researcher who asked may see them.
-        scope = identity_scope(user=export.created_by)
-        report = report_build(
-            benchmark=export.benchmark,
-            unknown=export.unknown,
-            acc_unknown=export.acc_unknown,
-            data=data,
-            scope=scope,
-        )
-        aggregated = io.StringIO()
-        labels_aggregated_csv(benchmark=export.benchmark, output=aggregated, data=data)
-        storage = export_storage()
-
-        def progress(done: int, total: int) -> None:
-            # One step more than the export's: the report built before them.
-            export.steps_done, export.steps_total = done + 1, total + 1
-            _progress(export.pk, export.steps_done, export.steps_total)
-
-        export.files = report_export(
-            report=report,
-            benchmark=export.benchmark,
-            aggregated_labels_csv=aggregated.getvalue(),
-            storage=storage,
-            with_archive=True,
-            progress=progress,
-            scope=scope,
-        )
-        export.archive = export.files[-1]
-        export.location = _location(storage)
-        export.status = ExportStatus.DONE
-        export.message = f"Wrote {len(export.files) - 1} files, and a zip of them all."
+        with lease_beating(job=running, token=token, every=every):
+            _export_write(export)
     except Exception as error:  # recorded for the researcher, then raised for the worker's log
         export.status = ExportStatus.FAILED
         export.message = f"{type(error).__name__}: {error}"
-        export.finished_at = timezone.now()
-        export.save()
+        _export_end(export, token)
         raise
-    export.finished_at = timezone.now()
-    export.save()
+    _export_end(export, token)
     return export
+
+
+def _silent(now) -> Q:
+    stale = now - timedelta(seconds=settings.REPORT_EXPORT_STALE_SECONDS)
+    return Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=stale)
+
+
+def _export_write(export: ReportExport) -> None:
+    # One read of the labels serves the report and the majority labels.
+    data = benchmark_arrays(benchmark=export.benchmark)
+    # Every file names crowd workers as the researcher who asked may see them.
+    scope = identity_scope(user=export.created_by)
+    report = report_build(
+        benchmark=export.benchmark,
+        unknown=export.unknown,
+        acc_unknown=export.acc_unknown,
+        data=data,
+        scope=scope,
+    )
+    aggregated = io.StringIO()
+    labels_aggregated_csv(benchmark=export.benchmark, output=aggregated, data=data)
+    storage = export_storage()
+
+    def progress(done: int, total: int) -> None:
+        # One step more than the export's: the report built before them.
+        export.steps_done, export.steps_total = done + 1, total + 1
+        _progress(export.pk, export.steps_done, export.steps_total)
+
+    export.files = report_export(
+        report=report,
+        benchmark=export.benchmark,
+        aggregated_labels_csv=aggregated.getvalue(),
+        storage=storage,
+        with_archive=True,
+        progress=progress,
+        scope=scope,
+    )
+    export.archive = export.files[-1]
+    export.location = _location(storage)
+    export.status = ExportStatus.DONE
+    export.message = f"Wrote {len(export.files) - 1} files, and a zip of them all."
+
+
+def _export_end(export: ReportExport, token: str) -> None:
+    """Store the export's end while the lease is this delivery's: one that took a silent
+    export over writes its own."""
+    export.finished_at = timezone.now()
+    ReportExport.objects.filter(pk=export.pk, lease=token).update(
+        status=export.status,
+        message=export.message,
+        files=export.files,
+        archive=export.archive,
+        location=export.location,
+        finished_at=export.finished_at,
+    )
 
 
 def _progress(export_id: int, done: int, total: int) -> None:

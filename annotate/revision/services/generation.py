@@ -15,7 +15,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from datetime import datetime
 from typing import NamedTuple
+
+from django.utils import timezone
 
 from annotate.revision import llm
 from annotate.revision.models import (
@@ -27,6 +30,7 @@ from annotate.revision.models import (
 )
 from annotate.revision.prompting import passages_block, revision_prompt
 from annotate.revision.retrieval import retriever_for
+from annotate.revision.services.sessions import STALE_AFTER, stale_calls_fail
 
 logger = logging.getLogger(__name__)
 
@@ -96,15 +100,20 @@ def session_generate_initial(
     session_id: int,
     clock: Callable[[], float] = time.monotonic,
     on_partial: Callable[[str], None] | None = None,
+    now: datetime | None = None,
 ) -> None:
     """Generate a0 = M(q, R(q, D)) for a session whose initial answer is pending.
 
-    `clock` paces the stored partial text; `on_partial` is told each piece stored.
+    `clock` paces the stored partial text; `on_partial` is told each piece stored. An answer
+    pending for longer than STALE_AFTER is failed instead, with no call (`_too_late`).
     """
     session = RevisionSession.objects.select_related("study", "question", "system").get(
         pk=session_id
     )
     if session.initial_status != CallStatus.PENDING:
+        return
+    started = session.initial_started_at or session.created_at
+    if _too_late(session, started, now or timezone.now()):
         return
     pending = RevisionSession.objects.filter(pk=session.pk, initial_status=CallStatus.PENDING)
     partial = PartialWriter(
@@ -135,6 +144,20 @@ def session_generate_initial(
         initial_error="",
         initial_partial="",
     )
+
+
+def _too_late(session: RevisionSession, started: datetime, now: datetime) -> bool:
+    """Fail the session's calls pending since before STALE_AFTER (the page shows them failed,
+    with a retry, from then on) and say whether the one started at `started` was one of them.
+
+    Redis hands a task still running after CELERY_VISIBILITY_TIMEOUT (longer than STALE_AFTER)
+    to a second worker, and a killed worker's task comes back only after it: such a delivery
+    must not pay for the calls again while the first may still be making them. The annotator's
+    retry starts a new attempt (a new start time), which is generated."""
+    if started >= now - STALE_AFTER:
+        return False
+    stale_calls_fail(session=session, now=now)
+    return True
 
 
 def _revise(turn: Turn, partial: PartialWriter) -> tuple[str, str, list[int]]:
@@ -178,15 +201,20 @@ def turn_generate(
     turn_id: int,
     clock: Callable[[], float] = time.monotonic,
     on_partial: Callable[[str], None] | None = None,
+    now: datetime | None = None,
 ) -> None:
     """Revise the previous answer for a pending turn: retrieve, summarise, answer (or directly).
 
-    `clock` paces the stored partial text; `on_partial` is told each piece stored.
+    `clock` paces the stored partial text; `on_partial` is told each piece stored. A turn
+    pending for longer than STALE_AFTER is failed instead, with no call (`_too_late`).
     """
     turn = Turn.objects.select_related(
         "session__study", "session__question", "session__system"
     ).get(pk=turn_id)
     if turn.call_status != CallStatus.PENDING:
+        return
+    started = turn.call_started_at or turn.session.created_at
+    if _too_late(turn.session, started, now or timezone.now()):
         return
     pending = Turn.objects.filter(pk=turn.pk, call_status=CallStatus.PENDING)
     partial = PartialWriter(
