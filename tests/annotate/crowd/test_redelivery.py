@@ -7,13 +7,13 @@ import threading
 from decimal import Decimal
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from annotate.crowd.models import BonusStatus, HitStatus, PlatformAssignment, PublicationStatus
 from annotate.crowd.services import publishing, review
 from annotate.crowd.services.publishing import PublishSettings
 from tests.annotate.crowd.test_review import work
+from tests.threads import in_thread
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -34,20 +34,6 @@ def first_delivery_held(monkeypatch, module, name):
 
     monkeypatch.setattr(module, name, held)
     return reached, go
-
-
-def in_thread(target, outcomes):
-    def body():
-        try:
-            outcomes.append(target())
-        except Exception as error:  # noqa: BLE001 - the test reads it
-            outcomes.append(error)
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=body)
-    thread.start()
-    return thread
 
 
 def both_deliveries(monkeypatch, module, name, deliver):

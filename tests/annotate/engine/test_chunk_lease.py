@@ -3,13 +3,11 @@ visibility timeout to a second worker): only the first delivery calls; the secon
 later and resumes only if the first has stopped beating. Over real HTTP to the stub server."""
 
 import os
-import threading
 import time
 import uuid
 from datetime import timedelta
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from annotate.engine.errors import EngineChunkLeasedError
@@ -21,6 +19,7 @@ from annotate.engine.services.generation import (
 from annotate.engine.services.runs import engine_run_chunk_execute, engine_run_dispatch
 from annotate.models import Response
 from tests.annotate.engine.conftest import make_endpoint, make_instructions
+from tests.threads import in_thread
 
 pytestmark = pytest.mark.django_db
 
@@ -37,20 +36,6 @@ def _one_chunk(stub, count, monkeypatch, **fields):
     return run, system, chunk
 
 
-def _in_thread(target, outcomes):
-    def body():
-        try:
-            outcomes.append(target())
-        except Exception as error:  # noqa: BLE001 - the test reads it
-            outcomes.append(error)
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=body)
-    thread.start()
-    return thread
-
-
 def _wait_for(condition, timeout=30.0):
     deadline = time.monotonic() + timeout
     while not condition():
@@ -63,9 +48,9 @@ def test_two_deliveries_of_one_chunk_at_once_call_each_unit_once(stub, monkeypat
     stub.delay = 0.2
     run, system, chunk = _one_chunk(stub, 8, monkeypatch, concurrency=2)
     first, second = [], []
-    one = _in_thread(lambda: engine_run_chunk_execute(chunk_id=chunk.pk, task_id="a"), first)
+    one = in_thread(lambda: engine_run_chunk_execute(chunk_id=chunk.pk, task_id="a"), first)
     _wait_for(lambda: len(stub.requests) >= 1)  # the first delivery is calling
-    two = _in_thread(lambda: engine_run_chunk_execute(chunk_id=chunk.pk, task_id="b"), second)
+    two = in_thread(lambda: engine_run_chunk_execute(chunk_id=chunk.pk, task_id="b"), second)
     two.join(60)
     one.join(60)
 
