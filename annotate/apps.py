@@ -9,6 +9,7 @@ class AnnotateConfig(AppConfig):
         from django.contrib.auth import get_user_model
         from django.db.models.signals import pre_save
 
+        from annotate import checks  # noqa: F401 - registers the deployment checks
         from annotate.password_changes import mark_rehashes, revoke_api_tokens_on_password_change
 
         mark_rehashes()

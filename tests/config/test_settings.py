@@ -63,3 +63,21 @@ def test_a_new_postgresql_connection_starts_in_our_time_zone():
     with psycopg.connect(**fresh.get_connection_params()) as raw:
         assert raw.info.parameter_status("TimeZone") == settings.TIME_ZONE
         assert fresh._configure_timezone(raw) is False  # Django has nothing left to set
+
+
+def test_the_deployment_check_asks_for_a_shared_cache(settings):
+    """Without CACHE_URL every web process counted its own rate limits, open claims per
+    address and paid-start double clicks, and `make prod-check` said nothing."""
+    from django.core.management import call_command
+    from django.core.management.base import SystemCheckError
+
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    with pytest.raises(SystemCheckError, match=r"annotate\.W001.*No shared cache"):
+        call_command("check", deploy=True, fail_level="WARNING", tags=["caches"])
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": "redis://127.0.0.1:6379/1",
+        }
+    }
+    call_command("check", deploy=True, fail_level="WARNING", tags=["caches"])
