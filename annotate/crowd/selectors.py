@@ -380,9 +380,14 @@ def worker_unreviewed_count(*, annotator_id: int) -> int:
 
 def crowd_paid_work_q() -> Q:
     """The assignments paid as Table 4's crowd cost counts them: the counted work
-    (annotate.selectors.results), and the approved work of workers blocked since, paid before
-    the block."""
-    return counted_assignment_q() | _paid_before_block()
+    (annotate.selectors.results), the approved work of workers blocked since, paid before
+    the block, and approved work that holds no slot (is_late: a worker's work an unblock
+    found its task filled for, review.worker_unblock), paid all the same."""
+    return (
+        counted_assignment_q()
+        | _paid_before_block()
+        | Q(status=AssignmentStatus.APPROVED, is_late=True)
+    )
 
 
 def crowd_paid_human_answer_q() -> Q:

@@ -738,14 +738,17 @@ def _blocked_work_released(*, annotator_id: int, now: datetime) -> None:
     no slot; what they still submit on it is stored the same way, annotate.services.
     submissions). Without this their work, which counts nowhere while the block lasts, kept
     its task from ever getting the counted answers it needs until an admin rejected it."""
+    # Claims first: this waits for a submit in flight on one (it holds the claim's row), so
+    # the next statement, with a snapshot of its own, sees that work submitted and marks it;
+    # the other order let such work keep its slot on PostgreSQL.
+    Assignment.objects.filter(
+        annotator_id=annotator_id, status=AssignmentStatus.CLAIMED, expires_at__gt=now
+    ).update(expires_at=now)
     Assignment.objects.filter(
         annotator_id=annotator_id,
         status__in=[AssignmentStatus.SUBMITTED, AssignmentStatus.APPROVED],
         is_late=False,
     ).update(is_late=True)
-    Assignment.objects.filter(
-        annotator_id=annotator_id, status=AssignmentStatus.CLAIMED, expires_at__gt=now
-    ).update(expires_at=now)
 
 
 @dataclass(frozen=True)

@@ -187,3 +187,24 @@ def test_the_pages_and_the_api_say_what_an_unblock_counted_again(client, link, a
     _held(link.batch.tasks.get().pk)
     api = admin_client.post(reverse("crowd-api:unblock", args=[worker]), {})
     assert api.json() == {"ok": True, "restored": 0, "left_out": 1}
+
+
+def test_approved_work_left_out_at_an_unblock_stays_in_the_paid_cost(client, link, admin):
+    """The block marks a worker's approved work late (no slot); an unblock that finds the task
+    filled leaves it so. It was paid all the same, but Table 4's crowd cost counted only
+    counted work and a blocked worker's approved work: once unblocked, it counted neither."""
+    from annotate.crowd.selectors import crowd_paid_work_q
+
+    _finish(client, _start(client, link, "P1"))
+    first = Assignment.objects.get(annotator__worker_id="P1")
+    review.assignment_approve(assignment_id=first.pk, user=admin)
+    review.worker_block(annotator_id=_annotator("P1"), reason="checking", user=admin)
+    _finish(client, _start(client, link, "P2"))
+    done = review.worker_unblock(annotator_id=_annotator("P1"), user=admin)
+    assert (done.restored, done.left_out) == (0, 1)
+    paid = set(
+        Assignment.objects.filter(crowd_paid_work_q()).values_list(
+            "annotator__worker_id", flat=True
+        )
+    )
+    assert paid == {"P1", "P2"}
