@@ -95,17 +95,18 @@ def mturk_task(request: HttpRequest, hit_token: str) -> HttpResponse:
         return render(request, "crowd/task.html", {"page": page, "guidelines_open": True})
     now = timezone.now()
     claims = AddressClaims(address=client_address(request), now=now)
-    opened = workers.mturk_assignment_open(
-        hit=hit,
-        assignment_id=params.get("assignmentId", ""),
-        hit_id=params.get("hitId", ""),
-        worker_id=params.get("workerId", ""),
-        turk_submit_to=params.get("turkSubmitTo", ""),
-        now=now,
-        browser_claims=workers.claims_of_browser(request.COOKIES),
-        new_claim_check=claims.check,
-    )
-    claims.record(opened.assignment)
+    with claims.one_at_a_time():
+        opened = workers.mturk_assignment_open(
+            hit=hit,
+            assignment_id=params.get("assignmentId", ""),
+            hit_id=params.get("hitId", ""),
+            worker_id=params.get("workerId", ""),
+            turk_submit_to=params.get("turkSubmitTo", ""),
+            now=now,
+            browser_claims=workers.claims_of_browser(request.COOKIES),
+            new_claim_check=claims.check,
+        )
+        claims.record(opened.assignment)
     response = redirect("crowd:work-task", token=opened.token)
     # Inside MTurk's frame: a third-party cookie, where the browser keeps one (not needed to
     # work, only to move the claim to this worker's next accept of the HIT).
@@ -137,13 +138,17 @@ def selfhosted_join(request: HttpRequest, link_token: str) -> HttpResponse:
     if not workers.selfhosted_returning(publication=publication, params=params):
         page_rate_check(request, scope=CROWD_STARTS_SCOPE)
     claims = AddressClaims(address=client_address(request), now=timezone.now())
-    try:
-        opened = workers.selfhosted_start(
-            publication=publication, params=params, now=claims.now, new_claim_check=claims.check
-        )
-    except NoWorkError as error:
-        return _no_task_left(request, publication, params, error)
-    claims.record(opened.assignment)
+    with claims.one_at_a_time():
+        try:
+            opened = workers.selfhosted_start(
+                publication=publication,
+                params=params,
+                now=claims.now,
+                new_claim_check=claims.check,
+            )
+        except NoWorkError as error:
+            return _no_task_left(request, publication, params, error)
+        claims.record(opened.assignment)
     return redirect("crowd:work-task", token=opened.token)
 
 

@@ -11,11 +11,17 @@ back to them, is no new claim.
 
 Each address's claims are kept in the cache (the throttles' own) by assignment id; whether they
 are still open is read from the database, so a claim submitted, returned, ended by a block or
-run out frees its place at once.
+run out frees its place at once. An address's requests that may claim take turns
+(`one_at_a_time`, a lock in the same cache) from the check to the record: requests sent at once
+all passed the check and each wrote its own list over the others', so a burst of forged ids
+held far more than the limit.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -26,6 +32,10 @@ from annotate.errors import RateLimitedError
 from annotate.models import Assignment, AssignmentStatus
 
 _KEY = "crowd-open-claims:{address}"
+# How long a request waits for the address's turn, and how long a turn is kept at most (a
+# process killed holding it): far longer than a claim takes.
+TURN_WAIT_SECONDS = 5.0
+_TURN_SECONDS = 30
 
 
 @dataclass(frozen=True)
@@ -46,6 +56,29 @@ class AddressClaims:
                 pk__in=ids, status=AssignmentStatus.CLAIMED, expires_at__gt=self.now
             ).values_list("pk", "expires_at")
         )
+
+    @contextmanager
+    def one_at_a_time(self) -> Iterator[None]:
+        """Hold the address's turn from `check` to `record`: its other requests that may
+        claim wait for it (429 after TURN_WAIT_SECONDS)."""
+        if not settings.CROWD_OPEN_CLAIMS_PER_ADDRESS:
+            yield
+            return
+        turn = f"{self.key}:turn"
+        deadline = time.monotonic() + TURN_WAIT_SECONDS
+        while not cache.add(turn, True, timeout=_TURN_SECONDS):
+            if time.monotonic() >= deadline:
+                raise RateLimitedError(
+                    retry_after=1,
+                    what="requests at once",
+                    rate="one at a time",
+                    outcome="No task was given to you.",
+                )
+            time.sleep(0.05)
+        try:
+            yield
+        finally:
+            cache.delete(turn)
 
     def check(self) -> None:
         """Refuse a new claim (RateLimitedError, 429) while the address holds its limit of

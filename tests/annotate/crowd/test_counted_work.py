@@ -1056,3 +1056,26 @@ def test_a_new_accept_in_a_closed_batch_claims_nothing(client, live, fake_mturk)
     assert "This batch is closed: it takes no new workers. Please return the HIT." in refused.text
     assert not Assignment.objects.filter(platform_assignment_id=accepted).exists()
     assert _open(client, fake_mturk, first, "AEARLY", before).status_code == 302
+
+
+def test_an_addresss_claiming_requests_take_turns(client, live, fake_mturk, settings, monkeypatch):
+    """Forged opens sent at once all passed the open-claims check before any was recorded, and
+    each wrote its own list of the address's claims over the others': a burst held far more
+    than the limit. They take turns from the check to the record now: one that cannot get its
+    turn in time is refused (429) and claims nothing."""
+    from django.core.cache import cache
+    from django.utils import timezone
+
+    from annotate.crowd.services import addresses
+
+    settings.CROWD_OPEN_CLAIMS_PER_ADDRESS = 2
+    monkeypatch.setattr(addresses, "TURN_WAIT_SECONDS", 0.2)
+    first, _ = _hits(live)
+    turn = addresses.AddressClaims(address="127.0.0.1", now=timezone.now()).key + ":turn"
+    assert cache.add(turn, True, timeout=30)  # another request of this address is claiming
+    busy = _open(client, fake_mturk, first, "FAKE1", "FORGED1")
+    assert busy.status_code == 429 and "Too many requests at once from your address" in busy.text
+    assert not Assignment.objects.filter(platform_assignment_id="FORGED1").exists()
+    cache.delete(turn)  # its turn over
+    assert _open(client, fake_mturk, first, "FAKE1", "FORGED1").status_code == 302
+    assert cache.get(turn) is None  # each request gives its turn back
