@@ -4,7 +4,8 @@ after the visibility timeout to a second worker), only the one holding the job's
 A job model taking part has `lease` (the holder's token) and `heartbeat_at` (its last sign of
 life). The lease is taken by one conditional UPDATE, so of two deliveries at once one gets it;
 `claimable` says when (queued, or running but silent: its worker died). The model engine's
-chunks keep their own lease (annotate.engine.services.runs._ChunkLease), renewed between calls.
+chunks take theirs here too, and renew it between calls (annotate.engine.services.runs
+._ChunkLease) instead of in a thread.
 """
 
 from __future__ import annotations
@@ -35,11 +36,14 @@ class LeaseHeldError(Exception):
         )
 
 
-def lease_take(*, job: QuerySet, claimable: Q, now: datetime, **fields) -> str | None:
+def lease_take(
+    *, job: QuerySet, claimable: Q, now: datetime, heartbeat_field: str = "heartbeat_at", **fields
+) -> str | None:
     """Give the job (a queryset of its one row) a new lease if it is `claimable`, setting
-    `fields` in the same UPDATE; return the token, or None when another delivery holds it."""
+    `fields` in the same UPDATE; return the token, or None when another delivery holds it.
+    `heartbeat_field`: the model's heartbeat column (an engine chunk's is `heartbeat`)."""
     token = uuid.uuid4().hex
-    taken = job.filter(claimable).update(lease=token, heartbeat_at=now, **fields)
+    taken = job.filter(claimable).update(lease=token, **{heartbeat_field: now}, **fields)
     return token if taken else None
 
 

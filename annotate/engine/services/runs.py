@@ -21,7 +21,6 @@ import queue
 import threading
 import time
 import traceback
-import uuid
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
@@ -73,6 +72,7 @@ from annotate.engine.protocols import (
 from annotate.engine.services.calls import call_cost, call_send, retry_policy, run_totals
 from annotate.engine.services.endpoints import endpoint_api_key, endpoint_transport
 from annotate.roles import is_admin, is_researcher
+from annotate.services.leases import lease_retry_in, lease_take
 from annotate.throttling import RUN_STARTS_SCOPE, user_rate_limited
 from config.celery import app as celery_app
 
@@ -1488,27 +1488,24 @@ def _chunk_lease_take(
     takes it. Raise EngineChunkLeasedError while another delivery holds it and beats."""
     now, renewed = timezone.now(), time.monotonic()
     stale = now - timedelta(seconds=settings.ENGINE_CHUNK_LEASE_SECONDS)
-    token = uuid.uuid4().hex
-    taken = (
-        EngineChunk.objects.filter(pk=chunk_id)
-        .exclude(status=ChunkStatus.DONE)
-        .filter(Q(heartbeat__isnull=True) | Q(heartbeat__lt=stale))
-        .update(
-            status=ChunkStatus.RUNNING, lease=token, heartbeat=now, task_id=task_id[:255],
-            worker=worker[:255], started_at=now,
-        )
+    token = lease_take(
+        job=EngineChunk.objects.filter(pk=chunk_id),
+        claimable=~Q(status=ChunkStatus.DONE) & (Q(heartbeat__isnull=True) | Q(heartbeat__lt=stale)),
+        now=now, heartbeat_field="heartbeat", status=ChunkStatus.RUNNING, task_id=task_id[:255],
+        worker=worker[:255], started_at=now,
     )  # fmt: skip
     try:
         chunk = EngineChunk.objects.select_related("run__endpoint").get(pk=chunk_id)
     except EngineChunk.DoesNotExist:
         return None, None
-    if taken:
+    if token is not None:
         return chunk, _ChunkLease(chunk.pk, token, renewed)
     if chunk.status == ChunkStatus.DONE:
         return chunk, None
-    beat = chunk.heartbeat or now
-    retry_in = (beat - stale).total_seconds() + 1
-    raise EngineChunkLeasedError(chunk.pk, retry_in=max(1.0, retry_in))
+    retry_in = lease_retry_in(
+        heartbeat_at=chunk.heartbeat, stale_seconds=settings.ENGINE_CHUNK_LEASE_SECONDS, now=now
+    )
+    raise EngineChunkLeasedError(chunk.pk, retry_in=retry_in)
 
 
 def _chunk_end(
