@@ -360,45 +360,29 @@ def publication_store(
     refuses it, by the table's unique constraint."""
     try:
         with transaction.atomic():
-            return _publication_insert(
-                target=target, platform_name=platform_name, chosen=chosen, reward_usd=reward_usd,
-                assignments_per_task=assignments_per_task, base_url=base_url, user=user,
-            )  # fmt: skip
+            return Publication.objects.create(
+                **target,
+                platform=platform_name,
+                title=chosen.title.strip(),
+                description=chosen.description.strip(),
+                keywords=chosen.keywords.strip(),
+                reward_usd=reward_usd,
+                fee_rate=fee_override(),
+                assignments_per_task=assignments_per_task,
+                assignment_duration_seconds=chosen.assignment_duration_seconds,
+                auto_approval_delay_seconds=chosen.auto_approval_delay_seconds,
+                lifetime_seconds=chosen.lifetime_seconds,
+                qualification_requirements=chosen.qualification_requirements,
+                completion_code=chosen.completion_code.strip(),
+                completion_url=chosen.completion_url.strip(),
+                task_base_url=base_url,
+                link_token=secrets.token_urlsafe(24),
+                created_by=user,
+            )
     except IntegrityError:
         if not Publication.objects.filter(**target, platform=platform_name).exists():
             raise
         raise _published_already(target=target, platform_name=platform_name) from None
-
-
-def _publication_insert(
-    *,
-    target: dict,
-    platform_name: str,
-    chosen: PublishSettings,
-    reward_usd: Decimal,
-    assignments_per_task: int,
-    base_url: str,
-    user=None,
-) -> Publication:
-    return Publication.objects.create(
-        **target,
-        platform=platform_name,
-        title=chosen.title.strip(),
-        description=chosen.description.strip(),
-        keywords=chosen.keywords.strip(),
-        reward_usd=reward_usd,
-        fee_rate=fee_override(),
-        assignments_per_task=assignments_per_task,
-        assignment_duration_seconds=chosen.assignment_duration_seconds,
-        auto_approval_delay_seconds=chosen.auto_approval_delay_seconds,
-        lifetime_seconds=chosen.lifetime_seconds,
-        qualification_requirements=chosen.qualification_requirements,
-        completion_code=chosen.completion_code.strip(),
-        completion_url=chosen.completion_url.strip(),
-        task_base_url=base_url,
-        link_token=secrets.token_urlsafe(24),
-        created_by=user,
-    )
 
 
 def hit_question_url(hit: Hit) -> str:
