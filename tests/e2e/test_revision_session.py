@@ -49,6 +49,9 @@ def test_annotator_does_a_two_turn_session(page_for, settings, tmp_path):
     page.check("input[value=information-seeking]")
     page.keyboard.press("Control+Enter")
     page.locator("#rate-form").wait_for()
+    # An answer already in when the page came can show its form before the page's deferred
+    # script (the keys' listener) runs: wait for it, as a person never beats it.
+    page.wait_for_load_state()
     assert "Revised for: Add how readers trust citations." in page.locator("#answer").inner_text()
     assert "Readers trust cited answers more." in page.locator(".revision-passages").inner_text()
     page.locator("body").click()
@@ -68,6 +71,7 @@ def test_annotator_does_a_two_turn_session(page_for, settings, tmp_path):
     page.check("input[value=stylistic]")
     page.get_by_role("button", name="Send instruction").click()
     page.locator("#rate-form").wait_for()
+    page.wait_for_load_state()  # as in turn 1: the keys' listener comes with the deferred script
     assert page.locator("#answer").inner_text().startswith("My shorter edit [1].")
     page.locator("body").click()  # as in turn 1: keys typed into a text field are text
     page.keyboard.press("1")
@@ -279,6 +283,7 @@ def test_a_second_click_while_the_first_is_on_its_way_sends_nothing(page_for, se
     }"""
     page.evaluate(double_click, "#turn-form button[type=submit]")
     page.locator("#rate-form").wait_for()
+    page.wait_for_load_state()  # the keys' listener comes with the page's deferred script
     assert [status for status, _ in answers] == [302]
     assert Turn.objects.filter(session=session).count() == 1
     page.locator("body").click()
