@@ -81,3 +81,19 @@ def test_the_deployment_check_asks_for_a_shared_cache(settings):
         }
     }
     call_command("check", deploy=True, fail_level="WARNING", tags=["caches"])
+
+
+def test_the_old_default_fee_rate_on_mturk_is_pointed_out(settings):
+    """A deployment whose .env came from the old example kept CROWD_FEE_RATE=0.25: after the fee
+    schedule every new MTurk publication stored a flat 25% (a 10-assignment HIT at $1.00 quoted
+    $12.50 where MTurk charges $14.00), silently."""
+    from django.core.management import call_command
+    from django.core.management.base import SystemCheckError
+
+    settings.CROWD_BACKEND = "mturk"
+    settings.CROWD_FEE_RATE = "0.25"
+    with pytest.raises(SystemCheckError, match=r"crowd\.W001.*CROWD_FEE_RATE=0\.25 on MTurk"):
+        call_command("check", fail_level="WARNING")
+    for backend, rate in (("mturk", ""), ("mturk", "0.2"), ("fake", "0.25"), ("self", "0.25")):
+        settings.CROWD_BACKEND, settings.CROWD_FEE_RATE = backend, rate
+        call_command("check", fail_level="WARNING")  # the schedule, a negotiated rate, no MTurk
