@@ -10,7 +10,7 @@ from annotate.admin import admin_password_change
 from annotate.revision.api import RerateApi, SessionsImportApi, StudyQuestionsImportApi
 from annotate.verbalizer.api import ItemsImportApi
 from annotate.verbalizer.api import RunApi as VerbalizerRunApi
-from config.api_docs import OfflineRedocView
+from config.api_docs import OfflineRedocView, RedocBundleView
 from config.error_views import admin_login
 from config.health import health
 from evaluation.judge_api import JudgeRunApi, JudgeRunProgressApi
@@ -151,6 +151,8 @@ urlpatterns = [
         name="api-docs",
     ),
     path("api/redoc/", OfflineRedocView.as_view(url_name="api-schema"), name="api-redoc"),
+    # ReDoc's script with its one CDN address (a logo) pointed at our own file.
+    path("api/redoc/redoc.standalone.js", RedocBundleView.as_view(), name="api-redoc-bundle"),
 ]
 
 handler403 = "config.error_views.permission_denied"

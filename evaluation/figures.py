@@ -72,12 +72,18 @@ METADATA = {
 }
 
 
+def figure_table(name: str) -> str:
+    """Return the report table the figure draws (with the report's `systems`, nothing else): a
+    figure needs only that table computed (report_cached's `tables`)."""
+    _check_name(name)
+    return FIGURE_TABLES.get(name, name)
+
+
 def figure_available(report: dict, name: str) -> bool:
     """Return whether the report has the data the figure needs."""
-    _check_name(name)
+    table = figure_table(name)
     if name == "disagreement":
-        return any(row["questions"] for row in report.get("disagreement") or [])
-    table = FIGURE_TABLES.get(name, name)
+        return any(row["questions"] for row in report.get(table) or [])
     return any(row.get("drfr") is not None for row in report.get(table) or [])
 
 
@@ -213,7 +219,7 @@ def fit_tick_labels(figure: Figure, axes: Axes) -> None:
 
 
 def _draw_radar(figure: Figure, report: dict, source: str | None, *, name: str, axis: str) -> None:
-    rows = report[FIGURE_TABLES.get(name, name)]
+    rows = report[figure_table(name)]
     chosen = _pick_source(rows, source)
     rows = [row for row in rows if row["source"] == chosen]
     categories = _in_order([row[axis] for row in rows])

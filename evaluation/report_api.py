@@ -101,10 +101,10 @@ class ReportApi(APIView):
         return Response(_report_for(request, benchmark_id))
 
 
-def _report_for(request: Request, benchmark_id: int) -> dict:
+def _report_for(request: Request, benchmark_id: int, tables: list[str] | None = None) -> dict:
     """The benchmark's report under the query's conventions (`unknown`, `acc`), named as this
-    reader may see them; 404 to anyone but researchers and admins, 400 on an unknown
-    convention."""
+    reader may see them (`tables`: only those, see report_cached); 404 to anyone but researchers
+    and admins, 400 on an unknown convention."""
     if not is_researcher(request.user):
         raise Http404
     benchmark = Benchmark.objects.filter(pk=benchmark_id).first()
@@ -114,7 +114,9 @@ def _report_for(request: Request, benchmark_id: int) -> dict:
     acc_unknown = request.query_params.get("acc", DEFAULT_ACC)
     report_conventions_check(unknown=unknown, acc_unknown=acc_unknown)
     scope = identity_scope(user=request.user)  # crowd worker ids only to whom they may show
-    return report_cached(benchmark=benchmark, scope=scope, unknown=unknown, acc_unknown=acc_unknown)
+    return report_cached(
+        benchmark=benchmark, scope=scope, unknown=unknown, acc_unknown=acc_unknown, tables=tables
+    )
 
 
 def figure_download_schema(
@@ -185,7 +187,7 @@ class ReportFigureApi(APIView):
         figure_rate_check(request)  # the report pages' figures' counter
         if name not in figures.FIGURES or image_format not in FIGURE_TYPES:
             raise Http404
-        report = _report_for(request, benchmark_id)
+        report = _report_for(request, benchmark_id, tables=[figures.figure_table(name)])
         source = request.query_params.get("source") or None
         try:
             return report_figure_file(report, name, image_format, source=source)

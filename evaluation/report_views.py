@@ -72,10 +72,16 @@ def _conventions(request: HttpRequest) -> dict[str, str]:
     return {"unknown": unknown, "acc_unknown": acc_unknown}
 
 
-def _report(request: HttpRequest, benchmark: Benchmark, conventions: dict[str, str]) -> dict:
-    """Return the report with its annotators named as this reader may see them."""
+def _report(
+    request: HttpRequest,
+    benchmark: Benchmark,
+    conventions: dict[str, str],
+    tables: list[str] | None = None,
+) -> dict:
+    """Return the report with its annotators named as this reader may see them (`tables`: only
+    those, see report_cached)."""
     scope = identity_scope(user=request.user)
-    return report_cached(benchmark=benchmark, scope=scope, **conventions)
+    return report_cached(benchmark=benchmark, scope=scope, **conventions, tables=tables)
 
 
 def _attachment(content, content_type: str, filename: str) -> HttpResponse:
@@ -206,7 +212,9 @@ def figure_download(
     benchmark = _benchmark(request, benchmark_id)
     if name not in figures.FIGURES or image_format not in FIGURE_TYPES:
         raise Http404
-    report = _report(request, benchmark, _conventions(request))
+    # A figure needs one table: on a cache miss, not the whole report (tables, CIs, kappas).
+    tables = [figures.figure_table(name)]
+    report = _report(request, benchmark, _conventions(request), tables=tables)
     try:
         response = report_figure_file(
             report, name, image_format, source=request.GET.get("source") or None

@@ -11,11 +11,14 @@ from __future__ import annotations
 import hashlib
 import math
 from collections import Counter
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from functools import cached_property
 from typing import IO
 
 import numpy as np
 from django.conf import settings
+from django.core.cache import cache
 from django.db.models import Count, Max, Q, Sum
 from django.utils import timezone
 
@@ -917,6 +920,7 @@ def report_compute(
     seed: int | None = None,
     data: BenchmarkArrays | None = None,
     piece_items: int = PIECE_ITEMS,
+    tables: Collection[str] | None = None,
 ) -> dict:
     """Compute every table of the report for one benchmark (schema: docs/reports.md), the same
     for every viewer: an annotator's source is `annotator:<id>` (annotator_source) until
@@ -926,24 +930,33 @@ def report_compute(
     source's UNKNOWN (evaluation.conventions). `data` is the benchmark's arrays when the caller
     has read them already (an export). The labels are worked through in pieces of instructions
     of about `piece_items` items (LabelResults); the report is the same for any piece size.
+    `tables` (names of REPORT_TABLES) computes only those tables (a figure draws one), each as
+    the whole report has it; the report's other keys are there as always.
     """
     _check_conventions(unknown, acc_unknown)
+    wanted = _tables_wanted(tables)
     n_resamples = settings.REPORT_BOOTSTRAP_RESAMPLES if n_resamples is None else n_resamples
     seed = settings.REPORT_BOOTSTRAP_SEED if seed is None else seed
     weights = WeightStream(np.random.default_rng(seed), n_resamples)
     if data is None:
         data = benchmark_arrays(
             benchmark=benchmark,
-            meanwhile=lambda subset, labels_read: _draw_ahead(weights, subset, labels_read),
+            meanwhile=(
+                (lambda subset, labels_read: _draw_ahead(weights, subset, labels_read))
+                if "leaderboard" in wanted
+                else None
+            ),
         )
-    bootstrap = Bootstrap(data.n_instructions, weights)
-    results = _label_results(data, unknown, piece_items)
-    sources = results.sources
-    counts = {s.name: _instruction_system_counts(data, s, unknown) for s in sources}
-    constraints, domains, hard_domains = _breakdowns(data, sources, counts, unknown)
-    leaderboard = _leaderboard(data, sources, counts, bootstrap)
-    agreement = _agreement(data, results, bootstrap)
-    bootstrap.resolve()
+    parts = _ReportParts(
+        benchmark=benchmark,
+        data=data,
+        unknown=unknown,
+        acc_unknown=acc_unknown,
+        piece_items=piece_items,
+        bootstrap=Bootstrap(data.n_instructions, weights),
+    )
+    computed = {name: build(parts) for name, build in _TABLE_BUILDERS.items() if name in wanted}
+    parts.bootstrap.resolve()
     return {
         "benchmark": benchmark.name,
         "unknown": unknown,
@@ -954,20 +967,87 @@ def report_compute(
         "n_resamples": n_resamples,
         "systems": data.systems,
         "subsets": {s: int(_subset_instructions(data, s).sum()) for s in SUBSETS},
-        "dataset": _dataset(data),
-        "constraint_types": _constraint_types(data),
-        "leaderboard": leaderboard,
-        "agreement": agreement,
-        "sources": _source_rows(
-            data, sources, counts, source_costs(benchmark=benchmark), unknown, acc_unknown
-        ),
-        "constraints": constraints,
-        "domains": domains,
-        "hard_domains": hard_domains,
-        "disagreement": _disagreement(results),
-        "positions": _positions(data, unknown),
-        "votes": _votes(sources),
+        **{name: computed[name] for name in REPORT_TABLES if name in computed},
     }
+
+
+def _tables_wanted(tables: Collection[str] | None) -> set[str]:
+    if tables is None:
+        return set(REPORT_TABLES)
+    unknown = set(tables) - set(REPORT_TABLES)
+    if unknown:
+        raise ValueError(f"unknown report tables {sorted(unknown)}: expected {REPORT_TABLES}")
+    # The agreement's intervals resample after the leaderboard's (WeightStream: a set's weights
+    # follow the sets drawn before it), so they are the whole report's only after them.
+    return set(tables) | ({"leaderboard"} if "agreement" in tables else set())
+
+
+@dataclass
+class _ReportParts:
+    """What the report's tables are computed from: label results, counts per (instruction,
+    system) and the breakdowns, each computed once, when a table first needs it."""
+
+    benchmark: Benchmark
+    data: BenchmarkArrays
+    unknown: str
+    acc_unknown: str
+    piece_items: int
+    bootstrap: Bootstrap
+
+    @cached_property
+    def results(self) -> LabelResults:
+        return _label_results(self.data, self.unknown, self.piece_items)
+
+    @property
+    def sources(self) -> list[Source]:
+        return self.results.sources
+
+    @cached_property
+    def counts(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        return {
+            s.name: _instruction_system_counts(self.data, s, self.unknown) for s in self.sources
+        }
+
+    @cached_property
+    def breakdowns(self) -> tuple[list[dict], list[dict], list[dict]]:
+        return _breakdowns(self.data, self.sources, self.counts, self.unknown)
+
+    def source_rows(self) -> list[dict]:
+        costs = source_costs(benchmark=self.benchmark)
+        return _source_rows(
+            self.data, self.sources, self.counts, costs, self.unknown, self.acc_unknown
+        )
+
+
+# Each table of the report from its parts, computed in this order: the leaderboard's and then
+# the agreement's intervals are registered with the bootstrap first (_tables_wanted).
+_TABLE_BUILDERS: dict[str, Callable[[_ReportParts], list[dict]]] = {
+    "leaderboard": lambda p: _leaderboard(p.data, p.sources, p.counts, p.bootstrap),
+    "agreement": lambda p: _agreement(p.data, p.results, p.bootstrap),
+    "dataset": lambda p: _dataset(p.data),
+    "constraint_types": lambda p: _constraint_types(p.data),
+    "sources": _ReportParts.source_rows,
+    "constraints": lambda p: p.breakdowns[0],
+    "domains": lambda p: p.breakdowns[1],
+    "hard_domains": lambda p: p.breakdowns[2],
+    "disagreement": lambda p: _disagreement(p.results),
+    "positions": lambda p: _positions(p.data, p.unknown),
+    "votes": lambda p: _votes(p.sources),
+}
+# The report's tables in the order of the report (and of its JSON).
+REPORT_TABLES = (
+    "dataset",
+    "constraint_types",
+    "leaderboard",
+    "agreement",
+    "sources",
+    "constraints",
+    "domains",
+    "hard_domains",
+    "disagreement",
+    "positions",
+    "votes",
+)
 
 
 def report_named(report: dict, *, scope: IdentityScope) -> dict:
@@ -1086,23 +1166,33 @@ def report_cached(
     scope: IdentityScope,
     unknown: str = DEFAULT_UNKNOWN,
     acc_unknown: str = DEFAULT_ACC,
+    tables: Collection[str] | None = None,
 ) -> dict:
     """Return the benchmark's report named for a reader with `scope`, computed from the cache
     while the data behind it is unchanged.
 
     The cache holds the computed report, the same for every reader (annotators by id); names
     are put in after (report_named), so one cached report serves readers who may see a crowd
-    worker's id and readers who may not.
+    worker's id and readers who may not. With `tables` (a figure's), the whole report when it
+    is cached or being built, else only those tables (report_compute), cached on their own.
     """
     _check_conventions(unknown, acc_unknown)
     digest = hashlib.sha256(_fingerprint(benchmark).encode()).hexdigest()[:24]
     # "v2": annotators by id; a report cached before that named them, for every reader.
     key = f"report:v4:{benchmark.pk}:{unknown}:{acc_unknown}:{digest}"
-    report = cache_get_or_build(
-        key=key,
-        build=lambda: report_compute(benchmark=benchmark, unknown=unknown, acc_unknown=acc_unknown),
-        timeout=600,
-    )
+    options = {"benchmark": benchmark, "unknown": unknown, "acc_unknown": acc_unknown}
+    report = None
+    if tables is not None and not cache.get(f"{key}:building"):
+        report = cache.get(key)
+        if report is None:
+            wanted = sorted(_tables_wanted(tables))
+            report = cache_get_or_build(
+                key=f"{key}:tables:{','.join(wanted)}",
+                build=lambda: report_compute(**options, tables=wanted),
+                timeout=600,
+            )
+    if report is None:
+        report = cache_get_or_build(key=key, build=lambda: report_compute(**options), timeout=600)
     return report_named(report, scope=scope)
 
 

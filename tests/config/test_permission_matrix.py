@@ -82,6 +82,7 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     "api-schema": (EVERYONE, None),
     "api-docs": (EVERYONE, None),
     "api-redoc": (EVERYONE, None),
+    "api-redoc-bundle": (EVERYONE, None),
     "favicon.ico": (by_role(301, 301, 301, 301, 301, 301), None),
     "annotate:benchmark-list": (RESEARCHERS, None),
     # An empty POST is an unbound form: the page again, nothing queued.

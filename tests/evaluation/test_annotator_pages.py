@@ -1,5 +1,7 @@
 """The annotators page: researchers see who did what, how well they agree, and decide kinds."""
 
+import re
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -79,6 +81,29 @@ def test_the_page_shows_work_and_agreement_of_an_undecided_newcomer(
     # Each expert: the other expert's majority is YES (4 of 4); pairs: 4 equal of 8.
     assert expert_row.agreement_majority == 1.0 and expert_row.agreement_others == 0.5
     assert "not decided yet" in page.text and "newbie" in page.text
+
+
+def test_agreement_at_an_exact_half_percent_rounds_up_as_the_reports_do(client, researcher):
+    # 1 instruction × 2 systems × 4 questions: 8 labels each. Both experts say YES to all; the
+    # newcomer YES to the first only. Newcomer: 1 of 8 equal to the expert majority = 12.5 %,
+    # and 2 of 16 pairs with the experts = 12.5 %: shown 13 %, as a report rounds (Python's
+    # round and {% widthratio %} round halves to even: 12 %). Each expert: 8 of 8 = 100 %;
+    # pairs 8 (the other expert) + 1 (the newcomer) of 16 = 56.25 % → 56 %.
+    project = project_with_tasks(instructions=1, systems=2, questions=4)
+    project.researchers.add(researcher)
+    for _ in range(2):
+        expert = _submit_all(UserFactory(roles=[ANNOTATOR]), project, "yes")
+        expert.kind = AnnotatorKind.EXPERT
+        expert.save()
+    newcomer = _submit_all(UserFactory(roles=[ANNOTATOR]), project, "no")
+    first = Label.objects.filter(annotator=newcomer).order_by("response_id", "question__position")
+    Label.objects.filter(pk=first.first().pk).update(value=LabelValue.YES)
+    client.force_login(researcher)
+    page = client.get(reverse("annotators:list"))
+    row = next(r for r in page.context["rows"] if r.annotator == newcomer)
+    assert row.agreement_majority == row.agreement_others == 0.125
+    cells = re.findall(r"<td>(\d+)%</td>", page.text)
+    assert sorted(cells) == ["100", "100", "13", "13", "56", "56"]
 
 
 def test_an_llm_judges_labels_do_not_move_agreement_with_the_others(

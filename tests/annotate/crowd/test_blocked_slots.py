@@ -4,9 +4,12 @@ boto3 against the fake MTurk server), and an unblock never makes a task count mo
 than its assignments per task."""
 
 import re
+import threading
+import time
 from decimal import Decimal
 
 import pytest
+from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
 
@@ -16,9 +19,12 @@ from annotate.crowd.services.publishing import PublishSettings
 from annotate.models import Assignment, AssignmentStatus, Label, TaskSlots
 from annotate.roles import ADMIN
 from annotate.selectors.results import counted_assignment_q
+from annotate.services import submissions
 from annotate.services.assignments import counted_assignments
+from annotate.services.submissions import expected_fields
 from tests.annotate.crowd.test_review import _sync, work
 from tests.factories import UserFactory, project_with_tasks
+from tests.threads import in_thread
 
 pytestmark = pytest.mark.django_db
 
@@ -208,3 +214,70 @@ def test_approved_work_left_out_at_an_unblock_stays_in_the_paid_cost(client, lin
         )
     )
     assert paid == {"P1", "P2"}
+
+
+def _waiting_for_a_row_lock() -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        )
+        return cursor.fetchone()[0] > 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_submit_in_flight_when_the_worker_is_blocked_is_marked_and_holds_no_slot(
+    client, link, admin, monkeypatch
+):
+    """A submit holds its claim's row from its read to its commit. A block meanwhile ends the
+    worker's live claims first, which waits for that submit, and only then marks their submitted
+    work late, in a statement that sees the work submitted: in the other order the marking ran
+    before the wait, saw a claim, and the submitted work kept its slot. PostgreSQL only: SQLite
+    runs one writer at a time, so the two never overlap there."""
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL's row locks: SQLite runs one writer at a time")
+    _start(client, link, "P1")
+    claim = Assignment.objects.select_related("task__instruction", "annotator").get(
+        annotator__worker_id="P1"
+    )
+    positions = sorted(claim.task.instruction.questions.values_list("position", flat=True))
+    fields = expected_fields(
+        phase="labels", responses=len(claim.display_order), question_positions=positions
+    )
+    real_finish, reached, go = submissions._finish, threading.Event(), threading.Event()
+
+    def finish_held(**kwargs):  # the claim's row is locked by now, nothing written yet
+        reached.set()
+        go.wait(30)
+        return real_finish(**kwargs)
+
+    monkeypatch.setattr(submissions, "_finish", finish_held)
+    submitted, blocked = [], []
+    submit = in_thread(
+        lambda: submissions.assignment_submit(
+            assignment_id=claim.pk,
+            annotator=claim.annotator,
+            answers=dict.fromkeys(fields, "yes"),
+            now=timezone.now(),
+        ),
+        submitted,
+    )
+    assert reached.wait(30)
+    block = in_thread(
+        lambda: review.worker_block(annotator_id=claim.annotator_id, reason="bot", user=admin),
+        blocked,
+    )
+    deadline = time.monotonic() + 30
+    while not _waiting_for_a_row_lock():  # the block waits for the submit's claim row
+        assert time.monotonic() < deadline, "the block never waited for the submit"
+        time.sleep(0.01)
+    go.set()
+    submit.join(30)
+    block.join(30)
+
+    assert submitted[0].outcome == submissions.Outcome.ACCEPTED, submitted
+    assert not isinstance(blocked[0], Exception), blocked
+    kept = Assignment.objects.get(pk=claim.pk)
+    assert (kept.status, kept.is_late) == (AssignmentStatus.SUBMITTED, True)
+    assert _held(claim.task_id) == 0  # the task is offered to another participant
+    assert _start(client, link, "P2").status_code == 302
