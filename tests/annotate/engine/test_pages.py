@@ -426,6 +426,64 @@ def test_a_name_differing_only_in_capitals_is_refused_beside_the_name(admin_clie
     assert list(Endpoint.objects.values_list("name", flat=True)) == ["stub-paid"]
 
 
+@pytest.mark.django_db
+def test_a_name_taken_exactly_says_which_endpoint_has_it_and_links_to_it(admin_client):
+    """Django's own check answered "Endpoint with this Name already exists." and the admin was
+    left to find that endpoint: the form now says so and links to it, changing nothing."""
+    taken = make_endpoint("", name="local-vllm", model="first")
+    response = admin_client.post(reverse("engine:endpoint-new"), ENDPOINT_FORM)
+
+    assert response.status_code == 400
+    row = _field_row(response.content.decode(), "name")
+    page = reverse("engine:endpoint-edit", args=[taken.pk])
+    assert "an endpoint named &#x27;local-vllm&#x27; exists already" in row
+    assert f'<a href="{page}" id="endpoint-name-taken">Open endpoint local-vllm</a>' in row
+    assert "with this Name already exists" not in response.content.decode()
+    assert list(Endpoint.objects.values_list("name", "model")) == [("local-vllm", "first")]
+    # Renaming another endpoint to it is refused the same way.
+    other = make_endpoint("", name="other")
+    response = admin_client.post(
+        reverse("engine:endpoint-edit", args=[other.pk]), {**ENDPOINT_FORM, "base_url": ""}
+    )
+    assert response.status_code == 400
+    assert "Open endpoint local-vllm" in _field_row(response.content.decode(), "name")
+    assert Endpoint.objects.get(pk=other.pk).name == "other"
+
+
+@pytest.mark.django_db
+def test_the_api_creates_an_endpoint_and_refuses_a_taken_name_with_its_field(
+    admin_client, researcher
+):
+    url = reverse("api-engine-endpoints")
+    body = {"name": "api-vllm", "model": "llama", "base_url": "http://127.0.0.1:9/v1",
+            "api_key_env": "", "requests_per_minute": 100, "tokens_per_minute": 10000}  # fmt: skip
+    made = admin_client.post(url, body, content_type="application/json")
+    assert made.status_code == 201
+    endpoint = Endpoint.objects.get(name="api-vllm")
+    page = reverse("engine:endpoint-edit", args=[endpoint.pk])
+    assert made.json() == {"endpoint_id": endpoint.pk, "name": "api-vllm", "url": page}
+
+    again = admin_client.post(url, {**body, "model": "other"}, content_type="application/json")
+    assert again.status_code == 400
+    answer = again.json()
+    assert (answer["field"], answer["endpoint_id"], answer["url"]) == ("name", endpoint.pk, page)
+    assert "an endpoint named 'api-vllm' exists already" in answer["detail"]
+    assert page in answer["detail"]
+    capitals = admin_client.post(url, {**body, "name": "API-VLLM"}, content_type="application/json")
+    assert capitals.status_code == 400 and capitals.json()["endpoint_id"] == endpoint.pk
+    assert "differ only in capitals" in capitals.json()["detail"]
+    assert list(Endpoint.objects.values_list("name", "model")) == [("api-vllm", "llama")]
+    # Another field refused by the service is named too; only admins make endpoints.
+    bad = admin_client.post(
+        url, {**body, "name": "x", "temperature": 3}, content_type="application/json"
+    )
+    assert bad.status_code == 400 and bad.json()["field"] == "temperature"
+    admin_client.force_login(researcher)
+    refused = admin_client.post(url, {**body, "name": "r"}, content_type="application/json")
+    assert refused.status_code == 403
+    assert Endpoint.objects.count() == 1
+
+
 @pytest.fixture
 def paid_run_of_an_admin(admin_user, stub):
     endpoint = make_endpoint(stub.base_url, name="paid", price_prompt_per_1k="1")
