@@ -912,3 +912,20 @@ def test_a_price_edited_between_the_check_and_the_start_starts_nothing_and_asks_
     confirm = refused.context["confirm"]
     assert confirm.stale == asked.total and confirm.total > asked.total  # the new price's
     assert f"it is now ${confirm.value}" in refused.text
+
+
+@pytest.mark.django_db
+def test_an_offline_fake_given_an_address_on_its_page_must_be_paced(admin_client):
+    """The form wrote the new address on the endpoint it validated, so the service compared the
+    address with itself and a fake's 1,000,000 requests a minute went to a paid API unpaced."""
+    from annotate.engine.services import endpoint_create
+
+    fake = endpoint_create(name="fake", model="m")
+    assert fake.requests_per_minute == 1_000_000
+    form = {**ENDPOINT_FORM, "name": "fake", "requests_per_minute": "1000000",
+            "tokens_per_minute": "1000000000"}  # fmt: skip
+    response = admin_client.post(reverse("engine:endpoint-edit", args=[fake.pk]), form)
+    assert response.status_code == 400
+    row = _field_row(response.content.decode(), "requests_per_minute")
+    assert "is the offline fake&#x27;s &#x27;no limit&#x27;; an endpoint that calls" in row
+    assert Endpoint.objects.get(pk=fake.pk).base_url == ""
