@@ -99,7 +99,15 @@ class RunProgressSerializer(serializers.Serializer):
     units_total = serializers.IntegerField()
     units_done = serializers.IntegerField()
     units_failed = serializers.IntegerField()
-    units_skipped = serializers.IntegerField()
+    units_skipped = serializers.IntegerField(
+        help_text="Units found done before this run's first call for them, by other runs (or "
+        "the work's rows already there): this run made no call for them."
+    )
+    units_done_earlier = serializers.IntegerField(
+        help_text="Units this run did itself in its earlier starts, before its current (or "
+        "last) start: after Run again, the units done before that start are units_skipped + "
+        "units_done_earlier. Their calls and cost are in this run's totals."
+    )
     percent_processed = serializers.IntegerField(
         help_text="Units ended, done or failed, in whole percent of units_total (rounded down)."
     )

@@ -149,6 +149,11 @@ class EngineRun(models.Model):
     units_skipped = models.PositiveIntegerField(
         default=0, help_text="Units found done before this run started (no call made)."
     )
+    units_done_earlier = models.PositiveIntegerField(
+        default=0,
+        help_text="Units this run had done in its earlier starts when its current (or last) "
+        "start began: done by this run, before this start (0 on a first start).",
+    )
     calls = models.PositiveIntegerField(default=0)
     calls_failed = models.PositiveIntegerField(default=0)
     prompt_tokens = models.PositiveBigIntegerField(default=0)

@@ -6,7 +6,11 @@ from django.utils import timezone
 
 from annotate.engine.generation import DEFAULT_TEMPLATE
 from annotate.engine.models import CallStatus, Endpoint, EngineRun, RunStatus
-from annotate.engine.services import engine_background_wait, engine_run_stop
+from annotate.engine.services import (
+    engine_background_wait,
+    engine_run_execute,
+    engine_run_stop,
+)
 from annotate.engine.services.generation import (
     generating_system_get_or_create,
     generation_run_create,
@@ -929,3 +933,43 @@ def test_an_offline_fake_given_an_address_on_its_page_must_be_paced(admin_client
     row = _field_row(response.content.decode(), "requests_per_minute")
     assert "is the offline fake&#x27;s &#x27;no limit&#x27;; an endpoint that calls" in row
     assert Endpoint.objects.get(pk=fake.pk).base_url == ""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_after_run_again_the_page_and_the_api_count_what_its_earlier_start_did(admin_client, stub):
+    """After Run again the page read "(0 done before this run)" beside units the run's first
+    start had done: a rerun counts as skipped only what other runs did. The units done by its
+    earlier starts are now counted apart, on the page and in the API."""
+    endpoint = make_endpoint(stub.base_url, concurrency=1)  # a server of one's own: $0
+    benchmark, instructions = make_instructions(4)
+    system = generating_system_get_or_create(name="gen-again", endpoint=endpoint)
+    other = generation_run_create(benchmark=benchmark, systems=[system], endpoint=endpoint,
+                                  instruction_ids=[instructions[0].external_id])  # fmt: skip
+    engine_run_execute(run_id=other.pk)  # task_1 done by another run
+    run = generation_run_create(benchmark=benchmark, systems=[system], endpoint=endpoint)
+    stub.fail_next(400, message="bad request")
+    run = engine_run_execute(run_id=run.pk)  # task_1 skipped, two done, one failed
+    assert (run.status, run.units_skipped, run.units_done, run.units_failed) == (
+        RunStatus.FAILED, 1, 3, 1,
+    )  # fmt: skip
+    page = admin_client.get(reverse("engine:run-detail", args=[run.pk])).content.decode()
+    assert (
+        '<span id="run-skipped">1</span> done before this run<span id="run-earlier" hidden>' in page
+    )
+
+    response = admin_client.post(reverse("engine:run-resume", args=[run.pk]))
+    assert response.status_code == 302
+    engine_background_wait(30)
+
+    page = admin_client.get(reverse("engine:run-detail", args=[run.pk])).content.decode()
+    assert '<dd id="run-status">Done</dd>' in page
+    assert (
+        '<span id="run-skipped">1</span> done before this run<span id="run-earlier">, '
+        '<span id="run-done-earlier">2</span> by its earlier starts</span>)'
+    ) in page
+    data = admin_client.get(reverse("api-engine-run", args=[run.pk])).json()
+    assert (data["status"], data["units_done"], data["units_total"]) == ("done", 4, 4)
+    assert (data["units_skipped"], data["units_done_earlier"]) == (1, 2)
+    polled = admin_client.get(reverse("engine:run-progress", args=[run.pk])).json()
+    assert (polled["units_skipped"], polled["units_done_earlier"]) == (1, 2)
+    assert len(stub.requests) == 1 + 3 + 1  # the other run's, the first start's, the rerun's
