@@ -1026,6 +1026,7 @@ _CALL_FIELDS = (
     "retries",
     "system_fingerprint",
     "cost_usd",
+    "possibly_billed_usd",
     "created_at",
 )
 
@@ -1075,6 +1076,7 @@ def calls_insert(calls: Sequence[EngineCall], *, now: datetime) -> None:
             c.retries,
             c.system_fingerprint,
             cost_field.get_db_prep_save(c.cost_usd, connection),
+            cost_field.get_db_prep_save(c.possibly_billed_usd, connection),
             created,
         )
         for c in calls
