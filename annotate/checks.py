@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
-from django.core.checks import Tags, Warning, register
+from django.core.checks import Error, Tags, Warning, register
 
 _PER_PROCESS_CACHES = (
     "django.core.cache.backends.locmem.LocMemCache",
@@ -25,5 +25,46 @@ def shared_cache_check(app_configs=None, **kwargs) -> list[Warning]:
             "Start's double-click guard are counted per process.",
             hint="Set CACHE_URL to a Redis database, e.g. redis://127.0.0.1:6379/1 (docs/deploy.md).",
             id="annotate.W001",
+        )
+    ]
+
+
+# kombu's Redis transport hands a task out again after this many seconds when the settings give
+# no visibility_timeout.
+_KOMBU_VISIBILITY_TIMEOUT = 3600
+_REDELIVERING_TRANSPORTS = ("redis", "rediss", "sqs")
+
+
+def visibility_timeout_in_use() -> int | None:
+    """Seconds after which the broker hands a task still unacknowledged to another worker (the
+    Celery app's CELERY_BROKER_TRANSPORT_OPTIONS, else kombu's default); None without such a
+    broker (tasks run in-process: nothing is redelivered)."""
+    broker = settings.CELERY_BROKER_URL
+    if not broker or getattr(settings, "CELERY_TASK_ALWAYS_EAGER", False):
+        return None
+    if broker.split("://", 1)[0].split("+")[0] not in _REDELIVERING_TRANSPORTS:
+        return None
+    options = getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", None) or {}
+    return int(options.get("visibility_timeout", _KOMBU_VISIBILITY_TIMEOUT))
+
+
+@register("celery", deploy=True)
+def revision_call_timeout_check(app_configs=None, **kwargs) -> list[Error]:
+    """A revision call pending past REVISION_CALL_TIMEOUT_SECONDS is failed, and a later
+    delivery of its task calls nothing; a delivery that comes earlier calls again. The broker
+    redelivers a task still running after its visibility timeout, so a timeout not below it
+    lets a second worker ask (and pay for) a call the first is still making."""
+    timeout = settings.REVISION_CALL_TIMEOUT_SECONDS
+    visibility = visibility_timeout_in_use()
+    if visibility is None or timeout < visibility:
+        return []
+    return [
+        Error(
+            f"REVISION_CALL_TIMEOUT_SECONDS ({timeout} s) is not below the broker's visibility "
+            f"timeout ({visibility} s): a revision call still running when its task is handed "
+            "to a second worker is asked, and paid for, twice.",
+            hint="Set REVISION_CALL_TIMEOUT_SECONDS below CELERY_VISIBILITY_TIMEOUT (defaults "
+            "300 and 900; docs/deploy.md).",
+            id="annotate.E001",
         )
     ]

@@ -62,6 +62,12 @@ class SourceRow(serializers.Serializer):
     source_kind = serializers.CharField()
     subset = serializers.CharField()
     acc, pld0, pld1, pld2, wpld, cost_usd, time_min = Num, Num, Num, Num, Num, Num, Num
+    possibly_billed_usd = serializers.FloatField(
+        allow_null=True,
+        help_text="An LLM judge's only (null for people): what the failed attempts of the calls "
+        "counted in cost_usd (a timeout after sending, a broken stream, a 5xx) may have been "
+        "billed, the engine's estimate; not in cost_usd.",
+    )
     compared = serializers.IntegerField()
     pairs = serializers.IntegerField()
 

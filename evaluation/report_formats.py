@@ -72,6 +72,7 @@ TABLES: dict[str, list[str]] = {
         "wpld",
         "pairs",
         "cost_usd",
+        "possibly_billed_usd",
         "time_min",
     ],
     "constraints": ["source", "system", "constraint", "drfr", "yes", "questions"],
@@ -293,6 +294,29 @@ def _latex_agreement(report: dict) -> str:
     )
 
 
+POSSIBLY_BILLED_NOTE = (
+    "(+x): an LLM judge's failed attempts (a timeout after sending, a broken stream, a server "
+    "error) that the provider may have billed, estimated and not in the cost."
+)
+
+
+def possibly_billed_text(value: object) -> str:
+    """A judge's possibly billed amount as the page and LaTeX put it beside its cost: "+0.03",
+    "+<0.01" for less than half a cent (written as 0.00 it would read as nothing); "" when
+    there is none, or the source is not a judge (None)."""
+    value = _finite(value)
+    if not value:
+        return ""
+    if value < 0.005:
+        return "+<0.01"
+    return "+" + _fixed(value, digits=2, grouped=True, minus="-")
+
+
+def _possibly_billed(value: object, *, escape) -> str:
+    text = possibly_billed_text(value)
+    return f" ({escape(text)})" if text else ""
+
+
 def _latex_sources(report: dict) -> str:
     body: list = []
     for subset in SUBSET_ORDER:
@@ -307,20 +331,23 @@ def _latex_sources(report: dict) -> str:
                 [
                     rf"\textit{{{name}}}" if index == 0 else "",
                     latex_escape(row["source"]),
-                    _fixed(row["cost_usd"], digits=2, grouped=True),
+                    _fixed(row["cost_usd"], digits=2, grouped=True)
+                    + _possibly_billed(row.get("possibly_billed_usd"), escape=latex_escape),
                     _minutes(row["time_min"]),
                     _fixed(row["acc"], scale=100, digits=1),
                     *(_fixed(row[k], digits=1) for k in ("pld0", "pld1", "pld2")),
                     _fixed(row["wpld"], digits=3),
                 ]
             )
+    billed = any(possibly_billed_text(r.get("possibly_billed_usd")) for r in report["sources"])
+    note = f" {POSSIBLY_BILLED_NOTE}" if billed else ""  # said only where a "(+x)" is
     header = ["", "Source", r"Cost(\$)", "Time(min)", r"ACC(\%)"]
     header += [rf"PLD{i}(\%)" for i in range(3)] + ["WPLD"]
     return _latex_table(
         columns="llrrrrrrr",
         header=header,
         body=body,
-        caption=latex_escape(f"{TABLE_TITLES['sources']}: cost, time and robustness."),
+        caption=latex_escape(f"{TABLE_TITLES['sources']}: cost, time and robustness.{note}"),
         label="tab:sources",
     )
 

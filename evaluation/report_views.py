@@ -163,11 +163,13 @@ def _leaderboard_rows(report: dict) -> list[dict]:
 
 def _source_rows(report: dict) -> list[dict]:
     """Table 4's rows with ACC as a percentage, to show with one decimal as the LaTeX and
-    Markdown tables do (scaled as a decimal, so halves round the same way there and here)."""
+    Markdown tables do (scaled as a decimal, so halves round the same way there and here), and
+    a judge's possibly billed amount as LaTeX writes it beside its cost."""
     return [
         {
             **row,
             "acc_percent": None if row["acc"] is None else Decimal(repr(float(row["acc"]))) * 100,
+            "possibly_billed": report_formats.possibly_billed_text(row.get("possibly_billed_usd")),
         }
         for row in report["sources"]
     ]

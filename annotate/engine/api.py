@@ -1,4 +1,5 @@
-"""REST API of the engine: start a generation run (or estimate it), read a run, stop it."""
+"""REST API of the engine: create an endpoint, start a generation run (or estimate it), read a
+run, stop it."""
 
 from __future__ import annotations
 
@@ -13,12 +14,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotate.engine.errors import EngineNotFoundError
+from annotate.engine.errors import EndpointNameTakenError, EngineNotFoundError
 from annotate.engine.forms import SpendingCapField as SpendingCapFormField
 from annotate.engine.models import EngineRun
 from annotate.engine.selectors import engine_run_progress
 from annotate.engine.services import (
     RunEstimate,
+    endpoint_create,
     endpoint_get,
     engine_run_cap_set,
     engine_run_estimate_new,
@@ -32,8 +34,9 @@ from annotate.engine.services.generation import (
 )
 from annotate.engine.services.runs import engine_run_check_may_start, engine_run_check_may_stop
 from annotate.errors import NotFoundError
+from annotate.http import error_payload
 from annotate.models import Benchmark, Subset
-from annotate.roles import is_researcher
+from annotate.roles import ADMIN, ADMINS_ONLY, is_researcher, require_role
 
 
 def estimate_data(estimate: RunEstimate) -> dict:
@@ -96,7 +99,15 @@ class RunProgressSerializer(serializers.Serializer):
     units_total = serializers.IntegerField()
     units_done = serializers.IntegerField()
     units_failed = serializers.IntegerField()
-    units_skipped = serializers.IntegerField()
+    units_skipped = serializers.IntegerField(
+        help_text="Units found done before this run's first call for them, by other runs (or "
+        "the work's rows already there): this run made no call for them."
+    )
+    units_done_earlier = serializers.IntegerField(
+        help_text="Units this run did itself in its earlier starts, before its current (or "
+        "last) start: after Run again, the units done before that start are units_skipped + "
+        "units_done_earlier. Their calls and cost are in this run's totals."
+    )
     percent_processed = serializers.IntegerField(
         help_text="Units ended, done or failed, in whole percent of units_total (rounded down)."
     )
@@ -225,6 +236,82 @@ class RunResumeApi(APIView):
             engine_run_start(run=run, user=request.user)
         data = RunProgressSerializer(engine_run_progress(run=run)).data
         return Response(data, status=status.HTTP_202_ACCEPTED)
+
+
+class EndpointCreateApi(APIView):
+    """POST: create an endpoint (admins only), as the New endpoint page does (201).
+
+    Each field is the page's and is checked by the same service (`endpoint_create`); a refusal
+    is a 400 naming its `field`. A name an endpoint has already (in any capitals) is refused
+    with `field` "name", the endpoint that has it (`endpoint_id`, its page's `url`) and nothing
+    made.
+    """
+
+    @extend_schema_serializer(component_name="EndpointInput")
+    class InputSerializer(serializers.Serializer):
+        name = serializers.CharField(max_length=200)
+        model = serializers.CharField(max_length=200)
+        base_url = serializers.CharField(
+            required=False, allow_blank=True, help_text="Blank: the offline fake model."
+        )
+        api_key_env = serializers.CharField(required=False, allow_blank=True)
+        temperature = serializers.FloatField(required=False)
+        max_tokens = serializers.IntegerField(required=False, allow_null=True)
+        top_p = serializers.FloatField(required=False, allow_null=True)
+        seed = serializers.IntegerField(required=False, allow_null=True)
+        stop = serializers.ListField(child=serializers.CharField(), required=False)
+        stream = serializers.BooleanField(required=False)
+        timeout_seconds = serializers.FloatField(required=False)
+        concurrency = serializers.IntegerField(required=False)
+        requests_per_minute = serializers.IntegerField(required=False)
+        tokens_per_minute = serializers.IntegerField(required=False)
+        max_retries = serializers.IntegerField(required=False)
+        price_prompt_per_1k = serializers.DecimalField(
+            max_digits=12, decimal_places=6, required=False
+        )
+        price_completion_per_1k = serializers.DecimalField(
+            max_digits=12, decimal_places=6, required=False
+        )
+
+    @extend_schema_serializer(component_name="EndpointCreated")
+    class OutputSerializer(serializers.Serializer):
+        endpoint_id = serializers.IntegerField()
+        name = serializers.CharField()
+        url = serializers.CharField(help_text="The endpoint's page.")
+
+    @extend_schema_serializer(component_name="EndpointRefusal")
+    class RefusalOutput(RefusalSerializer):
+        endpoint_id = serializers.IntegerField(
+            required=False, help_text="With field 'name': the endpoint that has the name."
+        )
+        url = serializers.CharField(required=False, help_text="That endpoint's page.")
+
+    @extend_schema(
+        request=InputSerializer,
+        responses={
+            201: OutputSerializer,
+            400: OpenApiResponse(
+                RefusalOutput, description="A field refused, named by `field`: nothing made."
+            ),
+        },
+    )
+    def post(self, request: Request) -> Response:
+        require_role(request.user, ADMIN, message=ADMINS_ONLY)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            endpoint = endpoint_create(**data.validated_data)
+        except EndpointNameTakenError as error:
+            taken = error.endpoint
+            payload = {
+                **error_payload(error),
+                "endpoint_id": taken.pk,
+                "url": reverse("engine:endpoint-edit", args=[taken.pk]),
+            }
+            return Response(payload, status=error.http_status)
+        url = reverse("engine:endpoint-edit", args=[endpoint.pk])
+        output = {"endpoint_id": endpoint.pk, "name": endpoint.name, "url": url}
+        return Response(self.OutputSerializer(output).data, status=status.HTTP_201_CREATED)
 
 
 class GenerationRunApi(APIView):

@@ -22,6 +22,15 @@ class EndpointError(EngineError):
         super().__init__(f"Field '{field}': {reason}" if field else reason)
 
 
+class EndpointNameTakenError(EndpointError):
+    """The name given is an existing endpoint's (in any capitals): `endpoint` is that one, so
+    the page can link to it."""
+
+    def __init__(self, reason: str, *, endpoint) -> None:
+        self.endpoint = endpoint
+        super().__init__(reason, field="name")
+
+
 class EngineRunError(EngineError):
     """A run cannot be created, started or estimated as asked; `field` names the input at fault
     (None: the values together), so a form shows the message beside it."""

@@ -93,6 +93,16 @@ class EndpointForm(forms.ModelForm):
     def clean_stop(self) -> list[str]:
         return [line for line in self.cleaned_data["stop"].splitlines() if line]
 
+    def validate_unique(self) -> None:
+        """Leave the name to the service (`endpoint_create`, `endpoint_update`): it refuses it
+        in any capitals and names the endpoint that has it, where Django's own check said only
+        "Endpoint with this Name already exists"."""
+        exclude = {*self._get_validation_exclusions(), "name"}
+        try:
+            self.instance.validate_unique(exclude=exclude)
+        except forms.ValidationError as error:
+            self._update_errors(error)
+
 
 class SpendingCapField(forms.DecimalField):
     """The optional spending cap of a run (EngineRun.spending_cap_usd): dollars, 0 or more."""

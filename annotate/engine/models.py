@@ -149,6 +149,11 @@ class EngineRun(models.Model):
     units_skipped = models.PositiveIntegerField(
         default=0, help_text="Units found done before this run started (no call made)."
     )
+    units_done_earlier = models.PositiveIntegerField(
+        default=0,
+        help_text="Units this run had done in its earlier starts when its current (or last) "
+        "start began: done by this run, before this start (0 on a first start).",
+    )
     calls = models.PositiveIntegerField(default=0)
     calls_failed = models.PositiveIntegerField(default=0)
     prompt_tokens = models.PositiveBigIntegerField(default=0)
@@ -339,11 +344,15 @@ class EngineCall(models.Model):
     retries = models.PositiveSmallIntegerField(default=0)
     system_fingerprint = models.CharField(max_length=200, blank=True)
     cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=Decimal("0"))
+    possibly_billed_usd = models.DecimalField(
+        max_digits=12,
+        decimal_places=6,
+        default=Decimal("0"),
+        help_text="Estimated cost of the call's failed attempts the provider may have billed (a "
+        "timeout once sent, a broken stream, a 5xx): not in cost_usd, which is what the server "
+        "billed when it answered; added to its run's possibly_billed_usd.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
-    # Not stored on the call (its cost_usd is what the server billed when known): the estimate of
-    # its failed attempts the provider may have billed, set when it is made and added to its
-    # run's EngineRun.possibly_billed_usd with the batch that stores it.
-    possibly_billed_usd = Decimal(0)
 
     class Meta:
         constraints = [

@@ -44,6 +44,7 @@ def engine_run_progress(*, run: EngineRun, now: datetime | None = None) -> dict:
         "units_done": run.units_done,
         "units_failed": run.units_failed,
         "units_skipped": run.units_skipped,
+        "units_done_earlier": run.units_done_earlier,
         "percent_processed": processed,
         "percent_done": _percent(run.units_done, run.units_total),
         "percent": processed,  # the name clients read before the two above; = percent_processed

@@ -8,10 +8,12 @@ from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.html import format_html
 from django.views.decorators.http import require_http_methods, require_POST
 
 from annotate.engine.errors import (
     EndpointError,
+    EndpointNameTakenError,
     EngineError,
     EngineNotFoundError,
     EngineRunDoneError,
@@ -107,8 +109,9 @@ def endpoint_edit(request: HttpRequest, endpoint_id: int | None = None) -> HttpR
         try:
             if created:
                 endpoint = endpoint_create(name=name, **data)
-            else:
-                endpoint = endpoint_update(endpoint=endpoint, name=name, **data)
+            else:  # as stored: the form wrote its values on `endpoint` while validating
+                stored = endpoint_get(endpoint_id=endpoint.pk)
+                endpoint = endpoint_update(endpoint=stored, name=name, **data)
         except EngineError as error:
             _error_beside_its_field(form, error)
             status = error.http_status
@@ -128,8 +131,17 @@ def endpoint_edit(request: HttpRequest, endpoint_id: int | None = None) -> HttpR
 
 
 def _error_beside_its_field(form: EndpointForm, error: EngineError) -> None:
-    """Show the service's error about field x beside field x, any other above the form."""
-    if isinstance(error, EndpointError) and error.field in form.fields:
+    """Show the service's error about field x beside field x, any other above the form; a name
+    taken links to the endpoint that has it."""
+    if isinstance(error, EndpointNameTakenError):
+        taken = error.endpoint
+        url = reverse("engine:endpoint-edit", args=[taken.pk])
+        link = format_html(
+            '{} <a href="{}" id="endpoint-name-taken">Open endpoint {}</a>', error.reason, url,
+            taken.name,
+        )  # fmt: skip
+        form.add_error("name", link)
+    elif isinstance(error, EndpointError) and error.field in form.fields:
         form.add_error(error.field, error.reason)
     else:
         form.add_error(None, str(error))

@@ -368,6 +368,11 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "interval_max": 0.5,
 }
 CELERY_TIMEZONE = TIME_ZONE
+# A revision session's model call still pending after this many seconds is shown failed (Retry),
+# and a delivery of its task that comes later calls nothing. It must stay below the visibility
+# timeout above: Redis hands a task still running after that to a second worker, which would
+# otherwise ask (and pay for) the same call again (annotate.E001, `check --deploy`).
+REVISION_CALL_TIMEOUT_SECONDS = int(os.environ.get("REVISION_CALL_TIMEOUT_SECONDS", "300"))
 CELERY_BEAT_SCHEDULE: dict = {
     # Abandoned claims give their slot back (annotate.services.assignments.assignments_expire).
     "annotate-expire-assignments": {

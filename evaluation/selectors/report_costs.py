@@ -13,6 +13,9 @@
   response, the calls of the latest run that finished it. A second run over the same responses
   replaces the first's labels, so the first's calls no longer count (they were paid, and the
   judge's runs list their cost; the paper's cost is that of labelling the benchmark once).
+  Beside it, apart, what those same calls' failed attempts may have been billed
+  (EngineCall.possibly_billed_usd: a timeout after sending, a broken stream, a 5xx; the engine's
+  estimate, not in the cost).
 - Time: first claim to last submission of the source's assignments; for a judge, the time its
   calls took: the sum of the engine calls' latencies (a run resumed after a pause counts only
   its calls).
@@ -55,6 +58,9 @@ SUBSETS = ("easy", "hard", "overall")
 class SourceCost:
     cost_usd: float | None
     time_min: float | None
+    # An LLM judge's only: the estimate of its counted calls' failed attempts the provider may
+    # have billed, not in cost_usd (None for people, whose cost has no such part).
+    possibly_billed_usd: float | None = None
 
 
 def _minutes(first, last) -> float | None:
@@ -194,7 +200,11 @@ def _judge_costs(benchmark: Benchmark, subset: str) -> dict[str, SourceCost]:
     per_unit = (
         EngineCall.objects.filter(run_id__in=runs)
         .values("run_id", "unit_key")
-        .annotate(cost=Sum("cost_usd"), latency_ms=Sum("latency_ms"))
+        .annotate(
+            cost=Sum("cost_usd"),
+            billed=Sum("possibly_billed_usd"),
+            latency_ms=Sum("latency_ms"),
+        )
     )
     subset_of: dict[int, str] = {}
     if subset != "overall":
@@ -210,14 +220,15 @@ def _judge_costs(benchmark: Benchmark, subset: str) -> dict[str, SourceCost]:
             continue
         if subset != "overall" and subset_of.get(response_id) != subset:
             continue
-        total = totals.setdefault(runs[row["run_id"]], [Decimal(0), 0])
+        total = totals.setdefault(runs[row["run_id"]], [Decimal(0), 0, Decimal(0)])
         total[0] += row["cost"] or Decimal(0)
         total[1] += row["latency_ms"] or 0
+        total[2] += row["billed"] or Decimal(0)
     return {
         annotator_source(annotator_id): SourceCost(
-            round(float(cost), 4), round(latency_ms / 60_000, 2)
+            round(float(cost), 4), round(latency_ms / 60_000, 2), round(float(billed), 4)
         )
-        for annotator_id, (cost, latency_ms) in totals.items()
+        for annotator_id, (cost, latency_ms, billed) in totals.items()
     }
 
 

@@ -702,6 +702,7 @@ def _source_rows(data, sources, counts, costs, unknown: str, acc_unknown: str) -
                 row.update(_NOTHING_AGAINST_GOLD)
             cost = costs[subset].get(source.name)
             row["cost_usd"] = cost.cost_usd if cost else None
+            row["possibly_billed_usd"] = cost.possibly_billed_usd if cost else None
             row["time_min"] = cost.time_min if cost else None
             rows.append(row)
     return rows
@@ -1179,7 +1180,7 @@ def report_cached(
     _check_conventions(unknown, acc_unknown)
     digest = hashlib.sha256(_fingerprint(benchmark).encode()).hexdigest()[:24]
     # "v2": annotators by id; a report cached before that named them, for every reader.
-    key = f"report:v4:{benchmark.pk}:{unknown}:{acc_unknown}:{digest}"
+    key = f"report:v5:{benchmark.pk}:{unknown}:{acc_unknown}:{digest}"
     options = {"benchmark": benchmark, "unknown": unknown, "acc_unknown": acc_unknown}
     report = None
     if tables is not None and not cache.get(f"{key}:building"):

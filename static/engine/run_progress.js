@@ -6,6 +6,7 @@
   var url = box.getAttribute("data-url");
   var fields = {
     "run-done": "units_done", "run-total": "units_total", "run-skipped": "units_skipped",
+    "run-done-earlier": "units_done_earlier",
     "run-failed": "units_failed", "run-calls": "calls", "run-calls-failed": "calls_failed",
     "run-prompt-tokens": "prompt_tokens", "run-completion-tokens": "completion_tokens",
     "run-cost": "cost_usd", "run-possibly-billed": "possibly_billed_usd",
@@ -24,6 +25,7 @@
     document.getElementById("run-elapsed").textContent = Number(data.elapsed_seconds).toFixed(1);
     setHidden("run-error-label", !data.error);  // no empty "Message" row
     setHidden("run-error", !data.error);
+    setHidden("run-earlier", !data.units_done_earlier);  // only after Run again
     var bar = document.getElementById("run-bar");
     bar.max = Math.max(1, data.units_total);
     bar.value = data.units_done;

@@ -97,3 +97,40 @@ def test_the_old_default_fee_rate_on_mturk_is_pointed_out(settings):
     for backend, rate in (("mturk", ""), ("mturk", "0.2"), ("fake", "0.25"), ("self", "0.25")):
         settings.CROWD_BACKEND, settings.CROWD_FEE_RATE = backend, rate
         call_command("check", fail_level="WARNING")  # the schedule, a negotiated rate, no MTurk
+
+
+def test_the_deployment_check_refuses_a_revision_call_timeout_not_below_the_visibility_timeout(
+    settings,
+):
+    """Redis hands a task still running after its visibility timeout to a second worker; a
+    revision call pending for less than REVISION_CALL_TIMEOUT_SECONDS is then asked (and paid
+    for) again. Nothing said so when the timeout was raised to the visibility timeout."""
+    from django.core.management import call_command
+    from django.core.management.base import SystemCheckError
+
+    settings.CELERY_BROKER_URL = "redis://127.0.0.1:6379/0"
+    settings.CELERY_TASK_ALWAYS_EAGER = False
+    settings.CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 900}
+    settings.REVISION_CALL_TIMEOUT_SECONDS = 900
+    with pytest.raises(
+        SystemCheckError, match=r"annotate\.E001.*\(900 s\) is not below .*\(900 s\)"
+    ):
+        call_command("check", deploy=True, tags=["celery"])
+    settings.REVISION_CALL_TIMEOUT_SECONDS = 899
+    call_command("check", deploy=True, fail_level="WARNING", tags=["celery"])
+    # No visibility_timeout given: kombu's own hour is the one in use.
+    settings.CELERY_BROKER_TRANSPORT_OPTIONS = {"max_retries": 2}
+    settings.REVISION_CALL_TIMEOUT_SECONDS = 3600
+    with pytest.raises(SystemCheckError, match=r"annotate\.E001.*\(3600 s\)"):
+        call_command("check", deploy=True, tags=["celery"])
+    # Without a broker tasks run in-process and are never delivered twice.
+    settings.CELERY_BROKER_URL = ""
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+    call_command("check", deploy=True, fail_level="WARNING", tags=["celery"])
+
+
+def test_the_default_revision_call_timeout_is_below_the_default_visibility_timeout():
+    from config.settings import base
+
+    visibility = base.CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"]
+    assert visibility > base.REVISION_CALL_TIMEOUT_SECONDS

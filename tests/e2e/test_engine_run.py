@@ -117,7 +117,20 @@ def test_failure_reasons_appear_while_the_run_goes_on(page_for, snap):
             and f"${total}." in asked[0]
         )
         assert page.evaluate("window.__sameDocument") is True  # cancelled: nothing sent
-    assert EngineRun.objects.get().units_failed == 1 and len(stub.requests) == 8
+        assert EngineRun.objects.get().units_failed == 1 and len(stub.requests) == 8
+        assert page.locator("#run-earlier").is_hidden()  # a first start: nothing done earlier
+
+        # Confirmed: the failed unit alone is asked again, and the page (polling) counts the
+        # seven its first start did as done by its earlier starts, not as "0 done before".
+        page.once("dialog", lambda dialog: dialog.accept())
+        page.click("#run-again")
+        page.wait_for_url("**/engine/runs/*/")
+        wait_until(page, lambda done: page.locator("#run-status").inner_text() == "Done")
+        assert page.locator("#run-skipped").inner_text() == "0"
+        assert page.locator("#run-earlier").is_visible()
+        assert page.locator("#run-done-earlier").inner_text() == "7"
+        engine_background_wait(10)
+    assert len(stub.requests) == 9
 
 
 def test_a_run_preparing_its_units_says_so_until_it_has_them(page_for):

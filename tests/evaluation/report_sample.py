@@ -139,6 +139,8 @@ def _sources() -> list[dict]:
                     "wpld": (pld1 + 2 * pld2) / 100,
                     "pairs": instructions * 3,
                     "cost_usd": None if cost is None else cost * scale,
+                    # A judge's failed attempts the provider may have billed; people: None.
+                    "possibly_billed_usd": 0.0 if kind == "llm" else None,
                     "time_min": None if minutes is None else minutes * scale,
                 }
             )

@@ -134,3 +134,91 @@ def test_the_report_page_shows_a_judges_minutes_under_one_as_such(client, admin_
 
     row = next(r for r in page.split("<tr>") if "<td>overall</td><td>fake-judge</td>" in r)
     assert row.split("<td>")[4].startswith("0.3</td>")
+
+
+def test_a_judges_possibly_billed_attempts_are_shown_beside_its_cost_in_every_format(
+    client, admin_user
+):
+    """Table 4's judge cost is what the stored calls were billed; what their failed attempts
+    may also have been billed (a timeout after sending, a 5xx) was nowhere in the report. It is
+    now its own figure beside the cost, by the cost's rule (per response, the latest run that
+    finished it). Hand-computed: first run $0.25 a call on the 3 easy calls and $0.50 on the 2
+    hard ones; the second run over the easy instruction $0.125 on each of its 3 calls, which
+    replace the first's there: easy 0.375, hard 1.0, overall 1.375."""
+    import json
+
+    from django.urls import reverse
+
+    from evaluation import report_formats
+
+    benchmark, systems, (easy, hard) = make_benchmark(questions_per_instruction=(3, 2))
+    hard.subset = Subset.HARD
+    hard.save(update_fields=["subset"])
+    judge = make_judge(name="fake-judge", backend="fake")
+    first = judge_run_create(config=judge, benchmark=benchmark, systems=systems)
+    judge_run_execute(run_id=first.pk)
+    first_calls = EngineCall.objects.filter(run=first.engine_run_id)
+    first_calls.update(cost_usd=Decimal("1"))
+    _calls_of(easy.responses.get()).update(possibly_billed_usd=Decimal("0.25"))
+    _calls_of(hard.responses.get()).update(possibly_billed_usd=Decimal("0.5"))
+    second = judge_run_create(
+        config=judge, benchmark=benchmark, systems=systems, instruction_ids=[easy.external_id]
+    )
+    judge_run_execute(run_id=second.pk)
+    EngineCall.objects.filter(run=second.engine_run_id).update(
+        cost_usd=Decimal("10"), possibly_billed_usd=Decimal("0.125")
+    )
+
+    report = report_build(scope=OPERATOR, benchmark=benchmark, n_resamples=10)
+
+    billed = _judge_rows(report, "possibly_billed_usd")
+    assert billed == {"easy": 0.375, "hard": 1.0, "overall": 1.375}
+    assert _judge_rows(report, "cost_usd") == {"easy": 30.0, "hard": 2.0, "overall": 32.0}
+    # CSV and JSON: a column of its own, beside the cost.
+    csv_lines = report_formats.table_csv(report, "sources").splitlines()
+    header = csv_lines[0].split(",")
+    assert header[header.index("cost_usd") + 1] == "possibly_billed_usd"
+    overall = next(line for line in csv_lines if line.startswith("fake-judge,llm,overall"))
+    assert ",32.0,1.375," in overall
+    rows = json.loads(report_formats.table_json(report, "sources"))
+    judged = {r["subset"]: r["possibly_billed_usd"] for r in rows if r["source"] == "fake-judge"}
+    assert judged == billed
+    # LaTeX and the page: beside the cost, at the cost's two decimals (halves up), said what.
+    latex = report_formats.report_latex(report)
+    assert r"fake-judge & 32.00 (+1.38) &" in latex
+    assert r"fake-judge & 30.00 (+0.38) &" in latex  # easy
+    assert "(+x): an LLM judge's failed attempts" in latex
+    markdown = report_formats.table_markdown(report, "sources")
+    assert "| 32.0000 | 1.3750 |" in markdown
+    client.force_login(admin_user)
+    page = client.get(reverse("reports:detail", args=[benchmark.pk])).text
+    row = next(r for r in page.split("<tr>") if "<td>overall</td><td>fake-judge</td>" in r)
+    assert row.split("<td>")[3].startswith('32.00 <span class="possibly-billed"')
+    assert "(+1.38)</span></td>" in row.split("<td>")[3]
+
+
+def test_a_retried_server_error_is_in_the_judges_possibly_billed_amount_not_its_cost():
+    """Through the engine: a 500 before the answer is estimated on the stored call (the run's
+    possibly_billed_usd is the sum of its calls'), and the report takes it from there."""
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(2,))
+    with StubOpenAI(replies=[Fail(500, "server error"), "Yes", "No"]) as stub:
+        judge = make_judge(
+            stub.base_url,
+            name="fake-judge",
+            concurrency=1,
+            price_prompt_per_1k=Decimal("1"),
+            price_completion_per_1k=Decimal("2"),
+        )
+        run = judge_run_create(config=judge, benchmark=benchmark, systems=systems)
+        judge_run_execute(run_id=run.pk, sleep=lambda seconds: None)
+    run.engine_run.refresh_from_db()
+    calls = EngineCall.objects.filter(run=run.engine_run_id)
+    assert run.engine_run.possibly_billed_usd > 0
+    assert sum(c.possibly_billed_usd for c in calls) == run.engine_run.possibly_billed_usd
+    report = report_build(scope=OPERATOR, benchmark=benchmark, n_resamples=10)
+    assert _judge_rows(report, "possibly_billed_usd")["overall"] == pytest.approx(
+        float(run.engine_run.possibly_billed_usd), abs=1e-4
+    )
+    assert _judge_rows(report, "cost_usd")["overall"] == pytest.approx(
+        float(sum(c.cost_usd for c in calls)), abs=1e-4
+    )

@@ -358,3 +358,11 @@ def test_latex_minutes_under_one_keep_their_tenths_as_the_page_does():
     alpha["time_min"] = 1451.96  # rounds to a whole number of tenths: no decimal
     lines = _table_lines(report_latex(report), "tab:sources")
     assert any(r"& alpha & 236.00 & 1,452 & 93.0" in line for line in lines)
+
+
+def test_a_possibly_billed_amount_reads_as_an_addition_to_the_cost_and_never_as_nothing():
+    from evaluation.report_formats import possibly_billed_text
+
+    assert [possibly_billed_text(v) for v in (None, 0.0, 0.004, 0.005, 1.375, 1234.5)] == [
+        "", "", "+<0.01", "+0.01", "+1.38", "+1,234.50",
+    ]  # fmt: skip

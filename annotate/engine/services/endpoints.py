@@ -9,9 +9,10 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
+from django.urls import reverse
 
 from annotate.engine.client import RequestBody, Transport, TransportOptions, transport_for
-from annotate.engine.errors import EndpointError, EngineNotFoundError
+from annotate.engine.errors import EndpointError, EndpointNameTakenError, EngineNotFoundError
 from annotate.engine.models import Endpoint
 from annotate.secrets import ApiKeyEnvError, api_key_env_validate
 
@@ -94,19 +95,23 @@ def _check_with_the_model(cleaned: dict[str, Any]) -> None:
 
 def _check_name_free(name: str, *, endpoint: Endpoint | None = None) -> None:
     """Refuse a name taken, also in other capitals (the API and commands find endpoints by
-    name; "STUB-PAID" beside "stub-paid" is one name to a person)."""
+    name; "STUB-PAID" beside "stub-paid" is one name to a person), saying which endpoint has
+    it and where its page is: the admin most likely meant to change that one."""
     others = Endpoint.objects.filter(name__iexact=name)
     if endpoint is not None:
         others = others.exclude(pk=endpoint.pk)
-    taken = others.values_list("name", flat=True).first()
-    if taken == name:
-        raise EndpointError(f"an endpoint named {name!r} exists already.", field="name")
-    if taken is not None:
-        raise EndpointError(
-            f"an endpoint named {taken!r} exists already; names that differ only in capitals "
-            "are the same name.",
-            field="name",
-        )
+    taken = others.only("pk", "name").first()
+    if taken is None:
+        return
+    capitals = (
+        "" if taken.name == name else "; names that differ only in capitals are the same name"
+    )
+    page = reverse("engine:endpoint-edit", args=[taken.pk])
+    raise EndpointNameTakenError(
+        f"an endpoint named {taken.name!r} exists already{capitals}. To change it, open its "
+        f"page ({page}, Endpoints list); to add another endpoint, give it another name.",
+        endpoint=taken,
+    )
 
 
 @transaction.atomic
@@ -127,6 +132,7 @@ def endpoint_create(*, name: str, model: str, **fields: Any) -> Endpoint:
         with transaction.atomic():
             return Endpoint.objects.create(name=name, **cleaned)
     except IntegrityError as error:
+        _check_name_free(name)  # made by another request since the check above
         raise EndpointError(f"Invalid endpoint {name!r}: {error}") from None
 
 

@@ -873,7 +873,9 @@ def _prepare_units(run: EngineRun, protocol: RunProtocol) -> list[str]:
         if skipped:
             EngineUnit.objects.filter(run=run, key__in=skipped).update(status=UnitStatus.SKIPPED)
             pending = [key for key in pending if key not in skipped]
-    _recount(run.pk)
+    # Done by this run's earlier starts: not "skipped" (this run called for them, and its calls
+    # and cost count them), yet done before this start, which the run's page says apart.
+    _recount(run.pk, done_earlier=sum(1 for key in keys if known.get(key) == UnitStatus.DONE))
     return pending
 
 
@@ -890,18 +892,22 @@ def _forget_stale_units(run: EngineRun, known: dict[str, str], keys: Sequence[st
         del known[key]
 
 
-def _recount(run_id: int) -> None:
+def _recount(run_id: int, *, done_earlier: int | None = None) -> None:
+    """Count the run's units by status onto its row; `done_earlier` (given as a start prepares
+    its units) is how many its earlier starts had done."""
     counts = dict(
         EngineUnit.objects.filter(run_id=run_id)
         .values_list("status")
         .annotate(n=Count("pk"))
         .values_list("status", "n")
     )
+    earlier = {} if done_earlier is None else {"units_done_earlier": done_earlier}
     EngineRun.objects.filter(pk=run_id).update(
         units_total=sum(counts.values()),
         units_done=counts.get(UnitStatus.DONE, 0) + counts.get(UnitStatus.SKIPPED, 0),
         units_skipped=counts.get(UnitStatus.SKIPPED, 0),
         units_failed=counts.get(UnitStatus.FAILED, 0),
+        **earlier,
     )
 
 
@@ -1020,6 +1026,7 @@ _CALL_FIELDS = (
     "retries",
     "system_fingerprint",
     "cost_usd",
+    "possibly_billed_usd",
     "created_at",
 )
 
@@ -1069,6 +1076,7 @@ def calls_insert(calls: Sequence[EngineCall], *, now: datetime) -> None:
             c.retries,
             c.system_fingerprint,
             cost_field.get_db_prep_save(c.cost_usd, connection),
+            cost_field.get_db_prep_save(c.possibly_billed_usd, connection),
             created,
         )
         for c in calls

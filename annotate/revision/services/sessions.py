@@ -33,7 +33,7 @@ from annotate.revision.models import (
 )
 
 # An answer still pending after this long (a worker or process died) is shown as failed.
-STALE_AFTER = timedelta(seconds=getattr(settings, "REVISION_CALL_TIMEOUT_SECONDS", 300))
+STALE_AFTER = timedelta(seconds=settings.REVISION_CALL_TIMEOUT_SECONDS)
 
 
 def session_for_annotator(*, session_id: int, user: AbstractBaseUser, lock: bool = False):

@@ -234,3 +234,24 @@ def test_the_spending_cap_holds_across_chunks_running_at_once(stub, monkeypatch)
     assert run.status == RunStatus.CANCELLED and "spending cap" in run.error
     assert run.cost_usd <= Decimal("0.25") and run.cost_reserved_usd == 0
     assert EngineCall.objects.filter(run=run).count() == 2
+
+
+def test_a_run_started_again_with_a_broker_counts_what_its_earlier_start_did(
+    stub, django_capture_on_commit_callbacks
+):
+    """The dispatch prepares the units as a whole run does: the units done by the run's first
+    start are counted apart from those other runs did (the run page's "by its earlier starts")."""
+    from annotate.engine.services import engine_run_reopen
+
+    endpoint = make_endpoint(stub.base_url, concurrency=1)
+    run, _ = _generation(endpoint, 4)
+    stub.fail_next(400, message="bad request")
+    run = engine_run_execute(run_id=run.pk)
+    assert (run.units_done, run.units_failed, run.units_done_earlier) == (3, 1, 0)
+    engine_run_reopen(run=run)
+    (chunk,) = _dispatch(run, 10, django_capture_on_commit_callbacks)[0]
+    engine_run_chunk_execute(chunk_id=chunk.pk, task_id="t-1")
+    run.refresh_from_db()
+    assert (run.status, run.units_done, run.units_skipped, run.units_done_earlier) == (
+        RunStatus.DONE, 4, 0, 3,
+    )  # fmt: skip

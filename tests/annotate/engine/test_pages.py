@@ -6,7 +6,11 @@ from django.utils import timezone
 
 from annotate.engine.generation import DEFAULT_TEMPLATE
 from annotate.engine.models import CallStatus, Endpoint, EngineRun, RunStatus
-from annotate.engine.services import engine_background_wait, engine_run_stop
+from annotate.engine.services import (
+    engine_background_wait,
+    engine_run_execute,
+    engine_run_stop,
+)
 from annotate.engine.services.generation import (
     generating_system_get_or_create,
     generation_run_create,
@@ -424,6 +428,64 @@ def test_a_name_differing_only_in_capitals_is_refused_beside_the_name(admin_clie
     assert response.status_code == 400
     assert "names that differ only in capitals" in _field_row(response.content.decode(), "name")
     assert list(Endpoint.objects.values_list("name", flat=True)) == ["stub-paid"]
+
+
+@pytest.mark.django_db
+def test_a_name_taken_exactly_says_which_endpoint_has_it_and_links_to_it(admin_client):
+    """Django's own check answered "Endpoint with this Name already exists." and the admin was
+    left to find that endpoint: the form now says so and links to it, changing nothing."""
+    taken = make_endpoint("", name="local-vllm", model="first")
+    response = admin_client.post(reverse("engine:endpoint-new"), ENDPOINT_FORM)
+
+    assert response.status_code == 400
+    row = _field_row(response.content.decode(), "name")
+    page = reverse("engine:endpoint-edit", args=[taken.pk])
+    assert "an endpoint named &#x27;local-vllm&#x27; exists already" in row
+    assert f'<a href="{page}" id="endpoint-name-taken">Open endpoint local-vllm</a>' in row
+    assert "with this Name already exists" not in response.content.decode()
+    assert list(Endpoint.objects.values_list("name", "model")) == [("local-vllm", "first")]
+    # Renaming another endpoint to it is refused the same way.
+    other = make_endpoint("", name="other")
+    response = admin_client.post(
+        reverse("engine:endpoint-edit", args=[other.pk]), {**ENDPOINT_FORM, "base_url": ""}
+    )
+    assert response.status_code == 400
+    assert "Open endpoint local-vllm" in _field_row(response.content.decode(), "name")
+    assert Endpoint.objects.get(pk=other.pk).name == "other"
+
+
+@pytest.mark.django_db
+def test_the_api_creates_an_endpoint_and_refuses_a_taken_name_with_its_field(
+    admin_client, researcher
+):
+    url = reverse("api-engine-endpoints")
+    body = {"name": "api-vllm", "model": "llama", "base_url": "http://127.0.0.1:9/v1",
+            "api_key_env": "", "requests_per_minute": 100, "tokens_per_minute": 10000}  # fmt: skip
+    made = admin_client.post(url, body, content_type="application/json")
+    assert made.status_code == 201
+    endpoint = Endpoint.objects.get(name="api-vllm")
+    page = reverse("engine:endpoint-edit", args=[endpoint.pk])
+    assert made.json() == {"endpoint_id": endpoint.pk, "name": "api-vllm", "url": page}
+
+    again = admin_client.post(url, {**body, "model": "other"}, content_type="application/json")
+    assert again.status_code == 400
+    answer = again.json()
+    assert (answer["field"], answer["endpoint_id"], answer["url"]) == ("name", endpoint.pk, page)
+    assert "an endpoint named 'api-vllm' exists already" in answer["detail"]
+    assert page in answer["detail"]
+    capitals = admin_client.post(url, {**body, "name": "API-VLLM"}, content_type="application/json")
+    assert capitals.status_code == 400 and capitals.json()["endpoint_id"] == endpoint.pk
+    assert "differ only in capitals" in capitals.json()["detail"]
+    assert list(Endpoint.objects.values_list("name", "model")) == [("api-vllm", "llama")]
+    # Another field refused by the service is named too; only admins make endpoints.
+    bad = admin_client.post(
+        url, {**body, "name": "x", "temperature": 3}, content_type="application/json"
+    )
+    assert bad.status_code == 400 and bad.json()["field"] == "temperature"
+    admin_client.force_login(researcher)
+    refused = admin_client.post(url, {**body, "name": "r"}, content_type="application/json")
+    assert refused.status_code == 403
+    assert Endpoint.objects.count() == 1
 
 
 @pytest.fixture
@@ -854,3 +916,60 @@ def test_a_price_edited_between_the_check_and_the_start_starts_nothing_and_asks_
     confirm = refused.context["confirm"]
     assert confirm.stale == asked.total and confirm.total > asked.total  # the new price's
     assert f"it is now ${confirm.value}" in refused.text
+
+
+@pytest.mark.django_db
+def test_an_offline_fake_given_an_address_on_its_page_must_be_paced(admin_client):
+    """The form wrote the new address on the endpoint it validated, so the service compared the
+    address with itself and a fake's 1,000,000 requests a minute went to a paid API unpaced."""
+    from annotate.engine.services import endpoint_create
+
+    fake = endpoint_create(name="fake", model="m")
+    assert fake.requests_per_minute == 1_000_000
+    form = {**ENDPOINT_FORM, "name": "fake", "requests_per_minute": "1000000",
+            "tokens_per_minute": "1000000000"}  # fmt: skip
+    response = admin_client.post(reverse("engine:endpoint-edit", args=[fake.pk]), form)
+    assert response.status_code == 400
+    row = _field_row(response.content.decode(), "requests_per_minute")
+    assert "is the offline fake&#x27;s &#x27;no limit&#x27;; an endpoint that calls" in row
+    assert Endpoint.objects.get(pk=fake.pk).base_url == ""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_after_run_again_the_page_and_the_api_count_what_its_earlier_start_did(admin_client, stub):
+    """After Run again the page read "(0 done before this run)" beside units the run's first
+    start had done: a rerun counts as skipped only what other runs did. The units done by its
+    earlier starts are now counted apart, on the page and in the API."""
+    endpoint = make_endpoint(stub.base_url, concurrency=1)  # a server of one's own: $0
+    benchmark, instructions = make_instructions(4)
+    system = generating_system_get_or_create(name="gen-again", endpoint=endpoint)
+    other = generation_run_create(benchmark=benchmark, systems=[system], endpoint=endpoint,
+                                  instruction_ids=[instructions[0].external_id])  # fmt: skip
+    engine_run_execute(run_id=other.pk)  # task_1 done by another run
+    run = generation_run_create(benchmark=benchmark, systems=[system], endpoint=endpoint)
+    stub.fail_next(400, message="bad request")
+    run = engine_run_execute(run_id=run.pk)  # task_1 skipped, two done, one failed
+    assert (run.status, run.units_skipped, run.units_done, run.units_failed) == (
+        RunStatus.FAILED, 1, 3, 1,
+    )  # fmt: skip
+    page = admin_client.get(reverse("engine:run-detail", args=[run.pk])).content.decode()
+    assert (
+        '<span id="run-skipped">1</span> done before this run<span id="run-earlier" hidden>' in page
+    )
+
+    response = admin_client.post(reverse("engine:run-resume", args=[run.pk]))
+    assert response.status_code == 302
+    engine_background_wait(30)
+
+    page = admin_client.get(reverse("engine:run-detail", args=[run.pk])).content.decode()
+    assert '<dd id="run-status">Done</dd>' in page
+    assert (
+        '<span id="run-skipped">1</span> done before this run<span id="run-earlier">, '
+        '<span id="run-done-earlier">2</span> by its earlier starts</span>)'
+    ) in page
+    data = admin_client.get(reverse("api-engine-run", args=[run.pk])).json()
+    assert (data["status"], data["units_done"], data["units_total"]) == ("done", 4, 4)
+    assert (data["units_skipped"], data["units_done_earlier"]) == (1, 2)
+    polled = admin_client.get(reverse("engine:run-progress", args=[run.pk])).json()
+    assert (polled["units_skipped"], polled["units_done_earlier"]) == (1, 2)
+    assert len(stub.requests) == 1 + 3 + 1  # the other run's, the first start's, the rerun's
