@@ -46,6 +46,7 @@ from annotate.services.assignments import (
     assignment_return,
     batch_slot_free,
     counted_assignments,
+    task_left_out_restore,
     task_lock,
 )
 
@@ -320,6 +321,7 @@ def task_slot_check(*, hit: Hit, now: datetime) -> None:
     published leaves fewer free, the platform's workers fill only what is left.
     """
     task_lock(task_id=hit.task_id)
+    task_left_out_restore(task_id=hit.task_id, now=now)  # accepted work waiting goes first
     per_task = hit.task.batch.project.assignments_per_task
     of_platform = Q(annotator__platform=hit.publication.platform)
     counted = Assignment.objects.filter(counted_assignments(now=now), task_id=hit.task_id)
