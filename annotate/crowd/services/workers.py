@@ -218,7 +218,13 @@ def mturk_assignment_open(
     `new_claim_check` is called before a claim is made or a lapsed one taken up (not on a
     reload): the opening address's limit of open claims (annotate.crowd.services.addresses).
     """
-    with demo_hit_returned_when_refused(hit=hit, assignment_id=assignment_id, worker_id=worker_id):
+    with (
+        demo_hit_returned_when_refused(hit=hit, assignment_id=assignment_id, worker_id=worker_id),
+        # One transaction from the worker's record to the claim: an accept refused on the way
+        # (the address's open claims, a full task or HIT, a closed batch) leaves no worker
+        # record behind, which the annotators page listed as a worker with no work.
+        transaction.atomic(),
+    ):
         admitted = mturk_worker_admit(
             hit=hit,
             assignment_id=assignment_id,
@@ -227,43 +233,40 @@ def mturk_assignment_open(
             turk_submit_to=turk_submit_to,
         )
         annotator, submit_to = admitted.annotator, admitted.submit_to
-        with transaction.atomic():
-            existing = (
-                Assignment.objects.select_for_update()
-                .filter(annotator=annotator, task=hit.task)
-                .first()
-            )
-            if existing is not None:
-                if existing.status in LAPSED and existing.submitted_at is None:
-                    _closed_batch_refused(hit.task)
-                if existing.status in LAPSED:
-                    new_claim_check()
-                    worker_slot_check(hit=hit, worker_id=annotator.worker_id)
-                    task_slot_check(hit=hit, now=now)
-                minutes = hit.task.batch.project.allotted_minutes
-                assignment = _reopen(
-                    existing, assignment_id=assignment_id, browser_claims=browser_claims,
-                    lapsed_until=now + timedelta(minutes=minutes),
-                )  # fmt: skip
-            else:
-                _closed_batch_refused(hit.task, new=True)
+        existing = (
+            Assignment.objects.select_for_update()
+            .filter(annotator=annotator, task=hit.task)
+            .first()
+        )
+        if existing is not None:
+            if existing.status in LAPSED and existing.submitted_at is None:
+                _closed_batch_refused(hit.task)
+            if existing.status in LAPSED:
                 new_claim_check()
                 worker_slot_check(hit=hit, worker_id=annotator.worker_id)
                 task_slot_check(hit=hit, now=now)
-                assignment = assignment_claim_task(
-                    annotator=annotator, task=hit.task, now=now, check_slots=False
-                )
-            if assignment.platform_assignment_id != assignment_id:  # a new accept, not a reload
-                # The platform gives the worker the publication's assignment duration from each
-                # accept (a HIT returned and accepted again too): the claim keeps its slot as long,
-                # when that is longer than the project's minutes.
-                on_platform = now + timedelta(seconds=hit.publication.assignment_duration_seconds)
-                assignment.expires_at = max(assignment.expires_at, on_platform)
-            assignment.platform_assignment_id = assignment_id
-            assignment.platform_hit_id = hit.hit_id
-            assignment.save(
-                update_fields=["platform_assignment_id", "platform_hit_id", "expires_at"]
+            minutes = hit.task.batch.project.allotted_minutes
+            assignment = _reopen(
+                existing, assignment_id=assignment_id, browser_claims=browser_claims,
+                lapsed_until=now + timedelta(minutes=minutes),
+            )  # fmt: skip
+        else:
+            _closed_batch_refused(hit.task, new=True)
+            new_claim_check()
+            worker_slot_check(hit=hit, worker_id=annotator.worker_id)
+            task_slot_check(hit=hit, now=now)
+            assignment = assignment_claim_task(
+                annotator=annotator, task=hit.task, now=now, check_slots=False
             )
+        if assignment.platform_assignment_id != assignment_id:  # a new accept, not a reload
+            # The platform gives the worker the publication's assignment duration from each
+            # accept (a HIT returned and accepted again too): the claim keeps its slot as long,
+            # when that is longer than the project's minutes.
+            on_platform = now + timedelta(seconds=hit.publication.assignment_duration_seconds)
+            assignment.expires_at = max(assignment.expires_at, on_platform)
+        assignment.platform_assignment_id = assignment_id
+        assignment.platform_hit_id = hit.hit_id
+        assignment.save(update_fields=["platform_assignment_id", "platform_hit_id", "expires_at"])
         return WorkerAssignment(
             assignment=assignment,
             submit_to=submit_to,
