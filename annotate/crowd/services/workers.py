@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.core import signing
 from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from annotate.crowd import fake
@@ -38,6 +38,7 @@ from annotate.errors import (
     NotFoundError,
     PermissionDeniedError,
     StudyClosedError,
+    WorkerBlockedError,
 )
 from annotate.models import Annotator, AnnotatorKind, Assignment, AssignmentStatus, Task
 from annotate.services.assignments import (
@@ -154,7 +155,7 @@ def crowd_worker_get_or_create(*, platform: str, worker_id: str) -> Annotator:
     except IntegrityError:  # the same worker's first two requests raced
         annotator = Annotator.objects.get(platform=platform, worker_id=worker_id)
     if WorkerBlock.objects.filter(annotator=annotator, active=True).exists():
-        raise PermissionDeniedError("Sorry, you can no longer take tasks from this requester.")
+        raise WorkerBlockedError("Sorry, you can no longer take tasks from this requester.")
     return annotator
 
 
@@ -564,16 +565,43 @@ def selfhosted_returning(*, publication: Publication, params: dict[str, str]) ->
     )
 
 
-def selfhosted_start_offered(
+@dataclass(frozen=True)
+class JoinOffer:
+    """What a link's join page offers the participant who opened it."""
+
+    start: bool  # the Start button
+    blocked: bool  # their id is blocked: the page says what became of their work instead
+
+
+def selfhosted_join_offer(
     *, publication: Publication, params: dict[str, str], now: datetime
-) -> bool:
-    """Whether the link's join page offers Start: to a returning participant always (their
-    start gives them their next task or, with none left, their completion code again), to a
-    newcomer while a task of the batch has a free slot (batch_slot_free, as the claim reads
-    its candidates): a full batch's newcomer reads so on the page, not after pressing Start."""
-    return selfhosted_returning(publication=publication, params=params) or batch_slot_free(
-        batch=publication.batch, now=now
-    )
+) -> JoinOffer:
+    """What the link's join page offers: Start to a returning participant always (their start
+    gives them their next task or, with none left, their completion code again), to a newcomer
+    while a task of the batch has a free slot (batch_slot_free, as the claim reads its
+    candidates): a full batch's newcomer reads so on the page, not after pressing Start. A
+    blocked participant, whose start is refused, is told so instead. One query for the
+    participant (work here, block), one for a newcomer's slots."""
+    worker_id = selfhosted_worker_id(params).strip()
+    returning = blocked = False
+    if worker_id:
+        mine = OuterRef("pk")
+        participant = (
+            Annotator.objects.filter(platform="selfhosted", worker_id=worker_id)
+            .annotate(
+                has_work=Exists(
+                    Assignment.objects.filter(annotator=mine, task__batch_id=publication.batch_id)
+                ),
+                is_blocked=Exists(WorkerBlock.objects.filter(annotator=mine, active=True)),
+            )
+            .values_list("has_work", "is_blocked")
+            .first()
+        )
+        returning, blocked = participant or (False, False)
+    if blocked:
+        return JoinOffer(start=False, blocked=True)
+    start = returning or batch_slot_free(batch=publication.batch, now=now)
+    return JoinOffer(start=start, blocked=False)
 
 
 def selfhosted_next_task_open(*, publication: Publication, annotator: Annotator) -> bool:
