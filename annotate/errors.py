@@ -113,6 +113,10 @@ class PermissionDeniedError(AnnotateError):
     http_status = 403
 
 
+class WorkerBlockedError(PermissionDeniedError):
+    """A crowd worker an admin blocked asks for a task: the page says what became of their work."""
+
+
 class ProjectSetupError(FieldInputError):
     """A project or batch cannot be created as asked (unknown instruction, missing response...);
     `field` names the input at fault (the API answers it beside the message)."""

@@ -35,6 +35,7 @@ from annotate.errors import (
     NoWorkError,
     RateLimitedError,
     SubmissionError,
+    WorkerBlockedError,
 )
 from annotate.http import csp_replace_on
 from annotate.models import AssignmentStatus
@@ -127,10 +128,12 @@ def selfhosted_join(request: HttpRequest, link_token: str) -> HttpResponse:
         workers.link_open_check(publication=publication)
         # Link previews and crawlers only GET: a task is handed out on the button's POST.
         params = request.GET.dict()
-        offered = workers.selfhosted_start_offered(
+        offer = workers.selfhosted_join_offer(
             publication=publication, params=params, now=timezone.now()
         )
-        context = {"publication": publication, "params": params, "start_offered": offered}
+        if offer.blocked:
+            return _blocked_participant(request, publication, params)
+        context = {"publication": publication, "params": params, "start_offered": offer.start}
         return render(request, "crowd/join.html", context)
     # Each start is a participant and a claimed task: one address may not take a study's tasks.
     # A participant's next task is no new participant (60 tasks an hour were refused).
@@ -148,8 +151,22 @@ def selfhosted_join(request: HttpRequest, link_token: str) -> HttpResponse:
             )
         except NoWorkError as error:
             return _no_task_left(request, publication, params, error)
+        except WorkerBlockedError:
+            return _blocked_participant(request, publication, params)
         claims.record(opened.assignment)
     return redirect("crowd:work-task", token=opened.token)
+
+
+def _blocked_participant(request: HttpRequest, publication: Publication, params: dict):
+    """A blocked participant back on the link (for their completion code, say): what became
+    of their work, and no code. Their work counts in no result while the block lasts, and the
+    code is what the recruiting site pays on: it was handed out with each submission, and is
+    not handed out again until an unblock."""
+    submitted_any = crowd_selectors.selfhosted_participant_submitted(
+        worker_id=workers.selfhosted_worker_id(params), batch_id=publication.batch_id
+    )
+    context = {"submitted_any": submitted_any}
+    return render(request, "crowd/blocked.html", context, status=403)
 
 
 def _no_task_left(
@@ -255,7 +272,7 @@ def _submit(request: HttpRequest, held: workers.WorkerAssignment) -> HttpRespons
     if result.questions_next:
         return redirect("crowd:work-task", token=held.token)
     held.assignment.refresh_from_db()
-    return _done(request, held)
+    return _done(request, held, just_submitted=True)
 
 
 def _task_page_with_error(request, held, answers: dict, error: SubmissionError) -> HttpResponse:
@@ -319,10 +336,16 @@ def _returned(request: HttpRequest, held: workers.WorkerAssignment) -> HttpRespo
     submitted_any = next_task is None and crowd_selectors.participant_submitted_in_batch(
         annotator_id=assignment.annotator_id, batch_id=assignment.task.batch_id
     )
-    code, url = crowd_selectors.completion_of(link) if link and submitted_any else ("", "")
+    # A blocked participant's code is not handed out again (_blocked_participant).
+    withheld = submitted_any and crowd_selectors.worker_blocked(
+        annotator_id=assignment.annotator_id
+    )
+    given = link and submitted_any and not withheld
+    code, url = crowd_selectors.completion_of(link) if given else ("", "")
     context = {
         "next_task": next_task,
         "submitted_any": submitted_any,
+        "code_withheld": withheld,
         "completion_code": code,
         "completion_url": url,
     }
@@ -359,8 +382,13 @@ def _hand_back(held: workers.WorkerAssignment) -> dict:
     }
 
 
-def _done(request: HttpRequest, held: workers.WorkerAssignment) -> HttpResponse:
-    """MTurk: the browser posts the assignment back. Self-hosted: the completion code or URL."""
+def _done(
+    request: HttpRequest, held: workers.WorkerAssignment, *, just_submitted: bool = False
+) -> HttpResponse:
+    """MTurk: the browser posts the assignment back. Self-hosted: the completion code or URL,
+    but to a participant blocked now only with the submit itself (a claim the block ended):
+    opened again, the page says their work does not count and gives no code
+    (_blocked_participant)."""
     assignment = held.assignment
     project = assignment.task.batch.project
     # MTurk hands out the next HIT and takes this one back itself; a self-hosted link does not.
@@ -375,11 +403,13 @@ def _done(request: HttpRequest, held: workers.WorkerAssignment) -> HttpResponse:
     told_not_counted = blocked or assignment.status == AssignmentStatus.EXPIRED
     if not held.submit_to and url and not told_not_counted:
         return redirect(url)
+    withheld = blocked and not held.submit_to and not just_submitted
     context = {
         "assignment": assignment,
-        "completion_code": code,
+        "completion_code": "" if withheld else code,
+        "code_withheld": withheld,
         # Work that does not count: the study site only after the note, by a link.
-        "completion_url": "" if held.submit_to else url,
+        "completion_url": "" if held.submit_to or withheld else url,
         **_hand_back(held),
         "next_task": _next_selfhosted_task(held, link),
         "worker_blocked": blocked,

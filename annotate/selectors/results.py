@@ -89,6 +89,22 @@ def released_unconfirmed_q(prefix: str = "") -> Q:
     return released & _needs_confirmation(prefix) & ~_confirmed(prefix)
 
 
+def left_out_q(prefix: str = "") -> Q:
+    """Submitted or approved work that holds no slot of its task (is_late) but would count if
+    it held one: its worker is not blocked and its platform confirmed it (or needs not). The
+    work of a worker unblocked after their task was filled, or confirmed by the platform only
+    after it was (annotate.crowd.services.review); it takes the task's first slot that frees
+    up (annotate.services.assignments.task_left_out_restore). Late work proper (expired) and
+    work still waiting for its confirmation are not left out."""
+    held_no_slot = Q(
+        **{
+            f"{prefix}status__in": [AssignmentStatus.SUBMITTED, AssignmentStatus.APPROVED],
+            f"{prefix}is_late": True,
+        }
+    )
+    return _counted_q(prefix, held_no_slot)
+
+
 def counted_human_answer_q(prefix: str = "") -> Q:
     """Verbalizer HumanAnswers that count in results (same rule; an answer is never late), from
     an annotator whose kind is decided (a new web account's answers wait for a researcher)."""

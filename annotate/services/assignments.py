@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.db.models.expressions import RawSQL
 
 from annotate.compiled import CompiledQuery, prepared_cursor
@@ -27,6 +27,7 @@ from annotate.models import (
     Task,
 )
 from annotate.roles import ANNOTATOR, ANNOTATORS_ONLY, require_role
+from annotate.selectors.results import left_out_q
 
 CANDIDATES_PER_CLAIM = 20
 
@@ -323,12 +324,15 @@ def _claim_next(
         return _in_batch(current, batch), False
     if stale:
         # A claim past its time that the beat has not expired yet would block the new one.
-        Assignment.objects.filter(
-            annotator=annotator,
-            queue_project=project,
-            status=AssignmentStatus.CLAIMED,
-            expires_at__lte=now,
-        ).update(status=AssignmentStatus.EXPIRED)
+        _lapsed_claims_expired(
+            Assignment.objects.filter(
+                annotator=annotator,
+                queue_project=project,
+                status=AssignmentStatus.CLAIMED,
+                expires_at__lte=now,
+            ),
+            now=now,
+        )
     # First past the tasks other claimers hold locked; only if some were passed over, again
     # waiting for their locks. No candidate at all (every task full or done by this annotator,
     # the usual end of a project and of each "submit and continue" after it) asks once.
@@ -468,7 +472,10 @@ def _task_standing(
     hold a slot of it, and the project's systems with a response to it, in one query.
 
     Run under the task's row lock, in a statement of its own: the count before locking may be
-    stale.
+    stale. A free slot goes to the task's left-out work first (task_left_out_restore), so a
+    claim never takes the place of accepted work that waits for one; the query tells whether
+    the task has any submitted work holding no slot, so a task without (nearly every one)
+    costs no statement more.
     """
     sql = _TASK_STANDING.format(
         taken=_TAKEN.format(task="%s", holds_slot=_HOLDS_SLOT),
@@ -476,20 +483,74 @@ def _task_standing(
     )
     instruction_id = task.instruction_id
     params = [task.pk, *_taken_params(now)]
-    params += _worked_params(annotator.pk, instruction_id) + [instruction_id, project.pk]
+    params += _worked_params(annotator.pk, instruction_id)
+    params += [task.pk, AssignmentStatus.SUBMITTED.value, AssignmentStatus.APPROVED.value]
+    params += [instruction_id, project.pk]
     with prepared_cursor(connection) as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     taken, worked = next((first, second) for kind, first, second in rows if kind == 0)
+    held_no_slot = next(first for kind, first, _ in rows if kind == 2)
     system_ids = [first for kind, first, _ in rows if kind == 1]
+    if held_no_slot and taken < project.assignments_per_task:
+        taken += _left_out_restored(task_id=task.pk, per_task=project.assignments_per_task, now=now)
     return bool(worked), taken, system_ids
 
 
 _TASK_STANDING = """SELECT 0, ({taken}), CASE WHEN {worked} THEN 1 ELSE 0 END
     UNION ALL
+    SELECT 2, count(*), 0 FROM annotate_assignment a
+    WHERE a.task_id = %s AND a.is_late AND a.status IN (%s, %s)
+    UNION ALL
     SELECT 1, r.system_id, 0 FROM annotate_response r
     JOIN annotate_project_systems ps ON ps.system_id = r.system_id
     WHERE r.instruction_id = %s AND ps.project_id = %s"""
+
+
+@transaction.atomic
+def task_left_out_restore(*, task_id: int, now: datetime) -> int:
+    """Give the task's free slots to its left-out work, if it has any; return how many pieces
+    of work hold a slot and count again.
+
+    Left-out work (annotate.selectors.results.left_out_q) is accepted work that holds no slot
+    because its task was filled while it was out: a worker unblocked, or work the platform
+    confirmed, after other workers took its place. Called wherever a slot frees up (a reject,
+    a block, a sync's release, a return, a claim's lapse) and by every claim before it counts,
+    so that work gets the first slot free, the earliest submitted first: never one assignment
+    more than the project's assignments per task (the count is made under the task's lock, as
+    every claim makes it).
+    """
+    if not Assignment.objects.filter(left_out_q(), task_id=task_id).exists():
+        return 0
+    _lock_task(task_id=task_id, skip_locked=False)
+    per_task = (
+        Project.objects.filter(batches__tasks__id=task_id).values_list(
+            "assignments_per_task", flat=True
+        )
+    ).get()
+    return _left_out_restored(task_id=task_id, per_task=per_task, now=now)
+
+
+def _left_out_restored(*, task_id: int, per_task: int, now: datetime) -> int:
+    """task_left_out_restore under the task's lock, taken by the caller."""
+    free = per_task - task_slots_taken(task_id=task_id, now=now)
+    if free <= 0:
+        return 0
+    first = (
+        Assignment.objects.filter(left_out_q(), task_id=task_id)
+        .order_by("submitted_at", "pk")
+        .values_list("pk", flat=True)[:free]
+    )
+    return Assignment.objects.filter(pk__in=list(first)).update(is_late=False)
+
+
+def task_slots_taken(*, task_id: int, now: datetime, exclude_id: int | None = None) -> int:
+    """How many assignments hold a slot of the task (counted_assignments), but `exclude_id`;
+    exact under the task's lock (task_lock)."""
+    taken = Assignment.objects.filter(counted_assignments(now=now), task_id=task_id)
+    if exclude_id is not None:
+        taken = taken.exclude(pk=exclude_id)
+    return taken.count()
 
 
 def _assignment_create(
@@ -529,14 +590,30 @@ def assignment_return(*, assignment_id: int, annotator: Annotator, now: datetime
         )
     assignment.status = AssignmentStatus.RETURNED
     assignment.save(update_fields=["status"])
+    task_left_out_restore(task_id=assignment.task_id, now=now)
     return assignment
 
 
 def assignments_expire(*, now: datetime) -> int:
-    """Mark claims past their time as expired, freeing their slots; return how many.
+    """Mark claims past their time as expired, freeing their slots; return how many. Their
+    tasks' left-out work takes the slots freed (task_left_out_restore).
 
     Safe to run twice and concurrently: the update only touches rows still claimed and late.
     """
-    return Assignment.objects.filter(status=AssignmentStatus.CLAIMED, expires_at__lte=now).update(
-        status=AssignmentStatus.EXPIRED
+    return _lapsed_claims_expired(
+        Assignment.objects.filter(status=AssignmentStatus.CLAIMED, expires_at__lte=now), now=now
     )
+
+
+def _lapsed_claims_expired(lapsed: QuerySet[Assignment], *, now: datetime) -> int:
+    """Mark these claims past their time expired; their tasks' left-out work takes the slots
+    they held (the beat runs no other step for a claim that lapsed)."""
+    waiting = set(
+        Assignment.objects.filter(left_out_q(), task_id__in=lapsed.values("task_id")).values_list(
+            "task_id", flat=True
+        )
+    )
+    expired = lapsed.update(status=AssignmentStatus.EXPIRED)
+    for task_id in sorted(waiting):
+        task_left_out_restore(task_id=task_id, now=now)
+    return expired

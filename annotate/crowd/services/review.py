@@ -44,7 +44,7 @@ from annotate.errors import (
 from annotate.models import Annotator, Assignment, AssignmentStatus
 from annotate.roles import is_admin
 from annotate.selectors.results import PLATFORMS_WITHOUT_CONFIRMATION, released_unconfirmed_q
-from annotate.services.assignments import counted_assignments, task_lock
+from annotate.services.assignments import task_left_out_restore, task_lock, task_slots_taken
 from annotate.verbalizer.models import HumanAnswer
 
 PLATFORM_TO_OURS = {"Approved": AssignmentStatus.APPROVED, "Rejected": AssignmentStatus.REJECTED}
@@ -218,6 +218,8 @@ def _hit_store(*, hit: Hit, rows, now: datetime, whole_listing: bool = True) -> 
         hit.save(update_fields=["synced_at"])
         if hit.task_id is not None:
             _unconfirmed_slots_released(hit=hit, now=now)
+    if hit.task_id is not None:  # a release or the platform's reject may have freed a slot
+        task_left_out_restore(task_id=hit.task_id, now=now)
     return new
 
 
@@ -285,11 +287,7 @@ def _slot_taken_back(assignment: Assignment, *, now: datetime) -> bool:
     if WorkerBlock.objects.filter(annotator_id=assignment.annotator_id, active=True).exists():
         return False
     task_lock(task_id=assignment.task_id)
-    taken = (
-        Assignment.objects.filter(counted_assignments(now=now), task_id=assignment.task_id)
-        .exclude(pk=assignment.pk)
-        .count()
-    )
+    taken = task_slots_taken(task_id=assignment.task_id, now=now, exclude_id=assignment.pk)
     if taken >= assignment.task.batch.project.assignments_per_task:
         return False
     assignment.is_late = False
@@ -381,9 +379,7 @@ def _decide(*, assignment, verdict: str, feedback: str, user):
                 "approved (it counts nowhere). If the worker has not handed it back yet, sync "
                 "later; otherwise reject it, which is recorded here only."
             )
-        assignment.status = wanted
-        assignment.save(update_fields=["status"])
-        return assignment
+        return _verdict_stored(assignment, wanted)
     if assignment.platform_assignment_id:
         platform = get_platform(assignment.annotator.platform, user=user)
         call = platform.assignment_approve if verdict == "Approved" else platform.assignment_reject
@@ -394,11 +390,20 @@ def _decide(*, assignment, verdict: str, feedback: str, user):
         except CrowdPlatformError:
             if not _platform_has_verdict(platform, assignment, verdict):
                 raise
-    assignment.status = wanted
-    assignment.save(update_fields=["status"])
+    _verdict_stored(assignment, wanted)
     if confirms:  # store the platform's record with its new status
         assignment_confirm(assignment=assignment, now=timezone.now(), user=user)
     return assignment
+
+
+def _verdict_stored(work: Assignment | HumanAnswer, status: str) -> Assignment | HumanAnswer:
+    """Store a verdict. A rejected assignment holds no slot: its task's left-out work takes it
+    (task_left_out_restore), as it takes any slot that frees up."""
+    work.status = status
+    work.save(update_fields=["status"])
+    if status == AssignmentStatus.REJECTED and isinstance(work, Assignment):
+        task_left_out_restore(task_id=work.task_id, now=timezone.now())
+    return work
 
 
 def platform_has_verdict_of(work: Assignment | HumanAnswer) -> bool:
@@ -722,33 +727,41 @@ def worker_block(
     get_platform(worker.platform, user=user).worker_block(
         worker_id=worker.worker_id, reason=reason.strip()
     )
+    now = now or timezone.now()
     with transaction.atomic():
         block, _ = WorkerBlock.objects.update_or_create(
             annotator=worker,
             defaults={"reason": reason.strip(), "active": True, "created_by": user},
         )
-        _blocked_work_released(annotator_id=worker.pk, now=now or timezone.now())
+        for task_id in _blocked_work_released(annotator_id=worker.pk, now=now):
+            task_left_out_restore(task_id=task_id, now=now)
     return block
 
 
-def _blocked_work_released(*, annotator_id: int, now: datetime) -> None:
+def _blocked_work_released(*, annotator_id: int, now: datetime) -> list[int]:
     """Free the slots a blocked worker's work holds: their submitted and approved work is kept
     (their labels too) but marked is_late, the mark of submitted work that holds no slot (the
     TaskSlots triggers follow it), and their live claims end now (a claim past its time holds
     no slot; what they still submit on it is stored the same way, annotate.services.
     submissions). Without this their work, which counts nowhere while the block lasts, kept
-    its task from ever getting the counted answers it needs until an admin rejected it."""
+    its task from ever getting the counted answers it needs until an admin rejected it.
+    Return the ids of the tasks whose slots it freed, in order."""
     # Claims first: this waits for a submit in flight on one (it holds the claim's row), so
     # the next statement, with a snapshot of its own, sees that work submitted and marks it;
     # the other order let such work keep its slot on PostgreSQL.
-    Assignment.objects.filter(
+    claims = Assignment.objects.filter(
         annotator_id=annotator_id, status=AssignmentStatus.CLAIMED, expires_at__gt=now
-    ).update(expires_at=now)
-    Assignment.objects.filter(
+    )
+    freed = set(claims.values_list("task_id", flat=True))
+    claims.update(expires_at=now)
+    holding = Assignment.objects.filter(
         annotator_id=annotator_id,
         status__in=[AssignmentStatus.SUBMITTED, AssignmentStatus.APPROVED],
         is_late=False,
-    ).update(is_late=True)
+    )
+    freed |= set(holding.values_list("task_id", flat=True))
+    holding.update(is_late=True)
+    return sorted(freed)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.core import signing
 from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from annotate.crowd import fake
@@ -38,6 +38,7 @@ from annotate.errors import (
     NotFoundError,
     PermissionDeniedError,
     StudyClosedError,
+    WorkerBlockedError,
 )
 from annotate.models import Annotator, AnnotatorKind, Assignment, AssignmentStatus, Task
 from annotate.services.assignments import (
@@ -46,6 +47,7 @@ from annotate.services.assignments import (
     assignment_return,
     batch_slot_free,
     counted_assignments,
+    task_left_out_restore,
     task_lock,
 )
 
@@ -153,7 +155,7 @@ def crowd_worker_get_or_create(*, platform: str, worker_id: str) -> Annotator:
     except IntegrityError:  # the same worker's first two requests raced
         annotator = Annotator.objects.get(platform=platform, worker_id=worker_id)
     if WorkerBlock.objects.filter(annotator=annotator, active=True).exists():
-        raise PermissionDeniedError("Sorry, you can no longer take tasks from this requester.")
+        raise WorkerBlockedError("Sorry, you can no longer take tasks from this requester.")
     return annotator
 
 
@@ -217,7 +219,13 @@ def mturk_assignment_open(
     `new_claim_check` is called before a claim is made or a lapsed one taken up (not on a
     reload): the opening address's limit of open claims (annotate.crowd.services.addresses).
     """
-    with demo_hit_returned_when_refused(hit=hit, assignment_id=assignment_id, worker_id=worker_id):
+    with (
+        demo_hit_returned_when_refused(hit=hit, assignment_id=assignment_id, worker_id=worker_id),
+        # One transaction from the worker's record to the claim: an accept refused on the way
+        # (the address's open claims, a full task or HIT, a closed batch) leaves no worker
+        # record behind, which the annotators page listed as a worker with no work.
+        transaction.atomic(),
+    ):
         admitted = mturk_worker_admit(
             hit=hit,
             assignment_id=assignment_id,
@@ -226,43 +234,40 @@ def mturk_assignment_open(
             turk_submit_to=turk_submit_to,
         )
         annotator, submit_to = admitted.annotator, admitted.submit_to
-        with transaction.atomic():
-            existing = (
-                Assignment.objects.select_for_update()
-                .filter(annotator=annotator, task=hit.task)
-                .first()
-            )
-            if existing is not None:
-                if existing.status in LAPSED and existing.submitted_at is None:
-                    _closed_batch_refused(hit.task)
-                if existing.status in LAPSED:
-                    new_claim_check()
-                    worker_slot_check(hit=hit, worker_id=annotator.worker_id)
-                    task_slot_check(hit=hit, now=now)
-                minutes = hit.task.batch.project.allotted_minutes
-                assignment = _reopen(
-                    existing, assignment_id=assignment_id, browser_claims=browser_claims,
-                    lapsed_until=now + timedelta(minutes=minutes),
-                )  # fmt: skip
-            else:
-                _closed_batch_refused(hit.task, new=True)
+        existing = (
+            Assignment.objects.select_for_update()
+            .filter(annotator=annotator, task=hit.task)
+            .first()
+        )
+        if existing is not None:
+            if existing.status in LAPSED and existing.submitted_at is None:
+                _closed_batch_refused(hit.task)
+            if existing.status in LAPSED:
                 new_claim_check()
                 worker_slot_check(hit=hit, worker_id=annotator.worker_id)
                 task_slot_check(hit=hit, now=now)
-                assignment = assignment_claim_task(
-                    annotator=annotator, task=hit.task, now=now, check_slots=False
-                )
-            if assignment.platform_assignment_id != assignment_id:  # a new accept, not a reload
-                # The platform gives the worker the publication's assignment duration from each
-                # accept (a HIT returned and accepted again too): the claim keeps its slot as long,
-                # when that is longer than the project's minutes.
-                on_platform = now + timedelta(seconds=hit.publication.assignment_duration_seconds)
-                assignment.expires_at = max(assignment.expires_at, on_platform)
-            assignment.platform_assignment_id = assignment_id
-            assignment.platform_hit_id = hit.hit_id
-            assignment.save(
-                update_fields=["platform_assignment_id", "platform_hit_id", "expires_at"]
+            minutes = hit.task.batch.project.allotted_minutes
+            assignment = _reopen(
+                existing, assignment_id=assignment_id, browser_claims=browser_claims,
+                lapsed_until=now + timedelta(minutes=minutes),
+            )  # fmt: skip
+        else:
+            _closed_batch_refused(hit.task, new=True)
+            new_claim_check()
+            worker_slot_check(hit=hit, worker_id=annotator.worker_id)
+            task_slot_check(hit=hit, now=now)
+            assignment = assignment_claim_task(
+                annotator=annotator, task=hit.task, now=now, check_slots=False
             )
+        if assignment.platform_assignment_id != assignment_id:  # a new accept, not a reload
+            # The platform gives the worker the publication's assignment duration from each
+            # accept (a HIT returned and accepted again too): the claim keeps its slot as long,
+            # when that is longer than the project's minutes.
+            on_platform = now + timedelta(seconds=hit.publication.assignment_duration_seconds)
+            assignment.expires_at = max(assignment.expires_at, on_platform)
+        assignment.platform_assignment_id = assignment_id
+        assignment.platform_hit_id = hit.hit_id
+        assignment.save(update_fields=["platform_assignment_id", "platform_hit_id", "expires_at"])
         return WorkerAssignment(
             assignment=assignment,
             submit_to=submit_to,
@@ -320,6 +325,7 @@ def task_slot_check(*, hit: Hit, now: datetime) -> None:
     published leaves fewer free, the platform's workers fill only what is left.
     """
     task_lock(task_id=hit.task_id)
+    task_left_out_restore(task_id=hit.task_id, now=now)  # accepted work waiting goes first
     per_task = hit.task.batch.project.assignments_per_task
     of_platform = Q(annotator__platform=hit.publication.platform)
     counted = Assignment.objects.filter(counted_assignments(now=now), task_id=hit.task_id)
@@ -559,16 +565,43 @@ def selfhosted_returning(*, publication: Publication, params: dict[str, str]) ->
     )
 
 
-def selfhosted_start_offered(
+@dataclass(frozen=True)
+class JoinOffer:
+    """What a link's join page offers the participant who opened it."""
+
+    start: bool  # the Start button
+    blocked: bool  # their id is blocked: the page says what became of their work instead
+
+
+def selfhosted_join_offer(
     *, publication: Publication, params: dict[str, str], now: datetime
-) -> bool:
-    """Whether the link's join page offers Start: to a returning participant always (their
-    start gives them their next task or, with none left, their completion code again), to a
-    newcomer while a task of the batch has a free slot (batch_slot_free, as the claim reads
-    its candidates): a full batch's newcomer reads so on the page, not after pressing Start."""
-    return selfhosted_returning(publication=publication, params=params) or batch_slot_free(
-        batch=publication.batch, now=now
-    )
+) -> JoinOffer:
+    """What the link's join page offers: Start to a returning participant always (their start
+    gives them their next task or, with none left, their completion code again), to a newcomer
+    while a task of the batch has a free slot (batch_slot_free, as the claim reads its
+    candidates): a full batch's newcomer reads so on the page, not after pressing Start. A
+    blocked participant, whose start is refused, is told so instead. One query for the
+    participant (work here, block), one for a newcomer's slots."""
+    worker_id = selfhosted_worker_id(params).strip()
+    returning = blocked = False
+    if worker_id:
+        mine = OuterRef("pk")
+        participant = (
+            Annotator.objects.filter(platform="selfhosted", worker_id=worker_id)
+            .annotate(
+                has_work=Exists(
+                    Assignment.objects.filter(annotator=mine, task__batch_id=publication.batch_id)
+                ),
+                is_blocked=Exists(WorkerBlock.objects.filter(annotator=mine, active=True)),
+            )
+            .values_list("has_work", "is_blocked")
+            .first()
+        )
+        returning, blocked = participant or (False, False)
+    if blocked:
+        return JoinOffer(start=False, blocked=True)
+    start = returning or batch_slot_free(batch=publication.batch, now=now)
+    return JoinOffer(start=start, blocked=False)
 
 
 def selfhosted_next_task_open(*, publication: Publication, annotator: Annotator) -> bool:

@@ -151,9 +151,13 @@ def mturk_prompt_open(
 ) -> CrowdPromptTicket:
     """Admit an accepted MTurk assignment on a study's HIT (the crowd app's checks: our HIT,
     MTurk's submit host, what the platform reported, blocks, MaxAssignments confirmed workers);
-    a refused demo worker gives the offline platform's HIT back."""
-    with workers.demo_hit_returned_when_refused(
-        hit=hit, assignment_id=assignment_id, worker_id=worker_id
+    a refused demo worker gives the offline platform's HIT back. A refused worker leaves no
+    worker record (one transaction, as for a batch's HIT)."""
+    with (
+        workers.demo_hit_returned_when_refused(
+            hit=hit, assignment_id=assignment_id, worker_id=worker_id
+        ),
+        transaction.atomic(),
     ):
         admitted = workers.mturk_worker_admit(
             hit=hit,

@@ -281,3 +281,89 @@ def test_a_submit_in_flight_when_the_worker_is_blocked_is_marked_and_holds_no_sl
     assert (kept.status, kept.is_late) == (AssignmentStatus.SUBMITTED, True)
     assert _held(claim.task_id) == 0  # the task is offered to another participant
     assert _start(client, link, "P2").status_code == 302
+
+
+def _left_out_at_an_unblock(client, link, admin, *, p2_submits=True):
+    """P1's work was blocked, P2 took the task's one slot, and P1's unblock left P1's work
+    out (kept, counted nowhere); return P2's start."""
+    _finish(client, _start(client, link, "P1"))
+    review.worker_block(annotator_id=_annotator("P1"), reason="checking", user=admin)
+    started = _start(client, link, "P2")
+    if p2_submits:
+        _finish(client, started)
+    done = review.worker_unblock(annotator_id=_annotator("P1"), user=admin)
+    assert (done.restored, done.left_out) == (0, 1)
+    return started
+
+
+def test_work_left_out_at_an_unblock_takes_the_slot_a_reject_frees(client, link, admin):
+    _left_out_at_an_unblock(client, link, admin)
+    task_id = link.batch.tasks.get().pk
+    assert _counted(task_id) == {"P2"}
+    replacement = Assignment.objects.get(annotator__worker_id="P2")
+    review.assignment_reject(assignment_id=replacement.pk, user=admin, feedback="all UNKNOWN")
+    assert _counted(task_id) == {"P1"} and _held(task_id) == 1
+    assert _start(client, link, "P3").status_code == 404  # the task has its answer again
+
+
+def test_work_left_out_at_an_unblock_takes_the_slot_a_block_frees(client, link, admin):
+    _left_out_at_an_unblock(client, link, admin)
+    task_id = link.batch.tasks.get().pk
+    review.worker_block(annotator_id=_annotator("P2"), reason="bot", user=admin)
+    assert _counted(task_id) == {"P1"} and _held(task_id) == 1
+    # Unblocking P2 now finds the task filled: their work is the one left out.
+    done = review.worker_unblock(annotator_id=_annotator("P2"), user=admin)
+    assert (done.restored, done.left_out) == (0, 1)
+    assert _counted(task_id) == {"P1"} and _held(task_id) == 1
+
+
+def test_work_left_out_at_an_unblock_takes_the_slot_a_return_frees(client, link, admin):
+    started = _left_out_at_an_unblock(client, link, admin, p2_submits=False)
+    task_id = link.batch.tasks.get().pk
+    assert _counted(task_id) == set() and _held(task_id) == 1  # P2's claim holds the slot
+    token = started["Location"].rstrip("/").rsplit("/", 1)[-1]
+    assert client.post(reverse("crowd:work-return", args=[token])).status_code == 302
+    assert _counted(task_id) == {"P1"} and _held(task_id) == 1
+
+
+def test_work_left_out_at_an_unblock_takes_the_slot_of_a_claim_that_lapsed(client, link, admin):
+    """Before a new claim counts the task's slots, and when the beat expires the claim."""
+    from annotate.services.assignments import assignments_expire
+
+    _left_out_at_an_unblock(client, link, admin, p2_submits=False)
+    task_id = link.batch.tasks.get().pk
+    past = timezone.now() - timezone.timedelta(minutes=1)
+    Assignment.objects.filter(annotator__worker_id="P2").update(expires_at=past)
+    # A newcomer finds the task's one slot taken by P1's work, not free.
+    assert _start(client, link, "P3").status_code == 404
+    assert not Assignment.objects.filter(annotator__worker_id="P3").exists()
+    # The newcomer's refused start kept nothing: the beat's expiry gives the slot for good.
+    assert _counted(task_id) == set()
+    assert assignments_expire(now=timezone.now()) == 1
+    assert _counted(task_id) == {"P1"} and _held(task_id) == 1
+
+
+def test_mturk_work_left_out_at_an_unblock_takes_the_slot_a_reject_frees(
+    client, live, fake_mturk, admin_user
+):
+    """The replacement's work is rejected (on MTurk too): the unblocked worker's confirmed
+    work counts in its place, and the task never counts more than its three answers."""
+    hit = live.hits.order_by("id").first()
+    done = [work(client, fake_mturk, hit, f"AW{n}") for n in range(3)]
+    _sync(live)
+    review.worker_block(annotator_id=done[1].annotator_id, reason="spam", user=admin_user)
+    replacements.replacements_create(
+        publication_id=live.pk, confirm_total=Decimal("1.20"), now=timezone.now(), user=admin_user
+    )
+    replacement = work(client, fake_mturk, hit, "AW9")
+    _sync(live)
+    unblocked = review.worker_unblock(annotator_id=done[1].annotator_id, user=admin_user)
+    assert (unblocked.restored, unblocked.left_out) == (0, 1)
+    assert _counted(hit.task_id) == {"AW0", "AW2", "AW9"}
+
+    review.assignment_reject(assignment_id=replacement.pk, user=admin_user, feedback="spam")
+    assert (
+        fake_mturk.state.assignments[replacement.platform_assignment_id]["AssignmentStatus"]
+        == "Rejected"
+    )
+    assert _counted(hit.task_id) == {"AW0", "AW1", "AW2"} and _held(hit.task_id) == 3

@@ -1016,6 +1016,39 @@ def test_one_address_cannot_hold_many_forged_claims_on_a_hit(client, live, fake_
     assert _open(honest, fake_mturk, first, "AHONEST", assignment_id).status_code == 302
 
 
+def test_an_accept_refused_on_the_way_leaves_no_worker_record(client, live, fake_mturk, settings):
+    """An accept the address's open-claims limit refused (no assignment made) still made the
+    worker's record, which the annotators page then listed as a worker with no work: the
+    record and the claim are made together now, or neither. A closed batch's refusal too."""
+    from annotate.models import Annotator
+
+    settings.CROWD_OPEN_CLAIMS_PER_ADDRESS = 1
+    first, second = _hits(live)
+    assert _open(client, fake_mturk, first, "FAKE1", "FORGED1").status_code == 302
+    refused = _open(client, fake_mturk, second, "FAKE2", "FORGED2")
+    assert refused.status_code == 429
+    assert not Annotator.objects.filter(worker_id="FAKE2").exists()
+    admin = UserFactory(username="annotators-admin", roles=[ADMIN], is_staff=True)
+    page = Client()
+    page.force_login(admin)
+    listed = page.get(reverse("annotators:list")).text
+    assert "mturk:FAKE1" in listed and "mturk:FAKE2" not in listed
+
+    live.batch.active = False
+    live.batch.save()
+    closed = _open(Client(REMOTE_ADDR="198.51.100.9"), fake_mturk, second, "ALATE", "A-LATE")
+    assert closed.status_code == 410
+    assert not Annotator.objects.filter(worker_id="ALATE").exists()
+    # A refused worker who comes back when the limit allows is made then, as anyone is.
+    live.batch.active = True
+    live.batch.save()
+    Assignment.objects.filter(platform_assignment_id="FORGED1").update(
+        status=AssignmentStatus.RETURNED
+    )
+    assert _open(client, fake_mturk, second, "FAKE2", "FORGED2").status_code == 302
+    assert Annotator.objects.filter(worker_id="FAKE2").count() == 1
+
+
 def test_a_lapsed_claim_is_not_taken_up_again_in_a_closed_batch(client, live, fake_mturk):
     """The worker's new accept took a lapsed claim up again with a fresh time, so a batch
     deactivated since took their answers (counted once confirmed): it is refused instead, and

@@ -364,10 +364,56 @@ def test_the_done_page_offers_no_next_task_the_link_would_refuse(client, study, 
         study.link_closed_at = timezone.now()
         study.save(update_fields=["link_closed_at"])
     again = client.get(started["Location"])  # the done page, opened again
-    assert again.status_code == 200 and 'id="completion-code"' in again.text
-    assert 'id="next-task"' not in again.text
+    assert again.status_code == 200 and 'id="next-task"' not in again.text
+    # A blocked participant is not handed the code again (their work counts nowhere).
+    assert ('id="completion-code"' in again.text) == (refusal == "link closed")
     join = reverse("crowd:selfhosted-join", args=[study.link_token])
     assert client.post(join, {"workerId": "P5"}).status_code in (403, 410)  # what it would get
+
+
+def test_a_participant_blocked_after_their_submit_is_told_so_by_the_link_and_given_no_code(
+    client, study
+):
+    """Back on the link for their completion code, a participant blocked since their submit
+    read "Sorry, you can no longer take tasks from this requester" and nothing of their work.
+    They read now that their answers are kept but do not count and that the code is not shown
+    again (the recruiting site pays on it); the done page opened again says the same. An
+    unblock gives the code back."""
+    from annotate.crowd.services import review
+    from annotate.roles import ADMIN
+    from tests.factories import UserFactory
+
+    admin = UserFactory(username="link-admin", roles=[ADMIN])
+    started = _join(client, study, PROLIFIC_PID="P6")
+    done = client.post(started["Location"], _answers(client.get(started["Location"]).text))
+    assert "C0DE42" in done.text  # handed out with the submission, as always
+    worker = Annotator.objects.get(worker_id="P6")
+    review.worker_block(annotator_id=worker.pk, reason="all UNKNOWN", user=admin)
+
+    join = reverse("crowd:selfhosted-join", args=[study.link_token])
+    for back in (
+        client.get(join, {"PROLIFIC_PID": "P6"}),
+        client.post(join, {"PROLIFIC_PID": "P6"}),
+    ):
+        assert back.status_code == 403
+        assert 'id="blocked-participant"' in back.text and 'id="blocked-work"' in back.text
+        assert "do not count in the study's results" in back.text
+        assert "C0DE42" not in back.text and "Start" not in back.text
+    reopened = client.get(started["Location"])
+    assert reopened.status_code == 200 and 'id="blocked-note"' in reopened.text
+    assert 'id="code-withheld"' in reopened.text and "C0DE42" not in reopened.text
+    # Another participant's id, blocked before doing anything here, is told only the block.
+    other = Annotator.objects.create(
+        platform="selfhosted", worker_id="P7", name="selfhosted:P7", kind="crowd"
+    )
+    review.worker_block(annotator_id=other.pk, reason="duplicate", user=admin)
+    fresh = client.post(join, {"PROLIFIC_PID": "P7"})
+    assert fresh.status_code == 403 and 'id="blocked-participant"' in fresh.text
+    assert 'id="blocked-work"' not in fresh.text
+
+    review.worker_unblock(annotator_id=worker.pk, user=admin)
+    assert "C0DE42" in client.get(started["Location"]).text
+    assert client.post(join, {"PROLIFIC_PID": "P6"}).status_code == 302  # their next task
 
 
 def test_an_admin_walks_a_hit_through_the_offline_demo_platform_as_a_worker(
@@ -902,3 +948,23 @@ def test_a_demo_hit_of_a_closed_batch_takes_no_worker_and_keeps_its_slot(
     page = client.get(reverse("crowd:publication", args=[published.pk])).text
     row = page.split(f"<code>{hit.hit_id}</code>")[1].split("</tr>")[0]
     assert '<td class="hit-work">0 / 0 / ' in row and '">0 of ' in row  # 0 of N took it
+
+
+def test_a_blocked_participant_who_returns_a_task_is_given_no_code(client, study):
+    """The page after a return gave the code for the tasks submitted; to a participant blocked
+    since, it says their work does not count and gives none, as the link does."""
+    from annotate.crowd.services import review
+    from annotate.roles import ADMIN
+    from tests.factories import UserFactory
+
+    first = _join(client, study, PROLIFIC_PID="P8")
+    client.post(first["Location"], _answers(client.get(first["Location"]).text))
+    second = _join(client, study, PROLIFIC_PID="P8")
+    assert second.status_code == 302 and second["Location"] != first["Location"]
+    worker = Annotator.objects.get(worker_id="P8")
+    admin = UserFactory(username="return-admin", roles=[ADMIN])
+    review.worker_block(annotator_id=worker.pk, reason="all UNKNOWN", user=admin)
+    token = second["Location"].rstrip("/").rsplit("/", 1)[-1]
+    client.post(reverse("crowd:work-return", args=[token]))
+    returned = client.get(second["Location"])
+    assert 'id="code-withheld"' in returned.text and "C0DE42" not in returned.text

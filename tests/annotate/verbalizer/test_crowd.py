@@ -158,6 +158,7 @@ def test_a_published_slice_counts_two_real_workers_and_no_forged_one(client, on_
     # A sixth forged worker is refused at the door: the HIT has its 2 confirmed workers.
     refused = _open(client, fake_mturk, negative, "AFAKE9", "FORGEDAFAKE9")
     assert refused.status_code == 409 and b"already has the 2 workers" in refused.content
+    assert not Annotator.objects.filter(worker_id="AFAKE9").exists()  # no record left behind
     # The forged ones' own link now says plainly that their answer does not count.
     again = _open(client, fake_mturk, negative, "AFAKE0", "FORGEDAFAKE0")
     assert again.status_code == 403 and b"does not know assignment FORGEDAFAKE0" in again.content
