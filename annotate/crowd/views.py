@@ -308,7 +308,7 @@ def replacements(request: HttpRequest, publication_id: int) -> HttpResponse:
             text += f"; {done.reopened} expired HIT{pluralize(done.reopened)} offered again"
         messages.success(request, text + ".")
         for failure in done.failed:
-            messages.error(request, f"Refused by the platform: {failure}")
+            messages.error(request, f"Not added: {failure}")
         if done.stopped:
             messages.warning(request, replacement_services.LEASE_LOST)
         return redirect("crowd:publication", publication.pk)

@@ -455,3 +455,83 @@ def test_a_request_whose_hold_ran_out_stops_where_the_one_that_took_over_goes_on
     assert HitExtension.objects.filter(status=HitExtensionStatus.DONE).count() == 2
     assert first.stopped and (first.added, first.hits) == (1, 1)
     assert (second[0].added, second[0].stopped) == (2, False)  # the first's pending one, HIT 2
+
+
+def _two_pending_on_one_hit(client, live, fake_mturk, admin_user, *, older, newer, by_hand=0):
+    """Two additions left pending on the first HIT: the older one (`older` assignments, as many
+    works as are rejected) never reached MTurk (every attempt failed); the newer one (`newer`),
+    stored by a request that took the publication over, did, and its reply was lost. `by_hand`
+    more are added on the requester site."""
+    hit, done = _rejected_on_first_hit(client, live, fake_mturk, admin_user)
+    for assignment in done[2 : older + 1]:
+        review.assignment_reject(assignment_id=assignment.pk, user=admin_user, feedback="random")
+    plan = replacements.replacements_plan(
+        publication_id=live.pk, now=timezone.now(), user=admin_user
+    )
+    for _ in range(3):
+        fake_mturk.fail_next("CreateAdditionalAssignmentsForHIT", "ServiceUnavailable", status=503)
+    with pytest.raises(review.TransientPlatformError):
+        replacements.replacements_create(
+            publication_id=live.pk, confirm_total=plan.total_usd, now=timezone.now(),
+            user=admin_user,
+        )  # fmt: skip
+    first = HitExtension.objects.get(hit=hit)
+    assert first.count == older
+    HitExtension.objects.create(
+        hit=hit, count=newer, reward_usd=first.reward_usd, unique_request_token="newer-token"
+    )
+    fake_mturk.api.call(
+        "CreateAdditionalAssignmentsForHIT",
+        {"HITId": hit.hit_id, "NumberOfAdditionalAssignments": newer,
+         "UniqueRequestToken": "newer-token"},
+    )  # fmt: skip
+    fake_mturk.state.hits[hit.hit_id]["MaxAssignments"] += by_hand
+    return hit, plan
+
+
+@pytest.mark.parametrize("days_later", [0, 2], ids=["tokens-remembered", "tokens-forgotten"])
+def test_two_pending_additions_of_a_hit_are_each_credited_only_with_what_mturk_made(
+    client, live, fake_mturk, admin_user, days_later
+):
+    """The HIT's rise (2) is the newer addition's: crediting the older one (1) with it counted an
+    assignment MTurk never made, and left the newer one to be asked again (and, once MTurk had
+    forgotten its token, made and paid twice)."""
+    hit, plan = _two_pending_on_one_hit(client, live, fake_mturk, admin_user, older=1, newer=2)
+    if days_later:
+        fake_mturk.forget_tokens()
+    later = timezone.now() + timedelta(days=days_later)
+    result = replacements.replacements_create(
+        publication_id=live.pk, confirm_total=plan.total_usd, now=later, user=admin_user
+    )
+    # 3 + 1 + 2 on MTurk and here: each addition made once, and counted once.
+    assert fake_mturk.state.hits[hit.hit_id]["MaxAssignments"] == 6
+    hit.refresh_from_db()
+    assert hit.max_assignments == 6
+    assert (result.added, result.hits, result.failed) == (3, 1, [])
+    statuses = set(HitExtension.objects.filter(hit=hit).values_list("status", flat=True))
+    assert statuses == {HitExtensionStatus.DONE}
+
+
+def test_pending_additions_that_mturk_s_rise_does_not_add_up_to_are_neither_asked_nor_counted(
+    client, live, fake_mturk, admin_user
+):
+    """A rise of 4 (the newer addition's 3, and 1 added on the requester site) is neither the
+    older addition (2), the newer (3) nor both (5): whether MTurk made the older one cannot be
+    told, so it is not asked again (it might be paid twice), and neither is counted here."""
+    hit, plan = _two_pending_on_one_hit(
+        client, live, fake_mturk, admin_user, older=2, newer=3, by_hand=1
+    )
+    fake_mturk.forget_tokens()
+    asked = fake_mturk.state.calls.count("CreateAdditionalAssignmentsForHIT")
+    result = replacements.replacements_create(
+        publication_id=live.pk, confirm_total=plan.total_usd, now=timezone.now() + timedelta(days=2),
+        user=admin_user,
+    )  # fmt: skip
+    assert fake_mturk.state.calls.count("CreateAdditionalAssignmentsForHIT") == asked
+    assert fake_mturk.state.hits[hit.hit_id]["MaxAssignments"] == 7
+    hit.refresh_from_db()
+    assert hit.max_assignments == 3
+    assert result.added == 0 and len(result.failed) == 1
+    assert hit.hit_id in result.failed[0] and "cannot tell which" in result.failed[0]
+    pending = HitExtension.objects.filter(hit=hit, status=HitExtensionStatus.PENDING)
+    assert pending.count() == 2
