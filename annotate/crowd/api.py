@@ -193,6 +193,7 @@ def _plan_payload(plan: replacements.ReplacementPlan) -> dict:
             for row in plan.rows
         ],
         "assignments": plan.assignments,
+        "reopens": plan.reopens,
         "reward_usd": str(plan.reward_usd),
         "fee_rate": None if plan.fee_rate is None else str(plan.fee_rate),
         "fee": plan.fee,

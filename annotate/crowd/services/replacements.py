@@ -52,7 +52,7 @@ class ReplacementRow:
     wanted: int  # assignments its task (prompt) still needs from this platform's workers
     available: int  # assignments of the HIT no worker holds, as the platform says
     add: int  # assignments to ask for (0 when refused)
-    reopen: bool  # the HIT expired: it is offered again for the publication's lifetime
+    reopen: bool  # expired with assignments to offer: offered again for the publication's lifetime
     refused: str = ""  # why this HIT cannot get them
 
 
@@ -71,6 +71,11 @@ class ReplacementPlan:
     @property
     def hits(self) -> int:
         return sum(1 for row in self.rows if row.add)
+
+    @property
+    def reopens(self) -> int:
+        """Expired HITs to offer again (free), with their untaken or new assignments."""
+        return sum(1 for row in self.rows if row.reopen)
 
     @property
     def total_usd(self) -> Decimal:
@@ -151,9 +156,9 @@ def replacements_plan(*, publication_id: int, now: datetime, user) -> Replacemen
         if available is None:  # a platform that does not say: only what we know is taken
             available = 0
         add = max(wanted[hit.pk] - available, 0)
-        if not add:
-            continue
         expired = info.expires_at is not None and info.expires_at <= now
+        if not add and not (expired and available):  # offered, to workers who can take it
+            continue
         refused = ""
         if info.max_assignments < MTURK_EXTENSION_LIMIT <= info.max_assignments + add:
             refused = (
@@ -166,7 +171,8 @@ def replacements_plan(*, publication_id: int, now: datetime, user) -> Replacemen
                 wanted=wanted[hit.pk],
                 available=available,
                 add=0 if refused else add,
-                reopen=expired and not refused,
+                # the assignments no worker took are worth reopening for, before paying more
+                reopen=expired and bool(available or not refused),
                 refused=refused,
             )
         )
@@ -269,7 +275,7 @@ def _replacements_create(
     if result.stopped:
         return result
     plan = replacements_plan(publication_id=publication_id, now=now, user=user)
-    if not plan.assignments:
+    if not plan.assignments and not plan.reopens:
         if result.added or result.failed:  # what the pending additions came to, said
             return result
         raise PublishError("No task of this publication needs another worker on its HIT.")
@@ -287,7 +293,7 @@ def _replacements_create(
     added = hits = reopened = 0
     failed, stopped = list(result.failed), False
     for row in plan.rows:
-        if not row.add:
+        if not row.add and not row.reopen:
             continue
         if not lease.renewed():
             stopped = True
@@ -297,6 +303,8 @@ def _replacements_create(
             platform.hit_update_expiration(hit_id=row.hit.hit_id, expires_at=until)
             Hit.objects.filter(pk=row.hit.pk).update(expires_at=until)
             reopened += 1
+        if not row.add:
+            continue
         extension = HitExtension.objects.create(
             hit=row.hit,
             count=row.add,

@@ -5,6 +5,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
@@ -535,3 +536,64 @@ def test_pending_additions_that_mturk_s_rise_does_not_add_up_to_are_neither_aske
     assert hit.hit_id in result.failed[0] and "cannot tell which" in result.failed[0]
     pending = HitExtension.objects.filter(hit=hit, status=HitExtensionStatus.PENDING)
     assert pending.count() == 2
+
+
+def test_an_expired_hit_with_untaken_assignments_is_offered_again_on_the_page_without_paying(
+    client, live, fake_mturk, admin_user
+):
+    """Two of the first HIT's three workers submitted before it expired: its last assignment is
+    untaken but no worker can take it. The page said there was nothing to add (the HIT "still
+    offers" it); it offers the HIT again, and asks MTurk for nothing to pay."""
+    hit = live.hits.order_by("id").first()
+    for n in range(2):
+        work(client, fake_mturk, hit, f"AW{n}")
+    _sync(live)
+    review.hit_set_expiration(
+        hit_pk=hit.pk, expires_at=timezone.now() - timedelta(minutes=1), user=admin_user
+    )
+    with pytest.raises(ValueError, match="cannot be accepted"):
+        fake_mturk.api.worker_accept(hit.hit_id, "AW9")
+    client.force_login(admin_user)
+    url = reverse("crowd:replacements", args=[live.pk])
+    page = client.get(url).text
+    assert 'id="replacement-none"' not in page
+    assert hit.hit_id in page and "Expired: offered again." in page
+    assert 'id="replacement-reopen"' in page and "$0.00" not in page
+    api = client.get(reverse("crowd-api:replacements", args=[live.pk])).json()
+    assert (api["reopens"], api["assignments"], api["total_usd"]) == (1, 0, "0.00")
+    done = client.post(url, {"confirm_total": "0.00"})
+    assert done.status_code == 302
+    followed = client.get(done["Location"]).text
+    assert "1 expired HIT offered again" in followed and "assignments added" not in followed
+    assert "CreateAdditionalAssignmentsForHIT" not in fake_mturk.state.calls
+    assert fake_mturk.state.hits[hit.hit_id]["MaxAssignments"] == 3
+    assert fake_mturk.state.hits[hit.hit_id]["Expiration"] > timezone.now().timestamp()
+    work(Client(), fake_mturk, hit, "AW9")  # the untaken assignment is taken, and done
+    assert 'id="replacement-none"' in client.get(url).text  # nothing is offered twice
+
+
+def test_an_expired_hit_that_cannot_be_extended_is_still_offered_again_for_what_it_has(
+    client, live, fake_mturk, admin_user
+):
+    """MTurk refuses to take a HIT of 9 to 10 or more, but reopening it costs nothing and gives
+    workers the assignments it still has."""
+    hit = live.hits.order_by("id").first()
+    fake_mturk.state.hits[hit.hit_id]["MaxAssignments"] = 9
+    hit.max_assignments = 9
+    hit.save()
+    live.batch.project.assignments_per_task = 11
+    live.batch.project.save()
+    review.hit_set_expiration(
+        hit_pk=hit.pk, expires_at=timezone.now() - timedelta(minutes=1), user=admin_user
+    )
+    plan = replacements.replacements_plan(
+        publication_id=live.pk, now=timezone.now(), user=admin_user
+    )
+    first = next(row for row in plan.rows if row.hit.pk == hit.pk)
+    assert (first.wanted, first.available, first.add, first.reopen) == (11, 9, 0, True)
+    assert "cannot reach 10" in first.refused
+    result = replacements.replacements_create(
+        publication_id=live.pk, confirm_total=plan.total_usd, now=timezone.now(), user=admin_user
+    )
+    assert result.reopened == 1
+    fake_mturk.api.worker_accept(hit.hit_id, "AW9")
