@@ -188,6 +188,7 @@ def _plan_payload(plan: replacements.ReplacementPlan) -> dict:
                 "still_offered": row.available,
                 "add": row.add,
                 "reopen": row.reopen,
+                "accepted_not_here": row.unseen,
                 "refused": row.refused,
             }
             for row in plan.rows

@@ -24,7 +24,14 @@ from django.db import transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
-from annotate.crowd.models import Hit, HitExtension, HitExtensionStatus, HitStatus, Publication
+from annotate.crowd.models import (
+    Hit,
+    HitExtension,
+    HitExtensionStatus,
+    HitStatus,
+    PlatformAssignment,
+    Publication,
+)
 from annotate.crowd.platforms import get_platform, platform_label
 from annotate.crowd.pricing import assignments_cost, fee_description
 from annotate.crowd.services.publishing import open_assignments
@@ -38,7 +45,8 @@ from annotate.errors import (
     PublishError,
     TransientPlatformError,
 )
-from annotate.models import Annotator, AnnotatorKind
+from annotate.models import Annotator, AnnotatorKind, Assignment
+from annotate.services.assignments import counted_assignments
 from annotate.verbalizer.models import HumanAnswer
 from annotate.verbalizer.services.humans import same_channel_q
 
@@ -54,6 +62,7 @@ class ReplacementRow:
     add: int  # assignments to ask for (0 when refused)
     reopen: bool  # expired with assignments to offer: offered again for the publication's lifetime
     refused: str = ""  # why this HIT cannot get them
+    unseen: int = 0  # accepted on the platform by workers not seen here yet: not asked for
 
 
 @dataclass(frozen=True)
@@ -123,6 +132,29 @@ def _wanted(publication: Publication, now: datetime) -> dict[int, int]:
     }
 
 
+def _pending_here(publication: Publication, hit: Hit, *, now: datetime) -> int:
+    """How many of the HIT's assignments the platform may count as accepted, not submitted, that
+    hold a slot here (a claim being worked on, work whose hand-back has not reached the
+    platform): ours of this HIT that the platform never listed as submitted.
+
+    The platform's pending assignments beyond these are workers who accepted the HIT but have
+    not opened our page yet: each will take a slot, or give the assignment back to the HIT, so
+    the plan does not pay for another in their place. Counted generously (a forged claim, a
+    claim whose worker gave the HIT back, work submitted since the last sync all count here),
+    so a doubt asks for one more, never one fewer."""
+    listed = PlatformAssignment.objects.filter(hit=hit).values("platform_assignment_id")
+    if hit.task_id is not None:
+        ours = Assignment.objects.filter(counted_assignments(now=now), task_id=hit.task_id)
+    else:
+        channel = same_channel_q(Annotator(kind=AnnotatorKind.CROWD, platform=publication.platform))
+        ours = HumanAnswer.objects.filter(
+            channel, study_id=publication.human_study_id, prompt_id=hit.prompt_id
+        )
+    return (
+        ours.filter(platform_hit_id=hit.hit_id).exclude(platform_assignment_id__in=listed).count()
+    )
+
+
 def replacements_plan(*, publication_id: int, now: datetime, user) -> ReplacementPlan:
     """What replacing the work that no longer counts would ask for, and cost (nothing is
     spent). Asks the platform about each created HIT whose task still needs work, and for the
@@ -155,7 +187,10 @@ def replacements_plan(*, publication_id: int, now: datetime, user) -> Replacemen
         available = info.assignments_available
         if available is None:  # a platform that does not say: only what we know is taken
             available = 0
-        add = max(wanted[hit.pk] - available, 0)
+        unseen = 0
+        if info.assignments_pending and wanted[hit.pk] > available:
+            unseen = max(info.assignments_pending - _pending_here(publication, hit, now=now), 0)
+        add = max(wanted[hit.pk] - available - unseen, 0)
         expired = info.expires_at is not None and info.expires_at <= now
         if not add and not (expired and available):  # offered, to workers who can take it
             continue
@@ -174,6 +209,7 @@ def replacements_plan(*, publication_id: int, now: datetime, user) -> Replacemen
                 # the assignments no worker took are worth reopening for, before paying more
                 reopen=expired and bool(available or not refused),
                 refused=refused,
+                unseen=unseen,
             )
         )
     return ReplacementPlan(

@@ -1,6 +1,7 @@
 """Workers in place of rejected work, on the publication's own HITs: real boto3 against the fake
 MTurk server (CreateAdditionalAssignmentsForHIT), and the offline demo platform's pages."""
 
+import re
 from datetime import timedelta
 from decimal import Decimal
 
@@ -597,3 +598,63 @@ def test_an_expired_hit_that_cannot_be_extended_is_still_offered_again_for_what_
     )
     assert result.reopened == 1
     fake_mturk.api.worker_accept(hit.hit_id, "AW9")
+
+
+def _opened(client, fake_mturk, hit, worker, assignment_id) -> str:
+    """The worker who accepted `assignment_id` on MTurk opens our page: the task's URL."""
+    query = {"assignmentId": assignment_id, "hitId": hit.hit_id, "workerId": worker}
+    opened = client.get(
+        reverse("crowd:mturk-task", args=[hit.unique_request_token]),
+        {**query, "turkSubmitTo": fake_mturk.url},
+    )
+    assert client.get(opened["Location"]).status_code == 200
+    return opened["Location"]
+
+
+@pytest.mark.parametrize("third", ["accepted-on-mturk", "working-here", "submitted-here"])
+def test_a_worker_who_accepted_the_hit_is_not_paid_for_again(
+    client, live, fake_mturk, admin_user, third
+):
+    """Of the first HIT's workers, the second one's work is rejected and the third holds the
+    HIT's last assignment: accepted on MTurk (not opened here yet), working on our page, or
+    submitted here (the hand-back not on MTurk yet). One assignment replaces the rejected work
+    in each case: the third worker, not seen here, used to be paid for again."""
+    hit = live.hits.order_by("id").first()
+    done = [work(client, fake_mturk, hit, f"AW{n}") for n in range(2)]
+    _sync(live)
+    review.assignment_reject(assignment_id=done[1].pk, user=admin_user, feedback="random")
+    if third == "submitted-here":
+        work(Client(), fake_mturk, hit, "AW2", post_back=False)
+    else:
+        accepted = fake_mturk.api.worker_accept(hit.hit_id, "AW2")
+        if third == "working-here":
+            _opened(Client(), fake_mturk, hit, "AW2", accepted)
+    plan = replacements.replacements_plan(
+        publication_id=live.pk, now=timezone.now(), user=admin_user
+    )
+    [row] = plan.rows
+    assert (row.available, row.add) == (0, 1)
+    assert row.unseen == (1 if third == "accepted-on-mturk" else 0)
+    if third != "accepted-on-mturk":
+        return
+    client.force_login(admin_user)
+    page = client.get(reverse("crowd:replacements", args=[live.pk])).text
+    assert "1 accepted on Amazon Mechanical Turk by worker not here yet" in page
+    replacements.replacements_create(
+        publication_id=live.pk, confirm_total=plan.total_usd, now=timezone.now(), user=admin_user
+    )
+    assert fake_mturk.state.hits[hit.hit_id]["MaxAssignments"] == 4
+    worker = Client()  # the third worker comes, and so does the one in place of the rejected
+    url = _opened(worker, fake_mturk, hit, "AW2", accepted)
+    names = set(re.findall(r'name="(r\d+_q\d+)"', worker.get(url).text))
+    assert worker.post(url, {name: "yes" for name in names}).status_code == 200
+    fake_mturk.api.worker_submit(accepted, {"summary": "x"})
+    work(Client(), fake_mturk, hit, "AW9")
+    _sync(live)
+    counted = set(
+        live.batch.tasks.get(pk=hit.task_id)
+        .assignments.filter(counted_assignment_q())
+        .values_list("annotator__worker_id", flat=True)
+    )
+    assert counted == {"AW0", "AW2", "AW9"}
+    assert 'id="replacement-none"' in client.get(reverse("crowd:replacements", args=[live.pk])).text
