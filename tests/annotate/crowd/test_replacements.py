@@ -523,12 +523,12 @@ def test_pending_additions_that_mturk_s_rise_does_not_add_up_to_are_neither_aske
     hit, plan = _two_pending_on_one_hit(
         client, live, fake_mturk, admin_user, older=2, newer=3, by_hand=1
     )
+    HitExtension.objects.update(created_at=timezone.now() - timedelta(days=2))  # pressed later
     fake_mturk.forget_tokens()
     asked = fake_mturk.state.calls.count("CreateAdditionalAssignmentsForHIT")
     result = replacements.replacements_create(
-        publication_id=live.pk, confirm_total=plan.total_usd, now=timezone.now() + timedelta(days=2),
-        user=admin_user,
-    )  # fmt: skip
+        publication_id=live.pk, confirm_total=plan.total_usd, now=timezone.now(), user=admin_user
+    )
     assert fake_mturk.state.calls.count("CreateAdditionalAssignmentsForHIT") == asked
     assert fake_mturk.state.hits[hit.hit_id]["MaxAssignments"] == 7
     hit.refresh_from_db()
@@ -537,6 +537,14 @@ def test_pending_additions_that_mturk_s_rise_does_not_add_up_to_are_neither_aske
     assert hit.hit_id in result.failed[0] and "cannot tell which" in result.failed[0]
     pending = HitExtension.objects.filter(hit=hit, status=HitExtensionStatus.PENDING)
     assert pending.count() == 2
+    client.force_login(admin_user)  # pressed again on the page: said again, still nothing asked
+    again = client.post(
+        reverse("crowd:replacements", args=[live.pk]),
+        {"confirm_total": str(plan.total_usd)},
+        follow=True,
+    ).text
+    assert f"Not added: {hit.hit_id}: MTurk" in again and "cannot tell which it made" in again
+    assert fake_mturk.state.calls.count("CreateAdditionalAssignmentsForHIT") == asked
 
 
 def test_an_expired_hit_with_untaken_assignments_is_offered_again_on_the_page_without_paying(
