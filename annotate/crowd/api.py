@@ -188,11 +188,13 @@ def _plan_payload(plan: replacements.ReplacementPlan) -> dict:
                 "still_offered": row.available,
                 "add": row.add,
                 "reopen": row.reopen,
+                "accepted_not_here": row.unseen,
                 "refused": row.refused,
             }
             for row in plan.rows
         ],
         "assignments": plan.assignments,
+        "reopens": plan.reopens,
         "reward_usd": str(plan.reward_usd),
         "fee_rate": None if plan.fee_rate is None else str(plan.fee_rate),
         "fee": plan.fee,

@@ -45,6 +45,9 @@ class HitInfo:
     annotation: str = ""
     # Assignments no worker holds: MTurk's NumberOfAssignmentsAvailable (None: not reported).
     assignments_available: int | None = None
+    # Accepted by a worker, not submitted yet: MTurk's NumberOfAssignmentsPending (None: not
+    # reported). Each is submitted, or offered again when given back or abandoned.
+    assignments_pending: int | None = None
 
 
 @dataclass(frozen=True)

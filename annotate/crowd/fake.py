@@ -294,8 +294,12 @@ class FakePlatform:
     def hit_get(self, *, hit_id: str) -> HitInfo:
         store = self.store
         hit = _hit_of(store, hit_id)
-        taken = len(_holding_a_slot(store, hit_id))
-        return replace(hit, assignments_available=max(hit.max_assignments - taken, 0))
+        holding = _holding_a_slot(store, hit_id)
+        return replace(
+            hit,
+            assignments_available=max(hit.max_assignments - len(holding), 0),
+            assignments_pending=sum(a.status == "Accepted" for a in holding),
+        )
 
     def hit_update_expiration(self, *, hit_id: str, expires_at: datetime) -> None:
         with _changing() as store:

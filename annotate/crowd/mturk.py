@@ -122,6 +122,7 @@ class MTurkPlatform:
             expires_at=_timestamp(hit.get("Expiration")),
             annotation=hit.get("RequesterAnnotation", ""),
             assignments_available=hit.get("NumberOfAssignmentsAvailable"),
+            assignments_pending=hit.get("NumberOfAssignmentsPending"),
         )
 
     @staticmethod

@@ -300,15 +300,17 @@ def replacements(request: HttpRequest, publication_id: int) -> HttpResponse:
         except AnnotateError as error:
             messages.error(request, str(error))
             return redirect("crowd:replacements", publication.pk)
-        text = (
-            f"{done.added} assignment{pluralize(done.added)} added to {done.hits} "
-            f"HIT{pluralize(done.hits)}"
-        )
+        said = []
+        if done.added or not done.reopened:
+            said.append(
+                f"{done.added} assignment{pluralize(done.added)} added to {done.hits} "
+                f"HIT{pluralize(done.hits)}"
+            )
         if done.reopened:
-            text += f"; {done.reopened} expired HIT{pluralize(done.reopened)} offered again"
-        messages.success(request, text + ".")
+            said.append(f"{done.reopened} expired HIT{pluralize(done.reopened)} offered again")
+        messages.success(request, "; ".join(said) + ".")
         for failure in done.failed:
-            messages.error(request, f"Refused by the platform: {failure}")
+            messages.error(request, f"Not added: {failure}")
         if done.stopped:
             messages.warning(request, replacement_services.LEASE_LOST)
         return redirect("crowd:publication", publication.pk)

@@ -8,8 +8,8 @@ with what the platform says the HIT still offers (`assignments_available`, asked
 needs work), and asks for the difference (MTurk's CreateAdditionalAssignmentsForHIT), at the
 publication's reward and fee, reopening a HIT that expired for the publication's lifetime. Each
 addition's token is stored before the platform is asked (HitExtension), so a retry after a lost
-reply is a no-op on the platform instead of a second payment.
-"""
+reply is a no-op on the platform instead of a second payment; once the platform forgot the
+token, the HIT's MaxAssignments say which pending additions it made (_made_of)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,14 @@ from django.db import transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
-from annotate.crowd.models import Hit, HitExtension, HitExtensionStatus, HitStatus, Publication
+from annotate.crowd.models import (
+    Hit,
+    HitExtension,
+    HitExtensionStatus,
+    HitStatus,
+    PlatformAssignment,
+    Publication,
+)
 from annotate.crowd.platforms import get_platform, platform_label
 from annotate.crowd.pricing import assignments_cost, fee_description
 from annotate.crowd.services.publishing import open_assignments
@@ -38,7 +45,8 @@ from annotate.errors import (
     PublishError,
     TransientPlatformError,
 )
-from annotate.models import Annotator, AnnotatorKind
+from annotate.models import Annotator, AnnotatorKind, Assignment
+from annotate.services.assignments import counted_assignments
 from annotate.verbalizer.models import HumanAnswer
 from annotate.verbalizer.services.humans import same_channel_q
 
@@ -52,8 +60,9 @@ class ReplacementRow:
     wanted: int  # assignments its task (prompt) still needs from this platform's workers
     available: int  # assignments of the HIT no worker holds, as the platform says
     add: int  # assignments to ask for (0 when refused)
-    reopen: bool  # the HIT expired: it is offered again for the publication's lifetime
+    reopen: bool  # expired with assignments to offer: offered again for the publication's lifetime
     refused: str = ""  # why this HIT cannot get them
+    unseen: int = 0  # accepted on the platform by workers not seen here yet: not asked for
 
 
 @dataclass(frozen=True)
@@ -71,6 +80,11 @@ class ReplacementPlan:
     @property
     def hits(self) -> int:
         return sum(1 for row in self.rows if row.add)
+
+    @property
+    def reopens(self) -> int:
+        """Expired HITs to offer again (free), with their untaken or new assignments."""
+        return sum(1 for row in self.rows if row.reopen)
 
     @property
     def total_usd(self) -> Decimal:
@@ -118,6 +132,29 @@ def _wanted(publication: Publication, now: datetime) -> dict[int, int]:
     }
 
 
+def _pending_here(publication: Publication, hit: Hit, *, now: datetime) -> int:
+    """How many of the HIT's assignments the platform may count as accepted, not submitted, that
+    hold a slot here (a claim being worked on, work whose hand-back has not reached the
+    platform): ours of this HIT that the platform never listed as submitted.
+
+    The platform's pending assignments beyond these are workers who accepted the HIT but have
+    not opened our page yet: each will take a slot, or give the assignment back to the HIT, so
+    the plan does not pay for another in their place. Counted generously (a forged claim, a
+    claim whose worker gave the HIT back, work submitted since the last sync all count here),
+    so a doubt asks for one more, never one fewer."""
+    listed = PlatformAssignment.objects.filter(hit=hit).values("platform_assignment_id")
+    if hit.task_id is not None:
+        ours = Assignment.objects.filter(counted_assignments(now=now), task_id=hit.task_id)
+    else:
+        channel = same_channel_q(Annotator(kind=AnnotatorKind.CROWD, platform=publication.platform))
+        ours = HumanAnswer.objects.filter(
+            channel, study_id=publication.human_study_id, prompt_id=hit.prompt_id
+        )
+    return (
+        ours.filter(platform_hit_id=hit.hit_id).exclude(platform_assignment_id__in=listed).count()
+    )
+
+
 def replacements_plan(*, publication_id: int, now: datetime, user) -> ReplacementPlan:
     """What replacing the work that no longer counts would ask for, and cost (nothing is
     spent). Asks the platform about each created HIT whose task still needs work, and for the
@@ -150,10 +187,13 @@ def replacements_plan(*, publication_id: int, now: datetime, user) -> Replacemen
         available = info.assignments_available
         if available is None:  # a platform that does not say: only what we know is taken
             available = 0
-        add = max(wanted[hit.pk] - available, 0)
-        if not add:
-            continue
+        unseen = 0
+        if info.assignments_pending and wanted[hit.pk] > available:
+            unseen = max(info.assignments_pending - _pending_here(publication, hit, now=now), 0)
+        add = max(wanted[hit.pk] - available - unseen, 0)
         expired = info.expires_at is not None and info.expires_at <= now
+        if not add and not (expired and available):  # offered, to workers who can take it
+            continue
         refused = ""
         if info.max_assignments < MTURK_EXTENSION_LIMIT <= info.max_assignments + add:
             refused = (
@@ -166,8 +206,10 @@ def replacements_plan(*, publication_id: int, now: datetime, user) -> Replacemen
                 wanted=wanted[hit.pk],
                 available=available,
                 add=0 if refused else add,
-                reopen=expired and not refused,
+                # the assignments no worker took are worth reopening for, before paying more
+                reopen=expired and bool(available or not refused),
                 refused=refused,
+                unseen=unseen,
             )
         )
     return ReplacementPlan(
@@ -269,8 +311,8 @@ def _replacements_create(
     if result.stopped:
         return result
     plan = replacements_plan(publication_id=publication_id, now=now, user=user)
-    if not plan.assignments:
-        if result.added:
+    if not plan.assignments and not plan.reopens:
+        if result.added or result.failed:  # what the pending additions came to, said
             return result
         raise PublishError("No task of this publication needs another worker on its HIT.")
     if plan.total_usd != confirm_total:
@@ -287,7 +329,7 @@ def _replacements_create(
     added = hits = reopened = 0
     failed, stopped = list(result.failed), False
     for row in plan.rows:
-        if not row.add:
+        if not row.add and not row.reopen:
             continue
         if not lease.renewed():
             stopped = True
@@ -297,6 +339,8 @@ def _replacements_create(
             platform.hit_update_expiration(hit_id=row.hit.hit_id, expires_at=until)
             Hit.objects.filter(pk=row.hit.pk).update(expires_at=until)
             reopened += 1
+        if not row.add:
+            continue
         extension = HitExtension.objects.create(
             hit=row.hit,
             count=row.add,
@@ -353,51 +397,123 @@ def _mark_done(extension: HitExtension, *, now: datetime) -> None:
         hit.save(update_fields=["max_assignments"])
 
 
-def _made_before(platform, extension: HitExtension) -> bool:
-    """True if the platform's HIT already has this pending addition: its MaxAssignments reach
-    ours (which grow only with the additions marked done) plus this one's count.
+# MTurk remembers a UniqueRequestToken for 24 hours from its first use, which is after the
+# addition was stored: one stored less than this long ago (an hour spared for clocks) is asked
+# again with its token, a no-op on the platform when it was made.
+TOKEN_REMEMBERED = timedelta(hours=23)
 
-    The token alone does not tell: MTurk forgets a UniqueRequestToken after 24 hours, and a
-    request asked again after that (a reply lost on Friday, the button pressed on Monday) is
-    done, and paid, a second time. A HIT the platform no longer shows is left to `_ask`."""
+
+def _made_of(forgotten: list[HitExtension], rise: int) -> list[HitExtension] | None:
+    """Which of a HIT's pending additions whose tokens MTurk forgot it made, judged by how far
+    its MaxAssignments rose above ours (which grow only with the additions marked done): all of
+    them when the rise reaches their sum, none when there is no rise, else the ones whose counts
+    add up to the rise exactly. None when no set of them does (assignments added elsewhere, on
+    the requester site say): which were made cannot be told.
+
+    Counts alone tell only how many were made, not always which (1 and 1 for a rise of 1): any
+    set that adds up will do, since the others are then asked for and every addition ends up
+    made once and counted once."""
+    if rise <= 0:
+        return []
+    if rise >= sum(extension.count for extension in forgotten):
+        return list(forgotten)
+    reachable: dict[int, tuple[int, ...]] = {0: ()}  # a sum of counts: the first set making it
+    for index, extension in enumerate(forgotten):
+        for total, chosen in list(reachable.items()):
+            if total + extension.count <= rise:
+                reachable.setdefault(total + extension.count, (*chosen, index))
+    if rise not in reachable:
+        return None
+    return [forgotten[index] for index in reachable[rise]]
+
+
+def _hit_pending_retried(
+    platform, extensions: list[HitExtension], *, now: datetime, lease: _Lease
+) -> tuple[int, list[str], bool]:
+    """Settle one HIT's pending additions, oldest first: those whose tokens MTurk still keeps are
+    asked again with them; then the rest are credited with what the HIT's MaxAssignments show
+    (_made_of) and the others asked for. Return (assignments added, refusals, lease lost).
+
+    Checking each addition against the HIT on its own credited the wrong one of two (a rise of 2
+    from the newer addition taken for the older one of 1, the newer one then asked again: made
+    twice once its token was forgotten, or counted here without being made)."""
+    added, failed = 0, []
+
+    def ask(extension: HitExtension) -> bool:
+        nonlocal added
+        if not lease.renewed():
+            return False
+        error = _ask(platform, extension, now=now)
+        if error:
+            failed.append(f"{extension.hit.hit_id}: {error}")
+        else:
+            added += extension.count
+        return True
+
+    remembered = [e for e in extensions if e.created_at > now - TOKEN_REMEMBERED]
+    forgotten = [e for e in extensions if e.created_at <= now - TOKEN_REMEMBERED]
+    for extension in remembered:
+        if not ask(extension):
+            return added, failed, True
+    if not forgotten:
+        return added, failed, False
+    made = _made_of(forgotten, _rise(platform, forgotten[0].hit))
+    if made is None:
+        hit_id = forgotten[0].hit.hit_id
+        counts = " and ".join(str(extension.count) for extension in forgotten)
+        failed.append(
+            f"{hit_id}: MTurk's HIT has more assignments than recorded here, but not as many more "
+            f"as any of the additions left pending ({counts}) add up to, so we cannot tell which "
+            "it made: none is asked for again (it might be paid twice) nor counted. Compare the "
+            "HIT on the requester site with the additions on the replacements page."
+        )
+        return added, failed, False
+    for extension in made:
+        _mark_done(extension, now=now)
+        added += extension.count
+    for extension in forgotten:
+        if extension not in made and not ask(extension):
+            return added, failed, True
+    return added, failed, False
+
+
+def _rise(platform, hit: Hit) -> int:
+    """How far the platform's HIT has more assignments than ours (0 for a HIT it no longer
+    shows: its additions are asked for, and refused)."""
     try:
-        info = platform.hit_get(hit_id=extension.hit.hit_id)
+        info = platform.hit_get(hit_id=hit.hit_id)
     except TransientPlatformError:
         raise
     except CrowdPlatformError:
-        return False
-    ours = Hit.objects.values_list("max_assignments", flat=True).get(pk=extension.hit_id)
-    return info.max_assignments >= ours + extension.count
+        return 0
+    ours = Hit.objects.values_list("max_assignments", flat=True).get(pk=hit.pk)
+    return info.max_assignments - ours
 
 
 def _pending_retried(
     *, publication_id: int, now: datetime, user, lease: _Lease
 ) -> ReplacementResult:
     """Ask again for the additions of this publication left pending (a lost reply, a crash),
-    unless the platform's HIT shows it made them (_made_before)."""
+    unless the platform's HIT shows it made them (_hit_pending_retried)."""
     require_admin(user)
     pending = list(
         HitExtension.objects.filter(
             hit__publication_id=publication_id, status=HitExtensionStatus.PENDING
         )
         .select_related("hit__publication")
-        .order_by("id")
+        .order_by("hit_id", "created_at", "id")
     )
     if not pending:
         return ReplacementResult(added=0, hits=0, reopened=0, failed=[])
     platform = get_platform(pending[0].hit.publication.platform, user=user)
-    added = hits = 0
-    failed = []
+    by_hit: dict[int, list[HitExtension]] = {}
     for extension in pending:
-        if not lease.renewed():
+        by_hit.setdefault(extension.hit_id, []).append(extension)
+    added = hits = 0
+    failed: list[str] = []
+    for extensions in by_hit.values():
+        done, refused, stopped = _hit_pending_retried(platform, extensions, now=now, lease=lease)
+        added, hits, failed = added + done, hits + bool(done), failed + refused
+        if stopped:
             return ReplacementResult(added, hits, reopened=0, failed=failed, stopped=True)
-        if _made_before(platform, extension):
-            _mark_done(extension, now=now)
-            added, hits = added + extension.count, hits + 1
-            continue
-        error = _ask(platform, extension, now=now)
-        if error:
-            failed.append(f"{extension.hit.hit_id}: {error}")
-        else:
-            added, hits = added + extension.count, hits + 1
     return ReplacementResult(added=added, hits=hits, reopened=0, failed=failed)

@@ -1,10 +1,12 @@
 """Workers in place of rejected work, on the publication's own HITs: real boto3 against the fake
 MTurk server (CreateAdditionalAssignmentsForHIT), and the offline demo platform's pages."""
 
+import re
 from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
@@ -455,3 +457,212 @@ def test_a_request_whose_hold_ran_out_stops_where_the_one_that_took_over_goes_on
     assert HitExtension.objects.filter(status=HitExtensionStatus.DONE).count() == 2
     assert first.stopped and (first.added, first.hits) == (1, 1)
     assert (second[0].added, second[0].stopped) == (2, False)  # the first's pending one, HIT 2
+
+
+def _two_pending_on_one_hit(client, live, fake_mturk, admin_user, *, older, newer, by_hand=0):
+    """Two additions left pending on the first HIT: the older one (`older` assignments, as many
+    works as are rejected) never reached MTurk (every attempt failed); the newer one (`newer`),
+    stored by a request that took the publication over, did, and its reply was lost. `by_hand`
+    more are added on the requester site."""
+    hit, done = _rejected_on_first_hit(client, live, fake_mturk, admin_user)
+    for assignment in done[2 : older + 1]:
+        review.assignment_reject(assignment_id=assignment.pk, user=admin_user, feedback="random")
+    plan = replacements.replacements_plan(
+        publication_id=live.pk, now=timezone.now(), user=admin_user
+    )
+    for _ in range(3):
+        fake_mturk.fail_next("CreateAdditionalAssignmentsForHIT", "ServiceUnavailable", status=503)
+    with pytest.raises(review.TransientPlatformError):
+        replacements.replacements_create(
+            publication_id=live.pk, confirm_total=plan.total_usd, now=timezone.now(),
+            user=admin_user,
+        )  # fmt: skip
+    first = HitExtension.objects.get(hit=hit)
+    assert first.count == older
+    HitExtension.objects.create(
+        hit=hit, count=newer, reward_usd=first.reward_usd, unique_request_token="newer-token"
+    )
+    fake_mturk.api.call(
+        "CreateAdditionalAssignmentsForHIT",
+        {"HITId": hit.hit_id, "NumberOfAdditionalAssignments": newer,
+         "UniqueRequestToken": "newer-token"},
+    )  # fmt: skip
+    fake_mturk.state.hits[hit.hit_id]["MaxAssignments"] += by_hand
+    return hit, plan
+
+
+@pytest.mark.parametrize("days_later", [0, 2], ids=["tokens-remembered", "tokens-forgotten"])
+def test_two_pending_additions_of_a_hit_are_each_credited_only_with_what_mturk_made(
+    client, live, fake_mturk, admin_user, days_later
+):
+    """The HIT's rise (2) is the newer addition's: crediting the older one (1) with it counted an
+    assignment MTurk never made, and left the newer one to be asked again (and, once MTurk had
+    forgotten its token, made and paid twice)."""
+    hit, plan = _two_pending_on_one_hit(client, live, fake_mturk, admin_user, older=1, newer=2)
+    if days_later:
+        fake_mturk.forget_tokens()
+    later = timezone.now() + timedelta(days=days_later)
+    result = replacements.replacements_create(
+        publication_id=live.pk, confirm_total=plan.total_usd, now=later, user=admin_user
+    )
+    # 3 + 1 + 2 on MTurk and here: each addition made once, and counted once.
+    assert fake_mturk.state.hits[hit.hit_id]["MaxAssignments"] == 6
+    hit.refresh_from_db()
+    assert hit.max_assignments == 6
+    assert (result.added, result.hits, result.failed) == (3, 1, [])
+    statuses = set(HitExtension.objects.filter(hit=hit).values_list("status", flat=True))
+    assert statuses == {HitExtensionStatus.DONE}
+
+
+def test_pending_additions_that_mturk_s_rise_does_not_add_up_to_are_neither_asked_nor_counted(
+    client, live, fake_mturk, admin_user
+):
+    """A rise of 4 (the newer addition's 3, and 1 added on the requester site) is neither the
+    older addition (2), the newer (3) nor both (5): whether MTurk made the older one cannot be
+    told, so it is not asked again (it might be paid twice), and neither is counted here."""
+    hit, plan = _two_pending_on_one_hit(
+        client, live, fake_mturk, admin_user, older=2, newer=3, by_hand=1
+    )
+    HitExtension.objects.update(created_at=timezone.now() - timedelta(days=2))  # pressed later
+    fake_mturk.forget_tokens()
+    asked = fake_mturk.state.calls.count("CreateAdditionalAssignmentsForHIT")
+    result = replacements.replacements_create(
+        publication_id=live.pk, confirm_total=plan.total_usd, now=timezone.now(), user=admin_user
+    )
+    assert fake_mturk.state.calls.count("CreateAdditionalAssignmentsForHIT") == asked
+    assert fake_mturk.state.hits[hit.hit_id]["MaxAssignments"] == 7
+    hit.refresh_from_db()
+    assert hit.max_assignments == 3
+    assert result.added == 0 and len(result.failed) == 1
+    assert hit.hit_id in result.failed[0] and "cannot tell which" in result.failed[0]
+    pending = HitExtension.objects.filter(hit=hit, status=HitExtensionStatus.PENDING)
+    assert pending.count() == 2
+    client.force_login(admin_user)  # pressed again on the page: said again, still nothing asked
+    again = client.post(
+        reverse("crowd:replacements", args=[live.pk]),
+        {"confirm_total": str(plan.total_usd)},
+        follow=True,
+    ).text
+    assert f"Not added: {hit.hit_id}: MTurk" in again and "cannot tell which it made" in again
+    assert fake_mturk.state.calls.count("CreateAdditionalAssignmentsForHIT") == asked
+
+
+def test_an_expired_hit_with_untaken_assignments_is_offered_again_on_the_page_without_paying(
+    client, live, fake_mturk, admin_user
+):
+    """Two of the first HIT's three workers submitted before it expired: its last assignment is
+    untaken but no worker can take it. The page said there was nothing to add (the HIT "still
+    offers" it); it offers the HIT again, and asks MTurk for nothing to pay."""
+    hit = live.hits.order_by("id").first()
+    for n in range(2):
+        work(client, fake_mturk, hit, f"AW{n}")
+    _sync(live)
+    review.hit_set_expiration(
+        hit_pk=hit.pk, expires_at=timezone.now() - timedelta(minutes=1), user=admin_user
+    )
+    with pytest.raises(ValueError, match="cannot be accepted"):
+        fake_mturk.api.worker_accept(hit.hit_id, "AW9")
+    client.force_login(admin_user)
+    url = reverse("crowd:replacements", args=[live.pk])
+    page = client.get(url).text
+    assert 'id="replacement-none"' not in page
+    assert hit.hit_id in page and "Expired: offered again." in page
+    assert 'id="replacement-reopen"' in page and "$0.00" not in page
+    api = client.get(reverse("crowd-api:replacements", args=[live.pk])).json()
+    assert (api["reopens"], api["assignments"], api["total_usd"]) == (1, 0, "0.00")
+    done = client.post(url, {"confirm_total": "0.00"})
+    assert done.status_code == 302
+    followed = client.get(done["Location"]).text
+    assert "1 expired HIT offered again" in followed and "assignments added" not in followed
+    assert "CreateAdditionalAssignmentsForHIT" not in fake_mturk.state.calls
+    assert fake_mturk.state.hits[hit.hit_id]["MaxAssignments"] == 3
+    assert fake_mturk.state.hits[hit.hit_id]["Expiration"] > timezone.now().timestamp()
+    work(Client(), fake_mturk, hit, "AW9")  # the untaken assignment is taken, and done
+    assert 'id="replacement-none"' in client.get(url).text  # nothing is offered twice
+
+
+def test_an_expired_hit_that_cannot_be_extended_is_still_offered_again_for_what_it_has(
+    client, live, fake_mturk, admin_user
+):
+    """MTurk refuses to take a HIT of 9 to 10 or more, but reopening it costs nothing and gives
+    workers the assignments it still has."""
+    hit = live.hits.order_by("id").first()
+    fake_mturk.state.hits[hit.hit_id]["MaxAssignments"] = 9
+    hit.max_assignments = 9
+    hit.save()
+    live.batch.project.assignments_per_task = 11
+    live.batch.project.save()
+    review.hit_set_expiration(
+        hit_pk=hit.pk, expires_at=timezone.now() - timedelta(minutes=1), user=admin_user
+    )
+    plan = replacements.replacements_plan(
+        publication_id=live.pk, now=timezone.now(), user=admin_user
+    )
+    first = next(row for row in plan.rows if row.hit.pk == hit.pk)
+    assert (first.wanted, first.available, first.add, first.reopen) == (11, 9, 0, True)
+    assert "cannot reach 10" in first.refused
+    result = replacements.replacements_create(
+        publication_id=live.pk, confirm_total=plan.total_usd, now=timezone.now(), user=admin_user
+    )
+    assert result.reopened == 1
+    fake_mturk.api.worker_accept(hit.hit_id, "AW9")
+
+
+def _opened(client, fake_mturk, hit, worker, assignment_id) -> str:
+    """The worker who accepted `assignment_id` on MTurk opens our page: the task's URL."""
+    query = {"assignmentId": assignment_id, "hitId": hit.hit_id, "workerId": worker}
+    opened = client.get(
+        reverse("crowd:mturk-task", args=[hit.unique_request_token]),
+        {**query, "turkSubmitTo": fake_mturk.url},
+    )
+    assert client.get(opened["Location"]).status_code == 200
+    return opened["Location"]
+
+
+@pytest.mark.parametrize("third", ["accepted-on-mturk", "working-here", "submitted-here"])
+def test_a_worker_who_accepted_the_hit_is_not_paid_for_again(
+    client, live, fake_mturk, admin_user, third
+):
+    """Of the first HIT's workers, the second one's work is rejected and the third holds the
+    HIT's last assignment: accepted on MTurk (not opened here yet), working on our page, or
+    submitted here (the hand-back not on MTurk yet). One assignment replaces the rejected work
+    in each case: the third worker, not seen here, used to be paid for again."""
+    hit = live.hits.order_by("id").first()
+    done = [work(client, fake_mturk, hit, f"AW{n}") for n in range(2)]
+    _sync(live)
+    review.assignment_reject(assignment_id=done[1].pk, user=admin_user, feedback="random")
+    if third == "submitted-here":
+        work(Client(), fake_mturk, hit, "AW2", post_back=False)
+    else:
+        accepted = fake_mturk.api.worker_accept(hit.hit_id, "AW2")
+        if third == "working-here":
+            _opened(Client(), fake_mturk, hit, "AW2", accepted)
+    plan = replacements.replacements_plan(
+        publication_id=live.pk, now=timezone.now(), user=admin_user
+    )
+    [row] = plan.rows
+    assert (row.available, row.add) == (0, 1)
+    assert row.unseen == (1 if third == "accepted-on-mturk" else 0)
+    if third != "accepted-on-mturk":
+        return
+    client.force_login(admin_user)
+    page = client.get(reverse("crowd:replacements", args=[live.pk])).text
+    assert "1 accepted on Amazon Mechanical Turk by worker not here yet" in page
+    replacements.replacements_create(
+        publication_id=live.pk, confirm_total=plan.total_usd, now=timezone.now(), user=admin_user
+    )
+    assert fake_mturk.state.hits[hit.hit_id]["MaxAssignments"] == 4
+    worker = Client()  # the third worker comes, and so does the one in place of the rejected
+    url = _opened(worker, fake_mturk, hit, "AW2", accepted)
+    names = set(re.findall(r'name="(r\d+_q\d+)"', worker.get(url).text))
+    assert worker.post(url, {name: "yes" for name in names}).status_code == 200
+    fake_mturk.api.worker_submit(accepted, {"summary": "x"})
+    work(Client(), fake_mturk, hit, "AW9")
+    _sync(live)
+    counted = set(
+        live.batch.tasks.get(pk=hit.task_id)
+        .assignments.filter(counted_assignment_q())
+        .values_list("annotator__worker_id", flat=True)
+    )
+    assert counted == {"AW0", "AW2", "AW9"}
+    assert 'id="replacement-none"' in client.get(reverse("crowd:replacements", args=[live.pk])).text

@@ -89,9 +89,9 @@ def _open(client, fake_mturk, hit, worker, assignment_id):
     )
 
 
-def answer_hit(client, fake_mturk, hit, worker, key, *, forged=False):
+def answer_hit(client, fake_mturk, hit, worker, key, *, forged=False, hand_back=True):
     """What a worker does: accept on MTurk (a forger invents the id), open our page, press a
-    key, and the done page hands the assignment back to MTurk."""
+    key, and the done page hands the assignment back to MTurk (unless `hand_back` is False)."""
     assignment_id = (
         f"FORGED{worker}" if forged else fake_mturk.api.worker_accept(hit.hit_id, worker)
     )
@@ -102,7 +102,8 @@ def answer_hit(client, fake_mturk, hit, worker, key, *, forged=False):
     action = re.search(r'<form method="post" action="([^"]+)" id="answer-form"', text).group(1)
     done = client.post(action, {"prompt": hit.prompt_id, "key": key, "seconds": "2.5"})
     assert done.status_code == 200 and b'id="external-submit"' in done.content
-    _hand_back(fake_mturk, assignment_id, expect=400 if forged else 200)
+    if hand_back:
+        _hand_back(fake_mturk, assignment_id, expect=400 if forged else 200)
     return assignment_id
 
 
@@ -663,3 +664,27 @@ def test_a_rejected_answer_is_replaced_by_a_new_worker_on_the_same_hit(
     review.publication_sync(publication_id=on_mturk.pk, now=timezone.now() + review.release_grace())
     counted = HumanAnswer.objects.filter(counted_human_answer_q(), prompt=hit.prompt)
     assert set(counted.values_list("annotator__worker_id", flat=True)) == {"AREAL1", "AREAL3"}
+
+
+@pytest.mark.parametrize("second", ["accepted-on-mturk", "answered-here"])
+def test_a_worker_who_holds_the_study_s_hit_is_not_paid_for_again(
+    client, on_mturk, fake_mturk, admin, second
+):
+    """AREAL2's answer is rejected; AREAL1 holds the HIT's other assignment, accepted on MTurk
+    (not here yet: MTurk still offers nothing, and no assignment is asked for in their place)
+    or answered here (the hand-back not on MTurk yet: their answer counts, one is asked for)."""
+    hit = on_mturk.hits.select_related("prompt__item").order_by("id").first()
+    answer_hit(client, fake_mturk, hit, "AREAL2", 1)
+    review.publication_sync(publication_id=on_mturk.pk, now=timezone.now() + review.release_grace())
+    bad = HumanAnswer.objects.get(annotator__worker_id="AREAL2", prompt=hit.prompt)
+    review.human_answer_reject(answer_id=bad.pk, user=admin, feedback="pressed 1 always")
+    if second == "answered-here":
+        answer_hit(Client(), fake_mturk, hit, "AREAL1", right_key(hit), hand_back=False)
+    else:
+        fake_mturk.api.worker_accept(hit.hit_id, "AREAL1")
+    plan = replacements.replacements_plan(
+        publication_id=on_mturk.pk, now=timezone.now(), user=admin
+    )
+    mine = [(row.wanted, row.available, row.unseen, row.add) for row in plan.rows if row.hit == hit]
+    expected = (1, 0, 0, 1) if second == "answered-here" else (2, 0, 1, 1)
+    assert mine == [expected]
