@@ -184,6 +184,8 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     "api-engine-run-stop": (API_POST_ONLY, by_role(401, 404, 404, 200, 200, 200)),
     "api-engine-run-resume": (API_POST_ONLY, by_role(401, 404, 404, 202, 202, 202)),
     "api-engine-generation-runs": (API_POST_ONLY, by_role(401, 404, 404, 400, 400, 400)),
+    # Creating an endpoint is the admins' (an empty POST: 400 naming its fields).
+    "api-engine-endpoints": (API_POST_ONLY, by_role(401, 403, 403, 403, 403, 400)),
     "reports:list": (RESEARCHERS, None),
     "reports:detail": (RESEARCHERS, None),
     "reports:download": (RESEARCHERS, None),
