@@ -449,7 +449,7 @@ def test_the_publication_page_offers_to_publish_again_only_the_hits_missing(
     publication.hits.filter(pk=publication.hits.order_by("id").first().pk).update(
         status=HitStatus.FAILED, error="refused"
     )
-    assert "Publish the 1 missing HIT again</button>" in client.get(url).text
+    assert "Resume: publish the 1 missing HIT ($3.60)</button>" in client.get(url).text
 
 
 def test_each_hits_extend_and_demo_controls_name_its_task(client, admin_user, crowd_batch):
