@@ -164,9 +164,12 @@ def publication_list(request: HttpRequest) -> HttpResponse:
 
 @admin_page
 def publication_detail(request: HttpRequest, publication_id: int) -> HttpResponse:
-    # A publish gone silent (its worker killed) is shown stalled, with Resume, not waited for.
-    publishing.publications_stalled_mark(now=timezone.now(), publication_id=publication_id)
     publication = selectors.publication_get(publication_id=publication_id)
+    # A publish gone silent (its worker killed) is shown stalled, with Resume, not waited for.
+    if publication.status in publishing.BUSY and publishing.publications_stalled_mark(
+        now=timezone.now(), publication_id=publication.pk
+    ):
+        publication = selectors.publication_get(publication_id=publication_id)
     demo_worker = publication.platform == "fake" and demo_platform_in_use()
     hits = _hits_with_work(publication)
     progress = selectors.publication_progress(publication=publication)
