@@ -249,3 +249,16 @@ def test_a_resume_never_makes_a_deleted_hit_again(
     assert done.status == PublicationStatus.PUBLISHED
     assert len(fake_mturk.state.hits) == 1  # the refused one; the two deleted stay deleted
     assert publication.hits.filter(status=HitStatus.DELETED).count() == 2
+
+
+def test_the_api_reports_a_silent_publish_stalled(
+    monkeypatch, client, admin_user, mturk_settings, fake_mturk, crowd_batch, settings
+):
+    publication = _killed_publish(monkeypatch, _create(crowd_batch), made=2)
+    client.force_login(admin_user)
+    url = reverse("crowd-api:publication", args=[publication.pk])
+    assert client.get(url).json()["status"] == "publishing"
+    _silent_since(publication, settings)
+    body = client.get(url).json()
+    assert (body["status"], body["hits_created"], body["hits_total"]) == ("stalled", 1, 3)
+    assert "stopped after 1 of 3 HITs" in body["error"]
