@@ -150,6 +150,10 @@ class PublicationApi(AdminApi):
     @extend_schema(request=None, responses=OpenApiTypes.OBJECT)
     def get(self, request: Request, publication_id: int) -> Response:
         publication = selectors.publication_get(publication_id=publication_id)
+        if publication.status in publishing.BUSY and publishing.publications_stalled_mark(
+            now=timezone.now(), publication_id=publication.pk
+        ):  # its publish went silent: "stalled", as the page shows it
+            publication = selectors.publication_get(publication_id=publication_id)
         progress = selectors.publication_progress(publication=publication)
         return Response(
             {

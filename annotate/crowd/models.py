@@ -28,6 +28,7 @@ class PublicationStatus(models.TextChoices):
     PUBLISHING = "publishing", "Publishing"
     PUBLISHED = "published", "Published"
     PARTIAL = "partial", "Partly published (some HITs missing)"
+    STALLED = "stalled", "Stalled (the publish stopped before its end)"
     FAILED = "failed", "Failed"
 
 
@@ -100,6 +101,17 @@ class Publication(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
     created_at = models.DateTimeField(auto_now_add=True)
+    heartbeat_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Last sign of life of the publish making its HITs (also: when a resume was "
+        "asked for).",
+    )
+    lease = models.CharField(
+        max_length=32,
+        blank=True,
+        help_text="The token of the delivery making its HITs (publication_publish's claim).",
+    )
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

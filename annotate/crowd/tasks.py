@@ -12,6 +12,7 @@ from django.utils import timezone
 from annotate.crowd.models import Publication, PublicationStatus
 from annotate.crowd.services import publishing, review
 from annotate.errors import TransientPlatformError
+from annotate.services.leases import LeaseHeldError
 
 logger = logging.getLogger(__name__)
 
@@ -28,11 +29,19 @@ def _user(user_id: int | None):
     return get_user_model().objects.filter(pk=user_id).first() if user_id else None
 
 
-@shared_task(**RETRY)
-def publish_publication(publication_id: int, user_id: int | None = None) -> str:
-    publication = publishing.publication_publish(
-        publication_id=publication_id, now=timezone.now(), user=_user(user_id)
-    )
+@shared_task(bind=True, **RETRY)
+def publish_publication(self, publication_id: int, user_id: int | None = None) -> str:
+    """Make the publication's missing HITs. A delivery while another makes them (Redis hands a
+    task out again once it has run past the visibility timeout) makes none and looks again once
+    that one's lease could be stale: if its worker died meanwhile, this one takes over."""
+    try:
+        publication = publishing.publication_publish(
+            publication_id=publication_id, now=timezone.now(), user=_user(user_id)
+        )
+    except LeaseHeldError as busy:
+        if self.request.is_eager:  # run in the request: the delivery holding it ends it
+            return PublicationStatus.PUBLISHING
+        raise self.retry(countdown=busy.retry_in, exc=busy, max_retries=None) from None
     return publication.status
 
 
@@ -46,14 +55,17 @@ def sync_publication(publication_id: int, user_id: int | None = None) -> dict:
 
 @shared_task
 def sync_all_publications() -> int:
-    """Celery beat: sync every publication that has HITs out, each as its own task: publishing
-    too, which is also what a publish whose worker died half-way (a restart, a kill) stays, its
-    HITs taking workers whose work, and the platform's own approvals, only a sync confirms."""
+    """Celery beat: mark publishes gone silent stalled, then sync every publication that has
+    HITs out, each as its own task: publishing and stalled too (a publish whose worker died
+    half-way, a restart or a kill), their HITs taking workers whose work, and the platform's own
+    approvals, only a sync confirms."""
+    publishing.publications_stalled_mark(now=timezone.now())
     live = Publication.objects.filter(
         status__in=[
             PublicationStatus.PUBLISHED,
             PublicationStatus.PARTIAL,
             PublicationStatus.PUBLISHING,
+            PublicationStatus.STALLED,
         ]
     ).values_list("pk", flat=True)
     for publication_id in live:

@@ -31,7 +31,6 @@ from annotate.crowd.models import (
     HitStatus,
     PlatformCall,
     Publication,
-    PublicationStatus,
 )
 from annotate.crowd.platforms import demo_platform_in_use, platform_label, platform_names
 from annotate.crowd.services import publishing
@@ -158,6 +157,7 @@ def _publish_context(batch: Batch, form: PublishForm, preview) -> dict:
 
 @admin_page
 def publication_list(request: HttpRequest) -> HttpResponse:
+    publishing.publications_stalled_mark(now=timezone.now())  # also without a beat (embedded)
     publications = Publication.objects.select_related("batch__project", "human_study")[:200]
     return render(request, "crowd/publication_list.html", {"publications": publications})
 
@@ -165,16 +165,21 @@ def publication_list(request: HttpRequest) -> HttpResponse:
 @admin_page
 def publication_detail(request: HttpRequest, publication_id: int) -> HttpResponse:
     publication = selectors.publication_get(publication_id=publication_id)
+    # A publish gone silent (its worker killed) is shown stalled, with Resume, not waited for.
+    if publication.status in publishing.BUSY and publishing.publications_stalled_mark(
+        now=timezone.now(), publication_id=publication.pk
+    ):
+        publication = selectors.publication_get(publication_id=publication_id)
     demo_worker = publication.platform == "fake" and demo_platform_in_use()
     hits = _hits_with_work(publication)
     progress = selectors.publication_progress(publication=publication)
+    busy = publication.status in publishing.BUSY
     context = {
         "publication": publication,
         "progress": progress,
-        # Not made yet, or refused by the platform: what "Publish missing HITs again" resumes.
-        "missing_hits": progress.total - progress.created - progress.deleted,
         "spending": selectors.publication_spending(publication=publication),
-        "busy": publication.status in {PublicationStatus.PENDING, PublicationStatus.PUBLISHING},
+        "busy": busy,
+        **_resume_context(publication, progress, busy=busy, user=request.user),
         "failed_hits": publication.hits.exclude(error="")[:50],
         "hits": hits,
         "join_url": request.build_absolute_uri(
@@ -191,6 +196,18 @@ def publication_detail(request: HttpRequest, publication_id: int) -> HttpRespons
         "demo_unfinished": _demo_unfinished(hits) if demo_worker else [],
     }
     return render(request, "crowd/publication_detail.html", context)
+
+
+def _resume_context(publication: Publication, progress, *, busy: bool, user) -> dict:
+    """Resume's quote for HITs not made yet or refused (deleted ones were made): their cost
+    confirmed again, as the first publish's was, or why it cannot be quoted now."""
+    missing = progress.total - progress.created - progress.deleted
+    if busy or not missing:
+        return {}
+    try:
+        return {"resume": publishing.publication_resume_quote(publication=publication, user=user)}
+    except CrowdPlatformError as error:  # the balance could not be read: nothing is offered
+        return {"resume_error": str(error)}
 
 
 def _completion_context(publication: Publication) -> dict[str, str]:
@@ -332,8 +349,16 @@ def publication_action(request: HttpRequest, publication_id: int) -> HttpRespons
     action, user, now = request.POST.get("action"), request.user, timezone.now()
     if action == "publish":
         review_services.require_admin(user)
+        publishing.publication_resume(
+            publication_id=publication.pk,
+            confirm_total=_confirmed_total(request),
+            now=now,
+            user=user,
+        )
         _enqueue(tasks.publish_publication, publication.pk, user.pk)
-        messages.info(request, "Publishing again: HITs already made are kept, none is doubled.")
+        messages.info(
+            request, "Publishing the missing HITs: HITs already made are kept, none is doubled."
+        )
     elif action == "sync":
         _enqueue(tasks.sync_publication, publication.pk, user.pk)
         messages.info(request, "Syncing assignments from the platform.")
@@ -427,6 +452,13 @@ def demo_worker_start(request: HttpRequest, hit_pk: int) -> HttpResponse:
     except CrowdPlatformError:
         raise AnnotateError("Every worker this HIT asked for has taken it already.") from None
     return redirect(_demo_question_url(hit, assignment_id, worker_id))
+
+
+def _confirmed_total(request: HttpRequest) -> Decimal:
+    try:
+        return Decimal(request.POST.get("confirm_total", ""))
+    except InvalidOperation:
+        raise AnnotateError("Confirm the total shown on the page.") from None
 
 
 def _positive_int(value: str | None, name: str, low: int = 1, high: int | None = None) -> int:

@@ -416,6 +416,10 @@ CROWD_FRAME_ANCESTORS = ["https://www.mturk.com", "https://workersandbox.mturk.c
     "CROWD_EXTRA_FRAME_ANCESTORS", ""
 )
 CROWD_SYNC_INTERVAL_SECONDS = int(os.environ.get("CROWD_SYNC_INTERVAL_SECONDS", "600"))
+# A publish making HITs beats every twentieth of this; one silent this long (its worker died) is
+# shown stalled, with Resume, and taken over by the next delivery of its task
+# (annotate.crowd.services.publishing).
+CROWD_PUBLISH_STALE_SECONDS = float(os.environ.get("CROWD_PUBLISH_STALE_SECONDS", "600"))
 # How long work submitted here keeps its task's slot while the platform does not list it yet:
 # the worker's browser hands it back to MTurk just after our page stored it
 # (annotate.crowd.services.review.release_grace).

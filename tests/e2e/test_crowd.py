@@ -293,3 +293,64 @@ def test_an_mturk_preview_shows_the_questions_and_nothing_to_answer_them(page_fo
     worker.keyboard.press("?")  # the script's keys still work: the help opens
     assert worker.locator("#key-help").is_visible()
     assert not errors, errors
+
+
+class WorkerKilled(BaseException):
+    """The worker's process ended mid-publish: no `except Exception` of ours runs."""
+
+
+def test_an_admin_resumes_a_publish_whose_worker_died_half_way(
+    page_for, fake_mturk, settings, monkeypatch, snap
+):
+    """Killed after 2 of 3 HITs were made on MTurk (the second's reply never stored), the
+    publication stayed "publishing" and its page refreshed, waiting, for good. Once its publish
+    is silent the page says stalled and offers Resume for the missing HITs' cost; resuming
+    finishes it with exactly one HIT per task on the server."""
+    from datetime import timedelta
+    from decimal import Decimal
+
+    from django.utils import timezone
+
+    from annotate.crowd.services import publishing
+
+    project = project_with_tasks(instructions=3, systems=2, questions=1, assignments_per_task=2)
+    publication = publishing.publication_create(
+        batch=project.batches.get(),
+        platform_name="mturk",
+        chosen=publishing.PublishSettings(title="t", description="d", reward_usd=Decimal("1")),
+        base_url="https://annotate.example.org",
+    )
+    real, stored = publishing._hit_created, []
+
+    def dying(hit, info):
+        if len(stored) == 1:
+            raise WorkerKilled()
+        stored.append(hit.pk)
+        real(hit, info)
+
+    monkeypatch.setattr(publishing, "_hit_created", dying)
+    with pytest.raises(WorkerKilled):
+        publishing.publication_publish(publication_id=publication.pk, now=timezone.now())
+    monkeypatch.setattr(publishing, "_hit_created", real)
+    silent = timezone.now() - timedelta(seconds=settings.CROWD_PUBLISH_STALE_SECONDS + 1)
+    Publication.objects.filter(pk=publication.pk).update(heartbeat_at=silent)
+    assert len(fake_mturk.state.hits) == 2
+
+    admin = page_for(UserFactory(username="resumer", roles=[ADMIN], is_staff=True))
+    admin.goto(f"/crowd/publications/{publication.pk}/")
+    assert admin.locator("meta[http-equiv=refresh]").count() == 0
+    assert admin.locator("#status strong").inner_text() == (
+        "Stalled (the publish stopped before its end)"
+    )
+    assert "stopped after 1 of 3 HITs" in admin.locator("#status").inner_text()
+    assert admin.locator("#resume-total").inner_text() == "$4.80"  # 2 HITs × 2 × $1.20
+    snap(admin, "stalled")
+    admin.get_by_role("button", name="Resume: publish the 2 missing HITs ($4.80)").click()
+    admin.locator(".messages", has_text="Publishing the missing HITs").wait_for()
+    assert admin.locator("#status strong").inner_text() == "Published"
+    assert admin.locator("#progress-text").inner_text() == "3 of 3"
+    assert admin.locator("#resume").count() == 0
+    with fake_mturk.state.lock:
+        on_server = set(fake_mturk.state.hits)
+    ours = set(publication.hits.values_list("hit_id", flat=True))
+    assert len(on_server) == 3 and ours == on_server

@@ -82,6 +82,9 @@ def prepare(postgres, redis, mturk, workdir: Path) -> None:
             "DJANGO_DEBUG": "false",
             "CELERY_BROKER_URL": redis.url(),
             "CELERY_VISIBILITY_TIMEOUT": "10",
+            # The killed publish's lease is stale as soon as its task comes back (production:
+            # 600 s, shorter than the 900 s visibility timeout).
+            "CROWD_PUBLISH_STALE_SECONDS": "10",
             "CROWD_BACKEND": "mturk",
             "MTURK_ENDPOINT_URL": mturk.url,
             "MTURK_MAX_ATTEMPTS": "2",

@@ -7,10 +7,11 @@ by earlier tries instead of paying for them twice.
 
 from __future__ import annotations
 
+import logging
 import secrets
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from urllib.parse import urlsplit
 
@@ -18,7 +19,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
 from django.db import IntegrityError, transaction
-from django.db.models import Count
+from django.db.models import Count, Q
 from django.urls import reverse
 from django.utils import timezone
 
@@ -34,6 +35,7 @@ from annotate.crowd.models import Hit, HitStatus, Publication, PublicationStatus
 from annotate.crowd.platforms import get_platform, platform_class, platform_label, platform_names
 from annotate.crowd.pricing import assignments_cost, fee_description, fee_override
 from annotate.errors import (
+    ConflictError,
     CrowdPlatformError,
     HitAlreadyExistsError,
     PublishError,
@@ -41,7 +43,14 @@ from annotate.errors import (
 )
 from annotate.models import Batch
 from annotate.services.assignments import counted_assignments
+from annotate.services.leases import LeaseHeldError, lease_beating, lease_retry_in, lease_take
 
+logger = logging.getLogger(__name__)
+
+BUSY = (PublicationStatus.PENDING, PublicationStatus.PUBLISHING)
+# HITs a publish still makes: not made yet, or refused. A deleted HIT was made (and paid for its
+# work): making it again with its token after MTurk forgot it would make, and pay, a second one.
+MISSING = (HitStatus.PENDING, HitStatus.FAILED)
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "[::1]"}
 DAY_SECONDS = 24 * 3600
 # The longest times MTurk takes (CreateHITType, CreateHITWithHITType); longer ones would not fit
@@ -393,42 +402,226 @@ def hit_question_url(hit: Hit) -> str:
 
 
 def publication_publish(*, publication_id: int, now: datetime, user=None) -> Publication:
-    """Create the HIT type and every missing HIT. Safe to run twice, or after a crash.
+    """Create the HIT type and every missing HIT. Safe to run twice, even at once, or after a crash.
 
-    Raises TransientPlatformError (after marking the publication partial) when the platform keeps
-    throttling: the caller retries later and this picks up where it stopped.
+    Only the delivery holding the publication's lease makes HITs (`_publish_claim`); another,
+    while that one beats, makes none and raises LeaseHeldError (its task looks again once that
+    lease could be stale). The publication never stays publishing: it ends published, partial
+    (TransientPlatformError raised after marking it: the caller retries later and this picks up
+    where it stopped), failed (the HIT type refused), or stalled on an unexpected error; a worker
+    killed meanwhile stops the heartbeat, and the publication is marked stalled
+    (publications_stalled_mark) or taken over by the next delivery or an admin's Resume.
     """
     publication = Publication.objects.get(pk=publication_id)
     platform = get_platform(publication.platform, user=user)
     if not platform.creates_hits:
         return _finish(publication, PublicationStatus.PUBLISHED, now=now)
-    publication.status = PublicationStatus.PUBLISHING
-    publication.save(update_fields=["status"])
-    try:
-        _ensure_hit_type(publication, platform)
-        missing = list(
-            publication.hits.exclude(status=HitStatus.CREATED)
-            .select_related("publication")
-            .order_by("id")
+    token = _publish_claim(publication_id=publication.pk, now=now)
+    publication.refresh_from_db()
+    if token is None:
+        retry_in = lease_retry_in(
+            heartbeat_at=publication.heartbeat_at,
+            stale_seconds=settings.CROWD_PUBLISH_STALE_SECONDS,
+            now=now,
         )
-        if missing and publication.created_at <= now - TOKENS_KEPT:
-            missing = _adopt_made_before(missing, platform)
-        for hit in missing:
-            _hit_publish(hit, platform)
+        raise LeaseHeldError(f"Publication {publication.pk}", retry_in=retry_in)
+    publishing = Publication.objects.filter(pk=publication.pk, status=PublicationStatus.PUBLISHING)
+    every = settings.CROWD_PUBLISH_STALE_SECONDS / 20
+    try:
+        with lease_beating(job=publishing, token=token, every=every):
+            ended = _hits_publish(
+                publication, platform, mine=publishing.filter(lease=token), now=now
+            )
     except TransientPlatformError as error:
-        _finish(publication, PublicationStatus.PARTIAL, now=now, error=str(error))
+        _finish(publication, PublicationStatus.PARTIAL, now=now, error=str(error), token=token)
         raise
     except CrowdPlatformError as error:  # the HIT type itself was refused
-        return _finish(publication, PublicationStatus.FAILED, now=now, error=str(error))
-    missing = publication.hits.exclude(status=HitStatus.CREATED).count()
+        return _finish(
+            publication, PublicationStatus.FAILED, now=now, error=str(error), token=token
+        )
+    except Exception as error:  # a bug or an outage: the publication must not stay publishing
+        logger.exception("Publish of publication %s stopped on an unexpected error", publication.pk)
+        _finish(
+            publication,
+            PublicationStatus.STALLED,
+            now=now,
+            token=token,
+            error=f"The publish stopped on an unexpected error ({type(error).__name__}: "
+            f"{str(error)[:500]}). The HITs made are kept; Resume makes the missing ones, none "
+            "twice.",
+        )
+        raise
+    if not ended:  # taken over (silent too long): the delivery holding the lease writes the end
+        publication.refresh_from_db()
+        return publication
+    missing = publication.hits.filter(status__in=MISSING).count()
     if missing:
         return _finish(
             publication,
             PublicationStatus.PARTIAL,
             now=now,
+            token=token,
             error=f"{missing} of {publication.hits.count()} HITs were not created; see each HIT.",
         )
-    return _finish(publication, PublicationStatus.PUBLISHED, now=now)
+    return _finish(publication, PublicationStatus.PUBLISHED, now=now, token=token)
+
+
+def _publish_claim(*, publication_id: int, now: datetime) -> str | None:
+    """Take the publication's lease for this delivery: its token, or None while another
+    delivery publishes it and beats. One conditional UPDATE, so of two deliveries at once only
+    one makes HITs; a publish silent for CROWD_PUBLISH_STALE_SECONDS (its worker died) is taken
+    over."""
+    publishing = Q(status=PublicationStatus.PUBLISHING)
+    return lease_take(
+        job=Publication.objects.filter(pk=publication_id),
+        claimable=~publishing | (publishing & _silent(now)),
+        now=now,
+        status=PublicationStatus.PUBLISHING,
+        error="",
+        finished_at=None,
+    )
+
+
+def _hits_publish(publication: Publication, platform, *, mine, now: datetime) -> bool:
+    """Make the HIT type and the missing HITs while the lease is this delivery's (`mine`: the
+    publication while it is); False when it was lost before the last (stalled and taken over)."""
+    _ensure_hit_type(publication, platform)
+    missing = list(
+        publication.hits.filter(status__in=MISSING).select_related("publication").order_by("id")
+    )
+    if missing and publication.created_at <= now - TOKENS_KEPT:
+        missing = _adopt_made_before(missing, platform)
+    for hit in missing:
+        if not mine.update(heartbeat_at=timezone.now()):
+            return False
+        _hit_publish(hit, platform)
+    return True
+
+
+def _silent(now: datetime) -> Q:
+    """Publications whose publish gave no sign of life for CROWD_PUBLISH_STALE_SECONDS (before
+    the first heartbeat, since they were made)."""
+    silent_since = now - timedelta(seconds=settings.CROWD_PUBLISH_STALE_SECONDS)
+    return Q(heartbeat_at__lt=silent_since) | Q(
+        heartbeat_at__isnull=True, created_at__lt=silent_since
+    )
+
+
+def publications_stalled_mark(*, now: datetime, publication_id: int | None = None) -> int:
+    """Mark publications waiting or publishing whose publish went silent (its worker was
+    killed, or its task lost) as stalled, or published when every HIT was made; return how
+    many. The page then stops waiting for them and offers Resume. Safe to run twice and at once:
+    each is one conditional UPDATE of a row still busy and silent."""
+    silent = Publication.objects.filter(_silent(now), status__in=BUSY)
+    if publication_id is not None:
+        silent = silent.filter(pk=publication_id)
+    return sum(_stalled_mark(publication, now=now) for publication in silent)
+
+
+def _stalled_mark(publication: Publication, *, now: datetime) -> int:
+    counts = publication.hits.aggregate(
+        total=Count("id"), missing=Count("id", filter=Q(status__in=MISSING))
+    )
+    total, missing = counts["total"], counts["missing"]
+    since = publication.heartbeat_at or publication.created_at
+    status, error = PublicationStatus.PUBLISHED, ""
+    if missing:
+        status = PublicationStatus.STALLED
+        error = (
+            f"The publish stopped after {total - missing} of {total} HITs: its worker gave no "
+            f"sign of life since {since.astimezone(UTC):%Y-%m-%d %H:%M} UTC (more than "
+            f"{settings.CROWD_PUBLISH_STALE_SECONDS:.0f} s). The HITs made are live; Resume "
+            f"makes the {missing} missing, none twice."
+        )
+    return Publication.objects.filter(_silent(now), pk=publication.pk, status__in=BUSY).update(
+        status=status, error=error, finished_at=now
+    )
+
+
+@dataclass(frozen=True)
+class ResumeQuote:
+    """What making a publication's missing HITs costs, and the account balance."""
+
+    hits: int
+    assignments: int
+    total_usd: Decimal
+    balance_usd: Decimal | None
+    fee: str
+
+    @property
+    def affordable(self) -> bool:
+        return self.balance_usd is None or self.balance_usd >= self.total_usd
+
+
+def publication_resume_quote(*, publication: Publication, user=None) -> ResumeQuote:
+    """The cost of the publication's missing HITs (not made yet, or refused; a deleted HIT was
+    made and is never made again), priced as its publish priced them: each HIT's
+    MaxAssignments at the publication's reward and fee (pricing). A missing HIT that a stopped
+    publish made on the platform before it died is adopted, not paid again: this is the most
+    a resume spends. The balance is asked from the platform."""
+    sizes = list(
+        publication.hits.filter(status__in=MISSING).values_list("max_assignments", flat=True)
+    )
+    platform = get_platform(publication.platform, user=user)
+    return ResumeQuote(
+        hits=len(sizes),
+        assignments=sum(sizes),
+        total_usd=assignments_cost(
+            hits=[(n, n) for n in sizes],
+            reward_usd=publication.reward_usd,
+            flat_rate=publication.fee_rate,
+        ),
+        balance_usd=platform.account_balance() if sizes else None,
+        fee=fee_description(flat_rate=publication.fee_rate, max_assignments=sizes),
+    )
+
+
+def publication_resume(
+    *, publication_id: int, confirm_total: Decimal, now: datetime, user=None
+) -> Publication:
+    """Hand a publication whose publish ended or stalled with HITs missing to a new publish of
+    them once their cost is confirmed again, as the first publish's was: the total quoted
+    (publication_resume_quote) sent back, and a balance that covers it. The caller enqueues
+    publish_publication. A publish still alive (it beats) is refused: its worker ends it."""
+    publications_stalled_mark(now=now, publication_id=publication_id)
+    publication = Publication.objects.get(pk=publication_id)
+    if not platform_class(publication.platform).creates_hits:
+        raise PublishError("A self-hosted link has no HITs to publish.")
+    if publication.status in BUSY:
+        raise ConflictError(
+            "This publication is being published: its worker gave a sign of life less than "
+            f"{settings.CROWD_PUBLISH_STALE_SECONDS:.0f} s ago. Should it stop, this page "
+            "says so and offers Resume."
+        )
+    quote = publication_resume_quote(publication=publication, user=user)
+    _resume_check(publication, quote, confirm_total=confirm_total)
+    resumed = (
+        Publication.objects.exclude(status__in=BUSY)
+        .filter(pk=publication.pk)
+        .update(status=PublicationStatus.PENDING, heartbeat_at=now, error="", finished_at=None)
+    )
+    if not resumed:  # two confirmations at once (two tabs, a double click): one resumes
+        raise ConflictError("This publication was resumed a moment ago: its publish runs.")
+    publication.refresh_from_db()
+    return publication
+
+
+def _resume_check(publication: Publication, quote: ResumeQuote, *, confirm_total) -> None:
+    if not quote.hits:
+        raise PublishError("Every HIT of this publication was made: nothing to resume.")
+    if quote.total_usd != confirm_total:
+        raise PublishError(
+            f"The {quote.hits} missing HITs cost ${quote.total_usd} (you confirmed "
+            f"${confirm_total}): confirm the total shown.",
+            field="confirm_total",
+        )
+    if not quote.affordable:
+        raise PublishError(
+            f"The {platform_label(publication.platform)} account has ${quote.balance_usd}, "
+            f"less than the ${quote.total_usd} the {quote.hits} missing HITs cost: add funds, "
+            "then resume. Nothing was published.",
+            field="confirm_total",
+        )
 
 
 def _adopt_made_before(hits: list[Hit], platform) -> list[Hit]:
@@ -446,9 +639,16 @@ def _adopt_made_before(hits: list[Hit], platform) -> list[Hit]:
     return [hit for hit in hits if hit.unique_request_token not in found]
 
 
-def _finish(publication: Publication, status: str, *, now: datetime, error: str = ""):
+def _finish(
+    publication: Publication, status: str, *, now: datetime, error: str = "", token: str = ""
+) -> Publication:
+    """Store the publication's end: while the lease is `token`'s when one is given (a delivery
+    that took a silent publish over writes its own)."""
     publication.status, publication.error, publication.finished_at = status, error, now
-    publication.save(update_fields=["status", "error", "finished_at"])
+    rows = Publication.objects.filter(pk=publication.pk)
+    if token:
+        rows = rows.filter(lease=token)
+    rows.update(status=status, error=error, finished_at=now)
     return publication
 
 

@@ -440,8 +440,8 @@ def test_extending_a_hit_by_a_bad_value_is_refused_and_changes_nothing(
 def test_the_publication_page_offers_to_publish_again_only_the_hits_missing(
     client, admin_user, crowd_batch
 ):
-    """ "Publish missing HITs again" on a publication with none missing asked admins to resume
-    what needed nothing; its count says what it would do."""
+    """ "Publish missing HITs again" (now Resume) on a publication with none missing asked
+    admins to resume what needed nothing; its count (and cost) says what it would do."""
     publication = published_on_fake(crowd_batch)
     client.force_login(admin_user)
     url = reverse("crowd:publication", args=[publication.pk])
@@ -449,7 +449,7 @@ def test_the_publication_page_offers_to_publish_again_only_the_hits_missing(
     publication.hits.filter(pk=publication.hits.order_by("id").first().pk).update(
         status=HitStatus.FAILED, error="refused"
     )
-    assert "Publish the 1 missing HIT again</button>" in client.get(url).text
+    assert "Resume: publish the 1 missing HIT ($3.60)</button>" in client.get(url).text
 
 
 def test_each_hits_extend_and_demo_controls_name_its_task(client, admin_user, crowd_batch):

@@ -167,7 +167,7 @@ def test_a_hit_whose_reply_was_lost_is_adopted_once_mturk_forgot_its_token(
     assert not publication.hits.filter(status=HitStatus.CREATED).exists()
 
     fake_mturk.api.op_CreateHITWithHITType = original
-    fake_mturk.forget_tokens()  # "Publish missing HITs again", two days later
+    fake_mturk.forget_tokens()  # Resume, two days later
     later = timezone.now() + timedelta(days=2)
     done = publishing.publication_publish(publication_id=publication.pk, now=later)
     assert done.status == PublicationStatus.PUBLISHED

@@ -1,0 +1,264 @@
+"""A publish whose worker died half-way: shown stalled (not busy forever), resumed by an admin
+who confirms the missing HITs' cost again, each HIT made once. Over real boto3 to the fake
+MTurk server; the death is a BaseException raised inside the publish, which nothing of ours
+catches, as a SIGKILL leaves it: the publication "publishing" with its last heartbeat."""
+
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from annotate.crowd import tasks
+from annotate.crowd.models import HitStatus, Publication, PublicationStatus
+from annotate.crowd.services import publishing, review
+from annotate.crowd.services.publishing import PublishSettings
+from annotate.errors import ConflictError, PublishError
+
+pytestmark = pytest.mark.django_db
+REFRESH = 'http-equiv="refresh"'
+# 3 assignments × ($1.00 + MTurk's 20% fee) a HIT
+PER_HIT = Decimal("3.60")
+
+
+class WorkerKilled(BaseException):
+    """The worker's process ended mid-publish: no `except Exception` of ours runs."""
+
+
+def _create(batch):
+    return publishing.publication_create(
+        batch=batch,
+        platform_name="mturk",
+        chosen=PublishSettings(title="t", description="d", reward_usd=Decimal("1.00")),
+        base_url="https://annotate.example.org",
+    )
+
+
+def _killed_publish(monkeypatch, publication, *, made: int, error: BaseException | None = None):
+    """Publish until `made` HITs are made on MTurk, then die (or raise `error`) before the last
+    of them is stored here: its reply came back to a process that stopped."""
+    real, stored = publishing._hit_created, []
+
+    def dying(hit, info):
+        if len(stored) == made - 1:
+            raise error or WorkerKilled()
+        stored.append(hit.pk)
+        real(hit, info)
+
+    monkeypatch.setattr(publishing, "_hit_created", dying)
+    with pytest.raises(type(error) if error else WorkerKilled):
+        publishing.publication_publish(publication_id=publication.pk, now=timezone.now())
+    monkeypatch.setattr(publishing, "_hit_created", real)
+    publication.refresh_from_db()
+    return publication
+
+
+def _silent_since(publication, settings, extra=1):
+    """The publish's last sign of life is older than CROWD_PUBLISH_STALE_SECONDS."""
+    then = timezone.now() - timedelta(seconds=settings.CROWD_PUBLISH_STALE_SECONDS + extra)
+    Publication.objects.filter(pk=publication.pk).update(heartbeat_at=then)
+
+
+def _ours_are_the_servers(publication, fake_mturk):
+    ours = set(publication.hits.filter(status=HitStatus.CREATED).values_list("hit_id", flat=True))
+    return ours == set(fake_mturk.state.hits)
+
+
+def test_a_publish_killed_half_way_is_shown_stalled_and_the_admins_resume_finishes_it(
+    monkeypatch, client, admin_user, mturk_settings, fake_mturk, crowd_batch, settings,
+    django_capture_on_commit_callbacks,
+):  # fmt: skip
+    """It stayed "publishing" for good: the page refreshed every 2 s, waiting, and offered
+    nothing; the third task never got a HIT."""
+    publication = _killed_publish(monkeypatch, _create(crowd_batch), made=2)
+    assert publication.status == PublicationStatus.PUBLISHING
+    assert len(fake_mturk.state.hits) == 2  # the second made on MTurk, not stored here
+    client.force_login(admin_user)
+    url = reverse("crowd:publication", args=[publication.pk])
+    page = client.get(url).text  # its worker may be alive: the page waits for it
+    assert REFRESH in page and 'id="resume-button"' not in page
+
+    _silent_since(publication, settings)
+    page = client.get(url).text
+    assert REFRESH not in page
+    assert "<strong>Stalled (the publish stopped before its end)</strong>" in page
+    assert "The publish stopped after 1 of 3 HITs" in page
+    assert f'id="resume-total">${2 * PER_HIT}<' in page
+    assert f"Resume: publish the 2 missing HITs (${2 * PER_HIT})</button>" in page
+
+    with django_capture_on_commit_callbacks(execute=True):
+        answer = client.post(
+            reverse("crowd:publication-action", args=[publication.pk]),
+            {"action": "publish", "confirm_total": str(2 * PER_HIT)},
+        )
+    assert answer.status_code == 302
+    publication.refresh_from_db()
+    assert publication.status == PublicationStatus.PUBLISHED and publication.error == ""
+    assert len(fake_mturk.state.hits) == 3  # the second adopted by its token, not made twice
+    assert _ours_are_the_servers(publication, fake_mturk)
+    page = client.get(url).text
+    assert REFRESH not in page and 'id="resume"' not in page
+
+
+def test_a_resume_after_mturk_forgot_the_tokens_adopts_the_hit_the_dead_publish_made(
+    monkeypatch, admin_user, mturk_settings, fake_mturk, crowd_batch
+):
+    """MTurk keeps a UniqueRequestToken 24 hours: resumed two days later, the HIT made just
+    before the death is found by its RequesterAnnotation instead of being made (paid) again."""
+    publication = _killed_publish(monkeypatch, _create(crowd_batch), made=2)
+    fake_mturk.forget_tokens()
+    later = timezone.now() + timedelta(days=2)
+    resumed = publishing.publication_resume(
+        publication_id=publication.pk, confirm_total=2 * PER_HIT, now=later, user=admin_user
+    )
+    assert resumed.status == PublicationStatus.PENDING
+    done = publishing.publication_publish(publication_id=publication.pk, now=later)
+    assert done.status == PublicationStatus.PUBLISHED
+    assert len(fake_mturk.state.hits) == 3
+    assert _ours_are_the_servers(publication, fake_mturk)
+
+
+def test_a_resume_checks_the_cost_again_and_the_balance(
+    monkeypatch, admin_user, mturk_settings, fake_mturk, crowd_batch, settings
+):
+    publication = _killed_publish(monkeypatch, _create(crowd_batch), made=2)
+    _silent_since(publication, settings)
+    now = timezone.now()
+    with pytest.raises(PublishError, match=r"cost \$7.20 \(you confirmed \$3.60\)"):
+        publishing.publication_resume(
+            publication_id=publication.pk, confirm_total=PER_HIT, now=now, user=admin_user
+        )
+    fake_mturk.state.balance = Decimal("5.00")
+    with pytest.raises(PublishError, match=r"has \$5.00, less than the \$7.20"):
+        publishing.publication_resume(
+            publication_id=publication.pk, confirm_total=2 * PER_HIT, now=now, user=admin_user
+        )
+    publication.refresh_from_db()
+    assert publication.status == PublicationStatus.STALLED  # nothing resumed, nothing made
+    assert len(fake_mturk.state.hits) == 2
+
+
+def test_the_page_offers_no_resume_the_balance_cannot_pay(
+    monkeypatch, client, admin_user, mturk_settings, fake_mturk, crowd_batch, settings
+):
+    publication = _killed_publish(monkeypatch, _create(crowd_batch), made=2)
+    _silent_since(publication, settings)
+    fake_mturk.state.balance = Decimal("5.00")
+    client.force_login(admin_user)
+    page = client.get(reverse("crowd:publication", args=[publication.pk])).text
+    assert 'id="resume-unaffordable"' in page and 'id="resume-button"' not in page
+
+
+def test_a_resume_is_refused_while_the_publish_still_beats(
+    monkeypatch, admin_user, mturk_settings, fake_mturk, crowd_batch
+):
+    publication = _killed_publish(monkeypatch, _create(crowd_batch), made=2)
+    with pytest.raises(ConflictError, match="is being published"):
+        publishing.publication_resume(
+            publication_id=publication.pk,
+            confirm_total=2 * PER_HIT,
+            now=timezone.now(),
+            user=admin_user,
+        )
+    publication.refresh_from_db()
+    assert publication.status == PublicationStatus.PUBLISHING
+
+
+def test_a_second_delivery_takes_a_silent_publish_over(
+    monkeypatch, mturk_settings, fake_mturk, crowd_batch, settings
+):
+    """The killed worker's task delivered again (Celery acks late): while the dead publish's
+    lease could still be alive it waits; once silent, it makes the missing HITs."""
+    publication = _killed_publish(monkeypatch, _create(crowd_batch), made=2)
+    assert tasks.publish_publication.apply(args=[publication.pk]).get() == "publishing"
+    assert len(fake_mturk.state.hits) == 2
+    _silent_since(publication, settings)
+    assert tasks.publish_publication.apply(args=[publication.pk]).get() == "published"
+    assert len(fake_mturk.state.hits) == 3
+    assert _ours_are_the_servers(publication, fake_mturk)
+
+
+def test_an_unexpected_error_mid_publish_leaves_it_stalled_not_publishing(
+    monkeypatch, mturk_settings, fake_mturk, crowd_batch, caplog
+):
+    error = RuntimeError("database went away")
+    publication = _killed_publish(monkeypatch, _create(crowd_batch), made=2, error=error)
+    assert publication.status == PublicationStatus.STALLED
+    assert "RuntimeError: database went away" in publication.error
+    assert "Resume makes the missing ones" in publication.error
+
+
+def test_the_beat_marks_a_silent_publish_stalled_and_syncs_its_hits(
+    monkeypatch, mturk_settings, fake_mturk, crowd_batch, settings
+):
+    publication = _killed_publish(monkeypatch, _create(crowd_batch), made=2)
+    _silent_since(publication, settings)
+    assert tasks.sync_all_publications.apply().get() == 1
+    publication.refresh_from_db()
+    assert publication.status == PublicationStatus.STALLED
+    assert publication.hits.filter(synced_at__isnull=False).count() == 1
+
+
+def test_a_silent_publish_whose_hits_were_all_made_is_marked_published(
+    mturk_settings, fake_mturk, crowd_batch, settings
+):
+    """Killed after its last HIT was stored, before it wrote its end: nothing is missing."""
+    publication = publishing.publication_publish(
+        publication_id=_create(crowd_batch).pk, now=timezone.now()
+    )
+    Publication.objects.filter(pk=publication.pk).update(status=PublicationStatus.PUBLISHING)
+    _silent_since(publication, settings)
+    assert publishing.publications_stalled_mark(now=timezone.now()) == 1
+    publication.refresh_from_db()
+    assert (publication.status, publication.error) == (PublicationStatus.PUBLISHED, "")
+
+
+def test_a_publication_whose_task_never_ran_is_stalled_too(mturk_settings, fake_mturk, crowd_batch):
+    """Its task lost (a broker flushed): waiting to publish, with no heartbeat at all."""
+    publication = _create(crowd_batch)
+    later = timezone.now() + timedelta(hours=1)
+    assert publishing.publications_stalled_mark(now=later) == 1
+    publication.refresh_from_db()
+    assert publication.status == PublicationStatus.STALLED
+    assert "after 0 of 3 HITs" in publication.error
+
+
+def test_a_resume_never_makes_a_deleted_hit_again(
+    mturk_settings, fake_mturk, crowd_batch, admin_user
+):
+    """A HIT deleted once its work was reviewed counted as missing: a resume after MTurk forgot
+    its token made it, and paid its assignments, a second time."""
+    fake_mturk.fail_next("CreateHITWithHITType", "RequestError", "Question is not valid")
+    publication = publishing.publication_publish(
+        publication_id=_create(crowd_batch).pk, now=timezone.now()
+    )
+    assert publication.status == PublicationStatus.PARTIAL
+    now = timezone.now()
+    review.publication_expire(publication_id=publication.pk, now=now, user=admin_user)
+    assert review.publication_delete_finished(publication_id=publication.pk, user=admin_user) == (
+        2,
+        0,
+    )
+    fake_mturk.forget_tokens()
+    later = now + timedelta(days=2)
+    publishing.publication_resume(
+        publication_id=publication.pk, confirm_total=PER_HIT, now=later, user=admin_user
+    )
+    done = publishing.publication_publish(publication_id=publication.pk, now=later)
+    assert done.status == PublicationStatus.PUBLISHED
+    assert len(fake_mturk.state.hits) == 1  # the refused one; the two deleted stay deleted
+    assert publication.hits.filter(status=HitStatus.DELETED).count() == 2
+
+
+def test_the_api_reports_a_silent_publish_stalled(
+    monkeypatch, client, admin_user, mturk_settings, fake_mturk, crowd_batch, settings
+):
+    publication = _killed_publish(monkeypatch, _create(crowd_batch), made=2)
+    client.force_login(admin_user)
+    url = reverse("crowd-api:publication", args=[publication.pk])
+    assert client.get(url).json()["status"] == "publishing"
+    _silent_since(publication, settings)
+    body = client.get(url).json()
+    assert (body["status"], body["hits_created"], body["hits_total"]) == ("stalled", 1, 3)
+    assert "stopped after 1 of 3 HITs" in body["error"]
