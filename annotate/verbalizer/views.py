@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -45,7 +46,13 @@ from annotate.verbalizer.forms import (
     StudyForm,
 )
 from annotate.verbalizer.models import ClassificationDataset, EvaluationSet, HumanStudy, Mapping
-from annotate.verbalizer.selectors import human_answers_waiting_for_kind, items_per_dataset
+from annotate.verbalizer.selectors import (
+    PROMPT_FILTERS,
+    human_answers_waiting_for_kind,
+    items_per_dataset,
+    set_prompt_filter_options,
+    set_prompts,
+)
 from annotate.verbalizer.services import catalogue, humans, runs
 from annotate.verbalizer.services.imports import classification_import
 from annotate.verbalizer.services.sets import evaluation_set_create
@@ -220,6 +227,33 @@ def set_detail(request: HttpRequest, set_id: int) -> HttpResponse:
     }
     status = sent.status if run_form.errors else 400 if form.errors else 200
     return sent.page(render(request, "verbalizer/set_detail.html", context, status=status))
+
+
+PROMPTS_PER_PAGE = 50
+
+
+@login_required
+@require_GET
+@page_errors
+def set_prompts_page(request: HttpRequest, set_id: int) -> HttpResponse:
+    """The set's rendered prompts, word for word as models and people read them, filterable by
+    dataset, group, mapping and mode: what a run or a study will ask, before it asks."""
+    _require_researcher(request)
+    evaluation_set = get_object_or_404(EvaluationSet, pk=set_id)
+    options = set_prompt_filter_options(evaluation_set=evaluation_set)
+    chosen = {key: _offered(request.GET[key], options[key]) for key in PROMPT_FILTERS
+              if request.GET.get(key)}  # fmt: skip
+    prompts = set_prompts(evaluation_set=evaluation_set, chosen=chosen)
+    page = Paginator(prompts, PROMPTS_PER_PAGE).get_page(request.GET.get("page"))
+    selects = [(key, key.capitalize(), options[key], chosen.get(key)) for key in PROMPT_FILTERS]
+    context = {"set": evaluation_set, "page": page, "selects": selects, "chosen": chosen}
+    return render(request, "verbalizer/prompts.html", context)
+
+
+def _offered(asked: str, offered: list[tuple[str, str]]) -> str:
+    """The set's own spelling of a value asked for in the URL ("Golden" is "golden"); a value
+    the set does not have is kept, so the page finds nothing for it and says so."""
+    return next((value for value, _ in offered if value.casefold() == asked.casefold()), asked)
 
 
 def _study_create(request: HttpRequest, evaluation_set: EvaluationSet, form: StudyForm) -> bool:

@@ -1,6 +1,7 @@
 import pytest
 from django.contrib.auth.models import Group
 from django.urls import reverse
+from django.utils.html import escape
 
 from annotate.roles import ANNOTATOR
 from annotate.verbalizer.models import ClassificationDataset, HumanAnswer, HumanStudy, Mapping
@@ -410,3 +411,33 @@ def test_study_command_counts_one_prompt_and_one_answer_in_the_singular(capsys):
         "--mappings", "flipped-golden", "--items", "1", "--answers", "1",
     )  # fmt: skip
     assert "Study one: 1 prompt, 1 answer each;" in capsys.readouterr().out
+
+
+def test_researcher_reads_the_sets_prompts_before_anything_is_asked(
+    client, researcher, annotator_user, study, django_assert_max_num_queries
+):
+    """The set page links every rendered prompt, filterable by dataset, group, mapping and mode:
+    a researcher checks the label words of natural, neutral and flipped prompts before a run or
+    a study asks them (annotators may not read the prompts a study has not shown them)."""
+    evaluation_set = study.evaluation_set
+    url = reverse("verbalizer:set-prompts", args=[evaluation_set.pk])
+    client.force_login(researcher)
+    set_page = client.get(reverse("verbalizer:set-detail", args=[evaluation_set.pk]))
+    assert f'href="{url}" id="read-prompts"' in set_page.content.decode()
+    with django_assert_max_num_queries(10):
+        page = client.get(url)
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "72 prompts." in html  # 3 items x 12 mappings x 2 modes
+    flipped = client.get(url, {"mapping": "Flipped-Golden", "mode": "direct"}).content.decode()
+    assert "3 prompts match the filters." in flipped
+    item = evaluation_set.prompts.get(
+        mapping__name="flipped-golden", mode="direct", item__position=1
+    )
+    assert "<td>negative | positive</td><td>negative</td>" in flipped  # item 1 is positive
+    assert escape(item.text) in flipped and 'value="flipped-golden" selected' in flipped
+    neutral = client.get(url, {"group": "neutral", "mode": "direct"}).content.decode()
+    assert "18 prompts match the filters." in neutral and "foo | bar" in neutral
+    assert "No prompt matches" in client.get(url, {"dataset": "RTE"}).content.decode()
+    client.force_login(annotator_user)
+    assert client.get(url).status_code == 403
