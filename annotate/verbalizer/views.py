@@ -12,6 +12,7 @@ from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.http import urlencode
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
@@ -79,14 +80,21 @@ def overview(request: HttpRequest) -> HttpResponse:
         .order_by("name")
         .values_list("name", flat=True)
     )
-    items_form = ItemsForm(prefix="i", datasets=names)
+    # The import form offers first the dataset just added, else one still empty: a filled
+    # dataset takes no more items.
+    empty = [name for name in names if name not in with_items]
+    chosen = request.GET.get("dataset")
+    initial = chosen if chosen in names else next(iter(empty), None)
+    items_form = ItemsForm(prefix="i", datasets=names, initial={"dataset": initial})
     set_form = SetForm(prefix="s", datasets=with_items)
     if request.method == "POST":
         if "d-name" in request.POST:
             dataset_form = DatasetForm(request.POST, prefix="d")
             if dataset_form.is_valid() and _created(dataset_form, catalogue.dataset_create):
-                messages.success(request, "Dataset added.")
-                return redirect("verbalizer:overview")
+                name = dataset_form.cleaned_data["name"]
+                messages.success(request, f"Dataset {name} added: import its items below.")
+                query = urlencode({"dataset": name})
+                return redirect(f"{reverse('verbalizer:overview')}?{query}#add-items")
         elif "i-dataset" in request.POST:
             items_form = ItemsForm(request.POST, request.FILES, prefix="i", datasets=names)
             if items_form.is_valid() and _items_import(request, items_form):

@@ -441,3 +441,22 @@ def test_researcher_reads_the_sets_prompts_before_anything_is_asked(
     assert "No prompt matches" in client.get(url, {"dataset": "RTE"}).content.decode()
     client.force_login(annotator_user)
     assert client.get(url).status_code == 403
+
+
+def test_the_import_form_offers_the_dataset_just_added(client, researcher, study):
+    """After "Add dataset" the import form has the new dataset chosen (the next step), and
+    otherwise a dataset still empty, never one whose items are in already (it would refuse)."""
+    client.force_login(researcher)
+    added = client.post(
+        reverse("verbalizer:overview"),
+        {"d-name": "IMDB", "d-family": "sentiment", "d-positive_name": "good",
+         "d-negative_name": "bad"},
+        follow=True,
+    )  # fmt: skip
+    html = added.content.decode()
+    assert "Dataset IMDB added: import its items below." in html
+    assert added.redirect_chain[-1][0].endswith("?dataset=IMDB#add-items")
+    assert '<option value="IMDB" selected>' in html
+    plain = client.get(reverse("verbalizer:overview")).content.decode()
+    assert '<option value="SST-2" selected>' not in plain  # SST-2 holds the study's items
+    assert '<option value="EMOTION" selected>' in plain  # the first dataset still empty
