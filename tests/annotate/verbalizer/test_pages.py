@@ -460,3 +460,22 @@ def test_the_import_form_offers_the_dataset_just_added(client, researcher, study
     plain = client.get(reverse("verbalizer:overview")).content.decode()
     assert '<option value="SST-2" selected>' not in plain  # SST-2 holds the study's items
     assert '<option value="EMOTION" selected>' in plain  # the first dataset still empty
+
+
+def test_set_page_forms_name_each_mappings_group_and_each_mode(client, researcher, study):
+    """Publishing a slice, the researcher picks mappings by group (natural, neutral, unnatural:
+    the paper's comparison) and reads what a blank item count means; both forms name the modes
+    alike ("Zero-shot chain of thought", not the stored "cot")."""
+    client.force_login(researcher)
+    html = client.get(reverse("verbalizer:set-detail", args=[study.evaluation_set_id])).text
+    for label in ("golden (natural)", "foo|bar (neutral)", "flipped-golden (unnatural)"):
+        assert f"\n {label}</label>" in html
+    assert "Blank: all of them." in html
+    assert html.count("\n Zero-shot chain of thought</label>") == 2  # the run's and the study's
+    assert "\n cot</label>" not in html
+
+
+def test_report_says_what_n_counts(client, researcher, study):
+    client.force_login(researcher)
+    html = client.get(reverse("verbalizer-reports:detail", args=[study.evaluation_set_id])).text
+    assert "two people on 6 prompts are 12" in html
