@@ -52,6 +52,7 @@ def report_page(request: HttpRequest, set_id: int) -> HttpResponse:
         "report": report,
         "groups": flat_rows(report, "groups"),
         "flipped": flat_rows(report, "flipped"),
+        "mappings": flat_rows(report, "mappings"),
         "rows": flat_rows(report),
         "figures": available,
         "formats": DOCUMENTS,
