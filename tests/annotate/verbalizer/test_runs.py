@@ -356,6 +356,23 @@ def test_starting_a_run_on_the_set_page_lands_on_its_progress_page(
     assert reverse("verbalizer-reports:detail", args=[two_items.pk]) in page
 
 
+def test_a_runs_page_leads_back_to_its_set_to_start_the_next(
+    client, researcher, two_items, django_capture_on_commit_callbacks
+):
+    """Starting a run lands on the engine's run page; the way back to the set (to run the next
+    model or publish a study) was the report's link, two pages away."""
+    from django.urls import reverse
+
+    make_endpoint("", name="fake")
+    client.force_login(researcher)
+    form = {"run-system": "m", "run-endpoint": "fake", "run-modes": ["direct"]}
+    with django_capture_on_commit_callbacks(execute=False):
+        response = client.post(reverse("verbalizer:set-detail", args=[two_items.pk]), form)
+    page = client.get(response["Location"]).content.decode()
+    set_page = reverse("verbalizer:set-detail", args=[two_items.pk])
+    assert f'<a href="{set_page}" id="run-origin">← Set s</a>' in page
+
+
 def test_a_set_without_runs_points_at_the_form_and_quotes_its_name_in_the_command(
     client, researcher
 ):
