@@ -194,7 +194,7 @@ def publication_detail(request: HttpRequest, publication_id: int) -> HttpRespons
 
 
 def _completion_context(publication: Publication) -> dict[str, str]:
-    if publication.platform != "selfhosted" or publication.human_study_id:
+    if publication.platform != "selfhosted":
         return {}
     code, url = selectors.completion_of(publication)
     return {"completion_code": code, "completion_url": url}
