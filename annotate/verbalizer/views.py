@@ -344,11 +344,13 @@ def work_answer(request: HttpRequest, human_study_id: int) -> HttpResponse:
     except (KeyError, ValueError):
         raise humans.HumanStudyError("An answer needs the prompt and key 1 or 2.") from None
     try:
-        humans.human_work_answer_submit(
+        answer = humans.human_work_answer_submit(
             study=study, prompt_id=prompt_id, annotator=annotator, key=key,
             seconds=None if seconds != seconds else seconds,
         )  # fmt: skip
     except ConflictError as error:  # answered already, or by enough people: on with the study
         back = (reverse("verbalizer:work-next", args=[study.pk]), "Go on with this study")
         return error_page(request, error, back=back)
+    # The next prompt replaces the page at once: say the key pressed was taken, and as what.
+    messages.success(request, f"Saved: you answered “{answer.word}” to the last prompt.")
     return redirect("verbalizer:work-next", human_study_id=study.pk)

@@ -479,3 +479,21 @@ def test_report_says_what_n_counts(client, researcher, study):
     client.force_login(researcher)
     html = client.get(reverse("verbalizer-reports:detail", args=[study.evaluation_set_id])).text
     assert "two people on 6 prompts are 12" in html
+
+
+def test_the_next_prompt_says_the_last_answer_was_saved_and_as_which_word(
+    client, annotator_user, study
+):
+    """The page turned to the next prompt with no word of the last one: an annotator (or a
+    screen reader, the message being a status) could not tell a key was taken, nor which."""
+    client.force_login(annotator_user)
+    prompt = client.get(reverse("verbalizer:work-next", args=[study.pk])).context["prompt"]
+    answered = client.post(
+        reverse("verbalizer:work-answer", args=[study.pk]),
+        {"prompt": prompt.pk, "key": "1", "seconds": "1.5"},
+        follow=True,
+    )
+    html = answered.content.decode()
+    assert '<ul class="messages" role="status">' in html
+    assert "Saved: you answered “negative” to the last prompt." in html  # flipped golden: key 1
+    assert "Saved:" not in client.get(reverse("verbalizer:work-next", args=[study.pk])).text
