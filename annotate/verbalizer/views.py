@@ -190,6 +190,8 @@ def _set_create(request: HttpRequest, form: SetForm) -> EvaluationSet | None:
 def set_detail(request: HttpRequest, set_id: int) -> HttpResponse:
     _require_researcher(request)
     evaluation_set = get_object_or_404(EvaluationSet, pk=set_id)
+    if "study-open" in request.POST:
+        return _study_open_set(request, evaluation_set)
     # Two forms on one page: each its own prefix, so ids and labels never collide.
     form = StudyForm(
         request.POST if "study-name" in request.POST else None,
@@ -235,6 +237,25 @@ def set_detail(request: HttpRequest, set_id: int) -> HttpResponse:
     }
     status = sent.status if run_form.errors else 400 if form.errors else 200
     return sent.page(render(request, "verbalizer/set_detail.html", context, status=status))
+
+
+def _study_open_set(request: HttpRequest, evaluation_set: EvaluationSet) -> HttpResponse:
+    """Close a study of the set to annotators, or open it again ("study-open": 0 or 1)."""
+    study_id = request.POST.get("study", "")
+    study = HumanStudy.objects.filter(
+        pk=int(study_id) if study_id.isdigit() else None, evaluation_set=evaluation_set
+    ).first()
+    if study is None:
+        raise NotFoundError("No such study in this set.")
+    active = request.POST["study-open"] == "1"
+    try:
+        humans.human_study_open_set(study=study, active=active)
+    except ConflictError as error:
+        back = (reverse("verbalizer:set-detail", args=[evaluation_set.pk]), "Back to the set")
+        return error_page(request, error, back=back)
+    said = "open to annotators again" if active else "closed: annotators no longer see it"
+    messages.success(request, f"Study {study.name} {said}.")
+    return redirect(reverse("verbalizer:set-detail", args=[evaluation_set.pk]) + "#studies")
 
 
 PROMPTS_PER_PAGE = 50

@@ -497,3 +497,50 @@ def test_the_next_prompt_says_the_last_answer_was_saved_and_as_which_word(
     assert '<ul class="messages" role="status">' in html
     assert "Saved: you answered “negative” to the last prompt." in html  # flipped golden: key 1
     assert "Saved:" not in client.get(reverse("verbalizer:work-next", args=[study.pk])).text
+
+
+def test_a_researcher_closes_a_study_to_annotators_and_opens_it_again(
+    client, researcher, annotator_user, study
+):
+    """A study published by mistake (a wrong slice) stayed on every annotator's list: only the
+    Django admin could close it. Closing keeps the answers given (the report reads them)."""
+    client.force_login(annotator_user)
+    prompt = client.get(reverse("verbalizer:work-next", args=[study.pk])).context["prompt"]
+    client.post(
+        reverse("verbalizer:work-answer", args=[study.pk]), {"prompt": prompt.pk, "key": "1"}
+    )
+    set_url = reverse("verbalizer:set-detail", args=[study.evaluation_set_id])
+    client.force_login(researcher)
+    page = client.get(set_url).text
+    assert 'aria-label="Close study flipped to annotators">Close</button>' in page
+    closed = client.post(set_url, {"study": study.pk, "study-open": "0"}, follow=True)
+    assert "Study flipped closed: annotators no longer see it." in closed.text
+    assert "Closed <form" in closed.text and ">Reopen</button>" in closed.text
+    client.force_login(annotator_user)
+    assert "flipped" not in client.get(reverse("verbalizer:work-list")).text
+    assert client.get(reverse("verbalizer:work-next", args=[study.pk])).status_code == 404
+    assert HumanAnswer.objects.filter(study=study).count() == 1  # kept
+    client.force_login(researcher)
+    client.post(set_url, {"study": study.pk, "study-open": "1"})
+    client.force_login(annotator_user)
+    assert "flipped" in client.get(reverse("verbalizer:work-list")).text
+
+
+def test_a_study_on_a_crowd_platform_is_not_closed_from_the_set_page(client, researcher, study):
+    """Its workers holding HITs could no longer answer: refused, with the way back."""
+    from annotate.crowd.services.publishing import PublishSettings
+    from annotate.verbalizer.services import crowd
+
+    crowd.study_publication_create(
+        study=study, platform_name="selfhosted", base_url="https://x.example",
+        chosen=PublishSettings(title="Pick a word", description="Keys 1 and 2"),
+    )  # fmt: skip
+    set_url = reverse("verbalizer:set-detail", args=[study.evaluation_set_id])
+    client.force_login(researcher)
+    assert ">Close</button>" not in client.get(set_url).text
+    refused = client.post(set_url, {"study": study.pk, "study-open": "0"})
+    assert refused.status_code == 409 and "published to a crowd platform" in refused.text
+    study.refresh_from_db()
+    assert study.active
+    missing = client.post(set_url, {"study": "nope", "study-open": "0"})
+    assert missing.status_code == 404
