@@ -314,3 +314,20 @@ def test_report_page_shows_figure_3s_numbers_per_mapping(client, researcher, sma
     )
     assert golden in table and flipped in table
     assert "<td>50.0</td></tr>" in table and "foo|bar" not in table
+
+
+def test_replies_page_links_the_prompts_they_answer_with_the_same_filters(
+    client, researcher, small_set
+):
+    """A chain-of-thought reply was shown without its instruction, and no link led to it."""
+    from django.utils.html import escape
+
+    client.force_login(researcher)
+    url = reverse("verbalizer-reports:replies", args=[small_set.pk])
+    prompts = reverse("verbalizer:set-prompts", args=[small_set.pk])
+    html = client.get(url, {"mapping": "flipped-golden", "mode": "cot", "system": "m1"}).text
+    linked = escape(f"{prompts}?mapping=flipped-golden&mode=cot")
+    assert f'<a href="{linked}" id="replies-prompts">' in html
+    assert f'<a href="{prompts}" id="replies-prompts">' in client.get(url).text
+    shown = client.get(prompts, {"mapping": "flipped-golden", "mode": "cot"}).text
+    assert "2 prompts match the filters." in shown and "Let&#x27;s think step by step." in shown
