@@ -373,6 +373,26 @@ def test_a_runs_page_leads_back_to_its_set_to_start_the_next(
     assert f'<a href="{set_page}" id="run-origin">← Set s</a>' in page
 
 
+def test_a_finished_runs_page_no_longer_says_its_results_are_partial(
+    client, researcher, two_items, django_capture_on_commit_callbacks
+):
+    """ "See the results (complete once the run is done)" was said of a run long done."""
+    from django.urls import reverse
+
+    from annotate.engine.models import EngineRun, RunStatus
+
+    make_endpoint("", name="fake")
+    client.force_login(researcher)
+    form = {"run-system": "m", "run-endpoint": "fake", "run-modes": ["direct"]}
+    with django_capture_on_commit_callbacks(execute=False):
+        response = client.post(reverse("verbalizer:set-detail", args=[two_items.pk]), form)
+    pending = client.get(response["Location"]).text
+    assert '<span id="run-results-partial"> (complete once the run is done)</span>' in pending
+    EngineRun.objects.update(status=RunStatus.DONE)
+    done = client.get(response["Location"]).text
+    assert '<span id="run-results-partial" hidden> (complete once the run is done)</span>' in done
+
+
 def test_a_set_without_runs_points_at_the_form_and_quotes_its_name_in_the_command(
     client, researcher
 ):
