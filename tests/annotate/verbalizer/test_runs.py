@@ -447,3 +447,29 @@ def test_a_system_is_not_run_again_on_an_endpoint_serving_another_model(stub, tw
     call_command(*command, "--endpoint", "small-again")
     call_command(*command[:4], "m-70b", "--modes", "direct", "--endpoint", "large")
     assert SystemRun.objects.count() == 2
+
+
+def test_a_refusal_beside_its_field_does_not_name_the_command_line_option(
+    client, researcher, two_items
+):
+    """Beside System the page read "--system: m answered prompts of set s through ...": the
+    command's option, which a person on the page never typed."""
+    from django.urls import reverse
+
+    from annotate.verbalizer.services.runs import verbalizer_run_create
+
+    make_endpoint("", name="fake-a", model="model-a")
+    make_endpoint("", name="fake-b", model="model-b")
+    first = verbalizer_run_create(evaluation_set=two_items, system="m", endpoint="fake-a")
+    ModelAnswer.objects.create(  # m answered a prompt through fake-a
+        prompt=two_items.prompts.first(), system=first.system, run=first, reply="positive"
+    )
+    client.force_login(researcher)
+    form = {"run-system": "m", "run-endpoint": "fake-b", "run-modes": ["direct"]}
+    page = client.post(reverse("verbalizer:set-detail", args=[two_items.pk]), form)
+    errors = page.context["run_form"].errors["system"]
+    assert errors == [
+        "m answered prompts of set s through endpoint fake-a (model model-a); fake-b serves "
+        "model model-b, and this run would only ask the prompts left, mixing two models under "
+        "one name: give it a system name of its own"
+    ]
