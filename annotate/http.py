@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
@@ -154,12 +155,20 @@ def error_page(
     return response
 
 
+# A command's option named at the head of a service's message ("--system: ..."), as the command
+# line reads it; beside its field on a page the field's label names it already.
+_OPTION_HEAD = re.compile(r"^--[a-z][\w-]*: ")
+
+
 def form_refusal(form, error: Exception) -> None:
     """Show a service's refusal on the form that asked, its values kept: beside the field the
     error names (`FieldInputError.field`, or the `field` of an evaluation error) when the form
-    has it, else above the form."""
+    has it, without the command-line option the message starts with, else above the form."""
     field = getattr(error, "field", None)
-    form.add_error(field if field in form.fields else None, str(error))
+    if field in form.fields:
+        form.add_error(field, _OPTION_HEAD.sub("", str(error)))
+    else:
+        form.add_error(None, str(error))
 
 
 def page_errors(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:

@@ -48,8 +48,11 @@ def publication_get(*, publication_id: int) -> Publication:
 
 
 def completion_of(publication: Publication) -> tuple[str, str]:
-    """The completion code and URL a self-hosted participant gets: the publication's, else
-    (a publication made before it had its own) the project's."""
+    """The completion code and URL a self-hosted participant gets: a human study's own, else
+    the publication's, else (a publication made before it had its own) the project's."""
+    if publication.human_study_id:
+        study = publication.human_study
+        return study.completion_code, study.completion_url
     project = publication.batch.project if publication.batch_id else None
     if publication.completion_code or publication.completion_url or project is None:
         return publication.completion_code, publication.completion_url

@@ -211,7 +211,7 @@ def _resume_context(publication: Publication, progress, *, busy: bool, user) -> 
 
 
 def _completion_context(publication: Publication) -> dict[str, str]:
-    if publication.platform != "selfhosted" or publication.human_study_id:
+    if publication.platform != "selfhosted":
         return {}
     code, url = selectors.completion_of(publication)
     return {"completion_code": code, "completion_url": url}

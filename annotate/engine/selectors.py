@@ -139,6 +139,12 @@ def engine_run_unit_name(*, run: EngineRun) -> str:
     return getattr(protocol, "unit_name", "units")
 
 
+def engine_run_origin(*, run: EngineRun) -> tuple[str, str] | str:
+    """Where the run was started from, as (url, name), if its protocol says (`origin`): the run
+    page leads back there to start the next one; else ""."""
+    return _protocol_says(run, "origin")
+
+
 def engine_run_title(*, run: EngineRun) -> str:
     """The protocol's own name for the run's work, if it gives one (`title`); else ""."""
     return _protocol_says(run, "title")

@@ -24,6 +24,7 @@ from annotate.engine.pages import run_again, run_again_cost, run_form_submit
 from annotate.engine.selectors import (
     endpoint_last_test,
     engine_run_list,
+    engine_run_origin,
     engine_run_progress,
     engine_run_recent_errors,
     engine_run_results_url,
@@ -178,6 +179,7 @@ def run_detail(request: HttpRequest, engine_run_id: int) -> HttpResponse:
         "progress": _page_progress(run, request.user),
         "errors": engine_run_recent_errors(run=run),
         "results_url": engine_run_results_url(run=run),
+        "origin": engine_run_origin(run=run),
         "title": engine_run_title(run=run),
         "may_control": engine_run_may_control(user=request.user, endpoint=run.endpoint),
         "again": RunAgainForm(initial={"spending_cap_usd": run.spending_cap_usd}),

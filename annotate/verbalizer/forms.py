@@ -64,7 +64,11 @@ class StudyForm(forms.Form):
     modes = forms.MultipleChoiceField(
         choices=Mode.choices, initial=[Mode.DIRECT], widget=forms.CheckboxSelectMultiple
     )
-    items_per_dataset = forms.IntegerField(min_value=1, required=False)
+    items_per_dataset = forms.IntegerField(
+        min_value=1,
+        required=False,
+        help_text="The first N of the set's sampled items of each dataset. Blank: all of them.",
+    )
     answers_per_prompt = forms.IntegerField(min_value=1, max_value=50, initial=3)
     completion_code = forms.CharField(
         max_length=100,
@@ -84,7 +88,10 @@ class StudyForm(forms.Form):
         self.fields["datasets"].choices = [
             (d.name, d.name) for d in evaluation_set.datasets.order_by("name")
         ]
-        self.fields["mappings"].choices = [(m.name, m.name) for m in evaluation_set.mappings.all()]
+        self.fields["mappings"].choices = [
+            (m.name, f"{m.name} ({m.get_group_display().lower()})")
+            for m in evaluation_set.mappings.all()
+        ]
         modes = [m for m in Mode.values if m in evaluation_set.modes]
         self.fields["modes"].choices = [(m, Mode(m).label) for m in modes]
         self.fields["modes"].initial = [Mode.DIRECT] if Mode.DIRECT in modes else modes[:1]
@@ -104,5 +111,5 @@ class RunForm(forms.Form):
         self.fields["endpoint"].choices = [
             (e.name, f"{e.name} ({endpoint_cost_label(e)})") for e in endpoints
         ]
-        self.fields["modes"].choices = [(m, m) for m in evaluation_set.modes]
+        self.fields["modes"].choices = [(m, Mode(m).label) for m in evaluation_set.modes]
         self.fields["modes"].initial = list(evaluation_set.modes)

@@ -46,6 +46,17 @@ class VerbalizerProtocol:
         )
         return f"System {found.system.name} on set {found.evaluation_set.name}" if found else ""
 
+    def origin(self, run) -> tuple[str, str] | str:
+        """Where the run was started: its set's page, as (url, name); "" once the run is deleted."""
+        found = (
+            SystemRun.objects.filter(pk=run.params["system_run_id"])
+            .values_list("evaluation_set_id", "evaluation_set__name")
+            .first()
+        )
+        if found is None:
+            return ""
+        return reverse("verbalizer:set-detail", args=[found[0]]), f"Set {found[1]}"
+
     def results_url(self, run) -> str:
         """Where the run's answers are read: the set's report ("" once the run is deleted)."""
         set_id = (

@@ -1,5 +1,5 @@
-"""Reads of the verbalizer pages: the items a set holds per dataset, and the crowd review of a
-human study (each crowd answer with what helps decide on it)."""
+"""Reads of the verbalizer pages: the items a set holds per dataset, a set's rendered prompts, and
+the crowd review of a human study (each crowd answer with what helps decide on it)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from annotate.crowd.selectors import confirmation_of
 from annotate.errors import NotFoundError
 from annotate.models import Annotator
 from annotate.selectors.results import human_answer_waiting_for_kind_q
-from annotate.verbalizer.models import EvaluationSet, HumanAnswer, Prompt
+from annotate.verbalizer.models import EvaluationSet, Group, HumanAnswer, Mode, Prompt
 
 
 @dataclass(frozen=True)
@@ -83,6 +83,43 @@ def items_per_dataset(*, evaluation_sets: Iterable[EvaluationSet]) -> dict[int, 
     for set_id, dataset, n in rows:
         used[set_id][dataset] = n
     return {s.pk: ItemsPerDataset(asked=s.items_per_dataset, used=used[s.pk]) for s in sets}
+
+
+# A set's prompts are filtered by these URL parameters, each matched to one of the set's values.
+PROMPT_FILTERS = {
+    "dataset": "item__dataset__name",
+    "group": "mapping__group",
+    "mapping": "mapping__name",
+    "mode": "mode",
+}
+
+
+def set_prompt_filter_options(*, evaluation_set: EvaluationSet) -> dict[str, list[tuple[str, str]]]:
+    """The values each prompt filter offers for the set, as (value, label): its datasets, the
+    groups of its mappings, its mappings (table order) and its modes."""
+    mappings = list(evaluation_set.mappings.all())
+    groups = {m.group for m in mappings}
+    return {
+        "dataset": [
+            (d, d) for d in evaluation_set.datasets.order_by("name").values_list("name", flat=True)
+        ],
+        "group": [(g.value, g.label) for g in Group if g.value in groups],
+        "mapping": [(m.name, m.name) for m in mappings],
+        "mode": [(m.value, m.label) for m in Mode if m.value in evaluation_set.modes],
+    }
+
+
+def set_prompts(*, evaluation_set: EvaluationSet, chosen: dict[str, str]):
+    """The set's prompts as models and people read them, those matching every `chosen` filter
+    (keys of PROMPT_FILTERS), in item order, then mapping (table order), then mode."""
+    lookups = {PROMPT_FILTERS[key]: value for key, value in chosen.items()}
+    return (
+        Prompt.objects.filter(evaluation_set=evaluation_set, **lookups)
+        .select_related("item__dataset", "mapping")
+        .order_by(
+            "item__dataset__name", "item__position", "mapping__position", "mapping__name", "mode"
+        )
+    )
 
 
 def study_publication_get(*, publication_id: int) -> Publication:

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.http import urlencode
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
@@ -45,7 +47,13 @@ from annotate.verbalizer.forms import (
     StudyForm,
 )
 from annotate.verbalizer.models import ClassificationDataset, EvaluationSet, HumanStudy, Mapping
-from annotate.verbalizer.selectors import human_answers_waiting_for_kind, items_per_dataset
+from annotate.verbalizer.selectors import (
+    PROMPT_FILTERS,
+    human_answers_waiting_for_kind,
+    items_per_dataset,
+    set_prompt_filter_options,
+    set_prompts,
+)
 from annotate.verbalizer.services import catalogue, humans, runs
 from annotate.verbalizer.services.imports import classification_import
 from annotate.verbalizer.services.sets import evaluation_set_create
@@ -72,14 +80,21 @@ def overview(request: HttpRequest) -> HttpResponse:
         .order_by("name")
         .values_list("name", flat=True)
     )
-    items_form = ItemsForm(prefix="i", datasets=names)
+    # The import form offers first the dataset just added, else one still empty: a filled
+    # dataset takes no more items.
+    empty = [name for name in names if name not in with_items]
+    chosen = request.GET.get("dataset")
+    initial = chosen if chosen in names else next(iter(empty), None)
+    items_form = ItemsForm(prefix="i", datasets=names, initial={"dataset": initial})
     set_form = SetForm(prefix="s", datasets=with_items)
     if request.method == "POST":
         if "d-name" in request.POST:
             dataset_form = DatasetForm(request.POST, prefix="d")
             if dataset_form.is_valid() and _created(dataset_form, catalogue.dataset_create):
-                messages.success(request, "Dataset added.")
-                return redirect("verbalizer:overview")
+                name = dataset_form.cleaned_data["name"]
+                messages.success(request, f"Dataset {name} added: import its items below.")
+                query = urlencode({"dataset": name})
+                return redirect(f"{reverse('verbalizer:overview')}?{query}#add-items")
         elif "i-dataset" in request.POST:
             items_form = ItemsForm(request.POST, request.FILES, prefix="i", datasets=names)
             if items_form.is_valid() and _items_import(request, items_form):
@@ -175,6 +190,8 @@ def _set_create(request: HttpRequest, form: SetForm) -> EvaluationSet | None:
 def set_detail(request: HttpRequest, set_id: int) -> HttpResponse:
     _require_researcher(request)
     evaluation_set = get_object_or_404(EvaluationSet, pk=set_id)
+    if "study-open" in request.POST:
+        return _study_open_set(request, evaluation_set)
     # Two forms on one page: each its own prefix, so ids and labels never collide.
     form = StudyForm(
         request.POST if "study-name" in request.POST else None,
@@ -220,6 +237,52 @@ def set_detail(request: HttpRequest, set_id: int) -> HttpResponse:
     }
     status = sent.status if run_form.errors else 400 if form.errors else 200
     return sent.page(render(request, "verbalizer/set_detail.html", context, status=status))
+
+
+def _study_open_set(request: HttpRequest, evaluation_set: EvaluationSet) -> HttpResponse:
+    """Close a study of the set to annotators, or open it again ("study-open": 0 or 1)."""
+    study_id = request.POST.get("study", "")
+    study = HumanStudy.objects.filter(
+        pk=int(study_id) if study_id.isdigit() else None, evaluation_set=evaluation_set
+    ).first()
+    if study is None:
+        raise NotFoundError("No such study in this set.")
+    active = request.POST["study-open"] == "1"
+    try:
+        humans.human_study_open_set(study=study, active=active)
+    except ConflictError as error:
+        back = (reverse("verbalizer:set-detail", args=[evaluation_set.pk]), "Back to the set")
+        return error_page(request, error, back=back)
+    said = "open to annotators again" if active else "closed: annotators no longer see it"
+    messages.success(request, f"Study {study.name} {said}.")
+    return redirect(reverse("verbalizer:set-detail", args=[evaluation_set.pk]) + "#studies")
+
+
+PROMPTS_PER_PAGE = 50
+
+
+@login_required
+@require_GET
+@page_errors
+def set_prompts_page(request: HttpRequest, set_id: int) -> HttpResponse:
+    """The set's rendered prompts, word for word as models and people read them, filterable by
+    dataset, group, mapping and mode: what a run or a study will ask, before it asks."""
+    _require_researcher(request)
+    evaluation_set = get_object_or_404(EvaluationSet, pk=set_id)
+    options = set_prompt_filter_options(evaluation_set=evaluation_set)
+    chosen = {key: _offered(request.GET[key], options[key]) for key in PROMPT_FILTERS
+              if request.GET.get(key)}  # fmt: skip
+    prompts = set_prompts(evaluation_set=evaluation_set, chosen=chosen)
+    page = Paginator(prompts, PROMPTS_PER_PAGE).get_page(request.GET.get("page"))
+    selects = [(key, key.capitalize(), options[key], chosen.get(key)) for key in PROMPT_FILTERS]
+    context = {"set": evaluation_set, "page": page, "selects": selects, "chosen": chosen}
+    return render(request, "verbalizer/prompts.html", context)
+
+
+def _offered(asked: str, offered: list[tuple[str, str]]) -> str:
+    """The set's own spelling of a value asked for in the URL ("Golden" is "golden"); a value
+    the set does not have is kept, so the page finds nothing for it and says so."""
+    return next((value for value, _ in offered if value.casefold() == asked.casefold()), asked)
 
 
 def _study_create(request: HttpRequest, evaluation_set: EvaluationSet, form: StudyForm) -> bool:
@@ -302,11 +365,13 @@ def work_answer(request: HttpRequest, human_study_id: int) -> HttpResponse:
     except (KeyError, ValueError):
         raise humans.HumanStudyError("An answer needs the prompt and key 1 or 2.") from None
     try:
-        humans.human_work_answer_submit(
+        answer = humans.human_work_answer_submit(
             study=study, prompt_id=prompt_id, annotator=annotator, key=key,
             seconds=None if seconds != seconds else seconds,
         )  # fmt: skip
     except ConflictError as error:  # answered already, or by enough people: on with the study
         back = (reverse("verbalizer:work-next", args=[study.pk]), "Go on with this study")
         return error_page(request, error, back=back)
+    # The next prompt replaces the page at once: say the key pressed was taken, and as what.
+    messages.success(request, f"Saved: you answered “{answer.word}” to the last prompt.")
     return redirect("verbalizer:work-next", human_study_id=study.pk)

@@ -7,6 +7,8 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
+from django.utils.http import urlencode
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.response import Response as ApiResponse
@@ -52,6 +54,7 @@ def report_page(request: HttpRequest, set_id: int) -> HttpResponse:
         "report": report,
         "groups": flat_rows(report, "groups"),
         "flipped": flat_rows(report, "flipped"),
+        "mappings": flat_rows(report, "mappings"),
         "rows": flat_rows(report),
         "figures": available,
         "formats": DOCUMENTS,
@@ -142,7 +145,13 @@ def replies_page(request: HttpRequest, set_id: int) -> HttpResponse:
         (key, key.capitalize(), _labelled(key, options[key], chosen.get(key)), chosen.get(key))
         for key in filters
     ]
+    # The prompts page takes the same filters but the system's (a prompt is every system's).
+    prompt_filters = {key: value for key, value in chosen.items() if key != "system"}
+    prompts_url = reverse("verbalizer:set-prompts", args=[evaluation_set.pk])
+    if prompt_filters:
+        prompts_url += "?" + urlencode(prompt_filters)
     context = {"set": evaluation_set, "page": page, "shown": shown, "chosen": chosen}
+    context |= {"prompts_url": prompts_url, "prompt_filters": prompt_filters}
     return render(request, "verbalizer/replies.html", {**context, "selects": selects})
 
 

@@ -31,6 +31,7 @@
     bar.value = data.units_done;
     setHidden("run-preparing", !data.preparing);  // "Preparing units…", not "0 / 0"
     setHidden("run-counts", data.preparing);
+    setHidden("run-results-partial", !data.active);  // "(complete once the run is done)"
     setHidden("run-stop-form", !data.active);  // absent for who may not stop or restart it
     setHidden("run-resume-form", data.active || !data.work_left);  // a done run may have none
     setHidden("run-nothing-left", data.work_left);

@@ -3,12 +3,25 @@
   "use strict";
   const form = document.getElementById("answer-form");
   if (!form) return;
-  const shown = performance.now();
+  const DAY_SECONDS = 24 * 3600;  // the most the server takes (MAX_SECONDS)
+  // When the prompt was first shown: a reload (or a slip back to it) keeps that time in this
+  // tab, so the seconds recorded are from showing to answering, not from the last reload.
+  const shownKey = form.dataset.shownKey;
+  let shown = Date.now();
+  try {
+    const kept = Number(shownKey && sessionStorage.getItem(shownKey));
+    if (kept > 0 && kept <= shown) shown = kept;
+    else if (shownKey) sessionStorage.setItem(shownKey, String(shown));
+  } catch (error) { /* storage off: time from this load */ }
+  function elapsed() {
+    const seconds = (Date.now() - shown) / 1000;
+    return seconds <= DAY_SECONDS ? seconds.toFixed(3) : "";  // "": not known
+  }
   let sent = false;
   function send(key) {
     if (sent) return;
     sent = true;
-    document.getElementById("seconds").value = ((performance.now() - shown) / 1000).toFixed(3);
+    document.getElementById("seconds").value = elapsed();
     const button = document.getElementById("key-" + key);
     form.requestSubmit(button);
   }
@@ -19,8 +32,9 @@
     if (submitting) { event.preventDefault(); return; }
     submitting = true;
     if (!document.getElementById("seconds").value) {
-      document.getElementById("seconds").value = ((performance.now() - shown) / 1000).toFixed(3);
+      document.getElementById("seconds").value = elapsed();
     }
+    try { if (shownKey) sessionStorage.removeItem(shownKey); } catch (error) { /* off */ }
   });
   window.addEventListener("pageshow", function (event) {
     if (event.persisted) { submitting = false; sent = false; }  // back here from the history

@@ -200,6 +200,7 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     # An empty POST is an unbound form: the page again, nothing written.
     "verbalizer:overview": (RESEARCHERS, by_role(LOGIN, 403, 403, 400, 400, 400)),
     "verbalizer:set-detail": (RESEARCHERS, by_role(LOGIN, 403, 403, 200, 200, 200)),
+    "verbalizer:set-prompts": (RESEARCHERS, by_role(LOGIN, 405, 405, 405, 405, 405)),
     "verbalizer:work-list": (ANNOTATORS, by_role(LOGIN, 405, 405, 405, 405, 405)),
     "verbalizer:work-next": (ANNOTATORS, by_role(LOGIN, 405, 405, 405, 405, 405)),
     "verbalizer:work-answer": (POST_ONLY, by_role(LOGIN, 400, 400, 403, 403, 403)),

@@ -67,6 +67,9 @@ def test_progress_moves_without_reloading_the_page(page_for):
         wait_until(page, lambda done: page.locator("#run-status").inner_text() == "Done")
         assert page.evaluate("window.__sameDocument") is True  # updated in place, never reloaded
         assert page.locator("#run-stop-form").is_hidden()
+        # The page came while the run went on; its results are complete now, and it says so.
+        assert page.locator("#run-results").is_visible()
+        assert page.locator("#run-results-partial").is_hidden()
         assert page.locator("#run-total").inner_text() == "8"
         # Nothing left to run again: said in place of the button, as the polled JSON tells.
         assert page.locator("#run-resume-form").is_hidden()

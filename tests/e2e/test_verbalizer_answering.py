@@ -60,3 +60,30 @@ def test_a_second_answer_while_the_first_is_on_its_way_sends_nothing(page_for):
     assert "answered already" not in page.content()
     answer = HumanAnswer.objects.get()
     assert answer.word == answer.prompt.positive_word
+
+
+def test_the_time_recorded_runs_from_when_the_prompt_was_first_shown_across_a_reload(page_for):
+    """A reload mid-way restarted the clock: the seconds recorded left out the time the prompt
+    had been on screen before it. The first showing is kept in the tab (sessionStorage); here
+    it is set two minutes back, as if the reader had looked at the prompt that long."""
+    fill("Reviews", [True, False])
+    evaluation_set = evaluation_set_create(
+        name="e2e-time", datasets=["Reviews"], items=2, seed=1, mappings="golden"
+    ).evaluation_set
+    study = human_study_create(evaluation_set=evaluation_set, name="time", answers_per_prompt=1)
+    reader = UserFactory(username="slow", roles=[ANNOTATOR])
+    page = page_for(reader)
+    page.goto(f"/verbalizer/work/{study.pk}/")
+    page.wait_for_load_state()
+    prompt_id = page.locator("input[name=prompt]").get_attribute("value")
+    key = f"verbalizer-shown:{reader.pk}:{study.pk}:{prompt_id}"
+    shown = page.evaluate("key => Number(sessionStorage.getItem(key))", key)
+    assert shown > 0  # kept at the first showing
+    page.evaluate("([key, at]) => sessionStorage.setItem(key, String(at))", [key, shown - 120_000])
+    page.reload()
+    page.wait_for_load_state()
+    assert page.locator("input[name=prompt]").get_attribute("value") == prompt_id  # same prompt
+    page.keyboard.press("1")
+    page.locator("#progress", has_text="You answered 1 of 2.").wait_for()
+    assert HumanAnswer.objects.get().seconds >= 120
+    assert page.evaluate("key => sessionStorage.getItem(key)", key) is None  # dropped once sent

@@ -144,3 +144,38 @@ def test_an_admin_answers_a_study_hit_as_a_demo_worker_with_a_key(page_for, sett
     admin.locator(".messages", has_text="Syncing").wait_for()
     admin.goto(f"/verbalizer/publications/{publication.pk}/review/")
     assert admin.locator(".confirmation").first.inner_text() == "confirmed"
+
+
+def test_a_participants_time_runs_from_the_prompts_first_showing_across_a_reload(page_for):
+    """As on the in-house page: a reload on a self-hosted link restarted the clock. The first
+    showing is kept in the tab; here it is set two minutes back."""
+    fill("Reviews", [True, False])
+    evaluation_set = evaluation_set_create(
+        name="e2e-link-time", datasets=["Reviews"], items=2, seed=1, mappings="golden"
+    ).evaluation_set
+    study = human_study_create(evaluation_set=evaluation_set, name="time", answers_per_prompt=1)
+    admin = page_for(UserFactory(username="boss", roles=[ADMIN], is_staff=True))
+    admin.goto(f"/verbalizer/studies/{study.pk}/publish/")
+    admin.select_option("#id_platform", "selfhosted")
+    admin.click("text=Preview the cost")
+    admin.click("text=Confirm: publish")
+    admin.wait_for_url("**/crowd/publications/*/")
+    join = admin.locator("#join-url").inner_text()
+
+    worker = page_for()
+    worker.goto(join + "?PROLIFIC_PID=p-slow")
+    worker.get_by_role("button", name="Start").click()
+    worker.locator("#answer-form").wait_for()
+    worker.wait_for_load_state()
+    key = worker.locator("#answer-form").get_attribute("data-shown-key")
+    shown = worker.evaluate("key => Number(sessionStorage.getItem(key))", key)
+    assert shown > 0
+    worker.evaluate(
+        "([key, at]) => sessionStorage.setItem(key, String(at))", [key, shown - 120_000]
+    )
+    worker.reload()
+    worker.wait_for_load_state()
+    assert worker.locator("#answer-form").get_attribute("data-shown-key") == key  # same prompt
+    worker.keyboard.press("1")
+    worker.locator("#progress", has_text="You answered 1 of 2.").wait_for()
+    assert HumanAnswer.objects.get().seconds >= 120

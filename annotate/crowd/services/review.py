@@ -863,15 +863,15 @@ def publication_completion_set(
 ) -> Publication:
     """Set what a self-hosted link's participants get after the submit: the recruiting site's
     completion code, or the address to return to (the site often gives the code only once it
-    has the link, that is after publishing)."""
+    has the link, that is after publishing). A human study's are the study's own, so every
+    link of the study gives them: they are set on the study."""
     require_admin(user)
     publication = _selfhosted(publication_id)
-    if publication.human_study_id:
-        raise AnnotateError("A human study's completion code and URL are the study's own.")
     completion_check(completion_code=completion_code, completion_url=completion_url)
-    publication.completion_code = completion_code.strip()
-    publication.completion_url = completion_url.strip()
-    publication.save(update_fields=["completion_code", "completion_url"])
+    target = publication.human_study if publication.human_study_id else publication
+    target.completion_code = completion_code.strip()
+    target.completion_url = completion_url.strip()
+    target.save(update_fields=["completion_code", "completion_url"])
     return publication
 
 

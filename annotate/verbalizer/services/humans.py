@@ -197,6 +197,21 @@ _ACTIVE_STUDY = CompiledQuery(
 )
 
 
+def human_study_open_set(*, study: HumanStudy, active: bool) -> HumanStudy:
+    """Close a study to annotators (it leaves their lists and takes no new answer; the answers
+    given stay, and count in the report as before) or open it again. A study on a crowd
+    platform is not closed here: a worker holding one of its HITs could no longer answer it."""
+    if not active and study.publications.exists():
+        raise ConflictError(
+            f"Study '{study.name}' is published to a crowd platform: workers holding its HITs "
+            "could no longer answer, so it is not closed here (close its link or expire its "
+            "HITs on its publication page)."
+        )
+    study.active = active
+    study.save(update_fields=["active"])
+    return study
+
+
 def human_study_active(*, human_study_id: int) -> HumanStudy | None:
     """Return the active human study of that id, or None."""
     return _ACTIVE_STUDY.first(study_id=human_study_id)

@@ -167,6 +167,41 @@ def test_a_study_on_a_selfhosted_link_from_the_pages(
     assert client.post(join, {"PROLIFIC_PID": "P-1"}).status_code == 410
 
 
+def test_a_studys_completion_code_is_set_after_publishing_its_link(
+    client, study, settings, django_capture_on_commit_callbacks
+):
+    """The recruiting site (Prolific) gives its completion code once it has the study's link,
+    that is after publishing; a study published without one had no way to get it: the
+    publication page said "none was set with the study" and refused to set it."""
+    settings.CROWD_PUBLIC_URL = "https://annotate.example.org"
+    client.force_login(UserFactory(username="boss", roles=[ADMIN], is_staff=True))
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(
+            reverse("verbalizer:study-publish", args=[study.pk]),
+            publish_form(platform="selfhosted", publish="1", confirm_total="0.40"),
+        )
+    publication = Publication.objects.get(human_study=study, platform="selfhosted")
+    page_url = reverse("crowd:publication", args=[publication.pk])
+    assert "No completion code or URL: participants get none." in client.get(page_url).text
+    saved = client.post(
+        reverse("crowd:publication-action", args=[publication.pk]),
+        {"action": "completion", "completion_code": " C0DE42 ", "completion_url": ""},
+    )
+    assert saved.status_code == 302
+    study.refresh_from_db()
+    assert (study.completion_code, study.completion_url) == ("C0DE42", "")
+    page = client.get(page_url).text
+    assert "the study's completion code <strong>C0DE42</strong>" in page
+    assert 'name="completion_code" maxlength="100" value="C0DE42"' in page
+    client.logout()
+    participant = crowd.study_link_start(publication=publication, params={"PROLIFIC_PID": "P1"})
+    for prompt in study.prompts.all():
+        crowd.link_answer_submit(participant=participant, prompt_id=prompt.pk, key=1, seconds=1)
+    join = reverse("verbalizer:crowd-link-join", args=[publication.link_token])
+    done = client.post(join, {"PROLIFIC_PID": "P1"}, follow=True).text
+    assert "C0DE42" in done  # what the participant brings back to the recruiting site
+
+
 def test_a_newcomer_reads_on_a_full_study_links_join_page_that_nothing_is_left(
     client, study, settings, django_capture_on_commit_callbacks
 ):

@@ -1,6 +1,7 @@
 import pytest
 from django.contrib.auth.models import Group
 from django.urls import reverse
+from django.utils.html import escape
 
 from annotate.roles import ANNOTATOR
 from annotate.verbalizer.models import ClassificationDataset, HumanAnswer, HumanStudy, Mapping
@@ -410,3 +411,136 @@ def test_study_command_counts_one_prompt_and_one_answer_in_the_singular(capsys):
         "--mappings", "flipped-golden", "--items", "1", "--answers", "1",
     )  # fmt: skip
     assert "Study one: 1 prompt, 1 answer each;" in capsys.readouterr().out
+
+
+def test_researcher_reads_the_sets_prompts_before_anything_is_asked(
+    client, researcher, annotator_user, study, django_assert_max_num_queries
+):
+    """The set page links every rendered prompt, filterable by dataset, group, mapping and mode:
+    a researcher checks the label words of natural, neutral and flipped prompts before a run or
+    a study asks them (annotators may not read the prompts a study has not shown them)."""
+    evaluation_set = study.evaluation_set
+    url = reverse("verbalizer:set-prompts", args=[evaluation_set.pk])
+    client.force_login(researcher)
+    set_page = client.get(reverse("verbalizer:set-detail", args=[evaluation_set.pk]))
+    assert f'href="{url}" id="read-prompts"' in set_page.content.decode()
+    with django_assert_max_num_queries(10):
+        page = client.get(url)
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "72 prompts." in html  # 3 items x 12 mappings x 2 modes
+    flipped = client.get(url, {"mapping": "Flipped-Golden", "mode": "direct"}).content.decode()
+    assert "3 prompts match the filters." in flipped
+    item = evaluation_set.prompts.get(
+        mapping__name="flipped-golden", mode="direct", item__position=1
+    )
+    assert "<td>negative | positive</td><td>negative</td>" in flipped  # item 1 is positive
+    assert escape(item.text) in flipped and 'value="flipped-golden" selected' in flipped
+    neutral = client.get(url, {"group": "neutral", "mode": "direct"}).content.decode()
+    assert "18 prompts match the filters." in neutral and "foo | bar" in neutral
+    assert "No prompt matches" in client.get(url, {"dataset": "RTE"}).content.decode()
+    client.force_login(annotator_user)
+    assert client.get(url).status_code == 403
+
+
+def test_the_import_form_offers_the_dataset_just_added(client, researcher, study):
+    """After "Add dataset" the import form has the new dataset chosen (the next step), and
+    otherwise a dataset still empty, never one whose items are in already (it would refuse)."""
+    client.force_login(researcher)
+    added = client.post(
+        reverse("verbalizer:overview"),
+        {"d-name": "IMDB", "d-family": "sentiment", "d-positive_name": "good",
+         "d-negative_name": "bad"},
+        follow=True,
+    )  # fmt: skip
+    html = added.content.decode()
+    assert "Dataset IMDB added: import its items below." in html
+    assert added.redirect_chain[-1][0].endswith("?dataset=IMDB#add-items")
+    assert '<option value="IMDB" selected>' in html
+    plain = client.get(reverse("verbalizer:overview")).content.decode()
+    assert '<option value="SST-2" selected>' not in plain  # SST-2 holds the study's items
+    assert '<option value="EMOTION" selected>' in plain  # the first dataset still empty
+
+
+def test_set_page_forms_name_each_mappings_group_and_each_mode(client, researcher, study):
+    """Publishing a slice, the researcher picks mappings by group (natural, neutral, unnatural:
+    the paper's comparison) and reads what a blank item count means; both forms name the modes
+    alike ("Zero-shot chain of thought", not the stored "cot")."""
+    client.force_login(researcher)
+    html = client.get(reverse("verbalizer:set-detail", args=[study.evaluation_set_id])).text
+    for label in ("golden (natural)", "foo|bar (neutral)", "flipped-golden (unnatural)"):
+        assert f"\n {label}</label>" in html
+    assert "Blank: all of them." in html
+    assert html.count("\n Zero-shot chain of thought</label>") == 2  # the run's and the study's
+    assert "\n cot</label>" not in html
+
+
+def test_report_says_what_n_counts(client, researcher, study):
+    client.force_login(researcher)
+    html = client.get(reverse("verbalizer-reports:detail", args=[study.evaluation_set_id])).text
+    assert "two people on 6 prompts are 12" in html
+
+
+def test_the_next_prompt_says_the_last_answer_was_saved_and_as_which_word(
+    client, annotator_user, study
+):
+    """The page turned to the next prompt with no word of the last one: an annotator (or a
+    screen reader, the message being a status) could not tell a key was taken, nor which."""
+    client.force_login(annotator_user)
+    prompt = client.get(reverse("verbalizer:work-next", args=[study.pk])).context["prompt"]
+    answered = client.post(
+        reverse("verbalizer:work-answer", args=[study.pk]),
+        {"prompt": prompt.pk, "key": "1", "seconds": "1.5"},
+        follow=True,
+    )
+    html = answered.content.decode()
+    assert '<ul class="messages" role="status">' in html
+    assert "Saved: you answered “negative” to the last prompt." in html  # flipped golden: key 1
+    assert "Saved:" not in client.get(reverse("verbalizer:work-next", args=[study.pk])).text
+
+
+def test_a_researcher_closes_a_study_to_annotators_and_opens_it_again(
+    client, researcher, annotator_user, study
+):
+    """A study published by mistake (a wrong slice) stayed on every annotator's list: only the
+    Django admin could close it. Closing keeps the answers given (the report reads them)."""
+    client.force_login(annotator_user)
+    prompt = client.get(reverse("verbalizer:work-next", args=[study.pk])).context["prompt"]
+    client.post(
+        reverse("verbalizer:work-answer", args=[study.pk]), {"prompt": prompt.pk, "key": "1"}
+    )
+    set_url = reverse("verbalizer:set-detail", args=[study.evaluation_set_id])
+    client.force_login(researcher)
+    page = client.get(set_url).text
+    assert 'aria-label="Close study flipped to annotators">Close</button>' in page
+    closed = client.post(set_url, {"study": study.pk, "study-open": "0"}, follow=True)
+    assert "Study flipped closed: annotators no longer see it." in closed.text
+    assert "Closed <form" in closed.text and ">Reopen</button>" in closed.text
+    client.force_login(annotator_user)
+    assert "flipped" not in client.get(reverse("verbalizer:work-list")).text
+    assert client.get(reverse("verbalizer:work-next", args=[study.pk])).status_code == 404
+    assert HumanAnswer.objects.filter(study=study).count() == 1  # kept
+    client.force_login(researcher)
+    client.post(set_url, {"study": study.pk, "study-open": "1"})
+    client.force_login(annotator_user)
+    assert "flipped" in client.get(reverse("verbalizer:work-list")).text
+
+
+def test_a_study_on_a_crowd_platform_is_not_closed_from_the_set_page(client, researcher, study):
+    """Its workers holding HITs could no longer answer: refused, with the way back."""
+    from annotate.crowd.services.publishing import PublishSettings
+    from annotate.verbalizer.services import crowd
+
+    crowd.study_publication_create(
+        study=study, platform_name="selfhosted", base_url="https://x.example",
+        chosen=PublishSettings(title="Pick a word", description="Keys 1 and 2"),
+    )  # fmt: skip
+    set_url = reverse("verbalizer:set-detail", args=[study.evaluation_set_id])
+    client.force_login(researcher)
+    assert ">Close</button>" not in client.get(set_url).text
+    refused = client.post(set_url, {"study": study.pk, "study-open": "0"})
+    assert refused.status_code == 409 and "published to a crowd platform" in refused.text
+    study.refresh_from_db()
+    assert study.active
+    missing = client.post(set_url, {"study": "nope", "study-open": "0"})
+    assert missing.status_code == 404

@@ -356,6 +356,43 @@ def test_starting_a_run_on_the_set_page_lands_on_its_progress_page(
     assert reverse("verbalizer-reports:detail", args=[two_items.pk]) in page
 
 
+def test_a_runs_page_leads_back_to_its_set_to_start_the_next(
+    client, researcher, two_items, django_capture_on_commit_callbacks
+):
+    """Starting a run lands on the engine's run page; the way back to the set (to run the next
+    model or publish a study) was the report's link, two pages away."""
+    from django.urls import reverse
+
+    make_endpoint("", name="fake")
+    client.force_login(researcher)
+    form = {"run-system": "m", "run-endpoint": "fake", "run-modes": ["direct"]}
+    with django_capture_on_commit_callbacks(execute=False):
+        response = client.post(reverse("verbalizer:set-detail", args=[two_items.pk]), form)
+    page = client.get(response["Location"]).content.decode()
+    set_page = reverse("verbalizer:set-detail", args=[two_items.pk])
+    assert f'<a href="{set_page}" id="run-origin">← Set s</a>' in page
+
+
+def test_a_finished_runs_page_no_longer_says_its_results_are_partial(
+    client, researcher, two_items, django_capture_on_commit_callbacks
+):
+    """ "See the results (complete once the run is done)" was said of a run long done."""
+    from django.urls import reverse
+
+    from annotate.engine.models import EngineRun, RunStatus
+
+    make_endpoint("", name="fake")
+    client.force_login(researcher)
+    form = {"run-system": "m", "run-endpoint": "fake", "run-modes": ["direct"]}
+    with django_capture_on_commit_callbacks(execute=False):
+        response = client.post(reverse("verbalizer:set-detail", args=[two_items.pk]), form)
+    pending = client.get(response["Location"]).text
+    assert '<span id="run-results-partial"> (complete once the run is done)</span>' in pending
+    EngineRun.objects.update(status=RunStatus.DONE)
+    done = client.get(response["Location"]).text
+    assert '<span id="run-results-partial" hidden> (complete once the run is done)</span>' in done
+
+
 def test_a_set_without_runs_points_at_the_form_and_quotes_its_name_in_the_command(
     client, researcher
 ):
@@ -410,3 +447,29 @@ def test_a_system_is_not_run_again_on_an_endpoint_serving_another_model(stub, tw
     call_command(*command, "--endpoint", "small-again")
     call_command(*command[:4], "m-70b", "--modes", "direct", "--endpoint", "large")
     assert SystemRun.objects.count() == 2
+
+
+def test_a_refusal_beside_its_field_does_not_name_the_command_line_option(
+    client, researcher, two_items
+):
+    """Beside System the page read "--system: m answered prompts of set s through ...": the
+    command's option, which a person on the page never typed."""
+    from django.urls import reverse
+
+    from annotate.verbalizer.services.runs import verbalizer_run_create
+
+    make_endpoint("", name="fake-a", model="model-a")
+    make_endpoint("", name="fake-b", model="model-b")
+    first = verbalizer_run_create(evaluation_set=two_items, system="m", endpoint="fake-a")
+    ModelAnswer.objects.create(  # m answered a prompt through fake-a
+        prompt=two_items.prompts.first(), system=first.system, run=first, reply="positive"
+    )
+    client.force_login(researcher)
+    form = {"run-system": "m", "run-endpoint": "fake-b", "run-modes": ["direct"]}
+    page = client.post(reverse("verbalizer:set-detail", args=[two_items.pk]), form)
+    errors = page.context["run_form"].errors["system"]
+    assert errors == [
+        "m answered prompts of set s through endpoint fake-a (model model-a); fake-b serves "
+        "model model-b, and this run would only ask the prompts left, mixing two models under "
+        "one name: give it a system name of its own"
+    ]

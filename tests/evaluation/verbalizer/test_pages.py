@@ -54,9 +54,10 @@ def test_a_set_without_answers_has_an_empty_report_and_a_page(client, researcher
     html = page.content.decode()
     set_page = reverse("verbalizer:set-detail", args=[s.pk])
     assert f'<a href="{set_page}#run-system">run a system on this set</a>' in html
-    assert html.count("<td colspan") == 4  # per group, Figure 4, agreement, every row
-    for empty in ("No answer to a direct prompt yet.", "No answer under golden or flipped "
-                  "golden yet.", "No human answers yet.", "No answers yet."):  # fmt: skip
+    assert html.count("<td colspan") == 5  # per group, Figures 3 and 4, agreement, every row
+    for empty in ("No answer to a direct prompt yet.", "No answer to a direct natural or "
+                  "unnatural prompt yet.", "No answer under golden or flipped golden yet.",
+                  "No human answers yet.", "No answers yet."):  # fmt: skip
         assert f"{empty}</td>" in html
     figure = client.get(reverse("verbalizer-reports:figure", args=[s.pk, "groups", "svg"]))
     assert figure.status_code == 404
@@ -191,7 +192,9 @@ def test_report_page_says_which_rule_the_interval_and_invalid_columns_follow(
         answer(old.run, old.prompt, "I cannot tell")
     client.force_login(researcher)
     html = client.get(reverse("verbalizer-reports:detail", args=[small_set.pk])).content.decode()
-    assert html.count("<th>95 % CI (lenient)</th><th>Invalid % (lenient)</th>") == 3
+    assert (
+        html.count("<th>95 % CI (lenient)</th><th>Invalid % (lenient)</th>") == 4
+    )  # per group, per mapping, Figure 4, every row
     assert "n/a: no valid reply under that rule" in html
     # foo|bar direct: both replies invalid, so no accuracy and no interval.
     assert (
@@ -295,3 +298,36 @@ def test_the_report_page_rounds_percentages_as_its_latex_and_markdown_do():
     assert pct(0.8125) == "81.3"
     assert pct(None) == "n/a" and pct_interval(0.0625, None) == "n/a"
     assert pct_interval(0.0625, 0.8125) == "6.3–81.3"
+
+
+def test_report_page_shows_figure_3s_numbers_per_mapping(client, researcher, small_set):
+    """Figure 3 (accuracy per natural and unnatural mapping, direct) had no table on the page:
+    its numbers were in the figure alone (and the API). m1: golden right on both items;
+    flipped-golden wrong on item 1, invalid on item 2 (0 % of the valid, 50 % invalid);
+    foo|bar is neutral, so not in Figure 3."""
+    client.force_login(researcher)
+    html = client.get(reverse("verbalizer-reports:detail", args=[small_set.pk])).text
+    table = html[html.index('id="per-mapping"') : html.index("Golden vs flipped golden")]
+    golden = "<td>m1</td><td>natural</td><td>golden</td><td>2</td><td>100.0</td><td>100.0</td>"
+    flipped = (
+        "<td>m1</td><td>unnatural</td><td>flipped-golden</td><td>2</td><td>0.0</td><td>0.0</td>"
+    )
+    assert golden in table and flipped in table
+    assert "<td>50.0</td></tr>" in table and "foo|bar" not in table
+
+
+def test_replies_page_links_the_prompts_they_answer_with_the_same_filters(
+    client, researcher, small_set
+):
+    """A chain-of-thought reply was shown without its instruction, and no link led to it."""
+    from django.utils.html import escape
+
+    client.force_login(researcher)
+    url = reverse("verbalizer-reports:replies", args=[small_set.pk])
+    prompts = reverse("verbalizer:set-prompts", args=[small_set.pk])
+    html = client.get(url, {"mapping": "flipped-golden", "mode": "cot", "system": "m1"}).text
+    linked = escape(f"{prompts}?mapping=flipped-golden&mode=cot")
+    assert f'<a href="{linked}" id="replies-prompts">' in html
+    assert f'<a href="{prompts}" id="replies-prompts">' in client.get(url).text
+    shown = client.get(prompts, {"mapping": "flipped-golden", "mode": "cot"}).text
+    assert "2 prompts match the filters." in shown and "Let&#x27;s think step by step." in shown

@@ -278,7 +278,8 @@ def test_page_api_and_download_show_the_same_prompts(client, researcher, overlap
     assert "<td>m1, on people&#x27;s prompts</td><td>natural</td><td>3</td><td>66.7</td>" in html
     assert "On the prompts people answered: models beside them on the same prompts" in html
     assert "Every prompt of the set each model answered" in html
-    assert html.count("rest on the 3 prompts people answered in study \u201cS\u201d") == 4
+    # under the figures, the groups, the mappings, Figure 4 and every row
+    assert html.count("rest on the 3 prompts people answered in study \u201cS\u201d") == 5
     api = client.get(reverse("api-verbalizer-report", args=[overlap.pk])).json()
     assert api["slices"][0]["models"] == {"m1": 3, "m2": 0, "m3": 2}
     assert row(api["groups"], system="m1", prompts="people")["ci_lenient_low"] is not None
