@@ -276,10 +276,11 @@ def _logs(tmp_path) -> str:
 def test_a_delivery_stalled_past_its_lease_stores_no_unit_the_next_one_took_over(
     stub, monkeypatch, settings, cap
 ):
-    # The first delivery's storing thread stalls (a lock, a long GC, a paused VM) with answers in
-    # hand, for longer than the lease: a second delivery takes the chunk and asks every unit
-    # still pending, those answers' included. When the first wakes up, its answers must not be
-    # stored a second time; the calls it made were paid, and stay in the run's cost.
+    # The first delivery's storing thread stalls (a lock, a long GC, a paused VM) with its first
+    # answer in hand and its second call in flight, for longer than the lease: a second delivery
+    # takes the chunk over and asks every unit still pending, those two included. When the first
+    # wakes up, its answers must not be stored a second time; its two calls were paid, and stay
+    # in the run's cost.
     from annotate.engine.services import runs
 
     settings.ENGINE_CHUNK_LEASE_SECONDS = 60
@@ -290,28 +291,30 @@ def test_a_delivery_stalled_past_its_lease_stores_no_unit_the_next_one_took_over
         price_prompt_per_1k=Decimal("1"), price_completion_per_1k=Decimal("1"),
     )  # fmt: skip
     EngineRun.objects.filter(pk=run.pk).update(spending_cap_usd=cap)
-    stalled, wake = threading.Event(), threading.Event()
-    first_token = []
+    stalled, wake, stored, answer = (threading.Event() for _ in range(4))
+    stub.on_request = lambda count: count == 2 and answer.wait(60)  # the first's second call
     store_batch = runs._store_batch
 
     def store_batch_stalling_the_first(run, protocol, executor, batch, on_progress=None):
-        answered = any(isinstance(item, UnitResult) and item.finished for item in batch)
-        if answered and not first_token:
-            first_token.append(executor.lease.token)
-        if answered and executor.lease.token == first_token[0] and not stalled.is_set():
-            stalled.set()
-            assert wake.wait(60)
-        return store_batch(run, protocol, executor, batch, on_progress)
+        if stalled.is_set() or not any(isinstance(item, UnitResult) for item in batch):
+            return store_batch(run, protocol, executor, batch, on_progress)
+        stalled.set()
+        assert wake.wait(60)
+        store_batch(run, protocol, executor, batch, on_progress)
+        stored.set()
 
     monkeypatch.setattr(runs, "_store_batch", store_batch_stalling_the_first)
     first = []
     one = in_thread(lambda: engine_run_chunk_execute(chunk_id=chunk.pk, task_id="first"), first)
     assert stalled.wait(60)
+    _wait_for(lambda: len(stub.requests) == 2)  # the first delivery's second call is in flight
     # The stall outlasts the lease: the first delivery's last beat is older than the lease (set
     # so, rather than waited for, so that no clock decides what the test sees).
     EngineChunk.objects.filter(pk=chunk.pk).update(heartbeat=timezone.now() - timedelta(seconds=61))
     second = engine_run_chunk_execute(chunk_id=chunk.pk, task_id="second")  # does it all
     wake.set()
+    assert stored.wait(60)  # the first's stalled batch, then its call in flight, come back
+    answer.set()
     one.join(60)
 
     assert isinstance(first[0], EngineChunkLeasedError), first
@@ -322,10 +325,13 @@ def test_a_delivery_stalled_past_its_lease_stores_no_unit_the_next_one_took_over
     assert list(
         EngineUnit.objects.filter(run=run).values_list("status", "attempts").distinct()
     ) == [("done", 1)]
-    assert Response.objects.filter(system=system).count() == units
-    # Every call sent was paid: the first delivery's too, each once.
+    # One response a unit, each given by a call of its own unit.
     calls = EngineCall.objects.filter(run=run)
-    assert run.calls == calls.count() == len(stub.requests) > units
+    unit_of = dict(calls.values_list("pk", "unit_key"))
+    given_by = Response.objects.filter(system=system).values_list("generated_by", flat=True)
+    assert sorted(unit_of[pk] for pk in given_by) == sorted(chunk.keys)
+    # Every call sent was paid: the first delivery's two as well, each counted once.
+    assert len(stub.requests) == units + 2 == run.calls == calls.count()
     assert run.cost_usd == sum(call.cost_usd for call in calls) > 0
     assert run.cost_reserved_usd == 0
     assert run.heartbeat is None  # ended; the late delivery did not beat it back to life
