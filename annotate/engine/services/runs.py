@@ -342,6 +342,8 @@ def engine_run_reopen(*, run: EngineRun, user: AbstractBaseUser | None = None) -
     """
     engine_run_check_may_start(user=user, endpoint=run.endpoint)
     now = timezone.now()
+    # The chunks' rows before the run's, in the order a chunk's store locks them (_chunk_end).
+    list(EngineChunk.objects.select_for_update().filter(run=run).values_list("pk", flat=True))
     locked = EngineRun.objects.select_for_update().get(pk=run.pk)
     if locked.status in _ACTIVE and not _heartbeat_stale(locked, now):
         raise EngineRunError(_already_started(locked))
@@ -717,6 +719,16 @@ class _ChunkLease:
         """Give the lease up (if still ours), so the next delivery takes the chunk at once."""
         EngineChunk.objects.filter(pk=self.chunk_id, lease=self.token).update(heartbeat=None)
 
+    def fence(self) -> bool:
+        """Whether this delivery still holds the chunk, asked first in the transaction that
+        stores its answers: the chunk's row stays locked till it commits, so no other delivery
+        takes the chunk over (and reads its units still pending) in between. A delivery stalled
+        past its lease (a lock, a long GC, a paused VM) finds another token and loses it."""
+        if EngineChunk.objects.filter(pk=self.chunk_id, lease=self.token).update(lease=self.token):
+            return True
+        self.lost = True
+        return False
+
 
 class _Executor:
     def __init__(
@@ -917,10 +929,14 @@ def _store(
     items: Sequence[UnitResult | EngineCall],
     *,
     shared_cap: bool = False,
+    lease: _ChunkLease | None = None,
 ) -> None:
     """Save the calls, let the protocol store its rows, mark units, add to the run's totals.
 
     `items` are calls made (each put on the queue as soon as it returned) and units ended.
+    A chunk's delivery that no longer holds its `lease` (`_ChunkLease.fence`) stores only its
+    calls and their cost, which were paid: its units, and what its calls answered, are the
+    delivery's that took the chunk over, which asks them again.
     """
     results = [item for item in items if isinstance(item, UnitResult)]
     calls = [item for item in items if isinstance(item, EngineCall) and item.pk is None]
@@ -928,11 +944,12 @@ def _store(
     calls += [c for r in results for c in r.calls if c.pk is None and id(c) not in queued]
     now = timezone.now()
     with transaction.atomic():
+        held = lease is None or lease.fence()
         if calls:
             calls_insert(calls, now=now)
-            if hasattr(protocol, "store_calls"):
+            if held and hasattr(protocol, "store_calls"):
                 protocol.store_calls(run, calls)
-        finished = [r for r in results if r.finished]
+        finished = [r for r in results if r.finished] if held else []
         done = [r for r in finished if not r.failed]
         if finished and hasattr(protocol, "store"):
             protocol.store(run, finished)
@@ -948,7 +965,7 @@ def _store(
                 )
         _run_counters_add(
             run.pk, done=len(done), failed=len(finished) - len(done), calls=calls,
-            now=now, shared_cap=shared_cap,
+            now=now, shared_cap=shared_cap, beat=held,
         )  # fmt: skip
 
 
@@ -984,10 +1001,12 @@ def _run_counters_add(
     calls: Sequence[EngineCall],
     now: datetime,
     shared_cap: bool,
+    beat: bool = True,
 ) -> None:
     """Add a batch to the run's counters (units ended, `run_totals` of its calls) with one
     UPDATE of increments, so chunks in several processes never lose one, and beat the
-    heartbeat. With `shared_cap` the calls' cost also moves from reserved to spent."""
+    heartbeat (unless `beat` is false: a delivery whose chunk was taken over is no sign that
+    the run lives). With `shared_cap` the calls' cost also moves from reserved to spent."""
     increments: dict[str, Any] = {"units_done": done, "units_failed": failed}
     if calls:
         increments.update(run_totals(calls))
@@ -996,7 +1015,10 @@ def _run_counters_add(
                 increments["cost_usd"] + increments["possibly_billed_usd"]
             )
     ops = connection.ops
-    sets, values = [f"{ops.quote_name('heartbeat')} = %s"], [ops.adapt_datetimefield_value(now)]
+    sets, values = [], []
+    if beat:
+        sets.append(f"{ops.quote_name('heartbeat')} = %s")
+        values.append(ops.adapt_datetimefield_value(now))
     for name, value in increments.items():
         column = ops.quote_name(EngineRun._meta.get_field(name).column)
         if isinstance(value, Decimal):
@@ -1124,7 +1146,10 @@ def _store_batch(run, protocol, executor: _Executor, batch: list, on_progress=No
             chunk,
             shared_cap=isinstance(executor.budget, _SharedBudget)
             and executor.budget.cap is not None,
+            lease=executor.lease,
         )
+        if executor.lease is not None and executor.lease.lost:
+            executor.stop.set()  # taken over: nothing more is asked
         if on_progress:
             on_progress(sum(1 for r in chunk if isinstance(r, UnitResult) and r.finished))
 
@@ -1152,9 +1177,13 @@ def _drain(run, protocol, executor: _Executor, ended: threading.Event, on_progre
             last_renewal = time.monotonic()
             if not lease.renew():
                 executor.stop.set()  # what was answered is stored; nothing more is asked
-        if time.monotonic() - last_beat > settings.ENGINE_HEARTBEAT_SECONDS:
+        if time.monotonic() - last_beat > settings.ENGINE_HEARTBEAT_SECONDS and not (
+            lease is not None and lease.lost  # taken over: no sign that the run lives
+        ):
             last_beat = time.monotonic()
-            EngineRun.objects.filter(pk=run.pk).update(heartbeat=timezone.now())
+            EngineRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING).update(
+                heartbeat=timezone.now()
+            )
         if time.monotonic() - last_stop_check > STOP_CHECK_SECONDS:
             last_stop_check = time.monotonic()
             if EngineRun.objects.filter(pk=run.pk, stop_requested=True).exists():
@@ -1520,9 +1549,12 @@ def _chunk_end(
     chunk: EngineChunk, lease: _ChunkLease, *, failed: str = "", cancelled: str = ""
 ) -> EngineChunk:
     """Mark the chunk done if this delivery still holds its lease; if it is the run's last,
-    finish the run (under the run's row lock)."""
+    finish the run (under the run's row lock).
+
+    The chunk's row is locked before the run's, in the order `_store` takes them (its lease's
+    fence, then the run's counters): the other way round, a delivery whose chunk was taken over
+    storing its calls while the new holder ends the chunk would deadlock."""
     with transaction.atomic():
-        run = EngineRun.objects.select_for_update().get(pk=chunk.run_id)
         ended = (
             EngineChunk.objects.filter(pk=chunk.pk, lease=lease.token)
             .exclude(status=ChunkStatus.DONE)
@@ -1535,6 +1567,7 @@ def _chunk_end(
         )
         if not ended:  # done or taken over by another delivery, or the run was started again
             return chunk
+        run = EngineRun.objects.select_for_update().get(pk=chunk.run_id)
         chunk.refresh_from_db()
         if run.status != RunStatus.RUNNING:
             return chunk

@@ -3,15 +3,25 @@ visibility timeout to a second worker): only the first delivery calls; the secon
 later and resumes only if the first has stopped beating. Over real HTTP to the stub server."""
 
 import os
+import threading
 import time
 import uuid
 from datetime import timedelta
+from decimal import Decimal
 
 import pytest
 from django.utils import timezone
 
 from annotate.engine.errors import EngineChunkLeasedError
-from annotate.engine.models import ChunkStatus, EngineCall, EngineChunk, EngineUnit, RunStatus
+from annotate.engine.models import (
+    ChunkStatus,
+    EngineCall,
+    EngineChunk,
+    EngineRun,
+    EngineUnit,
+    RunStatus,
+)
+from annotate.engine.protocols import UnitResult
 from annotate.engine.services.generation import (
     generating_system_get_or_create,
     generation_run_create,
@@ -134,8 +144,13 @@ def test_a_delivery_whose_chunk_was_taken_over_stops_asking_and_leaves_the_chunk
     asked = len(stub.requests)
     assert 2 <= asked <= 4  # the call in flight at the takeover ends; no other is sent
     run.refresh_from_db()
-    # What was answered is stored; the chunk and the run are left to the other delivery.
-    assert run.units_done == asked == run.calls == Response.objects.filter(system=system).count()
+    # What was stored before the takeover is kept; an answer stored after it is not (its unit is
+    # the other delivery's now, which asks it again), but its call was paid and is counted. The
+    # chunk and the run are left to the other delivery.
+    stored = Response.objects.filter(system=system).count()
+    assert 1 <= run.units_done == stored <= asked
+    assert EngineUnit.objects.filter(run=run, status="done").count() == stored
+    assert run.calls == asked == EngineCall.objects.filter(run=run).count()
     assert run.status == RunStatus.RUNNING and not run.stop_requested
     chunk.refresh_from_db()
     assert (chunk.status, chunk.lease) == (ChunkStatus.RUNNING, "other-delivery")
@@ -254,3 +269,69 @@ def _ended(run) -> bool:
 
 def _logs(tmp_path) -> str:
     return "".join((tmp_path / name).read_text() for name in ("one.log", "two.log"))
+
+
+@pytest.mark.parametrize("cap", [None, Decimal("1000")], ids=["no-cap", "shared-cap"])
+@pytest.mark.django_db(transaction=True)
+def test_a_delivery_stalled_past_its_lease_stores_no_unit_the_next_one_took_over(
+    stub, monkeypatch, settings, cap
+):
+    # The first delivery's storing thread stalls (a lock, a long GC, a paused VM) with its first
+    # answer in hand and its second call in flight, for longer than the lease: a second delivery
+    # takes the chunk over and asks every unit still pending, those two included. When the first
+    # wakes up, its answers must not be stored a second time; its two calls were paid, and stay
+    # in the run's cost.
+    from annotate.engine.services import runs
+
+    settings.ENGINE_CHUNK_LEASE_SECONDS = 60
+    settings.ENGINE_HEARTBEAT_SECONDS = 0.05
+    units = 4
+    run, system, chunk = _one_chunk(
+        stub, units, monkeypatch, concurrency=1,
+        price_prompt_per_1k=Decimal("1"), price_completion_per_1k=Decimal("1"),
+    )  # fmt: skip
+    EngineRun.objects.filter(pk=run.pk).update(spending_cap_usd=cap)
+    stalled, wake, stored, answer = (threading.Event() for _ in range(4))
+    stub.on_request = lambda count: count == 2 and answer.wait(60)  # the first's second call
+    store_batch = runs._store_batch
+
+    def store_batch_stalling_the_first(run, protocol, executor, batch, on_progress=None):
+        if stalled.is_set() or not any(isinstance(item, UnitResult) for item in batch):
+            return store_batch(run, protocol, executor, batch, on_progress)
+        stalled.set()
+        assert wake.wait(60)
+        store_batch(run, protocol, executor, batch, on_progress)
+        stored.set()
+
+    monkeypatch.setattr(runs, "_store_batch", store_batch_stalling_the_first)
+    first = []
+    one = in_thread(lambda: engine_run_chunk_execute(chunk_id=chunk.pk, task_id="first"), first)
+    assert stalled.wait(60)
+    _wait_for(lambda: len(stub.requests) == 2)  # the first delivery's second call is in flight
+    # The stall outlasts the lease: the first delivery's last beat is older than the lease (set
+    # so, rather than waited for, so that no clock decides what the test sees).
+    EngineChunk.objects.filter(pk=chunk.pk).update(heartbeat=timezone.now() - timedelta(seconds=61))
+    second = engine_run_chunk_execute(chunk_id=chunk.pk, task_id="second")  # does it all
+    wake.set()
+    assert stored.wait(60)  # the first's stalled batch, then its call in flight, come back
+    answer.set()
+    one.join(60)
+
+    assert isinstance(first[0], EngineChunkLeasedError), first
+    assert second.status == ChunkStatus.DONE and second.task_id == "second"
+    run.refresh_from_db()
+    assert run.status == RunStatus.DONE, run.error
+    assert (run.units_total, run.units_done, run.units_failed) == (units, units, 0)
+    assert list(
+        EngineUnit.objects.filter(run=run).values_list("status", "attempts").distinct()
+    ) == [("done", 1)]
+    # One response a unit, each given by a call of its own unit.
+    calls = EngineCall.objects.filter(run=run)
+    unit_of = dict(calls.values_list("pk", "unit_key"))
+    given_by = Response.objects.filter(system=system).values_list("generated_by", flat=True)
+    assert sorted(unit_of[pk] for pk in given_by) == sorted(chunk.keys)
+    # Every call sent was paid: the first delivery's two as well, each counted once.
+    assert len(stub.requests) == units + 2 == run.calls == calls.count()
+    assert run.cost_usd == sum(call.cost_usd for call in calls) > 0
+    assert run.cost_reserved_usd == 0
+    assert run.heartbeat is None  # ended; the late delivery did not beat it back to life
