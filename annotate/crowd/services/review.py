@@ -16,6 +16,8 @@ from typing import NamedTuple
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import Value
+from django.db.models.functions import Least
 from django.utils import timezone
 
 from annotate.crowd.base import TOKENS_KEPT
@@ -729,6 +731,10 @@ def worker_block(
     )
     now = now or timezone.now()
     with transaction.atomic():
+        # The worker's row first, as each claim of theirs takes it before reading the block
+        # (workers.crowd_worker_get_or_create): a claim in flight is waited for, then ended
+        # below with the others; one that comes after waits for this block and is refused.
+        Annotator.objects.select_for_update(no_key=True).filter(pk=worker.pk).order_by().first()
         block, _ = WorkerBlock.objects.update_or_create(
             annotator=worker,
             defaults={"reason": reason.strip(), "active": True, "created_by": user},
@@ -741,19 +747,36 @@ def worker_block(
 def _blocked_work_released(*, annotator_id: int, now: datetime) -> list[int]:
     """Free the slots a blocked worker's work holds: their submitted and approved work is kept
     (their labels too) but marked is_late, the mark of submitted work that holds no slot (the
-    TaskSlots triggers follow it), and their live claims end now (a claim past its time holds
-    no slot; what they still submit on it is stored the same way, annotate.services.
-    submissions). Without this their work, which counts nowhere while the block lasts, kept
-    its task from ever getting the counted answers it needs until an admin rejected it.
+    TaskSlots triggers follow it), and their claims end now, marked expired as the beat marks
+    a claim past its time (what they still submit on one is stored the same way, annotate.
+    services.submissions). Without this their work, which counts nowhere while the block lasts,
+    kept its task from ever getting the counted answers it needs until an admin rejected it.
     Return the ids of the tasks whose slots it freed, in order."""
-    # Claims first: this waits for a submit in flight on one (it holds the claim's row), so
-    # the next statement, with a snapshot of its own, sees that work submitted and marks it;
-    # the other order let such work keep its slot on PostgreSQL.
-    claims = Assignment.objects.filter(
-        annotator_id=annotator_id, status=AssignmentStatus.CLAIMED, expires_at__gt=now
+    # Every claim not submitted first, under its row lock, live, past its time or expired by
+    # the beat (all three still take a submit): a submit holds its claim's row from its read to
+    # its commit and reads the block only after taking it. So a submit in flight is waited for
+    # here, and the marking below, in statements with snapshots of their own, sees its work
+    # submitted; a later one waits for this transaction and then reads the block. The claims
+    # end as expired, not by their time alone: a submit reads its time before it waits for the
+    # row, and a claim ending at a later time was still live for it.
+    unsubmitted = (
+        Assignment.objects.select_for_update()
+        .filter(
+            annotator_id=annotator_id,
+            submitted_at__isnull=True,
+            status__in=[AssignmentStatus.CLAIMED, AssignmentStatus.EXPIRED],
+        )
+        .order_by("pk")
     )
-    freed = set(claims.values_list("task_id", flat=True))
-    claims.update(expires_at=now)
+    claims = [
+        (pk, task_id)
+        for pk, task_id, status in unsubmitted.values_list("pk", "task_id", "status")
+        if status == AssignmentStatus.CLAIMED
+    ]
+    Assignment.objects.filter(pk__in=[pk for pk, _ in claims]).update(
+        status=AssignmentStatus.EXPIRED, expires_at=Least("expires_at", Value(now))
+    )
+    freed = {task_id for _, task_id in claims}
     holding = Assignment.objects.filter(
         annotator_id=annotator_id,
         status__in=[AssignmentStatus.SUBMITTED, AssignmentStatus.APPROVED],
