@@ -285,7 +285,11 @@ def _slot_taken_back(assignment: Assignment, *, now: datetime) -> bool:
     has one free under the task's lock, as every claim counts them; otherwise it stays out,
     kept and not counted, as work submitted after the task was filled: never one assignment
     more than the project's assignments per task. A blocked worker's work holds no slot while
-    the block lasts (worker_block): the unblock gives it back."""
+    the block lasts (worker_block): the unblock gives it back.
+
+    A sync reads the block after its link to the work (PlatformAssignment) went in, and that
+    waited for the work's row if a block held it (_blocked_work_released holds every
+    assignment of the worker), so a block committing meanwhile is read here."""
     if WorkerBlock.objects.filter(annotator_id=assignment.annotator_id, active=True).exists():
         return False
     task_lock(task_id=assignment.task_id)
@@ -752,27 +756,21 @@ def _blocked_work_released(*, annotator_id: int, now: datetime) -> list[int]:
     services.submissions). Without this their work, which counts nowhere while the block lasts,
     kept its task from ever getting the counted answers it needs until an admin rejected it.
     Return the ids of the tasks whose slots it freed, in order."""
-    # Every claim not submitted first, under its row lock, live, past its time or expired by
-    # the beat (all three still take a submit): a submit holds its claim's row from its read to
-    # its commit and reads the block only after taking it. So a submit in flight is waited for
-    # here, and the marking below, in statements with snapshots of their own, sees its work
-    # submitted; a later one waits for this transaction and then reads the block. The claims
-    # end as expired, not by their time alone: a submit reads its time before it waits for the
-    # row, and a claim ending at a later time was still live for it.
-    unsubmitted = (
+    # Every assignment of the worker first, under its row lock: whatever gives one a slot (a
+    # submit, left-out work restored: task_left_out_restore) holds its row and reads the block
+    # only after taking it. So one in flight is waited for here, and the marking below, in
+    # statements with snapshots of their own, sees what it did; a later one waits for this
+    # transaction and then reads the block. Claims past their time or expired by the beat
+    # still take a submit: they are held too. The claims end as expired, not by their time
+    # alone: a submit reads its time before it waits for the row, and a claim ending at a later
+    # time was still live for it.
+    mine = (
         Assignment.objects.select_for_update()
-        .filter(
-            annotator_id=annotator_id,
-            submitted_at__isnull=True,
-            status__in=[AssignmentStatus.CLAIMED, AssignmentStatus.EXPIRED],
-        )
+        .filter(annotator_id=annotator_id)
         .order_by("pk")
+        .values_list("pk", "task_id", "status")
     )
-    claims = [
-        (pk, task_id)
-        for pk, task_id, status in unsubmitted.values_list("pk", "task_id", "status")
-        if status == AssignmentStatus.CLAIMED
-    ]
+    claims = [(pk, task) for pk, task, status in mine if status == AssignmentStatus.CLAIMED]
     Assignment.objects.filter(pk__in=[pk for pk, _ in claims]).update(
         status=AssignmentStatus.EXPIRED, expires_at=Least("expires_at", Value(now))
     )

@@ -552,3 +552,56 @@ def test_mturk_work_left_out_at_an_unblock_takes_the_slot_a_reject_frees(
         == "Rejected"
     )
     assert _counted(hit.task_id) == {"AW0", "AW1", "AW2"} and _held(hit.task_id) == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_left_out_work_of_a_worker_being_blocked_takes_no_slot_that_frees_up(
+    client, link, admin, monkeypatch
+):
+    """A return frees the slot left-out work waits for while its worker's block commits: the
+    restore read the worker as not blocked and gave the work the slot, counted nowhere. The
+    block holds the worker's work; the restore reads the block again once it has the row."""
+    _postgresql_only()
+    started = _left_out_at_an_unblock(client, link, admin, p2_submits=False)
+    task_id = link.batch.tasks.get().pk
+    block, blocked, go = _block_held_open(monkeypatch, admin, _annotator("P1"))
+    token = started["Location"].rstrip("/").rsplit("/", 1)[-1]
+    returned = []
+    give_back = in_thread(lambda: client.post(reverse("crowd:work-return", args=[token])), returned)
+    _done_or_waiting_for_a_lock(give_back)
+    go.set()
+    give_back.join(30)
+    block.join(30)
+
+    assert returned[0].status_code == 302 and not isinstance(blocked[0], Exception), blocked
+    kept = Assignment.objects.get(annotator__worker_id="P1")
+    assert (kept.status, kept.is_late) == (AssignmentStatus.SUBMITTED, True)
+    assert _held(task_id) == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_work_a_sync_confirms_while_its_worker_is_blocked_takes_no_slot(
+    client, live, fake_mturk, admin_user, monkeypatch
+):
+    """A sync confirming released work (its hand-back late) while the worker's block commits
+    read the worker as not blocked and gave the work its slot back. The sync's link to the
+    work waits for the block's hold on the worker's work, and reads the block after it."""
+    _postgresql_only()
+    hit = live.hits.order_by("id").first()
+    late = work(client, fake_mturk, hit, "AW1", post_back=False)
+    _sync(live)  # not on MTurk once the grace is over: its slot is taken back
+    late.refresh_from_db()
+    assert late.is_late
+    block, blocked, go = _block_held_open(monkeypatch, admin_user, late.annotator_id)
+    fake_mturk.api.worker_submit(late.platform_assignment_id, {"summary": "x"})
+    synced = []
+    sync = in_thread(lambda: _sync(live), synced)
+    _done_or_waiting_for_a_lock(sync)
+    go.set()
+    sync.join(30)
+    block.join(30)
+
+    assert not isinstance(synced[0], Exception) and not isinstance(blocked[0], Exception)
+    late.refresh_from_db()
+    assert late.platform_record is not None and late.is_late
+    assert _held(hit.task_id) == 0
