@@ -536,12 +536,20 @@ def _left_out_restored(*, task_id: int, per_task: int, now: datetime) -> int:
     free = per_task - task_slots_taken(task_id=task_id, now=now)
     if free <= 0:
         return 0
-    first = (
-        Assignment.objects.filter(left_out_q(), task_id=task_id)
-        .order_by("submitted_at", "pk")
-        .values_list("pk", flat=True)[:free]
-    )
+    waiting = Assignment.objects.filter(left_out_q(), task_id=task_id)
+    # Each piece's row first, then the rule read again in a statement of its own: a block of
+    # its worker holds that row until it commits (review.worker_block), and a statement that
+    # waited for it still reads the block as it was when the statement began.
+    list(_locked_rows(waiting).values_list("pk", flat=True))
+    first = waiting.order_by("submitted_at", "pk").values_list("pk", flat=True)[:free]
     return Assignment.objects.filter(pk__in=list(first)).update(is_late=False)
+
+
+def _locked_rows(assignments: QuerySet[Assignment]) -> QuerySet[Assignment]:
+    """The assignments under their row locks, not the rows of the tables the filter joins."""
+    if connection.features.has_select_for_update_of:
+        return assignments.select_for_update(of=("self",)).order_by("pk")
+    return assignments.select_for_update().order_by("pk")  # SQLite: the writer is alone
 
 
 def task_slots_taken(*, task_id: int, now: datetime, exclude_id: int | None = None) -> int:

@@ -16,6 +16,8 @@ from typing import NamedTuple
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import Value
+from django.db.models.functions import Least
 from django.utils import timezone
 
 from annotate.crowd.base import TOKENS_KEPT
@@ -283,7 +285,11 @@ def _slot_taken_back(assignment: Assignment, *, now: datetime) -> bool:
     has one free under the task's lock, as every claim counts them; otherwise it stays out,
     kept and not counted, as work submitted after the task was filled: never one assignment
     more than the project's assignments per task. A blocked worker's work holds no slot while
-    the block lasts (worker_block): the unblock gives it back."""
+    the block lasts (worker_block): the unblock gives it back.
+
+    A sync reads the block after its link to the work (PlatformAssignment) went in, and that
+    waited for the work's row if a block held it (_blocked_work_released holds every
+    assignment of the worker), so a block committing meanwhile is read here."""
     if WorkerBlock.objects.filter(annotator_id=assignment.annotator_id, active=True).exists():
         return False
     task_lock(task_id=assignment.task_id)
@@ -729,6 +735,10 @@ def worker_block(
     )
     now = now or timezone.now()
     with transaction.atomic():
+        # The worker's row first, as each claim of theirs takes it before reading the block
+        # (workers.crowd_worker_get_or_create): a claim in flight is waited for, then ended
+        # below with the others; one that comes after waits for this block and is refused.
+        Annotator.objects.select_for_update(no_key=True).filter(pk=worker.pk).order_by().first()
         block, _ = WorkerBlock.objects.update_or_create(
             annotator=worker,
             defaults={"reason": reason.strip(), "active": True, "created_by": user},
@@ -741,19 +751,30 @@ def worker_block(
 def _blocked_work_released(*, annotator_id: int, now: datetime) -> list[int]:
     """Free the slots a blocked worker's work holds: their submitted and approved work is kept
     (their labels too) but marked is_late, the mark of submitted work that holds no slot (the
-    TaskSlots triggers follow it), and their live claims end now (a claim past its time holds
-    no slot; what they still submit on it is stored the same way, annotate.services.
-    submissions). Without this their work, which counts nowhere while the block lasts, kept
-    its task from ever getting the counted answers it needs until an admin rejected it.
+    TaskSlots triggers follow it), and their claims end now, marked expired as the beat marks
+    a claim past its time (what they still submit on one is stored the same way, annotate.
+    services.submissions). Without this their work, which counts nowhere while the block lasts,
+    kept its task from ever getting the counted answers it needs until an admin rejected it.
     Return the ids of the tasks whose slots it freed, in order."""
-    # Claims first: this waits for a submit in flight on one (it holds the claim's row), so
-    # the next statement, with a snapshot of its own, sees that work submitted and marks it;
-    # the other order let such work keep its slot on PostgreSQL.
-    claims = Assignment.objects.filter(
-        annotator_id=annotator_id, status=AssignmentStatus.CLAIMED, expires_at__gt=now
+    # Every assignment of the worker first, under its row lock: whatever gives one a slot (a
+    # submit, left-out work restored: task_left_out_restore) holds its row and reads the block
+    # only after taking it. So one in flight is waited for here, and the marking below, in
+    # statements with snapshots of their own, sees what it did; a later one waits for this
+    # transaction and then reads the block. Claims past their time or expired by the beat
+    # still take a submit: they are held too. The claims end as expired, not by their time
+    # alone: a submit reads its time before it waits for the row, and a claim ending at a later
+    # time was still live for it.
+    mine = (
+        Assignment.objects.select_for_update()
+        .filter(annotator_id=annotator_id)
+        .order_by("pk")
+        .values_list("pk", "task_id", "status")
     )
-    freed = set(claims.values_list("task_id", flat=True))
-    claims.update(expires_at=now)
+    claims = [(pk, task) for pk, task, status in mine if status == AssignmentStatus.CLAIMED]
+    Assignment.objects.filter(pk__in=[pk for pk, _ in claims]).update(
+        status=AssignmentStatus.EXPIRED, expires_at=Least("expires_at", Value(now))
+    )
+    freed = {task_id for _, task_id in claims}
     holding = Assignment.objects.filter(
         annotator_id=annotator_id,
         status__in=[AssignmentStatus.SUBMITTED, AssignmentStatus.APPROVED],

@@ -141,19 +141,27 @@ def submit_base_checked(turk_submit_to: str, *, platform: str = "mturk") -> str:
 
 
 def crowd_worker_get_or_create(*, platform: str, worker_id: str) -> Annotator:
-    """Return the crowd Annotator for a platform's worker id; blocked workers are refused."""
+    """Return the crowd Annotator for a platform's worker id; blocked workers are refused.
+
+    The worker's row stays locked to the end of the caller's transaction, which makes the
+    claim: a block takes the same lock (review.worker_block), so it either waits for the
+    claim and then ends it, or the claim waits for it and reads the block here, after the lock.
+    Without it a claim that read the block before a block committed got a claim the block never
+    saw. FOR NO KEY UPDATE: the worker's own rows going in (labels, claims) are not held up.
+    """
     worker_id = worker_id.strip()
     if not worker_id or len(worker_id) > 200:
         raise AnnotateError("A worker id is required (at most 200 characters).")
+    locked = Annotator.objects.select_for_update(no_key=True)
     try:
         with transaction.atomic():
-            annotator, _ = Annotator.objects.get_or_create(
+            annotator, _ = locked.get_or_create(
                 platform=platform,
                 worker_id=worker_id,
                 defaults={"name": f"{platform}:{worker_id}", "kind": AnnotatorKind.CROWD},
             )
     except IntegrityError:  # the same worker's first two requests raced
-        annotator = Annotator.objects.get(platform=platform, worker_id=worker_id)
+        annotator = locked.get(platform=platform, worker_id=worker_id)
     if WorkerBlock.objects.filter(annotator=annotator, active=True).exists():
         raise WorkerBlockedError("Sorry, you can no longer take tasks from this requester.")
     return annotator

@@ -14,8 +14,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotate.crowd.selectors import publication_spending
-from annotate.crowd.services import publishing, replacements, review
+from annotate.crowd.services import publishing, replacements, review, workers
 from annotate.crowd.services.publishing import PublishSettings
+from annotate.errors import WorkerBlockedError
 from annotate.models import Assignment, AssignmentStatus, Label, TaskSlots
 from annotate.roles import ADMIN
 from annotate.selectors.results import counted_assignment_q
@@ -283,6 +284,190 @@ def test_a_submit_in_flight_when_the_worker_is_blocked_is_marked_and_holds_no_sl
     assert _start(client, link, "P2").status_code == 302
 
 
+def _postgresql_only():
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL's row locks: SQLite runs one writer at a time")
+
+
+def _done_or_waiting_for_a_lock(thread: threading.Thread) -> None:
+    """Wait until `thread` ends or some connection waits for a lock (a row lock: with the
+    fix, the racing transaction waits for the one held open)."""
+    deadline = time.monotonic() + 30
+    while thread.is_alive() and not _waiting_for_a_row_lock():
+        assert time.monotonic() < deadline, "neither done nor waiting for a lock"
+        time.sleep(0.01)
+
+
+def _block_held_open(monkeypatch, admin, annotator_id):
+    """Start blocking the worker in a thread; return (thread, outcomes, go) once the block has
+    released the worker's work and holds its transaction open until `go` is set."""
+    released, go, original = threading.Event(), threading.Event(), review._blocked_work_released
+
+    def held_open(**kwargs):
+        freed = original(**kwargs)
+        released.set()
+        go.wait(30)
+        return freed
+
+    monkeypatch.setattr(review, "_blocked_work_released", held_open)
+    outcomes = []
+    thread = in_thread(
+        lambda: review.worker_block(annotator_id=annotator_id, reason="bot", user=admin),
+        outcomes,
+    )
+    assert released.wait(30)
+    return thread, outcomes, go
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("lapsed_as", ["claimed", "expired"])
+def test_a_submit_on_a_lapsed_claim_while_the_block_commits_holds_no_slot(
+    client, link, admin, monkeypatch, lapsed_as
+):
+    """A claim past its time (the beat's expiry to come, or done) still takes a submit. The
+    block ended only live claims, so it did not hold this one: the submit read the worker as
+    not blocked while the block was uncommitted, took the task's free slot and kept it, counted
+    nowhere (the task got no other worker). The block now holds every claim of the worker not
+    submitted, so the submit reads the block after it."""
+    _postgresql_only()
+    mine = _start(client, link, "P1")
+    past = timezone.now() - timezone.timedelta(seconds=5)
+    status = AssignmentStatus.CLAIMED if lapsed_as == "claimed" else AssignmentStatus.EXPIRED
+    Assignment.objects.filter(annotator__worker_id="P1").update(expires_at=past, status=status)
+    block, blocked, go = _block_held_open(monkeypatch, admin, _annotator("P1"))
+    sent = []
+    submit = in_thread(lambda: _finish(client, mine), sent)
+    _done_or_waiting_for_a_lock(submit)
+    go.set()
+    submit.join(30)
+    block.join(30)
+
+    assert sent[0].status_code == 200 and not isinstance(blocked[0], Exception), (sent, blocked)
+    kept = Assignment.objects.get(annotator__worker_id="P1")
+    assert (kept.status, kept.is_late) == (AssignmentStatus.SUBMITTED, True)
+    assert _held(kept.task_id) == 0
+    assert _start(client, link, "P2").status_code == 302  # the task goes to another
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_submit_that_read_the_time_before_the_block_holds_no_slot(
+    client, link, admin, monkeypatch
+):
+    """A submit takes its time (`now`) before it waits for its claim's row: a block that ended
+    the claim at a later time meanwhile left it live for that submit, which then kept its slot.
+    The block marks the claims it ends expired, whatever the time a submit read."""
+    _postgresql_only()
+    _start(client, link, "P1")
+    claim = Assignment.objects.select_related("task__instruction", "annotator").get(
+        annotator__worker_id="P1"
+    )
+    positions = sorted(claim.task.instruction.questions.values_list("position", flat=True))
+    fields = expected_fields(
+        phase="labels", responses=len(claim.display_order), question_positions=positions
+    )
+    read_before = timezone.now()
+    block, blocked, go = _block_held_open(monkeypatch, admin, claim.annotator_id)
+    submitted = []
+    submit = in_thread(
+        lambda: submissions.assignment_submit(
+            assignment_id=claim.pk,
+            annotator=claim.annotator,
+            answers=dict.fromkeys(fields, "yes"),
+            now=read_before,
+        ),
+        submitted,
+    )
+    _done_or_waiting_for_a_lock(submit)
+    go.set()
+    submit.join(30)
+    block.join(30)
+
+    assert not isinstance(submitted[0], Exception), submitted
+    assert not isinstance(blocked[0], Exception), blocked
+    kept = Assignment.objects.get(pk=claim.pk)
+    assert (kept.status, kept.is_late) == (AssignmentStatus.SUBMITTED, True)
+    assert _held(claim.task_id) == 0
+
+
+@pytest.fixture
+def link_of_two(db):
+    """A self-hosted link of two tasks that need one answer each."""
+    project = project_with_tasks(instructions=2, systems=2, questions=1, assignments_per_task=1)
+    return publishing.publication_create(
+        batch=project.batches.get(),
+        platform_name="selfhosted",
+        chosen=PublishSettings(title="A study", description="d"),
+        base_url="https://annotate.example.org",
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_claim_made_while_the_worker_is_blocked_holds_no_slot(
+    client, link_of_two, admin, monkeypatch
+):
+    """A start that read the worker as not blocked and made its claim, committed after the
+    block ended the worker's claims: the block did not see it, and it stayed live for a blocked
+    worker. The block waits for the worker's start in flight (the worker's row) and ends it."""
+    _postgresql_only()
+    _finish(client, _start(client, link_of_two, "P1"))
+    made, go, original = threading.Event(), threading.Event(), workers.assignment_claim_next
+
+    def claim_held_open(**kwargs):
+        claim = original(**kwargs)
+        made.set()
+        go.wait(30)
+        return claim
+
+    monkeypatch.setattr(workers, "assignment_claim_next", claim_held_open)
+    params = {"PROLIFIC_PID": "P1"}
+    started, blocked = [], []
+    start = in_thread(
+        lambda: workers.selfhosted_start(
+            publication=link_of_two, params=params, now=timezone.now()
+        ),
+        started,
+    )
+    assert made.wait(30)
+    block = in_thread(
+        lambda: review.worker_block(annotator_id=_annotator("P1"), reason="bot", user=admin),
+        blocked,
+    )
+    _done_or_waiting_for_a_lock(block)
+    go.set()
+    start.join(30)
+    block.join(30)
+
+    assert not isinstance(started[0], Exception) and not isinstance(blocked[0], Exception)
+    claim = Assignment.objects.get(pk=started[0].assignment.pk)
+    assert claim.status == AssignmentStatus.EXPIRED
+    assert _held(claim.task_id) == 0
+    assert _start(client, link_of_two, "P2").status_code == 302
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_start_while_the_block_commits_is_refused(client, link_of_two, admin, monkeypatch):
+    """A start that read the worker's block before the block committed got a claim."""
+    _postgresql_only()
+    _finish(client, _start(client, link_of_two, "P1"))
+    block, blocked, go = _block_held_open(monkeypatch, admin, _annotator("P1"))
+    params = {"PROLIFIC_PID": "P1"}
+    started = []
+    start = in_thread(
+        lambda: workers.selfhosted_start(
+            publication=link_of_two, params=params, now=timezone.now()
+        ),
+        started,
+    )
+    _done_or_waiting_for_a_lock(start)
+    go.set()
+    start.join(30)
+    block.join(30)
+
+    assert not isinstance(blocked[0], Exception), blocked
+    assert isinstance(started[0], WorkerBlockedError), started
+    assert Assignment.objects.filter(annotator__worker_id="P1").count() == 1
+
+
 def _left_out_at_an_unblock(client, link, admin, *, p2_submits=True):
     """P1's work was blocked, P2 took the task's one slot, and P1's unblock left P1's work
     out (kept, counted nowhere); return P2's start."""
@@ -367,3 +552,56 @@ def test_mturk_work_left_out_at_an_unblock_takes_the_slot_a_reject_frees(
         == "Rejected"
     )
     assert _counted(hit.task_id) == {"AW0", "AW1", "AW2"} and _held(hit.task_id) == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_left_out_work_of_a_worker_being_blocked_takes_no_slot_that_frees_up(
+    client, link, admin, monkeypatch
+):
+    """A return frees the slot left-out work waits for while its worker's block commits: the
+    restore read the worker as not blocked and gave the work the slot, counted nowhere. The
+    block holds the worker's work; the restore reads the block again once it has the row."""
+    _postgresql_only()
+    started = _left_out_at_an_unblock(client, link, admin, p2_submits=False)
+    task_id = link.batch.tasks.get().pk
+    block, blocked, go = _block_held_open(monkeypatch, admin, _annotator("P1"))
+    token = started["Location"].rstrip("/").rsplit("/", 1)[-1]
+    returned = []
+    give_back = in_thread(lambda: client.post(reverse("crowd:work-return", args=[token])), returned)
+    _done_or_waiting_for_a_lock(give_back)
+    go.set()
+    give_back.join(30)
+    block.join(30)
+
+    assert returned[0].status_code == 302 and not isinstance(blocked[0], Exception), blocked
+    kept = Assignment.objects.get(annotator__worker_id="P1")
+    assert (kept.status, kept.is_late) == (AssignmentStatus.SUBMITTED, True)
+    assert _held(task_id) == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_work_a_sync_confirms_while_its_worker_is_blocked_takes_no_slot(
+    client, live, fake_mturk, admin_user, monkeypatch
+):
+    """A sync confirming released work (its hand-back late) while the worker's block commits
+    read the worker as not blocked and gave the work its slot back. The sync's link to the
+    work waits for the block's hold on the worker's work, and reads the block after it."""
+    _postgresql_only()
+    hit = live.hits.order_by("id").first()
+    late = work(client, fake_mturk, hit, "AW1", post_back=False)
+    _sync(live)  # not on MTurk once the grace is over: its slot is taken back
+    late.refresh_from_db()
+    assert late.is_late
+    block, blocked, go = _block_held_open(monkeypatch, admin_user, late.annotator_id)
+    fake_mturk.api.worker_submit(late.platform_assignment_id, {"summary": "x"})
+    synced = []
+    sync = in_thread(lambda: _sync(live), synced)
+    _done_or_waiting_for_a_lock(sync)
+    go.set()
+    sync.join(30)
+    block.join(30)
+
+    assert not isinstance(synced[0], Exception) and not isinstance(blocked[0], Exception)
+    late.refresh_from_db()
+    assert late.platform_record is not None and late.is_late
+    assert _held(hit.task_id) == 0
