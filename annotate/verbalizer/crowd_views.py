@@ -9,6 +9,7 @@ short page), and keys 1/2 answer as on the in-house page (static/verbalizer/answ
 from __future__ import annotations
 
 from django.contrib import messages
+from django.core import signing
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -30,6 +31,7 @@ from annotate.verbalizer.models import HumanStudy
 from annotate.verbalizer.selectors import study_publication_get, study_review_rows
 from annotate.verbalizer.services import crowd
 from annotate.verbalizer.services.humans import HumanStudyError
+from annotate.verbalizer.views import saved_message
 
 # --- Admins -------------------------------------------------------------------------------
 
@@ -179,6 +181,7 @@ def _mturk_done(request: HttpRequest, ticket: crowd.CrowdPromptTicket, answer=No
         "assignment": answer,
         "external_submit_url": ticket.external_submit_url,
         "summary": f"prompt={ticket.prompt.pk};answer={answer.word}",
+        "saved": saved_message(answer.word),
         # The offline demo platform's externalSubmit is this site's: it checks this token.
         "worker_token": workers.demo_submit_token(
             held_submit_to=ticket.submit_to, assignment_id=answer.platform_assignment_id
@@ -215,10 +218,11 @@ def link_work(request: HttpRequest, token: str) -> HttpResponse:
             prompt_id = int(request.POST.get("prompt", ""))
         except ValueError:
             raise HumanStudyError("An answer needs the prompt.") from None
-        crowd.link_answer_submit(
+        answer = crowd.link_answer_submit(
             participant=participant, prompt_id=prompt_id, key=key, seconds=seconds
         )
-        return redirect("verbalizer:crowd-link-work", token=token)
+        saved = signing.dumps(answer.word, salt=_saved_salt(token))
+        return redirect(f"{reverse('verbalizer:crowd-link-work', args=[token])}?saved={saved}")
     study = participant.publication.human_study
     prompt, done, total = crowd.link_work_next(participant=participant)
     # Done with the study: the completion code (or the study site's URL) as for a batch's link,
@@ -231,5 +235,23 @@ def link_work(request: HttpRequest, token: str) -> HttpResponse:
         "done": done,
         "total": total,
         "completion_code": study.completion_code if prompt is None and done else "",
+        "saved": _saved_message(request.GET.get("saved", ""), token),
     }
     return render(request, "verbalizer/crowd_prompt.html", context)
+
+
+# A crowd worker has no session to hold a message: the word saved rides in the next page's URL,
+# signed for this participant's token so no link can make the page claim an answer, and read
+# with no query.
+def _saved_salt(token: str) -> str:
+    return f"verbalizer-crowd-saved:{token}"
+
+
+def _saved_message(signed: str, token: str) -> str:
+    if not signed:
+        return ""
+    try:
+        word = signing.loads(signed, salt=_saved_salt(token))
+    except signing.BadSignature:
+        return ""
+    return saved_message(word)

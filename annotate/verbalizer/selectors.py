@@ -10,11 +10,20 @@ from dataclasses import dataclass
 from django.db.models import Count
 
 from annotate.crowd.models import Publication
+from annotate.crowd.platforms import platform_label
 from annotate.crowd.selectors import confirmation_of
 from annotate.errors import NotFoundError
-from annotate.models import Annotator
+from annotate.models import Annotator, AnnotatorKind, AssignmentStatus
+from annotate.selectors.identities import IdentityScope
 from annotate.selectors.results import human_answer_waiting_for_kind_q
-from annotate.verbalizer.models import EvaluationSet, Group, HumanAnswer, Mode, Prompt
+from annotate.verbalizer.models import (
+    EvaluationSet,
+    Group,
+    HumanAnswer,
+    HumanStudy,
+    Mode,
+    Prompt,
+)
 
 
 @dataclass(frozen=True)
@@ -182,3 +191,142 @@ def study_review_rows(*, publication: Publication) -> list[AnswerReviewRow]:
             )
         )
     return rows
+
+
+# --- A human study's progress (its researcher page) ---------------------------------------
+
+IN_HOUSE = ""  # the in-house channel's key; a crowd channel's is its platform's name
+
+
+@dataclass(frozen=True)
+class ChannelProgress:
+    """One channel's progress: each channel (in-house, each crowd platform) is offered every
+    prompt until `answers_per_prompt` of its answers (not rejected) were given
+    (annotate.verbalizer.services.humans.same_channel_q)."""
+
+    key: str
+    answers: int  # towards `wanted`: at most answers_per_prompt per prompt
+    wanted: int
+    prompts_done: int  # prompts with all the answers this channel wants
+    prompts: int
+
+    @property
+    def label(self) -> str:
+        return "In-house" if self.key == IN_HOUSE else platform_label(self.key)
+
+
+@dataclass(frozen=True)
+class StudyAnnotatorRow:
+    name: str  # as the viewer may see it: a hidden crowd worker's pseudonym
+    channel: str | None  # IN_HOUSE, a platform, or None: their answers fill no channel
+    answers: int
+    rejected: int
+
+
+@dataclass(frozen=True)
+class StudyProgress:
+    channels: list[ChannelProgress]
+    groups: list[tuple[str, str, int]]  # (group, label, answers that fill a channel)
+    answers: int  # every answer, counted or not
+    outside: int  # answers that fill no channel: rejected, or of an undecided account
+    counts: dict[int, dict[str, int]]  # prompt id -> channel -> answers that fill it
+    prompt_ids: list[int]  # the study's prompts in reading order
+    needing: list[int]  # those a channel still wants answers for, in the same order
+    annotators: list[StudyAnnotatorRow]  # most answers first, at most ANNOTATORS_SHOWN
+    annotators_total: int
+
+
+ANNOTATORS_SHOWN = 200
+
+
+def _channel_of(kind: str, platform: str, status: str) -> str | None:
+    """The channel an answer fills (as same_channel_q counts it), None for none."""
+    if status == AssignmentStatus.REJECTED:
+        return None
+    if kind == AnnotatorKind.EXPERT:
+        return IN_HOUSE
+    if kind == AnnotatorKind.CROWD:
+        return platform
+    return None
+
+
+def human_study_progress(
+    *, study: HumanStudy, platforms: Iterable[str], scope: IdentityScope
+) -> StudyProgress:
+    """Return the study's progress per channel (in-house, each of `platforms` it is published
+    on, any other platform its answers came from) and per mapping group, each prompt's answers
+    and the annotators who answered (named as `scope` lets its viewer see them), in two queries
+    whatever the study's size: its answers with their prompt's group and annotator, and its
+    prompts' ids in reading order."""
+    platforms = set(platforms)
+    # One row per answer (a person answers a prompt of a study once), counted by channel here.
+    rows = list(
+        HumanAnswer.objects.filter(study=study)
+        .values_list(
+            "prompt_id", "prompt__mapping__group", "annotator_id", "annotator__name",
+            "annotator__worker_id", "annotator__kind", "annotator__platform", "status",
+        )
+        .order_by()
+    )  # fmt: skip
+    prompt_ids = list(
+        Prompt.objects.filter(human_studies=study)
+        .order_by(
+            "item__dataset__name", "item__position", "mapping__position", "mapping__name", "mode"
+        )  # fmt: skip
+        .values_list("id", flat=True)
+    )
+    counts: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    groups: dict[str, int] = defaultdict(int)
+    people: dict[int, list] = {}
+    outside = 0
+    for prompt_id, group, annotator_id, name, worker_id, kind, platform, status in rows:
+        channel = _channel_of(kind, platform, status)
+        person = people.setdefault(
+            annotator_id,
+            [scope.name(annotator_id=annotator_id, name=name, worker_id=worker_id),
+             _channel_of(kind, platform, ""), 0, 0],
+        )  # fmt: skip
+        person[2] += 1
+        person[3] += status == AssignmentStatus.REJECTED
+        if channel is None:
+            outside += 1
+            continue
+        counts[prompt_id][channel] += 1
+        groups[group] += 1
+        if channel != IN_HOUSE:
+            platforms.add(channel)
+    keys = [IN_HOUSE, *sorted(platforms)]
+    wanted = study.answers_per_prompt
+    channels = [
+        ChannelProgress(
+            key=key,
+            answers=sum(min(counts[p][key], wanted) for p in prompt_ids if p in counts),
+            wanted=wanted * len(prompt_ids),
+            prompts_done=sum(1 for p in prompt_ids if p in counts and counts[p][key] >= wanted),
+            prompts=len(prompt_ids),
+        )
+        for key in keys
+    ]
+    needing = [p for p in prompt_ids if any(counts.get(p, {}).get(k, 0) < wanted for k in keys)]
+    annotators = sorted(
+        (StudyAnnotatorRow(*person) for person in people.values()),
+        key=lambda row: (-row.answers, row.name),
+    )
+    return StudyProgress(
+        channels=channels,
+        groups=[(g.value, g.label, groups[g.value]) for g in Group],
+        answers=len(rows),
+        outside=outside,
+        counts={p: dict(c) for p, c in counts.items()},
+        prompt_ids=prompt_ids,
+        needing=needing,
+        annotators=annotators[:ANNOTATORS_SHOWN],
+        annotators_total=len(annotators),
+    )
+
+
+def study_prompts_by_id(*, prompt_ids: list[int]) -> list[Prompt]:
+    """The prompts of those ids, in that order, with their item's dataset and mapping; one query."""
+    found = Prompt.objects.filter(pk__in=prompt_ids).select_related("item__dataset", "mapping")
+    by_id = {prompt.pk: prompt for prompt in found}
+    return [by_id[pk] for pk in prompt_ids if pk in by_id]

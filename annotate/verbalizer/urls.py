@@ -8,6 +8,7 @@ urlpatterns = [
     path("", views.overview, name="overview"),
     path("sets/<int:set_id>/", views.set_detail, name="set-detail"),
     path("sets/<int:set_id>/prompts/", views.set_prompts_page, name="set-prompts"),
+    path("studies/<int:human_study_id>/", views.study_detail, name="study-detail"),
     path("work/", views.work_list, name="work-list"),
     path("work/<int:human_study_id>/", views.work_next, name="work-next"),
     path("work/<int:human_study_id>/answer/", views.work_answer, name="work-answer"),

@@ -35,6 +35,7 @@ from annotate.roles import (
     is_admin,
     require_role,
 )
+from annotate.selectors.identities import identity_scope
 from annotate.services.assignments import annotator_of_annotator_user
 from annotate.services.files import upload_size_problem
 from annotate.verbalizer import engine_seam
@@ -50,9 +51,11 @@ from annotate.verbalizer.models import ClassificationDataset, EvaluationSet, Hum
 from annotate.verbalizer.selectors import (
     PROMPT_FILTERS,
     human_answers_waiting_for_kind,
+    human_study_progress,
     items_per_dataset,
     set_prompt_filter_options,
     set_prompts,
+    study_prompts_by_id,
 )
 from annotate.verbalizer.services import catalogue, humans, runs
 from annotate.verbalizer.services.imports import classification_import
@@ -279,6 +282,37 @@ def set_prompts_page(request: HttpRequest, set_id: int) -> HttpResponse:
     return render(request, "verbalizer/prompts.html", context)
 
 
+@login_required
+@require_GET
+@page_errors
+def study_detail(request: HttpRequest, human_study_id: int) -> HttpResponse:
+    """A human study for its researchers: settings, progress per channel and group, each
+    prompt's answers (all, or those still wanted: `?needing=1`) and who answered."""
+    _require_researcher(request)
+    study = get_object_or_404(
+        HumanStudy.objects.select_related("evaluation_set", "created_by"), pk=human_study_id
+    )
+    publications = list(study.publications.order_by("pk"))
+    progress = human_study_progress(
+        study=study, platforms=[p.platform for p in publications],
+        scope=identity_scope(user=request.user),
+    )  # fmt: skip
+    needing = request.GET.get("needing") == "1"
+    ids = progress.needing if needing else progress.prompt_ids
+    page = Paginator(ids, PROMPTS_PER_PAGE).get_page(request.GET.get("page"))
+    keys = [channel.key for channel in progress.channels]
+    rows = [
+        (prompt, [progress.counts.get(prompt.pk, {}).get(key, 0) for key in keys])
+        for prompt in study_prompts_by_id(prompt_ids=list(page.object_list))
+    ]
+    context = {
+        "study": study, "set": study.evaluation_set, "publications": publications,
+        "progress": progress, "page": page, "rows": rows, "needing": needing,
+        "can_publish": is_admin(request.user),
+    }  # fmt: skip
+    return render(request, "verbalizer/study_detail.html", context)
+
+
 def _offered(asked: str, offered: list[tuple[str, str]]) -> str:
     """The set's own spelling of a value asked for in the URL ("Golden" is "golden"); a value
     the set does not have is kept, so the page finds nothing for it and says so."""
@@ -317,6 +351,11 @@ def _run_start(request: HttpRequest, evaluation_set: EvaluationSet, form: RunFor
     return runs.verbalizer_run_launch(
         user=request.user, **_run_arguments(request, evaluation_set, form)
     )
+
+
+def saved_message(word: str) -> str:
+    """What the page after an answer says, in-house and on the crowd pages alike."""
+    return f"Saved: you answered “{word}” to the last prompt."
 
 
 # The annotator's own work (as annotate.work_views): never kept by a shared computer's back
@@ -373,5 +412,5 @@ def work_answer(request: HttpRequest, human_study_id: int) -> HttpResponse:
         back = (reverse("verbalizer:work-next", args=[study.pk]), "Go on with this study")
         return error_page(request, error, back=back)
     # The next prompt replaces the page at once: say the key pressed was taken, and as what.
-    messages.success(request, f"Saved: you answered “{answer.word}” to the last prompt.")
+    messages.success(request, saved_message(answer.word))
     return redirect("verbalizer:work-next", human_study_id=study.pk)

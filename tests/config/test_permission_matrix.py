@@ -201,6 +201,8 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     "verbalizer:overview": (RESEARCHERS, by_role(LOGIN, 403, 403, 400, 400, 400)),
     "verbalizer:set-detail": (RESEARCHERS, by_role(LOGIN, 403, 403, 200, 200, 200)),
     "verbalizer:set-prompts": (RESEARCHERS, by_role(LOGIN, 405, 405, 405, 405, 405)),
+    # A study's progress and who answered: researchers only (annotators see their own work).
+    "verbalizer:study-detail": (RESEARCHERS, by_role(LOGIN, 405, 405, 405, 405, 405)),
     "verbalizer:work-list": (ANNOTATORS, by_role(LOGIN, 405, 405, 405, 405, 405)),
     "verbalizer:work-next": (ANNOTATORS, by_role(LOGIN, 405, 405, 405, 405, 405)),
     "verbalizer:work-answer": (POST_ONLY, by_role(LOGIN, 400, 400, 403, 403, 403)),

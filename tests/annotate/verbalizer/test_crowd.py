@@ -688,3 +688,44 @@ def test_a_worker_who_holds_the_study_s_hit_is_not_paid_for_again(
     mine = [(row.wanted, row.available, row.unseen, row.add) for row in plan.rows if row.hit == hit]
     expected = (1, 0, 0, 1) if second == "answered-here" else (2, 0, 1, 1)
     assert mine == [expected]
+
+
+def test_a_links_next_prompt_says_the_last_answer_was_saved_and_as_which_word(
+    client, link, django_assert_num_queries
+):
+    """As the in-house page says it: the word rides signed in the next page's URL (a crowd
+    worker has no session), so the page reads it with no query and no link can forge it."""
+    work = _start(client, link, PROLIFIC_PID="P-1")["Location"]
+    first = client.get(work)
+    assert b'id="saved"' not in first.content
+    prompt = first.context["prompt"]
+    answered = client.post(work, {"prompt": prompt.pk, "key": 2})
+    assert answered.status_code == 302 and answered["Location"].startswith(work + "?saved=")
+    with django_assert_num_queries(len(_queries_of(client, work))):
+        page = client.get(answered["Location"]).content.decode()
+    saved = f"Saved: you answered “{prompt.negative_word}” to the last prompt."
+    assert f'<p class="notice" role="status" id="saved">{saved}</p>' in page
+    # Forged, or signed for another participant: no message.
+    assert b'id="saved"' not in client.get(work, {"saved": "foo"}).content
+    other = _start(client, link, PROLIFIC_PID="P-2")["Location"]
+    signed = answered["Location"].split("?saved=")[1]
+    assert b'id="saved"' not in client.get(other, {"saved": signed}).content
+
+
+def _queries_of(client, url: str) -> list:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as captured:
+        assert client.get(url).status_code == 200
+    return captured.captured_queries
+
+
+def test_a_hits_done_page_says_which_word_was_saved(client, on_mturk, fake_mturk):
+    hit = on_mturk.hits.select_related("prompt").order_by("id").first()
+    assignment_id = fake_mturk.api.worker_accept(hit.hit_id, "AREAL1")
+    page = _open(client, fake_mturk, hit, "AREAL1", assignment_id).content.decode()
+    action = re.search(r'<form method="post" action="([^"]+)" id="answer-form"', page).group(1)
+    done = client.post(action, {"key": 1}).content.decode()
+    saved = f"Saved: you answered “{hit.prompt.positive_word}” to the last prompt."
+    assert f'<p class="notice" role="status" id="saved">{saved}</p>' in done
