@@ -155,7 +155,10 @@ def mturk_prompt(request: HttpRequest, hit_token: str) -> HttpResponse:
     if ticket.answer is not None:
         return _mturk_done(request, ticket)
     action = reverse("verbalizer:crowd-mturk-answer", args=[ticket.token])
-    context = {"prompt": ticket.prompt, "action": action}
+    # The answer's address carries a signature made this second: the key of the prompt's first
+    # showing (answer.js) names the assignment instead, the same on every reload.
+    shown_key = f"mturk:{params.get('hitId', '')}:{params.get('assignmentId', '')}"
+    context = {"prompt": ticket.prompt, "action": action, "shown_key": shown_key}
     return render(request, "verbalizer/crowd_prompt.html", context)
 
 
@@ -232,6 +235,7 @@ def link_work(request: HttpRequest, token: str) -> HttpResponse:
     context = {
         "prompt": prompt,
         "action": request.path,
+        "shown_key": request.path,
         "done": done,
         "total": total,
         "completion_code": study.completion_code if prompt is None and done else "",

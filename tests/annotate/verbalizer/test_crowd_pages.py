@@ -341,3 +341,38 @@ def test_a_study_total_the_balance_cannot_pay_publishes_nothing_even_when_confir
         page = client.post(publish, publish_form(publish="1", confirm_total="0.50"))
     assert page.status_code == 200 and b"The balance does not cover this" in page.content
     assert not Publication.objects.exists() and fake.FakePlatform.store.hits == {}
+
+
+def test_a_study_hit_reloaded_keeps_the_key_of_its_prompts_first_showing(
+    client, study, settings, django_capture_on_commit_callbacks
+):
+    """The time an MTurk worker spends runs from the prompt's first showing in their tab, kept
+    under the form's data-shown-key (answer.js). The key held the answer's address, whose
+    signature carries the second it was made: a reload a few seconds later got a new key, so
+    the clock started again (and keys piled up in the tab's storage)."""
+    from unittest import mock
+
+    settings.CROWD_PUBLIC_URL = "https://annotate.example.org"
+    client.force_login(UserFactory(username="boss", roles=[ADMIN], is_staff=True))
+    publish = reverse("verbalizer:study-publish", args=[study.pk])
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(publish, publish_form(publish="1", confirm_total="0.48"))
+    hit = Publication.objects.get(human_study=study).hits.order_by("id").first()
+    client.logout()
+
+    def key_shown(worker_id, at):
+        assignment = FakePlatform().worker_accept(hit_id=hit.hit_id, worker_id=worker_id)
+        params = {"assignmentId": assignment, "hitId": hit.hit_id, "workerId": worker_id}
+        url = reverse("verbalizer:crowd-mturk", args=[hit.unique_request_token])
+        keys = []
+        for seconds in at:
+            with mock.patch("django.core.signing.time.time", return_value=seconds):
+                page = client.get(url, {**params, "turkSubmitTo": "https://www.mturk.com"})
+            assert page.status_code == 200
+            keys.append(re.search(r'data-shown-key="([^"]+)"', page.content.decode()).group(1))
+        return keys
+
+    first, reloaded = key_shown("W1", at=(1_800_000_000, 1_800_000_005))
+    assert first == reloaded
+    (other,) = key_shown("W2", at=(1_800_000_005,))
+    assert other != first  # another worker's assignment: a clock of its own
