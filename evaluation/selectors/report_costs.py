@@ -41,7 +41,7 @@ from django.db.models import Count, Max, Min, Sum
 
 from annotate.crowd.base import to_cents
 from annotate.crowd.selectors import crowd_paid_per_assignment, crowd_paid_work_q
-from annotate.engine.models import EngineCall
+from annotate.engine.models import EngineCall, EngineRun
 from annotate.models import AnnotatorKind, Assignment, Benchmark, Response
 from annotate.selectors.annotator_kinds import annotators_counted
 from annotate.selectors.results import (
@@ -224,12 +224,36 @@ def _judge_costs(benchmark: Benchmark, subset: str) -> dict[str, SourceCost]:
         total[0] += row["cost"] or Decimal(0)
         total[1] += row["latency_ms"] or 0
         total[2] += row["billed"] or Decimal(0)
+    # Calls stored before the engine kept possibly billed amounts per call (engine 0010) carry
+    # 0 while their run's total says more: that judge's amount is not known, not nothing.
+    unknown = {runs[run_id] for run_id in _runs_billed_before_per_call(runs)}
     return {
         annotator_source(annotator_id): SourceCost(
-            round(float(cost), 4), round(latency_ms / 60_000, 2), round(float(billed), 4)
+            round(float(cost), 4),
+            round(latency_ms / 60_000, 2),
+            None if annotator_id in unknown else round(float(billed), 4),
         )
         for annotator_id, (cost, latency_ms, billed) in totals.items()
     }
+
+
+def _runs_billed_before_per_call(run_ids) -> set[int]:
+    """The runs whose possibly billed total is more than their calls' (their calls were stored
+    before EngineCall.possibly_billed_usd existed). One query when no run has any."""
+    totals = dict(
+        EngineRun.objects.filter(pk__in=run_ids, possibly_billed_usd__gt=0).values_list(
+            "pk", "possibly_billed_usd"
+        )
+    )
+    if not totals:
+        return set()
+    by_calls = dict(
+        EngineCall.objects.filter(run_id__in=totals)
+        .values("run_id")
+        .annotate(billed=Sum("possibly_billed_usd"))
+        .values_list("run_id", "billed")
+    )
+    return {run_id for run_id, total in totals.items() if total > (by_calls.get(run_id) or 0)}
 
 
 def _unit_response(unit_key: str) -> int | None:

@@ -222,3 +222,38 @@ def test_a_retried_server_error_is_in_the_judges_possibly_billed_amount_not_its_
     assert _judge_rows(report, "cost_usd")["overall"] == pytest.approx(
         float(sum(c.cost_usd for c in calls)), abs=1e-4
     )
+
+
+def test_a_judge_whose_calls_predate_their_possibly_billed_amounts_reads_unknown_not_zero():
+    """Calls stored before the engine kept a possibly billed amount per call (engine 0010) carry
+    0, while their run's total kept what the failed attempts may have cost: the report said
+    0.0 for such a judge (no "(+x)"), a number that was not known. It now says nothing (null):
+    unknown; a run whose calls add up to its total keeps its figure."""
+    import json
+
+    from annotate.engine.models import EngineRun
+    from evaluation import report_formats
+
+    benchmark, systems, (easy, hard) = make_benchmark(questions_per_instruction=(3, 2))
+    hard.subset = Subset.HARD
+    hard.save(update_fields=["subset"])
+    judge = make_judge(name="fake-judge", backend="fake")
+    run = judge_run_create(config=judge, benchmark=benchmark, systems=systems)
+    judge_run_execute(run_id=run.pk)
+    # As stored before 0010: the run's total, none of it on its calls.
+    EngineRun.objects.filter(pk=run.engine_run_id).update(possibly_billed_usd=Decimal("0.40"))
+
+    report = report_build(scope=OPERATOR, benchmark=benchmark, n_resamples=10)
+    assert _judge_rows(report, "possibly_billed_usd") == {
+        "easy": None,
+        "hard": None,
+        "overall": None,
+    }
+    rows = json.loads(report_formats.table_json(report, "sources"))
+    assert [r["possibly_billed_usd"] for r in rows if r["source"] == "fake-judge"] == [None] * 3
+
+    # Stored per call since: the calls hold the run's total, and the figure is theirs.
+    _calls_of(easy.responses.get()).update(possibly_billed_usd=Decimal("0.10"))
+    _calls_of(hard.responses.get()).update(possibly_billed_usd=Decimal("0.05"))
+    report = report_build(scope=OPERATOR, benchmark=benchmark, n_resamples=10)
+    assert _judge_rows(report, "possibly_billed_usd") == {"easy": 0.3, "hard": 0.1, "overall": 0.4}
