@@ -472,3 +472,24 @@ def test_a_changed_answer_counts_as_changed_and_the_export_keeps_the_first(with_
     assert changed[0][header.index("changed_from")] == "negative"
     assert changed[0][header.index("changed_at")].startswith(str(timezone.now().year))
     assert changed[0][header.index("seconds")] == 3.0  # the time to the first answer, once
+
+
+@pytest.mark.parametrize("name", ["groups", "mappings", "flipped", "flipped_by_dataset"])
+def test_only_bars_with_invalid_replies_carry_an_inv_note(with_humans, name, drawn_figure):
+    """ "inv 0%" stood over every bar of a run with no invalid reply: noise that hid the bars
+    that had some. A bar with none has no note; a share that rounds to 0 reads "<1%"."""
+    from matplotlib.text import Text
+
+    from evaluation.verbalizer import figures
+
+    report = verbalizer_report(evaluation_set=with_humans)
+    bars = [r for r in report[name] if r["accuracy_lenient"] is not None]
+    assert len(bars) >= 2
+    for index, found in enumerate(bars):
+        found.update(invalid=[0.0, 0.004, 0.25][index % 3])
+    figure = drawn_figure(figures, figures.render_figure, report, name, "png")
+    notes = sorted(t.get_text() for t in figure.findobj(Text) if t.get_text().startswith("inv "))
+    expected = sorted(
+        {0.004: "inv <1%", 0.25: "inv 25%"}[r["invalid"]] for r in bars if r["invalid"]
+    )
+    assert notes == expected and "inv 0%" not in notes
