@@ -477,15 +477,14 @@ def _version(evaluation_set: EvaluationSet) -> str:
         evaluation_set.pk,
         *counted_human_answers_fingerprint(_human_answers_all(evaluation_set)),
     ]
-    for model in (ModelAnswer, HumanAnswer):
-        state = model.objects.filter(prompt__evaluation_set=evaluation_set).aggregate(
-            n=Count("pk"), last=Max("pk")
-        )
-        parts += [state["n"], state["last"]]
-    changed = HumanAnswer.objects.filter(
-        prompt__evaluation_set=evaluation_set, changed_at__isnull=False
-    ).aggregate(n=Count("pk"), last=Max("changed_at"))
-    parts += [changed["n"], changed["last"] and changed["last"].isoformat()]
+    models_state = ModelAnswer.objects.filter(prompt__evaluation_set=evaluation_set).aggregate(
+        n=Count("pk"), last=Max("pk")
+    )
+    people = HumanAnswer.objects.filter(prompt__evaluation_set=evaluation_set).aggregate(
+        n=Count("pk"), last=Max("pk"), changed=Count("changed_at"), changed_last=Max("changed_at")
+    )
+    parts += [models_state["n"], models_state["last"], people["n"], people["last"]]
+    parts += [people["changed"], people["changed_last"] and people["changed_last"].isoformat()]
     runs = SystemRun.objects.filter(evaluation_set=evaluation_set).aggregate(
         n=Count("pk"), last=Max("pk")
     )
