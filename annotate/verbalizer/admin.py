@@ -39,7 +39,15 @@ class ModelAnswerAdmin(ReadOnlyAdmin):
 
 @admin.register(models.HumanAnswer)
 class HumanAnswerAdmin(ReadOnlyAdmin):
-    list_display = ["annotator", "prompt", "word", "seconds", "status", "created_at"]
+    list_display = [
+        "annotator",
+        "prompt",
+        "word",
+        "changed_from",
+        "seconds",
+        "status",
+        "created_at",
+    ]
     list_filter = ["study", "status"]
     search_fields = ["platform_assignment_id", "platform_hit_id", "annotator__worker_id"]
     raw_id_fields = ["prompt"]

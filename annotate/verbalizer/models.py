@@ -275,6 +275,9 @@ class HumanAnswer(models.Model):
 
     A crowd worker's answer also keeps the platform's assignment and HIT ids and a review status;
     whether it counts is decided by annotate.selectors.results (one rule for all crowd work).
+    An in-house annotator may change their last answer once, soon after (a slip of the key,
+    annotate.verbalizer.services.humans.human_answer_change): `changed_from` keeps the word first
+    chosen and `changed_at` the time of the change; `seconds` stays the time to the first answer.
     """
 
     study = models.ForeignKey(HumanStudy, on_delete=models.CASCADE, related_name="answers")
@@ -292,6 +295,8 @@ class HumanAnswer(models.Model):
     platform_assignment_id = models.CharField(max_length=200, blank=True)
     platform_hit_id = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    changed_from = models.CharField(max_length=50, blank=True)
+    changed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["study", "prompt", "annotator"]
@@ -307,6 +312,16 @@ class HumanAnswer(models.Model):
             models.CheckConstraint(
                 condition=Q(status__in=[s.value for s in HUMAN_ANSWER_STATUSES]),
                 name="verbalizer_human_answer_status_valid",
+            ),
+            # A change keeps the first word, and only an in-house answer changes.
+            models.CheckConstraint(
+                condition=Q(changed_at__isnull=True, changed_from="")
+                | (
+                    Q(changed_at__isnull=False, platform_assignment_id="")
+                    & ~Q(changed_from="")
+                    & ~Q(changed_from=models.F("word"))
+                ),
+                name="verbalizer_human_answer_change_recorded",
             ),
         ]
 

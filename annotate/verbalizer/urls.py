@@ -12,6 +12,11 @@ urlpatterns = [
     path("work/", views.work_list, name="work-list"),
     path("work/<int:human_study_id>/", views.work_next, name="work-next"),
     path("work/<int:human_study_id>/answer/", views.work_answer, name="work-answer"),
+    path(
+        "work/<int:human_study_id>/answer/change/",
+        views.work_answer_change,
+        name="work-answer-change",
+    ),
     # Admins: a human study on the crowd platforms
     path("studies/<int:human_study_id>/publish/", crowd_views.study_publish, name="study-publish"),
     path(

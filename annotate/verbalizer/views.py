@@ -12,6 +12,7 @@ from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.http import urlencode
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
@@ -380,6 +381,12 @@ def work_next(request: HttpRequest, human_study_id: int) -> HttpResponse:
         raise NotFoundError("No such study.")
     prompt, done, total = humans.human_work_next(study=study, annotator=annotator)
     context = {"study": study, "prompt": prompt, "done": done, "total": total}
+    answered = request.GET.get("answered", "")
+    if answered.isdigit():  # just after an answer: a slip of the key may still be changed
+        context["change"] = humans.human_answer_change_offer(
+            study=study, annotator=annotator, prompt_id=int(answered), now=timezone.now()
+        )
+        context["change_minutes"] = int(humans.CHANGE_WINDOW.total_seconds() // 60)
     if prompt is None:  # finished here: where their work goes on, if anywhere
         context["elsewhere"] = [
             (other, progress)
@@ -413,4 +420,34 @@ def work_answer(request: HttpRequest, human_study_id: int) -> HttpResponse:
         return error_page(request, error, back=back)
     # The next prompt replaces the page at once: say the key pressed was taken, and as what.
     messages.success(request, saved_message(answer.word))
+    onward = reverse("verbalizer:work-next", args=[study.pk])
+    return redirect(f"{onward}?{urlencode({'answered': answer.prompt_id})}")
+
+
+@never_cache
+@login_required
+@require_POST
+@page_errors
+def work_answer_change(request: HttpRequest, human_study_id: int) -> HttpResponse:
+    """Change the annotator's last answer (a slip of the key), from the next prompt's page."""
+    annotator = _annotator(request)
+    study = HumanStudy.objects.filter(pk=human_study_id).first()
+    if study is None:
+        raise NotFoundError("No such study.")
+    try:
+        prompt_id, key = int(request.POST["prompt"]), int(request.POST["key"])
+    except (KeyError, ValueError):
+        raise humans.HumanStudyError("A change needs the prompt and key 1 or 2.") from None
+    try:
+        answer = humans.human_answer_change(
+            study=study, annotator=annotator, prompt_id=prompt_id, key=key, now=timezone.now()
+        )
+    except ConflictError as error:
+        back = (reverse("verbalizer:work-next", args=[study.pk]), "Go on with this study")
+        return error_page(request, error, back=back)
+    messages.success(
+        request,
+        f"Changed: you answered “{answer.word}” to the last prompt "
+        f"(first “{answer.changed_from or answer.word}”, kept in the record).",
+    )
     return redirect("verbalizer:work-next", human_study_id=study.pk)

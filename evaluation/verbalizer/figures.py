@@ -6,7 +6,9 @@ side by side share their prompts; a dotted line parts the two.
 
 Bars are accuracy under the lenient rule (invalid replies not counted) with 95 % item-bootstrap
 intervals; the dashed line is random guessing (50 %); the share of invalid replies is printed
-just above each bar's interval ("n/a, inv 100%" at the foot of a cell where no reply was valid).
+just above the interval of each bar that has any ("inv 12%", "inv <1%"; a bar with none has no
+note: "inv 0%" over every bar of a clean run was noise) and "n/a, inv 100%" at the foot of a
+cell where no reply was valid.
 Same matplotlib conventions as evaluation.figures (Agg canvas, no pyplot, deterministic output)
 and the same size rule: each system gets a fixed width, and systems that would make a figure
 wider than `MAX_WIDTH` go on further rows of plots (Figure 3's six verbalizers per system grew
@@ -115,10 +117,12 @@ def _draw_bars(
                 yerr = [[max(value - 100 * low, 0)], [max(100 * high - value, 0)]]
                 top = max(value, 100 * high)
             axes.bar(position, value, width, yerr=yerr, capsize=2, color=color)
+            if not row["invalid"]:
+                continue
             # Above the top whisker: at the bar's foot the interval's line ran through the note
             # whenever the lower end was under the note's top (a low or wide interval).
             note = axes.annotate(
-                f"inv {100 * row['invalid']:.0f}%", (position, top), xytext=(0, NOTE_GAP),
+                f"inv {_share(row['invalid'])}", (position, top), xytext=(0, NOTE_GAP),
                 textcoords="offset points", rotation=90, ha="center", va="bottom",
                 fontsize=MIN_FONT_SIZE, color="black",
             )  # fmt: skip
@@ -134,6 +138,13 @@ def _draw_bars(
     axes.set_yticks(range(0, 101, 20))
     axes.set_ylabel("accuracy (%)")
     return notes
+
+
+def _share(invalid: float) -> str:
+    """A share of invalid replies as a note reads it: "<1%" for one that rounds to 0 but is
+    not, so a note never says 0 where there were invalid replies."""
+    percent = 100 * invalid
+    return "<1%" if 0 < percent < 0.5 else f"{percent:.0f}%"
 
 
 def _room_for_notes(figure: Figure, notes: list[tuple[object, list[tuple[Text, float]]]]) -> None:

@@ -435,7 +435,7 @@ def _kappa_with_ci(rec: Records, selected: np.ndarray) -> dict:
 HUMAN_ANSWER_COLUMNS = [
     "study", "prompt", "dataset", "item", "mapping", "mode", "annotator", "people", "platform",
     "word", "expected_word", "seconds", "platform_hit_id", "platform_assignment_id", "status",
-    "work_status", "answered_at", "item_source_id",
+    "work_status", "answered_at", "item_source_id", "changed_from", "changed_at",
 ]  # fmt: skip
 
 
@@ -443,8 +443,9 @@ def human_answers_raw(*, evaluation_set: EvaluationSet, scope: IdentityScope = O
     """Yield the header and one row per person's answer, counted or not: `work_status` says
     whether it counts in the report and why not (rejected, worker blocked, not confirmed);
     `item` is the item's position in its imported file, `item_source_id` the id the file gave
-    it (blank when it gave none). A crowd worker is named as `scope` lets its viewer see them
-    (a pseudonym otherwise)."""
+    it (blank when it gave none); `changed_from`/`changed_at` the word first chosen and when
+    an in-house annotator changed it (blank when unchanged; `word` is the answer that counts).
+    A crowd worker is named as `scope` lets its viewer see them (a pseudonym otherwise)."""
     answers = _human_answers_all(evaluation_set)
     statuses = human_answer_statuses(answers)
     yield HUMAN_ANSWER_COLUMNS
@@ -459,7 +460,8 @@ def human_answers_raw(*, evaluation_set: EvaluationSet, scope: IdentityScope = O
             "crowd" if crowd else "in-house", a.annotator.platform if crowd else "",
             a.word, a.prompt.expected_word, "" if a.seconds is None else a.seconds,
             a.platform_hit_id, a.platform_assignment_id, a.status, statuses[a.id],
-            a.created_at.isoformat(), a.prompt.item.external_id,
+            a.created_at.isoformat(), a.prompt.item.external_id, a.changed_from,
+            a.changed_at.isoformat() if a.changed_at else "",
         ]  # fmt: skip
 
 
@@ -467,18 +469,22 @@ CACHE_SECONDS = 3600
 
 
 def _version(evaluation_set: EvaluationSet) -> str:
-    """Name the state of the set's answers and studies: rows are only added or deleted, and
-    which people's answers count (approve, reject, block, a platform's confirmation) is
+    """Name the state of the set's answers and studies: rows are only added or deleted, an
+    in-house answer's word changes once at most (counted with its last time), and which
+    people's answers count (approve, reject, block, a platform's confirmation) is
     fingerprinted."""
     parts = [
         evaluation_set.pk,
         *counted_human_answers_fingerprint(_human_answers_all(evaluation_set)),
     ]
-    for model in (ModelAnswer, HumanAnswer):
-        state = model.objects.filter(prompt__evaluation_set=evaluation_set).aggregate(
-            n=Count("pk"), last=Max("pk")
-        )
-        parts += [state["n"], state["last"]]
+    models_state = ModelAnswer.objects.filter(prompt__evaluation_set=evaluation_set).aggregate(
+        n=Count("pk"), last=Max("pk")
+    )
+    people = HumanAnswer.objects.filter(prompt__evaluation_set=evaluation_set).aggregate(
+        n=Count("pk"), last=Max("pk"), changed=Count("changed_at"), changed_last=Max("changed_at")
+    )
+    parts += [models_state["n"], models_state["last"], people["n"], people["last"]]
+    parts += [people["changed"], people["changed_last"] and people["changed_last"].isoformat()]
     runs = SystemRun.objects.filter(evaluation_set=evaluation_set).aggregate(
         n=Count("pk"), last=Max("pk")
     )

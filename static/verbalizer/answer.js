@@ -2,11 +2,19 @@
 (function () {
   "use strict";
   const form = document.getElementById("answer-form");
+  const shownKey = form && form.dataset.shownKey;
+  // Changing the last answer (a slip of the key) starts this prompt's time afresh on the page
+  // that follows: the minutes spent on the change count towards neither prompt.
+  const change = document.getElementById("change-form");
+  if (change) {
+    change.addEventListener("submit", function () {
+      try { if (shownKey) sessionStorage.removeItem(shownKey); } catch (error) { /* off */ }
+    });
+  }
   if (!form) return;
   const DAY_SECONDS = 24 * 3600;  // the most the server takes (MAX_SECONDS)
   // When the prompt was first shown: a reload (or a slip back to it) keeps that time in this
   // tab, so the seconds recorded are from showing to answering, not from the last reload.
-  const shownKey = form.dataset.shownKey;
   let shown = Date.now();
   try {
     const kept = Number(shownKey && sessionStorage.getItem(shownKey));

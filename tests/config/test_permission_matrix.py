@@ -206,6 +206,7 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     "verbalizer:work-list": (ANNOTATORS, by_role(LOGIN, 405, 405, 405, 405, 405)),
     "verbalizer:work-next": (ANNOTATORS, by_role(LOGIN, 405, 405, 405, 405, 405)),
     "verbalizer:work-answer": (POST_ONLY, by_role(LOGIN, 400, 400, 403, 403, 403)),
+    "verbalizer:work-answer-change": (POST_ONLY, by_role(LOGIN, 400, 400, 403, 403, 403)),
     # A human study on the crowd: admins publish and review; the world's tokens are a batch's
     # (HIT, link) or an InFoBench assignment's, so the study's worker pages know none of them.
     "verbalizer:study-publish": (ADMINS, ADMINS),

@@ -87,3 +87,38 @@ def test_the_time_recorded_runs_from_when_the_prompt_was_first_shown_across_a_re
     page.locator("#progress", has_text="You answered 1 of 2.").wait_for()
     assert HumanAnswer.objects.get().seconds >= 120
     assert page.evaluate("key => sessionStorage.getItem(key)", key) is None  # dropped once sent
+
+
+def test_a_slip_is_changed_from_the_next_page_and_the_change_counts_towards_no_time(page_for):
+    """Key 1 pressed for key 2: "Change it" on the next prompt's page mends it. The minutes the
+    next prompt stood on screen while the reader changed their last answer (here set two
+    minutes back) are not counted towards it: its time starts afresh after the change."""
+    fill("Reviews", [True, False])
+    evaluation_set = evaluation_set_create(
+        name="e2e-slip", datasets=["Reviews"], items=2, seed=1, mappings="golden"
+    ).evaluation_set
+    study = human_study_create(evaluation_set=evaluation_set, name="slip", answers_per_prompt=1)
+    reader = UserFactory(username="slipper", roles=[ANNOTATOR])
+    page = page_for(reader)
+    page.goto(f"/verbalizer/work/{study.pk}/")
+    page.wait_for_load_state()
+    page.keyboard.press("1")
+    page.locator("#progress", has_text="You answered 1 of 2.").wait_for()
+    page.wait_for_load_state()
+    slip = HumanAnswer.objects.get()
+    change = page.locator("#change-answer")
+    assert change.inner_text() == f"Change it to “{slip.prompt.negative_word}”"
+    prompt_id = page.locator("#answer-form input[name=prompt]").get_attribute("value")
+    key = f"verbalizer-shown:{reader.pk}:{study.pk}:{prompt_id}"
+    shown = page.evaluate("key => Number(sessionStorage.getItem(key))", key)
+    page.evaluate("([key, at]) => sessionStorage.setItem(key, String(at))", [key, shown - 120_000])
+    change.click()
+    page.locator(".messages", has_text="Changed: you answered").wait_for()
+    page.wait_for_load_state()
+    assert page.locator("#change-answer").count() == 0  # once
+    page.keyboard.press("2")
+    page.wait_for_selector("#all-done")
+    slip.refresh_from_db()
+    assert (slip.word, slip.changed_from) == (slip.prompt.negative_word, slip.prompt.positive_word)
+    following = HumanAnswer.objects.exclude(pk=slip.pk).get()
+    assert following.seconds is not None and following.seconds < 60

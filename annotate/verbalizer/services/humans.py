@@ -8,6 +8,7 @@ a prompt is offered until `answers_per_prompt` people answered it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
@@ -20,6 +21,9 @@ from annotate.models import Annotator, AnnotatorKind, AssignmentStatus
 from annotate.verbalizer.models import EvaluationSet, HumanAnswer, HumanStudy, Prompt
 
 MAX_SECONDS = 24 * 3600
+# How long after answering an in-house annotator may still change that answer (a slip of the
+# key, seen on the next prompt's page); answering their next prompt in the study ends it sooner.
+CHANGE_WINDOW = timedelta(minutes=5)
 
 
 class HumanStudyError(FieldInputError):
@@ -307,6 +311,91 @@ def human_answer_submit_within_limit(
     return human_answer_submit(
         study=study, prompt_id=prompt_id, annotator=annotator, key=key, seconds=seconds
     )
+
+
+@dataclass(frozen=True)
+class AnswerChange:
+    """What the next prompt's page offers: the last answer, and the key and word it changes to."""
+
+    answer: HumanAnswer
+    key: int
+    word: str
+
+
+def human_answer_change_offer(
+    *, study: HumanStudy, annotator: Annotator, prompt_id: int, now: datetime
+) -> AnswerChange | None:
+    """Return the change the annotator may still make to their answer to `prompt_id` (the one
+    human_answer_change would take), or None: no answer, not their last, too late, changed."""
+    answer = (
+        HumanAnswer.objects.filter(study=study, annotator=annotator)
+        .select_related("prompt")
+        .order_by("-id")
+        .first()
+    )
+    if answer is None or answer.prompt_id != prompt_id:
+        return None
+    if _change_refusal(answer, study=study, annotator=annotator, now=now):
+        return None
+    prompt = answer.prompt
+    if answer.word == prompt.positive_word:
+        return AnswerChange(answer=answer, key=2, word=prompt.negative_word)
+    return AnswerChange(answer=answer, key=1, word=prompt.positive_word)
+
+
+@transaction.atomic
+def human_answer_change(
+    *, study: HumanStudy, annotator: Annotator, prompt_id: int, key: int, now: datetime
+) -> HumanAnswer:
+    """Change an in-house annotator's last answer in the study to the word of `key`, once,
+    within CHANGE_WINDOW of answering and before they answer the next prompt, while the study
+    is open; the first word and the time of the change are kept (`changed_from`, `changed_at`)
+    and `seconds` stays the time to the first answer. Any other change is refused
+    (ConflictError): an older answer, another's (NotFoundError: not theirs), a crowd worker's
+    (part of a submitted HIT). The same word again changes nothing."""
+    if key not in (1, 2):
+        raise HumanStudyError("key: answer with 1 or 2")
+    # The study's row lock: the next answer (human_work_answer_submit takes it too) and a
+    # change take turns, so "the last answer" is the last one when it changes.
+    study = HumanStudy.objects.select_for_update().get(pk=study.pk)
+    answer = (
+        HumanAnswer.objects.select_for_update(of=("self",))
+        .select_related("prompt")
+        .filter(study=study, annotator=annotator, prompt_id=prompt_id)
+        .first()
+    )
+    if answer is None:
+        raise NotFoundError("You have no answer to this prompt in this study.")
+    word = answer.prompt.positive_word if key == 1 else answer.prompt.negative_word
+    if word == answer.word:
+        return answer  # nothing to change: the same change posted twice, say
+    refusal = _change_refusal(answer, study=study, annotator=annotator, now=now)
+    if refusal:
+        raise ConflictError(refusal)
+    answer.changed_from, answer.word, answer.changed_at = answer.word, word, now
+    answer.save(update_fields=["changed_from", "word", "changed_at"])
+    return answer
+
+
+def _change_refusal(
+    answer: HumanAnswer, *, study: HumanStudy, annotator: Annotator, now: datetime
+) -> str:
+    """Why the answer may not change now ("" when it may), human_answer_change's rule."""
+    minutes = int(CHANGE_WINDOW.total_seconds() // 60)
+    if annotator.kind == AnnotatorKind.CROWD or answer.platform_assignment_id:
+        return "Answers given on a crowd platform are part of a submitted HIT; they cannot change."
+    if not study.active:
+        return "This study is closed: its answers cannot change."
+    if answer.changed_at is not None:
+        return "You changed this answer already; answers change once."
+    if answer.status != AssignmentStatus.SUBMITTED:
+        return "This answer was reviewed already; it cannot change."
+    later = HumanAnswer.objects.filter(study=study, annotator=annotator, pk__gt=answer.pk)
+    if later.exists():
+        return "You answered a later prompt since: only your last answer can change."
+    if now - answer.created_at > CHANGE_WINDOW:
+        return f"Answers can change for {minutes} minutes after they are given; this one cannot."
+    return ""
 
 
 @dataclass(frozen=True)

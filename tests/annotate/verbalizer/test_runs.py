@@ -4,6 +4,7 @@ import re
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.utils.html import escape
 
 from annotate.engine.models import EngineCall, EngineRun
 from annotate.verbalizer.models import ModelAnswer, SystemRun
@@ -473,3 +474,27 @@ def test_a_refusal_beside_its_field_does_not_name_the_command_line_option(
         "model model-b, and this run would only ask the prompts left, mixing two models under "
         "one name: give it a system name of its own"
     ]
+
+
+@pytest.mark.parametrize(
+    "cost, shown",
+    [("0", "$0.00"), ("0.000123", "<$0.01"), ("0.005", "$0.01"), ("1234.567891", "$1,234.57")],
+)
+def test_the_set_page_shows_a_runs_cost_in_dollars_and_cents(
+    client, researcher, two_items, cost, shown
+):
+    """ "$0.000000" beside every run: the set page shows costs as the InFoBench report does
+    (two decimals, halves up), and a cost under half a cent as "<$0.01", not as nothing."""
+    from decimal import Decimal
+
+    from django.urls import reverse
+
+    from annotate.verbalizer.services.runs import verbalizer_run_create
+
+    make_endpoint("", name="fake")
+    system_run = verbalizer_run_create(evaluation_set=two_items, system="m", endpoint="fake")
+    EngineRun.objects.filter(pk=system_run.engine_run_id).update(cost_usd=Decimal(cost))
+    client.force_login(researcher)
+    page = client.get(reverse("verbalizer:set-detail", args=[two_items.pk])).content.decode()
+    assert f", {escape(shown)})</a>" in page
+    assert "$0.000" not in page

@@ -129,9 +129,11 @@ def test_human_answers_csv_gives_the_id_each_item_had_in_its_file(client, resear
         "study", "prompt", "dataset", "item", "mapping", "mode", "annotator", "people",
         "platform", "word", "expected_word", "seconds", "platform_hit_id",
         "platform_assignment_id", "status", "work_status", "answered_at", "item_source_id",
+        "changed_from", "changed_at",
     ]  # fmt: skip
     assert len(rows) == 6
-    assert {(r[header.index("item")], r[-1]) for r in rows} == {
+    source = header.index("item_source_id")
+    assert {(r[header.index("item")], r[source]) for r in rows} == {
         ("1", "sst2-dev-101"),
         ("2", "sst2-dev-102"),
     }

@@ -434,3 +434,62 @@ def test_the_markdown_of_a_set_without_answers_says_no_data_as_the_kiwi_report(d
     rows = report_as(report, "md")
     assert rows.startswith("(no data)\n") and "| system |" not in rows
     assert report_as(report, "md", "agreement") == "(no data)\n"
+
+
+def test_a_changed_answer_counts_as_changed_and_the_export_keeps_the_first(with_humans):
+    """An in-house annotator's slip, changed: the report (cached by the set's state) measures
+    the corrected word, and human-answers.csv keeps the first word and the time of change."""
+    from django.utils import timezone
+
+    from annotate.verbalizer.models import HumanAnswer, HumanStudy
+    from annotate.verbalizer.services.humans import human_answer_change
+    from evaluation.verbalizer.report import human_answers_raw, verbalizer_report_cached
+
+    before = verbalizer_report_cached(evaluation_set=with_humans)
+    human = row(before["rows"], system="human", mapping="flipped-golden", mode="direct")
+    assert human["accuracy_lenient"] == 3 / 6
+    # p2's last answer: item 2 (expects "positive"), "negative" -> "positive" (key 1 under
+    # flipped golden names "negative" first, so the positive word is key 2).
+    study = HumanStudy.objects.get(name="h")
+    slip = HumanAnswer.objects.filter(annotator__name="p2").order_by("-id").first()
+    assert (slip.prompt.item.position, slip.word) == (2, "negative")
+    key = 1 if slip.prompt.positive_word == "positive" else 2
+    human_answer_change(
+        study=study, annotator=slip.annotator, prompt_id=slip.prompt_id, key=key,
+        now=timezone.now(),
+    )  # fmt: skip
+    after = verbalizer_report_cached(evaluation_set=with_humans)
+    human = row(after["rows"], system="human", mapping="flipped-golden", mode="direct")
+    # Item 1 (expects "negative"): negative, negative, positive -> 2 right; item 2 (expects
+    # "positive"): negative, positive, positive (changed) -> 2 right: 4 of 6, as many answers.
+    assert (human["n"], human["accuracy_lenient"]) == (6, 4 / 6)
+    majority = row(after["rows"], system="human-majority", mapping="flipped-golden")
+    assert (majority["n"], majority["accuracy_lenient"]) == (2, 1.0)  # negative, positive
+    header, *rows = list(human_answers_raw(evaluation_set=with_humans))
+    changed = [r for r in rows if r[header.index("changed_from")]]
+    assert len(changed) == 1
+    assert changed[0][header.index("word")] == "positive"
+    assert changed[0][header.index("changed_from")] == "negative"
+    assert changed[0][header.index("changed_at")].startswith(str(timezone.now().year))
+    assert changed[0][header.index("seconds")] == 3.0  # the time to the first answer, once
+
+
+@pytest.mark.parametrize("name", ["groups", "mappings", "flipped", "flipped_by_dataset"])
+def test_only_bars_with_invalid_replies_carry_an_inv_note(with_humans, name, drawn_figure):
+    """ "inv 0%" stood over every bar of a run with no invalid reply: noise that hid the bars
+    that had some. A bar with none has no note; a share that rounds to 0 reads "<1%"."""
+    from matplotlib.text import Text
+
+    from evaluation.verbalizer import figures
+
+    report = verbalizer_report(evaluation_set=with_humans)
+    bars = [r for r in report[name] if r["accuracy_lenient"] is not None]
+    assert len(bars) >= 2
+    for index, found in enumerate(bars):
+        found.update(invalid=[0.0, 0.004, 0.25][index % 3])
+    figure = drawn_figure(figures, figures.render_figure, report, name, "png")
+    notes = sorted(t.get_text() for t in figure.findobj(Text) if t.get_text().startswith("inv "))
+    expected = sorted(
+        {0.004: "inv <1%", 0.25: "inv 25%"}[r["invalid"]] for r in bars if r["invalid"]
+    )
+    assert notes == expected and "inv 0%" not in notes
