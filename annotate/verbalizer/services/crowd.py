@@ -348,11 +348,18 @@ def link_answer_submit(
     *, participant: LinkParticipant, prompt_id: int, key: int, seconds: float | None
 ) -> HumanAnswer:
     """Store a self-hosted participant's answer: one per participant and prompt, and no more
-    than the study's answers per prompt from the link's participants."""
+    than the study's answers per prompt from the link's participants.
+
+    The participant's row is locked (FOR NO KEY UPDATE, as a block takes it: review.
+    worker_block) before their block is read, to the end of the answer's transaction: a block
+    committing meanwhile either waits for the answer or is read here. Read before that lock,
+    a block committing in between let a blocked participant's answer in, counted nowhere but
+    filling one of the prompt's places, which were then not offered to anybody else."""
     study, annotator = participant.publication.human_study, participant.annotator
-    if WorkerBlock.objects.filter(annotator=annotator, active=True).exists():
-        raise PermissionDeniedError("Sorry, you can no longer take tasks from this requester.")
     with transaction.atomic():
+        Annotator.objects.select_for_update(no_key=True).filter(pk=annotator.pk).order_by().first()
+        if WorkerBlock.objects.filter(annotator=annotator, active=True).exists():
+            raise PermissionDeniedError("Sorry, you can no longer take tasks from this requester.")
         Publication.objects.select_for_update().filter(pk=participant.publication.pk).first()
         return human_answer_submit_within_limit(
             study=study, prompt_id=prompt_id, annotator=annotator, key=key, seconds=seconds

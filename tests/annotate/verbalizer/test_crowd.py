@@ -30,9 +30,15 @@ from annotate.verbalizer.services.humans import (
 )
 from annotate.verbalizer.services.sets import evaluation_set_create
 from evaluation.verbalizer.report import human_answers_raw, verbalizer_report_cached
+from tests.annotate.crowd.test_blocked_slots import (
+    _block_held_open,
+    _done_or_waiting_for_a_lock,
+    _postgresql_only,
+)
 from tests.annotate.crowd.test_counted_work import _hand_back
 from tests.annotate.verbalizer.helpers import fill
 from tests.factories import AnnotatorFactory, UserFactory
+from tests.threads import in_thread
 
 pytestmark = pytest.mark.django_db
 
@@ -729,3 +735,108 @@ def test_a_hits_done_page_says_which_word_was_saved(client, on_mturk, fake_mturk
     done = client.post(action, {"key": 1}).content.decode()
     saved = f"Saved: you answered “{hit.prompt.positive_word}” to the last prompt."
     assert f'<p class="notice" role="status" id="saved">{saved}</p>' in done
+
+
+# --- Blocked workers ------------------------------------------------------------------------
+
+
+def _answer(client, work: str, prompt_id: int, key: int = 1):
+    return client.post(work, {"prompt": prompt_id, "key": key, "seconds": "2"})
+
+
+def _worker(worker_id: str) -> int:
+    return Annotator.objects.get(worker_id=worker_id).pk
+
+
+def test_a_blocked_participants_answers_leave_the_report_and_an_unblock_brings_them_back(
+    client, link, admin
+):
+    """A block takes the participant's answers out of every result at once (the raw file keeps
+    them, `worker blocked`); they keep their places on the prompts (unlike a batch's blocked
+    work, which gives up its slots), so an unblock counts them again and no prompt ever counts
+    more than the study's answers per prompt."""
+    work = _start(client, link, PROLIFIC_PID="P-1")["Location"]
+    prompt = link.human_study.prompts.order_by("id").first()
+    assert (
+        _answer(client, work, prompt.pk, key=1 if prompt.item.is_positive else 2).status_code == 302
+    )
+    evaluation_set = link.human_study.evaluation_set
+
+    def systems():
+        report = verbalizer_report_cached(evaluation_set=evaluation_set)
+        return {s["system"] for s in report["systems"]}
+
+    assert "human" in systems()
+
+    review.worker_block(annotator_id=_worker("P-1"), reason="bot", user=admin)
+    assert not HumanAnswer.objects.filter(counted_human_answer_q()).exists()
+    assert "human" not in systems()
+    header, *rows = list(human_answers_raw(evaluation_set=evaluation_set))
+    assert [row[header.index("work_status")] for row in rows] == ["worker blocked"]
+    refused = _answer(client, work, link.human_study.prompts.order_by("id").last().pk)
+    assert refused.status_code == 403
+    assert HumanAnswer.objects.count() == 1
+    for participant, status in (("P-2", 302), ("P-3", 409)):  # P-1 holds one of the two places
+        other = _start(client, link, PROLIFIC_PID=participant)["Location"]
+        assert _answer(client, other, prompt.pk).status_code == status, participant
+
+    review.worker_unblock(annotator_id=_worker("P-1"), user=admin)
+    assert HumanAnswer.objects.filter(counted_human_answer_q(), prompt=prompt).count() == 2
+    assert "human" in systems()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_link_answer_while_the_block_commits_is_refused_and_leaves_the_place_free(
+    client, link, admin, monkeypatch
+):
+    """The answer read the participant as not blocked before the block committed and was
+    stored: counted nowhere, it still took one of the prompt's two places, and the link's third
+    participant was refused it. The answer now reads the block after the participant's row
+    lock, which the block holds until it commits."""
+    _postgresql_only()
+    prompt_id = link.human_study.prompts.order_by("id").first().pk
+    work = _start(client, link, PROLIFIC_PID="P-1")["Location"]
+    block, blocked, go = _block_held_open(monkeypatch, admin, _worker("P-1"))
+    sent = []
+    answer = in_thread(lambda: _answer(client, work, prompt_id), sent)
+    _done_or_waiting_for_a_lock(answer)
+    go.set()
+    answer.join(30)
+    block.join(30)
+
+    assert not isinstance(blocked[0], Exception), blocked
+    assert sent[0].status_code == 403, sent
+    assert not HumanAnswer.objects.filter(annotator__worker_id="P-1").exists()
+    for participant in ("P-2", "P-3"):  # the prompt's two places go to others
+        other = _start(client, link, PROLIFIC_PID=participant)["Location"]
+        assert _answer(client, other, prompt_id).status_code == 302, participant
+    assert HumanAnswer.objects.filter(counted_human_answer_q(), prompt_id=prompt_id).count() == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_mturk_answer_while_the_block_commits_is_refused(
+    client, on_mturk, fake_mturk, admin, monkeypatch
+):
+    """The same on a study's HIT, which held already: the answer's admission takes the
+    worker's row lock before it reads the block (workers.crowd_worker_get_or_create)."""
+    _postgresql_only()
+    hit = on_mturk.hits.select_related("prompt__item").order_by("id").first()
+    assignment_id = fake_mturk.api.worker_accept(hit.hit_id, "AWORKER1")
+    page = _open(client, fake_mturk, hit, "AWORKER1", assignment_id)
+    assert page.status_code == 200, page.content
+    action = re.search(
+        r'<form method="post" action="([^"]+)" id="answer-form"', page.content.decode()
+    ).group(1)
+    block, blocked, go = _block_held_open(monkeypatch, admin, _worker("AWORKER1"))
+    sent = []
+    answer = in_thread(
+        lambda: client.post(action, {"prompt": hit.prompt_id, "key": right_key(hit)}), sent
+    )
+    _done_or_waiting_for_a_lock(answer)
+    go.set()
+    answer.join(30)
+    block.join(30)
+
+    assert not isinstance(blocked[0], Exception), blocked
+    assert sent[0].status_code == 403, sent
+    assert not HumanAnswer.objects.exists()
