@@ -113,6 +113,12 @@ class Publication(models.Model):
         help_text="The token of the delivery making its HITs (publication_publish's claim).",
     )
     finished_at = models.DateTimeField(null=True, blank=True)
+    expired_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When an admin expired the publication: no publish makes another of its HITs "
+        "until an admin's Resume asks for them again.",
+    )
 
     class Meta:
         ordering = ["-created_at"]

@@ -25,6 +25,11 @@ RETRY = {
 }
 
 
+# How many times a delivery that found the publish held by another looks again (each once that
+# lease could be stale): a publish beating for longer than this ends itself.
+LEASE_RETRIES = 12
+
+
 def _user(user_id: int | None):
     return get_user_model().objects.filter(pk=user_id).first() if user_id else None
 
@@ -41,7 +46,12 @@ def publish_publication(self, publication_id: int, user_id: int | None = None) -
     except LeaseHeldError as busy:
         if self.request.is_eager:  # run in the request: the delivery holding it ends it
             return PublicationStatus.PUBLISHING
-        raise self.retry(countdown=busy.retry_in, exc=busy, max_retries=None) from None
+        if self.request.retries >= LEASE_RETRIES:
+            # Never taken: if the publish holding it fell silent meanwhile, the page says so and
+            # offers Resume; one still beating ends it itself.
+            publishing.publications_stalled_mark(now=timezone.now(), publication_id=publication_id)
+            return Publication.objects.get(pk=publication_id).status
+        raise self.retry(countdown=busy.retry_in, exc=busy, max_retries=LEASE_RETRIES) from None
     return publication.status
 
 

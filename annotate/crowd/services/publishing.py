@@ -406,11 +406,13 @@ def publication_publish(*, publication_id: int, now: datetime, user=None) -> Pub
 
     Only the delivery holding the publication's lease makes HITs (`_publish_claim`); another,
     while that one beats, makes none and raises LeaseHeldError (its task looks again once that
-    lease could be stale). The publication never stays publishing: it ends published, partial
-    (TransientPlatformError raised after marking it: the caller retries later and this picks up
-    where it stopped), failed (the HIT type refused), or stalled on an unexpected error; a worker
-    killed meanwhile stops the heartbeat, and the publication is marked stalled
-    (publications_stalled_mark) or taken over by the next delivery or an admin's Resume.
+    lease could be stale). A publication that ended (stalled, failed, published) or that an admin
+    expired is left as it is: only an admin's Resume asks for its HITs again. The publication
+    never stays publishing: it ends published, partial (TransientPlatformError raised after
+    marking it: the caller retries later and this picks up where it stopped), failed (the HIT
+    type refused), or stalled on an unexpected error; a worker killed meanwhile stops the
+    heartbeat, and the publication is taken over by the next delivery, or marked stalled
+    (publications_stalled_mark) and left to an admin's Resume.
     """
     publication = Publication.objects.get(pk=publication_id)
     platform = get_platform(publication.platform, user=user)
@@ -419,6 +421,14 @@ def publication_publish(*, publication_id: int, now: datetime, user=None) -> Pub
     token = _publish_claim(publication_id=publication.pk, now=now)
     publication.refresh_from_db()
     if token is None:
+        if publication.status != PublicationStatus.PUBLISHING or publication.expired_at:
+            logger.info(
+                "Publication %s is %s%s: this delivery makes no HIT",
+                publication.pk,
+                publication.status,
+                " and expired" if publication.expired_at else "",
+            )
+            return publication
         retry_in = lease_retry_in(
             heartbeat_at=publication.heartbeat_at,
             stale_seconds=settings.CROWD_PUBLISH_STALE_SECONDS,
@@ -451,8 +461,17 @@ def publication_publish(*, publication_id: int, now: datetime, user=None) -> Pub
             "twice.",
         )
         raise
-    if not ended:  # taken over (silent too long): the delivery holding the lease writes the end
+    if not ended:  # taken over, stalled or resumed meanwhile: whoever holds it writes the end
         publication.refresh_from_db()
+        if publication.expired_at and publication.lease == token:
+            missing = publication.hits.filter(status__in=MISSING).count()
+            return _finish(
+                publication,
+                PublicationStatus.PARTIAL,
+                now=now,
+                token=token,
+                error=f"Expired by an admin with {missing} HITs not made; Resume makes them.",
+            )
         return publication
     missing = publication.hits.filter(status__in=MISSING).count()
     if missing:
@@ -467,14 +486,20 @@ def publication_publish(*, publication_id: int, now: datetime, user=None) -> Pub
 
 
 def _publish_claim(*, publication_id: int, now: datetime) -> str | None:
-    """Take the publication's lease for this delivery: its token, or None while another
-    delivery publishes it and beats. One conditional UPDATE, so of two deliveries at once only
-    one makes HITs; a publish silent for CROWD_PUBLISH_STALE_SECONDS (its worker died) is taken
-    over."""
+    """Take the publication's lease for this delivery: its token, or None when it is not this
+    delivery's to run. One conditional UPDATE, so of two deliveries at once only one makes HITs.
+
+    A delivery runs what it was sent for: a publication waiting (publish, or an admin's Resume),
+    its own retry of a partial one (TransientPlatformError), or a publish silent for
+    CROWD_PUBLISH_STALE_SECONDS (its worker was killed and the task delivered again: the total
+    the admin confirmed for it is still what they asked for). Never one an admin expired, and
+    never one marked stalled, failed or published: the admin decides on those, and only their
+    Resume, which confirms the cost again and checks the balance, hands it back to a publish."""
     publishing = Q(status=PublicationStatus.PUBLISHING)
+    waiting = Q(status__in=(PublicationStatus.PENDING, PublicationStatus.PARTIAL))
     return lease_take(
-        job=Publication.objects.filter(pk=publication_id),
-        claimable=~publishing | (publishing & _silent(now)),
+        job=Publication.objects.filter(pk=publication_id, expired_at__isnull=True),
+        claimable=waiting | (publishing & _silent(now)),
         now=now,
         status=PublicationStatus.PUBLISHING,
         error="",
@@ -492,10 +517,25 @@ def _hits_publish(publication: Publication, platform, *, mine, now: datetime) ->
     if missing and publication.created_at <= now - TOKENS_KEPT:
         missing = _adopt_made_before(missing, platform)
     for hit in missing:
-        if not mine.update(heartbeat_at=timezone.now()):
+        if not mine.filter(expired_at__isnull=True).update(heartbeat_at=timezone.now()):
             return False
         _hit_publish(hit, platform)
+        _expired_meanwhile(hit, platform)
     return True
+
+
+def _expired_meanwhile(hit: Hit, platform) -> None:
+    """End at once a HIT made while an admin expired its publication: their expiry ran through
+    the HITs made before it, and may have missed this one."""
+    expired_at = Publication.objects.filter(pk=hit.publication_id).values_list(
+        "expired_at", flat=True
+    )[0]
+    if expired_at is None or hit.status != HitStatus.CREATED:
+        return
+    if hit.expires_at is None or hit.expires_at > expired_at:
+        platform.hit_update_expiration(hit_id=hit.hit_id, expires_at=expired_at)
+        hit.expires_at = expired_at
+        hit.save(update_fields=["expires_at"])
 
 
 def _silent(now: datetime) -> Q:
@@ -598,7 +638,13 @@ def publication_resume(
     resumed = (
         Publication.objects.exclude(status__in=BUSY)
         .filter(pk=publication.pk)
-        .update(status=PublicationStatus.PENDING, heartbeat_at=now, error="", finished_at=None)
+        .update(
+            status=PublicationStatus.PENDING,
+            heartbeat_at=now,
+            error="",
+            finished_at=None,
+            expired_at=None,
+        )
     )
     if not resumed:  # two confirmations at once (two tabs, a double click): one resumes
         raise ConflictError("This publication was resumed a moment ago: its publish runs.")
@@ -624,6 +670,18 @@ def _resume_check(publication: Publication, quote: ResumeQuote, *, confirm_total
         )
 
 
+def publication_orphans_adopt(*, publication: Publication, platform) -> int:
+    """Store the HITs a stopped publish made on the platform but never stored here (the reply
+    came back to a worker that was killed), found by their tokens; return how many. Until
+    then nothing here can expire them."""
+    if not publication.hit_type_id:
+        return 0
+    missing = list(publication.hits.filter(status__in=MISSING).select_related("publication"))
+    if not missing:
+        return 0
+    return len(missing) - len(_adopt_made_before(missing, platform))
+
+
 def _adopt_made_before(hits: list[Hit], platform) -> list[Hit]:
     """Adopt the HITs an earlier try made (found by their tokens, the HITs'
     RequesterAnnotation); return those still to make.
@@ -642,13 +700,17 @@ def _adopt_made_before(hits: list[Hit], platform) -> list[Hit]:
 def _finish(
     publication: Publication, status: str, *, now: datetime, error: str = "", token: str = ""
 ) -> Publication:
-    """Store the publication's end: while the lease is `token`'s when one is given (a delivery
-    that took a silent publish over writes its own)."""
-    publication.status, publication.error, publication.finished_at = status, error, now
+    """Store the publication's end: when a `token` is given, only while the lease is still that
+    delivery's and the publication still publishing. A delivery that took a silent publish over
+    writes its own end; a publish that froze and wakes after it was marked stalled or resumed
+    (pending again) writes nothing over the admin's view or the next publish's."""
     rows = Publication.objects.filter(pk=publication.pk)
     if token:
-        rows = rows.filter(lease=token)
-    rows.update(status=status, error=error, finished_at=now)
+        rows = rows.filter(lease=token, status=PublicationStatus.PUBLISHING)
+    if rows.update(status=status, error=error, finished_at=now):
+        publication.status, publication.error, publication.finished_at = status, error, now
+    else:
+        publication.refresh_from_db()
     return publication
 
 

@@ -32,8 +32,8 @@ from annotate.crowd.models import (
     WorkerBlock,
     crowd_worker_q,
 )
-from annotate.crowd.platforms import get_platform
-from annotate.crowd.services.publishing import completion_check
+from annotate.crowd.platforms import get_platform, platform_class
+from annotate.crowd.services.publishing import completion_check, publication_orphans_adopt
 from annotate.errors import (
     AlreadyProcessedError,
     AnnotateError,
@@ -919,8 +919,17 @@ def hit_set_expiration(*, hit_pk: int, expires_at: datetime, user) -> Hit:
 
 
 def publication_expire(*, publication_id: int, now: datetime, user) -> int:
-    """Stop offering every HIT of a publication; return how many were expired."""
+    """Stop offering every HIT of a publication, and stop its publish from making more; return
+    how many were expired. Only an admin's Resume asks for its missing HITs again."""
     require_admin(user)
+    # First, so a publish still making HITs stops before its next one (and ends the one it was
+    # making when this ran: publishing._expired_meanwhile); a redelivery of it makes none.
+    Publication.objects.filter(pk=publication_id, expired_at__isnull=True).update(expired_at=now)
+    publication = Publication.objects.get(pk=publication_id)
+    if platform_class(publication.platform).creates_hits:
+        publication_orphans_adopt(
+            publication=publication, platform=get_platform(publication.platform, user=user)
+        )
     hits = Hit.objects.filter(publication_id=publication_id, status=HitStatus.CREATED)
     count = 0
     for hit in hits:

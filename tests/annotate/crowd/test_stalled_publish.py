@@ -14,7 +14,7 @@ from annotate.crowd import tasks
 from annotate.crowd.models import HitStatus, Publication, PublicationStatus
 from annotate.crowd.services import publishing, review
 from annotate.crowd.services.publishing import PublishSettings
-from annotate.errors import ConflictError, PublishError
+from annotate.errors import ConflictError, PublishError, TransientPlatformError
 
 pytestmark = pytest.mark.django_db
 REFRESH = 'http-equiv="refresh"'
@@ -262,3 +262,111 @@ def test_the_api_reports_a_silent_publish_stalled(
     body = client.get(url).json()
     assert (body["status"], body["hits_created"], body["hits_total"]) == ("stalled", 1, 3)
     assert "stopped after 1 of 3 HITs" in body["error"]
+
+
+def _offered(fake_mturk, *, at):
+    """The HITs MTurk still offers to workers at `at`."""
+    return [hit for hit in fake_mturk.state.hits.values() if hit["Expiration"] > at.timestamp()]
+
+
+def test_a_redelivery_leaves_a_stalled_publication_to_the_admins_resume(
+    monkeypatch, mturk_settings, fake_mturk, crowd_batch, settings
+):
+    """The killed worker's task delivered again (acks late) after the page showed the publish
+    stalled made the missing HITs with no confirmation of their cost and no balance check."""
+    publication = _killed_publish(monkeypatch, _create(crowd_batch), made=2)
+    _silent_since(publication, settings)
+    assert publishing.publications_stalled_mark(now=timezone.now()) == 1
+    assert tasks.publish_publication.apply(args=[publication.pk]).get() == "stalled"
+    assert len(fake_mturk.state.hits) == 2
+    publication.refresh_from_db()
+    assert "Resume makes the 2 missing" in publication.error
+
+
+@pytest.mark.parametrize("marked_stalled", [True, False])
+def test_a_redelivery_makes_no_hit_of_a_publication_the_admin_expired(
+    monkeypatch, admin_user, mturk_settings, fake_mturk, crowd_batch, settings, marked_stalled
+):
+    """The admin stopped the publication instead of resuming it; the killed task's redelivery
+    then put new HITs live, which the expiry (of the HITs already made) never reached."""
+    publication = _killed_publish(monkeypatch, _create(crowd_batch), made=2)
+    _silent_since(publication, settings)
+    if marked_stalled:
+        assert publishing.publications_stalled_mark(now=timezone.now()) == 1
+    now = timezone.now()
+    review.publication_expire(publication_id=publication.pk, now=now, user=admin_user)
+    tasks.publish_publication.apply(args=[publication.pk]).get()
+    assert len(fake_mturk.state.hits) == 2 and not _offered(fake_mturk, at=now)
+    # The HIT the killed publish made but never stored was found by its token and expired too.
+    assert publication.hits.filter(status=HitStatus.CREATED, expires_at__lte=now).count() == 2
+    # The admin's Resume, confirming the cost again, is what asks for the last one.
+    publishing.publication_resume(
+        publication_id=publication.pk, confirm_total=PER_HIT, now=now, user=admin_user
+    )
+    assert tasks.publish_publication.apply(args=[publication.pk]).get() == "published"
+    assert len(fake_mturk.state.hits) == 3 and _ours_are_the_servers(publication, fake_mturk)
+
+
+def test_a_publish_stops_making_hits_once_the_admin_expires_it(
+    monkeypatch, admin_user, mturk_settings, fake_mturk, crowd_batch
+):
+    """The expiry ends the HITs made so far: the publish still running made the rest live after
+    it, the one it was making at that moment included."""
+    publication = _create(crowd_batch)
+    real, now = publishing._hit_publish, timezone.now()
+
+    def admin_expires_before_the_second(hit, platform):
+        if len(fake_mturk.state.hits) == 1:
+            review.publication_expire(publication_id=publication.pk, now=now, user=admin_user)
+        real(hit, platform)
+
+    monkeypatch.setattr(publishing, "_hit_publish", admin_expires_before_the_second)
+    publication = publishing.publication_publish(publication_id=publication.pk, now=now)
+    assert len(fake_mturk.state.hits) == 2 and not _offered(fake_mturk, at=now)
+    assert publication.status == PublicationStatus.PARTIAL
+    assert publication.error == "Expired by an admin with 1 HITs not made; Resume makes them."
+    assert publication.hits.filter(status=HitStatus.CREATED, expires_at__lte=now).count() == 2
+
+
+def test_a_frozen_publish_that_wakes_after_a_resume_writes_nothing_over_it(
+    monkeypatch, admin_user, mturk_settings, fake_mturk, crowd_batch, settings
+):
+    """A publish frozen (not killed) long enough to be shown stalled and resumed wrote its own
+    end (partial: a throttled call) over the Resume's 'pending'."""
+    publication = _create(crowd_batch)
+    real = publishing._hit_publish
+
+    def frozen_then_throttled(hit, platform):
+        if not fake_mturk.state.hits:
+            return real(hit, platform)
+        _silent_since(publication, settings)
+        publishing.publication_resume(
+            publication_id=publication.pk,
+            confirm_total=2 * PER_HIT,
+            now=timezone.now(),
+            user=admin_user,
+        )
+        raise TransientPlatformError("ThrottlingException")
+
+    monkeypatch.setattr(publishing, "_hit_publish", frozen_then_throttled)
+    with pytest.raises(TransientPlatformError):
+        publishing.publication_publish(publication_id=publication.pk, now=timezone.now())
+    publication.refresh_from_db()
+    assert publication.status == PublicationStatus.PENDING and publication.error == ""
+    monkeypatch.setattr(publishing, "_hit_publish", real)
+    assert tasks.publish_publication.apply(args=[publication.pk]).get() == "published"
+    assert len(fake_mturk.state.hits) == 3
+
+
+def test_a_delivery_that_never_takes_the_publish_stops_looking(
+    monkeypatch, mturk_settings, fake_mturk, crowd_batch
+):
+    """It looked again forever (max_retries=None) while another delivery held the lease."""
+    publication = _killed_publish(monkeypatch, _create(crowd_batch), made=2)
+    task = tasks.publish_publication
+    task.push_request(id="redelivered", retries=tasks.LEASE_RETRIES, is_eager=False)
+    try:
+        assert task(publication.pk) == PublicationStatus.PUBLISHING
+    finally:
+        task.pop_request()
+    assert len(fake_mturk.state.hits) == 2
