@@ -107,6 +107,40 @@ class CompiledQuery:
         return self._compiled[db]
 
 
+class CompiledSql:
+    """A queryset of integer parameters (`build(**values)`), compiled once per database to SQL
+    that a hand-written statement takes in as a subquery: the statement then applies the rule
+    the queryset states (a Q of annotate.selectors.results, say) rather than a copy of it."""
+
+    def __init__(self, build: Callable[..., QuerySet], *names: str) -> None:
+        self._build = build
+        self._names = names
+        self._compiled: dict[str, tuple[str, list]] = {}
+
+    def sql(self, connection: BaseDatabaseWrapper, **values: int) -> tuple[str, list]:
+        """Return the SQL for this connection's database, and its parameters with these values."""
+        sql, params = self._compiled.get(connection.alias) or self._compile(connection)
+        return sql, [values[p.name] if isinstance(p, _Named) else p for p in params]
+
+    def _compile(self, connection: BaseDatabaseWrapper) -> tuple[str, list]:
+        stand_ins = {name: _STAND_IN - n for n, name in enumerate(self._names)}
+        queryset = self._build(**stand_ins)
+        sql, params = queryset.query.get_compiler(connection=connection).as_sql()
+        names = {value: _Named(name) for name, value in stand_ins.items()}
+        found = [names.get(p, p) if isinstance(p, int) else p for p in params]
+        if sorted(p.name for p in found if isinstance(p, _Named)) != sorted(self._names):
+            raise ValueError(f"each of {self._names} must appear once in the query's SQL")
+        self._compiled[connection.alias] = (sql, found)
+        return sql, found
+
+
+@dataclass(frozen=True)
+class _Named:
+    """Where a CompiledSql's caller's value goes among the constants of its parameters."""
+
+    name: str
+
+
 def _instance(compiled: _Compiled, row: Any, db: str) -> Model:
     """Build the model instance (and its select_related ones) from a row, as ModelIterable."""
     compiler = compiled.compiler

@@ -12,10 +12,10 @@ from datetime import datetime, timedelta
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Q, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.db.models.expressions import RawSQL
 
-from annotate.compiled import CompiledQuery, prepared_cursor
+from annotate.compiled import CompiledQuery, CompiledSql, prepared_cursor
 from annotate.errors import AssignmentNotLiveError, ConflictError, NotFoundError, NoWorkError
 from annotate.models import (
     Annotator,
@@ -474,40 +474,50 @@ def _task_standing(
     Run under the task's row lock, in a statement of its own: the count before locking may be
     stale. A free slot goes to the task's left-out work first (task_left_out_restore), so a
     claim never takes the place of accepted work that waits for one; the query tells whether
-    the task has any submitted work holding no slot, so a task without (nearly every one)
-    costs no statement more.
+    the task has any (left_out_q's rule, not a copy of it: a blocked worker's work, or work
+    released unconfirmed, waits for no slot), so a task without (nearly every one, and every
+    one a block just freed) costs no statement more.
     """
+    left_out_sql, left_out_params = _LEFT_OUT.sql(connection, task_id=task.pk)
     sql = _TASK_STANDING.format(
         taken=_TAKEN.format(task="%s", holds_slot=_HOLDS_SLOT),
         worked=_WORKED.format(instruction="%s"),
+        left_out=left_out_sql,
     )
     instruction_id = task.instruction_id
     params = [task.pk, *_taken_params(now)]
     params += _worked_params(annotator.pk, instruction_id)
-    params += [task.pk, AssignmentStatus.SUBMITTED.value, AssignmentStatus.APPROVED.value]
+    params += left_out_params
     params += [instruction_id, project.pk]
     with prepared_cursor(connection) as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     taken, worked = next((first, second) for kind, first, second in rows if kind == 0)
-    held_no_slot = next(first for kind, first, _ in rows if kind == 2)
+    left_out = next(first for kind, first, _ in rows if kind == 2)
     system_ids = [first for kind, first, _ in rows if kind == 1]
-    if held_no_slot and taken < project.assignments_per_task:
-        taken += _left_out_restored(task_id=task.pk, per_task=project.assignments_per_task, now=now)
+    if left_out and taken < project.assignments_per_task:
+        taken += _left_out_restored(task_id=task.pk, free=project.assignments_per_task - taken)
     return bool(worked), taken, system_ids
 
 
 _TASK_STANDING = """SELECT 0, ({taken}), CASE WHEN {worked} THEN 1 ELSE 0 END
     UNION ALL
-    SELECT 2, count(*), 0 FROM annotate_assignment a
-    WHERE a.task_id = %s AND a.is_late AND a.status IN (%s, %s)
+    SELECT 2, count(*), 0 FROM ({left_out}) left_out
     UNION ALL
     SELECT 1, r.system_id, 0 FROM annotate_response r
     JOIN annotate_project_systems ps ON ps.system_id = r.system_id
     WHERE r.instruction_id = %s AND ps.project_id = %s"""
 
 
-@transaction.atomic
+def _task_left_out(task_id: int) -> QuerySet[Assignment]:
+    """The task's left-out work (annotate.selectors.results.left_out_q)."""
+    return Assignment.objects.filter(left_out_q(), task_id=task_id)
+
+
+# _task_left_out as the claim's standing reads it, compiled once: the claim is the hot path.
+_LEFT_OUT = CompiledSql(lambda task_id: _task_left_out(task_id).order_by().values("pk"), "task_id")
+
+
 def task_left_out_restore(*, task_id: int, now: datetime) -> int:
     """Give the task's free slots to its left-out work, if it has any; return how many pieces
     of work hold a slot and count again.
@@ -519,24 +529,31 @@ def task_left_out_restore(*, task_id: int, now: datetime) -> int:
     so that work gets the first slot free, the earliest submitted first: never one assignment
     more than the project's assignments per task (the count is made under the task's lock, as
     every claim makes it).
+
+    A task with none (nearly every one) costs the one statement that says so: no savepoint
+    and no lock, which the hot paths calling this (an MTurk accept, a return) would pay for
+    nothing. Work left out after that statement began is restored by whoever left it out
+    (an unblock, a confirming sync), under the task's lock.
     """
-    if not Assignment.objects.filter(left_out_q(), task_id=task_id).exists():
+    if not _task_left_out(task_id).exists():
         return 0
-    _lock_task(task_id=task_id, skip_locked=False)
-    per_task = (
-        Project.objects.filter(batches__tasks__id=task_id).values_list(
-            "assignments_per_task", flat=True
-        )
-    ).get()
-    return _left_out_restored(task_id=task_id, per_task=per_task, now=now)
+    with transaction.atomic():
+        _lock_task(task_id=task_id, skip_locked=False)
+        per_task = (
+            Project.objects.filter(batches__tasks__id=task_id).values_list(
+                "assignments_per_task", flat=True
+            )
+        ).get()
+        free = per_task - task_slots_taken(task_id=task_id, now=now)
+        return _left_out_restored(task_id=task_id, free=free)
 
 
-def _left_out_restored(*, task_id: int, per_task: int, now: datetime) -> int:
-    """task_left_out_restore under the task's lock, taken by the caller."""
-    free = per_task - task_slots_taken(task_id=task_id, now=now)
+def _left_out_restored(*, task_id: int, free: int) -> int:
+    """task_left_out_restore under the task's lock, taken by the caller, who counted the
+    task's `free` slots under it."""
     if free <= 0:
         return 0
-    waiting = Assignment.objects.filter(left_out_q(), task_id=task_id)
+    waiting = _task_left_out(task_id)
     # Each piece's row first, then the rule read again in a statement of its own: a block of
     # its worker holds that row until it commits (review.worker_block), and a statement that
     # waited for it still reads the block as it was when the statement began.
@@ -587,8 +604,10 @@ def _assignment_create(
 def assignment_return(*, assignment_id: int, annotator: Annotator, now: datetime) -> Assignment:
     """Give a claimed task back so someone else can do it; the annotator will not get it again."""
     try:
-        assignment = Assignment.objects.select_for_update().get(
-            pk=assignment_id, annotator=annotator
+        assignment = (
+            Assignment.objects.select_for_update()
+            .annotate(left_out_waits=_left_out_waits())
+            .get(pk=assignment_id, annotator=annotator)
         )
     except Assignment.DoesNotExist:
         raise NotFoundError("No such assignment.") from None
@@ -598,7 +617,8 @@ def assignment_return(*, assignment_id: int, annotator: Annotator, now: datetime
         )
     assignment.status = AssignmentStatus.RETURNED
     assignment.save(update_fields=["status"])
-    task_left_out_restore(task_id=assignment.task_id, now=now)
+    if assignment.left_out_waits:  # nearly never: the return costs no statement more
+        task_left_out_restore(task_id=assignment.task_id, now=now)
     return assignment
 
 
@@ -615,13 +635,27 @@ def assignments_expire(*, now: datetime) -> int:
 
 def _lapsed_claims_expired(lapsed: QuerySet[Assignment], *, now: datetime) -> int:
     """Mark these claims past their time expired; their tasks' left-out work takes the slots
-    they held (the beat runs no other step for a claim that lapsed)."""
-    waiting = set(
-        Assignment.objects.filter(left_out_q(), task_id__in=lapsed.values("task_id")).values_list(
-            "task_id", flat=True
-        )
+    they held (the beat runs no other step for a claim that lapsed).
+
+    Their tasks are read first, with whether left-out work waits in each: a run with no claim
+    lapsed (nearly every run of the beat) is that one statement. A claim that lapses after it
+    is expired by the next run, and any claim of its task meanwhile gives the slot to the
+    task's left-out work before counting (_task_standing).
+    """
+    tasks = dict(
+        lapsed.order_by()
+        .annotate(left_out_waits=_left_out_waits())
+        .values_list("task_id", "left_out_waits")
+        .distinct()
     )
+    if not tasks:
+        return 0
     expired = lapsed.update(status=AssignmentStatus.EXPIRED)
-    for task_id in sorted(waiting):
+    for task_id in sorted(task_id for task_id, waits in tasks.items() if waits):
         task_left_out_restore(task_id=task_id, now=now)
     return expired
+
+
+def _left_out_waits() -> Exists:
+    """Whether an assignment's task has left-out work, as an annotation."""
+    return Exists(_task_left_out(OuterRef("task_id")))

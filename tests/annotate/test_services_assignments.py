@@ -108,6 +108,29 @@ def test_returned_task_goes_to_someone_else_but_not_back():
         assignment_return(assignment_id=assignment.id, annotator=annotator, now=NOW)
 
 
+def test_a_return_runs_a_fixed_number_of_queries(django_assert_num_queries):
+    """The return's savepoint, its row read under its lock (with whether left-out work waits
+    for the slot it frees: none here), its update, the savepoint's release."""
+    project = project_with_tasks(instructions=1, assignments_per_task=1)
+    annotator = AnnotatorFactory()
+    assignment = assignment_claim_next(annotator=annotator, project=project, now=NOW)
+    with django_assert_num_queries(4):
+        assignment_return(assignment_id=assignment.id, annotator=annotator, now=NOW)
+
+
+def test_the_expiry_runs_one_query_when_no_claim_lapsed_and_two_when_one_did(
+    django_assert_num_queries,
+):
+    """The beat runs it every minute: the lapsed claims' tasks (and whether left-out work waits
+    in each, none here), then their update."""
+    project = project_with_tasks(instructions=1, allotted_minutes=10)
+    assignment_claim_next(annotator=AnnotatorFactory(), project=project, now=NOW)
+    with django_assert_num_queries(1):
+        assert assignments_expire(now=NOW) == 0
+    with django_assert_num_queries(2):
+        assert assignments_expire(now=NOW + timedelta(minutes=11)) == 1
+
+
 def test_returning_someone_elses_assignment_is_not_found():
     project = project_with_tasks(instructions=1)
     assignment = assignment_claim_next(annotator=AnnotatorFactory(), project=project, now=NOW)

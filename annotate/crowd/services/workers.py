@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.core import signing
 from django.db import IntegrityError, transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Count, Exists, OuterRef, Q
 from django.utils import timezone
 
 from annotate.crowd import fake
@@ -41,6 +41,7 @@ from annotate.errors import (
     WorkerBlockedError,
 )
 from annotate.models import Annotator, AnnotatorKind, Assignment, AssignmentStatus, Task
+from annotate.selectors.results import left_out_q
 from annotate.services.assignments import (
     assignment_claim_next,
     assignment_claim_task,
@@ -333,16 +334,29 @@ def task_slot_check(*, hit: Hit, now: datetime) -> None:
     published leaves fewer free, the platform's workers fill only what is left.
     """
     task_lock(task_id=hit.task_id)
-    task_left_out_restore(task_id=hit.task_id, now=now)  # accepted work waiting goes first
-    per_task = hit.task.batch.project.assignments_per_task
-    of_platform = Q(annotator__platform=hit.publication.platform)
-    counted = Assignment.objects.filter(counted_assignments(now=now), task_id=hit.task_id)
-    free = per_task - counted.exclude(of_platform).count()
-    if free < hit.max_assignments and counted.filter(of_platform).count() >= free:
+    held = _slots_held(hit=hit, now=now)
+    # Accepted work waiting for a slot goes first; the count says whether there is any, so the
+    # accept on a task without (nearly every one) runs no statement more.
+    if held["left_out"] and task_left_out_restore(task_id=hit.task_id, now=now):
+        held = _slots_held(hit=hit, now=now)
+    free = hit.task.batch.project.assignments_per_task - held["others"]
+    if free < hit.max_assignments and held["of_platform"] >= free:
         raise ConflictError(
             "This task already has all the workers it needs (its other assignments are done "
             "or being done); please return the HIT."
         )
+
+
+def _slots_held(*, hit: Hit, now: datetime) -> dict[str, int]:
+    """The slots of the HIT's task held by the HIT's platform's workers and by everyone else,
+    and how many pieces of its left-out work wait for one, in one statement."""
+    of_platform = Q(annotator__platform=hit.publication.platform)
+    counted = counted_assignments(now=now)
+    return Assignment.objects.filter(task_id=hit.task_id).aggregate(
+        others=Count("pk", filter=counted & ~of_platform),
+        of_platform=Count("pk", filter=counted & of_platform),
+        left_out=Count("pk", filter=left_out_q()),
+    )
 
 
 def _refuse_what_the_platform_contradicts(*, hit: Hit, assignment_id: str, worker_id: str) -> None:

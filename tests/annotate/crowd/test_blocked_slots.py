@@ -9,7 +9,8 @@ import time
 from decimal import Decimal
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
@@ -21,10 +22,11 @@ from annotate.models import Assignment, AssignmentStatus, Label, TaskSlots
 from annotate.roles import ADMIN
 from annotate.selectors.results import counted_assignment_q
 from annotate.services import submissions
-from annotate.services.assignments import counted_assignments
+from annotate.services.assignments import assignment_claim_task, counted_assignments
 from annotate.services.submissions import expected_fields
+from tests.annotate.crowd.conftest import crowd_assignment
 from tests.annotate.crowd.test_review import _sync, work
-from tests.factories import UserFactory, project_with_tasks
+from tests.factories import AnnotatorFactory, AssignmentFactory, UserFactory, project_with_tasks
 from tests.threads import in_thread
 
 pytestmark = pytest.mark.django_db
@@ -605,3 +607,65 @@ def test_work_a_sync_confirms_while_its_worker_is_blocked_takes_no_slot(
     late.refresh_from_db()
     assert late.platform_record is not None and late.is_late
     assert _held(hit.task_id) == 0
+
+
+def _claim_statements(task) -> int:
+    """Statements one newcomer's claim of the task runs."""
+    with CaptureQueriesContext(connection) as captured:
+        assignment_claim_task(annotator=AnnotatorFactory(), task=task, now=timezone.now())
+    return len(captured)
+
+
+@pytest.mark.parametrize("held_no_slot", ["blocked", "released unconfirmed"])
+def test_a_claim_on_a_task_holding_work_that_waits_for_no_slot_costs_what_any_claim_costs(
+    client, link_of_two, admin, held_no_slot
+):
+    """The claim's count of the task's left-out work follows left_out_q: a blocked worker's
+    work, or MTurk work a sync released unconfirmed (maybe forged), is not left out, so the
+    claims of exactly the tasks a block or a release just freed restore nothing and run no
+    statement more than a claim of a task with no such work."""
+    first, plain = link_of_two.batch.tasks.order_by("position")
+    if held_no_slot == "blocked":
+        _finish(client, _start(client, link_of_two, "P1"))
+        assert Assignment.objects.get(annotator__worker_id="P1").task_id == first.pk
+        review.worker_block(annotator_id=_annotator("P1"), reason="bot", user=admin)
+    else:
+        Assignment.objects.filter(pk=crowd_assignment(task=first, worker="FORGED").pk).update(
+            is_late=True
+        )
+    assert Assignment.objects.filter(task=first, is_late=True).count() == 1
+
+    assert _claim_statements(first) == _claim_statements(plain)
+    assert Assignment.objects.get(task=first, is_late=True).annotator.worker_id in ("P1", "FORGED")
+    assert _counted(first.pk) == set() and _held(first.pk) == 1  # the newcomer's claim
+
+
+def test_an_mturk_accept_runs_two_statements_on_a_task_with_no_left_out_work(
+    live, django_assert_num_queries
+):
+    """The accept's slot check (every new MTurk accept): the task's lock, then one count that
+    also says whether left-out work waits for a slot; no savepoint, no statement more."""
+    hit = live.hits.select_related("task__batch__project", "publication").order_by("id").first()
+    with transaction.atomic(), django_assert_num_queries(2):
+        workers.task_slot_check(hit=hit, now=timezone.now())
+
+
+def test_an_mturk_accept_gives_a_lapsed_claims_slot_to_left_out_work_first(
+    client, live, fake_mturk, admin_user
+):
+    """A claim past its time that the beat has not expired yet frees its slot: the next
+    accept of the task gives it to the unblocked worker's confirmed work before counting."""
+    hit = live.hits.select_related("task__batch__project", "publication").order_by("id").first()
+    done = [work(client, fake_mturk, hit, f"AW{n}") for n in range(3)]
+    _sync(live)
+    review.worker_block(annotator_id=done[1].annotator_id, reason="spam", user=admin_user)
+    claim = AssignmentFactory(task=hit.task, status=AssignmentStatus.CLAIMED)
+    unblocked = review.worker_unblock(annotator_id=done[1].annotator_id, user=admin_user)
+    assert (unblocked.restored, unblocked.left_out) == (0, 1)
+    past = timezone.now() - timezone.timedelta(minutes=1)
+    Assignment.objects.filter(pk=claim.pk).update(expires_at=past)
+    assert _counted(hit.task_id) == {"AW0", "AW2"}
+
+    with transaction.atomic():
+        workers.task_slot_check(hit=hit, now=timezone.now())
+    assert _counted(hit.task_id) == {"AW0", "AW1", "AW2"} and _held(hit.task_id) == 3
