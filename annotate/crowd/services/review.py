@@ -181,7 +181,13 @@ def _our_work(hit: Hit, assignment_ids: list[str]):
 def _hit_store(*, hit: Hit, rows, now: datetime, whole_listing: bool = True) -> int:
     """Store the platform's view of a HIT's assignments; link each to ours only when the
     platform's assignment, HIT and worker all match ours, and never more distinct workers than
-    the HIT's MaxAssignments: a link is the confirmation that lets the work count."""
+    the HIT's MaxAssignments: a link is the confirmation that lets the work count.
+
+    The task's lock comes first, before the work's rows: a claim, an accept and a restore of
+    left-out work take the task's lock and then the work's rows, and the other order here
+    deadlocked with them (PostgreSQL aborted one of the two)."""
+    if hit.task_id is not None:
+        task_lock(task_id=hit.task_id)
     ours = {
         (a.platform_assignment_id, a.annotator.worker_id): a
         for a in _our_work(hit, [r.assignment_id for r in rows])

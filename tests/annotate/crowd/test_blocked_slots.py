@@ -669,3 +669,50 @@ def test_an_mturk_accept_gives_a_lapsed_claims_slot_to_left_out_work_first(
     with transaction.atomic():
         workers.task_slot_check(hit=hit, now=timezone.now())
     assert _counted(hit.task_id) == {"AW0", "AW1", "AW2"} and _held(hit.task_id) == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_sync_and_a_claim_restoring_left_out_work_take_their_locks_in_one_order(
+    client, live, fake_mturk, monkeypatch
+):
+    """A sync locked the HIT's work rows and then the task; a claim of a task with left-out
+    work and a free slot takes the task and then the left-out rows: the two deadlocked on
+    PostgreSQL, which aborted one (the claim's page a 500, or the sync). The sync now takes the
+    task first. PostgreSQL only: SQLite runs one writer at a time."""
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL's row locks: SQLite runs one writer at a time")
+    hit = live.hits.order_by("id").first()
+    done = [work(client, fake_mturk, hit, f"AW{n}") for n in range(3)]
+    _sync(live)
+    # AW1's confirmed work waits for a slot (left out) and the task has one free (a claim that
+    # lapsed, say): the state a claim restores.
+    Assignment.objects.filter(pk=done[1].pk).update(is_late=True)
+    newcomer = AnnotatorFactory()
+    reached, go, real = threading.Event(), threading.Event(), review._worker_slot_free
+
+    def held(*, hit, row):  # the sync, inside its transaction, holding what it has locked
+        if not reached.is_set():
+            reached.set()
+            go.wait(30)
+        return real(hit=hit, row=row)
+
+    monkeypatch.setattr(review, "_worker_slot_free", held)
+    synced, claimed = [], []
+    later = timezone.now() + review.release_grace()
+    sync = in_thread(lambda: review.publication_sync(publication_id=live.pk, now=later), synced)
+    assert reached.wait(30)
+    task = hit.task
+    claim = in_thread(
+        lambda: assignment_claim_task(annotator=newcomer, task=task, now=timezone.now()),
+        claimed,
+    )
+    _done_or_waiting_for_a_lock(claim)
+    go.set()
+    sync.join(60)
+    claim.join(60)
+    assert not [outcome for outcome in synced if isinstance(outcome, Exception)]
+    # The claim waited for the sync, then found the slot given to the left-out work: refused
+    # as a full task is (not a deadlock's database error).
+    assert [type(outcome).__name__ for outcome in claimed] == ["NoWorkError"]
+    assert Assignment.objects.get(pk=done[1].pk).is_late is False
+    assert _held(task.pk) <= task.batch.project.assignments_per_task
