@@ -335,11 +335,14 @@ def task_slot_check(*, hit: Hit, now: datetime) -> None:
     """
     task_lock(task_id=hit.task_id)
     held = _slots_held(hit=hit, now=now)
-    # Accepted work waiting for a slot goes first; the count says whether there is any, so the
-    # accept on a task without (nearly every one) runs no statement more.
-    if held["left_out"] and task_left_out_restore(task_id=hit.task_id, now=now):
+    # Accepted work waiting for a slot goes first, where a slot is free; the count says whether
+    # there is any, so the accept on a task without (nearly every one), or on a full task
+    # (where left-out work usually waits), runs no statement more.
+    per_task = hit.task.batch.project.assignments_per_task
+    some_free = per_task - held["others"] - held["of_platform"] > 0
+    if held["left_out"] and some_free and task_left_out_restore(task_id=hit.task_id, now=now):
         held = _slots_held(hit=hit, now=now)
-    free = hit.task.batch.project.assignments_per_task - held["others"]
+    free = per_task - held["others"]
     if free < hit.max_assignments and held["of_platform"] >= free:
         raise ConflictError(
             "This task already has all the workers it needs (its other assignments are done "

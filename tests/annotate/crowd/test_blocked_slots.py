@@ -17,7 +17,7 @@ from django.utils import timezone
 from annotate.crowd.selectors import publication_spending
 from annotate.crowd.services import publishing, replacements, review, workers
 from annotate.crowd.services.publishing import PublishSettings
-from annotate.errors import WorkerBlockedError
+from annotate.errors import ConflictError, WorkerBlockedError
 from annotate.models import Assignment, AssignmentStatus, Label, TaskSlots
 from annotate.roles import ADMIN
 from annotate.selectors.results import counted_assignment_q
@@ -669,6 +669,23 @@ def test_an_mturk_accept_gives_a_lapsed_claims_slot_to_left_out_work_first(
     with transaction.atomic():
         workers.task_slot_check(hit=hit, now=timezone.now())
     assert _counted(hit.task_id) == {"AW0", "AW1", "AW2"} and _held(hit.task_id) == 3
+
+
+def test_an_mturk_accept_on_a_full_task_with_left_out_work_runs_two_statements(
+    client, live, fake_mturk, admin_user, django_assert_num_queries
+):
+    """Left-out work usually waits on a full task: an accept there tried a restore that could
+    give nothing (a savepoint, the lock again, the rows read: six statements for nothing)."""
+    hit = live.hits.select_related("task__batch__project", "publication").order_by("id").first()
+    done = [work(client, fake_mturk, hit, f"AW{n}") for n in range(3)]
+    _sync(live)
+    review.worker_block(annotator_id=done[1].annotator_id, reason="spam", user=admin_user)
+    AssignmentFactory(task=hit.task, status=AssignmentStatus.CLAIMED)  # live: the task is full
+    unblocked = review.worker_unblock(annotator_id=done[1].annotator_id, user=admin_user)
+    assert (unblocked.restored, unblocked.left_out) == (0, 1)
+
+    with transaction.atomic(), django_assert_num_queries(2), pytest.raises(ConflictError):
+        workers.task_slot_check(hit=hit, now=timezone.now())  # full: refused, as before
 
 
 @pytest.mark.django_db(transaction=True)
