@@ -181,7 +181,12 @@ def _our_work(hit: Hit, assignment_ids: list[str]):
 def _hit_store(*, hit: Hit, rows, now: datetime, whole_listing: bool = True) -> int:
     """Store the platform's view of a HIT's assignments; link each to ours only when the
     platform's assignment, HIT and worker all match ours, and never more distinct workers than
-    the HIT's MaxAssignments: a link is the confirmation that lets the work count."""
+    the HIT's MaxAssignments: a link is the confirmation that lets the work count.
+
+    The task's lock before the work's rows, in the order of a claim (its lock, then the
+    task's left-out rows) and of a block (worker_block: its tasks, then its rows)."""
+    if hit.task_id is not None:
+        task_lock(task_id=hit.task_id)
     ours = {
         (a.platform_assignment_id, a.annotator.worker_id): a
         for a in _our_work(hit, [r.assignment_id for r in rows])
@@ -764,12 +769,14 @@ def _blocked_work_released(*, annotator_id: int, now: datetime) -> list[int]:
     # still take a submit: they are held too. The claims end as expired, not by their time
     # alone: a submit reads its time before it waits for the row, and a claim ending at a later
     # time was still live for it.
-    mine = (
-        Assignment.objects.select_for_update()
-        .filter(annotator_id=annotator_id)
-        .order_by("pk")
-        .values_list("pk", "task_id", "status")
-    )
+    # Their tasks' locks before those rows, in id order: a sync (_hit_store) and a claim take
+    # a task's lock before its rows, and the restore below takes the freed tasks' left-out
+    # rows. No assignment of the worker appears meanwhile: a claim of theirs waits for the
+    # worker's row (worker_block), and an assignment never changes its task.
+    mine = Assignment.objects.filter(annotator_id=annotator_id)
+    for task_id in sorted(set(mine.values_list("task_id", flat=True))):
+        task_lock(task_id=task_id)
+    mine = mine.select_for_update().order_by("pk").values_list("pk", "task_id", "status")
     claims = [(pk, task) for pk, task, status in mine if status == AssignmentStatus.CLAIMED]
     Assignment.objects.filter(pk__in=[pk for pk, _ in claims]).update(
         status=AssignmentStatus.EXPIRED, expires_at=Least("expires_at", Value(now))

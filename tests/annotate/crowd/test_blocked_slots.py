@@ -669,3 +669,33 @@ def test_an_mturk_accept_gives_a_lapsed_claims_slot_to_left_out_work_first(
     with transaction.atomic():
         workers.task_slot_check(hit=hit, now=timezone.now())
     assert _counted(hit.task_id) == {"AW0", "AW1", "AW2"} and _held(hit.task_id) == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_block_and_a_sync_of_the_blocked_workers_hit_both_commit(
+    client, live, fake_mturk, admin_user, monkeypatch
+):
+    """A block frees the slot of the worker's confirmed work and gives it to the task's
+    left-out work while a sync of the HIT runs. The block locked the worker's rows, then the
+    task's; the sync the HIT's rows, then the task's: PostgreSQL aborted one as a deadlock.
+    Both take the task's lock first now: the sync waits for the block, then commits."""
+    _postgresql_only()
+    hit = live.hits.order_by("id").first()
+    done = [work(client, fake_mturk, hit, f"AW{n}") for n in range(3)]
+    _sync(live)
+    Assignment.objects.filter(pk=done[1].pk).update(is_late=True)  # AW1 waits for a slot
+    block, blocked, go = _block_held_open(monkeypatch, admin_user, done[0].annotator_id)
+    synced = []
+    sync = in_thread(
+        lambda: review.publication_sync(
+            publication_id=live.pk, now=timezone.now() + review.release_grace()
+        ),
+        synced,
+    )
+    _done_or_waiting_for_a_lock(sync)
+    go.set()
+    sync.join(30)
+    block.join(30)
+    errors = [o for o in synced + blocked if isinstance(o, Exception)]
+    assert not errors, errors
+    assert _counted(hit.task_id) == {"AW1", "AW2"} and _held(hit.task_id) == 2
