@@ -699,3 +699,42 @@ def test_a_block_and_a_sync_of_the_blocked_workers_hit_both_commit(
     errors = [o for o in synced + blocked if isinstance(o, Exception)]
     assert not errors, errors
     assert _counted(hit.task_id) == {"AW1", "AW2"} and _held(hit.task_id) == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_block_while_a_submit_of_a_lapsed_claim_waits_for_its_task_both_commit(
+    client, link, admin, monkeypatch
+):
+    """A submit of a claim past its time holds the claim's row, then takes the task's lock to
+    look for a free slot. A block taking the worker's tasks before their rows (the order of a
+    sync) waited for that row holding the task: PostgreSQL aborted the block as a deadlock.
+    The block gives its locks back and waits for the row alone: both commit, and the work
+    holds no slot."""
+    _postgresql_only()
+    mine = _start(client, link, "P1")
+    past = timezone.now() - timezone.timedelta(seconds=5)
+    Assignment.objects.filter(annotator__worker_id="P1").update(expires_at=past)
+    reached, go, original = threading.Event(), threading.Event(), submissions._has_slot
+
+    def held(**kwargs):
+        reached.set()
+        go.wait(30)
+        return original(**kwargs)
+
+    monkeypatch.setattr(submissions, "_has_slot", held)
+    sent, blocked = [], []
+    submit = in_thread(lambda: _finish(client, mine), sent)
+    assert reached.wait(30)
+    block = in_thread(
+        lambda: review.worker_block(annotator_id=_annotator("P1"), reason="bot", user=admin),
+        blocked,
+    )
+    _done_or_waiting_for_a_lock(block)
+    go.set()
+    submit.join(30)
+    block.join(30)
+
+    assert sent[0].status_code == 200 and not isinstance(blocked[0], Exception), (sent, blocked)
+    kept = Assignment.objects.get(annotator__worker_id="P1")
+    assert (kept.status, kept.is_late) == (AssignmentStatus.SUBMITTED, True)
+    assert _held(kept.task_id) == 0
