@@ -15,7 +15,7 @@ from decimal import Decimal
 from typing import NamedTuple
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, OperationalError, transaction
 from django.db.models import Value
 from django.db.models.functions import Least
 from django.utils import timezone
@@ -183,9 +183,10 @@ def _hit_store(*, hit: Hit, rows, now: datetime, whole_listing: bool = True) -> 
     platform's assignment, HIT and worker all match ours, and never more distinct workers than
     the HIT's MaxAssignments: a link is the confirmation that lets the work count.
 
-    The task's lock comes first, before the work's rows: a claim, an accept and a restore of
-    left-out work take the task's lock and then the work's rows, and the other order here
-    deadlocked with them (PostgreSQL aborted one of the two)."""
+    The task's lock comes first, before the work's rows, in the order of a claim, an accept
+    and a restore of left-out work (the task's lock, then its rows) and of a block
+    (worker_block: its tasks, then its rows); the other order deadlocked with them
+    (PostgreSQL aborted one of the two)."""
     if hit.task_id is not None:
         task_lock(task_id=hit.task_id)
     ours = {
@@ -770,12 +771,7 @@ def _blocked_work_released(*, annotator_id: int, now: datetime) -> list[int]:
     # still take a submit: they are held too. The claims end as expired, not by their time
     # alone: a submit reads its time before it waits for the row, and a claim ending at a later
     # time was still live for it.
-    mine = (
-        Assignment.objects.select_for_update()
-        .filter(annotator_id=annotator_id)
-        .order_by("pk")
-        .values_list("pk", "task_id", "status")
-    )
+    mine = _worker_work_locked(annotator_id)
     claims = [(pk, task) for pk, task, status in mine if status == AssignmentStatus.CLAIMED]
     Assignment.objects.filter(pk__in=[pk for pk, _ in claims]).update(
         status=AssignmentStatus.EXPIRED, expires_at=Least("expires_at", Value(now))
@@ -789,6 +785,36 @@ def _blocked_work_released(*, annotator_id: int, now: datetime) -> list[int]:
     freed |= set(holding.values_list("task_id", flat=True))
     holding.update(is_late=True)
     return sorted(freed)
+
+
+def _worker_work_locked(annotator_id: int) -> list[tuple[int, int, str]]:
+    """(pk, task id, status) of every assignment of the worker, under their row locks, taken
+    after their tasks' locks (in id order): a sync (_hit_store) and a claim take a task's lock
+    before its rows, and the block then takes the freed tasks' left-out rows.
+
+    A submit of a lapsed claim and a return take the claim's row before its task's lock: the
+    rows are taken without waiting, and when one is held, every lock taken here goes back
+    and the block waits for that row alone, then tries again. No assignment of the worker
+    appears meanwhile: a claim of theirs waits for the worker's row (worker_block), and an
+    assignment never changes its task."""
+    mine = Assignment.objects.filter(annotator_id=annotator_id).order_by("pk")
+    while True:
+        try:
+            with transaction.atomic():
+                for task_id in sorted(set(mine.values_list("task_id", flat=True))):
+                    task_lock(task_id=task_id)
+                return list(
+                    mine.select_for_update(nowait=True).values_list("pk", "task_id", "status")
+                )
+        except OperationalError as error:
+            if getattr(error.__cause__, "sqlstate", None) != _LOCK_NOT_AVAILABLE:
+                raise
+        with transaction.atomic():
+            list(mine.select_for_update().values_list("pk", flat=True))
+            transaction.set_rollback(True)  # its locks go back with the savepoint
+
+
+_LOCK_NOT_AVAILABLE = "55P03"  # PostgreSQL: FOR UPDATE NOWAIT found the row locked
 
 
 @dataclass(frozen=True)

@@ -733,3 +733,72 @@ def test_a_sync_and_a_claim_restoring_left_out_work_take_their_locks_in_one_orde
     assert [type(outcome).__name__ for outcome in claimed] == ["NoWorkError"]
     assert Assignment.objects.get(pk=done[1].pk).is_late is False
     assert _held(task.pk) <= task.batch.project.assignments_per_task
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_block_and_a_sync_of_the_blocked_workers_hit_both_commit(
+    client, live, fake_mturk, admin_user, monkeypatch
+):
+    """A block frees the slot of the worker's confirmed work and gives it to the task's
+    left-out work while a sync of the HIT runs. The block locked the worker's rows, then the
+    task's; the sync the HIT's rows, then the task's: PostgreSQL aborted one as a deadlock.
+    Both take the task's lock first now: the sync waits for the block, then commits."""
+    _postgresql_only()
+    hit = live.hits.order_by("id").first()
+    done = [work(client, fake_mturk, hit, f"AW{n}") for n in range(3)]
+    _sync(live)
+    Assignment.objects.filter(pk=done[1].pk).update(is_late=True)  # AW1 waits for a slot
+    block, blocked, go = _block_held_open(monkeypatch, admin_user, done[0].annotator_id)
+    synced = []
+    sync = in_thread(
+        lambda: review.publication_sync(
+            publication_id=live.pk, now=timezone.now() + review.release_grace()
+        ),
+        synced,
+    )
+    _done_or_waiting_for_a_lock(sync)
+    go.set()
+    sync.join(30)
+    block.join(30)
+    errors = [o for o in synced + blocked if isinstance(o, Exception)]
+    assert not errors, errors
+    assert _counted(hit.task_id) == {"AW1", "AW2"} and _held(hit.task_id) == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_block_while_a_submit_of_a_lapsed_claim_waits_for_its_task_both_commit(
+    client, link, admin, monkeypatch
+):
+    """A submit of a claim past its time holds the claim's row, then takes the task's lock to
+    look for a free slot. A block taking the worker's tasks before their rows (the order of a
+    sync) waited for that row holding the task: PostgreSQL aborted the block as a deadlock.
+    The block gives its locks back and waits for the row alone: both commit, and the work
+    holds no slot."""
+    _postgresql_only()
+    mine = _start(client, link, "P1")
+    past = timezone.now() - timezone.timedelta(seconds=5)
+    Assignment.objects.filter(annotator__worker_id="P1").update(expires_at=past)
+    reached, go, original = threading.Event(), threading.Event(), submissions._has_slot
+
+    def held(**kwargs):
+        reached.set()
+        go.wait(30)
+        return original(**kwargs)
+
+    monkeypatch.setattr(submissions, "_has_slot", held)
+    sent, blocked = [], []
+    submit = in_thread(lambda: _finish(client, mine), sent)
+    assert reached.wait(30)
+    block = in_thread(
+        lambda: review.worker_block(annotator_id=_annotator("P1"), reason="bot", user=admin),
+        blocked,
+    )
+    _done_or_waiting_for_a_lock(block)
+    go.set()
+    submit.join(30)
+    block.join(30)
+
+    assert sent[0].status_code == 200 and not isinstance(blocked[0], Exception), (sent, blocked)
+    kept = Assignment.objects.get(annotator__worker_id="P1")
+    assert (kept.status, kept.is_late) == (AssignmentStatus.SUBMITTED, True)
+    assert _held(kept.task_id) == 0
