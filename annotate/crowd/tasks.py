@@ -41,7 +41,12 @@ def publish_publication(self, publication_id: int, user_id: int | None = None) -
     that one's lease could be stale: if its worker died meanwhile, this one takes over."""
     try:
         publication = publishing.publication_publish(
-            publication_id=publication_id, now=timezone.now(), user=_user(user_id)
+            publication_id=publication_id,
+            now=timezone.now(),
+            user=_user(user_id),
+            # Throttled with retries left, in a worker: the publication waits (pending) for this
+            # task's retry. Run in the request (no broker), no retry follows: partial, Resume.
+            retry_follows=not self.request.is_eager and self.request.retries < self.max_retries,
         )
     except LeaseHeldError as busy:
         if self.request.is_eager:  # run in the request: the delivery holding it ends it

@@ -401,18 +401,22 @@ def hit_question_url(hit: Hit) -> str:
     return f"{hit.publication.task_base_url}{path}"
 
 
-def publication_publish(*, publication_id: int, now: datetime, user=None) -> Publication:
+def publication_publish(
+    *, publication_id: int, now: datetime, user=None, retry_follows: bool = False
+) -> Publication:
     """Create the HIT type and every missing HIT. Safe to run twice, even at once, or after a crash.
 
     Only the delivery holding the publication's lease makes HITs (`_publish_claim`); another,
     while that one beats, makes none and raises LeaseHeldError (its task looks again once that
-    lease could be stale). A publication that ended (stalled, failed, published) or that an admin
-    expired is left as it is: only an admin's Resume asks for its HITs again. The publication
-    never stays publishing: it ends published, partial (TransientPlatformError raised after
-    marking it: the caller retries later and this picks up where it stopped), failed (the HIT
-    type refused), or stalled on an unexpected error; a worker killed meanwhile stops the
-    heartbeat, and the publication is taken over by the next delivery, or marked stalled
-    (publications_stalled_mark) and left to an admin's Resume.
+    lease could be stale). A publication that ended (partial, stalled, failed, published) or
+    that an admin expired is left as it is: only an admin's Resume asks for its HITs again. The
+    publication never stays publishing: it ends published, partial (HITs refused, or expired by
+    an admin), failed (the HIT type refused), or stalled on an unexpected error. A throttled
+    call (TransientPlatformError, raised after marking it) leaves it pending for the caller's
+    retry when `retry_follows` (the Celery task with retries left) and no HIT was refused, and
+    partial otherwise (`_throttled_end`). A worker killed meanwhile stops the heartbeat, and the
+    publication is taken over by the next delivery, or marked stalled (publications_stalled_mark)
+    and left to an admin's Resume.
     """
     publication = Publication.objects.get(pk=publication_id)
     platform = get_platform(publication.platform, user=user)
@@ -443,7 +447,7 @@ def publication_publish(*, publication_id: int, now: datetime, user=None) -> Pub
                 publication, platform, mine=publishing.filter(lease=token), now=now
             )
     except TransientPlatformError as error:
-        _finish(publication, PublicationStatus.PARTIAL, now=now, error=str(error), token=token)
+        _throttled_end(publication, error, now=now, token=token, retry_follows=retry_follows)
         raise
     except CrowdPlatformError as error:  # the HIT type itself was refused
         return _finish(
@@ -485,18 +489,50 @@ def publication_publish(*, publication_id: int, now: datetime, user=None) -> Pub
     return _finish(publication, PublicationStatus.PUBLISHED, now=now, token=token)
 
 
+def _throttled_end(
+    publication: Publication, error: Exception, *, now: datetime, token: str, retry_follows: bool
+) -> None:
+    """End a publish stopped by a throttled call. Pending again, for the caller's own retry
+    (with a fresh heartbeat: the beat marks it stalled only if that retry never comes), when
+    one follows and the platform refused no HIT: the rest is what the admin confirmed. Else
+    partial: a refused HIT (insufficient funds, say) is the admin's to decide on, and only their
+    Resume, which confirms the cost again and checks the balance, asks for it again."""
+    refused = publication.hits.filter(status=HitStatus.FAILED).count()
+    if not retry_follows or refused:
+        missing = publication.hits.filter(status__in=MISSING).count()
+        because = f"{refused} HITs were refused" if refused else "no retry follows"
+        _finish(
+            publication,
+            PublicationStatus.PARTIAL,
+            now=now,
+            token=token,
+            error=f"{error} ({because}: Resume makes the {missing} missing).",
+        )
+        return
+    Publication.objects.filter(
+        pk=publication.pk, lease=token, status=PublicationStatus.PUBLISHING
+    ).update(
+        status=PublicationStatus.PENDING,
+        error=f"{error} (the publish retries by itself).",
+        heartbeat_at=timezone.now(),
+        finished_at=None,
+    )
+    publication.refresh_from_db()
+
+
 def _publish_claim(*, publication_id: int, now: datetime) -> str | None:
     """Take the publication's lease for this delivery: its token, or None when it is not this
     delivery's to run. One conditional UPDATE, so of two deliveries at once only one makes HITs.
 
-    A delivery runs what it was sent for: a publication waiting (publish, or an admin's Resume),
-    its own retry of a partial one (TransientPlatformError), or a publish silent for
+    A delivery runs what it was sent for: a publication waiting (publish, an admin's Resume, or
+    a throttled publish left pending for its retry: `_throttled_end`), or a publish silent for
     CROWD_PUBLISH_STALE_SECONDS (its worker was killed and the task delivered again: the total
     the admin confirmed for it is still what they asked for). Never one an admin expired, and
-    never one marked stalled, failed or published: the admin decides on those, and only their
-    Resume, which confirms the cost again and checks the balance, hands it back to a publish."""
+    never one marked partial (HITs refused), stalled, failed or published: the admin decides on
+    those, and only their Resume, which confirms the cost again and checks the balance, hands
+    it back to a publish."""
     publishing = Q(status=PublicationStatus.PUBLISHING)
-    waiting = Q(status__in=(PublicationStatus.PENDING, PublicationStatus.PARTIAL))
+    waiting = Q(status=PublicationStatus.PENDING)
     return lease_take(
         job=Publication.objects.filter(pk=publication_id, expired_at__isnull=True),
         claimable=waiting | (publishing & _silent(now)),

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from annotate.crowd.base import NUMBER_APPROVED, PERCENT_APPROVED
 from annotate.crowd.fake import FakePlatform
-from annotate.crowd.models import HitStatus, PublicationStatus
+from annotate.crowd.models import HitStatus, Publication, PublicationStatus
 from annotate.crowd.services import publishing
 from annotate.crowd.services.publishing import PublishSettings
 from annotate.errors import PublishError, TransientPlatformError
@@ -29,8 +29,18 @@ def _create(batch, platform="fake", **overrides):
     )
 
 
-def _publish(publication):
-    return publishing.publication_publish(publication_id=publication.pk, now=timezone.now())
+def _publish(publication, *, retry_follows=False):
+    return publishing.publication_publish(
+        publication_id=publication.pk, now=timezone.now(), retry_follows=retry_follows
+    )
+
+
+def _resume(publication):
+    """The admin's Resume: the missing HITs' total confirmed as quoted."""
+    quote = publishing.publication_resume_quote(publication=publication)
+    return publishing.publication_resume(
+        publication_id=publication.pk, confirm_total=quote.total_usd, now=timezone.now()
+    )
 
 
 def test_cost_is_tasks_times_assignments_times_reward_plus_fee(crowd_batch):
@@ -162,7 +172,8 @@ def test_a_hit_whose_reply_was_lost_is_adopted_once_mturk_forgot_its_token(
 
     fake_mturk.api.op_CreateHITWithHITType = made_then_every_reply_lost
     with pytest.raises(TransientPlatformError):
-        _publish(publication)
+        _publish(publication, retry_follows=True)
+    assert Publication.objects.get(pk=publication.pk).status == PublicationStatus.PENDING
     assert len(fake_mturk.state.hits) == 1  # made on MTurk, still waiting to be made here
     assert not publication.hits.filter(status=HitStatus.CREATED).exists()
 
@@ -194,13 +205,18 @@ def test_persistent_throttling_leaves_a_partial_publication_that_resumes(
 
     fake_mturk.api.op_CreateHITWithHITType = throttle_after_first
     with pytest.raises(TransientPlatformError):
-        _publish(publication)
+        _publish(publication)  # the task's last retry: none follows
     publication.refresh_from_db()
     assert publication.status == PublicationStatus.PARTIAL
-    assert "Rate exceeded" in publication.error
+    assert (
+        "Rate exceeded" in publication.error and "Resume makes the 2 missing" in publication.error
+    )
     assert publication.hits.filter(status=HitStatus.CREATED).count() == 1
 
     fake_mturk.api.op_CreateHITWithHITType = original
+    assert _publish(publication).status == PublicationStatus.PARTIAL  # a stray delivery: nothing
+    assert len(fake_mturk.state.hits) == 1
+    _resume(publication)
     assert _publish(publication).status == PublicationStatus.PUBLISHED
     assert len(fake_mturk.state.hits) == 3
 
@@ -214,6 +230,7 @@ def test_refused_hit_is_reported_and_retried_later(mturk_settings, fake_mturk, c
     assert "1 of 3 HITs were not created" in publication.error
     failed = publication.hits.get(status=HitStatus.FAILED)
     assert "Question is not valid" in failed.error
+    _resume(publication)
     assert _publish(publication).status == PublicationStatus.PUBLISHED
     assert len(fake_mturk.state.hits) == 3
 

@@ -370,3 +370,76 @@ def test_a_delivery_that_never_takes_the_publish_stops_looking(
     finally:
         task.pop_request()
     assert len(fake_mturk.state.hits) == 2
+
+
+def test_a_stray_delivery_never_remakes_the_refused_hits_of_a_partial_publication(
+    client, admin_user, mturk_settings, fake_mturk, crowd_batch
+):
+    """A publish ended partial because MTurk refused a HIT (insufficient funds: not a throttle).
+    Another delivery of its task (one that found the lease held while it ran, looking again)
+    took the partial publication and made the refused HIT: no Resume, no total confirmed
+    again, no balance checked."""
+    fake_mturk.fail_next("CreateHITWithHITType", "RequestError", "You do not have enough funds.")
+    publication = publishing.publication_publish(
+        publication_id=_create(crowd_batch).pk, now=timezone.now()
+    )
+    assert publication.status == PublicationStatus.PARTIAL
+    assert len(fake_mturk.state.hits) == 2
+    task = tasks.publish_publication
+    task.push_request(id="redelivered", retries=1, is_eager=False)
+    try:
+        assert task(publication.pk) == PublicationStatus.PARTIAL
+    finally:
+        task.pop_request()
+    assert len(fake_mturk.state.hits) == 2
+    assert publication.hits.filter(status=HitStatus.FAILED).count() == 1
+    client.force_login(admin_user)
+    page = client.get(reverse("crowd:publication", args=[publication.pk])).text
+    assert REFRESH not in page
+    assert f"Resume: publish the 1 missing HIT (${PER_HIT})</button>" in page
+    # The admin's Resume, with the total confirmed, is what makes it.
+    publishing.publication_resume(
+        publication_id=publication.pk, confirm_total=PER_HIT, now=timezone.now()
+    )
+    assert tasks.publish_publication.apply(args=[publication.pk]).get() == "published"
+    assert len(fake_mturk.state.hits) == 3
+
+
+def test_a_throttle_after_a_refused_hit_ends_partial_not_for_the_retry(
+    mturk_settings, fake_mturk, crowd_batch
+):
+    """A throttled call leaves the publication pending for the task's own retry, unless MTurk
+    refused a HIT before it: that one waits for the admin's Resume, and so does the rest."""
+    publication = _create(crowd_batch)
+    fake_mturk.fail_next("CreateHITWithHITType", "RequestError", "You do not have enough funds.")
+    for _ in range(3):  # boto3's three attempts, all throttled
+        fake_mturk.fail_next("CreateHITWithHITType", "ThrottlingException")
+    with pytest.raises(TransientPlatformError):
+        publishing.publication_publish(
+            publication_id=publication.pk, now=timezone.now(), retry_follows=True
+        )
+    publication.refresh_from_db()
+    assert publication.status == PublicationStatus.PARTIAL
+    assert "1 HITs were refused" in publication.error
+    assert tasks.publish_publication.apply(args=[publication.pk]).get() == "partial"
+    assert not fake_mturk.state.hits
+
+
+def test_a_throttled_publish_waits_for_its_retry_and_offers_no_resume(
+    client, admin_user, mturk_settings, fake_mturk, crowd_batch
+):
+    """Throttled with retries left, the publication is pending: the page waits for the retry
+    (which makes the rest) and offers no Resume meanwhile."""
+    publication = _create(crowd_batch)
+    for _ in range(3):  # boto3's three attempts, all throttled
+        fake_mturk.fail_next("CreateHITWithHITType", "ThrottlingException")
+    with pytest.raises(TransientPlatformError):
+        publishing.publication_publish(
+            publication_id=publication.pk, now=timezone.now(), retry_follows=True
+        )
+    client.force_login(admin_user)
+    page = client.get(reverse("crowd:publication", args=[publication.pk])).text
+    assert REFRESH in page and 'id="resume"' not in page
+    assert "(the publish retries by itself)" in page
+    assert tasks.publish_publication.apply(args=[publication.pk]).get() == "published"
+    assert len(fake_mturk.state.hits) == 3

@@ -30,18 +30,49 @@ def test_publish_task_retries_when_throttled_and_finishes(mturk_settings, fake_m
     publication = _publication(crowd_batch)
     for _ in range(3):  # boto3's own three attempts all throttled: the task asks for a retry
         fake_mturk.fail_next("CreateHITWithHITType", "ThrottlingException")
-    with pytest.raises(Retry):
-        tasks.publish_publication.apply(args=[publication.pk])
+    task, asked = tasks.publish_publication, []
+
+    def retry_later(*args, **kwargs):  # a worker's delivery: Celery sends the retry later
+        asked.append(kwargs)
+        raise Retry()
+
+    task.retry = retry_later
+    task.push_request(id="delivered", retries=0, is_eager=False)
+    try:
+        with pytest.raises(Retry):
+            task(publication.pk)
+    finally:
+        task.pop_request()
+        del task.retry
+    assert asked
     publication.refresh_from_db()
-    assert publication.status == PublicationStatus.PARTIAL
-    assert "ThrottlingException" in publication.error
-    # The retry (Celery runs it after the backoff) picks up where the first run stopped.
+    # It waits for the task's own retry, the only publish a throttled call hands it to...
+    assert publication.status == PublicationStatus.PENDING
+    assert "ThrottlingException" in publication.error and "retries by itself" in publication.error
+    # ...which picks up where the first run stopped.
     assert tasks.publish_publication.apply(args=[publication.pk]).get() == "published"
     assert len(fake_mturk.state.hits) == 3
     assert fake_mturk.state.calls.count("CreateHITWithHITType") == 6
     assert tasks.publish_publication.retry_backoff and tasks.publish_publication.autoretry_for == (
         TransientPlatformError,
     )
+
+
+def test_publish_task_run_in_the_request_leaves_a_throttled_publish_to_resume(
+    mturk_settings, fake_mturk, crowd_batch
+):
+    """Without a broker the task runs in the request and no retry follows: the publication ends
+    partial, and only the admin's Resume asks for the rest."""
+    publication = _publication(crowd_batch)
+    for _ in range(3):
+        fake_mturk.fail_next("CreateHITWithHITType", "ThrottlingException")
+    with pytest.raises(Retry):
+        tasks.publish_publication.apply(args=[publication.pk])
+    publication.refresh_from_db()
+    assert publication.status == PublicationStatus.PARTIAL
+    assert "Resume makes the 3 missing" in publication.error
+    assert tasks.publish_publication.apply(args=[publication.pk]).get() == "partial"
+    assert not fake_mturk.state.hits
 
 
 def test_publish_task_does_not_retry_refusals(mturk_settings, fake_mturk, crowd_batch):
