@@ -335,7 +335,7 @@ def human_answer_change_offer(
     )
     if answer is None or answer.prompt_id != prompt_id:
         return None
-    if _change_refusal(answer, study=study, annotator=annotator, now=now):
+    if _change_refusal(answer, study=study, annotator=annotator, now=now, known_last=True):
         return None
     prompt = answer.prompt
     if answer.word == prompt.positive_word:
@@ -378,9 +378,15 @@ def human_answer_change(
 
 
 def _change_refusal(
-    answer: HumanAnswer, *, study: HumanStudy, annotator: Annotator, now: datetime
+    answer: HumanAnswer,
+    *,
+    study: HumanStudy,
+    annotator: Annotator,
+    now: datetime,
+    known_last: bool = False,
 ) -> str:
-    """Why the answer may not change now ("" when it may), human_answer_change's rule."""
+    """Why the answer may not change now ("" when it may), human_answer_change's rule.
+    `known_last`: the caller read it as the annotator's last answer (no query to ask again)."""
     minutes = int(CHANGE_WINDOW.total_seconds() // 60)
     if annotator.kind == AnnotatorKind.CROWD or answer.platform_assignment_id:
         return "Answers given on a crowd platform are part of a submitted HIT; they cannot change."
@@ -391,7 +397,7 @@ def _change_refusal(
     if answer.status != AssignmentStatus.SUBMITTED:
         return "This answer was reviewed already; it cannot change."
     later = HumanAnswer.objects.filter(study=study, annotator=annotator, pk__gt=answer.pk)
-    if later.exists():
+    if not known_last and later.exists():
         return "You answered a later prompt since: only your last answer can change."
     if now - answer.created_at > CHANGE_WINDOW:
         return f"Answers can change for {minutes} minutes after they are given; this one cannot."
