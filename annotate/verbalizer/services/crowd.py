@@ -231,19 +231,26 @@ def mturk_answer_submit(
     *, ticket: CrowdPromptTicket, key: int, seconds: float | None
 ) -> HumanAnswer:
     """Store the worker's answer (key 1 or 2) to the HIT's prompt, once, with the platform's
-    assignment and HIT ids. It counts once the platform confirms the assignment."""
+    assignment and HIT ids. It counts once the platform confirms the assignment.
+
+    The worker is admitted again (a sync or a block may have come since the prompt opened)
+    in the answer's transaction: the admission locks the worker's row before it reads their
+    block, as a block takes that row before anything else (review.worker_block), and holds it
+    to the store. A block committing meanwhile either is read here (refused, nothing stored)
+    or waits for the answer, and then treats it as any answer of a blocked worker. Admitted
+    before the transaction, a block committing between the admission and the store let a
+    blocked worker's answer in, and told them it was saved."""
     hit = ticket.hit
-    # The same checks as on opening: a sync or a block may have come in between.
-    annotator = workers.mturk_worker_admit(
-        hit=hit,
-        assignment_id=ticket.assignment_id,
-        hit_id=hit.hit_id,
-        worker_id=ticket.annotator.worker_id,
-        turk_submit_to=ticket.submit_to,
-    ).annotator
     study = hit.publication.human_study
     word = _word(ticket.prompt, key, seconds)
     with transaction.atomic():
+        annotator = workers.mturk_worker_admit(
+            hit=hit,
+            assignment_id=ticket.assignment_id,
+            hit_id=hit.hit_id,
+            worker_id=ticket.annotator.worker_id,
+            turk_submit_to=ticket.submit_to,
+        ).annotator
         # One worker at a time; no ordering, whose join to the (null) task FOR UPDATE refuses.
         Hit.objects.select_for_update().filter(pk=hit.pk).order_by().first()
         earlier = _answer_of(hit=hit, annotator=annotator, assignment_id=ticket.assignment_id)

@@ -5,6 +5,7 @@ leave the report at once; forged workers count nowhere."""
 import csv
 import io
 import re
+import threading
 from decimal import Decimal
 
 import pytest
@@ -14,8 +15,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotate.crowd import selectors as crowd_selectors
-from annotate.crowd.models import Bonus, Hit, PlatformAssignment, Publication
-from annotate.crowd.services import publishing, replacements, review
+from annotate.crowd.models import Bonus, Hit, PlatformAssignment, Publication, WorkerBlock
+from annotate.crowd.services import publishing, replacements, review, workers
 from annotate.crowd.services.publishing import PublishSettings
 from annotate.errors import AnnotateError, PublishError
 from annotate.models import Annotator
@@ -817,8 +818,8 @@ def test_a_link_answer_while_the_block_commits_is_refused_and_leaves_the_place_f
 def test_an_mturk_answer_while_the_block_commits_is_refused(
     client, on_mturk, fake_mturk, admin, monkeypatch
 ):
-    """The same on a study's HIT, which held already: the answer's admission takes the
-    worker's row lock before it reads the block (workers.crowd_worker_get_or_create)."""
+    """The same on a study's HIT: the answer's admission takes the worker's row lock before it
+    reads the block (workers.crowd_worker_get_or_create), in the answer's transaction."""
     _postgresql_only()
     hit = on_mturk.hits.select_related("prompt__item").order_by("id").first()
     assignment_id = fake_mturk.api.worker_accept(hit.hit_id, "AWORKER1")
@@ -840,3 +841,96 @@ def test_an_mturk_answer_while_the_block_commits_is_refused(
     assert not isinstance(blocked[0], Exception), blocked
     assert sent[0].status_code == 403, sent
     assert not HumanAnswer.objects.exists()
+
+
+def _answer_action(client, fake_mturk, hit, worker: str) -> str:
+    """Accept the HIT on MTurk as `worker` and open our page: the answer form's address."""
+    assignment_id = fake_mturk.api.worker_accept(hit.hit_id, worker)
+    page = _open(client, fake_mturk, hit, worker, assignment_id)
+    assert page.status_code == 200, page.content
+    return re.search(
+        r'<form method="post" action="([^"]+)" id="answer-form"', page.content.decode()
+    ).group(1)
+
+
+def _answer_held_before_its_store(monkeypatch, action: str, key: int):
+    """Post the answer in a thread; return (thread, outcomes, go) once it is admitted and
+    waits just before its store (the HIT's slot check) until `go` is set. Later answers pass."""
+    reached, go, original = threading.Event(), threading.Event(), workers.worker_slot_check
+
+    def held(**kwargs):
+        if not reached.is_set():
+            reached.set()
+            go.wait(30)
+        return original(**kwargs)
+
+    monkeypatch.setattr(workers, "worker_slot_check", held)
+    outcomes = []
+    thread = in_thread(lambda: Client().post(action, {"key": key, "seconds": "2"}), outcomes)
+    assert reached.wait(30)
+    return thread, outcomes, go
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_mturk_answer_admitted_before_a_block_commits_is_stored_before_it(
+    client, on_mturk, fake_mturk, admin, monkeypatch
+):
+    """The answer's admission read the worker as not blocked outside the answer's transaction:
+    a block committing between it and the store let a blocked worker's answer in, and told
+    them it was saved. The admission now holds the worker's row to the store, so the block
+    waits for the answer and comes after it (the answer then counts nowhere, as any other)."""
+    _postgresql_only()
+    hit = on_mturk.hits.select_related("prompt__item").order_by("id").first()
+    action = _answer_action(client, fake_mturk, hit, "AWORKER1")
+    answer, sent, go = _answer_held_before_its_store(monkeypatch, action, right_key(hit))
+    blocked = []
+    block = in_thread(
+        lambda: review.worker_block(annotator_id=_worker("AWORKER1"), reason="bot", user=admin),
+        blocked,
+    )
+    _done_or_waiting_for_a_lock(block)
+    block_waited = block.is_alive()
+    go.set()
+    answer.join(30)
+    block.join(30)
+
+    assert not isinstance(blocked[0], Exception), blocked
+    assert sent[0].status_code == 200 and b'id="external-submit"' in sent[0].content, sent
+    stored = HumanAnswer.objects.get(annotator__worker_id="AWORKER1")
+    block_made = WorkerBlock.objects.get(annotator_id=_worker("AWORKER1")).created_at
+    assert stored.created_at < block_made, "a blocked worker's answer was stored and saved"
+    assert block_waited, "the block committed between the answer's admission and its store"
+    assert not HumanAnswer.objects.filter(counted_human_answer_q()).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("again", ["same key", "other key"])
+def test_an_mturk_answer_sent_twice_at_once_is_stored_once(
+    client, on_mturk, fake_mturk, monkeypatch, again
+):
+    """Two posts of one worker's answer at once (a double click, a second tab): the second
+    waits for the first and reads its answer: the same word is the answer saved, another word
+    is refused (answers cannot change); one answer is stored either way."""
+    _postgresql_only()
+    hit = on_mturk.hits.select_related("prompt__item").order_by("id").first()
+    action = _answer_action(client, fake_mturk, hit, "AWORKER1")
+    key = right_key(hit)
+    first, outcomes, go = _answer_held_before_its_store(monkeypatch, action, key)
+    second_key = key if again == "same key" else 3 - key
+    second = in_thread(lambda: Client().post(action, {"key": second_key}), outcomes)
+    _done_or_waiting_for_a_lock(second)
+    go.set()
+    first.join(30)
+    second.join(30)
+
+    stored = HumanAnswer.objects.get(annotator__worker_id="AWORKER1")
+    assert stored.word == (hit.prompt.positive_word if key == 1 else hit.prompt.negative_word)
+    statuses = sorted(response.status_code for response in outcomes)
+    if again == "same key":
+        assert statuses == [200, 200], outcomes
+        saved = f'id="saved">Saved: you answered “{stored.word}”'
+        assert all(saved in r.content.decode() for r in outcomes), outcomes
+    else:
+        assert statuses == [200, 409], outcomes
+        (refused,) = [r for r in outcomes if r.status_code == 409]
+        assert "answers cannot change" in refused.content.decode()
