@@ -30,7 +30,6 @@ from annotate.selectors.results import (
     CONFIRMED_PLATFORM_STATUSES,
     blocked_annotator_ids,
     counted_assignment_q,
-    counted_human_answer_q,
     human_answer_counted_any_kind_q,
 )
 from annotate.selectors.work import system_label
@@ -382,23 +381,18 @@ def worker_unreviewed_count(*, annotator_id: int) -> int:
 
 
 def crowd_paid_work_q() -> Q:
-    """The assignments paid as Table 4's crowd cost counts them: the counted work
-    (annotate.selectors.results), the approved work of workers blocked since, paid before
-    the block, and approved work that holds no slot (is_late: a worker's work an unblock
-    found its task filled for, review.worker_unblock), paid all the same."""
-    return (
-        counted_assignment_q()
-        | _paid_before_block()
-        | Q(status=AssignmentStatus.APPROVED, is_late=True)
-    )
+    """The assignments their platform (a self-hosted link's recruiting site) paid or will pay:
+    the publication page's "Spent so far" (publication_spending) and Table 4's crowd cost, one
+    rule for both (_spent_q: the counted work, approved work of workers blocked since, a blocked
+    worker's confirmed work waiting for review, work rejected here only; _late_paid_q: late work
+    the platform confirmed, or a link's participant was handed the code for)."""
+    return _spent_q(counted_assignment_q()) | _late_paid_q()
 
 
 def crowd_paid_human_answer_q() -> Q:
-    """A human study's answers paid, by crowd_paid_work_q's rule: the counted answers
-    (counted_human_answer_q: submitted or approved, the worker not blocked, confirmed by the
-    platform unless it came through a self-hosted link), and the approved answers of workers
-    blocked since."""
-    return counted_human_answer_q() | _paid_before_block()
+    """A human study's answers paid or to be paid, by crowd_paid_work_q's rule (an answer is
+    never late), whatever kind its worker counts as in results."""
+    return _spent_q(human_answer_counted_any_kind_q())
 
 
 def _paid_before_block() -> Q:
@@ -506,14 +500,14 @@ def publication_spending(*, publication: Publication) -> Spending:
     if publication.batch_id is None:
         by = ("status", "platform_record__status")
         answers = HumanAnswer.objects.filter(
-            _spent_q(human_answer_counted_any_kind_q()),
+            crowd_paid_human_answer_q(),
             study_id=publication.human_study_id,
             annotator__platform=publication.platform,
         ).order_by()
         return _spending(answers, crowd_paid_per_human_answer(answers, by=by), by=by)
     by = ("status", "platform_record__status", "is_late", "annotator_id")
     work = Assignment.objects.filter(
-        _spent_q(counted_assignment_q()) | _late_paid_q(),
+        crowd_paid_work_q(),
         task__batch_id=publication.batch_id,
         annotator__platform=publication.platform,
     ).order_by()

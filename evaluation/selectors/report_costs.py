@@ -1,13 +1,15 @@
 """Cost and time of each label source of a benchmark (paper Table 4), from what was recorded.
 
 - Expert: hours on task (the assignments' active time) × the hourly rate.
-- Crowd: what each counted assignment was paid, the platform's fee included: the reward of the
-  publication it came through and its fee (annotate.crowd.selectors.crowd_paid_per_assignment;
-  MTurk's schedule at the rate of the assignment's HIT's MaxAssignments, 20% or 40% on HITs of
-  10 or more, at least $0.01, or the flat rate the publication stored; no fee for a self-hosted
-  link), else the project's reward and today's fee, and the bonuses paid on it (20%, at least
-  $0.01, or the flat rate). An approved assignment of a worker blocked afterwards counts nowhere
-  but was paid: its pay stays in the cost (the paper's cost is what was paid on the platform).
+- Crowd: what the platform paid or will pay for the benchmark's work, by the publication
+  page's "Spent so far" rule (annotate.crowd.selectors.crowd_paid_work_q): the counted work,
+  and work counted nowhere that was paid all the same (a blocked worker's approved work, late
+  work the platform approved, work rejected here that it approved: the paper's cost is what
+  was paid on the platform). Each is priced at the reward and fee of the publication it came
+  through (annotate.crowd.selectors.crowd_paid_per_assignment; MTurk's schedule at the rate of
+  the assignment's HIT's MaxAssignments, 20% or 40% on HITs of 10 or more, at least $0.01, or
+  the flat rate the publication stored; no fee for a self-hosted link), else the project's
+  reward and today's fee, and the bonuses paid on it (20%, at least $0.01, or the flat rate).
 - LLM judge: the cost of the engine calls that gave its labels as they stand (tokens × the
   endpoint's prices, as the engine priced each call; failed and retried calls included): per
   response, the calls of the latest run that finished it. A second run over the same responses
@@ -45,7 +47,6 @@ from annotate.engine.models import EngineCall, EngineRun
 from annotate.models import AnnotatorKind, Assignment, Benchmark, Response
 from annotate.selectors.annotator_kinds import annotators_counted
 from annotate.selectors.results import (
-    blocked_annotator_ids,
     counted_assignments,
 )
 from evaluation.models import ConversationStatus, JudgeConversation, JudgeRun
@@ -109,20 +110,19 @@ def _counted_work_by_annotator(benchmark: Benchmark) -> list[dict]:
 def _assignment_costs(benchmark: Benchmark) -> dict[str, dict[str, SourceCost]]:
     """Experts by the hour (each, and their majority), crowd workers per paid assignment."""
     rows = _counted_work_by_annotator(benchmark)
-    blocked = set(blocked_annotator_ids().values_list("annotator_id", flat=True))
-    kinds = annotators_counted(
-        benchmark_id=benchmark.pk, annotator_ids={row["annotator_id"] for row in rows} | blocked
-    )
-    # What the crowd was paid, per worker and subset: one query (an id list of a few thousand
-    # at most; past that, every counted assignment is read and the kind checked here). Paid:
-    # the counted work, and the approved work of workers blocked since.
-    crowd_ids = sorted(pk for pk, kind in kinds.items() if kind == AnnotatorKind.CROWD)
+    # What the crowd was paid, per worker and subset, by the publication page's rule (what the
+    # platform paid or will pay, crowd_paid_work_q): the counted work, and work counted nowhere
+    # that was paid all the same (a blocked worker's, late work the platform approved, work
+    # rejected here that it auto-approved). Priced once per worker of any kind (an in-house
+    # expert's has no publication: priced, then left out below by their kind).
     work = Assignment.objects.filter(
         crowd_paid_work_q(), task__instruction__benchmark=benchmark
     ).order_by()
-    if len(crowd_ids) <= 5000:
-        work = work.filter(annotator_id__in=crowd_ids or [0])  # never empty: always one query
     paid = crowd_paid_per_assignment(work, by=("annotator_id", "task__instruction__subset"))
+    kinds = annotators_counted(
+        benchmark_id=benchmark.pk,
+        annotator_ids={row["annotator_id"] for row in rows} | {key[0] for key in paid},
+    )
     experts: dict[str, dict[str, _Work]] = {subset: {} for subset in SUBSETS}
     crowd: dict[str, _Work] = {subset: _Work() for subset in SUBSETS}
     for row in rows:
@@ -132,11 +132,10 @@ def _assignment_costs(benchmark: Benchmark) -> dict[str, dict[str, SourceCost]]:
                 source = annotator_source(row["annotator_id"])
                 experts[subset].setdefault(source, _Work()).add(row)
             elif kind == AnnotatorKind.CROWD:
-                key = (row["annotator_id"], row["task__instruction__subset"])
-                crowd[subset].add(row, paid=paid.get(key, Decimal(0)))
+                crowd[subset].add(row)
     for (annotator_id, subset), amount in paid.items():
-        if annotator_id in blocked and kinds.get(annotator_id) == AnnotatorKind.CROWD:
-            for each in (subset, "overall"):  # paid, though none of it counts any more
+        if kinds.get(annotator_id) == AnnotatorKind.CROWD:
+            for each in (subset, "overall"):
                 crowd[each].paid += amount
     return {
         subset: {**_expert_costs(experts[subset]), **_crowd_cost(crowd[subset])}

@@ -303,6 +303,8 @@ def test_work_rejected_here_that_the_platform_approved_stays_in_what_was_spent(
     assert "submitted, not reviewed yet: 1 assignment, $1.20" in page
     assert 'id="spent-unless-rejected"' not in page  # paid already: no reject can stop it
     assert 'id="spent-total">$2.40<' in page
+    # Table 4's crowd cost is what the platform paid: it left the rejected work out ($1.20).
+    assert _table4_crowd_cost(publication.batch.project.benchmark) == Decimal("2.40")
 
 
 def test_table_4_rounds_the_crowd_cost_halves_up_as_the_publication_page_does(
@@ -417,7 +419,9 @@ def test_late_work_the_platform_confirmed_is_spent_on_a_line_of_its_own(
     assert "counts in no result" in line and "unless it is rejected there" in line
     assert "submitted, not reviewed yet: 1 assignment, $1.20" in page
     assert 'id="spent-total">$2.40<' in page
-    assert _table4_crowd_cost(project.benchmark) == Decimal("1.20")  # late work counts nowhere
+    # Late work counts in no result, but Table 4's cost is what the platform pays: with it
+    # ($1.20 left it out, while "Spent so far" said $2.40).
+    assert _table4_crowd_cost(project.benchmark) == Decimal("2.40")
 
     # The auto-approval delay ends: paid, still late work.
     fake_platform.assignment_approve(assignment_id=late_ids[0])
