@@ -413,6 +413,15 @@ def _reopen(
     """
     if existing.platform_assignment_id == assignment_id:
         return existing
+    if PlatformAssignment.objects.filter(assignment=existing).exists():
+        # The platform holds a hand-back of this claim's assignment (a sync linked it), though
+        # nothing was submitted here: moved to another id, the claim would keep that record's
+        # confirmation for work stored under an id the platform never issued (counted, then
+        # unlinked and dropped by the next sync, or never, once the HIT is no longer listed).
+        raise ConflictError(
+            "This task was already handed back to the platform under your earlier assignment: "
+            "it cannot be opened under another one. Please return this HIT."
+        )
     if existing.status == AssignmentStatus.CLAIMED and existing.pk in browser_claims:
         return existing
     if existing.status == AssignmentStatus.CLAIMED:

@@ -1112,3 +1112,25 @@ def test_an_addresss_claiming_requests_take_turns(client, live, fake_mturk, sett
     cache.delete(turn)  # its turn over
     assert _open(client, fake_mturk, first, "FAKE1", "FORGED1").status_code == 302
     assert cache.get(turn) is None  # each request gives its turn back
+
+
+def test_a_claim_handed_back_unworked_is_not_moved_to_an_invented_assignment_id(
+    client, live, fake_mturk
+):
+    """W accepts A1, opens our page and hands A1 back to MTurk without working here; a sync
+    links A1's record to the claim. Opened again from the same browser under an id MTurk never
+    issued, the claim moved to it and kept A1's confirmation: its work counted under the
+    invented id until a later sync unlinked it (or never, once the HIT was no longer listed)."""
+    first, _ = _hits(live)
+    a1 = fake_mturk.api.worker_accept(first.hit_id, "AW1")
+    assert _open(client, fake_mturk, first, "AW1", a1).status_code == 302
+    _hand_back(fake_mturk, a1, expect=200)
+    _sync(live)
+    claim = Assignment.objects.get(annotator__worker_id="AW1")
+    assert claim.platform_record.platform_assignment_id == a1
+
+    refused = _open(client, fake_mturk, first, "AW1", "INVENTED-ID")
+    assert refused.status_code == 409
+    assert "already handed back to the platform" in refused.text
+    claim.refresh_from_db()
+    assert claim.platform_assignment_id == a1
