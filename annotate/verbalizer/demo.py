@@ -63,7 +63,9 @@ def _datasets_and_set() -> EvaluationSet:
     ).evaluation_set  # fmt: skip
 
 
-def _fake_run(evaluation_set: EvaluationSet, system: str, endpoint: str, model: str, size: int):
+def _fake_run(
+    evaluation_set: EvaluationSet, system: str, endpoint: str, model: str, size: int
+) -> None:
     if SystemRun.objects.filter(evaluation_set=evaluation_set, system__name=system).exists():
         return
     if not Endpoint.objects.filter(name=endpoint).exists():
