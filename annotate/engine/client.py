@@ -516,9 +516,78 @@ def _word_choice(text: str) -> str:
     the form "The answer is <word>." when the prompt asks for that."""
     first, second = _WORD_CHOICE.search(text).groups()
     word = second if hashlib.sha256(text.encode("utf-8")).digest()[0] % 3 == 0 else first
-    if '"The answer is"' in text:
+    return _word_reply(text, word)
+
+
+def _word_reply(text: str, word: str) -> str:
+    if _asks_chain_of_thought(text):
         return f"Let me think step by step. The text decides it. The answer is {word}."
     return word
+
+
+def _asks_chain_of_thought(text: str) -> bool:
+    return '"The answer is"' in text
+
+
+# A request key only the offline fake reads: what a protocol tells the simulated model it would
+# know if it read the text, so that a fake's accuracy means something. `endpoint_request_body`
+# drops it for an endpoint with an address, so no server ever sees it. The verbalizer sends
+# {"expected": the word the golden label asks for, "group": natural | neutral | unnatural,
+# "item": what identifies the classified text across mappings and modes}.
+FAKE_HINT = "fake_hint"
+_MODEL_SIZE = re.compile(r"(\d+(?:\.\d+)?)b\b", re.IGNORECASE)
+
+
+def fake_model_skill(model: str) -> float:
+    """Return how often (0.1 to 0.9) the offline fake called `model` follows label words that
+    contradict its priors: from the size its name states ("fake-70b": 70 billion parameters),
+    0.15 + 0.25 * log10(billions) give or take 0.05 fixed by the name, since larger models
+    follow flipped labels better (Li et al. 2023, Figure 2); without a size, fixed by the name."""
+    if match := _MODEL_SIZE.search(model):
+        billions = max(float(match.group(1)), 0.01)
+        skill = 0.15 + 0.25 * math.log10(billions) + (_fraction("skill", model) - 0.5) / 10
+        return min(0.9, max(0.1, skill))
+    return 0.1 + 0.8 * _fraction("skill", model)
+
+
+def _fraction(purpose: str, key: str) -> float:
+    """A number in [0, 1), the same every time for the same purpose and key."""
+    digest = hashlib.sha256(f"{purpose}|{key}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def _classification_reply(text: str, model: str, hint: Mapping[str, Any]) -> str | None:
+    """Answer a two-word classification prompt as a model of `fake_model_skill`; None when the
+    hint does not fit the prompt (its word is not one of the two quoted).
+
+    The model reads an item right with probability 0.75 + 0.2 * skill, whatever the mapping.
+    Natural label words: it answers what it read. Unnatural (flipped): it follows the
+    instruction with probability skill (+0.1 when asked to think step by step), else answers by
+    its priors, the other word. Neutral: it follows with probability (1 + skill) / 2, else picks
+    one of the two words at random. How hard an item is to read and a prompt to follow is fixed
+    per item and prompt, the same for every model, so a more skilled model reads and follows
+    wherever a less skilled one does, as with real models (hard items are hard for all).
+    """
+    words = _WORD_CHOICE.search(text).groups()
+    expected, group = hint.get("expected"), hint.get("group")
+    if expected not in words or group not in ("natural", "neutral", "unnatural"):
+        return None
+    other = words[1] if expected == words[0] else words[0]
+    skill = fake_model_skill(model)
+    reads_right = _fraction("read", str(hint.get("item", text))) < 0.75 + 0.2 * skill
+    read, misread = (expected, other) if reads_right else (other, expected)
+    follow = {
+        "natural": 1.0,
+        "neutral": (1 + skill) / 2,
+        "unnatural": skill + (0.1 if _asks_chain_of_thought(text) else 0.0),
+    }[group]
+    if _fraction("follow", text) < follow:
+        word = read
+    elif group == "unnatural":
+        word = misread
+    else:
+        word = words[0] if _fraction("guess", f"{model}|{text}") < 0.5 else words[1]
+    return _word_reply(text, word)
 
 
 _RATING_CHOICE = "one of the two ratings: good, or bad"  # KIWI's rating judge (appendix A.5)
@@ -588,7 +657,10 @@ def _is_yes_no_question(text: str) -> bool:
 class FakeTransport:
     """A deterministic offline model for the demo and tests: no network, no money.
 
-    KIWI's answer prompts get the revision fake's answers (the previous answer kept, with the
+    A two-word classification prompt sent with a FAKE_HINT (the verbalizer's) is answered as a
+    model of its own skill would (`fake_model_skill`: from the request's model name), so two
+    fake models differ and both stay the same from run to run. KIWI's answer prompts get the
+    revision fake's answers (the previous answer kept, with the
     instruction it was revised for); judge-style prompts (numbered "Questions:", or a YES/NO
     question) get YES or NO, about four in five YES, fixed per text; KIWI's rating judge gets
     good or bad (about three in five good) and its classifiers one of the categories their
@@ -604,7 +676,9 @@ class FakeTransport:
     def send(self, body: Mapping[str, Any], on_text: TextCallback | None = None) -> ChatReply:
         messages = body.get("messages") or []
         last = (messages[-1].get("content") if messages else "") or ""
-        if (kiwi := _kiwi_reply(last)) is not None:
+        if (classified := self._classified(body, last)) is not None:
+            text = classified
+        elif (kiwi := _kiwi_reply(last)) is not None:
             text = kiwi
         elif "\nQuestions:\n" in last:
             count = len(_NUMBERED_QUESTION.findall(last.split("\nQuestions:\n", 1)[1]))
@@ -639,6 +713,14 @@ class FakeTransport:
         texts = body.get("input") or []
         texts = [texts] if isinstance(texts, str) else list(texts)
         return EmbeddingReply([fake_embedding(t) for t in texts], estimate_input_tokens(texts))
+
+    @staticmethod
+    def _classified(body: Mapping[str, Any], prompt: str) -> str | None:
+        """The simulated model's answer to a two-word prompt sent with a FAKE_HINT, else None."""
+        hint = body.get(FAKE_HINT)
+        if not isinstance(hint, Mapping) or not _WORD_CHOICE.search(prompt):
+            return None
+        return _classification_reply(prompt, str(body.get("model") or ""), hint)
 
     @staticmethod
     def _generate(prompt: str) -> str:

@@ -1,8 +1,10 @@
 """Demo data for verbalizer manipulation, so every figure shows numbers on a fresh machine.
 
 Two small datasets of our own (fixtures/verbalizer/), one set over all twelve mappings in both
-modes, a run of the engine's offline fake model, and answers of three demo readers to the
-golden and flipped-golden prompts. Safe to run again: each piece is made once.
+modes, runs of two of the engine's offline fake models (a small one that mostly falls back to
+its priors under flipped labels, a large one that mostly follows them: the fake's skill comes
+from the size in the model's name), and answers of three demo readers to the golden and
+flipped-golden prompts. Safe to run again: each piece is made once.
 """
 
 from __future__ import annotations
@@ -34,8 +36,12 @@ DATASETS = (
     ("Demo entailment", "demo_entailment.jsonl", ("entailment", "not entailment"), "entailment"),
 )
 SET_NAME = "Demo verbalizer set"
-ENDPOINT = "demo-fake-verbalizer"  # its own: the limits are raised so the demo loads fast
-SYSTEM = "demo-fake-model"
+# (system, its endpoint, the endpoint's model, size in billions). Endpoints of their own: the
+# limits are raised so the demo loads fast.
+SYSTEMS = (
+    ("demo-fake-1b", "demo-fake-verbalizer-1b", "fake-1b", 1),
+    ("demo-fake-70b", "demo-fake-verbalizer-70b", "fake-70b", 70),
+)
 STUDY = "Demo readers: golden vs flipped golden"
 READERS = ("Demo reader 1", "Demo reader 2", "Demo reader 3")
 
@@ -57,16 +63,18 @@ def _datasets_and_set() -> EvaluationSet:
     ).evaluation_set  # fmt: skip
 
 
-def _fake_run(evaluation_set: EvaluationSet) -> None:
-    if SystemRun.objects.filter(evaluation_set=evaluation_set, system__name=SYSTEM).exists():
+def _fake_run(
+    evaluation_set: EvaluationSet, system: str, endpoint: str, model: str, size: int
+) -> None:
+    if SystemRun.objects.filter(evaluation_set=evaluation_set, system__name=system).exists():
         return
-    if not Endpoint.objects.filter(name=ENDPOINT).exists():
+    if not Endpoint.objects.filter(name=endpoint).exists():
         endpoint_create(
-            name=ENDPOINT, model="fake", base_url="", api_key_env="", requests_per_minute=60_000,
+            name=endpoint, model=model, base_url="", api_key_env="", requests_per_minute=60_000,
             tokens_per_minute=10_000_000,
         )  # fmt: skip
     system_run = verbalizer_run_create(
-        evaluation_set=evaluation_set, system=SYSTEM, endpoint=ENDPOINT, model_size_b=1
+        evaluation_set=evaluation_set, system=system, endpoint=endpoint, model_size_b=size
     )
     verbalizer_run_execute(system_run=system_run)
 
@@ -106,10 +114,11 @@ def _readers(evaluation_set: EvaluationSet) -> None:
 def demo_verbalizer_create() -> str:
     """Create every demo piece that is missing; return a one-line summary."""
     evaluation_set = _datasets_and_set()
-    _fake_run(evaluation_set)
+    for system in SYSTEMS:
+        _fake_run(evaluation_set, *system)
     _readers(evaluation_set)
     return (
         f"Verbalizer demo: set '{SET_NAME}' with {evaluation_set.prompts.count()} prompts, "
-        f"a fake-model run and {HumanAnswer.objects.filter(study__name=STUDY).count()} answers "
-        "of demo readers."
+        f"runs of the fake models {' and '.join(s[0] for s in SYSTEMS)} and "
+        f"{HumanAnswer.objects.filter(study__name=STUDY).count()} answers of demo readers."
     )

@@ -8,11 +8,14 @@ reply is stored raw in ModelAnswer; parsing happens when the report is computed.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from django.urls import reverse
 from django.utils import timezone
 
 from annotate.engine.bulk import rows_insert
-from annotate.engine.client import estimate_prompt_tokens
+from annotate.engine.client import FAKE_HINT, estimate_prompt_tokens
 from annotate.engine.protocols import UnitEstimate, UnitFailed
 from annotate.verbalizer.models import ModelAnswer, Prompt, SystemRun
 
@@ -25,8 +28,13 @@ def _prompt_id(key: str) -> int:
     return int(key.split(":")[2][1:])
 
 
-def _messages(text: str) -> list[dict[str, str]]:
-    return [{"role": "user", "content": text}]
+@dataclass(frozen=True)
+class _Work:
+    """One prompt's messages, and what the offline fake is told about its answer (the engine
+    sends that to the fake only: annotate.engine.client.FAKE_HINT)."""
+
+    messages: list[dict[str, str]]
+    fake_hint: dict[str, Any]
 
 
 class VerbalizerProtocol:
@@ -86,18 +94,26 @@ class VerbalizerProtocol:
         done = {unit_key(system_run.system_id, p, v) for p, v in answered}
         return done.intersection(keys)
 
-    def load(self, run, keys) -> dict[str, list[dict[str, str]]]:
-        texts = dict(
-            Prompt.objects.filter(pk__in=[_prompt_id(k) for k in keys]).values_list("pk", "text")
+    def load(self, run, keys) -> dict[str, _Work]:
+        rows = Prompt.objects.filter(pk__in=[_prompt_id(k) for k in keys]).values_list(
+            "pk", "text", "expected_word", "mapping__group", "item_id"
         )
-        return {key: _messages(texts[_prompt_id(key)]) for key in keys}
+        work = {
+            pk: _Work(
+                messages=[{"role": "user", "content": text}],
+                fake_hint={"expected": expected, "group": group, "item": item_id},
+            )
+            for pk, text, expected, group, item_id in rows
+        }
+        return {key: work[_prompt_id(key)] for key in keys}
 
     def estimate(self, run, key, work) -> UnitEstimate:
         """One call a prompt, its messages counted as the engine counts a sent request."""
-        return UnitEstimate(calls=1, prompt_tokens=estimate_prompt_tokens(work))
+        return UnitEstimate(calls=1, prompt_tokens=estimate_prompt_tokens(work.messages))
 
     def execute(self, run, key, ctx) -> str:
-        call = ctx.chat(ctx.work, purpose="verbalizer")
+        work = ctx.work
+        call = ctx.chat(work.messages, purpose="verbalizer", params={FAKE_HINT: work.fake_hint})
         if call.status == "refused":
             raise UnitFailed(f"the model refused to answer ({call.error or 'content filter'})")
         return call.reply

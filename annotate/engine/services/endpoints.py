@@ -11,7 +11,13 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.urls import reverse
 
-from annotate.engine.client import RequestBody, Transport, TransportOptions, transport_for
+from annotate.engine.client import (
+    FAKE_HINT,
+    RequestBody,
+    Transport,
+    TransportOptions,
+    transport_for,
+)
 from annotate.engine.errors import EndpointError, EndpointNameTakenError, EngineNotFoundError
 from annotate.engine.models import Endpoint
 from annotate.secrets import ApiKeyEnvError, api_key_env_validate
@@ -191,6 +197,7 @@ def endpoint_request_body(
     overrides any key; a value of None removes it (a protocol that must send exactly
     model, messages and temperature passes {"max_tokens": None}). An endpoint that streams
     adds "stream": true and "stream_options": {"include_usage": true} (usage in the last chunk).
+    A FAKE_HINT in `params` goes to the offline fake only: a server is never told the answer.
     """
     body = RequestBody(
         {
@@ -209,7 +216,7 @@ def endpoint_request_body(
     if endpoint.stream:
         body.update(stream=True, stream_options={"include_usage": True})
     for key, value in (params or {}).items():
-        if value is None:
+        if value is None or (key == FAKE_HINT and not endpoint.is_fake):
             body.pop(key, None)
         else:
             body[key] = value

@@ -35,6 +35,7 @@ def test_run_answers_every_prompt_at_temperature_0_and_resumes(stub, two_items, 
     assert "done: 4 of 4 prompts answered" in capsys.readouterr().out
     assert len(stub.requests) == 4
     assert {body["temperature"] for body in stub.requests} == {0}
+    assert all(set(body) == {"model", "messages", "temperature"} for body in stub.requests)
     assert stub.requests[0]["messages"][0]["content"].startswith('Answer "')
     answers = ModelAnswer.objects.select_related("prompt", "engine_call")
     assert all(a.reply == a.prompt.positive_word for a in answers)
@@ -266,6 +267,29 @@ def test_the_fake_made_as_the_readme_says_answers_as_a_paced_fake_does(two_items
     }
     assert len(replies["new"]) == 4 and replies["new"] == replies["paced"]
     assert SystemRun.objects.count() == 2
+
+
+def test_fake_models_answer_a_set_each_as_its_skill_has_it_the_same_every_time():
+    """The offline fake answered from the prompt alone: every fake model read the same."""
+    fill("SST-2", [True, False] * 6)
+    evaluation_set_create(
+        name="flipped", datasets=["SST-2"], items=12, seed=1, mappings="golden,flipped-golden"
+    )
+    systems = (("small", "fake-1b"), ("small-again", "fake-1b"), ("large", "fake-70b"))
+    for system, model in systems:
+        make_endpoint(name=system, model=model)
+        call_command("verbalizer_run", "--set", "flipped", "--system", system, "--endpoint", system)
+    replies = {
+        system: sorted(
+            ModelAnswer.objects.filter(system__name=system).values_list("prompt_id", "reply")
+        )
+        for system, _ in systems
+    }
+    assert len(replies["small"]) == 24
+    assert replies["small"] == replies["small-again"]
+    assert replies["small"] != replies["large"]
+    sent = EngineCall.objects.filter(purpose="verbalizer").first().request
+    assert set(sent["fake_hint"]) == {"expected", "group", "item"}
 
 
 def test_the_set_page_says_a_run_prepares_its_units_instead_of_0_of_0(
