@@ -659,8 +659,10 @@ def additions_overview(*, publication_id: int, now: datetime, user) -> Additions
     are counted, which an admin may settle by hand (asking the platform for those HITs'
     MaxAssignments, to compare)."""
     require_admin(user)
-    additions = HitExtension.objects.filter(hit__publication_id=publication_id).select_related(
-        "hit__publication", "settled_by"
+    additions = (
+        HitExtension.objects.filter(hit__publication_id=publication_id)
+        .select_related("hit__publication", "settled_by")
+        .order_by("hit_id", "created_at", "id")
     )
     shown = list(additions[:ADDITIONS_SHOWN])
     pending = [e for e in shown if e.status == HitExtensionStatus.PENDING]
