@@ -71,6 +71,16 @@ class GoldAnswerAdmin(admin.ModelAdmin):
 
 @admin.register(models.HitExtension)
 class HitExtensionAdmin(ReadOnlyAdmin):
-    list_display = ["hit", "count", "reward_usd", "status", "created_by", "created_at", "done_at"]
+    list_display = [
+        "hit",
+        "count",
+        "reward_usd",
+        "status",
+        "created_by",
+        "created_at",
+        "done_at",
+        "settled_by",
+        "settled_at",
+    ]
     list_filter = ["status"]
     search_fields = ["hit__hit_id", "unique_request_token", "error"]

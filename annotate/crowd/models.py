@@ -218,6 +218,9 @@ class HitExtensionStatus(models.TextChoices):
     PENDING = "pending", "Asked for, not confirmed yet"
     DONE = "done", "Added"
     FAILED = "failed", "Refused by the platform"
+    # Settled by an admin, after its token was forgotten and the HIT could not tell: never asked
+    # for again, and nothing counted.
+    NOT_MADE = "not_made", "Not made by the platform (settled by hand)"
 
 
 class HitExtension(models.Model):
@@ -239,7 +242,7 @@ class HitExtension(models.Model):
     )
     unique_request_token = models.CharField(max_length=64, unique=True)
     status = models.CharField(
-        max_length=7, choices=HitExtensionStatus.choices, default=HitExtensionStatus.PENDING
+        max_length=8, choices=HitExtensionStatus.choices, default=HitExtensionStatus.PENDING
     )
     error = models.TextField(blank=True)
     created_by = models.ForeignKey(
@@ -247,6 +250,16 @@ class HitExtension(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     done_at = models.DateTimeField(null=True, blank=True)
+    settled_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The admin who said, after comparing with the requester site, whether the "
+        "platform made it (empty: the platform's own answer settled it).",
+    )
+    settled_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["hit", "created_at"]
@@ -257,6 +270,10 @@ class HitExtension(models.Model):
             models.CheckConstraint(
                 condition=Q(status__in=HitExtensionStatus.values),
                 name="crowd_hitextension_status_valid",
+            ),
+            models.CheckConstraint(
+                condition=~Q(status=HitExtensionStatus.NOT_MADE) | Q(settled_at__isnull=False),
+                name="crowd_hitextension_not_made_settled",
             ),
         ]
 

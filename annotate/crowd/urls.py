@@ -31,6 +31,11 @@ urlpatterns = [
         views.replacements,
         name="replacements",
     ),
+    path(
+        "publications/<int:publication_id>/replacements/settle/",
+        views.replacement_settle,
+        name="replacement-settle",
+    ),
     path("publications/<int:publication_id>/review/sync/", views.review_sync, name="review-sync"),
     path("hits/<int:hit_pk>/demo-worker/", views.demo_worker_start, name="demo-worker"),
     path(

@@ -27,7 +27,6 @@ from annotate.crowd.fake import DEMO_WORKER, FakePlatform, demo_submit_base, sta
 from annotate.crowd.forms import PublishForm
 from annotate.crowd.models import (
     Hit,
-    HitExtension,
     HitStatus,
     PlatformCall,
     Publication,
@@ -334,12 +333,42 @@ def replacements(request: HttpRequest, publication_id: int) -> HttpResponse:
     plan = replacement_services.replacements_plan(
         publication_id=publication.pk, now=now, user=request.user
     )
-    history = HitExtension.objects.filter(hit__publication=publication).select_related("hit")
+    additions = replacement_services.additions_overview(
+        publication_id=publication.pk, now=now, user=request.user
+    )
     return render(
         request,
         "crowd/replacements.html",
-        {"publication": publication, "plan": plan, "history": history[:200]},
+        {"publication": publication, "plan": plan, "additions": additions},
     )
+
+
+# What an admin may say of an addition on the replacements page, and what it does.
+SETTLED = {
+    "made": "is counted as made: its assignments and cost, and the HIT's assignments here.",
+    "not_made": "is settled as not made: never asked for again, nothing counted.",
+}
+
+
+@admin_page
+@require_POST
+def replacement_settle(request: HttpRequest, publication_id: int) -> HttpResponse:
+    """Settle an addition the platform's HIT cannot tell about, as the admin found it on the
+    requester site: made (counted) or not made (never asked for again, nothing counted)."""
+    publication = selectors.publication_get(publication_id=publication_id)
+    outcome = request.POST.get("outcome", "")
+    if outcome not in SETTLED:
+        raise AnnotateError("Say whether the platform made the addition: made, or not_made.")
+    settled = replacement_services.hit_extension_settle(
+        publication_id=publication.pk,
+        extension_id=_positive_int(request.POST.get("extension"), "extension"),
+        made=outcome == "made",
+        now=timezone.now(),
+        user=request.user,
+    )
+    what = f"The addition of {settled.count} on HIT {settled.hit.hit_id}"
+    messages.success(request, f"{what} {SETTLED[outcome]}")
+    return redirect("crowd:replacements", publication.pk)
 
 
 @admin_page

@@ -122,6 +122,8 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     "crowd:review": (ADMINS, None),
     # An empty POST confirms no total: refused, as a message on the page.
     "crowd:replacements": (ADMINS, ADMIN_POST_REFUSED),
+    # An empty POST names no addition nor outcome: refused, as a message on the page.
+    "crowd:replacement-settle": (ADMIN_POST_ONLY, ADMIN_POST_REFUSED),
     # Admins: the sync runs and the review page says what changed (or why it could not).
     "crowd:review-sync": (ADMIN_POST_ONLY, ADMIN_POST_REFUSED),
     "crowd:assignment-action": (ADMIN_POST_ONLY, ADMIN_POST_REFUSED),

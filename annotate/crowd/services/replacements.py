@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 from django.db import transaction
@@ -385,22 +385,33 @@ def _ask(platform, extension: HitExtension, *, now: datetime) -> str:
 
 
 @transaction.atomic
-def _mark_done(extension: HitExtension, *, now: datetime) -> None:
+def _mark_done(extension: HitExtension, *, now: datetime, settled_by=None) -> bool:
     """Record a done addition: the HIT's MaxAssignments here grow by its count, once (an
-    addition marked done by another request already is left as it is)."""
+    addition marked done by another request already is left as it is). `settled_by`: the admin
+    who said the platform made it (hit_extension_settle). Return whether this call marked it."""
     hit = Hit.objects.select_for_update().get(pk=extension.hit_id)
+    settled = {"settled_by": settled_by, "settled_at": now} if settled_by is not None else {}
     pending = HitExtension.objects.filter(pk=extension.pk, status=HitExtensionStatus.PENDING)
-    marked = pending.update(status=HitExtensionStatus.DONE, done_at=now)
-    extension.status, extension.done_at = HitExtensionStatus.DONE, extension.done_at or now
+    marked = pending.update(status=HitExtensionStatus.DONE, done_at=now, **settled)
     if marked:
         hit.max_assignments += extension.count
         hit.save(update_fields=["max_assignments"])
+        for name, value in settled.items():
+            setattr(extension, name, value)
+    extension.status, extension.done_at = HitExtensionStatus.DONE, extension.done_at or now
+    return bool(marked)
 
 
 # MTurk remembers a UniqueRequestToken for 24 hours from its first use, which is after the
 # addition was stored: one stored less than this long ago (an hour spared for clocks) is asked
 # again with its token, a no-op on the platform when it was made.
 TOKEN_REMEMBERED = timedelta(hours=23)
+
+
+def _token_forgotten(extension: HitExtension, now: datetime) -> bool:
+    """Whether MTurk may have forgotten the addition's token by `now` (TOKEN_REMEMBERED): asked
+    again with it, it could add the assignments a second time."""
+    return extension.created_at <= now - TOKEN_REMEMBERED
 
 
 def _made_of(forgotten: list[HitExtension], rise: int) -> list[HitExtension] | None:
@@ -450,8 +461,8 @@ def _hit_pending_retried(
             added += extension.count
         return True
 
-    remembered = [e for e in extensions if e.created_at > now - TOKEN_REMEMBERED]
-    forgotten = [e for e in extensions if e.created_at <= now - TOKEN_REMEMBERED]
+    remembered = [e for e in extensions if not _token_forgotten(e, now)]
+    forgotten = [e for e in extensions if _token_forgotten(e, now)]
     for extension in remembered:
         if not ask(extension):
             return added, failed, True
@@ -465,7 +476,8 @@ def _hit_pending_retried(
             f"{hit_id}: MTurk's HIT has more assignments than recorded here, but not as many more "
             f"as any of the additions left pending ({counts}) add up to, so we cannot tell which "
             "it made: none is asked for again (it might be paid twice) nor counted. Compare the "
-            "HIT on the requester site with the additions on the replacements page."
+            "HIT on the requester site with the additions on the replacements page, and settle "
+            "each there: made, or not made."
         )
         return added, failed, False
     for extension in made:
@@ -480,14 +492,21 @@ def _hit_pending_retried(
 def _rise(platform, hit: Hit) -> int:
     """How far the platform's HIT has more assignments than ours (0 for a HIT it no longer
     shows: its additions are asked for, and refused)."""
+    theirs = _platform_max_assignments(platform, hit)
+    if theirs is None:
+        return 0
+    ours = Hit.objects.values_list("max_assignments", flat=True).get(pk=hit.pk)
+    return theirs - ours
+
+
+def _platform_max_assignments(platform, hit: Hit) -> int | None:
+    """The platform's MaxAssignments of the HIT; None when it no longer shows the HIT."""
     try:
-        info = platform.hit_get(hit_id=hit.hit_id)
+        return platform.hit_get(hit_id=hit.hit_id).max_assignments
     except TransientPlatformError:
         raise
     except CrowdPlatformError:
-        return 0
-    ours = Hit.objects.values_list("max_assignments", flat=True).get(pk=hit.pk)
-    return info.max_assignments - ours
+        return None
 
 
 def _pending_retried(
@@ -517,3 +536,158 @@ def _pending_retried(
         if stopped:
             return ReplacementResult(added, hits, reopened=0, failed=failed, stopped=True)
     return ReplacementResult(added=added, hits=hits, reopened=0, failed=failed)
+
+
+# --- Additions settled by hand ---------------------------------------------------------------
+
+
+def hit_extension_settle(
+    *, publication_id: int, extension_id: int, made: bool, now: datetime, user
+) -> HitExtension:
+    """Settle a pending addition as the admin found it on the requester site: made (counted as
+    a done addition is, _mark_done: its assignments, its cost, the HIT's MaxAssignments here)
+    or not made (HitExtensionStatus.NOT_MADE: never asked for again, nothing counted).
+
+    For the additions _made_of cannot tell about, which a request for replacements would
+    otherwise name on every press. Only an admin, only an addition still pending whose token
+    MTurk may have forgotten (a younger one is asked again with its token, safely), under the
+    publication's hold (_replacing) so that a request for replacements running meanwhile does
+    not count it too. "Made" is refused when the platform's HIT has no room for it."""
+    require_admin(user)
+    if not HitExtension.objects.filter(
+        pk=extension_id, hit__publication_id=publication_id
+    ).exists():
+        raise NotFoundError("No such addition on this publication.")
+    with _replacing(publication_id, now):
+        extension = HitExtension.objects.select_related("hit__publication").get(pk=extension_id)
+        _settle_check(extension, now=now)
+        if made:
+            platform = get_platform(extension.hit.publication.platform, user=user)
+            _made_check(platform, extension)
+            marked = _mark_done(extension, now=now, settled_by=user)
+        else:
+            marked = _mark_not_made(extension, now=now, settled_by=user)
+        if not marked:  # only a write that does not take the hold could get here
+            raise ConflictError("The addition was settled meanwhile: look at the page again.")
+    return extension
+
+
+def _mark_not_made(extension: HitExtension, *, now: datetime, settled_by) -> bool:
+    """Record that the platform did not make a pending addition; return whether this call did."""
+    pending = HitExtension.objects.filter(pk=extension.pk, status=HitExtensionStatus.PENDING)
+    settled = {"settled_by": settled_by, "settled_at": now}
+    if not pending.update(status=HitExtensionStatus.NOT_MADE, **settled):
+        return False
+    extension.status = HitExtensionStatus.NOT_MADE
+    extension.settled_by, extension.settled_at = settled_by, now
+    return True
+
+
+def _settle_check(extension: HitExtension, *, now: datetime) -> None:
+    """Refuse to settle an addition that is not pending, or whose token MTurk still keeps."""
+    what = f"The addition of {extension.count} on HIT {extension.hit.hit_id}"
+    if extension.status != HitExtensionStatus.PENDING:
+        raise ConflictError(
+            f"{what} is settled already ({extension.get_status_display()}): nothing to change."
+        )
+    if not _token_forgotten(extension, now):
+        until = extension.created_at + TOKEN_REMEMBERED
+        raise ConflictError(
+            f"{what} was asked for at {_utc(extension.created_at)}: MTurk keeps its token until "
+            f"about {_utc(until)}, so pressing Add on this page asks for it again safely (MTurk "
+            "does nothing if it made it). It can be settled by hand only after that."
+        )
+
+
+def _made_check(platform, extension: HitExtension) -> None:
+    """Refuse to count an addition the platform's HIT has no room for: MTurk's MaxAssignments
+    only grow, so a HIT that made it has at least ours and its count. (A HIT the platform no
+    longer shows cannot be compared: the admin's word stands.)"""
+    theirs = _platform_max_assignments(platform, extension.hit)
+    ours = Hit.objects.values_list("max_assignments", flat=True).get(pk=extension.hit_id)
+    if theirs is not None and theirs < ours + extension.count:
+        raise ConflictError(
+            f"HIT {extension.hit.hit_id} has {theirs} assignments on "
+            f"{platform_label(extension.hit.publication.platform)} and {ours} are counted here: "
+            f"it cannot have made this addition of {extension.count} as well "
+            f"({ours + extension.count}). Nothing is counted; if it did not make it, say so."
+        )
+
+
+def _utc(moment: datetime) -> str:
+    return f"{moment.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+
+
+def addition_cost(extension: HitExtension) -> Decimal:
+    """What an addition costs, the fee included: its assignments at the reward and fee it was
+    asked at, at its HIT's rate (which no addition changes: MTurk refuses to take a HIT of fewer
+    than 10 assignments to 10 or more)."""
+    return assignments_cost(
+        hits=[(extension.count, extension.hit.max_assignments)],
+        reward_usd=extension.reward_usd,
+        flat_rate=extension.fee_rate,
+    )
+
+
+@dataclass(frozen=True)
+class AdditionRow:
+    extension: HitExtension
+    cost_usd: Decimal  # addition_cost: counted once done, never otherwise
+    remembered_until: datetime | None  # pending, its token kept: asked again until about then
+    settle: bool  # pending, its token forgotten: an admin says whether the platform made it
+    platform_max_assignments: int | None = None  # to settle: the platform's MaxAssignments
+
+    @property
+    def counted_usd(self) -> Decimal:
+        done = self.extension.status == HitExtensionStatus.DONE
+        return self.cost_usd if done else Decimal("0.00")
+
+
+@dataclass(frozen=True)
+class Additions:
+    rows: list[AdditionRow]  # the publication's additions, HIT by HIT (the first SHOWN)
+    assignments: int  # assignments added: the done additions'
+    hits: int  # HITs they were added to
+    total_usd: Decimal  # what they cost, each addition_cost (nothing for any other status)
+
+
+ADDITIONS_SHOWN = 200
+
+
+def additions_overview(*, publication_id: int, now: datetime, user) -> Additions:
+    """The publication's additions as the replacements page lists them: what each cost, which
+    are counted, which an admin may settle by hand (asking the platform for those HITs'
+    MaxAssignments, to compare)."""
+    require_admin(user)
+    additions = (
+        HitExtension.objects.filter(hit__publication_id=publication_id)
+        .select_related("hit__publication", "settled_by")
+        .order_by("hit_id", "created_at", "id")
+    )
+    shown = list(additions[:ADDITIONS_SHOWN])
+    pending = [e for e in shown if e.status == HitExtensionStatus.PENDING]
+    to_settle = {e.pk for e in pending if _token_forgotten(e, now)}
+    theirs: dict[int, int | None] = {}
+    for extension in pending:
+        if extension.pk in to_settle and extension.hit_id not in theirs:
+            platform = get_platform(extension.hit.publication.platform, user=user)
+            theirs[extension.hit_id] = _platform_max_assignments(platform, extension.hit)
+    rows = [
+        AdditionRow(
+            extension=e,
+            cost_usd=addition_cost(e),
+            remembered_until=e.created_at + TOKEN_REMEMBERED
+            if e.status == HitExtensionStatus.PENDING and e.pk not in to_settle
+            else None,
+            settle=e.pk in to_settle,
+            platform_max_assignments=theirs.get(e.hit_id),
+        )
+        for e in shown
+    ]
+    done = list(additions.filter(status=HitExtensionStatus.DONE))
+    return Additions(
+        rows=rows,
+        assignments=sum(e.count for e in done),
+        hits=len({e.hit_id for e in done}),
+        total_usd=sum((addition_cost(e) for e in done), Decimal("0.00")),
+    )

@@ -666,3 +666,199 @@ def test_a_worker_who_accepted_the_hit_is_not_paid_for_again(
     )
     assert counted == {"AW0", "AW2", "AW9"}
     assert 'id="replacement-none"' in client.get(reverse("crowd:replacements", args=[live.pk])).text
+
+
+# --- Additions settled by hand -------------------------------------------------------------
+
+
+def _stuck(client, live, fake_mturk, admin_user):
+    """The case _made_of cannot tell: additions of 2 (never made) and 3 (made, its reply lost)
+    on the first HIT, 1 more added on the requester site (MTurk: 3 + 3 + 1 = 7), both tokens
+    forgotten two days later. Return the HIT, the older and newer additions and the plan."""
+    hit, plan = _two_pending_on_one_hit(
+        client, live, fake_mturk, admin_user, older=2, newer=3, by_hand=1
+    )
+    HitExtension.objects.update(created_at=timezone.now() - timedelta(days=2))
+    fake_mturk.forget_tokens()
+    older, newer = HitExtension.objects.filter(hit=hit).order_by("count")
+    return hit, older, newer, plan
+
+
+def _settle(live, extension, outcome, user, now=None):
+    return replacements.hit_extension_settle(
+        publication_id=live.pk,
+        extension_id=extension.pk,
+        made=outcome == "made",
+        now=now or timezone.now(),
+        user=user,
+    )
+
+
+@pytest.mark.parametrize(
+    ("outcome", "max_assignments", "counted", "counted_usd"),
+    [("made", 6, 3, Decimal("3.60")), ("not_made", 3, 0, Decimal("0.00"))],
+)
+def test_an_addition_the_hit_cannot_tell_about_is_settled_by_an_admin_and_never_asked_again(
+    client, live, fake_mturk, admin_user, outcome, max_assignments, counted, counted_usd
+):
+    """Made: counted as a done addition is (3 assignments at $1 and MTurk's 20 % on a HIT of 3,
+    the HIT's assignments here 3 + 3). Not made: nothing counted. Either way the next press
+    names it no more and asks MTurk for nothing."""
+    hit, older, newer, plan = _stuck(client, live, fake_mturk, admin_user)
+    before = replacements.additions_overview(
+        publication_id=live.pk, now=timezone.now(), user=admin_user
+    )
+    assert (before.assignments, before.total_usd) == (0, Decimal("0.00"))
+    assert [row.settle for row in before.rows] == [True, True]
+    asked = fake_mturk.state.calls.count("CreateAdditionalAssignmentsForHIT")
+    now = timezone.now()
+
+    settled = _settle(live, newer, outcome, admin_user, now=now)
+    _settle(live, older, "not_made", admin_user, now=now)
+
+    newer.refresh_from_db()
+    older.refresh_from_db()
+    hit.refresh_from_db()
+    expected = HitExtensionStatus.DONE if outcome == "made" else HitExtensionStatus.NOT_MADE
+    assert (settled.status, newer.status, older.status) == (
+        expected, expected, HitExtensionStatus.NOT_MADE
+    )  # fmt: skip
+    assert (newer.settled_by, newer.settled_at) == (admin_user, now)
+    assert (older.settled_by, older.settled_at, older.done_at) == (admin_user, now, None)
+    assert hit.max_assignments == max_assignments
+    after = replacements.additions_overview(
+        publication_id=live.pk, now=timezone.now(), user=admin_user
+    )
+    assert (after.assignments, after.hits, after.total_usd) == (
+        counted,
+        int(bool(counted)),
+        counted_usd,
+    )
+    assert [row.counted_usd for row in after.rows] == [Decimal("0.00"), counted_usd]
+    assert not any(row.settle for row in after.rows)
+    # Pressed again: nothing pending, MTurk's HIT offers what the task needs, nothing is asked.
+    with pytest.raises(PublishError, match="No task of this publication needs"):
+        replacements.replacements_create(
+            publication_id=live.pk, confirm_total=plan.total_usd, now=timezone.now(),
+            user=admin_user,
+        )  # fmt: skip
+    assert fake_mturk.state.calls.count("CreateAdditionalAssignmentsForHIT") == asked
+    hit.refresh_from_db()
+    assert hit.max_assignments == max_assignments
+
+
+def test_a_settled_addition_is_no_longer_named_by_the_next_press(
+    client, live, fake_mturk, admin_user
+):
+    hit, older, newer, plan = _stuck(client, live, fake_mturk, admin_user)
+    _settle(live, newer, "made", admin_user)  # MTurk 7, here 6: the older 2 still cannot be told
+    result = replacements.replacements_create(
+        publication_id=live.pk, confirm_total=plan.total_usd, now=timezone.now(), user=admin_user
+    )
+    [failed] = result.failed
+    assert "additions left pending (2) add up to" in failed and "settle each there" in failed
+    older.refresh_from_db()
+    assert older.status == HitExtensionStatus.PENDING
+
+
+def test_made_is_refused_when_the_hit_on_mturk_has_no_room_for_it(
+    client, live, fake_mturk, admin_user
+):
+    """MTurk's HIT has 7 assignments; 3 + 3 counted here once the newer is made: the older 2
+    would make 8, more than MTurk has, so it cannot have been made too."""
+    hit, older, newer, _ = _stuck(client, live, fake_mturk, admin_user)
+    _settle(live, newer, "made", admin_user)
+    with pytest.raises(ConflictError, match="has 7 assignments .* and 6 are counted here"):
+        _settle(live, older, "made", admin_user)
+    older.refresh_from_db()
+    hit.refresh_from_db()
+    assert (older.status, older.settled_at, hit.max_assignments) == (
+        HitExtensionStatus.PENDING, None, 6
+    )  # fmt: skip
+
+
+def test_an_addition_whose_token_mturk_still_keeps_is_not_settled_by_hand(
+    client, live, fake_mturk, admin_user
+):
+    """Younger than TOKEN_REMEMBERED, it is asked again with its token, which costs nothing if
+    MTurk made it: an admin's guess could only be wrong."""
+    hit, plan = _two_pending_on_one_hit(client, live, fake_mturk, admin_user, older=2, newer=3)
+    older = HitExtension.objects.get(hit=hit, count=2)
+    young = older.created_at + replacements.TOKEN_REMEMBERED - timedelta(seconds=1)
+    for outcome in ("made", "not_made"):
+        with pytest.raises(ConflictError, match="MTurk keeps its token until"):
+            _settle(live, older, outcome, admin_user, now=young)
+    older.refresh_from_db()
+    assert (older.status, older.settled_at) == (HitExtensionStatus.PENDING, None)
+    page = replacements.additions_overview(publication_id=live.pk, now=young, user=admin_user)
+    assert not any(row.settle for row in page.rows)
+    forgotten = older.created_at + replacements.TOKEN_REMEMBERED
+    assert _settle(live, older, "not_made", admin_user, now=forgotten).status == "not_made"
+
+
+def test_a_settle_waits_for_a_request_for_replacements_running_on_the_publication(
+    client, live, fake_mturk, admin_user
+):
+    """A retry running meanwhile could credit the same addition from MTurk's figures: the
+    settle takes the publication's hold as every request for replacements does."""
+    from annotate.crowd.models import Publication
+
+    hit, older, newer, _ = _stuck(client, live, fake_mturk, admin_user)
+    now = timezone.now()
+    running = now + timedelta(seconds=replacements.REPLACING_SECONDS)
+    Publication.objects.filter(pk=live.pk).update(replacing_until=running)
+    with pytest.raises(ConflictError, match="being asked for on this publication right now"):
+        _settle(live, newer, "made", admin_user, now=now)
+    newer.refresh_from_db()
+    hit.refresh_from_db()
+    assert (newer.status, hit.max_assignments) == (HitExtensionStatus.PENDING, 3)
+    _settle(live, newer, "made", admin_user, now=running + timedelta(seconds=1))
+    live.refresh_from_db()
+    assert live.replacing_until is None
+
+
+def test_a_settled_addition_is_settled_once(client, live, fake_mturk, admin_user):
+    hit, older, newer, _ = _stuck(client, live, fake_mturk, admin_user)
+    _settle(live, newer, "made", admin_user)
+    for outcome in ("made", "not_made"):
+        with pytest.raises(ConflictError, match="is settled already"):
+            _settle(live, newer, outcome, admin_user)
+    hit.refresh_from_db()
+    assert hit.max_assignments == 6
+
+
+def test_the_page_shows_what_each_choice_costs_and_only_admins_may_settle(
+    client, live, fake_mturk, admin_user, researcher
+):
+    hit, older, newer, _ = _stuck(client, live, fake_mturk, admin_user)
+    page_url = reverse("crowd:replacements", args=[live.pk])
+    settle_url = reverse("crowd:replacement-settle", args=[live.pk])
+    client.force_login(researcher)
+    refused = client.post(settle_url, {"extension": newer.pk, "outcome": "made"})
+    assert refused.status_code == 403
+    with pytest.raises(PermissionDeniedError):
+        _settle(live, newer, "not_made", researcher)
+    newer.refresh_from_db()
+    assert (newer.status, newer.settled_at) == (HitExtensionStatus.PENDING, None)
+
+    client.force_login(admin_user)
+    page = client.get(page_url).text
+    assert 'id="additions-counted"' in page and "<strong>$0.00</strong>" in page
+    # 3 assignments at $1.20 (MTurk's 20 % on a HIT of 3), 2 at $1.20; MTurk's HIT has 7.
+    assert "made it: count 3 assignments and $3.60" in page
+    assert "made it: count 2 assignments and $2.40" in page
+    assert "from 3 to 6" in page and "(it has 7 assignments; 3 are counted here)" in page
+    assert page.count('value="not_made"') == 2
+    done = client.post(
+        settle_url, {"extension": newer.pk, "outcome": "made"}, HTTP_REFERER=page_url
+    )
+    assert done.status_code == 302 and done["Location"] == page_url
+    after = client.get(page_url).text
+    assert "is counted as made" in after and "<strong>$3.60</strong>" in after
+    assert after.count('value="not_made"') == 1  # the older one is left to settle
+    bad = client.post(
+        settle_url, {"extension": older.pk, "outcome": "maybe"}, HTTP_REFERER=page_url, follow=True
+    )
+    assert "Say whether the platform made the addition" in bad.text
+    older.refresh_from_db()
+    assert older.status == HitExtensionStatus.PENDING
