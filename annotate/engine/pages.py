@@ -40,6 +40,7 @@ from annotate.engine.services import (
 )
 from annotate.engine.services.runs import (
     engine_run_check_key,
+    engine_run_check_may_start,
     engine_run_cost_confirmed,
     engine_run_may_control,
 )
@@ -120,6 +121,9 @@ def run_form_submit(
                 return RunFormOutcome(estimate=estimate())
             return RunFormOutcome(started=start())
         if ESTIMATE_BUTTON not in request.POST:  # a start it could only refuse asks nothing
+            # Who may spend first: a researcher is told the endpoint is an admin's, not which
+            # variable the server reads its key from.
+            engine_run_check_may_start(user=request.user, endpoint=chosen)
             engine_run_check_key(endpoint=chosen)
         now = estimate()
         field = form.add_prefix(CONFIRM_FIELD)

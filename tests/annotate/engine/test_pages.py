@@ -20,6 +20,7 @@ from tests.annotate.engine.conftest import (
     ENDPOINT_FORM,
     again_total,
     dollar_a_thousand,
+    endpoint_with_unset_key,
     make_endpoint,
     make_instructions,
 )
@@ -102,6 +103,22 @@ def test_researchers_cannot_spend_money_and_estimates_send_nothing(researcher_cl
     assert response.status_code == 403 and b"only an admin" in response.content
     assert "only an admin" in str(response.context["form"].errors["endpoint"])  # beside it
     assert not EngineRun.objects.exists() and stub.requests == []
+
+
+@pytest.mark.django_db
+def test_a_researcher_is_told_a_paid_endpoint_is_an_admins_before_its_missing_key(
+    researcher_client, monkeypatch
+):
+    """A paid endpoint whose key variable is unset: the researcher was told to set
+    OPENAI_API_KEY (the variable's name, and a chore that would only end in the refusal)."""
+    make_instructions(1)
+    paid = endpoint_with_unset_key(monkeypatch, name="paid-no-key")
+    form = {"endpoint": paid.pk, "benchmark": Benchmark.objects.get().pk, "system": "g",
+            "template": "generation_infobench_v1", "seed": "0", "start": "1"}  # fmt: skip
+    response = researcher_client.post(reverse("engine:generation-new"), form)
+    assert response.status_code == 403 and b"only an admin" in response.content
+    assert b"OPENAI_API_KEY" not in response.content
+    assert not EngineRun.objects.exists()
 
 
 @pytest.mark.django_db
