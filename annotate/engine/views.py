@@ -51,7 +51,7 @@ from annotate.engine.services.runs import (
     engine_run_may_control,
 )
 from annotate.errors import AnnotateError
-from annotate.http import error_page
+from annotate.http import error_page, rate_limited
 from annotate.roles import (
     ADMIN,
     ADMINS_ONLY,
@@ -60,6 +60,7 @@ from annotate.roles import (
     is_admin,
     require_role,
 )
+from annotate.throttling import MODEL_CALLS_SCOPE
 
 
 def _require_researcher(request: HttpRequest) -> None:
@@ -150,6 +151,12 @@ def _error_beside_its_field(form: EndpointForm, error: EngineError) -> None:
 
 @login_required
 @require_POST
+@rate_limited(  # a real call each time: on the user's model call rate (MODEL_CALL_RATE)
+    MODEL_CALLS_SCOPE,
+    what="model calls",
+    outcome="Nothing was sent.",
+    back=lambda endpoint_id: (reverse("engine:endpoint-edit", args=[endpoint_id]), "The endpoint"),
+)
 def endpoint_test_view(request: HttpRequest, endpoint_id: int) -> HttpResponse:
     """Make one tiny call (10 s timeout at most, no retries) and show its answer or error."""
     _require_admin(request)

@@ -70,6 +70,24 @@ def test_test_connection_shows_the_answer_or_the_exact_error(admin_client, stub)
     assert b"model llama does not exist" in page.content
 
 
+@pytest.mark.django_db
+def test_test_connection_counts_on_the_model_call_rate(admin_client, stub, worker_rates):
+    """Each test is a real call, perhaps a paid one: on the user's model call rate; past it 429
+    with Retry-After, nothing sent, and the way back to the endpoint."""
+    worker_rates(model_calls="1/hour")
+    endpoint = make_endpoint(stub.base_url)
+    stub.replies.extend(["ready", "ready"])
+    url = reverse("engine:endpoint-test", args=[endpoint.pk])
+    assert admin_client.post(url).status_code == 302
+    refused = admin_client.post(url)
+    assert refused.status_code == 429 and refused["Retry-After"] == "3600"
+    html = refused.content.decode()
+    assert "Too many model calls from your account (at most 1/hour)" in html
+    assert "Nothing was sent." in html
+    assert reverse("engine:endpoint-edit", args=[endpoint.pk]) in html
+    assert len(stub.requests) == 1
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_generation_started_from_the_page_runs_in_the_background(researcher_client):
     make_instructions(4)
