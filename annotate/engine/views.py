@@ -60,6 +60,7 @@ from annotate.roles import (
     is_admin,
     require_role,
 )
+from annotate.templatetags.money import usd
 from annotate.throttling import MODEL_CALLS_SCOPE
 
 
@@ -205,10 +206,14 @@ def run_progress(request: HttpRequest, engine_run_id: int) -> JsonResponse:
 
 
 def _page_progress(run, user) -> dict:
-    """The run's progress with `work_left`: whether Run again would do anything (read once the
-    run has ended; while it runs its form is hidden anyway), and `again_confirm`: the cost Run
-    again confirms on a paid endpoint (None: none to confirm, or `user` may not run it)."""
+    """The run's progress with `cost_shown` and `possibly_billed_shown` (the amounts as the
+    page prints them, the money filter's dollars and cents, for its script), `work_left`:
+    whether Run again would do anything (read once the run has ended; while it runs its form is
+    hidden anyway), and `again_confirm`: the cost Run again confirms on a paid endpoint (None:
+    none to confirm, or `user` may not run it)."""
     progress = engine_run_progress(run=run)
+    progress["cost_shown"] = usd(progress["cost_usd"])
+    progress["possibly_billed_shown"] = usd(progress["possibly_billed_usd"])
     progress["work_left"] = progress["active"] or engine_run_has_work_left(run=run)
     # What Run again confirms once its form shows (on a paid endpoint; the page's script puts it
     # on the button when the run ends while the page is open). Estimated only for who may press.
