@@ -6,7 +6,7 @@ import contextlib
 import functools
 import re
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from typing import TypeVar
 
 from csp.decorators import csp
@@ -28,7 +28,15 @@ from annotate.errors import (
     SubmissionError,
 )
 from annotate.services.files import csv_writer, upload_size_problem
-from annotate.throttling import UPLOADS_SCOPE, figure_rate_check, page_rate_check
+from annotate.throttling import (
+    ANNOTATOR_WORK_SCOPE,
+    ANNOTATOR_WORK_WHAT,
+    EXPORTS_SCOPE,
+    EXPORTS_WHAT,
+    UPLOADS_SCOPE,
+    figure_rate_check,
+    page_rate_check,
+)
 
 T = TypeVar("T")
 
@@ -198,6 +206,57 @@ def uploads_limited(view: Callable[..., HttpResponse]) -> Callable[..., HttpResp
         return view(request, *args, **kwargs)
 
     return wrapper
+
+
+def rate_limited(
+    scope: str,
+    *,
+    what: str,
+    outcome: str = "",
+    methods: Collection[str] = ("POST",),
+    back: Callable[..., tuple[str, str]] | None = None,
+) -> Callable[[Callable[..., HttpResponse]], Callable[..., HttpResponse]]:
+    """Count each request of `methods` to a page against the rate of `scope` (per user when
+    logged in, else per address: `page_rate_check`); over it the error page with 429 and
+    Retry-After, and the view is not run. `back(**url_kwargs)` is the way back, (url, label).
+
+    Put it under `login_required`, so a logged-in user is counted as themselves."""
+
+    def decorate(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+        @functools.wraps(view)
+        def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+            if request.method in methods:
+                try:
+                    page_rate_check(request, scope=scope, what=what, outcome=outcome)
+                except RateLimitedError as error:
+                    return error_page(request, error, back=back(**kwargs) if back else None)
+            return view(request, *args, **kwargs)
+
+        return wrapper
+
+    return decorate
+
+
+def work_limited(
+    *,
+    outcome: str,
+    back: Callable[..., tuple[str, str]],
+    methods: Collection[str] = ("POST",),
+) -> Callable[[Callable[..., HttpResponse]], Callable[..., HttpResponse]]:
+    """The annotator's work from a page (a claim, a submit, an answer, a session's action):
+    counted per user on the API's counter for the same work (scope "annotator-work",
+    API_RATE_ANNOTATOR_WORK)."""
+    return rate_limited(
+        ANNOTATOR_WORK_SCOPE, what=ANNOTATOR_WORK_WHAT, outcome=outcome, methods=methods, back=back
+    )
+
+
+def exports_limited(
+    back: Callable[..., tuple[str, str]],
+) -> Callable[[Callable[..., HttpResponse]], Callable[..., HttpResponse]]:
+    """A download of every label or answer of a project, study or set: counted with the report
+    exports, per user (scope "exports", EXPORT_RATE)."""
+    return rate_limited(EXPORTS_SCOPE, what=EXPORTS_WHAT, methods=("GET",), back=back)
 
 
 def csp_replace_on(response: HttpResponse, directives: dict[str, list[str]]) -> HttpResponse:

@@ -10,8 +10,13 @@ Pages are limited with `page_rate_check` and the same counters, per user when lo
 address: the crowd worker pages, which have no login (scope "crowd-pages" on every worker page,
 and "crowd-starts" on a self-hosted link's start, which makes a participant and claims a task;
 their open claims per address are bounded apart, annotate.crowd.services.addresses),
-the upload forms (scope "uploads", annotate.http.uploads_limited), and making an API token
-(scope "api-tokens", the API tokens page).
+the upload forms (scope "uploads", annotate.http.uploads_limited), making an API token
+(scope "api-tokens", the API tokens page), and through annotate.http.rate_limited: the
+annotator's work pages (a task's claim, submit and return, a verbalizer answer and its change,
+every revision session and re-rating action) on the API's "annotator-work" counter, an
+endpoint's test call on "model-calls", and the downloads of every label or answer of a project,
+set or study on "exports" (annotate.http.exports_limited). The audit of every way in:
+docs/rate-limits.md.
 
 Two kinds of action are limited per user with `user_rate_limited`, which reads the user's window
 before the action and counts the action only once it was accepted, so a request refused for its
@@ -60,6 +65,9 @@ MODEL_CALLS_SCOPE = "model-calls"
 RUN_STARTS_SCOPE = "run-starts"
 EXPORTS_SCOPE = "exports"
 FIGURES_SCOPE = "figures"
+# The refusal's words for what scopes "exports" and "annotator-work" count.
+EXPORTS_WHAT = "report exports and label downloads"
+ANNOTATOR_WORK_WHAT = "work requests"
 
 
 class _RatesFromSettings:
@@ -159,15 +167,17 @@ def client_address(request) -> str:
     return PageRateThrottle(CROWD_PAGES_SCOPE).get_ident(request)
 
 
-def page_rate_check(request, *, scope: str, what: str | None = None) -> None:
+def page_rate_check(request, *, scope: str, what: str | None = None, outcome: str = "") -> None:
     """Count a page request of `scope` (per user, or address); raise RateLimitedError over it
-    (naming `what` was counted and the rate, when `what` is given)."""
+    (naming `what` was counted and the rate, when `what` is given, and `outcome`: what the
+    refusal left undone)."""
     throttle = PageRateThrottle(scope)
     if not throttle.allow_request(request, None):
         named = {"what": what, "rate": throttle.rate} if what else {}
         raise RateLimitedError(
             retry_after=max(1, round(throttle.wait() or 1)),
             per_user=request.user.is_authenticated,
+            outcome=outcome,
             **named,
         )
 

@@ -17,7 +17,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from annotate.errors import NotFoundError, NoWorkError, ProjectSetupError, SubmissionError
 from annotate.forms import BatchForm, ProjectForm
-from annotate.http import csv_download, page_errors
+from annotate.http import csv_download, exports_limited, page_errors, work_limited
 from annotate.models import Annotator, Project
 from annotate.roles import (
     ADMIN,
@@ -33,6 +33,10 @@ from annotate.services import projects as project_services
 from annotate.services.submissions import Outcome, assignment_submit
 
 RESERVED_FIELDS = {"csrfmiddlewaretoken", "active_seconds"}
+
+
+def _back_to_task(*, assignment_id: int) -> tuple[str, str]:
+    return reverse("work:assignment", args=[assignment_id]), "Back to the task"
 
 
 def _annotator(request: HttpRequest) -> Annotator:
@@ -59,6 +63,11 @@ def dashboard(request: HttpRequest) -> HttpResponse:
 @never_cache
 @login_required
 @require_http_methods(["GET", "POST"])
+@work_limited(  # a GET with the submit's token claims too
+    outcome="No task was claimed.",
+    methods=("GET", "POST"),
+    back=lambda **_: (reverse("work:dashboard"), "Your tasks"),
+)
 @page_errors
 def start_next(request: HttpRequest, project_id: int) -> HttpResponse:
     """Claim the annotator's next task of the project (or give back their live claim).
@@ -120,6 +129,7 @@ def _next_token_valid(request: HttpRequest, project_id: int) -> bool:
 
 @never_cache
 @login_required
+@work_limited(outcome="Nothing was submitted.", back=_back_to_task)
 @page_errors
 def assignment_page(request: HttpRequest, assignment_id: int) -> HttpResponse:
     if request.method == "POST":
@@ -213,6 +223,7 @@ def _task_page_with_error(
 
 @login_required
 @require_POST
+@work_limited(outcome="The task was not returned.", back=_back_to_task)
 @page_errors
 def assignment_return(request: HttpRequest, assignment_id: int) -> HttpResponse:
     assignment = work_selectors.assignment_get_for_annotator(
@@ -302,6 +313,9 @@ def batch_create(request: HttpRequest, project_id: int) -> HttpResponse:
 
 
 @login_required
+@exports_limited(
+    back=lambda project_id: (reverse("work:project-detail", args=[project_id]), "The project")
+)
 @page_errors
 def labels_csv(request: HttpRequest, project_id: int) -> StreamingHttpResponse:
     project = work_selectors.project_get_for_researcher(project_id=project_id, user=request.user)

@@ -18,7 +18,7 @@ from annotate.http import FIGURE_TYPES, error_page, figure_csp, figures_limited,
 from annotate.models import Benchmark
 from annotate.roles import ADMIN, RESEARCHER, RESEARCHERS_ONLY, require_role
 from annotate.selectors.identities import identity_scope
-from annotate.throttling import EXPORTS_SCOPE, user_rate_limited
+from annotate.throttling import EXPORTS_SCOPE, EXPORTS_WHAT, user_rate_limited
 from annotate.verbalizer.models import EvaluationSet
 from evaluation import figures, report_formats
 from evaluation.conventions import (
@@ -247,7 +247,7 @@ def aggregated_labels_download(request: HttpRequest, benchmark_id: int) -> HttpR
     try:
         # Each builds the benchmark's every label into one file: counted with the exports.
         with user_rate_limited(
-            user=request.user, scope=EXPORTS_SCOPE, what="report exports and label downloads",
+            user=request.user, scope=EXPORTS_SCOPE, what=EXPORTS_WHAT,
             outcome="Nothing was built.",
         ):  # fmt: skip
             labels_aggregated_csv(benchmark=benchmark, output=output)
@@ -266,7 +266,7 @@ def report_export_start(request: HttpRequest, benchmark_id: int) -> HttpResponse
     try:
         # Each export builds the whole report, draws every figure and writes a zip to storage.
         with user_rate_limited(
-            user=request.user, scope=EXPORTS_SCOPE, what="report exports and label downloads",
+            user=request.user, scope=EXPORTS_SCOPE, what=EXPORTS_WHAT,
             outcome="Nothing was queued.",
         ):  # fmt: skip
             report_export_request(

@@ -66,7 +66,7 @@ def _role_groups(request):
 @pytest.fixture
 def worker_rates(settings, monkeypatch):
     """Set the per-address and per-user rates (crowd-pages, crowd-starts, uploads, model-calls,
-    run-starts, exports, figures); the throttles' clock is returned."""
+    run-starts, exports, figures, annotator-work); the throttles' clock is returned."""
 
     def set_rates(
         pages: str = "1000/minute",
@@ -76,6 +76,7 @@ def worker_rates(settings, monkeypatch):
         run_starts: str = "1000/minute",
         exports: str = "1000/minute",
         figures: str = "1000/minute",
+        annotator_work: str = "1000/minute",
     ) -> list[float]:
         rates = {**settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]}
         rates.update(
@@ -87,6 +88,7 @@ def worker_rates(settings, monkeypatch):
                 "run-starts": run_starts,
                 "exports": exports,
                 "figures": figures,
+                "annotator-work": annotator_work,
             }
         )
         settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": rates}

@@ -51,7 +51,7 @@ from annotate.engine.services.runs import (
     engine_run_may_control,
 )
 from annotate.errors import AnnotateError
-from annotate.http import error_page
+from annotate.http import error_page, rate_limited
 from annotate.roles import (
     ADMIN,
     ADMINS_ONLY,
@@ -60,6 +60,8 @@ from annotate.roles import (
     is_admin,
     require_role,
 )
+from annotate.templatetags.money import usd
+from annotate.throttling import MODEL_CALLS_SCOPE
 
 
 def _require_researcher(request: HttpRequest) -> None:
@@ -150,6 +152,12 @@ def _error_beside_its_field(form: EndpointForm, error: EngineError) -> None:
 
 @login_required
 @require_POST
+@rate_limited(  # a real call each time: on the user's model call rate (MODEL_CALL_RATE)
+    MODEL_CALLS_SCOPE,
+    what="model calls",
+    outcome="Nothing was sent.",
+    back=lambda endpoint_id: (reverse("engine:endpoint-edit", args=[endpoint_id]), "The endpoint"),
+)
 def endpoint_test_view(request: HttpRequest, endpoint_id: int) -> HttpResponse:
     """Make one tiny call (10 s timeout at most, no retries) and show its answer or error."""
     _require_admin(request)
@@ -198,10 +206,14 @@ def run_progress(request: HttpRequest, engine_run_id: int) -> JsonResponse:
 
 
 def _page_progress(run, user) -> dict:
-    """The run's progress with `work_left`: whether Run again would do anything (read once the
-    run has ended; while it runs its form is hidden anyway), and `again_confirm`: the cost Run
-    again confirms on a paid endpoint (None: none to confirm, or `user` may not run it)."""
+    """The run's progress with `cost_shown` and `possibly_billed_shown` (the amounts as the
+    page prints them, the money filter's dollars and cents, for its script), `work_left`:
+    whether Run again would do anything (read once the run has ended; while it runs its form is
+    hidden anyway), and `again_confirm`: the cost Run again confirms on a paid endpoint (None:
+    none to confirm, or `user` may not run it)."""
     progress = engine_run_progress(run=run)
+    progress["cost_shown"] = usd(progress["cost_usd"])
+    progress["possibly_billed_shown"] = usd(progress["possibly_billed_usd"])
     progress["work_left"] = progress["active"] or engine_run_has_work_left(run=run)
     # What Run again confirms once its form shows (on a paid endpoint; the page's script puts it
     # on the button when the run ends while the page is open). Estimated only for who may press.

@@ -30,6 +30,7 @@ from annotate.http import (
     refused_upload,
     uploaded_path,
     uploads_limited,
+    work_limited,
 )
 from annotate.revision import selectors
 from annotate.revision.forms import RerateForm
@@ -43,7 +44,13 @@ from annotate.roles import (
     require_role,
 )
 from annotate.services.files import upload_size_problem
-from annotate.throttling import MODEL_CALLS_SCOPE, user_rate_limited
+from annotate.throttling import (
+    ANNOTATOR_WORK_SCOPE,
+    ANNOTATOR_WORK_WHAT,
+    MODEL_CALLS_SCOPE,
+    page_rate_check,
+    user_rate_limited,
+)
 
 
 def _annotator_only(request: HttpRequest) -> None:
@@ -71,6 +78,9 @@ def home(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
+@work_limited(
+    outcome="No session was started.", back=lambda **_: (reverse("revision:home"), "Your studies")
+)
 @page_errors
 def start(request: HttpRequest, study_id: int) -> HttpResponse:
     _annotator_only(request)
@@ -142,11 +152,15 @@ def _act(
 ) -> HttpResponse:
     """Run the session action; a refusal keeps the form's input on the page.
 
-    An action that sends a model call (`model_call`) counts against the user's rate (scope
-    "model-calls") once it is accepted; over it nothing is done. A conflict means the page was out of date (another
-    tab moved the session on): the session is shown as it is now, with what was not saved and
-    why, not a dead end."""
+    Every action counts on the user's work rate (scope "annotator-work"); one that sends a model
+    call (`model_call`) also counts against the user's rate of those (scope "model-calls") once
+    it is accepted. Over either, nothing is done and the page keeps the form's input. A
+    conflict means the page was out of date (another tab moved the session on): the session is
+    shown as it is now, with what was not saved and why, not a dead end."""
     try:
+        page_rate_check(
+            request, scope=ANNOTATOR_WORK_SCOPE, what=ANNOTATOR_WORK_WHAT, outcome=f"{unsaved}."
+        )
         with _model_calls_limited(request) if model_call else contextlib.nullcontext():
             action(session_id=session_id, user=request.user, **values)
     except RateLimitedError as error:
@@ -222,6 +236,10 @@ def retry(request: HttpRequest, session_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
+@work_limited(
+    outcome="Nothing was withdrawn.",
+    back=lambda session_id: (reverse("revision:session", args=[session_id]), "Back to the session"),
+)
 @page_errors
 def withdraw(request: HttpRequest, session_id: int) -> HttpResponse:
     """The model keeps failing on the last instruction: take it back into the form."""
@@ -257,6 +275,13 @@ def finish(request: HttpRequest, session_id: int) -> HttpResponse:
 
 @never_cache
 @login_required
+@work_limited(
+    outcome="Your rating was not saved.",
+    back=lambda rerating_id: (
+        reverse("revision:rerating", args=[rerating_id]),
+        "Back to the re-rating",
+    ),
+)
 @page_errors
 def rerating_page(request: HttpRequest, rerating_id: int) -> HttpResponse:
     page = selectors.rerating_page_get(rerating_id=rerating_id, user=request.user)

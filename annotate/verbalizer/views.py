@@ -27,6 +27,7 @@ from annotate.http import (
     refused_upload,
     uploaded_path,
     uploads_limited,
+    work_limited,
 )
 from annotate.models import Annotator
 from annotate.roles import (
@@ -359,6 +360,17 @@ def saved_message(word: str) -> str:
     return f"Saved: you answered “{word}” to the last prompt."
 
 
+# An answer or a change counts on the annotator's work rate, per user (scope "annotator-work",
+# as a task's submit on its page or the API).
+_answers_limited = work_limited(
+    outcome="Nothing was saved.",
+    back=lambda human_study_id: (
+        reverse("verbalizer:work-next", args=[human_study_id]),
+        "Go on with this study",
+    ),
+)
+
+
 # The annotator's own work (as annotate.work_views): never kept by a shared computer's back
 # button or a proxy for the next person.
 @never_cache
@@ -399,6 +411,7 @@ def work_next(request: HttpRequest, human_study_id: int) -> HttpResponse:
 @never_cache
 @login_required
 @require_POST
+@_answers_limited
 @page_errors
 def work_answer(request: HttpRequest, human_study_id: int) -> HttpResponse:
     annotator = _annotator(request)
@@ -427,6 +440,7 @@ def work_answer(request: HttpRequest, human_study_id: int) -> HttpResponse:
 @never_cache
 @login_required
 @require_POST
+@_answers_limited
 @page_errors
 def work_answer_change(request: HttpRequest, human_study_id: int) -> HttpResponse:
     """Change the annotator's last answer (a slip of the key), from the next prompt's page."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 from drf_spectacular.types import OpenApiTypes
@@ -17,7 +18,13 @@ from annotate.engine.api import RefusalSerializer
 from annotate.engine.pages import run_form_submit
 from annotate.engine.services import engine_run_estimate_new
 from annotate.errors import AnnotateError
-from annotate.http import FIGURE_TYPES, FileNegotiation, figure_csp, figures_limited
+from annotate.http import (
+    FIGURE_TYPES,
+    FileNegotiation,
+    exports_limited,
+    figure_csp,
+    figures_limited,
+)
 from annotate.revision.models import Study
 from annotate.revision.selectors import study_collection_progress
 from annotate.revision.services.exports import sessions_export_csv, sessions_export_jsonl
@@ -159,6 +166,9 @@ SESSION_WRITERS = {
 
 
 @login_required
+@exports_limited(
+    back=lambda study_id, **_: (reverse("revision-reports:report", args=[study_id]), "The report")
+)
 def sessions_download(request: HttpRequest, study_id: int, fmt: str) -> HttpResponse:
     """The study's finished sessions as `export_sessions` writes them: KIWI JSON Lines (one
     session per line, fields the app does not know kept) or CSV (one row per turn)."""

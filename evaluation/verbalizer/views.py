@@ -15,7 +15,14 @@ from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
 from annotate.engine.api import RefusalSerializer
-from annotate.http import FIGURE_TYPES, FileNegotiation, csv_download, figure_csp, figures_limited
+from annotate.http import (
+    FIGURE_TYPES,
+    FileNegotiation,
+    csv_download,
+    exports_limited,
+    figure_csp,
+    figures_limited,
+)
 from annotate.roles import ADMIN, RESEARCHER, RESEARCHERS_ONLY, is_researcher, require_role
 from annotate.selectors.identities import identity_scope
 from annotate.throttling import figure_rate_check
@@ -93,6 +100,9 @@ def _human_answers_file(evaluation_set: EvaluationSet, user) -> HttpResponse:
 
 
 @login_required
+@exports_limited(
+    back=lambda set_id: (reverse("verbalizer-reports:detail", args=[set_id]), "The report")
+)
 def human_answers_download(request: HttpRequest, set_id: int) -> HttpResponse:
     return _human_answers_file(_set(request, set_id), request.user)
 

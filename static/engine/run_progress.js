@@ -9,7 +9,7 @@
     "run-done-earlier": "units_done_earlier",
     "run-failed": "units_failed", "run-calls": "calls", "run-calls-failed": "calls_failed",
     "run-prompt-tokens": "prompt_tokens", "run-completion-tokens": "completion_tokens",
-    "run-cost": "cost_usd", "run-possibly-billed": "possibly_billed_usd",
+    "run-cost": "cost_shown", "run-possibly-billed": "possibly_billed_shown",
     "run-status": "status_display",
     "run-error": "error", "run-percent-processed": "percent_processed",
     "run-percent-done": "percent_done"

@@ -784,3 +784,62 @@ def test_start_next_in_a_project_never_offered_to_the_annotator_is_404(client, a
     worked.batches.update(active=False)
     told = client.post(reverse("work:start-next", args=[worked.id]), follow=True)
     assert told.status_code == 200 and "No task left for you in" in told.text
+
+
+def test_the_annotators_work_pages_are_limited_per_user_on_the_apis_counter(
+    client, annotator_user, worker_rates
+):
+    """Claims, submits and returns from the pages count on the annotator's work rate (scope
+    "annotator-work"), with the API's claims: past it 429 with Retry-After, a message saying
+    what was not done and the way back, and nothing written. Within it work goes on."""
+    clock = worker_rates(annotator_work="4/minute")
+    project = project_with_tasks(instructions=3, systems=1, questions=1)
+    project.continue_to_next = False
+    project.save()
+    client.force_login(annotator_user)
+    claimed = client.post(reverse("annotate-api:claim", args=[project.id]))  # the API: 1
+    assert claimed.status_code == 201
+    first = Assignment.objects.get(pk=claimed.json()["assignment"])
+    task_url = reverse("work:assignment", args=[first.id])
+    assert client.post(task_url, {"r1_q1": "yes"}).status_code == 302  # 2
+    assert client.post(reverse("work:start-next", args=[project.id])).status_code == 302  # 3
+    second = Assignment.objects.exclude(pk=first.pk).get()
+    second_url = reverse("work:assignment", args=[second.id])
+    assert client.get(second_url).status_code == 200  # reading a task is not counted
+    assert client.post(reverse("work:assignment-return", args=[second.id])).status_code == 302
+    clock[0] += 15
+
+    refused = client.post(reverse("work:start-next", args=[project.id]))
+    assert refused.status_code == 429 and refused["Retry-After"] == "45"
+    assert (
+        "Too many work requests from your account (at most 4/minute). Please wait 45 s and try "
+        "again. No task was claimed." in refused.text
+    )
+    assert f'href="{reverse("work:dashboard")}"' in refused.text
+    assert Assignment.objects.count() == 2
+    submit = client.post(second_url, {"r1_q1": "no"})
+    assert submit.status_code == 429 and "Nothing was submitted." in submit.text
+    assert f'href="{second_url}">Back to the task</a>' in submit.text
+    assert Label.objects.count() == 1
+    returned = client.post(reverse("work:assignment-return", args=[first.id]))
+    assert returned.status_code == 429 and "The task was not returned." in returned.text
+    # Another annotator is not held up by this one's count.
+    other = UserFactory(username="other-annotator", roles=[ANNOTATOR])
+    client.force_login(other)
+    assert client.post(reverse("work:start-next", args=[project.id])).status_code == 302
+    client.force_login(annotator_user)
+    clock[0] += 45
+    assert client.post(second_url).status_code == 400  # counted again: a refusal of its own
+
+
+def test_the_projects_labels_csv_counts_with_the_exports(client, researcher, worker_rates):
+    worker_rates(exports="2/hour")
+    project = project_with_tasks(instructions=1)
+    project.researchers.add(researcher)
+    client.force_login(researcher)
+    url = reverse("work:labels-csv", args=[project.id])
+    assert [client.get(url).status_code for _ in range(2)] == [200, 200]
+    refused = client.get(url)
+    assert refused.status_code == 429 and refused["Retry-After"] == "3600"
+    assert "Too many report exports and label downloads from your account" in refused.text
+    assert f'href="{reverse("work:project-detail", args=[project.id])}"' in refused.text

@@ -13,6 +13,7 @@ from annotate.engine.services import (
     engine_run_estimate,
 )
 from annotate.roles import ADMIN
+from annotate.templatetags.money import usd
 from tests.evaluation.openai_stub import Fail, StubOpenAI
 from tests.factories import BenchmarkFactory, InstructionFactory, UserFactory
 
@@ -79,7 +80,7 @@ def test_progress_moves_without_reloading_the_page(page_for):
         # The 500's estimate, polled in beside the cost.
         assert run.possibly_billed_usd > 0
         shown = page.locator("#run-possibly-billed").inner_text()
-        assert shown == str(run.possibly_billed_usd)
+        assert shown == usd(run.possibly_billed_usd)  # the money filter, as the page
     assert run.status == RunStatus.DONE and run.calls == 8 and len(stub.requests) == 9
 
 

@@ -17,6 +17,7 @@ from annotate.engine.services import (
     engine_runs_reap,
 )
 from annotate.models import Label
+from annotate.templatetags.money import usd
 from evaluation.models import JudgeRun, RunStatus
 from evaluation.services.judge_runs import judge_run_create, judge_run_mark_started
 from tests.annotate.engine.conftest import again_total, start_confirmed
@@ -608,6 +609,26 @@ def test_the_judge_run_page_and_api_show_what_failed_attempts_may_have_cost(clie
     billed = run.engine_run.possibly_billed_usd
     assert billed > 0 and run.engine_run.cost_usd > 0
     detail = client.get(reverse("judge:run-detail", args=[run.pk])).text
-    assert f"${run.engine_run.cost_usd} billed, and ${billed} possibly billed" in detail
+    assert f"{usd(run.engine_run.cost_usd)} billed, and {usd(billed)} possibly billed" in detail
     api = client.get(reverse("api-judge-run-progress", args=[run.pk])).json()
     assert api["possibly_billed_usd"] == str(billed) and api["cost_usd"] == str(run.cost_usd)
+
+
+@pytest.mark.django_db
+def test_the_judge_run_pages_show_money_in_dollars_and_cents(client, researcher):
+    """The judge runs' list and page show the engine run's amounts through the money filter,
+    as the engine's run pages do, never the six stored decimals."""
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(1,), systems=("a",))
+    run = judge_run_create(
+        config=make_judge(name="fake-judge", backend="fake"), benchmark=benchmark, systems=systems
+    )
+    EngineRun.objects.filter(pk=run.engine_run_id).update(
+        cost_usd=Decimal("0.004999"), possibly_billed_usd=Decimal("12.345")
+    )
+    client.force_login(researcher)
+    listed = client.get(reverse("judge:run-list")).text
+    assert "<td>&lt;$0.01</td>" in listed and "0.004999" not in listed
+    assert '<th scope="col">Cost</th>' in listed
+    detail = client.get(reverse("judge:run-detail", args=[run.pk])).text
+    assert "&lt;$0.01 billed, and $12.35 possibly billed" in detail
+    assert "0.004999" not in detail and "12.345000" not in detail

@@ -71,6 +71,24 @@ def test_test_connection_shows_the_answer_or_the_exact_error(admin_client, stub)
     assert b"model llama does not exist" in page.content
 
 
+@pytest.mark.django_db
+def test_test_connection_counts_on_the_model_call_rate(admin_client, stub, worker_rates):
+    """Each test is a real call, perhaps a paid one: on the user's model call rate; past it 429
+    with Retry-After, nothing sent, and the way back to the endpoint."""
+    worker_rates(model_calls="1/hour")
+    endpoint = make_endpoint(stub.base_url)
+    stub.replies.extend(["ready", "ready"])
+    url = reverse("engine:endpoint-test", args=[endpoint.pk])
+    assert admin_client.post(url).status_code == 302
+    refused = admin_client.post(url)
+    assert refused.status_code == 429 and refused["Retry-After"] == "3600"
+    html = refused.content.decode()
+    assert "Too many model calls from your account (at most 1/hour)" in html
+    assert "Nothing was sent." in html
+    assert reverse("engine:endpoint-edit", args=[endpoint.pk]) in html
+    assert len(stub.requests) == 1
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_generation_started_from_the_page_runs_in_the_background(researcher_client):
     make_instructions(4)
@@ -990,3 +1008,33 @@ def test_after_run_again_the_page_and_the_api_count_what_its_earlier_start_did(a
     polled = admin_client.get(reverse("engine:run-progress", args=[run.pk])).json()
     assert (polled["units_skipped"], polled["units_done_earlier"]) == (1, 2)
     assert len(stub.requests) == 1 + 3 + 1  # the other run's, the first start's, the rerun's
+
+
+@pytest.mark.django_db
+def test_the_run_pages_show_money_in_dollars_and_cents(researcher_client):
+    """The run list, the run page and the JSON it polls show amounts through the money filter
+    (annotate/templatetags/money.py), as the rest of the app does: cents, thousands grouped, a
+    cost under half a cent that is not nothing as "<$0.01"; never the six stored decimals."""
+    from decimal import Decimal
+
+    run = EngineRun.objects.create(
+        kind="generation", endpoint=make_endpoint("", name="fake"), params={},
+        status=RunStatus.CANCELLED, cost_usd=Decimal("1234.567891"),
+        possibly_billed_usd=Decimal("0.000123"), spending_cap_usd=Decimal("2000"),
+    )  # fmt: skip
+    listed = researcher_client.get(reverse("engine:run-list")).content.decode()
+    assert "<td>$1,234.57</td>" in listed and "1234.567891" not in listed
+    page = researcher_client.get(reverse("engine:run-detail", args=[run.pk])).content.decode()
+    assert (
+        '<span id="run-cost">$1,234.57</span> billed, and '
+        '<span id="run-possibly-billed">&lt;$0.01</span> possibly billed' in page
+    )
+    assert "(cap $2,000.00, counting both)" in page
+    summary = page[page.index('id="run-progress"') : page.index("</dl>")]
+    assert "567891" not in summary and "0.000123" not in summary and "2000.0" not in summary
+    polled = researcher_client.get(reverse("engine:run-progress", args=[run.pk])).json()
+    assert (polled["cost_shown"], polled["possibly_billed_shown"]) == ("$1,234.57", "<$0.01")
+    assert polled["cost_usd"] == "1234.567891"  # the exact amounts stay for scripts
+    EngineRun.objects.filter(pk=run.pk).update(cost_usd=0, possibly_billed_usd=0)
+    page = researcher_client.get(reverse("engine:run-detail", args=[run.pk])).content.decode()
+    assert '<span id="run-cost">$0.00</span>' in page  # nothing spent: no "<$0.01"

@@ -1047,3 +1047,52 @@ def test_home_links_the_annotators_own_finished_sessions_and_done_reratings_page
         shown |= {s.pk for s in mine if reverse("revision:session", args=[s.pk]) in finished}
     assert shown == {s.pk for s in mine}
     assert "sessions_page=2" in client.get(reverse("revision:home")).text
+
+
+def test_every_session_and_rerating_action_is_limited_per_user_on_the_work_rate(
+    client, study, annotator, worker_rates, django_capture_on_commit_callbacks
+):
+    """Starting, instructing, rating, withdrawing, ending and re-rating count on the annotator's
+    work rate (scope "annotator-work"): past it 429 with Retry-After and nothing done; a rating
+    refused keeps what was typed on the session page. Reading the pages is not counted."""
+    clock = worker_rates(annotator_work="2/minute")
+    rerating = rerating_of(study, annotator)
+    client.force_login(annotator)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert client.post(reverse("revision:start", args=[study.pk])).status_code == 302  # 1
+    session = RevisionSession.objects.get(annotator=annotator)
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(  # 2
+            reverse("revision:turn-new", args=[session.pk]),
+            {"instruction": "Shorten it.", "instruction_type": "stylistic"},
+        )
+    assert client.get(reverse("revision:session", args=[session.pk])).status_code == 200
+    clock[0] += 10
+
+    rated = client.post(
+        reverse("revision:turn-rate", args=[session.pk]), {"rating": "good", "comment": "Fine."}
+    )
+    assert rated.status_code == 429 and rated["Retry-After"] == "50"
+    html = rated.content.decode()
+    assert (
+        "Too many work requests from your account (at most 2/minute). Please wait 50 s and try "
+        "again. Your rating was not saved." in html
+    )
+    assert 'data-draft="comment">Fine.</textarea>' in html  # kept
+    assert Turn.objects.get(session=session).rating == ""
+    assert client.post(reverse("revision:finish", args=[session.pk])).status_code == 429
+    withdrawn = client.post(reverse("revision:withdraw", args=[session.pk]))
+    assert withdrawn.status_code == 429 and "Nothing was withdrawn." in withdrawn.content.decode()
+    assert RevisionSession.objects.get(pk=session.pk).status == "active"
+    rerate_url = reverse("revision:rerating", args=[rerating.pk])
+    assert client.get(rerate_url).status_code == 200
+    rerated = client.post(rerate_url, {"rating": "bad", "comment": "No paper cited."})
+    assert rerated.status_code == 429 and "Your rating was not saved." in rerated.content.decode()
+    rerating.refresh_from_db()
+    assert rerating.rating == ""
+
+    clock[0] += 50
+    client.post(
+        reverse("revision:turn-rate", args=[session.pk]), {"rating": "good", "comment": "Fine."}
+    )
+    assert Turn.objects.get(session=session).rating == "good"

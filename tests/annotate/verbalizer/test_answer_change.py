@@ -175,3 +175,37 @@ def test_a_different_second_answer_is_still_refused(client, annotator_user, stud
     )
     assert refused.status_code == 409
     assert HumanAnswer.objects.get().word == "negative"
+
+
+def test_answers_and_changes_are_limited_per_user_on_the_annotators_work_rate(
+    client, annotator_user, study, worker_rates
+):
+    """An answer and a change count on the annotator's work rate (scope "annotator-work"): past
+    it 429 with Retry-After, "Nothing was saved." and the way back to the study, and nothing
+    stored or changed. Reading the next prompt is not counted."""
+    clock = worker_rates(annotator_work="2/minute")
+    client.force_login(annotator_user)
+    prompt, page = _answer(client, study, key="1")  # 1, and the next prompt read
+    assert page.status_code == 200 and "Saved: you answered" in page.content.decode()
+    assert _change(client, study, prompt, "2").status_code == 302  # 2
+    clock[0] += 20
+    following = client.get(reverse("verbalizer:work-next", args=[study.pk])).context["prompt"]
+    refused = client.post(
+        reverse("verbalizer:work-answer", args=[study.pk]), {"prompt": following.pk, "key": "1"}
+    )
+    html = refused.content.decode()
+    assert refused.status_code == 429 and refused["Retry-After"] == "40"
+    assert (
+        "Too many work requests from your account (at most 2/minute). Please wait 40 s and try "
+        "again. Nothing was saved." in html
+    )
+    onward = reverse("verbalizer:work-next", args=[study.pk])
+    assert f'href="{onward}">Go on with this study</a>' in html
+    assert HumanAnswer.objects.count() == 1
+    refused_change = _change(client, study, prompt, "1")
+    assert refused_change.status_code == 429
+    assert HumanAnswer.objects.get().word == "positive"
+    # Another annotator answers meanwhile.
+    client.force_login(UserFactory(username="other", roles=["annotator"]))
+    assert _answer(client, study)[1].status_code == 200
+    assert HumanAnswer.objects.count() == 2

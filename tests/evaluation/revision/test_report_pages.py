@@ -257,3 +257,19 @@ def test_figures_are_drawn_once_until_a_rated_turn_changes_them(
     redrawn = client.get(page)
     assert redrawn.status_code == 200 and redrawn.content != first.content
     assert drawn == [("ratings", "svg"), ("ratings", "svg")]
+
+
+def test_the_sessions_download_counts_with_the_exports(client, researcher, tmp_path, worker_rates):
+    worker_rates(exports="2/hour")
+    study = sample_study(tmp_path)
+    client.force_login(researcher)
+    urls = [
+        reverse("revision-reports:sessions-download", args=[study.pk, fmt])
+        for fmt in ("jsonl", "csv")
+    ]
+    assert [client.get(url).status_code for url in urls] == [200, 200]
+    refused = client.get(urls[0])
+    assert refused.status_code == 429 and refused["Retry-After"] == "3600"
+    html = refused.content.decode()
+    assert "Too many report exports and label downloads from your account (at most 2/hour)" in html
+    assert reverse("revision-reports:report", args=[study.pk]) in html

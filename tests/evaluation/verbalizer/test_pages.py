@@ -333,3 +333,19 @@ def test_replies_page_links_the_prompts_they_answer_with_the_same_filters(
     assert f'<a href="{prompts}" id="replies-prompts">' in client.get(url).text
     shown = client.get(prompts, {"mapping": "flipped-golden", "mode": "cot"}).text
     assert "2 prompts match the filters." in shown and "Let&#x27;s think step by step." in shown
+
+
+def test_the_human_answers_download_counts_with_the_exports(
+    client, researcher, with_humans, worker_rates
+):
+    """Every answer of the set: counted per user with the report exports (EXPORT_RATE); past it
+    429 with Retry-After and the way back to the report."""
+    worker_rates(exports="1/hour")
+    client.force_login(researcher)
+    url = reverse("verbalizer-reports:human-answers", args=[with_humans.pk])
+    assert client.get(url).status_code == 200
+    refused = client.get(url)
+    assert refused.status_code == 429 and refused["Retry-After"] == "3600"
+    html = refused.content.decode()
+    assert "Too many report exports and label downloads from your account (at most 1/hour)" in html
+    assert reverse("verbalizer-reports:detail", args=[with_humans.pk]) in html
