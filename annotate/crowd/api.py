@@ -166,6 +166,9 @@ class PublicationApi(AdminApi):
                 "hits_total": progress.total,
                 "hits_created": progress.created,
                 "hits_failed": progress.failed,
+                # HITs workers may still take; of them, those whose expiry MTurk did not confirm
+                "hits_live": progress.live,
+                "hits_expiry_pending": progress.expiry_pending,
                 "platforms": platform_names(),
             }
         )
@@ -178,6 +181,108 @@ class PublicationSyncApi(AdminApi):
         user_id = request.user.pk
         task_enqueue_on_commit(task=tasks.sync_publication, args=(publication.pk, user_id))
         return Response({"queued": True}, status=status.HTTP_202_ACCEPTED)
+
+
+@extend_schema_serializer(component_name="CrowdRefusal")
+class RefusalSerializer(serializers.Serializer):
+    detail = serializers.CharField(help_text="What was refused and what to do.")
+
+
+_RESUME_HELP = (
+    "Resume a publication whose publish ended or stalled with HITs missing (stalled, partly "
+    "published), as the publication page's Resume: GET quotes the missing HITs (not made yet, "
+    "or refused; a deleted HIT is never made again) and the account balance; POST with that "
+    "total as confirm_total_usd starts the publish of those HITs (202), each HIT made once. "
+    "Refused with 400 when the total is not the quote, the balance does not cover it, nothing "
+    "is missing, or the publication is a self-hosted link; 409 while its publish still runs or "
+    "when another resume started it a moment ago. Nothing is published when refused."
+)
+
+
+class PublicationResumeApi(AdminApi):
+    __doc__ = _RESUME_HELP
+
+    @extend_schema_serializer(component_name="CrowdResumeInput")
+    class InputSerializer(serializers.Serializer):
+        confirm_total_usd = serializers.DecimalField(
+            max_digits=12,
+            decimal_places=2,
+            help_text="The total_usd of the quote (GET): what the missing HITs cost at most.",
+        )
+
+    @extend_schema_serializer(component_name="CrowdResumeQuote")
+    class QuoteSerializer(serializers.Serializer):
+        publication = serializers.IntegerField()
+        status = serializers.CharField(help_text="The publication's status (Publication).")
+        hits = serializers.IntegerField(help_text="HITs missing: not made yet, or refused.")
+        assignments = serializers.IntegerField(help_text="Their MaxAssignments, summed.")
+        total_usd = serializers.DecimalField(
+            max_digits=12, decimal_places=2, help_text="What they cost at most, fee included."
+        )
+        fee = serializers.CharField(help_text="Which fee applies and why.")
+        balance_usd = serializers.DecimalField(
+            max_digits=12,
+            decimal_places=2,
+            allow_null=True,
+            help_text="The account balance; null when nothing is missing (not asked).",
+        )
+        affordable = serializers.BooleanField()
+
+    @extend_schema_serializer(component_name="CrowdResumeStarted")
+    class StartedSerializer(serializers.Serializer):
+        id = serializers.IntegerField()
+        status = serializers.CharField(help_text='"pending": its publish is queued.')
+
+    @extend_schema(request=None, responses=QuoteSerializer, description=_RESUME_HELP)
+    def get(self, request: Request, publication_id: int) -> Response:
+        publication = selectors.publication_get(publication_id=publication_id)
+        quote = publishing.publication_resume_quote(publication=publication, user=request.user)
+        return Response(
+            {
+                "publication": publication.pk,
+                "status": publication.status,
+                "hits": quote.hits,
+                "assignments": quote.assignments,
+                "total_usd": str(quote.total_usd),
+                "fee": quote.fee,
+                "balance_usd": None if quote.balance_usd is None else str(quote.balance_usd),
+                "affordable": quote.affordable,
+            }
+        )
+
+    @extend_schema(
+        request=InputSerializer,
+        responses={
+            202: StartedSerializer,
+            400: OpenApiResponse(RefusalSerializer, description="Refused: nothing published."),
+            409: OpenApiResponse(
+                RefusalSerializer, description="Its publish runs: nothing published."
+            ),
+        },
+        description=_RESUME_HELP,
+    )
+    def post(self, request: Request, publication_id: int) -> Response:
+        publication = selectors.publication_get(publication_id=publication_id)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        review.require_admin(request.user)
+        try:
+            resumed = publishing.publication_resume(
+                publication_id=publication.pk,
+                confirm_total=data.validated_data["confirm_total_usd"],
+                now=timezone.now(),
+                user=request.user,
+            )
+        except PublishError as error:  # named as this endpoint's input, not the page's
+            if error.field == "confirm_total":
+                error.field = "confirm_total_usd"
+            raise
+        task_enqueue_on_commit(
+            task=tasks.publish_publication, args=(publication.pk, request.user.pk)
+        )
+        return Response(
+            {"id": resumed.pk, "status": resumed.status}, status=status.HTTP_202_ACCEPTED
+        )
 
 
 def _plan_payload(plan: replacements.ReplacementPlan) -> dict:
@@ -334,11 +439,6 @@ _DECISION_CONFLICT_HELP = (
     "a bonus without request_token like one made for it in the last 24 hours (its id, status "
     "and time in `detail`): to pay a second on purpose, send a new request_token. Nothing paid."
 )
-
-
-@extend_schema_serializer(component_name="CrowdRefusal")
-class RefusalSerializer(serializers.Serializer):
-    detail = serializers.CharField(help_text="What was refused and what to do.")
 
 
 class AssignmentDecisionApi(AdminApi):

@@ -12,6 +12,11 @@ urlpatterns = [
     path("publications/<int:publication_id>/review/", api.ReviewApi.as_view(), name="review"),
     path("publications/<int:publication_id>/link/", api.PublicationLinkApi.as_view(), name="link"),
     path(
+        "publications/<int:publication_id>/resume/",
+        api.PublicationResumeApi.as_view(),
+        name="resume",
+    ),
+    path(
         "publications/<int:publication_id>/replacements/",
         api.ReplacementsApi.as_view(),
         name="replacements",

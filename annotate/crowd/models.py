@@ -184,6 +184,16 @@ class Hit(models.Model):
     status = models.CharField(max_length=7, choices=HitStatus.choices, default=HitStatus.PENDING)
     expires_at = models.DateTimeField(null=True, blank=True)
     error = models.TextField(blank=True)
+    expiry_pending_since = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When an admin's expiry of the HIT was asked for and the platform did not "
+        "confirm it (an error, a timeout): the HIT may still take workers, and be paid for. "
+        "The next Expire and the sync beat ask again; cleared once the platform confirms.",
+    )
+    expiry_error = models.TextField(
+        blank=True, help_text="Why the platform did not confirm the expiry last asked for."
+    )
     synced_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -6,11 +6,12 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
 from django.db.models import Count, OuterRef, Q, Subquery
+from django.utils import timezone
 
 from annotate.crowd.base import to_cents
 from annotate.crowd.models import (
@@ -23,6 +24,7 @@ from annotate.crowd.models import (
     Publication,
 )
 from annotate.crowd.pricing import fee_override, paid_with_fee
+from annotate.crowd.services.expiry import still_live_q
 from annotate.crowd.services.review import hand_back_overdue, hit_of_work, platform_confirms
 from annotate.errors import NotFoundError
 from annotate.models import Annotator, Assignment, AssignmentStatus, Label, Project, Question
@@ -81,18 +83,26 @@ class Progress:
     created: int
     failed: int
     deleted: int
+    live: int = 0  # HITs workers may still take (expiry.still_live_q)
+    expiry_pending: int = 0  # of them, HITs an admin expired that the platform did not confirm
 
     @property
     def percent(self) -> int:
         return round(100 * (self.created + self.deleted) / self.total) if self.total else 100
 
 
-def publication_progress(*, publication: Publication) -> Progress:
+def publication_progress(*, publication: Publication, now: datetime | None = None) -> Progress:
+    """The publication's HITs by status, how many are still live at `now`, and how many of
+    those an admin expired without the platform confirming it."""
     counts = publication.hits.aggregate(
         total=Count("id"),
         created=Count("id", filter=Q(status=HitStatus.CREATED)),
         failed=Count("id", filter=Q(status=HitStatus.FAILED)),
         deleted=Count("id", filter=Q(status=HitStatus.DELETED)),
+        live=Count("id", filter=still_live_q(now=now or timezone.now())),
+        expiry_pending=Count(
+            "id", filter=Q(status=HitStatus.CREATED, expiry_pending_since__isnull=False)
+        ),
     )
     return Progress(**counts)
 

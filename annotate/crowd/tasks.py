@@ -10,7 +10,7 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from annotate.crowd.models import Publication, PublicationStatus
-from annotate.crowd.services import publishing, review
+from annotate.crowd.services import expiry, publishing, review
 from annotate.errors import TransientPlatformError
 from annotate.services.leases import LeaseHeldError
 
@@ -70,11 +70,16 @@ def sync_publication(publication_id: int, user_id: int | None = None) -> dict:
 
 @shared_task
 def sync_all_publications() -> int:
-    """Celery beat: mark publishes gone silent stalled, then sync every publication that has
-    HITs out, each as its own task: publishing and stalled too (a publish whose worker died
-    half-way, a restart or a kill), their HITs taking workers whose work, and the platform's own
-    approvals, only a sync confirms."""
+    """Celery beat: mark publishes gone silent stalled, ask again for the expiries the platform
+    did not confirm (a HIT an admin expired takes paid work until it does), then sync every
+    publication that has HITs out, each as its own task: publishing and stalled too (a publish
+    whose worker died half-way, a restart or a kill), their HITs taking workers whose work, and
+    the platform's own approvals, only a sync confirms."""
     publishing.publications_stalled_mark(now=timezone.now())
+    try:
+        expiry.expiries_pending_retry(now=timezone.now())
+    except Exception:  # a platform not configured any more, say: the syncs run all the same
+        logger.exception("Crowd expiries still pending were not asked for again")
     live = Publication.objects.filter(
         status__in=[
             PublicationStatus.PUBLISHED,

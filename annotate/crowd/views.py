@@ -35,6 +35,7 @@ from annotate.crowd.platforms import demo_platform_in_use, platform_label, platf
 from annotate.crowd.services import publishing
 from annotate.crowd.services import replacements as replacement_services
 from annotate.crowd.services import review as review_services
+from annotate.crowd.services.expiry import ExpiryOutcome
 from annotate.errors import (
     AnnotateError,
     CrowdPlatformError,
@@ -392,10 +393,10 @@ def publication_action(request: HttpRequest, publication_id: int) -> HttpRespons
         _enqueue(tasks.sync_publication, publication.pk, user.pk)
         messages.info(request, "Syncing assignments from the platform.")
     elif action == "expire":
-        count = review_services.publication_expire(
-            publication_id=publication.pk, now=now, user=user
+        _expired_say(
+            request,
+            review_services.publication_expire(publication_id=publication.pk, now=now, user=user),
         )
-        messages.success(request, f"{count} HITs expired: workers can no longer accept them.")
     elif action == "extend":
         hit_pk = _positive_int(request.POST.get("hit"), "hit")
         hit = get_object_or_404(Hit, pk=hit_pk, publication=publication)
@@ -436,6 +437,24 @@ def publication_action(request: HttpRequest, publication_id: int) -> HttpRespons
     else:
         raise AnnotateError(f"Unknown action '{action}'.")
     return redirect("crowd:publication", publication.pk)
+
+
+def _expired_say(request: HttpRequest, outcome: ExpiryOutcome) -> None:
+    """Say how many HITs the platform confirmed expired, and which it did not: still live."""
+    done, failed = outcome.expired, outcome.failed
+    messages.success(
+        request, f"{done} HIT{pluralize(done)} expired: workers can no longer accept them."
+    )
+    if failed:
+        messages.error(
+            request,
+            f"{failed} HIT{pluralize(failed)} could not be expired ({outcome.error}): "
+            f"{pluralize(failed, 'it is,they are')} still live, and work workers do on "
+            f"{pluralize(failed, 'it,them')} is paid. Press Expire again; the sync beat also "
+            "asks the platform again.",
+        )
+    if outcome.unchecked:
+        messages.warning(request, f"{outcome.unchecked}. Press Expire again to look again.")
 
 
 @admin_page

@@ -30,6 +30,7 @@ def _schema_of(schema, ref_holder: dict) -> dict:
         ("/api/annotate/projects/{project_id}/progress/", "200", "assignments_blocked"),
         ("/api/revision/studies/{study_id}/judge-runs/", "202", "report_url"),
         ("/api/revision/studies/{study_id}/reratings/", "201", "reratings"),
+        ("/api/crowd/publications/{publication_id}/resume/", "202", "status"),
     ],
 )
 def test_each_operation_answers_with_its_own_fields(schema, path, status, field):
@@ -62,6 +63,9 @@ def test_each_operation_takes_its_own_fields(schema, path, field):
         ("/api/engine/generation-runs/", "409"),  # nothing left to generate
         ("/api/crowd/batches/{batch_id}/publish/", "201"),
         ("/api/crowd/publications/{publication_id}/sync/", "202"),
+        ("/api/crowd/publications/{publication_id}/resume/", "202"),
+        ("/api/crowd/publications/{publication_id}/resume/", "400"),  # total not the quote
+        ("/api/crowd/publications/{publication_id}/resume/", "409"),  # its publish runs
         ("/api/engine/generation-runs/", "202"),  # a run started
         ("/api/engine/generation-runs/", "200"),  # a dry run's estimate
         ("/api/annotate/imports/", "200"),  # a small file, imported in the request

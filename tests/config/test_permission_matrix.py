@@ -137,6 +137,11 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
         by_role(401, 404, 404, 404, 404, 200),
         by_role(401, 404, 404, 404, 404, 400),
     ),
+    # The publication in the URL has every HIT made: nothing to quote; no total sent: 400.
+    "crowd-api:resume": (
+        by_role(401, 404, 404, 404, 404, 200),
+        by_role(401, 404, 404, 404, 404, 400),
+    ),
     "crowd-api:review": (by_role(401, 404, 404, 404, 404, 200), None),
     # The publication in the URL is the MTurk-like one: it has no study link.
     "crowd-api:link": (API_ADMIN_POST_ONLY, by_role(401, 404, 404, 404, 404, 404)),

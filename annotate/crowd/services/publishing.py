@@ -34,6 +34,7 @@ from annotate.crowd.base import (
 from annotate.crowd.models import Hit, HitStatus, Publication, PublicationStatus
 from annotate.crowd.platforms import get_platform, platform_class, platform_label, platform_names
 from annotate.crowd.pricing import assignments_cost, fee_description, fee_override
+from annotate.crowd.services.expiry import hit_expire
 from annotate.errors import (
     ConflictError,
     CrowdPlatformError,
@@ -468,13 +469,12 @@ def publication_publish(
     if not ended:  # taken over, stalled or resumed meanwhile: whoever holds it writes the end
         publication.refresh_from_db()
         if publication.expired_at and publication.lease == token:
-            missing = publication.hits.filter(status__in=MISSING).count()
             return _finish(
                 publication,
                 PublicationStatus.PARTIAL,
                 now=now,
                 token=token,
-                error=f"Expired by an admin with {missing} HITs not made; Resume makes them.",
+                error=_expired_by_admin(publication),
             )
         return publication
     missing = publication.hits.filter(status__in=MISSING).count()
@@ -487,6 +487,33 @@ def publication_publish(
             error=f"{missing} of {publication.hits.count()} HITs were not created; see each HIT.",
         )
     return _finish(publication, PublicationStatus.PUBLISHED, now=now, token=token)
+
+
+def _expired_by_admin(publication: Publication) -> str:
+    missing = publication.hits.filter(status__in=MISSING).count()
+    return f"Expired by an admin with {missing} HITs not made; Resume makes them."
+
+
+def publication_waiting_expire(*, publication_id: int, now: datetime) -> bool:
+    """End at once, expired by an admin, a publication waiting for a delivery that has not taken
+    it (a publish, a Resume, or a throttled publish's retry not started yet); return whether it
+    was. The lease is taken for the expiry in the same UPDATE, so the delivery arriving later
+    makes nothing (`_publish_claim`) and no publish's end is written over it (`_finish`). A
+    publication a delivery holds (publishing) is left to that delivery, which stops before its
+    next HIT and writes the end itself."""
+    publication = Publication.objects.get(pk=publication_id)
+    if publication.status != PublicationStatus.PENDING or publication.expired_at:
+        return False
+    ended = Publication.objects.filter(
+        pk=publication_id, status=PublicationStatus.PENDING, expired_at__isnull=True
+    ).update(
+        lease=uuid.uuid4().hex,
+        status=PublicationStatus.PARTIAL,
+        expired_at=now,
+        finished_at=now,
+        error=_expired_by_admin(publication),
+    )
+    return bool(ended)
 
 
 def _throttled_end(
@@ -562,16 +589,15 @@ def _hits_publish(publication: Publication, platform, *, mine, now: datetime) ->
 
 def _expired_meanwhile(hit: Hit, platform) -> None:
     """End at once a HIT made while an admin expired its publication: their expiry ran through
-    the HITs made before it, and may have missed this one."""
+    the HITs made before it, and may have missed this one. Should the platform not confirm it,
+    the HIT is stored as still live (hit_expire) and the publish stops before the next one."""
     expired_at = Publication.objects.filter(pk=hit.publication_id).values_list(
         "expired_at", flat=True
     )[0]
     if expired_at is None or hit.status != HitStatus.CREATED:
         return
     if hit.expires_at is None or hit.expires_at > expired_at:
-        platform.hit_update_expiration(hit_id=hit.hit_id, expires_at=expired_at)
-        hit.expires_at = expired_at
-        hit.save(update_fields=["expires_at"])
+        hit_expire(hit, platform, at=expired_at)
 
 
 def _silent(now: datetime) -> Q:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import NamedTuple
@@ -33,7 +33,12 @@ from annotate.crowd.models import (
     crowd_worker_q,
 )
 from annotate.crowd.platforms import get_platform, platform_class
-from annotate.crowd.services.publishing import completion_check, publication_orphans_adopt
+from annotate.crowd.services.expiry import ExpiryOutcome, hits_expire
+from annotate.crowd.services.publishing import (
+    completion_check,
+    publication_orphans_adopt,
+    publication_waiting_expire,
+)
 from annotate.errors import (
     AlreadyProcessedError,
     AnnotateError,
@@ -939,36 +944,41 @@ def _created_hit(hit_pk: int) -> Hit:
 
 
 def hit_set_expiration(*, hit_pk: int, expires_at: datetime, user) -> Hit:
-    """Extend a HIT's life, or end it now (any time in the past expires it at once)."""
+    """Extend a HIT's life, or end it now (any time in the past expires it at once). The time
+    the platform confirmed replaces an expiry it had not confirmed: the admin's latest word."""
     require_admin(user)
     hit = _created_hit(hit_pk)
     get_platform(hit.publication.platform, user=user).hit_update_expiration(
         hit_id=hit.hit_id, expires_at=expires_at
     )
-    hit.expires_at = expires_at
-    hit.save(update_fields=["expires_at"])
+    hit.expires_at, hit.expiry_pending_since, hit.expiry_error = expires_at, None, ""
+    hit.save(update_fields=["expires_at", "expiry_pending_since", "expiry_error"])
     return hit
 
 
-def publication_expire(*, publication_id: int, now: datetime, user) -> int:
+def publication_expire(*, publication_id: int, now: datetime, user) -> ExpiryOutcome:
     """Stop offering every HIT of a publication, and stop its publish from making more; return
-    how many were expired. Only an admin's Resume asks for its missing HITs again."""
+    how many HITs the platform confirmed expired and how many it did not. Those it did not stay
+    stored as live (expiry.hit_expire), asked for again by the next Expire and by the sync beat.
+    Only an admin's Resume asks for its missing HITs again."""
     require_admin(user)
     # First, so a publish still making HITs stops before its next one (and ends the one it was
-    # making when this ran: publishing._expired_meanwhile); a redelivery of it makes none.
-    Publication.objects.filter(pk=publication_id, expired_at__isnull=True).update(expired_at=now)
-    publication = Publication.objects.get(pk=publication_id)
-    if platform_class(publication.platform).creates_hits:
-        publication_orphans_adopt(
-            publication=publication, platform=get_platform(publication.platform, user=user)
+    # making when this ran: publishing._expired_meanwhile); a redelivery of it makes none. One
+    # that no delivery took yet ends here and now.
+    if not publication_waiting_expire(publication_id=publication_id, now=now):
+        Publication.objects.filter(pk=publication_id, expired_at__isnull=True).update(
+            expired_at=now
         )
+    publication = Publication.objects.get(pk=publication_id)
+    platform = get_platform(publication.platform, user=user)
+    unchecked = ""
+    if platform_class(publication.platform).creates_hits:
+        try:
+            publication_orphans_adopt(publication=publication, platform=platform)
+        except CrowdPlatformError as error:  # the HITs stored here are expired all the same
+            unchecked = f"HITs a stopped publish may have made were not looked for: {error}"
     hits = Hit.objects.filter(publication_id=publication_id, status=HitStatus.CREATED)
-    count = 0
-    for hit in hits:
-        if hit.expires_at is None or hit.expires_at > now:
-            hit_set_expiration(hit_pk=hit.pk, expires_at=now, user=user)
-            count += 1
-    return count
+    return replace(hits_expire(hits, platform, at=now), unchecked=unchecked)
 
 
 def publication_delete_finished(*, publication_id: int, user) -> tuple[int, int]:
@@ -985,7 +995,8 @@ def publication_delete_finished(*, publication_id: int, user) -> tuple[int, int]
         except CrowdPlatformError:
             busy += 1  # still assignable, or has work waiting for review
             continue
-        hit.status = HitStatus.DELETED
-        hit.save(update_fields=["status"])
+        # Deleted on the platform: no worker takes it, whatever expiry was still pending.
+        hit.status, hit.expiry_pending_since, hit.expiry_error = HitStatus.DELETED, None, ""
+        hit.save(update_fields=["status", "expiry_pending_since", "expiry_error"])
         deleted += 1
     return deleted, busy

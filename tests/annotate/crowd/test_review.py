@@ -298,7 +298,8 @@ def test_extend_expire_and_delete_finished_hits(client, live, fake_mturk, admin_
     review.hit_set_expiration(hit_pk=hits[0].pk, expires_at=later, user=admin_user)
     assert fake_mturk.state.hits[hits[0].hit_id]["Expiration"] == pytest.approx(later.timestamp())
     done = work(client, fake_mturk, hits[1], "AW1")
-    assert review.publication_expire(publication_id=live.pk, now=timezone.now(), user=admin_user)
+    expired = review.publication_expire(publication_id=live.pk, now=timezone.now(), user=admin_user)
+    assert (expired.expired, expired.failed) == (3, 0)
     deleted, busy = review.publication_delete_finished(publication_id=live.pk, user=admin_user)
     assert (deleted, busy) == (2, 1)  # hits[1] has work waiting for review
     review.assignment_approve(assignment_id=done.pk, user=admin_user)
