@@ -630,5 +630,7 @@ def test_the_judge_run_pages_show_money_in_dollars_and_cents(client, researcher)
     assert "<td>&lt;$0.01</td>" in listed and "0.004999" not in listed
     assert '<th scope="col">Cost</th>' in listed
     detail = client.get(reverse("judge:run-detail", args=[run.pk])).text
-    assert "&lt;$0.01 billed, and $12.35 possibly billed" in detail
+    # A fake judge bills nobody: the page says what its calls would have cost.
+    assert "&lt;$0.01 at its prices, billed to nobody" in detail
+    assert "and $12.35 for failed attempts" in detail and "possibly billed" not in detail
     assert "0.004999" not in detail and "12.345000" not in detail

@@ -1025,10 +1025,13 @@ def test_the_run_pages_show_money_in_dollars_and_cents(researcher_client):
     listed = researcher_client.get(reverse("engine:run-list")).content.decode()
     assert "<td>$1,234.57</td>" in listed and "1234.567891" not in listed
     page = researcher_client.get(reverse("engine:run-detail", args=[run.pk])).content.decode()
+    # The offline fake bills nobody: its prices say what the calls would have cost.
     assert (
-        '<span id="run-cost">$1,234.57</span> billed, and '
-        '<span id="run-possibly-billed">&lt;$0.01</span> possibly billed' in page
+        '<span id="run-cost">$1,234.57</span> at its prices, billed to nobody (the offline fake: '
+        'what these calls would have cost), and <span id="run-possibly-billed">&lt;$0.01</span>'
+        " for failed attempts" in page
     )
+    assert "possibly billed" not in page and "</span> billed" not in page
     assert "(cap $2,000.00, counting both)" in page
     summary = page[page.index('id="run-progress"') : page.index("</dl>")]
     assert "567891" not in summary and "0.000123" not in summary and "2000.0" not in summary
