@@ -37,6 +37,8 @@ class JudgeChoiceField(forms.ModelChoiceField):
 class JudgeRunForm(forms.Form):
     config = JudgeChoiceField(JudgeConfig.objects.select_related("endpoint"), label="Judge")
     benchmark = forms.ModelChoiceField(Benchmark.objects.all())
+    # Every benchmark's systems: the benchmark is chosen on the same page, so the form cannot
+    # narrow them to it; judge_run_create refuses a system lacking responses there, by name.
     systems = forms.ModelMultipleChoiceField(
         systems_with_responses(), widget=forms.CheckboxSelectMultiple
     )

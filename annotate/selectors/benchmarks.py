@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from django.db.models import Count, Exists, OuterRef, Prefetch, QuerySet
@@ -33,6 +34,40 @@ def systems_with_responses() -> QuerySet[System]:
     """
     return System.objects.filter(Exists(Response.objects.filter(system=OuterRef("pk")))).order_by(
         "name"
+    )
+
+
+def responses_missing_refusal(
+    *, systems: Iterable[System], instructions: Sequence[Instruction]
+) -> str:
+    """Return why these systems cannot all be used on these instructions ("" when they can).
+
+    The rule of projects and judge runs alike: every chosen system needs a response to every
+    selected instruction. Each system lacking some is named, by name order, with up to 20 of
+    the instructions it lacks (by external id, in the order given). One query.
+    """
+    systems = sorted(systems, key=lambda system: system.name)
+    present = set(
+        Response.objects.filter(instruction__in=instructions, system__in=systems).values_list(
+            "instruction_id", "system_id"
+        )
+    )
+    lacks = []
+    for system in systems:
+        lacking = [
+            instruction.external_id
+            for instruction in instructions
+            if (instruction.id, system.id) not in present
+        ]
+        if lacking:
+            more = f" and {len(lacking) - 20} more" if len(lacking) > 20 else ""
+            lacks.append(f"{system.name} has no response to {', '.join(lacking[:20])}{more}")
+    if not lacks:
+        return ""
+    return (
+        "Every chosen system needs a response to every selected instruction: "
+        + "; ".join(lacks)
+        + ". Leave those systems or instructions out, or import the responses first."
     )
 
 

@@ -309,13 +309,15 @@ def benchmark_get_for_import(path: str, name: str) -> Benchmark:
 def responses_import(*, path: str, benchmark_name: str, system_name: str) -> ImportSummary:
     """Import one system's responses: JSON Lines with `id` (instruction id) and `output` (text).
 
-    Other fields are ignored, so a file of dataset rows with an added `output` works too.
+    Other fields are ignored, so a file of dataset rows with an added `output` works too. A new
+    system is created with its first response: an import that writes none leaves none behind.
     """
     benchmark = benchmark_get_for_import(path, benchmark_name)
-    if not system_name.strip():
+    system_name = system_name.strip()
+    if not system_name:
         raise ImportFileError(path, None, None, "the system name is empty")
-    system, _ = System.objects.get_or_create(name=system_name.strip())
-    if system.generation_endpoint_id is not None:
+    system = System.objects.filter(name=system_name).first()
+    if system is not None and system.generation_endpoint_id is not None:
         raise ImportFileError(
             path,
             None,
@@ -324,24 +326,21 @@ def responses_import(*, path: str, benchmark_name: str, system_name: str) -> Imp
             "import under a new system name",
         )
     instruction_ids = dict(benchmark.instructions.values_list("external_id", "pk"))
-    stored = dict(
-        Response.objects.filter(instruction__benchmark=benchmark, system=system).values_list(
-            "instruction_id", "text"
+    stored = {}
+    if system is not None:
+        stored = dict(
+            Response.objects.filter(instruction__benchmark=benchmark, system=system).values_list(
+                "instruction_id", "text"
+            )
         )
-    )
     summary = ImportSummary(path=path, what="responses")
     seen: dict[int, tuple[int, str]] = {}
-    pending: list[Response] = []
+    pending: dict[int, str] = {}  # instruction id → output, not written yet
     problems = ImportProblems(path)
     for line, row in read_jsonl(path, problems):
         summary.rows += 1
         with problems.line():
             external_id = _field(path, line, row, "id", str)
-            if isinstance(row, dict) and "output" in row and row["output"] is None:
-                # Not generated yet: the official evaluation script skips these lines too.
-                summary.skipped += 1
-                continue
-            output = _field(path, line, row, "output", str)
             instruction_id = instruction_ids.get(external_id)
             if instruction_id is None:
                 raise ImportFileError(
@@ -350,6 +349,11 @@ def responses_import(*, path: str, benchmark_name: str, system_name: str) -> Imp
                     "id",
                     f"no instruction {external_id!r} in benchmark {benchmark_name!r}",
                 )
+            if isinstance(row, dict) and "output" in row and row["output"] is None:
+                # Not generated yet: the official evaluation script skips these lines too.
+                summary.skipped += 1
+                continue
+            output = _field(path, line, row, "output", str)
             if instruction_id in seen:
                 first_line, first_output = seen[instruction_id]
                 if first_output != output:
@@ -367,22 +371,38 @@ def responses_import(*, path: str, benchmark_name: str, system_name: str) -> Imp
                         path,
                         line,
                         "output",
-                        f"{system.name} already has a different response to {external_id!r}; "
+                        f"{system_name} already has a different response to {external_id!r}; "
                         "nothing was overwritten (import under a new system name)",
                     )
                 summary.unchanged += 1
                 continue
-            pending.append(Response(instruction_id=instruction_id, system=system, text=output))
+            pending[instruction_id] = output
         if len(pending) >= BATCH_SIZE and not problems:
-            summary.created += len(Response.objects.bulk_create(pending))
-            pending = []
+            system = _responses_create(system=system, system_name=system_name, outputs=pending)
+            summary.created += len(pending)
+            pending = {}
     problems.raise_found()
     if pending:
-        summary.created += len(Response.objects.bulk_create(pending))
+        system = _responses_create(system=system, system_name=system_name, outputs=pending)
+        summary.created += len(pending)
     if summary.rows == 0:
         raise ImportFileError(path, None, None, "the file holds no responses")
-    summary.details = {"benchmark": benchmark.name, "system": system.name}
+    summary.details = {"benchmark": benchmark.name, "system": system_name}
     summary.skipped_why = (
         '"output" is null (not generated yet; the official script skips these too)'
     )
     return summary
+
+
+def _responses_create(
+    *, system: System | None, system_name: str, outputs: dict[int, str]
+) -> System:
+    """Write the responses (instruction id → text), creating their system first when it is new
+    (None); return the system."""
+    if system is None:
+        system, _ = System.objects.get_or_create(name=system_name)
+    Response.objects.bulk_create(
+        Response(instruction_id=instruction_id, system=system, text=text)
+        for instruction_id, text in outputs.items()
+    )
+    return system

@@ -16,11 +16,11 @@ from annotate.models import (
     Instruction,
     Project,
     ProjectMode,
-    Response,
     Subset,
     System,
     Task,
 )
+from annotate.selectors.benchmarks import responses_missing_refusal
 
 DEFAULT_GUIDELINES = """\
 Read the instruction (and its input, if there is one), then each response. For every question \
@@ -212,26 +212,6 @@ def _select_random(
 
 def _check_responses_exist(*, project: Project, instructions: list[Instruction]) -> None:
     """Refuse instructions some chosen system has no response to, naming each such system."""
-    systems = list(project.systems.order_by("name"))
-    present = set(
-        Response.objects.filter(instruction__in=instructions, system__in=systems).values_list(
-            "instruction_id", "system_id"
-        )
-    )
-    lacks = []
-    for system in systems:
-        lacking = [
-            instruction.external_id
-            for instruction in instructions
-            if (instruction.id, system.id) not in present
-        ]
-        if lacking:
-            more = f" and {len(lacking) - 20} more" if len(lacking) > 20 else ""
-            lacks.append(f"{system.name} has no response to {', '.join(lacking[:20])}{more}")
-    if lacks:
-        raise ProjectSetupError(
-            "Every chosen system needs a response to every selected instruction: "
-            + "; ".join(lacks)
-            + ". Leave those systems or instructions out, or import the responses first.",
-            field="systems",
-        )
+    refusal = responses_missing_refusal(systems=project.systems.all(), instructions=instructions)
+    if refusal:
+        raise ProjectSetupError(refusal, field="systems")

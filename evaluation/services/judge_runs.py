@@ -20,8 +20,9 @@ from annotate.engine.models import EngineRun
 from annotate.engine.models import RunStatus as EngineRunStatus
 from annotate.engine.services import engine_run_create, engine_run_execute, engine_run_start
 from annotate.errors import AnnotateError, NotFoundError, PermissionDeniedError, RateLimitedError
-from annotate.models import Benchmark, Label, Question, Response, System
+from annotate.models import Benchmark, Instruction, Label, Question, Response, System
 from annotate.roles import is_admin, is_researcher
+from annotate.selectors.benchmarks import responses_missing_refusal
 from annotate.selectors.instructions import SelectionError, instructions_select
 from evaluation.errors import JudgeNotFoundError, JudgePermissionError, JudgeRunError
 from evaluation.judges.conversation import Answered, ConversationWork, Failed, Finished
@@ -62,6 +63,17 @@ def _select_instructions(**kwargs) -> tuple[list[int], str]:
         return instructions_select(**kwargs)
     except SelectionError as error:
         raise JudgeRunError(str(error), field=error.field) from None
+
+
+def _check_responses_exist(*, systems: list[System], instruction_ids: list[int]) -> None:
+    """Refuse a run some chosen system would leave out, as a project refuses it: silently
+    judging the others would show the run complete."""
+    instructions = Instruction.objects.filter(pk__in=instruction_ids).order_by("position", "id")
+    refusal = responses_missing_refusal(
+        systems=systems, instructions=list(instructions.only("id", "external_id"))
+    )
+    if refusal:
+        raise JudgeRunError(refusal, field="systems")
 
 
 @transaction.atomic
@@ -107,12 +119,13 @@ def judge_run_create(
     chosen, described = _select_instructions(
         benchmark=benchmark, subset=subset, external_ids=instruction_ids, sample=sample, seed=seed
     )
+    _check_responses_exist(systems=systems, instruction_ids=chosen)
     responses = list(
         Response.objects.filter(instruction_id__in=chosen, system__in=systems).values_list(
             "id", flat=True
         )
     )
-    if not responses:
+    if not responses:  # no instruction chosen (an empty subset)
         names = ", ".join(system.name for system in systems)
         raise JudgeRunError(f"No responses of {names} to the chosen instructions of {benchmark}.")
     run = JudgeRun.objects.create(

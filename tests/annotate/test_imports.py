@@ -20,6 +20,7 @@ from annotate.models import (
     LabelValue,
     Question,
     Response,
+    System,
 )
 from annotate.services.exports import labels_export, scores_export
 from annotate.services.imports import instructions_import, responses_import
@@ -423,6 +424,36 @@ def test_responses_not_generated_yet_are_skipped_as_the_official_script_skips_th
     bad = write_jsonl(small / "bad.jsonl", [{"id": "t1", "output": 3}])
     with pytest.raises(ImportFileError, match="field 'output': expected a string, found a number"):
         responses_import(path=bad, benchmark_name="small", system_name="late")
+
+
+def test_an_unknown_id_is_refused_even_when_its_output_is_null_and_no_system_is_made(small):
+    rows = [{"id": "t1", "output": None}, {"id": "no_such_id", "output": None}]
+    path = write_jsonl(small / "unknown.jsonl", rows)
+    with pytest.raises(CommandError) as refused:
+        call_command("import_responses", path, "--benchmark", "small", "--system", "zz2")
+    assert refused.value.returncode == 1
+    assert str(refused.value) == (
+        f"{path}, line 2, field 'id': no instruction 'no_such_id' in benchmark 'small'\n"
+        "Nothing was written."
+    )
+    assert not System.objects.filter(name="zz2").exists()
+
+
+def test_an_import_that_writes_nothing_creates_no_system(small, capsys):
+    path = write_jsonl(small / "later.jsonl", [{"id": "t1", "output": None}])
+    call_command("import_responses", path, "--benchmark", "small", "--system", "zz2")
+    said = capsys.readouterr().out
+    assert f"Nothing imported from {path}." in said
+    assert '1 line skipped: "output" is null' in said
+    assert not System.objects.filter(name="zz2").exists()
+    # Its first written response makes it; a stored system takes more as before.
+    responses_import(path=write_jsonl(small / "t2.jsonl", [{"id": "t2", "output": "b"}]),
+                     benchmark_name="small", system_name="zz2")  # fmt: skip
+    responses_import(path=write_jsonl(small / "t1.jsonl", [{"id": "t1", "output": "a"}]),
+                     benchmark_name="small", system_name="zz2")  # fmt: skip
+    texts = Response.objects.filter(system__name="zz2").order_by("text").values_list("text")
+    assert [text for (text,) in texts] == ["a", "b"]
+    assert System.objects.filter(name="zz2").count() == 1
 
 
 def test_commands_print_the_summary_and_exit_non_zero_on_errors(small, capsys):

@@ -243,3 +243,22 @@ def test_judge_command_without_systems_judges_those_of_the_benchmark_only(capsys
     with pytest.raises(CommandError, match=r"^No system named ghost, zed\.$"):
         call_command("judge", config=judge.name, benchmark=benchmark.name, systems="zed,a,ghost")
     assert not JudgeRun.objects.exists()
+
+
+@pytest.mark.parametrize("dry_run", [[], ["--dry-run"]])
+def test_judge_command_refuses_a_system_with_no_response_in_the_benchmark(dry_run):
+    benchmark, _, _ = make_benchmark(questions_per_instruction=(1, 1), systems=("beta-7b",))
+    make_benchmark(questions_per_instruction=(1,), systems=("alpha-7b",))
+    judge = make_judge(backend="fake")
+    arguments = ["--config", judge.name, "--benchmark", benchmark.name, *dry_run]
+
+    with pytest.raises(CommandError) as refused:
+        call_command("judge", *arguments, "--systems", "alpha-7b,beta-7b")
+
+    assert refused.value.returncode == 1  # manage.py exits with it
+    assert str(refused.value) == (
+        "Every chosen system needs a response to every selected instruction: alpha-7b has no "
+        "response to task_1, task_2. Leave those systems or instructions out, or import the "
+        "responses first."
+    )
+    assert not JudgeRun.objects.exists() and not EngineRun.objects.exists()

@@ -511,15 +511,38 @@ def test_a_selection_that_cannot_be_made_is_shown_beside_its_field(
 
 
 def test_a_refusal_about_no_field_is_shown_once_above_the_form(client, researcher):
-    benchmark, _, _ = make_benchmark(questions_per_instruction=(1,))
-    # Responses in another benchmark only (a system with none at all is no choice on the form).
-    _, (silent,), _ = make_benchmark(questions_per_instruction=(1,), systems=("no-answers",))
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(1,))  # easy only
     judge = make_judge(name="fake-judge", backend="fake")
     client.force_login(researcher)
-    page = client.post(reverse("judge:run-new"), _form(judge, benchmark, [silent]))
+    page = client.post(reverse("judge:run-new"), _form(judge, benchmark, systems, subset="hard"))
     assert page.status_code == 400
     assert page.context["form"].non_field_errors()
-    assert page.text.count("No responses of no-answers") == 1
+    assert page.text.count("No responses of sys-a") == 1
+
+
+@pytest.mark.parametrize("button", [{}, {"estimate": "1"}])
+def test_a_system_with_no_response_in_the_benchmark_is_refused_beside_the_systems(
+    client, researcher, button
+):
+    """The form offers every system with responses: it cannot know the benchmark chosen beside
+    them, so the run's refusal names the system that has none in it."""
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(1, 1), systems=("beta-7b",))
+    _, (alpha,), _ = make_benchmark(questions_per_instruction=(1,), systems=("alpha-7b",))
+    judge = make_judge(name="fake-judge", backend="fake")
+    client.force_login(researcher)
+    offered = client.get(reverse("judge:run-new")).text
+    assert f'name="systems" value="{alpha.pk}"' in offered
+
+    form = _form(judge, benchmark, [alpha, *systems], **button)
+    page = client.post(reverse("judge:run-new"), form)
+
+    assert page.status_code == 400
+    assert page.context["form"].errors["systems"] == [
+        "Every chosen system needs a response to every selected instruction: alpha-7b has no "
+        "response to task_1, task_2. Leave those systems or instructions out, or import the "
+        "responses first."
+    ]
+    assert not JudgeRun.objects.exists() and not EngineRun.objects.exists()
 
 
 def test_the_judge_run_page_says_which_judges_cost_money(client, researcher):

@@ -215,3 +215,25 @@ def test_a_start_over_the_users_run_start_limit_answers_429_and_makes_nothing(
     other = UserFactory(username="other-researcher", roles=[RESEARCHER])
     client.force_login(other)  # the limit is per user
     assert client.post(URL, body, content_type="application/json").status_code == 202
+
+
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_a_system_with_no_response_in_the_benchmark_is_refused_naming_it(
+    client, researcher, dry_run
+):
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(1,), systems=("beta-7b",))
+    _, (alpha,), _ = make_benchmark(questions_per_instruction=(1,), systems=("alpha-7b",))
+    judge = make_judge(name="fake-judge", backend="fake")
+    client.force_login(researcher)
+    body = _body(judge, benchmark, [alpha, *systems], dry_run=dry_run)
+
+    refused = client.post(URL, body, content_type="application/json")
+
+    assert refused.status_code == 400
+    assert refused.json() == {
+        "detail": "Every chosen system needs a response to every selected instruction: alpha-7b "
+        "has no response to task_1. Leave those systems or instructions out, or import the "
+        "responses first.",
+        "field": "systems",
+    }
+    assert not JudgeRun.objects.exists()

@@ -373,3 +373,44 @@ def test_a_protocol_can_override_the_request_body(stub, monkeypatch):
     run = _run(make_judge(stub.base_url), benchmark, systems)
     judge_run_execute(run_id=run.pk)
     assert set(stub.requests[0]) == {"model", "messages", "temperature"}
+
+
+def _benchmark_where_alpha_answers_elsewhere():
+    """Small IFB, answered by beta-7b; alpha-7b answers only in another benchmark."""
+    benchmark, (beta,), _ = make_benchmark(questions_per_instruction=(1, 1), systems=("beta-7b",))
+    benchmark.name = "Small IFB"
+    benchmark.save()
+    _, (alpha,), _ = make_benchmark(questions_per_instruction=(1,), systems=("alpha-7b",))
+    return benchmark, alpha, beta
+
+
+def test_a_system_with_no_response_in_the_benchmark_is_refused_by_name_and_nothing_is_kept():
+    benchmark, alpha, beta = _benchmark_where_alpha_answers_elsewhere()
+
+    with pytest.raises(JudgeRunError) as refused:
+        _run(make_judge(backend="fake"), benchmark, [alpha, beta])
+
+    assert str(refused.value) == (
+        "Every chosen system needs a response to every selected instruction: alpha-7b has no "
+        "response to task_1, task_2. Leave those systems or instructions out, or import the "
+        "responses first."
+    )
+    assert refused.value.field == "systems"
+    assert not JudgeRun.objects.exists() and not EngineRun.objects.exists()
+
+
+def test_a_system_lacking_some_chosen_instructions_is_refused_naming_them_only():
+    benchmark, (full, partial), (first, second) = make_benchmark(
+        questions_per_instruction=(1, 1), systems=("full", "partial")
+    )
+    partial.responses.filter(instruction=second).delete()
+    judge = make_judge(backend="fake")
+
+    with pytest.raises(JudgeRunError, match=r"partial has no response to task_2\. ") as refused:
+        _run(judge, benchmark, [full, partial])
+    assert "full has" not in str(refused.value)
+    assert not JudgeRun.objects.exists()
+    # Left out of the selection, the instruction it lacks asks nothing of it.
+    run = _run(judge, benchmark, [full, partial], instruction_ids=["task_1"])
+    assert set(run.systems.all()) == {full, partial}
+    assert run.conversations.count() == 2
