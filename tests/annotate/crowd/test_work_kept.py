@@ -209,10 +209,10 @@ def test_a_raw_export_read_back_counts_the_same_crowd_work(tmp_path):
     path.write_text(output.getvalue())
     Label.objects.all().delete()
     assert labels_import(path=str(path), benchmark_name=benchmark.name).created == 4
+    assert _counted(benchmark) == (4, 4)
     imported = Label.objects.all()
     assert {label.annotator.name for label in imported} == {approved.annotator.name}
     assert all(label.imported and label.assignment_id is None for label in imported)
-    assert _counted(benchmark) == (4, 4)
     assert not Label.objects.filter(annotator=rejected.annotator).exists()
 
 
