@@ -85,22 +85,61 @@ class DirectScoreAdmin(admin.ModelAdmin):
     raw_id_fields = ["response", "annotator", "assignment"]
 
 
+class WorkKeptAdmin(admin.ModelAdmin):
+    """Refuse to delete what holds work: a label or direct score keeps the assignment it came
+    through (their foreign key is PROTECT), so its status still decides whether it counts.
+
+    Said on Django's delete page (and the "delete selected" action's) as the protected objects
+    are, counted rather than listed: a project's labels may be millions.
+    """
+
+    # The lookup from an assignment to this model ("" for an assignment itself).
+    assignment_path = ""
+
+    def get_deleted_objects(self, objs, request):
+        held = self._work_held(objs)
+        if held:
+            return [], {}, set(), [held]
+        return super().get_deleted_objects(objs, request)
+
+    def _work_held(self, objs) -> str:
+        key = (
+            f"assignment__{self.assignment_path}__in" if self.assignment_path else "assignment__in"
+        )
+        labels = models.Label.objects.filter(**{key: objs}).count()
+        scores = models.DirectScore.objects.filter(**{key: objs}).count()
+        if not labels and not scores:
+            return ""
+        work = f"{labels} label{pluralize(labels)} and {scores} direct score{pluralize(scores)}"
+        many = len(objs) > 1
+        through = "them" if many else "it"
+        if self.assignment_path:
+            through = f"{'their' if many else 'its'} assignments"
+        return (
+            f"{work} submitted through {through}: work stays with the assignment it came "
+            "through (reject an assignment to leave its work out of results)"
+        )
+
+
 @admin.register(models.Project)
-class ProjectAdmin(admin.ModelAdmin):
+class ProjectAdmin(WorkKeptAdmin):
+    assignment_path = "task__batch__project"
     list_display = ["name", "benchmark", "mode", "assignments_per_task", "created_at"]
     list_filter = ["mode", "benchmark"]
     search_fields = ["name"]
 
 
 @admin.register(models.Batch)
-class BatchAdmin(admin.ModelAdmin):
+class BatchAdmin(WorkKeptAdmin):
+    assignment_path = "task__batch"
     list_display = ["name", "project", "active", "created_at"]
     list_filter = ["active", "project"]
     search_fields = ["name", "project__name"]
 
 
 @admin.register(models.Task)
-class TaskAdmin(admin.ModelAdmin):
+class TaskAdmin(WorkKeptAdmin):
+    assignment_path = "task"
     list_display = ["__str__", "batch", "instruction"]
     list_filter = ["batch__project"]
     search_fields = ["instruction__external_id"]
@@ -108,7 +147,7 @@ class TaskAdmin(admin.ModelAdmin):
 
 
 @admin.register(models.Assignment)
-class AssignmentAdmin(admin.ModelAdmin):
+class AssignmentAdmin(WorkKeptAdmin):
     list_display = ["task", "annotator", "status", "claimed_at", "submitted_at", "is_late"]
     list_filter = ["status", "is_late", "task__batch__project"]
     search_fields = ["annotator__name", "task__instruction__external_id", "platform_assignment_id"]

@@ -269,13 +269,20 @@ class Label(models.Model):
         Annotator, on_delete=models.CASCADE, related_name="labels", db_index=False
     )
     value = models.PositiveSmallIntegerField(choices=LabelValue.choices)
+    # PROTECT, not SET_NULL: a label that lost its assignment would read as work that needs
+    # none and count whatever its assignment's status was (annotate.selectors.results).
     assignment = models.ForeignKey(
         "Assignment",
         null=True,
         blank=True,
-        on_delete=models.SET_NULL,
+        on_delete=models.PROTECT,
         related_name="labels",
         db_index=False,
+    )
+    imported = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="Written by a label import: counts without an assignment (results.py).",
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -316,7 +323,12 @@ class DirectScore(models.Model):
     annotator = models.ForeignKey(Annotator, on_delete=models.CASCADE, related_name="scores")
     score = models.PositiveSmallIntegerField()
     assignment = models.ForeignKey(
-        "Assignment", null=True, blank=True, on_delete=models.SET_NULL, related_name="scores"
+        "Assignment", null=True, blank=True, on_delete=models.PROTECT, related_name="scores"
+    )
+    imported = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="Written by a score import: counts without an assignment (results.py).",
     )
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -12,6 +12,10 @@ class ReadOnlyAdmin(admin.ModelAdmin):
     def has_change_permission(self, request, obj=None) -> bool:
         return False
 
+    def has_delete_permission(self, request, obj=None) -> bool:
+        # A publication's HITs and the platform's assignments are what crowd work counts by.
+        return False
+
 
 @admin.register(models.PlatformCall)
 class PlatformCallAdmin(ReadOnlyAdmin):

@@ -168,9 +168,11 @@ class Hit(models.Model):
     """One task (or, for a human study, one prompt) of a publication as a HIT. The token is stored
     before the HIT is created."""
 
-    publication = models.ForeignKey(Publication, on_delete=models.CASCADE, related_name="hits")
+    # PROTECT: a HIT and what the platform reported of its assignments are the confirmations
+    # crowd work counts by (annotate.selectors.results); a cascade would drop them silently.
+    publication = models.ForeignKey(Publication, on_delete=models.PROTECT, related_name="hits")
     task = models.ForeignKey(
-        Task, null=True, blank=True, on_delete=models.CASCADE, related_name="hits"
+        Task, null=True, blank=True, on_delete=models.PROTECT, related_name="hits"
     )
     prompt = models.ForeignKey(
         "verbalizer.Prompt", null=True, blank=True, on_delete=models.CASCADE, related_name="hits"
@@ -295,7 +297,7 @@ class PlatformAssignment(models.Model):
     """An assignment as the platform last reported it, matched to ours when we have it (an
     Assignment for a batch's HIT, a HumanAnswer for a human study's)."""
 
-    hit = models.ForeignKey(Hit, on_delete=models.CASCADE, related_name="platform_assignments")
+    hit = models.ForeignKey(Hit, on_delete=models.PROTECT, related_name="platform_assignments")
     platform_assignment_id = models.CharField(max_length=200, unique=True)
     worker_id = models.CharField(max_length=200)
     status = models.CharField(max_length=20, help_text="Submitted, Approved or Rejected.")

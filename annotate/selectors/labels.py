@@ -18,7 +18,12 @@ from annotate.errors import SystemNotFoundError
 from annotate.models import DECIDED_KIND_VALUES, Annotator, Benchmark, Label, System
 from annotate.selectors.annotator_kinds import annotator_kinds_effective
 from annotate.selectors.identities import IdentityScope
-from annotate.selectors.results import WorkStatus, counted_work_q, work_statuses_of
+from annotate.selectors.results import (
+    WorkStatus,
+    counted_work_q,
+    unassigned_work_status,
+    work_statuses_of,
+)
 
 KIND_NOT_DECIDED = "annotator's kind not decided"
 
@@ -134,8 +139,11 @@ def label_rows(*, labels: list[Label], annotators: LabelAnnotators) -> list[Labe
 def _why_not(label: Label, kind: str, statuses: dict[int, str]) -> str:
     if label.assignment_id is not None:
         status = statuses.get(label.assignment_id, WorkStatus.COUNTED)
-        if status != WorkStatus.COUNTED:
-            return status
+    else:
+        platform = label.annotator.platform
+        status = unassigned_work_status(imported=label.imported, platform=platform)
+    if status != WorkStatus.COUNTED:
+        return status
     if kind not in DECIDED_KIND_VALUES:
         return KIND_NOT_DECIDED
     return WorkStatus.BLOCKED

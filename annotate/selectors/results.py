@@ -6,7 +6,11 @@ platform never confirmed leaves every result at once. The raw exports keep such 
 status (`work_status`).
 
 A label or direct score counts when its annotator is not a blocked crowd worker, and
-- it came with no assignment (imported, or written by an LLM judge), or
+- it came with no assignment and was imported (a label or score import, which reads back only the
+  raw export's counted rows), or it has no assignment and its annotator came through no platform
+  (an LLM judge, an in-house annotator): a platform worker's work without an assignment is none
+  the platform confirmed (an assignment is never deleted while it holds work: the foreign key is
+  PROTECT, and these labels are left from before it was), or
 - its assignment was submitted in time (submitted or approved, not late), and, for a worker who
   came through a crowd platform that hands out the assignments itself (MTurk, the fake
   platform), whatever kind a researcher gives that worker later, that platform confirmed the
@@ -28,7 +32,14 @@ from collections.abc import Iterable
 from django.db.models import Count, F, Q, QuerySet, Sum
 
 from annotate.crowd.models import WorkerBlock
-from annotate.models import PERSON_KINDS, AnnotatorKind, Assignment, AssignmentStatus, Benchmark
+from annotate.models import (
+    PERSON_KINDS,
+    Annotator,
+    AnnotatorKind,
+    Assignment,
+    AssignmentStatus,
+    Benchmark,
+)
 
 # Self-hosted links have no platform that could confirm an assignment; "" is imported work.
 PLATFORMS_WITHOUT_CONFIRMATION = ("", "selfhosted")
@@ -176,11 +187,29 @@ def counted_assignments() -> QuerySet[Assignment]:
     return Assignment.objects.filter(counted_assignment_q()).order_by()
 
 
+def platform_annotator_ids() -> QuerySet:
+    """Ids of annotators who came through a crowd platform (a subquery, evaluated where used)."""
+    return Annotator.objects.exclude(platform="").order_by().values("id")
+
+
+def unassigned_counted_q() -> Q:
+    """Work without an assignment that counts: imported, or of an annotator of no platform."""
+    return Q(assignment__isnull=True) & (
+        Q(imported=True) | ~Q(annotator_id__in=platform_annotator_ids())
+    )
+
+
 def counted_work_q() -> Q:
     """The rule on a label or direct score row, as a Q (negate it for the work that does not)."""
     return ~Q(annotator_id__in=blocked_annotator_ids()) & (
-        Q(assignment__isnull=True) | Q(assignment_id__in=counted_assignments().values("id"))
+        unassigned_counted_q() | Q(assignment_id__in=counted_assignments().values("id"))
     )
+
+
+def unassigned_work_status(*, imported: bool, platform: str) -> str:
+    """The WorkStatus of a label or score without an assignment, its annotator not blocked: the
+    rule of `unassigned_counted_q` on one row."""
+    return WorkStatus.COUNTED if imported or not platform else WorkStatus.UNCONFIRMED
 
 
 def counted_work(queryset: QuerySet) -> QuerySet:
@@ -191,12 +220,17 @@ def counted_work(queryset: QuerySet) -> QuerySet:
 def counted_work_sql(alias: str) -> tuple[str, tuple]:
     """The same rule as SQL on a label or direct score row named `alias`, with its parameters."""
     blocked_sql, blocked_params = blocked_annotator_ids().query.sql_with_params()
+    platform_sql, platform_params = platform_annotator_ids().query.sql_with_params()
     counted_sql, counted_params = counted_assignments().values("id").query.sql_with_params()
+    unassigned = (
+        f"({alias}.assignment_id IS NULL AND ({alias}.imported "
+        f"OR {alias}.annotator_id NOT IN ({platform_sql})))"
+    )
     sql = (
-        f"({alias}.annotator_id NOT IN ({blocked_sql}) AND ({alias}.assignment_id IS NULL "
+        f"({alias}.annotator_id NOT IN ({blocked_sql}) AND ({unassigned} "
         f"OR {alias}.assignment_id IN ({counted_sql})))"
     )
-    return sql, (*blocked_params, *counted_params)
+    return sql, (*blocked_params, *platform_params, *counted_params)
 
 
 def counted_work_fingerprint(*, benchmark: Benchmark) -> tuple:

@@ -14,7 +14,12 @@ from typing import IO
 from annotate.models import DECIDED_KIND_VALUES, Benchmark, DirectScore, Label, LabelValue
 from annotate.selectors.annotator_kinds import annotator_kinds_effective
 from annotate.selectors.identities import OPERATOR, IdentityScope
-from annotate.selectors.results import WorkStatus, blocked_annotator_ids, work_statuses
+from annotate.selectors.results import (
+    WorkStatus,
+    blocked_annotator_ids,
+    unassigned_work_status,
+    work_statuses,
+)
 from annotate.services.files import csv_writer
 from annotate.services.label_imports import (
     KIND_COLUMN,
@@ -42,14 +47,17 @@ def _label_rows(benchmark_name: str, scope: IdentityScope) -> Iterator[tuple]:
     blocked = set(blocked_annotator_ids().values_list("annotator_id", flat=True))
     kinds, undecided = _kinds(benchmark)
     for row in _label_values(benchmark_name):
-        instruction, system, name, kind, position, value, annotator_id, worker_id, assignment = row
+        instruction, system, name, kind, position, value, annotator_id, worker_id = row[:8]
+        assignment, imported, platform = row[8:]
         if annotator_id in undecided:
             continue
         kind = kinds.get(annotator_id, kind)
         if annotator_id in blocked:
             status = WorkStatus.BLOCKED
+        elif assignment is None:
+            status = unassigned_work_status(imported=imported, platform=platform)
         else:
-            status = statuses.get(assignment, WorkStatus.COUNTED)
+            status = statuses[assignment]
         name = scope.name(annotator_id=annotator_id, name=name, worker_id=worker_id)
         yield instruction, system, name, kind, position, value, status
 
@@ -74,6 +82,8 @@ def _label_values(benchmark_name: str) -> Iterator[tuple]:
             "annotator_id",
             "annotator__worker_id",
             "assignment_id",
+            "imported",
+            "annotator__platform",
         )
         .iterator(chunk_size=CHUNK)
     )

@@ -779,12 +779,15 @@ def _insert(cursor, target: _Target, skip_stored: bool, distinct: bool = True) -
     )
     # In key order: the unique index then grows at its end instead of at random pages.
     order = " ORDER BY 1, 2, 3" if distinct else ""
+    # imported: the row counts without an assignment even for a platform's worker (a raw export
+    # read back holds only the work that counted; annotate.selectors.results).
     cursor.execute(
         f"INSERT INTO {target.table} "
-        f"({question_column}response_id, annotator_id, {target.value_column}, created_at) "
-        f"SELECT {'DISTINCT ' if distinct else ''}{question}r.response_id, a.id, r.value, %s "
+        f"({question_column}response_id, annotator_id, {target.value_column}, imported, "
+        "created_at) "
+        f"SELECT {'DISTINCT ' if distinct else ''}{question}r.response_id, a.id, r.value, %s, %s "
         f"FROM {RESOLVED} r JOIN annotate_annotator a ON a.name = r.annotator {not_stored}{order}",
-        [timezone.now()],
+        [True, timezone.now()],
     )
     return cursor.rowcount
 

@@ -65,6 +65,7 @@ def test_odd_but_valid_values_are_stored_as_written(bench):
         ("tab\there", 1, LabelValue.NO),
         ("=sum", 3, LabelValue.UNKNOWN),
     }
+    assert set(Label.objects.values_list("imported", flat=True)) == {True}
 
 
 def test_a_file_that_turns_odd_after_its_first_block_is_staged_once(bench, monkeypatch):
@@ -91,6 +92,8 @@ def test_bulk_import_builds_the_label_indexes_again(bench, monkeypatch):
     assert stored() == {("a", 1, 1), ("a", 2, 0), ("b", 1, 0)}
     rebuilt = {"label_unique_per_annotator", "label_response_annotator", "label_unassigned"}
     assert label_indexes() == before >= rebuilt
+    # Imported work counts without an assignment (annotate.selectors.results).
+    assert set(Label.objects.values_list("imported", flat=True)) == {True}
     again = labels_import(path=str(path), benchmark_name="bulk")
     assert (again.created, again.unchanged) == (0, 3)
 

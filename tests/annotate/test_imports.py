@@ -186,6 +186,7 @@ def test_direct_scores_import_and_export(small):
         small / "s.csv", "instruction_id,system,annotator,score\nt1,sys,ann-a,5\nt2,sys,ann-a,1\n"
     )
     assert scores_import(path=path, benchmark_name="small", kind="expert").created == 2
+    assert set(DirectScore.objects.values_list("imported", flat=True)) == {True}
     out = io.StringIO()
     scores_export(benchmark_name="small", output=out)
     DirectScore.objects.all().delete()

@@ -171,6 +171,7 @@ def test_instruction_the_annotator_already_labelled_elsewhere_is_not_offered():
 
 def _work_elsewhere(kind: str, annotator, tasks) -> None:
     """Leave the annotator's earlier work of one `kind` on each task's instruction."""
+    from annotate.models import Label
     from annotate.services.projects import InstructionSelection, project_create
     from tests.factories import AssignmentFactory, DirectScoreFactory, LabelFactory
 
@@ -197,7 +198,9 @@ def _work_elsewhere(kind: str, annotator, tasks) -> None:
                 annotator=annotator, question=question, response=response, assignment=assignment
             )
     if kind == "label of a deleted assignment":
-        other.batches.all().delete()  # the labels stay, their assignment is set to NULL
+        # As SET_NULL left them before Label.assignment was PROTECT: the labels stay, without it.
+        Label.objects.filter(annotator=annotator).update(assignment=None)
+        other.batches.all().delete()
 
 
 @pytest.mark.parametrize(
