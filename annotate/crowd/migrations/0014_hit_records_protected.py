@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("crowd", "0011_publication_expired_at"),
+        ("crowd", "0013_hit_expiry_pending"),
     ]
 
     operations = [
