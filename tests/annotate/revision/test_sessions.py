@@ -412,3 +412,14 @@ def test_a_system_on_an_offline_endpoint_revises_like_the_fake_model(
     assert sorted(purposes) == sorted(
         ["revision-initial", "revision-summary", "revision-answer", "revision-answer"]
     )
+
+
+def test_a_rating_word_is_taken_in_any_case(study, annotator, django_capture_on_commit_callbacks):
+    """The imports take "GOOD" and " Bad "; the session's rating refused "Good" with a 400."""
+    session = start(study, annotator, django_capture_on_commit_callbacks)
+    instruct(django_capture_on_commit_callbacks, session, annotator, "Shorten it.")
+    turn = turn_rate(
+        session_id=session.pk, user=annotator, rating=" Good ", comment="ok", now=timezone.now()
+    )
+    turn.refresh_from_db()
+    assert turn.rating == "good"
