@@ -72,6 +72,7 @@ class _SessionRow:
     turns: list[_TurnRow] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
     blank_key: str = ""  # as `key`, the question's outer blanks kept (imports before they went)
+    satisfied: bool = False  # the export's `satisfied` (kept in `extra` too, as given)
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -176,6 +177,11 @@ def _parse_session(path: str, line: int, raw: dict) -> _SessionRow:
         initial_answer=_text(path, line, raw["initial_answer"], "initial_answer"),
         extra={key: value for key, value in raw.items() if key not in SESSION_FIELDS},
     )
+    session.satisfied = raw.get("satisfied", False)
+    if not isinstance(session.satisfied, bool):
+        raise ImportFileError(
+            path, line, "satisfied", f"must be true or false, not {json_type(session.satisfied)}"
+        )
     session.turns = [_parse_turn(path, line, i, turn) for i, turn in enumerate(interaction)]
     # Imports before questions were stored without outer blanks keyed the line with them.
     session.blank_key = _content_key(_as_exported(session))
@@ -234,7 +240,7 @@ def sessions_import(*, path: str, study_name: str) -> ImportSummary:
                 question=questions[row.question],
                 system=systems[row.model_name],
                 status="finished",
-                satisfied=False,
+                satisfied=row.satisfied,
                 initial_answer=row.initial_answer,
                 source_key=row.key,
                 source_position=position + offset,
