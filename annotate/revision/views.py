@@ -277,6 +277,10 @@ def withdraw(request: HttpRequest, session_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
+@work_limited(
+    outcome="The session was not given up.",
+    back=lambda session_id: (reverse("revision:session", args=[session_id]), "Back to the session"),
+)
 @page_errors
 def give_up(request: HttpRequest, session_id: int) -> HttpResponse:
     """The model keeps failing before anything was rated: leave the session for another."""

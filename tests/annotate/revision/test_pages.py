@@ -1086,6 +1086,9 @@ def test_every_session_and_rerating_action_is_limited_per_user_on_the_work_rate(
     assert client.post(reverse("revision:finish", args=[session.pk])).status_code == 429
     withdrawn = client.post(reverse("revision:withdraw", args=[session.pk]))
     assert withdrawn.status_code == 429 and "Nothing was withdrawn." in withdrawn.content.decode()
+    given_up = client.post(reverse("revision:give-up", args=[session.pk]))
+    assert given_up.status_code == 429
+    assert "The session was not given up." in given_up.content.decode()
     assert RevisionSession.objects.get(pk=session.pk).status == "active"
     rerate_url = reverse("revision:rerating", args=[rerating.pk])
     assert client.get(rerate_url).status_code == 200
