@@ -18,7 +18,18 @@ class StudySystemAdmin(admin.ModelAdmin):
 
 @admin.register(models.RevisionSession)
 class RevisionSessionAdmin(admin.ModelAdmin):
-    list_display = ("id", "study", "system", "annotator", "status", "satisfied", "created_at")
+    # A failed call's message (initial_error, a turn's call_error) is shown here and logged,
+    # never to the annotator: it names the endpoint or the model.
+    list_display = (
+        "id",
+        "study",
+        "system",
+        "annotator",
+        "status",
+        "initial_status",
+        "satisfied",
+        "created_at",
+    )
     list_filter = ("study", "status", "initial_status")
     search_fields = ("question__text", "annotator__username")
     raw_id_fields = ("question", "system", "annotator")

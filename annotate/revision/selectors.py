@@ -54,12 +54,22 @@ class SessionPage:
         return self.last is not None and self.last.call_status == CallStatus.PENDING
 
     @property
-    def failed_error(self) -> str:
+    def failed(self) -> bool:
+        """Whether the session's last model call failed. Its message (naming the endpoint or
+        the model, which annotators must not learn) is for researchers only: the admin's
+        session and turn pages and the log have it."""
         if self.session.initial_status == CallStatus.FAILED:
-            return self.session.initial_error
-        if self.last is not None and self.last.call_status == CallStatus.FAILED:
-            return self.last.call_error
-        return ""
+            return True
+        return self.last is not None and self.last.call_status == CallStatus.FAILED
+
+    @property
+    def may_give_up(self) -> bool:
+        """Whether the session may be given up: its last call failed and nothing is rated."""
+        return (
+            self.session.status == SessionStatus.ACTIVE
+            and self.failed
+            and not any(turn.rating for turn in self.turns)
+        )
 
     @property
     def to_rate(self) -> Turn | None:

@@ -168,9 +168,10 @@ def _act(
         response["Retry-After"] = str(error.retry_after)
         return response
     except ConflictError as error:
+        why = "" if str(error) == sessions.OUT_OF_DATE else f": {error}"
         messages.warning(
             request,
-            f"{unsaved}: {error}. This page was out of date (open in another tab?); "
+            f"{unsaved}{why}. This page was out of date (open in another tab?); "
             "here is the session as it is now.",
         )
         return redirect("revision:session", session_id=session_id)
@@ -186,6 +187,18 @@ def _session_page_refused(request: HttpRequest, session_id: int, error: Annotate
     response = render(request, "revision/session.html", context, status=error.http_status)
     add_never_cache_headers(response)  # as the session page: the annotator's own work
     return response
+
+
+def _form_step(request: HttpRequest, name: str) -> int | None:
+    """The step (a turn's id or position) the page's form was shown for, or None when the
+    form sends none (a caller with no page: the session's step as it is now)."""
+    value = request.POST.get(name, "").strip()
+    if not value:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise SubmissionError(f"the form's {name} field is not a number: reload the page") from None
 
 
 def _unsent_instruction(instruction: str) -> str:
@@ -206,6 +219,7 @@ def turn_new(request: HttpRequest, session_id: int) -> HttpResponse:
         instruction=request.POST.get("instruction", ""),
         instruction_type=request.POST.get("instruction_type", ""),
         now=timezone.now(),
+        position=_form_step(request, "position"),
     )
 
 
@@ -222,6 +236,7 @@ def turn_rate(request: HttpRequest, session_id: int) -> HttpResponse:
         comment=request.POST.get("comment", ""),
         edited_answer=request.POST.get("edited_answer", ""),
         now=timezone.now(),
+        turn_id=_form_step(request, "turn"),
     )
 
 
@@ -262,6 +277,28 @@ def withdraw(request: HttpRequest, session_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
+@work_limited(
+    outcome="The session was not given up.",
+    back=lambda session_id: (reverse("revision:session", args=[session_id]), "Back to the session"),
+)
+@page_errors
+def give_up(request: HttpRequest, session_id: int) -> HttpResponse:
+    """The model keeps failing before anything was rated: leave the session for another."""
+    try:
+        session = sessions.session_give_up(session_id=session_id, user=request.user)
+    except ConflictError as error:
+        messages.warning(request, f"The session was not given up: {error}.")
+        return redirect("revision:session", session_id=session_id)
+    messages.info(
+        request,
+        f"You gave up the session on “{session.question.text}”: the model did not answer, and "
+        "nothing you rated was lost. Start another session when you are ready.",
+    )
+    return redirect("revision:home")
+
+
+@login_required
+@require_POST
 @page_errors
 def finish(request: HttpRequest, session_id: int) -> HttpResponse:
     return _act(
@@ -270,6 +307,7 @@ def finish(request: HttpRequest, session_id: int) -> HttpResponse:
         sessions.session_finish,
         "The session was not ended",
         now=timezone.now(),
+        turns=_form_step(request, "turns"),
     )
 
 

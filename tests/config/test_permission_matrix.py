@@ -249,6 +249,7 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     "revision:retry": (POST_ONLY, by_role(LOGIN, 302, 404, 404, 404, 404)),
     "revision:finish": (POST_ONLY, by_role(LOGIN, 302, 404, 404, 404, 404)),
     "revision:withdraw": (POST_ONLY, by_role(LOGIN, 302, 404, 404, 404, 404)),
+    "revision:give-up": (POST_ONLY, by_role(LOGIN, 302, 404, 404, 404, 404)),
     "revision:rerating": (
         by_role(LOGIN, 404, 200, 404, 404, 404),
         by_role(LOGIN, 404, 400, 404, 404, 404),

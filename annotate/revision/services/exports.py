@@ -60,10 +60,14 @@ def _finished_sessions(study: Study, *, done_in_app: bool = False) -> Iterator[R
 
 def session_record(session: RevisionSession) -> dict[str, Any]:
     """Return one session as a KIWI JSON object (unknown imported fields included); a session
-    done in the app names its annotator (`annotator`, as the published data does)."""
+    done in the app names its annotator (`annotator`, as the published data does) and says
+    whether it ended satisfied (`satisfied`)."""
     record = dict(session.extra)
     if session.annotator is not None:
         record["annotator"] = session.annotator.username
+        # Not a KIWI field: whether the annotator ended it satisfied (rather than at the turn
+        # limit), which the import reads back. An imported session keeps its line's fields.
+        record["satisfied"] = session.satisfied
     record.update(
         original_question=session.question.text,
         model_name=session.system.name,

@@ -71,6 +71,13 @@ class _SessionRow:
     initial_answer: str
     turns: list[_TurnRow] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+    blank_key: str = ""  # as `key`, the question's outer blanks kept (imports before they went)
+    satisfied: bool = False  # the export's `satisfied` (kept in `extra` too, as given)
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """Every key the line may be stored under: any of them stored, it is not new."""
+        return (self.key, self.raw_key, self.blank_key)
 
 
 def _text(path: str, line: int, value: Any, name: str, *, blank: bool = True) -> str:
@@ -170,8 +177,17 @@ def _parse_session(path: str, line: int, raw: dict) -> _SessionRow:
         initial_answer=_text(path, line, raw["initial_answer"], "initial_answer"),
         extra={key: value for key, value in raw.items() if key not in SESSION_FIELDS},
     )
+    session.satisfied = raw.get("satisfied", False)
+    if not isinstance(session.satisfied, bool):
+        raise ImportFileError(
+            path, line, "satisfied", f"must be true or false, not {json_type(session.satisfied)}"
+        )
     session.turns = [_parse_turn(path, line, i, turn) for i, turn in enumerate(interaction)]
-    # "GOOD" and "good" are one rating: a file and its export are one line, imported once.
+    # Imports before questions were stored without outer blanks keyed the line with them.
+    session.blank_key = _content_key(_as_exported(session))
+    # "GOOD" and "good" are one rating, " Q " and "Q" one question: a file and its export are
+    # one line, imported once.
+    session.question = session.question.strip()
     session.key = _content_key(_as_exported(session))
     return session
 
@@ -206,10 +222,10 @@ def sessions_import(*, path: str, study_name: str) -> ImportSummary:
     stored.update(_content_key(record) for record in app_session_records(study=study))
     new = []
     for row in rows:
-        if row.key in stored or row.raw_key in stored:
+        if any(key in stored for key in row.keys):
             summary.unchanged += 1
         else:
-            stored.update((row.key, row.raw_key))
+            stored.update(row.keys)
             new.append(row)
     if not new:
         return summary
@@ -224,7 +240,7 @@ def sessions_import(*, path: str, study_name: str) -> ImportSummary:
                 question=questions[row.question],
                 system=systems[row.model_name],
                 status="finished",
-                satisfied=False,
+                satisfied=row.satisfied,
                 initial_answer=row.initial_answer,
                 source_key=row.key,
                 source_position=position + offset,
@@ -283,15 +299,17 @@ def _systems_by_name(study: Study, names: set[str]) -> dict[str, StudySystem]:
 
 
 def _questions_by_text(study: Study, texts: list[str]) -> dict[str, StudyQuestion]:
-    questions = {question.text: question for question in study.questions.all()}
+    """The study's questions by text, made for the texts it has not: matched, and stored, with
+    no outer blanks, as the questions' upload (study_upload) stores and matches them."""
+    questions = {question.text.strip(): question for question in study.questions.all()}
     next_position = len(questions) + 1
     for text in texts:
-        if text not in questions:
-            questions[text] = StudyQuestion.objects.create(
-                study=study, text=text, position=next_position
+        if text.strip() not in questions:
+            questions[text.strip()] = StudyQuestion.objects.create(
+                study=study, text=text.strip(), position=next_position
             )
             next_position += 1
-    return questions
+    return {text: questions[text.strip()] for text in texts}
 
 
 # --- Study upload: questions with their documents -------------------------------------------
@@ -459,15 +477,50 @@ def study_upload(
     summary = ImportSummary(
         path=path, what="questions", rows=len(rows), changes=[change for change in told if change]
     )
-    existing = set(study.questions.values_list("text", flat=True))
-    position = len(existing)
+    # Matched as the session import matches them: by the text without outer blanks.
+    existing = {question.text.strip(): question for question in study.questions.all()}
+    stored_documents = _documents_of([q.pk for text, q in existing.items() if text in seen])
+    to_document = []
+    for row in rows:
+        question = existing.get(row.text)
+        if question is None:
+            continue
+        stored = stored_documents.get(question.pk, [])
+        if not stored:
+            # Known only from imported sessions: the upload gives it the papers to answer from.
+            to_document.append((question, row))
+        elif stored != [(doc.title, doc.extra["text"].strip()) for doc in row.documents]:
+            problems.add(
+                ImportFileError(
+                    path,
+                    row.line,
+                    "documents",
+                    f"the study holds this question already, with {len(stored)} other "
+                    f"document(s) ({', '.join(repr(title) for title, _ in stored)}): a question "
+                    "keeps the documents its sessions were answered from",
+                )
+            )
+    problems.raise_found()
+    position = study.questions.count()
     for row in rows:
         if row.text in existing:
-            summary.unchanged += 1
             continue
         position += 1
         _question_create(study, row, position)
         summary.created += 1
+    for question, row in to_document:
+        _documents_create(question, row)
+        if row.extra and not question.extra:
+            question.extra = row.extra
+            question.save(update_fields=["extra"])
+    summary.unchanged = len(rows) - summary.created - len(to_document)
+    if to_document:
+        count = len(to_document)
+        summary.changes.append(
+            f"Documents added to {count} question{'s' if count > 1 else ''} the study knew only "
+            "from imported sessions (annotators may now get sessions on "
+            f"{'them' if count > 1 else 'it'})."
+        )
     if not study.systems.filter(live=True).exists():
         summary.note = (
             "The study has no system yet, so annotators get no session: name one "
@@ -476,15 +529,31 @@ def study_upload(
     return summary
 
 
+def _documents_of(question_ids: list[int]) -> dict[int, list[tuple[str, str]]]:
+    """The (title, text without outer blanks) of each question's documents, in order."""
+    documents: dict[int, list[tuple[str, str]]] = {}
+    for question_id, title, text in (
+        Document.objects.filter(question_id__in=question_ids)
+        .order_by("question_id", "position", "id")
+        .values_list("question_id", "title", "text")
+    ):
+        documents.setdefault(question_id, []).append((title, text.strip()))
+    return documents
+
+
 def _question_create(study: Study, row: _QuestionRow, position: int) -> None:
     question = StudyQuestion.objects.create(
         study=study, text=row.text, position=position, extra=row.extra
     )
+    _documents_create(question, row)
+
+
+def _documents_create(question: StudyQuestion, row: _QuestionRow) -> None:
     passages = []
     for index, doc in enumerate(row.documents):
-        text = doc.extra.pop("text")
+        extra = {key: value for key, value in doc.extra.items() if key != "text"}
         document = Document.objects.create(
-            question=question, position=index, title=doc.title, text=text, extra=doc.extra
+            question=question, position=index, title=doc.title, text=doc.extra["text"], extra=extra
         )
         passages += [
             Passage(document=document, question=question, position=i, text=passage)

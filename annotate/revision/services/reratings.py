@@ -96,6 +96,7 @@ def rerating_submit(
         raise NotFoundError("no such re-rating") from None
     if rerating.status == RerateStatus.DONE:
         raise ConflictError("this turn is already re-rated")
+    rating = rating.strip().lower()  # "Good", " bad ": any case, as the imports take them
     if rating not in Rating.values:
         raise SubmissionError("rate the revision good, neutral or bad", missing=["rating"])
     if not comment.strip():

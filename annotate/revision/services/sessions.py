@@ -32,6 +32,10 @@ from annotate.revision.models import (
     Turn,
 )
 
+# A form sent for a step the session has left (another tab moved it on): refused, not applied
+# to the step the session is at now.
+OUT_OF_DATE = "this page was out of date: reload"
+
 # An answer still pending after this long (a worker or process died) is shown as failed.
 STALE_AFTER = timedelta(seconds=settings.REVISION_CALL_TIMEOUT_SECONDS)
 
@@ -157,8 +161,13 @@ def turn_start(
     instruction: str,
     instruction_type: str,
     now: datetime,
+    position: int | None = None,
 ) -> Turn:
-    """Start turn t: store the instruction and its type and enqueue the model's revision."""
+    """Start turn t: store the instruction and its type and enqueue the model's revision.
+
+    `position` is the turn the form was shown for (the page's form sends it): another position
+    is the next one no longer, the page out of date. None (callers with no page) takes the next.
+    """
     session = session_for_annotator(session_id=session_id, user=user, lock=True)
     if session.status != SessionStatus.ACTIVE:
         raise ConflictError("this session is finished")
@@ -174,9 +183,12 @@ def turn_start(
             missing=["instruction_type"],
         )
     last = _last_turn(session)
+    next_position = 1 if last is None else last.position + 1
+    if position is not None and position != next_position:
+        raise ConflictError(OUT_OF_DATE)
     if last is not None and not last.rating:
         raise ConflictError("rate the last revision before the next instruction")
-    position = 1 if last is None else last.position + 1
+    position = next_position
     if position > session.study.max_turns:
         raise ConflictError(f"a session has at most {session.study.max_turns} turns")
     turn = Turn.objects.create(
@@ -230,6 +242,26 @@ def turn_withdraw(*, session_id: int, user: AbstractBaseUser) -> Turn:
     return last
 
 
+@transaction.atomic
+def session_give_up(*, session_id: int, user: AbstractBaseUser) -> RevisionSession:
+    """Delete the annotator's session whose last model call failed before any turn was rated
+    (the endpoint keeps failing): nothing rated is lost, and its (question, system) is free
+    again for the next session that comes to it. Returns the deleted session."""
+    session = session_for_annotator(session_id=session_id, user=user, lock=True)
+    if session.status != SessionStatus.ACTIVE:
+        raise ConflictError("the session is finished")
+    if session.turns.exclude(rating="").exists():
+        raise ConflictError("a session with a rated turn is ended, not given up")
+    last = _last_turn(session)
+    failed = session.initial_status == CallStatus.FAILED or (
+        last is not None and last.call_status == CallStatus.FAILED
+    )
+    if not failed:
+        raise ConflictError("only a session whose model call failed can be given up")
+    session.delete()
+    return session
+
+
 def text_length_check(*, field: str, text: str, limit: int) -> None:
     """Refuse a typed text longer than its limit, saying by how much (the form keeps it)."""
     if len(text) > limit:
@@ -257,14 +289,23 @@ def turn_rate(
     comment: str,
     edited_answer: str = "",
     now: datetime,
+    turn_id: int | None = None,
 ) -> Turn:
-    """Rate the last revision good/neutral/bad with a comment; an edit only when not good."""
+    """Rate the last revision good/neutral/bad with a comment; an edit only when not good.
+
+    `turn_id` is the turn the form was shown for (the page's form sends it): a rating for a
+    turn that is not the last one now is refused, never saved against the last. None (callers
+    with no page) rates the last turn.
+    """
     session = session_for_annotator(session_id=session_id, user=user, lock=True)
     last = _last_turn(session)
+    if turn_id is not None and (last is None or last.pk != turn_id):
+        raise ConflictError(OUT_OF_DATE)
     if last is None or last.call_status != CallStatus.DONE:
         raise ConflictError("there is no revision to rate")
     if last.rating:
         raise ConflictError("this revision is already rated")
+    rating = rating.strip().lower()  # "Good", " bad ": any case, as the imports take them
     if rating not in Rating.values:
         raise SubmissionError("rate the revision good, neutral or bad", missing=["rating"])
     comment = _plain(comment)
@@ -292,12 +333,21 @@ def _finish(session: RevisionSession, *, satisfied: bool, now: datetime) -> None
 
 
 @transaction.atomic
-def session_finish(*, session_id: int, user: AbstractBaseUser, now: datetime) -> RevisionSession:
-    """End the session because the annotator is satisfied with the answer."""
+def session_finish(
+    *, session_id: int, user: AbstractBaseUser, now: datetime, turns: int | None = None
+) -> RevisionSession:
+    """End the session because the annotator is satisfied with the answer.
+
+    `turns` is how many turns the page showed (its form sends it): satisfied with the answer
+    after another number of turns is not satisfied with this one, and is refused. None
+    (callers with no page) ends the session as it is.
+    """
     session = session_for_annotator(session_id=session_id, user=user, lock=True)
     if session.status != SessionStatus.ACTIVE:
         return session
     last = _last_turn(session)
+    if turns is not None and turns != (0 if last is None else last.position):
+        raise ConflictError(OUT_OF_DATE)
     if last is not None and not last.rating:
         raise ConflictError("rate the last revision before finishing")
     if session.initial_status != CallStatus.DONE:

@@ -450,3 +450,63 @@ def test_a_file_of_the_other_kind_says_which_kind_it_is(tmp_path):
         error.value
     )
     assert not Study.objects.exists()
+
+
+def test_questions_uploaded_after_their_sessions_get_their_documents_and_it_is_said(
+    tmp_path, capsys
+):
+    """Sessions imported first made the question with no documents; the questions' upload then
+    counted it as already stored and dropped its documents: no annotator could ever get it."""
+    session = {**SESSION_B, "original_question": STUDY_LINE["question"]}
+    sessions_import(path=write_jsonl(tmp_path / "kiwi.jsonl", [session]), study_name="s")
+    question = Study.objects.get().questions.get()
+    assert not question.documents.exists()
+    path = write_jsonl(tmp_path / "study.jsonl", [STUDY_LINE])
+    call_command("import_study", path, "--study", "s", "--system", "fresh")
+    out = capsys.readouterr().out
+    assert "Documents added to 1 question the study knew only from imported sessions" in out
+    assert list(question.documents.values_list("title", flat=True)) == ["Paper A", "Paper B"]
+    assert Document.objects.get(title="Paper A").extra == {"year": 2023}
+    assert Passage.objects.filter(question=question).count() == 3
+    assert Study.objects.get().questions.count() == 1
+    question.refresh_from_db()
+    assert question.extra == {"source": "related work of X"}
+    again = study_upload(path=path, study_name="s", systems=[])  # now as stored: nothing to add
+    assert (again.created, again.unchanged) == (0, 1) and "Documents added" not in again.message
+    assert Passage.objects.filter(question=question).count() == 3
+
+
+def test_a_question_uploaded_again_with_other_documents_is_refused_naming_the_line(tmp_path):
+    first = write_jsonl(tmp_path / "study.jsonl", [STUDY_LINE])
+    study_upload(path=first, study_name="s", systems=[])
+    other = {**STUDY_LINE, "documents": [{"title": "Paper C", "text": "Else."}]}
+    new_question = {"question": "Another one?", "documents": [{"title": "D", "text": "d"}]}
+    path = write_jsonl(tmp_path / "other.jsonl", [new_question, other])
+    with pytest.raises(ImportFileError) as refused:
+        study_upload(path=path, study_name="s", systems=[])
+    assert (refused.value.path, refused.value.line, refused.value.field) == (path, 2, "documents")
+    assert "'Paper A', 'Paper B'" in str(refused.value)
+    assert Study.objects.get().questions.count() == 1  # nothing written, the new one neither
+    assert list(Document.objects.values_list("title", flat=True)) == ["Paper A", "Paper B"]
+
+
+def test_a_sessions_question_matches_the_uploaded_one_whatever_its_outer_blanks(tmp_path):
+    """The questions' upload strips the question's text; the sessions' import matched it as
+    given: " Q " made a second question beside "Q", with no documents."""
+    study_upload(
+        path=write_jsonl(tmp_path / "study.jsonl", [STUDY_LINE]), study_name="s", systems=[]
+    )
+    session = {**SESSION_B, "original_question": f"  {STUDY_LINE['question']}\n"}
+    path = write_jsonl(tmp_path / "kiwi.jsonl", [session])
+    assert sessions_import(path=path, study_name="s").created == 1
+    question = Study.objects.get().questions.get()
+    assert question.text == STUDY_LINE["question"]
+    assert RevisionSession.objects.get().question == question
+    # The same line, and its export (which writes the stored text), are one session.
+    assert sessions_import(path=path, study_name="s").created == 0
+    exported = tmp_path / "out.jsonl"
+    call_command("export_sessions", "--study", "s", "--output", str(exported))
+    assert sessions_import(path=str(exported), study_name="s").created == 0
+    # A question that came in from sessions first is stored without its blanks too.
+    sessions_import(path=path, study_name="t")
+    assert Study.objects.get(name="t").questions.get().text == STUDY_LINE["question"]

@@ -102,7 +102,9 @@ def test_pending_answer_is_polled_and_failure_shows_retry(client, study, annotat
         initial_status=CallStatus.FAILED, initial_error="endpoint down"
     )
     page = client.get(reverse("revision:session", args=[session.pk])).content.decode()
-    assert 'id="retry"' in page and "endpoint down" in page and 'id="answer"' not in page
+    assert 'id="retry"' in page and 'id="answer"' not in page
+    assert "The model did not answer. Retry, or give up the session." in page
+    assert "endpoint down" not in page  # the error is the researchers' (test_a_failed_call_...)
 
 
 def test_another_annotator_gets_404(client, study, annotator):
@@ -451,7 +453,8 @@ def test_a_failed_turn_shows_the_instruction_it_was_for(
     )  # fmt: skip  (its call is never run here)
     Turn.objects.filter(pk=turn.pk).update(call_status=CallStatus.FAILED, call_error="timeout")
     page = client.get(reverse("revision:session", args=[session.pk])).content.decode()
-    assert 'id="retry"' in page and "timeout" in page
+    assert 'id="retry"' in page and "The model did not answer." in page
+    assert "timeout" not in page  # the call's error is for researchers (admin, log)
     assert "Your instruction (Information-seeking):</strong> Cite the &lt;second&gt; paper." in page
 
 
@@ -1083,6 +1086,9 @@ def test_every_session_and_rerating_action_is_limited_per_user_on_the_work_rate(
     assert client.post(reverse("revision:finish", args=[session.pk])).status_code == 429
     withdrawn = client.post(reverse("revision:withdraw", args=[session.pk]))
     assert withdrawn.status_code == 429 and "Nothing was withdrawn." in withdrawn.content.decode()
+    given_up = client.post(reverse("revision:give-up", args=[session.pk]))
+    assert given_up.status_code == 429
+    assert "The session was not given up." in given_up.content.decode()
     assert RevisionSession.objects.get(pk=session.pk).status == "active"
     rerate_url = reverse("revision:rerating", args=[rerating.pk])
     assert client.get(rerate_url).status_code == 200
@@ -1096,3 +1102,172 @@ def test_every_session_and_rerating_action_is_limited_per_user_on_the_work_rate(
         reverse("revision:turn-rate", args=[session.pk]), {"rating": "good", "comment": "Fine."}
     )
     assert Turn.objects.get(session=session).rating == "good"
+
+
+def _hidden_fields(page: str, form_marker: str) -> dict[str, str]:
+    """The hidden fields of the page's form that holds `form_marker` (its id or action)."""
+    import re
+
+    form = page.split(form_marker)[1].split("</form>")[0]
+    fields = re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)">', form)
+    return {name: value for name, value in fields if name != "csrfmiddlewaretoken"}
+
+
+def test_a_rating_from_an_out_of_date_tab_is_refused_not_saved_against_the_last_turn(
+    client, study, annotator, django_capture_on_commit_callbacks
+):
+    """Tab B shows turn 1's rating form; tab A rates turn 1 and does turn 2. Tab B's rating
+    (meant for turn 1's answer) was saved against turn 2, which B never saw."""
+    client.force_login(annotator)
+    with django_capture_on_commit_callbacks(execute=True):
+        session = session_assign(study=study, user=annotator, now=timezone.now())
+    first = instruct(django_capture_on_commit_callbacks, session, annotator, "Shorten it.")
+    tab_b = client.get(reverse("revision:session", args=[session.pk])).content.decode()
+    assert _hidden_fields(tab_b, 'id="rate-form"') == {"turn": str(first.pk)}
+    now = timezone.now()
+    turn_rate(session_id=session.pk, user=annotator, rating="good", comment="ok", now=now)  # A
+    second = instruct(django_capture_on_commit_callbacks, session, annotator, "Add the year.")
+    sent = client.post(
+        reverse("revision:turn-rate", args=[session.pk]),
+        {
+            "rating": "bad",
+            "comment": "Not shorter.",
+            **_hidden_fields(tab_b, 'id="rate-form"'),
+        },
+        follow=True,
+    )
+    page = sent.content.decode()
+    assert sent.redirect_chain == [(reverse("revision:session", args=[session.pk]), 302)]
+    assert "Your rating was not saved. This page was out of date" in page
+    second.refresh_from_db()
+    first.refresh_from_db()
+    assert second.rating == "" and second.comment == "" and first.rating == "good"
+    assert _hidden_fields(page, 'id="rate-form"') == {"turn": str(second.pk)}  # the form now
+
+
+def test_an_instruction_or_satisfied_from_an_out_of_date_tab_is_refused(
+    client, study, annotator, django_capture_on_commit_callbacks
+):
+    """Tab B shows the form after the initial answer; tab A does turn 1 and rates it. B's
+    instruction was sent as turn 2 (revising an answer B never saw), B's "I am satisfied"
+    ended the session on that answer."""
+    client.force_login(annotator)
+    with django_capture_on_commit_callbacks(execute=True):
+        session = session_assign(study=study, user=annotator, now=timezone.now())
+    tab_b = client.get(reverse("revision:session", args=[session.pk])).content.decode()
+    finish = reverse("revision:finish", args=[session.pk])
+    assert _hidden_fields(tab_b, 'id="turn-form"') == {"position": "1"}
+    assert _hidden_fields(tab_b, f'action="{finish}"') == {"turns": "0"}
+    instruct(django_capture_on_commit_callbacks, session, annotator, "Shorten it.")  # tab A
+    turn_rate(session_id=session.pk, user=annotator, rating="bad", comment="no", now=timezone.now())
+    with django_capture_on_commit_callbacks(execute=True):
+        sent = client.post(
+            reverse("revision:turn-new", args=[session.pk]),
+            {
+                "instruction": "Add the year.",
+                "instruction_type": "stylistic",
+                **_hidden_fields(tab_b, 'id="turn-form"'),
+            },
+            follow=True,
+        )
+    assert "Your instruction was not sent (&quot;Add the year.&quot;)" in sent.content.decode()
+    assert Turn.objects.filter(session=session).count() == 1
+    ended = client.post(finish, _hidden_fields(tab_b, f'action="{finish}"'), follow=True)
+    assert "The session was not ended. This page was out of date" in ended.content.decode()
+    assert RevisionSession.objects.get(pk=session.pk).status == "active"
+    # The page as it is now sends what it shows, and is taken.
+    now_page = client.get(reverse("revision:session", args=[session.pk])).content.decode()
+    assert _hidden_fields(now_page, f'action="{finish}"') == {"turns": "1"}
+    client.post(finish, _hidden_fields(now_page, f'action="{finish}"'))
+    assert RevisionSession.objects.get(pk=session.pk).status == "finished"
+
+
+def test_a_failed_call_tells_the_annotator_nothing_of_the_system_and_researchers_all(
+    client, study, annotator, admin_user, django_capture_on_commit_callbacks
+):
+    """The page showed the call's error as it was: the endpoint's name, its API key's variable,
+    a provider's message naming the model: which system the annotator rates."""
+    secret = "Endpoint 'gpt-4o-secret': set the environment variable OPENAI_API_KEY"
+    client.force_login(annotator)
+    with django_capture_on_commit_callbacks(execute=True):
+        session = session_assign(study=study, user=annotator, now=timezone.now())
+    session_url = reverse("revision:session", args=[session.pk])
+    RevisionSession.objects.filter(pk=session.pk).update(
+        initial_status=CallStatus.FAILED, initial_error=secret
+    )
+    page = client.get(session_url).content.decode()
+    assert "The model did not answer." in page and 'id="retry"' in page
+    assert "gpt-4o-secret" not in page and "OPENAI_API_KEY" not in page
+    RevisionSession.objects.filter(pk=session.pk).update(initial_status=CallStatus.DONE)
+    turn = instruct(django_capture_on_commit_callbacks, session, annotator, "Shorten it.")
+    Turn.objects.filter(pk=turn.pk).update(call_status=CallStatus.FAILED, call_error=secret)
+    page = client.get(session_url).content.decode()
+    assert "The model did not answer." in page and 'id="withdraw"' in page
+    assert "gpt-4o-secret" not in page and "OPENAI_API_KEY" not in page
+    admin_user.is_superuser = True  # the admin site keeps the detail (and the log)
+    admin_user.save()
+    client.force_login(admin_user)
+    admin_page = client.get(reverse("admin:revision_turn_change", args=[turn.pk]))
+    assert "gpt-4o-secret" in admin_page.content.decode()
+
+
+def test_an_annotator_gives_up_a_session_whose_first_answer_keeps_failing(
+    client, study, annotator, django_capture_on_commit_callbacks
+):
+    """With the endpoint failing on the initial answer, only Retry was shown: the session
+    stayed in progress for ever, "Start a session" always came back to it, and its (question,
+    system) stayed taken for every annotator."""
+    client.force_login(annotator)
+    with django_capture_on_commit_callbacks(execute=True):
+        session = session_assign(study=study, user=annotator, now=timezone.now())
+    RevisionSession.objects.filter(pk=session.pk).update(
+        initial_status=CallStatus.FAILED, initial_error="no API key", initial_answer=""
+    )
+    session_url = reverse("revision:session", args=[session.pk])
+    give_up = reverse("revision:give-up", args=[session.pk])
+    page = client.get(session_url).content.decode()
+    assert f'action="{give_up}"' in page and 'id="give-up"' in page
+    other = UserFactory(username="second-annotator", roles=[ANNOTATOR])
+    pair = (session.question_id, session.system_id)
+
+    left = client.post(give_up, follow=True)
+    assert left.redirect_chain == [(reverse("revision:home"), 302)]
+    assert "You gave up the session" in left.content.decode()
+    assert not RevisionSession.objects.filter(pk=session.pk).exists()
+    assert client.get(session_url).status_code == 404
+    # The pair is free again: the next annotator to start gets it.
+    with django_capture_on_commit_callbacks(execute=True):
+        taken = session_assign(study=study, user=other, now=timezone.now())
+    assert (taken.question_id, taken.system_id) == pair
+    # And the annotator who gave up starts another session, not the one given up.
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(reverse("revision:start", args=[study.pk]))
+    again = RevisionSession.objects.get(annotator=annotator)
+    assert again.pk != session.pk and response.url == reverse("revision:session", args=[again.pk])
+
+
+def test_a_session_with_a_rated_turn_or_no_failure_cannot_be_given_up(
+    client, study, annotator, django_capture_on_commit_callbacks
+):
+    client.force_login(annotator)
+    with django_capture_on_commit_callbacks(execute=True):
+        session = session_assign(study=study, user=annotator, now=timezone.now())
+    session_url = reverse("revision:session", args=[session.pk])
+    give_up = reverse("revision:give-up", args=[session.pk])
+    assert 'id="give-up"' not in client.get(session_url).content.decode()
+    refused = client.post(give_up, follow=True).content.decode()
+    assert "The session was not given up: only a session whose model call failed" in refused
+    instruct(django_capture_on_commit_callbacks, session, annotator, "Shorten it.")
+    turn_rate(
+        session_id=session.pk, user=annotator, rating="good", comment="ok", now=timezone.now()
+    )
+    failed = instruct(django_capture_on_commit_callbacks, session, annotator, "Add the year.")
+    Turn.objects.filter(pk=failed.pk).update(call_status=CallStatus.FAILED, call_error="down")
+    page = client.get(session_url).content.decode()
+    assert 'id="withdraw"' in page and 'id="give-up"' not in page
+    assert "Retry, or withdraw your instruction." in page
+    refused = client.post(give_up, follow=True).content.decode()
+    assert "a session with a rated turn is ended, not given up" in refused
+    assert Turn.objects.filter(session=session).count() == 2
+    client.force_login(UserFactory(username="someone-else", roles=[ANNOTATOR]))
+    assert client.post(give_up).status_code == 404

@@ -90,3 +90,14 @@ def test_submit_needs_a_rating_and_comment_and_only_the_assignee(study, finished
         rerating_submit(
             rerating_id=rerating.pk, user=rerating.annotator, rating="bad", comment="again", now=now
         )
+
+
+def test_a_rerating_takes_its_rating_word_in_any_case(study, finished):
+    """The imports take "GOOD" and " Bad "; the re-rating refused "Good" (a script, an API
+    client) with a 400."""
+    now = timezone.now()
+    rerating = reratings_sample(study=study, annotators=finished, size=1, seed=0, now=now)[0]
+    done = rerating_submit(
+        rerating_id=rerating.pk, user=rerating.annotator, rating=" Bad ", comment="no", now=now
+    )
+    assert Rerating.objects.get(pk=done.pk).rating == "bad"

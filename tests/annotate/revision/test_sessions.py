@@ -412,3 +412,47 @@ def test_a_system_on_an_offline_endpoint_revises_like_the_fake_model(
     assert sorted(purposes) == sorted(
         ["revision-initial", "revision-summary", "revision-answer", "revision-answer"]
     )
+
+
+def test_a_rating_word_is_taken_in_any_case(study, annotator, django_capture_on_commit_callbacks):
+    """The imports take "GOOD" and " Bad "; the session's rating refused "Good" with a 400."""
+    session = start(study, annotator, django_capture_on_commit_callbacks)
+    instruct(django_capture_on_commit_callbacks, session, annotator, "Shorten it.")
+    turn = turn_rate(
+        session_id=session.pk, user=annotator, rating=" Good ", comment="ok", now=timezone.now()
+    )
+    turn.refresh_from_db()
+    assert turn.rating == "good"
+
+
+def test_a_session_ended_satisfied_keeps_it_through_export_and_import(
+    study, annotator, django_capture_on_commit_callbacks, tmp_path
+):
+    """The JSON Lines export had no word of it: imported back elsewhere, a session the
+    annotator ended satisfied came in as ended at the turn limit (satisfied=False)."""
+    import io
+    import json
+
+    from annotate.errors import ImportFileError
+    from annotate.revision.services.exports import sessions_export_jsonl
+
+    session = start(study, annotator, django_capture_on_commit_callbacks)
+    now = timezone.now()
+    instruct(django_capture_on_commit_callbacks, session, annotator, "Shorter.")
+    turn_rate(session_id=session.pk, user=annotator, rating="good", comment="fine", now=now)
+    session_finish(session_id=session.pk, user=annotator, now=now)
+    lines = io.StringIO()
+    sessions_export_jsonl(study=study, output=lines)
+    record = json.loads(lines.getvalue())
+    assert record["satisfied"] is True
+    assert {"original_question", "model_name", "initial_answer", "interaction"} <= set(record)
+    path = tmp_path / "done.jsonl"
+    path.write_text(lines.getvalue())
+    sessions_import(path=str(path), study_name="copy")
+    assert RevisionSession.objects.get(study__name="copy").satisfied
+    # Imported into its own study, it is the same session, not a second one.
+    assert sessions_import(path=str(path), study_name=study.name).created == 0
+    path.write_text(json.dumps({**record, "satisfied": "yes"}) + "\n")
+    with pytest.raises(ImportFileError) as refused:
+        sessions_import(path=str(path), study_name="other")
+    assert (refused.value.line, refused.value.field) == (1, "satisfied")
