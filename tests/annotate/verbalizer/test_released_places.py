@@ -146,3 +146,28 @@ def test_a_hand_back_confirmed_by_a_later_sync_holds_its_place_again(study):
     progress, fake = _fake_channel(study)
     assert progress.counts[hit.prompt_id]["fake"] == 1 and progress.outside == 0
     assert _plan_wanted(publication, again)[hit.pk] == 2
+
+
+def test_forged_answers_of_workers_counted_as_experts_give_the_in_house_places_back(study):
+    """A platform's worker whom a researcher counts as an expert answers in the in-house
+    channel: their forged answers, once released, no longer keep in-house annotators from
+    the prompt."""
+    publication = _publish(study, "fake", "0.20")
+    first, second = publication.hits.order_by("id")
+    forged = [_forged(first, worker) for worker in ("FAKE1", "FAKE2", "FAKE3")]
+    for answer in forged:
+        answer.annotator.kind = AnnotatorKind.EXPERT
+        answer.annotator.save(update_fields=["kind"])
+    colleague, reader = AnnotatorFactory(), AnnotatorFactory()
+    human_answer_submit_within_limit(
+        study=study, prompt_id=second.prompt_id, annotator=colleague, key=1, seconds=1.0
+    )
+    review.publication_sync(publication_id=publication.pk, now=timezone.now() + timedelta(hours=1))
+
+    prompt, _, _ = human_work_next(study=study, annotator=reader)
+
+    assert prompt.pk == first.prompt_id
+    human_answer_submit_within_limit(
+        study=study, prompt_id=first.prompt_id, annotator=reader, key=1, seconds=1.0
+    )
+    assert _fake_channel(study)[0].counts[first.prompt_id][""] == 1
