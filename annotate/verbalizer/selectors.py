@@ -201,8 +201,8 @@ IN_HOUSE = ""  # the in-house channel's key; a crowd channel's is its platform's
 @dataclass(frozen=True)
 class ChannelProgress:
     """One channel's progress: each channel (in-house, each crowd platform) is offered every
-    prompt until `answers_per_prompt` of its answers (not rejected) were given
-    (annotate.verbalizer.services.humans.same_channel_q)."""
+    prompt until `answers_per_prompt` of its answers that hold a place (not rejected, not
+    released by a sync) were given (annotate.verbalizer.services.humans.same_channel_q)."""
 
     key: str
     answers: int  # towards `wanted`: at most answers_per_prompt per prompt
@@ -228,7 +228,7 @@ class StudyProgress:
     channels: list[ChannelProgress]
     groups: list[tuple[str, str, int]]  # (group, label, answers that fill a channel)
     answers: int  # every answer, counted or not
-    outside: int  # answers that fill no channel: rejected, or of an undecided account
+    outside: int  # answers that fill no channel: rejected, released, or of an undecided account
     counts: dict[int, dict[str, int]]  # prompt id -> channel -> answers that fill it
     prompt_ids: list[int]  # the study's prompts in reading order
     needing: list[int]  # those a channel still wants answers for, in the same order
@@ -239,9 +239,10 @@ class StudyProgress:
 ANNOTATORS_SHOWN = 200
 
 
-def _channel_of(kind: str, platform: str, status: str) -> str | None:
-    """The channel an answer fills (as same_channel_q counts it), None for none."""
-    if status == AssignmentStatus.REJECTED:
+def _channel_of(kind: str, platform: str, status: str, released: bool) -> str | None:
+    """The channel an answer fills (as same_channel_q counts it), None for none: a rejected
+    answer and one whose place a sync released (`place_released`) fill none."""
+    if status == AssignmentStatus.REJECTED or released:
         return None
     if kind == AnnotatorKind.EXPERT:
         return IN_HOUSE
@@ -265,6 +266,7 @@ def human_study_progress(
         .values_list(
             "prompt_id", "prompt__mapping__group", "annotator_id", "annotator__name",
             "annotator__worker_id", "annotator__kind", "annotator__platform", "status",
+            "place_released",
         )
         .order_by()
     )  # fmt: skip
@@ -279,12 +281,12 @@ def human_study_progress(
     groups: dict[str, int] = defaultdict(int)
     people: dict[int, list] = {}
     outside = 0
-    for prompt_id, group, annotator_id, name, worker_id, kind, platform, status in rows:
-        channel = _channel_of(kind, platform, status)
+    for prompt_id, group, annotator_id, name, worker_id, kind, platform, status, released in rows:
+        channel = _channel_of(kind, platform, status, released)
         person = people.setdefault(
             annotator_id,
             [scope.name(annotator_id=annotator_id, name=name, worker_id=worker_id),
-             _channel_of(kind, platform, ""), 0, 0],
+             _channel_of(kind, platform, "", False), 0, 0],
         )  # fmt: skip
         person[2] += 1
         person[3] += status == AssignmentStatus.REJECTED

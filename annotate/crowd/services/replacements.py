@@ -112,7 +112,8 @@ def _wanted(publication: Publication, now: datetime) -> dict[int, int]:
     """What each HIT's task (a study's prompt) still needs, by Hit pk: a batch's tasks as a
     publish counts them (open_assignments: live claims and accepted work hold their slots), a
     study's prompts as its crowd channel on this platform does (same_channel_q: every answer
-    not rejected holds one)."""
+    not rejected holds one, but one whose place a sync released: the platform never listed
+    it once its hand-back was due)."""
     hits = publication.hits.filter(status=HitStatus.CREATED)
     if publication.batch_id is not None:
         still_open = open_assignments(batch=publication.batch, now=now)
@@ -141,7 +142,9 @@ def _pending_here(publication: Publication, hit: Hit, *, now: datetime) -> int:
     not opened our page yet: each will take a slot, or give the assignment back to the HIT, so
     the plan does not pay for another in their place. Counted generously (a forged claim, a
     claim whose worker gave the HIT back, work submitted since the last sync all count here),
-    so a doubt asks for one more, never one fewer."""
+    so a doubt asks for one more, never one fewer. Work a sync released holds no slot (no
+    place): it is not counted here, as `_wanted` leaves it out; if it is a hand-back still on
+    its way, its assignment is pending on the platform and not paid for twice."""
     listed = PlatformAssignment.objects.filter(hit=hit).values("platform_assignment_id")
     if hit.task_id is not None:
         ours = Assignment.objects.filter(counted_assignments(now=now), task_id=hit.task_id)

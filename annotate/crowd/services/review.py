@@ -150,8 +150,11 @@ def _work_states(publication_id: int) -> dict[int, _WorkState]:
     if publication.human_study_id:
         answers = HumanAnswer.objects.filter(
             study_id=publication.human_study_id, annotator__platform=publication.platform
-        ).values_list("pk", "status", "platform_record")
-        return {pk: _WorkState(status, False, rec is not None) for pk, status, rec in answers}
+        ).values_list("pk", "status", "place_released", "platform_record")
+        return {
+            pk: _WorkState(status, released, rec is not None)
+            for pk, status, released, rec in answers
+        }
     assignments = (
         Assignment.objects.filter(
             task__batch_id=publication.batch_id, annotator__platform=publication.platform
@@ -218,7 +221,7 @@ def _hit_store(*, hit: Hit, rows, now: datetime, whole_listing: bool = True) -> 
         )
         new += created
         if local is not None and _released(local):
-            _slot_taken_back(local, now=now)
+            _place_given_back(local, now=now)
         # The platform decides on its own after the auto-approval delay: follow it.
         if (
             local is not None
@@ -230,8 +233,7 @@ def _hit_store(*, hit: Hit, rows, now: datetime, whole_listing: bool = True) -> 
     if whole_listing:  # reconciliation trusts synced_at to mean "every assignment was listed"
         hit.synced_at = now
         hit.save(update_fields=["synced_at"])
-        if hit.task_id is not None:
-            _unconfirmed_slots_released(hit=hit, now=now)
+        _unconfirmed_slots_released(hit=hit, now=now)
     if hit.task_id is not None:  # a release or the platform's reject may have freed a slot
         task_left_out_restore(task_id=hit.task_id, now=now)
     return new
@@ -272,24 +274,51 @@ def _unconfirmed_slots_released(*, hit: Hit, now: datetime) -> int:
     marked is_late, the mark of submitted work that holds no slot; a sync that confirms it
     later gives it its slot back if the task still has one (_slot_taken_back), or it stays out
     as late work.
+
+    A human study's answers give up their places on their prompt the same way, marked
+    place_released (HumanAnswer has no slots, and is never late: same_channel_q, the one count
+    of a prompt's places, leaves it out); a sync that confirms one later gives its place back.
     """
+    since = now - release_grace()
+    if hit.prompt_id is not None:
+        return HumanAnswer.objects.filter(
+            study_id=hit.publication.human_study_id,
+            prompt_id=hit.prompt_id,
+            platform_hit_id=hit.hit_id,
+            annotator__platform=hit.publication.platform,
+            status=AssignmentStatus.SUBMITTED,
+            place_released=False,
+            created_at__lte=since,
+            platform_record__isnull=True,
+        ).update(place_released=True)
     return Assignment.objects.filter(
         task_id=hit.task_id,
         platform_hit_id=hit.hit_id,
         annotator__platform=hit.publication.platform,
         status=AssignmentStatus.SUBMITTED,
         is_late=False,
-        submitted_at__lte=now - release_grace(),
+        submitted_at__lte=since,
         platform_record__isnull=True,
     ).update(is_late=True)
 
 
-def _released(work) -> bool:
-    """Submitted work whose slot a sync took back (_unconfirmed_slots_released): late work
-    proper is expired, not submitted."""
-    return (
-        isinstance(work, Assignment) and work.is_late and work.status == AssignmentStatus.SUBMITTED
-    )
+def _released(work: Assignment | HumanAnswer) -> bool:
+    """Submitted work whose slot (an answer's place) a sync took back
+    (_unconfirmed_slots_released): late work proper is expired, not submitted."""
+    if isinstance(work, HumanAnswer):
+        return work.place_released
+    return work.is_late and work.status == AssignmentStatus.SUBMITTED
+
+
+def _place_given_back(work: Assignment | HumanAnswer, *, now: datetime) -> None:
+    """Released work the platform now confirms: an assignment takes its slot again if its task
+    has one (_slot_taken_back); an answer holds its place again, as it would have had the
+    sync found it (its prompt's places are counted, never claimed: nothing to wait for)."""
+    if isinstance(work, HumanAnswer):
+        work.place_released = False
+        work.save(update_fields=["place_released"])
+        return
+    _slot_taken_back(work, now=now)
 
 
 def _slot_taken_back(assignment: Assignment, *, now: datetime) -> bool:

@@ -128,17 +128,24 @@ def same_channel_q(annotator: Annotator, prefix: str = "") -> Q:
     Each channel gets `answers_per_prompt` answers per prompt, so the crowd never starves the
     in-house baseline and the other way round; rejected answers leave room for a new one, and
     so do those of an account whose kind no researcher has decided yet (they count in no
-    result, annotate.selectors.results): the in-house channel counts experts' answers.
+    result, annotate.selectors.results): the in-house channel counts experts' answers. So do
+    answers whose place a sync released (`place_released`: the platform's whole listing of
+    their HIT did not have them once their hand-back was due, a forged assignment id say)
+    until a sync confirms them. The one count of a prompt's places: the replacements plan,
+    the per-prompt limit, and as the same columns the next prompt's choice (_WORK_NEXT) and
+    the study page (annotate.verbalizer.selectors._channel_of) read it.
     """
-    not_rejected = ~Q(**{f"{prefix}status": AssignmentStatus.REJECTED})
+    holds_place = ~Q(**{f"{prefix}status": AssignmentStatus.REJECTED}) & Q(
+        **{f"{prefix}place_released": False}
+    )
     if annotator.kind == AnnotatorKind.CROWD:
-        return not_rejected & Q(
+        return holds_place & Q(
             **{
                 f"{prefix}annotator__kind": AnnotatorKind.CROWD,
                 f"{prefix}annotator__platform": annotator.platform,
             }
         )
-    return not_rejected & Q(**{f"{prefix}annotator__kind": AnnotatorKind.EXPERT})
+    return holds_place & Q(**{f"{prefix}annotator__kind": AnnotatorKind.EXPERT})
 
 
 def human_work_next(*, study: HumanStudy, annotator: Annotator) -> tuple[Prompt | None, int, int]:
@@ -240,7 +247,8 @@ def _order_params(annotator_id: int) -> tuple[int, int]:
 
 # HumanStudy.prompts' table, HumanAnswer's and Annotator's (no db_table or db_column of their
 # own). A prompt's answers count in its own study only, and only those of the asking
-# annotator's channel that were not rejected ({channel} is one of two fixed conditions).
+# annotator's channel that were not rejected and hold their place (not place_released), as
+# same_channel_q counts them ({channel} is one of two fixed conditions).
 _WORK_NEXT = """SELECT
     (SELECT c.prompt_id FROM (
         SELECT sp.prompt_id,
@@ -248,7 +256,7 @@ _WORK_NEXT = """SELECT
             SELECT count(*) FROM verbalizer_humananswer n
             JOIN annotate_annotator na ON na.id = n.annotator_id
             WHERE n.prompt_id = sp.prompt_id AND n.study_id = %s AND n.status <> %s
-            AND {channel}) AS answered
+            AND NOT n.place_released AND {channel}) AS answered
         FROM verbalizer_humanstudy_prompts sp
         WHERE sp.humanstudy_id = %s AND NOT EXISTS(
             SELECT 1 FROM verbalizer_humananswer mine WHERE mine.prompt_id = sp.prompt_id

@@ -1,0 +1,173 @@
+"""A human study's answer that its platform never confirmed gives up its place on its prompt once
+a sync's whole listing of its HIT did not have it past the grace (forged assignment ids, or a
+hand-back that never arrived), as a batch's released work gives up its slot: in the
+replacements plan, the study page, the next prompt's choice and the per-prompt limit. A sync
+that confirms it later gives the place back."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from annotate.crowd.fake import FakePlatform
+from annotate.crowd.services import replacements, review
+from annotate.errors import ConflictError
+from annotate.models import AnnotatorKind
+from annotate.selectors.identities import OPERATOR
+from annotate.selectors.results import counted_human_answers
+from annotate.verbalizer.models import HumanAnswer
+from annotate.verbalizer.selectors import human_study_progress
+from annotate.verbalizer.services import crowd
+from annotate.verbalizer.services.humans import (
+    human_answer_submit_within_limit,
+    human_study_create,
+    human_work_next,
+)
+from annotate.verbalizer.services.sets import evaluation_set_create
+from tests.annotate.verbalizer.helpers import fill
+from tests.annotate.verbalizer.test_crowd_spending import _answer_on_fake, _publish
+from tests.factories import AnnotatorFactory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def study(db):
+    """Two prompts (SST-2 items 1 and 2, flipped golden, direct), three answers each."""
+    fill("SST-2", [True, False])
+    evaluation_set = evaluation_set_create(
+        name="places", datasets=["SST-2"], items=2, seed=1, mappings="flipped-golden"
+    ).evaluation_set
+    return human_study_create(evaluation_set=evaluation_set, name="flip", answers_per_prompt=3)
+
+
+def _forged(hit, worker: str) -> HumanAnswer:
+    """An answer under an assignment id the platform never issued (MTurk's requester API shows
+    nothing before a submit, so the door cannot tell it from a real accept)."""
+    ticket = crowd.mturk_prompt_open(
+        hit=hit, assignment_id=f"FORGED-{worker}", hit_id=hit.hit_id, worker_id=worker,
+        turk_submit_to="https://www.mturk.com",
+    )  # fmt: skip
+    return crowd.mturk_answer_submit(ticket=ticket, key=2, seconds=1.0)
+
+
+def _fake_channel(study):
+    progress = human_study_progress(study=study, platforms=["fake"], scope=OPERATOR)
+    return progress, next(c for c in progress.channels if c.key == "fake")
+
+
+def _plan_wanted(publication, now) -> dict[int, int]:
+    """What the replacements plan says each HIT's prompt still needs from the platform."""
+    return replacements._wanted(publication, now)
+
+
+def test_forged_answers_hold_no_place_once_a_sync_past_the_grace_misses_them(study):
+    publication = _publish(study, "fake", "0.20")
+    hit = publication.hits.order_by("id").first()
+    _answer_on_fake(hit, "REAL1")
+    forged = [_forged(hit, "FAKE1"), _forged(hit, "FAKE2")]
+    review.publication_sync(publication_id=publication.pk, now=timezone.now())
+    assert _fake_channel(study)[1].prompts_done == 1  # within the grace: they wait, places kept
+
+    later = timezone.now() + timedelta(hours=1)
+    changes = review.publication_sync_reported(publication_id=publication.pk, now=later)
+    FakePlatform().hit_update_expiration(hit_id=hit.hit_id, expires_at=timezone.now())
+
+    assert changes.released == 2
+    assert all(HumanAnswer.objects.get(pk=a.pk).place_released for a in forged)
+    assert counted_human_answers(HumanAnswer.objects.filter(prompt=hit.prompt)).count() == 1
+    progress, fake = _fake_channel(study)
+    assert progress.counts[hit.prompt_id]["fake"] == 1
+    assert fake.prompts_done == 0 and fake.answers == 1
+    assert progress.outside == 2
+    assert hit.prompt_id in progress.needing
+    # The expired HIT is offered again for the two places the forger's answers held.
+    assert _plan_wanted(publication, later)[hit.pk] == 2
+
+
+def test_released_places_are_offered_again_and_taken_within_the_limit(study):
+    """The next prompt's choice (human_work_next's SQL) and the per-prompt limit count the
+    channel's places as the plan does: another worker of the platform gets the prompt whose
+    places only forged answers filled, and may answer it."""
+    publication = _publish(study, "fake", "0.20")
+    first, second = publication.hits.order_by("id")
+    _answer_on_fake(first, "REAL1")
+    _forged(first, "FAKE1")
+    _forged(first, "FAKE2")
+    _answer_on_fake(second, "REAL2")
+    _answer_on_fake(second, "REAL3")
+    review.publication_sync(publication_id=publication.pk, now=timezone.now() + timedelta(hours=1))
+    newcomer = AnnotatorFactory(kind=AnnotatorKind.CROWD, platform="fake", worker_id="NEW1")
+
+    prompt, _, _ = human_work_next(study=study, annotator=newcomer)
+
+    assert prompt.pk == first.prompt_id  # 1 place of 3 held, against the second's 2
+    answer = human_answer_submit_within_limit(
+        study=study, prompt_id=first.prompt_id, annotator=newcomer, key=1, seconds=1.0
+    )
+    assert answer.prompt_id == first.prompt_id
+
+
+def test_a_full_prompt_is_still_refused_when_no_answer_of_it_was_released(study):
+    publication = _publish(study, "fake", "0.20")
+    hit = publication.hits.order_by("id").first()
+    for worker in ("REAL1", "REAL2", "REAL3"):
+        _answer_on_fake(hit, worker)
+    review.publication_sync(publication_id=publication.pk, now=timezone.now() + timedelta(hours=1))
+    newcomer = AnnotatorFactory(kind=AnnotatorKind.CROWD, platform="fake", worker_id="NEW1")
+
+    prompt, _, _ = human_work_next(study=study, annotator=newcomer)
+
+    assert prompt.pk != hit.prompt_id
+    with pytest.raises(ConflictError):
+        human_answer_submit_within_limit(
+            study=study, prompt_id=hit.prompt_id, annotator=newcomer, key=1, seconds=1.0
+        )
+
+
+def test_a_hand_back_confirmed_by_a_later_sync_holds_its_place_again(study):
+    publication = _publish(study, "fake", "0.20")
+    hit = publication.hits.order_by("id").first()
+    late = _answer_on_fake(hit, "SLOW1", hand_back=False)
+    later = timezone.now() + timedelta(hours=1)
+    released = review.publication_sync_reported(publication_id=publication.pk, now=later)
+    assert released.released == 1
+    assert _fake_channel(study)[0].counts.get(hit.prompt_id, {}).get("fake", 0) == 0
+    assert _plan_wanted(publication, later)[hit.pk] == 3
+
+    assignment_id = late.platform_assignment_id
+    FakePlatform().worker_submit(assignment_id=assignment_id)
+    again = later + timedelta(minutes=15)
+    restored = review.publication_sync_reported(publication_id=publication.pk, now=again)
+
+    assert restored.restored == 1 and restored.confirmed == 1
+    late.refresh_from_db()
+    assert not late.place_released
+    progress, fake = _fake_channel(study)
+    assert progress.counts[hit.prompt_id]["fake"] == 1 and progress.outside == 0
+    assert _plan_wanted(publication, again)[hit.pk] == 2
+
+
+def test_forged_answers_of_workers_counted_as_experts_give_the_in_house_places_back(study):
+    """A platform's worker whom a researcher counts as an expert answers in the in-house
+    channel: their forged answers, once released, no longer keep in-house annotators from
+    the prompt."""
+    publication = _publish(study, "fake", "0.20")
+    first, second = publication.hits.order_by("id")
+    forged = [_forged(first, worker) for worker in ("FAKE1", "FAKE2", "FAKE3")]
+    for answer in forged:
+        answer.annotator.kind = AnnotatorKind.EXPERT
+        answer.annotator.save(update_fields=["kind"])
+    colleague, reader = AnnotatorFactory(), AnnotatorFactory()
+    human_answer_submit_within_limit(
+        study=study, prompt_id=second.prompt_id, annotator=colleague, key=1, seconds=1.0
+    )
+    review.publication_sync(publication_id=publication.pk, now=timezone.now() + timedelta(hours=1))
+
+    prompt, _, _ = human_work_next(study=study, annotator=reader)
+
+    assert prompt.pk == first.prompt_id
+    human_answer_submit_within_limit(
+        study=study, prompt_id=first.prompt_id, annotator=reader, key=1, seconds=1.0
+    )
+    assert _fake_channel(study)[0].counts[first.prompt_id][""] == 1
