@@ -23,6 +23,7 @@ from annotate.engine.services.generation import (
     generating_system_get_or_create,
     generation_run_create,
 )
+from annotate.templatetags.money import usd
 from tests.annotate.engine.conftest import dollar_a_thousand, make_endpoint, make_instructions
 from tests.evaluation.openai_stub import StubOpenAI
 
@@ -128,9 +129,8 @@ def test_the_run_page_and_the_api_show_the_possibly_billed_amount(stub, admin_cl
     progress = admin_client.get(reverse("engine:run-progress", args=[run.pk])).json()
     assert progress["possibly_billed_usd"] == str(run.possibly_billed_usd)
     page = admin_client.get(reverse("engine:run-detail", args=[run.pk])).content.decode()
-    assert (
-        f'<span id="run-possibly-billed">{run.possibly_billed_usd}</span> possibly billed' in page
-    )
+    shown = usd(run.possibly_billed_usd)  # the page's money filter: dollars and cents
+    assert f'<span id="run-possibly-billed">{shown}</span> possibly billed' in page
 
 
 @pytest.mark.django_db
