@@ -10,6 +10,7 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from annotate.crowd.models import Publication, PublicationStatus
+from annotate.crowd.platforms import platform_on_sandbox
 from annotate.crowd.services import publishing, review
 from annotate.errors import TransientPlatformError
 from annotate.services.leases import LeaseHeldError
@@ -75,14 +76,19 @@ def sync_all_publications() -> int:
     half-way, a restart or a kill), their HITs taking workers whose work, and the platform's own
     approvals, only a sync confirms."""
     publishing.publications_stalled_mark(now=timezone.now())
-    live = Publication.objects.filter(
-        status__in=[
-            PublicationStatus.PUBLISHED,
-            PublicationStatus.PARTIAL,
-            PublicationStatus.PUBLISHING,
-            PublicationStatus.STALLED,
-        ]
-    ).values_list("pk", flat=True)
+    live = [
+        publication.pk
+        for publication in Publication.objects.filter(
+            status__in=[
+                PublicationStatus.PUBLISHED,
+                PublicationStatus.PARTIAL,
+                PublicationStatus.PUBLISHING,
+                PublicationStatus.STALLED,
+            ]
+        ).only("pk", "platform", "sandbox")
+        # Made on the other MTurk endpoint (the sandbox, before going live): refused, not synced.
+        if publication.sandbox == platform_on_sandbox(publication.platform)
+    ]
     for publication_id in live:
         try:
             sync_publication.delay(publication_id)

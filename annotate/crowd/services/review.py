@@ -32,7 +32,12 @@ from annotate.crowd.models import (
     WorkerBlock,
     crowd_worker_q,
 )
-from annotate.crowd.platforms import get_platform, platform_class
+from annotate.crowd.platforms import (
+    get_platform,
+    platform_class,
+    publication_endpoint_check,
+    publication_platform,
+)
 from annotate.crowd.services.publishing import completion_check, publication_orphans_adopt
 from annotate.errors import (
     AlreadyProcessedError,
@@ -77,7 +82,7 @@ def publication_sync(*, publication_id: int, now: datetime, user=None) -> SyncRe
     the platform keeps the confirmations stored before.
     """
     publication = Publication.objects.get(pk=publication_id)
-    platform = get_platform(publication.platform, user=user)
+    platform = publication_platform(publication, user=user)
     hits = list(publication.hits.filter(status=HitStatus.CREATED).select_related("publication"))
     seen = new = 0
     for hit in hits:
@@ -341,7 +346,7 @@ def assignment_confirm(*, assignment: Assignment | HumanAnswer, now: datetime, u
     hit = hit_of_work(assignment)
     if hit is None or not assignment.platform_assignment_id:
         return False
-    platform = get_platform(hit.publication.platform, user=user)
+    platform = publication_platform(hit.publication, user=user)
     try:
         row = platform.assignment_get(assignment_id=assignment.platform_assignment_id)
     except TransientPlatformError:
@@ -384,6 +389,8 @@ def _decide(*, assignment, verdict: str, feedback: str, user):
             f"{assignment.get_status_display().lower()}."
         )
     confirms = platform_confirms(assignment.annotator.platform)
+    if confirms:
+        work_endpoint_check(assignment)
     if confirms and not _confirmed(assignment, user=user):
         if verdict == "Approved":
             raise ConflictError(
@@ -407,6 +414,14 @@ def _decide(*, assignment, verdict: str, feedback: str, user):
     if confirms:  # store the platform's record with its new status
         assignment_confirm(assignment=assignment, now=timezone.now(), user=user)
     return assignment
+
+
+def work_endpoint_check(work: Assignment | HumanAnswer) -> None:
+    """Refuse to act on work whose HIT's publication was made on the other MTurk endpoint
+    (publication_endpoint_check): the platform MTURK_SANDBOX points at now never had it."""
+    hit = hit_of_work(work)
+    if hit is not None:
+        publication_endpoint_check(hit.publication)
 
 
 def _verdict_stored(work: Assignment | HumanAnswer, status: str) -> Assignment | HumanAnswer:
@@ -668,6 +683,7 @@ def bonus_pay(*, bonus_id: int, user, now: datetime) -> Bonus:
     if bonus.status == BonusStatus.PAID:
         return bonus
     assignment = bonus.paid_for
+    work_endpoint_check(assignment)
     platform = get_platform(assignment.annotator.platform, user=user)
     if bonus.created_at <= now - TOKENS_KEPT and _paid_before(platform, bonus):
         return _bonus_paid(bonus, now=now)
@@ -942,7 +958,7 @@ def hit_set_expiration(*, hit_pk: int, expires_at: datetime, user) -> Hit:
     """Extend a HIT's life, or end it now (any time in the past expires it at once)."""
     require_admin(user)
     hit = _created_hit(hit_pk)
-    get_platform(hit.publication.platform, user=user).hit_update_expiration(
+    publication_platform(hit.publication, user=user).hit_update_expiration(
         hit_id=hit.hit_id, expires_at=expires_at
     )
     hit.expires_at = expires_at
@@ -954,13 +970,15 @@ def publication_expire(*, publication_id: int, now: datetime, user) -> int:
     """Stop offering every HIT of a publication, and stop its publish from making more; return
     how many were expired. Only an admin's Resume asks for its missing HITs again."""
     require_admin(user)
+    # Before anything is written: on the other endpoint no HIT of it could be expired.
+    publication_endpoint_check(Publication.objects.get(pk=publication_id))
     # First, so a publish still making HITs stops before its next one (and ends the one it was
     # making when this ran: publishing._expired_meanwhile); a redelivery of it makes none.
     Publication.objects.filter(pk=publication_id, expired_at__isnull=True).update(expired_at=now)
     publication = Publication.objects.get(pk=publication_id)
     if platform_class(publication.platform).creates_hits:
         publication_orphans_adopt(
-            publication=publication, platform=get_platform(publication.platform, user=user)
+            publication=publication, platform=publication_platform(publication, user=user)
         )
     hits = Hit.objects.filter(publication_id=publication_id, status=HitStatus.CREATED)
     count = 0
@@ -975,7 +993,7 @@ def publication_delete_finished(*, publication_id: int, user) -> tuple[int, int]
     """Delete the HITs whose work is all reviewed; return (deleted, still busy)."""
     require_admin(user)
     publication = Publication.objects.get(pk=publication_id)
-    platform = get_platform(publication.platform, user=user)
+    platform = publication_platform(publication, user=user)
     deleted = busy = 0
     for hit in publication.hits.filter(status=HitStatus.CREATED):
         try:
