@@ -76,18 +76,24 @@ def publication_platform(publication, *, user=None) -> RecordedPlatform:
     return get_platform(publication.platform, user=user)
 
 
+def publication_on_other_endpoint(publication) -> bool:
+    """True when its platform points now at the other endpoint than the one `publication` was
+    made on: a sandbox publication while MTURK_SANDBOX is false, or the reverse."""
+    return publication.sandbox != platform_on_sandbox(publication.platform)
+
+
 def publication_endpoint_check(publication) -> None:
     """Refuse work on a publication while its platform points at the other endpoint."""
-    now_sandbox = platform_on_sandbox(publication.platform)
-    if publication.sandbox == now_sandbox:
+    if not publication_on_other_endpoint(publication):
         return
     made, now = ("sandbox", "production") if publication.sandbox else ("production", "sandbox")
+    made_setting, now_setting = ("true", "false") if publication.sandbox else ("false", "true")
     test_work = " Its work is test work either way: it counts nowhere, nothing is paid for it."
     raise ConflictError(
         f"Publication {publication.pk} ({platform_label(publication.platform)}) was made on the "
-        f"MTurk {made} and MTURK_SANDBOX={str(now_sandbox).lower()} points at the MTurk {now} "
-        "now, which has none of its HITs, workers or assignments: nothing was synced, decided, "
-        f"paid or expired. Set MTURK_SANDBOX={str(publication.sandbox).lower()} to work on it."
+        f"MTurk {made} and MTURK_SANDBOX={now_setting} points at the MTurk {now} now, which has "
+        "none of its HITs, workers or assignments: nothing was synced, decided, paid or "
+        f"expired. Set MTURK_SANDBOX={made_setting} to work on it."
         + (test_work if publication.sandbox else "")
     )
 

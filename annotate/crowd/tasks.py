@@ -10,7 +10,7 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from annotate.crowd.models import Publication, PublicationStatus
-from annotate.crowd.platforms import platform_on_sandbox
+from annotate.crowd.platforms import publication_on_other_endpoint
 from annotate.crowd.services import publishing, review
 from annotate.errors import TransientPlatformError
 from annotate.services.leases import LeaseHeldError
@@ -87,7 +87,7 @@ def sync_all_publications() -> int:
             ]
         ).only("pk", "platform", "sandbox")
         # Made on the other MTurk endpoint (the sandbox, before going live): refused, not synced.
-        if publication.sandbox == platform_on_sandbox(publication.platform)
+        if not publication_on_other_endpoint(publication)
     ]
     for publication_id in live:
         try:

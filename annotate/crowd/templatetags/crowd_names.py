@@ -12,7 +12,7 @@ from datetime import timedelta
 from django import template
 
 from annotate.crowd.platforms import platform_label as _platform_label
-from annotate.crowd.platforms import platform_on_sandbox
+from annotate.crowd.platforms import publication_on_other_endpoint
 
 register = template.Library()
 
@@ -26,7 +26,7 @@ def platform_label(name: str) -> str:
 def other_endpoint(publication) -> bool:
     """True when MTURK_SANDBOX points the publication's platform at the other endpoint than the
     one it was made on: a sync, a verdict or an expiry of it is refused."""
-    return publication.sandbox != platform_on_sandbox(publication.platform)
+    return publication_on_other_endpoint(publication)
 
 
 @register.filter

@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotate.crowd import tasks
-from annotate.crowd.models import PlatformCall, Publication
+from annotate.crowd.models import HitStatus, PlatformCall, Publication
 from annotate.crowd.selectors import publication_spending
 from annotate.crowd.services import publishing, review
 from annotate.crowd.services.publishing import PublishSettings
@@ -191,7 +191,7 @@ def test_a_production_publication_is_refused_on_the_sandbox(
         review.publication_expire(publication_id=publication.pk, now=timezone.now(), user=admin)
 
 
-def test_the_pages_say_a_sandbox_publication_is_test_work(
+def test_the_pages_and_the_api_say_a_sandbox_publication_is_test_work(
     client, on_sandbox, mturk_settings, admin
 ):
     client.force_login(admin)
@@ -203,9 +203,14 @@ def test_the_pages_say_a_sandbox_publication_is_test_work(
     for url in pages[:2]:
         assert SANDBOX_NOTICE in client.get(url).text
     assert "sandbox: test work, counts nowhere, nothing paid" in client.get(pages[2]).text
+    api = client.get(reverse("crowd-api:publication", args=[on_sandbox.pk]))
+    assert api.json()["sandbox"] is True
     mturk_settings.MTURK_SANDBOX = False
-    text = client.get(pages[0]).text
-    assert SANDBOX_NOTICE in text and "refused until MTURK_SANDBOX=true" in text
+    # A HIT missing: Resume is not offered (its quote would ask production), the page says why.
+    on_sandbox.hits.filter(pk=_first_hit(on_sandbox).pk).update(status=HitStatus.FAILED)
+    page = client.get(pages[0])
+    assert page.status_code == 200 and 'id="resume"' not in page.text
+    assert SANDBOX_NOTICE in page.text and "refused until MTURK_SANDBOX=true" in page.text
     Publication.objects.filter(pk=on_sandbox.pk).update(sandbox=False)  # a production one
     for url in pages:
         assert "counts nowhere, nothing paid" not in client.get(url).text
