@@ -35,8 +35,16 @@ class PlatformCallAdmin(ReadOnlyAdmin):
 
 @admin.register(models.Publication)
 class PublicationAdmin(ReadOnlyAdmin):
-    list_display = ["batch", "platform", "status", "reward_usd", "created_by", "created_at"]
-    list_filter = ["platform", "status"]
+    list_display = [
+        "batch",
+        "platform",
+        "sandbox",
+        "status",
+        "reward_usd",
+        "created_by",
+        "created_at",
+    ]
+    list_filter = ["platform", "sandbox", "status"]
 
 
 @admin.register(models.Hit)

@@ -161,6 +161,7 @@ class PublicationApi(AdminApi):
                 "batch": publication.batch_id,
                 "human_study": publication.human_study_id,
                 "platform": publication.platform,
+                "sandbox": publication.sandbox,  # test work: counts nowhere, nothing paid
                 "status": publication.status,
                 "error": publication.error,
                 "hits_total": progress.total,

@@ -76,6 +76,12 @@ class CrowdPlatform(Protocol):
     creates_hits: bool  # False: workers come through our own public link (self-hosted)
     pays_workers: bool  # False: payment happens on the recruiting site, not through us
 
+    @staticmethod
+    def on_sandbox() -> bool:
+        """True while the platform is a test environment whose workers are test accounts nobody
+        pays (MTurk's requester sandbox): their work counts nowhere and costs nothing."""
+        ...
+
     def account_balance(self) -> Decimal | None: ...
 
     def hit_type_create(self, *, spec: HitTypeSpec) -> str: ...

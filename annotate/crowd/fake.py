@@ -222,6 +222,10 @@ class FakePlatform:
     pays_workers = True
     store = _StoreSnapshot()
 
+    @staticmethod
+    def on_sandbox() -> bool:
+        return False  # the offline demo's work is the demo's real work, not a sandbox's
+
     @classmethod
     def reset(cls) -> None:
         """Forget everything: the platform starts afresh (tests; a demo's new database)."""

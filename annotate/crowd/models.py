@@ -47,6 +47,12 @@ class Publication(models.Model):
         related_name="publications",
     )
     platform = models.CharField(max_length=40)
+    sandbox = models.BooleanField(
+        default=False,
+        help_text="Made on MTurk's requester sandbox (MTURK_SANDBOX when it was made): its "
+        "workers are test accounts nobody pays, so its work counts in no result and costs "
+        "nothing. Publications made before this was recorded count as before (false).",
+    )
     status = models.CharField(
         max_length=10, choices=PublicationStatus.choices, default=PublicationStatus.PENDING
     )

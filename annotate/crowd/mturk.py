@@ -96,6 +96,12 @@ class MTurkPlatform:
     creates_hits = True
     pays_workers = True
 
+    @staticmethod
+    def on_sandbox() -> bool:
+        """MTURK_SANDBOX, also when MTURK_ENDPOINT_URL overrides the address (the tests' fake
+        server stands for whichever endpoint the setting names)."""
+        return settings.MTURK_SANDBOX
+
     def __init__(self, client=None) -> None:
         self.client = client or _client(endpoint_url(), settings.MTURK_MAX_ATTEMPTS)
 

@@ -12,7 +12,7 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from annotate.crowd.base import CrowdPlatform
-from annotate.errors import CrowdPlatformError
+from annotate.errors import ConflictError, CrowdPlatformError
 
 BACKENDS = {
     "mturk": "annotate.crowd.mturk.MTurkPlatform",
@@ -59,6 +59,43 @@ def demo_platform_in_use() -> bool:
 def get_platform(name: str | None = None, *, user=None) -> RecordedPlatform:
     """Return the platform `name` (default: CROWD_BACKEND), recording its calls as `user`'s."""
     return RecordedPlatform(platform_class(name or settings.CROWD_BACKEND)(), user=user)
+
+
+def platform_on_sandbox(name: str) -> bool:
+    """Whether work made now on the platform `name` is test work: MTurk while MTURK_SANDBOX
+    points it at the requester sandbox. The offline demo platform is no sandbox."""
+    return platform_class(name).on_sandbox()
+
+
+def publication_platform(publication, *, user=None) -> RecordedPlatform:
+    """The platform `publication` was made on (get_platform), refused when it points now at the
+    other endpoint: the requester sandbox and MTurk production know nothing of each other's
+    HITs, workers and assignments, so a sync, a verdict, a bonus or an expiry sent to the other
+    one would act on nothing, or on the wrong account's work."""
+    publication_endpoint_check(publication)
+    return get_platform(publication.platform, user=user)
+
+
+def publication_on_other_endpoint(publication) -> bool:
+    """True when its platform points now at the other endpoint than the one `publication` was
+    made on: a sandbox publication while MTURK_SANDBOX is false, or the reverse."""
+    return publication.sandbox != platform_on_sandbox(publication.platform)
+
+
+def publication_endpoint_check(publication) -> None:
+    """Refuse work on a publication while its platform points at the other endpoint."""
+    if not publication_on_other_endpoint(publication):
+        return
+    made, now = ("sandbox", "production") if publication.sandbox else ("production", "sandbox")
+    made_setting, now_setting = ("true", "false") if publication.sandbox else ("false", "true")
+    test_work = " Its work is test work either way: it counts nowhere, nothing is paid for it."
+    raise ConflictError(
+        f"Publication {publication.pk} ({platform_label(publication.platform)}) was made on the "
+        f"MTurk {made} and MTURK_SANDBOX={now_setting} points at the MTurk {now} now, which has "
+        "none of its HITs, workers or assignments: nothing was synced, decided, paid or "
+        f"expired. Set MTURK_SANDBOX={made_setting} to work on it."
+        + (test_work if publication.sandbox else "")
+    )
 
 
 def _summary(value):

@@ -33,6 +33,7 @@ from annotate.selectors.results import (
     blocked_annotator_ids,
     counted_assignment_q,
     human_answer_counted_any_kind_q,
+    sandbox_work_q,
 )
 from annotate.selectors.work import system_label
 from annotate.services.submissions import FIELD_PATTERN
@@ -395,8 +396,9 @@ def crowd_paid_work_q() -> Q:
     the publication page's "Spent so far" (publication_spending) and Table 4's crowd cost, one
     rule for both (_spent_q: the counted work, approved work of workers blocked since, a blocked
     worker's confirmed work waiting for review, work rejected here only; _late_paid_q: late work
-    the platform confirmed, or a link's participant was handed the code for)."""
-    return _spent_q(counted_assignment_q()) | _late_paid_q()
+    the platform confirmed, or a link's participant was handed the code for). Nothing of it is
+    test work on MTurk's requester sandbox, which nobody pays."""
+    return _spent_q(counted_assignment_q() | _late_paid_q())
 
 
 def crowd_paid_human_answer_q() -> Q:
@@ -414,12 +416,15 @@ def _spent_q(counted: Q) -> Q:
     handed a completion code and not rejected here, which the recruiting site pays unless it
     is rejected there, out of our sight), whatever kind a researcher gives its
     worker in results (which work counts and what was paid are different questions): the
-    `counted` work of any kind, approved work of workers blocked since, submitted work of a
+    `counted` work of any kind (with an assignment's paid late work: crowd_paid_work_q),
+    approved work of workers blocked since, submitted work of a
     blocked worker that the platform confirmed (it pays that when the auto-approval delay
     ends unless it is rejected) or, on a self-hosted link, that was handed its completion
     code, and work rejected here only (rejected_here_only: the
     platform holds it as submitted and pays it unless it is rejected there too, or approved
-    it already, its auto-approval delay over: paid, whatever we say)."""
+    it already, its auto-approval delay over: paid, whatever we say). None of it is test work
+    on MTurk's requester sandbox (sandbox_work_q): its workers are test accounts nobody pays,
+    whatever the sandbox says it approved."""
     blocked = Q(annotator_id__in=blocked_annotator_ids())
     confirmed_waiting = Q(
         status=AssignmentStatus.SUBMITTED,
@@ -433,7 +438,8 @@ def _spent_q(counted: Q) -> Q:
         platform_record__status__in=CONFIRMED_PLATFORM_STATUSES,
     )
     waiting = confirmed_waiting | code_handed_waiting
-    return counted | _paid_before_block() | (blocked & waiting) | rejected_here_only
+    paid = counted | _paid_before_block() | (blocked & waiting) | rejected_here_only
+    return paid & ~sandbox_work_q()
 
 
 def _late_paid_q() -> Q:

@@ -22,6 +22,10 @@ class SelfHostedPlatform:
     creates_hits = False
     pays_workers = False
 
+    @staticmethod
+    def on_sandbox() -> bool:
+        return False
+
     def account_balance(self) -> Decimal | None:
         return None
 

@@ -10,6 +10,7 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from annotate.crowd.models import Publication, PublicationStatus
+from annotate.crowd.platforms import publication_on_other_endpoint
 from annotate.crowd.services import expiry, publishing, review
 from annotate.errors import TransientPlatformError
 from annotate.services.leases import LeaseHeldError
@@ -80,14 +81,19 @@ def sync_all_publications() -> int:
         expiry.expiries_pending_retry(now=timezone.now())
     except Exception:  # a platform not configured any more, say: the syncs run all the same
         logger.exception("Crowd expiries still pending were not asked for again")
-    live = Publication.objects.filter(
-        status__in=[
-            PublicationStatus.PUBLISHED,
-            PublicationStatus.PARTIAL,
-            PublicationStatus.PUBLISHING,
-            PublicationStatus.STALLED,
-        ]
-    ).values_list("pk", flat=True)
+    live = [
+        publication.pk
+        for publication in Publication.objects.filter(
+            status__in=[
+                PublicationStatus.PUBLISHED,
+                PublicationStatus.PARTIAL,
+                PublicationStatus.PUBLISHING,
+                PublicationStatus.STALLED,
+            ]
+        ).only("pk", "platform", "sandbox")
+        # Made on the other MTurk endpoint (the sandbox, before going live): refused, not synced.
+        if not publication_on_other_endpoint(publication)
+    ]
     for publication_id in live:
         try:
             sync_publication.delay(publication_id)

@@ -31,7 +31,12 @@ from annotate.crowd.models import (
     PlatformCall,
     Publication,
 )
-from annotate.crowd.platforms import demo_platform_in_use, platform_label, platform_names
+from annotate.crowd.platforms import (
+    demo_platform_in_use,
+    platform_label,
+    platform_names,
+    publication_on_other_endpoint,
+)
 from annotate.crowd.services import publishing
 from annotate.crowd.services import replacements as replacement_services
 from annotate.crowd.services import review as review_services
@@ -204,6 +209,8 @@ def _resume_context(publication: Publication, progress, *, busy: bool, user) -> 
     missing = progress.total - progress.created - progress.deleted
     if busy or not missing:
         return {}
+    if publication_on_other_endpoint(publication):
+        return {}  # made on the other MTurk endpoint: refused (the page's sandbox notice says so)
     try:
         return {"resume": publishing.publication_resume_quote(publication=publication, user=user)}
     except CrowdPlatformError as error:  # the balance could not be read: nothing is offered

@@ -16,11 +16,16 @@ A label or direct score counts when its annotator is not a blocked crowd worker,
   platform), whatever kind a researcher gives that worker later, that platform confirmed the
   assignment for that HIT and that worker: the assignment has a linked
   `PlatformAssignment` (stored by a sync through ListAssignmentsForHIT, or by GetAssignment when
-  an admin decides on it) whose status is Submitted or Approved.
+  an admin decides on it) whose status is Submitted or Approved, and
+- it was not done through a HIT of a publication made on MTurk's requester sandbox
+  (`Publication.sandbox`): the sandbox's workers are test accounts nobody pays, and it confirms
+  their work as production confirms real work. Test work counts in no result and costs nothing
+  (annotate.crowd.selectors.crowd_paid_work_q); the offline demo platform is no sandbox.
 
 A verbalizer human study's answer (`HumanAnswer`) is its own assignment: it counts under the same
 rule (status submitted or approved, worker not blocked, confirmed by the platform for that HIT and
-worker unless it came from a self-hosted link or an in-house annotator), and only once a researcher
+worker unless it came from a self-hosted link or an in-house annotator, not test work on the
+sandbox), and only once a researcher
 has decided whether its annotator is an expert or a crowd worker, as labels count in InFoBench
 results (annotate.selectors.annotator_kinds): `counted_human_answers`.
 """
@@ -53,6 +58,7 @@ class WorkStatus:
     REJECTED = "rejected"
     BLOCKED = "worker blocked"
     UNCONFIRMED = "not confirmed by the platform"
+    SANDBOX = "sandbox test work"
     NOT_SUBMITTED = "not submitted"
     LATE = "late"
     KIND_NOT_DECIDED = "annotator's kind not decided"
@@ -69,9 +75,23 @@ def _confirmed(prefix: str = "") -> Q:
     return Q(**{f"{prefix}platform_record__status__in": CONFIRMED_PLATFORM_STATUSES})
 
 
-def _counted_q(prefix: str, submitted: Q) -> Q:
+def sandbox_work_q(prefix: str = "") -> Q:
+    """Work done through a HIT of a publication made on MTurk's requester sandbox: test work,
+    which counts in no result (_counted_q) and which nobody pays (annotate.crowd.selectors.
+    _spent_q), whatever the sandbox confirmed."""
+    return Q(**{f"{prefix}platform_record__hit__publication__sandbox": True})
+
+
+def _confirmed_work_q(prefix: str, submitted: Q) -> Q:
+    """The `submitted` work of a worker not blocked that its platform confirmed (or that needs
+    no confirmation): what counts, or what holds a slot of its task when it has one."""
     not_blocked = ~Q(**{f"{prefix}annotator_id__in": blocked_annotator_ids()})
     return submitted & not_blocked & (~_needs_confirmation(prefix) | _confirmed(prefix))
+
+
+def _counted_q(prefix: str, submitted: Q) -> Q:
+    """The counting rule: confirmed work (_confirmed_work_q) that is no test work."""
+    return _confirmed_work_q(prefix, submitted) & ~sandbox_work_q(prefix)
 
 
 def counted_assignment_q(prefix: str = "") -> Q:
@@ -106,14 +126,16 @@ def left_out_q(prefix: str = "") -> Q:
     work of a worker unblocked after their task was filled, or confirmed by the platform only
     after it was (annotate.crowd.services.review); it takes the task's first slot that frees
     up (annotate.services.assignments.task_left_out_restore). Late work proper (expired) and
-    work still waiting for its confirmation are not left out."""
+    work still waiting for its confirmation are not left out. Test work on the sandbox is left
+    out and restored as real work would be, so a rehearsal there fills tasks as production
+    will; it counts nowhere all the same (_counted_q)."""
     held_no_slot = Q(
         **{
             f"{prefix}status__in": [AssignmentStatus.SUBMITTED, AssignmentStatus.APPROVED],
             f"{prefix}is_late": True,
         }
     )
-    return _counted_q(prefix, held_no_slot)
+    return _confirmed_work_q(prefix, held_no_slot)
 
 
 def counted_human_answer_q(prefix: str = "") -> Q:
@@ -163,12 +185,20 @@ def human_answer_statuses(queryset: QuerySet) -> dict[int, str]:
     counted = set(counted_human_answers(queryset).values_list("id", flat=True))
     blocked = set(blocked_annotator_ids().values_list("annotator_id", flat=True))
     out = {}
-    rows = queryset.values_list("id", "annotator_id", "status", "annotator__kind")
-    for answer_id, annotator_id, status, kind in rows:
+    rows = queryset.values_list(
+        "id",
+        "annotator_id",
+        "status",
+        "annotator__kind",
+        "platform_record__hit__publication__sandbox",
+    )
+    for answer_id, annotator_id, status, kind, sandbox in rows:
         if answer_id in counted:
             out[answer_id] = WorkStatus.COUNTED
         elif annotator_id in blocked:
             out[answer_id] = WorkStatus.BLOCKED
+        elif sandbox:
+            out[answer_id] = WorkStatus.SANDBOX
         elif status == AssignmentStatus.REJECTED:
             out[answer_id] = WorkStatus.REJECTED
         elif kind not in PERSON_KINDS:
@@ -255,7 +285,9 @@ def work_statuses_of(*, assignment_ids: Iterable[int]) -> dict[int, str]:
 def _statuses(which: Q) -> dict[int, str]:
     counted = set(counted_assignments().filter(which).values_list("id", flat=True))
     blocked = set(blocked_annotator_ids().values_list("annotator_id", flat=True))
-    assignments = Assignment.objects.filter(which).select_related("annotator", "platform_record")
+    assignments = Assignment.objects.filter(which).select_related(
+        "annotator", "platform_record__hit__publication"
+    )
     return {
         a.id: WorkStatus.COUNTED if a.id in counted else _why_not_counted(a, blocked)
         for a in assignments.order_by()
@@ -265,6 +297,9 @@ def _statuses(which: Q) -> dict[int, str]:
 def _why_not_counted(assignment: Assignment, blocked: set[int]) -> str:
     if assignment.annotator_id in blocked:
         return WorkStatus.BLOCKED
+    record = getattr(assignment, "platform_record", None)
+    if record is not None and record.hit.publication.sandbox:
+        return WorkStatus.SANDBOX
     if assignment.status == AssignmentStatus.REJECTED:
         return WorkStatus.REJECTED
     submitted = assignment.status in (AssignmentStatus.SUBMITTED, AssignmentStatus.APPROVED)

@@ -9,6 +9,9 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
+# The tests' fake MTurk server (MTURK_ENDPOINT_URL) plays MTurk production, whose work counts
+# and is paid; tests of the requester sandbox's test work set this to True.
+MTURK_SANDBOX = False
 # Tests run background work in-process; the one test that starts a real worker turns this off.
 CELERY_TASK_ALWAYS_EAGER = True
 # Threads do not see a test's open transaction: tests run background work inline (the browser

@@ -18,7 +18,7 @@ from django.db.models import F, Q, QuerySet, Value
 from django.db.models.functions import Coalesce
 
 from annotate.crowd.models import Hit, HitStatus
-from annotate.crowd.platforms import get_platform
+from annotate.crowd.platforms import get_platform, platform_on_sandbox
 from annotate.errors import CrowdPlatformError
 
 logger = logging.getLogger(__name__)
@@ -89,8 +89,11 @@ def expiries_pending_retry(*, now: datetime, user=None) -> ExpiryOutcome:
     twice or at once, as ending a HIT that ended already is."""
     pending = Hit.objects.filter(status=HitStatus.CREATED, expiry_pending_since__isnull=False)
     outcome = ExpiryOutcome()
-    platforms = pending.values_list("publication__platform", flat=True).distinct().order_by()
-    for name in platforms:
-        hits = pending.filter(publication__platform=name)
+    made_on = pending.values_list("publication__platform", "publication__sandbox")
+    for name, sandbox in made_on.distinct().order_by():
+        if sandbox != platform_on_sandbox(name):
+            # Made on the other MTurk endpoint (publication_endpoint_check): unknown there.
+            continue
+        hits = pending.filter(publication__platform=name, publication__sandbox=sandbox)
         outcome += hits_expire(hits, get_platform(name, user=user), at=now)
     return outcome

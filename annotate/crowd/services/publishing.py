@@ -32,7 +32,14 @@ from annotate.crowd.base import (
     HitTypeSpec,
 )
 from annotate.crowd.models import Hit, HitStatus, Publication, PublicationStatus
-from annotate.crowd.platforms import get_platform, platform_class, platform_label, platform_names
+from annotate.crowd.platforms import (
+    get_platform,
+    platform_class,
+    platform_label,
+    platform_names,
+    platform_on_sandbox,
+    publication_platform,
+)
 from annotate.crowd.pricing import assignments_cost, fee_description, fee_override
 from annotate.crowd.services.expiry import hit_expire
 from annotate.errors import (
@@ -373,6 +380,7 @@ def publication_store(
             return Publication.objects.create(
                 **target,
                 platform=platform_name,
+                sandbox=platform_on_sandbox(platform_name),
                 title=chosen.title.strip(),
                 description=chosen.description.strip(),
                 keywords=chosen.keywords.strip(),
@@ -420,7 +428,7 @@ def publication_publish(
     and left to an admin's Resume.
     """
     publication = Publication.objects.get(pk=publication_id)
-    platform = get_platform(publication.platform, user=user)
+    platform = publication_platform(publication, user=user)
     if not platform.creates_hits:
         return _finish(publication, PublicationStatus.PUBLISHED, now=now)
     token = _publish_claim(publication_id=publication.pk, now=now)
@@ -664,7 +672,7 @@ def publication_resume_quote(*, publication: Publication, user=None) -> ResumeQu
     sizes = list(
         publication.hits.filter(status__in=MISSING).values_list("max_assignments", flat=True)
     )
-    platform = get_platform(publication.platform, user=user)
+    platform = publication_platform(publication, user=user)
     return ResumeQuote(
         hits=len(sizes),
         assignments=sum(sizes),

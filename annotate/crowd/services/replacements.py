@@ -32,7 +32,7 @@ from annotate.crowd.models import (
     PlatformAssignment,
     Publication,
 )
-from annotate.crowd.platforms import get_platform, platform_label
+from annotate.crowd.platforms import platform_label, publication_platform
 from annotate.crowd.pricing import assignments_cost, fee_description
 from annotate.crowd.services.publishing import open_assignments
 from annotate.crowd.services.review import require_admin
@@ -166,7 +166,7 @@ def replacements_plan(*, publication_id: int, now: datetime, user) -> Replacemen
     publication = Publication.objects.select_related("batch__project", "human_study").get(
         pk=publication_id
     )
-    platform = get_platform(publication.platform, user=user)
+    platform = publication_platform(publication, user=user)
     if not platform.creates_hits:
         raise PublishError(
             "A self-hosted link has no HITs to extend: a task whose work was rejected is "
@@ -328,7 +328,7 @@ def _replacements_create(
             f"The {platform_label(plan.publication.platform)} account has ${plan.balance_usd}, "
             f"less than the ${plan.total_usd} these assignments cost."
         )
-    platform = get_platform(plan.publication.platform, user=user)
+    platform = publication_platform(plan.publication, user=user)
     added = hits = reopened = 0
     failed, stopped = list(result.failed), False
     for row in plan.rows:
@@ -527,7 +527,7 @@ def _pending_retried(
     )
     if not pending:
         return ReplacementResult(added=0, hits=0, reopened=0, failed=[])
-    platform = get_platform(pending[0].hit.publication.platform, user=user)
+    platform = publication_platform(pending[0].hit.publication, user=user)
     by_hit: dict[int, list[HitExtension]] = {}
     for extension in pending:
         by_hit.setdefault(extension.hit_id, []).append(extension)
@@ -565,7 +565,7 @@ def hit_extension_settle(
         extension = HitExtension.objects.select_related("hit__publication").get(pk=extension_id)
         _settle_check(extension, now=now)
         if made:
-            platform = get_platform(extension.hit.publication.platform, user=user)
+            platform = publication_platform(extension.hit.publication, user=user)
             _made_check(platform, extension)
             marked = _mark_done(extension, now=now, settled_by=user)
         else:
@@ -673,7 +673,7 @@ def additions_overview(*, publication_id: int, now: datetime, user) -> Additions
     theirs: dict[int, int | None] = {}
     for extension in pending:
         if extension.pk in to_settle and extension.hit_id not in theirs:
-            platform = get_platform(extension.hit.publication.platform, user=user)
+            platform = publication_platform(extension.hit.publication, user=user)
             theirs[extension.hit_id] = _platform_max_assignments(platform, extension.hit)
     rows = [
         AdditionRow(

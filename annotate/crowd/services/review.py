@@ -32,7 +32,12 @@ from annotate.crowd.models import (
     WorkerBlock,
     crowd_worker_q,
 )
-from annotate.crowd.platforms import get_platform, platform_class
+from annotate.crowd.platforms import (
+    get_platform,
+    platform_class,
+    publication_endpoint_check,
+    publication_platform,
+)
 from annotate.crowd.services.expiry import ExpiryOutcome, hits_expire
 from annotate.crowd.services.publishing import (
     completion_check,
@@ -82,7 +87,7 @@ def publication_sync(*, publication_id: int, now: datetime, user=None) -> SyncRe
     the platform keeps the confirmations stored before.
     """
     publication = Publication.objects.get(pk=publication_id)
-    platform = get_platform(publication.platform, user=user)
+    platform = publication_platform(publication, user=user)
     hits = list(publication.hits.filter(status=HitStatus.CREATED).select_related("publication"))
     seen = new = 0
     for hit in hits:
@@ -375,7 +380,7 @@ def assignment_confirm(*, assignment: Assignment | HumanAnswer, now: datetime, u
     hit = hit_of_work(assignment)
     if hit is None or not assignment.platform_assignment_id:
         return False
-    platform = get_platform(hit.publication.platform, user=user)
+    platform = publication_platform(hit.publication, user=user)
     try:
         row = platform.assignment_get(assignment_id=assignment.platform_assignment_id)
     except TransientPlatformError:
@@ -418,6 +423,8 @@ def _decide(*, assignment, verdict: str, feedback: str, user):
             f"{assignment.get_status_display().lower()}."
         )
     confirms = platform_confirms(assignment.annotator.platform)
+    if confirms:
+        work_endpoint_check(assignment)
     if confirms and not _confirmed(assignment, user=user):
         if verdict == "Approved":
             raise ConflictError(
@@ -441,6 +448,14 @@ def _decide(*, assignment, verdict: str, feedback: str, user):
     if confirms:  # store the platform's record with its new status
         assignment_confirm(assignment=assignment, now=timezone.now(), user=user)
     return assignment
+
+
+def work_endpoint_check(work: Assignment | HumanAnswer) -> None:
+    """Refuse to act on work whose HIT's publication was made on the other MTurk endpoint
+    (publication_endpoint_check): the platform MTURK_SANDBOX points at now never had it."""
+    hit = hit_of_work(work)
+    if hit is not None:
+        publication_endpoint_check(hit.publication)
 
 
 def _verdict_stored(work: Assignment | HumanAnswer, status: str) -> Assignment | HumanAnswer:
@@ -702,6 +717,7 @@ def bonus_pay(*, bonus_id: int, user, now: datetime) -> Bonus:
     if bonus.status == BonusStatus.PAID:
         return bonus
     assignment = bonus.paid_for
+    work_endpoint_check(assignment)
     platform = get_platform(assignment.annotator.platform, user=user)
     if bonus.created_at <= now - TOKENS_KEPT and _paid_before(platform, bonus):
         return _bonus_paid(bonus, now=now)
@@ -977,7 +993,7 @@ def hit_set_expiration(*, hit_pk: int, expires_at: datetime, user) -> Hit:
     the platform confirmed replaces an expiry it had not confirmed: the admin's latest word."""
     require_admin(user)
     hit = _created_hit(hit_pk)
-    get_platform(hit.publication.platform, user=user).hit_update_expiration(
+    publication_platform(hit.publication, user=user).hit_update_expiration(
         hit_id=hit.hit_id, expires_at=expires_at
     )
     hit.expires_at, hit.expiry_pending_since, hit.expiry_error = expires_at, None, ""
@@ -991,6 +1007,8 @@ def publication_expire(*, publication_id: int, now: datetime, user) -> ExpiryOut
     stored as live (expiry.hit_expire), asked for again by the next Expire and by the sync beat.
     Only an admin's Resume asks for its missing HITs again."""
     require_admin(user)
+    # Before anything is written: on the other endpoint no HIT of it could be expired.
+    publication_endpoint_check(Publication.objects.get(pk=publication_id))
     # First, so a publish still making HITs stops before its next one (and ends the one it was
     # making when this ran: publishing._expired_meanwhile); a redelivery of it makes none. One
     # that no delivery took yet ends here and now.
@@ -999,7 +1017,7 @@ def publication_expire(*, publication_id: int, now: datetime, user) -> ExpiryOut
             expired_at=now
         )
     publication = Publication.objects.get(pk=publication_id)
-    platform = get_platform(publication.platform, user=user)
+    platform = publication_platform(publication, user=user)
     unchecked = ""
     if platform_class(publication.platform).creates_hits:
         try:
@@ -1014,7 +1032,7 @@ def publication_delete_finished(*, publication_id: int, user) -> tuple[int, int]
     """Delete the HITs whose work is all reviewed; return (deleted, still busy)."""
     require_admin(user)
     publication = Publication.objects.get(pk=publication_id)
-    platform = get_platform(publication.platform, user=user)
+    platform = publication_platform(publication, user=user)
     deleted = busy = 0
     for hit in publication.hits.filter(status=HitStatus.CREATED):
         try:

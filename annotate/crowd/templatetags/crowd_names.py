@@ -1,4 +1,5 @@
 """The human name of a crowd platform, for pages: {{ publication.platform|platform_label }};
+whether a publication was made on the other MTurk endpoint ({{ publication|other_endpoint }});
 a worker's time on a task ({{ row.time_spent|minutes_seconds }}); and a fresh idempotency
 token for a form that pays ({% request_token %}).
 
@@ -11,6 +12,7 @@ from datetime import timedelta
 from django import template
 
 from annotate.crowd.platforms import platform_label as _platform_label
+from annotate.crowd.platforms import publication_on_other_endpoint
 
 register = template.Library()
 
@@ -18,6 +20,13 @@ register = template.Library()
 @register.filter
 def platform_label(name: str) -> str:
     return _platform_label(name)
+
+
+@register.filter
+def other_endpoint(publication) -> bool:
+    """True when MTURK_SANDBOX points the publication's platform at the other endpoint than the
+    one it was made on: a sync, a verdict or an expiry of it is refused."""
+    return publication_on_other_endpoint(publication)
 
 
 @register.filter

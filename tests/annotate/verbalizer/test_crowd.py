@@ -934,3 +934,46 @@ def test_an_mturk_answer_sent_twice_at_once_is_stored_once(
         assert statuses == [200, 409], outcomes
         (refused,) = [r for r in outcomes if r.status_code == 409]
         assert "answers cannot change" in refused.content.decode()
+
+
+@pytest.mark.parametrize("sandbox", [True, False])
+def test_sandbox_answers_count_in_no_result_and_cost_nothing_even_after_going_live(
+    client, mturk_settings, fake_mturk, study, admin, sandbox
+):
+    """A study published on MTurk's requester sandbox: its test workers' answers, confirmed by
+    the sandbox and approved, count nowhere and cost nothing, also once MTURK_SANDBOX is false.
+    The same answers on a production publication count and are paid (the control)."""
+    mturk_settings.MTURK_SANDBOX = sandbox
+    publication = crowd.study_publication_create(
+        study=study,
+        platform_name="mturk",
+        chosen=PublishSettings(title="Pick a word", description="Keys 1 and 2"),
+        base_url="https://annotate.example.org",
+    )
+    publication = publishing.publication_publish(publication_id=publication.pk, now=timezone.now())
+    hits = list(publication.hits.select_related("prompt__item").order_by("id"))[:2]
+    for hit in hits:
+        answer_hit(client, fake_mturk, hit, "ATESTER1", right_key(hit))
+    review.publication_sync(publication_id=publication.pk, now=timezone.now())
+    first = HumanAnswer.objects.order_by("id").first()
+    review.human_answer_approve(answer_id=first.pk, user=admin)
+    evaluation_set = study.evaluation_set
+
+    def seen() -> tuple:
+        cache.clear()
+        report = verbalizer_report_cached(evaluation_set=evaluation_set)
+        header, *rows = list(human_answers_raw(evaluation_set=evaluation_set))
+        return (
+            HumanAnswer.objects.filter(counted_human_answer_q()).count(),
+            "human" in {s["system"] for s in report["systems"]},
+            crowd_selectors.publication_spending(publication=publication).total_usd,
+            {row[header.index("work_status")] for row in rows},
+        )
+
+    before = seen()
+    mturk_settings.MTURK_SANDBOX = False  # the site goes live
+    after = seen()
+    if sandbox:
+        assert before == after == (0, False, Decimal("0.00"), {"sandbox test work"})
+    else:  # two answers at $0.05, MTurk's 20% fee (HIT of 2): $0.06 each
+        assert before == after == (2, True, Decimal("0.12"), {"counted"})
