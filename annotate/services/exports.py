@@ -19,6 +19,7 @@ from annotate.selectors.results import (
     blocked_annotator_ids,
     unassigned_work_status,
     work_statuses,
+    work_statuses_of,
 )
 from annotate.services.files import csv_writer
 from annotate.services.label_imports import (
@@ -57,6 +58,8 @@ def _label_rows(benchmark_name: str, scope: IdentityScope) -> Iterator[tuple]:
         elif assignment is None:
             status = unassigned_work_status(imported=imported, platform=platform)
         else:
+            if assignment not in statuses:  # submitted after the statuses were read: ask now
+                statuses.update(work_statuses_of(assignment_ids=[assignment]))
             status = statuses[assignment]
         name = scope.name(annotator_id=annotator_id, name=name, worker_id=worker_id)
         yield instruction, system, name, kind, position, value, status
