@@ -23,6 +23,7 @@ from django.db.models import Count, Max, Q, Sum
 from django.utils import timezone
 
 from annotate.crowd.models import BonusStatus
+from annotate.crowd.selectors import crowd_paid_work_q
 from annotate.models import (
     Assignment,
     AssignmentStatus,
@@ -1144,14 +1145,19 @@ def _fingerprint(benchmark: Benchmark) -> str:
     scores = DirectScore.objects.filter(response__instruction__benchmark=benchmark).aggregate(
         n=Count("id"), last=Max("id"), total=Sum("score")
     )
-    # Approvals and bonuses paid move the crowd cost (Table 4), without changing what counts.
+    # Approvals and bonuses paid move the crowd cost (Table 4), without changing what counts,
+    # and so does what the platform paid of work that counts nowhere (a sync confirming late
+    # work, or work rejected here only): the paid set is summarised too (crowd_paid_work_q).
     paid_bonus = Q(bonuses__status=BonusStatus.PAID)
+    paid_work = crowd_paid_work_q()
     work = Assignment.objects.filter(task__instruction__benchmark=benchmark).aggregate(
         n=Count("id", distinct=True),
         last=Max("submitted_at"),
         approved=Count("id", distinct=True, filter=Q(status=AssignmentStatus.APPROVED)),
         paid_bonuses=Count("bonuses", filter=paid_bonus),
         paid_bonus_total=Sum("bonuses__amount_usd", filter=paid_bonus),
+        paid=Count("id", distinct=True, filter=paid_work),
+        paid_ids=Sum("id", distinct=True, filter=paid_work),
     )
     calls = JudgeCall.objects.filter(conversation__run__benchmark=benchmark).aggregate(
         n=Count("id")

@@ -534,3 +534,26 @@ def test_table_4_prices_work_at_its_hits_mturk_rate_and_a_bonus_at_20_percent(
     )
     review.bonus_pay(bonus_id=bonus.pk, user=admin_user, now=timezone.now())
     assert _table4_crowd_cost(project.benchmark) == Decimal(one) + Decimal("0.03")
+
+
+def test_a_sync_confirming_late_work_moves_the_cached_table_4(fake_platform):
+    """Late work counts nowhere but is paid once the platform confirms it: a sync confirming it
+    moved Table 4's crowd cost, but not the cached report's fingerprint, so the report page
+    kept the old cost (up to the cache's timeout) beside a publication page with the new."""
+    from evaluation.services.reports import _fingerprint
+
+    publication = _published(instructions=2, reward_usd="1.00")
+    benchmark = publication.batch.project.benchmark
+    hit, other = publication.hits.order_by("id")
+    _mturk_work(Client(), other, "AW2", fake_platform)
+    worker = Client()
+    task_url, assignment_id = _open_mturk(worker, hit, "AW1", fake_platform)
+    _lapse_and_fill(Assignment.objects.get(platform_assignment_id=assignment_id))
+    assert _answer(worker, task_url).status_code == 200
+    review.publication_sync(publication_id=publication.pk, now=timezone.now())
+    before = _fingerprint(benchmark)
+    assert _table4_crowd_cost(benchmark) == Decimal("1.20")
+    fake_platform.worker_submit(assignment_id=assignment_id)  # the hand-back reaches MTurk
+    review.publication_sync(publication_id=publication.pk, now=timezone.now())
+    assert _table4_crowd_cost(benchmark) == Decimal("2.40")
+    assert _fingerprint(benchmark) != before
