@@ -68,3 +68,41 @@ def revision_call_timeout_check(app_configs=None, **kwargs) -> list[Error]:
             id="annotate.E001",
         )
     ]
+
+
+@register(Tags.database)
+def unassigned_platform_work_check(app_configs=None, databases=None, **kwargs) -> list[Warning]:
+    """Labels and direct scores of a platform's worker with no assignment that no import wrote
+    count in no result since annotate 0018 (annotate.selectors.results): left by an assignment
+    deleted before its work was protected, or written by a label import before imports marked
+    what they write. Said at `migrate` (and `check --database default`), since the numbers of a
+    report may have moved with the upgrade."""
+    if not databases:
+        return []
+    from django.db import DatabaseError
+
+    from annotate.models import DirectScore, Label
+    from annotate.selectors.results import platform_annotator_ids
+
+    unmarked = {"assignment__isnull": True, "imported": False}
+    try:
+        labels = Label.objects.filter(**unmarked, annotator_id__in=platform_annotator_ids()).count()
+        scores = DirectScore.objects.filter(
+            **unmarked, annotator_id__in=platform_annotator_ids()
+        ).count()
+    except DatabaseError:  # not migrated yet: nothing to say before 0018 is in
+        return []
+    if not labels and not scores:
+        return []
+    return [
+        Warning(
+            f"{labels} labels and {scores} direct scores of crowd platform workers have no "
+            "assignment and were not marked as imported: they count in no result (the raw "
+            "export calls them 'not confirmed by the platform').",
+            hint="Work left by a deleted assignment should stay out. If they came from a label "
+            "import, delete them and import the file again (imports now mark their rows), or "
+            "re-import the raw export of a backup taken before the upgrade (docs/crowd.md, "
+            "What counts in results).",
+            id="annotate.W002",
+        )
+    ]

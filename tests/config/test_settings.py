@@ -134,3 +134,36 @@ def test_the_default_revision_call_timeout_is_below_the_default_visibility_timeo
 
     visibility = base.CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"]
     assert visibility > base.REVISION_CALL_TIMEOUT_SECONDS
+
+
+@pytest.mark.django_db
+def test_migrate_points_out_platform_work_that_stopped_counting():
+    """A platform worker's labels without an assignment that no import marked count in no result
+    since annotate 0018: `migrate` (a check of the database) says how many, so a report whose
+    numbers moved with the upgrade is explained; work marked imported or of an in-house
+    annotator is not named."""
+    from django.core.management import call_command
+    from django.core.management.base import SystemCheckError
+
+    from annotate.models import Annotator, AnnotatorKind, Label, LabelValue
+    from tests.factories import project_with_tasks
+
+    project = project_with_tasks(instructions=1, systems=1, questions=2)
+    instruction = project.benchmark.instructions.get()
+    response = instruction.responses.get()
+    worker = Annotator.objects.create(
+        name="mturk:W1", kind=AnnotatorKind.CROWD, platform="mturk", worker_id="W1"
+    )
+    in_house = Annotator.objects.create(name="ann", kind=AnnotatorKind.EXPERT)
+    first, second = instruction.questions.order_by("position")
+    Label.objects.create(
+        question=first, response=response, annotator=in_house, value=LabelValue.YES
+    )
+    left = Label.objects.create(
+        question=second, response=response, annotator=worker, value=LabelValue.NO
+    )
+    check = {"databases": ["default"], "fail_level": "WARNING", "tags": ["database"]}
+    with pytest.raises(SystemCheckError, match=r"annotate\.W002.*1 labels and 0 direct scores"):
+        call_command("check", **check)
+    Label.objects.filter(pk=left.pk).update(imported=True)
+    call_command("check", **check)
