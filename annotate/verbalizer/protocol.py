@@ -8,6 +8,7 @@ reply is stored raw in ModelAnswer; parsing happens when the report is computed.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,14 +97,16 @@ class VerbalizerProtocol:
 
     def load(self, run, keys) -> dict[str, _Work]:
         rows = Prompt.objects.filter(pk__in=[_prompt_id(k) for k in keys]).values_list(
-            "pk", "text", "expected_word", "mapping__group", "item_id"
+            "pk", "text", "expected_word", "mapping__group", "item__text", "item__text_b"
         )
         work = {
             pk: _Work(
                 messages=[{"role": "user", "content": text}],
-                fake_hint={"expected": expected, "group": group, "item": item_id},
+                # The item by its text, not its id: ids differ between databases (PostgreSQL's
+                # sequences are not rolled back), and the fake's reading of an item must not.
+                fake_hint={"expected": expected, "group": group, "item": _item_key(a, b)},
             )
-            for pk, text, expected, group, item_id in rows
+            for pk, text, expected, group, a, b in rows
         }
         return {key: work[_prompt_id(key)] for key in keys}
 
@@ -133,3 +136,8 @@ class VerbalizerProtocol:
             rows,
             on_conflict="DO NOTHING",
         )
+
+
+def _item_key(text: str, text_b: str) -> str:
+    """What identifies a classified text across mappings, modes and databases (the fake hint)."""
+    return hashlib.sha256(f"{text}\n{text_b}".encode()).hexdigest()[:16]
