@@ -24,7 +24,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotate.errors import NotFoundError, PermissionDeniedError
+from annotate.errors import NotFoundError, NoWorkError, PermissionDeniedError
 from annotate.http import FileNegotiation, api_upload_import, csv_download
 from annotate.models import (
     DECIDED_KINDS,
@@ -304,9 +304,15 @@ class ClaimNextApi(APIView):
         project = Project.objects.filter(pk=project_id).first()
         if project is None:
             raise NotFoundError("No such project.")
-        assignment, made = assignment_services.assignment_claim_next_made(
-            annotator=annotator, project=project, now=timezone.now()
-        )
+        try:
+            assignment, made = assignment_services.assignment_claim_next_made(
+                annotator=annotator, project=project, now=timezone.now()
+            )
+        except NoWorkError:
+            # As the pages' start-next: a project never offered to them is missing, unnamed.
+            if work_selectors.project_hidden_from(annotator=annotator, project=project):
+                raise NotFoundError("No such project.") from None
+            raise
         page = work_selectors.task_page_get(assignment_id=assignment.id, user=request.user)
         return Response(_task_payload(page), status=201 if made else 200)
 

@@ -255,8 +255,9 @@ def exports_limited(
     back: Callable[..., tuple[str, str]],
 ) -> Callable[[Callable[..., HttpResponse]], Callable[..., HttpResponse]]:
     """A download of every label or answer of a project, study or set: counted with the report
-    exports, per user (scope "exports", EXPORT_RATE)."""
-    return rate_limited(EXPORTS_SCOPE, what=EXPORTS_WHAT, methods=("GET",), back=back)
+    exports, per user (scope "exports", EXPORT_RATE). A HEAD counts as the GET it is: Django
+    runs the view for it, then drops the body."""
+    return rate_limited(EXPORTS_SCOPE, what=EXPORTS_WHAT, methods=("GET", "HEAD"), back=back)
 
 
 def csp_replace_on(response: HttpResponse, directives: dict[str, list[str]]) -> HttpResponse:

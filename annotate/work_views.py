@@ -91,11 +91,8 @@ def start_next(request: HttpRequest, project_id: int) -> HttpResponse:
     except NoWorkError as error:
         if request.method == "GET":
             return redirect("work:project-done", project_id=project.id)
-        # A project never offered to them (no active batch) and never theirs is missing, as on
-        # its All-done page: its name is no one's to read by trying ids.
-        if not project.batches.filter(active=True).exists() and not (
-            work_selectors.annotator_worked_in(annotator=annotator, project=project)
-        ):
+        # A project never offered to them and never theirs is missing, as on its All-done page.
+        if work_selectors.project_hidden_from(annotator=annotator, project=project):
             raise NotFoundError("No such project.") from None
         messages.info(request, str(error))
         return redirect("work:dashboard")

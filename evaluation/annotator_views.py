@@ -18,7 +18,11 @@ from annotate.roles import ADMIN, RESEARCHER, RESEARCHERS_ONLY, require_role
 from annotate.selectors.identities import identity_scope
 from annotate.selectors.work import project_get_for_researcher, projects_for_researcher
 from annotate.services.annotators import annotator_kind_set, annotator_project_kind_set
-from evaluation.selectors.annotator_overview import annotator_rows, annotators_kind_locked
+from evaluation.selectors.annotator_overview import (
+    annotator_override_locked,
+    annotator_rows,
+    annotators_kind_locked,
+)
 
 KIND_FILTERS = [
     ("", "every kind"),
@@ -86,6 +90,14 @@ def annotator_kind_update(request: HttpRequest, annotator_id: int) -> HttpRespon
             messages.success(request, f"{name} is now: {annotator.get_kind_display()}.")
         else:
             project = project_get_for_researcher(project_id=project_id, user=request.user)
+            if annotator_override_locked(
+                user=request.user, project=project, annotator_id=annotator.pk
+            ):
+                raise PermissionDeniedError(
+                    f"{name} has work on the benchmark of {project.name} outside your projects, "
+                    "and a project's kind counts in that benchmark's whole report, so only an "
+                    "admin can set it there."
+                )
             annotator_project_kind_set(project=project, annotator=annotator, kind=kind, scope=scope)
             shown = dict(AnnotatorKind.choices).get(kind, "their own kind")
             messages.success(request, f"{name} in {project.name}: {shown}.")

@@ -471,6 +471,14 @@ def annotator_worked_in(*, annotator: Annotator, project: Project) -> bool:
     return Assignment.objects.filter(annotator=annotator, task__batch__project=project).exists()
 
 
+def project_hidden_from(*, annotator: Annotator, project: Project) -> bool:
+    """Whether the project is missing to the annotator: never offered to them (no active batch)
+    and never theirs. Its name is then no one's to read by trying ids, on the pages or the API."""
+    if project.batches.filter(active=True).exists():
+        return False
+    return not annotator_worked_in(annotator=annotator, project=project)
+
+
 def recent_assignments(*, annotator: Annotator, limit: int = 20) -> QuerySet[Assignment]:
     return (
         Assignment.objects.filter(annotator=annotator)

@@ -117,6 +117,32 @@ def annotators_kind_locked(
     return set(locked.values_list("pk", flat=True))
 
 
+def annotator_override_locked(
+    *, user: AbstractBaseUser, project: Project, annotator_id: int
+) -> bool:
+    """Whether `user` may not set (or clear) the annotator's kind in `project` (never for an
+    admin).
+
+    A project's kind counts in its benchmark's whole report (annotator_kinds_effective), so it
+    is `annotators_kind_locked`'s rule read on that benchmark: the researcher's to set only when
+    the annotator has no assignment in another's project on it and, if another's project shares
+    the benchmark, no label or direct score on it either.
+    """
+    if is_admin(user):
+        return False
+    own = projects_for_researcher(user=user).order_by().values("pk")
+    benchmark_id = project.benchmark_id
+    assignments = Assignment.objects.filter(
+        annotator_id=annotator_id, task__batch__project__benchmark_id=benchmark_id
+    )
+    if assignments.exclude(task__batch__project__in=own).exists():
+        return True
+    if not Project.objects.filter(benchmark_id=benchmark_id).exclude(pk__in=own).exists():
+        return False
+    work = Q(annotator_id=annotator_id, response__instruction__benchmark_id=benchmark_id)
+    return Label.objects.filter(work).exists() or DirectScore.objects.filter(work).exists()
+
+
 def annotator_rows(
     *, user: AbstractBaseUser, project_id: int | None = None, kind: str = ""
 ) -> list[AnnotatorProjectRow]:

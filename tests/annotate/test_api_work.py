@@ -275,3 +275,26 @@ def test_rejected_work_is_not_counted_as_submitted_in_a_projects_progress(client
     assert "1 submitted, 0 in progress, 0 late (kept, not counted), 1 rejected" in page
     # Annotator | Submitted | In progress | Late | Unconfirmed | Rejected
     assert "<td>worker</td><td>1</td><td>0</td><td>0</td><td>0</td><td>1</td>" in page
+
+
+def test_claim_in_a_project_never_offered_to_the_annotator_is_404_without_its_name(
+    annotator_user,
+):
+    """The API's claim answered "No task left for you in '<its name>'" for any project id, the
+    names of closed studies of others one request away, which the pages' start-next and All-done
+    refuse (404, no name). A closed project of their own still says nothing is left in it."""
+    closed = project_with_tasks(instructions=1, systems=2, questions=1)
+    closed.name = "A closed study of someone else"
+    closed.save(update_fields=["name"])
+    closed.batches.update(active=False)
+    client = api_for(annotator_user)
+    refused = client.post(reverse("annotate-api:claim", args=[closed.id]))
+    assert refused.status_code == 404 and closed.name not in refused.content.decode()
+    worked = project_with_tasks(instructions=1, systems=2, questions=1)
+    worked.name = "Their own closed study"
+    worked.save(update_fields=["name"])
+    claimed = client.post(reverse("annotate-api:claim", args=[worked.id])).json()
+    client.post(reverse("annotate-api:return", args=[claimed["assignment"]]))
+    worked.batches.update(active=False)
+    told = client.post(reverse("annotate-api:claim", args=[worked.id]))
+    assert told.status_code == 404 and "No task left for you in" in told.json()["detail"]

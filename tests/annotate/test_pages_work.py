@@ -843,3 +843,16 @@ def test_the_projects_labels_csv_counts_with_the_exports(client, researcher, wor
     assert refused.status_code == 429 and refused["Retry-After"] == "3600"
     assert "Too many report exports and label downloads from your account" in refused.text
     assert f'href="{reverse("work:project-detail", args=[project.id])}"' in refused.text
+
+
+def test_head_requests_of_the_labels_csv_count_with_the_exports(client, researcher, worker_rates):
+    """Django runs a download's view for a HEAD as for a GET (and drops the body), so a HEAD
+    counts too: uncounted, it was a way to the view that no limit saw."""
+    worker_rates(exports="2/hour")
+    project = project_with_tasks(instructions=1)
+    project.researchers.add(researcher)
+    client.force_login(researcher)
+    url = reverse("work:labels-csv", args=[project.id])
+    assert [client.head(url).status_code for _ in range(2)] == [200, 200]
+    assert client.head(url).status_code == 429
+    assert client.get(url).status_code == 429

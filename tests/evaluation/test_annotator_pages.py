@@ -20,9 +20,11 @@ from annotate.models import (
 )
 from annotate.revision.models import Study
 from annotate.revision.services.sessions import session_assign
-from annotate.roles import ANNOTATOR, RESEARCHER
+from annotate.roles import ADMIN, ANNOTATOR, RESEARCHER
+from annotate.selectors.annotator_kinds import annotator_kinds_effective
 from annotate.selectors.identities import crowd_pseudonym
 from annotate.services.assignments import annotator_for_user, assignment_claim_next
+from annotate.services.projects import InstructionSelection, project_create
 from annotate.services.submissions import assignment_submit, expected_fields
 from annotate.verbalizer.models import EvaluationSet, HumanAnswer, HumanStudy
 from annotate.verbalizer.services.humans import human_answer_submit, human_study_create
@@ -215,6 +217,33 @@ def test_a_researcher_changes_an_own_kind_only_when_all_the_work_is_in_their_pro
     assert newcomer.kind == AnnotatorKind.EXPERT
     page = client.get(reverse("annotators:list"))
     assert not any(r.kind_locked for r in page.context["rows"])
+
+
+def test_a_project_override_on_a_shared_benchmark_is_refused_for_work_outside_the_project(
+    client, researcher, worked_project
+):
+    """A project's kind counts in its benchmark's whole report (annotator_kinds_effective): the
+    override in the researcher's own project set the kind of a worker of another researcher's
+    project on the same benchmark, and so moved that project's numbers, which the own kind's
+    lock refuses. Nothing changes; an admin still may."""
+    project, _ = worked_project
+    theirs = project_create(
+        name="Another researcher's project",
+        benchmark=project.benchmark,
+        systems=list(project.systems.all()),
+        selection=InstructionSelection(),
+    )
+    outsider = _submit_all(UserFactory(username="outsider", roles=[ANNOTATOR]), theirs, "yes")
+    client.force_login(researcher)
+    url = reverse("annotators:kind", args=[outsider.pk])
+    refused = client.post(url, {"kind": "expert", "project": project.pk}, follow=True)
+    assert "only an admin can" in refused.text
+    assert not ProjectAnnotatorKind.objects.filter(annotator=outsider).exists()
+    kinds = annotator_kinds_effective(benchmark_id=project.benchmark_id)
+    assert kinds[outsider.pk] == AnnotatorKind.UNDECIDED
+    client.force_login(UserFactory(username="boss", roles=[ADMIN]))
+    client.post(url, {"kind": "expert", "project": project.pk})
+    assert ProjectAnnotatorKind.objects.get(annotator=outsider).kind == AnnotatorKind.EXPERT
 
 
 def test_imported_labels_on_another_projects_benchmark_lock_the_own_kind(

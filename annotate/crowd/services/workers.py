@@ -169,9 +169,11 @@ def crowd_worker_get_or_create(*, platform: str, worker_id: str) -> Annotator:
 
 
 def hit_get_for_worker(*, hit_token: str) -> Hit:
+    """A batch's HIT by the token in its ExternalQuestion URL; a study's (a prompt, no task:
+    annotate.verbalizer.services.crowd.study_hit_get) or anything else is a 404."""
     try:
         return Hit.objects.select_related("publication", "task__batch__project").get(
-            unique_request_token=hit_token
+            unique_request_token=hit_token, task__isnull=False
         )
     except Hit.DoesNotExist:
         raise NotFoundError("No such task.") from None

@@ -376,3 +376,25 @@ def test_a_study_hit_reloaded_keeps_the_key_of_its_prompts_first_showing(
     assert first == reloaded
     (other,) = key_shown("W2", at=(1_800_000_005,))
     assert other != first  # another worker's assignment: a clock of its own
+
+
+def test_a_study_hits_token_on_a_batchs_hit_page_is_404_not_a_server_error(
+    client, study, settings, django_capture_on_commit_callbacks
+):
+    """A study's HIT has a prompt and no task; its token (in the ExternalQuestion URL every worker
+    of the HIT reads) put in a batch HIT's page made a server error, preview or accepted."""
+    settings.CROWD_PUBLIC_URL = "https://annotate.example.org"
+    client.force_login(UserFactory(username="boss", roles=[ADMIN], is_staff=True))
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(
+            reverse("verbalizer:study-publish", args=[study.pk]),
+            publish_form(publish="1", confirm_total="0.48"),
+        )
+    hit = Publication.objects.get(human_study=study, platform="fake").hits.order_by("id").first()
+    opened = client.post(reverse("crowd:demo-worker", args=[hit.pk]))
+    query = opened["Location"].split("?", 1)[1]
+    batch_page = reverse("crowd:mturk-task", args=[hit.unique_request_token])
+    client.logout()
+    assert client.get(batch_page).status_code == 404  # the preview
+    assert client.get(f"{batch_page}?{query}").status_code == 404  # the accepted HIT
+    assert not HumanAnswer.objects.exists()
