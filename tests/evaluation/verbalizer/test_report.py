@@ -537,3 +537,34 @@ def test_a_person_answering_a_prompt_in_two_studies_counts_once(with_humans):
     )  # fmt: skip
     assert (human["n"], human["accuracy_lenient"]) == (6, 4 / 6)
 
+
+def test_an_answer_given_while_the_human_answers_csv_starts_is_exported_with_its_status(
+    with_humans, monkeypatch
+):
+    """The raw export reads the answers' statuses first and the answers after: an answer that
+    committed in between stopped the download half-way with a KeyError."""
+    import evaluation.verbalizer.report as report_module
+    from annotate.models import Annotator
+    from annotate.verbalizer.models import HumanAnswer, HumanStudy
+
+    read_statuses = report_module.human_answer_statuses
+    given = []
+
+    def statuses_then_an_answer(queryset):
+        statuses = read_statuses(queryset)
+        if not given:
+            study = HumanStudy.objects.get(name="h")
+            late = Annotator.objects.create(name="late", kind="expert")
+            prompt = study.prompts.first()
+            given.append(
+                HumanAnswer.objects.create(
+                    study=study, prompt=prompt, annotator=late, word=prompt.expected_word
+                )
+            )
+        return statuses
+
+    monkeypatch.setattr(report_module, "human_answer_statuses", statuses_then_an_answer)
+    header, *rows = list(report_module.human_answers_raw(evaluation_set=with_humans))
+    assert len(rows) == 6 + 1
+    (late,) = [r for r in rows if r[header.index("annotator")] == "late"]
+    assert late[header.index("work_status")] == "counted"
