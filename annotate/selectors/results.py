@@ -27,14 +27,16 @@ rule (status submitted or approved, worker not blocked, confirmed by the platfor
 worker unless it came from a self-hosted link or an in-house annotator, not test work on the
 sandbox), and only once a researcher
 has decided whether its annotator is an expert or a crowd worker, as labels count in InFoBench
-results (annotate.selectors.annotator_kinds): `counted_human_answers`.
+results (annotate.selectors.annotator_kinds): `counted_human_answers`. A person counts once per
+prompt: a prompt in two studies of its set may be answered in both, and only the first answer
+that counts does (`WorkStatus.REPEATED` for the other).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from django.db.models import Count, F, Q, QuerySet, Sum
+from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Sum
 
 from annotate.crowd.models import WorkerBlock
 from annotate.models import (
@@ -62,6 +64,7 @@ class WorkStatus:
     NOT_SUBMITTED = "not submitted"
     LATE = "late"
     KIND_NOT_DECIDED = "annotator's kind not decided"
+    REPEATED = "the same person's earlier answer to this prompt counts"
 
 
 def _needs_confirmation(prefix: str = "") -> Q:
@@ -162,8 +165,17 @@ def _human_answer_q(prefix: str, kind: Q) -> Q:
 
 
 def counted_human_answers(queryset: QuerySet) -> QuerySet:
-    """Keep the HumanAnswers of `queryset` that count in results."""
-    return queryset.filter(counted_human_answer_q())
+    """Keep the HumanAnswers of `queryset` that count in results: of a person's answers to one
+    prompt (a prompt two studies of its set share is offered in both), the first that counts
+    under the rule, so no one weighs twice in an accuracy, a majority or an agreement."""
+    counted = counted_human_answer_q()
+    earlier = queryset.model.objects.filter(
+        counted,
+        annotator_id=OuterRef("annotator_id"),
+        prompt_id=OuterRef("prompt_id"),
+        pk__lt=OuterRef("pk"),
+    )
+    return queryset.filter(counted).exclude(Exists(earlier))
 
 
 def counted_human_answers_fingerprint(queryset: QuerySet) -> tuple:
@@ -183,6 +195,9 @@ def counted_human_answers_fingerprint(queryset: QuerySet) -> tuple:
 def human_answer_statuses(queryset: QuerySet) -> dict[int, str]:
     """Return the WorkStatus of every HumanAnswer of `queryset`, by id (for the raw export)."""
     counted = set(counted_human_answers(queryset).values_list("id", flat=True))
+    repeated = set(
+        queryset.filter(counted_human_answer_q()).values_list("id", flat=True)
+    ).difference(counted)
     blocked = set(blocked_annotator_ids().values_list("annotator_id", flat=True))
     out = {}
     rows = queryset.values_list(
@@ -195,6 +210,8 @@ def human_answer_statuses(queryset: QuerySet) -> dict[int, str]:
     for answer_id, annotator_id, status, kind, sandbox in rows:
         if answer_id in counted:
             out[answer_id] = WorkStatus.COUNTED
+        elif answer_id in repeated:
+            out[answer_id] = WorkStatus.REPEATED
         elif annotator_id in blocked:
             out[answer_id] = WorkStatus.BLOCKED
         elif sandbox:

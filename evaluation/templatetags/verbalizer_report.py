@@ -2,6 +2,7 @@ from django import template
 
 from evaluation.report_formats import _fixed
 from evaluation.verbalizer import report
+from evaluation.verbalizer.formats import kappa_interval_text, kappa_text
 from evaluation.verbalizer.slices import SET_PROMPTS, SLICE_WHO
 
 register = template.Library()
@@ -20,6 +21,18 @@ def pct_interval(low, high) -> str:
     if low is None or high is None:
         return "n/a"
     return f"{pct(low)}–{pct(high)}"
+
+
+@register.filter
+def kappa(value) -> str:
+    """Show a kappa as the report's Markdown and LaTeX tables do ("0.063"; n/a when undefined)."""
+    return kappa_text(value)
+
+
+@register.filter
+def kappa_interval(low, high) -> str:
+    """Show a kappa interval as the report's Markdown does ("-0.500 to 0.200"; n/a)."""
+    return kappa_interval_text(low, high)
 
 
 @register.filter

@@ -139,8 +139,16 @@ def agreement_csv(report: dict) -> str:
     return output.getvalue()
 
 
-def _kappa(value) -> str:
-    return "n/a" if value is None else f"{value:.3f}"
+def kappa_text(value) -> str:
+    """Show a kappa with three decimals, halves rounded up, as the report page shows it (the
+    page's filter is this function): Python's own formatting made 0.0625 "0.062" here and
+    "0.063" on the page; "n/a" when undefined."""
+    return _fixed(value, digits=3, minus="-")
+
+
+def kappa_interval_text(low, high) -> str:
+    """Show a kappa interval as "low to high" (an en dash before a minus sign is hard to read)."""
+    return _interval(low, high, kappa_text, " to ")
 
 
 def agreement_markdown(report: dict) -> str:
@@ -151,7 +159,7 @@ def agreement_markdown(report: dict) -> str:
     for row in report["agreement"]:
         cells = [
             markdown_escape(row["source"]), markdown_escape(row["dataset"]),
-            _kappa(row["kappa"]), _interval(row["ci_low"], row["ci_high"], _kappa, " to "),
+            kappa_text(row["kappa"]), kappa_interval_text(row["ci_low"], row["ci_high"]),
             str(row["items"]), str(row["raters"]), markdown_escape(row["note"]),
         ]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
@@ -159,7 +167,7 @@ def agreement_markdown(report: dict) -> str:
 
 
 def _latex_interval(low, high) -> str:
-    return "n/a" if low is None or high is None else f"[{_kappa(low)}, {_kappa(high)}]"
+    return "n/a" if low is None or high is None else f"[{kappa_text(low)}, {kappa_text(high)}]"
 
 
 def agreement_latex(report: dict) -> str:
@@ -172,9 +180,9 @@ def agreement_latex(report: dict) -> str:
     ]
     for row in report["agreement"]:
         cells = [
-            latex_escape(row["source"]), latex_escape(str(row["dataset"])), _kappa(row["kappa"]),
-            _latex_interval(row["ci_low"], row["ci_high"]), str(row["items"]),
-            str(row["raters"]),
+            latex_escape(row["source"]), latex_escape(str(row["dataset"])),
+            kappa_text(row["kappa"]), _latex_interval(row["ci_low"], row["ci_high"]),
+            str(row["items"]), str(row["raters"]),
         ]  # fmt: skip
         lines.append(" & ".join(cells) + " \\\\")
     lines += ["\\bottomrule", "\\end{tabular}", ""]

@@ -453,6 +453,8 @@ def human_answers_raw(*, evaluation_set: EvaluationSet, scope: IdentityScope = O
         "study", "annotator", "prompt__item__dataset", "prompt__mapping"
     ).order_by("study_id", "prompt_id", "id")
     for a in rows.iterator(chunk_size=2000):
+        if a.id not in statuses:  # given after the statuses were read: asked now
+            statuses.update(human_answer_statuses(answers.filter(pk=a.id)))
         crowd = a.annotator.kind == AnnotatorKind.CROWD
         yield [
             a.study.name, a.prompt_id, a.prompt.item.dataset.name, a.prompt.item.position,

@@ -194,11 +194,13 @@ def mturk_prompt_open(
 
 def _answer_of(*, hit: Hit, annotator: Annotator, assignment_id: str) -> HumanAnswer | None:
     """The worker's earlier answer on this HIT's prompt: the same assignment (a reload) is
-    returned; an answer under another assignment means the work is done already."""
-    earlier = HumanAnswer.objects.filter(
-        study_id=hit.publication.human_study_id, prompt_id=hit.prompt_id, annotator=annotator
-    ).first()
-    if earlier is not None and earlier.platform_assignment_id != assignment_id:
+    returned; an answer under another assignment, or in another study sharing the prompt
+    (reports read one answer per person and prompt), means the work is done already."""
+    earlier = HumanAnswer.objects.filter(prompt_id=hit.prompt_id, annotator=annotator).first()
+    if earlier is not None and (
+        earlier.study_id != hit.publication.human_study_id
+        or earlier.platform_assignment_id != assignment_id
+    ):
         raise ConflictError("You have already answered this item; please return the HIT.")
     return earlier
 

@@ -248,7 +248,9 @@ def _order_params(annotator_id: int) -> tuple[int, int]:
 # HumanStudy.prompts' table, HumanAnswer's and Annotator's (no db_table or db_column of their
 # own). A prompt's answers count in its own study only, and only those of the asking
 # annotator's channel that were not rejected and hold their place (not place_released), as
-# same_channel_q counts them ({channel} is one of two fixed conditions).
+# same_channel_q counts them ({channel} is one of two fixed conditions). A prompt the annotator
+# answered in any study (two studies of a set may share prompts) is not offered again: reports
+# read one answer per person and prompt (annotate.selectors.results.counted_human_answers).
 _WORK_NEXT = """SELECT
     (SELECT c.prompt_id FROM (
         SELECT sp.prompt_id,
@@ -260,7 +262,7 @@ _WORK_NEXT = """SELECT
         FROM verbalizer_humanstudy_prompts sp
         WHERE sp.humanstudy_id = %s AND NOT EXISTS(
             SELECT 1 FROM verbalizer_humananswer mine WHERE mine.prompt_id = sp.prompt_id
-            AND mine.study_id = sp.humanstudy_id AND mine.annotator_id = %s)
+            AND mine.annotator_id = %s)
         ) c WHERE c.answered < %s
         ORDER BY c.answered, ((c.y * c.y + CAST(%s AS BIGINT)) %% {modulus})
             * ((c.y * c.y + CAST(%s AS BIGINT)) %% {modulus}) %% {modulus}, c.prompt_id LIMIT 1),
@@ -310,10 +312,22 @@ def human_answer_submit_within_limit(
     *, study: HumanStudy, prompt_id: int, annotator: Annotator, key: int, seconds: float | None
 ) -> HumanAnswer:
     """Store the answer unless the prompt already has the study's answers per prompt from the
-    annotator's channel (in-house, or crowd) without them (ConflictError); an answer of theirs
-    is stored again as before. The caller holds the lock its channel's answers take turns on."""
+    annotator's channel (in-house, or crowd) without them, or the annotator answered it in
+    another study of its set (ConflictError: reports read one answer per person and prompt); an
+    answer of theirs is stored again as before. The caller holds the lock its channel's answers
+    take turns on."""
     answers = study.answers.filter(prompt_id=prompt_id)
-    mine = answers.filter(annotator=annotator).exists()
+    answered_in = dict(
+        HumanAnswer.objects.filter(prompt_id=prompt_id, annotator=annotator).values_list(
+            "study_id", "study__name"
+        )
+    )
+    mine = study.pk in answered_in
+    if answered_in and not mine:
+        raise ConflictError(
+            f"You answered this item in study '{next(iter(answered_in.values()))}' already; "
+            "each person answers an item once."
+        )
     if not mine and answers.filter(same_channel_q(annotator)).count() >= study.answers_per_prompt:
         raise ConflictError("This item has all the answers it needs; go on to the next one.")
     return human_answer_submit(

@@ -324,6 +324,29 @@ def test_unconfirmed_work_waits_and_a_worker_answers_a_hit_once(client, on_mturk
     assert pooled(verbalizer_report_cached(evaluation_set=evaluation_set), "human") == (1, 1.0, 0.0)
 
 
+def test_a_worker_who_answered_a_prompt_in_another_study_is_refused_its_hit(
+    client, on_mturk, fake_mturk
+):
+    """A prompt two studies share is a HIT of each: a worker who answered one is refused the
+    other at the door (409, nothing stored), as a second accept of one HIT is; reports read
+    one answer per person and prompt, so that answer would be paid and count nowhere."""
+    hit = on_mturk.hits.select_related("prompt__item").order_by("id").first()
+    answer_hit(client, fake_mturk, hit, "AREAL1", right_key(hit))
+    again = human_study_create(
+        evaluation_set=on_mturk.human_study.evaluation_set, name="flip again", answers_per_prompt=2
+    )
+    publication = crowd.study_publication_create(
+        study=again, platform_name="mturk",
+        chosen=PublishSettings(title="Pick a word", description="Keys 1 and 2"),
+        base_url="https://annotate.example.org",
+    )  # fmt: skip
+    publishing.publication_publish(publication_id=publication.pk, now=timezone.now())
+    other = publication.hits.get(prompt=hit.prompt)
+    assignment_id = fake_mturk.api.worker_accept(other.hit_id, "AREAL1")
+    assert _open(client, fake_mturk, other, "AREAL1", assignment_id).status_code == 409
+    assert not HumanAnswer.objects.filter(study=again).exists()
+
+
 def test_in_house_and_crowd_people_are_told_apart(client, on_mturk, fake_mturk):
     hits = list(on_mturk.hits.select_related("prompt__item").order_by("id"))
     for hit in hits:

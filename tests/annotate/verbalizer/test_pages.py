@@ -544,3 +544,34 @@ def test_a_study_on_a_crowd_platform_is_not_closed_from_the_set_page(client, res
     assert study.active
     missing = client.post(set_url, {"study": "nope", "study-open": "0"})
     assert missing.status_code == 404
+
+
+def test_a_prompt_answered_in_another_study_of_the_set_is_neither_offered_nor_taken(client, study):
+    """Two studies of a set may share prompts; reports read one answer per person and prompt,
+    so a prompt the annotator answered in one is not offered in the other, and an answer
+    posted to it anyway is refused (409) and writes nothing: it would fill one of the prompt's
+    places with an answer that counts nowhere."""
+    from annotate.models import Annotator
+
+    again = human_study_create(
+        evaluation_set=study.evaluation_set, name="flipped again", mappings=["flipped-golden"],
+        items_per_dataset=2, answers_per_prompt=2,
+    )  # fmt: skip
+    assert set(again.prompts.all()) == set(study.prompts.all())
+    person = UserFactory(username="twice", roles=["annotator"])
+    Annotator.objects.create(user=person, name=person.username, kind="expert")
+    client.force_login(person)
+    for _ in range(2):
+        prompt = client.get(reverse("verbalizer:work-next", args=[study.pk])).context["prompt"]
+        answered = client.post(
+            reverse("verbalizer:work-answer", args=[study.pk]), {"prompt": prompt.pk, "key": "1"}
+        )
+        assert answered.status_code == 302
+    page = client.get(reverse("verbalizer:work-next", args=[again.pk]))
+    assert page.context["prompt"] is None and b"Nothing left" in page.content
+    refused = client.post(
+        reverse("verbalizer:work-answer", args=[again.pk]), {"prompt": prompt.pk, "key": "1"}
+    )
+    assert refused.status_code == 409
+    assert escape("You answered this item in study 'flipped' already") in refused.text
+    assert not again.answers.exists()

@@ -349,3 +349,23 @@ def test_the_human_answers_download_counts_with_the_exports(
     html = refused.content.decode()
     assert "Too many report exports and label downloads from your account (at most 1/hour)" in html
     assert reverse("verbalizer-reports:detail", args=[with_humans.pk]) in html
+
+
+def test_the_report_page_shows_kappa_as_its_markdown_and_latex_do(
+    client, researcher, with_humans, monkeypatch
+):
+    """The page rounded kappa halves up (floatformat) and the Markdown and LaTeX tables to even
+    (Python's format): a kappa of 1/16 read 0.063 on the page and 0.062 in the paper's table."""
+    import evaluation.verbalizer.views as views
+    from evaluation.verbalizer.formats import report_as
+    from evaluation.verbalizer.report import verbalizer_report
+
+    report = verbalizer_report(evaluation_set=with_humans)
+    for found in report["agreement"]:
+        found.update(kappa=0.0625, ci_low=-0.0625, ci_high=0.8125)
+    monkeypatch.setattr(views, "verbalizer_report_cached", lambda **kwargs: report)
+    client.force_login(researcher)
+    html = client.get(reverse("verbalizer-reports:detail", args=[with_humans.pk])).text
+    assert "<td>0.063</td><td>-0.063 to 0.813</td>" in html
+    assert "| 0.063 | -0.063 to 0.813 |" in report_as(report, "md", "agreement")
+    assert "& 0.063 & [-0.063, 0.813] &" in report_as(report, "latex", "agreement")

@@ -493,3 +493,78 @@ def test_only_bars_with_invalid_replies_carry_an_inv_note(with_humans, name, dra
         {0.004: "inv <1%", 0.25: "inv 25%"}[r["invalid"]] for r in bars if r["invalid"]
     )
     assert notes == expected and "inv 0%" not in notes
+
+
+def test_a_person_answering_a_prompt_in_two_studies_counts_once(with_humans):
+    """Two studies of a set may share a prompt, and a person may answer it in both: counted
+    twice, they weighed double in the accuracy and the majority and sat as two raters in kappa.
+    The first answer that counts is measured; human-answers.csv keeps the other and says why."""
+    from annotate.models import AssignmentStatus
+    from annotate.verbalizer.models import HumanAnswer, HumanStudy
+    from evaluation.verbalizer.report import human_answers_raw
+
+    first = HumanStudy.objects.get(name="h")
+    again = HumanStudy.objects.create(
+        name="h again", evaluation_set=with_humans, answers_per_prompt=3
+    )
+    again.prompts.set(first.prompts.all())
+    p0 = HumanAnswer.objects.filter(study=first, annotator__name="p0").select_related("prompt")
+    for earlier in p0:  # p0 now gives the expected word on both items (was right on item 1)
+        HumanAnswer.objects.create(
+            study=again, prompt=earlier.prompt, annotator=earlier.annotator,
+            word=earlier.prompt.expected_word,
+        )  # fmt: skip
+    report = verbalizer_report(evaluation_set=with_humans)
+    human = row(report["rows"], system="human", mapping="flipped-golden", mode="direct")
+    assert (human["n"], human["accuracy_lenient"]) == (6, 3 / 6)  # as with study "h" alone
+    majority = row(report["rows"], system="human-majority", mapping="flipped-golden")
+    assert (majority["n"], majority["accuracy_lenient"]) == (2, 0.5)
+    overall = row(report["agreement"], dataset="all")
+    assert (overall["raters"], overall["kappa"]) == (3, pytest.approx(-0.5))
+    header, *rows = list(human_answers_raw(evaluation_set=with_humans))
+    statuses = {
+        (r[header.index("study")], r[header.index("annotator")]): r[header.index("work_status")]
+        for r in rows
+    }
+    assert statuses["h again", "p0"] == "the same person's earlier answer to this prompt counts"
+    assert statuses["h", "p0"] == "counted"
+    # The first answers rejected, the later ones count in their place: p0 right on both items
+    # now, p1 on item 1 ("negative") and item 2 ("positive"), p2 on neither: 4 of 6.
+    p0.update(status=AssignmentStatus.REJECTED)
+    human = row(
+        verbalizer_report(evaluation_set=with_humans)["rows"],
+        system="human", mapping="flipped-golden", mode="direct",
+    )  # fmt: skip
+    assert (human["n"], human["accuracy_lenient"]) == (6, 4 / 6)
+
+
+def test_an_answer_given_while_the_human_answers_csv_starts_is_exported_with_its_status(
+    with_humans, monkeypatch
+):
+    """The raw export reads the answers' statuses first and the answers after: an answer that
+    committed in between stopped the download half-way with a KeyError."""
+    import evaluation.verbalizer.report as report_module
+    from annotate.models import Annotator
+    from annotate.verbalizer.models import HumanAnswer, HumanStudy
+
+    read_statuses = report_module.human_answer_statuses
+    given = []
+
+    def statuses_then_an_answer(queryset):
+        statuses = read_statuses(queryset)
+        if not given:
+            study = HumanStudy.objects.get(name="h")
+            late = Annotator.objects.create(name="late", kind="expert")
+            prompt = study.prompts.first()
+            given.append(
+                HumanAnswer.objects.create(
+                    study=study, prompt=prompt, annotator=late, word=prompt.expected_word
+                )
+            )
+        return statuses
+
+    monkeypatch.setattr(report_module, "human_answer_statuses", statuses_then_an_answer)
+    header, *rows = list(report_module.human_answers_raw(evaluation_set=with_humans))
+    assert len(rows) == 6 + 1
+    (late,) = [r for r in rows if r[header.index("annotator")] == "late"]
+    assert late[header.index("work_status")] == "counted"
