@@ -278,6 +278,41 @@ def test_the_pages_and_the_api_say_a_sandbox_publication_is_test_work(
         assert "counts nowhere, nothing paid" not in client.get(url).text
 
 
+def test_the_progress_pages_mark_sandbox_work_as_test_work_not_as_work_submitted(
+    client, on_sandbox, fake_mturk, mturk_settings, admin
+):
+    """The project's progress counted the sandbox's test work as "submitted", as real work, and
+    the publication's pages showed it as real work submitted: before a sync and after it."""
+    hit = _first_hit(on_sandbox)
+    project = hit.task.batch.project
+    work, _ = do_task(client, fake_mturk, hit, "ATESTER1", "yes")
+    client.force_login(admin)
+    project_url = reverse("work:project-detail", args=[project.pk])
+    api_url = reverse("annotate-api:project-progress", args=[project.pk])
+    for synced in (False, True):
+        if synced:
+            _sync(on_sandbox)
+        page = client.get(project_url).text
+        assert "0 submitted," in page
+        assert '<strong id="assignments-sandbox">1 sandbox test work</strong>' in page
+        assert "counts nowhere, nothing paid" in page
+        row = client.get(api_url).json()
+        assert (row["assignments_submitted"], row["assignments_sandbox"]) == (0, 1)
+        assert [(r["annotator"], r["submitted"], r["sandbox"]) for r in row["per_annotator"]] == [
+            ("mturk:ATESTER1", 0, 1)
+        ]
+    review_page = client.get(reverse("crowd:review", args=[on_sandbox.pk])).text
+    assert '<strong class="sandbox-work">Sandbox test work</strong>' in review_page
+    detail = client.get(reverse("crowd:publication", args=[on_sandbox.pk])).text
+    assert "Sandbox test workers here (submitted / took / asked)" in detail
+    # Real work is no test work (the control).
+    Publication.objects.filter(pk=on_sandbox.pk).update(sandbox=False)
+    row = client.get(api_url).json()
+    assert (row["assignments_submitted"], row["assignments_sandbox"]) == (1, 0)
+    assert "sandbox test work" not in client.get(project_url).text
+    assert "Sandbox test work" not in client.get(reverse("crowd:review", args=[on_sandbox.pk])).text
+
+
 def test_the_offline_demo_platform_is_no_sandbox_its_work_counts_and_is_paid(settings, crowd_batch):
     settings.MTURK_SANDBOX = True
     publication = published_on_fake(crowd_batch)
