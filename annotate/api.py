@@ -166,7 +166,10 @@ class BenchmarkListApi(APIView):
         )
 
 
-_SUBMITTED_HELP = "Submitted and holding its task's slot (not rejected, the worker not blocked)."
+_SUBMITTED_HELP = (
+    "Submitted and holding its task's slot (not rejected, the worker not blocked, no sandbox "
+    "test work)."
+)
 _LATE_HELP = (
     "Submitted after its claim lapsed and its task was filled (or confirmed by its crowd "
     "platform only after that): kept, never counted."
@@ -181,6 +184,11 @@ _BLOCKED_HELP = (
     "Submitted (not rejected) by a crowd worker blocked now: kept, counted in no result while "
     "the block lasts (an unblock counts it again). Work submitted in time still holds its "
     "task's slot until it is rejected. Not among the submitted, late or unconfirmed work."
+)
+_SANDBOX_HELP = (
+    "Submitted through a HIT of a publication made on MTurk's requester sandbox: test work by "
+    "test accounts, counted nowhere and paid by nobody. Not among the submitted, late, "
+    "unconfirmed, rejected or blocked work."
 )
 _TASKS_DONE_HELP = (
     "Tasks whose assignments per task all count in results: submitted in time, not rejected, "
@@ -202,6 +210,7 @@ class ProgressRowSerializer(serializers.Serializer):
     unconfirmed = serializers.IntegerField(help_text=_UNCONFIRMED_HELP)
     rejected = serializers.IntegerField(help_text=_REJECTED_HELP)
     blocked = serializers.IntegerField(help_text=_BLOCKED_HELP)
+    sandbox = serializers.IntegerField(help_text=_SANDBOX_HELP)
     returned = serializers.IntegerField()
     active_seconds = serializers.FloatField()
 
@@ -218,6 +227,7 @@ class ProjectProgressApi(APIView):
         assignments_unconfirmed = serializers.IntegerField(help_text=_UNCONFIRMED_HELP)
         assignments_rejected = serializers.IntegerField(help_text=_REJECTED_HELP)
         assignments_blocked = serializers.IntegerField(help_text=_BLOCKED_HELP)
+        assignments_sandbox = serializers.IntegerField(help_text=_SANDBOX_HELP)
         per_annotator = ProgressRowSerializer(many=True)
 
     @extend_schema(request=None, responses=OutputSerializer)

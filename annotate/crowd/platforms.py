@@ -98,6 +98,27 @@ def publication_endpoint_check(publication) -> None:
     )
 
 
+def workers_endpoint_check(
+    *, platform_name: str, sandbox: bool, workers: list[str], verb: str, done: str
+) -> None:
+    """Refuse to `verb` ("block") `workers` whose work was on one MTurk endpoint (`sandbox`: the
+    requester sandbox) while MTURK_SANDBOX points at the other: the sandbox and production keep
+    their own blocks and send their own messages, so the call would miss the account the
+    worker works for us with."""
+    if sandbox == platform_on_sandbox(platform_name):
+        return
+    made, now = ("sandbox", "production") if sandbox else ("production", "sandbox")
+    made_setting, now_setting = ("true", "false") if sandbox else ("false", "true")
+    known = "known only from test work on" if sandbox else "known from work on"
+    who = f"Worker {workers[0]} is" if len(workers) == 1 else f"Workers {', '.join(workers)} are"
+    them = "them" if len(workers) != 1 else "the worker"
+    raise ConflictError(
+        f"{who} {known} the MTurk {made}, and MTURK_SANDBOX={now_setting} points at the MTurk "
+        f"{now} now, which is not where they work for us: nothing was {done}. Set "
+        f"MTURK_SANDBOX={made_setting} to {verb} {them} on the MTurk {made}."
+    )
+
+
 def _summary(value):
     if isinstance(value, str):
         return value if len(value) <= SUMMARY_LIMIT else value[:SUMMARY_LIMIT] + "…"

@@ -29,10 +29,11 @@ class RevisionSessionAdmin(admin.ModelAdmin):
         "initial_status",
         "satisfied",
         "created_at",
+        "given_up_at",
     )
     list_filter = ("study", "status", "initial_status")
     search_fields = ("question__text", "annotator__username")
-    raw_id_fields = ("question", "system", "annotator")
+    raw_id_fields = ("question", "system", "annotator", "given_up_by")
 
 
 @admin.register(models.Turn)

@@ -184,6 +184,9 @@ class CallStatus(models.TextChoices):
 class SessionStatus(models.TextChoices):
     ACTIVE = "active", "In progress"
     FINISHED = "finished", "Finished"
+    # The annotator gave it up when its model call kept failing before anything was rated: kept
+    # as a trace, counted nowhere, and its (question, system) not handed out again.
+    GIVEN_UP = "given-up", "Given up"
 
 
 class RevisionSession(models.Model):
@@ -219,16 +222,31 @@ class RevisionSession(models.Model):
     extra = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField()
     finished_at = models.DateTimeField(null=True, blank=True)
+    given_up_at = models.DateTimeField(null=True, blank=True)
+    given_up_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="revision_sessions_given_up",
+    )
 
     class Meta:
         constraints = [
+            models.CheckConstraint(
+                condition=Q(status=SessionStatus.GIVEN_UP, given_up_at__isnull=False)
+                | (~Q(status=SessionStatus.GIVEN_UP) & Q(given_up_at__isnull=True)),
+                name="revision_session_given_up_when",
+            ),
             models.UniqueConstraint(
                 fields=["study", "source_key"],
                 condition=~Q(source_key=""),
                 name="revision_session_unique_source",
             ),
             # Paper §3.2: each question gets one session per system, each annotator sees a
-            # question at most once (imported sessions have no annotator in the app).
+            # question at most once (imported sessions have no annotator in the app). A session
+            # given up keeps its place: its system was failing, so the pair is not handed out
+            # again, to its annotator or another.
             models.UniqueConstraint(
                 fields=["question", "system"],
                 condition=Q(annotator__isnull=False),

@@ -266,7 +266,11 @@ def studies_for_annotator(*, user: AbstractBaseUser) -> list[dict]:
         # a question with documents and a system: no join to count over
         Study.objects.filter(Exists(live), Exists(system))
         .annotate(
-            mine=Count("sessions", filter=Q(sessions__annotator=user)),
+            # a session given up counts nowhere, here neither
+            mine=Count(
+                "sessions",
+                filter=Q(sessions__annotator=user) & ~Q(sessions__status=SessionStatus.GIVEN_UP),
+            ),
             active=Count(
                 "sessions",
                 filter=Q(sessions__annotator=user, sessions__status=SessionStatus.ACTIVE),
@@ -353,12 +357,11 @@ def rerating_progress(*, user: AbstractBaseUser, study_id: int) -> dict:
 
 def study_annotators(*, study: Study) -> QuerySet:
     """The accounts that may re-rate the study's turns: active annotators, by username, each
-    with `study_sessions`, how many of the study's sessions they did."""
+    with `study_sessions`, how many of the study's sessions they did (given up ones not)."""
+    done = Q(revision_sessions__study=study) & ~Q(revision_sessions__status=SessionStatus.GIVEN_UP)
     return (
         User.objects.filter(is_active=True, groups__name=ANNOTATOR)
-        .annotate(
-            study_sessions=Count("revision_sessions", filter=Q(revision_sessions__study=study))
-        )
+        .annotate(study_sessions=Count("revision_sessions", filter=done))
         .order_by("username")
     )
 
@@ -431,6 +434,9 @@ class CollectionProgress:
     systems: int
     finished: int
     active: int
+    # Given up when the model kept failing: counted nowhere, but their pairs are not handed
+    # out again, so they are not "not started" either.
+    given_up: int
     imported: int  # records, not work: they count in the report, never here
 
     @property
@@ -439,12 +445,12 @@ class CollectionProgress:
 
     @property
     def not_started(self) -> int:
-        return max(self.wanted - self.finished - self.active, 0)
+        return max(self.wanted - self.finished - self.active - self.given_up, 0)
 
 
 def study_collection_progress(*, study: Study) -> CollectionProgress:
-    """Count the sessions annotators can do in the study, those finished and in progress, and
-    the imported sessions (which leave every question and system free for annotators)."""
+    """Count the sessions annotators can do in the study, those finished, in progress and given
+    up, and the imported sessions (which leave every question and system free for annotators)."""
     with_papers = Exists(Document.objects.filter(question=OuterRef("pk")))
     questions = StudyQuestion.objects.filter(study=study).filter(with_papers)
     sessions = RevisionSession.objects.filter(
@@ -455,6 +461,7 @@ def study_collection_progress(*, study: Study) -> CollectionProgress:
     ).aggregate(
         finished=Count("id", filter=Q(status=SessionStatus.FINISHED)),
         active=Count("id", filter=Q(status=SessionStatus.ACTIVE)),
+        given_up=Count("id", filter=Q(status=SessionStatus.GIVEN_UP)),
     )
     return CollectionProgress(
         questions=questions.count(),

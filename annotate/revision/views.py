@@ -116,8 +116,9 @@ def session_page(request: HttpRequest, session_id: int) -> HttpResponse:
     page = selectors.session_page_get(session_id=session_id, user=request.user, now=timezone.now())
     # A withdrawn instruction comes back in the form, once (`withdraw`).
     withdrawn = request.session.pop(_withdrawn_key(session_id), None)
-    # A finished session offers the next one only where a question is left for this annotator.
-    next_open = page.session.status == SessionStatus.FINISHED and sessions.session_available(
+    # A session ended (finished or given up) offers the next one only where a question is left
+    # for this annotator.
+    next_open = page.session.status != SessionStatus.ACTIVE and sessions.session_available(
         study=page.session.study, user=request.user
     )
     context = {"page": page, "form": withdrawn or {}, "next_open": next_open, "limits": TEXT_LIMITS}
@@ -283,16 +284,19 @@ def withdraw(request: HttpRequest, session_id: int) -> HttpResponse:
 )
 @page_errors
 def give_up(request: HttpRequest, session_id: int) -> HttpResponse:
-    """The model keeps failing before anything was rated: leave the session for another."""
+    """The model keeps failing before anything was rated: leave the session, marked given up."""
     try:
-        session = sessions.session_give_up(session_id=session_id, user=request.user)
+        session = sessions.session_give_up(
+            session_id=session_id, user=request.user, now=timezone.now()
+        )
     except ConflictError as error:
         messages.warning(request, f"The session was not given up: {error}.")
         return redirect("revision:session", session_id=session_id)
     messages.info(
         request,
         f"You gave up the session on “{session.question.text}”: the model did not answer, and "
-        "nothing you rated was lost. Start another session when you are ready.",
+        "nothing you rated was lost. It counts nowhere, and you will not get this question "
+        "again. Start another session when you are ready.",
     )
     return redirect("revision:home")
 

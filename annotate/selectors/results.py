@@ -38,7 +38,7 @@ from collections.abc import Iterable
 
 from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Sum
 
-from annotate.crowd.models import WorkerBlock
+from annotate.crowd.models import Hit, WorkerBlock
 from annotate.models import (
     PERSON_KINDS,
     Annotator,
@@ -83,6 +83,18 @@ def sandbox_work_q(prefix: str = "") -> Q:
     which counts in no result (_counted_q) and which nobody pays (annotate.crowd.selectors.
     _spent_q), whatever the sandbox confirmed."""
     return Q(**{f"{prefix}platform_record__hit__publication__sandbox": True})
+
+
+def sandbox_hit_work_q() -> Q:
+    """An assignment done through a HIT of a sandbox publication (sandbox_work_q), whether a
+    sync confirmed it yet or not (its HIT by the id its worker's page stored): test work, for
+    the pages that tell it apart from real work before the platform lists it."""
+    sandbox_hit = Hit.objects.filter(
+        hit_id=OuterRef("platform_hit_id"),
+        publication__sandbox=True,
+        publication__platform=OuterRef("annotator__platform"),
+    )
+    return sandbox_work_q() | Q(Exists(sandbox_hit))
 
 
 def _confirmed_work_q(prefix: str, submitted: Q) -> Q:

@@ -32,6 +32,7 @@ from annotate.selectors.results import (
     blocked_annotator_ids,
     counted_assignment_q,
     released_unconfirmed_q,
+    sandbox_hit_work_q,
     work_statuses,
 )
 from annotate.services.assignments import (
@@ -517,6 +518,7 @@ class Progress:
     assignments_unconfirmed: int
     assignments_rejected: int
     assignments_blocked: int
+    assignments_sandbox: int
     per_annotator: list[dict]
     per_batch: list[dict]
 
@@ -526,12 +528,13 @@ def project_progress(*, project: Project, now: datetime) -> Progress:
 
     A task is done when its N assignments count in results (annotate.selectors.results: in
     time, not rejected, the worker not blocked, confirmed by the crowd platform that handed
-    them out). Each submitted assignment falls in one column: rejected; blocked (a worker
-    blocked now: kept, counted in no result while the block lasts); unconfirmed (a sync took
-    its slot back because its platform did not list it: it waits for the platform's
-    confirmation, results.released_unconfirmed_q); late (submitted after its claim lapsed and
-    its task was filled, or confirmed by its platform only after that); else submitted (holds
-    its slot).
+    them out). Each submitted assignment falls in one column: sandbox (test work through a
+    HIT of a publication on MTurk's requester sandbox, synced or not: counted nowhere, paid by
+    nobody, whatever else holds for it); rejected; blocked (a worker blocked now: kept,
+    counted in no result while the block lasts); unconfirmed (a sync took its slot back
+    because its platform did not list it: it waits for the platform's confirmation,
+    results.released_unconfirmed_q); late (submitted after its claim lapsed and its task was
+    filled, or confirmed by its platform only after that); else submitted (holds its slot).
     """
     tasks = (
         Task.objects.filter(batch__project=project)
@@ -554,23 +557,39 @@ def project_progress(*, project: Project, now: datetime) -> Progress:
         by_id[batch_id]["done"] += counted_count >= project.assignments_per_task
     assignments = Assignment.objects.filter(task__batch__project=project)
     live = Q(status=AssignmentStatus.CLAIMED, expires_at__gt=now)
-    rejected = Q(status=AssignmentStatus.REJECTED)
+    # The sandbox's test work is never read as real work submitted, rejected or blocked.
+    sandbox = Q(submitted_at__isnull=False) & sandbox_hit_work_q()
+    rejected = Q(status=AssignmentStatus.REJECTED) & ~sandbox
     # Rejected work stays under Rejected whoever did it; a blocked worker's other submitted
     # work counts nowhere while the block lasts, whatever else holds for it.
-    blocked = Q(submitted_at__isnull=False, annotator_id__in=blocked_annotator_ids()) & ~rejected
-    unconfirmed = released_unconfirmed_q() & ~blocked
+    blocked = (
+        Q(submitted_at__isnull=False, annotator_id__in=blocked_annotator_ids())
+        & ~rejected
+        & ~sandbox
+    )
+    unconfirmed = released_unconfirmed_q() & ~blocked & ~sandbox
     per_annotator = list(
         assignments.values("annotator__name")
         .annotate(
             worker_blocked=Count("annotator__block", filter=Q(annotator__block__active=True)),
             # Rejected work (in review) is submitted but counts nowhere: a column of its own.
             submitted=Count(
-                "id", filter=Q(submitted_at__isnull=False, is_late=False) & ~rejected & ~blocked
+                "id",
+                filter=Q(submitted_at__isnull=False, is_late=False)
+                & ~rejected
+                & ~blocked
+                & ~sandbox,
             ),
+            sandbox=Count("id", filter=sandbox),
             rejected=Count("id", filter=rejected),
             blocked=Count("id", filter=blocked),
             late=Count(
-                "id", filter=Q(is_late=True) & ~rejected & ~released_unconfirmed_q() & ~blocked
+                "id",
+                filter=Q(is_late=True)
+                & ~rejected
+                & ~released_unconfirmed_q()
+                & ~blocked
+                & ~sandbox,
             ),
             unconfirmed=Count("id", filter=unconfirmed),
             live=Count("id", filter=live),
@@ -590,6 +609,7 @@ def project_progress(*, project: Project, now: datetime) -> Progress:
         assignments_unconfirmed=sum(row["unconfirmed"] for row in per_annotator),
         assignments_rejected=sum(row["rejected"] for row in per_annotator),
         assignments_blocked=sum(row["blocked"] for row in per_annotator),
+        assignments_sandbox=sum(row["sandbox"] for row in per_annotator),
         per_annotator=per_annotator,
         per_batch=per_batch,
     )

@@ -239,7 +239,10 @@ def _revision_work(*, user_ids: set[int] | None) -> dict[int, tuple[str, list[Re
     """Each user's KIWI sessions per study, with their username (one query): of `user_ids`, or
     of everyone who has steered a session (None). Researchers read every KIWI study, so this is
     not limited to their projects."""
-    sessions = RevisionSession.objects.filter(annotator__isnull=False)
+    # A session given up (its model kept failing, nothing rated) counts nowhere.
+    sessions = RevisionSession.objects.filter(annotator__isnull=False).exclude(
+        status=SessionStatus.GIVEN_UP
+    )
     if user_ids is not None:
         sessions = sessions.filter(annotator_id__in=list(user_ids))
     per_study = (

@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from django.conf import settings
 from django.db import IntegrityError, OperationalError, transaction
-from django.db.models import Value
+from django.db.models import Exists, OuterRef, Q, Value
 from django.db.models.functions import Least
 from django.utils import timezone
 
@@ -37,6 +37,7 @@ from annotate.crowd.platforms import (
     platform_class,
     publication_endpoint_check,
     publication_platform,
+    workers_endpoint_check,
 )
 from annotate.crowd.services.expiry import ExpiryOutcome, hits_expire
 from annotate.crowd.services.publishing import (
@@ -777,6 +778,60 @@ def _crowd_worker(annotator_id: int) -> Annotator:
         raise NotFoundError("No such crowd worker.") from None
 
 
+def workers_on_sandbox(*, annotator_ids: list[int]) -> dict[int, bool | None]:
+    """Each worker's MTurk endpoint, from the publications of the HITs they took, handed work
+    back on or were listed on by a sync: True for a worker known only from the requester
+    sandbox (test work), False for one with work on production (a real worker, whatever they
+    also tested), None for one with no HIT of ours (the endpoint MTURK_SANDBOX names then).
+    One query."""
+    rows = Annotator.objects.filter(pk__in=annotator_ids).annotate(
+        sandbox_work=Exists(_hits_of_worker(sandbox=True)),
+        real_work=Exists(_hits_of_worker(sandbox=False)),
+    )
+    return {
+        pk: False if real else (True if test else None)
+        for pk, test, real in rows.values_list("pk", "sandbox_work", "real_work")
+    }
+
+
+def _hits_of_worker(*, sandbox: bool):
+    """The HITs of the outer worker's platform on that endpoint they worked on (the subquery
+    of workers_on_sandbox)."""
+    worker = OuterRef(OuterRef("pk"))
+    taken = (
+        Q(hit_id__in=Assignment.objects.filter(annotator=worker).values("platform_hit_id"))
+        | Q(hit_id__in=HumanAnswer.objects.filter(annotator=worker).values("platform_hit_id"))
+        | Q(
+            Exists(
+                PlatformAssignment.objects.filter(
+                    hit=OuterRef("pk"), worker_id=OuterRef(OuterRef("worker_id"))
+                )
+            )
+        )
+    )
+    return (
+        Hit.objects.filter(taken, publication__platform=OuterRef("platform"))
+        .filter(publication__sandbox=sandbox)
+        .exclude(hit_id="")
+    )
+
+
+def _worker_platform(worker: Annotator, *, user, verb: str, done: str):
+    """The worker's platform, refused while it points at the other MTurk endpoint than the one
+    the worker works for us on (workers_on_sandbox): a block or an unblock there would leave
+    the account they work with as it was."""
+    sandbox = workers_on_sandbox(annotator_ids=[worker.pk])[worker.pk]
+    if sandbox is not None:
+        workers_endpoint_check(
+            platform_name=worker.platform,
+            sandbox=sandbox,
+            workers=[worker.worker_id],
+            verb=verb,
+            done=done,
+        )
+    return get_platform(worker.platform, user=user)
+
+
 def worker_block(
     *, annotator_id: int, reason: str, user, now: datetime | None = None
 ) -> WorkerBlock:
@@ -787,7 +842,7 @@ def worker_block(
     if not reason.strip():
         raise AnnotateError("Say why the worker is blocked: MTurk requires a reason.")
     worker = _crowd_worker(annotator_id)
-    get_platform(worker.platform, user=user).worker_block(
+    _worker_platform(worker, user=user, verb="block", done="blocked").worker_block(
         worker_id=worker.worker_id, reason=reason.strip()
     )
     now = now or timezone.now()
@@ -887,7 +942,7 @@ def worker_unblock(
     """
     require_admin(user)
     worker = _crowd_worker(annotator_id)
-    get_platform(worker.platform, user=user).worker_unblock(
+    _worker_platform(worker, user=user, verb="unblock", done="unblocked").worker_unblock(
         worker_id=worker.worker_id, reason=reason.strip()
     )
     now = now or timezone.now()
@@ -920,13 +975,43 @@ def workers_notify(*, annotator_ids: list[int], subject: str, message: str, user
     workers = list(Annotator.objects.filter(crowd_worker_q(), pk__in=annotator_ids))
     if len(workers) != len(set(annotator_ids)):
         raise NotFoundError("Some of these workers do not exist.")
+    groups = _notify_groups(workers)
     failed: list[str] = []
-    for platform_name in sorted({w.platform for w in workers}):
-        ids = [w.worker_id for w in workers if w.platform == platform_name]
+    for platform_name, ids in groups:
         failed += get_platform(platform_name, user=user).workers_notify(
             worker_ids=ids, subject=subject.strip(), message=message.strip()
         )
     return failed
+
+
+def _notify_groups(workers: list[Annotator]) -> list[tuple[str, list[str]]]:
+    """The worker ids to message per platform, each group on the MTurk endpoint its workers
+    work for us on (workers_on_sandbox). Refused before any message is sent when a platform's
+    group mixes workers known only from the sandbox with workers from production (one call
+    reaches one endpoint), or when its endpoint is not the one MTURK_SANDBOX names now."""
+    on_sandbox = workers_on_sandbox(annotator_ids=[w.pk for w in workers])
+    groups = []
+    for platform_name in sorted({w.platform for w in workers}):
+        mine = [w for w in workers if w.platform == platform_name]
+        test = [w.worker_id for w in mine if on_sandbox[w.pk] is True]
+        real = [w.worker_id for w in mine if on_sandbox[w.pk] is False]
+        if test and real:
+            raise ConflictError(
+                "Some of these workers are known only from test work on the MTurk sandbox "
+                f"({', '.join(test)}), the others from work on MTurk production "
+                f"({', '.join(real)}): a message goes to one endpoint, so nothing was sent. "
+                "Message each group on its own."
+            )
+        if test or real:
+            workers_endpoint_check(
+                platform_name=platform_name,
+                sandbox=bool(test),
+                workers=test or real,
+                verb="message",
+                done="sent",
+            )
+        groups.append((platform_name, [w.worker_id for w in mine]))
+    return groups
 
 
 # --- Self-hosted links ---------------------------------------------------------------------

@@ -170,7 +170,7 @@ def turn_start(
     """
     session = session_for_annotator(session_id=session_id, user=user, lock=True)
     if session.status != SessionStatus.ACTIVE:
-        raise ConflictError("this session is finished")
+        raise ConflictError(_ended(session))
     if session.initial_status != CallStatus.DONE:
         raise ConflictError("the initial answer is not there yet")
     instruction = _plain(instruction)
@@ -209,6 +209,8 @@ def turn_start(
 def call_retry(*, session_id: int, user: AbstractBaseUser, now: datetime) -> None:
     """Enqueue again the failed model call of the session (initial answer or last turn)."""
     session = session_for_annotator(session_id=session_id, user=user, lock=True)
+    if session.status != SessionStatus.ACTIVE:
+        raise ConflictError(_ended(session))
     if session.initial_status == CallStatus.FAILED:
         RevisionSession.objects.filter(pk=session.pk).update(
             initial_status=CallStatus.PENDING,
@@ -234,7 +236,7 @@ def turn_withdraw(*, session_id: int, user: AbstractBaseUser) -> Turn:
     it again later, write another, or end the session. Returns the withdrawn (deleted) turn."""
     session = session_for_annotator(session_id=session_id, user=user, lock=True)
     if session.status != SessionStatus.ACTIVE:
-        raise ConflictError("the session is finished")
+        raise ConflictError(_ended(session))
     last = _last_turn(session)
     if last is None or last.call_status != CallStatus.FAILED or last.rating:
         raise ConflictError("only an instruction whose model call failed can be withdrawn")
@@ -243,13 +245,16 @@ def turn_withdraw(*, session_id: int, user: AbstractBaseUser) -> Turn:
 
 
 @transaction.atomic
-def session_give_up(*, session_id: int, user: AbstractBaseUser) -> RevisionSession:
-    """Delete the annotator's session whose last model call failed before any turn was rated
-    (the endpoint keeps failing): nothing rated is lost, and its (question, system) is free
-    again for the next session that comes to it. Returns the deleted session."""
+def session_give_up(*, session_id: int, user: AbstractBaseUser, now: datetime) -> RevisionSession:
+    """Give up the annotator's session whose last model call failed before any turn was rated
+    (the endpoint keeps failing): kept, marked given up by them now, and counted nowhere.
+
+    It keeps its (question, system), so the pair is not handed out again while the system may
+    still be failing, and its question stays seen by the annotator: their next session is on
+    another question."""
     session = session_for_annotator(session_id=session_id, user=user, lock=True)
     if session.status != SessionStatus.ACTIVE:
-        raise ConflictError("the session is finished")
+        raise ConflictError(_ended(session))
     if session.turns.exclude(rating="").exists():
         raise ConflictError("a session with a rated turn is ended, not given up")
     last = _last_turn(session)
@@ -258,8 +263,16 @@ def session_give_up(*, session_id: int, user: AbstractBaseUser) -> RevisionSessi
     )
     if not failed:
         raise ConflictError("only a session whose model call failed can be given up")
-    session.delete()
+    session.status, session.given_up_at, session.given_up_by = SessionStatus.GIVEN_UP, now, user
+    session.save(update_fields=["status", "given_up_at", "given_up_by"])
     return session
+
+
+def _ended(session: RevisionSession) -> str:
+    """Why an action of a session in progress is refused on this one."""
+    if session.status == SessionStatus.GIVEN_UP:
+        return "the session was given up"
+    return "the session is finished"
 
 
 def text_length_check(*, field: str, text: str, limit: int) -> None:

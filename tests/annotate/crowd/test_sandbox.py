@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotate.crowd import tasks
-from annotate.crowd.models import HitStatus, PlatformCall, Publication
+from annotate.crowd.models import HitStatus, PlatformCall, Publication, WorkerBlock
 from annotate.crowd.selectors import publication_spending
 from annotate.crowd.services import publishing, review
 from annotate.crowd.services.publishing import PublishSettings
@@ -191,6 +191,68 @@ def test_a_production_publication_is_refused_on_the_sandbox(
         review.publication_expire(publication_id=publication.pk, now=timezone.now(), user=admin)
 
 
+def test_a_worker_known_only_from_the_sandbox_is_blocked_and_messaged_there_not_on_production(
+    client, on_sandbox, fake_mturk, mturk_settings, admin
+):
+    """Block, unblock and notify went to the endpoint MTURK_SANDBOX named now: once live, a
+    sandbox tester's block went to production, where it blocked nobody we had worked with."""
+    work, _ = do_task(client, fake_mturk, _first_hit(on_sandbox), "ATESTER1", "yes")
+    mturk_settings.MTURK_SANDBOX = False  # the site goes live
+    calls = PlatformCall.objects.count()
+    refusals = [
+        lambda: review.worker_block(annotator_id=work.annotator_id, reason="spam", user=admin),
+        lambda: review.worker_unblock(annotator_id=work.annotator_id, user=admin),
+        lambda: review.workers_notify(
+            annotator_ids=[work.annotator_id], subject="s", message="m", user=admin
+        ),
+    ]
+    for refused in refusals:
+        with pytest.raises(ConflictError) as error:
+            refused()
+        assert "Worker ATESTER1 is known only from test work on the MTurk sandbox" in str(
+            error.value
+        )
+        assert "Set MTURK_SANDBOX=true" in str(error.value)
+    assert PlatformCall.objects.count() == calls  # nothing was sent to production
+    assert not WorkerBlock.objects.exists()
+    assert (fake_mturk.state.blocks, fake_mturk.state.notifications) == ({}, [])
+
+    mturk_settings.MTURK_SANDBOX = True  # on the sandbox: blocked there
+    review.worker_block(annotator_id=work.annotator_id, reason="spam", user=admin)
+    assert fake_mturk.state.blocks == {"ATESTER1": "spam"}
+    assert WorkerBlock.objects.get().active
+
+
+def test_a_real_worker_is_blocked_on_production_and_a_message_to_both_kinds_is_refused(
+    client, on_sandbox, fake_mturk, mturk_settings, admin
+):
+    """A worker with production work is blocked there, whatever they tested on the sandbox; a
+    message to sandbox testers and real workers at once cannot reach both endpoints."""
+    tester, _ = do_task(client, fake_mturk, _first_hit(on_sandbox), "ATESTER1", "yes")
+    both, _ = do_task(client, fake_mturk, _first_hit(on_sandbox), "AREAL1", "yes")
+    mturk_settings.MTURK_SANDBOX = False
+    live = _published()
+    real, _ = do_task(client, fake_mturk, _first_hit(live), "AREAL1", "no")
+    assert real.annotator_id == both.annotator_id
+    mturk_settings.MTURK_SANDBOX = True  # back on the sandbox
+    with pytest.raises(ConflictError, match="Worker AREAL1 is known from work on the MTurk "
+                       "production.*Set MTURK_SANDBOX=false"):  # fmt: skip
+        review.worker_block(annotator_id=real.annotator_id, reason="spam", user=admin)
+    assert fake_mturk.state.blocks == {} and not WorkerBlock.objects.exists()
+    mturk_settings.MTURK_SANDBOX = False
+    review.worker_block(annotator_id=real.annotator_id, reason="spam", user=admin)
+    assert fake_mturk.state.blocks == {"AREAL1": "spam"}
+    with pytest.raises(ConflictError, match=r"test work on the MTurk sandbox \(ATESTER1\), "
+                       r"the others from work on MTurk production \(AREAL1\)"):  # fmt: skip
+        review.workers_notify(
+            annotator_ids=[tester.annotator_id, real.annotator_id],
+            subject="s",
+            message="m",
+            user=admin,
+        )
+    assert fake_mturk.state.notifications == []
+
+
 def test_the_pages_and_the_api_say_a_sandbox_publication_is_test_work(
     client, on_sandbox, mturk_settings, admin
 ):
@@ -214,6 +276,41 @@ def test_the_pages_and_the_api_say_a_sandbox_publication_is_test_work(
     Publication.objects.filter(pk=on_sandbox.pk).update(sandbox=False)  # a production one
     for url in pages:
         assert "counts nowhere, nothing paid" not in client.get(url).text
+
+
+def test_the_progress_pages_mark_sandbox_work_as_test_work_not_as_work_submitted(
+    client, on_sandbox, fake_mturk, mturk_settings, admin
+):
+    """The project's progress counted the sandbox's test work as "submitted", as real work, and
+    the publication's pages showed it as real work submitted: before a sync and after it."""
+    hit = _first_hit(on_sandbox)
+    project = hit.task.batch.project
+    work, _ = do_task(client, fake_mturk, hit, "ATESTER1", "yes")
+    client.force_login(admin)
+    project_url = reverse("work:project-detail", args=[project.pk])
+    api_url = reverse("annotate-api:project-progress", args=[project.pk])
+    for synced in (False, True):
+        if synced:
+            _sync(on_sandbox)
+        page = client.get(project_url).text
+        assert "0 submitted," in page
+        assert '<strong id="assignments-sandbox">1 sandbox test work</strong>' in page
+        assert "counts nowhere, nothing paid" in page
+        row = client.get(api_url).json()
+        assert (row["assignments_submitted"], row["assignments_sandbox"]) == (0, 1)
+        assert [(r["annotator"], r["submitted"], r["sandbox"]) for r in row["per_annotator"]] == [
+            ("mturk:ATESTER1", 0, 1)
+        ]
+    review_page = client.get(reverse("crowd:review", args=[on_sandbox.pk])).text
+    assert '<strong class="sandbox-work">Sandbox test work</strong>' in review_page
+    detail = client.get(reverse("crowd:publication", args=[on_sandbox.pk])).text
+    assert "Sandbox test workers here (submitted / took / asked)" in detail
+    # Real work is no test work (the control).
+    Publication.objects.filter(pk=on_sandbox.pk).update(sandbox=False)
+    row = client.get(api_url).json()
+    assert (row["assignments_submitted"], row["assignments_sandbox"]) == (1, 0)
+    assert "sandbox test work" not in client.get(project_url).text
+    assert "Sandbox test work" not in client.get(reverse("crowd:review", args=[on_sandbox.pk])).text
 
 
 def test_the_offline_demo_platform_is_no_sandbox_its_work_counts_and_is_paid(settings, crowd_batch):

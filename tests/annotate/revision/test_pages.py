@@ -1227,23 +1227,51 @@ def test_an_annotator_gives_up_a_session_whose_first_answer_keeps_failing(
     give_up = reverse("revision:give-up", args=[session.pk])
     page = client.get(session_url).content.decode()
     assert f'action="{give_up}"' in page and 'id="give-up"' in page
-    other = UserFactory(username="second-annotator", roles=[ANNOTATOR])
-    pair = (session.question_id, session.system_id)
 
     left = client.post(give_up, follow=True)
     assert left.redirect_chain == [(reverse("revision:home"), 302)]
     assert "You gave up the session" in left.content.decode()
-    assert not RevisionSession.objects.filter(pk=session.pk).exists()
-    assert client.get(session_url).status_code == 404
-    # The pair is free again: the next annotator to start gets it.
-    with django_capture_on_commit_callbacks(execute=True):
-        taken = session_assign(study=study, user=other, now=timezone.now())
-    assert (taken.question_id, taken.system_id) == pair
-    # And the annotator who gave up starts another session, not the one given up.
+    assert "<td>live</td><td>0</td>" in left.content.decode()  # counted nowhere
+    assert client.get(session_url).status_code == 200
+    # Start a session answers with another question, not the one given up.
     with django_capture_on_commit_callbacks(execute=True):
         response = client.post(reverse("revision:start", args=[study.pk]))
-    again = RevisionSession.objects.get(annotator=annotator)
-    assert again.pk != session.pk and response.url == reverse("revision:session", args=[again.pk])
+    again = RevisionSession.objects.exclude(pk=session.pk).get(annotator=annotator)
+    assert again.question_id != session.question_id
+    assert response.url == reverse("revision:session", args=[again.pk])
+
+
+def test_a_session_given_up_is_kept_with_who_and_when_and_its_pair_is_not_handed_out_again(
+    client, study, annotator, django_capture_on_commit_callbacks
+):
+    """Giving up deleted the session: no trace of it, and its (question, system) went to the
+    next annotator to start (or back to the same one) while the endpoint still failed."""
+    client.force_login(annotator)
+    with django_capture_on_commit_callbacks(execute=True):
+        session = session_assign(study=study, user=annotator, now=timezone.now())
+    RevisionSession.objects.filter(pk=session.pk).update(
+        initial_status=CallStatus.FAILED, initial_error="no API key", initial_answer=""
+    )
+    pair = (session.question_id, session.system_id)
+    before = timezone.now()
+    client.post(reverse("revision:give-up", args=[session.pk]))
+
+    kept = RevisionSession.objects.get(pk=session.pk)
+    assert (kept.status, kept.given_up_by) == ("given-up", annotator)
+    assert kept.given_up_at >= before and kept.finished_at is None
+    page = client.get(reverse("revision:session", args=[session.pk])).content.decode()
+    assert 'id="given-up"' in page and "You gave up this session" in page
+    assert 'id="retry"' not in page and 'id="give-up"' not in page
+    retried = client.post(reverse("revision:retry", args=[session.pk]), follow=True)
+    assert "the session was given up" in retried.content.decode()
+    kept.refresh_from_db()
+    assert (kept.status, kept.initial_status) == ("given-up", CallStatus.FAILED)
+    page = client.get(reverse("revision:session", args=[session.pk])).content.decode()
+    assert "Next session" in page  # another question is left for them
+    other = UserFactory(username="second-annotator", roles=[ANNOTATOR])
+    with django_capture_on_commit_callbacks(execute=True):
+        taken = session_assign(study=study, user=other, now=timezone.now())
+    assert (taken.question_id, taken.system_id) != pair
 
 
 def test_a_session_with_a_rated_turn_or_no_failure_cannot_be_given_up(

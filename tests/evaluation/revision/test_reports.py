@@ -549,3 +549,52 @@ def test_markdown_shows_imported_names_as_text_not_html():
         f"| c{escaped} | 1 | 100 |" in markdown
         and f"others (under 5%, KIWI appendix A.3): d{escaped}." in markdown
     )
+
+
+def test_a_session_given_up_changes_no_table_2_number(
+    tmp_path, settings, django_capture_on_commit_callbacks
+):
+    """A session given up (its model call kept failing, nothing rated) is kept as a trace: it
+    is no finished session, so no report number, export or collection count takes it in."""
+    import io
+
+    from annotate.revision.models import RevisionSession, Turn
+    from annotate.revision.selectors import study_collection_progress
+    from annotate.revision.services.exports import sessions_export_jsonl
+    from annotate.revision.services.sessions import (
+        session_assign,
+        session_finish,
+        session_give_up,
+        turn_rate,
+    )
+    from annotate.roles import ANNOTATOR
+    from tests.annotate.revision.conftest import instruct, make_live_study
+
+    study = make_live_study(tmp_path, settings)  # 2 questions with papers x alpha, beta
+    ana, ben = (UserFactory(username=name, roles=[ANNOTATOR]) for name in ("ana", "ben"))
+    now = timezone.now()
+    with django_capture_on_commit_callbacks(execute=True):
+        done = session_assign(study=study, user=ana, now=now)
+    instruct(django_capture_on_commit_callbacks, done, ana, "Shorten it.")
+    turn_rate(session_id=done.pk, user=ana, rating="good", comment="ok", now=now)
+    session_finish(session_id=done.pk, user=ana, now=now)
+    with django_capture_on_commit_callbacks(execute=True):
+        broken = session_assign(study=study, user=ben, now=now)
+    failed = instruct(django_capture_on_commit_callbacks, broken, ben, "Add the year.")
+    Turn.objects.filter(pk=failed.pk).update(call_status="failed", call_error="down")
+    before = revision_report_build(study=study, n_resamples=10)
+
+    session_give_up(session_id=broken.pk, user=ben, now=now)
+
+    assert RevisionSession.objects.get(pk=broken.pk).status == "given-up"
+    after = revision_report_build(study=study, n_resamples=10)
+    assert after["table2"] == before["table2"]
+    assert [(row["system"], row["sessions"], row["turns"]) for row in after["table2"]] == [
+        ("alpha", 1, 1),
+        ("beta", 0, 0),
+    ]
+    assert after["turns"] == before["turns"] == 1
+    assert sessions_export_jsonl(study=study, output=io.StringIO()) == 1
+    progress = study_collection_progress(study=study)
+    assert (progress.finished, progress.active, progress.given_up) == (1, 0, 1)
+    assert progress.not_started == 2  # the pair given up is not handed out again
