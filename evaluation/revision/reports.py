@@ -132,7 +132,9 @@ def _agreement(human: list[str], data: TurnData, run: RevisionJudgeRun | None, p
     pairs = [
         (label, predicted[int(t)])
         for label, t in zip(human, data.turn_id, strict=True)
-        if label and int(t) in predicted
+        # A reply naming no category is no label: the turn counts as unlabelled in the rows
+        # and as "none" in the sources, so it is not one "having both" either.
+        if label and predicted.get(int(t))
     ]
     return {
         "run": run.pk if run else None,

@@ -549,3 +549,30 @@ def test_markdown_shows_imported_names_as_text_not_html():
         f"| c{escaped} | 1 | 100 |" in markdown
         and f"others (under 5%, KIWI appendix A.3): d{escaped}." in markdown
     )
+
+
+def test_an_unparsed_classifier_reply_is_not_compared_with_the_human_label(tmp_path):
+    """A classifier reply naming no category (label "") was compared with the turn's human
+    label, a disagreement, though Table 3 counts the turn's classifier label as "none": the
+    note said 50% "on the 2 turns having both" where one turn has both and they agree."""
+    study = sample_study(tmp_path)
+    ids = list(Turn.objects.order_by("id").values_list("id", flat=True))
+    now = timezone.now()
+    for task, labels in (
+        # ids[0] is labelled "asking for more information" by hand, ids[1] "condense" (bad,
+        # "instruction is ignored"), ids[2] neutral with no error label.
+        ("instruction-category", {ids[0]: "asking for more information", ids[1]: ""}),
+        ("error-category", {ids[1]: "", ids[2]: "instruction is ignored"}),
+    ):
+        run = RevisionJudgeRun.objects.create(
+            study=study, task=task, prompt_version="x", status="done", created_at=now,
+            finished_at=now,
+        )  # fmt: skip
+        for turn_id, label in labels.items():
+            RevisionPrediction.objects.create(run=run, turn_id=turn_id, label=label, reply="?")
+    report = revision_report_build(study=study, n_resamples=10)
+    table3 = report["table3"]
+    assert table3["sources"] == {"human": 4, "none": 2}
+    assert (table3["agreement"]["compared"], table3["agreement"]["agreement"]) == (1, 1.0)
+    table4 = report["table4"]["agreement"]
+    assert (table4["compared"], table4["agreement"]) == (0, None)
