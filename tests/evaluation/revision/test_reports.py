@@ -641,3 +641,15 @@ def test_a_table5_rows_interval_is_the_one_its_own_turns_give_with_the_reports_s
     truth = [good[t] == "good" for t in test]
     assert intervals(judge) == by_hand(truth, [label == "good" for label in said])
     assert intervals(by(rows, model="Human")) == intervals(by(alone, model="Human"))
+
+
+def test_a_latex_row_starting_with_a_bracket_is_not_read_as_the_last_rows_spacing():
+    """A name starting with "[" began a LaTeX row right after the previous row's `\\\\`,
+    which LaTeX reads as `\\\\[<length>]`: the table did not compile ("Illegal unit")."""
+    from evaluation.revision.formats import TABLES, revision_latex
+
+    report = {"study": "s", **{table: [] for table in TABLES}}
+    report["table2"] = [{"system": "gpt-4", "sessions": 1}, {"system": "[v2] llama", "sessions": 2}]
+    latex = revision_latex(report)
+    assert "\\\\\n{[}v2] llama & 2 \\\\\n" in latex
+    assert not re.search(r"\\\\\s*\[", latex)
