@@ -195,12 +195,14 @@ _LATEX_TRANSLATION = str.maketrans(_LATEX_SPECIALS)
 
 
 def latex_escape(text: str) -> str:
-    """Return text that LaTeX typesets as written (one pass, so escapes are never escaped).
+    r"""Return text that LaTeX typesets as written (one pass, so escapes are never escaped).
 
     Line breaks become spaces: a newline would end a `%` comment early, and a blank line inside
-    a tabular is an error.
+    a tabular is an error. A leading "[" is braced: a table row (a name in its first cell)
+    follows the last row's `\\`, which would read "[v2] llama" as its spacing, `\\[v2]`.
     """
-    return " ".join(str(text).split()).translate(_LATEX_TRANSLATION)
+    text = " ".join(str(text).split()).translate(_LATEX_TRANSLATION)
+    return "{[}" + text[1:] if text.startswith("[") else text
 
 
 def _minutes(value: object) -> str:

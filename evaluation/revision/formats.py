@@ -330,8 +330,11 @@ def revision_latex(report: dict) -> str:
 
 def _latex_cell(row: dict, column: str) -> str:
     text = latex_escape(display(column, row.get(column)))
+    # "[low, high]" of two figures as display() writes them (digits, a point, a minus, a
+    # dash): nothing LaTeX reads specially, and never at a row's start, where latex_escape
+    # would brace its "[".
     bounds = interval(row, column)
-    return f"{text} {{\\scriptsize {latex_escape(bounds)}}}" if bounds else text
+    return f"{text} {{\\scriptsize {bounds}}}" if bounds else text
 
 
 FORMATS = {

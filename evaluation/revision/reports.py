@@ -132,7 +132,9 @@ def _agreement(human: list[str], data: TurnData, run: RevisionJudgeRun | None, p
     pairs = [
         (label, predicted[int(t)])
         for label, t in zip(human, data.turn_id, strict=True)
-        if label and int(t) in predicted
+        # A reply naming no category is no label: the turn counts as unlabelled in the rows
+        # and as "none" in the sources, so it is not one "having both" either.
+        if label and predicted.get(int(t))
     ]
     return {
         "run": run.pk if run else None,
@@ -249,9 +251,19 @@ def table4(data: TurnData, predicted: dict[int, str], run) -> dict[str, Any]:
     }
 
 
-def _metric_row(model: str, truth, predicted, rng, n_resamples: int, **extra) -> dict[str, Any]:
+def _metric_row(
+    model: str, truth, predicted, bootstrap_seed: int, n_resamples: int, **extra
+) -> dict[str, Any]:
+    """One Table 5 row: the binary metrics and their bootstrap intervals.
+
+    Each row resamples with a generator of its own, seeded by the report's seed: its interval
+    is what binary_metric_intervals gives its turns with that seed, whatever rows come before
+    it (a judge run added since does not move the Human row's), and rows on one test split
+    are resampled on the same draws of turns.
+    """
     row: dict[str, Any] = {"model": model, **extra, "n": int(len(truth))}
     values = binary_metrics(truth, predicted)
+    rng = np.random.default_rng(bootstrap_seed)
     intervals = binary_metric_intervals(truth, predicted, rng, n_resamples=n_resamples)
     for name in METRICS:
         row[name] = _clean(values[name])
@@ -259,8 +271,11 @@ def _metric_row(model: str, truth, predicted, rng, n_resamples: int, **extra) ->
     return row
 
 
-def table5(study: Study, data: TurnData, *, rng, n_resamples: int) -> dict[str, Any]:
-    """The rating judges on their test split, the Majority/Random baselines, human agreement."""
+def table5(
+    study: Study, data: TurnData, *, bootstrap_seed: int, n_resamples: int
+) -> dict[str, Any]:
+    """The rating judges on their test split, the Majority/Random baselines, human agreement;
+    `bootstrap_seed` seeds every row's bootstrap (_metric_row)."""
     runs = done_runs(study=study, task=JudgeTask.RATING)
     predictions = predictions_read(runs=runs)
     good_by_turn = {int(t): int(r) == GOOD for t, r in zip(data.turn_id, data.rating, strict=True)}
@@ -276,9 +291,11 @@ def table5(study: Study, data: TurnData, *, rng, n_resamples: int) -> dict[str, 
             # A baseline has no prompt mode nor shots: None, shown "–" as the Human row's.
             extra = {"run": None, "seed": run.seed, "mode": None, "shots": None}
             majority = majority_predictions(train_truth, len(test))
-            rows.append(_metric_row("Majority", truth, majority, rng, n_resamples, **extra))
+            rows.append(
+                _metric_row("Majority", truth, majority, bootstrap_seed, n_resamples, **extra)
+            )
             drawn = random_predictions(train_truth, len(test), np.random.default_rng(run.seed))
-            rows.append(_metric_row("Random", truth, drawn, rng, n_resamples, **extra))
+            rows.append(_metric_row("Random", truth, drawn, bootstrap_seed, n_resamples, **extra))
             splits.append(
                 {
                     "seed": run.seed,
@@ -294,7 +311,7 @@ def table5(study: Study, data: TurnData, *, rng, n_resamples: int) -> dict[str, 
                 run.endpoint_name or "fake",
                 truth,
                 predicted,
-                rng,
+                bootstrap_seed,
                 n_resamples,
                 run=run.pk,
                 seed=run.seed,
@@ -308,7 +325,15 @@ def table5(study: Study, data: TurnData, *, rng, n_resamples: int) -> dict[str, 
         truth = np.asarray([r == "good" for _, r, _ in reratings], dtype=bool)
         second = np.asarray([r == "good" for _, _, r in reratings], dtype=bool)
         row = _metric_row(
-            "Human", truth, second, rng, n_resamples, run=None, seed=None, mode=None, shots=None
+            "Human",
+            truth,
+            second,
+            bootstrap_seed,
+            n_resamples,
+            run=None,
+            seed=None,
+            mode=None,
+            shots=None,
         )
         row["three_way_agreement"] = _clean(
             agreement([r for _, r, _ in reratings], [r for _, _, r in reratings])
@@ -340,6 +365,6 @@ def revision_report_build(
             data, predicted.get(category_run.pk, {}) if category_run else {}, category_run
         ),
         "table4": table4(data, predicted.get(error_run.pk, {}) if error_run else {}, error_run),
-        "table5": table5(study, data, rng=np.random.default_rng(seed), n_resamples=n_resamples),
+        "table5": table5(study, data, bootstrap_seed=seed, n_resamples=n_resamples),
         "bootstrap": {"resamples": n_resamples, "seed": seed, "level": 0.95},
     }

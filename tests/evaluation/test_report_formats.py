@@ -152,6 +152,13 @@ def test_latex_escapes_special_characters_in_names():
     assert "a&b_c%" not in latex
 
 
+def test_latex_escape_braces_a_leading_bracket_a_row_would_give_its_last_rows_spacing():
+    """A system named "[v2] llama" opened its row right after the previous row's `\\`: LaTeX
+    read `\\[v2]` as that row's spacing and stopped ("Illegal unit of measure")."""
+    assert latex_escape(" [v2] llama") == "{[}v2] llama"
+    assert latex_escape("llama [v2]") == "llama [v2]"
+
+
 def test_latex_escape_handles_every_special_once():
     assert latex_escape("& % $ # _ { } ~ ^ \\") == (
         r"\& \% \$ \# \_ \{ \} \textasciitilde{} \textasciicircum{} \textbackslash{}"

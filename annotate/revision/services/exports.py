@@ -110,7 +110,14 @@ def _annotator(session: RevisionSession) -> str:
     """Who did the session: the app's annotator, else what an imported file said."""
     if session.annotator is not None:
         return session.annotator.username
-    named = session.extra.get("annotator", session.extra.get("annotator_id", ""))
+    return imported_annotator(session.extra)
+
+
+def imported_annotator(extra: dict[str, Any]) -> str:
+    """Who did an imported session, as its line names them: `annotator` (this app's export
+    writes the login there), else `annotator_id`; "" when it names nobody, JSON when the name
+    is not text."""
+    named = extra.get("annotator", extra.get("annotator_id", ""))
     return named if isinstance(named, str) else json.dumps(named, ensure_ascii=False)
 
 

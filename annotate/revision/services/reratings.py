@@ -1,8 +1,10 @@
 """Re-rating for agreement (paper §5, "Human"): a random sample of finished turns, rated again.
 
 Researchers send the sample; each turn goes to one other annotator, never the one who did the
-session. The annotator sees (question, previous answer, instruction, revised answer) and gives a
-rating with a comment.
+session (paper §5: "We ensure the interaction annotators do not re-annotate their own previous
+interactions"): the session's annotator in the app, or for an imported session the login its
+line names (the app's export writes it as `annotator`). The annotator sees (question, previous
+answer, instruction, revised answer) and gives a rating with a comment.
 """
 
 from __future__ import annotations
@@ -20,10 +22,12 @@ from annotate.revision.models import (
     Rating,
     RerateStatus,
     Rerating,
+    RevisionSession,
     SessionStatus,
     Study,
     Turn,
 )
+from annotate.revision.services.exports import imported_annotator
 from annotate.revision.services.sessions import text_length_check
 
 
@@ -46,7 +50,8 @@ def reratings_sample(
     """Send `size` random finished turns (seeded) not yet re-rated, each to another annotator.
 
     Annotators take turns in the given order; a turn whose session belongs to the annotator
-    whose turn it is goes to the next one. Raises if a turn has no eligible annotator.
+    whose turn it is (an imported session: whom its line names) goes to the next one. Raises
+    if a turn has no eligible annotator.
     """
     if not annotators:
         raise RerateSampleError(
@@ -59,15 +64,17 @@ def reratings_sample(
         .exclude(rating="")
         .exclude(reratings__isnull=False)
         .order_by("id")
-        .values_list("id", "session__annotator_id")
+        .values_list("id", "session__annotator_id", "session_id")
     )
     if size > len(candidates):
         raise RerateSampleError(
             f"only {len(candidates)} finished turns are left to re-rate, not {size}", field="size"
         )
     chosen = random.Random(seed).sample(candidates, size)
+    imported = _imported_owners(study=study, annotators=annotators)
     created, cursor = [], 0
-    for turn_id, owner_id in chosen:
+    for turn_id, owner_id, session_id in chosen:
+        owner_id = owner_id or imported.get(session_id)
         for step in range(len(annotators)):
             annotator = annotators[(cursor + step) % len(annotators)]
             if annotator.pk != owner_id:
@@ -83,6 +90,19 @@ def reratings_sample(
         cursor = (cursor + step + 1) % len(annotators)
         created.append(Rerating(turn_id=turn_id, annotator=annotator, created_at=now))
     return Rerating.objects.bulk_create(created)
+
+
+def _imported_owners(*, study: Study, annotators: Sequence[AbstractBaseUser]) -> dict[int, int]:
+    """{session id: user id} of the study's imported sessions whose line names one of the
+    annotators as who did it: exported from the app (or another study) and imported here, such a
+    session has no annotator in the app, and its turns would otherwise go back to them."""
+    ids = {annotator.get_username(): annotator.pk for annotator in annotators}
+    sessions = RevisionSession.objects.filter(study=study, annotator__isnull=True)
+    return {
+        session_id: ids[name]
+        for session_id, extra in sessions.values_list("id", "extra")
+        if (name := imported_annotator(extra)) in ids
+    }
 
 
 @transaction.atomic

@@ -2,7 +2,9 @@ import pytest
 from django.utils import timezone
 
 from annotate.errors import ConflictError, NotFoundError, ProjectSetupError, SubmissionError
-from annotate.revision.models import Rerating, RevisionSession, Turn
+from annotate.revision.models import Rerating, RevisionSession, Study, Turn
+from annotate.revision.services.exports import sessions_export_jsonl
+from annotate.revision.services.imports import sessions_import
 from annotate.revision.services.reratings import rerating_submit, reratings_sample
 from tests.factories import UserFactory
 
@@ -101,3 +103,26 @@ def test_a_rerating_takes_its_rating_word_in_any_case(study, finished):
         rerating_id=rerating.pk, user=rerating.annotator, rating=" Bad ", comment="no", now=now
     )
     assert Rerating.objects.get(pk=done.pk).rating == "bad"
+
+
+def test_a_turn_of_an_imported_session_never_goes_to_the_annotator_its_line_names(
+    study, finished, tmp_path
+):
+    """Paper §5: annotators never re-rate their own interactions. The app's export names who
+    did each session (`annotator`); imported into another study, a session has no annotator in
+    the app, and its turns were sent back to the very annotator who did it."""
+    exported = tmp_path / "sessions.jsonl"
+    with exported.open("w") as output:
+        sessions_export_jsonl(study=study, output=output)
+    sessions_import(path=str(exported), study_name="copy")
+    copy = Study.objects.get(name="copy")
+    now = timezone.now()
+    with pytest.raises(
+        ProjectSetupError, match="owner-a's own session, and owner-a is the only annotator chosen"
+    ):
+        reratings_sample(study=copy, annotators=finished[:1], size=4, seed=1, now=now)
+    assert not Rerating.objects.exists()
+    third = UserFactory(username="third")
+    sent = reratings_sample(study=copy, annotators=[*finished, third], size=4, seed=1, now=now)
+    for rerating in sent:
+        assert rerating.annotator.username != rerating.turn.session.extra["annotator"]

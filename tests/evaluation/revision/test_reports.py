@@ -1,6 +1,7 @@
 import json
 import re
 
+import numpy as np
 import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
@@ -598,3 +599,106 @@ def test_a_session_given_up_changes_no_table_2_number(
     progress = study_collection_progress(study=study)
     assert (progress.finished, progress.active, progress.given_up) == (1, 0, 1)
     assert progress.not_started == 2  # the pair given up is not handed out again
+
+
+def test_an_unparsed_classifier_reply_is_not_compared_with_the_human_label(tmp_path):
+    """A classifier reply naming no category (label "") was compared with the turn's human
+    label, a disagreement, though Table 3 counts the turn's classifier label as "none": the
+    note said 50% "on the 2 turns having both" where one turn has both and they agree."""
+    study = sample_study(tmp_path)
+    ids = list(Turn.objects.order_by("id").values_list("id", flat=True))
+    now = timezone.now()
+    for task, labels in (
+        # ids[0] is labelled "asking for more information" by hand, ids[1] "condense" (bad,
+        # "instruction is ignored"), ids[2] neutral with no error label.
+        ("instruction-category", {ids[0]: "asking for more information", ids[1]: ""}),
+        ("error-category", {ids[1]: "", ids[2]: "instruction is ignored"}),
+    ):
+        run = RevisionJudgeRun.objects.create(
+            study=study, task=task, prompt_version="x", status="done", created_at=now,
+            finished_at=now,
+        )  # fmt: skip
+        for turn_id, label in labels.items():
+            RevisionPrediction.objects.create(run=run, turn_id=turn_id, label=label, reply="?")
+    report = revision_report_build(study=study, n_resamples=10)
+    table3 = report["table3"]
+    assert table3["sources"] == {"human": 4, "none": 2}
+    assert (table3["agreement"]["compared"], table3["agreement"]["agreement"]) == (1, 1.0)
+    table4 = report["table4"]["agreement"]
+    assert (table4["compared"], table4["agreement"]) == (0, None)
+
+
+def _long_study(tmp_path):
+    """30 rated turns (10 a session), good at positions 1, 2, 4, 5, 7, 8 and 10."""
+    sessions = [
+        {
+            "original_question": f"Q{n}?",
+            "model_name": "gpt-4",
+            "initial_answer": "a0",
+            "interaction": [
+                {"instruction": f"Do {n}.{t}.", "answer_1": f"a{t}", "answer_2": "",
+                 "rating": "neutral" if t % 3 == 0 else "good", "comment": "c"}
+                for t in range(1, 11)
+            ],
+        }
+        for n in range(3)
+    ]  # fmt: skip
+    path = tmp_path / "long.jsonl"
+    path.write_text("".join(json.dumps(s) + "\n" for s in sessions))
+    call_command("import_sessions", str(path), "--study", "long")
+    return Study.objects.get(name="long")
+
+
+def test_a_table5_rows_interval_is_the_one_its_own_turns_give_with_the_reports_seed(tmp_path):
+    """Every Table 5 row drew its bootstrap from one generator shared in row order: a row's
+    interval was not what its turns give with the report's seed (only the first row's was),
+    and running another judge moved the Human row's published interval."""
+    from evaluation.stats.revision import METRICS, binary_metric_intervals
+
+    study = _long_study(tmp_path)
+    ids = list(Turn.objects.order_by("id").values_list("id", flat=True))
+    good = dict(Turn.objects.values_list("id", "rating"))
+    now = timezone.now()
+    for turn_id, rating in zip(ids[:12], ["bad", "good", "neutral"] * 4, strict=True):
+        Rerating.objects.create(turn_id=turn_id, annotator=UserFactory(), rating=rating,
+                                status="done", created_at=now)  # fmt: skip
+
+    def intervals(row):
+        return {name: (row[f"{name}_ci_low"], row[f"{name}_ci_high"]) for name in METRICS}
+
+    def by_hand(truth, predicted):
+        rng = np.random.default_rng(3)
+        found = binary_metric_intervals(truth, predicted, rng, n_resamples=200)
+        return {name: tuple(None if np.isnan(v) else v for v in found[name]) for name in METRICS}
+
+    human_truth = [good[t] == "good" for t in ids[:12]]
+    human_second = [r == "good" for r in ["bad", "good", "neutral"] * 4]
+    alone = revision_report_build(study=study, n_resamples=200, seed=3)["table5"]["rows"]
+    assert intervals(by(alone, model="Human")) == by_hand(human_truth, human_second)
+
+    test = ids[10:]
+    run = RevisionJudgeRun.objects.create(
+        study=study, task="rating-judge", mode="zero-shot", prompt_version="x", seed=4,
+        split={"train": ids[:10], "dev": [], "test": test}, status="done", created_at=now,
+        finished_at=now, endpoint_name="judge-a",
+    )  # fmt: skip
+    said = ["good" if i % 4 else "bad" for i in range(len(test))]
+    for turn_id, label in zip(test, said, strict=True):
+        RevisionPrediction.objects.create(run=run, turn_id=turn_id, label=label)
+    rows = revision_report_build(study=study, n_resamples=200, seed=3)["table5"]["rows"]
+    judge = by(rows, model="judge-a")  # after Majority and Random in the table
+    truth = [good[t] == "good" for t in test]
+    assert intervals(judge) == by_hand(truth, [label == "good" for label in said])
+    assert intervals(by(rows, model="Human")) == intervals(by(alone, model="Human"))
+
+
+def test_a_latex_row_starting_with_a_bracket_is_not_read_as_the_last_rows_spacing():
+    """A name starting with "[" began a LaTeX row right after the previous row's `\\\\`,
+    which LaTeX reads as `\\\\[<length>]`: the table did not compile ("Illegal unit")."""
+    from evaluation.revision.formats import TABLES, revision_latex
+
+    report = {"study": "s", **{table: [] for table in TABLES}}
+    report["table2"] = [{"system": "gpt-4", "sessions": 1}, {"system": "[v2] llama", "sessions": 2}]
+    latex = revision_latex(report)
+    assert "\\\\\n{[}v2] llama & 2 \\\\\n" in latex
+    assert not re.search(r"\\\\\s*\[", latex)
