@@ -62,6 +62,12 @@ class AnnotatorAdmin(admin.ModelAdmin):
     search_fields = ["name", "worker_id", "judge_config", "user__username"]
 
 
+# Whether a label or direct score counts in results rests on these (annotate.selectors.results:
+# one without an assignment counts when imported, or when its annotator came through no
+# platform): editing them would make rejected or unconfirmed work count, or forge work.
+WORK_ORIGIN_FIELDS = ("assignment", "imported")
+
+
 @admin.register(models.Label)
 class LabelAdmin(admin.ModelAdmin):
     list_display = ["question", "response", "annotator", "value", "created_at"]
@@ -73,7 +79,8 @@ class LabelAdmin(admin.ModelAdmin):
         "response__instruction",
         "annotator",
     ]
-    raw_id_fields = ["question", "response", "annotator", "assignment"]
+    raw_id_fields = ["question", "response", "annotator"]
+    readonly_fields = WORK_ORIGIN_FIELDS
 
 
 @admin.register(models.DirectScore)
@@ -82,7 +89,8 @@ class DirectScoreAdmin(admin.ModelAdmin):
     list_filter = ["score", "annotator__kind", "response__system"]
     search_fields = ["response__instruction__external_id", "annotator__name"]
     list_select_related = ["response__instruction", "response__system", "annotator"]
-    raw_id_fields = ["response", "annotator", "assignment"]
+    raw_id_fields = ["response", "annotator"]
+    readonly_fields = WORK_ORIGIN_FIELDS
 
 
 class WorkKeptAdmin(admin.ModelAdmin):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -250,55 +251,70 @@ def retry(request: HttpRequest, session_id: int) -> HttpResponse:
     )
 
 
+def _back_to_session(session_id: int) -> tuple[str, str]:
+    return reverse("revision:session", args=[session_id]), "Back to the session"
+
+
+def _step_back(
+    request: HttpRequest, session_id: int, action, *, refused: str, done, to: str
+) -> HttpResponse:
+    """Run `action` (the model keeps failing: the annotator steps back from it) and say
+    `done(what it returned)` on the page at `to`; a conflict (nothing to step back from any
+    more) says `refused` and why on the session page."""
+    try:
+        result = action(session_id=session_id, user=request.user)
+    except ConflictError as error:
+        messages.warning(request, f"{refused}: {error}.")
+        return redirect("revision:session", session_id=session_id)
+    messages.info(request, done(result))
+    return redirect(to)
+
+
 @login_required
 @require_POST
-@work_limited(
-    outcome="Nothing was withdrawn.",
-    back=lambda session_id: (reverse("revision:session", args=[session_id]), "Back to the session"),
-)
+@work_limited(outcome="Nothing was withdrawn.", back=_back_to_session)
 @page_errors
 def withdraw(request: HttpRequest, session_id: int) -> HttpResponse:
     """The model keeps failing on the last instruction: take it back into the form."""
-    try:
-        turn = sessions.turn_withdraw(session_id=session_id, user=request.user)
-    except ConflictError as error:
-        messages.warning(request, f"Nothing was withdrawn: {error}.")
-        return redirect("revision:session", session_id=session_id)
-    request.session[_withdrawn_key(session_id)] = {
-        "instruction": turn.instruction,
-        "instruction_type": turn.instruction_type,
-    }
-    messages.info(
+
+    def done(turn) -> str:
+        request.session[_withdrawn_key(session_id)] = {
+            "instruction": turn.instruction,
+            "instruction_type": turn.instruction_type,
+        }
+        return (
+            "Your instruction was withdrawn (the model did not answer it) and is back in the "
+            "box below: send it again, change it, or end the session if you are satisfied."
+        )
+
+    return _step_back(
         request,
-        "Your instruction was withdrawn (the model did not answer it) and is back in the box "
-        "below: send it again, change it, or end the session if you are satisfied.",
+        session_id,
+        sessions.turn_withdraw,
+        refused="Nothing was withdrawn",
+        done=done,
+        to=reverse("revision:session", args=[session_id]),
     )
-    return redirect("revision:session", session_id=session_id)
 
 
 @login_required
 @require_POST
-@work_limited(
-    outcome="The session was not given up.",
-    back=lambda session_id: (reverse("revision:session", args=[session_id]), "Back to the session"),
-)
+@work_limited(outcome="The session was not given up.", back=_back_to_session)
 @page_errors
 def give_up(request: HttpRequest, session_id: int) -> HttpResponse:
     """The model keeps failing before anything was rated: leave the session, marked given up."""
-    try:
-        session = sessions.session_give_up(
-            session_id=session_id, user=request.user, now=timezone.now()
-        )
-    except ConflictError as error:
-        messages.warning(request, f"The session was not given up: {error}.")
-        return redirect("revision:session", session_id=session_id)
-    messages.info(
+    return _step_back(
         request,
-        f"You gave up the session on “{session.question.text}”: the model did not answer, and "
-        "nothing you rated was lost. It counts nowhere, and you will not get this question "
-        "again. Start another session when you are ready.",
+        session_id,
+        functools.partial(sessions.session_give_up, now=timezone.now()),
+        refused="The session was not given up",
+        done=lambda session: (
+            f"You gave up the session on “{session.question.text}”: the model did not answer, and "
+            "nothing you rated was lost. It counts nowhere, and you will not get this question "
+            "again. Start another session when you are ready."
+        ),
+        to=reverse("revision:home"),
     )
-    return redirect("revision:home")
 
 
 @login_required

@@ -113,16 +113,24 @@ def _assignment_costs(benchmark: Benchmark) -> dict[str, dict[str, SourceCost]]:
     # What the crowd was paid, per worker and subset, by the publication page's rule (what the
     # platform paid or will pay, crowd_paid_work_q): the counted work, and work counted nowhere
     # that was paid all the same (a blocked worker's, late work the platform approved, work
-    # rejected here that it auto-approved). Priced once per worker of any kind (an in-house
-    # expert's has no publication: priced, then left out below by their kind).
+    # rejected here that it auto-approved). Kinds first, of the counted work's annotators and
+    # the paid work's, then only the crowd's work is priced: an in-house expert's is paid by
+    # the hour and an undecided annotator's counts nowhere.
     work = Assignment.objects.filter(
         crowd_paid_work_q(), task__instruction__benchmark=benchmark
     ).order_by()
-    paid = crowd_paid_per_assignment(work, by=("annotator_id", "task__instruction__subset"))
     kinds = annotators_counted(
         benchmark_id=benchmark.pk,
-        annotator_ids={row["annotator_id"] for row in rows} | {key[0] for key in paid},
+        annotator_ids={row["annotator_id"] for row in rows}
+        | set(work.values_list("annotator_id", flat=True).distinct()),
     )
+    crowd_ids = sorted(pk for pk, kind in kinds.items() if kind == AnnotatorKind.CROWD)
+    paid: dict = {}
+    if crowd_ids:
+        paid = crowd_paid_per_assignment(
+            work.filter(annotator_id__in=crowd_ids),
+            by=("annotator_id", "task__instruction__subset"),
+        )
     experts: dict[str, dict[str, _Work]] = {subset: {} for subset in SUBSETS}
     crowd: dict[str, _Work] = {subset: _Work() for subset in SUBSETS}
     for row in rows:
@@ -133,10 +141,9 @@ def _assignment_costs(benchmark: Benchmark) -> dict[str, dict[str, SourceCost]]:
                 experts[subset].setdefault(source, _Work()).add(row)
             elif kind == AnnotatorKind.CROWD:
                 crowd[subset].add(row)
-    for (annotator_id, subset), amount in paid.items():
-        if kinds.get(annotator_id) == AnnotatorKind.CROWD:
-            for each in (subset, "overall"):
-                crowd[each].paid += amount
+    for (_, subset), amount in paid.items():
+        for each in (subset, "overall"):
+            crowd[each].paid += amount
     return {
         subset: {**_expert_costs(experts[subset]), **_crowd_cost(crowd[subset])}
         for subset in SUBSETS

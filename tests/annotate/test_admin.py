@@ -39,3 +39,42 @@ def test_every_admin_list_searches_and_filters(client, admin_user):
     labels = client.get("/admin/annotate/label/", {"value__exact": LabelValue.UNKNOWN}).text
     assert "UNKNOWN" in labels and "1 label" in labels
     assert label.annotator.name in labels
+
+
+@pytest.mark.parametrize("model_name", ["label", "directscore"])
+def test_an_admin_cannot_make_rejected_work_count_by_editing_it(client, admin_user, model_name):
+    """Whether a label or direct score counts rests on its assignment and `imported`: a label
+    taken off its rejected assignment and marked imported counted in every result. The change
+    page saves what else was edited and leaves those two as they were."""
+    from annotate.models import AnnotatorKind, AssignmentStatus, DirectScore, Label
+    from annotate.selectors.results import counted_work
+    from tests.factories import AnnotatorFactory, AssignmentFactory, DirectScoreFactory
+
+    worker = AnnotatorFactory(kind=AnnotatorKind.CROWD, platform="mturk", worker_id="AW1")
+    rejected = AssignmentFactory(annotator=worker, status=AssignmentStatus.REJECTED)
+    if model_name == "label":
+        work = LabelFactory(annotator=worker, assignment=rejected, value=LabelValue.YES)
+        form = {
+            "question": work.question_id,
+            "response": work.response_id,
+            "value": LabelValue.NO,
+        }
+        edited, model = ("value", LabelValue.NO), Label
+    else:
+        work = DirectScoreFactory(annotator=worker, assignment=rejected, score=3)
+        form = {"response": work.response_id, "score": 5}
+        edited, model = ("score", 5), DirectScore
+    admin_user.is_superuser = True  # the `admin` role's users are staff without permissions
+    admin_user.save()
+    client.force_login(admin_user)
+
+    url = f"/admin/annotate/{model_name}/{work.pk}/change/"
+    forged = {**form, "annotator": worker.pk, "assignment": "", "imported": "on"}
+    assert client.post(url, forged).status_code == 302
+
+    work.refresh_from_db()
+    assert getattr(work, edited[0]) == edited[1]  # the rest of the form was saved
+    assert (work.assignment_id, work.imported) == (rejected.pk, False)
+    assert not counted_work(model.objects.filter(pk=work.pk)).exists()
+    page = client.get(url).text
+    assert 'name="assignment"' not in page and 'name="imported"' not in page

@@ -20,6 +20,7 @@ from evaluation.errors import ReportError
 from evaluation.services.reports import report_build
 from tests.factories import (
     AnnotatorFactory,
+    AssignmentFactory,
     BenchmarkFactory,
     InstructionFactory,
     LabelFactory,
@@ -351,6 +352,67 @@ def test_cost_and_time_follow_a_per_project_kind_override(bench, settings):
     # crowd-2 and crowd-3 only: 2 × $1.20; claimed at 1 min, last submitted at 30 min.
     assert crowd["cost_usd"] == pytest.approx(2.40)
     assert crowd["time_min"] == pytest.approx(29.0)
+
+
+def test_an_experts_priced_assignment_stays_out_of_the_crowd_cost_and_its_pricing(
+    bench, monkeypatch, settings
+):
+    """An in-house expert's assignment has a price too (the project's reward, a bonus paid on
+    it): Table 4 pays the expert by the hour, and prices only the crowd's work. It priced every
+    paid assignment of the benchmark, experts' included, and dropped them afterwards."""
+    from datetime import timedelta
+    from decimal import Decimal
+
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    from django.utils import timezone
+
+    from annotate.crowd.models import Bonus, BonusStatus
+    from evaluation.selectors import report_costs
+    from evaluation.selectors.report_data import annotator_source
+
+    def costs_and_queries():
+        with CaptureQueriesContext(connection) as queries:
+            costs = report_costs.source_costs(benchmark=bench)
+        return costs["overall"], len(queries)
+
+    settings.EXPERT_HOURLY_RATE_USD = 59
+    _, queries_before = costs_and_queries()
+    task = Assignment.objects.get(annotator__name="crowd-1").task
+    claimed = timezone.now() - timedelta(hours=1)
+    for name in ("expert-1", "expert-2"):
+        assignment = AssignmentFactory(
+            task=task,
+            annotator=Annotator.objects.get(name=name),
+            status=AssignmentStatus.APPROVED,
+            active_seconds=1800,
+            claimed_at=claimed,
+            submitted_at=claimed + timedelta(minutes=30),
+        )
+        Bonus.objects.create(
+            assignment=assignment,
+            amount_usd=Decimal("0.40"),
+            reason="careful work",
+            unique_request_token=f"bonus-{name}",
+            status=BonusStatus.PAID,
+        )
+    costs, queries_after = costs_and_queries()
+    assert queries_after == queries_before  # however many experts' assignments there are
+    assert costs["crowd-majority"].cost_usd == pytest.approx(3.60)  # 3 × $1.20, as before
+    expert = Annotator.objects.get(name="expert-1")
+    # 1800 s = 0.5 h × $59, the bonus not added to it.
+    assert costs[annotator_source(expert.pk)].cost_usd == pytest.approx(29.5)
+
+    priced = []
+    price = report_costs.crowd_paid_per_assignment
+
+    def priced_spy(assignments, **kwargs):
+        priced.extend(assignments.values_list("annotator__name", flat=True))
+        return price(assignments, **kwargs)
+
+    monkeypatch.setattr(report_costs, "crowd_paid_per_assignment", priced_spy)
+    report_costs.source_costs(benchmark=bench)
+    assert sorted(priced) == ["crowd-1", "crowd-2", "crowd-3"]
 
 
 def test_breakdowns_by_constraint_type_and_domain(bench):
