@@ -432,6 +432,28 @@ def test_a_set_without_runs_points_at_the_form_and_quotes_its_name_in_the_comman
     assert 'verbalizer_run --set "my set" --system NAME' in empty
 
 
+def test_the_command_a_set_without_runs_prints_names_the_set_when_pasted_into_a_shell(
+    client, researcher
+):
+    """The hint put the name in double quotes as it was: a set named with a double quote broke
+    the command, and one with `$` reached verbalizer_run as another name (the shell expanded it).
+    """
+    import html
+    import shlex
+
+    from django.urls import reverse
+
+    fill("SST-2", [True])
+    name = 'Tom\'s "best" $HOME set'
+    named = evaluation_set_create(name=name, datasets=["SST-2"], items=1, seed=1)
+    client.force_login(researcher)
+    page = client.get(reverse("verbalizer:set-detail", args=[named.evaluation_set.pk]))
+    empty = page.content.decode().split('id="no-run">')[1].split("</td>")[0]
+    command = html.unescape(re.search(r"<code>(.*?)</code>", empty).group(1))
+    words = shlex.split(command)
+    assert words[words.index("--set") + 1] == name
+
+
 def test_the_model_runs_list_names_the_system_and_the_set_of_a_verbalizer_run(
     client, researcher, two_items
 ):
