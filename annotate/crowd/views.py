@@ -301,54 +301,76 @@ def _demo_question_url(hit: Hit, assignment_id: str, worker_id: str) -> str:
 
 @admin_page
 def replacements(request: HttpRequest, publication_id: int) -> HttpResponse:
-    """Workers in place of work that no longer counts: the plan and its cost (GET), asked for
-    once the admin confirms the total shown (POST)."""
+    """Workers in place of work that no longer counts: what is stored here (GET, no platform
+    call), the plan and its cost as the platform tells them (POST "check"), asked for once the
+    admin confirms the total shown (POST confirm_total)."""
     publication = selectors.publication_get(publication_id=publication_id)
     now = timezone.now()
-    if request.method == "POST":
-        try:
-            confirm = Decimal(request.POST.get("confirm_total", ""))
-        except InvalidOperation:
-            raise AnnotateError("Confirm the total shown on the page.") from None
-        try:
-            done = replacement_services.replacements_create(
-                publication_id=publication.pk, confirm_total=confirm, now=now, user=request.user
-            )
-        except TransientPlatformError as error:
-            messages.error(
-                request,
-                f"The platform did not answer ({error}). Nothing is asked twice: press the "
-                "button again to go on.",
-            )
-            return redirect("crowd:replacements", publication.pk)
-        except AnnotateError as error:
-            messages.error(request, str(error))
-            return redirect("crowd:replacements", publication.pk)
-        said = []
-        if done.added or not done.reopened:
-            said.append(
-                f"{done.added} assignment{pluralize(done.added)} added to {done.hits} "
-                f"HIT{pluralize(done.hits)}"
-            )
-        if done.reopened:
-            said.append(f"{done.reopened} expired HIT{pluralize(done.reopened)} offered again")
-        messages.success(request, "; ".join(said) + ".")
-        for failure in done.failed:
-            messages.error(request, f"Not added: {failure}")
-        if done.stopped:
-            messages.warning(request, replacement_services.LEASE_LOST)
-        return redirect("crowd:publication", publication.pk)
-    plan = replacement_services.replacements_plan(
-        publication_id=publication.pk, now=now, user=request.user
+    if request.method != "POST":
+        return _replacements_page(request, publication, now=now, check=False)
+    if request.POST.get("action") == "check":
+        return _replacements_page(request, publication, now=now, check=True)
+    return _replacements_add(request, publication, now=now)
+
+
+def _replacements_page(
+    request: HttpRequest, publication: Publication, *, now, check: bool
+) -> HttpResponse:
+    """The page; `check`: with what the platform says each HIT still offers, the cost and the
+    balance, and the platform's MaxAssignments of the additions to settle (an admin's press,
+    never a GET: the calls are slow, rate-limited by MTurk, and fail in an outage)."""
+    user = request.user
+    plan = (
+        replacement_services.replacements_plan(publication_id=publication.pk, now=now, user=user)
+        if check
+        else None
     )
-    additions = replacement_services.additions_overview(
-        publication_id=publication.pk, now=now, user=request.user
-    )
-    return render(
-        request,
-        "crowd/replacements.html",
-        {"publication": publication, "plan": plan, "additions": additions},
-    )
+    context = {
+        "publication": publication,
+        "plan": plan,
+        "needed": replacement_services.replacements_stored_need(
+            publication_id=publication.pk, now=now, user=user
+        ),
+        "additions": replacement_services.additions_overview(
+            publication_id=publication.pk, now=now, user=user, ask_platform=check
+        ),
+    }
+    return render(request, "crowd/replacements.html", context)
+
+
+def _replacements_add(request: HttpRequest, publication: Publication, *, now) -> HttpResponse:
+    try:
+        confirm = Decimal(request.POST.get("confirm_total", ""))
+    except InvalidOperation:
+        raise AnnotateError("Confirm the total shown on the page.") from None
+    try:
+        done = replacement_services.replacements_create(
+            publication_id=publication.pk, confirm_total=confirm, now=now, user=request.user
+        )
+    except TransientPlatformError as error:
+        messages.error(
+            request,
+            f"The platform did not answer ({error}). Nothing is asked twice: press the "
+            "button again to go on.",
+        )
+        return redirect("crowd:replacements", publication.pk)
+    except AnnotateError as error:
+        messages.error(request, str(error))
+        return redirect("crowd:replacements", publication.pk)
+    said = []
+    if done.added or not done.reopened:
+        said.append(
+            f"{done.added} assignment{pluralize(done.added)} added to {done.hits} "
+            f"HIT{pluralize(done.hits)}"
+        )
+    if done.reopened:
+        said.append(f"{done.reopened} expired HIT{pluralize(done.reopened)} offered again")
+    messages.success(request, "; ".join(said) + ".")
+    for failure in done.failed:
+        messages.error(request, f"Not added: {failure}")
+    if done.stopped:
+        messages.warning(request, replacement_services.LEASE_LOST)
+    return redirect("crowd:publication", publication.pk)
 
 
 # What an admin may say of an addition on the replacements page, and what it does.
