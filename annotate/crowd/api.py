@@ -170,6 +170,9 @@ class PublicationApi(AdminApi):
                 # HITs workers may still take; of them, those whose expiry MTurk did not confirm
                 "hits_live": progress.live,
                 "hits_expiry_pending": progress.expiry_pending,
+                # of those, HITs an Expire running in the background has not asked about yet
+                "hits_expiring": progress.expiring,
+                "expiry_outcome": publication.expiry_outcome,  # what the last Expire came to
                 "platforms": platform_names(),
             }
         )
