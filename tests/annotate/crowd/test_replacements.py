@@ -898,3 +898,45 @@ def test_the_page_asks_the_platform_nothing_until_the_admin_presses_check(
     assert "(it has 7 assignments; 3 are counted here)" in checked
     assert 'id="replacement-total"' in checked or 'id="replacement-none"' in checked
 
+
+def test_the_api_lists_the_additions_and_settles_one_as_the_page_does(
+    client, live, fake_mturk, admin_user, researcher
+):
+    hit, older, newer, _ = _stuck(client, live, fake_mturk, admin_user)
+    list_url = reverse("crowd-api:additions", args=[live.pk])
+    settle_url = reverse("crowd-api:addition-settle", args=[live.pk])
+
+    def settle(addition, outcome):
+        return client.post(
+            settle_url, {"addition": addition, "outcome": outcome}, content_type="application/json"
+        )
+
+    client.force_login(researcher)
+    assert client.get(list_url).status_code == 404
+    assert settle(newer.pk, "made").status_code == 404
+    client.force_login(admin_user)
+    asked = len(fake_mturk.state.calls)
+    listed = client.get(list_url).json()
+    assert len(fake_mturk.state.calls) == asked  # what is stored: no platform call
+    assert (listed["assignments"], listed["hits"], listed["total_usd"]) == (0, 0, "0.00")
+    rows = {row["id"]: row for row in listed["additions"]}
+    assert (rows[newer.pk]["count"], rows[newer.pk]["status"]) == (3, "pending")
+    assert (rows[newer.pk]["cost_usd"], rows[newer.pk]["counted_usd"]) == ("3.60", "0.00")
+    assert rows[newer.pk]["to_settle"] and rows[older.pk]["to_settle"]
+
+    bad = settle(older.pk, "maybe")
+    assert bad.status_code == 400 and "outcome" in bad.json()
+    newer.refresh_from_db()
+    assert newer.status == HitExtensionStatus.PENDING
+    done = settle(newer.pk, "made")
+    assert done.status_code == 200
+    body = done.json()
+    assert (body["status"], body["counted_usd"], body["to_settle"]) == ("done", "3.60", False)
+    assert body["settled_by"] == admin_user.get_username()
+    again = settle(newer.pk, "not_made")
+    assert again.status_code == 409 and "settled already" in again.json()["detail"]
+    assert settle(older.pk, "not_made").json()["status"] == "not_made"
+    listed = client.get(list_url).json()
+    assert (listed["assignments"], listed["hits"], listed["total_usd"]) == (3, 1, "3.60")
+    hit.refresh_from_db()
+    assert hit.max_assignments == 6
