@@ -15,7 +15,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotate.crowd import selectors, tasks
-from annotate.crowd.models import PlatformCall
+from annotate.crowd.models import HitExtensionStatus, PlatformCall
 from annotate.crowd.platforms import platform_label, platform_names
 from annotate.crowd.services import publishing, replacements, review
 from annotate.crowd.services.publishing import (
@@ -170,6 +170,9 @@ class PublicationApi(AdminApi):
                 # HITs workers may still take; of them, those whose expiry MTurk did not confirm
                 "hits_live": progress.live,
                 "hits_expiry_pending": progress.expiry_pending,
+                # of those, HITs an Expire running in the background has not asked about yet
+                "hits_expiring": progress.expiring,
+                "expiry_outcome": publication.expiry_outcome,  # what the last Expire came to
                 "platforms": platform_names(),
             }
         )
@@ -345,6 +348,153 @@ class ReplacementsApi(AdminApi):
             {"added": done.added, "hits": done.hits, "reopened": done.reopened,
              "failed": done.failed, "stopped": done.stopped}
         )  # fmt: skip
+
+
+_ADDITIONS_HELP = (
+    "Assignments added to the publication's HITs in place of work that no longer counts, as "
+    "the replacements page lists them (what is stored here: no platform call): what each cost, "
+    "which are counted, and which an admin settles by hand (`to_settle`: pending, and MTurk "
+    "may have forgotten its token, so its HIT cannot say whether it made it). The first "
+    f"{replacements.ADDITIONS_SHOWN} additions; the totals count them all."
+)
+
+
+@extend_schema_serializer(component_name="CrowdAddition")
+class AdditionSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    hit_id = serializers.CharField()
+    count = serializers.IntegerField(help_text="Assignments asked for.")
+    reward_usd = serializers.DecimalField(
+        max_digits=8, decimal_places=2, help_text="The reward per assignment it was asked at."
+    )
+    cost_usd = serializers.DecimalField(
+        max_digits=12, decimal_places=2, help_text="What it costs once made, the fee included."
+    )
+    counted_usd = serializers.DecimalField(
+        max_digits=12,
+        decimal_places=2,
+        help_text="What is counted as spent: its cost once done, else 0.00.",
+    )
+    status = serializers.ChoiceField(choices=HitExtensionStatus.choices)
+    error = serializers.CharField(help_text="The platform's refusal (status failed).")
+    created_at = serializers.DateTimeField()
+    settled_by = serializers.CharField(
+        allow_null=True, help_text="The admin who settled it by hand; null: not settled by hand."
+    )
+    settled_at = serializers.DateTimeField(allow_null=True)
+    asked_again_until = serializers.DateTimeField(
+        allow_null=True,
+        help_text="Pending with its token kept: the next request for replacements asks for it "
+        "again with that token (a no-op if MTurk made it), until about then.",
+    )
+    to_settle = serializers.BooleanField(
+        help_text="Pending, its token forgotten: settle it (POST .../replacements/settle/) "
+        "once compared with the HIT on the requester site."
+    )
+
+
+def _addition_payload(row: replacements.AdditionRow) -> dict:
+    extension = row.extension
+    return {
+        "id": extension.pk,
+        "hit_id": extension.hit.hit_id,
+        "count": extension.count,
+        "reward_usd": extension.reward_usd,
+        "cost_usd": row.cost_usd,
+        "counted_usd": row.counted_usd,
+        "status": extension.status,
+        "error": extension.error,
+        "created_at": extension.created_at,
+        "settled_by": extension.settled_by.get_username() if extension.settled_by else None,
+        "settled_at": extension.settled_at,
+        "asked_again_until": row.remembered_until,
+        "to_settle": row.settle,
+    }
+
+
+class ReplacementAdditionsApi(AdminApi):
+    __doc__ = _ADDITIONS_HELP
+
+    @extend_schema_serializer(component_name="CrowdAdditions")
+    class OutputSerializer(serializers.Serializer):
+        publication = serializers.IntegerField()
+        assignments = serializers.IntegerField(help_text="Assignments added: the done ones'.")
+        hits = serializers.IntegerField(help_text="HITs they were added to.")
+        total_usd = serializers.DecimalField(
+            max_digits=12, decimal_places=2, help_text="What they cost, the fee included."
+        )
+        additions = AdditionSerializer(many=True)
+
+    @extend_schema(request=None, responses=OutputSerializer, description=_ADDITIONS_HELP)
+    def get(self, request: Request, publication_id: int) -> Response:
+        publication = selectors.publication_get(publication_id=publication_id)
+        additions = replacements.additions_overview(
+            publication_id=publication.pk, now=timezone.now(), user=request.user
+        )
+        payload = {
+            "publication": publication.pk,
+            "assignments": additions.assignments,
+            "hits": additions.hits,
+            "total_usd": additions.total_usd,
+            "additions": [_addition_payload(row) for row in additions.rows],
+        }
+        return Response(self.OutputSerializer(payload).data)
+
+
+_SETTLE_HELP = (
+    "Settle an addition the platform's HIT cannot tell about (`to_settle` in "
+    ".../replacements/additions/), as the admin found it on the requester site, as the "
+    "replacements page's buttons do: made (its assignments and cost counted, the HIT's "
+    "assignments here grown by its count) or not_made (never asked for again, nothing counted). "
+    "404 for an addition of another publication; 409, with nothing changed, for one settled "
+    "already, one whose token MTurk still keeps (the next request for replacements asks for it "
+    "again safely), made when the HIT on the platform has no room for it, or while a request "
+    "for replacements runs on the publication."
+)
+
+
+class ReplacementSettleApi(AdminApi):
+    __doc__ = _SETTLE_HELP
+
+    @extend_schema_serializer(component_name="CrowdAdditionSettleInput")
+    class InputSerializer(serializers.Serializer):
+        addition = serializers.IntegerField(
+            min_value=1,
+            max_value=2**63 - 1,  # a database id: larger ones are no id, and overflow a query
+            help_text="The addition's id (.../replacements/additions/).",
+        )
+        outcome = serializers.ChoiceField(
+            choices=[("made", "The platform made it"), ("not_made", "It did not")]
+        )
+
+    @extend_schema(
+        request=InputSerializer,
+        responses={
+            200: AdditionSerializer,
+            400: OpenApiResponse(RefusalSerializer, description="Malformed: nothing changed."),
+            404: OpenApiResponse(RefusalSerializer, description="No such addition here."),
+            409: OpenApiResponse(RefusalSerializer, description="Refused: nothing changed."),
+        },
+        description=_SETTLE_HELP,
+    )
+    def post(self, request: Request, publication_id: int) -> Response:
+        publication = selectors.publication_get(publication_id=publication_id)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        settled = replacements.hit_extension_settle(
+            publication_id=publication.pk,
+            extension_id=data.validated_data["addition"],
+            made=data.validated_data["outcome"] == "made",
+            now=timezone.now(),
+            user=request.user,
+        )
+        row = replacements.AdditionRow(
+            extension=settled,
+            cost_usd=replacements.addition_cost(settled),
+            remembered_until=None,
+            settle=False,
+        )
+        return Response(AdditionSerializer(_addition_payload(row)).data)
 
 
 class PublicationLinkApi(AdminApi):

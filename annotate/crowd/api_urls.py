@@ -22,6 +22,16 @@ urlpatterns = [
         name="replacements",
     ),
     path(
+        "publications/<int:publication_id>/replacements/additions/",
+        api.ReplacementAdditionsApi.as_view(),
+        name="additions",
+    ),
+    path(
+        "publications/<int:publication_id>/replacements/settle/",
+        api.ReplacementSettleApi.as_view(),
+        name="addition-settle",
+    ),
+    path(
         "assignments/<int:assignment_id>/approve/",
         api.AssignmentDecisionApi.as_view(action="approve"),
         name="approve",

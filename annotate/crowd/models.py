@@ -125,6 +125,11 @@ class Publication(models.Model):
         help_text="When an admin expired the publication: no publish makes another of its HITs "
         "until an admin's Resume asks for them again.",
     )
+    expiry_outcome = models.TextField(
+        blank=True,
+        help_text="What the last Expire came to, once its platform calls ran in the background "
+        "(annotate.crowd.services.review.publication_expire_run); empty while they run.",
+    )
 
     class Meta:
         ordering = ["-created_at"]
@@ -195,9 +200,10 @@ class Hit(models.Model):
     expiry_pending_since = models.DateTimeField(
         null=True,
         blank=True,
-        help_text="When an admin's expiry of the HIT was asked for and the platform did not "
-        "confirm it (an error, a timeout): the HIT may still take workers, and be paid for. "
-        "The next Expire and the sync beat ask again; cleared once the platform confirms.",
+        help_text="When an admin's expiry of the HIT was asked for (stored before the platform "
+        "is asked), while the platform has not confirmed it (not asked yet, an error, a "
+        "timeout): the HIT may still take workers, and be paid for. The next Expire and the "
+        "sync beat ask again; cleared once the platform confirms.",
     )
     expiry_error = models.TextField(
         blank=True, help_text="Why the platform did not confirm the expiry last asked for."

@@ -86,15 +86,22 @@ class Progress:
     deleted: int
     live: int = 0  # HITs workers may still take (expiry.still_live_q)
     expiry_pending: int = 0  # of them, HITs an admin expired that the platform did not confirm
+    expiring: int = 0  # of those, HITs the platform was not asked about yet (the Expire runs)
 
     @property
     def percent(self) -> int:
         return round(100 * (self.created + self.deleted) / self.total) if self.total else 100
 
+    @property
+    def expiry_failed(self) -> int:
+        """HITs whose expiry the platform refused or did not answer: live, against the wish."""
+        return self.expiry_pending - self.expiring
+
 
 def publication_progress(*, publication: Publication, now: datetime | None = None) -> Progress:
-    """The publication's HITs by status, how many are still live at `now`, and how many of
-    those an admin expired without the platform confirming it."""
+    """The publication's HITs by status, how many are still live at `now`, how many of those
+    an admin expired without the platform confirming it, and of those how many it was not
+    asked about yet."""
     counts = publication.hits.aggregate(
         total=Count("id"),
         created=Count("id", filter=Q(status=HitStatus.CREATED)),
@@ -103,6 +110,11 @@ def publication_progress(*, publication: Publication, now: datetime | None = Non
         live=Count("id", filter=still_live_q(now=now or timezone.now())),
         expiry_pending=Count(
             "id", filter=Q(status=HitStatus.CREATED, expiry_pending_since__isnull=False)
+        ),
+        # hits_expiry_ask marks them with no error; expiry.hit_expire's refusals have one.
+        expiring=Count(
+            "id",
+            filter=Q(status=HitStatus.CREATED, expiry_pending_since__isnull=False, expiry_error=""),
         ),
     )
     return Progress(**counts)

@@ -104,6 +104,16 @@ def sync_all_publications() -> int:
     return len(live)
 
 
+@shared_task
+def expire_publication(publication_id: int, user_id: int | None = None) -> dict:
+    """An admin's Expire, its platform calls (publication_expire_run). Not retried: each HIT the
+    platform did not confirm stays marked, and the beat asks for it again."""
+    outcome = review.publication_expire_run(
+        publication_id=publication_id, now=timezone.now(), user=_user(user_id)
+    )
+    return {"expired": outcome.expired, "failed": outcome.failed}
+
+
 @shared_task(**RETRY)
 def pay_bonus(bonus_id: int, user_id: int) -> str:
     return review.bonus_pay(bonus_id=bonus_id, user=_user(user_id), now=timezone.now()).status

@@ -40,7 +40,6 @@ from annotate.crowd.platforms import (
 from annotate.crowd.services import publishing
 from annotate.crowd.services import replacements as replacement_services
 from annotate.crowd.services import review as review_services
-from annotate.crowd.services.expiry import ExpiryOutcome
 from annotate.errors import (
     AnnotateError,
     CrowdPlatformError,
@@ -51,6 +50,7 @@ from annotate.errors import (
 from annotate.http import form_refusal
 from annotate.models import Assignment, Batch
 from annotate.roles import ADMIN, ADMINS_ONLY, require_role
+from annotate.services.background import background_start
 from annotate.services.deferred_tasks import task_enqueue_on_commit
 from annotate.verbalizer.models import HumanAnswer
 
@@ -301,54 +301,76 @@ def _demo_question_url(hit: Hit, assignment_id: str, worker_id: str) -> str:
 
 @admin_page
 def replacements(request: HttpRequest, publication_id: int) -> HttpResponse:
-    """Workers in place of work that no longer counts: the plan and its cost (GET), asked for
-    once the admin confirms the total shown (POST)."""
+    """Workers in place of work that no longer counts: what is stored here (GET, no platform
+    call), the plan and its cost as the platform tells them (POST "check"), asked for once the
+    admin confirms the total shown (POST confirm_total)."""
     publication = selectors.publication_get(publication_id=publication_id)
     now = timezone.now()
-    if request.method == "POST":
-        try:
-            confirm = Decimal(request.POST.get("confirm_total", ""))
-        except InvalidOperation:
-            raise AnnotateError("Confirm the total shown on the page.") from None
-        try:
-            done = replacement_services.replacements_create(
-                publication_id=publication.pk, confirm_total=confirm, now=now, user=request.user
-            )
-        except TransientPlatformError as error:
-            messages.error(
-                request,
-                f"The platform did not answer ({error}). Nothing is asked twice: press the "
-                "button again to go on.",
-            )
-            return redirect("crowd:replacements", publication.pk)
-        except AnnotateError as error:
-            messages.error(request, str(error))
-            return redirect("crowd:replacements", publication.pk)
-        said = []
-        if done.added or not done.reopened:
-            said.append(
-                f"{done.added} assignment{pluralize(done.added)} added to {done.hits} "
-                f"HIT{pluralize(done.hits)}"
-            )
-        if done.reopened:
-            said.append(f"{done.reopened} expired HIT{pluralize(done.reopened)} offered again")
-        messages.success(request, "; ".join(said) + ".")
-        for failure in done.failed:
-            messages.error(request, f"Not added: {failure}")
-        if done.stopped:
-            messages.warning(request, replacement_services.LEASE_LOST)
-        return redirect("crowd:publication", publication.pk)
-    plan = replacement_services.replacements_plan(
-        publication_id=publication.pk, now=now, user=request.user
+    if request.method != "POST":
+        return _replacements_page(request, publication, now=now, check=False)
+    if request.POST.get("action") == "check":
+        return _replacements_page(request, publication, now=now, check=True)
+    return _replacements_add(request, publication, now=now)
+
+
+def _replacements_page(
+    request: HttpRequest, publication: Publication, *, now, check: bool
+) -> HttpResponse:
+    """The page; `check`: with what the platform says each HIT still offers, the cost and the
+    balance, and the platform's MaxAssignments of the additions to settle (an admin's press,
+    never a GET: the calls are slow, rate-limited by MTurk, and fail in an outage)."""
+    user = request.user
+    plan = (
+        replacement_services.replacements_plan(publication_id=publication.pk, now=now, user=user)
+        if check
+        else None
     )
-    additions = replacement_services.additions_overview(
-        publication_id=publication.pk, now=now, user=request.user
-    )
-    return render(
-        request,
-        "crowd/replacements.html",
-        {"publication": publication, "plan": plan, "additions": additions},
-    )
+    context = {
+        "publication": publication,
+        "plan": plan,
+        "needed": replacement_services.replacements_stored_need(
+            publication_id=publication.pk, now=now, user=user
+        ),
+        "additions": replacement_services.additions_overview(
+            publication_id=publication.pk, now=now, user=user, ask_platform=check
+        ),
+    }
+    return render(request, "crowd/replacements.html", context)
+
+
+def _replacements_add(request: HttpRequest, publication: Publication, *, now) -> HttpResponse:
+    try:
+        confirm = Decimal(request.POST.get("confirm_total", ""))
+    except InvalidOperation:
+        raise AnnotateError("Confirm the total shown on the page.") from None
+    try:
+        done = replacement_services.replacements_create(
+            publication_id=publication.pk, confirm_total=confirm, now=now, user=request.user
+        )
+    except TransientPlatformError as error:
+        messages.error(
+            request,
+            f"The platform did not answer ({error}). Nothing is asked twice: press the "
+            "button again to go on.",
+        )
+        return redirect("crowd:replacements", publication.pk)
+    except AnnotateError as error:
+        messages.error(request, str(error))
+        return redirect("crowd:replacements", publication.pk)
+    said = []
+    if done.added or not done.reopened:
+        said.append(
+            f"{done.added} assignment{pluralize(done.added)} added to {done.hits} "
+            f"HIT{pluralize(done.hits)}"
+        )
+    if done.reopened:
+        said.append(f"{done.reopened} expired HIT{pluralize(done.reopened)} offered again")
+    messages.success(request, "; ".join(said) + ".")
+    for failure in done.failed:
+        messages.error(request, f"Not added: {failure}")
+    if done.stopped:
+        messages.warning(request, replacement_services.LEASE_LOST)
+    return redirect("crowd:publication", publication.pk)
 
 
 # What an admin may say of an addition on the replacements page, and what it does.
@@ -400,10 +422,14 @@ def publication_action(request: HttpRequest, publication_id: int) -> HttpRespons
         _enqueue(tasks.sync_publication, publication.pk, user.pk)
         messages.info(request, "Syncing assignments from the platform.")
     elif action == "expire":
-        _expired_say(
-            request,
-            review_services.publication_expire(publication_id=publication.pk, now=now, user=user),
+        left = review_services.publication_expire_start(
+            publication_id=publication.pk, now=now, user=user
         )
+        # One platform call per live HIT: never in the request (slow, and cut off by the
+        # request's timeout in an outage). The HITs are marked first: a run stopped half-way
+        # leaves the rest to the sync beat.
+        background_start(task=tasks.expire_publication, args=(publication.pk, user.pk))
+        messages.info(request, _expiry_started(left))
     elif action == "extend":
         hit_pk = _positive_int(request.POST.get("hit"), "hit")
         hit = get_object_or_404(Hit, pk=hit_pk, publication=publication)
@@ -446,22 +472,20 @@ def publication_action(request: HttpRequest, publication_id: int) -> HttpRespons
     return redirect("crowd:publication", publication.pk)
 
 
-def _expired_say(request: HttpRequest, outcome: ExpiryOutcome) -> None:
-    """Say how many HITs the platform confirmed expired, and which it did not: still live."""
-    done, failed = outcome.expired, outcome.failed
-    messages.success(
-        request, f"{done} HIT{pluralize(done)} expired: workers can no longer accept them."
-    )
-    if failed:
-        messages.error(
-            request,
-            f"{failed} HIT{pluralize(failed)} could not be expired ({outcome.error}): "
-            f"{pluralize(failed, 'it is,they are')} still live, and work workers do on "
-            f"{pluralize(failed, 'it,them')} is paid. Press Expire again; the sync beat also "
-            "asks the platform again.",
+def _expiry_started(left: int) -> str:
+    """What an Expire pressed does next: the platform asked about each live HIT, in the
+    background."""
+    if not left:
+        return (
+            "Expired: no HIT of it is live here. HITs a stopped publish may have made on the "
+            "platform are looked for in the background, and expired too."
         )
-    if outcome.unchecked:
-        messages.warning(request, f"{outcome.unchecked}. Press Expire again to look again.")
+    stays = pluralize(left, "it stays,they stay")
+    return (
+        f"Expiring {left} HIT{pluralize(left)}: the platform is asked in the background, and "
+        f"this page shows what it confirms. Until it does, {stays} marked live here; should it "
+        "not answer, the sync beat asks again."
+    )
 
 
 @admin_page

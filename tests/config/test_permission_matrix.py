@@ -137,6 +137,10 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
         by_role(401, 404, 404, 404, 404, 200),
         by_role(401, 404, 404, 404, 404, 400),
     ),
+    # The additions of the publication in the URL (none): what is stored, no platform call.
+    "crowd-api:additions": (by_role(401, 404, 404, 404, 404, 200), None),
+    # An empty POST names no addition nor outcome: 400, nothing settled.
+    "crowd-api:addition-settle": (API_ADMIN_POST_ONLY, by_role(401, 404, 404, 404, 404, 400)),
     # The publication in the URL has every HIT made: nothing to quote; no total sent: 400.
     "crowd-api:resume": (
         by_role(401, 404, 404, 404, 404, 200),

@@ -3,9 +3,12 @@ as still live until it does.
 
 A HIT an admin expired keeps taking workers, whose work MTurk pays, for as long as its
 UpdateExpirationForHIT call has not gone through. So a HIT is stored expired (`expires_at`) only
-once the platform confirmed it; a refused or unanswered call leaves it `expiry_pending_since`
-with the platform's error, shown on the publication page and the API, and asked for again by the
-next Expire and by the sync beat (`expiries_pending_retry`).
+once the platform confirmed it. An admin's Expire marks every live HIT `expiry_pending_since`
+before the platform is asked (`hits_expiry_ask`, in the request; the calls run in the background,
+annotate.crowd.services.review.publication_expire_run), so a run that stops half-way forgets
+none; a refused or unanswered call leaves its HIT pending with the platform's error, shown on
+the publication page and the API, and asked for again by the next Expire and by the sync beat
+(`expiries_pending_retry`).
 """
 
 from __future__ import annotations
@@ -60,7 +63,8 @@ def hit_expire(hit: Hit, platform, *, at: datetime) -> bool:
         platform.hit_update_expiration(hit_id=hit.hit_id, expires_at=at)
     except CrowdPlatformError as error:
         logger.warning("HIT %s not expired: %s", hit.hit_id, error)
-        hit.expiry_error = str(error)[:2000]
+        # Never empty: a pending HIT without an error is one not asked yet (hits_expiry_ask).
+        hit.expiry_error = (str(error) or type(error).__name__)[:2000]
         # The first time asked stays: how long the HIT has been live against the admin's wish.
         Hit.objects.filter(pk=hit.pk).update(
             expiry_pending_since=Coalesce(F("expiry_pending_since"), Value(at)),
@@ -72,6 +76,34 @@ def hit_expire(hit: Hit, platform, *, at: datetime) -> bool:
     hit.expires_at, hit.expiry_pending_since, hit.expiry_error = ended, None, ""
     hit.save(update_fields=["expires_at", "expiry_pending_since", "expiry_error"])
     return True
+
+
+def hits_expiry_ask(hits: QuerySet[Hit], *, at: datetime) -> int:
+    """Mark every HIT of `hits` still live at `at` as to be ended (`expiry_pending_since`, the
+    first time asked kept; the last error cleared: it is asked again) before the platform is
+    asked, so that a run stopping half-way (a worker killed, a task lost) leaves the rest to the
+    sync beat instead of forgetting them; return how many."""
+    return hits.filter(still_live_q(now=at)).update(
+        expiry_pending_since=Coalesce(F("expiry_pending_since"), Value(at)), expiry_error=""
+    )
+
+
+def expiry_summary(outcome: ExpiryOutcome) -> str:
+    """What an Expire came to, in a sentence for the publication page and the API."""
+    said = f"{outcome.expired} HIT{_s(outcome.expired)} expired"
+    if outcome.failed:
+        said += (
+            f"; {outcome.failed} HIT{_s(outcome.failed)} not confirmed by the platform "
+            f"({outcome.error}): still live"
+        )
+    said += "."
+    if outcome.unchecked:
+        said += f" {outcome.unchecked}."
+    return said
+
+
+def _s(count: int) -> str:
+    return "" if count == 1 else "s"
 
 
 def hits_expire(hits: QuerySet[Hit], platform, *, at: datetime) -> ExpiryOutcome:

@@ -502,24 +502,29 @@ def _expired_by_admin(publication: Publication) -> str:
     return f"Expired by an admin with {missing} HITs not made; Resume makes them."
 
 
-def publication_waiting_expire(*, publication_id: int, now: datetime) -> bool:
-    """End at once, expired by an admin, a publication waiting for a delivery that has not taken
-    it (a publish, a Resume, or a throttled publish's retry not started yet); return whether it
-    was. The lease is taken for the expiry in the same UPDATE, so the delivery arriving later
-    makes nothing (`_publish_claim`) and no publish's end is written over it (`_finish`). A
-    publication a delivery holds (publishing) is left to that delivery, which stops before its
-    next HIT and writes the end itself."""
+def publication_unheld_expire(*, publication_id: int, now: datetime) -> bool:
+    """End at once, expired by an admin, a publication no delivery holds; return whether it
+    was. Either it waits for a delivery that has not taken it (a publish, a Resume, or a
+    throttled publish's retry not started yet), or its publish went silent (its worker killed,
+    `_silent`) and is not marked stalled yet: nothing of it is alive to end it, and left alone
+    it would show "Publishing" until the beat marks it. The lease is taken for the expiry in
+    the same UPDATE, so a delivery arriving later makes nothing (`_publish_claim`), a silent one
+    that wakes stops before its next HIT, and no publish's end is written over it (`_finish`).
+    A publication whose delivery beats is left to that delivery, which stops before its next
+    HIT and writes the end itself."""
     publication = Publication.objects.get(pk=publication_id)
-    if publication.status != PublicationStatus.PENDING or publication.expired_at:
+    if publication.status not in BUSY or publication.expired_at:
         return False
-    ended = Publication.objects.filter(
-        pk=publication_id, status=PublicationStatus.PENDING, expired_at__isnull=True
-    ).update(
+    missing = publication.hits.filter(status__in=MISSING).count()
+    unheld = Q(status=PublicationStatus.PENDING) | (
+        Q(status=PublicationStatus.PUBLISHING) & _silent(now)
+    )
+    ended = Publication.objects.filter(unheld, pk=publication_id, expired_at__isnull=True).update(
         lease=uuid.uuid4().hex,
-        status=PublicationStatus.PARTIAL,
+        status=PublicationStatus.PARTIAL if missing else PublicationStatus.PUBLISHED,
         expired_at=now,
         finished_at=now,
-        error=_expired_by_admin(publication),
+        error=_expired_by_admin(publication) if missing else "",
     )
     return bool(ended)
 

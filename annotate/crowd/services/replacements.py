@@ -32,7 +32,7 @@ from annotate.crowd.models import (
     PlatformAssignment,
     Publication,
 )
-from annotate.crowd.platforms import platform_label, publication_platform
+from annotate.crowd.platforms import platform_class, platform_label, publication_platform
 from annotate.crowd.pricing import assignments_cost, fee_description
 from annotate.crowd.services.publishing import open_assignments
 from annotate.crowd.services.review import require_admin
@@ -158,6 +158,36 @@ def _pending_here(publication: Publication, hit: Hit, *, now: datetime) -> int:
     )
 
 
+NO_HITS_TO_EXTEND = (
+    "A self-hosted link has no HITs to extend: a task whose work was rejected is offered on "
+    "the link again by itself, while the link is open."
+)
+
+
+@dataclass(frozen=True)
+class StoredNeed:
+    """What the created HITs' tasks (a study's prompts) still need from this platform's
+    workers, as stored here: how many HITs, and how many assignments in all. What those HITs
+    still offer, and so what replacing costs, only the platform says (replacements_plan)."""
+
+    hits: int
+    assignments: int
+
+
+def replacements_stored_need(*, publication_id: int, now: datetime, user) -> StoredNeed:
+    """What the publication's tasks still need, from our own rows only: the replacements page's
+    view, which makes no platform call (slow, rate-limited, and failing in an outage). Raises
+    PublishError on a platform without HITs of its own."""
+    require_admin(user)
+    publication = Publication.objects.select_related("batch__project", "human_study").get(
+        pk=publication_id
+    )
+    if not platform_class(publication.platform).creates_hits:
+        raise PublishError(NO_HITS_TO_EXTEND)
+    wanted = [n for n in _wanted(publication, now).values() if n]
+    return StoredNeed(hits=len(wanted), assignments=sum(wanted))
+
+
 def replacements_plan(*, publication_id: int, now: datetime, user) -> ReplacementPlan:
     """What replacing the work that no longer counts would ask for, and cost (nothing is
     spent). Asks the platform about each created HIT whose task still needs work, and for the
@@ -168,10 +198,7 @@ def replacements_plan(*, publication_id: int, now: datetime, user) -> Replacemen
     )
     platform = publication_platform(publication, user=user)
     if not platform.creates_hits:
-        raise PublishError(
-            "A self-hosted link has no HITs to extend: a task whose work was rejected is "
-            "offered on the link again by itself, while the link is open."
-        )
+        raise PublishError(NO_HITS_TO_EXTEND)
     wanted = {pk: n for pk, n in _wanted(publication, now).items() if n}
     rows = []
     hits = (
@@ -639,6 +666,7 @@ class AdditionRow:
     remembered_until: datetime | None  # pending, its token kept: asked again until about then
     settle: bool  # pending, its token forgotten: an admin says whether the platform made it
     platform_max_assignments: int | None = None  # to settle: the platform's MaxAssignments
+    platform_asked: bool = False  # whether it was asked for (None then: the HIT is not shown)
 
     @property
     def counted_usd(self) -> Decimal:
@@ -657,10 +685,12 @@ class Additions:
 ADDITIONS_SHOWN = 200
 
 
-def additions_overview(*, publication_id: int, now: datetime, user) -> Additions:
+def additions_overview(
+    *, publication_id: int, now: datetime, user, ask_platform: bool = False
+) -> Additions:
     """The publication's additions as the replacements page lists them: what each cost, which
-    are counted, which an admin may settle by hand (asking the platform for those HITs'
-    MaxAssignments, to compare)."""
+    are counted, which an admin may settle by hand. `ask_platform`: also ask the platform for
+    the MaxAssignments of those HITs, to compare (the page's check, never its GET)."""
     require_admin(user)
     additions = (
         HitExtension.objects.filter(hit__publication_id=publication_id)
@@ -672,7 +702,7 @@ def additions_overview(*, publication_id: int, now: datetime, user) -> Additions
     to_settle = {e.pk for e in pending if _token_forgotten(e, now)}
     theirs: dict[int, int | None] = {}
     for extension in pending:
-        if extension.pk in to_settle and extension.hit_id not in theirs:
+        if ask_platform and extension.pk in to_settle and extension.hit_id not in theirs:
             platform = publication_platform(extension.hit.publication, user=user)
             theirs[extension.hit_id] = _platform_max_assignments(platform, extension.hit)
     rows = [
@@ -684,6 +714,7 @@ def additions_overview(*, publication_id: int, now: datetime, user) -> Additions
             else None,
             settle=e.pk in to_settle,
             platform_max_assignments=theirs.get(e.hit_id),
+            platform_asked=e.hit_id in theirs,
         )
         for e in shown
     ]

@@ -39,11 +39,17 @@ from annotate.crowd.platforms import (
     publication_platform,
     workers_endpoint_check,
 )
-from annotate.crowd.services.expiry import ExpiryOutcome, hits_expire
+from annotate.crowd.services.expiry import (
+    ExpiryOutcome,
+    expiry_summary,
+    hits_expire,
+    hits_expiry_ask,
+)
 from annotate.crowd.services.publishing import (
+    MISSING,
     completion_check,
     publication_orphans_adopt,
-    publication_waiting_expire,
+    publication_unheld_expire,
 )
 from annotate.errors import (
     AlreadyProcessedError,
@@ -1087,30 +1093,70 @@ def hit_set_expiration(*, hit_pk: int, expires_at: datetime, user) -> Hit:
 
 
 def publication_expire(*, publication_id: int, now: datetime, user) -> ExpiryOutcome:
-    """Stop offering every HIT of a publication, and stop its publish from making more; return
-    how many HITs the platform confirmed expired and how many it did not. Those it did not stay
-    stored as live (expiry.hit_expire), asked for again by the next Expire and by the sync beat.
-    Only an admin's Resume asks for its missing HITs again."""
+    """Expire a publication within this call: publication_expire_start, then
+    publication_expire_run (pages and the API start the run in the background instead)."""
+    publication_expire_start(publication_id=publication_id, now=now, user=user)
+    return publication_expire_run(publication_id=publication_id, now=now, user=user)
+
+
+@transaction.atomic
+def publication_expire_start(*, publication_id: int, now: datetime, user) -> int:
+    """Stop offering every HIT of a publication as far as no platform call is needed, and stop
+    its publish from making more; return how many HITs are left for the platform to end
+    (publication_expire_run, which the caller starts in the background). Those are stored as
+    asked for first (hits_expiry_ask): whatever becomes of that run, each HIT whose end the
+    platform does not confirm stays live here, asked for again by the next Expire and by the
+    sync beat. Only an admin's Resume asks for the missing HITs again."""
     require_admin(user)
     # Before anything is written: on the other endpoint no HIT of it could be expired.
     publication_endpoint_check(Publication.objects.get(pk=publication_id))
     # First, so a publish still making HITs stops before its next one (and ends the one it was
     # making when this ran: publishing._expired_meanwhile); a redelivery of it makes none. One
-    # that no delivery took yet ends here and now.
-    if not publication_waiting_expire(publication_id=publication_id, now=now):
+    # that no delivery holds (waiting, or gone silent) ends here and now.
+    if not publication_unheld_expire(publication_id=publication_id, now=now):
         Publication.objects.filter(pk=publication_id, expired_at__isnull=True).update(
             expired_at=now
         )
+    Publication.objects.filter(pk=publication_id).update(expiry_outcome="")
+    return hits_expiry_ask(Hit.objects.filter(publication_id=publication_id), at=now)
+
+
+def publication_expire_run(*, publication_id: int, now: datetime, user=None) -> ExpiryOutcome:
+    """Ask the platform to end the publication's HITs an Expire marked (publication_expire_start),
+    after looking for HITs a stopped publish made but never stored; return, and store for the
+    page, how many it confirmed and how many it did not (those stay stored as live:
+    expiry.hit_expire). Safe to run twice, or at once: ending a HIT that ended already is. A
+    run stopped by an unexpected error says so, and leaves the HITs it did not reach to the
+    beat."""
     publication = Publication.objects.get(pk=publication_id)
+    try:
+        outcome = _publication_hits_expire(publication, now=now, user=user)
+    except Exception as error:
+        Publication.objects.filter(pk=publication_id).update(
+            expiry_outcome=f"The expiry stopped on an unexpected error ({type(error).__name__}: "
+            f"{str(error)[:500]}). The HITs it did not end stay live here and marked to be "
+            "ended: the sync beat asks the platform again, and so does Expire."
+        )
+        raise
+    Publication.objects.filter(pk=publication_id).update(expiry_outcome=expiry_summary(outcome))
+    return outcome
+
+
+def _publication_hits_expire(publication: Publication, *, now: datetime, user) -> ExpiryOutcome:
+    """End the HITs marked to be ended (publication_expire_start), and those a stopped publish
+    made before the Expire that are found now; not a HIT an admin extended since the Expire."""
     platform = publication_platform(publication, user=user)
+    hits = Hit.objects.filter(publication_id=publication.pk, status=HitStatus.CREATED)
     unchecked = ""
     if platform_class(publication.platform).creates_hits:
+        missing = list(publication.hits.filter(status__in=MISSING).values_list("pk", flat=True))
         try:
             publication_orphans_adopt(publication=publication, platform=platform)
         except CrowdPlatformError as error:  # the HITs stored here are expired all the same
             unchecked = f"HITs a stopped publish may have made were not looked for: {error}"
-    hits = Hit.objects.filter(publication_id=publication_id, status=HitStatus.CREATED)
-    return replace(hits_expire(hits, platform, at=now), unchecked=unchecked)
+        hits_expiry_ask(hits.filter(pk__in=missing), at=now)
+    asked = hits.filter(expiry_pending_since__isnull=False)
+    return replace(hits_expire(asked, platform, at=now), unchecked=unchecked)
 
 
 def publication_delete_finished(*, publication_id: int, user) -> tuple[int, int]:

@@ -1,6 +1,6 @@
-"""Expire: a HIT whose expiry MTurk did not confirm stays marked live (stored, shown, asked again
-by the next Expire and by the beat), a publication no delivery took ends at once, and the API's
-Resume. Over real boto3 to the fake MTurk server."""
+"""Expire: its MTurk calls run in the background, the HITs marked first; a HIT whose expiry MTurk
+did not confirm stays marked live (stored, shown, asked again by the next Expire and by the
+beat); a publication no delivery took ends at once; and the API's Resume. Over real boto3 to the fake MTurk server."""
 
 from decimal import Decimal
 
@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from annotate.crowd import tasks
 from annotate.crowd.models import Hit, HitStatus, Publication, PublicationStatus
-from annotate.crowd.services import publishing, review
+from annotate.crowd.services import expiry, publishing, review
 from annotate.crowd.services.publishing import PublishSettings
 
 pytestmark = pytest.mark.django_db
@@ -83,22 +83,99 @@ def test_a_hit_whose_expiry_failed_is_stored_as_live_shown_and_retried_by_the_be
     assert 'id="expiry-pending"' not in page
 
 
+def _expire_pressed(client, publication, capture) -> str:
+    """Press Expire on the publication page, let its background run go, and return the page."""
+    with capture(execute=True):
+        pressed = client.post(
+            reverse("crowd:publication-action", args=[publication.pk]), {"action": "expire"}
+        )
+    assert pressed.status_code == 302
+    return client.get(pressed["Location"]).text
+
+
 def test_the_next_expire_press_asks_again_for_the_hit_whose_expiry_failed(
-    client, admin_user, live, fake_mturk
+    client, admin_user, live, fake_mturk, django_capture_on_commit_callbacks
 ):
     first = live.hits.order_by("id").first()
     _fail_expiry(fake_mturk, REFUSED)
-    url = reverse("crowd:publication-action", args=[live.pk])
     client.force_login(admin_user)
-    page = client.post(url, {"action": "expire"}, follow=True).text
-    assert "2 HITs expired" in page
+    page = _expire_pressed(client, live, django_capture_on_commit_callbacks)
+    assert "Expiring 3 HITs" in page
+    assert "Last Expire: 2 HITs expired; 1 HIT not confirmed by the platform" in page
     assert "1 HIT could not be expired" in page and "RequestError: try later" in page
     assert _offered(fake_mturk, at=timezone.now()) == {first.hit_id}
 
-    page = client.post(url, {"action": "expire"}, follow=True).text
-    assert "1 HIT expired" in page and "could not be expired" not in page
+    page = _expire_pressed(client, live, django_capture_on_commit_callbacks)
+    assert "Expiring 1 HIT:" in page and "Last Expire: 1 HIT expired." in page
+    assert "could not be expired" not in page
     assert not _offered(fake_mturk, at=timezone.now())
     assert not Hit.objects.filter(expiry_pending_since__isnull=False).exists()
+
+
+def test_expire_asks_mturk_in_the_background_and_the_page_follows_it(
+    client, admin_user, live, fake_mturk, django_capture_on_commit_callbacks
+):
+    """Expire called UpdateExpirationForHIT once per live HIT inside the web request: slow, and
+    cut off half-way by the request's timeout when MTurk is slow to answer."""
+    client.force_login(admin_user)
+    with django_capture_on_commit_callbacks() as started:
+        pressed = client.post(
+            reverse("crowd:publication-action", args=[live.pk]), {"action": "expire"}
+        )
+    assert pressed.status_code == 302 and len(started) == 1
+    assert "UpdateExpirationForHIT" not in fake_mturk.state.calls
+    assert len(_offered(fake_mturk, at=timezone.now())) == 3
+    page = client.get(pressed["Location"]).text
+    assert "Expiring 3 HITs" in page and 'id="expiring"' in page and REFRESH in page
+    assert 'id="expiry-pending"' not in page  # asked, not refused
+    api_url = reverse("crowd-api:publication", args=[live.pk])
+    api = client.get(api_url).json()
+    assert (api["hits_live"], api["hits_expiring"], api["expiry_outcome"]) == (3, 3, "")
+
+    started[0]()  # the background run
+    assert fake_mturk.state.calls.count("UpdateExpirationForHIT") == 3
+    assert not _offered(fake_mturk, at=timezone.now())
+    page = client.get(pressed["Location"]).text
+    assert 'id="expiring"' not in page and REFRESH not in page
+    assert "Last Expire: 3 HITs expired." in page
+    api = client.get(api_url).json()
+    assert (api["hits_live"], api["hits_expiring"]) == (0, 0)
+    assert api["expiry_outcome"] == "3 HITs expired."
+
+
+def test_an_expire_stopped_half_way_leaves_the_hits_it_did_not_reach_to_the_beat(
+    client, admin_user, live, fake_mturk, monkeypatch, django_capture_on_commit_callbacks
+):
+    """The run stops after the first HIT (its worker killed, or an error of ours): the two HITs
+    it never reached were stored as neither expired nor pending, so nothing asked MTurk again
+    and they took paid work with nothing here saying so."""
+    real, asked = expiry.hit_expire, []
+
+    def stops_after_the_first(hit, platform, *, at):
+        if asked:
+            raise RuntimeError("worker lost")
+        asked.append(hit.pk)
+        return real(hit, platform, at=at)
+
+    monkeypatch.setattr(expiry, "hit_expire", stops_after_the_first)
+    client.force_login(admin_user)
+    with django_capture_on_commit_callbacks() as started:
+        pressed = client.post(
+            reverse("crowd:publication-action", args=[live.pk]), {"action": "expire"}
+        )
+    with pytest.raises(RuntimeError, match="worker lost"):
+        started[0]()
+    assert len(_offered(fake_mturk, at=timezone.now())) == 2
+    pending = Hit.objects.filter(publication=live, expiry_pending_since__isnull=False)
+    assert pending.count() == 2
+    page = client.get(pressed["Location"]).text
+    assert "The expiry stopped on an unexpected error (RuntimeError: worker lost)" in page
+    assert "2 HITs to end, not confirmed by the platform yet" in page
+
+    monkeypatch.setattr(expiry, "hit_expire", real)
+    tasks.sync_all_publications.apply().get()  # the beat asks MTurk for the two
+    assert not _offered(fake_mturk, at=timezone.now())
+    assert not pending.exists()
 
 
 def test_a_hit_made_while_the_admin_expired_the_publication_is_kept_live_when_its_expiry_fails(

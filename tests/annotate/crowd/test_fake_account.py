@@ -97,6 +97,8 @@ def test_the_replacements_page_shows_the_balance_less_what_was_published(
             assignment_id=platform.worker_accept(hit_id=hit.hit_id, worker_id=f"DW{n}")
         )
     client.force_login(admin_user)
-    page = client.get(reverse("crowd:replacements", args=[publication.pk])).text
+    page = client.post(
+        reverse("crowd:replacements", args=[publication.pk]), {"action": "check"}
+    ).text
     # 3 HITs of 3 assignments at $0.50 each were paid when published.
     assert "the account has $9995.50" in page

@@ -11,7 +11,12 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotate.crowd.fake import FakePlatform
-from annotate.crowd.models import HitExtension, HitExtensionStatus, PlatformAssignment
+from annotate.crowd.models import (
+    HitExtension,
+    HitExtensionStatus,
+    PlatformAssignment,
+    PlatformCall,
+)
 from annotate.crowd.services import replacements, review
 from annotate.errors import ConflictError, PermissionDeniedError, PublishError
 from annotate.models import AssignmentStatus
@@ -20,6 +25,8 @@ from tests.annotate.crowd.conftest import publish_form, published_on_fake
 from tests.annotate.crowd.test_review import _sync, work
 
 pytestmark = pytest.mark.django_db
+# The page's press that asks the platform what the HITs still offer (its GET asks nothing).
+CHECK = {"action": "check"}
 
 
 def _rejected_on_first_hit(client, live, fake_mturk, admin_user):
@@ -309,7 +316,7 @@ def test_the_page_shows_the_plan_and_its_cost_and_adds_once_confirmed(
     client.force_login(admin_user)
     detail = client.get(reverse("crowd:publication", args=[publication.pk])).text
     assert reverse("crowd:replacements", args=[publication.pk]) in detail
-    page = client.get(reverse("crowd:replacements", args=[publication.pk]))
+    page = client.post(reverse("crowd:replacements", args=[publication.pk]), CHECK)
     assert page.status_code == 200
     text = page.text
     assert hit.hit_id in text and 'id="replacement-total"' in text
@@ -326,7 +333,7 @@ def test_the_page_shows_the_plan_and_its_cost_and_adds_once_confirmed(
     assert FakePlatform().hit_get(hit_id=hit.hit_id).max_assignments == 6
     followed = client.get(done["Location"]).text
     assert "3 assignments added to 1 HIT" in followed
-    again = client.get(reverse("crowd:replacements", args=[publication.pk])).text
+    again = client.post(reverse("crowd:replacements", args=[publication.pk]), CHECK).text
     assert 'id="replacement-none"' in again and 'id="replacement-history"' in again
 
 
@@ -564,7 +571,7 @@ def test_an_expired_hit_with_untaken_assignments_is_offered_again_on_the_page_wi
         fake_mturk.api.worker_accept(hit.hit_id, "AW9")
     client.force_login(admin_user)
     url = reverse("crowd:replacements", args=[live.pk])
-    page = client.get(url).text
+    page = client.post(url, CHECK).text
     assert 'id="replacement-none"' not in page
     assert hit.hit_id in page and "Expired: offered again." in page
     assert 'id="replacement-reopen"' in page and "$0.00" not in page
@@ -578,7 +585,7 @@ def test_an_expired_hit_with_untaken_assignments_is_offered_again_on_the_page_wi
     assert fake_mturk.state.hits[hit.hit_id]["MaxAssignments"] == 3
     assert fake_mturk.state.hits[hit.hit_id]["Expiration"] > timezone.now().timestamp()
     work(Client(), fake_mturk, hit, "AW9")  # the untaken assignment is taken, and done
-    assert 'id="replacement-none"' in client.get(url).text  # nothing is offered twice
+    assert 'id="replacement-none"' in client.post(url, CHECK).text  # nothing is offered twice
 
 
 def test_an_expired_hit_that_cannot_be_extended_is_still_offered_again_for_what_it_has(
@@ -646,7 +653,7 @@ def test_a_worker_who_accepted_the_hit_is_not_paid_for_again(
     if third != "accepted-on-mturk":
         return
     client.force_login(admin_user)
-    page = client.get(reverse("crowd:replacements", args=[live.pk])).text
+    page = client.post(reverse("crowd:replacements", args=[live.pk]), CHECK).text
     assert "1 accepted on Amazon Mechanical Turk by worker not here yet" in page
     replacements.replacements_create(
         publication_id=live.pk, confirm_total=plan.total_usd, now=timezone.now(), user=admin_user
@@ -665,7 +672,8 @@ def test_a_worker_who_accepted_the_hit_is_not_paid_for_again(
         .values_list("annotator__worker_id", flat=True)
     )
     assert counted == {"AW0", "AW2", "AW9"}
-    assert 'id="replacement-none"' in client.get(reverse("crowd:replacements", args=[live.pk])).text
+    again = client.post(reverse("crowd:replacements", args=[live.pk]), CHECK).text
+    assert 'id="replacement-none"' in again
 
 
 # --- Additions settled by hand -------------------------------------------------------------
@@ -842,7 +850,7 @@ def test_the_page_shows_what_each_choice_costs_and_only_admins_may_settle(
     assert (newer.status, newer.settled_at) == (HitExtensionStatus.PENDING, None)
 
     client.force_login(admin_user)
-    page = client.get(page_url).text
+    page = client.post(page_url, CHECK).text
     assert 'id="additions-counted"' in page and "<strong>$0.00</strong>" in page
     # 3 assignments at $1.20 (MTurk's 20 % on a HIT of 3), 2 at $1.20; MTurk's HIT has 7.
     assert "made it: count 3 assignments and $3.60" in page
@@ -862,3 +870,73 @@ def test_the_page_shows_what_each_choice_costs_and_only_admins_may_settle(
     assert "Say whether the platform made the addition" in bad.text
     older.refresh_from_db()
     assert older.status == HitExtensionStatus.PENDING
+
+
+def test_the_page_asks_the_platform_nothing_until_the_admin_presses_check(
+    client, live, fake_mturk, admin_user
+):
+    """The page's GET asked MTurk about every HIT whose task needed work, for the balance, and
+    about the HIT of each addition to settle: slow, rate-limited by MTurk, and a failed page
+    in an outage. It shows what is stored; the platform is asked on the admin's press."""
+    hit, older, newer, _ = _stuck(client, live, fake_mturk, admin_user)
+    url = reverse("crowd:replacements", args=[live.pk])
+    asked, recorded = list(fake_mturk.state.calls), PlatformCall.objects.count()
+    client.force_login(admin_user)
+    page = client.get(url)
+    assert page.status_code == 200
+    assert fake_mturk.state.calls == asked and PlatformCall.objects.count() == recorded
+    text = page.text
+    assert 'id="replacement-needed"' in text and 'id="replacement-check"' in text
+    # The first task still needs 2 (two works rejected), the two others all 3 of theirs.
+    assert "the tasks of 3 HITs still need <strong>8 assignments</strong>" in text
+    assert 'id="replacement-total"' not in text and 'id="replacement-none"' not in text
+    # The additions to settle are stored: listed, with their buttons, MTurk's count not asked.
+    assert text.count('value="not_made"') == 2 and "3 assignments are counted here" in text
+
+    checked = client.post(url, CHECK).text
+    assert "GetAccountBalance" in fake_mturk.state.calls[len(asked) :]
+    assert "(it has 7 assignments; 3 are counted here)" in checked
+    assert 'id="replacement-total"' in checked or 'id="replacement-none"' in checked
+
+
+def test_the_api_lists_the_additions_and_settles_one_as_the_page_does(
+    client, live, fake_mturk, admin_user, researcher
+):
+    hit, older, newer, _ = _stuck(client, live, fake_mturk, admin_user)
+    list_url = reverse("crowd-api:additions", args=[live.pk])
+    settle_url = reverse("crowd-api:addition-settle", args=[live.pk])
+
+    def settle(addition, outcome):
+        return client.post(
+            settle_url, {"addition": addition, "outcome": outcome}, content_type="application/json"
+        )
+
+    client.force_login(researcher)
+    assert client.get(list_url).status_code == 404
+    assert settle(newer.pk, "made").status_code == 404
+    client.force_login(admin_user)
+    asked = len(fake_mturk.state.calls)
+    listed = client.get(list_url).json()
+    assert len(fake_mturk.state.calls) == asked  # what is stored: no platform call
+    assert (listed["assignments"], listed["hits"], listed["total_usd"]) == (0, 0, "0.00")
+    rows = {row["id"]: row for row in listed["additions"]}
+    assert (rows[newer.pk]["count"], rows[newer.pk]["status"]) == (3, "pending")
+    assert (rows[newer.pk]["cost_usd"], rows[newer.pk]["counted_usd"]) == ("3.60", "0.00")
+    assert rows[newer.pk]["to_settle"] and rows[older.pk]["to_settle"]
+
+    bad = settle(older.pk, "maybe")
+    assert bad.status_code == 400 and "outcome" in bad.json()
+    newer.refresh_from_db()
+    assert newer.status == HitExtensionStatus.PENDING
+    done = settle(newer.pk, "made")
+    assert done.status_code == 200
+    body = done.json()
+    assert (body["status"], body["counted_usd"], body["to_settle"]) == ("done", "3.60", False)
+    assert body["settled_by"] == admin_user.get_username()
+    again = settle(newer.pk, "not_made")
+    assert again.status_code == 409 and "settled already" in again.json()["detail"]
+    assert settle(older.pk, "not_made").json()["status"] == "not_made"
+    listed = client.get(list_url).json()
+    assert (listed["assignments"], listed["hits"], listed["total_usd"]) == (3, 1, "3.60")
+    hit.refresh_from_db()
+    assert hit.max_assignments == 6

@@ -307,6 +307,29 @@ def test_a_redelivery_makes_no_hit_of_a_publication_the_admin_expired(
     assert len(fake_mturk.state.hits) == 3 and _ours_are_the_servers(publication, fake_mturk)
 
 
+def test_expire_ends_a_silent_publish_at_once(
+    monkeypatch, client, admin_user, mturk_settings, fake_mturk, crowd_batch, settings
+):
+    """Its worker killed, the beat not come yet: after the Expire it stayed "Publishing" (the
+    page refreshing, no Resume) until the beat marked it stalled, though nothing of it was
+    alive to end it."""
+    publication = _killed_publish(monkeypatch, _create(crowd_batch), made=2)
+    _silent_since(publication, settings)
+    token, now = publication.lease, timezone.now()
+    review.publication_expire(publication_id=publication.pk, now=now, user=admin_user)
+    publication.refresh_from_db()
+    assert publication.status == PublicationStatus.PARTIAL
+    assert publication.error.startswith("Expired by an admin with")
+    assert (publication.expired_at, publication.finished_at) == (now, now)
+    assert publication.lease != token  # the killed publish's, should it wake: it stops
+    assert not _offered(fake_mturk, at=now)  # the HIT it stored, and the one it made, ended
+    client.force_login(admin_user)
+    page = client.get(reverse("crowd:publication", args=[publication.pk])).text
+    assert REFRESH not in page and 'id="resume-button"' in page
+    assert tasks.publish_publication.apply(args=[publication.pk]).get() == "partial"
+    assert len(fake_mturk.state.hits) == 2
+
+
 def test_a_publish_stops_making_hits_once_the_admin_expires_it(
     monkeypatch, admin_user, mturk_settings, fake_mturk, crowd_batch
 ):
