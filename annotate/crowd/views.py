@@ -153,6 +153,8 @@ def _not_published_reason(confirmed_usd: Decimal | None, preview) -> str:
     the button showed (the settings changed after the preview)."""
     if not preview.affordable:
         return f"Nothing was published: the balance does not cover ${preview.total_usd}."
+    if confirmed_usd is None:
+        return f"Nothing was published: confirm the total below, ${preview.total_usd}."
     return (
         f"Nothing was published: the total is now ${preview.total_usd}, not the "
         f"${confirmed_usd} you confirmed (the settings changed after the preview). Check the "
