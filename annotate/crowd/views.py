@@ -136,6 +136,8 @@ def publish(request: HttpRequest, batch_id: int) -> HttpResponse:
             )
             _enqueue(tasks.publish_publication, publication.pk, request.user.pk)
             return redirect("crowd:publication", publication.pk)
+        if "publish" in request.POST:
+            messages.warning(request, _not_published_reason(data["confirm_total"], preview))
         form = PublishForm(
             {**request.POST.dict(), "confirm_total": preview.total_usd},
             initial=initial,
@@ -144,6 +146,20 @@ def publish(request: HttpRequest, batch_id: int) -> HttpResponse:
         )
         form.is_valid()
     return render(request, "crowd/publish.html", _publish_context(batch, form, preview))
+
+
+def _not_published_reason(confirmed_usd: Decimal | None, preview) -> str:
+    """Why a press of Confirm published nothing: the balance, or a total other than the one
+    the button showed (the settings changed after the preview)."""
+    if not preview.affordable:
+        return f"Nothing was published: the balance does not cover ${preview.total_usd}."
+    if confirmed_usd is None:
+        return f"Nothing was published: confirm the total below, ${preview.total_usd}."
+    return (
+        f"Nothing was published: the total is now ${preview.total_usd}, not the "
+        f"${confirmed_usd} you confirmed (the settings changed after the preview). Check the "
+        "cost below and confirm again."
+    )
 
 
 def _publish_context(batch: Batch, form: PublishForm, preview) -> dict:

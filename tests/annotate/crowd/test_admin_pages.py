@@ -60,6 +60,12 @@ def test_publish_shows_cost_and_balance_then_publishes_on_confirm(
     )
     assert stale.status_code == 200 and 'id="cost-total">$21.60<' in stale.text
     assert not Publication.objects.exists()
+    assert "Nothing was published: the total is now $21.60, not the $10.80" in stale.text
+    unconfirmed = client.post(url, {**FORM, "publish": "1"})
+    assert "Nothing was published: confirm the total below, $10.80." in unconfirmed.text
+    assert not Publication.objects.exists()
+    # A press of Preview alone says nothing of the kind.
+    assert "Nothing was published" not in client.post(url, {**FORM, "preview": "1"}).text
     with django_capture_on_commit_callbacks(execute=True):
         done = client.post(url, {**FORM, "confirm_total": "10.80", "publish": "1"})
     publication = Publication.objects.get()
