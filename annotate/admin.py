@@ -68,8 +68,17 @@ class AnnotatorAdmin(admin.ModelAdmin):
 WORK_ORIGIN_FIELDS = ("assignment", "imported")
 
 
+class WorkOriginReadOnly:
+    """The work's origin stays as it came: `assignment` and `imported` never editable, and once
+    the work exists its `annotator` neither (a platform worker's label without an assignment
+    counts nowhere; handed to an in-house annotator it would count)."""
+
+    def get_readonly_fields(self, request, obj=None):
+        return (*WORK_ORIGIN_FIELDS, "annotator") if obj is not None else WORK_ORIGIN_FIELDS
+
+
 @admin.register(models.Label)
-class LabelAdmin(admin.ModelAdmin):
+class LabelAdmin(WorkOriginReadOnly, admin.ModelAdmin):
     list_display = ["question", "response", "annotator", "value", "created_at"]
     list_filter = ["value", "annotator__kind", "annotator", "response__system"]
     search_fields = ["question__instruction__external_id", "annotator__name"]
@@ -80,17 +89,15 @@ class LabelAdmin(admin.ModelAdmin):
         "annotator",
     ]
     raw_id_fields = ["question", "response", "annotator"]
-    readonly_fields = WORK_ORIGIN_FIELDS
 
 
 @admin.register(models.DirectScore)
-class DirectScoreAdmin(admin.ModelAdmin):
+class DirectScoreAdmin(WorkOriginReadOnly, admin.ModelAdmin):
     list_display = ["response", "annotator", "score", "created_at"]
     list_filter = ["score", "annotator__kind", "response__system"]
     search_fields = ["response__instruction__external_id", "annotator__name"]
     list_select_related = ["response__instruction", "response__system", "annotator"]
     raw_id_fields = ["response", "annotator"]
-    readonly_fields = WORK_ORIGIN_FIELDS
 
 
 class WorkKeptAdmin(admin.ModelAdmin):

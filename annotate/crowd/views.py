@@ -1,7 +1,7 @@
 """Crowd admin pages: publish a batch, follow its progress, review and pay the work.
 
 Adapters only: parse the form, call one service (or enqueue its Celery task), redirect. Only
-admins see these pages (404 for everyone else); services check again before spending money.
+admins see these pages (403 for everyone else); services check again before spending money.
 """
 
 from __future__ import annotations

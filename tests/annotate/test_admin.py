@@ -78,3 +78,39 @@ def test_an_admin_cannot_make_rejected_work_count_by_editing_it(client, admin_us
     assert not counted_work(model.objects.filter(pk=work.pk)).exists()
     page = client.get(url).text
     assert 'name="assignment"' not in page and 'name="imported"' not in page
+
+
+@pytest.mark.parametrize("model_name", ["label", "directscore"])
+def test_an_admin_cannot_make_a_platform_workers_unassigned_work_count_by_giving_it_to_someone(
+    client, admin_user, model_name
+):
+    """A platform worker's label or score without an assignment (and not imported) counts
+    nowhere; given to an in-house annotator on the change page it counted in every result. The
+    annotator of existing work is read-only, the rest of the form still saved."""
+    from annotate.models import AnnotatorKind, DirectScore, Label
+    from annotate.selectors.results import counted_work
+    from tests.factories import AnnotatorFactory, DirectScoreFactory
+
+    worker = AnnotatorFactory(kind=AnnotatorKind.CROWD, platform="mturk", worker_id="AW2")
+    expert = AnnotatorFactory(kind=AnnotatorKind.EXPERT)
+    if model_name == "label":
+        work = LabelFactory(annotator=worker, assignment=None, value=LabelValue.YES)
+        form = {"question": work.question_id, "response": work.response_id, "value": LabelValue.NO}
+        edited, model = ("value", LabelValue.NO), Label
+    else:
+        work = DirectScoreFactory(annotator=worker, assignment=None, score=3)
+        form = {"response": work.response_id, "score": 5}
+        edited, model = ("score", 5), DirectScore
+    assert not counted_work(model.objects.filter(pk=work.pk)).exists()
+    admin_user.is_superuser = True
+    admin_user.save()
+    client.force_login(admin_user)
+
+    url = f"/admin/annotate/{model_name}/{work.pk}/change/"
+    assert client.post(url, {**form, "annotator": expert.pk}).status_code == 302
+
+    work.refresh_from_db()
+    assert getattr(work, edited[0]) == edited[1]
+    assert work.annotator_id == worker.pk
+    assert not counted_work(model.objects.filter(pk=work.pk)).exists()
+    assert 'name="annotator"' not in client.get(url).text
