@@ -18,7 +18,7 @@ from annotate.engine.api import RefusalSerializer
 from annotate.errors import FieldInputError, ImportFileError
 from annotate.http import api_upload_import
 from annotate.revision.models import Study
-from annotate.revision.selectors import study_annotators
+from annotate.revision.selectors import rerate_sent_count, study_annotators
 from annotate.revision.services.imports import sessions_import, study_upload
 from annotate.revision.services.reratings import RerateSampleError, reratings_sample
 from annotate.roles import is_researcher
@@ -30,6 +30,11 @@ class RerateApi(APIView):
     `annotators` are usernames of annotator accounts; a turn never goes to the annotator of its
     own session. The same study state, annotators and seed draw the same sample as
     `manage.py revision_rerate`.
+
+    A retry is safe only with `sent_before`: how many of the study's turns were sent before this
+    request (0 for the first sample, then the previous reply's `study_sent`). If more were sent
+    since, the request was sent already: 409 naming what went, nothing more sent. Without it
+    every request sends a new sample, so a retried request sends a second one.
     """
 
     @extend_schema_serializer(component_name="RerateInput")
@@ -37,13 +42,26 @@ class RerateApi(APIView):
         size = serializers.IntegerField(min_value=1)
         annotators = serializers.ListField(child=serializers.CharField(), min_length=1)
         seed = serializers.IntegerField(min_value=0, default=0)
+        sent_before = serializers.IntegerField(
+            min_value=0,
+            required=False,
+            help_text="The study's sent count this request expects (0, or the last `study_sent`): "
+            "a retry finding more is refused (409) and sends nothing.",
+        )
 
     @extend_schema_serializer(component_name="RerateSent")
     class OutputSerializer(serializers.Serializer):
         sent = serializers.IntegerField()
+        study_sent = serializers.IntegerField(help_text="The study's turns sent, this sample too.")
         reratings = serializers.ListField(child=serializers.DictField())
 
-    @extend_schema(request=InputSerializer, responses={201: OutputSerializer})
+    @extend_schema(
+        request=InputSerializer,
+        responses={
+            201: OutputSerializer,
+            409: OpenApiResponse(RefusalSerializer, description="Sent already (`sent_before`)."),
+        },
+    )
     def post(self, request: Request, study_id: int) -> Response:
         if not is_researcher(request.user):
             raise Http404
@@ -64,11 +82,13 @@ class RerateApi(APIView):
                 size=data.validated_data["size"],
                 seed=data.validated_data["seed"],
                 now=timezone.now(),
+                sent_before=data.validated_data.get("sent_before"),
             )
         except RerateSampleError as error:
             raise serializers.ValidationError({error.field: [str(error)]}) from None
         payload = {
             "sent": len(sent),
+            "study_sent": rerate_sent_count(study=study),
             "reratings": [
                 {"id": r.pk, "turn": r.turn_id, "annotator": r.annotator.username} for r in sent
             ],

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django import forms
 
 from annotate.revision.models import Study
-from annotate.revision.selectors import study_annotators
+from annotate.revision.selectors import rerate_sent_count, study_annotators
 
 
 class AnnotatorChoiceField(forms.ModelMultipleChoiceField):
@@ -28,7 +28,11 @@ class RerateForm(forms.Form):
     seed = forms.IntegerField(
         min_value=0, initial=0, help_text="The same seed draws the same turns."
     )
+    # How many turns the study had sent when the page was shown: a second post of the same
+    # page (a double click, a stale tab) finds more and is refused, as the session page's step.
+    sent_before = forms.IntegerField(min_value=0, required=False, widget=forms.HiddenInput)
 
     def __init__(self, *args, study: Study, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.fields["annotators"].queryset = study_annotators(study=study)
+        self.fields["sent_before"].initial = rerate_sent_count(study=study)

@@ -384,6 +384,11 @@ class RerateSummary:
     by_annotator: list[dict]  # username, sent, rated
 
 
+def rerate_sent_count(*, study: Study) -> int:
+    """How many of the study's turns were ever sent for re-rating (rated or not)."""
+    return Rerating.objects.filter(turn__session__study=study).count()
+
+
 def rerate_summary(*, study: Study) -> RerateSummary:
     reratings = Rerating.objects.filter(turn__session__study=study)
     by_annotator = list(

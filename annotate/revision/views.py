@@ -436,7 +436,15 @@ def rerate(request: HttpRequest, study_id: int) -> HttpResponse:
                 size=data["size"],
                 seed=data["seed"],
                 now=timezone.now(),
+                sent_before=data["sent_before"],
             )
+        except reratings.RerateRepeatError as error:
+            # The page again, fresh: what was sent is shown, and sending again is deliberate.
+            messages.error(
+                request,
+                f"{error}. Nothing more was sent; to send another sample, send the form again.",
+            )
+            return redirect("revision:rerate", study_id=study.pk)
         except AnnotateError as error:
             form.add_error(getattr(error, "field", None), f"{error}. Nothing was sent.")
             status = error.http_status

@@ -144,7 +144,7 @@ def table_notes(report: dict, table: str, *, percent_digits: int = 0) -> list[st
         notes.append(
             "The Human row is not on the test split: it compares the first rating of each of "
             f"the {turns} with its re-rating (every finished re-rating of the study, in any "
-            "split)."
+            "split, but none by the annotator who did the session)."
         )
     if table == "table5" and value.get("rows"):
         bootstrap = report.get("bootstrap", {})

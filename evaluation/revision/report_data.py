@@ -6,7 +6,7 @@ import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
-from django.db.models import Count
+from django.db.models import Count, F
 
 from annotate.revision.models import (
     RerateStatus,
@@ -16,6 +16,7 @@ from annotate.revision.models import (
     Study,
     Turn,
 )
+from annotate.revision.services.exports import imported_annotator
 from evaluation.revision.models import RevisionJudgeRun, RevisionPrediction, RunStatus
 
 RATING_CODES = {"good": 0, "neutral": 1, "bad": 2}
@@ -132,10 +133,25 @@ def predictions_read(*, runs: list[RevisionJudgeRun]) -> dict[int, dict[int, str
 
 
 def reratings_read(*, study: Study) -> list[tuple[int, str, str]]:
-    """Return (turn id, original rating, re-rating) of every finished re-rating of the study."""
-    return list(
+    """Return (turn id, original rating, re-rating) of every finished re-rating of the study,
+    but one by the session's own annotator (in the app, or whom an imported session's line
+    names): sent under an older rule, it is not a second annotator's rating (paper §5)."""
+    rows = (
         Rerating.objects.filter(turn__session__study=study, status=RerateStatus.DONE)
         .exclude(turn__rating="")
+        .exclude(annotator=F("turn__session__annotator"))
         .order_by("turn_id", "id")
-        .values_list("turn_id", "turn__rating", "rating")
+        .values_list(
+            "turn_id",
+            "turn__rating",
+            "rating",
+            "annotator__username",
+            "turn__session__annotator_id",
+            "turn__session__extra",
+        )
     )
+    return [
+        (turn_id, rating, rerating)
+        for turn_id, rating, rerating, username, owner_id, extra in rows
+        if owner_id is not None or imported_annotator(extra or {}) != username
+    ]

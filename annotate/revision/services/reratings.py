@@ -31,6 +31,11 @@ from annotate.revision.services.exports import imported_annotator
 from annotate.revision.services.sessions import text_length_check
 
 
+class RerateRepeatError(ConflictError):
+    """Turns were sent since the form was shown: the same form posted twice (a double click, a
+    stale tab, a client's retry), refused so that it sends no second sample."""
+
+
 class RerateSampleError(ProjectSetupError):
     """The sample cannot be sent as asked; `field` names the input to change (size, annotators)."""
 
@@ -46,13 +51,23 @@ def reratings_sample(
     size: int,
     seed: int,
     now: datetime,
+    sent_before: int | None = None,
 ) -> list[Rerating]:
     """Send `size` random finished turns (seeded) not yet re-rated, each to another annotator.
 
     Annotators take turns in the given order; a turn whose session belongs to the annotator
     whose turn it is (an imported session: whom its line names) goes to the next one. Raises
     if a turn has no eligible annotator.
+
+    `sent_before` is how many of the study's turns were sent when the caller's form was shown
+    (the page's "Sent"); if that is no longer so, the form was sent already and
+    RerateRepeatError refuses it, sending nothing. None (a caller with no page): no such check.
     """
+    # The study's row lock makes two posts of one form wait for each other, so the second
+    # sees the first one's sample and is refused rather than drawing another.
+    Study.objects.select_for_update().filter(pk=study.pk).first()
+    if sent_before is not None:
+        _repeat_check(study=study, sent_before=sent_before)
     if not annotators:
         raise RerateSampleError(
             "choose at least one annotator for the re-rating", field="annotators"
@@ -90,6 +105,31 @@ def reratings_sample(
         cursor = (cursor + step + 1) % len(annotators)
         created.append(Rerating(turn_id=turn_id, annotator=annotator, created_at=now))
     return Rerating.objects.bulk_create(created)
+
+
+def _repeat_check(*, study: Study, sent_before: int) -> None:
+    """Refuse, naming what was sent, when the study's sent count is no longer `sent_before`."""
+    sent = Rerating.objects.filter(turn__session__study=study).order_by("id")
+    count = sent.count()
+    if count == sent_before:
+        return
+    if count < sent_before:
+        raise RerateRepeatError(
+            f"the study has {count} turns sent for re-rating, not {sent_before} as when this "
+            "form was shown (some were deleted)"
+        )
+    since = list(sent.select_related("annotator")[sent_before:])
+    per_annotator: dict[str, int] = {}
+    for rerating in since:
+        name = rerating.annotator.get_username()
+        per_annotator[name] = per_annotator.get(name, 0) + 1
+    to = ", ".join(f"{n} to {name}" for name, n in sorted(per_annotator.items()))
+    last = max(rerating.created_at for rerating in since)
+    raise RerateRepeatError(
+        f"this sample was sent already: {len(since)} turn{'' if len(since) == 1 else 's'} went "
+        f"for re-rating since the study had {sent_before} sent ({to}; at {last:%Y-%m-%d %H:%M:%S} UTC), "
+        f"{count} in all"
+    )
 
 
 def _imported_owners(*, study: Study, annotators: Sequence[AbstractBaseUser]) -> dict[int, int]:

@@ -1,5 +1,7 @@
 """The researchers' re-rating page and API: who may send, what is sent, errors beside fields."""
 
+import re
+
 import pytest
 from django.core.management import call_command
 from django.urls import reverse
@@ -154,4 +156,60 @@ def test_api_sends_a_sample_and_refuses_bad_input(
     for item in sent.json()["reratings"]:
         turn = Turn.objects.select_related("session__annotator").get(pk=item["turn"])
         assert item["annotator"] != turn.session.annotator.username
+    assert Rerating.objects.count() == 2
+
+
+def _shown_sent_before(page) -> int:
+    """The hidden count the page's form sends back, as a browser would."""
+    value = re.search(r'name="sent_before" value="(\d+)"', page.text)
+    assert value, "the form carries the count of turns sent when it was shown"
+    return int(value.group(1))
+
+
+def test_the_same_form_sent_twice_sends_one_sample_and_says_what_went(
+    client, researcher, study, owners
+):
+    """A double click or a stale tab posted the form again and sent a second sample."""
+    client.force_login(researcher)
+    form = {"size": 2, "annotators": pk_of(*owners[:2]), "seed": 3}
+    form["sent_before"] = _shown_sent_before(client.get(url(study)))
+    assert form["sent_before"] == 0
+    assert client.post(url(study), form).status_code == 302
+    first = set(Rerating.objects.values_list("pk", flat=True))
+    assert len(first) == 2
+
+    again = client.post(url(study), form, follow=True)
+    assert set(Rerating.objects.values_list("pk", flat=True)) == first  # nothing more sent
+    names = sorted(Rerating.objects.values_list("annotator__username", flat=True))
+    to = ", ".join(f"{names.count(n)} to {n}" for n in sorted(set(names)))
+    assert (
+        f"this sample was sent already: 2 turns went for re-rating since the study had 0 sent ({to};"
+        in again.text
+    )
+    assert "2 in all. Nothing more was sent; to send another sample, send the form again." in (
+        again.text
+    )
+
+    # Asked again on the page as it is now: a deliberate second sample is sent.
+    form["sent_before"] = _shown_sent_before(again)
+    assert form["sent_before"] == 2
+    assert client.post(url(study), form).status_code == 302
+    assert Rerating.objects.count() == 4
+
+
+def test_api_retry_with_sent_before_sends_no_second_sample(client, researcher, study, owners):
+    api = reverse("api-revision-reratings", args=[study.pk])
+    client.force_login(researcher)
+    body = {"size": 1, "annotators": ["ana", "ben"], "seed": 2, "sent_before": 0}
+    sent = client.post(api, body, "application/json")
+    assert sent.status_code == 201 and sent.json()["study_sent"] == 1
+    retry = client.post(api, body, "application/json")
+    assert retry.status_code == 409 and Rerating.objects.count() == 1
+    went = Rerating.objects.get().annotator.username
+    assert (
+        f"1 turn went for re-rating since the study had 0 sent (1 to {went};"
+        in (retry.json()["detail"])
+    )
+    body["sent_before"] = sent.json()["study_sent"]
+    assert client.post(api, body, "application/json").status_code == 201
     assert Rerating.objects.count() == 2

@@ -189,6 +189,37 @@ def test_table5_by_hand(tmp_path):
     assert report["table5"]["splits"] == [{"seed": 4, "train": 4, "dev": 0, "test": 2}]
 
 
+def test_table5_human_row_leaves_out_a_rerating_by_the_sessions_own_annotator(tmp_path):
+    """Re-ratings sent (under an older rule) to the annotator of the turn's own session counted
+    in the Human row: a second rating by the first rater is no agreement between two people."""
+    from annotate.revision.models import RevisionSession
+
+    study = sample_study(tmp_path)
+    ids = list(Turn.objects.order_by("id").values_list("id", flat=True))
+    ivy, ann, other = (UserFactory(username=name) for name in ("ivy", "ann", "other"))
+    first, _, third = RevisionSession.objects.order_by("id")
+    first.extra = {**first.extra, "annotator": "ivy"}  # imported: its line names ivy
+    first.save(update_fields=["extra"])
+    third.annotator = ann  # done in the app by ann
+    third.save(update_fields=["annotator"])
+    now = timezone.now()
+    for turn_id, annotator, rating in (
+        (ids[0], ivy, "bad"),  # good, by ivy of her own imported session: left out
+        (ids[1], other, "bad"),  # bad -> bad
+        (ids[2], ivy, "neutral"),  # neutral -> neutral: ivy did not do this session
+        (ids[4], ann, "bad"),  # good, by ann of her own session: left out
+        (ids[5], other, "good"),  # neutral -> good
+    ):
+        Rerating.objects.create(turn_id=turn_id, annotator=annotator, rating=rating,
+                                status="done", created_at=now)  # fmt: skip
+    human = by(revision_report_build(study=study, n_resamples=10)["table5"]["rows"], model="Human")
+    # originals [bad, neutral, neutral] vs re-ratings [bad, neutral, good]:
+    # binary (good?) [F, F, F] vs [F, F, T]: 2 of 3 agree, 1 of 3 predicted good; 3-way 2 of 3.
+    assert human["n"] == 3
+    assert human["accuracy"] == approx(2 / 3) and human["predicted_good"] == approx(1 / 3)
+    assert human["three_way_agreement"] == approx(2 / 3)
+
+
 def test_table5_split_sizes_count_only_turns_still_rated(tmp_path):
     """A split stored with a run names turns that may since have been deleted or unrated; its
     train and test sizes counted only the rated ones, its dev size all of them."""
@@ -506,7 +537,8 @@ def test_table5_says_its_human_row_is_on_the_re_rated_turns_not_the_test_split(t
     report = revision_report_build(study=study, n_resamples=10)
     said = (
         f"{note}: it compares the first rating of each of the 3 re-rated turns with its "
-        "re-rating (every finished re-rating of the study, in any split)."
+        "re-rating (every finished re-rating of the study, in any split, but none by the annotator "
+        "who did the session)."
     )
     markdown = revision_markdown(report)
     assert "## Table 5: automatic evaluation of instruction following (judges and baselines" in (
