@@ -1,8 +1,10 @@
 import json
 import re
+from unittest import mock
 
 import pytest
-from django.core.management import call_command
+from django.core import checks
+from django.core.management import ManagementUtility, call_command
 
 from evaluation.verbalizer.formats import report_as
 from evaluation.verbalizer.report import verbalizer_report
@@ -134,6 +136,17 @@ def test_agreement_formats(with_humans, capsys):
     assert "Fleiss' kappa" in report_as(report, "md") and "$\\kappa$" in report_as(report, "latex")
     call_command("verbalizer_report", "--set", "small", "--format", "csv", "--table", "agreement")
     assert capsys.readouterr().out.splitlines()[0].startswith("source,dataset,kappa")
+
+
+def test_command_prints_without_the_system_checks(small_set, capsys):
+    # The checks import every page's module: seconds of CPU for a report of a fraction of one.
+    # Run as `manage.py` runs it (call_command skips the checks of any command).
+    failing = [checks.Error("a page's module is broken", id="test.E001")]
+    argv = ["manage.py", "verbalizer_report", "--set", "small", "--format", "csv"]
+    with mock.patch("django.core.management.base.checks.run_checks", return_value=failing) as run:
+        ManagementUtility(argv).execute()
+    assert not run.called
+    assert capsys.readouterr().out.startswith("system,dataset,group,mapping,mode,n,")
 
 
 def test_formats(small_set, capsys):
