@@ -301,7 +301,11 @@ def human_work_answer_submit(
     answers per prompt of their channel: the page stops offering a full prompt, and an answer
     posted to one anyway is refused (ConflictError), as a self-hosted participant's is."""
     with transaction.atomic():
-        # The study's row lock makes two answers racing for a prompt's last place take turns.
+        # The person's row first (as a self-hosted participant's answer takes it): their
+        # answers to one prompt in two studies of a set, posted at once from two tabs, take
+        # turns, so the second sees the first and is refused. Then the study's, so two answers
+        # racing for a prompt's last place take turns.
+        Annotator.objects.select_for_update(no_key=True).filter(pk=annotator.pk).order_by().first()
         HumanStudy.objects.select_for_update().filter(pk=study.pk).first()
         return human_answer_submit_within_limit(
             study=study, prompt_id=prompt_id, annotator=annotator, key=key, seconds=seconds
@@ -317,16 +321,17 @@ def human_answer_submit_within_limit(
     answer of theirs is stored again as before. The caller holds the lock its channel's answers
     take turns on."""
     answers = study.answers.filter(prompt_id=prompt_id)
-    answered_in = dict(
+    answered_in = set(
         HumanAnswer.objects.filter(prompt_id=prompt_id, annotator=annotator).values_list(
-            "study_id", "study__name"
+            "study_id", flat=True
         )
     )
     mine = study.pk in answered_in
     if answered_in and not mine:
+        # The other study is not named: crowd participants see this, and a study's name is the
+        # researchers' own (it may say what the study manipulates).
         raise ConflictError(
-            f"You answered this item in study '{next(iter(answered_in.values()))}' already; "
-            "each person answers an item once."
+            "You answered this item in another study already; each person answers an item once."
         )
     if not mine and answers.filter(same_channel_q(annotator)).count() >= study.answers_per_prompt:
         raise ConflictError("This item has all the answers it needs; go on to the next one.")
