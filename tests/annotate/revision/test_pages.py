@@ -1261,6 +1261,8 @@ def test_a_session_given_up_is_kept_with_who_and_when_and_its_pair_is_not_handed
     assert kept.given_up_at >= before and kept.finished_at is None
     page = client.get(reverse("revision:session", args=[session.pk])).content.decode()
     assert 'id="given-up"' in page and "You gave up this session" in page
+    # Written as every page writes dates (config/formats): 2026-11-28 17:05 UTC.
+    assert f"on {kept.given_up_at:%Y-%m-%d %H:%M} UTC:" in page
     assert 'id="retry"' not in page and 'id="give-up"' not in page
     retried = client.post(reverse("revision:retry", args=[session.pk]), follow=True)
     assert "the session was given up" in retried.content.decode()
