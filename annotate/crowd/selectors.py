@@ -86,7 +86,7 @@ class Progress:
     deleted: int
     live: int = 0  # HITs workers may still take (expiry.still_live_q)
     expiry_pending: int = 0  # of them, HITs an admin expired that the platform did not confirm
-    expiring: int = 0  # of those, HITs the platform was not asked about yet (the Expire runs)
+    expiring: int = 0  # of those, HITs the platform has not answered about yet (no refusal)
 
     @property
     def percent(self) -> int:
@@ -100,8 +100,9 @@ class Progress:
 
 def publication_progress(*, publication: Publication, now: datetime | None = None) -> Progress:
     """The publication's HITs by status, how many are still live at `now`, how many of those
-    an admin expired without the platform confirming it, and of those how many it was not
-    asked about yet."""
+    an admin expired without the platform confirming it, and of those how many it has not
+    answered about yet (whether an Expire's run is asking is the publication's own state:
+    expiry.expiry_run_of)."""
     counts = publication.hits.aggregate(
         total=Count("id"),
         created=Count("id", filter=Q(status=HitStatus.CREATED)),
@@ -111,7 +112,7 @@ def publication_progress(*, publication: Publication, now: datetime | None = Non
         expiry_pending=Count(
             "id", filter=Q(status=HitStatus.CREATED, expiry_pending_since__isnull=False)
         ),
-        # hits_expiry_ask marks them with no error; expiry.hit_expire's refusals have one.
+        # hits_expiry_ask marks them; expiry.hit_expire's refusals leave an error until answered.
         expiring=Count(
             "id",
             filter=Q(status=HitStatus.CREATED, expiry_pending_since__isnull=False, expiry_error=""),
