@@ -1215,3 +1215,78 @@ def test_the_admin_cannot_make_a_forgers_work_count_by_changing_the_forgers_plat
     forged.annotator.refresh_from_db()
     assert forged.annotator.platform == "mturk"
     assert 'name="platform"' not in admin.get(url).text
+
+
+def test_the_project_csv_says_late_work_submitted_while_it_streams_is_late(
+    client, live, fake_mturk, admin
+):
+    """The project's label CSV streams line by line and reads the work's statuses when it
+    starts: a worker whose claim lapsed, submitting once two others filled the task while it
+    streamed (late, counted nowhere), had their answers written as late with the status of a
+    claim ("not submitted"). The late answers are read with their status."""
+    first, _ = _hits(live)
+    # MTurk still holds the lapsed worker's assignment (its own duration is longer).
+    fake_mturk.state.hits[first.hit_id]["MaxAssignments"] = 3
+    assignment_id = fake_mturk.api.worker_accept(first.hit_id, "ALATE")
+    opened = _open(client, fake_mturk, first, "ALATE", assignment_id)
+    page = opened["Location"]
+    names = set(re.findall(r'name="(r\d+_q\d+)"', client.get(page).text))
+    Assignment.objects.filter(platform_assignment_id=assignment_id).update(
+        expires_at=timezone.now() - timezone.timedelta(minutes=1)
+    )
+    do_task(Client(), fake_mturk, first, "AREAL1", "yes")
+    do_task(Client(), fake_mturk, first, "AREAL2", "yes")
+    _sync(live)
+    researcher = Client()
+    researcher.force_login(admin)
+    download = researcher.get(f"/api/annotate/projects/{live.batch.project_id}/labels/")
+    assert download.status_code == 200
+    lines = iter(download.streaming_content)
+    started = [next(lines), next(lines)]  # the header and the first label: statuses read
+
+    assert client.post(page, {name: "no" for name in names}).status_code == 200
+    late = Assignment.objects.get(platform_assignment_id=assignment_id)
+    assert (late.status, late.is_late) == (AssignmentStatus.EXPIRED, True)
+
+    text = b"".join([*started, *lines]).decode()
+    rows = list(csv.DictReader(io.StringIO(text)))
+    late_rows = [r for r in rows if r["annotator"] == "mturk:ALATE"]
+    assert len(late_rows) == 4 and {r["late"] for r in late_rows} == {"1"}
+    assert {r["work_status"] for r in late_rows} == {"late"}
+    assert {r["work_status"] for r in rows if r["late"] == "0"} == {"counted"}
+
+
+def test_the_project_csv_asks_the_status_of_work_it_had_not_seen_when_it_started():
+    """A direct score of work submitted while the project's CSV streamed (an MTurk worker's,
+    which its platform has not confirmed) was written as "counted", the default for work
+    whose status the file had not read. It is asked for then, as the benchmark's raw export
+    asks it."""
+    from annotate.models import AnnotatorKind, DirectScore
+    from annotate.selectors.work import project_label_rows
+    from tests.factories import AnnotatorFactory, LabelFactory
+
+    project = project_with_tasks(instructions=1, systems=2, questions=1)
+    task = project.batches.get().tasks.get()
+    response = task.instruction.responses.first()
+    in_house = AssignmentFactory(
+        task=task, annotator=AnnotatorFactory(kind=AnnotatorKind.EXPERT),
+        status=AssignmentStatus.SUBMITTED, submitted_at=timezone.now(),
+    )  # fmt: skip
+    LabelFactory(
+        assignment=in_house, annotator=in_house.annotator, response=response,
+        question=task.instruction.questions.get(),
+    )  # fmt: skip
+    rows = project_label_rows(project=project)
+    header, first = next(rows), next(rows)  # the statuses are read
+    assert dict(zip(header, first, strict=True))["work_status"] == "counted"
+
+    worker = AnnotatorFactory(kind=AnnotatorKind.CROWD, platform="mturk", worker_id="ANEW")
+    unconfirmed = AssignmentFactory(
+        task=task, annotator=worker, status=AssignmentStatus.SUBMITTED,
+        submitted_at=timezone.now(), platform_assignment_id="X1", platform_hit_id="H1",
+    )  # fmt: skip
+    DirectScore.objects.create(response=response, annotator=worker, assignment=unconfirmed, score=5)
+    rest = [dict(zip(header, row, strict=True)) for row in rows]
+    assert [(r["annotator"], r["work_status"]) for r in rest] == [
+        (worker.name, "not confirmed by the platform")
+    ]
