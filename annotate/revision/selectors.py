@@ -27,6 +27,7 @@ from annotate.revision.models import (
     StudySystem,
     Turn,
 )
+from annotate.revision.services.exports import imported_annotator
 from annotate.revision.services.sessions import (
     session_available,
     session_for_annotator,
@@ -366,14 +367,50 @@ def study_annotators(*, study: Study) -> QuerySet:
     )
 
 
-def rerate_candidates_count(*, study: Study) -> int:
-    """How many rated turns of finished sessions have not been sent for re-rating yet."""
-    return (
+def rerating_is_own(
+    *, rater_id: int, rater_username: str, owner_id: int | None, session_extra: dict
+) -> bool:
+    """Whether a re-rating is by whoever did the turn's session: its annotator in the app, or
+    for an imported session the login its line names. Such a self re-rating (sent under an
+    older rule) is not a second person's rating (paper §5): it counts in no agreement and
+    leaves its turn to be sent to someone else."""
+    if owner_id is not None:
+        return rater_id == owner_id
+    return imported_annotator(session_extra or {}) == rater_username
+
+
+def rerate_candidates(*, study: Study) -> list[tuple[int, int | None, int]]:
+    """(turn id, session's annotator id or None, session id) of every rated turn of the study's
+    finished sessions that has no re-rating by another person yet (sent or rated), by turn id.
+
+    A turn re-rated only by its own annotator is still a candidate: that re-rating never counts,
+    so without a second person the turn would be missing from the Human row for good."""
+    sent = Rerating.objects.filter(turn__session__study=study).values_list(
+        "turn_id",
+        "annotator_id",
+        "annotator__username",
+        "turn__session__annotator_id",
+        "turn__session__extra",
+    )
+    rerated = {
+        turn_id
+        for turn_id, rater_id, rater, owner_id, extra in sent
+        if not rerating_is_own(
+            rater_id=rater_id, rater_username=rater, owner_id=owner_id, session_extra=extra
+        )
+    }
+    turns = (
         Turn.objects.filter(session__study=study, session__status=SessionStatus.FINISHED)
         .exclude(rating="")
-        .exclude(reratings__isnull=False)
-        .count()
+        .order_by("id")
+        .values_list("id", "session__annotator_id", "session_id")
     )
+    return [turn for turn in turns if turn[0] not in rerated]
+
+
+def rerate_candidates_count(*, study: Study) -> int:
+    """How many rated turns of finished sessions are left to send for re-rating."""
+    return len(rerate_candidates(study=study))
 
 
 @dataclass(frozen=True)

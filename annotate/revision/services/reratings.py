@@ -23,10 +23,9 @@ from annotate.revision.models import (
     RerateStatus,
     Rerating,
     RevisionSession,
-    SessionStatus,
     Study,
-    Turn,
 )
+from annotate.revision.selectors import rerate_candidates
 from annotate.revision.services.exports import imported_annotator
 from annotate.revision.services.sessions import text_length_check
 
@@ -53,7 +52,9 @@ def reratings_sample(
     now: datetime,
     sent_before: int | None = None,
 ) -> list[Rerating]:
-    """Send `size` random finished turns (seeded) not yet re-rated, each to another annotator.
+    """Send `size` random finished turns (seeded) not yet re-rated by another person (a
+    re-rating by the session's own annotator does not count: `rerate_candidates`), each to
+    another annotator.
 
     Annotators take turns in the given order; a turn whose session belongs to the annotator
     whose turn it is (an imported session: whom its line names) goes to the next one. Raises
@@ -74,13 +75,7 @@ def reratings_sample(
         )
     if size < 1:
         raise RerateSampleError(f"the sample size must be at least 1, not {size}", field="size")
-    candidates = list(
-        Turn.objects.filter(session__study=study, session__status=SessionStatus.FINISHED)
-        .exclude(rating="")
-        .exclude(reratings__isnull=False)
-        .order_by("id")
-        .values_list("id", "session__annotator_id", "session_id")
-    )
+    candidates = rerate_candidates(study=study)
     if size > len(candidates):
         raise RerateSampleError(
             f"only {len(candidates)} finished turns are left to re-rate, not {size}", field="size"
