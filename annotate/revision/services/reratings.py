@@ -65,8 +65,12 @@ def reratings_sample(
     RerateRepeatError refuses it, sending nothing. None (a caller with no page): no such check.
     """
     # The study's row lock makes two posts of one form wait for each other, so the second
-    # sees the first one's sample and is refused rather than drawing another.
-    Study.objects.select_for_update().filter(pk=study.pk).first()
+    # sees the first one's sample and is refused rather than drawing another. FOR NO KEY
+    # UPDATE: it still excludes another sample (and an edit or deletion of the study), but not
+    # the FOR KEY SHARE that a row going in under the study takes at its commit, so annotators
+    # starting sessions there (and imports, judge runs) do not wait for the sample; none of
+    # them changes what the sample draws (finished turns and their re-ratings).
+    Study.objects.select_for_update(no_key=True).filter(pk=study.pk).first()
     if sent_before is not None:
         _repeat_check(study=study, sent_before=sent_before)
     if not annotators:
