@@ -367,6 +367,41 @@ def study_annotators(*, study: Study) -> QuerySet:
     )
 
 
+def session_study_id(*, session_id: int) -> int:
+    """The study of any session (a researcher's action on it goes back to its report)."""
+    study_id = (
+        RevisionSession.objects.filter(pk=session_id).values_list("study_id", flat=True).first()
+    )
+    if study_id is None:
+        raise NotFoundError("no such session")
+    return study_id
+
+
+@dataclass(frozen=True)
+class GivenUpSession:
+    session: RevisionSession
+    holder: RevisionSession | None  # the pair's session in progress or finished, since reopened
+
+
+def given_up_sessions(*, study: Study) -> list[GivenUpSession]:
+    """The study's given-up sessions, newest first, each with who gave it up and when, who
+    reopened it and when, and the session that has its (question, system) now, if any (two
+    queries)."""
+    given_up = list(
+        RevisionSession.objects.filter(study=study, status=SessionStatus.GIVEN_UP)
+        .select_related("question", "system", "annotator", "given_up_by", "reopened_by")
+        .order_by("-given_up_at", "-id")
+    )
+    live = RevisionSession.objects.filter(
+        study=study,
+        annotator__isnull=False,
+        status__in=[SessionStatus.ACTIVE, SessionStatus.FINISHED],
+        question__in={s.question_id for s in given_up},
+    ).select_related("annotator")
+    holders = {(s.question_id, s.system_id): s for s in live}
+    return [GivenUpSession(s, holders.get((s.question_id, s.system_id))) for s in given_up]
+
+
 def rerating_is_own(
     *, rater_id: int, rater_username: str, owner_id: int | None, session_extra: dict
 ) -> bool:
@@ -503,7 +538,8 @@ def study_collection_progress(*, study: Study) -> CollectionProgress:
     ).aggregate(
         finished=Count("id", filter=Q(status=SessionStatus.FINISHED)),
         active=Count("id", filter=Q(status=SessionStatus.ACTIVE)),
-        given_up=Count("id", filter=Q(status=SessionStatus.GIVEN_UP)),
+        # A reopened one holds its pair no more: that pair is not started, or has a session.
+        given_up=Count("id", filter=Q(status=SessionStatus.GIVEN_UP, reopened_at__isnull=True)),
     )
     return CollectionProgress(
         questions=questions.count(),
