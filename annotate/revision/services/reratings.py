@@ -32,7 +32,13 @@ from annotate.revision.services.sessions import text_length_check
 
 class RerateRepeatError(ConflictError):
     """Turns were sent since the form was shown: the same form posted twice (a double click, a
-    stale tab, a client's retry), refused so that it sends no second sample."""
+    stale tab, a client's retry), refused so that it sends no second sample. `sent` says what
+    the study has sent since (how many, to whom, when) without calling it this sample, for a
+    caller that cannot tell (a command run after a sample sent on the page)."""
+
+    def __init__(self, message: str, *, sent: str) -> None:
+        self.sent = sent
+        super().__init__(message)
 
 
 class RerateSampleError(ProjectSetupError):
@@ -113,9 +119,9 @@ def _repeat_check(*, study: Study, sent_before: int) -> None:
     if count == sent_before:
         return
     if count < sent_before:
+        sent = f"the study has {count} turns sent for re-rating, not {sent_before}"
         raise RerateRepeatError(
-            f"the study has {count} turns sent for re-rating, not {sent_before} as when this "
-            "form was shown (some were deleted)"
+            f"{sent} as when this form was shown (some were deleted)", sent=sent
         )
     since = list(sent.select_related("annotator")[sent_before:])
     per_annotator: dict[str, int] = {}
@@ -124,11 +130,11 @@ def _repeat_check(*, study: Study, sent_before: int) -> None:
         per_annotator[name] = per_annotator.get(name, 0) + 1
     to = ", ".join(f"{n} to {name}" for name, n in sorted(per_annotator.items()))
     last = max(rerating.created_at for rerating in since)
-    raise RerateRepeatError(
-        f"this sample was sent already: {len(since)} turn{'' if len(since) == 1 else 's'} went "
-        f"for re-rating since the study had {sent_before} sent ({to}; at {last:%Y-%m-%d %H:%M:%S} UTC), "
-        f"{count} in all"
+    sent = (
+        f"{len(since)} turn{'' if len(since) == 1 else 's'} went for re-rating since the study "
+        f"had {sent_before} sent ({to}; at {last:%Y-%m-%d %H:%M:%S} UTC), {count} in all"
     )
+    raise RerateRepeatError(f"this sample was sent already: {sent}", sent=sent)
 
 
 def _imported_owners(*, study: Study, annotators: Sequence[AbstractBaseUser]) -> dict[int, int]:

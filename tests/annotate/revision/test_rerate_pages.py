@@ -238,8 +238,11 @@ def test_the_command_run_again_sends_no_second_sample_and_says_what_went(study, 
     )
     message = str(refused.value)
     went = first.annotator.username
-    assert f"1 turn went for re-rating since the study had 0 sent (1 to {went}; at " in message
-    assert "Nothing was sent. To send another sample on top of these, run again with " in message
+    assert (
+        f"--sent-before 0: 1 turn went for re-rating since the study had 0 sent (1 to {went}; at "
+        in message
+    )
+    assert "Nothing was sent. To send one more sample on top of these, run again with " in message
     assert "--sent-before 1." in message
 
     # Deliberately, on top of the first: sent.

@@ -46,9 +46,11 @@ class Command(BaseCommand):
                 sent_before=options["sent_before"],
             )
         except RerateRepeatError as error:
+            # This run, or the page, the API or another run, sent them: say what, not whose.
             raise CommandError(
-                f"{error}.\nNothing was sent. To send another sample on top of these, run again "
-                f"with --sent-before {rerate_sent_count(study=study)}."
+                f"--sent-before {options['sent_before']}: {error.sent}.\nNothing was sent. To "
+                "send one more sample on top of these, run again with "
+                f"--sent-before {rerate_sent_count(study=study)}."
             ) from None
         except AnnotateError as error:
             raise CommandError(f"{error}\nNothing was written.") from None
