@@ -193,6 +193,9 @@ class SessionStatus(models.TextChoices):
 # Imported sessions hold nothing (records, not work); a given-up session holds it until a
 # researcher reopens it (its system was failing: not handed out again until then).
 HOLDS_PAIR = Q(annotator__isnull=False, reopened_at__isnull=True)
+# An annotator's session with work on its pair (in progress or finished): a given-up session of
+# that pair is not reopened.
+WORKS_PAIR = Q(annotator__isnull=False, status__in=[SessionStatus.ACTIVE, SessionStatus.FINISHED])
 
 
 class RevisionSession(models.Model):

@@ -13,6 +13,7 @@ from annotate.compiled import CompiledQuery
 from annotate.errors import NotFoundError
 from annotate.revision.history import next_previous_answer
 from annotate.revision.models import (
+    WORKS_PAIR,
     CallStatus,
     Document,
     InstructionType,
@@ -393,10 +394,7 @@ def given_up_sessions(*, study: Study) -> list[GivenUpSession]:
         .order_by("-given_up_at", "-id")
     )
     live = RevisionSession.objects.filter(
-        study=study,
-        annotator__isnull=False,
-        status__in=[SessionStatus.ACTIVE, SessionStatus.FINISHED],
-        question__in={s.question_id for s in given_up},
+        WORKS_PAIR, study=study, question__in={s.question_id for s in given_up}
     ).select_related("annotator")
     holders = {(s.question_id, s.system_id): s for s in live}
     return [GivenUpSession(s, holders.get((s.question_id, s.system_id))) for s in given_up]

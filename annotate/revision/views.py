@@ -330,7 +330,7 @@ def reopen(request: HttpRequest, session_id: int) -> HttpResponse:
             session_id=session_id, user=request.user, now=timezone.now()
         )
     except ConflictError as error:
-        messages.error(request, f"Session {session_id} was not reopened: {error}.")
+        messages.error(request, f"Not reopened: {error}.")
     else:
         who = session.annotator.get_username() if session.annotator else "its annotator"
         messages.success(

@@ -21,6 +21,7 @@ from annotate.revision.models import (
     COMMENT_MAX_CHARS,
     HOLDS_PAIR,
     INSTRUCTION_MAX_CHARS,
+    WORKS_PAIR,
     CallStatus,
     Document,
     InstructionType,
@@ -291,18 +292,16 @@ def session_reopen(*, session_id: int, user: AbstractBaseUser, now: datetime) ->
         )
     holder = (
         RevisionSession.objects.filter(
-            question=session.question_id,
-            system=session.system_id,
-            annotator__isnull=False,
-            status__in=[SessionStatus.ACTIVE, SessionStatus.FINISHED],
+            WORKS_PAIR, question=session.question_id, system=session.system_id
         )
         .select_related("annotator")
         .first()
     )
     if holder is not None:
         raise ConflictError(
-            f"its question and system {session.system.name} already have session {holder.pk} "
-            f"by {holder.annotator.get_username()}, {holder.get_status_display().lower()}"
+            f"session {session.pk}'s question and system {session.system.name} already have "
+            f"session {holder.pk} by {holder.annotator.get_username()}, "
+            f"{holder.get_status_display().lower()}"
         )
     if session.reopened_at is not None:
         by = session.reopened_by.get_username() if session.reopened_by else "someone"

@@ -97,7 +97,7 @@ def test_a_session_not_given_up_or_whose_pair_has_a_session_is_not_reopened(
     client.force_login(researcher)
     refused = client.post(reopen_url(broken), follow=True).text
     assert (
-        f"Session {broken.pk} was not reopened: its question and system {broken.system.name} "
+        f"Not reopened: session {broken.pk}&#x27;s question and system {broken.system.name} "
         f"already have session {taken.pk} by cara, in progress." in refused
     )
     assert RevisionSession.objects.get(pk=broken.pk).reopened_at == now  # unchanged
