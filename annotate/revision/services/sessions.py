@@ -279,7 +279,9 @@ def session_reopen(*, session_id: int, user: AbstractBaseUser, now: datetime) ->
 
     Refused (nothing changed) unless the session is given up and not reopened yet, and while
     another annotator's session of the pair is in progress or finished."""
-    sessions = RevisionSession.objects.select_related("question", "system", "given_up_by")
+    sessions = RevisionSession.objects.select_related(
+        "question", "system", "annotator", "reopened_by"
+    )
     try:
         # FOR NO KEY UPDATE: two reopens of it wait for each other; nothing else is held up.
         session = sessions.select_for_update(no_key=True, of=("self",)).get(pk=session_id)
