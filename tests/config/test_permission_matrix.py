@@ -258,6 +258,9 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     "revision:finish": (POST_ONLY, by_role(LOGIN, 302, 404, 404, 404, 404)),
     "revision:withdraw": (POST_ONLY, by_role(LOGIN, 302, 404, 404, 404, 404)),
     "revision:give-up": (POST_ONLY, by_role(LOGIN, 302, 404, 404, 404, 404)),
+    # Researchers' action: the world's session is in progress, not given up, so the report
+    # says it was not reopened (302, nothing changed); annotators get the 403 page.
+    "revision:session-reopen": (POST_ONLY, by_role(LOGIN, 403, 403, 302, 302, 302)),
     "revision:rerating": (
         by_role(LOGIN, 404, 200, 404, 404, 404),
         by_role(LOGIN, 404, 400, 404, 404, 404),
