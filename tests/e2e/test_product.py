@@ -207,6 +207,11 @@ def test_pages_fit_390_px_and_follow_a_dark_colour_scheme(page_for, demo):
         cara.goto(url)
         width = cara.evaluate("document.documentElement.scrollWidth")
         assert width <= 390, (url, width)
+    # With recent assignments under the list: an instruction id is one long word (403 px).
+    ana = page_for(user("ana"), viewport={"width": 390, "height": 844})
+    ana.goto("/annotate/")
+    assert ana.locator("td.task-id").count() > 0
+    assert ana.evaluate("document.documentElement.scrollWidth") <= 390
     dark = page_for(user("cara"), color_scheme="dark")
     dark.goto("/annotate/")
     background = dark.evaluate("getComputedStyle(document.body).backgroundColor")
