@@ -478,6 +478,11 @@ def platform_work_late(*, platform: str, assignment_id: str) -> bool:
     ).exists()
 
 
+def publication_id_of_hit(*, hit_id: str) -> int | None:
+    """The id of the publication whose HIT is the platform's `hit_id`, or None if none here."""
+    return Hit.objects.filter(hit_id=hit_id).values_list("publication_id", flat=True).first()
+
+
 def platform_work_of_blocked_worker(*, platform: str, assignment_id: str) -> bool:
     """True if the platform's assignment `assignment_id` here is the work of a worker blocked
     now: kept, counted in no result while the block lasts, paid by the platform unless an
