@@ -254,3 +254,19 @@ def test_the_command_refuses_a_negative_sent_before(study, owners):
     with pytest.raises(CommandError, match="--sent-before must be 0 or more, not -1"):
         rerate_command("--sent-before", "-1")
     assert not Rerating.objects.exists()
+
+
+def test_the_command_sends_only_to_active_annotators_as_the_page_does(study, owners):
+    """The page and the API offer only annotator accounts; the command took any username, and a
+    researcher's turns then waited on a to-do list nobody opens."""
+    with pytest.raises(CommandError, match="no active annotator account named rex"):
+        call_command(
+            "revision_rerate", "--study", "live", "--size", "1", "--annotator", "ana",
+            "--annotator", "rex", stdout=StringIO(),
+        )  # fmt: skip
+    with pytest.raises(CommandError, match="no active annotator account named nobody"):
+        call_command(
+            "revision_rerate", "--study", "live", "--size", "1", "--annotator", "nobody",
+            stdout=StringIO(),
+        )  # fmt: skip
+    assert not Rerating.objects.exists()

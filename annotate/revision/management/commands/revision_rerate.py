@@ -1,9 +1,8 @@
-from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from annotate.errors import AnnotateError
-from annotate.revision.selectors import rerate_sent_count
+from annotate.revision.selectors import rerate_sent_count, study_annotators
 from annotate.revision.services.exports import study_get
 from annotate.revision.services.reratings import RerateRepeatError, reratings_sample
 
@@ -29,14 +28,22 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **options):
-        users = list(User.objects.filter(username__in=options["annotator"]).order_by("username"))
-        missing = set(options["annotator"]) - {user.username for user in users}
-        if missing:
-            raise CommandError(f"no such user: {', '.join(sorted(missing))}")
         if options["sent_before"] < 0:
             raise CommandError(f"--sent-before must be 0 or more, not {options['sent_before']}")
         try:
             study = study_get(name=options["study"])
+        except AnnotateError as error:
+            raise CommandError(f"{error}\nNothing was written.") from None
+        # The accounts the page and the API offer: active annotators (a researcher's or an
+        # inactive account would get turns nobody rates).
+        users = list(study_annotators(study=study).filter(username__in=options["annotator"]))
+        missing = set(options["annotator"]) - {user.username for user in users}
+        if missing:
+            raise CommandError(
+                f"--annotator: no active annotator account named {', '.join(sorted(missing))}. "
+                "Nothing was sent."
+            )
+        try:
             sent = reratings_sample(
                 study=study,
                 annotators=users,
