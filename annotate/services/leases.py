@@ -19,6 +19,7 @@ from datetime import datetime
 
 from django.db import DatabaseError, connection
 from django.db.models import Q, QuerySet
+from django.db.models.functions import Now
 from django.utils import timezone
 
 logger = logging.getLogger(__name__)
@@ -37,11 +38,17 @@ class LeaseHeldError(Exception):
 
 
 def lease_take(
-    *, job: QuerySet, claimable: Q, now: datetime, heartbeat_field: str = "heartbeat_at", **fields
+    *,
+    job: QuerySet,
+    claimable: Q,
+    now: datetime | Now,
+    heartbeat_field: str = "heartbeat_at",
+    **fields,
 ) -> str | None:
     """Give the job (a queryset of its one row) a new lease if it is `claimable`, setting
     `fields` in the same UPDATE; return the token, or None when another delivery holds it.
-    `heartbeat_field`: the model's heartbeat column (an engine chunk's is `heartbeat`)."""
+    `heartbeat_field`: the model's heartbeat column (an engine chunk's is `heartbeat`); `now`
+    its value, `Now()` for the database's clock."""
     token = uuid.uuid4().hex
     taken = job.filter(claimable).update(lease=token, **{heartbeat_field: now}, **fields)
     return token if taken else None

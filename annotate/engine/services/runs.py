@@ -34,6 +34,7 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection, connections, transaction
 from django.db.models import Count, F, Q
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from annotate.engine.bulk import rows_insert
@@ -689,7 +690,9 @@ class _ChunkLease:
     Another delivery takes the chunk over once its heartbeat is ENGINE_CHUNK_LEASE_SECONDS old,
     so a lease not renewed for that long (as this process's clock counts, from before the
     renewing write) is taken as lost: no new call is sent on it. A renewal that finds another
-    token on the row (taken over) loses it too.
+    token on the row (taken over) loses it too. The heartbeat is the database's clock, which
+    every delivery's take reads it by: the workers' own clocks may disagree by more than the
+    lease, and would make a fresh lease look stale to a worker whose clock runs ahead.
     """
 
     def __init__(self, chunk_id: int, token: str, renewed: float) -> None:
@@ -702,9 +705,7 @@ class _ChunkLease:
 
     def renew(self) -> bool:
         started = time.monotonic()
-        if EngineChunk.objects.filter(pk=self.chunk_id, lease=self.token).update(
-            heartbeat=timezone.now()
-        ):
+        if EngineChunk.objects.filter(pk=self.chunk_id, lease=self.token).update(heartbeat=Now()):
             self.renewed = started
         else:
             self.lost = True
@@ -1522,17 +1523,24 @@ def _chunk_lease_take(
 ) -> tuple[EngineChunk | None, _ChunkLease | None]:
     """Take the chunk's lease for this delivery: (chunk, lease); (chunk, None) when it is done,
     (None, None) when it is gone. One conditional UPDATE, so of two deliveries at once only one
-    takes it. Raise EngineChunkLeasedError while another delivery holds it and beats."""
-    now, renewed = timezone.now(), time.monotonic()
-    stale = now - timedelta(seconds=settings.ENGINE_CHUNK_LEASE_SECONDS)
+    takes it. Raise EngineChunkLeasedError while another delivery holds it and beats.
+
+    The lease's age is the database's clock (`Now()`), as its renewals write it: not this
+    process's, which may be off the holder's by more than the lease."""
+    renewed = time.monotonic()
+    stale = Now() - timedelta(seconds=settings.ENGINE_CHUNK_LEASE_SECONDS)
     token = lease_take(
         job=EngineChunk.objects.filter(pk=chunk_id),
         claimable=~Q(status=ChunkStatus.DONE) & (Q(heartbeat__isnull=True) | Q(heartbeat__lt=stale)),
-        now=now, heartbeat_field="heartbeat", status=ChunkStatus.RUNNING, task_id=task_id[:255],
-        worker=worker[:255], started_at=now,
+        now=Now(), heartbeat_field="heartbeat", status=ChunkStatus.RUNNING, task_id=task_id[:255],
+        worker=worker[:255], started_at=Now(),
     )  # fmt: skip
     try:
-        chunk = EngineChunk.objects.select_related("run__endpoint").get(pk=chunk_id)
+        chunk = (
+            EngineChunk.objects.select_related("run__endpoint")
+            .annotate(database_now=Now())
+            .get(pk=chunk_id)
+        )
     except EngineChunk.DoesNotExist:
         return None, None
     if token is not None:
@@ -1540,7 +1548,9 @@ def _chunk_lease_take(
     if chunk.status == ChunkStatus.DONE:
         return chunk, None
     retry_in = lease_retry_in(
-        heartbeat_at=chunk.heartbeat, stale_seconds=settings.ENGINE_CHUNK_LEASE_SECONDS, now=now
+        heartbeat_at=chunk.heartbeat,
+        stale_seconds=settings.ENGINE_CHUNK_LEASE_SECONDS,
+        now=chunk.database_now,
     )
     raise EngineChunkLeasedError(chunk.pk, retry_in=retry_in)
 
