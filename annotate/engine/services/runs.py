@@ -731,6 +731,48 @@ class _ChunkLease:
         return False
 
 
+class _RunClaim:
+    """This executor's claim on a whole run (`_claim`): held while the run is running under
+    the start this claim made, its `running_since`.
+
+    A run silent for ENGINE_HEARTBEAT_TIMEOUT_SECONDS is reaped or taken over by another
+    executor (Run again, the task delivered again), which asks its units still pending. An
+    executor that was only stalled (a laptop asleep, a paused VM) finds on waking that the row
+    is no longer its start's: as a chunk's delivery that lost its lease, it stores only its
+    calls (paid), sends no new one, beats nothing and leaves the run to its new holder.
+    """
+
+    def __init__(self, run_id: int, since: datetime) -> None:
+        self.run_id, self.since = run_id, since
+        self.lost = False
+
+    @staticmethod
+    def every() -> float:
+        return settings.ENGINE_HEARTBEAT_SECONDS
+
+    def _mine(self):
+        return EngineRun.objects.filter(
+            pk=self.run_id, status=RunStatus.RUNNING, running_since=self.since
+        )
+
+    def renew(self) -> bool:
+        if not self._mine().update(heartbeat=timezone.now()):
+            self.lost = True
+        return not self.lost
+
+    def held(self) -> bool:
+        return not self.lost
+
+    def fence(self) -> bool:
+        """Whether the run is still this executor's, asked first in the transaction that stores
+        its answers: the run's row stays locked till it commits, so no other executor claims it
+        (and reads its units still pending) in between."""
+        if self._mine().update(running_since=self.since):
+            return True
+        self.lost = True
+        return False
+
+
 class _Executor:
     def __init__(
         self,
@@ -739,7 +781,7 @@ class _Executor:
         stop: threading.Event,
         sleep,
         budget: _Budget | _SharedBudget | None = None,
-        lease: _ChunkLease | None = None,
+        lease: _ChunkLease | _RunClaim | None = None,
     ):
         self.run, self.protocol, self.stop, self.lease = run, protocol, stop, lease
         self.endpoint = run.endpoint
@@ -930,14 +972,15 @@ def _store(
     items: Sequence[UnitResult | EngineCall],
     *,
     shared_cap: bool = False,
-    lease: _ChunkLease | None = None,
+    lease: _ChunkLease | _RunClaim | None = None,
 ) -> None:
     """Save the calls, let the protocol store its rows, mark units, add to the run's totals.
 
     `items` are calls made (each put on the queue as soon as it returned) and units ended.
-    A chunk's delivery that no longer holds its `lease` (`_ChunkLease.fence`) stores only its
+    A chunk's delivery that no longer holds its `lease` (`_ChunkLease.fence`), or a whole
+    run's executor whose run was taken over or reaped (`_RunClaim.fence`), stores only its
     calls and their cost, which were paid: its units, and what its calls answered, are the
-    delivery's that took the chunk over, which asks them again.
+    new holder's, which asks them again.
     """
     results = [item for item in items if isinstance(item, UnitResult)]
     calls = [item for item in items if isinstance(item, EngineCall) and item.pk is None]
@@ -1311,6 +1354,7 @@ def engine_run_execute(
     if run.stop_requested:  # a task delivered again after a stop
         return _finish(run.pk, cancelled=run.error or "Stopped on request.")
     stop = stop or threading.Event()
+    claim = _RunClaim(run.pk, run.running_since)
     try:
         protocol = protocol_for(run.kind)
         keys = _prepare_units(run, protocol)
@@ -1320,7 +1364,7 @@ def engine_run_execute(
             on_progress(0)
         run.refresh_from_db()
         executor = _execute_keys(
-            run, protocol, keys, stop=stop, sleep=sleep, on_progress=on_progress
+            run, protocol, keys, stop=stop, sleep=sleep, on_progress=on_progress, lease=claim
         )
     except (EngineRunError, EndpointError) as error:
         return _finish(run.pk, failed=str(error))
@@ -1330,6 +1374,13 @@ def engine_run_execute(
     except Exception as error:
         _finish(run.pk, failed=f"{type(error).__name__}: {error}")
         raise
+    if claim.lost:  # reaped or taken over while it stalled: the run is its new holder's
+        logger.warning(
+            "Engine run %s was taken over or reaped while this executor stalled: its answers "
+            "since are not stored (their calls are), and the run is left as it is.",
+            run.pk,
+        )
+        return engine_run_get(run_id=run.pk)
     failed, cancelled = _outcome(run, executor)
     return _finish(run.pk, failed=failed, cancelled=cancelled)
 
@@ -1374,7 +1425,7 @@ def _execute_keys(
     sleep: Callable[[float], None],
     on_progress: Callable[[int], None] | None = None,
     budget: _Budget | _SharedBudget | None = None,
-    lease: _ChunkLease | None = None,
+    lease: _ChunkLease | _RunClaim | None = None,
 ) -> _Executor:
     """The executor: do these units (a whole run, or one chunk of it) and store them."""
     executor = _Executor(run, protocol, stop, sleep, budget, lease)
