@@ -29,6 +29,30 @@ def shared_cache_check(app_configs=None, **kwargs) -> list[Warning]:
     ]
 
 
+@register(Tags.caches)
+def workers_without_shared_cache_check(app_configs=None, **kwargs) -> list[Warning]:
+    """With a broker (CELERY_BROKER_URL, tasks not run eagerly) the site runs as several
+    processes, web and workers, so a per-process cache is a mistake whatever the command: said
+    at every start (`migrate`, `runserver`, `check`), not only by `check --deploy` (W001). A
+    run's spending cap does not depend on it (it is held on the run's row)."""
+    if not settings.CELERY_BROKER_URL or getattr(settings, "CELERY_TASK_ALWAYS_EAGER", False):
+        return []
+    backend = settings.CACHES.get("default", {}).get("BACKEND", "")
+    if backend not in _PER_PROCESS_CACHES:
+        return []
+    return [
+        Warning(
+            "CELERY_BROKER_URL is set but CACHE_URL is not: each process counts its own "
+            "rate limits (runs started, model calls, API and page requests), a crowd "
+            "address's open claims and the paid Start's double-click guard, so together they "
+            "allow as many times more as there are processes.",
+            hint="Set CACHE_URL to a Redis database other than the broker's, e.g. "
+            "redis://127.0.0.1:6379/1 (docs/deploy.md).",
+            id="annotate.W003",
+        )
+    ]
+
+
 # kombu's Redis transport hands a task out again after this many seconds when the settings give
 # no visibility_timeout.
 _KOMBU_VISIBILITY_TIMEOUT = 3600

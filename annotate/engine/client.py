@@ -519,21 +519,27 @@ _FAKE_WORDS = [
 ]
 
 
-def _verdict(text: str) -> str:
+def _model_digest(model: str, text: str) -> bytes:
+    """SHA-256 of the text as the fake model named `model` reads it: each model its own answers,
+    the same every time, so two fake systems or judges compared in a table differ as two models
+    would (they gave identical answers, whatever the model, before)."""
+    return hashlib.sha256(f"{model}\n{text}".encode()).digest()
+
+
+def _verdict(text: str, model: str) -> str:
     """Say YES to about four questions in five, the same way every time for the same text."""
-    digest = hashlib.sha256(text.encode("utf-8")).digest()
-    return "NO" if digest[0] % 5 == 0 else "YES"
+    return "NO" if _model_digest(model, text)[0] % 5 == 0 else "YES"
 
 
 # A prompt that asks for one of two quoted words (the verbalizer's prompts).
 _WORD_CHOICE = re.compile(r'(?:Reply with|followed by) "([^"]+)" or "([^"]+)"')
 
 
-def _word_choice(text: str) -> str:
+def _word_choice(text: str, model: str) -> str:
     """Pick one of the two quoted words, the first about two times in three, fixed per text; in
     the form "The answer is <word>." when the prompt asks for that."""
     first, second = _WORD_CHOICE.search(text).groups()
-    word = second if hashlib.sha256(text.encode("utf-8")).digest()[0] % 3 == 0 else first
+    word = second if _model_digest(model, text)[0] % 3 == 0 else first
     return _word_reply(text, word)
 
 
@@ -612,13 +618,13 @@ _RATING_CHOICE = "one of the two ratings: good, or bad"  # KIWI's rating judge (
 _CATEGORY_LINE = re.compile(r"^# Category: (.+)$", re.M)
 
 
-def _category_choice(text: str) -> str:
+def _category_choice(text: str, model: str) -> str:
     """Pick one of the categories the prompt's examples name (KIWI Tables 10/11), fixed per
     text; "others" when the prompt names none."""
     categories = sorted({c.strip() for c in _CATEGORY_LINE.findall(text) if c.strip()})
     if not categories:
         return "others"
-    return categories[hashlib.sha256(text.encode("utf-8")).digest()[0] % len(categories)]
+    return categories[_model_digest(model, text)[0] % len(categories)]
 
 
 # KIWI's answer prompts (annotate/revision/prompts): the initial answer, the summary of the
@@ -680,10 +686,11 @@ class FakeTransport:
     fake models differ and both stay the same from run to run. KIWI's answer prompts get the
     revision fake's answers (the previous answer kept, with the
     instruction it was revised for); judge-style prompts (numbered "Questions:", or a YES/NO
-    question) get YES or NO, about four in five YES, fixed per text; KIWI's rating judge gets
-    good or bad (about three in five good) and its classifiers one of the categories their
-    examples name; anything else gets a
-    plausible reply built from the last user message, the same every time. `max_tokens` is
+    question) get YES or NO, about four in five YES; KIWI's rating judge gets good or bad
+    (about three in five good) and its classifiers one of the categories their examples name;
+    anything else gets a plausible reply built from the last user message. Each of these is
+    fixed per text and the request's model (`_model_digest`): two fake models answer apart,
+    each the same every time. `max_tokens` is
     honoured: a longer reply is cut and reported with finish_reason "length", as a real server
     does.
     """
@@ -694,23 +701,24 @@ class FakeTransport:
     def send(self, body: Mapping[str, Any], on_text: TextCallback | None = None) -> ChatReply:
         messages = body.get("messages") or []
         last = (messages[-1].get("content") if messages else "") or ""
+        model = str(body.get("model") or "")
         if (classified := self._classified(body, last)) is not None:
             text = classified
         elif (kiwi := _kiwi_reply(last)) is not None:
             text = kiwi
         elif "\nQuestions:\n" in last:
             count = len(_NUMBERED_QUESTION.findall(last.split("\nQuestions:\n", 1)[1]))
-            text = "\n".join(f"{n}. {_verdict(f'{last}#{n}')}" for n in range(1, count + 1))
+            text = "\n".join(f"{n}. {_verdict(f'{last}#{n}', model)}" for n in range(1, count + 1))
         elif _is_yes_no_question(last):
-            text = _verdict("\n".join(m.get("content") or "" for m in messages))
+            text = _verdict("\n".join(m.get("content") or "" for m in messages), model)
         elif _WORD_CHOICE.search(last):
-            text = _word_choice(last)
+            text = _word_choice(last, model)
         elif _RATING_CHOICE in last:
-            text = "good" if hashlib.sha256(last.encode("utf-8")).digest()[0] % 5 < 3 else "bad"
+            text = "good" if _model_digest(model, last)[0] % 5 < 3 else "bad"
         elif last.rstrip().endswith("# Category:"):
-            text = _category_choice(last)
+            text = _category_choice(last, model)
         else:
-            text = self._generate(last)
+            text = self._generate(last, model)
         finish_reason = "stop"
         limit = body.get("max_tokens")
         if isinstance(limit, int) and estimate_tokens(text) > limit:
@@ -741,9 +749,10 @@ class FakeTransport:
         return _classification_reply(prompt, str(body.get("model") or ""), hint)
 
     @staticmethod
-    def _generate(prompt: str) -> str:
-        """Return two or three sentences echoing the prompt's first line, fixed per prompt."""
-        digest = hashlib.sha256(prompt.encode("utf-8")).digest()
+    def _generate(prompt: str, model: str) -> str:
+        """Return two or three sentences echoing the prompt's first line, fixed per prompt and
+        model."""
+        digest = _model_digest(model, prompt)
         topic = (prompt.strip().splitlines() or [""])[0][:120].rstrip(" .:?!")
         words = [_FAKE_WORDS[b % len(_FAKE_WORDS)] for b in digest[:12]]
         sentences = [

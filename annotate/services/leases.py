@@ -19,6 +19,7 @@ from datetime import datetime
 
 from django.db import DatabaseError, connection
 from django.db.models import Q, QuerySet
+from django.db.models.functions import Now
 from django.utils import timezone
 
 logger = logging.getLogger(__name__)
@@ -40,7 +41,7 @@ def lease_take(
     *,
     job: QuerySet,
     claimable: Q,
-    now: datetime,
+    now: datetime | Now,
     heartbeat_field: str = "heartbeat_at",
     lease_field: str = "lease",
     **fields,
@@ -48,7 +49,8 @@ def lease_take(
     """Give the job (a queryset of its one row) a new lease if it is `claimable`, setting
     `fields` in the same UPDATE; return the token, or None when another delivery holds it.
     `heartbeat_field`, `lease_field`: the model's columns (an engine chunk's heartbeat is
-    `heartbeat`; a publication's Expire has its own pair beside its publish's)."""
+    `heartbeat`; a publication's Expire has its own pair beside its publish's); `now` the
+    heartbeat's value, `Now()` for the database's clock."""
     token = uuid.uuid4().hex
     taken = job.filter(claimable).update(**{lease_field: token, heartbeat_field: now}, **fields)
     return token if taken else None

@@ -167,3 +167,28 @@ def test_migrate_points_out_platform_work_that_stopped_counting():
         call_command("check", **check)
     Label.objects.filter(pk=left.pk).update(imported=True)
     call_command("check", **check)
+
+
+def test_a_broker_without_a_shared_cache_is_pointed_out_at_every_start(settings):
+    """With CELERY_BROKER_URL the site is several processes (web and workers), yet without
+    CACHE_URL each kept its own rate-limit counters (runs started, model calls) and paid-Start
+    guard, and only `check --deploy` said so: `migrate` and `runserver` said nothing."""
+    from django.core.management import call_command
+    from django.core.management.base import SystemCheckError
+
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    settings.CELERY_BROKER_URL = "redis://127.0.0.1:6379/0"
+    settings.CELERY_TASK_ALWAYS_EAGER = False
+    with pytest.raises(SystemCheckError, match=r"annotate\.W003.*CACHE_URL is not"):
+        call_command("check", fail_level="WARNING", tags=["caches"])
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": "redis://127.0.0.1:6379/1",
+        }
+    }
+    call_command("check", fail_level="WARNING", tags=["caches"])
+    # The embedded default (no broker: one process, tasks in it) keeps its in-process cache.
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    settings.CELERY_BROKER_URL, settings.CELERY_TASK_ALWAYS_EAGER = "", True
+    call_command("check", fail_level="WARNING", tags=["caches"])

@@ -34,6 +34,7 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection, connections, transaction
 from django.db.models import Count, F, Q
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from annotate.engine.bulk import rows_insert
@@ -689,7 +690,9 @@ class _ChunkLease:
     Another delivery takes the chunk over once its heartbeat is ENGINE_CHUNK_LEASE_SECONDS old,
     so a lease not renewed for that long (as this process's clock counts, from before the
     renewing write) is taken as lost: no new call is sent on it. A renewal that finds another
-    token on the row (taken over) loses it too.
+    token on the row (taken over) loses it too. The heartbeat is the database's clock, which
+    every delivery's take reads it by: the workers' own clocks may disagree by more than the
+    lease, and would make a fresh lease look stale to a worker whose clock runs ahead.
     """
 
     def __init__(self, chunk_id: int, token: str, renewed: float) -> None:
@@ -702,9 +705,7 @@ class _ChunkLease:
 
     def renew(self) -> bool:
         started = time.monotonic()
-        if EngineChunk.objects.filter(pk=self.chunk_id, lease=self.token).update(
-            heartbeat=timezone.now()
-        ):
+        if EngineChunk.objects.filter(pk=self.chunk_id, lease=self.token).update(heartbeat=Now()):
             self.renewed = started
         else:
             self.lost = True
@@ -730,6 +731,48 @@ class _ChunkLease:
         return False
 
 
+class _RunClaim:
+    """This executor's claim on a whole run (`_claim`): held while the run is running under
+    the start this claim made, its `running_since`.
+
+    A run silent for ENGINE_HEARTBEAT_TIMEOUT_SECONDS is reaped or taken over by another
+    executor (Run again, the task delivered again), which asks its units still pending. An
+    executor that was only stalled (a laptop asleep, a paused VM) finds on waking that the row
+    is no longer its start's: as a chunk's delivery that lost its lease, it stores only its
+    calls (paid), sends no new one, beats nothing and leaves the run to its new holder.
+    """
+
+    def __init__(self, run_id: int, since: datetime) -> None:
+        self.run_id, self.since = run_id, since
+        self.lost = False
+
+    @staticmethod
+    def every() -> float:
+        return settings.ENGINE_HEARTBEAT_SECONDS
+
+    def _mine(self):
+        return EngineRun.objects.filter(
+            pk=self.run_id, status=RunStatus.RUNNING, running_since=self.since
+        )
+
+    def renew(self) -> bool:
+        if not self._mine().update(heartbeat=timezone.now()):
+            self.lost = True
+        return not self.lost
+
+    def held(self) -> bool:
+        return not self.lost
+
+    def fence(self) -> bool:
+        """Whether the run is still this executor's, asked first in the transaction that stores
+        its answers: the run's row stays locked till it commits, so no other executor claims it
+        (and reads its units still pending) in between."""
+        if self._mine().update(running_since=self.since):
+            return True
+        self.lost = True
+        return False
+
+
 class _Executor:
     def __init__(
         self,
@@ -738,7 +781,7 @@ class _Executor:
         stop: threading.Event,
         sleep,
         budget: _Budget | _SharedBudget | None = None,
-        lease: _ChunkLease | None = None,
+        lease: _ChunkLease | _RunClaim | None = None,
     ):
         self.run, self.protocol, self.stop, self.lease = run, protocol, stop, lease
         self.endpoint = run.endpoint
@@ -929,14 +972,15 @@ def _store(
     items: Sequence[UnitResult | EngineCall],
     *,
     shared_cap: bool = False,
-    lease: _ChunkLease | None = None,
+    lease: _ChunkLease | _RunClaim | None = None,
 ) -> None:
     """Save the calls, let the protocol store its rows, mark units, add to the run's totals.
 
     `items` are calls made (each put on the queue as soon as it returned) and units ended.
-    A chunk's delivery that no longer holds its `lease` (`_ChunkLease.fence`) stores only its
+    A chunk's delivery that no longer holds its `lease` (`_ChunkLease.fence`), or a whole
+    run's executor whose run was taken over or reaped (`_RunClaim.fence`), stores only its
     calls and their cost, which were paid: its units, and what its calls answered, are the
-    delivery's that took the chunk over, which asks them again.
+    new holder's, which asks them again.
     """
     results = [item for item in items if isinstance(item, UnitResult)]
     calls = [item for item in items if isinstance(item, EngineCall) and item.pk is None]
@@ -1310,6 +1354,7 @@ def engine_run_execute(
     if run.stop_requested:  # a task delivered again after a stop
         return _finish(run.pk, cancelled=run.error or "Stopped on request.")
     stop = stop or threading.Event()
+    claim = _RunClaim(run.pk, run.running_since)
     try:
         protocol = protocol_for(run.kind)
         keys = _prepare_units(run, protocol)
@@ -1319,7 +1364,7 @@ def engine_run_execute(
             on_progress(0)
         run.refresh_from_db()
         executor = _execute_keys(
-            run, protocol, keys, stop=stop, sleep=sleep, on_progress=on_progress
+            run, protocol, keys, stop=stop, sleep=sleep, on_progress=on_progress, lease=claim
         )
     except (EngineRunError, EndpointError) as error:
         return _finish(run.pk, failed=str(error))
@@ -1329,6 +1374,13 @@ def engine_run_execute(
     except Exception as error:
         _finish(run.pk, failed=f"{type(error).__name__}: {error}")
         raise
+    if claim.lost:  # reaped or taken over while it stalled: the run is its new holder's
+        logger.warning(
+            "Engine run %s was taken over or reaped while this executor stalled: its answers "
+            "since are not stored (their calls are), and the run is left as it is.",
+            run.pk,
+        )
+        return engine_run_get(run_id=run.pk)
     failed, cancelled = _outcome(run, executor)
     return _finish(run.pk, failed=failed, cancelled=cancelled)
 
@@ -1373,7 +1425,7 @@ def _execute_keys(
     sleep: Callable[[float], None],
     on_progress: Callable[[int], None] | None = None,
     budget: _Budget | _SharedBudget | None = None,
-    lease: _ChunkLease | None = None,
+    lease: _ChunkLease | _RunClaim | None = None,
 ) -> _Executor:
     """The executor: do these units (a whole run, or one chunk of it) and store them."""
     executor = _Executor(run, protocol, stop, sleep, budget, lease)
@@ -1522,17 +1574,24 @@ def _chunk_lease_take(
 ) -> tuple[EngineChunk | None, _ChunkLease | None]:
     """Take the chunk's lease for this delivery: (chunk, lease); (chunk, None) when it is done,
     (None, None) when it is gone. One conditional UPDATE, so of two deliveries at once only one
-    takes it. Raise EngineChunkLeasedError while another delivery holds it and beats."""
-    now, renewed = timezone.now(), time.monotonic()
-    stale = now - timedelta(seconds=settings.ENGINE_CHUNK_LEASE_SECONDS)
+    takes it. Raise EngineChunkLeasedError while another delivery holds it and beats.
+
+    The lease's age is the database's clock (`Now()`), as its renewals write it: not this
+    process's, which may be off the holder's by more than the lease."""
+    renewed = time.monotonic()
+    stale = Now() - timedelta(seconds=settings.ENGINE_CHUNK_LEASE_SECONDS)
     token = lease_take(
         job=EngineChunk.objects.filter(pk=chunk_id),
         claimable=~Q(status=ChunkStatus.DONE) & (Q(heartbeat__isnull=True) | Q(heartbeat__lt=stale)),
-        now=now, heartbeat_field="heartbeat", status=ChunkStatus.RUNNING, task_id=task_id[:255],
-        worker=worker[:255], started_at=now,
+        now=Now(), heartbeat_field="heartbeat", status=ChunkStatus.RUNNING, task_id=task_id[:255],
+        worker=worker[:255], started_at=Now(),
     )  # fmt: skip
     try:
-        chunk = EngineChunk.objects.select_related("run__endpoint").get(pk=chunk_id)
+        chunk = (
+            EngineChunk.objects.select_related("run__endpoint")
+            .annotate(database_now=Now())
+            .get(pk=chunk_id)
+        )
     except EngineChunk.DoesNotExist:
         return None, None
     if token is not None:
@@ -1540,7 +1599,9 @@ def _chunk_lease_take(
     if chunk.status == ChunkStatus.DONE:
         return chunk, None
     retry_in = lease_retry_in(
-        heartbeat_at=chunk.heartbeat, stale_seconds=settings.ENGINE_CHUNK_LEASE_SECONDS, now=now
+        heartbeat_at=chunk.heartbeat,
+        stale_seconds=settings.ENGINE_CHUNK_LEASE_SECONDS,
+        now=chunk.database_now,
     )
     raise EngineChunkLeasedError(chunk.pk, retry_in=retry_in)
 

@@ -176,6 +176,27 @@ def test_the_fake_back_end_is_deterministic_and_plausible():
     assert cut.status == CallStatus.TRUNCATED and len(cut.reply) == 12
 
 
+def test_two_fake_models_answer_apart_each_the_same_every_time():
+    # Two fake endpoints compared side by side (two judges, two generating systems in a demo
+    # table) gave identical answers whatever their model: the table said they agree perfectly.
+    small, large = (make_endpoint("", name=n, model=n) for n in ("fake-7b", "fake-70b"))
+    judged = [
+        [{"role": "user", "content": f"Response {n}\n\nQuestion:\nIs it polite? YES or NO"}]
+        for n in range(40)
+    ]
+
+    def replies(endpoint, prompts):
+        return [engine_call(endpoint=endpoint, messages=m).reply for m in prompts]
+
+    verdicts = replies(small, judged)
+    assert verdicts == replies(small, judged)  # the same model: the same answers, every time
+    assert set(verdicts) == {"YES", "NO"}
+    assert replies(large, judged) != verdicts  # another model: answers of its own
+    haiku = [[{"role": "user", "content": "Write a haiku about autumn."}]]
+    assert replies(small, haiku) != replies(large, haiku)
+    assert replies(small, haiku)[0].startswith("Here is a response to: Write a haiku")
+
+
 def test_test_connection_shows_the_answer_or_the_exact_error(stub):
     ok = endpoint_test(endpoint=make_endpoint(stub.base_url))
     assert ok.status == CallStatus.OK and stub.requests[0]["max_tokens"] == 8

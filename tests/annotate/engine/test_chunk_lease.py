@@ -335,3 +335,37 @@ def test_a_delivery_stalled_past_its_lease_stores_no_unit_the_next_one_took_over
     assert run.cost_usd == sum(call.cost_usd for call in calls) > 0
     assert run.cost_reserved_usd == 0
     assert run.heartbeat is None  # ended; the late delivery did not beat it back to life
+
+
+def _clock_off_by(monkeypatch, seconds: float) -> None:
+    """Set this process's clock `seconds` off the database's (a worker host whose clock is
+    skewed): timezone.now() is what the process reads; the database keeps its own."""
+    real_now = timezone.now
+    monkeypatch.setattr(timezone, "now", lambda: real_now() + timedelta(seconds=seconds))
+
+
+@pytest.mark.parametrize("skewed", ["holder", "taker"])
+def test_a_lease_held_and_beating_is_not_taken_over_whatever_the_workers_clocks_say(
+    stub, monkeypatch, settings, skewed
+):
+    # Two workers whose clocks differ by two minutes, more than the lease: the lease's age is
+    # told by the database's clock, so the one whose clock runs behind (holder) or ahead
+    # (taker) does not make a fresh lease look stale, and no second delivery asks its units.
+    from annotate.engine.services import runs
+
+    settings.ENGINE_CHUNK_LEASE_SECONDS = 60
+    run, system, chunk = _one_chunk(stub, 3, monkeypatch)
+    with monkeypatch.context() as clock:
+        if skewed == "holder":
+            _clock_off_by(clock, -120)
+        _, lease = runs._chunk_lease_take(chunk.pk, task_id="first", worker="a")
+        assert lease is not None and lease.renew()  # it beats, with its clock two minutes slow
+    if skewed == "taker":
+        _clock_off_by(monkeypatch, +120)
+
+    with pytest.raises(EngineChunkLeasedError) as raised:
+        engine_run_chunk_execute(chunk_id=chunk.pk, task_id="second")
+    assert 59 < raised.value.retry_in <= 61  # the lease is fresh: stale in a minute
+    assert not stub.requests
+    chunk.refresh_from_db()
+    assert (chunk.lease, chunk.task_id) == (lease.token, "first")

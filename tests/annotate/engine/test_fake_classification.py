@@ -1,7 +1,7 @@
 """The offline fake as a classification model of its own skill: told by a FAKE_HINT which word
 is right and whether the label words agree with a model's priors, it answers as a model of the
 size its name states would, the same every time; prompts without the hint, and every other
-prompt, are answered as before, whatever the model's name."""
+prompt, are answered as the fake always answers them, fixed per text and model."""
 
 import pytest
 
@@ -96,15 +96,18 @@ def test_the_skill_grows_with_the_size_the_name_states_and_stays_in_range():
         "Write a haiku about the sea.",
     ],
 )
-def test_without_a_hint_the_fake_answers_whatever_the_model_is_called(prompt):
-    """InFoBench, KIWI and any caller that sends no hint get what they always got."""
-    assert ask("fake-1b", prompt) == ask("fake-70b", prompt) == ask("", prompt)
+def test_without_a_hint_each_fake_model_answers_the_same_every_time(prompt):
+    """InFoBench, KIWI and any caller that sends no hint get the plain fake's answer: fixed per
+    text and model (two models answer apart: test_calls.py)."""
+    for model in ("fake-1b", "fake-70b", ""):
+        assert ask(model, prompt) == ask(model, prompt)
 
 
 def test_a_hint_that_does_not_fit_the_prompt_is_ignored():
     prompt = DIRECT.format(a="foo", b="bar", i=3)
     for hint in ({"expected": "baz", "group": "natural"}, {"expected": "foo", "group": "odd"}):
-        assert ask("fake-1b", prompt, hint) == ask("fake-70b", prompt, hint) == ask("", prompt)
+        for model in ("fake-1b", "fake-70b", ""):
+            assert ask(model, prompt, hint) == ask(model, prompt)
 
 
 @pytest.mark.django_db

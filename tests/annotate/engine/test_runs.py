@@ -12,6 +12,7 @@ from django.utils import timezone
 from annotate.engine import tasks
 from annotate.engine.errors import EngineNothingToDoError, EngineRunDoneError, EngineRunError
 from annotate.engine.models import EngineCall, EngineRun, EngineUnit, RunStatus, UnitStatus
+from annotate.engine.protocols import UnitResult
 from annotate.engine.selectors import engine_run_progress
 from annotate.engine.services import (
     endpoint_update,
@@ -651,3 +652,62 @@ def test_a_run_task_delivered_again_after_its_worker_vanished_does_the_rest(echo
     assert EngineCall.objects.filter(run=run).count() == 2
     # The dead worker's hour until its last beat counts; the silent hour after it does not.
     assert engine_run_progress(run=run)["elapsed_seconds"] == 3600
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_whole_run_stalled_past_its_heartbeat_stores_no_unit_its_taker_did(stub, monkeypatch):
+    # A whole run's executor (a thread of the embedded server, a command in the foreground)
+    # stalls with an answer in hand and a call in flight (a laptop asleep, a paused VM) for
+    # longer than ENGINE_HEARTBEAT_TIMEOUT_SECONDS: the run is taken over (Run again, or the
+    # task delivered again) and its units still pending are asked again. When the first wakes
+    # up, it must not store those units a second time nor end the run its taker runs; its
+    # calls were paid and stay in the run's cost, each counted once.
+    from annotate.engine.services import runs
+    from tests.threads import in_thread
+
+    units = 4
+    endpoint = make_endpoint(
+        stub.base_url, concurrency=1,
+        price_prompt_per_1k=Decimal("1"), price_completion_per_1k=Decimal("1"),
+    )  # fmt: skip
+    run, system, _ = _generation(endpoint, count=units)
+    stalled, wake, stored, answer = (threading.Event() for _ in range(4))
+    stub.on_request = lambda count: count == 2 and answer.wait(60)  # the first's second call
+    store_batch = runs._store_batch
+
+    def store_batch_stalling_the_first(run, protocol, executor, batch, on_progress=None):
+        if stalled.is_set() or not any(isinstance(item, UnitResult) for item in batch):
+            return store_batch(run, protocol, executor, batch, on_progress)
+        stalled.set()  # the first executor's first answer, in its storing thread
+        assert wake.wait(60)
+        store_batch(run, protocol, executor, batch, on_progress)
+        stored.set()
+
+    monkeypatch.setattr(runs, "_store_batch", store_batch_stalling_the_first)
+    first = []
+    one = in_thread(lambda: engine_run_execute(run_id=run.pk), first)
+    assert stalled.wait(60)
+    deadline = time.monotonic() + 30
+    while len(stub.requests) < 2:  # the first's second call is in flight
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    # Its last beat is older than the timeout (set so, rather than waited for).
+    EngineRun.objects.filter(pk=run.pk).update(heartbeat=timezone.now() - timedelta(hours=1))
+    taker = engine_run_execute(run_id=run.pk)  # takes the run over and does it all
+    assert taker.status == RunStatus.DONE, taker.error
+    wake.set()
+    assert stored.wait(60)  # the stalled batch, then the call in flight, come back
+    answer.set()
+    one.join(60)
+
+    assert isinstance(first[0], EngineRun), first  # it returned: no duplicate broke its store
+    run.refresh_from_db()
+    assert run.status == RunStatus.DONE, run.error  # the late executor ended nothing
+    assert (run.units_total, run.units_done, run.units_failed) == (units, units, 0)
+    assert set(run.units.values_list("status", "attempts")) == {(UnitStatus.DONE, 1)}
+    calls = EngineCall.objects.filter(run=run)
+    unit_of = dict(calls.values_list("pk", "unit_key"))
+    given_by = Response.objects.filter(system=system).values_list("generated_by", flat=True)
+    assert sorted(unit_of[pk] for pk in given_by) == sorted(run.units.values_list("key", flat=True))
+    assert len(stub.requests) == units + 2 == run.calls == calls.count()
+    assert run.cost_usd == sum(call.cost_usd for call in calls) > 0
