@@ -13,9 +13,7 @@ from csp.decorators import csp
 from django.core.files.uploadedfile import UploadedFile
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
-from rest_framework.exceptions import ParseError
 from rest_framework.negotiation import DefaultContentNegotiation
-from rest_framework.parsers import JSONParser
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import exception_handler as drf_exception_handler
 
@@ -44,16 +42,6 @@ from annotate.throttling import (
 )
 
 T = TypeVar("T")
-
-
-class DepthLimitedJSONParser(JSONParser):
-    """DRF's JSON parser, answering 400 (not 500) to JSON nested deeper than Python recurses."""
-
-    def parse(self, stream, media_type=None, parser_context=None):
-        try:
-            return super().parse(stream, media_type, parser_context)
-        except RecursionError:
-            raise ParseError("JSON parse error - the body is nested too deeply.") from None
 
 
 def error_payload(error: Exception) -> dict:

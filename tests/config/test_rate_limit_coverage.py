@@ -164,3 +164,24 @@ def test_the_apis_progress_is_on_the_polls_rate_not_the_user_rate(client, resear
     assert [client.get(url).status_code for _ in range(3)] == [200, 200, 200]
     refused = client.get(url)
     assert refused.status_code == 429 and refused["Retry-After"] == "60"
+
+
+def test_the_served_application_loads_with_the_page_limit_first():
+    """config.wsgi loads the middleware before any URL, so annotate.http was the first module
+    to import DRF's views, whose settings then asked annotate.http for its JSON parser before
+    it was defined: the server did not start. A fresh process, as a server starts it."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.test"}
+    started = subprocess.run(
+        [sys.executable, "-c", "from config.wsgi import application"],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert started.returncode == 0, started.stderr[-2000:]
