@@ -53,6 +53,7 @@ from annotate.services.submissions import assignment_submit
 from annotate.throttling import (
     AnnotatorWorkThrottle,
     AnonRateThrottle,
+    PollThrottle,
     UploadThrottle,
     UserRateThrottle,
 )
@@ -216,6 +217,8 @@ class ProgressRowSerializer(serializers.Serializer):
 
 
 class ProjectProgressApi(APIView):
+    throttle_classes = [PollThrottle]  # polled while the work runs: the polls' rate, not the user's
+
     @extend_schema_serializer(component_name="ProjectProgress")
     class OutputSerializer(serializers.Serializer):
         project = serializers.IntegerField()
@@ -526,6 +529,8 @@ class ImportApi(UploadImportApi):
 
 
 class ImportJobApi(APIView):
+    throttle_classes = [PollThrottle]  # polled while the work runs: the polls' rate, not the user's
+
     @extend_schema(
         request=None,
         responses=ImportJobSerializer,

@@ -13,9 +13,7 @@ from csp.decorators import csp
 from django.core.files.uploadedfile import UploadedFile
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
-from rest_framework.exceptions import ParseError
 from rest_framework.negotiation import DefaultContentNegotiation
-from rest_framework.parsers import JSONParser
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import exception_handler as drf_exception_handler
 
@@ -33,22 +31,17 @@ from annotate.throttling import (
     ANNOTATOR_WORK_WHAT,
     EXPORTS_SCOPE,
     EXPORTS_WHAT,
+    NO_LIMIT,
+    OWN_LIMIT,
+    PAGE_LIMIT_WHAT,
     UPLOADS_SCOPE,
     figure_rate_check,
+    page_limit,
+    page_limit_of,
     page_rate_check,
 )
 
 T = TypeVar("T")
-
-
-class DepthLimitedJSONParser(JSONParser):
-    """DRF's JSON parser, answering 400 (not 500) to JSON nested deeper than Python recurses."""
-
-    def parse(self, stream, media_type=None, parser_context=None):
-        try:
-            return super().parse(stream, media_type, parser_context)
-        except RecursionError:
-            raise ParseError("JSON parse error - the body is nested too deeply.") from None
 
 
 def error_payload(error: Exception) -> dict:
@@ -246,9 +239,16 @@ def work_limited(
     """The annotator's work from a page (a claim, a submit, an answer, a session's action):
     counted per user on the API's counter for the same work (scope "annotator-work",
     API_RATE_ANNOTATOR_WORK)."""
-    return rate_limited(
+    limited = rate_limited(
         ANNOTATOR_WORK_SCOPE, what=ANNOTATOR_WORK_WHAT, outcome=outcome, methods=methods, back=back
     )
+
+    def decorate(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+        # The hot path keeps its one benchmarked counter, no page limit on top: the methods not
+        # in `methods` (a task page's GET) stay unlimited, as before.
+        return page_limit(OWN_LIMIT)(limited(view))
+
+    return decorate
 
 
 def exports_limited(
@@ -293,7 +293,31 @@ def figures_limited(view: Callable[..., HttpResponse]) -> Callable[..., HttpResp
             return refused
         return view(request, *args, **kwargs)
 
+    wrapper.page_limit = OWN_LIMIT
     return wrapper
+
+
+class PageRateLimitMiddleware:
+    """Count every page request on the view's page limit (`annotate.throttling.page_limit_of`):
+    per user when logged in, else per address; over it the error page with 429 and Retry-After,
+    and the view is not run. DRF views, views that count themselves and the health check are
+    left alone. After AuthenticationMiddleware, so a logged-in user is counted as themselves."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_view(self, request: HttpRequest, view, args, kwargs) -> HttpResponse | None:
+        scope = page_limit_of(view)
+        if scope in (None, OWN_LIMIT, NO_LIMIT):
+            return None
+        try:
+            page_rate_check(request, scope=scope, what=PAGE_LIMIT_WHAT.get(scope, "requests"))
+        except RateLimitedError as error:
+            return error_page(request, error)
+        return None
 
 
 class _Echo:

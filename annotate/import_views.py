@@ -11,6 +11,7 @@ from annotate.http import uploads_limited
 from annotate.models import DECIDED_KINDS, Benchmark, ImportJob, ImportKind, ImportStatus
 from annotate.roles import ADMIN, RESEARCHER, RESEARCHERS_ONLY, require_role
 from annotate.services.import_jobs import import_job_create, import_jobs_fail_stale
+from annotate.throttling import polled
 
 
 class ImportForm(forms.Form):
@@ -54,6 +55,7 @@ def import_list(request: HttpRequest) -> HttpResponse:
     return render(request, "annotate/import_list.html", context, status=400 if form.errors else 200)
 
 
+@polled  # reloaded every few seconds while the work runs
 @login_required
 def import_detail(request: HttpRequest, job_id: int) -> HttpResponse:
     require_role(request.user, ADMIN, RESEARCHER, message=RESEARCHERS_ONLY)

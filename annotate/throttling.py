@@ -18,6 +18,17 @@ endpoint's test call on "model-calls", and the downloads of every label or answe
 set or study on "exports" (annotate.http.exports_limited). The audit of every way in:
 docs/rate-limits.md.
 
+Every other page is counted by one middleware (annotate.http.PageRateLimitMiddleware), on the
+same counters: per user on scope "pages" (PAGE_RATE: lists, reports, forms, the admin site,
+the login page per address), or on scope "polls" (POLL_RATE) for what a page asks for again and
+again while work runs (a run's progress JSON, a page that reloads itself every 2 s), so a page
+left open does not use up its user's clicks. A view says which with `page_limit`: "polls", or
+OWN_LIMIT when it counts every request it is sent itself (the crowd worker pages, figures, the
+annotator's work, which keeps its benchmarked single counter), or NO_LIMIT (the health check
+only); DRF views are counted by their throttles, the API's progress views on "polls"
+(PollThrottle) instead of the user rate. tests/config/test_rate_limit_coverage.py walks every
+URL and fails on one without a limit.
+
 Two kinds of action are limited per user with `user_rate_limited`, which reads the user's window
 before the action and counts the action only once it was accepted, so a request refused for its
 input (an empty instruction, a run with nothing left to do) uses up nothing:
@@ -47,7 +58,7 @@ token being looked at.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from django.core.exceptions import ImproperlyConfigured
 from rest_framework import throttling
@@ -65,9 +76,15 @@ MODEL_CALLS_SCOPE = "model-calls"
 RUN_STARTS_SCOPE = "run-starts"
 EXPORTS_SCOPE = "exports"
 FIGURES_SCOPE = "figures"
+PAGES_SCOPE = "pages"
+POLLS_SCOPE = "polls"
+# A view's `page_limit` besides a scope: it counts every request itself, or (health) nothing.
+OWN_LIMIT = "own"
+NO_LIMIT = "none"
 # The refusal's words for what scopes "exports" and "annotator-work" count.
 EXPORTS_WHAT = "report exports and label downloads"
 ANNOTATOR_WORK_WHAT = "work requests"
+PAGE_LIMIT_WHAT = {PAGES_SCOPE: "page requests", POLLS_SCOPE: "progress checks"}
 
 
 class _RatesFromSettings:
@@ -107,6 +124,13 @@ class AnnotatorWorkThrottle(_RatesFromSettings, throttling.UserRateThrottle):
     """The annotator's hot path: replaces the user limit on those views with a higher rate."""
 
     scope = ANNOTATOR_WORK_SCOPE
+
+
+class PollThrottle(_RatesFromSettings, throttling.UserRateThrottle):
+    """An API view a client polls while work runs (a run's or a project's progress): replaces
+    the user limit with the polls' rate (scope "polls", the pages' polling counter)."""
+
+    scope = POLLS_SCOPE
 
 
 class UploadThrottle(_RatesFromSettings, throttling.UserRateThrottle):
@@ -180,6 +204,31 @@ def page_rate_check(request, *, scope: str, what: str | None = None, outcome: st
             outcome=outcome,
             **named,
         )
+
+
+def page_limit(scope: str) -> Callable[[Callable], Callable]:
+    """Mark a page view for PageRateLimitMiddleware: counted on `scope` ("polls"), OWN_LIMIT (the
+    view counts every request itself), or NO_LIMIT. Unmarked pages count on "pages"."""
+
+    def mark(view: Callable) -> Callable:
+        view.page_limit = scope
+        return view
+
+    return mark
+
+
+def polled(view: Callable) -> Callable:
+    """Mark a page asked for again and again while work runs (a progress JSON, a page that
+    reloads itself): counted on scope "polls" (POLL_RATE), not on its user's page requests."""
+    return page_limit(POLLS_SCOPE)(view)
+
+
+def page_limit_of(view) -> str | None:
+    """What counts a request to `view` (a URL pattern's callback): the scope the middleware
+    counts it on, OWN_LIMIT, NO_LIMIT, or None for a DRF view (its throttle classes count it)."""
+    if getattr(view, "cls", None) is not None:  # DRF's APIView.as_view sets it
+        return None
+    return getattr(view, "page_limit", PAGES_SCOPE)
 
 
 def figure_rate_check(request) -> None:

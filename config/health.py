@@ -18,6 +18,8 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
+from annotate.throttling import NO_LIMIT, page_limit
+
 
 def _database_status() -> str:
     try:
@@ -61,6 +63,7 @@ def _broker_status() -> str:
     return "ok"
 
 
+@page_limit(NO_LIMIT)  # on purpose: see the module's docstring
 @never_cache
 @require_GET
 def health(request: HttpRequest) -> JsonResponse:

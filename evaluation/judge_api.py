@@ -15,6 +15,7 @@ from annotate.engine.api import RUN_START_LIMITED, RunSelectionInput, run_start_
 from annotate.engine.services import engine_run_estimate_new
 from annotate.roles import is_researcher
 from annotate.selectors.labels import systems_by_name
+from annotate.throttling import PollThrottle
 from evaluation.errors import JudgeNotFoundError
 from evaluation.models import JudgeRun
 from evaluation.selectors.judge_configs import judge_config_and_benchmark_by_name
@@ -92,6 +93,8 @@ class JudgeRunApi(APIView):
 
 
 class JudgeRunProgressApi(APIView):
+    throttle_classes = [PollThrottle]  # polled while the work runs: the polls' rate, not the user's
+
     @extend_schema_serializer(component_name="JudgeRunProgress")
     class OutputSerializer(serializers.Serializer):
         run_id = serializers.IntegerField()

@@ -18,6 +18,7 @@ from annotate.engine.services.runs import engine_run_may_control
 from annotate.errors import AnnotateError
 from annotate.http import error_page, form_refusal
 from annotate.roles import ADMIN, RESEARCHER, RESEARCHERS_ONLY, is_admin, require_role
+from annotate.throttling import polled
 from evaluation.errors import EvaluationError, JudgeNotFoundError
 from evaluation.judge_forms import JudgeConfigForm, JudgeRunForm
 from evaluation.models import JudgeRun
@@ -136,6 +137,7 @@ def _judge_run_create(request: HttpRequest, data: dict) -> JudgeRun:
     )
 
 
+@polled  # reloaded every few seconds while the work runs
 @login_required
 def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     _require_researcher(request)

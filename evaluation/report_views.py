@@ -18,7 +18,7 @@ from annotate.http import FIGURE_TYPES, error_page, figure_csp, figures_limited,
 from annotate.models import Benchmark
 from annotate.roles import ADMIN, RESEARCHER, RESEARCHERS_ONLY, require_role
 from annotate.selectors.identities import identity_scope
-from annotate.throttling import EXPORTS_SCOPE, EXPORTS_WHAT, user_rate_limited
+from annotate.throttling import EXPORTS_SCOPE, EXPORTS_WHAT, polled, user_rate_limited
 from annotate.verbalizer.models import EvaluationSet
 from evaluation import figures, report_formats
 from evaluation.conventions import (
@@ -287,6 +287,7 @@ def _export(request: HttpRequest, benchmark_id: int, export_id: int) -> ReportEx
     return get_object_or_404(exports, pk=export_id)
 
 
+@polled  # reloaded every few seconds while the work runs
 @login_required
 def report_export_status(request: HttpRequest, benchmark_id: int, export_id: int) -> JsonResponse:
     """The export's progress as JSON, for the report page to follow it without reloading."""

@@ -53,6 +53,7 @@ from annotate.models import Assignment, Batch
 from annotate.roles import ADMIN, ADMINS_ONLY, require_role
 from annotate.services.background import background_start
 from annotate.services.deferred_tasks import task_enqueue_on_commit
+from annotate.throttling import polled
 from annotate.verbalizer.models import HumanAnswer
 
 # A HIT is extended by at most the longest lifetime MTurk takes (publishing.SECONDS_AT_MOST).
@@ -184,6 +185,7 @@ def publication_list(request: HttpRequest) -> HttpResponse:
     return render(request, "crowd/publication_list.html", {"publications": publications})
 
 
+@polled  # reloaded every few seconds while the work runs
 @admin_page
 def publication_detail(request: HttpRequest, publication_id: int) -> HttpResponse:
     publication = selectors.publication_get(publication_id=publication_id)

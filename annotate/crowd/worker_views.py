@@ -46,6 +46,7 @@ from annotate.services.submissions import assignment_submit
 from annotate.throttling import (
     CROWD_PAGES_SCOPE,
     CROWD_STARTS_SCOPE,
+    OWN_LIMIT,
     client_address,
     page_rate_check,
 )
@@ -81,6 +82,7 @@ def worker_page(view):
         # The site's policy (CONTENT_SECURITY_POLICY), but framed by MTurk's origins.
         return csp_replace_on(response, {"frame-ancestors": list(settings.CROWD_FRAME_ANCESTORS)})
 
+    wrapper.page_limit = OWN_LIMIT  # every request counted above, per address
     return wrapper
 
 

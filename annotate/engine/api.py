@@ -37,6 +37,7 @@ from annotate.errors import NotFoundError
 from annotate.http import error_payload
 from annotate.models import Benchmark, Subset
 from annotate.roles import ADMIN, ADMINS_ONLY, is_researcher, require_role
+from annotate.throttling import PollThrottle
 
 
 def estimate_data(estimate: RunEstimate) -> dict:
@@ -177,6 +178,8 @@ def _run(user, run_id: int):
 
 
 class RunApi(APIView):
+    throttle_classes = [PollThrottle]  # polled while the work runs: the polls' rate, not the user's
+
     @extend_schema(request=None, responses=RunProgressSerializer)
     def get(self, request: Request, engine_run_id: int) -> Response:
         run = _run(request.user, engine_run_id)

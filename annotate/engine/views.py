@@ -61,7 +61,7 @@ from annotate.roles import (
     require_role,
 )
 from annotate.templatetags.money import usd
-from annotate.throttling import MODEL_CALLS_SCOPE
+from annotate.throttling import MODEL_CALLS_SCOPE, polled
 
 
 def _require_researcher(request: HttpRequest) -> None:
@@ -195,6 +195,7 @@ def run_detail(request: HttpRequest, engine_run_id: int) -> HttpResponse:
     return render(request, "engine/run_detail.html", context)
 
 
+@polled  # reloaded every few seconds while the work runs
 @login_required
 def run_progress(request: HttpRequest, engine_run_id: int) -> JsonResponse:
     """The JSON the run page polls."""

@@ -50,6 +50,7 @@ from annotate.throttling import (
     ANNOTATOR_WORK_WHAT,
     MODEL_CALLS_SCOPE,
     page_rate_check,
+    polled,
     user_rate_limited,
 )
 
@@ -130,6 +131,7 @@ def _withdrawn_key(session_id: int) -> str:
     return f"revision-withdrawn-{session_id}"
 
 
+@polled  # reloaded every few seconds while the work runs
 @never_cache  # the annotator's own answer text, polled
 @login_required
 @require_GET

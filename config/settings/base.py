@@ -83,6 +83,9 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
+    # Every page request on its user's (or address's) page limit; after authentication so a
+    # logged-in user is counted as themselves (annotate/throttling.py).
+    "annotate.http.PageRateLimitMiddleware",
     # Last, as django-axes asks: turns a locked-out login into its 429 answer.
     "axes.middleware.AxesMiddleware",
 ]
@@ -245,7 +248,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PARSER_CLASSES": [
-        "annotate.http.DepthLimitedJSONParser",
+        "annotate.parsers.DepthLimitedJSONParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
@@ -293,6 +296,14 @@ REST_FRAMEWORK = {
         # per user: one not in the cache is drawn on the request. A report page loads at most
         # five, so 600/hour is 120 loads of the largest page an hour.
         "figures": os.environ.get("FIGURE_RATE", "600/hour"),
+        # Every other page (lists, reports, forms, the admin site; the login page per address),
+        # per user: a researcher clicking around opens a page every few seconds, a busy minute
+        # a few dozen; this stops a script or a runaway tab (annotate.http.PageRateLimitMiddleware).
+        "pages": os.environ.get("PAGE_RATE", "300/minute"),
+        # What a page asks for again and again while work runs (a run's or an export's progress
+        # JSON, a page reloading itself every 2 s, the API's progress views), per user: a page
+        # polling every 2 s asks 30 times a minute, so 600/minute is twenty such tabs at once.
+        "polls": os.environ.get("POLL_RATE", "600/minute"),
     },
 }
 # API tokens (django-rest-knox), made by each user on /accounts/tokens/: a token stops working

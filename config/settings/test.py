@@ -38,6 +38,8 @@ REST_FRAMEWORK = {  # noqa: F405
         "run-starts": "100000/minute",
         "exports": "100000/minute",
         "figures": "100000/minute",
+        "pages": "100000/minute",
+        "polls": "100000/minute",
     },
 }
 # On SQLite the test database is a file, not Django's shared-cache in-memory default: browser

@@ -1,0 +1,187 @@
+"""Every way in is rate-limited: every URL pattern (the admin site's included) has a limit, and
+the pages that had none before — staff and researcher pages, the admin, the progress a page
+polls — answer 429 with Retry-After past their limit and not below it.
+
+Time is passed in through the throttles' timer; the test settings raise every rate, so each
+test here sets low ones.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.conf import settings as django_settings
+from django.core.cache import cache
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
+from rest_framework.throttling import SimpleRateThrottle
+
+from annotate.throttling import NO_LIMIT, OWN_LIMIT, page_limit_of
+from evaluation.services.judge_runs import judge_run_create
+from tests.evaluation.judge_helpers import make_benchmark, make_judge
+
+# The only ways in with no limit at all, each with its reason. Static files never reach a URL
+# pattern (WhiteNoise answers them first), so they are not here.
+NOT_LIMITED = {
+    # Load balancers' health check: a limit per address would be shared by everyone behind a
+    # proxy, so a flood would take the node out of service; its cost is bounded instead
+    # (config/health.py).
+    "health",
+}
+
+
+def _patterns(resolver: URLResolver, prefix: str = "", namespace: str = ""):
+    for pattern in resolver.url_patterns:
+        if isinstance(pattern, URLResolver):
+            inner = f"{namespace}{pattern.namespace}:" if pattern.namespace else namespace
+            yield from _patterns(pattern, prefix + str(pattern.pattern), inner)
+        else:
+            assert isinstance(pattern, URLPattern)
+            name = f"{namespace}{pattern.name}" if pattern.name else None
+            yield prefix + str(pattern.pattern), name, pattern.callback
+
+
+def test_every_url_pattern_has_a_rate_limit():
+    """A new page is counted on "pages" unless it says otherwise; this fails on a new page
+    marked NO_LIMIT that is not listed above, on an API view without throttles, and on a
+    scope with no rate in settings."""
+    rates = django_settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]
+    unlimited = []
+    for route, name, view in _patterns(get_resolver()):
+        scope = page_limit_of(view)
+        if scope is None:  # a DRF view: its throttles count it
+            throttles = view.cls().get_throttles()
+            if not throttles:
+                unlimited.append(route)
+            for throttle in throttles:
+                assert throttle.get_rate(), route  # raises for a scope without a rate
+        elif scope == NO_LIMIT:
+            if name not in NOT_LIMITED:
+                unlimited.append(route)
+        elif scope != OWN_LIMIT:
+            assert scope in rates, f"{route}: no rate for scope {scope!r}"
+    assert unlimited == []
+    # Pages are counted by the middleware, after authentication (per user when logged in).
+    middleware = django_settings.MIDDLEWARE
+    limiter = middleware.index("annotate.http.PageRateLimitMiddleware")
+    assert limiter > middleware.index("django.contrib.auth.middleware.AuthenticationMiddleware")
+
+
+def test_the_admin_site_is_covered_by_the_walk():
+    admin_routes = [
+        route for route, _, _ in _patterns(get_resolver()) if route.startswith("admin/")
+    ]
+    assert "admin/" in admin_routes and len(admin_routes) > 50
+
+
+@pytest.fixture
+def rates(settings, monkeypatch):
+    """Set low rates for some scopes; the clock is `now[0]`."""
+    now = [1_000_000.0]
+    monkeypatch.setattr(SimpleRateThrottle, "timer", staticmethod(lambda: now[0]))
+    cache.clear()
+
+    def set_rates(**scopes: str) -> list[float]:
+        low = {**settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], **scopes}
+        settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": low}
+        return now
+
+    yield set_rates
+    cache.clear()
+
+
+def _refused_as_told(response, *, what: str, rate: str, wait: int) -> None:
+    assert response.status_code == 429
+    assert response["Retry-After"] == str(wait)
+    told = f"Too many {what} from your account (at most {rate}). Please wait {wait} s"
+    assert told in response.text
+
+
+@pytest.mark.django_db
+def test_a_staff_page_answers_429_past_its_limit_and_not_below(client, researcher, rates):
+    now = rates(pages="3/minute")
+    client.force_login(researcher)
+    url = reverse("work:project-list")
+    assert [client.get(url).status_code for _ in range(3)] == [200, 200, 200]
+    now[0] += 20
+    _refused_as_told(client.get(url), what="page requests", rate="3/minute", wait=40)
+    now[0] += 40  # the first request has left the window
+    assert client.get(url).status_code == 200
+
+
+@pytest.mark.django_db
+def test_the_admin_site_is_limited_per_user(client, admin_user, rates):
+    now = rates(pages="2/minute")
+    client.force_login(admin_user)
+    assert [client.get("/admin/").status_code for _ in range(2)] == [200, 200]
+    # One counter for the whole site, the admin's every page on it.
+    refused = client.get("/admin/password_change/")
+    _refused_as_told(refused, what="page requests", rate="2/minute", wait=60)
+    now[0] += 60
+    assert client.get("/admin/password_change/").status_code == 200
+
+
+@pytest.mark.django_db
+def test_the_login_page_is_limited_per_address(client, rates):
+    rates(pages="2/minute")
+    url = reverse("login")
+    assert [client.get(url).status_code for _ in range(2)] == [200, 200]
+    refused = client.get(url)
+    assert refused.status_code == 429 and refused["Retry-After"] == "60"
+    assert "from your address" in refused.text
+    other = client.get(url, REMOTE_ADDR="198.51.100.20")
+    assert other.status_code == 200
+
+
+def _judge_run():
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(1,), systems=("a",))
+    return judge_run_create(config=make_judge(backend="fake"), benchmark=benchmark, systems=systems)
+
+
+@pytest.mark.django_db
+def test_a_polled_progress_answers_429_past_its_limit_and_not_below(client, researcher, rates):
+    """A run page asks for its progress every second or two: those count on "polls", apart
+    from the user's pages, so a page left open neither uses up the clicks nor is stopped by
+    them."""
+    now = rates(pages="1/minute", polls="4/minute")
+    run = _judge_run()
+    client.force_login(researcher)
+    url = reverse("engine:run-progress", args=[run.engine_run_id])
+    assert [client.get(url).status_code for _ in range(4)] == [200, 200, 200, 200]
+    now[0] += 30
+    _refused_as_told(client.get(url), what="progress checks", rate="4/minute", wait=30)
+    # The user's page counter is its own: untouched by the polls, used up on its own.
+    assert client.get(reverse("work:project-list")).status_code == 200
+    assert client.get(reverse("work:project-list")).status_code == 429
+    now[0] += 30
+    assert client.get(url).status_code == 200
+
+
+@pytest.mark.django_db
+def test_the_apis_progress_is_on_the_polls_rate_not_the_user_rate(client, researcher, rates):
+    rates(user="1/minute", polls="3/minute")
+    run = _judge_run()
+    client.force_login(researcher)
+    url = reverse("api-judge-run-progress", args=[run.pk])
+    assert [client.get(url).status_code for _ in range(3)] == [200, 200, 200]
+    refused = client.get(url)
+    assert refused.status_code == 429 and refused["Retry-After"] == "60"
+
+
+def test_the_served_application_loads_with_the_page_limit_first():
+    """config.wsgi loads the middleware before any URL, so annotate.http was the first module
+    to import DRF's views, whose settings then asked annotate.http for its JSON parser before
+    it was defined: the server did not start. A fresh process, as a server starts it."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.test"}
+    started = subprocess.run(
+        [sys.executable, "-c", "from config.wsgi import application"],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert started.returncode == 0, started.stderr[-2000:]
