@@ -34,6 +34,7 @@ from annotate.throttling import (
     NO_LIMIT,
     OWN_LIMIT,
     PAGE_LIMIT_WHAT,
+    PAGES_SCOPE,
     UPLOADS_SCOPE,
     figure_rate_check,
     page_limit,
@@ -238,15 +239,25 @@ def work_limited(
 ) -> Callable[[Callable[..., HttpResponse]], Callable[..., HttpResponse]]:
     """The annotator's work from a page (a claim, a submit, an answer, a session's action):
     counted per user on the API's counter for the same work (scope "annotator-work",
-    API_RATE_ANNOTATOR_WORK)."""
+    API_RATE_ANNOTATOR_WORK). The other methods (a task page's GET) count once, as every other
+    page does (scope "pages", PAGE_RATE): each request meets one counter, never two."""
     limited = rate_limited(
         ANNOTATOR_WORK_SCOPE, what=ANNOTATOR_WORK_WHAT, outcome=outcome, methods=methods, back=back
     )
 
     def decorate(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-        # The hot path keeps its one benchmarked counter, no page limit on top: the methods not
-        # in `methods` (a task page's GET) stay unlimited, as before.
-        return page_limit(OWN_LIMIT)(limited(view))
+        counted = limited(view)
+
+        @functools.wraps(view)
+        def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+            if request.method not in methods:
+                try:
+                    page_rate_check(request, scope=PAGES_SCOPE, what=PAGE_LIMIT_WHAT[PAGES_SCOPE])
+                except RateLimitedError as error:
+                    return error_page(request, error, back=back(**kwargs))
+            return counted(request, *args, **kwargs)
+
+        return page_limit(OWN_LIMIT)(wrapper)
 
     return decorate
 

@@ -12,6 +12,7 @@ import pytest
 from django.conf import settings as django_settings
 from django.core.cache import cache
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
+from django.utils import timezone
 from rest_framework.throttling import SimpleRateThrottle
 
 from annotate.throttling import NO_LIMIT, OWN_LIMIT, page_limit_of
@@ -104,6 +105,31 @@ def test_a_staff_page_answers_429_past_its_limit_and_not_below(client, researche
     now[0] += 20
     _refused_as_told(client.get(url), what="page requests", rate="3/minute", wait=40)
     now[0] += 40  # the first request has left the window
+    assert client.get(url).status_code == 200
+
+
+@pytest.mark.django_db
+def test_the_task_page_is_counted_once_as_a_page_and_its_submit_on_the_work_rate(
+    client, annotator_user, rates
+):
+    """The task page's GET had no limit at all; it now counts on the user's pages, once (not
+    on the work rate too), and its submit stays on the work rate alone."""
+    from annotate.services.assignments import annotator_for_user, assignment_claim_next
+    from tests.factories import project_with_tasks
+
+    now = rates(pages="2/minute", **{"annotator-work": "100/minute"})
+    assignment = assignment_claim_next(
+        annotator=annotator_for_user(user=annotator_user),
+        project=project_with_tasks(instructions=1),
+        now=timezone.now(),
+    )
+    client.force_login(annotator_user)
+    url = reverse("work:assignment", args=[assignment.id])
+    assert [client.get(url).status_code for _ in range(2)] == [200, 200]
+    _refused_as_told(client.get(url), what="page requests", rate="2/minute", wait=60)
+    # A submit is work, not a page: refused for its missing answers (400), not for the rate.
+    assert client.post(url, {}).status_code == 400
+    now[0] += 60
     assert client.get(url).status_code == 200
 
 
