@@ -164,10 +164,12 @@ class PublicationApi(AdminApi):
                 "platform": publication.platform,
                 "sandbox": publication.sandbox,  # test work: counts nowhere, nothing paid
                 "status": publication.status,
-                "error": publication.error,
+                # why it ended so, and how many HITs are missing as stored now
+                "error": selectors.publication_note(publication=publication, progress=progress),
                 "hits_total": progress.total,
                 "hits_created": progress.created,
                 "hits_failed": progress.failed,
+                "hits_missing": progress.missing,  # not made yet, or refused: what Resume makes
                 # HITs workers may still take; of them, those whose expiry MTurk did not confirm
                 "hits_live": progress.live,
                 "hits_expiry_pending": progress.expiry_pending,

@@ -25,6 +25,7 @@ from annotate.crowd.models import (
 )
 from annotate.crowd.pricing import fee_override, paid_with_fee
 from annotate.crowd.services.expiry import still_live_q
+from annotate.crowd.services.publishing import ENDED_MISSING
 from annotate.crowd.services.review import hand_back_overdue, hit_of_work, platform_confirms
 from annotate.errors import NotFoundError
 from annotate.models import Annotator, Assignment, AssignmentStatus, Label, Project, Question
@@ -89,6 +90,12 @@ class Progress:
     expiring: int = 0  # of those, HITs the platform has not answered about yet (no refusal)
 
     @property
+    def missing(self) -> int:
+        """HITs a Resume makes: not made yet, or refused (publishing.MISSING); a deleted HIT was
+        made."""
+        return self.total - self.created - self.deleted
+
+    @property
     def percent(self) -> int:
         return round(100 * (self.created + self.deleted) / self.total) if self.total else 100
 
@@ -119,6 +126,20 @@ def publication_progress(*, publication: Publication, now: datetime | None = Non
         ),
     )
     return Progress(**counts)
+
+
+def publication_note(*, publication: Publication, progress: Progress) -> str:
+    """What the publication page and the API say of how the publication stands: its stored note
+    (`error`: why it ended, or what it waits for), and, once it ended with HITs missing, how
+    many, counted from its HITs as stored now (`progress`, publication_progress). The note never
+    holds that figure: HITs a stopped publish made on the platform are found and stored after it
+    is written (an Expire's run, a Resume), and they are made, not missing."""
+    missing, total = progress.missing, progress.total
+    if publication.status not in ENDED_MISSING or not missing:
+        return publication.error
+    made = f"{total - missing} of {total} HIT{'s' if total != 1 else ''} made"
+    figure = f"{made}; Resume makes the {missing} missing, none twice."
+    return f"{publication.error} {figure}".strip()
 
 
 @dataclass(frozen=True)

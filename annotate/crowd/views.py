@@ -201,6 +201,7 @@ def publication_detail(request: HttpRequest, publication_id: int) -> HttpRespons
     context = {
         "publication": publication,
         "progress": progress,
+        "note": selectors.publication_note(publication=publication, progress=progress),
         "spending": selectors.publication_spending(publication=publication),
         "busy": busy,
         "expiry_run": expiry_run_of(publication, now=timezone.now()),
@@ -228,8 +229,7 @@ def _resume_context(publication: Publication, progress, *, busy: bool) -> dict:
     """Resume's quote for HITs not made yet or refused (deleted ones were made), their cost
     confirmed again as the first publish's was, with the balance as last checked: a GET asks
     the platform nothing (Check balance and Resume's confirmation do)."""
-    missing = progress.total - progress.created - progress.deleted
-    if busy or not missing:
+    if busy or not progress.missing:
         return {}
     if publication_on_other_endpoint(publication):
         return {}  # made on the other MTurk endpoint: refused (the page's sandbox notice says so)

@@ -342,7 +342,7 @@ def test_an_admin_resumes_a_publish_whose_worker_died_half_way(
     assert admin.locator("#status strong").inner_text() == (
         "Stalled (the publish stopped before its end)"
     )
-    assert "stopped after 1 of 3 HITs" in admin.locator("#status").inner_text()
+    assert "1 of 3 HITs made; Resume makes the 2 missing" in admin.locator("#status").inner_text()
     assert admin.locator("#resume-total").inner_text() == "$4.80"  # 2 HITs × 2 × $1.20
     snap(admin, "stalled")
     admin.get_by_role("button", name="Resume: publish the 2 missing HITs ($4.80)").click()

@@ -59,6 +59,9 @@ BUSY = (PublicationStatus.PENDING, PublicationStatus.PUBLISHING)
 # HITs a publish still makes: not made yet, or refused. A deleted HIT was made (and paid for its
 # work): making it again with its token after MTurk forgot it would make, and pay, a second one.
 MISSING = (HitStatus.PENDING, HitStatus.FAILED)
+# A publication that ended with HITs missing: its note (`error`) says why, and the page and the
+# API add how many are missing, counted from the HITs as stored when shown (publication_note).
+ENDED_MISSING = (PublicationStatus.PARTIAL, PublicationStatus.STALLED)
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "[::1]"}
 DAY_SECONDS = 24 * 3600
 # The longest times MTurk takes (CreateHITType, CreateHITWithHITType); longer ones would not fit
@@ -474,62 +477,55 @@ def publication_publish(
             now=now,
             token=token,
             error=f"The publish stopped on an unexpected error ({type(error).__name__}: "
-            f"{str(error)[:500]}). The HITs made are kept; Resume makes the missing ones, none "
-            "twice.",
+            f"{str(error)[:500]}). The HITs made are kept.",
         )
         raise
     if not ended:  # taken over, stalled or resumed meanwhile: whoever holds it writes the end
         publication.refresh_from_db()
         if publication.expired_at and publication.lease == token:
+            missing = hits_missing_count(publication)
             return _finish(
                 publication,
-                PublicationStatus.PARTIAL,
+                PublicationStatus.PARTIAL if missing else PublicationStatus.PUBLISHED,
                 now=now,
                 token=token,
-                error=_expired_by_admin(publication),
+                error=EXPIRED_BY_ADMIN if missing else "",
             )
+        # The HIT it was making when it was marked stalled may be stored since: made, not missing.
+        publication_made_check(publication_id=publication.pk, now=now)
+        publication.refresh_from_db()
         return publication
-    missing = publication.hits.filter(status__in=MISSING).count()
-    if missing:
+    if hits_missing_count(publication):
         return _finish(
-            publication,
-            PublicationStatus.PARTIAL,
-            now=now,
-            token=token,
-            error=f"{missing} of {publication.hits.count()} HITs were not created; see each HIT.",
+            publication, PublicationStatus.PARTIAL, now=now, token=token, error=NOT_ALL_CREATED
         )
     return _finish(publication, PublicationStatus.PUBLISHED, now=now, token=token)
 
 
-EXPIRED_BY_ADMIN = "Expired by an admin with "
+# The notes of a publication ended with HITs missing say why, never how many: the page and the
+# API add that, counted when shown (publication_note), so a HIT found and stored later (an
+# Expire's run adopting what a stopped publish made) is never still said to be missing.
+EXPIRED_BY_ADMIN = "Expired by an admin."
+NOT_ALL_CREATED = "The platform did not create every HIT; see each HIT."
 
 
-def _expired_by_admin(publication: Publication) -> str:
-    """The note of a publication an admin expired with HITs missing: those the platform never
-    made (not made yet, or refused); a HIT made and then expired is not one of them."""
-    missing = publication.hits.filter(status__in=MISSING).count()
-    if missing == 1:
-        return f"{EXPIRED_BY_ADMIN}1 HIT not made; Resume makes it."
-    return f"{EXPIRED_BY_ADMIN}{missing} HITs not made; Resume makes them."
+def hits_missing_count(publication: Publication) -> int:
+    """How many of the publication's HITs a Resume makes: not made yet, or refused (MISSING)."""
+    return publication.hits.filter(status__in=MISSING).count()
 
 
-def expired_by_admin_recount(*, publication_id: int, now: datetime) -> None:
-    """Count again the HITs not made in the note of a publication an admin expired, after HITs
-    a stopped publish had made on the platform were found and stored (publication_orphans_adopt):
-    they were made. Every HIT made, it is published."""
-    noted = Publication.objects.filter(
-        pk=publication_id,
-        expired_at__isnull=False,
-        status=PublicationStatus.PARTIAL,
-        error__startswith=EXPIRED_BY_ADMIN,
+def publication_made_check(*, publication_id: int, now: datetime) -> bool:
+    """Mark published a publication that ended with HITs missing (partial or stalled, expired
+    by an admin or not) once none is, and return whether it was: HITs a stopped publish made on
+    the platform were found and stored since (publication_orphans_adopt). Left as it is while a
+    HIT is missing, or when a Resume hands it to a publish meanwhile (no longer ended)."""
+    if Hit.objects.filter(publication_id=publication_id, status__in=MISSING).exists():
+        return False
+    return bool(
+        Publication.objects.filter(pk=publication_id, status__in=ENDED_MISSING).update(
+            status=PublicationStatus.PUBLISHED, error="", finished_at=now
+        )
     )
-    publication = noted.first()
-    if publication is None:
-        return
-    if publication.hits.filter(status__in=MISSING).exists():
-        noted.update(error=_expired_by_admin(publication))
-    else:
-        noted.update(status=PublicationStatus.PUBLISHED, error="", finished_at=now)
 
 
 def publication_unheld_expire(*, publication_id: int, now: datetime) -> bool:
@@ -545,7 +541,7 @@ def publication_unheld_expire(*, publication_id: int, now: datetime) -> bool:
     publication = Publication.objects.get(pk=publication_id)
     if publication.status not in BUSY or publication.expired_at:
         return False
-    missing = publication.hits.filter(status__in=MISSING).count()
+    missing = hits_missing_count(publication)
     unheld = Q(status=PublicationStatus.PENDING) | (
         Q(status=PublicationStatus.PUBLISHING) & _silent(now)
     )
@@ -554,7 +550,7 @@ def publication_unheld_expire(*, publication_id: int, now: datetime) -> bool:
         status=PublicationStatus.PARTIAL if missing else PublicationStatus.PUBLISHED,
         expired_at=now,
         finished_at=now,
-        error=_expired_by_admin(publication) if missing else "",
+        error=EXPIRED_BY_ADMIN if missing else "",
     )
     return bool(ended)
 
@@ -569,14 +565,13 @@ def _throttled_end(
     Resume, which confirms the cost again and checks the balance, asks for it again."""
     refused = publication.hits.filter(status=HitStatus.FAILED).count()
     if not retry_follows or refused:
-        missing = publication.hits.filter(status__in=MISSING).count()
-        because = f"{refused} HITs were refused" if refused else "no retry follows"
+        because = "the platform refused HITs" if refused else "no retry follows"
         _finish(
             publication,
             PublicationStatus.PARTIAL,
             now=now,
             token=token,
-            error=f"{error} ({because}: Resume makes the {missing} missing).",
+            error=f"{error} ({because}).",
         )
         return
     Publication.objects.filter(
@@ -664,19 +659,14 @@ def publications_stalled_mark(*, now: datetime, publication_id: int | None = Non
 
 
 def _stalled_mark(publication: Publication, *, now: datetime) -> int:
-    counts = publication.hits.aggregate(
-        total=Count("id"), missing=Count("id", filter=Q(status__in=MISSING))
-    )
-    total, missing = counts["total"], counts["missing"]
     since = publication.heartbeat_at or publication.created_at
     status, error = PublicationStatus.PUBLISHED, ""
-    if missing:
+    if hits_missing_count(publication):
         status = PublicationStatus.STALLED
         error = (
-            f"The publish stopped after {total - missing} of {total} HITs: its worker gave no "
-            f"sign of life since {since.astimezone(UTC):%Y-%m-%d %H:%M} UTC (more than "
-            f"{settings.CROWD_PUBLISH_STALE_SECONDS:.0f} s). The HITs made are live; Resume "
-            f"makes the {missing} missing, none twice."
+            f"The publish stopped: its worker gave no sign of life since "
+            f"{since.astimezone(UTC):%Y-%m-%d %H:%M} UTC (more than "
+            f"{settings.CROWD_PUBLISH_STALE_SECONDS:.0f} s). The HITs made are live."
         )
     return Publication.objects.filter(_silent(now), pk=publication.pk, status__in=BUSY).update(
         status=status, error=error, finished_at=now
@@ -823,16 +813,20 @@ def _resume_check(publication: Publication, quote: ResumeQuote, *, confirm_total
         )
 
 
-def publication_orphans_adopt(*, publication: Publication, platform) -> int:
+def publication_orphans_adopt(*, publication: Publication, platform, now: datetime) -> int:
     """Store the HITs a stopped publish made on the platform but never stored here (the reply
     came back to a worker that was killed), found by their tokens; return how many. Until
-    then nothing here can expire them."""
+    then nothing here can expire them. A publication that ended with HITs missing and has none
+    left is published (publication_made_check)."""
     if not publication.hit_type_id:
         return 0
     missing = list(publication.hits.filter(status__in=MISSING).select_related("publication"))
     if not missing:
         return 0
-    return len(missing) - len(_adopt_made_before(missing, platform))
+    adopted = len(missing) - len(_adopt_made_before(missing, platform))
+    if adopted:
+        publication_made_check(publication_id=publication.pk, now=now)
+    return adopted
 
 
 def _adopt_made_before(hits: list[Hit], platform) -> list[Hit]:
@@ -862,8 +856,11 @@ def _finish(
         rows = rows.filter(lease=token, status=PublicationStatus.PUBLISHING)
     if rows.update(status=status, error=error, finished_at=now):
         publication.status, publication.error, publication.finished_at = status, error, now
-    else:
-        publication.refresh_from_db()
+        return publication
+    # Marked stalled while it stored its last HIT: that one was made, and may have been the
+    # last missing.
+    publication_made_check(publication_id=publication.pk, now=now)
+    publication.refresh_from_db()
     return publication
 
 

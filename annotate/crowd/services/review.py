@@ -51,7 +51,6 @@ from annotate.crowd.services.expiry import (
 from annotate.crowd.services.publishing import (
     MISSING,
     completion_check,
-    expired_by_admin_recount,
     publication_orphans_adopt,
     publication_unheld_expire,
 )
@@ -1209,8 +1208,7 @@ def _publication_hits_expire(publication: Publication, *, now: datetime, user) -
     if platform_class(publication.platform).creates_hits:
         missing = list(publication.hits.filter(status__in=MISSING).values_list("pk", flat=True))
         try:
-            if publication_orphans_adopt(publication=publication, platform=platform):
-                expired_by_admin_recount(publication_id=publication.pk, now=now)
+            publication_orphans_adopt(publication=publication, platform=platform, now=now)
         except CrowdPlatformError as error:  # the HITs stored here are expired all the same
             unchecked = f"HITs a stopped publish may have made were not looked for: {error}"
         hits_expiry_ask(hits.filter(pk__in=missing), at=now)

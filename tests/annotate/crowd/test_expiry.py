@@ -8,12 +8,20 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from annotate.crowd import tasks
+from annotate.crowd import selectors, tasks
 from annotate.crowd.models import Hit, HitStatus, Publication, PublicationStatus
 from annotate.crowd.services import expiry, publishing, review
 from annotate.crowd.services.publishing import PublishSettings
 
 pytestmark = pytest.mark.django_db
+
+
+def _note(publication) -> str:
+    """What the publication page and the API say of how it stands (selectors.publication_note)."""
+    progress = selectors.publication_progress(publication=publication)
+    return selectors.publication_note(publication=publication, progress=progress)
+
+
 REFRESH = 'http-equiv="refresh"'
 # 3 assignments × ($1.00 + MTurk's 20% fee) a HIT
 PER_HIT = Decimal("3.60")
@@ -196,7 +204,10 @@ def test_a_hit_made_while_the_admin_expired_the_publication_is_kept_live_when_it
     monkeypatch.setattr(publishing, "_hit_publish", admin_expires_before_the_second)
     publication = publishing.publication_publish(publication_id=publication.pk, now=now)
     assert publication.status == PublicationStatus.PARTIAL
-    assert publication.error == "Expired by an admin with 1 HIT not made; Resume makes it."
+    assert (
+        _note(publication)
+        == "Expired by an admin. 2 of 3 HITs made; Resume makes the 1 missing, none twice."
+    )
     second = publication.hits.order_by("id")[1]
     assert second.status == HitStatus.CREATED and second.expiry_pending_since is not None
     assert _offered(fake_mturk, at=now) == {second.hit_id}
@@ -220,7 +231,9 @@ def test_expire_before_any_delivery_ends_the_publication_at_once(
     assert (outcome.expired, outcome.failed) == (0, 0)
     publication.refresh_from_db()
     assert publication.status == PublicationStatus.PARTIAL
-    assert publication.error == "Expired by an admin with 3 HITs not made; Resume makes them."
+    assert _note(publication) == (
+        "Expired by an admin. 0 of 3 HITs made; Resume makes the 3 missing, none twice."
+    )
     assert publication.expired_at is not None and publication.lease
     client.force_login(admin_user)
     page = client.get(reverse("crowd:publication", args=[publication.pk])).text

@@ -7,6 +7,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from annotate.crowd import selectors
 from annotate.crowd.base import NUMBER_APPROVED, PERCENT_APPROVED
 from annotate.crowd.fake import FakePlatform
 from annotate.crowd.models import HitStatus, Publication, PublicationStatus
@@ -18,6 +19,14 @@ from tests.annotate.crowd.conftest import publish_form
 from tests.factories import AnnotatorFactory, AssignmentFactory
 
 pytestmark = pytest.mark.django_db
+
+
+def _note(publication) -> str:
+    """What the publication page and the API say of how it stands (selectors.publication_note)."""
+    progress = selectors.publication_progress(publication=publication)
+    return selectors.publication_note(publication=publication, progress=progress)
+
+
 BASE = "https://annotate.example.org"
 
 
@@ -208,8 +217,8 @@ def test_persistent_throttling_leaves_a_partial_publication_that_resumes(
         _publish(publication)  # the task's last retry: none follows
     publication.refresh_from_db()
     assert publication.status == PublicationStatus.PARTIAL
-    assert (
-        "Rate exceeded" in publication.error and "Resume makes the 2 missing" in publication.error
+    assert "Rate exceeded" in publication.error and "Resume makes the 2 missing" in _note(
+        publication
     )
     assert publication.hits.filter(status=HitStatus.CREATED).count() == 1
 
@@ -227,7 +236,7 @@ def test_refused_hit_is_reported_and_retried_later(mturk_settings, fake_mturk, c
     _publish(publication)
     publication.refresh_from_db()
     assert publication.status == PublicationStatus.PARTIAL
-    assert "1 of 3 HITs were not created" in publication.error
+    assert "2 of 3 HITs made; Resume makes the 1 missing" in _note(publication)
     failed = publication.hits.get(status=HitStatus.FAILED)
     assert "Question is not valid" in failed.error
     _resume(publication)

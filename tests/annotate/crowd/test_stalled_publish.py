@@ -10,7 +10,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from annotate.crowd import tasks
+from annotate.crowd import selectors, tasks
 from annotate.crowd.models import HitStatus, Publication, PublicationStatus
 from annotate.crowd.services import publishing, review
 from annotate.crowd.services.publishing import PublishSettings
@@ -20,6 +20,12 @@ pytestmark = pytest.mark.django_db
 REFRESH = 'http-equiv="refresh"'
 # 3 assignments × ($1.00 + MTurk's 20% fee) a HIT
 PER_HIT = Decimal("3.60")
+
+
+def _note(publication) -> str:
+    """What the publication page and the API say of how it stands (selectors.publication_note)."""
+    progress = selectors.publication_progress(publication=publication)
+    return selectors.publication_note(publication=publication, progress=progress)
 
 
 class WorkerKilled(BaseException):
@@ -83,7 +89,7 @@ def test_a_publish_killed_half_way_is_shown_stalled_and_the_admins_resume_finish
     page = client.get(url).text
     assert REFRESH not in page
     assert "<strong>Stalled (the publish stopped before its end)</strong>" in page
-    assert "The publish stopped after 1 of 3 HITs" in page
+    assert "1 of 3 HITs made; Resume makes the 2 missing, none twice." in page
     assert f'id="resume-total">${2 * PER_HIT}<' in page
     assert f"Resume: publish the 2 missing HITs (${2 * PER_HIT})</button>" in page
 
@@ -188,7 +194,7 @@ def test_an_unexpected_error_mid_publish_leaves_it_stalled_not_publishing(
     publication = _killed_publish(monkeypatch, _create(crowd_batch), made=2, error=error)
     assert publication.status == PublicationStatus.STALLED
     assert "RuntimeError: database went away" in publication.error
-    assert "Resume makes the missing ones" in publication.error
+    assert _note(publication).endswith("Resume makes the 2 missing, none twice.")
 
 
 def test_the_beat_marks_a_silent_publish_stalled_and_syncs_its_hits(
@@ -223,7 +229,7 @@ def test_a_publication_whose_task_never_ran_is_stalled_too(mturk_settings, fake_
     assert publishing.publications_stalled_mark(now=later) == 1
     publication.refresh_from_db()
     assert publication.status == PublicationStatus.STALLED
-    assert "after 0 of 3 HITs" in publication.error
+    assert "0 of 3 HITs made" in _note(publication)
 
 
 def test_a_resume_never_makes_a_deleted_hit_again(
@@ -263,7 +269,8 @@ def test_the_api_reports_a_silent_publish_stalled(
     _silent_since(publication, settings)
     body = client.get(url).json()
     assert (body["status"], body["hits_created"], body["hits_total"]) == ("stalled", 1, 3)
-    assert "stopped after 1 of 3 HITs" in body["error"]
+    assert "1 of 3 HITs made; Resume makes the 2 missing" in body["error"]
+    assert body["hits_missing"] == 2
 
 
 def _offered(fake_mturk, *, at):
@@ -282,7 +289,7 @@ def test_a_redelivery_leaves_a_stalled_publication_to_the_admins_resume(
     assert tasks.publish_publication.apply(args=[publication.pk]).get() == "stalled"
     assert len(fake_mturk.state.hits) == 2
     publication.refresh_from_db()
-    assert "Resume makes the 2 missing" in publication.error
+    assert "Resume makes the 2 missing" in _note(publication)
 
 
 @pytest.mark.parametrize("marked_stalled", [True, False])
@@ -321,7 +328,7 @@ def test_expire_ends_a_silent_publish_at_once(
     review.publication_expire(publication_id=publication.pk, now=now, user=admin_user)
     publication.refresh_from_db()
     assert publication.status == PublicationStatus.PARTIAL
-    assert publication.error.startswith("Expired by an admin with")
+    assert publication.error == publishing.EXPIRED_BY_ADMIN
     assert (publication.expired_at, publication.finished_at) == (now, now)
     assert publication.lease != token  # the killed publish's, should it wake: it stops
     assert not _offered(fake_mturk, at=now)  # the HIT it stored, and the one it made, ended
@@ -349,7 +356,10 @@ def test_a_publish_stops_making_hits_once_the_admin_expires_it(
     publication = publishing.publication_publish(publication_id=publication.pk, now=now)
     assert len(fake_mturk.state.hits) == 2 and not _offered(fake_mturk, at=now)
     assert publication.status == PublicationStatus.PARTIAL
-    assert publication.error == "Expired by an admin with 1 HIT not made; Resume makes it."
+    assert (
+        _note(publication)
+        == "Expired by an admin. 2 of 3 HITs made; Resume makes the 1 missing, none twice."
+    )
     assert publication.hits.filter(status=HitStatus.CREATED, expires_at__lte=now).count() == 2
 
 
@@ -445,7 +455,7 @@ def test_a_throttle_after_a_refused_hit_ends_partial_not_for_the_retry(
         )
     publication.refresh_from_db()
     assert publication.status == PublicationStatus.PARTIAL
-    assert "1 HITs were refused" in publication.error
+    assert "(the platform refused HITs)" in publication.error
     assert tasks.publish_publication.apply(args=[publication.pk]).get() == "partial"
     assert not fake_mturk.state.hits
 
@@ -480,7 +490,104 @@ def test_expired_counts_as_not_made_only_the_hits_mturk_never_made(
     review.publication_expire(publication_id=publication.pk, now=timezone.now(), user=admin_user)
     publication.refresh_from_db()
     assert publication.hits.filter(status=HitStatus.CREATED).count() == 2
-    assert publication.error == "Expired by an admin with 1 HIT not made; Resume makes it."
+    assert (
+        _note(publication)
+        == "Expired by an admin. 2 of 3 HITs made; Resume makes the 1 missing, none twice."
+    )
     client.force_login(admin_user)
     page = client.get(reverse("crowd:publication", args=[publication.pk])).text
-    assert "with 1 HIT not made" in page and "2 of 3" in page
+    assert "Expired by an admin. 2 of 3 HITs made; Resume makes the 1 missing, none twice." in page
+
+
+def _expire_on_the_page(client, publication, capture):
+    """Press Expire on the publication page and let its background run go."""
+    with capture(execute=True):
+        pressed = client.post(
+            reverse("crowd:publication-action", args=[publication.pk]), {"action": "expire"}
+        )
+    assert pressed.status_code == 302
+
+
+def _resume_on_the_page(client, publication, capture, *, total: Decimal):
+    with capture(execute=True):
+        answer = client.post(
+            reverse("crowd:publication-action", args=[publication.pk]),
+            {"action": "publish", "confirm_total": str(total)},
+        )
+    assert answer.status_code == 302
+    publication.refresh_from_db()
+
+
+def _shown(client, publication) -> tuple[str, dict]:
+    page = client.get(reverse("crowd:publication", args=[publication.pk])).text
+    return page, client.get(reverse("crowd-api:publication", args=[publication.pk])).json()
+
+
+@pytest.mark.parametrize("death", ["killed", "throttled"])
+def test_hits_an_expire_finds_are_no_longer_said_missing_and_resume_makes_only_the_rest(
+    monkeypatch, client, admin_user, mturk_settings, fake_mturk, crowd_batch, settings,
+    django_capture_on_commit_callbacks, death,
+):  # fmt: skip
+    """A publish died after MTurk made its second HIT, before storing it: stalled ("Resume
+    makes the 2 missing"), or partial after a throttle with no retry. The Expire's run found
+    that HIT by its token and stored it, and the page and the API still said 2 were missing."""
+    error = TransientPlatformError("Rate exceeded") if death == "throttled" else None
+    publication = _killed_publish(monkeypatch, _create(crowd_batch), made=2, error=error)
+    _silent_since(publication, settings)
+    client.force_login(admin_user)
+    page, body = _shown(client, publication)
+    assert body["status"] == ("partial" if death == "throttled" else "stalled")
+    assert "1 of 3 HITs made; Resume makes the 2 missing, none twice." in page
+    _expire_on_the_page(client, publication, django_capture_on_commit_callbacks)
+    assert len(fake_mturk.state.hits) == 2  # the Expire made nothing
+    page, body = _shown(client, publication)
+    assert "2 of 3 HITs made; Resume makes the 1 missing, none twice." in page
+    assert "Resume makes the 2 missing" not in page
+    assert "2 of 3 HITs made; Resume makes the 1 missing" in body["error"]
+    assert (body["hits_created"], body["hits_missing"]) == (2, 1)
+    assert f'id="resume-total">${PER_HIT}<' in page
+    _resume_on_the_page(client, publication, django_capture_on_commit_callbacks, total=PER_HIT)
+    assert publication.status == PublicationStatus.PUBLISHED and publication.error == ""
+    assert len(fake_mturk.state.hits) == 3  # only the one MTurk never made
+    assert _ours_are_the_servers(publication, fake_mturk)
+    page, body = _shown(client, publication)
+    assert (body["status"], body["error"], body["hits_missing"]) == ("published", "", 0)
+
+
+def test_a_stalled_publish_whose_last_hit_an_expire_finds_ends_published(
+    monkeypatch, client, admin_user, mturk_settings, fake_mturk, crowd_batch, settings,
+    django_capture_on_commit_callbacks,
+):  # fmt: skip
+    """The publish died after MTurk made its last HIT: stalled, "Resume makes the 1 missing".
+    The Expire stored that HIT, and the publication stayed stalled with none missing, its
+    Resume refused ("nothing to resume"): stalled for good."""
+    publication = _killed_publish(monkeypatch, _create(crowd_batch), made=3)
+    _silent_since(publication, settings)
+    client.force_login(admin_user)
+    assert _shown(client, publication)[1]["status"] == "stalled"
+    _expire_on_the_page(client, publication, django_capture_on_commit_callbacks)
+    page, body = _shown(client, publication)
+    assert (body["status"], body["error"], body["hits_missing"]) == ("published", "", 0)
+    assert "<strong>Published</strong>" in page and 'id="resume"' not in page
+    assert len(fake_mturk.state.hits) == 3 and _ours_are_the_servers(publication, fake_mturk)
+
+
+def test_a_publish_marked_stalled_while_it_stored_its_last_hit_ends_published(
+    mturk_settings, fake_mturk, crowd_batch, settings, monkeypatch
+):
+    """The publish froze inside its last HIT's call and the beat marked it stalled ("Resume
+    makes the 1 missing"); it then woke and stored that HIT, and could not write its end (no
+    longer publishing): stalled for good, with nothing missing."""
+    publication, real = _create(crowd_batch), publishing._hit_created
+
+    def stalled_meanwhile(hit, info):
+        if hit.pk == publication.hits.order_by("id").last().pk:
+            _silent_since(publication, settings)
+            assert publishing.publications_stalled_mark(now=timezone.now()) == 1
+        real(hit, info)
+
+    monkeypatch.setattr(publishing, "_hit_created", stalled_meanwhile)
+    publishing.publication_publish(publication_id=publication.pk, now=timezone.now())
+    publication.refresh_from_db()
+    assert (publication.status, publication.error) == (PublicationStatus.PUBLISHED, "")
+    assert len(fake_mturk.state.hits) == 3 and _ours_are_the_servers(publication, fake_mturk)

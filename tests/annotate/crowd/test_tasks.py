@@ -7,7 +7,7 @@ from celery.exceptions import Retry
 from django.conf import settings as django_settings
 from django.utils import timezone
 
-from annotate.crowd import tasks
+from annotate.crowd import selectors, tasks
 from annotate.crowd.models import HitStatus, PublicationStatus
 from annotate.crowd.services import publishing
 from annotate.crowd.services.publishing import PublishSettings
@@ -15,6 +15,12 @@ from annotate.errors import TransientPlatformError
 from tests.factories import TaskFactory
 
 pytestmark = pytest.mark.django_db
+
+
+def _note(publication) -> str:
+    """What the publication page and the API say of how it stands (selectors.publication_note)."""
+    progress = selectors.publication_progress(publication=publication)
+    return selectors.publication_note(publication=publication, progress=progress)
 
 
 def _publication(batch, platform="mturk"):
@@ -70,7 +76,7 @@ def test_publish_task_run_in_the_request_leaves_a_throttled_publish_to_resume(
         tasks.publish_publication.apply(args=[publication.pk])
     publication.refresh_from_db()
     assert publication.status == PublicationStatus.PARTIAL
-    assert "Resume makes the 3 missing" in publication.error
+    assert "Resume makes the 3 missing" in _note(publication)
     assert tasks.publish_publication.apply(args=[publication.pk]).get() == "partial"
     assert not fake_mturk.state.hits
 
