@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from django.conf import settings
 from django.db import IntegrityError, OperationalError, transaction
-from django.db.models import Exists, OuterRef, Q, Value
+from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q, Value
 from django.db.models.functions import Least
 from django.utils import timezone
 
@@ -62,7 +62,11 @@ from annotate.errors import (
 )
 from annotate.models import Annotator, Assignment, AssignmentStatus
 from annotate.roles import is_admin
-from annotate.selectors.results import PLATFORMS_WITHOUT_CONFIRMATION, released_unconfirmed_q
+from annotate.selectors.results import (
+    PLATFORMS_WITHOUT_CONFIRMATION,
+    released_unconfirmed_q,
+    work_through_hit_q,
+)
 from annotate.services.assignments import task_left_out_restore, task_lock, task_slots_taken
 from annotate.verbalizer.models import HumanAnswer
 
@@ -791,8 +795,8 @@ def workers_on_sandbox(*, annotator_ids: list[int]) -> dict[int, bool | None]:
     also tested), None for one with no HIT of ours (the endpoint MTURK_SANDBOX names then).
     One query."""
     rows = Annotator.objects.filter(pk__in=annotator_ids).annotate(
-        sandbox_work=Exists(_hits_of_worker(sandbox=True)),
-        real_work=Exists(_hits_of_worker(sandbox=False)),
+        sandbox_work=ExpressionWrapper(_worked_on(sandbox=True), output_field=BooleanField()),
+        real_work=ExpressionWrapper(_worked_on(sandbox=False), output_field=BooleanField()),
     )
     return {
         pk: False if real else (True if test else None)
@@ -800,25 +804,21 @@ def workers_on_sandbox(*, annotator_ids: list[int]) -> dict[int, bool | None]:
     }
 
 
-def _hits_of_worker(*, sandbox: bool):
-    """The HITs of the outer worker's platform on that endpoint they worked on (the subquery
-    of workers_on_sandbox)."""
-    worker = OuterRef(OuterRef("pk"))
-    taken = (
-        Q(hit_id__in=Assignment.objects.filter(annotator=worker).values("platform_hit_id"))
-        | Q(hit_id__in=HumanAnswer.objects.filter(annotator=worker).values("platform_hit_id"))
-        | Q(
-            Exists(
-                PlatformAssignment.objects.filter(
-                    hit=OuterRef("pk"), worker_id=OuterRef(OuterRef("worker_id"))
-                )
-            )
-        )
+def _worked_on(*, sandbox: bool) -> Q:
+    """Whether the outer worker did work through a HIT of ours on that endpoint (results.
+    work_through_hit_q, the rule that keeps the sandbox's test work out of every result), or
+    was listed on one by a sync (the subquery of workers_on_sandbox)."""
+    worker = OuterRef("pk")
+    through = work_through_hit_q(sandbox=sandbox)
+    listed = PlatformAssignment.objects.filter(
+        worker_id=OuterRef("worker_id"),
+        hit__publication__platform=OuterRef("platform"),
+        hit__publication__sandbox=sandbox,
     )
     return (
-        Hit.objects.filter(taken, publication__platform=OuterRef("platform"))
-        .filter(publication__sandbox=sandbox)
-        .exclude(hit_id="")
+        Q(Exists(Assignment.objects.filter(through, annotator=worker)))
+        | Q(Exists(HumanAnswer.objects.filter(through, annotator=worker)))
+        | Q(Exists(listed))
     )
 
 

@@ -1000,3 +1000,29 @@ def test_sandbox_answers_count_in_no_result_and_cost_nothing_even_after_going_li
         assert before == after == (0, False, Decimal("0.00"), {"sandbox test work"})
     else:  # two answers at $0.05, MTurk's 20% fee (HIT of 2): $0.06 each
         assert before == after == (2, True, Decimal("0.12"), {"counted"})
+
+
+def test_a_sandbox_answer_is_test_work_in_the_raw_export_before_a_sync_too(
+    client, mturk_settings, fake_mturk, study
+):
+    """The raw export read the sandbox from the platform's record only: a tester's answer on a
+    sandbox HIT was "not confirmed by the platform" until a sync, as if a confirmation would
+    count it. It is test work from the start, by the HIT it was given on."""
+    mturk_settings.MTURK_SANDBOX = True
+    publication = crowd.study_publication_create(
+        study=study,
+        platform_name="mturk",
+        chosen=PublishSettings(title="Pick a word", description="Keys 1 and 2"),
+        base_url="https://annotate.example.org",
+    )
+    publication = publishing.publication_publish(publication_id=publication.pk, now=timezone.now())
+    hit = publication.hits.select_related("prompt__item").order_by("id").first()
+    answer_hit(client, fake_mturk, hit, "ATESTER1", right_key(hit))
+
+    def work_statuses() -> list[str]:
+        header, *rows = list(human_answers_raw(evaluation_set=study.evaluation_set))
+        return [row[header.index("work_status")] for row in rows]
+
+    assert work_statuses() == ["sandbox test work"]
+    review.publication_sync(publication_id=publication.pk, now=timezone.now())
+    assert work_statuses() == ["sandbox test work"]
