@@ -26,7 +26,8 @@ A label or direct score counts when its annotator is not a blocked crowd worker,
 A verbalizer human study's answer (`HumanAnswer`) is its own assignment: it counts under the same
 rule (status submitted or approved, worker not blocked, confirmed by the platform for that HIT and
 worker unless it came from a self-hosted link or an in-house annotator, not test work on the
-sandbox), and only once a researcher
+sandbox, holding its place on its prompt: not `place_released`, as an assignment holds its slot,
+annotate.crowd.services.review._answer_places_restored), and only once a researcher
 has decided whether its annotator is an expert or a crowd worker, as labels count in InFoBench
 results (annotate.selectors.annotator_kinds): `counted_human_answers`. A person counts once per
 prompt: a prompt in two studies of its set may be answered in both, and only the first answer
@@ -176,14 +177,21 @@ def human_answer_waiting_for_kind_q(prefix: str = "") -> Q:
 
 
 def human_answer_counted_any_kind_q(prefix: str = "") -> Q:
-    """Verbalizer HumanAnswers that count, or would but for their annotator's kind: what a
-    platform pays does not wait for a researcher's decision (the publication's spending)."""
-    return _human_answer_q(prefix, Q())
+    """Verbalizer HumanAnswers that count, or would but for their annotator's kind or for the
+    place a sync released (a confirmed answer kept out of a full prompt): what a platform pays
+    does not wait for a researcher's decision (the publication's spending)."""
+    return _human_answer_q(prefix, Q(), holding_place=False)
 
 
-def _human_answer_q(prefix: str, kind: Q) -> Q:
+def _human_answer_q(prefix: str, kind: Q, *, holding_place: bool = True) -> Q:
+    """The counting rule on answers; `holding_place`: only those holding a place of their
+    prompt (not place_released: a confirmed answer whose place a replacement took while a sync
+    held it released stays out, as a batch's work confirmed after its task was filled)."""
     statuses = [AssignmentStatus.SUBMITTED, AssignmentStatus.APPROVED]
-    return _counted_q(prefix, Q(**{f"{prefix}status__in": statuses}) & kind)
+    submitted = Q(**{f"{prefix}status__in": statuses}) & kind
+    if holding_place:
+        submitted &= Q(**{f"{prefix}place_released": False})
+    return _counted_q(prefix, submitted)
 
 
 def counted_human_answers(queryset: QuerySet) -> QuerySet:
@@ -223,9 +231,10 @@ def human_answer_statuses(queryset: QuerySet) -> dict[int, str]:
     blocked = set(blocked_annotator_ids().values_list("annotator_id", flat=True))
     out = {}
     rows = queryset.annotate(sandbox=_is_sandbox_work()).values_list(
-        "id", "annotator_id", "status", "annotator__kind", "sandbox"
-    )
-    for answer_id, annotator_id, status, kind, sandbox in rows:
+        "id", "annotator_id", "status", "annotator__kind", "sandbox", "place_released",
+        "platform_record__status",
+    )  # fmt: skip
+    for answer_id, annotator_id, status, kind, sandbox, released, confirmation in rows:
         if answer_id in counted:
             out[answer_id] = WorkStatus.COUNTED
         elif answer_id in repeated:
@@ -236,6 +245,8 @@ def human_answer_statuses(queryset: QuerySet) -> dict[int, str]:
             out[answer_id] = WorkStatus.SANDBOX
         elif status == AssignmentStatus.REJECTED:
             out[answer_id] = WorkStatus.REJECTED
+        elif released and confirmation in CONFIRMED_PLATFORM_STATUSES:
+            out[answer_id] = WorkStatus.LATE  # confirmed after its prompt was full: kept out
         elif kind not in PERSON_KINDS:
             out[answer_id] = WorkStatus.KIND_NOT_DECIDED
         else:
