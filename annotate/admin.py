@@ -55,11 +55,25 @@ class ResponseAdmin(admin.ModelAdmin):
     list_select_related = ["instruction", "system"]
 
 
+# Whether an annotator's work counts rests on these (annotate.selectors.results): a worker
+# who came through a platform counts only what that platform confirmed for their worker id,
+# and the kind decides the majorities. Emptied here, a forger's platform made every forged
+# assignment count; a kind changed here was not stamped (kind_changed_at), so a cached report
+# kept the old majorities.
+ANNOTATOR_ORIGIN_FIELDS = ("kind", "platform", "worker_id")
+
+
 @admin.register(models.Annotator)
 class AnnotatorAdmin(admin.ModelAdmin):
+    """A new annotator is made with every field; once it exists, its platform and worker id
+    stay as they came, and its kind is set on the Annotators page (its rules and stamp)."""
+
     list_display = ["name", "kind", "user", "platform", "worker_id", "judge_config"]
     list_filter = ["kind", "platform"]
     search_fields = ["name", "worker_id", "judge_config", "user__username"]
+
+    def get_readonly_fields(self, request, obj=None):
+        return ANNOTATOR_ORIGIN_FIELDS if obj is not None else ()
 
 
 # Whether a label or direct score counts in results rests on these (annotate.selectors.results:
@@ -163,10 +177,22 @@ class TaskAdmin(WorkKeptAdmin):
 
 @admin.register(models.Assignment)
 class AssignmentAdmin(WorkKeptAdmin):
+    """A record of what a worker did, shown and never written by hand: its annotator, status,
+    lateness, times and platform ids decide whether its labels count, its slot and Table 4's
+    time and cost (a forger's assignment given to an in-house annotator counted the forger's
+    labels; one added here as approved was paid and timed). Verdicts go through the review
+    pages (annotate.crowd.services.review); an assignment holding no work may be deleted."""
+
     list_display = ["task", "annotator", "status", "claimed_at", "submitted_at", "is_late"]
     list_filter = ["status", "is_late", "task__batch__project"]
     search_fields = ["annotator__name", "task__instruction__external_id", "platform_assignment_id"]
     raw_id_fields = ["task", "annotator"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
 
 
 @admin.register(models.TaskSlots)

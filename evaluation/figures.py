@@ -3,10 +3,13 @@
 Figure 4 ("domains") is drawn as the paper draws it: the Hard set only, one spoke per principal
 domain (the part of a category before ':'); DRFR per full category stays a table ("domains").
 
-Every call builds its own `matplotlib.figure.Figure` on the Agg canvas: nothing goes through
-pyplot, so no figure or state outlives a call. Output is deterministic where matplotlib allows
-(fixed SVG id salt, no dates in the metadata), and SVG keeps text as text so a page that inlines
-it stays small and its names stay searchable.
+Every call builds its own `matplotlib.figure.Figure` on the Agg canvas (`new_figure`): nothing
+goes through pyplot, so no figure or state outlives a call. Output is deterministic where
+matplotlib allows (fixed SVG id salt, no dates in the metadata), and SVG keeps text as text so a
+page that inlines it stays small and its names stay searchable. matplotlib is imported by the
+first figure a process draws, not with this module, which the URLconf and the report commands
+import: importing it cost about 0.7 s of CPU at every process start, figures drawn or not
+(tests/config/test_startup_imports.py keeps it out).
 
 Every report's figures keep to one size rule, so that a page shows them at full size and a paper
 scales them down only a little: at most `MAX_WIDTH` inches wide (a wide bar chart wraps its
@@ -19,20 +22,18 @@ from __future__ import annotations
 
 import io
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from itertools import pairwise
+from typing import TYPE_CHECKING
 
-import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")
+from evaluation.errors import ReportError
 
-import numpy as np  # noqa: E402
-from matplotlib.axes import Axes  # noqa: E402
-from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
-from matplotlib.colors import to_rgb  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-
-from evaluation.errors import ReportError  # noqa: E402
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 FIGURES: dict[str, str] = {
     "leaderboard": "DRFR per system and subset, with 95% bootstrap intervals",
@@ -94,10 +95,25 @@ def render_figure(report: dict, name: str, fmt: str, *, source: str | None = Non
     majority, else the crowd majority, else the first source the report lists.
     """
     figure_request_check(name, fmt, names=FIGURES, available=figure_available(report, name))
-    with matplotlib.rc_context(RC):
-        figure = Figure(figsize=(7.0, 4.8), layout="constrained")
+    with new_figure(7.0, 4.8) as figure:
         DRAWERS[name](figure, report, source)
         return figure_bytes(figure, fmt)
+
+
+@contextmanager
+def new_figure(width: float, height: float) -> Iterator[Figure]:
+    """Make an empty figure of the size in inches, laid out by matplotlib's constrained layout,
+    under the `RC` settings until the block ends (draw and save it inside the block).
+
+    matplotlib is imported here, on the first figure a process draws (see the module's
+    docstring); Agg is its back-end should anything ever go through pyplot.
+    """
+    import matplotlib
+    from matplotlib.figure import Figure
+
+    matplotlib.use("Agg")
+    with matplotlib.rc_context(RC):
+        yield Figure(figsize=(width, height), layout="constrained")
 
 
 def figure_request_check(name: str, fmt: str, *, names, available: bool) -> None:
@@ -113,6 +129,8 @@ def figure_request_check(name: str, fmt: str, *, names, available: bool) -> None
 
 def figure_bytes(figure: Figure, fmt: str) -> bytes:
     """Return the drawn figure as SVG, PNG or PDF bytes, with the app's fixed metadata."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
     FigureCanvasAgg(figure)
     output = io.BytesIO()
     figure.savefig(output, format=fmt, dpi=PNG_DPI, metadata=METADATA[fmt])
@@ -180,6 +198,8 @@ def legend_that_fits(
 def ink_on(colour: str) -> str:
     """Return black or white, whichever reads better on `colour` (the higher WCAG contrast):
     white on the palette's orange and sky blue was hard to read."""
+    from matplotlib.colors import to_rgb
+
     linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in to_rgb(colour)]
     luminance = 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
     return "white" if 1.05 / (luminance + 0.05) > (luminance + 0.05) / 0.05 else "black"

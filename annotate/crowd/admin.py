@@ -62,6 +62,13 @@ class PlatformAssignmentAdmin(ReadOnlyAdmin):
     search_fields = ["platform_assignment_id", "worker_id"]
 
 
+@admin.register(models.AccountBalance)
+class AccountBalanceAdmin(ReadOnlyAdmin):
+    list_display = ["platform", "sandbox", "balance_usd", "checked_at"]
+    list_filter = ["platform", "sandbox"]
+    search_fields = ["platform"]
+
+
 @admin.register(models.Bonus)
 class BonusAdmin(ReadOnlyAdmin):
     list_display = ["assignment", "human_answer", "amount_usd", "status", "created_by", "paid_at"]

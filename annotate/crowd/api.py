@@ -18,6 +18,7 @@ from annotate.crowd import selectors, tasks
 from annotate.crowd.models import HitExtensionStatus, PlatformCall
 from annotate.crowd.platforms import platform_label, platform_names
 from annotate.crowd.services import publishing, replacements, review
+from annotate.crowd.services.expiry import ExpiryRun, expiry_run_of
 from annotate.crowd.services.publishing import (
     SECONDS_AT_MOST,
     PublishSettings,
@@ -170,12 +171,59 @@ class PublicationApi(AdminApi):
                 # HITs workers may still take; of them, those whose expiry MTurk did not confirm
                 "hits_live": progress.live,
                 "hits_expiry_pending": progress.expiry_pending,
-                # of those, HITs an Expire running in the background has not asked about yet
+                # of those, HITs the platform has not answered about yet (no refusal stored)
                 "hits_expiring": progress.expiring,
                 "expiry_outcome": publication.expiry_outcome,  # what the last Expire came to
+                "expiry": _expiry_payload(expiry_run_of(publication, now=timezone.now())),
                 "platforms": platform_names(),
             }
         )
+
+
+def _expiry_payload(run: ExpiryRun) -> dict:
+    """The last Expire's run: "" (never pressed), "asked" (its run not started), "running",
+    "finished" (outcome says how), or "stopped" (silent for CROWD_EXPIRY_STALE_SECONDS: its
+    worker killed or its task lost; Expire may be pressed again)."""
+    return {
+        "state": run.state,
+        "asked_at": run.asked_at,
+        "started_at": run.started_at,
+        "last_sign_of_life_at": run.heartbeat_at,
+        "finished_at": run.finished_at,
+        "outcome": run.outcome,
+    }
+
+
+def _balance_payload(known) -> dict:
+    return {
+        "balance_usd": None if known is None else str(known.balance_usd),
+        "balance_checked_at": None if known is None else known.checked_at,
+    }
+
+
+class PublicationBalanceApi(AdminApi):
+    """Ask the publication's platform for the account balance now (the publication page's
+    "Check balance"), and keep it: the GETs of the resume quote and of the replacements show
+    the balance last checked, with its time, and ask the platform nothing."""
+
+    @extend_schema_serializer(component_name="CrowdBalance")
+    class OutputSerializer(serializers.Serializer):
+        balance_usd = serializers.DecimalField(
+            max_digits=12,
+            decimal_places=2,
+            allow_null=True,
+            help_text="The account balance; null: the platform has none (a self-hosted link).",
+        )
+        balance_checked_at = serializers.DateTimeField(allow_null=True)
+
+    @extend_schema(request=None, responses=OutputSerializer)
+    def post(self, request: Request, publication_id: int) -> Response:
+        publication = selectors.publication_get(publication_id=publication_id)
+        review.require_admin(request.user)
+        known = publishing.publication_balance_check(
+            publication_id=publication.pk, user=request.user
+        )
+        return Response(_balance_payload(known))
 
 
 class PublicationSyncApi(AdminApi):
@@ -195,8 +243,10 @@ class RefusalSerializer(serializers.Serializer):
 _RESUME_HELP = (
     "Resume a publication whose publish ended or stalled with HITs missing (stalled, partly "
     "published), as the publication page's Resume: GET quotes the missing HITs (not made yet, "
-    "or refused; a deleted HIT is never made again) and the account balance; POST with that "
-    "total as confirm_total_usd starts the publish of those HITs (202), each HIT made once. "
+    "or refused; a deleted HIT is never made again) with the account balance as last checked "
+    "(balance_checked_at; GET asks the platform nothing: POST .../balance/ checks it); POST "
+    "with that total as confirm_total_usd asks the platform for the balance and starts the "
+    "publish of those HITs (202), each HIT made once. "
     "Refused with 400 when the total is not the quote, the balance does not cover it, nothing "
     "is missing, or the publication is a self-hosted link; 409 while its publish still runs or "
     "when another resume started it a moment ago. Nothing is published when refused."
@@ -228,9 +278,16 @@ class PublicationResumeApi(AdminApi):
             max_digits=12,
             decimal_places=2,
             allow_null=True,
-            help_text="The account balance; null when nothing is missing (not asked).",
+            help_text="The account balance as last checked (POST .../balance/, a preview, a "
+            "confirmation); null when never checked, or nothing is missing.",
         )
-        affordable = serializers.BooleanField()
+        balance_checked_at = serializers.DateTimeField(
+            allow_null=True, help_text="When that balance was asked of the platform."
+        )
+        affordable = serializers.BooleanField(
+            help_text="Whether that balance covers the total (true when it is unknown: the "
+            "POST checks it)."
+        )
 
     @extend_schema_serializer(component_name="CrowdResumeStarted")
     class StartedSerializer(serializers.Serializer):
@@ -250,6 +307,7 @@ class PublicationResumeApi(AdminApi):
                 "total_usd": str(quote.total_usd),
                 "fee": quote.fee,
                 "balance_usd": None if quote.balance_usd is None else str(quote.balance_usd),
+                "balance_checked_at": quote.balance_checked_at,
                 "affordable": quote.affordable,
             }
         )
@@ -318,20 +376,48 @@ def _plan_payload(plan: replacements.ReplacementPlan) -> dict:
 
 
 class ReplacementsApi(AdminApi):
-    """Workers in place of work that no longer counts: the plan (GET), asked for once its total
-    is confirmed (POST confirm_total_usd)."""
+    """Workers in place of work that no longer counts: what is stored here (GET: what the tasks
+    still need, the balance last checked; no platform call), the plan and its cost as the
+    platform tells them (POST .../replacements/check/), asked for once its total is confirmed
+    (POST confirm_total_usd)."""
 
     @extend_schema_serializer(component_name="CrowdReplacementsInput")
     class InputSerializer(serializers.Serializer):
         confirm_total_usd = serializers.DecimalField(max_digits=12, decimal_places=2)
 
-    @extend_schema(request=None, responses=OpenApiTypes.OBJECT)
+    @extend_schema_serializer(component_name="CrowdReplacementsStored")
+    class StoredSerializer(serializers.Serializer):
+        publication = serializers.IntegerField()
+        still_needed_hits = serializers.IntegerField(
+            help_text="Created HITs whose tasks (a study's prompts) still need workers, as "
+            "stored here; how many their HITs still offer only the check asks."
+        )
+        still_needed_assignments = serializers.IntegerField()
+        balance_usd = serializers.DecimalField(
+            max_digits=12,
+            decimal_places=2,
+            allow_null=True,
+            help_text="The account balance as last checked; null: never.",
+        )
+        balance_checked_at = serializers.DateTimeField(allow_null=True)
+
+    @extend_schema(request=None, responses=StoredSerializer)
     def get(self, request: Request, publication_id: int) -> Response:
         publication = selectors.publication_get(publication_id=publication_id)
-        plan = replacements.replacements_plan(
+        needed = replacements.replacements_stored_need(
             publication_id=publication.pk, now=timezone.now(), user=request.user
         )
-        return Response(_plan_payload(plan))
+        known = publishing.balance_last_known(
+            platform_name=publication.platform, sandbox=publication.sandbox
+        )
+        return Response(
+            {
+                "publication": publication.pk,
+                "still_needed_hits": needed.hits,
+                "still_needed_assignments": needed.assignments,
+                **_balance_payload(known),
+            }
+        )
 
     @extend_schema(request=InputSerializer, responses=OpenApiTypes.OBJECT)
     def post(self, request: Request, publication_id: int) -> Response:
@@ -348,6 +434,20 @@ class ReplacementsApi(AdminApi):
             {"added": done.added, "hits": done.hits, "reopened": done.reopened,
              "failed": done.failed, "stopped": done.stopped}
         )  # fmt: skip
+
+
+class ReplacementsCheckApi(AdminApi):
+    """The plan and its cost as the platform tells them (the replacements page's Check): asks
+    it about each created HIT whose task still needs work, and for the account balance. Nothing
+    is spent; POST .../replacements/ with its total_usd asks for it."""
+
+    @extend_schema(request=None, responses=OpenApiTypes.OBJECT)
+    def post(self, request: Request, publication_id: int) -> Response:
+        publication = selectors.publication_get(publication_id=publication_id)
+        plan = replacements.replacements_plan(
+            publication_id=publication.pk, now=timezone.now(), user=request.user
+        )
+        return Response(_plan_payload(plan))
 
 
 _ADDITIONS_HELP = (

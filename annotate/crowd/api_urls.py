@@ -22,6 +22,16 @@ urlpatterns = [
         name="replacements",
     ),
     path(
+        "publications/<int:publication_id>/replacements/check/",
+        api.ReplacementsCheckApi.as_view(),
+        name="replacements-check",
+    ),
+    path(
+        "publications/<int:publication_id>/balance/",
+        api.PublicationBalanceApi.as_view(),
+        name="balance",
+    ),
+    path(
         "publications/<int:publication_id>/replacements/additions/",
         api.ReplacementAdditionsApi.as_view(),
         name="additions",

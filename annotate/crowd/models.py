@@ -128,7 +128,26 @@ class Publication(models.Model):
     expiry_outcome = models.TextField(
         blank=True,
         help_text="What the last Expire came to, once its platform calls ran in the background "
-        "(annotate.crowd.services.review.publication_expire_run); empty while they run.",
+        "(annotate.crowd.services.review.publication_expire_run); empty until its run ends.",
+    )
+    # The last Expire's run (annotate.crowd.services.expiry.expiry_run_of): asked, running, or
+    # finished; one silent for CROWD_EXPIRY_STALE_SECONDS (its worker killed) stopped.
+    expiry_asked_at = models.DateTimeField(
+        null=True, blank=True, help_text="When an admin last pressed Expire."
+    )
+    expiry_started_at = models.DateTimeField(
+        null=True, blank=True, help_text="When that Expire's run took it and began asking."
+    )
+    expiry_heartbeat_at = models.DateTimeField(
+        null=True, blank=True, help_text="That run's last sign of life."
+    )
+    expiry_finished_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When that run ended (expiry_outcome says how), on an error too.",
+    )
+    expiry_lease = models.CharField(
+        max_length=32, blank=True, help_text="The token of the delivery running that Expire."
     )
 
     class Meta:
@@ -444,6 +463,26 @@ class GoldAnswer(models.Model):
 
     def __str__(self) -> str:
         return f"{self.question} / {self.response.system.name}: {self.get_value_display()}"
+
+
+class AccountBalance(models.Model):
+    """The requester account's balance on a platform's endpoint as last asked (an admin's check,
+    a preview, a Resume or replacements' confirmation), which pages show without asking."""
+
+    platform = models.CharField(max_length=40)
+    sandbox = models.BooleanField(default=False)
+    balance_usd = models.DecimalField(max_digits=12, decimal_places=2)
+    checked_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["platform", "sandbox"], name="crowd_accountbalance_one_per_endpoint"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.platform}{' sandbox' if self.sandbox else ''}: ${self.balance_usd}"
 
 
 class PlatformCall(models.Model):

@@ -87,7 +87,7 @@ class Progress:
     deleted: int
     live: int = 0  # HITs workers may still take (expiry.still_live_q)
     expiry_pending: int = 0  # of them, HITs an admin expired that the platform did not confirm
-    expiring: int = 0  # of those, HITs the platform was not asked about yet (the Expire runs)
+    expiring: int = 0  # of those, HITs the platform has not answered about yet (no refusal)
 
     @property
     def percent(self) -> int:
@@ -101,8 +101,9 @@ class Progress:
 
 def publication_progress(*, publication: Publication, now: datetime | None = None) -> Progress:
     """The publication's HITs by status, how many are still live at `now`, how many of those
-    an admin expired without the platform confirming it, and of those how many it was not
-    asked about yet."""
+    an admin expired without the platform confirming it, and of those how many it has not
+    answered about yet (whether an Expire's run is asking is the publication's own state:
+    expiry.expiry_run_of)."""
     counts = publication.hits.aggregate(
         total=Count("id"),
         created=Count("id", filter=Q(status=HitStatus.CREATED)),
@@ -112,7 +113,7 @@ def publication_progress(*, publication: Publication, now: datetime | None = Non
         expiry_pending=Count(
             "id", filter=Q(status=HitStatus.CREATED, expiry_pending_since__isnull=False)
         ),
-        # hits_expiry_ask marks them with no error; expiry.hit_expire's refusals have one.
+        # hits_expiry_ask marks them; expiry.hit_expire's refusals leave an error until answered.
         expiring=Count(
             "id",
             filter=Q(status=HitStatus.CREATED, expiry_pending_since__isnull=False, expiry_error=""),
@@ -476,6 +477,11 @@ def platform_work_late(*, platform: str, assignment_id: str) -> bool:
         is_late=True,
         status=AssignmentStatus.EXPIRED,
     ).exists()
+
+
+def publication_id_of_hit(*, hit_id: str) -> int | None:
+    """The id of the publication whose HIT is the platform's `hit_id`, or None if none here."""
+    return Hit.objects.filter(hit_id=hit_id).values_list("publication_id", flat=True).first()
 
 
 def platform_work_of_blocked_worker(*, platform: str, assignment_id: str) -> bool:

@@ -40,6 +40,7 @@ from annotate.crowd.platforms import (
 from annotate.crowd.services import publishing
 from annotate.crowd.services import replacements as replacement_services
 from annotate.crowd.services import review as review_services
+from annotate.crowd.services.expiry import expiry_run_of
 from annotate.errors import (
     AnnotateError,
     CrowdPlatformError,
@@ -200,7 +201,9 @@ def publication_detail(request: HttpRequest, publication_id: int) -> HttpRespons
         "progress": progress,
         "spending": selectors.publication_spending(publication=publication),
         "busy": busy,
-        **_resume_context(publication, progress, busy=busy, user=request.user),
+        "expiry_run": expiry_run_of(publication, now=timezone.now()),
+        "expiry_stale_seconds": int(settings.CROWD_EXPIRY_STALE_SECONDS),
+        **_resume_context(publication, progress, busy=busy),
         "failed_hits": publication.hits.exclude(error="")[:50],
         "hits": hits,
         "join_url": request.build_absolute_uri(
@@ -219,18 +222,16 @@ def publication_detail(request: HttpRequest, publication_id: int) -> HttpRespons
     return render(request, "crowd/publication_detail.html", context)
 
 
-def _resume_context(publication: Publication, progress, *, busy: bool, user) -> dict:
-    """Resume's quote for HITs not made yet or refused (deleted ones were made): their cost
-    confirmed again, as the first publish's was, or why it cannot be quoted now."""
+def _resume_context(publication: Publication, progress, *, busy: bool) -> dict:
+    """Resume's quote for HITs not made yet or refused (deleted ones were made), their cost
+    confirmed again as the first publish's was, with the balance as last checked: a GET asks
+    the platform nothing (Check balance and Resume's confirmation do)."""
     missing = progress.total - progress.created - progress.deleted
     if busy or not missing:
         return {}
     if publication_on_other_endpoint(publication):
         return {}  # made on the other MTurk endpoint: refused (the page's sandbox notice says so)
-    try:
-        return {"resume": publishing.publication_resume_quote(publication=publication, user=user)}
-    except CrowdPlatformError as error:  # the balance could not be read: nothing is offered
-        return {"resume_error": str(error)}
+    return {"resume": publishing.publication_resume_quote(publication=publication)}
 
 
 def _completion_context(publication: Publication) -> dict[str, str]:
@@ -433,6 +434,16 @@ def publication_action(request: HttpRequest, publication_id: int) -> HttpRespons
         _enqueue(tasks.publish_publication, publication.pk, user.pk)
         messages.info(
             request, "Publishing the missing HITs: HITs already made are kept, none is doubled."
+        )
+    elif action == "balance":
+        review_services.require_admin(user)
+        known = publishing.publication_balance_check(publication_id=publication.pk, user=user)
+        label = platform_label(publication.platform)
+        messages.info(
+            request,
+            f"The {label} account has ${known.balance_usd}."
+            if known
+            else f"{label} has no account balance.",
         )
     elif action == "sync":
         _enqueue(tasks.sync_publication, publication.pk, user.pk)

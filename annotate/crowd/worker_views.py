@@ -39,6 +39,7 @@ from annotate.errors import (
 )
 from annotate.http import csp_replace_on
 from annotate.models import AssignmentStatus
+from annotate.roles import is_admin
 from annotate.selectors import work as work_selectors
 from annotate.services.assignments import claimable_task_ids
 from annotate.services.submissions import assignment_submit
@@ -250,7 +251,19 @@ def demo_external_submit(request: HttpRequest) -> HttpResponse:
             "It counts once a sync of the publication confirms it (an admin may then approve or "
             "reject it on the review page; a rejection takes it out again)."
         )
-    return render(request, "crowd/worker_message.html", {"message": message})
+    # An admin playing a demo worker goes on at the publication: sync, then review this work.
+    publication_id = (
+        crowd_selectors.publication_id_of_hit(
+            hit_id=FakePlatform().assignment_get(assignment_id=assignment_id).hit_id
+        )
+        if is_admin(request.user)
+        else None
+    )
+    return render(
+        request,
+        "crowd/worker_message.html",
+        {"message": message, "publication_id": publication_id},
+    )
 
 
 def _submit(request: HttpRequest, held: workers.WorkerAssignment) -> HttpResponse:

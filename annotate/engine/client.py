@@ -22,8 +22,6 @@ from email.utils import parsedate_to_datetime
 from json.encoder import encode_basestring, encode_basestring_ascii
 from typing import Any, Protocol
 
-import httpx2 as httpx  # the HTTP library of this `openai` client (its errors are the causes)
-import openai
 from django.utils import timezone
 
 from annotate.engine.errors import CallRejectedError, CallTransientError
@@ -358,8 +356,6 @@ def _reply_from_embeddings(reply: Any, body: Mapping[str, Any]) -> EmbeddingRepl
 REDACTED_KEY = "[API key]"
 
 
-# Errors raised before the request was sent: the provider cannot have processed (nor billed) it.
-_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol)
 # Statuses that say the request was not processed: rate limited, timed out waiting for the
 # request, overloaded. Any other 5xx may come after the model ran (a gateway giving up on it).
 _NOT_PROCESSED = (408, 429, 503)
@@ -368,7 +364,16 @@ _NOT_PROCESSED = (408, 429, 503)
 def _sent(error: BaseException) -> bool:
     """Whether the request behind an `openai` timeout or connection error left: anything but a
     failure to connect may have reached the server."""
-    return not isinstance(error.__cause__, _NOT_SENT)
+    import httpx2 as httpx  # the `openai` client's HTTP library, imported with it (OpenAITransport)
+
+    # Raised before the request was sent: the provider cannot have processed (nor billed) it.
+    not_sent = (
+        httpx.ConnectError,
+        httpx.ConnectTimeout,
+        httpx.PoolTimeout,
+        httpx.UnsupportedProtocol,
+    )
+    return not isinstance(error.__cause__, not_sent)
 
 
 @contextmanager
@@ -378,6 +383,9 @@ def _api_errors(api_key: str = "") -> Iterator[None]:
     key out of any call error's message, ours included (a reply that could not be read): some
     servers and proxies echo the key they were sent ("invalid key sk-…", a reply dumped whole),
     and the message is stored on the call, shown on run pages and in the API, and logged."""
+    import httpx2 as httpx  # the HTTP library of this `openai` client (its errors are the causes)
+    import openai  # on first use, not with this module: see OpenAITransport
+
     try:
         try:
             yield
@@ -417,10 +425,20 @@ def _api_errors(api_key: str = "") -> Iterator[None]:
 
 
 class OpenAITransport:
-    """Any OpenAI-compatible chat completions endpoint, through the official `openai` client."""
+    """Any OpenAI-compatible chat completions endpoint, through the official `openai` client.
+
+    The `openai` package (and its HTTP library) is imported when the first transport is made,
+    not with this module: importing it costs about 0.9 s of CPU, which every process start
+    (each management command, gunicorn and Celery worker) paid through the engine's services
+    and the admin, though most never call a model. tests/config/test_startup_imports.py keeps it
+    out of Django's start-up.
+    """
 
     def __init__(self, options: TransportOptions) -> None:
+        import openai
+
         self.api_key = options.api_key
+        self._stream_cls = openai.Stream[object]
         # max_retries=0: call_with_retries retries, under the run's limiter and retry budget.
         self.client = openai.OpenAI(
             base_url=options.base_url or None,
@@ -446,7 +464,7 @@ class OpenAITransport:
                 content=_content(body),
                 cast_to=object,
                 stream=True,
-                stream_cls=openai.Stream[object],
+                stream_cls=self._stream_cls,
             )
             received = [""]  # the text so far, for what a stream broken half-way cost
 

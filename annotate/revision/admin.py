@@ -30,10 +30,11 @@ class RevisionSessionAdmin(admin.ModelAdmin):
         "satisfied",
         "created_at",
         "given_up_at",
+        "reopened_at",
     )
     list_filter = ("study", "status", "initial_status")
     search_fields = ("question__text", "annotator__username")
-    raw_id_fields = ("question", "system", "annotator", "given_up_by")
+    raw_id_fields = ("question", "system", "annotator", "given_up_by", "reopened_by")
 
 
 @admin.register(models.Turn)

@@ -189,6 +189,15 @@ class SessionStatus(models.TextChoices):
     GIVEN_UP = "given-up", "Given up"
 
 
+# A session holds its (question, system): no other session of an annotator may have the pair.
+# Imported sessions hold nothing (records, not work); a given-up session holds it until a
+# researcher reopens it (its system was failing: not handed out again until then).
+HOLDS_PAIR = Q(annotator__isnull=False, reopened_at__isnull=True)
+# An annotator's session with work on its pair (in progress or finished): a given-up session of
+# that pair is not reopened.
+WORKS_PAIR = Q(annotator__isnull=False, status__in=[SessionStatus.ACTIVE, SessionStatus.FINISHED])
+
+
 class RevisionSession(models.Model):
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="sessions")
     question = models.ForeignKey(StudyQuestion, on_delete=models.PROTECT, related_name="sessions")
@@ -230,6 +239,16 @@ class RevisionSession(models.Model):
         on_delete=models.PROTECT,
         related_name="revision_sessions_given_up",
     )
+    # A researcher put a given-up session's (question, system) back for annotators: the
+    # session stays given up (who and when kept), counted nowhere, and holds the pair no more.
+    reopened_at = models.DateTimeField(null=True, blank=True)
+    reopened_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="revision_sessions_reopened",
+    )
 
     class Meta:
         constraints = [
@@ -237,6 +256,10 @@ class RevisionSession(models.Model):
                 condition=Q(status=SessionStatus.GIVEN_UP, given_up_at__isnull=False)
                 | (~Q(status=SessionStatus.GIVEN_UP) & Q(given_up_at__isnull=True)),
                 name="revision_session_given_up_when",
+            ),
+            models.CheckConstraint(
+                condition=Q(reopened_at__isnull=True) | Q(status=SessionStatus.GIVEN_UP),
+                name="revision_session_reopened_given_up",
             ),
             models.UniqueConstraint(
                 fields=["study", "source_key"],
@@ -246,10 +269,11 @@ class RevisionSession(models.Model):
             # Paper §3.2: each question gets one session per system, each annotator sees a
             # question at most once (imported sessions have no annotator in the app). A session
             # given up keeps its place: its system was failing, so the pair is not handed out
-            # again, to its annotator or another.
+            # again, to its annotator or another, until a researcher reopens it (HOLDS_PAIR);
+            # its question stays seen by its annotator even then.
             models.UniqueConstraint(
                 fields=["question", "system"],
-                condition=Q(annotator__isnull=False),
+                condition=HOLDS_PAIR,
                 name="revision_session_one_per_question_system",
             ),
             models.UniqueConstraint(

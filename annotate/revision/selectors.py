@@ -13,6 +13,7 @@ from annotate.compiled import CompiledQuery
 from annotate.errors import NotFoundError
 from annotate.revision.history import next_previous_answer
 from annotate.revision.models import (
+    WORKS_PAIR,
     CallStatus,
     Document,
     InstructionType,
@@ -27,6 +28,7 @@ from annotate.revision.models import (
     StudySystem,
     Turn,
 )
+from annotate.revision.services.exports import imported_annotator
 from annotate.revision.services.sessions import (
     session_available,
     session_for_annotator,
@@ -366,14 +368,82 @@ def study_annotators(*, study: Study) -> QuerySet:
     )
 
 
-def rerate_candidates_count(*, study: Study) -> int:
-    """How many rated turns of finished sessions have not been sent for re-rating yet."""
-    return (
+def session_study_id(*, session_id: int) -> int:
+    """The study of any session (a researcher's action on it goes back to its report)."""
+    study_id = (
+        RevisionSession.objects.filter(pk=session_id).values_list("study_id", flat=True).first()
+    )
+    if study_id is None:
+        raise NotFoundError("no such session")
+    return study_id
+
+
+@dataclass(frozen=True)
+class GivenUpSession:
+    session: RevisionSession
+    holder: RevisionSession | None  # the pair's session in progress or finished, since reopened
+
+
+def given_up_sessions(*, study: Study) -> list[GivenUpSession]:
+    """The study's given-up sessions, newest first, each with who gave it up and when, who
+    reopened it and when, and the session that has its (question, system) now, if any (two
+    queries)."""
+    given_up = list(
+        RevisionSession.objects.filter(study=study, status=SessionStatus.GIVEN_UP)
+        .select_related("question", "system", "annotator", "given_up_by", "reopened_by")
+        .order_by("-given_up_at", "-id")
+    )
+    live = RevisionSession.objects.filter(
+        WORKS_PAIR, study=study, question__in={s.question_id for s in given_up}
+    ).select_related("annotator")
+    holders = {(s.question_id, s.system_id): s for s in live}
+    return [GivenUpSession(s, holders.get((s.question_id, s.system_id))) for s in given_up]
+
+
+def rerating_is_own(
+    *, rater_id: int, rater_username: str, owner_id: int | None, session_extra: dict
+) -> bool:
+    """Whether a re-rating is by whoever did the turn's session: its annotator in the app, or
+    for an imported session the login its line names. Such a self re-rating (sent under an
+    older rule) is not a second person's rating (paper §5): it counts in no agreement and
+    leaves its turn to be sent to someone else."""
+    if owner_id is not None:
+        return rater_id == owner_id
+    return imported_annotator(session_extra or {}) == rater_username
+
+
+def rerate_candidates(*, study: Study) -> list[tuple[int, int | None, int]]:
+    """(turn id, session's annotator id or None, session id) of every rated turn of the study's
+    finished sessions that has no re-rating by another person yet (sent or rated), by turn id.
+
+    A turn re-rated only by its own annotator is still a candidate: that re-rating never counts,
+    so without a second person the turn would be missing from the Human row for good."""
+    sent = Rerating.objects.filter(turn__session__study=study).values_list(
+        "turn_id",
+        "annotator_id",
+        "annotator__username",
+        "turn__session__annotator_id",
+        "turn__session__extra",
+    )
+    rerated = {
+        turn_id
+        for turn_id, rater_id, rater, owner_id, extra in sent
+        if not rerating_is_own(
+            rater_id=rater_id, rater_username=rater, owner_id=owner_id, session_extra=extra
+        )
+    }
+    turns = (
         Turn.objects.filter(session__study=study, session__status=SessionStatus.FINISHED)
         .exclude(rating="")
-        .exclude(reratings__isnull=False)
-        .count()
+        .order_by("id")
+        .values_list("id", "session__annotator_id", "session_id")
     )
+    return [turn for turn in turns if turn[0] not in rerated]
+
+
+def rerate_candidates_count(*, study: Study) -> int:
+    """How many rated turns of finished sessions are left to send for re-rating."""
+    return len(rerate_candidates(study=study))
 
 
 @dataclass(frozen=True)
@@ -466,7 +536,8 @@ def study_collection_progress(*, study: Study) -> CollectionProgress:
     ).aggregate(
         finished=Count("id", filter=Q(status=SessionStatus.FINISHED)),
         active=Count("id", filter=Q(status=SessionStatus.ACTIVE)),
-        given_up=Count("id", filter=Q(status=SessionStatus.GIVEN_UP)),
+        # A reopened one holds its pair no more: that pair is not started, or has a session.
+        given_up=Count("id", filter=Q(status=SessionStatus.GIVEN_UP, reopened_at__isnull=True)),
     )
     return CollectionProgress(
         questions=questions.count(),

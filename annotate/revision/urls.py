@@ -16,6 +16,7 @@ urlpatterns = [
     path("sessions/<int:session_id>/withdraw/", views.withdraw, name="withdraw"),
     path("sessions/<int:session_id>/give-up/", views.give_up, name="give-up"),
     path("sessions/<int:session_id>/finish/", views.finish, name="finish"),
+    path("sessions/<int:session_id>/reopen/", views.reopen, name="session-reopen"),
     path("reratings/<int:rerating_id>/", views.rerating_page, name="rerating"),
     path("studies/<int:study_id>/rerate/", views.rerate, name="rerate"),
 ]

@@ -320,6 +320,31 @@ def give_up(request: HttpRequest, session_id: int) -> HttpResponse:
 @login_required
 @require_POST
 @page_errors
+def reopen(request: HttpRequest, session_id: int) -> HttpResponse:
+    """A researcher puts a given-up session's (question, system) back for annotators; the
+    study's report says what was done, or why not."""
+    require_role(request.user, ADMIN, RESEARCHER, message=RESEARCHERS_ONLY)
+    study_id = selectors.session_study_id(session_id=session_id)
+    try:
+        session = sessions.session_reopen(
+            session_id=session_id, user=request.user, now=timezone.now()
+        )
+    except ConflictError as error:
+        messages.error(request, f"Not reopened: {error}.")
+    else:
+        who = session.annotator.get_username() if session.annotator else "its annotator"
+        messages.success(
+            request,
+            f"Session {session.pk} reopened: “{session.question.text}” with "
+            f"{session.system.name} goes to the next annotator who has not seen the question "
+            f"(not {who}, who gave it up). The given-up session is kept.",
+        )
+    return redirect(reverse("revision-reports:report", args=[study_id]) + "#given-up-sessions")
+
+
+@login_required
+@require_POST
+@page_errors
 def finish(request: HttpRequest, session_id: int) -> HttpResponse:
     return _act(
         request,

@@ -34,6 +34,7 @@ from annotate.selectors.results import (
     released_unconfirmed_q,
     sandbox_work_q,
     work_statuses,
+    work_statuses_of,
 )
 from annotate.services.assignments import (
     claimable_task_counts,
@@ -643,7 +644,9 @@ def project_label_rows(*, project: Project) -> Iterator[list[object]]:
     def status(assignment: Assignment) -> str:
         if assignment.annotator_id in blocked:
             return WorkStatus.BLOCKED
-        return statuses.get(assignment.id, WorkStatus.COUNTED)
+        if assignment.id not in statuses:  # submitted after the statuses were read: ask now
+            statuses.update(work_statuses_of(assignment_ids=[assignment.id]))
+        return statuses[assignment.id]
 
     labels = (
         Label.objects.filter(assignment__task__batch__project=project)
@@ -681,7 +684,7 @@ def project_label_rows(*, project: Project) -> Iterator[list[object]]:
             late=0,
             status=status(score.assignment),
         )
-    yield from _late_rows(project=project, status=status)
+    yield from _late_rows(project=project, status=status, statuses=statuses)
 
 
 def _row(
@@ -709,12 +712,17 @@ def _row(
     ]
 
 
-def _late_rows(*, project: Project, status) -> Iterator[list[object]]:
+def _late_rows(*, project: Project, status, statuses: dict[int, str]) -> Iterator[list[object]]:
     # Submitted work whose slot a sync took back (unconfirmed by its platform) has its label
     # rows, written at the submit: only work submitted late has its answers on the assignment.
-    late = Assignment.objects.filter(
-        task__batch__project=project, is_late=True, status=AssignmentStatus.EXPIRED
-    ).select_related("task__batch", "task__instruction", "annotator")
+    late = list(
+        Assignment.objects.filter(
+            task__batch__project=project, is_late=True, status=AssignmentStatus.EXPIRED
+        ).select_related("task__batch", "task__instruction", "annotator")
+    )
+    # Read after the labels and scores streamed: a claim submitted late meanwhile was read as
+    # a claim (not submitted) with the statuses; its status is the one it has now.
+    statuses.update(work_statuses_of(assignment_ids=[a.pk for a in late]))
     system_names = dict(project.systems.values_list("id", "name"))
     for assignment in late:
         submission = assignment.submission or {}

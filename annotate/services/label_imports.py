@@ -55,6 +55,12 @@ STAGE_COLUMNS = ("line", "instruction", "system", "annotator", "kind", "qindex",
 LABEL_CSV_COLUMNS = ["instruction_id", "system", "annotator", "question_index", "label"]
 SCORE_CSV_COLUMNS = ["instruction_id", "system", "annotator", "score"]
 KIND_COLUMN = "annotator_kind"
+# Where a new annotator's kind is given, named for whoever reads the refusal: a file refused on
+# the import page named only the command line's option, which the page does not have.
+NEW_KIND_WAYS = (
+    "'Kind of new annotators' on the import page, --kind on the command line, "
+    "annotator_kind in the API"
+)
 # Written by the raw export (annotate.services.exports): only rows whose work counted are read
 # back, so export → import gives the same results.
 WORK_STATUS_COLUMN = "work_status"
@@ -605,7 +611,8 @@ def _annotators_checked(
                     path,
                     line,
                     "annotator",
-                    f"annotator {name!r} is new: give its kind (--kind expert|crowd|llm, or an {KIND_COLUMN} column)",
+                    f"annotator {name!r} is new: give its kind, expert, crowd or llm ({NEW_KIND_WAYS}"
+                    f", or an {KIND_COLUMN} column)",
                 )
             )
             continue

@@ -37,13 +37,20 @@ class LeaseHeldError(Exception):
 
 
 def lease_take(
-    *, job: QuerySet, claimable: Q, now: datetime, heartbeat_field: str = "heartbeat_at", **fields
+    *,
+    job: QuerySet,
+    claimable: Q,
+    now: datetime,
+    heartbeat_field: str = "heartbeat_at",
+    lease_field: str = "lease",
+    **fields,
 ) -> str | None:
     """Give the job (a queryset of its one row) a new lease if it is `claimable`, setting
     `fields` in the same UPDATE; return the token, or None when another delivery holds it.
-    `heartbeat_field`: the model's heartbeat column (an engine chunk's is `heartbeat`)."""
+    `heartbeat_field`, `lease_field`: the model's columns (an engine chunk's heartbeat is
+    `heartbeat`; a publication's Expire has its own pair beside its publish's)."""
     token = uuid.uuid4().hex
-    taken = job.filter(claimable).update(lease=token, **{heartbeat_field: now}, **fields)
+    taken = job.filter(claimable).update(**{lease_field: token, heartbeat_field: now}, **fields)
     return token if taken else None
 
 
@@ -54,17 +61,24 @@ def lease_retry_in(*, heartbeat_at: datetime | None, stale_seconds: float, now: 
 
 
 @contextmanager
-def lease_beating(*, job: QuerySet, token: str, every: float) -> Iterator[None]:
-    """Stamp the job's heartbeat_at every `every` seconds, while the lease is `token`'s, in a
+def lease_beating(
+    *,
+    job: QuerySet,
+    token: str,
+    every: float,
+    heartbeat_field: str = "heartbeat_at",
+    lease_field: str = "lease",
+) -> Iterator[None]:
+    """Stamp the job's heartbeat every `every` seconds, while the lease is `token`'s, in a
     thread of its own for as long as the block runs."""
     stop = threading.Event()
-    mine = job.filter(lease=token)
+    mine = job.filter(**{lease_field: token})
 
     def beat() -> None:
         try:
             while not stop.wait(every):
                 try:
-                    mine.update(heartbeat_at=timezone.now())
+                    mine.update(**{heartbeat_field: timezone.now()})
                 except DatabaseError:  # SQLite busy with the job's own writes: the next beat
                     logger.warning("%s: heartbeat not stored", job.model.__name__)
         finally:

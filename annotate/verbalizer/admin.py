@@ -1,4 +1,5 @@
 from django.contrib import admin
+from django.template.defaultfilters import pluralize
 
 from annotate.verbalizer import models
 
@@ -11,6 +12,26 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None) -> bool:
         return False
+
+
+class AnswersKeptAdmin(admin.ModelAdmin):
+    """Refuse to delete what holds people's answers (a human study, an evaluation set): each is
+    a record the report counts and a platform may have paid, as an assignment holding work is
+    (annotate.admin.WorkKeptAdmin); deleting one cascaded its answers out of every result.
+    Said on Django's delete page as the protected objects are, counted."""
+
+    # The lookup from a human answer to this model.
+    answers_path = ""
+
+    def get_deleted_objects(self, objs, request):
+        answers = models.HumanAnswer.objects.filter(**{f"{self.answers_path}__in": objs}).count()
+        if answers:
+            held = (
+                f"{answers} answer{pluralize(answers)} of people: answers stay, and count as "
+                "they were given (reject an answer to leave it out of results)"
+            )
+            return [], {}, set(), [held]
+        return super().get_deleted_objects(objs, request)
 
 
 @admin.register(models.ClassificationDataset)
@@ -26,7 +47,8 @@ class MappingAdmin(ReadOnlyAdmin):
 
 
 @admin.register(models.EvaluationSet)
-class EvaluationSetAdmin(ReadOnlyAdmin):
+class EvaluationSetAdmin(AnswersKeptAdmin, ReadOnlyAdmin):
+    answers_path = "prompt__evaluation_set"
     list_display = ["name", "items_per_dataset", "seed", "template_version", "created_at"]
 
 
@@ -39,6 +61,8 @@ class ModelAnswerAdmin(ReadOnlyAdmin):
 
 @admin.register(models.HumanAnswer)
 class HumanAnswerAdmin(ReadOnlyAdmin):
+    """Shown only: an answer is the work itself (a reject leaves it out of results)."""
+
     list_display = [
         "annotator",
         "prompt",
@@ -52,9 +76,13 @@ class HumanAnswerAdmin(ReadOnlyAdmin):
     search_fields = ["platform_assignment_id", "platform_hit_id", "annotator__worker_id"]
     raw_id_fields = ["prompt"]
 
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
 
 @admin.register(models.HumanStudy)
-class HumanStudyAdmin(admin.ModelAdmin):
+class HumanStudyAdmin(AnswersKeptAdmin):
+    answers_path = "study"
     list_display = ["name", "evaluation_set", "answers_per_prompt", "active", "created_at"]
     fields = ["name", "active"]
 

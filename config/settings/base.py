@@ -420,6 +420,10 @@ CROWD_SYNC_INTERVAL_SECONDS = int(os.environ.get("CROWD_SYNC_INTERVAL_SECONDS", 
 # shown stalled, with Resume, and taken over by the next delivery of its task
 # (annotate.crowd.services.publishing).
 CROWD_PUBLISH_STALE_SECONDS = float(os.environ.get("CROWD_PUBLISH_STALE_SECONDS", "600"))
+# An Expire's run beats every twentieth of this; one silent this long (or asked and never
+# started this long) is shown stopped, and Expire may be pressed again
+# (annotate.crowd.services.expiry.expiry_run_of).
+CROWD_EXPIRY_STALE_SECONDS = float(os.environ.get("CROWD_EXPIRY_STALE_SECONDS", "600"))
 # How long work submitted here keeps its task's slot while the platform does not list it yet:
 # the worker's browser hands it back to MTurk just after our page stored it
 # (annotate.crowd.services.review.release_grace).

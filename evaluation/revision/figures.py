@@ -9,9 +9,9 @@ a fixed width, and systems that would make the figure wider than `MAX_WIDTH` go 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-from matplotlib import rc_context
-from matplotlib.figure import Figure
 
 from annotate.revision.models import Study
 from evaluation.caching import cache_get_or_build
@@ -19,15 +19,18 @@ from evaluation.figures import (
     AXIS_MARGIN,
     MAX_WIDTH,
     PALETTE,
-    RC,
     _text,
     figure_bytes,
     figure_request_check,
     fit_tick_labels,
+    new_figure,
     rows_of_plots,
 )
 from evaluation.revision.report_data import figure_fingerprint
 from evaluation.revision.reports import revision_report_build
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 FIGURES = {
     "ratings": "Rating distribution per system: stylistic, information-seeking and all instructions",
@@ -104,14 +107,13 @@ DRAWERS = {"ratings": _ratings, "positions": _positions}
 def render_revision_figure(report: dict, name: str, fmt: str) -> bytes:
     """Draw one figure of the revision report and return its bytes in the format."""
     figure_request_check(name, fmt, names=FIGURES, available=figure_available(report, name))
-    with rc_context(RC):
-        width, height = 7.0, 4.0
-        if name == "ratings":
-            lines = _ratings_lines(report)
-            bars = max(len(rows) for rows in lines)
-            width = min(MAX_WIDTH, max(width, AXIS_MARGIN + BAR_WIDTH * bars))
-            height = ROW_HEIGHT * len(lines) + 0.8
-        figure = Figure(figsize=(width, height), layout="constrained")
+    width, height = 7.0, 4.0
+    if name == "ratings":
+        lines = _ratings_lines(report)
+        bars = max(len(rows) for rows in lines)
+        width = min(MAX_WIDTH, max(width, AXIS_MARGIN + BAR_WIDTH * bars))
+        height = ROW_HEIGHT * len(lines) + 0.8
+    with new_figure(width, height) as figure:
         DRAWERS[name](figure, report)
         return figure_bytes(figure, fmt)
 

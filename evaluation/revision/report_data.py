@@ -6,7 +6,7 @@ import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
-from django.db.models import Count, F
+from django.db.models import Count
 
 from annotate.revision.models import (
     RerateStatus,
@@ -16,7 +16,7 @@ from annotate.revision.models import (
     Study,
     Turn,
 )
-from annotate.revision.services.exports import imported_annotator
+from annotate.revision.selectors import rerating_is_own
 from evaluation.revision.models import RevisionJudgeRun, RevisionPrediction, RunStatus
 
 RATING_CODES = {"good": 0, "neutral": 1, "bad": 2}
@@ -134,17 +134,18 @@ def predictions_read(*, runs: list[RevisionJudgeRun]) -> dict[int, dict[int, str
 
 def reratings_read(*, study: Study) -> list[tuple[int, str, str]]:
     """Return (turn id, original rating, re-rating) of every finished re-rating of the study,
-    but one by the session's own annotator (in the app, or whom an imported session's line
-    names): sent under an older rule, it is not a second annotator's rating (paper §5)."""
+    but one by the session's own annotator (`rerating_is_own`: in the app, or whom an imported
+    session's line names): sent under an older rule, it is not a second annotator's rating
+    (paper §5)."""
     rows = (
         Rerating.objects.filter(turn__session__study=study, status=RerateStatus.DONE)
         .exclude(turn__rating="")
-        .exclude(annotator=F("turn__session__annotator"))
         .order_by("turn_id", "id")
         .values_list(
             "turn_id",
             "turn__rating",
             "rating",
+            "annotator_id",
             "annotator__username",
             "turn__session__annotator_id",
             "turn__session__extra",
@@ -152,6 +153,8 @@ def reratings_read(*, study: Study) -> list[tuple[int, str, str]]:
     )
     return [
         (turn_id, rating, rerating)
-        for turn_id, rating, rerating, username, owner_id, extra in rows
-        if owner_id is not None or imported_annotator(extra or {}) != username
+        for turn_id, rating, rerating, rater_id, username, owner_id, extra in rows
+        if not rerating_is_own(
+            rater_id=rater_id, rater_username=username, owner_id=owner_id, session_extra=extra
+        )
     ]

@@ -26,7 +26,7 @@ from annotate.http import (
     figures_limited,
 )
 from annotate.revision.models import Study
-from annotate.revision.selectors import study_collection_progress
+from annotate.revision.selectors import given_up_sessions, study_collection_progress
 from annotate.revision.services.exports import sessions_export_csv, sessions_export_jsonl
 from annotate.roles import (
     ADMIN,
@@ -137,6 +137,7 @@ def report_page(request: HttpRequest, study_id: int) -> HttpResponse:
         "tasks": TASK_TITLES,
         "runs": study_judge_runs(study=study)[:20],
         "collection": study_collection_progress(study=study),
+        "given_up": given_up_sessions(study=study),
     }
     return render(request, "revision/report.html", context)
 

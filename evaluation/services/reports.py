@@ -19,7 +19,7 @@ from typing import IO
 import numpy as np
 from django.conf import settings
 from django.core.cache import cache
-from django.db.models import Count, Max, Q, Sum
+from django.db.models import Count, F, Max, Q, Sum
 from django.utils import timezone
 
 from annotate.crowd.models import BonusStatus
@@ -1139,11 +1139,23 @@ def labels_aggregated_csv(
 
 def _fingerprint(benchmark: Benchmark) -> str:
     """Summarise what a report depends on, so a cached report is used only while it still holds."""
+    # Each value weighted by its row's id, and the rows' questions and responses: a value
+    # corrected in the admin (two corrections that keep the sum), or a row moved to another
+    # item, names a new report as an added row does.
     labels = Label.objects.filter(response__instruction__benchmark=benchmark).aggregate(
-        n=Count("id"), last=Max("id"), total=Sum("value")
+        n=Count("id"),
+        last=Max("id"),
+        total=Sum("value"),
+        weighted=Sum(F("id") * F("value")),
+        questions=Sum("question_id"),
+        responses=Sum("response_id"),
     )
     scores = DirectScore.objects.filter(response__instruction__benchmark=benchmark).aggregate(
-        n=Count("id"), last=Max("id"), total=Sum("score")
+        n=Count("id"),
+        last=Max("id"),
+        total=Sum("score"),
+        weighted=Sum(F("id") * F("score")),
+        responses=Sum("response_id"),
     )
     # Approvals and bonuses paid move the crowd cost (Table 4), without changing what counts,
     # and so does what the platform paid of work that counts nowhere (a sync confirming late

@@ -19,30 +19,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import matplotlib
-
-matplotlib.use("Agg")
-
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
-from matplotlib.text import Text  # noqa: E402
-
-from evaluation.caching import cache_get_or_build  # noqa: E402
-from evaluation.figures import (  # noqa: E402
+from evaluation.caching import cache_get_or_build
+from evaluation.figures import (
     AXIS_MARGIN,
     MAX_WIDTH,
     MIN_FONT_SIZE,
     PALETTE,
-    RC,
     _text,
     figure_bytes,
     figure_request_check,
     fit_tick_labels,
     legend_that_fits,
+    new_figure,
     rows_of_plots,
 )
-from evaluation.verbalizer.report import (  # noqa: E402
+from evaluation.verbalizer.report import (
     CACHE_SECONDS,
     FLIPPED_CONDITIONS,
     report_version,
@@ -50,6 +43,10 @@ from evaluation.verbalizer.report import (  # noqa: E402
     system_label,
     verbalizer_report_cached,
 )
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+    from matplotlib.text import Text
 
 FIGURES = {
     "groups": "Figure 2: accuracy under natural, neutral and unnatural instructions",
@@ -171,6 +168,8 @@ def figure_available(report: dict, name: str) -> bool:
 
 def render_figure(report: dict, name: str, fmt: str) -> bytes:
     """Draw figure `name` (groups, mappings, flipped, flipped_by_dataset) as SVG, PNG or PDF."""
+    from matplotlib.patches import Patch  # matplotlib on the first figure only, as new_figure
+
     figure_request_check(name, fmt, names=FIGURES, available=figure_available(report, name))
     rows = report[name]
     pairs = row_order(rows)
@@ -187,8 +186,7 @@ def render_figure(report: dict, name: str, fmt: str) -> bytes:
     plots = [(dataset, group) for dataset in datasets for group in groups]
     lines = math.ceil(len(plots) / columns)
     width = min(MAX_WIDTH, max(6.0, columns * plot_width))
-    with matplotlib.rc_context(RC):
-        figure = Figure(figsize=(width, ROW_HEIGHT * lines + 1.2), layout="constrained")
+    with new_figure(width, ROW_HEIGHT * lines + 1.2) as figure:
         notes = []
         for index, (dataset, group) in enumerate(plots):
             axes = figure.add_subplot(lines, columns, index + 1)

@@ -1,8 +1,11 @@
 """Commands with --output, as a researcher types them: a path that cannot be written is a
 command error naming the option and the path (no traceback), and an unknown name is named."""
 
+from unittest import mock
+
 import pytest
-from django.core.management import call_command
+from django.core import checks
+from django.core.management import ManagementUtility, call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
 
@@ -38,6 +41,22 @@ def test_an_output_in_a_missing_folder_is_a_command_error_naming_it(command, nam
         f"--output {output}: cannot write this file (No such file or directory)."
     )
     assert not output.parent.exists()
+
+
+@pytest.mark.parametrize("skip_checks", [[], ["--skip-checks"]])
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_reports_and_exports_run_without_the_system_checks(command, skip_checks, named, tmp_path):
+    """The checks import every page's module: more CPU than a report of the demo data. Run as
+    `manage.py` runs it (call_command skips every command's checks); `--skip-checks` is still
+    accepted, as when the checks ran."""
+    failing = [checks.Error("a page's module is broken", id="test.E001")]
+    output = tmp_path / "out.txt"
+    arguments = [value.format(**named) for value in COMMANDS[command]]
+    argv = ["manage.py", command, *arguments, "--output", str(output), *skip_checks]
+    with mock.patch("django.core.management.base.checks.run_checks", return_value=failing) as run:
+        ManagementUtility(argv).execute()
+    assert not run.called
+    assert output.exists()
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))

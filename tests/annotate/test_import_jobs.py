@@ -225,3 +225,29 @@ def test_the_import_page_names_bad_labels_and_unknown_references_in_one_attempt(
     ):
         assert named in detail
     assert not Label.objects.exists()
+
+
+def test_a_new_annotator_without_a_kind_is_refused_naming_the_pages_own_field(
+    client, researcher, django_capture_on_commit_callbacks, settings, tmp_path
+):
+    """The page's refusal says where on the page a kind is given, not only the command line's
+    --kind, which a researcher on the page does not have."""
+    from annotate.models import Annotator, Label
+    from tests.factories import benchmark_with_responses
+
+    settings.MEDIA_ROOT = tmp_path
+    benchmark, systems = benchmark_with_responses(instructions=1, systems=1, questions=1)
+    instruction = benchmark.instructions.get().external_id
+    labels = (
+        "instruction_id,system,annotator,question_index,label\n"
+        f"{instruction},{systems[0].name},newcomer,1,YES\n"
+    )
+    client.force_login(researcher)
+    with django_capture_on_commit_callbacks(execute=True):
+        page = post(client, labels, name="labels.csv", kind="labels", benchmark_name=benchmark.name)
+    detail = client.get(page["Location"]).text
+    assert "labels.csv, line 2, field &#x27;annotator&#x27;" in detail
+    assert "&#x27;Kind of new annotators&#x27; on the import page" in detail
+    field = client.get(reverse("annotate:import-list")).text
+    assert '<label for="id_annotator_kind">Kind of new annotators</label>' in field
+    assert not Label.objects.exists() and not Annotator.objects.filter(name="newcomer").exists()

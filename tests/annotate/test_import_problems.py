@@ -360,8 +360,9 @@ def test_a_new_annotator_without_a_kind_is_named_with_the_other_wrong_lines(benc
         "t1,s,ann,2,NO,crowd",
     ) == [
         "- line 2, field 'label': expected YES, NO or UNKNOWN, found 'MAYBE'",
-        "- line 3, field 'annotator': annotator 'newbie' is new: give its kind (--kind "
-        "expert|crowd|llm, or an annotator_kind column)",
+        "- line 3, field 'annotator': annotator 'newbie' is new: give its kind, expert, crowd "
+        "or llm ('Kind of new annotators' on the import page, --kind on the command line, "
+        "annotator_kind in the API, or an annotator_kind column)",
         "- line 5, field 'instruction_id': no instruction 't9' in benchmark 'b'",
         "- line 6, field 'annotator_kind': 'crowd' but line 4 gave 'expert' for annotator "
         "'ann': an annotator has one kind",

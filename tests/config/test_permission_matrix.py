@@ -137,6 +137,10 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
         by_role(401, 404, 404, 404, 404, 200),
         by_role(401, 404, 404, 404, 404, 400),
     ),
+    # What the platform says each HIT still offers, and the cost: asked on a POST only.
+    "crowd-api:replacements-check": (API_ADMIN_POST_ONLY, by_role(401, 404, 404, 404, 404, 200)),
+    # The account balance, asked of the platform on a POST only (GETs show the last one).
+    "crowd-api:balance": (API_ADMIN_POST_ONLY, by_role(401, 404, 404, 404, 404, 200)),
     # The additions of the publication in the URL (none): what is stored, no platform call.
     "crowd-api:additions": (by_role(401, 404, 404, 404, 404, 200), None),
     # An empty POST names no addition nor outcome: 400, nothing settled.
@@ -254,6 +258,9 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     "revision:finish": (POST_ONLY, by_role(LOGIN, 302, 404, 404, 404, 404)),
     "revision:withdraw": (POST_ONLY, by_role(LOGIN, 302, 404, 404, 404, 404)),
     "revision:give-up": (POST_ONLY, by_role(LOGIN, 302, 404, 404, 404, 404)),
+    # Researchers' action: the world's session is in progress, not given up, so the report
+    # says it was not reopened (302, nothing changed); annotators get the 403 page.
+    "revision:session-reopen": (POST_ONLY, by_role(LOGIN, 403, 403, 302, 302, 302)),
     "revision:rerating": (
         by_role(LOGIN, 404, 200, 404, 404, 404),
         by_role(LOGIN, 404, 400, 404, 404, 404),

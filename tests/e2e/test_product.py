@@ -6,7 +6,7 @@ import zipfile
 import pytest
 from django.contrib.auth.models import User
 
-from annotate.models import Annotator, AnnotatorKind
+from annotate.models import Annotator, AnnotatorKind, Project
 from annotate.roles import ANNOTATOR
 from annotate.selectors.identities import OPERATOR
 from annotate.services.demo import DEMO_ENDPOINT
@@ -193,7 +193,10 @@ def test_no_dead_ends_judge_export_and_api_docs(page_for, demo, settings, tmp_pa
 
 def test_pages_fit_390_px_and_follow_a_dark_colour_scheme(page_for, demo):
     researcher = page_for(user("researcher"), viewport={"width": 390, "height": 844})
-    for url in ("/", f"/reports/{demo.pk}/", "/annotators/", f"/benchmarks/{demo.pk}/"):
+    # A project's summary: its "Tasks done" bar beside a long note made the page 594 px wide.
+    project = Project.objects.filter(benchmark=demo).first()
+    pages = ("/", f"/reports/{demo.pk}/", "/annotators/", f"/benchmarks/{demo.pk}/")
+    for url in (*pages, f"/annotate/projects/{project.pk}/"):
         researcher.goto(url)
         width = researcher.evaluate("document.documentElement.scrollWidth")
         assert width <= 390, (url, width)
@@ -204,6 +207,11 @@ def test_pages_fit_390_px_and_follow_a_dark_colour_scheme(page_for, demo):
         cara.goto(url)
         width = cara.evaluate("document.documentElement.scrollWidth")
         assert width <= 390, (url, width)
+    # With recent assignments under the list: an instruction id is one long word (403 px).
+    ana = page_for(user("ana"), viewport={"width": 390, "height": 844})
+    ana.goto("/annotate/")
+    assert ana.locator("td.task-id").count() > 0
+    assert ana.evaluate("document.documentElement.scrollWidth") <= 390
     dark = page_for(user("cara"), color_scheme="dark")
     dark.goto("/annotate/")
     background = dark.evaluate("getComputedStyle(document.body).backgroundColor")

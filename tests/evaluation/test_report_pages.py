@@ -10,11 +10,14 @@ import zipfile
 import pytest
 from django.core.cache import cache
 from django.core.management import CommandError, call_command
+from django.test import Client
 from django.urls import reverse
 
 from annotate.models import Label
 from annotate.roles import ANNOTATOR
+from annotate.selectors.identities import OPERATOR
 from annotate.services.api_tokens import api_token_create
+from evaluation.services.reports import report_build
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -512,3 +515,35 @@ def test_the_kappa_table_says_what_its_columns_count(researcher_client, bench):
     assert "An item is one instruction and one pair of systems" in note
     assert "raw agreement is the share of items on which all" in note
     assert "Dropped: items of the subset with fewer, left out." in note
+
+
+def test_cached_report_follows_labels_edited_in_the_admin(researcher_client, bench, admin_user):
+    """A label's value is corrected on the admin's change page. Two corrections that leave the
+    count, the last id and the sum of values as they were (a YES made NO on alpha, a NO made
+    YES on beta) were served the report cached before them, for as long as it was kept."""
+    url = reverse("api-report", args=[bench.pk])
+
+    def judge_drfr(report):
+        rows = report["leaderboard"]
+        return {
+            r["system"]: r["drfr"]
+            for r in rows
+            if r["source"] == "judge" and r["subset"] == "overall"
+        }
+
+    before = judge_drfr(researcher_client.get(url).json())
+    judge = Label.objects.filter(annotator__name="judge").order_by("id")
+    to_no = judge.filter(response__system__name="alpha", value=1).first()
+    to_yes = judge.filter(response__system__name="beta", value=0).first()
+    assert to_no is not None and to_yes is not None
+    admin_user.is_superuser = True
+    admin_user.save()
+    admin = Client()
+    admin.force_login(admin_user)
+    for label, value in ((to_no, 0), (to_yes, 1)):
+        form = {"question": label.question_id, "response": label.response_id, "value": value}
+        assert admin.post(f"/admin/annotate/label/{label.pk}/change/", form).status_code == 302
+
+    after = judge_drfr(researcher_client.get(url).json())
+    fresh = judge_drfr(report_build(scope=OPERATOR, benchmark=bench, n_resamples=10))
+    assert after == fresh != before

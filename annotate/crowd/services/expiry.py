@@ -5,8 +5,8 @@ A HIT an admin expired keeps taking workers, whose work MTurk pays, for as long 
 UpdateExpirationForHIT call has not gone through. So a HIT is stored expired (`expires_at`) only
 once the platform confirmed it. An admin's Expire marks every live HIT `expiry_pending_since`
 before the platform is asked (`hits_expiry_ask`, in the request; the calls run in the background,
-annotate.crowd.services.review.publication_expire_run), so a run that stops half-way forgets
-none; a refused or unanswered call leaves its HIT pending with the platform's error, shown on
+annotate.crowd.services.review.publication_expire_run, whose state is stored on the publication:
+`expiry_run_of`), so a run that stops half-way forgets none; a refused or unanswered call leaves its HIT pending with the platform's error, shown on
 the publication page and the API, and asked for again by the next Expire and by the sync beat
 (`expiries_pending_retry`).
 """
@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db.models import F, Q, QuerySet, Value
 from django.db.models.functions import Coalesce
 
-from annotate.crowd.models import Hit, HitStatus
+from annotate.crowd.models import Hit, HitStatus, Publication
 from annotate.crowd.platforms import get_platform, platform_on_sandbox
 from annotate.errors import CrowdPlatformError
 
@@ -63,7 +64,8 @@ def hit_expire(hit: Hit, platform, *, at: datetime) -> bool:
         platform.hit_update_expiration(hit_id=hit.hit_id, expires_at=at)
     except CrowdPlatformError as error:
         logger.warning("HIT %s not expired: %s", hit.hit_id, error)
-        # Never empty: a pending HIT without an error is one not asked yet (hits_expiry_ask).
+        # Never empty: a pending HIT without an error is one the platform has not answered about
+        # yet (hits_expiry_ask); this refusal stays until it answers again.
         hit.expiry_error = (str(error) or type(error).__name__)[:2000]
         # The first time asked stays: how long the HIT has been live against the admin's wish.
         Hit.objects.filter(pk=hit.pk).update(
@@ -80,12 +82,89 @@ def hit_expire(hit: Hit, platform, *, at: datetime) -> bool:
 
 def hits_expiry_ask(hits: QuerySet[Hit], *, at: datetime) -> int:
     """Mark every HIT of `hits` still live at `at` as to be ended (`expiry_pending_since`, the
-    first time asked kept; the last error cleared: it is asked again) before the platform is
-    asked, so that a run stopping half-way (a worker killed, a task lost) leaves the rest to the
-    sync beat instead of forgetting them; return how many."""
+    first time asked kept) before the platform is asked, so that a run stopping half-way (a
+    worker killed, a task lost) leaves the rest to the sync beat instead of forgetting them;
+    return how many. The platform's last refusal stays until it answers again: a run that
+    never comes leaves it shown, not a HIT that looks merely "not asked yet"."""
     return hits.filter(still_live_q(now=at)).update(
-        expiry_pending_since=Coalesce(F("expiry_pending_since"), Value(at)), expiry_error=""
+        expiry_pending_since=Coalesce(F("expiry_pending_since"), Value(at))
     )
+
+
+class ExpiryRunState:
+    """Where a publication's last Expire is (expiry_run_of)."""
+
+    NONE = ""  # never pressed
+    ASKED = "asked"  # pressed; its run has not started
+    RUNNING = "running"  # its run asks the platform, and beats
+    FINISHED = "finished"  # its run ended: `outcome` says how (an error too)
+    STOPPED = "stopped"  # silent for CROWD_EXPIRY_STALE_SECONDS: killed, or its task lost
+
+
+@dataclass(frozen=True)
+class ExpiryRun:
+    """The last Expire of a publication as its page and the API show it."""
+
+    state: str
+    asked_at: datetime | None = None
+    started_at: datetime | None = None
+    heartbeat_at: datetime | None = None
+    finished_at: datetime | None = None
+    outcome: str = ""
+
+    @property
+    def alive(self) -> bool:
+        """Waiting for its run, or running: the page refreshes, and Expire is not pressed twice."""
+        return self.state in (ExpiryRunState.ASKED, ExpiryRunState.RUNNING)
+
+
+def expiry_stale_before(now: datetime) -> datetime:
+    return now - timedelta(seconds=settings.CROWD_EXPIRY_STALE_SECONDS)
+
+
+def expiry_run_of(publication: Publication, *, now: datetime) -> ExpiryRun:
+    """The state of the publication's last Expire at `now`. One asked and never started, or
+    started and silent, for CROWD_EXPIRY_STALE_SECONDS stopped: nothing of it runs any more
+    (its worker was killed, or its task lost), and Expire may be pressed again."""
+    p, stale = publication, expiry_stale_before(now)
+    if p.expiry_asked_at is None:
+        state = ExpiryRunState.NONE
+    elif p.expiry_finished_at is not None:
+        state = ExpiryRunState.FINISHED
+    elif p.expiry_started_at is None:
+        state = ExpiryRunState.ASKED if p.expiry_asked_at >= stale else ExpiryRunState.STOPPED
+    else:
+        beat = p.expiry_heartbeat_at or p.expiry_started_at
+        state = ExpiryRunState.RUNNING if beat >= stale else ExpiryRunState.STOPPED
+    return ExpiryRun(
+        state=state,
+        asked_at=p.expiry_asked_at,
+        started_at=p.expiry_started_at,
+        heartbeat_at=p.expiry_heartbeat_at,
+        finished_at=p.expiry_finished_at,
+        outcome=p.expiry_outcome,
+    )
+
+
+def expiry_unfinished_q() -> Q:
+    """Publications whose last Expire was pressed and whose run has not ended."""
+    return Q(expiry_asked_at__isnull=False, expiry_finished_at__isnull=True)
+
+
+def expiry_alive_q(*, now: datetime) -> Q:
+    """Publications whose last Expire waits for its run, or runs (expiry_run_of)."""
+    stale = expiry_stale_before(now)
+    return expiry_unfinished_q() & (
+        Q(expiry_started_at__isnull=True, expiry_asked_at__gte=stale)
+        | Q(expiry_started_at__isnull=False, expiry_heartbeat_at__gte=stale)
+    )
+
+
+def expiry_claimable_q(*, now: datetime) -> Q:
+    """Publications whose last Expire a delivery of its run may take: not started yet, or
+    started and silent (its worker killed)."""
+    silent = Q(expiry_heartbeat_at__lt=expiry_stale_before(now))
+    return expiry_unfinished_q() & (Q(expiry_started_at__isnull=True) | silent)
 
 
 def expiry_summary(outcome: ExpiryOutcome) -> str:

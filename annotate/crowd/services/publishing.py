@@ -31,7 +31,7 @@ from annotate.crowd.base import (
     TOKENS_KEPT,
     HitTypeSpec,
 )
-from annotate.crowd.models import Hit, HitStatus, Publication, PublicationStatus
+from annotate.crowd.models import AccountBalance, Hit, HitStatus, Publication, PublicationStatus
 from annotate.crowd.platforms import (
     get_platform,
     platform_class,
@@ -180,7 +180,11 @@ def publication_preview(
         reward_usd=reward,
         fee_rate=fee,
         total_usd=assignments_cost(hits=[(n, n) for n in hits], reward_usd=reward, flat_rate=fee),
-        balance_usd=platform.account_balance(),
+        balance_usd=account_balance_check(
+            platform=platform,
+            platform_name=platform_name,
+            sandbox=platform_on_sandbox(platform_name),
+        ),
         paid_outside=not platform.pays_workers,
         assignments=assignments,
         assignments_taken=len(still_open) * per_task - assignments,
@@ -497,9 +501,35 @@ def publication_publish(
     return _finish(publication, PublicationStatus.PUBLISHED, now=now, token=token)
 
 
+EXPIRED_BY_ADMIN = "Expired by an admin with "
+
+
 def _expired_by_admin(publication: Publication) -> str:
+    """The note of a publication an admin expired with HITs missing: those the platform never
+    made (not made yet, or refused); a HIT made and then expired is not one of them."""
     missing = publication.hits.filter(status__in=MISSING).count()
-    return f"Expired by an admin with {missing} HITs not made; Resume makes them."
+    if missing == 1:
+        return f"{EXPIRED_BY_ADMIN}1 HIT not made; Resume makes it."
+    return f"{EXPIRED_BY_ADMIN}{missing} HITs not made; Resume makes them."
+
+
+def expired_by_admin_recount(*, publication_id: int, now: datetime) -> None:
+    """Count again the HITs not made in the note of a publication an admin expired, after HITs
+    a stopped publish had made on the platform were found and stored (publication_orphans_adopt):
+    they were made. Every HIT made, it is published."""
+    noted = Publication.objects.filter(
+        pk=publication_id,
+        expired_at__isnull=False,
+        status=PublicationStatus.PARTIAL,
+        error__startswith=EXPIRED_BY_ADMIN,
+    )
+    publication = noted.first()
+    if publication is None:
+        return
+    if publication.hits.filter(status__in=MISSING).exists():
+        noted.update(error=_expired_by_admin(publication))
+    else:
+        noted.update(status=PublicationStatus.PUBLISHED, error="", finished_at=now)
 
 
 def publication_unheld_expire(*, publication_id: int, now: datetime) -> bool:
@@ -653,31 +683,78 @@ def _stalled_mark(publication: Publication, *, now: datetime) -> int:
     )
 
 
+def account_balance_check(*, platform, platform_name: str, sandbox: bool) -> Decimal | None:
+    """Ask `platform` (named `platform_name`, on MTurk's requester sandbox or not) for the
+    account balance, and keep it with its time for the pages that show it without asking
+    (balance_last_known); None from a platform without one (a self-hosted link)."""
+    balance = platform.account_balance()
+    if balance is not None:
+        AccountBalance.objects.update_or_create(
+            platform=platform_name,
+            sandbox=sandbox,
+            defaults={"balance_usd": balance, "checked_at": timezone.now()},
+        )
+    return balance
+
+
+def balance_last_known(*, platform_name: str, sandbox: bool) -> AccountBalance | None:
+    """The account balance on that endpoint as last asked, with its time; None if never."""
+    return AccountBalance.objects.filter(platform=platform_name, sandbox=sandbox).first()
+
+
+def publication_balance_check(*, publication_id: int, user=None) -> AccountBalance | None:
+    """Ask the platform of the publication (refused on the other MTurk endpoint) for the
+    account balance, and keep it (an admin's "Check balance"); None: it has none."""
+    publication = Publication.objects.get(pk=publication_id)
+    account_balance_check(
+        platform=publication_platform(publication, user=user),
+        platform_name=publication.platform,
+        sandbox=publication.sandbox,
+    )
+    return balance_last_known(platform_name=publication.platform, sandbox=publication.sandbox)
+
+
 @dataclass(frozen=True)
 class ResumeQuote:
-    """What making a publication's missing HITs costs, and the account balance."""
+    """What making a publication's missing HITs costs, and the account balance (as asked just
+    now, or as last known: `balance_checked_at`)."""
 
     hits: int
     assignments: int
     total_usd: Decimal
     balance_usd: Decimal | None
     fee: str
+    balance_checked_at: datetime | None = None
 
     @property
     def affordable(self) -> bool:
         return self.balance_usd is None or self.balance_usd >= self.total_usd
 
 
-def publication_resume_quote(*, publication: Publication, user=None) -> ResumeQuote:
+def publication_resume_quote(
+    *, publication: Publication, user=None, ask_platform: bool = False
+) -> ResumeQuote:
     """The cost of the publication's missing HITs (not made yet, or refused; a deleted HIT was
     made and is never made again), priced as its publish priced them: each HIT's
     MaxAssignments at the publication's reward and fee (pricing). A missing HIT that a stopped
     publish made on the platform before it died is adopted, not paid again: this is the most
-    a resume spends. The balance is asked from the platform."""
+    a resume spends. The balance is the last one known (no platform call: pages and GETs
+    show this), or with `ask_platform` asked from the platform now (a Resume's confirmation)."""
     sizes = list(
         publication.hits.filter(status__in=MISSING).values_list("max_assignments", flat=True)
     )
-    platform = publication_platform(publication, user=user)
+    balance, checked_at = None, None
+    if sizes and ask_platform:
+        balance = account_balance_check(
+            platform=publication_platform(publication, user=user),
+            platform_name=publication.platform,
+            sandbox=publication.sandbox,
+        )
+        checked_at = timezone.now()
+    elif sizes:
+        known = balance_last_known(platform_name=publication.platform, sandbox=publication.sandbox)
+        if known is not None:
+            balance, checked_at = known.balance_usd, known.checked_at
     return ResumeQuote(
         hits=len(sizes),
         assignments=sum(sizes),
@@ -686,8 +763,9 @@ def publication_resume_quote(*, publication: Publication, user=None) -> ResumeQu
             reward_usd=publication.reward_usd,
             flat_rate=publication.fee_rate,
         ),
-        balance_usd=platform.account_balance() if sizes else None,
+        balance_usd=balance,
         fee=fee_description(flat_rate=publication.fee_rate, max_assignments=sizes),
+        balance_checked_at=checked_at,
     )
 
 
@@ -708,7 +786,7 @@ def publication_resume(
             f"{settings.CROWD_PUBLISH_STALE_SECONDS:.0f} s ago. Should it stop, this page "
             "says so and offers Resume."
         )
-    quote = publication_resume_quote(publication=publication, user=user)
+    quote = publication_resume_quote(publication=publication, user=user, ask_platform=True)
     _resume_check(publication, quote, confirm_total=confirm_total)
     resumed = (
         Publication.objects.exclude(status__in=BUSY)

@@ -34,7 +34,7 @@ from annotate.crowd.models import (
 )
 from annotate.crowd.platforms import platform_class, platform_label, publication_platform
 from annotate.crowd.pricing import assignments_cost, fee_description
-from annotate.crowd.services.publishing import open_assignments
+from annotate.crowd.services.publishing import account_balance_check, open_assignments
 from annotate.crowd.services.review import require_admin
 from annotate.errors import (
     AlreadyProcessedError,
@@ -247,7 +247,9 @@ def replacements_plan(*, publication_id: int, now: datetime, user) -> Replacemen
         rows=rows,
         reward_usd=publication.reward_usd,
         fee_rate=publication.fee_rate,
-        balance_usd=platform.account_balance(),
+        balance_usd=account_balance_check(
+            platform=platform, platform_name=publication.platform, sandbox=publication.sandbox
+        ),
     )
 
 

@@ -41,6 +41,9 @@ from annotate.crowd.platforms import (
 )
 from annotate.crowd.services.expiry import (
     ExpiryOutcome,
+    expiry_alive_q,
+    expiry_claimable_q,
+    expiry_run_of,
     expiry_summary,
     hits_expire,
     hits_expiry_ask,
@@ -48,6 +51,7 @@ from annotate.crowd.services.expiry import (
 from annotate.crowd.services.publishing import (
     MISSING,
     completion_check,
+    expired_by_admin_recount,
     publication_orphans_adopt,
     publication_unheld_expire,
 )
@@ -68,6 +72,7 @@ from annotate.selectors.results import (
     work_through_hit_q,
 )
 from annotate.services.assignments import task_left_out_restore, task_lock, task_slots_taken
+from annotate.services.leases import lease_beating, lease_take
 from annotate.verbalizer.models import HumanAnswer, HumanStudy
 from annotate.verbalizer.services.humans import same_channel_q
 
@@ -1140,10 +1145,27 @@ def publication_expire_start(*, publication_id: int, now: datetime, user) -> int
     (publication_expire_run, which the caller starts in the background). Those are stored as
     asked for first (hits_expiry_ask): whatever becomes of that run, each HIT whose end the
     platform does not confirm stays live here, asked for again by the next Expire and by the
-    sync beat. Only an admin's Resume asks for the missing HITs again."""
+    sync beat. Refused while the last Expire's run waits to start or runs (a second would
+    only ask the platform twice); one that stopped without finishing may be pressed again.
+    Only an admin's Resume asks for the missing HITs again."""
     require_admin(user)
+    publication = Publication.objects.get(pk=publication_id)
     # Before anything is written: on the other endpoint no HIT of it could be expired.
-    publication_endpoint_check(Publication.objects.get(pk=publication_id))
+    publication_endpoint_check(publication)
+    pressed = (
+        Publication.objects.filter(pk=publication_id)
+        .exclude(expiry_alive_q(now=now))
+        .update(
+            expiry_asked_at=now,
+            expiry_started_at=None,
+            expiry_heartbeat_at=None,
+            expiry_finished_at=None,
+            expiry_lease="",
+            expiry_outcome="",
+        )
+    )
+    if not pressed:
+        _expiry_alive_refuse(publication, now=now)
     # First, so a publish still making HITs stops before its next one (and ends the one it was
     # making when this ran: publishing._expired_meanwhile); a redelivery of it makes none. One
     # that no delivery holds (waiting, or gone silent) ends here and now.
@@ -1151,28 +1173,64 @@ def publication_expire_start(*, publication_id: int, now: datetime, user) -> int
         Publication.objects.filter(pk=publication_id, expired_at__isnull=True).update(
             expired_at=now
         )
-    Publication.objects.filter(pk=publication_id).update(expiry_outcome="")
     return hits_expiry_ask(Hit.objects.filter(publication_id=publication_id), at=now)
+
+
+def _expiry_alive_refuse(publication: Publication, *, now: datetime) -> None:
+    publication.refresh_from_db()
+    run = expiry_run_of(publication, now=now)
+    since = run.heartbeat_at or run.started_at or run.asked_at
+    raise ConflictError(
+        f"An Expire of this publication was asked at {_utc(run.asked_at)} and its run "
+        f"{'runs' if run.started_at else 'has not started yet'} (last sign of life "
+        f"{_utc(since)}): it asks the platform for every HIT marked. Should it stop, the "
+        "publication page says so and Expire can be pressed again."
+    )
+
+
+def _utc(moment: datetime | None) -> str:
+    return f"{moment.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC" if moment else "never"
 
 
 def publication_expire_run(*, publication_id: int, now: datetime, user=None) -> ExpiryOutcome:
     """Ask the platform to end the publication's HITs an Expire marked (publication_expire_start),
     after looking for HITs a stopped publish made but never stored; return, and store for the
     page, how many it confirmed and how many it did not (those stay stored as live:
-    expiry.hit_expire). Safe to run twice, or at once: ending a HIT that ended already is. A
-    run stopped by an unexpected error says so, and leaves the HITs it did not reach to the
+    expiry.hit_expire). The run takes the Expire's lease and beats while it asks, so the page
+    shows it running, and stopped once it falls silent (its worker killed); a delivery of it
+    whose Expire has finished, or that another delivery runs, asks nothing. A run stopped by
+    an unexpected error ends finished, saying so, and leaves the HITs it did not reach to the
     beat."""
-    publication = Publication.objects.get(pk=publication_id)
+    job = Publication.objects.filter(pk=publication_id)
+    token = lease_take(
+        job=job,
+        claimable=expiry_claimable_q(now=now),
+        now=now,
+        heartbeat_field="expiry_heartbeat_at",
+        lease_field="expiry_lease",
+        expiry_started_at=now,
+    )
+    if token is None:
+        return ExpiryOutcome()
+    mine = job.filter(expiry_lease=token, expiry_finished_at__isnull=True)
     try:
-        outcome = _publication_hits_expire(publication, now=now, user=user)
+        with lease_beating(
+            job=job,
+            token=token,
+            every=settings.CROWD_EXPIRY_STALE_SECONDS / 20,
+            heartbeat_field="expiry_heartbeat_at",
+            lease_field="expiry_lease",
+        ):
+            outcome = _publication_hits_expire(job.get(), now=now, user=user)
     except Exception as error:
-        Publication.objects.filter(pk=publication_id).update(
+        mine.update(
+            expiry_finished_at=timezone.now(),
             expiry_outcome=f"The expiry stopped on an unexpected error ({type(error).__name__}: "
             f"{str(error)[:500]}). The HITs it did not end stay live here and marked to be "
-            "ended: the sync beat asks the platform again, and so does Expire."
+            "ended: the sync beat asks the platform again, and so does Expire.",
         )
         raise
-    Publication.objects.filter(pk=publication_id).update(expiry_outcome=expiry_summary(outcome))
+    mine.update(expiry_finished_at=timezone.now(), expiry_outcome=expiry_summary(outcome))
     return outcome
 
 
@@ -1185,7 +1243,8 @@ def _publication_hits_expire(publication: Publication, *, now: datetime, user) -
     if platform_class(publication.platform).creates_hits:
         missing = list(publication.hits.filter(status__in=MISSING).values_list("pk", flat=True))
         try:
-            publication_orphans_adopt(publication=publication, platform=platform)
+            if publication_orphans_adopt(publication=publication, platform=platform):
+                expired_by_admin_recount(publication_id=publication.pk, now=now)
         except CrowdPlatformError as error:  # the HITs stored here are expired all the same
             unchecked = f"HITs a stopped publish may have made were not looked for: {error}"
         hits_expiry_ask(hits.filter(pk__in=missing), at=now)

@@ -12,6 +12,28 @@ from django.core.management.base import BaseCommand, CommandError
 from annotate.errors import AnnotateError
 
 
+class ReadOnlyCommand(BaseCommand):
+    """A command that reads the database and prints or writes a file (a report, an export)
+    without changing anything, and so runs without Django's system checks, as `shell` does.
+
+    The checks import every page's module (the URL checks), which cost more CPU than the demo
+    data's reports. None decides what such a command reads or prints: Django's look at models,
+    URLs, the admin and templates (a broken model fails the command's own queries anyway), ours
+    at how new crowd publications are priced (crowd.W001) and, with `--deploy`, at a
+    deployment's settings; annotate.W002 (labels that count in no result) runs only with
+    `--database`, which a command's checks never pass. They still run at `manage.py check`,
+    `migrate`, `makemigrations` (`make test`) and `runserver`. `--skip-checks` is accepted, as
+    when the checks ran.
+    """
+
+    requires_system_checks: list[str] = []
+
+    def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any):
+        parser = super().create_parser(prog_name, subcommand, **kwargs)
+        parser.add_argument("--skip-checks", action="store_true", help=argparse.SUPPRESS)
+        return parser
+
+
 class ImportCommand(BaseCommand):
     """A command that runs one import service and prints its summary."""
 

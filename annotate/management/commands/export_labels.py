@@ -1,13 +1,13 @@
 import sys
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
-from annotate.management.commands._base import output_file
+from annotate.management.commands._base import ReadOnlyCommand, output_file
 from annotate.models import Benchmark
 from annotate.services.exports import labels_export, scores_export
 
 
-class Command(BaseCommand):
+class Command(ReadOnlyCommand):
     help = "Write a benchmark's labels (or, with --scores, its direct scores) in the long formats."
 
     def add_arguments(self, parser):

@@ -23,17 +23,22 @@ from annotate.revision.models import (
     RerateStatus,
     Rerating,
     RevisionSession,
-    SessionStatus,
     Study,
-    Turn,
 )
+from annotate.revision.selectors import rerate_candidates
 from annotate.revision.services.exports import imported_annotator
 from annotate.revision.services.sessions import text_length_check
 
 
 class RerateRepeatError(ConflictError):
     """Turns were sent since the form was shown: the same form posted twice (a double click, a
-    stale tab, a client's retry), refused so that it sends no second sample."""
+    stale tab, a client's retry), refused so that it sends no second sample. `sent` says what
+    the study has sent since (how many, to whom, when) without calling it this sample, for a
+    caller that cannot tell (a command run after a sample sent on the page)."""
+
+    def __init__(self, message: str, *, sent: str) -> None:
+        self.sent = sent
+        super().__init__(message)
 
 
 class RerateSampleError(ProjectSetupError):
@@ -53,7 +58,9 @@ def reratings_sample(
     now: datetime,
     sent_before: int | None = None,
 ) -> list[Rerating]:
-    """Send `size` random finished turns (seeded) not yet re-rated, each to another annotator.
+    """Send `size` random finished turns (seeded) not yet re-rated by another person (a
+    re-rating by the session's own annotator does not count: `rerate_candidates`), each to
+    another annotator.
 
     Annotators take turns in the given order; a turn whose session belongs to the annotator
     whose turn it is (an imported session: whom its line names) goes to the next one. Raises
@@ -64,8 +71,12 @@ def reratings_sample(
     RerateRepeatError refuses it, sending nothing. None (a caller with no page): no such check.
     """
     # The study's row lock makes two posts of one form wait for each other, so the second
-    # sees the first one's sample and is refused rather than drawing another.
-    Study.objects.select_for_update().filter(pk=study.pk).first()
+    # sees the first one's sample and is refused rather than drawing another. FOR NO KEY
+    # UPDATE: it still excludes another sample (and an edit or deletion of the study), but not
+    # the FOR KEY SHARE that a row going in under the study takes at its commit, so annotators
+    # starting sessions there (and imports, judge runs) do not wait for the sample; none of
+    # them changes what the sample draws (finished turns and their re-ratings).
+    Study.objects.select_for_update(no_key=True).filter(pk=study.pk).first()
     if sent_before is not None:
         _repeat_check(study=study, sent_before=sent_before)
     if not annotators:
@@ -74,13 +85,7 @@ def reratings_sample(
         )
     if size < 1:
         raise RerateSampleError(f"the sample size must be at least 1, not {size}", field="size")
-    candidates = list(
-        Turn.objects.filter(session__study=study, session__status=SessionStatus.FINISHED)
-        .exclude(rating="")
-        .exclude(reratings__isnull=False)
-        .order_by("id")
-        .values_list("id", "session__annotator_id", "session_id")
-    )
+    candidates = rerate_candidates(study=study)
     if size > len(candidates):
         raise RerateSampleError(
             f"only {len(candidates)} finished turns are left to re-rate, not {size}", field="size"
@@ -114,9 +119,9 @@ def _repeat_check(*, study: Study, sent_before: int) -> None:
     if count == sent_before:
         return
     if count < sent_before:
+        sent = f"the study has {count} turns sent for re-rating, not {sent_before}"
         raise RerateRepeatError(
-            f"the study has {count} turns sent for re-rating, not {sent_before} as when this "
-            "form was shown (some were deleted)"
+            f"{sent} as when this form was shown (some were deleted)", sent=sent
         )
     since = list(sent.select_related("annotator")[sent_before:])
     per_annotator: dict[str, int] = {}
@@ -125,11 +130,11 @@ def _repeat_check(*, study: Study, sent_before: int) -> None:
         per_annotator[name] = per_annotator.get(name, 0) + 1
     to = ", ".join(f"{n} to {name}" for name, n in sorted(per_annotator.items()))
     last = max(rerating.created_at for rerating in since)
-    raise RerateRepeatError(
-        f"this sample was sent already: {len(since)} turn{'' if len(since) == 1 else 's'} went "
-        f"for re-rating since the study had {sent_before} sent ({to}; at {last:%Y-%m-%d %H:%M:%S} UTC), "
-        f"{count} in all"
+    sent = (
+        f"{len(since)} turn{'' if len(since) == 1 else 's'} went for re-rating since the study "
+        f"had {sent_before} sent ({to}; at {last:%Y-%m-%d %H:%M:%S} UTC), {count} in all"
     )
+    raise RerateRepeatError(f"this sample was sent already: {sent}", sent=sent)
 
 
 def _imported_owners(*, study: Study, annotators: Sequence[AbstractBaseUser]) -> dict[int, int]:

@@ -19,7 +19,9 @@ from annotate.revision.dispatch import generation_enqueue
 from annotate.revision.history import next_previous_answer
 from annotate.revision.models import (
     COMMENT_MAX_CHARS,
+    HOLDS_PAIR,
     INSTRUCTION_MAX_CHARS,
+    WORKS_PAIR,
     CallStatus,
     Document,
     InstructionType,
@@ -119,7 +121,7 @@ def session_available(*, study: Study, user: AbstractBaseUser) -> bool:
 def _free_pair(*, study: Study, user: AbstractBaseUser) -> tuple[int, int] | None:
     """The (question id, system id) session_assign gives next, found in one query."""
     taken = RevisionSession.objects.filter(
-        question_id=OuterRef(OuterRef("pk")), system_id=OuterRef("pk"), annotator__isnull=False
+        HOLDS_PAIR, question_id=OuterRef(OuterRef("pk")), system_id=OuterRef("pk")
     )
     first_free_system = (
         StudySystem.objects.filter(study=study, live=True)
@@ -265,6 +267,52 @@ def session_give_up(*, session_id: int, user: AbstractBaseUser, now: datetime) -
         raise ConflictError("only a session whose model call failed can be given up")
     session.status, session.given_up_at, session.given_up_by = SessionStatus.GIVEN_UP, now, user
     session.save(update_fields=["status", "given_up_at", "given_up_by"])
+    return session
+
+
+@transaction.atomic
+def session_reopen(*, session_id: int, user: AbstractBaseUser, now: datetime) -> RevisionSession:
+    """Put a given-up session's (question, system) back for annotators (a researcher's action,
+    once its system answers again): the session stays given up, with who gave it up and when,
+    and is marked reopened by `user` now; it holds the pair no more, so the next annotator who
+    has not seen the question gets it (never its own annotator: they saw the question).
+
+    Refused (nothing changed) unless the session is given up and not reopened yet, and while
+    another annotator's session of the pair is in progress or finished."""
+    sessions = RevisionSession.objects.select_related(
+        "question", "system", "annotator", "reopened_by"
+    )
+    try:
+        # FOR NO KEY UPDATE: two reopens of it wait for each other; nothing else is held up.
+        session = sessions.select_for_update(no_key=True, of=("self",)).get(pk=session_id)
+    except RevisionSession.DoesNotExist:
+        raise NotFoundError("no such session") from None
+    if session.status != SessionStatus.GIVEN_UP:
+        raise ConflictError(
+            f"session {session.pk} is {session.get_status_display().lower()}, not given up: "
+            "only a given-up session can be reopened"
+        )
+    holder = (
+        RevisionSession.objects.filter(
+            WORKS_PAIR, question=session.question_id, system=session.system_id
+        )
+        .select_related("annotator")
+        .first()
+    )
+    if holder is not None:
+        raise ConflictError(
+            f"session {session.pk}'s question and system {session.system.name} already have "
+            f"session {holder.pk} by {holder.annotator.get_username()}, "
+            f"{holder.get_status_display().lower()}"
+        )
+    if session.reopened_at is not None:
+        by = session.reopened_by.get_username() if session.reopened_by else "someone"
+        raise ConflictError(
+            f"session {session.pk} was reopened already, by {by} at "
+            f"{session.reopened_at:%Y-%m-%d %H:%M} UTC"
+        )
+    session.reopened_at, session.reopened_by = now, user
+    session.save(update_fields=["reopened_at", "reopened_by"])
     return session
 
 

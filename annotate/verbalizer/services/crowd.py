@@ -21,7 +21,7 @@ from django.core import signing
 from django.db import IntegrityError, transaction
 
 from annotate.crowd.models import Hit, HitStatus, Publication, WorkerBlock, crowd_worker_q
-from annotate.crowd.platforms import get_platform, platform_class
+from annotate.crowd.platforms import get_platform, platform_class, platform_on_sandbox
 from annotate.crowd.pricing import assignments_cost, fee_description, fee_override
 from annotate.crowd.services import publishing, workers
 from annotate.crowd.services.publishing import CostPreview, PublishSettings
@@ -65,7 +65,11 @@ def study_publication_preview(
         reward_usd=reward,
         fee_rate=fee,
         total_usd=total,
-        balance_usd=platform.account_balance(),
+        balance_usd=publishing.account_balance_check(
+            platform=platform,
+            platform_name=platform_name,
+            sandbox=platform_on_sandbox(platform_name),
+        ),
         paid_outside=not platform.pays_workers,
         assignments=prompts * study.answers_per_prompt,
         tasks_in_batch=prompts,

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
-from annotate.management.commands._base import output_file
+from annotate.management.commands._base import ReadOnlyCommand, output_file
 from annotate.selectors.identities import OPERATOR
 from evaluation import report_formats
 from evaluation.conventions import (
@@ -24,7 +24,7 @@ FORMATS = {
 }
 
 
-class Command(BaseCommand):
+class Command(ReadOnlyCommand):
     help = (
         "Print a benchmark's report: DRFR leaderboard, kappa, sources vs experts, breakdowns. "
         "Run by an operator, it names every annotator, crowd workers by their platform id."

@@ -4,6 +4,7 @@ the instruction page) checked against one rule."""
 
 import csv
 import io
+import json
 import re
 import urllib.error
 import urllib.parse
@@ -20,7 +21,7 @@ from annotate.crowd.models import PlatformAssignment
 from annotate.crowd.services import publishing, review
 from annotate.crowd.services.publishing import PublishSettings
 from annotate.errors import ConflictError
-from annotate.models import Assignment, AssignmentStatus, Label
+from annotate.models import Annotator, Assignment, AssignmentStatus, Label
 from annotate.roles import ADMIN
 from annotate.selectors.identities import OPERATOR
 from annotate.services.assignments import counted_assignments
@@ -1135,3 +1136,157 @@ def test_a_claim_handed_back_unworked_is_not_moved_to_an_invented_assignment_id(
     assert "already handed back to the platform" in refused.text
     claim.refresh_from_db()
     assert claim.platform_assignment_id == a1
+
+
+# --- Admin edits ------------------------------------------------------------------------------
+
+
+def _superuser(admin_user):
+    admin_user.is_superuser = True  # the `admin` role's users are staff without permissions
+    admin_user.save()
+    return admin_user
+
+
+def test_the_admin_cannot_make_a_forgers_work_count_by_changing_its_assignment(
+    client, live, fake_mturk, admin_user
+):
+    """A forged assignment counts nowhere: its platform never confirmed it. Moved to an in-house
+    annotator (or marked approved, or not late) on the admin's change page, it needed no
+    confirmation, and its labels — still the forger's — voted in the crowd majority. An
+    assignment is a record of what a worker did: the admin shows it, and changes nothing."""
+    first, _ = _hits(live)
+    benchmark = first.task.instruction.benchmark
+    do_task(client, fake_mturk, first, "AREAL1", "yes")
+    forged, _ = do_task(client, fake_mturk, first, "AFAKE1", "no", forged=True)
+    _sync(live)
+    expected = {s: (2, 2) for s in report_build(scope=OPERATOR, benchmark=benchmark)["systems"]}
+    assert _crowd_rows(report_build(scope=OPERATOR, benchmark=benchmark)) == expected
+    in_house = Annotator.objects.create(name="in-house", kind="expert")
+    fake_worker = forged.annotator_id
+    admin = Client()
+    admin.force_login(_superuser(admin_user))
+
+    url = f"/admin/annotate/assignment/{forged.pk}/change/"
+    form = {
+        "task": forged.task_id, "annotator": in_house.pk, "status": AssignmentStatus.APPROVED,
+        "claimed_at_0": "2026-01-01", "claimed_at_1": "00:00:00",
+        "expires_at_0": "2030-01-01", "expires_at_1": "00:00:00",
+        "submitted_at_0": "2026-01-01", "submitted_at_1": "00:10:00",
+        "order_seed": 1, "display_order": json.dumps(forged.display_order), "active_seconds": 99999,
+        "submission": "null", "direct_scores": "null",
+        "platform_assignment_id": "", "platform_hit_id": "",
+    }  # fmt: skip
+    admin.post(url, form)
+
+    assert _crowd_rows(report_build(scope=OPERATOR, benchmark=benchmark)) == expected
+    assert {r["label"] for r in _aggregated(benchmark)} == {"YES"}
+    forged.refresh_from_db()
+    assert (forged.annotator_id, forged.status) == (fake_worker, AssignmentStatus.SUBMITTED)
+    assert forged.is_late
+    assert 'name="status"' not in admin.get(url).text
+
+
+def test_the_admin_cannot_make_a_forgers_work_count_by_changing_the_forgers_platform(
+    client, live, fake_mturk, admin_user
+):
+    """Whether work needs its platform's confirmation is the worker's platform: a forger's
+    platform emptied on the admin's change page made the forged assignment count at once, and
+    for good, as no later sync of the publication looked at it again (it releases only its own
+    platform's work). A worker's platform and id are what came through the platform: shown,
+    not edited."""
+    first, _ = _hits(live)
+    benchmark = first.task.instruction.benchmark
+    do_task(client, fake_mturk, first, "AREAL1", "yes")
+    forged, _ = do_task(client, fake_mturk, first, "AFAKE1", "no", forged=True)
+    # A sync within the hand-back grace: the real work is confirmed, the forged keeps its slot.
+    review.publication_sync(publication_id=live.pk, now=timezone.now())
+    expected = _crowd_rows(report_build(scope=OPERATOR, benchmark=benchmark))
+    assert set(expected.values()) == {(2, 2)}
+    admin = Client()
+    admin.force_login(_superuser(admin_user))
+
+    url = f"/admin/annotate/annotator/{forged.annotator_id}/change/"
+    form = {"name": "mturk:AFAKE1", "kind": "crowd", "platform": "", "worker_id": "AFAKE1"}
+    assert admin.post(url, {**form, "judge_config": "", "user": ""}).status_code == 302
+    _sync(live)
+
+    assert _crowd_rows(report_build(scope=OPERATOR, benchmark=benchmark)) == expected
+    assert {r["label"] for r in _aggregated(benchmark)} == {"YES"}
+    forged.annotator.refresh_from_db()
+    assert forged.annotator.platform == "mturk"
+    assert 'name="platform"' not in admin.get(url).text
+
+
+def test_the_project_csv_says_late_work_submitted_while_it_streams_is_late(
+    client, live, fake_mturk, admin
+):
+    """The project's label CSV streams line by line and reads the work's statuses when it
+    starts: a worker whose claim lapsed, submitting once two others filled the task while it
+    streamed (late, counted nowhere), had their answers written as late with the status of a
+    claim ("not submitted"). The late answers are read with their status."""
+    first, _ = _hits(live)
+    # MTurk still holds the lapsed worker's assignment (its own duration is longer).
+    fake_mturk.state.hits[first.hit_id]["MaxAssignments"] = 3
+    assignment_id = fake_mturk.api.worker_accept(first.hit_id, "ALATE")
+    opened = _open(client, fake_mturk, first, "ALATE", assignment_id)
+    page = opened["Location"]
+    names = set(re.findall(r'name="(r\d+_q\d+)"', client.get(page).text))
+    Assignment.objects.filter(platform_assignment_id=assignment_id).update(
+        expires_at=timezone.now() - timezone.timedelta(minutes=1)
+    )
+    do_task(Client(), fake_mturk, first, "AREAL1", "yes")
+    do_task(Client(), fake_mturk, first, "AREAL2", "yes")
+    _sync(live)
+    researcher = Client()
+    researcher.force_login(admin)
+    download = researcher.get(f"/api/annotate/projects/{live.batch.project_id}/labels/")
+    assert download.status_code == 200
+    lines = iter(download.streaming_content)
+    started = [next(lines), next(lines)]  # the header and the first label: statuses read
+
+    assert client.post(page, {name: "no" for name in names}).status_code == 200
+    late = Assignment.objects.get(platform_assignment_id=assignment_id)
+    assert (late.status, late.is_late) == (AssignmentStatus.EXPIRED, True)
+
+    text = b"".join([*started, *lines]).decode()
+    rows = list(csv.DictReader(io.StringIO(text)))
+    late_rows = [r for r in rows if r["annotator"] == "mturk:ALATE"]
+    assert len(late_rows) == 4 and {r["late"] for r in late_rows} == {"1"}
+    assert {r["work_status"] for r in late_rows} == {"late"}
+    assert {r["work_status"] for r in rows if r["late"] == "0"} == {"counted"}
+
+
+def test_the_project_csv_asks_the_status_of_work_it_had_not_seen_when_it_started():
+    """A direct score of work submitted while the project's CSV streamed (an MTurk worker's,
+    which its platform has not confirmed) was written as "counted", the default for work
+    whose status the file had not read. It is asked for then, as the benchmark's raw export
+    asks it."""
+    from annotate.models import AnnotatorKind, DirectScore
+    from annotate.selectors.work import project_label_rows
+    from tests.factories import AnnotatorFactory, LabelFactory
+
+    project = project_with_tasks(instructions=1, systems=2, questions=1)
+    task = project.batches.get().tasks.get()
+    response = task.instruction.responses.first()
+    in_house = AssignmentFactory(
+        task=task, annotator=AnnotatorFactory(kind=AnnotatorKind.EXPERT),
+        status=AssignmentStatus.SUBMITTED, submitted_at=timezone.now(),
+    )  # fmt: skip
+    LabelFactory(
+        assignment=in_house, annotator=in_house.annotator, response=response,
+        question=task.instruction.questions.get(),
+    )  # fmt: skip
+    rows = project_label_rows(project=project)
+    header, first = next(rows), next(rows)  # the statuses are read
+    assert dict(zip(header, first, strict=True))["work_status"] == "counted"
+
+    worker = AnnotatorFactory(kind=AnnotatorKind.CROWD, platform="mturk", worker_id="ANEW")
+    unconfirmed = AssignmentFactory(
+        task=task, annotator=worker, status=AssignmentStatus.SUBMITTED,
+        submitted_at=timezone.now(), platform_assignment_id="X1", platform_hit_id="H1",
+    )  # fmt: skip
+    DirectScore.objects.create(response=response, annotator=worker, assignment=unconfirmed, score=5)
+    rest = [dict(zip(header, row, strict=True)) for row in rows]
+    assert [(r["annotator"], r["work_status"]) for r in rest] == [
+        (worker.name, "not confirmed by the platform")
+    ]

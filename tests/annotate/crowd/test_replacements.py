@@ -386,7 +386,7 @@ def test_the_api_gives_the_plan_and_asks_only_for_the_confirmed_total(
     hit, _ = _rejected_on_first_hit(client, live, fake_mturk, admin_user)
     client.force_login(admin_user)
     url = reverse("crowd-api:replacements", args=[live.pk])
-    plan = client.get(url).json()
+    plan = client.post(reverse("crowd-api:replacements-check", args=[live.pk])).json()
     assert [(h["hit_id"], h["still_needed"], h["add"]) for h in plan["hits"]] == [
         (hit.hit_id, 1, 1)
     ]
@@ -575,7 +575,7 @@ def test_an_expired_hit_with_untaken_assignments_is_offered_again_on_the_page_wi
     assert 'id="replacement-none"' not in page
     assert hit.hit_id in page and "Expired: offered again." in page
     assert 'id="replacement-reopen"' in page and "$0.00" not in page
-    api = client.get(reverse("crowd-api:replacements", args=[live.pk])).json()
+    api = client.post(reverse("crowd-api:replacements-check", args=[live.pk])).json()
     assert (api["reopens"], api["assignments"], api["total_usd"]) == (1, 0, "0.00")
     done = client.post(url, {"confirm_total": "0.00"})
     assert done.status_code == 302

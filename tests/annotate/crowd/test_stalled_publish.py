@@ -146,6 +146,8 @@ def test_the_page_offers_no_resume_the_balance_cannot_pay(
     _silent_since(publication, settings)
     fake_mturk.state.balance = Decimal("5.00")
     client.force_login(admin_user)
+    action = reverse("crowd:publication-action", args=[publication.pk])
+    client.post(action, {"action": "balance"})  # the page's GET asks MTurk nothing
     page = client.get(reverse("crowd:publication", args=[publication.pk])).text
     assert 'id="resume-unaffordable"' in page and 'id="resume-button"' not in page
 
@@ -347,7 +349,7 @@ def test_a_publish_stops_making_hits_once_the_admin_expires_it(
     publication = publishing.publication_publish(publication_id=publication.pk, now=now)
     assert len(fake_mturk.state.hits) == 2 and not _offered(fake_mturk, at=now)
     assert publication.status == PublicationStatus.PARTIAL
-    assert publication.error == "Expired by an admin with 1 HITs not made; Resume makes them."
+    assert publication.error == "Expired by an admin with 1 HIT not made; Resume makes it."
     assert publication.hits.filter(status=HitStatus.CREATED, expires_at__lte=now).count() == 2
 
 
@@ -466,3 +468,19 @@ def test_a_throttled_publish_waits_for_its_retry_and_offers_no_resume(
     assert "(the publish retries by itself)" in page
     assert tasks.publish_publication.apply(args=[publication.pk]).get() == "published"
     assert len(fake_mturk.state.hits) == 3
+
+
+def test_expired_counts_as_not_made_only_the_hits_mturk_never_made(
+    monkeypatch, client, admin_user, mturk_settings, fake_mturk, crowd_batch, settings
+):
+    """The Expire's note counted the HIT the killed publish made on MTurk but never stored as
+    "not made", though its run found it by its token, stored it, and expired it."""
+    publication = _killed_publish(monkeypatch, _create(crowd_batch), made=2)
+    _silent_since(publication, settings)
+    review.publication_expire(publication_id=publication.pk, now=timezone.now(), user=admin_user)
+    publication.refresh_from_db()
+    assert publication.hits.filter(status=HitStatus.CREATED).count() == 2
+    assert publication.error == "Expired by an admin with 1 HIT not made; Resume makes it."
+    client.force_login(admin_user)
+    page = client.get(reverse("crowd:publication", args=[publication.pk])).text
+    assert "with 1 HIT not made" in page and "2 of 3" in page

@@ -448,6 +448,9 @@ def test_an_admin_walks_a_hit_through_the_offline_demo_platform_as_a_worker(
     assert client.post(submit, {**mine, "assignmentId": "FAKEASG1"}).status_code == 404
     taken = client.post(submit, mine)
     assert taken.status_code == 200 and "took assignment" in taken.text
+    # The admin's way on from the worker's view: the publication, to sync and review the work.
+    back = reverse("crowd:publication", args=[published.pk])
+    assert f'id="back-to-publication"><a href="{back}">' in taken.text
     assert "counts once a sync" in taken.text and "never counts" not in taken.text
     assert client.post(submit, mine).status_code == 404  # once
     assert not counted_assignments().filter(pk=assignment.pk).exists()  # not confirmed yet

@@ -1,9 +1,10 @@
 """The researchers' re-rating page and API: who may send, what is sent, errors beside fields."""
 
 import re
+from io import StringIO
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.urls import reverse
 from django.utils import timezone
 
@@ -213,3 +214,59 @@ def test_api_retry_with_sent_before_sends_no_second_sample(client, researcher, s
     body["sent_before"] = sent.json()["study_sent"]
     assert client.post(api, body, "application/json").status_code == 201
     assert Rerating.objects.count() == 2
+
+
+def rerate_command(*extra: str) -> str:
+    out = StringIO()
+    call_command(
+        "revision_rerate", "--study", "live", "--size", "1", "--annotator", "ana",
+        "--annotator", "ben", "--seed", "4", *extra, stdout=out,
+    )  # fmt: skip
+    return out.getvalue()
+
+
+def test_the_command_run_again_sends_no_second_sample_and_says_what_went(study, owners):
+    """The page and the API refuse a form or request sent twice; the command sent a second
+    sample every time it was run again (a shell's history, a retried script)."""
+    printed = rerate_command()
+    first = Rerating.objects.get()
+    with pytest.raises(CommandError) as refused:
+        rerate_command()
+    assert Rerating.objects.get() == first  # nothing more sent
+    assert "Sent 1 turns for re-rating; the study has 1 sent (another sample: --sent-before 1)" in (
+        printed
+    )
+    message = str(refused.value)
+    went = first.annotator.username
+    assert (
+        f"--sent-before 0: 1 turn went for re-rating since the study had 0 sent (1 to {went}; at "
+        in message
+    )
+    assert "Nothing was sent. To send one more sample on top of these, run again with " in message
+    assert "--sent-before 1." in message
+
+    # Deliberately, on top of the first: sent.
+    assert "the study has 2 sent" in rerate_command("--sent-before", "1")
+    assert Rerating.objects.count() == 2
+
+
+def test_the_command_refuses_a_negative_sent_before(study, owners):
+    with pytest.raises(CommandError, match="--sent-before must be 0 or more, not -1"):
+        rerate_command("--sent-before", "-1")
+    assert not Rerating.objects.exists()
+
+
+def test_the_command_sends_only_to_active_annotators_as_the_page_does(study, owners):
+    """The page and the API offer only annotator accounts; the command took any username, and a
+    researcher's turns then waited on a to-do list nobody opens."""
+    with pytest.raises(CommandError, match="no active annotator account named rex"):
+        call_command(
+            "revision_rerate", "--study", "live", "--size", "1", "--annotator", "ana",
+            "--annotator", "rex", stdout=StringIO(),
+        )  # fmt: skip
+    with pytest.raises(CommandError, match="no active annotator account named nobody"):
+        call_command(
+            "revision_rerate", "--study", "live", "--size", "1", "--annotator", "nobody",
+            stdout=StringIO(),
+        )  # fmt: skip
+    assert not Rerating.objects.exists()

@@ -3,6 +3,7 @@ from django.utils import timezone
 
 from annotate.errors import ConflictError, NotFoundError, ProjectSetupError, SubmissionError
 from annotate.revision.models import Rerating, RevisionSession, Study, Turn
+from annotate.revision.selectors import rerate_candidates_count
 from annotate.revision.services.exports import sessions_export_jsonl
 from annotate.revision.services.imports import sessions_import
 from annotate.revision.services.reratings import rerating_submit, reratings_sample
@@ -126,3 +127,38 @@ def test_a_turn_of_an_imported_session_never_goes_to_the_annotator_its_line_name
     sent = reratings_sample(study=copy, annotators=[*finished, third], size=4, seed=1, now=now)
     for rerating in sent:
         assert rerating.annotator.username != rerating.turn.session.extra["annotator"]
+
+
+def test_a_turn_re_rated_only_by_its_own_annotator_still_goes_to_a_second_person(study, finished):
+    """A self re-rating (sent under an older rule) counts in no agreement (the Human row
+    leaves it out), yet the sampler skipped every turn with any re-rating, so such a turn never
+    reached a second person. A re-rating by another person still takes its turn out."""
+    owner_a, owner_b = finished
+    own_turn, other_turn = Turn.objects.filter(session__annotator=owner_a).order_by("id")
+    Rerating.objects.create(turn=own_turn, annotator=owner_a, created_at=timezone.now())
+    Rerating.objects.create(turn=other_turn, annotator=owner_b, created_at=timezone.now())
+    assert rerate_candidates_count(study=study) == 3
+
+    sent = reratings_sample(study=study, annotators=finished, size=3, seed=0, now=timezone.now())
+    assert own_turn.pk in {rerating.turn_id for rerating in sent}
+    assert Rerating.objects.get(turn=own_turn, annotator=owner_b)  # a second person has it now
+    assert rerate_candidates_count(study=study) == 0
+
+
+def test_a_self_re_rating_of_an_imported_session_does_not_take_its_turn_out(
+    study, finished, tmp_path
+):
+    """An imported session has no annotator in the app: the login its line names is who did it,
+    and their re-rating of it is theirs, as the Human row counts it."""
+    exported = tmp_path / "sessions.jsonl"
+    with exported.open("w") as output:
+        sessions_export_jsonl(study=study, output=output)
+    sessions_import(path=str(exported), study_name="copy")
+    copy = Study.objects.get(name="copy")
+    owner_a = finished[0]
+    turn = Turn.objects.filter(session__study=copy, session__extra__annotator="owner-a").first()
+    Rerating.objects.create(turn=turn, annotator=owner_a, created_at=timezone.now())
+    assert rerate_candidates_count(study=copy) == 4
+    sent = reratings_sample(study=copy, annotators=finished, size=4, seed=0, now=timezone.now())
+    assert {rerating.turn_id for rerating in sent} >= {turn.pk}
+    assert all(r.annotator.username != r.turn.session.extra["annotator"] for r in sent)

@@ -1073,3 +1073,37 @@ def test_a_released_answer_confirmed_after_its_place_was_filled_stays_out_until_
     review.human_answer_reject(answer_id=rejected.pk, user=admin, feedback="pressed at random")
     assert counted() == {"AREAL1", "ALATE"}
     assert statuses()["mturk:ALATE"] == "counted"
+
+
+def test_the_admin_cannot_delete_answers_out_of_the_report(client, link, admin_user):
+    """A participant's answer is a record the report counts, as an assignment holding work is:
+    deleting their study in the admin took every answer of it out of human accuracy with it
+    (HumanAnswer.study cascades), and an answer could be deleted on its own. The admin says
+    what holds them and deletes nothing."""
+    work = _start(client, link, PROLIFIC_PID="P-1")["Location"]
+    page = client.get(work).content.decode()
+    prompt = Prompt.objects.get(pk=int(re.search(r'name="prompt" value="(\d+)"', page).group(1)))
+    key = 1 if prompt.item.is_positive else 2
+    assert client.post(work, {"prompt": prompt.pk, "key": key}).status_code == 302
+    evaluation_set = link.human_study.evaluation_set
+    assert pooled(verbalizer_report_cached(evaluation_set=evaluation_set), "human-crowd") == (
+        1, 1.0, 0.0,
+    )  # fmt: skip
+    answer = HumanAnswer.objects.get()
+    admin_user.is_superuser = True
+    admin_user.save()
+    staff = Client()
+    staff.force_login(admin_user)
+
+    for url in (
+        f"/admin/verbalizer/humanstudy/{link.human_study_id}/delete/",
+        f"/admin/verbalizer/humananswer/{answer.pk}/delete/",
+    ):
+        staff.post(url, {"post": "yes"})
+
+    assert HumanAnswer.objects.filter(pk=answer.pk).exists()
+    assert pooled(verbalizer_report_cached(evaluation_set=evaluation_set), "human-crowd") == (
+        1, 1.0, 0.0,
+    )  # fmt: skip
+    refusal = staff.get(f"/admin/verbalizer/humanstudy/{link.human_study_id}/delete/").text
+    assert "1 answer" in refusal

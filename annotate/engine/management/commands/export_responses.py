@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from annotate.engine.services.generation import responses_export
-from annotate.management.commands._base import output_error
+from annotate.management.commands._base import ReadOnlyCommand, output_error
 from annotate.models import Benchmark, System
 
 
-class Command(BaseCommand):
+class Command(ReadOnlyCommand):
     help = "Export one system's responses to a benchmark as JSON Lines (id, output, status, usage)."
 
     def add_arguments(self, parser):

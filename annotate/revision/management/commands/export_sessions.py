@@ -1,7 +1,7 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from annotate.errors import AnnotateError
-from annotate.management.commands._base import output_file
+from annotate.management.commands._base import ReadOnlyCommand, output_file
 from annotate.revision.services.exports import (
     sessions_export_csv,
     sessions_export_jsonl,
@@ -11,7 +11,7 @@ from annotate.revision.services.exports import (
 WRITERS = {"jsonl": sessions_export_jsonl, "csv": sessions_export_csv}
 
 
-class Command(BaseCommand):
+class Command(ReadOnlyCommand):
     help = "Export a study's finished sessions as KIWI JSON Lines, or as CSV (one row per turn)."
 
     def add_arguments(self, parser):

@@ -1,13 +1,13 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from annotate.errors import AnnotateError
-from annotate.management.commands._base import output_file
+from annotate.management.commands._base import ReadOnlyCommand, output_file
 from annotate.revision.services.exports import study_get
 from evaluation.revision.formats import FORMATS
 from evaluation.revision.reports import revision_report_build
 
 
-class Command(BaseCommand):
+class Command(ReadOnlyCommand):
     help = "Print a revision study's report: Tables 2-5 and Figure 2 of the KIWI paper."
 
     def add_arguments(self, parser):
