@@ -35,6 +35,7 @@ from annotate.selectors.results import (
     counted_assignment_q,
     human_answer_counted_any_kind_q,
     sandbox_work_q,
+    stored_hits_of_work,
 )
 from annotate.selectors.work import system_label
 from annotate.services.submissions import FIELD_PATTERN
@@ -739,11 +740,7 @@ def _publication_of_answer(*, prefix: str):
 
 def _hit_of_work(*, prefix: str):
     """The HIT an assignment (reached through `prefix`) was done on, as an OuterRef query."""
-    return Hit.objects.filter(
-        hit_id=OuterRef(f"{prefix}platform_hit_id"),
-        task_id=OuterRef(f"{prefix}task_id"),
-        publication__platform=OuterRef(f"{prefix}annotator__platform"),
-    ).exclude(hit_id="")
+    return stored_hits_of_work(prefix).filter(task_id=OuterRef(f"{prefix}task_id"))
 
 
 def _add(paid: dict, row: tuple, by: tuple[str, ...], amount: Decimal) -> None:

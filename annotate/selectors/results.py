@@ -18,14 +18,16 @@ A label or direct score counts when its annotator is not a blocked crowd worker,
   `PlatformAssignment` (stored by a sync through ListAssignmentsForHIT, or by GetAssignment when
   an admin decides on it) whose status is Submitted or Approved, and
 - it was not done through a HIT of a publication made on MTurk's requester sandbox
-  (`Publication.sandbox`): the sandbox's workers are test accounts nobody pays, and it confirms
-  their work as production confirms real work. Test work counts in no result and costs nothing
+  (`Publication.sandbox`; `sandbox_work_q`, the one definition of test work, which the exports,
+  pages and a worker's block read too): the sandbox's workers are test accounts nobody pays, and
+  it confirms their work as production confirms real work. Test work counts in no result and costs nothing
   (annotate.crowd.selectors.crowd_paid_work_q); the offline demo platform is no sandbox.
 
 A verbalizer human study's answer (`HumanAnswer`) is its own assignment: it counts under the same
 rule (status submitted or approved, worker not blocked, confirmed by the platform for that HIT and
 worker unless it came from a self-hosted link or an in-house annotator, not test work on the
-sandbox), and only once a researcher
+sandbox, holding its place on its prompt: not `place_released`, as an assignment holds its slot,
+annotate.crowd.services.review._answer_places_restored), and only once a researcher
 has decided whether its annotator is an expert or a crowd worker, as labels count in InFoBench
 results (annotate.selectors.annotator_kinds): `counted_human_answers`. A person counts once per
 prompt: a prompt in two studies of its set may be answered in both, and only the first answer
@@ -36,7 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Sum
+from django.db.models import BooleanField, Case, Count, Exists, F, OuterRef, Q, QuerySet, Sum, When
 
 from annotate.crowd.models import Hit, WorkerBlock
 from annotate.models import (
@@ -79,22 +81,31 @@ def _confirmed(prefix: str = "") -> Q:
 
 
 def sandbox_work_q(prefix: str = "") -> Q:
-    """Work done through a HIT of a publication made on MTurk's requester sandbox: test work,
-    which counts in no result (_counted_q) and which nobody pays (annotate.crowd.selectors.
-    _spent_q), whatever the sandbox confirmed."""
-    return Q(**{f"{prefix}platform_record__hit__publication__sandbox": True})
+    """Work (an Assignment or a HumanAnswer, reached through `prefix`) done through a HIT of a
+    publication made on MTurk's requester sandbox: test work, which counts in no result
+    (_counted_q), which nobody pays (annotate.crowd.selectors._spent_q), whatever the sandbox
+    confirmed, and which the pages, the raw exports and the endpoint of a worker's block tell
+    apart from real work, confirmed or not yet. The one definition (work_through_hit_q)."""
+    return work_through_hit_q(prefix, sandbox=True)
 
 
-def sandbox_hit_work_q() -> Q:
-    """An assignment done through a HIT of a sandbox publication (sandbox_work_q), whether a
-    sync confirmed it yet or not (its HIT by the id its worker's page stored): test work, for
-    the pages that tell it apart from real work before the platform lists it."""
-    sandbox_hit = Hit.objects.filter(
-        hit_id=OuterRef("platform_hit_id"),
-        publication__sandbox=True,
-        publication__platform=OuterRef("annotator__platform"),
-    )
-    return sandbox_work_q() | Q(Exists(sandbox_hit))
+def work_through_hit_q(prefix: str = "", *, sandbox: bool) -> Q:
+    """Work done through a HIT of ours on MTurk's requester sandbox (`sandbox`) or on a
+    platform's production: the HIT of the platform's record linked to it (a sync or
+    GetAssignment confirmed it), or, before any confirmation, the HIT by the id its worker's
+    page stored (stored_hits_of_work)."""
+    recorded = Q(**{f"{prefix}platform_record__hit__publication__sandbox": sandbox})
+    return recorded | Q(Exists(stored_hits_of_work(prefix).filter(publication__sandbox=sandbox)))
+
+
+def stored_hits_of_work(prefix: str = "") -> QuerySet[Hit]:
+    """The HIT of ours the outer work's stored HIT id names on its worker's platform, as an
+    OuterRef query. An empty id names none: a HIT not created yet (pending, or refused by the
+    platform) has an empty id too, and work done in-house stores none."""
+    return Hit.objects.filter(
+        hit_id=OuterRef(f"{prefix}platform_hit_id"),
+        publication__platform=OuterRef(f"{prefix}annotator__platform"),
+    ).exclude(hit_id="")
 
 
 def _confirmed_work_q(prefix: str, submitted: Q) -> Q:
@@ -166,14 +177,21 @@ def human_answer_waiting_for_kind_q(prefix: str = "") -> Q:
 
 
 def human_answer_counted_any_kind_q(prefix: str = "") -> Q:
-    """Verbalizer HumanAnswers that count, or would but for their annotator's kind: what a
-    platform pays does not wait for a researcher's decision (the publication's spending)."""
-    return _human_answer_q(prefix, Q())
+    """Verbalizer HumanAnswers that count, or would but for their annotator's kind or for the
+    place a sync released (a confirmed answer kept out of a full prompt): what a platform pays
+    does not wait for a researcher's decision (the publication's spending)."""
+    return _human_answer_q(prefix, Q(), holding_place=False)
 
 
-def _human_answer_q(prefix: str, kind: Q) -> Q:
+def _human_answer_q(prefix: str, kind: Q, *, holding_place: bool = True) -> Q:
+    """The counting rule on answers; `holding_place`: only those holding a place of their
+    prompt (not place_released: a confirmed answer whose place a replacement took while a sync
+    held it released stays out, as a batch's work confirmed after its task was filled)."""
     statuses = [AssignmentStatus.SUBMITTED, AssignmentStatus.APPROVED]
-    return _counted_q(prefix, Q(**{f"{prefix}status__in": statuses}) & kind)
+    submitted = Q(**{f"{prefix}status__in": statuses}) & kind
+    if holding_place:
+        submitted &= Q(**{f"{prefix}place_released": False})
+    return _counted_q(prefix, submitted)
 
 
 def counted_human_answers(queryset: QuerySet) -> QuerySet:
@@ -212,14 +230,11 @@ def human_answer_statuses(queryset: QuerySet) -> dict[int, str]:
     ).difference(counted)
     blocked = set(blocked_annotator_ids().values_list("annotator_id", flat=True))
     out = {}
-    rows = queryset.values_list(
-        "id",
-        "annotator_id",
-        "status",
-        "annotator__kind",
-        "platform_record__hit__publication__sandbox",
-    )
-    for answer_id, annotator_id, status, kind, sandbox in rows:
+    rows = queryset.annotate(sandbox=_is_sandbox_work()).values_list(
+        "id", "annotator_id", "status", "annotator__kind", "sandbox", "place_released",
+        "platform_record__status",
+    )  # fmt: skip
+    for answer_id, annotator_id, status, kind, sandbox, released, confirmation in rows:
         if answer_id in counted:
             out[answer_id] = WorkStatus.COUNTED
         elif answer_id in repeated:
@@ -230,6 +245,8 @@ def human_answer_statuses(queryset: QuerySet) -> dict[int, str]:
             out[answer_id] = WorkStatus.SANDBOX
         elif status == AssignmentStatus.REJECTED:
             out[answer_id] = WorkStatus.REJECTED
+        elif released and confirmation in CONFIRMED_PLATFORM_STATUSES:
+            out[answer_id] = WorkStatus.LATE  # confirmed after its prompt was full: kept out
         elif kind not in PERSON_KINDS:
             out[answer_id] = WorkStatus.KIND_NOT_DECIDED
         else:
@@ -314,8 +331,10 @@ def work_statuses_of(*, assignment_ids: Iterable[int]) -> dict[int, str]:
 def _statuses(which: Q) -> dict[int, str]:
     counted = set(counted_assignments().filter(which).values_list("id", flat=True))
     blocked = set(blocked_annotator_ids().values_list("annotator_id", flat=True))
-    assignments = Assignment.objects.filter(which).select_related(
-        "annotator", "platform_record__hit__publication"
+    assignments = (
+        Assignment.objects.filter(which)
+        .select_related("annotator", "platform_record")
+        .annotate(sandbox=_is_sandbox_work())
     )
     return {
         a.id: WorkStatus.COUNTED if a.id in counted else _why_not_counted(a, blocked)
@@ -323,11 +342,15 @@ def _statuses(which: Q) -> dict[int, str]:
     }
 
 
+def _is_sandbox_work() -> Case:
+    """sandbox_work_q on each row, as a column (`sandbox`)."""
+    return Case(When(sandbox_work_q(), then=True), default=False, output_field=BooleanField())
+
+
 def _why_not_counted(assignment: Assignment, blocked: set[int]) -> str:
     if assignment.annotator_id in blocked:
         return WorkStatus.BLOCKED
-    record = getattr(assignment, "platform_record", None)
-    if record is not None and record.hit.publication.sandbox:
+    if assignment.sandbox:
         return WorkStatus.SANDBOX
     if assignment.status == AssignmentStatus.REJECTED:
         return WorkStatus.REJECTED

@@ -32,7 +32,7 @@ from annotate.selectors.results import (
     blocked_annotator_ids,
     counted_assignment_q,
     released_unconfirmed_q,
-    sandbox_hit_work_q,
+    sandbox_work_q,
     work_statuses,
     work_statuses_of,
 )
@@ -559,7 +559,7 @@ def project_progress(*, project: Project, now: datetime) -> Progress:
     assignments = Assignment.objects.filter(task__batch__project=project)
     live = Q(status=AssignmentStatus.CLAIMED, expires_at__gt=now)
     # The sandbox's test work is never read as real work submitted, rejected or blocked.
-    sandbox = Q(submitted_at__isnull=False) & sandbox_hit_work_q()
+    sandbox = Q(submitted_at__isnull=False) & sandbox_work_q()
     rejected = Q(status=AssignmentStatus.REJECTED) & ~sandbox
     # Rejected work stays under Rejected whoever did it; a blocked worker's other submitted
     # work counts nowhere while the block lasts, whatever else holds for it.

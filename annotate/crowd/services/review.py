@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from django.conf import settings
 from django.db import IntegrityError, OperationalError, transaction
-from django.db.models import Exists, OuterRef, Q, Value
+from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q, Value
 from django.db.models.functions import Least
 from django.utils import timezone
 
@@ -63,12 +63,17 @@ from annotate.errors import (
     PermissionDeniedError,
     TransientPlatformError,
 )
-from annotate.models import Annotator, Assignment, AssignmentStatus
+from annotate.models import Annotator, AnnotatorKind, Assignment, AssignmentStatus
 from annotate.roles import is_admin
-from annotate.selectors.results import PLATFORMS_WITHOUT_CONFIRMATION, released_unconfirmed_q
+from annotate.selectors.results import (
+    PLATFORMS_WITHOUT_CONFIRMATION,
+    released_unconfirmed_q,
+    work_through_hit_q,
+)
 from annotate.services.assignments import task_left_out_restore, task_lock, task_slots_taken
 from annotate.services.leases import lease_beating, lease_take
-from annotate.verbalizer.models import HumanAnswer
+from annotate.verbalizer.models import HumanAnswer, HumanStudy
+from annotate.verbalizer.services.humans import same_channel_q
 
 PLATFORM_TO_OURS = {"Approved": AssignmentStatus.APPROVED, "Rejected": AssignmentStatus.REJECTED}
 # A link's cap on anonymous starts: the largest value its column holds (32 bits on PostgreSQL).
@@ -252,6 +257,8 @@ def _hit_store(*, hit: Hit, rows, now: datetime, whole_listing: bool = True) -> 
         _unconfirmed_slots_released(hit=hit, now=now)
     if hit.task_id is not None:  # a release or the platform's reject may have freed a slot
         task_left_out_restore(task_id=hit.task_id, now=now)
+    else:  # or a place, which a confirmed answer kept out of its full prompt takes
+        _answer_places_restored(hit=hit)
     return new
 
 
@@ -328,13 +335,40 @@ def _released(work: Assignment | HumanAnswer) -> bool:
 
 def _place_given_back(work: Assignment | HumanAnswer, *, now: datetime) -> None:
     """Released work the platform now confirms: an assignment takes its slot again if its task
-    has one (_slot_taken_back); an answer holds its place again, as it would have had the
-    sync found it (its prompt's places are counted, never claimed: nothing to wait for)."""
-    if isinstance(work, HumanAnswer):
-        work.place_released = False
-        work.save(update_fields=["place_released"])
-        return
-    _slot_taken_back(work, now=now)
+    has one (_slot_taken_back); an answer its place on its prompt if the prompt has one free,
+    once the HIT's listing is stored (_answer_places_restored, at the end of _hit_store)."""
+    if isinstance(work, Assignment):
+        _slot_taken_back(work, now=now)
+
+
+def _answer_places_restored(*, hit: Hit) -> int:
+    """Give the places of the HIT's prompt that its channel (same_channel_q) has free to the
+    HIT's confirmed answers that hold none (a sync released them, and the platform confirmed
+    them after a replacement took the place), oldest first; return how many. Under the HIT's
+    row lock, which the prompt's answers on its platform take turns on (mturk_answer_submit):
+    never one answer more than the study's answers per prompt. The others stay out, kept and
+    paid, and count nowhere (results: an answer counts while it holds its place), as a batch's
+    work confirmed after its task was filled does, until a place frees up (a reject)."""
+    answers = HumanAnswer.objects.filter(
+        study_id=hit.publication.human_study_id, prompt_id=hit.prompt_id
+    )
+    waiting = answers.filter(
+        platform_hit_id=hit.hit_id,
+        annotator__platform=hit.publication.platform,
+        place_released=True,
+        platform_record__isnull=False,
+    ).exclude(status=AssignmentStatus.REJECTED)
+    if not waiting.exists():  # nearly every HIT: one statement
+        return 0
+    channel = same_channel_q(Annotator(kind=AnnotatorKind.CROWD, platform=hit.publication.platform))
+    places = HumanStudy.objects.values_list("answers_per_prompt", flat=True)
+    with transaction.atomic():  # a reject's verdict runs in none of its own
+        Hit.objects.select_for_update().filter(pk=hit.pk).order_by().first()
+        free = places.get(pk=hit.publication.human_study_id) - answers.filter(channel).count()
+        if free <= 0:
+            return 0
+        restored = list(waiting.order_by("id").values_list("pk", flat=True)[:free])
+        return HumanAnswer.objects.filter(pk__in=restored).update(place_released=False)
 
 
 def _slot_taken_back(assignment: Assignment, *, now: datetime) -> bool:
@@ -476,6 +510,10 @@ def _verdict_stored(work: Assignment | HumanAnswer, status: str) -> Assignment |
     work.save(update_fields=["status"])
     if status == AssignmentStatus.REJECTED and isinstance(work, Assignment):
         task_left_out_restore(task_id=work.task_id, now=timezone.now())
+    if status == AssignmentStatus.REJECTED and isinstance(work, HumanAnswer):
+        hit = hit_of_work(work)
+        if hit is not None:
+            _answer_places_restored(hit=hit)
     return work
 
 
@@ -795,8 +833,8 @@ def workers_on_sandbox(*, annotator_ids: list[int]) -> dict[int, bool | None]:
     also tested), None for one with no HIT of ours (the endpoint MTURK_SANDBOX names then).
     One query."""
     rows = Annotator.objects.filter(pk__in=annotator_ids).annotate(
-        sandbox_work=Exists(_hits_of_worker(sandbox=True)),
-        real_work=Exists(_hits_of_worker(sandbox=False)),
+        sandbox_work=ExpressionWrapper(_worked_on(sandbox=True), output_field=BooleanField()),
+        real_work=ExpressionWrapper(_worked_on(sandbox=False), output_field=BooleanField()),
     )
     return {
         pk: False if real else (True if test else None)
@@ -804,25 +842,21 @@ def workers_on_sandbox(*, annotator_ids: list[int]) -> dict[int, bool | None]:
     }
 
 
-def _hits_of_worker(*, sandbox: bool):
-    """The HITs of the outer worker's platform on that endpoint they worked on (the subquery
-    of workers_on_sandbox)."""
-    worker = OuterRef(OuterRef("pk"))
-    taken = (
-        Q(hit_id__in=Assignment.objects.filter(annotator=worker).values("platform_hit_id"))
-        | Q(hit_id__in=HumanAnswer.objects.filter(annotator=worker).values("platform_hit_id"))
-        | Q(
-            Exists(
-                PlatformAssignment.objects.filter(
-                    hit=OuterRef("pk"), worker_id=OuterRef(OuterRef("worker_id"))
-                )
-            )
-        )
+def _worked_on(*, sandbox: bool) -> Q:
+    """Whether the outer worker did work through a HIT of ours on that endpoint (results.
+    work_through_hit_q, the rule that keeps the sandbox's test work out of every result), or
+    was listed on one by a sync (the subquery of workers_on_sandbox)."""
+    worker = OuterRef("pk")
+    through = work_through_hit_q(sandbox=sandbox)
+    listed = PlatformAssignment.objects.filter(
+        worker_id=OuterRef("worker_id"),
+        hit__publication__platform=OuterRef("platform"),
+        hit__publication__sandbox=sandbox,
     )
     return (
-        Hit.objects.filter(taken, publication__platform=OuterRef("platform"))
-        .filter(publication__sandbox=sandbox)
-        .exclude(hit_id="")
+        Q(Exists(Assignment.objects.filter(through, annotator=worker)))
+        | Q(Exists(HumanAnswer.objects.filter(through, annotator=worker)))
+        | Q(Exists(listed))
     )
 
 

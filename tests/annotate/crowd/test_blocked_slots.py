@@ -21,6 +21,7 @@ from annotate.errors import ConflictError, WorkerBlockedError
 from annotate.models import Assignment, AssignmentStatus, Label, TaskSlots
 from annotate.roles import ADMIN
 from annotate.selectors.results import counted_assignment_q
+from annotate.services import assignments as assignment_services
 from annotate.services import submissions
 from annotate.services.assignments import assignment_claim_task, counted_assignments
 from annotate.services.submissions import expected_fields
@@ -802,3 +803,72 @@ def test_a_block_while_a_submit_of_a_lapsed_claim_waits_for_its_task_both_commit
     kept = Assignment.objects.get(annotator__worker_id="P1")
     assert (kept.status, kept.is_late) == (AssignmentStatus.SUBMITTED, True)
     assert _held(kept.task_id) == 0
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("first", ["claim", "sync"])
+def test_released_work_confirmed_while_a_claim_takes_its_slot_never_overfills_the_task(
+    client, live, fake_mturk, monkeypatch, first
+):
+    """A sync took the slot of work whose hand-back had not reached MTurk (released: is_late);
+    the hand-back arrives, and the next sync gives the work its slot back while an in-house
+    annotator claims that same free slot. Whichever commits first keeps the slot; the other
+    waits for the task's lock and finds the task full: the claim is refused, or the work stays
+    out (kept, not counted) as work confirmed after its task was filled. Never one assignment
+    more than the project's assignments per task. PostgreSQL only: SQLite runs one writer at
+    a time."""
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL's row locks: SQLite runs one writer at a time")
+    hit = live.hits.order_by("id").first()
+    task, per_task = hit.task, hit.task.batch.project.assignments_per_task
+    for n in range(per_task - 1):
+        work(client, fake_mturk, hit, f"AW{n}")
+    released = work(client, fake_mturk, hit, "ALATE", post_back=False)
+    _sync(live)
+    released.refresh_from_db()
+    assert released.is_late and _held(task.pk) == per_task - 1
+    fake_mturk.api.worker_submit(released.platform_assignment_id, {"summary": "x"})  # arrives
+    newcomer = AnnotatorFactory()
+    reached, go = threading.Event(), threading.Event()
+    # The first one holds its transaction open once it has the slot: the claim its new
+    # assignment, the sync the released work's slot given back.
+    if first == "claim":
+        module, name = assignment_services, "_assignment_create"
+    else:
+        module, name = review, "_slot_taken_back"
+    real = getattr(module, name)
+
+    def held_open(*args, **kwargs):
+        result = real(*args, **kwargs)
+        reached.set()
+        go.wait(30)
+        return result
+
+    monkeypatch.setattr(module, name, held_open)
+    synced, claimed = [], []
+    later = timezone.now() + review.release_grace()
+
+    def sync():
+        return review.publication_sync(publication_id=live.pk, now=later)
+
+    def claim():
+        return assignment_claim_task(annotator=newcomer, task=task, now=timezone.now())
+
+    leader, follower = (claim, sync) if first == "claim" else (sync, claim)
+    outcomes = {claim: claimed, sync: synced}
+    started = in_thread(leader, outcomes[leader])
+    assert reached.wait(30)
+    second = in_thread(follower, outcomes[follower])
+    _done_or_waiting_for_a_lock(second)
+    go.set()
+    started.join(60)
+    second.join(60)
+    assert not [outcome for outcome in synced if isinstance(outcome, Exception)], synced
+    released.refresh_from_db()
+    if first == "claim":
+        assert [type(outcome).__name__ for outcome in claimed] == ["Assignment"]
+        assert released.is_late  # confirmed after its task was filled: kept, not counted
+    else:
+        assert [type(outcome).__name__ for outcome in claimed] == ["NoWorkError"]
+        assert not released.is_late
+    assert _held(task.pk) == per_task

@@ -19,6 +19,7 @@ from annotate.errors import ConflictError
 from annotate.models import AssignmentStatus
 from annotate.roles import ADMIN
 from annotate.selectors.results import WorkStatus, counted_assignments, work_statuses
+from annotate.selectors.work import project_progress
 from annotate.services.exports import labels_export
 from evaluation.selectors.report_costs import source_costs
 from evaluation.selectors.report_data import benchmark_arrays
@@ -323,3 +324,61 @@ def test_the_offline_demo_platform_is_no_sandbox_its_work_counts_and_is_paid(set
     review.publication_sync(publication_id=publication.pk, now=timezone.now(), user=UserFactory())
     assert set(counted_assignments().values_list("id", flat=True)) == {work.pk}
     assert publication_spending(publication=publication).total_usd > 0
+
+
+def _raw_status_of(benchmark) -> dict[str, set[str]]:
+    """The raw export's work_status of each worker's rows, by annotator name."""
+    output = io.StringIO()
+    labels_export(benchmark_name=benchmark.name, output=output, file_format="csv")
+    statuses: dict[str, set[str]] = {}
+    for row in csv.DictReader(io.StringIO(output.getvalue())):
+        statuses.setdefault(row["annotator"], set()).add(row["work_status"])
+    return statuses
+
+
+def test_the_raw_export_names_sandbox_work_test_work_before_a_sync_as_the_progress_does(
+    client, on_sandbox, fake_mturk, admin
+):
+    """The raw export read the sandbox from the platform's record only, the progress from the
+    HIT the work was done through: before a sync, the export called a sandbox tester's work
+    "not confirmed by the platform" (as if a confirmation would count it) and a forged
+    assignment on a sandbox HIT, rejected here, "rejected", while the progress called both
+    test work. One rule now: test work in both, before a sync and after it."""
+    hit = _first_hit(on_sandbox)
+    benchmark, project = hit.task.instruction.benchmark, hit.task.batch.project
+    waiting, _ = do_task(client, fake_mturk, hit, "ATESTER1", "yes")
+    forged, _ = do_task(client, fake_mturk, hit, "AFORGER1", "no", forged=True)
+    review.assignment_reject(assignment_id=forged.pk, user=admin, feedback="forged")
+    expected = {"mturk:ATESTER1": {WorkStatus.SANDBOX}, "mturk:AFORGER1": {WorkStatus.SANDBOX}}
+    assert _raw_status_of(benchmark) == expected
+    assert work_statuses(benchmark=benchmark) == {
+        waiting.pk: WorkStatus.SANDBOX,
+        forged.pk: WorkStatus.SANDBOX,
+    }
+    progress = project_progress(project=project, now=timezone.now())
+    assert (progress.assignments_sandbox, progress.assignments_rejected) == (2, 0)
+    _sync(on_sandbox)
+    assert _raw_status_of(benchmark) == expected
+    assert not counted_assignments().exists()
+
+
+def test_an_empty_hit_id_is_no_sandbox_hit(client, on_sandbox, fake_mturk, admin):
+    """Work that stores no HIT id (in-house work of a worker who came through MTurk, whom an
+    admin gave an account) matched every sandbox HIT not created yet (pending, or refused by
+    the platform: its id is empty too): the project's progress and its API counted real
+    submitted work as sandbox test work. The raw export and the endpoint of a block read it
+    as the work of no HIT, as they do now."""
+    hit = _first_hit(on_sandbox)
+    project = hit.task.batch.project
+    other_task = project.batches.get().tasks.exclude(pk=hit.task_id).order_by("id").first()
+    in_house = crowd_assignment(task=other_task, worker="AREAL9")
+    assert (in_house.platform_hit_id, in_house.status) == ("", AssignmentStatus.SUBMITTED)
+    on_sandbox.hits.exclude(pk=hit.pk).update(status=HitStatus.FAILED, hit_id="")
+    client.force_login(admin)
+    row = client.get(reverse("annotate-api:project-progress", args=[project.pk])).json()
+    assert (row["assignments_submitted"], row["assignments_sandbox"]) == (1, 0)
+    statuses = work_statuses(benchmark=hit.task.instruction.benchmark)
+    assert statuses[in_house.pk] == WorkStatus.UNCONFIRMED  # needs MTurk's confirmation
+    assert review.workers_on_sandbox(annotator_ids=[in_house.annotator_id]) == {
+        in_house.annotator_id: None
+    }

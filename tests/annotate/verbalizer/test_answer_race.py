@@ -6,8 +6,11 @@ import threading
 import time
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
+from django.utils import timezone
 
+from annotate.crowd.models import Hit, HitStatus, PlatformAssignment, Publication, PublicationStatus
+from annotate.crowd.services import review
 from annotate.errors import ConflictError
 from annotate.models import Annotator
 from annotate.verbalizer.models import HumanAnswer
@@ -88,3 +91,77 @@ def test_answers_to_one_prompt_in_two_studies_posted_at_once_store_one(monkeypat
     assert list(
         HumanAnswer.objects.filter(annotator=person).values_list("study_id", flat=True)
     ) == [first.pk]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_confirmations_for_one_free_place_give_it_to_one_answer():
+    """Two confirmed answers kept out of a full prompt (a sync released their places, and the
+    platform confirmed them after replacements took them), and one place frees up: two syncs
+    (the beat's and an admin's) restoring places at once each counted one free and gave it to
+    a different answer, one answer more than the study's answers per prompt. They take turns
+    on the HIT's row: the second counts again and finds the prompt full."""
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL's row locks: SQLite runs one writer at a time")
+    fill("SST-2", [True])
+    evaluation_set = evaluation_set_create(
+        name="s", datasets=["SST-2"], items=1, seed=1, mappings="flipped-golden", modes=["direct"]
+    ).evaluation_set
+    study = human_study_create(evaluation_set=evaluation_set, name="A", answers_per_prompt=2)
+    prompt = study.prompts.first()
+    publication = Publication.objects.create(
+        human_study=study, platform="mturk", title="t", description="d", reward_usd="0.05",
+        assignments_per_task=2, assignment_duration_seconds=3600,
+        auto_approval_delay_seconds=3600, lifetime_seconds=3600,
+        task_base_url="https://annotate.example.org", link_token="race",
+        status=PublicationStatus.PUBLISHED,
+    )  # fmt: skip
+    hit = Hit.objects.create(
+        publication=publication, prompt=prompt, unique_request_token="t", max_assignments=4,
+        hit_id="HIT1", status=HitStatus.CREATED,
+    )  # fmt: skip
+
+    def confirmed_answer(worker: str, *, released: bool) -> HumanAnswer:
+        person = Annotator.objects.create(
+            name=f"mturk:{worker}", kind="crowd", platform="mturk", worker_id=worker
+        )
+        answer = HumanAnswer.objects.create(
+            study=study, prompt=prompt, annotator=person, word=prompt.positive_word,
+            platform_hit_id="HIT1", platform_assignment_id=f"A-{worker}", place_released=released,
+        )  # fmt: skip
+        PlatformAssignment.objects.create(
+            hit=hit, platform_assignment_id=f"A-{worker}", worker_id=worker, status="Submitted",
+            human_answer=answer, synced_at=timezone.now(),
+        )  # fmt: skip
+        return answer
+
+    confirmed_answer("AHOLDS", released=False)  # one place held, one free
+    kept_out = [confirmed_answer(worker, released=True) for worker in ("AOUT1", "AOUT2")]
+    restored, go = threading.Event(), threading.Event()
+
+    def first_sync():
+        with transaction.atomic():
+            count = review._answer_places_restored(hit=hit)
+            restored.set()
+            go.wait(30)
+            return count
+
+    def second_sync():
+        with transaction.atomic():
+            return review._answer_places_restored(hit=hit)
+
+    first_outcomes, second_outcomes = [], []
+    first = in_thread(first_sync, first_outcomes)
+    assert restored.wait(30)
+    second = in_thread(second_sync, second_outcomes)
+    deadline = time.monotonic() + 30
+    while second.is_alive() and not _waiting_for_a_row_lock():
+        assert time.monotonic() < deadline, "neither done nor waiting for a lock"
+        time.sleep(0.01)
+    go.set()
+    first.join(30)
+    second.join(30)
+
+    assert (first_outcomes, second_outcomes) == ([1], [0])
+    holding = HumanAnswer.objects.filter(prompt=prompt, place_released=False)
+    assert holding.count() == study.answers_per_prompt
+    assert HumanAnswer.objects.get(pk=kept_out[0].pk).place_released is False  # oldest first

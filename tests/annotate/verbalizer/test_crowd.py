@@ -1002,6 +1002,79 @@ def test_sandbox_answers_count_in_no_result_and_cost_nothing_even_after_going_li
         assert before == after == (2, True, Decimal("0.12"), {"counted"})
 
 
+def test_a_sandbox_answer_is_test_work_in_the_raw_export_before_a_sync_too(
+    client, mturk_settings, fake_mturk, study
+):
+    """The raw export read the sandbox from the platform's record only: a tester's answer on a
+    sandbox HIT was "not confirmed by the platform" until a sync, as if a confirmation would
+    count it. It is test work from the start, by the HIT it was given on."""
+    mturk_settings.MTURK_SANDBOX = True
+    publication = crowd.study_publication_create(
+        study=study,
+        platform_name="mturk",
+        chosen=PublishSettings(title="Pick a word", description="Keys 1 and 2"),
+        base_url="https://annotate.example.org",
+    )
+    publication = publishing.publication_publish(publication_id=publication.pk, now=timezone.now())
+    hit = publication.hits.select_related("prompt__item").order_by("id").first()
+    answer_hit(client, fake_mturk, hit, "ATESTER1", right_key(hit))
+
+    def work_statuses() -> list[str]:
+        header, *rows = list(human_answers_raw(evaluation_set=study.evaluation_set))
+        return [row[header.index("work_status")] for row in rows]
+
+    assert work_statuses() == ["sandbox test work"]
+    review.publication_sync(publication_id=publication.pk, now=timezone.now())
+    assert work_statuses() == ["sandbox test work"]
+
+
+def test_a_released_answer_confirmed_after_its_place_was_filled_stays_out_until_one_frees(
+    client, on_mturk, fake_mturk, admin
+):
+    """ALATE's hand-back reached MTurk only after a sync released its place; the replacements
+    plan, seeing the place free and nothing pending on MTurk, paid for AREAL3, and the next
+    sync gave ALATE its place back anyway: three answers counted for a prompt of two places
+    per channel. ALATE's answer now stays out (kept, paid by MTurk, counted nowhere), as a
+    batch's work confirmed after its task was filled does, until a place frees up."""
+    hit = on_mturk.hits.select_related("prompt__item").order_by("id").first()
+    study = on_mturk.human_study
+    answer_hit(client, fake_mturk, hit, "AREAL1", right_key(hit))
+    late = answer_hit(Client(), fake_mturk, hit, "ALATE", right_key(hit), hand_back=False)
+    review.publication_sync(publication_id=on_mturk.pk, now=timezone.now() + review.release_grace())
+    assert HumanAnswer.objects.get(annotator__worker_id="ALATE").place_released
+    _hand_back(fake_mturk, late, expect=200)  # arrives after the sync
+    plan = replacements.replacements_plan(
+        publication_id=on_mturk.pk, now=timezone.now(), user=admin
+    )
+    replacements.replacements_create(
+        publication_id=on_mturk.pk, confirm_total=plan.total_usd, now=timezone.now(), user=admin
+    )
+    answer_hit(Client(), fake_mturk, hit, "AREAL3", right_key(hit))
+    review.publication_sync(publication_id=on_mturk.pk, now=timezone.now() + review.release_grace())
+
+    def counted() -> set[str]:
+        answers = HumanAnswer.objects.filter(counted_human_answer_q(), prompt=hit.prompt)
+        return set(answers.values_list("annotator__worker_id", flat=True))
+
+    def statuses() -> dict[str, str]:
+        header, *rows = list(human_answers_raw(evaluation_set=study.evaluation_set))
+        return {
+            row[header.index("annotator")]: row[header.index("work_status")]
+            for row in rows
+            if row[header.index("prompt")] == hit.prompt_id
+        }
+
+    assert counted() == {"AREAL1", "AREAL3"} and study.answers_per_prompt == 2
+    assert statuses()["mturk:ALATE"] == "late"
+    # MTurk confirmed it: it is paid (three answers at $0.05, MTurk's 20 % on a HIT of 3).
+    assert crowd_selectors.publication_spending(publication=on_mturk).total_usd == Decimal("0.18")
+    # A place frees up (AREAL3's answer rejected): the confirmed answer kept out takes it.
+    rejected = HumanAnswer.objects.get(annotator__worker_id="AREAL3")
+    review.human_answer_reject(answer_id=rejected.pk, user=admin, feedback="pressed at random")
+    assert counted() == {"AREAL1", "ALATE"}
+    assert statuses()["mturk:ALATE"] == "counted"
+
+
 def test_the_admin_cannot_delete_answers_out_of_the_report(client, link, admin_user):
     """A participant's answer is a record the report counts, as an assignment holding work is:
     deleting their study in the admin took every answer of it out of human accuracy with it
