@@ -753,7 +753,6 @@ class _Executor:
         # Set once `first_calls` calls have been sent (see _run_pool).
         self.first_calls, self.calls_started = 0, 0
         self.first_calls_sent = threading.Event()
-        self.all_taken = threading.Event()  # every unit is in a worker's hands: no call will follow
         self._count_lock = threading.Lock()
         self.failed_in_a_row = 0  # calls that ended in an error after their retries, none OK since
 
@@ -1116,30 +1115,19 @@ QUIET_SECONDS = 0.005
 _ENDED = object()  # put on the results queue by the worker that ends the last unit
 
 
-def _next_batch(results: queue.Queue, all_taken: threading.Event | None = None) -> list:
+def _next_batch(results: queue.Queue) -> list:
     """Wait for results and return them once the workers pause: no new result for
     QUIET_SECONDS, BATCH_SECONDS after the first, or the last unit ended. Nothing if none came
-    within BATCH_SECONDS. Once every unit has been taken (`all_taken` set), return at once what
-    has come.
+    within BATCH_SECONDS.
 
     Replies come in bursts (the calls sent together come back together) and each worker then
     sends its next call. Storing after the burst, while the workers wait on the API, keeps the
-    writer off the GIL they need; storing at fixed times made them wait for it mid-burst. In
-    the last burst no call is sent after a reply: what came is stored as it comes, so that
-    little is left to store after the last reply (a 10-shot judge's last batch was 26 calls of
-    61 kB, 10 ms after the last reply).
+    writer off the GIL they need; storing at fixed times made them wait for it mid-burst.
     """
     try:
         items = [results.get(timeout=BATCH_SECONDS)]
     except queue.Empty:
         return []
-    if all_taken is not None and all_taken.is_set():
-        while items[-1] is not _ENDED:
-            try:
-                items.append(results.get_nowait())
-            except queue.Empty:
-                break
-        return [item for item in items if item is not _ENDED]
     deadline = time.monotonic() + BATCH_SECONDS
     while items[-1] is not _ENDED and (left := deadline - time.monotonic()) > 0:
         try:
@@ -1183,7 +1171,7 @@ def _drain(run, protocol, executor: _Executor, ended: threading.Event, on_progre
     last_beat = last_stop_check = last_renewal = 0.0
     lease = executor.lease
     while True:
-        batch: list[UnitResult | EngineCall] = _next_batch(executor.results, executor.all_taken)
+        batch: list[UnitResult | EngineCall] = _next_batch(executor.results)
         _store_batch(run, protocol, executor, batch, on_progress)
         if lease is not None and time.monotonic() - last_renewal > lease.every():
             last_renewal = time.monotonic()
@@ -1244,17 +1232,12 @@ def _run_pool(run, protocol, executor, keys, on_progress) -> None:
     for key in keys[:size]:
         todo.put(key)
     left = [len(keys)]
-    untaken = [len(keys)]
     lock = threading.Lock()
 
     def worker() -> None:
         try:
             go.wait()
             while (key := todo.get()) is not None:
-                with lock:
-                    untaken[0] -= 1
-                    if not untaken[0]:
-                        executor.all_taken.set()
                 try:
                     executor.do_unit(key, work.get(key))
                 finally:
