@@ -85,10 +85,25 @@ class JsonText(str):
         str.replace does).
 
         JSON escapes one character at a time, and a `{name}` never needs escaping nor can
-        start inside an escape (`\\n`, `\\u001f`...), so replacing it in the escaped template
-        by the escaped value gives the escaped result; in UTF-8 too, where the ASCII bytes of
-        a `{name}` never occur inside another character's.
+        start inside an escape (`\\n`, `\\u001f`...), so the escaped result is the escaped
+        pieces between the marks and the escaped values, in UTF-8 too. Without a brace in the
+        values nor outside the marks, no replacement can make a new mark: the result is then
+        put together in one join (`_template_cuts`); else the chain runs.
         """
+        cuts = _template_cuts(template, tuple(values))
+        if cuts is not None and not _braces_in(values, cuts.names):
+            forms = {
+                name: value.escaped if isinstance(value, JsonText) else _escaped_utf8(value)
+                for name in set(cuts.names)
+                for value in (values[name],)
+            }
+            text, escaped = [cuts.literals[0]], [cuts.escaped[0]]
+            for name, literal, form in zip(
+                cuts.names, cuts.literals[1:], cuts.escaped[1:], strict=True
+            ):
+                text += (values[name], literal)
+                escaped += (forms[name], form)
+            return cls._made("".join(text), b"".join(escaped))
         text, escaped = template, _template_escaped(template)
         for name, value in values.items():
             mark = "{" + name + "}"
@@ -99,6 +114,53 @@ class JsonText(str):
             piece = value if isinstance(value, JsonText) else cls(value)
             text, escaped = text.replace(mark, piece), escaped.replace(mark.encode(), piece.escaped)
         return cls._made(text, escaped)
+
+
+@dataclass(frozen=True)
+class _Cuts:
+    """A template cut at its `{name}` marks: the literal pieces around them (one more than
+    the marks), their JSON forms, and the name of each mark in order."""
+
+    literals: tuple[str, ...]
+    escaped: tuple[bytes, ...]
+    names: tuple[str, ...]
+
+
+@functools.lru_cache(maxsize=256)
+def _template_cuts(template: str, names: tuple[str, ...]) -> _Cuts | None:
+    """The template cut at the marks of these names, or None when filling it in one pass could
+    differ from the chain of replacements: a brace in a literal piece (a value filled in
+    next to it could complete a mark the chain would then replace) or in a name. A run
+    fills the same few prompt templates for every call."""
+    present = [name for name in names if "{" + name + "}" in template]
+    if any("{" in name or "}" in name for name in present):
+        return None
+    if present:
+        marks = "|".join(re.escape(name) for name in sorted(set(present), key=len, reverse=True))
+        parts = re.split(r"\{(" + marks + r")\}", template)
+    else:
+        parts = [template]
+    literals, cut_names = tuple(parts[0::2]), tuple(parts[1::2])
+    if any("{" in literal or "}" in literal for literal in literals):
+        return None
+    return _Cuts(literals, tuple(_escaped_utf8(literal) for literal in literals), cut_names)
+
+
+def _braces_in(values: Mapping[str, str], names: Sequence[str]) -> bool:
+    return any("{" in values[name] or "}" in values[name] for name in set(names))
+
+
+def fill_text(template: str, values: Mapping[str, str]) -> str:
+    """The template with each `{name}` replaced by its value, one name after the other in the
+    values' order, as a chain of str.replace: in one join when that gives the same text
+    (`_template_cuts`)."""
+    cuts = _template_cuts(template, tuple(values))
+    if cuts is None or _braces_in(values, cuts.names):
+        return _fill_plain(template, values)
+    text = [cuts.literals[0]]
+    for name, literal in zip(cuts.names, cuts.literals[1:], strict=True):
+        text += (values[name], literal)
+    return "".join(text)
 
 
 def _escaped_utf8(text: str) -> bytes:

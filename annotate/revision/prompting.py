@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from annotate.engine.client import JsonText
+from annotate.engine.client import JsonText, fill_text
 
 PROMPT_DIR = Path(__file__).resolve().parent / "prompts"
 SYSTEM_MARK, USER_MARK = "=== system ===", "=== user ==="
@@ -38,9 +38,7 @@ def fill(template: str, values: dict[str, str]) -> str:
     that sends it is not encoded as JSON again from scratch."""
     if any(isinstance(value, JsonText) for value in values.values()):
         return JsonText.fill(template, values)
-    for name, value in values.items():
-        template = template.replace("{" + name + "}", value)
-    return template
+    return fill_text(template, values)
 
 
 @cache

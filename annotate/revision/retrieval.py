@@ -7,6 +7,7 @@ return passage ids, best first; ties keep the passages' stored order.
 
 from __future__ import annotations
 
+import collections
 import functools
 import itertools
 import logging
@@ -61,9 +62,15 @@ class BM25Index:
 
     def __init__(self, documents: Sequence[str]) -> None:
         self.size = len(documents)
-        self.vocabulary: dict[str, int] = {}
-        tokens = [tokens or [_EMPTY_DOCUMENT] for tokens in _tokens(documents)]
-        ids = [[self.vocabulary.setdefault(t, len(self.vocabulary)) for t in doc] for doc in tokens]
+        # Tokens numbered as they are found, document after document (`_tokens`, an empty
+        # document as one token no query has): no list of token strings in between.
+        numbers: dict[str, int] = collections.defaultdict(itertools.count().__next__)
+        ids = [
+            [numbers[t] for t in _WORD.findall(text.lower()) if t not in _STOPWORDS]
+            or [numbers[_EMPTY_DOCUMENT]]
+            for text in documents
+        ]
+        self.vocabulary: dict[str, int] = dict(numbers)
         self.data, self.indices, self.indptr = _bm25_columns(ids, len(self.vocabulary))
 
     def top(self, query: str, k: int) -> list[int]:

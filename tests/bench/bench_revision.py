@@ -226,7 +226,7 @@ def bench_judge(tmp: str, results: dict, delay: float = 0.1, concurrency: int = 
 
     from annotate.engine.services import endpoint_create
     from annotate.revision.models import Study
-    from evaluation.revision.judges import judge_run_create, judge_run_execute
+    from evaluation.revision.judges import judge_run_create, judge_run_execute, training_index
     from evaluation.revision.protocol import RevisionJudgeProtocol
 
     repeat = int(os.environ.get("BENCH_JUDGE_REPEAT", "3"))
@@ -264,6 +264,9 @@ def bench_judge(tmp: str, results: dict, delay: float = 0.1, concurrency: int = 
                 size = sum(len(m[-1]["content"]) for m in messages) / len(messages)
                 bodies = [{"model": "stub", "messages": m, "temperature": 0.0} for m in messages]
                 floors.append(judge_floor(base_url, bodies, concurrency))
+                # Building the floor's bodies ranked this split: the run builds its own index,
+                # as the first run on a split does (judges.training_index).
+                training_index.cache_clear()
                 started = time.perf_counter()
                 run = judge_run_execute(run_id=run.pk)
                 walls.append(time.perf_counter() - started)

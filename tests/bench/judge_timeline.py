@@ -156,7 +156,7 @@ def main() -> int:
 
     from annotate.engine.services import endpoint_create
     from annotate.revision.models import Study
-    from evaluation.revision.judges import judge_run_create, judge_run_execute
+    from evaluation.revision.judges import judge_run_create, judge_run_execute, training_index
 
     study = Study.objects.get(name="KIWI bench")
     stub, base_url = start_openai_stub(0.1)
@@ -174,6 +174,7 @@ def main() -> int:
                     endpoint_name="bench-judge-stub", seed=1 + attempt, now=timezone.now(),
                 )  # fmt: skip
                 floor = bare_floor(base_url, run) if os.environ.get("TIMELINE_FLOOR") else None
+                training_index.cache_clear()  # the run builds its split's index, as a first run
                 EVENTS.clear(), GC.clear(), STORE_CPU.clear()
                 cpu = time.process_time()
                 t0 = time.perf_counter()

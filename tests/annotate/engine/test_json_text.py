@@ -49,6 +49,7 @@ def test_a_filled_template_is_the_plain_fill_with_a_json_form_to_match(template)
         {"question": TEXTS[2], "answer": "{examples}", "examples": JsonText.join(TEXTS)},
         {"examples": JsonText(TEXTS[3]), "question": "{answer}", "answer": TEXTS[4]},
         {"question": "", "examples": JsonText("")},
+        {**BRACELESS, "examples": JsonText.join([JsonText(t) for t in TEXTS[:5]])},
     ):
         plain = template
         for name, value in values.items():  # the prompts' fill: one name after the other
@@ -56,6 +57,44 @@ def test_a_filled_template_is_the_plain_fill_with_a_json_form_to_match(template)
         filled = fill(template, values)
         assert isinstance(filled, JsonText)
         assert str(filled) == plain and b'"' + filled.escaped + b'"' == dumps(plain).encode()
+
+
+def _chain(template, values):
+    for name, value in values.items():  # the prompts' fill: one name after the other
+        template = template.replace("{" + name + "}", str(value))
+    return template
+
+
+BRACELESS = {"question": "didn’t — naïve 😀", "answer": 'quotes " \\ \n', "rating": "good"}
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        *TEXTS,
+        "Q: {question}\nA: {answer} {question}",
+        "Q: {question}\nA: {answer} {question}\n# {rating}",
+        "no mark",
+        "{rating}",
+    ],
+)
+@pytest.mark.parametrize(
+    "values",
+    [BRACELESS, {"question": "{answer}", "answer": "x"}, {"answer": "", "question": "{"}],
+)
+def test_a_template_filled_with_plain_texts_is_the_chain_of_replacements(template, values):
+    assert fill(template, values) == _chain(template, values)
+
+
+@pytest.mark.parametrize("examples", ["ans", JsonText("ans")])
+def test_a_mark_completed_by_a_filled_value_is_replaced_as_the_chain_does(examples):
+    # "{" + "ans" + "wer}" makes "{answer}", which the chain replaces next.
+    values = {"examples": examples, "answer": JsonText("X") if examples != "ans" else "X"}
+    for template in ("{{examples}wer}", "{{examples}wer} {answer}", "{ans{examples}}"):
+        filled = fill(template, values)
+        assert str(filled) == _chain(template, values)
+        if isinstance(filled, JsonText):
+            assert b'"' + filled.escaped + b'"' == dumps(str(filled)).encode()
 
 
 @pytest.mark.django_db

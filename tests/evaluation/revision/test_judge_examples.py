@@ -231,3 +231,32 @@ def test_added_examples_keep_those_stored_and_the_test_turn_order(tmp_path):
     run.refresh_from_db()
     assert run.examples == {"3": [2], "5": [4], "12": [1], "20": [6]}
     assert list(run.examples) == ["3", "5", "12", "20"]
+
+
+def test_runs_on_the_same_training_turns_rank_them_with_one_index_and_an_edit_makes_another(
+    tmp_path, monkeypatch
+):
+    from evaluation.revision import judges
+
+    judges.training_index.cache_clear()
+    built = []
+    index = judges.BM25Index
+    monkeypatch.setattr(judges, "BM25Index", lambda texts: built.append(texts) or index(texts))
+    turn = ids(sample_study(tmp_path))
+    study = Study.objects.get()
+    ten_shot, one_shot = k_shot_run(study), k_shot_run(study)  # seed 1: one split
+    RevisionJudgeRun.objects.filter(pk=one_shot.pk).update(shots=1)
+    one_shot.refresh_from_db()
+    test = str(turn["Add an example of results."])
+    assert examples_pick(ten_shot)[test] == [
+        turn["Give results from all papers."],
+        turn["Shorten the answer."],
+    ]
+    assert examples_pick(one_shot)[test] == [turn["Give results from all papers."]]
+    assert len(built) == 1  # the second run's index was the first's
+
+    Turn.objects.filter(pk=turn["Shorten the answer."]).update(
+        instruction="Add an example of results from all papers."
+    )
+    assert examples_pick(ten_shot)[test][0] == turn["Shorten the answer."]  # now the nearest
+    assert len(built) == 2
