@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 from django.db.models import Q
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from annotate.errors import AnnotateError, FieldInputError
@@ -17,7 +18,7 @@ from annotate.services.background import background_start
 from annotate.services.files import upload_size_problem
 from annotate.services.imports import ImportSummary, instructions_import, responses_import
 from annotate.services.label_imports import labels_import, scores_import
-from annotate.services.leases import lease_beating, lease_take
+from annotate.services.leases import lease_beating, lease_silent, lease_take
 
 logger = logging.getLogger(__name__)
 
@@ -99,7 +100,7 @@ def import_job_run(*, job_id: int) -> ImportJob:
     for, is left alone. Whatever happens, the job ends done or failed with a message; a worker
     that dies meanwhile stops the heartbeat, and the job is failed (import_jobs_fail_stale) or
     taken over by its redelivery."""
-    token = _import_job_claim(job_id=job_id, now=timezone.now())
+    token = _import_job_claim(job_id=job_id)
     job = ImportJob.objects.get(pk=job_id)
     if token is None:
         return job
@@ -142,13 +143,14 @@ def import_job_run(*, job_id: int) -> ImportJob:
     return job
 
 
-def _import_job_claim(*, job_id: int, now: datetime) -> str | None:
+def _import_job_claim(*, job_id: int) -> str | None:
     """Claim the job for this delivery: its token, or None when it is finished or another
     delivery runs it and beats. One conditional UPDATE, so of two deliveries at once only one
-    imports; a running job silent for IMPORT_STALE_SECONDS (its worker died) is taken over."""
-    claimable = Q(status=ImportStatus.QUEUED) | (Q(status=ImportStatus.RUNNING) & _silent(now))
+    imports; a running job silent for IMPORT_STALE_SECONDS (its worker died) is taken over,
+    silent by the database's clock, which its heartbeat is written by (not this worker's)."""
+    claimable = Q(status=ImportStatus.QUEUED) | (Q(status=ImportStatus.RUNNING) & _silent())
     job = ImportJob.objects.filter(pk=job_id)
-    return lease_take(job=job, claimable=claimable, now=now, status=ImportStatus.RUNNING)
+    return lease_take(job=job, claimable=claimable, now=Now(), status=ImportStatus.RUNNING)
 
 
 def import_jobs_fail_stale(*, now: datetime) -> int:
@@ -156,9 +158,11 @@ def import_jobs_fail_stale(*, now: datetime) -> int:
 
     A worker killed mid-import (SIGKILL, out of memory, a lost machine) rolls its transaction
     back and leaves the job "running"; after IMPORT_STALE_SECONDS without a heartbeat it is
-    failed. Safe to run twice and concurrently: only running, silent jobs are touched.
+    failed. Safe to run twice and concurrently: only running, silent jobs are touched. Silent
+    by the database's clock, which the heartbeat is written by (not this process's, which may
+    run ahead of the worker's); `now` is the failure's time.
     """
-    return ImportJob.objects.filter(_silent(now), status=ImportStatus.RUNNING).update(
+    return ImportJob.objects.filter(_silent(), status=ImportStatus.RUNNING).update(
         status=ImportStatus.FAILED,
         finished_at=now,
         message=(
@@ -168,12 +172,10 @@ def import_jobs_fail_stale(*, now: datetime) -> int:
     )
 
 
-def _silent(now: datetime) -> Q:
-    """Jobs without a heartbeat for IMPORT_STALE_SECONDS: their worker is gone."""
-    silent_since = now - timedelta(seconds=settings.IMPORT_STALE_SECONDS)
-    return Q(heartbeat_at__lt=silent_since) | Q(
-        heartbeat_at__isnull=True, created_at__lt=silent_since
-    )
+def _silent() -> Q:
+    """Jobs without a heartbeat for IMPORT_STALE_SECONDS (by the database's clock): their
+    worker is gone."""
+    return lease_silent(stale_seconds=settings.IMPORT_STALE_SECONDS, since_field="created_at")
 
 
 def import_file(

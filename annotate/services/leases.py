@@ -6,6 +6,12 @@ life). The lease is taken by one conditional UPDATE, so of two deliveries at onc
 `claimable` says when (queued, or running but silent: its worker died). The model engine's
 chunks take theirs here too, and renew it between calls (annotate.engine.services.runs
 ._ChunkLease) instead of in a thread.
+
+A lease is written and aged by the database's clock (`Now()`: PostgreSQL's statement time,
+SQLite's clock), never a worker's: two hosts whose clocks differ by more than the stale
+threshold would otherwise both run one job, the one whose clock runs ahead (or whose holder's
+runs behind) taking a lease that still beats. `lease_silent` is the take's staleness test,
+`lease_beating` the renewal, `lease_held_retry_in` the wait of a delivery that found it held.
 """
 
 from __future__ import annotations
@@ -15,12 +21,11 @@ import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db import DatabaseError, connection
 from django.db.models import Q, QuerySet
 from django.db.models.functions import Now
-from django.utils import timezone
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +61,31 @@ def lease_take(
     return token if taken else None
 
 
+def lease_silent(
+    *, stale_seconds: float, heartbeat_field: str = "heartbeat_at", since_field: str = ""
+) -> Q:
+    """Rows whose lease gave no sign of life for `stale_seconds` by the database's clock: last
+    heartbeat older than that, or, with `since_field` (when the row was made), never beaten and
+    made before it. Compared in the UPDATE that takes the lease, with `now=Now()`."""
+    silent_since = Now() - timedelta(seconds=stale_seconds)
+    silent = Q(**{f"{heartbeat_field}__lt": silent_since})
+    if since_field:
+        silent |= Q(**{f"{heartbeat_field}__isnull": True, f"{since_field}__lt": silent_since})
+    return silent
+
+
+def lease_held_retry_in(
+    *, job: QuerySet, stale_seconds: float, heartbeat_field: str = "heartbeat_at"
+) -> float:
+    """Seconds until the lease of the job (a queryset of its one row), which another delivery
+    holds, is stale should it stop beating: its heartbeat aged by the database's clock."""
+    row = job.annotate(database_now=Now()).values_list(heartbeat_field, "database_now").first()
+    if row is None:  # gone meanwhile: look again soon, and find it gone
+        return 1.0
+    heartbeat_at, database_now = row
+    return lease_retry_in(heartbeat_at=heartbeat_at, stale_seconds=stale_seconds, now=database_now)
+
+
 def lease_retry_in(*, heartbeat_at: datetime | None, stale_seconds: float, now: datetime) -> float:
     """Seconds until a lease last renewed at `heartbeat_at` is stale (at least 1)."""
     beat = heartbeat_at or now
@@ -71,8 +101,8 @@ def lease_beating(
     heartbeat_field: str = "heartbeat_at",
     lease_field: str = "lease",
 ) -> Iterator[None]:
-    """Stamp the job's heartbeat every `every` seconds, while the lease is `token`'s, in a
-    thread of its own for as long as the block runs."""
+    """Stamp the job's heartbeat (the database's clock) every `every` seconds, while the lease
+    is `token`'s, in a thread of its own for as long as the block runs."""
     stop = threading.Event()
     mine = job.filter(**{lease_field: token})
 
@@ -80,7 +110,7 @@ def lease_beating(
         try:
             while not stop.wait(every):
                 try:
-                    mine.update(**{heartbeat_field: timezone.now()})
+                    mine.update(**{heartbeat_field: Now()})
                 except DatabaseError:  # SQLite busy with the job's own writes: the next beat
                     logger.warning("%s: heartbeat not stored", job.model.__name__)
         finally:

@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import io
-from datetime import timedelta
 
 from django.conf import settings
 from django.db.models import Q
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from annotate.models import Benchmark
 from annotate.roles import is_admin
 from annotate.selectors.identities import identity_scope
 from annotate.services.background import background_start
-from annotate.services.leases import LeaseHeldError, lease_beating, lease_retry_in, lease_take
+from annotate.services.leases import (
+    LeaseHeldError,
+    lease_beating,
+    lease_held_retry_in,
+    lease_silent,
+    lease_take,
+)
 from evaluation.conventions import ACC_MODES, DEFAULT_ACC, UNKNOWN_MODES
 from evaluation.errors import ReportError, ReportExportError
 from evaluation.models import ExportStatus, ReportExport
@@ -43,24 +49,25 @@ def report_export_execute(*, export_id: int) -> ReportExport:
     """Build the report and write every file. Safe to run twice, even at once: a finished
     export is kept, and only the delivery holding the export's lease writes; another while it
     beats raises LeaseHeldError (nothing written) to look again once that lease could be
-    stale. A delivery whose worker died is taken over after REPORT_EXPORT_STALE_SECONDS."""
-    now = timezone.now()
+    stale. A delivery whose worker died is taken over after REPORT_EXPORT_STALE_SECONDS, silent
+    by the database's clock, which its heartbeat is written by (not this worker's)."""
+    stale_seconds = settings.REPORT_EXPORT_STALE_SECONDS
+    job = ReportExport.objects.filter(pk=export_id)
     token = lease_take(
-        job=ReportExport.objects.filter(pk=export_id),
+        job=job,
         claimable=Q(status__in=[ExportStatus.QUEUED, ExportStatus.FAILED])
-        | (Q(status=ExportStatus.RUNNING) & _silent(now)),
-        now=now,
+        | (
+            Q(status=ExportStatus.RUNNING)
+            & (Q(heartbeat_at__isnull=True) | lease_silent(stale_seconds=stale_seconds))
+        ),
+        now=Now(),
         status=ExportStatus.RUNNING,
     )
     export = ReportExport.objects.select_related("benchmark", "created_by").get(pk=export_id)
     if token is None and export.status == ExportStatus.DONE:
         return export
     if token is None:
-        retry_in = lease_retry_in(
-            heartbeat_at=export.heartbeat_at,
-            stale_seconds=settings.REPORT_EXPORT_STALE_SECONDS,
-            now=now,
-        )
+        retry_in = lease_held_retry_in(job=job, stale_seconds=stale_seconds)
         raise LeaseHeldError(f"Export {export.pk}", retry_in=retry_in)
     running = ReportExport.objects.filter(pk=export.pk, status=ExportStatus.RUNNING)
     every = settings.REPORT_EXPORT_STALE_SECONDS / 20
@@ -74,11 +81,6 @@ def report_export_execute(*, export_id: int) -> ReportExport:
         raise
     _export_end(export, token)
     return export
-
-
-def _silent(now) -> Q:
-    stale = now - timedelta(seconds=settings.REPORT_EXPORT_STALE_SECONDS)
-    return Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=stale)
 
 
 def _export_write(export: ReportExport) -> None:

@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 from django.core.files.base import ContentFile
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db.models.functions import Now
 from django.urls import reverse
 from django.utils import timezone
 
@@ -14,6 +15,7 @@ from annotate.errors import ImportFileError
 from annotate.models import ImportJob, Instruction
 from annotate.services import import_jobs
 from annotate.services.import_jobs import import_job_run
+from tests.clocks import clock_off_by
 
 pytestmark = pytest.mark.django_db
 
@@ -251,3 +253,50 @@ def test_a_new_annotator_without_a_kind_is_refused_naming_the_pages_own_field(
     field = client.get(reverse("annotate:import-list")).text
     assert '<label for="id_annotator_kind">Kind of new annotators</label>' in field
     assert not Label.objects.exists() and not Annotator.objects.filter(name="newcomer").exists()
+
+
+@pytest.mark.parametrize("skewed", ["holder", "taker"])
+def test_a_running_import_that_beats_is_not_taken_over_whatever_the_workers_clocks_say(
+    researcher, settings, monkeypatch, skewed
+):
+    # Two workers whose clocks differ by two minutes, more than the stale threshold: the
+    # lease's age is the database's clock, so neither the holder's slow clock nor the
+    # taker's fast one makes a fresh lease look stale, and the file is not imported twice.
+    settings.IMPORT_STALE_SECONDS = 60
+    job = stuck_job(researcher, status="queued")
+    with monkeypatch.context() as clock:
+        if skewed == "holder":
+            clock_off_by(clock, -120)
+        token = import_jobs._import_job_claim(job_id=job.pk)
+    assert token is not None
+    if skewed == "taker":
+        clock_off_by(monkeypatch, +120)
+
+    second = import_job_run(job_id=job.pk)
+    assert (second.status, second.lease, second.finished_at) == ("running", token, None)
+
+
+def test_an_import_that_beats_is_not_failed_by_a_beat_whose_clock_runs_ahead(
+    researcher, settings, monkeypatch
+):
+    settings.IMPORT_STALE_SECONDS = 60
+    job = stuck_job(researcher, status="queued")
+    token = import_jobs._import_job_claim(job_id=job.pk)
+    clock_off_by(monkeypatch, +120)  # the beat's host: by its clock the job is two minutes silent
+    assert import_jobs.import_jobs_fail_stale(now=timezone.now()) == 0
+    ImportJob.objects.filter(pk=job.pk).update(heartbeat_at=Now() - timedelta(seconds=61))
+    assert import_jobs.import_jobs_fail_stale(now=timezone.now()) == 1
+    job.refresh_from_db()
+    assert (job.status, job.lease) == ("failed", token)
+
+
+def test_a_silent_import_is_taken_over_whatever_the_takers_clock_says(
+    researcher, settings, monkeypatch
+):
+    settings.IMPORT_STALE_SECONDS = 60
+    job = stuck_job(researcher, status="running", lease="dead")
+    ImportJob.objects.filter(pk=job.pk).update(heartbeat_at=Now() - timedelta(seconds=61))
+    clock_off_by(monkeypatch, -120)  # by its own clock the last beat is a minute ahead
+    token = import_jobs._import_job_claim(job_id=job.pk)
+    assert token is not None
+    assert ImportJob.objects.get(pk=job.pk).lease == token

@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 from celery.exceptions import Retry
 from django.db import connection
+from django.db.models.functions import Now
 from django.urls import reverse
 from django.utils import timezone
 
@@ -16,6 +17,7 @@ from evaluation.models import ExportStatus, ReportExport
 from evaluation.services import report_exports, report_runs
 from evaluation.services.report_runs import report_export_execute
 from evaluation.tasks import report_export_task
+from tests.clocks import clock_off_by
 from tests.factories import LabelFactory
 
 
@@ -109,3 +111,46 @@ def test_the_admin_shows_the_lease_and_heartbeat_without_letting_them_be_edited(
     page = client.get(reverse("admin:evaluation_reportexport_change", args=[export.pk])).text
     assert "a-delivery" in page
     assert 'name="lease"' not in page and 'name="heartbeat_at' not in page
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("skewed", ["holder", "taker"])
+def test_an_export_being_written_is_not_taken_over_whatever_the_workers_clocks_say(
+    export, settings, monkeypatch, skewed
+):
+    # Two workers whose clocks differ by two minutes, more than the stale threshold: the
+    # lease's age is the database's clock, so the second delivery, arriving while the first
+    # writes, neither sees the holder's slow clock nor reads by its own fast one a stale lease.
+    settings.REPORT_EXPORT_STALE_SECONDS = 60
+    real_now, second = timezone.now, []
+
+    def second_arrives(running):
+        with monkeypatch.context() as clock:
+            clock.setattr(timezone, "now", real_now)
+            if skewed == "taker":
+                clock_off_by(clock, +120)
+            with pytest.raises(LeaseHeldError) as held:
+                report_export_execute(export_id=export.pk)
+        second.append(held.value)
+
+    monkeypatch.setattr(report_runs, "_export_write", second_arrives)
+    with monkeypatch.context() as clock:
+        if skewed == "holder":
+            clock_off_by(clock, -120)
+        first = report_export_execute(export_id=export.pk)
+    assert 59 < second[0].retry_in <= 61  # the lease is fresh: stale in a minute
+    assert first.lease and ReportExport.objects.get(pk=export.pk).lease == first.lease
+
+
+@pytest.mark.django_db
+def test_a_silent_export_is_taken_over_whatever_the_takers_clock_says(
+    export, settings, monkeypatch, tmp_path
+):
+    settings.REPORT_EXPORT_STALE_SECONDS = 60
+    ReportExport.objects.filter(pk=export.pk).update(
+        status=ExportStatus.RUNNING, heartbeat_at=Now() - timedelta(seconds=61), lease="dead"
+    )
+    clock_off_by(monkeypatch, -120)  # by its own clock the last beat is a minute ahead
+    done = report_export_execute(export_id=export.pk)
+    assert done.status == ExportStatus.DONE, done.message
+    assert done.lease != "dead" and len(folders(tmp_path)) == 1

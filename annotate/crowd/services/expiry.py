@@ -24,6 +24,7 @@ from django.db.models.functions import Coalesce
 from annotate.crowd.models import Hit, HitStatus, Publication
 from annotate.crowd.platforms import get_platform, platform_on_sandbox
 from annotate.errors import CrowdPlatformError
+from annotate.services.leases import lease_silent
 
 logger = logging.getLogger(__name__)
 
@@ -160,10 +161,13 @@ def expiry_alive_q(*, now: datetime) -> Q:
     )
 
 
-def expiry_claimable_q(*, now: datetime) -> Q:
+def expiry_claimable_q() -> Q:
     """Publications whose last Expire a delivery of its run may take: not started yet, or
-    started and silent (its worker killed)."""
-    silent = Q(expiry_heartbeat_at__lt=expiry_stale_before(now))
+    started and silent (its worker killed) by the database's clock, which its heartbeat is
+    written by (not a worker's: two hosts' clocks may differ by more than the threshold)."""
+    silent = lease_silent(
+        stale_seconds=settings.CROWD_EXPIRY_STALE_SECONDS, heartbeat_field="expiry_heartbeat_at"
+    )
     return expiry_unfinished_q() & (Q(expiry_started_at__isnull=True) | silent)
 
 

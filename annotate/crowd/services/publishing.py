@@ -20,6 +20,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Q
+from django.db.models.functions import Now
 from django.urls import reverse
 from django.utils import timezone
 
@@ -51,7 +52,13 @@ from annotate.errors import (
 )
 from annotate.models import Batch
 from annotate.services.assignments import counted_assignments
-from annotate.services.leases import LeaseHeldError, lease_beating, lease_retry_in, lease_take
+from annotate.services.leases import (
+    LeaseHeldError,
+    lease_beating,
+    lease_held_retry_in,
+    lease_silent,
+    lease_take,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -438,7 +445,7 @@ def publication_publish(
     platform = publication_platform(publication, user=user)
     if not platform.creates_hits:
         return _finish(publication, PublicationStatus.PUBLISHED, now=now)
-    token = _publish_claim(publication_id=publication.pk, now=now)
+    token = _publish_claim(publication_id=publication.pk)
     publication.refresh_from_db()
     if token is None:
         if publication.status != PublicationStatus.PUBLISHING or publication.expired_at:
@@ -449,10 +456,9 @@ def publication_publish(
                 " and expired" if publication.expired_at else "",
             )
             return publication
-        retry_in = lease_retry_in(
-            heartbeat_at=publication.heartbeat_at,
+        retry_in = lease_held_retry_in(
+            job=Publication.objects.filter(pk=publication.pk),
             stale_seconds=settings.CROWD_PUBLISH_STALE_SECONDS,
-            now=now,
         )
         raise LeaseHeldError(f"Publication {publication.pk}", retry_in=retry_in)
     publishing = Publication.objects.filter(pk=publication.pk, status=PublicationStatus.PUBLISHING)
@@ -579,13 +585,13 @@ def _throttled_end(
     ).update(
         status=PublicationStatus.PENDING,
         error=f"{error} (the publish retries by itself).",
-        heartbeat_at=timezone.now(),
+        heartbeat_at=Now(),
         finished_at=None,
     )
     publication.refresh_from_db()
 
 
-def _publish_claim(*, publication_id: int, now: datetime) -> str | None:
+def _publish_claim(*, publication_id: int) -> str | None:
     """Take the publication's lease for this delivery: its token, or None when it is not this
     delivery's to run. One conditional UPDATE, so of two deliveries at once only one makes HITs.
 
@@ -595,13 +601,16 @@ def _publish_claim(*, publication_id: int, now: datetime) -> str | None:
     the admin confirmed for it is still what they asked for). Never one an admin expired, and
     never one marked partial (HITs refused), stalled, failed or published: the admin decides on
     those, and only their Resume, which confirms the cost again and checks the balance, hands
-    it back to a publish."""
+    it back to a publish. Silent by the database's clock, which the heartbeat is written by."""
     publishing = Q(status=PublicationStatus.PUBLISHING)
     waiting = Q(status=PublicationStatus.PENDING)
+    silent = lease_silent(
+        stale_seconds=settings.CROWD_PUBLISH_STALE_SECONDS, since_field="created_at"
+    )
     return lease_take(
         job=Publication.objects.filter(pk=publication_id, expired_at__isnull=True),
-        claimable=waiting | (publishing & _silent(now)),
-        now=now,
+        claimable=waiting | (publishing & silent),
+        now=Now(),
         status=PublicationStatus.PUBLISHING,
         error="",
         finished_at=None,
@@ -618,7 +627,7 @@ def _hits_publish(publication: Publication, platform, *, mine, now: datetime) ->
     if missing and publication.created_at <= now - TOKENS_KEPT:
         missing = _adopt_made_before(missing, platform)
     for hit in missing:
-        if not mine.filter(expired_at__isnull=True).update(heartbeat_at=timezone.now()):
+        if not mine.filter(expired_at__isnull=True).update(heartbeat_at=Now()):
             return False
         _hit_publish(hit, platform)
         _expired_meanwhile(hit, platform)

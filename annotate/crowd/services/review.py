@@ -17,7 +17,7 @@ from typing import NamedTuple
 from django.conf import settings
 from django.db import IntegrityError, OperationalError, transaction
 from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q, Value
-from django.db.models.functions import Least
+from django.db.models.functions import Least, Now
 from django.utils import timezone
 
 from annotate.crowd.base import TOKENS_KEPT
@@ -1203,11 +1203,11 @@ def publication_expire_run(*, publication_id: int, now: datetime, user=None) -> 
     job = Publication.objects.filter(pk=publication_id)
     token = lease_take(
         job=job,
-        claimable=expiry_claimable_q(now=now),
-        now=now,
+        claimable=expiry_claimable_q(),
+        now=Now(),
         heartbeat_field="expiry_heartbeat_at",
         lease_field="expiry_lease",
-        expiry_started_at=now,
+        expiry_started_at=Now(),
     )
     if token is None:
         return ExpiryOutcome()

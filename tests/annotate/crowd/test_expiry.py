@@ -254,7 +254,7 @@ def test_expire_while_a_delivery_holds_the_lease_leaves_the_end_to_it(
     admin_user, mturk_settings, fake_mturk, crowd_batch
 ):
     publication = _create(crowd_batch)
-    token = publishing._publish_claim(publication_id=publication.pk, now=timezone.now())
+    token = publishing._publish_claim(publication_id=publication.pk)
     review.publication_expire(publication_id=publication.pk, now=timezone.now(), user=admin_user)
     publication.refresh_from_db()
     assert publication.status == PublicationStatus.PUBLISHING and publication.lease == token

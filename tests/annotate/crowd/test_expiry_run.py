@@ -7,6 +7,7 @@ of ours catches, as a SIGKILL leaves it."""
 from datetime import timedelta
 
 import pytest
+from django.db.models.functions import Now
 from django.urls import reverse
 from django.utils import timezone
 
@@ -14,6 +15,7 @@ from annotate.crowd import tasks
 from annotate.crowd.models import Hit, Publication
 from annotate.crowd.services import expiry, review
 from annotate.errors import ConflictError
+from tests.clocks import clock_off_by
 
 pytestmark = pytest.mark.django_db
 REFRESH = 'http-equiv="refresh"'
@@ -171,3 +173,61 @@ def test_a_second_delivery_of_a_run_that_finished_asks_nothing(
     assert len(fake_mturk.state.calls) == calls
     assert Publication.objects.get(pk=live.pk).expiry_finished_at == finished
     assert not Hit.objects.filter(expiry_pending_since__isnull=False).exists()
+
+
+@pytest.mark.parametrize("skewed", ["holder", "taker"])
+def test_a_run_that_beats_is_not_taken_over_whatever_the_workers_clocks_say(
+    client, admin_user, live, fake_mturk, monkeypatch, settings, skewed,
+    django_capture_on_commit_callbacks,
+):  # fmt: skip
+    """Two workers whose clocks differ by two minutes, more than the stale threshold: the
+    lease's age is the database's clock, so a second delivery of the run arriving while the
+    first asks the platform neither sees the holder's slow clock nor reads by its own fast one
+    a stale lease, and asks nothing."""
+    settings.CROWD_EXPIRY_STALE_SECONDS = 60
+    client.force_login(admin_user)
+    _press(client, live, django_capture_on_commit_callbacks, run=False)
+    real_now, real_expire, runs = timezone.now, review._publication_hits_expire, []
+
+    def second_arrives(publication, *, now, user):
+        runs.append(publication.expiry_lease)
+        if len(runs) == 1:
+            with monkeypatch.context() as clock:
+                clock.setattr(timezone, "now", real_now)
+                if skewed == "taker":
+                    clock_off_by(clock, +120)
+                review.publication_expire_run(
+                    publication_id=live.pk, now=timezone.now(), user=admin_user
+                )
+        return real_expire(publication, now=now, user=user)
+
+    monkeypatch.setattr(review, "_publication_hits_expire", second_arrives)
+    with monkeypatch.context() as clock:
+        if skewed == "holder":
+            clock_off_by(clock, -120)
+        outcome = review.publication_expire_run(
+            publication_id=live.pk, now=timezone.now(), user=admin_user
+        )
+    assert len(runs) == 1  # the second delivery asked the platform nothing
+    assert outcome.expired == 3 and not _offered(fake_mturk)
+    assert Publication.objects.get(pk=live.pk).expiry_lease == runs[0]
+
+
+def test_a_silent_run_is_taken_over_whatever_the_takers_clock_says(
+    client, admin_user, live, fake_mturk, monkeypatch, settings,
+    django_capture_on_commit_callbacks,
+):  # fmt: skip
+    settings.CROWD_EXPIRY_STALE_SECONDS = 60
+    client.force_login(admin_user)
+    _press(client, live, django_capture_on_commit_callbacks, run=False)
+    Publication.objects.filter(pk=live.pk).update(
+        expiry_started_at=Now() - timedelta(seconds=120),
+        expiry_heartbeat_at=Now() - timedelta(seconds=61),
+        expiry_lease="dead",
+    )
+    clock_off_by(monkeypatch, -120)  # by its own clock the last beat is a minute ahead
+    outcome = review.publication_expire_run(
+        publication_id=live.pk, now=timezone.now(), user=admin_user
+    )
+    assert outcome.expired == 3 and not _offered(fake_mturk)
+    assert Publication.objects.get(pk=live.pk).expiry_lease not in ("", "dead")

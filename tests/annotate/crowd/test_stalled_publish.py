@@ -7,6 +7,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from django.db.models.functions import Now
 from django.urls import reverse
 from django.utils import timezone
 
@@ -15,6 +16,8 @@ from annotate.crowd.models import HitStatus, Publication, PublicationStatus
 from annotate.crowd.services import publishing, review
 from annotate.crowd.services.publishing import PublishSettings
 from annotate.errors import ConflictError, PublishError, TransientPlatformError
+from annotate.services.leases import LeaseHeldError
+from tests.clocks import clock_off_by
 
 pytestmark = pytest.mark.django_db
 REFRESH = 'http-equiv="refresh"'
@@ -591,3 +594,50 @@ def test_a_publish_marked_stalled_while_it_stored_its_last_hit_ends_published(
     publication.refresh_from_db()
     assert (publication.status, publication.error) == (PublicationStatus.PUBLISHED, "")
     assert len(fake_mturk.state.hits) == 3 and _ours_are_the_servers(publication, fake_mturk)
+
+
+@pytest.mark.parametrize("skewed", ["holder", "taker"])
+def test_a_publish_that_beats_is_not_taken_over_whatever_the_workers_clocks_say(
+    monkeypatch, mturk_settings, fake_mturk, crowd_batch, settings, skewed
+):
+    """Two workers whose clocks differ by two minutes, more than the stale threshold: the
+    lease's age is the database's clock, so a second delivery arriving while the first makes
+    HITs neither sees the holder's slow clock nor reads by its own fast one a stale lease, and
+    makes no HIT (each would be paid twice)."""
+    settings.CROWD_PUBLISH_STALE_SECONDS = 60
+    publication = _create(crowd_batch)
+    real_now, real_publish, second = timezone.now, publishing._hit_publish, []
+
+    def second_arrives(hit, platform):
+        if not second:
+            with monkeypatch.context() as clock:
+                clock.setattr(timezone, "now", real_now)
+                if skewed == "taker":
+                    clock_off_by(clock, +120)
+                with pytest.raises(LeaseHeldError) as held:
+                    publishing.publication_publish(
+                        publication_id=publication.pk, now=timezone.now()
+                    )
+            second.append(held.value)
+        real_publish(hit, platform)
+
+    monkeypatch.setattr(publishing, "_hit_publish", second_arrives)
+    with monkeypatch.context() as clock:
+        if skewed == "holder":
+            clock_off_by(clock, -120)
+        first = publishing.publication_publish(publication_id=publication.pk, now=timezone.now())
+    assert 59 < second[0].retry_in <= 61  # the lease is fresh: stale in a minute
+    assert first.status == PublicationStatus.PUBLISHED
+    assert len(fake_mturk.state.hits) == 3 and _ours_are_the_servers(first, fake_mturk)
+
+
+def test_a_silent_publish_is_taken_over_whatever_the_takers_clock_says(
+    monkeypatch, mturk_settings, fake_mturk, crowd_batch, settings
+):
+    settings.CROWD_PUBLISH_STALE_SECONDS = 60
+    publication = _killed_publish(monkeypatch, _create(crowd_batch), made=2)
+    Publication.objects.filter(pk=publication.pk).update(heartbeat_at=Now() - timedelta(seconds=61))
+    clock_off_by(monkeypatch, -120)  # by its own clock the last beat is a minute ahead
+    done = publishing.publication_publish(publication_id=publication.pk, now=timezone.now())
+    assert done.status == PublicationStatus.PUBLISHED, done.error
+    assert len(fake_mturk.state.hits) == 3 and _ours_are_the_servers(done, fake_mturk)
