@@ -435,7 +435,7 @@ class ReplacementsApi(AdminApi):
         )
         return Response(
             {"added": done.added, "hits": done.hits, "reopened": done.reopened,
-             "failed": done.failed, "stopped": done.stopped, "handed_back": done.handed_back}
+             "failed": done.failed, "stopped": done.stopped, "handed_back_note": done.handed_back}
         )  # fmt: skip
 
 
