@@ -374,6 +374,7 @@ def _plan_payload(plan: replacements.ReplacementPlan) -> dict:
         "total_usd": str(plan.total_usd),
         "balance_usd": None if plan.balance_usd is None else str(plan.balance_usd),
         "affordable": plan.affordable,
+        "handed_back": plan.handed_back,
     }
 
 
@@ -434,7 +435,7 @@ class ReplacementsApi(AdminApi):
         )
         return Response(
             {"added": done.added, "hits": done.hits, "reopened": done.reopened,
-             "failed": done.failed, "stopped": done.stopped}
+             "failed": done.failed, "stopped": done.stopped, "handed_back_note": done.handed_back}
         )  # fmt: skip
 
 

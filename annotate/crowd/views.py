@@ -385,6 +385,8 @@ def _replacements_add(request: HttpRequest, publication: Publication, *, now) ->
     if done.reopened:
         said.append(f"{done.reopened} expired HIT{pluralize(done.reopened)} offered again")
     messages.success(request, "; ".join(said) + ".")
+    if done.handed_back:
+        messages.info(request, done.handed_back)
     for failure in done.failed:
         messages.error(request, f"Not added: {failure}")
     if done.stopped:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -35,7 +35,7 @@ from annotate.crowd.models import (
 from annotate.crowd.platforms import platform_class, platform_label, publication_platform
 from annotate.crowd.pricing import assignments_cost, fee_description
 from annotate.crowd.services.publishing import account_balance_check, open_assignments
-from annotate.crowd.services.review import require_admin
+from annotate.crowd.services.review import hits_released_work_synced, require_admin
 from annotate.errors import (
     AlreadyProcessedError,
     ConflictError,
@@ -72,6 +72,12 @@ class ReplacementPlan:
     reward_usd: Decimal
     fee_rate: Decimal | None  # the publication's flat rate, or None: MTurk's schedule (pricing)
     balance_usd: Decimal | None
+    handed_back: int = 0  # released work the platform confirmed since the last sync: no gap
+
+    @property
+    def handed_back_note(self) -> str:
+        """What the plan found of released work handed back since the last sync ("" if none)."""
+        return handed_back_note(self.handed_back, study=self.publication.human_study_id is not None)
 
     @property
     def assignments(self) -> int:
@@ -158,6 +164,17 @@ def _pending_here(publication: Publication, hit: Hit, *, now: datetime) -> int:
     )
 
 
+def handed_back_note(count: int, *, study: bool) -> str:
+    if not count:
+        return ""
+    noun = "answer" if study else "assignment"
+    was = "was" if count == 1 else "were"
+    return (
+        f"{count} released {noun}{'' if count == 1 else 's'} {was} handed back since the last "
+        f"sync: no replacement needed for {'it' if count == 1 else 'them'}."
+    )
+
+
 NO_HITS_TO_EXTEND = (
     "A self-hosted link has no HITs to extend: a task whose work was rejected is offered on "
     "the link again by itself, while the link is open."
@@ -191,7 +208,11 @@ def replacements_stored_need(*, publication_id: int, now: datetime, user) -> Sto
 def replacements_plan(*, publication_id: int, now: datetime, user) -> ReplacementPlan:
     """What replacing the work that no longer counts would ask for, and cost (nothing is
     spent). Asks the platform about each created HIT whose task still needs work, and for the
-    account balance. Raises PublishError on a platform without HITs of its own."""
+    account balance. Raises PublishError on a platform without HITs of its own.
+
+    Those HITs that hold work a sync released are synced first (hits_released_work_synced):
+    a hand-back that reached the platform after the last sync shows there as submitted, neither
+    pending nor available, and the plan paid for a worker in the place the work now fills."""
     require_admin(user)
     publication = Publication.objects.select_related("batch__project", "human_study").get(
         pk=publication_id
@@ -199,6 +220,9 @@ def replacements_plan(*, publication_id: int, now: datetime, user) -> Replacemen
     platform = publication_platform(publication, user=user)
     if not platform.creates_hits:
         raise PublishError(NO_HITS_TO_EXTEND)
+    wanted = {pk: n for pk, n in _wanted(publication, now).items() if n}
+    needing = list(Hit.objects.filter(pk__in=wanted).select_related("publication").order_by("id"))
+    handed_back = hits_released_work_synced(hits=needing, platform=platform, now=now)
     wanted = {pk: n for pk, n in _wanted(publication, now).items() if n}
     rows = []
     hits = (
@@ -250,6 +274,7 @@ def replacements_plan(*, publication_id: int, now: datetime, user) -> Replacemen
         balance_usd=account_balance_check(
             platform=platform, platform_name=publication.platform, sandbox=publication.sandbox
         ),
+        handed_back=handed_back,
     )
 
 
@@ -260,6 +285,7 @@ class ReplacementResult:
     reopened: int  # expired HITs offered again
     failed: list[str]  # "HIT id: the platform's refusal"
     stopped: bool = False  # another request took the publication over: LEASE_LOST
+    handed_back: str = ""  # ReplacementPlan.handed_back_note: released work found confirmed
 
 
 # How long one request for replacements holds its publication (it asks the platform once per HIT
@@ -343,13 +369,15 @@ def _replacements_create(
     if result.stopped:
         return result
     plan = replacements_plan(publication_id=publication_id, now=now, user=user)
+    found = plan.handed_back_note
+    lead = f"{found} " if found else ""
     if not plan.assignments and not plan.reopens:
         if result.added or result.failed:  # what the pending additions came to, said
-            return result
-        raise PublishError("No task of this publication needs another worker on its HIT.")
+            return replace(result, handed_back=found)
+        raise PublishError(f"{lead}No task of this publication needs another worker on its HIT.")
     if plan.total_usd != confirm_total:
         raise ConflictError(
-            f"The cost is now ${plan.total_usd} (you confirmed ${confirm_total}): work was "
+            f"{lead}The cost is now ${plan.total_usd} (you confirmed ${confirm_total}): work was "
             "submitted, returned or reviewed since. Look at the new plan and confirm again."
         )
     if not plan.affordable:
@@ -392,6 +420,7 @@ def _replacements_create(
         reopened=reopened,
         failed=failed,
         stopped=stopped,
+        handed_back=found,
     )
 
 

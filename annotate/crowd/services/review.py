@@ -116,6 +116,49 @@ def publication_sync(*, publication_id: int, now: datetime, user=None) -> SyncRe
     return SyncResult(hits=len(hits), seen=seen, new=new, missing_here=missing)
 
 
+def hits_released_work_synced(*, hits: list[Hit], platform, now: datetime) -> int:
+    """Sync those of the HITs that hold work a sync released (_unconfirmed_slots_released) and
+    the platform has not confirmed since; return how much of that work holds its place again.
+
+    Its hand-back may have reached the platform after the last sync: the platform then shows it
+    submitted, so it is neither pending nor available there, and a plan that trusted the last
+    sync paid for a worker in its place (annotate.crowd.services.replacements). A HIT the
+    platform no longer shows is left as it is: the caller's own call about it says why."""
+    restored = 0
+    for hit in hits:
+        waiting = list(_released_unconfirmed(hit).values_list("pk", flat=True))
+        if not waiting:  # nearly every HIT: one query, no platform call
+            continue
+        try:
+            rows = platform.assignments_list(hit_id=hit.hit_id)
+        except TransientPlatformError:
+            raise
+        except CrowdPlatformError:
+            continue
+        _hit_store(hit=hit, rows=rows, now=now)
+        restored += _released_unconfirmed(hit, confirmed=True).filter(pk__in=waiting).count()
+    return restored
+
+
+def _released_unconfirmed(hit: Hit, *, confirmed: bool = False):
+    """The HIT's work here that a sync released (_released), not rejected: the part of it the
+    platform has not confirmed, or (`confirmed`) the part that holds its place again."""
+    platform_name = hit.publication.platform
+    if hit.prompt_id is not None:
+        work = HumanAnswer.objects.filter(
+            study_id=hit.publication.human_study_id, prompt_id=hit.prompt_id
+        ).exclude(status=AssignmentStatus.REJECTED)
+        held = Q(place_released=False)
+        released = Q(place_released=True)
+    else:
+        work = Assignment.objects.filter(task_id=hit.task_id, status=AssignmentStatus.SUBMITTED)
+        held, released = Q(is_late=False), Q(is_late=True)
+    work = work.filter(platform_hit_id=hit.hit_id, annotator__platform=platform_name)
+    if confirmed:
+        return work.filter(held)
+    return work.filter(released, platform_record__isnull=True)
+
+
 @dataclass(frozen=True)
 class SyncChanges:
     """What one sync changed in a publication's work here (publication_sync_reported)."""

@@ -1029,13 +1029,15 @@ def test_a_sandbox_answer_is_test_work_in_the_raw_export_before_a_sync_too(
 
 
 def test_a_released_answer_confirmed_after_its_place_was_filled_stays_out_until_one_frees(
-    client, on_mturk, fake_mturk, admin
+    client, on_mturk, fake_mturk, admin, monkeypatch
 ):
-    """ALATE's hand-back reached MTurk only after a sync released its place; the replacements
-    plan, seeing the place free and nothing pending on MTurk, paid for AREAL3, and the next
-    sync gave ALATE its place back anyway: three answers counted for a prompt of two places
-    per channel. ALATE's answer now stays out (kept, paid by MTurk, counted nowhere), as a
-    batch's work confirmed after its task was filled does, until a place frees up."""
+    """ALATE's hand-back reached MTurk only after a sync released its place; a replacements
+    plan that did not look at the HIT's assignments again (as before the plan synced released
+    work first: test_replacements_released) paid for AREAL3, and the next sync gave ALATE its
+    place back anyway: three answers counted for a prompt of two places per channel. ALATE's
+    answer now stays out (kept, paid by MTurk, counted nowhere), as a batch's work confirmed
+    after its task was filled does, until a place frees up."""
+    monkeypatch.setattr(replacements, "hits_released_work_synced", lambda **kwargs: 0)
     hit = on_mturk.hits.select_related("prompt__item").order_by("id").first()
     study = on_mturk.human_study
     answer_hit(client, fake_mturk, hit, "AREAL1", right_key(hit))
