@@ -12,6 +12,20 @@ from django.urls import reverse
 from annotate import models
 
 
+class SaysWhyReadOnly:
+    """Say on an existing row's page why some of its fields cannot be changed here
+    (`read_only_why`), above them: the greyed fields alone read as a fault of the site."""
+
+    read_only_why = ""
+
+    def get_fieldsets(self, request, obj=None):
+        fieldsets = super().get_fieldsets(request, obj)
+        if obj is None or not self.read_only_why:
+            return fieldsets
+        (name, options), *rest = fieldsets
+        return [(name, {**options, "description": self.read_only_why}), *rest]
+
+
 class QuestionInline(admin.TabularInline):
     model = models.Question
     extra = 0
@@ -64,9 +78,15 @@ ANNOTATOR_ORIGIN_FIELDS = ("kind", "platform", "worker_id")
 
 
 @admin.register(models.Annotator)
-class AnnotatorAdmin(admin.ModelAdmin):
+class AnnotatorAdmin(SaysWhyReadOnly, admin.ModelAdmin):
     """A new annotator is made with every field; once it exists, its platform and worker id
     stay as they came, and its kind is set on the Annotators page (its rules and stamp)."""
+
+    read_only_why = (
+        "Kind, platform and worker id cannot be changed here. The kind is set on the site's "
+        "Annotators page, which keeps its rules and tells the reports it changed; the platform "
+        "and worker id stay as the annotator came, since whether their work counts rests on them."
+    )
 
     list_display = ["name", "kind", "user", "platform", "worker_id", "judge_config"]
     list_filter = ["kind", "platform"]
@@ -176,12 +196,19 @@ class TaskAdmin(WorkKeptAdmin):
 
 
 @admin.register(models.Assignment)
-class AssignmentAdmin(WorkKeptAdmin):
+class AssignmentAdmin(SaysWhyReadOnly, WorkKeptAdmin):
     """A record of what a worker did, shown and never written by hand: its annotator, status,
     lateness, times and platform ids decide whether its labels count, its slot and Table 4's
     time and cost (a forger's assignment given to an in-house annotator counted the forger's
     labels; one added here as approved was paid and timed). Verdicts go through the review
     pages (annotate.crowd.services.review); an assignment holding no work may be deleted."""
+
+    read_only_why = (
+        "An assignment is a record of what a worker did: its annotator, status, times and "
+        "platform ids decide whether its labels count and what the work cost, so it is shown "
+        "here, never edited. Approve or reject it on its publication's review page; one "
+        "holding no work may be deleted."
+    )
 
     list_display = ["task", "annotator", "status", "claimed_at", "submitted_at", "is_late"]
     list_filter = ["status", "is_late", "task__batch__project"]

@@ -11,8 +11,9 @@ from typing import TypeVar
 
 from csp.decorators import csp
 from django.core.files.uploadedfile import UploadedFile
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import render
+from django.utils.http import url_has_allowed_host_and_scheme
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -327,8 +328,40 @@ class PageRateLimitMiddleware:
         try:
             page_rate_check(request, scope=scope, what=PAGE_LIMIT_WHAT.get(scope, "requests"))
         except RateLimitedError as error:
-            return error_page(request, error)
+            if _script_asks_json(request):
+                return _refused_as_json(error)
+            return error_page(request, error, back=_way_back(request))
         return None
+
+
+def _script_asks_json(request: HttpRequest) -> bool:
+    """Whether a page's script asked (a polled progress sends `Accept: application/json`): it
+    reads the refusal as JSON, where the error page's HTML broke its parsing and showed
+    nothing while it kept asking."""
+    return request.accepts("application/json") and not request.accepts("text/html")
+
+
+def _refused_as_json(error: RateLimitedError) -> JsonResponse:
+    """The refusal for a script: the message in `detail`, the wait in `retry_after` and
+    Retry-After, as the API's throttled answers say them."""
+    response = JsonResponse(
+        {"detail": str(error), "retry_after": error.retry_after}, status=error.http_status
+    )
+    response["Retry-After"] = str(error.retry_after)
+    return response
+
+
+def _way_back(request: HttpRequest) -> tuple[str, str] | None:
+    """The refused page's way back: a GET is this page again, once the wait is over; a POST
+    (its form not sent) the page the form was on, when it is one of ours."""
+    if request.method in ("GET", "HEAD"):
+        return request.get_full_path(), "Try this page again"
+    came_from = request.headers.get("Referer", "")
+    if came_from and url_has_allowed_host_and_scheme(
+        came_from, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return came_from, "Back to the page you came from"
+    return None
 
 
 class _Echo:

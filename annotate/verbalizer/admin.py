@@ -1,6 +1,7 @@
 from django.contrib import admin
 from django.template.defaultfilters import pluralize
 
+from annotate.admin import SaysWhyReadOnly
 from annotate.verbalizer import models
 
 
@@ -60,8 +61,14 @@ class ModelAnswerAdmin(ReadOnlyAdmin):
 
 
 @admin.register(models.HumanAnswer)
-class HumanAnswerAdmin(ReadOnlyAdmin):
+class HumanAnswerAdmin(SaysWhyReadOnly, ReadOnlyAdmin):
     """Shown only: an answer is the work itself (a reject leaves it out of results)."""
+
+    read_only_why = (
+        "An answer is the participant's work, counted by the report and perhaps paid: it is "
+        "shown here, never edited or deleted. Reject it on its publication's review page to "
+        "leave it out of results."
+    )
 
     list_display = [
         "annotator",

@@ -77,13 +77,20 @@
   function poll() {
     fetch(url, { credentials: "same-origin", headers: { "Accept": "application/json" } })
       .then(function (response) {
+        var refusal = window.pollRefusal(response);
+        if (refusal) {
+          return refusal.then(function (refused) {
+            window.pollNotice(box, refused.message);
+            window.setTimeout(poll, refused.seconds * 1000);
+          });
+        }
         if (!response.ok) { throw new Error("HTTP " + response.status); }
-        return response.json();
-      })
-      .then(function (data) {
-        show(data);
-        delay = 1000;
-        if (data.active) { window.setTimeout(poll, delay); }
+        return response.json().then(function (data) {
+          window.pollNotice(box, "");
+          show(data);
+          delay = 1000;
+          if (data.active) { window.setTimeout(poll, delay); }
+        });
       })
       .catch(function () {
         delay = Math.min(delay * 2, 30000);  // the server is busy or down: back off, keep trying

@@ -28,14 +28,28 @@
     if (!pending.length) {
       return;
     }
+    var wait = 1500;
+    var table = pending[0].closest("table");
+    var headers = { "Accept": "application/json" };
     Promise.all(
       pending.map(function (row) {
-        return fetch(row.getAttribute("data-export-status"), { credentials: "same-origin" })
-          .then(function (answer) { return answer.json(); })
-          .then(function (data) { update(row, data); })
+        return fetch(row.getAttribute("data-export-status"), { credentials: "same-origin", headers: headers })
+          .then(function (answer) {
+            var refusal = window.pollRefusal(answer);
+            if (refusal) {
+              return refusal.then(function (refused) {
+                window.pollNotice(table, refused.message);
+                wait = Math.max(wait, refused.seconds * 1000);
+              });
+            }
+            return answer.json().then(function (data) { update(row, data); });
+          })
           .catch(function () {});
       })
-    ).then(function () { window.setTimeout(poll, 1500); });
+    ).then(function () {
+      if (wait === 1500) { window.pollNotice(table, ""); }
+      window.setTimeout(poll, wait);
+    });
   }
   window.setTimeout(poll, 500);
 })();

@@ -63,9 +63,19 @@
     var delay = 500;
     var partial = document.getElementById("partial");
     var poll = function () {
-      fetch(root.dataset.stateUrl, { credentials: "same-origin" })
-        .then(function (r) { return r.json(); })
+      fetch(root.dataset.stateUrl, { credentials: "same-origin", headers: { "Accept": "application/json" } })
+        .then(function (r) {
+          var refusal = window.pollRefusal(r);
+          if (!refusal) { return r.json(); }
+          return refusal.then(function (refused) {
+            window.pollNotice(partial || root, refused.message);
+            window.setTimeout(poll, refused.seconds * 1000);
+            return null;
+          });
+        })
         .then(function (state) {
+          if (state === null) { return; }
+          window.pollNotice(partial || root, "");
           if (state.failed || (!state.waiting && state.answer === null)) {
             window.location.reload();
             return;

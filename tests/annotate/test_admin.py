@@ -114,3 +114,32 @@ def test_an_admin_cannot_make_a_platform_workers_unassigned_work_count_by_giving
     assert work.annotator_id == worker.pk
     assert not counted_work(model.objects.filter(pk=work.pk)).exists()
     assert 'name="annotator"' not in client.get(url).text
+
+
+@pytest.mark.django_db
+def test_the_admin_says_why_an_existing_rows_fields_are_read_only(client, admin_user):
+    """An annotator's kind, an assignment and a participant's answer open in the admin, greyed
+    or shown only: each page now says why and where they are changed, not left to look broken."""
+    from tests.annotate.verbalizer.test_study_page import answer, make_study, person
+    from tests.factories import AssignmentFactory
+
+    assignment = AssignmentFactory()
+    study = make_study(1)
+    given = answer(study, study.prompts.first(), person("p", "crowd", platform="mturk"))
+    admin_user.is_superuser = True
+    admin_user.save()
+    client.force_login(admin_user)
+    pages = {
+        f"/admin/annotate/annotator/{assignment.annotator_id}/change/": "set on the site's "
+        "Annotators page",
+        f"/admin/annotate/assignment/{assignment.pk}/change/": "Approve or reject it on its "
+        "publication's review page",
+        f"/admin/verbalizer/humananswer/{given.pk}/change/": "Reject it on its publication's "
+        "review page",
+    }
+    for url, why in pages.items():
+        page = client.get(url)
+        assert page.status_code == 200, url
+        assert why in page.content.decode(), url
+    # A new annotator's page has every field to fill in and nothing to explain.
+    assert "cannot be changed here" not in client.get("/admin/annotate/annotator/add/").text

@@ -182,6 +182,47 @@ def test_a_polled_progress_answers_429_past_its_limit_and_not_below(client, rese
 
 
 @pytest.mark.django_db
+def test_a_polling_script_is_refused_in_json_and_a_browser_with_the_error_page(
+    client, researcher, rates
+):
+    """The run page's script asks for JSON: past POLL_RATE it gets the message and the wait
+    as JSON (the error page's HTML broke its parsing: it showed nothing and kept asking); a
+    browser opening the same address gets the error page."""
+    rates(polls="1/minute")
+    run = _judge_run()
+    client.force_login(researcher)
+    url = reverse("engine:run-progress", args=[run.engine_run_id])
+    assert client.get(url, HTTP_ACCEPT="application/json").status_code == 200
+    refused = client.get(url, HTTP_ACCEPT="application/json")
+    assert refused.status_code == 429 and refused["Retry-After"] == "60"
+    assert refused["Content-Type"] == "application/json"
+    told = "Too many progress checks from your account (at most 1/minute). Please wait 60 s"
+    assert told in refused.json()["detail"] and refused.json()["retry_after"] == 60
+    page = client.get(url, HTTP_ACCEPT="text/html,application/xhtml+xml,*/*;q=0.8")
+    assert page.status_code == 429 and page["Content-Type"].startswith("text/html")
+    assert told in page.text
+
+
+@pytest.mark.django_db
+def test_the_limits_page_offers_the_way_back(client, researcher, rates):
+    """Refused, a page offers itself again (a GET) or the page its form was on (a POST),
+    never a page of another site."""
+    rates(pages="1/minute")
+    client.force_login(researcher)
+    url = reverse("work:project-list") + "?page=2"
+    client.get(url)
+    again = client.get(url)
+    assert again.status_code == 429
+    assert f'<a href="{url}">Try this page again</a>' in again.text
+    came_from = "http://testserver" + reverse("work:project-list")
+    sent = client.post(reverse("work:project-list"), HTTP_REFERER=came_from)
+    assert sent.status_code == 429
+    assert f'<a href="{came_from}">Back to the page you came from</a>' in sent.text
+    elsewhere = client.post(reverse("work:project-list"), HTTP_REFERER="https://evil.example/")
+    assert elsewhere.status_code == 429 and "evil.example" not in elsewhere.text
+
+
+@pytest.mark.django_db
 def test_the_apis_progress_is_on_the_polls_rate_not_the_user_rate(client, researcher, rates):
     rates(user="1/minute", polls="3/minute")
     run = _judge_run()

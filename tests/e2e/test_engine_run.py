@@ -185,3 +185,43 @@ def test_polling_shows_the_time_as_the_page_does_and_the_message_row_only_with_a
     assert page.locator("#run-elapsed").inner_text() == "9.0"
     assert page.locator("#run-error-label").is_visible()
     assert page.locator("#run-error").inner_text() == "rate limited, retrying"
+
+
+def test_a_poll_refused_for_its_rate_is_said_on_the_page_and_asked_again_after_the_wait(
+    page_for, settings, monkeypatch, snap
+):
+    """Past POLL_RATE the progress came as the error page's HTML: the script could not read
+    it and showed nothing while it kept asking. Now the page says the refusal and when it
+    checks again, keeps its figures, and takes up the progress once the wait is over."""
+    from django.core.cache import cache
+    from rest_framework.throttling import SimpleRateThrottle
+
+    from tests.annotate.engine.conftest import make_endpoint
+
+    now = [1_000_000.0]  # the limiter's clock, moved by the test
+    monkeypatch.setattr(SimpleRateThrottle, "timer", staticmethod(lambda: now[0]))
+    rates = {**settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], "polls": "1/minute"}
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": rates}
+    admin = UserFactory(username="e2e-admin", roles=[ADMIN], is_staff=True)
+    # The minute's one poll was 59 s ago: the page's first poll is refused, for 1 s.
+    cache.set(f"throttle_polls_{admin.pk}", [now[0] - 59], 60)
+    run = EngineRun.objects.create(
+        kind="generation", endpoint=make_endpoint("", name="fake"), status=RunStatus.PENDING,
+        params={"template": "generation_infobench_v1", "system_ids": [], "instruction_ids": []},
+        units_total=2,
+    )  # fmt: skip
+    page = page_for(admin)
+    page.goto(f"/engine/runs/{run.pk}/")
+    page.evaluate("window.__sameDocument = true")
+    notice = page.locator(".poll-notice")
+    notice.wait_for()
+    snap(page, "a poll refused")
+    told = "Too many progress checks from your account (at most 1/minute). Please wait 1 s"
+    assert told in notice.inner_text() and "checks again by itself" in notice.inner_text()
+    assert page.locator("#run-done").inner_text() == "0"  # the figures stay as they were
+
+    EngineRun.objects.filter(pk=run.pk).update(units_done=1)
+    now[0] += 1  # the wait is over: the next poll passes
+    wait_until(page, lambda done: done == 1)
+    assert notice.is_hidden()
+    assert page.evaluate("window.__sameDocument") is True  # followed in place, never reloaded

@@ -15,6 +15,7 @@ from datetime import datetime
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
+from django.utils.text import capfirst
 
 from annotate.errors import ConflictError, NotFoundError, ProjectSetupError, SubmissionError
 from annotate.revision.models import (
@@ -121,7 +122,7 @@ def _repeat_check(*, study: Study, sent_before: int) -> None:
     if count < sent_before:
         sent = f"the study has {count} turns sent for re-rating, not {sent_before}"
         raise RerateRepeatError(
-            f"{sent} as when this form was shown (some were deleted)", sent=sent
+            f"{capfirst(sent)} as when this form was shown (some were deleted)", sent=sent
         )
     since = list(sent.select_related("annotator")[sent_before:])
     per_annotator: dict[str, int] = {}
@@ -134,7 +135,7 @@ def _repeat_check(*, study: Study, sent_before: int) -> None:
         f"{len(since)} turn{'' if len(since) == 1 else 's'} went for re-rating since the study "
         f"had {sent_before} sent ({to}; at {last:%Y-%m-%d %H:%M:%S} UTC), {count} in all"
     )
-    raise RerateRepeatError(f"this sample was sent already: {sent}", sent=sent)
+    raise RerateRepeatError(f"This sample was sent already: {sent}", sent=sent)
 
 
 def _imported_owners(*, study: Study, annotators: Sequence[AbstractBaseUser]) -> dict[int, int]:

@@ -184,7 +184,7 @@ def test_the_same_form_sent_twice_sends_one_sample_and_says_what_went(
     names = sorted(Rerating.objects.values_list("annotator__username", flat=True))
     to = ", ".join(f"{names.count(n)} to {n}" for n in sorted(set(names)))
     assert (
-        f"this sample was sent already: 2 turns went for re-rating since the study had 0 sent ({to};"
+        f"This sample was sent already: 2 turns went for re-rating since the study had 0 sent ({to};"
         in again.text
     )
     assert "2 in all. Nothing more was sent; to send another sample, send the form again." in (
