@@ -73,8 +73,8 @@ class ResponseAdmin(admin.ModelAdmin):
 # who came through a platform counts only what that platform confirmed for their worker id,
 # and the kind decides the majorities. Emptied here, a forger's platform made every forged
 # assignment count; a kind changed here was not stamped (kind_changed_at), so a cached report
-# kept the old majorities.
-ANNOTATOR_ORIGIN_FIELDS = ("kind", "platform", "worker_id")
+# kept the old majorities; its stamp, edited by hand, made one miss a change or see one.
+ANNOTATOR_ORIGIN_FIELDS = ("kind", "kind_changed_at", "platform", "worker_id")
 
 
 @admin.register(models.Annotator)
@@ -83,8 +83,9 @@ class AnnotatorAdmin(SaysWhyReadOnly, admin.ModelAdmin):
     stay as they came, and its kind is set on the Annotators page (its rules and stamp)."""
 
     read_only_why = (
-        "Kind, platform and worker id cannot be changed here. The kind is set on the site's "
-        "Annotators page, which keeps its rules and tells the reports it changed; the platform "
+        "Kind (and when it changed), platform and worker id cannot be changed here. The kind is "
+        "set on the site's Annotators page, which keeps its rules and tells the reports it "
+        "changed; the platform "
         "and worker id stay as the annotator came, since whether their work counts rests on them."
     )
 

@@ -143,3 +143,16 @@ def test_the_admin_says_why_an_existing_rows_fields_are_read_only(client, admin_
         assert why in page.content.decode(), url
     # A new annotator's page has every field to fill in and nothing to explain.
     assert "cannot be changed here" not in client.get("/admin/annotate/annotator/add/").text
+
+
+def test_when_an_annotators_kind_changed_is_not_edited_in_the_admin(client, admin_user):
+    """The reports' caches key on the stamp of a kind change (kind_changed_at): edited by hand
+    it made a cached report miss a change, or look changed when nothing was."""
+    from tests.factories import AssignmentFactory
+
+    annotator = AssignmentFactory().annotator
+    admin_user.is_superuser = True
+    admin_user.save()
+    client.force_login(admin_user)
+    page = client.get(f"/admin/annotate/annotator/{annotator.pk}/change/").text
+    assert 'name="kind_changed_at' not in page and 'name="kind"' not in page
