@@ -11,7 +11,7 @@ import logging
 import secrets
 import uuid
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from decimal import Decimal
 from urllib.parse import urlsplit
 
@@ -549,7 +549,7 @@ def publication_unheld_expire(*, publication_id: int, now: datetime) -> bool:
         return False
     missing = hits_missing_count(publication)
     unheld = Q(status=PublicationStatus.PENDING) | (
-        Q(status=PublicationStatus.PUBLISHING) & _silent(now)
+        Q(status=PublicationStatus.PUBLISHING) & _silent()
     )
     ended = Publication.objects.filter(unheld, pk=publication_id, expired_at__isnull=True).update(
         lease=uuid.uuid4().hex,
@@ -647,12 +647,12 @@ def _expired_meanwhile(hit: Hit, platform) -> None:
         hit_expire(hit, platform, at=expired_at)
 
 
-def _silent(now: datetime) -> Q:
+def _silent() -> Q:
     """Publications whose publish gave no sign of life for CROWD_PUBLISH_STALE_SECONDS (before
-    the first heartbeat, since they were made)."""
-    silent_since = now - timedelta(seconds=settings.CROWD_PUBLISH_STALE_SECONDS)
-    return Q(heartbeat_at__lt=silent_since) | Q(
-        heartbeat_at__isnull=True, created_at__lt=silent_since
+    the first heartbeat, since they were made), by the database's clock, which the heartbeat is
+    written by: never this host's, which may run ahead of it."""
+    return lease_silent(
+        stale_seconds=settings.CROWD_PUBLISH_STALE_SECONDS, since_field="created_at"
     )
 
 
@@ -661,7 +661,7 @@ def publications_stalled_mark(*, now: datetime, publication_id: int | None = Non
     killed, or its task lost) as stalled, or published when every HIT was made; return how
     many. The page then stops waiting for them and offers Resume. Safe to run twice and at once:
     each is one conditional UPDATE of a row still busy and silent."""
-    silent = Publication.objects.filter(_silent(now), status__in=BUSY)
+    silent = Publication.objects.filter(_silent(), status__in=BUSY)
     if publication_id is not None:
         silent = silent.filter(pk=publication_id)
     return sum(_stalled_mark(publication, now=now) for publication in silent)
@@ -677,7 +677,7 @@ def _stalled_mark(publication: Publication, *, now: datetime) -> int:
             f"{since.astimezone(UTC):%Y-%m-%d %H:%M} UTC (more than "
             f"{settings.CROWD_PUBLISH_STALE_SECONDS:.0f} s). The HITs made are live."
         )
-    return Publication.objects.filter(_silent(now), pk=publication.pk, status__in=BUSY).update(
+    return Publication.objects.filter(_silent(), pk=publication.pk, status__in=BUSY).update(
         status=status, error=error, finished_at=now
     )
 
@@ -792,7 +792,7 @@ def publication_resume(
         .filter(pk=publication.pk)
         .update(
             status=PublicationStatus.PENDING,
-            heartbeat_at=now,
+            heartbeat_at=Now(),
             error="",
             finished_at=None,
             expired_at=None,
