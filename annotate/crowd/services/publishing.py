@@ -19,7 +19,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
 from django.db import IntegrityError, transaction
-from django.db.models import Count, Q
+from django.db.models import Case, Count, F, Q, TextField, Value, When
 from django.db.models.functions import Now
 from django.urls import reverse
 from django.utils import timezone
@@ -482,7 +482,7 @@ def publication_publish(
             PublicationStatus.STALLED,
             now=now,
             token=token,
-            error=f"The publish stopped on an unexpected error ({type(error).__name__}: "
+            error=f"{STOPPED_ON_AN_ERROR} ({type(error).__name__}: "
             f"{str(error)[:500]}). The HITs made are kept.",
         )
         raise
@@ -513,6 +513,9 @@ def publication_publish(
 # Expire's run adopting what a stopped publish made) is never still said to be missing.
 EXPIRED_BY_ADMIN = "Expired by an admin."
 NOT_ALL_CREATED = "The platform did not create every HIT; see each HIT."
+# A publish stopped by a bug or an outage: its cause stays in the note once every HIT is found
+# made since (publication_made_check), for the admin to look into.
+STOPPED_ON_AN_ERROR = "The publish stopped on an unexpected error"
 
 
 def hits_missing_count(publication: Publication) -> int:
@@ -524,12 +527,22 @@ def publication_made_check(*, publication_id: int, now: datetime) -> bool:
     """Mark published a publication that ended with HITs missing (partial or stalled, expired
     by an admin or not) once none is, and return whether it was: HITs a stopped publish made on
     the platform were found and stored since (publication_orphans_adopt). Left as it is while a
-    HIT is missing, or when a Resume hands it to a publish meanwhile (no longer ended)."""
+    HIT is missing, or when a Resume hands it to a publish meanwhile (no longer ended). The note
+    of a publish stopped on an unexpected error is kept: its cause is the admin's to look into."""
     if Hit.objects.filter(publication_id=publication_id, status__in=MISSING).exists():
         return False
+    cause_kept = Case(
+        When(
+            status=PublicationStatus.STALLED,
+            error__startswith=STOPPED_ON_AN_ERROR,
+            then=F("error"),
+        ),
+        default=Value(""),
+        output_field=TextField(),
+    )
     return bool(
         Publication.objects.filter(pk=publication_id, status__in=ENDED_MISSING).update(
-            status=PublicationStatus.PUBLISHED, error="", finished_at=now
+            status=PublicationStatus.PUBLISHED, error=cause_kept, finished_at=now
         )
     )
 

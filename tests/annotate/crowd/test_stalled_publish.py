@@ -589,6 +589,26 @@ def test_a_stalled_publish_whose_last_hit_an_expire_finds_ends_published(
     assert len(fake_mturk.state.hits) == 3 and _ours_are_the_servers(publication, fake_mturk)
 
 
+def test_a_publish_stopped_on_an_error_whose_last_hit_an_expire_finds_keeps_its_cause(
+    monkeypatch, client, admin_user, mturk_settings, fake_mturk, crowd_batch,
+    django_capture_on_commit_callbacks,
+):  # fmt: skip
+    """Published once the Expire stored the HIT made before the error: the note that said why
+    the publish stopped (a bug or an outage, the admin's to look into) was cleared."""
+    error = RuntimeError("database went away")
+    publication = _killed_publish(monkeypatch, _create(crowd_batch), made=3, error=error)
+    client.force_login(admin_user)
+    _expire_on_the_page(client, publication, django_capture_on_commit_callbacks)
+    page, body = _shown(client, publication)
+    assert (body["status"], body["hits_missing"]) == ("published", 0)
+    assert (
+        "The publish stopped on an unexpected error (RuntimeError: database went away)"
+        in (body["error"])
+    )
+    assert "RuntimeError: database went away" in page and "<strong>Published</strong>" in page
+    assert len(fake_mturk.state.hits) == 3 and _ours_are_the_servers(publication, fake_mturk)
+
+
 def test_a_publish_marked_stalled_while_it_stored_its_last_hit_ends_published(
     mturk_settings, fake_mturk, crowd_batch, settings, monkeypatch
 ):
