@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db.models import F, Q, QuerySet, Value
-from django.db.models.functions import Coalesce
+from django.db.models.functions import Coalesce, Now
 
 from annotate.crowd.models import Hit, HitStatus, Publication
 from annotate.crowd.platforms import get_platform, platform_on_sandbox
@@ -124,7 +124,8 @@ def expiry_stale_before(now: datetime) -> datetime:
 
 
 def expiry_run_of(publication: Publication, *, now: datetime) -> ExpiryRun:
-    """The state of the publication's last Expire at `now`. One asked and never started, or
+    """The state of the publication's last Expire at `now` (the database's: expiry_run_read).
+    One asked and never started, or
     started and silent, for CROWD_EXPIRY_STALE_SECONDS stopped: nothing of it runs any more
     (its worker was killed, or its task lost), and Expire may be pressed again."""
     p, stale = publication, expiry_stale_before(now)
@@ -147,18 +148,30 @@ def expiry_run_of(publication: Publication, *, now: datetime) -> ExpiryRun:
     )
 
 
+def expiry_run_read(publication_id: int) -> ExpiryRun:
+    """The state of the publication's last Expire now by the database's clock, read with its
+    row: its asked time and heartbeat are written by that clock, not this host's."""
+    row = Publication.objects.annotate(database_now=Now()).get(pk=publication_id)
+    return expiry_run_of(row, now=row.database_now)
+
+
 def expiry_unfinished_q() -> Q:
     """Publications whose last Expire was pressed and whose run has not ended."""
     return Q(expiry_asked_at__isnull=False, expiry_finished_at__isnull=True)
 
 
-def expiry_alive_q(*, now: datetime) -> Q:
-    """Publications whose last Expire waits for its run, or runs (expiry_run_of)."""
-    stale = expiry_stale_before(now)
-    return expiry_unfinished_q() & (
-        Q(expiry_started_at__isnull=True, expiry_asked_at__gte=stale)
-        | Q(expiry_started_at__isnull=False, expiry_heartbeat_at__gte=stale)
+def expiry_alive_q() -> Q:
+    """Publications whose last Expire waits for its run, or runs (expiry_run_of), by the
+    database's clock, which its asked time and heartbeat are written by (not the web host's:
+    one running ahead by more than the threshold took a running Expire for stopped)."""
+    stale = settings.CROWD_EXPIRY_STALE_SECONDS
+    waits = Q(expiry_started_at__isnull=True) & ~lease_silent(
+        stale_seconds=stale, heartbeat_field="expiry_asked_at"
     )
+    runs = Q(expiry_started_at__isnull=False) & ~lease_silent(
+        stale_seconds=stale, heartbeat_field="expiry_heartbeat_at", since_field="expiry_started_at"
+    )
+    return expiry_unfinished_q() & (waits | runs)
 
 
 def expiry_claimable_q() -> Q:

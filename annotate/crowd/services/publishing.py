@@ -11,7 +11,7 @@ import logging
 import secrets
 import uuid
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from decimal import Decimal
 from urllib.parse import urlsplit
 
@@ -19,7 +19,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
 from django.db import IntegrityError, transaction
-from django.db.models import Count, Q
+from django.db.models import Case, Count, F, Q, TextField, Value, When
 from django.db.models.functions import Now
 from django.urls import reverse
 from django.utils import timezone
@@ -482,7 +482,7 @@ def publication_publish(
             PublicationStatus.STALLED,
             now=now,
             token=token,
-            error=f"The publish stopped on an unexpected error ({type(error).__name__}: "
+            error=f"{STOPPED_ON_AN_ERROR} ({type(error).__name__}: "
             f"{str(error)[:500]}). The HITs made are kept.",
         )
         raise
@@ -513,6 +513,9 @@ def publication_publish(
 # Expire's run adopting what a stopped publish made) is never still said to be missing.
 EXPIRED_BY_ADMIN = "Expired by an admin."
 NOT_ALL_CREATED = "The platform did not create every HIT; see each HIT."
+# A publish stopped by a bug or an outage: its cause stays in the note once every HIT is found
+# made since (publication_made_check), for the admin to look into.
+STOPPED_ON_AN_ERROR = "The publish stopped on an unexpected error"
 
 
 def hits_missing_count(publication: Publication) -> int:
@@ -524,12 +527,22 @@ def publication_made_check(*, publication_id: int, now: datetime) -> bool:
     """Mark published a publication that ended with HITs missing (partial or stalled, expired
     by an admin or not) once none is, and return whether it was: HITs a stopped publish made on
     the platform were found and stored since (publication_orphans_adopt). Left as it is while a
-    HIT is missing, or when a Resume hands it to a publish meanwhile (no longer ended)."""
+    HIT is missing, or when a Resume hands it to a publish meanwhile (no longer ended). The note
+    of a publish stopped on an unexpected error is kept: its cause is the admin's to look into."""
     if Hit.objects.filter(publication_id=publication_id, status__in=MISSING).exists():
         return False
+    cause_kept = Case(
+        When(
+            status=PublicationStatus.STALLED,
+            error__startswith=STOPPED_ON_AN_ERROR,
+            then=F("error"),
+        ),
+        default=Value(""),
+        output_field=TextField(),
+    )
     return bool(
         Publication.objects.filter(pk=publication_id, status__in=ENDED_MISSING).update(
-            status=PublicationStatus.PUBLISHED, error="", finished_at=now
+            status=PublicationStatus.PUBLISHED, error=cause_kept, finished_at=now
         )
     )
 
@@ -549,7 +562,7 @@ def publication_unheld_expire(*, publication_id: int, now: datetime) -> bool:
         return False
     missing = hits_missing_count(publication)
     unheld = Q(status=PublicationStatus.PENDING) | (
-        Q(status=PublicationStatus.PUBLISHING) & _silent(now)
+        Q(status=PublicationStatus.PUBLISHING) & _silent()
     )
     ended = Publication.objects.filter(unheld, pk=publication_id, expired_at__isnull=True).update(
         lease=uuid.uuid4().hex,
@@ -647,12 +660,12 @@ def _expired_meanwhile(hit: Hit, platform) -> None:
         hit_expire(hit, platform, at=expired_at)
 
 
-def _silent(now: datetime) -> Q:
+def _silent() -> Q:
     """Publications whose publish gave no sign of life for CROWD_PUBLISH_STALE_SECONDS (before
-    the first heartbeat, since they were made)."""
-    silent_since = now - timedelta(seconds=settings.CROWD_PUBLISH_STALE_SECONDS)
-    return Q(heartbeat_at__lt=silent_since) | Q(
-        heartbeat_at__isnull=True, created_at__lt=silent_since
+    the first heartbeat, since they were made), by the database's clock, which the heartbeat is
+    written by: never this host's, which may run ahead of it."""
+    return lease_silent(
+        stale_seconds=settings.CROWD_PUBLISH_STALE_SECONDS, since_field="created_at"
     )
 
 
@@ -661,7 +674,7 @@ def publications_stalled_mark(*, now: datetime, publication_id: int | None = Non
     killed, or its task lost) as stalled, or published when every HIT was made; return how
     many. The page then stops waiting for them and offers Resume. Safe to run twice and at once:
     each is one conditional UPDATE of a row still busy and silent."""
-    silent = Publication.objects.filter(_silent(now), status__in=BUSY)
+    silent = Publication.objects.filter(_silent(), status__in=BUSY)
     if publication_id is not None:
         silent = silent.filter(pk=publication_id)
     return sum(_stalled_mark(publication, now=now) for publication in silent)
@@ -677,7 +690,7 @@ def _stalled_mark(publication: Publication, *, now: datetime) -> int:
             f"{since.astimezone(UTC):%Y-%m-%d %H:%M} UTC (more than "
             f"{settings.CROWD_PUBLISH_STALE_SECONDS:.0f} s). The HITs made are live."
         )
-    return Publication.objects.filter(_silent(now), pk=publication.pk, status__in=BUSY).update(
+    return Publication.objects.filter(_silent(), pk=publication.pk, status__in=BUSY).update(
         status=status, error=error, finished_at=now
     )
 
@@ -792,7 +805,7 @@ def publication_resume(
         .filter(pk=publication.pk)
         .update(
             status=PublicationStatus.PENDING,
-            heartbeat_at=now,
+            heartbeat_at=Now(),
             error="",
             finished_at=None,
             expired_at=None,

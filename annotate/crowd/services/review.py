@@ -43,7 +43,7 @@ from annotate.crowd.services.expiry import (
     ExpiryOutcome,
     expiry_alive_q,
     expiry_claimable_q,
-    expiry_run_of,
+    expiry_run_read,
     expiry_summary,
     hits_expire,
     hits_expiry_ask,
@@ -1196,9 +1196,9 @@ def publication_expire_start(*, publication_id: int, now: datetime, user) -> int
     publication_endpoint_check(publication)
     pressed = (
         Publication.objects.filter(pk=publication_id)
-        .exclude(expiry_alive_q(now=now))
+        .exclude(expiry_alive_q())
         .update(
-            expiry_asked_at=now,
+            expiry_asked_at=Now(),
             expiry_started_at=None,
             expiry_heartbeat_at=None,
             expiry_finished_at=None,
@@ -1207,7 +1207,7 @@ def publication_expire_start(*, publication_id: int, now: datetime, user) -> int
         )
     )
     if not pressed:
-        _expiry_alive_refuse(publication, now=now)
+        _expiry_alive_refuse(publication)
     # First, so a publish still making HITs stops before its next one (and ends the one it was
     # making when this ran: publishing._expired_meanwhile); a redelivery of it makes none. One
     # that no delivery holds (waiting, or gone silent) ends here and now.
@@ -1218,9 +1218,8 @@ def publication_expire_start(*, publication_id: int, now: datetime, user) -> int
     return hits_expiry_ask(Hit.objects.filter(publication_id=publication_id), at=now)
 
 
-def _expiry_alive_refuse(publication: Publication, *, now: datetime) -> None:
-    publication.refresh_from_db()
-    run = expiry_run_of(publication, now=now)
+def _expiry_alive_refuse(publication: Publication) -> None:
+    run = expiry_run_read(publication.pk)
     since = run.heartbeat_at or run.started_at or run.asked_at
     raise ConflictError(
         f"An Expire of this publication was asked at {_utc(run.asked_at)} and its run "

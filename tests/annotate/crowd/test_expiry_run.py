@@ -231,3 +231,30 @@ def test_a_silent_run_is_taken_over_whatever_the_takers_clock_says(
     )
     assert outcome.expired == 3 and not _offered(fake_mturk)
     assert Publication.objects.get(pk=live.pk).expiry_lease not in ("", "dead")
+
+
+def test_a_running_expire_is_shown_running_and_kept_whatever_the_web_hosts_clock_says(
+    client, admin_user, live, fake_mturk, settings, monkeypatch, django_capture_on_commit_callbacks
+):
+    """The web host two minutes ahead of the database, more than the stale threshold: its run
+    beat a moment ago by the database's clock, which writes the heartbeat. It was shown stopped,
+    and a second press was taken: it reset the lease, the running Expire's outcome was lost and
+    the platform asked twice."""
+    settings.CROWD_EXPIRY_STALE_SECONDS = 60
+    clock_off_by(monkeypatch, +120)
+    client.force_login(admin_user)
+    _press(client, live, django_capture_on_commit_callbacks, run=False)
+    assert _api(client, live)["state"] == "asked"
+    Publication.objects.filter(pk=live.pk).update(
+        expiry_started_at=Now(), expiry_heartbeat_at=Now(), expiry_lease="the-run"
+    )
+    assert REFRESH in _page(client, live)
+    assert _api(client, live)["state"] == "running"
+    with pytest.raises(ConflictError, match="An Expire of this publication was asked"):
+        review.publication_expire_start(publication_id=live.pk, now=timezone.now(), user=admin_user)
+    assert Publication.objects.get(pk=live.pk).expiry_lease == "the-run"
+
+    Publication.objects.filter(pk=live.pk).update(expiry_heartbeat_at=Now() - timedelta(seconds=61))
+    assert _api(client, live)["state"] == "stopped"  # silent, truly: Expire may be pressed again
+    review.publication_expire_start(publication_id=live.pk, now=timezone.now(), user=admin_user)
+    assert Publication.objects.get(pk=live.pk).expiry_lease == ""
