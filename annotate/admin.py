@@ -8,6 +8,7 @@ from django.contrib.auth.models import User
 from django.http import HttpRequest, HttpResponse
 from django.template.defaultfilters import pluralize
 from django.urls import reverse
+from django.utils import timezone
 
 from annotate import models
 
@@ -112,8 +113,18 @@ class WorkOriginReadOnly:
         return (*WORK_ORIGIN_FIELDS, "annotator") if obj is not None else WORK_ORIGIN_FIELDS
 
 
+class CorrectionStamped:
+    """A label or direct score changed here is stamped (`changed_at`): a cached report is keyed
+    by the latest stamp, so it is computed again after any correction."""
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            obj.changed_at = timezone.now()
+        super().save_model(request, obj, form, change)
+
+
 @admin.register(models.Label)
-class LabelAdmin(WorkOriginReadOnly, admin.ModelAdmin):
+class LabelAdmin(CorrectionStamped, WorkOriginReadOnly, admin.ModelAdmin):
     list_display = ["question", "response", "annotator", "value", "created_at"]
     list_filter = ["value", "annotator__kind", "annotator", "response__system"]
     search_fields = ["question__instruction__external_id", "annotator__name"]
@@ -127,7 +138,7 @@ class LabelAdmin(WorkOriginReadOnly, admin.ModelAdmin):
 
 
 @admin.register(models.DirectScore)
-class DirectScoreAdmin(WorkOriginReadOnly, admin.ModelAdmin):
+class DirectScoreAdmin(CorrectionStamped, WorkOriginReadOnly, admin.ModelAdmin):
     list_display = ["response", "annotator", "score", "created_at"]
     list_filter = ["score", "annotator__kind", "response__system"]
     search_fields = ["response__instruction__external_id", "annotator__name"]

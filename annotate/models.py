@@ -285,6 +285,14 @@ class Label(models.Model):
         help_text="Written by a label import: counts without an assignment (results.py).",
     )
     created_at = models.DateTimeField(auto_now_add=True)
+    # A correction in the admin moves a report's cache key (evaluation.services.reports), as
+    # no sum of the rows' values can: corrections that cancel out keep any checksum.
+    changed_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="When it was last corrected in the admin (blank: never).",
+    )
 
     class Meta:
         constraints = [
@@ -331,6 +339,14 @@ class DirectScore(models.Model):
         help_text="Written by a score import: counts without an assignment (results.py).",
     )
     created_at = models.DateTimeField(auto_now_add=True)
+    # A correction in the admin moves a report's cache key (evaluation.services.reports), as
+    # no sum of the rows' values can: corrections that cancel out keep any checksum.
+    changed_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="When it was last corrected in the admin (blank: never).",
+    )
 
     class Meta:
         constraints = [

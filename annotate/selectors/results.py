@@ -328,6 +328,32 @@ def work_statuses_of(*, assignment_ids: Iterable[int]) -> dict[int, str]:
     return _statuses(Q(pk__in=list(assignment_ids)))
 
 
+class AnsweredWorkStatuses:
+    """The WorkStatus of the assignments a streamed export's answers (labels, scores, late
+    submissions) belong to, by assignment id: read for the benchmark when the export starts.
+
+    An answer is submitted work, but a file streams for a while: work submitted since the start
+    was read as a claim ("not submitted") or not at all. Its status is asked again, once per
+    assignment, when an answer of it is written.
+    """
+
+    def __init__(self, *, benchmark: Benchmark | None) -> None:
+        self.known = work_statuses(benchmark=benchmark) if benchmark else {}
+        self._asked: set[int] = set()
+
+    def __call__(self, assignment_id: int) -> str:
+        if assignment_id not in self._asked and (
+            self.known.get(assignment_id, WorkStatus.NOT_SUBMITTED) == WorkStatus.NOT_SUBMITTED
+        ):
+            self.ask_again([assignment_id])
+        return self.known[assignment_id]
+
+    def ask_again(self, assignment_ids: Iterable[int]) -> None:
+        ids = list(assignment_ids)
+        self._asked.update(ids)
+        self.known.update(work_statuses_of(assignment_ids=ids))
+
+
 def _statuses(which: Q) -> dict[int, str]:
     counted = set(counted_assignments().filter(which).values_list("id", flat=True))
     blocked = set(blocked_annotator_ids().values_list("annotator_id", flat=True))

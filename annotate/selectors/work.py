@@ -28,13 +28,12 @@ from annotate.models import (
 )
 from annotate.roles import is_admin, is_researcher
 from annotate.selectors.results import (
+    AnsweredWorkStatuses,
     WorkStatus,
     blocked_annotator_ids,
     counted_assignment_q,
     released_unconfirmed_q,
     sandbox_work_q,
-    work_statuses,
-    work_statuses_of,
 )
 from annotate.services.assignments import (
     claimable_task_counts,
@@ -638,15 +637,13 @@ def project_label_rows(*, project: Project) -> Iterator[list[object]]:
     in results (annotate.selectors.results): rejected, blocked or unconfirmed work is listed too.
     """
     yield LABEL_CSV_HEADER
-    statuses = work_statuses(benchmark=project.benchmark)
+    statuses = AnsweredWorkStatuses(benchmark=project.benchmark)
     blocked = set(blocked_annotator_ids().values_list("annotator_id", flat=True))
 
     def status(assignment: Assignment) -> str:
         if assignment.annotator_id in blocked:
             return WorkStatus.BLOCKED
-        if assignment.id not in statuses:  # submitted after the statuses were read: ask now
-            statuses.update(work_statuses_of(assignment_ids=[assignment.id]))
-        return statuses[assignment.id]
+        return statuses(assignment.id)
 
     labels = (
         Label.objects.filter(assignment__task__batch__project=project)
@@ -712,7 +709,9 @@ def _row(
     ]
 
 
-def _late_rows(*, project: Project, status, statuses: dict[int, str]) -> Iterator[list[object]]:
+def _late_rows(
+    *, project: Project, status, statuses: AnsweredWorkStatuses
+) -> Iterator[list[object]]:
     # Submitted work whose slot a sync took back (unconfirmed by its platform) has its label
     # rows, written at the submit: only work submitted late has its answers on the assignment.
     late = list(
@@ -722,7 +721,7 @@ def _late_rows(*, project: Project, status, statuses: dict[int, str]) -> Iterato
     )
     # Read after the labels and scores streamed: a claim submitted late meanwhile was read as
     # a claim (not submitted) with the statuses; its status is the one it has now.
-    statuses.update(work_statuses_of(assignment_ids=[a.pk for a in late]))
+    statuses.ask_again(a.pk for a in late)
     system_names = dict(project.systems.values_list("id", "name"))
     for assignment in late:
         submission = assignment.submission or {}

@@ -15,11 +15,10 @@ from annotate.models import DECIDED_KIND_VALUES, Benchmark, DirectScore, Label, 
 from annotate.selectors.annotator_kinds import annotator_kinds_effective
 from annotate.selectors.identities import OPERATOR, IdentityScope
 from annotate.selectors.results import (
+    AnsweredWorkStatuses,
     WorkStatus,
     blocked_annotator_ids,
     unassigned_work_status,
-    work_statuses,
-    work_statuses_of,
 )
 from annotate.services.files import csv_writer
 from annotate.services.label_imports import (
@@ -44,7 +43,7 @@ def _label_rows(benchmark_name: str, scope: IdentityScope) -> Iterator[tuple]:
     """Yield (instruction, system, annotator, kind, question position, value, work status),
     the annotator named as `scope` allows."""
     benchmark = Benchmark.objects.filter(name=benchmark_name).first()
-    statuses = work_statuses(benchmark=benchmark) if benchmark else {}
+    statuses = AnsweredWorkStatuses(benchmark=benchmark)
     blocked = set(blocked_annotator_ids().values_list("annotator_id", flat=True))
     kinds, undecided = _kinds(benchmark)
     for row in _label_values(benchmark_name):
@@ -58,9 +57,7 @@ def _label_rows(benchmark_name: str, scope: IdentityScope) -> Iterator[tuple]:
         elif assignment is None:
             status = unassigned_work_status(imported=imported, platform=platform)
         else:
-            if assignment not in statuses:  # submitted after the statuses were read: ask now
-                statuses.update(work_statuses_of(assignment_ids=[assignment]))
-            status = statuses[assignment]
+            status = statuses(assignment)
         name = scope.name(annotator_id=annotator_id, name=name, worker_id=worker_id)
         yield instruction, system, name, kind, position, value, status
 

@@ -1139,12 +1139,14 @@ def labels_aggregated_csv(
 
 def _fingerprint(benchmark: Benchmark) -> str:
     """Summarise what a report depends on, so a cached report is used only while it still holds."""
-    # Each value weighted by its row's id, and the rows' questions and responses: a value
-    # corrected in the admin (two corrections that keep the sum), or a row moved to another
-    # item, names a new report as an added row does.
+    # A row corrected in the admin is stamped (changed_at): the latest stamp moves with every
+    # correction, however many cancel out in the sums. The sums (each value weighted by its
+    # row's id, the rows' questions and responses) still name a new report for a change made
+    # outside the admin, as an added row does.
     labels = Label.objects.filter(response__instruction__benchmark=benchmark).aggregate(
         n=Count("id"),
         last=Max("id"),
+        changed=Max("changed_at"),
         total=Sum("value"),
         weighted=Sum(F("id") * F("value")),
         questions=Sum("question_id"),
@@ -1153,6 +1155,7 @@ def _fingerprint(benchmark: Benchmark) -> str:
     scores = DirectScore.objects.filter(response__instruction__benchmark=benchmark).aggregate(
         n=Count("id"),
         last=Max("id"),
+        changed=Max("changed_at"),
         total=Sum("score"),
         weighted=Sum(F("id") * F("score")),
         responses=Sum("response_id"),

@@ -6,6 +6,7 @@ import io
 import pytest
 from django.utils import timezone
 
+import annotate.selectors.results as results
 import annotate.services.exports as exports
 from annotate.models import (
     Annotator,
@@ -16,6 +17,7 @@ from annotate.models import (
     LabelValue,
 )
 from annotate.services.assignments import annotator_for_user, assignment_claim_next
+from annotate.services.submissions import assignment_submit
 from tests.factories import project_with_tasks
 
 pytestmark = pytest.mark.django_db
@@ -25,7 +27,7 @@ def test_work_submitted_while_the_export_starts_is_exported_with_its_status(
     annotator_user, monkeypatch
 ):
     project = project_with_tasks(instructions=1, systems=2, questions=1)
-    read_statuses = exports.work_statuses
+    read_statuses = results.work_statuses
 
     def statuses_then_a_submission(*, benchmark):
         statuses = read_statuses(benchmark=benchmark)
@@ -43,9 +45,37 @@ def test_work_submitted_while_the_export_starts_is_exported_with_its_status(
             )  # fmt: skip
         return statuses
 
-    monkeypatch.setattr(exports, "work_statuses", statuses_then_a_submission)
+    monkeypatch.setattr(results, "work_statuses", statuses_then_a_submission)
     out = io.StringIO()
     exports.labels_export(benchmark_name=project.benchmark.name, output=out, file_format="csv")
     rows = out.getvalue().strip().splitlines()
     assert len(rows) == 1 + 2  # the header and both labels of the new submission
+    assert all(row.endswith(",counted") for row in rows[1:])
+
+
+def test_a_claim_submitted_on_time_as_the_export_starts_is_exported_as_counted(
+    annotator_user, monkeypatch
+):
+    # The claim is read with the statuses ("not submitted"), submitted on time after: its
+    # labels, read after, were written "not submitted" (and a label import dropped them).
+    project = project_with_tasks(instructions=1, systems=2, questions=1)
+    annotator = annotator_for_user(user=annotator_user)
+    Annotator.objects.filter(pk=annotator.pk).update(kind=AnnotatorKind.EXPERT)
+    claim = assignment_claim_next(annotator=annotator, project=project, now=timezone.now())
+    read_statuses = results.work_statuses
+
+    def statuses_then_the_submit(*, benchmark):
+        statuses = read_statuses(benchmark=benchmark)
+        assert statuses[claim.pk] == "not submitted"
+        answers = {f"r{n}_q1": "yes" for n in range(1, len(claim.display_order) + 1)}
+        assignment_submit(
+            assignment_id=claim.pk, annotator=annotator, answers=answers, now=timezone.now()
+        )
+        return statuses
+
+    monkeypatch.setattr(results, "work_statuses", statuses_then_the_submit)
+    out = io.StringIO()
+    exports.labels_export(benchmark_name=project.benchmark.name, output=out, file_format="csv")
+    rows = out.getvalue().strip().splitlines()
+    assert len(rows) == 1 + 2  # the header and both labels of the submission
     assert all(row.endswith(",counted") for row in rows[1:])

@@ -547,3 +547,43 @@ def test_cached_report_follows_labels_edited_in_the_admin(researcher_client, ben
     after = judge_drfr(researcher_client.get(url).json())
     fresh = judge_drfr(report_build(scope=OPERATOR, benchmark=bench, n_resamples=10))
     assert after == fresh != before
+
+
+def test_cached_report_follows_four_admin_corrections_that_cancel_out(
+    researcher_client, bench, admin_user
+):
+    """Four labels corrected on the admin's change page, two made YES and two made NO, whose
+    ids balance (a + d = b + c): the count, last id, sum of values, sum of id × value and the
+    sums of questions and responses all stay as they were, and the cached report was served."""
+    from itertools import combinations
+
+    from django.db.models import Count, F, Max, Sum
+
+    url = reverse("api-report", args=[bench.pk])
+    judge = Label.objects.filter(annotator__name="judge")
+    before = researcher_client.get(url).json()["leaderboard"]
+    values = dict(judge.values_list("id", "value"))
+    up_a, down_b, down_c, up_d = next(
+        (a, b, c, d)
+        for a, b, c, d in combinations(sorted(values), 4)
+        if a + d == b + c and values[a] == values[d] == 0 and values[b] == values[c] == 1
+    )
+    checksum = {
+        "n": Count("id"), "last": Max("id"), "total": Sum("value"),
+        "weighted": Sum(F("id") * F("value")), "questions": Sum("question_id"),
+        "responses": Sum("response_id"),
+    }  # fmt: skip
+    sums = judge.aggregate(**checksum)
+    admin_user.is_superuser = True
+    admin_user.save()
+    admin = Client()
+    admin.force_login(admin_user)
+    for pk, value in ((up_a, 1), (down_b, 0), (down_c, 0), (up_d, 1)):
+        label = Label.objects.get(pk=pk)
+        form = {"question": label.question_id, "response": label.response_id, "value": value}
+        assert admin.post(f"/admin/annotate/label/{pk}/change/", form).status_code == 302
+    assert judge.aggregate(**checksum) == sums  # no sum of the rows tells the corrections
+
+    after = researcher_client.get(url).json()["leaderboard"]
+    fresh = report_build(scope=OPERATOR, benchmark=bench, n_resamples=10)["leaderboard"]
+    assert after == fresh != before

@@ -1367,22 +1367,35 @@ def engine_run_execute(
             run, protocol, keys, stop=stop, sleep=sleep, on_progress=on_progress, lease=claim
         )
     except (EngineRunError, EndpointError) as error:
-        return _finish(run.pk, failed=str(error))
+        return _finish_held(claim, failed=str(error))
     except KeyboardInterrupt:  # Ctrl-C in a command: stopped, not running on without a worker
-        _finish(run.pk, cancelled=STOPPED)
+        _finish_held(claim, cancelled=STOPPED)
         raise
     except Exception as error:
-        _finish(run.pk, failed=f"{type(error).__name__}: {error}")
+        _finish_held(claim, failed=f"{type(error).__name__}: {error}")
         raise
-    if claim.lost:  # reaped or taken over while it stalled: the run is its new holder's
-        logger.warning(
-            "Engine run %s was taken over or reaped while this executor stalled: its answers "
-            "since are not stored (their calls are), and the run is left as it is.",
-            run.pk,
-        )
-        return engine_run_get(run_id=run.pk)
+    if claim.lost:
+        return _finish_held(claim)
     failed, cancelled = _outcome(run, executor)
     return _finish(run.pk, failed=failed, cancelled=cancelled)
+
+
+def _finish_held(claim: _RunClaim, *, failed: str = "", cancelled: str = "") -> EngineRun:
+    """End the run as `_finish` does if this executor still holds it; else leave it as it is.
+
+    An executor reaped or taken over while it stalled may wake to a raise as well as a return:
+    either way the run is its new holder's, to end (or already ended) by that holder's rules.
+    The claim is asked again, not only remembered, as a stall can end in a raise before any
+    beat or store found it lost.
+    """
+    if not claim.lost and claim.renew():
+        return _finish(claim.run_id, failed=failed, cancelled=cancelled)
+    logger.warning(
+        "Engine run %s was taken over or reaped while this executor stalled: its answers "
+        "since are not stored (their calls are), and the run is left as it is.",
+        claim.run_id,
+    )
+    return engine_run_get(run_id=claim.run_id)
 
 
 @transaction.atomic

@@ -1256,6 +1256,59 @@ def test_the_project_csv_says_late_work_submitted_while_it_streams_is_late(
     assert {r["work_status"] for r in rows if r["late"] == "0"} == {"counted"}
 
 
+def _claim_and_submit_later(project, *, phases):
+    """An in-house annotator's claim of the project's next task, and the call that submits it
+    on time (each phase's answers in turn) when the test says so."""
+    from annotate.services.assignments import assignment_claim_next
+    from annotate.services.submissions import assignment_submit
+    from tests.factories import AnnotatorFactory
+
+    claim = assignment_claim_next(annotator=AnnotatorFactory(), project=project, now=timezone.now())
+    fields = {
+        "scores": lambda n: {f"r{n}_score": "4"},
+        "labels": lambda n: {f"r{n}_q1": "yes"},
+    }
+
+    def submit():
+        for phase in phases:
+            answers = {}
+            for n in range(1, len(claim.display_order) + 1):
+                answers.update(fields[phase](n))
+            assignment_submit(
+                assignment_id=claim.pk, annotator=claim.annotator, answers=answers,
+                now=timezone.now(),
+            )  # fmt: skip
+
+    return claim, submit
+
+
+def test_the_project_csv_says_work_submitted_on_time_while_it_streams_is_counted():
+    """The project's label CSV reads the work's statuses when it starts: a claim then ("not
+    submitted") submitted on time while the file streamed had its answers written as not
+    submitted (and a label import of the file dropped them). An answer is submitted work:
+    its status is asked again."""
+    from annotate.models import ProjectMode
+    from annotate.selectors.work import project_label_rows
+
+    project = project_with_tasks(
+        instructions=1, systems=2, questions=1, mode=ProjectMode.BOTH, assignments_per_task=2
+    )
+    done, submit_done = _claim_and_submit_later(project, phases=["scores", "labels"])
+    submit_done()
+    claim, submit = _claim_and_submit_later(project, phases=["scores", "labels"])
+    rows = project_label_rows(project=project)
+    header, first = next(rows), next(rows)  # the statuses are read: the claim is one
+    assert dict(zip(header, first, strict=True))["assignment_id"] == done.pk
+
+    submit()
+    claim.refresh_from_db()
+    assert claim.status == AssignmentStatus.SUBMITTED and not claim.is_late
+    rest = [dict(zip(header, row, strict=True)) for row in rows]
+    theirs = [r for r in rest if r["assignment_id"] == claim.pk]
+    assert [r["kind"] for r in theirs] == ["score", "score"]  # streamed after it submitted
+    assert {r["work_status"] for r in rest} == {"counted"}
+
+
 def test_the_project_csv_asks_the_status_of_work_it_had_not_seen_when_it_started():
     """A direct score of work submitted while the project's CSV streamed (an MTurk worker's,
     which its platform has not confirmed) was written as "counted", the default for work

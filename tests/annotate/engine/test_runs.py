@@ -711,3 +711,35 @@ def test_a_whole_run_stalled_past_its_heartbeat_stores_no_unit_its_taker_did(stu
     assert sorted(unit_of[pk] for pk in given_by) == sorted(run.units.values_list("key", flat=True))
     assert len(stub.requests) == units + 2 == run.calls == calls.count()
     assert run.cost_usd == sum(call.cost_usd for call in calls) > 0
+
+
+@pytest.mark.parametrize(
+    "error",
+    [RuntimeError("the store broke"), KeyboardInterrupt(), EngineRunError("a protocol gave up")],
+    ids=["raises", "interrupted", "fails"],
+)
+def test_a_whole_run_stalled_past_its_heartbeat_ends_nothing_its_taker_holds_when_it_raises(
+    stub, monkeypatch, error
+):
+    # The stalled executor wakes (no beat or store has yet told it so) to a raise, a Ctrl-C or
+    # a protocol's error after another executor took the run over: the run stays its taker's,
+    # running, not failed or stopped by the executor that lost it.
+    run, _, _ = _generation(make_endpoint(stub.base_url))
+    taken = []
+
+    def stall_then_raise(run, *args, **kwargs):
+        EngineRun.objects.filter(pk=run.pk).update(heartbeat=timezone.now() - timedelta(hours=1))
+        taken.append(runs._claim(run.pk))  # the taker's start, as Run again makes it
+        raise error
+
+    monkeypatch.setattr(runs, "_execute_keys", stall_then_raise)
+    if isinstance(error, EngineRunError):  # a run's own error is its end, not a raise
+        engine_run_execute(run_id=run.pk)
+    else:
+        with pytest.raises(type(error)):
+            engine_run_execute(run_id=run.pk)
+
+    run.refresh_from_db()
+    assert taken[0] is not None
+    assert (run.status, run.error, run.finished_at) == (RunStatus.RUNNING, "", None)
+    assert run.running_since == taken[0].running_since
