@@ -18,7 +18,7 @@ from annotate.crowd import selectors, tasks
 from annotate.crowd.models import HitExtensionStatus, PlatformCall
 from annotate.crowd.platforms import platform_label, platform_names
 from annotate.crowd.services import publishing, replacements, review
-from annotate.crowd.services.expiry import ExpiryRun, expiry_run_read
+from annotate.crowd.services.expiry import ExpiryRun, expiry_run_of
 from annotate.crowd.services.publishing import (
     SECONDS_AT_MOST,
     PublishSettings,
@@ -176,7 +176,7 @@ class PublicationApi(AdminApi):
                 # of those, HITs the platform has not answered about yet (no refusal stored)
                 "hits_expiring": progress.expiring,
                 "expiry_outcome": publication.expiry_outcome,  # what the last Expire came to
-                "expiry": _expiry_payload(expiry_run_read(publication.pk)),
+                "expiry": _expiry_payload(expiry_run_of(publication, now=publication.database_now)),
                 "platforms": platform_names(),
             }
         )

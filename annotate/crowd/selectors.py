@@ -11,6 +11,7 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db.models import Count, OuterRef, Q, Subquery
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from annotate.crowd.base import to_cents
@@ -44,8 +45,11 @@ from annotate.verbalizer.models import HumanAnswer
 
 def publication_get(*, publication_id: int) -> Publication:
     try:
-        return Publication.objects.select_related("batch__project", "human_study").get(
-            pk=publication_id
+        # The database's clock with the row: the Expire's state is judged by it (expiry).
+        return (
+            Publication.objects.select_related("batch__project", "human_study")
+            .annotate(database_now=Now())
+            .get(pk=publication_id)
         )
     except Publication.DoesNotExist:
         raise NotFoundError("No such publication.") from None

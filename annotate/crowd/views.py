@@ -40,7 +40,7 @@ from annotate.crowd.platforms import (
 from annotate.crowd.services import publishing
 from annotate.crowd.services import replacements as replacement_services
 from annotate.crowd.services import review as review_services
-from annotate.crowd.services.expiry import expiry_run_read
+from annotate.crowd.services.expiry import expiry_run_of
 from annotate.errors import (
     AnnotateError,
     CrowdPlatformError,
@@ -204,7 +204,7 @@ def publication_detail(request: HttpRequest, publication_id: int) -> HttpRespons
         "note": selectors.publication_note(publication=publication, progress=progress),
         "spending": selectors.publication_spending(publication=publication),
         "busy": busy,
-        "expiry_run": expiry_run_read(publication.pk),
+        "expiry_run": expiry_run_of(publication, now=publication.database_now),
         "expiry_stale_seconds": int(settings.CROWD_EXPIRY_STALE_SECONDS),
         **_resume_context(publication, progress, busy=busy),
         "failed_hits": publication.hits.exclude(error="")[:50],
