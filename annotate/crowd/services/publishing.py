@@ -617,12 +617,9 @@ def _publish_claim(*, publication_id: int) -> str | None:
     it back to a publish. Silent by the database's clock, which the heartbeat is written by."""
     publishing = Q(status=PublicationStatus.PUBLISHING)
     waiting = Q(status=PublicationStatus.PENDING)
-    silent = lease_silent(
-        stale_seconds=settings.CROWD_PUBLISH_STALE_SECONDS, since_field="created_at"
-    )
     return lease_take(
         job=Publication.objects.filter(pk=publication_id, expired_at__isnull=True),
-        claimable=waiting | (publishing & silent),
+        claimable=waiting | (publishing & _silent()),
         now=Now(),
         status=PublicationStatus.PUBLISHING,
         error="",

@@ -73,7 +73,7 @@ from annotate.engine.protocols import (
 from annotate.engine.services.calls import call_cost, call_send, retry_policy, run_totals
 from annotate.engine.services.endpoints import endpoint_api_key, endpoint_transport
 from annotate.roles import is_admin, is_researcher
-from annotate.services.leases import lease_retry_in, lease_take
+from annotate.services.leases import lease_retry_in, lease_silent, lease_take
 from annotate.throttling import RUN_STARTS_SCOPE, user_rate_limited
 from config.celery import app as celery_app
 
@@ -1592,10 +1592,12 @@ def _chunk_lease_take(
     The lease's age is the database's clock (`Now()`), as its renewals write it: not this
     process's, which may be off the holder's by more than the lease."""
     renewed = time.monotonic()
-    stale = Now() - timedelta(seconds=settings.ENGINE_CHUNK_LEASE_SECONDS)
+    silent = lease_silent(
+        stale_seconds=settings.ENGINE_CHUNK_LEASE_SECONDS, heartbeat_field="heartbeat"
+    )
     token = lease_take(
         job=EngineChunk.objects.filter(pk=chunk_id),
-        claimable=~Q(status=ChunkStatus.DONE) & (Q(heartbeat__isnull=True) | Q(heartbeat__lt=stale)),
+        claimable=~Q(status=ChunkStatus.DONE) & (Q(heartbeat__isnull=True) | silent),
         now=Now(), heartbeat_field="heartbeat", status=ChunkStatus.RUNNING, task_id=task_id[:255],
         worker=worker[:255], started_at=Now(),
     )  # fmt: skip
