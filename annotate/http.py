@@ -152,7 +152,7 @@ def error_page(
 ) -> HttpResponse:
     """The error as a short page; `back` = (url, label): the way back to the work at hand. A
     rate limit's page says when to come back (Retry-After)."""
-    context = {"message": str(error), "back": back}
+    context = {"message": str(error), "back": back, "title": getattr(error, "title", "")}
     response = render(request, "annotate/error.html", context, status=error.http_status)
     if isinstance(error, RateLimitedError):
         response["Retry-After"] = str(error.retry_after)

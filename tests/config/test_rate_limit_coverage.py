@@ -109,6 +109,22 @@ def test_a_staff_page_answers_429_past_its_limit_and_not_below(client, researche
 
 
 @pytest.mark.django_db
+def test_the_refused_pages_title_says_what_happened_and_when_to_retry(client, researcher, rates):
+    """A refused page was titled "Cannot do that", like any refusal: a tab or a bookmark said
+    neither that the limit was hit nor for how long (the Retry-After the page is sent with)."""
+    now = rates(pages="1/minute")
+    client.force_login(researcher)
+    client.get(reverse("work:project-list"))
+    now[0] += 15
+    refused = client.get(reverse("work:project-list"))
+    assert refused.status_code == 429 and refused["Retry-After"] == "45"
+    assert "<title>Too many requests: try again in 45 s · InFoBench annotation</title>" in (
+        refused.text
+    )
+    assert "<h1>Too many requests: try again in 45 s</h1>" in refused.text
+
+
+@pytest.mark.django_db
 def test_the_task_page_is_counted_once_as_a_page_and_its_submit_on_the_work_rate(
     client, annotator_user, rates
 ):
