@@ -7,6 +7,7 @@ from django.contrib.auth import admin as auth_admin
 from django.contrib.auth.models import User
 from django.http import HttpRequest, HttpResponse
 from django.template.defaultfilters import pluralize
+from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 
@@ -15,9 +16,12 @@ from annotate import models
 
 class SaysWhyReadOnly:
     """Say on an existing row's page why some of its fields cannot be changed here
-    (`read_only_why`), above them: the greyed fields alone read as a fault of the site."""
+    (`read_only_why`), above them: the greyed fields alone read as a fault of the site. A row
+    never deleted says why on its delete address (`delete_why`), in the admin's layout, to a
+    user who may see it: Django's bare 403 there read as the user lacking a role."""
 
     read_only_why = ""
+    delete_why = ""
 
     def get_fieldsets(self, request, obj=None):
         fieldsets = super().get_fieldsets(request, obj)
@@ -25,6 +29,21 @@ class SaysWhyReadOnly:
             return fieldsets
         (name, options), *rest = fieldsets
         return [(name, {**options, "description": self.read_only_why}), *rest]
+
+    def delete_view(self, request, object_id, extra_context=None):
+        obj = self.get_object(request, unquote(object_id)) if self.delete_why else None
+        if obj is None or self.has_delete_permission(request, obj):
+            return super().delete_view(request, object_id, extra_context)
+        if not self.has_view_or_change_permission(request, obj):
+            return super().delete_view(request, object_id, extra_context)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "object": obj,
+            "title": f"This {self.opts.verbose_name} cannot be deleted",
+            "why": self.delete_why,
+        }
+        return TemplateResponse(request, "admin/delete_refused.html", context, status=403)
 
 
 class QuestionInline(admin.TabularInline):

@@ -80,7 +80,8 @@ class ConflictError(AnnotateError):
 class RateLimitedError(AnnotateError):
     """Too many requests from one user or address; `retry_after` is how many seconds to wait.
     `what` names the requests counted, `rate` their limit ("30/hour"), `outcome` what the
-    refusal left undone ("Nothing was started.")."""
+    refusal left undone ("Nothing was started."). `title` is the refusal in a few words, for
+    a page's title and heading ("Too many requests: try again in 40 s")."""
 
     http_status = 429
 
@@ -94,6 +95,7 @@ class RateLimitedError(AnnotateError):
         outcome: str = "",
     ) -> None:
         self.retry_after = retry_after
+        self.title = f"Too many requests: try again in {_wait(retry_after)}"
         who = "your account" if per_user else "your address"
         at_most = f" (at most {rate})" if rate else ""
         told = (

@@ -12,6 +12,7 @@ from typing import TypeVar
 from csp.decorators import csp
 from django.core.files.uploadedfile import UploadedFile
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.middleware.common import CommonMiddleware
 from django.shortcuts import render
 from django.utils.http import url_has_allowed_host_and_scheme
 from rest_framework.negotiation import DefaultContentNegotiation
@@ -151,7 +152,7 @@ def error_page(
 ) -> HttpResponse:
     """The error as a short page; `back` = (url, label): the way back to the work at hand. A
     rate limit's page says when to come back (Retry-After)."""
-    context = {"message": str(error), "back": back}
+    context = {"message": str(error), "back": back, "title": getattr(error, "title", "")}
     response = render(request, "annotate/error.html", context, status=error.http_status)
     if isinstance(error, RateLimitedError):
         response["Retry-After"] = str(error.retry_after)
@@ -313,18 +314,35 @@ class PageRateLimitMiddleware:
     """Count every page request on the view's page limit (`annotate.throttling.page_limit_of`):
     per user when logged in, else per address; over it the error page with 429 and Retry-After,
     and the view is not run. DRF views, views that count themselves and the health check are
-    left alone. After AuthenticationMiddleware, so a logged-in user is counted as themselves."""
+    left alone. After AuthenticationMiddleware, so a logged-in user is counted as themselves.
+
+    A request no URL pattern matches reaches no view, so nothing above counts it: its 404 is
+    counted on "pages" once answered (someone guessing addresses of assignments or worker links
+    uses up the same budget as pages), and past the limit it gets the 429 instead. A 404 a view
+    answered was counted on that view's limit already, so it is not counted again; neither is
+    one CommonMiddleware turns into the redirect to the address with its slash, which is
+    counted as the page it leads to."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
+        self.slash_redirects = CommonMiddleware(get_response)
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        return self.get_response(request)
+        response = self.get_response(request)
+        if response.status_code != 404 or request.resolver_match is not None:
+            return response
+        if self.slash_redirects.should_redirect_with_slash(request):
+            return response
+        return self._refused(request, PAGES_SCOPE) or response
 
     def process_view(self, request: HttpRequest, view, args, kwargs) -> HttpResponse | None:
         scope = page_limit_of(view)
         if scope in (None, OWN_LIMIT, NO_LIMIT):
             return None
+        return self._refused(request, scope)
+
+    def _refused(self, request: HttpRequest, scope: str) -> HttpResponse | None:
+        """Count the request on `scope`; the refusal over the limit, else None."""
         try:
             page_rate_check(request, scope=scope, what=PAGE_LIMIT_WHAT.get(scope, "requests"))
         except RateLimitedError as error:

@@ -26,7 +26,8 @@ left open does not use up its user's clicks. A view says which with `page_limit`
 OWN_LIMIT when it counts every request it is sent itself (the crowd worker pages, figures, the
 annotator's work, which keeps its benchmarked single counter), or NO_LIMIT (the health check
 only); DRF views are counted by their throttles, the API's progress views on "polls"
-(PollThrottle) instead of the user rate. tests/config/test_rate_limit_coverage.py walks every
+(PollThrottle) instead of the user rate. A request that matches no URL pattern (a 404 no view
+answered: a guessed address) counts on "pages" too. tests/config/test_rate_limit_coverage.py walks every
 URL and fails on one without a limit.
 
 Two kinds of action are limited per user with `user_rate_limited`, which reads the user's window

@@ -71,7 +71,7 @@ def worker_page(view):
             response = render(
                 request,
                 "crowd/worker_message.html",
-                {"message": str(error)},
+                {"message": str(error), "title": getattr(error, "title", "")},
                 status=error.http_status,
             )
             if isinstance(error, RateLimitedError):

@@ -69,6 +69,11 @@ class HumanAnswerAdmin(SaysWhyReadOnly, ReadOnlyAdmin):
         "shown here, never edited or deleted. Reject it on its publication's review page to "
         "leave it out of results."
     )
+    delete_why = (
+        "Answers are kept as the study's record: the report counts each one as it was given, and "
+        "a platform may have paid for it, so none is ever deleted. Reject an answer on its "
+        "publication's review page to leave it out of results."
+    )
 
     list_display = [
         "annotator",

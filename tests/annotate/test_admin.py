@@ -145,6 +145,32 @@ def test_the_admin_says_why_an_existing_rows_fields_are_read_only(client, admin_
     assert "cannot be changed here" not in client.get("/admin/annotate/annotator/add/").text
 
 
+@pytest.mark.django_db
+def test_an_answers_delete_address_says_why_it_is_kept(client, admin_user):
+    """A participant's answer is never deleted: its delete address answered Django's bare 403,
+    the site's "This page is not for your role", which told a superuser to ask for a role. It
+    says why instead, in the admin's layout, and deletes nothing."""
+    from django.utils.html import escape
+
+    from annotate.verbalizer.models import HumanAnswer
+    from tests.annotate.verbalizer.test_study_page import answer, make_study, person
+
+    study = make_study(1)
+    given = answer(study, study.prompts.first(), person("p", "crowd", platform="mturk"))
+    admin_user.is_superuser = True
+    admin_user.save()
+    client.force_login(admin_user)
+    url = f"/admin/verbalizer/humananswer/{given.pk}/delete/"
+    for refused in (client.get(url), client.post(url, {"post": "yes"})):
+        assert refused.status_code == 403
+        text = refused.content.decode()
+        assert "<h1>This human answer cannot be deleted</h1>" in text
+        assert escape("Answers are kept as the study's record") in text
+        assert "not for your role" not in text
+        assert f'href="/admin/verbalizer/humananswer/{given.pk}/change/"' in text
+    assert HumanAnswer.objects.filter(pk=given.pk).exists()
+
+
 def test_when_an_annotators_kind_changed_is_not_edited_in_the_admin(client, admin_user):
     """The reports' caches key on the stamp of a kind change (kind_changed_at): edited by hand
     it made a cached report miss a change, or look changed when nothing was."""

@@ -86,6 +86,16 @@ def test_a_made_up_forwarded_for_header_is_not_a_new_address(clock, worker_rates
     assert client.get(join, HTTP_X_FORWARDED_FOR="198.51.100.4").status_code == 429
 
 
+def test_a_refused_worker_pages_title_says_when_to_retry(clock, worker_rates):
+    worker_rates(pages="1/minute")
+    client = APIClient()
+    join = reverse("crowd:selfhosted-join", args=["no-such-link"])
+    assert client.get(join).status_code == 404
+    refused = client.get(join)
+    assert refused.status_code == 429 and refused["Retry-After"] == "60"
+    assert "<title>Too many requests: try again in 60 s</title>" in refused.text
+
+
 def test_behind_a_trusted_proxy_each_client_is_limited_on_its_own(clock, worker_rates, settings):
     """Behind the reverse proxy of docs/deploy.md every request's REMOTE_ADDR is the proxy's:
     with NUM_PROXIES fixed at 0, every crowd worker shared one address, so 60 self-hosted

@@ -109,6 +109,22 @@ def test_a_staff_page_answers_429_past_its_limit_and_not_below(client, researche
 
 
 @pytest.mark.django_db
+def test_the_refused_pages_title_says_what_happened_and_when_to_retry(client, researcher, rates):
+    """A refused page was titled "Cannot do that", like any refusal: a tab or a bookmark said
+    neither that the limit was hit nor for how long (the Retry-After the page is sent with)."""
+    now = rates(pages="1/minute")
+    client.force_login(researcher)
+    client.get(reverse("work:project-list"))
+    now[0] += 15
+    refused = client.get(reverse("work:project-list"))
+    assert refused.status_code == 429 and refused["Retry-After"] == "45"
+    assert "<title>Too many requests: try again in 45 s · InFoBench annotation</title>" in (
+        refused.text
+    )
+    assert "<h1>Too many requests: try again in 45 s</h1>" in refused.text
+
+
+@pytest.mark.django_db
 def test_the_task_page_is_counted_once_as_a_page_and_its_submit_on_the_work_rate(
     client, annotator_user, rates
 ):
@@ -155,6 +171,56 @@ def test_the_login_page_is_limited_per_address(client, rates):
     assert "from your address" in refused.text
     other = client.get(url, REMOTE_ADDR="198.51.100.20")
     assert other.status_code == 200
+
+
+@pytest.mark.django_db
+def test_addresses_no_page_has_are_counted_on_the_page_limit(client, rates):
+    """Someone guessing addresses (an assignment's, a worker link's) got 404 however often
+    they tried: each now counts on "pages" like a page, and past the limit they get 429."""
+    now = rates(pages="3/minute")
+    guesses = ["/annotate/assignments/x1/", "/crowd/work/guess/again/", "/no-such-page/"]
+    assert [client.get(url).status_code for url in guesses] == [404, 404, 404]
+    now[0] += 20
+    refused = client.get("/annotate/assignments/x2/")
+    assert refused.status_code == 429 and refused["Retry-After"] == "40"
+    assert "Too many page requests from your address (at most 3/minute)" in refused.text
+    # One budget with the pages: the login page is refused as well, another address is not.
+    assert client.get(reverse("login")).status_code == 429
+    assert client.get("/no-such-page/", REMOTE_ADDR="198.51.100.20").status_code == 404
+    now[0] += 40
+    assert client.get("/no-such-page/").status_code == 404
+
+
+@pytest.mark.django_db
+def test_a_logged_in_users_404s_count_on_their_pages(client, researcher, rates):
+    rates(pages="2/minute")
+    client.force_login(researcher)
+    assert client.get("/api/annotate/no-such-thing/").status_code == 404
+    assert client.get(reverse("work:project-list")).status_code == 200
+    refused = client.get("/api/annotate/no-such-thing/", HTTP_ACCEPT="application/json")
+    assert refused.status_code == 429 and refused["Retry-After"] == "60"
+    assert "from your account" in refused.json()["detail"]
+
+
+@pytest.mark.django_db
+def test_a_404_is_counted_once(client, researcher, annotator_user, rates):
+    """A view's 404 was counted on its limit already (the middleware's "pages", or the view's
+    own); an address without its slash is counted as the page its redirect leads to."""
+    rates(pages="2/minute")
+    client.force_login(researcher)
+    assert client.get(reverse("work:project-detail", args=[999_999])).status_code == 404
+    assert client.get(reverse("work:project-list")).status_code == 200
+    assert client.get(reverse("work:project-list")).status_code == 429
+    cache.clear()
+    client.force_login(annotator_user)
+    assert client.get(reverse("work:assignment", args=[999_999])).status_code == 404
+    assert client.get(reverse("work:dashboard")).status_code == 200
+    assert client.get(reverse("work:dashboard")).status_code == 429
+    cache.clear()
+    slashless = reverse("work:dashboard").rstrip("/")
+    assert client.get(slashless).status_code == 301
+    assert client.get(reverse("work:dashboard")).status_code == 200
+    assert client.get(reverse("work:dashboard")).status_code == 200
 
 
 def _judge_run():
