@@ -203,20 +203,35 @@ def _balance_payload(known) -> dict:
     }
 
 
+# The account balance as last asked of the platform, and when: the fields of every answer that
+# shows it (the balance check, the resume quote, the replacements stored). A serializer showing
+# it derives from this one, after a base with the fields it shows first (a base's fields come
+# before the class's own) and before those it declares itself; `balance_help` says what the
+# fields mean there (their descriptions in the API schema). No docstring: the schema would give
+# it as every such serializer's description.
+class BalanceSerializer(serializers.Serializer):
+    balance_usd = serializers.DecimalField(max_digits=12, decimal_places=2, allow_null=True)
+    balance_checked_at = serializers.DateTimeField(allow_null=True)
+
+    balance_help: dict[str, str] = {}
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        fields = super().get_fields()  # copies of the declared fields: changing them is safe
+        for name, text in self.balance_help.items():
+            fields[name].help_text = text
+        return fields
+
+
 class PublicationBalanceApi(AdminApi):
     """Ask the publication's platform for the account balance now (the publication page's
     "Check balance"), and keep it: the GETs of the resume quote and of the replacements show
     the balance last checked, with its time, and ask the platform nothing."""
 
     @extend_schema_serializer(component_name="CrowdBalance")
-    class OutputSerializer(serializers.Serializer):
-        balance_usd = serializers.DecimalField(
-            max_digits=12,
-            decimal_places=2,
-            allow_null=True,
-            help_text="The account balance; null: the platform has none (a self-hosted link).",
-        )
-        balance_checked_at = serializers.DateTimeField(allow_null=True)
+    class OutputSerializer(BalanceSerializer):
+        balance_help = {
+            "balance_usd": "The account balance; null: the platform has none (a self-hosted link)."
+        }
 
     @extend_schema(request=None, responses=OutputSerializer)
     def post(self, request: Request, publication_id: int) -> Response:
@@ -266,8 +281,7 @@ class PublicationResumeApi(AdminApi):
             help_text="The total_usd of the quote (GET): what the missing HITs cost at most.",
         )
 
-    @extend_schema_serializer(component_name="CrowdResumeQuote")
-    class QuoteSerializer(serializers.Serializer):
+    class _MissingCost(serializers.Serializer):
         publication = serializers.IntegerField()
         status = serializers.CharField(help_text="The publication's status (Publication).")
         hits = serializers.IntegerField(help_text="HITs missing: not made yet, or refused.")
@@ -276,16 +290,14 @@ class PublicationResumeApi(AdminApi):
             max_digits=12, decimal_places=2, help_text="What they cost at most, fee included."
         )
         fee = serializers.CharField(help_text="Which fee applies and why.")
-        balance_usd = serializers.DecimalField(
-            max_digits=12,
-            decimal_places=2,
-            allow_null=True,
-            help_text="The account balance as last checked (POST .../balance/, a preview, a "
-            "confirmation); null when never checked, or nothing is missing.",
-        )
-        balance_checked_at = serializers.DateTimeField(
-            allow_null=True, help_text="When that balance was asked of the platform."
-        )
+
+    @extend_schema_serializer(component_name="CrowdResumeQuote")
+    class QuoteSerializer(_MissingCost, BalanceSerializer):
+        balance_help = {
+            "balance_usd": "The account balance as last checked (POST .../balance/, a preview, "
+            "a confirmation); null when never checked, or nothing is missing.",
+            "balance_checked_at": "When that balance was asked of the platform.",
+        }
         affordable = serializers.BooleanField(
             help_text="Whether that balance covers the total (true when it is unknown: the "
             "POST checks it)."
@@ -388,21 +400,17 @@ class ReplacementsApi(AdminApi):
     class InputSerializer(serializers.Serializer):
         confirm_total_usd = serializers.DecimalField(max_digits=12, decimal_places=2)
 
-    @extend_schema_serializer(component_name="CrowdReplacementsStored")
-    class StoredSerializer(serializers.Serializer):
+    class _StillNeeded(serializers.Serializer):
         publication = serializers.IntegerField()
         still_needed_hits = serializers.IntegerField(
             help_text="Created HITs whose tasks (a study's prompts) still need workers, as "
             "stored here; how many their HITs still offer only the check asks."
         )
         still_needed_assignments = serializers.IntegerField()
-        balance_usd = serializers.DecimalField(
-            max_digits=12,
-            decimal_places=2,
-            allow_null=True,
-            help_text="The account balance as last checked; null: never.",
-        )
-        balance_checked_at = serializers.DateTimeField(allow_null=True)
+
+    @extend_schema_serializer(component_name="CrowdReplacementsStored")
+    class StoredSerializer(_StillNeeded, BalanceSerializer):
+        balance_help = {"balance_usd": "The account balance as last checked; null: never."}
 
     @extend_schema(request=None, responses=StoredSerializer)
     def get(self, request: Request, publication_id: int) -> Response:

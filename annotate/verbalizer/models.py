@@ -275,6 +275,10 @@ class HumanAnswer(models.Model):
 
     A crowd worker's answer also keeps the platform's assignment and HIT ids and a review status;
     whether it counts is decided by annotate.selectors.results (one rule for all crowd work).
+    The assignment id is what the worker's page was opened with, not a key: as on a batch's
+    Assignment, two workers' answers may carry the same one (a forger who typed an honest
+    worker's id), and the platform's record confirms the one of its worker and HIT
+    (annotate.crowd.services.review._hit_store).
     An answer the platform has not confirmed by a sync after its hand-back was due holds no
     place of its prompt (`place_released`), as a batch's released work holds no slot (is_late).
     An in-house annotator may change their last answer once, soon after (a slip of the key,
@@ -309,11 +313,6 @@ class HumanAnswer(models.Model):
         constraints = [
             models.UniqueConstraint(
                 fields=["study", "prompt", "annotator"], name="verbalizer_human_answer_unique"
-            ),
-            models.UniqueConstraint(
-                fields=["platform_assignment_id"],
-                condition=~Q(platform_assignment_id=""),
-                name="verbalizer_human_answer_unique_platform_assignment",
             ),
             models.CheckConstraint(
                 condition=Q(status__in=[s.value for s in HUMAN_ANSWER_STATUSES]),

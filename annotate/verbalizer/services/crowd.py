@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from django.core import signing
-from django.db import IntegrityError, transaction
+from django.db import transaction
 
 from annotate.crowd.models import Hit, HitStatus, Publication, WorkerBlock, crowd_worker_q
 from annotate.crowd.platforms import get_platform, platform_class, platform_on_sandbox
@@ -239,6 +239,12 @@ def mturk_answer_submit(
     """Store the worker's answer (key 1 or 2) to the HIT's prompt, once, with the platform's
     assignment and HIT ids. It counts once the platform confirms the assignment.
 
+    The answer is the worker's (one per worker and prompt, as a batch's work is one per worker
+    and task); the assignment id is only what their page says. Another worker's answer under
+    the same id (a forger who typed it before the worker answered) refuses no one: the
+    platform confirms the id for one worker and HIT, and only that worker's answer counts
+    (review._hit_store). One answer per assignment id refused the honest worker's own.
+
     The worker is admitted again (a sync or a block may have come since the prompt opened)
     in the answer's transaction: the admission locks the worker's row before it reads their
     block, as a block takes that row before anything else (review.worker_block), and holds it
@@ -265,21 +271,15 @@ def mturk_answer_submit(
                 raise ConflictError("You answered this item already; answers cannot change.")
             return earlier
         workers.worker_slot_check(hit=hit, worker_id=annotator.worker_id)
-        try:
-            with transaction.atomic():
-                return HumanAnswer.objects.create(
-                    study=study,
-                    prompt=ticket.prompt,
-                    annotator=annotator,
-                    word=word,
-                    seconds=seconds,
-                    platform_assignment_id=ticket.assignment_id,
-                    platform_hit_id=hit.hit_id,
-                )
-        except IntegrityError:
-            raise ConflictError(
-                f"Assignment {ticket.assignment_id} has answered already; please return the HIT."
-            ) from None
+        return HumanAnswer.objects.create(
+            study=study,
+            prompt=ticket.prompt,
+            annotator=annotator,
+            word=word,
+            seconds=seconds,
+            platform_assignment_id=ticket.assignment_id,
+            platform_hit_id=hit.hit_id,
+        )
 
 
 def _word(prompt: Prompt, key: int, seconds: float | None) -> str:

@@ -1109,3 +1109,82 @@ def test_the_admin_cannot_delete_answers_out_of_the_report(client, link, admin_u
     )  # fmt: skip
     refusal = staff.get(f"/admin/verbalizer/humanstudy/{link.human_study_id}/delete/").text
     assert "1 answer" in refusal
+
+
+def _answer_form(page) -> str:
+    assert page.status_code == 200, page.content
+    return re.search(
+        r'<form method="post" action="([^"]+)" id="answer-form"', page.content.decode()
+    ).group(1)
+
+
+@pytest.mark.parametrize("honest_opens", ["before the forger", "after the forger answered"])
+def test_a_forged_answer_under_a_workers_assignment_id_does_not_refuse_their_own(
+    on_mturk, fake_mturk, admin, honest_opens
+):
+    """Someone who knows an honest worker's assignment id answers that worker's HIT with it
+    under a worker id of their own before the worker submits. The worker's own answer was
+    refused ("Assignment … has answered already": one answer per assignment id), though the
+    platform confirms the assignment for them only: they lost the HIT. The answer is the
+    worker's, as a batch's work is (an assignment id is what the worker's page says, confirmed
+    by the platform for that worker and HIT): both are kept, the honest one counts once the
+    platform confirms it, the forged copy never counts and gives its place up."""
+    hit = on_mturk.hits.select_related("prompt__item").order_by("id").first()
+    honest, forger = Client(), Client()
+    assignment_id = fake_mturk.api.worker_accept(hit.hit_id, "AREAL1")
+    if honest_opens == "before the forger":
+        action = _answer_form(_open(honest, fake_mturk, hit, "AREAL1", assignment_id))
+    forged_action = _answer_form(_open(forger, fake_mturk, hit, "ATHIEF", assignment_id))
+    assert forger.post(forged_action, {"key": 3 - right_key(hit)}).status_code == 200
+    if honest_opens != "before the forger":
+        action = _answer_form(_open(honest, fake_mturk, hit, "AREAL1", assignment_id))
+
+    done = honest.post(action, {"key": right_key(hit), "seconds": "2"})
+    assert done.status_code == 200, done.content
+    assert f'name="assignmentId" value="{assignment_id}"' in done.content.decode()
+    _hand_back(fake_mturk, assignment_id, expect=200)
+    review.publication_sync(publication_id=on_mturk.pk, now=timezone.now() + review.release_grace())
+
+    right_word = hit.prompt.positive_word if right_key(hit) == 1 else hit.prompt.negative_word
+    counted = HumanAnswer.objects.filter(counted_human_answer_q())
+    assert [(a.annotator.worker_id, a.word) for a in counted] == [("AREAL1", right_word)]
+    # The forged copy is kept, unconfirmed, and holds no place of the prompt.
+    held = HumanAnswer.objects.filter(place_released=False)
+    assert [a.annotator.worker_id for a in held] == ["AREAL1"]
+    thief = HumanAnswer.objects.get(annotator__worker_id="ATHIEF")
+    assert crowd_selectors.assignment_confirmation(assignment=thief) == "unknown to the platform"
+    # Rejecting the forged copy is recorded here only: the worker's assignment stays theirs.
+    review.human_answer_reject(answer_id=thief.pk, user=admin, feedback="forged")
+    assert fake_mturk.state.assignments[assignment_id]["AssignmentStatus"] == "Submitted"
+    report = verbalizer_report_cached(evaluation_set=on_mturk.human_study.evaluation_set)
+    assert pooled(report, "human") == (1, 1.0, 0.0)
+    # Now that the platform has the assignment for its worker, the id is refused to anyone else.
+    again = _open(Client(), fake_mturk, hit, "ATHIEF2", assignment_id)
+    assert again.status_code == 403 and b"for another worker or HIT" in again.content
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_forged_answer_stored_while_the_worker_answers_does_not_refuse_theirs(
+    on_mturk, fake_mturk, monkeypatch
+):
+    """The same at once: the forger's answer under the worker's assignment id holds the HIT's
+    lock when the worker's answer comes; the worker's waits for it and is stored after it."""
+    _postgresql_only()
+    hit = on_mturk.hits.select_related("prompt__item").order_by("id").first()
+    assignment_id = fake_mturk.api.worker_accept(hit.hit_id, "AREAL1")
+    action = _answer_form(_open(Client(), fake_mturk, hit, "AREAL1", assignment_id))
+    forged_action = _answer_form(_open(Client(), fake_mturk, hit, "ATHIEF", assignment_id))
+    forged, outcomes, go = _answer_held_before_its_store(monkeypatch, forged_action, 1)
+    sent = []
+    honest = in_thread(lambda: Client().post(action, {"key": right_key(hit)}), sent)
+    _done_or_waiting_for_a_lock(honest)
+    go.set()
+    forged.join(30)
+    honest.join(30)
+
+    assert outcomes[0].status_code == 200, outcomes
+    assert sent[0].status_code == 200 and b'id="external-submit"' in sent[0].content, sent
+    workers_of_the_id = HumanAnswer.objects.filter(platform_assignment_id=assignment_id)
+    assert sorted(workers_of_the_id.values_list("annotator__worker_id", flat=True)) == [
+        "AREAL1", "ATHIEF",
+    ]  # fmt: skip
