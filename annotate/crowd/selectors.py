@@ -655,18 +655,15 @@ def crowd_paid_per_assignment(assignments, *, by: tuple[str, ...] = ("id",)) -> 
     )  # fmt: skip
     fee = fee_override()
     paid: dict = {}
+    # Thousands of assignments share a few prices: each is worked out once, keyed by what it
+    # depends on as written (repr: Decimal("1.2") and Decimal("1.20") are equal but not alike).
+    prices: dict[str, Decimal] = {}
     for row in rows:
-        platform, project_reward, per_task, hit_reward, hit_fee, hit_size, link_reward = row[
-            len(by) :
-        ]
-        if hit_reward is not None:
-            amount = paid_through(
-                platform=platform, reward_usd=hit_reward, fee_rate=hit_fee, max_assignments=hit_size
-            )
-        elif platform == "selfhosted" and link_reward is not None:
-            amount = Decimal(link_reward)
-        else:
-            amount = paid_with_fee(project_reward or 0, max_assignments=per_task, flat_rate=fee)
+        terms = row[len(by) :]
+        key = repr(terms)
+        amount = prices.get(key)
+        if amount is None:
+            amount = prices[key] = _assignment_price(*terms, fee=fee)
         _add(paid, row, by, amount)
     bonuses = (
         Bonus.objects.filter(status=BonusStatus.PAID, assignment__in=assignments)
@@ -684,6 +681,19 @@ def crowd_paid_per_assignment(assignments, *, by: tuple[str, ...] = ("id",)) -> 
         flat_rate = fee if hit_publication is None else hit_fee
         _add(paid, row, by, paid_with_fee(amount, max_assignments=None, flat_rate=flat_rate))
     return paid
+
+
+def _assignment_price(
+    platform, project_reward, per_task, hit_reward, hit_fee, hit_size, link_reward, *, fee
+) -> Decimal:
+    """What one assignment was paid (crowd_paid_per_assignment's rule), from its row's fields."""
+    if hit_reward is not None:
+        return paid_through(
+            platform=platform, reward_usd=hit_reward, fee_rate=hit_fee, max_assignments=hit_size
+        )
+    if platform == "selfhosted" and link_reward is not None:
+        return Decimal(link_reward)
+    return paid_with_fee(project_reward or 0, max_assignments=per_task, flat_rate=fee)
 
 
 def crowd_paid_per_human_answer(answers, *, by: tuple[str, ...] = ("id",)) -> dict:
@@ -743,8 +753,12 @@ def _publication_of_answer(*, prefix: str):
 
 
 def _hit_of_work(*, prefix: str):
-    """The HIT an assignment (reached through `prefix`) was done on, as an OuterRef query."""
-    return stored_hits_of_work(prefix).filter(task_id=OuterRef(f"{prefix}task_id"))
+    """The HIT an assignment (reached through `prefix`) was done on, as an OuterRef query.
+
+    At most one HIT has a given non-empty id (crowd_hit_unique_hit_id), so the query is not
+    ordered: a HIT's ordering would make the database sort and join the HIT's task and
+    publication once per assignment, for each of the subqueries taking a field of it."""
+    return stored_hits_of_work(prefix).filter(task_id=OuterRef(f"{prefix}task_id")).order_by()
 
 
 def _add(paid: dict, row: tuple, by: tuple[str, ...], amount: Decimal) -> None:

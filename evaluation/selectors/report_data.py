@@ -13,6 +13,7 @@ computed in pieces of instructions (evaluation.services.reports).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -21,8 +22,8 @@ from typing import Protocol
 import numpy as np
 import psycopg
 from django.db import connection
-from django.db.models import Value
-from django.db.models.functions import Length, Replace
+from django.db.models import TextField, Value
+from django.db.models.functions import Cast, Length, Replace
 from psycopg import pq
 from psycopg.adapt import Loader
 
@@ -130,12 +131,15 @@ def _label_columns_sql(
     return sql, params
 
 
-# Packing the value (0..2) with the annotator saves the server a column of a million; the
-# assignment is fetched only for the labels that have one (a partial index finds them).
+# Packing the value (0..2) with the annotator saves the server a column of a million. The
+# assignment (0 for none) is read with them only when the benchmark has assignments at all: the
+# labels given through one are then read in the same pass, not by a second query that would
+# select them and apply the counting rule to them again.
 _LABEL_COLUMNS = (
     "CAST(l.question_id AS INTEGER), CAST(l.response_id AS INTEGER), "
     "CAST(l.annotator_id * 4 + l.value AS INTEGER)"
 )
+_ASSIGNMENT_COLUMN = "CAST(COALESCE(l.assignment_id, 0) AS INTEGER)"
 _SHOWN_LABEL_COLUMNS = (
     "CAST(l.response_id AS INTEGER), CAST(l.annotator_id * 4 + l.value AS INTEGER), "
     "CAST(l.assignment_id AS INTEGER)"
@@ -201,18 +205,32 @@ def _fetch_columns(query: tuple[str, tuple], n_columns: int) -> list[np.ndarray]
 
 @dataclass
 class LabelColumns:
-    """The benchmark's counted labels, one int64 array per column (database ids, value 0..2)."""
+    """The benchmark's counted labels, one int64 array per column (database ids, value 0..2).
+
+    `assignment` is the assignment each label was given through (0: none), or None when the
+    benchmark has no assignment, so that no label of it was given through one."""
 
     question: np.ndarray
     response: np.ndarray
     annotator: np.ndarray
     value: np.ndarray
+    assignment: np.ndarray | None = None
+
+
+def _benchmark_has_assignments(benchmark_id: int) -> bool:
+    return Assignment.objects.filter(task__instruction__benchmark_id=benchmark_id).exists()
 
 
 def fetch_label_columns(benchmark_id: int) -> LabelColumns:
-    """Return the benchmark's counted labels as columns, the cheapest way the database allows."""
-    question, response, packed = _fetch_columns(_label_columns_sql(benchmark_id, _LABEL_COLUMNS), 3)
-    return LabelColumns(question, response, packed >> 2, packed & 3)
+    """Return the benchmark's counted labels as columns, the cheapest way the database allows
+    (with their assignments when the benchmark has any)."""
+    if not _benchmark_has_assignments(benchmark_id):
+        columns = _label_columns_sql(benchmark_id, _LABEL_COLUMNS)
+        question, response, packed = _fetch_columns(columns, 3)
+        return LabelColumns(question, response, packed >> 2, packed & 3)
+    columns = _label_columns_sql(benchmark_id, f"{_LABEL_COLUMNS}, {_ASSIGNMENT_COLUMN}")
+    question, response, packed, assignment = _fetch_columns(columns, 4)
+    return LabelColumns(question, response, packed >> 2, packed & 3, assignment)
 
 
 def _fetch_label_columns_alone(benchmark_id: int) -> LabelColumns:
@@ -273,6 +291,22 @@ def fetch_shown_label_rows(benchmark_id: int) -> np.ndarray:
     query = _label_columns_sql(benchmark_id, _SHOWN_LABEL_COLUMNS, "l.assignment_id IS NOT NULL")
     response, packed, assignment = _fetch_columns(query, 3)
     return np.column_stack([response, packed >> 2, packed & 3, assignment])
+
+
+def _shown_label_rows(labels: LabelColumns) -> np.ndarray:
+    """Return the labels of `labels` given through an assignment as rows (response, annotator,
+    value, assignment): fetch_shown_label_rows's rows, from the labels read already."""
+    if labels.assignment is None:
+        return np.zeros((0, 4), dtype=np.int64)
+    given = np.flatnonzero(labels.assignment)
+    return np.column_stack(
+        [
+            labels.response[given],
+            labels.annotator[given],
+            labels.value[given],
+            labels.assignment[given],
+        ]
+    )
 
 
 class _Positions:
@@ -450,19 +484,64 @@ def _item_arrays(responses: _ResponseColumns, per_instruction, first_question) -
     )
 
 
-def _display_positions(benchmark: Benchmark, system_ids: dict[int, int]) -> dict[int, np.ndarray]:
-    """Return, per assignment id, each system index's display position (-1 when not shown)."""
-    positions: dict[int, np.ndarray] = {}
-    orders = Assignment.objects.filter(task__instruction__benchmark=benchmark).values_list(
-        "id", "display_order"
+def _display_positions(
+    benchmark: Benchmark, system_ids: dict[int, int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Return the ids of the benchmark's assignments (sorted) and, per assignment in that order,
+    each system index's display position (-1 when not shown): an int8 table.
+
+    Tens of thousands of assignments in a crowd-sized benchmark: their display orders are read
+    as JSON text and decoded in one call, then placed by numpy, with no Django converter and no
+    small array per assignment."""
+    rows = list(
+        Assignment.objects.filter(task__instruction__benchmark=benchmark)
+        .order_by()
+        .values_list("id", Cast("display_order", TextField()))
     )
-    for assignment_id, order in orders:
-        shown = np.full(len(system_ids), -1, dtype=np.int8)
-        for position, system_id in enumerate(order or []):
-            if system_id in system_ids:
-                shown[system_ids[system_id]] = position
-        positions[assignment_id] = shown
-    return positions
+    rows.sort()
+    ids = np.array([row[0] for row in rows], dtype=np.int64)
+    # An order left empty (SQL or JSON null) shows nothing.
+    orders = json.loads("[" + ",".join(row[1] or "null" for row in rows) + "]")
+    table = np.full((len(ids), len(system_ids)), -1, dtype=np.int8)
+    assignment, system, position = _display_entries(orders, system_ids)
+    if len(assignment):
+        # A system listed twice is at its last position, as a loop writing them in order leaves
+        # it: keep each (assignment, system)'s last entry only.
+        cell = assignment * len(system_ids) + system
+        last = len(cell) - 1 - np.unique(cell[::-1], return_index=True)[1]
+        table.reshape(-1)[cell[last]] = position[last]
+    return ids, table
+
+
+def _display_entries(orders: list, system_ids: dict[int, int]) -> tuple[np.ndarray, ...]:
+    """Return (assignment index, system index, position) of every entry of the display orders
+    that names one of the systems, in order."""
+    lengths = [len(order) if type(order) is list else -1 for order in orders]
+    flat = [system_id for order in orders if type(order) is list for system_id in order]
+    if min(lengths, default=0) < 0 or any(type(system_id) is not int for system_id in flat):
+        return _display_entries_one_by_one(orders, system_ids)  # not as the app writes them
+    counts = np.array(lengths, dtype=np.int64)
+    assignment = np.repeat(np.arange(len(orders)), counts)
+    position = np.arange(len(flat)) - np.repeat(np.cumsum(counts) - counts, counts)
+    known = np.array(sorted(system_ids), dtype=np.int64)
+    system = _Positions(known, np.array([system_ids[pk] for pk in known.tolist()], np.int64))(
+        np.array(flat, dtype=np.int64)
+    )
+    shown = system >= 0
+    return assignment[shown], system[shown], position[shown]
+
+
+def _display_entries_one_by_one(orders: list, system_ids: dict[int, int]) -> tuple[np.ndarray, ...]:
+    """_display_entries for orders holding anything else than lists of integers: each entry
+    matched as a dictionary lookup matches it (3.0 names system 3)."""
+    entries = [
+        (row, system_ids[system_id], position)
+        for row, order in enumerate(orders)
+        for position, system_id in enumerate(order or [])
+        if system_id in system_ids
+    ]
+    columns = np.array(entries, dtype=np.int64).reshape(-1, 3)
+    return columns[:, 0], columns[:, 1], columns[:, 2]
 
 
 def _distinct(ids: np.ndarray) -> np.ndarray:
@@ -529,7 +608,7 @@ def benchmark_arrays(
     label_item, label_annotator, label_value = _place_labels(
         labels, question_ids, question_instruction, first_question, responses, items, annotators
     )
-    shown = _shown_labels(benchmark, responses, annotators)
+    shown = _shown_labels(benchmark, responses, annotators, labels)
 
     arrays = BenchmarkArrays(
         benchmark=benchmark,
@@ -609,18 +688,19 @@ def _bits(highest: int) -> int:
     return max(int(highest), 0).bit_length()
 
 
-def _shown_labels(benchmark, responses: _ResponseColumns, annotators: _Annotators) -> np.ndarray:
+def _shown_labels(
+    benchmark, responses: _ResponseColumns, annotators: _Annotators, labels: LabelColumns
+) -> np.ndarray:
     """Return rows (response, annotator index, value, display position) of labels given through
     an assignment."""
-    rows = fetch_shown_label_rows(benchmark.pk)
+    rows = _shown_label_rows(labels)
     annotator = annotators.positions(rows[:, 1])
     rows = rows[annotator >= 0]
     rows[:, 1] = annotator[annotator >= 0]
-    shown = _display_positions(benchmark, responses.system_ids)  # asked always: fixed queries
-    if len(rows) == 0 or not shown:
+    # Asked always (fixed queries), and in place of the labels' second read.
+    assignment_ids, table = _display_positions(benchmark, responses.system_ids)
+    if len(rows) == 0 or len(assignment_ids) == 0:
         return np.zeros((0, 4), dtype=np.int64)
-    assignment_ids = np.array(sorted(shown), dtype=np.int64)
-    table = np.stack([shown[a] for a in assignment_ids.tolist()])
     found = _Positions(assignment_ids)(rows[:, 3])
     known = found >= 0
     rows, found = rows[known], found[known]

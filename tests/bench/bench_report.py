@@ -20,6 +20,16 @@ their own. Then, in a fresh process each time:
     BENCH_REPORT_RUNS=1 ...                       # fresh processes per measurement at 1 M (3)
     BENCH_REPORT_BASELINE=/tmp/old ...            # also time the report of another checkout
                                                   # (`git archive main`), interleaved with this one
+    BENCH_REPORT_SHAPE=crowd ...                  # crowd-shaped labels (below); databases
+                                                  # <name>_crowd unless named
+
+The default shape has every label without an assignment (in-house experts' imported labels), so
+the report never reads an assignment. BENCH_REPORT_SHAPE=crowd writes the same labels, each on a
+counted MTurk assignment instead: one batch of a task per instruction, 3 MTurk workers (crowd
+kind) with an approved assignment of every task (30,000 at 1 M labels), each with its shuffled
+display order and an Approved platform record on its task's production HIT; plus a sandbox
+publication of a second batch's 10,000 HITs (no work), which the counting rule's sandbox test
+reads. Same bulk path: the assignments, HITs and records by bulk_create, the labels by COPY FROM.
 """
 
 from __future__ import annotations
@@ -44,7 +54,12 @@ from tests.bench import bench_import  # noqa: E402
 from tests.bench.bench_import import PG_URL, SYSTEMS, fresh_pg, write_big  # noqa: E402
 from tests.bench.bench_import import child as run_child  # noqa: E402
 
-DATABASE = os.environ.get("BENCH_REPORT_DB", "bench_report")
+SHAPE = os.environ.get("BENCH_REPORT_SHAPE", "expert")  # "crowd": every label on an assignment
+if SHAPE not in ("expert", "crowd"):
+    raise SystemExit(f"BENCH_REPORT_SHAPE must be expert or crowd, not {SHAPE!r}")
+DATABASE = os.environ.get(
+    "BENCH_REPORT_DB", "bench_report" + ("_crowd" if SHAPE == "crowd" else "")
+)
 DATABASE_10M = os.environ.get("BENCH_REPORT_DB10", f"{DATABASE}_10m")
 SKIP_10M = os.environ.get("BENCH_REPORT_SKIP_10M") == "1"
 RUNS = int(os.environ.get("BENCH_REPORT_RUNS", "3"))  # fresh processes per measurement
@@ -131,6 +146,8 @@ _COPY_ROW = np.dtype(
         ("assignment_length", ">i4"),
     ]
 )
+# The same row with an assignment (length 8, value): the crowd shape.
+_COPY_ROW_ASSIGNED = np.dtype(_COPY_ROW.descr + [("assignment", ">i8")])
 _COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
 _COPY_TRAILER = b"\xff\xff"
 
@@ -147,8 +164,12 @@ def _copy_labels_in() -> int:
     from annotate.models import Annotator, Label, Question, Response
     from annotate.services.label_imports import _rebuilt_indexes
 
+    crowd = {"kind": "crowd", "platform": "mturk"} if SHAPE == "crowd" else {"kind": "expert"}
     annotators = [
-        Annotator.objects.get_or_create(name=f"worker{a}", defaults={"kind": "expert"})[0].pk
+        Annotator.objects.get_or_create(
+            name=f"worker{a}",
+            defaults={**crowd, "worker_id": f"W{a}" if crowd.get("platform") else ""},
+        )[0].pk
         for a in range(bench_import.ANNOTATORS)
     ]
     questions = np.array(
@@ -164,6 +185,8 @@ def _copy_labels_in() -> int:
     instructions, first = np.unique(questions[:, 1], return_index=True)
     per_instruction = np.diff(np.append(first, len(questions)))
     rng = np.random.default_rng(7)
+    # Per annotator and instruction (in id order): the assignment its labels come through.
+    assignments = _crowd_assignments(instructions, annotators) if SHAPE == "crowd" else None
     created = 0
     with connection.cursor() as cursor:
         indexes = _rebuilt_indexes(cursor)
@@ -183,7 +206,7 @@ def _copy_labels_in() -> int:
                 rows = _label_block(
                     responses[block], instructions, first, per_instruction, questions[:, 0]
                 )
-                created += _write_block(copy, rows, annotators, rng)
+                created += _write_block(copy, rows, annotators, rng, assignments)
             copy.write(_COPY_TRAILER)
         cursor.execute("SET session_replication_role = DEFAULT")
         cursor.execute("SET maintenance_work_mem = '512MB'")
@@ -194,28 +217,141 @@ def _copy_labels_in() -> int:
     return created
 
 
+def _crowd_assignments(instructions: np.ndarray, annotators: list[int]) -> np.ndarray:
+    """Write the crowd shape's batches, tasks, assignments, publications, HITs and platform
+    records; return the assignment ids as an (annotator, instruction index) array."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from annotate.crowd.models import Hit, PlatformAssignment, Publication
+    from annotate.models import (
+        Assignment,
+        AssignmentStatus,
+        Batch,
+        Benchmark,
+        Project,
+        System,
+        Task,
+    )
+
+    benchmark = Benchmark.objects.get(name="big")
+    systems = list(System.objects.filter(responses__instruction__benchmark=benchmark).distinct())
+    system_ids = np.array(sorted(s.pk for s in systems), dtype=np.int64)
+    project = Project.objects.create(name="crowd", benchmark=benchmark)
+    project.systems.set(systems)
+    now = timezone.now()
+    rng = np.random.default_rng(11)
+    size = 2_000
+    assignments = np.zeros((len(annotators), len(instructions)), dtype=np.int64)
+    for sandbox in (False, True):
+        batch = Batch.objects.create(project=project, name="sandbox" if sandbox else "production")
+        tasks = Task.objects.bulk_create(
+            [
+                Task(batch=batch, instruction_id=int(i), position=n)
+                for n, i in enumerate(instructions)
+            ],
+            batch_size=size,
+        )
+        publication = Publication.objects.create(
+            batch=batch,
+            platform="mturk",
+            sandbox=sandbox,
+            status="published",
+            title="bench",
+            description="bench",
+            reward_usd=1,
+            assignments_per_task=len(annotators),
+            assignment_duration_seconds=3600,
+            auto_approval_delay_seconds=3600,
+            lifetime_seconds=86400,
+            task_base_url="https://example.org",
+            link_token=f"bench-{'sandbox' if sandbox else 'production'}",
+        )
+        prefix = "S" if sandbox else "H"
+        hits = Hit.objects.bulk_create(
+            [
+                Hit(
+                    publication=publication,
+                    task=task,
+                    unique_request_token=f"{prefix}{task.pk}",
+                    max_assignments=len(annotators),
+                    hit_id=f"{prefix}{task.pk}",
+                    status="created",
+                )
+                for task in tasks
+            ],
+            batch_size=size,
+        )
+        if sandbox:
+            break
+        for a, annotator in enumerate(annotators):
+            made = Assignment.objects.bulk_create(
+                [
+                    Assignment(
+                        task=task,
+                        annotator_id=annotator,
+                        status=AssignmentStatus.APPROVED,
+                        claimed_at=now - timedelta(hours=2),
+                        expires_at=now - timedelta(hours=1),
+                        submitted_at=now - timedelta(hours=1, minutes=30),
+                        order_seed=n,
+                        display_order=rng.permutation(system_ids).tolist(),
+                        platform_assignment_id=f"A{a}-{task.pk}",
+                        platform_hit_id=hit.hit_id,
+                    )
+                    for n, (task, hit) in enumerate(zip(tasks, hits, strict=True))
+                ],
+                batch_size=size,
+            )
+            assignments[a] = [m.pk for m in made]
+            PlatformAssignment.objects.bulk_create(
+                [
+                    PlatformAssignment(
+                        hit=hit,
+                        platform_assignment_id=m.platform_assignment_id,
+                        worker_id=f"W{a}",
+                        status="Approved",
+                        submitted_at=m.submitted_at,
+                        assignment=m,
+                        synced_at=now,
+                    )
+                    for m, hit in zip(made, hits, strict=True)
+                ],
+                batch_size=size,
+            )
+    return assignments
+
+
 def _label_block(responses, instructions, first, per_instruction, question_ids) -> np.ndarray:
-    """Return (question id, response id) rows: every question of each response's instruction."""
+    """Return (question id, response id, instruction index) rows: every question of each
+    response's instruction."""
     where = np.searchsorted(instructions, responses[:, 1])
     counts = per_instruction[where]
     response = np.repeat(responses[:, 0], counts)
     start = np.repeat(first[where], counts)
     rank = np.arange(len(response)) - np.repeat(np.cumsum(counts) - counts, counts)
-    return np.column_stack([question_ids[start + rank], response])
+    return np.column_stack([question_ids[start + rank], response, np.repeat(where, counts)])
 
 
 # Microseconds from PostgreSQL's epoch (2000-01-01 UTC) to the labels' creation time.
 _CREATED = int((time.time() - 946_684_800) * 1_000_000)
 
 
-def _write_block(copy, rows: np.ndarray, annotators: list[int], rng) -> int:
-    """Write the rows once per annotator, each with a value drawn as the label CSV draws it."""
-    block = np.zeros(len(rows) * len(annotators), dtype=_COPY_ROW)
+def _write_block(copy, rows: np.ndarray, annotators: list[int], rng, assignments=None) -> int:
+    """Write the rows once per annotator, each with a value drawn as the label CSV draws it
+    (and, given `assignments`, on the annotator's assignment of the row's instruction)."""
+    assigned = assignments is not None
+    block = np.zeros(
+        len(rows) * len(annotators), dtype=_COPY_ROW_ASSIGNED if assigned else _COPY_ROW
+    )
     block["fields"] = 6
     for name, size in (("question", 8), ("response", 8), ("annotator", 8), ("value", 2)):
         block[f"{name}_length"] = size
     block["created_length"] = 8
-    block["assignment_length"] = -1
+    block["assignment_length"] = 8 if assigned else -1
+    if assigned:
+        block["assignment"] = assignments[:, rows[:, 2]].reshape(-1)
     block["question"] = np.tile(rows[:, 0], len(annotators))
     block["response"] = np.tile(rows[:, 1], len(annotators))
     block["annotator"] = np.repeat(annotators, len(rows))

@@ -483,3 +483,32 @@ def test_the_reader_whose_names_the_report_shows_must_be_given():
     caller forgetting it would have shown worker ids to anyone. It is a required keyword."""
     with pytest.raises(TypeError, match="scope"):
         report_build(benchmark=BenchmarkFactory(), n_resamples=10)
+
+
+def test_a_crowd_label_is_placed_where_its_assignment_showed_its_response(bench):
+    """Each label given through an assignment is at the display position its response's system
+    had in that assignment (0 = System A): a system listed twice at its last place, an id of no
+    system of the benchmark skipped, and an order left empty showing the system nowhere (-1)."""
+    from annotate.models import Assignment, System
+    from evaluation.selectors.report_data import benchmark_arrays
+
+    alpha, beta = (System.objects.get(name=name).pk for name in ("alpha", "beta"))
+    orders = {
+        "crowd-1": [beta, 999_999, alpha],
+        "crowd-2": [alpha, beta, alpha],
+        "crowd-3": [],
+    }
+    for name, order in orders.items():
+        Assignment.objects.filter(annotator__name=name).update(display_order=order)
+    data = benchmark_arrays(benchmark=bench)
+    positions = {
+        name: sorted(data.shown_position[data.shown_annotator == index].tolist())
+        for index, name in enumerate(data.annotator_names)
+        if name in orders
+    }
+    # Two questions on alpha's response and two on beta's, per worker.
+    assert positions == {
+        "crowd-1": [0, 0, 2, 2],
+        "crowd-2": [1, 1, 2, 2],
+        "crowd-3": [-1, -1, -1, -1],
+    }
