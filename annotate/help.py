@@ -19,6 +19,7 @@ from django.urls import reverse
 from django.utils.html import escape
 from django.utils.safestring import mark_safe
 from markdown_it import MarkdownIt
+from markdown_it.token import Token
 
 from annotate.errors import NotFoundError
 
@@ -100,6 +101,16 @@ def _renderer() -> MarkdownIt:
     return md
 
 
+_WORDS = ("text", "code_inline")
+
+
+def _heading_text(inline: Token) -> str:
+    """A heading's words as a reader sees them: its text and code spans, without the Markdown
+    around them (the backticks of `parsing.py`, the stars of *emphasis*)."""
+    words = (child.content for child in inline.children or () if child.type in _WORDS)
+    return "".join(words) or inline.content
+
+
 @functools.lru_cache(maxsize=len(HELP_PAGES))
 def _rendered(path: Path, mtime_ns: int) -> tuple[str, tuple[tuple[str, str], ...]]:
     text = path.read_text(encoding="utf-8")
@@ -109,7 +120,7 @@ def _rendered(path: Path, mtime_ns: int) -> tuple[str, tuple[tuple[str, str], ..
     # Our own documents, rendered with raw HTML off: every "<" they hold is escaped.
     html = mark_safe(md.renderer.render(tokens, md.options, env))  # noqa: S308
     sections = tuple(
-        (tokens[i].attrGet("id"), tokens[i + 1].content)
+        (tokens[i].attrGet("id"), _heading_text(tokens[i + 1]))
         for i, token in enumerate(tokens)
         if token.type == "heading_open" and token.tag == "h2"
     )

@@ -418,6 +418,13 @@ def upload(request: HttpRequest) -> HttpResponse:
         if upload_file is None or not name or kind not in UPLOAD_KINDS:
             context["error"] = "Choose a file, a study name and what the file holds."
             return render(request, "revision/upload.html", context, status=400)
+        if kind == "sessions" and systems:
+            # A sessions file brings its systems (model_name); the field was dropped unread.
+            context["error"] = (
+                "Systems: a sessions file names its own systems (model_name); leave Systems "
+                "empty, or upload questions with documents. Nothing was written."
+            )
+            return render(request, "revision/upload.html", context, status=400)
         if too_large := upload_size_problem(upload_file.size):
             context["error"] = too_large
             return render(request, "revision/upload.html", context, status=400)

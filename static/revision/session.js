@@ -4,6 +4,15 @@
   "use strict";
   var root = document.getElementById("revision");
 
+  // A form the server refused comes back at the address it was sent to (.../turns/,
+  // .../rate/), which takes POST only: opened again from the address bar or a restored tab it
+  // answered 405, a blank page. Show the session's own address, as the task page does; what
+  // the form held is in its drafts.
+  if (root && root.dataset.url && window.history && window.history.replaceState &&
+      location.pathname !== root.dataset.url) {
+    window.history.replaceState(null, "", root.dataset.url);
+  }
+
   // A field the user types in: keys are text there (no shortcuts), and focus stays in it.
   var typing = function (target) {
     if (!target) { return false; }

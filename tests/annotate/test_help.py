@@ -56,6 +56,23 @@ def test_html_written_in_a_document_is_shown_as_text(client, researcher, setting
     assert "and docs/deploy.md for operators" in text
 
 
+def test_the_list_of_sections_shows_headings_without_their_markdown(
+    client, researcher, settings, tmp_path
+):
+    """The list "On this page" showed a heading as written in the file, backticks and stars
+    included ("Parsing (`evaluation/verbalizer/parsing.py`)"), while the heading showed code."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "verbalizer.md").write_text(
+        "# Verbalizer\n\n## Parsing (`parsing.py`)\n\nText.\n\n## Numbers, *roughly*\n\nMore.\n"
+    )
+    settings.BASE_DIR = tmp_path
+    client.force_login(researcher)
+    text = client.get(reverse("help-page", args=["verbalizer"])).text
+    assert '<li><a href="#parsing-parsingpy">Parsing (parsing.py)</a></li>' in text
+    assert '<li><a href="#numbers-roughly">Numbers, roughly</a></li>' in text
+    assert "`" not in text.split('class="help-sections"')[1].split("</nav>")[0]
+
+
 def test_help_pages_need_a_login_and_an_unknown_one_is_a_404(client, annotator_user):
     assert client.get(reverse("help-page", args=["reports"])).status_code == 302
     client.force_login(annotator_user)

@@ -484,6 +484,33 @@ def test_the_instruction_type_is_required_in_the_browser_and_says_so(
     assert Turn.objects.get(session__annotator=user).instruction_type == "stylistic"
 
 
+def test_a_refused_form_leaves_the_session_address_which_opens_again(page_for, settings, tmp_path):
+    """A rating the server refuses (a blank comment) came back at the form's address,
+    .../rate/, which takes POST only: opened again from the address bar or a restored tab, the
+    annotator got a blank 405 page. The page now shows the session's own address, and opening
+    it again shows the session with the rating form as it was."""
+    page, user = start_session(
+        page_for, settings, tmp_path, study="e2e-refused-url", system="m", user="e2e-refused-url"
+    )
+    session = RevisionSession.objects.get(annotator=user)
+    session_path = f"/revision/sessions/{session.pk}/"
+    page.fill("#instruction", "Shorter.")
+    page.check("input[value=stylistic]")
+    page.get_by_role("button", name="Send instruction").click()
+    page.locator("#rate-form").wait_for()
+    page.wait_for_load_state()
+    page.check("input[name=rating][value=bad]")
+    page.fill("#comment", "  ")
+    page.get_by_role("button", name="Save rating").click()
+    page.get_by_text("a comment explaining the rating is required").wait_for()
+    page.wait_for_load_state()
+    assert page.evaluate("location.pathname") == session_path
+    response = page.goto(page.url)  # the address bar's address, opened again
+    assert response.status == 200
+    assert page.is_checked("input[name=rating][value=bad]")
+    assert Turn.objects.get(session=session).rating == ""
+
+
 @pytest.mark.parametrize("refusal", list(STORAGE_REFUSED))
 def test_a_browser_refusing_storage_rates_a_turn_without_drafts_or_errors(
     page_for, settings, tmp_path, refusal

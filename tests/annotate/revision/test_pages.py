@@ -170,6 +170,28 @@ def test_a_system_refused_on_the_upload_page_is_named_by_its_field_there(client,
     assert not Study.objects.filter(name="web").exists()
 
 
+def test_systems_given_with_a_sessions_file_are_refused_not_dropped(client, researcher):
+    """Systems typed beside a KIWI sessions file were dropped unread: the import went through
+    and the researcher believed the study had them."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    client.force_login(researcher)
+    session = {
+        "original_question": "Q?", "model_name": "m1", "initial_answer": "A.",
+        "interaction": [{"instruction": "Shorter.", "answer_1": "A", "answer_2": "",
+                         "rating": "good", "comment": "ok"}],
+    }  # fmt: skip
+    response = client.post(
+        reverse("revision:upload"),
+        {"study": "web-sessions", "kind": "sessions", "systems": "gpt-4",
+         "file": SimpleUploadedFile("s.jsonl", json.dumps(session).encode() + b"\n")},
+    )  # fmt: skip
+    assert response.status_code == 400
+    assert response.context["error"].startswith("Systems: a sessions file names its own systems")
+    assert response.context["error"].endswith("Nothing was written.")
+    assert not Study.objects.filter(name="web-sessions").exists()
+
+
 def test_researcher_uploads_a_study_and_a_bad_file_names_the_line(client, researcher):
     from django.core.files.uploadedfile import SimpleUploadedFile
 

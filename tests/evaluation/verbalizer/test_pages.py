@@ -369,3 +369,19 @@ def test_the_report_page_shows_kappa_as_its_markdown_and_latex_do(
     assert "<td>0.063</td><td>-0.063 to 0.813</td>" in html
     assert "| 0.063 | -0.063 to 0.813 |" in report_as(report, "md", "agreement")
     assert "& 0.063 & [-0.063, 0.813] &" in report_as(report, "latex", "agreement")
+
+
+def test_a_tied_majority_is_said_to_count_as_invalid(client, researcher, with_humans):
+    """Two people split on a prompt: its -majority row read "Invalid % 50.0" while the page said
+    only that a majority is the word more than half chose, and that Invalid % is the share of
+    replies the rule cannot read; a researcher saw invalid replies nobody gave."""
+    from annotate.models import Annotator
+
+    Annotator.objects.filter(name="p2").update(kind="undecided")  # item 2: one each way
+    client.force_login(researcher)
+    html = client.get(reverse("verbalizer-reports:detail", args=[with_humans.pk])).content.decode()
+    assert (
+        "<td>human-majority</td><td>SST-2</td><td>unnatural</td><td>flipped-golden</td>"
+        "<td>direct</td><td>2</td><td>100.0</td><td>100.0</td><td>100.0–100.0</td><td>50.0</td>"
+    ) in html
+    assert "a tie, has no majority word and counts under Invalid %" in html
