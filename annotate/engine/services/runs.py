@@ -754,7 +754,7 @@ class _RunClaim:
     calls (paid), sends no new one, beats nothing and leaves the run to its new holder.
     """
 
-    def __init__(self, run_id: int, since: datetime) -> None:
+    def __init__(self, run_id: int, since: datetime | None) -> None:
         self.run_id, self.since = run_id, since
         self.lost = False
 
@@ -795,7 +795,7 @@ class _DispatchClaim(_RunClaim):
     start took the run) and ends nothing."""
 
     def __init__(self, asked: EngineRun) -> None:
-        super().__init__(asked.pk, since=None)  # type: ignore[arg-type]
+        super().__init__(asked.pk, since=None)  # set once it marks the run running
         self.asked = asked.heartbeat if asked.status == RunStatus.PENDING else _NOT_PENDING
 
     def _mine(self):
