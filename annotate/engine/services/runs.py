@@ -26,14 +26,14 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
 from contextvars import ContextVar
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection, connections, transaction
-from django.db.models import Count, F, Q
+from django.db.models import BooleanField, Count, ExpressionWrapper, F, Q
 from django.db.models.functions import Now
 from django.utils import timezone
 
@@ -304,8 +304,8 @@ def engine_run_cap_set(
     the run has spent already.
     """
     engine_run_check_may_start(user=user, endpoint=run.endpoint)
-    locked = EngineRun.objects.select_for_update().get(pk=run.pk)
-    if locked.status == RunStatus.RUNNING and not _heartbeat_stale(locked, timezone.now()):
+    locked = _run_locked(run.pk)
+    if locked.status == RunStatus.RUNNING and not locked.silent:
         raise EngineRunError(f"Run {run.pk} is running: stop it before changing its cap.")
     if cap is not None and cap < 0:
         raise EngineRunError(
@@ -342,17 +342,17 @@ def engine_run_reopen(*, run: EngineRun, user: AbstractBaseUser | None = None) -
     their units beside this start once it runs.
     """
     engine_run_check_may_start(user=user, endpoint=run.endpoint)
-    now = timezone.now()
     # The chunks' rows before the run's, in the order a chunk's store locks them (_chunk_end).
     list(EngineChunk.objects.select_for_update().filter(run=run).values_list("pk", flat=True))
-    locked = EngineRun.objects.select_for_update().get(pk=run.pk)
-    if locked.status in _ACTIVE and not _heartbeat_stale(locked, now):
+    locked = _run_locked(run.pk)
+    if locked.status in _ACTIVE and not locked.silent:
         raise EngineRunError(_already_started(locked))
     if not engine_run_has_work_left(run=locked):
         raise EngineRunDoneError(run.pk)
     engine_run_check_key(endpoint=run.endpoint)  # a run that could only fail stays as it was
     EngineChunk.objects.filter(run=run).delete()  # a queued task of one finds nothing to do
     # The heartbeat of a pending run says when its start was asked (refused above till stale).
+    now = locked.database_now
     EngineRun.objects.filter(pk=run.pk).update(
         status=RunStatus.PENDING, stop_requested=False, error="", finished_at=None, heartbeat=now,
         **_running_ended(locked, _last_sign_of_life(locked)),
@@ -513,9 +513,24 @@ def engine_run_stop(*, run: EngineRun) -> None:
             _tell_finished(EngineRun.objects.select_related("endpoint").get(pk=run.pk))
 
 
-def _heartbeat_stale(run: EngineRun, now: datetime) -> bool:
-    timeout = timedelta(seconds=settings.ENGINE_HEARTBEAT_TIMEOUT_SECONDS)
-    return run.heartbeat is None or run.heartbeat < now - timeout
+def _run_silent() -> Q:
+    """Runs whose executor gave no sign of life for ENGINE_HEARTBEAT_TIMEOUT_SECONDS, by the
+    database's clock, which every start and beat writes (not a host's: two hosts whose clocks
+    differ by minutes would take over a run that beats, or never reap a dead one); or that never
+    beat: every start stamps one, so a row without one (written by hand, or by an older version)
+    has no worker behind it. The reaper's and a start's one test of a run's silence."""
+    silent = lease_silent(
+        stale_seconds=settings.ENGINE_HEARTBEAT_TIMEOUT_SECONDS, heartbeat_field="heartbeat"
+    )
+    return Q(heartbeat__isnull=True) | silent
+
+
+def _run_locked(run_id: int, *related: str) -> EngineRun:
+    """The run's row, locked till the transaction ends, with `silent` (`_run_silent`) and
+    `database_now` (the database's clock, which a start stamps its first beat by) read with it."""
+    silent = ExpressionWrapper(_run_silent(), output_field=BooleanField())
+    runs = EngineRun.objects.select_for_update().select_related(*related)
+    return runs.annotate(silent=silent, database_now=Now()).get(pk=run_id)
 
 
 def engine_runs_reap(
@@ -523,14 +538,11 @@ def engine_runs_reap(
 ) -> int:
     """Mark failed the running runs (or the one run, or those among `run_ids`: ids or a
     queryset of them) whose worker stopped beating, and tell each run's protocol (`on_finish`),
-    as any other end of a run does; return how many. Runs still beating cost one query."""
-    now = now or timezone.now()
-    limit = now - timedelta(seconds=settings.ENGINE_HEARTBEAT_TIMEOUT_SECONDS)
-    # No heartbeat at all counts as stale, as in _heartbeat_stale: every start stamps one, so a
-    # running row without one (written by hand, or by an older version) has no worker behind it.
-    stale = EngineRun.objects.filter(
-        Q(heartbeat__lt=limit) | Q(heartbeat__isnull=True), status=RunStatus.RUNNING
-    )
+    as any other end of a run does; return how many. Runs still beating cost one query.
+
+    Silent by the database's clock (`_run_silent`), not this process's; `now` is only the
+    failure's time."""
+    stale = EngineRun.objects.filter(_run_silent(), status=RunStatus.RUNNING)
     if run_id is not None:
         stale = stale.filter(pk=run_id)
     if run_ids is not None:
@@ -544,7 +556,7 @@ def engine_runs_reap(
         with transaction.atomic():
             # Again under the condition: a beat or another reaper may have come in between.
             if not stale.filter(pk=pk).update(
-                status=RunStatus.FAILED, finished_at=now, error=error
+                status=RunStatus.FAILED, finished_at=now or timezone.now(), error=error
             ):
                 continue
             reaped += 1
@@ -742,7 +754,7 @@ class _RunClaim:
     calls (paid), sends no new one, beats nothing and leaves the run to its new holder.
     """
 
-    def __init__(self, run_id: int, since: datetime) -> None:
+    def __init__(self, run_id: int, since: datetime | None) -> None:
         self.run_id, self.since = run_id, since
         self.lost = False
 
@@ -756,7 +768,8 @@ class _RunClaim:
         )
 
     def renew(self) -> bool:
-        if not self._mine().update(heartbeat=timezone.now()):
+        """Beat (the database's clock, which `_run_silent` ages it by) while the run is ours."""
+        if not self._mine().update(heartbeat=Now()):
             self.lost = True
         return not self.lost
 
@@ -767,10 +780,34 @@ class _RunClaim:
         """Whether the run is still this executor's, asked first in the transaction that stores
         its answers: the run's row stays locked till it commits, so no other executor claims it
         (and reads its units still pending) in between."""
-        if self._mine().update(running_since=self.since):
+        if self._mine().update(status=F("status")):
             return True
         self.lost = True
         return False
+
+
+class _DispatchClaim(_RunClaim):
+    """A dispatch's claim on the run (`engine_run_dispatch`): held while the run is as this
+    dispatch left it, pending as the start it was sent for asked it (`asked`: the pending
+    run's heartbeat, which the start stamps) or, once it marked the run running, running under
+    that start (`since`). Its transaction may have rolled back either way: a raise inside it
+    leaves the run pending as it was. A dispatch that stalled meanwhile finds neither (another
+    start took the run) and ends nothing."""
+
+    def __init__(self, asked: EngineRun) -> None:
+        super().__init__(asked.pk, since=None)  # set once it marks the run running
+        self.asked = asked.heartbeat if asked.status == RunStatus.PENDING else _NOT_PENDING
+
+    def _mine(self):
+        mine = Q(pk__in=[])  # found not pending: the dispatch of a start that is not this one's
+        if self.asked is not _NOT_PENDING:
+            mine = Q(status=RunStatus.PENDING, heartbeat=self.asked)
+        if self.since is not None:
+            mine |= Q(status=RunStatus.RUNNING, running_since=self.since)
+        return EngineRun.objects.filter(mine, pk=self.run_id)
+
+
+_NOT_PENDING = object()
 
 
 class _Executor:
@@ -1060,9 +1097,8 @@ def _run_counters_add(
             )
     ops = connection.ops
     sets, values = [], []
-    if beat:
-        sets.append(f"{ops.quote_name('heartbeat')} = %s")
-        values.append(ops.adapt_datetimefield_value(now))
+    if beat:  # the database's clock, as every beat of a run (`_run_silent`)
+        sets.append(f"{ops.quote_name('heartbeat')} = {_database_now_sql()}")
     for name, value in increments.items():
         column = ops.quote_name(EngineRun._meta.get_field(name).column)
         if isinstance(value, Decimal):
@@ -1073,6 +1109,19 @@ def _run_counters_add(
     table = ops.quote_name(EngineRun._meta.db_table)
     with connection.cursor() as cursor:  # names from model metadata, values as parameters
         cursor.execute(f"UPDATE {table} SET {', '.join(sets)} WHERE id = %s", [*values, run_id])  # noqa: S608
+
+
+_NOW_SQL: dict[str, str] = {}
+
+
+def _database_now_sql() -> str:
+    """`Now()` as SQL of this connection's database, for a statement written by hand."""
+    if connection.vendor not in _NOW_SQL:
+        compiler = EngineRun.objects.none().query.get_compiler(connection=connection)
+        sql, params = compiler.compile(Now())
+        assert not params
+        _NOW_SQL[connection.vendor] = sql
+    return _NOW_SQL[connection.vendor]
 
 
 _CALL_FIELDS = (
@@ -1225,9 +1274,7 @@ def _drain(run, protocol, executor: _Executor, ended: threading.Event, on_progre
             lease is not None and lease.lost  # taken over: no sign that the run lives
         ):
             last_beat = time.monotonic()
-            EngineRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING).update(
-                heartbeat=timezone.now()
-            )
+            EngineRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING).update(heartbeat=Now())
         if time.monotonic() - last_stop_check > STOP_CHECK_SECONDS:
             last_stop_check = time.monotonic()
             if EngineRun.objects.filter(pk=run.pk, stop_requested=True).exists():
@@ -1377,7 +1424,7 @@ def engine_run_execute(
     if claim.lost:
         return _finish_held(claim)
     failed, cancelled = _outcome(run, executor)
-    return _finish(run.pk, failed=failed, cancelled=cancelled)
+    return _finish_held(claim, failed=failed, cancelled=cancelled)
 
 
 def _finish_held(claim: _RunClaim, *, failed: str = "", cancelled: str = "") -> EngineRun:
@@ -1386,10 +1433,12 @@ def _finish_held(claim: _RunClaim, *, failed: str = "", cancelled: str = "") -> 
     An executor reaped or taken over while it stalled may wake to a raise as well as a return:
     either way the run is its new holder's, to end (or already ended) by that holder's rules.
     The claim is asked again, not only remembered, as a stall can end in a raise before any
-    beat or store found it lost.
+    beat or store found it lost; asked first in the transaction that ends the run, whose row
+    stays locked till it commits, so no other executor takes it over in between.
     """
-    if not claim.lost and claim.renew():
-        return _finish(claim.run_id, failed=failed, cancelled=cancelled)
+    with transaction.atomic():
+        if not claim.lost and claim.fence():
+            return _finish(claim.run_id, failed=failed, cancelled=cancelled)
     logger.warning(
         "Engine run %s was taken over or reaped while this executor stalled: its answers "
         "since are not stored (their calls are), and the run is left as it is.",
@@ -1402,24 +1451,26 @@ def _finish_held(claim: _RunClaim, *, failed: str = "", cancelled: str = "") -> 
 def _claim(run_id: int) -> EngineRun | None:
     """Mark the run running for this executor, under a lock of its row; None when a worker
     runs it already (running, with a fresh heartbeat). A run whose worker vanished is taken
-    over: the time it ran until its last beat is kept, the silence after is not counted."""
-    now = timezone.now()
+    over: the time it ran until its last beat is kept, the silence after is not counted.
+    Silent by the database's clock (`_run_silent`), which the start's first beat is stamped by
+    (its running time is this process's, as its end's)."""
     try:
-        run = EngineRun.objects.select_for_update().select_related("endpoint").get(pk=run_id)
+        run = _run_locked(run_id, "endpoint")
     except EngineRun.DoesNotExist:
         raise EngineNotFoundError(f"No run {run_id}.") from None
-    if run.status == RunStatus.RUNNING and not _heartbeat_stale(run, now):
+    if run.status == RunStatus.RUNNING and not run.silent:
         return None
     if run.stop_requested:  # the caller ends it as stopped, with the message it has
         # A vanished worker's silence is no running time: its interval ends at its last beat.
         _end_running(run, _last_sign_of_life(run))
         return run
+    now = timezone.now()
     fields = {
         **_running_ended(run, _last_sign_of_life(run)),
         "status": RunStatus.RUNNING,
         "started_at": run.started_at or now,
         "running_since": now,
-        "heartbeat": now,
+        "heartbeat": run.database_now,
         "finished_at": None,
         "error": "",
     }
@@ -1482,25 +1533,29 @@ def engine_run_dispatch(*, run_id: int, chunk_units: int | None = None) -> list[
     Runs in a worker (the task `engine_run_task`): prepares the units as a whole run does, marks
     the run running and enqueues the chunks once this commits. A run with nothing left ends at
     once. A redelivered dispatch finds the run no longer pending and sends nothing; the chunks
-    of an earlier start were deleted by `engine_run_reopen`.
+    of an earlier start were deleted by `engine_run_reopen`. An error ends the run only while
+    this dispatch holds it (`_DispatchClaim`): a dispatch that stalled while another start took
+    the run over leaves it to that start.
     """
     from annotate.engine import tasks  # tasks import this module
     from annotate.services.deferred_tasks import task_enqueue_on_commit
 
     size = max(1, chunk_units or settings.ENGINE_CELERY_CHUNK_UNITS)
+    asked = engine_run_get(run_id=run_id)
+    claim = _DispatchClaim(asked)
     try:
-        protocol = protocol_for(engine_run_get(run_id=run_id).kind)
+        protocol = protocol_for(asked.kind)
         with transaction.atomic():
-            run = EngineRun.objects.select_related("endpoint").select_for_update().get(pk=run_id)
+            run = _run_locked(run_id, "endpoint")
             if run.status != RunStatus.PENDING:
                 return []  # redelivered (its chunks are queued), or stopped before it started
             run.chunks.all().delete()  # chunks of an earlier start
-            now = timezone.now()
+            now = claim.since = timezone.now()
             EngineRun.objects.filter(pk=run.pk).update(
                 status=RunStatus.RUNNING,
                 started_at=run.started_at or now,
                 running_since=now,
-                heartbeat=now,
+                heartbeat=run.database_now,
                 finished_at=None,
                 error="",
                 cost_reserved_usd=Decimal(0),
@@ -1517,13 +1572,13 @@ def engine_run_dispatch(*, run_id: int, chunk_units: int | None = None) -> list[
             for chunk in chunks:
                 task_enqueue_on_commit(task=tasks.engine_run_chunk_task, args=(chunk.pk,))
     except (EngineRunError, EndpointError) as error:
-        _finish(run_id, failed=str(error))
+        _finish_held(claim, failed=str(error))
         return []
     except Exception as error:
-        _finish(run_id, failed=f"{type(error).__name__}: {error}")
+        _finish_held(claim, failed=f"{type(error).__name__}: {error}")
         raise
     if not chunks:
-        _finish(run_id)
+        _finish_held(claim)
     return chunks
 
 
