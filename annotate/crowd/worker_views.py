@@ -233,7 +233,15 @@ def demo_external_submit(request: HttpRequest) -> HttpResponse:
     try:
         FakePlatform().worker_submit(assignment_id=assignment_id)
     except CrowdPlatformError as error:
-        raise NotFoundError(str(error)) from None
+        if not _demo_submitted_before(assignment_id):
+            raise NotFoundError(str(error)) from None
+        # The worker's browser sent it again (a reload of this page, the done page opened
+        # again): the platform keeps the first submit, and the worker is told so.
+        message = (
+            f"The offline demo platform has assignment {assignment_id} already: it was "
+            "submitted before, and sending it again changes nothing."
+        )
+        return _demo_submitted(request, assignment_id, message)
     took = f"The offline demo platform took assignment {assignment_id}, as Mechanical Turk would. "
     if crowd_selectors.platform_work_late(platform=FakePlatform.name, assignment_id=assignment_id):
         message = took + (
@@ -253,6 +261,19 @@ def demo_external_submit(request: HttpRequest) -> HttpResponse:
             "It counts once a sync of the publication confirms it (an admin may then approve or "
             "reject it on the review page; a rejection takes it out again)."
         )
+    return _demo_submitted(request, assignment_id, message)
+
+
+def _demo_submitted_before(assignment_id: str) -> bool:
+    """Whether the offline platform has this assignment submitted (or reviewed) already."""
+    try:
+        FakePlatform().assignment_get(assignment_id=assignment_id)
+    except CrowdPlatformError:
+        return False
+    return True
+
+
+def _demo_submitted(request: HttpRequest, assignment_id: str, message: str) -> HttpResponse:
     # An admin playing a demo worker goes on at the publication: sync, then review this work.
     publication_id = (
         crowd_selectors.publication_id_of_hit(

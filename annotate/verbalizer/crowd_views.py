@@ -191,7 +191,9 @@ def _mturk_done(request: HttpRequest, ticket: crowd.CrowdPromptTicket, answer=No
         ),
     }
     response = render(request, "crowd/done.html", context)
-    return csp_replace_on(response, {"form-action": ["'self'", ticket.submit_to]})
+    if workers.submits_to_host(ticket.submit_to):
+        csp_replace_on(response, {"form-action": ["'self'", ticket.submit_to]})
+    return response
 
 
 @worker_page

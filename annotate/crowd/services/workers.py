@@ -77,9 +77,14 @@ class WorkerAssignment:
 
     @property
     def submits_to_mturk(self) -> bool:
-        """Posted to MTurk's host; False for a self-hosted link, and for the offline demo
-        platform, whose externalSubmit is a page of this site (a path, not a host)."""
-        return self.submit_to.startswith("http")
+        return submits_to_host(self.submit_to)
+
+
+def submits_to_host(submit_to: str) -> bool:
+    """Whether finished work is posted to MTurk's host (a source the page's form-action must
+    name): False for a self-hosted link, and for the offline demo platform, whose
+    externalSubmit is a page of this site (a path, not a host)."""
+    return submit_to.startswith("http")
 
 
 def assignment_token(*, assignment: Assignment, submit_to: str = "") -> str:

@@ -452,7 +452,12 @@ def test_an_admin_walks_a_hit_through_the_offline_demo_platform_as_a_worker(
     back = reverse("crowd:publication", args=[published.pk])
     assert f'id="back-to-publication"><a href="{back}">' in taken.text
     assert "counts once a sync" in taken.text and "never counts" not in taken.text
-    assert client.post(submit, mine).status_code == 404  # once
+    # Sent again (the worker reloads the page): the platform keeps the first submit, and the
+    # worker is told so rather than shown "Not Found".
+    again = client.post(submit, mine)
+    assert again.status_code == 200 and "submitted before" in again.text
+    assert "took assignment" not in again.text and f'href="{back}"' in again.text
+    assert FakePlatform.store.assignments[assignment.platform_assignment_id].status == "Submitted"
     assert not counted_assignments().filter(pk=assignment.pk).exists()  # not confirmed yet
 
     with django_capture_on_commit_callbacks(execute=True):

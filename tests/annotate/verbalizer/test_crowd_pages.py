@@ -300,7 +300,8 @@ def test_an_admin_answers_a_study_hit_on_the_offline_demo_platform_as_a_worker(
     assert client.post(submit, {**mine, "assignmentId": "FAKEASG99"}).status_code == 404
     taken = client.post(submit, mine)
     assert taken.status_code == 200 and "took assignment" in taken.content.decode()
-    assert client.post(submit, mine).status_code == 404
+    again = client.post(submit, mine)  # a reload: the platform keeps the first submit
+    assert again.status_code == 200 and "submitted before" in again.content.decode()
     assert not HumanAnswer.objects.filter(counted_human_answer_q(), pk=answer.pk).exists()
 
     with django_capture_on_commit_callbacks(execute=True):
@@ -398,3 +399,25 @@ def test_a_study_hits_token_on_a_batchs_hit_page_is_404_not_a_server_error(
     assert client.get(batch_page).status_code == 404  # the preview
     assert client.get(f"{batch_page}?{query}").status_code == 404  # the accepted HIT
     assert not HumanAnswer.objects.exists()
+
+
+def test_a_demo_workers_done_page_names_no_path_as_a_form_action_source(
+    client, study, settings, django_capture_on_commit_callbacks
+):
+    """The offline platform's turkSubmitTo is a path of this site, not a host: a study HIT's
+    done page put it in the policy's form-action, which the browser reports as an invalid
+    source on the console (and ignores). The page posts to this site, 'self', as an InFoBench
+    HIT's does; an MTurk host is still added for MTurk's (test_worker_pages)."""
+    settings.CROWD_PUBLIC_URL = "https://annotate.example.org"
+    client.force_login(UserFactory(username="boss", roles=[ADMIN], is_staff=True))
+    publish = reverse("verbalizer:study-publish", args=[study.pk])
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(publish, publish_form(publish="1", confirm_total="0.48"))
+    hit = Publication.objects.get(human_study=study).hits.order_by("id").first()
+    opened = client.post(reverse("crowd:demo-worker", args=[hit.pk]))
+    prompt_page = client.get(opened["Location"]).content.decode()
+    action = re.search(r'<form method="post" action="([^"]+)" id="answer-form"', prompt_page)
+    done = client.post(action.group(1), {"key": "1", "seconds": "2"})
+    assert f'action="{reverse("crowd:demo-external-submit")}"' in done.content.decode()
+    form_action = re.search(r"form-action ([^;]*)", done["Content-Security-Policy"]).group(1)
+    assert form_action.split() == ["'self'"]
