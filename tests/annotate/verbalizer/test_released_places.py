@@ -4,6 +4,7 @@ hand-back that never arrived), as a batch's released work gives up its slot: in 
 replacements plan, the study page, the next prompt's choice and the per-prompt limit. A sync
 that confirms it later gives the place back."""
 
+import threading
 from datetime import timedelta
 
 import pytest
@@ -25,9 +26,11 @@ from annotate.verbalizer.services.humans import (
     human_work_next,
 )
 from annotate.verbalizer.services.sets import evaluation_set_create
+from tests.annotate.crowd.test_blocked_slots import _done_or_waiting_for_a_lock, _postgresql_only
 from tests.annotate.verbalizer.helpers import fill
 from tests.annotate.verbalizer.test_crowd_spending import _answer_on_fake, _publish
 from tests.factories import AnnotatorFactory, UserFactory
+from tests.threads import in_thread
 
 pytestmark = pytest.mark.django_db
 
@@ -255,3 +258,49 @@ def test_an_unblock_gives_the_place_back_when_the_prompt_still_has_it(study, adm
     assert (done.restored, done.left_out) == (1, 0)
     assert _fake_channel(study)[0].counts[hit.prompt_id]["fake"] == 1
     assert counted_human_answers(HumanAnswer.objects.filter(pk=blocked.pk)).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_sync_confirming_an_answer_while_its_workers_block_commits_gives_it_no_place(
+    study, admin, monkeypatch
+):
+    """The sync that confirms a released answer waits for the answer's row, which the block
+    holds once it has marked it, and reads the block after: the answer stays out. Read before,
+    a block committing meanwhile left the blocked answer holding a place of its prompt."""
+    _postgresql_only()
+    publication = _publish(study, "fake", "0.20")
+    hit = publication.hits.order_by("id").first()
+    late = _answer_on_fake(hit, "SLOW1", hand_back=False)
+    later = timezone.now() + timedelta(hours=1)
+    assert review.publication_sync_reported(publication_id=publication.pk, now=later).released
+    FakePlatform().worker_submit(assignment_id=late.platform_assignment_id)
+    marked, go, original = threading.Event(), threading.Event(), review._blocked_answers_released
+
+    def held_open(**kwargs):
+        done = original(**kwargs)
+        marked.set()
+        go.wait(30)
+        return done
+
+    monkeypatch.setattr(review, "_blocked_answers_released", held_open)
+    blocked, synced = [], []
+    block = in_thread(
+        lambda: review.worker_block(annotator_id=late.annotator_id, reason="bot", user=admin),
+        blocked,
+    )
+    assert marked.wait(30)
+    again = later + timedelta(minutes=15)
+    sync = in_thread(
+        lambda: review.publication_sync(publication_id=publication.pk, now=again), synced
+    )
+    _done_or_waiting_for_a_lock(sync)
+    go.set()
+    block.join(30)
+    sync.join(30)
+
+    assert not isinstance(blocked[0], Exception), blocked
+    assert not isinstance(synced[0], Exception), synced
+    late.refresh_from_db()
+    assert late.place_released
+    assert _fake_channel(study)[0].counts.get(hit.prompt_id, {}).get("fake", 0) == 0
+    assert not counted_human_answers(HumanAnswer.objects.filter(pk=late.pk)).exists()
