@@ -280,7 +280,8 @@ class HumanAnswer(models.Model):
     worker's id), and the platform's record confirms the one of its worker and HIT
     (annotate.crowd.services.review._hit_store).
     An answer the platform has not confirmed by a sync after its hand-back was due holds no
-    place of its prompt (`place_released`), as a batch's released work holds no slot (is_late).
+    place of its prompt (`place_released`), as a batch's released work holds no slot (is_late);
+    nor does a blocked worker's answer (annotate.crowd.services.review.worker_block).
     An in-house annotator may change their last answer once, soon after (a slip of the key,
     annotate.verbalizer.services.humans.human_answer_change): `changed_from` keeps the word first
     chosen and `changed_at` the time of the change; `seconds` stays the time to the first answer.
@@ -302,7 +303,8 @@ class HumanAnswer(models.Model):
     platform_hit_id = models.CharField(max_length=200, blank=True)
     # Set by a sync whose whole listing of the answer's HIT did not have it once its hand-back
     # was due (annotate.crowd.services.review._unconfirmed_slots_released), cleared when the
-    # platform confirms it: it then holds no place among its prompt's answers (same_channel_q).
+    # platform confirms it; set too by its worker's block, cleared by the unblock if the prompt
+    # still has a place free: it then holds no place among its prompt's answers (same_channel_q).
     place_released = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     changed_from = models.CharField(max_length=50, blank=True)

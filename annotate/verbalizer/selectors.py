@@ -221,6 +221,7 @@ class StudyAnnotatorRow:
     channel: str | None  # IN_HOUSE, a platform, or None: their answers fill no channel
     answers: int
     rejected: int
+    blocked: bool = False  # a blocked crowd worker: their answers hold no place, count nowhere
 
 
 @dataclass(frozen=True)
@@ -241,7 +242,8 @@ ANNOTATORS_SHOWN = 200
 
 def _channel_of(kind: str, platform: str, status: str, released: bool) -> str | None:
     """The channel an answer fills (as same_channel_q counts it), None for none: a rejected
-    answer and one whose place a sync released (`place_released`) fill none."""
+    answer and one whose place a sync or its worker's block released (`place_released`) fill
+    none."""
     if status == AssignmentStatus.REJECTED or released:
         return None
     if kind == AnnotatorKind.EXPERT:
@@ -266,7 +268,7 @@ def human_study_progress(
         .values_list(
             "prompt_id", "prompt__mapping__group", "annotator_id", "annotator__name",
             "annotator__worker_id", "annotator__kind", "annotator__platform", "status",
-            "place_released",
+            "place_released", "annotator__block__active",
         )
         .order_by()
     )  # fmt: skip
@@ -281,12 +283,13 @@ def human_study_progress(
     groups: dict[str, int] = defaultdict(int)
     people: dict[int, list] = {}
     outside = 0
-    for prompt_id, group, annotator_id, name, worker_id, kind, platform, status, released in rows:
+    for row in rows:
+        prompt_id, group, annotator_id, name, worker_id, kind, platform, status, released = row[:9]
         channel = _channel_of(kind, platform, status, released)
         person = people.setdefault(
             annotator_id,
             [scope.name(annotator_id=annotator_id, name=name, worker_id=worker_id),
-             _channel_of(kind, platform, "", False), 0, 0],
+             _channel_of(kind, platform, "", False), 0, 0, bool(row[9])],
         )  # fmt: skip
         person[2] += 1
         person[3] += status == AssignmentStatus.REJECTED

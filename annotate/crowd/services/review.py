@@ -391,27 +391,56 @@ def _answer_places_restored(*, hit: Hit) -> int:
     row lock, which the prompt's answers on its platform take turns on (mturk_answer_submit):
     never one answer more than the study's answers per prompt. The others stay out, kept and
     paid, and count nowhere (results: an answer counts while it holds its place), as a batch's
-    work confirmed after its task was filled does, until a place frees up (a reject)."""
-    answers = HumanAnswer.objects.filter(
-        study_id=hit.publication.human_study_id, prompt_id=hit.prompt_id
+    work confirmed after its task was filled does, until a place frees up (a reject). A
+    blocked worker's answers hold no place while the block lasts (worker_block)."""
+    waiting = HumanAnswer.objects.filter(platform_hit_id=hit.hit_id, platform_record__isnull=False)
+    return len(
+        _answer_places_given(
+            study_id=hit.publication.human_study_id,
+            prompt_id=hit.prompt_id,
+            channel=Annotator(kind=AnnotatorKind.CROWD, platform=hit.publication.platform),
+            waiting=waiting,
+            turns=Hit.objects.filter(pk=hit.pk),
+        )
     )
-    waiting = answers.filter(
-        platform_hit_id=hit.hit_id,
-        annotator__platform=hit.publication.platform,
-        place_released=True,
-        platform_record__isnull=False,
-    ).exclude(status=AssignmentStatus.REJECTED)
+
+
+def _answer_places_given(
+    *, study_id: int, prompt_id: int, channel: Annotator, waiting, turns
+) -> list[int]:
+    """Give the prompt's places that `channel`'s answers (same_channel_q) have free to the
+    `waiting` answers of that channel that hold none, oldest first, leaving out those of a
+    worker blocked now; return their ids. `turns`: the rows the channel's answers to the prompt
+    take turns on (a HIT's, a self-hosted link's), locked first.
+
+    The answers' rows are locked before their workers' blocks are read: a block marks its
+    worker's answers (_blocked_answers_released) under those rows' locks, so one committing
+    meanwhile is read here, or waits for this and then takes the place back."""
+    answers = HumanAnswer.objects.filter(study_id=study_id, prompt_id=prompt_id)
+    waiting = (
+        waiting.filter(study_id=study_id, prompt_id=prompt_id, place_released=True)
+        .filter(annotator__platform=channel.platform)
+        .exclude(status=AssignmentStatus.REJECTED)
+    )
     if not waiting.exists():  # nearly every HIT: one statement
-        return 0
-    channel = same_channel_q(Annotator(kind=AnnotatorKind.CROWD, platform=hit.publication.platform))
-    places = HumanStudy.objects.values_list("answers_per_prompt", flat=True)
+        return []
+    places = HumanStudy.objects.values_list("answers_per_prompt", flat=True).get(pk=study_id)
     with transaction.atomic():  # a reject's verdict runs in none of its own
-        Hit.objects.select_for_update().filter(pk=hit.pk).order_by().first()
-        free = places.get(pk=hit.publication.human_study_id) - answers.filter(channel).count()
+        list(turns.select_for_update().order_by("pk").values_list("pk", flat=True))
+        candidates = list(
+            waiting.select_for_update(of=("self",)).order_by("id").values_list("pk", "annotator")
+        )
+        blocked = set(
+            WorkerBlock.objects.filter(
+                active=True, annotator_id__in={who for _, who in candidates}
+            ).values_list("annotator_id", flat=True)
+        )
+        free = places - answers.filter(same_channel_q(channel)).count()
         if free <= 0:
-            return 0
-        restored = list(waiting.order_by("id").values_list("pk", flat=True)[:free])
-        return HumanAnswer.objects.filter(pk__in=restored).update(place_released=False)
+            return []
+        given = [pk for pk, who in candidates if who not in blocked][:free]
+        HumanAnswer.objects.filter(pk__in=given).update(place_released=False)
+        return given
 
 
 def _slot_taken_back(assignment: Assignment, *, now: datetime) -> bool:
@@ -944,7 +973,23 @@ def worker_block(
         )
         for task_id in _blocked_work_released(annotator_id=worker.pk, now=now):
             task_left_out_restore(task_id=task_id, now=now)
+        _blocked_answers_released(annotator_id=worker.pk)
     return block
+
+
+def _blocked_answers_released(*, annotator_id: int) -> int:
+    """Free the places a blocked worker's human-study answers hold on their prompts, as their
+    batch work frees its slots: each answer is kept (an admin may still reject it) and marked
+    place_released, the mark of an answer that holds no place (same_channel_q), so the prompt
+    is offered to other workers again. Without this their answers, which count nowhere while
+    the block lasts, kept the prompt full and the study ended short of counted answers.
+
+    Every answer not rejected is marked, whatever its mark was: a sync or a reject giving one
+    its place back (_answer_places_given) holds its row, so this waits for it and marks it
+    after; one that comes after waits for this row and reads the block. A new answer of the
+    worker waits for the worker's row, which the block holds (worker_block)."""
+    answers = HumanAnswer.objects.filter(annotator_id=annotator_id)
+    return answers.exclude(status=AssignmentStatus.REJECTED).update(place_released=True)
 
 
 def _blocked_work_released(*, annotator_id: int, now: datetime) -> list[int]:
@@ -1026,6 +1071,10 @@ def worker_unblock(
     Work its platform has not confirmed yet waits for the sync that confirms it, as any work
     a sync released. A claim the block ended stays ended (the worker may take the task up
     again, like any lapsed claim, if it still has a slot).
+
+    Their human-study answers follow the same rule (_unblocked_answers_restored): each takes
+    its place back only when its prompt still has one free in its channel; the others stay
+    out, kept and counted nowhere, and are counted in `restored` and `left_out` with the rest.
     """
     require_admin(user)
     worker = _crowd_worker(annotator_id)
@@ -1051,7 +1100,44 @@ def worker_unblock(
                 restored += 1
             else:
                 left_out += 1
-    return Unblocked(restored=restored, left_out=left_out)
+        answers_restored, answers_left_out = _unblocked_answers_restored(worker)
+    return Unblocked(restored=restored + answers_restored, left_out=left_out + answers_left_out)
+
+
+def _unblocked_answers_restored(worker: Annotator) -> tuple[int, int]:
+    """Give an unblocked worker's answers their places back where their prompt has one free in
+    their channel, under the rows that channel's answers to the prompt take turns on (the
+    answer's HIT, mturk_answer_submit; a self-hosted link, link_answer_submit): never one answer
+    more than the study's answers per prompt. Return (restored, left out). An answer left out
+    is kept and counts nowhere, as a batch's work left out does; an MTurk answer left out takes
+    a place that frees up later on its HIT (a reject, a sync: _answer_places_restored). One
+    the platform has not confirmed yet waits for the sync that confirms it, as any answer a
+    sync released, and is neither."""
+    released = HumanAnswer.objects.filter(annotator=worker, place_released=True).exclude(
+        status=AssignmentStatus.REJECTED
+    )
+    if platform_confirms(worker.platform):
+        released = released.filter(platform_record__isnull=False)
+    restored = left_out = 0
+    for answer in released.order_by("study_id", "prompt_id"):
+        hit = hit_of_work(answer)
+        turns = (
+            Hit.objects.filter(pk=hit.pk)
+            if hit is not None
+            else Publication.objects.filter(
+                human_study_id=answer.study_id, platform=worker.platform
+            )
+        )
+        given = _answer_places_given(
+            study_id=answer.study_id,
+            prompt_id=answer.prompt_id,
+            channel=worker,
+            waiting=HumanAnswer.objects.filter(pk=answer.pk),
+            turns=turns,
+        )
+        restored += bool(given)
+        left_out += not given
+    return restored, left_out
 
 
 def workers_notify(*, annotator_ids: list[int], subject: str, message: str, user) -> list[str]:

@@ -28,6 +28,7 @@ from annotate.verbalizer.services.humans import (
     HumanStudyError,
     human_answer_submit,
     human_study_create,
+    human_work_next,
 )
 from annotate.verbalizer.services.sets import evaluation_set_create
 from evaluation.verbalizer.report import human_answers_raw, verbalizer_report_cached
@@ -772,19 +773,21 @@ def _worker(worker_id: str) -> int:
     return Annotator.objects.get(worker_id=worker_id).pk
 
 
-def test_a_blocked_participants_answers_leave_the_report_and_an_unblock_brings_them_back(
-    client, link, admin
-):
+def test_a_blocked_participants_answers_leave_the_report_and_free_their_places(client, link, admin):
     """A block takes the participant's answers out of every result at once (the raw file keeps
-    them, `worker blocked`); they keep their places on the prompts (unlike a batch's blocked
-    work, which gives up its slots), so an unblock counts them again and no prompt ever counts
-    more than the study's answers per prompt."""
+    them, `worker blocked`) and frees their places on the prompts, as a batch's blocked work
+    frees its slots: the prompt is offered to another participant, and the study page shows
+    the place free and the participant blocked. Before, a full prompt stayed full and the
+    study ended with fewer counted answers than it asked for."""
+    study = link.human_study
     work = _start(client, link, PROLIFIC_PID="P-1")["Location"]
-    prompt = link.human_study.prompts.order_by("id").first()
+    prompt = study.prompts.order_by("id").first()
     assert (
         _answer(client, work, prompt.pk, key=1 if prompt.item.is_positive else 2).status_code == 302
     )
-    evaluation_set = link.human_study.evaluation_set
+    second = _start(client, link, PROLIFIC_PID="P-2")["Location"]
+    assert _answer(client, second, prompt.pk).status_code == 302  # the prompt is full
+    evaluation_set = study.evaluation_set
 
     def systems():
         report = verbalizer_report_cached(evaluation_set=evaluation_set)
@@ -793,20 +796,60 @@ def test_a_blocked_participants_answers_leave_the_report_and_an_unblock_brings_t
     assert "human" in systems()
 
     review.worker_block(annotator_id=_worker("P-1"), reason="bot", user=admin)
-    assert not HumanAnswer.objects.filter(counted_human_answer_q()).exists()
-    assert "human" not in systems()
+    blocked_answer = HumanAnswer.objects.get(annotator__worker_id="P-1")
+    assert not HumanAnswer.objects.filter(counted_human_answer_q(), pk=blocked_answer.pk).exists()
     header, *rows = list(human_answers_raw(evaluation_set=evaluation_set))
-    assert [row[header.index("work_status")] for row in rows] == ["worker blocked"]
-    refused = _answer(client, work, link.human_study.prompts.order_by("id").last().pk)
+    statuses = sorted(row[header.index("work_status")] for row in rows)
+    assert statuses == ["counted", "worker blocked"]
+    refused = _answer(client, work, study.prompts.order_by("id").last().pk)
     assert refused.status_code == 403
-    assert HumanAnswer.objects.count() == 1
-    for participant, status in (("P-2", 302), ("P-3", 409)):  # P-1 holds one of the two places
-        other = _start(client, link, PROLIFIC_PID=participant)["Location"]
-        assert _answer(client, other, prompt.pk).status_code == status, participant
+    newcomer = _start(client, link, PROLIFIC_PID="P-3")["Location"]
+    for other in study.prompts.exclude(pk=prompt.pk):
+        assert _answer(client, newcomer, other.pk).status_code == 302
+    offered, _, _ = human_work_next(study=study, annotator=Annotator.objects.get(worker_id="P-3"))
+    assert offered == prompt  # the place P-1's answer held
 
-    review.worker_unblock(annotator_id=_worker("P-1"), user=admin)
+    client.force_login(admin)
+    page = client.get(reverse("verbalizer:study-detail", args=[study.pk]))
+    progress = page.context["progress"]
+    assert progress.counts[prompt.pk]["selfhosted"] == 1  # the blocked answer fills no place
+    assert prompt.pk in progress.needing
+    rows = sorted((r.answers, r.blocked) for r in progress.annotators)
+    assert rows == [(1, False), (1, True), (3, False)]  # P-2, P-1, P-3
+    assert '<strong class="error">blocked</strong>' in page.content.decode()
+    client.logout()
+
+    assert _answer(client, newcomer, prompt.pk).status_code == 302
     assert HumanAnswer.objects.filter(counted_human_answer_q(), prompt=prompt).count() == 2
-    assert "human" in systems()
+    assert HumanAnswer.objects.filter(prompt=prompt).count() == 3  # the blocked answer is kept
+
+
+def test_an_unblock_gives_a_place_back_only_where_the_prompt_still_has_one(client, link, admin):
+    """As a batch's unblocked work takes its slot back only where its task still has one: the
+    answer whose prompt another participant filled meanwhile stays out (kept, counted nowhere,
+    `late` in the raw file), the one whose prompt still has a place counts again; no prompt
+    ever counts more than the study's answers per prompt."""
+    study = link.human_study
+    first, other = study.prompts.order_by("id")[:2]
+    work = _start(client, link, PROLIFIC_PID="P-1")["Location"]
+    assert _answer(client, work, first.pk).status_code == 302
+    assert _answer(client, work, other.pk).status_code == 302
+    second = _start(client, link, PROLIFIC_PID="P-2")["Location"]
+    assert _answer(client, second, first.pk).status_code == 302
+    review.worker_block(annotator_id=_worker("P-1"), reason="bot", user=admin)
+    third = _start(client, link, PROLIFIC_PID="P-3")["Location"]
+    assert _answer(client, third, first.pk).status_code == 302  # the place P-1 held
+
+    done = review.worker_unblock(annotator_id=_worker("P-1"), user=admin)
+
+    assert (done.restored, done.left_out) == (1, 1)
+    counted = HumanAnswer.objects.filter(counted_human_answer_q())
+    assert counted.filter(prompt=first).count() == 2
+    assert not counted.filter(prompt=first, annotator__worker_id="P-1").exists()
+    assert counted.filter(prompt=other, annotator__worker_id="P-1").exists()
+    assert HumanAnswer.objects.filter(annotator__worker_id="P-1").count() == 2  # both kept
+    fourth = _start(client, link, PROLIFIC_PID="P-4")["Location"]
+    assert _answer(client, fourth, first.pk).status_code == 409  # full: P-2 and P-3
 
 
 @pytest.mark.django_db(transaction=True)

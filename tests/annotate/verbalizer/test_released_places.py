@@ -4,6 +4,7 @@ hand-back that never arrived), as a batch's released work gives up its slot: in 
 replacements plan, the study page, the next prompt's choice and the per-prompt limit. A sync
 that confirms it later gives the place back."""
 
+import threading
 from datetime import timedelta
 
 import pytest
@@ -13,6 +14,7 @@ from annotate.crowd.fake import FakePlatform
 from annotate.crowd.services import replacements, review
 from annotate.errors import ConflictError
 from annotate.models import AnnotatorKind
+from annotate.roles import ADMIN
 from annotate.selectors.identities import OPERATOR
 from annotate.selectors.results import counted_human_answers
 from annotate.verbalizer.models import HumanAnswer
@@ -24,9 +26,11 @@ from annotate.verbalizer.services.humans import (
     human_work_next,
 )
 from annotate.verbalizer.services.sets import evaluation_set_create
+from tests.annotate.crowd.test_blocked_slots import _done_or_waiting_for_a_lock, _postgresql_only
 from tests.annotate.verbalizer.helpers import fill
 from tests.annotate.verbalizer.test_crowd_spending import _answer_on_fake, _publish
-from tests.factories import AnnotatorFactory
+from tests.factories import AnnotatorFactory, UserFactory
+from tests.threads import in_thread
 
 pytestmark = pytest.mark.django_db
 
@@ -171,3 +175,132 @@ def test_forged_answers_of_workers_counted_as_experts_give_the_in_house_places_b
         study=study, prompt_id=first.prompt_id, annotator=reader, key=1, seconds=1.0
     )
     assert _fake_channel(study)[0].counts[first.prompt_id][""] == 1
+
+
+# --- A blocked worker's answers ------------------------------------------------------------
+
+
+@pytest.fixture
+def admin(db):
+    return UserFactory(username="places-admin", roles=[ADMIN])
+
+
+def test_a_blocked_workers_answer_gives_up_its_place_and_no_sync_gives_it_back(study, admin):
+    """A block frees the places its worker's answers held, as it frees a batch's slots: the
+    plan offers the HIT again, the study page and the per-prompt limit see the place free, and
+    a sync confirming the blocked answer again gives it no place: it never counts."""
+    publication = _publish(study, "fake", "0.20")
+    hit = publication.hits.order_by("id").first()
+    blocked = _answer_on_fake(hit, "BAD1")
+    for worker in ("REAL1", "REAL2"):
+        _answer_on_fake(hit, worker)
+    now = timezone.now()
+    review.publication_sync(publication_id=publication.pk, now=now)
+    assert _fake_channel(study)[0].counts[hit.prompt_id]["fake"] == 3
+
+    review.worker_block(annotator_id=blocked.annotator_id, reason="bot", user=admin)
+    later = now + timedelta(hours=1)
+    review.publication_sync(publication_id=publication.pk, now=later)
+
+    blocked.refresh_from_db()
+    assert blocked.place_released and blocked.status == "submitted"  # kept, holding no place
+    progress, fake = _fake_channel(study)
+    assert progress.counts[hit.prompt_id]["fake"] == 2 and hit.prompt_id in progress.needing
+    assert _plan_wanted(publication, later)[hit.pk] == 1
+    newcomer = AnnotatorFactory(kind=AnnotatorKind.CROWD, platform="fake", worker_id="NEW1")
+    human_answer_submit_within_limit(
+        study=study, prompt_id=hit.prompt_id, annotator=newcomer, key=1, seconds=1.0
+    )
+    assert not counted_human_answers(HumanAnswer.objects.filter(pk=blocked.pk)).exists()
+
+
+def test_an_unblock_leaves_a_refilled_prompts_answer_out_until_a_place_frees(study, admin):
+    """The unblock gives the answer its place back only if its prompt still has one (a
+    batch's unblocked work waits for a free slot the same way): the prompt refilled meanwhile
+    keeps its three answers, the unblocked one stays out, kept and not counted, and takes the
+    place a reject frees later on its HIT."""
+    publication = _publish(study, "fake", "0.20")
+    hit = publication.hits.order_by("id").first()
+    blocked = _answer_on_fake(hit, "BAD1")
+    real = [_answer_on_fake(hit, worker) for worker in ("REAL1", "REAL2")]
+    review.publication_sync(publication_id=publication.pk, now=timezone.now())
+    review.worker_block(annotator_id=blocked.annotator_id, reason="bot", user=admin)
+    newcomer = AnnotatorFactory(kind=AnnotatorKind.CROWD, platform="fake", worker_id="NEW1")
+    human_answer_submit_within_limit(
+        study=study, prompt_id=hit.prompt_id, annotator=newcomer, key=1, seconds=1.0
+    )
+
+    done = review.worker_unblock(annotator_id=blocked.annotator_id, user=admin)
+
+    assert (done.restored, done.left_out) == (0, 1)
+    blocked.refresh_from_db()
+    assert blocked.place_released
+    assert _fake_channel(study)[0].counts[hit.prompt_id]["fake"] == 3
+    assert not counted_human_answers(HumanAnswer.objects.filter(pk=blocked.pk)).exists()
+
+    review.human_answer_reject(answer_id=real[0].pk, user=admin, feedback="wrong")
+    blocked.refresh_from_db()
+    assert not blocked.place_released
+    assert counted_human_answers(HumanAnswer.objects.filter(pk=blocked.pk)).exists()
+    assert _fake_channel(study)[0].counts[hit.prompt_id]["fake"] == 3
+
+
+def test_an_unblock_gives_the_place_back_when_the_prompt_still_has_it(study, admin):
+    publication = _publish(study, "fake", "0.20")
+    hit = publication.hits.order_by("id").first()
+    blocked = _answer_on_fake(hit, "BAD1")
+    review.publication_sync(publication_id=publication.pk, now=timezone.now())
+    review.worker_block(annotator_id=blocked.annotator_id, reason="bot", user=admin)
+    assert _fake_channel(study)[0].counts.get(hit.prompt_id, {}).get("fake", 0) == 0
+
+    done = review.worker_unblock(annotator_id=blocked.annotator_id, user=admin)
+
+    assert (done.restored, done.left_out) == (1, 0)
+    assert _fake_channel(study)[0].counts[hit.prompt_id]["fake"] == 1
+    assert counted_human_answers(HumanAnswer.objects.filter(pk=blocked.pk)).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_sync_confirming_an_answer_while_its_workers_block_commits_gives_it_no_place(
+    study, admin, monkeypatch
+):
+    """The sync that confirms a released answer waits for the answer's row, which the block
+    holds once it has marked it, and reads the block after: the answer stays out. Read before,
+    a block committing meanwhile left the blocked answer holding a place of its prompt."""
+    _postgresql_only()
+    publication = _publish(study, "fake", "0.20")
+    hit = publication.hits.order_by("id").first()
+    late = _answer_on_fake(hit, "SLOW1", hand_back=False)
+    later = timezone.now() + timedelta(hours=1)
+    assert review.publication_sync_reported(publication_id=publication.pk, now=later).released
+    FakePlatform().worker_submit(assignment_id=late.platform_assignment_id)
+    marked, go, original = threading.Event(), threading.Event(), review._blocked_answers_released
+
+    def held_open(**kwargs):
+        done = original(**kwargs)
+        marked.set()
+        go.wait(30)
+        return done
+
+    monkeypatch.setattr(review, "_blocked_answers_released", held_open)
+    blocked, synced = [], []
+    block = in_thread(
+        lambda: review.worker_block(annotator_id=late.annotator_id, reason="bot", user=admin),
+        blocked,
+    )
+    assert marked.wait(30)
+    again = later + timedelta(minutes=15)
+    sync = in_thread(
+        lambda: review.publication_sync(publication_id=publication.pk, now=again), synced
+    )
+    _done_or_waiting_for_a_lock(sync)
+    go.set()
+    block.join(30)
+    sync.join(30)
+
+    assert not isinstance(blocked[0], Exception), blocked
+    assert not isinstance(synced[0], Exception), synced
+    late.refresh_from_db()
+    assert late.place_released
+    assert _fake_channel(study)[0].counts.get(hit.prompt_id, {}).get("fake", 0) == 0
+    assert not counted_human_answers(HumanAnswer.objects.filter(pk=late.pk)).exists()
