@@ -441,6 +441,27 @@ def test_direct_score_page_shows_the_rubric_and_labelled_scores(client, annotato
             assert f'<input type="radio" name="r{position}_score" value="{score}">' in page
 
 
+def _guidelines(page: str) -> str:
+    return re.search(r'<div class="guidelines-text">(.*?)</div>', page, flags=re.S).group(1)
+
+
+@pytest.mark.parametrize("mode", [ProjectMode.BOTH, ProjectMode.DIRECT_SCORE])
+def test_the_scoring_step_shows_scoring_guidelines_not_the_yes_no_ones(
+    client, annotator_user, mode
+):
+    project = project_with_tasks(instructions=1, systems=2, questions=1, mode=mode)
+    assignment = claim_for(annotator_user, project)
+    client.force_login(annotator_user)
+    url = reverse("work:assignment", args=[assignment.id])
+    scoring = _guidelines(client.get(url).text)
+    assert "score" in scoring and "UNKNOWN" not in scoring and "YES" not in scoring
+    api = client.get(reverse("annotate-api:assignment", args=[assignment.id])).json()
+    assert "UNKNOWN" not in api["guidelines"]
+    if mode == ProjectMode.BOTH:
+        assert client.post(url, {"r1_score": "3", "r2_score": "5"}).status_code == 302
+        assert "UNKNOWN" in _guidelines(client.get(url).text)
+
+
 def test_submit_continues_to_the_next_task_then_to_the_all_done_page(client, annotator_user):
     project = project_with_tasks(instructions=2, systems=2, questions=1)
     first = claim_for(annotator_user, project)
