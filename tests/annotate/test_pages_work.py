@@ -531,6 +531,19 @@ def test_the_all_done_page_points_to_a_task_left_open_in_another_project(client,
     assert f'href="{reverse("work:assignment", args=[waiting.id])}"' in done
 
 
+def test_the_all_done_page_opened_during_a_task_links_to_it_and_says_it_is_not_done(
+    client, annotator_user
+):
+    """Opened by its address while a claimed task was in progress, it said "All done" and
+    "1 more is waiting", with no link to the task in progress."""
+    project = project_with_tasks(instructions=2, systems=2, questions=1)
+    live = claim_for(annotator_user, project)
+    client.force_login(annotator_user)
+    page = client.get(reverse("work:project-done", args=[project.id])).text
+    assert "All done" not in page and "in progress" in page
+    assert f'href="{reverse("work:assignment", args=[live.id])}"' in page
+
+
 @pytest.mark.parametrize("mode", [ProjectMode.DRFR, ProjectMode.DIRECT_SCORE, ProjectMode.BOTH])
 def test_the_task_page_headings_go_down_one_level_at_a_time(client, annotator_user, mode):
     project = project_with_tasks(instructions=1, systems=2, questions=1, mode=mode)
