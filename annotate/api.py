@@ -276,7 +276,7 @@ def _task_payload(page: work_selectors.TaskPage) -> dict:
         "expires_at": page.assignment.expires_at,
         "mode": page.project.mode,
         "phase": page.phase,
-        "guidelines": page.project.guidelines,
+        "guidelines": page.guidelines,
         "instruction": instruction.text,
         "input": instruction.input_text,
         "fields": page.field_names,

@@ -186,6 +186,8 @@ def project_done(request: HttpRequest, project_id: int) -> HttpResponse:
         "project": project,
         "submitted": this.submitted if this else 0,
         "left_here": (this.available if this else 0),
+        # Opened by hand (a bookmark, the address typed) while a claimed task is in progress.
+        "live_here": this.live_assignment if this else None,
         # The same lapsed claims the dashboard offers (work_selectors.lapsed_unsubmitted).
         "lapsed_here": this.lapsed_assignments if this else [],
         "elsewhere": [

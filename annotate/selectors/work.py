@@ -23,6 +23,7 @@ from annotate.models import (
     DirectScore,
     Label,
     Project,
+    ProjectMode,
     Response,
     Task,
 )
@@ -41,7 +42,11 @@ from annotate.services.assignments import (
     counted_assignments,
     display_order_for,
 )
-from annotate.services.projects import DIRECT_SCORE_RUBRIC
+from annotate.services.projects import (
+    DEFAULT_GUIDELINES,
+    DIRECT_SCORE_GUIDELINES,
+    DIRECT_SCORE_RUBRIC,
+)
 from annotate.services.submissions import (
     FIELD_PATTERN,
     Phase,
@@ -101,6 +106,21 @@ class TaskPage:
     @property
     def asks_questions(self) -> bool:
         return self.phase == Phase.LABELS
+
+    @property
+    def guidelines(self) -> str:
+        """Return the guidelines of the step on the page.
+
+        A project's own guidelines are about its questions, except in a direct-score project
+        whose researcher wrote their own; the scoring step otherwise gets the scoring ones.
+        """
+        project = self.project
+        if self.asks_scores and (
+            project.mode == ProjectMode.BOTH
+            or project.guidelines.replace("\r\n", "\n") == DEFAULT_GUIDELINES
+        ):
+            return DIRECT_SCORE_GUIDELINES
+        return project.guidelines
 
     @property
     def is_open(self) -> bool:

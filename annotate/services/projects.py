@@ -39,6 +39,15 @@ you do not read). Use it rarely; it is not counted.
 Judge each question on its own. The systems are shown as System A, B, C... in an order shuffled \
 for you, so do not try to guess which model wrote what."""
 
+# The direct-score step's guidelines: DEFAULT_GUIDELINES are about the YES/NO questions.
+DIRECT_SCORE_GUIDELINES = """\
+Read the instruction (and its input, if there is one), then each response. Give each response \
+one score from 1 to 5 for how well it does what the instruction asks, as the rubric below \
+describes. Judge each response on its own, not against the others.
+
+The systems are shown as System A, B, C... in an order shuffled for you, so do not try to guess \
+which model wrote what."""
+
 DIRECT_SCORE_RUBRIC = {
     1: ("Very bad", "Unrelated to the instruction; shows no grasp of the task."),
     2: ("Bad", "Slightly related, but mostly wrong, confusing, or both."),

@@ -235,6 +235,7 @@ def set_detail(request: HttpRequest, set_id: int) -> HttpResponse:
         ).prefetch_related("publications"),
         "waiting": human_answers_waiting_for_kind(evaluation_set=evaluation_set),
         "can_publish": is_admin(request.user),
+        "is_admin": is_admin(request.user),
         "form": form,
         "run_form": run_form,
         "estimate": sent.estimate,

@@ -49,6 +49,10 @@ LATEX_NOTE = (
     "Shares, \\% good and \\% predicted good or bad are percentages, each rounded on its own; "
     "accuracy, precision, recall and F1 are fractions."
 )
+# Digits of what people read (the page, LaTeX, Markdown), as the paper's tables show them:
+# shares as whole percentages, other fractions (turns per session, F1...) to two digits. The page
+# showed more ("32.0", "3.506") than the tables a researcher copies ("32", "3.51").
+PERCENT_DIGITS, DIGITS = 0, 2
 # Shares shown as percentages on the page, in LaTeX and in Markdown, as in the paper.
 PERCENT_SUFFIXES = ("good", "neutral", "bad", "information_seeking", "stylistic", "share")
 # What people read above a column (the page, LaTeX, Markdown); CSV and JSON keep the field names.
@@ -106,7 +110,7 @@ def others_merged(report: dict, table: str) -> list[str]:
     return value.get("others_rule", {}).get("merged", []) if isinstance(value, dict) else []
 
 
-def table_notes(report: dict, table: str, *, percent_digits: int = 0) -> list[str]:
+def table_notes(report: dict, table: str) -> list[str]:
     """The figures of a table that are not rows, as sentences: the classifier's agreement with
     the human labels (Tables 3 and 4), where the labels came from (Table 3), the seeded splits,
     the turns of the Human row and the bootstrap intervals (Table 5)."""
@@ -121,7 +125,7 @@ def table_notes(report: dict, table: str, *, percent_digits: int = 0) -> list[st
         if agreement["run"] is None:
             notes.append("Classifier agreement with the human labels: no classifier run yet.")
         elif agreement["compared"]:
-            share = _fixed(agreement["agreement"], scale=100, digits=percent_digits, minus="-")
+            share = _fixed(agreement["agreement"], scale=100, digits=PERCENT_DIGITS, minus="-")
             compared = agreement["compared"]
             notes.append(
                 f"Classifier agreement with the human labels: {share}% on the {compared} "
@@ -228,27 +232,26 @@ def revision_csv(report: dict) -> str:
     return out.getvalue()
 
 
-def display(column: str, value: object, *, digits: int = 2, percent_digits: int = 0) -> str:
-    """A cell as people read it: shares as percentages, other fractions to `digits`, halves up
-    as everywhere else (Python's own formatting shows 0.125 as 12); the page asks for more
-    digits than the paper tables."""
+def display(column: str, value: object) -> str:
+    """A cell as people read it, on the page as in the paper tables: shares as whole
+    percentages, other fractions to two digits, halves up as everywhere else (Python's own
+    formatting shows 0.125 as 12)."""
     if value is None:
         return "–"
     if isinstance(value, float):
         if is_percent(column):
-            return _fixed(value, scale=100, digits=percent_digits, minus="-")
-        return _fixed(value, digits=digits, minus="-")
+            return _fixed(value, scale=100, digits=PERCENT_DIGITS, minus="-")
+        return _fixed(value, digits=DIGITS, minus="-")
     return str(value)
 
 
-def interval(row: dict, column: str, *, digits: int = 2, percent_digits: int = 0) -> str:
+def interval(row: dict, column: str) -> str:
     """The bootstrap interval of a cell as "[low, high]", in the cell's own units; "" for a
     column without one (`<column>_ci_low` / `_ci_high` in the row, Table 5's figures)."""
     low, high = row.get(f"{column}_ci_low"), row.get(f"{column}_ci_high")
     if low is None or high is None:
         return ""
-    shown = (display(column, bound, digits=digits, percent_digits=percent_digits)
-             for bound in (low, high))  # fmt: skip
+    shown = (display(column, bound) for bound in (low, high))
     return "[{}, {}]".format(*shown)
 
 

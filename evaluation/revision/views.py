@@ -85,10 +85,10 @@ def _study(user, study_id: int) -> Study:
 
 
 def _cell(row: dict, column: str) -> dict[str, str]:
-    """A cell's text and its bootstrap interval ("" if none), halves up as in the exports."""
+    """A cell's text and its bootstrap interval ("" if none), as the Markdown and LaTeX show them."""
     return {
-        "text": display(column, row.get(column), digits=3, percent_digits=1),
-        "interval": interval(row, column, digits=3, percent_digits=1),
+        "text": display(column, row.get(column)),
+        "interval": interval(row, column),
     }
 
 
@@ -119,7 +119,7 @@ def report_page(request: HttpRequest, study_id: int) -> HttpResponse:
                 "title": title,
                 **_cells(table_rows(report, name)),
                 "merged": merged,
-                "notes": table_notes(report, name, percent_digits=1),
+                "notes": table_notes(report, name),
                 # Every category on its own, when the paper's view merged some into "others".
                 "detail": _cells(report[name]["categories"]) if merged else None,
             }

@@ -23,7 +23,14 @@ from annotate.http import (
     figure_csp,
     figures_limited,
 )
-from annotate.roles import ADMIN, RESEARCHER, RESEARCHERS_ONLY, is_researcher, require_role
+from annotate.roles import (
+    ADMIN,
+    RESEARCHER,
+    RESEARCHERS_ONLY,
+    is_admin,
+    is_researcher,
+    require_role,
+)
 from annotate.selectors.identities import identity_scope
 from annotate.throttling import figure_rate_check
 from annotate.verbalizer.models import EvaluationSet, Mode, ModelAnswer
@@ -66,6 +73,7 @@ def report_page(request: HttpRequest, set_id: int) -> HttpResponse:
         "figures": available,
         "formats": DOCUMENTS,
         "waiting": human_answers_waiting_for_kind(evaluation_set=evaluation_set),
+        "is_admin": is_admin(request.user),
     }
     return render(request, "verbalizer/report.html", context)
 

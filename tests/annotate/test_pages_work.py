@@ -441,6 +441,27 @@ def test_direct_score_page_shows_the_rubric_and_labelled_scores(client, annotato
             assert f'<input type="radio" name="r{position}_score" value="{score}">' in page
 
 
+def _guidelines(page: str) -> str:
+    return re.search(r'<div class="guidelines-text">(.*?)</div>', page, flags=re.S).group(1)
+
+
+@pytest.mark.parametrize("mode", [ProjectMode.BOTH, ProjectMode.DIRECT_SCORE])
+def test_the_scoring_step_shows_scoring_guidelines_not_the_yes_no_ones(
+    client, annotator_user, mode
+):
+    project = project_with_tasks(instructions=1, systems=2, questions=1, mode=mode)
+    assignment = claim_for(annotator_user, project)
+    client.force_login(annotator_user)
+    url = reverse("work:assignment", args=[assignment.id])
+    scoring = _guidelines(client.get(url).text)
+    assert "score" in scoring and "UNKNOWN" not in scoring and "YES" not in scoring
+    api = client.get(reverse("annotate-api:assignment", args=[assignment.id])).json()
+    assert "UNKNOWN" not in api["guidelines"]
+    if mode == ProjectMode.BOTH:
+        assert client.post(url, {"r1_score": "3", "r2_score": "5"}).status_code == 302
+        assert "UNKNOWN" in _guidelines(client.get(url).text)
+
+
 def test_submit_continues_to_the_next_task_then_to_the_all_done_page(client, annotator_user):
     project = project_with_tasks(instructions=2, systems=2, questions=1)
     first = claim_for(annotator_user, project)
@@ -508,6 +529,19 @@ def test_the_all_done_page_points_to_a_task_left_open_in_another_project(client,
     done = client.get(reverse("work:project-done", args=[first.id])).text
     assert "Second" in done
     assert f'href="{reverse("work:assignment", args=[waiting.id])}"' in done
+
+
+def test_the_all_done_page_opened_during_a_task_links_to_it_and_says_it_is_not_done(
+    client, annotator_user
+):
+    """Opened by its address while a claimed task was in progress, it said "All done" and
+    "1 more is waiting", with no link to the task in progress."""
+    project = project_with_tasks(instructions=2, systems=2, questions=1)
+    live = claim_for(annotator_user, project)
+    client.force_login(annotator_user)
+    page = client.get(reverse("work:project-done", args=[project.id])).text
+    assert "All done" not in page and "in progress" in page
+    assert f'href="{reverse("work:assignment", args=[live.id])}"' in page
 
 
 @pytest.mark.parametrize("mode", [ProjectMode.DRFR, ProjectMode.DIRECT_SCORE, ProjectMode.BOTH])

@@ -599,6 +599,36 @@ def test_a_session_ended_after_a_bad_unedited_revision_shows_its_final_answer(
     assert answer.endswith(f">{session.initial_answer}")
 
 
+@pytest.mark.parametrize("ended_by", ["satisfied", "max_turns"])
+def test_a_finished_session_says_what_ended_it(
+    client, study, annotator, django_capture_on_commit_callbacks, ended_by
+):
+    """A session stopped by the turn limit read "This session is finished", as one the
+    annotator ended satisfied did: they could not tell that the limit had ended it."""
+    from annotate.revision.services.sessions import session_finish
+
+    capture = django_capture_on_commit_callbacks
+    if ended_by == "max_turns":
+        Study.objects.filter(pk=study.pk).update(max_turns=1)
+    client.force_login(annotator)
+    with capture(execute=True):
+        session = session_assign(study=study, user=annotator, now=timezone.now())
+    session.refresh_from_db()
+    instruct(capture, session, annotator, "Shorter.")
+    turn_rate(
+        session_id=session.pk, user=annotator, rating="good", comment="ok", now=timezone.now()
+    )
+    if ended_by == "satisfied":
+        session_finish(session_id=session.pk, user=annotator, now=timezone.now())
+
+    page = client.get(reverse("revision:session", args=[session.pk])).text
+
+    limit = "it reached the limit of 1 turn"
+    satisfied = "you ended it, satisfied with the answer"
+    assert (limit in page) is (ended_by == "max_turns")
+    assert (satisfied in page) is (ended_by == "satisfied")
+
+
 def reratings_of(study, annotator, count, question=None, answer="a1 [0]"):
     """`count` finished turns of someone else's session on `question`, sent to `annotator`."""
     from annotate.revision.models import Rerating

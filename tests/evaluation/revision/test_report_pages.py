@@ -16,7 +16,7 @@ def test_researcher_sees_the_report_page_downloads_figures_and_api(client, resea
     study = sample_study(tmp_path)
     client.force_login(researcher)
     page = client.get(reverse("revision-reports:report", args=[study.pk])).content.decode()
-    assert "Table 2: sessions per system" in page and "1.500" in page
+    assert "Table 2: sessions per system" in page and "1.50" in page
     table2 = client.get(reverse("revision-reports:report", args=[study.pk])).context["tables"][0]
     assert table2["columns"][-5:] == [
         "Turns",
@@ -26,7 +26,7 @@ def test_researcher_sees_the_report_page_downloads_figures_and_api(client, resea
         "% stylistic",
     ]
     llama = [cell["text"] for cell in table2["rows"][1][-3:]]
-    assert llama == ["3.000", "66.7", "33.3"]  # llama: 2 of 3 turns seeking
+    assert llama == ["3.00", "67", "33"]  # llama: 2 of 3 turns seeking
     api = client.get(reverse("api-revision-report", args=[study.pk])).json()
     assert api["table2"][1] == pytest.approx(
         {
@@ -273,3 +273,22 @@ def test_the_sessions_download_counts_with_the_exports(client, researcher, tmp_p
     html = refused.content.decode()
     assert "Too many report exports and label downloads from your account (at most 2/hour)" in html
     assert reverse("revision-reports:report", args=[study.pk]) in html
+
+
+def test_the_report_page_rounds_as_its_markdown_and_latex_do(client, researcher, tmp_path):
+    """The page showed 32.0 % and 3.506 turns per session where the Markdown and LaTeX tables
+    (the paper's, which researchers copy) read 32 and 3.51; JSON and CSV keep every digit."""
+    from evaluation.revision.formats import revision_csv, revision_latex, revision_markdown
+    from evaluation.revision.reports import revision_report_build
+
+    study = sample_study(tmp_path)
+    client.force_login(researcher)
+    tables = client.get(reverse("revision-reports:report", args=[study.pk])).context["tables"]
+    report = revision_report_build(study=study)
+    markdown, latex = revision_markdown(report), revision_latex(report)
+    for table in tables[:2]:
+        for row in table["rows"]:
+            cells = [cell["text"] for cell in row]
+            assert "| " + " | ".join(cells) + " |" in markdown, cells
+            assert " & ".join(cells) + " \\\\" in latex, cells
+    assert ",0.6666" in revision_csv(report)

@@ -279,8 +279,8 @@ def test_exported_percentages_round_halves_up_as_the_page_does():
     markdown = revision_markdown(report)
     assert "| System | Turns per session | % information-seeking | % stylistic |" in markdown
     assert "| a | 1.13 | 13 | 88 |" in markdown and "need not add up to 100" in markdown
-    cells = [_cell({"f1": value}, "f1")["text"] for value in (0.0625, -0.0625)]
-    assert cells == ["0.063", "-0.063"]  # the report page's cells
+    cells = [_cell({"f1": value}, "f1")["text"] for value in (0.125, -0.125)]
+    assert cells == ["0.13", "-0.13"]  # the report page's cells
     # 57 of 200 is 28.5 %: scaled in binary it was 28.499999999999996, which rounded down.
     report["table2"] = [{**row, "information_seeking": 57 / 200, "stylistic": 143 / 200}]
     assert "a & 1.13 & 29 & 72 \\\\" in revision_latex(report)
@@ -310,9 +310,9 @@ def test_every_table_5_figure_shows_its_bootstrap_interval_on_the_page_and_in_th
         report
     )
     assert "0.63 {\\scriptsize [0.25, 0.88]} & 50 {\\scriptsize [13, 88]}" in revision_latex(report)
-    # The page's cells to three digits, halves up too: 0.0625 is 0.063 (Python's f"{:.3f}"
-    # rounds it to even, 0.062, so the check below builds its text with the same _fixed).
-    assert _cell({**row, "accuracy_ci_low": 0.0625}, "accuracy")["interval"] == "[0.063, 0.875]"
+    # The page's cells as the documents', halves up too: 0.125 is 0.13 (Python's f"{:.2f}"
+    # rounds it to even, 0.12, so the check below builds its text with the same _fixed).
+    assert _cell({**row, "accuracy_ci_low": 0.125}, "accuracy")["interval"] == "[0.13, 0.88]"
 
     study = sample_study(tmp_path)
     run = judge_run_create(study=study, task="rating-judge", mode="zero-shot", now=timezone.now())
@@ -323,7 +323,7 @@ def test_every_table_5_figure_shows_its_bootstrap_interval_on_the_page_and_in_th
     built = revision_report_build(study=study)["table5"]["rows"]
     accuracy = table5["columns"].index("Accuracy")
     for shown, figures in zip(table5["rows"], built, strict=True):
-        low, high = (_fixed(figures[f"accuracy_ci_{end}"], digits=3) for end in ("low", "high"))
+        low, high = (_fixed(figures[f"accuracy_ci_{end}"], digits=2) for end in ("low", "high"))
         assert shown[accuracy]["interval"] == f"[{low}, {high}]"
     cell = table5["rows"][0][accuracy]
     assert f'{cell["text"]} <span class="ci">{cell["interval"]}</span>' in page.text
@@ -412,7 +412,7 @@ def test_every_format_gives_the_classifier_agreement_and_the_split(tmp_path, cli
     assert expected in csv
     client.force_login(UserFactory(roles=[RESEARCHER]))
     page = client.get(reverse("revision-reports:report", args=[study.pk])).content.decode()
-    assert "75.0% on the 4 turns having both" in page and "Split of seed 4" in page
+    assert "75% on the 4 turns having both" in page and "Split of seed 4" in page
 
 
 def test_the_agreement_note_says_when_no_classifier_has_run_yet(tmp_path):

@@ -238,6 +238,27 @@ def test_answers_waiting_for_a_kind_are_named_with_the_way_to_count_them(
         assert 'id="waiting-for-kind"' not in client.get(url).content.decode()
 
 
+def test_the_way_to_count_waiting_answers_is_told_as_the_viewers_role_allows(
+    client, researcher, admin_user, with_humans
+):
+    """A researcher was told to "Decide their kind on the Annotators page", where only an admin
+    may decide the kind of a person with work outside the researcher's projects and studies."""
+    from annotate.models import Annotator
+
+    Annotator.objects.filter(name="p2").update(kind="undecided")
+    pages = [
+        reverse("verbalizer-reports:detail", args=[with_humans.pk]),
+        reverse("verbalizer:set-detail", args=[with_humans.pk]),
+    ]
+    for user, admin_decides in ((researcher, True), (admin_user, False)):
+        client.force_login(user)
+        for url in pages:
+            html = client.get(url).text
+            section = html.split('id="waiting-for-kind"')[1].split("</section>")[0]
+            assert ("decided by an admin" in section) is admin_decides, (user, url)
+            assert ("Decide their kind" in section) is not admin_decides, (user, url)
+
+
 def test_the_page_says_a_group_averages_its_mappings_as_its_numbers_do(
     client, researcher, small_set
 ):
