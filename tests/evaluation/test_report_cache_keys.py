@@ -9,7 +9,6 @@ number must be the new one. The labels here never change; what moves is what the
 from __future__ import annotations
 
 import pytest
-from django.core.cache import cache
 
 from annotate.models import ConstraintType, Instruction, Question, Response, Subset, System
 from annotate.selectors.identities import OPERATOR
@@ -19,18 +18,8 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def admin_client(client, admin_user):
-    admin_user.is_superuser = True  # the `admin` role's users are staff without permissions
-    admin_user.save()
-    client.force_login(admin_user)
-    return client
-
-
-@pytest.fixture(autouse=True)
-def _empty_cache():
-    cache.clear()
-    yield
-    cache.clear()
+def admin_client(superuser_client):
+    return superuser_client
 
 
 def _report(bench) -> dict:
