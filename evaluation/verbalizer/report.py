@@ -20,7 +20,7 @@ import hashlib
 from dataclasses import dataclass
 
 import numpy as np
-from django.db.models import Count, Max
+from django.db.models import Count, Max, Value
 
 from annotate.models import AnnotatorKind, System
 from annotate.selectors.identities import OPERATOR, IdentityScope
@@ -501,19 +501,17 @@ def _version(evaluation_set: EvaluationSet) -> str:
 
 def _names_shown(evaluation_set: EvaluationSet) -> str:
     """Hash the names the report shows and groups by, each editable after the answers came in
-    (a dataset and a human study in the admin, a system in the InFoBench admin)."""
+    (a dataset and a human study in the admin, a system in the InFoBench admin): one query."""
     answered = ModelAnswer.objects.filter(prompt__evaluation_set=evaluation_set)
-    names = (
-        evaluation_set.datasets.order_by("pk").values_list("pk", "name"),
-        HumanStudy.objects.filter(evaluation_set=evaluation_set)
-        .order_by("pk")
-        .values_list("pk", "name"),
-        System.objects.filter(pk__in=answered.values("system_id"))
-        .order_by("pk")
-        .values_list("pk", "name"),
+    datasets = evaluation_set.datasets.values_list(Value("dataset"), "pk", "name")
+    studies = HumanStudy.objects.filter(evaluation_set=evaluation_set).values_list(
+        Value("study"), "pk", "name"
     )
-    text = repr([list(rows) for rows in names])
-    return hashlib.sha256(text.encode()).hexdigest()[:24]
+    systems = System.objects.filter(pk__in=answered.values("system_id")).values_list(
+        Value("system"), "pk", "name"
+    )
+    names = sorted(datasets.order_by().union(studies.order_by(), systems.order_by(), all=True))
+    return hashlib.sha256(repr(names).encode()).hexdigest()[:24]
 
 
 def report_version(evaluation_set: EvaluationSet) -> str:

@@ -138,3 +138,36 @@ def test_an_instructions_domain_changed_by_an_update_is_counted(bench):
     Instruction.objects.filter(benchmark=bench, subset=Subset.EASY).update(category="")
 
     assert _dataset(bench, "easy")["domains"] == 0
+
+
+def test_an_annotator_renamed_in_the_admin_changes_whose_ratings_agreement_keeps(
+    admin_client, bench
+):
+    """Agreement keeps an item's first n raters in name order (n: the most common number of
+    raters): a fourth expert on i1 named last is left out there; renamed to come first, it is
+    kept and expert-3 is left out, so the kappa read through the cache is the new one."""
+    from annotate.models import AnnotatorKind
+    from evaluation.services.reports import report_build
+    from tests.factories import AnnotatorFactory, DirectScoreFactory
+
+    def kappa(report) -> float:
+        rows = report["agreement"]
+        return next(
+            r["fleiss_kappa"]
+            for r in rows
+            if (r["protocol"], r["group"], r["subset"]) == ("ds", "expert", "overall")
+        )
+
+    fourth = AnnotatorFactory(name="expert-4", kind=AnnotatorKind.EXPERT)
+    easy = Instruction.objects.get(benchmark=bench, subset=Subset.EASY)
+    for system, score in (("alpha", 5), ("beta", 1)):  # A better; expert-3 said B better
+        response = Response.objects.get(instruction=easy, system__name=system)
+        DirectScoreFactory(response=response, annotator=fourth, score=score)
+    before = kappa(_report(bench))
+    url = f"/admin/annotate/annotator/{fourth.pk}/change/"
+    form = {**_admin_form(admin_client, url), "name": "expert-0"}
+    assert admin_client.post(url, form).status_code == 302
+
+    fresh = kappa(report_build(scope=OPERATOR, benchmark=bench, n_resamples=10))
+    assert fresh != before
+    assert kappa(_report(bench)) == fresh
