@@ -368,8 +368,8 @@ def _instruction_arrays(benchmark: Benchmark) -> _InstructionColumns:
 def _questions_query(benchmark_id: int) -> tuple[str, tuple]:
     """(id, instruction id, constraint mask, position) of the benchmark's questions."""
     return (
-        f"SELECT CAST(q.id AS INTEGER), CAST(q.instruction_id AS INTEGER), "
-        f"CAST(q.constraint_mask AS INTEGER), CAST(q.position AS INTEGER) "
+        f"SELECT CAST(q.id AS INTEGER) AS q_id, CAST(q.instruction_id AS INTEGER) AS q_instruction, "
+        f"CAST(q.constraint_mask AS INTEGER) AS q_mask, CAST(q.position AS INTEGER) AS q_position "
         f"FROM {Question._meta.db_table} q JOIN {Instruction._meta.db_table} i "
         f"ON i.id = q.instruction_id WHERE i.benchmark_id = %s",
         (benchmark_id,),
@@ -379,31 +379,55 @@ def _questions_query(benchmark_id: int) -> tuple[str, tuple]:
 def _responses_query(benchmark_id: int) -> tuple[str, tuple]:
     """(id, instruction id, system id) of the benchmark's responses."""
     return (
-        f"SELECT CAST(r.id AS INTEGER), CAST(r.instruction_id AS INTEGER), "
-        f"CAST(r.system_id AS INTEGER) FROM {Response._meta.db_table} r "
+        f"SELECT CAST(r.id AS INTEGER) AS r_id, CAST(r.instruction_id AS INTEGER) AS r_instruction, "
+        f"CAST(r.system_id AS INTEGER) AS r_system FROM {Response._meta.db_table} r "
         f"JOIN {Instruction._meta.db_table} i ON i.id = r.instruction_id "
         f"WHERE i.benchmark_id = %s",
         (benchmark_id,),
     )
 
 
-def layout_fingerprint(benchmark_id: int) -> str:
-    """Hash everything but the work that a report reads about the benchmark: its instructions
-    (subset, domain, id, length), questions (instruction, position, constraint types),
-    responses (instruction, system) and their systems' names, as the report reads them.
+# Row hashes summed by the database (layout_fingerprint): a prime below 2**31 and coefficients
+# below 2**20, so every product fits a signed 64-bit integer (PostgreSQL bigint, SQLite).
+_PRIME = 2_147_483_647
+_COEFFICIENTS = (1_000_003, 999_983, 998_617, 997_141)
 
-    Read from the rows, not counted or summed, so any write (an admin edit, a response moved
-    to a retired system, a queryset update) names a new report: the labels' fingerprint
-    cannot see a label's response move to another system or its instruction to another
-    subset, since the label row itself is unchanged.
+
+def _rows_hash_sql(query: tuple[str, tuple], columns: list[str]) -> tuple[str, tuple]:
+    """Count the rows of `query` and sum a hash of each: a linear form of its integer `columns`
+    (the first its id) times its id plus one, modulo a prime. A change to one row moves the
+    sum; so do rows trading values, the change weighed by each one's id (d * id_a - d * id_b is
+    no multiple of the prime); other coincidences have about one chance in 2**31."""
+    sql, params = query  # '%%': the modulo, in a query with parameters
+    form = " + ".join(
+        f"(CAST({c} AS BIGINT) %% {_PRIME}) * {k}"
+        for c, k in zip(columns, _COEFFICIENTS, strict=False)
+    )
+    row_hash = (
+        f"(({form}) %% {_PRIME}) * (CAST({columns[0]} AS BIGINT) %% {_PRIME} + 1) %% {_PRIME}"
+    )
+    return f"SELECT COUNT(*), SUM({row_hash}) FROM ({sql}) rows_hashed", params
+
+
+def layout_fingerprint(benchmark_id: int) -> str:
+    """Summarise everything but the work that a report reads about the benchmark: its
+    instructions (subset, domain, id, length), questions (instruction, position, constraint
+    types), responses (instruction, system) and their systems' names, as the report reads them.
+
+    From the rows, not their counts or plain sums, so any write (an admin edit, a response
+    moved to a retired system, a queryset update) names a new report: the labels' fingerprint
+    cannot see a label's response move to another system or its instruction to another subset,
+    since the label row itself is unchanged. Instructions and names are few and hashed here;
+    questions and responses, tens of thousands, are hashed and summed by the database.
     """
     digest = hashlib.sha256(repr(_instruction_rows(benchmark_id)).encode())
-    for query, n_columns in ((_questions_query, 4), (_responses_query, 3)):
-        columns = _fetch_columns(query(benchmark_id), n_columns)
-        order = np.argsort(columns[0], kind="stable")  # ids: the database's order is none
-        for column in columns:
-            digest.update(np.ascontiguousarray(column[order], dtype=np.int64).tobytes())
-        digest.update(b"|")
+    with connection.cursor() as cursor:
+        for query, columns in (
+            (_questions_query(benchmark_id), ["q_id", "q_instruction", "q_mask", "q_position"]),
+            (_responses_query(benchmark_id), ["r_id", "r_instruction", "r_system"]),
+        ):
+            cursor.execute(*_rows_hash_sql(query, columns))
+            digest.update(repr(cursor.fetchone()).encode())
     systems = Response.objects.filter(instruction__benchmark_id=benchmark_id).values("system_id")
     names = System.objects.filter(pk__in=systems).order_by("id").values_list("id", "name")
     digest.update(repr(list(names)).encode())
