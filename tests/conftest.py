@@ -12,6 +12,16 @@ def admin_user(db):
 
 
 @pytest.fixture
+def superuser_client(client, admin_user):
+    """A client logged in as an admin with every permission of Django's admin pages (the
+    `admin` role's users are staff without permissions)."""
+    admin_user.is_superuser = True
+    admin_user.save()
+    client.force_login(admin_user)
+    return client
+
+
+@pytest.fixture
 def researcher(db):
     return UserFactory(username="researcher-user", roles=[RESEARCHER])
 

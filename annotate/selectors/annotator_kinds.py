@@ -7,9 +7,12 @@ agreement or exports.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
 
-from django.db.models import Max
+from django.db import connection
+from django.db.models import Max, Q
+from django.db.models.functions import Collate
 
 from annotate.models import DECIDED_KIND_VALUES, Annotator, ProjectAnnotatorKind
 
@@ -40,7 +43,8 @@ def annotators_counted(*, benchmark_id: int, annotator_ids: Iterable[int]) -> di
 
 
 def kinds_fingerprint(*, benchmark_id: int) -> tuple:
-    """Return what changes whenever a kind that matters to the benchmark's results changes."""
+    """Return what changes whenever a kind that matters to the benchmark's results changes,
+    or the order by name of the annotators who may count there."""
 
     decided = Annotator.objects.aggregate(last=Max("kind_changed_at"))["last"]
     overrides = tuple(
@@ -48,4 +52,25 @@ def kinds_fingerprint(*, benchmark_id: int) -> tuple:
         .order_by("annotator_id", "project_id")
         .values_list("annotator_id", "project_id", "kind")
     )
-    return (decided, overrides)
+    return (decided, overrides, _name_order(benchmark_id))
+
+
+def _name_order(benchmark_id: int) -> str:
+    """Hash the ids, in name order, of the annotators whose work can count in the benchmark (a
+    decided kind of their own, or one a project on it gives them).
+
+    Agreement takes an item's first raters in name order (evaluation.services.reports
+    ._rated_items), so a rename (the admin's) can change a kappa while no label changes. Names
+    are unique; ordered by code point, as Python sorts them ("C" on PostgreSQL, BINARY on
+    SQLite: UTF-8 bytes sort as code points), so only the ids come back.
+    """
+    overridden = ProjectAnnotatorKind.objects.filter(project__benchmark_id=benchmark_id)
+    collation = "C" if connection.vendor == "postgresql" else "BINARY"
+    ids = (
+        Annotator.objects.filter(
+            Q(kind__in=DECIDED_KIND_VALUES) | Q(pk__in=overridden.values("annotator_id"))
+        )
+        .order_by(Collate("name", collation))
+        .values_list("id", flat=True)
+    )
+    return hashlib.sha256(repr(list(ids)).encode()).hexdigest()[:24]

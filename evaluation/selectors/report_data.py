@@ -13,6 +13,7 @@ computed in pieces of instructions (evaluation.services.reports).
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -371,13 +372,18 @@ class _InstructionColumns:
     external_ids: list[str]
 
 
-def _instruction_arrays(benchmark: Benchmark) -> _InstructionColumns:
-    rows = list(
-        Instruction.objects.filter(benchmark=benchmark)
+def _instruction_rows(benchmark_id: int) -> list[tuple]:
+    """(id, subset, category, external id, words) of each instruction, in id order."""
+    return list(
+        Instruction.objects.filter(benchmark_id=benchmark_id)
         .order_by("id")
         .annotate(words=INSTRUCTION_WORDS)
         .values_list("id", "subset", "category", "external_id", "words")
     )
+
+
+def _instruction_arrays(benchmark: Benchmark) -> _InstructionColumns:
+    rows = _instruction_rows(benchmark.pk)
     categories = [r[2] or "(none)" for r in rows]
     domains, domain = _index(categories)
     principal_domains, principal = _index([principal_domain(c) for c in categories])
@@ -393,19 +399,79 @@ def _instruction_arrays(benchmark: Benchmark) -> _InstructionColumns:
     )
 
 
+def _questions_query(benchmark_id: int) -> tuple[str, tuple]:
+    """(id, instruction id, constraint mask, position) of the benchmark's questions."""
+    return (
+        f"SELECT CAST(q.id AS INTEGER) AS q_id, CAST(q.instruction_id AS INTEGER) AS q_instruction, "
+        f"CAST(q.constraint_mask AS INTEGER) AS q_mask, CAST(q.position AS INTEGER) AS q_position "
+        f"FROM {Question._meta.db_table} q JOIN {Instruction._meta.db_table} i "
+        f"ON i.id = q.instruction_id WHERE i.benchmark_id = %s",
+        (benchmark_id,),
+    )
+
+
+def _responses_query(benchmark_id: int) -> tuple[str, tuple]:
+    """(id, instruction id, system id) of the benchmark's responses."""
+    return (
+        f"SELECT CAST(r.id AS INTEGER) AS r_id, CAST(r.instruction_id AS INTEGER) AS r_instruction, "
+        f"CAST(r.system_id AS INTEGER) AS r_system FROM {Response._meta.db_table} r "
+        f"JOIN {Instruction._meta.db_table} i ON i.id = r.instruction_id "
+        f"WHERE i.benchmark_id = %s",
+        (benchmark_id,),
+    )
+
+
+# Row hashes summed by the database (layout_fingerprint): a prime below 2**31 and coefficients
+# below 2**20, so every product fits a signed 64-bit integer (PostgreSQL bigint, SQLite).
+_PRIME = 2_147_483_647
+_COEFFICIENTS = (1_000_003, 999_983, 998_617, 997_141)
+
+
+def _rows_hash_sql(query: tuple[str, tuple], columns: list[str]) -> tuple[str, tuple]:
+    """Count the rows of `query` and sum a hash of each: a linear form of its integer `columns`
+    (the first its id) times its id plus one, modulo a prime. A change to one row moves the
+    sum; so do rows trading values, the change weighed by each one's id (d * id_a - d * id_b is
+    no multiple of the prime); other coincidences have about one chance in 2**31."""
+    sql, params = query  # '%%': the modulo, in a query with parameters
+    form = " + ".join(
+        f"(CAST({c} AS BIGINT) %% {_PRIME}) * {k}"
+        for c, k in zip(columns, _COEFFICIENTS, strict=False)
+    )
+    row_hash = (
+        f"(({form}) %% {_PRIME}) * (CAST({columns[0]} AS BIGINT) %% {_PRIME} + 1) %% {_PRIME}"
+    )
+    return f"SELECT COUNT(*), SUM({row_hash}) FROM ({sql}) rows_hashed", params
+
+
+def layout_fingerprint(benchmark_id: int) -> str:
+    """Summarise everything but the work that a report reads about the benchmark: its
+    instructions (subset, domain, id, length), questions (instruction, position, constraint
+    types), responses (instruction, system) and their systems' names, as the report reads them.
+
+    From the rows, not their counts or plain sums, so any write (an admin edit, a response
+    moved to a retired system, a queryset update) names a new report: the labels' fingerprint
+    cannot see a label's response move to another system or its instruction to another subset,
+    since the label row itself is unchanged. Instructions and names are few and hashed here;
+    questions and responses, tens of thousands, are hashed and summed by the database.
+    """
+    digest = hashlib.sha256(repr(_instruction_rows(benchmark_id)).encode())
+    with connection.cursor() as cursor:
+        for query, columns in (
+            (_questions_query(benchmark_id), ["q_id", "q_instruction", "q_mask", "q_position"]),
+            (_responses_query(benchmark_id), ["r_id", "r_instruction", "r_system"]),
+        ):
+            cursor.execute(*_rows_hash_sql(query, columns))
+            digest.update(repr(cursor.fetchone()).encode())
+    systems = Response.objects.filter(instruction__benchmark_id=benchmark_id).values("system_id")
+    names = System.objects.filter(pk__in=systems).order_by("id").values_list("id", "name")
+    digest.update(repr(list(names)).encode())
+    return digest.hexdigest()[:24]
+
+
 def _question_arrays(benchmark: Benchmark, instruction_ids: np.ndarray):
     # Tens of thousands of rows: read as arrays (one int4[] per column on PostgreSQL) rather than
     # a Python tuple per question, then put in (instruction id, position) order here.
-    ids, instruction, mask, position = _fetch_columns(
-        (
-            f"SELECT CAST(q.id AS INTEGER), CAST(q.instruction_id AS INTEGER), "
-            f"CAST(q.constraint_mask AS INTEGER), CAST(q.position AS INTEGER) "
-            f"FROM {Question._meta.db_table} q JOIN {Instruction._meta.db_table} i "
-            f"ON i.id = q.instruction_id WHERE i.benchmark_id = %s",
-            (benchmark.pk,),
-        ),
-        4,
-    )
+    ids, instruction, mask, position = _fetch_columns(_questions_query(benchmark.pk), 4)
     order = np.lexsort((position, instruction))
     # Questions are ordered by (instruction id, position), which is also instruction index order.
     instruction = _index_of(instruction_ids, instruction[order])
@@ -422,16 +488,7 @@ class _ResponseColumns:
 
 
 def _response_arrays(benchmark: Benchmark, instruction_ids: np.ndarray) -> _ResponseColumns:
-    ids, instruction, system = _fetch_columns(
-        (
-            f"SELECT CAST(r.id AS INTEGER), CAST(r.instruction_id AS INTEGER), "
-            f"CAST(r.system_id AS INTEGER) FROM {Response._meta.db_table} r "
-            f"JOIN {Instruction._meta.db_table} i ON i.id = r.instruction_id "
-            f"WHERE i.benchmark_id = %s",
-            (benchmark.pk,),
-        ),
-        3,
-    )
+    ids, instruction, system = _fetch_columns(_responses_query(benchmark.pk), 3)
     order = np.argsort(ids)
     ids, instruction, system = ids[order], instruction[order], system[order]
     names = dict(System.objects.filter(pk__in=np.unique(system).tolist()).values_list("id", "name"))

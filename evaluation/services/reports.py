@@ -55,6 +55,7 @@ from evaluation.selectors.report_data import (
     BenchmarkArrays,
     annotator_source,
     benchmark_arrays,
+    layout_fingerprint,
 )
 from evaluation.stats import (
     MISSING,
@@ -1179,7 +1180,8 @@ def _fingerprint(benchmark: Benchmark) -> str:
     )
     counted = counted_work_fingerprint(benchmark=benchmark)
     kinds = kinds_fingerprint(benchmark_id=benchmark.pk)
-    return repr((labels, scores, work, calls, counted, kinds, benchmark.name))
+    layout = layout_fingerprint(benchmark.pk)
+    return repr((labels, scores, work, calls, counted, kinds, layout, benchmark.name))
 
 
 def report_cached(

@@ -16,12 +16,13 @@ Conventions: evaluation.verbalizer.scoring and docs/verbalizer.md.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import numpy as np
-from django.db.models import Count, Max
+from django.db.models import Count, Max, Value
 
-from annotate.models import AnnotatorKind
+from annotate.models import AnnotatorKind, System
 from annotate.selectors.identities import OPERATOR, IdentityScope
 from annotate.selectors.results import (
     counted_human_answers,
@@ -494,9 +495,23 @@ def _version(evaluation_set: EvaluationSet) -> str:
     published = HumanStudy.prompts.through.objects.filter(
         humanstudy__evaluation_set=evaluation_set
     ).aggregate(n=Count("pk"), last=Max("pk"))
-    return ":".join(
-        str(p) for p in [*parts, runs["n"], runs["last"], published["n"], published["last"]]
+    parts += [runs["n"], runs["last"], published["n"], published["last"]]
+    return ":".join(str(p) for p in [*parts, _names_shown(evaluation_set)])
+
+
+def _names_shown(evaluation_set: EvaluationSet) -> str:
+    """Hash the names the report shows and groups by, each editable after the answers came in
+    (a dataset and a human study in the admin, a system in the InFoBench admin): one query."""
+    answered = ModelAnswer.objects.filter(prompt__evaluation_set=evaluation_set)
+    datasets = evaluation_set.datasets.values_list(Value("dataset"), "pk", "name")
+    studies = HumanStudy.objects.filter(evaluation_set=evaluation_set).values_list(
+        Value("study"), "pk", "name"
     )
+    systems = System.objects.filter(pk__in=answered.values("system_id")).values_list(
+        Value("system"), "pk", "name"
+    )
+    names = sorted(datasets.order_by().union(studies.order_by(), systems.order_by(), all=True))
+    return hashlib.sha256(repr(names).encode()).hexdigest()[:24]
 
 
 def report_version(evaluation_set: EvaluationSet) -> str:

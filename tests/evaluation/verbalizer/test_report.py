@@ -581,3 +581,46 @@ def test_an_answer_given_while_the_human_answers_csv_starts_is_exported_with_its
     assert len(rows) == 6 + 1
     (late,) = [r for r in rows if r[header.index("annotator")] == "late"]
     assert late[header.index("work_status")] == "counted"
+
+
+@pytest.mark.parametrize(
+    ("model", "current", "renamed"),
+    [("system", "m1", "m1-instruct"), ("classificationdataset", "SST-2", "SST-2 (GLUE)")],
+)
+def test_a_name_corrected_in_the_admin_is_in_the_report_read_from_the_cache(
+    superuser_client, with_humans, model, current, renamed
+):
+    """The report is cached by the state of the set's answers; a system or dataset renamed on
+    its admin page (each editable after the answers came in) is reported by its new name."""
+    from annotate.models import System
+    from annotate.verbalizer.models import ClassificationDataset
+    from evaluation.verbalizer.report import verbalizer_report_cached
+
+    assert current in repr(verbalizer_report_cached(evaluation_set=with_humans))
+    row_of = {"system": System, "classificationdataset": ClassificationDataset}[model]
+    renaming = row_of.objects.get(name=current)
+    app = row_of._meta.app_label
+    url = f"/admin/{app}/{model}/{renaming.pk}/change/"
+    form = superuser_client.get(url).context["adminform"].form
+    data = {name: form.initial.get(name, field.initial) for name, field in form.fields.items()}
+    data = {name: value for name, value in data.items() if value is not None}
+    assert superuser_client.post(url, {**data, "name": renamed}).status_code == 302
+
+    report = repr(verbalizer_report_cached(evaluation_set=with_humans))
+    assert renamed in report
+
+
+def test_a_human_study_renamed_in_the_admin_names_its_slice_in_the_cached_report(
+    superuser_client, with_humans
+):
+    from annotate.verbalizer.models import HumanStudy
+    from evaluation.verbalizer.report import verbalizer_report_cached
+
+    slices = verbalizer_report_cached(evaluation_set=with_humans)["slices"]
+    assert "h" in repr(slices) and "pilot-h" not in repr(slices)
+    study = HumanStudy.objects.get(name="h")
+    url = f"/admin/verbalizer/humanstudy/{study.pk}/change/"
+    form = {"name": "pilot-h", "active": "on" if study.active else ""}
+    assert superuser_client.post(url, form).status_code == 302
+
+    assert "pilot-h" in repr(verbalizer_report_cached(evaluation_set=with_humans)["slices"])

@@ -308,10 +308,10 @@ def test_the_report_page_reads_a_fixed_number_of_queries(
 
     client.force_login(researcher)
     url = reverse("verbalizer-reports:detail", args=[overlap.pk])
-    # session, user, roles, the set, five for the cache key, the prompts, the model answers, the
-    # counted people's answers, sizes, mappings, datasets, the studies' prompts, navigation, the
-    # answers waiting for their people's kind
-    with django_assert_max_num_queries(18) as first:
+    # session, user, roles, the set, six for the cache key (the last: the names it shows), the
+    # prompts, the model answers, the counted people's answers, sizes, mappings, datasets, the
+    # studies' prompts, navigation, the answers waiting for their people's kind
+    with django_assert_max_num_queries(19) as first:
         assert client.get(url).status_code == 200
     more = run(overlap, "m4", 70)
     for p in Prompt.objects.filter(evaluation_set=overlap):

@@ -1,0 +1,115 @@
+"""Benchmark: what the InFoBench report's cache key costs on every report page and figure request.
+
+The key (evaluation.services.reports._fingerprint) reads the labels' and scores' aggregates, the
+counted work, the kinds and, since the cache-key audit, a hash of the benchmark's instructions,
+questions, responses and system names (layout_fingerprint) and of the name order of the
+annotators who may count (annotator_kinds._name_order). Those two grow with the benchmark's
+size and the number of annotators, not with its labels: timed here at ten times InFoBench's
+size (5,000 instructions, 22,500 questions, 5 systems, 2,000 annotators), alone and as part of
+the whole key, with a few labels only. Median of `--rounds`; machine load printed.
+
+    .venv/bin/python tests/bench/bench_report_key.py [--rounds 7]
+    DATABASE_URL=postgres://... .venv/bin/python tests/bench/bench_report_key.py  (a scratch DB)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+INSTRUCTIONS, QUESTIONS_EACH, SYSTEMS, ANNOTATORS = 5_000, 4.5, 5, 2_000
+
+
+def timed(action) -> float:
+    start = time.perf_counter()
+    action()
+    return time.perf_counter() - start
+
+
+def build():
+    from annotate.models import (
+        Annotator,
+        Benchmark,
+        Instruction,
+        Label,
+        Question,
+        Response,
+        Subset,
+        System,
+    )
+
+    benchmark = Benchmark.objects.create(name=f"bench-key-{time.time_ns()}")
+    instructions = Instruction.objects.bulk_create(
+        Instruction(
+            benchmark=benchmark,
+            external_id=f"i{n}",
+            subset=Subset.EASY if n % 2 else Subset.HARD,
+            category=f"Domain {n % 40}",
+            text=f"Write {n} words about the sea.",
+            position=n,
+        )
+        for n in range(INSTRUCTIONS)
+    )
+    questions = Question.objects.bulk_create(
+        Question(instruction=instruction, position=p, text="?", constraint_mask=1)
+        for n, instruction in enumerate(instructions)
+        for p in range(1, 5 + n % 2)
+    )
+    systems = [System.objects.get_or_create(name=f"bench-sys-{s}")[0] for s in range(SYSTEMS)]
+    responses = Response.objects.bulk_create(
+        Response(instruction=i, system=s, text="r") for i in instructions for s in systems
+    )
+    stamp = time.time_ns()
+    annotators = Annotator.objects.bulk_create(
+        Annotator(name=f"bench-{stamp}-{n}", kind="crowd") for n in range(ANNOTATORS)
+    )
+    Label.objects.bulk_create(
+        Label(question=questions[0], response=responses[0], annotator=a, value=1)
+        for a in annotators[:50]
+    )
+    return benchmark, len(questions), len(responses)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=7)
+    rounds = parser.parse_args().rounds
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.test")
+    os.environ.setdefault("VAR_DIR", tempfile.mkdtemp(prefix="bench-key-"))
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connection
+
+    call_command("migrate", verbosity=0)
+    from annotate.selectors.annotator_kinds import _name_order
+    from evaluation.selectors.report_data import layout_fingerprint
+    from evaluation.services.reports import _fingerprint
+
+    benchmark, n_questions, n_responses = build()
+    print(f"database: {connection.vendor}; load average: {os.getloadavg()}")
+    print(
+        f"{INSTRUCTIONS} instructions, {n_questions} questions, {n_responses} responses, "
+        f"{ANNOTATORS} annotators"
+    )
+    for name, action in (
+        ("layout_fingerprint", lambda: layout_fingerprint(benchmark.pk)),
+        ("annotators' name order", lambda: _name_order(benchmark.pk)),
+        ("whole key (_fingerprint)", lambda: _fingerprint(benchmark)),
+    ):
+        times = [timed(action) for _ in range(rounds)]
+        print(f"{name}: median {statistics.median(times) * 1000:.1f} ms over {rounds} rounds")
+    print(f"load average after: {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()
