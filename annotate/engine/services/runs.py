@@ -1750,10 +1750,23 @@ def _finish(run_id: int, *, failed: str = "", cancelled: str = "") -> EngineRun:
 
 
 def _tell_finished(run: EngineRun) -> None:
-    """Call the protocol's `on_finish`: every end of a run (reaped too) keeps its rows in step."""
+    """Call the protocol's `on_finish`: every end of a run (reaped too) keeps its rows in step.
+
+    The end is stored whatever `on_finish` does: it runs in a savepoint of the transaction
+    that ends the run, so a raise undoes its own writes only, and is logged and added to the
+    run's error. Raised through, it rolled the end back and left the run running with no
+    worker (a judge run deleted meanwhile: its on_finish found no row)."""
     protocol = _protocol_or_none(run.kind)
-    if protocol is not None and hasattr(protocol, "on_finish"):
-        protocol.on_finish(run)
+    if protocol is None or not hasattr(protocol, "on_finish"):
+        return
+    try:
+        with transaction.atomic():
+            protocol.on_finish(run)
+    except Exception as error:
+        logger.exception("Engine run %s ended, but its protocol's on_finish failed.", run.pk)
+        note = f"Ended, but updating its {run.kind} records failed: {type(error).__name__}: {error}"
+        run.error = f"{run.error} {note}" if run.error else note
+        EngineRun.objects.filter(pk=run.pk).update(error=run.error)
 
 
 def _protocol_or_none(kind: str) -> RunProtocol | None:

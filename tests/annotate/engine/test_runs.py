@@ -364,6 +364,55 @@ def test_a_reaped_run_tells_its_protocol_it_ended(echo_protocol):
     assert [(stale.pk, RunStatus.FAILED)] == echo.FINISHED
 
 
+@pytest.fixture
+def on_finish_fails(monkeypatch):
+    """The protocol's on_finish writes, then raises (a judge run deleted meanwhile)."""
+
+    def fail(self, run):
+        echo.FINISHED.append((run.pk, run.status))
+        EngineRun.objects.filter(pk=run.pk).update(params={"written": "by on_finish"})
+        raise LookupError("its judge run was deleted")
+
+    monkeypatch.setattr(echo.EchoProtocol, "on_finish", fail)
+
+
+def test_a_run_whose_protocol_fails_at_its_end_ends_all_the_same(echo_protocol, on_finish_fails):
+    run = engine_run_create(
+        kind="echo", endpoint=make_endpoint("", name="fake"), params={"items": ["a", "b"]}
+    )
+
+    returned = engine_run_execute(run_id=run.pk)
+
+    run.refresh_from_db()
+    assert (returned.status, run.status) == (RunStatus.DONE, RunStatus.DONE)
+    assert run.finished_at is not None and run.running_since is None
+    assert "LookupError: its judge run was deleted" in run.error
+    assert run.params == {"items": ["a", "b"]}  # what on_finish wrote before it raised is undone
+    assert EngineUnit.objects.filter(run=run, status=UnitStatus.DONE).count() == 2
+
+
+def test_a_reaped_run_whose_protocol_fails_at_its_end_is_reaped_all_the_same(
+    echo_protocol, on_finish_fails
+):
+    now = timezone.now()
+    stale = EngineRun.objects.create(
+        kind="echo",
+        endpoint=make_endpoint("", name="fake"),
+        status=RunStatus.RUNNING,
+        heartbeat=now - timedelta(hours=1),
+        params={"items": ["a"]},
+    )
+    echo.FINISHED.clear()
+
+    assert engine_runs_reap(now=now) == 1
+    assert engine_runs_reap(now=now) == 0
+
+    stale.refresh_from_db()
+    assert stale.status == RunStatus.FAILED and "stopped answering" in stale.error
+    assert "LookupError: its judge run was deleted" in stale.error
+    assert [(stale.pk, RunStatus.FAILED)] == echo.FINISHED
+
+
 def test_regenerating_replaces_only_on_request_and_old_labels_stay_on_the_old_text(stub):
     from annotate.engine.services import endpoint_update
     from annotate.models import Label, System
