@@ -253,7 +253,8 @@ def _our_work(hit: Hit, assignment_ids: list[str]):
 def _hit_store(*, hit: Hit, rows, now: datetime, whole_listing: bool = True) -> int:
     """Store the platform's view of a HIT's assignments; link each to ours only when the
     platform's assignment, HIT and worker all match ours, and never more distinct workers than
-    the HIT's MaxAssignments: a link is the confirmation that lets the work count.
+    the HIT's MaxAssignments: a link is the confirmation that lets the work count. A row of
+    another HIT is neither stored nor linked (its record stays where it is).
 
     The task's lock comes first, before the work's rows, in the order of a claim, an accept
     and a restore of left-out work (the task's lock, then its rows) and of a block
@@ -268,7 +269,12 @@ def _hit_store(*, hit: Hit, rows, now: datetime, whole_listing: bool = True) -> 
     link_field = "human_answer" if hit.prompt_id is not None else "assignment"
     new = 0
     for row in rows:
-        local = ours.get((row.assignment_id, row.worker_id)) if row.hit_id == hit.hit_id else None
+        # The platform's record of another HIT's assignment is that HIT's: a forger who typed an
+        # honest worker's id on this HIT made assignment_confirm ask for it, and storing it here
+        # moved the honest worker's record to this HIT and unlinked their work.
+        if row.hit_id != hit.hit_id:
+            continue
+        local = ours.get((row.assignment_id, row.worker_id))
         if local is not None and not _worker_slot_free(hit=hit, row=row):
             local = None
         _, created = PlatformAssignment.objects.update_or_create(

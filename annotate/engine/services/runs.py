@@ -399,7 +399,11 @@ def _end_running(run: EngineRun, end: datetime | None) -> None:
 
 def _running_ended(run: EngineRun, end: datetime | None) -> dict[str, Any]:
     """The fields that end the run's current running interval at `end`: its seconds added to
-    `running_seconds` (none without an interval or an end), `running_since` cleared."""
+    `running_seconds` (none without an interval or an end), `running_since` cleared.
+
+    Both ends are the database's clock (a start stamps `running_since` as it stamps its first
+    beat; an end is a last beat or the database's now): the hosts that start, reap, take over
+    and end a run may have clocks minutes apart, which an interval across two of them counted."""
     seconds = run.running_seconds
     if run.running_since is not None and end is not None:
         seconds += max(0.0, (end - run.running_since).total_seconds())
@@ -1452,8 +1456,8 @@ def _claim(run_id: int) -> EngineRun | None:
     """Mark the run running for this executor, under a lock of its row; None when a worker
     runs it already (running, with a fresh heartbeat). A run whose worker vanished is taken
     over: the time it ran until its last beat is kept, the silence after is not counted.
-    Silent by the database's clock (`_run_silent`), which the start's first beat is stamped by
-    (its running time is this process's, as its end's)."""
+    Silent by the database's clock (`_run_silent`), which the start's first beat and its
+    `running_since` are stamped by, as its end is (`_running_ended`)."""
     try:
         run = _run_locked(run_id, "endpoint")
     except EngineRun.DoesNotExist:
@@ -1464,12 +1468,11 @@ def _claim(run_id: int) -> EngineRun | None:
         # A vanished worker's silence is no running time: its interval ends at its last beat.
         _end_running(run, _last_sign_of_life(run))
         return run
-    now = timezone.now()
     fields = {
         **_running_ended(run, _last_sign_of_life(run)),
         "status": RunStatus.RUNNING,
-        "started_at": run.started_at or now,
-        "running_since": now,
+        "started_at": run.started_at or timezone.now(),
+        "running_since": run.database_now,
         "heartbeat": run.database_now,
         "finished_at": None,
         "error": "",
@@ -1550,11 +1553,11 @@ def engine_run_dispatch(*, run_id: int, chunk_units: int | None = None) -> list[
             if run.status != RunStatus.PENDING:
                 return []  # redelivered (its chunks are queued), or stopped before it started
             run.chunks.all().delete()  # chunks of an earlier start
-            now = claim.since = timezone.now()
+            claim.since = run.database_now
             EngineRun.objects.filter(pk=run.pk).update(
                 status=RunStatus.RUNNING,
-                started_at=run.started_at or now,
-                running_since=now,
+                started_at=run.started_at or timezone.now(),
+                running_since=run.database_now,
                 heartbeat=run.database_now,
                 finished_at=None,
                 error="",
@@ -1722,9 +1725,9 @@ def _finish_from_chunks(run: EngineRun) -> EngineRun:
 
 def _finish(run_id: int, *, failed: str = "", cancelled: str = "") -> EngineRun:
     _recount(run_id)
-    run = EngineRun.objects.select_related("endpoint").get(pk=run_id)
+    run = EngineRun.objects.select_related("endpoint").annotate(database_now=Now()).get(pk=run_id)
     run.finished_at, run.heartbeat = timezone.now(), None
-    ended = _running_ended(run, run.finished_at)
+    ended = _running_ended(run, run.database_now)
     run.running_seconds, run.running_since = ended["running_seconds"], ended["running_since"]
     # A stop (or the cap) met after the calls in flight answered the last units stops nothing.
     nothing_left = run.units_total and run.units_done == run.units_total
@@ -1747,10 +1750,23 @@ def _finish(run_id: int, *, failed: str = "", cancelled: str = "") -> EngineRun:
 
 
 def _tell_finished(run: EngineRun) -> None:
-    """Call the protocol's `on_finish`: every end of a run (reaped too) keeps its rows in step."""
+    """Call the protocol's `on_finish`: every end of a run (reaped too) keeps its rows in step.
+
+    The end is stored whatever `on_finish` does: it runs in a savepoint of the transaction
+    that ends the run, so a raise undoes its own writes only, and is logged and added to the
+    run's error. Raised through, it rolled the end back and left the run running with no
+    worker (a judge run deleted meanwhile: its on_finish found no row)."""
     protocol = _protocol_or_none(run.kind)
-    if protocol is not None and hasattr(protocol, "on_finish"):
-        protocol.on_finish(run)
+    if protocol is None or not hasattr(protocol, "on_finish"):
+        return
+    try:
+        with transaction.atomic():
+            protocol.on_finish(run)
+    except Exception as error:
+        logger.exception("Engine run %s ended, but its protocol's on_finish failed.", run.pk)
+        note = f"Ended, but updating its {run.kind} records failed: {type(error).__name__}: {error}"
+        run.error = f"{run.error} {note}" if run.error else note
+        EngineRun.objects.filter(pk=run.pk).update(error=run.error)
 
 
 def _protocol_or_none(kind: str) -> RunProtocol | None:

@@ -481,6 +481,55 @@ def test_a_verdict_on_a_forgers_copy_of_a_real_assignment_id_never_reaches_the_r
     assert benchmark_arrays(benchmark=benchmark).annotator_names == ["mturk:AREAL1"]
 
 
+@pytest.mark.parametrize("approve_tried", [True, False])
+def test_a_verdict_on_a_forgers_copy_on_another_hit_leaves_the_real_record_alone(
+    live, fake_mturk, admin, approve_tried
+):
+    """A forger opens another task's HIT with an honest worker's assignment id before any sync
+    stored it. Rejecting (or trying to approve) the copy asked MTurk about the id and stored the
+    honest worker's assignment, on their own HIT, under the forger's HIT and unlinked: the
+    honest work left every result and the next sync gave its slot away. A confirmation of one
+    assignment never moves a record of another HIT."""
+    from annotate.selectors.results import counted_assignments as counted_in_results
+
+    first, second = _hits(live)
+    benchmark = first.task.instruction.benchmark
+    assignment_id = fake_mturk.api.worker_accept(first.hit_id, "AREAL1")
+    forger, honest = Client(), Client()
+    copied = _open(forger, fake_mturk, second, "ATHIEF", assignment_id)
+    assert copied.status_code == 302, copied.content
+    names = set(re.findall(r'name="(r\d+_q\d+)"', forger.get(copied["Location"]).text))
+    assert forger.post(copied["Location"], {name: "no" for name in names}).status_code == 200
+    opened = _open(honest, fake_mturk, first, "AREAL1", assignment_id)
+    _worker_finishes(honest, fake_mturk, opened, assignment_id)
+    _sync(live)
+    real = Assignment.objects.get(annotator__worker_id="AREAL1")
+    thief = Assignment.objects.get(annotator__worker_id="ATHIEF")
+    record = {"hit": first.pk, "assignment": real.pk, "worker_id": "AREAL1"}
+
+    def real_work_counts():
+        row = PlatformAssignment.objects.get(platform_assignment_id=assignment_id)
+        assert {"hit": row.hit_id, "assignment": row.assignment_id, "worker_id": row.worker_id} == (
+            record
+        )
+        assert list(counted_in_results()) == [real]
+        assert benchmark_arrays(benchmark=benchmark).annotator_names == ["mturk:AREAL1"]
+
+    real_work_counts()
+    if approve_tried:
+        with pytest.raises(ConflictError, match="has not confirmed"):
+            review.assignment_approve(assignment_id=thief.pk, user=admin)
+        real_work_counts()
+    done = review.assignment_reject(assignment_id=thief.pk, user=admin, feedback="forged")
+    assert done.status == AssignmentStatus.REJECTED
+    real_work_counts()
+    assert fake_mturk.state.assignments[assignment_id]["AssignmentStatus"] == "Submitted"
+    _sync(live)
+    real.refresh_from_db()
+    assert real.status == AssignmentStatus.SUBMITTED and not real.is_late
+    real_work_counts()
+
+
 def test_worker_who_already_worked_is_still_refused(client, live, fake_mturk):
     first, _ = _hits(live)
     do_task(client, fake_mturk, first, "AREAL1", "yes")

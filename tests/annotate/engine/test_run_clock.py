@@ -5,6 +5,7 @@ its run (stalled while another start took it) ends nothing."""
 from datetime import timedelta
 
 import pytest
+from django.db.models import F
 from django.db.models.functions import Now
 from django.utils import timezone
 
@@ -183,3 +184,63 @@ def test_an_executor_that_stalled_before_ending_its_run_ends_nothing_its_taker_h
     run.refresh_from_db()
     assert (run.status, run.error, run.finished_at) == (RunStatus.RUNNING, "", None)
     assert run.running_since == taken[0].running_since
+
+
+def _started_by_a_host_then_silent(host_clock, skew: timedelta) -> EngineRun:
+    """An echo run started by a host whose clock is `skew` off the database's, that ran 90 s
+    by the database's clock and has been silent for an hour since its last beat."""
+    run = _pending_echo()
+    host_clock(skew)
+    runs._claim(run.pk)
+    # What the start stamped, moved back: its start 1 h 90 s ago, its last beat 1 h ago.
+    EngineRun.objects.filter(pk=run.pk).update(
+        running_since=F("running_since") - timedelta(hours=1, seconds=90),
+        heartbeat=F("heartbeat") - timedelta(hours=1),
+    )
+    return run
+
+
+@pytest.mark.parametrize("skew", [SKEW, -SKEW], ids=["ahead", "behind"])
+def test_a_reaped_run_ran_till_its_last_beat_whatever_the_starting_hosts_clock(
+    echo_protocol, host_clock, skew
+):
+    run = _started_by_a_host_then_silent(host_clock, skew)
+    host_clock(timedelta(0))
+
+    assert engine_runs_reap(now=timezone.now(), run_id=run.pk) == 1
+
+    run.refresh_from_db()
+    assert (run.status, run.running_seconds, run.running_since) == (RunStatus.FAILED, 90.0, None)
+
+
+@pytest.mark.parametrize("skew", [SKEW, -SKEW], ids=["ahead", "behind"])
+def test_a_run_taken_over_keeps_the_time_it_ran_whatever_the_hosts_clocks(
+    echo_protocol, host_clock, skew
+):
+    run = _started_by_a_host_then_silent(host_clock, skew)
+    host_clock(-skew)  # taken over by a host whose clock is off the other way
+
+    taken = runs._claim(run.pk)
+
+    assert (taken.status, taken.running_seconds) == (RunStatus.RUNNING, 90.0)
+    assert taken.running_since == EngineRun.objects.get(pk=run.pk).running_since
+
+
+@pytest.mark.parametrize("skew", [SKEW, -SKEW], ids=["ahead", "behind"])
+def test_a_run_ended_on_another_host_ran_for_what_the_databases_clock_says(
+    echo_protocol, host_clock, skew
+):
+    # Started by a dispatch on one host, ended by its last chunk on another (a second's work
+    # for the ends' calls, not the two hours between the hosts' clocks).
+    run = _pending_echo()
+    host_clock(skew)
+    runs._claim(run.pk)
+    EngineRun.objects.filter(pk=run.pk).update(
+        running_since=F("running_since") - timedelta(seconds=90)
+    )
+    host_clock(timedelta(0))
+
+    run = runs._finish(run.pk)
+
+    assert run.running_seconds == pytest.approx(90, abs=60)
+    assert EngineRun.objects.get(pk=run.pk).running_seconds == run.running_seconds

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
+from django.db.models import F
 from django.utils import timezone
 
 from annotate.engine import tasks
@@ -363,6 +364,55 @@ def test_a_reaped_run_tells_its_protocol_it_ended(echo_protocol):
     assert [(stale.pk, RunStatus.FAILED)] == echo.FINISHED
 
 
+@pytest.fixture
+def on_finish_fails(monkeypatch):
+    """The protocol's on_finish writes, then raises (a judge run deleted meanwhile)."""
+
+    def fail(self, run):
+        echo.FINISHED.append((run.pk, run.status))
+        EngineRun.objects.filter(pk=run.pk).update(params={"written": "by on_finish"})
+        raise LookupError("its judge run was deleted")
+
+    monkeypatch.setattr(echo.EchoProtocol, "on_finish", fail)
+
+
+def test_a_run_whose_protocol_fails_at_its_end_ends_all_the_same(echo_protocol, on_finish_fails):
+    run = engine_run_create(
+        kind="echo", endpoint=make_endpoint("", name="fake"), params={"items": ["a", "b"]}
+    )
+
+    returned = engine_run_execute(run_id=run.pk)
+
+    run.refresh_from_db()
+    assert (returned.status, run.status) == (RunStatus.DONE, RunStatus.DONE)
+    assert run.finished_at is not None and run.running_since is None
+    assert "LookupError: its judge run was deleted" in run.error
+    assert run.params == {"items": ["a", "b"]}  # what on_finish wrote before it raised is undone
+    assert EngineUnit.objects.filter(run=run, status=UnitStatus.DONE).count() == 2
+
+
+def test_a_reaped_run_whose_protocol_fails_at_its_end_is_reaped_all_the_same(
+    echo_protocol, on_finish_fails
+):
+    now = timezone.now()
+    stale = EngineRun.objects.create(
+        kind="echo",
+        endpoint=make_endpoint("", name="fake"),
+        status=RunStatus.RUNNING,
+        heartbeat=now - timedelta(hours=1),
+        params={"items": ["a"]},
+    )
+    echo.FINISHED.clear()
+
+    assert engine_runs_reap(now=now) == 1
+    assert engine_runs_reap(now=now) == 0
+
+    stale.refresh_from_db()
+    assert stale.status == RunStatus.FAILED and "stopped answering" in stale.error
+    assert "LookupError: its judge run was deleted" in stale.error
+    assert [(stale.pk, RunStatus.FAILED)] == echo.FINISHED
+
+
 def test_regenerating_replaces_only_on_request_and_old_labels_stay_on_the_old_text(stub):
     from annotate.engine.services import endpoint_update
     from annotate.models import Label, System
@@ -472,36 +522,37 @@ def clock(monkeypatch):
     return now
 
 
+def _has_run_for(run: EngineRun, by: timedelta) -> None:
+    """Move the current start back by `by` (the database's clock, which a start and its end
+    are read by, cannot be moved by hand)."""
+    EngineRun.objects.filter(pk=run.pk).update(running_since=F("running_since") - by)
+
+
 def test_time_so_far_counts_only_the_time_the_run_was_running(echo_protocol, clock):
-    day = clock[0]
     run = engine_run_create(
         kind="echo", endpoint=make_endpoint("", name="fake"), params={"items": ["a", "b"]}
     )
-
-    def an_hour_passes(_ended):
-        clock[0] = day + timedelta(hours=1)
-
-    run = engine_run_execute(run_id=run.pk, on_progress=an_hour_passes)  # 9:00 to 10:00
-    assert run.status == RunStatus.DONE
-    assert engine_run_progress(run=run, now=day + timedelta(hours=5))["elapsed_seconds"] == 3600
-
-    next_day = clock[0] = day + timedelta(days=1, hours=1)  # started again at 10:00 next day
-    seen = []
-
-    def a_minute_passes(_ended):
-        if not seen:  # half a minute in, while it runs
-            running = EngineRun.objects.get(pk=run.pk)
-            seen.append(engine_run_progress(run=running, now=next_day + timedelta(seconds=30)))
-        clock[0] = next_day + timedelta(minutes=1)
+    runs._claim(run.pk)
+    _has_run_for(run, timedelta(hours=1))
+    run = runs._finish(run.pk)  # an hour's run
+    first = run.running_seconds
+    assert timedelta(seconds=first) >= timedelta(hours=1)
+    clock[0] += timedelta(days=1)
+    assert engine_run_progress(run=run)["elapsed_seconds"] == round(first, 1)
 
     EngineRun.objects.filter(pk=run.pk).update(params={"items": ["a", "b", "c"]})  # one more
     run.refresh_from_db()
-    engine_run_reopen(run=run)
-    run = engine_run_execute(run_id=run.pk, on_progress=a_minute_passes)
-
-    assert (seen[0]["status"], seen[0]["elapsed_seconds"]) == (RunStatus.RUNNING, 3630)
-    assert run.status == RunStatus.DONE
-    assert engine_run_progress(run=run)["elapsed_seconds"] == 3660  # not 25 hours
+    engine_run_reopen(run=run)  # started again the next day
+    runs._claim(run.pk)
+    _has_run_for(run, timedelta(minutes=1))
+    running = EngineRun.objects.get(pk=run.pk)
+    later = running.running_since + timedelta(seconds=90)
+    seen = engine_run_progress(run=running, now=later)
+    assert (seen["status"], seen["elapsed_seconds"]) == (RunStatus.RUNNING, round(first + 90, 1))
+    run = runs._finish(run.pk)
+    assert (
+        timedelta(minutes=1) <= timedelta(seconds=run.running_seconds - first) < timedelta(days=1)
+    )
 
 
 def test_a_reaped_run_counts_its_time_until_its_last_beat():

@@ -19,7 +19,7 @@ from annotate.crowd.models import Bonus, Hit, PlatformAssignment, Publication, W
 from annotate.crowd.services import publishing, replacements, review, workers
 from annotate.crowd.services.publishing import PublishSettings
 from annotate.errors import AnnotateError, PublishError
-from annotate.models import Annotator
+from annotate.models import Annotator, AssignmentStatus
 from annotate.roles import ADMIN
 from annotate.selectors.results import counted_human_answer_q
 from annotate.verbalizer.models import HumanAnswer, Prompt
@@ -1231,3 +1231,52 @@ def test_a_forged_answer_stored_while_the_worker_answers_does_not_refuse_theirs(
     assert sorted(workers_of_the_id.values_list("annotator__worker_id", flat=True)) == [
         "AREAL1", "ATHIEF",
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize("approve_tried", [True, False])
+def test_a_verdict_on_a_forged_answer_on_another_hit_leaves_the_workers_record_alone(
+    on_mturk, fake_mturk, admin, approve_tried
+):
+    """A forger opens another prompt's HIT with an honest worker's assignment id before any sync
+    stored it, and answers. Rejecting (or trying to approve) the forged answer asked MTurk about
+    the id, got the honest worker's assignment on their own HIT back, and stored it under the
+    forger's HIT, unlinked: the honest answer left the report and the cost, and its page
+    refused the worker. A confirmation of one answer never moves a record of another HIT."""
+    first, second = on_mturk.hits.select_related("prompt__item").order_by("id")[:2]
+    evaluation_set = on_mturk.human_study.evaluation_set
+    assignment_id = fake_mturk.api.worker_accept(first.hit_id, "AREAL1")
+    forger = Client()
+    forged_action = _answer_form(_open(forger, fake_mturk, second, "ATHIEF", assignment_id))
+    assert forger.post(forged_action, {"key": 1}).status_code == 200
+    honest = Client()
+    action = _answer_form(_open(honest, fake_mturk, first, "AREAL1", assignment_id))
+    assert honest.post(action, {"key": right_key(first), "seconds": "2"}).status_code == 200
+    _hand_back(fake_mturk, assignment_id, expect=200)
+    review.publication_sync(publication_id=on_mturk.pk, now=timezone.now() + review.release_grace())
+    mine = HumanAnswer.objects.get(annotator__worker_id="AREAL1")
+    thief = HumanAnswer.objects.get(annotator__worker_id="ATHIEF")
+    record = {"hit": first.pk, "human_answer": mine.pk, "worker_id": "AREAL1"}
+
+    def record_of_the_id():
+        row = PlatformAssignment.objects.get(platform_assignment_id=assignment_id)
+        return {"hit": row.hit_id, "human_answer": row.human_answer_id, "worker_id": row.worker_id}
+
+    def honest_answer_counts():
+        cache.clear()
+        assert record_of_the_id() == record
+        assert list(HumanAnswer.objects.filter(counted_human_answer_q())) == [mine]
+        report = verbalizer_report_cached(evaluation_set=evaluation_set)
+        assert pooled(report, "human") == (1, 1.0, 0.0)
+        reload = _open(honest, fake_mturk, first, "AREAL1", assignment_id)
+        assert reload.status_code == 200 and b'id="external-submit"' in reload.content
+
+    honest_answer_counts()
+    if approve_tried:
+        with pytest.raises(AnnotateError, match="has not confirmed"):
+            review.human_answer_approve(answer_id=thief.pk, user=admin)
+        honest_answer_counts()
+    review.human_answer_reject(answer_id=thief.pk, user=admin, feedback="forged")
+    honest_answer_counts()
+    assert fake_mturk.state.assignments[assignment_id]["AssignmentStatus"] == "Submitted"
+    thief.refresh_from_db()
+    assert thief.status == AssignmentStatus.REJECTED
