@@ -224,6 +224,7 @@ def set_detail(request: HttpRequest, set_id: int) -> HttpResponse:
     if form.is_bound and form.is_valid() and _study_create(request, evaluation_set, form):
         messages.success(request, "Study published to annotators.")
         return redirect("verbalizer:set-detail", set_id=set_id)
+    admin = is_admin(request.user)
     context = {
         "set": _with_items_used([evaluation_set])[0],
         "n_prompts": evaluation_set.prompts.count(),
@@ -234,8 +235,8 @@ def set_detail(request: HttpRequest, set_id: int) -> HttpResponse:
             n_prompts=Count("prompts", distinct=True), n_answers=Count("answers", distinct=True)
         ).prefetch_related("publications"),
         "waiting": human_answers_waiting_for_kind(evaluation_set=evaluation_set),
-        "can_publish": is_admin(request.user),
-        "is_admin": is_admin(request.user),
+        "can_publish": admin,
+        "is_admin": admin,
         "form": form,
         "run_form": run_form,
         "estimate": sent.estimate,

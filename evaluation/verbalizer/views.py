@@ -63,6 +63,7 @@ def report_page(request: HttpRequest, set_id: int) -> HttpResponse:
         (name, title) for name, title in figures.FIGURES.items()
         if figures.figure_available(report, name)
     ]  # fmt: skip
+    waiting = human_answers_waiting_for_kind(evaluation_set=evaluation_set)
     context = {
         "set": evaluation_set,
         "report": report,
@@ -72,8 +73,9 @@ def report_page(request: HttpRequest, set_id: int) -> HttpResponse:
         "rows": flat_rows(report),
         "figures": available,
         "formats": DOCUMENTS,
-        "waiting": human_answers_waiting_for_kind(evaluation_set=evaluation_set),
-        "is_admin": is_admin(request.user),
+        "waiting": waiting,
+        # Read only for the note about waiting answers (the page's queries stay fixed).
+        "is_admin": bool(waiting.answers) and is_admin(request.user),
     }
     return render(request, "verbalizer/report.html", context)
 
