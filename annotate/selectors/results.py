@@ -232,9 +232,9 @@ def human_answer_statuses(queryset: QuerySet) -> dict[int, str]:
     out = {}
     rows = queryset.annotate(sandbox=_is_sandbox_work()).values_list(
         "id", "annotator_id", "status", "annotator__kind", "sandbox", "place_released",
-        "platform_record__status",
+        "platform_record__status", "annotator__platform",
     )  # fmt: skip
-    for answer_id, annotator_id, status, kind, sandbox, released, confirmation in rows:
+    for answer_id, annotator_id, status, kind, sandbox, released, confirmation, platform in rows:
         if answer_id in counted:
             out[answer_id] = WorkStatus.COUNTED
         elif answer_id in repeated:
@@ -245,8 +245,13 @@ def human_answer_statuses(queryset: QuerySet) -> dict[int, str]:
             out[answer_id] = WorkStatus.SANDBOX
         elif status == AssignmentStatus.REJECTED:
             out[answer_id] = WorkStatus.REJECTED
-        elif released and confirmation in CONFIRMED_PLATFORM_STATUSES:
-            out[answer_id] = WorkStatus.LATE  # confirmed after its prompt was full: kept out
+        elif released and (
+            confirmation in CONFIRMED_PLATFORM_STATUSES
+            or platform in PLATFORMS_WITHOUT_CONFIRMATION
+        ):
+            # Confirmed after its prompt was full, or (no platform to confirm it) left out by
+            # an unblock: kept out until a place frees.
+            out[answer_id] = WorkStatus.LATE
         elif kind not in PERSON_KINDS:
             out[answer_id] = WorkStatus.KIND_NOT_DECIDED
         else:

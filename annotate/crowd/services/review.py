@@ -54,6 +54,7 @@ from annotate.crowd.services.publishing import (
     publication_orphans_adopt,
     publication_unheld_expire,
 )
+from annotate.crowd.services.workers import study_link_lock
 from annotate.errors import (
     AlreadyProcessedError,
     AnnotateError,
@@ -259,9 +260,13 @@ def _hit_store(*, hit: Hit, rows, now: datetime, whole_listing: bool = True) -> 
     The task's lock comes first, before the work's rows, in the order of a claim, an accept
     and a restore of left-out work (the task's lock, then its rows) and of a block
     (worker_block: its tasks, then its rows); the other order deadlocked with them
-    (PostgreSQL aborted one of the two)."""
+    (PostgreSQL aborted one of the two). A study's HIT's row comes first for the same reason:
+    an answer (mturk_answer_submit), a place handed on (_answer_places_given) and a block
+    (_blocked_answers_released) take it before the answers' rows."""
     if hit.task_id is not None:
         task_lock(task_id=hit.task_id)
+    else:
+        _hits_locked([hit.pk])
     ours = {
         (a.platform_assignment_id, a.annotator.worker_id): a
         for a in _our_work(hit, [r.assignment_id for r in rows])
@@ -406,18 +411,56 @@ def _answer_places_restored(*, hit: Hit) -> int:
             prompt_id=hit.prompt_id,
             channel=Annotator(kind=AnnotatorKind.CROWD, platform=hit.publication.platform),
             waiting=waiting,
-            turns=Hit.objects.filter(pk=hit.pk),
+            lock_turns=lambda: _hits_locked([hit.pk]),
         )
     )
 
 
+def _hits_locked(hit_ids) -> None:
+    """Lock the HITs' rows, in id order: a study's HIT's row is what its prompt's answers on
+    its platform take turns on, and it comes before any answer's row (_hit_store)."""
+    hits = Hit.objects.select_for_update().filter(pk__in=hit_ids).order_by("pk")
+    list(hits.values_list("pk", flat=True))
+
+
+def _link_places_handed_on(*, study_id: int, prompt_id: int) -> int:
+    """Give the places of the prompt that the study's self-hosted link has free to its
+    answers that hold none and wait for one (an unblock left them out: the prompt had been
+    filled meanwhile), oldest first, under the link's row lock (study_link_lock); return how
+    many. A self-hosted answer has no platform to confirm it or sync to come by: without this
+    one left out stayed out for good, though a reject or a block freed a place of its prompt,
+    where an MTurk answer left out takes it (_answer_places_restored)."""
+    return len(
+        _answer_places_given(
+            study_id=study_id,
+            prompt_id=prompt_id,
+            channel=Annotator(kind=AnnotatorKind.CROWD, platform="selfhosted"),
+            waiting=HumanAnswer.objects.all(),
+            lock_turns=lambda: study_link_lock(human_study_id=study_id),
+        )
+    )
+
+
+def _answer_place_handed_on(answer: HumanAnswer) -> int:
+    """Give the place `answer` held on its prompt (a reject or a block freed it) to an answer
+    of its channel waiting for one: on its HIT (_answer_places_restored) or through the
+    study's self-hosted link (_link_places_handed_on); return how many took one."""
+    hit = hit_of_work(answer)
+    if hit is not None:
+        return _answer_places_restored(hit=hit)
+    if answer.annotator.platform == "selfhosted":
+        return _link_places_handed_on(study_id=answer.study_id, prompt_id=answer.prompt_id)
+    return 0  # no HIT of ours: nothing of the platform's can wait on it
+
+
 def _answer_places_given(
-    *, study_id: int, prompt_id: int, channel: Annotator, waiting, turns
+    *, study_id: int, prompt_id: int, channel: Annotator, waiting, lock_turns
 ) -> list[int]:
     """Give the prompt's places that `channel`'s answers (same_channel_q) have free to the
     `waiting` answers of that channel that hold none, oldest first, leaving out those of a
-    worker blocked now; return their ids. `turns`: the rows the channel's answers to the prompt
-    take turns on (a HIT's, a self-hosted link's), locked first.
+    worker blocked now; return their ids. `lock_turns` locks the rows the channel's answers to
+    the prompt take turns on (its HIT's, _hits_locked; the study's self-hosted link's,
+    study_link_lock), first.
 
     The answers' rows are locked before their workers' blocks are read: a block marks its
     worker's answers (_blocked_answers_released) under those rows' locks, so one committing
@@ -432,7 +475,7 @@ def _answer_places_given(
         return []
     places = HumanStudy.objects.values_list("answers_per_prompt", flat=True).get(pk=study_id)
     with transaction.atomic():  # a reject's verdict runs in none of its own
-        list(turns.select_for_update().order_by("pk").values_list("pk", flat=True))
+        lock_turns()
         candidates = list(
             waiting.select_for_update(of=("self",)).order_by("id").values_list("pk", "annotator")
         )
@@ -589,9 +632,7 @@ def _verdict_stored(work: Assignment | HumanAnswer, status: str) -> Assignment |
     if status == AssignmentStatus.REJECTED and isinstance(work, Assignment):
         task_left_out_restore(task_id=work.task_id, now=timezone.now())
     if status == AssignmentStatus.REJECTED and isinstance(work, HumanAnswer):
-        hit = hit_of_work(work)
-        if hit is not None:
-            _answer_places_restored(hit=hit)
+        _answer_place_handed_on(work)
     return work
 
 
@@ -979,23 +1020,54 @@ def worker_block(
         )
         for task_id in _blocked_work_released(annotator_id=worker.pk, now=now):
             task_left_out_restore(task_id=task_id, now=now)
-        _blocked_answers_released(annotator_id=worker.pk)
+        for answer in _blocked_answers_released(annotator_id=worker.pk):
+            _answer_place_handed_on(answer)
     return block
 
 
-def _blocked_answers_released(*, annotator_id: int) -> int:
+def _blocked_answers_released(*, annotator_id: int) -> list[HumanAnswer]:
     """Free the places a blocked worker's human-study answers hold on their prompts, as their
     batch work frees its slots: each answer is kept (an admin may still reject it) and marked
     place_released, the mark of an answer that holds no place (same_channel_q), so the prompt
     is offered to other workers again. Without this their answers, which count nowhere while
-    the block lasts, kept the prompt full and the study ended short of counted answers.
+    the block lasts, kept the prompt full and the study ended short of counted answers. Return
+    the answers that held a place: worker_block hands each place on to an answer of its
+    channel waiting for one (_answer_place_handed_on), as a batch's freed slot goes to its
+    task's left-out work.
 
-    Every answer not rejected is marked, whatever its mark was: a sync or a reject giving one
-    its place back (_answer_places_given) holds its row, so this waits for it and marks it
-    after; one that comes after waits for this row and reads the block. A new answer of the
-    worker waits for the worker's row, which the block holds (worker_block)."""
-    answers = HumanAnswer.objects.filter(annotator_id=annotator_id)
-    return answers.exclude(status=AssignmentStatus.REJECTED).update(place_released=True)
+    The rows the answers' channels take turns on come first (their HITs', the study's
+    self-hosted link's), then the answers' rows, in the order of a sync (_hit_store) and of a
+    place handed on (_answer_places_given), which lock the answers of the HIT after it: the
+    other order deadlocked with a sync of one of the HITs. Every answer not rejected is marked,
+    whatever its mark was: a sync or a reject giving one its place back holds its HIT's or
+    link's row, so this waits for it and marks it after; one that comes after waits for them
+    and reads the block. A new answer of the worker waits for the worker's row, which the
+    block holds (worker_block)."""
+    answers = HumanAnswer.objects.filter(annotator_id=annotator_id).exclude(
+        status=AssignmentStatus.REJECTED
+    )
+    _answers_turns_locked(answers)
+    holding = list(
+        answers.select_for_update(of=("self",))
+        .select_related("annotator")
+        .filter(place_released=False)
+        .order_by("pk")
+    )
+    answers.update(place_released=True)
+    return holding
+
+
+def _answers_turns_locked(answers) -> None:
+    """Lock the rows the channels of `answers` (one worker's) take turns on, each kind in id
+    order: their HITs', then their studies' self-hosted links'. Taken before any answer's row
+    (_hit_store); a block or an unblock that took them answer by answer could hold one HIT and
+    wait for another that the other held."""
+    hit_ids = set(answers.exclude(platform_hit_id="").values_list("platform_hit_id", flat=True))
+    if hit_ids:
+        _hits_locked(Hit.objects.filter(hit_id__in=hit_ids, prompt__isnull=False).values("pk"))
+    if answers.filter(annotator__platform="selfhosted").exists():
+        for study_id in sorted(set(answers.values_list("study_id", flat=True))):
+            study_link_lock(human_study_id=study_id)
 
 
 def _blocked_work_released(*, annotator_id: int, now: datetime) -> list[int]:
@@ -1113,37 +1185,40 @@ def worker_unblock(
 def _unblocked_answers_restored(worker: Annotator) -> tuple[int, int]:
     """Give an unblocked worker's answers their places back where their prompt has one free in
     their channel, under the rows that channel's answers to the prompt take turns on (the
-    answer's HIT, mturk_answer_submit; a self-hosted link, link_answer_submit): never one answer
-    more than the study's answers per prompt. Return (restored, left out). An answer left out
-    is kept and counts nowhere, as a batch's work left out does; an MTurk answer left out takes
-    a place that frees up later on its HIT (a reject, a sync: _answer_places_restored). One
-    the platform has not confirmed yet waits for the sync that confirms it, as any answer a
-    sync released, and is neither."""
+    answer's HIT, mturk_answer_submit; the study's self-hosted link, link_answer_submit), all
+    taken first (_answers_turns_locked): never one answer more than the study's answers per
+    prompt. Return (restored, left out). An answer left out is kept and counts nowhere, as a
+    batch's work left out does, until a place of its prompt frees up in its channel (a reject
+    or a block: _answer_place_handed_on; on a HIT, a sync too: _answer_places_restored), which
+    it then takes, the oldest waiting first. One the platform has not confirmed yet waits for
+    the sync that confirms it, as any answer a sync released, and is neither."""
     released = HumanAnswer.objects.filter(annotator=worker, place_released=True).exclude(
         status=AssignmentStatus.REJECTED
     )
     if platform_confirms(worker.platform):
         released = released.filter(platform_record__isnull=False)
     restored = left_out = 0
+    _answers_turns_locked(released)
     for answer in released.order_by("study_id", "prompt_id"):
         hit = hit_of_work(answer)
-        turns = (
-            Hit.objects.filter(pk=hit.pk)
-            if hit is not None
-            else Publication.objects.filter(
-                human_study_id=answer.study_id, platform=worker.platform
-            )
-        )
         given = _answer_places_given(
             study_id=answer.study_id,
             prompt_id=answer.prompt_id,
             channel=worker,
             waiting=HumanAnswer.objects.filter(pk=answer.pk),
-            turns=turns,
+            lock_turns=_turns_of(hit=hit, study_id=answer.study_id),
         )
         restored += bool(given)
         left_out += not given
     return restored, left_out
+
+
+def _turns_of(*, hit: Hit | None, study_id: int):
+    """What locks the rows an answer's channel takes turns on: its HIT's, or (none: a
+    self-hosted participant's answer) the study's link's."""
+    if hit is not None:
+        return lambda: _hits_locked([hit.pk])
+    return lambda: study_link_lock(human_study_id=study_id)
 
 
 def workers_notify(*, annotator_ids: list[int], subject: str, message: str, user) -> list[str]:

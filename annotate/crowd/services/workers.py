@@ -486,6 +486,16 @@ def link_open_check(*, publication: Publication) -> None:
         raise StudyClosedError("This study is closed: it takes no new participants.")
 
 
+def study_link_lock(*, human_study_id: int) -> None:
+    """Lock the human study's self-hosted link (its publication's row; a study has one per
+    platform at most: crowd_publication_study_one_per_platform): the row its self-hosted
+    answers to any prompt take turns on, when one is stored (verbalizer.services.crowd.
+    link_answer_submit) and when a place is given back or handed on (review.
+    _answer_places_given), so no prompt counts more than the study's answers per prompt."""
+    link = Publication.objects.filter(human_study_id=human_study_id, platform="selfhosted")
+    list(link.select_for_update().order_by("pk").values_list("pk", flat=True))
+
+
 def anonymous_worker_id(*, publication: Publication) -> str:
     """A new anonymous participant id; a human study's name its link, so its starts count."""
     if publication.human_study_id:

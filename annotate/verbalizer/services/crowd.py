@@ -361,7 +361,8 @@ def link_answer_submit(
     *, participant: LinkParticipant, prompt_id: int, key: int, seconds: float | None
 ) -> HumanAnswer:
     """Store a self-hosted participant's answer: one per participant and prompt, and no more
-    than the study's answers per prompt from the link's participants.
+    than the study's answers per prompt from the link's participants, who take turns on the
+    link's row (workers.study_link_lock, as a place given back or handed on does).
 
     The participant's row is locked (FOR NO KEY UPDATE, as a block takes it: review.
     worker_block) before their block is read, to the end of the answer's transaction: a block
@@ -373,7 +374,7 @@ def link_answer_submit(
         Annotator.objects.select_for_update(no_key=True).filter(pk=annotator.pk).order_by().first()
         if WorkerBlock.objects.filter(annotator=annotator, active=True).exists():
             raise PermissionDeniedError("Sorry, you can no longer take tasks from this requester.")
-        Publication.objects.select_for_update().filter(pk=participant.publication.pk).first()
+        workers.study_link_lock(human_study_id=study.pk)
         return human_answer_submit_within_limit(
             study=study, prompt_id=prompt_id, annotator=annotator, key=key, seconds=seconds
         )

@@ -133,7 +133,8 @@ def same_channel_q(annotator: Annotator, prefix: str = "") -> Q:
     their HIT did not have them once their hand-back was due, a forged assignment id say)
     until a sync confirms them, and those of a blocked worker (the block marks them so, as it
     frees a batch's slots; the unblock gives each its place back only if its prompt still has
-    one free: annotate.crowd.services.review.worker_block, worker_unblock). The one count of a prompt's places: the replacements plan,
+    one free, and one left out takes the next place that frees: annotate.crowd.services.review.
+    worker_block, worker_unblock, _answer_place_handed_on). The one count of a prompt's places: the replacements plan,
     the per-prompt limit, and as the same columns the next prompt's choice (_WORK_NEXT) and
     the study page (annotate.verbalizer.selectors._channel_of) read it.
     """

@@ -21,7 +21,7 @@ from annotate.crowd.services.publishing import PublishSettings
 from annotate.errors import AnnotateError, PublishError
 from annotate.models import Annotator, AssignmentStatus
 from annotate.roles import ADMIN
-from annotate.selectors.results import counted_human_answer_q
+from annotate.selectors.results import counted_human_answer_q, human_answer_statuses
 from annotate.verbalizer.models import HumanAnswer, Prompt
 from annotate.verbalizer.services import crowd
 from annotate.verbalizer.services.humans import (
@@ -850,6 +850,67 @@ def test_an_unblock_gives_a_place_back_only_where_the_prompt_still_has_one(clien
     assert HumanAnswer.objects.filter(annotator__worker_id="P-1").count() == 2  # both kept
     fourth = _start(client, link, PROLIFIC_PID="P-4")["Location"]
     assert _answer(client, fourth, first.pk).status_code == 409  # full: P-2 and P-3
+
+
+def _left_out_by_an_unblock(client, link, admin):
+    """P-1 and P-2 fill the first prompt's two places; P-1 is blocked, P-3 takes the place, and
+    the unblock leaves P-1's answer out. Return the prompt and the answers of P-1, P-2, P-3."""
+    prompt = link.human_study.prompts.order_by("id").first()
+    for participant in ("P-1", "P-2"):
+        work = _start(client, link, PROLIFIC_PID=participant)["Location"]
+        assert _answer(client, work, prompt.pk).status_code == 302
+    review.worker_block(annotator_id=_worker("P-1"), reason="bot", user=admin)
+    third = _start(client, link, PROLIFIC_PID="P-3")["Location"]
+    assert _answer(client, third, prompt.pk).status_code == 302
+    done = review.worker_unblock(annotator_id=_worker("P-1"), user=admin)
+    assert (done.restored, done.left_out) == (0, 1)
+    answers = [HumanAnswer.objects.get(annotator__worker_id=p) for p in ("P-1", "P-2", "P-3")]
+    assert answers[0].place_released
+    return prompt, answers
+
+
+def _work_status(answer: HumanAnswer) -> str:
+    """The answer's `work_status` in human-answers.csv."""
+    return human_answer_statuses(HumanAnswer.objects.filter(pk=answer.pk))[answer.pk]
+
+
+def test_a_left_out_link_answer_takes_the_place_a_reject_frees(client, link, admin):
+    """As an MTurk answer left out takes the place a reject frees on its HIT: the self-hosted
+    answer the unblock left out stayed out for good, and the prompt stayed one counted answer
+    short of what the study asked for once another answer of it was rejected."""
+    prompt, (left_out, second, _) = _left_out_by_an_unblock(client, link, admin)
+    assert _work_status(left_out) == "late"  # not "not confirmed by the platform": it has none
+
+    review.human_answer_reject(answer_id=second.pk, user=admin, feedback="no")
+
+    left_out.refresh_from_db()
+    assert not left_out.place_released
+    counted = HumanAnswer.objects.filter(counted_human_answer_q(), prompt=prompt)
+    assert sorted(counted.values_list("annotator__worker_id", flat=True)) == ["P-1", "P-3"]
+    assert _work_status(left_out) == "counted"
+    fourth = _start(client, link, PROLIFIC_PID="P-4")["Location"]
+    assert _answer(client, fourth, prompt.pk).status_code == 409  # full again
+
+
+def test_a_left_out_link_answer_takes_the_place_a_block_frees(client, link, admin):
+    """The same when another participant's block frees the place, not a newcomer: the study
+    page counts the prompt's two places held, and nobody new is let in."""
+    prompt, (left_out, _, third) = _left_out_by_an_unblock(client, link, admin)
+
+    review.worker_block(annotator_id=third.annotator_id, reason="bot", user=admin)
+
+    left_out.refresh_from_db()
+    assert not left_out.place_released
+    counted = HumanAnswer.objects.filter(counted_human_answer_q(), prompt=prompt)
+    assert sorted(counted.values_list("annotator__worker_id", flat=True)) == ["P-1", "P-2"]
+    client.force_login(admin)
+    progress = client.get(reverse("verbalizer:study-detail", args=[link.human_study.pk])).context[
+        "progress"
+    ]
+    assert progress.counts[prompt.pk]["selfhosted"] == 2
+    client.logout()
+    fourth = _start(client, link, PROLIFIC_PID="P-4")["Location"]
+    assert _answer(client, fourth, prompt.pk).status_code == 409
 
 
 @pytest.mark.django_db(transaction=True)

@@ -245,6 +245,82 @@ def test_an_unblock_leaves_a_refilled_prompts_answer_out_until_a_place_frees(stu
     assert _fake_channel(study)[0].counts[hit.prompt_id]["fake"] == 3
 
 
+def _left_out_on_its_hit(study, admin):
+    """BAD1, REAL1 and REAL2 fill the first HIT's three places; BAD1 is blocked, NEW1 takes the
+    place, and the unblock leaves BAD1's confirmed answer out. Return the publication, the HIT
+    and the answers of BAD1, REAL1, REAL2 and NEW1."""
+    publication = _publish(study, "fake", "0.20")
+    hit = publication.hits.order_by("id").first()
+    answers = [_answer_on_fake(hit, worker) for worker in ("BAD1", "REAL1", "REAL2")]
+    review.publication_sync(publication_id=publication.pk, now=timezone.now())
+    review.worker_block(annotator_id=answers[0].annotator_id, reason="bot", user=admin)
+    newcomer = AnnotatorFactory(kind=AnnotatorKind.CROWD, platform="fake", worker_id="NEW1")
+    answers.append(
+        human_answer_submit_within_limit(
+            study=study, prompt_id=hit.prompt_id, annotator=newcomer, key=1, seconds=1.0
+        )
+    )
+    done = review.worker_unblock(annotator_id=answers[0].annotator_id, user=admin)
+    assert (done.restored, done.left_out) == (0, 1)
+    return publication, hit, answers
+
+
+def test_a_block_gives_the_places_it_frees_to_answers_left_out_on_the_hit(study, admin):
+    """The block freed REAL1's place and left it free though BAD1's confirmed answer waited on
+    the HIT for one: the prompt counted two answers of three, and the plan asked the platform
+    for a new worker, until a reject or a sync of the HIT came by."""
+    publication, hit, (left_out, real, _, _) = _left_out_on_its_hit(study, admin)
+
+    review.worker_block(annotator_id=real.annotator_id, reason="bot", user=admin)
+
+    left_out.refresh_from_db()
+    assert not left_out.place_released
+    assert counted_human_answers(HumanAnswer.objects.filter(pk=left_out.pk)).exists()
+    progress, _ = _fake_channel(study)
+    assert progress.counts[hit.prompt_id]["fake"] == 3
+    assert _plan_wanted(publication, timezone.now()).get(hit.pk, 0) == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_block_handing_its_place_on_and_a_sync_of_the_hit_take_turns(study, admin, monkeypatch):
+    """The block takes the HIT's row before its worker's answers, and hands the freed place on
+    after marking them; a sync takes the HIT's row before the answers it links: the sync waits
+    for the block, then finds the prompt full. A sync that locked the answers first held the
+    waiting one while it waited for the blocked worker's, which the block held, and the
+    block's hand-on then waited for the waiting one: PostgreSQL aborted one of the two."""
+    _postgresql_only()
+    publication, hit, (left_out, real, _, _) = _left_out_on_its_hit(study, admin)
+    marked, go, original = threading.Event(), threading.Event(), review._blocked_answers_released
+
+    def held_open(**kwargs):
+        holding = original(**kwargs)
+        marked.set()
+        go.wait(30)
+        return holding
+
+    monkeypatch.setattr(review, "_blocked_answers_released", held_open)
+    blocked, synced = [], []
+    block = in_thread(
+        lambda: review.worker_block(annotator_id=real.annotator_id, reason="bot", user=admin),
+        blocked,
+    )
+    assert marked.wait(30)
+    later = timezone.now() + timedelta(minutes=1)
+    sync = in_thread(
+        lambda: review.publication_sync(publication_id=publication.pk, now=later), synced
+    )
+    _done_or_waiting_for_a_lock(sync)
+    go.set()
+    block.join(30)
+    sync.join(30)
+
+    assert not isinstance(blocked[0], Exception), blocked
+    assert not isinstance(synced[0], Exception), synced
+    left_out.refresh_from_db()
+    assert not left_out.place_released
+    assert _fake_channel(study)[0].counts[hit.prompt_id]["fake"] == 3
+
+
 def test_an_unblock_gives_the_place_back_when_the_prompt_still_has_it(study, admin):
     publication = _publish(study, "fake", "0.20")
     hit = publication.hits.order_by("id").first()
