@@ -457,7 +457,8 @@ def _answer_places_given(
     *, study_id: int, prompt_id: int, channel: Annotator, waiting, lock_turns
 ) -> list[int]:
     """Give the prompt's places that `channel`'s answers (same_channel_q) have free to the
-    `waiting` answers of that channel that hold none, oldest first, leaving out those of a
+    `waiting` answers of that channel (its kind too: a platform worker counted as an expert
+    answers in-house) that hold none, oldest first, leaving out those of a
     worker blocked now; return their ids. `lock_turns` locks the rows the channel's answers to
     the prompt take turns on (its HIT's, _hits_locked; the study's self-hosted link's,
     study_link_lock), first.
@@ -468,7 +469,7 @@ def _answer_places_given(
     answers = HumanAnswer.objects.filter(study_id=study_id, prompt_id=prompt_id)
     waiting = (
         waiting.filter(study_id=study_id, prompt_id=prompt_id, place_released=True)
-        .filter(annotator__platform=channel.platform)
+        .filter(annotator__platform=channel.platform, annotator__kind=channel.kind)
         .exclude(status=AssignmentStatus.REJECTED)
     )
     if not waiting.exists():  # nearly every HIT: one statement

@@ -281,6 +281,27 @@ def test_a_block_gives_the_places_it_frees_to_answers_left_out_on_the_hit(study,
     assert _plan_wanted(publication, timezone.now()).get(hit.pk, 0) == 0
 
 
+def test_a_crowd_place_a_block_frees_is_not_handed_to_a_worker_counted_as_an_expert(study, admin):
+    """BAD1, left out on the HIT, is then counted as an expert: their answer belongs to the
+    in-house channel, whose three places colleagues hold. The crowd place REAL1's block frees
+    is the crowd's: handing it to BAD1 made the in-house channel count four answers of three."""
+    publication, hit, (left_out, real, _, _) = _left_out_on_its_hit(study, admin)
+    left_out.annotator.kind = AnnotatorKind.EXPERT
+    left_out.annotator.save(update_fields=["kind"])
+    for _ in range(3):
+        human_answer_submit_within_limit(
+            study=study, prompt_id=hit.prompt_id, annotator=AnnotatorFactory(), key=1, seconds=1.0
+        )
+
+    review.worker_block(annotator_id=real.annotator_id, reason="bot", user=admin)
+
+    left_out.refresh_from_db()
+    assert left_out.place_released
+    progress, _ = _fake_channel(study)
+    assert progress.counts[hit.prompt_id][""] == 3
+    assert progress.counts[hit.prompt_id]["fake"] == 2
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_block_handing_its_place_on_and_a_sync_of_the_hit_take_turns(study, admin, monkeypatch):
     """The block takes the HIT's row before its worker's answers, and hands the freed place on
