@@ -1,6 +1,10 @@
 """Engine pages and API: endpoints (admins), generation started from a page, the run page."""
 
+import re
+from datetime import timedelta
+
 import pytest
+from django.db.models.functions import Now
 from django.urls import reverse
 from django.utils import timezone
 
@@ -1041,3 +1045,27 @@ def test_the_run_pages_show_money_in_dollars_and_cents(researcher_client):
     EngineRun.objects.filter(pk=run.pk).update(cost_usd=0, possibly_billed_usd=0)
     page = researcher_client.get(reverse("engine:run-detail", args=[run.pk])).content.decode()
     assert '<span id="run-cost">$0.00</span>' in page  # nothing spent: no "<$0.01"
+
+
+@pytest.mark.parametrize("off_by", [timedelta(days=1), -timedelta(days=1)], ids=["ahead", "behind"])
+def test_the_time_so_far_of_a_running_run_is_told_by_the_database_clock(
+    researcher_client, monkeypatch, off_by
+):
+    # The run's start was stamped by the database's clock, 90 s ago; the web host's clock is a
+    # day off it. The page and the JSON it polls say 90 s, not a day and 90 s (or none).
+    run = EngineRun.objects.create(
+        kind="generation", endpoint=make_endpoint("", name="fake"), status=RunStatus.RUNNING,
+        running_seconds=10, started_at=timezone.now(),
+    )  # fmt: skip
+    EngineRun.objects.filter(pk=run.pk).update(
+        running_since=Now() - timedelta(seconds=90), heartbeat=Now()
+    )
+    real_now = timezone.now
+    monkeypatch.setattr(timezone, "now", lambda: real_now() + off_by)
+
+    polled = researcher_client.get(reverse("engine:run-progress", args=[run.pk])).json()
+    assert polled["status"] == RunStatus.RUNNING
+    assert 100 <= polled["elapsed_seconds"] < 100 + 3600  # its earlier 10 s, and 90 s now
+    page = researcher_client.get(reverse("engine:run-detail", args=[run.pk])).text
+    shown = float(re.search(r'<span id="run-elapsed">([\d.]+)</span>', page).group(1))
+    assert 100 <= shown < 100 + 3600
