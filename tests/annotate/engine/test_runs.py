@@ -701,8 +701,9 @@ def test_a_run_task_delivered_again_after_its_worker_vanished_does_the_rest(echo
     run.refresh_from_db()
     assert run.status == RunStatus.DONE
     assert EngineCall.objects.filter(run=run).count() == 2
-    # The dead worker's hour until its last beat counts; the silent hour after it does not.
-    assert engine_run_progress(run=run)["elapsed_seconds"] == 3600
+    # The dead worker's hour until its last beat counts; the silent hour after it does not. The
+    # start that did the rest counts too, for as long as this machine took to do it.
+    assert 3600 <= engine_run_progress(run=run)["elapsed_seconds"] < 2 * 3600
 
 
 @pytest.mark.django_db(transaction=True)
