@@ -1757,9 +1757,11 @@ def _tell_finished(run: EngineRun) -> None:
     """Call the protocol's `on_finish`: every end of a run (reaped too) keeps its rows in step.
 
     The end is stored whatever `on_finish` does: it runs in a savepoint of the transaction
-    that ends the run, so a raise undoes its own writes only, and is logged and added to the
-    run's error. Raised through, it rolled the end back and left the run running with no
-    worker (a judge run deleted meanwhile: its on_finish found no row)."""
+    that ends the run, so a raise undoes its own writes only, and is logged. Raised through, it
+    rolled the end back and left the run running with no worker (a judge run deleted
+    meanwhile: its on_finish found no row). The run is then failed, whatever its end was: its
+    results are not all recorded, and a run shown done (or stopped) would be read as if they
+    were. Run again records them, asking no unit done already."""
     protocol = _protocol_or_none(run.kind)
     if protocol is None or not hasattr(protocol, "on_finish"):
         return
@@ -1768,9 +1770,14 @@ def _tell_finished(run: EngineRun) -> None:
             protocol.on_finish(run)
     except Exception as error:
         logger.exception("Engine run %s ended, but its protocol's on_finish failed.", run.pk)
-        note = f"Ended, but updating its {run.kind} records failed: {type(error).__name__}: {error}"
+        note = (
+            f"Its calls ended, but recording its results in the {run.kind} records failed: "
+            f"{type(error).__name__}: {error}. Run again to record them (units done already "
+            "are not asked again)."
+        )
+        run.status = RunStatus.FAILED
         run.error = f"{run.error} {note}" if run.error else note
-        EngineRun.objects.filter(pk=run.pk).update(error=run.error)
+        EngineRun.objects.filter(pk=run.pk).update(status=run.status, error=run.error)
 
 
 def _protocol_or_none(kind: str) -> RunProtocol | None:

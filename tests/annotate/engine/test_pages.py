@@ -12,6 +12,7 @@ from annotate.engine.generation import DEFAULT_TEMPLATE
 from annotate.engine.models import CallStatus, Endpoint, EngineRun, RunStatus
 from annotate.engine.services import (
     engine_background_wait,
+    engine_run_create,
     engine_run_execute,
     engine_run_stop,
 )
@@ -1069,3 +1070,29 @@ def test_the_time_so_far_of_a_running_run_is_told_by_the_database_clock(
     page = researcher_client.get(reverse("engine:run-detail", args=[run.pk])).text
     shown = float(re.search(r'<span id="run-elapsed">([\d.]+)</span>', page).group(1))
     assert 100 <= shown < 100 + 3600
+
+
+def test_a_run_whose_results_were_not_all_recorded_is_shown_failed_everywhere(
+    researcher_client, echo_protocol, monkeypatch, stub
+):
+    # Its calls all ended, but its protocol's on_finish raised: the list, the page and the API
+    # say failed, with what went wrong, not done.
+    from tests.annotate.engine import echo
+
+    def on_finish_fails(self, run):
+        raise LookupError("its judge run was deleted")
+
+    monkeypatch.setattr(echo.EchoProtocol, "on_finish", on_finish_fails)
+    run = engine_run_create(
+        kind="echo", endpoint=make_endpoint(stub.base_url), params={"items": ["a"]}
+    )
+    engine_run_execute(run_id=run.pk)
+
+    listing = researcher_client.get(reverse("engine:run-list")).text
+    row = re.search(rf'<tr><td><a href="[^"]*/{run.pk}/">.*?</tr>', listing, flags=re.S).group(0)
+    assert "<td>Failed</td>" in row and "Done" not in row
+    page = researcher_client.get(reverse("engine:run-detail", args=[run.pk])).text
+    assert '<dd id="run-status">Failed</dd>' in page
+    assert "LookupError: its judge run was deleted" in page
+    api = researcher_client.get(reverse("api-engine-run", args=[run.pk])).json()
+    assert api["status"] == RunStatus.FAILED and "recording its results" in api["error"]
