@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
 from django import forms
 from django.contrib.auth.models import User
 
 from annotate.models import Benchmark, ProjectMode
 from annotate.roles import RESEARCHER
 from annotate.selectors.benchmarks import systems_with_responses
-from annotate.services.projects import DEFAULT_GUIDELINES, InstructionSelection, Selection
+from annotate.services.projects import InstructionSelection, Selection, guidelines_for_mode
 
 SELECTION_CHOICES = [
     (Selection.ALL, "All instructions"),
@@ -54,7 +56,9 @@ class ProjectForm(SelectionForm):
     assignments_per_task = forms.IntegerField(min_value=1, max_value=100, initial=3)
     allotted_minutes = forms.IntegerField(min_value=1, max_value=1440, initial=60)
     guidelines = forms.CharField(
-        widget=forms.Textarea(attrs={"rows": 12}), initial=DEFAULT_GUIDELINES, required=False
+        widget=forms.Textarea(attrs={"rows": 12}),
+        required=False,
+        help_text="Pre-filled for the mode chosen; left as pre-filled, they follow the mode.",
     )
     continue_to_next = forms.BooleanField(
         label="Continue to the next task",
@@ -90,3 +94,12 @@ class ProjectForm(SelectionForm):
         "practice",
         "researchers",
     ]
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        mode = self.initial.get("mode", self.fields["mode"].initial)
+        guidelines = self.fields["guidelines"]
+        guidelines.initial = guidelines_for_mode(mode)
+        # site.js swaps the text when the mode changes, while it is still one of these.
+        prefills = {value: guidelines_for_mode(value) for value in ProjectMode.values}
+        guidelines.widget.attrs["data-mode-guidelines"] = json.dumps(prefills)

@@ -7,6 +7,7 @@ from datetime import datetime
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import QuerySet
+from django.db.models.functions import Now
 from django.urls import reverse
 from django.utils import timezone
 
@@ -28,8 +29,13 @@ def engine_run_progress(*, run: EngineRun, now: datetime | None = None) -> dict:
     run's protocol does as one piece (`unit_name`: a judge run's units are conversations, one
     per response judged, so these percents are not its questions'). `preparing` is true while a
     started run has no units yet (its worker is making them): pages say so instead of "0 / 0".
+
+    `now` is by default the database's clock for a running run (one query): its
+    `running_since` was stamped by it, and a web host whose clock is off would count the
+    time so far off by as much.
     """
-    now = now or timezone.now()
+    if now is None:
+        now = _database_now(run) if run.status == RunStatus.RUNNING else timezone.now()
     if run.status == RunStatus.RUNNING and engine_runs_reap(now=now, run_id=run.pk):
         run.refresh_from_db()
     processed = _percent(run.units_done + run.units_failed, run.units_total)
@@ -70,6 +76,11 @@ def engine_run_seconds(*, run: EngineRun, now: datetime) -> float:
     if run.status == RunStatus.RUNNING and run.running_since is not None:
         seconds += (now - run.running_since).total_seconds()
     return max(0.0, seconds)
+
+
+def _database_now(run: EngineRun) -> datetime:
+    row = EngineRun.objects.filter(pk=run.pk).annotate(database_now=Now()).values("database_now")
+    return next(iter(row), {}).get("database_now") or timezone.now()  # deleted: no better clock
 
 
 def _percent(part: int, total: int) -> int:

@@ -57,6 +57,25 @@ DIRECT_SCORE_RUBRIC = {
 }
 
 
+def guidelines_for_mode(mode: str) -> str:
+    """Return the guidelines a new project of this mode starts with.
+
+    A project that asks the YES/NO questions starts with the ones about them (a project of
+    both steps shows the scoring ones on its scoring step, `AssignmentPage.guidelines`); a
+    direct-score project with the scoring ones.
+    """
+    return DIRECT_SCORE_GUIDELINES if mode == ProjectMode.DIRECT_SCORE else DEFAULT_GUIDELINES
+
+
+def _project_guidelines(guidelines: str, *, mode: str) -> str:
+    """The researcher's guidelines, or the mode's own when they left them empty or as a form
+    pre-filled them for another mode (its mode changed after the page loaded)."""
+    text = guidelines.replace("\r\n", "\n").strip()
+    if text in ("", DEFAULT_GUIDELINES, DIRECT_SCORE_GUIDELINES):
+        return guidelines_for_mode(mode)
+    return guidelines.strip()
+
+
 class Selection:
     ALL = "all"
     IDS = "ids"
@@ -106,7 +125,7 @@ def project_create(
             mode=mode,
             assignments_per_task=assignments_per_task,
             allotted_minutes=allotted_minutes,
-            guidelines=guidelines.strip() or DEFAULT_GUIDELINES,
+            guidelines=_project_guidelines(guidelines, mode=mode),
             created_by=created_by,
             continue_to_next=continue_to_next,
             practice=practice,

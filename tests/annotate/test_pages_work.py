@@ -1,3 +1,5 @@
+import html
+import json
 import re
 
 import pytest
@@ -7,6 +9,7 @@ from django.utils import timezone
 from annotate.models import Assignment, AssignmentStatus, Label, Project, ProjectMode, System
 from annotate.roles import ANNOTATOR
 from annotate.services.assignments import annotator_for_user, assignment_claim_next
+from annotate.services.projects import DEFAULT_GUIDELINES, DIRECT_SCORE_GUIDELINES
 from tests.factories import UserFactory, benchmark_with_responses, project_with_tasks
 
 pytestmark = pytest.mark.django_db
@@ -318,6 +321,68 @@ def test_admin_creates_a_project_from_the_page(client, admin_user):
     project = Project.objects.get(name="pilot")
     assert posted.status_code == 302
     assert project.batches.get().tasks.count() == 3 and project.created_by == admin_user
+
+
+def _textarea(page: str, name: str) -> str:
+    found = re.search(rf'<textarea name="{name}"[^>]*>\n?(.*?)</textarea>', page, flags=re.S)
+    return html.unescape(found.group(1))
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [
+        (ProjectMode.DIRECT_SCORE, DIRECT_SCORE_GUIDELINES),
+        (ProjectMode.DRFR, DEFAULT_GUIDELINES),
+        (ProjectMode.BOTH, DEFAULT_GUIDELINES),
+    ],
+)
+def test_a_project_created_with_the_guidelines_as_pre_filled_gets_those_of_its_mode(
+    client, admin_user, mode, expected
+):
+    # The form loads for a DRFR project; the researcher picks another mode and leaves the
+    # guidelines as they were pre-filled (the browser's script swaps them; without it, the
+    # page sends the YES/NO ones back): a direct-score project does not get YES/NO guidelines.
+    benchmark, systems = benchmark_with_responses(instructions=1, systems=2)
+    client.force_login(admin_user)
+    page = client.get(reverse("work:project-create")).text
+    pre_filled = _textarea(page, "guidelines")
+    assert pre_filled == DEFAULT_GUIDELINES
+    prefills = json.loads(
+        html.unescape(re.search(r'data-mode-guidelines="([^"]*)"', page).group(1))
+    )
+    assert prefills == {
+        "drfr": DEFAULT_GUIDELINES,
+        "direct_score": DIRECT_SCORE_GUIDELINES,
+        "both": DEFAULT_GUIDELINES,
+    }
+    form = {
+        "name": "pilot", "benchmark": benchmark.id, "systems": [s.id for s in systems],
+        "selection": "all", "mode": mode, "assignments_per_task": 1, "allotted_minutes": 30,
+    }  # fmt: skip
+    for sent in (pre_filled.replace("\n", "\r\n"), prefills[mode]):
+        Project.objects.all().delete()
+        assert (
+            client.post(reverse("work:project-create"), {**form, "guidelines": sent}).status_code
+            == 302
+        )
+        assert Project.objects.get().guidelines == expected
+
+
+def test_guidelines_the_researcher_wrote_are_kept_whatever_the_mode(client, admin_user):
+    benchmark, systems = benchmark_with_responses(instructions=1, systems=1)
+    client.force_login(admin_user)
+    own = "Score how polite each response is.\r\nIgnore typos."
+    form = {
+        "name": "pilot", "benchmark": benchmark.id, "systems": [systems[0].id],
+        "selection": "all", "mode": ProjectMode.DIRECT_SCORE, "assignments_per_task": 1,
+        "allotted_minutes": 30, "guidelines": own,
+    }  # fmt: skip
+    assert client.post(reverse("work:project-create"), form).status_code == 302
+    assert Project.objects.get().guidelines == own
+    # A form sent back with an error keeps the mode chosen and what was typed.
+    form = {**form, "name": "again", "selection": "ids", "external_ids": "missing-one"}
+    refused = client.post(reverse("work:project-create"), form)
+    assert refused.status_code == 400 and _textarea(refused.text, "guidelines") == own
 
 
 def test_a_system_whose_generation_failed_is_no_choice_for_a_project(client, admin_user):

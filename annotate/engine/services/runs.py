@@ -711,8 +711,10 @@ class _ChunkLease:
     lease, and would make a fresh lease look stale to a worker whose clock runs ahead.
     """
 
-    def __init__(self, chunk_id: int, token: str, renewed: float) -> None:
-        self.chunk_id, self.token, self.renewed = chunk_id, token, renewed
+    def __init__(
+        self, chunk_id: int, token: str, renewed: float, clock: Callable[[], float]
+    ) -> None:
+        self.chunk_id, self.token, self.renewed, self.clock = chunk_id, token, renewed, clock
         self.lost = False
 
     @staticmethod
@@ -720,7 +722,7 @@ class _ChunkLease:
         return min(settings.ENGINE_HEARTBEAT_SECONDS, settings.ENGINE_CHUNK_LEASE_SECONDS / 4)
 
     def renew(self) -> bool:
-        started = time.monotonic()
+        started = self.clock()
         if EngineChunk.objects.filter(pk=self.chunk_id, lease=self.token).update(heartbeat=Now()):
             self.renewed = started
         else:
@@ -728,7 +730,7 @@ class _ChunkLease:
         return self.held()
 
     def held(self) -> bool:
-        if time.monotonic() - self.renewed >= settings.ENGINE_CHUNK_LEASE_SECONDS:
+        if self.clock() - self.renewed >= settings.ENGINE_CHUNK_LEASE_SECONDS:
             self.lost = True
         return not self.lost
 
@@ -1592,6 +1594,7 @@ def engine_run_chunk_execute(
     worker: str = "",
     stop: threading.Event | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
 ) -> EngineChunk | None:
     """Do one chunk's pending units with the run's executor; the last chunk finishes the run.
 
@@ -1601,9 +1604,10 @@ def engine_run_chunk_execute(
     later. One taking over a dead delivery's chunk does only its units still pending. A
     delivery that loses its lease mid-way stops asking, stores what was answered and raises
     the same error. A run no longer running (stopped before it started, reaped) ends the chunk
-    without a call.
+    without a call. `clock` (seconds, monotonic) tells how long ago this delivery last renewed
+    its lease; a test passes one it drives instead of waiting a lease out.
     """
-    chunk, lease = _chunk_lease_take(chunk_id, task_id=task_id, worker=worker)
+    chunk, lease = _chunk_lease_take(chunk_id, task_id=task_id, worker=worker, clock=clock)
     if chunk is None or lease is None:
         return chunk  # the run was started again or deleted; or the chunk is done
     run = chunk.run
@@ -1641,7 +1645,7 @@ def engine_run_chunk_execute(
 
 
 def _chunk_lease_take(
-    chunk_id: int, *, task_id: str, worker: str
+    chunk_id: int, *, task_id: str, worker: str, clock: Callable[[], float] = time.monotonic
 ) -> tuple[EngineChunk | None, _ChunkLease | None]:
     """Take the chunk's lease for this delivery: (chunk, lease); (chunk, None) when it is done,
     (None, None) when it is gone. One conditional UPDATE, so of two deliveries at once only one
@@ -1649,7 +1653,7 @@ def _chunk_lease_take(
 
     The lease's age is the database's clock (`Now()`), as its renewals write it: not this
     process's, which may be off the holder's by more than the lease."""
-    renewed = time.monotonic()
+    renewed = clock()
     silent = lease_silent(
         stale_seconds=settings.ENGINE_CHUNK_LEASE_SECONDS, heartbeat_field="heartbeat"
     )
@@ -1668,7 +1672,7 @@ def _chunk_lease_take(
     except EngineChunk.DoesNotExist:
         return None, None
     if token is not None:
-        return chunk, _ChunkLease(chunk.pk, token, renewed)
+        return chunk, _ChunkLease(chunk.pk, token, renewed, clock)
     if chunk.status == ChunkStatus.DONE:
         return chunk, None
     retry_in = lease_retry_in(
@@ -1753,9 +1757,11 @@ def _tell_finished(run: EngineRun) -> None:
     """Call the protocol's `on_finish`: every end of a run (reaped too) keeps its rows in step.
 
     The end is stored whatever `on_finish` does: it runs in a savepoint of the transaction
-    that ends the run, so a raise undoes its own writes only, and is logged and added to the
-    run's error. Raised through, it rolled the end back and left the run running with no
-    worker (a judge run deleted meanwhile: its on_finish found no row)."""
+    that ends the run, so a raise undoes its own writes only, and is logged. Raised through, it
+    rolled the end back and left the run running with no worker (a judge run deleted
+    meanwhile: its on_finish found no row). The run is then failed, whatever its end was: its
+    results are not all recorded, and a run shown done (or stopped) would be read as if they
+    were. Run again records them, asking no unit done already."""
     protocol = _protocol_or_none(run.kind)
     if protocol is None or not hasattr(protocol, "on_finish"):
         return
@@ -1764,9 +1770,14 @@ def _tell_finished(run: EngineRun) -> None:
             protocol.on_finish(run)
     except Exception as error:
         logger.exception("Engine run %s ended, but its protocol's on_finish failed.", run.pk)
-        note = f"Ended, but updating its {run.kind} records failed: {type(error).__name__}: {error}"
+        note = (
+            f"Its calls ended, but recording its results in the {run.kind} records failed: "
+            f"{type(error).__name__}: {error}. Run again to record them (units done already "
+            "are not asked again)."
+        )
+        run.status = RunStatus.FAILED
         run.error = f"{run.error} {note}" if run.error else note
-        EngineRun.objects.filter(pk=run.pk).update(error=run.error)
+        EngineRun.objects.filter(pk=run.pk).update(status=run.status, error=run.error)
 
 
 def _protocol_or_none(kind: str) -> RunProtocol | None:

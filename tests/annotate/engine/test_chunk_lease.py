@@ -55,13 +55,15 @@ def _wait_for(condition, timeout=30.0):
 
 @pytest.mark.django_db(transaction=True)
 def test_two_deliveries_of_one_chunk_at_once_call_each_unit_once(stub, monkeypatch):
-    stub.delay = 0.2
     run, system, chunk = _one_chunk(stub, 8, monkeypatch, concurrency=2)
+    answer = threading.Event()
+    stub.on_request = lambda count: answer.wait(60)  # no answer till the second has tried
     first, second = [], []
     one = in_thread(lambda: engine_run_chunk_execute(chunk_id=chunk.pk, task_id="a"), first)
     _wait_for(lambda: len(stub.requests) >= 1)  # the first delivery is calling
     two = in_thread(lambda: engine_run_chunk_execute(chunk_id=chunk.pk, task_id="b"), second)
     two.join(60)
+    answer.set()
     one.join(60)
 
     # The second delivery made no call: it is told to come back once the lease may be stale.
@@ -124,33 +126,38 @@ def test_a_delivery_takes_over_a_chunk_whose_lease_is_stale_and_does_what_is_lef
 def test_a_delivery_whose_chunk_was_taken_over_stops_asking_and_leaves_the_chunk(
     stub, monkeypatch, settings
 ):
-    # The storing thread renews the lease; once the stub has answered two calls, the row says
-    # another delivery took the chunk over (its worker thought this one dead).
+    # The storing thread renews the lease; once the first answer is stored and the stub has the
+    # second call, the row says another delivery took the chunk over (its worker thought this
+    # one dead). The second call is answered only once this delivery's renewal has found that
+    # out, so what it sends after does not depend on how fast the threads run.
     from annotate.engine.services import runs
 
     settings.ENGINE_HEARTBEAT_SECONDS = 0.02
-    stub.delay = 0.1
     run, system, chunk = _one_chunk(stub, 10, monkeypatch, concurrency=1)
     renew = runs._ChunkLease.renew
+    taken_over = threading.Event()
 
     def renew_after_a_takeover(lease):
-        if len(stub.requests) >= 2:
-            _hold(chunk, age_seconds=0, token="other-delivery")
-        return renew(lease)
+        first_stored = EngineUnit.objects.filter(run=run, status="done").exists()
+        if len(stub.requests) < 2 or not first_stored:
+            return renew(lease)
+        _hold(chunk, age_seconds=0, token="other-delivery")
+        held = renew(lease)
+        taken_over.set()
+        return held
 
     monkeypatch.setattr(runs._ChunkLease, "renew", renew_after_a_takeover)
+    stub.on_request = lambda count: count == 2 and taken_over.wait(60)
     with pytest.raises(EngineChunkLeasedError):
         engine_run_chunk_execute(chunk_id=chunk.pk, task_id="first")
-    asked = len(stub.requests)
-    assert 2 <= asked <= 4  # the call in flight at the takeover ends; no other is sent
+    assert len(stub.requests) == 2  # the call in flight at the takeover ends; no other is sent
     run.refresh_from_db()
-    # What was stored before the takeover is kept; an answer stored after it is not (its unit is
-    # the other delivery's now, which asks it again), but its call was paid and is counted. The
-    # chunk and the run are left to the other delivery.
-    stored = Response.objects.filter(system=system).count()
-    assert 1 <= run.units_done == stored <= asked
-    assert EngineUnit.objects.filter(run=run, status="done").count() == stored
-    assert run.calls == asked == EngineCall.objects.filter(run=run).count()
+    # What was stored before the takeover is kept; the answer that came after it is not (its
+    # unit is the other delivery's now, which asks it again), but its call was paid and is
+    # counted. The chunk and the run are left to the other delivery.
+    assert run.units_done == 1 == Response.objects.filter(system=system).count()
+    assert EngineUnit.objects.filter(run=run, status="done").count() == 1
+    assert run.calls == 2 == EngineCall.objects.filter(run=run).count()
     assert run.status == RunStatus.RUNNING and not run.stop_requested
     chunk.refresh_from_db()
     assert (chunk.status, chunk.lease) == (ChunkStatus.RUNNING, "other-delivery")
@@ -161,24 +168,28 @@ def test_a_lease_not_renewed_in_time_sends_no_more_calls_and_is_given_up(
 ):
     # The storing thread stalls (its write to renew the lease never returns in time): past
     # ENGINE_CHUNK_LEASE_SECONDS another delivery may take the chunk, so no call is sent on it.
+    # The lease's clock is driven, not waited on: it passes the lease while the third call is in
+    # flight, however fast or slow the machine.
     from annotate.engine.services import runs
 
-    settings.ENGINE_CHUNK_LEASE_SECONDS = 0.5
-    stub.delay = 0.1
+    settings.ENGINE_CHUNK_LEASE_SECONDS = 60
     run, system, chunk = _one_chunk(stub, 20, monkeypatch, concurrency=1)
     renew = runs._ChunkLease.renew
     monkeypatch.setattr(runs._ChunkLease, "renew", lambda lease: lease.held())
+    seconds = [0.0]
+    stub.on_request = lambda count: count == 3 and seconds.__setitem__(0, 60.0)
 
     with pytest.raises(EngineChunkLeasedError) as raised:
-        engine_run_chunk_execute(chunk_id=chunk.pk, task_id="first")
+        engine_run_chunk_execute(chunk_id=chunk.pk, task_id="first", clock=lambda: seconds[0])
     assert raised.value.retry_in == 1.0
-    assert 2 <= len(stub.requests) <= 7
+    assert len(stub.requests) == 3  # none after the lease ran out
     chunk.refresh_from_db()
     assert chunk.status == ChunkStatus.RUNNING and chunk.heartbeat is None  # free to take now
     run.refresh_from_db()
-    assert run.units_done == len(stub.requests) and not run.stop_requested
+    assert run.units_done == 3 == run.calls and not run.stop_requested
 
     monkeypatch.setattr(runs._ChunkLease, "renew", renew)
+    stub.on_request = None
     engine_run_chunk_execute(chunk_id=chunk.pk, task_id="next")  # the retry: does the rest
     run.refresh_from_db()
     assert run.status == RunStatus.DONE and len(stub.requests) == 20 == run.calls

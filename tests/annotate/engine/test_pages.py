@@ -1,6 +1,10 @@
 """Engine pages and API: endpoints (admins), generation started from a page, the run page."""
 
+import re
+from datetime import timedelta
+
 import pytest
+from django.db.models.functions import Now
 from django.urls import reverse
 from django.utils import timezone
 
@@ -8,6 +12,7 @@ from annotate.engine.generation import DEFAULT_TEMPLATE
 from annotate.engine.models import CallStatus, Endpoint, EngineRun, RunStatus
 from annotate.engine.services import (
     engine_background_wait,
+    engine_run_create,
     engine_run_execute,
     engine_run_stop,
 )
@@ -1041,3 +1046,53 @@ def test_the_run_pages_show_money_in_dollars_and_cents(researcher_client):
     EngineRun.objects.filter(pk=run.pk).update(cost_usd=0, possibly_billed_usd=0)
     page = researcher_client.get(reverse("engine:run-detail", args=[run.pk])).content.decode()
     assert '<span id="run-cost">$0.00</span>' in page  # nothing spent: no "<$0.01"
+
+
+@pytest.mark.parametrize("off_by", [timedelta(days=1), -timedelta(days=1)], ids=["ahead", "behind"])
+def test_the_time_so_far_of_a_running_run_is_told_by_the_database_clock(
+    researcher_client, monkeypatch, off_by
+):
+    # The run's start was stamped by the database's clock, 90 s ago; the web host's clock is a
+    # day off it. The page and the JSON it polls say 90 s, not a day and 90 s (or none).
+    run = EngineRun.objects.create(
+        kind="generation", endpoint=make_endpoint("", name="fake"), status=RunStatus.RUNNING,
+        running_seconds=10, started_at=timezone.now(),
+    )  # fmt: skip
+    EngineRun.objects.filter(pk=run.pk).update(
+        running_since=Now() - timedelta(seconds=90), heartbeat=Now()
+    )
+    real_now = timezone.now
+    monkeypatch.setattr(timezone, "now", lambda: real_now() + off_by)
+
+    polled = researcher_client.get(reverse("engine:run-progress", args=[run.pk])).json()
+    assert polled["status"] == RunStatus.RUNNING
+    assert 100 <= polled["elapsed_seconds"] < 100 + 3600  # its earlier 10 s, and 90 s now
+    page = researcher_client.get(reverse("engine:run-detail", args=[run.pk])).text
+    shown = float(re.search(r'<span id="run-elapsed">([\d.]+)</span>', page).group(1))
+    assert 100 <= shown < 100 + 3600
+
+
+def test_a_run_whose_results_were_not_all_recorded_is_shown_failed_everywhere(
+    researcher_client, echo_protocol, monkeypatch, stub
+):
+    # Its calls all ended, but its protocol's on_finish raised: the list, the page and the API
+    # say failed, with what went wrong, not done.
+    from tests.annotate.engine import echo
+
+    def on_finish_fails(self, run):
+        raise LookupError("its judge run was deleted")
+
+    monkeypatch.setattr(echo.EchoProtocol, "on_finish", on_finish_fails)
+    run = engine_run_create(
+        kind="echo", endpoint=make_endpoint(stub.base_url), params={"items": ["a"]}
+    )
+    engine_run_execute(run_id=run.pk)
+
+    listing = researcher_client.get(reverse("engine:run-list")).text
+    row = re.search(rf'<tr><td><a href="[^"]*/{run.pk}/">.*?</tr>', listing, flags=re.S).group(0)
+    assert "<td>Failed</td>" in row and "Done" not in row
+    page = researcher_client.get(reverse("engine:run-detail", args=[run.pk])).text
+    assert '<dd id="run-status">Failed</dd>' in page
+    assert "LookupError: its judge run was deleted" in page
+    api = researcher_client.get(reverse("api-engine-run", args=[run.pk])).json()
+    assert api["status"] == RunStatus.FAILED and "recording its results" in api["error"]
