@@ -5,6 +5,7 @@ import re
 from decimal import Decimal
 
 import pytest
+from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
@@ -12,6 +13,7 @@ from django.utils.html import escape
 from annotate.crowd.fake import FakePlatform
 from annotate.crowd.models import Publication
 from annotate.crowd.services import review
+from annotate.models import Annotator
 from annotate.roles import ADMIN, RESEARCHER
 from annotate.selectors.results import counted_human_answer_q
 from annotate.verbalizer.models import HumanAnswer
@@ -230,6 +232,28 @@ def test_a_newcomer_reads_on_a_full_study_links_join_page_that_nothing_is_left(
         assert "Return submission" in page
     back = client.get(join, {"PROLIFIC_PID": "P1"}).content.decode()  # their code, as before
     assert 'id="join-form"' in back and 'id="study-full"' not in back
+
+
+def test_start_pressed_twice_on_a_study_link_without_an_id_is_one_participant(
+    client, study, settings, django_capture_on_commit_callbacks
+):
+    """As on a batch's link: each Start without a participant id made a new participant, so a
+    double click answered the study's prompts as two raters."""
+    settings.CROWD_PUBLIC_URL = "https://annotate.example.org"
+    client.force_login(UserFactory(username="boss", roles=[ADMIN], is_staff=True))
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(
+            reverse("verbalizer:study-publish", args=[study.pk]),
+            publish_form(platform="selfhosted", publish="1", confirm_total="0.40"),
+        )
+    publication = Publication.objects.get(human_study=study, platform="selfhosted")
+    client.logout()
+    join = reverse("verbalizer:crowd-link-join", args=[publication.link_token])
+    assert client.post(join).status_code == client.post(join).status_code == 302
+    anonymous = Annotator.objects.filter(worker_id__startswith="anon-")
+    assert anonymous.count() == 1
+    assert Client().post(join).status_code == 302  # another browser, another participant
+    assert anonymous.count() == 2
 
 
 def test_review_reads_answers_against_the_word_the_instruction_asks_for(
