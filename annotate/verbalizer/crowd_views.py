@@ -89,6 +89,13 @@ def _study_publish_context(study: HumanStudy, form: PublishForm, preview) -> dic
         f"each · {study.answers_per_prompt} workers per prompt.",
         "form": form,
         "preview": preview,
+        # One HIT per prompt, each of the study's answers per prompt an assignment.
+        "units": {
+            "grid": "Prompts × answers per prompt",
+            "work": "Answers",
+            "item": "prompt",
+            "each": "answer",
+        },
     }
 
 

@@ -13,6 +13,7 @@ from django.utils.html import escape
 from annotate.crowd.fake import FakePlatform
 from annotate.crowd.models import Publication
 from annotate.crowd.services import review
+from annotate.crowd.services.publishing import PublishSettings
 from annotate.models import Annotator
 from annotate.roles import ADMIN, RESEARCHER
 from annotate.selectors.results import counted_human_answer_q
@@ -445,3 +446,27 @@ def test_a_demo_workers_done_page_names_no_path_as_a_form_action_source(
     assert f'action="{reverse("crowd:demo-external-submit")}"' in done.content.decode()
     form_action = re.search(r"form-action ([^;]*)", done["Content-Security-Policy"]).group(1)
     assert form_action.split() == ["'self'"]
+
+
+def test_a_studys_preview_counts_prompts_and_answers_and_names_its_other_platform(
+    client, study, settings
+):
+    """The study's preview read "Tasks × assignments", a batch's words, and said nothing of
+    the study being published on another platform already (which collects its own answers)."""
+    settings.CROWD_PUBLIC_URL = "https://annotate.example.org"
+    client.force_login(UserFactory(username="boss", roles=[ADMIN], is_staff=True))
+    publish = reverse("verbalizer:study-publish", args=[study.pk])
+    first = client.post(publish, publish_form(platform="selfhosted", preview="1")).text
+    assert "Prompts × answers per prompt" in first and "Tasks × assignments" not in first
+    assert "Answers to publish" in first and ">4 on 2 prompts<" in first
+    assert "Reward per answer" in first and 'id="published-elsewhere"' not in first
+    crowd.study_publication_create(
+        study=study,
+        platform_name="fake",
+        chosen=PublishSettings(title="t", description="d"),
+        base_url="https://annotate.example.org",
+    )
+    again = client.post(publish, publish_form(platform="selfhosted", preview="1")).text
+    warning = again.split('id="published-elsewhere"', 1)[1].split("</p>", 1)[0]
+    assert "is already published on " in warning
+    assert "collects its own 2 answers per prompt" in warning
