@@ -169,16 +169,18 @@ class BenchmarkListApi(APIView):
 
 _SUBMITTED_HELP = (
     "Submitted and holding its task's slot (not rejected, the worker not blocked, no sandbox "
-    "test work)."
+    "test work), crowd platform work still waiting for its platform's confirmation included."
 )
 _LATE_HELP = (
     "Submitted after its claim lapsed and its task was filled (or confirmed by its crowd "
     "platform only after that): kept, never counted."
 )
 _UNCONFIRMED_HELP = (
-    "Crowd platform work whose slot a sync took back because the platform's listing of its HIT "
-    "did not have it: kept, and counted only if the platform confirms it while its task has a "
-    "slot. Not late work."
+    "Released unconfirmed work only: crowd platform work whose slot a sync took back because "
+    "the platform's listing of its HIT did not have it, and that the platform has not confirmed "
+    "since: kept, and counted only if the platform confirms it while its task has a slot. Work "
+    "waiting for its platform's confirmation that still holds its slot is among the submitted "
+    "work. Not late work."
 )
 _REJECTED_HELP = "Rejected in review: counted nowhere."
 _BLOCKED_HELP = (

@@ -69,6 +69,9 @@ def _preview_payload(preview: publishing.CostPreview) -> dict:
         "balance_usd": None if preview.balance_usd is None else str(preview.balance_usd),
         "affordable": preview.affordable,
         "paid_outside": preview.paid_outside,
+        # The other platforms the batch is published on (their workers race for its slots).
+        "published_elsewhere": list(preview.published_elsewhere),
+        "published_elsewhere_note": preview.published_elsewhere_note,
     }
 
 

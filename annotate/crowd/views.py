@@ -164,6 +164,16 @@ def _not_published_reason(confirmed_usd: Decimal | None, preview) -> str:
     )
 
 
+# What the publish preview counts in (templates/crowd/publish.html): a batch's tasks and their
+# assignments; a verbalizer human study names its own (annotate/verbalizer/crowd_views.py).
+BATCH_UNITS = {
+    "grid": "Tasks × assignments",
+    "work": "Assignments",
+    "item": "task",
+    "each": "assignment",
+}
+
+
 def _publish_context(batch: Batch, form: PublishForm, preview) -> dict:
     project = batch.project
     return {
@@ -171,6 +181,7 @@ def _publish_context(batch: Batch, form: PublishForm, preview) -> dict:
         "summary": f"Project {project.name} · {project.assignments_per_task} workers per task.",
         "form": form,
         "preview": preview,
+        "units": BATCH_UNITS,
         # A self-hosted participant with neither is never paid by a site such as Prolific.
         "no_completion": preview is not None
         and preview.paid_outside

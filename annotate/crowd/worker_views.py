@@ -131,16 +131,17 @@ def selfhosted_join(request: HttpRequest, link_token: str) -> HttpResponse:
         workers.link_open_check(publication=publication)
         # Link previews and crawlers only GET: a task is handed out on the button's POST.
         params = request.GET.dict()
+        participant = link_params(request, publication, params)
         offer = workers.selfhosted_join_offer(
-            publication=publication, params=params, now=timezone.now()
+            publication=publication, params=participant, now=timezone.now()
         )
         if offer.blocked:
-            return _blocked_participant(request, publication, params)
+            return _blocked_participant(request, publication, participant)
         context = {"publication": publication, "params": params, "start_offered": offer.start}
         return render(request, "crowd/join.html", context)
     # Each start is a participant and a claimed task: one address may not take a study's tasks.
     # A participant's next task is no new participant (60 tasks an hour were refused).
-    params = request.POST.dict()
+    params = link_params(request, publication, request.POST.dict())
     if not workers.selfhosted_returning(publication=publication, params=params):
         page_rate_check(request, scope=CROWD_STARTS_SCOPE)
     claims = AddressClaims(address=client_address(request), now=timezone.now())
@@ -157,7 +158,35 @@ def selfhosted_join(request: HttpRequest, link_token: str) -> HttpResponse:
         except WorkerBlockedError:
             return _blocked_participant(request, publication, params)
         claims.record(opened.assignment)
-    return redirect("crowd:work-task", token=opened.token)
+    response = redirect("crowd:work-task", token=opened.token)
+    anonymous_remember(request, response, publication, opened.assignment.annotator.worker_id)
+    return response
+
+
+def link_params(request: HttpRequest, publication: Publication, params: dict) -> dict:
+    """The join page's parameters, with the anonymous participant this browser started as."""
+    return workers.selfhosted_params_of_browser(
+        publication=publication, params=params, cookies=request.COOKIES
+    )
+
+
+def anonymous_remember(
+    request: HttpRequest, response: HttpResponse, publication: Publication, worker_id: str
+) -> None:
+    """Keep a link's anonymous participant in this browser (a cookie of the join page only), so
+    that pressing Start again does not make a second participant."""
+    cookie = workers.anonymous_participant_cookie(publication=publication, worker_id=worker_id)
+    if cookie is not None:
+        name, value, max_age = cookie
+        response.set_cookie(
+            name,
+            value,
+            max_age=max_age,
+            path=request.path,
+            secure=request.is_secure(),
+            httponly=True,
+            samesite="Lax",
+        )
 
 
 def _blocked_participant(request: HttpRequest, publication: Publication, params: dict):

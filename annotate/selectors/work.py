@@ -554,7 +554,8 @@ def project_progress(*, project: Project, now: datetime) -> Progress:
     counted in no result while the block lasts); unconfirmed (a sync took its slot back
     because its platform did not list it: it waits for the platform's confirmation,
     results.released_unconfirmed_q); late (submitted after its claim lapsed and its task was
-    filled, or confirmed by its platform only after that); else submitted (holds its slot).
+    filled, or confirmed by its platform only after that); else submitted (holds its slot:
+    work still waiting for its platform's confirmation, no sync having released it, is here).
     """
     tasks = (
         Task.objects.filter(batch__project=project)

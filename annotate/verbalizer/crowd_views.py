@@ -23,7 +23,7 @@ from annotate.crowd.selectors import Confirmation
 from annotate.crowd.services import publishing, review, workers
 from annotate.crowd.services.workers import is_preview, link_open_check
 from annotate.crowd.views import _back, _enqueue, admin_page, bonus_amount, rejected_message
-from annotate.crowd.worker_views import worker_page
+from annotate.crowd.worker_views import anonymous_remember, link_params, worker_page
 from annotate.errors import AnnotateError, PublishError
 from annotate.http import csp_replace_on, form_refusal
 from annotate.throttling import CROWD_STARTS_SCOPE, page_rate_check
@@ -89,6 +89,13 @@ def _study_publish_context(study: HumanStudy, form: PublishForm, preview) -> dic
         f"each · {study.answers_per_prompt} workers per prompt.",
         "form": form,
         "preview": preview,
+        # One HIT per prompt, each of the study's answers per prompt an assignment.
+        "units": {
+            "grid": "Prompts × answers per prompt",
+            "work": "Answers",
+            "item": "prompt",
+            "each": "answer",
+        },
     }
 
 
@@ -205,12 +212,17 @@ def link_join(request: HttpRequest, link_token: str) -> HttpResponse:
         link_open_check(publication=publication)
         # Link previews and crawlers only GET: a participant is made on the button's POST.
         params = request.GET.dict()
-        offered = crowd.study_link_start_offered(publication=publication, params=params)
+        offered = crowd.study_link_start_offered(
+            publication=publication, params=link_params(request, publication, params)
+        )
         context = {"publication": publication, "params": params, "start_offered": offered}
         return render(request, "crowd/join.html", context)
-    page_rate_check(request, scope=CROWD_STARTS_SCOPE)  # each start is a new participant
-    participant = crowd.study_link_start(publication=publication, params=request.POST.dict())
-    return redirect("verbalizer:crowd-link-work", token=participant.token)
+    page_rate_check(request, scope=CROWD_STARTS_SCOPE)  # a start may be a new participant
+    params = link_params(request, publication, request.POST.dict())
+    participant = crowd.study_link_start(publication=publication, params=params)
+    response = redirect("verbalizer:crowd-link-work", token=participant.token)
+    anonymous_remember(request, response, publication, participant.annotator.worker_id)
+    return response
 
 
 @worker_page

@@ -140,6 +140,9 @@ class CostPreview:
     assignments_taken: int = 0
     tasks_in_batch: int = 0
     fee: str = ""  # which fee applies and why (pricing.fee_description)
+    # The other platforms the batch (study) is published on already, and what that means here.
+    published_elsewhere: tuple[str, ...] = ()
+    published_elsewhere_note: str = ""
 
     @property
     def affordable(self) -> bool:
@@ -200,7 +203,40 @@ def publication_preview(
         assignments_taken=len(still_open) * per_task - assignments,
         tasks_in_batch=len(still_open),
         fee=fee_description(flat_rate=fee, max_assignments=hits),
+        **published_elsewhere(target={"batch": batch}, platform_name=platform_name),
     )
+
+
+def published_elsewhere(*, target: dict, platform_name: str) -> dict:
+    """The other platforms `target` ({"batch": …} or {"human_study": …}) is published on, and a
+    note for the preview saying what a second publication does: a batch's publications share
+    its tasks' slots (their workers race for the same claims), a study's each collect its
+    answers per prompt (every platform is a channel of its own: verbalizer same_channel_q)."""
+    others = sorted(
+        set(
+            Publication.objects.filter(**target)
+            .exclude(platform=platform_name)
+            .values_list("platform", flat=True)
+        )
+    )
+    if not others:
+        return {}
+    ((kind, what),) = target.items()
+    where = " and ".join(platform_label(name) for name in others)
+    if kind == "batch":
+        note = (
+            f"Batch '{what.name}' is already published on {where}. The publications share its "
+            "tasks' slots: their workers race for the same claims, and whoever comes second to "
+            "a full task is asked to return it. The assignments quoted here are those open now, "
+            "which the other publication's workers may take first."
+        )
+    else:
+        note = (
+            f"Study '{what.name}' is already published on {where}. Each platform collects its "
+            f"own {what.answers_per_prompt} answers per prompt, so this publication asks for "
+            f"{what.answers_per_prompt} more per prompt."
+        )
+    return {"published_elsewhere": tuple(others), "published_elsewhere_note": note}
 
 
 def nothing_left_check(*, batch: Batch, still_open: dict[int, int]) -> None:

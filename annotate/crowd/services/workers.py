@@ -61,6 +61,8 @@ DEMO_SUBMIT_SALT = "annotate.crowd.demo-submit"
 TOKEN_MAX_AGE = 14 * 24 * 3600
 SELFHOSTED_ID_PARAMS = ("PROLIFIC_PID", "workerId", "worker_id")
 ANONYMOUS_PREFIX = "anon-"
+ANONYMOUS_COOKIE_SALT = "annotate.crowd.anonymous-participant"
+ANONYMOUS_COOKIE_PREFIX = "crowd_participant_"
 
 
 @dataclass(frozen=True)
@@ -661,6 +663,39 @@ def selfhosted_next_task_open(*, publication: Publication, annotator: Annotator)
     if publication.link_closed_at is not None or not publication.target.active:
         return False
     return not WorkerBlock.objects.filter(annotator=annotator, active=True).exists()
+
+
+def anonymous_participant_cookie(
+    *, publication: Publication, worker_id: str
+) -> tuple[str, str, int] | None:
+    """The cookie (name, value, max-age in seconds) by which a browser that started on a link
+    without a participant id is that same participant on its next Start (a double click, back
+    and Start again), or None for a participant whose id the recruiting site gave."""
+    if not worker_id.startswith(ANONYMOUS_PREFIX):
+        return None
+    value = signing.dumps({"p": publication.pk, "w": worker_id}, salt=ANONYMOUS_COOKIE_SALT)
+    return f"{ANONYMOUS_COOKIE_PREFIX}{publication.pk}", value, TOKEN_MAX_AGE
+
+
+def selfhosted_params_of_browser(
+    *, publication: Publication, params: dict[str, str], cookies: Mapping[str, str]
+) -> dict[str, str]:
+    """The link's parameters with, when they name no participant, the anonymous participant
+    this browser started as on this link before (anonymous_participant_cookie): each Start
+    without an id made a new participant, who took a slot and counted as one more rater."""
+    if selfhosted_worker_id(params):
+        return params
+    raw = cookies.get(f"{ANONYMOUS_COOKIE_PREFIX}{publication.pk}", "")
+    try:
+        known = signing.loads(raw, salt=ANONYMOUS_COOKIE_SALT, max_age=TOKEN_MAX_AGE)
+    except signing.BadSignature:
+        return params
+    if not isinstance(known, dict) or known.get("p") != publication.pk:
+        return params
+    worker_id = known.get("w")
+    if not isinstance(worker_id, str) or not worker_id.startswith(ANONYMOUS_PREFIX):
+        return params
+    return {**params, "workerId": worker_id}
 
 
 def selfhosted_worker_id(params: dict[str, str]) -> str:

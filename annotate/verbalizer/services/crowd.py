@@ -74,6 +74,9 @@ def study_publication_preview(
         assignments=prompts * study.answers_per_prompt,
         tasks_in_batch=prompts,
         fee=fee_description(flat_rate=fee, max_assignments=hits),
+        **publishing.published_elsewhere(
+            target={"human_study": study}, platform_name=platform_name
+        ),
     )
 
 

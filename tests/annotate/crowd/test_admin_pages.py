@@ -470,3 +470,23 @@ def test_each_hits_extend_and_demo_controls_name_its_task(client, admin_user, cr
         assert f"hours to extend the HIT of {task} by" in names
         assert f"Extend the HIT of {task}" in names
         assert f"Do it as a worker on {task}" in names
+
+
+def test_the_preview_warns_that_the_batch_is_published_on_another_platform(
+    client, admin_user, crowd_batch
+):
+    """Publishing a batch on a second platform is allowed, but its workers race the first
+    platform's for the same slots: the preview said nothing of the other publication."""
+    client.force_login(admin_user)
+    url = reverse("crowd:publish", args=[crowd_batch.pk])
+    api = reverse("crowd-api:preview", args=[crowd_batch.pk])
+    first = client.post(url, {**FORM, "platform": "selfhosted", "preview": "1"})
+    assert first.status_code == 200 and 'id="published-elsewhere"' not in first.text
+    fake_publication(crowd_batch)
+    page = client.post(url, {**FORM, "platform": "selfhosted", "preview": "1"})
+    warning = page.text.split('id="published-elsewhere"', 1)[1].split("</p>", 1)[0]
+    assert f"Batch &#x27;{crowd_batch.name}&#x27; is already published on " in warning
+    assert "share its tasks&#x27; slots" in warning and "race for the same claims" in warning
+    reply = client.post(api, {"platform": "selfhosted"}, content_type="application/json").json()
+    assert reply["published_elsewhere"] == ["fake"]
+    assert "race for the same claims" in reply["published_elsewhere_note"]

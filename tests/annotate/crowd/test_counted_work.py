@@ -864,8 +864,8 @@ def test_progress_shows_released_work_as_unconfirmed_and_only_expired_work_as_la
     }
     client.force_login(researcher)
     page = client.get(reverse("work:project-detail", args=[project.id])).text
-    assert "2 submitted, 0 in progress, 1 late (kept, not counted), 1 unconfirmed by" in page
-    # Annotator | Submitted | In progress | Late | Unconfirmed | Rejected
+    assert "2 submitted, 0 in progress, 1 late (kept, not counted), 1 released unconfirmed" in page
+    # Annotator | Submitted | In progress | Late | Released, unconfirmed | Rejected
     assert "<td>mturk:AREAL1</td><td>0</td><td>0</td><td>0</td><td>1</td><td>0</td>" in page
     assert "<td>slow</td><td>0</td><td>0</td><td>1</td><td>0</td><td>0</td>" in page
 
@@ -874,6 +874,42 @@ def test_progress_shows_released_work_as_unconfirmed_and_only_expired_work_as_la
     _sync(live)
     rows = {row["annotator"]: row for row in api.get(url).json()["per_annotator"]}
     assert (rows["mturk:AREAL1"]["submitted"], rows["mturk:AREAL1"]["unconfirmed"]) == (1, 0)
+
+
+def test_the_progress_column_says_it_counts_released_work_only(
+    client, live, fake_mturk, researcher
+):
+    """The column read "Unconfirmed by the platform", but work the platform has not confirmed
+    yet that still holds its slot (no sync since its submit) is counted as submitted: only work
+    whose slot a sync released is in it, and its heading and help text now say so."""
+    from rest_framework.test import APIClient
+
+    first, _ = _hits(live)
+    _stored_not_handed_back(Client(), fake_mturk, first, "AREAL1")
+    project = first.task.batch.project
+    project.researchers.add(researcher)
+    client.force_login(researcher)
+    page_url = reverse("work:project-detail", args=[project.id])
+    heading = '<th scope="col">Released, unconfirmed by the platform</th>'
+    page = client.get(page_url).text
+    assert heading in page and "Unconfirmed by the platform</th>" not in page
+    # Waiting for its confirmation, holding its slot: submitted, not in the column.
+    assert "<td>mturk:AREAL1</td><td>1</td><td>0</td><td>0</td><td>0</td><td>0</td>" in page
+    _sync(live)
+    page = client.get(page_url).text
+    assert "<td>mturk:AREAL1</td><td>0</td><td>0</td><td>0</td><td>1</td><td>0</td>" in page
+    assert "1 released unconfirmed (a sync took their slots back" in page
+    api = APIClient()
+    api.force_login(researcher)
+    schema = api.get(reverse("api-schema"), {"format": "json"}).json()
+    progress = schema["components"]["schemas"]["ProjectProgress"]["properties"]
+    assert progress["assignments_unconfirmed"]["description"].startswith(
+        "Released unconfirmed work only"
+    )
+    assert (
+        "waiting for its platform's confirmation included"
+        in (progress["assignments_submitted"]["description"])
+    )
 
 
 def test_a_sync_within_the_grace_leaves_fresh_work_its_slot(client, live, fake_mturk, settings):

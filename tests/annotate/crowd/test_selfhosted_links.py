@@ -4,13 +4,14 @@ a link an admin can close (page and API); and the MTurk preview shuffles the sys
 import re
 
 import pytest
+from django.core import signing
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
 from annotate.crowd.services import publishing
 from annotate.crowd.services.publishing import PublishSettings
-from annotate.crowd.services.workers import assignment_token
+from annotate.crowd.services.workers import ANONYMOUS_COOKIE_SALT, assignment_token
 from annotate.models import Annotator, Assignment, Label
 from annotate.roles import ADMIN
 from annotate.selectors.work import task_page_preview
@@ -82,8 +83,8 @@ def test_one_submission_per_participant_id_per_task(client, study):
 
 def test_anonymous_starts_are_capped_per_link(client, study, admin, settings):
     settings.CROWD_ANONYMOUS_STARTS_PER_LINK = 2
-    assert _start(client, study).status_code == 302
-    assert _start(client, study).status_code == 302
+    assert _start(Client(), study).status_code == 302  # each browser its own participant
+    assert _start(Client(), study).status_code == 302
     refused = _start(client, study)
     assert refused.status_code == 410 and "no more participants without an id" in refused.text
     assert Assignment.objects.count() == 2
@@ -94,9 +95,41 @@ def test_anonymous_starts_are_capped_per_link(client, study, admin, settings):
     reply = client.post(api, {"closed": False, "anonymous_starts_limit": 3}, "application/json")
     assert reply.status_code == 200 and reply.json()["anonymous_starts_limit"] == 3
     client.logout()
-    assert _start(client, study).status_code == 302
-    assert _start(client, study).status_code == 410
+    assert _start(Client(), study).status_code == 302
+    assert _start(Client(), study).status_code == 410
     assert Annotator.objects.filter(worker_id__startswith="anon-").count() == 3
+
+
+def test_start_pressed_twice_without_an_id_is_one_participant_of_that_browser(client, study):
+    """A double click on Start (or back, then Start again) on a link opened without a
+    participant id made two participants: two slots taken, two raters in agreement."""
+    first, again = _start(client, study), _start(client, study)
+    assert (first.status_code, again.status_code) == (302, 302)
+    assert again["Location"].split(":")[0] == first["Location"].split(":")[0]  # the same task
+    assert Annotator.objects.filter(worker_id__startswith="anon-").count() == 1
+    assert Assignment.objects.count() == 1
+    # Their next task after a submit is that participant's too, and the join page knows them.
+    assert _finish(client, first).status_code == 200
+    assert _start(client, study).status_code == 302
+    assert Assignment.objects.values("annotator").distinct().count() == 1
+    assert Assignment.objects.count() == 2
+    # Another browser is another participant.
+    assert _start(Client(), study).status_code == 302
+    assert Annotator.objects.filter(worker_id__startswith="anon-").count() == 2
+    assert Assignment.objects.count() == 3
+
+
+def test_a_browsers_participant_cookie_is_signed_and_of_its_own_link(client, study):
+    """A cookie not signed by us, or signed for another link, names nobody here."""
+    name = f"crowd_participant_{study.pk}"
+    elsewhere = signing.dumps(
+        {"p": study.pk + 1, "w": "anon-elsewhere"}, salt=ANONYMOUS_COOKIE_SALT
+    )
+    for value in ("anon-forged", elsewhere):
+        client.cookies[name] = value
+        assert _start(client, study).status_code == 302
+    assert Annotator.objects.filter(worker_id__startswith="anon-").count() == 2
+    assert not Annotator.objects.filter(worker_id__in=["anon-forged", "anon-elsewhere"]).exists()
 
 
 def test_a_closed_link_takes_nobody_new_but_keeps_started_work(client, study, admin):

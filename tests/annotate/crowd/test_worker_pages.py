@@ -5,6 +5,7 @@ import re
 from datetime import timedelta
 
 import pytest
+from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
@@ -322,9 +323,9 @@ def test_selfhosted_worker_gets_each_task_once(client, study):
     assert last.status_code == 404 and "No task left" in last.text
 
 
-def test_anonymous_selfhosted_workers_get_their_own_identity(client, study):
-    _join(client, study)
-    _join(client, study)
+def test_anonymous_selfhosted_workers_get_their_own_identity(study):
+    _join(Client(), study)  # two browsers: two participants (one browser is one: its cookie)
+    _join(Client(), study)
     workers = Annotator.objects.filter(platform="selfhosted")
     assert workers.count() == 2 and all(w.worker_id.startswith("anon-") for w in workers)
 

@@ -5,6 +5,7 @@ import re
 from decimal import Decimal
 
 import pytest
+from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
@@ -12,6 +13,8 @@ from django.utils.html import escape
 from annotate.crowd.fake import FakePlatform
 from annotate.crowd.models import Publication
 from annotate.crowd.services import review
+from annotate.crowd.services.publishing import PublishSettings
+from annotate.models import Annotator
 from annotate.roles import ADMIN, RESEARCHER
 from annotate.selectors.results import counted_human_answer_q
 from annotate.verbalizer.models import HumanAnswer
@@ -232,6 +235,28 @@ def test_a_newcomer_reads_on_a_full_study_links_join_page_that_nothing_is_left(
     assert 'id="join-form"' in back and 'id="study-full"' not in back
 
 
+def test_start_pressed_twice_on_a_study_link_without_an_id_is_one_participant(
+    client, study, settings, django_capture_on_commit_callbacks
+):
+    """As on a batch's link: each Start without a participant id made a new participant, so a
+    double click answered the study's prompts as two raters."""
+    settings.CROWD_PUBLIC_URL = "https://annotate.example.org"
+    client.force_login(UserFactory(username="boss", roles=[ADMIN], is_staff=True))
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(
+            reverse("verbalizer:study-publish", args=[study.pk]),
+            publish_form(platform="selfhosted", publish="1", confirm_total="0.40"),
+        )
+    publication = Publication.objects.get(human_study=study, platform="selfhosted")
+    client.logout()
+    join = reverse("verbalizer:crowd-link-join", args=[publication.link_token])
+    assert client.post(join).status_code == client.post(join).status_code == 302
+    anonymous = Annotator.objects.filter(worker_id__startswith="anon-")
+    assert anonymous.count() == 1
+    assert Client().post(join).status_code == 302  # another browser, another participant
+    assert anonymous.count() == 2
+
+
 def test_review_reads_answers_against_the_word_the_instruction_asks_for(
     client, study, settings, django_capture_on_commit_callbacks
 ):
@@ -421,3 +446,27 @@ def test_a_demo_workers_done_page_names_no_path_as_a_form_action_source(
     assert f'action="{reverse("crowd:demo-external-submit")}"' in done.content.decode()
     form_action = re.search(r"form-action ([^;]*)", done["Content-Security-Policy"]).group(1)
     assert form_action.split() == ["'self'"]
+
+
+def test_a_studys_preview_counts_prompts_and_answers_and_names_its_other_platform(
+    client, study, settings
+):
+    """The study's preview read "Tasks × assignments", a batch's words, and said nothing of
+    the study being published on another platform already (which collects its own answers)."""
+    settings.CROWD_PUBLIC_URL = "https://annotate.example.org"
+    client.force_login(UserFactory(username="boss", roles=[ADMIN], is_staff=True))
+    publish = reverse("verbalizer:study-publish", args=[study.pk])
+    first = client.post(publish, publish_form(platform="selfhosted", preview="1")).text
+    assert "Prompts × answers per prompt" in first and "Tasks × assignments" not in first
+    assert "Answers to publish" in first and ">4 on 2 prompts<" in first
+    assert "Reward per answer" in first and 'id="published-elsewhere"' not in first
+    crowd.study_publication_create(
+        study=study,
+        platform_name="fake",
+        chosen=PublishSettings(title="t", description="d"),
+        base_url="https://annotate.example.org",
+    )
+    again = client.post(publish, publish_form(platform="selfhosted", preview="1")).text
+    warning = again.split('id="published-elsewhere"', 1)[1].split("</p>", 1)[0]
+    assert "is already published on " in warning
+    assert "collects its own 2 answers per prompt" in warning

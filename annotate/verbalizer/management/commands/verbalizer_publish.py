@@ -55,6 +55,8 @@ class Command(BaseCommand):
                 study=study, platform_name=options["platform"], reward_usd=options["reward"]
             )
             self.stdout.write(self._cost(preview))
+            if preview.published_elsewhere_note:
+                self.stdout.write(preview.published_elsewhere_note)
             if options["confirm_total"] is None:
                 self.stdout.write(f"Nothing published: add --confirm-total {preview.total_usd}.")
                 return
