@@ -1433,13 +1433,13 @@ def publication_expire_run(*, publication_id: int, now: datetime, user=None) -> 
             outcome = _publication_hits_expire(job.get(), now=now, user=user)
     except Exception as error:
         mine.update(
-            expiry_finished_at=timezone.now(),
+            expiry_finished_at=Now(),
             expiry_outcome=f"The expiry stopped on an unexpected error ({type(error).__name__}: "
             f"{str(error)[:500]}). The HITs it did not end stay live here and marked to be "
             "ended: the sync beat asks the platform again, and so does Expire.",
         )
         raise
-    mine.update(expiry_finished_at=timezone.now(), expiry_outcome=expiry_summary(outcome))
+    mine.update(expiry_finished_at=Now(), expiry_outcome=expiry_summary(outcome))
     return outcome
 
 

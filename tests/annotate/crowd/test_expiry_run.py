@@ -258,3 +258,17 @@ def test_a_running_expire_is_shown_running_and_kept_whatever_the_web_hosts_clock
     assert _api(client, live)["state"] == "stopped"  # silent, truly: Expire may be pressed again
     review.publication_expire_start(publication_id=live.pk, now=timezone.now(), user=admin_user)
     assert Publication.objects.get(pk=live.pk).expiry_lease == ""
+
+
+def test_a_finished_expire_is_never_shown_finished_before_it_was_asked_on_a_late_worker_host(
+    client, admin_user, live, fake_mturk, monkeypatch, django_capture_on_commit_callbacks
+):
+    """The worker host an hour behind the database: the press is stamped by the database's
+    clock, the end was stamped by the host's, so the page said "finished" an hour before
+    "asked"."""
+    clock_off_by(monkeypatch, -3600)
+    client.force_login(admin_user)
+    _press(client, live, django_capture_on_commit_callbacks, run=True)
+    run = Publication.objects.get(pk=live.pk)
+    assert run.expiry_finished_at is not None
+    assert run.expiry_finished_at >= run.expiry_asked_at
