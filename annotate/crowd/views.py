@@ -175,6 +175,7 @@ def _publish_context(batch: Batch, form: PublishForm, preview) -> dict:
         "no_completion": preview is not None
         and preview.paid_outside
         and not any(form.completion().values()),
+        "completion_on_form": True,
     }
 
 

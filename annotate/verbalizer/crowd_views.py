@@ -89,6 +89,12 @@ def _study_publish_context(study: HumanStudy, form: PublishForm, preview) -> dic
         f"each · {study.answers_per_prompt} workers per prompt.",
         "form": form,
         "preview": preview,
+        # As for a batch's link: a participant with neither is never paid by Prolific. A study
+        # keeps its code on itself, set on the publication page (this form has no such field).
+        "no_completion": preview is not None
+        and preview.paid_outside
+        and not (study.completion_code or study.completion_url),
+        "completion_on_form": False,
     }
 
 

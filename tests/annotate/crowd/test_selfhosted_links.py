@@ -285,6 +285,33 @@ def test_a_human_studys_publish_form_asks_no_completion_code(client, admin):
     assert 'name="completion_code"' not in page.text
 
 
+def test_a_human_studys_link_preview_warns_when_the_study_has_no_completion_code(
+    client, admin, settings
+):
+    """As a batch's link preview does: without the study's code or URL its participants get
+    nothing a site such as Prolific pays on, so the preview says so before anything is made."""
+    from annotate.verbalizer.services.humans import human_study_create
+    from annotate.verbalizer.services.sets import evaluation_set_create
+    from tests.annotate.verbalizer.helpers import fill
+
+    settings.CROWD_PUBLIC_URL = "https://annotate.example.org"
+    fill("SST-2", [True, False])
+    evaluation_set = evaluation_set_create(
+        name="crowd", datasets=["SST-2"], items=2, seed=1, mappings="flipped-golden"
+    ).evaluation_set
+    study = human_study_create(evaluation_set=evaluation_set, name="flip", answers_per_prompt=1)
+    client.force_login(admin)
+    url = reverse("verbalizer:study-publish", args=[study.pk])
+    preview = client.post(url, {**PUBLISH_FORM, "preview": "1"})
+    assert 'id="cost-total"' in preview.text
+    assert 'id="no-completion"' in preview.text and "Prolific pays only" in preview.text
+    assert "Set it on the publication page" in preview.text
+    assert not study.publications.exists()
+    study.completion_code = "FLIP-CC"
+    study.save(update_fields=["completion_code"])
+    assert 'id="no-completion"' not in client.post(url, {**PUBLISH_FORM, "preview": "1"}).text
+
+
 def test_one_address_cannot_take_a_links_tasks_under_made_up_ids(client, study, worker_rates):
     """Every start with a new participant id claims a task: past the per-address limit the
     link answers 429 with Retry-After and claims nothing; another address still starts."""
