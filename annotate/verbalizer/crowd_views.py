@@ -22,7 +22,14 @@ from annotate.crowd.platforms import platform_names
 from annotate.crowd.selectors import Confirmation
 from annotate.crowd.services import publishing, review, workers
 from annotate.crowd.services.workers import is_preview, link_open_check
-from annotate.crowd.views import _back, _enqueue, admin_page, bonus_amount, rejected_message
+from annotate.crowd.views import (
+    _back,
+    _enqueue,
+    _not_published_reason,
+    admin_page,
+    bonus_amount,
+    rejected_message,
+)
 from annotate.crowd.worker_views import worker_page
 from annotate.errors import AnnotateError, PublishError
 from annotate.http import csp_replace_on, form_refusal
@@ -74,6 +81,8 @@ def study_publish(request: HttpRequest, human_study_id: int) -> HttpResponse:
             )  # fmt: skip
             _enqueue(tasks.publish_publication, publication.pk, request.user.pk)
             return redirect("crowd:publication", publication.pk)
+        if "publish" in request.POST:  # as a batch's page: say why nothing was published
+            messages.warning(request, _not_published_reason(data["confirm_total"], preview))
         form = PublishForm(
             {**request.POST.dict(), "confirm_total": preview.total_usd},
             initial=initial, platforms=platform_names(),

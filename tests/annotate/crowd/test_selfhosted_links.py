@@ -268,6 +268,25 @@ def test_a_selfhosted_publication_page_shows_no_mturk_fields(client, study, admi
     assert "paid on the site that recruited them" in page
 
 
+def test_a_human_studys_confirm_at_another_total_says_why_nothing_was_published(client, admin):
+    """A batch's page says why a Confirm published nothing; a study's showed the preview again
+    without a word, so the admin could not tell whether the study went out."""
+    from annotate.verbalizer.services.humans import human_study_create
+    from annotate.verbalizer.services.sets import evaluation_set_create
+    from tests.annotate.verbalizer.helpers import fill
+
+    fill("SST-2", [True, False])
+    evaluation_set = evaluation_set_create(
+        name="crowd", datasets=["SST-2"], items=2, seed=1, mappings="flipped-golden"
+    ).evaluation_set
+    study = human_study_create(evaluation_set=evaluation_set, name="flip", answers_per_prompt=1)
+    client.force_login(admin)
+    url = reverse("verbalizer:study-publish", args=[study.pk])
+    page = client.post(url, {**PUBLISH_FORM, "confirm_total": "9.99", "publish": "1"}).text
+    assert not study.publications.exists()
+    assert "Nothing was published: the total is now $4.00, not the $9.99 you confirmed" in page
+
+
 def test_the_preview_says_when_the_batch_is_live_on_another_platform(client, admin, settings):
     """A batch on a self-hosted link and then on the offline platform: each quote counts the
     open assignments as if the other did not exist (docs/crowd.md, Known limits), and the
