@@ -268,6 +268,22 @@ def test_a_selfhosted_publication_page_shows_no_mturk_fields(client, study, admi
     assert "paid on the site that recruited them" in page
 
 
+def test_blocking_a_link_participant_says_the_link_offers_their_tasks(client, study, admin):
+    """The block's message spoke of Mechanical Turk's replacements page to an admin blocking a
+    participant of a self-hosted link, which has neither HITs nor that page."""
+    started = _start(Client(), study, PROLIFIC_PID="P1")
+    assert started.status_code == 302
+    participant = Annotator.objects.get(worker_id="P1")
+    client.force_login(admin)
+    page = client.post(
+        reverse("crowd:worker-action", args=[participant.pk]),
+        {"action": "block", "reason": "bot"},
+        follow=True,
+    ).text
+    assert "Worker blocked" in page and "offered to other participants of the link" in page
+    assert "Mechanical Turk" not in page
+
+
 def test_a_human_studys_confirm_at_another_total_says_why_nothing_was_published(client, admin):
     """A batch's page says why a Confirm published nothing; a study's showed the preview again
     without a word, so the admin could not tell whether the study went out."""
