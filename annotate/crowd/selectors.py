@@ -23,7 +23,6 @@ from annotate.crowd.models import (
     HitStatus,
     PlatformAssignment,
     Publication,
-    PublicationStatus,
 )
 from annotate.crowd.pricing import fee_override, paid_with_fee
 from annotate.crowd.services.expiry import still_live_q
@@ -66,18 +65,6 @@ def completion_of(publication: Publication) -> tuple[str, str]:
     if publication.completion_code or publication.completion_url or project is None:
         return publication.completion_code, publication.completion_url
     return project.completion_code, project.completion_url
-
-
-def batch_live_elsewhere(*, batch, platform_name: str) -> list[Publication]:
-    """The batch's publications on other platforms that can still take workers: not failed,
-    not expired by an admin, a self-hosted link not closed. Each preview counts the open
-    assignments as if the others did not exist (docs/crowd.md, Known limits)."""
-    return list(
-        batch.publications.exclude(platform=platform_name)
-        .exclude(status=PublicationStatus.FAILED)
-        .filter(expired_at__isnull=True, link_closed_at__isnull=True)
-        .order_by("pk")
-    )
 
 
 def participant_submitted_in_batch(*, annotator_id: int, batch_id: int) -> bool:

@@ -176,11 +176,6 @@ def _publish_context(batch: Batch, form: PublishForm, preview) -> dict:
         and preview.paid_outside
         and not any(form.completion().values()),
         "completion_on_form": True,
-        "live_elsewhere": selectors.batch_live_elsewhere(
-            batch=batch, platform_name=preview.platform
-        )
-        if preview is not None
-        else [],
     }
 
 

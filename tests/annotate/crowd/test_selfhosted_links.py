@@ -303,29 +303,6 @@ def test_a_human_studys_confirm_at_another_total_says_why_nothing_was_published(
     assert "Nothing was published: the total is now $4.00, not the $9.99 you confirmed" in page
 
 
-def test_the_preview_says_when_the_batch_is_live_on_another_platform(client, admin, settings):
-    """A batch on a self-hosted link and then on the offline platform: each quote counts the
-    open assignments as if the other did not exist (docs/crowd.md, Known limits), and the
-    second preview said nothing of the first, so the admin paid for twice what was needed."""
-    settings.CROWD_PUBLIC_URL = "https://annotate.example.org"
-    project = project_with_tasks(instructions=1, systems=2, questions=1, assignments_per_task=2)
-    batch = project.batches.get()
-    client.force_login(admin)
-    url = reverse("crowd:publish", args=[batch.pk])
-    fake = {**PUBLISH_FORM, "platform": "fake", "reward_usd": "1.00", "preview": "1"}
-    assert 'id="live-elsewhere"' not in client.post(url, fake).text
-    link = _study(project)
-    preview = client.post(url, fake).text
-    assert 'id="live-elsewhere"' in preview
-    notice = preview.split('id="live-elsewhere"', 1)[1].split("</p>", 1)[0]
-    assert reverse("crowd:publication", args=[link.pk]) in notice
-    assert "Self-hosted link" in notice and "more assignments than the tasks need" in notice
-    # The link closed: it takes no more workers, and the preview no longer warns.
-    link.link_closed_at = timezone.now()
-    link.save(update_fields=["link_closed_at"])
-    assert 'id="live-elsewhere"' not in client.post(url, fake).text
-
-
 def test_a_human_studys_publish_form_asks_no_completion_code(client, admin):
     """A human study keeps its completion code on the study (docs/verbalizer.md)."""
     from annotate.verbalizer.services.humans import human_study_create
