@@ -186,6 +186,7 @@ def _publish_context(batch: Batch, form: PublishForm, preview) -> dict:
         "no_completion": preview is not None
         and preview.paid_outside
         and not any(form.completion().values()),
+        "completion_on_form": True,
     }
 
 
@@ -713,11 +714,16 @@ def worker_action(request: HttpRequest, annotator_id: int) -> HttpResponse:
     action, user, reason = request.POST.get("action"), request.user, request.POST.get("reason", "")
     if action == "block":
         block = review_services.worker_block(annotator_id=annotator_id, reason=reason, user=user)
+        on_link = block.annotator.platform == "selfhosted"  # no HITs: the link offers the tasks
         messages.success(
             request,
             "Worker blocked: no more of our tasks, and their work counts in no result. Their "
             "work and claims no longer hold their tasks' slots: those tasks are offered to other "
-            'workers (on Mechanical Turk through "Workers in place of rejected work").',
+            + (
+                "participants of the link."
+                if on_link
+                else 'workers (on Mechanical Turk through "Workers in place of rejected work").'
+            ),
         )
         waiting = selectors.worker_unreviewed_count(annotator_id=annotator_id)
         if waiting and block.annotator.platform != "selfhosted":

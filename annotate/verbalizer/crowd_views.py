@@ -22,7 +22,14 @@ from annotate.crowd.platforms import platform_names
 from annotate.crowd.selectors import Confirmation
 from annotate.crowd.services import publishing, review, workers
 from annotate.crowd.services.workers import is_preview, link_open_check
-from annotate.crowd.views import _back, _enqueue, admin_page, bonus_amount, rejected_message
+from annotate.crowd.views import (
+    _back,
+    _enqueue,
+    _not_published_reason,
+    admin_page,
+    bonus_amount,
+    rejected_message,
+)
 from annotate.crowd.worker_views import anonymous_remember, link_params, worker_page
 from annotate.errors import AnnotateError, PublishError
 from annotate.http import csp_replace_on, form_refusal
@@ -74,6 +81,8 @@ def study_publish(request: HttpRequest, human_study_id: int) -> HttpResponse:
             )  # fmt: skip
             _enqueue(tasks.publish_publication, publication.pk, request.user.pk)
             return redirect("crowd:publication", publication.pk)
+        if "publish" in request.POST:  # as a batch's page: say why nothing was published
+            messages.warning(request, _not_published_reason(data["confirm_total"], preview))
         form = PublishForm(
             {**request.POST.dict(), "confirm_total": preview.total_usd},
             initial=initial, platforms=platform_names(),
@@ -96,6 +105,12 @@ def _study_publish_context(study: HumanStudy, form: PublishForm, preview) -> dic
             "item": "prompt",
             "each": "answer",
         },
+        # As for a batch's link: a participant with neither is never paid by Prolific. A study
+        # keeps its code on itself, set on the publication page (this form has no such field).
+        "no_completion": preview is not None
+        and preview.paid_outside
+        and not (study.completion_code or study.completion_url),
+        "completion_on_form": False,
     }
 
 

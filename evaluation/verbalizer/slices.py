@@ -71,10 +71,10 @@ def _joined(names: list[str]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
-def _names(word: str, names: list[str], *, quoted: bool = False) -> str:
+def _names(word: str, names: list[str], *, plural: str = "", quoted: bool = False) -> str:
     if quoted:  # a study's name may hold a colon or a semicolon of its own
         names = [f"\u201c{name}\u201d" for name in names]
-    return f"{word if len(names) == 1 else word + 's'} {_joined(names)}"
+    return f"{word if len(names) == 1 else plural or word + 's'} {_joined(names)}"
 
 
 def slice_note(summary: dict) -> str:
@@ -89,7 +89,7 @@ def slice_note(summary: dict) -> str:
     people = _joined(summary["people"])
     return (
         f"The rows {people} rest on the {_count(n, 'prompt')} {SLICE_WHO[summary['prompts']]} "
-        f"answered in {_names('study', studies, quoted=True)}{published}: {_where(summary)}. Rows \u201cmodel, on "
+        f"answered in {_names('study', studies, plural='studies', quoted=True)}{published}: {_where(summary)}. Rows \u201cmodel, on "
         f"{summary['label']}\u201d score each model on exactly these prompts, with the same "
         f"rules and bootstrap as every row; the other model rows pool every prompt of the "
         f"set's {summary['set_prompt_count']} that the model answered. "

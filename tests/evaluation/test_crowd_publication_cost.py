@@ -94,11 +94,19 @@ def test_a_blocked_selfhosted_workers_work_stays_spent_until_rejected(
     review.worker_block(annotator_id=p1.pk, reason="answers at random", user=admin_user)
     page = client.get(reverse("crowd:publication", args=[publication.pk])).text
     assert 'id="spent-total">$8.00<' in page
+    # P1's work counts in no result while the block lasts (kept as late work), but the
+    # recruiting site pays it: Table 4's cost is what was spent, as the page says. It said
+    # Table 4 left out work "submitted late", which a blocked worker's work is marked.
+    assert _table4_crowd_cost(selfhosted_batch.project.benchmark) == Decimal("8.00")
+    rule = _spent_rule(page)
+    assert "the report's crowd cost (Table 4) is this same figure" in rule
+    assert "submitted late" not in rule
     # Rejected here (and, as the page tells, on the recruiting site): no longer spent.
     for assignment in Assignment.objects.filter(annotator=p1):
         review.assignment_reject(assignment_id=assignment.pk, feedback="random", user=admin_user)
     page = client.get(reverse("crowd:publication", args=[publication.pk])).text
     assert 'id="spent-total">$4.00<' in page
+    assert _table4_crowd_cost(selfhosted_batch.project.benchmark) == Decimal("4.00")
 
 
 @pytest.fixture
@@ -212,7 +220,8 @@ def test_a_worker_counted_as_an_expert_leaves_table_4_but_not_what_was_spent(
     page = client.get(reverse("crowd:publication", args=[publication.pk])).text
     assert 'id="spent-total">$8.00<' in page
     assert "submitted, not reviewed yet: 4 assignments, $8.00" in page
-    assert "the report's crowd cost (Table 4) counts only the work of those counted as" in page
+    assert "the report's crowd cost (Table 4) is this same figure" in page
+    assert "without the work of those not counted as crowd workers" in page
 
 
 def test_platform_workers_set_to_undecided_stay_in_what_was_spent(

@@ -301,6 +301,41 @@ def test_a_selfhosted_publication_page_shows_no_mturk_fields(client, study, admi
     assert "paid on the site that recruited them" in page
 
 
+def test_blocking_a_link_participant_says_the_link_offers_their_tasks(client, study, admin):
+    """The block's message spoke of Mechanical Turk's replacements page to an admin blocking a
+    participant of a self-hosted link, which has neither HITs nor that page."""
+    started = _start(Client(), study, PROLIFIC_PID="P1")
+    assert started.status_code == 302
+    participant = Annotator.objects.get(worker_id="P1")
+    client.force_login(admin)
+    page = client.post(
+        reverse("crowd:worker-action", args=[participant.pk]),
+        {"action": "block", "reason": "bot"},
+        follow=True,
+    ).text
+    assert "Worker blocked" in page and "offered to other participants of the link" in page
+    assert "Mechanical Turk" not in page
+
+
+def test_a_human_studys_confirm_at_another_total_says_why_nothing_was_published(client, admin):
+    """A batch's page says why a Confirm published nothing; a study's showed the preview again
+    without a word, so the admin could not tell whether the study went out."""
+    from annotate.verbalizer.services.humans import human_study_create
+    from annotate.verbalizer.services.sets import evaluation_set_create
+    from tests.annotate.verbalizer.helpers import fill
+
+    fill("SST-2", [True, False])
+    evaluation_set = evaluation_set_create(
+        name="crowd", datasets=["SST-2"], items=2, seed=1, mappings="flipped-golden"
+    ).evaluation_set
+    study = human_study_create(evaluation_set=evaluation_set, name="flip", answers_per_prompt=1)
+    client.force_login(admin)
+    url = reverse("verbalizer:study-publish", args=[study.pk])
+    page = client.post(url, {**PUBLISH_FORM, "confirm_total": "9.99", "publish": "1"}).text
+    assert not study.publications.exists()
+    assert "Nothing was published: the total is now $4.00, not the $9.99 you confirmed" in page
+
+
 def test_a_human_studys_publish_form_asks_no_completion_code(client, admin):
     """A human study keeps its completion code on the study (docs/verbalizer.md)."""
     from annotate.verbalizer.services.humans import human_study_create
@@ -316,6 +351,33 @@ def test_a_human_studys_publish_form_asks_no_completion_code(client, admin):
     page = client.get(reverse("verbalizer:study-publish", args=[study.pk]))
     assert page.status_code == 200 and 'name="reward_usd"' in page.text
     assert 'name="completion_code"' not in page.text
+
+
+def test_a_human_studys_link_preview_warns_when_the_study_has_no_completion_code(
+    client, admin, settings
+):
+    """As a batch's link preview does: without the study's code or URL its participants get
+    nothing a site such as Prolific pays on, so the preview says so before anything is made."""
+    from annotate.verbalizer.services.humans import human_study_create
+    from annotate.verbalizer.services.sets import evaluation_set_create
+    from tests.annotate.verbalizer.helpers import fill
+
+    settings.CROWD_PUBLIC_URL = "https://annotate.example.org"
+    fill("SST-2", [True, False])
+    evaluation_set = evaluation_set_create(
+        name="crowd", datasets=["SST-2"], items=2, seed=1, mappings="flipped-golden"
+    ).evaluation_set
+    study = human_study_create(evaluation_set=evaluation_set, name="flip", answers_per_prompt=1)
+    client.force_login(admin)
+    url = reverse("verbalizer:study-publish", args=[study.pk])
+    preview = client.post(url, {**PUBLISH_FORM, "preview": "1"})
+    assert 'id="cost-total"' in preview.text
+    assert 'id="no-completion"' in preview.text and "Prolific pays only" in preview.text
+    assert "Set it on the publication page" in preview.text
+    assert not study.publications.exists()
+    study.completion_code = "FLIP-CC"
+    study.save(update_fields=["completion_code"])
+    assert 'id="no-completion"' not in client.post(url, {**PUBLISH_FORM, "preview": "1"}).text
 
 
 def test_one_address_cannot_take_a_links_tasks_under_made_up_ids(client, study, worker_rates):

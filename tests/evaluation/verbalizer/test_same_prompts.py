@@ -176,6 +176,22 @@ def test_the_slice_is_described_and_says_which_models_answered_it(overlap):
     )
 
 
+def test_two_studies_are_named_as_studies(overlap):
+    """People of two studies on the same set: the sentence names both, in plain English."""
+    second = HumanStudy.objects.create(name="T", evaluation_set=overlap, answers_per_prompt=1)
+    item_2 = prompt(overlap, "SST-2", "golden", 2)
+    second.prompts.set([item_2])
+    HumanAnswer.objects.create(
+        study=second,
+        prompt=item_2,
+        annotator=Annotator.objects.create(name="p2", kind="expert"),
+        word="negative",
+    )
+    (found,) = verbalizer_report(evaluation_set=overlap)["slices"]
+    assert found["studies"] == ["S", "T"]
+    assert "people answered in studies \u201cS\u201d and \u201cT\u201d" in found["note"]
+
+
 def test_no_model_on_the_peoples_prompts_is_said(overlap):
     ModelAnswer.objects.filter(prompt__item__dataset__name="SST-2").delete()
     report = verbalizer_report(evaluation_set=overlap)
