@@ -405,15 +405,24 @@ def _answer_places_restored(*, hit: Hit) -> int:
     work confirmed after its task was filled does, until a place frees up (a reject). A
     blocked worker's answers hold no place while the block lasts (worker_block)."""
     waiting = HumanAnswer.objects.filter(platform_hit_id=hit.hit_id, platform_record__isnull=False)
-    return len(
-        _answer_places_given(
-            study_id=hit.publication.human_study_id,
-            prompt_id=hit.prompt_id,
-            channel=Annotator(kind=AnnotatorKind.CROWD, platform=hit.publication.platform),
-            waiting=waiting,
-            lock_turns=lambda: _hits_locked([hit.pk]),
+    study_id = hit.publication.human_study_id
+    return sum(
+        len(
+            _answer_places_given(
+                study_id=study_id,
+                prompt_id=hit.prompt_id,
+                channel=Annotator(kind=kind, platform=hit.publication.platform),
+                waiting=waiting,
+                lock_turns=_turns_of(hit=hit, study_id=study_id, kind=kind),
+            )
         )
+        for kind in _WAITING_KINDS
     )
+
+
+# The channels a platform's answer can be in (same_channel_q): the platform's crowd, or in-house
+# when a researcher counts the worker as an expert. A freed place is handed on in each.
+_WAITING_KINDS = (AnnotatorKind.CROWD, AnnotatorKind.EXPERT)
 
 
 def _hits_locked(hit_ids) -> None:
@@ -430,14 +439,17 @@ def _link_places_handed_on(*, study_id: int, prompt_id: int) -> int:
     many. A self-hosted answer has no platform to confirm it or sync to come by: without this
     one left out stayed out for good, though a reject or a block freed a place of its prompt,
     where an MTurk answer left out takes it (_answer_places_restored)."""
-    return len(
-        _answer_places_given(
-            study_id=study_id,
-            prompt_id=prompt_id,
-            channel=Annotator(kind=AnnotatorKind.CROWD, platform="selfhosted"),
-            waiting=HumanAnswer.objects.all(),
-            lock_turns=lambda: study_link_lock(human_study_id=study_id),
+    return sum(
+        len(
+            _answer_places_given(
+                study_id=study_id,
+                prompt_id=prompt_id,
+                channel=Annotator(kind=kind, platform="selfhosted"),
+                waiting=HumanAnswer.objects.all(),
+                lock_turns=_turns_of(hit=None, study_id=study_id, kind=kind),
+            )
         )
+        for kind in _WAITING_KINDS
     )
 
 
@@ -460,8 +472,9 @@ def _answer_places_given(
     `waiting` answers of that channel (its kind too: a platform worker counted as an expert
     answers in-house) that hold none, oldest first, leaving out those of a
     worker blocked now; return their ids. `lock_turns` locks the rows the channel's answers to
-    the prompt take turns on (its HIT's, _hits_locked; the study's self-hosted link's,
-    study_link_lock), first.
+    the prompt take turns on, first (_turns_of: its HIT's, _hits_locked, or the study's
+    self-hosted link's, study_link_lock; for the in-house channel then the study's, which
+    in-house answers take turns on: human_work_answer_submit).
 
     The answers' rows are locked before their workers' blocks are read: a block marks its
     worker's answers (_blocked_answers_released) under those rows' locks, so one committing
@@ -1207,19 +1220,29 @@ def _unblocked_answers_restored(worker: Annotator) -> tuple[int, int]:
             prompt_id=answer.prompt_id,
             channel=worker,
             waiting=HumanAnswer.objects.filter(pk=answer.pk),
-            lock_turns=_turns_of(hit=hit, study_id=answer.study_id),
+            lock_turns=_turns_of(hit=hit, study_id=answer.study_id, kind=worker.kind),
         )
         restored += bool(given)
         left_out += not given
     return restored, left_out
 
 
-def _turns_of(*, hit: Hit | None, study_id: int):
+def _turns_of(*, hit: Hit | None, study_id: int, kind: str):
     """What locks the rows an answer's channel takes turns on: its HIT's, or (none: a
-    self-hosted participant's answer) the study's link's."""
-    if hit is not None:
-        return lambda: _hits_locked([hit.pk])
-    return lambda: study_link_lock(human_study_id=study_id)
+    self-hosted participant's answer) the study's link's; for a worker counted as an expert
+    (`kind`: the in-house channel) then the study's row too, which in-house answers take turns
+    on (human_work_answer_submit): after the HIT's, as an MTurk answer's insert holds its HIT
+    and then reads the study's row."""
+
+    def lock() -> None:
+        if hit is not None:
+            _hits_locked([hit.pk])
+        else:
+            study_link_lock(human_study_id=study_id)
+        if kind != AnnotatorKind.CROWD:
+            HumanStudy.objects.select_for_update().filter(pk=study_id).first()
+
+    return lock
 
 
 def workers_notify(*, annotator_ids: list[int], subject: str, message: str, user) -> list[str]:

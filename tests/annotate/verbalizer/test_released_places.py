@@ -23,7 +23,9 @@ from annotate.verbalizer.services import crowd
 from annotate.verbalizer.services.humans import (
     human_answer_submit_within_limit,
     human_study_create,
+    human_work_answer_submit,
     human_work_next,
+    same_channel_q,
 )
 from annotate.verbalizer.services.sets import evaluation_set_create
 from tests.annotate.crowd.test_blocked_slots import _done_or_waiting_for_a_lock, _postgresql_only
@@ -300,6 +302,79 @@ def test_a_crowd_place_a_block_frees_is_not_handed_to_a_worker_counted_as_an_exp
     progress, _ = _fake_channel(study)
     assert progress.counts[hit.prompt_id][""] == 3
     assert progress.counts[hit.prompt_id]["fake"] == 2
+
+
+def test_a_confirmed_answer_of_a_worker_counted_as_an_expert_takes_a_free_in_house_place(study):
+    """SLOW1, counted as an expert, answers in-house; a sync released their unconfirmed answer,
+    and the platform confirms it later: the in-house channel has all three places free, so it
+    takes one and counts (handing crowd places only on left it paid and counted nowhere)."""
+    publication = _publish(study, "fake", "0.20")
+    hit = publication.hits.order_by("id").first()
+    late = _answer_on_fake(hit, "SLOW1", hand_back=False)
+    late.annotator.kind = AnnotatorKind.EXPERT
+    late.annotator.save(update_fields=["kind"])
+    later = timezone.now() + timedelta(hours=1)
+    assert review.publication_sync_reported(publication_id=publication.pk, now=later).released == 1
+
+    FakePlatform().worker_submit(assignment_id=late.platform_assignment_id)
+    again = later + timedelta(minutes=15)
+    assert review.publication_sync_reported(publication_id=publication.pk, now=again).restored == 1
+
+    late.refresh_from_db()
+    assert not late.place_released
+    assert counted_human_answers(HumanAnswer.objects.filter(pk=late.pk)).exists()
+    assert _fake_channel(study)[0].counts[hit.prompt_id][""] == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_unblock_and_an_in_house_answer_take_turns_for_the_last_in_house_place(
+    study, admin, monkeypatch
+):
+    """BAD1, on a HIT but counted as an expert, is unblocked while a colleague answers the
+    prompt's last in-house place: the unblock took only the HIT's lock, the answer the study's,
+    and the in-house channel counted four answers of three."""
+    _postgresql_only()
+    publication = _publish(study, "fake", "0.20")
+    hit = publication.hits.order_by("id").first()
+    bad = _answer_on_fake(hit, "BAD1")
+    review.publication_sync(publication_id=publication.pk, now=timezone.now())
+    bad.annotator.kind = AnnotatorKind.EXPERT
+    bad.annotator.save(update_fields=["kind"])
+    review.worker_block(annotator_id=bad.annotator_id, reason="bot", user=admin)
+    for _ in range(2):
+        human_work_answer_submit(
+            study=study, prompt_id=hit.prompt_id, annotator=AnnotatorFactory(), key=1, seconds=1.0
+        )
+    marked, go, restore = threading.Event(), threading.Event(), review._unblocked_answers_restored
+
+    def held_open(worker):
+        done = restore(worker)
+        marked.set()
+        go.wait(30)
+        return done
+
+    monkeypatch.setattr(review, "_unblocked_answers_restored", held_open)
+    unblocked, answered = [], []
+    one = in_thread(
+        lambda: review.worker_unblock(annotator_id=bad.annotator_id, user=admin), unblocked
+    )
+    assert marked.wait(30)
+    last = AnnotatorFactory()
+    two = in_thread(
+        lambda: human_work_answer_submit(
+            study=study, prompt_id=hit.prompt_id, annotator=last, key=1, seconds=1.0
+        ),
+        answered,
+    )
+    two.join(2)
+    go.set()
+    one.join(30)
+    two.join(30)
+    in_house = HumanAnswer.objects.filter(
+        same_channel_q(AnnotatorFactory.build()), study=study, prompt_id=hit.prompt_id
+    ).count()
+    assert in_house == study.answers_per_prompt
+    assert len(unblocked) == 1 and isinstance(answered[0], ConflictError)
 
 
 @pytest.mark.django_db(transaction=True)
