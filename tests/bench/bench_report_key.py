@@ -8,6 +8,13 @@ size and the number of annotators, not with its labels: timed here at ten times 
 size (5,000 instructions, 22,500 questions, 5 systems, 2,000 annotators), alone and as part of
 the whole key, with a few labels only. Median of `--rounds`; machine load printed.
 
+The counted work is hashed id by id (annotate.selectors.fingerprints.ids_fingerprint, since the
+key audit of issue hkey), and the stamps of corrections and kind decisions are summed rather
+than their maximum read: 20,000 submitted assignments (four per instruction), 1,000 annotators
+with a decided kind's stamp and 25 corrected labels are made for those parts, timed alone
+("counted work") as well. Run it on an older checkout to compare (the parts it does not have
+are skipped there).
+
     .venv/bin/python tests/bench/bench_report_key.py [--rounds 7]
     DATABASE_URL=postgres://... .venv/bin/python tests/bench/bench_report_key.py  (a scratch DB)
 """
@@ -26,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 INSTRUCTIONS, QUESTIONS_EACH, SYSTEMS, ANNOTATORS = 5_000, 4.5, 5, 2_000
+WORK_PER_INSTRUCTION = 4
 
 
 def timed(action) -> float:
@@ -35,15 +43,21 @@ def timed(action) -> float:
 
 
 def build():
+    from django.utils import timezone
+
     from annotate.models import (
         Annotator,
+        Assignment,
+        Batch,
         Benchmark,
         Instruction,
         Label,
+        Project,
         Question,
         Response,
         Subset,
         System,
+        Task,
     )
 
     benchmark = Benchmark.objects.create(name=f"bench-key-{time.time_ns()}")
@@ -75,6 +89,29 @@ def build():
         Label(question=questions[0], response=responses[0], annotator=a, value=1)
         for a in annotators[:50]
     )
+    now = timezone.now()
+    Label.objects.filter(annotator__in=annotators[:25]).update(changed_at=now)
+    Annotator.objects.filter(pk__in=[a.pk for a in annotators[:1000]]).update(kind_changed_at=now)
+    batch = Batch.objects.create(
+        project=Project.objects.create(name=benchmark.name, benchmark=benchmark)
+    )
+    tasks = Task.objects.bulk_create(
+        Task(batch=batch, instruction=instruction, position=n)
+        for n, instruction in enumerate(instructions)
+    )
+    Assignment.objects.bulk_create(
+        Assignment(
+            task=task,
+            annotator=annotators[(n * WORK_PER_INSTRUCTION + k) % ANNOTATORS],
+            status="submitted",
+            claimed_at=now,
+            expires_at=now,
+            submitted_at=now,
+            order_seed=1,
+        )
+        for n, task in enumerate(tasks)
+        for k in range(WORK_PER_INSTRUCTION)
+    )
     return benchmark, len(questions), len(responses)
 
 
@@ -92,6 +129,7 @@ def main() -> None:
 
     call_command("migrate", verbosity=0)
     from annotate.selectors.annotator_kinds import _name_order
+    from annotate.selectors.results import counted_work_fingerprint
     from evaluation.selectors.report_data import layout_fingerprint
     from evaluation.services.reports import _fingerprint
 
@@ -99,11 +137,12 @@ def main() -> None:
     print(f"database: {connection.vendor}; load average: {os.getloadavg()}")
     print(
         f"{INSTRUCTIONS} instructions, {n_questions} questions, {n_responses} responses, "
-        f"{ANNOTATORS} annotators"
+        f"{ANNOTATORS} annotators, {INSTRUCTIONS * WORK_PER_INSTRUCTION} assignments"
     )
     for name, action in (
         ("layout_fingerprint", lambda: layout_fingerprint(benchmark.pk)),
         ("annotators' name order", lambda: _name_order(benchmark.pk)),
+        ("counted work", lambda: counted_work_fingerprint(benchmark=benchmark)),
         ("whole key (_fingerprint)", lambda: _fingerprint(benchmark)),
     ):
         times = [timed(action) for _ in range(rounds)]
