@@ -118,7 +118,11 @@ def build():
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=7)
-    rounds = parser.parse_args().rounds
+    parser.add_argument(
+        "--interleaved", action="store_true", help="also time the old and new key parts in turn"
+    )
+    arguments = parser.parse_args()
+    rounds = arguments.rounds
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.test")
     os.environ.setdefault("VAR_DIR", tempfile.mkdtemp(prefix="bench-key-"))
     import django
@@ -147,7 +151,80 @@ def main() -> None:
     ):
         times = [timed(action) for _ in range(rounds)]
         print(f"{name}: median {statistics.median(times) * 1000:.1f} ms over {rounds} rounds")
+    if arguments.interleaved:
+        interleaved(benchmark, rounds)
     print(f"load average after: {os.getloadavg()}")
+
+
+def _old_parts(benchmark):
+    """The summaries the key read before issue hkey (count and sums of ids, latest stamps)."""
+    from django.db.models import Count, F, Max, Sum
+
+    from annotate.crowd.selectors import crowd_paid_work_q
+    from annotate.models import Annotator, Assignment, Label
+    from annotate.selectors.results import blocked_annotator_ids, counted_assignments
+
+    counted = counted_assignments().filter(task__instruction__benchmark=benchmark)
+    counted.aggregate(n=Count("id"), ids=Sum("id"), squares=Sum(F("id") * F("id")))
+    sorted(blocked_annotator_ids().values_list("annotator_id", flat=True))
+    paid = crowd_paid_work_q()
+    Assignment.objects.filter(task__instruction__benchmark=benchmark).aggregate(
+        paid=Count("id", distinct=True, filter=paid), ids=Sum("id", distinct=True, filter=paid)
+    )
+    Label.objects.filter(response__instruction__benchmark=benchmark).aggregate(
+        changed=Max("changed_at"), n=Count("id"), total=Sum("value")
+    )
+    Annotator.objects.aggregate(last=Max("kind_changed_at"))
+
+
+def _new_parts(benchmark):
+    """The same parts as the key reads them now."""
+    from django.db.models import Count, Sum
+
+    from annotate.crowd.selectors import crowd_paid_work_q
+    from annotate.models import Annotator, Assignment, Label
+    from annotate.selectors.fingerprints import ids_fingerprint, stamps_sum
+    from annotate.selectors.results import counted_work_fingerprint
+
+    counted_work_fingerprint(benchmark=benchmark)
+    assignments = Assignment.objects.filter(task__instruction__benchmark=benchmark)
+    ids_fingerprint(assignments.filter(pk__in=assignments.filter(crowd_paid_work_q())))
+    Label.objects.filter(response__instruction__benchmark=benchmark).aggregate(
+        changed=Count("changed_at"),
+        stamps=stamps_sum("changed_at"),
+        n=Count("id"),
+        total=Sum("value"),
+    )
+    Annotator.objects.aggregate(n=Count("kind_changed_at"), stamps=stamps_sum("kind_changed_at"))
+
+
+def interleaved(benchmark, rounds: int) -> None:
+    """Old and new summaries of the counted work, the paid work and the stamps, one after the
+    other in each round on the same data, so the machine's load falls on both alike."""
+    old, new = [], []
+    for _ in range(rounds):
+        old.append(timed(lambda: _old_parts(benchmark)))
+        new.append(timed(lambda: _new_parts(benchmark)))
+    o, n = statistics.median(old) * 1000, statistics.median(new) * 1000
+    print(f"changed parts, old: median {o:.1f} ms; new: median {n:.1f} ms ({n / o - 1:+.0%})")
+    # The hash alone: every assignment of the benchmark, no counting rule around it.
+    from django.db.models import Count, F, Sum
+
+    from annotate.models import Assignment
+    from annotate.selectors.fingerprints import ids_fingerprint
+
+    rows = Assignment.objects.filter(task__instruction__benchmark=benchmark)
+    old, new = [], []
+    for _ in range(rounds):
+        old.append(
+            timed(lambda: rows.aggregate(Count("id"), Sum("id"), squares=Sum(F("id") * F("id"))))
+        )
+        new.append(timed(lambda: ids_fingerprint(rows)))
+    o, n = statistics.median(old) * 1000, statistics.median(new) * 1000
+    print(
+        f"{rows.count()} ids, count and sums: median {o:.1f} ms; ids_fingerprint: median "
+        f"{n:.1f} ms ({n / o - 1:+.0%})"
+    )
 
 
 if __name__ == "__main__":
