@@ -46,9 +46,10 @@ def ids_fingerprint(queryset: QuerySet, key: str = "pk") -> tuple[int, int, int]
     """Return (rows, sum of hash A, sum of hash B) over the integer `key` of each row.
 
     Each key is hashed by a 32-bit xorshift-multiply mix (a bijection of 32-bit values, so two
-    ids below 2**32 never share a hash), and the second lane multiplies the first again: the
-    rows' order does not matter, and two different sets share the three numbers with a chance
-    of about one in 2**64 whatever their ids. Computed by the database in one statement.
+    ids below 2**32 never share a hash; larger ids are taken modulo 2**32), and the second lane
+    multiplies the first again: the rows' order does not matter, and two different sets share
+    the three numbers only by chance (about one in 2**64, taking the mix for a random function),
+    whatever arithmetic relation their ids have. Computed by the database in one statement.
     """
     sql, params = queryset.order_by().values(key).query.sql_with_params()
     first, second, third = _MULTIPLIERS
@@ -84,5 +85,6 @@ class _StampNumber(Func):
 def stamps_sum(field: str) -> Expression:
     """An aggregate: the sum of every non-null stamp of `field` (each modulo a prime). Count the
     stamps beside it: a first stamp moves the count, a later one, older or newer, the sum (but
-    for one moved by an exact multiple of the prime's microseconds, 36 minutes)."""
+    for one moved by an exact multiple of the prime: 36 minutes to the microsecond on
+    PostgreSQL, 25 days to the millisecond on SQLite)."""
     return Sum(_StampNumber(F(field)) % _STAMP_PRIME)
