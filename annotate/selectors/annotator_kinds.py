@@ -11,10 +11,11 @@ import hashlib
 from collections.abc import Iterable
 
 from django.db import connection
-from django.db.models import Max, Q
+from django.db.models import Count, Q
 from django.db.models.functions import Collate
 
 from annotate.models import DECIDED_KIND_VALUES, Annotator, ProjectAnnotatorKind
+from annotate.selectors.fingerprints import stamps_sum
 
 
 def annotator_kinds_effective(
@@ -46,7 +47,13 @@ def kinds_fingerprint(*, benchmark_id: int) -> tuple:
     """Return what changes whenever a kind that matters to the benchmark's results changes,
     or the order by name of the annotators who may count there."""
 
-    decided = Annotator.objects.aggregate(last=Max("kind_changed_at"))["last"]
+    # Every stamp counted and summed, not the latest: a host whose clock is behind can stamp a
+    # kind decided after another with an earlier time, and the maximum would not move.
+    decided = tuple(
+        Annotator.objects.aggregate(
+            n=Count("kind_changed_at"), stamps=stamps_sum("kind_changed_at")
+        ).values()
+    )
     overrides = tuple(
         ProjectAnnotatorKind.objects.filter(project__benchmark_id=benchmark_id)
         .order_by("annotator_id", "project_id")

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from django.db.models import BooleanField, Case, Count, Exists, F, OuterRef, Q, QuerySet, Sum, When
+from django.db.models import BooleanField, Case, Exists, F, OuterRef, Q, QuerySet, When
 
 from annotate.crowd.models import Hit, WorkerBlock
 from annotate.models import (
@@ -49,6 +49,7 @@ from annotate.models import (
     AssignmentStatus,
     Benchmark,
 )
+from annotate.selectors.fingerprints import ids_fingerprint
 
 # Self-hosted links have no platform that could confirm an assignment; "" is imported work.
 PLATFORMS_WITHOUT_CONFIRMATION = ("", "selfhosted")
@@ -211,15 +212,11 @@ def counted_human_answers(queryset: QuerySet) -> QuerySet:
 def counted_human_answers_fingerprint(queryset: QuerySet) -> tuple:
     """What decides which of these HumanAnswers count, and as whose (crowd or in-house): changes
     with every approve, reject, block, unblock and platform confirmation, so a cached report is
-    never stale."""
-    crowd = Q(annotator__kind=AnnotatorKind.CROWD)
-    summary = counted_human_answers(queryset).aggregate(
-        n=Count("id"),
-        ids=Sum("id"),
-        squares=Sum(F("id") * F("id")),
-        crowd_ids=Sum("id", filter=crowd),
-    )
-    return (summary["n"], summary["ids"], summary["squares"], summary["crowd_ids"])
+    never stale. Each answer is hashed as its id and whether it counts as crowd work
+    (ids_fingerprint), so a kind changed moves it too."""
+    crowd = Case(When(annotator__kind=AnnotatorKind.CROWD, then=1), default=0)
+    keyed = counted_human_answers(queryset).annotate(fingerprint_key=F("id") * 2 + crowd)
+    return ids_fingerprint(keyed, "fingerprint_key")
 
 
 def human_answer_statuses(queryset: QuerySet) -> dict[int, str]:
@@ -316,11 +313,12 @@ def counted_work_sql(alias: str) -> tuple[str, tuple]:
 
 def counted_work_fingerprint(*, benchmark: Benchmark) -> tuple:
     """What decides which of the benchmark's work counts: changes with every approve, reject,
-    block, unblock and platform confirmation, so a cached report is never stale."""
+    block, unblock and platform confirmation, so a cached report is never stale. The counted
+    assignments by a hash of their ids (ids_fingerprint), not a count and sums that a swap of
+    as many ids with the same sums keeps."""
     counted = counted_assignments().filter(task__instruction__benchmark=benchmark)
-    summary = counted.aggregate(n=Count("id"), ids=Sum("id"), squares=Sum(F("id") * F("id")))
     blocked = sorted(blocked_annotator_ids().values_list("annotator_id", flat=True))
-    return (summary["n"], summary["ids"], summary["squares"], tuple(blocked))
+    return (*ids_fingerprint(counted), tuple(blocked))
 
 
 def work_statuses(*, benchmark: Benchmark) -> dict[int, str]:

@@ -34,6 +34,7 @@ from annotate.models import (
     Subset,
 )
 from annotate.selectors.annotator_kinds import kinds_fingerprint
+from annotate.selectors.fingerprints import ids_fingerprint, stamps_sum
 from annotate.selectors.identities import IdentityScope, annotator_names_shown
 from annotate.selectors.results import counted_work_fingerprint
 from annotate.services.files import csv_writer
@@ -1140,14 +1141,16 @@ def labels_aggregated_csv(
 
 def _fingerprint(benchmark: Benchmark) -> str:
     """Summarise what a report depends on, so a cached report is used only while it still holds."""
-    # A row corrected in the admin is stamped (changed_at): the latest stamp moves with every
-    # correction, however many cancel out in the sums. The sums (each value weighted by its
-    # row's id, the rows' questions and responses) still name a new report for a change made
-    # outside the admin, as an added row does.
+    # A row corrected in the admin is stamped (changed_at): every stamp is counted and summed
+    # (stamps_sum), so each correction moves the key however many cancel out in the sums of
+    # values, even one stamped earlier than the latest by a host whose clock is behind. The
+    # sums (each value weighted by its row's id, the rows' questions and responses) still name
+    # a new report for a change made outside the admin, as an added row does.
     labels = Label.objects.filter(response__instruction__benchmark=benchmark).aggregate(
         n=Count("id"),
         last=Max("id"),
-        changed=Max("changed_at"),
+        changed=Count("changed_at"),
+        stamps=stamps_sum("changed_at"),
         total=Sum("value"),
         weighted=Sum(F("id") * F("value")),
         questions=Sum("question_id"),
@@ -1156,32 +1159,32 @@ def _fingerprint(benchmark: Benchmark) -> str:
     scores = DirectScore.objects.filter(response__instruction__benchmark=benchmark).aggregate(
         n=Count("id"),
         last=Max("id"),
-        changed=Max("changed_at"),
+        changed=Count("changed_at"),
+        stamps=stamps_sum("changed_at"),
         total=Sum("score"),
         weighted=Sum(F("id") * F("score")),
         responses=Sum("response_id"),
     )
     # Approvals and bonuses paid move the crowd cost (Table 4), without changing what counts,
     # and so does what the platform paid of work that counts nowhere (a sync confirming late
-    # work, or work rejected here only): the paid set is summarised too (crowd_paid_work_q).
+    # work, or work rejected here only): the paid set is hashed too (crowd_paid_work_q).
     paid_bonus = Q(bonuses__status=BonusStatus.PAID)
-    paid_work = crowd_paid_work_q()
-    work = Assignment.objects.filter(task__instruction__benchmark=benchmark).aggregate(
+    assignments = Assignment.objects.filter(task__instruction__benchmark=benchmark)
+    work = assignments.aggregate(
         n=Count("id", distinct=True),
         last=Max("submitted_at"),
         approved=Count("id", distinct=True, filter=Q(status=AssignmentStatus.APPROVED)),
         paid_bonuses=Count("bonuses", filter=paid_bonus),
         paid_bonus_total=Sum("bonuses__amount_usd", filter=paid_bonus),
-        paid=Count("id", distinct=True, filter=paid_work),
-        paid_ids=Sum("id", distinct=True, filter=paid_work),
     )
+    paid = ids_fingerprint(assignments.filter(pk__in=assignments.filter(crowd_paid_work_q())))
     calls = JudgeCall.objects.filter(conversation__run__benchmark=benchmark).aggregate(
         n=Count("id")
     )
     counted = counted_work_fingerprint(benchmark=benchmark)
     kinds = kinds_fingerprint(benchmark_id=benchmark.pk)
     layout = layout_fingerprint(benchmark.pk)
-    return repr((labels, scores, work, calls, counted, kinds, layout, benchmark.name))
+    return repr((labels, scores, work, paid, calls, counted, kinds, layout, benchmark.name))
 
 
 def report_cached(

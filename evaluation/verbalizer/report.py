@@ -23,6 +23,7 @@ import numpy as np
 from django.db.models import Count, Max, Value
 
 from annotate.models import AnnotatorKind, System
+from annotate.selectors.fingerprints import stamps_sum
 from annotate.selectors.identities import OPERATOR, IdentityScope
 from annotate.selectors.results import (
     counted_human_answers,
@@ -473,7 +474,7 @@ CACHE_SECONDS = 3600
 
 def _version(evaluation_set: EvaluationSet) -> str:
     """Name the state of the set's answers and studies: rows are only added or deleted, an
-    in-house answer's word changes once at most (counted with its last time), and which
+    in-house answer's word changes once at most (counted, its stamps summed), and which
     people's answers count (approve, reject, block, a platform's confirmation) is
     fingerprinted."""
     parts = [
@@ -484,10 +485,10 @@ def _version(evaluation_set: EvaluationSet) -> str:
         n=Count("pk"), last=Max("pk")
     )
     people = HumanAnswer.objects.filter(prompt__evaluation_set=evaluation_set).aggregate(
-        n=Count("pk"), last=Max("pk"), changed=Count("changed_at"), changed_last=Max("changed_at")
+        n=Count("pk"), last=Max("pk"), changed=Count("changed_at"), stamps=stamps_sum("changed_at")
     )
     parts += [models_state["n"], models_state["last"], people["n"], people["last"]]
-    parts += [people["changed"], people["changed_last"] and people["changed_last"].isoformat()]
+    parts += [people["changed"], people["stamps"]]
     runs = SystemRun.objects.filter(evaluation_set=evaluation_set).aggregate(
         n=Count("pk"), last=Max("pk")
     )

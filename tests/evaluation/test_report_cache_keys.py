@@ -171,3 +171,147 @@ def test_an_annotator_renamed_in_the_admin_changes_whose_ratings_agreement_keeps
     fresh = kappa(report_build(scope=OPERATOR, benchmark=bench, n_resamples=10))
     assert fresh != before
     assert kappa(_report(bench)) == fresh
+
+
+# --- Coordinated changes that sums of ids, or the latest stamp, did not see -------------------
+
+
+def _yes_of(report, source: str) -> dict[str, int]:
+    return {
+        row["system"]: row["yes"]
+        for row in report["leaderboard"]
+        if row["source"] == source and row["subset"] == "overall"
+    }
+
+
+def _sums_of_powers(queryset) -> tuple:
+    """What the key summarised a set of assignments by before (count, sum and sum of squares of
+    the ids): the swaps below keep all three."""
+    from django.db.models import Count, F, Sum
+
+    return tuple(
+        queryset.aggregate(n=Count("id"), ids=Sum("id"), squares=Sum(F("id") * F("id"))).values()
+    )
+
+
+def test_three_rejections_and_three_restored_submissions_are_reported_at_once(db):
+    """Between two page loads three submissions are rejected (1st, 5th and 6th by id) and the
+    left-out work of three others (2nd, 3rd, 7th) takes their slots: as many assignments count,
+    their ids' sum and sum of squares unchanged (1+5+6 = 2+3+7, 1+25+36 = 4+9+49). The first
+    said YES, the others NO: the report read through the cache must say NO."""
+    from django.utils import timezone
+
+    from annotate.models import Annotator, AnnotatorKind, Assignment, AssignmentStatus, Label
+    from annotate.selectors.results import counted_assignments
+    from evaluation.services.reports import EXPERT_MAJORITY
+    from tests.factories import (
+        AnnotatorFactory,
+        AssignmentFactory,
+        TaskFactory,
+        benchmark_with_responses,
+    )
+
+    benchmark, (system,) = benchmark_with_responses(instructions=1, systems=1, questions=1)
+    question = Question.objects.get(instruction__benchmark=benchmark)
+    response = Response.objects.get(instruction__benchmark=benchmark)
+    task = TaskFactory(batch__project__benchmark=benchmark, instruction=question.instruction)
+    said_yes, said_no = (0, 4, 5), (1, 2, 6)
+    assignments = []
+    for n in range(7):
+        annotator = AnnotatorFactory(name=f"swap-{n}", kind=AnnotatorKind.EXPERT)
+        assignment = AssignmentFactory(
+            task=task,
+            annotator=annotator,
+            status=AssignmentStatus.SUBMITTED,
+            submitted_at=timezone.now(),
+            is_late=n not in said_yes,  # the left-out work holds no slot yet
+        )
+        Label.objects.create(
+            question=question,
+            response=response,
+            annotator=annotator,
+            assignment=assignment,
+            value=1 if n in said_yes else 0,
+        )
+        assignments.append(assignment.pk)
+    assert assignments == list(range(assignments[0], assignments[0] + 7))  # ids in a row
+    counted = counted_assignments().filter(task=task)
+    old_summary = _sums_of_powers(counted)
+    assert _yes_of(_report(benchmark), EXPERT_MAJORITY) == {system.name: 1}
+
+    Assignment.objects.filter(pk__in=[assignments[n] for n in said_yes]).update(
+        status=AssignmentStatus.REJECTED
+    )
+    Assignment.objects.filter(pk__in=[assignments[n] for n in said_no]).update(is_late=False)
+
+    assert set(counted.values_list("annotator__name", flat=True)) == {"swap-1", "swap-2", "swap-6"}
+    assert _sums_of_powers(counted) == old_summary  # what the old key read did not move
+    assert Annotator.objects.filter(name__startswith="swap-").count() == 7
+    assert _yes_of(_report(benchmark), EXPERT_MAJORITY) == {system.name: 0}
+
+
+def test_a_kind_decided_on_a_host_whose_clock_is_behind_is_reported(bench):
+    """A kind is decided on a host whose clock is fast, then another on one whose clock is an
+    hour behind it: the second stamp is older than the first, so the latest stamp does not
+    move; the report read through the cache must still follow the second decision."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from annotate.models import Annotator, AnnotatorKind
+    from annotate.services.annotators import annotator_kind_set
+    from evaluation.services.reports import report_build
+    from tests.factories import AnnotatorFactory
+
+    now = timezone.now()
+    newcomer = AnnotatorFactory(name="newcomer", kind=AnnotatorKind.UNDECIDED)
+    annotator_kind_set(annotator=newcomer, kind=AnnotatorKind.CROWD, now=now + timedelta(hours=1))
+    before = _report(bench)
+    expert = Annotator.objects.get(name="expert-1")
+    annotator_kind_set(annotator=expert, kind=AnnotatorKind.CROWD, now=now)
+    latest = max(Annotator.objects.exclude(kind_changed_at=None).values_list("kind_changed_at"))
+    assert latest == (newcomer.kind_changed_at,)  # the latest stamp did not move
+
+    fresh = report_build(scope=OPERATOR, benchmark=bench, n_resamples=10)["leaderboard"]
+    assert fresh != before["leaderboard"]
+    assert _report(bench)["leaderboard"] == fresh
+
+
+def test_label_corrections_stamped_by_a_clock_behind_the_latest_are_reported(admin_client, db):
+    """Three labels in a row corrected in the admin, NO to YES, UNKNOWN to NO, NO to YES: the
+    values' sum and their sum weighted by id do not move (+1 - 2 + 1; a - 2(a+1) + (a+2)), and
+    an earlier correction on a host whose clock is an hour fast holds the latest stamp. The
+    report read through the cache must count the two new YES."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from annotate.models import AnnotatorKind, Label
+    from evaluation.services.reports import EXPERT_MAJORITY
+    from tests.factories import AnnotatorFactory, LabelFactory, benchmark_with_responses
+
+    benchmark, (system,) = benchmark_with_responses(instructions=1, systems=1, questions=4)
+    response = Response.objects.get(instruction__benchmark=benchmark)
+    expert = AnnotatorFactory(name="corrector", kind=AnnotatorKind.EXPERT)
+    questions = list(Question.objects.filter(instruction__benchmark=benchmark).order_by("position"))
+    labels = [
+        LabelFactory(question=q, response=response, annotator=expert, value=value)
+        for q, value in zip(questions, (0, 2, 0, 1), strict=True)
+    ]
+    assert [label.pk for label in labels[:3]] == list(range(labels[0].pk, labels[0].pk + 3))
+    fast_host = timezone.now() + timedelta(hours=1)
+    Label.objects.filter(pk=labels[3].pk).update(changed_at=fast_host)
+    assert _yes_of(_report(benchmark), EXPERT_MAJORITY) == {system.name: 1}
+
+    for label, value in zip(labels[:3], (1, 0, 1), strict=True):
+        url = f"/admin/annotate/label/{label.pk}/change/"
+        form = {**_admin_form(admin_client, url), "value": value}
+        assert admin_client.post(url, form).status_code == 302
+    assert list(
+        Label.objects.filter(pk__in=[x.pk for x in labels])
+        .order_by("pk")
+        .values_list("value", flat=True)
+    ) == [1, 0, 1, 1]
+    assert max(Label.objects.values_list("changed_at", flat=True)) == fast_host
+
+    assert _yes_of(_report(benchmark), EXPERT_MAJORITY) == {system.name: 3}

@@ -25,9 +25,10 @@ pytestmark = pytest.mark.django_db
 # The report page's queries: a fixed number, whatever the data (main: 32; the effective kinds
 # and their fingerprint: 4; the expert time span asked per subset even without experts: 3; the
 # reader's crowd identities and the names of the annotators the report lists: 3; the cache key's
-# hash of the instructions, questions, responses, systems and annotators' name order: 5).
-QUERIES = 47
-FINGERPRINT_LAYOUT = 5
+# hash of the instructions, questions, responses, systems and annotators' name order: 5; the
+# hash of the assignments the platforms paid, id by id: 1).
+QUERIES = 48
+FINGERPRINT_LAYOUT = 6
 
 
 @pytest.fixture(autouse=True)

@@ -624,3 +624,45 @@ def test_a_human_study_renamed_in_the_admin_names_its_slice_in_the_cached_report
     assert superuser_client.post(url, form).status_code == 302
 
     assert "pilot-h" in repr(verbalizer_report_cached(evaluation_set=with_humans)["slices"])
+
+
+def test_three_answers_rejected_as_three_others_start_counting_are_in_the_cached_report(
+    with_humans,
+):
+    """Seven more people answer item 1 (ids in a row); the 1st, 5th and 6th, right, count, the
+    others, wrong, were rejected. Between two reads the three are rejected and the others'
+    rejections undone: as many answers count, the same sum and sum of squares of their ids
+    (1+5+6 = 2+3+7, 1+25+36 = 4+9+49). The report read from the cache must count the new ones."""
+    from annotate.models import Annotator, AssignmentStatus
+    from annotate.verbalizer.models import HumanAnswer, HumanStudy
+    from evaluation.verbalizer.report import verbalizer_report_cached
+
+    study = HumanStudy.objects.get(name="h")
+    prompt = study.prompts.get(item__position=1)
+    right = (0, 4, 5)
+    wrong = {"negative": "positive", "positive": "negative"}[prompt.expected_word]
+    answers = [
+        HumanAnswer.objects.create(
+            study=study,
+            prompt=prompt,
+            annotator=Annotator.objects.create(name=f"swap-{n}", kind="expert"),
+            word=prompt.expected_word if n in right else wrong,
+            status=AssignmentStatus.SUBMITTED if n in right else AssignmentStatus.REJECTED,
+        ).pk
+        for n in range(7)
+    ]
+    assert answers == list(range(answers[0], answers[0] + 7))
+
+    def human_n_and_right():
+        report = verbalizer_report_cached(evaluation_set=with_humans)
+        human = row(report["rows"], system="human", mapping="flipped-golden", mode="direct")
+        return human["n"], round(human["n"] * human["accuracy_lenient"])
+
+    assert human_n_and_right() == (9, 6)  # the six of with_humans (3 right) and three more
+    HumanAnswer.objects.filter(pk__in=[answers[n] for n in right]).update(
+        status=AssignmentStatus.REJECTED
+    )
+    HumanAnswer.objects.filter(pk__in=[answers[n] for n in (1, 2, 6)]).update(
+        status=AssignmentStatus.SUBMITTED
+    )
+    assert human_n_and_right() == (9, 3)
