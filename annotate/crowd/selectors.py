@@ -627,13 +627,13 @@ def paid_through(*, platform: str, reward_usd, fee_rate, max_assignments: int) -
 
 def crowd_paid_per_assignment(assignments, *, by: tuple[str, ...] = ("id",)) -> dict:
     """What these assignments were paid, the platform's fee included (paper Table 4's crowd
-    cost), in one query: by assignment id, or summed by the fields `by` names (a tuple of their
-    values as the key). Each assignment is paid the reward and fee of the publication the work
-    came through (paid_through), that is its HIT's, at the rate of the HIT's MaxAssignments, or,
-    from a self-hosted link (no platform takes a fee), the batch's latest link's reward; work
-    that came through no publication (an in-house account counted as crowd, say) its project's
-    reward and the platform's fee today (CROWD_FEE_RATE, or MTurk's schedule for a HIT of the
-    project's assignments per task). The bonuses paid on them are added with their HIT's
+    cost), in one query (counted by key and price): by assignment id, or summed by the fields
+    `by` names (a tuple of their values as the key). Each assignment is paid the reward and fee
+    of the publication the work came through (paid_through), that is its HIT's, at the rate of
+    the HIT's MaxAssignments, or, from a self-hosted link (no platform takes a fee), the batch's
+    latest link's reward; work that came through no publication (an in-house account counted as
+    crowd, say) its project's reward and the platform's fee today (CROWD_FEE_RATE, or MTurk's
+    schedule for a HIT of the project's assignments per task). The bonuses paid on them are added with their HIT's
     publication's fee (a second query).
 
     The HIT is the one of the assignment's task on the platform its worker came through: a
@@ -643,28 +643,37 @@ def crowd_paid_per_assignment(assignments, *, by: tuple[str, ...] = ("id",)) -> 
     link = Publication.objects.filter(
         platform="selfhosted", batch_id=OuterRef("task__batch_id")
     ).order_by("-id")
-    rows = assignments.annotate(
-        hit_reward=Subquery(hit.values("publication__reward_usd")[:1]),
-        hit_fee=Subquery(hit.values("publication__fee_rate")[:1]),
-        hit_size=Subquery(hit.values("max_assignments")[:1]),
-        link_reward=Subquery(link.values("reward_usd")[:1]),
-    ).values_list(
-        *by, "annotator__platform", "task__batch__project__reward_usd",
+    # Thousands of assignments share a few prices: the database counts the assignments of each
+    # key and price terms (one row per group, not per assignment, reaches Python), and each
+    # price is worked out once, keyed by its terms as written (repr: Decimal("1.2") and
+    # Decimal("1.20") are equal but not alike). n equal Decimals add up to amount × n exactly.
+    terms = (
+        "annotator__platform", "task__batch__project__reward_usd",
         "task__batch__project__assignments_per_task",
         "hit_reward", "hit_fee", "hit_size", "link_reward",
     )  # fmt: skip
+    rows = (
+        assignments.annotate(
+            hit_reward=Subquery(hit.values("publication__reward_usd")[:1]),
+            hit_fee=Subquery(hit.values("publication__fee_rate")[:1]),
+            hit_size=Subquery(hit.values("max_assignments")[:1]),
+            link_reward=Subquery(link.values("reward_usd")[:1]),
+        )
+        .order_by()
+        .values(*by, *terms)
+        .annotate(n_assignments=Count("id"))
+        .values_list(*by, *terms, "n_assignments")
+    )
     fee = fee_override()
     paid: dict = {}
-    # Thousands of assignments share a few prices: each is worked out once, keyed by what it
-    # depends on as written (repr: Decimal("1.2") and Decimal("1.20") are equal but not alike).
     prices: dict[str, Decimal] = {}
     for row in rows:
-        terms = row[len(by) :]
-        key = repr(terms)
+        row_terms = row[len(by) : -1]
+        key = repr(row_terms)
         amount = prices.get(key)
         if amount is None:
-            amount = prices[key] = _assignment_price(*terms, fee=fee)
-        _add(paid, row, by, amount)
+            amount = prices[key] = _assignment_price(*row_terms, fee=fee)
+        _add(paid, row, by, amount * row[-1])
     bonuses = (
         Bonus.objects.filter(status=BonusStatus.PAID, assignment__in=assignments)
         .annotate(
