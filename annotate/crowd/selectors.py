@@ -3,6 +3,7 @@ and the reconciliation of our assignments with the platform's."""
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -10,8 +11,8 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
-from django.db.models import Count, OuterRef, Q, Subquery
-from django.db.models.functions import Now
+from django.db.models import Count, OuterRef, Q, Subquery, TextField
+from django.db.models.functions import Cast, JSONObject, Now
 from django.utils import timezone
 
 from annotate.crowd.base import to_cents
@@ -647,16 +648,14 @@ def crowd_paid_per_assignment(assignments, *, by: tuple[str, ...] = ("id",)) -> 
     # key and price terms (one row per group, not per assignment, reaches Python), and each
     # price is worked out once, keyed by its terms as written (repr: Decimal("1.2") and
     # Decimal("1.20") are equal but not alike). n equal Decimals add up to amount × n exactly.
+    # The HIT's terms come in one subquery (one lookup of the HIT per assignment, not three).
     terms = (
         "annotator__platform", "task__batch__project__reward_usd",
-        "task__batch__project__assignments_per_task",
-        "hit_reward", "hit_fee", "hit_size", "link_reward",
+        "task__batch__project__assignments_per_task", "hit_terms", "link_reward",
     )  # fmt: skip
     rows = (
         assignments.annotate(
-            hit_reward=Subquery(hit.values("publication__reward_usd")[:1]),
-            hit_fee=Subquery(hit.values("publication__fee_rate")[:1]),
-            hit_size=Subquery(hit.values("max_assignments")[:1]),
+            hit_terms=Subquery(hit.annotate(terms=_HIT_TERMS).values("terms")[:1]),
             link_reward=Subquery(link.values("reward_usd")[:1]),
         )
         .order_by()
@@ -672,7 +671,10 @@ def crowd_paid_per_assignment(assignments, *, by: tuple[str, ...] = ("id",)) -> 
         key = repr(row_terms)
         amount = prices.get(key)
         if amount is None:
-            amount = prices[key] = _assignment_price(*row_terms, fee=fee)
+            platform, project_reward, per_task, hit_terms, link_reward = row_terms
+            amount = prices[key] = _assignment_price(
+                platform, project_reward, per_task, *_hit_terms(hit_terms), link_reward, fee=fee
+            )
         _add(paid, row, by, amount * row[-1])
     bonuses = (
         Bonus.objects.filter(status=BonusStatus.PAID, assignment__in=assignments)
@@ -690,6 +692,25 @@ def crowd_paid_per_assignment(assignments, *, by: tuple[str, ...] = ("id",)) -> 
         flat_rate = fee if hit_publication is None else hit_fee
         _add(paid, row, by, paid_with_fee(amount, max_assignments=None, flat_rate=flat_rate))
     return paid
+
+
+# A HIT's price terms as one JSON text: its publication's reward and fee rate, its
+# MaxAssignments. The numbers keep their digits ("1.20"), read back as Decimals (_hit_terms).
+_HIT_TERMS = Cast(
+    JSONObject(
+        reward="publication__reward_usd", fee="publication__fee_rate", size="max_assignments"
+    ),
+    TextField(),
+)
+
+
+def _hit_terms(text: str | None) -> tuple:
+    """(reward, fee rate, MaxAssignments) of a HIT from its _HIT_TERMS; all None for no HIT."""
+    if text is None:
+        return None, None, None
+    terms = json.loads(text, parse_float=Decimal)
+    reward, fee = (None if terms[k] is None else Decimal(str(terms[k])) for k in ("reward", "fee"))
+    return reward, fee, int(terms["size"])
 
 
 def _assignment_price(
