@@ -18,7 +18,8 @@ import json
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Protocol
+from functools import partial
+from typing import Generic, Protocol, TypeVar
 
 import numpy as np
 import psycopg
@@ -43,6 +44,8 @@ from annotate.models import (
 from annotate.selectors.annotator_kinds import annotators_counted
 from annotate.selectors.results import counted_work, counted_work_sql
 
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
 SUBSET_CODES = {Subset.EASY.value: 0, Subset.HARD.value: 1}
 KIND_CODES = {"expert": 0, "crowd": 1, "llm": 2}
 ANNOTATOR_SOURCE = "annotator:"
@@ -234,49 +237,59 @@ def fetch_label_columns(benchmark_id: int) -> LabelColumns:
     return LabelColumns(question, response, packed >> 2, packed & 3, assignment)
 
 
-def _fetch_label_columns_alone(benchmark_id: int) -> LabelColumns:
-    """Read the labels on this thread's own connection, and close it."""
+def _read_alone(read: Callable[[], T]) -> T:
+    """Run `read` on this thread's own connection, and close it."""
     try:
-        return fetch_label_columns(benchmark_id)
+        return read()
     finally:
         connection.close()
 
 
-class PendingLabels(Protocol):
-    """Labels being read: `result()` waits for them, `done()` tells whether it would wait."""
+class Pending(Protocol[T_co]):
+    """A read under way: `result()` waits for it, `done()` tells whether it would wait."""
 
-    def result(self) -> LabelColumns: ...
+    def result(self) -> T_co: ...
 
     def done(self) -> bool: ...
 
 
+PendingLabels = Pending[LabelColumns]
+
+
 @dataclass
-class _ReadWhenAsked:
-    """Labels read by `result()` itself, on the caller's connection."""
+class _ReadWhenAsked(Generic[T]):
+    """A read done by `result()` itself, on the caller's connection."""
 
-    benchmark_id: int
+    read: Callable[[], T]
 
-    def result(self) -> LabelColumns:
-        return fetch_label_columns(self.benchmark_id)
+    def result(self) -> T:
+        return self.read()
 
     def done(self) -> bool:
         return True  # nothing is being read meanwhile, so nothing to wait for
 
 
-def label_columns_meanwhile(benchmark_id: int) -> PendingLabels:
-    """Start reading the benchmark's labels; return them pending.
+def read_meanwhile(read: Callable[[], T], name: str) -> Pending[T]:
+    """Start `read` (database reads only); return its result pending.
 
-    On PostgreSQL in autocommit mode the labels are read on a second connection by a thread,
-    so the server aggregates them (the longest query of a report, on a core of its own) while
-    this thread reads the instructions, questions and responses. Inside a transaction the read
-    waits for the caller: another connection would not see the transaction's rows.
+    On PostgreSQL in autocommit mode a thread (named `name`) runs it on a connection of its
+    own, so the server works on it (on a core of its own) while this thread goes on. Inside a
+    transaction it runs when its result is asked for, on the caller's connection: another
+    connection would not see the transaction's rows.
     """
     if connection.vendor != "postgresql" or connection.in_atomic_block:
-        return _ReadWhenAsked(benchmark_id)
-    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="report-labels")
-    future = executor.submit(_fetch_label_columns_alone, benchmark_id)
+        return _ReadWhenAsked(read)
+    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+    future = executor.submit(_read_alone, read)
     executor.shutdown(wait=False)
     return future
+
+
+def label_columns_meanwhile(benchmark_id: int) -> PendingLabels:
+    """Start reading the benchmark's labels; return them pending (read_meanwhile): on
+    PostgreSQL the server aggregates them (the longest query of a report) while this thread
+    reads the instructions, questions and responses."""
+    return read_meanwhile(partial(fetch_label_columns, benchmark_id), "report-labels")
 
 
 def fetch_label_rows(benchmark_id: int) -> np.ndarray:

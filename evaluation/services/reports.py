@@ -47,15 +47,17 @@ from evaluation.conventions import (
 )
 from evaluation.errors import ReportError
 from evaluation.models import JudgeCall
-from evaluation.selectors.report_costs import source_costs
+from evaluation.selectors.report_costs import SourceCost, source_costs
 from evaluation.selectors.report_data import (
     ANNOTATOR_SOURCE,
     KIND_CODES,
     SUBSET_CODES,
     BenchmarkArrays,
+    Pending,
     annotator_source,
     benchmark_arrays,
     layout_fingerprint,
+    read_meanwhile,
 )
 from evaluation.stats import (
     MISSING,
@@ -957,6 +959,10 @@ def report_compute(
         acc_unknown=acc_unknown,
         piece_items=piece_items,
         bootstrap=Bootstrap(data.n_instructions, weights),
+        # Nothing but database reads, which the tables computed meanwhile need not wait for.
+        costs=read_meanwhile(lambda: source_costs(benchmark=benchmark), "report-costs")
+        if "sources" in wanted
+        else None,
     )
     computed = {name: build(parts) for name, build in _TABLE_BUILDERS.items() if name in wanted}
     parts.bootstrap.resolve()
@@ -996,6 +1002,7 @@ class _ReportParts:
     acc_unknown: str
     piece_items: int
     bootstrap: Bootstrap
+    costs: Pending[dict[str, dict[str, SourceCost]]] | None = None  # source_costs, being read
 
     @cached_property
     def results(self) -> LabelResults:
@@ -1016,7 +1023,7 @@ class _ReportParts:
         return _breakdowns(self.data, self.sources, self.counts, self.unknown)
 
     def source_rows(self) -> list[dict]:
-        costs = source_costs(benchmark=self.benchmark)
+        costs = self.costs.result() if self.costs else source_costs(benchmark=self.benchmark)
         return _source_rows(
             self.data, self.sources, self.counts, costs, self.unknown, self.acc_unknown
         )
