@@ -943,6 +943,13 @@ def report_compute(
     n_resamples = settings.REPORT_BOOTSTRAP_RESAMPLES if n_resamples is None else n_resamples
     seed = settings.REPORT_BOOTSTRAP_SEED if seed is None else seed
     weights = WeightStream(np.random.default_rng(seed), n_resamples)
+    # Nothing but database reads, which need neither the labels nor the tables: on PostgreSQL
+    # the server works on them while the labels are read and the tables computed.
+    costs = (
+        read_meanwhile(lambda: source_costs(benchmark=benchmark), "report-costs")
+        if "sources" in wanted
+        else None
+    )
     if data is None:
         data = benchmark_arrays(
             benchmark=benchmark,
@@ -959,10 +966,7 @@ def report_compute(
         acc_unknown=acc_unknown,
         piece_items=piece_items,
         bootstrap=Bootstrap(data.n_instructions, weights),
-        # Nothing but database reads, which the tables computed meanwhile need not wait for.
-        costs=read_meanwhile(lambda: source_costs(benchmark=benchmark), "report-costs")
-        if "sources" in wanted
-        else None,
+        costs=costs,
     )
     computed = {name: build(parts) for name, build in _TABLE_BUILDERS.items() if name in wanted}
     parts.bootstrap.resolve()

@@ -181,11 +181,9 @@ def test_labels_read_on_a_second_connection_give_the_same_report(pieces_bench):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_costs_are_read_on_a_second_connection_while_the_tables_are_computed(
-    pieces_bench, monkeypatch
-):
+def test_costs_are_read_on_a_second_connection_meanwhile(pieces_bench, monkeypatch):
     """On PostgreSQL in autocommit mode the sources' costs (database reads only) are read by a
-    thread on its own connection while the leaderboard and agreement are computed; inside a
+    thread on its own connection while the labels are read and the tables computed; inside a
     transaction in line, when the sources table asks for them. Same report either way."""
     if connection.vendor != "postgresql":
         pytest.skip("the costs are read on a second connection on PostgreSQL only")
