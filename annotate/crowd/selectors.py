@@ -634,8 +634,8 @@ def crowd_paid_per_assignment(assignments, *, by: tuple[str, ...] = ("id",)) -> 
     the HIT's MaxAssignments, or, from a self-hosted link (no platform takes a fee), the batch's
     latest link's reward; work that came through no publication (an in-house account counted as
     crowd, say) its project's reward and the platform's fee today (CROWD_FEE_RATE, or MTurk's
-    schedule for a HIT of the project's assignments per task). The bonuses paid on them are added with their HIT's
-    publication's fee (a second query).
+    schedule for a HIT of the project's assignments per task). The bonuses paid on them are
+    added with their HIT's publication's fee (a second query).
 
     The HIT is the one of the assignment's task on the platform its worker came through: a
     self-hosted participant's STUDY_ID, kept where a HIT id goes, is only what their URL said."""
