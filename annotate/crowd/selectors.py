@@ -3,6 +3,7 @@ and the reconciliation of our assignments with the platform's."""
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -10,8 +11,8 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
-from django.db.models import Count, OuterRef, Q, Subquery
-from django.db.models.functions import Now
+from django.db.models import Count, OuterRef, Q, Subquery, TextField
+from django.db.models.functions import Cast, JSONObject, Now
 from django.utils import timezone
 
 from annotate.crowd.base import to_cents
@@ -627,14 +628,14 @@ def paid_through(*, platform: str, reward_usd, fee_rate, max_assignments: int) -
 
 def crowd_paid_per_assignment(assignments, *, by: tuple[str, ...] = ("id",)) -> dict:
     """What these assignments were paid, the platform's fee included (paper Table 4's crowd
-    cost), in one query: by assignment id, or summed by the fields `by` names (a tuple of their
-    values as the key). Each assignment is paid the reward and fee of the publication the work
-    came through (paid_through), that is its HIT's, at the rate of the HIT's MaxAssignments, or,
-    from a self-hosted link (no platform takes a fee), the batch's latest link's reward; work
-    that came through no publication (an in-house account counted as crowd, say) its project's
-    reward and the platform's fee today (CROWD_FEE_RATE, or MTurk's schedule for a HIT of the
-    project's assignments per task). The bonuses paid on them are added with their HIT's
-    publication's fee (a second query).
+    cost), in one query (counted by key and price): by assignment id, or summed by the fields
+    `by` names (a tuple of their values as the key). Each assignment is paid the reward and fee
+    of the publication the work came through (paid_through), that is its HIT's, at the rate of
+    the HIT's MaxAssignments, or, from a self-hosted link (no platform takes a fee), the batch's
+    latest link's reward; work that came through no publication (an in-house account counted as
+    crowd, say) its project's reward and the platform's fee today (CROWD_FEE_RATE, or MTurk's
+    schedule for a HIT of the project's assignments per task). The bonuses paid on them are
+    added with their HIT's publication's fee (a second query).
 
     The HIT is the one of the assignment's task on the platform its worker came through: a
     self-hosted participant's STUDY_ID, kept where a HIT id goes, is only what their URL said."""
@@ -643,28 +644,38 @@ def crowd_paid_per_assignment(assignments, *, by: tuple[str, ...] = ("id",)) -> 
     link = Publication.objects.filter(
         platform="selfhosted", batch_id=OuterRef("task__batch_id")
     ).order_by("-id")
-    rows = assignments.annotate(
-        hit_reward=Subquery(hit.values("publication__reward_usd")[:1]),
-        hit_fee=Subquery(hit.values("publication__fee_rate")[:1]),
-        hit_size=Subquery(hit.values("max_assignments")[:1]),
-        link_reward=Subquery(link.values("reward_usd")[:1]),
-    ).values_list(
-        *by, "annotator__platform", "task__batch__project__reward_usd",
-        "task__batch__project__assignments_per_task",
-        "hit_reward", "hit_fee", "hit_size", "link_reward",
+    # Thousands of assignments share a few prices: the database counts the assignments of each
+    # key and price terms (one row per group, not per assignment, reaches Python), and each
+    # price is worked out once, keyed by its terms as written (repr: Decimal("1.2") and
+    # Decimal("1.20") are equal but not alike). n equal Decimals add up to amount × n exactly.
+    # The HIT's terms come in one subquery (one lookup of the HIT per assignment, not three).
+    terms = (
+        "annotator__platform", "task__batch__project__reward_usd",
+        "task__batch__project__assignments_per_task", "hit_terms", "link_reward",
     )  # fmt: skip
+    rows = (
+        assignments.annotate(
+            hit_terms=Subquery(hit.annotate(terms=_HIT_TERMS).values("terms")[:1]),
+            link_reward=Subquery(link.values("reward_usd")[:1]),
+        )
+        .order_by()
+        .values(*by, *terms)
+        .annotate(n_assignments=Count("id"))
+        .values_list(*by, *terms, "n_assignments")
+    )
     fee = fee_override()
     paid: dict = {}
-    # Thousands of assignments share a few prices: each is worked out once, keyed by what it
-    # depends on as written (repr: Decimal("1.2") and Decimal("1.20") are equal but not alike).
     prices: dict[str, Decimal] = {}
     for row in rows:
-        terms = row[len(by) :]
-        key = repr(terms)
+        row_terms = row[len(by) : -1]
+        key = repr(row_terms)
         amount = prices.get(key)
         if amount is None:
-            amount = prices[key] = _assignment_price(*terms, fee=fee)
-        _add(paid, row, by, amount)
+            platform, project_reward, per_task, hit_terms, link_reward = row_terms
+            amount = prices[key] = _assignment_price(
+                platform, project_reward, per_task, *_hit_terms(hit_terms), link_reward, fee=fee
+            )
+        _add(paid, row, by, amount * row[-1])
     bonuses = (
         Bonus.objects.filter(status=BonusStatus.PAID, assignment__in=assignments)
         .annotate(
@@ -681,6 +692,25 @@ def crowd_paid_per_assignment(assignments, *, by: tuple[str, ...] = ("id",)) -> 
         flat_rate = fee if hit_publication is None else hit_fee
         _add(paid, row, by, paid_with_fee(amount, max_assignments=None, flat_rate=flat_rate))
     return paid
+
+
+# A HIT's price terms as one JSON text: its publication's reward and fee rate, its
+# MaxAssignments. The numbers keep their digits ("1.20"), read back as Decimals (_hit_terms).
+_HIT_TERMS = Cast(
+    JSONObject(
+        reward="publication__reward_usd", fee="publication__fee_rate", size="max_assignments"
+    ),
+    TextField(),
+)
+
+
+def _hit_terms(text: str | None) -> tuple:
+    """(reward, fee rate, MaxAssignments) of a HIT from its _HIT_TERMS; all None for no HIT."""
+    if text is None:
+        return None, None, None
+    terms = json.loads(text, parse_float=Decimal)
+    reward, fee = (None if terms[k] is None else Decimal(str(terms[k])) for k in ("reward", "fee"))
+    return reward, fee, int(terms["size"])
 
 
 def _assignment_price(

@@ -113,16 +113,19 @@ def _assignment_costs(benchmark: Benchmark) -> dict[str, dict[str, SourceCost]]:
     # What the crowd was paid, per worker and subset, by the publication page's rule (what the
     # platform paid or will pay, crowd_paid_work_q): the counted work, and work counted nowhere
     # that was paid all the same (a blocked worker's, late work the platform approved, work
-    # rejected here that it auto-approved). Kinds first, of the counted work's annotators and
-    # the paid work's, then only the crowd's work is priced: an in-house expert's is paid by
-    # the hour and an undecided annotator's counts nowhere.
+    # rejected here that it auto-approved). Kinds first, of every annotator with an assignment
+    # of the benchmark (the counted work's and the paid work's among them: a kind is each
+    # annotator's own, so asking for more changes none), then only the crowd's work is priced:
+    # an in-house expert's is paid by the hour and an undecided annotator's counts nowhere.
+    # Their ids need no pass of the counting and paying rules over the assignments.
     work = Assignment.objects.filter(
         crowd_paid_work_q(), task__instruction__benchmark=benchmark
     ).order_by()
+    with_work = Assignment.objects.filter(task__instruction__benchmark=benchmark).order_by()
     kinds = annotators_counted(
         benchmark_id=benchmark.pk,
         annotator_ids={row["annotator_id"] for row in rows}
-        | set(work.values_list("annotator_id", flat=True).distinct()),
+        | set(with_work.values_list("annotator_id", flat=True).distinct()),
     )
     crowd_ids = sorted(pk for pk, kind in kinds.items() if kind == AnnotatorKind.CROWD)
     paid: dict = {}

@@ -18,7 +18,8 @@ import json
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Protocol
+from functools import partial
+from typing import Generic, Protocol, TypeVar
 
 import numpy as np
 import psycopg
@@ -43,6 +44,8 @@ from annotate.models import (
 from annotate.selectors.annotator_kinds import annotators_counted
 from annotate.selectors.results import counted_work, counted_work_sql
 
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
 SUBSET_CODES = {Subset.EASY.value: 0, Subset.HARD.value: 1}
 KIND_CODES = {"expert": 0, "crowd": 1, "llm": 2}
 ANNOTATOR_SOURCE = "annotator:"
@@ -234,49 +237,59 @@ def fetch_label_columns(benchmark_id: int) -> LabelColumns:
     return LabelColumns(question, response, packed >> 2, packed & 3, assignment)
 
 
-def _fetch_label_columns_alone(benchmark_id: int) -> LabelColumns:
-    """Read the labels on this thread's own connection, and close it."""
+def _read_alone(read: Callable[[], T]) -> T:
+    """Run `read` on this thread's own connection, and close it."""
     try:
-        return fetch_label_columns(benchmark_id)
+        return read()
     finally:
         connection.close()
 
 
-class PendingLabels(Protocol):
-    """Labels being read: `result()` waits for them, `done()` tells whether it would wait."""
+class Pending(Protocol[T_co]):
+    """A read under way: `result()` waits for it, `done()` tells whether it would wait."""
 
-    def result(self) -> LabelColumns: ...
+    def result(self) -> T_co: ...
 
     def done(self) -> bool: ...
 
 
+PendingLabels = Pending[LabelColumns]
+
+
 @dataclass
-class _ReadWhenAsked:
-    """Labels read by `result()` itself, on the caller's connection."""
+class _ReadWhenAsked(Generic[T]):
+    """A read done by `result()` itself, on the caller's connection."""
 
-    benchmark_id: int
+    read: Callable[[], T]
 
-    def result(self) -> LabelColumns:
-        return fetch_label_columns(self.benchmark_id)
+    def result(self) -> T:
+        return self.read()
 
     def done(self) -> bool:
         return True  # nothing is being read meanwhile, so nothing to wait for
 
 
-def label_columns_meanwhile(benchmark_id: int) -> PendingLabels:
-    """Start reading the benchmark's labels; return them pending.
+def read_meanwhile(read: Callable[[], T], name: str) -> Pending[T]:
+    """Start `read` (database reads only); return its result pending.
 
-    On PostgreSQL in autocommit mode the labels are read on a second connection by a thread,
-    so the server aggregates them (the longest query of a report, on a core of its own) while
-    this thread reads the instructions, questions and responses. Inside a transaction the read
-    waits for the caller: another connection would not see the transaction's rows.
+    On PostgreSQL in autocommit mode a thread (named `name`) runs it on a connection of its
+    own, so the server works on it (on a core of its own) while this thread goes on. Inside a
+    transaction it runs when its result is asked for, on the caller's connection: another
+    connection would not see the transaction's rows.
     """
     if connection.vendor != "postgresql" or connection.in_atomic_block:
-        return _ReadWhenAsked(benchmark_id)
-    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="report-labels")
-    future = executor.submit(_fetch_label_columns_alone, benchmark_id)
+        return _ReadWhenAsked(read)
+    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+    future = executor.submit(_read_alone, read)
     executor.shutdown(wait=False)
     return future
+
+
+def label_columns_meanwhile(benchmark_id: int) -> PendingLabels:
+    """Start reading the benchmark's labels; return them pending (read_meanwhile): on
+    PostgreSQL the server aggregates them (the longest query of a report) while this thread
+    reads the instructions, questions and responses."""
+    return read_meanwhile(partial(fetch_label_columns, benchmark_id), "report-labels")
 
 
 def fetch_label_rows(benchmark_id: int) -> np.ndarray:
@@ -292,22 +305,6 @@ def fetch_shown_label_rows(benchmark_id: int) -> np.ndarray:
     query = _label_columns_sql(benchmark_id, _SHOWN_LABEL_COLUMNS, "l.assignment_id IS NOT NULL")
     response, packed, assignment = _fetch_columns(query, 3)
     return np.column_stack([response, packed >> 2, packed & 3, assignment])
-
-
-def _shown_label_rows(labels: LabelColumns) -> np.ndarray:
-    """Return the labels of `labels` given through an assignment as rows (response, annotator,
-    value, assignment): fetch_shown_label_rows's rows, from the labels read already."""
-    if labels.assignment is None:
-        return np.zeros((0, 4), dtype=np.int64)
-    given = np.flatnonzero(labels.assignment)
-    return np.column_stack(
-        [
-            labels.response[given],
-            labels.annotator[given],
-            labels.value[given],
-            labels.assignment[given],
-        ]
-    )
 
 
 class _Positions:
@@ -662,10 +659,19 @@ def benchmark_arrays(
 
     labels = pending.result()
     annotators = _annotators(benchmark, labels.annotator)
+    annotator_index = annotators.positions(labels.annotator)  # per label, -1: not counted
     label_item, label_annotator, label_value = _place_labels(
-        labels, question_ids, question_instruction, first_question, responses, items, annotators
+        labels,
+        question_ids,
+        question_instruction,
+        first_question,
+        responses,
+        items,
+        annotator_index,
     )
-    shown = _shown_labels(benchmark, responses, annotators, labels)
+    shown_annotator, shown_value, shown_position = _shown_labels(
+        benchmark, responses, labels, annotator_index
+    )
 
     arrays = BenchmarkArrays(
         benchmark=benchmark,
@@ -694,18 +700,19 @@ def benchmark_arrays(
         label_item=label_item,
         label_annotator=label_annotator,
         label_value=label_value,
-        shown_annotator=shown[:, 1],
-        shown_value=shown[:, 2].astype(np.int8),
-        shown_position=shown[:, 3].astype(np.int8),
+        shown_annotator=shown_annotator,
+        shown_value=shown_value,
+        shown_position=shown_position,
     )
     _add_scores(arrays, benchmark, responses, annotators)
     return arrays
 
 
 def _place_labels(
-    labels, question_ids, question_instruction, first_question, responses, items, annotators
+    labels, question_ids, question_instruction, first_question, responses, items, annotator
 ):
-    """Return (item, annotator index, value) of each label of a counted annotator.
+    """Return (item, annotator index, value) of each label of a counted annotator (`annotator`:
+    each label's annotator index, -1 for one not counted).
 
     Ten million labels make every gather count, so each id lookup answers with what the label
     needs and what checks it at once, packed in bit fields: a question id gives its instruction
@@ -722,7 +729,6 @@ def _place_labels(
     response = _Positions(
         responses.ids, (items.offset << instruction_bits) | responses.instruction
     )(labels.response)
-    annotator = annotators.positions(labels.annotator)
     # An unknown question (-1) has instruction -1, which no response has.
     kept = (question >> rank_bits) == (response & ((1 << instruction_bits) - 1))
     kept &= response >= 0
@@ -746,23 +752,31 @@ def _bits(highest: int) -> int:
 
 
 def _shown_labels(
-    benchmark, responses: _ResponseColumns, annotators: _Annotators, labels: LabelColumns
-) -> np.ndarray:
-    """Return rows (response, annotator index, value, display position) of labels given through
-    an assignment."""
-    rows = _shown_label_rows(labels)
-    annotator = annotators.positions(rows[:, 1])
-    rows = rows[annotator >= 0]
-    rows[:, 1] = annotator[annotator >= 0]
+    benchmark, responses: _ResponseColumns, labels: LabelColumns, annotator: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Return (annotator index, value, display position) of each label of a counted annotator
+    given through one of the benchmark's assignments, in the labels' order (`annotator`: each
+    label's annotator index, -1 for one not counted).
+
+    Column by column, with no copy of a column when every label is kept (a crowd benchmark's
+    labels all come through assignments): no table of rows over the million labels."""
     # Asked always (fixed queries), and in place of the labels' second read.
     assignment_ids, table = _display_positions(benchmark, responses.system_ids)
-    if len(rows) == 0 or len(assignment_ids) == 0:
-        return np.zeros((0, 4), dtype=np.int64)
-    found = _Positions(assignment_ids)(rows[:, 3])
-    known = found >= 0
-    rows, found = rows[known], found[known]
-    system = responses.system[_index_of(responses.ids, rows[:, 0])]
-    return np.column_stack([rows[:, :3], table[found, system]])
+    if labels.assignment is None or len(assignment_ids) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int8), np.zeros(0, np.int8)
+    found = _Positions(assignment_ids)(labels.assignment)
+    kept = (annotator >= 0) & (found >= 0) & (labels.assignment != 0)
+    response, value = labels.response, labels.value
+    if not kept.all():
+        annotator, found, response, value = (
+            annotator[kept],
+            found[kept],
+            response[kept],
+            value[kept],
+        )
+    system = _Positions(responses.ids, responses.system)(response)
+    position = table.reshape(-1).take(found * table.shape[1] + system)
+    return annotator, value.astype(np.int8), position
 
 
 def _counted_scores(benchmark: Benchmark):

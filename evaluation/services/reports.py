@@ -48,15 +48,17 @@ from evaluation.conventions import (
 )
 from evaluation.errors import ReportError
 from evaluation.models import JudgeCall
-from evaluation.selectors.report_costs import source_costs
+from evaluation.selectors.report_costs import SourceCost, source_costs
 from evaluation.selectors.report_data import (
     ANNOTATOR_SOURCE,
     KIND_CODES,
     SUBSET_CODES,
     BenchmarkArrays,
+    Pending,
     annotator_source,
     benchmark_arrays,
     layout_fingerprint,
+    read_meanwhile,
 )
 from evaluation.stats import (
     MISSING,
@@ -942,6 +944,13 @@ def report_compute(
     n_resamples = settings.REPORT_BOOTSTRAP_RESAMPLES if n_resamples is None else n_resamples
     seed = settings.REPORT_BOOTSTRAP_SEED if seed is None else seed
     weights = WeightStream(np.random.default_rng(seed), n_resamples)
+    # Nothing but database reads, which need neither the labels nor the tables: on PostgreSQL
+    # the server works on them while the labels are read and the tables computed.
+    costs = (
+        read_meanwhile(lambda: source_costs(benchmark=benchmark), "report-costs")
+        if "sources" in wanted
+        else None
+    )
     if data is None:
         data = benchmark_arrays(
             benchmark=benchmark,
@@ -958,6 +967,7 @@ def report_compute(
         acc_unknown=acc_unknown,
         piece_items=piece_items,
         bootstrap=Bootstrap(data.n_instructions, weights),
+        costs=costs,
     )
     computed = {name: build(parts) for name, build in _TABLE_BUILDERS.items() if name in wanted}
     parts.bootstrap.resolve()
@@ -997,6 +1007,7 @@ class _ReportParts:
     acc_unknown: str
     piece_items: int
     bootstrap: Bootstrap
+    costs: Pending[dict[str, dict[str, SourceCost]]] | None = None  # source_costs, being read
 
     @cached_property
     def results(self) -> LabelResults:
@@ -1017,7 +1028,7 @@ class _ReportParts:
         return _breakdowns(self.data, self.sources, self.counts, self.unknown)
 
     def source_rows(self) -> list[dict]:
-        costs = source_costs(benchmark=self.benchmark)
+        costs = self.costs.result() if self.costs else source_costs(benchmark=self.benchmark)
         return _source_rows(
             self.data, self.sources, self.counts, costs, self.unknown, self.acc_unknown
         )

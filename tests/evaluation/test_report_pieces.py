@@ -8,6 +8,7 @@ not count: a rejected assignment and a blocked worker's submitted one.
 from __future__ import annotations
 
 import io
+import threading
 from concurrent.futures import Future
 
 import pytest
@@ -32,6 +33,7 @@ from evaluation.selectors.report_data import (
     fetch_label_columns,
     label_columns_meanwhile,
 )
+from evaluation.services import reports
 from evaluation.services.reports import labels_aggregated_csv, piece_bounds, report_build
 from tests.evaluation.conftest import _label
 from tests.factories import (
@@ -176,6 +178,29 @@ def test_labels_read_on_a_second_connection_give_the_same_report(pieces_bench):
     with transaction.atomic():
         in_line = report_build(scope=OPERATOR, benchmark=pieces_bench)
     assert _without_time(threaded) == _without_time(in_line)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_costs_are_read_on_a_second_connection_meanwhile(pieces_bench, monkeypatch):
+    """On PostgreSQL in autocommit mode the sources' costs (database reads only) are read by a
+    thread on its own connection while the labels are read and the tables computed; inside a
+    transaction in line, when the sources table asks for them. Same report either way."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the costs are read on a second connection on PostgreSQL only")
+    readers = []
+    read = reports.source_costs
+
+    def costs_spy(**kwargs):
+        readers.append(threading.current_thread().name)
+        return read(**kwargs)
+
+    monkeypatch.setattr(reports, "source_costs", costs_spy)
+    threaded = report_build(scope=OPERATOR, benchmark=pieces_bench)
+    with transaction.atomic():
+        in_line = report_build(scope=OPERATOR, benchmark=pieces_bench)
+    assert [name.startswith("report-costs") for name in readers] == [True, False]
+    assert _without_time(threaded) == _without_time(in_line)
+    assert any(row["cost_usd"] is not None for row in threaded["sources"])
 
 
 class _ReadAfter:

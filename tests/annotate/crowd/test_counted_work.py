@@ -601,6 +601,40 @@ def test_crowd_cost_is_what_each_assignment_was_paid_through_its_publication(
     assert (project.reward_usd, paid[two.pk]) == (Decimal("1.00"), Decimal("1.20"))
 
 
+def test_assignments_of_one_price_are_priced_and_added_once_per_group(
+    client, live, fake_mturk, monkeypatch
+):
+    """Table 4 and a publication's spending price tens of thousands of assignments sharing a few
+    prices: the database counts the assignments of each key and price, so Python adds one
+    amount per group (the price × how many), not one per assignment, and the sum is the same."""
+    from decimal import Decimal
+
+    from annotate.crowd.models import Publication
+    from annotate.crowd.selectors import crowd_paid_per_assignment
+
+    first, second = _hits(live)
+    Publication.objects.filter(pk=live.pk).update(
+        reward_usd=Decimal("0.80"), fee_rate=Decimal("0.2")
+    )
+    one, _ = do_task(client, fake_mturk, first, "AWORKER1", "yes")
+    two, _ = do_task(client, fake_mturk, second, "AWORKER1", "no")
+    added = []
+    add = selectors._add
+
+    def add_spy(paid, row, by, amount):
+        added.append(amount)
+        add(paid, row, by, amount)
+
+    monkeypatch.setattr(selectors, "_add", add_spy)
+    work = Assignment.objects.filter(pk__in=[one.pk, two.pk])
+    assert crowd_paid_per_assignment(work, by=("annotator_id",)) == {
+        one.annotator_id: Decimal("1.92")  # 2 × ($0.80 + 20 %)
+    }
+    assert added == [Decimal("1.92")]
+    # By assignment: one group each, each at its price.
+    assert crowd_paid_per_assignment(work) == {one.pk: Decimal("0.96"), two.pk: Decimal("0.96")}
+
+
 def test_a_selfhosted_participant_who_names_an_mturk_hit_is_priced_as_the_links_work(
     client, live, fake_mturk, admin
 ):
