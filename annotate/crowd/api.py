@@ -712,7 +712,13 @@ class AssignmentDecisionApi(AdminApi):
     @extend_schema_serializer(component_name="CrowdDecisionInput")
     class InputSerializer(serializers.Serializer):
         feedback = serializers.CharField(required=False, default="", allow_blank=True)
-        amount_usd = serializers.DecimalField(max_digits=8, decimal_places=2, required=False)
+        amount_usd = serializers.DecimalField(
+            max_digits=8,
+            decimal_places=2,
+            required=False,
+            help_text="Bonus only: dollars, at most CROWD_BONUS_MAX_USD (default 20.00); above it "
+            '400 with "field": "amount_usd", nothing paid.',
+        )
         # A bonus sent again with the same token is the same bonus (paid once).
         request_token = serializers.CharField(
             required=False, default="", allow_blank=True, help_text=_REQUEST_TOKEN_HELP

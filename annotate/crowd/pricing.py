@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from decimal import Decimal, InvalidOperation
+from typing import NamedTuple
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
@@ -65,6 +66,25 @@ def platform_fee(amount, *, max_assignments: int | None, flat_rate: Decimal | No
         return Decimal(0)
     large = max_assignments is not None and max_assignments >= MTURK_LARGE_HIT
     return max(to_cents(amount * (MTURK_LARGE_HIT_FEE if large else MTURK_FEE)), MTURK_MIN_FEE)
+
+
+class BonusFeeTerms(NamedTuple):
+    """How a bonus's fee is reckoned, for a page that prices an amount typed in the browser:
+    `platform_fee` of a bonus is max(amount × rate rounded to cents, halves up, minimum)."""
+
+    rate: Decimal
+    minimum: Decimal
+    name: str  # "MTurk fee", "25% platform fee"
+
+
+def bonus_fee_terms(*, flat_rate: Decimal | None) -> BonusFeeTerms:
+    """The terms `platform_fee` applies to a bonus under `flat_rate` (a publication's
+    `fee_rate`; None: MTurk's schedule, 20% and at least $0.01). A flat fee is rounded on the
+    total, which for a bonus of whole cents is the fee rounded to cents."""
+    if flat_rate is not None:
+        percent = f"{(Decimal(flat_rate) * 100).normalize():f}"
+        return BonusFeeTerms(Decimal(flat_rate), Decimal(0), f"{percent}% platform fee")
+    return BonusFeeTerms(MTURK_FEE, MTURK_MIN_FEE, "MTurk fee")
 
 
 def paid_with_fee(amount, *, max_assignments: int | None, flat_rate: Decimal | None) -> Decimal:

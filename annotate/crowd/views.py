@@ -37,6 +37,7 @@ from annotate.crowd.platforms import (
     platform_names,
     publication_on_other_endpoint,
 )
+from annotate.crowd.pricing import bonus_fee_terms
 from annotate.crowd.services import publishing
 from annotate.crowd.services import replacements as replacement_services
 from annotate.crowd.services import review as review_services
@@ -606,8 +607,18 @@ def review(request: HttpRequest, publication_id: int) -> HttpResponse:
         "never_submitted": selectors.never_submitted(publication=publication),
         "reconciliation": selectors.reconciliation(publication=publication),
         "platform_confirms": review_services.platform_confirms(publication.platform),
+        **bonus_form_context(publication),
     }
     return render(request, "crowd/review.html", context)
+
+
+def bonus_form_context(publication) -> dict:
+    """What a review page's bonus forms show: the most a bonus may be, and the terms of its fee
+    (the confirm, built in the browser, prices the amount typed: static/annotate/site.js)."""
+    return {
+        "bonus_max": review_services.bonus_max_usd(),
+        "bonus_fee": bonus_fee_terms(flat_rate=publication.fee_rate),
+    }
 
 
 @admin_page

@@ -28,6 +28,7 @@ from annotate.crowd.views import (
     _not_published_reason,
     admin_page,
     bonus_amount,
+    bonus_form_context,
     rejected_message,
 )
 from annotate.crowd.worker_views import anonymous_remember, link_params, worker_page
@@ -122,6 +123,7 @@ def study_review(request: HttpRequest, study_publication_id: int) -> HttpRespons
         "rows": study_review_rows(publication=publication),
         "reconciliation": crowd_selectors.reconciliation(publication=publication),
         "platform_confirms": review.platform_confirms(publication.platform),
+        **bonus_form_context(publication),
     }
     return render(request, "verbalizer/crowd_review.html", context)
 

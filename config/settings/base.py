@@ -3,6 +3,7 @@
 import os
 import secrets
 from datetime import timedelta
+from decimal import Decimal
 from pathlib import Path
 
 import dj_database_url
@@ -418,6 +419,19 @@ CROWD_PUBLIC_URL = os.environ.get("CROWD_PUBLIC_URL", "")
 # Empty: MTurk's fee schedule (annotate/crowd/pricing.py) on MTurk and the offline platform; a
 # rate (0.25 for 25%) replaces it with a flat fee (a negotiated price, another platform).
 CROWD_FEE_RATE = os.environ.get("CROWD_FEE_RATE", "")
+# The most one bonus may be, in dollars, on one assignment or one human-study answer: a larger
+# one is refused on every page and API, before anything is stored or sent (a typo of $10,000
+# for $10.00 is paid at once on MTurk and cannot be taken back).
+try:
+    CROWD_BONUS_MAX_USD = Decimal(os.environ.get("CROWD_BONUS_MAX_USD", "20.00"))
+except ArithmeticError:  # decimal.InvalidOperation: not a number
+    CROWD_BONUS_MAX_USD = Decimal("NaN")
+if not (
+    CROWD_BONUS_MAX_USD.is_finite()
+    and Decimal(0) < CROWD_BONUS_MAX_USD < Decimal(1_000_000)
+    and CROWD_BONUS_MAX_USD.quantize(Decimal("0.01")) == CROWD_BONUS_MAX_USD
+):
+    raise ValueError("CROWD_BONUS_MAX_USD must be an amount in dollars and cents, e.g. 20.00.")
 # Where a worker's browser may post the finished assignment (MTurk's turkSubmitTo hosts), and the
 # origins that may frame the worker pages. Tests add the fake server through the extra lists.
 CROWD_SUBMIT_HOSTS = ["www.mturk.com", "workersandbox.mturk.com"] + env_list(

@@ -1,12 +1,45 @@
 // Site-wide behaviour: destructive actions ask first. A button or form with data-confirm shows
-// its text in a confirmation dialog; cancelling sends nothing. The project form's guidelines
-// follow its mode (below).
+// its text in a confirmation dialog; cancelling sends nothing. A bonus button (data-bonus-*)
+// asks with the amount typed in its form, the platform's fee on it and the worker instead. The
+// project form's guidelines follow its mode (below).
 (function () {
   "use strict";
+
+  // A plain amount ("0.5", "12.50") in whole units and parts of 10^places, or null.
+  function parseUnits(text, places) {
+    var match = /^\s*(\d{0,9})(?:\.(\d*))?\s*$/.exec(text || "");
+    if (!match || (match[1] + (match[2] || "")) === "" || (match[2] || "").length > places) {
+      return null;
+    }
+    var parts = (match[2] || "") + "000".slice(0, places - (match[2] || "").length);
+    return Number(match[1] || "0") * Math.pow(10, places) + Number(parts || "0");
+  }
+
+  function dollars(cents) {
+    var whole = String(Math.floor(cents / 100)).replace(/\B(?=(\d{3})+(?!\d))/g, ",");
+    return "$" + whole + "." + String(cents % 100 + 100).slice(1);
+  }
+
+  // The fee as annotate.crowd.pricing.platform_fee prices a bonus (bonus_fee_terms): amount ×
+  // rate rounded to cents, halves up, at least the minimum. Whole numbers only: no float error.
+  function bonusQuestion(form, button) {
+    var cents = parseUnits(form.elements.amount && form.elements.amount.value, 2);
+    var rate = parseUnits(button.getAttribute("data-bonus-fee-rate"), 3);
+    var minimum = parseUnits(button.getAttribute("data-bonus-fee-min"), 2);
+    if (!cents || rate === null || minimum === null) {
+      return null;
+    }
+    var fee = Math.max(Math.floor((cents * rate + 500) / 1000), minimum);
+    return "Pay a bonus of " + dollars(cents) + " (+ " + dollars(fee) + " " +
+      button.getAttribute("data-bonus-fee-name") + ") to worker " +
+      button.getAttribute("data-bonus-worker") + " now? " + button.getAttribute("data-bonus-note");
+  }
+
   document.addEventListener("submit", function (event) {
     var form = event.target;
     var submitter = event.submitter;
     var question =
+      (submitter && submitter.hasAttribute("data-bonus-worker") && bonusQuestion(form, submitter)) ||
       (submitter && submitter.getAttribute("data-confirm")) || form.getAttribute("data-confirm");
     if (question && !window.confirm(question)) {
       event.preventDefault();

@@ -9,9 +9,15 @@ from urllib.parse import urlencode
 
 import pytest
 
-from annotate.crowd.models import Hit, Publication, PublicationStatus
+from annotate.crowd.models import Bonus, Hit, Publication, PublicationStatus
+from annotate.crowd.services import review
 from annotate.models import Annotator, AnnotatorKind, Assignment, AssignmentStatus, Label
 from annotate.roles import ADMIN
+from tests.annotate.crowd.conftest import (
+    crowd_assignment,
+    fake_publication,
+    submitted_on_fake_platform,
+)
 from tests.annotate.crowd.fake_mturk import FakeMTurkServer
 from tests.factories import UserFactory, project_with_tasks
 
@@ -354,3 +360,46 @@ def test_an_admin_resumes_a_publish_whose_worker_died_half_way(
         on_server = set(fake_mturk.state.hits)
     ours = set(publication.hits.values_list("hit_id", flat=True))
     assert len(on_server) == 3 and ours == on_server
+
+
+def test_the_bonus_confirm_names_the_amount_its_fee_and_the_worker(page_for, settings, snap):
+    """A walkthrough typed $10,000 on a $0.40 task and was asked only "Pay this bonus now?": the
+    dialog now says what is paid, the platform's fee on it and to whom (the worker's id, text a
+    worker chose, shown as text); cancelling sends nothing, and a bonus above
+    CROWD_BONUS_MAX_USD confirmed all the same is refused by the server, nothing paid."""
+    from annotate.crowd.fake import FakePlatform
+
+    settings.CROWD_BACKEND = "fake"
+    project = project_with_tasks(instructions=1, systems=2, questions=2, assignments_per_task=1)
+    batch = project.batches.get()
+    publication = fake_publication(batch, fee_rate=None)  # MTurk's schedule: 20%, at least 1¢
+    worker = 'A1B2"><img src=x id=injected>'
+    assignment = crowd_assignment(task=batch.tasks.get(), platform="fake", worker=worker)
+    submitted_on_fake_platform(assignment, publication=publication)
+    boss = UserFactory(username="bonus-boss", roles=[ADMIN], is_staff=True)
+    review.assignment_approve(assignment_id=assignment.pk, user=boss)
+    admin = page_for(boss)
+    admin.goto(f"/crowd/publications/{publication.pk}/review/")
+    row = admin.locator(f'tr[data-assignment="{assignment.pk}"]')
+    row.locator("input[name=amount]").fill("0.50")
+    row.locator("input[name=feedback]").last.fill("careful work")
+    asked = []
+    admin.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
+    row.get_by_role("button", name="Pay bonus").click()
+    assert asked == [
+        f"Pay a bonus of $0.50 (+ $0.10 MTurk fee) to worker {worker} now? "
+        "The platform pays it at once, and a bonus cannot be taken back."
+    ]
+    assert admin.locator("#injected").count() == 0
+    assert not Bonus.objects.exists()
+
+    row.locator("input[name=amount]").fill("10000")
+    admin.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
+    row.get_by_role("button", name="Pay bonus").click()
+    admin.locator(".messages", has_text="CROWD_BONUS_MAX_USD").wait_for()
+    snap(admin, "refused")
+    assert asked[1].startswith("Pay a bonus of $10,000.00 (+ $2,000.00 MTurk fee) to worker A1B2")
+    assert "Bonus amount: $10,000.00 is more than the most one bonus may be, $20.00" in (
+        admin.locator(".messages").inner_text()
+    )
+    assert not Bonus.objects.exists() and FakePlatform.store.bonuses == []

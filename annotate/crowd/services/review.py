@@ -60,6 +60,7 @@ from annotate.errors import (
     AnnotateError,
     ConflictError,
     CrowdPlatformError,
+    FieldInputError,
     NotFoundError,
     PermissionDeniedError,
     TransientPlatformError,
@@ -821,6 +822,12 @@ def _bonus_store(
         return earlier
     if not _dollars_and_cents(amount_usd):
         raise AnnotateError("A bonus is a positive amount in dollars and cents, e.g. 0.50.")
+    if amount_usd > bonus_max_usd():
+        raise FieldInputError(
+            f"Bonus amount: ${Decimal(amount_usd):,.2f} is more than the most one bonus may be, "
+            f"${bonus_max_usd():,.2f} (CROWD_BONUS_MAX_USD). Nothing was paid.",
+            field="amount_usd",
+        )
     if not reason.strip():
         raise AnnotateError("Give the worker a reason for the bonus.")
     if not get_platform(paid_for.annotator.platform).pays_workers:
@@ -846,6 +853,11 @@ def _bonus_store(
         if not request_token:
             raise
         return _bonus_of_token(request_token, paid_for)
+
+
+def bonus_max_usd() -> Decimal:
+    """The most one bonus may be (CROWD_BONUS_MAX_USD), checked before anything is stored."""
+    return Decimal(str(settings.CROWD_BONUS_MAX_USD))
 
 
 def _untokened_repeat_check(paid_for, *, amount_usd: Decimal, reason: str, now: datetime) -> None:

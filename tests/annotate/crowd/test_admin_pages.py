@@ -182,6 +182,36 @@ def test_paying_the_first_bonus_asks_first_as_every_later_one_does(client, admin
     assert 'data-confirm="Pay this bonus now?' in button
 
 
+@pytest.mark.parametrize(
+    ("fee_rate", "terms"),
+    [
+        (None, ('data-bonus-fee-rate="0.20"', 'data-bonus-fee-min="0.01"', '"MTurk fee"')),
+        (
+            Decimal("0.25"),
+            ('data-bonus-fee-rate="0.250"', 'data-bonus-fee-min="0"', "25% platform"),
+        ),
+    ],
+)
+def test_the_bonus_button_carries_what_its_confirm_names_the_amount_fee_and_worker_by(
+    client, admin_user, crowd_batch, fee_rate, terms
+):
+    """The confirm said "Pay this bonus now?" whatever was typed ($10,000 on a $0.40 task):
+    site.js now asks "Pay a bonus of $X (+ $F MTurk fee) to worker W now?" from the button's
+    fee terms (the publication's: MTurk's schedule, or its flat rate) and worker, the worker's
+    id escaped as any attribute, and the field says the most a bonus may be."""
+    publication = fake_publication(crowd_batch, fee_rate=fee_rate)
+    assignment = crowd_assignment(task=crowd_batch.tasks.first(), platform="fake", worker='W"><b>1')
+    submitted_on_fake_platform(assignment, publication=publication)
+    assignment.status = AssignmentStatus.APPROVED
+    assignment.save(update_fields=["status"])
+    client.force_login(admin_user)
+    row = _review_row(client.get(reverse("crowd:review", args=[publication.pk])).text, assignment)
+    button = row[row.index('<button name="action" value="bonus"') :].split(">", 1)[0]
+    assert 'data-bonus-worker="W&quot;&gt;&lt;b&gt;1"' in button
+    assert all(term in button for term in terms), button
+    assert "at most $20.00" in row
+
+
 def _review_row(page_html: str, assignment) -> str:
     """The review table's row of `assignment`, up to the next row (its cells hold tables)."""
     return page_html.split(f'<tr data-assignment="{assignment.pk}">')[1].split("<tr data-")[0]

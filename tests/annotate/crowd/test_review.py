@@ -248,6 +248,55 @@ def test_bad_bonus_amount_is_refused(client, live, fake_mturk, admin_user, amoun
         )
 
 
+def test_a_bonus_above_the_maximum_is_refused_on_the_page_and_nothing_is_paid(
+    client, live, fake_mturk, admin_user, settings, django_capture_on_commit_callbacks
+):
+    """A browser walkthrough sent $10,000 on a $0.40 task "for payment" after one generic
+    confirm: above CROWD_BONUS_MAX_USD the page says which field and what limit, and nothing is
+    stored or sent to the platform; the limit itself is allowed."""
+    settings.CROWD_BONUS_MAX_USD = Decimal("5.00")
+    done = work(client, fake_mturk, live.hits.first(), "AW1")
+    review.assignment_approve(assignment_id=done.pk, user=admin_user)
+    client.force_login(admin_user)
+    url = reverse("crowd:review", args=[live.pk])
+    assert "at most $5.00" in client.get(url).text
+    action = reverse("crowd:assignment-action", args=[done.pk])
+    for amount in ("10000", "5.01"):
+        with django_capture_on_commit_callbacks(execute=True):
+            refused = client.post(
+                action, {"action": "bonus", "amount": amount, "feedback": "thanks"},
+                HTTP_REFERER=url, follow=True,
+            )  # fmt: skip
+        assert "Bonus amount: $" in refused.text
+        assert "more than the most one bonus may be, $5.00 (CROWD_BONUS_MAX_USD)" in refused.text
+        assert "sent for payment" not in refused.text
+    assert not Bonus.objects.exists() and fake_mturk.state.bonuses == []
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(action, {"action": "bonus", "amount": "5.00", "feedback": "thanks"})
+    assert [b["BonusAmount"] for b in fake_mturk.state.bonuses] == ["5.00"]
+
+
+def test_the_api_refuses_a_bonus_above_the_maximum_naming_the_field(
+    client, live, fake_mturk, admin_user, settings
+):
+    settings.CROWD_BONUS_MAX_USD = Decimal("20.00")
+    done = work(client, fake_mturk, live.hits.first(), "AW1")
+    review.assignment_approve(assignment_id=done.pk, user=admin_user)
+    client.force_login(admin_user)
+    answer = client.post(
+        f"/api/crowd/assignments/{done.pk}/bonus/",
+        {"amount_usd": "10000.00", "feedback": "thanks", "request_token": "t" * 20},
+        content_type="application/json",
+    )
+    assert answer.status_code == 400, answer.content
+    assert answer.json() == {
+        "detail": "Bonus amount: $10,000.00 is more than the most one bonus may be, $20.00 "
+        "(CROWD_BONUS_MAX_USD). Nothing was paid.",
+        "field": "amount_usd",
+    }
+    assert not Bonus.objects.exists() and fake_mturk.state.bonuses == []
+
+
 def test_block_unblock_and_notify(client, live, fake_mturk, admin_user):
     done = work(client, fake_mturk, live.hits.first(), "AW1")
     worker = done.annotator

@@ -240,7 +240,14 @@ def test_admin_pays_a_bonus_on_an_approved_answer_once(
     assert "such as 0.50" in refused.text
     refused = client.post(action, {"action": "bonus", "amount": "0.25", "feedback": " "}, **back)
     assert "reason for the bonus" in refused.text
-    assert fake_mturk.state.bonuses == []
+    # Above CROWD_BONUS_MAX_USD ($20.00 by default) too, naming the field and the limit.
+    assert "at most $20.00" in page
+    with django_capture_on_commit_callbacks(execute=True):
+        refused = client.post(
+            action, {"action": "bonus", "amount": "10000", "feedback": "f"}, **back
+        )
+    assert "Bonus amount: $10,000.00 is more than the most one bonus may be, $20.00" in refused.text
+    assert fake_mturk.state.bonuses == [] and not answer.bonuses.exists()
     # Paid through boto3 on the fake MTurk server, to this worker and assignment, once.
     with django_capture_on_commit_callbacks(execute=True):  # the page enqueues the payment
         client.post(action, {"action": "bonus", "amount": "0.25", "feedback": "careful"})
