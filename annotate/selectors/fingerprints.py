@@ -21,7 +21,12 @@ from django.db.models import BigIntegerField, Expression, F, Func, QuerySet, Sum
 _MASK = 0xFFFFFFFF
 # Odd multipliers below 2**31, so a 32-bit value times one fits a signed 64-bit integer
 # (PostgreSQL's bigint raises on overflow, SQLite's turns into a float).
-_MULTIPLIERS = (0x7FEB352D, 0x5BD1E995, 0x2C1B3C6D)
+# Each lane: a constant folded into the id first, the shifts of its three steps, its two
+# multipliers.
+_LANES = (
+    (0, (16, 15, 16), (0x7FEB352D, 0x5BD1E995)),
+    (0x1B873593, (15, 13, 16), (0x2C1B3C6D, 0x27D4EB2F)),
+)
 # Stamps in (micro- or milli)seconds modulo a prime, so their sum over millions of rows still
 # fits SQLite's integers (SUM raises "integer overflow" there).
 _STAMP_PRIME = 2_147_483_647
@@ -45,22 +50,35 @@ def _fence() -> str:
 def ids_fingerprint(queryset: QuerySet, key: str = "pk") -> tuple[int, int, int]:
     """Return (rows, sum of hash A, sum of hash B) over the integer `key` of each row.
 
-    Each key is hashed by a 32-bit xorshift-multiply mix (a bijection of 32-bit values, so two
-    ids below 2**32 never share a hash; larger ids are taken modulo 2**32), and the second lane
-    multiplies the first again: the rows' order does not matter, and two different sets share
-    the three numbers only by chance (about one in 2**64, taking the mix for a random function),
-    whatever arithmetic relation their ids have. Computed by the database in one statement.
+    Each key is hashed by two 32-bit xorshift-multiply mixes of their own (`_LANES`: other
+    multipliers, shifts and a constant folded in first; each a bijection of 32-bit values, so
+    two ids below 2**32 never share a hash in a lane; larger ids are taken modulo 2**32): the
+    rows' order does not matter, and two different sets share the three numbers only by chance
+    (about one in 2**64, taking the mixes for independent random functions), whatever
+    arithmetic relation their ids have. Lane B must not be a function of lane A's hash alone:
+    one that multiplied it again (`(h * c) mod 2**32`) summed to c times lane A's sum modulo
+    2**32, so a collision of lane A was one of lane B nearly always (about one in 2**33).
+    Computed by the database in one statement.
     """
     sql, params = queryset.order_by().values(key).query.sql_with_params()
-    first, second, third = _MULTIPLIERS
     fence = _fence()
-    mixed = (
-        f"SELECT {_xorshift_times('x', 16, first)} AS a FROM "
-        f"(SELECT ({key} & {_MASK}) AS x FROM ({sql}) keyed) masked{fence}"
+    lanes = list(enumerate(_LANES))
+    start = ", ".join(
+        f"{_xorshift_times(_xor('x', str(seed)), shifts[0], multipliers[0])} AS a{lane}"
+        for lane, (seed, shifts, multipliers) in lanes
     )
-    mixed = f"SELECT {_xorshift_times('a', 15, second)} AS b FROM ({mixed}) once{fence}"
-    mixed = f"SELECT {_xor('b', 'b >> 16')} AS h FROM ({mixed}) twice{fence}"
-    statement = f"SELECT COUNT(*), SUM(h), SUM((h * {third}) & {_MASK}) FROM ({mixed}) hashed"
+    mixed = f"SELECT {start} FROM (SELECT ({key} & {_MASK}) AS x FROM ({sql}) keyed) masked{fence}"
+    step = ", ".join(
+        f"{_xorshift_times(f'a{lane}', shifts[1], multipliers[1])} AS b{lane}"
+        for lane, (_, shifts, multipliers) in lanes
+    )
+    mixed = f"SELECT {step} FROM ({mixed}) once{fence}"
+    last = ", ".join(
+        f"{_xor(f'b{lane}', f'b{lane} >> {shifts[2]}')} AS h{lane}"
+        for lane, (_, shifts, _) in lanes
+    )
+    mixed = f"SELECT {last} FROM ({mixed}) twice{fence}"
+    statement = f"SELECT COUNT(*), SUM(h0), SUM(h1) FROM ({mixed}) hashed"
     with connection.cursor() as cursor:
         cursor.execute(statement, params)
         rows, lane_a, lane_b = cursor.fetchone()

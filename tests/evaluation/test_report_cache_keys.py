@@ -250,6 +250,100 @@ def test_three_rejections_and_three_restored_submissions_are_reported_at_once(db
     assert _yes_of(_report(benchmark), EXPERT_MAJORITY) == {system.name: 0}
 
 
+def test_two_sets_whose_first_hashes_collide_keep_different_fingerprints(db):
+    """{5, 1622} and {10, 387} have the same sum of the first lane's hashes: a second lane that
+    multiplied that hash again summed the same too (its sum is c times the first's modulo
+    2**32), so the key had about 33 bits, not 64. Each lane mixes the ids on its own."""
+    from annotate.models import Annotator
+    from annotate.selectors.fingerprints import ids_fingerprint
+    from tests.factories import AnnotatorFactory
+
+    for pk in (5, 10, 387, 1622):
+        AnnotatorFactory(pk=pk, name=f"lane-{pk}")
+    one = ids_fingerprint(Annotator.objects.filter(pk__in=[5, 1622]))
+    two = ids_fingerprint(Annotator.objects.filter(pk__in=[10, 387]))
+    assert one[1] == two[1]  # the first lane alone collides (so the test keeps its meaning)
+    assert one != two
+
+
+def _lanes_of(ids) -> tuple[int, int, int]:
+    """The fingerprint worked out in Python from its documented mix (fingerprints._LANES)."""
+    from annotate.selectors.fingerprints import _LANES
+
+    sums = []
+    for seed, (s1, s2, s3), (m1, m2) in _LANES:
+        total = 0
+        for pk in ids:
+            x = (pk & 0xFFFFFFFF) ^ seed
+            a = ((x ^ (x >> s1)) * m1) & 0xFFFFFFFF
+            b = ((a ^ (a >> s2)) * m2) & 0xFFFFFFFF
+            total += b ^ (b >> s3)
+        sums.append(total)
+    return (len(ids), *sums)
+
+
+def test_the_fingerprint_of_ids_far_beyond_32_bits_is_the_mix_without_overflow(db):
+    """Ids are 64-bit: every step of the mix stays inside a signed 64-bit integer on both
+    databases (PostgreSQL raises on overflow, SQLite turns to a float), and ids 2**32 apart
+    share a hash, as documented."""
+    from annotate.models import Annotator
+    from annotate.selectors.fingerprints import ids_fingerprint
+    from tests.factories import AnnotatorFactory
+
+    big = [1, 2**31 - 1, 2**31, 2**32 - 1, 2**32 + 1, 2**40 + 3, 2**62 + 11, 2**63 - 1]
+    for pk in big:
+        AnnotatorFactory(pk=pk, name=f"big-{pk}")
+    assert ids_fingerprint(Annotator.objects.filter(pk__in=big)) == _lanes_of(big)
+    assert ids_fingerprint(Annotator.objects.filter(pk=1)) == ids_fingerprint(
+        Annotator.objects.filter(pk=2**32 + 1)
+    )
+
+
+def test_two_rejections_and_two_restored_submissions_whose_first_hashes_collide(db):
+    """Assignments 5 and 1622 said YES and count, 10 and 387 said NO and were left out; the
+    first two are rejected and the other two take their slots: the report read through the
+    cache must say NO (it said YES while both lanes of the key collided)."""
+    from django.utils import timezone
+
+    from annotate.models import AnnotatorKind, Assignment, AssignmentStatus, Label
+    from evaluation.services.reports import EXPERT_MAJORITY
+    from tests.factories import (
+        AnnotatorFactory,
+        AssignmentFactory,
+        TaskFactory,
+        benchmark_with_responses,
+    )
+
+    benchmark, (system,) = benchmark_with_responses(instructions=1, systems=1, questions=1)
+    question = Question.objects.get(instruction__benchmark=benchmark)
+    response = Response.objects.get(instruction__benchmark=benchmark)
+    task = TaskFactory(batch__project__benchmark=benchmark, instruction=question.instruction)
+    said_yes, said_no = (5, 1622), (10, 387)
+    for pk in (*said_yes, *said_no):
+        annotator = AnnotatorFactory(name=f"pair-{pk}", kind=AnnotatorKind.EXPERT)
+        assignment = AssignmentFactory(
+            pk=pk,
+            task=task,
+            annotator=annotator,
+            status=AssignmentStatus.SUBMITTED,
+            submitted_at=timezone.now(),
+            is_late=pk not in said_yes,
+        )
+        Label.objects.create(
+            question=question,
+            response=response,
+            annotator=annotator,
+            assignment=assignment,
+            value=1 if pk in said_yes else 0,
+        )
+    assert _yes_of(_report(benchmark), EXPERT_MAJORITY) == {system.name: 1}
+
+    Assignment.objects.filter(pk__in=said_yes).update(status=AssignmentStatus.REJECTED)
+    Assignment.objects.filter(pk__in=said_no).update(is_late=False)
+
+    assert _yes_of(_report(benchmark), EXPERT_MAJORITY) == {system.name: 0}
+
+
 def test_a_kind_decided_on_a_host_whose_clock_is_behind_is_reported(bench):
     """A kind is decided on a host whose clock is fast, then another on one whose clock is an
     hour behind it: the second stamp is older than the first, so the latest stamp does not

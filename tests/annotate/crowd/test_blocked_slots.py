@@ -188,7 +188,7 @@ def test_the_pages_and_the_api_say_what_an_unblock_counted_again(client, link, a
     admin_client.force_login(admin)
     url = reverse("crowd:worker-action", args=[worker])
     blocked = admin_client.post(url, {"action": "block", "reason": "r"}, follow=True).text
-    assert "those tasks are offered to other workers" in blocked
+    assert "those tasks are offered to other participants of the link" in blocked
     started = _start(client, link, "P2")
     unblocked = admin_client.post(url, {"action": "unblock"}, follow=True).text
     assert "Worker unblocked: 0 of their submissions count again. 1 stay out" in unblocked
