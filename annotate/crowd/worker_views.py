@@ -174,7 +174,12 @@ def anonymous_remember(
     request: HttpRequest, response: HttpResponse, publication: Publication, worker_id: str
 ) -> None:
     """Keep a link's anonymous participant in this browser (a cookie of the join page only), so
-    that pressing Start again does not make a second participant."""
+    that pressing Start again does not make a second participant. Only one this Start made, or
+    the browser's own: an id sent with the Start (`workerId=anon-…` in a link someone else
+    made, or a form posted from another site) is never kept, else the browser's later Starts
+    without an id would all be that sender's participant."""
+    if workers.selfhosted_worker_id(request.POST.dict()):
+        return
     cookie = workers.anonymous_participant_cookie(publication=publication, worker_id=worker_id)
     if cookie is not None:
         name, value, max_age = cookie

@@ -132,6 +132,16 @@ def test_a_browsers_participant_cookie_is_signed_and_of_its_own_link(client, stu
     assert not Annotator.objects.filter(worker_id__in=["anon-forged", "anon-elsewhere"]).exists()
 
 
+def test_an_anonymous_looking_id_sent_with_a_start_is_never_kept_in_the_browser(client, study):
+    """A link someone else made (or a form posted from another site) sends workerId=anon-…: the
+    browser's later Starts without an id were all that sender's participant for 14 days."""
+    sent = _start(client, study, workerId="anon-chosen-by-someone-else")
+    assert sent.status_code == 302
+    assert f"crowd_participant_{study.pk}" not in sent.cookies
+    assert _start(client, study).status_code == 302
+    assert Annotator.objects.filter(worker_id__startswith="anon-").count() == 2
+
+
 def test_a_closed_link_takes_nobody_new_but_keeps_started_work(client, study, admin):
     started = _start(client, study, PROLIFIC_PID="P1")
     client.force_login(admin)
