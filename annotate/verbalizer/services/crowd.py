@@ -378,6 +378,11 @@ def link_answer_submit(
         if WorkerBlock.objects.filter(annotator=annotator, active=True).exists():
             raise PermissionDeniedError("Sorry, you can no longer take tasks from this requester.")
         workers.study_link_lock(human_study_id=study.pk)
+        if annotator.kind != AnnotatorKind.CROWD:
+            # Counted as an expert: their answer is in-house (same_channel_q), and in-house
+            # answers take turns on the study's row (human_work_answer_submit), after the
+            # link's here as wherever both are taken (review._turns_of).
+            HumanStudy.objects.select_for_update().filter(pk=study.pk).first()
         return human_answer_submit_within_limit(
             study=study, prompt_id=prompt_id, annotator=annotator, key=key, seconds=seconds
         )

@@ -476,3 +476,59 @@ def test_a_sync_confirming_an_answer_while_its_workers_block_commits_gives_it_no
     assert late.place_released
     assert _fake_channel(study)[0].counts.get(hit.prompt_id, {}).get("fake", 0) == 0
     assert not counted_human_answers(HumanAnswer.objects.filter(pk=late.pk)).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_link_participant_counted_as_an_expert_and_an_in_house_answer_take_turns(
+    study, monkeypatch
+):
+    """A self-hosted participant counted as an expert answers in-house, but took only their own
+    row and the link's: a colleague's in-house answer, stored and not yet committed under the
+    study's row, was not in their count, and the prompt ended with four in-house answers of
+    three."""
+    from annotate.verbalizer.services import humans
+
+    _postgresql_only()
+    link = _publish(study, "selfhosted", "0.20")
+    participant = crowd.study_link_start(publication=link, params={"PROLIFIC_PID": "EXP1"})
+    participant.annotator.kind = AnnotatorKind.EXPERT
+    participant.annotator.save(update_fields=["kind"])
+    prompt_id = study.prompts.order_by("pk").first().pk
+    for _ in range(2):
+        human_work_answer_submit(
+            study=study, prompt_id=prompt_id, annotator=AnnotatorFactory(), key=1, seconds=1.0
+        )
+    stored, go, colleague = threading.Event(), threading.Event(), AnnotatorFactory()
+    within_limit = humans.human_answer_submit_within_limit
+
+    def held_open(**kwargs):
+        answer = within_limit(**kwargs)
+        if kwargs["annotator"] == colleague:
+            stored.set()
+            go.wait(20)
+        return answer
+
+    monkeypatch.setattr(humans, "human_answer_submit_within_limit", held_open)
+    first, second = [], []
+    one = in_thread(
+        lambda: human_work_answer_submit(
+            study=study, prompt_id=prompt_id, annotator=colleague, key=1, seconds=1.0
+        ),
+        first,
+    )
+    assert stored.wait(20)
+    two = in_thread(
+        lambda: crowd.link_answer_submit(
+            participant=participant, prompt_id=prompt_id, key=1, seconds=1.0
+        ),
+        second,
+    )
+    two.join(2)
+    go.set()
+    one.join(20)
+    two.join(20)
+    in_house = HumanAnswer.objects.filter(
+        same_channel_q(AnnotatorFactory.build()), study=study, prompt_id=prompt_id
+    ).count()
+    assert in_house == study.answers_per_prompt
+    assert isinstance(second[0], ConflictError)
