@@ -32,6 +32,7 @@ from annotate.verbalizer.services.humans import (
     HumanStudyError,
     human_answer_submit_within_limit,
     human_work_next,
+    same_channel_q,
 )
 
 DEFAULT_REWARD_USD = Decimal("0.05")  # one prompt, a few seconds of reading
@@ -282,7 +283,22 @@ def mturk_answer_submit(
             seconds=seconds,
             platform_assignment_id=ticket.assignment_id,
             platform_hit_id=hit.hit_id,
+            place_released=_in_house_full(study=study, prompt=ticket.prompt, annotator=annotator),
         )
+
+
+def _in_house_full(*, study: HumanStudy, prompt: Prompt, annotator: Annotator) -> bool:
+    """Whether the answer of a platform's worker counted as an expert finds the in-house
+    channel's places of the prompt taken (same_channel_q), under the study's row that in-house
+    answers take turns on, after the HIT's (review._turns_of). Such an answer is kept and paid
+    and waits for a place, as a released one does (place_released; review hands on a freed
+    place in its channel): the HIT's MaxAssignments alone let the in-house channel count
+    four answers of three. A crowd worker's answer has the HIT's limit and is never full."""
+    if annotator.kind == AnnotatorKind.CROWD:
+        return False
+    HumanStudy.objects.select_for_update().filter(pk=study.pk).first()
+    taken = HumanAnswer.objects.filter(same_channel_q(annotator), study=study, prompt=prompt)
+    return taken.count() >= study.answers_per_prompt
 
 
 def _word(prompt: Prompt, key: int, seconds: float | None) -> str:

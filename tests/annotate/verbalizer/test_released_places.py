@@ -532,3 +532,37 @@ def test_a_link_participant_counted_as_an_expert_and_an_in_house_answer_take_tur
     ).count()
     assert in_house == study.answers_per_prompt
     assert isinstance(second[0], ConflictError)
+
+
+def test_an_answer_on_a_hit_of_a_worker_counted_as_an_expert_waits_when_in_house_is_full(study):
+    """Three colleagues hold the prompt's in-house places; a platform's worker counted as an
+    expert answers its HIT: the HIT's MaxAssignments was the only limit, and the in-house
+    channel counted four answers of three. The answer is kept and waits for a place."""
+    publication = _publish(study, "fake", "0.20")
+    hit = publication.hits.order_by("id").first()
+    for _ in range(3):
+        human_work_answer_submit(
+            study=study, prompt_id=hit.prompt_id, annotator=AnnotatorFactory(), key=1, seconds=1.0
+        )
+    AnnotatorFactory(kind=AnnotatorKind.EXPERT, platform="fake", worker_id="EXP1")
+
+    answer = _answer_on_fake(hit, "EXP1")
+
+    assert answer.pk is not None and answer.place_released
+    assert not counted_human_answers(HumanAnswer.objects.filter(pk=answer.pk)).exists()
+    assert _fake_channel(study)[0].counts[hit.prompt_id][""] == 3
+
+
+def test_an_answer_on_a_hit_of_a_worker_counted_as_an_expert_counts_when_in_house_has_room(
+    study,
+):
+    publication = _publish(study, "fake", "0.20")
+    hit = publication.hits.order_by("id").first()
+    AnnotatorFactory(kind=AnnotatorKind.EXPERT, platform="fake", worker_id="EXP1")
+
+    answer = _answer_on_fake(hit, "EXP1")
+    review.publication_sync(publication_id=publication.pk, now=timezone.now())
+
+    answer.refresh_from_db()
+    assert not answer.place_released
+    assert counted_human_answers(HumanAnswer.objects.filter(pk=answer.pk)).exists()
