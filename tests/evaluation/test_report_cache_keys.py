@@ -194,16 +194,13 @@ def _sums_of_powers(queryset) -> tuple:
     )
 
 
-def test_three_rejections_and_three_restored_submissions_are_reported_at_once(db):
-    """Between two page loads three submissions are rejected (1st, 5th and 6th by id) and the
-    left-out work of three others (2nd, 3rd, 7th) takes their slots: as many assignments count,
-    their ids' sum and sum of squares unchanged (1+5+6 = 2+3+7, 1+25+36 = 4+9+49). The first
-    said YES, the others NO: the report read through the cache must say NO."""
+def _work_said(said_yes, count: int, *, ids=None):
+    """One question, one system: `count` submitted assignments of experts, those numbered in
+    `said_yes` saying YES and counted, the others NO and left out (no slot yet), with the given
+    `ids` (else the factory's, in a row). Return the benchmark, the system and the ids."""
     from django.utils import timezone
 
-    from annotate.models import Annotator, AnnotatorKind, Assignment, AssignmentStatus, Label
-    from annotate.selectors.results import counted_assignments
-    from evaluation.services.reports import EXPERT_MAJORITY
+    from annotate.models import AnnotatorKind, AssignmentStatus, Label
     from tests.factories import (
         AnnotatorFactory,
         AssignmentFactory,
@@ -215,11 +212,11 @@ def test_three_rejections_and_three_restored_submissions_are_reported_at_once(db
     question = Question.objects.get(instruction__benchmark=benchmark)
     response = Response.objects.get(instruction__benchmark=benchmark)
     task = TaskFactory(batch__project__benchmark=benchmark, instruction=question.instruction)
-    said_yes, said_no = (0, 4, 5), (1, 2, 6)
-    assignments = []
-    for n in range(7):
+    made = []
+    for n in range(count):
         annotator = AnnotatorFactory(name=f"swap-{n}", kind=AnnotatorKind.EXPERT)
         assignment = AssignmentFactory(
+            **({"pk": ids[n]} if ids else {}),
             task=task,
             annotator=annotator,
             status=AssignmentStatus.SUBMITTED,
@@ -233,16 +230,37 @@ def test_three_rejections_and_three_restored_submissions_are_reported_at_once(db
             assignment=assignment,
             value=1 if n in said_yes else 0,
         )
-        assignments.append(assignment.pk)
-    assert assignments == list(range(assignments[0], assignments[0] + 7))  # ids in a row
-    counted = counted_assignments().filter(task=task)
-    old_summary = _sums_of_powers(counted)
-    assert _yes_of(_report(benchmark), EXPERT_MAJORITY) == {system.name: 1}
+        made.append(assignment.pk)
+    return benchmark, system, made
+
+
+def _swapped(said_yes, said_no, assignments) -> None:
+    """The YES work rejected, the left-out NO work given slots."""
+    from annotate.models import Assignment, AssignmentStatus
 
     Assignment.objects.filter(pk__in=[assignments[n] for n in said_yes]).update(
         status=AssignmentStatus.REJECTED
     )
     Assignment.objects.filter(pk__in=[assignments[n] for n in said_no]).update(is_late=False)
+
+
+def test_three_rejections_and_three_restored_submissions_are_reported_at_once(db):
+    """Between two page loads three submissions are rejected (1st, 5th and 6th by id) and the
+    left-out work of three others (2nd, 3rd, 7th) takes their slots: as many assignments count,
+    their ids' sum and sum of squares unchanged (1+5+6 = 2+3+7, 1+25+36 = 4+9+49). The first
+    said YES, the others NO: the report read through the cache must say NO."""
+    from annotate.models import Annotator
+    from annotate.selectors.results import counted_assignments
+    from evaluation.services.reports import EXPERT_MAJORITY
+
+    said_yes, said_no = (0, 4, 5), (1, 2, 6)
+    benchmark, system, assignments = _work_said(said_yes, 7)
+    assert assignments == list(range(assignments[0], assignments[0] + 7))  # ids in a row
+    counted = counted_assignments().filter(task__batch__project__benchmark=benchmark)
+    old_summary = _sums_of_powers(counted)
+    assert _yes_of(_report(benchmark), EXPERT_MAJORITY) == {system.name: 1}
+
+    _swapped(said_yes, said_no, assignments)
 
     assert set(counted.values_list("annotator__name", flat=True)) == {"swap-1", "swap-2", "swap-6"}
     assert _sums_of_powers(counted) == old_summary  # what the old key read did not move
@@ -303,43 +321,13 @@ def test_two_rejections_and_two_restored_submissions_whose_first_hashes_collide(
     """Assignments 5 and 1622 said YES and count, 10 and 387 said NO and were left out; the
     first two are rejected and the other two take their slots: the report read through the
     cache must say NO (it said YES while both lanes of the key collided)."""
-    from django.utils import timezone
-
-    from annotate.models import AnnotatorKind, Assignment, AssignmentStatus, Label
     from evaluation.services.reports import EXPERT_MAJORITY
-    from tests.factories import (
-        AnnotatorFactory,
-        AssignmentFactory,
-        TaskFactory,
-        benchmark_with_responses,
-    )
 
-    benchmark, (system,) = benchmark_with_responses(instructions=1, systems=1, questions=1)
-    question = Question.objects.get(instruction__benchmark=benchmark)
-    response = Response.objects.get(instruction__benchmark=benchmark)
-    task = TaskFactory(batch__project__benchmark=benchmark, instruction=question.instruction)
-    said_yes, said_no = (5, 1622), (10, 387)
-    for pk in (*said_yes, *said_no):
-        annotator = AnnotatorFactory(name=f"pair-{pk}", kind=AnnotatorKind.EXPERT)
-        assignment = AssignmentFactory(
-            pk=pk,
-            task=task,
-            annotator=annotator,
-            status=AssignmentStatus.SUBMITTED,
-            submitted_at=timezone.now(),
-            is_late=pk not in said_yes,
-        )
-        Label.objects.create(
-            question=question,
-            response=response,
-            annotator=annotator,
-            assignment=assignment,
-            value=1 if pk in said_yes else 0,
-        )
+    said_yes, said_no, ids = (0, 1), (2, 3), {0: 5, 1: 1622, 2: 10, 3: 387}
+    benchmark, system, assignments = _work_said(said_yes, 4, ids=ids)
     assert _yes_of(_report(benchmark), EXPERT_MAJORITY) == {system.name: 1}
 
-    Assignment.objects.filter(pk__in=said_yes).update(status=AssignmentStatus.REJECTED)
-    Assignment.objects.filter(pk__in=said_no).update(is_late=False)
+    _swapped(said_yes, said_no, assignments)
 
     assert _yes_of(_report(benchmark), EXPERT_MAJORITY) == {system.name: 0}
 
