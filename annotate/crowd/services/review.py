@@ -1085,15 +1085,22 @@ def _blocked_answers_released(*, annotator_id: int) -> list[HumanAnswer]:
 
 def _answers_turns_locked(answers) -> None:
     """Lock the rows the channels of `answers` (one worker's) take turns on, each kind in id
-    order: their HITs', then their studies' self-hosted links'. Taken before any answer's row
-    (_hit_store); a block or an unblock that took them answer by answer could hold one HIT and
-    wait for another that the other held."""
+    order: their HITs', then their studies' self-hosted links', then their studies' own (the
+    in-house channel's, which handing a place on to a worker counted as an expert takes:
+    _turns_of). Taken before any answer's row (_hit_store); a block or an unblock that took
+    them answer by answer could hold one HIT, or one study, and wait for another that the
+    other held (two blocks deadlocked on two studies' rows, PostgreSQL aborting one after the
+    platform had been told)."""
     hit_ids = set(answers.exclude(platform_hit_id="").values_list("platform_hit_id", flat=True))
     if hit_ids:
         _hits_locked(Hit.objects.filter(hit_id__in=hit_ids, prompt__isnull=False).values("pk"))
+    study_ids = sorted(set(answers.values_list("study_id", flat=True)))
     if answers.filter(annotator__platform="selfhosted").exists():
-        for study_id in sorted(set(answers.values_list("study_id", flat=True))):
+        for study_id in study_ids:
             study_link_lock(human_study_id=study_id)
+    if study_ids:
+        studies = HumanStudy.objects.select_for_update().filter(pk__in=study_ids).order_by("pk")
+        list(studies.values_list("pk", flat=True))
 
 
 def _blocked_work_released(*, annotator_id: int, now: datetime) -> list[int]:

@@ -388,9 +388,16 @@ def link_answer_submit(
     committing meanwhile either waits for the answer or is read here. Read before that lock,
     a block committing in between let a blocked participant's answer in, counted nowhere but
     filling one of the prompt's places, which were then not offered to anybody else."""
-    study, annotator = participant.publication.human_study, participant.annotator
+    study = participant.publication.human_study
     with transaction.atomic():
-        Annotator.objects.select_for_update(no_key=True).filter(pk=annotator.pk).order_by().first()
+        # Read again under its lock: a kind decided meanwhile (crowd or in-house) is the one
+        # whose channel, and lock, the answer takes.
+        annotator = (
+            Annotator.objects.select_for_update(no_key=True)
+            .filter(pk=participant.annotator.pk)
+            .order_by()
+            .first()
+        )
         if WorkerBlock.objects.filter(annotator=annotator, active=True).exists():
             raise PermissionDeniedError("Sorry, you can no longer take tasks from this requester.")
         workers.study_link_lock(human_study_id=study.pk)

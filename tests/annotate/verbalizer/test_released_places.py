@@ -4,6 +4,7 @@ hand-back that never arrived), as a batch's released work gives up its slot: in 
 replacements plan, the study page, the next prompt's choice and the per-prompt limit. A sync
 that confirms it later gives the place back."""
 
+import contextlib
 import threading
 from datetime import timedelta
 
@@ -13,7 +14,7 @@ from django.utils import timezone
 from annotate.crowd.fake import FakePlatform
 from annotate.crowd.services import replacements, review
 from annotate.errors import ConflictError
-from annotate.models import AnnotatorKind
+from annotate.models import Annotator, AnnotatorKind
 from annotate.roles import ADMIN
 from annotate.selectors.identities import OPERATOR
 from annotate.selectors.results import counted_human_answers
@@ -566,3 +567,89 @@ def test_an_answer_on_a_hit_of_a_worker_counted_as_an_expert_counts_when_in_hous
     answer.refresh_from_db()
     assert not answer.place_released
     assert counted_human_answers(HumanAnswer.objects.filter(pk=answer.pk)).exists()
+
+
+def test_a_link_answer_takes_the_channel_of_the_kind_decided_before_its_lock(study):
+    """The request read the participant (crowd) from its token; a researcher counted them as an
+    expert before the answer's transaction locked their row: the answer went by the stale kind,
+    skipped the in-house count and lock, and the in-house channel counted four of three."""
+    link = _publish(study, "selfhosted", "0.20")
+    participant = crowd.study_link_start(publication=link, params={"PROLIFIC_PID": "P1"})
+    prompt_id = study.prompts.order_by("pk").first().pk
+    for _ in range(3):
+        human_work_answer_submit(
+            study=study, prompt_id=prompt_id, annotator=AnnotatorFactory(), key=1, seconds=1.0
+        )
+    type(participant.annotator).objects.filter(pk=participant.annotator.pk).update(
+        kind=AnnotatorKind.EXPERT
+    )
+
+    with pytest.raises(ConflictError):
+        crowd.link_answer_submit(participant=participant, prompt_id=prompt_id, key=1, seconds=1.0)
+
+    in_house = HumanAnswer.objects.filter(
+        same_channel_q(AnnotatorFactory.build()), study=study, prompt_id=prompt_id
+    )
+    assert in_house.count() == study.answers_per_prompt
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_blocks_of_workers_on_two_studies_each_hand_their_places_on(monkeypatch):
+    """W answered study 2 then study 1, V study 1 then study 2; each HIT has a waiting answer of
+    a worker counted as an expert (the in-house channel full). Each block handed its places on
+    answer by answer, taking the studies' rows in its answers' order: the two blocks deadlocked
+    (PostgreSQL aborted one after the platform had been told of the block)."""
+    _postgresql_only()
+    fill("SST-2", [True, False])
+    evaluation_set = evaluation_set_create(
+        name="two", datasets=["SST-2"], items=2, seed=1, mappings="flipped-golden"
+    ).evaluation_set
+    studies = [
+        human_study_create(evaluation_set=evaluation_set, name=name, answers_per_prompt=3)
+        for name in ("s1", "s2")
+    ]
+    publications = [_publish(study, "fake", "0.20") for study in studies]
+    hits = [list(publication.hits.order_by("prompt_id")) for publication in publications]
+    for study, its_hits in zip(studies, hits, strict=True):
+        for i, hit in enumerate(its_hits):
+            for _ in range(3):
+                human_work_answer_submit(
+                    study=study, prompt_id=hit.prompt_id, annotator=AnnotatorFactory(),
+                    key=1, seconds=1.0,
+                )  # fmt: skip
+            waiting = f"EXP{study.pk}-{i}"
+            AnnotatorFactory(kind=AnnotatorKind.EXPERT, platform="fake", worker_id=waiting)
+            assert _answer_on_fake(hit, waiting).place_released  # the in-house places taken
+    for hit, worker in ((hits[1][0], "W"), (hits[0][1], "W"), (hits[0][0], "V"), (hits[1][1], "V")):
+        _answer_on_fake(hit, worker)
+    for publication in publications:
+        review.publication_sync(publication_id=publication.pk, now=timezone.now())
+    admin = UserFactory(username="two-admin", roles=[ADMIN])
+    barrier, seen = threading.Barrier(2, timeout=10), threading.local()
+    handed_on = review._answer_place_handed_on
+
+    def paused(answer):  # each block hands its first place on, then waits for the other's
+        done = handed_on(answer)
+        if not getattr(seen, "once", False):
+            seen.once = True
+            # The other may wait for this one's locks: then there is nothing to meet.
+            with contextlib.suppress(threading.BrokenBarrierError):
+                barrier.wait()
+        return done
+
+    monkeypatch.setattr(review, "_answer_place_handed_on", paused)
+    outcomes = []
+    blocks = [
+        in_thread(
+            lambda who=who: review.worker_block(
+                annotator_id=Annotator.objects.get(platform="fake", worker_id=who).pk,
+                reason="bot",
+                user=admin,
+            ),
+            outcomes,
+        )
+        for who in ("W", "V")
+    ]
+    for block in blocks:
+        block.join(30)
+    assert len(outcomes) == 2 and not [o for o in outcomes if isinstance(o, Exception)]
