@@ -233,11 +233,13 @@ def test_the_command_run_again_sends_no_second_sample_and_says_what_went(study, 
     with pytest.raises(CommandError) as refused:
         rerate_command()
     assert Rerating.objects.get() == first  # nothing more sent
-    assert "Sent 1 turns for re-rating; the study has 1 sent (another sample: --sent-before 1)" in (
-        printed
-    )
     message = str(refused.value)
     went = first.annotator.username
+    counts = {"ana": 0, "ben": 0, went: 1}
+    assert (
+        f"Sent 1 turn for re-rating (ana {counts['ana']}, ben {counts['ben']}); the study has 1 "
+        "sent (another sample: --sent-before 1)"
+    ) in printed
     assert (
         f"--sent-before 0: 1 turn went for re-rating since the study had 0 sent (1 to {went}; at "
         in message
@@ -270,3 +272,16 @@ def test_the_command_sends_only_to_active_annotators_as_the_page_does(study, own
             stdout=StringIO(),
         )  # fmt: skip
     assert not Rerating.objects.exists()
+
+
+def test_the_command_names_an_annotator_who_got_none_of_the_sample(study, owners):
+    """Only ana's turns are left, so all go to cara: the run says ana got none (it printed
+    "Sent 2 turns" alone, as if both named annotators shared them)."""
+    RevisionSession.objects.filter(annotator__username="ben").delete()
+    out = StringIO()
+    call_command(
+        "revision_rerate", "--study", "live", "--size", "2", "--annotator", "ana",
+        "--annotator", "cara", stdout=out,
+    )  # fmt: skip
+    assert "Sent 2 turns for re-rating (ana 0, cara 2); the study has 2 sent" in out.getvalue()
+    assert set(Rerating.objects.values_list("annotator__username", flat=True)) == {"cara"}

@@ -203,6 +203,21 @@ def test_the_report_shows_how_far_annotators_are_and_where_they_work(
     assert reverse("revision:home") in html and reverse("annotators:list") in html
 
 
+def test_a_one_system_study_asks_for_one_annotator_per_question(client, researcher, tmp_path):
+    from annotate.revision.services.imports import study_upload
+    from tests.annotate.revision.conftest import QUESTIONS
+
+    path = tmp_path / "study.jsonl"
+    path.write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS))
+    study_upload(path=str(path), study_name="solo", systems=["alpha"])
+    client.force_login(researcher)
+    study = Study.objects.get(name="solo")
+    html = client.get(reverse("revision-reports:report", args=[study.pk])).content.decode()
+    assert "2 questions × 1 system." in html
+    assert "every question needs one annotator" in html
+    assert "different annotator" not in html  # "needs 1 different annotator" read as a riddle
+
+
 def test_a_study_of_imported_sessions_only_shows_no_collection(client, researcher, tmp_path):
     study = sample_study(tmp_path)  # imported sessions: no question with papers
     client.force_login(researcher)

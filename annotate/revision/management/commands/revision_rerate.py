@@ -1,4 +1,7 @@
+from collections import Counter
+
 from django.core.management.base import BaseCommand, CommandError
+from django.template.defaultfilters import pluralize
 from django.utils import timezone
 
 from annotate.errors import AnnotateError
@@ -62,7 +65,11 @@ class Command(BaseCommand):
         except AnnotateError as error:
             raise CommandError(f"{error}\nNothing was written.") from None
         total = rerate_sent_count(study=study)
+        # Every named annotator with their count, 0 included: a turn never goes to its own
+        # session's annotator, so one may get none, and the run should say so.
+        counts = Counter(rerating.annotator_id for rerating in sent)
+        whom = ", ".join(f"{user.username} {counts[user.pk]}" for user in users)
         self.stdout.write(
-            f"Sent {len(sent)} turns for re-rating; the study has {total} sent "
-            f"(another sample: --sent-before {total})."
+            f"Sent {len(sent)} turn{pluralize(len(sent))} for re-rating ({whom}); the study has "
+            f"{total} sent (another sample: --sent-before {total})."
         )
