@@ -546,6 +546,11 @@ class Assignment(models.Model):
     scored_at = models.DateTimeField(
         null=True, blank=True, help_text="When the direct scores were given ('both' mode)."
     )
+    ended_by_block_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When blocking the crowd worker ended this claim before its time ran out.",
+    )
     platform_assignment_id = models.CharField(max_length=200, blank=True)
     platform_hit_id = models.CharField(max_length=200, blank=True)
     queue_project = models.ForeignKey(

@@ -6,6 +6,7 @@ import json
 from decimal import Decimal
 
 from django import forms
+from django.forms.boundfield import BoundField
 
 from annotate.crowd.platforms import platform_label
 from annotate.crowd.services.publishing import (
@@ -14,8 +15,36 @@ from annotate.crowd.services.publishing import (
     default_qualifications,
 )
 
+# Settings of a platform's HITs (MTurk's, and the offline platform's that plays it) that a
+# self-hosted link has no use for: the form hides them for one and ignores their values.
+HIT_ONLY_FIELDS = (
+    "auto_approval_hours",
+    "lifetime_hours",
+    "min_percent_approved",
+    "min_hits_approved",
+    "locale",
+    "qualifications_json",
+)
+SELFHOSTED = "selfhosted"
+
+
+class _PublishBoundField(BoundField):
+    """A row of the publish form: a HIT-only setting's row is marked `hit-only` (site.js shows
+    or hides it as the platform changes), and `platform-hidden` while the platform chosen is
+    the self-hosted link."""
+
+    def css_classes(self, extra_classes=None) -> str:
+        if self.name in HIT_ONLY_FIELDS:
+            hidden = self.form.chosen_platform() == SELFHOSTED
+            extra_classes = " ".join(
+                [extra_classes or "", "hit-only", "platform-hidden" if hidden else ""]
+            ).strip()
+        return super().css_classes(extra_classes)
+
 
 class PublishForm(forms.Form):
+    bound_field_class = _PublishBoundField
+
     platform = forms.ChoiceField()
     title = forms.CharField(max_length=200)
     description = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}))
@@ -71,6 +100,23 @@ class PublishForm(forms.Form):
         self.fields["platform"].choices = [(name, platform_label(name)) for name in platforms]
         if not completion:
             del self.fields["completion_code"], self.fields["completion_url"]
+
+    def chosen_platform(self) -> str:
+        """The platform the form is for: the one sent, else the one it starts with."""
+        field = self.fields["platform"]
+        if self.is_bound:
+            return self.data.get(self.add_prefix("platform"), "")
+        return self.initial.get("platform") or next(iter(field.choices), ("", ""))[0]
+
+    def clean(self) -> dict:
+        """A self-hosted link ignores the HIT-only settings (hidden on its form): one the
+        browser sent wrong is not refused but taken at its default, as it has no effect."""
+        data = super().clean()
+        if data.get("platform") == SELFHOSTED:
+            for name in HIT_ONLY_FIELDS:
+                if self._errors and self._errors.pop(name, None) is not None:
+                    data[name] = self.fields[name].clean(self.fields[name].initial)
+        return data
 
     def clean_qualifications_json(self) -> list[dict] | None:
         text = self.cleaned_data["qualifications_json"].strip()

@@ -157,7 +157,25 @@ def table_notes(report: dict, table: str) -> list[str]:
             f"({bootstrap.get('resamples', '?')} resamples over turns, seed "
             f"{bootstrap.get('seed', '?')}) follow each figure in brackets."
         )
+        if _has_undefined(value["rows"]):
+            notes.append(UNDEFINED_NOTE)
     return notes
+
+
+# Said under Table 5 when a figure or an interval is undefined (evaluation.stats.revision).
+UNDEFINED_NOTE = (
+    "A figure shown as – is undefined, not 0: a ratio of 0 to 0 (precision when a model "
+    "predicts no turn good, recall when no turn is good, F1 when either is undefined); "
+    "null in JSON, empty in CSV. A figure without brackets has no interval: fewer than half "
+    "of the resamples define it."
+)
+
+
+def _has_undefined(rows: list[dict]) -> bool:
+    """Whether a Table 5 row lacks a figure or an interval (the Human row's extra columns and a
+    baseline's mode or shots are not figures)."""
+    names = [f"{metric}{part}" for metric in METRICS for part in ("", "_ci_low", "_ci_high")]
+    return any(row.get(name) is None for row in rows for name in names)
 
 
 def _untyped_note(report: dict, table: str) -> str:

@@ -36,8 +36,9 @@ def _counts(truth: np.ndarray, predicted: np.ndarray) -> tuple[np.ndarray, ...]:
 
 
 def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """Return num / den, NaN (undefined) where den is 0."""
     num, den = np.asarray(num, dtype=np.float64), np.asarray(den, dtype=np.float64)
-    out = np.zeros(np.broadcast(num, den).shape)
+    out = np.full(np.broadcast(num, den).shape, np.nan)
     np.divide(num, den, out=out, where=den != 0)
     return out
 
@@ -45,11 +46,14 @@ def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
 def _metrics_from_counts(tp, fp, fn, tn) -> dict[str, np.ndarray]:
     n = tp + fp + fn + tn
     precision, recall = _ratio(tp, tp + fp), _ratio(tp, tp + fn)
+    # 2TP / (2TP + FP + FN) is 2PR / (P + R) wherever both are defined, and 0 (not 0/0) when
+    # both are 0; NaN propagates from an undefined precision or recall.
+    f1 = np.where(np.isnan(precision) | np.isnan(recall), np.nan, _ratio(2 * tp, 2 * tp + fp + fn))
     return {
         "accuracy": _ratio(tp + tn, n),
         "precision": precision,
         "recall": recall,
-        "f1": _ratio(2 * precision * recall, precision + recall),
+        "f1": f1,
         "predicted_good": _ratio(tp + fp, n),
         "predicted_bad": _ratio(fn + tn, n),
     }
@@ -59,9 +63,11 @@ def binary_metrics(truth: Sequence[bool], predicted: Sequence[bool]) -> dict[str
     """Return accuracy, precision, recall, F1 (good = positive) and the shares predicted good/bad.
 
     accuracy = (TP + TN) / n, precision = TP / (TP + FP), recall = TP / (TP + FN),
-    F1 = 2PR / (P + R). Convention (as the paper's Majority row, 0.0 everywhere): a ratio whose
-    denominator is 0 is 0.0, so a judge that never predicts good has precision, recall and F1 0.
-    Empty input gives NaN for every figure.
+    F1 = 2PR / (P + R). Convention: a ratio whose denominator is 0 is undefined, NaN (never
+    0.0, which a reader would take for a measured zero): precision when nothing is predicted
+    good (the Majority baseline of a split whose training turns are mostly not good), recall
+    when no item is good; F1 is NaN when either is, and 0 when both are 0 (2TP / (2TP + FP +
+    FN), its value there). Empty input gives NaN for every figure.
     """
     t, p = np.asarray(truth, dtype=bool), np.asarray(predicted, dtype=bool)
     if t.shape != p.shape:
@@ -82,7 +88,9 @@ def binary_metric_intervals(
     """Return a percentile bootstrap interval of each binary metric, resampling items.
 
     Each resample draws n items with replacement (weights from `cluster_weights`) and computes
-    the metrics of `binary_metrics` on them. Empty input gives (NaN, NaN).
+    the metrics of `binary_metrics` on them; a resample where a metric is undefined (NaN) is
+    left out of its interval, which is (NaN, NaN) when fewer than half of the resamples define
+    it (`percentile_interval`). Empty input gives (NaN, NaN).
     """
     t, p = np.asarray(truth, dtype=bool), np.asarray(predicted, dtype=bool)
     if t.size == 0 or n_resamples == 0:

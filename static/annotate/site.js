@@ -71,3 +71,28 @@
     }
   });
 })();
+
+// The publish form: the rows of HIT-only settings (approval rate, lifetime... of MTurk and the
+// offline platform: .hit-only) are hidden while a self-hosted link is chosen, as the server
+// renders them for the platform it was sent; their values are ignored for a link.
+(function () {
+  "use strict";
+  function follow(select) {
+    var rows = select.form.querySelectorAll(".form-row.hit-only");
+    for (var i = 0; i < rows.length; i++) {
+      rows[i].classList.toggle("platform-hidden", select.value === "selfhosted");
+    }
+  }
+  document.addEventListener("change", function (event) {
+    if (event.target.name === "platform" && event.target.form) {
+      follow(event.target);
+    }
+  });
+  // A browser may restore the choice on a page shown again, with no change event.
+  window.addEventListener("pageshow", function () {
+    var selects = document.querySelectorAll("form select[name=platform]");
+    for (var i = 0; i < selects.length; i++) {
+      follow(selects[i]);
+    }
+  });
+})();

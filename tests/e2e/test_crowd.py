@@ -197,6 +197,24 @@ def test_selfhosted_link_to_completion_code(page_for, browser):
     assert "No task left" in worker.locator("#worker-message").inner_text()
 
 
+def test_the_publish_form_hides_the_hit_only_settings_while_a_link_is_chosen(page_for):
+    """MTurk's approval rate, lifetime... have no effect on a self-hosted link: choosing it
+    hides them (site.js, as the server renders the form for the platform sent), choosing the
+    platform again shows them."""
+    project = project_with_tasks(instructions=1, systems=2, questions=1, assignments_per_task=2)
+    admin = page_for(UserFactory(username="boss", roles=[ADMIN], is_staff=True))
+    admin.goto(f"/crowd/batches/{project.batches.get().pk}/publish/")
+    rate, lifetime = admin.locator("#id_min_percent_approved"), admin.locator("#id_lifetime_hours")
+    assert rate.is_visible() and lifetime.is_visible()
+    admin.select_option("#id_platform", "selfhosted")
+    assert rate.is_hidden() and lifetime.is_hidden()
+    assert admin.locator("#id_assignment_minutes").is_visible()
+    admin.click("text=Preview the cost")
+    assert admin.locator("#cost-total").is_visible() and rate.is_hidden()
+    admin.select_option("#id_platform", "fake")
+    assert rate.is_visible() and lifetime.is_visible()
+
+
 def test_an_admin_plays_a_worker_on_the_offline_demo_platform(page_for, settings, snap):
     """make run's offline platform: the admin takes a HIT as a demo worker, the done page's
     script hands it to the platform's stand-in for externalSubmit (allowed by the CSP), a sync

@@ -1121,9 +1121,11 @@ def _blocked_work_released(*, annotator_id: int, now: datetime) -> list[int]:
     # time was still live for it.
     mine = _worker_work_locked(annotator_id)
     claims = [(pk, task) for pk, task, status in mine if status == AssignmentStatus.CLAIMED]
-    Assignment.objects.filter(pk__in=[pk for pk, _ in claims]).update(
-        status=AssignmentStatus.EXPIRED, expires_at=Least("expires_at", Value(now))
-    )
+    ended = Assignment.objects.filter(pk__in=[pk for pk, _ in claims])
+    # Only a claim with time left was ended by the block (the review page says so); one past
+    # its time had run out already, and the beat had not marked it yet.
+    ended.filter(expires_at__gt=now).update(ended_by_block_at=now)
+    ended.update(status=AssignmentStatus.EXPIRED, expires_at=Least("expires_at", Value(now)))
     freed = {task_id for _, task_id in claims}
     holding = Assignment.objects.filter(
         annotator_id=annotator_id,

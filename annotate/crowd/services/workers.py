@@ -443,7 +443,8 @@ def _reopen(
     if existing.status in LAPSED and existing.submitted_at is None:  # not work submitted late
         existing.status = AssignmentStatus.CLAIMED
         existing.expires_at = lapsed_until
-        existing.save(update_fields=["status", "expires_at"])
+        existing.ended_by_block_at = None  # a claim again: whatever ended it before is past
+        existing.save(update_fields=["status", "expires_at", "ended_by_block_at"])
         return existing
     raise ConflictError("You have already done this task; please return the HIT.")
 

@@ -520,3 +520,35 @@ def test_the_preview_warns_that_the_batch_is_published_on_another_platform(
     reply = client.post(api, {"platform": "selfhosted"}, content_type="application/json").json()
     assert reply["published_elsewhere"] == ["fake"]
     assert "race for the same claims" in reply["published_elsewhere_note"]
+
+
+def _hit_only_rows(page: str) -> dict[str, bool]:
+    """Each HIT-only setting's row on the publish page: whether it is rendered hidden."""
+    rows = re.findall(r'<div class="form-row([^"]*)">\s*<label for="id_(\w+)"', page)
+    return {name: "platform-hidden" in classes for classes, name in rows if "hit-only" in classes}
+
+
+def test_a_selfhosted_link_hides_the_hit_only_settings_and_ignores_them(
+    client, admin_user, crowd_batch, settings
+):
+    """The publish form showed MTurk's approval rate, approved HITs, qualifications,
+    auto-approval and lifetime for a self-hosted link, on which they have no effect."""
+    settings.CROWD_PUBLIC_URL = "https://annotate.example.org"
+    client.force_login(admin_user)
+    url = reverse("crowd:publish", args=[crowd_batch.pk])
+    settings_names = {
+        "auto_approval_hours", "lifetime_hours", "min_percent_approved", "min_hits_approved",
+        "locale", "qualifications_json",
+    }  # fmt: skip
+    shown = _hit_only_rows(client.get(url).text)  # the offline platform, chosen first
+    assert shown == dict.fromkeys(settings_names, False)
+    assert _hit_only_rows(client.post(url, {**FORM, "preview": "1"}).text) == shown
+    link = publish_form("selfhosted", completion_code="C0DE")
+    preview = client.post(url, {**link, "preview": "1"})
+    assert _hit_only_rows(preview.text) == dict.fromkeys(settings_names, True)
+    assert 'id="id_title"' in preview.text and 'id="id_assignment_minutes"' in preview.text
+    # Values the browser kept from another platform, wrong for it, do not stop a link.
+    wrong = {**link, "lifetime_hours": "0", "qualifications_json": "not json"}
+    preview = client.post(url, {**wrong, "preview": "1"})
+    assert 'id="cost-total">$9.00<' in preview.text and "Not JSON" not in preview.text
+    assert "Not JSON" in client.post(url, {**FORM, "qualifications_json": "not json"}).text

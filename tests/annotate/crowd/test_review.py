@@ -644,3 +644,38 @@ def test_claims_never_submitted_are_listed_apart_and_cannot_be_decided(
         assert "Only a submitted assignment can be" in answer.text
     idle.refresh_from_db()
     assert idle.status == AssignmentStatus.EXPIRED
+
+
+def test_a_claim_ended_by_a_block_says_so_on_the_review_page_not_ran_out(
+    client, live, fake_mturk, admin_user
+):
+    """Blocking a worker ends their open claims: the review page listed such a claim as "Ran
+    out", though most of its time was left. One that ran out before the block still did."""
+    from annotate.services.assignments import assignments_expire
+
+    first, second = live.hits.order_by("id")[:2]
+
+    def claimed(hit, worker):
+        accepted = fake_mturk.api.worker_accept(hit.hit_id, worker)
+        client.get(
+            reverse("crowd:mturk-task", args=[hit.unique_request_token]),
+            {"assignmentId": accepted, "hitId": hit.hit_id, "workerId": worker,
+             "turkSubmitTo": fake_mturk.url},
+        )  # fmt: skip
+        return Assignment.objects.get(annotator__worker_id=worker, task=hit.task)
+
+    lapsed = claimed(first, "ABLOCKED")
+    assert assignments_expire(now=lapsed.expires_at + timedelta(seconds=1)) == 1
+    open_claim = claimed(second, "ABLOCKED")
+    now = open_claim.claimed_at + timedelta(minutes=1)
+    review.worker_block(
+        annotator_id=open_claim.annotator_id, reason="spam", user=admin_user, now=now
+    )
+    admin = Client()
+    admin.force_login(admin_user)
+    page = admin.get(reverse("crowd:review", args=[live.pk])).text
+    row = re.search(rf'<tr data-unsubmitted="{open_claim.pk}">.*?</tr>', page, re.S).group(0)
+    when = timezone.localtime(now).strftime("%Y-%m-%d %H:%M")
+    assert f"Ended by the block, {when} UTC, with time left" in row and "Ran out" not in row
+    row = re.search(rf'<tr data-unsubmitted="{lapsed.pk}">.*?</tr>', page, re.S).group(0)
+    assert "Ran out" in row and "Ended by the block" not in row

@@ -158,6 +158,32 @@ def test_a_study_on_a_selfhosted_link_counts_its_reward_and_no_fee(client, admin
     assert "paid on the recruiting site (no fee counted)" in page
 
 
+def test_a_link_of_a_study_without_a_completion_code_does_not_say_one_was_handed_out(
+    client, admin, study
+):
+    """The rule under "Spent so far" said every answer counted "whose participant was handed
+    the completion code" and that the recruiting site pays each code brought back, on a study
+    that has no completion code or URL: its participants were handed nothing."""
+    link = _publish(study, "selfhosted", "0.30")
+    participant = crowd.study_link_start(publication=link, params={"PROLIFIC_PID": "P1"})
+    prompt = study.prompts.order_by("id").first()
+    crowd.link_answer_submit(participant=participant, prompt_id=prompt.pk, key=2, seconds=1.0)
+
+    def rule() -> str:
+        page = client.get(reverse("crowd:publication", args=[link.pk])).text
+        return page.split('id="spent-rule">', 1)[1].split("</p>", 1)[0]
+
+    assert _spent(client, link)["total"] == "$0.30"  # the answer counts, at the reward
+    said = rule()
+    assert "completion code" in said and "handed the completion code" not in said
+    assert "Every answer submitted through this link counts here, at the reward" in said
+    assert "The study has no completion code or URL, so no participant was handed one" in said
+    HumanStudy.objects.filter(pk=study.pk).update(completion_code="C0DE")
+    said = rule()
+    assert "Every answer whose participant was handed the completion code counts here" in said
+    assert "The recruiting site (Prolific, say) pays each answer" in said
+
+
 def test_spending_rounds_halves_up_and_the_total_once(client, admin, study):
     """$0.10 × 1.25 = $0.125 an answer: each line says $0.13 (halves up, as every figure the
     app shows), and the total is $0.25, the exact sum rounded once (as Table 4 and the

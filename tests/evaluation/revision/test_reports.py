@@ -173,9 +173,12 @@ def test_table5_by_hand(tmp_path):
     assert (judge["accuracy"], judge["precision"], judge["recall"]) == (0.5, 0.5, 1.0)
     assert judge["f1"] == approx(2 / 3) and judge["predicted_good"] == 1.0
     assert judge["accuracy_ci_low"] <= 0.5 <= judge["accuracy_ci_high"]
-    # training split: 1 good of 4, so Majority says "not good" everywhere
+    # training split: 1 good of 4, so Majority says "not good" everywhere: TP 0, FP 0, FN 1,
+    # TN 1, so precision is 0/0 and F1 with it undefined (None), recall 0/1
     majority = by(rows, model="Majority")
-    assert (majority["accuracy"], majority["f1"], majority["predicted_bad"]) == (0.5, 0.0, 1.0)
+    assert (majority["accuracy"], majority["recall"], majority["predicted_bad"]) == (0.5, 0.0, 1.0)
+    assert (majority["precision"], majority["f1"]) == (None, None)
+    assert (majority["precision_ci_low"], majority["precision_ci_high"]) == (None, None)
     # Not applicable to a baseline nor to people: None, as the Human row ("–" when shown).
     assert {(r["model"], r["mode"], r["shots"]) for r in rows if r["model"] != "judge-a"} == {
         ("Majority", None, None),
@@ -187,6 +190,55 @@ def test_table5_by_hand(tmp_path):
     assert (human["n"], human["accuracy"], human["recall"]) == (2, 0.5, 0.0)
     assert human["three_way_agreement"] == 0.5
     assert report["table5"]["splits"] == [{"seed": 4, "train": 4, "dev": 0, "test": 2}]
+
+
+def test_an_undefined_table5_figure_is_null_empty_or_a_dash_never_zero_or_nan(
+    tmp_path, client, capsys
+):
+    """The Majority baseline predicting no good turn showed precision 0.00 (0/0) on the page
+    and in every format; a researcher copying the table would publish a wrong zero."""
+    from django.urls import reverse
+
+    from annotate.roles import RESEARCHER
+    from evaluation.revision.formats import UNDEFINED_NOTE
+
+    study = sample_study(tmp_path)
+    ids = list(Turn.objects.order_by("id").values_list("id", flat=True))
+    # Training turns 1 good of 4: Majority predicts "not good" for the 2 test turns.
+    RevisionJudgeRun.objects.create(
+        study=study, task="rating-judge", mode="zero-shot", prompt_version="x", seed=4,
+        split={"train": ids[:4], "dev": [], "test": ids[4:]}, status="done",
+        created_at=timezone.now(), finished_at=timezone.now(), endpoint_name="judge-a",
+    )  # fmt: skip
+
+    def printed(fmt):
+        call_command("revision_report", "--study", study.name, "--format", fmt)
+        return capsys.readouterr().out
+
+    rows = json.loads(printed("json"))["table5"]["rows"]
+    majority = by(rows, model="Majority")
+    undefined = ("precision", "f1", "precision_ci_low", "f1_ci_high")
+    assert [majority[name] for name in undefined] == [None] * 4
+    assert majority["recall"] == 0.0  # 0 of the 1 good test turn: a measured zero
+    csv_text = printed("csv")
+    header, line = next(
+        (lines[0], lines[1]) for part in csv_text.split("# table5\r\n")[1:]
+        for lines in [part.split("\r\n")]
+    )  # fmt: skip
+    cells = dict(zip(header.split(","), line.split(","), strict=True))
+    assert cells["model"] == "Majority" and cells["precision"] == cells["f1"] == ""
+    assert cells["recall"] == "0.0"
+    markdown, latex = printed("md"), printed("latex")
+    for text in (markdown, latex):
+        assert UNDEFINED_NOTE.split(":")[0] in text and "nan" not in text.lower()
+    # Accuracy, precision, recall, F1, predicted good/bad; a figure undefined has no interval.
+    assert "| Majority | – | – | 2 | 0.50 [0.00, 1.00] | – | 0.00 [0.00, 0.00] | – |" in markdown
+    client.force_login(UserFactory(roles=[RESEARCHER]))
+    page = client.get(reverse("revision-reports:report", args=[study.pk]))
+    table5 = next(table for table in page.context["tables"] if table["name"] == "table5")
+    shown = dict(zip(table5["columns"], table5["rows"][0], strict=True))
+    assert (shown["Precision"], shown["F1"]) == ({"text": "–", "interval": ""},) * 2
+    assert UNDEFINED_NOTE in page.content.decode() and "nan" not in page.content.decode()
 
 
 def test_table5_human_row_leaves_out_a_rerating_by_the_sessions_own_annotator(tmp_path):
