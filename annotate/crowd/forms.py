@@ -109,13 +109,17 @@ class PublishForm(forms.Form):
         return self.initial.get("platform") or next(iter(field.choices), ("", ""))[0]
 
     def clean(self) -> dict:
-        """A self-hosted link ignores the HIT-only settings (hidden on its form): one the
-        browser sent wrong is not refused but taken at its default, as it has no effect."""
+        """A self-hosted link ignores the HIT-only settings (hidden on its form, their inputs
+        disabled by site.js, so the browser sends none): each is taken at its default, whatever
+        was sent, never refused. Only the wrong ones were: a valid qualifications JSON left
+        from MTurk's choice was then refused by the publish's check (the Masters
+        qualification, say), about a field the admin could not see."""
         data = super().clean()
         if data.get("platform") == SELFHOSTED:
             for name in HIT_ONLY_FIELDS:
-                if self._errors and self._errors.pop(name, None) is not None:
-                    data[name] = self.fields[name].clean(self.fields[name].initial)
+                if self._errors:
+                    self._errors.pop(name, None)
+                data[name] = self.fields[name].clean(self.fields[name].initial)
         return data
 
     def clean_qualifications_json(self) -> list[dict] | None:

@@ -1,5 +1,6 @@
 """Admin pages and API of crowd work: publish with a cost preview, progress, review, the call log."""
 
+import json
 import re
 from datetime import timedelta
 from decimal import Decimal
@@ -552,3 +553,22 @@ def test_a_selfhosted_link_hides_the_hit_only_settings_and_ignores_them(
     preview = client.post(url, {**wrong, "preview": "1"})
     assert 'id="cost-total">$9.00<' in preview.text and "Not JSON" not in preview.text
     assert "Not JSON" in client.post(url, {**FORM, "qualifications_json": "not json"}).text
+
+
+def test_a_selfhosted_link_ignores_valid_hit_only_settings_left_from_mturk(
+    client, admin_user, crowd_batch, settings
+):
+    """Qualifications naming MTurk's Masters, valid JSON left from MTurk's choice, passed the
+    form and were refused by the publish's check for a link, above a form whose field the
+    admin could not see; a lifetime left out (a disabled input sends nothing) is its default."""
+    from annotate.crowd.base import MASTERS
+
+    settings.CROWD_PUBLIC_URL = "https://annotate.example.org"
+    client.force_login(admin_user)
+    url = reverse("crowd:publish", args=[crowd_batch.pk])
+    masters = json.dumps([{"QualificationTypeId": sorted(MASTERS)[0], "Comparator": "Exists"}])
+    link = {**publish_form("selfhosted", completion_code="C0DE"), "qualifications_json": masters}
+    link.pop("lifetime_hours", None)
+    preview = client.post(url, {**link, "preview": "1"})
+    assert 'id="cost-total">$9.00<' in preview.text
+    assert "Masters" not in preview.text.split('id="cost-total"', 1)[0]
