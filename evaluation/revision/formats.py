@@ -165,9 +165,10 @@ def table_notes(report: dict, table: str) -> list[str]:
 # Said under Table 5 when a figure or an interval is undefined (evaluation.stats.revision).
 UNDEFINED_NOTE = (
     "A figure shown as – is undefined, not 0: a ratio of 0 to 0 (precision when a model "
-    "predicts no turn good, recall when no turn is good, F1 when either is undefined); "
+    "predicts no turn good, recall when no turn is good, F1 when neither a turn is good nor "
+    "one predicted good); "
     "null in JSON, empty in CSV. A figure without brackets has no interval: fewer than half "
-    "of the resamples define it."
+    "of the resamples define it (or none were drawn)."
 )
 
 

@@ -46,9 +46,11 @@ def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
 def _metrics_from_counts(tp, fp, fn, tn) -> dict[str, np.ndarray]:
     n = tp + fp + fn + tn
     precision, recall = _ratio(tp, tp + fp), _ratio(tp, tp + fn)
-    # 2TP / (2TP + FP + FN) is 2PR / (P + R) wherever both are defined, and 0 (not 0/0) when
-    # both are 0; NaN propagates from an undefined precision or recall.
-    f1 = np.where(np.isnan(precision) | np.isnan(recall), np.nan, _ratio(2 * tp, 2 * tp + fp + fn))
+    # 2TP / (2TP + FP + FN): 2PR / (P + R) wherever both are defined, and a measured 0 where
+    # one is 0/0 but the other is not (no turn predicted good while some are good: the
+    # Majority baseline; the paper prints 0.0 there), undefined only when TP, FP and FN are
+    # all 0 (no good turn, none predicted good).
+    f1 = _ratio(2 * tp, 2 * tp + fp + fn)
     return {
         "accuracy": _ratio(tp + tn, n),
         "precision": precision,
@@ -66,8 +68,9 @@ def binary_metrics(truth: Sequence[bool], predicted: Sequence[bool]) -> dict[str
     F1 = 2PR / (P + R). Convention: a ratio whose denominator is 0 is undefined, NaN (never
     0.0, which a reader would take for a measured zero): precision when nothing is predicted
     good (the Majority baseline of a split whose training turns are mostly not good), recall
-    when no item is good; F1 is NaN when either is, and 0 when both are 0 (2TP / (2TP + FP +
-    FN), its value there). Empty input gives NaN for every figure.
+    when no item is good; F1 is 2TP / (2TP + FP + FN), undefined only when no item is good
+    and none is predicted good (TP, FP and FN all 0), a measured 0 when no good item is found
+    (the Majority baseline's). Empty input gives NaN for every figure.
     """
     t, p = np.asarray(truth, dtype=bool), np.asarray(predicted, dtype=bool)
     if t.shape != p.shape:

@@ -174,10 +174,10 @@ def test_table5_by_hand(tmp_path):
     assert judge["f1"] == approx(2 / 3) and judge["predicted_good"] == 1.0
     assert judge["accuracy_ci_low"] <= 0.5 <= judge["accuracy_ci_high"]
     # training split: 1 good of 4, so Majority says "not good" everywhere: TP 0, FP 0, FN 1,
-    # TN 1, so precision is 0/0 and F1 with it undefined (None), recall 0/1
+    # TN 1, so precision is 0/0, undefined (None), recall 0/1 and F1 0/(0+0+1) measured zeros
     majority = by(rows, model="Majority")
     assert (majority["accuracy"], majority["recall"], majority["predicted_bad"]) == (0.5, 0.0, 1.0)
-    assert (majority["precision"], majority["f1"]) == (None, None)
+    assert (majority["precision"], majority["f1"]) == (None, 0.0)
     assert (majority["precision_ci_low"], majority["precision_ci_high"]) == (None, None)
     # Not applicable to a baseline nor to people: None, as the Human row ("–" when shown).
     assert {(r["model"], r["mode"], r["shots"]) for r in rows if r["model"] != "judge-a"} == {
@@ -217,27 +217,30 @@ def test_an_undefined_table5_figure_is_null_empty_or_a_dash_never_zero_or_nan(
 
     rows = json.loads(printed("json"))["table5"]["rows"]
     majority = by(rows, model="Majority")
-    undefined = ("precision", "f1", "precision_ci_low", "f1_ci_high")
-    assert [majority[name] for name in undefined] == [None] * 4
-    assert majority["recall"] == 0.0  # 0 of the 1 good test turn: a measured zero
+    undefined = ("precision", "precision_ci_low", "precision_ci_high")
+    assert [majority[name] for name in undefined] == [None] * 3
+    # 0 of the 1 good test turn found: recall and F1 (0 / (0 + 0 + 1)) are measured zeros
+    assert (majority["recall"], majority["f1"]) == (0.0, 0.0)
     csv_text = printed("csv")
     header, line = next(
         (lines[0], lines[1]) for part in csv_text.split("# table5\r\n")[1:]
         for lines in [part.split("\r\n")]
     )  # fmt: skip
     cells = dict(zip(header.split(","), line.split(","), strict=True))
-    assert cells["model"] == "Majority" and cells["precision"] == cells["f1"] == ""
-    assert cells["recall"] == "0.0"
+    assert cells["model"] == "Majority" and cells["precision"] == ""
+    assert cells["recall"] == cells["f1"] == "0.0"
     markdown, latex = printed("md"), printed("latex")
     for text in (markdown, latex):
         assert UNDEFINED_NOTE.split(":")[0] in text and "nan" not in text.lower()
     # Accuracy, precision, recall, F1, predicted good/bad; a figure undefined has no interval.
-    assert "| Majority | – | – | 2 | 0.50 [0.00, 1.00] | – | 0.00 [0.00, 0.00] | – |" in markdown
+    row = "| Majority | – | – | 2 | 0.50 [0.00, 1.00] | – | 0.00 [0.00, 0.00] | 0.00 [0.00, 0.00] |"
+    assert row in markdown
     client.force_login(UserFactory(roles=[RESEARCHER]))
     page = client.get(reverse("revision-reports:report", args=[study.pk]))
     table5 = next(table for table in page.context["tables"] if table["name"] == "table5")
     shown = dict(zip(table5["columns"], table5["rows"][0], strict=True))
-    assert (shown["Precision"], shown["F1"]) == ({"text": "–", "interval": ""},) * 2
+    assert shown["Precision"] == {"text": "–", "interval": ""}
+    assert shown["F1"]["text"] == "0.00"
     assert UNDEFINED_NOTE in page.content.decode() and "nan" not in page.content.decode()
 
 

@@ -45,17 +45,20 @@ def test_binary_metrics_by_hand():
     assert m["f1"] == pytest.approx(2 / 3) and m["predicted_good"] == pytest.approx(0.6)
 
 
-def test_a_judge_that_never_says_good_has_undefined_precision_and_f1_not_zero():
+def test_a_judge_that_never_says_good_has_undefined_precision_not_zero():
     """Precision is TP / (TP + FP) = 0/0 for a judge predicting no good turn: it was 0.0, which
     a researcher copying Table 5's Majority row would publish as measured."""
     m = binary_metrics([True, False, False], [False, False, False])
-    # TP 0, FP 0, FN 1, TN 2: accuracy 2/3, precision 0/0, recall 0/1, F1 undefined
+    # TP 0, FP 0, FN 1, TN 2: accuracy 2/3, precision 0/0, recall 0/1, F1 0/(0+0+1) = 0
     assert m["accuracy"] == pytest.approx(2 / 3)
-    assert (m["recall"], m["predicted_bad"]) == (0.0, 1.0)
-    assert math.isnan(m["precision"]) and math.isnan(m["f1"])
-    # No good item: recall 0/0 and F1 undefined; precision 0/1 is a measured 0.
+    assert (m["recall"], m["predicted_bad"], m["f1"]) == (0.0, 1.0, 0.0)
+    assert math.isnan(m["precision"])
+    # No good item: recall 0/0 undefined; precision 0/1 and F1 0/(0+1+0) are measured zeros.
     m = binary_metrics([False, False], [True, False])
-    assert m["precision"] == 0.0 and math.isnan(m["recall"]) and math.isnan(m["f1"])
+    assert (m["precision"], m["f1"]) == (0.0, 0.0) and math.isnan(m["recall"])
+    # No good item and none predicted good: precision, recall and F1 all 0/0.
+    m = binary_metrics([False, False], [False, False])
+    assert all(math.isnan(m[name]) for name in ("precision", "recall", "f1"))
     # TP 0, FP 1, FN 1: precision 0/1 and recall 0/1 are both 0, and so is F1 (0 / (0+1+1)).
     m = binary_metrics([True, False], [False, True])
     assert (m["precision"], m["recall"], m["f1"]) == (0.0, 0.0, 0.0)
@@ -66,7 +69,8 @@ def test_an_undefined_metric_has_no_interval_and_no_nan_bound_from_a_zero():
     bounds, shown as none), where it was [0, 0]."""
     truth, never = [True, False] * 10, [False] * 20
     ci = binary_metric_intervals(truth, never, np.random.default_rng(0), n_resamples=200)
-    assert all(math.isnan(bound) for bound in ci["precision"] + ci["f1"])
+    assert all(math.isnan(bound) for bound in ci["precision"])
+    assert ci["f1"] == (0.0, 0.0)
     assert ci["recall"] == (0.0, 0.0) and ci["predicted_bad"] == (1.0, 1.0)
 
 
