@@ -84,7 +84,9 @@
     var rows = select.form.querySelectorAll(".form-row.hit-only");
     for (var i = 0; i < rows.length; i++) {
       rows[i].classList.toggle("platform-hidden", hidden);
-      var inputs = rows[i].querySelectorAll("input, select, textarea");
+      // Not the form's hidden inputs, which Django renders into its last row (a study's form
+      // ends with a HIT-only row): the confirmed total went unsent and nothing was published.
+      var inputs = rows[i].querySelectorAll("input:not([type=hidden]), select, textarea");
       for (var j = 0; j < inputs.length; j++) {
         inputs[j].disabled = hidden;
       }
