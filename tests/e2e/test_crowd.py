@@ -210,6 +210,7 @@ def test_the_publish_form_hides_the_hit_only_settings_while_a_link_is_chosen(pag
     assert rate.is_hidden() and lifetime.is_hidden()
     assert admin.locator("#id_assignment_minutes").is_visible()
     admin.click("text=Preview the cost")
+    admin.wait_for_load_state()  # site.js (deferred) listens before the choice changes again
     assert admin.locator("#cost-total").is_visible() and rate.is_hidden()
     admin.select_option("#id_platform", "fake")
     assert rate.is_visible() and lifetime.is_visible()
@@ -226,6 +227,7 @@ def test_a_hit_only_setting_emptied_then_a_link_chosen_does_not_block_the_previe
     admin.select_option("#id_platform", "selfhosted")
     assert admin.locator("#id_min_hits_approved").is_hidden()
     admin.click("text=Preview the cost")
+    admin.wait_for_load_state()  # site.js (deferred) listens before the choice changes again
     assert admin.locator("#cost-total").is_visible()
     admin.select_option("#id_platform", "fake")
     assert admin.locator("#id_min_hits_approved").is_enabled()
