@@ -77,19 +77,10 @@
 // renders them for the platform it was sent; their values are ignored for a link.
 (function () {
   "use strict";
-  // A hidden row's inputs are disabled too: the browser neither checks them (a required field
-  // left empty under MTurk's choice blocked the submit without a word) nor sends them.
   function follow(select) {
-    var hidden = select.value === "selfhosted";
     var rows = select.form.querySelectorAll(".form-row.hit-only");
     for (var i = 0; i < rows.length; i++) {
-      rows[i].classList.toggle("platform-hidden", hidden);
-      // Not the form's hidden inputs, which Django renders into its last row (a study's form
-      // ends with a HIT-only row): the confirmed total went unsent and nothing was published.
-      var inputs = rows[i].querySelectorAll("input:not([type=hidden]), select, textarea");
-      for (var j = 0; j < inputs.length; j++) {
-        inputs[j].disabled = hidden;
-      }
+      rows[i].classList.toggle("platform-hidden", select.value === "selfhosted");
     }
   }
   document.addEventListener("change", function (event) {

@@ -216,23 +216,6 @@ def test_the_publish_form_hides_the_hit_only_settings_while_a_link_is_chosen(pag
     assert rate.is_visible() and lifetime.is_visible()
 
 
-def test_a_hit_only_setting_emptied_then_a_link_chosen_does_not_block_the_preview(page_for):
-    """An approved-HITs count emptied under the platform's choice, then the link chosen: the
-    hidden input's `required` refused the submit in the browser, with nothing to see and no
-    request sent. Hidden inputs are disabled: not checked, not sent, taken at their default."""
-    project = project_with_tasks(instructions=1, systems=2, questions=1, assignments_per_task=2)
-    admin = page_for(UserFactory(username="boss", roles=[ADMIN], is_staff=True))
-    admin.goto(f"/crowd/batches/{project.batches.get().pk}/publish/")
-    admin.fill("#id_min_hits_approved", "")
-    admin.select_option("#id_platform", "selfhosted")
-    assert admin.locator("#id_min_hits_approved").is_hidden()
-    admin.click("text=Preview the cost")
-    admin.wait_for_load_state()  # site.js (deferred) listens before the choice changes again
-    assert admin.locator("#cost-total").is_visible()
-    admin.select_option("#id_platform", "fake")
-    assert admin.locator("#id_min_hits_approved").is_enabled()
-
-
 def test_an_admin_plays_a_worker_on_the_offline_demo_platform(page_for, settings, snap):
     """make run's offline platform: the admin takes a HIT as a demo worker, the done page's
     script hands it to the platform's stand-in for externalSubmit (allowed by the CSP), a sync
