@@ -19,7 +19,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
 from django.db import IntegrityError, transaction
-from django.db.models import Case, Count, F, Q, TextField, Value, When
+from django.db.models import Case, Count, Exists, F, OuterRef, Q, TextField, Value, When
 from django.db.models.functions import Now
 from django.urls import reverse
 from django.utils import timezone
@@ -42,7 +42,7 @@ from annotate.crowd.platforms import (
     publication_platform,
 )
 from annotate.crowd.pricing import assignments_cost, fee_description, fee_override
-from annotate.crowd.services.expiry import hit_expire
+from annotate.crowd.services.expiry import hit_expire, still_live_q
 from annotate.errors import (
     ConflictError,
     CrowdPlatformError,
@@ -211,14 +211,21 @@ def published_elsewhere(*, target: dict, platform_name: str) -> dict:
     """The other platforms `target` ({"batch": …} or {"human_study": …}) is published on, and a
     note for the preview saying what a second publication does: a batch's publications share
     its tasks' slots (their workers race for the same claims), a study's each collect its
-    answers per prompt (every platform is a channel of its own: verbalizer same_channel_q)."""
-    others = sorted(
-        set(
-            Publication.objects.filter(**target)
-            .exclude(platform=platform_name)
-            .values_list("platform", flat=True)
+    answers per prompt (every platform is a channel of its own: verbalizer same_channel_q).
+    A failed publication published nothing and is left out; for a batch, so is one whose HITs
+    have all ended or whose link is closed: its workers race for nothing any more."""
+    others_q = Publication.objects.filter(**target).exclude(platform=platform_name)
+    others_q = others_q.exclude(status=PublicationStatus.FAILED)
+    if "batch" in target:
+        live_hits = Hit.objects.filter(
+            still_live_q(now=timezone.now()) | Q(status=HitStatus.PENDING),
+            publication=OuterRef("pk"),
         )
-    )
+        any_hit = Hit.objects.filter(publication=OuterRef("pk"))
+        others_q = others_q.filter(
+            Q(Exists(live_hits)) | (~Q(Exists(any_hit)) & Q(link_closed_at__isnull=True))
+        )
+    others = sorted(set(others_q.values_list("platform", flat=True)))
     if not others:
         return {}
     ((kind, what),) = target.items()

@@ -523,6 +523,36 @@ def test_the_preview_warns_that_the_batch_is_published_on_another_platform(
     assert "race for the same claims" in reply["published_elsewhere_note"]
 
 
+def test_the_preview_names_only_another_platforms_publication_still_taking_workers(
+    client, admin_user, crowd_batch
+):
+    """The race warning named publications that raced for nothing any more: one that failed
+    (nothing published), one whose HITs had all ended, one whose link was closed."""
+    client.force_login(admin_user)
+    url = reverse("crowd:publish", args=[crowd_batch.pk])
+
+    def warned() -> bool:
+        page = client.post(url, {**FORM, "platform": "selfhosted", "preview": "1"})
+        return 'id="published-elsewhere"' in page.text
+
+    failed = fake_publication(crowd_batch, status=PublicationStatus.FAILED)
+    assert not warned()
+    failed.delete()
+    live = published_on_fake(crowd_batch)
+    assert warned()
+    live.hits.update(expires_at=timezone.now() - timedelta(minutes=1))
+    assert not warned()
+    live.hits.filter(pk=live.hits.first().pk).update(expires_at=None)
+    assert warned()
+    live.hits.update(status=HitStatus.DELETED)
+    assert not warned()
+    link = fake_publication(crowd_batch, platform="mturk", link_token="other")
+    assert warned()  # no HIT made yet: about to publish
+    link.link_closed_at = timezone.now()
+    link.save(update_fields=["link_closed_at"])
+    assert not warned()
+
+
 def _hit_only_rows(page: str) -> dict[str, bool]:
     """Each HIT-only setting's row on the publish page: whether it is rendered hidden."""
     rows = re.findall(r'<div class="form-row([^"]*)">\s*<label for="id_(\w+)"', page)
