@@ -678,6 +678,43 @@ def test_a_rerating_shows_the_papers_the_answer_cites_and_how_far_the_rerater_is
     assert '<span id="rerate-progress">1 of 2 re-rated</span>' in page
 
 
+def test_the_last_rerating_of_a_study_goes_on_to_those_of_another_study(
+    client, study, annotator, tmp_path
+):
+    """Saving the last re-rating of one study said "2 of 2 re-rated. Thank you!" on the list
+    of sessions, while turns sent in another study still waited there: it read as done. It now
+    names the study, and goes straight on to the other study's turns; the page names its study."""
+    path = tmp_path / "second.jsonl"
+    path.write_text(json.dumps(QUESTIONS[0]) + "\n")
+    study_upload(path=str(path), study_name="second study", systems=["gamma"])
+    second = Study.objects.get(name="second study")
+    (theirs,) = reratings_of(second, annotator, 1)
+    first, last = reratings_of(study, annotator, 2)
+    client.force_login(annotator)
+    page = client.get(reverse("revision:rerating", args=[first.pk])).content.decode()
+    assert '<p class="tags" id="study-name">Study live · ' in page
+    client.post(reverse("revision:rerating", args=[first.pk]), {"rating": "good", "comment": "ok"})
+    saved = client.post(
+        reverse("revision:rerating", args=[last.pk]), {"rating": "bad", "comment": "no"}
+    )
+    assert saved.url == reverse("revision:rerating", args=[theirs.pk])
+    page = client.get(saved.url).content.decode()
+    assert (
+        "Rating saved: 2 of 2 re-rated: every turn sent to you in live. Thank you! "
+        "Next, the turns sent to you in second study."
+    ) in page
+    assert '<p class="tags" id="study-name">Study second study · ' in page
+    assert '<span id="rerate-progress">0 of 1 re-rated</span>' in page
+    saved = client.post(
+        reverse("revision:rerating", args=[theirs.pk]), {"rating": "good", "comment": "ok"}
+    )
+    assert saved.url == reverse("revision:home")
+    page = client.get(saved.url).content.decode()
+    assert (
+        "Rating saved: 1 of 1 re-rated: every turn sent to you in second study. Thank you!" in page
+    )
+
+
 def test_a_rerater_sees_only_their_own_reratings_and_counts(client, study, annotator):
     other = UserFactory(username="other-rerater", roles=[ANNOTATOR])
     (theirs,) = reratings_of(study, other, 1)
