@@ -480,6 +480,29 @@ def test_a_failed_turn_shows_the_instruction_it_was_for(
     assert "Your instruction (Information-seeking):</strong> Cite the &lt;second&gt; paper." in page
 
 
+def test_the_rating_form_shows_the_answer_the_turn_revised(
+    client, study, annotator, django_capture_on_commit_callbacks
+):
+    """Rating a turn, the page showed only its revision: whether it "made it worse" could not
+    be told without the answer before it (the annotator's own edit, from turn 2 on), which the
+    re-rating page shows. The rating form now holds it, folded."""
+    capture = django_capture_on_commit_callbacks
+    client.force_login(annotator)
+    with capture(execute=True):
+        session = session_assign(study=study, user=annotator, now=timezone.now())
+    instruct(capture, session, annotator, "Shorter.")
+    turn_rate(
+        session_id=session.pk, user=annotator, rating="bad", comment="no",
+        edited_answer="My <own> edit.", now=timezone.now(),
+    )  # fmt: skip
+    instruct(capture, session, annotator, "Use a list.")
+    page = client.get(reverse("revision:session", args=[session.pk])).content.decode()
+    form = page.split('id="rate-form"')[1].split("</form>")[0]
+    previous = form.split('<details id="previous-answer">')[1].split("</details>")[0]
+    assert "<summary>The answer this turn revised</summary>" in previous
+    assert '<pre class="text">My &lt;own&gt; edit.</pre>' in previous
+
+
 def test_after_a_bad_unedited_revision_the_page_shows_the_answer_the_next_turn_revises(
     client, study, annotator, django_capture_on_commit_callbacks
 ):
