@@ -321,9 +321,9 @@ def done_reratings_for_annotator(*, user: AbstractBaseUser) -> QuerySet[Rerating
 
 def rerating_get(*, rerating_id: int, user: AbstractBaseUser) -> Rerating:
     try:
-        return Rerating.objects.select_related("turn__session__question").get(
-            pk=rerating_id, annotator=user
-        )
+        return Rerating.objects.select_related(
+            "turn__session__question", "turn__session__study"
+        ).get(pk=rerating_id, annotator=user)
     except Rerating.DoesNotExist:
         raise NotFoundError("no such re-rating") from None
 
@@ -344,6 +344,18 @@ def rerating_page_get(*, rerating_id: int, user: AbstractBaseUser) -> ReratingPa
     titles = [d.title for d in _TITLES.all(question_id=session.question_id)]
     progress = rerating_progress(user=user, study_id=session.study_id)
     return ReratingPage(rerating, titles, progress["done"], progress["total"])
+
+
+def rerating_next_elsewhere(*, user: AbstractBaseUser, study_id: int) -> Rerating | None:
+    """The annotator's first re-rating still waiting in another study than `study_id`, with
+    its study (saving the last of one study goes on to it), or None."""
+    return (
+        Rerating.objects.filter(annotator=user, status=RerateStatus.PENDING)
+        .exclude(turn__session__study_id=study_id)
+        .select_related("turn__session__study")
+        .order_by("id")
+        .first()
+    )
 
 
 def rerating_progress(*, user: AbstractBaseUser, study_id: int) -> dict:

@@ -383,13 +383,23 @@ def rerating_page(request: HttpRequest, rerating_id: int) -> HttpResponse:
         except SubmissionError as error:
             context.update(error=str(error), form=request.POST)
             return render(request, "revision/rerating.html", context, status=400)
-        study_id = page.rerating.turn.session.study_id
-        progress = selectors.rerating_progress(user=request.user, study_id=study_id)
-        messages.success(
-            request, f"Rating saved: {progress['done']} of {progress['total']} re-rated. Thank you!"
-        )
+        study = page.rerating.turn.session.study
+        progress = selectors.rerating_progress(user=request.user, study_id=study.pk)
+        saved = f"Rating saved: {progress['done']} of {progress['total']} re-rated"
         if progress["next_id"] is not None:  # straight on to the next turn of the study
+            messages.success(request, f"{saved}. Thank you!")
             return redirect("revision:rerating", rerating_id=progress["next_id"])
+        # The study's last one: say so, and go on to turns sent in another study, if any (the
+        # count alone read as if nothing was left to rate).
+        saved = f"{saved}: every turn sent to you in {study.name}. Thank you!"
+        elsewhere = selectors.rerating_next_elsewhere(user=request.user, study_id=study.pk)
+        if elsewhere is not None:
+            messages.success(
+                request,
+                f"{saved} Next, the turns sent to you in {elsewhere.turn.session.study.name}.",
+            )
+            return redirect("revision:rerating", rerating_id=elsewhere.pk)
+        messages.success(request, saved)
         return redirect("revision:home")
     return render(request, "revision/rerating.html", context)
 

@@ -54,7 +54,8 @@ def test_a_draft_is_its_users_only_and_log_out_asks_to_keep_or_discard_it(page_f
     dialog = page.locator("#logout-drafts")
     dialog.wait_for()
     snap(page, "log-out-asks")
-    assert "You have 1 draft not sent yet in this browser" in dialog.inner_text()
+    # One draft is not "They": the sentence after the count holds for one or many.
+    assert "You have 1 draft not sent yet in this browser. Drafts are kept" in dialog.inner_text()
     page.get_by_role("button", name="Stay to send them").click()
     assert not dialog.is_visible() and page.url == task_url
     assert page.locator(CHECKED).count() == 1

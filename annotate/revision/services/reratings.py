@@ -15,7 +15,7 @@ from datetime import datetime
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
-from django.utils.text import capfirst
+from django.utils.text import Truncator, capfirst
 
 from annotate.errors import ConflictError, NotFoundError, ProjectSetupError, SubmissionError
 from annotate.revision.models import (
@@ -25,6 +25,7 @@ from annotate.revision.models import (
     Rerating,
     RevisionSession,
     Study,
+    Turn,
 )
 from annotate.revision.selectors import rerate_candidates
 from annotate.revision.services.exports import imported_annotator
@@ -102,9 +103,14 @@ def reratings_sample(
                 break
         else:
             # Only one annotator can own a session: every chosen one is that annotator.
+            # Named as the researcher knows it (its position and question), not by its id.
             owner = annotators[0].get_username()
+            position, question = Turn.objects.filter(pk=turn_id).values_list(
+                "position", "session__question__text"
+            )[0]
             raise RerateSampleError(
-                f"turn {turn_id} is of {owner}'s own session, and {owner} is the only annotator "
+                f"the sample holds turn {position} of {owner}'s own session on "
+                f"“{Truncator(question).chars(80)}”, and {owner} is the only annotator "
                 "chosen: choose another annotator too",
                 field="annotators",
             )

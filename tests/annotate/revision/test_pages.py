@@ -480,6 +480,29 @@ def test_a_failed_turn_shows_the_instruction_it_was_for(
     assert "Your instruction (Information-seeking):</strong> Cite the &lt;second&gt; paper." in page
 
 
+def test_the_rating_form_shows_the_answer_the_turn_revised(
+    client, study, annotator, django_capture_on_commit_callbacks
+):
+    """Rating a turn, the page showed only its revision: whether it "made it worse" could not
+    be told without the answer before it (the annotator's own edit, from turn 2 on), which the
+    re-rating page shows. The rating form now holds it, folded."""
+    capture = django_capture_on_commit_callbacks
+    client.force_login(annotator)
+    with capture(execute=True):
+        session = session_assign(study=study, user=annotator, now=timezone.now())
+    instruct(capture, session, annotator, "Shorter.")
+    turn_rate(
+        session_id=session.pk, user=annotator, rating="bad", comment="no",
+        edited_answer="My <own> edit.", now=timezone.now(),
+    )  # fmt: skip
+    instruct(capture, session, annotator, "Use a list.")
+    page = client.get(reverse("revision:session", args=[session.pk])).content.decode()
+    form = page.split('id="rate-form"')[1].split("</form>")[0]
+    previous = form.split('<details id="previous-answer">')[1].split("</details>")[0]
+    assert "<summary>The answer this turn revised</summary>" in previous
+    assert '<pre class="text">My &lt;own&gt; edit.</pre>' in previous
+
+
 def test_after_a_bad_unedited_revision_the_page_shows_the_answer_the_next_turn_revises(
     client, study, annotator, django_capture_on_commit_callbacks
 ):
@@ -676,6 +699,43 @@ def test_a_rerating_shows_the_papers_the_answer_cites_and_how_far_the_rerater_is
     page = client.get(saved.url).content.decode()
     assert "Rating saved: 1 of 2 re-rated." in page
     assert '<span id="rerate-progress">1 of 2 re-rated</span>' in page
+
+
+def test_the_last_rerating_of_a_study_goes_on_to_those_of_another_study(
+    client, study, annotator, tmp_path
+):
+    """Saving the last re-rating of one study said "2 of 2 re-rated. Thank you!" on the list
+    of sessions, while turns sent in another study still waited there: it read as done. It now
+    names the study, and goes straight on to the other study's turns; the page names its study."""
+    path = tmp_path / "second.jsonl"
+    path.write_text(json.dumps(QUESTIONS[0]) + "\n")
+    study_upload(path=str(path), study_name="second study", systems=["gamma"])
+    second = Study.objects.get(name="second study")
+    (theirs,) = reratings_of(second, annotator, 1)
+    first, last = reratings_of(study, annotator, 2)
+    client.force_login(annotator)
+    page = client.get(reverse("revision:rerating", args=[first.pk])).content.decode()
+    assert '<p class="tags" id="study-name">Study live · ' in page
+    client.post(reverse("revision:rerating", args=[first.pk]), {"rating": "good", "comment": "ok"})
+    saved = client.post(
+        reverse("revision:rerating", args=[last.pk]), {"rating": "bad", "comment": "no"}
+    )
+    assert saved.url == reverse("revision:rerating", args=[theirs.pk])
+    page = client.get(saved.url).content.decode()
+    assert (
+        "Rating saved: 2 of 2 re-rated: every turn sent to you in live. Thank you! "
+        "Next, the turns sent to you in second study."
+    ) in page
+    assert '<p class="tags" id="study-name">Study second study · ' in page
+    assert '<span id="rerate-progress">0 of 1 re-rated</span>' in page
+    saved = client.post(
+        reverse("revision:rerating", args=[theirs.pk]), {"rating": "good", "comment": "ok"}
+    )
+    assert saved.url == reverse("revision:home")
+    page = client.get(saved.url).content.decode()
+    assert (
+        "Rating saved: 1 of 1 re-rated: every turn sent to you in second study. Thank you!" in page
+    )
 
 
 def test_a_rerater_sees_only_their_own_reratings_and_counts(client, study, annotator):

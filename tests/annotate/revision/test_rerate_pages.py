@@ -96,7 +96,7 @@ def test_the_page_draws_the_same_sample_as_the_command(client, researcher, study
         (
             {"size": 2, "seed": 0, "only": "ana"},
             "annotators",
-            "is of ana&#x27;s own session, and ana is the only annotator chosen",
+            "of ana&#x27;s own session on “How do retrieval-augmented models cite sources?”, and ana is the only annotator chosen",
         ),
         ({"size": 1, "seed": 0, "none": True}, "annotators", "This field is required"),
         ({"size": 1, "seed": 0, "rex": True}, "annotators", "Select a valid choice"),

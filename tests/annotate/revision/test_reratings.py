@@ -1,3 +1,5 @@
+import re
+
 import pytest
 from django.utils import timezone
 
@@ -64,10 +66,16 @@ def test_sample_is_seeded(study, finished):
 
 
 def test_one_annotator_cannot_rerate_their_own_turns(study, finished):
-    with pytest.raises(
-        ProjectSetupError, match="owner-a's own session, and owner-a is the only annotator chosen"
-    ):
+    """The refusal named the turn by its database id ("turn 23"), which the researcher never
+    sees: it names it by its position and its session's question."""
+    with pytest.raises(ProjectSetupError) as refused:
         reratings_sample(study=study, annotators=finished[:1], size=4, seed=1, now=timezone.now())
+    assert re.fullmatch(
+        "the sample holds turn [12] of owner-a's own session on “How do retrieval-augmented "
+        "models cite sources\\?”, and owner-a is the only annotator chosen: choose another "
+        "annotator too",
+        str(refused.value),
+    )
 
 
 def test_submit_needs_a_rating_and_comment_and_only_the_assignee(study, finished):
@@ -119,7 +127,8 @@ def test_a_turn_of_an_imported_session_never_goes_to_the_annotator_its_line_name
     copy = Study.objects.get(name="copy")
     now = timezone.now()
     with pytest.raises(
-        ProjectSetupError, match="owner-a's own session, and owner-a is the only annotator chosen"
+        ProjectSetupError,
+        match="of owner-a's own session on “.*”, and owner-a is the only annotator",
     ):
         reratings_sample(study=copy, annotators=finished[:1], size=4, seed=1, now=now)
     assert not Rerating.objects.exists()
