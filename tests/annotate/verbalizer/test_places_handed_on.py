@@ -3,6 +3,8 @@ person's answers into the channel of that kind within its answers per prompt, ev
 place that frees goes to the oldest answer counted in-house waiting for one (on whichever HIT,
 or through the link), and a reject hands its place on in the verdict's own transaction."""
 
+import threading
+
 import pytest
 from django.utils import timezone
 
@@ -18,9 +20,11 @@ from annotate.verbalizer.services.humans import (
     human_answer_submit_within_limit,
     human_work_answer_submit,
 )
+from tests.annotate.crowd.test_blocked_slots import _done_or_waiting_for_a_lock, _postgresql_only
 from tests.annotate.verbalizer.test_crowd_spending import _answer_on_fake, _publish
 from tests.annotate.verbalizer.test_released_places import _left_out_on_its_hit, admin, study
 from tests.factories import AnnotatorFactory
+from tests.threads import in_thread
 
 pytestmark = pytest.mark.django_db
 
@@ -161,6 +165,47 @@ def test_an_in_house_place_a_colleagues_kind_frees_goes_to_an_expert_waiting_on_
 
     waiting.refresh_from_db()
     assert not waiting.place_released and _counted(waiting)
+    assert _counts(study, waiting.prompt_id)[""] == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_in_house_hand_on_and_a_sync_of_the_waiting_answers_hit_take_turns(
+    study, admin, monkeypatch
+):
+    """The link's reject holds the study's row and hands the in-house place on to EXP1's
+    answer on the HIT; a sync of that HIT locked the HIT's answers (EXP1's among them) and
+    then waited for the study's row to hand places on itself: PostgreSQL aborted one of the
+    two. The sync takes the study's row before any answer's, so it waits for the reject."""
+    _postgresql_only()
+    through_link, _, waiting = _expert_waiting_on_the_hit(study)
+    held, go, original = threading.Event(), threading.Event(), review._answer_place_handed_on
+
+    def held_open(answer):
+        held.set()
+        go.wait(30)
+        return original(answer)
+
+    monkeypatch.setattr(review, "_answer_place_handed_on", held_open)
+    rejected, synced = [], []
+    reject = in_thread(
+        lambda: review.human_answer_reject(answer_id=through_link.pk, user=admin, feedback="x"),
+        rejected,
+    )
+    assert held.wait(30)
+    publication = waiting.study.publications.get(platform="fake")
+    sync = in_thread(
+        lambda: review.publication_sync(publication_id=publication.pk, now=timezone.now()),
+        synced,
+    )
+    _done_or_waiting_for_a_lock(sync)
+    go.set()
+    reject.join(30)
+    sync.join(30)
+
+    assert not isinstance(rejected[0], Exception), rejected
+    assert not isinstance(synced[0], Exception), synced
+    waiting.refresh_from_db()
+    assert not waiting.place_released
     assert _counts(study, waiting.prompt_id)[""] == 3
 
 
