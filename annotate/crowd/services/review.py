@@ -1294,8 +1294,9 @@ def _unblocked_answers_restored(worker: Annotator) -> tuple[int, int]:
     prompt. Return (restored, left out). An answer left out is kept and counts nowhere, as a
     batch's work left out does, until a place of its prompt frees up in its channel (a reject,
     a block or a kind's change: _answer_place_handed_on; on a HIT, a sync too:
-    _answer_places_handed_on), which it then takes, the oldest waiting first. One the platform has not confirmed yet waits for
-    the sync that confirms it, as any answer a sync released, and is neither."""
+    _answer_places_handed_on), which it then takes, the oldest waiting first. One the platform
+    has not confirmed yet waits for the sync that confirms it, as any answer a sync released,
+    and is neither."""
     released = HumanAnswer.objects.filter(annotator=worker, place_released=True).exclude(
         status=AssignmentStatus.REJECTED
     )

@@ -322,8 +322,10 @@ def human_work_answer_submit(
         # The person's row first (as a self-hosted participant's answer takes it): their
         # answers to one prompt in two studies of a set, posted at once from two tabs, take
         # turns, so the second sees the first and is refused. Then the study's, so two answers
-        # racing for a prompt's last place take turns.
-        Annotator.objects.select_for_update(no_key=True).filter(pk=annotator.pk).order_by().first()
+        # racing for a prompt's last place take turns. The row read under its lock: a kind
+        # decided meanwhile (annotator_kind_set holds the row) is the one whose channel counts.
+        locked = Annotator.objects.select_for_update(no_key=True).filter(pk=annotator.pk)
+        annotator = locked.order_by().first()
         HumanStudy.objects.select_for_update().filter(pk=study.pk).first()
         return human_answer_submit_within_limit(
             study=study, prompt_id=prompt_id, annotator=annotator, key=key, seconds=seconds

@@ -9,6 +9,7 @@ import pytest
 from django.utils import timezone
 
 from annotate.crowd.services import review
+from annotate.errors import ConflictError
 from annotate.models import AnnotatorKind
 from annotate.selectors.identities import OPERATOR
 from annotate.selectors.results import counted_human_answers
@@ -117,6 +118,23 @@ def test_an_undecided_worker_counted_as_a_crowd_worker_waits_when_the_crowd_is_f
     answers[0].refresh_from_db()
     assert answers[0].place_released
     assert _counts(study, hit.prompt_id)["fake"] == 3
+
+
+def test_an_in_house_answer_takes_the_channel_of_the_kind_decided_before_its_lock(study):
+    """The request read the annotator (a crowd worker) before a researcher counted them as an
+    expert: the answer went by the stale kind, counted the crowd channel, and the in-house
+    channel ended with four answers of three."""
+    prompt_id = study.prompts.order_by("pk").first().pk
+    _in_house(study, prompt_id, 3)
+    stale = AnnotatorFactory(kind=AnnotatorKind.CROWD)
+    type(stale).objects.filter(pk=stale.pk).update(kind=AnnotatorKind.EXPERT)
+
+    with pytest.raises(ConflictError):
+        human_work_answer_submit(
+            study=study, prompt_id=prompt_id, annotator=stale, key=1, seconds=1.0
+        )
+
+    assert _counts(study, prompt_id)[""] == 3
 
 
 # --- In-house places freed elsewhere ----------------------------------------------------------
