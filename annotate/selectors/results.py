@@ -27,7 +27,7 @@ A verbalizer human study's answer (`HumanAnswer`) is its own assignment: it coun
 rule (status submitted or approved, worker not blocked, confirmed by the platform for that HIT and
 worker unless it came from a self-hosted link or an in-house annotator, not test work on the
 sandbox, holding its place on its prompt: not `place_released`, as an assignment holds its slot,
-annotate.crowd.services.review._answer_places_restored), and only once a researcher
+annotate.crowd.services.review._answer_places_handed_on), and only once a researcher
 has decided whether its annotator is an expert or a crowd worker, as labels count in InFoBench
 results (annotate.selectors.annotator_kinds): `counted_human_answers`. A person counts once per
 prompt: a prompt in two studies of its set may be answered in both, and only the first answer

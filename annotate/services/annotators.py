@@ -6,6 +6,7 @@ from datetime import datetime
 
 from django.db import transaction
 
+from annotate.crowd.services.review import human_answers_channel_moved, human_answers_locked
 from annotate.errors import AnnotatorKindError
 from annotate.models import (
     PERSON_KINDS,
@@ -28,13 +29,26 @@ def _check_person(annotator: Annotator) -> None:
 
 @transaction.atomic
 def annotator_kind_set(*, annotator: Annotator, kind: str, now: datetime) -> Annotator:
-    """Set a person's kind: expert, crowd worker, or not decided (labels count nowhere)."""
+    """Set a person's kind: expert, crowd worker, or not decided (labels count nowhere).
+
+    Their verbalizer answers move to the channel of the new kind (in-house for an expert, their
+    platform's crowd for a crowd worker: same_channel_q) within its answers per prompt: one
+    that would overfill it waits there for a place, and the places they leave go to answers
+    waiting for one (human_answers_channel_moved)."""
     _check_person(annotator)
     if kind not in SETTABLE_KINDS:
         raise AnnotatorKindError(f"kind must be one of {', '.join(SETTABLE_KINDS)}, not {kind!r}.")
+    # The person's row first, as each answer of theirs takes it before reading their kind
+    # (human_work_answer_submit, link_answer_submit, an MTurk answer's admission): one in
+    # flight is waited for, and one that comes after goes by the new kind. Then the rows their
+    # answers' channels take turns on, then the answers (human_answers_locked).
+    locked = Annotator.objects.select_for_update(no_key=True).filter(pk=annotator.pk).order_by()
+    moved = locked.values_list("kind", flat=True).first() != kind
+    answers = human_answers_locked(annotator_id=annotator.pk) if moved else []
     annotator.kind = kind
     annotator.kind_changed_at = now
     annotator.save(update_fields=["kind", "kind_changed_at"])
+    human_answers_channel_moved(answers=answers, kind=kind)
     return annotator
 
 

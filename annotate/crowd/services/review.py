@@ -75,7 +75,7 @@ from annotate.selectors.results import (
 from annotate.services.assignments import task_left_out_restore, task_lock, task_slots_taken
 from annotate.services.leases import lease_beating, lease_take
 from annotate.verbalizer.models import HumanAnswer, HumanStudy
-from annotate.verbalizer.services.humans import same_channel_q
+from annotate.verbalizer.services.humans import channel_places_free
 
 PLATFORM_TO_OURS = {"Approved": AssignmentStatus.APPROVED, "Rejected": AssignmentStatus.REJECTED}
 # A link's cap on anonymous starts: the largest value its column holds (32 bits on PostgreSQL).
@@ -263,11 +263,16 @@ def _hit_store(*, hit: Hit, rows, now: datetime, whole_listing: bool = True) -> 
     (worker_block: its tasks, then its rows); the other order deadlocked with them
     (PostgreSQL aborted one of the two). A study's HIT's row comes first for the same reason:
     an answer (mturk_answer_submit), a place handed on (_answer_places_given) and a block
-    (_blocked_answers_released) take it before the answers' rows."""
+    (_blocked_answers_released) take it before the answers' rows; then the study's row, as
+    they do, before the answers': an in-house place freed elsewhere goes to an answer on any
+    HIT of its prompt under the study's row alone (_in_house_places_handed_on), and a sync
+    holding that answer's row while it waited for the study's deadlocked with it."""
+    study = None
     if hit.task_id is not None:
         task_lock(task_id=hit.task_id)
     else:
         _hits_locked([hit.pk])
+        study = HumanStudy.objects.select_for_update().get(pk=hit.publication.human_study_id)
     ours = {
         (a.platform_assignment_id, a.annotator.worker_id): a
         for a in _our_work(hit, [r.assignment_id for r in rows])
@@ -313,7 +318,7 @@ def _hit_store(*, hit: Hit, rows, now: datetime, whole_listing: bool = True) -> 
     if hit.task_id is not None:  # a release or the platform's reject may have freed a slot
         task_left_out_restore(task_id=hit.task_id, now=now)
     else:  # or a place, which a confirmed answer kept out of its full prompt takes
-        _answer_places_restored(hit=hit)
+        _answer_places_handed_on(study_id=study.pk, prompt_id=hit.prompt_id, hit=hit)
     return new
 
 
@@ -391,39 +396,64 @@ def _released(work: Assignment | HumanAnswer) -> bool:
 def _place_given_back(work: Assignment | HumanAnswer, *, now: datetime) -> None:
     """Released work the platform now confirms: an assignment takes its slot again if its task
     has one (_slot_taken_back); an answer its place on its prompt if the prompt has one free,
-    once the HIT's listing is stored (_answer_places_restored, at the end of _hit_store)."""
+    once the HIT's listing is stored (_answer_places_handed_on, at the end of _hit_store)."""
     if isinstance(work, Assignment):
         _slot_taken_back(work, now=now)
 
 
-def _answer_places_restored(*, hit: Hit) -> int:
-    """Give the places of the HIT's prompt that its channel (same_channel_q) has free to the
-    HIT's confirmed answers that hold none (a sync released them, and the platform confirmed
-    them after a replacement took the place), oldest first; return how many. Under the HIT's
-    row lock, which the prompt's answers on its platform take turns on (mturk_answer_submit):
-    never one answer more than the study's answers per prompt. The others stay out, kept and
-    paid, and count nowhere (results: an answer counts while it holds its place), as a batch's
-    work confirmed after its task was filled does, until a place frees up (a reject). A
-    blocked worker's answers hold no place while the block lasts (worker_block)."""
-    waiting = HumanAnswer.objects.filter(platform_hit_id=hit.hit_id, platform_record__isnull=False)
-    study_id = hit.publication.human_study_id
-    return sum(
-        len(
-            _answer_places_given(
-                study_id=study_id,
-                prompt_id=hit.prompt_id,
-                channel=Annotator(kind=kind, platform=hit.publication.platform),
-                waiting=waiting,
-                lock_turns=_turns_of(hit=hit, study_id=study_id, kind=kind),
-            )
+def _answer_places_handed_on(*, study_id: int, prompt_id: int, hit: Hit | None) -> int:
+    """Give the prompt's free places to the answers waiting for one, oldest first in each
+    channel (same_channel_q), and return how many took one: a place of the crowd channel of
+    `hit`'s platform to that HIT's answers the platform confirmed (or, `hit` None, a place of
+    the study's self-hosted link's channel to the link's answers), and an in-house place to
+    any answer counted in-house (a worker counted as an expert, on any HIT of the prompt or
+    through the link), where its platform confirms work once it did.
+
+    Waiting answers: confirmed after a sync released them and a replacement took the place,
+    left out by an unblock (the prompt was filled meanwhile), on a HIT of a worker counted as an
+    expert when the in-house places were taken, or moved by a kind's change into a full
+    channel (human_answers_channel_moved). They stay out, kept and paid, and count nowhere
+    (results: an answer counts while it holds its place), as a batch's work left out does,
+    until a place frees up (a reject, a block, a kind's change, a sync releasing an answer):
+    every one of those hands it on here. A self-hosted answer has no platform to confirm it or
+    sync to come by, so without this one left out stayed out for good. A blocked worker's
+    answers hold no place while the block lasts (worker_block)."""
+    if hit is not None:
+        platform = hit.publication.platform
+        crowd_waiting = HumanAnswer.objects.filter(
+            platform_hit_id=hit.hit_id, platform_record__isnull=False
         )
-        for kind in _WAITING_KINDS
+    else:
+        platform, crowd_waiting = "selfhosted", HumanAnswer.objects.all()
+    given = _answer_places_given(
+        study_id=study_id,
+        prompt_id=prompt_id,
+        channel=Annotator(kind=AnnotatorKind.CROWD, platform=platform),
+        waiting=crowd_waiting,
+        lock_turns=_turns_of(hit=hit, study_id=study_id, kind=AnnotatorKind.CROWD),
+    )
+    return len(given) + _in_house_places_handed_on(study_id=study_id, prompt_id=prompt_id)
+
+
+def _in_house_places_handed_on(*, study_id: int, prompt_id: int) -> int:
+    """Give the prompt's free in-house places to the answers counted in-house that wait for
+    one (_answer_places_handed_on), under the study's row, which every in-house answer takes
+    turns on (_answer_places_given); return how many took one."""
+    confirmed = HumanAnswer.objects.filter(
+        Q(platform_record__isnull=False) | Q(annotator__platform__in=PLATFORMS_WITHOUT_CONFIRMATION)
     )
 
+    def study_locked() -> None:
+        HumanStudy.objects.select_for_update().filter(pk=study_id).first()
 
-# The channels a platform's answer can be in (same_channel_q): the platform's crowd, or in-house
-# when a researcher counts the worker as an expert. A freed place is handed on in each.
-_WAITING_KINDS = (AnnotatorKind.CROWD, AnnotatorKind.EXPERT)
+    given = _answer_places_given(
+        study_id=study_id,
+        prompt_id=prompt_id,
+        channel=Annotator(kind=AnnotatorKind.EXPERT),
+        waiting=confirmed,
+        lock_turns=study_locked,
+    )
+    return len(given)
 
 
 def _hits_locked(hit_ids) -> None:
@@ -433,64 +463,45 @@ def _hits_locked(hit_ids) -> None:
     list(hits.values_list("pk", flat=True))
 
 
-def _link_places_handed_on(*, study_id: int, prompt_id: int) -> int:
-    """Give the places of the prompt that the study's self-hosted link has free to its
-    answers that hold none and wait for one (an unblock left them out: the prompt had been
-    filled meanwhile), oldest first, under the link's row lock (study_link_lock); return how
-    many. A self-hosted answer has no platform to confirm it or sync to come by: without this
-    one left out stayed out for good, though a reject or a block freed a place of its prompt,
-    where an MTurk answer left out takes it (_answer_places_restored)."""
-    return sum(
-        len(
-            _answer_places_given(
-                study_id=study_id,
-                prompt_id=prompt_id,
-                channel=Annotator(kind=kind, platform="selfhosted"),
-                waiting=HumanAnswer.objects.all(),
-                lock_turns=_turns_of(hit=None, study_id=study_id, kind=kind),
-            )
-        )
-        for kind in _WAITING_KINDS
-    )
-
-
 def _answer_place_handed_on(answer: HumanAnswer) -> int:
-    """Give the place `answer` held on its prompt (a reject or a block freed it) to an answer
-    of its channel waiting for one: on its HIT (_answer_places_restored) or through the
-    study's self-hosted link (_link_places_handed_on); return how many took one."""
+    """Give the place `answer` held on its prompt (a reject, a block or a kind's change freed
+    it) to an answer waiting for one (_answer_places_handed_on): in its crowd channel on its
+    HIT or through the study's self-hosted link, and in-house wherever it waits; return how
+    many took one. An in-house annotator's answer has neither HIT nor link: only its in-house
+    place is handed on."""
     hit = hit_of_work(answer)
-    if hit is not None:
-        return _answer_places_restored(hit=hit)
-    if answer.annotator.platform == "selfhosted":
-        return _link_places_handed_on(study_id=answer.study_id, prompt_id=answer.prompt_id)
-    return 0  # no HIT of ours: nothing of the platform's can wait on it
+    if hit is None and answer.annotator.platform != "selfhosted":
+        return _in_house_places_handed_on(study_id=answer.study_id, prompt_id=answer.prompt_id)
+    return _answer_places_handed_on(study_id=answer.study_id, prompt_id=answer.prompt_id, hit=hit)
 
 
 def _answer_places_given(
     *, study_id: int, prompt_id: int, channel: Annotator, waiting, lock_turns
 ) -> list[int]:
     """Give the prompt's places that `channel`'s answers (same_channel_q) have free to the
-    `waiting` answers of that channel (its kind too: a platform worker counted as an expert
-    answers in-house) that hold none, oldest first, leaving out those of a
-    worker blocked now; return their ids. `lock_turns` locks the rows the channel's answers to
-    the prompt take turns on, first (_turns_of: its HIT's, _hits_locked, or the study's
-    self-hosted link's, study_link_lock; for the in-house channel then the study's, which
-    in-house answers take turns on: human_work_answer_submit).
+    `waiting` answers of that channel (its kind, and a crowd channel's platform: a platform
+    worker counted as an expert answers in-house) that hold none, oldest first, leaving out
+    those of a worker blocked now; return their ids. `lock_turns` locks the rows the channel's
+    answers to the prompt take turns on, first (_turns_of: its HIT's, _hits_locked, or the
+    study's self-hosted link's, study_link_lock; for the in-house channel then the study's,
+    which every in-house answer takes turns on: human_work_answer_submit, an expert's answer
+    on a HIT or through the link, and a sync of a study's HIT before it locks any answer,
+    _hit_store, so an in-house place may go to an answer on another HIT than the caller's).
 
     The answers' rows are locked before their workers' blocks are read: a block marks its
     worker's answers (_blocked_answers_released) under those rows' locks, so one committing
     meanwhile is read here, or waits for this and then takes the place back."""
-    answers = HumanAnswer.objects.filter(study_id=study_id, prompt_id=prompt_id)
-    waiting = (
-        waiting.filter(study_id=study_id, prompt_id=prompt_id, place_released=True)
-        .filter(annotator__platform=channel.platform, annotator__kind=channel.kind)
-        .exclude(status=AssignmentStatus.REJECTED)
-    )
+    members = Q(annotator__kind=channel.kind)
+    if channel.kind == AnnotatorKind.CROWD:
+        members &= Q(annotator__platform=channel.platform)
+    waiting = waiting.filter(
+        members, study_id=study_id, prompt_id=prompt_id, place_released=True
+    ).exclude(status=AssignmentStatus.REJECTED)
     if not waiting.exists():  # nearly every HIT: one statement
         return []
-    places = HumanStudy.objects.values_list("answers_per_prompt", flat=True).get(pk=study_id)
-    with transaction.atomic():  # a reject's verdict runs in none of its own
+    with transaction.atomic():  # a block's or a kind's change's own; a reject's verdict too
         lock_turns()
+        study = HumanStudy.objects.get(pk=study_id)
         candidates = list(
             waiting.select_for_update(of=("self",)).order_by("id").values_list("pk", "annotator")
         )
@@ -499,7 +510,7 @@ def _answer_places_given(
                 active=True, annotator_id__in={who for _, who in candidates}
             ).values_list("annotator_id", flat=True)
         )
-        free = places - answers.filter(same_channel_q(channel)).count()
+        free = channel_places_free(study=study, prompt_id=prompt_id, channel=channel)
         if free <= 0:
             return []
         given = [pk for pk, who in candidates if who not in blocked][:free]
@@ -641,14 +652,29 @@ def work_endpoint_check(work: Assignment | HumanAnswer) -> None:
 
 def _verdict_stored(work: Assignment | HumanAnswer, status: str) -> Assignment | HumanAnswer:
     """Store a verdict. A rejected assignment holds no slot: its task's left-out work takes it
-    (task_left_out_restore), as it takes any slot that frees up."""
+    (task_left_out_restore), as it takes any slot that frees up; a rejected answer's place goes
+    to an answer waiting for one (_answer_place_handed_on) in the verdict's own transaction."""
+    if status == AssignmentStatus.REJECTED and isinstance(work, HumanAnswer):
+        return _answer_rejected(work)
     work.status = status
     work.save(update_fields=["status"])
     if status == AssignmentStatus.REJECTED and isinstance(work, Assignment):
         task_left_out_restore(task_id=work.task_id, now=timezone.now())
-    if status == AssignmentStatus.REJECTED and isinstance(work, HumanAnswer):
-        _answer_place_handed_on(work)
     return work
+
+
+@transaction.atomic
+def _answer_rejected(answer: HumanAnswer) -> HumanAnswer:
+    """Reject the answer here and hand its place on, in one transaction: the platform heard of
+    the reject first (_decide), so a failure in between leaves the answer submitted, and the
+    reject sent again finds the platform's verdict there and does both. The rows its channels
+    take turns on come first (its HIT's or link's, then its study's: _answers_turns_locked),
+    then its own, in the order of a sync and a block."""
+    _answers_turns_locked(HumanAnswer.objects.filter(pk=answer.pk))
+    answer.status = AssignmentStatus.REJECTED
+    answer.save(update_fields=["status"])
+    _answer_place_handed_on(answer)
+    return answer
 
 
 def platform_has_verdict_of(work: Assignment | HumanAnswer) -> bool:
@@ -1103,6 +1129,49 @@ def _answers_turns_locked(answers) -> None:
         list(studies.values_list("pk", flat=True))
 
 
+def human_answers_locked(*, annotator_id: int) -> list[HumanAnswer]:
+    """Lock a person's verbalizer answers that are not rejected, after the rows their channels
+    take turns on (_answers_turns_locked), and return them: a change of their kind moves them
+    to another channel (same_channel_q; annotate.services.annotators.annotator_kind_set), which
+    holds the person's row first, as their answers and a block do."""
+    answers = HumanAnswer.objects.filter(annotator_id=annotator_id).exclude(
+        status=AssignmentStatus.REJECTED
+    )
+    _answers_turns_locked(answers)
+    return list(
+        answers.select_for_update(of=("self",)).select_related("annotator", "study").order_by("pk")
+    )
+
+
+def human_answers_channel_moved(*, answers: list[HumanAnswer], kind: str) -> int:
+    """Settle the places of a person's answers (human_answers_locked) now that their kind is
+    `kind`: an answer holding a place keeps it in its new channel only if the channel has one
+    free for it, and otherwise waits there for one, the channel's answers that held their
+    places keeping them (the one that came last waits, as an answer on a HIT of a worker
+    counted as an expert waits when the in-house places are taken); then the place each left
+    in its old channel goes to an answer waiting for one (_answer_place_handed_on), and one
+    free in its new channel to the oldest waiting there, its own maybe. Without this a kind
+    decided after the answers were given overfilled their new channel. Return how many
+    answers now wait. A person of no decided kind holds a place in no channel."""
+    waiting = 0
+    for answer in answers:
+        answer.annotator.kind = kind
+        if kind in (AnnotatorKind.EXPERT, AnnotatorKind.CROWD) and not answer.place_released:
+            free = channel_places_free(
+                study=answer.study,
+                prompt_id=answer.prompt_id,
+                channel=answer.annotator,
+                exclude_id=answer.pk,
+            )
+            if free <= 0:
+                answer.place_released = True
+                answer.save(update_fields=["place_released"])
+                waiting += 1
+    for answer in answers:
+        _answer_place_handed_on(answer)
+    return waiting
+
+
 def _blocked_work_released(*, annotator_id: int, now: datetime) -> list[int]:
     """Free the slots a blocked worker's work holds: their submitted and approved work is kept
     (their labels too) but marked is_late, the mark of submitted work that holds no slot (the
@@ -1223,10 +1292,11 @@ def _unblocked_answers_restored(worker: Annotator) -> tuple[int, int]:
     answer's HIT, mturk_answer_submit; the study's self-hosted link, link_answer_submit), all
     taken first (_answers_turns_locked): never one answer more than the study's answers per
     prompt. Return (restored, left out). An answer left out is kept and counts nowhere, as a
-    batch's work left out does, until a place of its prompt frees up in its channel (a reject
-    or a block: _answer_place_handed_on; on a HIT, a sync too: _answer_places_restored), which
-    it then takes, the oldest waiting first. One the platform has not confirmed yet waits for
-    the sync that confirms it, as any answer a sync released, and is neither."""
+    batch's work left out does, until a place of its prompt frees up in its channel (a reject,
+    a block or a kind's change: _answer_place_handed_on; on a HIT, a sync too:
+    _answer_places_handed_on), which it then takes, the oldest waiting first. One the platform
+    has not confirmed yet waits for the sync that confirms it, as any answer a sync released,
+    and is neither."""
     released = HumanAnswer.objects.filter(annotator=worker, place_released=True).exclude(
         status=AssignmentStatus.REJECTED
     )

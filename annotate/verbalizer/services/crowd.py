@@ -30,9 +30,9 @@ from annotate.models import Annotator, AnnotatorKind
 from annotate.verbalizer.models import HumanAnswer, HumanStudy, Prompt
 from annotate.verbalizer.services.humans import (
     HumanStudyError,
+    channel_places_free,
     human_answer_submit_within_limit,
     human_work_next,
-    same_channel_q,
 )
 
 DEFAULT_REWARD_USD = Decimal("0.05")  # one prompt, a few seconds of reading
@@ -289,16 +289,16 @@ def mturk_answer_submit(
 
 def _in_house_full(*, study: HumanStudy, prompt: Prompt, annotator: Annotator) -> bool:
     """Whether the answer of a platform's worker counted as an expert finds the in-house
-    channel's places of the prompt taken (same_channel_q), under the study's row that in-house
-    answers take turns on, after the HIT's (review._turns_of). Such an answer is kept and paid
-    and waits for a place, as a released one does (place_released; review hands on a freed
-    place in its channel): the HIT's MaxAssignments alone let the in-house channel count
+    channel's places of the prompt taken (channel_places_free, the per-prompt limit's count),
+    under the study's row that in-house answers take turns on, after the HIT's (review.
+    _turns_of). Such an answer is kept and paid and waits for a place, as a released one does
+    (place_released; review hands on every in-house place that frees, on whichever HIT:
+    _in_house_places_handed_on): the HIT's MaxAssignments alone let the in-house channel count
     four answers of three. A crowd worker's answer has the HIT's limit and is never full."""
     if annotator.kind == AnnotatorKind.CROWD:
         return False
     HumanStudy.objects.select_for_update().filter(pk=study.pk).first()
-    taken = HumanAnswer.objects.filter(same_channel_q(annotator), study=study, prompt=prompt)
-    return taken.count() >= study.answers_per_prompt
+    return channel_places_free(study=study, prompt_id=prompt.pk, channel=annotator) <= 0
 
 
 def _word(prompt: Prompt, key: int, seconds: float | None) -> str:

@@ -151,6 +151,21 @@ def same_channel_q(annotator: Annotator, prefix: str = "") -> Q:
     return holds_place & Q(**{f"{prefix}annotator__kind": AnnotatorKind.EXPERT})
 
 
+def channel_places_free(
+    *, study: HumanStudy, prompt_id: int, channel: Annotator, exclude_id: int | None = None
+) -> int:
+    """How many of the prompt's places in the study `channel`'s answers (same_channel_q: the
+    channel `channel`, an annotator, answers in) leave free, not counting the answer
+    `exclude_id`; 0 or less when full. The one count of a prompt's places in a channel that
+    the per-prompt limit, an answer on a HIT of a worker counted as an expert, a place handed
+    on and a kind's change read; the caller holds the lock its channel's answers take turns
+    on (in-house: the study's row)."""
+    taken = HumanAnswer.objects.filter(same_channel_q(channel), study=study, prompt_id=prompt_id)
+    if exclude_id is not None:
+        taken = taken.exclude(pk=exclude_id)
+    return study.answers_per_prompt - taken.count()
+
+
 def human_work_next(*, study: HumanStudy, annotator: Annotator) -> tuple[Prompt | None, int, int]:
     """Return the annotator's next prompt (one they have not answered, least answered first,
     counting the answers of their channel, `same_channel_q`), their answers so far and the
@@ -307,8 +322,10 @@ def human_work_answer_submit(
         # The person's row first (as a self-hosted participant's answer takes it): their
         # answers to one prompt in two studies of a set, posted at once from two tabs, take
         # turns, so the second sees the first and is refused. Then the study's, so two answers
-        # racing for a prompt's last place take turns.
-        Annotator.objects.select_for_update(no_key=True).filter(pk=annotator.pk).order_by().first()
+        # racing for a prompt's last place take turns. The row read under its lock: a kind
+        # decided meanwhile (annotator_kind_set holds the row) is the one whose channel counts.
+        locked = Annotator.objects.select_for_update(no_key=True).filter(pk=annotator.pk)
+        annotator = locked.order_by().first()
         HumanStudy.objects.select_for_update().filter(pk=study.pk).first()
         return human_answer_submit_within_limit(
             study=study, prompt_id=prompt_id, annotator=annotator, key=key, seconds=seconds
@@ -323,7 +340,6 @@ def human_answer_submit_within_limit(
     another study of its set (ConflictError: reports read one answer per person and prompt); an
     answer of theirs is stored again as before. The caller holds the lock its channel's answers
     take turns on."""
-    answers = study.answers.filter(prompt_id=prompt_id)
     answered_in = set(
         HumanAnswer.objects.filter(prompt_id=prompt_id, annotator=annotator).values_list(
             "study_id", flat=True
@@ -336,7 +352,7 @@ def human_answer_submit_within_limit(
         raise ConflictError(
             "You answered this item in another study already; each person answers an item once."
         )
-    if not mine and answers.filter(same_channel_q(annotator)).count() >= study.answers_per_prompt:
+    if not mine and channel_places_free(study=study, prompt_id=prompt_id, channel=annotator) <= 0:
         raise ConflictError("This item has all the answers it needs; go on to the next one.")
     return human_answer_submit(
         study=study, prompt_id=prompt_id, annotator=annotator, key=key, seconds=seconds

@@ -140,14 +140,14 @@ def test_two_confirmations_for_one_free_place_give_it_to_one_answer():
 
     def first_sync():
         with transaction.atomic():
-            count = review._answer_places_restored(hit=hit)
+            count = review._answer_places_handed_on(study_id=study.pk, prompt_id=prompt.pk, hit=hit)
             restored.set()
             go.wait(30)
             return count
 
     def second_sync():
         with transaction.atomic():
-            return review._answer_places_restored(hit=hit)
+            return review._answer_places_handed_on(study_id=study.pk, prompt_id=prompt.pk, hit=hit)
 
     first_outcomes, second_outcomes = [], []
     first = in_thread(first_sync, first_outcomes)
