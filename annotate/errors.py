@@ -72,9 +72,14 @@ class SystemNotFoundError(NotFoundError):
 
 
 class ConflictError(AnnotateError):
-    """The request contradicts work already stored (a different resubmission, say)."""
+    """The request contradicts work already stored (a different resubmission, say). `field`
+    names the input at fault, when there is one (an API answers it beside the message)."""
 
     http_status = 409
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        self.field = field
+        super().__init__(message)
 
 
 class RateLimitedError(AnnotateError):

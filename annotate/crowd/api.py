@@ -700,9 +700,10 @@ _REQUEST_TOKEN_HELP = (
     "as one made for this work in the last 24 hours is refused (409) as a retry."
 )
 _DECISION_CONFLICT_HELP = (
-    "The work refuses it: already decided otherwise (approve, reject), not approved (bonus), or "
-    "a bonus without request_token like one made for it in the last 24 hours (its id, status "
-    "and time in `detail`): to pay a second on purpose, send a new request_token. Nothing paid."
+    "The work refuses it: already decided otherwise (approve, reject), not approved (bonus, "
+    '"field": "assignment"), or a bonus without request_token like one made for it in the last '
+    '24 hours (its id, status and time in `detail`, "field": "request_token"): to pay a '
+    "second on purpose, send a new request_token. Nothing paid."
 )
 
 
@@ -716,8 +717,9 @@ class AssignmentDecisionApi(AdminApi):
             max_digits=8,
             decimal_places=2,
             required=False,
-            help_text="Bonus only: dollars, at most CROWD_BONUS_MAX_USD (default 20.00); above it "
-            '400 with "field": "amount_usd", nothing paid.',
+            help_text="Bonus only: dollars; the assignment's bonuses together (paid and pending) "
+            "at most CROWD_BONUS_MAX_USD (default 20.00); above it 400 with "
+            '"field": "amount_usd", nothing paid.',
         )
         # A bonus sent again with the same token is the same bonus (paid once).
         request_token = serializers.CharField(

@@ -34,6 +34,11 @@ class HitTypeSpec:
     assignment_duration_seconds: int
     auto_approval_delay_seconds: int
     qualification_requirements: list[dict] = field(default_factory=list)
+    # The fee the app prices this type's work and bonuses at: its publication's `fee_rate` (a
+    # flat rate, or None for MTurk's schedule; annotate.crowd.pricing). MTurk is not sent it
+    # (it charges its schedule); the offline platform charges it, whatever CROWD_FEE_RATE says
+    # later, so its account is charged what the app's costs and reports say was paid.
+    fee_rate: Decimal | None = None
 
 
 @dataclass(frozen=True)

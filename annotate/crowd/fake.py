@@ -7,9 +7,11 @@ edit) and every process of the site (web, Celery) sees the same HITs, as with a 
 Its account is prepaid, as MTurk's: creating a HIT takes MaxAssignments × (reward + fee) from
 the balance, adding assignments takes theirs, a bonus takes amount + fee, and a HIT or an
 addition the balance cannot pay is refused. Work given back returns its price: rejecting an
-assignment, and deleting an expired HIT, for the assignments no worker ever took. The fee is
-MTurk's schedule (20%, 40% on a HIT of 10 or more assignments, at least $0.01 per assignment and
-per bonus), or the flat CROWD_FEE_RATE when set, as the app prices work (annotate.crowd.pricing).
+assignment, and deleting an expired HIT, for the assignments no worker ever took. The fee is the
+one the app priced the HIT's publication at (HitTypeSpec.fee_rate, its `fee_rate`): MTurk's
+schedule (20%, 40% on a HIT of 10 or more assignments, at least $0.01 per assignment and per
+bonus), or a flat rate (CROWD_FEE_RATE when it was published), as annotate.crowd.pricing prices
+it; changing CROWD_FEE_RATE later reprices neither its work nor its bonuses, as in the app.
 
 Each process keeps the last state it parsed and parses the file again only when it changed; a
 call that changes nothing writes nothing. It is the platform's state, not ours: our transactions
@@ -74,7 +76,11 @@ class FakeStore:
         return {
             "balance": str(self.balance),
             "hit_types": {
-                key: {**asdict(spec), "reward": str(spec.reward)}
+                key: {
+                    **asdict(spec),
+                    "reward": str(spec.reward),
+                    "fee_rate": None if spec.fee_rate is None else str(spec.fee_rate),
+                }
                 for key, spec in self.hit_types.items()
             },
             "hits": {
@@ -104,10 +110,7 @@ class FakeStore:
 
         return cls(
             balance=Decimal(data["balance"]),
-            hit_types={
-                key: HitTypeSpec(**{**spec, "reward": Decimal(spec["reward"])})
-                for key, spec in data["hit_types"].items()
-            },
+            hit_types={key: _spec_of(spec) for key, spec in data["hit_types"].items()},
             hits={
                 key: HitInfo(**{**hit, "expires_at": when(hit["expires_at"])})
                 for key, hit in data["hits"].items()
@@ -127,6 +130,19 @@ class FakeStore:
             next_id=data["next_id"],
             run=data["run"],
         )
+
+
+def _spec_of(data: dict) -> HitTypeSpec:
+    """A HIT type as the state file keeps it; one of an older file, which has no fee rate, is
+    at MTurk's schedule, the fee migration crowd 0009 gave every offline publication."""
+    rate = data.get("fee_rate")
+    return HitTypeSpec(
+        **{
+            **data,
+            "reward": Decimal(data["reward"]),
+            "fee_rate": None if rate is None else Decimal(rate),
+        }
+    )
 
 
 def state_file() -> Path:
@@ -269,8 +285,11 @@ class FakePlatform:
                 )
             if hit_type_id not in store.hit_types:
                 raise CrowdPlatformError(f"Hit type {hit_type_id} does not exist.")
-            reward = store.hit_types[hit_type_id].reward
-            _charge(store, _price(reward, count=max_assignments, hit_size=max_assignments), "HIT")
+            spec = store.hit_types[hit_type_id]
+            price = _price(
+                spec.reward, count=max_assignments, hit_size=max_assignments, rate=spec.fee_rate
+            )
+            _charge(store, price, "HIT")
             hit = HitInfo(
                 hit_id=self._new_id(store, "FAKEHIT"),
                 status="Assignable",
@@ -389,7 +408,9 @@ class FakePlatform:
         with _changing() as store:
             if unique_request_token in store.bonus_tokens:
                 raise AlreadyProcessedError("This bonus was paid already.", code="AlreadyProcessed")
-            price = paid_with_fee(amount, max_assignments=None, flat_rate=fee_override())
+            price = paid_with_fee(
+                amount, max_assignments=None, flat_rate=_bonus_fee_rate(store, assignment_id)
+            )
             _charge(store, to_cents(price), "bonus")
             store.bonus_tokens.add(unique_request_token)
             store.bonuses.append(
@@ -496,17 +517,33 @@ class FakePlatform:
 
 
 def _hit_price(store: FakeStore, hit_id: str, count: int) -> Decimal:
-    """What `count` assignments of this HIT cost (0 for a HIT of an older state file), at the
-    rate of its MaxAssignments (the same as the one it was made with: hit_add_assignments)."""
+    """What `count` assignments of this HIT cost (0 for a HIT of an older state file), at its
+    type's fee and the rate of its MaxAssignments (the same as the one it was made with:
+    hit_add_assignments)."""
     type_id = store.hit_type_of.get(hit_id)
-    reward = store.hit_types[type_id].reward if type_id else Decimal(0)
+    if not type_id:
+        return Decimal(0)
+    spec = store.hit_types[type_id]
     hit = store.hits.get(hit_id)
-    return _price(reward, count=count, hit_size=hit.max_assignments if hit else count)
+    size = hit.max_assignments if hit else count
+    return _price(spec.reward, count=count, hit_size=size, rate=spec.fee_rate)
 
 
-def _price(reward: Decimal, *, count: int, hit_size: int) -> Decimal:
-    """What `count` assignments at `reward` of a HIT of `hit_size` cost, the fee included."""
-    return assignments_cost(hits=[(count, hit_size)], reward_usd=reward, flat_rate=fee_override())
+def _price(reward: Decimal, *, count: int, hit_size: int, rate: Decimal | None) -> Decimal:
+    """What `count` assignments at `reward` of a HIT of `hit_size` cost, at the flat fee `rate`
+    (None: MTurk's schedule), the fee included."""
+    return assignments_cost(hits=[(count, hit_size)], reward_usd=reward, flat_rate=rate)
+
+
+def _bonus_fee_rate(store: FakeStore, assignment_id: str) -> Decimal | None:
+    """The fee of a bonus on this assignment: its HIT's type's (the publication's, as the app
+    prices the bonus), or for an assignment of no HIT here (another state file's) today's
+    CROWD_FEE_RATE, as the app prices work that came through no publication."""
+    row = store.assignments.get(assignment_id)
+    type_id = store.hit_type_of.get(row.hit_id) if row else None
+    if type_id is None:
+        return fee_override()
+    return store.hit_types[type_id].fee_rate
 
 
 def _charge(store: FakeStore, cost: Decimal, what: str) -> None:

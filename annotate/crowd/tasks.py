@@ -9,10 +9,10 @@ from celery import shared_task
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from annotate.crowd.models import Publication, PublicationStatus
+from annotate.crowd.models import BonusStatus, Publication, PublicationStatus
 from annotate.crowd.platforms import publication_on_other_endpoint
 from annotate.crowd.services import expiry, publishing, review
-from annotate.errors import TransientPlatformError
+from annotate.errors import FieldInputError, TransientPlatformError
 from annotate.services.leases import LeaseHeldError
 
 logger = logging.getLogger(__name__)
@@ -116,4 +116,9 @@ def expire_publication(publication_id: int, user_id: int | None = None) -> dict:
 
 @shared_task(**RETRY)
 def pay_bonus(bonus_id: int, user_id: int) -> str:
-    return review.bonus_pay(bonus_id=bonus_id, user=_user(user_id), now=timezone.now()).status
+    """Send a stored bonus; a bonus over CROWD_BONUS_MAX_USD now is marked failed with why (the
+    review page shows it), the refusal not raised again here."""
+    try:
+        return review.bonus_pay(bonus_id=bonus_id, user=_user(user_id), now=timezone.now()).status
+    except FieldInputError:
+        return BonusStatus.FAILED

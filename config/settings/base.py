@@ -419,9 +419,10 @@ CROWD_PUBLIC_URL = os.environ.get("CROWD_PUBLIC_URL", "")
 # Empty: MTurk's fee schedule (annotate/crowd/pricing.py) on MTurk and the offline platform; a
 # rate (0.25 for 25%) replaces it with a flat fee (a negotiated price, another platform).
 CROWD_FEE_RATE = os.environ.get("CROWD_FEE_RATE", "")
-# The most one bonus may be, in dollars, on one assignment or one human-study answer: a larger
-# one is refused on every page and API, before anything is stored or sent (a typo of $10,000
-# for $10.00 is paid at once on MTurk and cannot be taken back).
+# The most, in dollars, that the bonuses of one assignment or one human-study answer may come to
+# together: a bonus that would take them over it is refused on every page and API before
+# anything is stored, and again just before it is sent (a typo of $10,000 for $10.00 is paid at
+# once on MTurk and cannot be taken back).
 try:
     CROWD_BONUS_MAX_USD = Decimal(os.environ.get("CROWD_BONUS_MAX_USD", "20.00"))
 except ArithmeticError:  # decimal.InvalidOperation: not a number

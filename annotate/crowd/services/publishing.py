@@ -938,6 +938,7 @@ def _ensure_hit_type(publication: Publication, platform) -> None:
             assignment_duration_seconds=publication.assignment_duration_seconds,
             auto_approval_delay_seconds=publication.auto_approval_delay_seconds,
             qualification_requirements=publication.qualification_requirements,
+            fee_rate=publication.fee_rate,
         )
     )
     publication.save(update_fields=["hit_type_id"])

@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from django.conf import settings
 from django.db import IntegrityError, OperationalError, transaction
-from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q, Value
+from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q, Sum, Value
 from django.db.models.functions import Least, Now
 from django.utils import timezone
 
@@ -593,7 +593,7 @@ def _crowd_assignment(assignment_id: int) -> Assignment:
             crowd_worker_q("annotator__"), pk=assignment_id
         )
     except Assignment.DoesNotExist:
-        raise NotFoundError("No such crowd assignment.") from None
+        raise NotFoundError("No such crowd assignment.", field="assignment") from None
 
 
 def _decide(*, assignment, verdict: str, feedback: str, user):
@@ -763,7 +763,7 @@ def _crowd_human_answer(answer_id: int) -> HumanAnswer:
             crowd_worker_q("annotator__"), pk=answer_id
         )
     except HumanAnswer.DoesNotExist:
-        raise NotFoundError("No such crowd answer.") from None
+        raise NotFoundError("No such crowd answer.", field="answer") from None
 
 
 def human_answer_approve(*, answer_id: int, user, feedback: str = "") -> HumanAnswer:
@@ -838,35 +838,29 @@ def _bonus_store(
 
     Only approved work takes a bonus: that is the work whose pay the spending and Table 4's cost
     count (a bonus on rejected or unreviewed work was paid and counted nowhere), and on a
-    platform that confirms work, approved work is work it confirmed for that worker.
+    platform that confirms work, approved work is work it confirmed for that worker. Each
+    refusal names the input at fault (`field`: the API's names; the work is "assignment" or
+    "answer"). The work's bonuses together are at most CROWD_BONUS_MAX_USD
+    (`_bonus_total_check`, under the work's row lock, as `bonus_pay` checks it again).
     """
     paid_for = assignment or human_answer
     if request_token and not REQUEST_TOKEN.match(request_token):
-        raise AnnotateError("request_token: 16 to 64 letters, digits, '-' or '_'.")
+        raise FieldInputError(
+            "request_token: 16 to 64 letters, digits, '-' or '_'.", field="request_token"
+        )
     earlier = _bonus_of_token(request_token, paid_for) if request_token else None
     if earlier is not None:
         return earlier
-    if not _dollars_and_cents(amount_usd):
-        raise AnnotateError("A bonus is a positive amount in dollars and cents, e.g. 0.50.")
-    if amount_usd > bonus_max_usd():
-        raise FieldInputError(
-            f"Bonus amount: ${Decimal(amount_usd):,.2f} is more than the most one bonus may be, "
-            f"${bonus_max_usd():,.2f} (CROWD_BONUS_MAX_USD). Nothing was paid.",
-            field="amount_usd",
-        )
-    if not reason.strip():
-        raise AnnotateError("Give the worker a reason for the bonus.")
-    if not get_platform(paid_for.annotator.platform).pays_workers:
-        raise AnnotateError("This worker came through a self-hosted link: pay on that site.")
-    if paid_for.status != AssignmentStatus.APPROVED:
-        raise ConflictError(
-            f"A bonus is paid on approved work only; this is "
-            f"{paid_for.get_status_display().lower()}."
-        )
+    _bonus_input_check(paid_for, amount_usd=amount_usd, reason=reason)
     try:
         with transaction.atomic():
+            _work_lock(paid_for)
+            # The same form sent twice at once: the first made it while this one waited.
+            if request_token and (earlier := _bonus_of_token(request_token, paid_for)):
+                return earlier
             if not request_token:
                 _untokened_repeat_check(paid_for, amount_usd=amount_usd, reason=reason, now=now)
+            _bonus_total_check(paid_for, amount_usd=amount_usd)
             return Bonus.objects.create(
                 assignment=assignment,
                 human_answer=human_answer,
@@ -875,23 +869,85 @@ def _bonus_store(
                 unique_request_token=request_token or uuid.uuid4().hex,
                 created_by=user,
             )
-    except IntegrityError:  # the same form, sent twice at once
+    except IntegrityError:  # the same form, sent twice at once (SQLite: no row lock)
         if not request_token:
             raise
         return _bonus_of_token(request_token, paid_for)
 
 
+def _bonus_input_check(paid_for, *, amount_usd: Decimal, reason: str) -> None:
+    """Refuse a bonus whose amount, reason or work cannot take one, naming the field."""
+    if not _dollars_and_cents(amount_usd):
+        raise FieldInputError(
+            "A bonus is a positive amount in dollars and cents, e.g. 0.50.", field="amount_usd"
+        )
+    if amount_usd > bonus_max_usd():
+        raise FieldInputError(
+            f"Bonus amount: ${Decimal(amount_usd):,.2f} is more than the most one bonus may be, "
+            f"${bonus_max_usd():,.2f} (CROWD_BONUS_MAX_USD). Nothing was paid.",
+            field="amount_usd",
+        )
+    if not reason.strip():
+        raise FieldInputError("Give the worker a reason for the bonus.", field="feedback")
+    work = _work_field(paid_for)
+    if not get_platform(paid_for.annotator.platform).pays_workers:
+        raise FieldInputError(
+            "This worker came through a self-hosted link: pay on that site.", field=work
+        )
+    if paid_for.status != AssignmentStatus.APPROVED:
+        raise ConflictError(
+            f"A bonus is paid on approved work only; this is "
+            f"{paid_for.get_status_display().lower()}.",
+            field=work,
+        )
+
+
+def _work_field(paid_for) -> str:
+    """The input that names the work a bonus is for: "assignment", or a study's "answer"."""
+    return "answer" if isinstance(paid_for, HumanAnswer) else "assignment"
+
+
+def _work_lock(paid_for) -> None:
+    """Lock the work's row: its bonuses are checked and stored, or sent, one after the other."""
+    type(paid_for).objects.select_for_update().filter(pk=paid_for.pk).order_by().first()
+
+
 def bonus_max_usd() -> Decimal:
-    """The most one bonus may be (CROWD_BONUS_MAX_USD), checked before anything is stored."""
+    """The most the bonuses of one assignment or answer may come to, together
+    (CROWD_BONUS_MAX_USD): checked when a bonus is stored and again just before it is sent."""
     return Decimal(str(settings.CROWD_BONUS_MAX_USD))
+
+
+# Bonuses that are paid, or may be: stored and not sent yet, or being sent. A failed one (the
+# platform refused it) holds nothing until it is tried again (bonus_pay makes it pending first).
+BONUSES_HELD = (BonusStatus.PENDING, BonusStatus.PAID)
+
+
+def _bonus_total_check(paid_for, *, amount_usd: Decimal, bonus: Bonus | None = None) -> None:
+    """Refuse `amount_usd` (a new bonus, or `bonus` about to be sent) when with the work's other
+    bonuses paid or pending it comes to more than CROWD_BONUS_MAX_USD. Called under the work's
+    row lock, so two bonuses checked at once see each other."""
+    others = paid_for.bonuses.filter(status__in=BONUSES_HELD)
+    if bonus is not None:
+        others = others.exclude(pk=bonus.pk)
+    before = others.aggregate(total=Sum("amount_usd"))["total"] or Decimal(0)
+    limit, total = bonus_max_usd(), before + Decimal(amount_usd)
+    if total <= limit:
+        return
+    work = _work_field(paid_for)
+    raise FieldInputError(
+        f"Bonus amount: ${Decimal(amount_usd):,.2f} would bring the bonuses of this {work} to "
+        f"${total:,.2f} (${before:,.2f} paid or being paid already), more than the most one "
+        f"{work} may be paid in bonuses, ${limit:,.2f} (CROWD_BONUS_MAX_USD). Nothing was paid.",
+        field="amount_usd",
+    )
 
 
 def _untokened_repeat_check(paid_for, *, amount_usd: Decimal, reason: str, now: datetime) -> None:
     """Refuse a bonus without a request token when the same work had one of the same amount
     and reason made within REPEAT_WINDOW: an API client that retried after a lost reply (it
-    never learnt the first was made) would pay the worker twice. The work's row lock makes two
-    such requests at once check one after the other."""
-    type(paid_for).objects.select_for_update().filter(pk=paid_for.pk).order_by().first()
+    never learnt the first was made) would pay the worker twice. Called under the work's row
+    lock, so two such requests at once check one after the other."""
     earlier = (
         paid_for.bonuses.filter(
             amount_usd=amount_usd, reason=reason.strip(), created_at__gt=now - REPEAT_WINDOW
@@ -907,7 +963,8 @@ def _untokened_repeat_check(paid_for, *, amount_usd: Decimal, reason: str, now: 
         f"at {made} ({earlier.get_status_display().lower()}); a request without request_token "
         "like it within 24 hours is taken for a retry and pays nothing more. To pay a second "
         "bonus on purpose, send a new request_token (16 to 64 letters, digits, '-' or '_'); "
-        "sending that same token again is then a safe retry."
+        "sending that same token again is then a safe retry.",
+        field="request_token",
     )
 
 
@@ -924,12 +981,20 @@ def _bonus_of_token(request_token: str, paid_for) -> Bonus | None:
     """The bonus a request token made, if it is this work's; another's is a conflict."""
     bonus = Bonus.objects.filter(unique_request_token=request_token).first()
     if bonus is not None and bonus.paid_for != paid_for:
-        raise ConflictError("This bonus form belongs to another assignment; reload the page.")
+        raise ConflictError(
+            "This bonus form belongs to another assignment; reload the page.",
+            field="request_token",
+        )
     return bonus
 
 
 def bonus_pay(*, bonus_id: int, user, now: datetime) -> Bonus:
-    """Send a stored bonus. A retry reuses the token, so the worker is never paid twice."""
+    """Send a stored bonus. A retry reuses the token, so the worker is never paid twice.
+
+    Just before it is sent, the work's bonuses are checked against CROWD_BONUS_MAX_USD again
+    (`_bonus_send_hold`): a bonus stored under a higher limit, or beside others, that would take
+    them over it is marked failed and refused (FieldInputError on `amount_usd`), nothing sent.
+    """
     require_admin(user)
     bonus = Bonus.objects.select_related("assignment__annotator", "human_answer__annotator").get(
         pk=bonus_id
@@ -941,6 +1006,8 @@ def bonus_pay(*, bonus_id: int, user, now: datetime) -> Bonus:
     platform = get_platform(assignment.annotator.platform, user=user)
     if bonus.created_at <= now - TOKENS_KEPT and _paid_before(platform, bonus):
         return _bonus_paid(bonus, now=now)
+    if _bonus_send_hold(bonus) == BonusStatus.PAID:
+        return bonus  # another delivery paid it meanwhile
     try:
         platform.bonus_send(
             worker_id=assignment.annotator.worker_id,
@@ -958,6 +1025,32 @@ def bonus_pay(*, bonus_id: int, user, now: datetime) -> Bonus:
         bonus.save(update_fields=["status", "error"])
         return bonus
     return _bonus_paid(bonus, now=now)
+
+
+def _bonus_send_hold(bonus: Bonus) -> str:
+    """The last step before a bonus is sent: under its work's row lock, check that with the
+    work's other bonuses paid or pending it stays within CROWD_BONUS_MAX_USD, and hold its place
+    (pending: a failed bonus tried again is pending once more, so a bonus checked at the same
+    time counts it). Over the limit it is marked failed, with why, and the refusal raised after
+    that is stored. Return its status as stored (paid: another delivery sent it meanwhile)."""
+    with transaction.atomic():
+        _work_lock(bonus.paid_for)
+        status = Bonus.objects.values_list("status", flat=True).get(pk=bonus.pk)
+        if status == BonusStatus.PAID:
+            bonus.status = status
+            return status
+        try:
+            _bonus_total_check(bonus.paid_for, amount_usd=bonus.amount_usd, bonus=bonus)
+        except FieldInputError as over:
+            refused = over
+            bonus.status, bonus.error = BonusStatus.FAILED, str(over)
+        else:
+            refused = None
+            bonus.status, bonus.error = BonusStatus.PENDING, ""
+        bonus.save(update_fields=["status", "error"])
+    if refused is not None:
+        raise refused
+    return bonus.status
 
 
 def _bonus_paid(bonus: Bonus, *, now: datetime) -> Bonus:

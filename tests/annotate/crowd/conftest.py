@@ -130,6 +130,7 @@ def submitted_on_fake_platform(assignment, *, publication):
     spec = HitTypeSpec(
         title="t", description="d", keywords="", reward=Decimal("1"),
         assignment_duration_seconds=60, auto_approval_delay_seconds=60,
+        fee_rate=publication.fee_rate,
     )  # fmt: skip
     hit = Hit.objects.filter(publication=publication, task=assignment.task).first()
     if hit is None:

@@ -16,12 +16,13 @@ from tests.annotate.crowd.conftest import published_on_fake
 SPEC = HitTypeSpec(
     title="t", description="d", keywords="", reward=Decimal("0.40"),
     assignment_duration_seconds=60, auto_approval_delay_seconds=60,
+    fee_rate=Decimal("0.25"),  # published at a flat 25%: $0.40 an assignment costs $0.50
 )  # fmt: skip
 
 
 @pytest.fixture(autouse=True)
 def fee(settings):
-    settings.CROWD_FEE_RATE = "0.25"  # $0.40 an assignment costs $0.50
+    settings.CROWD_FEE_RATE = "0.25"
 
 
 def _hit(platform, *, max_assignments=3, token="tok") -> str:
@@ -102,3 +103,44 @@ def test_the_replacements_page_shows_the_balance_less_what_was_published(
     ).text
     # 3 HITs of 3 assignments at $0.50 each were paid when published.
     assert "the account has $9995.50" in page
+
+
+def test_a_hits_work_and_bonuses_cost_the_fee_it_was_published_at_not_todays(settings):
+    """The app prices a publication's work and bonuses at the fee it stored when published
+    (Publication.fee_rate); the offline platform charged today's CROWD_FEE_RATE, so a setting
+    changed since made its balance disagree with the costs the app reports."""
+    platform = fake.FakePlatform()
+    hit_id = _hit(platform)  # published at 25%: 3 × $0.50
+    settings.CROWD_FEE_RATE = ""  # MTurk's schedule from now on: $0.40 would cost $0.48
+    platform.hit_add_assignments(hit_id=hit_id, count=2, unique_request_token="more")
+    assert platform.account_balance() == Decimal("9997.50")  # 2 × $0.50, not 2 × $0.48
+    done = platform.worker_accept(hit_id=hit_id, worker_id="W1")
+    platform.worker_submit(assignment_id=done)
+    platform.assignment_approve(assignment_id=done)
+    platform.bonus_send(
+        worker_id="W1", assignment_id=done, amount=Decimal("2.00"), reason="good",
+        unique_request_token="bonus-1",
+    )  # fmt: skip
+    assert platform.account_balance() == Decimal("9995.00")  # $2.00 + 25%, not + 20%
+    other = platform.worker_accept(hit_id=hit_id, worker_id="W2")
+    platform.worker_submit(assignment_id=other)
+    platform.assignment_reject(assignment_id=other, feedback="random")
+    assert platform.account_balance() == Decimal("9995.50")  # its $0.50 back
+    # A HIT of the schedule keeps it whatever the setting says later.
+    settings.CROWD_FEE_RATE = "0.25"
+    on_schedule = HitTypeSpec(**{**SPEC.__dict__, "fee_rate": None})
+    platform.hit_create(
+        hit_type_id=platform.hit_type_create(spec=on_schedule), question_url="https://x.org/q",
+        max_assignments=3, lifetime_seconds=3600, unique_request_token="schedule",
+    )  # fmt: skip
+    assert platform.account_balance() == Decimal("9994.06")  # 3 × $0.48
+
+
+def test_the_state_file_keeps_each_hit_types_fee():
+    platform = fake.FakePlatform()
+    flat = platform.hit_type_create(spec=SPEC)
+    schedule = platform.hit_type_create(spec=HitTypeSpec(**{**SPEC.__dict__, "fee_rate": None}))
+    assert flat != schedule  # the same HIT but for its fee is another type
+    fake._parsed = None  # read the file afresh, as another process does
+    kept = platform.store.hit_types
+    assert (kept[flat].fee_rate, kept[schedule].fee_rate) == (Decimal("0.25"), None)

@@ -250,6 +250,31 @@ def test_spent_so_far_prices_work_at_its_hits_rate_and_a_bonus_at_20_percent(
     assert spent.approved_usd == spent.total_usd == Decimal(one) + Decimal("0.03")
 
 
+def test_the_demo_platform_charges_a_bonus_what_the_app_reports_after_the_fee_changed(
+    admin_user, offline_platform, settings
+):
+    """Spent so far and Table 4 price a bonus at its publication's fee (the flat rate it was
+    published at); the offline platform charged today's CROWD_FEE_RATE, so after the setting
+    changed its account paid another amount than the one reported."""
+    settings.CROWD_FEE_RATE = "0.25"
+    publication = published_on_fake(_batch(3), reward_usd=CENTS_40)
+    hit = publication.hits.get()
+    work = submitted_on_fake_platform(
+        crowd_assignment(task=hit.task, platform="fake", worker="W1"), publication=publication
+    )
+    review.assignment_approve(assignment_id=work.pk, user=admin_user)
+    settings.CROWD_FEE_RATE = ""  # MTurk's schedule from now on: a $2.00 bonus would pay $0.40
+    before = offline_platform.account_balance()
+    bonus = review.bonus_create(
+        assignment_id=work.pk, amount_usd=Decimal("2.00"), reason="thanks", user=admin_user
+    )
+    review.bonus_pay(bonus_id=bonus.pk, user=admin_user, now=timezone.now())
+    charged = before - offline_platform.account_balance()
+    assert charged == Decimal("2.50")  # 25%, the publication's fee
+    spent = publication_spending(publication=publication)
+    assert spent.approved_usd == Decimal("0.50") + charged
+
+
 def test_a_bad_override_stops_the_start(settings):
     from django.apps import apps
 
