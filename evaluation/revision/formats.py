@@ -167,8 +167,9 @@ UNDEFINED_NOTE = (
     "A figure shown as – is undefined, not 0: a ratio of 0 to 0 (precision when a model "
     "predicts no turn good, recall when no turn is good, F1 when neither a turn is good nor "
     "one predicted good); "
-    "null in JSON, empty in CSV. A figure without brackets has no interval: fewer than half "
-    "of the resamples define it (or none were drawn)."
+    "null in JSON, empty in CSV. A figure without brackets has no interval: fewer than two "
+    "turns take part in it (every resample would give the figure itself), fewer than half "
+    "of the resamples define it, or none were drawn."
 )
 
 
