@@ -795,3 +795,32 @@ def test_a_latex_row_starting_with_a_bracket_is_not_read_as_the_last_rows_spacin
     latex = revision_latex(report)
     assert "\\\\\n{[}v2] llama & 2 \\\\\n" in latex
     assert not re.search(r"\\\\\s*\[", latex)
+
+
+def test_a_share_of_no_turn_in_tables_2_to_4_is_said_to_be_undefined_not_0():
+    """Table 3's % good of a system none of whose turns is in the category is 0/0: null, "–"
+    in Markdown and LaTeX, empty in CSV, as Table 5's undefined figures, and like them said
+    under the table (it stood there unexplained, a reader could take "–" for a missing 0)."""
+    from evaluation.revision.formats import (
+        SHARE_UNDEFINED_NOTE,
+        TABLES,
+        revision_csv,
+        revision_latex,
+        revision_markdown,
+        table_notes,
+    )
+
+    row = {"category": "editing", "turns": 2, "share": 1.0, "information_seeking": 0.5,
+           "stylistic": 0.5, "good:a": 0.5, "good:b": None}  # fmt: skip
+    report = {"study": "s", **{table: [] for table in TABLES}}
+    agreement = {"run": None, "compared": 0, "agreement": None}
+    report["table3"] = {"rows": [row], "categories": [row], "agreement": agreement, "sources": {}}
+    report["table4"] = {"rows": [], "categories": [], "agreement": agreement}
+    report["table5"] = {"rows": [], "splits": []}
+    assert SHARE_UNDEFINED_NOTE in table_notes(report, "table3")
+    assert "| 50 | – |" in revision_markdown(report)
+    assert SHARE_UNDEFINED_NOTE.split(":")[0] in revision_markdown(report)
+    assert SHARE_UNDEFINED_NOTE.split(":")[0] in revision_latex(report)
+    assert "0.5,\r\n" in revision_csv(report)  # good:b empty at the end of the row
+    report["table3"]["rows"] = [{**row, "good:b": 0.0}]
+    assert SHARE_UNDEFINED_NOTE not in table_notes(report, "table3")
