@@ -117,6 +117,10 @@ def table_notes(report: dict, table: str) -> list[str]:
     value = report[table]
     untyped = _untyped_note(report, table)
     notes = [untyped] if untyped else []
+    if table != "table5" and any(
+        v is None for row in table_rows(report, table) for v in row.values()
+    ):
+        notes.append(SHARE_UNDEFINED_NOTE)
     if not isinstance(value, dict):
         return notes
     agreement = value.get("agreement")
@@ -162,13 +166,23 @@ def table_notes(report: dict, table: str) -> list[str]:
     return notes
 
 
+# Said under Tables 2-4 and Figure 2's tables when a share has no turn to be a share of
+# (evaluation.revision.reports._share), as UNDEFINED_NOTE under Table 5.
+SHARE_UNDEFINED_NOTE = (
+    "A figure shown as – is undefined, not 0: a share of no turn (say, % good of a system "
+    "none of whose turns is in the category, or % information-seeking of turns none of which "
+    "has a type); null in JSON, empty in CSV."
+)
+
+
 # Said under Table 5 when a figure or an interval is undefined (evaluation.stats.revision).
 UNDEFINED_NOTE = (
     "A figure shown as – is undefined, not 0: a ratio of 0 to 0 (precision when a model "
     "predicts no turn good, recall when no turn is good, F1 when neither a turn is good nor "
     "one predicted good); "
-    "null in JSON, empty in CSV. A figure without brackets has no interval: fewer than half "
-    "of the resamples define it (or none were drawn)."
+    "null in JSON, empty in CSV. A figure without brackets has no interval: fewer than two "
+    "turns take part in it (every resample would give the figure itself), fewer than half "
+    "of the resamples define it, or none were drawn."
 )
 
 

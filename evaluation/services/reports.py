@@ -78,7 +78,12 @@ from evaluation.stats import (
     ratio,
     score_categories,
 )
-from evaluation.stats.bootstrap import WeightStream, percentile_interval, ratio_resampler
+from evaluation.stats.bootstrap import (
+    WeightStream,
+    percentile_interval,
+    ratio_resampler,
+    too_few_clusters,
+)
 from evaluation.stats.kappa import kappa_resampler
 
 SUBSETS = ("easy", "hard", "overall")
@@ -211,11 +216,16 @@ class Bootstrap:
         if ratios:
             batch.flush()
             low, high = percentile_interval(np.vstack(ratio_samples), self.level)
+            # A column counted on fewer than two instructions would read [x, x]: no interval.
+            few = too_few_clusters(np.hstack([r[2] for r in ratios]))
+            low[few], high[few] = np.nan, np.nan
             rows = [row for r in ratios for row in r[0]]
             for row, lo, hi in zip(rows, low, high, strict=True):
                 row["ci_low"], row["ci_high"] = _number(lo), _number(hi)
         if kappas:
             low, high = percentile_interval(np.vstack(kappa_samples), self.level)
+            if len(group["index"]) < 2:  # one instruction: every resample the same, [κ, κ]
+                low[:], high[:] = np.nan, np.nan
             for (row, _), lo, hi in zip(kappas, low, high, strict=True):
                 row["ci_low"], row["ci_high"] = _number(lo), _number(hi)
 

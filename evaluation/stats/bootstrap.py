@@ -157,6 +157,27 @@ def percentile_interval(samples: np.ndarray, level: float) -> tuple[np.ndarray, 
     return lower, upper
 
 
+def too_few_clusters(denominators: np.ndarray, strata: np.ndarray | None = None) -> np.ndarray:
+    """Return, per column, whether its bootstrap interval would be one resample repeated.
+
+    `denominators` has shape (n_clusters, k); a cluster takes part in a column where its
+    denominator is positive. Resampling changes a column's statistic only when some stratum
+    (all clusters, without `strata`) holds at least two clusters taking part: with fewer, every
+    resample draws the same items (or none), and its percentile interval is the point estimate
+    twice, [x, x], which reads as certainty where there is no measure of spread at all. Such a
+    column gets no interval (NaN bounds), as one defined in fewer than half of the resamples.
+    Returns bool of shape (k,).
+    """
+    taking_part = np.asarray(denominators) > 0
+    if strata is None:
+        return np.count_nonzero(taking_part, axis=0) < 2
+    _, stratum = np.unique(np.asarray(strata), return_inverse=True)
+    stratum = stratum.reshape(-1)
+    per_stratum = np.zeros((int(stratum.max(initial=-1)) + 1, taking_part.shape[1]), np.int64)
+    np.add.at(per_stratum, stratum, taking_part.astype(np.int64))
+    return ~(per_stratum >= 2).any(axis=0)
+
+
 def ratio_resamples(
     numerators: np.ndarray, denominators: np.ndarray, weights: np.ndarray
 ) -> np.ndarray:
@@ -207,8 +228,9 @@ def ratio_ci(
     with replacement (`cluster_weights`), so the items of an instruction stay together; the
     statistic of a resample is Σ w_c num_c / Σ w_c den_c. Resamples whose denominator is 0 are
     skipped; a column gets NaN bounds when fewer than half of the resamples are defined (so a
-    column whose total denominator is 0 is NaN). Returns (lower, upper) float64 arrays of
-    shape (k,) (shape () for one-dimensional input).
+    column whose total denominator is 0 is NaN), or when fewer than two clusters have a
+    positive denominator in it (`too_few_clusters`: the interval would be [x, x]). Returns
+    (lower, upper) float64 arrays of shape (k,) (shape () for one-dimensional input).
     """
     _check_level(level)
     if n_resamples < 1:
@@ -227,6 +249,8 @@ def ratio_ci(
         [ratio_resamples(num, den, w) for w in weight_chunks(num.shape[0], n_resamples, rng)]
     )
     lower, upper = percentile_interval(samples, level)
+    few = too_few_clusters(den)
+    lower[few], upper[few] = np.nan, np.nan
     return lower.reshape(column_shape), upper.reshape(column_shape)
 
 
@@ -248,7 +272,9 @@ def mean_ratio_ci(
     Σ w_c num_c / Σ w_c den_c over the columns defined in that resample (NaN when none is),
     so each column weighs the same whatever its size: an average over cells, as a paper that
     "averages over datasets" reports it. Bounds as `ratio_ci` (NaN with fewer than half of the
-    resamples defined). Returns (lower, upper) of shape (n_groups,).
+    resamples defined, or when no stratum holds two clusters taking part in the group's
+    columns, so that every resample is the same: `too_few_clusters`). Returns (lower, upper)
+    of shape (n_groups,).
 
     `strata` (one label per cluster) resamples the clusters within each stratum, as many as it
     holds: with columns of different strata (datasets) a plain resample can miss a small
@@ -278,7 +304,10 @@ def mean_ratio_ci(
         count = defined.astype(np.float64) @ onehot
         with np.errstate(invalid="ignore", divide="ignore"):
             chunks.append(np.where(count > 0, total / np.maximum(count, 1.0), np.nan))
-    return percentile_interval(np.vstack(chunks), level)
+    lower, upper = percentile_interval(np.vstack(chunks), level)
+    few = too_few_clusters((den > 0).astype(np.float64) @ onehot, strata)
+    lower[few], upper[few] = np.nan, np.nan
+    return lower, upper
 
 
 def _stratified_chunks(

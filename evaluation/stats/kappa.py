@@ -235,8 +235,9 @@ def kappa_ci(
     instruction), 0..K-1; ids used by no item are ignored. Each resample draws the clusters
     with replacement (weights from `cluster_weights`, in chunks of bounded size) and computes
     kappa as in `kappa_resamples`. Resamples where kappa is undefined (P_e = 1) are skipped;
-    the result is (None, None) when there are no items or fewer than half of the resamples are
-    defined. Bounds are the (1 - level)/2 and (1 + level)/2 quantiles (linear interpolation).
+    the result is (None, None) when there are no items, when they all belong to one cluster
+    (every resample would draw the same items: an interval [κ, κ] with no spread measured) or
+    when fewer than half of the resamples are defined. Bounds are the (1 - level)/2 and (1 + level)/2 quantiles (linear interpolation).
     """
     if n_resamples < 1:
         raise ValueError(f"n_resamples must be at least 1; got {n_resamples}")
@@ -248,7 +249,9 @@ def kappa_ci(
         raise ValueError(
             f"clusters must hold one id per item ({counts.shape[0]}); got shape {clusters.shape}"
         )
-    _, dense_clusters = np.unique(clusters, return_inverse=True)
+    distinct, dense_clusters = np.unique(clusters, return_inverse=True)
+    if distinct.size < 2:
+        return None, None
     sums = _cluster_sums(counts, dense_clusters.reshape(-1))
     n_clusters = sums.n_clusters
     samples = np.concatenate(

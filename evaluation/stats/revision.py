@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from evaluation.stats.bootstrap import cluster_weights, percentile_interval
+from evaluation.stats.bootstrap import cluster_weights, percentile_interval, too_few_clusters
 
 GOOD, NEUTRAL, BAD = 0, 1, 2
 METRICS = ("accuracy", "precision", "recall", "f1", "predicted_good", "predicted_bad")
@@ -93,7 +93,11 @@ def binary_metric_intervals(
     Each resample draws n items with replacement (weights from `cluster_weights`) and computes
     the metrics of `binary_metrics` on them; a resample where a metric is undefined (NaN) is
     left out of its interval, which is (NaN, NaN) when fewer than half of the resamples define
-    it (`percentile_interval`). Empty input gives (NaN, NaN).
+    it (`percentile_interval`), or when fewer than two items take part in it (the items of
+    its denominator: all of them for accuracy and the shares predicted good/bad, those
+    predicted good for precision, the good ones for recall, those good or predicted good for
+    F1): every resample would then give the same figure, an interval [x, x] with no spread
+    measured (`too_few_clusters`). Empty input gives (NaN, NaN).
     """
     t, p = np.asarray(truth, dtype=bool), np.asarray(predicted, dtype=bool)
     if t.size == 0 or n_resamples == 0:
@@ -104,6 +108,11 @@ def binary_metric_intervals(
     metrics = _metrics_from_counts(tp, fp, fn, tn)
     samples = np.column_stack([metrics[name] for name in METRICS])
     low, high = percentile_interval(samples, level)
+    taking_part = {"precision": p, "recall": t, "f1": t | p}
+    few = too_few_clusters(
+        np.column_stack([taking_part.get(name, np.ones(t.size, dtype=bool)) for name in METRICS])
+    )
+    low[few], high[few] = np.nan, np.nan
     return {name: (float(low[i]), float(high[i])) for i, name in enumerate(METRICS)}
 
 

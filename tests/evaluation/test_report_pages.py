@@ -58,6 +58,16 @@ def test_researcher_sees_every_table_of_the_report(researcher_client, bench):
     assert reverse("reports:figure", args=[bench.pk, "constraints", "svg"]) in page
 
 
+def test_a_drfr_without_an_interval_shows_no_empty_brackets(researcher_client, bench):
+    """The easy set is one instruction: its DRFRs have no interval (null), which the page
+    showed as "1.000 [, ]"; now the figure alone, with a note saying why."""
+    page = researcher_client.get(reverse("reports:detail", args=[bench.pk])).content.decode()
+    leaderboard = page.split('id="leaderboard"')[1].split("</table>")[0]
+    assert "[, ]" not in leaderboard
+    assert '<span class="ci">[' in leaderboard  # overall keeps its intervals
+    assert "without brackets has no interval" in page
+
+
 def test_report_page_says_an_expert_row_is_against_the_other_experts(researcher_client, bench):
     page = researcher_client.get(reverse("reports:detail", args=[bench.pk])).content.decode()
     heading = page.split('<h2 id="sources">')[1].split("</h2>")[0]

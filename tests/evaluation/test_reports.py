@@ -121,8 +121,9 @@ def test_leaderboard_has_each_expert_the_majorities_and_the_judge_with_cis(bench
     }
     judge = _one(report, "leaderboard", source="judge", system="alpha", subset="overall")
     assert judge["drfr"] == pytest.approx(3 / 5)
-    for row in report["leaderboard"]:
-        assert row["ci_low"] <= row["drfr"] + 1e-12 <= row["ci_high"] + 2e-12
+    for row in _rows(report, "leaderboard", subset="overall"):
+        if row["source"] != "crowd-majority":  # the crowd labelled one instruction: no CI
+            assert row["ci_low"] <= row["drfr"] + 1e-12 <= row["ci_high"] + 2e-12
     crowd = _rows(report, "leaderboard", source="crowd-majority")
     assert {(r["system"], r["subset"], r["drfr"]) for r in crowd} == {
         ("alpha", "easy", 1.0),
@@ -512,3 +513,22 @@ def test_a_crowd_label_is_placed_where_its_assignment_showed_its_response(bench)
         "crowd-2": [1, 1, 2, 2],
         "crowd-3": [-1, -1, -1, -1],
     }
+
+
+def test_a_subset_of_one_instruction_has_no_interval_not_a_point(bench):
+    """Easy and hard are one instruction each: every resample draws that instruction, so the
+    leaderboard's easy and hard intervals were [DRFR, DRFR] and the direct-score kappa's of
+    the easy set [κ, κ], a spread of nothing. They are null; overall (two) keeps them, but
+    for a source that labelled one instruction."""
+    report = report_build(scope=OPERATOR, benchmark=bench, n_resamples=200)
+    for subset in ("easy", "hard"):
+        for row in _rows(report, "leaderboard", subset=subset):
+            assert (row["ci_low"], row["ci_high"]) == (None, None), row
+    judge = _one(report, "leaderboard", source="judge", system="alpha", subset="easy")
+    assert judge["drfr"] is not None
+    overall = _rows(report, "leaderboard", subset="overall")
+    # The crowd labelled the easy instruction only: overall too is one instruction for it.
+    assert {r["source"] for r in overall if r["ci_low"] is None} == {"crowd-majority"}
+    easy = _one(report, "agreement", protocol="ds", group="expert", subset="easy")
+    assert easy["fleiss_kappa"] is not None and easy["items"] == 1
+    assert (easy["ci_low"], easy["ci_high"]) == (None, None)

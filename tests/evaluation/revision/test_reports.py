@@ -232,8 +232,10 @@ def test_an_undefined_table5_figure_is_null_empty_or_a_dash_never_zero_or_nan(
     markdown, latex = printed("md"), printed("latex")
     for text in (markdown, latex):
         assert UNDEFINED_NOTE.split(":")[0] in text and "nan" not in text.lower()
-    # Accuracy, precision, recall, F1, predicted good/bad; a figure undefined has no interval.
-    row = "| Majority | – | – | 2 | 0.50 [0.00, 1.00] | – | 0.00 [0.00, 0.00] | 0.00 [0.00, 0.00] |"
+    # Accuracy, precision, recall, F1, predicted good/bad; a figure undefined has no interval,
+    # nor recall and F1 here, which one turn alone takes part in (the good one): they read
+    # [0.00, 0.00], every resample the same turn.
+    row = "| Majority | – | – | 2 | 0.50 [0.00, 1.00] | – | 0.00 | 0.00 |"
     assert row in markdown
     client.force_login(UserFactory(roles=[RESEARCHER]))
     page = client.get(reverse("revision-reports:report", args=[study.pk]))
@@ -379,9 +381,13 @@ def test_every_table_5_figure_shows_its_bootstrap_interval_on_the_page_and_in_th
     accuracy = table5["columns"].index("Accuracy")
     for shown, figures in zip(table5["rows"], built, strict=True):
         low, high = (_fixed(figures[f"accuracy_ci_{end}"], digits=2) for end in ("low", "high"))
-        assert shown[accuracy]["interval"] == f"[{low}, {high}]"
-    cell = table5["rows"][0][accuracy]
-    assert f'{cell["text"]} <span class="ci">{cell["interval"]}</span>' in page.text
+        # A row of fewer than two test turns has no interval: none shown.
+        expected = "" if figures["accuracy_ci_low"] is None else f"[{low}, {high}]"
+        assert shown[accuracy]["interval"] == expected
+    # The sample's test split is one turn: every resample is that turn, so no row has an
+    # interval (they read [1.00, 1.00] and [0.00, 0.00]) and the note says why.
+    assert [row[accuracy]["interval"] for row in table5["rows"]] == ["", "", ""]
+    assert "[1.00, 1.00]" not in page.text and "fewer than two turns take part" in page.text
 
 
 def test_table_5_shows_a_dash_for_the_mode_and_shots_of_the_baselines_as_of_the_human_row(
@@ -789,3 +795,32 @@ def test_a_latex_row_starting_with_a_bracket_is_not_read_as_the_last_rows_spacin
     latex = revision_latex(report)
     assert "\\\\\n{[}v2] llama & 2 \\\\\n" in latex
     assert not re.search(r"\\\\\s*\[", latex)
+
+
+def test_a_share_of_no_turn_in_tables_2_to_4_is_said_to_be_undefined_not_0():
+    """Table 3's % good of a system none of whose turns is in the category is 0/0: null, "–"
+    in Markdown and LaTeX, empty in CSV, as Table 5's undefined figures, and like them said
+    under the table (it stood there unexplained, a reader could take "–" for a missing 0)."""
+    from evaluation.revision.formats import (
+        SHARE_UNDEFINED_NOTE,
+        TABLES,
+        revision_csv,
+        revision_latex,
+        revision_markdown,
+        table_notes,
+    )
+
+    row = {"category": "editing", "turns": 2, "share": 1.0, "information_seeking": 0.5,
+           "stylistic": 0.5, "good:a": 0.5, "good:b": None}  # fmt: skip
+    report = {"study": "s", **{table: [] for table in TABLES}}
+    agreement = {"run": None, "compared": 0, "agreement": None}
+    report["table3"] = {"rows": [row], "categories": [row], "agreement": agreement, "sources": {}}
+    report["table4"] = {"rows": [], "categories": [], "agreement": agreement}
+    report["table5"] = {"rows": [], "splits": []}
+    assert SHARE_UNDEFINED_NOTE in table_notes(report, "table3")
+    assert "| 50 | – |" in revision_markdown(report)
+    assert SHARE_UNDEFINED_NOTE.split(":")[0] in revision_markdown(report)
+    assert SHARE_UNDEFINED_NOTE.split(":")[0] in revision_latex(report)
+    assert "0.5,\r\n" in revision_csv(report)  # good:b empty at the end of the row
+    report["table3"]["rows"] = [{**row, "good:b": 0.0}]
+    assert SHARE_UNDEFINED_NOTE not in table_notes(report, "table3")

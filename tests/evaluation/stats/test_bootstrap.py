@@ -7,6 +7,7 @@ from evaluation.stats.bootstrap import (
     mean_ratio_ci,
     percentile_interval,
     ratio_resamples,
+    too_few_clusters,
     weight_chunks,
 )
 
@@ -194,3 +195,38 @@ def test_mean_ratio_ci_weighs_a_small_column_as_much_as_a_large_one():
         num, den, np.array([0, 0]), np.random.default_rng(0), n_groups=1, n_resamples=500
     )
     assert lower[0] == pytest.approx(0.5) and upper[0] == pytest.approx(1.0)  # 1.0: no B drawn
+
+
+def test_a_column_counted_on_one_cluster_has_no_interval_not_a_point():
+    """Column 0 is counted on the first cluster only (1 of 2): every resample that draws it
+    gives 1/2, so its percentile interval was [0.5, 0.5], a spread of nothing read as
+    certainty. Column 1, counted on two clusters (0/1 and 1/1), keeps an interval."""
+    num = np.array([[1, 0], [0, 1], [0, 0]])
+    den = np.array([[2, 1], [0, 1], [0, 0]])
+    lower, upper = ratio_ci(num, den, np.random.default_rng(0), n_resamples=200)
+    assert np.isnan(lower[0]) and np.isnan(upper[0])
+    assert (lower[1], upper[1]) == (0.0, 1.0)
+
+
+def test_too_few_clusters_counts_the_clusters_taking_part_per_stratum():
+    den = np.array([[1, 1, 0], [0, 2, 0], [1, 0, 0]])
+    assert too_few_clusters(den).tolist() == [False, False, True]
+    # Clusters 0 and 2 in strata of their own: column 0 is one cluster per stratum, the same
+    # in every stratified resample; column 1 has two in stratum "a".
+    assert too_few_clusters(den, np.array(["a", "a", "b"])).tolist() == [True, False, True]
+
+
+def test_mean_ratio_ci_of_one_item_per_stratum_has_no_interval():
+    """Two datasets of one item each, drawn within their dataset: every resample is the
+    same two items, so the mean (1/1 + 0/1) / 2 = 0.5 had the interval [0.5, 0.5]."""
+    num, den = np.array([[1.0, 0.0], [0.0, 0.0]]), np.array([[1.0, 0.0], [0.0, 1.0]])
+    lower, upper = mean_ratio_ci(
+        num, den, np.array([0, 0]), np.random.default_rng(0), n_groups=1,
+        strata=np.array(["x", "y"]), n_resamples=100,
+    )  # fmt: skip
+    assert np.isnan(lower[0]) and np.isnan(upper[0])
+    # Without strata the two items are drawn together or apart: an interval of 0 to 1.
+    lower, upper = mean_ratio_ci(
+        num, den, np.array([0, 0]), np.random.default_rng(0), n_groups=1, n_resamples=100
+    )
+    assert (lower[0], upper[0]) == (0.0, 1.0)

@@ -224,3 +224,13 @@ def test_kappa_ci_is_none_when_kappa_is_never_defined():
     counts = np.array([[3, 0], [3, 0], [3, 0]])
     assert kappa_ci(counts, np.array([0, 1, 2]), np.random.default_rng(0)) == (None, None)
     assert kappa_ci(np.zeros((0, 2)), np.zeros(0), np.random.default_rng(0)) == (None, None)
+
+
+def test_kappa_ci_of_items_of_one_cluster_is_none_not_a_point():
+    """Three items of one instruction: every resample draws that instruction, so every
+    resample's kappa is the estimate and the interval was [κ, κ], no spread measured."""
+    counts = np.array([[2, 1], [0, 3], [3, 0]])
+    assert fleiss_kappa(counts).kappa is not None
+    assert kappa_ci(counts, np.array([4, 4, 4]), np.random.default_rng(0)) == (None, None)
+    low, high = kappa_ci(counts, np.array([0, 1, 2]), np.random.default_rng(0))
+    assert low < high

@@ -119,3 +119,18 @@ def test_split_sizes_are_the_lengths_split_indices_gives():
     for n in range(30):
         parts = split_indices(n, np.random.default_rng(0))
         assert split_sizes(n) == tuple(len(part) for part in parts)
+
+
+def test_a_figure_of_fewer_than_two_items_has_no_interval_not_a_point():
+    """One test turn: every resample is that turn, so accuracy's interval was [1, 1]. Of 20
+    turns only one predicted good (and good): precision is 1/1 in every resample drawing it,
+    an interval [1, 1] over one turn; recall, over the ten good turns, keeps its interval."""
+    one = binary_metric_intervals([True], [True], np.random.default_rng(0), n_resamples=100)
+    assert all(math.isnan(bound) for bounds in one.values() for bound in bounds)
+    truth, predicted = [True, False] * 10, [True] + [False] * 19
+    ci = binary_metric_intervals(truth, predicted, np.random.default_rng(0), n_resamples=200)
+    assert binary_metrics(truth, predicted)["precision"] == 1.0
+    assert all(math.isnan(bound) for bound in ci["precision"])
+    low, high = ci["recall"]
+    assert 0.0 <= low < 0.1 <= high
+    assert ci["accuracy"][0] < ci["accuracy"][1]
