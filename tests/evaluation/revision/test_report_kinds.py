@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotate.models import AnnotatorKind
-from annotate.revision.models import RevisionSession, SessionStatus, Turn
+from annotate.revision.models import Rerating, RevisionSession, SessionStatus, Turn
 from annotate.revision.services.exports import (
     app_session_records,
     sessions_export_csv,
@@ -180,3 +180,34 @@ def test_exports_leave_out_an_undecided_accounts_session_as_label_exports_do(tmp
     assert sessions_export_jsonl(study=study, output=lines) == 4
     records = [json.loads(line) for line in lines.getvalue().splitlines()]
     assert [record.get("annotator") for record in records].count("newbie") == 1
+
+
+def test_a_re_rating_by_an_undecided_account_is_out_of_the_human_row(tmp_path, newbie):
+    """Two re-ratings of the sample's first turn (good): an expert's agrees, newbie's (not
+    decided) says bad. The Human row reads 1 turn, accuracy 1.0, and the report names 1
+    re-rating by 1 annotator left out; decided, newbie's counts too (2 pairs, 1 agreeing)."""
+    study = sample_study(tmp_path)
+    first = Turn.objects.order_by("id").first()
+    assert first.rating == "good"
+    now = timezone.now()
+    for rater, rating in ((UserFactory(kind="expert"), "good"), (newbie, "bad")):
+        Rerating.objects.create(
+            turn=first, annotator=rater, rating=rating, status="done", created_at=now
+        )
+
+    def human(report):
+        row = next(r for r in report["table5"]["rows"] if r["model"] == "Human")
+        return row["n"], row["accuracy"]
+
+    report = revision_report_build(study=study, n_resamples=10)
+    assert human(report) == (1, 1.0)
+    assert report["waiting_for_kind"] == {
+        "sessions": 0,
+        "annotators": 0,
+        "reratings": 1,
+        "raters": 1,
+    }
+    decide(newbie)
+    report = revision_report_build(study=study, n_resamples=10)
+    assert human(report) == (2, 0.5)
+    assert report["waiting_for_kind"]["reratings"] == 0
