@@ -27,8 +27,11 @@ from annotate.roles import ANNOTATOR
 from annotate.services.annotators import annotator_kind_set
 from annotate.services.assignments import annotator_for_user
 from evaluation.revision.figures import revision_figure_cached
+from evaluation.revision.judges import rating_split
+from evaluation.revision.models import JudgeTask
 from evaluation.revision.report_data import figure_fingerprint
 from evaluation.revision.reports import revision_report_build
+from evaluation.revision.selectors import rated_turns_count
 from tests.evaluation.revision.sample import sample_study
 from tests.factories import UserFactory
 
@@ -211,3 +214,16 @@ def test_a_re_rating_by_an_undecided_account_is_out_of_the_human_row(tmp_path, n
     report = revision_report_build(study=study, n_resamples=10)
     assert human(report) == (2, 0.5)
     assert report["waiting_for_kind"]["reratings"] == 0
+
+
+def test_the_rating_judges_split_and_its_form_count_only_counted_turns(tmp_path, newbie):
+    """The split is drawn from the report's turns (6 of the 7): the form's count and the
+    prerequisite said 7, so a study could pass the check and then be refused its split."""
+    study = sample_study(tmp_path)
+    undecided = web_session(study, newbie).turns.get()
+    assert rated_turns_count(study=study, task=JudgeTask.RATING) == 6
+    split = rating_split(study=study, seed=0)
+    assert sum(len(part) for part in split.values()) == 6
+    assert undecided.pk not in {turn for part in split.values() for turn in part}
+    # A classifier still labels every rated turn: one counted later has its label already.
+    assert rated_turns_count(study=study, task=JudgeTask.INSTRUCTION_CATEGORY) == 7
