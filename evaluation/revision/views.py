@@ -139,7 +139,7 @@ def report_page(request: HttpRequest, study_id: int) -> HttpResponse:
         "runs": study_judge_runs(study=study)[:20],
         "collection": study_collection_progress(study=study),
         "given_up": given_up_sessions(study=study),
-        "note": waiting_note(report),
+        "waiting_note": waiting_note(report),
         # Read only for the note about waiting work (the page's queries stay fixed otherwise).
         "is_admin": bool(waiting_note(report)) and is_admin(request.user),
     }
