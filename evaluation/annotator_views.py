@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -18,6 +19,7 @@ from annotate.roles import ADMIN, RESEARCHER, RESEARCHERS_ONLY, require_role
 from annotate.selectors.identities import identity_scope
 from annotate.selectors.work import project_get_for_researcher, projects_for_researcher
 from annotate.services.annotators import annotator_kind_set, annotator_project_kind_set
+from annotate.services.assignments import annotator_for_user
 from evaluation.selectors.annotator_overview import (
     annotator_override_locked,
     annotator_rows,
@@ -49,8 +51,9 @@ def annotator_list(request: HttpRequest) -> HttpResponse:
         "project_id": project_id,
         "kind": kind,
         "kind_filters": KIND_FILTERS,
+        # A KIWI-only row has no Annotator: not decided either.
         "undecided": sum(
-            1 for r in rows if r.annotator and r.annotator.kind == AnnotatorKind.UNDECIDED
+            1 for r in rows if not r.annotator or r.annotator.kind == AnnotatorKind.UNDECIDED
         ),
         "blocked": sum(1 for r in rows if r.block),
         "answers_waiting": sum(r.answers_waiting for r in rows),
@@ -112,3 +115,17 @@ def annotator_kind_update(request: HttpRequest, annotator_id: int) -> HttpRespon
         }
     ).replace("filter_", "")
     return redirect(reverse("annotators:list") + (f"?{query}" if query else ""))
+
+
+@login_required
+@require_POST
+@page_errors
+def kiwi_user_kind_update(request: HttpRequest, user_id: int) -> HttpResponse:
+    """Decide the kind of someone who has only steered KIWI sessions: they have no Annotator
+    yet (sessions make none), so it is made as their first labelling would make it, and the
+    kind is set as on any other row."""
+    require_role(request.user, ADMIN, RESEARCHER, message=RESEARCHERS_ONLY)
+    with_sessions = User.objects.filter(revision_sessions__isnull=False).distinct()
+    user = get_object_or_404(with_sessions, pk=user_id)
+    annotator = annotator_for_user(user=user)
+    return annotator_kind_update(request, annotator.pk)

@@ -25,6 +25,15 @@ class UserFactory(factory.django.DjangoModelFactory):
         if create:
             self.save()
 
+    @factory.post_generation
+    def kind(self, create, extracted, **kwargs):
+        """`kind="expert"`: the account's Annotator, of that decided kind, so its KIWI sessions
+        and re-ratings count (annotate.revision.counting); none by default, as a new account."""
+        if create and extracted:
+            models.Annotator.objects.update_or_create(
+                user=self, defaults={"name": self.username, "kind": extracted}
+            )
+
 
 class BenchmarkFactory(factory.django.DjangoModelFactory):
     class Meta:

@@ -11,6 +11,7 @@ from django.urls import reverse
 
 from annotate.compiled import CompiledQuery
 from annotate.errors import NotFoundError
+from annotate.revision.counting import counted_session_q
 from annotate.revision.history import next_previous_answer
 from annotate.revision.models import (
     WORKS_PAIR,
@@ -426,7 +427,9 @@ def rerating_is_own(
 
 def rerate_candidates(*, study: Study) -> list[tuple[int, int | None, int]]:
     """(turn id, session's annotator id or None, session id) of every rated turn of the study's
-    finished sessions that has no re-rating by another person yet (sent or rated), by turn id.
+    finished sessions that count (their account's kind decided, or imported:
+    annotate.revision.counting) that has no re-rating by another person yet (sent or rated), by
+    turn id.
 
     A turn re-rated only by its own annotator is still a candidate: that re-rating never counts,
     so without a second person the turn would be missing from the Human row for good."""
@@ -445,7 +448,11 @@ def rerate_candidates(*, study: Study) -> list[tuple[int, int | None, int]]:
         )
     }
     turns = (
-        Turn.objects.filter(session__study=study, session__status=SessionStatus.FINISHED)
+        Turn.objects.filter(
+            counted_session_q("session__"),
+            session__study=study,
+            session__status=SessionStatus.FINISHED,
+        )
         .exclude(rating="")
         .order_by("id")
         .values_list("id", "session__annotator_id", "session_id")

@@ -11,7 +11,7 @@ import hashlib
 from collections.abc import Iterable
 
 from django.db import connection
-from django.db.models import Count, Q
+from django.db.models import Count, Q, QuerySet
 from django.db.models.functions import Collate
 
 from annotate.models import DECIDED_KIND_VALUES, Annotator, ProjectAnnotatorKind
@@ -43,17 +43,37 @@ def annotators_counted(*, benchmark_id: int, annotator_ids: Iterable[int]) -> di
     return {pk: kind for pk, kind in kinds.items() if kind in DECIDED_KIND_VALUES}
 
 
-def kinds_fingerprint(*, benchmark_id: int) -> tuple:
-    """Return what changes whenever a kind that matters to the benchmark's results changes,
-    or the order by name of the annotators who may count there."""
+def users_of_decided_kind() -> QuerySet:
+    """Ids of the accounts whose own kind is decided (a subquery, evaluated where it is used).
 
+    For work that belongs to no benchmark (KIWI revision sessions and re-ratings, done by an
+    account rather than an Annotator), so no project's kind can apply: the account's own kind
+    counts, under the same rule as `annotators_counted`. An account that never worked on
+    labels has no Annotator yet and is not decided either.
+    """
+    return (
+        Annotator.objects.filter(user__isnull=False, kind__in=DECIDED_KIND_VALUES)
+        .order_by()
+        .values("user_id")
+    )
+
+
+def kind_stamps() -> tuple:
+    """Return what any kind decision moves: how many kinds were set, and the sum of their
+    stamps (annotate.services.annotators stamps kind_changed_at each time)."""
     # Every stamp counted and summed, not the latest: a host whose clock is behind can stamp a
     # kind decided after another with an earlier time, and the maximum would not move.
-    decided = tuple(
+    return tuple(
         Annotator.objects.aggregate(
             n=Count("kind_changed_at"), stamps=stamps_sum("kind_changed_at")
         ).values()
     )
+
+
+def kinds_fingerprint(*, benchmark_id: int) -> tuple:
+    """Return what changes whenever a kind that matters to the benchmark's results changes,
+    or the order by name of the annotators who may count there."""
+    decided = kind_stamps()
     overrides = tuple(
         ProjectAnnotatorKind.objects.filter(project__benchmark_id=benchmark_id)
         .order_by("annotator_id", "project_id")

@@ -122,8 +122,11 @@ def demo_generation_create() -> int:
 
 DEMO_REVISION_STUDY = "Demo revision study (KIWI)"
 DEMO_REVISION_SYSTEMS = ["demo-model-a", "demo-model-b"]  # blank endpoints: the fake model
-# Of the re-rated sample, these many are rated by the demo; the rest wait for cara and dev.
+# Of the re-rated sample, these many are rated by the demo (by ana and ben, experts, so the
+# Human row of Table 5 counts them); the rest wait for cara and dev, whose kind a researcher
+# decides first (annotate.revision.counting).
 DEMO_RERATINGS, DEMO_RERATINGS_DONE = 8, 6
+DEMO_RERATERS = ["ana", "ben"]
 
 
 @transaction.atomic
@@ -131,8 +134,9 @@ def demo_revision_create(*, fixtures_dir: Path = DEMO_DIR / "revision") -> Study
     """Load the demo revision study: questions with documents, finished sessions, re-ratings.
 
     Safe to run again: the imports add nothing the second time and the re-rated sample is
-    drawn only once. The annotators cara and dev (demo_projects_create) do the re-rating; the
-    demo rates the first few of their turns so that Table 5 has a human row.
+    drawn only once. The experts ana and ben (demo_data) re-rate the first few turns, so that
+    Table 5 has a human row; the rest are sent to the annotators cara and dev
+    (demo_projects_create), whose kind is not decided: their re-ratings count once it is.
     """
     study_upload(
         path=str(fixtures_dir / "study.jsonl"),
@@ -142,14 +146,12 @@ def demo_revision_create(*, fixtures_dir: Path = DEMO_DIR / "revision") -> Study
     sessions_import(path=str(fixtures_dir / "sessions.jsonl"), study_name=DEMO_REVISION_STUDY)
     study = Study.objects.get(name=DEMO_REVISION_STUDY)
     if not Rerating.objects.filter(turn__session__study=study).exists():
-        annotators = list(
-            User.objects.filter(username__in=[login.username for login in DEMO_ANNOTATOR_LOGINS])
-        )
         now = timezone.now()
+        raters = list(User.objects.filter(username__in=DEMO_RERATERS).order_by("username"))
         sample = reratings_sample(
-            study=study, annotators=annotators, size=DEMO_RERATINGS, seed=0, now=now
+            study=study, annotators=raters, size=DEMO_RERATINGS_DONE, seed=0, now=now
         )
-        for index, rerating in enumerate(sample[:DEMO_RERATINGS_DONE]):
+        for index, rerating in enumerate(sample):
             original = rerating.turn.rating
             # Deterministic second opinions: most agree, every third one is a notch stricter.
             stricter = {"good": "neutral", "neutral": "bad", "bad": "bad"}[original]
@@ -161,6 +163,18 @@ def demo_revision_create(*, fixtures_dir: Path = DEMO_DIR / "revision") -> Study
                 comment="Demo second rating.",
                 now=now,
             )
+        waiting = list(
+            User.objects.filter(
+                username__in=[login.username for login in DEMO_ANNOTATOR_LOGINS]
+            ).order_by("username")
+        )
+        reratings_sample(
+            study=study,
+            annotators=waiting,
+            size=DEMO_RERATINGS - DEMO_RERATINGS_DONE,
+            seed=1,
+            now=now,
+        )
     return study
 
 

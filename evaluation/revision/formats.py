@@ -43,6 +43,7 @@ COLUMNS = {
     "table3_sources": ["source", "turns"],
     "table5_splits": ["seed", "train", "dev", "test"],
     "table5_human": ["model", "turns", "evaluated_on"],
+    "waiting_for_kind": ["sessions", "annotators", "reratings", "raters"],
 }  # fmt: skip
 # Said under every LaTeX table: which columns are percentages, and why they need not add to 100.
 LATEX_NOTE = (
@@ -233,7 +234,38 @@ def notes_rows(report: dict) -> dict[str, list[dict]]:
     human = _human_row(report)
     row = {"model": "Human", "turns": human["n"], "evaluated_on": HUMAN_TURNS} if human else None
     extra["table5_human"] = [row] if row else []
+    # Always one row, zeros included: a script reads how much was left out, nothing or not.
+    extra["waiting_for_kind"] = [dict(report.get("waiting_for_kind") or {})]
     return extra
+
+
+def _plural(count: int, one: str, many: str | None = None) -> str:
+    return f"{count} {one if count == 1 else many or one + 's'}"
+
+
+def waiting_note(report: dict) -> str:
+    """Say what the report leaves out until a researcher decides some accounts' kind, as the
+    InFoBench and verbalizer reports do; "" when nothing is left out."""
+    waiting = report.get("waiting_for_kind") or {}
+    parts = []
+    if waiting.get("sessions"):
+        parts.append(
+            f"{_plural(waiting['sessions'], 'finished session')} by "
+            f"{_plural(waiting['annotators'], 'annotator')}"
+        )
+    if waiting.get("reratings"):
+        parts.append(
+            f"{_plural(waiting['reratings'], 're-rating')} by "
+            f"{_plural(waiting['raters'], 'annotator')}"
+        )
+    if not parts:
+        return ""
+    count = waiting.get("sessions", 0) + waiting.get("reratings", 0)
+    return (
+        f"{' and '.join(parts)} whose kind is not decided yet {'is' if count == 1 else 'are'} "
+        "left out of every table and figure; they count once a researcher decides the kind on "
+        "the Annotators page."
+    )
 
 
 def _columns(rows: list[dict], known: Iterable[str] = ()) -> list[str]:
@@ -309,6 +341,9 @@ def _shown_columns(rows: list[dict]) -> list[str]:
 
 def revision_markdown(report: dict) -> str:
     parts = [f"# Revision report: {markdown_escape(report['study'])}\n"]
+    waiting = waiting_note(report)
+    if waiting:
+        parts.append(f"\n{waiting}\n")
     for table, title in TABLES.items():
         rows = table_rows(report, table)
         columns = _shown_columns(rows)

@@ -1,4 +1,8 @@
-"""Read a study's rated turns, classifier labels and re-ratings into plain arrays (four queries)."""
+"""Read a study's rated turns, classifier labels and re-ratings into plain arrays (four queries).
+
+Only counted work is read (annotate.revision.counting): a session or re-rating of an account
+whose kind no researcher has decided yet is left out, as InFoBench labels are.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from django.db.models import Count
 
+from annotate.revision.counting import counted_rerating_q, counted_session_q
 from annotate.revision.models import (
     RerateStatus,
     Rerating,
@@ -17,6 +22,7 @@ from annotate.revision.models import (
     Turn,
 )
 from annotate.revision.selectors import rerating_is_own
+from annotate.selectors.annotator_kinds import kind_stamps
 from evaluation.revision.models import RevisionJudgeRun, RevisionPrediction, RunStatus
 
 RATING_CODES = {"good": 0, "neutral": 1, "bad": 2}
@@ -44,10 +50,16 @@ class TurnData:
         return len(self.turn_id)
 
 
+def counted_turns(*, study: Study):
+    """The rated turns of the study's finished sessions that count (their account's kind)."""
+    return Turn.objects.filter(
+        counted_session_q("session__"), session__study=study, session__status=SessionStatus.FINISHED
+    ).exclude(rating="")
+
+
 def turns_read(*, study: Study) -> TurnData:
     rows = list(
-        Turn.objects.filter(session__study=study, session__status=SessionStatus.FINISHED)
-        .exclude(rating="")
+        counted_turns(study=study)
         .order_by("id")
         .values_list(
             "id",
@@ -80,7 +92,9 @@ def turns_read(*, study: Study) -> TurnData:
         instruction=list(columns[9]),
         systems=list(study.systems.order_by("position", "id").values_list("name", flat=True)),
         sessions=dict(
-            RevisionSession.objects.filter(study=study, status=SessionStatus.FINISHED)
+            RevisionSession.objects.filter(
+                counted_session_q(), study=study, status=SessionStatus.FINISHED
+            )
             .values("system__name")
             .annotate(n=Count("id"))
             .values_list("system__name", "n")
@@ -89,20 +103,21 @@ def turns_read(*, study: Study) -> TurnData:
 
 
 def figure_fingerprint(*, study: Study) -> str:
-    """Name what Figure 2 draws as it stands: each rated turn of a finished session (its system,
-    position, instruction type and rating) and the study's systems in order, hashed.
+    """Name what Figure 2 draws as it stands: each counted rated turn of a finished session (its
+    system, position, instruction type and rating), the study's systems in order and every
+    annotator kind decision (kind_stamps), hashed.
 
     Read from the rows rather than counted, so an edit in the admin (a rating, a type, a
-    session's status) names a new figure as an added turn or session does.
+    session's status) names a new figure as an added turn or session does; a kind decided or
+    taken back names a new one too, whichever sessions it lets in or out.
     """
     turns = (
-        Turn.objects.filter(session__study=study, session__status=SessionStatus.FINISHED)
-        .exclude(rating="")
+        counted_turns(study=study)
         .order_by("id")
         .values_list("session__system__name", "position", "instruction_type", "rating")
     )
     systems = study.systems.order_by("position", "id").values_list("name", flat=True)
-    digest = hashlib.sha256(repr((list(systems), list(turns))).encode())
+    digest = hashlib.sha256(repr((list(systems), list(turns), kind_stamps())).encode())
     return f"{study.pk}:{digest.hexdigest()[:24]}"
 
 
@@ -136,9 +151,15 @@ def reratings_read(*, study: Study) -> list[tuple[int, str, str]]:
     """Return (turn id, original rating, re-rating) of every finished re-rating of the study,
     but one by the session's own annotator (`rerating_is_own`: in the app, or whom an imported
     session's line names): sent under an older rule, it is not a second annotator's rating
-    (paper §5)."""
+    (paper §5). Only counted work: the turn's session and the rater's kind
+    (annotate.revision.counting)."""
     rows = (
-        Rerating.objects.filter(turn__session__study=study, status=RerateStatus.DONE)
+        Rerating.objects.filter(
+            counted_session_q("turn__session__"),
+            counted_rerating_q(),
+            turn__session__study=study,
+            status=RerateStatus.DONE,
+        )
         .exclude(turn__rating="")
         .order_by("turn_id", "id")
         .values_list(

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 
+from annotate.revision.counting import study_waiting_for_kind
 from annotate.revision.models import ErrorCategory, InstructionCategory, InstructionType, Study
 from evaluation.revision.models import JudgeTask, RevisionJudgeRun
 from evaluation.revision.report_data import (
@@ -357,6 +358,8 @@ def revision_report_build(
         "turns": len(data),
         # Turns imported without an instruction type: outside the type shares (a note says so).
         "untyped_turns": sum(1 for kind in data.instruction_type if not kind),
+        # Finished work of accounts whose kind is not decided: in none of the figures below.
+        "waiting_for_kind": study_waiting_for_kind(study=study).as_dict(),
         "rating_codes": {name: code for name, code in RATING_CODES.items()},
         "table2": table2(data),
         "figure2_ratings": figure2_ratings(data),

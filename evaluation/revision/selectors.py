@@ -13,6 +13,7 @@ from annotate.engine.services import engine_runs_reap
 from annotate.revision.models import SessionStatus, Study, Turn
 from annotate.selectors.prerequisites import Prerequisite
 from evaluation.revision.models import JudgeTask, RevisionJudgeRun, RunStatus
+from evaluation.revision.report_data import counted_turns
 from evaluation.stats.revision import split_min_items
 
 # Fewest rated turns a task can use: the rating judge splits them three ways and needs a test
@@ -25,7 +26,11 @@ MIN_TURNS = {
 
 
 def rated_turns_count(*, study: Study, task: str) -> int:
-    """Return how many turns of the study's finished sessions a run of `task` can use."""
+    """Return how many turns of the study's finished sessions a run of `task` can use: for the
+    rating judge those the report counts (its split, judges.rating_split, is drawn from them);
+    a classifier labels every rated turn, so one counted later has its label already."""
+    if task == JudgeTask.RATING:
+        return counted_turns(study=study).count()
     turns = Turn.objects.filter(
         session__study=study, session__status=SessionStatus.FINISHED
     ).exclude(rating="")

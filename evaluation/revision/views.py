@@ -50,6 +50,7 @@ from evaluation.revision.formats import (
     others_merged,
     table_notes,
     table_rows,
+    waiting_note,
 )
 from evaluation.revision.forms import RevisionJudgeRunForm
 from evaluation.revision.judges import judge_run_launch, judge_run_prepare
@@ -138,6 +139,9 @@ def report_page(request: HttpRequest, study_id: int) -> HttpResponse:
         "runs": study_judge_runs(study=study)[:20],
         "collection": study_collection_progress(study=study),
         "given_up": given_up_sessions(study=study),
+        "waiting_note": waiting_note(report),
+        # Read only for the note about waiting work (the page's queries stay fixed otherwise).
+        "is_admin": bool(waiting_note(report)) and is_admin(request.user),
     }
     return render(request, "revision/report.html", context)
 

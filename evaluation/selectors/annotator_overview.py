@@ -148,7 +148,8 @@ def annotator_rows(
 ) -> list[AnnotatorProjectRow]:
     """Return one row per (person, project they worked in) of the projects the user may read,
     and one row (project None) per person who has no assignment there yet: unless a project or
-    a kind is chosen, users who have only done KIWI sessions (no Annotator) too."""
+    a decided kind is chosen, users who have only done KIWI sessions (no Annotator, so their
+    kind is not decided: annotate.revision.counting) too."""
     projects = {p.pk: p for p in projects_for_researcher(user=user)}
     if project_id is not None:
         projects = {pk: p for pk, p in projects.items() if pk == project_id}
@@ -198,10 +199,13 @@ def annotator_rows(
             for pk, a in people.items()
             if pk not in seen
         ]
-    everyone = project_id is None and not kind
+    kiwi_only = project_id is None and kind in ("", AnnotatorKind.UNDECIDED)
     users = {a.user_id for a in people.values() if a.user_id is not None}
-    revision = _revision_work(user_ids=None if everyone else users)
-    rows += _kiwi_only_rows(revision, people)
+    revision = _revision_work(user_ids=None if kiwi_only else users)
+    if kiwi_only:
+        # Filtered to the undecided, `people` is not everyone a KIWI-only user must not be.
+        known = Annotator.objects.only("user_id", "name").order_by() if kind else people.values()
+        rows += _kiwi_only_rows(revision, {a.pk: a for a in known})
     blocks = WorkerBlock.objects.filter(active=True, annotator_id__in=list(people))
     blocks = {block.annotator_id: block for block in blocks}
     scope = identity_scope(user=user)  # a crowd worker's platform id only to those it may show

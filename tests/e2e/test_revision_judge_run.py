@@ -7,7 +7,12 @@ import pytest
 
 from annotate.engine.services import endpoint_create, engine_background_wait
 from annotate.roles import ANNOTATOR, RESEARCHER
-from annotate.services.demo import DEMO_ANNOTATOR_LOGINS, DEMO_ENDPOINT, demo_revision_create
+from annotate.services.demo import (
+    DEMO_ANNOTATOR_LOGINS,
+    DEMO_ENDPOINT,
+    DEMO_RERATERS,
+    demo_revision_create,
+)
 from evaluation.revision.models import RevisionJudgeRun
 from tests.factories import UserFactory
 
@@ -28,6 +33,8 @@ def wait_for_text(locator, text: str, timeout: float = 30.0) -> None:
 def test_researcher_runs_the_rating_judge_and_reads_table5(page_for, snap):
     for login in DEMO_ANNOTATOR_LOGINS:
         UserFactory(username=login.username, roles=[ANNOTATOR])
+    for username in DEMO_RERATERS:  # the demo's experts, whose re-ratings the Human row counts
+        UserFactory(username=username, roles=[ANNOTATOR], kind="expert")
     study = demo_revision_create()
     endpoint_create(name=DEMO_ENDPOINT, base_url="", model="fake-demo", concurrency=4)
     researcher = UserFactory(username="e2e-researcher", roles=[RESEARCHER])

@@ -438,16 +438,43 @@ def test_a_user_who_only_steered_kiwi_sessions_is_listed_with_them(
         ]
         html = page.text.split('data-annotator="kiwi-only"')[1].split("</tr>")[0]
         assert f'<a href="{report_url}">live</a>: 1 session (0 finished), 1 turn' in html
-        assert "only KIWI sessions, which count whatever the kind" in html
-        assert 'name="kind"' not in html  # no Annotator: no kind to decide
+        assert "only KIWI sessions, which count once their kind is decided" in html
+        # No Annotator yet, but a kind to decide: their sessions count nowhere until then.
+        assert f'action="{reverse("annotators:user-kind", args=[user.pk])}"' in html
     assert Annotator.objects.count() == people  # reading the page made nobody
 
-    # Neither a project's nor a kind's people: they are in none.
+    # Not decided: listed among the undecided, in no project's people and no decided kind's.
     project, _ = worked_project
-    for query in ({"project": project.pk}, {"kind": AnnotatorKind.UNDECIDED}):
+    page = client.get(reverse("annotators:list"), {"kind": AnnotatorKind.UNDECIDED})
+    assert any(r.name == "kiwi-only" for r in page.context["rows"])
+    for query in ({"project": project.pk}, {"kind": AnnotatorKind.EXPERT}):
         page = client.get(reverse("annotators:list"), query)
         assert all(r.name != "kiwi-only" for r in page.context["rows"])
         assert 'data-annotator="kiwi-only"' not in page.text
+
+
+def test_a_researcher_decides_the_kind_of_someone_who_only_steered_kiwi_sessions(
+    client, researcher, tmp_path, settings, django_capture_on_commit_callbacks
+):
+    """They had no Annotator, so no kind could be decided and their sessions never counted:
+    the row's form makes the Annotator and sets the kind, and the KIWI report counts them."""
+    user = UserFactory(username="kiwi-only", roles=[ANNOTATOR])
+    _kiwi_only_work(
+        user, tmp_path=tmp_path, settings=settings, capture=django_capture_on_commit_callbacks
+    )
+    client.force_login(researcher)
+    url = reverse("annotators:user-kind", args=[user.pk])
+    answer = client.post(url, {"kind": AnnotatorKind.EXPERT, "filter_kind": "undecided"})
+    assert (
+        answer.status_code == 302 and answer.url == reverse("annotators:list") + "?kind=undecided"
+    )
+    assert Annotator.objects.get(user=user).kind == AnnotatorKind.EXPERT
+    assert Annotator.objects.get(user=user).kind_changed_at is not None
+    # Someone without a KIWI session is not decided through this form: 404.
+    other = UserFactory(username="no-sessions", roles=[ANNOTATOR])
+    url = reverse("annotators:user-kind", args=[other.pk])
+    assert client.post(url, {"kind": AnnotatorKind.EXPERT}).status_code == 404
+    assert not Annotator.objects.filter(user=other).exists()
 
 
 def test_kiwi_only_users_cost_the_annotators_page_no_query_each(

@@ -2,7 +2,9 @@
 
 Imported sessions come back with every field they had, unknown ones included, so import ->
 export -> import stores the same data. Sessions still in progress are left out; of a finished
-session only rated turns are written.
+session only rated turns are written. As the label exports leave out the labels of annotators
+whose kind is not decided, a session of an account whose kind no researcher has decided yet is
+left out (annotate.revision.counting): the exports hold what the report counts.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import IO, Any
 from django.db.models import Prefetch
 
 from annotate.errors import NotFoundError
+from annotate.revision.counting import counted_session_q
 from annotate.revision.models import RevisionSession, SessionStatus, Study, Turn
 from annotate.services.files import csv_writer
 
@@ -45,9 +48,15 @@ def study_get(*, name: str) -> Study:
         raise NotFoundError(f"no study is named {name!r}") from None
 
 
-def _finished_sessions(study: Study, *, done_in_app: bool = False) -> Iterator[RevisionSession]:
+def _finished_sessions(
+    study: Study, *, done_in_app: bool = False, counted_only: bool = True
+) -> Iterator[RevisionSession]:
+    """The study's finished sessions with their rated turns; `counted_only`: of imported
+    sessions and accounts whose kind is decided (the exports), else every one."""
     rated = Turn.objects.exclude(rating="").order_by("position")
     sessions = RevisionSession.objects.filter(study=study, status=SessionStatus.FINISHED)
+    if counted_only:
+        sessions = sessions.filter(counted_session_q())
     if done_in_app:  # not imported: an imported session keeps its line's key in source_key
         sessions = sessions.filter(source_key="")
     return (
@@ -78,8 +87,11 @@ def session_record(session: RevisionSession) -> dict[str, Any]:
 
 
 def app_session_records(*, study: Study) -> Iterator[dict[str, Any]]:
-    """Return the study's finished sessions done in the app as the export writes them."""
-    return (session_record(session) for session in _finished_sessions(study, done_in_app=True))
+    """Return every finished session done in the app as the export writes it, whatever its
+    account's kind (an import recognises a line as one of them: annotate.revision.services
+    .imports)."""
+    sessions = _finished_sessions(study, done_in_app=True, counted_only=False)
+    return (session_record(session) for session in sessions)
 
 
 def _turn_record(turn: Turn) -> dict[str, Any]:
@@ -98,7 +110,7 @@ def _turn_record(turn: Turn) -> dict[str, Any]:
 
 
 def sessions_export_jsonl(*, study: Study, output: IO[str]) -> int:
-    """Write the study's finished sessions as JSON Lines; return how many."""
+    """Write the study's counted finished sessions as JSON Lines; return how many."""
     count = 0
     for session in _finished_sessions(study):
         output.write(json.dumps(session_record(session), ensure_ascii=False) + "\n")
@@ -122,7 +134,8 @@ def imported_annotator(extra: dict[str, Any]) -> str:
 
 
 def sessions_export_csv(*, study: Study, output: IO[str]) -> int:
-    """Write one CSV row per rated turn of the study's finished sessions; return how many rows."""
+    """Write one CSV row per rated turn of the study's counted finished sessions; return how
+    many rows."""
     writer = csv_writer(output)
     writer.writerow(CSV_COLUMNS)
     count = 0

@@ -19,7 +19,10 @@ pytestmark = pytest.mark.django_db
 def owners(study):
     """ana did the first question's session (2 rated turns), ben the second's (2 rated turns);
     cara did none. All three are annotators; rex is a researcher, not an annotator."""
-    users = [UserFactory(username=name, roles=[ANNOTATOR]) for name in ("ana", "ben", "cara")]
+    users = [
+        UserFactory(username=name, roles=[ANNOTATOR], kind="expert")
+        for name in ("ana", "ben", "cara")
+    ]
     UserFactory(username="rex")
     now = timezone.now()
     for user, question, system in zip(

@@ -1,14 +1,19 @@
 import re
+from io import StringIO
 
 import pytest
+from django.core.management import call_command
 from django.utils import timezone
 
 from annotate.errors import ConflictError, NotFoundError, ProjectSetupError, SubmissionError
+from annotate.models import AnnotatorKind
 from annotate.revision.models import Rerating, RevisionSession, Study, Turn
 from annotate.revision.selectors import rerate_candidates_count
 from annotate.revision.services.exports import sessions_export_jsonl
 from annotate.revision.services.imports import sessions_import
 from annotate.revision.services.reratings import rerating_submit, reratings_sample
+from annotate.roles import ANNOTATOR
+from annotate.services.annotators import annotator_kind_set
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -17,7 +22,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def finished(study):
     """Two finished sessions of two annotators, two rated turns each."""
-    users = [UserFactory(username="owner-a"), UserFactory(username="owner-b")]
+    users = [UserFactory(username=name, kind="expert") for name in ("owner-a", "owner-b")]
     now = timezone.now()
     for user, question, system in zip(
         users, study.questions.all(), study.systems.all(), strict=True
@@ -132,7 +137,7 @@ def test_a_turn_of_an_imported_session_never_goes_to_the_annotator_its_line_name
     ):
         reratings_sample(study=copy, annotators=finished[:1], size=4, seed=1, now=now)
     assert not Rerating.objects.exists()
-    third = UserFactory(username="third")
+    third = UserFactory(username="third", kind="expert")
     sent = reratings_sample(study=copy, annotators=[*finished, third], size=4, seed=1, now=now)
     for rerating in sent:
         assert rerating.annotator.username != rerating.turn.session.extra["annotator"]
@@ -171,3 +176,26 @@ def test_a_self_re_rating_of_an_imported_session_does_not_take_its_turn_out(
     sent = reratings_sample(study=copy, annotators=finished, size=4, seed=0, now=timezone.now())
     assert {rerating.turn_id for rerating in sent} >= {turn.pk}
     assert all(r.annotator.username != r.turn.session.extra["annotator"] for r in sent)
+
+
+def test_sample_never_draws_turns_of_an_account_whose_kind_is_not_decided(study, finished):
+    """owner-b's kind is taken back to not decided: of the four rated turns only owner-a's two
+    are drawn, a third is refused, and once owner-b is decided again their two are left."""
+    owner_a, owner_b = finished
+    now = timezone.now()
+    annotator_kind_set(annotator=owner_b.annotator, kind=AnnotatorKind.UNDECIDED, now=now)
+    rater = UserFactory(username="rater", roles=[ANNOTATOR])
+    assert rerate_candidates_count(study=study) == 2
+    with pytest.raises(ProjectSetupError, match="only 2 finished turns"):
+        reratings_sample(study=study, annotators=[rater], size=3, seed=7, now=now)
+    out = StringIO()
+    call_command(
+        "revision_rerate", "--study", study.name, "--size", "2", "--annotator", "rater",
+        stdout=out,
+    )  # fmt: skip
+    owners = Rerating.objects.values_list("turn__session__annotator__username", flat=True)
+    assert sorted(owners) == ["owner-a", "owner-a"]
+    annotator_kind_set(annotator=owner_b.annotator, kind=AnnotatorKind.CROWD, now=now)
+    assert rerate_candidates_count(study=study) == 2
+    chosen = reratings_sample(study=study, annotators=[rater], size=2, seed=7, now=now)
+    assert {r.turn.session.annotator_id for r in chosen} == {owner_b.pk}

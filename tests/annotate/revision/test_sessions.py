@@ -26,7 +26,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def annotator(db):
-    return UserFactory(username="ann-a")
+    return UserFactory(username="ann-a", kind="expert")
 
 
 def start(study, user, capture):
@@ -169,7 +169,7 @@ def test_session_ends_at_ten_turns_or_when_satisfied(
             instruction_type="stylistic",
             now=now,
         )
-    other = UserFactory(username="ann-b")
+    other = UserFactory(username="ann-b", kind="expert")
     second = start(study, other, django_capture_on_commit_callbacks)
     assert session_finish(session_id=second.pk, user=other, now=now).satisfied
 

@@ -158,7 +158,7 @@ def test_table5_by_hand(tmp_path):
     )
     for turn_id in ids[4:]:  # test: "Tell me more." (good), "Move ..." (neutral)
         RevisionPrediction.objects.create(run=run, turn_id=turn_id, label="good")
-    other, third = UserFactory(), UserFactory()
+    other, third = UserFactory(kind="expert"), UserFactory(kind="expert")
     now = timezone.now()
     Rerating.objects.create(
         turn_id=ids[0], annotator=other, rating="bad", status="done", created_at=now
@@ -253,7 +253,9 @@ def test_table5_human_row_leaves_out_a_rerating_by_the_sessions_own_annotator(tm
 
     study = sample_study(tmp_path)
     ids = list(Turn.objects.order_by("id").values_list("id", flat=True))
-    ivy, ann, other = (UserFactory(username=name) for name in ("ivy", "ann", "other"))
+    ivy, ann, other = (
+        UserFactory(username=name, kind="expert") for name in ("ivy", "ann", "other")
+    )
     first, _, third = RevisionSession.objects.order_by("id")
     first.extra = {**first.extra, "annotator": "ivy"}  # imported: its line names ivy
     first.save(update_fields=["extra"])
@@ -560,7 +562,7 @@ def test_an_empty_table_keeps_its_csv_header_the_one_it_has_once_it_has_rows(tmp
                            now=timezone.now())  # fmt: skip
     judge_run_execute(run_id=run.pk)
     ids = list(Turn.objects.order_by("id").values_list("id", flat=True))
-    Rerating.objects.create(turn_id=ids[0], annotator=UserFactory(), rating="bad",
+    Rerating.objects.create(turn_id=ids[0], annotator=UserFactory(kind="expert"), rating="bad",
                             status="done", created_at=timezone.now())  # fmt: skip
     after = _csv_sections(revision_csv(revision_report_build(study=study, n_resamples=10)))
     assert len(after["table5"]) == 5  # Majority, Random, the judge, Human
@@ -592,7 +594,7 @@ def test_table5_says_its_human_row_is_on_the_re_rated_turns_not_the_test_split(t
     assert "# table5_human\r\nmodel,turns,evaluated_on\r\n\r\n" in revision_csv(before)
     ids = list(Turn.objects.order_by("id").values_list("id", flat=True))
     for turn_id, rating in ((ids[0], "bad"), (ids[1], "bad"), (ids[5], "neutral")):
-        Rerating.objects.create(turn_id=turn_id, annotator=UserFactory(), rating=rating,
+        Rerating.objects.create(turn_id=turn_id, annotator=UserFactory(kind="expert"), rating=rating,
                                 status="done", created_at=timezone.now())  # fmt: skip
 
     report = revision_report_build(study=study, n_resamples=10)
@@ -665,7 +667,9 @@ def test_a_session_given_up_changes_no_table_2_number(
     from tests.annotate.revision.conftest import instruct, make_live_study
 
     study = make_live_study(tmp_path, settings)  # 2 questions with papers x alpha, beta
-    ana, ben = (UserFactory(username=name, roles=[ANNOTATOR]) for name in ("ana", "ben"))
+    ana, ben = (
+        UserFactory(username=name, roles=[ANNOTATOR], kind="expert") for name in ("ana", "ben")
+    )
     now = timezone.now()
     with django_capture_on_commit_callbacks(execute=True):
         done = session_assign(study=study, user=ana, now=now)
@@ -753,7 +757,7 @@ def test_a_table5_rows_interval_is_the_one_its_own_turns_give_with_the_reports_s
     good = dict(Turn.objects.values_list("id", "rating"))
     now = timezone.now()
     for turn_id, rating in zip(ids[:12], ["bad", "good", "neutral"] * 4, strict=True):
-        Rerating.objects.create(turn_id=turn_id, annotator=UserFactory(), rating=rating,
+        Rerating.objects.create(turn_id=turn_id, annotator=UserFactory(kind="expert"), rating=rating,
                                 status="done", created_at=now)  # fmt: skip
 
     def intervals(row):

@@ -1,0 +1,70 @@
+"""Which revision sessions and re-ratings count in a study's results: the annotator-kind rule.
+
+As for InFoBench labels and verbalizer answers, work done in the app counts only once a
+researcher has decided its account's kind (annotate.selectors.annotator_kinds
+.users_of_decided_kind: a study belongs to no benchmark, so no project's kind applies, only the
+account's own). The KIWI report, the re-rating sample and the session exports follow it. An
+imported session has no account (a researcher brought its line in) and always counts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db.models import Count, Q
+
+from annotate.revision.models import RerateStatus, Rerating, RevisionSession, SessionStatus, Study
+from annotate.selectors.annotator_kinds import users_of_decided_kind
+
+
+def counted_session_q(prefix: str = "") -> Q:
+    """Sessions (reached through `prefix`, e.g. "session__" from a Turn) whose annotator's kind
+    lets them count: imported, or of an account whose kind is decided."""
+    return Q(**{f"{prefix}annotator__isnull": True}) | Q(
+        **{f"{prefix}annotator_id__in": users_of_decided_kind()}
+    )
+
+
+def session_waiting_for_kind_q(prefix: str = "") -> Q:
+    """Sessions of an account whose kind no researcher has decided yet: they count from then."""
+    return Q(**{f"{prefix}annotator__isnull": False}) & ~Q(
+        **{f"{prefix}annotator_id__in": users_of_decided_kind()}
+    )
+
+
+def counted_rerating_q() -> Q:
+    """Re-ratings whose rater's kind is decided (a re-rating is always by an account)."""
+    return Q(annotator_id__in=users_of_decided_kind())
+
+
+@dataclass(frozen=True)
+class WaitingForKind:
+    """A study's finished work left out of its results until a researcher decides the kind of
+    the accounts that did it."""
+
+    sessions: int
+    annotators: int  # the accounts of those sessions
+    reratings: int
+    raters: int  # the accounts of those re-ratings
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "sessions": self.sessions,
+            "annotators": self.annotators,
+            "reratings": self.reratings,
+            "raters": self.raters,
+        }
+
+
+def study_waiting_for_kind(*, study: Study) -> WaitingForKind:
+    """Count the study's finished sessions and re-ratings left out only because their account's
+    kind is not decided, and the accounts (two queries)."""
+    sessions = RevisionSession.objects.filter(
+        session_waiting_for_kind_q(), study=study, status=SessionStatus.FINISHED
+    ).aggregate(sessions=Count("id"), annotators=Count("annotator", distinct=True))
+    reratings = (
+        Rerating.objects.filter(turn__session__study=study, status=RerateStatus.DONE)
+        .exclude(counted_rerating_q())
+        .aggregate(reratings=Count("id"), raters=Count("annotator", distinct=True))
+    )
+    return WaitingForKind(**sessions, **reratings)

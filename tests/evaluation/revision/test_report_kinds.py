@@ -1,0 +1,229 @@
+"""The KIWI report, its figures' cache key and the session exports follow the annotator-kind rule:
+a session of a web account whose kind no researcher has decided counts nowhere until it is.
+
+The sample study (sample.py) has gpt-4 with 2 imported sessions of 3 rated turns and llama with
+1 imported session of 3 rated turns (1 good). `newbie`, a new web account, adds a finished llama
+session on Q2 of one rated turn, good and stylistic: left out, llama reads 1 session, 3 turns,
+1 good of 3; once newbie's kind is decided, 2 sessions, 4 turns, 2 good of 4 (50%).
+"""
+
+import json
+from io import StringIO
+
+import pytest
+from django.core.cache import cache
+from django.core.management import call_command
+from django.urls import reverse
+from django.utils import timezone
+
+from annotate.models import AnnotatorKind
+from annotate.revision.models import Rerating, RevisionSession, SessionStatus, Turn
+from annotate.revision.services.exports import (
+    app_session_records,
+    sessions_export_csv,
+    sessions_export_jsonl,
+)
+from annotate.roles import ANNOTATOR
+from annotate.services.annotators import annotator_kind_set
+from annotate.services.assignments import annotator_for_user
+from evaluation.revision.figures import revision_figure_cached
+from evaluation.revision.judges import rating_split
+from evaluation.revision.models import JudgeTask
+from evaluation.revision.report_data import figure_fingerprint
+from evaluation.revision.reports import revision_report_build
+from evaluation.revision.selectors import rated_turns_count
+from tests.evaluation.revision.sample import sample_study
+from tests.factories import UserFactory
+
+pytestmark = pytest.mark.django_db
+
+LEFT_OUT = (
+    "1 finished session by 1 annotator whose kind is not decided yet is left out of every "
+    "table and figure"
+)
+
+
+def web_session(study, user, *, question="Q2?", system="llama", rating="good") -> RevisionSession:
+    """A session `user` finished in the app: one rated stylistic turn."""
+    now = timezone.now()
+    session = RevisionSession.objects.create(
+        study=study,
+        question=study.questions.get(text=question),
+        system=study.systems.get(name=system),
+        annotator=user,
+        status=SessionStatus.FINISHED,
+        initial_answer="d0",
+        created_at=now,
+        finished_at=now,
+    )
+    Turn.objects.create(
+        session=session,
+        position=1,
+        instruction="Use bullet points.",
+        instruction_type="stylistic",
+        previous_answer="d0",
+        answer="- d0",
+        rating=rating,
+    )
+    return session
+
+
+@pytest.fixture
+def newbie(db):
+    """A new web account that has worked: its Annotator exists, its kind not decided."""
+    user = UserFactory(username="newbie", roles=[ANNOTATOR])
+    annotator_for_user(user=user)
+    return user
+
+
+def decide(user, kind=AnnotatorKind.EXPERT):
+    annotator_kind_set(annotator=user.annotator, kind=kind, now=timezone.now())
+
+
+def llama(report):
+    row = report["table2"][1]
+    ratings = next(
+        r
+        for r in report["figure2_ratings"]
+        if r["system"] == "llama" and r["instruction_type"] == "all"
+    )
+    return row["sessions"], row["turns"], ratings["good"]
+
+
+def test_an_undecided_accounts_session_counts_once_its_kind_is_decided(tmp_path, newbie):
+    study = sample_study(tmp_path)
+    web_session(study, newbie)
+    report = revision_report_build(study=study, n_resamples=10)
+    assert llama(report) == (1, 3, pytest.approx(1 / 3))
+    assert report["turns"] == 6
+    assert report["waiting_for_kind"] == {
+        "sessions": 1,
+        "annotators": 1,
+        "reratings": 0,
+        "raters": 0,
+    }
+    decide(newbie)
+    report = revision_report_build(study=study, n_resamples=10)
+    assert llama(report) == (2, 4, pytest.approx(2 / 4))
+    assert report["turns"] == 7
+    assert report["waiting_for_kind"]["sessions"] == 0
+
+
+def test_an_account_without_an_annotator_is_not_decided(tmp_path):
+    """An account that only ever steered KIWI sessions has no Annotator row: not decided."""
+    study = sample_study(tmp_path)
+    web_session(study, UserFactory(username="kiwi-only", roles=[ANNOTATOR]))
+    report = revision_report_build(study=study, n_resamples=10)
+    assert llama(report)[:2] == (1, 3)
+    assert report["waiting_for_kind"]["sessions"] == 1
+
+
+def test_page_json_and_command_say_what_was_left_out(client, researcher, tmp_path, newbie):
+    study = sample_study(tmp_path)
+    web_session(study, newbie)
+    client.force_login(researcher)
+    page = client.get(reverse("revision-reports:report", args=[study.pk]))
+    assert LEFT_OUT in page.content.decode()
+    assert page.context["tables"][0]["rows"][1][1]["text"] == "1"  # llama's sessions
+    api = client.get(reverse("api-revision-report", args=[study.pk])).json()
+    assert api["waiting_for_kind"]["sessions"] == 1 and api["table2"][1]["sessions"] == 1
+    out = StringIO()
+    call_command("revision_report", "--study", study.name, "--format", "md", stdout=out)
+    assert LEFT_OUT in out.getvalue()
+    out = StringIO()
+    call_command("revision_report", "--study", study.name, "--format", "csv", stdout=out)
+    assert "# waiting_for_kind\r\nsessions,annotators,reratings,raters\r\n1,1,0,0\r\n" in (
+        out.getvalue()
+    )
+
+    decide(newbie)
+    page = client.get(reverse("revision-reports:report", args=[study.pk]))
+    assert "whose kind is not decided" not in page.content.decode()
+    assert page.context["tables"][0]["rows"][1][1]["text"] == "2"
+    api = client.get(reverse("api-revision-report", args=[study.pk])).json()
+    assert api["waiting_for_kind"]["sessions"] == 0 and api["table2"][1]["sessions"] == 2
+    out = StringIO()
+    call_command("revision_report", "--study", study.name, "--format", "json", stdout=out)
+    assert json.loads(out.getvalue())["table2"][1]["sessions"] == 2
+
+
+def test_the_figures_cache_key_moves_with_a_kind_decision(tmp_path, newbie):
+    study = sample_study(tmp_path)
+    web_session(study, newbie)
+    cache.clear()
+    before = figure_fingerprint(study=study)
+    drawn = revision_figure_cached(study=study, name="ratings", fmt="svg")
+    decide(newbie)
+    assert figure_fingerprint(study=study) != before
+    assert revision_figure_cached(study=study, name="ratings", fmt="svg") != drawn
+
+
+def test_the_figures_cache_key_moves_with_any_kind_stamp(tmp_path, newbie):
+    """Expert to crowd worker lets no session in or out, but the key still follows the
+    decision (kind_changed_at), as the InFoBench report's does."""
+    study = sample_study(tmp_path)
+    web_session(study, newbie)
+    decide(newbie)
+    before = figure_fingerprint(study=study)
+    decide(newbie, AnnotatorKind.CROWD)
+    assert figure_fingerprint(study=study) != before
+
+
+def test_exports_leave_out_an_undecided_accounts_session_as_label_exports_do(tmp_path, newbie):
+    study = sample_study(tmp_path)
+    web_session(study, newbie)
+    lines, rows = StringIO(), StringIO()
+    assert sessions_export_jsonl(study=study, output=lines) == 3
+    assert sessions_export_csv(study=study, output=rows) == 6
+    assert "newbie" not in lines.getvalue() + rows.getvalue()
+    # An import still recognises the session as one done in the app (no duplicate).
+    assert [record["annotator"] for record in app_session_records(study=study)] == ["newbie"]
+    decide(newbie)
+    lines = StringIO()
+    assert sessions_export_jsonl(study=study, output=lines) == 4
+    records = [json.loads(line) for line in lines.getvalue().splitlines()]
+    assert [record.get("annotator") for record in records].count("newbie") == 1
+
+
+def test_a_re_rating_by_an_undecided_account_is_out_of_the_human_row(tmp_path, newbie):
+    """Two re-ratings of the sample's first turn (good): an expert's agrees, newbie's (not
+    decided) says bad. The Human row reads 1 turn, accuracy 1.0, and the report names 1
+    re-rating by 1 annotator left out; decided, newbie's counts too (2 pairs, 1 agreeing)."""
+    study = sample_study(tmp_path)
+    first = Turn.objects.order_by("id").first()
+    assert first.rating == "good"
+    now = timezone.now()
+    for rater, rating in ((UserFactory(kind="expert"), "good"), (newbie, "bad")):
+        Rerating.objects.create(
+            turn=first, annotator=rater, rating=rating, status="done", created_at=now
+        )
+
+    def human(report):
+        row = next(r for r in report["table5"]["rows"] if r["model"] == "Human")
+        return row["n"], row["accuracy"]
+
+    report = revision_report_build(study=study, n_resamples=10)
+    assert human(report) == (1, 1.0)
+    assert report["waiting_for_kind"] == {
+        "sessions": 0,
+        "annotators": 0,
+        "reratings": 1,
+        "raters": 1,
+    }
+    decide(newbie)
+    report = revision_report_build(study=study, n_resamples=10)
+    assert human(report) == (2, 0.5)
+    assert report["waiting_for_kind"]["reratings"] == 0
+
+
+def test_the_rating_judges_split_and_its_form_count_only_counted_turns(tmp_path, newbie):
+    """The split is drawn from the report's turns (6 of the 7): the form's count and the
+    prerequisite said 7, so a study could pass the check and then be refused its split."""
+    study = sample_study(tmp_path)
+    undecided = web_session(study, newbie).turns.get()
+    assert rated_turns_count(study=study, task=JudgeTask.RATING) == 6
+    split = rating_split(study=study, seed=0)
+    assert sum(len(part) for part in split.values()) == 6
+    assert undecided.pk not in {turn for part in split.values() for turn in part}
+    # A classifier still labels every rated turn: one counted later has its label already.
+    assert rated_turns_count(study=study, task=JudgeTask.INSTRUCTION_CATEGORY) == 7
