@@ -58,13 +58,23 @@ DEMO_CROWD_WORKERS = ["crowd-w1", "crowd-w2", "crowd-w3"]
 # Both demo studies ask about the same 8 instructions and an annotator works on an instruction
 # once, in whichever study she takes it first.
 _SHARED_WORK = "8 instructions between the two demo studies (one done in either leaves the other)"
+# Every demo annotator also has the other two methods' work: the demo readers' label-word study
+# (Label-word tasks) and revision sessions to start (Revision sessions); cara and dev each have
+# a turn of the re-rated sample left to rate again.
+_OTHER_WORK = "label-word tasks and revision sessions open too"
 DEMO_LOGIN_NOTES = {
     "admin": "publish to the crowd, judge runs, endpoints, the admin",
     "researcher": "reports (expert vs crowd vs LLM judge), annotators (decide cara and dev)",
-    "ana": "has labelled every demo instruction already: nothing left (see My tasks)",
-    "ben": "has labelled every demo instruction already: nothing left (see My tasks)",
-    "cara": f"{_SHARED_WORK}; counts once a researcher decides her kind",
-    "dev": f"{_SHARED_WORK}; counts once a researcher decides his kind",
+    "ana": f"has labelled every demo instruction already (My tasks: none left); {_OTHER_WORK}",
+    "ben": f"has labelled every demo instruction already (My tasks: none left); {_OTHER_WORK}",
+    "cara": (
+        f"{_SHARED_WORK}; counts once a researcher decides her kind; {_OTHER_WORK}, "
+        "and a turn to rate again"
+    ),
+    "dev": (
+        f"{_SHARED_WORK}; counts once a researcher decides his kind; {_OTHER_WORK}, "
+        "and a turn to rate again"
+    ),
 }
 
 

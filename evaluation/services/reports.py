@@ -36,6 +36,7 @@ from annotate.models import (
 from annotate.selectors.annotator_kinds import kinds_fingerprint
 from annotate.selectors.fingerprints import ids_fingerprint, stamps_sum
 from annotate.selectors.identities import IdentityScope, annotator_names_shown
+from annotate.selectors.names import names_there_are
 from annotate.selectors.results import counted_work_fingerprint
 from annotate.services.files import csv_writer
 from evaluation.caching import cache_get_or_build
@@ -1248,5 +1249,6 @@ def benchmark_for_report(*, benchmark_name: str) -> Benchmark:
     """Return the benchmark of that name, or raise ReportError naming it."""
     benchmark = Benchmark.objects.filter(name=benchmark_name).first()
     if benchmark is None:
-        raise ReportError(f"No benchmark named {benchmark_name!r}.")
+        known = names_there_are(Benchmark.objects.all(), what="benchmarks")
+        raise ReportError(f"No benchmark named {benchmark_name!r} ({known}).")
     return benchmark

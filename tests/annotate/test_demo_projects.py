@@ -120,3 +120,26 @@ def test_the_demo_records_of_finished_studies_show_every_task_done(settings):
         progress = project_progress(project=Project.objects.get(name=name), now=timezone.now())
         assert progress.tasks_total > 0
         assert progress.tasks_done == progress.tasks_total, name
+
+
+def test_the_demo_notes_of_every_annotator_name_the_other_methods_work(client, settings):
+    """ana and ben were said to have "nothing left", yet the demo readers' label-word study and
+    the revision sessions are open to them as to cara and dev, who also have a turn to rate
+    again: a new user reading the logins should know where each method's work is."""
+    from annotate.revision.models import RerateStatus, Rerating
+    from annotate.services.demo import DEMO_LOGIN_NOTES
+    from annotate.verbalizer.demo import STUDY
+
+    settings.DEBUG = True
+    call_command("load_demo", stdout=io.StringIO())
+    for username in ("ana", "ben", "cara", "dev"):
+        note = DEMO_LOGIN_NOTES[username]
+        client.force_login(User.objects.get(username=username))
+        assert STUDY in client.get("/verbalizer/work/").content.decode()
+        assert "Start a session" in client.get("/revision/").content.decode()
+        assert "label-word tasks and revision sessions open" in note, username
+        assert "nothing left" not in note, username
+        pending = Rerating.objects.filter(
+            annotator__username=username, status=RerateStatus.PENDING
+        ).exists()
+        assert pending == ("a turn to rate again" in note), username

@@ -18,6 +18,7 @@ from django.db.models import Prefetch
 from annotate.errors import NotFoundError
 from annotate.revision.counting import counted_session_q
 from annotate.revision.models import RevisionSession, SessionStatus, Study, Turn
+from annotate.selectors.names import names_there_are
 from annotate.services.files import csv_writer
 
 CSV_COLUMNS = [
@@ -45,7 +46,8 @@ def study_get(*, name: str) -> Study:
     try:
         return Study.objects.get(name=name)
     except Study.DoesNotExist:
-        raise NotFoundError(f"no study is named {name!r}") from None
+        known = names_there_are(Study.objects.all(), what="studies")
+        raise NotFoundError(f"no study is named {name!r} ({known})") from None
 
 
 def _finished_sessions(

@@ -8,6 +8,7 @@ from django.db import transaction
 
 from annotate.errors import FieldInputError
 from annotate.models import System
+from annotate.selectors.names import names_there_are
 from annotate.verbalizer import engine_seam
 from annotate.verbalizer.models import EvaluationSet, Mode, ModelAnswer, SystemRun
 
@@ -144,5 +145,6 @@ def verbalizer_run_execute(*, system_run: SystemRun, on_progress=None):
 def evaluation_set_get(*, name: str) -> EvaluationSet:
     evaluation_set = EvaluationSet.objects.filter(name=name).first()
     if evaluation_set is None:
-        raise RunSetupError(f"--set: no evaluation set named {name!r}", field="set")
+        known = names_there_are(EvaluationSet.objects.all(), what="evaluation sets")
+        raise RunSetupError(f"--set: no evaluation set named {name!r} ({known})", field="set")
     return evaluation_set

@@ -1,0 +1,93 @@
+"""A report command asked for a name that is not there names the ones that are.
+
+A new user runs the README's examples (`--benchmark InFoBench`, `--study KIWI`, `--set paper`)
+against `make run`'s demo, whose benchmark, study and set have other names."""
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.utils import timezone
+
+from annotate.revision.models import Study
+from annotate.selectors.names import NAMES_SHOWN
+from annotate.verbalizer.models import EvaluationSet
+from tests.factories import BenchmarkFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def test_report_names_the_benchmarks_there_are():
+    BenchmarkFactory(name="InFoBench demo")
+    with pytest.raises(CommandError) as raised:
+        call_command("report", "--benchmark", "InFoBench")
+    assert str(raised.value) == (
+        "No benchmark named 'InFoBench' (the benchmarks here: 'InFoBench demo')."
+    )
+
+
+def test_report_says_when_there_is_no_benchmark_at_all():
+    with pytest.raises(CommandError, match=r"No benchmark named 'x' \(there is none yet\)\."):
+        call_command("report", "--benchmark", "x")
+
+
+def test_a_long_list_of_names_is_cut_with_how_many_more():
+    for index in range(NAMES_SHOWN + 3):
+        BenchmarkFactory(name=f"bench-{index:02d}")
+    with pytest.raises(CommandError) as raised:
+        call_command("report", "--benchmark", "x")
+    assert "'bench-09' and 3 more)" in str(raised.value)
+    assert "'bench-10'" not in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["revision_report", "--format", "md"],
+        ["export_sessions", "--output", "/nonexistent/out.jsonl"],
+    ],
+)
+def test_revision_commands_name_the_studies_there_are(command):
+    Study.objects.create(name="Demo revision study (KIWI)", created_at=timezone.now())
+    with pytest.raises(CommandError) as raised:
+        call_command(command[0], "--study", "KIWI", *command[1:])
+    assert "no study is named 'KIWI' (the studies here: 'Demo revision study (KIWI)')" in str(
+        raised.value
+    )
+
+
+@pytest.mark.parametrize("command", ["verbalizer_report", "verbalizer_run"])
+def test_verbalizer_commands_name_the_sets_there_are(command):
+    EvaluationSet.objects.create(
+        name="Demo verbalizer set", items_per_dataset=8, seed=1, template_version="v1"
+    )
+    extra = ["--system", "s", "--endpoint", "e"] if command == "verbalizer_run" else []
+    with pytest.raises(CommandError) as raised:
+        call_command(command, "--set", "paper", *extra)
+    assert (
+        "--set: no evaluation set named 'paper' (the evaluation sets here: 'Demo verbalizer set')"
+        in str(raised.value)
+    )
+
+
+def test_the_readme_commands_on_the_demo_run_as_written(tmp_path, settings, monkeypatch, capsys):
+    """The README's block "On the demo, name its own benchmark, study and set" runs against
+    `load_demo` as a new user pastes it, each command printing or writing its report."""
+    import io
+    import shlex
+    from pathlib import Path
+
+    readme = (Path(settings.BASE_DIR) / "README.md").read_text()
+    block = readme.split("On the demo, name its own benchmark", 1)[1]
+    block = block.split("```sh\n", 1)[1].split("```", 1)[0]
+    lines = [shlex.split(line) for line in block.splitlines() if line.strip()]
+    assert len(lines) == 4
+    settings.DEBUG = True
+    call_command("load_demo", stdout=io.StringIO())
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    for words in lines:
+        assert words[:2] == [".venv/bin/python", "manage.py"]
+        printed = io.StringIO()
+        call_command(*words[2:], stdout=printed)
+        assert printed.getvalue().strip(), words
+    assert (tmp_path / "kiwi-out.jsonl").read_text().count("\n") == 6
