@@ -30,6 +30,7 @@ from annotate.revision.models import (
 )
 from annotate.revision.services.exports import imported_annotator
 from annotate.revision.services.sessions import (
+    STALE_CALL_ERROR,
     session_available,
     session_for_annotator,
     stale_calls_fail,
@@ -129,6 +130,16 @@ class SessionPage:
         else:
             started, first = last.call_started_at, last.started_at
         return started if started and first and started > first else None
+
+    @property
+    def timed_out(self) -> bool:
+        """Whether the failed call failed for not finishing in time (`stale_calls_fail`), the one
+        reason the annotator may be told: other errors name the endpoint or the model."""
+        if self.session.initial_status == CallStatus.FAILED or self.last is None:
+            error = self.session.initial_error
+        else:
+            error = self.last.call_error
+        return self.failed and error == STALE_CALL_ERROR
 
     @property
     def current_answer(self) -> str:

@@ -8,8 +8,10 @@ from annotate.engine.services.endpoints import endpoint_create
 from annotate.revision.models import CallStatus, RevisionSession, Study, Turn
 from annotate.revision.services.imports import study_upload
 from annotate.revision.services.sessions import (
+    STALE_AFTER,
     call_retry,
     session_assign,
+    stale_calls_fail,
     turn_rate,
     turn_start,
 )
@@ -1476,7 +1478,10 @@ def test_a_retry_that_fails_again_says_it_was_tried_again(
     call_retry(session_id=session.pk, user=annotator, now=start.replace(minute=7))
     Turn.objects.filter(pk=turn.pk).update(**failed)
     page = client.get(url).content.decode()
-    assert '<p id="retried">Tried again at 09:07: the model failed again.</p>' in page
+    assert (
+        '<p id="retried">Tried again at 09:07 UTC: the model failed again (its service answered'
+        " with an error or could not be reached).</p>"
+    ) in page
 
     # The first answer too.
     other = UserFactory(username="retry-first", roles=[ANNOTATOR])
@@ -1486,9 +1491,12 @@ def test_a_retry_that_fails_again_says_it_was_tried_again(
     url = reverse("revision:session", args=[session.pk])
     assert 'id="retried"' not in client.get(url).content.decode()
     call_retry(session_id=session.pk, user=other, now=start.replace(minute=12))
-    RevisionSession.objects.filter(pk=session.pk).update(initial_status=CallStatus.FAILED)
+    stale_calls_fail(session=session, now=start.replace(minute=12) + STALE_AFTER * 2)
     page = client.get(url).content.decode()
-    assert '<p id="retried">Tried again at 09:12: the model failed again.</p>' in page
+    assert (
+        '<p id="retried">Tried again at 09:12 UTC: the model failed again (it did not finish in'
+        " time).</p>"
+    ) in page
 
 
 def test_a_first_answer_that_keeps_failing_says_what_to_do(client, study, annotator):
@@ -1528,8 +1536,8 @@ def test_home_says_why_no_question_is_left_when_a_given_up_session_holds_it(
     page = client.get(reverse("revision:home")).content.decode()
     assert (
         "No question left for you<span "
-        f'id="held-{study.pk}"> now: 1 question you have not seen is held by a session given up'
-        " when the model did not answer, until a researcher reopens it"
+        f'id="held-{study.pk}"> now: 1 session given up when the model did not answer holds a'
+        " question you have not seen, until a researcher reopens it"
     ) in page
     report = reverse("revision-reports:report", args=[study.pk])
     assert f'<a href="{report}#given-up-sessions">' in page
