@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.contrib.auth.models import AbstractBaseUser, User
-from django.db.models import Count, Exists, Min, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, Min, OuterRef, Q, QuerySet, Subquery
 from django.urls import reverse
 
 from annotate.compiled import CompiledQuery
@@ -31,6 +31,7 @@ from annotate.revision.models import (
 )
 from annotate.revision.services.exports import imported_annotator
 from annotate.revision.services.sessions import (
+    STALE_CALL_ERROR,
     session_available,
     session_for_annotator,
     stale_calls_fail,
@@ -119,13 +120,39 @@ class SessionPage:
         )
 
     @property
+    def retried_at(self) -> datetime | None:
+        """When the failed call was last tried again (Retry), None when it failed on its first
+        try: a retry starts the call anew (`call_retry`), after the turn or session began."""
+        if not self.failed:
+            return None
+        last = self.last
+        if self.session.initial_status == CallStatus.FAILED or last is None:
+            started, first = self.session.initial_started_at, self.session.created_at
+        else:
+            started, first = last.call_started_at, last.started_at
+        return started if started and first and started > first else None
+
+    @property
+    def timed_out(self) -> bool:
+        """Whether the failed call failed for not finishing in time (`stale_calls_fail`), the one
+        reason the annotator may be told: other errors name the endpoint or the model."""
+        if self.session.initial_status == CallStatus.FAILED or self.last is None:
+            error = self.session.initial_error
+        else:
+            error = self.last.call_error
+        return self.failed and error == STALE_CALL_ERROR
+
+    @property
     def current_answer(self) -> str:
         """The answer the annotator reads now: the last revision to rate, else the answer the
         next instruction revises (the edit, the revision, or for a revision rated bad and not
-        edited the answer before it), or a0."""
+        edited the answer before it), or a0. While the last turn's call is pending or failed,
+        the answer its instruction revises."""
         last = self.last
-        if last is None or last.call_status != CallStatus.DONE:
+        if last is None:
             return self.session.initial_answer
+        if last.call_status != CallStatus.DONE:
+            return last.previous_answer
         if not last.rating:
             return last.final_answer
         return next_previous_answer(
@@ -152,7 +179,14 @@ def session_page_get(*, session_id: int, user: AbstractBaseUser, now: datetime) 
     _refresh(session, _SESSION_ANSWER, ["initial_status", "initial_error", "initial_answer"])
     titles = [d.title for d in _TITLES.all(question_id=session.question_id)]
     turns = _TURNS.all(session_id=session.pk)
-    info = [t for t in turns if t.instruction_type == InstructionType.INFORMATION_SEEKING]
+    # A turn whose call is pending or failed has retrieved nothing (yet): the passages shown are
+    # the last answered information-seeking turn's, or a0's.
+    info = [
+        t
+        for t in turns
+        if t.instruction_type == InstructionType.INFORMATION_SEEKING
+        and t.call_status == CallStatus.DONE
+    ]
     ids = info[-1].passages if info else session.initial_passages
     by_id = _passages_by_id(ids) if ids else {}
     passages = [by_id[i] for i in ids if i in by_id]
@@ -265,6 +299,9 @@ def studies_for_annotator(*, user: AbstractBaseUser) -> list[dict]:
     """Every study with live systems, with the annotator's own session counts."""
     live = StudyQuestion.objects.filter(study=OuterRef("pk"), documents__isnull=False)
     system = StudySystem.objects.filter(study=OuterRef("pk"), live=True)
+    seen = RevisionSession.objects.filter(annotator=user, study=OuterRef("pk")).values(
+        "question_id"
+    )
     studies = (
         # a question with documents and a system: no join to count over
         Study.objects.filter(Exists(live), Exists(system))
@@ -278,6 +315,21 @@ def studies_for_annotator(*, user: AbstractBaseUser) -> list[dict]:
                 "sessions",
                 filter=Q(sessions__annotator=user, sessions__status=SessionStatus.ACTIVE),
             ),
+            given_up=Count(
+                "sessions",
+                filter=Q(sessions__annotator=user, sessions__status=SessionStatus.GIVEN_UP),
+            ),
+            # Pairs held by anyone's session given up and not reopened, on a question the
+            # annotator has not seen: why no question may be left for them.
+            held=Count(
+                "sessions",
+                filter=Q(
+                    sessions__status=SessionStatus.GIVEN_UP,
+                    sessions__reopened_at__isnull=True,
+                    sessions__annotator__isnull=False,
+                )
+                & ~Q(sessions__question__in=Subquery(seen)),
+            ),
         )
         .order_by("name")
     )
@@ -286,6 +338,8 @@ def studies_for_annotator(*, user: AbstractBaseUser) -> list[dict]:
             "study": s,
             "mine": s.mine,
             "active": s.active,
+            "given_up": s.given_up,
+            "held": s.held,
             # one query per study (a handful): Start only where a question is left
             "open": bool(s.active) or session_available(study=s, user=user),
         }

@@ -42,6 +42,7 @@ from annotate.roles import (
     ANNOTATOR,
     RESEARCHER,
     RESEARCHERS_ONLY,
+    is_researcher,
     require_role,
 )
 from annotate.services.files import upload_size_problem
@@ -74,6 +75,8 @@ def home(request: HttpRequest) -> HttpResponse:
         "reratings": selectors.reratings_for_annotator(user=request.user),
         "finished": Paginator(finished, DONE_PAGE_SIZE).get_page(request.GET.get("sessions_page")),
         "rerated": Paginator(rerated, DONE_PAGE_SIZE).get_page(request.GET.get("reratings_page")),
+        # A researcher who also annotates is shown where a held question is reopened.
+        "researcher": is_researcher(request.user),
     }
     return render(request, "revision/home.html", context)
 

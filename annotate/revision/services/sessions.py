@@ -417,10 +417,15 @@ def session_finish(
     return session
 
 
+# The error of a call failed for being pending too long: ours, naming no endpoint or model, so
+# the session page may tell the annotator that this is why.
+STALE_CALL_ERROR = "the model call did not finish in time; retry"
+
+
 def stale_calls_fail(*, session: RevisionSession, now: datetime) -> None:
     """Mark the session's calls pending for longer than STALE_AFTER as failed (retry shown)."""
     cutoff = now - STALE_AFTER
-    message = "the model call did not finish in time; retry"
+    message = STALE_CALL_ERROR
     started = session.initial_started_at or session.created_at
     if session.initial_status == CallStatus.PENDING and started < cutoff:
         RevisionSession.objects.filter(pk=session.pk, initial_status=CallStatus.PENDING).update(

@@ -7,7 +7,14 @@ from django.utils import timezone
 from annotate.engine.services.endpoints import endpoint_create
 from annotate.revision.models import CallStatus, RevisionSession, Study, Turn
 from annotate.revision.services.imports import study_upload
-from annotate.revision.services.sessions import session_assign, turn_rate, turn_start
+from annotate.revision.services.sessions import (
+    STALE_AFTER,
+    call_retry,
+    session_assign,
+    stale_calls_fail,
+    turn_rate,
+    turn_start,
+)
 from annotate.roles import ANNOTATOR, RESEARCHER
 from tests.annotate.revision.conftest import QUESTIONS, instruct
 from tests.factories import UserFactory
@@ -1343,7 +1350,8 @@ def test_an_annotator_gives_up_a_session_whose_first_answer_keeps_failing(
     left = client.post(give_up, follow=True)
     assert left.redirect_chain == [(reverse("revision:home"), 302)]
     assert "You gave up the session" in left.content.decode()
-    assert "<td>live</td><td>0</td>" in left.content.decode()  # counted nowhere
+    assert '<td>live</td><td>0 <span class="tags"' in left.content.decode()  # counted nowhere
+    assert "(and 1 given up: counted nowhere)" in left.content.decode()
     assert client.get(session_url).status_code == 200
     # Start a session answers with another question, not the one given up.
     with django_capture_on_commit_callbacks(execute=True):
@@ -1413,3 +1421,128 @@ def test_a_session_with_a_rated_turn_or_no_failure_cannot_be_given_up(
     assert Turn.objects.filter(session=session).count() == 2
     client.force_login(UserFactory(username="someone-else", roles=[ANNOTATOR]))
     assert client.post(give_up).status_code == 404
+
+
+def test_a_later_turn_that_fails_keeps_the_answer_it_revises_and_the_last_passages(
+    client, study, annotator, django_capture_on_commit_callbacks
+):
+    """A failed turn 2 hid the answer its instruction was for, and the passages beside it said
+    "None yet." though turn 1 had retrieved some."""
+    client.force_login(annotator)
+    with django_capture_on_commit_callbacks(execute=True):
+        session = session_assign(study=study, user=annotator, now=timezone.now())
+    first = instruct(
+        django_capture_on_commit_callbacks, session, annotator, "Cite more.", "information-seeking"
+    )
+    first.refresh_from_db()
+    assert first.call_status == CallStatus.DONE and first.passages
+    Turn.objects.filter(pk=first.pk).update(answer="The <b>revised</b> answer [0].")
+    turn_rate(session_id=session.pk, user=annotator, rating="good", comment="c", now=timezone.now())
+    second = turn_start(
+        session_id=session.pk,
+        user=annotator,
+        instruction="Cite the second paper.",
+        instruction_type="information-seeking",
+        now=timezone.now(),
+    )  # fmt: skip  (its call is never run here)
+    Turn.objects.filter(pk=second.pk).update(call_status=CallStatus.FAILED, call_error="down")
+    page = client.get(reverse("revision:session", args=[session.pk])).content.decode()
+    assert 'id="retry"' in page
+    assert (
+        '<pre class="text answer" id="answer" aria-labelledby="revised-title">'
+        "The &lt;b&gt;revised&lt;/b&gt; answer [0].</pre>"
+    ) in page
+    assert "None yet." not in page and 'class="passage"' in page
+    assert page.count('class="passage"') == len(first.passages)
+
+
+def test_a_retry_that_fails_again_says_it_was_tried_again(
+    client, study, annotator, django_capture_on_commit_callbacks
+):
+    """After Retry failed again the page looked exactly as before: no sign of the retry."""
+    client.force_login(annotator)
+    start = timezone.now().replace(hour=9, minute=0)
+    with django_capture_on_commit_callbacks(execute=True):
+        session = session_assign(study=study, user=annotator, now=start)
+    turn = turn_start(
+        session_id=session.pk,
+        user=annotator,
+        instruction="Shorten it.",
+        instruction_type="stylistic",
+        now=start,
+    )  # fmt: skip  (its call is never run here)
+    failed = {"call_status": CallStatus.FAILED, "call_error": "down"}
+    Turn.objects.filter(pk=turn.pk).update(**failed)
+    url = reverse("revision:session", args=[session.pk])
+    assert 'id="retried"' not in client.get(url).content.decode()  # failed on its first try
+    call_retry(session_id=session.pk, user=annotator, now=start.replace(minute=7))
+    Turn.objects.filter(pk=turn.pk).update(**failed)
+    page = client.get(url).content.decode()
+    assert (
+        '<p id="retried">Tried again at 09:07 UTC: the model failed again (its service answered'
+        " with an error or could not be reached).</p>"
+    ) in page
+
+    # The first answer too.
+    other = UserFactory(username="retry-first", roles=[ANNOTATOR])
+    client.force_login(other)
+    session = session_assign(study=study, user=other, now=start)  # its call is never run here
+    RevisionSession.objects.filter(pk=session.pk).update(initial_status=CallStatus.FAILED)
+    url = reverse("revision:session", args=[session.pk])
+    assert 'id="retried"' not in client.get(url).content.decode()
+    call_retry(session_id=session.pk, user=other, now=start.replace(minute=12))
+    stale_calls_fail(session=session, now=start.replace(minute=12) + STALE_AFTER * 2)
+    page = client.get(url).content.decode()
+    assert (
+        '<p id="retried">Tried again at 09:12 UTC: the model failed again (it did not finish in'
+        " time).</p>"
+    ) in page
+
+
+def test_a_first_answer_that_keeps_failing_says_what_to_do(client, study, annotator):
+    """Later turns said "Still failing?"; the first answer's failure said nothing of it."""
+    client.force_login(annotator)
+    session = session_assign(study=study, user=annotator, now=timezone.now())
+    RevisionSession.objects.filter(pk=session.pk).update(initial_status=CallStatus.FAILED)
+    page = client.get(reverse("revision:session", args=[session.pk])).content.decode()
+    assert "Still failing? Retry later: the session waits for you. Or <button" in page
+    assert 'id="give-up"' in page
+
+
+def test_home_says_why_no_question_is_left_when_a_given_up_session_holds_it(
+    client, tmp_path, django_capture_on_commit_callbacks
+):
+    """A session given up counted 0 under "Your sessions", and another annotator then read
+    "No question left for you" with no reason while the given-up session held the question."""
+    path = tmp_path / "one-system.jsonl"
+    path.write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS))
+    study_upload(path=str(path), study_name="one", systems=["solo"])
+    study = Study.objects.get(name="one")
+    quitter = UserFactory(username="quitter", roles=[ANNOTATOR])
+    busy = UserFactory(username="busy", roles=[ANNOTATOR])
+    late = UserFactory(username="late", roles=[ANNOTATOR, RESEARCHER])
+    now = timezone.now()
+    given_up = session_assign(study=study, user=quitter, now=now)
+    RevisionSession.objects.filter(pk=given_up.pk).update(
+        status="given-up", given_up_at=now, given_up_by=quitter
+    )
+    session_assign(study=study, user=busy, now=now)  # the other question, in progress
+
+    client.force_login(quitter)
+    page = client.get(reverse("revision:home")).content.decode()
+    assert f'<td>0 <span class="tags" id="given-up-{study.pk}">(and 1 given up' in page
+
+    client.force_login(late)
+    page = client.get(reverse("revision:home")).content.decode()
+    assert (
+        "No question left for you<span "
+        f'id="held-{study.pk}"> now: 1 session given up when the model did not answer holds a'
+        " question you have not seen, until a researcher reopens it"
+    ) in page
+    report = reverse("revision-reports:report", args=[study.pk])
+    assert f'<a href="{report}#given-up-sessions">' in page
+    assert "solo" not in page  # the system's name is never shown
+
+    client.force_login(busy)  # seen both questions: nothing is held from them
+    page = client.get(reverse("revision:home")).content.decode()
+    assert f'id="held-{study.pk}"' not in page
