@@ -31,7 +31,7 @@ SELFHOSTED = "selfhosted"
 class _PublishBoundField(BoundField):
     """A row of the publish form: a HIT-only setting's row is marked `hit-only` (site.js shows
     or hides it as the platform changes), and `platform-hidden` while the platform chosen is
-    the self-hosted link."""
+    the self-hosted link (its input is disabled then: PublishForm)."""
 
     def css_classes(self, extra_classes=None) -> str:
         if self.name in HIT_ONLY_FIELDS:
@@ -100,6 +100,17 @@ class PublishForm(forms.Form):
         self.fields["platform"].choices = [(name, platform_label(name)) for name in platforms]
         if not completion:
             del self.fields["completion_code"], self.fields["completion_url"]
+        # A link has no use for the HIT-only settings. Disabled, each is rendered with the
+        # disabled attribute (the browser neither checks nor sends it: an emptied required one
+        # had blocked the submit without a word) and its default, and cleaned from its default
+        # whatever was sent (valid qualifications left from MTurk's choice had been refused by
+        # the publish's check). Rendered so for the platform sent, not left to site.js: the
+        # preview page showed them empty and required until its deferred script ran, and a
+        # Confirm pressed before that was refused by the browser, silently.
+        link = self.chosen_platform() == SELFHOSTED
+        for name in HIT_ONLY_FIELDS:
+            self.fields[name].disabled = link
+            self.fields[name].widget.attrs["data-hit-only"] = ""  # site.js's, as the choice changes
 
     def chosen_platform(self) -> str:
         """The platform the form is for: the one sent, else the one it starts with."""
@@ -107,20 +118,6 @@ class PublishForm(forms.Form):
         if self.is_bound:
             return self.data.get(self.add_prefix("platform"), "")
         return self.initial.get("platform") or next(iter(field.choices), ("", ""))[0]
-
-    def clean(self) -> dict:
-        """A self-hosted link ignores the HIT-only settings (hidden on its form, their inputs
-        disabled by site.js, so the browser sends none): each is taken at its default, whatever
-        was sent, never refused. Only the wrong ones were: a valid qualifications JSON left
-        from MTurk's choice was then refused by the publish's check (the Masters
-        qualification, say), about a field the admin could not see."""
-        data = super().clean()
-        if data.get("platform") == SELFHOSTED:
-            for name in HIT_ONLY_FIELDS:
-                if self._errors:
-                    self._errors.pop(name, None)
-                data[name] = self.fields[name].clean(self.fields[name].initial)
-        return data
 
     def clean_qualifications_json(self) -> list[dict] | None:
         text = self.cleaned_data["qualifications_json"].strip()

@@ -73,14 +73,22 @@
 })();
 
 // The publish form: the rows of HIT-only settings (approval rate, lifetime... of MTurk and the
-// offline platform: .hit-only) are hidden while a self-hosted link is chosen, as the server
-// renders them for the platform it was sent; their values are ignored for a link.
+// offline platform: .hit-only) are hidden and their inputs disabled while a self-hosted link is
+// chosen, as the server renders them for the platform it was sent: a disabled input is neither
+// checked by the browser (an emptied required one blocked the submit without a word) nor sent
+// (a link takes each at its default). Only the inputs marked data-hit-only: the form's hidden
+// inputs, which Django renders into its last row, are always sent.
 (function () {
   "use strict";
   function follow(select) {
+    var hidden = select.value === "selfhosted";
     var rows = select.form.querySelectorAll(".form-row.hit-only");
     for (var i = 0; i < rows.length; i++) {
-      rows[i].classList.toggle("platform-hidden", select.value === "selfhosted");
+      rows[i].classList.toggle("platform-hidden", hidden);
+    }
+    var inputs = select.form.querySelectorAll("[data-hit-only]");
+    for (var j = 0; j < inputs.length; j++) {
+      inputs[j].disabled = hidden;
     }
   }
   document.addEventListener("change", function (event) {

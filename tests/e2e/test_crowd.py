@@ -216,6 +216,30 @@ def test_the_publish_form_hides_the_hit_only_settings_while_a_link_is_chosen(pag
     assert rate.is_visible() and lifetime.is_visible()
 
 
+def test_hit_only_settings_left_wrong_then_a_link_chosen_do_not_block_the_publish(page_for):
+    """An approved-HITs count emptied and a lifetime of 0 under the platform's choice, then the
+    link chosen: the hidden inputs' `required` and `min` refused the submit in the browser, with
+    nothing to see and no request sent. Hidden inputs are disabled: not checked, not sent, taken
+    at their defaults; choosing the platform again gives them back."""
+    project = project_with_tasks(instructions=1, systems=2, questions=1, assignments_per_task=2)
+    batch = project.batches.get()
+    admin = page_for(UserFactory(username="boss", roles=[ADMIN], is_staff=True))
+    admin.goto(f"/crowd/batches/{batch.pk}/publish/")
+    admin.fill("#id_min_hits_approved", "")
+    admin.fill("#id_lifetime_hours", "0")
+    admin.select_option("#id_platform", "selfhosted")
+    admin.click("text=Preview the cost")
+    admin.locator("#cost-total").wait_for()
+    admin.wait_for_load_state()  # site.js (deferred) listens before the choice changes again
+    admin.select_option("#id_platform", "fake")
+    assert admin.locator("#id_lifetime_hours").is_enabled()
+    assert admin.locator("#id_lifetime_hours").input_value() == "168"  # the default a link took
+    admin.select_option("#id_platform", "selfhosted")
+    admin.click("button[name=publish]")
+    admin.wait_for_url("**/crowd/publications/*/")
+    assert Publication.objects.get(batch=batch).platform == "selfhosted"
+
+
 def test_an_admin_plays_a_worker_on_the_offline_demo_platform(page_for, settings, snap):
     """make run's offline platform: the admin takes a HIT as a demo worker, the done page's
     script hands it to the platform's stand-in for externalSubmit (allowed by the CSP), a sync

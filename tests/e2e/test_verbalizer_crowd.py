@@ -3,6 +3,7 @@ crowd worker answers two HITs inside MTurk's frame with keys 1 and 2, the browse
 assignment back to MTurk, and the admin syncs, reviews and approves; the answers reach the
 report as the crowd's."""
 
+import re
 from urllib.parse import urlencode
 
 import pytest
@@ -179,3 +180,26 @@ def test_a_participants_time_runs_from_the_prompts_first_showing_across_a_reload
     worker.keyboard.press("1")
     worker.locator("#progress", has_text="You answered 1 of 2.").wait_for()
     assert HumanAnswer.objects.get().seconds >= 120
+
+
+def test_a_study_goes_on_a_link_after_a_hit_only_setting_was_emptied(page_for):
+    """An approval rate emptied under the platform's choice, then the link chosen: its hidden
+    input's `required` refused the submit silently. Disabling it in site.js alone made this
+    page's Confirm fail now and then: the preview page rendered it enabled and empty (it was
+    not sent), so a Confirm pressed before the deferred site.js ran was refused in turn. The
+    server renders it disabled for the link: here the preview page's site.js never runs. The
+    study's form ends with a HIT-only row, which holds the confirmed total: still sent."""
+    fill("Reviews", [True, False])
+    evaluation_set = evaluation_set_create(
+        name="e2e-link-emptied", datasets=["Reviews"], items=2, seed=1, mappings="golden"
+    ).evaluation_set
+    study = human_study_create(evaluation_set=evaluation_set, name="emptied", answers_per_prompt=1)
+    admin = page_for(UserFactory(username="boss", roles=[ADMIN], is_staff=True))
+    admin.goto(f"/verbalizer/studies/{study.pk}/publish/")
+    admin.fill("#id_min_percent_approved", "")
+    admin.select_option("#id_platform", "selfhosted")
+    admin.route(re.compile(r"/annotate/site\.js"), lambda route: route.abort())
+    admin.click("text=Preview the cost")
+    admin.click("text=Confirm: publish")
+    admin.wait_for_url("**/crowd/publications/*/")
+    assert Publication.objects.get(human_study=study).platform == "selfhosted"

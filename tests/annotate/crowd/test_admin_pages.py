@@ -602,3 +602,30 @@ def test_a_selfhosted_link_ignores_valid_hit_only_settings_left_from_mturk(
     preview = client.post(url, {**link, "preview": "1"})
     assert 'id="cost-total">$9.00<' in preview.text
     assert "Masters" not in preview.text.split('id="cost-total"', 1)[0]
+
+
+def test_a_links_preview_renders_the_hit_only_inputs_disabled_at_their_defaults(
+    client, admin_user, crowd_batch, settings
+):
+    """site.js disables the hidden inputs (the browser sends none); the preview page rendered
+    them enabled, empty and required, so a Confirm pressed before its deferred site.js ran was
+    refused by the browser without a word. Rendered for the link: disabled, at their defaults."""
+    settings.CROWD_PUBLIC_URL = "https://annotate.example.org"
+    client.force_login(admin_user)
+    url = reverse("crowd:publish", args=[crowd_batch.pk])
+    link = publish_form("selfhosted", completion_code="C0DE")
+    for name in ("auto_approval_hours", "lifetime_hours", "min_percent_approved"):
+        link.pop(name)
+    link["min_hits_approved"] = ""
+    preview = client.post(url, {**link, "preview": "1"}).text
+    assert 'id="cost-total">$9.00<' in preview
+    controls = re.findall(r'<(?:input|textarea)([^>]*id="id_(\w+)"[^>]*)>', preview)
+    inputs = {name: attrs for attrs, name in controls}
+    for name, default in [("auto_approval_hours", 72), ("lifetime_hours", 168),
+                          ("min_percent_approved", 90), ("min_hits_approved", 500)]:  # fmt: skip
+        assert f'value="{default}"' in inputs[name] and " disabled" in inputs[name], name
+    assert " disabled" in inputs["locale"] and " disabled" in inputs["qualifications_json"]
+    assert " disabled" not in inputs["assignment_minutes"] + inputs["confirm_total"]
+    assert 'value="9.00"' in inputs["confirm_total"]  # the total to confirm is sent
+    mturk = client.post(url, {**FORM, "preview": "1"}).text  # the platform's: all enabled
+    assert " disabled" not in "".join(re.findall(r"<input[^>]*>", mturk))
