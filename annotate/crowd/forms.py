@@ -25,20 +25,28 @@ HIT_ONLY_FIELDS = (
     "locale",
     "qualifications_json",
 )
+# A self-hosted link's own settings (a batch's form only), which a HIT's platform has no use
+# for: the form hides them for one and ignores their values, the mirror of HIT_ONLY_FIELDS.
+LINK_ONLY_FIELDS = ("completion_code", "completion_url")
 SELFHOSTED = "selfhosted"
 
 
 class _PublishBoundField(BoundField):
     """A row of the publish form: a HIT-only setting's row is marked `hit-only` (site.js shows
     or hides it as the platform changes), and `platform-hidden` while the platform chosen is
-    the self-hosted link (its input is disabled then: PublishForm)."""
+    the self-hosted link (its input is disabled then: PublishForm); a link-only setting's row
+    likewise `link-only`, hidden while a HIT's platform is chosen."""
 
     def css_classes(self, extra_classes=None) -> str:
-        if self.name in HIT_ONLY_FIELDS:
-            hidden = self.form.chosen_platform() == SELFHOSTED
-            extra_classes = " ".join(
-                [extra_classes or "", "hit-only", "platform-hidden" if hidden else ""]
-            ).strip()
+        link = self.form.chosen_platform() == SELFHOSTED
+        for names, marker, hidden in (
+            (HIT_ONLY_FIELDS, "hit-only", link),
+            (LINK_ONLY_FIELDS, "link-only", not link),
+        ):
+            if self.name in names:
+                extra_classes = " ".join(
+                    [extra_classes or "", marker, "platform-hidden" if hidden else ""]
+                ).strip()
         return super().css_classes(extra_classes)
 
 
@@ -111,6 +119,12 @@ class PublishForm(forms.Form):
         for name in HIT_ONLY_FIELDS:
             self.fields[name].disabled = link
             self.fields[name].widget.attrs["data-hit-only"] = ""  # site.js's, as the choice changes
+        # A HIT's platform has no use for a link's completion code and URL: the same, mirrored
+        # (a code typed under MTurk's choice was stored on the MTurk publication, shown nowhere).
+        for name in LINK_ONLY_FIELDS:
+            if name in self.fields:
+                self.fields[name].disabled = not link
+                self.fields[name].widget.attrs["data-link-only"] = ""
 
     def chosen_platform(self) -> str:
         """The platform the form is for: the one sent, else the one it starts with."""

@@ -90,6 +90,15 @@
     for (var j = 0; j < inputs.length; j++) {
       inputs[j].disabled = hidden;
     }
+    // A link's own settings (completion code and URL), the other way round.
+    var linkRows = select.form.querySelectorAll(".form-row.link-only");
+    for (var k = 0; k < linkRows.length; k++) {
+      linkRows[k].classList.toggle("platform-hidden", !hidden);
+    }
+    var linkInputs = select.form.querySelectorAll("[data-link-only]");
+    for (var m = 0; m < linkInputs.length; m++) {
+      linkInputs[m].disabled = !hidden;
+    }
   }
   document.addEventListener("change", function (event) {
     if (event.target.name === "platform" && event.target.form) {

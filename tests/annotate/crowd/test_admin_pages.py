@@ -628,4 +628,42 @@ def test_a_links_preview_renders_the_hit_only_inputs_disabled_at_their_defaults(
     assert " disabled" not in inputs["assignment_minutes"] + inputs["confirm_total"]
     assert 'value="9.00"' in inputs["confirm_total"]  # the total to confirm is sent
     mturk = client.post(url, {**FORM, "preview": "1"}).text  # the platform's: all enabled
-    assert " disabled" not in "".join(re.findall(r"<input[^>]*>", mturk))
+    hit_inputs = [tag for tag in re.findall(r"<input[^>]*>", mturk) if "id_completion_" not in tag]
+    assert hit_inputs and " disabled" not in "".join(hit_inputs)
+
+
+def test_a_hit_platform_hides_the_links_completion_settings_and_ignores_them(
+    client, admin_user, crowd_batch, settings
+):
+    """The batch's publish form showed the self-hosted link's completion code and URL for
+    MTurk and the offline platform too, and stored a code typed there on their publication,
+    where nothing shows it. Hidden and disabled for a HIT's platform, as the HIT-only settings
+    are for a link; shown and kept for the link."""
+    settings.CROWD_PUBLIC_URL = "https://annotate.example.org"
+    client.force_login(admin_user)
+    url = reverse("crowd:publish", args=[crowd_batch.pk])
+
+    def completion_rows(page: str) -> dict[str, tuple[bool, bool]]:
+        rows = re.findall(
+            r'<div class="form-row([^"]*)">\s*<label for="id_(completion_\w+)".*?<input([^>]*)>',
+            page,
+            flags=re.S,
+        )
+        return {
+            name: ("link-only" in classes and "platform-hidden" in classes, " disabled" in tag)
+            for classes, name, tag in rows
+        }
+
+    names = ("completion_code", "completion_url")
+    assert completion_rows(client.get(url).text) == dict.fromkeys(names, (True, True))
+    typed = {**FORM, "completion_code": "C0DE", "completion_url": "https://x.example/done"}
+    preview = client.post(url, {**typed, "preview": "1"}).text
+    assert completion_rows(preview) == dict.fromkeys(names, (True, True))
+    assert "C0DE" not in preview
+    client.post(url, {**typed, "confirm_total": "10.80", "publish": "1"})
+    hits_publication = Publication.objects.get(batch=crowd_batch, platform="fake")
+    assert (hits_publication.completion_code, hits_publication.completion_url) == ("", "")
+    link = publish_form("selfhosted", completion_code="L1NK")
+    preview = client.post(url, {**link, "preview": "1"}).text
+    assert completion_rows(preview) == dict.fromkeys(names, (False, False))
+    assert 'value="L1NK"' in preview
