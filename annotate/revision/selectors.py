@@ -302,6 +302,9 @@ def studies_for_annotator(*, user: AbstractBaseUser) -> list[dict]:
     seen = RevisionSession.objects.filter(annotator=user, study=OuterRef("pk")).values(
         "question_id"
     )
+    with_papers = StudyQuestion.objects.filter(
+        study=OuterRef("pk"), documents__isnull=False
+    ).values("pk")
     studies = (
         # a question with documents and a system: no join to count over
         Study.objects.filter(Exists(live), Exists(system))
@@ -320,13 +323,17 @@ def studies_for_annotator(*, user: AbstractBaseUser) -> list[dict]:
                 filter=Q(sessions__annotator=user, sessions__status=SessionStatus.GIVEN_UP),
             ),
             # Pairs held by anyone's session given up and not reopened, on a question the
-            # annotator has not seen: why no question may be left for them.
+            # annotator has not seen: why no question may be left for them. Only pairs anyone
+            # can be given, as study_collection_progress counts them: a live system, a question
+            # with papers (a system unticked since holds nothing a reopening would free).
             held=Count(
                 "sessions",
                 filter=Q(
                     sessions__status=SessionStatus.GIVEN_UP,
                     sessions__reopened_at__isnull=True,
                     sessions__annotator__isnull=False,
+                    sessions__system__live=True,
+                    sessions__question__in=Subquery(with_papers),
                 )
                 & ~Q(sessions__question__in=Subquery(seen)),
             ),

@@ -5,7 +5,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotate.engine.services.endpoints import endpoint_create
-from annotate.revision.models import CallStatus, RevisionSession, Study, Turn
+from annotate.revision.models import CallStatus, RevisionSession, Study, StudySystem, Turn
 from annotate.revision.services.imports import study_upload
 from annotate.revision.services.sessions import (
     STALE_AFTER,
@@ -1546,3 +1546,83 @@ def test_home_says_why_no_question_is_left_when_a_given_up_session_holds_it(
     client.force_login(busy)  # seen both questions: nothing is held from them
     page = client.get(reverse("revision:home")).content.decode()
     assert f'id="held-{study.pk}"' not in page
+
+
+def _given_up(session, user, now) -> None:
+    RevisionSession.objects.filter(pk=session.pk).update(
+        status="given-up", given_up_at=now, given_up_by=user
+    )
+
+
+def test_the_annotator_who_gave_up_is_not_told_their_own_session_holds_a_question(client, tmp_path):
+    """The seen-question exclusion of `held` (selectors.studies_for_annotator) is what keeps
+    the annotator who gave the session up from reading that it "holds a question you have not
+    seen". test_home_says_why_no_question_is_left_... never checks it: its last check (busy)
+    passes because busy has a session in progress (row.open), whatever `held` is."""
+    path = tmp_path / "one-system.jsonl"
+    path.write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS))
+    study_upload(path=str(path), study_name="one", systems=["solo"])
+    study = Study.objects.get(name="one")
+    quitter = UserFactory(username="quitter", roles=[ANNOTATOR])
+    busy = UserFactory(username="busy", roles=[ANNOTATOR])
+    now = timezone.now()
+    _given_up(session_assign(study=study, user=quitter, now=now), quitter, now)
+    session_assign(study=study, user=busy, now=now)  # the other question
+
+    client.force_login(quitter)
+    page = client.get(reverse("revision:home")).content.decode()
+    assert "No question left for you" in page  # the row the held note would follow
+    assert f'id="held-{study.pk}"' not in page  # their own session, on a question they saw
+
+
+def test_a_given_up_session_of_a_system_no_longer_live_holds_nothing(client, tmp_path):
+    """`held` counts every given-up, not reopened session on an unseen question, also one whose
+    system is not live any more (unticked in the admin): reopening it gives nobody anything, yet
+    /revision/ says it holds a question until a researcher reopens it. The report's own count
+    (study_collection_progress) keeps to live systems and questions with papers."""
+    path = tmp_path / "two-systems.jsonl"
+    path.write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS))
+    study_upload(path=str(path), study_name="two", systems=["solo", "duo"])
+    study = Study.objects.get(name="two")
+    quitter = UserFactory(username="quitter", roles=[ANNOTATOR])
+    now = timezone.now()
+    given_up = session_assign(study=study, user=quitter, now=now)
+    assert given_up.system.name == "solo"
+    _given_up(given_up, quitter, now)
+    StudySystem.objects.filter(study=study, name="solo").update(live=False)
+    for name in ("a1", "a2"):  # duo on both questions
+        session_assign(study=study, user=UserFactory(username=name, roles=[ANNOTATOR]), now=now)
+    late = UserFactory(username="late", roles=[ANNOTATOR])
+
+    client.force_login(late)
+    page = client.get(reverse("revision:home")).content.decode()
+    assert "No question left for you" in page
+    assert f'id="held-{study.pk}"' not in page, "a pair of a system not live holds nothing"
+
+
+def test_a_failed_later_turn_page_runs_as_many_queries_as_a_rated_one(
+    client, study, annotator, django_capture_on_commit_callbacks, django_assert_num_queries
+):
+    """hwalk2 changed the failed-turn page (answer revised, passages of the last answered
+    information-seeking turn): one query more than before (8 at bedcee6a: no passages were
+    read), the passages' own, as on every page showing passages; fixed, not per turn. The
+    call's error (endpoint, model) is not on the page."""
+    client.force_login(annotator)
+    with django_capture_on_commit_callbacks(execute=True):
+        session = session_assign(study=study, user=annotator, now=timezone.now())
+    instruct(django_capture_on_commit_callbacks, session, annotator, "Cite.", "information-seeking")
+    turn_rate(session_id=session.pk, user=annotator, rating="good", comment="c", now=timezone.now())
+    second = turn_start(
+        session_id=session.pk, user=annotator, instruction="More.",
+        instruction_type="information-seeking", now=timezone.now(),
+    )  # fmt: skip
+    Turn.objects.filter(pk=second.pk).update(
+        call_status=CallStatus.FAILED, call_error="gpt-x at https://secret.example/v1: 500"
+    )
+    url = reverse("revision:session", args=[session.pk])
+    client.get(url)
+    # session, user, the session with study/question/system, stale update, call fields,
+    # titles, turns, the last passages, the navigation's roles
+    with django_assert_num_queries(9):
+        page = client.get(url).content.decode()
+    assert "secret.example" not in page and "gpt-x" not in page
