@@ -425,12 +425,13 @@ def _answer_places_handed_on(*, study_id: int, prompt_id: int, hit: Hit | None) 
         )
     else:
         platform, crowd_waiting = "selfhosted", HumanAnswer.objects.all()
+    channel = Annotator(kind=AnnotatorKind.CROWD, platform=platform)
     given = _answer_places_given(
         study_id=study_id,
         prompt_id=prompt_id,
-        channel=Annotator(kind=AnnotatorKind.CROWD, platform=platform),
+        channel=channel,
         waiting=crowd_waiting,
-        lock_turns=_turns_of(hit=hit, study_id=study_id, kind=AnnotatorKind.CROWD),
+        lock_turns=_turns_of(hit=hit, study_id=study_id, channel=channel),
     )
     return len(given) + _in_house_places_handed_on(study_id=study_id, prompt_id=prompt_id)
 
@@ -463,15 +464,35 @@ def _hits_locked(hit_ids) -> None:
     list(hits.values_list("pk", flat=True))
 
 
+def _web_crowd_places_handed_on(*, study_id: int, prompt_id: int) -> int:
+    """Give the prompt's free places of the web accounts' crowd channel (in-house accounts
+    counted as crowd workers: crowd on platform "", same_channel_q) to its answers waiting for
+    one (moved there full by a kind's change, or left out by an unblock), oldest first, under
+    the study's row, which their answers take turns on (human_work_answer_submit); return how
+    many took one. Nothing else hands these places on: a web account's answer has no HIT to
+    sync, so without this one waiting stayed out for good."""
+    channel = Annotator(kind=AnnotatorKind.CROWD, platform="")
+    given = _answer_places_given(
+        study_id=study_id,
+        prompt_id=prompt_id,
+        channel=channel,
+        waiting=HumanAnswer.objects.all(),  # web accounts' answers need no confirmation
+        lock_turns=_turns_of(hit=None, study_id=study_id, channel=channel),
+    )
+    return len(given)
+
+
 def _answer_place_handed_on(answer: HumanAnswer) -> int:
     """Give the place `answer` held on its prompt (a reject, a block or a kind's change freed
     it) to an answer waiting for one (_answer_places_handed_on): in its crowd channel on its
     HIT or through the study's self-hosted link, and in-house wherever it waits; return how
-    many took one. An in-house annotator's answer has neither HIT nor link: only its in-house
-    place is handed on."""
+    many took one. An in-house annotator's answer has neither HIT nor link: its in-house place
+    and its web accounts' crowd place (_web_crowd_places_handed_on) are handed on, both under
+    the study's row."""
     hit = hit_of_work(answer)
     if hit is None and answer.annotator.platform != "selfhosted":
-        return _in_house_places_handed_on(study_id=answer.study_id, prompt_id=answer.prompt_id)
+        where = {"study_id": answer.study_id, "prompt_id": answer.prompt_id}
+        return _in_house_places_handed_on(**where) + _web_crowd_places_handed_on(**where)
     return _answer_places_handed_on(study_id=answer.study_id, prompt_id=answer.prompt_id, hit=hit)
 
 
@@ -1245,7 +1266,9 @@ def human_answers_channel_moved(*, answers: list[HumanAnswer], kind: str) -> int
     in its old channel goes to an answer waiting for one (_answer_place_handed_on), and one
     free in its new channel to the oldest waiting there, its own maybe. Without this a kind
     decided after the answers were given overfilled their new channel. Return how many
-    answers now wait. A person of no decided kind holds a place in no channel."""
+    answers lost their place here because their new channel was full (one may have taken a
+    place back in the hand-on that follows; answers that waited already are not counted). A
+    person of no decided kind holds a place in no channel."""
     waiting = 0
     for answer in answers:
         answer.annotator.kind = kind
@@ -1359,6 +1382,12 @@ def worker_unblock(
     now = now or timezone.now()
     restored = left_out = 0
     with transaction.atomic():
+        # The worker's row first, and read again under its lock, as a kind's change holds it
+        # (annotator_kind_set) before their answers' channels' rows: the kind read before the
+        # platform call may be stale, and the channel of a kind decided meanwhile is the one
+        # their answers take their places back in.
+        locked = Annotator.objects.select_for_update(no_key=True).filter(pk=worker.pk)
+        worker = locked.order_by().get()
         WorkerBlock.objects.filter(annotator=worker).update(active=False)
         released = (
             Assignment.objects.filter(
@@ -1382,8 +1411,9 @@ def worker_unblock(
 def _unblocked_answers_restored(worker: Annotator) -> tuple[int, int]:
     """Give an unblocked worker's answers their places back where their prompt has one free in
     their channel, under the rows that channel's answers to the prompt take turns on (the
-    answer's HIT, mturk_answer_submit; the study's self-hosted link, link_answer_submit), all
-    taken first (_answers_turns_locked): never one answer more than the study's answers per
+    answer's HIT, mturk_answer_submit; the study's self-hosted link, link_answer_submit; a web
+    account's, the study's, human_work_answer_submit: _turns_of), all taken first
+    (_answers_turns_locked): never one answer more than the study's answers per
     prompt. Return (restored, left out). An answer left out is kept and counts nowhere, as a
     batch's work left out does, until a place of its prompt frees up in its channel (a reject,
     a block or a kind's change: _answer_place_handed_on; on a HIT, a sync too:
@@ -1404,26 +1434,31 @@ def _unblocked_answers_restored(worker: Annotator) -> tuple[int, int]:
             prompt_id=answer.prompt_id,
             channel=worker,
             waiting=HumanAnswer.objects.filter(pk=answer.pk),
-            lock_turns=_turns_of(hit=hit, study_id=answer.study_id, kind=worker.kind),
+            lock_turns=_turns_of(hit=hit, study_id=answer.study_id, channel=worker),
         )
         restored += bool(given)
         left_out += not given
     return restored, left_out
 
 
-def _turns_of(*, hit: Hit | None, study_id: int, kind: str):
-    """What locks the rows an answer's channel takes turns on: its HIT's, or (none: a
-    self-hosted participant's answer) the study's link's; for a worker counted as an expert
-    (`kind`: the in-house channel) then the study's row too, which in-house answers take turns
-    on (human_work_answer_submit): after the HIT's, as an MTurk answer's insert holds its HIT
-    and then reads the study's row."""
+def _turns_of(*, hit: Hit | None, study_id: int, channel: Annotator):
+    """What locks the rows an answer's channel takes turns on: its HIT's, or (none) the
+    study's link's for a self-hosted participant's answer, nothing more for a web account's
+    (platform ""); for a worker counted as an expert (`channel`'s kind: the in-house channel)
+    and for a web account (in-house, or counted as a crowd worker) then the study's row, which
+    their answers take turns on (human_work_answer_submit): after the HIT's or link's, as an
+    MTurk answer's insert holds its HIT and a link's answer its link, and then read the
+    study's row. A web account's answer never takes the link's row: an unblock holds the
+    study's row already (_answers_turns_locked), and the link's after it would reverse the
+    order of a link's answer."""
+    web_account = hit is None and channel.platform == ""
 
     def lock() -> None:
         if hit is not None:
             _hits_locked([hit.pk])
-        else:
+        elif not web_account:
             study_link_lock(human_study_id=study_id)
-        if kind != AnnotatorKind.CROWD:
+        if channel.kind != AnnotatorKind.CROWD or web_account:
             HumanStudy.objects.select_for_update().filter(pk=study_id).first()
 
     return lock

@@ -1,13 +1,16 @@
 """A human study's places per channel after answers were given: a kind decided later moves a
 person's answers into the channel of that kind within its answers per prompt, every in-house
 place that frees goes to the oldest answer counted in-house waiting for one (on whichever HIT,
-or through the link), and a reject hands its place on in the verdict's own transaction."""
+or through the link), every place of the web accounts' crowd channel that frees goes to the
+oldest of its answers waiting for one, and a reject hands its place on in the verdict's own
+transaction."""
 
 import threading
 
 import pytest
 from django.utils import timezone
 
+from annotate.crowd.fake import FakePlatform
 from annotate.crowd.services import review
 from annotate.errors import ConflictError
 from annotate.models import AnnotatorKind
@@ -135,6 +138,149 @@ def test_an_in_house_answer_takes_the_channel_of_the_kind_decided_before_its_loc
         )
 
     assert _counts(study, prompt_id)[""] == 3
+
+
+# --- The web accounts' crowd channel -----------------------------------------------------------
+
+
+def _web_crowd_answer(study, prompt_id: int, kind: str = AnnotatorKind.CROWD) -> HumanAnswer:
+    """An answer of a web account (platform "") of `kind` on the answering page."""
+    return human_work_answer_submit(
+        study=study, prompt_id=prompt_id, annotator=AnnotatorFactory(kind=kind), key=1, seconds=1.0
+    )
+
+
+def _web_crowd_waiting(study):
+    """Three web accounts counted as crowd workers hold the first prompt's three places of the
+    crowd channel of platform "" (same_channel_q); LATE, of no decided kind when answering, is
+    then counted as a crowd worker and waits. Return the holders' answers and LATE's."""
+    prompt_id = study.prompts.order_by("pk").first().pk
+    held = [_web_crowd_answer(study, prompt_id) for _ in range(3)]
+    waiting = _web_crowd_answer(study, prompt_id, kind=AnnotatorKind.UNDECIDED)
+    annotator_kind_set(annotator=waiting.annotator, kind=AnnotatorKind.CROWD, now=timezone.now())
+    waiting.refresh_from_db()
+    assert waiting.place_released and not _counted(waiting)
+    return held, waiting
+
+
+def test_a_web_crowd_place_a_kind_change_frees_goes_to_the_web_crowd_answer_waiting(study):
+    """A holder then set back to undecided freed a place of that channel, but the hand-on of
+    an answer with neither HIT nor link gave in-house places only: LATE waited for good (no
+    sync ever comes to a web account's answer)."""
+    held, waiting = _web_crowd_waiting(study)
+
+    annotator_kind_set(
+        annotator=held[0].annotator, kind=AnnotatorKind.UNDECIDED, now=timezone.now()
+    )
+
+    waiting.refresh_from_db()
+    assert not waiting.place_released and _counted(waiting)
+
+
+def test_a_web_crowd_place_a_reject_frees_goes_to_the_web_crowd_answer_waiting(study, admin):
+    """The same channel freed by a reject (crowd_worker_q lets an admin reject an in-house
+    account counted as a crowd worker): the reject handed on in-house only, and LATE waited."""
+    held, waiting = _web_crowd_waiting(study)
+
+    review.human_answer_reject(answer_id=held[0].pk, user=admin, feedback="copied")
+
+    waiting.refresh_from_db()
+    assert not waiting.place_released and _counted(waiting)
+
+
+def test_a_web_crowd_answer_an_unblock_left_out_takes_the_next_place_that_frees(study, admin):
+    """A blocked web account counted as a crowd worker is unblocked once the prompt's three
+    places of their channel were taken: their answer is left out, and takes the place a
+    reject frees next (it waited for good: nothing handed that channel's places on)."""
+    prompt_id = study.prompts.order_by("pk").first().pk
+    blocked = _web_crowd_answer(study, prompt_id)
+    review.worker_block(annotator_id=blocked.annotator_id, reason="check", user=admin)
+    held = [_web_crowd_answer(study, prompt_id) for _ in range(3)]
+
+    done = review.worker_unblock(annotator_id=blocked.annotator_id, user=admin)
+    assert (done.restored, done.left_out) == (0, 1)
+    review.human_answer_reject(answer_id=held[0].pk, user=admin, feedback="copied")
+
+    blocked.refresh_from_db()
+    assert not blocked.place_released and _counted(blocked)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_unblock_of_a_web_crowd_account_and_a_link_answer_take_turns(study, admin, monkeypatch):
+    """A link participant counted as an expert answers under the link's row, then the study's;
+    an unblock of a web account counted as a crowd worker held the study's row and then took
+    the link's to give the answer its place back, the other order: PostgreSQL aborted one.
+    A web account's answers take turns on the study's row alone."""
+    from annotate.crowd.services import workers
+
+    _postgresql_only()
+    link = _publish(study, "selfhosted", "0.20")
+    participant = crowd.study_link_start(publication=link, params={"PROLIFIC_PID": "EXP1"})
+    participant.annotator.kind = AnnotatorKind.EXPERT
+    participant.annotator.save(update_fields=["kind"])
+    prompts = list(study.prompts.order_by("pk").values_list("pk", flat=True))
+    blocked = _web_crowd_answer(study, prompts[0])
+    review.worker_block(annotator_id=blocked.annotator_id, reason="check", user=admin)
+    locked, go, link_lock = threading.Event(), threading.Event(), workers.study_link_lock
+
+    def held_open(**kwargs):
+        link_lock(**kwargs)
+        locked.set()
+        go.wait(30)
+
+    monkeypatch.setattr(workers, "study_link_lock", held_open)
+    answered, unblocked = [], []
+    answer = in_thread(
+        lambda: crowd.link_answer_submit(
+            participant=participant, prompt_id=prompts[1], key=1, seconds=1.0
+        ),
+        answered,
+    )
+    assert locked.wait(30)
+    unblock = in_thread(
+        lambda: review.worker_unblock(annotator_id=blocked.annotator_id, user=admin), unblocked
+    )
+    _done_or_waiting_for_a_lock(unblock)
+    go.set()
+    answer.join(30)
+    unblock.join(30)
+
+    assert not isinstance(answered[0], Exception), answered
+    assert not isinstance(unblocked[0], Exception), unblocked
+    blocked.refresh_from_db()
+    assert not blocked.place_released and _counted(blocked)
+
+
+# --- An unblock and a kind decided meanwhile -------------------------------------------------
+
+
+def test_an_unblock_whose_worker_was_counted_as_an_expert_meanwhile_restores_in_house(
+    study, admin, monkeypatch
+):
+    """A researcher counts the blocked worker as an expert while the unblock's platform call
+    is out. The unblock went by the kind it read before the call (crowd): no answer of that
+    channel was found, so the answer was left out though the in-house channel had room, and
+    waited until another in-house place freed (for a link participant, maybe never)."""
+    publication = _publish(study, "fake", "0.20")
+    hit = publication.hits.order_by("id").first()
+    answer = _answer_on_fake(hit, "W1")
+    review.publication_sync(publication_id=publication.pk, now=timezone.now())
+    review.worker_block(annotator_id=answer.annotator_id, reason="check", user=admin)
+    unblock_there = FakePlatform.worker_unblock
+
+    def kind_decided_during_the_call(self, **kwargs):
+        annotator_kind_set(
+            annotator=answer.annotator, kind=AnnotatorKind.EXPERT, now=timezone.now()
+        )
+        return unblock_there(self, **kwargs)
+
+    monkeypatch.setattr(FakePlatform, "worker_unblock", kind_decided_during_the_call)
+    done = review.worker_unblock(annotator_id=answer.annotator_id, user=admin)
+
+    answer.refresh_from_db()
+    assert (done.restored, done.left_out) == (1, 0)
+    assert not answer.place_released and _counted(answer)
+    assert _counts(study, hit.prompt_id) == {"": 1, "fake": 0}
 
 
 # --- In-house places freed elsewhere ----------------------------------------------------------
