@@ -216,6 +216,9 @@ def test_a_new_accounts_answers_count_once_a_researcher_decides_its_kind(with_hu
     from evaluation.verbalizer.report import human_answers_raw
 
     study = HumanStudy.objects.get(name="h")
+    # A place for a fourth person in-house: a kind decided into a full channel would make the
+    # newcomer's answers wait (tests/annotate/verbalizer/test_places_handed_on.py).
+    HumanStudy.objects.filter(pk=study.pk).update(answers_per_prompt=4)
     newcomer = Annotator.objects.create(name="newcomer", kind="undecided")
     for prompt in study.prompts.all():  # the expected word on both items: all right
         HumanAnswer.objects.create(
