@@ -102,7 +102,9 @@ def test_admin_publishes_a_study_and_a_worker_answers_with_keys(page_for, fake_m
     assert approved.startswith("approved answers: 1 answer, $0.06")
     assert waiting.startswith("submitted, not reviewed yet: 1 answer, $0.06")
 
-    admin.goto(f"/reports/verbalizer/{evaluation_set.pk}/")
+    # The report's first rendering in the run loads its statistics and figure code: under a
+    # loaded CI machine it took longer than a page's usual 10 s (a time, not a result).
+    admin.goto(f"/reports/verbalizer/{evaluation_set.pk}/", timeout=30_000)
     groups = admin.locator("table").nth(0)
     assert groups.locator("tr", has_text="human-crowd").count() == 2  # answers and majority
     assert "AWORKER1" not in admin.locator("main").inner_text()
