@@ -13,7 +13,7 @@ from django.conf import settings
 from django.contrib.auth.models import Group, User
 from django.db import transaction
 
-from annotate.models import Annotator, AnnotatorKind
+from annotate.models import Annotator, AnnotatorKind, Label
 from annotate.roles import ADMIN, ANNOTATOR, RESEARCHER
 from annotate.services.imports import ImportSummary, instructions_import, responses_import
 from annotate.services.label_imports import labels_import, scores_import
@@ -52,12 +52,23 @@ def demo_benchmark_load(*, fixtures_dir: Path = DEMO_DIR) -> list[ImportSummary]
         summaries.append(
             responses_import(path=str(path), benchmark_name=DEMO_BENCHMARK, system_name=path.stem)
         )
-    from annotate.services.demo import demo_studies_record  # demo imports this module
-
-    demo_studies_record(fixtures_dir=fixtures_dir)
-    summaries.append(
-        labels_import(path=str(fixtures_dir / "labels.csv"), benchmark_name=DEMO_BENCHMARK)
+    from annotate.services.demo import (  # demo imports this module
+        DEMO_EXPERTS,
+        EXPERT_STUDY,
+        demo_studies_record,
     )
+
+    expert_labels = Label.objects.filter(annotator__name__in=DEMO_EXPERTS)
+    before = expert_labels.count()
+    demo_studies_record(fixtures_dir=fixtures_dir)
+    recorded = expert_labels.count() - before
+    labels = labels_import(path=str(fixtures_dir / "labels.csv"), benchmark_name=DEMO_BENCHMARK)
+    if recorded and labels.unchanged == recorded:
+        # Not "already stored" on a fresh database: the expert study just gave them.
+        labels.unchanged_why = (
+            f"more were given just now by the demo experts, in the recorded study {EXPERT_STUDY!r}"
+        )
+    summaries.append(labels)
     summaries.append(
         scores_import(path=str(fixtures_dir / "scores.csv"), benchmark_name=DEMO_BENCHMARK)
     )
