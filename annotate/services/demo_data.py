@@ -20,6 +20,11 @@ from annotate.services.label_imports import labels_import, scores_import
 
 DEMO_DIR = Path(settings.BASE_DIR) / "fixtures" / "demo"
 DEMO_BENCHMARK = "InFoBench demo"
+# The LLM judge whose labels fixtures/demo/labels.csv brings, beside the judge configuration
+# the demo runs in the app ("demo-judge (offline)"): the name says which one the Judges page
+# does not list. Loads before 2026-11 named it "judge-demo".
+DEMO_IMPORTED_JUDGE = "judge-demo (imported labels)"
+_DEMO_IMPORTED_JUDGE_BEFORE = "judge-demo"
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,7 @@ def demo_benchmark_load(*, fixtures_dir: Path = DEMO_DIR) -> list[ImportSummary]
     before = expert_labels.count()
     demo_studies_record(fixtures_dir=fixtures_dir)
     recorded = expert_labels.count() - before
+    _demo_imported_judge_rename()
     labels = labels_import(path=str(fixtures_dir / "labels.csv"), benchmark_name=DEMO_BENCHMARK)
     if recorded and labels.unchanged == recorded:
         # Not "already stored" on a fresh database: the expert study just gave them.
@@ -73,6 +79,15 @@ def demo_benchmark_load(*, fixtures_dir: Path = DEMO_DIR) -> list[ImportSummary]
         scores_import(path=str(fixtures_dir / "scores.csv"), benchmark_name=DEMO_BENCHMARK)
     )
     return summaries
+
+
+def _demo_imported_judge_rename() -> None:
+    """Give an earlier load's imported judge its present name, so that loading again adds no
+    second copy of its labels under the new name."""
+    if not Annotator.objects.filter(name=DEMO_IMPORTED_JUDGE).exists():
+        Annotator.objects.filter(
+            name=_DEMO_IMPORTED_JUDGE_BEFORE, kind=AnnotatorKind.LLM, user=None
+        ).update(name=DEMO_IMPORTED_JUDGE, judge_config=DEMO_IMPORTED_JUDGE)
 
 
 @transaction.atomic
