@@ -13,13 +13,18 @@ from django.conf import settings
 from django.contrib.auth.models import Group, User
 from django.db import transaction
 
-from annotate.models import Annotator, AnnotatorKind
+from annotate.models import Annotator, AnnotatorKind, Label
 from annotate.roles import ADMIN, ANNOTATOR, RESEARCHER
 from annotate.services.imports import ImportSummary, instructions_import, responses_import
 from annotate.services.label_imports import labels_import, scores_import
 
 DEMO_DIR = Path(settings.BASE_DIR) / "fixtures" / "demo"
 DEMO_BENCHMARK = "InFoBench demo"
+# The LLM judge whose labels fixtures/demo/labels.csv brings, beside the judge configuration
+# the demo runs in the app ("demo-judge (offline)"): the name says which one the Judges page
+# does not list. Loads before 2026-11 named it "judge-demo".
+DEMO_IMPORTED_JUDGE = "judge-demo (imported labels)"
+_DEMO_IMPORTED_JUDGE_BEFORE = "judge-demo"
 
 
 @dataclass(frozen=True)
@@ -52,16 +57,37 @@ def demo_benchmark_load(*, fixtures_dir: Path = DEMO_DIR) -> list[ImportSummary]
         summaries.append(
             responses_import(path=str(path), benchmark_name=DEMO_BENCHMARK, system_name=path.stem)
         )
-    from annotate.services.demo import demo_studies_record  # demo imports this module
-
-    demo_studies_record(fixtures_dir=fixtures_dir)
-    summaries.append(
-        labels_import(path=str(fixtures_dir / "labels.csv"), benchmark_name=DEMO_BENCHMARK)
+    from annotate.services.demo import (  # demo imports this module
+        DEMO_EXPERTS,
+        EXPERT_STUDY,
+        demo_studies_record,
     )
+
+    expert_labels = Label.objects.filter(annotator__name__in=DEMO_EXPERTS)
+    before = expert_labels.count()
+    demo_studies_record(fixtures_dir=fixtures_dir)
+    recorded = expert_labels.count() - before
+    _demo_imported_judge_rename()
+    labels = labels_import(path=str(fixtures_dir / "labels.csv"), benchmark_name=DEMO_BENCHMARK)
+    if recorded and labels.unchanged == recorded:
+        # Not "already stored" on a fresh database: the expert study just gave them.
+        labels.unchanged_why = (
+            f"more were given just now by the demo experts, in the recorded study {EXPERT_STUDY!r}"
+        )
+    summaries.append(labels)
     summaries.append(
         scores_import(path=str(fixtures_dir / "scores.csv"), benchmark_name=DEMO_BENCHMARK)
     )
     return summaries
+
+
+def _demo_imported_judge_rename() -> None:
+    """Give an earlier load's imported judge its present name, so that loading again adds no
+    second copy of its labels under the new name."""
+    if not Annotator.objects.filter(name=DEMO_IMPORTED_JUDGE).exists():
+        Annotator.objects.filter(
+            name=_DEMO_IMPORTED_JUDGE_BEFORE, kind=AnnotatorKind.LLM, user=None
+        ).update(name=DEMO_IMPORTED_JUDGE, judge_config=DEMO_IMPORTED_JUDGE)
 
 
 @transaction.atomic

@@ -51,6 +51,7 @@ class ImportSummary:
     skipped_why: str = ""
     note: str = ""  # said after the summary: what the import leaves to do
     changes: list[str] = field(default_factory=list)  # other writes, each a sentence said
+    unchanged_why: str = "already stored, left as they were"  # said after the unchanged count
 
     def _counted(self, count: int) -> str:
         """`count` rows named as `what` says ("questions"), in the singular for one."""
@@ -78,7 +79,7 @@ class ImportSummary:
             return f"{head}: all {self._counted(self.unchanged)} in {self.path} are already stored."
         text = f"Imported {self._counted(self.created)} from {self.path}"
         if self.unchanged:
-            text += f" ({self.unchanged:,} already stored, left as they were)"
+            text += f" ({self.unchanged:,} {self.unchanged_why})"
         return text + "."
 
     def _skipped_note(self) -> str:

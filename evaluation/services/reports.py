@@ -77,6 +77,7 @@ from evaluation.stats import (
     majority_from_votes,
     pld,
     ratio,
+    reachable_level,
     score_categories,
 )
 from evaluation.stats.bootstrap import (
@@ -273,6 +274,7 @@ class LabelResults:
     sources: list[Source]
     raters: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]]  # kind: rows per piece
     levels: dict[str, np.ndarray]  # kind: questions per disagreement level
+    reachable: dict[str, int]  # kind: the highest level a question of it can reach
 
     def rater_rows(self, kind: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Return (instruction, categories, defined) of every (instruction, rater) of a kind."""
@@ -368,6 +370,7 @@ def _label_results(
         + [annotator_sources[a] for a in by_kind["llm"] if a in annotator_sources],
         raters={kind: [] for kind in ("expert", "crowd")},
         levels={kind: np.zeros(data.n_systems + 1, dtype=np.int64) for kind in ("expert", "crowd")},
+        reachable={"expert": 0, "crowd": 0},
     )
     for piece in _pieces(data, piece_items):
         row = row_of[piece.annotator]
@@ -405,6 +408,9 @@ def _kind_piece(data, piece: _Piece, selected, kind: str, majority, unknown, res
     majority.no_votes += int(np.count_nonzero(votes.no_votes[labelled]))
     majority.voted_items += int(np.count_nonzero(labelled))
     results.levels[kind] += _disagreement_levels(data, piece, yes, no)
+    question = data.item_question[piece.items]
+    reachable = reachable_level(yes, no, question - int(question.min()))
+    results.reachable[kind] = max(results.reachable[kind], reachable)
     results.raters[kind].append(_rater_counts(data, piece, items, annotators, values, unknown))
 
 
@@ -809,6 +815,8 @@ def _disagreement_levels(data, piece: _Piece, yes: np.ndarray, no: np.ndarray) -
 
 
 def _disagreement(results: LabelResults) -> list[dict]:
+    """Rows of levels 0 up to the highest a question of the group can reach: a level counting
+    systems the group did not label twice would always be 0, as if none disagreed there."""
     rows = []
     for group in ("expert", "crowd"):
         distribution = results.levels[group]
@@ -816,7 +824,7 @@ def _disagreement(results: LabelResults) -> list[dict]:
             continue
         rows += [
             {"group": group, "level": level, "questions": int(count)}
-            for level, count in enumerate(distribution)
+            for level, count in enumerate(distribution[: results.reachable[group] + 1])
         ]
     return rows
 

@@ -24,6 +24,7 @@ from evaluation.stats.disagreement import (
     disagreement_levels,
     judged_levels,
     level_distribution,
+    reachable_level,
 )
 from evaluation.stats.drfr import drfr_by_bits, drfr_counts, ratio
 from evaluation.stats.kappa import (
@@ -62,6 +63,7 @@ __all__ = [
     "majority_vote",
     "pld",
     "ratings_to_counts",
+    "reachable_level",
     "ratio",
     "ratio_ci",
     "score_categories",

@@ -55,3 +55,15 @@ def judged_levels(
     levels = np.bincount(question[(yes > 0) & (no > 0)], minlength=n_questions)
     judged = np.bincount(question[yes + no >= 2], minlength=n_questions) > 0
     return levels[judged].astype(np.int64)
+
+
+def reachable_level(yes: np.ndarray, no: np.ndarray, question: np.ndarray) -> int:
+    """Return the highest disagreement level any question can reach: the most outputs of one
+    question with two YES/NO votes (an output splits only with a YES and a NO), 0 when none.
+
+    Arguments as `judged_levels`'s. A benchmark's system that nobody labelled twice adds no
+    output here, so a level counting it cannot occur.
+    """
+    yes, no, question = np.asarray(yes), np.asarray(no), np.asarray(question)
+    judged = question[yes + no >= 2]
+    return int(np.bincount(judged).max()) if judged.size else 0

@@ -69,12 +69,20 @@ def test_an_output_that_can_be_written_still_is(command, named, tmp_path):
 
 def test_export_responses_names_an_unknown_benchmark_or_system(named, tmp_path):
     output = tmp_path / "out.jsonl"
-    with pytest.raises(CommandError, match=r"^--system: no system named 'nope'\.$"):
+    with pytest.raises(
+        CommandError,
+        match=rf"^--system: no system named 'nope' "
+        rf"\(the benchmark's systems here: '{named['system']}'\)\.$",
+    ):
         call_command(
             "export_responses", "--benchmark", named["benchmark"], "--system", "nope",
             "--output", str(output),
         )  # fmt: skip
-    with pytest.raises(CommandError, match=r"^--benchmark: no benchmark named 'nope'\.$"):
+    with pytest.raises(
+        CommandError,
+        match=rf"^--benchmark: no benchmark named 'nope' "
+        rf"\(the benchmarks here: '{named['benchmark']}'\)\.$",
+    ):
         call_command(
             "export_responses", "--benchmark", "nope", "--system", named["system"],
             "--output", str(output),

@@ -82,6 +82,42 @@ def test_the_demo_report_has_expert_crowd_and_judge_with_cost_and_time(settings)
     assert ("drfr", "crowd") in kappa
 
 
+def test_the_demo_names_its_two_llm_judges_so_a_reader_tells_which_is_imported(settings):
+    """The report shows two LLM judges and the Judges page one configuration: the imported
+    judge's name says it is only labels."""
+    from annotate.models import Benchmark
+    from annotate.selectors.identities import OPERATOR
+    from annotate.services.demo_data import DEMO_BENCHMARK
+    from evaluation.models import JudgeConfig
+    from evaluation.services.reports import report_build
+
+    settings.DEBUG = True
+    call_command("load_demo", stdout=io.StringIO())
+    report = report_build(
+        scope=OPERATOR, benchmark=Benchmark.objects.get(name=DEMO_BENCHMARK), n_resamples=10
+    )
+    sources = {row["source"] for row in report["sources"]}
+    assert {"demo-judge (offline)", "judge-demo (imported labels)"} <= sources
+    assert "judge-demo" not in sources
+    assert list(JudgeConfig.objects.values_list("name", flat=True)) == ["demo-judge (offline)"]
+
+
+def test_loading_the_demo_again_renames_an_earlier_loads_imported_judge(settings):
+    from annotate.models import Annotator, AnnotatorKind, Label
+
+    settings.DEBUG = True
+    call_command("load_demo", stdout=io.StringIO())
+    Annotator.objects.filter(name="judge-demo (imported labels)").update(
+        name="judge-demo", judge_config="judge-demo"
+    )
+    labels = Label.objects.count()
+    call_command("load_demo", stdout=io.StringIO())
+    assert Label.objects.count() == labels  # no second copy under the new name
+    assert not Annotator.objects.filter(name="judge-demo").exists()
+    judge = Annotator.objects.get(name="judge-demo (imported labels)", kind=AnnotatorKind.LLM)
+    assert judge.judge_config == judge.name and judge.labels.count() == 95
+
+
 def test_the_demo_note_counts_the_instructions_an_annotator_can_take_over_both_studies(settings):
     from annotate.errors import NoWorkError
     from annotate.services.assignments import (

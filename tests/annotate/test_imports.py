@@ -2,6 +2,7 @@
 
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -485,6 +486,14 @@ def test_load_demo_is_idempotent_and_creates_a_login_per_role(capsys, settings):
     assert counts[0] >= 8 and counts[1] == 4 * counts[0] and counts[2] > 200 and counts[3] > 0
     for login in ("admin", "researcher", "ana", "ben"):
         assert login in first
+    # On a fresh database nothing was "already stored": the expert study recorded a moment
+    # before the import gave the experts' labels.
+    assert "already stored" not in first
+    assert re.search(
+        r"Imported \d+ labels from \S+labels\.csv \(\d+ more were given just now by the demo "
+        r"experts, in the recorded study 'Demo record: expert study \(finished\)'\)\.\n",
+        first,
+    )
     # Experts, the recorded crowd study and the judges; nobody left undecided.
     assert set(Annotator.objects.values_list("kind", flat=True)) == {"expert", "crowd", "llm"}
     call_command("load_demo")

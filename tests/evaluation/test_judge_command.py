@@ -42,9 +42,16 @@ def test_judge_command_runs_then_resumes_a_run_with_only_failed_work(capsys):
 def test_judge_command_reports_bad_names_and_selection():
     benchmark, _, _ = make_benchmark(questions_per_instruction=(1,))
     judge = make_judge(backend="fake")
-    with pytest.raises(CommandError, match=r"^--config: no judge configuration named 'nope'\.$"):
+    with pytest.raises(
+        CommandError,
+        match=r"^--config: no judge configuration named 'nope' "
+        r"\(the judge configurations here: 'stub-judge'\)\.$",
+    ):
         call_command("judge", config="nope", benchmark=benchmark.name)
-    with pytest.raises(CommandError, match=r"^--benchmark: no benchmark named 'nope'\.$"):
+    with pytest.raises(
+        CommandError,
+        match=rf"^--benchmark: no benchmark named 'nope' \(the benchmarks here: '{benchmark.name}'\)\.$",
+    ):
         call_command("judge", config=judge.name, benchmark="nope")
     with pytest.raises(CommandError, match="No system named zz"):
         call_command("judge", config=judge.name, benchmark=benchmark.name, systems="zz")
@@ -240,7 +247,10 @@ def test_judge_command_without_systems_judges_those_of_the_benchmark_only(capsys
     assert (
         "Dry run (nothing sent, no run kept): 4 conversations to judge" in capsys.readouterr().out
     )
-    with pytest.raises(CommandError, match=r"^No system named ghost, zed\.$"):
+    with pytest.raises(
+        CommandError,
+        match=r"^No system named ghost, zed \(the benchmark's systems here: 'a', 'b'\)\.$",
+    ):
         call_command("judge", config=judge.name, benchmark=benchmark.name, systems="zed,a,ghost")
     assert not JudgeRun.objects.exists()
 

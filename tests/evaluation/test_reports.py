@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import xml.etree.ElementTree as ET
+
 import pytest
 
 from annotate.models import (
@@ -17,6 +19,7 @@ from annotate.models import (
 from annotate.selectors.identities import OPERATOR
 from evaluation.conventions import UNKNOWN_CONVENTIONS
 from evaluation.errors import ReportError
+from evaluation.figures import render_figure
 from evaluation.services.reports import report_build
 from tests.factories import (
     AnnotatorFactory,
@@ -30,6 +33,7 @@ from tests.factories import (
 )
 
 pytestmark = pytest.mark.django_db
+SVG = "{http://www.w3.org/2000/svg}"
 
 
 def _rows(report, table, **where):
@@ -439,6 +443,20 @@ def test_disagreement_levels_of_the_experts(bench):
     # i1 q1: beta split; i1 q2: alpha split (Y, N; U is no vote); i2 q1: beta split;
     # i2 q2: unanimous; i2 q3: both split.
     assert levels == {0: 1, 1: 3, 2: 1}
+
+
+def test_disagreement_levels_stop_at_the_most_systems_people_labelled(bench):
+    """A system of the benchmark no person labelled (the demo's generated one) cannot split:
+    no level counts it, rather than a level always 0.0 in the figure."""
+    gamma = SystemFactory(name="gamma")
+    for instruction in bench.instructions.all():
+        ResponseFactory(instruction=instruction, system=gamma)
+    report = report_build(scope=OPERATOR, benchmark=bench, n_resamples=10)
+    levels = {r["level"]: r["questions"] for r in _rows(report, "disagreement", group="expert")}
+    assert levels == {0: 1, 1: 3, 2: 1}
+    root = ET.fromstring(render_figure(report, "disagreement", "svg"))
+    texts = {"".join(element.itertext()) for element in root.iter(f"{SVG}text")}
+    assert {"0", "1", "2"} <= texts and "3" not in texts  # the x-axis ticks
 
 
 def test_drfr_by_display_position_reveals_what_was_shown_first(bench):

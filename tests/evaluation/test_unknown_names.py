@@ -3,15 +3,20 @@
 A new user runs the README's examples (`--benchmark InFoBench`, `--study KIWI`, `--set paper`)
 against `make run`'s demo, whose benchmark, study and set have other names."""
 
+import io
+
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
 
+from annotate.models import System
 from annotate.revision.models import Study
+from annotate.selectors.labels import benchmark_systems
 from annotate.selectors.names import NAMES_SHOWN
-from annotate.verbalizer.models import EvaluationSet
-from tests.factories import BenchmarkFactory
+from annotate.verbalizer.models import EvaluationSet, HumanStudy
+from evaluation.services.judge_configs import judge_config_create
+from tests.factories import BenchmarkFactory, benchmark_with_responses
 
 pytestmark = pytest.mark.django_db
 
@@ -69,10 +74,73 @@ def test_verbalizer_commands_name_the_sets_there_are(command):
     )
 
 
+def test_export_labels_names_the_benchmarks_there_are():
+    BenchmarkFactory(name="InFoBench demo")
+    with pytest.raises(CommandError) as raised:
+        call_command("export_labels", "--benchmark", "InFoBench")
+    assert str(raised.value) == (
+        "No benchmark named 'InFoBench' (the benchmarks here: 'InFoBench demo')."
+    )
+
+
+def test_generate_names_the_benchmarks_and_endpoints_there_are():
+    BenchmarkFactory(name="InFoBench demo")
+    call_command(
+        "endpoint_create", "demo-fake", "--base-url", "", "--model", "m", stdout=io.StringIO()
+    )
+    generate = ["generate", "--system", "mine", "--benchmark", "InFoBench demo", "--endpoint"]
+    with pytest.raises(CommandError) as raised:
+        call_command(*generate[:4], "InFoBench", *generate[5:], "demo-fake")
+    assert str(raised.value) == (
+        "No benchmark named 'InFoBench' (the benchmarks here: 'InFoBench demo')."
+    )
+    with pytest.raises(CommandError) as raised:
+        call_command(*generate, "gpt-4")
+    assert str(raised.value) == "No endpoint named 'gpt-4' (the endpoints here: 'demo-fake')."
+    assert not System.objects.filter(name="mine").exists()
+
+
+def test_judge_names_the_configurations_benchmarks_and_systems_there_are():
+    benchmark, _ = benchmark_with_responses(instructions=1, systems=2)
+    other, _ = benchmark_with_responses(instructions=1, systems=1)
+    judge_config_create(name="demo-judge", backend="fake", base_url="", api_key_env="")
+    systems = sorted(benchmark_systems(benchmark=benchmark).values_list("name", flat=True))
+    with pytest.raises(CommandError) as raised:
+        call_command("judge", "--config", "gpt-4", "--benchmark", benchmark.name)
+    assert str(raised.value) == (
+        "--config: no judge configuration named 'gpt-4' "
+        "(the judge configurations here: 'demo-judge')."
+    )
+    with pytest.raises(CommandError) as raised:
+        call_command("judge", "--config", "demo-judge", "--benchmark", "InFoBench")
+    assert str(raised.value) == (
+        f"--benchmark: no benchmark named 'InFoBench' "
+        f"(the benchmarks here: {', '.join(map(repr, sorted([benchmark.name, other.name])))})."
+    )
+    with pytest.raises(CommandError) as raised:
+        call_command(
+            "judge", "--config", "demo-judge", "--benchmark", benchmark.name, "--systems", "ghost"
+        )
+    assert str(raised.value) == (
+        f"No system named ghost (the benchmark's systems here: {', '.join(map(repr, systems))})."
+    )
+
+
+def test_verbalizer_publish_names_the_human_studies_there_are():
+    evaluation_set = EvaluationSet.objects.create(
+        name="Demo verbalizer set", items_per_dataset=8, seed=1, template_version="v1"
+    )
+    HumanStudy.objects.create(name="Demo human study", evaluation_set=evaluation_set)
+    with pytest.raises(CommandError) as raised:
+        call_command("verbalizer_publish", "paper", "--platform", "fake")
+    assert str(raised.value) == (
+        "no human study named 'paper' (the human studies here: 'Demo human study')"
+    )
+
+
 def test_the_readme_commands_on_the_demo_run_as_written(tmp_path, settings, monkeypatch, capsys):
     """The README's block "On the demo, name its own benchmark, study and set" runs against
     `load_demo` as a new user pastes it, each command printing or writing its report."""
-    import io
     import shlex
     from pathlib import Path
 

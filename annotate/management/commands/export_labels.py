@@ -4,6 +4,7 @@ from django.core.management.base import CommandError
 
 from annotate.management.commands._base import ReadOnlyCommand, output_file
 from annotate.models import Benchmark
+from annotate.selectors.names import names_there_are
 from annotate.services.exports import labels_export, scores_export
 
 
@@ -19,7 +20,8 @@ class Command(ReadOnlyCommand):
     def handle(self, *args, **options):
         name = options["benchmark"]
         if not Benchmark.objects.filter(name=name).exists():
-            raise CommandError(f"No benchmark named {name!r}.")
+            known = names_there_are(Benchmark.objects.all(), what="benchmarks")
+            raise CommandError(f"No benchmark named {name!r} ({known}).")
         if not options["output"]:
             self._export(name, sys.stdout, options)
             return

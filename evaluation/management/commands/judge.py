@@ -15,18 +15,21 @@ from annotate.engine.management.commands._run_options import (
 )
 from annotate.engine.services import engine_run_estimate, engine_run_estimate_new
 from annotate.errors import AnnotateError, SystemNotFoundError
-from annotate.selectors.labels import systems_by_name
+from annotate.models import Benchmark
+from annotate.selectors.labels import benchmark_systems, systems_by_name
+from annotate.selectors.names import names_there_are
 from evaluation.errors import EvaluationError, JudgeRunChoiceNotFoundError
-from evaluation.models import RunStatus
+from evaluation.models import JudgeConfig, RunStatus
 from evaluation.selectors.judge_configs import judge_config_and_benchmark_by_name
 from evaluation.selectors.judge_runs import judge_run_progress
 from evaluation.services.judge_runs import judge_run_create, judge_run_execute, judge_run_get
 
 UNITS = "conversations to judge"
-# A choice the selector did not find: the option that named it, and how the console says so.
+# A choice the selector did not find: the option that named it, how the console says so, and
+# the names there are instead.
 NOT_FOUND = {
-    "judge": ("config", "--config: no judge configuration"),
-    "benchmark": ("benchmark", "--benchmark: no benchmark"),
+    "judge": ("config", "--config: no judge configuration", JudgeConfig, "judge configurations"),
+    "benchmark": ("benchmark", "--benchmark: no benchmark", Benchmark, "benchmarks"),
 }
 
 
@@ -87,12 +90,16 @@ class Command(BaseCommand):
                 judge=options["config"] or "", benchmark=options["benchmark"] or ""
             )
         except JudgeRunChoiceNotFoundError as error:
-            option, missing = NOT_FOUND[error.field]
-            raise CommandError(f"{missing} named {options[option]!r}.") from None
+            option, missing, model, what = NOT_FOUND[error.field]
+            known = names_there_are(model.objects.all(), what=what)
+            raise CommandError(f"{missing} named {options[option]!r} ({known}).") from None
         try:
             systems = systems_by_name(names=_names(options["systems"]), benchmark=benchmark)
         except SystemNotFoundError as error:
-            raise CommandError(f"No system named {', '.join(error.missing)}.") from None
+            known = names_there_are(
+                benchmark_systems(benchmark=benchmark), what="benchmark's systems"
+            )
+            raise CommandError(f"No system named {', '.join(error.missing)} ({known}).") from None
         return judge_run_create(
             config=config,
             benchmark=benchmark,

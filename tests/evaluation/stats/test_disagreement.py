@@ -9,6 +9,7 @@ from evaluation.stats import (
     disagreement_levels,
     judged_levels,
     level_distribution,
+    reachable_level,
 )
 
 M, N, Y, U = MISSING, NO, YES, UNKNOWN
@@ -66,3 +67,14 @@ def test_judged_levels_apply_the_rule_to_votes_given_per_output():
 def test_judged_levels_with_no_outputs():
     none = np.zeros(0, dtype=np.int64)
     assert judged_levels(none, none, none, 0).tolist() == []
+
+
+def test_reachable_level_is_the_most_outputs_of_one_question_with_two_votes():
+    # Question 0: three outputs, two with two YES/NO votes (one has a single vote);
+    # question 1: one output with two; question 2: one output with one vote only.
+    yes = np.array([2, 1, 1, 1, 0])
+    no = np.array([0, 1, 0, 1, 1])
+    question = np.array([0, 0, 0, 1, 2])
+    assert reachable_level(yes, no, question) == 2
+    assert reachable_level(np.array([1]), np.array([0]), np.array([0])) == 0
+    assert reachable_level(np.array([], int), np.array([], int), np.array([], int)) == 0

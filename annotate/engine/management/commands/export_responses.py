@@ -7,6 +7,8 @@ from django.core.management.base import CommandError
 from annotate.engine.services.generation import responses_export
 from annotate.management.commands._base import ReadOnlyCommand, output_error
 from annotate.models import Benchmark, System
+from annotate.selectors.labels import benchmark_systems
+from annotate.selectors.names import names_there_are
 
 
 class Command(ReadOnlyCommand):
@@ -20,10 +22,14 @@ class Command(ReadOnlyCommand):
     def handle(self, *args, **o):
         benchmark = Benchmark.objects.filter(name=o["benchmark"]).first()
         if benchmark is None:
-            raise CommandError(f"--benchmark: no benchmark named {o['benchmark']!r}.")
+            known = names_there_are(Benchmark.objects.all(), what="benchmarks")
+            raise CommandError(f"--benchmark: no benchmark named {o['benchmark']!r} ({known}).")
         system = System.objects.filter(name=o["system"]).first()
         if system is None:
-            raise CommandError(f"--system: no system named {o['system']!r}.")
+            known = names_there_are(
+                benchmark_systems(benchmark=benchmark), what="benchmark's systems"
+            )
+            raise CommandError(f"--system: no system named {o['system']!r} ({known}).")
         try:
             count = responses_export(benchmark=benchmark, system=system, path=o["output"])
         except OSError as error:

@@ -7,7 +7,7 @@ import threading
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from annotate.engine.errors import EngineError, EngineNothingToDoError
+from annotate.engine.errors import EngineError, EngineNotFoundError, EngineNothingToDoError
 from annotate.engine.management.commands._progress import RunProgressBar
 from annotate.engine.management.commands._run_options import (
     add_run_cost_arguments,
@@ -15,7 +15,7 @@ from annotate.engine.management.commands._run_options import (
     resume_here,
     resume_hint,
 )
-from annotate.engine.models import EngineRun
+from annotate.engine.models import Endpoint, EngineRun
 from annotate.engine.services import (
     endpoint_get,
     engine_run_estimate,
@@ -29,6 +29,7 @@ from annotate.engine.services.generation import (
 )
 from annotate.errors import AnnotateError
 from annotate.models import Benchmark
+from annotate.selectors.names import names_there_are
 
 UNITS = "responses to generate"
 
@@ -92,8 +93,13 @@ class Command(BaseCommand):
         try:
             benchmark = Benchmark.objects.get(name=o["benchmark"])
         except Benchmark.DoesNotExist:
-            raise CommandError(f"No benchmark named {o['benchmark']!r}.") from None
-        endpoint = endpoint_get(name=o["endpoint"])
+            known = names_there_are(Benchmark.objects.all(), what="benchmarks")
+            raise CommandError(f"No benchmark named {o['benchmark']!r} ({known}).") from None
+        try:
+            endpoint = endpoint_get(name=o["endpoint"])
+        except EngineNotFoundError:
+            known = names_there_are(Endpoint.objects.all(), what="endpoints")
+            raise CommandError(f"No endpoint named {o['endpoint']!r} ({known}).") from None
         system = generating_system_get_or_create(name=o["system"], endpoint=endpoint)
         ids = [item.strip() for item in (o["instructions"] or "").split(",") if item.strip()]
         return generation_run_create(

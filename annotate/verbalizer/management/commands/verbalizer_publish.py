@@ -11,6 +11,7 @@ from annotate.crowd.services.publishing import (
     task_base_url,
 )
 from annotate.errors import AnnotateError
+from annotate.selectors.names import names_there_are
 from annotate.verbalizer.models import HumanStudy
 from annotate.verbalizer.services import crowd
 
@@ -49,7 +50,8 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         study = HumanStudy.objects.filter(name=options["study"]).first()
         if study is None:
-            raise CommandError(f"no human study named {options['study']!r}")
+            known = names_there_are(HumanStudy.objects.all(), what="human studies")
+            raise CommandError(f"no human study named {options['study']!r} ({known})")
         try:
             preview = crowd.study_publication_preview(
                 study=study, platform_name=options["platform"], reward_usd=options["reward"]
