@@ -133,16 +133,17 @@ class FakeStore:
 
 
 def _spec_of(data: dict) -> HitTypeSpec:
-    """A HIT type as the state file keeps it; one of an older file, which has no fee rate, is
-    at MTurk's schedule, the fee migration crowd 0009 gave every offline publication."""
-    rate = data.get("fee_rate")
-    return HitTypeSpec(
-        **{
-            **data,
-            "reward": Decimal(data["reward"]),
-            "fee_rate": None if rate is None else Decimal(rate),
-        }
-    )
+    """A HIT type as the state file keeps it (`fee_rate` null: MTurk's schedule). One of a file
+    written before HIT types kept their fee has no `fee_rate` at all: it is charged today's
+    CROWD_FEE_RATE (fee_override; MTurk's schedule when unset), as the offline account charged
+    every HIT then. The fake cannot read our database for its publication's fee_rate; this
+    matches the publications made since crowd 0009 under the same CROWD_FEE_RATE, and the
+    first state written after it keeps that rate on the HIT type from then on."""
+    if "fee_rate" not in data:
+        rate = fee_override()
+    else:
+        rate = None if data["fee_rate"] is None else Decimal(data["fee_rate"])
+    return HitTypeSpec(**{**data, "reward": Decimal(data["reward"]), "fee_rate": rate})
 
 
 def state_file() -> Path:

@@ -690,7 +690,7 @@ def crowd_paid_per_assignment(assignments, *, by: tuple[str, ...] = ("id",)) -> 
     for row in bonuses:
         amount, hit_publication, hit_fee = row[len(by) :]
         flat_rate = fee if hit_publication is None else hit_fee
-        _add(paid, row, by, paid_with_fee(amount, max_assignments=None, flat_rate=flat_rate))
+        _add(paid, row, by, _bonus_charge(amount, flat_rate=flat_rate))
     return paid
 
 
@@ -769,8 +769,15 @@ def crowd_paid_per_human_answer(answers, *, by: tuple[str, ...] = ("id",)) -> di
     )
     for row in bonuses:
         amount, fee = row[len(by) :]
-        _add(paid, row, by, paid_with_fee(amount, max_assignments=None, flat_rate=fee))
+        _add(paid, row, by, _bonus_charge(amount, flat_rate=fee))
     return paid
+
+
+def _bonus_charge(amount: Decimal, *, flat_rate: Decimal | None) -> Decimal:
+    """What one bonus was charged, its fee included, rounded to cents as the platform charges
+    it: each bonus is a charge of its own (MTurk's fee on a bonus is at least $0.01, whole
+    cents), so three $0.03 bonuses at a flat 25% cost 3 × $0.04, not $0.1125 rounded once."""
+    return to_cents(paid_with_fee(amount, max_assignments=None, flat_rate=flat_rate))
 
 
 def _publication_of_answer(*, prefix: str):

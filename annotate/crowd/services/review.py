@@ -1012,9 +1012,11 @@ def _bonus_of_token(request_token: str, paid_for) -> Bonus | None:
 def bonus_pay(*, bonus_id: int, user, now: datetime) -> Bonus:
     """Send a stored bonus. A retry reuses the token, so the worker is never paid twice.
 
-    Just before it is sent, the work's bonuses are checked against CROWD_BONUS_MAX_USD again
-    (`_bonus_send_hold`): a bonus stored under a higher limit, or beside others, that would take
-    them over it is marked failed and refused (FieldInputError on `amount_usd`), nothing sent.
+    Just before it is first sent, the work's bonuses are checked against CROWD_BONUS_MAX_USD
+    again (`_bonus_send_hold`): a bonus stored under a higher limit, or beside others, that
+    would take them over it is marked failed and refused (FieldInputError on `amount_usd`),
+    nothing sent. A bonus sent before (`sent_at`: the platform may have paid it, its reply lost)
+    is not checked again but sent again with its token, which the platform pays at most once.
     """
     require_admin(user)
     bonus = Bonus.objects.select_related("assignment__annotator", "human_answer__annotator").get(
@@ -1027,7 +1029,7 @@ def bonus_pay(*, bonus_id: int, user, now: datetime) -> Bonus:
     platform = get_platform(assignment.annotator.platform, user=user)
     if bonus.created_at <= now - TOKENS_KEPT and _paid_before(platform, bonus):
         return _bonus_paid(bonus, now=now)
-    if _bonus_send_hold(bonus) == BonusStatus.PAID:
+    if _bonus_send_hold(bonus, now=now) == BonusStatus.PAID:
         return bonus  # another delivery paid it meanwhile
     try:
         platform.bonus_send(
@@ -1041,34 +1043,39 @@ def bonus_pay(*, bonus_id: int, user, now: datetime) -> Bonus:
         pass  # an earlier try was paid; its reply was lost
     except TransientPlatformError:
         raise
-    except CrowdPlatformError as error:
-        bonus.status, bonus.error = BonusStatus.FAILED, str(error)
-        bonus.save(update_fields=["status", "error"])
+    except CrowdPlatformError as error:  # refused: nothing was paid, the limit applies again
+        bonus.status, bonus.error, bonus.sent_at = BonusStatus.FAILED, str(error), None
+        bonus.save(update_fields=["status", "error", "sent_at"])
         return bonus
     return _bonus_paid(bonus, now=now)
 
 
-def _bonus_send_hold(bonus: Bonus) -> str:
+def _bonus_send_hold(bonus: Bonus, *, now: datetime) -> str:
     """The last step before a bonus is sent: under its work's row lock, check that with the
     work's other bonuses paid or pending it stays within CROWD_BONUS_MAX_USD, and hold its place
     (pending: a failed bonus tried again is pending once more, so a bonus checked at the same
-    time counts it). Over the limit it is marked failed, with why, and the refusal raised after
-    that is stored. Return its status as stored (paid: another delivery sent it meanwhile)."""
+    time counts it), stamping `sent_at`. Over the limit it is marked failed, with why, and the
+    refusal raised after that is stored. A bonus sent before (`sent_at` set: the platform may
+    have paid it and the reply been lost) is not checked again: a lower limit since then, or
+    another worker process's, does not make it unpaid; it stays pending and is sent again with
+    the same token. Return its status as stored (paid: another delivery sent it meanwhile)."""
     with transaction.atomic():
         _work_lock(bonus.paid_for)
-        status = Bonus.objects.values_list("status", flat=True).get(pk=bonus.pk)
+        status, sent_at = Bonus.objects.values_list("status", "sent_at").get(pk=bonus.pk)
         if status == BonusStatus.PAID:
             bonus.status = status
             return status
-        try:
-            _bonus_total_check(bonus.paid_for, amount_usd=bonus.amount_usd, bonus=bonus)
-        except FieldInputError as over:
-            refused = over
-            bonus.status, bonus.error = BonusStatus.FAILED, str(over)
+        refused = None
+        if sent_at is None:
+            try:
+                _bonus_total_check(bonus.paid_for, amount_usd=bonus.amount_usd, bonus=bonus)
+            except FieldInputError as over:
+                refused = over
+        if refused is not None:
+            bonus.status, bonus.error, bonus.sent_at = BonusStatus.FAILED, str(refused), None
         else:
-            refused = None
-            bonus.status, bonus.error = BonusStatus.PENDING, ""
-        bonus.save(update_fields=["status", "error"])
+            bonus.status, bonus.error, bonus.sent_at = BonusStatus.PENDING, "", now
+        bonus.save(update_fields=["status", "error", "sent_at"])
     if refused is not None:
         raise refused
     return bonus.status

@@ -12,10 +12,21 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from annotate.crowd import tasks
+from annotate.crowd import fake, tasks
 from annotate.crowd.models import Bonus, BonusStatus
 from annotate.crowd.services import review
-from annotate.errors import FieldInputError, PermissionDeniedError
+from annotate.errors import (
+    CrowdPlatformError,
+    FieldInputError,
+    PermissionDeniedError,
+    TransientPlatformError,
+)
+from tests.annotate.crowd.conftest import (
+    crowd_assignment,
+    published_on_fake,
+    submitted_on_fake_platform,
+)
+from tests.annotate.crowd.test_mturk_fees import _batch
 from tests.annotate.crowd.test_review import work
 from tests.threads import in_thread
 
@@ -67,9 +78,10 @@ def test_the_bonuses_of_one_assignment_together_stay_within_the_maximum(
 def test_a_bonus_stored_under_a_higher_limit_is_not_sent_above_the_limit_now(
     client, live, fake_mturk, admin_user, settings, django_capture_on_commit_callbacks
 ):
-    """The limit was checked when a bonus was stored only: one stored (or waiting for a retry)
-    before the limit was lowered was sent whatever it had become. It is checked again just
-    before the platform is asked; over it, the bonus is marked failed, saying why."""
+    """The limit was checked when a bonus was stored only: one stored before the limit was
+    lowered, and never sent, was sent whatever it had become. It is checked again just before
+    the platform is first asked; over it, the bonus is marked failed, saying why. (A bonus sent
+    before, waiting for a retry, is not: test_a_bonus_sent_before_is_sent_again_whatever_the_limit.)"""
     settings.CROWD_BONUS_MAX_USD = Decimal("20.00")
     done = _approved(client, live, fake_mturk, admin_user)
     bonus = _bonus(done, admin_user, "15.00")
@@ -251,3 +263,86 @@ def test_two_failed_bonuses_sent_again_at_once_cannot_both_pass_the_maximum(
     assert isinstance(second, FieldInputError) and second.field == "amount_usd", second
     assert [b["BonusAmount"] for b in fake_mturk.state.bonuses] == ["15.00"]
     assert sorted(Bonus.objects.values_list("status", flat=True)) == ["failed", "paid"]
+
+
+@pytest.fixture
+def offline():
+    fake.FakePlatform.reset()
+    yield fake.FakePlatform()
+    fake.FakePlatform.reset()
+
+
+def _approved_offline(admin_user):
+    publication = published_on_fake(_batch(3), reward_usd=Decimal("0.40"))
+    done = submitted_on_fake_platform(
+        crowd_assignment(task=publication.hits.get().task, platform="fake", worker="W1"),
+        publication=publication,
+    )
+    review.assignment_approve(assignment_id=done.pk, user=admin_user)
+    return done
+
+
+def _paid_but_reply_lost(done, admin_user, monkeypatch, amount: str) -> Bonus:
+    """A bonus the platform paid whose reply was lost (a timeout: its task retries later)."""
+    bonus = _bonus(done, admin_user, amount)
+    real_send = fake.FakePlatform.bonus_send
+
+    def paid_then_lost(self, **kwargs):
+        real_send(self, **kwargs)
+        raise TransientPlatformError("read timeout", code="ConnectionError")
+
+    monkeypatch.setattr(fake.FakePlatform, "bonus_send", paid_then_lost)
+    with pytest.raises(TransientPlatformError):
+        review.bonus_pay(bonus_id=bonus.pk, user=admin_user, now=timezone.now())
+    monkeypatch.undo()
+    return bonus
+
+
+@pytest.mark.django_db
+def test_a_bonus_sent_before_is_sent_again_whatever_the_limit(
+    admin_user, offline, settings, monkeypatch
+):
+    """A bonus sent once may have been paid though its reply was lost. Its retry, under a limit
+    lowered meanwhile (or a worker process's other setting), was checked again, marked failed,
+    "Nothing was paid" (false), and, a failed bonus counting for nothing, the next bonus was
+    paid: $25 on a $10 limit. Sent before, it is sent again with its token and marked paid."""
+    settings.CROWD_BONUS_MAX_USD = Decimal("20.00")
+    done = _approved_offline(admin_user)
+    bonus = _paid_but_reply_lost(done, admin_user, monkeypatch, "15.00")
+    assert len(offline.store.bonuses) == 1  # the platform paid it
+    bonus.refresh_from_db()
+    assert bonus.status == BonusStatus.PENDING
+    settings.CROWD_BONUS_MAX_USD = Decimal("10.00")
+    review.bonus_pay(bonus_id=bonus.pk, user=admin_user, now=timezone.now())  # the retry
+    bonus.refresh_from_db()
+    assert (bonus.status, bonus.error) == (BonusStatus.PAID, "")
+    # It holds its $15: a further bonus under the $10 limit is refused, nothing more paid.
+    with pytest.raises(FieldInputError, match=r"\$15\.00 paid or being paid already"):
+        _bonus(done, admin_user, "10.00")
+    assert [b["amount"] for b in offline.store.bonuses] == [Decimal("15.00")]
+
+
+@pytest.mark.django_db
+def test_a_bonus_the_platform_refused_is_checked_against_the_limit_again(
+    admin_user, offline, settings, monkeypatch
+):
+    """A bonus the platform refused (nothing paid) is not "sent before": tried again, the
+    limit applies to it as to a new one."""
+    settings.CROWD_BONUS_MAX_USD = Decimal("20.00")
+    done = _approved_offline(admin_user)
+    bonus = _bonus(done, admin_user, "15.00")
+
+    def refused(self, **kwargs):
+        raise CrowdPlatformError("Insufficient funds.")
+
+    monkeypatch.setattr(fake.FakePlatform, "bonus_send", refused)
+    assert review.bonus_pay(bonus_id=bonus.pk, user=admin_user, now=timezone.now()).status == (
+        BonusStatus.FAILED
+    )
+    monkeypatch.undo()
+    bonus.refresh_from_db()
+    assert bonus.sent_at is None
+    settings.CROWD_BONUS_MAX_USD = Decimal("10.00")
+    with pytest.raises(FieldInputError, match="CROWD_BONUS_MAX_USD"):
+        review.bonus_pay(bonus_id=bonus.pk, user=admin_user, now=timezone.now())
+    assert offline.store.bonuses == []

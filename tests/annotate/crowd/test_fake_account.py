@@ -2,16 +2,25 @@
 (reward × assignments × (1 + fee)), bonuses with their fee, and work never taken or rejected
 is given back."""
 
+import json
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from annotate.crowd import fake
 from annotate.crowd.base import BonusInfo, HitTypeSpec
+from annotate.crowd.selectors import publication_spending
+from annotate.crowd.services import review
 from annotate.errors import CrowdPlatformError
-from tests.annotate.crowd.conftest import published_on_fake
+from tests.annotate.crowd.conftest import (
+    crowd_assignment,
+    published_on_fake,
+    submitted_on_fake_platform,
+)
+from tests.annotate.crowd.test_mturk_fees import _batch
 
 SPEC = HitTypeSpec(
     title="t", description="d", keywords="", reward=Decimal("0.40"),
@@ -144,3 +153,60 @@ def test_the_state_file_keeps_each_hit_types_fee():
     fake._parsed = None  # read the file afresh, as another process does
     kept = platform.store.hit_types
     assert (kept[flat].fee_rate, kept[schedule].fee_rate) == (Decimal("0.25"), None)
+
+
+def _approved_offline(admin_user):
+    fake.FakePlatform.reset()
+    publication = published_on_fake(_batch(3), reward_usd=Decimal("0.40"))
+    done = submitted_on_fake_platform(
+        crowd_assignment(task=publication.hits.get().task, platform="fake", worker="W1"),
+        publication=publication,
+    )
+    review.assignment_approve(assignment_id=done.pk, user=admin_user)
+    return publication, done
+
+
+def _bonus_paid(done, admin_user, amount: str, reason: str = "thanks") -> None:
+    bonus = review.bonus_create(
+        assignment_id=done.pk, amount_usd=Decimal(amount), reason=reason, user=admin_user
+    )
+    review.bonus_pay(bonus_id=bonus.pk, user=admin_user, now=timezone.now())
+
+
+@pytest.mark.django_db
+def test_spent_so_far_counts_each_bonus_rounded_as_the_account_is_charged_it(admin_user):
+    """Each bonus is a charge of its own, rounded to cents: three $0.03 bonuses at a flat 25%
+    take 3 × $0.04 from the account. "Spent so far" added the unrounded fees and rounded the
+    total (3 × $0.0375 = $0.1125: $0.11)."""
+    publication, done = _approved_offline(admin_user)
+    platform = fake.FakePlatform()
+    spent_before = publication_spending(publication=publication).approved_usd
+    balance_before = platform.account_balance()
+    for n in range(3):
+        _bonus_paid(done, admin_user, "0.03", reason=f"thanks {n}")
+    charged = balance_before - platform.account_balance()
+    reported = publication_spending(publication=publication).approved_usd - spent_before
+    assert reported == charged == Decimal("0.12"), (reported, charged)
+
+
+@pytest.mark.django_db
+def test_a_hit_type_of_a_state_file_older_than_its_fee_is_charged_todays_fee_rate(admin_user):
+    """A state file written before HIT types kept their fee has none: it was read as MTurk's
+    schedule (20%), while a publication made since crowd 0009 under CROWD_FEE_RATE 0.25 stores
+    0.25 and the app reports its bonuses at 25%. It is charged today's CROWD_FEE_RATE, as the
+    offline account charged then."""
+    publication, done = _approved_offline(admin_user)
+    assert publication.fee_rate == Decimal("0.25")
+    path = fake.state_file()
+    data = json.loads(path.read_text())
+    for spec in data["hit_types"].values():
+        del spec["fee_rate"]
+    path.write_text(json.dumps(data))
+    fake._parsed = None  # read the older file afresh
+    platform = fake.FakePlatform()
+    before = platform.account_balance()
+    spent_before = publication_spending(publication=publication).approved_usd
+    _bonus_paid(done, admin_user, "2.00")
+    charged = before - platform.account_balance()
+    reported = publication_spending(publication=publication).approved_usd - spent_before
+    assert charged == reported == Decimal("2.50"), (charged, reported)
