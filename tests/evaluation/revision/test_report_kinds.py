@@ -227,3 +227,20 @@ def test_the_rating_judges_split_and_its_form_count_only_counted_turns(tmp_path,
     assert undecided.pk not in {turn for part in split.values() for turn in part}
     # A classifier still labels every rated turn: one counted later has its label already.
     assert rated_turns_count(study=study, task=JudgeTask.INSTRUCTION_CATEGORY) == 7
+
+
+def test_waiting_re_ratings_are_those_of_counted_turns(tmp_path, newbie):
+    """docs/revision.md: `reratings` counts finished re-ratings *of counted turns* left out. A
+    re-rating by an undecided account of a turn whose session is itself not counted was
+    counted there too, so deciding the rater alone let nothing in while the note said it would."""
+    study = sample_study(tmp_path)
+    turn = web_session(study, newbie).turns.get()  # newbie's kind is not decided
+    Rerating.objects.create(
+        turn=turn,
+        annotator=UserFactory(username="second", roles=[ANNOTATOR]),
+        rating="good",
+        status="done",
+        created_at=timezone.now(),
+    )
+    waiting = revision_report_build(study=study, n_resamples=10)["waiting_for_kind"]
+    assert (waiting["sessions"], waiting["reratings"], waiting["raters"]) == (1, 0, 0)
