@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
+from django.db.models import Exists, OuterRef
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -15,6 +16,7 @@ from django.views.decorators.http import require_POST
 from annotate.errors import AnnotateError, FieldInputError, PermissionDeniedError
 from annotate.http import page_errors
 from annotate.models import Annotator, AnnotatorKind
+from annotate.revision.models import Rerating, RevisionSession
 from annotate.roles import ADMIN, RESEARCHER, RESEARCHERS_ONLY, require_role
 from annotate.selectors.identities import identity_scope
 from annotate.selectors.work import project_get_for_researcher, projects_for_researcher
@@ -121,11 +123,14 @@ def annotator_kind_update(request: HttpRequest, annotator_id: int) -> HttpRespon
 @require_POST
 @page_errors
 def kiwi_user_kind_update(request: HttpRequest, user_id: int) -> HttpResponse:
-    """Decide the kind of someone who has only steered KIWI sessions: they have no Annotator
-    yet (sessions make none), so it is made as their first labelling would make it, and the
-    kind is set as on any other row."""
+    """Decide the kind of someone who has only steered KIWI sessions or re-rated KIWI turns:
+    they have no Annotator yet (neither makes one), so it is made as their first labelling
+    would make it, and the kind is set as on any other row."""
     require_role(request.user, ADMIN, RESEARCHER, message=RESEARCHERS_ONLY)
-    with_sessions = User.objects.filter(revision_sessions__isnull=False).distinct()
-    user = get_object_or_404(with_sessions, pk=user_id)
+    kiwi_users = User.objects.filter(
+        Exists(RevisionSession.objects.filter(annotator=OuterRef("pk")))
+        | Exists(Rerating.objects.filter(annotator=OuterRef("pk")))
+    )
+    user = get_object_or_404(kiwi_users, pk=user_id)
     annotator = annotator_for_user(user=user)
     return annotator_kind_update(request, annotator.pk)

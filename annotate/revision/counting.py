@@ -57,13 +57,20 @@ class WaitingForKind:
 
 
 def study_waiting_for_kind(*, study: Study) -> WaitingForKind:
-    """Count the study's finished sessions and re-ratings left out only because their account's
-    kind is not decided, and the accounts (two queries)."""
+    """Count the study's finished sessions, and the finished re-ratings of its counted turns
+    (those of evaluation.revision.report_data.counted_turns), left out only because their
+    account's kind is not decided, and the accounts (two queries)."""
     sessions = RevisionSession.objects.filter(
         session_waiting_for_kind_q(), study=study, status=SessionStatus.FINISHED
     ).aggregate(sessions=Count("id"), annotators=Count("annotator", distinct=True))
     reratings = (
-        Rerating.objects.filter(turn__session__study=study, status=RerateStatus.DONE)
+        Rerating.objects.filter(
+            counted_session_q("turn__session__"),
+            turn__session__study=study,
+            turn__session__status=SessionStatus.FINISHED,
+            status=RerateStatus.DONE,
+        )
+        .exclude(turn__rating="")
         .exclude(counted_rerating_q())
         .aggregate(reratings=Count("id"), raters=Count("annotator", distinct=True))
     )

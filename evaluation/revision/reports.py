@@ -253,19 +253,30 @@ def table4(data: TurnData, predicted: dict[int, str], run) -> dict[str, Any]:
 
 
 def _metric_row(
-    model: str, truth, predicted, bootstrap_seed: int, n_resamples: int, **extra
+    model: str,
+    truth,
+    predicted,
+    bootstrap_seed: int,
+    n_resamples: int,
+    *,
+    turns=None,
+    **extra,
 ) -> dict[str, Any]:
     """One Table 5 row: the binary metrics and their bootstrap intervals.
 
     Each row resamples with a generator of its own, seeded by the report's seed: its interval
     is what binary_metric_intervals gives its turns with that seed, whatever rows come before
     it (a judge run added since does not move the Human row's), and rows on one test split
-    are resampled on the same draws of turns.
+    are resampled on the same draws of turns. `turns` (one turn id per item, the Human row's
+    re-ratings) resamples a turn's items together, and `n` counts the turns.
     """
-    row: dict[str, Any] = {"model": model, **extra, "n": int(len(truth))}
+    n = len(truth) if turns is None else len(set(turns))
+    row: dict[str, Any] = {"model": model, **extra, "n": int(n)}
     values = binary_metrics(truth, predicted)
     rng = np.random.default_rng(bootstrap_seed)
-    intervals = binary_metric_intervals(truth, predicted, rng, n_resamples=n_resamples)
+    intervals = binary_metric_intervals(
+        truth, predicted, rng, clusters=turns, n_resamples=n_resamples
+    )
     for name in METRICS:
         row[name] = _clean(values[name])
         row[f"{name}_ci_low"], row[f"{name}_ci_high"] = (_clean(v) for v in intervals[name])
@@ -331,6 +342,7 @@ def table5(
             second,
             bootstrap_seed,
             n_resamples,
+            turns=[turn for turn, _, _ in reratings],
             run=None,
             seed=None,
             mode=None,

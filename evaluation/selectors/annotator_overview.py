@@ -8,7 +8,7 @@ from datetime import datetime
 
 import numpy as np
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Avg, Count, Exists, Max, OuterRef, Q
+from django.db.models import Avg, Count, Exists, F, Max, OuterRef, Q
 
 from annotate.crowd.models import WorkerBlock
 from annotate.crowd.selectors import GoldScore, worker_gold_scores
@@ -21,7 +21,7 @@ from annotate.models import (
     Project,
     ProjectAnnotatorKind,
 )
-from annotate.revision.models import RevisionSession, SessionStatus
+from annotate.revision.models import RerateStatus, Rerating, RevisionSession, SessionStatus
 from annotate.roles import is_admin
 from annotate.selectors.annotator_kinds import annotator_kinds_effective
 from annotate.selectors.identities import identity_scope
@@ -45,19 +45,20 @@ class HumanStudyWork:
 
 @dataclass
 class RevisionStudyWork:
-    """One person's KIWI revision sessions in one study."""
+    """One person's KIWI revision sessions and finished re-ratings in one study."""
 
     study_id: int
     name: str
-    sessions: int
-    finished: int
-    turns: int
+    sessions: int = 0
+    finished: int = 0
+    turns: int = 0
+    reratings: int = 0
 
 
 @dataclass
 class AnnotatorProjectRow:
-    """A person's row: their Annotator, or None for a user who has only done KIWI sessions (no
-    Annotator record, so no kind to decide: KIWI work counts whatever the kind)."""
+    """A person's row: their Annotator, or None for a user who has only done KIWI sessions or
+    re-ratings (no Annotator record yet: deciding their kind makes it)."""
 
     annotator: Annotator | None
     project: Project | None
@@ -240,29 +241,43 @@ def _kiwi_only_rows(
 
 
 def _revision_work(*, user_ids: set[int] | None) -> dict[int, tuple[str, list[RevisionStudyWork]]]:
-    """Each user's KIWI sessions per study, with their username (one query): of `user_ids`, or
-    of everyone who has steered a session (None). Researchers read every KIWI study, so this is
-    not limited to their projects."""
+    """Each user's KIWI sessions and finished re-ratings per study, with their username (two
+    queries): of `user_ids`, or of everyone who has steered a session or re-rated a turn
+    (None). Researchers read every KIWI study, so this is not limited to their projects."""
     # A session given up (its model kept failing, nothing rated) counts nowhere.
     sessions = RevisionSession.objects.filter(annotator__isnull=False).exclude(
         status=SessionStatus.GIVEN_UP
     )
+    reratings = Rerating.objects.filter(status=RerateStatus.DONE)
     if user_ids is not None:
         sessions = sessions.filter(annotator_id__in=list(user_ids))
-    per_study = (
-        sessions.values("annotator_id", "annotator__username", "study_id", "study__name")
-        .annotate(
-            sessions=Count("id", distinct=True),
-            finished=Count("id", filter=Q(status=SessionStatus.FINISHED), distinct=True),
-            turns=Count("turns"),
-        )
-        .order_by("study__name")
+        reratings = reratings.filter(annotator_id__in=list(user_ids))
+    per_study = sessions.values(
+        "annotator_id", "annotator__username", "study_id", "study__name"
+    ).annotate(
+        sessions=Count("id", distinct=True),
+        finished=Count("id", filter=Q(status=SessionStatus.FINISHED), distinct=True),
+        turns=Count("turns"),
     )
-    work: dict[int, tuple[str, list[RevisionStudyWork]]] = {}
-    for entry in per_study:
+    rerated = reratings.values(
+        "annotator_id",
+        "annotator__username",
+        study_id=F("turn__session__study_id"),
+        study__name=F("turn__session__study__name"),
+    ).annotate(reratings=Count("id"))
+    studies: dict[tuple[int, int], RevisionStudyWork] = {}
+    usernames: dict[int, str] = {}
+    for entry in [*per_study.order_by(), *rerated.order_by()]:
         user_id, username = entry.pop("annotator_id"), entry.pop("annotator__username")
-        study = RevisionStudyWork(name=entry.pop("study__name"), **entry)
-        work.setdefault(user_id, (username, []))[1].append(study)
+        usernames[user_id] = username
+        key = (user_id, entry["study_id"])
+        name = entry.pop("study__name")
+        study = studies.setdefault(key, RevisionStudyWork(study_id=entry["study_id"], name=name))
+        for field_name, value in entry.items():
+            setattr(study, field_name, value)
+    work: dict[int, tuple[str, list[RevisionStudyWork]]] = {}
+    for (user_id, _), study in sorted(studies.items(), key=lambda item: item[1].name):
+        work.setdefault(user_id, (usernames[user_id], []))[1].append(study)
     return work
 
 

@@ -161,21 +161,27 @@ def too_few_clusters(denominators: np.ndarray, strata: np.ndarray | None = None)
     """Return, per column, whether its bootstrap interval would be one resample repeated.
 
     `denominators` has shape (n_clusters, k); a cluster takes part in a column where its
-    denominator is positive. Resampling changes a column's statistic only when some stratum
-    (all clusters, without `strata`) holds at least two clusters taking part: with fewer, every
+    denominator is positive. Resampling changes a column's statistic only when at least two
+    clusters take part in it and the draws can change their weights: without `strata` two
+    taking part are enough; with `strata` (each stratum's clusters drawn among themselves, as
+    many as it holds) some stratum of at least two clusters must hold one taking part, since
+    a stratum of one cluster gives it the weight 1 in every resample. A taking-part cluster in
+    such a stratum may be drawn 0, 1, 2… times while the other one keeps its weight, so the
+    column's Σ num / Σ den mix changes, whichever strata the two are in. Otherwise every
     resample draws the same items (or none), and its percentile interval is the point estimate
     twice, [x, x], which reads as certainty where there is no measure of spread at all. Such a
     column gets no interval (NaN bounds), as one defined in fewer than half of the resamples.
     Returns bool of shape (k,).
     """
     taking_part = np.asarray(denominators) > 0
+    few = np.count_nonzero(taking_part, axis=0) < 2
     if strata is None:
-        return np.count_nonzero(taking_part, axis=0) < 2
+        return few
     _, stratum = np.unique(np.asarray(strata), return_inverse=True)
     stratum = stratum.reshape(-1)
-    per_stratum = np.zeros((int(stratum.max(initial=-1)) + 1, taking_part.shape[1]), np.int64)
-    np.add.at(per_stratum, stratum, taking_part.astype(np.int64))
-    return ~(per_stratum >= 2).any(axis=0)
+    sizes = np.bincount(stratum)
+    in_drawn_stratum = taking_part & (sizes[stratum] >= 2)[:, None]
+    return few | ~in_drawn_stratum.any(axis=0)
 
 
 def ratio_resamples(
@@ -272,8 +278,9 @@ def mean_ratio_ci(
     Σ w_c num_c / Σ w_c den_c over the columns defined in that resample (NaN when none is),
     so each column weighs the same whatever its size: an average over cells, as a paper that
     "averages over datasets" reports it. Bounds as `ratio_ci` (NaN with fewer than half of the
-    resamples defined, or when no stratum holds two clusters taking part in the group's
-    columns, so that every resample is the same: `too_few_clusters`). Returns (lower, upper)
+    resamples defined, or when fewer than two clusters take part in the group's columns or
+    none of them is in a stratum of two clusters or more, so that every resample is the same:
+    `too_few_clusters`). Returns (lower, upper)
     of shape (n_groups,).
 
     `strata` (one label per cluster) resamples the clusters within each stratum, as many as it

@@ -85,33 +85,49 @@ def binary_metric_intervals(
     predicted: Sequence[bool],
     rng: np.random.Generator,
     *,
+    clusters: Sequence | None = None,
     n_resamples: int = 1000,
     level: float = 0.95,
 ) -> dict[str, tuple[float, float]]:
-    """Return a percentile bootstrap interval of each binary metric, resampling items.
+    """Return a percentile bootstrap interval of each binary metric, resampling clusters.
 
-    Each resample draws n items with replacement (weights from `cluster_weights`) and computes
-    the metrics of `binary_metrics` on them; a resample where a metric is undefined (NaN) is
-    left out of its interval, which is (NaN, NaN) when fewer than half of the resamples define
-    it (`percentile_interval`), or when fewer than two items take part in it (the items of
-    its denominator: all of them for accuracy and the shares predicted good/bad, those
-    predicted good for precision, the good ones for recall, those good or predicted good for
-    F1): every resample would then give the same figure, an interval [x, x] with no spread
-    measured (`too_few_clusters`). Empty input gives (NaN, NaN).
+    A cluster is an item, or with `clusters` (one label per item) the items sharing a label,
+    drawn together (the re-ratings of one turn). Each resample draws as many clusters as there
+    are with replacement (weights from `cluster_weights`) and computes the metrics of
+    `binary_metrics` on their items; a resample where a metric is undefined (NaN) is left out
+    of its interval, which is (NaN, NaN) when fewer than half of the resamples define it
+    (`percentile_interval`), or when fewer than two clusters take part in it (those with an
+    item in its denominator: all of them for accuracy and the shares predicted good/bad,
+    those predicted good for precision, the good ones for recall, those good or predicted
+    good for F1): every resample would then give the same figure, an interval [x, x] with no
+    spread measured (`too_few_clusters`). Empty input gives (NaN, NaN).
     """
     t, p = np.asarray(truth, dtype=bool), np.asarray(predicted, dtype=bool)
     if t.size == 0 or n_resamples == 0:
         return {name: (float("nan"), float("nan")) for name in METRICS}
-    weights = cluster_weights(t.size, n_resamples, rng)
-    cells = np.stack([t & p, ~t & p, t & ~p, ~t & ~p]).astype(np.int64)  # tp, fp, fn, tn
+    if clusters is None:
+        cluster, n_clusters = np.arange(t.size), t.size
+    else:
+        labels = np.asarray(clusters)
+        if labels.shape != t.shape:
+            raise ValueError(f"clusters must give one label per item; got shape {labels.shape}")
+        _, cluster = np.unique(labels, return_inverse=True)
+        cluster = cluster.reshape(-1)
+        n_clusters = int(cluster.max()) + 1
+    weights = cluster_weights(n_clusters, n_resamples, rng)
+    cells = np.zeros((4, n_clusters), dtype=np.int64)  # tp, fp, fn, tn per cluster
+    np.add.at(cells, (slice(None), cluster), np.stack([t & p, ~t & p, t & ~p, ~t & ~p]))
     tp, fp, fn, tn = (weights @ cells.T).T
     metrics = _metrics_from_counts(tp, fp, fn, tn)
     samples = np.column_stack([metrics[name] for name in METRICS])
     low, high = percentile_interval(samples, level)
     taking_part = {"precision": p, "recall": t, "f1": t | p}
-    few = too_few_clusters(
-        np.column_stack([taking_part.get(name, np.ones(t.size, dtype=bool)) for name in METRICS])
-    )
+    per_item = np.column_stack(
+        [taking_part.get(name, np.ones(t.size, dtype=bool)) for name in METRICS]
+    ).astype(np.int64)
+    per_cluster = np.zeros((n_clusters, len(METRICS)), dtype=np.int64)
+    np.add.at(per_cluster, cluster, per_item)
+    few = too_few_clusters(per_cluster)
     low[few], high[few] = np.nan, np.nan
     return {name: (float(low[i]), float(high[i])) for i, name in enumerate(METRICS)}
 

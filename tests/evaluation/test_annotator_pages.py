@@ -18,7 +18,7 @@ from annotate.models import (
     Question,
     Response,
 )
-from annotate.revision.models import Study
+from annotate.revision.models import RerateStatus, Rerating, Study, Turn
 from annotate.revision.services.sessions import session_assign
 from annotate.roles import ADMIN, ANNOTATOR, RESEARCHER
 from annotate.selectors.annotator_kinds import annotator_kinds_effective
@@ -29,9 +29,11 @@ from annotate.services.submissions import assignment_submit, expected_fields
 from annotate.verbalizer.models import EvaluationSet, HumanAnswer, HumanStudy
 from annotate.verbalizer.services.humans import human_answer_submit, human_study_create
 from annotate.verbalizer.services.sets import evaluation_set_create
+from evaluation.revision.reports import revision_report_build
 from evaluation.selectors.annotator_overview import annotators_kind_locked
 from tests.annotate.revision.conftest import instruct, make_live_study
 from tests.annotate.verbalizer.helpers import fill
+from tests.evaluation.revision.sample import sample_study
 from tests.factories import UserFactory, project_with_tasks
 
 pytestmark = pytest.mark.django_db
@@ -438,7 +440,7 @@ def test_a_user_who_only_steered_kiwi_sessions_is_listed_with_them(
         ]
         html = page.text.split('data-annotator="kiwi-only"')[1].split("</tr>")[0]
         assert f'<a href="{report_url}">live</a>: 1 session (0 finished), 1 turn' in html
-        assert "only KIWI sessions, which count once their kind is decided" in html
+        assert "only KIWI sessions or re-ratings, which count once their kind is decided" in html
         # No Annotator yet, but a kind to decide: their sessions count nowhere until then.
         assert f'action="{reverse("annotators:user-kind", args=[user.pk])}"' in html
     assert Annotator.objects.count() == people  # reading the page made nobody
@@ -475,6 +477,50 @@ def test_a_researcher_decides_the_kind_of_someone_who_only_steered_kiwi_sessions
     url = reverse("annotators:user-kind", args=[other.pk])
     assert client.post(url, {"kind": AnnotatorKind.EXPERT}).status_code == 404
     assert not Annotator.objects.filter(user=other).exists()
+
+
+def test_a_researcher_decides_the_kind_of_someone_who_only_re_rated_kiwi_turns(
+    client, researcher, tmp_path
+):
+    """A re-rater has no Annotator and steers no session; the report's note sends the
+    researcher to this page for their finished re-rating, which listed only users with
+    sessions, and the row's form answered 404 for anyone without one: it never counted."""
+    study = sample_study(tmp_path)
+    rater = UserFactory(username="rerater", roles=[ANNOTATOR])
+    Rerating.objects.create(
+        turn=Turn.objects.order_by("id").first(),
+        annotator=rater,
+        rating="good",
+        status=RerateStatus.DONE,
+        created_at=timezone.now(),
+    )
+    assert revision_report_build(study=study, n_resamples=10)["waiting_for_kind"]["reratings"] == 1
+    client.force_login(researcher)
+    page = client.get(reverse("annotators:list"), {"kind": AnnotatorKind.UNDECIDED})
+    row = next(r for r in page.context["rows"] if r.name == "rerater")
+    assert [(s.name, s.sessions, s.reratings) for s in row.revision_studies] == [(study.name, 0, 1)]
+    html = page.text.split('data-annotator="rerater"')[1].split("</tr>")[0]
+    assert "0 sessions (0 finished), 0 turns, 1 re-rating" in html
+
+    answer = client.post(
+        reverse("annotators:user-kind", args=[rater.pk]), {"kind": AnnotatorKind.EXPERT}
+    )
+    assert answer.status_code == 302
+    assert Annotator.objects.get(user=rater).kind == AnnotatorKind.EXPERT
+    report = revision_report_build(study=study, n_resamples=10)
+    assert report["waiting_for_kind"]["reratings"] == 0
+    assert next(r for r in report["table5"]["rows"] if r["model"] == "Human")["n"] == 1
+
+
+def test_the_user_kind_form_refuses_someone_with_no_kiwi_work(client, researcher):
+    """Only people with KIWI sessions or re-ratings have a row made this way."""
+    client.force_login(researcher)
+    nobody = UserFactory(username="nobody", roles=[ANNOTATOR])
+    answer = client.post(
+        reverse("annotators:user-kind", args=[nobody.pk]), {"kind": AnnotatorKind.EXPERT}
+    )
+    assert answer.status_code == 404
+    assert not Annotator.objects.filter(user=nobody).exists()
 
 
 def test_kiwi_only_users_cost_the_annotators_page_no_query_each(

@@ -188,7 +188,9 @@ def test_exports_leave_out_an_undecided_accounts_session_as_label_exports_do(tmp
 def test_a_re_rating_by_an_undecided_account_is_out_of_the_human_row(tmp_path, newbie):
     """Two re-ratings of the sample's first turn (good): an expert's agrees, newbie's (not
     decided) says bad. The Human row reads 1 turn, accuracy 1.0, and the report names 1
-    re-rating by 1 annotator left out; decided, newbie's counts too (2 pairs, 1 agreeing)."""
+    re-rating by 1 annotator left out; decided, newbie's counts too (2 pairs, 1 agreeing, of
+    1 turn: docs/revision.md, `n` counts re-rated turns and the bootstrap resamples turns,
+    so one turn gives no interval; the two re-ratings were resampled as two turns)."""
     study = sample_study(tmp_path)
     first = Turn.objects.order_by("id").first()
     assert first.rating == "good"
@@ -200,10 +202,10 @@ def test_a_re_rating_by_an_undecided_account_is_out_of_the_human_row(tmp_path, n
 
     def human(report):
         row = next(r for r in report["table5"]["rows"] if r["model"] == "Human")
-        return row["n"], row["accuracy"]
+        return row["n"], row["accuracy"], row["accuracy_ci_low"], row["accuracy_ci_high"]
 
     report = revision_report_build(study=study, n_resamples=10)
-    assert human(report) == (1, 1.0)
+    assert human(report) == (1, 1.0, None, None)
     assert report["waiting_for_kind"] == {
         "sessions": 0,
         "annotators": 0,
@@ -212,7 +214,7 @@ def test_a_re_rating_by_an_undecided_account_is_out_of_the_human_row(tmp_path, n
     }
     decide(newbie)
     report = revision_report_build(study=study, n_resamples=10)
-    assert human(report) == (2, 0.5)
+    assert human(report) == (1, 0.5, None, None)
     assert report["waiting_for_kind"]["reratings"] == 0
 
 
@@ -227,3 +229,20 @@ def test_the_rating_judges_split_and_its_form_count_only_counted_turns(tmp_path,
     assert undecided.pk not in {turn for part in split.values() for turn in part}
     # A classifier still labels every rated turn: one counted later has its label already.
     assert rated_turns_count(study=study, task=JudgeTask.INSTRUCTION_CATEGORY) == 7
+
+
+def test_waiting_re_ratings_are_those_of_counted_turns(tmp_path, newbie):
+    """docs/revision.md: `reratings` counts finished re-ratings *of counted turns* left out. A
+    re-rating by an undecided account of a turn whose session is itself not counted was
+    counted there too, so deciding the rater alone let nothing in while the note said it would."""
+    study = sample_study(tmp_path)
+    turn = web_session(study, newbie).turns.get()  # newbie's kind is not decided
+    Rerating.objects.create(
+        turn=turn,
+        annotator=UserFactory(username="second", roles=[ANNOTATOR]),
+        rating="good",
+        status="done",
+        created_at=timezone.now(),
+    )
+    waiting = revision_report_build(study=study, n_resamples=10)["waiting_for_kind"]
+    assert (waiting["sessions"], waiting["reratings"], waiting["raters"]) == (1, 0, 0)

@@ -208,12 +208,30 @@ def test_a_column_counted_on_one_cluster_has_no_interval_not_a_point():
     assert (lower[1], upper[1]) == (0.0, 1.0)
 
 
-def test_too_few_clusters_counts_the_clusters_taking_part_per_stratum():
+def test_too_few_clusters_needs_two_taking_part_and_one_of_them_drawn():
     den = np.array([[1, 1, 0], [0, 2, 0], [1, 0, 0]])
     assert too_few_clusters(den).tolist() == [False, False, True]
-    # Clusters 0 and 2 in strata of their own: column 0 is one cluster per stratum, the same
-    # in every stratified resample; column 1 has two in stratum "a".
-    assert too_few_clusters(den, np.array(["a", "a", "b"])).tolist() == [True, False, True]
+    # Every cluster a stratum of its own: each keeps the weight 1, every resample the same.
+    assert too_few_clusters(den, np.array(["a", "b", "c"])).tolist() == [True, True, True]
+    # Column 0: cluster 0 is drawn 0-2 times within "a" while cluster 2 (alone in "b") keeps
+    # its weight, so the column's mix changes; column 1 has two in "a".
+    assert too_few_clusters(den, np.array(["a", "a", "b"])).tolist() == [False, False, True]
+    # One cluster taking part, however often it is drawn, gives the same ratio.
+    assert too_few_clusters(np.array([[1], [0]]), np.array(["a", "a"])).tolist() == [True]
+
+
+def test_a_column_across_strata_keeps_its_interval():
+    """One column whose clusters a1 (stratum A) and b1 (stratum B) take part, each stratum
+    also holding a cluster with denominator 0: a1's and b1's weights vary independently, and
+    the ratio takes 0, 1/3, 1/2, 2/3 and 1. too_few_clusters counted the clusters taking part
+    per stratum (one and one) and dropped the interval."""
+    num = np.array([[1.0], [0.0], [0.0], [0.0]])
+    den = np.array([[1.0], [0.0], [1.0], [0.0]])
+    lower, upper = mean_ratio_ci(
+        num, den, np.array([0]), np.random.default_rng(0), n_groups=1,
+        strata=np.array(["A", "A", "B", "B"]), n_resamples=500,
+    )  # fmt: skip
+    assert lower[0] < upper[0]
 
 
 def test_mean_ratio_ci_of_one_item_per_stratum_has_no_interval():

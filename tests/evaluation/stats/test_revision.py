@@ -134,3 +134,22 @@ def test_a_figure_of_fewer_than_two_items_has_no_interval_not_a_point():
     low, high = ci["recall"]
     assert 0.0 <= low < 0.1 <= high
     assert ci["accuracy"][0] < ci["accuracy"][1]
+
+
+def test_binary_metric_intervals_resample_clusters_together():
+    """Two re-ratings of one turn, one agreeing: drawn as one cluster, every resample reads
+    0.5 and there is no interval; drawn apart they read 0 to 1."""
+    truth, pred = [True, True], [True, False]
+    apart = binary_metric_intervals(truth, pred, np.random.default_rng(0), n_resamples=200)
+    assert apart["accuracy"] == (0.0, 1.0)
+    together = binary_metric_intervals(
+        truth, pred, np.random.default_rng(0), clusters=[7, 7], n_resamples=200
+    )
+    assert all(np.isnan(v) for v in together["accuracy"])
+    # One label per item, all distinct: the same draws and intervals as without labels.
+    distinct = binary_metric_intervals(
+        truth, pred, np.random.default_rng(0), clusters=[3, 9], n_resamples=200
+    )
+    assert np.array_equal(list(distinct.values()), list(apart.values()), equal_nan=True)
+    with pytest.raises(ValueError, match="one label per item"):
+        binary_metric_intervals(truth, pred, np.random.default_rng(0), clusters=[1])
