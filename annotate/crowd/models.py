@@ -404,8 +404,9 @@ class Bonus(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     paid_at = models.DateTimeField(null=True, blank=True)
     # When it was last handed to the platform (set under the work's row lock just before the
-    # send, cleared when the platform refuses it): a bonus sent once may have been paid even
-    # if the reply was lost, so its retry is never refused by the limit (bonus_pay).
+    # send, cleared when the platform refuses its first send): a bonus sent once may have been
+    # paid even if the reply was lost, so its retry is never refused by the limit, and a retry
+    # the platform refuses still counts toward the limit (bonus_pay).
     sent_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

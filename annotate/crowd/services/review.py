@@ -939,16 +939,20 @@ def bonus_max_usd() -> Decimal:
     return Decimal(str(settings.CROWD_BONUS_MAX_USD))
 
 
-# Bonuses that are paid, or may be: stored and not sent yet, or being sent. A failed one (the
-# platform refused it) holds nothing until it is tried again (bonus_pay makes it pending first).
-BONUSES_HELD = (BonusStatus.PENDING, BonusStatus.PAID)
+# Bonuses that are paid, or may be: stored and not sent yet, or being sent, or refused on a
+# retry after a send whose reply was lost (failed with `sent_at` kept: that send may have paid).
+# A failed one refused on its first send holds nothing until it is tried again (bonus_pay makes
+# it pending first).
+BONUSES_HELD_Q = Q(status__in=(BonusStatus.PENDING, BonusStatus.PAID)) | Q(
+    status=BonusStatus.FAILED, sent_at__isnull=False
+)
 
 
 def _bonus_total_check(paid_for, *, amount_usd: Decimal, bonus: Bonus | None = None) -> None:
     """Refuse `amount_usd` (a new bonus, or `bonus` about to be sent) when with the work's other
     bonuses paid or pending it comes to more than CROWD_BONUS_MAX_USD. Called under the work's
     row lock, so two bonuses checked at once see each other."""
-    others = paid_for.bonuses.filter(status__in=BONUSES_HELD)
+    others = paid_for.bonuses.filter(BONUSES_HELD_Q)
     if bonus is not None:
         others = others.exclude(pk=bonus.pk)
     before = others.aggregate(total=Sum("amount_usd"))["total"] or Decimal(0)
@@ -1029,7 +1033,8 @@ def bonus_pay(*, bonus_id: int, user, now: datetime) -> Bonus:
     platform = get_platform(assignment.annotator.platform, user=user)
     if bonus.created_at <= now - TOKENS_KEPT and _paid_before(platform, bonus):
         return _bonus_paid(bonus, now=now)
-    if _bonus_send_hold(bonus, now=now) == BonusStatus.PAID:
+    status, sent_before = _bonus_send_hold(bonus, now=now)
+    if status == BonusStatus.PAID:
         return bonus  # another delivery paid it meanwhile
     try:
         platform.bonus_send(
@@ -1043,11 +1048,37 @@ def bonus_pay(*, bonus_id: int, user, now: datetime) -> Bonus:
         pass  # an earlier try was paid; its reply was lost
     except TransientPlatformError:
         raise
-    except CrowdPlatformError as error:  # refused: nothing was paid, the limit applies again
-        bonus.status, bonus.error, bonus.sent_at = BonusStatus.FAILED, str(error), None
-        bonus.save(update_fields=["status", "error", "sent_at"])
-        return bonus
+    except CrowdPlatformError as error:
+        return _bonus_refused(bonus, error=error, sent_before=sent_before, stamp=now)
     return _bonus_paid(bonus, now=now)
+
+
+def _bonus_refused(
+    bonus: Bonus, *, error: CrowdPlatformError, sent_before: bool, stamp: datetime
+) -> Bonus:
+    """Store the platform's refusal of this send, under the work's row lock and only if the
+    bonus is still as this send left it (pending, stamped `stamp`): a concurrent delivery that
+    was paid meanwhile is never overwritten. Refused on its first send, nothing was paid: failed,
+    `sent_at` cleared, and the limit applies again when it is retried. Refused on a retry, an
+    earlier send may have paid it (its reply lost): failed with `sent_at` kept, so it still
+    counts toward the limit (BONUSES_HELD_Q) and is sent again with its token when retried."""
+    message = str(error) or type(error).__name__
+    if sent_before:
+        message = (
+            f"{message} (an earlier send of this bonus may have paid it, its reply lost: it "
+            "still counts toward the bonus limit; Retry sends it again with the same token, "
+            "which the platform pays at most once)"
+        )
+    with transaction.atomic():
+        _work_lock(bonus.paid_for)
+        fields = {"status": BonusStatus.FAILED, "error": message[:2000]}
+        if not sent_before:
+            fields["sent_at"] = None
+        Bonus.objects.filter(pk=bonus.pk, status=BonusStatus.PENDING, sent_at=stamp).update(
+            **fields
+        )
+    bonus.refresh_from_db(fields=["status", "error", "sent_at", "paid_at"])
+    return bonus
 
 
 def _bonus_send_hold(bonus: Bonus, *, now: datetime) -> str:
@@ -1058,13 +1089,14 @@ def _bonus_send_hold(bonus: Bonus, *, now: datetime) -> str:
     refusal raised after that is stored. A bonus sent before (`sent_at` set: the platform may
     have paid it and the reply been lost) is not checked again: a lower limit since then, or
     another worker process's, does not make it unpaid; it stays pending and is sent again with
-    the same token. Return its status as stored (paid: another delivery sent it meanwhile)."""
+    the same token. Return its status as stored (paid: another delivery sent it meanwhile) and
+    whether it had been sent before this send."""
     with transaction.atomic():
         _work_lock(bonus.paid_for)
         status, sent_at = Bonus.objects.values_list("status", "sent_at").get(pk=bonus.pk)
         if status == BonusStatus.PAID:
             bonus.status = status
-            return status
+            return status, True
         refused = None
         if sent_at is None:
             try:
@@ -1078,7 +1110,7 @@ def _bonus_send_hold(bonus: Bonus, *, now: datetime) -> str:
         bonus.save(update_fields=["status", "error", "sent_at"])
     if refused is not None:
         raise refused
-    return bonus.status
+    return bonus.status, sent_at is not None
 
 
 def _bonus_paid(bonus: Bonus, *, now: datetime) -> Bonus:

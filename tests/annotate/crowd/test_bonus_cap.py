@@ -346,3 +346,54 @@ def test_a_bonus_the_platform_refused_is_checked_against_the_limit_again(
     with pytest.raises(FieldInputError, match="CROWD_BONUS_MAX_USD"):
         review.bonus_pay(bonus_id=bonus.pk, user=admin_user, now=timezone.now())
     assert offline.store.bonuses == []
+
+
+def test_a_bonus_refused_on_its_retry_after_a_lost_reply_still_counts_toward_the_limit(
+    admin_user, offline, settings, monkeypatch
+):
+    """Paid on its first send (the reply lost), then refused on its retry for another reason
+    (credentials rotated: boto's error is a plain refusal): it was marked failed with `sent_at`
+    cleared, as if nothing had been paid, and stopped counting, so a $10 bonus more was paid —
+    $25 on a $20 limit. Kept counting (failed, `sent_at` kept), its retry sent with its token."""
+    settings.CROWD_BONUS_MAX_USD = Decimal("20.00")
+    done = _approved_offline(admin_user)
+    bonus = _paid_but_reply_lost(done, admin_user, monkeypatch, "15.00")
+    assert len(offline.store.bonuses) == 1  # the platform paid it
+
+    def refused(self, **kwargs):
+        raise CrowdPlatformError("MTurk send_bonus: Unable to locate credentials")
+
+    monkeypatch.setattr(fake.FakePlatform, "bonus_send", refused)
+    review.bonus_pay(bonus_id=bonus.pk, user=admin_user, now=timezone.now())
+    monkeypatch.undo()
+    bonus.refresh_from_db()
+    assert bonus.status == BonusStatus.FAILED and bonus.sent_at is not None
+    assert "may have paid it" in bonus.error
+    with pytest.raises(FieldInputError, match="more than the most one"):
+        _bonus(done, admin_user, "10.00")
+    assert sum(b["amount"] for b in offline.store.bonuses) == Decimal("15.00")
+    review.bonus_pay(bonus_id=bonus.pk, user=admin_user, now=timezone.now())  # Retry: its token
+    bonus.refresh_from_db()
+    assert bonus.status == BonusStatus.PAID
+    assert sum(b["amount"] for b in offline.store.bonuses) == Decimal("15.00")
+
+
+def test_a_refusal_never_overwrites_a_bonus_another_delivery_paid_meanwhile(
+    admin_user, offline, monkeypatch
+):
+    """The refusal was saved after the row lock, unconditionally: a concurrent delivery of the
+    same bonus (the form sent twice, the API's retry) that was paid meanwhile was overwritten
+    as failed. Stored only if the bonus is still as this send left it."""
+    done = _approved_offline(admin_user)
+    bonus = _bonus(done, admin_user, "5.00")
+
+    def paid_elsewhere_then_refused(self, **kwargs):
+        Bonus.objects.filter(pk=bonus.pk).update(
+            status=BonusStatus.PAID, paid_at=timezone.now(), sent_at=timezone.now()
+        )
+        raise CrowdPlatformError("refused")
+
+    monkeypatch.setattr(fake.FakePlatform, "bonus_send", paid_elsewhere_then_refused)
+    review.bonus_pay(bonus_id=bonus.pk, user=admin_user, now=timezone.now())
+    bonus.refresh_from_db()
+    assert bonus.status == BonusStatus.PAID
