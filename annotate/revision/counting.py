@@ -59,11 +59,16 @@ class WaitingForKind:
 def study_waiting_for_kind(*, study: Study) -> WaitingForKind:
     """Count the study's finished sessions, and the finished re-ratings of its counted turns
     (those of evaluation.revision.report_data.counted_turns), left out only because their
-    account's kind is not decided, and the accounts (two queries)."""
+    account's kind is not decided, and the accounts (two queries); not a re-rating by the
+    session's own annotator, which counts in no agreement whatever its rater's kind."""
     sessions = RevisionSession.objects.filter(
         session_waiting_for_kind_q(), study=study, status=SessionStatus.FINISHED
     ).aggregate(sessions=Count("id"), annotators=Count("annotator", distinct=True))
-    reratings = (
+    # A re-rating by whoever did the session (an imported line naming the rater's login) counts
+    # in no agreement whatever the rater's kind (selectors.rerating_is_own): not waiting either.
+    from annotate.revision.selectors import rerating_is_own  # it imports this module
+
+    rows = (
         Rerating.objects.filter(
             counted_session_q("turn__session__"),
             turn__session__study=study,
@@ -72,6 +77,16 @@ def study_waiting_for_kind(*, study: Study) -> WaitingForKind:
         )
         .exclude(turn__rating="")
         .exclude(counted_rerating_q())
-        .aggregate(reratings=Count("id"), raters=Count("annotator", distinct=True))
-    )
-    return WaitingForKind(**sessions, **reratings)
+        .values_list(
+            "annotator_id", "annotator__username", "turn__session__annotator_id",
+            "turn__session__extra",
+        )
+    )  # fmt: skip
+    raters = [
+        rater_id
+        for rater_id, username, owner_id, extra in rows
+        if not rerating_is_own(
+            rater_id=rater_id, rater_username=username, owner_id=owner_id, session_extra=extra
+        )
+    ]
+    return WaitingForKind(**sessions, reratings=len(raters), raters=len(set(raters)))

@@ -246,3 +246,32 @@ def test_waiting_re_ratings_are_those_of_counted_turns(tmp_path, newbie):
     )
     waiting = revision_report_build(study=study, n_resamples=10)["waiting_for_kind"]
     assert (waiting["sessions"], waiting["reratings"], waiting["raters"]) == (1, 0, 0)
+
+
+def test_an_own_re_rating_of_an_imported_turn_is_not_waiting_for_a_kind(tmp_path):
+    """An undecided account whose login an imported session's line names re-rated that turn:
+    the Human row never counts it (rerating_is_own), yet the note said it would once the
+    rater's kind was decided."""
+    from annotate.revision.services.exports import imported_annotator
+
+    study = sample_study(tmp_path)
+    turn = (
+        Turn.objects.filter(session__study=study, session__annotator__isnull=True)
+        .exclude(rating="")
+        .first()
+    )
+    session = turn.session
+    session.extra = {**(session.extra or {}), "annotator": "alice"}
+    session.save(update_fields=["extra"])
+    rater = UserFactory(username=imported_annotator(session.extra), roles=[ANNOTATOR])
+    Rerating.objects.create(
+        turn=turn, annotator=rater, rating="good", status="done", created_at=timezone.now()
+    )
+    waiting = revision_report_build(study=study, n_resamples=10)["waiting_for_kind"]
+    assert (waiting["reratings"], waiting["raters"]) == (0, 0)
+    second = UserFactory(username="second-rater", roles=[ANNOTATOR])  # not the session's
+    Rerating.objects.create(
+        turn=turn, annotator=second, rating="bad", status="done", created_at=timezone.now()
+    )
+    waiting = revision_report_build(study=study, n_resamples=10)["waiting_for_kind"]
+    assert (waiting["reratings"], waiting["raters"]) == (1, 1)
