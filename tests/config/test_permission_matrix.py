@@ -288,6 +288,8 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     "annotators:list": (RESEARCHERS, None),
     # An empty POST names no kind: the page again with the error as a message.
     "annotators:kind": (POST_ONLY, by_role(LOGIN, 403, 403, 302, 302, 302)),
+    # The same for someone who has only KIWI work (no Annotator row yet).
+    "annotators:user-kind": (POST_ONLY, by_role(LOGIN, 403, 403, 302, 302, 302)),
 }
 PARAMETER = re.compile(r"<(?:(?P<converter>\w+):)?(?P<name>\w+)>")
 

@@ -123,7 +123,12 @@ def _revision(users: dict) -> dict[str, int]:
         comment="no",
     )
     rerating = Rerating.objects.create(turn=turn, annotator=users["other"], created_at=now)
-    return {"study_id": study.pk, "session_id": session.pk, "rerating_id": rerating.pk}
+    return {
+        "study_id": study.pk,
+        "session_id": session.pk,
+        "rerating_id": rerating.pk,
+        "user_id": users["owner"].pk,  # someone who steered a KIWI session: a kind to decide
+    }
 
 
 def _users() -> dict[str, User | None]:
