@@ -17,8 +17,9 @@ from tests.threads import in_thread
 
 
 def _finished_sessions(study) -> list:
-    """ana and ben each finished one session of one rated turn; two pairs are left free."""
-    users = [UserFactory(username=name) for name in ("ana", "ben")]
+    """ana and ben, experts (an undecided account's turns are never sampled), each finished one
+    session of one rated turn; two pairs are left free."""
+    users = [UserFactory(username=name, kind="expert") for name in ("ana", "ben")]
     for user, question, system in zip(
         users, study.questions.all(), study.systems.all(), strict=True
     ):

@@ -10,7 +10,7 @@ import threading
 import pytest
 from django.utils import timezone
 
-from annotate.crowd.fake import FakePlatform
+from annotate.crowd.platforms import platform_class
 from annotate.crowd.services import review
 from annotate.errors import ConflictError
 from annotate.models import AnnotatorKind
@@ -266,7 +266,10 @@ def test_an_unblock_whose_worker_was_counted_as_an_expert_meanwhile_restores_in_
     answer = _answer_on_fake(hit, "W1")
     review.publication_sync(publication_id=publication.pk, now=timezone.now())
     review.worker_block(annotator_id=answer.annotator_id, reason="check", user=admin)
-    unblock_there = FakePlatform.worker_unblock
+    # The class get_platform uses now (a test elsewhere reloads annotate.crowd.fake, after
+    # which the FakePlatform imported here is no longer it: the patch went unheard in CI).
+    offline = platform_class("fake")
+    unblock_there = offline.worker_unblock
 
     def kind_decided_during_the_call(self, **kwargs):
         annotator_kind_set(
@@ -274,7 +277,7 @@ def test_an_unblock_whose_worker_was_counted_as_an_expert_meanwhile_restores_in_
         )
         return unblock_there(self, **kwargs)
 
-    monkeypatch.setattr(FakePlatform, "worker_unblock", kind_decided_during_the_call)
+    monkeypatch.setattr(offline, "worker_unblock", kind_decided_during_the_call)
     done = review.worker_unblock(annotator_id=answer.annotator_id, user=admin)
 
     answer.refresh_from_db()
