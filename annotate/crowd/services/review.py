@@ -1081,7 +1081,7 @@ def _bonus_refused(
     return bonus
 
 
-def _bonus_send_hold(bonus: Bonus, *, now: datetime) -> str:
+def _bonus_send_hold(bonus: Bonus, *, now: datetime) -> tuple[str, bool]:
     """The last step before a bonus is sent: under its work's row lock, check that with the
     work's other bonuses paid or pending it stays within CROWD_BONUS_MAX_USD, and hold its place
     (pending: a failed bonus tried again is pending once more, so a bonus checked at the same
