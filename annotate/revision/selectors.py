@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from annotate.compiled import CompiledQuery
 from annotate.errors import NotFoundError
-from annotate.revision.counting import counted_session_q
+from annotate.revision.counting import counted_session_q, rerating_is_own
 from annotate.revision.history import next_previous_answer
 from annotate.revision.models import (
     WORKS_PAIR,
@@ -29,7 +29,6 @@ from annotate.revision.models import (
     StudySystem,
     Turn,
 )
-from annotate.revision.services.exports import imported_annotator
 from annotate.revision.services.sessions import (
     STALE_CALL_ERROR,
     session_available,
@@ -472,18 +471,6 @@ def given_up_sessions(*, study: Study) -> list[GivenUpSession]:
     ).select_related("annotator")
     holders = {(s.question_id, s.system_id): s for s in live}
     return [GivenUpSession(s, holders.get((s.question_id, s.system_id))) for s in given_up]
-
-
-def rerating_is_own(
-    *, rater_id: int, rater_username: str, owner_id: int | None, session_extra: dict
-) -> bool:
-    """Whether a re-rating is by whoever did the turn's session: its annotator in the app, or
-    for an imported session the login its line names. Such a self re-rating (sent under an
-    older rule) is not a second person's rating (paper §5): it counts in no agreement and
-    leaves its turn to be sent to someone else."""
-    if owner_id is not None:
-        return rater_id == owner_id
-    return imported_annotator(session_extra or {}) == rater_username
 
 
 def rerate_candidates(*, study: Study) -> list[tuple[int, int | None, int]]:
