@@ -9,7 +9,9 @@ imported session has no account (a researcher brought its line in) and always co
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from typing import Any
 
 from django.db.models import Count, Q
 
@@ -35,6 +37,26 @@ def session_waiting_for_kind_q(prefix: str = "") -> Q:
 def counted_rerating_q() -> Q:
     """Re-ratings whose rater's kind is decided (a re-rating is always by an account)."""
     return Q(annotator_id__in=users_of_decided_kind())
+
+
+def imported_annotator(extra: dict[str, Any]) -> str:
+    """Who did an imported session, as its line names them: `annotator` (this app's export
+    writes the login there), else `annotator_id`; "" when it names nobody, JSON when the name
+    is not text."""
+    named = extra.get("annotator", extra.get("annotator_id", ""))
+    return named if isinstance(named, str) else json.dumps(named, ensure_ascii=False)
+
+
+def rerating_is_own(
+    *, rater_id: int, rater_username: str, owner_id: int | None, session_extra: dict
+) -> bool:
+    """Whether a re-rating is by whoever did the turn's session: its annotator in the app, or
+    for an imported session the login its line names. Such a self re-rating (sent under an
+    older rule) is not a second person's rating (paper §5): it counts in no agreement and
+    leaves its turn to be sent to someone else."""
+    if owner_id is not None:
+        return rater_id == owner_id
+    return imported_annotator(session_extra or {}) == rater_username
 
 
 @dataclass(frozen=True)
@@ -65,9 +87,7 @@ def study_waiting_for_kind(*, study: Study) -> WaitingForKind:
         session_waiting_for_kind_q(), study=study, status=SessionStatus.FINISHED
     ).aggregate(sessions=Count("id"), annotators=Count("annotator", distinct=True))
     # A re-rating by whoever did the session (an imported line naming the rater's login) counts
-    # in no agreement whatever the rater's kind (selectors.rerating_is_own): not waiting either.
-    from annotate.revision.selectors import rerating_is_own  # it imports this module
-
+    # in no agreement whatever the rater's kind (rerating_is_own): not waiting either.
     rows = (
         Rerating.objects.filter(
             counted_session_q("turn__session__"),

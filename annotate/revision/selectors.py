@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from annotate.compiled import CompiledQuery
 from annotate.errors import NotFoundError
-from annotate.revision.counting import counted_session_q
+from annotate.revision.counting import counted_session_q, rerating_is_own
 from annotate.revision.history import next_previous_answer
 from annotate.revision.models import (
     WORKS_PAIR,
@@ -29,7 +29,6 @@ from annotate.revision.models import (
     StudySystem,
     Turn,
 )
-from annotate.revision.services.exports import imported_annotator
 from annotate.revision.services.sessions import (
     STALE_CALL_ERROR,
     session_available,
@@ -302,9 +301,6 @@ def studies_for_annotator(*, user: AbstractBaseUser) -> list[dict]:
     seen = RevisionSession.objects.filter(annotator=user, study=OuterRef("pk")).values(
         "question_id"
     )
-    with_papers = StudyQuestion.objects.filter(
-        study=OuterRef("pk"), documents__isnull=False
-    ).values("pk")
     studies = (
         # a question with documents and a system: no join to count over
         Study.objects.filter(Exists(live), Exists(system))
@@ -324,18 +320,11 @@ def studies_for_annotator(*, user: AbstractBaseUser) -> list[dict]:
             ),
             # Pairs held by anyone's session given up and not reopened, on a question the
             # annotator has not seen: why no question may be left for them. Only pairs anyone
-            # can be given, as study_collection_progress counts them: a live system, a question
-            # with papers (a system unticked since holds nothing a reopening would free).
+            # can be given, as study_collection_progress counts them (given_up_holding_q: a
+            # system unticked since holds nothing a reopening would free).
             held=Count(
                 "sessions",
-                filter=Q(
-                    sessions__status=SessionStatus.GIVEN_UP,
-                    sessions__reopened_at__isnull=True,
-                    sessions__annotator__isnull=False,
-                    sessions__system__live=True,
-                    sessions__question__in=Subquery(with_papers),
-                )
-                & ~Q(sessions__question__in=Subquery(seen)),
+                filter=given_up_holding_q("sessions__") & ~Q(sessions__question__in=Subquery(seen)),
             ),
         )
         .order_by("name")
@@ -474,18 +463,6 @@ def given_up_sessions(*, study: Study) -> list[GivenUpSession]:
     return [GivenUpSession(s, holders.get((s.question_id, s.system_id))) for s in given_up]
 
 
-def rerating_is_own(
-    *, rater_id: int, rater_username: str, owner_id: int | None, session_extra: dict
-) -> bool:
-    """Whether a re-rating is by whoever did the turn's session: its annotator in the app, or
-    for an imported session the login its line names. Such a self re-rating (sent under an
-    older rule) is not a second person's rating (paper §5): it counts in no agreement and
-    leaves its turn to be sent to someone else."""
-    if owner_id is not None:
-        return rater_id == owner_id
-    return imported_annotator(session_extra or {}) == rater_username
-
-
 def rerate_candidates(*, study: Study) -> list[tuple[int, int | None, int]]:
     """(turn id, session's annotator id or None, session id) of every rated turn of the study's
     finished sessions that count (their account's kind decided, or imported:
@@ -603,21 +580,38 @@ class CollectionProgress:
         return max(self.wanted - self.finished - self.active - self.given_up, 0)
 
 
+def offered_pair_q(prefix: str = "") -> Q:
+    """Sessions (reached through `prefix`, e.g. "sessions__" from a Study) of an annotator on a
+    pair the study hands out: a live system and a question with papers. An imported session
+    leaves its pair free (HOLDS_PAIR)."""
+    return Q(
+        **{
+            f"{prefix}annotator__isnull": False,
+            f"{prefix}system__live": True,
+            f"{prefix}question__in": Document.objects.values("question_id"),
+        }
+    )
+
+
+def given_up_holding_q(prefix: str = "") -> Q:
+    """Sessions on a pair the study hands out (offered_pair_q) given up and not reopened:
+    each holds its pair from every annotator until a researcher reopens it (a reopened one
+    holds it no more: that pair is not started, or has a session). The collection's progress
+    counts them as given up, and an annotator's list of studies as held."""
+    return offered_pair_q(prefix) & Q(
+        **{f"{prefix}status": SessionStatus.GIVEN_UP, f"{prefix}reopened_at__isnull": True}
+    )
+
+
 def study_collection_progress(*, study: Study) -> CollectionProgress:
     """Count the sessions annotators can do in the study, those finished, in progress and given
     up, and the imported sessions (which leave every question and system free for annotators)."""
     with_papers = Exists(Document.objects.filter(question=OuterRef("pk")))
     questions = StudyQuestion.objects.filter(study=study).filter(with_papers)
-    sessions = RevisionSession.objects.filter(
-        study=study,
-        annotator__isnull=False,
-        system__live=True,
-        question__in=questions.values("pk"),
-    ).aggregate(
+    sessions = RevisionSession.objects.filter(offered_pair_q(), study=study).aggregate(
         finished=Count("id", filter=Q(status=SessionStatus.FINISHED)),
         active=Count("id", filter=Q(status=SessionStatus.ACTIVE)),
-        # A reopened one holds its pair no more: that pair is not started, or has a session.
-        given_up=Count("id", filter=Q(status=SessionStatus.GIVEN_UP, reopened_at__isnull=True)),
+        given_up=Count("id", filter=given_up_holding_q()),
     )
     return CollectionProgress(
         questions=questions.count(),

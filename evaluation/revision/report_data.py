@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from django.db.models import Count
 
-from annotate.revision.counting import counted_rerating_q, counted_session_q
+from annotate.revision.counting import counted_rerating_q, counted_session_q, rerating_is_own
 from annotate.revision.models import (
     RerateStatus,
     Rerating,
@@ -21,7 +21,6 @@ from annotate.revision.models import (
     Study,
     Turn,
 )
-from annotate.revision.selectors import rerating_is_own
 from annotate.selectors.annotator_kinds import kind_stamps
 from evaluation.revision.models import RevisionJudgeRun, RevisionPrediction, RunStatus
 

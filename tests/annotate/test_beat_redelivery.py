@@ -8,7 +8,6 @@ from datetime import timedelta
 
 import pytest
 from django.core.files.base import ContentFile
-from django.db import connection
 from django.utils import timezone
 
 from annotate.engine.models import EngineRun, RunStatus
@@ -20,27 +19,9 @@ from annotate.tasks import expire_assignments
 from config.celery import app as celery_app
 from tests.annotate.engine.conftest import make_endpoint
 from tests.factories import AssignmentFactory
+from tests.threads import at_once, in_thread
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def at_once(*deliveries):
-    """Run each delivery in a thread of its own, started together; return their results."""
-    start, results = threading.Barrier(len(deliveries)), [None] * len(deliveries)
-
-    def body(n, delivery):
-        try:
-            start.wait(10)
-            results[n] = delivery()
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=body, args=item) for item in enumerate(deliveries)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(30)
-    return results
 
 
 def test_two_expiries_at_once_expire_each_claim_once():
@@ -103,14 +84,10 @@ def test_two_deferred_sends_at_once_send_each_stored_task_once(monkeypatch):
 
     monkeypatch.setattr(task, "apply_async", held_send)
     outcomes = []
-    first = threading.Thread(
-        target=lambda: outcomes.append(deferred_tasks_send(now=timezone.now()))
-    )
-    first.start()
+    first = in_thread(lambda: deferred_tasks_send(now=timezone.now()), outcomes)
     assert sending.wait(10)
     second = deferred_tasks_send(now=timezone.now())
     finish.set()
     first.join(10)
-    connection.close()
     assert (outcomes, second, len(sent)) == ([1], 0, 1)
     assert not DeferredTask.objects.exists()

@@ -1,18 +1,17 @@
 """Twenty annotators claiming and submitting at once on PostgreSQL (row locks, skip_locked)."""
 
 import os
-import threading
 from collections import Counter
 
 import pytest
 from django.contrib.auth.models import Group
-from django.db import connection
 from django.urls import reverse
 from rest_framework.test import APIClient
 
 from annotate.models import Assignment, AssignmentStatus, Label
 from annotate.roles import ANNOTATOR, ROLES
 from tests.factories import UserFactory, project_with_tasks
+from tests.threads import at_once
 
 pytestmark = [
     pytest.mark.services,
@@ -30,26 +29,24 @@ SYSTEMS = 3
 QUESTIONS = 2
 
 
-def work_until_done(user, project_id, accepted, errors, start):
+def logged_in(user) -> APIClient:
     client = APIClient()
     client.force_login(user)
-    start.wait()
-    try:
-        while True:
-            claimed = client.post(reverse("annotate-api:claim", args=[project_id]))
-            if claimed.status_code == 404:
-                return
-            assert claimed.status_code == 201, claimed.content
-            body = claimed.json()
-            answers = {name: "yes" for name in body["fields"]}
-            url = reverse("annotate-api:submit", args=[body["assignment"]])
-            submitted = client.post(url, {"answers": answers}, format="json")
-            assert submitted.status_code == 200, submitted.content
-            accepted.append((user.pk, body["assignment"], submitted.json()["outcome"]))
-    except BaseException as error:  # surfaced by the main thread
-        errors.append(error)
-    finally:
-        connection.close()
+    return client
+
+
+def work_until_done(client, project_id, accepted) -> None:
+    while True:
+        claimed = client.post(reverse("annotate-api:claim", args=[project_id]))
+        if claimed.status_code == 404:
+            return
+        assert claimed.status_code == 201, claimed.content
+        body = claimed.json()
+        answers = {name: "yes" for name in body["fields"]}
+        url = reverse("annotate-api:submit", args=[body["assignment"]])
+        submitted = client.post(url, {"answers": answers}, format="json")
+        assert submitted.status_code == 200, submitted.content
+        accepted.append((body["assignment"], submitted.json()["outcome"]))
 
 
 def test_concurrent_claims_never_overfill_a_task_and_lose_nothing():
@@ -58,17 +55,15 @@ def test_concurrent_claims_never_overfill_a_task_and_lose_nothing():
     project = project_with_tasks(
         instructions=TASKS, systems=SYSTEMS, questions=QUESTIONS, assignments_per_task=PER_TASK
     )
-    users = [UserFactory(username=f"worker{i}", roles=[ANNOTATOR]) for i in range(CLIENTS)]
-    accepted, errors = [], []
-    start = threading.Barrier(CLIENTS)
-    threads = [
-        threading.Thread(target=work_until_done, args=(user, project.id, accepted, errors, start))
-        for user in users
+    clients = [
+        logged_in(UserFactory(username=f"worker{i}", roles=[ANNOTATOR])) for i in range(CLIENTS)
     ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
+    accepted = []
+    outcomes = at_once(
+        *(lambda c=client: work_until_done(c, project.id, accepted) for client in clients),
+        timeout=120,
+    )
+    errors = [outcome for outcome in outcomes if isinstance(outcome, Exception)]
     assert not errors, errors[0]
 
     per_task = Counter(
@@ -81,28 +76,21 @@ def test_concurrent_claims_never_overfill_a_task_and_lose_nothing():
     pairs = list(Assignment.objects.values_list("task__instruction_id", "annotator_id"))
     assert len(pairs) == len(set(pairs))
     assert len(accepted) == TASKS * PER_TASK
-    assert {outcome for _, _, outcome in accepted} == {"accepted"}
-    for _, assignment_id, _ in accepted:
+    assert {outcome for _, outcome in accepted} == {"accepted"}
+    for assignment_id, _ in accepted:
         assignment = Assignment.objects.get(pk=assignment_id)
         assert assignment.status == AssignmentStatus.SUBMITTED
         assert Label.objects.filter(assignment=assignment).count() == SYSTEMS * QUESTIONS
     assert Label.objects.count() == TASKS * PER_TASK * SYSTEMS * QUESTIONS
 
 
-def start_next_many(session_cookie, url, results, start, *, page):
+def start_next(session_cookie, url, *, page) -> tuple:
     client = APIClient()
     client.cookies["sessionid"] = session_cookie
-    start.wait()
-    try:
-        answer = client.post(url)
-        if page:
-            results.append((answer.status_code, answer.get("Location")))
-        else:
-            results.append((answer.status_code, answer.json().get("assignment")))
-    except BaseException as error:  # surfaced by the main thread
-        results.append((error, None))
-    finally:
-        connection.close()
+    answer = client.post(url)
+    if page:
+        return answer.status_code, answer.get("Location")
+    return answer.status_code, answer.json().get("assignment")
 
 
 @pytest.mark.parametrize("page", [True, False], ids=["page", "api"])
@@ -118,17 +106,10 @@ def test_twenty_parallel_start_next_from_one_session_give_one_live_claim(page):
         url = reverse("work:start-next", args=[project.id])
     else:
         url = reverse("annotate-api:claim", args=[project.id])
-    results, start = [], threading.Barrier(CLIENTS)
-    threads = [
-        threading.Thread(
-            target=start_next_many, args=(cookie, url, results, start), kwargs={"page": page}
-        )
-        for _ in range(CLIENTS)
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
+    results = at_once(
+        *(lambda: start_next(cookie, url, page=page) for _ in range(CLIENTS)), timeout=120
+    )
+    assert all(isinstance(result, tuple) for result in results), results
     statuses = sorted(status for status, _ in results)
     if page:
         assert statuses == [302] * CLIENTS, results

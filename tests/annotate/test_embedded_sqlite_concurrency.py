@@ -3,12 +3,12 @@ parallel annotators: no "database is locked", and one live claim per annotator a
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 
 import pytest
 
 from tests.annotate.embedded_server import CSRF, EmbeddedServer
+from tests.threads import at_once
 
 PARALLEL = 20
 
@@ -22,22 +22,7 @@ def server(tmp_path_factory):
 
 def in_parallel(work, count: int = PARALLEL) -> list:
     """Run work(i) in `count` threads released at the same moment; return their results."""
-    results: list = [None] * count
-    start = threading.Barrier(count)
-
-    def run(index: int) -> None:
-        start.wait()
-        try:
-            results[index] = work(index)
-        except Exception as error:  # noqa: BLE001 - reported by the test
-            results[index] = error
-
-    threads = [threading.Thread(target=run, args=(index,)) for index in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-    return results
+    return at_once(*(lambda index=index: work(index) for index in range(count)), timeout=120)
 
 
 def test_twenty_parallel_claims_and_submits_all_succeed(server):

@@ -8,13 +8,13 @@ from datetime import timedelta
 
 import pytest
 from django.core.files.base import ContentFile
-from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
 
 from annotate.models import ImportJob, Instruction
 from annotate.services import import_jobs
 from annotate.services.import_jobs import import_job_run
+from tests.threads import in_thread
 
 ROW = {
     "id": "u1",
@@ -49,15 +49,7 @@ def test_two_deliveries_of_one_import_at_once_import_it_once(settings, tmp_path,
 
     monkeypatch.setattr(import_jobs, "import_file", held_open)
     outcomes = []
-
-    def first_delivery():
-        try:
-            outcomes.append(import_job_run(job_id=job.pk))
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=first_delivery)
-    thread.start()
+    thread = in_thread(lambda: import_job_run(job_id=job.pk), outcomes)
     assert importing.wait(30)
     second = import_job_run(job_id=job.pk)
     finish.set()

@@ -7,7 +7,6 @@ from datetime import timedelta
 
 import pytest
 from celery.exceptions import Retry
-from django.db import connection
 from django.db.models.functions import Now
 from django.urls import reverse
 from django.utils import timezone
@@ -19,6 +18,7 @@ from evaluation.services.report_runs import report_export_execute
 from evaluation.tasks import report_export_task
 from tests.clocks import clock_off_by
 from tests.factories import LabelFactory
+from tests.threads import in_thread
 
 
 @pytest.fixture
@@ -50,15 +50,7 @@ def test_two_deliveries_of_one_export_at_once_write_its_files_once(export, tmp_p
 
     monkeypatch.setattr(report_runs, "report_export", held_open)
     outcomes = []
-
-    def first_delivery():
-        try:
-            outcomes.append(report_export_execute(export_id=export.pk))
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=first_delivery)
-    thread.start()
+    thread = in_thread(lambda: report_export_execute(export_id=export.pk), outcomes)
     assert writing.wait(30)
     with pytest.raises(LeaseHeldError) as second:
         report_export_execute(export_id=export.pk)

@@ -438,21 +438,18 @@ def _answer_places_handed_on(*, study_id: int, prompt_id: int, hit: Hit | None) 
 
 def _in_house_places_handed_on(*, study_id: int, prompt_id: int) -> int:
     """Give the prompt's free in-house places to the answers counted in-house that wait for
-    one (_answer_places_handed_on), under the study's row, which every in-house answer takes
-    turns on (_answer_places_given); return how many took one."""
+    one (_answer_places_handed_on), under the study's row alone, which every in-house answer
+    takes turns on (_turns_of of the in-house channel, no HIT); return how many took one."""
     confirmed = HumanAnswer.objects.filter(
         Q(platform_record__isnull=False) | Q(annotator__platform__in=PLATFORMS_WITHOUT_CONFIRMATION)
     )
-
-    def study_locked() -> None:
-        HumanStudy.objects.select_for_update().filter(pk=study_id).first()
-
+    channel = Annotator(kind=AnnotatorKind.EXPERT, platform="")
     given = _answer_places_given(
         study_id=study_id,
         prompt_id=prompt_id,
-        channel=Annotator(kind=AnnotatorKind.EXPERT),
+        channel=channel,
         waiting=confirmed,
-        lock_turns=study_locked,
+        lock_turns=_turns_of(hit=None, study_id=study_id, channel=channel),
     )
     return len(given)
 
@@ -1489,7 +1486,15 @@ def _turns_of(*, hit: Hit | None, study_id: int, channel: Annotator):
     MTurk answer's insert holds its HIT and a link's answer its link, and then read the
     study's row. A web account's answer never takes the link's row: an unblock holds the
     study's row already (_answers_turns_locked), and the link's after it would reverse the
-    order of a link's answer."""
+    order of a link's answer. The in-house channel as a whole (expert, platform "", no HIT:
+    _in_house_places_handed_on) takes the study's row alone, as a web account's does.
+
+    The one order of these rows: HIT, then link, then study, then the answers, which
+    _answer_places_given locks after this (_answers_turns_locked takes the same rows for
+    several answers at once). Every caller that hands a place on took its study's row first (a
+    sync, _hit_store; a reject, a block, an unblock or a kind's change, _answers_turns_locked),
+    so the study's row the in-house channel takes after a crowd channel's answers
+    (_answer_places_handed_on) is one it holds already."""
     web_account = hit is None and channel.platform == ""
 
     def lock() -> None:

@@ -16,7 +16,7 @@ from typing import IO, Any
 from django.db.models import Prefetch
 
 from annotate.errors import NotFoundError
-from annotate.revision.counting import counted_session_q
+from annotate.revision.counting import counted_session_q, imported_annotator
 from annotate.revision.models import RevisionSession, SessionStatus, Study, Turn
 from annotate.selectors.names import names_there_are
 from annotate.services.files import csv_writer
@@ -125,14 +125,6 @@ def _annotator(session: RevisionSession) -> str:
     if session.annotator is not None:
         return session.annotator.username
     return imported_annotator(session.extra)
-
-
-def imported_annotator(extra: dict[str, Any]) -> str:
-    """Who did an imported session, as its line names them: `annotator` (this app's export
-    writes the login there), else `annotator_id`; "" when it names nobody, JSON when the name
-    is not text."""
-    named = extra.get("annotator", extra.get("annotator_id", ""))
-    return named if isinstance(named, str) else json.dumps(named, ensure_ascii=False)
 
 
 def sessions_export_csv(*, study: Study, output: IO[str]) -> int:

@@ -18,6 +18,7 @@ from django.db import transaction
 from django.utils.text import Truncator, capfirst
 
 from annotate.errors import ConflictError, NotFoundError, ProjectSetupError, SubmissionError
+from annotate.revision.counting import imported_annotator
 from annotate.revision.models import (
     COMMENT_MAX_CHARS,
     Rating,
@@ -28,7 +29,6 @@ from annotate.revision.models import (
     Turn,
 )
 from annotate.revision.selectors import rerate_candidates
-from annotate.revision.services.exports import imported_annotator
 from annotate.revision.services.sessions import text_length_check
 
 

@@ -28,7 +28,7 @@ from annotate.services.submissions import expected_fields
 from tests.annotate.crowd.conftest import crowd_assignment
 from tests.annotate.crowd.test_review import _sync, work
 from tests.factories import AnnotatorFactory, AssignmentFactory, UserFactory, project_with_tasks
-from tests.threads import in_thread
+from tests.threads import in_thread, waiting_for_a_row_lock
 
 pytestmark = pytest.mark.django_db
 
@@ -220,15 +220,6 @@ def test_approved_work_left_out_at_an_unblock_stays_in_the_paid_cost(client, lin
     assert paid == {"P1", "P2"}
 
 
-def _waiting_for_a_row_lock() -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity"
-            " WHERE datname = current_database() AND wait_event_type = 'Lock'"
-        )
-        return cursor.fetchone()[0] > 0
-
-
 @pytest.mark.django_db(transaction=True)
 def test_a_submit_in_flight_when_the_worker_is_blocked_is_marked_and_holds_no_slot(
     client, link, admin, monkeypatch
@@ -272,7 +263,7 @@ def test_a_submit_in_flight_when_the_worker_is_blocked_is_marked_and_holds_no_sl
         blocked,
     )
     deadline = time.monotonic() + 30
-    while not _waiting_for_a_row_lock():  # the block waits for the submit's claim row
+    while not waiting_for_a_row_lock():  # the block waits for the submit's claim row
         assert time.monotonic() < deadline, "the block never waited for the submit"
         time.sleep(0.01)
     go.set()
@@ -296,7 +287,7 @@ def _done_or_waiting_for_a_lock(thread: threading.Thread) -> None:
     """Wait until `thread` ends or some connection waits for a lock (a row lock: with the
     fix, the racing transaction waits for the one held open)."""
     deadline = time.monotonic() + 30
-    while thread.is_alive() and not _waiting_for_a_row_lock():
+    while thread.is_alive() and not waiting_for_a_row_lock():
         assert time.monotonic() < deadline, "neither done nor waiting for a lock"
         time.sleep(0.01)
 

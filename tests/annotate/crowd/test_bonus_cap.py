@@ -28,7 +28,7 @@ from tests.annotate.crowd.conftest import (
 )
 from tests.annotate.crowd.test_mturk_fees import _batch
 from tests.annotate.crowd.test_review import work
-from tests.threads import in_thread
+from tests.threads import in_thread, waiting_for_a_row_lock
 
 
 def _approved(client, live, fake_mturk, admin_user, *, hit=0, worker="AW1"):
@@ -158,15 +158,6 @@ def test_every_refusal_of_an_api_bonus_names_its_field(
     assert done.bonuses.count() == 1 and len(fake_mturk.state.bonuses) == 1
 
 
-def _waiting_for_a_row_lock() -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity"
-            " WHERE datname = current_database() AND wait_event_type = 'Lock'"
-        )
-        return cursor.fetchone()[0] > 0
-
-
 def _first_held_after(monkeypatch, name: str):
     """Hold the first thread through review.<name>, after it returns, until `go` is set (the
     work's row lock taken); return (reached, go)."""
@@ -192,7 +183,7 @@ def _at_once(first, second, *, reached, go) -> tuple:
     assert reached.wait(30)
     thread_b = in_thread(second, outcomes_b)
     deadline = time.monotonic() + 30
-    while thread_b.is_alive() and not _waiting_for_a_row_lock():
+    while thread_b.is_alive() and not waiting_for_a_row_lock():
         assert time.monotonic() < deadline, "neither done nor waiting for a lock"
         time.sleep(0.01)
     go.set()

@@ -2,11 +2,9 @@
 broker). The real worker on Redis and PostgreSQL is in test_chunks_worker.py."""
 
 import os
-import threading
 from decimal import Decimal
 
 import pytest
-from django.db import connection
 
 from annotate.engine.models import ChunkStatus, EngineCall, EngineChunk, EngineUnit, RunStatus
 from annotate.engine.services import engine_run_create, engine_run_execute, engine_run_stop
@@ -18,6 +16,7 @@ from annotate.engine.services.runs import engine_run_chunk_execute, engine_run_d
 from annotate.models import Instruction, Response
 from tests.annotate.engine import echo
 from tests.annotate.engine.conftest import make_endpoint, make_instructions
+from tests.threads import in_thread
 
 pytestmark = pytest.mark.django_db
 
@@ -218,15 +217,9 @@ def test_the_spending_cap_holds_across_chunks_running_at_once(stub, monkeypatch)
     chunks = engine_run_dispatch(run_id=run.pk, chunk_units=2)
     assert len(chunks) == 3
 
-    def one(chunk_id):
-        try:
-            engine_run_chunk_execute(chunk_id=chunk_id)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=one, args=(chunk.pk,)) for chunk in chunks]
-    for thread in threads:
-        thread.start()
+    threads = [
+        in_thread(lambda pk=chunk.pk: engine_run_chunk_execute(chunk_id=pk), []) for chunk in chunks
+    ]
     for thread in threads:
         thread.join(60)
     run.refresh_from_db()

@@ -11,6 +11,7 @@ from annotate.engine.errors import EngineRunError
 from annotate.engine.models import EngineRun, RunStatus
 from annotate.engine.services import engine_run_reopen
 from tests.annotate.engine.conftest import make_endpoint
+from tests.threads import in_thread
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -29,7 +30,6 @@ def test_of_two_starts_at_once_only_the_first_reopens_the_run():
             outcomes["first"] = "reopened"
         finally:
             first_reopened.set()
-            connection.close()
 
     def second() -> None:
         stale = EngineRun.objects.get(pk=run.pk)  # read stopped, as both requests did
@@ -40,12 +40,8 @@ def test_of_two_starts_at_once_only_the_first_reopens_the_run():
             outcomes["second"] = "reopened"
         except EngineRunError as error:
             outcomes["second"] = str(error)
-        finally:
-            connection.close()
 
-    threads = [threading.Thread(target=first), threading.Thread(target=second)]
-    for thread in threads:
-        thread.start()
+    threads = [in_thread(first, []), in_thread(second, [])]
     for thread in threads:
         thread.join(30)
 
@@ -82,20 +78,14 @@ def test_a_price_edit_waits_for_a_confirmed_start_to_commit(stub, echo_protocol)
                 transaction.set_rollback(True)  # nothing to run: the lock is what is measured
         finally:
             checked.set()
-            connection.close()
 
     def edit() -> None:
         checked.wait(10)
-        try:
-            with transaction.atomic():
-                Endpoint.objects.filter(pk=endpoint.pk).update(price_prompt_per_1k=Decimal("9"))
-            edited.set()
-        finally:
-            connection.close()
+        with transaction.atomic():
+            Endpoint.objects.filter(pk=endpoint.pk).update(price_prompt_per_1k=Decimal("9"))
+        edited.set()
 
-    threads = [threading.Thread(target=start), threading.Thread(target=edit)]
-    for thread in threads:
-        thread.start()
+    threads = [in_thread(start, []), in_thread(edit, [])]
     for thread in threads:
         thread.join(30)
     assert outcomes == {"edited before the start committed": False}

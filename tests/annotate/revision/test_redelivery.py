@@ -7,7 +7,6 @@ import threading
 from datetime import timedelta
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from annotate.revision import llm
@@ -17,6 +16,7 @@ from annotate.revision.services.generation import session_generate_initial, turn
 from annotate.revision.services.sessions import call_retry, session_assign, turn_start
 from tests.annotate.revision.conftest import make_live_study
 from tests.factories import UserFactory
+from tests.threads import in_thread
 
 REDELIVERED = timedelta(seconds=900)  # CELERY_VISIBILITY_TIMEOUT
 
@@ -46,14 +46,7 @@ def test_two_deliveries_of_one_initial_answer_at_once_pay_for_one_call(
     calling, finish = threading.Event(), threading.Event()
     calls = calls_counted(monkeypatch, hold_first=(calling, finish))
 
-    def first_delivery():
-        try:
-            session_generate_initial(session_id=session.pk)
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=first_delivery)
-    thread.start()
+    thread = in_thread(lambda: session_generate_initial(session_id=session.pk), [])
     assert calling.wait(30)  # the first delivery waits for the model...
     later = timezone.now() + REDELIVERED  # ...when Redis hands the task to a second worker
     session_generate_initial(session_id=session.pk, now=later)

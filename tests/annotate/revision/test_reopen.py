@@ -116,3 +116,35 @@ def test_annotators_cannot_reopen(client, study, people):
         assert client.post(reopen_url(broken)).status_code == 403
     assert RevisionSession.objects.get(pk=broken.pk).reopened_at is None
     assert client.get(reopen_url(broken)).status_code == 405
+
+
+def test_a_held_pair_is_counted_alike_in_the_progress_and_an_annotators_list(study):
+    """The study's progress (given up) and an annotator's list of studies (`held`: why no
+    question may be left for them) count the same given-up sessions: an annotator's, not
+    reopened, on a live system and a question with papers (given_up_holding_q)."""
+    from annotate.revision.models import StudyQuestion, StudySystem
+    from annotate.revision.selectors import studies_for_annotator
+
+    now = timezone.now()
+    q1, q2 = study.questions.order_by("position")
+    alpha, beta = study.systems.order_by("position")
+    unticked = StudySystem.objects.create(study=study, name="gamma", position=3, live=False)
+    no_papers = StudyQuestion.objects.create(study=study, position=3, text="No papers yet?")
+
+    def given_up_on(question, system, name, **fields):
+        annotator = UserFactory(username=name, roles=[ANNOTATOR]) if name else None
+        return RevisionSession.objects.create(
+            study=study, question=question, system=system, annotator=annotator,
+            status="given-up", created_at=now, given_up_at=now, **fields,
+        )  # fmt: skip
+
+    given_up_on(q1, alpha, "held-1")
+    given_up_on(q2, alpha, "held-2")
+    given_up_on(q1, beta, "reopened", reopened_at=now)
+    given_up_on(q2, unticked, "not-live")
+    given_up_on(no_papers, alpha, "no-papers")
+    given_up_on(q2, beta, None)  # imported: a record, it holds nothing
+    newcomer = UserFactory(username="newcomer", roles=[ANNOTATOR])
+
+    (row,) = [r for r in studies_for_annotator(user=newcomer) if r["study"] == study]
+    assert row["held"] == study_collection_progress(study=study).given_up == 2

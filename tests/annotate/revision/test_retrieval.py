@@ -5,7 +5,6 @@ import threading
 import bm25s
 import numpy as np
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from annotate.engine.models import EngineCall
@@ -31,6 +30,7 @@ from tests.annotate.engine.conftest import make_endpoint
 from tests.annotate.revision.conftest import instruct
 from tests.evaluation.openai_stub import StubOpenAI
 from tests.factories import UserFactory
+from tests.threads import in_thread
 
 DOCS = [
     "Quantization shrinks the weights of language models.",
@@ -280,25 +280,18 @@ def test_two_sessions_embedding_the_same_new_passages_at_once_store_one_vector_e
     # The stub holds each request until both have arrived: both sessions have looked for
     # stored vectors, found none, and embed the passages before either stores them.
     both_asked = threading.Barrier(2, timeout=10)
-    results, errors = {}, []
-
-    def retrieve(query: str) -> None:
-        try:
-            results[query] = stored_retriever().retrieve(query, rows, 3)
-        except Exception as error:  # noqa: BLE001 - reported by the assertion below
-            errors.append(error)
-        finally:
-            connection.close()
-
+    found_a, found_c = [], []
     with StubOpenAI(on_request=lambda count: both_asked.wait()) as stub:
         study = make_dense_study(tmp_path, settings, stub.base_url)
         rows = passage_rows(study)
-        threads = [threading.Thread(target=retrieve, args=(q,)) for q in ("a", "c")]
-        for thread in threads:
-            thread.start()
+        threads = [
+            in_thread(lambda q=query: stored_retriever().retrieve(q, rows, 3), found)
+            for query, found in (("a", found_a), ("c", found_c))
+        ]
         for thread in threads:
             thread.join()
-    assert errors == []
+    results = {"a": found_a[0], "c": found_c[0]}
+    assert not any(isinstance(found, Exception) for found in results.values()), results
     assert sorted(len(body["input"]) for body in stub.requests) == [9, 9]
     assert PassageEmbedding.objects.count() == 8
     ids = [pid for pid, _ in rows]

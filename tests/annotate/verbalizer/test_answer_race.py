@@ -19,16 +19,7 @@ from annotate.verbalizer.services.humans import human_study_create, human_work_a
 from annotate.verbalizer.services.sets import evaluation_set_create
 from tests.annotate.verbalizer.helpers import fill
 from tests.factories import UserFactory
-from tests.threads import in_thread
-
-
-def _waiting_for_a_row_lock() -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity"
-            " WHERE datname = current_database() AND wait_event_type = 'Lock'"
-        )
-        return cursor.fetchone()[0] > 0
+from tests.threads import in_thread, waiting_for_a_row_lock
 
 
 @pytest.mark.django_db(transaction=True)
@@ -78,7 +69,7 @@ def test_answers_to_one_prompt_in_two_studies_posted_at_once_store_one(monkeypat
     assert stored.wait(30)
     tab_b = in_thread(answer(second), outcomes_b)
     deadline = time.monotonic() + 30
-    while tab_b.is_alive() and not _waiting_for_a_row_lock():
+    while tab_b.is_alive() and not waiting_for_a_row_lock():
         assert time.monotonic() < deadline, "neither done nor waiting for a lock"
         time.sleep(0.01)
     go.set()
@@ -154,7 +145,7 @@ def test_two_confirmations_for_one_free_place_give_it_to_one_answer():
     assert restored.wait(30)
     second = in_thread(second_sync, second_outcomes)
     deadline = time.monotonic() + 30
-    while second.is_alive() and not _waiting_for_a_row_lock():
+    while second.is_alive() and not waiting_for_a_row_lock():
         assert time.monotonic() < deadline, "neither done nor waiting for a lock"
         time.sleep(0.01)
     go.set()

@@ -252,7 +252,7 @@ def test_an_own_re_rating_of_an_imported_turn_is_not_waiting_for_a_kind(tmp_path
     """An undecided account whose login an imported session's line names re-rated that turn:
     the Human row never counts it (rerating_is_own), yet the note said it would once the
     rater's kind was decided."""
-    from annotate.revision.services.exports import imported_annotator
+    from annotate.revision.counting import imported_annotator
 
     study = sample_study(tmp_path)
     turn = (
