@@ -478,3 +478,35 @@ def test_a_bonus_without_its_reason_is_not_asked_about_nor_sent(page_for, settin
     reason.fill("careful work")
     row.get_by_role("button", name="Pay bonus").click()
     assert len(asked) == 1 and asked[0].startswith("Pay a bonus of $0.50")
+
+
+def test_a_rejection_without_its_feedback_is_not_asked_about_nor_sent(page_for, settings):
+    """Reject asked "Reject this worker's assignment?" and only then said the feedback was
+    missing: the browser now asks for it first, and Approve still needs none."""
+    settings.CROWD_BACKEND = "fake"
+    project = project_with_tasks(instructions=2, systems=2, questions=2, assignments_per_task=1)
+    batch = project.batches.get()
+    publication = fake_publication(batch, fee_rate=None)
+    first, second = (
+        crowd_assignment(task=task, platform="fake", worker=f"W-{task.pk}")
+        for task in batch.tasks.order_by("pk")
+    )
+    for assignment in (first, second):
+        submitted_on_fake_platform(assignment, publication=publication)
+    admin = page_for(UserFactory(username="reject-reason", roles=[ADMIN], is_staff=True))
+    admin.goto(f"/crowd/publications/{publication.pk}/review/")
+    asked = []
+    admin.on("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
+    row = admin.locator(f'tr[data-assignment="{first.pk}"]')
+    row.get_by_role("button", name="Reject").click()
+    assert row.locator("input[name=feedback]").evaluate("input => input === document.activeElement")
+    assert asked == []
+    first.refresh_from_db()
+    assert first.status == AssignmentStatus.SUBMITTED
+
+    admin.locator(f'tr[data-assignment="{second.pk}"]').get_by_role(
+        "button", name="Approve"
+    ).click()
+    admin.locator(".messages", has_text="Approved").wait_for()
+    second.refresh_from_db()
+    assert second.status == AssignmentStatus.APPROVED and asked == []
