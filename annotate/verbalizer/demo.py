@@ -13,11 +13,13 @@ import hashlib
 from pathlib import Path
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.db import transaction
 
 from annotate.engine.models import Endpoint
 from annotate.engine.services import endpoint_create
 from annotate.models import Annotator, AnnotatorKind
+from annotate.roles import RESEARCHER
 from annotate.verbalizer.models import (
     ClassificationDataset,
     EvaluationSet,
@@ -92,11 +94,17 @@ def _reader_choice(reader: str, prompt) -> str:
 
 @transaction.atomic
 def _readers(evaluation_set: EvaluationSet) -> None:
+    # The demo's researcher owns the study: the demo annotators are told their label-word
+    # tasks are open and the researcher to decide their kind, which a researcher may do only
+    # when all of a person's answers are in studies of theirs (annotators_kind_locked). A study
+    # made by an older demo, owned by nobody, becomes theirs too.
+    researcher = User.objects.filter(groups__name=RESEARCHER).order_by("pk").first()
     if HumanStudy.objects.filter(name=STUDY).exists():
+        HumanStudy.objects.filter(name=STUDY, created_by=None).update(created_by=researcher)
         return
     study = human_study_create(
         evaluation_set=evaluation_set, name=STUDY, mappings=["golden", "flipped-golden"],
-        modes=["direct"], answers_per_prompt=5,
+        modes=["direct"], answers_per_prompt=5, created_by=researcher,
     )  # fmt: skip
     for name in READERS:
         reader, _ = Annotator.objects.get_or_create(

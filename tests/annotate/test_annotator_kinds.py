@@ -4,7 +4,9 @@ practice answers never become labels, and a project may override an annotator's 
 import io
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import call_command
+from django.urls import reverse
 from django.utils import timezone
 
 from annotate.errors import AnnotatorKindError
@@ -24,6 +26,8 @@ from annotate.services.demo import DEMO_PROJECTS
 from annotate.services.demo_data import DEMO_BENCHMARK
 from annotate.services.exports import labels_export
 from annotate.services.submissions import assignment_submit, expected_fields
+from annotate.verbalizer.demo import STUDY as DEMO_STUDY
+from annotate.verbalizer.models import HumanStudy
 from evaluation.services.reports import EXPERT_MAJORITY, report_build
 from tests.factories import UserFactory, project_with_tasks
 
@@ -156,3 +160,26 @@ def test_an_llm_judge_kind_cannot_be_changed_by_hand():
     judge = Annotator.objects.create(name="gpt-judge", kind=AnnotatorKind.LLM)
     with pytest.raises(AnnotatorKindError, match="LLM judge"):
         annotator_kind_set(annotator=judge, kind=AnnotatorKind.EXPERT, now=timezone.now())
+
+
+def test_the_demo_researcher_decides_cara_after_she_answers_a_label_word_prompt(client):
+    """The demo's logins tell the researcher to decide cara's kind and tell cara her label-word
+    tasks are open: answering one must not take that decision away from the researcher."""
+    _demo()
+    study = HumanStudy.objects.get(name=DEMO_STUDY)
+    client.force_login(User.objects.get(username="cara"))
+    prompt = study.prompts.order_by("pk").first()
+    answered = client.post(
+        reverse("verbalizer:work-answer", args=[study.pk]),
+        {"prompt": prompt.pk, "key": "1", "seconds": "3"},
+    )
+    assert answered.status_code == 302
+    cara = Annotator.objects.get(user__username="cara")
+    assert cara.kind == AnnotatorKind.UNDECIDED
+
+    client.force_login(User.objects.get(username="researcher"))
+    decided = client.post(
+        reverse("annotators:kind", args=[cara.pk]), {"kind": AnnotatorKind.EXPERT}, follow=True
+    )
+    cara.refresh_from_db()
+    assert cara.kind == AnnotatorKind.EXPERT, [str(m) for m in decided.context["messages"]]

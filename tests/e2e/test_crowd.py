@@ -446,3 +446,67 @@ def test_the_bonus_confirm_names_the_amount_its_fee_and_the_worker(page_for, set
         admin.locator(".messages").inner_text()
     )
     assert not Bonus.objects.exists() and FakePlatform.store.bonuses == []
+
+
+def test_a_bonus_without_its_reason_is_not_asked_about_nor_sent(page_for, settings):
+    """A walkthrough typed an amount, confirmed "Pay a bonus of $0.50 ... now?", and was then
+    told the reason was missing, the amount gone: the browser now asks for the reason first,
+    before the confirmation, and keeps what was typed."""
+    from annotate.crowd.fake import FakePlatform
+
+    settings.CROWD_BACKEND = "fake"
+    project = project_with_tasks(instructions=1, systems=2, questions=2, assignments_per_task=1)
+    batch = project.batches.get()
+    publication = fake_publication(batch, fee_rate=None)
+    assignment = crowd_assignment(task=batch.tasks.get(), platform="fake", worker="W-REASON")
+    submitted_on_fake_platform(assignment, publication=publication)
+    boss = UserFactory(username="bonus-reason", roles=[ADMIN], is_staff=True)
+    review.assignment_approve(assignment_id=assignment.pk, user=boss)
+    admin = page_for(boss)
+    admin.goto(f"/crowd/publications/{publication.pk}/review/")
+    row = admin.locator(f'tr[data-assignment="{assignment.pk}"]')
+    row.locator("input[name=amount]").fill("0.50")
+    asked = []
+    admin.on("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
+    row.get_by_role("button", name="Pay bonus").click()
+    reason = row.locator("input[name=feedback]").last
+    assert reason.evaluate("input => input === document.activeElement")
+    assert asked == []
+    assert row.locator("input[name=amount]").input_value() == "0.50"
+    assert not Bonus.objects.exists() and FakePlatform.store.bonuses == []
+
+    reason.fill("careful work")
+    row.get_by_role("button", name="Pay bonus").click()
+    assert len(asked) == 1 and asked[0].startswith("Pay a bonus of $0.50")
+
+
+def test_a_rejection_without_its_feedback_is_not_asked_about_nor_sent(page_for, settings):
+    """Reject asked "Reject this worker's assignment?" and only then said the feedback was
+    missing: the browser now asks for it first, and Approve still needs none."""
+    settings.CROWD_BACKEND = "fake"
+    project = project_with_tasks(instructions=2, systems=2, questions=2, assignments_per_task=1)
+    batch = project.batches.get()
+    publication = fake_publication(batch, fee_rate=None)
+    first, second = (
+        crowd_assignment(task=task, platform="fake", worker=f"W-{task.pk}")
+        for task in batch.tasks.order_by("pk")
+    )
+    for assignment in (first, second):
+        submitted_on_fake_platform(assignment, publication=publication)
+    admin = page_for(UserFactory(username="reject-reason", roles=[ADMIN], is_staff=True))
+    admin.goto(f"/crowd/publications/{publication.pk}/review/")
+    asked = []
+    admin.on("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
+    row = admin.locator(f'tr[data-assignment="{first.pk}"]')
+    row.get_by_role("button", name="Reject").click()
+    assert row.locator("input[name=feedback]").evaluate("input => input === document.activeElement")
+    assert asked == []
+    first.refresh_from_db()
+    assert first.status == AssignmentStatus.SUBMITTED
+
+    admin.locator(f'tr[data-assignment="{second.pk}"]').get_by_role(
+        "button", name="Approve"
+    ).click()
+    admin.locator(".messages", has_text="Approved").wait_for()
+    second.refresh_from_db()
+    assert second.status == AssignmentStatus.APPROVED and asked == []
