@@ -494,6 +494,34 @@ def test_work_left_out_at_an_unblock_takes_the_slot_a_reject_frees(client, link,
     assert _start(client, link, "P3").status_code == 404  # the task has its answer again
 
 
+def test_a_reject_whose_restore_fails_stores_no_verdict_and_sent_again_does_both(
+    client, link, admin, monkeypatch
+):
+    """The reject was stored in a transaction of its own before the slot went to the task's
+    left-out work: a failure in between left P2 rejected, the slot free and P1 out, and the
+    reject sent again found the verdict stored and did nothing: the task one answer short."""
+    _left_out_at_an_unblock(client, link, admin)
+    task_id = link.batch.tasks.get().pk
+    replacement = Assignment.objects.get(annotator__worker_id="P2")
+    restore = review.task_left_out_restore
+
+    def failing(*, task_id, now):
+        raise RuntimeError("the database went away")
+
+    monkeypatch.setattr(review, "task_left_out_restore", failing)
+    with pytest.raises(RuntimeError):
+        review.assignment_reject(assignment_id=replacement.pk, user=admin, feedback="all UNKNOWN")
+    replacement.refresh_from_db()
+    assert replacement.status == AssignmentStatus.SUBMITTED
+    assert _counted(task_id) == {"P2"}
+
+    monkeypatch.setattr(review, "task_left_out_restore", restore)
+    review.assignment_reject(assignment_id=replacement.pk, user=admin, feedback="all UNKNOWN")
+    replacement.refresh_from_db()
+    assert replacement.status == AssignmentStatus.REJECTED
+    assert _counted(task_id) == {"P1"} and _held(task_id) == 1
+
+
 def test_work_left_out_at_an_unblock_takes_the_slot_a_block_frees(client, link, admin):
     _left_out_at_an_unblock(client, link, admin)
     task_id = link.batch.tasks.get().pk
