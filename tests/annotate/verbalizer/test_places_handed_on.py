@@ -286,6 +286,25 @@ def test_an_unblock_whose_worker_was_counted_as_an_expert_meanwhile_restores_in_
     assert _counts(study, hit.prompt_id) == {"": 1, "fake": 0}
 
 
+def test_a_blocked_web_crowd_account_made_an_expert_can_still_be_unblocked(study, admin):
+    """A web account counted as a crowd worker is blocked, then made an expert on the
+    Annotators page: the unblock looked the account up among crowd workers only (an in-house
+    expert is none), answered "No such crowd worker", and the block stayed on for good, the
+    expert's answers counting in no result."""
+    prompt_id = study.prompts.order_by("pk").first().pk
+    blocked = _web_crowd_answer(study, prompt_id)
+    review.worker_block(annotator_id=blocked.annotator_id, reason="check", user=admin)
+    annotator_kind_set(annotator=blocked.annotator, kind=AnnotatorKind.EXPERT, now=timezone.now())
+    assert not _counted(blocked)
+
+    done = review.worker_unblock(annotator_id=blocked.annotator_id, user=admin)
+
+    blocked.refresh_from_db()
+    assert (done.restored, done.left_out) == (1, 0)
+    assert not blocked.place_released and _counted(blocked)
+    assert _counts(study, prompt_id)[""] == 1
+
+
 # --- In-house places freed elsewhere ----------------------------------------------------------
 
 
