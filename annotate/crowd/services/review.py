@@ -1210,7 +1210,11 @@ def _worked_on(*, sandbox: bool) -> Q:
 def _worker_platform(worker: Annotator, *, user, verb: str, done: str):
     """The worker's platform, refused while it points at the other MTurk endpoint than the one
     the worker works for us on (workers_on_sandbox): a block or an unblock there would leave
-    the account they work with as it was."""
+    the account they work with as it was. None for a web account (platform ""), which has no
+    platform account: get_platform("") is CROWD_BACKEND's, and MTurk refused its empty
+    WorkerId, so such an account could be neither blocked nor unblocked."""
+    if not worker.platform:
+        return None
     sandbox = workers_on_sandbox(annotator_ids=[worker.pk])[worker.pk]
     if sandbox is not None:
         workers_endpoint_check(
@@ -1233,9 +1237,9 @@ def worker_block(
     if not reason.strip():
         raise AnnotateError("Say why the worker is blocked: MTurk requires a reason.")
     worker = _crowd_worker(annotator_id)
-    _worker_platform(worker, user=user, verb="block", done="blocked").worker_block(
-        worker_id=worker.worker_id, reason=reason.strip()
-    )
+    platform = _worker_platform(worker, user=user, verb="block", done="blocked")
+    if platform is not None:
+        platform.worker_block(worker_id=worker.worker_id, reason=reason.strip())
     now = now or timezone.now()
     with transaction.atomic():
         # The worker's row first, as each claim of theirs takes it before reading the block
@@ -1438,9 +1442,9 @@ def worker_unblock(
     """
     require_admin(user)
     worker = _crowd_worker(annotator_id, or_blocked=True)
-    _worker_platform(worker, user=user, verb="unblock", done="unblocked").worker_unblock(
-        worker_id=worker.worker_id, reason=reason.strip()
-    )
+    platform = _worker_platform(worker, user=user, verb="unblock", done="unblocked")
+    if platform is not None:
+        platform.worker_unblock(worker_id=worker.worker_id, reason=reason.strip())
     now = now or timezone.now()
     restored = left_out = 0
     with transaction.atomic():
