@@ -765,6 +765,52 @@ def test_a_sync_and_a_claim_restoring_left_out_work_take_their_locks_in_one_orde
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_reject_and_a_sync_of_its_hit_both_commit(
+    client, live, fake_mturk, admin_user, monkeypatch
+):
+    """A reject stores its verdict and gives the freed slot to the task's left-out work in one
+    transaction: it takes the task's lock before the assignment's row, as a sync does (the
+    task's lock, then the HIT's rows); the other order deadlocked with a sync of the HIT,
+    PostgreSQL aborting one of the two."""
+    _postgresql_only()
+    hit = live.hits.order_by("id").first()
+    done = [work(client, fake_mturk, hit, f"AW{n}") for n in range(3)]
+    _sync(live)
+    Assignment.objects.filter(pk=done[1].pk).update(is_late=True)  # AW1 waits for a slot
+    reached, go, restore = threading.Event(), threading.Event(), review.task_left_out_restore
+
+    def held_open(*, task_id, now):  # the reject, its verdict stored, its transaction open
+        reached.set()
+        go.wait(30)
+        return restore(task_id=task_id, now=now)
+
+    monkeypatch.setattr(review, "task_left_out_restore", held_open)
+    rejected, synced = [], []
+    reject = in_thread(
+        lambda: review.assignment_reject(
+            assignment_id=done[0].pk, user=admin_user, feedback="spam"
+        ),
+        rejected,
+    )
+    assert reached.wait(30)
+    sync = in_thread(
+        lambda: review.publication_sync(
+            publication_id=live.pk, now=timezone.now() + review.release_grace()
+        ),
+        synced,
+    )
+    _done_or_waiting_for_a_lock(sync)
+    go.set()
+    reject.join(60)
+    sync.join(60)
+
+    assert not [o for o in rejected + synced if isinstance(o, Exception)], (rejected, synced)
+    assert Assignment.objects.get(pk=done[0].pk).status == AssignmentStatus.REJECTED
+    assert Assignment.objects.get(pk=done[1].pk).is_late is False  # AW1 counts in its place
+    assert _held(hit.task_id) == 2
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_block_and_a_sync_of_the_blocked_workers_hit_both_commit(
     client, live, fake_mturk, admin_user, monkeypatch
 ):
