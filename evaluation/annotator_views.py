@@ -17,7 +17,7 @@ from annotate.errors import AnnotateError, FieldInputError, PermissionDeniedErro
 from annotate.http import page_errors
 from annotate.models import Annotator, AnnotatorKind
 from annotate.revision.models import Rerating, RevisionSession
-from annotate.roles import ADMIN, RESEARCHER, RESEARCHERS_ONLY, require_role
+from annotate.roles import ADMIN, RESEARCHER, RESEARCHERS_ONLY, is_admin, require_role
 from annotate.selectors.identities import identity_scope
 from annotate.selectors.work import project_get_for_researcher, projects_for_researcher
 from annotate.services.annotators import annotator_kind_set, annotator_project_kind_set
@@ -58,6 +58,9 @@ def annotator_list(request: HttpRequest) -> HttpResponse:
             1 for r in rows if not r.annotator or r.annotator.kind == AnnotatorKind.UNDECIDED
         ),
         "blocked": sum(1 for r in rows if r.block),
+        # An admin unblocks here too: a web account blocked as a crowd worker and made an
+        # expert since is on no publication's review page any more.
+        "is_admin": is_admin(request.user),
         "answers_waiting": sum(r.answers_waiting for r in rows),
         "person_kinds": [
             (AnnotatorKind.UNDECIDED.value, "Not decided yet"),

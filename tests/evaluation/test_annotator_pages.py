@@ -150,6 +150,39 @@ def test_a_blocked_worker_is_marked_with_the_reason_until_unblocked(
     assert ">blocked</strong>" not in page.text and "blocked workers" not in page.text
 
 
+def test_an_admin_unblocks_a_web_account_made_an_expert_from_the_annotators_page(
+    client, admin_user, worked_project
+):
+    """The newcomer was blocked while counted as a crowd worker, then made an expert: no
+    publication's review page lists an in-house expert, and the unblock refused them as "no
+    crowd worker", so their work counted in no result for good."""
+    _, newcomer = worked_project
+    newcomer.kind = AnnotatorKind.EXPERT
+    newcomer.save()
+    WorkerBlock.objects.create(annotator=newcomer, reason="copied answers")
+    client.force_login(admin_user)
+    page = client.get(reverse("annotators:list"))
+    row = page.text.split('data-annotator="newbie"')[1].split("</th>")[0]
+    action = reverse("crowd:worker-action", args=[newcomer.pk])
+    assert f'action="{action}"' in row and 'value="unblock"' in row
+
+    answer = client.post(action, {"action": "unblock"}, HTTP_REFERER=reverse("annotators:list"))
+
+    assert answer.status_code == 302
+    assert not WorkerBlock.objects.get(annotator=newcomer).active
+    page = client.get(answer["Location"])
+    assert "Worker unblocked" in page.text and ">blocked</strong>" not in page.text
+
+
+def test_a_researcher_sees_no_unblock_button(client, researcher, worked_project):
+    _, newcomer = worked_project
+    WorkerBlock.objects.create(annotator=newcomer, reason="copied answers")
+    client.force_login(researcher)
+    page = client.get(reverse("annotators:list"))
+    assert ">blocked</strong>" in page.text and 'value="unblock"' not in page.text
+    assert "unblocked on a publication's review page (by an admin)" in page.text
+
+
 def test_a_researcher_decides_the_kind_and_a_project_override(client, researcher, worked_project):
     project, newcomer = worked_project
     client.force_login(researcher)

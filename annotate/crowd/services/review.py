@@ -671,14 +671,30 @@ def work_endpoint_check(work: Assignment | HumanAnswer) -> None:
 def _verdict_stored(work: Assignment | HumanAnswer, status: str) -> Assignment | HumanAnswer:
     """Store a verdict. A rejected assignment holds no slot: its task's left-out work takes it
     (task_left_out_restore), as it takes any slot that frees up; a rejected answer's place goes
-    to an answer waiting for one (_answer_place_handed_on) in the verdict's own transaction."""
+    to an answer waiting for one (_answer_place_handed_on); each in the verdict's own
+    transaction (_assignment_rejected, _answer_rejected)."""
     if status == AssignmentStatus.REJECTED and isinstance(work, HumanAnswer):
         return _answer_rejected(work)
+    if status == AssignmentStatus.REJECTED:
+        return _assignment_rejected(work)
     work.status = status
     work.save(update_fields=["status"])
-    if status == AssignmentStatus.REJECTED and isinstance(work, Assignment):
-        task_left_out_restore(task_id=work.task_id, now=timezone.now())
     return work
+
+
+@transaction.atomic
+def _assignment_rejected(assignment: Assignment) -> Assignment:
+    """Reject the assignment here and give its slot to its task's left-out work, in one
+    transaction, as _answer_rejected does for an answer: stored apart, a failure in between
+    left it rejected with the slot free and the left-out work out, and the reject sent again
+    found the verdict stored and did nothing (_decide). The task's lock comes first, then the
+    assignment's row, in the order of a sync (_hit_store), a claim and a block."""
+    task_lock(task_id=assignment.task_id)
+    Assignment.objects.select_for_update(of=("self",)).filter(pk=assignment.pk).order_by().first()
+    assignment.status = AssignmentStatus.REJECTED
+    assignment.save(update_fields=["status"])
+    task_left_out_restore(task_id=assignment.task_id, now=timezone.now())
+    return assignment
 
 
 @transaction.atomic
@@ -1140,9 +1156,16 @@ def _paid_before(platform, bonus: Bonus) -> bool:
 # --- Workers --------------------------------------------------------------------------------
 
 
-def _crowd_worker(annotator_id: int) -> Annotator:
+def _crowd_worker(annotator_id: int, *, or_blocked: bool = False) -> Annotator:
+    """The crowd worker `annotator_id` (crowd_worker_q); `or_blocked`, also anyone blocked now:
+    a web account counted as a crowd worker when blocked, made an expert since, is no crowd
+    worker any more, and their block, which keeps their work out of every result, must still
+    be lifted."""
+    who = crowd_worker_q()
+    if or_blocked:
+        who |= Q(block__active=True)
     try:
-        return Annotator.objects.get(crowd_worker_q(), pk=annotator_id)
+        return Annotator.objects.get(who, pk=annotator_id)
     except Annotator.DoesNotExist:
         raise NotFoundError("No such crowd worker.") from None
 
@@ -1184,7 +1207,11 @@ def _worked_on(*, sandbox: bool) -> Q:
 def _worker_platform(worker: Annotator, *, user, verb: str, done: str):
     """The worker's platform, refused while it points at the other MTurk endpoint than the one
     the worker works for us on (workers_on_sandbox): a block or an unblock there would leave
-    the account they work with as it was."""
+    the account they work with as it was. None for a web account (platform ""), which has no
+    platform account: get_platform("") is CROWD_BACKEND's, and MTurk refused its empty
+    WorkerId, so such an account could be neither blocked nor unblocked."""
+    if not worker.platform:
+        return None
     sandbox = workers_on_sandbox(annotator_ids=[worker.pk])[worker.pk]
     if sandbox is not None:
         workers_endpoint_check(
@@ -1207,9 +1234,9 @@ def worker_block(
     if not reason.strip():
         raise AnnotateError("Say why the worker is blocked: MTurk requires a reason.")
     worker = _crowd_worker(annotator_id)
-    _worker_platform(worker, user=user, verb="block", done="blocked").worker_block(
-        worker_id=worker.worker_id, reason=reason.strip()
-    )
+    platform = _worker_platform(worker, user=user, verb="block", done="blocked")
+    if platform is not None:
+        platform.worker_block(worker_id=worker.worker_id, reason=reason.strip())
     now = now or timezone.now()
     with transaction.atomic():
         # The worker's row first, as each claim of theirs takes it before reading the block
@@ -1411,10 +1438,10 @@ def worker_unblock(
     out, kept and counted nowhere, and are counted in `restored` and `left_out` with the rest.
     """
     require_admin(user)
-    worker = _crowd_worker(annotator_id)
-    _worker_platform(worker, user=user, verb="unblock", done="unblocked").worker_unblock(
-        worker_id=worker.worker_id, reason=reason.strip()
-    )
+    worker = _crowd_worker(annotator_id, or_blocked=True)
+    platform = _worker_platform(worker, user=user, verb="unblock", done="unblocked")
+    if platform is not None:
+        platform.worker_unblock(worker_id=worker.worker_id, reason=reason.strip())
     now = now or timezone.now()
     restored = left_out = 0
     with transaction.atomic():

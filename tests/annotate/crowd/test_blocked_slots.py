@@ -485,6 +485,34 @@ def test_work_left_out_at_an_unblock_takes_the_slot_a_reject_frees(client, link,
     assert _start(client, link, "P3").status_code == 404  # the task has its answer again
 
 
+def test_a_reject_whose_restore_fails_stores_no_verdict_and_sent_again_does_both(
+    client, link, admin, monkeypatch
+):
+    """The reject was stored in a transaction of its own before the slot went to the task's
+    left-out work: a failure in between left P2 rejected, the slot free and P1 out, and the
+    reject sent again found the verdict stored and did nothing: the task one answer short."""
+    _left_out_at_an_unblock(client, link, admin)
+    task_id = link.batch.tasks.get().pk
+    replacement = Assignment.objects.get(annotator__worker_id="P2")
+    restore = review.task_left_out_restore
+
+    def failing(*, task_id, now):
+        raise RuntimeError("the database went away")
+
+    monkeypatch.setattr(review, "task_left_out_restore", failing)
+    with pytest.raises(RuntimeError):
+        review.assignment_reject(assignment_id=replacement.pk, user=admin, feedback="all UNKNOWN")
+    replacement.refresh_from_db()
+    assert replacement.status == AssignmentStatus.SUBMITTED
+    assert _counted(task_id) == {"P2"}
+
+    monkeypatch.setattr(review, "task_left_out_restore", restore)
+    review.assignment_reject(assignment_id=replacement.pk, user=admin, feedback="all UNKNOWN")
+    replacement.refresh_from_db()
+    assert replacement.status == AssignmentStatus.REJECTED
+    assert _counted(task_id) == {"P1"} and _held(task_id) == 1
+
+
 def test_work_left_out_at_an_unblock_takes_the_slot_a_block_frees(client, link, admin):
     _left_out_at_an_unblock(client, link, admin)
     task_id = link.batch.tasks.get().pk
@@ -725,6 +753,52 @@ def test_a_sync_and_a_claim_restoring_left_out_work_take_their_locks_in_one_orde
     assert [type(outcome).__name__ for outcome in claimed] == ["NoWorkError"]
     assert Assignment.objects.get(pk=done[1].pk).is_late is False
     assert _held(task.pk) <= task.batch.project.assignments_per_task
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_reject_and_a_sync_of_its_hit_both_commit(
+    client, live, fake_mturk, admin_user, monkeypatch
+):
+    """A reject stores its verdict and gives the freed slot to the task's left-out work in one
+    transaction: it takes the task's lock before the assignment's row, as a sync does (the
+    task's lock, then the HIT's rows); the other order deadlocked with a sync of the HIT,
+    PostgreSQL aborting one of the two."""
+    _postgresql_only()
+    hit = live.hits.order_by("id").first()
+    done = [work(client, fake_mturk, hit, f"AW{n}") for n in range(3)]
+    _sync(live)
+    Assignment.objects.filter(pk=done[1].pk).update(is_late=True)  # AW1 waits for a slot
+    reached, go, restore = threading.Event(), threading.Event(), review.task_left_out_restore
+
+    def held_open(*, task_id, now):  # the reject, its verdict stored, its transaction open
+        reached.set()
+        go.wait(30)
+        return restore(task_id=task_id, now=now)
+
+    monkeypatch.setattr(review, "task_left_out_restore", held_open)
+    rejected, synced = [], []
+    reject = in_thread(
+        lambda: review.assignment_reject(
+            assignment_id=done[0].pk, user=admin_user, feedback="spam"
+        ),
+        rejected,
+    )
+    assert reached.wait(30)
+    sync = in_thread(
+        lambda: review.publication_sync(
+            publication_id=live.pk, now=timezone.now() + review.release_grace()
+        ),
+        synced,
+    )
+    _done_or_waiting_for_a_lock(sync)
+    go.set()
+    reject.join(60)
+    sync.join(60)
+
+    assert not [o for o in rejected + synced if isinstance(o, Exception)], (rejected, synced)
+    assert Assignment.objects.get(pk=done[0].pk).status == AssignmentStatus.REJECTED
+    assert Assignment.objects.get(pk=done[1].pk).is_late is False  # AW1 counts in its place
+    assert _held(hit.task_id) == 2
 
 
 @pytest.mark.django_db(transaction=True)

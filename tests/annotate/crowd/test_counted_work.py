@@ -481,6 +481,53 @@ def test_a_verdict_on_a_forgers_copy_of_a_real_assignment_id_never_reaches_the_r
     assert benchmark_arrays(benchmark=benchmark).annotator_names == ["mturk:AREAL1"]
 
 
+def _hit_not_ours(fake_mturk) -> str:
+    """A HIT on the platform that no publication of ours made (another requester's)."""
+    api = fake_mturk.api
+    type_id = api.call(
+        "CreateHITType",
+        {"AssignmentDurationInSeconds": 600, "Reward": "0.05", "Title": "x", "Description": "x"},
+    )["HITTypeId"]
+    created = api.call(
+        "CreateHITWithHITType",
+        {"HITTypeId": type_id, "LifetimeInSeconds": 3600, "MaxAssignments": 5},
+    )
+    return created["HIT"]["HITId"]
+
+
+def test_work_under_a_real_assignment_of_a_hit_not_ours_never_counts(
+    client, live, fake_mturk, admin
+):
+    """A worker holding a real assignment of someone else's HIT opens our HIT with it and
+    hands it back (MTurk takes the hand-back: the assignment is real). The platform lists it
+    under no HIT of ours: it stays unconfirmed, shown so to the admin, counts in no result,
+    cannot be approved, and its reject reaches nobody's assignment on the platform."""
+    first, _ = _hits(live)
+    benchmark = first.task.instruction.benchmark
+    theirs = fake_mturk.api.worker_accept(_hit_not_ours(fake_mturk), "AOTHER")
+    opened = _open(client, fake_mturk, first, "AOTHER", theirs)
+    assert opened.status_code == 302, opened.content
+    names = set(re.findall(r'name="(r\d+_q\d+)"', client.get(opened["Location"]).text))
+    assert client.post(opened["Location"], {name: "no" for name in names}).status_code == 200
+    _hand_back(fake_mturk, theirs, expect=200)
+    stray = Assignment.objects.get(platform_assignment_id=theirs)
+
+    _sync(live)
+
+    assert not PlatformAssignment.objects.filter(assignment=stray).exists()
+    assert selectors.reconciliation(publication=live).missing_on_platform == [stray]
+    assert not Assignment.objects.filter(counted_assignments(now=timezone.now()), pk=stray.pk)
+    assert benchmark_arrays(benchmark=benchmark).annotator_names == []
+    raw = [r for r in _raw(benchmark) if r["annotator"] == "mturk:AOTHER"]
+    assert raw and {r["work_status"] for r in raw} == {"not confirmed by the platform"}
+    with pytest.raises(ConflictError, match="has not confirmed"):
+        review.assignment_approve(assignment_id=stray.pk, user=admin)
+    review.assignment_reject(assignment_id=stray.pk, user=admin, feedback="not our HIT")
+    assert fake_mturk.state.assignments[theirs]["AssignmentStatus"] == "Submitted"
+    stray.refresh_from_db()
+    assert stray.status == AssignmentStatus.REJECTED
+
+
 @pytest.mark.parametrize("approve_tried", [True, False])
 def test_a_verdict_on_a_forgers_copy_on_another_hit_leaves_the_real_record_alone(
     live, fake_mturk, admin, approve_tried

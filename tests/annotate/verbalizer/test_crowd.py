@@ -115,6 +115,38 @@ def answer_hit(client, fake_mturk, hit, worker, key, *, forged=False, hand_back=
     return assignment_id
 
 
+def test_an_answer_under_a_real_assignment_of_a_hit_not_ours_never_counts(
+    client, on_mturk, fake_mturk, admin
+):
+    """A worker holding a real assignment of someone else's HIT answers our HIT with it; MTurk
+    takes the hand-back (the assignment is real) but lists it under no HIT of ours: the answer
+    stays unconfirmed (so shown to the admin), counts in no result, cannot be approved, gives
+    its place up at the sync, and its reject reaches nobody's assignment on the platform."""
+    from tests.annotate.crowd.test_counted_work import _hit_not_ours
+
+    hit = on_mturk.hits.select_related("prompt__item").order_by("id").first()
+    theirs = fake_mturk.api.worker_accept(_hit_not_ours(fake_mturk), "AOTHER")
+    page = _open(client, fake_mturk, hit, "AOTHER", theirs)
+    assert page.status_code == 200, page.content
+    action = re.search(r'<form method="post" action="([^"]+)" id="answer-form"', page.text)
+    done = client.post(action.group(1), {"prompt": hit.prompt_id, "key": 1, "seconds": "2.5"})
+    assert done.status_code == 200
+    _hand_back(fake_mturk, theirs, expect=200)
+    stray = HumanAnswer.objects.get(platform_assignment_id=theirs)
+
+    review.publication_sync(publication_id=on_mturk.pk, now=timezone.now() + review.release_grace())
+
+    stray.refresh_from_db()
+    assert not PlatformAssignment.objects.filter(human_answer=stray).exists()
+    assert crowd_selectors.reconciliation(publication=on_mturk).missing_on_platform == [stray]
+    assert stray.place_released
+    assert not HumanAnswer.objects.filter(counted_human_answer_q(), pk=stray.pk).exists()
+    with pytest.raises(AnnotateError, match="has not confirmed"):
+        review.human_answer_approve(answer_id=stray.pk, user=admin)
+    review.human_answer_reject(answer_id=stray.pk, user=admin, feedback="not our HIT")
+    assert fake_mturk.state.assignments[theirs]["AssignmentStatus"] == "Submitted"
+
+
 def people(report, source="human"):
     return {
         (r["dataset"], r["mapping"]): (r["n"], r["accuracy_lenient"], r["invalid"])

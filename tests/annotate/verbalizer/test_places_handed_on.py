@@ -286,6 +286,44 @@ def test_an_unblock_whose_worker_was_counted_as_an_expert_meanwhile_restores_in_
     assert _counts(study, hit.prompt_id) == {"": 1, "fake": 0}
 
 
+def test_a_blocked_web_crowd_account_made_an_expert_can_still_be_unblocked(study, admin):
+    """A web account counted as a crowd worker is blocked, then made an expert on the
+    Annotators page: the unblock looked the account up among crowd workers only (an in-house
+    expert is none), answered "No such crowd worker", and the block stayed on for good, the
+    expert's answers counting in no result."""
+    prompt_id = study.prompts.order_by("pk").first().pk
+    blocked = _web_crowd_answer(study, prompt_id)
+    review.worker_block(annotator_id=blocked.annotator_id, reason="check", user=admin)
+    annotator_kind_set(annotator=blocked.annotator, kind=AnnotatorKind.EXPERT, now=timezone.now())
+    assert not _counted(blocked)
+
+    done = review.worker_unblock(annotator_id=blocked.annotator_id, user=admin)
+
+    blocked.refresh_from_db()
+    assert (done.restored, done.left_out) == (1, 0)
+    assert not blocked.place_released and _counted(blocked)
+    assert _counts(study, prompt_id)[""] == 1
+
+
+def test_a_web_account_is_blocked_and_unblocked_without_a_call_to_mturk(
+    study, admin, mturk_settings, fake_mturk
+):
+    """A web account has no platform account: with CROWD_BACKEND=mturk its block and its
+    unblock were sent to MTurk with an empty WorkerId, which boto3 refuses before sending, so
+    neither could be done (the page a 500)."""
+    prompt_id = study.prompts.order_by("pk").first().pk
+    answer = _web_crowd_answer(study, prompt_id)
+    review.worker_block(annotator_id=answer.annotator_id, reason="check", user=admin)
+    assert not _counted(answer)
+    annotator_kind_set(annotator=answer.annotator, kind=AnnotatorKind.EXPERT, now=timezone.now())
+
+    review.worker_unblock(annotator_id=answer.annotator_id, user=admin)
+
+    answer.refresh_from_db()
+    assert _counted(answer)
+    assert not {"CreateWorkerBlock", "DeleteWorkerBlock"} & set(fake_mturk.state.calls)
+
+
 # --- In-house places freed elsewhere ----------------------------------------------------------
 
 
