@@ -9,9 +9,13 @@ value.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from importlib import metadata
+from pathlib import Path
 from typing import TypeVar
 
 from django.conf import settings
@@ -75,3 +79,49 @@ def _build_holding(key: str, lock: str, token: str, build: Callable[[], T | None
         # Not a lock that expired and was taken over meanwhile: that one is its new holder's.
         if cache.get(lock) == token:
             cache.delete(lock)
+
+
+# The packages whose code decides what a report or figure holds: evaluation computes and draws,
+# annotate decides what counts (annotator kinds, counted work, practice projects...).
+CODE_PACKAGES = ("annotate", "evaluation")
+# The libraries that compute and draw them: an upgrade may move a figure as a code change does.
+CODE_LIBRARIES = ("numpy", "matplotlib")
+
+
+@functools.cache
+def code_version() -> str:
+    """Name the code that computes the cached reports and figures, for their cache keys.
+
+    A deploy that changes how a figure is computed must not serve the figure the old code
+    computed (the cache is Redis, which outlives the deploy). A version constant bumped by hand
+    (the keys' "v5", "v3" and DRAWING_VERSION, kept) holds only while whoever changes a
+    computation remembers it, also in code far from the key (a counting rule in annotate):
+    the key holds a digest of the source of every Python module of CODE_PACKAGES and the
+    versions of CODE_LIBRARIES as well. Read once per process, on the first report asked for (not
+    at import: a command's start pays nothing for it; about 30 ms). Broad on purpose: a deploy
+    touching any module of those packages recomputes each report once (seconds), where a list
+    of the modules a report runs would go stale silently as the code moves.
+    """
+    roots = [Path(__file__).resolve().parent.parent / package for package in CODE_PACKAGES]
+    libraries = [f"{name}=={_library_version(name)}" for name in CODE_LIBRARIES]
+    return source_digest(roots, extra=libraries)
+
+
+def source_digest(roots: Iterable[Path], *, extra: Iterable[str] = ()) -> str:
+    """Return a short digest of every `*.py` file under `roots` (path and content, in path
+    order) and the `extra` strings."""
+    digest = hashlib.sha256()
+    for root in roots:
+        for path in sorted(root.rglob("*.py")):
+            digest.update(str(path.relative_to(root.parent)).encode() + b"\0")
+            digest.update(path.read_bytes() + b"\0")
+    for text in extra:
+        digest.update(text.encode() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def _library_version(name: str) -> str:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "absent"

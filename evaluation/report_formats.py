@@ -296,6 +296,28 @@ def _latex_agreement(report: dict) -> str:
     )
 
 
+def no_interval_note(figure: str, clusters: str) -> str:
+    """Say why `figure` (how a report shows a figure without a bootstrap interval: "A figure
+    without brackets") has none, the resamples drawing whole `clusters` (turns, instructions):
+    the reasons evaluation.stats.bootstrap gives no interval (too_few_clusters, fewer than half
+    of the resamples defined, no resample). One text for every report, so they say it alike."""
+    return (
+        f"{figure} has no interval: fewer than two {clusters} take part in it (every resample "
+        "would give the figure itself), fewer than half of the resamples define it, or none "
+        "were drawn."
+    )
+
+
+def has_no_interval(rows: Iterable[dict], low: str = "ci_low", high: str = "ci_high") -> bool:
+    """Whether a row of a table with bootstrap intervals lacks one."""
+    return any(_finite(row.get(low)) is None or _finite(row.get(high)) is None for row in rows)
+
+
+# InFoBench's Markdown shows a missing interval as n/a in both its columns; each interval
+# resamples whole instructions (evaluation.services.reports.Bootstrap).
+INTERVAL_NA_NOTE = no_interval_note("A row whose ci_low and ci_high are n/a", "instructions")
+
+
 POSSIBLY_BILLED_NOTE = (
     "(+x): an LLM judge's failed attempts (a timeout after sending, a broken stream, a server "
     "error) that the provider may have billed, estimated and not in the cost."
@@ -446,6 +468,8 @@ def table_markdown(report: dict, table: str) -> str:
     if not report.get(table):
         lines.append("")
         lines.append("_No data._")
+    elif "ci_low" in columns and has_no_interval(report[table]):
+        lines += ["", INTERVAL_NA_NOTE]
     return "\n".join(lines) + "\n"
 
 

@@ -33,6 +33,7 @@ from annotate.revision.services.sessions import (
     STALE_CALL_ERROR,
     session_available,
     session_for_annotator,
+    session_unavailable_reason,
     stale_calls_fail,
 )
 from annotate.roles import ANNOTATOR, is_admin
@@ -329,18 +330,24 @@ def studies_for_annotator(*, user: AbstractBaseUser) -> list[dict]:
         )
         .order_by("name")
     )
-    return [
-        {
-            "study": s,
-            "mine": s.mine,
-            "active": s.active,
-            "given_up": s.given_up,
-            "held": s.held,
-            # one query per study (a handful): Start only where a question is left
-            "open": bool(s.active) or session_available(study=s, user=user),
-        }
-        for s in studies
-    ]
+    rows = []
+    for s in studies:
+        # one query per study (a handful): Start only where a question is left, and a few more
+        # where none is, to say why beside "No question left for you"
+        is_open = bool(s.active) or session_available(study=s, user=user)
+        why = "" if is_open else session_unavailable_reason(study=s, user=user)
+        rows.append(
+            {
+                "study": s,
+                "mine": s.mine,
+                "active": s.active,
+                "given_up": s.given_up,
+                "held": s.held,
+                "open": is_open,
+                "why": why,
+            }
+        )
+    return rows
 
 
 def reratings_for_annotator(*, user: AbstractBaseUser) -> list[Rerating]:

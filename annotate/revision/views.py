@@ -127,6 +127,10 @@ def session_page(request: HttpRequest, session_id: int) -> HttpResponse:
         study=page.session.study, user=request.user
     )
     context = {"page": page, "form": withdrawn or {}, "next_open": next_open, "limits": TEXT_LIMITS}
+    if page.session.status != SessionStatus.ACTIVE and not next_open:
+        context["why_no_next"] = sessions.session_unavailable_reason(
+            study=page.session.study, user=request.user
+        )
     return render(request, "revision/session.html", context)
 
 

@@ -22,6 +22,12 @@ def engine_endpoint_get(*, name: str) -> Endpoint | None:
     return Endpoint.objects.filter(name=name).first()
 
 
+def engine_endpoints():
+    """Every endpoint (a queryset), for a refusal naming the ones there are; the run form lists
+    them all to whoever may start a run."""
+    return Endpoint.objects.all()
+
+
 def engine_run_check_user(*, user, endpoint: Endpoint) -> None:
     """Refuse a researcher a paid endpoint (only admins spend money; None: the console)."""
     engine_run_check_may_start(user=user, endpoint=endpoint)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from annotate.revision.models import Study
-from evaluation.caching import cache_get_or_build
+from evaluation.caching import cache_get_or_build, code_version
 from evaluation.figures import (
     AXIS_MARGIN,
     MAX_WIDTH,
@@ -127,7 +127,10 @@ def revision_figure_cached(*, study: Study, name: str, fmt: str) -> bytes | None
         return render_revision_figure(report, name, fmt) if figure_available(report, name) else None
 
     return cache_get_or_build(
-        key=f"revision-figure:{DRAWING_VERSION}:{figure_fingerprint(study=study)}:{name}:{fmt}",
+        key=(
+            f"revision-figure:{DRAWING_VERSION}:{code_version()}:"
+            f"{figure_fingerprint(study=study)}:{name}:{fmt}"
+        ),
         build=draw,
         timeout=CACHE_SECONDS,
     )

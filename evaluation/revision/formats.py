@@ -10,7 +10,14 @@ import io
 from collections.abc import Iterable
 
 from annotate.services.files import csv_writer
-from evaluation.report_formats import _csv_cell, _fixed, latex_escape, markdown_escape, report_json
+from evaluation.report_formats import (
+    _csv_cell,
+    _fixed,
+    latex_escape,
+    markdown_escape,
+    no_interval_note,
+    report_json,
+)
 from evaluation.stats.revision import METRICS
 
 TABLES = {
@@ -181,9 +188,7 @@ UNDEFINED_NOTE = (
     "A figure shown as – is undefined, not 0: a ratio of 0 to 0 (precision when a model "
     "predicts no turn good, recall when no turn is good, F1 when neither a turn is good nor "
     "one predicted good); "
-    "null in JSON, empty in CSV. A figure without brackets has no interval: fewer than two "
-    "turns take part in it (every resample would give the figure itself), fewer than half "
-    "of the resamples define it, or none were drawn."
+    "null in JSON, empty in CSV. " + no_interval_note("A figure without brackets", "turns")
 )
 
 

@@ -10,7 +10,14 @@ import io
 import json
 
 from annotate.services.files import csv_writer
-from evaluation.report_formats import _csv_cell, _fixed, latex_escape, markdown_escape
+from evaluation.report_formats import (
+    _csv_cell,
+    _fixed,
+    has_no_interval,
+    latex_escape,
+    markdown_escape,
+    no_interval_note,
+)
 from evaluation.verbalizer.report import PEOPLE, row_order, system_label
 from evaluation.verbalizer.slices import SET_PROMPTS, SLICE_COLUMNS
 
@@ -66,6 +73,11 @@ def _interval(low, high, show, between: str) -> str:
     return f"{show(low)}{between}{show(high)}"
 
 
+# Said under a table whose 95% CI column shows an n/a: every interval of the report resamples
+# whole classification items (evaluation.verbalizer.scoring.cells, _kappa_with_ci).
+INTERVAL_NA_NOTE = no_interval_note("A figure whose 95% CI is n/a", "items")
+
+
 def rows_markdown(report: dict) -> str:
     head = ["system", "dataset", "group", "mapping", "mode", "n", "strict %", "lenient %",
             "95% CI (lenient)", "invalid % (lenient)"]  # fmt: skip
@@ -83,7 +95,10 @@ def rows_markdown(report: dict) -> str:
             _pct(row["invalid"]),
         ]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
-    notes = "".join(f"\n{markdown_escape(s['note'])}\n" for s in report["slices"])
+    said = [s["note"] for s in report["slices"]]
+    if has_no_interval(rows, "ci_lenient_low", "ci_lenient_high"):
+        said.append(INTERVAL_NA_NOTE)
+    notes = "".join(f"\n{markdown_escape(note)}\n" for note in said)
     return "\n".join(lines) + "\n" + notes
 
 
@@ -118,12 +133,17 @@ def rows_latex(report: dict) -> str:
         )
     lines += ["\\bottomrule", "\\end{tabular}", ""]
     for found in report["slices"]:
-        lines += [f"\\par\\smallskip\\noindent{{\\footnotesize {_latex_text(found['note'])}}}", ""]
+        lines += [_latex_note(found["note"]), ""]
     return "\n".join(lines)
 
 
 def _latex_text(text: str) -> str:
     return latex_escape(text).replace("\u201c", "``").replace("\u201d", "''")
+
+
+def _latex_note(text: str) -> str:
+    """A note under a table, in small type."""
+    return f"\\par\\smallskip\\noindent{{\\footnotesize {_latex_text(text)}}}"
 
 
 def agreement_json(report: dict) -> str:
@@ -163,6 +183,8 @@ def agreement_markdown(report: dict) -> str:
             str(row["items"]), str(row["raters"]), markdown_escape(row["note"]),
         ]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
+    if has_no_interval(report["agreement"]):
+        lines += ["", markdown_escape(INTERVAL_NA_NOTE)]
     return "\n".join(lines) + "\n"
 
 
@@ -186,6 +208,8 @@ def agreement_latex(report: dict) -> str:
         ]  # fmt: skip
         lines.append(" & ".join(cells) + " \\\\")
     lines += ["\\bottomrule", "\\end{tabular}", ""]
+    if has_no_interval(report["agreement"]):
+        lines += [_latex_note(INTERVAL_NA_NOTE), ""]
     return "\n".join(lines)
 
 

@@ -186,3 +186,90 @@ def test_an_infobench_reports_figures_loaded_cold_compute_the_report_once(
 
     assert _at_once([request_figure] * REQUESTS) == [{"leaderboard": []}] * REQUESTS
     assert build.calls == 1
+
+
+def test_the_code_digest_moves_with_a_source_file_and_only_with_one(tmp_path):
+    package = tmp_path / "package"
+    (package / "stats").mkdir(parents=True)
+    (package / "stats" / "drfr.py").write_text("def drfr(yes, asked):\n    return yes / asked\n")
+    before = caching.source_digest([package])
+    (package / "notes.txt").write_text("not code")
+    (package / "__pycache__").mkdir()
+    (package / "__pycache__" / "drfr.cpython-312.pyc").write_bytes(b"\0")
+    assert caching.source_digest([package]) == before
+    (package / "stats" / "drfr.py").write_text("def drfr(yes, asked):\n    return yes / 2\n")
+    assert caching.source_digest([package]) != before
+    assert caching.source_digest([package], extra=["numpy==2.0"]) != caching.source_digest(
+        [package], extra=["numpy==2.1"]
+    )
+
+
+def test_the_code_version_is_read_once_per_process():
+    assert caching.code_version() is caching.code_version()
+    assert caching.code_version() == caching.source_digest(
+        [caching.Path(caching.__file__).resolve().parent.parent / p for p in caching.CODE_PACKAGES],
+        extra=[f"{name}=={caching._library_version(name)}" for name in caching.CODE_LIBRARIES],
+    )
+
+
+def _counted(monkeypatch, module, name: str, value) -> list:
+    calls = []
+
+    def build(*args, **kwargs):
+        calls.append(1)
+        return value
+
+    monkeypatch.setattr(module, name, build)
+    return calls
+
+
+def test_an_infobench_report_cached_by_other_code_is_computed_again(shared_cache, monkeypatch):
+    """The key named the data and the conventions, not the code: a deploy changing how a table
+    is computed served the old code's report until the data changed or the entry expired."""
+    from evaluation.services import reports
+
+    calls = _counted(monkeypatch, reports, "report_compute", {"leaderboard": []})
+    monkeypatch.setattr(reports, "_fingerprint", lambda benchmark: "labels as they stand")
+    benchmark = SimpleNamespace(pk=1)
+    # A figure's table alone, then the whole report (which serves that table from then on).
+    for tables in (["leaderboard"], None, ["leaderboard"], None):
+        reports.report_cached(benchmark=benchmark, scope=OPERATOR, tables=tables)
+    assert len(calls) == 2
+    monkeypatch.setattr(reports, "code_version", lambda: "next-deploy")
+    for tables in (["leaderboard"], None, ["leaderboard"], None):
+        reports.report_cached(benchmark=benchmark, scope=OPERATOR, tables=tables)
+    assert len(calls) == 4
+
+
+def test_a_verbalizer_report_and_figure_cached_by_other_code_are_made_again(
+    shared_cache, monkeypatch
+):
+    from evaluation.verbalizer import figures, report
+
+    reports = _counted(monkeypatch, report, "verbalizer_report", {"rows": []})
+    drawn = _counted(monkeypatch, figures, "render_figure", b"<svg/>")
+    monkeypatch.setattr(report, "_version", lambda evaluation_set: "answers-as-they-stand")
+    monkeypatch.setattr(figures, "figure_available", lambda report, name: True)
+    for _ in range(2):
+        figures.figure_cached(evaluation_set=None, name="groups", fmt="svg")
+        report.verbalizer_report_cached(evaluation_set=None)
+    assert (len(reports), len(drawn)) == (1, 1)
+    monkeypatch.setattr(report, "code_version", lambda: "next-deploy")
+    figures.figure_cached(evaluation_set=None, name="groups", fmt="svg")
+    report.verbalizer_report_cached(evaluation_set=None)
+    assert (len(reports), len(drawn)) == (2, 2)
+
+
+def test_a_kiwi_figure_drawn_by_other_code_is_drawn_again(shared_cache, monkeypatch):
+    from evaluation.revision import figures
+
+    drawn = _counted(monkeypatch, figures, "render_revision_figure", b"<svg/>")
+    monkeypatch.setattr(figures, "figure_fingerprint", lambda study: "turns-as-they-stand")
+    monkeypatch.setattr(figures, "revision_report_build", lambda study: {})
+    monkeypatch.setattr(figures, "figure_available", lambda report, name: True)
+    for _ in range(2):
+        figures.revision_figure_cached(study=None, name="ratings", fmt="svg")
+    assert len(drawn) == 1
+    monkeypatch.setattr(figures, "code_version", lambda: "next-deploy")
+    figures.revision_figure_cached(study=None, name="ratings", fmt="svg")
+    assert len(drawn) == 2

@@ -11,6 +11,7 @@ import pytest
 
 from annotate.services.files import spreadsheet_safe
 from evaluation.report_formats import (
+    TABLE_TITLES,
     TABLES,
     latex_escape,
     report_csv,
@@ -373,3 +374,54 @@ def test_a_possibly_billed_amount_reads_as_an_addition_to_the_cost_and_never_as_
     assert [possibly_billed_text(v) for v in (None, 0.0, 0.004, 0.005, 1.375, 1234.5)] == [
         "", "", "+<0.01", "+0.01", "+1.38", "+1,234.50",
     ]  # fmt: skip
+
+
+def _markdown_sections(text: str) -> dict[str, str]:
+    """Each table's Markdown by its heading, the lines under it up to the next heading."""
+    return {part.split("\n", 1)[0]: part.split("\n", 1)[1] for part in text.split("\n## ")[1:]}
+
+
+def test_markdown_says_what_an_n_a_interval_means_under_the_table_that_has_one():
+    """Kappa with too few instructions has no interval (ci_low and ci_high null): the Markdown
+    showed "n/a" in both columns without saying why, where the KIWI report says it."""
+    from evaluation.report_formats import INTERVAL_NA_NOTE
+
+    report = sample_report()
+    sections = _markdown_sections(report_markdown(report))
+    agreement = sections[TABLE_TITLES["agreement"]]
+    assert "| n/a | n/a |" in agreement
+    assert agreement.count(INTERVAL_NA_NOTE) == 1
+    assert INTERVAL_NA_NOTE not in sections[TABLE_TITLES["leaderboard"]]
+
+    report["leaderboard"][0]["ci_high"] = float("nan")  # as a computed report may hold it
+    assert (
+        INTERVAL_NA_NOTE in _markdown_sections(report_markdown(report))[TABLE_TITLES["leaderboard"]]
+    )
+
+
+def test_markdown_without_a_missing_interval_has_no_note():
+    from evaluation.report_formats import INTERVAL_NA_NOTE
+
+    report = sample_report()
+    for row in report["agreement"]:
+        row["ci_low"], row["ci_high"] = -0.1, 0.2
+    assert INTERVAL_NA_NOTE not in report_markdown(report)
+
+
+def test_every_reports_no_interval_note_gives_the_same_reasons():
+    """The InFoBench, verbalizer and KIWI notes share one text; only how each report shows a
+    missing interval and what it resamples differ."""
+    from evaluation.report_formats import INTERVAL_NA_NOTE
+    from evaluation.revision.formats import UNDEFINED_NOTE
+    from evaluation.verbalizer.formats import INTERVAL_NA_NOTE as VERBALIZER_NOTE
+
+    reasons = "take part in it (every resample would give the figure itself), fewer than half "
+    for note in (INTERVAL_NA_NOTE, VERBALIZER_NOTE, UNDEFINED_NOTE):
+        assert " has no interval: fewer than two " in note and reasons in note
+    assert "two instructions take part" in INTERVAL_NA_NOTE
+    assert "two items take part" in VERBALIZER_NOTE
+    assert UNDEFINED_NOTE.endswith(
+        "A figure without brackets has no interval: fewer than two turns take part in it "
+        "(every resample would give the figure itself), fewer than half of the resamples "
+        "define it, or none were drawn."
+    )

@@ -100,6 +100,44 @@ def test_generate_names_the_benchmarks_and_endpoints_there_are():
     assert not System.objects.filter(name="mine").exists()
 
 
+def _endpoint(name: str) -> None:
+    call_command("endpoint_create", name, "--base-url", "", "--model", "m", stdout=io.StringIO())
+
+
+def test_verbalizer_run_names_the_endpoints_there_are():
+    """The unknown endpoint was refused without the names (generate's refusal gives them)."""
+    EvaluationSet.objects.create(
+        name="Demo verbalizer set", items_per_dataset=8, seed=1, template_version="v1"
+    )
+    run = ["verbalizer_run", "--set", "Demo verbalizer set", "--system", "m", "--endpoint"]
+    with pytest.raises(CommandError) as raised:
+        call_command(*run, "gpt-4")
+    assert str(raised.value) == "--endpoint: no engine endpoint named 'gpt-4' (there is none yet)"
+    _endpoint("demo-fake")
+    _endpoint("local")
+    for dry_run in ([], ["--dry-run"]):
+        with pytest.raises(CommandError) as raised:
+            call_command(*run, "gpt-4", *dry_run)
+        assert str(raised.value) == (
+            "--endpoint: no engine endpoint named 'gpt-4' (the endpoints here: 'demo-fake', "
+            "'local')"
+        )
+    assert not System.objects.filter(name="m").exists()
+
+
+def test_judge_config_names_the_endpoints_there_are():
+    from evaluation.models import JudgeConfig
+
+    with pytest.raises(CommandError) as raised:
+        call_command("judge_config", "gpt-4 judge", "--endpoint", "gpt-4")
+    assert str(raised.value) == "No endpoint named 'gpt-4' (there is none yet)."
+    _endpoint("demo-fake")
+    with pytest.raises(CommandError) as raised:
+        call_command("judge_config", "gpt-4 judge", "--endpoint", "gpt-4")
+    assert str(raised.value) == "No endpoint named 'gpt-4' (the endpoints here: 'demo-fake')."
+    assert not JudgeConfig.objects.exists()
+
+
 def test_judge_names_the_configurations_benchmarks_and_systems_there_are():
     benchmark, _ = benchmark_with_responses(instructions=1, systems=2)
     other, _ = benchmark_with_responses(instructions=1, systems=1)

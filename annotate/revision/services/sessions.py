@@ -82,7 +82,8 @@ def session_assign(*, study: Study, user: AbstractBaseUser, now: datetime) -> Re
             return active
         pair = _free_pair(study=study, user=user)
         if pair is None:
-            raise NoWorkError("no question is left for you in this study")
+            reason = session_unavailable_reason(study=study, user=user)
+            raise NoWorkError(f"no question is left for you in this study: {reason}")
         try:
             with transaction.atomic():
                 session = RevisionSession.objects.create(
@@ -116,6 +117,42 @@ def session_active(*, study: Study, user: AbstractBaseUser) -> RevisionSession |
 def session_available(*, study: Study, user: AbstractBaseUser) -> bool:
     """Whether session_assign would give the annotator a new session in this study now."""
     return _free_pair(study=study, user=user) is not None
+
+
+def session_unavailable_reason(*, study: Study, user: AbstractBaseUser) -> str:
+    """Say why session_assign gives the annotator no new session in this study, as a clause
+    ("you have had a session on each of its 2 questions"), for a study it found no free pair in.
+
+    The cases of _free_pair's rule, each said only when it holds: no question with papers, no
+    live system, every such question done by the annotator (a session of theirs on it, given
+    up too: a question is theirs once), else each question left to them has a session with
+    every live system, by other annotators (theirs are on the questions they have done): in
+    progress, finished, or given up and not reopened, which studies_for_annotator counts as
+    `held` for the page to say where a researcher reopens them.
+    """
+    answerable = StudyQuestion.objects.filter(study=study).filter(
+        Exists(Document.objects.filter(question=OuterRef("pk")))
+    )
+    questions = answerable.count()
+    if not questions:
+        return "no question with papers to answer from has been imported into it yet"
+    if not StudySystem.objects.filter(study=study, live=True).exists():
+        return "it has no model for annotators to work with yet"
+    done = RevisionSession.objects.filter(
+        study=study, annotator=user, question__in=answerable.values("pk")
+    ).count()  # one session per question and annotator (a constraint)
+    if done >= questions:
+        each = "its question" if questions == 1 else f"each of its {questions} questions"
+        return f"you have had a session on {each}, and an annotator gets a question once"
+    left = questions - done
+    if not done:
+        taken = "its question" if questions == 1 else f"each of its {questions} questions"
+        verb = "has"
+    else:
+        taken = "the other" if left == 1 else f"the {left} others"
+        taken = f"you have had a session on {done} of its {questions} questions, and {taken}"
+        verb = "has" if left == 1 else "have"
+    return f"{taken} already {verb} a session with every model, by other annotators"
 
 
 def _free_pair(*, study: Study, user: AbstractBaseUser) -> tuple[int, int] | None:

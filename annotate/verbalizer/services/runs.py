@@ -37,7 +37,10 @@ def verbalizer_run_create(
     """
     endpoint_row = engine_seam.engine_endpoint_get(name=endpoint)
     if endpoint_row is None:
-        raise RunSetupError(f"--endpoint: no engine endpoint named {endpoint!r}", field="endpoint")
+        known = names_there_are(engine_seam.engine_endpoints(), what="endpoints")
+        raise RunSetupError(
+            f"--endpoint: no engine endpoint named {endpoint!r} ({known})", field="endpoint"
+        )
     # Who may spend first, as the judge's and generation's runs: a researcher asking for a paid
     # endpoint hears that (403), not that its API key is unset in this process.
     engine_seam.engine_run_check_user(user=created_by, endpoint=endpoint_row)

@@ -7,8 +7,11 @@ from decimal import Decimal
 
 from django.core.management.base import BaseCommand, CommandError
 
+from annotate.engine.errors import EngineNotFoundError
+from annotate.engine.models import Endpoint
 from annotate.engine.services import endpoint_get
 from annotate.errors import AnnotateError
+from annotate.selectors.names import names_there_are
 from evaluation.errors import EvaluationError
 from evaluation.models import JudgeProtocol
 from evaluation.services.judge_configs import judge_config_create
@@ -37,6 +40,10 @@ class Command(BaseCommand):
         if o["endpoint"]:
             try:
                 endpoint = endpoint_get(name=o["endpoint"])
+            except EngineNotFoundError:
+                known = names_there_are(Endpoint.objects.all(), what="endpoints")
+                raise CommandError(f"No endpoint named {o['endpoint']!r} ({known}).") from None
+            try:
                 config = judge_config_create(
                     name=o["name"], endpoint=endpoint, protocol=o["protocol"]
                 )

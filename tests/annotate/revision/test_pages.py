@@ -1548,6 +1548,111 @@ def test_home_says_why_no_question_is_left_when_a_given_up_session_holds_it(
     assert f'id="held-{study.pk}"' not in page
 
 
+def _one_system_study(tmp_path, name: str = "one") -> Study:
+    path = tmp_path / "one-system.jsonl"
+    path.write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS))
+    study_upload(path=str(path), study_name=name, systems=["solo"])
+    return Study.objects.get(name=name)
+
+
+def _finished(study, user, now) -> RevisionSession:
+    session = session_assign(study=study, user=user, now=now)
+    RevisionSession.objects.filter(pk=session.pk).update(status="finished", finished_at=now)
+    return session
+
+
+def _no_question_left(client, study) -> tuple[str, str]:
+    """The home row's reason and the message a click on Start would give."""
+    page = client.get(reverse("revision:home")).content.decode()
+    assert "Start a session" not in page
+    row = page.split(f'<span id="why-{study.pk}">')[1].split("</span>")[0]
+    started = client.post(reverse("revision:start", args=[study.pk]), follow=True)
+    messages = [str(m) for m in started.context["messages"]]
+    assert len(messages) == 1 and messages[0].startswith("no question is left for you in this")
+    return row, messages[0]
+
+
+def test_no_question_left_says_it_is_because_the_annotator_did_every_question(client, tmp_path):
+    """ "No question left for you" said no reason when no given-up session held a question."""
+    study = _one_system_study(tmp_path)
+    annotator = UserFactory(username="done", roles=[ANNOTATOR])
+    now = timezone.now()
+    last = [_finished(study, annotator, now) for _ in QUESTIONS][-1]
+    client.force_login(annotator)
+    reason = (
+        "you have had a session on each of its 2 questions, and an annotator gets a question once"
+    )
+    assert _no_question_left(client, study) == (f": {reason}.", f"{_LEFT}: {reason}")
+    page = client.get(reverse("revision:session", args=[last.pk])).content.decode()
+    assert f"No question of this study is left for you: {reason}." in page
+
+
+def test_no_question_left_says_other_annotators_have_every_question_and_model(client, tmp_path):
+    study = _one_system_study(tmp_path)
+    now = timezone.now()
+    for name in ("first", "second"):  # one question each, with the study's only model
+        _finished(study, UserFactory(username=name, roles=[ANNOTATOR]), now)
+    client.force_login(UserFactory(username="late", roles=[ANNOTATOR]))
+    reason = "each of its 2 questions already has a session with every model, by other annotators"
+    assert _no_question_left(client, study) == (f": {reason}.", f"{_LEFT}: {reason}")
+    assert f'id="held-{study.pk}"' not in client.get(reverse("revision:home")).content.decode()
+
+
+def test_no_question_left_says_which_questions_are_the_annotators_and_which_others(
+    client, tmp_path
+):
+    study = _one_system_study(tmp_path)
+    now = timezone.now()
+    mine = UserFactory(username="mine", roles=[ANNOTATOR])
+    _finished(study, mine, now)
+    _finished(study, UserFactory(username="other", roles=[ANNOTATOR]), now)  # the second
+    client.force_login(mine)
+    reason = (
+        "you have had a session on 1 of its 2 questions, and the other already has a session "
+        "with every model, by other annotators"
+    )
+    assert _no_question_left(client, study) == (f": {reason}.", f"{_LEFT}: {reason}")
+
+
+def test_no_question_left_after_a_held_question_still_says_whose_the_others_are(client, tmp_path):
+    """The held note (a given-up session) is followed by what holds the rest."""
+    study = _one_system_study(tmp_path)
+    now = timezone.now()
+    quitter = UserFactory(username="quitter", roles=[ANNOTATOR])
+    _given_up(session_assign(study=study, user=quitter, now=now), quitter, now)
+    _finished(study, UserFactory(username="other", roles=[ANNOTATOR]), now)
+    client.force_login(UserFactory(username="late", roles=[ANNOTATOR]))
+    page = client.get(reverse("revision:home")).content.decode()
+    assert (
+        "until a researcher reopens it.</span>"
+        f'<span id="why-{study.pk}"> Each of its 2 questions already has a session with every '
+        "model, by other annotators.</span>"
+    ) in page
+
+
+@pytest.mark.parametrize("what", ["no question", "no live system"])
+def test_starting_a_study_with_nothing_to_answer_says_what_it_lacks(client, tmp_path, what):
+    """Not listed on the home page, but a Start sent from a page loaded before the study lost
+    its model (or for a study with no question) said "no question is left for you" as if the
+    annotator had done them."""
+    annotator = UserFactory(username="eager", roles=[ANNOTATOR])
+    if what == "no question":
+        study = Study.objects.create(name="empty", created_at=timezone.now())
+        StudySystem.objects.create(study=study, name="solo")
+        reason = "no question with papers to answer from has been imported into it yet"
+    else:
+        study = _one_system_study(tmp_path)
+        StudySystem.objects.filter(study=study).update(live=False)
+        reason = "it has no model for annotators to work with yet"
+    client.force_login(annotator)
+    started = client.post(reverse("revision:start", args=[study.pk]), follow=True)
+    assert [str(m) for m in started.context["messages"]] == [f"{_LEFT}: {reason}"]
+    assert not RevisionSession.objects.exists()
+
+
+_LEFT = "no question is left for you in this study"
+
+
 def _given_up(session, user, now) -> None:
     RevisionSession.objects.filter(pk=session.pk).update(
         status="given-up", given_up_at=now, given_up_by=user

@@ -280,6 +280,37 @@ def test_an_undefined_interval_reads_n_a_once_and_kappa_intervals_read_low_to_hi
     assert "human & SST-2 & -0.100 & [-0.500, 0.200] & 4 & 2 \\\\" in latex
 
 
+def test_an_n_a_interval_is_explained_under_its_table_in_markdown_and_latex(small_set):
+    """An accuracy or a kappa without an interval showed "n/a" without saying why (the KIWI
+    report says it): a note under the table says so, only where an interval is missing."""
+    from annotate.verbalizer.models import ModelAnswer
+    from evaluation.verbalizer.formats import INTERVAL_NA_NOTE
+
+    # flipped-golden direct: one valid reply of two, so one item takes part.
+    md = report_as(verbalizer_report(evaluation_set=small_set), "md")
+    assert "| flipped-golden | direct | 2 | 0.0 | 0.0 | n/a | 50.0 |" in md
+    assert md.count(INTERVAL_NA_NOTE) == 1
+    ModelAnswer.objects.filter(
+        prompt__mapping__name="flipped-golden", prompt__mode="direct", reply="I cannot tell"
+    ).update(reply="negative")
+    md = report_as(verbalizer_report(evaluation_set=small_set), "md")
+    assert "| flipped-golden | direct | 2 | 0.0 | 0.0 | 0.0–0.0 | 0.0 |" in md
+    assert INTERVAL_NA_NOTE not in md
+    people = {
+        "agreement": [
+            {"source": "human", "dataset": "all", "kappa": 0.1, "ci_low": None,
+             "ci_high": None, "items": 3, "raters": 2, "note": ""},
+        ]
+    }  # fmt: skip
+    assert INTERVAL_NA_NOTE in report_as(people, "md", "agreement")
+    latex = report_as(people, "latex", "agreement")
+    assert "fewer than half of the resamples define it" in latex
+    assert latex.index("\\end{tabular}") < latex.index("has no interval")
+    people["agreement"][0].update(ci_low=-0.5, ci_high=0.2)
+    for fmt in ("md", "latex"):
+        assert "has no interval" not in report_as(people, fmt, "agreement")
+
+
 def test_agreement_of_one_answer_per_prompt_says_why_there_is_no_kappa(with_humans):
     """One person per prompt: the note said "no items" though the prompts are there; kappa
     needs two answers or more to a prompt."""
