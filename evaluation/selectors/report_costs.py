@@ -170,8 +170,8 @@ def _expert_costs(experts: dict[str, _Work]) -> dict[str, SourceCost]:
 
 
 def _crowd_cost(crowd: _Work) -> dict[str, SourceCost]:
-    """Cents, halves up, as the publication page's "Spent so far" rounds the same Decimal
-    (a float's round would make $0.125 into 0.12 there and $0.13 here)."""
+    """The Decimal sum of the payments' prices (each whole cents: pricing.paid_with_fee),
+    as the publication page's "Spent so far" adds them, made a float only at the end."""
     if not crowd.count:
         return {}
     cost = float(to_cents(crowd.paid))

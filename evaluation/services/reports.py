@@ -1236,7 +1236,8 @@ def report_cached(
     _check_conventions(unknown, acc_unknown)
     digest = hashlib.sha256(_fingerprint(benchmark).encode()).hexdigest()[:24]
     # "v2": annotators by id; a report cached before that named them, for every reader.
-    key = f"report:v5:{benchmark.pk}:{unknown}:{acc_unknown}:{digest}"
+    # "v6": a flat fee rounded to cents on each payment (a crowd cost cached before differs).
+    key = f"report:v6:{benchmark.pk}:{unknown}:{acc_unknown}:{digest}"
     options = {"benchmark": benchmark, "unknown": unknown, "acc_unknown": acc_unknown}
     report = None
     if tables is not None and not cache.get(f"{key}:building"):
