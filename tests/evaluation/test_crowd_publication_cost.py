@@ -628,3 +628,41 @@ def test_the_account_spent_so_far_the_preview_and_table_4_agree_to_the_cent(
     assert f'id="spent-total">${charged}<' in page
     assert "the fee rounded to cents on each payment as the platform charges it" in page
     fake.FakePlatform.reset()
+
+
+def test_a_kind_changed_while_the_report_is_read_moves_labels_and_cost_together(
+    fake_platform, admin_user, monkeypatch
+):
+    """Two crowd workers, one approved assignment each at $0.40 + 20 % = $0.48. A researcher
+    counts AW0 as an expert after the report read the labels (both in the crowd majority) and
+    before it read the costs: the crowd majority's cost was AW1's $0.48 alone, its labels
+    both workers'. The report goes by the kinds its labels were read with: $0.96, and AW0 has
+    no expert row of its own (the next report, with the new kind, has both moved)."""
+    from annotate.models import AnnotatorKind
+    from annotate.services.annotators import annotator_kind_set
+    from evaluation.services import reports
+
+    publication = _published(instructions=2, reward_usd="0.40")
+    done = _every_hit_done(publication, fake_platform)
+    review.publication_sync(publication_id=publication.pk, now=timezone.now())
+    for work in done:
+        review.assignment_approve(assignment_id=work.pk, user=admin_user)
+    benchmark = publication.batch.project.benchmark
+    moved = done[0].annotator
+    read_labels = reports.benchmark_arrays
+
+    def kind_changed_after_the_labels(**kwargs):
+        data = read_labels(**kwargs)
+        annotator_kind_set(annotator=moved, kind=AnnotatorKind.EXPERT, now=timezone.now())
+        return data
+
+    monkeypatch.setattr(reports, "benchmark_arrays", kind_changed_after_the_labels)
+    report = reports.report_compute(benchmark=benchmark, n_resamples=10)
+    rows = {(r["source"], r["subset"]): r for r in report["sources"]}
+    assert rows[("crowd-majority", "overall")]["cost_usd"] == 0.96
+    assert (f"annotator:{moved.pk}", "overall") not in rows
+    monkeypatch.setattr(reports, "benchmark_arrays", read_labels)
+    report = reports.report_compute(benchmark=benchmark, n_resamples=10)
+    rows = {(r["source"], r["subset"]): r for r in report["sources"]}
+    assert rows[("crowd-majority", "overall")]["cost_usd"] == 0.48
+    assert rows[(f"annotator:{moved.pk}", "overall")]["source_kind"] == "expert"
