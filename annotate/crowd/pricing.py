@@ -120,7 +120,10 @@ def fee_description(*, flat_rate: Decimal | None, max_assignments: Iterable[int]
         if not flat_rate:
             return "no platform fee"
         percent = f"{(flat_rate * 100).normalize():f}"
-        return f"{percent}% flat fee (CROWD_FEE_RATE), on every assignment and bonus"
+        return (
+            f"{percent}% flat fee (CROWD_FEE_RATE), on every assignment and bonus, "
+            "rounded to cents on each"
+        )
     sizes = list(max_assignments)
     large = sum(1 for n in sizes if n >= MTURK_LARGE_HIT)
     if not sizes:

@@ -130,6 +130,7 @@ def test_the_preview_uses_the_override_when_set(settings):
     )
     assert (preview.total_usd, preview.fee_rate) == (Decimal("5.00"), Decimal("0.25"))
     assert preview.fee.startswith("25% flat fee (CROWD_FEE_RATE)")
+    assert preview.fee.endswith("rounded to cents on each")  # as the account is charged
 
 
 def test_the_publish_page_shows_the_schedule(client, admin_user):
