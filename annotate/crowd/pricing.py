@@ -10,8 +10,15 @@ the MaxAssignments it was created with. (Masters and premium qualifications add 
 refuses the Masters qualification rather than price it: publishing.qualifications_check.)
 
 CROWD_FEE_RATE, when set, replaces the schedule with a flat rate (a negotiated price, another
-platform), applied as before the schedule: reward × (1 + rate), rounded on the total. A
-publication stores the flat rate it was published at (`fee_rate`), or none for the schedule.
+platform): amount × rate on each payment, rounded to cents as the schedule's fee is, with no
+minimum. A publication stores the flat rate it was published at (`fee_rate`), or none for the
+schedule.
+
+Every payment's price (`paid_with_fee`) is whole cents, so every figure is a plain sum of
+them: the offline account charging a HIT and refunding a rejected assignment, the publish
+preview, "Spent so far" and the report's crowd cost (Table 4) agree to the cent. A flat fee
+rounded once on a total (7 × $0.0875 read $0.61) disagreed with the account, which is charged
+per HIT and refunded per assignment (7 HITs of one assignment: 7 × $0.09 = $0.63).
 """
 
 from __future__ import annotations
@@ -56,12 +63,12 @@ def fee_override() -> Decimal | None:
 
 def platform_fee(amount, *, max_assignments: int | None, flat_rate: Decimal | None) -> Decimal:
     """The platform's fee on one payment: an assignment's reward (`max_assignments`: its HIT's
-    MaxAssignments) or a bonus (None). A flat rate takes amount × rate, unrounded (the total is
-    rounded); MTurk's schedule 20%, or 40% of an assignment's reward on a HIT of 10 or more,
-    rounded to cents, at least $0.01 (nothing on a payment of $0)."""
+    MaxAssignments) or a bonus (None), rounded to cents, halves up. A flat rate takes
+    amount × rate; MTurk's schedule 20%, or 40% of an assignment's reward on a HIT of 10 or
+    more, at least $0.01 (nothing on a payment of $0)."""
     amount = Decimal(amount)
     if flat_rate is not None:
-        return amount * Decimal(flat_rate)
+        return to_cents(amount * Decimal(flat_rate))
     if amount <= 0:
         return Decimal(0)
     large = max_assignments is not None and max_assignments >= MTURK_LARGE_HIT
@@ -79,8 +86,7 @@ class BonusFeeTerms(NamedTuple):
 
 def bonus_fee_terms(*, flat_rate: Decimal | None) -> BonusFeeTerms:
     """The terms `platform_fee` applies to a bonus under `flat_rate` (a publication's
-    `fee_rate`; None: MTurk's schedule, 20% and at least $0.01). A flat fee is rounded on the
-    total, which for a bonus of whole cents is the fee rounded to cents."""
+    `fee_rate`; None: MTurk's schedule, 20% and at least $0.01)."""
     if flat_rate is not None:
         percent = f"{(Decimal(flat_rate) * 100).normalize():f}"
         return BonusFeeTerms(Decimal(flat_rate), Decimal(0), f"{percent}% platform fee")
@@ -97,8 +103,9 @@ def assignments_cost(
     *, hits: Iterable[tuple[int, int]], reward_usd: Decimal, flat_rate: Decimal | None
 ) -> Decimal:
     """Assignments at `reward_usd` on HITs given as (assignments paid, the HIT's
-    MaxAssignments), each HIT at its own rate, the fee included, rounded to cents on the total,
-    halves up ($0.125 is $0.13, as every figure the app shows)."""
+    MaxAssignments), each HIT at its own rate, the fee included: the sum of each assignment's
+    `paid_with_fee` (whole cents for a reward of whole cents; to_cents, halves up, for any
+    other)."""
     total = Decimal(0)
     for assignments, max_assignments in hits:
         one = paid_with_fee(reward_usd, max_assignments=max_assignments, flat_rate=flat_rate)
@@ -113,7 +120,10 @@ def fee_description(*, flat_rate: Decimal | None, max_assignments: Iterable[int]
         if not flat_rate:
             return "no platform fee"
         percent = f"{(flat_rate * 100).normalize():f}"
-        return f"{percent}% flat fee (CROWD_FEE_RATE), on every assignment and bonus"
+        return (
+            f"{percent}% flat fee (CROWD_FEE_RATE), on every assignment and bonus, "
+            "rounded to cents on each"
+        )
     sizes = list(max_assignments)
     large = sum(1 for n in sizes if n >= MTURK_LARGE_HIT)
     if not sizes:

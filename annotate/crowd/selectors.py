@@ -537,8 +537,8 @@ class Spending:
     link's recruiting site) paid or will pay (_spent_q), whatever kind its worker counts as in
     results, priced as Table 4 prices it (crowd_paid_per_assignment,
     crowd_paid_per_human_answer): each piece of work's reward and its paid bonuses, fee
-    included. Each figure is its exact sum rounded to cents, halves up, as Table 4 and the
-    publish preview round: the total is not the sum of the rounded lines."""
+    included, each payment's price whole cents (pricing.paid_with_fee), so each line is its
+    exact sum and the total the lines' sum, what the platform's account is charged."""
 
     approved: int
     approved_usd: Decimal
@@ -774,10 +774,10 @@ def crowd_paid_per_human_answer(answers, *, by: tuple[str, ...] = ("id",)) -> di
 
 
 def _bonus_charge(amount: Decimal, *, flat_rate: Decimal | None) -> Decimal:
-    """What one bonus was charged, its fee included, rounded to cents as the platform charges
-    it: each bonus is a charge of its own (MTurk's fee on a bonus is at least $0.01, whole
-    cents), so three $0.03 bonuses at a flat 25% cost 3 × $0.04, not $0.1125 rounded once."""
-    return to_cents(paid_with_fee(amount, max_assignments=None, flat_rate=flat_rate))
+    """What one bonus was charged, its fee included: each bonus is a charge of its own, its
+    fee whole cents (pricing.platform_fee), so three $0.03 bonuses at a flat 25% cost
+    3 × $0.04, not $0.1125 rounded once."""
+    return paid_with_fee(amount, max_assignments=None, flat_rate=flat_rate)
 
 
 def _publication_of_answer(*, prefix: str):

@@ -29,11 +29,13 @@ by their names.
 Whether an assignment is an expert's or a crowd worker's is the annotator's kind in this
 benchmark (annotate.selectors.annotator_kinds: a project's override applies), the same
 resolution as every other table of the report; an undecided annotator's work costs nothing here
-because it counts nowhere.
+because it counts nowhere. The report passes the kinds its labels were read with (`kinds`), so a
+kind a researcher changes while the report is read moves a worker's labels and cost together.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -107,8 +109,12 @@ def _counted_work_by_annotator(benchmark: Benchmark) -> list[dict]:
     )
 
 
-def _assignment_costs(benchmark: Benchmark) -> dict[str, dict[str, SourceCost]]:
-    """Experts by the hour (each, and their majority), crowd workers per paid assignment."""
+def _assignment_costs(
+    benchmark: Benchmark, given: Mapping[int, str | None]
+) -> tuple[dict[str, dict[str, SourceCost]], dict[int, str | None]]:
+    """Experts by the hour (each, and their majority), crowd workers per paid assignment; and
+    the kind each annotator with an assignment went by (None: not decided), `given`'s for those
+    it names."""
     rows = _counted_work_by_annotator(benchmark)
     # What the crowd was paid, per worker and subset, by the publication page's rule (what the
     # platform paid or will pay, crowd_paid_work_q): the counted work, and work counted nowhere
@@ -122,11 +128,11 @@ def _assignment_costs(benchmark: Benchmark) -> dict[str, dict[str, SourceCost]]:
         crowd_paid_work_q(), task__instruction__benchmark=benchmark
     ).order_by()
     with_work = Assignment.objects.filter(task__instruction__benchmark=benchmark).order_by()
-    kinds = annotators_counted(
-        benchmark_id=benchmark.pk,
-        annotator_ids={row["annotator_id"] for row in rows}
-        | set(with_work.values_list("annotator_id", flat=True).distinct()),
+    ids = {row["annotator_id"] for row in rows} | set(
+        with_work.values_list("annotator_id", flat=True).distinct()
     )
+    kinds = annotators_counted(benchmark_id=benchmark.pk, annotator_ids=ids - given.keys())
+    kinds.update({pk: kind for pk, kind in given.items() if pk in ids and kind is not None})
     crowd_ids = sorted(pk for pk, kind in kinds.items() if kind == AnnotatorKind.CROWD)
     paid: dict = {}
     if crowd_ids:
@@ -147,10 +153,11 @@ def _assignment_costs(benchmark: Benchmark) -> dict[str, dict[str, SourceCost]]:
     for (_, subset), amount in paid.items():
         for each in (subset, "overall"):
             crowd[each].paid += amount
-    return {
+    costs = {
         subset: {**_expert_costs(experts[subset]), **_crowd_cost(crowd[subset])}
         for subset in SUBSETS
     }
+    return costs, {pk: kinds.get(pk) for pk in ids}
 
 
 def _expert_costs(experts: dict[str, _Work]) -> dict[str, SourceCost]:
@@ -170,8 +177,8 @@ def _expert_costs(experts: dict[str, _Work]) -> dict[str, SourceCost]:
 
 
 def _crowd_cost(crowd: _Work) -> dict[str, SourceCost]:
-    """Cents, halves up, as the publication page's "Spent so far" rounds the same Decimal
-    (a float's round would make $0.125 into 0.12 there and $0.13 here)."""
+    """The Decimal sum of the payments' prices (each whole cents: pricing.paid_with_fee),
+    as the publication page's "Spent so far" adds them, made a float only at the end."""
     if not crowd.count:
         return {}
     cost = float(to_cents(crowd.paid))
@@ -271,13 +278,31 @@ def _unit_response(unit_key: str) -> int | None:
     return int(rest) if prefix == "judge" and rest.isdigit() else None
 
 
-def source_costs(*, benchmark: Benchmark) -> dict[str, dict[str, SourceCost]]:
-    """Return {subset: {source key: SourceCost}} for every source with anything recorded."""
-    assignments = _assignment_costs(benchmark)
-    return {
+def source_costs(
+    *, benchmark: Benchmark, kinds: Mapping[int, str | None] | None = None
+) -> dict[str, dict[str, SourceCost]]:
+    """Return {subset: {source key: SourceCost}} for every source with anything recorded.
+
+    `kinds` ({annotator id: kind, None for not decided}: the report's
+    BenchmarkArrays.kinds_read) are the kinds the report's counted answers went by: the
+    annotators it names are costed by them, not by kinds read again, so a kind changed while
+    the report is read cannot count a worker's labels in the crowd majority and their work in
+    an expert's cost (or nowhere)."""
+    return source_costs_and_kinds(benchmark=benchmark, kinds=kinds)[0]
+
+
+def source_costs_and_kinds(
+    *, benchmark: Benchmark, kinds: Mapping[int, str | None] | None = None
+) -> tuple[dict[str, dict[str, SourceCost]], dict[int, str | None]]:
+    """source_costs, and the kind each annotator with an assignment on the benchmark was costed
+    by (None: not decided), for a report that read its costs beside its labels to check that
+    both went by the same kinds."""
+    assignments, used = _assignment_costs(benchmark, kinds or {})
+    costs = {
         subset: {
             **assignments[subset],
             **_judge_costs(benchmark, subset),
         }
         for subset in SUBSETS
     }
+    return costs, used

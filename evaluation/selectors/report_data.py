@@ -97,6 +97,10 @@ class BenchmarkArrays:
     score_system: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     score_annotator: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     score_value: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int8))
+    # The kind read for every annotator with a counted label or score: the decided kind, None
+    # for one not decided (counted nowhere). The report's costs go by these same kinds
+    # (source_costs(kinds=...)), so a kind changed while the report is read moves both or none.
+    kinds_read: dict[int, str | None] = field(default_factory=dict)
 
     @property
     def n_instructions(self) -> int:
@@ -614,6 +618,7 @@ class _Annotators:
     ids: list[int]  # same order
     kinds: np.ndarray  # KIND_CODES per annotator, same order
     positions: _Positions  # annotator id -> index in name order, -1 when not counted
+    kinds_read: dict[int, str | None]  # every annotator present: its kind, None if undecided
 
 
 def _annotators(benchmark: Benchmark, label_annotator_ids: np.ndarray) -> _Annotators:
@@ -631,6 +636,7 @@ def _annotators(benchmark: Benchmark, label_annotator_ids: np.ndarray) -> _Annot
         ids=in_name_order,
         kinds=np.array([KIND_CODES[kinds[pk]] for pk in in_name_order], dtype=np.int8),
         positions=_Positions(sorted_ids, by_name),
+        kinds_read={pk: kinds.get(pk) for pk in present.tolist()},
     )
 
 
@@ -682,6 +688,7 @@ def benchmark_arrays(
         annotator_names=annotators.names,
         annotator_ids=annotators.ids,
         annotator_kinds=annotators.kinds,
+        kinds_read=annotators.kinds_read,
         instruction_subset=columns.subset,
         instruction_domain=columns.domain,
         instruction_principal=columns.principal,

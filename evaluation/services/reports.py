@@ -49,7 +49,7 @@ from evaluation.conventions import (
 )
 from evaluation.errors import ReportError
 from evaluation.models import JudgeCall
-from evaluation.selectors.report_costs import SourceCost, source_costs
+from evaluation.selectors.report_costs import SourceCost, source_costs, source_costs_and_kinds
 from evaluation.selectors.report_data import (
     ANNOTATOR_SOURCE,
     KIND_CODES,
@@ -966,7 +966,7 @@ def report_compute(
     # Nothing but database reads, which need neither the labels nor the tables: on PostgreSQL
     # the server works on them while the labels are read and the tables computed.
     costs = (
-        read_meanwhile(lambda: source_costs(benchmark=benchmark), "report-costs")
+        read_meanwhile(lambda: source_costs_and_kinds(benchmark=benchmark), "report-costs")
         if "sources" in wanted
         else None
     )
@@ -1026,7 +1026,8 @@ class _ReportParts:
     acc_unknown: str
     piece_items: int
     bootstrap: Bootstrap
-    costs: Pending[dict[str, dict[str, SourceCost]]] | None = None  # source_costs, being read
+    # source_costs_and_kinds, being read
+    costs: Pending[tuple[dict[str, dict[str, SourceCost]], dict[int, str | None]]] | None = None
 
     @cached_property
     def results(self) -> LabelResults:
@@ -1047,10 +1048,21 @@ class _ReportParts:
         return _breakdowns(self.data, self.sources, self.counts, self.unknown)
 
     def source_rows(self) -> list[dict]:
-        costs = self.costs.result() if self.costs else source_costs(benchmark=self.benchmark)
         return _source_rows(
-            self.data, self.sources, self.counts, costs, self.unknown, self.acc_unknown
+            self.data, self.sources, self.counts, self._costs(), self.unknown, self.acc_unknown
         )
+
+    def _costs(self) -> dict[str, dict[str, SourceCost]]:
+        """The sources' costs by the kinds the labels were read with (data.kinds_read): the
+        costs read beside the labels when they went by the same kinds, else read again by
+        those (a kind changed between the two reads: a worker's labels in the crowd majority
+        and their paid work in nobody's cost, or an expert's hours)."""
+        read = self.data.kinds_read
+        if self.costs is not None:
+            costs, used = self.costs.result()
+            if all(used[pk] == read[pk] for pk in used.keys() & read.keys()):
+                return costs
+        return source_costs(benchmark=self.benchmark, kinds=read)
 
 
 # Each table of the report from its parts, computed in this order: the leaderboard's and then
@@ -1235,9 +1247,10 @@ def report_cached(
     """
     _check_conventions(unknown, acc_unknown)
     digest = hashlib.sha256(_fingerprint(benchmark).encode()).hexdigest()[:24]
-    # "v2": annotators by id; a report cached before that named them, for every reader. The
-    # code's own version (code_version) moves the key with every deploy changing the code.
-    key = f"report:v5:{code_version()}:{benchmark.pk}:{unknown}:{acc_unknown}:{digest}"
+    # "v2": annotators by id; a report cached before that named them, for every reader.
+    # "v6": a flat fee rounded to cents on each payment (a crowd cost cached before differs).
+    # The code's own version (code_version) moves the key with every deploy changing the code.
+    key = f"report:v6:{code_version()}:{benchmark.pk}:{unknown}:{acc_unknown}:{digest}"
     options = {"benchmark": benchmark, "unknown": unknown, "acc_unknown": acc_unknown}
     report = None
     if tables is not None and not cache.get(f"{key}:building"):

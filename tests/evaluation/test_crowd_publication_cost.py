@@ -319,29 +319,29 @@ def test_work_rejected_here_that_the_platform_approved_stays_in_what_was_spent(
 def test_table_4_rounds_the_crowd_cost_halves_up_as_the_publication_page_does(
     fake_platform, settings
 ):
-    """2 × $0.05 × 1.25 = $0.125: 'Spent so far' said $0.13 (halves up, as every figure the app
-    shows) and Table 4 said 0.12 (Python's round of a float). A flat rate (MTurk's schedule
-    rounds each fee to cents, so its sums have no half cent)."""
+    """A flat 25 % on $0.10 is $0.025, charged $0.03 (halves up, as every figure the app
+    shows; Decimal's default and Python's round of a float make it $0.02): 2 × $0.13 is $0.26
+    on the publication page and in Table 4 alike."""
     from annotate.crowd.selectors import publication_spending
 
     settings.CROWD_FEE_RATE = "0.25"
 
-    publication = _published(instructions=2, reward_usd="0.05")
+    publication = _published(instructions=2, reward_usd="0.10")
     project = publication.batch.project
     _every_hit_done(publication, fake_platform)
     review.publication_sync(publication_id=publication.pk, now=timezone.now())
-    assert publication_spending(publication=publication).total_usd == Decimal("0.13")
+    assert publication_spending(publication=publication).total_usd == Decimal("0.26")
     costs = source_costs(benchmark=project.benchmark)
-    assert costs["overall"]["crowd-majority"].cost_usd == 0.13
+    assert costs["overall"]["crowd-majority"].cost_usd == 0.26
 
 
-def test_the_publication_total_is_table_4s_when_both_lines_round_up(
+def test_the_publication_total_is_table_4s_and_the_sum_of_its_lines(
     client, fake_platform, admin_user, settings
 ):
-    """One approved and one waiting assignment at $0.10 × 1.25 = $0.125 each: each line says
-    $0.13, and the total is Table 4's $0.25 (the exact sum rounded once); it said $0.26, the
-    sum of the rounded lines, while claiming to be Table 4's figure. (A flat rate: MTurk's
-    schedule rounds each fee to cents.)"""
+    """One approved and one waiting assignment at $0.10 + 25 % ($0.025 charged $0.03): each
+    line says $0.13, and the total is Table 4's $0.26, their sum: each payment is priced in
+    whole cents, as the platform charges it. (The fee was once left unrounded and the total
+    rounded once, $0.25, below the lines' $0.26 and what the platform charged.)"""
     settings.CROWD_FEE_RATE = "0.25"
     publication = _published(instructions=2, reward_usd="0.10")
     project = publication.batch.project
@@ -352,8 +352,8 @@ def test_the_publication_total_is_table_4s_when_both_lines_round_up(
     page = client.get(reverse("crowd:publication", args=[publication.pk])).text
     assert "approved work: 1 assignment, $0.13 with the bonuses paid on them" in page
     assert "submitted, not reviewed yet: 1 assignment, $0.13" in page
-    assert 'id="spent-total">$0.25<' in page
-    assert _table4_crowd_cost(project.benchmark) == Decimal("0.25")
+    assert 'id="spent-total">$0.26<' in page
+    assert _table4_crowd_cost(project.benchmark) == Decimal("0.26")
 
 
 def _lapse_and_fill(assignment: Assignment) -> None:
@@ -566,3 +566,103 @@ def test_a_sync_confirming_late_work_moves_the_cached_table_4(fake_platform):
     review.publication_sync(publication_id=publication.pk, now=timezone.now())
     assert _table4_crowd_cost(benchmark) == Decimal("2.40")
     assert _fingerprint(benchmark) != before
+
+
+@pytest.mark.parametrize(
+    ("fee_rate", "per_task", "one"),
+    [
+        # A flat 25 %: $0.07 + $0.0175 is charged $0.09 (the platform charges whole cents on
+        # each payment: a HIT of one assignment, a rejection's refund).
+        ("0.25", 1, "0.09"),
+        # MTurk's schedule, a HIT of 10: $0.07 + 40 % ($0.028) is $0.07 + $0.03.
+        ("", 10, "0.10"),
+    ],
+)
+def test_the_account_spent_so_far_the_preview_and_table_4_agree_to_the_cent(
+    client, settings, admin_user, fee_rate, per_task, one
+):
+    """Seven tasks, one HIT each, 7 assignments approved at $0.07 and two $0.05 bonuses. At a
+    flat 25 % the offline account paid 7 × $0.09 = $0.63 (each HIT's price rounded to cents),
+    while the preview, "Spent so far" and Table 4 rounded 7 × $0.0875 = $0.6125 once: $0.61.
+    Each bonus: $0.05 + $0.0125, $0.06 everywhere (at 20 %: $0.05 + $0.01)."""
+    from annotate.crowd import fake
+    from annotate.crowd.selectors import publication_spending
+    from annotate.crowd.services import publishing
+    from tests.annotate.crowd.conftest import crowd_assignment, submitted_on_fake_platform
+
+    settings.CROWD_FEE_RATE = fee_rate
+    fake.FakePlatform.reset()
+    platform = fake.FakePlatform()
+    batch = project_with_tasks(
+        instructions=7, systems=2, questions=1, assignments_per_task=per_task
+    ).batches.get()
+    reward = Decimal("0.07")
+    preview = publishing.publication_preview(batch=batch, platform_name="fake", reward_usd=reward)
+    before = platform.account_balance()
+    publication = published_on_fake(batch, reward_usd=reward)
+    offered = before - platform.account_balance()
+    assert preview.total_usd == offered == 7 * per_task * Decimal(one), (preview, offered)
+
+    works = []
+    for n, hit in enumerate(publication.hits.order_by("id")):
+        work = submitted_on_fake_platform(
+            crowd_assignment(task=hit.task, platform="fake", worker=f"W{n}"),
+            publication=publication,
+        )
+        review.assignment_approve(assignment_id=work.pk, user=admin_user)
+        works.append(work)
+    for work in works[:2]:
+        bonus = review.bonus_create(
+            assignment_id=work.pk, amount_usd=Decimal("0.05"), reason="thanks", user=admin_user
+        )
+        review.bonus_pay(bonus_id=bonus.pk, user=admin_user, now=timezone.now())
+    # What the account paid for the approved work: the HITs' other assignments (nobody took
+    # them) come back when the expired HITs are deleted, so they are left out here.
+    never_taken = 7 * (per_task - 1) * Decimal(one)
+    charged = before - platform.account_balance() - never_taken
+    assert charged == 7 * Decimal(one) + 2 * Decimal("0.06")
+    assert publication_spending(publication=publication).total_usd == charged
+    assert _table4_crowd_cost(batch.project.benchmark) == charged
+    client.force_login(admin_user)
+    page = client.get(reverse("crowd:publication", args=[publication.pk])).text
+    assert f'id="spent-total">${charged}<' in page
+    assert "the fee rounded to cents on each payment as the platform charges it" in page
+    fake.FakePlatform.reset()
+
+
+def test_a_kind_changed_while_the_report_is_read_moves_labels_and_cost_together(
+    fake_platform, admin_user, monkeypatch
+):
+    """Two crowd workers, one approved assignment each at $0.40 + 20 % = $0.48. A researcher
+    counts AW0 as an expert after the report read the labels (both in the crowd majority) and
+    before it read the costs: the crowd majority's cost was AW1's $0.48 alone, its labels
+    both workers'. The report goes by the kinds its labels were read with: $0.96, and AW0 has
+    no expert row of its own (the next report, with the new kind, has both moved)."""
+    from annotate.models import AnnotatorKind
+    from annotate.services.annotators import annotator_kind_set
+    from evaluation.services import reports
+
+    publication = _published(instructions=2, reward_usd="0.40")
+    done = _every_hit_done(publication, fake_platform)
+    review.publication_sync(publication_id=publication.pk, now=timezone.now())
+    for work in done:
+        review.assignment_approve(assignment_id=work.pk, user=admin_user)
+    benchmark = publication.batch.project.benchmark
+    moved = done[0].annotator
+    read_labels = reports.benchmark_arrays
+
+    def kind_changed_after_the_labels(**kwargs):
+        data = read_labels(**kwargs)
+        annotator_kind_set(annotator=moved, kind=AnnotatorKind.EXPERT, now=timezone.now())
+        return data
+
+    monkeypatch.setattr(reports, "benchmark_arrays", kind_changed_after_the_labels)
+    report = reports.report_compute(benchmark=benchmark, n_resamples=10)
+    rows = {(r["source"], r["subset"]): r for r in report["sources"]}
+    assert rows[("crowd-majority", "overall")]["cost_usd"] == 0.96
+    assert (f"annotator:{moved.pk}", "overall") not in rows
+    monkeypatch.setattr(reports, "benchmark_arrays", read_labels)
+    report = reports.report_compute(benchmark=benchmark, n_resamples=10)
+    rows = {(r["source"], r["subset"]): r for r in report["sources"]}
+    assert rows[("crowd-majority", "overall")]["cost_usd"] == 0.48
+    assert rows[(f"annotator:{moved.pk}", "overall")]["source_kind"] == "expert"

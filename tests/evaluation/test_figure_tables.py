@@ -38,6 +38,7 @@ def _no_whole_report(monkeypatch) -> None:
 
     monkeypatch.setattr(reports, "_agreement", whole_report_only)
     monkeypatch.setattr(reports, "source_costs", whole_report_only)
+    monkeypatch.setattr(reports, "source_costs_and_kinds", whole_report_only)
 
 
 @pytest.mark.parametrize("way", ["page", "api"])

@@ -187,18 +187,21 @@ def test_costs_are_read_on_a_second_connection_meanwhile(pieces_bench, monkeypat
     transaction in line, when the sources table asks for them. Same report either way."""
     if connection.vendor != "postgresql":
         pytest.skip("the costs are read on a second connection on PostgreSQL only")
-    readers = []
-    read = reports.source_costs
+    readers, again = [], []
+    read = reports.source_costs_and_kinds
 
     def costs_spy(**kwargs):
         readers.append(threading.current_thread().name)
         return read(**kwargs)
 
-    monkeypatch.setattr(reports, "source_costs", costs_spy)
+    monkeypatch.setattr(reports, "source_costs_and_kinds", costs_spy)
+    # Read again only when a kind changed between the two reads: never here.
+    monkeypatch.setattr(reports, "source_costs", lambda **kwargs: again.append(kwargs))
     threaded = report_build(scope=OPERATOR, benchmark=pieces_bench)
     with transaction.atomic():
         in_line = report_build(scope=OPERATOR, benchmark=pieces_bench)
     assert [name.startswith("report-costs") for name in readers] == [True, False]
+    assert again == []
     assert _without_time(threaded) == _without_time(in_line)
     assert any(row["cost_usd"] is not None for row in threaded["sources"])
 

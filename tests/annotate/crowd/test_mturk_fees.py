@@ -76,7 +76,8 @@ def test_a_flat_override_applies_as_before(settings):
     assert fee_override() == Decimal("0.25")
     assert platform_fee(CENTS_40, max_assignments=10, flat_rate=fee_override()) == Decimal("0.1")
     cost = assignments_cost(hits=[(3, 3)], reward_usd=Decimal("0.05"), flat_rate=Decimal("0.25"))
-    assert cost == Decimal("0.19")  # $0.1875 on the total, as before
+    # $0.0125 of fee on each assignment is charged $0.01: 3 × $0.06, not $0.1875 rounded once.
+    assert cost == Decimal("0.18")
 
 
 @pytest.mark.parametrize("value", ["abc", "-0.1", "10", "0.2555", "NaN"])
@@ -129,6 +130,7 @@ def test_the_preview_uses_the_override_when_set(settings):
     )
     assert (preview.total_usd, preview.fee_rate) == (Decimal("5.00"), Decimal("0.25"))
     assert preview.fee.startswith("25% flat fee (CROWD_FEE_RATE)")
+    assert preview.fee.endswith("rounded to cents on each")  # as the account is charged
 
 
 def test_the_publish_page_shows_the_schedule(client, admin_user):

@@ -245,16 +245,17 @@ def test_refused_hit_is_reported_and_retried_later(mturk_settings, fake_mturk, c
 
 
 def test_the_cost_preview_rounds_half_a_cent_up_as_every_figure():
-    """2 HITs × 1 assignment × $0.05 × (1 + 25 %) is $0.125: the preview said $0.12 (Decimal's
-    default rounds halves to even), below what the platform charges."""
+    """A flat 25 % on $0.02 is $0.005, charged $0.01 (Decimal's default rounds halves to even:
+    $0.00, below what the platform charges): 2 HITs × 1 assignment cost 2 × $0.03."""
     from annotate.crowd.pricing import assignments_cost
 
-    flat = Decimal("0.25")  # a flat CROWD_FEE_RATE is rounded on the total, as before
-    cost = assignments_cost(hits=[(1, 1), (1, 1)], reward_usd=Decimal("0.05"), flat_rate=flat)
-    assert cost == Decimal("0.13")
+    flat = Decimal("0.25")  # a flat CROWD_FEE_RATE, rounded on each payment as MTurk's fee
+    cost = assignments_cost(hits=[(1, 1), (1, 1)], reward_usd=Decimal("0.02"), flat_rate=flat)
+    assert cost == Decimal("0.06")
+    # 3 × ($0.05 + $0.0125 charged $0.01)
     assert assignments_cost(hits=[(3, 3)], reward_usd=Decimal("0.05"), flat_rate=flat) == Decimal(
-        "0.19"
-    )  # $0.1875
+        "0.18"
+    )
     # MTurk's fee on $0.05 is $0.01 an assignment (20 % of it, also the minimum)
     assert assignments_cost(hits=[(3, 3)], reward_usd=Decimal("0.05"), flat_rate=None) == Decimal(
         "0.18"

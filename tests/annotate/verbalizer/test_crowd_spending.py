@@ -184,10 +184,10 @@ def test_a_link_of_a_study_without_a_completion_code_does_not_say_one_was_handed
     assert "The recruiting site (Prolific, say) pays each answer" in said
 
 
-def test_spending_rounds_halves_up_and_the_total_once(client, admin, study):
-    """$0.10 × 1.25 = $0.125 an answer: each line says $0.13 (halves up, as every figure the
-    app shows), and the total is $0.25, the exact sum rounded once (as Table 4 and the
-    publish preview round), not $0.26."""
+def test_spending_rounds_each_fee_halves_up_and_the_total_is_the_lines_sum(client, admin, study):
+    """$0.10 + 25 % ($0.025 of fee, charged $0.03: halves up, as every figure the app shows)
+    is $0.13 an answer: each line says $0.13 and the total $0.26, what the platform charges
+    (it was $0.25, the unrounded fees' sum rounded once)."""
     publication = _publish(study, "fake", "0.10")
     first, second = publication.hits.select_related("prompt").order_by("id")
     approved = _answer_on_fake(first, "W1")
@@ -195,7 +195,7 @@ def test_spending_rounds_halves_up_and_the_total_once(client, admin, study):
     review.publication_sync(publication_id=publication.pk, now=timezone.now())
     _decide(client, approved, "approve")
     assert _spent(client, publication) == {
-        "total": "$0.25",
+        "total": "$0.26",
         "approved": "approved answers: 1 answer, $0.13 with the bonuses paid on them",
         "waiting": "submitted, not reviewed yet: 1 answer, $0.13 (confirmed by the platform, "
         "which pays them when the auto-approval delay ends unless you reject them)",

@@ -443,3 +443,52 @@ def test_a_reject_whose_hand_on_fails_stores_no_verdict_and_sent_again_does_both
     assert real.status == "rejected"
     assert not left_out.place_released and _counted(left_out)
     assert _counts(study, hit.prompt_id)["fake"] == 3
+
+
+@pytest.mark.services
+@pytest.mark.django_db(transaction=True)
+def test_a_kind_change_waits_for_an_answer_in_flight_and_moves_it_too(study, monkeypatch):
+    """Three colleagues hold the prompt's in-house places. A web account counted as a crowd
+    worker answers it (its crowd channel has room) while a researcher counts them as an
+    expert. The change holds the person's row, as the answer does before reading their kind:
+    it waits for the answer, then finds it and moves it in-house, where it waits for a place.
+    Had the change not waited, it would have moved no answer, and the answer, stored by the
+    kind read before, would have counted in-house as a fourth answer of three."""
+    _postgresql_only()
+    prompt_id = study.prompts.order_by("pk").first().pk
+    _in_house(study, prompt_id, 3)
+    person = AnnotatorFactory(kind=AnnotatorKind.CROWD)
+    from annotate.verbalizer.services import humans
+
+    storing, go, original = threading.Event(), threading.Event(), humans.human_answer_submit
+    monkeypatch.setattr(
+        humans,
+        "human_answer_submit",
+        lambda **kwargs: (storing.set(), go.wait(30), original(**kwargs))[2],
+    )
+    answered, changed = [], []
+    answer = in_thread(
+        lambda: human_work_answer_submit(
+            study=study, prompt_id=prompt_id, annotator=person, key=1, seconds=1.0
+        ),
+        answered,
+    )
+    assert storing.wait(30)
+    change = in_thread(
+        lambda: annotator_kind_set(
+            annotator=type(person).objects.get(pk=person.pk),
+            kind=AnnotatorKind.EXPERT,
+            now=timezone.now(),
+        ),
+        changed,
+    )
+    _done_or_waiting_for_a_lock(change)
+    assert change.is_alive()  # waiting for the answer's hold on the person's row
+    go.set()
+    answer.join(30)
+    change.join(30)
+    (stored,) = answered
+    assert isinstance(stored, HumanAnswer) and len(changed) == 1, (answered, changed)
+    stored.refresh_from_db()
+    assert stored.place_released and not _counted(stored)
+    assert _counts(study, prompt_id)[""] == 3

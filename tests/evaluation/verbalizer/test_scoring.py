@@ -89,3 +89,34 @@ def test_a_groups_interval_is_of_the_same_mean_over_datasets_as_its_accuracy():
     rec.dataset = np.array(["A"] * 8 + ["B"] * 2, dtype=object)
     (row,) = cells(rec, np.ones(10, bool), ["group"])
     assert (row["accuracy_lenient"], row["ci_lenient"]) == (0.5, (0.5, 0.5))
+
+
+def test_a_groups_accuracy_counts_a_one_item_column_whatever_the_bootstrap_leaves_out():
+    """Dataset A: items 0-2, right, right, wrong (2/3). Dataset B: item 3 answered validly and
+    wrongly (0/1), item 4 invalid. The group reads (2/3 + 0) / 2 = 1/3 (pooled: 2/4; without
+    B's one-item column: 2/3). A resample drawing item 4 twice has no valid answer of B and its
+    mean is A's alone, but the point estimate is over all the data, not over the resamples."""
+    rec = records(
+        item=[0, 1, 2, 3, 4],
+        group=["g"] * 5,
+        valid=[1, 1, 1, 1, 0],
+        correct=[1, 1, 0, 0, 0],
+    )
+    rec.dataset = np.array(["A", "A", "A", "B", "B"], dtype=object)
+    (row,) = cells(rec, np.ones(5, bool), ["group"])
+    assert row["accuracy_lenient"] == pytest.approx(1 / 3)
+    assert row["invalid_lenient"] == pytest.approx(1 / 5)
+    low, high = row["ci_lenient"]
+    assert 0.0 <= low <= 1 / 3 <= high <= 1.0
+    # B alone: one valid item, so its accuracy 0 has no interval (only the interval is null).
+    by_dataset = {r["key"]: r for r in cells(rec, np.ones(5, bool), ["dataset"])}
+    assert by_dataset[("B",)]["accuracy_lenient"] == 0.0
+    assert by_dataset[("B",)]["ci_lenient"] == (None, None)
+    # Every item of B answered validly and wrongly, one item in B: the same 1/3 with B's
+    # column fixed at 0 in every resample.
+    rec = records(item=[0, 1, 2, 3], group=["g"] * 4, valid=[1] * 4, correct=[1, 1, 0, 0])
+    rec.dataset = np.array(["A", "A", "A", "B"], dtype=object)
+    (row,) = cells(rec, np.ones(4, bool), ["group"])
+    assert row["accuracy_lenient"] == pytest.approx(1 / 3)
+    low, high = row["ci_lenient"]
+    assert (low, high) != (None, None) and 0.0 <= low <= 1 / 3 <= high <= 0.5
