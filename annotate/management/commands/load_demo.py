@@ -1,3 +1,7 @@
+import fcntl
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.utils.module_loading import import_string
@@ -13,6 +17,8 @@ from annotate.services.demo import (
 )
 from annotate.services.demo_data import demo_benchmark_load, demo_users_create
 from annotate.verbalizer.demo import demo_verbalizer_create
+
+LOCK_FILE_NAME = "load-demo.lock"
 
 
 class Command(BaseCommand):
@@ -35,7 +41,31 @@ class Command(BaseCommand):
             raise CommandError(
                 "Refusing to create demo accounts with known passwords: DEBUG is off."
             )
-        base = options["base_url"].rstrip("/")
+        with self._one_load_at_a_time():
+            self._load(base=options["base_url"].rstrip("/"))
+
+    @contextmanager
+    def _one_load_at_a_time(self) -> Iterator[None]:
+        """Hold an exclusive flock on VAR_DIR/load-demo.lock for the whole load.
+
+        Two loads at once (`make run` in two terminals) checked for the same missing rows and
+        both made them: an error ("an endpoint named 'demo-fake' exists already"), the demo's runs
+        twice, or, on SQLite, "database is locked" after the busy timeout, each load taking the
+        write lock again the moment it let it go. The second load now waits for the first, then
+        finds everything made (the load is safe to run again). The kernel drops the lock however
+        the process ends."""
+        path = settings.VAR_DIR / LOCK_FILE_NAME
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a") as lock_file:
+            try:
+                fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                self.stdout.write(f"Waiting for another load_demo to end ({path} is locked).")
+                self.stdout.flush()
+                fcntl.flock(lock_file, fcntl.LOCK_EX)
+            yield
+
+    def _load(self, *, base: str) -> None:
         try:
             for summary in demo_benchmark_load():
                 self.stdout.write(f"  {summary.message}")
