@@ -781,13 +781,13 @@ class WorkerApi(AdminApi):
             )
             return Response({"ok": True, "restored": done.restored, "left_out": done.left_out})
         else:
-            failed = review.workers_notify(
+            done = review.workers_notify(
                 annotator_ids=[annotator_id],
                 subject=values["subject"],
                 message=values["message"],
                 user=user,
             )
-            return Response({"failed": failed})
+            return Response({"failed": done.failed, "not_sent": done.not_sent})
         return Response({"ok": True})
 
 

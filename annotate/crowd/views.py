@@ -725,17 +725,7 @@ def worker_action(request: HttpRequest, annotator_id: int) -> HttpResponse:
     action, user, reason = request.POST.get("action"), request.user, request.POST.get("reason", "")
     if action == "block":
         block = review_services.worker_block(annotator_id=annotator_id, reason=reason, user=user)
-        on_link = block.annotator.platform == "selfhosted"  # no HITs: the link offers the tasks
-        messages.success(
-            request,
-            "Worker blocked: no more of our tasks, and their work counts in no result. Their "
-            "work and claims no longer hold their tasks' slots: those tasks are offered to other "
-            + (
-                "participants of the link."
-                if on_link
-                else 'workers (on Mechanical Turk through "Workers in place of rejected work").'
-            ),
-        )
+        messages.success(request, blocked_message(block.annotator.platform))
         waiting = selectors.worker_unreviewed_count(annotator_id=annotator_id)
         if waiting and block.annotator.platform != "selfhosted":
             messages.warning(
@@ -748,13 +738,16 @@ def worker_action(request: HttpRequest, annotator_id: int) -> HttpResponse:
         done = review_services.worker_unblock(annotator_id=annotator_id, reason=reason, user=user)
         messages.success(request, unblocked_message(done))
     elif action == "notify":
-        failed = review_services.workers_notify(
+        done = review_services.workers_notify(
             annotator_ids=[annotator_id],
             subject=request.POST.get("subject", ""),
             message=request.POST.get("message", ""),
             user=user,
         )
-        messages.success(request, "Message sent." if not failed else f"Not delivered: {failed}")
+        if done.not_sent:
+            messages.warning(request, review_services.web_accounts_unreachable(done.not_sent))
+        sent = "Message sent." if not done.failed else f"Not delivered: {done.failed}"
+        messages.success(request, sent)
     else:
         raise AnnotateError(f"Unknown action '{action}'.")
     return _back(request)
@@ -764,6 +757,31 @@ def worker_action(request: HttpRequest, annotator_id: int) -> HttpResponse:
 def call_list(request: HttpRequest) -> HttpResponse:
     calls = PlatformCall.objects.select_related("user")[:300]
     return render(request, "crowd/calls.html", {"calls": calls})
+
+
+def blocked_message(platform: str) -> str:
+    """What a block did, by where the worker came from: MTurk, a self-hosted link (no HITs: the
+    link offers the tasks), or a web account (platform ""), which no platform knows and which
+    the block does not log out: nothing on this site refuses its next claim or answer."""
+    if not platform:
+        return (
+            "Web account blocked: their work counts in no result, their claims were ended, and "
+            "their work no longer holds its tasks' slots or its study items' places: those go "
+            "to the project's or study's other annotators. No platform was told: a web account "
+            "has none. The block does not stop them logging in and starting tasks or answering "
+            "studies here: what they do then holds a slot or a place but counts in no result. "
+            "To keep them out, deactivate their user account (Django admin, Users: Active)."
+        )
+    offered_to = (
+        "participants of the link."
+        if platform == "selfhosted"
+        else 'workers (on Mechanical Turk through "Workers in place of rejected work").'
+    )
+    return (
+        "Worker blocked: no more of our tasks, and their work counts in no result. Their "
+        "work and claims no longer hold their tasks' slots: those tasks are offered to other "
+        + offered_to
+    )
 
 
 def unblocked_message(done: review_services.Unblocked) -> str:

@@ -924,6 +924,8 @@ def _bonus_input_check(paid_for, *, amount_usd: Decimal, reason: str) -> None:
     if not reason.strip():
         raise FieldInputError("Give the worker a reason for the bonus.", field="feedback")
     work = _work_field(paid_for)
+    if not paid_for.annotator.platform:
+        raise FieldInputError(WEB_ACCOUNT_UNPAID, field=work)
     if not get_platform(paid_for.annotator.platform).pays_workers:
         raise FieldInputError(
             "This worker came through a self-hosted link: pay on that site.", field=work
@@ -934,6 +936,14 @@ def _bonus_input_check(paid_for, *, amount_usd: Decimal, reason: str) -> None:
             f"{paid_for.get_status_display().lower()}.",
             field=work,
         )
+
+
+# A web account (platform "") has no platform account: get_platform("") is CROWD_BACKEND's,
+# which MTurk would have been asked to pay an empty WorkerId on (and the offline fake "paid").
+WEB_ACCOUNT_UNPAID = (
+    "This is a web account's work (signed up on this site): it has no crowd platform to pay "
+    "a bonus through, and this site pays nobody itself. Nothing was paid."
+)
 
 
 def _work_field(paid_for) -> str:
@@ -1042,6 +1052,12 @@ def bonus_pay(*, bonus_id: int, user, now: datetime) -> Bonus:
     if bonus.status == BonusStatus.PAID:
         return bonus
     assignment = bonus.paid_for
+    if not assignment.annotator.platform:  # stored before bonus_create refused web accounts
+        Bonus.objects.filter(pk=bonus.pk).exclude(status=BonusStatus.PAID).update(
+            status=BonusStatus.FAILED, error=WEB_ACCOUNT_UNPAID, sent_at=None
+        )
+        bonus.refresh_from_db(fields=["status", "error", "sent_at"])
+        return bonus
     work_endpoint_check(assignment)
     platform = get_platform(assignment.annotator.platform, user=user)
     if bonus.created_at <= now - TOKENS_KEPT and _paid_before(platform, bonus):
@@ -1535,21 +1551,41 @@ def _turns_of(*, hit: Hit | None, study_id: int, channel: Annotator):
     return lock
 
 
-def workers_notify(*, annotator_ids: list[int], subject: str, message: str, user) -> list[str]:
-    """Message workers on their platform; return the worker ids it could not reach."""
+@dataclass(frozen=True)
+class Notified:
+    failed: list[str]  # platform worker ids their platform could not reach
+    not_sent: list[str]  # names of the web accounts among them: no platform to message them on
+
+
+def web_accounts_unreachable(names: list[str]) -> str:
+    """What the admin is told of web accounts a message was not sent to."""
+    return (
+        f"Not sent to {', '.join(names)}: a web account (signed up on this site) has no crowd "
+        "platform to message it through, and this site sends no messages of its own."
+    )
+
+
+def workers_notify(*, annotator_ids: list[int], subject: str, message: str, user) -> Notified:
+    """Message workers on their platform; return the worker ids it could not reach, and the
+    web accounts among them (platform ""), which were sent nothing: get_platform("") is
+    CROWD_BACKEND's, where they have no account (MTurk refused the empty WorkerId, and the
+    platform workers of the same call went unmessaged). Refused when all are web accounts."""
     require_admin(user)
     if not subject.strip() or not message.strip():
         raise AnnotateError("A message to workers needs a subject and a text.")
     workers = list(Annotator.objects.filter(crowd_worker_q(), pk__in=annotator_ids))
     if len(workers) != len(set(annotator_ids)):
         raise NotFoundError("Some of these workers do not exist.")
-    groups = _notify_groups(workers)
+    web_accounts = sorted(w.name for w in workers if not w.platform)
+    if len(web_accounts) == len(workers):
+        raise ConflictError(f"Nothing was sent. {web_accounts_unreachable(web_accounts)}")
+    groups = _notify_groups([w for w in workers if w.platform])
     failed: list[str] = []
     for platform_name, ids in groups:
         failed += get_platform(platform_name, user=user).workers_notify(
             worker_ids=ids, subject=subject.strip(), message=message.strip()
         )
-    return failed
+    return Notified(failed=failed, not_sent=web_accounts)
 
 
 def _notify_groups(workers: list[Annotator]) -> list[tuple[str, list[str]]]:

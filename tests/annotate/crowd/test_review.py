@@ -314,10 +314,10 @@ def test_block_unblock_and_notify(client, live, fake_mturk, admin_user):
     assert blocked.status_code == 403
     review.worker_unblock(annotator_id=worker.pk, user=admin_user)
     assert fake_mturk.state.blocks == {}
-    failed = review.workers_notify(
+    done = review.workers_notify(
         annotator_ids=[worker.pk], subject="New batch", message="Come back", user=admin_user
     )
-    assert failed == []
+    assert done == review.Notified(failed=[], not_sent=[])
     assert fake_mturk.state.notifications[0]["WorkerIds"] == ["AW1"]
 
 

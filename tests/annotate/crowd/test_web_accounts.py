@@ -1,0 +1,148 @@
+"""Web accounts (people who signed up on this site, platform "") counted as crowd workers have
+no platform account: a message, a bonus or a block of theirs goes to no platform, and the
+admin is told what happened instead (real boto3 against the fake MTurk server, with
+CROWD_BACKEND=mturk, the platform get_platform("") used to pick for them)."""
+
+from decimal import Decimal
+
+import pytest
+from django.contrib.messages import get_messages
+from django.urls import reverse
+from django.utils import timezone
+
+from annotate.crowd.models import Bonus, BonusStatus
+from annotate.crowd.services import review
+from annotate.errors import ConflictError, FieldInputError
+from annotate.models import AnnotatorKind, AssignmentStatus
+from tests.factories import AnnotatorFactory, AssignmentFactory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def web_account(db):
+    return AnnotatorFactory(kind=AnnotatorKind.CROWD, name="web-ann")
+
+
+@pytest.fixture
+def platform_worker(db):
+    return AnnotatorFactory(
+        kind=AnnotatorKind.CROWD, platform="mturk", worker_id="AW1", name="mturk:AW1"
+    )
+
+
+def _approved_work(annotator):
+    return AssignmentFactory(
+        annotator=annotator, status=AssignmentStatus.APPROVED, submitted_at=timezone.now()
+    )
+
+
+def _messages(response) -> list[str]:
+    return [str(m) for m in get_messages(response.wsgi_request)]
+
+
+def test_a_message_to_web_accounts_and_mturk_workers_reaches_the_workers_and_names_the_others(
+    mturk_settings, fake_mturk, admin_user, web_account, platform_worker
+):
+    """The web account was messaged on MTurk with an empty WorkerId, which boto3 refused, so
+    the call failed and the MTurk worker beside it was not messaged either."""
+    done = review.workers_notify(
+        annotator_ids=[web_account.pk, platform_worker.pk],
+        subject="New batch",
+        message="Come back",
+        user=admin_user,
+    )
+
+    assert done.failed == [] and done.not_sent == ["web-ann"]
+    assert [n["WorkerIds"] for n in fake_mturk.state.notifications] == [["AW1"]]
+
+
+def test_a_message_to_a_web_account_alone_is_refused_saying_nothing_was_sent(
+    client, mturk_settings, fake_mturk, admin_user, web_account
+):
+    client.force_login(admin_user)
+    page = client.post(
+        reverse("crowd:worker-action", args=[web_account.pk]),
+        {"action": "notify", "subject": "New batch", "message": "Come back"},
+        HTTP_REFERER="/crowd/",
+    )
+
+    assert _messages(page) == [
+        "Nothing was sent. Not sent to web-ann: a web account (signed up on this site) has no "
+        "crowd platform to message it through, and this site sends no messages of its own."
+    ]
+    api = client.post(
+        reverse("crowd-api:notify", args=[web_account.pk]),
+        {"subject": "New batch", "message": "Come back"},
+        content_type="application/json",
+    )
+    assert api.status_code == 409
+    assert "Nothing was sent" in api.json()["detail"]
+    assert "NotifyWorkers" not in fake_mturk.state.calls
+
+
+def test_blocking_a_web_account_says_what_the_block_does_to_it(
+    client, mturk_settings, fake_mturk, admin_user, web_account
+):
+    """The page said their tasks were offered on Mechanical Turk and that they got no more of
+    our tasks: no platform is told, and nothing stops them claiming on this site."""
+    client.force_login(admin_user)
+    page = client.post(
+        reverse("crowd:worker-action", args=[web_account.pk]),
+        {"action": "block", "reason": "copied answers"},
+        HTTP_REFERER="/annotators/",
+    )
+
+    [said] = _messages(page)
+    assert said.startswith("Web account blocked: their work counts in no result")
+    assert "No platform was told" in said and "deactivate their user account" in said
+    assert "Mechanical Turk" not in said and "no more of our tasks" not in said
+    assert "CreateWorkerBlock" not in fake_mturk.state.calls
+
+
+def test_a_bonus_for_a_web_accounts_work_is_refused_and_nothing_is_sent(
+    client, mturk_settings, fake_mturk, admin_user, web_account
+):
+    """It was stored and sent to MTurk with an empty WorkerId (with the offline fake, paid)."""
+    work = _approved_work(web_account)
+    client.force_login(admin_user)
+
+    answer = client.post(
+        reverse("crowd-api:bonus", args=[work.pk]),
+        {"amount_usd": "1.00", "feedback": "thanks", "request_token": "w" * 20},
+        content_type="application/json",
+    )
+
+    assert answer.status_code == 400, answer.content
+    assert answer.json() == {"detail": review.WEB_ACCOUNT_UNPAID, "field": "assignment"}
+    assert not Bonus.objects.exists()
+    assert "SendBonus" not in fake_mturk.state.calls
+    with pytest.raises(FieldInputError, match="web account"):
+        review.bonus_create(
+            assignment_id=work.pk, amount_usd=Decimal("1.00"), reason="thanks", user=admin_user
+        )
+
+
+def test_a_web_accounts_bonus_stored_earlier_fails_saying_why_and_sends_nothing(
+    mturk_settings, fake_mturk, admin_user, web_account
+):
+    work = _approved_work(web_account)
+    bonus = Bonus.objects.create(
+        assignment=work, amount_usd=Decimal("1.00"), reason="thanks",
+        unique_request_token="w" * 20, created_by=admin_user,
+    )  # fmt: skip
+
+    paid = review.bonus_pay(bonus_id=bonus.pk, user=admin_user, now=timezone.now())
+
+    assert (paid.status, paid.error) == (BonusStatus.FAILED, review.WEB_ACCOUNT_UNPAID)
+    assert "SendBonus" not in fake_mturk.state.calls
+
+
+def test_workers_notify_of_web_accounts_only_refuses_before_any_call(
+    mturk_settings, fake_mturk, admin_user, web_account
+):
+    with pytest.raises(ConflictError, match="Not sent to web-ann"):
+        review.workers_notify(
+            annotator_ids=[web_account.pk], subject="s", message="m", user=admin_user
+        )
+    assert fake_mturk.state.notifications == []
