@@ -6,6 +6,12 @@ PY := $(VENV)/bin/python
 MANAGE := $(PY) manage.py
 HOST ?= 127.0.0.1
 PORT ?= 8000
+# `make test` runs the suite in this many processes (pytest-xdist; 0: in this one process).
+# Each has its own test database and Redis database (tests/parallel.py). xdist's default
+# distribution (--dist load) hands each process the tests in the order pytest-django sorted them,
+# transactional tests (which empty the tables, data migrations' groups included) after the rest;
+# --dist loadfile ran another file's plain tests after them: "Group matching query does not exist".
+TEST_WORKERS ?= 2
 
 .PHONY: run test install install-dev migrate demo lint format bench faults prod-check chromium clean
 
@@ -51,10 +57,11 @@ format: install-dev
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-## make test: lint, import contracts, the whole pytest suite (SQLite, or DATABASE_URL if set)
+## make test: lint, import contracts, the whole pytest suite (SQLite, or DATABASE_URL if set),
+## in TEST_WORKERS processes
 test: install-dev chromium lint
 	$(MANAGE) makemigrations --check --dry-run >/dev/null || { echo "Missing migrations: run manage.py makemigrations"; exit 1; }
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 ## make bench: performance scripts; results go to docs/benchmarks.md by hand
 bench: install-dev

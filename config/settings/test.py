@@ -1,7 +1,13 @@
 """Settings for the test suite: SQLite unless DATABASE_URL is set, fast hashing."""
 
-from config.settings.base import *  # noqa: F403
-from config.settings.base import ENGINE_API_KEY_ENVS
+from tests.parallel import use_worker_redis_databases
+
+# With pytest-xdist each test process has a Redis database of its own (tests/parallel.py): the
+# URLs in the environment are moved on before they are read here.
+use_worker_redis_databases()
+
+from config.settings.base import *  # noqa: E402, F403
+from config.settings.base import ENGINE_API_KEY_ENVS  # noqa: E402
 
 DEBUG = False
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
