@@ -1,4 +1,5 @@
 import json
+from datetime import timedelta
 
 import pytest
 from django.urls import reverse
@@ -1461,7 +1462,9 @@ def test_a_retry_that_fails_again_says_it_was_tried_again(
 ):
     """After Retry failed again the page looked exactly as before: no sign of the retry."""
     client.force_login(annotator)
-    start = timezone.now().replace(hour=9, minute=0)
+    # Now, to the minute: the session's calls must be younger than the call timeout on the
+    # real clock the page reads (a fixed 09:00 of today made it fail from 09:05 to 10:00).
+    start = timezone.now().replace(second=0, microsecond=0)
     with django_capture_on_commit_callbacks(execute=True):
         session = session_assign(study=study, user=annotator, now=start)
     turn = turn_start(
@@ -1475,12 +1478,12 @@ def test_a_retry_that_fails_again_says_it_was_tried_again(
     Turn.objects.filter(pk=turn.pk).update(**failed)
     url = reverse("revision:session", args=[session.pk])
     assert 'id="retried"' not in client.get(url).content.decode()  # failed on its first try
-    call_retry(session_id=session.pk, user=annotator, now=start.replace(minute=7))
+    call_retry(session_id=session.pk, user=annotator, now=start + timedelta(minutes=7))
     Turn.objects.filter(pk=turn.pk).update(**failed)
     page = client.get(url).content.decode()
     assert (
-        '<p id="retried">Tried again at 09:07 UTC: the model failed again (its service answered'
-        " with an error or could not be reached).</p>"
+        f'<p id="retried">Tried again at {start + timedelta(minutes=7):%H:%M} UTC: the model failed'
+        " again (its service answered with an error or could not be reached).</p>"
     ) in page
 
     # The first answer too.
@@ -1490,12 +1493,12 @@ def test_a_retry_that_fails_again_says_it_was_tried_again(
     RevisionSession.objects.filter(pk=session.pk).update(initial_status=CallStatus.FAILED)
     url = reverse("revision:session", args=[session.pk])
     assert 'id="retried"' not in client.get(url).content.decode()
-    call_retry(session_id=session.pk, user=other, now=start.replace(minute=12))
-    stale_calls_fail(session=session, now=start.replace(minute=12) + STALE_AFTER * 2)
+    call_retry(session_id=session.pk, user=other, now=start + timedelta(minutes=12))
+    stale_calls_fail(session=session, now=start + timedelta(minutes=12) + STALE_AFTER * 2)
     page = client.get(url).content.decode()
     assert (
-        '<p id="retried">Tried again at 09:12 UTC: the model failed again (it did not finish in'
-        " time).</p>"
+        f'<p id="retried">Tried again at {start + timedelta(minutes=12):%H:%M} UTC: the model failed'
+        " again (it did not finish in time).</p>"
     ) in page
 
 
