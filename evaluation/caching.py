@@ -125,9 +125,9 @@ def code_version() -> str:
     would go stale silently as the code moves.
 
     Read once per process, when it loads its code: the evaluation app's ready() asks for it
-    (about 30 ms of every start). Read on the first report instead, a process started before a
-    deploy and still running the old code would hash the new files and cache the old code's
-    report under the new code's key, for every process of the new code to serve.
+    (about 17 ms of CPU of every start). Read on the first report instead, a process started
+    before a deploy and still running the old code would hash the new files and cache the old
+    code's report under the new code's key, for every process of the new code to serve.
     """
     libraries = [f"{name}=={_library_version(name)}" for name in CODE_LIBRARIES]
     return source_digest(CODE_ROOTS, extra=libraries)
