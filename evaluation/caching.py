@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -84,8 +85,30 @@ def _build_holding(key: str, lock: str, token: str, build: Callable[[], T | None
 # The packages whose code decides what a report or figure holds: evaluation computes and draws,
 # annotate decides what counts (annotator kinds, counted work, practice projects...).
 CODE_PACKAGES = ("annotate", "evaluation")
+CODE_ROOTS = tuple(Path(__file__).resolve().parent.parent / package for package in CODE_PACKAGES)
 # The libraries that compute and draw them: an upgrade may move a figure as a code change does.
 CODE_LIBRARIES = ("numpy", "matplotlib")
+# The settings the numbers of a report or figure read: the expert's hourly rate (InFoBench Table
+# 4), the bootstrap behind every interval (InFoBench, KIWI), the flat crowd fee (the crowd cost of
+# work priced at today's fee). The verbalizer report reads none today (its bootstrap is fixed);
+# its key has them all the same, so one added here needs no thought about which key reads it.
+REPORT_SETTINGS = (
+    "EXPERT_HOURLY_RATE_USD",
+    "REPORT_BOOTSTRAP_RESAMPLES",
+    "REPORT_BOOTSTRAP_SEED",
+    "CROWD_FEE_RATE",
+)
+
+
+def computation_version() -> str:
+    """Name what computes a cached report or figure (its code and the settings it reads), for
+    its cache key.
+
+    The code's part is read once per process (code_version); the settings' part each time it is
+    asked for (settings_version): a restart with another rate and a test's override_settings
+    change the settings, and the key must move with them (microseconds: a few values hashed).
+    """
+    return f"{code_version()}-{settings_version()}"
 
 
 @functools.cache
@@ -94,30 +117,58 @@ def code_version() -> str:
 
     A deploy that changes how a figure is computed must not serve the figure the old code
     computed (the cache is Redis, which outlives the deploy). A version constant bumped by hand
-    (the keys' "v5", "v3" and DRAWING_VERSION, kept) holds only while whoever changes a
+    (the keys' "v6", "v3" and DRAWING_VERSION, kept) holds only while whoever changes a
     computation remembers it, also in code far from the key (a counting rule in annotate):
     the key holds a digest of the source of every Python module of CODE_PACKAGES and the
-    versions of CODE_LIBRARIES as well. Read once per process, on the first report asked for (not
-    at import: a command's start pays nothing for it; about 30 ms). Broad on purpose: a deploy
-    touching any module of those packages recomputes each report once (seconds), where a list
-    of the modules a report runs would go stale silently as the code moves.
+    versions of CODE_LIBRARIES as well. Broad on purpose: a deploy touching any module of those
+    packages recomputes each report once (seconds), where a list of the modules a report runs
+    would go stale silently as the code moves.
+
+    Read once per process, when it loads its code: the evaluation app's ready() asks for it
+    (about 17 ms of CPU of every start). Read on the first report instead, a process started
+    before a deploy and still running the old code would hash the new files and cache the old
+    code's report under the new code's key, for every process of the new code to serve.
     """
-    roots = [Path(__file__).resolve().parent.parent / package for package in CODE_PACKAGES]
     libraries = [f"{name}=={_library_version(name)}" for name in CODE_LIBRARIES]
-    return source_digest(roots, extra=libraries)
+    return source_digest(CODE_ROOTS, extra=libraries)
+
+
+def settings_version() -> str:
+    """Return a short digest of the values of REPORT_SETTINGS as this process has them now."""
+    values = repr([(name, getattr(settings, name, None)) for name in REPORT_SETTINGS])
+    return hashlib.sha256(values.encode()).hexdigest()[:12]
 
 
 def source_digest(roots: Iterable[Path], *, extra: Iterable[str] = ()) -> str:
     """Return a short digest of every `*.py` file under `roots` (path and content, in path
-    order) and the `extra` strings."""
+    order) and the `extra` strings.
+
+    What is not a regular file is left out (an editor's lock file `.#name.py` is a dangling
+    symlink), and so is a file or folder that cannot be read (deleted during the walk): a report
+    is served all the same, its key naming the code that could be read.
+    """
     digest = hashlib.sha256()
     for root in roots:
-        for path in sorted(root.rglob("*.py")):
+        for path in _python_files(root):
+            try:
+                if not path.is_file():
+                    continue
+                content = path.read_bytes()
+            except OSError:
+                continue
             digest.update(str(path.relative_to(root.parent)).encode() + b"\0")
-            digest.update(path.read_bytes() + b"\0")
+            digest.update(content + b"\0")
     for text in extra:
         digest.update(text.encode() + b"\0")
     return digest.hexdigest()[:16]
+
+
+def _python_files(root: Path) -> list[Path]:
+    # os.walk, not Path.rglob: rglob raises when a folder goes away while it lists it.
+    found = []
+    for folder, _folders, names in os.walk(root):
+        found.extend(Path(folder, name) for name in names if name.endswith(".py"))
+    return sorted(found)
 
 
 def _library_version(name: str) -> str:

@@ -16,9 +16,13 @@ schedule.
 
 Every payment's price (`paid_with_fee`) is whole cents, so every figure is a plain sum of
 them: the offline account charging a HIT and refunding a rejected assignment, the publish
-preview, "Spent so far" and the report's crowd cost (Table 4) agree to the cent. A flat fee
-rounded once on a total (7 × $0.0875 read $0.61) disagreed with the account, which is charged
-per HIT and refunded per assignment (7 HITs of one assignment: 7 × $0.09 = $0.63).
+preview, "Spent so far" and the report's crowd cost (Table 4) agree to the cent, for HITs
+published since this rule (2026-11-29). A flat fee rounded once on a total (7 × $0.0875 read
+$0.61) disagreed with the account, which is charged per HIT and refunded per assignment (7
+HITs of one assignment: 7 × $0.09 = $0.63). A flat-fee HIT of several assignments published
+before it was charged with its fee rounded once per HIT, which the per-assignment figures can
+miss by a few cents (at most about half a cent an assignment); the offline account keeps only
+its balance, not each HIT's charge, so it cannot be recomputed.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from annotate.revision.models import Study
-from evaluation.caching import cache_get_or_build, code_version
+from evaluation.caching import cache_get_or_build, computation_version
 from evaluation.figures import (
     AXIS_MARGIN,
     MAX_WIDTH,
@@ -128,7 +128,7 @@ def revision_figure_cached(*, study: Study, name: str, fmt: str) -> bytes | None
 
     return cache_get_or_build(
         key=(
-            f"revision-figure:{DRAWING_VERSION}:{code_version()}:"
+            f"revision-figure:{DRAWING_VERSION}:{computation_version()}:"
             f"{figure_fingerprint(study=study)}:{name}:{fmt}"
         ),
         build=draw,

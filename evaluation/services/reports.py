@@ -39,7 +39,7 @@ from annotate.selectors.identities import IdentityScope, annotator_names_shown
 from annotate.selectors.names import names_there_are
 from annotate.selectors.results import counted_work_fingerprint
 from annotate.services.files import csv_writer
-from evaluation.caching import cache_get_or_build, code_version
+from evaluation.caching import cache_get_or_build, computation_version
 from evaluation.conventions import (
     ACC_MODES,
     DEFAULT_ACC,
@@ -1249,8 +1249,9 @@ def report_cached(
     digest = hashlib.sha256(_fingerprint(benchmark).encode()).hexdigest()[:24]
     # "v2": annotators by id; a report cached before that named them, for every reader.
     # "v6": a flat fee rounded to cents on each payment (a crowd cost cached before differs).
-    # The code's own version (code_version) moves the key with every deploy changing the code.
-    key = f"report:v6:{code_version()}:{benchmark.pk}:{unknown}:{acc_unknown}:{digest}"
+    # computation_version moves the key with every deploy changing the code and every change of
+    # a setting the numbers read (the expert's rate, the bootstrap, the flat crowd fee).
+    key = f"report:v6:{computation_version()}:{benchmark.pk}:{unknown}:{acc_unknown}:{digest}"
     options = {"benchmark": benchmark, "unknown": unknown, "acc_unknown": acc_unknown}
     report = None
     if tables is not None and not cache.get(f"{key}:building"):

@@ -39,7 +39,7 @@ from annotate.verbalizer.models import (
     Prompt,
     SystemRun,
 )
-from evaluation.caching import cache_get_or_build, code_version
+from evaluation.caching import cache_get_or_build, computation_version
 from evaluation.stats.kappa import fleiss_kappa, kappa_ci
 from evaluation.verbalizer.parsing import INVALID, NEGATIVE, POSITIVE, parse_lenient, parse_strict
 from evaluation.verbalizer.scoring import (
@@ -519,9 +519,10 @@ def report_version(evaluation_set: EvaluationSet) -> str:
     """Name the report of the set's answers as they stand: what its cache keys (and those of the
     figures drawn from it) are made of."""
     # v2: cells average their (dataset, mapping) pieces (scoring.py); a report cached by the
-    # pooling code is not served again. v3: intervals drawn within each dataset. code_version:
-    # any deploy changing the code (evaluation.caching).
-    return f"v3:{code_version()}:{_version(evaluation_set)}"
+    # pooling code is not served again. v3: intervals drawn within each dataset.
+    # computation_version: any deploy changing the code, any change of a report's setting
+    # (evaluation.caching).
+    return f"v3:{computation_version()}:{_version(evaluation_set)}"
 
 
 def verbalizer_report_cached(*, evaluation_set: EvaluationSet, version: str | None = None) -> dict:

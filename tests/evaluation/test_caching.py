@@ -4,8 +4,10 @@ The builds here are counted, not timed (CountedBuild).
 """
 
 import os
+import shutil
 import threading
 import uuid
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -204,12 +206,85 @@ def test_the_code_digest_moves_with_a_source_file_and_only_with_one(tmp_path):
     )
 
 
-def test_the_code_version_is_read_once_per_process():
+def test_an_editors_lock_file_or_an_unreadable_one_leaves_the_digest_as_it_was(tmp_path):
+    """Emacs keeps `.#name.py` beside a file being edited: a symlink to nowhere. Reading it
+    raised FileNotFoundError, and every report request with it."""
+    package = tmp_path / "package"
+    package.mkdir()
+    (package / "drfr.py").write_text("def drfr(yes, asked):\n    return yes / asked\n")
+    before = caching.source_digest([package])
+    (package / ".#drfr.py").symlink_to("someone@host.12345:1700000000")
+    (package / "folder.py").mkdir()
+    (package / "folder.py" / "inside.txt").write_text("not code")
+    (package / "linked.py").symlink_to(package / "folder.py")
+    assert caching.source_digest([package]) == before
+
+
+def test_a_file_or_folder_deleted_while_the_digest_is_read_is_left_out(tmp_path, monkeypatch):
+    """A deploy replacing the files while a process reads them: what is gone is not hashed, and
+    the page is served."""
+    package = tmp_path / "package"
+    for folder in ("stats", "judges"):
+        (package / folder).mkdir(parents=True)
+        (package / folder / "module.py").write_text(f"name = {folder!r}\n")
+    (package / "drfr.py").write_text("x = 1\n")
+    read_bytes, scandir = Path.read_bytes, os.scandir
+
+    def deleted_before_reading(path):
+        if path.parent.name == "stats":
+            path.unlink()
+        return read_bytes(path)
+
+    def deleted_before_listing(path):
+        if isinstance(path, str | os.PathLike) and Path(path).name == "judges":
+            shutil.rmtree(path)
+        return scandir(path)
+
+    monkeypatch.setattr(Path, "read_bytes", deleted_before_reading)
+    monkeypatch.setattr(os, "scandir", deleted_before_listing)
+    served = caching.source_digest([package])
+    monkeypatch.undo()
+    assert not (package / "judges").exists() and not (package / "stats" / "module.py").exists()
+    assert served == caching.source_digest([package])
+    assert served != caching.source_digest([])  # drfr.py is in it
+
+
+@pytest.fixture
+def code_read_again():
+    """code_version as if this process had not read it yet; read again after the test."""
+    caching.code_version.cache_clear()
+    yield
+    caching.code_version.cache_clear()
+
+
+def test_the_code_version_is_read_once_per_process(code_read_again):
     assert caching.code_version() is caching.code_version()
     assert caching.code_version() == caching.source_digest(
         [caching.Path(caching.__file__).resolve().parent.parent / p for p in caching.CODE_PACKAGES],
         extra=[f"{name}=={caching._library_version(name)}" for name in caching.CODE_LIBRARIES],
     )
+
+
+def test_the_code_version_is_that_of_the_files_the_process_started_with(
+    tmp_path, monkeypatch, code_read_again
+):
+    """A deploy puts the new files in place, then restarts the processes: one still running
+    the old code that read the version on its first report hashed the new files, and cached
+    the old code's report under the new code's key."""
+    from django.apps import apps
+
+    package = tmp_path / "evaluation"
+    package.mkdir()
+    (package / "drfr.py").write_text("def drfr(yes, asked):\n    return yes / asked\n")
+    monkeypatch.setattr(caching, "CODE_ROOTS", (package,))
+    libraries = [f"{name}=={caching._library_version(name)}" for name in caching.CODE_LIBRARIES]
+    old_code = caching.source_digest([package], extra=libraries)
+
+    apps.get_app_config("evaluation").ready()  # what the process's start runs
+    (package / "drfr.py").write_text("def drfr(yes, asked):\n    return yes / 2\n")
+
+    assert caching.source_digest([package], extra=libraries) != old_code
+    assert caching.code_version() == old_code
 
 
 def _counted(monkeypatch, module, name: str, value) -> list:
@@ -235,7 +310,7 @@ def test_an_infobench_report_cached_by_other_code_is_computed_again(shared_cache
     for tables in (["leaderboard"], None, ["leaderboard"], None):
         reports.report_cached(benchmark=benchmark, scope=OPERATOR, tables=tables)
     assert len(calls) == 2
-    monkeypatch.setattr(reports, "code_version", lambda: "next-deploy")
+    monkeypatch.setattr(caching, "code_version", lambda: "next-deploy")
     for tables in (["leaderboard"], None, ["leaderboard"], None):
         reports.report_cached(benchmark=benchmark, scope=OPERATOR, tables=tables)
     assert len(calls) == 4
@@ -254,7 +329,7 @@ def test_a_verbalizer_report_and_figure_cached_by_other_code_are_made_again(
         figures.figure_cached(evaluation_set=None, name="groups", fmt="svg")
         report.verbalizer_report_cached(evaluation_set=None)
     assert (len(reports), len(drawn)) == (1, 1)
-    monkeypatch.setattr(report, "code_version", lambda: "next-deploy")
+    monkeypatch.setattr(caching, "code_version", lambda: "next-deploy")
     figures.figure_cached(evaluation_set=None, name="groups", fmt="svg")
     report.verbalizer_report_cached(evaluation_set=None)
     assert (len(reports), len(drawn)) == (2, 2)
@@ -270,6 +345,56 @@ def test_a_kiwi_figure_drawn_by_other_code_is_drawn_again(shared_cache, monkeypa
     for _ in range(2):
         figures.revision_figure_cached(study=None, name="ratings", fmt="svg")
     assert len(drawn) == 1
-    monkeypatch.setattr(figures, "code_version", lambda: "next-deploy")
+    monkeypatch.setattr(caching, "code_version", lambda: "next-deploy")
+    figures.revision_figure_cached(study=None, name="ratings", fmt="svg")
+    assert len(drawn) == 2
+
+
+SETTING_CHANGES = {
+    "EXPERT_HOURLY_RATE_USD": (59.0, 75.0),
+    "REPORT_BOOTSTRAP_RESAMPLES": (1000, 2000),
+    "REPORT_BOOTSTRAP_SEED": (0, 1),
+    "CROWD_FEE_RATE": ("", "0.25"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SETTING_CHANGES))
+def test_an_infobench_report_cached_under_other_settings_is_computed_again(
+    name, shared_cache, monkeypatch, settings
+):
+    """Table 4's expert cost at $59/h was served after a restart at another rate, until the
+    labels changed or the entry expired; so were the intervals of another bootstrap."""
+    from evaluation.services import reports
+
+    calls = _counted(monkeypatch, reports, "report_compute", {"leaderboard": []})
+    monkeypatch.setattr(reports, "_fingerprint", lambda benchmark: "labels as they stand")
+    benchmark = SimpleNamespace(pk=1)
+    first, second = SETTING_CHANGES[name]
+    setattr(settings, name, first)
+    for _ in range(2):
+        reports.report_cached(benchmark=benchmark, scope=OPERATOR)
+    assert len(calls) == 1
+    setattr(settings, name, second)
+    for _ in range(2):
+        reports.report_cached(benchmark=benchmark, scope=OPERATOR)
+    assert len(calls) == 2
+    setattr(settings, name, first)
+    reports.report_cached(benchmark=benchmark, scope=OPERATOR)
+    assert len(calls) == 2
+
+
+def test_a_kiwi_figure_drawn_under_another_bootstrap_is_drawn_again(
+    shared_cache, monkeypatch, settings
+):
+    from evaluation.revision import figures
+
+    drawn = _counted(monkeypatch, figures, "render_revision_figure", b"<svg/>")
+    monkeypatch.setattr(figures, "figure_fingerprint", lambda study: "turns-as-they-stand")
+    monkeypatch.setattr(figures, "revision_report_build", lambda study: {})
+    monkeypatch.setattr(figures, "figure_available", lambda report, name: True)
+    settings.REPORT_BOOTSTRAP_SEED = 0
+    for _ in range(2):
+        figures.revision_figure_cached(study=None, name="ratings", fmt="svg")
+    settings.REPORT_BOOTSTRAP_SEED = 7
     figures.revision_figure_cached(study=None, name="ratings", fmt="svg")
     assert len(drawn) == 2

@@ -123,12 +123,15 @@ def session_unavailable_reason(*, study: Study, user: AbstractBaseUser) -> str:
     """Say why session_assign gives the annotator no new session in this study, as a clause
     ("you have had a session on each of its 2 questions"), for a study it found no free pair in.
 
-    The cases of _free_pair's rule, each said only when it holds: no question with papers, no
-    live system, every such question done by the annotator (a session of theirs on it, given
-    up too: a question is theirs once), else each question left to them has a session with
-    every live system, by other annotators (theirs are on the questions they have done): in
-    progress, finished, or given up and not reopened, which studies_for_annotator counts as
-    `held` for the page to say where a researcher reopens them.
+    The cases of _free_pair's rule, each said only when it holds, in this order: no question
+    with papers; every such question done by the annotator (a session of theirs on it, given up
+    too: a question is theirs once), whatever the models; no live system (none ever, or none
+    ticked now); else each question left to them has a session with every live system, by
+    other annotators (theirs are on the questions they have done): in progress, finished, or
+    given up and not reopened, which studies_for_annotator counts as `held` for the page to
+    say where a researcher reopens them. That last is checked once more (a session reopened
+    or a model ticked since the caller found no free pair): when a pair is free now, the clause
+    says one came free, which stays true.
     """
     answerable = StudyQuestion.objects.filter(study=study).filter(
         Exists(Document.objects.filter(question=OuterRef("pk")))
@@ -136,14 +139,19 @@ def session_unavailable_reason(*, study: Study, user: AbstractBaseUser) -> str:
     questions = answerable.count()
     if not questions:
         return "no question with papers to answer from has been imported into it yet"
-    if not StudySystem.objects.filter(study=study, live=True).exists():
-        return "it has no model for annotators to work with yet"
     done = RevisionSession.objects.filter(
         study=study, annotator=user, question__in=answerable.values("pk")
     ).count()  # one session per question and annotator (a constraint)
     if done >= questions:
         each = "its question" if questions == 1 else f"each of its {questions} questions"
         return f"you have had a session on {each}, and an annotator gets a question once"
+    systems = StudySystem.objects.filter(study=study)
+    if not systems.filter(live=True).exists():
+        if systems.exists():
+            return "no model is offered in it now"
+        return "it has no model for annotators to work with yet"
+    if _free_pair(study=study, user=user) is not None:
+        return "a question came free for you just as this was checked; try again"
     left = questions - done
     if not done:
         taken = "its question" if questions == 1 else f"each of its {questions} questions"

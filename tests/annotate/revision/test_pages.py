@@ -12,6 +12,7 @@ from annotate.revision.services.sessions import (
     STALE_AFTER,
     call_retry,
     session_assign,
+    session_reopen,
     stale_calls_fail,
     turn_rate,
     turn_start,
@@ -1633,7 +1634,7 @@ def test_no_question_left_after_a_held_question_still_says_whose_the_others_are(
     ) in page
 
 
-@pytest.mark.parametrize("what", ["no question", "no live system"])
+@pytest.mark.parametrize("what", ["no question", "no live system", "no system"])
 def test_starting_a_study_with_nothing_to_answer_says_what_it_lacks(client, tmp_path, what):
     """Not listed on the home page, but a Start sent from a page loaded before the study lost
     its model (or for a study with no question) said "no question is left for you" as if the
@@ -1643,9 +1644,13 @@ def test_starting_a_study_with_nothing_to_answer_says_what_it_lacks(client, tmp_
         study = Study.objects.create(name="empty", created_at=timezone.now())
         StudySystem.objects.create(study=study, name="solo")
         reason = "no question with papers to answer from has been imported into it yet"
-    else:
+    elif what == "no live system":
         study = _one_system_study(tmp_path)
         StudySystem.objects.filter(study=study).update(live=False)
+        reason = "no model is offered in it now"
+    else:
+        study = _one_system_study(tmp_path)
+        StudySystem.objects.filter(study=study).delete()
         reason = "it has no model for annotators to work with yet"
     client.force_login(annotator)
     started = client.post(reverse("revision:start", args=[study.pk]), follow=True)
@@ -1654,6 +1659,68 @@ def test_starting_a_study_with_nothing_to_answer_says_what_it_lacks(client, tmp_
 
 
 _LEFT = "no question is left for you in this study"
+
+
+def test_an_annotator_who_did_every_question_is_told_so_after_the_models_are_unticked(
+    client, tmp_path
+):
+    """Unticking the study's models told the annotator who had done both questions that it
+    had "no model for annotators to work with yet"."""
+    study = _one_system_study(tmp_path)
+    annotator = UserFactory(username="done", roles=[ANNOTATOR])
+    now = timezone.now()
+    last = [_finished(study, annotator, now) for _ in QUESTIONS][-1]
+    StudySystem.objects.filter(study=study).update(live=False)
+    client.force_login(annotator)
+    reason = (
+        "you have had a session on each of its 2 questions, and an annotator gets a question once"
+    )
+    started = client.post(reverse("revision:start", args=[study.pk]), follow=True)
+    assert [str(m) for m in started.context["messages"]] == [f"{_LEFT}: {reason}"]
+    page = client.get(reverse("revision:session", args=[last.pk])).content.decode()
+    assert f"No question of this study is left for you: {reason}." in page
+
+
+def test_a_session_reopened_while_start_says_why_nothing_is_left_is_not_denied(
+    client, tmp_path, monkeypatch
+):
+    """Start found no free pair, then a researcher reopened a given-up session before the reason
+    was read: the reason said every question already had a session with every model, while one
+    was free for the annotator."""
+    from annotate.revision.services import sessions
+
+    study = _one_system_study(tmp_path)
+    now = timezone.now()
+    quitter = UserFactory(username="quitter", roles=[ANNOTATOR])
+    _given_up(session_assign(study=study, user=quitter, now=now), quitter, now)
+    _finished(study, UserFactory(username="other", roles=[ANNOTATOR]), now)
+    researcher = UserFactory(username="researcher", roles=[RESEARCHER])
+    late = UserFactory(username="late", roles=[ANNOTATOR])
+    client.force_login(late)
+    held = "each of its 2 questions already has a session with every model, by other annotators"
+    assert _no_question_left(client, study)[1] == f"{_LEFT}: {held}"
+
+    free_pair = sessions._free_pair
+    checks = []
+
+    def reopened_after_the_first_check(**kwargs):
+        found = free_pair(**kwargs)
+        if not checks:  # inside Start's transaction here, so undone with its refusal
+            session_reopen(session_id=given_up.pk, user=researcher, now=timezone.now())
+        checks.append(found)
+        return found
+
+    given_up = RevisionSession.objects.get(annotator=quitter)
+    monkeypatch.setattr(sessions, "_free_pair", reopened_after_the_first_check)
+    started = client.post(reverse("revision:start", args=[study.pk]), follow=True)
+    assert checks[0] is None and checks[1] is not None  # Start's check, then the reason's
+    assert [str(m) for m in started.context["messages"]] == [
+        f"{_LEFT}: a question came free for you just as this was checked; try again"
+    ]
+    monkeypatch.undo()
+    session_reopen(session_id=given_up.pk, user=researcher, now=timezone.now())
+    client.post(reverse("revision:start", args=[study.pk]))  # trying again
+    assert RevisionSession.objects.filter(annotator=late).exists()
 
 
 def _given_up(session, user, now) -> None:
