@@ -760,6 +760,8 @@ class AssignmentDecisionApi(AdminApi):
 
 
 class WorkerApi(AdminApi):
+    """Block or unblock a crowd worker (`action`); WorkerNotifyApi messages one."""
+
     action = ""
 
     @extend_schema_serializer(component_name="CrowdWorkerInput")
@@ -775,20 +777,54 @@ class WorkerApi(AdminApi):
         values, user = data.validated_data, request.user
         if self.action == "block":
             review.worker_block(annotator_id=annotator_id, reason=values["reason"], user=user)
-        elif self.action == "unblock":
+        else:
             done = review.worker_unblock(
                 annotator_id=annotator_id, reason=values["reason"], user=user
             )
             return Response({"ok": True, "restored": done.restored, "left_out": done.left_out})
-        else:
-            done = review.workers_notify(
-                annotator_ids=[annotator_id],
-                subject=values["subject"],
-                message=values["message"],
-                user=user,
-            )
-            return Response({"failed": done.failed, "not_sent": done.not_sent})
         return Response({"ok": True})
+
+
+class WorkerNotifyApi(AdminApi):
+    """Message one crowd worker through their platform."""
+
+    @extend_schema_serializer(component_name="CrowdWorkerNotifyInput")
+    class InputSerializer(serializers.Serializer):
+        subject = serializers.CharField(required=False, default="", allow_blank=True)
+        message = serializers.CharField(required=False, default="", allow_blank=True)
+
+    @extend_schema_serializer(component_name="CrowdWorkerNotified")
+    class OutputSerializer(serializers.Serializer):
+        failed = serializers.ListField(
+            child=serializers.CharField(),
+            help_text="Platform worker ids the platform could not reach.",
+        )
+        not_sent = serializers.ListField(
+            child=serializers.CharField(),
+            help_text="Web accounts (signed up on this site) sent nothing: they have no platform.",
+        )
+
+    @extend_schema(
+        request=InputSerializer,
+        responses={
+            200: OutputSerializer,
+            409: OpenApiResponse(
+                RefusalSerializer,
+                description="Nothing was sent: the worker is a web account, which no platform "
+                "can message.",
+            ),
+        },
+    )
+    def post(self, request: Request, annotator_id: int) -> Response:
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        done = review.workers_notify(
+            annotator_ids=[annotator_id],
+            subject=data.validated_data["subject"],
+            message=data.validated_data["message"],
+            user=request.user,
+        )
+        return Response({"failed": done.failed, "not_sent": done.not_sent})
 
 
 class CallListApi(AdminApi):

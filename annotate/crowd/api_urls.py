@@ -62,8 +62,6 @@ urlpatterns = [
         api.WorkerApi.as_view(action="unblock"),
         name="unblock",
     ),
-    path(
-        "workers/<int:annotator_id>/notify/", api.WorkerApi.as_view(action="notify"), name="notify"
-    ),
+    path("workers/<int:annotator_id>/notify/", api.WorkerNotifyApi.as_view(), name="notify"),
     path("calls/", api.CallListApi.as_view(), name="calls"),
 ]

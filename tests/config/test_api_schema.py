@@ -31,10 +31,15 @@ def _schema_of(schema, ref_holder: dict) -> dict:
         ("/api/revision/studies/{study_id}/judge-runs/", "202", "report_url"),
         ("/api/revision/studies/{study_id}/reratings/", "201", "reratings"),
         ("/api/crowd/publications/{publication_id}/resume/", "202", "status"),
+        ("/api/crowd/workers/{annotator_id}/notify/", "200", "not_sent"),
+        ("/api/crowd/workers/{annotator_id}/unblock/", "200", None),
     ],
 )
 def test_each_operation_answers_with_its_own_fields(schema, path, status, field):
     operation = schema["paths"][path].get("post") or schema["paths"][path]["get"]
+    if field is None:  # no component of another operation's: not the notify's fields
+        assert "$ref" not in operation["responses"][status]["content"]["application/json"]["schema"]
+        return
     assert field in _schema_of(schema, operation["responses"][status])["properties"]
 
 
@@ -66,6 +71,7 @@ def test_each_operation_takes_its_own_fields(schema, path, field):
         ("/api/crowd/publications/{publication_id}/resume/", "202"),
         ("/api/crowd/publications/{publication_id}/resume/", "400"),  # total not the quote
         ("/api/crowd/publications/{publication_id}/resume/", "409"),  # its publish runs
+        ("/api/crowd/workers/{annotator_id}/notify/", "409"),  # a web account: nothing sent
         ("/api/engine/generation-runs/", "202"),  # a run started
         ("/api/engine/generation-runs/", "200"),  # a dry run's estimate
         ("/api/annotate/imports/", "200"),  # a small file, imported in the request

@@ -1577,6 +1577,8 @@ def workers_notify(*, annotator_ids: list[int], subject: str, message: str, user
     if len(workers) != len(set(annotator_ids)):
         raise NotFoundError("Some of these workers do not exist.")
     web_accounts = sorted(w.name for w in workers if not w.platform)
+    if not workers:
+        raise AnnotateError("Name at least one worker to message.")
     if len(web_accounts) == len(workers):
         raise ConflictError(f"Nothing was sent. {web_accounts_unreachable(web_accounts)}")
     groups = _notify_groups([w for w in workers if w.platform])

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from annotate.crowd.models import Bonus, BonusStatus
 from annotate.crowd.services import review
-from annotate.errors import ConflictError, FieldInputError
+from annotate.errors import AnnotateError, ConflictError, FieldInputError
 from annotate.models import AnnotatorKind, AssignmentStatus
 from tests.factories import AnnotatorFactory, AssignmentFactory
 
@@ -146,3 +146,10 @@ def test_workers_notify_of_web_accounts_only_refuses_before_any_call(
             annotator_ids=[web_account.pk], subject="s", message="m", user=admin_user
         )
     assert fake_mturk.state.notifications == []
+
+
+def test_a_message_to_nobody_is_refused_as_such(admin_user):
+    """An empty list is not "all web accounts": it was refused as "Not sent to : a web
+    account…"; it names nobody, and says so."""
+    with pytest.raises(AnnotateError, match="at least one worker"):
+        review.workers_notify(annotator_ids=[], subject="s", message="m", user=admin_user)
