@@ -28,7 +28,7 @@ from annotate.services.submissions import expected_fields
 from tests.annotate.crowd.conftest import crowd_assignment
 from tests.annotate.crowd.test_review import _sync, work
 from tests.factories import AnnotatorFactory, AssignmentFactory, UserFactory, project_with_tasks
-from tests.threads import in_thread, waiting_for_a_row_lock
+from tests.threads import at_once, in_thread, waiting_for_a_row_lock
 
 pytestmark = pytest.mark.django_db
 
@@ -1007,3 +1007,28 @@ def test_the_same_verdict_twice_at_once_is_done_once(client, link, admin, monkey
     replacement.refresh_from_db()
     assert replacement.status == AssignmentStatus.APPROVED
     assert _counted(task_id) == {"P2"} and _held(task_id) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_approve_and_a_reject_at_once_leave_one_verdict_and_one_answer(client, link, admin):
+    """Two admins decide the same work at once: one verdict wins, the other is refused, and
+    the task counts its one answer whichever won."""
+    _postgresql_only()
+    _left_out_at_an_unblock(client, link, admin)
+    task_id = link.batch.tasks.get().pk
+    replacement = Assignment.objects.get(annotator__worker_id="P2")
+    approved, rejected = at_once(
+        lambda: review.assignment_approve(assignment_id=replacement.pk, user=admin),
+        lambda: review.assignment_reject(
+            assignment_id=replacement.pk, user=admin, feedback="all UNKNOWN"
+        ),
+    )
+    outcomes = [approved, rejected]
+    assert sum(isinstance(o, ConflictError) for o in outcomes) == 1, outcomes
+    assert sum(isinstance(o, Assignment) for o in outcomes) == 1, outcomes
+    replacement.refresh_from_db()
+    winner = "P2" if replacement.status == AssignmentStatus.APPROVED else "P1"
+    assert replacement.status == (
+        AssignmentStatus.APPROVED if isinstance(approved, Assignment) else AssignmentStatus.REJECTED
+    )
+    assert _counted(task_id) == {winner} and _held(task_id) == 1
