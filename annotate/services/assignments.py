@@ -16,7 +16,14 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.db.models.expressions import RawSQL
 
 from annotate.compiled import CompiledQuery, CompiledSql, prepared_cursor
-from annotate.errors import AssignmentNotLiveError, ConflictError, NotFoundError, NoWorkError
+from annotate.crowd.models import WorkerBlock
+from annotate.errors import (
+    AssignmentNotLiveError,
+    ConflictError,
+    NotFoundError,
+    NoWorkError,
+    WorkerBlockedError,
+)
 from annotate.models import (
     Annotator,
     AnnotatorKind,
@@ -316,9 +323,37 @@ def assignment_claim_next_made(
         return _in_batch(current, batch), False
 
 
+def annotator_locked_unblocked(annotator: Annotator) -> Annotator:
+    """Lock the person's row (FOR NO KEY UPDATE, to the end of the caller's transaction) and
+    read it again, refusing a person an admin blocked (WorkerBlockedError).
+
+    A block takes the same lock first (review.worker_block), so it either waits for the work
+    going in and then releases it, or the work waits for it and reads the block here. A web
+    account's block (platform "") was read by nothing on its paths: its claims and answers
+    went in, counted nowhere and holding a slot or a place nobody else was then offered."""
+    locked = Annotator.objects.select_for_update(no_key=True).filter(pk=annotator.pk)
+    annotator = locked.order_by().first()
+    if annotator is None:
+        raise NotFoundError("No such annotator.")
+    annotator_block_check(annotator)
+    return annotator
+
+
+def annotator_block_check(annotator: Annotator) -> None:
+    """Refuse a person an admin blocked (WorkerBlockedError), with what their page says; to
+    store their work, annotator_locked_unblocked reads it under their row's lock."""
+    if WorkerBlock.objects.filter(annotator=annotator, active=True).exists():
+        raise WorkerBlockedError(
+            "Your account is blocked from new work here: an admin stopped it. Nothing more you "
+            "send is stored; ask the study's organizers if you think this is a mistake."
+        )
+
+
 def _claim_next(
     *, annotator: Annotator, project: Project, now: datetime, batch: Batch | None
 ) -> tuple[Assignment, bool]:
+    # The person's row before any task's lock, as a block takes them (review.worker_block).
+    annotator = annotator_locked_unblocked(annotator)
     current, stale = _claims(annotator=annotator, project=project, now=now)
     if current is not None:
         return _in_batch(current, batch), False

@@ -38,7 +38,7 @@ from annotate.roles import (
     require_role,
 )
 from annotate.selectors.identities import identity_scope
-from annotate.services.assignments import annotator_of_annotator_user
+from annotate.services.assignments import annotator_block_check, annotator_of_annotator_user
 from annotate.services.files import upload_size_problem
 from annotate.verbalizer import engine_seam
 from annotate.verbalizer.forms import (
@@ -393,6 +393,7 @@ def work_next(request: HttpRequest, human_study_id: int) -> HttpResponse:
     study = humans.human_study_active(human_study_id=human_study_id)
     if study is None:
         raise NotFoundError("No such study.")
+    annotator_block_check(annotator)  # no prompt to answer that the answer's submit refuses
     prompt, done, total = humans.human_work_next(study=study, annotator=annotator)
     context = {"study": study, "prompt": prompt, "done": done, "total": total}
     answered = request.GET.get("answered", "")

@@ -197,9 +197,10 @@ def test_claim_and_submit_run_a_fixed_number_of_queries(
     project.save()
     client.force_login(annotator_user)
     client.get(reverse("work:dashboard"))  # the annotator's first visit creates its row
-    # session, user, annotator with role, project, savepoint, the annotator's claims (live or
-    # stale), candidates, lock, slot check with the systems, insert, release
-    with django_assert_num_queries(11):
+    # session, user, annotator with role, project, savepoint, the annotator's row lock and
+    # block, the annotator's claims (live or stale), candidates, lock, slot check with the
+    # systems, insert, release
+    with django_assert_num_queries(13):
         started = client.post(reverse("work:start-next", args=[project.id]))
     assignment = Assignment.objects.get(annotator__user=annotator_user)
     assert started["Location"] == reverse("work:assignment", args=[assignment.id])
@@ -225,10 +226,11 @@ def test_submit_that_opens_the_next_task_runs_a_fixed_number_of_queries(
         submitted = client.post(reverse("work:assignment", args=[assignment.id]), answers)
     assert Label.objects.filter(assignment=assignment).count() == 30
     assert not Assignment.objects.filter(annotator__user=annotator_user, status="claimed").exists()
-    # session, user, annotator with role, project, savepoint, the annotator's claims,
-    # candidates, lock, slot check with the systems, insert, release; then the page's
-    # assignment, responses + questions, "task N of M", the navigation's roles
-    with django_assert_num_queries(15):
+    # session, user, annotator with role, project, savepoint, the annotator's row lock and
+    # block, the annotator's claims, candidates, lock, slot check with the systems, insert,
+    # release; then the page's assignment, responses + questions, "task N of M", the
+    # navigation's roles
+    with django_assert_num_queries(17):
         page = client.get(submitted["Location"])
     following = Assignment.objects.get(annotator__user=annotator_user, status="claimed")
     assert following.task_id != assignment.task_id
@@ -246,9 +248,10 @@ def test_submit_of_the_last_task_asks_for_candidates_once(
     client.force_login(annotator_user)
     answers = {f"r{n}_q{m}": "no" for n in range(1, 6) for m in range(1, 7)}
     submitted = client.post(reverse("work:assignment", args=[assignment.id]), answers)
-    # session, user, annotator with role, project, savepoint, the annotator's claims,
-    # candidates (none), rollback to the savepoint and its release
-    with django_assert_num_queries(9) as captured:
+    # session, user, annotator with role, project, savepoint, the annotator's row lock and
+    # block, the annotator's claims, candidates (none), rollback to the savepoint and its
+    # release
+    with django_assert_num_queries(11) as captured:
         done = client.get(submitted["Location"])
     assert done["Location"] == reverse("work:project-done", args=[project.id])
     assert not Assignment.objects.filter(annotator__user=annotator_user, status="claimed").exists()

@@ -672,14 +672,88 @@ def _verdict_stored(work: Assignment | HumanAnswer, status: str) -> Assignment |
     """Store a verdict. A rejected assignment holds no slot: its task's left-out work takes it
     (task_left_out_restore), as it takes any slot that frees up; a rejected answer's place goes
     to an answer waiting for one (_answer_place_handed_on); each in the verdict's own
-    transaction (_assignment_rejected, _answer_rejected)."""
+    transaction (_assignment_rejected, _answer_rejected). An approve locks the same rows in the
+    same order (_assignment_approved, _answer_approved).
+
+    _decide read the status before any lock: each of these reads it again under the work's
+    row lock (_status_locked), so two admins deciding the same work at once cannot both win
+    (an approve written over a reject that had handed the slot or place on made the work hold
+    it again next to the work restored in its place)."""
     if status == AssignmentStatus.REJECTED and isinstance(work, HumanAnswer):
         return _answer_rejected(work)
     if status == AssignmentStatus.REJECTED:
         return _assignment_rejected(work)
-    work.status = status
-    work.save(update_fields=["status"])
-    return work
+    if isinstance(work, HumanAnswer):
+        return _answer_approved(work)
+    return _assignment_approved(work)
+
+
+def _status_locked(work: Assignment | HumanAnswer) -> str:
+    """Lock the work's row (its channel's or task's rows locked first) and read its status now."""
+    model = HumanAnswer if isinstance(work, HumanAnswer) else Assignment
+    status = (
+        model.objects.select_for_update(of=("self",))
+        .filter(pk=work.pk)
+        .order_by()
+        .values_list("status", flat=True)
+        .first()
+    )
+    if status is None:
+        raise NotFoundError("This work no longer exists.", field="assignment")
+    return status
+
+
+def _decided_meanwhile(*, now_status: str, verdict: str) -> ConflictError:
+    """The error for a verdict on work another verdict (another admin's, or a sync's) decided
+    between our read and our lock."""
+    label = AssignmentStatus(now_status).label.lower()
+    return ConflictError(
+        f"This work was {label} meanwhile (by another admin or a platform sync), so it was not "
+        f"{verdict}; reload the page to see its verdict."
+    )
+
+
+def _verdict_start(work: Assignment | HumanAnswer, *, wanted: str) -> bool:
+    """Under the row lock: True to store `wanted`, False if it is stored already (a retry or the
+    same verdict given at once by someone else), ConflictError if the other verdict came.
+    Rejected work rejected here only (the re-send of a reject to the platform) is stored again,
+    as _decide let it through."""
+    was = work.status
+    now_status = _status_locked(work)
+    if now_status == AssignmentStatus.SUBMITTED:
+        return True
+    if now_status == wanted:
+        # A reject sent again to the platform (rejected_here_only) read REJECTED already before
+        # the lock: keep doing it; one that read SUBMITTED was beaten to the same verdict.
+        return wanted == AssignmentStatus.REJECTED and was == AssignmentStatus.REJECTED
+    verdict = "approved" if wanted == AssignmentStatus.APPROVED else "rejected"
+    raise _decided_meanwhile(now_status=now_status, verdict=verdict)
+
+
+@transaction.atomic
+def _assignment_approved(assignment: Assignment) -> Assignment:
+    """Approve the assignment here if it is still submitted, under the locks a reject takes (the
+    task's, then the assignment's row): approved already is done (a retry)."""
+    task_lock(task_id=assignment.task_id)
+    if _verdict_start(assignment, wanted=AssignmentStatus.APPROVED):
+        assignment.status = AssignmentStatus.APPROVED
+        assignment.save(update_fields=["status"])
+    else:
+        assignment.status = AssignmentStatus.APPROVED
+    return assignment
+
+
+@transaction.atomic
+def _answer_approved(answer: HumanAnswer) -> HumanAnswer:
+    """Approve the answer here if it is still submitted, under the locks a reject takes (its
+    channels' rows, _answers_turns_locked, then its own): approved already is done (a retry)."""
+    _answers_turns_locked(HumanAnswer.objects.filter(pk=answer.pk))
+    if _verdict_start(answer, wanted=AssignmentStatus.APPROVED):
+        answer.status = AssignmentStatus.APPROVED
+        answer.save(update_fields=["status"])
+    else:
+        answer.status = AssignmentStatus.APPROVED
+    return answer
 
 
 @transaction.atomic
@@ -688,9 +762,12 @@ def _assignment_rejected(assignment: Assignment) -> Assignment:
     transaction, as _answer_rejected does for an answer: stored apart, a failure in between
     left it rejected with the slot free and the left-out work out, and the reject sent again
     found the verdict stored and did nothing (_decide). The task's lock comes first, then the
-    assignment's row, in the order of a sync (_hit_store), a claim and a block."""
+    assignment's row, in the order of a sync (_hit_store), a claim and a block; the status is
+    read again under them (_verdict_start): an approve that came meanwhile is not overwritten."""
     task_lock(task_id=assignment.task_id)
-    Assignment.objects.select_for_update(of=("self",)).filter(pk=assignment.pk).order_by().first()
+    if not _verdict_start(assignment, wanted=AssignmentStatus.REJECTED):
+        assignment.status = AssignmentStatus.REJECTED
+        return assignment  # rejected meanwhile, its slot handed on by that reject
     assignment.status = AssignmentStatus.REJECTED
     assignment.save(update_fields=["status"])
     task_left_out_restore(task_id=assignment.task_id, now=timezone.now())
@@ -703,8 +780,12 @@ def _answer_rejected(answer: HumanAnswer) -> HumanAnswer:
     the reject first (_decide), so a failure in between leaves the answer submitted, and the
     reject sent again finds the platform's verdict there and does both. The rows its channels
     take turns on come first (its HIT's or link's, then its study's: _answers_turns_locked),
-    then its own, in the order of a sync and a block."""
+    then its own, in the order of a sync and a block; the status is read again under them
+    (_verdict_start): an approve that came meanwhile is not overwritten."""
     _answers_turns_locked(HumanAnswer.objects.filter(pk=answer.pk))
+    if not _verdict_start(answer, wanted=AssignmentStatus.REJECTED):
+        answer.status = AssignmentStatus.REJECTED
+        return answer  # rejected meanwhile, its place handed on by that reject
     answer.status = AssignmentStatus.REJECTED
     answer.save(update_fields=["status"])
     _answer_place_handed_on(answer)

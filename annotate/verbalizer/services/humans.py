@@ -18,6 +18,7 @@ from django.db.models import Q
 from annotate.compiled import CompiledQuery, prepared_cursor
 from annotate.errors import ConflictError, FieldInputError, NotFoundError
 from annotate.models import Annotator, AnnotatorKind, AssignmentStatus
+from annotate.services.assignments import annotator_locked_unblocked
 from annotate.verbalizer.models import EvaluationSet, HumanAnswer, HumanStudy, Prompt
 
 MAX_SECONDS = 24 * 3600
@@ -324,8 +325,9 @@ def human_work_answer_submit(
         # turns, so the second sees the first and is refused. Then the study's, so two answers
         # racing for a prompt's last place take turns. The row read under its lock: a kind
         # decided meanwhile (annotator_kind_set holds the row) is the one whose channel counts.
-        locked = Annotator.objects.select_for_update(no_key=True).filter(pk=annotator.pk)
-        annotator = locked.order_by().first()
+        # A blocked account is refused after the lock, as a blocked participant's answer is
+        # (link_answer_submit): read before it, a block committing meanwhile is missed.
+        annotator = annotator_locked_unblocked(annotator)
         HumanStudy.objects.select_for_update().filter(pk=study.pk).first()
         return human_answer_submit_within_limit(
             study=study, prompt_id=prompt_id, annotator=annotator, key=key, seconds=seconds

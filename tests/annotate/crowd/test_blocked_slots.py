@@ -28,7 +28,7 @@ from annotate.services.submissions import expected_fields
 from tests.annotate.crowd.conftest import crowd_assignment
 from tests.annotate.crowd.test_review import _sync, work
 from tests.factories import AnnotatorFactory, AssignmentFactory, UserFactory, project_with_tasks
-from tests.threads import in_thread, waiting_for_a_row_lock
+from tests.threads import at_once, in_thread, waiting_for_a_row_lock
 
 pytestmark = pytest.mark.django_db
 
@@ -937,3 +937,98 @@ def test_released_work_confirmed_while_a_claim_takes_its_slot_never_overfills_th
         assert [type(outcome).__name__ for outcome in claimed] == ["NoWorkError"]
         assert not released.is_late
     assert _held(task.pk) == per_task
+
+
+def _other_verdict_first(monkeypatch, other):
+    """Run `other` (the other admin's verdict) once, after the verdict under test read the
+    status and before it stores its own: the platform check sits between the two (_decide)."""
+    confirms = review.platform_confirms
+    pending = [other]
+
+    def interleaved(platform_name):
+        if pending:
+            pending.pop()()
+        return confirms(platform_name)
+
+    monkeypatch.setattr(review, "platform_confirms", interleaved)
+
+
+def test_an_approve_that_read_submitted_does_not_undo_a_reject_that_came_meanwhile(
+    client, link, admin, monkeypatch
+):
+    """Admin A's approve read P2 submitted, admin B's reject committed and gave the slot back to
+    P1's left-out work, then A's approve wrote APPROVED over REJECTED: a task of one answer
+    counting two."""
+    _left_out_at_an_unblock(client, link, admin)
+    task_id = link.batch.tasks.get().pk
+    replacement = Assignment.objects.get(annotator__worker_id="P2")
+    _other_verdict_first(
+        monkeypatch,
+        lambda: review.assignment_reject(
+            assignment_id=replacement.pk, user=admin, feedback="all UNKNOWN"
+        ),
+    )
+    with pytest.raises(ConflictError, match="rejected meanwhile"):
+        review.assignment_approve(assignment_id=replacement.pk, user=admin)
+    replacement.refresh_from_db()
+    assert replacement.status == AssignmentStatus.REJECTED
+    assert _counted(task_id) == {"P1"} and _held(task_id) == 1
+
+
+def test_a_reject_that_read_submitted_does_not_undo_an_approve_that_came_meanwhile(
+    client, link, admin, monkeypatch
+):
+    """The reverse order silently turned the approved work rejected and handed its slot on."""
+    _left_out_at_an_unblock(client, link, admin)
+    task_id = link.batch.tasks.get().pk
+    replacement = Assignment.objects.get(annotator__worker_id="P2")
+    _other_verdict_first(
+        monkeypatch,
+        lambda: review.assignment_approve(assignment_id=replacement.pk, user=admin),
+    )
+    with pytest.raises(ConflictError, match="approved meanwhile"):
+        review.assignment_reject(assignment_id=replacement.pk, user=admin, feedback="all UNKNOWN")
+    replacement.refresh_from_db()
+    assert replacement.status == AssignmentStatus.APPROVED
+    assert _counted(task_id) == {"P2"} and _held(task_id) == 1
+
+
+def test_the_same_verdict_twice_at_once_is_done_once(client, link, admin, monkeypatch):
+    _left_out_at_an_unblock(client, link, admin)
+    task_id = link.batch.tasks.get().pk
+    replacement = Assignment.objects.get(annotator__worker_id="P2")
+    _other_verdict_first(
+        monkeypatch,
+        lambda: review.assignment_approve(assignment_id=replacement.pk, user=admin),
+    )
+    assert review.assignment_approve(assignment_id=replacement.pk, user=admin).status == (
+        AssignmentStatus.APPROVED
+    )
+    replacement.refresh_from_db()
+    assert replacement.status == AssignmentStatus.APPROVED
+    assert _counted(task_id) == {"P2"} and _held(task_id) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_approve_and_a_reject_at_once_leave_one_verdict_and_one_answer(client, link, admin):
+    """Two admins decide the same work at once: one verdict wins, the other is refused, and
+    the task counts its one answer whichever won."""
+    _postgresql_only()
+    _left_out_at_an_unblock(client, link, admin)
+    task_id = link.batch.tasks.get().pk
+    replacement = Assignment.objects.get(annotator__worker_id="P2")
+    approved, rejected = at_once(
+        lambda: review.assignment_approve(assignment_id=replacement.pk, user=admin),
+        lambda: review.assignment_reject(
+            assignment_id=replacement.pk, user=admin, feedback="all UNKNOWN"
+        ),
+    )
+    outcomes = [approved, rejected]
+    assert sum(isinstance(o, ConflictError) for o in outcomes) == 1, outcomes
+    assert sum(isinstance(o, Assignment) for o in outcomes) == 1, outcomes
+    replacement.refresh_from_db()
+    winner = "P2" if replacement.status == AssignmentStatus.APPROVED else "P1"
+    assert replacement.status == (
+        AssignmentStatus.APPROVED if isinstance(approved, Assignment) else AssignmentStatus.REJECTED
+    )
+    assert _counted(task_id) == {winner} and _held(task_id) == 1

@@ -238,8 +238,8 @@ def test_pages_use_a_bounded_number_of_queries(
     client, researcher, annotator_user, study, django_assert_max_num_queries
 ):
     client.force_login(annotator_user)
-    # The first visit also creates the annotator's record (4 queries).
-    with django_assert_max_num_queries(14):
+    # The first visit also creates the annotator's record (4 queries), and reads their block.
+    with django_assert_max_num_queries(15):
         assert client.get(reverse("verbalizer:work-next", args=[study.pk])).status_code == 200
     client.force_login(researcher)
     with django_assert_max_num_queries(20):
@@ -271,9 +271,10 @@ def test_answer_page_of_a_returning_annotator_runs_a_fixed_number_of_queries(
     client.force_login(annotator_user)
     url = reverse("verbalizer:work-next", args=[study.pk])
     client.get(url)  # the first visit creates the annotator's record
-    # session, user, the annotator with its role, the study, the next prompt with the
-    # annotator's answers and the study's prompts, that prompt, the navigation's roles
-    with django_assert_num_queries(7):
+    # session, user, the annotator with its role, the study, the annotator's block (a blocked
+    # account is told so, not shown a prompt its answer would be refused on), the next prompt
+    # with the annotator's answers and the study's prompts, that prompt, the navigation's roles
+    with django_assert_num_queries(8):
         page = client.get(url)
     assert page.status_code == 200
     assert f"You answered 0 of {study.prompts.count()}." in page.text

@@ -492,3 +492,52 @@ def test_a_kind_change_waits_for_an_answer_in_flight_and_moves_it_too(study, mon
     stored.refresh_from_db()
     assert stored.place_released and not _counted(stored)
     assert _counts(study, prompt_id)[""] == 3
+
+
+def _other_verdict_first(monkeypatch, other):
+    """Run `other` (the other admin's verdict) once, after the verdict under test read the
+    answer's status and before it stores its own (_decide asks platform_confirms between)."""
+    confirms = review.platform_confirms
+    pending = [other]
+
+    def interleaved(platform_name):
+        if pending:
+            pending.pop()()
+        return confirms(platform_name)
+
+    monkeypatch.setattr(review, "platform_confirms", interleaved)
+
+
+def test_an_approve_that_read_submitted_does_not_undo_a_reject_that_came_meanwhile(
+    study, admin, monkeypatch
+):
+    """Admin B's reject handed the place on to LATE, then admin A's approve, which had read the
+    answer submitted, wrote APPROVED over it: a prompt of three places counting four."""
+    held, waiting = _web_crowd_waiting(study)
+    _other_verdict_first(
+        monkeypatch,
+        lambda: review.human_answer_reject(answer_id=held[0].pk, user=admin, feedback="copied"),
+    )
+    with pytest.raises(ConflictError, match="rejected meanwhile"):
+        review.human_answer_approve(answer_id=held[0].pk, user=admin)
+    held[0].refresh_from_db()
+    waiting.refresh_from_db()
+    assert held[0].status == "rejected" and not _counted(held[0])
+    assert _counted(waiting)
+    prompt_id = held[0].prompt_id
+    assert counted_human_answers(HumanAnswer.objects.filter(prompt_id=prompt_id)).count() == 3
+
+
+def test_a_reject_that_read_submitted_does_not_undo_an_approve_that_came_meanwhile(
+    study, admin, monkeypatch
+):
+    held, waiting = _web_crowd_waiting(study)
+    _other_verdict_first(
+        monkeypatch, lambda: review.human_answer_approve(answer_id=held[0].pk, user=admin)
+    )
+    with pytest.raises(ConflictError, match="approved meanwhile"):
+        review.human_answer_reject(answer_id=held[0].pk, user=admin, feedback="copied")
+    held[0].refresh_from_db()
+    waiting.refresh_from_db()
+    assert held[0].status == "approved" and _counted(held[0])
+    assert waiting.place_released and not _counted(waiting)
