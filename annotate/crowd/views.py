@@ -761,16 +761,17 @@ def call_list(request: HttpRequest) -> HttpResponse:
 
 def blocked_message(platform: str) -> str:
     """What a block did, by where the worker came from: MTurk, a self-hosted link (no HITs: the
-    link offers the tasks), or a web account (platform ""), which no platform knows and which
-    the block does not log out: nothing on this site refuses its next claim or answer."""
+    link offers the tasks), or a web account (platform ""), which no platform knows: this site
+    refuses its next claim, prompt and answer (assignments.annotator_locked_unblocked)."""
     if not platform:
         return (
             "Web account blocked: their work counts in no result, their claims were ended, and "
             "their work no longer holds its tasks' slots or its study items' places: those go "
-            "to the project's or study's other annotators. No platform was told: a web account "
-            "has none. The block does not stop them logging in and starting tasks or answering "
-            "studies here: what they do then holds a slot or a place but counts in no result. "
-            "To keep them out, deactivate their user account (Django admin, Users: Active)."
+            "to the project's or study's other annotators. They get no more tasks or study "
+            "prompts here (they are told their account is blocked from new work). No platform "
+            "was told: a web account has none. They can still log in and see their past work; "
+            "to keep them out altogether, deactivate their user account (Django admin, Users: "
+            "Active)."
         )
     offered_to = (
         "participants of the link."

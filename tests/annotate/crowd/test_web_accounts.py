@@ -84,8 +84,8 @@ def test_a_message_to_a_web_account_alone_is_refused_saying_nothing_was_sent(
 def test_blocking_a_web_account_says_what_the_block_does_to_it(
     client, mturk_settings, fake_mturk, admin_user, web_account
 ):
-    """The page said their tasks were offered on Mechanical Turk and that they got no more of
-    our tasks: no platform is told, and nothing stops them claiming on this site."""
+    """The page said their tasks were offered on Mechanical Turk: no platform is told; this site
+    refuses them new work."""
     client.force_login(admin_user)
     page = client.post(
         reverse("crowd:worker-action", args=[web_account.pk]),
@@ -96,7 +96,8 @@ def test_blocking_a_web_account_says_what_the_block_does_to_it(
     [said] = _messages(page)
     assert said.startswith("Web account blocked: their work counts in no result")
     assert "No platform was told" in said and "deactivate their user account" in said
-    assert "Mechanical Turk" not in said and "no more of our tasks" not in said
+    assert "no more tasks or study prompts here" in said
+    assert "Mechanical Turk" not in said
     assert "CreateWorkerBlock" not in fake_mturk.state.calls
 
 
