@@ -767,8 +767,6 @@ class WorkerApi(AdminApi):
     @extend_schema_serializer(component_name="CrowdWorkerInput")
     class InputSerializer(serializers.Serializer):
         reason = serializers.CharField(required=False, default="", allow_blank=True)
-        subject = serializers.CharField(required=False, default="", allow_blank=True)
-        message = serializers.CharField(required=False, default="", allow_blank=True)
 
     @extend_schema(request=InputSerializer, responses=OpenApiTypes.OBJECT)
     def post(self, request: Request, annotator_id: int) -> Response:
@@ -811,7 +809,8 @@ class WorkerNotifyApi(AdminApi):
             409: OpenApiResponse(
                 RefusalSerializer,
                 description="Nothing was sent: the worker is a web account, which no platform "
-                "can message.",
+                "can message, or works for us on the other MTurk endpoint than the one "
+                "MTURK_SANDBOX names now.",
             ),
         },
     )

@@ -344,8 +344,8 @@ def annotator_block_check(annotator: Annotator) -> None:
     store their work, annotator_locked_unblocked reads it under their row's lock."""
     if WorkerBlock.objects.filter(annotator=annotator, active=True).exists():
         raise WorkerBlockedError(
-            "Your account is blocked from new work here: an admin stopped it. Nothing more you "
-            "send is stored; ask the study's organizers if you think this is a mistake."
+            "Your account is blocked from new work here: an admin stopped it, so you get no "
+            "new tasks or study prompts. Ask the organizers if you think this is a mistake."
         )
 
 

@@ -182,3 +182,11 @@ def test_the_human_answers_download_documents_its_csv(schema):
     operation = schema["paths"]["/api/verbalizer/sets/{set_id}/human-answers.csv"]["get"]
     assert set(operation["responses"]["200"]["content"]) == {"text/csv"}
     assert "404" in operation["responses"]
+
+
+def test_block_takes_a_reason_and_notify_a_subject_and_message(schema):
+    """Block and unblock listed notify's subject and message, which they ignore."""
+    block = schema["paths"]["/api/crowd/workers/{annotator_id}/block/"]["post"]["requestBody"]
+    notify = schema["paths"]["/api/crowd/workers/{annotator_id}/notify/"]["post"]["requestBody"]
+    assert set(_schema_of(schema, block)["properties"]) == {"reason"}
+    assert set(_schema_of(schema, notify)["properties"]) == {"subject", "message"}

@@ -654,7 +654,21 @@ def _decide(*, assignment, verdict: str, feedback: str, user):
         except CrowdPlatformError:
             if not _platform_has_verdict(platform, assignment, verdict):
                 raise
-    _verdict_stored(assignment, wanted)
+        try:
+            _verdict_stored(assignment, wanted)
+        except ConflictError as meanwhile:
+            # The platform took the verdict (an approve pays the worker), but another verdict
+            # was stored here between our read and our lock (a reject recorded here only):
+            # say both, not "it was not approved".
+            here = type(assignment).objects.get(pk=assignment.pk).get_status_display().lower()
+            raise ConflictError(
+                f"The platform has this work {verdict.lower()} now"
+                + (" (the worker is paid)" if verdict == "Approved" else "")
+                + f", but here it was {here} meanwhile (by another admin or a platform sync) "
+                f"and stays {here}. Reload the page and check the work on the platform."
+            ) from meanwhile
+    else:
+        _verdict_stored(assignment, wanted)
     if confirms:  # store the platform's record with its new status
         assignment_confirm(assignment=assignment, now=timezone.now(), user=user)
     return assignment

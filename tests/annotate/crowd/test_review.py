@@ -679,3 +679,29 @@ def test_a_claim_ended_by_a_block_says_so_on_the_review_page_not_ran_out(
     assert f"Ended by the block, {when} UTC, with time left" in row and "Ran out" not in row
     row = re.search(rf'<tr data-unsubmitted="{lapsed.pk}">.*?</tr>', page, re.S).group(0)
     assert "Ran out" in row and "Ended by the block" not in row
+
+
+def test_an_approve_mturk_paid_while_a_reject_was_stored_here_says_both(
+    client, live, fake_mturk, admin_user, monkeypatch
+):
+    """A reject recorded here only landed between the approve's read and its lock; MTurk took
+    the approve (the worker is paid). The refusal said "so it was not approved"."""
+    done = work(client, fake_mturk, live.hits.first(), "AW1")
+    confirms = review.platform_confirms
+
+    def reject_meanwhile(platform_name):
+        monkeypatch.setattr(review, "platform_confirms", confirms)
+        review._verdict_stored(Assignment.objects.get(pk=done.pk), AssignmentStatus.REJECTED)
+        return confirms(platform_name)
+
+    monkeypatch.setattr(review, "platform_confirms", reject_meanwhile)
+    with pytest.raises(ConflictError) as refused:
+        review.assignment_approve(assignment_id=done.pk, user=admin_user)
+
+    said = str(refused.value)
+    assert "The platform has this work approved now (the worker is paid)" in said
+    assert "here it was rejected meanwhile" in said and "not approved" not in said
+    remote = fake_mturk.state.assignments[done.platform_assignment_id]
+    assert remote["AssignmentStatus"] == "Approved"
+    done.refresh_from_db()
+    assert done.status == AssignmentStatus.REJECTED
