@@ -53,3 +53,19 @@ def waiting_for_a_row_lock() -> bool:
             " WHERE datname = current_database() AND wait_event_type = 'Lock'"
         )
         return cursor.fetchone()[0] > 0
+
+
+def other_verdict_first(monkeypatch, other) -> None:
+    """Run `other` (another admin's verdict) once, after the verdict under test read the work's
+    status and before it stores its own: review._decide asks platform_confirms between the two."""
+    from annotate.crowd.services import review
+
+    confirms = review.platform_confirms
+    pending = [other]
+
+    def interleaved(platform_name):
+        if pending:
+            pending.pop()()
+        return confirms(platform_name)
+
+    monkeypatch.setattr(review, "platform_confirms", interleaved)

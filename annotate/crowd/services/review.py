@@ -749,12 +749,7 @@ def _assignment_approved(assignment: Assignment) -> Assignment:
     """Approve the assignment here if it is still submitted, under the locks a reject takes (the
     task's, then the assignment's row): approved already is done (a retry)."""
     task_lock(task_id=assignment.task_id)
-    if _verdict_start(assignment, wanted=AssignmentStatus.APPROVED):
-        assignment.status = AssignmentStatus.APPROVED
-        assignment.save(update_fields=["status"])
-    else:
-        assignment.status = AssignmentStatus.APPROVED
-    return assignment
+    return _approval_stored(assignment)
 
 
 @transaction.atomic
@@ -762,12 +757,16 @@ def _answer_approved(answer: HumanAnswer) -> HumanAnswer:
     """Approve the answer here if it is still submitted, under the locks a reject takes (its
     channels' rows, _answers_turns_locked, then its own): approved already is done (a retry)."""
     _answers_turns_locked(HumanAnswer.objects.filter(pk=answer.pk))
-    if _verdict_start(answer, wanted=AssignmentStatus.APPROVED):
-        answer.status = AssignmentStatus.APPROVED
-        answer.save(update_fields=["status"])
-    else:
-        answer.status = AssignmentStatus.APPROVED
-    return answer
+    return _approval_stored(answer)
+
+
+def _approval_stored(work: Assignment | HumanAnswer) -> Assignment | HumanAnswer:
+    """Under the locks its caller took: store APPROVED unless it is stored already."""
+    store = _verdict_start(work, wanted=AssignmentStatus.APPROVED)
+    work.status = AssignmentStatus.APPROVED
+    if store:
+        work.save(update_fields=["status"])
+    return work
 
 
 @transaction.atomic

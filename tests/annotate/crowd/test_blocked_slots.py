@@ -28,7 +28,7 @@ from annotate.services.submissions import expected_fields
 from tests.annotate.crowd.conftest import crowd_assignment
 from tests.annotate.crowd.test_review import _sync, work
 from tests.factories import AnnotatorFactory, AssignmentFactory, UserFactory, project_with_tasks
-from tests.threads import at_once, in_thread, waiting_for_a_row_lock
+from tests.threads import at_once, in_thread, other_verdict_first, waiting_for_a_row_lock
 
 pytestmark = pytest.mark.django_db
 
@@ -939,20 +939,6 @@ def test_released_work_confirmed_while_a_claim_takes_its_slot_never_overfills_th
     assert _held(task.pk) == per_task
 
 
-def _other_verdict_first(monkeypatch, other):
-    """Run `other` (the other admin's verdict) once, after the verdict under test read the
-    status and before it stores its own: the platform check sits between the two (_decide)."""
-    confirms = review.platform_confirms
-    pending = [other]
-
-    def interleaved(platform_name):
-        if pending:
-            pending.pop()()
-        return confirms(platform_name)
-
-    monkeypatch.setattr(review, "platform_confirms", interleaved)
-
-
 def test_an_approve_that_read_submitted_does_not_undo_a_reject_that_came_meanwhile(
     client, link, admin, monkeypatch
 ):
@@ -962,7 +948,7 @@ def test_an_approve_that_read_submitted_does_not_undo_a_reject_that_came_meanwhi
     _left_out_at_an_unblock(client, link, admin)
     task_id = link.batch.tasks.get().pk
     replacement = Assignment.objects.get(annotator__worker_id="P2")
-    _other_verdict_first(
+    other_verdict_first(
         monkeypatch,
         lambda: review.assignment_reject(
             assignment_id=replacement.pk, user=admin, feedback="all UNKNOWN"
@@ -982,7 +968,7 @@ def test_a_reject_that_read_submitted_does_not_undo_an_approve_that_came_meanwhi
     _left_out_at_an_unblock(client, link, admin)
     task_id = link.batch.tasks.get().pk
     replacement = Assignment.objects.get(annotator__worker_id="P2")
-    _other_verdict_first(
+    other_verdict_first(
         monkeypatch,
         lambda: review.assignment_approve(assignment_id=replacement.pk, user=admin),
     )
@@ -997,7 +983,7 @@ def test_the_same_verdict_twice_at_once_is_done_once(client, link, admin, monkey
     _left_out_at_an_unblock(client, link, admin)
     task_id = link.batch.tasks.get().pk
     replacement = Assignment.objects.get(annotator__worker_id="P2")
-    _other_verdict_first(
+    other_verdict_first(
         monkeypatch,
         lambda: review.assignment_approve(assignment_id=replacement.pk, user=admin),
     )

@@ -22,6 +22,7 @@ from annotate.crowd.services import publishing, review
 from annotate.crowd.services.publishing import PublishSettings
 from annotate.errors import AnnotateError, ConflictError, PermissionDeniedError
 from annotate.models import Assignment, AssignmentStatus, LabelValue, Question, Response
+from tests.threads import other_verdict_first
 
 pytestmark = pytest.mark.django_db
 
@@ -687,14 +688,12 @@ def test_an_approve_mturk_paid_while_a_reject_was_stored_here_says_both(
     """A reject recorded here only landed between the approve's read and its lock; MTurk took
     the approve (the worker is paid). The refusal said "so it was not approved"."""
     done = work(client, fake_mturk, live.hits.first(), "AW1")
-    confirms = review.platform_confirms
-
-    def reject_meanwhile(platform_name):
-        monkeypatch.setattr(review, "platform_confirms", confirms)
-        review._verdict_stored(Assignment.objects.get(pk=done.pk), AssignmentStatus.REJECTED)
-        return confirms(platform_name)
-
-    monkeypatch.setattr(review, "platform_confirms", reject_meanwhile)
+    other_verdict_first(  # a reject recorded here only, as for work MTurk had not confirmed
+        monkeypatch,
+        lambda: review._verdict_stored(
+            Assignment.objects.get(pk=done.pk), AssignmentStatus.REJECTED
+        ),
+    )
     with pytest.raises(ConflictError) as refused:
         review.assignment_approve(assignment_id=done.pk, user=admin_user)
 

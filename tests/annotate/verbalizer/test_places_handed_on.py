@@ -28,7 +28,7 @@ from tests.annotate.crowd.test_blocked_slots import _done_or_waiting_for_a_lock,
 from tests.annotate.verbalizer.test_crowd_spending import _answer_on_fake, _publish
 from tests.annotate.verbalizer.test_released_places import _left_out_on_its_hit, admin, study
 from tests.factories import AnnotatorFactory
-from tests.threads import in_thread
+from tests.threads import in_thread, other_verdict_first
 
 pytestmark = pytest.mark.django_db
 
@@ -494,27 +494,13 @@ def test_a_kind_change_waits_for_an_answer_in_flight_and_moves_it_too(study, mon
     assert _counts(study, prompt_id)[""] == 3
 
 
-def _other_verdict_first(monkeypatch, other):
-    """Run `other` (the other admin's verdict) once, after the verdict under test read the
-    answer's status and before it stores its own (_decide asks platform_confirms between)."""
-    confirms = review.platform_confirms
-    pending = [other]
-
-    def interleaved(platform_name):
-        if pending:
-            pending.pop()()
-        return confirms(platform_name)
-
-    monkeypatch.setattr(review, "platform_confirms", interleaved)
-
-
 def test_an_approve_that_read_submitted_does_not_undo_a_reject_that_came_meanwhile(
     study, admin, monkeypatch
 ):
     """Admin B's reject handed the place on to LATE, then admin A's approve, which had read the
     answer submitted, wrote APPROVED over it: a prompt of three places counting four."""
     held, waiting = _web_crowd_waiting(study)
-    _other_verdict_first(
+    other_verdict_first(
         monkeypatch,
         lambda: review.human_answer_reject(answer_id=held[0].pk, user=admin, feedback="copied"),
     )
@@ -532,7 +518,7 @@ def test_a_reject_that_read_submitted_does_not_undo_an_approve_that_came_meanwhi
     study, admin, monkeypatch
 ):
     held, waiting = _web_crowd_waiting(study)
-    _other_verdict_first(
+    other_verdict_first(
         monkeypatch, lambda: review.human_answer_approve(answer_id=held[0].pk, user=admin)
     )
     with pytest.raises(ConflictError, match="approved meanwhile"):
