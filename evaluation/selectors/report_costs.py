@@ -18,9 +18,14 @@
   Beside it, apart, what those same calls' failed attempts may have been billed
   (EngineCall.possibly_billed_usd: a timeout after sending, a broken stream, a 5xx; the engine's
   estimate, not in the cost).
-- Time: first claim to last submission of the source's assignments; for a judge, the time its
-  calls took: the sum of the engine calls' latencies (a run resumed after a pause counts only
-  its calls).
+- Time: for an expert (and the experts' majority), first claim to last submission of their
+  assignments. For the crowd, what the paper took from the platform's statistics: the time its
+  publications were being worked on, the length of the union of each publication's span (first
+  claim to last submission of its counted work; annotate.crowd.selectors.
+  publication_of_assignment, work with none a span of its own), so the days between one
+  publication and the next are not counted and overlapping ones count once. For a judge, the
+  time its calls took: the sum of the engine calls' latencies (a run resumed after a pause
+  counts only its calls).
 
 A source with nothing recorded (labels that were imported, say) gets None, never 0. Sources are
 keyed as the computed report keys them: an annotator's by `annotator_source(id)`, the majorities
@@ -35,16 +40,20 @@ kind a researcher changes while the report is read moves a worker's labels and c
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 
 from django.conf import settings
-from django.db.models import Count, Max, Min, Sum
+from django.db.models import Count, Max, Min, Subquery, Sum
 
 from annotate.crowd.base import to_cents
-from annotate.crowd.selectors import crowd_paid_per_assignment, crowd_paid_work_q
+from annotate.crowd.selectors import (
+    crowd_paid_per_assignment,
+    crowd_paid_work_q,
+    publication_of_assignment,
+)
 from annotate.engine.models import EngineCall, EngineRun
 from annotate.models import AnnotatorKind, Assignment, Benchmark, Response
 from annotate.selectors.annotator_kinds import annotators_counted
@@ -72,33 +81,66 @@ def _minutes(first, last) -> float | None:
     return round((last - first).total_seconds() / 60, 2)
 
 
+def _union_minutes(spans: Iterable[tuple[datetime | None, datetime | None]]) -> float | None:
+    """Minutes covered by the union of the (first, last) spans: overlapping spans merged, the
+    time between disjoint ones left out. None when no span has both ends (as _minutes)."""
+    merged: list[list[datetime]] = []
+    for first, last in sorted(span for span in spans if None not in span):
+        if merged and first <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], last)
+        else:
+            merged.append([first, last])
+    if not merged:
+        return None
+    return round(sum((last - first).total_seconds() for first, last in merged) / 60, 2)
+
+
 @dataclass
 class _Work:
-    """Counted assignments of one annotator (or one kind) in one subset, summed."""
+    """Counted assignments of one annotator (or one kind) in one subset, summed, with the span
+    (first claim, last submission) of each publication's part of them (key None: the work that
+    came through none)."""
 
     seconds: float = 0.0
     count: int = 0
     paid: Decimal = Decimal(0)  # crowd work: what it was paid, fees included
-    first: datetime | None = None
-    last: datetime | None = None
+    spans: dict[int | None, tuple[datetime | None, datetime | None]] = field(default_factory=dict)
 
     def add(self, row: dict, *, paid: Decimal = Decimal(0)) -> None:
         self.seconds += row["seconds"] or 0
         self.count += row["count"]
         self.paid += paid
-        if row["first"] is not None and (self.first is None or row["first"] < self.first):
-            self.first = row["first"]
-        if row["last"] is not None and (self.last is None or row["last"] > self.last):
-            self.last = row["last"]
+        self.spans[row["publication"]] = _widened(self.spans.get(row["publication"]), row)
+
+    @property
+    def first(self) -> datetime | None:
+        return min((first for first, _ in self.spans.values() if first is not None), default=None)
+
+    @property
+    def last(self) -> datetime | None:
+        return max((last for _, last in self.spans.values() if last is not None), default=None)
+
+
+def _widened(span: tuple | None, row: dict) -> tuple[datetime | None, datetime | None]:
+    """The (first, last) span, widened to the row's first claim and last submission."""
+    first, last = span or (None, None)
+    if row["first"] is not None and (first is None or row["first"] < first):
+        first = row["first"]
+    if row["last"] is not None and (last is None or row["last"] > last):
+        last = row["last"]
+    return first, last
 
 
 def _counted_work_by_annotator(benchmark: Benchmark) -> list[dict]:
     """The benchmark's counted assignments (rejected or unconfirmed work is unpaid), summed per
-    annotator and subset: one query, whatever the data."""
+    annotator, subset and the publication they came through (the crowd's time is per
+    publication): one query, whatever the data."""
+    publication = publication_of_assignment().values("pk")[:1]
     return list(
         counted_assignments()
         .filter(task__instruction__benchmark=benchmark)
-        .values("annotator_id", "task__instruction__subset")
+        .annotate(publication=Subquery(publication))
+        .values("annotator_id", "task__instruction__subset", "publication")
         .annotate(
             seconds=Sum("active_seconds"),
             count=Count("id"),
@@ -178,11 +220,12 @@ def _expert_costs(experts: dict[str, _Work]) -> dict[str, SourceCost]:
 
 def _crowd_cost(crowd: _Work) -> dict[str, SourceCost]:
     """The Decimal sum of the payments' prices (each whole cents: pricing.paid_with_fee),
-    as the publication page's "Spent so far" adds them, made a float only at the end."""
+    as the publication page's "Spent so far" adds them, made a float only at the end; the time
+    its publications were worked on, idle days between them left out (the module's Time)."""
     if not crowd.count:
         return {}
     cost = float(to_cents(crowd.paid))
-    return {"crowd-majority": SourceCost(cost, _minutes(crowd.first, crowd.last))}
+    return {"crowd-majority": SourceCost(cost, _union_minutes(crowd.spans.values()))}
 
 
 def _judge_costs(benchmark: Benchmark, subset: str) -> dict[str, SourceCost]:

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
+from annotate.crowd.models import Hit, HitStatus, PlatformAssignment, Publication
 from annotate.models import (
     Annotator,
     AnnotatorKind,
@@ -20,16 +24,20 @@ from annotate.selectors.identities import OPERATOR
 from evaluation.conventions import UNKNOWN_CONVENTIONS
 from evaluation.errors import ReportError
 from evaluation.figures import render_figure
+from evaluation.selectors.report_costs import source_costs
 from evaluation.services.reports import report_build
+from tests.annotate.crowd.conftest import fake_publication
 from tests.factories import (
     AnnotatorFactory,
     AssignmentFactory,
+    BatchFactory,
     BenchmarkFactory,
     InstructionFactory,
     LabelFactory,
     QuestionFactory,
     ResponseFactory,
     SystemFactory,
+    TaskFactory,
 )
 
 pytestmark = pytest.mark.django_db
@@ -289,6 +297,119 @@ def test_crowd_cost_and_time_from_its_assignments(bench):
     assert hard["cost_usd"] is None
     judge = _one(report, "sources", source="judge", subset="overall")
     assert judge["cost_usd"] is None  # imported labels: nothing recorded, not zero
+
+
+def _crowd_time(benchmark, subset: str = "overall"):
+    report = report_build(scope=OPERATOR, benchmark=benchmark, n_resamples=10)
+    return _one(report, "sources", source="crowd-majority", subset=subset)["time_min"]
+
+
+def _bench_work_on_a_link(bench):
+    """The bench's crowd work (claimed at 0, 1 and 2 min, last submitted at 30 min) as done
+    through a self-hosted link of its batch; returns (its task, its first claim)."""
+    work = Assignment.objects.filter(annotator__name__startswith="crowd-")
+    Annotator.objects.filter(assignments__in=work).update(platform="selfhosted")
+    task = work.first().task
+    fake_publication(task.batch, platform="selfhosted", link_token="link-1")
+    return task, min(work.values_list("claimed_at", flat=True))
+
+
+def _work_on_fake(
+    task, name: str, *, claimed, minutes: int, status=AssignmentStatus.SUBMITTED, confirmed=True
+):
+    """A new crowd worker's assignment on the publication `name` on the offline platform (of a
+    batch of its own in `task`'s project), which the platform confirmed (its record of it:
+    Submitted) unless not `confirmed`."""
+    publication = Publication.objects.filter(link_token=f"fake-{name}").first()
+    if publication is None:
+        batch = BatchFactory(project=task.batch.project)
+        publication = fake_publication(batch, link_token=f"fake-{name}")
+        TaskFactory(batch=batch, instruction=task.instruction)
+    hit, _ = Hit.objects.get_or_create(
+        publication=publication,
+        task=publication.batch.tasks.get(),
+        defaults={
+            "hit_id": f"H-{name}",
+            "unique_request_token": name,
+            "max_assignments": 3,
+            "status": HitStatus.CREATED,
+        },
+    )
+    worker_id = f"{name}-{Annotator.objects.count()}"
+    worker = AnnotatorFactory(
+        name=f"fake:{worker_id}", kind=AnnotatorKind.CROWD, platform="fake", worker_id=worker_id
+    )
+    assignment = AssignmentFactory(
+        task=hit.task,
+        annotator=worker,
+        status=status,
+        claimed_at=claimed,
+        submitted_at=claimed + timedelta(minutes=minutes),
+        platform_hit_id=hit.hit_id,
+        platform_assignment_id=f"A-{worker.worker_id}",
+    )
+    if not confirmed:
+        return assignment
+    PlatformAssignment.objects.create(
+        hit=hit,
+        platform_assignment_id=assignment.platform_assignment_id,
+        worker_id=worker.worker_id,
+        status="Submitted",
+        assignment=assignment,
+        synced_at=assignment.submitted_at,
+    )
+    return assignment
+
+
+def test_crowd_time_leaves_out_the_days_between_two_publications(bench):
+    """The paper's crowd time is the platform's statistics: the time its publications were
+    worked on. An earlier publication of another batch, three days before the bench's link,
+    worked on for 20 min: 20 + 30 min, not the three days between (4,350 min)."""
+    task, start = _bench_work_on_a_link(bench)
+    _work_on_fake(task, "earlier", claimed=start - timedelta(days=3), minutes=20)
+    assert _crowd_time(bench) == pytest.approx(50.0)
+    assert _crowd_time(bench, "easy") == pytest.approx(50.0)
+    assert _crowd_time(bench, "hard") is None
+
+
+def test_crowd_time_counts_overlapping_publications_once(bench):
+    """The link's work spans 0–30 min; a publication worked on at once, from 20 to 45 min,
+    adds 15 min, not its 25; a third, a day before, its own 10 min: 45 + 10. The spans are
+    read in the query that reads the work, however many publications there are."""
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            source_costs(benchmark=bench)
+        return len(captured)
+
+    task, start = _bench_work_on_a_link(bench)
+    one_publication = queries()
+    _work_on_fake(task, "beside", claimed=start + timedelta(minutes=20), minutes=25)
+    _work_on_fake(task, "beside", claimed=start + timedelta(minutes=22), minutes=5)
+    _work_on_fake(task, "day-before", claimed=start - timedelta(days=1), minutes=10)
+    assert _crowd_time(bench) == pytest.approx(55.0)
+    assert queries() == one_publication
+
+
+def test_crowd_time_still_leaves_out_work_that_does_not_count(bench):
+    """Rejected work and work the platform never confirmed neither open a publication's span
+    nor widen one: the earlier publication counts its confirmed 20 min only, and the bench's
+    work without a publication (in-house crowd accounts) is a span of its own, 30 min."""
+    first = Assignment.objects.get(annotator__name="crowd-1")
+    task, start = first.task, first.claimed_at
+    earlier = start - timedelta(days=3)
+    _work_on_fake(task, "earlier", claimed=earlier, minutes=20)
+    rejected = AssignmentStatus.REJECTED
+    _work_on_fake(
+        task, "earlier", claimed=earlier - timedelta(hours=5), minutes=10, status=rejected
+    )
+    _work_on_fake(
+        task, "earlier", claimed=earlier + timedelta(hours=5), minutes=10, confirmed=False
+    )
+    _work_on_fake(
+        task, "rejected-only", claimed=start - timedelta(days=2), minutes=10, status=rejected
+    )
+    assert _crowd_time(bench) == pytest.approx(50.0)
 
 
 def test_a_worker_blocked_after_being_paid_stays_in_the_crowd_cost(bench):
