@@ -53,8 +53,14 @@ def _require_admin(request: HttpRequest) -> None:
 @page_errors
 def dashboard(request: HttpRequest) -> HttpResponse:
     annotator = _annotator(request)
+    # A blocked person is told so here, and offered no project: start_next refuses the claim.
+    blocked = assignment_services.annotator_blocked(annotator)
+    projects = []
+    if not blocked:
+        projects = work_selectors.dashboard_for_annotator(annotator=annotator, now=timezone.now())
     context = {
-        "projects": work_selectors.dashboard_for_annotator(annotator=annotator, now=timezone.now()),
+        "blocked": assignment_services.BLOCKED_FROM_NEW_WORK if blocked else "",
+        "projects": projects,
         "recent": work_selectors.recent_assignments(annotator=annotator),
     }
     return render(request, "annotate/work/dashboard.html", context)

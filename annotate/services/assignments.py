@@ -339,14 +339,25 @@ def annotator_locked_unblocked(annotator: Annotator) -> Annotator:
     return annotator
 
 
+# What a blocked person is told, on the pages that would offer them work and on the refusal
+# of a claim, a prompt or an answer. The block's reason is not in it: it is the admin's note
+# (the one MTurk keeps, and does not show its worker), not written to the person.
+BLOCKED_FROM_NEW_WORK = (
+    "Your account is blocked from new work here: an admin stopped it, so you get no new tasks "
+    "or study prompts. Ask the organizers if you think this is a mistake."
+)
+
+
+def annotator_blocked(annotator: Annotator) -> bool:
+    """Whether an admin blocked the person now (their pages offer them no work)."""
+    return WorkerBlock.objects.filter(annotator=annotator, active=True).exists()
+
+
 def annotator_block_check(annotator: Annotator) -> None:
     """Refuse a person an admin blocked (WorkerBlockedError), with what their page says; to
     store their work, annotator_locked_unblocked reads it under their row's lock."""
-    if WorkerBlock.objects.filter(annotator=annotator, active=True).exists():
-        raise WorkerBlockedError(
-            "Your account is blocked from new work here: an admin stopped it, so you get no "
-            "new tasks or study prompts. Ask the organizers if you think this is a mistake."
-        )
+    if annotator_blocked(annotator):
+        raise WorkerBlockedError(BLOCKED_FROM_NEW_WORK)
 
 
 def _claim_next(

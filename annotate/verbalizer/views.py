@@ -38,7 +38,12 @@ from annotate.roles import (
     require_role,
 )
 from annotate.selectors.identities import identity_scope
-from annotate.services.assignments import annotator_block_check, annotator_of_annotator_user
+from annotate.services.assignments import (
+    BLOCKED_FROM_NEW_WORK,
+    annotator_block_check,
+    annotator_blocked,
+    annotator_of_annotator_user,
+)
 from annotate.services.files import upload_size_problem
 from annotate.verbalizer import engine_seam
 from annotate.verbalizer.forms import (
@@ -380,7 +385,11 @@ _answers_limited = work_limited(
 @require_GET
 @page_errors
 def work_list(request: HttpRequest) -> HttpResponse:
-    studies = humans.human_work_list(annotator=_annotator(request))
+    annotator = _annotator(request)
+    # A blocked person is told so here, and offered no study: work_next refuses its prompts.
+    if annotator_blocked(annotator):
+        return render(request, "verbalizer/work_list.html", {"blocked": BLOCKED_FROM_NEW_WORK})
+    studies = humans.human_work_list(annotator=annotator)
     return render(request, "verbalizer/work_list.html", {"studies": studies})
 
 

@@ -16,7 +16,16 @@ from typing import NamedTuple
 
 from django.conf import settings
 from django.db import IntegrityError, OperationalError, transaction
-from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q, Sum, Value
+from django.db.models import (
+    BooleanField,
+    Exists,
+    ExpressionWrapper,
+    OuterRef,
+    Q,
+    QuerySet,
+    Sum,
+    Value,
+)
 from django.db.models.functions import Least, Now
 from django.utils import timezone
 
@@ -867,22 +876,36 @@ def assignment_approve(*, assignment_id: int, user, feedback: str = "") -> Assig
 def assignment_reject(*, assignment_id: int, user, feedback: str) -> Assignment:
     require_admin(user)
     if not feedback.strip():
-        # A self-hosted link has no channel back to its participants.
-        selfhosted = Assignment.objects.filter(
-            pk=assignment_id, annotator__platform="selfhosted"
-        ).exists()
-        raise AnnotateError(
-            "Say why you reject this work, for the record: a self-hosted link's participant "
-            "is not told (reject the submission on the recruiting site too)."
-            if selfhosted
-            else "Say why you reject this work: the worker sees the feedback."
-        )
+        raise AnnotateError(reject_reason_missing(Assignment.objects.filter(pk=assignment_id)))
     return _decide(
         assignment=_crowd_assignment(assignment_id),
         verdict="Rejected",
         feedback=feedback.strip(),
         user=user,
     )
+
+
+def reject_reason_missing(work: QuerySet) -> str:
+    """The refusal of a reject without a reason (`work`: the assignment or answer, maybe none),
+    true to who reads the reason. Only a platform that shows workers its requester's feedback
+    (MTurk) tells them; a self-hosted link's participant and a web account have no channel back
+    from here, and no page of this site shows them a reason (a web account's task list shows
+    the status "Rejected" alone). Read before the work is looked up as a crowd worker's, so a
+    blank reason is refused (400) whatever the id."""
+    platform = work.values_list("annotator__platform", flat=True).first()
+    if platform is None:
+        return "Say why you reject this work."
+    if platform == "selfhosted":
+        return (
+            "Say why you reject this work, for the record: a self-hosted link's participant "
+            "is not told (reject the submission on the recruiting site too)."
+        )
+    if platform == "":
+        return (
+            "Say why you reject this work, though a web account (signed up on this site) is "
+            "not told: no platform carries the reason to them and no page here shows it."
+        )
+    return "Say why you reject this work: the worker sees the feedback on the platform."
 
 
 def _crowd_human_answer(answer_id: int) -> HumanAnswer:
@@ -906,7 +929,7 @@ def human_answer_reject(*, answer_id: int, user, feedback: str) -> HumanAnswer:
     """Reject a crowd worker's answer: it leaves every result at once (raw export keeps it)."""
     require_admin(user)
     if not feedback.strip():
-        raise AnnotateError("Say why you reject this work: the worker sees the feedback.")
+        raise AnnotateError(reject_reason_missing(HumanAnswer.objects.filter(pk=answer_id)))
     return _decide(
         assignment=_crowd_human_answer(answer_id),
         verdict="Rejected",

@@ -400,11 +400,15 @@ def human_answer_change(
     is open; the first word and the time of the change are kept (`changed_from`, `changed_at`)
     and `seconds` stays the time to the first answer. Any other change is refused
     (ConflictError): an older answer, another's (NotFoundError: not theirs), a crowd worker's
-    (part of a submitted HIT). The same word again changes nothing."""
+    (part of a submitted HIT), and a blocked person's (WorkerBlockedError), as their new
+    answer is. The same word again changes nothing."""
     if key not in (1, 2):
         raise HumanStudyError("key: answer with 1 or 2")
-    # The study's row lock: the next answer (human_work_answer_submit takes it too) and a
-    # change take turns, so "the last answer" is the last one when it changes.
+    # The person's row first, then the study's, in the order of their next answer
+    # (human_work_answer_submit): the block is read under the lock a block takes, so a change
+    # is refused once it committed (the answer counts again after an unblock, changed), and
+    # the next answer and a change take turns, so "the last answer" is the last one.
+    annotator = annotator_locked_unblocked(annotator)
     study = HumanStudy.objects.select_for_update().get(pk=study.pk)
     answer = (
         HumanAnswer.objects.select_for_update(of=("self",))

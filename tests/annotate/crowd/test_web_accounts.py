@@ -14,9 +14,13 @@ from annotate.crowd.models import Bonus, BonusStatus
 from annotate.crowd.services import review
 from annotate.errors import AnnotateError, ConflictError, FieldInputError
 from annotate.models import AnnotatorKind, AssignmentStatus
+from annotate.verbalizer.models import HumanAnswer
+from tests.annotate.verbalizer.test_released_places import study
 from tests.factories import AnnotatorFactory, AssignmentFactory
 
 pytestmark = pytest.mark.django_db
+
+__all__ = ["study"]  # fixtures
 
 
 @pytest.fixture
@@ -154,3 +158,50 @@ def test_a_message_to_nobody_is_refused_as_such(admin_user):
     account…"; it names nobody, and says so."""
     with pytest.raises(AnnotateError, match="at least one worker"):
         review.workers_notify(annotator_ids=[], subject="s", message="m", user=admin_user)
+
+
+def _submitted_work(annotator):
+    return AssignmentFactory(
+        annotator=annotator, status=AssignmentStatus.SUBMITTED, submitted_at=timezone.now()
+    )
+
+
+def test_a_reject_without_a_reason_does_not_promise_a_web_account_sees_it(
+    client, admin_user, web_account, platform_worker
+):
+    """It said "the worker sees the feedback": no platform takes it to a web account, and no
+    page here shows a reject's reason. An MTurk worker does see it."""
+    client.force_login(admin_user)
+    said = {}
+    for worker in (web_account, platform_worker):
+        work = _submitted_work(worker)
+        answer = client.post(
+            reverse("crowd-api:reject", args=[work.pk]),
+            {"feedback": " "},
+            content_type="application/json",
+        )
+        assert answer.status_code == 400, answer.content
+        said[worker.platform] = answer.json()["detail"]
+        work.refresh_from_db()
+        assert work.status == AssignmentStatus.SUBMITTED
+
+    assert "sees the feedback" not in said[""]
+    assert "a web account (signed up on this site) is not told" in said[""]
+    assert said["mturk"].endswith("the worker sees the feedback on the platform.")
+
+
+def test_a_reject_of_a_web_accounts_study_answer_without_a_reason_says_they_are_not_told(
+    admin_user, web_account, study
+):
+    prompt = study.prompts.order_by("pk").first()
+    answer = HumanAnswer.objects.create(
+        study=study, prompt=prompt, annotator=web_account, word=prompt.positive_word
+    )
+
+    with pytest.raises(AnnotateError) as refused:
+        review.human_answer_reject(answer_id=answer.pk, user=admin_user, feedback="")
+
+    assert "sees the feedback" not in str(refused.value)
+    assert "a web account (signed up on this site) is not told" in str(refused.value)
+    answer.refresh_from_db()
+    assert answer.status == AssignmentStatus.SUBMITTED

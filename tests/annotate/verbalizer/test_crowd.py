@@ -471,6 +471,24 @@ def test_a_links_starts_are_limited_per_address(client, link, worker_rates):
     assert not Annotator.objects.filter(worker_id="P-2").exists()
 
 
+def test_a_study_links_review_does_not_promise_the_participant_sees_the_feedback(
+    client, link, admin
+):
+    """The page asked for "Feedback to the worker" and the refusal said the worker sees it: a
+    link has no channel back to its participants."""
+    work = _start(client, link, PROLIFIC_PID="P-1")["Location"]
+    prompt_id = re.search(r'name="prompt" value="(\d+)"', client.get(work).text).group(1)
+    client.post(work, {"prompt": prompt_id, "key": 1})
+    answer = HumanAnswer.objects.get()
+    client.force_login(admin)
+    page = client.get(reverse("verbalizer:crowd-review", args=[link.pk])).text
+    assert "Feedback to the worker" not in page
+    assert "Reason for the record (the participant is not told here)" in page
+    with pytest.raises(AnnotateError, match="participant is not told") as refused:
+        review.human_answer_reject(answer_id=answer.pk, user=admin, feedback=" ")
+    assert "sees the feedback" not in str(refused.value)
+
+
 def test_selfhosted_link_counts_without_a_platform_once_per_participant(client, link, admin):
     started = _start(client, link, PROLIFIC_PID="P-1")
     assert started.status_code == 302
