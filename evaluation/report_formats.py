@@ -256,9 +256,15 @@ def _in_order(values: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(values))
 
 
+# Said in the DRFR table's caption where a cell is n/a: the leaderboard has a row only where the
+# source answered some question of the system in that subset (evaluation.services.reports).
+LEADERBOARD_NA_NOTE = "n/a: the source answered none of the model's questions in that set."
+
+
 def _latex_leaderboard(report: dict) -> str:
     by_key = {(r["source"], r["system"], r["subset"]): r["drfr"] for r in report["leaderboard"]}
     body: list = []
+    missing = False
     for source in _in_order(r["source"] for r in report["leaderboard"]):
         if body:
             body.append(r"\midrule")
@@ -267,12 +273,14 @@ def _latex_leaderboard(report: dict) -> str:
             cells = [
                 _fixed(by_key.get((source, system, s)), scale=100, digits=1) for s in SUBSET_ORDER
             ]
+            missing = missing or "n/a" in cells
             body.append([latex_escape(source) if index == 0 else "", latex_escape(system), *cells])
+    note = f" {LEADERBOARD_NA_NOTE}" if missing else ""  # said only where an n/a is
     return _latex_table(
         columns="llrrr",
         header=["Source", "Model", "Easy Set", "Hard Set", "Overall"],
         body=body,
-        caption=latex_escape(f"DRFR (%) on {report['benchmark']} per label source."),
+        caption=latex_escape(f"DRFR (%) on {report['benchmark']} per label source.{note}"),
         label="tab:drfr",
     )
 
@@ -287,13 +295,29 @@ def _latex_agreement(report: dict) -> str:
                 continue
             kappas = [_fixed(row and row["fleiss_kappa"], digits=3) for row in rows]
             body.append([protocol.upper(), latex_escape(group), *kappas])
+    reasons = _kappa_na_reasons(report["agreement"])
     return _latex_table(
         columns="llrrr",
         header=["Protocol", "Annotators", "Easy Set", "Hard Set", "Overall"],
         body=body,
-        caption="Pairwise Fleiss' kappa agreement among annotators.",
+        caption=latex_escape(f"Pairwise Fleiss' kappa agreement among annotators.{reasons}"),
         label="tab:kappa",
     )
+
+
+_SUBSET_TITLES = {"easy": "Easy Set", "hard": "Hard Set", "overall": "Overall"}
+
+
+def _kappa_na_reasons(rows: list[dict]) -> str:
+    """Say why each n/a kappa of the LaTeX table is undefined (its undefined_reason, the cells
+    it holds for named), as the Markdown's undefined_reason column does: a table pasted into a
+    paper keeps its caption. "" when every kappa is defined."""
+    cells: dict[str, list[str]] = {}
+    for row in rows:
+        if _finite(row["fleiss_kappa"]) is None:
+            cell = f"{row['protocol'].upper()} {row['group']}, {_SUBSET_TITLES[row['subset']]}"
+            cells.setdefault(row["undefined_reason"], []).append(cell)
+    return "".join(f" n/a ({'; '.join(found)}): {why}." for why, found in cells.items())
 
 
 def no_interval_note(figure: str, clusters: str) -> str:

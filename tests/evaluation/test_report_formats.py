@@ -425,3 +425,48 @@ def test_every_reports_no_interval_note_gives_the_same_reasons():
         "(every resample would give the figure itself), fewer than half of the resamples "
         "define it, or none were drawn."
     )
+
+
+def _latex_caption(latex: str, label: str) -> str:
+    """The caption of the LaTeX table labelled `label`."""
+    table = next(t for t in latex.split(r"\begin{table}") if rf"\label{{{label}}}" in t)
+    return re.search(r"\\caption\{(.*)\}\n\\label", table).group(1)
+
+
+def test_latex_kappa_caption_says_why_each_n_a_kappa_is_undefined():
+    """An undefined kappa was printed "n/a" in the LaTeX Table 3 with no reason (the Markdown
+    has the undefined_reason column): the caption names each n/a cell and its reason, escaped
+    for LaTeX, and says nothing when every kappa is defined."""
+    report = sample_report()
+    latex = report_latex(report)
+    assert "DS & crowd & n/a &" in latex
+    caption = _latex_caption(latex, "tab:kappa")
+    assert caption == (
+        "Pairwise Fleiss' kappa agreement among annotators. n/a (DS crowd, Easy Set): "
+        r"P\_e = 1: every rating fell in one category."
+    )
+
+    undefined = next(r for r in report["agreement"] if r["fleiss_kappa"] is None)
+    twin = next(r for r in report["agreement"] if r["fleiss_kappa"] is not None)
+    twin.update(fleiss_kappa=float("nan"), undefined_reason="50% of {raters} & no_items")
+    caption = _latex_caption(report_latex(report), "tab:kappa")
+    assert r"n/a (DS crowd, Easy Set): P\_e = 1" in caption
+    assert r": 50\% of \{raters\} \& no\_items." in caption
+
+    twin["fleiss_kappa"] = undefined["fleiss_kappa"] = 0.25
+    caption = _latex_caption(report_latex(report), "tab:kappa")
+    assert caption == "Pairwise Fleiss' kappa agreement among annotators."
+
+
+def test_latex_drfr_caption_says_why_a_cell_is_n_a():
+    """A source with no label of a system in a subset left that cell "n/a" without a reason."""
+    from evaluation.report_formats import LEADERBOARD_NA_NOTE
+
+    report = sample_report()
+    assert LEADERBOARD_NA_NOTE not in _latex_caption(report_latex(report), "tab:drfr")
+    gone = next(r for r in report["leaderboard"] if r["subset"] == "easy")
+    report["leaderboard"].remove(gone)
+    latex = report_latex(report)
+    caption = _latex_caption(latex, "tab:drfr")
+    assert caption.endswith(" n/a: the source answered none of the model's questions in that set.")
+    assert f" & {latex_escape(gone['system'])} & n/a & " in latex
