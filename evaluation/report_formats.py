@@ -365,6 +365,37 @@ def _possibly_billed(value: object, *, escape) -> str:
     return f" ({escape(text)})" if text else ""
 
 
+# Why a figure of Table 4 is n/a (null in the report: evaluation.services.reports._source_rows),
+# by the columns it stands for; said under the table (Markdown) or in its caption (LaTeX) where
+# one of them is n/a.
+SOURCES_NA_NOTES = (
+    (
+        ("cost_usd", "time_min"),
+        "Cost or time n/a: nothing was recorded for the source in that set (no assignment or "
+        "model call behind its labels, e.g. imported labels).",
+    ),
+    (
+        ("acc",),
+        "ACC n/a: the source answered none of the questions its gold (the expert majority; "
+        "for an expert, the other experts' majority) answered YES or NO in that set.",
+    ),
+    (
+        ("pld0", "pld1", "pld2", "wpld"),
+        "PLD and WPLD n/a: the source and its gold rank no pair of models on one instruction "
+        "of that set.",
+    ),
+)
+
+
+def _sources_na_notes(rows: list[dict]) -> list[str]:
+    """The notes of SOURCES_NA_NOTES whose columns hold an n/a in `rows`."""
+    return [
+        note
+        for columns, note in SOURCES_NA_NOTES
+        if any(_finite(row.get(column)) is None for row in rows for column in columns)
+    ]
+
+
 def _latex_sources(report: dict) -> str:
     body: list = []
     for subset in SUBSET_ORDER:
@@ -388,7 +419,9 @@ def _latex_sources(report: dict) -> str:
                 ]
             )
     billed = any(possibly_billed_text(r.get("possibly_billed_usd")) for r in report["sources"])
-    note = f" {POSSIBLY_BILLED_NOTE}" if billed else ""  # said only where a "(+x)" is
+    notes = [POSSIBLY_BILLED_NOTE] if billed else []  # said only where a "(+x)" is
+    notes += _sources_na_notes(report["sources"])
+    note = "".join(f" {text}" for text in notes)
     header = ["", "Source", r"Cost(\$)", "Time(min)", r"ACC(\%)"]
     header += [rf"PLD{i}(\%)" for i in range(3)] + ["WPLD"]
     return _latex_table(
@@ -494,6 +527,9 @@ def table_markdown(report: dict, table: str) -> str:
         lines.append("_No data._")
     elif "ci_low" in columns and has_no_interval(report[table]):
         lines += ["", INTERVAL_NA_NOTE]
+    elif table == "sources":
+        for note in _sources_na_notes(report[table]):
+            lines += ["", note]
     return "\n".join(lines) + "\n"
 
 

@@ -208,7 +208,10 @@ def test_latex_sources_follow_table_4():
 
 
 def test_latex_sources_caption_says_an_expert_is_against_the_other_experts():
-    lines = _table_lines(report_latex(sample_report()), "tab:sources")
+    report = sample_report()
+    for row in report["sources"]:  # a cost and time for all: no n/a to explain
+        row.update(cost_usd=row["cost_usd"] or 1.0, time_min=row["time_min"] or 1.0)
+    lines = _table_lines(report_latex(report), "tab:sources")
     caption = next(line for line in lines if line.startswith(r"\caption{"))
     assert caption == (
         r"\caption{Annotation sources against the expert majority"
@@ -470,3 +473,30 @@ def test_latex_drfr_caption_says_why_a_cell_is_n_a():
     caption = _latex_caption(latex, "tab:drfr")
     assert caption.endswith(" n/a: the source answered none of the model's questions in that set.")
     assert f" & {latex_escape(gone['system'])} & n/a & " in latex
+
+
+def test_table_4_says_why_a_cost_time_acc_or_pld_is_n_a_only_where_one_is():
+    """Table 4 printed n/a for a cost, time, ACC or PLD with no reason, in LaTeX and Markdown
+    alike: its caption (LaTeX) and a note under it (Markdown) say it, for the columns that hold
+    an n/a."""
+    from evaluation.report_formats import SOURCES_NA_NOTES
+
+    cost_note, acc_note, pld_note = (note for _, note in SOURCES_NA_NOTES)
+    report = sample_report()  # the judge's labels were imported: no cost or time recorded
+    caption = _latex_caption(report_latex(report), "tab:sources")
+    markdown = _markdown_sections(report_markdown(report))[TABLE_TITLES["sources"]]
+    for text in (caption, markdown):
+        assert cost_note in text
+        assert "ACC n/a" not in text and "PLD and WPLD n/a" not in text
+
+    judge = [r for r in report["sources"] if r["cost_usd"] is None]
+    for row in judge:
+        row.update(cost_usd=1.5, time_min=2.0)
+    report["sources"][0].update(acc=None, compared=0, pld0=None, pld1=None, pld2=None, wpld=None)
+    latex = report_latex(report)
+    caption = _latex_caption(latex, "tab:sources")
+    assert " & n/a & n/a & n/a & n/a & n/a \\\\" in latex
+    assert caption.endswith(f"robustness. {latex_escape(acc_note)} {latex_escape(pld_note)}")
+    markdown = _markdown_sections(report_markdown(report))[TABLE_TITLES["sources"]]
+    assert markdown.endswith(f"\n\n{acc_note}\n\n{pld_note}\n")
+    assert "Cost or time n/a" not in caption + markdown
