@@ -161,8 +161,7 @@ def rows_latex(report: dict) -> str:
     lines = [
         "% Verbalizer manipulation, set " + latex_escape(report["set"]).replace("\n", " "),
         "% accuracy (lenient rule, %), direct prompting; invalid replies are not counted;",
-        "% a group is the mean of its datasets' and mappings' accuracies (not pooled answers);",
-        "% n/a: asked, and no reply valid; --: not asked (no prompt of that group)",
+        "% a group is the mean of its datasets' and mappings' accuracies (not pooled answers)",
         "\\begin{tabular}{l" + "r" * len(groups) + "}",
         "\\toprule",
         "System & " + " & ".join(g.capitalize() for g in groups) + " \\\\",
@@ -173,6 +172,7 @@ def rows_latex(report: dict) -> str:
     }
     models = [(s["system"], SET_PROMPTS) for s in report["systems"] if s["system"] not in PEOPLE]
     shown = models + [p for p in row_order(report["groups"]) if p[1] != SET_PROMPTS]
+    cells_shown: set[str] = set()
     for index, (name, prompts) in enumerate(shown):
         if index and prompts != shown[index - 1][1]:
             lines.append("\\midrule")  # the models on people's prompts, then the people
@@ -181,13 +181,25 @@ def rows_latex(report: dict) -> str:
             _pct(values[name, prompts, group]) if (name, prompts, group) in values else "--"
             for group in groups
         ]
+        cells_shown.update(cells)
         lines.append(
             latex_escape(system_label(name, prompts)) + " & " + " & ".join(cells) + " \\\\"
         )
     lines += ["\\bottomrule", "\\end{tabular}", ""]
     for found in report["slices"]:
         lines += [_latex_note(found["note"]), ""]
+    said = [legend for cell, legend in GROUP_CELL_LEGENDS.items() if cell in cells_shown]
+    if said:
+        lines += [_latex_note("; ".join(said) + "."), ""]
     return "\n".join(lines)
+
+
+# Said under the LaTeX table of groups where such a cell is: a pasted table keeps it typeset,
+# where a comment would not reach the paper.
+GROUP_CELL_LEGENDS = {
+    "n/a": "n/a: asked, and no reply valid under the lenient rule",
+    "--": "--: not asked (no prompt of that group)",
+}
 
 
 def _latex_text(text: str) -> str:

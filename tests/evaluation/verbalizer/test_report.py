@@ -819,3 +819,23 @@ def test_an_n_a_kappa_in_latex_says_why(with_humans):
     assert latex.index("\\end{tabular}") < latex.index(reason)
     # The interval of an undefined kappa is n/a for that reason alone.
     assert "has no interval" not in latex
+
+
+def test_the_latex_groups_table_says_what_n_a_and_dashes_mean_where_they_are(with_humans):
+    """The LaTeX groups table explained n/a ("asked, no reply valid") and -- ("not asked") in a
+    comment only, which a pasted table does not typeset: a note under it says each where the
+    table shows one."""
+    from annotate.verbalizer.models import HumanAnswer, ModelAnswer
+
+    na = "n/a: asked, and no reply valid under the lenient rule"
+    dash = "--: not asked (no prompt of that group)"
+    latex = report_as(verbalizer_report(evaluation_set=with_humans), "latex")
+    assert "human & -- & -- & 50.0 \\\\" in latex
+    assert f"{{\\footnotesize {dash}.}}" in latex and na not in latex
+
+    ModelAnswer.objects.filter(prompt__mapping__name="foo|bar").update(reply="I cannot tell")
+    HumanAnswer.objects.all().delete()
+    latex = report_as(verbalizer_report(evaluation_set=with_humans), "latex")
+    assert "m1 & 100.0 & n/a & 0.0 \\\\" in latex
+    assert f"{{\\footnotesize {na}.}}" in latex and dash not in latex
+    assert latex.index("\\end{tabular}") < latex.index(na)
