@@ -376,8 +376,9 @@ SOURCES_NA_NOTES = (
     ),
     (
         ("acc",),
-        "ACC n/a: the source answered none of the questions its gold (the expert majority; "
-        "for an expert, the other experts' majority) answered YES or NO in that set.",
+        "ACC n/a: no question of that set has both an answer of the source that ACC counts "
+        "and a YES or NO of its gold (the expert majority; for an expert, the other experts' "
+        "majority).",
     ),
     (
         ("pld0", "pld1", "pld2", "wpld"),
