@@ -89,9 +89,9 @@ CODE_ROOTS = tuple(Path(__file__).resolve().parent.parent / package for package 
 # The libraries that compute and draw them: an upgrade may move a figure as a code change does.
 CODE_LIBRARIES = ("numpy", "matplotlib")
 # The settings the numbers of a report or figure read: the expert's hourly rate (InFoBench Table
-# 4), the bootstrap behind every interval (InFoBench, KIWI), the flat crowd fee (the crowd cost of
-# work priced at today's fee). The verbalizer report reads none today (its bootstrap is fixed);
-# its key has them all the same, so one added here needs no thought about which key reads it.
+# 4), the bootstrap behind every interval (InFoBench, KIWI, verbalizer), the flat crowd fee (the
+# crowd cost of work priced at today's fee). Every report's key has them all, so one added here
+# needs no thought about which key reads it.
 REPORT_SETTINGS = (
     "EXPERT_HOURLY_RATE_USD",
     "REPORT_BOOTSTRAP_RESAMPLES",

@@ -256,9 +256,15 @@ def _in_order(values: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(values))
 
 
+# Said in the DRFR table's caption where a cell is n/a: the leaderboard has a row only where the
+# source answered some question of the system in that subset (evaluation.services.reports).
+LEADERBOARD_NA_NOTE = "n/a: the source answered none of the model's questions in that set."
+
+
 def _latex_leaderboard(report: dict) -> str:
     by_key = {(r["source"], r["system"], r["subset"]): r["drfr"] for r in report["leaderboard"]}
     body: list = []
+    missing = False
     for source in _in_order(r["source"] for r in report["leaderboard"]):
         if body:
             body.append(r"\midrule")
@@ -267,12 +273,14 @@ def _latex_leaderboard(report: dict) -> str:
             cells = [
                 _fixed(by_key.get((source, system, s)), scale=100, digits=1) for s in SUBSET_ORDER
             ]
+            missing = missing or "n/a" in cells
             body.append([latex_escape(source) if index == 0 else "", latex_escape(system), *cells])
+    note = f" {LEADERBOARD_NA_NOTE}" if missing else ""  # said only where an n/a is
     return _latex_table(
         columns="llrrr",
         header=["Source", "Model", "Easy Set", "Hard Set", "Overall"],
         body=body,
-        caption=latex_escape(f"DRFR (%) on {report['benchmark']} per label source."),
+        caption=latex_escape(f"DRFR (%) on {report['benchmark']} per label source.{note}"),
         label="tab:drfr",
     )
 
@@ -287,13 +295,29 @@ def _latex_agreement(report: dict) -> str:
                 continue
             kappas = [_fixed(row and row["fleiss_kappa"], digits=3) for row in rows]
             body.append([protocol.upper(), latex_escape(group), *kappas])
+    reasons = _kappa_na_reasons(report["agreement"])
     return _latex_table(
         columns="llrrr",
         header=["Protocol", "Annotators", "Easy Set", "Hard Set", "Overall"],
         body=body,
-        caption="Pairwise Fleiss' kappa agreement among annotators.",
+        caption=latex_escape(f"Pairwise Fleiss' kappa agreement among annotators.{reasons}"),
         label="tab:kappa",
     )
+
+
+_SUBSET_TITLES = {"easy": "Easy Set", "hard": "Hard Set", "overall": "Overall"}
+
+
+def _kappa_na_reasons(rows: list[dict]) -> str:
+    """Say why each n/a kappa of the LaTeX table is undefined (its undefined_reason, the cells
+    it holds for named), as the Markdown's undefined_reason column does: a table pasted into a
+    paper keeps its caption. "" when every kappa is defined."""
+    cells: dict[str, list[str]] = {}
+    for row in rows:
+        if _finite(row["fleiss_kappa"]) is None:
+            cell = f"{row['protocol'].upper()} {row['group']}, {_SUBSET_TITLES[row['subset']]}"
+            cells.setdefault(row["undefined_reason"], []).append(cell)
+    return "".join(f" n/a ({'; '.join(found)}): {why}." for why, found in cells.items())
 
 
 def no_interval_note(figure: str, clusters: str) -> str:
@@ -341,6 +365,38 @@ def _possibly_billed(value: object, *, escape) -> str:
     return f" ({escape(text)})" if text else ""
 
 
+# Why a figure of Table 4 is n/a (null in the report: evaluation.services.reports._source_rows),
+# by the columns it stands for; said under the table (Markdown) or in its caption (LaTeX) where
+# one of them is n/a.
+SOURCES_NA_NOTES = (
+    (
+        ("cost_usd", "time_min"),
+        "Cost or time n/a: nothing was recorded for the source in that set (no assignment or "
+        "model call behind its labels, e.g. imported labels).",
+    ),
+    (
+        ("acc",),
+        "ACC n/a: no question of that set has both an answer of the source that ACC counts "
+        "and a YES or NO of its gold (the expert majority; for an expert, the other experts' "
+        "majority).",
+    ),
+    (
+        ("pld0", "pld1", "pld2", "wpld"),
+        "PLD and WPLD n/a: the source and its gold rank no pair of models on one instruction "
+        "of that set.",
+    ),
+)
+
+
+def _sources_na_notes(rows: list[dict]) -> list[str]:
+    """The notes of SOURCES_NA_NOTES whose columns hold an n/a in `rows`."""
+    return [
+        note
+        for columns, note in SOURCES_NA_NOTES
+        if any(_finite(row.get(column)) is None for row in rows for column in columns)
+    ]
+
+
 def _latex_sources(report: dict) -> str:
     body: list = []
     for subset in SUBSET_ORDER:
@@ -364,7 +420,9 @@ def _latex_sources(report: dict) -> str:
                 ]
             )
     billed = any(possibly_billed_text(r.get("possibly_billed_usd")) for r in report["sources"])
-    note = f" {POSSIBLY_BILLED_NOTE}" if billed else ""  # said only where a "(+x)" is
+    notes = [POSSIBLY_BILLED_NOTE] if billed else []  # said only where a "(+x)" is
+    notes += _sources_na_notes(report["sources"])
+    note = "".join(f" {text}" for text in notes)
     header = ["", "Source", r"Cost(\$)", "Time(min)", r"ACC(\%)"]
     header += [rf"PLD{i}(\%)" for i in range(3)] + ["WPLD"]
     return _latex_table(
@@ -470,6 +528,9 @@ def table_markdown(report: dict, table: str) -> str:
         lines.append("_No data._")
     elif "ci_low" in columns and has_no_interval(report[table]):
         lines += ["", INTERVAL_NA_NOTE]
+    elif table == "sources":
+        for note in _sources_na_notes(report[table]):
+            lines += ["", note]
     return "\n".join(lines) + "\n"
 
 

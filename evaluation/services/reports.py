@@ -678,11 +678,20 @@ def _agreement_row(data, protocol, group, subset, rated: RatedItems, bootstrap) 
         "items": int(kept.sum()),
         "dropped": int(dropped.sum()),
         "annotators": rated.n,
-        "undefined_reason": result.undefined_reason,
+        "undefined_reason": result.undefined_reason if kept.any() else _no_rated_item(rated.n),
     }
     if result.kappa is not None:
         bootstrap.kappa(row, rated.counts[kept], rated.instruction[kept])
     return row
+
+
+def _no_rated_item(raters: int) -> str:
+    """Say why a subset's kappa has no item, where Fleiss' kappa alone says "no items": kappa
+    reads items with the same number of ratings, the most common one (`raters`, 0 when no item
+    has two)."""
+    if raters < 2:
+        return "no item has ratings from two annotators or more"
+    return f"no item of this subset has ratings from {raters} annotators, the number kappa reads"
 
 
 # --- Sources against the expert majority (Table 4) ---------------------------------------------

@@ -76,6 +76,62 @@ def _interval(low, high, show, between: str) -> str:
 # Said under a table whose 95% CI column shows an n/a: every interval of the report resamples
 # whole classification items (evaluation.verbalizer.scoring.cells, _kappa_with_ci).
 INTERVAL_NA_NOTE = no_interval_note("A figure whose 95% CI is n/a", "items")
+# Said under the rows table where an accuracy is n/a (scoring: no valid reply, no accuracy).
+ACCURACY_NA_NOTE = (
+    "A strict % or lenient % shown as n/a is undefined, not 0: none of the row's n replies is "
+    "valid under that rule (one of the prompt's two label words); a chain-of-thought reply is "
+    "never a bare label word, so the strict rule reads none of them."
+)
+
+
+def _bootstrap_note(report: dict, clusters: str) -> str:
+    """State the bootstrap behind a table's 95% CI column (its resamples and seed, from the
+    settings the report read), so a reader can draw the same intervals again; "" for a report
+    that does not record it."""
+    bootstrap = report.get("bootstrap")
+    if not bootstrap:
+        return ""
+    return (
+        f"95% CI: percentile bootstrap over {clusters} ({bootstrap['resamples']:,} resamples, "
+        f"seed {bootstrap['seed']})."
+    )
+
+
+def _single_item_note(report: dict, rows: list[dict], low: str, high: str) -> str:
+    """Name the datasets of a single item whose rows have no interval: every resample draws
+    that item, which the general note's "fewer than two items" does not make plain; "" when
+    there is none."""
+    one_item = report.get("dataset_items", {})
+    names = sorted(
+        {
+            row["dataset"]
+            for row in rows
+            if one_item.get(row["dataset"]) == 1 and has_no_interval([row], low, high)
+        }
+    )
+    if not names:
+        return ""
+    holds = "holds" if len(names) == 1 else "each hold"
+    return (
+        f"{', '.join(names)} {holds} a single item: an interval over one item is n/a (every "
+        "resample would draw that item)."
+    )
+
+
+def _rows_notes(report: dict, rows: list[dict]) -> list[str]:
+    """The notes under the rows table: the people's slices, then why a figure is n/a where one
+    is, then the bootstrap behind the intervals."""
+    said = [s["note"] for s in report["slices"]]
+    if any(row[f"accuracy_{rule}"] is None for row in rows for rule in ("strict", "lenient")):
+        said.append(ACCURACY_NA_NOTE)
+    # An n/a accuracy has no interval either: the note above says why.
+    defined = [row for row in rows if row["accuracy_lenient"] is not None]
+    if has_no_interval(defined, "ci_lenient_low", "ci_lenient_high"):
+        said.append(INTERVAL_NA_NOTE)
+        said.append(_single_item_note(report, defined, "ci_lenient_low", "ci_lenient_high"))
+    if rows:
+        said.append(_bootstrap_note(report, "items, drawn within their dataset"))
+    return [note for note in said if note]
 
 
 def rows_markdown(report: dict) -> str:
@@ -95,10 +151,7 @@ def rows_markdown(report: dict) -> str:
             _pct(row["invalid"]),
         ]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
-    said = [s["note"] for s in report["slices"]]
-    if has_no_interval(rows, "ci_lenient_low", "ci_lenient_high"):
-        said.append(INTERVAL_NA_NOTE)
-    notes = "".join(f"\n{markdown_escape(note)}\n" for note in said)
+    notes = "".join(f"\n{markdown_escape(note)}\n" for note in _rows_notes(report, rows))
     return "\n".join(lines) + "\n" + notes
 
 
@@ -108,8 +161,7 @@ def rows_latex(report: dict) -> str:
     lines = [
         "% Verbalizer manipulation, set " + latex_escape(report["set"]).replace("\n", " "),
         "% accuracy (lenient rule, %), direct prompting; invalid replies are not counted;",
-        "% a group is the mean of its datasets' and mappings' accuracies (not pooled answers);",
-        "% n/a: asked, and no reply valid; --: not asked (no prompt of that group)",
+        "% a group is the mean of its datasets' and mappings' accuracies (not pooled answers)",
         "\\begin{tabular}{l" + "r" * len(groups) + "}",
         "\\toprule",
         "System & " + " & ".join(g.capitalize() for g in groups) + " \\\\",
@@ -120,6 +172,7 @@ def rows_latex(report: dict) -> str:
     }
     models = [(s["system"], SET_PROMPTS) for s in report["systems"] if s["system"] not in PEOPLE]
     shown = models + [p for p in row_order(report["groups"]) if p[1] != SET_PROMPTS]
+    cells_shown: set[str] = set()
     for index, (name, prompts) in enumerate(shown):
         if index and prompts != shown[index - 1][1]:
             lines.append("\\midrule")  # the models on people's prompts, then the people
@@ -128,13 +181,25 @@ def rows_latex(report: dict) -> str:
             _pct(values[name, prompts, group]) if (name, prompts, group) in values else "--"
             for group in groups
         ]
+        cells_shown.update(cells)
         lines.append(
             latex_escape(system_label(name, prompts)) + " & " + " & ".join(cells) + " \\\\"
         )
     lines += ["\\bottomrule", "\\end{tabular}", ""]
     for found in report["slices"]:
         lines += [_latex_note(found["note"]), ""]
+    said = [legend for cell, legend in GROUP_CELL_LEGENDS.items() if cell in cells_shown]
+    if said:
+        lines += [_latex_note("; ".join(said) + "."), ""]
     return "\n".join(lines)
+
+
+# Said under the LaTeX table of groups where such a cell is: a pasted table keeps it typeset,
+# where a comment would not reach the paper.
+GROUP_CELL_LEGENDS = {
+    "n/a": "n/a: asked, and no reply valid under the lenient rule",
+    "--": "--: not asked (no prompt of that group)",
+}
 
 
 def _latex_text(text: str) -> str:
@@ -183,9 +248,31 @@ def agreement_markdown(report: dict) -> str:
             str(row["items"]), str(row["raters"]), markdown_escape(row["note"]),
         ]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
-    if has_no_interval(report["agreement"]):
-        lines += ["", markdown_escape(INTERVAL_NA_NOTE)]
+    for note in _agreement_notes(report):
+        lines += ["", markdown_escape(note)]
     return "\n".join(lines) + "\n"
+
+
+def _agreement_notes(report: dict) -> list[str]:
+    """The notes under the agreement table: why an interval is n/a where one is, then the
+    bootstrap behind the intervals."""
+    # An n/a kappa has no interval either: its note says why.
+    defined = [row for row in report["agreement"] if row["kappa"] is not None]
+    said = []
+    if has_no_interval(defined):
+        said += [INTERVAL_NA_NOTE, _single_item_note(report, defined, "ci_low", "ci_high")]
+    said.append(_bootstrap_note(report, "items, an item's prompts drawn together"))
+    return [note for note in said if note]
+
+
+def _kappa_na_notes(rows: list[dict]) -> list[str]:
+    """Say why each n/a kappa is undefined, as the Markdown's note column does: the LaTeX table
+    has no room for that column, and a pasted table must keep the reason."""
+    cells: dict[str, list[str]] = {}
+    for row in rows:
+        if row["kappa"] is None:
+            cells.setdefault(row["note"], []).append(f"{row['source']}, {row['dataset']}")
+    return [f"Kappa n/a ({'; '.join(found)}): {why}." for why, found in cells.items()]
 
 
 def _latex_interval(low, high) -> str:
@@ -208,8 +295,8 @@ def agreement_latex(report: dict) -> str:
         ]  # fmt: skip
         lines.append(" & ".join(cells) + " \\\\")
     lines += ["\\bottomrule", "\\end{tabular}", ""]
-    if has_no_interval(report["agreement"]):
-        lines += [_latex_note(INTERVAL_NA_NOTE), ""]
+    for note in _kappa_na_notes(report["agreement"]) + _agreement_notes(report):
+        lines += [_latex_note(note), ""]
     return "\n".join(lines)
 
 

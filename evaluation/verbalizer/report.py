@@ -20,6 +20,7 @@ import hashlib
 from dataclasses import dataclass
 
 import numpy as np
+from django.conf import settings
 from django.db.models import Count, Max, Value
 
 from annotate.models import AnnotatorKind, System
@@ -44,7 +45,6 @@ from evaluation.stats.kappa import fleiss_kappa, kappa_ci
 from evaluation.verbalizer.parsing import INVALID, NEGATIVE, POSITIVE, parse_lenient, parse_strict
 from evaluation.verbalizer.scoring import (
     LEVEL,
-    N_RESAMPLES,
     RULES,
     Records,
     agreement_counts,
@@ -289,9 +289,20 @@ def _sorted(rows: list[dict], orders: dict[str, list]) -> list[dict]:
     return sorted(rows, key=rank)
 
 
+def bootstrap_settings() -> dict:
+    """The bootstrap behind every interval of the report, as the settings give it (as the
+    InFoBench and KIWI reports read them), kept in the report so its exports can say it."""
+    return {
+        "resamples": settings.REPORT_BOOTSTRAP_RESAMPLES,
+        "seed": settings.REPORT_BOOTSTRAP_SEED,
+        "level": LEVEL,
+    }
+
+
 def verbalizer_report(*, evaluation_set: EvaluationSet) -> dict:
     """Compute the whole report of `evaluation_set` (see the module docstring)."""
     rec, slices, models, prompts = _records(evaluation_set)
+    bootstrap = bootstrap_settings()
     systems = _system_order(evaluation_set, set(rec.source.tolist()))
     mapping_order = list(
         evaluation_set.mappings.order_by("position").values_list("name", flat=True)
@@ -311,7 +322,10 @@ def verbalizer_report(*, evaluation_set: EvaluationSet) -> dict:
         """One row per system, prompts and `keys` (names, or (name, column) pairs)."""
         names = [k if isinstance(k, str) else k[0] for k in keys]
         columns = [k if isinstance(k, str) else k[1] for k in keys]
-        found = cells(rec, mask, ["source", "prompts", *columns])
+        found = cells(
+            rec, mask, ["source", "prompts", *columns],
+            rng_seed=bootstrap["seed"], n_resamples=bootstrap["resamples"],
+        )  # fmt: skip
         return _flatten(found, ("system", "prompts", *names))
 
     direct = rec.mode == "direct"
@@ -329,7 +343,9 @@ def verbalizer_report(*, evaluation_set: EvaluationSet) -> dict:
         "mappings": table(direct & (rec.group != "neutral"), "group", "mapping"),
         "flipped": table(condition != "", flipped),
         "flipped_by_dataset": [],
-        "agreement": _agreement(rec, np.ones(len(rec), dtype=bool), datasets),
+        "agreement": _agreement(rec, np.ones(len(rec), dtype=bool), datasets, bootstrap),
+        "bootstrap": bootstrap,
+        "dataset_items": _dataset_items(prompts, datasets),
     }
     for dataset in datasets:
         of_dataset = rec.dataset == dataset
@@ -378,10 +394,20 @@ def _conditions(rec: Records) -> np.ndarray:
     return condition
 
 
-def _agreement(rec: Records, mask: np.ndarray, datasets: list[str]) -> list[dict]:
+def _dataset_items(prompts: dict[int, tuple], datasets: list[str]) -> dict[str, int]:
+    """How many items of each dataset the set holds: intervals draw items within their dataset,
+    so one of a single item has none (the exports say so)."""
+    items: dict[str, set[int]] = {name: set() for name in datasets}
+    for item, dataset, *_ in prompts.values():
+        items.setdefault(dataset, set()).add(item)
+    return {name: len(found) for name, found in items.items()}
+
+
+def _agreement(rec: Records, mask: np.ndarray, datasets: list[str], bootstrap: dict) -> list[dict]:
     """Fleiss' kappa of each group of people's answers per dataset and overall (prompts as
     items), with a 95 % percentile bootstrap interval over classification items (a sampled
-    item's prompts under every mapping and mode stay together; rng seed 0, 1,000 resamples)."""
+    item's prompts under every mapping and mode stay together; `bootstrap`'s seed and
+    resamples)."""
     out = []
     for source, _ in PEOPLE_SOURCES:
         people = mask & (rec.source == source)
@@ -390,11 +416,12 @@ def _agreement(rec: Records, mask: np.ndarray, datasets: list[str]) -> list[dict
         for name in [*datasets, "all"]:
             selected = people & (rec.dataset == name) if name != "all" else people
             if selected.any():
-                out.append({"source": source, "dataset": name, **_kappa_with_ci(rec, selected)})
+                kappa = _kappa_with_ci(rec, selected, bootstrap)
+                out.append({"source": source, "dataset": name, **kappa})
     return out
 
 
-def _kappa_with_ci(rec: Records, selected: np.ndarray) -> dict:
+def _kappa_with_ci(rec: Records, selected: np.ndarray, bootstrap: dict) -> dict:
     # Records hold items, not prompts: a prompt is an item under one mapping and one mode.
     rows = np.flatnonzero(selected)
     key = np.asarray(
@@ -420,8 +447,8 @@ def _kappa_with_ci(rec: Records, selected: np.ndarray) -> dict:
         item_of_prompt = np.zeros(prompt_keys.size, dtype=np.int64)
         item_of_prompt[prompt_index] = rec.item[rows]
         low, high = kappa_ci(
-            counts, item_of_prompt[kept], np.random.default_rng(0),
-            n_resamples=N_RESAMPLES, level=LEVEL,
+            counts, item_of_prompt[kept], np.random.default_rng(bootstrap["seed"]),
+            n_resamples=bootstrap["resamples"], level=bootstrap["level"],
         )  # fmt: skip
     return {
         "kappa": result.kappa,

@@ -12,7 +12,8 @@ Conventions:
   one dataset and one mapping is its pooled accuracy. The invalid share is of the cell's
   answers (all pieces pooled).
 - Intervals: 95 % percentile cluster bootstrap over items
-  (`evaluation.stats.bootstrap.mean_ratio_ci`), 1,000 resamples, rng seeded with 0: an item's
+  (`evaluation.stats.bootstrap.mean_ratio_ci`), the report's resamples and seed (settings
+  REPORT_BOOTSTRAP_RESAMPLES and _SEED; 1,000 and 0 here by default): an item's
   answers under every mapping of the cell stay together, so the interval reflects which items
   were sampled; items are drawn within their dataset, so each resample takes the mean over the
   same pieces as the point estimate.

@@ -208,7 +208,10 @@ def test_latex_sources_follow_table_4():
 
 
 def test_latex_sources_caption_says_an_expert_is_against_the_other_experts():
-    lines = _table_lines(report_latex(sample_report()), "tab:sources")
+    report = sample_report()
+    for row in report["sources"]:  # a cost and time for all: no n/a to explain
+        row.update(cost_usd=row["cost_usd"] or 1.0, time_min=row["time_min"] or 1.0)
+    lines = _table_lines(report_latex(report), "tab:sources")
     caption = next(line for line in lines if line.startswith(r"\caption{"))
     assert caption == (
         r"\caption{Annotation sources against the expert majority"
@@ -425,3 +428,75 @@ def test_every_reports_no_interval_note_gives_the_same_reasons():
         "(every resample would give the figure itself), fewer than half of the resamples "
         "define it, or none were drawn."
     )
+
+
+def _latex_caption(latex: str, label: str) -> str:
+    """The caption of the LaTeX table labelled `label`."""
+    table = next(t for t in latex.split(r"\begin{table}") if rf"\label{{{label}}}" in t)
+    return re.search(r"\\caption\{(.*)\}\n\\label", table).group(1)
+
+
+def test_latex_kappa_caption_says_why_each_n_a_kappa_is_undefined():
+    """An undefined kappa was printed "n/a" in the LaTeX Table 3 with no reason (the Markdown
+    has the undefined_reason column): the caption names each n/a cell and its reason, escaped
+    for LaTeX, and says nothing when every kappa is defined."""
+    report = sample_report()
+    latex = report_latex(report)
+    assert "DS & crowd & n/a &" in latex
+    caption = _latex_caption(latex, "tab:kappa")
+    assert caption == (
+        "Pairwise Fleiss' kappa agreement among annotators. n/a (DS crowd, Easy Set): "
+        r"P\_e = 1: every rating fell in one category."
+    )
+
+    undefined = next(r for r in report["agreement"] if r["fleiss_kappa"] is None)
+    twin = next(r for r in report["agreement"] if r["fleiss_kappa"] is not None)
+    twin.update(fleiss_kappa=float("nan"), undefined_reason="50% of {raters} & no_items")
+    caption = _latex_caption(report_latex(report), "tab:kappa")
+    assert r"n/a (DS crowd, Easy Set): P\_e = 1" in caption
+    assert r": 50\% of \{raters\} \& no\_items." in caption
+
+    twin["fleiss_kappa"] = undefined["fleiss_kappa"] = 0.25
+    caption = _latex_caption(report_latex(report), "tab:kappa")
+    assert caption == "Pairwise Fleiss' kappa agreement among annotators."
+
+
+def test_latex_drfr_caption_says_why_a_cell_is_n_a():
+    """A source with no label of a system in a subset left that cell "n/a" without a reason."""
+    from evaluation.report_formats import LEADERBOARD_NA_NOTE
+
+    report = sample_report()
+    assert LEADERBOARD_NA_NOTE not in _latex_caption(report_latex(report), "tab:drfr")
+    gone = next(r for r in report["leaderboard"] if r["subset"] == "easy")
+    report["leaderboard"].remove(gone)
+    latex = report_latex(report)
+    caption = _latex_caption(latex, "tab:drfr")
+    assert caption.endswith(" n/a: the source answered none of the model's questions in that set.")
+    assert f" & {latex_escape(gone['system'])} & n/a & " in latex
+
+
+def test_table_4_says_why_a_cost_time_acc_or_pld_is_n_a_only_where_one_is():
+    """Table 4 printed n/a for a cost, time, ACC or PLD with no reason, in LaTeX and Markdown
+    alike: its caption (LaTeX) and a note under it (Markdown) say it, for the columns that hold
+    an n/a."""
+    from evaluation.report_formats import SOURCES_NA_NOTES
+
+    cost_note, acc_note, pld_note = (note for _, note in SOURCES_NA_NOTES)
+    report = sample_report()  # the judge's labels were imported: no cost or time recorded
+    caption = _latex_caption(report_latex(report), "tab:sources")
+    markdown = _markdown_sections(report_markdown(report))[TABLE_TITLES["sources"]]
+    for text in (caption, markdown):
+        assert cost_note in text
+        assert "ACC n/a" not in text and "PLD and WPLD n/a" not in text
+
+    judge = [r for r in report["sources"] if r["cost_usd"] is None]
+    for row in judge:
+        row.update(cost_usd=1.5, time_min=2.0)
+    report["sources"][0].update(acc=None, compared=0, pld0=None, pld1=None, pld2=None, wpld=None)
+    latex = report_latex(report)
+    caption = _latex_caption(latex, "tab:sources")
+    assert " & n/a & n/a & n/a & n/a & n/a \\\\" in latex
+    assert caption.endswith(f"robustness. {latex_escape(acc_note)} {latex_escape(pld_note)}")
+    markdown = _markdown_sections(report_markdown(report))[TABLE_TITLES["sources"]]
+    assert markdown.endswith(f"\n\n{acc_note}\n\n{pld_note}\n")
+    assert "Cost or time n/a" not in caption + markdown

@@ -671,3 +671,23 @@ def test_a_subset_of_one_instruction_has_no_interval_not_a_point(bench):
     easy = _one(report, "agreement", protocol="ds", group="expert", subset="easy")
     assert easy["fleiss_kappa"] is not None and easy["items"] == 1
     assert (easy["ci_low"], easy["ci_high"]) == (None, None)
+
+
+def test_a_kappa_without_items_says_which_ratings_are_missing(bench):
+    """Fleiss' kappa of no item said only "no items": the crowd rated the easy instruction
+    alone, so its Hard Set kappa reads no item, for want of three ratings of one."""
+    report = report_build(scope=OPERATOR, benchmark=bench, n_resamples=200)
+    row = _one(report, "agreement", protocol="drfr", group="crowd", subset="hard")
+    assert (row["fleiss_kappa"], row["items"], row["annotators"]) == (None, 0, 3)
+    assert row["undefined_reason"] == (
+        "no item of this subset has ratings from 3 annotators, the number kappa reads"
+    )
+    easy = _one(report, "agreement", protocol="drfr", group="crowd", subset="easy")
+    assert (easy["fleiss_kappa"] is not None, easy["undefined_reason"]) == (True, "")
+
+    Label.objects.filter(annotator__name__in=["crowd-2", "crowd-3"]).delete()
+    report = report_build(scope=OPERATOR, benchmark=bench, n_resamples=200)
+    for subset in ("easy", "hard", "overall"):
+        row = _one(report, "agreement", protocol="drfr", group="crowd", subset=subset)
+        assert row["fleiss_kappa"] is None
+        assert row["undefined_reason"] == "no item has ratings from two annotators or more"

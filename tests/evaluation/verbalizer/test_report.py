@@ -6,8 +6,13 @@ import pytest
 from django.core import checks
 from django.core.management import ManagementUtility, call_command
 
+from annotate.models import System
+from annotate.verbalizer.models import SystemRun
+from annotate.verbalizer.services.sets import evaluation_set_create
+from evaluation.report_formats import markdown_escape
 from evaluation.verbalizer.formats import report_as
 from evaluation.verbalizer.report import verbalizer_report
+from tests.evaluation.verbalizer.conftest import answer
 
 pytestmark = pytest.mark.django_db
 
@@ -700,3 +705,137 @@ def test_three_answers_rejected_as_three_others_start_counting_are_in_the_cached
         status=AssignmentStatus.SUBMITTED
     )
     assert human_n_and_right() == (9, 3)
+
+
+def test_an_n_a_accuracy_in_markdown_says_why_only_where_one_is(small_set):
+    """A strict accuracy with no valid reply (every chain-of-thought reply) showed "n/a" in the
+    Markdown rows without a reason; the note says it, and only under a table that has one."""
+    from annotate.verbalizer.models import ModelAnswer
+    from evaluation.verbalizer.formats import ACCURACY_NA_NOTE
+
+    md = report_as(verbalizer_report(evaluation_set=small_set), "md")
+    assert "| m1 | SST-2 | unnatural | flipped-golden | cot | 2 | n/a | 50.0 |" in md
+    assert md.count(markdown_escape(ACCURACY_NA_NOTE)) == 1
+    assert "never a bare label word" in md
+
+    ModelAnswer.objects.filter(prompt__mode="cot").delete()
+    md = report_as(verbalizer_report(evaluation_set=small_set), "md")
+    assert "n/a" not in [cell for row in _markdown_rows(md) for cell in row[6:8]]
+    assert markdown_escape(ACCURACY_NA_NOTE) not in md
+
+
+def _markdown_rows(md: str) -> list[list[str]]:
+    """The cells of each body row of the Markdown rows table (an escaped bar is in a cell)."""
+    return [
+        [cell.strip() for cell in re.split(r"(?<!\\)\|", line)[1:-1]]
+        for line in md.splitlines()
+        if line.startswith("| m1")
+    ]
+
+
+def test_the_interval_note_names_a_dataset_of_a_single_item(small_set):
+    """An interval over one item is n/a: the general note's "fewer than two items take part"
+    did not say that a dataset of one item in the set never has one. Named where it happens
+    (MR, one item), not for SST-2 (two items), whose n/a interval has other reasons."""
+    from annotate.verbalizer.models import Prompt
+    from tests.annotate.verbalizer.helpers import fill
+
+    fill("MR", [True])
+    one = evaluation_set_create(
+        name="one item", datasets=["SST-2", "MR"], items=2, seed=1, mappings="golden",
+        modes=["direct"],
+    ).evaluation_set  # fmt: skip
+    run = SystemRun.objects.create(
+        evaluation_set=one, system=System.objects.get(name="m1"), endpoint_name="stub"
+    )
+    for prompt in Prompt.objects.filter(evaluation_set=one):
+        answer(run, prompt, prompt.expected_word)
+    report = verbalizer_report(evaluation_set=one)
+    assert report["dataset_items"] == {"MR": 1, "SST-2": 2}
+    md = report_as(report, "md")
+    assert "| m1 | MR | natural | golden | direct | 1 | 100.0 | 100.0 | n/a | 0.0 |" in md
+    assert (
+        "MR holds a single item: an interval over one item is n/a (every resample would draw "
+        "that item)."
+    ) in md
+    assert "SST-2 holds" not in md
+
+    # SST-2's flipped-golden direct interval is n/a (one valid reply): no single-item note.
+    md = report_as(verbalizer_report(evaluation_set=small_set), "md")
+    assert "| flipped-golden | direct | 2 | 0.0 | 0.0 | n/a | 50.0 |" in md
+    assert "single item" not in md
+
+
+def test_the_intervals_state_the_bootstrap_resamples_and_seed_from_the_settings(
+    with_humans, settings
+):
+    """The exports showed 95% intervals without their resamples and seed, so nobody could draw
+    them again; they are the settings' (REPORT_BOOTSTRAP_RESAMPLES, _SEED), as in the InFoBench
+    and KIWI reports, and the Markdown and LaTeX say them under each table with intervals."""
+    from evaluation.stats.bootstrap import mean_ratio_ci
+    from evaluation.stats.kappa import kappa_ci
+    from evaluation.verbalizer import report as report_module
+    from evaluation.verbalizer import scoring
+
+    report = verbalizer_report(evaluation_set=with_humans)
+    assert report["bootstrap"] == {"resamples": 1000, "seed": 0, "level": 0.95}
+    rows_note = (
+        "95% CI: percentile bootstrap over items, drawn within their dataset (1,000 resamples, "
+        "seed 0)."
+    )
+    agreement_note = (
+        "95% CI: percentile bootstrap over items, an item's prompts drawn together (1,000 "
+        "resamples, seed 0)."
+    )
+    md = report_as(report, "md")
+    assert markdown_escape(rows_note) in md and markdown_escape(agreement_note) in md
+    latex = report_as(report, "latex", "agreement")
+    assert "{\\footnotesize 95\\% CI: percentile bootstrap over items, an item's" in latex
+
+    settings.REPORT_BOOTSTRAP_RESAMPLES, settings.REPORT_BOOTSTRAP_SEED = 200, 7
+    with (
+        mock.patch.object(report_module, "kappa_ci", wraps=kappa_ci) as kappas,
+        mock.patch.object(scoring, "mean_ratio_ci", wraps=mean_ratio_ci) as accuracies,
+    ):
+        report = verbalizer_report(evaluation_set=with_humans)
+    assert report["bootstrap"] == {"resamples": 200, "seed": 7, "level": 0.95}
+    for drawn in (kappas, accuracies):
+        assert {call.kwargs["n_resamples"] for call in drawn.call_args_list} == {200}
+    assert "(200 resamples, seed 7)" in report_as(report, "md")
+    assert "(200 resamples, seed 7)" in report_as(report, "latex", "agreement")
+
+
+def test_an_n_a_kappa_in_latex_says_why(with_humans):
+    """The LaTeX agreement table printed an undefined kappa as n/a with no reason (the Markdown
+    has a note column, the LaTeX none): a note under it gives the reason, only where one is."""
+    from annotate.verbalizer.models import HumanAnswer
+
+    assert "Kappa n/a" not in report_as(verbalizer_report(evaluation_set=with_humans), "latex")
+    HumanAnswer.objects.filter(annotator__name__in=["p1", "p2"]).delete()
+    latex = report_as(verbalizer_report(evaluation_set=with_humans), "latex", "agreement")
+    assert "human & all & n/a & n/a & 0 & 0 \\\\" in latex
+    reason = "Kappa n/a (human, SST-2; human, all): no prompt has two answers or more."
+    assert f"{{\\footnotesize {reason}}}" in latex
+    assert latex.index("\\end{tabular}") < latex.index(reason)
+    # The interval of an undefined kappa is n/a for that reason alone.
+    assert "has no interval" not in latex
+
+
+def test_the_latex_groups_table_says_what_n_a_and_dashes_mean_where_they_are(with_humans):
+    """The LaTeX groups table explained n/a ("asked, no reply valid") and -- ("not asked") in a
+    comment only, which a pasted table does not typeset: a note under it says each where the
+    table shows one."""
+    from annotate.verbalizer.models import HumanAnswer, ModelAnswer
+
+    na = "n/a: asked, and no reply valid under the lenient rule"
+    dash = "--: not asked (no prompt of that group)"
+    latex = report_as(verbalizer_report(evaluation_set=with_humans), "latex")
+    assert "human & -- & -- & 50.0 \\\\" in latex
+    assert f"{{\\footnotesize {dash}.}}" in latex and na not in latex
+
+    ModelAnswer.objects.filter(prompt__mapping__name="foo|bar").update(reply="I cannot tell")
+    HumanAnswer.objects.all().delete()
+    latex = report_as(verbalizer_report(evaluation_set=with_humans), "latex")
+    assert "m1 & 100.0 & n/a & 0.0 \\\\" in latex
+    assert f"{{\\footnotesize {na}.}}" in latex and dash not in latex
+    assert latex.index("\\end{tabular}") < latex.index(na)
