@@ -5,14 +5,18 @@ from __future__ import annotations
 from django.db import transaction
 from django.http import Http404
 from django.urls import reverse
-from drf_spectacular.utils import extend_schema, extend_schema_serializer
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_serializer
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotate.engine.api import RUN_START_LIMITED, RunSelectionInput, run_start_answer
-from annotate.engine.services import engine_run_estimate_new
+from annotate.engine.api import (
+    RUN_START_LIMITED,
+    RefusalSerializer,
+    RunSelectionInput,
+    run_start_answer,
+)
 from annotate.roles import is_researcher
 from annotate.selectors.labels import systems_by_name
 from annotate.throttling import PollThrottle
@@ -20,7 +24,13 @@ from evaluation.errors import JudgeNotFoundError
 from evaluation.models import JudgeRun
 from evaluation.selectors.judge_configs import judge_config_and_benchmark_by_name
 from evaluation.selectors.judge_runs import judge_run_progress
-from evaluation.services.judge_runs import judge_run_create, judge_run_get, judge_run_start
+from evaluation.services.judge_runs import (
+    judge_run_check_replace,
+    judge_run_create,
+    judge_run_estimate_new,
+    judge_run_get,
+    judge_run_start,
+)
 
 
 class JudgeRunApi(APIView):
@@ -29,7 +39,10 @@ class JudgeRunApi(APIView):
     As the page's form (/judge/runs/new/): a judge by name, a benchmark by name, its systems by
     name, and which instructions (all, a subset, ids, a seeded sample). Only admins may use a
     judge whose endpoint costs money (403). `spending_cap_usd` stops the run before a call would
-    pass it; `dry_run` answers 200 with the estimate and keeps nothing.
+    pass it; `dry_run` answers 200 with the estimate and keeps nothing. When the judge has
+    labels on some of the responses already, a run asks them again and replaces them: refused
+    (400, `"field": "replace"`, nothing made) unless `replace` is true; the dry run's
+    `estimate.labels_before` says so beforehand.
     """
 
     @extend_schema_serializer(component_name="JudgeRunInput")
@@ -38,6 +51,12 @@ class JudgeRunApi(APIView):
         benchmark = serializers.CharField()
         systems = serializers.ListField(child=serializers.CharField(), min_length=1)
         prompt_version = serializers.CharField(required=False)
+        replace = serializers.BooleanField(
+            default=False,
+            help_text="Needed (true) when the judge has labelled some of these responses "
+            "already: the run asks every question again, paid on a paid endpoint, and "
+            "overwrites those labels. Without it such a run is refused with 400.",
+        )
 
     @extend_schema_serializer(component_name="JudgeRunStarted")
     class OutputSerializer(serializers.Serializer):
@@ -45,11 +64,29 @@ class JudgeRunApi(APIView):
         engine_run_id = serializers.IntegerField(allow_null=True)
         url = serializers.CharField(allow_null=True)
         progress_url = serializers.CharField(allow_null=True)
-        estimate = serializers.DictField(allow_null=True, help_text="Only for a dry run.")
+        estimate = serializers.DictField(
+            allow_null=True,
+            help_text="Only for a dry run: units, units_done_before, calls, prompt_tokens, "
+            "completion_tokens, cost_usd, and labels_before: null, or the responses the judge "
+            "labelled already (responses_labelled of responses_total, by its runs run_ids), "
+            "which starting needs `replace` to overwrite.",
+        )
 
     @extend_schema(
         request=InputSerializer,
-        responses={202: OutputSerializer, 200: OutputSerializer, 429: RUN_START_LIMITED},
+        responses={
+            202: OutputSerializer,
+            200: OutputSerializer,
+            400: OpenApiResponse(
+                RefusalSerializer,
+                description="Refused, nothing made (a malformed body: DRF's per-field lists "
+                "instead): a choice that cannot be judged (`field` names it), or a run over "
+                'responses the judge labelled already without `"replace": true` (`"field": '
+                '"replace"`, the detail saying how many, by which runs, and what starting '
+                "would cost).",
+            ),
+            429: RUN_START_LIMITED,
+        },
     )
     def post(self, request: Request) -> Response:
         if not is_researcher(request.user):
@@ -59,12 +96,11 @@ class JudgeRunApi(APIView):
         data = data.validated_data
         # A refusal (EvaluationError, AnnotateError) is answered by api_exception_handler.
         if data["dry_run"]:
-            estimate = engine_run_estimate_new(
-                create=lambda: self._create(request, data).engine_run
-            )
+            estimate = judge_run_estimate_new(create=lambda: self._create(request, data))
             return run_start_answer(self.OutputSerializer, estimate=estimate)
         with transaction.atomic():  # one commit; the run starts once it is committed
             run = self._create(request, data)
+            judge_run_check_replace(run=run, replace=data["replace"])
             judge_run_start(run=run, user=request.user)
         started = {
             "run_id": run.pk,

@@ -53,6 +53,12 @@ class JudgeRunForm(forms.Form):
     )
     seed = forms.IntegerField(initial=0, min_value=0)
     spending_cap_usd = SpendingCapField()
+    replace = forms.BooleanField(
+        required=False,
+        label="Replace earlier labels",
+        help_text="Needed only when the judge has labelled some of these responses already "
+        "(the estimate says so): the run asks every question again and overwrites them.",
+    )
 
     def clean_instruction_ids(self) -> list[str]:
         value = self.cleaned_data["instruction_ids"]

@@ -13,7 +13,6 @@ from django.views.decorators.http import require_http_methods
 
 from annotate.engine.forms import RunAgainForm
 from annotate.engine.pages import run_again, run_again_cost, run_form_submit
-from annotate.engine.services import engine_run_estimate_new
 from annotate.engine.services.runs import engine_run_may_control
 from annotate.errors import AnnotateError
 from annotate.http import error_page, form_refusal
@@ -34,7 +33,9 @@ from evaluation.selectors.judge_runs import (
 )
 from evaluation.services.judge_configs import judge_config_create
 from evaluation.services.judge_runs import (
+    judge_run_check_replace,
     judge_run_create,
+    judge_run_estimate_new,
     judge_run_get,
     judge_run_resume,
     judge_run_start,
@@ -89,14 +90,16 @@ def run_list(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def run_new(request: HttpRequest) -> HttpResponse:
-    """Estimate (nothing spent, nothing kept) or start a judge run; starting returns at once."""
+    """Estimate (nothing spent, nothing kept) or start a judge run; starting returns at once.
+    The estimate says which responses the judge labelled already; starting over them needs the
+    form's `replace` ticked."""
     _require_researcher(request)
     form = JudgeRunForm(request.POST or None)
     sent = run_form_submit(
         request,
         form,
-        estimate=lambda: engine_run_estimate_new(
-            create=lambda: _judge_run_create(request, form.cleaned_data).engine_run
+        estimate=lambda: judge_run_estimate_new(
+            create=lambda: _judge_run_create(request, form.cleaned_data)
         ),
         start=lambda: _judge_run_start(request, form.cleaned_data),
         endpoint=lambda: form.cleaned_data["config"].endpoint,
@@ -117,8 +120,10 @@ def run_new(request: HttpRequest) -> HttpResponse:
 
 @transaction.atomic
 def _judge_run_start(request: HttpRequest, data: dict) -> JudgeRun:
-    """One transaction: a refused start (the user's run start limit) keeps no run."""
+    """One transaction: a refused start (replacing labels unconfirmed, the user's run start
+    limit) keeps no run."""
     run = _judge_run_create(request, data)
+    judge_run_check_replace(run=run, replace=data["replace"])
     judge_run_start(run=run, user=request.user)
     return run
 

@@ -7,6 +7,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from decimal import Decimal
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -18,7 +19,14 @@ from annotate.engine.bulk import rows_insert
 from annotate.engine.errors import EngineCostNotConfirmedError, EngineRunDoneError
 from annotate.engine.models import EngineRun
 from annotate.engine.models import RunStatus as EngineRunStatus
-from annotate.engine.services import engine_run_create, engine_run_execute, engine_run_start
+from annotate.engine.services import (
+    RunEstimate,
+    engine_run_create,
+    engine_run_estimate,
+    engine_run_estimate_new,
+    engine_run_execute,
+    engine_run_start,
+)
 from annotate.errors import AnnotateError, NotFoundError, PermissionDeniedError, RateLimitedError
 from annotate.models import Benchmark, Instruction, Label, Question, Response, System
 from annotate.roles import is_admin, is_researcher
@@ -42,6 +50,7 @@ from evaluation.models import (
     JudgeRun,
     RunStatus,
 )
+from evaluation.selectors.judge_labels import LabelsBefore, judge_run_labels_before
 from evaluation.services.judge_configs import judge_spends_money
 
 
@@ -164,6 +173,57 @@ def judge_run_create(
         raise JudgeRunError(str(error), field=field) from None
     run.save(update_fields=["engine_run"])
     return run
+
+
+@dataclass(frozen=True)
+class JudgeRunEstimate(RunEstimate):
+    """A new judge run's estimate, with the judge's labels it would replace."""
+
+    labels_before: LabelsBefore | None = None
+
+    @property
+    def replace_warning(self) -> str:
+        """What starting it replaces and costs ("" when it replaces nothing)."""
+        return self.labels_before.warning(self.cost_usd) if self.labels_before else ""
+
+
+def judge_run_estimate_new(*, create: Callable[[], JudgeRun]) -> JudgeRunEstimate:
+    """Estimate the run `create()` makes, leaving nothing behind (`engine_run_estimate_new`),
+    and say which of its responses the judge labelled already."""
+    before: list[LabelsBefore | None] = []
+
+    def made() -> EngineRun:
+        run = create()
+        before.append(judge_run_labels_before(run=run))
+        return run.engine_run
+
+    estimate = engine_run_estimate_new(create=made)
+    return JudgeRunEstimate(**vars(estimate), labels_before=before[0])
+
+
+def judge_run_replace_warning(*, run: JudgeRun) -> str:
+    """What starting the new `run` replaces and costs ("" when the judge has no label on its
+    responses yet), as the estimate says it (`JudgeRunEstimate.replace_warning`)."""
+    before = judge_run_labels_before(run=run)
+    if before is None:
+        return ""
+    return before.warning(engine_run_estimate(run=run.engine_run).cost_usd)
+
+
+def judge_run_check_replace(*, run: JudgeRun, replace: bool) -> None:
+    """Refuse (JudgeRunError, field "replace") to start the new `run` over responses its judge
+    labelled already unless `replace` says so: the run asks every question again, paid on a
+    paid endpoint, and overwrites those labels. Call it in the transaction that made the run,
+    which the refusal then rolls back."""
+    if replace:
+        return
+    warning = judge_run_replace_warning(run=run)
+    if warning:
+        raise JudgeRunError(
+            f"{warning} Nothing was started: confirm the replacement (field 'replace') to "
+            "start it.",
+            field="replace",
+        )
 
 
 def judge_run_get(*, run_id: int) -> JudgeRun:

@@ -166,6 +166,10 @@ def test_no_dead_ends_judge_export_and_api_docs(page_for, demo, settings, tmp_pa
         box.check()
     admin.get_by_label("Subset").select_option("easy")
     admin.get_by_role("button", name="Start").click()
+    # The demo's judge has run once already: a second run replaces its labels, so Start asks.
+    admin.get_by_text("already have labels from this judge").wait_for()
+    admin.get_by_label("Replace earlier labels").check()
+    admin.get_by_role("button", name="Start").click()
     admin.wait_for_url("**/engine/runs/*/")  # the run page of the engine, following itself
     assert admin.locator("h1").inner_text().startswith("Judge run #")
     admin.get_by_role("link", name="See the results").click()  # back to the judge run's page

@@ -104,11 +104,13 @@ def test_the_estimate_shows_what_the_run_would_call_and_cost_and_keeps_nothing(c
     run = judge_run_create(config=judge, benchmark=benchmark, systems=systems)
     expected = engine_run_estimate(run=run.engine_run)
     assert (expected.units, expected.calls, expected.completion_tokens) == (4, 10, 50)
-    assert page.context["estimate"] == expected
+    assert vars(page.context["estimate"]) == {**vars(expected), "labels_before": None}
     shown = page.text[page.text.index('id="estimate"') :]
     assert f"{expected.units} conversations to judge (0 done already), 10 calls" in shown
     assert f"about {expected.prompt_tokens} prompt tokens" in shown
-    assert f"at most 50 completion tokens: at most ${expected.cost_usd}" in shown
+    assert f"at most 50 completion tokens: at most {usd(expected.cost_usd)}" in shown
+    said = shown[: shown.index("</p>")]  # the button keeps the exact total it confirms
+    assert str(expected.cost_usd) not in said  # "$0.10", not the six stored decimals
     # The form keeps what was typed, ready for Start.
     assert 'name="spending_cap_usd" value="2.5"' in page.text
     assert page.text.count('name="systems"') == page.text.count("checked") == 2
@@ -650,10 +652,10 @@ def test_the_judge_run_pages_show_money_in_dollars_and_cents(client, researcher)
     )
     client.force_login(researcher)
     listed = client.get(reverse("judge:run-list")).text
-    assert "<td>&lt;$0.01</td>" in listed and "0.004999" not in listed
+    assert "<td>$0.005</td>" in listed and "0.004999" not in listed
     assert '<th scope="col">Cost</th>' in listed
     detail = client.get(reverse("judge:run-detail", args=[run.pk])).text
     # A fake judge bills nobody: the page says what its calls would have cost.
-    assert "&lt;$0.01 at its prices, billed to nobody" in detail
+    assert "$0.005 at its prices, billed to nobody" in detail
     assert "and $12.35 for failed attempts" in detail and "possibly billed" not in detail
     assert "0.004999" not in detail and "12.345000" not in detail

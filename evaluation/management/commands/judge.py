@@ -13,7 +13,7 @@ from annotate.engine.management.commands._run_options import (
     resume_here,
     resume_hint,
 )
-from annotate.engine.services import engine_run_estimate, engine_run_estimate_new
+from annotate.engine.services import engine_run_estimate
 from annotate.errors import AnnotateError, SystemNotFoundError
 from annotate.models import Benchmark
 from annotate.selectors.labels import benchmark_systems, systems_by_name
@@ -22,7 +22,13 @@ from evaluation.errors import EvaluationError, JudgeRunChoiceNotFoundError
 from evaluation.models import JudgeConfig, RunStatus
 from evaluation.selectors.judge_configs import judge_config_and_benchmark_by_name
 from evaluation.selectors.judge_runs import judge_run_progress
-from evaluation.services.judge_runs import judge_run_create, judge_run_execute, judge_run_get
+from evaluation.services.judge_runs import (
+    judge_run_create,
+    judge_run_estimate_new,
+    judge_run_execute,
+    judge_run_get,
+    judge_run_replace_warning,
+)
 
 UNITS = "conversations to judge"
 # A choice the selector did not find: the option that named it, how the console says so, and
@@ -64,11 +70,18 @@ class Command(BaseCommand):
             if options["run"]:
                 self._resume(options)
             elif options["dry_run"]:
-                estimate = engine_run_estimate_new(create=lambda: self._create(options).engine_run)
+                estimate = judge_run_estimate_new(create=lambda: self._create(options))
                 self.stdout.write(dry_run_line(estimate, units=UNITS))
+                if estimate.replace_warning:
+                    self.stdout.write(estimate.replace_warning)
             else:
                 run = self._create(options)
                 self.stdout.write(f"Created judge run {run.pk} ({run.selection}).")
+                # The console replaces them as before (its options and exit codes are
+                # scripts'), but says so as the page and the API do.
+                warning = judge_run_replace_warning(run=run)
+                if warning:
+                    self.stdout.write(warning)
                 self._execute(run)
         except (AnnotateError, EvaluationError) as error:
             raise CommandError(str(error)) from None

@@ -21,6 +21,7 @@ from annotate.engine.services.generation import (
     generation_run_create,
 )
 from annotate.models import Benchmark, Instruction, Response, System
+from annotate.templatetags.money import usd
 from tests.annotate.engine.conftest import (
     ENDPOINT_FORM,
     again_total,
@@ -955,7 +956,7 @@ def test_a_price_edited_between_the_check_and_the_start_starts_nothing_and_asks_
     assert not EngineRun.objects.exists() and stub.requests == []
     confirm = refused.context["confirm"]
     assert confirm.stale == asked.total and confirm.total > asked.total  # the new price's
-    assert f"it is now ${confirm.value}" in refused.text
+    assert f"it is now {usd(confirm.total)}" in refused.text
 
 
 @pytest.mark.django_db
@@ -1019,7 +1020,8 @@ def test_after_run_again_the_page_and_the_api_count_what_its_earlier_start_did(a
 def test_the_run_pages_show_money_in_dollars_and_cents(researcher_client):
     """The run list, the run page and the JSON it polls show amounts through the money filter
     (annotate/templatetags/money.py), as the rest of the app does: cents, thousands grouped, a
-    cost under half a cent that is not nothing as "<$0.01"; never the six stored decimals."""
+    cost under a cent by its first two significant digits ("$0.00012"); never the six stored
+    decimals."""
     from decimal import Decimal
 
     run = EngineRun.objects.create(
@@ -1033,7 +1035,7 @@ def test_the_run_pages_show_money_in_dollars_and_cents(researcher_client):
     # The offline fake bills nobody: its prices say what the calls would have cost.
     assert (
         '<span id="run-cost">$1,234.57</span> at its prices, billed to nobody (the offline fake: '
-        'what these calls would have cost), and <span id="run-possibly-billed">&lt;$0.01</span>'
+        'what these calls would have cost), and <span id="run-possibly-billed">$0.00012</span>'
         " for failed attempts" in page
     )
     assert "possibly billed" not in page and "</span> billed" not in page
@@ -1041,11 +1043,11 @@ def test_the_run_pages_show_money_in_dollars_and_cents(researcher_client):
     summary = page[page.index('id="run-progress"') : page.index("</dl>")]
     assert "567891" not in summary and "0.000123" not in summary and "2000.0" not in summary
     polled = researcher_client.get(reverse("engine:run-progress", args=[run.pk])).json()
-    assert (polled["cost_shown"], polled["possibly_billed_shown"]) == ("$1,234.57", "<$0.01")
+    assert (polled["cost_shown"], polled["possibly_billed_shown"]) == ("$1,234.57", "$0.00012")
     assert polled["cost_usd"] == "1234.567891"  # the exact amounts stay for scripts
     EngineRun.objects.filter(pk=run.pk).update(cost_usd=0, possibly_billed_usd=0)
     page = researcher_client.get(reverse("engine:run-detail", args=[run.pk])).content.decode()
-    assert '<span id="run-cost">$0.00</span>' in page  # nothing spent: no "<$0.01"
+    assert '<span id="run-cost">$0.00</span>' in page  # nothing spent: "$0.00", not a tiny amount
 
 
 @pytest.mark.parametrize("off_by", [timedelta(days=1), -timedelta(days=1)], ids=["ahead", "behind"])

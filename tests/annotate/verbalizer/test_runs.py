@@ -7,6 +7,7 @@ from django.core.management import CommandError, call_command
 from django.utils.html import escape
 
 from annotate.engine.models import EngineCall, EngineRun
+from annotate.templatetags.money import usd
 from annotate.verbalizer.models import ModelAnswer, SystemRun
 from annotate.verbalizer.services.sets import evaluation_set_create
 from tests.annotate.engine.conftest import endpoint_with_unset_key, make_endpoint, start_confirmed
@@ -215,7 +216,7 @@ def test_set_page_estimates_a_run_keeps_nothing_and_keeps_the_form(
     assert made.engine_run.spending_cap_usd == Decimal("0.5")
     shown = " ".join(page.text[page.text.index('id="estimate"') :].split())
     assert f"4 prompts to answer (0 done already), 4 calls, about {expected.prompt_tokens}" in shown
-    assert f"at most ${expected.cost_usd}" in shown
+    assert f"at most {usd(expected.cost_usd)}" in shown
 
 
 def test_the_engine_run_page_names_the_system_and_set_and_links_to_the_report(
@@ -524,13 +525,14 @@ def test_a_refusal_beside_its_field_does_not_name_the_command_line_option(
 
 @pytest.mark.parametrize(
     "cost, shown",
-    [("0", "$0.00"), ("0.000123", "<$0.01"), ("0.005", "$0.01"), ("1234.567891", "$1,234.57")],
+    [("0", "$0.00"), ("0.000123", "$0.00012"), ("0.005", "$0.005"), ("1234.567891", "$1,234.57")],
 )
 def test_the_set_page_shows_a_runs_cost_in_dollars_and_cents(
     client, researcher, two_items, cost, shown
 ):
     """ "$0.000000" beside every run: the set page shows costs as the InFoBench report does
-    (two decimals, halves up), and a cost under half a cent as "<$0.01", not as nothing."""
+    (two decimals, halves up), and a cost under a cent by its first two significant digits,
+    not as nothing."""
     from decimal import Decimal
 
     from django.urls import reverse
@@ -543,4 +545,4 @@ def test_the_set_page_shows_a_runs_cost_in_dollars_and_cents(
     client.force_login(researcher)
     page = client.get(reverse("verbalizer:set-detail", args=[two_items.pk])).content.decode()
     assert f", {escape(shown)})</a>" in page
-    assert "$0.000" not in page
+    assert f"{Decimal(cost):.6f}" not in page  # never the six stored decimals

@@ -1,0 +1,229 @@
+"""A second run of a judge over responses it labelled already: every way of starting one says
+how many it replaces and what it costs before anything is spent, and the page and the API start
+it only when told to replace them (the command says so and goes on, as it always did)."""
+
+import re
+from decimal import Decimal
+
+import pytest
+from django.apps import apps
+from django.core.management import call_command
+from django.urls import reverse
+
+from annotate.engine.models import EngineRun
+from annotate.engine.services import engine_run_estimate
+from annotate.models import Label
+from annotate.templatetags.money import usd
+from evaluation.models import JudgeRun
+from evaluation.services.judge_runs import judge_run_create, judge_run_execute
+from tests.evaluation.judge_helpers import make_benchmark, make_judge
+from tests.evaluation.openai_stub import StubOpenAI
+
+pytestmark = pytest.mark.django_db
+
+PRICE = {"price_prompt_per_1k": Decimal("0.03"), "price_completion_per_1k": Decimal("0.06")}
+
+
+@pytest.fixture
+def stub():
+    with StubOpenAI() as server:
+        yield server
+
+
+def _judged(judge, benchmark, systems, **selection) -> JudgeRun:
+    """A run of `judge` done to the end, its labels stored."""
+    run = judge_run_create(config=judge, benchmark=benchmark, systems=systems, **selection)
+    return judge_run_execute(run_id=run.pk, sleep=lambda seconds: None)
+
+
+def _form(judge, benchmark, systems, **extra):
+    return {
+        "config": judge.pk,
+        "benchmark": benchmark.pk,
+        "systems": [s.pk for s in systems],
+        "subset": "",
+        "instruction_ids": "",
+        "seed": 0,
+        **extra,
+    }
+
+
+def _cost(judge, benchmark, systems) -> Decimal:
+    """What the run the form asks for would cost (made for real, then thrown away)."""
+    run = judge_run_create(config=judge, benchmark=benchmark, systems=systems)
+    cost = engine_run_estimate(run=run.engine_run).cost_usd
+    run.delete()
+    EngineRun.objects.filter(pk=run.engine_run_id).delete()
+    return cost
+
+
+def _rows() -> dict[str, int]:
+    return {model._meta.label: model.objects.count() for model in apps.get_models()}
+
+
+def _labels(judge) -> list[tuple[int, int, int]]:
+    return sorted(
+        Label.objects.filter(annotator=judge.annotator).values_list(
+            "question_id", "response_id", "value"
+        )
+    )
+
+
+def test_the_estimate_says_nothing_of_labels_when_the_judge_never_ran_here(client, researcher):
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(3, 2), systems=("a", "b"))
+    judge = make_judge(name="fake-judge", backend="fake", **PRICE)
+    other_benchmark, other_systems, _ = make_benchmark(systems=("c",))
+    _judged(judge, other_benchmark, other_systems)  # labels elsewhere replace nothing here
+    client.force_login(researcher)
+
+    page = client.post(reverse("judge:run-new"), _form(judge, benchmark, systems, estimate="1"))
+
+    assert page.status_code == 200 and page.context["estimate"].units == 4
+    assert page.context["estimate"].labels_before is None
+    assert 'id="replace-warning"' not in page.text and "already have labels" not in page.text
+
+
+def test_the_estimate_says_how_many_responses_a_second_run_replaces_and_what_it_costs(
+    client, researcher
+):
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(3, 2), systems=("a", "b"))
+    judge = make_judge(name="fake-judge", backend="fake", **PRICE)
+    first = _judged(judge, benchmark, systems, instruction_ids=["task_1"])  # 2 of 4 responses
+    cost = _cost(judge, benchmark, systems)
+    client.force_login(researcher)
+    before = _rows()
+
+    page = client.post(reverse("judge:run-new"), _form(judge, benchmark, systems, estimate="1"))
+
+    assert page.status_code == 200 and _rows() == before  # an estimate keeps nothing
+    warning = re.search(r'<p class="error" role="alert" id="replace-warning">(.*?)</p>', page.text)
+    assert warning, page.text
+    assert warning.group(1).startswith(
+        f"2 of 4 responses already have labels from this judge (run #{first.pk}); starting "
+        f"replaces them and costs about {usd(cost)}."
+    )
+    assert 'name="replace"' in page.text  # the checkbox that confirms it
+
+
+def test_start_without_the_confirmation_is_refused_beside_it_and_starts_nothing(
+    client, researcher, django_capture_on_commit_callbacks
+):
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(3, 2), systems=("a",))
+    judge = make_judge(name="fake-judge", backend="fake", **PRICE)
+    first = _judged(judge, benchmark, systems)
+    labels = _labels(judge)
+    client.force_login(researcher)
+    before = _rows()
+
+    with django_capture_on_commit_callbacks(execute=False) as started:
+        refused = client.post(reverse("judge:run-new"), _form(judge, benchmark, systems))
+
+    assert refused.status_code == 400 and started == [] and _rows() == before
+    assert _labels(judge) == labels
+    errors = refused.context["form"].errors
+    assert list(errors) == ["replace"]
+    assert errors["replace"][0].startswith(
+        f"2 of 2 responses already have labels from this judge (run #{first.pk}); starting "
+        "replaces them and costs about $"
+    )
+    assert "Nothing was started" in errors["replace"][0]
+
+    with django_capture_on_commit_callbacks(execute=False) as started:
+        confirmed = client.post(
+            reverse("judge:run-new"), _form(judge, benchmark, systems, replace="on")
+        )
+    second = JudgeRun.objects.exclude(pk=first.pk).get()
+    assert confirmed.status_code == 302 and len(started) == 1
+    assert confirmed["Location"] == reverse("engine:run-detail", args=[second.engine_run_id])
+
+
+def test_a_confirmed_paid_start_without_the_replacement_confirmed_sends_nothing(
+    client, admin_user, stub, django_capture_on_commit_callbacks
+):
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(2,), systems=("a",))
+    judge = make_judge(stub.base_url, max_tokens=5, **PRICE)
+    first = _judged(judge, benchmark, systems)
+    calls = len(stub.requests)
+    client.force_login(admin_user)
+    form = _form(judge, benchmark, systems)
+
+    asked = client.post(reverse("judge:run-new"), form)  # Start: the total to confirm first
+    confirm = asked.context["confirm"]
+    assert asked.status_code == 200 and confirm.asked
+    assert f"(run #{first.pk}); starting replaces them" in asked.text  # told before any spend
+    with django_capture_on_commit_callbacks(execute=False) as started:
+        refused = client.post(reverse("judge:run-new"), {**form, confirm.field: confirm.value})
+
+    assert refused.status_code == 400 and started == []
+    assert "replace" in refused.context["form"].errors
+    assert JudgeRun.objects.count() == 1 and len(stub.requests) == calls
+
+
+def test_the_api_refuses_a_second_run_without_replace_and_names_the_field(client, admin_user):
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(3, 2), systems=("a",))
+    judge = make_judge(name="fake-judge", backend="fake", **PRICE)
+    first = _judged(judge, benchmark, systems, instruction_ids=["task_2"])
+    client.force_login(admin_user)
+    body = {"judge": judge.name, "benchmark": benchmark.name, "systems": ["a"]}
+    before = _rows()
+
+    refused = client.post("/api/judge/runs/", body, content_type="application/json")
+
+    assert refused.status_code == 400 and _rows() == before
+    answer = refused.json()
+    assert answer["field"] == "replace"
+    assert answer["detail"].startswith(
+        f"1 of 2 responses already have labels from this judge (run #{first.pk});"
+    )
+    dry = client.post(
+        "/api/judge/runs/", {**body, "dry_run": True}, content_type="application/json"
+    )
+    assert dry.status_code == 200
+    assert dry.json()["estimate"]["labels_before"] == {
+        "responses_labelled": 1,
+        "responses_total": 2,
+        "run_ids": [first.pk],
+    }
+    started = client.post(
+        "/api/judge/runs/", {**body, "replace": True}, content_type="application/json"
+    )
+    assert started.status_code == 202, started.content
+    assert JudgeRun.objects.count() == 2
+
+
+def test_the_api_starts_a_first_run_without_replace(client, admin_user):
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(2,), systems=("a",))
+    judge = make_judge(name="fake-judge", backend="fake")
+    client.force_login(admin_user)
+    body = {"judge": judge.name, "benchmark": benchmark.name, "systems": ["a"], "dry_run": True}
+
+    dry = client.post("/api/judge/runs/", body, content_type="application/json")
+    started = client.post(
+        "/api/judge/runs/", {**body, "dry_run": False}, content_type="application/json"
+    )
+
+    assert dry.json()["estimate"]["labels_before"] is None
+    assert started.status_code == 202, started.content
+
+
+def test_the_command_prints_the_warning_and_judges_again_as_before(capsys):
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(3, 2), systems=("a", "b"))
+    judge = make_judge(name="fake-judge", backend="fake", **PRICE)
+    arguments = ["--config", judge.name, "--benchmark", benchmark.name]
+    call_command("judge", *arguments, "--instructions", "task_1")
+    first = JudgeRun.objects.get()
+    cost = _cost(judge, benchmark, systems)
+    capsys.readouterr()
+    warning = (
+        f"2 of 4 responses already have labels from this judge (run #{first.pk}); starting "
+        f"replaces them and costs about {usd(cost)}."
+    )
+
+    call_command("judge", *arguments, "--dry-run")
+    assert capsys.readouterr().out.splitlines()[1] == warning
+    call_command("judge", *arguments)  # no new option, no refusal: it judges again
+
+    lines = capsys.readouterr().out.splitlines()
+    second = JudgeRun.objects.exclude(pk=first.pk).get()
+    assert lines[:2] == [f"Created judge run {second.pk} (all).", warning]
+    assert second.status == "done"
