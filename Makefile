@@ -13,7 +13,7 @@ PORT ?= 8000
 # --dist loadfile ran another file's plain tests after them: "Group matching query does not exist".
 TEST_WORKERS ?= 2
 
-.PHONY: run test install install-dev migrate demo lint format bench faults prod-check chromium clean
+.PHONY: run test install install-dev migrate demo lint format bench faults prod-check chromium pdflatex clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,14 @@ chromium:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
 	  || echo "WARNING: could not install chromium; browser tests will be skipped"; }
 
+## Debian's pdflatex with booktabs, for the tests that typeset the LaTeX exports as a paper would.
+pdflatex:
+	@command -v pdflatex >/dev/null 2>&1 || { \
+	  echo "Installing Debian's pdflatex for the LaTeX export tests"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	     texlive-latex-base texlive-latex-recommended >/dev/null) \
+	  || echo "WARNING: could not install pdflatex; the LaTeX compile tests will be skipped"; }
+
 lint: install-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
@@ -59,7 +67,7 @@ format: install-dev
 
 ## make test: lint, import contracts, the whole pytest suite (SQLite, or DATABASE_URL if set),
 ## in TEST_WORKERS processes
-test: install-dev chromium lint
+test: install-dev chromium pdflatex lint
 	$(MANAGE) makemigrations --check --dry-run >/dev/null || { echo "Missing migrations: run manage.py makemigrations"; exit 1; }
 	$(VENV)/bin/pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 

@@ -4,8 +4,6 @@ import csv
 import io
 import json
 import re
-import shutil
-import subprocess
 
 import pytest
 
@@ -22,6 +20,7 @@ from evaluation.report_formats import (
     table_json,
 )
 from tests.evaluation.report_sample import empty_report, sample_report
+from tests.latex import assert_latex_compiles, needs_pdflatex
 
 
 def _parse(text: str) -> list[list[str]]:
@@ -298,33 +297,14 @@ def test_latex_escape_maps_characters_ot1_fonts_would_misprint():
     assert latex_escape("a<b>|c") == r"a\textless{}b\textgreater{}\textbar{}c"
 
 
-@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex is not installed")
+@needs_pdflatex
 def test_latex_compiles_with_hostile_names(tmp_path):
     report = sample_report()
     report["benchmark"] = "Bench & co_2 100% #1 {x} ~^\\ <a|b>"
     for row in report["leaderboard"]:
         if row["system"] == "claude-2.1":
             row["system"] = "a&b_c%$"
-    document = tmp_path / "tables.tex"
-    document.write_text(
-        "\\documentclass{article}\n\\usepackage[T1]{fontenc}\n\\usepackage{booktabs}\n"
-        "\\begin{document}\n" + report_latex(report) + "\\end{document}\n"
-    )
-    result = subprocess.run(
-        [
-            "pdflatex",
-            "-interaction=nonstopmode",
-            "-halt-on-error",
-            "-no-shell-escape",
-            "tables.tex",
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stdout[-2000:]
-    assert (tmp_path / "tables.pdf").read_bytes().startswith(b"%PDF-")
+    assert_latex_compiles(tmp_path, report_latex(report))
 
 
 def test_latex_and_markdown_name_both_conventions():

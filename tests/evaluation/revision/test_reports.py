@@ -12,6 +12,7 @@ from evaluation.revision.models import RevisionJudgeRun, RevisionPrediction
 from evaluation.revision.reports import revision_report_build
 from tests.evaluation.revision.sample import sample_study
 from tests.factories import UserFactory
+from tests.latex import assert_latex_compiles, needs_pdflatex
 
 pytestmark = pytest.mark.django_db
 approx = pytest.approx
@@ -828,3 +829,22 @@ def test_a_share_of_no_turn_in_tables_2_to_4_is_said_to_be_undefined_not_0():
     assert "0.5,\r\n" in revision_csv(report)  # good:b empty at the end of the row
     report["table3"]["rows"] = [{**row, "good:b": 0.0}]
     assert SHARE_UNDEFINED_NOTE not in table_notes(report, "table3")
+
+
+@needs_pdflatex
+def test_the_latex_export_compiles_with_hostile_names_and_every_table(tmp_path):
+    """Every KIWI table as pasted into a paper, with a model name full of LaTeX's special
+    characters, the classifiers' and the rating judge's rows and their notes, must typeset."""
+    from annotate.revision.models import StudySystem
+    from evaluation.revision.formats import revision_latex
+
+    study = sample_study(tmp_path)
+    StudySystem.objects.filter(study=study, name="llama").update(name="l&l_a%$#{}~^\\")
+    now = timezone.now()
+    for task in ("instruction-category", "error-category"):
+        judge_run_execute(run_id=judge_run_create(study=study, task=task, now=now).pk)
+    run = judge_run_create(study=study, task="rating-judge", mode="zero-shot", seed=4, now=now)
+    judge_run_execute(run_id=run.pk)
+    latex = revision_latex(revision_report_build(study=study, n_resamples=10))
+    assert "l\\&l" in latex
+    assert_latex_compiles(tmp_path, latex)

@@ -13,6 +13,7 @@ from evaluation.report_formats import markdown_escape
 from evaluation.verbalizer.formats import report_as
 from evaluation.verbalizer.report import verbalizer_report
 from tests.evaluation.verbalizer.conftest import answer
+from tests.latex import assert_latex_compiles, needs_pdflatex
 
 pytestmark = pytest.mark.django_db
 
@@ -839,3 +840,20 @@ def test_the_latex_groups_table_says_what_n_a_and_dashes_mean_where_they_are(wit
     assert "m1 & 100.0 & n/a & 0.0 \\\\" in latex
     assert f"{{\\footnotesize {na}.}}" in latex and dash not in latex
     assert latex.index("\\end{tabular}") < latex.index(na)
+
+
+@needs_pdflatex
+@pytest.mark.parametrize("people", ["kappa", "no kappa"])
+def test_every_latex_table_compiles_with_hostile_names_and_n_a_cells(with_humans, tmp_path, people):
+    """A researcher pastes the LaTeX as it comes: names with LaTeX's special characters, the
+    notes under the tables (n/a reasons, the bootstrap line) and every table must typeset."""
+    from annotate.verbalizer.models import HumanAnswer, ModelAnswer
+
+    System.objects.filter(name="m1").update(name="m&1_x%$#{}~^\\")
+    ModelAnswer.objects.filter(prompt__mapping__name="foo|bar").update(reply="I cannot tell")
+    if people == "no kappa":
+        HumanAnswer.objects.filter(annotator__name__in=["p1", "p2"]).delete()
+    report = verbalizer_report(evaluation_set=with_humans)
+    tables = "\n".join(report_as(report, "latex", table) for table in ("rows", "slices"))
+    assert "n/a" in tables
+    assert_latex_compiles(tmp_path, tables)
