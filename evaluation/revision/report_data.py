@@ -1,7 +1,8 @@
 """Read a study's rated turns, classifier labels and re-ratings into plain arrays (four queries).
 
 Only counted work is read (annotate.revision.counting): a session or re-rating of an account
-whose kind no researcher has decided yet is left out, as InFoBench labels are.
+whose kind no researcher has decided yet is left out, as InFoBench labels are. The report reads
+all of it as of one moment (revision_reads).
 """
 
 from __future__ import annotations
@@ -12,7 +13,13 @@ from dataclasses import dataclass, field
 import numpy as np
 from django.db.models import Count
 
-from annotate.revision.counting import counted_rerating_q, counted_session_q, rerating_is_own
+from annotate.revision.counting import (
+    WaitingForKind,
+    counted_rerating_q,
+    counted_session_q,
+    rerating_is_own,
+    study_waiting_for_kind,
+)
 from annotate.revision.models import (
     RerateStatus,
     Rerating,
@@ -22,7 +29,8 @@ from annotate.revision.models import (
     Turn,
 )
 from annotate.selectors.annotator_kinds import kind_stamps
-from evaluation.revision.models import RevisionJudgeRun, RevisionPrediction, RunStatus
+from evaluation.revision.models import JudgeTask, RevisionJudgeRun, RevisionPrediction, RunStatus
+from evaluation.selectors.snapshot import read_snapshot
 
 RATING_CODES = {"good": 0, "neutral": 1, "bad": 2}
 
@@ -178,3 +186,37 @@ def reratings_read(*, study: Study) -> list[tuple[int, str, str]]:
             rater_id=rater_id, rater_username=username, owner_id=owner_id, session_extra=extra
         )
     ]
+
+
+@dataclass(frozen=True)
+class RevisionReads:
+    """Everything a study's report is computed from, read as of one moment (revision_reads)."""
+
+    turns: TurnData
+    waiting_for_kind: WaitingForKind
+    category_run: RevisionJudgeRun | None  # the latest finished instruction-category run
+    error_run: RevisionJudgeRun | None  # the latest finished error-category run
+    rating_runs: list[RevisionJudgeRun]  # every finished rating run, by id
+    predictions: dict[int, dict[int, str]]  # predictions_read of all of those runs
+    reratings: list[tuple[int, str, str]]
+
+
+def revision_reads(*, study: Study) -> RevisionReads:
+    """Read the study's report inputs in one snapshot (read_snapshot): a kind decided, a
+    session finished or a re-rating sent between two reads would count work in one table and
+    not in the next (a turn in Table 2 but its re-rating left out of Table 5, the sessions
+    waiting for a kind counted beside the same sessions in the tables)."""
+    with read_snapshot():
+        category_run = latest_run(study=study, task=JudgeTask.INSTRUCTION_CATEGORY)
+        error_run = latest_run(study=study, task=JudgeTask.ERROR_CATEGORY)
+        rating_runs = done_runs(study=study, task=JudgeTask.RATING)
+        classified = [run for run in (category_run, error_run) if run]
+        return RevisionReads(
+            turns=turns_read(study=study),
+            waiting_for_kind=study_waiting_for_kind(study=study),
+            category_run=category_run,
+            error_run=error_run,
+            rating_runs=rating_runs,
+            predictions=predictions_read(runs=[*classified, *rating_runs]),
+            reratings=reratings_read(study=study),
+        )

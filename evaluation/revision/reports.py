@@ -14,17 +14,12 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 
-from annotate.revision.counting import study_waiting_for_kind
 from annotate.revision.models import ErrorCategory, InstructionCategory, InstructionType, Study
-from evaluation.revision.models import JudgeTask, RevisionJudgeRun
+from evaluation.revision.models import RevisionJudgeRun
 from evaluation.revision.report_data import (
     RATING_CODES,
     TurnData,
-    done_runs,
-    latest_run,
-    predictions_read,
-    reratings_read,
-    turns_read,
+    revision_reads,
 )
 from evaluation.stats.revision import (
     GOOD,
@@ -284,12 +279,17 @@ def _metric_row(
 
 
 def table5(
-    study: Study, data: TurnData, *, bootstrap_seed: int, n_resamples: int
+    data: TurnData,
+    *,
+    runs: list[RevisionJudgeRun],
+    predictions: dict[int, dict[int, str]],
+    reratings: list[tuple[int, str, str]],
+    bootstrap_seed: int,
+    n_resamples: int,
 ) -> dict[str, Any]:
-    """The rating judges on their test split, the Majority/Random baselines, human agreement;
-    `bootstrap_seed` seeds every row's bootstrap (_metric_row)."""
-    runs = done_runs(study=study, task=JudgeTask.RATING)
-    predictions = predictions_read(runs=runs)
+    """The rating judges (`runs`, their labels in `predictions`) on their test split, the
+    Majority/Random baselines, human agreement (`reratings`: reratings_read's); `bootstrap_seed`
+    seeds every row's bootstrap (_metric_row)."""
     good_by_turn = {int(t): int(r) == GOOD for t, r in zip(data.turn_id, data.rating, strict=True)}
     rows, splits, baselines_done = [], [], set()
     for run in runs:
@@ -332,7 +332,6 @@ def table5(
                 unparsed=sum(1 for t in test if not labels.get(t)),
             )
         )
-    reratings = reratings_read(study=study)
     if reratings:
         truth = np.asarray([r == "good" for _, r, _ in reratings], dtype=bool)
         second = np.asarray([r == "good" for _, _, r in reratings], dtype=bool)
@@ -361,25 +360,32 @@ def revision_report_build(
     """Compute every table of the study's report as one JSON-ready dict."""
     n_resamples = settings.REPORT_BOOTSTRAP_RESAMPLES if n_resamples is None else n_resamples
     seed = settings.REPORT_BOOTSTRAP_SEED if seed is None else seed
-    data = turns_read(study=study)
-    category_run = latest_run(study=study, task=JudgeTask.INSTRUCTION_CATEGORY)
-    error_run = latest_run(study=study, task=JudgeTask.ERROR_CATEGORY)
-    predicted = predictions_read(runs=[r for r in (category_run, error_run) if r])
+    read = revision_reads(study=study)
+    data, category_run, error_run = read.turns, read.category_run, read.error_run
     return {
         "study": study.name,
         "turns": len(data),
         # Turns imported without an instruction type: outside the type shares (a note says so).
         "untyped_turns": sum(1 for kind in data.instruction_type if not kind),
         # Finished work of accounts whose kind is not decided: in none of the figures below.
-        "waiting_for_kind": study_waiting_for_kind(study=study).as_dict(),
+        "waiting_for_kind": read.waiting_for_kind.as_dict(),
         "rating_codes": {name: code for name, code in RATING_CODES.items()},
         "table2": table2(data),
         "figure2_ratings": figure2_ratings(data),
         "figure2_positions": figure2_positions(data),
         "table3": table3(
-            data, predicted.get(category_run.pk, {}) if category_run else {}, category_run
+            data, read.predictions.get(category_run.pk, {}) if category_run else {}, category_run
         ),
-        "table4": table4(data, predicted.get(error_run.pk, {}) if error_run else {}, error_run),
-        "table5": table5(study, data, bootstrap_seed=seed, n_resamples=n_resamples),
+        "table4": table4(
+            data, read.predictions.get(error_run.pk, {}) if error_run else {}, error_run
+        ),
+        "table5": table5(
+            data,
+            runs=read.rating_runs,
+            predictions=read.predictions,
+            reratings=read.reratings,
+            bootstrap_seed=seed,
+            n_resamples=n_resamples,
+        ),
         "bootstrap": {"resamples": n_resamples, "seed": seed, "level": 0.95},
     }

@@ -43,6 +43,7 @@ from annotate.models import (
 )
 from annotate.selectors.annotator_kinds import annotators_counted
 from annotate.selectors.results import counted_work, counted_work_sql
+from evaluation.selectors.snapshot import exported_snapshot, read_in_snapshot
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
@@ -276,12 +277,19 @@ class _ReadWhenAsked(Generic[T]):
 def read_meanwhile(read: Callable[[], T], name: str) -> Pending[T]:
     """Start `read` (database reads only); return its result pending.
 
-    On PostgreSQL in autocommit mode a thread (named `name`) runs it on a connection of its
-    own, so the server works on it (on a core of its own) while this thread goes on. Inside a
-    transaction it runs when its result is asked for, on the caller's connection: another
-    connection would not see the transaction's rows.
+    On PostgreSQL in autocommit mode, or in a read_snapshot block, a thread (named `name`) runs
+    it on a connection of its own, so the server works on it (on a core of its own) while this
+    thread goes on; in the block it reads the block's snapshot (exported_snapshot), so ask for
+    the result before the block ends. Inside another transaction it runs when its result is
+    asked for, on the caller's connection: another connection would not see the transaction's
+    rows.
     """
-    if connection.vendor != "postgresql" or connection.in_atomic_block:
+    if connection.vendor != "postgresql":
+        return _ReadWhenAsked(read)
+    snapshot = exported_snapshot()
+    if snapshot is not None:
+        read = partial(read_in_snapshot, snapshot, read)
+    elif connection.in_atomic_block:
         return _ReadWhenAsked(read)
     executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
     future = executor.submit(_read_alone, read)

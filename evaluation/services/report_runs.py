@@ -23,9 +23,8 @@ from annotate.services.leases import (
 from evaluation.conventions import ACC_MODES, DEFAULT_ACC, UNKNOWN_MODES
 from evaluation.errors import ReportError, ReportExportError
 from evaluation.models import ExportStatus, ReportExport
-from evaluation.selectors.report_data import benchmark_arrays
 from evaluation.services.report_exports import export_storage, report_export
-from evaluation.services.reports import labels_aggregated_csv, report_build
+from evaluation.services.reports import labels_aggregated_csv, report_build, report_inputs
 
 
 def report_export_request(
@@ -84,19 +83,20 @@ def report_export_execute(*, export_id: int) -> ReportExport:
 
 
 def _export_write(export: ReportExport) -> None:
-    # One read of the labels serves the report and the majority labels.
-    data = benchmark_arrays(benchmark=export.benchmark)
+    # One read of the labels (and costs, of the same moment) serves the report and the
+    # majority labels.
+    inputs = report_inputs(benchmark=export.benchmark)
     # Every file names crowd workers as the researcher who asked may see them.
     scope = identity_scope(user=export.created_by)
     report = report_build(
         benchmark=export.benchmark,
         unknown=export.unknown,
         acc_unknown=export.acc_unknown,
-        data=data,
+        inputs=inputs,
         scope=scope,
     )
     aggregated = io.StringIO()
-    labels_aggregated_csv(benchmark=export.benchmark, output=aggregated, data=data)
+    labels_aggregated_csv(benchmark=export.benchmark, output=aggregated, data=inputs.data)
     storage = export_storage()
 
     def progress(done: int, total: int) -> None:

@@ -55,12 +55,12 @@ from evaluation.selectors.report_data import (
     KIND_CODES,
     SUBSET_CODES,
     BenchmarkArrays,
-    Pending,
     annotator_source,
     benchmark_arrays,
     layout_fingerprint,
     read_meanwhile,
 )
+from evaluation.selectors.snapshot import read_snapshot
 from evaluation.stats import (
     MISSING,
     NO,
@@ -938,11 +938,46 @@ def _check_conventions(unknown: str, acc_unknown: str) -> None:
 
 def report_build(*, scope: IdentityScope, **options) -> dict:
     """Compute the report (report_compute, given `options`: benchmark, unknown, acc_unknown,
-    n_resamples, seed, data, piece_items) and name its annotators as `scope` lets its reader
+    n_resamples, seed, inputs, piece_items) and name its annotators as `scope` lets its reader
     see them (report_named): OPERATOR (every name, platform worker ids too) for whoever runs
     manage.py, identity_scope(user=...) for anyone else. Required, with no default: a caller
     that forgot it would have shown every worker id."""
     return report_named(report_compute(**options), scope=scope)
+
+
+# source_costs_and_kinds: each source's costs, and the kind each annotator was costed by.
+CostsRead = tuple[dict[str, dict[str, SourceCost]], dict[int, str | None]]
+
+
+@dataclass(frozen=True)
+class ReportInputs:
+    """Everything a report is computed from, read as of one moment (report_inputs)."""
+
+    data: BenchmarkArrays
+    costs: CostsRead | None  # None: read without the costs (no sources table wanted)
+
+
+def report_inputs(
+    *,
+    benchmark: Benchmark,
+    with_costs: bool = True,
+    meanwhile: Callable[[np.ndarray, Callable[[], bool]], None] | None = None,
+) -> ReportInputs:
+    """Read the benchmark's labels and (`with_costs`) its sources' costs in one snapshot
+    (read_snapshot): a verdict between the two reads would count a worker's labels but not
+    their pay, or the reverse. `meanwhile`: benchmark_arrays's.
+
+    On PostgreSQL the costs (database reads only) are read on a second connection in the same
+    snapshot while the labels are read; the snapshot ends once both are in, before any table
+    is computed."""
+    with read_snapshot():
+        costs = (
+            read_meanwhile(lambda: source_costs_and_kinds(benchmark=benchmark), "report-costs")
+            if with_costs
+            else None
+        )
+        data = benchmark_arrays(benchmark=benchmark, meanwhile=meanwhile)
+        return ReportInputs(data=data, costs=costs.result() if costs is not None else None)
 
 
 def report_compute(
@@ -952,7 +987,7 @@ def report_compute(
     acc_unknown: str = DEFAULT_ACC,
     n_resamples: int | None = None,
     seed: int | None = None,
-    data: BenchmarkArrays | None = None,
+    inputs: ReportInputs | None = None,
     piece_items: int = PIECE_ITEMS,
     tables: Collection[str] | None = None,
 ) -> dict:
@@ -961,33 +996,28 @@ def report_compute(
     report_named names it for one.
 
     `unknown` names how DRFRs count UNKNOWN and unasked questions, `acc_unknown` how ACC treats a
-    source's UNKNOWN (evaluation.conventions). `data` is the benchmark's arrays when the caller
-    has read them already (an export). The labels are worked through in pieces of instructions
-    of about `piece_items` items (LabelResults); the report is the same for any piece size.
-    `tables` (names of REPORT_TABLES) computes only those tables (a figure draws one), each as
-    the whole report has it; the report's other keys are there as always.
+    source's UNKNOWN (evaluation.conventions). `inputs` is what report_inputs read when the
+    caller has read it already (an export). The labels are worked through in pieces of
+    instructions of about `piece_items` items (LabelResults); the report is the same for any
+    piece size. `tables` (names of REPORT_TABLES) computes only those tables (a figure draws
+    one), each as the whole report has it; the report's other keys are there as always.
     """
     _check_conventions(unknown, acc_unknown)
     wanted = _tables_wanted(tables)
     n_resamples = settings.REPORT_BOOTSTRAP_RESAMPLES if n_resamples is None else n_resamples
     seed = settings.REPORT_BOOTSTRAP_SEED if seed is None else seed
     weights = WeightStream(np.random.default_rng(seed), n_resamples)
-    # Nothing but database reads, which need neither the labels nor the tables: on PostgreSQL
-    # the server works on them while the labels are read and the tables computed.
-    costs = (
-        read_meanwhile(lambda: source_costs_and_kinds(benchmark=benchmark), "report-costs")
-        if "sources" in wanted
-        else None
-    )
-    if data is None:
-        data = benchmark_arrays(
+    if inputs is None:
+        inputs = report_inputs(
             benchmark=benchmark,
+            with_costs="sources" in wanted,
             meanwhile=(
                 (lambda subset, labels_read: _draw_ahead(weights, subset, labels_read))
                 if "leaderboard" in wanted
                 else None
             ),
         )
+    data = inputs.data
     parts = _ReportParts(
         benchmark=benchmark,
         data=data,
@@ -995,7 +1025,7 @@ def report_compute(
         acc_unknown=acc_unknown,
         piece_items=piece_items,
         bootstrap=Bootstrap(data.n_instructions, weights),
-        costs=costs,
+        costs=inputs.costs,
     )
     computed = {name: build(parts) for name, build in _TABLE_BUILDERS.items() if name in wanted}
     parts.bootstrap.resolve()
@@ -1035,8 +1065,7 @@ class _ReportParts:
     acc_unknown: str
     piece_items: int
     bootstrap: Bootstrap
-    # source_costs_and_kinds, being read
-    costs: Pending[tuple[dict[str, dict[str, SourceCost]], dict[int, str | None]]] | None = None
+    costs: CostsRead | None = None  # read with the labels (report_inputs)
 
     @cached_property
     def results(self) -> LabelResults:
@@ -1064,11 +1093,12 @@ class _ReportParts:
     def _costs(self) -> dict[str, dict[str, SourceCost]]:
         """The sources' costs by the kinds the labels were read with (data.kinds_read): the
         costs read beside the labels when they went by the same kinds, else read again by
-        those (a kind changed between the two reads: a worker's labels in the crowd majority
+        those (a kind changed between the two reads, which one snapshot rules out but a
+        caller's transaction, read_snapshot, does not: a worker's labels in the crowd majority
         and their paid work in nobody's cost, or an expert's hours)."""
         read = self.data.kinds_read
         if self.costs is not None:
-            costs, used = self.costs.result()
+            costs, used = self.costs
             if all(used[pk] == read[pk] for pk in used.keys() & read.keys()):
                 return costs
         return source_costs(benchmark=self.benchmark, kinds=read)

@@ -41,6 +41,7 @@ from annotate.verbalizer.models import (
     SystemRun,
 )
 from evaluation.caching import cache_get_or_build, computation_version
+from evaluation.selectors.snapshot import read_snapshot
 from evaluation.stats.kappa import fleiss_kappa, kappa_ci
 from evaluation.verbalizer.parsing import INVALID, NEGATIVE, POSITIVE, parse_lenient, parse_strict
 from evaluation.verbalizer.scoring import (
@@ -299,24 +300,48 @@ def bootstrap_settings() -> dict:
     }
 
 
+@dataclass(frozen=True)
+class _Read:
+    """What the report is computed from, read as of one moment (_report_read)."""
+
+    rec: Records
+    prompts: dict[int, tuple]  # _prompt_table
+    systems: list[dict]
+    datasets: list[str]
+    orders: dict[str, list]
+    slices: list[dict]  # _slice_summaries
+
+
+def _report_read(evaluation_set: EvaluationSet) -> _Read:
+    """Read the set's prompts, the models' and people's answers, the systems' runs and the
+    studies' prompts in one snapshot (read_snapshot): separate queries, between which an
+    answer given or reviewed, or a run finished, would show in one part of the report and not
+    in another. Only the parsing of what is read runs in it, no table."""
+    with read_snapshot():
+        rec, slices, models, prompts = _records(evaluation_set)
+        systems = _system_order(evaluation_set, set(rec.source.tolist()))
+        mapping_order = list(
+            evaluation_set.mappings.order_by("position").values_list("name", flat=True)
+        )
+        datasets = list(evaluation_set.datasets.order_by("name").values_list("name", flat=True))
+        orders = {
+            "prompts": list(PROMPTS_ORDER),
+            "system": [s["system"] for s in systems],
+            "dataset": datasets,
+            "group": list(GROUP_ORDER),
+            "mapping": mapping_order,
+            "mode": ["direct", "cot"],
+            "condition": [c[0] for c in FLIPPED_CONDITIONS],
+        }
+        summaries = _slice_summaries(evaluation_set, slices, models, prompts, systems, orders)
+    return _Read(rec, prompts, systems, datasets, orders, summaries)
+
+
 def verbalizer_report(*, evaluation_set: EvaluationSet) -> dict:
     """Compute the whole report of `evaluation_set` (see the module docstring)."""
-    rec, slices, models, prompts = _records(evaluation_set)
+    read = _report_read(evaluation_set)
+    rec, datasets, orders = read.rec, read.datasets, read.orders
     bootstrap = bootstrap_settings()
-    systems = _system_order(evaluation_set, set(rec.source.tolist()))
-    mapping_order = list(
-        evaluation_set.mappings.order_by("position").values_list("name", flat=True)
-    )
-    datasets = list(evaluation_set.datasets.order_by("name").values_list("name", flat=True))
-    orders = {
-        "prompts": list(PROMPTS_ORDER),
-        "system": [s["system"] for s in systems],
-        "dataset": datasets,
-        "group": list(GROUP_ORDER),
-        "mapping": mapping_order,
-        "mode": ["direct", "cot"],
-        "condition": [c[0] for c in FLIPPED_CONDITIONS],
-    }
 
     def table(mask: np.ndarray, *keys) -> list[dict]:
         """One row per system, prompts and `keys` (names, or (name, column) pairs)."""
@@ -336,8 +361,8 @@ def verbalizer_report(*, evaluation_set: EvaluationSet) -> dict:
         "template_version": evaluation_set.template_version,
         "items_per_dataset": evaluation_set.items_per_dataset,
         "seed": evaluation_set.seed,
-        "systems": systems,
-        "slices": _slice_summaries(evaluation_set, slices, models, prompts, systems, orders),
+        "systems": read.systems,
+        "slices": read.slices,
         "rows": [],
         "groups": table(direct, "group"),
         "mappings": table(direct & (rec.group != "neutral"), "group", "mapping"),
@@ -345,7 +370,7 @@ def verbalizer_report(*, evaluation_set: EvaluationSet) -> dict:
         "flipped_by_dataset": [],
         "agreement": _agreement(rec, np.ones(len(rec), dtype=bool), datasets, bootstrap),
         "bootstrap": bootstrap,
-        "dataset_items": _dataset_items(prompts, datasets),
+        "dataset_items": _dataset_items(read.prompts, datasets),
     }
     for dataset in datasets:
         of_dataset = rec.dataset == dataset

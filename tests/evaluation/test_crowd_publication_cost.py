@@ -2,7 +2,9 @@
 Table 4 counts once the work is in (docs/reports.md, Cost)."""
 
 import re
+import threading
 from decimal import Decimal
+from functools import partial
 
 import pytest
 from django.test import Client
@@ -12,9 +14,11 @@ from django.utils import timezone
 from annotate.crowd.models import Bonus, BonusStatus, Publication
 from annotate.crowd.services import review
 from annotate.models import Assignment, AssignmentStatus
+from evaluation.selectors import report_data
 from evaluation.selectors.report_costs import source_costs
 from tests.annotate.crowd.conftest import publish_form, published_on_fake
 from tests.factories import project_with_tasks
+from tests.threads import in_thread
 
 pytestmark = pytest.mark.django_db
 
@@ -666,3 +670,65 @@ def test_a_kind_changed_while_the_report_is_read_moves_labels_and_cost_together(
     rows = {(r["source"], r["subset"]): r for r in report["sources"]}
     assert rows[("crowd-majority", "overall")]["cost_usd"] == 0.48
     assert rows[(f"annotator:{moved.pk}", "overall")]["source_kind"] == "expert"
+
+
+def _crowd_labels_and_cost(report: dict) -> tuple[dict[str, int], float | None]:
+    """The crowd majority's YES labels per system, and its Table 4 cost (both overall)."""
+    yes = {
+        row["system"]: row["yes"]
+        for row in report["leaderboard"]
+        if row["source"] == "crowd-majority" and row["subset"] == "overall"
+    }
+    cost = next(
+        row["cost_usd"]
+        for row in report["sources"]
+        if row["source"] == "crowd-majority" and row["subset"] == "overall"
+    )
+    return yes, cost
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_reject_while_the_report_is_read_moves_neither_its_labels_nor_its_cost(
+    fake_platform, admin_user, monkeypatch
+):
+    """AW0 and AW1 each did one instruction (YES to its one question, both systems) at
+    $0.40 + 20 % = $0.48: AW1's approved, AW0's submitted, counted and priced until reviewed.
+    An admin rejects AW0's work after the report read the labels and before it read the costs:
+    the report counted both workers' labels and AW1's pay alone. It reads both as of one moment
+    (before the reject); the next report has both without AW0. The reject commits on a
+    connection of its own, as another admin's request would."""
+    from evaluation.services import reports
+
+    publication = _published(instructions=2, reward_usd="0.40")
+    done = _every_hit_done(publication, fake_platform)
+    review.publication_sync(publication_id=publication.pk, now=timezone.now())
+    review.assignment_approve(assignment_id=done[1].pk, user=admin_user)
+    benchmark = publication.batch.project.benchmark
+    read_labels, read_costs = report_data.fetch_label_columns, reports.source_costs_and_kinds
+    labels_read, verdicts = threading.Event(), []
+
+    def labels_then_signal(benchmark_id):
+        columns = read_labels(benchmark_id)
+        labels_read.set()
+        return columns
+
+    def reject_before_the_costs(**kwargs):
+        assert labels_read.wait(30)
+        reject = partial(
+            review.assignment_reject, assignment_id=done[0].pk, user=admin_user, feedback="no"
+        )
+        in_thread(reject, verdicts).join(30)
+        return read_costs(**kwargs)
+
+    monkeypatch.setattr(report_data, "fetch_label_columns", labels_then_signal)
+    monkeypatch.setattr(reports, "source_costs_and_kinds", reject_before_the_costs)
+    report = reports.report_compute(benchmark=benchmark, n_resamples=10)
+    assert [v.status for v in verdicts] == [AssignmentStatus.REJECTED]
+    yes, cost = _crowd_labels_and_cost(report)
+    assert set(yes.values()) == {2}  # AW0's instruction and AW1's
+    assert cost == 0.96  # both paid
+
+    monkeypatch.setattr(reports, "source_costs_and_kinds", read_costs)
+    yes, cost = _crowd_labels_and_cost(reports.report_compute(benchmark=benchmark, n_resamples=10))
+    assert set(yes.values()) == {1}
+    assert cost == 0.48

@@ -29,12 +29,16 @@ from annotate.selectors.identities import OPERATOR
 from evaluation.conventions import UNKNOWN_MODES
 from evaluation.selectors import report_data
 from evaluation.selectors.report_data import (
-    benchmark_arrays,
     fetch_label_columns,
     label_columns_meanwhile,
 )
 from evaluation.services import reports
-from evaluation.services.reports import labels_aggregated_csv, piece_bounds, report_build
+from evaluation.services.reports import (
+    labels_aggregated_csv,
+    piece_bounds,
+    report_build,
+    report_inputs,
+)
 from tests.evaluation.conftest import _label
 from tests.factories import (
     AnnotatorFactory,
@@ -85,19 +89,23 @@ def _without_time(report: dict) -> dict:
 
 @pytest.mark.parametrize("unknown", UNKNOWN_MODES)
 def test_report_in_pieces_equals_the_report_at_once(pieces_bench, unknown):
-    data = benchmark_arrays(benchmark=pieces_bench)
+    inputs = report_inputs(benchmark=pieces_bench)
     # Items: i1 and i3 have 2 questions × 2 systems, i2 3 × 2, so 4 items per piece gives 3.
-    assert len(piece_bounds(data, 4)) - 1 == 3
-    assert len(piece_bounds(data, 10)) - 1 == 2
+    assert len(piece_bounds(inputs.data, 4)) - 1 == 3
+    assert len(piece_bounds(inputs.data, 10)) - 1 == 2
     at_once = report_build(
-        scope=OPERATOR, benchmark=pieces_bench, unknown=unknown, data=data, piece_items=ONE_PIECE
+        scope=OPERATOR,
+        benchmark=pieces_bench,
+        unknown=unknown,
+        inputs=inputs,
+        piece_items=ONE_PIECE,
     )
     for piece_items in (1, 4, 10):
         in_pieces = report_build(
             scope=OPERATOR,
             benchmark=pieces_bench,
             unknown=unknown,
-            data=data,
+            inputs=inputs,
             piece_items=piece_items,
         )
         assert _without_time(in_pieces) == _without_time(at_once)
@@ -182,9 +190,9 @@ def test_labels_read_on_a_second_connection_give_the_same_report(pieces_bench):
 
 @pytest.mark.django_db(transaction=True)
 def test_costs_are_read_on_a_second_connection_meanwhile(pieces_bench, monkeypatch):
-    """On PostgreSQL in autocommit mode the sources' costs (database reads only) are read by a
-    thread on its own connection while the labels are read and the tables computed; inside a
-    transaction in line, when the sources table asks for them. Same report either way."""
+    """On PostgreSQL outside a transaction the sources' costs (database reads only) are read by
+    a thread on its own connection, in the labels' snapshot, while the labels are read; inside
+    a transaction in line, after the labels. Same report either way."""
     if connection.vendor != "postgresql":
         pytest.skip("the costs are read on a second connection on PostgreSQL only")
     readers, again = [], []
@@ -234,9 +242,9 @@ def test_weights_drawn_while_the_labels_are_read_give_the_same_report(
         assert Label.objects.filter(annotator__name="expert-1", response__instruction=i3).delete()[
             0
         ]
-    data = benchmark_arrays(benchmark=pieces_bench)
+    inputs = report_inputs(benchmark=pieces_bench)
     # Few resamples, so that the intervals depend on which weights were drawn.
-    expected = report_build(scope=OPERATOR, benchmark=pieces_bench, data=data, n_resamples=9)
+    expected = report_build(scope=OPERATOR, benchmark=pieces_bench, inputs=inputs, n_resamples=9)
     monkeypatch.setattr(report_data, "label_columns_meanwhile", lambda pk: _ReadAfter(pk, polls))
     report = report_build(scope=OPERATOR, benchmark=pieces_bench, n_resamples=9)
     assert _without_time(report) == _without_time(expected)

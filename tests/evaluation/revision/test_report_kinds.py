@@ -17,6 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotate.models import AnnotatorKind
+from annotate.revision import counting
 from annotate.revision.models import Rerating, RevisionSession, SessionStatus, Turn
 from annotate.revision.services.exports import (
     app_session_records,
@@ -34,6 +35,7 @@ from evaluation.revision.reports import revision_report_build
 from evaluation.revision.selectors import rated_turns_count
 from tests.evaluation.revision.sample import sample_study
 from tests.factories import UserFactory
+from tests.threads import in_thread
 
 pytestmark = pytest.mark.django_db
 
@@ -106,6 +108,34 @@ def test_an_undecided_accounts_session_counts_once_its_kind_is_decided(tmp_path,
     report = revision_report_build(study=study, n_resamples=10)
     assert llama(report) == (2, 4, pytest.approx(2 / 4))
     assert report["turns"] == 7
+    assert report["waiting_for_kind"]["sessions"] == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_kind_decided_while_the_report_is_read_leaves_the_session_in_one_place(
+    tmp_path, newbie, monkeypatch
+):
+    """A researcher decides newbie's kind after the report read the turns (newbie's session
+    left out) and before it counted the work waiting for a kind (none: decided): the session
+    was in no table and not said to be waiting either. Read as of one moment, it waits; the
+    next report counts it. The kind is decided on a connection of its own, as a researcher's
+    request would."""
+    study = sample_study(tmp_path)
+    web_session(study, newbie)
+    waiting_q, decided = counting.session_waiting_for_kind_q, []
+
+    def decided_first(*args, **kwargs):
+        if not decided:
+            in_thread(lambda: decide(newbie), decided).join(30)
+        return waiting_q(*args, **kwargs)
+
+    monkeypatch.setattr(counting, "session_waiting_for_kind_q", decided_first)
+    report = revision_report_build(study=study, n_resamples=10)
+    assert decided == [None]
+    assert llama(report)[:2] == (1, 3)
+    assert report["waiting_for_kind"]["sessions"] == 1
+    report = revision_report_build(study=study, n_resamples=10)
+    assert llama(report)[:2] == (2, 4)
     assert report["waiting_for_kind"]["sessions"] == 0
 
 
