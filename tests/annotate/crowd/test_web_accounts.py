@@ -101,7 +101,7 @@ def test_blocking_a_web_account_says_what_the_block_does_to_it(
     [said] = _messages(page)
     assert said.startswith("Web account blocked: their work counts in no result")
     assert "No platform was told" in said and "deactivate their user account" in said
-    assert "no more tasks or study prompts here" in said
+    assert "no more tasks, study prompts or revision sessions here" in said
     assert "Mechanical Turk" not in said
     assert "CreateWorkerBlock" not in fake_mturk.state.calls
 
