@@ -553,6 +553,11 @@ class Assignment(models.Model):
     )
     platform_assignment_id = models.CharField(max_length=200, blank=True)
     platform_hit_id = models.CharField(max_length=200, blank=True)
+    reject_reason = models.TextField(
+        blank=True,
+        help_text="Why an admin rejected it, as typed: sent to the platform as its feedback, and "
+        "shown to a worker with an account here on their 'My tasks' page.",
+    )
     queue_project = models.ForeignKey(
         Project,
         null=True,

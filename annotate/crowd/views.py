@@ -762,13 +762,15 @@ def call_list(request: HttpRequest) -> HttpResponse:
 def blocked_message(platform: str) -> str:
     """What a block did, by where the worker came from: MTurk, a self-hosted link (no HITs: the
     link offers the tasks), or a web account (platform ""), which no platform knows: this site
-    refuses its next claim, prompt and answer (assignments.annotator_locked_unblocked)."""
+    refuses its next claim, prompt and answer (assignments.annotator_locked_unblocked), and its
+    next revision session and instruction (assignments.account_block_check)."""
     if not platform:
         return (
             "Web account blocked: their work counts in no result, their claims were ended, and "
             "their work no longer holds its tasks' slots or its study items' places: those go "
-            "to the project's or study's other annotators. They get no more tasks or study "
-            "prompts here (they are told their account is blocked from new work). No platform "
+            "to the project's or study's other annotators. They get no more tasks, study "
+            "prompts or revision sessions here, nor a new instruction in a session in progress "
+            "(they are told their account is blocked from new work). No platform "
             "was told: a web account has none. They can still log in and see their past work; "
             "to keep them out altogether, deactivate their user account (Django admin, Users: "
             "Active)."

@@ -343,8 +343,9 @@ def annotator_locked_unblocked(annotator: Annotator) -> Annotator:
 # of a claim, a prompt or an answer. The block's reason is not in it: it is the admin's note
 # (the one MTurk keeps, and does not show its worker), not written to the person.
 BLOCKED_FROM_NEW_WORK = (
-    "Your account is blocked from new work here: an admin stopped it, so you get no new tasks "
-    "or study prompts. Ask the organizers if you think this is a mistake."
+    "Your account is blocked from new work here: an admin stopped it, so you get no new tasks, "
+    "study prompts or revision sessions, and a session in progress takes no new instruction. "
+    "Ask the organizers if you think this is a mistake."
 )
 
 
@@ -357,6 +358,16 @@ def annotator_block_check(annotator: Annotator) -> None:
     """Refuse a person an admin blocked (WorkerBlockedError), with what their page says; to
     store their work, annotator_locked_unblocked reads it under their row's lock."""
     if annotator_blocked(annotator):
+        raise WorkerBlockedError(BLOCKED_FROM_NEW_WORK)
+
+
+def account_block_check(user: AbstractBaseUser) -> None:
+    """Refuse an account whose annotator an admin blocked (WorkerBlockedError), as
+    annotator_block_check does, on the paths that know the user only (revision sessions). An
+    account that never worked has no annotator, so no block. Read without a lock: a block
+    releases no revision work, so a session or turn that slips in beside it is one started
+    just before it."""
+    if WorkerBlock.objects.filter(annotator__user=user, active=True).exists():
         raise WorkerBlockedError(BLOCKED_FROM_NEW_WORK)
 
 

@@ -309,6 +309,11 @@ class HumanAnswer(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     changed_from = models.CharField(max_length=50, blank=True)
     changed_at = models.DateTimeField(null=True, blank=True)
+    reject_reason = models.TextField(
+        blank=True,
+        help_text="Why an admin rejected it, as typed: sent to the platform as its feedback, and "
+        "shown to a worker with an account here on their 'Label-word tasks' page.",
+    )
 
     class Meta:
         ordering = ["study", "prompt", "annotator"]

@@ -131,6 +131,17 @@ def set_prompts(*, evaluation_set: EvaluationSet, chosen: dict[str, str]):
     )
 
 
+def rejected_answers_of(*, annotator: Annotator, limit: int = 20) -> list[HumanAnswer]:
+    """The person's own rejected answers, newest first, with the study each is in: their
+    'Label-word tasks' page lists them with the reason an admin gave (reject_reason), the one
+    place a web account reads why. Only `annotator`'s: no one else's reason is read here."""
+    return list(
+        HumanAnswer.objects.filter(annotator=annotator, status=AssignmentStatus.REJECTED)
+        .select_related("study")
+        .order_by("-created_at", "-pk")[:limit]
+    )
+
+
 def study_publication_get(*, publication_id: int) -> Publication:
     publication = (
         Publication.objects.select_related("human_study__evaluation_set")

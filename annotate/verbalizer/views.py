@@ -60,6 +60,7 @@ from annotate.verbalizer.selectors import (
     human_answers_waiting_for_kind,
     human_study_progress,
     items_per_dataset,
+    rejected_answers_of,
     set_prompt_filter_options,
     set_prompts,
     study_prompts_by_id,
@@ -386,11 +387,13 @@ _answers_limited = work_limited(
 @page_errors
 def work_list(request: HttpRequest) -> HttpResponse:
     annotator = _annotator(request)
+    context = {"rejected": rejected_answers_of(annotator=annotator)}
     # A blocked person is told so here, and offered no study: work_next refuses its prompts.
     if annotator_blocked(annotator):
-        return render(request, "verbalizer/work_list.html", {"blocked": BLOCKED_FROM_NEW_WORK})
-    studies = humans.human_work_list(annotator=annotator)
-    return render(request, "verbalizer/work_list.html", {"studies": studies})
+        context["blocked"] = BLOCKED_FROM_NEW_WORK
+    else:
+        context["studies"] = humans.human_work_list(annotator=annotator)
+    return render(request, "verbalizer/work_list.html", context)
 
 
 @never_cache

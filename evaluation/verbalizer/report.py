@@ -489,7 +489,7 @@ def _kappa_with_ci(rec: Records, selected: np.ndarray, bootstrap: dict) -> dict:
 HUMAN_ANSWER_COLUMNS = [
     "study", "prompt", "dataset", "item", "mapping", "mode", "annotator", "people", "platform",
     "word", "expected_word", "seconds", "platform_hit_id", "platform_assignment_id", "status",
-    "work_status", "answered_at", "item_source_id", "changed_from", "changed_at",
+    "work_status", "answered_at", "item_source_id", "changed_from", "changed_at", "reject_reason",
 ]  # fmt: skip
 
 
@@ -498,8 +498,9 @@ def human_answers_raw(*, evaluation_set: EvaluationSet, scope: IdentityScope = O
     whether it counts in the report and why not (rejected, worker blocked, not confirmed);
     `item` is the item's position in its imported file, `item_source_id` the id the file gave
     it (blank when it gave none); `changed_from`/`changed_at` the word first chosen and when
-    an in-house annotator changed it (blank when unchanged; `word` is the answer that counts).
-    A crowd worker is named as `scope` lets its viewer see them (a pseudonym otherwise)."""
+    an in-house annotator changed it (blank when unchanged; `word` is the answer that counts);
+    `reject_reason` why an admin rejected it, as typed (blank otherwise). A crowd worker is
+    named as `scope` lets its viewer see them (a pseudonym otherwise)."""
     answers = _human_answers_all(evaluation_set)
     statuses = human_answer_statuses(answers)
     yield HUMAN_ANSWER_COLUMNS
@@ -517,7 +518,7 @@ def human_answers_raw(*, evaluation_set: EvaluationSet, scope: IdentityScope = O
             a.word, a.prompt.expected_word, "" if a.seconds is None else a.seconds,
             a.platform_hit_id, a.platform_assignment_id, a.status, statuses[a.id],
             a.created_at.isoformat(), a.prompt.item.external_id, a.changed_from,
-            a.changed_at.isoformat() if a.changed_at else "",
+            a.changed_at.isoformat() if a.changed_at else "", a.reject_reason,
         ]  # fmt: skip
 
 

@@ -9,11 +9,19 @@ from django.utils import timezone
 from annotate.crowd.services import review
 from annotate.errors import WorkerBlockedError
 from annotate.models import AnnotatorKind, Assignment
+from annotate.revision.models import RevisionSession
+from annotate.revision.services.sessions import (
+    call_retry,
+    session_assign,
+    session_finish,
+    turn_rate,
+)
 from annotate.roles import ANNOTATOR
 from annotate.selectors.results import counted_human_answers
 from annotate.services import assignments as assignment_services
 from annotate.verbalizer.models import HumanAnswer
 from annotate.verbalizer.services.humans import human_answer_change, human_work_answer_submit
+from tests.annotate.revision.conftest import instruct, make_live_study
 from tests.annotate.verbalizer.test_released_places import admin, study
 from tests.factories import AnnotatorFactory, UserFactory, project_with_tasks
 
@@ -162,3 +170,58 @@ def test_a_blocked_account_cannot_change_its_last_answer(client, study, admin):
         human_answer_change(
             study=study, annotator=annotator, prompt_id=prompt.pk, key=2, now=timezone.now()
         )
+
+
+@pytest.fixture
+def kiwi(db, tmp_path, settings):
+    """A revision study (KIWI): two questions, two models, model calls run inline."""
+    return make_live_study(tmp_path, settings)
+
+
+def test_a_blocked_web_account_starts_no_revision_session(client, kiwi, blocked_user):
+    """Revision sessions read no block: a blocked account started a new session (a new
+    question, and a model call for its initial answer) as if nothing had happened."""
+    user, _ = blocked_user
+    with pytest.raises(WorkerBlockedError, match=BLOCKED):
+        session_assign(study=kiwi, user=user, now=timezone.now())
+    client.force_login(user)
+
+    page = client.post(reverse("revision:start", args=[kiwi.pk]))
+
+    assert page.status_code == 403 and BLOCKED in page.content.decode()
+    assert not RevisionSession.objects.filter(annotator=user).exists()
+
+
+def test_a_session_in_progress_at_the_block_takes_no_new_instruction_but_its_rating(
+    client, kiwi, admin, django_capture_on_commit_callbacks
+):
+    """What the model already answered may still be rated and the session finished; a new
+    instruction (a model call) or a retry is refused, and so is the next session."""
+    capture = django_capture_on_commit_callbacks
+    user = UserFactory(username="kiwi-web", roles=[ANNOTATOR])
+    annotator = assignment_services.annotator_of_annotator_user(user=user)
+    annotator.kind = AnnotatorKind.CROWD
+    annotator.save(update_fields=["kind"])
+    with capture(execute=True):
+        session = session_assign(study=kiwi, user=user, now=timezone.now())
+    turn = instruct(capture, session, user, "Add citations.")
+    review.worker_block(annotator_id=annotator.pk, reason="copied answers", user=admin)
+    client.force_login(user)
+
+    assert session_assign(study=kiwi, user=user, now=timezone.now()) == session  # continued
+    rated = turn_rate(
+        session_id=session.pk, user=user, rating="bad", comment="no", now=timezone.now()
+    )
+    assert rated.pk == turn.pk and rated.rating == "bad"
+    refused = client.post(
+        reverse("revision:turn-new", args=[session.pk]),
+        {"instruction": "Shorter.", "instruction_type": "stylistic", "position": "2"},
+    )
+    assert refused.status_code == 403 and BLOCKED in refused.content.decode()
+    assert session.turns.count() == 1
+    with pytest.raises(WorkerBlockedError, match=BLOCKED):
+        call_retry(session_id=session.pk, user=user, now=timezone.now())
+    session_finish(session_id=session.pk, user=user, now=timezone.now())
+    with pytest.raises(WorkerBlockedError, match=BLOCKED):
+        session_assign(study=kiwi, user=user, now=timezone.now())
+    assert RevisionSession.objects.filter(annotator=user).count() == 1

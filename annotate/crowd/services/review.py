@@ -652,7 +652,7 @@ def _decide(*, assignment, verdict: str, feedback: str, user):
                 "approved (it counts nowhere). If the worker has not handed it back yet, sync "
                 "later; otherwise reject it, which is recorded here only."
             )
-        return _verdict_stored(assignment, wanted)
+        return _verdict_stored(assignment, wanted, reason=feedback)
     if assignment.platform_assignment_id:
         platform = get_platform(assignment.annotator.platform, user=user)
         call = platform.assignment_approve if verdict == "Approved" else platform.assignment_reject
@@ -664,7 +664,7 @@ def _decide(*, assignment, verdict: str, feedback: str, user):
             if not _platform_has_verdict(platform, assignment, verdict):
                 raise
         try:
-            _verdict_stored(assignment, wanted)
+            _verdict_stored(assignment, wanted, reason=feedback)
         except ConflictError as meanwhile:
             # The platform took the verdict (an approve pays the worker), but another verdict
             # was stored here between our read and our lock (a reject recorded here only):
@@ -677,7 +677,7 @@ def _decide(*, assignment, verdict: str, feedback: str, user):
                 f"and stays {here}. Reload the page and check the work on the platform."
             ) from meanwhile
     else:
-        _verdict_stored(assignment, wanted)
+        _verdict_stored(assignment, wanted, reason=feedback)
     if confirms:  # store the platform's record with its new status
         assignment_confirm(assignment=assignment, now=timezone.now(), user=user)
     return assignment
@@ -691,8 +691,12 @@ def work_endpoint_check(work: Assignment | HumanAnswer) -> None:
         publication_endpoint_check(hit.publication)
 
 
-def _verdict_stored(work: Assignment | HumanAnswer, status: str) -> Assignment | HumanAnswer:
-    """Store a verdict. A rejected assignment holds no slot: its task's left-out work takes it
+def _verdict_stored(
+    work: Assignment | HumanAnswer, status: str, *, reason: str = ""
+) -> Assignment | HumanAnswer:
+    """Store a verdict; a reject with its `reason` (reject_reason), kept for every platform: a
+    web account reads it on their own pages, and for a platform it is the record of what the
+    worker was sent. A rejected assignment holds no slot: its task's left-out work takes it
     (task_left_out_restore), as it takes any slot that frees up; a rejected answer's place goes
     to an answer waiting for one (_answer_place_handed_on); each in the verdict's own
     transaction (_assignment_rejected, _answer_rejected). An approve locks the same rows in the
@@ -703,9 +707,9 @@ def _verdict_stored(work: Assignment | HumanAnswer, status: str) -> Assignment |
     (an approve written over a reject that had handed the slot or place on made the work hold
     it again next to the work restored in its place)."""
     if status == AssignmentStatus.REJECTED and isinstance(work, HumanAnswer):
-        return _answer_rejected(work)
+        return _answer_rejected(work, reason=reason)
     if status == AssignmentStatus.REJECTED:
-        return _assignment_rejected(work)
+        return _assignment_rejected(work, reason=reason)
     if isinstance(work, HumanAnswer):
         return _answer_approved(work)
     return _assignment_approved(work)
@@ -779,37 +783,39 @@ def _approval_stored(work: Assignment | HumanAnswer) -> Assignment | HumanAnswer
 
 
 @transaction.atomic
-def _assignment_rejected(assignment: Assignment) -> Assignment:
+def _assignment_rejected(assignment: Assignment, *, reason: str) -> Assignment:
     """Reject the assignment here and give its slot to its task's left-out work, in one
     transaction, as _answer_rejected does for an answer: stored apart, a failure in between
     left it rejected with the slot free and the left-out work out, and the reject sent again
     found the verdict stored and did nothing (_decide). The task's lock comes first, then the
     assignment's row, in the order of a sync (_hit_store), a claim and a block; the status is
-    read again under them (_verdict_start): an approve that came meanwhile is not overwritten."""
+    read again under them (_verdict_start): an approve that came meanwhile is not overwritten.
+    The reason is stored with the status, in the same save."""
     task_lock(task_id=assignment.task_id)
     if not _verdict_start(assignment, wanted=AssignmentStatus.REJECTED):
         assignment.status = AssignmentStatus.REJECTED
         return assignment  # rejected meanwhile, its slot handed on by that reject
-    assignment.status = AssignmentStatus.REJECTED
-    assignment.save(update_fields=["status"])
+    assignment.status, assignment.reject_reason = AssignmentStatus.REJECTED, reason
+    assignment.save(update_fields=["status", "reject_reason"])
     task_left_out_restore(task_id=assignment.task_id, now=timezone.now())
     return assignment
 
 
 @transaction.atomic
-def _answer_rejected(answer: HumanAnswer) -> HumanAnswer:
+def _answer_rejected(answer: HumanAnswer, *, reason: str) -> HumanAnswer:
     """Reject the answer here and hand its place on, in one transaction: the platform heard of
     the reject first (_decide), so a failure in between leaves the answer submitted, and the
     reject sent again finds the platform's verdict there and does both. The rows its channels
     take turns on come first (its HIT's or link's, then its study's: _answers_turns_locked),
     then its own, in the order of a sync and a block; the status is read again under them
-    (_verdict_start): an approve that came meanwhile is not overwritten."""
+    (_verdict_start): an approve that came meanwhile is not overwritten. The reason is stored
+    with the status, in the same save."""
     _answers_turns_locked(HumanAnswer.objects.filter(pk=answer.pk))
     if not _verdict_start(answer, wanted=AssignmentStatus.REJECTED):
         answer.status = AssignmentStatus.REJECTED
         return answer  # rejected meanwhile, its place handed on by that reject
-    answer.status = AssignmentStatus.REJECTED
-    answer.save(update_fields=["status"])
+    answer.status, answer.reject_reason = AssignmentStatus.REJECTED, reason
+    answer.save(update_fields=["status", "reject_reason"])
     _answer_place_handed_on(answer)
     return answer
 
@@ -887,11 +893,12 @@ def assignment_reject(*, assignment_id: int, user, feedback: str) -> Assignment:
 
 def reject_reason_missing(work: QuerySet) -> str:
     """The refusal of a reject without a reason (`work`: the assignment or answer, maybe none),
-    true to who reads the reason. Only a platform that shows workers its requester's feedback
-    (MTurk) tells them; a self-hosted link's participant and a web account have no channel back
-    from here, and no page of this site shows them a reason (a web account's task list shows
-    the status "Rejected" alone). Read before the work is looked up as a crowd worker's, so a
-    blank reason is refused (400) whatever the id."""
+    true to who reads the reason. The reason is kept on the work (reject_reason) for everyone;
+    a platform that shows workers its requester's feedback (MTurk) tells them, a web account
+    reads it on its own page here (the one listing that work), and a self-hosted link's
+    participant, who has no account here and no channel back from here, is not told. Read
+    before the work is looked up as a crowd worker's, so a blank reason is refused (400)
+    whatever the id."""
     platform = work.values_list("annotator__platform", flat=True).first()
     if platform is None:
         return "Say why you reject this work."
@@ -901,9 +908,10 @@ def reject_reason_missing(work: QuerySet) -> str:
             "is not told (reject the submission on the recruiting site too)."
         )
     if platform == "":
+        page = "Label-word tasks" if work.model is HumanAnswer else "My tasks"
         return (
-            "Say why you reject this work, though a web account (signed up on this site) is "
-            "not told: no platform carries the reason to them and no page here shows it."
+            "Say why you reject this work: the worker (a web account, signed up on this site) "
+            f"reads it beside the rejected work on their '{page}' page."
         )
     return "Say why you reject this work: the worker sees the feedback on the platform."
 

@@ -33,6 +33,7 @@ from annotate.revision.models import (
     StudySystem,
     Turn,
 )
+from annotate.services.assignments import account_block_check
 
 # A form sent for a step the session has left (another tab moved it on): refused, not applied
 # to the step the session is at now.
@@ -74,12 +75,18 @@ def session_assign(*, study: Study, user: AbstractBaseUser, now: datetime) -> Re
     Paper §3.2: an annotator gets each question at most once, and each question gets one
     session per system. The pair chosen is the first question (in study order) the annotator
     has not done, with its first system that has no session yet.
+
+    An account an admin blocked starts none (WorkerBlockedError, as a claim or a study prompt
+    is refused): a new session is new work, and its initial answer a model call we pay for.
+    Its session in progress is still returned: it may rate what the model already answered,
+    finish or give up (turn_start refuses it a new instruction).
     """
     failed = None
     while True:
         active = session_active(study=study, user=user)
         if active:
             return active
+        account_block_check(user)
         pair = _free_pair(study=study, user=user)
         if pair is None:
             reason = session_unavailable_reason(study=study, user=user)
@@ -214,7 +221,10 @@ def turn_start(
 
     `position` is the turn the form was shown for (the page's form sends it): another position
     is the next one no longer, the page out of date. None (callers with no page) takes the next.
+    An account an admin blocked is refused (WorkerBlockedError): a turn is new work and a model
+    call; rating the turn already answered is not refused (turn_rate).
     """
+    account_block_check(user)
     session = session_for_annotator(session_id=session_id, user=user, lock=True)
     if session.status != SessionStatus.ACTIVE:
         raise ConflictError(_ended(session))
@@ -254,7 +264,9 @@ def turn_start(
 
 @transaction.atomic
 def call_retry(*, session_id: int, user: AbstractBaseUser, now: datetime) -> None:
-    """Enqueue again the failed model call of the session (initial answer or last turn)."""
+    """Enqueue again the failed model call of the session (initial answer or last turn); not for
+    an account an admin blocked (WorkerBlockedError: a model call, as a new turn is)."""
+    account_block_check(user)
     session = session_for_annotator(session_id=session_id, user=user, lock=True)
     if session.status != SessionStatus.ACTIVE:
         raise ConflictError(_ended(session))

@@ -291,7 +291,10 @@ def test_each_review_rows_controls_name_the_worker_and_task(client, admin_user, 
         task_id = task.instruction.external_id
         assert f"Approve {worker}'s work on {task_id}" in names
         assert f"Reject {worker}'s work on {task_id}" in names
-        assert f"Feedback to the worker on {worker}'s work on {task_id}" in names
+        assert (
+            f"Feedback to the worker on {worker}'s work on {task_id} (they read it on the platform)"
+            in names
+        )
         assert f"Block {worker}" in names and f"Reason to block {worker}" in names
         assert f"Message to {worker}" in names
 

@@ -15,6 +15,7 @@ from annotate.crowd.services import review
 from annotate.errors import AnnotateError, ConflictError, FieldInputError
 from annotate.models import AnnotatorKind, AssignmentStatus
 from annotate.verbalizer.models import HumanAnswer
+from tests.annotate.crowd.test_reject_reason import web_account_user
 from tests.annotate.verbalizer.test_released_places import study
 from tests.factories import AnnotatorFactory, AssignmentFactory
 
@@ -100,7 +101,7 @@ def test_blocking_a_web_account_says_what_the_block_does_to_it(
     [said] = _messages(page)
     assert said.startswith("Web account blocked: their work counts in no result")
     assert "No platform was told" in said and "deactivate their user account" in said
-    assert "no more tasks or study prompts here" in said
+    assert "no more tasks, study prompts or revision sessions here" in said
     assert "Mechanical Turk" not in said
     assert "CreateWorkerBlock" not in fake_mturk.state.calls
 
@@ -166,11 +167,12 @@ def _submitted_work(annotator):
     )
 
 
-def test_a_reject_without_a_reason_does_not_promise_a_web_account_sees_it(
+def test_a_reject_without_a_reason_says_where_each_worker_reads_it(
     client, admin_user, web_account, platform_worker
 ):
-    """It said "the worker sees the feedback": no platform takes it to a web account, and no
-    page here shows a reject's reason. An MTurk worker does see it."""
+    """It said "the worker sees the feedback" to a web account, whom no platform tells, then
+    that they were not told: the reason is kept now, and their "My tasks" page shows it. An
+    MTurk worker reads it on the platform."""
     client.force_login(admin_user)
     said = {}
     for worker in (web_account, platform_worker):
@@ -185,12 +187,12 @@ def test_a_reject_without_a_reason_does_not_promise_a_web_account_sees_it(
         work.refresh_from_db()
         assert work.status == AssignmentStatus.SUBMITTED
 
-    assert "sees the feedback" not in said[""]
-    assert "a web account (signed up on this site) is not told" in said[""]
+    assert "sees the feedback" not in said[""] and "not told" not in said[""]
+    assert "reads it beside the rejected work on their 'My tasks' page" in said[""]
     assert said["mturk"].endswith("the worker sees the feedback on the platform.")
 
 
-def test_a_reject_of_a_web_accounts_study_answer_without_a_reason_says_they_are_not_told(
+def test_a_reject_of_a_web_accounts_study_answer_without_a_reason_names_their_page(
     admin_user, web_account, study
 ):
     prompt = study.prompts.order_by("pk").first()
@@ -202,6 +204,36 @@ def test_a_reject_of_a_web_accounts_study_answer_without_a_reason_says_they_are_
         review.human_answer_reject(answer_id=answer.pk, user=admin_user, feedback="")
 
     assert "sees the feedback" not in str(refused.value)
-    assert "a web account (signed up on this site) is not told" in str(refused.value)
+    assert "reads it beside the rejected work on their 'Label-word tasks' page" in str(
+        refused.value
+    )
     answer.refresh_from_db()
     assert answer.status == AssignmentStatus.SUBMITTED
+
+
+def test_a_web_account_reads_its_own_rejected_answers_reason_on_label_word_tasks(
+    client, admin_user, study
+):
+    """The reason of a rejected study answer was kept nowhere. Now it is stored with the
+    reject, and the person's "Label-word tasks" lists it, as text; another person's page does
+    not show it, and theirs shows only their own."""
+    prompt = study.prompts.order_by("pk").first()
+    (user, annotator), (other_user, other) = web_account_user("web-a"), web_account_user("web-b")
+    mine, theirs = (
+        HumanAnswer.objects.create(
+            study=study, prompt=prompt, annotator=person, word=prompt.positive_word
+        )
+        for person in (annotator, other)
+    )
+    review.human_answer_reject(answer_id=mine.pk, user=admin_user, feedback="<b>pressed 1</b>")
+    review.human_answer_reject(answer_id=theirs.pk, user=admin_user, feedback="too fast")
+
+    mine.refresh_from_db()
+    assert (mine.status, mine.reject_reason) == (AssignmentStatus.REJECTED, "<b>pressed 1</b>")
+    client.force_login(user)
+    page = client.get(reverse("verbalizer:work-list")).content.decode()
+    assert "&lt;b&gt;pressed 1&lt;/b&gt;" in page and "<b>pressed 1</b>" not in page
+    assert "too fast" not in page
+    client.force_login(other_user)
+    page = client.get(reverse("verbalizer:work-list")).content.decode()
+    assert "too fast" in page and "pressed 1" not in page

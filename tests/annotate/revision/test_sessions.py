@@ -317,9 +317,9 @@ def test_starting_a_session_runs_a_fixed_number_of_queries(
     for index in range(3):
         start(study, UserFactory(username=f"early-{index}"), django_capture_on_commit_callbacks)
     late = UserFactory(username="late")
-    # the active session, the free pair, savepoint, insert, release (the atomic block is the
-    # test's savepoint pair)
-    with django_assert_num_queries(7):
+    # the active session, the account's block, the free pair, savepoint, insert, release (the
+    # atomic block is the test's savepoint pair)
+    with django_assert_num_queries(8):
         session = session_assign(study=study, user=late, now=timezone.now())
     assert session.annotator == late
 

@@ -489,6 +489,41 @@ def test_a_study_links_review_does_not_promise_the_participant_sees_the_feedback
     assert "sees the feedback" not in str(refused.value)
 
 
+def test_a_study_links_reject_keeps_its_reason_for_the_record(client, link, admin):
+    """Only MTurk kept a reject's reason (RequesterFeedback); a link's participant is still not
+    told, but the reason is on the answer, the review page and the set's human-answers.csv."""
+    work = _start(client, link, PROLIFIC_PID="P-1")["Location"]
+    prompt_id = re.search(r'name="prompt" value="(\d+)"', client.get(work).text).group(1)
+    client.post(work, {"prompt": prompt_id, "key": 1})
+    answer = HumanAnswer.objects.get()
+    review.human_answer_reject(answer_id=answer.pk, user=admin, feedback="pressed at random")
+
+    answer.refresh_from_db()
+    assert (answer.status, answer.reject_reason) == ("rejected", "pressed at random")
+    client.force_login(admin)
+    page = client.get(reverse("verbalizer:crowd-review", args=[link.pk])).text
+    assert "Reason given:</span> pressed at random" in page
+    header, row = list(human_answers_raw(evaluation_set=link.human_study.evaluation_set))
+    assert row[header.index("reject_reason")] == "pressed at random"
+
+
+def test_an_mturk_answers_reject_keeps_the_feedback_the_worker_was_sent(
+    client, on_mturk, fake_mturk, admin
+):
+    hit = on_mturk.hits.select_related("prompt__item").order_by("id").first()
+    assignment_id = answer_hit(client, fake_mturk, hit, "AREAL1", 1)
+    review.publication_sync(publication_id=on_mturk.pk, now=timezone.now())
+    answer = HumanAnswer.objects.get()
+    review.human_answer_reject(answer_id=answer.pk, user=admin, feedback="pressed 1 always")
+
+    answer.refresh_from_db()
+    assert answer.reject_reason == "pressed 1 always"
+    assert fake_mturk.state.assignments[assignment_id]["RequesterFeedback"] == "pressed 1 always"
+    client.force_login(admin)
+    listed = client.get(reverse("crowd-api:review", args=[on_mturk.pk])).json()
+    assert [a["reject_reason"] for a in listed["answers"]] == ["pressed 1 always"]
+
+
 def test_selfhosted_link_counts_without_a_platform_once_per_participant(client, link, admin):
     started = _start(client, link, PROLIFIC_PID="P-1")
     assert started.status_code == 302

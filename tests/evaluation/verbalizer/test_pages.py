@@ -129,7 +129,7 @@ def test_human_answers_csv_gives_the_id_each_item_had_in_its_file(client, resear
         "study", "prompt", "dataset", "item", "mapping", "mode", "annotator", "people",
         "platform", "word", "expected_word", "seconds", "platform_hit_id",
         "platform_assignment_id", "status", "work_status", "answered_at", "item_source_id",
-        "changed_from", "changed_at",
+        "changed_from", "changed_at", "reject_reason",
     ]  # fmt: skip
     assert len(rows) == 6
     source = header.index("item_source_id")
