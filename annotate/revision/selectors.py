@@ -46,6 +46,8 @@ class SessionPage:
     titles: list[str]
     turns: list[Turn]
     passages: list[Passage] = field(default_factory=list)
+    # The turn whose retrieval `passages` are (0: a0's, retrieved for the question).
+    passages_turn: int = 0
 
     @property
     def last(self) -> Turn | None:
@@ -190,7 +192,50 @@ def session_page_get(*, session_id: int, user: AbstractBaseUser, now: datetime) 
     ids = info[-1].passages if info else session.initial_passages
     by_id = _passages_by_id(ids) if ids else {}
     passages = [by_id[i] for i in ids if i in by_id]
-    return SessionPage(session, titles, turns, passages)
+    return SessionPage(session, titles, turns, passages, info[-1].position if info else 0)
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    """A session as a researcher reads it: a0 and every turn, each with the passages it
+    retrieved, in retrieval order (the order the answers' [0], [1]... cite)."""
+
+    session: RevisionSession
+    titles: list[str]
+    initial_passages: list[Passage]
+    turns: list[tuple[Turn, list[Passage]]]
+
+
+def session_record_get(*, session_id: int) -> SessionRecord:
+    """Any session of any study, for a researcher (the view checks the role; three queries)."""
+    session = (
+        RevisionSession.objects.select_related("study", "question", "system", "annotator")
+        .filter(pk=session_id)
+        .first()
+    )
+    if session is None:
+        raise NotFoundError("no such session")
+    titles = list(session.question.documents.order_by("position").values_list("title", flat=True))
+    turns = list(session.turns.order_by("position"))
+    ids = [*session.initial_passages, *(i for turn in turns for i in turn.passages)]
+    by_id = Passage.objects.select_related("document").in_bulk(set(ids)) if ids else {}
+
+    def shown(passage_ids: list[int]) -> list[Passage]:
+        return [by_id[i] for i in passage_ids if i in by_id]
+
+    turn_rows = [(turn, shown(turn.passages)) for turn in turns]
+    return SessionRecord(session, titles, shown(session.initial_passages), turn_rows)
+
+
+def study_sessions(*, study: Study) -> QuerySet[RevisionSession]:
+    """Every session of the study with its annotator, system, question and number of turns,
+    for the researcher's list (one query)."""
+    return (
+        RevisionSession.objects.filter(study=study)
+        .select_related("annotator", "system", "question")
+        .annotate(turn_count=Count("turns"))
+        .order_by("id")
+    )
 
 
 # The session page's reads, compiled once per process (annotate.compiled): compiling them

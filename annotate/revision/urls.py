@@ -9,6 +9,7 @@ urlpatterns = [
     path("upload/", views.upload, name="upload"),
     path("studies/<int:study_id>/start/", views.start, name="start"),
     path("sessions/<int:session_id>/", views.session_page, name="session"),
+    path("sessions/<int:session_id>/read/", views.session_read, name="session-read"),
     path("sessions/<int:session_id>/state/", views.session_state, name="session-state"),
     path("sessions/<int:session_id>/turns/", views.turn_new, name="turn-new"),
     path("sessions/<int:session_id>/rate/", views.turn_rate, name="turn-rate"),

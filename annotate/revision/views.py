@@ -134,6 +134,17 @@ def session_page(request: HttpRequest, session_id: int) -> HttpResponse:
     return render(request, "revision/session.html", context)
 
 
+@login_required
+@require_GET
+@page_errors
+def session_read(request: HttpRequest, session_id: int) -> HttpResponse:
+    """A researcher reads any session as it was done: every turn with its answer, edit,
+    rating, comment and passages, as text (the annotator's page stays theirs alone)."""
+    require_role(request.user, ADMIN, RESEARCHER, message=RESEARCHERS_ONLY)
+    record = selectors.session_record_get(session_id=session_id)
+    return render(request, "revision/session_read.html", {"record": record})
+
+
 def _withdrawn_key(session_id: int) -> str:
     return f"revision-withdrawn-{session_id}"
 

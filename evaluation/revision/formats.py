@@ -41,14 +41,14 @@ COLUMNS = {
     "table3": ["category", "turns", "share", "information_seeking", "stylistic"],
     "table4": ["category", "turns", "share"],
     "table5": [
-        "model", "run", "seed", "mode", "shots", "n",
+        "model", "run", "split", "seed", "mode", "shots", "n",
         *(f"{metric}{part}" for metric in METRICS for part in ("", "_ci_low", "_ci_high")),
         "unparsed", "three_way_agreement",
     ],
     "table3_agreement": ["run", "compared", "agreement"],
     "table4_agreement": ["run", "compared", "agreement"],
     "table3_sources": ["source", "turns"],
-    "table5_splits": ["seed", "train", "dev", "test"],
+    "table5_splits": ["split", "seed", "runs", "turns", "train", "dev", "test"],
     "table5_human": ["model", "turns", "evaluated_on"],
     "waiting_for_kind": ["sessions", "annotators", "reratings", "raters"],
 }  # fmt: skip
@@ -92,6 +92,7 @@ HEADERS = {
     "unparsed": "Unparsed",
     "three_way_agreement": "3-way agreement",
     "run": "Run",
+    "split": "Split",
     "seed": "Seed",
 }
 
@@ -125,6 +126,8 @@ def table_notes(report: dict, table: str) -> list[str]:
     value = report[table]
     untyped = _untyped_note(report, table)
     notes = [untyped] if untyped else []
+    if table == "table2" and report.get("sessions_without_turns"):
+        notes.append(_sessions_without_turns_note(report))
     if table != "table5" and any(
         v is None for row in table_rows(report, table) for v in row.values()
     ):
@@ -149,10 +152,13 @@ def table_notes(report: dict, table: str) -> list[str]:
     if sources:
         counts = ", ".join(f"{sources.get(name, 0)} {name}" for name in SOURCES)
         notes.append(f"Category labels: {counts}.")
+    if value.get("unlabelled"):
+        notes.append(_unlabelled_note(value))
     for split in value.get("splits", []):
         notes.append(
-            f"Split of seed {split['seed']} (stored with its runs): {split['train']} train, "
-            f"{split['dev']} dev, {split['test']} test turns."
+            f"Split {split['split']} of seed {split['seed']} ({_runs_named(split['runs'])}, "
+            f"{split['turns']} turns): {split['train']} train, {split['dev']} dev, "
+            f"{split['test']} test turns."
         )
     human = _human_row(report) if table == "table5" else None
     if human is not None:
@@ -190,6 +196,37 @@ UNDEFINED_NOTE = (
     "one predicted good); "
     "null in JSON, empty in CSV. " + no_interval_note("A figure without brackets", "turns")
 )
+
+
+def _sessions_without_turns_note(report: dict) -> str:
+    """Say which sessions Table 2 counts with no turn, and what that does to turns per session
+    (evaluation.revision.reports.table2: the paper counts every finished session)."""
+    counts = report["sessions_without_turns"]
+    total, sessions = sum(counts.values()), sum(row["sessions"] for row in report["table2"])
+    systems = ", ".join(f"{system}: {count}" for system, count in counts.items())
+    return (
+        f"{total} of the {_plural(sessions, 'finished session')} ({systems}) ended "
+        "(“I am satisfied”) before any rated turn: each counts as a session of 0 turns in "
+        "Sessions and Turns per session, which it lowers."
+    )
+
+
+def _unlabelled_note(table: dict) -> str:
+    """Say how many turns Table 3 leaves out for having no category yet, and of what its
+    shares are instead (evaluation.revision.reports.table3)."""
+    unlabelled = table["unlabelled"]
+    categorised = sum(row["turns"] for row in table["rows"])
+    return (
+        f"{_plural(unlabelled, 'rated turn')} {'has' if unlabelled == 1 else 'have'} no "
+        "category yet (neither a human label nor a classifier's): left out of the table, "
+        f"its shares and the 5% “others” rule, which are of the {categorised} categorised "
+        f"turn{'' if categorised == 1 else 's'}."
+    )
+
+
+def _runs_named(runs: list[int]) -> str:
+    """The judge runs on a split, "run #3" or "runs #3, #5", as the Run column numbers them."""
+    return f"run{'' if len(runs) == 1 else 's'} " + ", ".join(f"#{run}" for run in runs)
 
 
 def _has_undefined(rows: list[dict]) -> bool:
@@ -234,7 +271,10 @@ def notes_rows(report: dict) -> dict[str, list[dict]]:
     extra["table3_sources"] = [
         {"source": name, "turns": report["table3"]["sources"].get(name, 0)} for name in SOURCES
     ]
-    extra["table5_splits"] = list(report["table5"]["splits"])
+    # A split's runs in one cell, "3 5": a CSV cell holds no list.
+    extra["table5_splits"] = [
+        {**split, "runs": " ".join(map(str, split["runs"]))} for split in report["table5"]["splits"]
+    ]
     # What the Human row is computed on, as the notes under Table 5 say: not the test split.
     human = _human_row(report)
     row = {"model": "Human", "turns": human["n"], "evaluated_on": HUMAN_TURNS} if human else None
@@ -332,10 +372,10 @@ def _with_interval(row: dict, column: str) -> str:
 
 
 def _shown_columns(rows: list[dict]) -> list[str]:
-    """The columns of a paper table: no intervals, and the run and split seed only where rows
-    would otherwise look alike (Majority and Random of two seeds, two runs of one judge)."""
+    """The columns of a paper table: no intervals, and the run, split and split seed only where
+    rows would otherwise look alike (Majority and Random of two splits, two runs of one judge)."""
     columns = [c for c in _columns(rows) if "_ci_" not in c]
-    for name in ("run", "seed"):
+    for name in ("run", "split", "seed"):
         if (
             name in columns
             and len({row.get(name) for row in rows if row.get(name) is not None}) < 2

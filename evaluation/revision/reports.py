@@ -74,6 +74,19 @@ def table2(data: TurnData) -> list[dict[str, Any]]:
     return rows
 
 
+def sessions_without_turns(data: TurnData) -> dict[str, int]:
+    """Per system, the finished sessions with no rated turn (ended "I am satisfied" before any
+    instruction): Table 2 counts them as sessions of 0 turns, and its note says how many."""
+    counts = {}
+    for system in data.systems:
+        with_turns = {
+            int(s) for s, name in zip(data.session_id, data.system, strict=True) if name == system
+        }
+        if data.sessions.get(system, 0) > len(with_turns):
+            counts[system] = data.sessions[system] - len(with_turns)
+    return counts
+
+
 def _rating_row(system: str, kind: str, codes: np.ndarray) -> dict[str, Any]:
     good, neutral, bad = rating_shares(codes)
     return {
@@ -174,7 +187,7 @@ def _others_rule(merged: list[str]) -> dict[str, Any]:
 def _table3_row(category: str, index: list[int], data: TurnData, total: int) -> dict[str, Any]:
     info, style = _type_shares([data.instruction_type[i] for i in index])
     row = {
-        "category": category or "unlabelled",
+        "category": category,
         "turns": len(index),
         "share": _share(len(index), total),
         "information_seeking": info,
@@ -195,19 +208,25 @@ def table3(data: TurnData, predicted: dict[int, str], run) -> dict[str, Any]:
     """Fine-grained instruction types: share, info/style split and % good per system.
 
     `rows` is the paper's view (categories under 5% merged into "others"), `categories` every
-    category on its own.
+    category on its own. Both are of the categorised turns only, as the paper's distribution
+    is of the instructions GPT-4 classified (§4.2, appendix A.3): a turn not classified yet is
+    no category, and counting it would push real ones under 5%. `unlabelled` counts those.
     """
     labels = _labels(data.instruction_category, data, predicted)
-    total = len(labels)
-    groups = _grouped(labels, range(total), InstructionCategory.values)
-    merged, small = merge_small_categories(groups, total)
+    categorised = [i for i, label in enumerate(labels) if label]
+    groups = _grouped(labels, categorised, InstructionCategory.values)
+    merged, small = merge_small_categories(groups, len(categorised))
     sources = Counter(
         "human" if h else ("classifier" if label else "none")
         for h, label in zip(data.instruction_category, labels, strict=True)
     )
+    rows = [_table3_row(c, index, data, len(categorised)) for c, index in merged.items()]
     return {
-        "rows": [_table3_row(c, index, data, total) for c, index in merged.items()],
-        "categories": [_table3_row(c, index, data, total) for c, index in groups.items()],
+        "rows": rows,
+        "categories": [
+            _table3_row(c, index, data, len(categorised)) for c, index in groups.items()
+        ],
+        "unlabelled": len(labels) - len(categorised),
         "others_rule": _others_rule(small),
         "sources": dict(sources),
         "agreement": _agreement(data.instruction_category, data, run, predicted),
@@ -278,6 +297,21 @@ def _metric_row(
     return row
 
 
+def _split_summary(number: int, run, good_by_turn: dict, train: list, test: list) -> dict:
+    """A test split's number (1, 2... in run order), seed, runs and sizes; `runs` is filled
+    as the runs on it are met."""
+    dev = sum(1 for t in run.split.get("dev", []) if t in good_by_turn)
+    return {
+        "split": number,
+        "seed": run.seed,
+        "runs": [],
+        "turns": len(train) + dev + len(test),
+        "train": len(train),
+        "dev": dev,
+        "test": len(test),
+    }
+
+
 def table5(
     data: TurnData,
     *,
@@ -291,31 +325,29 @@ def table5(
     Majority/Random baselines, human agreement (`reratings`: reratings_read's); `bootstrap_seed`
     seeds every row's bootstrap (_metric_row)."""
     good_by_turn = {int(t): int(r) == GOOD for t, r in zip(data.turn_id, data.rating, strict=True)}
-    rows, splits, baselines_done = [], [], set()
+    rows, splits = [], {}
     for run in runs:
         test = [t for t in run.split.get("test", []) if t in good_by_turn]
         train = [t for t in run.split.get("train", []) if t in good_by_turn]
         truth = np.asarray([good_by_turn[t] for t in test], dtype=bool)
         split_key = (run.seed, tuple(test))
-        if split_key not in baselines_done:
-            baselines_done.add(split_key)
+        if split_key not in splits:
+            # Two splits of one seed (a run after more turns were finished) are told apart by
+            # their number, which their baseline rows, judge rows and note all carry.
+            split = _split_summary(len(splits) + 1, run, good_by_turn, train, test)
+            splits[split_key] = split
             train_truth = np.asarray([good_by_turn[t] for t in train], dtype=bool)
             # A baseline has no prompt mode nor shots: None, shown "–" as the Human row's.
-            extra = {"run": None, "seed": run.seed, "mode": None, "shots": None}
+            extra = {"run": None, "split": split["split"], "seed": run.seed}
+            extra |= {"mode": None, "shots": None}
             majority = majority_predictions(train_truth, len(test))
             rows.append(
                 _metric_row("Majority", truth, majority, bootstrap_seed, n_resamples, **extra)
             )
             drawn = random_predictions(train_truth, len(test), np.random.default_rng(run.seed))
             rows.append(_metric_row("Random", truth, drawn, bootstrap_seed, n_resamples, **extra))
-            splits.append(
-                {
-                    "seed": run.seed,
-                    "train": len(train),
-                    "dev": sum(1 for t in run.split.get("dev", []) if t in good_by_turn),
-                    "test": len(test),
-                }
-            )
+        split = splits[split_key]
+        split["runs"].append(run.pk)
         labels = predictions[run.pk]
         predicted = np.asarray([labels.get(t, "") == "good" for t in test], dtype=bool)
         rows.append(
@@ -326,6 +358,7 @@ def table5(
                 bootstrap_seed,
                 n_resamples,
                 run=run.pk,
+                split=split["split"],
                 seed=run.seed,
                 mode=run.mode,
                 shots=run.shots,
@@ -343,6 +376,7 @@ def table5(
             n_resamples,
             turns=[turn for turn, _, _ in reratings],
             run=None,
+            split=None,
             seed=None,
             mode=None,
             shots=None,
@@ -351,7 +385,7 @@ def table5(
             agreement([r for _, r, _ in reratings], [r for _, _, r in reratings])
         )
         rows.append(row)
-    return {"rows": rows, "splits": splits}
+    return {"rows": rows, "splits": list(splits.values())}
 
 
 def revision_report_build(
@@ -371,6 +405,7 @@ def revision_report_build(
         "waiting_for_kind": read.waiting_for_kind.as_dict(),
         "rating_codes": {name: code for name, code in RATING_CODES.items()},
         "table2": table2(data),
+        "sessions_without_turns": sessions_without_turns(data),
         "figure2_ratings": figure2_ratings(data),
         "figure2_positions": figure2_positions(data),
         "table3": table3(

@@ -26,7 +26,11 @@ from annotate.http import (
     figures_limited,
 )
 from annotate.revision.models import Study
-from annotate.revision.selectors import given_up_sessions, study_collection_progress
+from annotate.revision.selectors import (
+    given_up_sessions,
+    study_collection_progress,
+    study_sessions,
+)
 from annotate.revision.services.exports import sessions_export_csv, sessions_export_jsonl
 from annotate.roles import (
     ADMIN,
@@ -139,6 +143,7 @@ def report_page(request: HttpRequest, study_id: int) -> HttpResponse:
         "runs": study_judge_runs(study=study)[:20],
         "collection": study_collection_progress(study=study),
         "given_up": given_up_sessions(study=study),
+        "sessions": study_sessions(study=study),
         "waiting_note": waiting_note(report),
         # Read only for the note about waiting work (the page's queries stay fixed otherwise).
         "is_admin": bool(waiting_note(report)) and is_admin(request.user),

@@ -40,13 +40,19 @@
     }
     if (state.passages) {
       var aside = document.getElementById("passages");
-      aside.querySelectorAll(".passage, p.tags").forEach(function (old) { old.remove(); });
-      state.passages.forEach(function (passage) {
+      aside.querySelectorAll(".passage").forEach(function (old) { old.remove(); });
+      var source = document.getElementById("passages-source");
+      if (source) { source.textContent = source.dataset.shown; }
+      // Numbered from 0 in retrieval order, as the prompt lists them and the answer cites them.
+      state.passages.forEach(function (passage, index) {
         var box = document.createElement("div");
         box.className = "passage";
         var title = document.createElement("p");
         title.className = "tags";
-        title.textContent = passage.title;
+        var number = document.createElement("span");
+        number.className = "passage-number";
+        number.textContent = "[" + index + "]";
+        title.append(number, " " + passage.title);
         var text = document.createElement("p");
         text.textContent = passage.text;
         box.append(title, text);

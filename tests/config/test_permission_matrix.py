@@ -251,6 +251,9 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     "revision:start": (POST_ONLY, by_role(LOGIN, 302, 302, 403, 403, 403)),
     "revision:session": (OWNER, by_role(LOGIN, 405, 405, 405, 405, 405)),
     "revision:session-state": (OWNER, by_role(LOGIN, 405, 405, 405, 405, 405)),
+    # Any session, read only: researchers and admins; annotators (the owner too) get the 403
+    # page and keep their own session's page above.
+    "revision:session-read": (RESEARCHERS, by_role(LOGIN, 405, 405, 405, 405, 405)),
     "revision:turn-new": (POST_ONLY, by_role(LOGIN, 400, 404, 404, 404, 404)),
     # Nothing to rate or retry: the owner is sent back to the session with what was not done.
     "revision:turn-rate": (POST_ONLY, by_role(LOGIN, 302, 404, 404, 404, 404)),

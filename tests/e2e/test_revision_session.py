@@ -242,6 +242,12 @@ def test_a_streamed_answer_grows_on_the_page_then_stands_whole_without_a_reload(
         assert page.locator("#turn-form").is_visible()
         assert page.evaluate("window.notReloaded") is True  # the same page, never reloaded
         assert "Citations help." in page.locator(".revision-passages").inner_text()
+        # Numbered as the answer cites them ("[0]"), and said to be a0's, in place of the
+        # "shown once it is in" the page was rendered with.
+        numbers = page.locator(".revision-passages .passage-number").all_inner_texts()
+        assert numbers == [f"[{n}]" for n in range(len(numbers))] and numbers
+        source = page.locator("#passages-source").inner_text()
+        assert source.startswith("Retrieved for this answer: its [0], [1]")
         snap(page, "whole answer")
     session = RevisionSession.objects.get(annotator=user)
     assert (session.initial_answer, session.initial_partial) == (STREAMED, "")

@@ -1801,3 +1801,96 @@ def test_a_failed_later_turn_page_runs_as_many_queries_as_a_rated_one(
     with django_assert_num_queries(9):
         page = client.get(url).content.decode()
     assert "secret.example" not in page and "gpt-x" not in page
+
+
+def _passage_titles(html: str) -> list[str]:
+    """The numbered titles of the passages shown, "[0] Paper Zero"..., in order."""
+    import re
+
+    found = re.findall(r'<span class="passage-number">(\[\d+\])</span> ([^<]*)</p>', html)
+    return [f"{number} {title}" for number, title in found]
+
+
+def test_the_session_page_numbers_the_passages_the_answer_cites_a0s_before_turn_1(
+    client, study, annotator, django_capture_on_commit_callbacks
+):
+    """The answer cites "[0]" (the prompt's first retrieved passage, KIWI A.1), but the passages
+    showed titles only, the Papers list was numbered 0-2 instead, and before turn 1 the
+    passages of a0 were not said to be a0's."""
+    from annotate.revision.models import Passage
+
+    client.force_login(annotator)
+    with django_capture_on_commit_callbacks(execute=True):
+        session = session_assign(study=study, user=annotator, now=timezone.now())
+    session.refresh_from_db()
+    assert session.initial_passages
+    titles = Passage.objects.select_related("document").in_bulk(session.initial_passages)
+    expected = [
+        f"[{n}] {titles[pk].document.title}" for n, pk in enumerate(session.initial_passages)
+    ]
+    url = reverse("revision:session", args=[session.pk])
+    page = client.get(url).content.decode()
+    aside = page.split('id="passages"')[1].split("</aside>")[0]
+    assert _passage_titles(aside) == expected
+    assert "Retrieved for the question to write the initial answer: the answer's [0]" in aside
+    assert '<ol class="titles"' not in page  # the papers are not what [0] cites
+    first = instruct(
+        django_capture_on_commit_callbacks, session, annotator, "Cite more.", "information-seeking"
+    )
+    first.refresh_from_db()
+    titles = Passage.objects.select_related("document").in_bulk(first.passages)
+    aside = client.get(url).content.decode().split('id="passages"')[1].split("</aside>")[0]
+    assert _passage_titles(aside) == [
+        f"[{n}] {titles[pk].document.title}" for n, pk in enumerate(first.passages)
+    ]
+    assert "Retrieved for turn 1's instruction" in aside
+
+
+def test_a_researcher_reads_any_session_turn_by_turn_annotators_only_their_own(
+    client, study, annotator, django_capture_on_commit_callbacks
+):
+    """/revision/sessions/<id>/ answered researchers 404 (it is the annotator's own page): they
+    could read a session only in the JSONL/CSV downloads."""
+    from annotate.revision.models import Passage
+
+    with django_capture_on_commit_callbacks(execute=True):
+        session = session_assign(study=study, user=annotator, now=timezone.now())
+    first = instruct(
+        django_capture_on_commit_callbacks,
+        session,
+        annotator,
+        "Add <i>results</i>.",
+        "information-seeking",
+    )
+    Turn.objects.filter(pk=first.pk).update(answer="The <b>revised</b> answer [0].")
+    turn_rate(session_id=session.pk, user=annotator, rating="neutral", comment="Half <u>done</u>.",
+              edited_answer="My <em>edit</em> [1].", now=timezone.now())  # fmt: skip
+    first.refresh_from_db()
+    read = reverse("revision:session-read", args=[session.pk])
+    client.force_login(UserFactory(username="reader", roles=[RESEARCHER]))
+    assert client.get(reverse("revision:session", args=[session.pk])).status_code == 404
+    response = client.get(read)
+    assert response.status_code == 200
+    page = response.content.decode()
+    turn = page.split('id="turn-1"')[1].split("</section>")[0]
+    assert "Turn 1 · Information-seeking" in turn
+    assert "Add &lt;i&gt;results&lt;/i&gt;." in turn
+    assert "The &lt;b&gt;revised&lt;/b&gt; answer [0]." in turn
+    assert "My &lt;em&gt;edit&lt;/em&gt; [1]." in turn
+    assert "Neutral" in turn and "Half &lt;u&gt;done&lt;/u&gt;." in turn
+    assert "<b>" not in page and "<em>" not in page  # model and annotator text as text
+    titles = Passage.objects.select_related("document").in_bulk(first.passages)
+    assert _passage_titles(turn) == [
+        f"[{n}] {titles[pk].document.title}" for n, pk in enumerate(first.passages)
+    ]
+    session.refresh_from_db()
+    initial = page.split('id="turn-0"')[1].split("</section>")[0]
+    assert len(_passage_titles(initial)) == len(session.initial_passages) > 0
+    assert annotator.get_username() in page
+    report = client.get(reverse("revision-reports:report", args=[study.pk])).content.decode()
+    assert f'href="{read}"' in report.split('id="table-sessions"')[1]
+    for user in (annotator, UserFactory(username="another", roles=[ANNOTATOR])):
+        client.force_login(user)
+        assert client.get(read).status_code == 403
+    client.force_login(annotator)
+    assert client.get(reverse("revision:session", args=[session.pk])).status_code == 200

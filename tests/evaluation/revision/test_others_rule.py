@@ -72,6 +72,37 @@ def test_a_category_at_4_9_percent_joins_others_and_one_at_5_0_percent_stays():
     ]
 
 
+def test_table3_shares_and_others_are_of_the_categorised_turns_only():
+    """Two turns not classified yet made an "unlabelled" row and counted in the "% of turns"
+    denominator: "condense", 1 turn of the 20 categorised (5%, kept), was 1 of 22 (4.5%) and
+    merged into "others". The paper's distribution is of the classified instructions."""
+    from evaluation.revision.formats import table_notes
+
+    style = "stylistic"
+    data = turn_data(
+        [
+            (1, "a", style, 0, "condense", ""),  # 1 / 20 = 5.0%: stays
+            (19, "b", style, 2, "remove", ""),
+            (2, "a", style, 0, "", ""),  # not classified yet
+        ]
+    )
+    table = table3(data, {}, None)
+    assert [(r["category"], r["turns"], r["share"]) for r in table["rows"]] == [
+        ("condense", 1, 0.05),
+        ("remove", 19, 0.95),
+    ]
+    assert table["others_rule"]["merged"] == []
+    assert [r["category"] for r in table["categories"]] == ["condense", "remove"]
+    assert table["unlabelled"] == 2
+    assert table["sources"] == {"human": 20, "none": 2}
+    report = {"table3": table, "turns": 22}
+    assert table_notes(report, "table3")[-1] == (
+        "2 rated turns have no category yet (neither a human label nor a classifier's): left "
+        "out of the table, its shares and the 5% “others” rule, which are of the 20 "
+        "categorised turns."
+    )
+
+
 def test_table4_merges_error_categories_of_the_failed_turns_only():
     ignored, unrequested = "instruction is ignored", "introduced unrequested changes"
     style = "stylistic"

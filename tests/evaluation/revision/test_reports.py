@@ -7,6 +7,7 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from annotate.revision.models import Rerating, Study, Turn
+from evaluation.revision.formats import table_notes
 from evaluation.revision.judges import judge_run_create, judge_run_execute
 from evaluation.revision.models import RevisionJudgeRun, RevisionPrediction
 from evaluation.revision.reports import revision_report_build
@@ -63,6 +64,36 @@ def test_table2_counts_a_session_ended_before_any_turn(tmp_path):
     assert gpt["turns_per_session"] == approx(1.0)
 
 
+def test_table2_says_how_many_sessions_ended_before_any_turn_and_what_they_do(tmp_path, client):
+    """Only docs/revision.md said that a session ended "I am satisfied" at once counts as a
+    session of 0 turns: the page showed gpt-4's 1.0 turns per session with nothing to say why."""
+    from django.urls import reverse
+
+    from annotate.roles import RESEARCHER
+    from evaluation.revision.formats import revision_latex, revision_markdown
+
+    study = sample_study(tmp_path)
+    before = revision_report_build(study=study, n_resamples=10)
+    assert before["sessions_without_turns"] == {}
+    assert not any("before any rated turn" in note for note in table_notes(before, "table2"))
+    path = tmp_path / "none.jsonl"
+    line = {"original_question": "Q2?", "model_name": "gpt-4", "initial_answer": "fine"}
+    path.write_text(json.dumps({**line, "interaction": []}) + "\n")
+    call_command("import_sessions", str(path), "--study", study.name)
+    report = revision_report_build(study=study, n_resamples=10)
+    assert report["sessions_without_turns"] == {"gpt-4": 1}
+    note = (
+        "1 of the 4 finished sessions (gpt-4: 1) ended (“I am satisfied”) before any rated "
+        "turn: each counts as a session of 0 turns in Sessions and Turns per session, which it "
+        "lowers."
+    )
+    assert note in table_notes(report, "table2") and note in revision_markdown(report)
+    assert "before any rated turn" in revision_latex(report)
+    client.force_login(UserFactory(roles=[RESEARCHER]))
+    page = client.get(reverse("revision-reports:report", args=[study.pk])).content.decode()
+    assert note in page.split('id="t-table2"')[1].split("</section>")[0]
+
+
 def test_figure2_by_hand(tmp_path):
     report = revision_report_build(study=sample_study(tmp_path), n_resamples=10)
     rows = report["figure2_ratings"]
@@ -103,14 +134,15 @@ def test_table3_and_4_from_human_labels_then_with_the_classifier(tmp_path):
         {
             "category": "asking for more information",
             "turns": 2,
-            "share": 2 / 6,
+            "share": 2 / 4,  # of the 4 categorised turns (2 are not)
             "information_seeking": 1.0,
             "stylistic": 0.0,
             "good:gpt-4": 1.0,
             "good:llama": 0.0,
         }
     )
-    assert by(rows, category="unlabelled")["turns"] == 2
+    assert "unlabelled" not in [row["category"] for row in rows]
+    assert report["table3"]["unlabelled"] == 2
     assert by(rows, category="condense")["good:llama"] is None
     failed = report["table4"]["rows"]
     assert by(failed, category="instruction is ignored") == approx(
@@ -190,7 +222,9 @@ def test_table5_by_hand(tmp_path):
     # originals [good, neutral] vs re-ratings [bad, neutral]: binary [T, F] vs [F, F]
     assert (human["n"], human["accuracy"], human["recall"]) == (2, 0.5, 0.0)
     assert human["three_way_agreement"] == 0.5
-    assert report["table5"]["splits"] == [{"seed": 4, "train": 4, "dev": 0, "test": 2}]
+    assert report["table5"]["splits"] == [
+        {"split": 1, "seed": 4, "runs": [run.pk], "turns": 6, "train": 4, "dev": 0, "test": 2}
+    ]
 
 
 def test_an_undefined_table5_figure_is_null_empty_or_a_dash_never_zero_or_nan(
@@ -291,7 +325,8 @@ def test_table5_split_sizes_count_only_turns_still_rated(tmp_path):
         status="done", created_at=timezone.now(), finished_at=timezone.now(),
     )  # fmt: skip
     report = revision_report_build(study=study, n_resamples=10)
-    assert report["table5"]["splits"] == [{"seed": 1, "train": 3, "dev": 1, "test": 2}]
+    (split,) = report["table5"]["splits"]
+    assert (split["turns"], split["train"], split["dev"], split["test"]) == (6, 3, 1, 2)
 
 
 def test_rating_judge_run_stores_its_seeded_split_and_labels_the_test_turns(tmp_path):
@@ -443,6 +478,60 @@ def test_paper_tables_name_the_seed_and_run_only_where_rows_would_look_alike():
     assert "Model & Run & Seed & Mode" in revision_latex(report)
 
 
+def test_two_splits_of_one_seed_are_told_apart_by_their_number_runs_and_turns(tmp_path, client):
+    """A second rating-judge run of seed 0 after more sessions finished draws a second split:
+    the report showed two Majority and two Random rows, both "Seed 0", and the notes "Split of
+    seed 0: ..." twice, with nothing saying which judge run each belonged to."""
+    from django.urls import reverse
+
+    from annotate.roles import RESEARCHER
+    from evaluation.revision.formats import revision_csv, revision_latex, revision_markdown
+
+    study = sample_study(tmp_path)
+    now = timezone.now()
+    first = judge_run_create(study=study, task="rating-judge", mode="zero-shot", seed=0, now=now)
+    judge_run_execute(run_id=first.pk)
+    path = tmp_path / "more.jsonl"
+    more = {"original_question": "Q2?", "model_name": "llama", "initial_answer": "d0"}
+    turns = [{"instruction": f"Edit {i}.", "answer_1": "x", "answer_2": "", "rating": "good",
+              "comment": "c",
+              "instruction_type": "stylistic"} for i in range(4)]  # fmt: skip
+    path.write_text(json.dumps({**more, "interaction": turns}) + "\n")
+    call_command("import_sessions", str(path), "--study", study.name)
+    second = judge_run_create(study=study, task="rating-judge", mode="zero-shot", seed=0, now=now)
+    judge_run_execute(run_id=second.pk)
+    report = revision_report_build(study=study, n_resamples=10)
+    table5 = report["table5"]
+    assert [(s["split"], s["seed"], s["runs"], s["turns"]) for s in table5["splits"]] == [
+        (1, 0, [first.pk], 6),
+        (2, 0, [second.pk], 10),
+    ]
+    shown = [(r["model"], r["run"], r["split"]) for r in table5["rows"]]
+    assert shown == [
+        ("Majority", None, 1), ("Random", None, 1), ("fake", first.pk, 1),
+        ("Majority", None, 2), ("Random", None, 2), ("fake", second.pk, 2),
+    ]  # fmt: skip
+    notes = [f"Split 1 of seed 0 (run #{first.pk}, 6 turns)",
+             f"Split 2 of seed 0 (run #{second.pk}, 10 turns)"]  # fmt: skip
+    markdown, latex = revision_markdown(report), revision_latex(report)
+    assert "| Model | Run | Split | Mode | Shots | Turns |" in markdown
+    assert "| Majority | – | 2 | – | – |" in markdown
+    assert "Model & Run & Split & Mode" in latex
+    assert all(note in markdown and note.replace("#", "\\#") in latex for note in notes)
+    csv = revision_csv(report)
+    assert f"\r\n2,0,{second.pk},10," in csv.split("# table5_splits\r\n")[1]
+    assert "\r\nMajority,,2,0,,," in csv.split("# table5\r\n")[1]
+    client.force_login(UserFactory(roles=[RESEARCHER]))
+    page = client.get(reverse("revision-reports:report", args=[study.pk]))
+    table = next(table for table in page.context["tables"] if table["name"] == "table5")
+    model, split = table["columns"].index("Model"), table["columns"].index("Split")
+    assert [(row[model]["text"], row[split]["text"]) for row in table["rows"]][3:5] == [
+        ("Majority", "2"),
+        ("Random", "2"),
+    ]
+    assert all(note in page.content.decode() for note in notes)
+
+
 def test_every_format_gives_the_classifier_agreement_and_the_split(tmp_path, client):
     """Table 3's and 4's agreement with the human labels and Table 5's seeded split are in the
     JSON only as fields beside the rows: the CSV, Markdown, LaTeX and the page give them too."""
@@ -465,18 +554,21 @@ def test_every_format_gives_the_classifier_agreement_and_the_split(tmp_path, cli
     agreement = "Classifier agreement with the human labels: 75% on the 4 turns having both"
     markdown = revision_markdown(report)
     assert agreement in markdown and "Category labels: 4 human, 2 classifier, 0 none." in markdown
-    assert f"Split of seed 4 (stored with its runs): {sizes}." in markdown
+    assert f"Split 1 of seed 4 (run #{run.pk}, 6 turns): {sizes}." in markdown
     assert "bootstrap intervals (10 resamples over turns, seed 0) follow each" in markdown
     latex = revision_latex(report)
-    assert agreement.replace("%", "\\%") in latex and "Split of seed 4" in latex
+    assert agreement.replace("%", "\\%") in latex and "Split 1 of seed 4" in latex
     csv = revision_csv(report)
     assert "# table3_agreement\r\nrun,compared,agreement\r\n" in csv and ",4,0.75\r\n" in csv
     assert "# table4_agreement\r\n" in csv and "# table3_sources\r\nsource,turns\r\n" in csv
-    expected = f"# table5_splits\r\nseed,train,dev,test\r\n4,{split['train']},{split['dev']},"
+    expected = (
+        "# table5_splits\r\nsplit,seed,runs,turns,train,dev,test\r\n"
+        f"1,4,{run.pk},6,{split['train']},{split['dev']},"
+    )
     assert expected in csv
     client.force_login(UserFactory(roles=[RESEARCHER]))
     page = client.get(reverse("revision-reports:report", args=[study.pk])).content.decode()
-    assert "75% on the 4 turns having both" in page and "Split of seed 4" in page
+    assert "75% on the 4 turns having both" in page and "Split 1 of seed 4" in page
 
 
 def test_the_agreement_note_says_when_no_classifier_has_run_yet(tmp_path):
@@ -556,8 +648,8 @@ def test_an_empty_table_keeps_its_csv_header_the_one_it_has_once_it_has_rows(tmp
 
     study = sample_study(tmp_path)
     before = _csv_sections(revision_csv(revision_report_build(study=study, n_resamples=10)))
-    assert before["table5"][0].startswith("model,run,seed,mode,shots,n,accuracy,")
-    assert before["table5_splits"] == ["seed,train,dev,test"]
+    assert before["table5"][0].startswith("model,run,split,seed,mode,shots,n,accuracy,")
+    assert before["table5_splits"] == ["split,seed,runs,turns,train,dev,test"]
 
     run = judge_run_create(study=study, task="rating-judge", mode="zero-shot", seed=4,
                            now=timezone.now())  # fmt: skip
