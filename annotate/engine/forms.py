@@ -133,8 +133,8 @@ class ReplaceLabelsField(forms.BooleanField):
 
 class RunAgainForm(forms.Form):
     """The run page's "Run again": the cap the run goes on with (its own, unless changed), and
-    "Replace earlier labels", shown only where running it again would overwrite another run's
-    labels (`engine_run_again_warning`; pass `asks_replace`)."""
+    "Replace earlier labels", only with `asks_replace`: where running it again would overwrite
+    another run's labels (`engine_run_again_warning`), and when reading what was sent."""
 
     spending_cap_usd = SpendingCapField(
         help_text="A run stopped by its cap stops again at once unless you raise it. Blank: no cap."
@@ -144,7 +144,7 @@ class RunAgainForm(forms.Form):
         "again asks those questions and overwrites its labels."
     )
 
-    def __init__(self, *args, asks_replace: bool = True, **kwargs) -> None:
+    def __init__(self, *args, asks_replace: bool = False, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         if not asks_replace:
             del self.fields["replace"]

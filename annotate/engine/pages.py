@@ -254,7 +254,7 @@ def run_again(
     `engine_run_check_again`); then the spending cap their form sends (when it has the field),
     then `start()` (default: start the engine run). Raises the refusal (AnnotateError, or what
     `start` raises); a refused start keeps the cap as it was."""
-    form = RunAgainForm(request.POST)
+    form = RunAgainForm(request.POST, asks_replace=True)
     label = form.fields["spending_cap_usd"].label
     if not form.is_valid():  # shown on a page of its own: say which field it is about
         raise EngineRunError(f"{label}: {' '.join(form.errors['spending_cap_usd'])}")
