@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from django import forms
 
-from annotate.engine.forms import EndpointChoiceField, SpendingCapField, endpoint_cost_label
+from annotate.engine.forms import (
+    EndpointChoiceField,
+    ReplaceLabelsField,
+    SpendingCapField,
+    endpoint_cost_label,
+)
 from annotate.engine.models import Endpoint
 from annotate.models import Benchmark, Subset
 from annotate.selectors.benchmarks import systems_with_responses
@@ -53,9 +58,7 @@ class JudgeRunForm(forms.Form):
     )
     seed = forms.IntegerField(initial=0, min_value=0)
     spending_cap_usd = SpendingCapField()
-    replace = forms.BooleanField(
-        required=False,
-        label="Replace earlier labels",
+    replace = ReplaceLabelsField(
         help_text="Needed only when the judge has labelled some of these responses already "
         "(the estimate says so): the run asks every question again and overwrites them.",
     )

@@ -37,6 +37,7 @@ from evaluation.services.judge_runs import (
     judge_run_create,
     judge_run_estimate_new,
     judge_run_get,
+    judge_run_replace_warning,
     judge_run_resume,
     judge_run_start,
 )
@@ -155,16 +156,20 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         user=request.user, endpoint=run.engine_run.endpoint
     )
     shows_again = may_control and not progress.active and progress.questions_missing > 0
+    replace_warning = judge_run_replace_warning(run=run) if shows_again else ""
     context = {
         "run": run,
         "progress": progress,
         "running": progress.active,
         "may_control": may_control,
         "again_cost": run_again_cost(run.engine_run) if shows_again else None,
+        # Run again over labels a later run wrote: said before, and the box to confirm it.
+        "replace_warning": replace_warning,
         "again": RunAgainForm(
             initial={
                 "spending_cap_usd": run.engine_run.spending_cap_usd if run.engine_run else None
-            }
+            },
+            asks_replace=bool(replace_warning),
         ),
     }
     return render(request, "evaluation/judge_run_detail.html", context)

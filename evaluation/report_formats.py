@@ -256,9 +256,24 @@ def _in_order(values: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(values))
 
 
+def drfr_na_note(group: str) -> str:
+    """Why a DRFR is n/a: the source answered none of the model's questions in that `group` (a
+    set, a constraint type, a domain), so the ratio has no denominator. One sentence for the
+    LaTeX leaderboard's caption and the notes under the Markdown DRFR breakdowns."""
+    return f"n/a: the source answered none of the model's questions in that {group}."
+
+
 # Said in the DRFR table's caption where a cell is n/a: the leaderboard has a row only where the
 # source answered some question of the system in that subset (evaluation.services.reports).
-LEADERBOARD_NA_NOTE = "n/a: the source answered none of the model's questions in that set."
+LEADERBOARD_NA_NOTE = drfr_na_note("set")
+
+# The Markdown tables of DRFR per group, by what their rows group by, for the note under one
+# that holds an n/a DRFR (a row with no questions counted).
+DRFR_NA_GROUPS = {
+    "constraints": "constraint type",
+    "domains": "domain",
+    "hard_domains": "domain",
+}
 
 
 def _latex_leaderboard(report: dict) -> str:
@@ -531,6 +546,8 @@ def table_markdown(report: dict, table: str) -> str:
     elif table == "sources":
         for note in _sources_na_notes(report[table]):
             lines += ["", note]
+    elif table in DRFR_NA_GROUPS and any(_finite(row["drfr"]) is None for row in report[table]):
+        lines += ["", drfr_na_note(DRFR_NA_GROUPS[table])]
     return "\n".join(lines) + "\n"
 
 

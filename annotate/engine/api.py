@@ -23,6 +23,7 @@ from annotate.engine.services import (
     endpoint_create,
     endpoint_get,
     engine_run_cap_set,
+    engine_run_check_again,
     engine_run_estimate_new,
     engine_run_get,
     engine_run_start,
@@ -214,11 +215,24 @@ class RunResumeApi(APIView):
             help_text="The cap the run goes on with (null: none); left out: unchanged. A run "
             "stopped by its cap stops again at once unless it is raised."
         )
+        replace = serializers.BooleanField(
+            default=False,
+            help_text="Needed (true) when what the run has left would overwrite labels another "
+            "run wrote (a judge run after a later run of its judge labelled its responses). "
+            "Without it such a run is refused with 400.",
+        )
 
     @extend_schema(
         request=InputSerializer,
         responses={
             202: RunProgressSerializer,
+            400: OpenApiResponse(
+                RefusalSerializer,
+                description="Refused, nothing changed (a malformed body: DRF's per-field lists "
+                "instead): what the run has left would overwrite labels another run wrote and "
+                '`"replace": true` was not sent (`"field": "replace"`, the detail saying how '
+                "many, by which runs, and what running it again would cost).",
+            ),
             409: OpenApiResponse(
                 RefusalSerializer, description="Done, nothing left to run: nothing was changed."
             ),
@@ -226,7 +240,9 @@ class RunResumeApi(APIView):
         },
         description="Run a stopped or failed run again: only its missing units are done (as "
         "'Run again' on the run's page); a paid endpoint's run by an admin only. A done run "
-        "with nothing left is refused (409), changing nothing.",
+        "with nothing left is refused (409), changing nothing. A judge run whose missing "
+        "questions a later run of its judge labelled is refused (400, field replace) unless "
+        '`"replace": true`.',
     )
     def post(self, request: Request, engine_run_id: int) -> Response:
         run = _run(request.user, engine_run_id)
@@ -236,6 +252,7 @@ class RunResumeApi(APIView):
             if "spending_cap_usd" in data.validated_data:
                 cap = data.validated_data["spending_cap_usd"]
                 engine_run_cap_set(run=run, cap=cap, user=request.user)
+            engine_run_check_again(run=run, replace=data.validated_data["replace"])
             engine_run_start(run=run, user=request.user)
         data = RunProgressSerializer(engine_run_progress(run=run)).data
         return Response(data, status=status.HTTP_202_ACCEPTED)

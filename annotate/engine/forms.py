@@ -123,12 +123,31 @@ class SpendingCapField(forms.DecimalField):
         self.error_messages["min_value"] = self.NEGATIVE
 
 
+class ReplaceLabelsField(forms.BooleanField):
+    """The "Replace earlier labels" box: starting a run whose work would overwrite labels
+    another run wrote (a judge's) needs it ticked. One label on every page that asks."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(required=False, label="Replace earlier labels", **kwargs)
+
+
 class RunAgainForm(forms.Form):
-    """The run page's "Run again": the cap the run goes on with (its own, unless changed)."""
+    """The run page's "Run again": the cap the run goes on with (its own, unless changed), and
+    "Replace earlier labels", only with `asks_replace`: where running it again would overwrite
+    another run's labels (`engine_run_again_warning`), and when reading what was sent."""
 
     spending_cap_usd = SpendingCapField(
         help_text="A run stopped by its cap stops again at once unless you raise it. Blank: no cap."
     )
+    replace = ReplaceLabelsField(
+        help_text="Another run labelled responses this run has left (said above): running it "
+        "again asks those questions and overwrites its labels."
+    )
+
+    def __init__(self, *args, asks_replace: bool = False, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if not asks_replace:
+            del self.fields["replace"]
 
 
 class GenerationRunForm(forms.Form):

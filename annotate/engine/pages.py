@@ -35,6 +35,7 @@ from annotate.engine.selectors import engine_run_unit_name
 from annotate.engine.services import (
     RunEstimate,
     engine_run_cap_set,
+    engine_run_check_again,
     engine_run_estimate,
     engine_run_start,
 )
@@ -248,11 +249,12 @@ def run_again(
     request: HttpRequest, run: EngineRun, *, start: Callable[[], object] | None = None
 ) -> None:
     """The run pages' "Run again": on an endpoint that spends money, only with the cost it
-    would have now confirmed (`confirm_total`, as `run_again_cost` gives it to the page); then
-    the spending cap their form sends (when it has the field), then `start()` (default: start
-    the engine run). Raises the refusal (AnnotateError, or what `start` raises); a refused
-    start keeps the cap as it was."""
-    form = RunAgainForm(request.POST)
+    would have now confirmed (`confirm_total`, as `run_again_cost` gives it to the page); over
+    labels another run wrote, only with "Replace earlier labels" ticked (`replace`,
+    `engine_run_check_again`); then the spending cap their form sends (when it has the field),
+    then `start()` (default: start the engine run). Raises the refusal (AnnotateError, or what
+    `start` raises); a refused start keeps the cap as it was."""
+    form = RunAgainForm(request.POST, asks_replace=True)
     label = form.fields["spending_cap_usd"].label
     if not form.is_valid():  # shown on a page of its own: say which field it is about
         raise EngineRunError(f"{label}: {' '.join(form.errors['spending_cap_usd'])}")
@@ -267,6 +269,7 @@ def run_again(
                     raise
                 raise EngineRunError(f"{label}: {error}", field=error.field) from None
         confirmed = _run_again_check_confirmed(request, run)  # refused: the cap is rolled back
+        engine_run_check_again(run=run, replace=form.cleaned_data["replace"])
         with engine_run_cost_confirmed(total=confirmed):  # checked again as it starts
             if start is None:
                 engine_run_start(run=run, user=request.user)

@@ -35,6 +35,7 @@ from annotate.engine.services import (
     endpoint_get,
     endpoint_test,
     endpoint_update,
+    engine_run_again_warning,
     engine_run_estimate_new,
     engine_run_get,
     engine_run_has_work_left,
@@ -182,15 +183,24 @@ def run_list(request: HttpRequest) -> HttpResponse:
 def run_detail(request: HttpRequest, engine_run_id: int) -> HttpResponse:
     _require_researcher(request)
     run = _run_or_404(engine_run_id)
+    progress = _page_progress(run, request.user)
+    may_control = engine_run_may_control(user=request.user, endpoint=run.endpoint)
+    shows_again = may_control and not progress["active"] and progress["work_left"]
+    replace_warning = engine_run_again_warning(run=run) if shows_again else ""
     context = {
         "run": run,
-        "progress": _page_progress(run, request.user),
+        "progress": progress,
         "errors": engine_run_recent_errors(run=run),
         "results_url": engine_run_results_url(run=run),
         "origin": engine_run_origin(run=run),
         "title": engine_run_title(run=run),
-        "may_control": engine_run_may_control(user=request.user, endpoint=run.endpoint),
-        "again": RunAgainForm(initial={"spending_cap_usd": run.spending_cap_usd}),
+        "may_control": may_control,
+        # Run again over labels another run wrote (a judge run): said before, and the box.
+        "replace_warning": replace_warning,
+        "again": RunAgainForm(
+            initial={"spending_cap_usd": run.spending_cap_usd},
+            asks_replace=bool(replace_warning),
+        ),
     }
     return render(request, "engine/run_detail.html", context)
 

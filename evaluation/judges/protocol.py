@@ -14,9 +14,11 @@ from django.db.models import Count
 from django.urls import reverse
 
 from annotate.engine.client import estimate_prompt_tokens
+from annotate.engine.errors import EngineRunError
 from annotate.engine.models import EngineCall, EngineRun
 from annotate.engine.protocols import RunContext, UnitEstimate, UnitFailed, UnitResult, UnitStopped
 from annotate.models import Response
+from evaluation.errors import JudgeRunError
 from evaluation.judges import prompting as p
 from evaluation.judges.conversation import Answered, CallPolicy, ConversationWork, Failed, converse
 from evaluation.models import JudgeConversation, JudgeRun
@@ -161,6 +163,19 @@ class JudgeRunProtocol:
 
     def store(self, run: EngineRun, results: Sequence[UnitResult]) -> None:
         judge_runs.judge_ends_store([result.value for result in results if result.value])
+
+    def again_warning(self, run: EngineRun) -> str:
+        """What running it again replaces: labels a later run of its judge wrote on the
+        questions it has left (`judge_run_replace_warning`), "" when none."""
+        return judge_runs.judge_run_replace_warning(run=_judge_run(run))
+
+    def check_again(self, run: EngineRun, *, replace: bool) -> None:
+        """Refuse Run again over those labels unless `replace` (`judge_run_check_replace`),
+        as the engine's pages and API understand a refusal (EngineRunError, field replace)."""
+        try:
+            judge_runs.judge_run_check_replace(run=_judge_run(run), replace=replace)
+        except JudgeRunError as error:
+            raise EngineRunError(str(error), field=error.field) from None
 
     def on_finish(self, run: EngineRun) -> None:
         judge_runs.judge_run_on_finish(run_id=run.params["judge_run_id"], engine_run=run)

@@ -202,8 +202,9 @@ def judge_run_estimate_new(*, create: Callable[[], JudgeRun]) -> JudgeRunEstimat
 
 
 def judge_run_replace_warning(*, run: JudgeRun) -> str:
-    """What starting the new `run` replaces and costs ("" when the judge has no label on its
-    responses yet), as the estimate says it (`JudgeRunEstimate.replace_warning`)."""
+    """What starting `run` (new, or again: its missing work) replaces and costs ("" when it
+    overwrites no label of the judge), as the estimate says it
+    (`JudgeRunEstimate.replace_warning`)."""
     before = judge_run_labels_before(run=run)
     if before is None:
         return ""
@@ -211,10 +212,11 @@ def judge_run_replace_warning(*, run: JudgeRun) -> str:
 
 
 def judge_run_check_replace(*, run: JudgeRun, replace: bool) -> None:
-    """Refuse (JudgeRunError, field "replace") to start the new `run` over responses its judge
-    labelled already unless `replace` says so: the run asks every question again, paid on a
-    paid endpoint, and overwrites those labels. Call it in the transaction that made the run,
-    which the refusal then rolls back."""
+    """Refuse (JudgeRunError, field "replace") to start `run` over labels of its judge unless
+    `replace` says so: the run asks those questions again, paid on a paid endpoint, and
+    overwrites them. A new run and Run again of an earlier one (after a later run judged its
+    responses) both come here; a resume that only fills in its own missing answers passes. Call
+    it in the transaction that makes or starts the run, which the refusal then rolls back."""
     if replace:
         return
     warning = judge_run_replace_warning(run=run)
@@ -449,7 +451,8 @@ def judge_run_execute(
 
 
 def judge_run_resume(*, run: JudgeRun, user: AbstractBaseUser | None) -> None:
-    """Start a stopped or failed run again; only missing work runs.
+    """Start a stopped or failed run again; only missing work runs. (Run again checks first,
+    through the engine's `check_again`, that it overwrites no later run's labels unconfirmed.)
 
     Who may start a run on its engine run's endpoint may (a paid one: only an admin): the run's
     own endpoint, not the one its judge has now (an admin may have moved the judge since).

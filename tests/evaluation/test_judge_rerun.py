@@ -1,6 +1,8 @@
 """A second run of a judge over responses it labelled already: every way of starting one says
 how many it replaces and what it costs before anything is spent, and the page and the API start
-it only when told to replace them (the command says so and goes on, as it always did)."""
+it only when told to replace them (the command says so and goes on, as it always did). Run
+again of an earlier run asks the same when what it has left would overwrite a later run's
+labels, and nothing when it only fills in its own missing answers."""
 
 import re
 from decimal import Decimal
@@ -10,11 +12,13 @@ from django.apps import apps
 from django.core.management import call_command
 from django.urls import reverse
 
+from annotate.engine.client import FakeTransport
+from annotate.engine.errors import CallRejectedError
 from annotate.engine.models import EngineRun
 from annotate.engine.services import engine_run_estimate
 from annotate.models import Label
 from annotate.templatetags.money import usd
-from evaluation.models import JudgeRun
+from evaluation.models import ConversationStatus, JudgeRun, RunStatus
 from evaluation.services.judge_runs import judge_run_create, judge_run_execute
 from tests.evaluation.judge_helpers import make_benchmark, make_judge
 from tests.evaluation.openai_stub import StubOpenAI
@@ -227,3 +231,144 @@ def test_the_command_prints_the_warning_and_judges_again_as_before(capsys):
     second = JudgeRun.objects.exclude(pk=first.pk).get()
     assert lines[:2] == [f"Created judge run {second.pk} (all).", warning]
     assert second.status == "done"
+
+
+@pytest.fixture
+def halfway(monkeypatch):
+    """Make a run of a judge on the offline fake that judges its first response and fails on
+    the second (its model refuses the request): the second is left for Run again."""
+
+    def judged_halfway(judge, benchmark, systems) -> JudgeRun:
+        send = FakeTransport.send
+
+        def refuse_the_second(self, body, on_text=None):
+            if any("answer 2" in (m.get("content") or "") for m in body["messages"]):
+                raise CallRejectedError("400 refused by the test")
+            return send(self, body, on_text)
+
+        run = judge_run_create(config=judge, benchmark=benchmark, systems=systems)
+        with monkeypatch.context() as patched:
+            patched.setattr(FakeTransport, "send", refuse_the_second)
+            judge_run_execute(run_id=run.pk, sleep=lambda seconds: None)
+        run.refresh_from_db()
+        assert run.status == RunStatus.FAILED
+        assert [c.status for c in run.conversations.order_by("response__instruction")] == [
+            ConversationStatus.DONE,
+            ConversationStatus.FAILED,
+        ]
+        return run
+
+    return judged_halfway
+
+
+def test_run_again_over_labels_a_later_run_wrote_says_so_and_needs_the_box(
+    client, researcher, halfway, django_capture_on_commit_callbacks
+):
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(3, 2), systems=("a",))
+    judge = make_judge(name="fake-judge", backend="fake", **PRICE)
+    earlier = halfway(judge, benchmark, systems)
+    later = judge_run_create(config=judge, benchmark=benchmark, systems=systems)
+    judge_run_execute(run_id=later.pk)  # judges both responses, the one `earlier` left too
+    labels = _labels(judge)
+    cost = engine_run_estimate(run=earlier.engine_run).cost_usd
+    warning = (
+        f"1 of 1 responses already have labels from this judge (run #{later.pk}); starting "
+        f"replaces them and costs about {usd(cost)}."
+    )
+    client.force_login(researcher)
+    again = reverse("judge:run-resume", args=[earlier.pk])
+
+    detail = client.get(reverse("judge:run-detail", args=[earlier.pk]))
+    shown = re.search(r'<p class="error" role="alert" id="replace-warning">(.*?)</p>', detail.text)
+    assert shown and shown.group(1).startswith(warning)
+    form = detail.text[detail.text.index(again) :].split("</form>")[0]
+    assert 'name="replace"' in form and "Replace earlier labels" in form
+    before = _rows()
+    with django_capture_on_commit_callbacks(execute=False) as started:
+        refused = client.post(again, {"spending_cap_usd": "7"})
+
+    assert refused.status_code == 400 and started == [] and _rows() == before
+    assert warning in refused.text and "Nothing was started" in refused.text
+    earlier.engine_run.refresh_from_db()
+    assert earlier.engine_run.status == "failed" and earlier.engine_run.spending_cap_usd is None
+    assert _labels(judge) == labels
+
+    with django_capture_on_commit_callbacks(execute=False) as started:
+        confirmed = client.post(again, {"replace": "on"})
+    assert confirmed.status_code == 302 and len(started) == 1
+
+
+def test_run_again_of_a_run_nobody_else_judged_asks_nothing(
+    client, researcher, halfway, django_capture_on_commit_callbacks
+):
+    """Its own answers so far are not labels it would replace: it only fills in the rest."""
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(3, 2), systems=("a",))
+    judge = make_judge(name="fake-judge", backend="fake", **PRICE)
+    run = halfway(judge, benchmark, systems)
+    assert _labels(judge)  # the conversation it finished
+    client.force_login(researcher)
+
+    detail = client.get(reverse("judge:run-detail", args=[run.pk]))
+    with django_capture_on_commit_callbacks(execute=False) as started:
+        again = client.post(reverse("judge:run-resume", args=[run.pk]))
+
+    form = detail.text[detail.text.index(reverse("judge:run-resume", args=[run.pk])) :]
+    assert 'id="replace-warning"' not in detail.text and "already have labels" not in detail.text
+    assert 'name="replace"' not in form.split("</form>")[0]  # no box to tick either
+    assert again.status_code == 302 and len(started) == 1
+
+
+def test_the_engine_run_page_and_the_api_ask_the_same_of_run_again(
+    client, researcher, halfway, django_capture_on_commit_callbacks
+):
+    """The judge run's engine run ("Live progress, calls and cost") has a Run again of its own,
+    and so has the API (POST /api/engine/runs/<id>/resume/)."""
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(3, 2), systems=("a",))
+    judge = make_judge(name="fake-judge", backend="fake", **PRICE)
+    earlier = halfway(judge, benchmark, systems)
+    later = judge_run_create(config=judge, benchmark=benchmark, systems=systems)
+    judge_run_execute(run_id=later.pk)
+    labels = _labels(judge)
+    said = f"1 of 1 responses already have labels from this judge (run #{later.pk}); starting"
+    client.force_login(researcher)
+    api = reverse("api-engine-run-resume", args=[earlier.engine_run_id])
+    before = _rows()
+
+    page = client.get(reverse("engine:run-detail", args=[earlier.engine_run_id]))
+    with django_capture_on_commit_callbacks(execute=False) as started:
+        on_page = client.post(reverse("engine:run-resume", args=[earlier.engine_run_id]))
+        by_api = client.post(api, {}, content_type="application/json")
+
+    shown = re.search(r'<p class="error" role="alert" id="replace-warning">(.*?)</p>', page.text)
+    assert shown and shown.group(1).startswith(said) and 'name="replace"' in page.text
+    assert on_page.status_code == 400 and said in on_page.text
+    assert by_api.status_code == 400 and by_api.json()["field"] == "replace"
+    assert by_api.json()["detail"].startswith(said)
+    assert started == [] and _rows() == before and _labels(judge) == labels
+
+    with django_capture_on_commit_callbacks(execute=False) as started:
+        confirmed = client.post(api, {"replace": True}, content_type="application/json")
+    assert confirmed.status_code == 202, confirmed.content
+    assert len(started) == 1
+
+
+def test_the_command_says_what_run_again_replaces(capsys, halfway):
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(3, 2), systems=("a",))
+    judge = make_judge(name="fake-judge", backend="fake", **PRICE)
+    earlier = halfway(judge, benchmark, systems)
+    lone = ["--run", str(earlier.pk), "--dry-run"]
+    call_command("judge", *lone)
+    assert "already have labels" not in capsys.readouterr().out  # its own answers only
+    later = judge_run_create(config=judge, benchmark=benchmark, systems=systems)
+    judge_run_execute(run_id=later.pk)
+
+    call_command("judge", *lone)
+
+    assert (
+        capsys.readouterr()
+        .out.splitlines()[1]
+        .startswith(
+            f"1 of 1 responses already have labels from this judge (run #{later.pk}); starting "
+            "replaces them"
+        )
+    )

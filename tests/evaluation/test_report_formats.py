@@ -18,6 +18,7 @@ from evaluation.report_formats import (
     report_markdown,
     table_csv,
     table_json,
+    table_markdown,
 )
 from tests.evaluation.report_sample import empty_report, sample_report
 from tests.latex import assert_latex_compiles, needs_pdflatex
@@ -480,3 +481,26 @@ def test_table_4_says_why_a_cost_time_acc_or_pld_is_n_a_only_where_one_is():
     markdown = _markdown_sections(report_markdown(report))[TABLE_TITLES["sources"]]
     assert markdown.endswith(f"\n\n{acc_note}\n\n{pld_note}\n")
     assert "Cost or time n/a" not in caption + markdown
+
+
+@pytest.mark.parametrize(
+    ("table", "group"),
+    [("constraints", "constraint type"), ("domains", "domain"), ("hard_domains", "domain")],
+)
+def test_markdown_drfr_breakdowns_say_why_a_drfr_is_n_a_only_where_one_is(table, group):
+    """DRFR per constraint type, per domain and per Hard-set domain printed a bare n/a for a
+    DRFR with no questions: a note under that table says why, as the LaTeX DRFR caption does."""
+    note = f"n/a: the source answered none of the model's questions in that {group}."
+    report = sample_report()
+    for name in ("constraints", "domains", "hard_domains"):  # the sample has one n/a: drop it
+        report[name] = [row for row in report[name] if row["drfr"] is not None]
+    assert "the source answered none" not in report_markdown(report)
+
+    report[table][0].update(drfr=None, yes=0, questions=0)
+    markdown = table_markdown(report, table)
+    whole = report_markdown(report)
+
+    assert "| n/a | 0 | 0 |" in markdown
+    assert markdown.endswith(f" |\n\n{note}\n")
+    assert whole.count("the source answered none") == 1  # under that table only
+    assert whole.index(TABLE_TITLES[table]) < whole.index(note)

@@ -374,6 +374,26 @@ def engine_run_has_work_left(*, run: EngineRun) -> bool:
     return protocol is None or bool(_missing_keys(run, protocol)[1])
 
 
+def engine_run_again_warning(*, run: EngineRun) -> str:
+    """What running `run` again would overwrite that another run wrote, as its protocol says
+    it (optional hook `again_warning`: a judge run after a later run of its judge labelled its
+    responses); "" when nothing, or when its kind has no such hook."""
+    protocol = _protocol_or_none(run.kind)
+    if protocol is None or not hasattr(protocol, "again_warning"):
+        return ""
+    return protocol.again_warning(run)
+
+
+def engine_run_check_again(*, run: EngineRun, replace: bool) -> None:
+    """Refuse (an AnnotateError naming the field "replace") to run `run` again over what
+    `engine_run_again_warning` names unless `replace` confirms it (optional hook
+    `check_again`). Every Run again (the run pages, the API) calls it in the transaction that
+    starts the run, which the refusal rolls back."""
+    protocol = _protocol_or_none(run.kind)
+    if protocol is not None and hasattr(protocol, "check_again"):
+        protocol.check_again(run, replace=replace)
+
+
 def _already_started(run: EngineRun) -> str:
     doing = "running already" if run.status == RunStatus.RUNNING else "starting already"
     return (

@@ -88,13 +88,19 @@ class Command(BaseCommand):
 
     def _resume(self, options) -> None:
         run = judge_run_get(run_id=options["run"])
+        # What is left may overwrite a later run's labels: said as for a new run, and done.
+        warning = judge_run_replace_warning(run=run)
         if options["dry_run"]:
             estimate = engine_run_estimate(run=run.engine_run)
             self.stdout.write(dry_run_line(estimate, units=UNITS, run_id=run.pk))
+            if warning:
+                self.stdout.write(warning)
             return
         told = resume_here(options["spending_cap"], run=run.engine_run, run_id=run.pk)
         if told:
             self.stdout.write(told)
+        if warning:
+            self.stdout.write(warning)
         self._execute(run)
 
     def _create(self, options):
