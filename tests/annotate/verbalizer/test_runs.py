@@ -550,7 +550,7 @@ def test_a_refusal_beside_its_field_does_not_name_the_command_line_option(
 def test_the_set_page_shows_a_runs_cost_in_dollars_and_cents(
     client, researcher, two_items, cost, shown
 ):
-    """ "$0.000000" beside every run: the set page shows costs as the InFoBench report does
+    """ "$0.000000" beside every run: the set page shows costs as the run pages show costs
     (two decimals, halves up), and a cost under a cent by its first two significant digits,
     not as nothing."""
     from decimal import Decimal
