@@ -257,8 +257,13 @@ def _in_order(values: Iterable[str]) -> list[str]:
 
 
 # Said in the DRFR table's caption where a cell is n/a: the leaderboard has a row only where the
-# source answered some question of the system in that subset (evaluation.services.reports).
-LEADERBOARD_NA_NOTE = "n/a: the source answered none of the model's questions in that set."
+# report's UNKNOWN convention counted some label of the source on the system in that subset
+# (evaluation.services.reports): under "exclude", the default, a source that answered only
+# UNKNOWN there has no row either, so "answered none" was untrue of it.
+LEADERBOARD_NA_NOTE = (
+    "n/a: the DRFR counted none of the source's answers to the model's questions in that set "
+    "(it answered none, or only UNKNOWN where UNKNOWN is left out)."
+)
 
 
 def _latex_leaderboard(report: dict) -> str:

@@ -451,7 +451,7 @@ def test_latex_drfr_caption_says_why_a_cell_is_n_a():
     report["leaderboard"].remove(gone)
     latex = report_latex(report)
     caption = _latex_caption(latex, "tab:drfr")
-    assert caption.endswith(" n/a: the source answered none of the model's questions in that set.")
+    assert caption.endswith(f" {LEADERBOARD_NA_NOTE}")
     assert f" & {latex_escape(gone['system'])} & n/a & " in latex
 
 
