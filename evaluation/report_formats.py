@@ -257,14 +257,20 @@ def _in_order(values: Iterable[str]) -> list[str]:
 
 
 def drfr_na_note(group: str) -> str:
-    """Why a DRFR is n/a: the source answered none of the model's questions in that `group` (a
-    set, a constraint type, a domain), so the ratio has no denominator. One sentence for the
-    LaTeX leaderboard's caption and the notes under the Markdown DRFR breakdowns."""
-    return f"n/a: the source answered none of the model's questions in that {group}."
+    """Why a DRFR is n/a: it counted none of the source's answers to the model's questions in
+    that `group` (a set, a constraint type, a domain): none given, or only UNKNOWN under the
+    "exclude" convention, so the ratio has no denominator. One sentence for the LaTeX
+    leaderboard's caption and the notes under the Markdown DRFR breakdowns."""
+    return (
+        f"n/a: the DRFR counted none of the source's answers to the model's questions in that "
+        f"{group} (it answered none, or only UNKNOWN where UNKNOWN is left out)."
+    )
 
 
 # Said in the DRFR table's caption where a cell is n/a: the leaderboard has a row only where the
-# source answered some question of the system in that subset (evaluation.services.reports).
+# report's UNKNOWN convention counted some label of the source on the system in that subset
+# (evaluation.services.reports): under "exclude", the default, a source that answered only
+# UNKNOWN there has no row either, so "answered none" alone was untrue of it.
 LEADERBOARD_NA_NOTE = drfr_na_note("set")
 
 # The Markdown tables of DRFR per group, by what their rows group by, for the note under one

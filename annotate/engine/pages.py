@@ -47,7 +47,7 @@ from annotate.engine.services.runs import (
 )
 from annotate.errors import AnnotateError
 from annotate.http import form_refusal
-from annotate.templatetags.money import usd
+from annotate.templatetags.money import usd_at_most
 
 T = TypeVar("T")
 
@@ -220,7 +220,7 @@ def run_again_cost(run: EngineRun) -> RunAgainCost | None:
         f"{engine_run_unit_name(run=run).capitalize()} left: {estimate.units}; "
         f"{estimate.calls} call{pluralize(estimate.calls)}, about {estimate.prompt_tokens} "
         f"prompt tokens and at most {estimate.completion_tokens} completion tokens: "
-        f"at most {usd(estimate.cost_usd)}."
+        f"at most {usd_at_most(estimate.cost_usd)}."
     )
     return RunAgainCost(estimate.cost_usd, question)
 

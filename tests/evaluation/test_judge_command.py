@@ -8,7 +8,7 @@ from django.core.management import CommandError, call_command
 from annotate.engine.models import EngineRun
 from annotate.engine.services import engine_run_estimate
 from annotate.models import Annotator, AnnotatorKind, Label, System
-from annotate.templatetags.money import usd
+from annotate.templatetags.money import usd_at_most
 from evaluation.models import JudgeConfig, JudgeRun, RunStatus
 from evaluation.services.judge_configs import judge_config_create
 from evaluation.services.judge_runs import judge_run_create
@@ -137,7 +137,7 @@ def test_judge_command_dry_run_prints_the_estimate_and_keeps_nothing(capsys):
     assert out == (
         "Dry run (nothing sent, no run kept): 4 conversations to judge (0 done already), "
         f"10 calls, about {estimate.prompt_tokens} prompt + at most 50 completion tokens, "
-        f"at most {usd(estimate.cost_usd)}.\n"
+        f"at most {usd_at_most(estimate.cost_usd)} (${estimate.cost_usd}).\n"
     )
     call_command("judge", "--run", str(run.pk), "--dry-run")  # what a resume would still do
     assert f"Run {run.pk} (dry run, nothing sent): 4 conversations" in capsys.readouterr().out

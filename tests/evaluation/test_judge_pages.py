@@ -17,7 +17,7 @@ from annotate.engine.services import (
     engine_runs_reap,
 )
 from annotate.models import Label
-from annotate.templatetags.money import usd
+from annotate.templatetags.money import usd, usd_at_most
 from evaluation.models import JudgeRun, RunStatus
 from evaluation.services.judge_runs import judge_run_create, judge_run_mark_started
 from tests.annotate.engine.conftest import again_total, start_confirmed
@@ -108,7 +108,7 @@ def test_the_estimate_shows_what_the_run_would_call_and_cost_and_keeps_nothing(c
     shown = page.text[page.text.index('id="estimate"') :]
     assert f"{expected.units} conversations to judge (0 done already), 10 calls" in shown
     assert f"about {expected.prompt_tokens} prompt tokens" in shown
-    assert f"at most 50 completion tokens: at most {usd(expected.cost_usd)}" in shown
+    assert f"at most 50 completion tokens: at most {usd_at_most(expected.cost_usd)}" in shown
     said = shown[: shown.index("</p>")]  # the button keeps the exact total it confirms
     assert str(expected.cost_usd) not in said  # "$0.10", not the six stored decimals
     # The form keeps what was typed, ready for Start.

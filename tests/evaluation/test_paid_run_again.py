@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from annotate.engine.models import Endpoint, EngineRun, RunStatus
 from annotate.engine.services import engine_run_estimate, engine_run_stop
-from annotate.templatetags.money import usd
+from annotate.templatetags.money import usd_at_most
 from evaluation.services.judge_configs import judge_config_create
 from evaluation.services.judge_runs import judge_run_create
 from tests.annotate.engine.conftest import again_total, make_endpoint
@@ -81,7 +81,7 @@ def test_run_again_on_a_paid_endpoint_asks_with_the_cost_and_sends_it(
     assert estimate.units > 0 and again_total(page) == str(estimate.cost_usd)
     button = page[page.index('id="run-again"') :].split(">")[0]
     assert "data-confirm=" in button and "a paid API?" in unescape(button)
-    assert f"at most {usd(estimate.cost_usd)}." in unescape(button)
+    assert f"at most {usd_at_most(estimate.cost_usd)}." in unescape(button)
 
     with django_capture_on_commit_callbacks(execute=False) as started:
         unconfirmed = client.post(run_page.resume, {"spending_cap_usd": "9"})
@@ -141,7 +141,7 @@ def test_the_progress_json_gives_run_again_its_total_once_the_run_has_ended(
     progress = client.get(reverse("engine:run-progress", args=[run_page.run.pk])).json()
     estimate = engine_run_estimate(run=run_page.run)
     assert progress["again_confirm"]["total"] == str(estimate.cost_usd)
-    assert f"at most {usd(estimate.cost_usd)}." in progress["again_confirm"]["question"]
+    assert f"at most {usd_at_most(estimate.cost_usd)}." in progress["again_confirm"]["question"]
     EngineRun.objects.filter(pk=run_page.run.pk).update(
         status=RunStatus.RUNNING, heartbeat=timezone.now()
     )

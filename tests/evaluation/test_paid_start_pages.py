@@ -9,7 +9,7 @@ import pytest
 from django.urls import reverse
 
 from annotate.engine.models import Endpoint, EngineRun
-from annotate.templatetags.money import usd
+from annotate.templatetags.money import usd_at_most
 from annotate.verbalizer.services.sets import evaluation_set_create
 from evaluation.services.judge_configs import judge_config_create
 from tests.annotate.engine.conftest import make_endpoint, make_instructions
@@ -84,7 +84,10 @@ def test_start_on_a_paid_endpoint_shows_the_total_first_and_starts_once_it_is_co
     estimate, confirm = asked.context["estimate"], asked.context["confirm"]
     assert estimate.units > 0 and estimate.cost_usd > 0 and confirm.total == estimate.cost_usd
     button = f'name="{confirm.field}" value="{estimate.cost_usd}" id="start-run"'
-    assert button in asked.text and f"Start for {usd(estimate.cost_usd)}</button>" in asked.text
+    assert (
+        button in asked.text
+        and f"Start for {usd_at_most(estimate.cost_usd)}</button>" in asked.text
+    )
     assert "nothing was started" in asked.text
     form_name, field, typed = page.typed
     assert asked.context[form_name][field].value() == typed  # what the user typed is kept
@@ -111,7 +114,7 @@ def test_a_stale_total_is_refused_with_the_new_one_and_nothing_starts(
     assert refused.status_code == 200 and not EngineRun.objects.exists()
     assert new.total == refused.context["estimate"].cost_usd and new.total > old.total
     assert new.stale == old.total
-    shown = f"The estimate changed since you confirmed {usd(old.total)}: it is now {usd(new.total)}"
+    shown = f"The estimate changed since you confirmed {usd_at_most(old.total)}: it is now {usd_at_most(new.total)}"
     assert shown in refused.text
     assert f'value="{new.value}" id="start-run"' in refused.text
 
@@ -129,7 +132,7 @@ def test_the_estimate_button_on_a_paid_endpoint_offers_start_for_its_total(
     confirm = shown.context["confirm"]
     assert shown.status_code == 200 and not EngineRun.objects.exists()
     assert not confirm.asked and confirm.total == shown.context["estimate"].cost_usd
-    assert f"Start for {usd(confirm.total)}</button>" in shown.text
+    assert f"Start for {usd_at_most(confirm.total)}</button>" in shown.text
 
 
 @PAGES

@@ -452,7 +452,7 @@ def test_latex_drfr_caption_says_why_a_cell_is_n_a():
     report["leaderboard"].remove(gone)
     latex = report_latex(report)
     caption = _latex_caption(latex, "tab:drfr")
-    assert caption.endswith(" n/a: the source answered none of the model's questions in that set.")
+    assert caption.endswith(f" {LEADERBOARD_NA_NOTE}")
     assert f" & {latex_escape(gone['system'])} & n/a & " in latex
 
 
@@ -490,11 +490,14 @@ def test_table_4_says_why_a_cost_time_acc_or_pld_is_n_a_only_where_one_is():
 def test_markdown_drfr_breakdowns_say_why_a_drfr_is_n_a_only_where_one_is(table, group):
     """DRFR per constraint type, per domain and per Hard-set domain printed a bare n/a for a
     DRFR with no questions: a note under that table says why, as the LaTeX DRFR caption does."""
-    note = f"n/a: the source answered none of the model's questions in that {group}."
+    note = (
+        f"n/a: the DRFR counted none of the source's answers to the model's questions in that "
+        f"{group} (it answered none, or only UNKNOWN where UNKNOWN is left out)."
+    )
     report = sample_report()
     for name in ("constraints", "domains", "hard_domains"):  # the sample has one n/a: drop it
         report[name] = [row for row in report[name] if row["drfr"] is not None]
-    assert "the source answered none" not in report_markdown(report)
+    assert "the DRFR counted none" not in report_markdown(report)
 
     report[table][0].update(drfr=None, yes=0, questions=0)
     markdown = table_markdown(report, table)
@@ -502,5 +505,5 @@ def test_markdown_drfr_breakdowns_say_why_a_drfr_is_n_a_only_where_one_is(table,
 
     assert "| n/a | 0 | 0 |" in markdown
     assert markdown.endswith(f" |\n\n{note}\n")
-    assert whole.count("the source answered none") == 1  # under that table only
+    assert whole.count("the DRFR counted none") == 1  # under that table only
     assert whole.index(TABLE_TITLES[table]) < whole.index(note)

@@ -56,6 +56,7 @@ def test_researcher_sees_every_table_of_the_report(researcher_client, bench):
     assert "<td>3 crowd workers</td>" in kappa and "<td>3 experts</td>" in kappa
     assert "crowds" not in kappa
     assert reverse("reports:figure", args=[bench.pk, "constraints", "svg"]) in page
+    assert "95% bootstrap over instructions, 1,000 resamples, seed 0." in page
 
 
 def test_a_drfr_without_an_interval_shows_no_empty_brackets(researcher_client, bench):

@@ -95,6 +95,30 @@ def test_the_three_unknown_conventions_on_a_conversation_stopped_early(bench):
     assert counts == {"exclude": (2, 3), "no": (2, 5), "official": (2, 4)}
 
 
+def test_a_source_that_answered_only_unknown_is_n_a_where_unknown_is_left_out(bench):
+    """The DRFR table's caption said an n/a cell's source "answered none" of the model's
+    questions: the judge answered every question of beta in the Easy Set, all UNKNOWN, and the
+    default convention (exclude) counts none of them. The official one counts them as NO."""
+    from evaluation.report_formats import report_latex
+
+    Label.objects.filter(
+        annotator__name="judge",
+        response__system__name="beta",
+        response__instruction__subset=Subset.EASY,
+    ).update(value=LabelValue.UNKNOWN)
+    report = report_build(scope=OPERATOR, benchmark=bench, unknown="exclude", n_resamples=10)
+    assert not _rows(report, "leaderboard", source="judge", system="beta", subset="easy")
+    latex = report_latex(report)
+    assert " & beta & n/a & " in latex  # the judge's row: every other source counted beta
+    assert latex.count(
+        "n/a: the DRFR counted none of the source's answers to the model's questions in that "
+        "set (it answered none, or only UNKNOWN where UNKNOWN is left out)."
+    ) == 1  # fmt: skip
+    official = report_build(scope=OPERATOR, benchmark=bench, unknown="official", n_resamples=10)
+    row = _one(official, "leaderboard", source="judge", system="beta", subset="easy")
+    assert row["drfr"] == 0.0 and row["questions"] > 0
+
+
 def test_official_convention_in_kappa_counts_every_answered_label(bench):
     report = report_build(scope=OPERATOR, benchmark=bench, unknown="official", n_resamples=10)
     # Every expert label is present: the official ratio equals "no" here, and expert-3's

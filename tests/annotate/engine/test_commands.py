@@ -350,3 +350,19 @@ def test_ctrl_c_keeps_the_calls_already_answered_on_the_run(stub):
     if run.status == RunStatus.CANCELLED:  # a done run has nothing to go on with
         call_command("generate", "--run", str(run.pk))
     assert len(stub.requests) == 8
+
+
+def test_the_dry_run_line_rounds_its_worst_case_up_and_gives_it_exactly():
+    """Half up it read "at most $0.67" for $0.674120, and a cap set from it stopped the run;
+    scripts that parse the line read the exact amount in brackets."""
+    from annotate.engine.management.commands._run_options import dry_run_line
+    from annotate.engine.services import RunEstimate
+
+    estimate = RunEstimate(
+        units=3, units_done_before=1, calls=3, prompt_tokens=37, completion_tokens=150,
+        cost_usd=Decimal("0.674120"),
+    )  # fmt: skip
+    assert dry_run_line(estimate, units="responses to generate") == (
+        "Dry run (nothing sent, no run kept): 3 responses to generate (1 done already), "
+        "3 calls, about 37 prompt + at most 150 completion tokens, at most $0.68 ($0.674120)."
+    )

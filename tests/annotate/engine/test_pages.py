@@ -21,7 +21,7 @@ from annotate.engine.services.generation import (
     generation_run_create,
 )
 from annotate.models import Benchmark, Instruction, Response, System
-from annotate.templatetags.money import usd
+from annotate.templatetags.money import usd_at_most
 from tests.annotate.engine.conftest import (
     ENDPOINT_FORM,
     again_total,
@@ -956,7 +956,7 @@ def test_a_price_edited_between_the_check_and_the_start_starts_nothing_and_asks_
     assert not EngineRun.objects.exists() and stub.requests == []
     confirm = refused.context["confirm"]
     assert confirm.stale == asked.total and confirm.total > asked.total  # the new price's
-    assert f"it is now {usd(confirm.total)}" in refused.text
+    assert f"it is now {usd_at_most(confirm.total)}" in refused.text
 
 
 @pytest.mark.django_db
@@ -1048,6 +1048,10 @@ def test_the_run_pages_show_money_in_dollars_and_cents(researcher_client):
     EngineRun.objects.filter(pk=run.pk).update(cost_usd=0, possibly_billed_usd=0)
     page = researcher_client.get(reverse("engine:run-detail", args=[run.pk])).content.decode()
     assert '<span id="run-cost">$0.00</span>' in page  # nothing spent: "$0.00", not a tiny amount
+    # A cap is an upper bound: rounded up, as the estimates, never shown below what it allows.
+    EngineRun.objects.filter(pk=run.pk).update(spending_cap_usd=Decimal("0.674"))
+    page = researcher_client.get(reverse("engine:run-detail", args=[run.pk])).content.decode()
+    assert "(cap $0.68, counting both)" in page
 
 
 @pytest.mark.parametrize("off_by", [timedelta(days=1), -timedelta(days=1)], ids=["ahead", "behind"])
@@ -1098,3 +1102,29 @@ def test_a_run_whose_results_were_not_all_recorded_is_shown_failed_everywhere(
     assert "LookupError: its judge run was deleted" in page
     api = researcher_client.get(reverse("api-engine-run", args=[run.pk])).json()
     assert api["status"] == RunStatus.FAILED and "recording its results" in api["error"]
+
+
+def test_the_estimate_and_its_start_button_show_the_worst_case_rounded_up():
+    """A worst case of $0.674120 read "at most $0.67" and "Start for $0.67" (half up): a cap
+    set from it stopped the run. Both round up; the button still sends the exact total."""
+    from decimal import Decimal
+
+    from django.template.loader import render_to_string
+
+    from annotate.engine.pages import StartConfirmation
+    from annotate.engine.services import RunEstimate
+
+    total = Decimal("0.674120")
+    estimate = RunEstimate(
+        units=3, units_done_before=0, calls=3, prompt_tokens=37, completion_tokens=150,
+        cost_usd=total,
+    )  # fmt: skip
+    confirm = StartConfirmation(total, "confirm_total", asked=True, stale=Decimal("0.671"))
+    context = {"estimate": estimate, "confirm": confirm, "units": "responses to generate"}
+    shown = render_to_string("engine/run_estimate.html", context)
+    assert "completion tokens: at most $0.68.</p>" in shown
+    assert "since you confirmed $0.68: it is now $0.68 (exactly $0.671 then, $0.674120 now)" in (
+        shown
+    )
+    button = render_to_string("engine/run_start_button.html", {"confirm": confirm})
+    assert 'value="0.674120" id="start-run">Start for $0.68</button>' in button

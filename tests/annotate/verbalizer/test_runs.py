@@ -7,7 +7,7 @@ from django.core.management import CommandError, call_command
 from django.utils.html import escape
 
 from annotate.engine.models import EngineCall, EngineRun
-from annotate.templatetags.money import usd
+from annotate.templatetags.money import usd_at_most
 from annotate.verbalizer.models import ModelAnswer, SystemRun
 from annotate.verbalizer.services.sets import evaluation_set_create
 from tests.annotate.engine.conftest import endpoint_with_unset_key, make_endpoint, start_confirmed
@@ -74,6 +74,26 @@ def test_the_command_takes_a_spending_cap_and_a_dry_run(stub, two_items, capsys)
     run = EngineRun.objects.get()
     assert run.spending_cap_usd == worst / 2 and 0 < run.cost_usd <= run.spending_cap_usd
     assert 0 < ModelAnswer.objects.count() == len(stub.requests) < 4
+
+
+def test_a_cap_set_from_the_dry_runs_worst_case_lets_the_run_finish(stub, two_items, capsys):
+    """The dry run said "at most $0.22" for a worst case of $0.223440 (rounded half up), and a
+    run capped at that figure was stopped by the cap before its last prompt."""
+    from decimal import Decimal
+
+    stub.responder = first_word
+    stub.usage = False  # each call then costs its worst case: the engine's count, no reply price
+    make_endpoint(
+        stub.base_url, name="e", price_prompt_per_1k="0.98", price_completion_per_1k="0",
+        max_tokens=5,
+    )  # fmt: skip
+    command = ["verbalizer_run", "--set", "s", "--system", "m", "--endpoint", "e"]
+    call_command(*command, "--dry-run")
+    shown = re.search(r"at most \$(\d+\.\d+)", capsys.readouterr().out).group(1)
+    call_command(*command, "--spending-cap", shown)
+    run = EngineRun.objects.get()
+    assert (run.status, run.units_done) == ("done", 4)
+    assert Decimal("0.22") < run.cost_usd <= run.spending_cap_usd == Decimal(shown)
 
 
 def test_the_estimate_counts_the_prompts_the_run_then_sends(stub, two_items):
@@ -216,7 +236,7 @@ def test_set_page_estimates_a_run_keeps_nothing_and_keeps_the_form(
     assert made.engine_run.spending_cap_usd == Decimal("0.5")
     shown = " ".join(page.text[page.text.index('id="estimate"') :].split())
     assert f"4 prompts to answer (0 done already), 4 calls, about {expected.prompt_tokens}" in shown
-    assert f"at most {usd(expected.cost_usd)}" in shown
+    assert f"at most {usd_at_most(expected.cost_usd)}" in shown
 
 
 def test_the_engine_run_page_names_the_system_and_set_and_links_to_the_report(
@@ -530,7 +550,7 @@ def test_a_refusal_beside_its_field_does_not_name_the_command_line_option(
 def test_the_set_page_shows_a_runs_cost_in_dollars_and_cents(
     client, researcher, two_items, cost, shown
 ):
-    """ "$0.000000" beside every run: the set page shows costs as the InFoBench report does
+    """ "$0.000000" beside every run: the set page shows costs as the run pages show costs
     (two decimals, halves up), and a cost under a cent by its first two significant digits,
     not as nothing."""
     from decimal import Decimal

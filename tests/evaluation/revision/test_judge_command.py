@@ -10,7 +10,7 @@ from django.utils import timezone
 from annotate.engine.models import EngineRun
 from annotate.engine.services import engine_run_estimate
 from annotate.revision.models import Turn
-from annotate.templatetags.money import usd
+from annotate.templatetags.money import usd_at_most
 from evaluation.revision.judges import judge_run_prepare
 from evaluation.revision.models import RevisionJudgeRun
 from tests.annotate.engine.conftest import dollar_a_thousand
@@ -52,7 +52,7 @@ def test_the_dry_run_prints_the_estimate_and_keeps_nothing(tmp_path, capsys):
     assert capsys.readouterr().out == (
         "Dry run (nothing sent, no run kept): 6 turns to label (0 done already), 6 calls, "
         f"about {estimate.prompt_tokens} prompt + at most 600 completion tokens, "
-        f"at most {usd(estimate.cost_usd)}.\n"
+        f"at most {usd_at_most(estimate.cost_usd)} (${estimate.cost_usd}).\n"
     )
 
 

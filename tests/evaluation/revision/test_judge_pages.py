@@ -10,7 +10,7 @@ from django.utils import timezone
 from annotate.engine.models import EngineRun
 from annotate.engine.services import engine_background_wait, engine_run_estimate
 from annotate.revision.models import Study
-from annotate.templatetags.money import usd
+from annotate.templatetags.money import usd_at_most
 from evaluation.revision.judges import judge_run_prepare, rating_split
 from evaluation.revision.models import RevisionJudgeRun, RevisionPrediction
 from evaluation.revision.reports import revision_report_build
@@ -142,7 +142,10 @@ def test_the_estimate_shows_what_the_run_would_call_and_cost_and_keeps_nothing(
     words = ("turn to label", "call") if units == 1 else ("turns to label", "calls")
     assert f"{units} {words[0]} (0 done already), {units} {words[1]}," in shown
     assert f"about {expected.prompt_tokens} prompt tokens" in shown
-    assert f"at most {100 * units} completion tokens: at most {usd(expected.cost_usd)}" in shown
+    assert (
+        f"at most {100 * units} completion tokens: at most {usd_at_most(expected.cost_usd)}"
+        in shown
+    )
     bound = page.context["form"]  # the form keeps what was typed, ready for Start
     assert bound["spending_cap_usd"].value() == "3" and 'value="3"' in page.text
     if form:

@@ -11,6 +11,7 @@ def test_report_page_figures_downloads_and_api(client, researcher, with_humans):
     assert page.status_code == 200
     assert b"unnatural flipped golden, CoT" in page.content
     assert b"-0.500" in page.content  # Fleiss' kappa of the people
+    assert b"(1,000 resamples, seed 0)" in page.content  # grouped, as the Markdown says it
     svg = client.get(reverse("verbalizer-reports:figure", args=[set_id, "groups", "svg"]))
     assert svg["Content-Type"] == "image/svg+xml" and b"human" in svg.content
     csv = client.get(reverse("verbalizer-reports:download", args=[set_id, "csv"]))

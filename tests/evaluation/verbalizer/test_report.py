@@ -6,12 +6,13 @@ import pytest
 from django.core import checks
 from django.core.management import ManagementUtility, call_command
 
-from annotate.models import System
+from annotate.models import Annotator, System
 from annotate.verbalizer.models import SystemRun
 from annotate.verbalizer.services.sets import evaluation_set_create
 from evaluation.report_formats import markdown_escape
 from evaluation.verbalizer.formats import report_as
 from evaluation.verbalizer.report import verbalizer_report
+from tests.annotate.verbalizer.helpers import fill
 from tests.evaluation.verbalizer.conftest import answer
 from tests.latex import assert_latex_compiles, needs_pdflatex
 
@@ -773,11 +774,6 @@ def test_the_intervals_state_the_bootstrap_resamples_and_seed_from_the_settings(
     """The exports showed 95% intervals without their resamples and seed, so nobody could draw
     them again; they are the settings' (REPORT_BOOTSTRAP_RESAMPLES, _SEED), as in the InFoBench
     and KIWI reports, and the Markdown and LaTeX say them under each table with intervals."""
-    from evaluation.stats.bootstrap import mean_ratio_ci
-    from evaluation.stats.kappa import kappa_ci
-    from evaluation.verbalizer import report as report_module
-    from evaluation.verbalizer import scoring
-
     report = verbalizer_report(evaluation_set=with_humans)
     assert report["bootstrap"] == {"resamples": 1000, "seed": 0, "level": 0.95}
     rows_note = (
@@ -794,16 +790,57 @@ def test_the_intervals_state_the_bootstrap_resamples_and_seed_from_the_settings(
     assert "{\\footnotesize 95\\% CI: percentile bootstrap over items, an item's" in latex
 
     settings.REPORT_BOOTSTRAP_RESAMPLES, settings.REPORT_BOOTSTRAP_SEED = 200, 7
-    with (
-        mock.patch.object(report_module, "kappa_ci", wraps=kappa_ci) as kappas,
-        mock.patch.object(scoring, "mean_ratio_ci", wraps=mean_ratio_ci) as accuracies,
-    ):
-        report = verbalizer_report(evaluation_set=with_humans)
+    report = verbalizer_report(evaluation_set=with_humans)
     assert report["bootstrap"] == {"resamples": 200, "seed": 7, "level": 0.95}
-    for drawn in (kappas, accuracies):
-        assert {call.kwargs["n_resamples"] for call in drawn.call_args_list} == {200}
     assert "(200 resamples, seed 7)" in report_as(report, "md")
     assert "(200 resamples, seed 7)" in report_as(report, "latex", "agreement")
+
+
+def _intervals(evaluation_set) -> tuple[list, list]:
+    """The accuracy intervals of every row and the kappa intervals of the set's report."""
+    report = verbalizer_report(evaluation_set=evaluation_set)
+    rows = [(r["ci_strict"], r["ci_lenient"]) for r in report["rows"] + report["groups"]]
+    kappas = [(r["ci_low"], r["ci_high"]) for r in report["agreement"]]
+    return rows, kappas
+
+
+def test_the_intervals_are_drawn_with_the_bootstrap_seed_and_resamples_of_the_settings(
+    db, settings
+):
+    """The report printed the settings' seed and resamples beside intervals it could have drawn
+    otherwise: its accuracy and kappa intervals change with REPORT_BOOTSTRAP_SEED and
+    REPORT_BOOTSTRAP_RESAMPLES. Forty items, a model right on two in three and three people
+    who often disagree, so that the 2.5th and 97.5th percentiles depend on the draws."""
+    from annotate.verbalizer.models import HumanAnswer, HumanStudy, Prompt
+
+    fill("SST-2", [position % 2 == 0 for position in range(1, 41)])
+    wide = evaluation_set_create(
+        name="wide", datasets=["SST-2"], items=40, seed=1, mappings="golden"
+    ).evaluation_set
+    run = SystemRun.objects.create(
+        evaluation_set=wide, system=System.objects.create(name="m1"), endpoint_name="stub"
+    )
+    study = HumanStudy.objects.create(name="h", evaluation_set=wide, answers_per_prompt=3)
+    people = [Annotator.objects.create(name=f"p{k}", kind="expert") for k in range(3)]
+    for prompt in Prompt.objects.filter(evaluation_set=wide).select_related("item"):
+        position, right = prompt.item.position, prompt.item.is_positive
+        answer(run, prompt, "positive" if right == (position % 3 != 0) else "negative")
+        study.prompts.add(prompt)
+        for k, person in enumerate(people):
+            word = "positive" if (position * (k + 2)) % 5 < 2 else "negative"
+            HumanAnswer.objects.create(
+                study=study, prompt=prompt, annotator=person, word=word, seconds=3.0
+            )
+
+    settings.REPORT_BOOTSTRAP_RESAMPLES, settings.REPORT_BOOTSTRAP_SEED = 1000, 0
+    rows, kappas = _intervals(wide)
+    assert rows and kappas and _intervals(wide) == (rows, kappas)  # the same draws each read
+    settings.REPORT_BOOTSTRAP_SEED = 7
+    rows_7, kappas_7 = _intervals(wide)
+    assert rows_7 != rows and kappas_7 != kappas
+    settings.REPORT_BOOTSTRAP_RESAMPLES = 200
+    rows_200, kappas_200 = _intervals(wide)
+    assert rows_200 != rows_7 and kappas_200 != kappas_7
 
 
 def test_an_n_a_kappa_in_latex_says_why(with_humans):

@@ -21,7 +21,7 @@ from annotate.engine.services import (
     engine_run_stopped_by_cap,
 )
 from annotate.errors import AnnotateError
-from annotate.templatetags.money import usd
+from annotate.templatetags.money import usd_at_most
 
 
 def spending_cap(value: str) -> Decimal | None:
@@ -50,12 +50,14 @@ def add_run_cost_arguments(parser: argparse.ArgumentParser) -> None:
 
 def estimate_line(estimate: RunEstimate, *, units: str) -> str:
     """E.g. "3 responses to generate (0 done already), 3 calls, about 37 prompt + at most 150
-    completion tokens, at most $0.67." (`units` says what a unit is; the money as the pages
-    show it, `usd`)."""
+    completion tokens, at most $0.68 ($0.674120)." (`units` says what a unit is). The money as
+    the pages show a worst case, rounded up (`usd_at_most`), then exact in brackets for the
+    scripts that parse the line."""
     return (
         f"{estimate.units} {units} ({estimate.units_done_before} done already), "
         f"{estimate.calls} calls, about {estimate.prompt_tokens} prompt + at most "
-        f"{estimate.completion_tokens} completion tokens, at most {usd(estimate.cost_usd)}."
+        f"{estimate.completion_tokens} completion tokens, "
+        f"at most {usd_at_most(estimate.cost_usd)} (${estimate.cost_usd})."
     )
 
 
