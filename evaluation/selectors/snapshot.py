@@ -47,6 +47,11 @@ _current: ContextVar[_Snapshot | None] = ContextVar("report_read_snapshot", defa
 @contextmanager
 def read_snapshot() -> Iterator[None]:
     """Run the block's reads (reads only) as of one moment (see the module docstring)."""
+    if _current.get() is not None:
+        # Inside a read_snapshot block already: the same snapshot, and no savepoint, from which
+        # PostgreSQL refuses to export it ("cannot export a snapshot from a subtransaction").
+        yield
+        return
     if connection.in_atomic_block:
         with transaction.atomic():
             yield
