@@ -123,6 +123,28 @@ def test_my_tasks_shows_a_blocked_web_account_a_notice_and_no_start_button(clien
     assert not Assignment.objects.filter(annotator=annotator).exists()
 
 
+def test_all_done_shows_a_blocked_web_account_a_notice_and_no_start_button(client, blocked_user):
+    """It offered "Start next task" in the project and a Start button for every other project
+    with work, as the dashboard did before it was given the notice."""
+    user, annotator = blocked_user
+    here = project_with_tasks(instructions=1, systems=2, questions=1, assignments_per_task=1)
+    there = project_with_tasks(instructions=1, systems=2, questions=1, assignments_per_task=1)
+    there.name = "Another project"
+    there.save(update_fields=["name"])
+    done_page = reverse("work:project-done", args=[here.id])
+    client.force_login(UserFactory(username="not-blocked", roles=[ANNOTATOR]))
+    offered = client.get(done_page).text
+    assert "Start next task" in offered and there.name in offered
+    client.force_login(user)
+
+    page = client.get(done_page).text
+
+    assert BLOCKED in page and 'id="blocked-from-new-work"' in page
+    assert "Start next task" not in page and "start-next" not in page
+    assert there.name not in page and "copied answers" not in page
+    assert not Assignment.objects.filter(annotator=annotator).exists()
+
+
 def test_label_word_tasks_shows_a_blocked_web_account_a_notice_and_no_study(
     client, study, blocked_user
 ):
