@@ -614,8 +614,11 @@ def review(request: HttpRequest, publication_id: int) -> HttpResponse:
 
 def bonus_form_context(publication) -> dict:
     """What a review page's bonus forms show: the most a bonus may be, and the terms of its fee
-    (the confirm, built in the browser, prices the amount typed: static/annotate/site.js)."""
+    (the confirm, built in the browser, prices the amount typed: static/annotate/site.js); and
+    the longest feedback its approve and reject forms take (the browser stops the typing there
+    rather than losing a longer reason to the refusal)."""
     return {
+        "feedback_max": review_services.FEEDBACK_MAX_CHARS,
         "bonus_max": review_services.bonus_max_usd(),
         "bonus_fee": bonus_fee_terms(flat_rate=publication.fee_rate),
     }
