@@ -774,7 +774,8 @@ def blocked_message(platform: str) -> str:
             "to the project's or study's other annotators. They get no more tasks, study "
             "prompts or revision sessions here, nor a new instruction in a session in progress "
             "(they are told their account is blocked from new work). No platform "
-            "was told: a web account has none. They can still log in and see their past work; "
+            "was told: a web account has none. They can still log in and see their recent "
+            "assignments and rejected answers (not their studies); "
             "to keep them out altogether, deactivate their user account (Django admin, Users: "
             "Active)."
         )
