@@ -188,9 +188,19 @@ def project_done(request: HttpRequest, project_id: int) -> HttpResponse:
         annotator=annotator, project=project
     ):
         raise NotFoundError("No such project.")
+    submitted = this.submitted if this else 0
+    # As on the dashboard, a blocked person is told so and offered no task, here or in another
+    # project: start_next refuses the claim, and the block ended their claims.
+    if assignment_services.annotator_blocked(annotator):
+        context = {
+            "project": project,
+            "submitted": submitted,
+            "blocked": assignment_services.BLOCKED_FROM_NEW_WORK,
+        }
+        return render(request, "annotate/work/all_done.html", context)
     context = {
         "project": project,
-        "submitted": this.submitted if this else 0,
+        "submitted": submitted,
         "left_here": (this.available if this else 0),
         # Opened by hand (a bookmark, the address typed) while a claimed task is in progress.
         "live_here": this.live_assignment if this else None,

@@ -714,7 +714,14 @@ class AssignmentDecisionApi(AdminApi):
 
     @extend_schema_serializer(component_name="CrowdDecisionInput")
     class InputSerializer(serializers.Serializer):
-        feedback = serializers.CharField(required=False, default="", allow_blank=True)
+        feedback = serializers.CharField(
+            required=False,
+            default="",
+            allow_blank=True,
+            help_text="Approve and reject: what the worker is sent (required to reject), at most "
+            f"{review.FEEDBACK_MAX_CHARS} characters, MTurk's limit, for every platform; longer, "
+            '400 with "field": "feedback", nothing stored or sent. Bonus: its reason.',
+        )
         amount_usd = serializers.DecimalField(
             max_digits=8,
             decimal_places=2,

@@ -614,8 +614,11 @@ def review(request: HttpRequest, publication_id: int) -> HttpResponse:
 
 def bonus_form_context(publication) -> dict:
     """What a review page's bonus forms show: the most a bonus may be, and the terms of its fee
-    (the confirm, built in the browser, prices the amount typed: static/annotate/site.js)."""
+    (the confirm, built in the browser, prices the amount typed: static/annotate/site.js); and
+    the longest feedback its approve and reject forms take (the browser stops the typing there
+    rather than losing a longer reason to the refusal)."""
     return {
+        "feedback_max": review_services.FEEDBACK_MAX_CHARS,
         "bonus_max": review_services.bonus_max_usd(),
         "bonus_fee": bonus_fee_terms(flat_rate=publication.fee_rate),
     }
@@ -771,7 +774,8 @@ def blocked_message(platform: str) -> str:
             "to the project's or study's other annotators. They get no more tasks, study "
             "prompts or revision sessions here, nor a new instruction in a session in progress "
             "(they are told their account is blocked from new work). No platform "
-            "was told: a web account has none. They can still log in and see their past work; "
+            "was told: a web account has none. They can still log in and see their recent "
+            "assignments and rejected answers (not their studies); "
             "to keep them out altogether, deactivate their user account (Django admin, Users: "
             "Active)."
         )

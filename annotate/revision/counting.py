@@ -5,6 +5,10 @@ researcher has decided its account's kind (annotate.selectors.annotator_kinds
 .users_of_decided_kind: a study belongs to no benchmark, so no project's kind applies, only the
 account's own). The KIWI report, the re-rating sample and the session exports follow it. An
 imported session has no account (a researcher brought its line in) and always counts.
+
+An account an admin blocked counts in no result while the block lasts, as a blocked worker's
+labels and answers do (annotate.selectors.results.blocked_annotator_ids: any active block, read
+through blocked_user_ids); its sessions and re-ratings count again once it is unblocked.
 """
 
 from __future__ import annotations
@@ -17,26 +21,40 @@ from django.db.models import Count, Q
 
 from annotate.revision.models import RerateStatus, Rerating, RevisionSession, SessionStatus, Study
 from annotate.selectors.annotator_kinds import users_of_decided_kind
+from annotate.selectors.results import blocked_user_ids
+
+
+def _account_counted_q(field: str) -> Q:
+    """Accounts (in `field`) whose work counts: kind decided, not blocked now."""
+    return Q(**{f"{field}__in": users_of_decided_kind()}) & ~Q(
+        **{f"{field}__in": blocked_user_ids()}
+    )
+
+
+def _account_waiting_for_kind_q(field: str) -> Q:
+    """Accounts (in `field`) whose work counts once their kind is decided: not blocked now (a
+    block keeps it out whatever the kind)."""
+    return ~Q(**{f"{field}__in": users_of_decided_kind()}) & ~Q(
+        **{f"{field}__in": blocked_user_ids()}
+    )
 
 
 def counted_session_q(prefix: str = "") -> Q:
-    """Sessions (reached through `prefix`, e.g. "session__" from a Turn) whose annotator's kind
-    lets them count: imported, or of an account whose kind is decided."""
-    return Q(**{f"{prefix}annotator__isnull": True}) | Q(
-        **{f"{prefix}annotator_id__in": users_of_decided_kind()}
-    )
+    """Sessions (reached through `prefix`, e.g. "session__" from a Turn) that count: imported,
+    or of an account whose kind is decided and that is not blocked."""
+    return Q(**{f"{prefix}annotator__isnull": True}) | _account_counted_q(f"{prefix}annotator_id")
 
 
 def session_waiting_for_kind_q(prefix: str = "") -> Q:
     """Sessions of an account whose kind no researcher has decided yet: they count from then."""
-    return Q(**{f"{prefix}annotator__isnull": False}) & ~Q(
-        **{f"{prefix}annotator_id__in": users_of_decided_kind()}
+    return Q(**{f"{prefix}annotator__isnull": False}) & _account_waiting_for_kind_q(
+        f"{prefix}annotator_id"
     )
 
 
 def counted_rerating_q() -> Q:
-    """Re-ratings whose rater's kind is decided (a re-rating is always by an account)."""
-    return Q(annotator_id__in=users_of_decided_kind())
+    """Re-ratings whose rater counts (a re-rating is always by an account)."""
+    return _account_counted_q("annotator_id")
 
 
 def imported_annotator(extra: dict[str, Any]) -> str:
@@ -95,8 +113,8 @@ def study_waiting_for_kind(*, study: Study) -> WaitingForKind:
             turn__session__status=SessionStatus.FINISHED,
             status=RerateStatus.DONE,
         )
+        .filter(_account_waiting_for_kind_q("annotator_id"))
         .exclude(turn__rating="")
-        .exclude(counted_rerating_q())
         .values_list(
             "annotator_id", "annotator__username", "turn__session__annotator_id",
             "turn__session__extra",

@@ -101,6 +101,14 @@ class SessionPage:
         return self.may_instruct
 
     @property
+    def offers_model_call(self) -> bool:
+        """Whether the page offers a new instruction or a Retry: the model calls an account an
+        admin blocked is refused (assignments.account_block_check), unlike a rating."""
+        if self.session.status != SessionStatus.ACTIVE:
+            return False
+        return self.failed or (self.instruct_next and self.rate_turn is None)
+
+    @property
     def may_instruct(self) -> bool:
         return (
             self.session.status == SessionStatus.ACTIVE

@@ -45,6 +45,7 @@ from annotate.roles import (
     is_researcher,
     require_role,
 )
+from annotate.services.assignments import BLOCKED_FROM_NEW_WORK, account_blocked
 from annotate.services.files import upload_size_problem
 from annotate.throttling import (
     ANNOTATOR_WORK_SCOPE,
@@ -127,6 +128,11 @@ def session_page(request: HttpRequest, session_id: int) -> HttpResponse:
         study=page.session.study, user=request.user
     )
     context = {"page": page, "form": withdrawn or {}, "next_open": next_open, "limits": TEXT_LIMITS}
+    # A blocked account is told so in place of the instruction box and Retry, which would be
+    # refused (403) with the text typed lost; rating, finishing and giving up stay. Read only
+    # where the page offers them: the rating page, the one most seen, reads no more.
+    if page.offers_model_call and account_blocked(request.user):
+        context["blocked"] = BLOCKED_FROM_NEW_WORK
     if page.session.status != SessionStatus.ACTIVE and not next_open:
         context["why_no_next"] = sessions.session_unavailable_reason(
             study=page.session.study, user=request.user

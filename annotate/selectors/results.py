@@ -261,6 +261,17 @@ def blocked_annotator_ids() -> QuerySet:
     return WorkerBlock.objects.filter(active=True).order_by().values("annotator_id")
 
 
+def blocked_user_ids() -> QuerySet:
+    """Ids of the accounts whose annotator is blocked now (blocked_annotator_ids, the same
+    block), for work done by an account rather than an Annotator: KIWI revision sessions and
+    re-ratings (annotate.revision.counting). A subquery, evaluated where it is used."""
+    return (
+        Annotator.objects.filter(id__in=blocked_annotator_ids(), user__isnull=False)
+        .order_by()
+        .values("user_id")
+    )
+
+
 def counted_assignments() -> QuerySet[Assignment]:
     return Assignment.objects.filter(counted_assignment_q()).order_by()
 

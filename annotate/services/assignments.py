@@ -361,13 +361,18 @@ def annotator_block_check(annotator: Annotator) -> None:
         raise WorkerBlockedError(BLOCKED_FROM_NEW_WORK)
 
 
+def account_blocked(user: AbstractBaseUser) -> bool:
+    """Whether an admin blocked the account's annotator now (its session page offers it no new
+    instruction). An account that never worked has no annotator, so no block."""
+    return WorkerBlock.objects.filter(annotator__user=user, active=True).exists()
+
+
 def account_block_check(user: AbstractBaseUser) -> None:
     """Refuse an account whose annotator an admin blocked (WorkerBlockedError), as
-    annotator_block_check does, on the paths that know the user only (revision sessions). An
-    account that never worked has no annotator, so no block. Read without a lock: a block
-    releases no revision work, so a session or turn that slips in beside it is one started
-    just before it."""
-    if WorkerBlock.objects.filter(annotator__user=user, active=True).exists():
+    annotator_block_check does, on the paths that know the user only (revision sessions). Read
+    without a lock: a block releases no revision work, so a session or turn that slips in
+    beside it is one started just before it."""
+    if account_blocked(user):
         raise WorkerBlockedError(BLOCKED_FROM_NEW_WORK)
 
 

@@ -9,7 +9,7 @@ from django.utils import timezone
 from annotate.crowd.services import review
 from annotate.errors import WorkerBlockedError
 from annotate.models import AnnotatorKind, Assignment
-from annotate.revision.models import RevisionSession
+from annotate.revision.models import CallStatus, RevisionSession
 from annotate.revision.services.sessions import (
     call_retry,
     session_assign,
@@ -123,6 +123,28 @@ def test_my_tasks_shows_a_blocked_web_account_a_notice_and_no_start_button(clien
     assert not Assignment.objects.filter(annotator=annotator).exists()
 
 
+def test_all_done_shows_a_blocked_web_account_a_notice_and_no_start_button(client, blocked_user):
+    """It offered "Start next task" in the project and a Start button for every other project
+    with work, as the dashboard did before it was given the notice."""
+    user, annotator = blocked_user
+    here = project_with_tasks(instructions=1, systems=2, questions=1, assignments_per_task=1)
+    there = project_with_tasks(instructions=1, systems=2, questions=1, assignments_per_task=1)
+    there.name = "Another project"
+    there.save(update_fields=["name"])
+    done_page = reverse("work:project-done", args=[here.id])
+    client.force_login(UserFactory(username="not-blocked", roles=[ANNOTATOR]))
+    offered = client.get(done_page).text
+    assert "Start next task" in offered and there.name in offered
+    client.force_login(user)
+
+    page = client.get(done_page).text
+
+    assert BLOCKED in page and 'id="blocked-from-new-work"' in page
+    assert "Start next task" not in page and "start-next" not in page
+    assert there.name not in page and "copied answers" not in page
+    assert not Assignment.objects.filter(annotator=annotator).exists()
+
+
 def test_label_word_tasks_shows_a_blocked_web_account_a_notice_and_no_study(
     client, study, blocked_user
 ):
@@ -225,3 +247,55 @@ def test_a_session_in_progress_at_the_block_takes_no_new_instruction_but_its_rat
     with pytest.raises(WorkerBlockedError, match=BLOCKED):
         session_assign(study=kiwi, user=user, now=timezone.now())
     assert RevisionSession.objects.filter(annotator=user).count() == 1
+
+
+def test_the_session_page_shows_a_blocked_account_the_notice_not_the_instruction_box(
+    client, kiwi, admin, django_capture_on_commit_callbacks
+):
+    """The page offered the instruction box; what was typed there was refused (403) and lost.
+    Blocked, the page says why in its place, and still offers the rating of the turn the model
+    answered already, then ending the session; unblocked, the box is back."""
+    capture = django_capture_on_commit_callbacks
+    user = UserFactory(username="kiwi-page", roles=[ANNOTATOR])
+    annotator = assignment_services.annotator_of_annotator_user(user=user)
+    annotator.kind = AnnotatorKind.CROWD
+    annotator.save(update_fields=["kind"])
+    with capture(execute=True):
+        session = session_assign(study=kiwi, user=user, now=timezone.now())
+    instruct(capture, session, user, "Add citations.")
+    review.worker_block(annotator_id=annotator.pk, reason="copied answers", user=admin)
+    client.force_login(user)
+    url = reverse("revision:session", args=[session.pk])
+
+    rating = client.get(url).text
+    assert 'id="rate-form"' in rating and 'id="turn-form"' not in rating
+    turn_rate(session_id=session.pk, user=user, rating="good", comment="ok", now=timezone.now())
+    page = client.get(url).text
+
+    assert BLOCKED in page and 'id="blocked-from-new-work"' in page
+    assert 'id="turn-form"' not in page and 'name="instruction"' not in page
+    assert 'id="satisfied"' in page and "copied answers" not in page
+    review.worker_unblock(annotator_id=annotator.pk, user=admin)
+    page = client.get(url).text
+    assert 'id="turn-form"' in page and BLOCKED not in page
+
+
+def test_a_blocked_accounts_failed_session_offers_no_retry_but_giving_up(
+    client, kiwi, admin, blocked_user, django_capture_on_commit_callbacks
+):
+    """Retry is a model call and refused (403) to a blocked account: the page no longer offers
+    it; giving the session up stays."""
+    user, annotator = blocked_user
+    review.worker_unblock(annotator_id=annotator.pk, user=admin)  # to start a session
+    with django_capture_on_commit_callbacks(execute=True):
+        session = session_assign(study=kiwi, user=user, now=timezone.now())
+    RevisionSession.objects.filter(pk=session.pk).update(
+        initial_status=CallStatus.FAILED, initial_error="endpoint down"
+    )
+    review.worker_block(annotator_id=annotator.pk, reason="again", user=admin)
+    client.force_login(user)
+
+    page = client.get(reverse("revision:session", args=[session.pk])).text
+
+    assert "The model did not answer." in page and BLOCKED in page
+    assert 'id="retry"' not in page and 'id="give-up"' in page

@@ -623,6 +623,22 @@ def _crowd_assignment(assignment_id: int) -> Assignment:
         raise NotFoundError("No such crowd assignment.", field="assignment") from None
 
 
+# MTurk refuses a RequesterFeedback longer than this (ApproveAssignment, RejectAssignment). The
+# one limit for every platform: a reason kept here is the feedback a worker is sent, wherever
+# they came from, so a reason one platform refuses is refused for all of them.
+FEEDBACK_MAX_CHARS = 1024
+
+
+def feedback_length_check(feedback: str) -> None:
+    """Refuse feedback longer than a worker can be sent (FieldInputError on `feedback`)."""
+    if len(feedback) > FEEDBACK_MAX_CHARS:
+        raise FieldInputError(
+            f"feedback: at most {FEEDBACK_MAX_CHARS} characters (MTurk's limit on the feedback "
+            f"a worker is sent), not {len(feedback)}. Shorten it; nothing was stored or sent.",
+            field="feedback",
+        )
+
+
 def _decide(*, assignment, verdict: str, feedback: str, user):
     """Tell the platform, then us. A verdict the platform already has counts as done.
 
@@ -630,8 +646,9 @@ def _decide(*, assignment, verdict: str, feedback: str, user):
     On a platform that confirms work, the platform hears only of work it confirmed for this
     worker and HIT: the assignment id a forger typed may be an honest worker's, whose work a
     reject would then refuse to pay. Work it did not confirm is rejected here only, and cannot
-    be approved.
+    be approved. Feedback longer than a worker can be sent is refused before any of it.
     """
+    feedback_length_check(feedback)
     wanted = AssignmentStatus.APPROVED if verdict == "Approved" else AssignmentStatus.REJECTED
     if assignment.status == wanted:
         if not (verdict == "Rejected" and rejected_here_only(assignment)):
@@ -898,8 +915,13 @@ def reject_reason_missing(work: QuerySet) -> str:
     reads it on its own page here (the one listing that work), and a self-hosted link's
     participant, who has no account here and no channel back from here, is not told. Read
     before the work is looked up as a crowd worker's, so a blank reason is refused (400)
-    whatever the id."""
-    platform = work.values_list("annotator__platform", flat=True).first()
+    whatever the id; only for crowd work (crowd_worker_q, the rule of the reject's own
+    lookup): an in-house expert's work, which no reject takes, gets the neutral wording."""
+    platform = (
+        work.filter(crowd_worker_q("annotator__"))
+        .values_list("annotator__platform", flat=True)
+        .first()
+    )
     if platform is None:
         return "Say why you reject this work."
     if platform == "selfhosted":

@@ -102,3 +102,57 @@ def test_the_review_page_shows_the_admin_the_reason_given(client, live, fake_mtu
     assert "Reason given:</span> &lt;i&gt;spam&lt;/i&gt;" in page
     listed = client.get(reverse("crowd-api:review", args=[live.pk])).json()
     assert [a["reject_reason"] for a in listed["assignments"]] == ["<i>spam</i>"]
+
+
+TOO_LONG = "x" * (review.FEEDBACK_MAX_CHARS + 1)
+
+
+def test_a_reason_longer_than_mturk_takes_is_refused_before_it_is_sent_or_kept(
+    client, live, fake_mturk, admin_user
+):
+    """MTurk caps RequesterFeedback at 1024 characters: a longer reason was sent as it was
+    (MTurk refuses it). Refused first, 400 on "feedback" with the limit; 1024 goes through."""
+    first, second = live.hits.order_by("id")[:2]
+    bad = work(client, fake_mturk, first, "AW1")
+    client.force_login(admin_user)
+
+    refused = client.post(
+        reverse("crowd-api:reject", args=[bad.pk]),
+        {"feedback": TOO_LONG},
+        content_type="application/json",
+    )
+
+    assert refused.status_code == 400
+    assert refused.json()["field"] == "feedback"
+    assert "at most 1024 characters" in refused.json()["detail"]
+    bad.refresh_from_db()
+    assert (bad.status, bad.reject_reason) == (AssignmentStatus.SUBMITTED, "")
+    assert "RequesterFeedback" not in fake_mturk.state.assignments[bad.platform_assignment_id]
+    longest = work(client, fake_mturk, second, "AW2")
+    client.force_login(admin_user)
+    review.assignment_reject(assignment_id=longest.pk, user=admin_user, feedback=TOO_LONG[1:])
+    longest.refresh_from_db()
+    assert longest.reject_reason == TOO_LONG[1:]
+
+
+@pytest.mark.parametrize("platform", ["", "selfhosted"])
+def test_the_same_limit_holds_for_every_platform_on_the_review_page(
+    client, admin_user, crowd_batch, platform
+):
+    """A web account's and a self-hosted participant's reason are kept here only, and were
+    kept whatever their length: the one limit holds for them too (the page says why)."""
+    if platform:
+        assignment = crowd_assignment(task=crowd_batch.tasks.first(), platform=platform)
+    else:
+        assignment = submitted(web_account_user("web-long")[1])
+    client.force_login(admin_user)
+
+    page = client.post(
+        reverse("crowd:assignment-action", args=[assignment.pk]),
+        {"action": "reject", "feedback": TOO_LONG},
+        follow=True,
+    )
+
+    assert "at most 1024 characters" in page.text
+    assignment.refresh_from_db()
+    assert (assignment.status, assignment.reject_reason) == (AssignmentStatus.SUBMITTED, "")

@@ -237,3 +237,51 @@ def test_a_web_account_reads_its_own_rejected_answers_reason_on_label_word_tasks
     client.force_login(other_user)
     page = client.get(reverse("verbalizer:work-list")).content.decode()
     assert "too fast" in page and "pressed 1" not in page
+
+
+def test_a_reject_of_an_experts_work_without_a_reason_is_worded_for_no_crowd_worker(
+    client, admin_user
+):
+    """An in-house expert (platform "", as a web account's) got the web account's wording,
+    "reads it beside the rejected work on their 'My tasks' page", then, with a reason, 404 "No
+    such crowd assignment": no reject takes an expert's work, and no page of theirs shows one."""
+    expert = AnnotatorFactory(kind=AnnotatorKind.EXPERT, name="in-house")
+    work = _submitted_work(expert)
+    client.force_login(admin_user)
+
+    blank = client.post(
+        reverse("crowd-api:reject", args=[work.pk]),
+        {"feedback": ""},
+        content_type="application/json",
+    )
+
+    assert blank.status_code == 400
+    assert blank.json()["detail"] == "Say why you reject this work."
+    given = client.post(
+        reverse("crowd-api:reject", args=[work.pk]),
+        {"feedback": "off topic"},
+        content_type="application/json",
+    )
+    assert given.status_code == 404
+    work.refresh_from_db()
+    assert (work.status, work.reject_reason) == (AssignmentStatus.SUBMITTED, "")
+
+
+def test_a_study_answers_reason_longer_than_mturk_takes_is_refused_on_its_page(
+    client, admin_user, web_account, study
+):
+    prompt = study.prompts.order_by("pk").first()
+    answer = HumanAnswer.objects.create(
+        study=study, prompt=prompt, annotator=web_account, word=prompt.positive_word
+    )
+    client.force_login(admin_user)
+
+    page = client.post(
+        reverse("verbalizer:answer-action", args=[answer.pk]),
+        {"action": "reject", "feedback": "x" * (review.FEEDBACK_MAX_CHARS + 1)},
+        follow=True,
+    )
+
+    assert "feedback: at most 1024 characters" in page.text
+    answer.refresh_from_db()
+    assert (answer.status, answer.reject_reason) == (AssignmentStatus.SUBMITTED, "")

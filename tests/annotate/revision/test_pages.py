@@ -1775,13 +1775,14 @@ def test_a_given_up_session_of_a_system_no_longer_live_holds_nothing(client, tmp
     assert f'id="held-{study.pk}"' not in page, "a pair of a system not live holds nothing"
 
 
-def test_a_failed_later_turn_page_runs_as_many_queries_as_a_rated_one(
+def test_a_failed_later_turn_page_runs_a_fixed_number_of_queries(
     client, study, annotator, django_capture_on_commit_callbacks, django_assert_num_queries
 ):
     """hwalk2 changed the failed-turn page (answer revised, passages of the last answered
     information-seeking turn): one query more than before (8 at bedcee6a: no passages were
-    read), the passages' own, as on every page showing passages; fixed, not per turn. The
-    call's error (endpoint, model) is not on the page."""
+    read), the passages' own, as on every page showing passages; fixed, not per turn. One
+    more reads the account's block, as the page offers Retry (a block refuses it). The call's
+    error (endpoint, model) is not on the page."""
     client.force_login(annotator)
     with django_capture_on_commit_callbacks(execute=True):
         session = session_assign(study=study, user=annotator, now=timezone.now())
@@ -1797,8 +1798,9 @@ def test_a_failed_later_turn_page_runs_as_many_queries_as_a_rated_one(
     url = reverse("revision:session", args=[session.pk])
     client.get(url)
     # session, user, the session with study/question/system, stale update, call fields,
-    # titles, turns, the last passages, the navigation's roles
-    with django_assert_num_queries(9):
+    # titles, turns, the last passages, the account's block (the page offers Retry, which a
+    # block refuses), the navigation's roles
+    with django_assert_num_queries(10):
         page = client.get(url).content.decode()
     assert "secret.example" not in page and "gpt-x" not in page
 

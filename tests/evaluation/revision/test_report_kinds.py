@@ -4,7 +4,9 @@ a session of a web account whose kind no researcher has decided counts nowhere u
 The sample study (sample.py) has gpt-4 with 2 imported sessions of 3 rated turns and llama with
 1 imported session of 3 rated turns (1 good). `newbie`, a new web account, adds a finished llama
 session on Q2 of one rated turn, good and stylistic: left out, llama reads 1 session, 3 turns,
-1 good of 3; once newbie's kind is decided, 2 sessions, 4 turns, 2 good of 4 (50%).
+1 good of 3; once newbie's kind is decided, 2 sessions, 4 turns, 2 good of 4 (50%). A block
+of newbie's account takes its work out again until it is unblocked, as for a blocked worker's
+labels.
 """
 
 import json
@@ -16,6 +18,7 @@ from django.core.management import call_command
 from django.urls import reverse
 from django.utils import timezone
 
+from annotate.crowd.services import review
 from annotate.models import AnnotatorKind
 from annotate.revision import counting
 from annotate.revision.models import Rerating, RevisionSession, SessionStatus, Turn
@@ -305,3 +308,57 @@ def test_an_own_re_rating_of_an_imported_turn_is_not_waiting_for_a_kind(tmp_path
     )
     waiting = revision_report_build(study=study, n_resamples=10)["waiting_for_kind"]
     assert (waiting["reratings"], waiting["raters"]) == (1, 1)
+
+
+def block(user, admin):
+    review.worker_block(annotator_id=user.annotator.pk, reason="copied answers", user=admin)
+
+
+def test_a_blocked_accounts_session_leaves_table_2_until_it_is_unblocked(
+    tmp_path, newbie, admin_user
+):
+    """newbie, counted as a crowd worker, adds llama's second session (1 good stylistic turn):
+    2 sessions, 4 turns, 2 good of 4. Blocked, its work counts in no result, as a blocked
+    worker's labels do: llama reads 1 session, 3 turns, 1 good of 3, and nothing waits for a
+    kind. Unblocked, the session counts again."""
+    study = sample_study(tmp_path)
+    web_session(study, newbie)
+    decide(newbie, AnnotatorKind.CROWD)
+    assert llama(revision_report_build(study=study, n_resamples=10)) == (2, 4, 0.5)
+    block(newbie, admin_user)
+    report = revision_report_build(study=study, n_resamples=10)
+    assert llama(report) == (1, 3, pytest.approx(1 / 3))
+    assert report["turns"] == 6
+    assert report["waiting_for_kind"]["sessions"] == 0
+    assert sessions_export_jsonl(study=study, output=StringIO()) == 3
+    review.worker_unblock(annotator_id=newbie.annotator.pk, user=admin_user)
+    report = revision_report_build(study=study, n_resamples=10)
+    assert llama(report) == (2, 4, 0.5)
+    assert report["turns"] == 7
+
+
+def test_a_blocked_raters_re_rating_leaves_table_5_until_it_is_unblocked(
+    tmp_path, newbie, admin_user
+):
+    """The sample's first turn (good) re-rated good by an expert and bad by newbie, counted as
+    a crowd worker: 2 pairs, 1 agreeing, accuracy 0.5. newbie blocked: the expert's alone,
+    1.0, and the blocked re-rating is not said to wait for a kind. Unblocked: 0.5 again."""
+    study = sample_study(tmp_path)
+    first = Turn.objects.order_by("id").first()
+    now = timezone.now()
+    for rater, rating in ((UserFactory(kind="expert"), "good"), (newbie, "bad")):
+        Rerating.objects.create(
+            turn=first, annotator=rater, rating=rating, status="done", created_at=now
+        )
+    decide(newbie, AnnotatorKind.CROWD)
+
+    def human_accuracy():
+        report = revision_report_build(study=study, n_resamples=10)
+        row = next(r for r in report["table5"]["rows"] if r["model"] == "Human")
+        return row["accuracy"], report["waiting_for_kind"]["reratings"]
+
+    assert human_accuracy() == (0.5, 0)
+    block(newbie, admin_user)
+    assert human_accuracy() == (1.0, 0)
+    review.worker_unblock(annotator_id=newbie.annotator.pk, user=admin_user)
+    assert human_accuracy() == (0.5, 0)
