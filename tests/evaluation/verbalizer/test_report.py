@@ -351,6 +351,37 @@ def test_a_figure_cell_with_answers_but_no_valid_reply_says_so_and_keeps_its_leg
     ]  # fmt: skip
 
 
+def test_a_zero_bar_is_marked_on_the_baseline_and_a_cell_never_asked_stays_empty(
+    with_humans, drawn_figure
+):
+    """A 0% bar was drawn as nothing, the same empty slot as a cell never asked (a crowd row of
+    one answer, 0.0, was blank in Figure 2): it is now a stroke of its colour on the baseline
+    with a "0%" note, and a cell never asked (m1 on people's prompts, natural) stays empty."""
+    from matplotlib.colors import to_hex
+    from matplotlib.text import Text
+
+    from evaluation.figures import PALETTE
+    from evaluation.verbalizer import figures
+    from tests.evaluation.figure_layout import overlapping_texts, texts_on_error_bars
+
+    report = verbalizer_report(evaluation_set=with_humans)
+    # m1's unnatural bars are 0 with half their replies invalid; the majority's, as one
+    # crowd answer that was wrong: 0, no interval, nothing invalid.
+    row(report["groups"], system="human-majority", group="unnatural").update(
+        accuracy_lenient=0.0, ci_lenient=(None, None), invalid=0.0
+    )
+    figure = drawn_figure(figures, figures.render_figure, report, "groups", "png")
+    notes = sorted(t.get_text() for t in figure.findobj(Text) if t.get_text().startswith("0%"))
+    assert notes == ["0%", "0%, inv 50%", "0%, inv 50%"]
+    strokes = [
+        line for axes in figure.axes for line in axes.get_lines()
+        if list(line.get_ydata()) == [0, 0]
+    ]  # fmt: skip
+    unnatural = to_hex(PALETTE[2 % len(PALETTE)])
+    assert [to_hex(line.get_color()) for line in strokes] == [unnatural] * 3
+    assert overlapping_texts(figure) == [] and texts_on_error_bars(figure) == []
+
+
 PAPER_MODELS = [
     "flan-t5-xxl", "llama-2-70b-chat", "vicuna-13b-v1.5", "gpt-3.5-turbo-0613",
     "gpt-4-0613", "claude-2", "falcon-40b-instruct", "mpt-30b-chat",
@@ -541,7 +572,10 @@ def test_only_bars_with_invalid_replies_carry_an_inv_note(with_humans, name, dra
     for index, found in enumerate(bars):
         found.update(invalid=[0.0, 0.004, 0.25][index % 3])
     figure = drawn_figure(figures, figures.render_figure, report, name, "png")
-    notes = sorted(t.get_text() for t in figure.findobj(Text) if t.get_text().startswith("inv "))
+    # A bar too low to see says its value first ("0%, inv 25%"); a cell with no valid reply
+    # ("n/a, inv 100%") is no bar.
+    said = [t.get_text() for t in figure.findobj(Text) if not t.get_text().startswith("n/a")]
+    notes = sorted(part for text in said for part in text.split(", ") if part.startswith("inv "))
     expected = sorted(
         {0.004: "inv <1%", 0.25: "inv 25%"}[r["invalid"]] for r in bars if r["invalid"]
     )
