@@ -155,32 +155,24 @@ def rows_markdown(report: dict) -> str:
     return "\n".join(lines) + "\n" + notes
 
 
+GROUPS = ("natural", "neutral", "unnatural")
+
+
 def rows_latex(report: dict) -> str:
-    """A booktabs table: accuracy (lenient, %) per system and group, then per mapping."""
-    groups = ["natural", "neutral", "unnatural"]
-    lines = [
-        "% Verbalizer manipulation, set " + latex_escape(report["set"]).replace("\n", " "),
-        "% accuracy (lenient rule, %), direct prompting; invalid replies are not counted;",
-        "% a group is the mean of its datasets' and mappings' accuracies (not pooled answers)",
-        "\\begin{tabular}{l" + "r" * len(groups) + "}",
-        "\\toprule",
-        "System & " + " & ".join(g.capitalize() for g in groups) + " \\\\",
-        "\\midrule",
-    ]
-    values = {
-        (r["system"], r["prompts"], r["group"]): r["accuracy_lenient"] for r in report["groups"]
-    }
+    """A booktabs table per system: accuracy (lenient, %) per group, then the share of the
+    group's replies that are invalid: a pasted table of accuracies alone hid that a majority's
+    100.0 rested on the prompts people did not tie on (the page has the column)."""
+    lines = _groups_latex_head(report["set"])
+    values = {(r["system"], r["prompts"], r["group"]): r for r in report["groups"]}
     models = [(s["system"], SET_PROMPTS) for s in report["systems"] if s["system"] not in PEOPLE]
     shown = models + [p for p in row_order(report["groups"]) if p[1] != SET_PROMPTS]
     cells_shown: set[str] = set()
     for index, (name, prompts) in enumerate(shown):
         if index and prompts != shown[index - 1][1]:
             lines.append("\\midrule")  # the models on people's prompts, then the people
-        # A cell never asked (people on golden prompts only, say) is not one with no valid reply.
-        cells = [
-            _pct(values[name, prompts, group]) if (name, prompts, group) in values else "--"
-            for group in groups
-        ]
+        found = [values.get((name, prompts, group)) for group in GROUPS]
+        cells = [_group_cell(row, "accuracy_lenient") for row in found]
+        cells += [_group_cell(row, "invalid") for row in found]
         cells_shown.update(cells)
         lines.append(
             latex_escape(system_label(name, prompts)) + " & " + " & ".join(cells) + " \\\\"
@@ -188,10 +180,44 @@ def rows_latex(report: dict) -> str:
     lines += ["\\bottomrule", "\\end{tabular}", ""]
     for found in report["slices"]:
         lines += [_latex_note(found["note"]), ""]
-    said = [legend for cell, legend in GROUP_CELL_LEGENDS.items() if cell in cells_shown]
-    if said:
-        lines += [_latex_note("; ".join(said) + "."), ""]
+    said = [INVALID_LEGEND]
+    said += [legend for cell, legend in GROUP_CELL_LEGENDS.items() if cell in cells_shown]
+    lines += [_latex_note("; ".join(said) + "."), ""]
     return "\n".join(lines)
+
+
+def _groups_latex_head(set_name: str) -> list[str]:
+    """The groups table's comments and header: the groups twice, under accuracy and invalid."""
+    count = len(GROUPS)
+    titles = " & ".join(g.capitalize() for g in GROUPS)
+    return [
+        "% Verbalizer manipulation, set " + latex_escape(set_name).replace("\n", " "),
+        "% accuracy (lenient rule, %), direct prompting; invalid replies are not counted in it",
+        "% but shown beside it (% of the group's replies);",
+        "% a group is the mean of its datasets' and mappings' accuracies (not pooled answers)",
+        "\\begin{tabular}{l" + "r" * 2 * count + "}",
+        "\\toprule",
+        f" & \\multicolumn{{{count}}}{{c}}{{Accuracy (\\%)}}"
+        f" & \\multicolumn{{{count}}}{{c}}{{Invalid (\\%)}} \\\\",
+        f"\\cmidrule(lr){{2-{count + 1}}}\\cmidrule(lr){{{count + 2}-{2 * count + 1}}}",
+        f"System & {titles} & {titles} \\\\",
+        "\\midrule",
+    ]
+
+
+def _group_cell(row: dict | None, field: str) -> str:
+    """A percentage of the groups table; "--" for a cell never asked (people on golden prompts
+    only, say), which is not one with no valid reply ("n/a")."""
+    return "--" if row is None else _pct(row[field])
+
+
+# Said under the LaTeX table of groups, always: what the invalid columns count, and that the
+# accuracy leaves them out (a majority's tie is invalid: evaluation.verbalizer.scoring).
+INVALID_LEGEND = (
+    "Invalid: the share of the group's replies that are neither of the prompt's two label "
+    "words under the lenient rule (for a majority row, prompts whose people tie), left out of "
+    "the accuracy"
+)
 
 
 # Said under the LaTeX table of groups where such a cell is: a pasted table keeps it typeset,

@@ -168,7 +168,7 @@ def test_formats(small_set, capsys):
     md = report_as(report, "md")
     assert "| m1 | SST-2 | neutral | foo\\|bar | direct | 2 | 0.0 | 50.0 |" in md
     latex = report_as(report, "latex")
-    assert "m1 & 100.0 & 50.0 & 0.0 \\\\" in latex
+    assert "m1 & 100.0 & 50.0 & 0.0 & 0.0 & 0.0 & 50.0 \\\\" in latex  # then invalid %
     call_command("verbalizer_report", "--set", "small", "--format", "json")
     assert json.loads(capsys.readouterr().out) == rows
 
@@ -269,7 +269,7 @@ def test_an_undefined_interval_reads_n_a_once_and_kappa_intervals_read_low_to_hi
     assert "| invalid % (lenient) |" in md.splitlines()[0]
     assert "| m1 | SST-2 | neutral | foo\\|bar | direct | 2 | n/a | n/a | n/a | 100.0 |" in md
     # Asked with no valid reply: n/a; a cell never asked reads "--" (test_same_prompts.py).
-    assert "m1 & 100.0 & n/a & 0.0 \\\\" in report_as(report, "latex")
+    assert "m1 & 100.0 & n/a & 0.0 & 0.0 & 100.0 & 50.0 \\\\" in report_as(report, "latex")
     people = {
         "agreement": [
             {"source": "human", "dataset": "all", "kappa": None, "ci_low": None,
@@ -865,14 +865,14 @@ def test_the_latex_groups_table_says_what_n_a_and_dashes_mean_where_they_are(wit
     na = "n/a: asked, and no reply valid under the lenient rule"
     dash = "--: not asked (no prompt of that group)"
     latex = report_as(verbalizer_report(evaluation_set=with_humans), "latex")
-    assert "human & -- & -- & 50.0 \\\\" in latex
-    assert f"{{\\footnotesize {dash}.}}" in latex and na not in latex
+    assert "human & -- & -- & 50.0 & -- & -- & 0.0 \\\\" in latex
+    assert f"; {dash}.}}" in latex and na not in latex
 
     ModelAnswer.objects.filter(prompt__mapping__name="foo|bar").update(reply="I cannot tell")
     HumanAnswer.objects.all().delete()
     latex = report_as(verbalizer_report(evaluation_set=with_humans), "latex")
-    assert "m1 & 100.0 & n/a & 0.0 \\\\" in latex
-    assert f"{{\\footnotesize {na}.}}" in latex and dash not in latex
+    assert "m1 & 100.0 & n/a & 0.0 & 0.0 & 100.0 & 50.0 \\\\" in latex
+    assert f"; {na}.}}" in latex and dash not in latex
     assert latex.index("\\end{tabular}") < latex.index(na)
 
 
@@ -891,3 +891,28 @@ def test_every_latex_table_compiles_with_hostile_names_and_n_a_cells(with_humans
     tables = "\n".join(report_as(report, "latex", table) for table in ("rows", "slices"))
     assert "n/a" in tables
     assert_latex_compiles(tmp_path, tables)
+
+
+def test_the_latex_groups_table_shows_the_invalid_share_beside_each_accuracy(with_humans):
+    """The majority's 100.0 was pasted without its ties: with two people per prompt, one of the
+    two prompts is a tie (invalid), and the accuracy reads the other alone. The page shows an
+    Invalid % column; the LaTeX now has one per group, explained under the table, and the
+    Markdown keeps its column."""
+    from annotate.verbalizer.models import HumanAnswer
+
+    HumanAnswer.objects.filter(annotator__name="p2").delete()
+    report = verbalizer_report(evaluation_set=with_humans)
+    majority = row(report["groups"], system="human-majority", group="unnatural")
+    assert (majority["accuracy_lenient"], majority["invalid"]) == (1.0, 0.5)
+    latex = report_as(report, "latex")
+    assert "System & Natural & Neutral & Unnatural & Natural & Neutral & Unnatural \\\\" in latex
+    assert "\\multicolumn{3}{c}{Invalid (\\%)}" in latex
+    assert "human-majority & -- & -- & 100.0 & -- & -- & 50.0 \\\\" in latex
+    assert latex.index("\\end{tabular}") < latex.index(
+        "(for a majority row, prompts whose people tie)"
+    )
+    md = report_as(report, "md")
+    assert (
+        "| human-majority | SST-2 | unnatural | flipped-golden | direct | 2 | 100.0 | 100.0 |" in md
+    )
+    assert "| 50.0 |\n" in md.split("| human-majority |", 1)[1]
