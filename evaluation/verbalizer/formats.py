@@ -262,7 +262,9 @@ def kappa_interval_text(low, high) -> str:
     return _interval(low, high, kappa_text, " to ")
 
 
-def agreement_markdown(report: dict) -> str:
+def agreement_markdown(report: dict, said: tuple[str, ...] = ()) -> str:
+    """The agreement table in Markdown, with its notes but those in `said` (already under the
+    rows table of the same document: the n/a note twice read as two different reasons)."""
     head = ["people", "dataset", "Fleiss' kappa", "95% CI", "prompts", "raters each", "note"]
     if not report["agreement"]:
         return NO_DATA + "\n"
@@ -275,7 +277,8 @@ def agreement_markdown(report: dict) -> str:
         ]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
     for note in _agreement_notes(report):
-        lines += ["", markdown_escape(note)]
+        if note not in said:
+            lines += ["", markdown_escape(note)]
     return "\n".join(lines) + "\n"
 
 
@@ -376,19 +379,19 @@ def report_as(report: dict, fmt: str, table: str = "rows") -> str:
             "json": rows_json,
             "csv": rows_csv,
             "latex": lambda r: rows_latex(r) + _if_people(r, agreement_latex),
-            "md": lambda r: rows_markdown(r) + _if_people(r, agreement_markdown),
+            "md": lambda r: _markdown_document(r, "rows"),
         },
         "agreement": {
             "json": agreement_json,
             "csv": agreement_csv,
             "latex": agreement_latex,
-            "md": agreement_markdown,
+            "md": lambda r: _markdown_document(r, "agreement"),
         },
         "slices": {
             "json": slices_json,
             "csv": slices_csv,
             "latex": slices_latex,
-            "md": slices_markdown,
+            "md": lambda r: _markdown_document(r, "slices"),
         },
     }
     if table not in writers:
@@ -396,6 +399,34 @@ def report_as(report: dict, fmt: str, table: str = "rows") -> str:
     if fmt not in writers[table]:
         raise ValueError(f"unknown format {fmt!r}: expected one of {', '.join(FORMATS)}")
     return writers[table][fmt](report)
+
+
+# The Markdown documents' section headings, under one naming the set (as the InFoBench and
+# KIWI reports' Markdown name their benchmark and study).
+MARKDOWN_TITLES = {
+    "rows": "Accuracy",
+    "agreement": "Agreement of people",
+    "slices": "Which prompts people answered",
+}
+
+
+def _markdown_document(report: dict, table: str) -> str:
+    """The table's Markdown under a heading naming the set; the rows document goes on to the
+    agreement table where people answered, each note said once."""
+    parts = [f"# Verbalizer report: {markdown_escape(report['set'])}\n"]
+    if table == "rows":
+        parts.append(_markdown_section("rows", rows_markdown(report)))
+        if report["agreement"]:
+            said = tuple(_rows_notes(report, flat_rows(report)))
+            parts.append(_markdown_section("agreement", agreement_markdown(report, said)))
+    else:
+        writer = agreement_markdown if table == "agreement" else slices_markdown
+        parts.append(_markdown_section(table, writer(report)))
+    return "".join(parts)
+
+
+def _markdown_section(table: str, text: str) -> str:
+    return f"\n## {MARKDOWN_TITLES[table]}\n\n{text}"
 
 
 def _if_people(report: dict, writer) -> str:

@@ -266,11 +266,12 @@ def test_an_undefined_interval_reads_n_a_once_and_kappa_intervals_read_low_to_hi
     ModelAnswer.objects.filter(prompt__mapping__name="foo|bar").update(reply="I cannot tell")
     report = verbalizer_report(evaluation_set=small_set)
     md = report_as(report, "md")
-    assert "| invalid % (lenient) |" in md.splitlines()[0]
+    assert "| invalid % (lenient) |" in next(x for x in md.splitlines() if x.startswith("|"))
     assert "| m1 | SST-2 | neutral | foo\\|bar | direct | 2 | n/a | n/a | n/a | 100.0 |" in md
     # Asked with no valid reply: n/a; a cell never asked reads "--" (test_same_prompts.py).
     assert "m1 & 100.0 & n/a & 0.0 & 0.0 & 100.0 & 50.0 \\\\" in report_as(report, "latex")
     people = {
+        "set": "small",
         "agreement": [
             {"source": "human", "dataset": "all", "kappa": None, "ci_low": None,
              "ci_high": None, "items": 0, "raters": 0, "note": "n"},
@@ -303,6 +304,7 @@ def test_an_n_a_interval_is_explained_under_its_table_in_markdown_and_latex(smal
     assert "| flipped-golden | direct | 2 | 0.0 | 0.0 | 0.0–0.0 | 0.0 |" in md
     assert INTERVAL_NA_NOTE not in md
     people = {
+        "set": "small",
         "agreement": [
             {"source": "human", "dataset": "all", "kappa": 0.1, "ci_low": None,
              "ci_high": None, "items": 3, "raters": 2, "note": ""},
@@ -516,8 +518,8 @@ def test_the_markdown_of_a_set_without_answers_says_no_data_as_the_kiwi_report(d
     empty = evaluation_set_create(name="empty", datasets=["SST-2"], items=1, seed=1)
     report = verbalizer_report(evaluation_set=empty.evaluation_set)
     rows = report_as(report, "md")
-    assert rows.startswith("(no data)\n") and "| system |" not in rows
-    assert report_as(report, "md", "agreement") == "(no data)\n"
+    assert "\n## Accuracy\n\n(no data)\n" in rows and "| system |" not in rows
+    assert report_as(report, "md", "agreement").endswith("\n## Agreement of people\n\n(no data)\n")
 
 
 def test_a_changed_answer_counts_as_changed_and_the_export_keeps_the_first(with_humans):
@@ -916,3 +918,29 @@ def test_the_latex_groups_table_shows_the_invalid_share_beside_each_accuracy(wit
         "| human-majority | SST-2 | unnatural | flipped-golden | direct | 2 | 100.0 | 100.0 |" in md
     )
     assert "| 50.0 |\n" in md.split("| human-majority |", 1)[1]
+
+
+def test_the_markdown_report_has_a_heading_naming_the_set_and_says_each_note_once(
+    with_humans, capsys
+):
+    """`verbalizer_report --format md` began with a bare table, and the n/a note stood under the
+    accuracy table and again under the agreement table when both had an n/a interval: the
+    document now opens with the set's name, as the InFoBench and KIWI Markdown do, a heading
+    over each table, and says each note once."""
+    from evaluation.verbalizer.formats import INTERVAL_NA_NOTE
+
+    report = verbalizer_report(evaluation_set=with_humans)
+    assert any(r["ci_lenient"] == (None, None) for r in report["rows"])  # m1, flipped-golden
+    row(report["agreement"], dataset="SST-2").update(ci_low=None, ci_high=None)
+    with mock.patch(
+        "evaluation.management.commands.verbalizer_report.verbalizer_report", return_value=report
+    ):
+        call_command("verbalizer_report", "--set", "small", "--format", "md")
+    md = capsys.readouterr().out
+    assert md.count(INTERVAL_NA_NOTE) == 1
+    assert md.startswith("# Verbalizer report: small\n\n## Accuracy\n\n| system |")
+    assert md.index("## Accuracy") < md.index("## Agreement of people") < md.index("Fleiss")
+    # A table alone still says it where its own table has an n/a interval.
+    agreement = report_as(report, "md", "agreement")
+    assert agreement.startswith("# Verbalizer report: small\n\n## Agreement of people\n")
+    assert agreement.count(INTERVAL_NA_NOTE) == 1
