@@ -8,7 +8,9 @@ Bars are accuracy under the lenient rule (invalid replies not counted) with 95 %
 intervals; the dashed line is random guessing (50 %); the share of invalid replies is printed
 just above the interval of each bar that has any ("inv 12%", "inv <1%"; a bar with none has no
 note: "inv 0%" over every bar of a clean run was noise) and "n/a, inv 100%" at the foot of a
-cell where no reply was valid.
+cell where no reply was valid. A bar too low to see (0 %) is a stroke of its colour on the
+baseline, its note saying "0%" ("0%, inv 19%"): it was drawn as nothing, like a cell never
+asked, which stays an empty slot.
 Same matplotlib conventions as evaluation.figures (Agg canvas, no pyplot, deterministic output)
 and the same size rule: each system gets a fixed width, and systems that would make a figure
 wider than `MAX_WIDTH` go on further rows of plots (Figure 3's six verbalizers per system grew
@@ -60,9 +62,12 @@ RULE = "lenient"
 BAR_WIDTH = {"single": 0.35, "per_dataset": 0.25}
 ROW_HEIGHT = 3.0
 NOTE_GAP = 2  # points between the top of a bar's whisker and its "inv N%" note
+# Accuracy (%) under which a bar is too low to see: it gets a stroke on the baseline and a note
+# saying its value (a bar under half a percent is under a pixel tall).
+ZERO_BELOW = 0.5
 # Part of a drawn figure's cache key: raise it when the drawing changes, so no figure drawn by
 # the old code is served from the cache.
-DRAWING_VERSION = 1
+DRAWING_VERSION = 2
 
 
 def _series(name: str, report: dict, rows: list[dict]) -> tuple[str, list[str]]:
@@ -114,14 +119,16 @@ def _draw_bars(
                 yerr = [[max(value - 100 * low, 0)], [max(100 * high - value, 0)]]
                 top = max(value, 100 * high)
             axes.bar(position, value, width, yerr=yerr, capsize=2, color=color)
-            if not row["invalid"]:
+            if value < ZERO_BELOW:
+                _mark_baseline(axes, position, width, color)
+            text = _bar_note(value, row["invalid"])
+            if not text:
                 continue
             # Above the top whisker: at the bar's foot the interval's line ran through the note
             # whenever the lower end was under the note's top (a low or wide interval).
             note = axes.annotate(
-                f"inv {_share(row['invalid'])}", (position, top), xytext=(0, NOTE_GAP),
-                textcoords="offset points", rotation=90, ha="center", va="bottom",
-                fontsize=MIN_FONT_SIZE, color="black",
+                text, (position, top), xytext=(0, NOTE_GAP), textcoords="offset points",
+                rotation=90, ha="center", va="bottom", fontsize=MIN_FONT_SIZE, color="black",
             )  # fmt: skip
             notes.append((note, top))
     for start in blocks:  # where the bars on people's prompts begin
@@ -137,10 +144,28 @@ def _draw_bars(
     return notes
 
 
-def _share(invalid: float) -> str:
-    """A share of invalid replies as a note reads it: "<1%" for one that rounds to 0 but is
-    not, so a note never says 0 where there were invalid replies."""
-    percent = 100 * invalid
+def _mark_baseline(axes, position: float, width: float, color) -> None:
+    """Draw a bar too low to see as a stroke of its colour on the baseline: a 0% bar was drawn
+    as nothing, the same empty slot as a cell never asked."""
+    axes.plot(
+        [position - width / 2, position + width / 2], [0, 0], color=color, linewidth=3,
+        solid_capstyle="butt", clip_on=False, zorder=3,
+    )  # fmt: skip
+
+
+def _bar_note(value: float, invalid: float) -> str:
+    """The note over a bar: its accuracy when the bar is too low to see ("0%", "<1%"), then its
+    share of invalid replies when it has any; "" for a visible bar with none."""
+    said = [_share(value / 100)] if value < ZERO_BELOW else []
+    if invalid:
+        said.append(f"inv {_share(invalid)}")
+    return ", ".join(said)
+
+
+def _share(share: float) -> str:
+    """A share (of invalid replies, or a bar's accuracy) as a note reads it: "<1%" for one that
+    rounds to 0 but is not, so a note never says 0 where there was something."""
+    percent = 100 * share
     return "<1%" if 0 < percent < 0.5 else f"{percent:.0f}%"
 
 

@@ -155,32 +155,24 @@ def rows_markdown(report: dict) -> str:
     return "\n".join(lines) + "\n" + notes
 
 
+GROUPS = ("natural", "neutral", "unnatural")
+
+
 def rows_latex(report: dict) -> str:
-    """A booktabs table: accuracy (lenient, %) per system and group, then per mapping."""
-    groups = ["natural", "neutral", "unnatural"]
-    lines = [
-        "% Verbalizer manipulation, set " + latex_escape(report["set"]).replace("\n", " "),
-        "% accuracy (lenient rule, %), direct prompting; invalid replies are not counted;",
-        "% a group is the mean of its datasets' and mappings' accuracies (not pooled answers)",
-        "\\begin{tabular}{l" + "r" * len(groups) + "}",
-        "\\toprule",
-        "System & " + " & ".join(g.capitalize() for g in groups) + " \\\\",
-        "\\midrule",
-    ]
-    values = {
-        (r["system"], r["prompts"], r["group"]): r["accuracy_lenient"] for r in report["groups"]
-    }
+    """A booktabs table per system: accuracy (lenient, %) per group, then the share of the
+    group's replies that are invalid: a pasted table of accuracies alone hid that a majority's
+    100.0 rested on the prompts people did not tie on (the page has the column)."""
+    lines = _groups_latex_head(report["set"])
+    values = {(r["system"], r["prompts"], r["group"]): r for r in report["groups"]}
     models = [(s["system"], SET_PROMPTS) for s in report["systems"] if s["system"] not in PEOPLE]
     shown = models + [p for p in row_order(report["groups"]) if p[1] != SET_PROMPTS]
     cells_shown: set[str] = set()
     for index, (name, prompts) in enumerate(shown):
         if index and prompts != shown[index - 1][1]:
             lines.append("\\midrule")  # the models on people's prompts, then the people
-        # A cell never asked (people on golden prompts only, say) is not one with no valid reply.
-        cells = [
-            _pct(values[name, prompts, group]) if (name, prompts, group) in values else "--"
-            for group in groups
-        ]
+        found = [values.get((name, prompts, group)) for group in GROUPS]
+        cells = [_group_cell(row, "accuracy_lenient") for row in found]
+        cells += [_group_cell(row, "invalid") for row in found]
         cells_shown.update(cells)
         lines.append(
             latex_escape(system_label(name, prompts)) + " & " + " & ".join(cells) + " \\\\"
@@ -188,10 +180,44 @@ def rows_latex(report: dict) -> str:
     lines += ["\\bottomrule", "\\end{tabular}", ""]
     for found in report["slices"]:
         lines += [_latex_note(found["note"]), ""]
-    said = [legend for cell, legend in GROUP_CELL_LEGENDS.items() if cell in cells_shown]
-    if said:
-        lines += [_latex_note("; ".join(said) + "."), ""]
+    said = [INVALID_LEGEND]
+    said += [legend for cell, legend in GROUP_CELL_LEGENDS.items() if cell in cells_shown]
+    lines += [_latex_note("; ".join(said) + "."), ""]
     return "\n".join(lines)
+
+
+def _groups_latex_head(set_name: str) -> list[str]:
+    """The groups table's comments and header: the groups twice, under accuracy and invalid."""
+    count = len(GROUPS)
+    titles = " & ".join(g.capitalize() for g in GROUPS)
+    return [
+        "% Verbalizer manipulation, set " + latex_escape(set_name).replace("\n", " "),
+        "% accuracy (lenient rule, %), direct prompting; invalid replies are not counted in it",
+        "% but shown beside it (% of the group's replies);",
+        "% a group is the mean of its datasets' and mappings' accuracies (not pooled answers)",
+        "\\begin{tabular}{l" + "r" * 2 * count + "}",
+        "\\toprule",
+        f" & \\multicolumn{{{count}}}{{c}}{{Accuracy (\\%)}}"
+        f" & \\multicolumn{{{count}}}{{c}}{{Invalid (\\%)}} \\\\",
+        f"\\cmidrule(lr){{2-{count + 1}}}\\cmidrule(lr){{{count + 2}-{2 * count + 1}}}",
+        f"System & {titles} & {titles} \\\\",
+        "\\midrule",
+    ]
+
+
+def _group_cell(row: dict | None, field: str) -> str:
+    """A percentage of the groups table; "--" for a cell never asked (people on golden prompts
+    only, say), which is not one with no valid reply ("n/a")."""
+    return "--" if row is None else _pct(row[field])
+
+
+# Said under the LaTeX table of groups, always: what the invalid columns count, and that the
+# accuracy leaves them out (a majority's tie is invalid: evaluation.verbalizer.scoring).
+INVALID_LEGEND = (
+    "Invalid: the share of the group's replies that are neither of the prompt's two label "
+    "words under the lenient rule (for a majority row, prompts whose people tie), left out of "
+    "the accuracy"
+)
 
 
 # Said under the LaTeX table of groups where such a cell is: a pasted table keeps it typeset,
@@ -236,7 +262,9 @@ def kappa_interval_text(low, high) -> str:
     return _interval(low, high, kappa_text, " to ")
 
 
-def agreement_markdown(report: dict) -> str:
+def agreement_markdown(report: dict, said: tuple[str, ...] = ()) -> str:
+    """The agreement table in Markdown, with its notes but those in `said` (already under the
+    rows table of the same document: the n/a note twice read as two different reasons)."""
     head = ["people", "dataset", "Fleiss' kappa", "95% CI", "prompts", "raters each", "note"]
     if not report["agreement"]:
         return NO_DATA + "\n"
@@ -249,7 +277,8 @@ def agreement_markdown(report: dict) -> str:
         ]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
     for note in _agreement_notes(report):
-        lines += ["", markdown_escape(note)]
+        if note not in said:
+            lines += ["", markdown_escape(note)]
     return "\n".join(lines) + "\n"
 
 
@@ -350,19 +379,19 @@ def report_as(report: dict, fmt: str, table: str = "rows") -> str:
             "json": rows_json,
             "csv": rows_csv,
             "latex": lambda r: rows_latex(r) + _if_people(r, agreement_latex),
-            "md": lambda r: rows_markdown(r) + _if_people(r, agreement_markdown),
+            "md": lambda r: _markdown_document(r, "rows"),
         },
         "agreement": {
             "json": agreement_json,
             "csv": agreement_csv,
             "latex": agreement_latex,
-            "md": agreement_markdown,
+            "md": lambda r: _markdown_document(r, "agreement"),
         },
         "slices": {
             "json": slices_json,
             "csv": slices_csv,
             "latex": slices_latex,
-            "md": slices_markdown,
+            "md": lambda r: _markdown_document(r, "slices"),
         },
     }
     if table not in writers:
@@ -370,6 +399,34 @@ def report_as(report: dict, fmt: str, table: str = "rows") -> str:
     if fmt not in writers[table]:
         raise ValueError(f"unknown format {fmt!r}: expected one of {', '.join(FORMATS)}")
     return writers[table][fmt](report)
+
+
+# The Markdown documents' section headings, under one naming the set (as the InFoBench and
+# KIWI reports' Markdown name their benchmark and study).
+MARKDOWN_TITLES = {
+    "rows": "Accuracy",
+    "agreement": "Agreement of people",
+    "slices": "Which prompts people answered",
+}
+
+
+def _markdown_document(report: dict, table: str) -> str:
+    """The table's Markdown under a heading naming the set; the rows document goes on to the
+    agreement table where people answered, each note said once."""
+    parts = [f"# Verbalizer report: {markdown_escape(report['set'])}\n"]
+    if table == "rows":
+        parts.append(_markdown_section("rows", rows_markdown(report)))
+        if report["agreement"]:
+            said = tuple(_rows_notes(report, flat_rows(report)))
+            parts.append(_markdown_section("agreement", agreement_markdown(report, said)))
+    else:
+        writer = agreement_markdown if table == "agreement" else slices_markdown
+        parts.append(_markdown_section(table, writer(report)))
+    return "".join(parts)
+
+
+def _markdown_section(table: str, text: str) -> str:
+    return f"\n## {MARKDOWN_TITLES[table]}\n\n{text}"
 
 
 def _if_people(report: dict, writer) -> str:

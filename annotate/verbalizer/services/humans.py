@@ -172,10 +172,16 @@ def human_work_next(*, study: HumanStudy, annotator: Annotator) -> tuple[Prompt 
     counting the answers of their channel, `same_channel_q`), their answers so far and the
     study's prompts, in two queries: the page an annotator sees after every answer.
 
-    Among prompts answered as often, each annotator goes in an order of their own
-    (`_order_params`), stable across reloads: in the prompts' id order every reader met an item
-    under one verbalizer and at once under the next (golden, then flipped golden), answering the
-    second primed by the first.
+    Each annotator goes through the study in rounds (`_WORK_NEXT`): a round holds one prompt of
+    every item that has one left, so a person meets every item once before any item a second
+    time, and an item's prompts (its verbalizers and modes) are a round apart, not side by
+    side, where the second would be answered primed by the first (the human baseline's
+    carry-over). Within a round the least answered prompt comes first, then the person's own
+    order of the items (`_order_params`), the same in every round and on every reload; which
+    of an item's prompts a round holds turns by the same order, so people meet an item under
+    different verbalizers first. A person answering with nobody else's answers in between
+    (or everyone's counts even) meets an item's next prompt at least as many prompts later as
+    the items that have a prompt in that round: N for a study of N items under M mappings.
 
     The choice and both counts are one plain-SQL query (the ORM's exclude-and-count queryset
     cost more CPU to compile than the page's template to render); the prompt is then read by
@@ -205,8 +211,8 @@ def _work_next_row(*, study: HumanStudy, annotator: Annotator) -> tuple[int | No
         channel, channel_params = "na.kind = %s", [AnnotatorKind.EXPERT]
     k, o = _order_params(annotator.pk)
     params = [
-        *[k, o, study.pk, AssignmentStatus.REJECTED, *channel_params],
-        *[study.pk, annotator.pk, limit, o, o, study.pk, annotator.pk, study.pk],
+        *[study.pk, AssignmentStatus.REJECTED, *channel_params, o, o, k, o, study.pk],
+        *[annotator.pk, limit, study.pk, annotator.pk, study.pk],
     ]
     with prepared_cursor(connection) as cursor:
         cursor.execute(_WORK_NEXT.format(channel=channel, modulus=_ORDER_MODULUS), params)
@@ -247,44 +253,59 @@ def human_study_active(*, human_study_id: int) -> HumanStudy | None:
     return _ACTIVE_STUDY.first(study_id=human_study_id)
 
 
-# A prime above any prompt id this app will hold. y = (id * k + o) mod it alone would keep the
-# ids' differences (an item's two verbalizers, d ids apart, would stay k * d apart in every
-# order, often next to each other); squaring twice, ((y * y + o) mod p)^2 mod p, mixes them as
-# a random order would (an item's two prompts next to each other about once in 40 prompts, as
-# in a shuffle). Every factor is below the prime (the id taken modulo it first), so every
-# product stays below 2^63, SQLite's and PostgreSQL's bigint.
+# A prime above any item id this app will hold. y = (id * k + o) mod it alone would keep the
+# ids' differences (neighbouring items would stay k apart, in the same order for everyone);
+# squaring twice, ((y * y + o) mod p)^2 mod p, mixes them as a random order would. Every factor
+# is below the prime (the id taken modulo it first), so every product stays below 2^63,
+# SQLite's and PostgreSQL's bigint.
 _ORDER_MODULUS = 2_147_483_647
 
 
 def _order_params(annotator_id: int) -> tuple[int, int]:
-    """The annotator's (k, o) for the order of prompts answered as often (_WORK_NEXT): fixed per
+    """The annotator's (k, o) for their order of the study's items (_WORK_NEXT): fixed per
     annotator (a reload shows the same prompt), unrelated between annotators (Knuth's
     multiplicative hash of the id; k never 0)."""
     mixed = (annotator_id * 2_654_435_761) % _ORDER_MODULUS
     return 1 + mixed % (_ORDER_MODULUS - 1), (annotator_id * 40_503 + 12_345) % _ORDER_MODULUS
 
 
-# HumanStudy.prompts' table, HumanAnswer's and Annotator's (no db_table or db_column of their
-# own). A prompt's answers count in its own study only, and only those of the asking
-# annotator's channel that were not rejected and hold their place (not place_released), as
-# same_channel_q counts them ({channel} is one of two fixed conditions). A prompt the annotator
-# answered in any study (two studies of a set may share prompts) is not offered again: reports
-# read one answer per person and prompt (annotate.selectors.results.counted_human_answers).
+# HumanStudy.prompts' table, Prompt's, HumanAnswer's and Annotator's (no db_table or db_column
+# of their own). `turn` is an item's place in the annotator's order (y, mixed as above: the
+# order is the items', so it is the same in every round); `variant` a prompt's place among its
+# item's prompts in the study (by id) and `variants` their number, counted before the
+# annotator's own answers are left out, so a prompt's round never moves as they answer. A
+# prompt's answers count in its own study only, and only those of the asking annotator's
+# channel that were not rejected and hold their place (not place_released), as same_channel_q
+# counts them ({channel} is one of two fixed conditions). A prompt the annotator answered in
+# any study (two studies of a set may share prompts) is not offered again: reports read one
+# answer per person and prompt (annotate.selectors.results.counted_human_answers).
 _WORK_NEXT = """SELECT
     (SELECT c.prompt_id FROM (
-        SELECT sp.prompt_id,
-            ((sp.prompt_id %% {modulus}) * CAST(%s AS BIGINT) + CAST(%s AS BIGINT)) %% {modulus} AS y, (
+        SELECT t.prompt_id, t.item_id, t.turn, (t.variant + t.turn) %% t.variants AS round, (
             SELECT count(*) FROM verbalizer_humananswer n
             JOIN annotate_annotator na ON na.id = n.annotator_id
-            WHERE n.prompt_id = sp.prompt_id AND n.study_id = %s AND n.status <> %s
+            WHERE n.prompt_id = t.prompt_id AND n.study_id = %s AND n.status <> %s
             AND NOT n.place_released AND {channel}) AS answered
-        FROM verbalizer_humanstudy_prompts sp
-        WHERE sp.humanstudy_id = %s AND NOT EXISTS(
-            SELECT 1 FROM verbalizer_humananswer mine WHERE mine.prompt_id = sp.prompt_id
+        FROM (
+            SELECT m.prompt_id, m.item_id,
+                ((m.y * m.y + CAST(%s AS BIGINT)) %% {modulus})
+                    * ((m.y * m.y + CAST(%s AS BIGINT)) %% {modulus}) %% {modulus} AS turn,
+                ROW_NUMBER() OVER (PARTITION BY m.item_id ORDER BY m.prompt_id) - 1 AS variant,
+                COUNT(*) OVER (PARTITION BY m.item_id) AS variants
+            FROM (
+                SELECT sp.prompt_id, p.item_id,
+                    ((p.item_id %% {modulus}) * CAST(%s AS BIGINT) + CAST(%s AS BIGINT))
+                        %% {modulus} AS y
+                FROM verbalizer_humanstudy_prompts sp
+                JOIN verbalizer_prompt p ON p.id = sp.prompt_id
+                WHERE sp.humanstudy_id = %s
+            ) m
+        ) t
+        WHERE NOT EXISTS(
+            SELECT 1 FROM verbalizer_humananswer mine WHERE mine.prompt_id = t.prompt_id
             AND mine.annotator_id = %s)
         ) c WHERE c.answered < %s
-        ORDER BY c.answered, ((c.y * c.y + CAST(%s AS BIGINT)) %% {modulus})
-            * ((c.y * c.y + CAST(%s AS BIGINT)) %% {modulus}) %% {modulus}, c.prompt_id LIMIT 1),
+        ORDER BY c.round, c.answered, c.turn, c.item_id, c.prompt_id LIMIT 1),
     (SELECT count(*) FROM verbalizer_humananswer WHERE study_id = %s AND annotator_id = %s),
     (SELECT count(*) FROM verbalizer_humanstudy_prompts WHERE humanstudy_id = %s)"""
 

@@ -350,6 +350,72 @@ def test_each_annotator_meets_the_prompts_in_an_order_of_their_own(client):
         assert sum(a == b for a, b in zip(items, items[1:], strict=False)) <= 5
 
 
+def _answer_next(client, study) -> int | None:
+    """Answer the annotator's next prompt of the study with key 1; its id, None when done."""
+    prompt = client.get(reverse("verbalizer:work-next", args=[study.pk])).context["prompt"]
+    if prompt is None:
+        return None
+    client.post(
+        reverse("verbalizer:work-answer", args=[study.pk]), {"prompt": prompt.pk, "key": "1"}
+    )
+    return prompt.pk
+
+
+def test_a_person_meets_an_items_verbalizers_as_far_apart_as_the_study_allows():
+    """A reader met an item under golden and flipped golden within three prompts, the second
+    answer primed by the first: now each person goes in rounds of one prompt per item, in an
+    order of the items of their own, so an item's prompts are N prompts apart in a study of N
+    items, the most M prompts of each among N * M allow; with answers of others in between,
+    every item still comes once before any comes again."""
+    from django.test import Client
+
+    from annotate.models import Annotator
+
+    items, mappings = 6, ["golden", "flipped-golden", "0|1"]
+    fill("SST-2", [True, False] * (items // 2))
+    evaluation_set = evaluation_set_create(
+        name="spaced", datasets=["SST-2"], items=items, seed=1, mappings="all", modes=["direct"]
+    ).evaluation_set
+    study = human_study_create(
+        evaluation_set=evaluation_set, name="three", mappings=mappings, answers_per_prompt=4
+    )
+    item_of = dict(study.prompts.values_list("pk", "item_id"))
+    assert len(item_of) == items * len(mappings)
+
+    def min_distance(seen: list[int]) -> int:
+        last, gaps = {}, []
+        for index, pk in enumerate(seen):
+            if item_of[pk] in last:
+                gaps.append(index - last[item_of[pk]])
+            last[item_of[pk]] = index
+        return min(gaps)
+
+    readers = []
+    for name in ("alone", "after", "mixed-1", "mixed-2"):
+        person = UserFactory(username=name, roles=[ANNOTATOR])
+        Annotator.objects.create(user=person, name=name, kind="expert")  # their answers count
+        readers.append(Client())
+        readers[-1].force_login(person)
+    orders = []
+    for reader in readers[:2]:  # one after the other: every count even within a round
+        seen = list(iter(lambda reader=reader: _answer_next(reader, study), None))
+        assert sorted(seen) == sorted(item_of)
+        assert min_distance(seen) == items
+        orders.append(seen)
+    assert orders[0] != orders[1]  # an order of their own
+    mixed = [[], []]
+    while True:  # two at once: the answers of one change the counts the other's choice reads
+        taken = [_answer_next(reader, study) for reader in readers[2:]]
+        if taken == [None, None]:
+            break
+        for seen, pk in zip(mixed, taken, strict=True):
+            seen += [pk] if pk else []
+    for seen in mixed:
+        assert sorted(seen) == sorted(item_of)
+        rounds = [seen[i : i + items] for i in range(0, len(seen), items)]
+        assert all(len({item_of[pk] for pk in r}) == len(r) for r in rounds)
+
+
 def _main_nav(html: str) -> str:
     return html.split('<nav aria-label="Main"', 1)[1].split("</nav>", 1)[0]
 

@@ -169,7 +169,7 @@ def test_formats(small_set, capsys):
     md = report_as(report, "md")
     assert "| m1 | SST-2 | neutral | foo\\|bar | direct | 2 | 0.0 | 50.0 |" in md
     latex = report_as(report, "latex")
-    assert "m1 & 100.0 & 50.0 & 0.0 \\\\" in latex
+    assert "m1 & 100.0 & 50.0 & 0.0 & 0.0 & 0.0 & 50.0 \\\\" in latex  # then invalid %
     call_command("verbalizer_report", "--set", "small", "--format", "json")
     assert json.loads(capsys.readouterr().out) == rows
 
@@ -267,11 +267,12 @@ def test_an_undefined_interval_reads_n_a_once_and_kappa_intervals_read_low_to_hi
     ModelAnswer.objects.filter(prompt__mapping__name="foo|bar").update(reply="I cannot tell")
     report = verbalizer_report(evaluation_set=small_set)
     md = report_as(report, "md")
-    assert "| invalid % (lenient) |" in md.splitlines()[0]
+    assert "| invalid % (lenient) |" in next(x for x in md.splitlines() if x.startswith("|"))
     assert "| m1 | SST-2 | neutral | foo\\|bar | direct | 2 | n/a | n/a | n/a | 100.0 |" in md
     # Asked with no valid reply: n/a; a cell never asked reads "--" (test_same_prompts.py).
-    assert "m1 & 100.0 & n/a & 0.0 \\\\" in report_as(report, "latex")
+    assert "m1 & 100.0 & n/a & 0.0 & 0.0 & 100.0 & 50.0 \\\\" in report_as(report, "latex")
     people = {
+        "set": "small",
         "agreement": [
             {"source": "human", "dataset": "all", "kappa": None, "ci_low": None,
              "ci_high": None, "items": 0, "raters": 0, "note": "n"},
@@ -304,6 +305,7 @@ def test_an_n_a_interval_is_explained_under_its_table_in_markdown_and_latex(smal
     assert "| flipped-golden | direct | 2 | 0.0 | 0.0 | 0.0–0.0 | 0.0 |" in md
     assert INTERVAL_NA_NOTE not in md
     people = {
+        "set": "small",
         "agreement": [
             {"source": "human", "dataset": "all", "kappa": 0.1, "ci_low": None,
              "ci_high": None, "items": 3, "raters": 2, "note": ""},
@@ -350,6 +352,37 @@ def test_a_figure_cell_with_answers_but_no_valid_reply_says_so_and_keeps_its_leg
     assert re.findall(r">\s*(natural|neutral|unnatural)\s*<", svg) == [
         "natural", "neutral", "unnatural",
     ]  # fmt: skip
+
+
+def test_a_zero_bar_is_marked_on_the_baseline_and_a_cell_never_asked_stays_empty(
+    with_humans, drawn_figure
+):
+    """A 0% bar was drawn as nothing, the same empty slot as a cell never asked (a crowd row of
+    one answer, 0.0, was blank in Figure 2): it is now a stroke of its colour on the baseline
+    with a "0%" note, and a cell never asked (m1 on people's prompts, natural) stays empty."""
+    from matplotlib.colors import to_hex
+    from matplotlib.text import Text
+
+    from evaluation.figures import PALETTE
+    from evaluation.verbalizer import figures
+    from tests.evaluation.figure_layout import overlapping_texts, texts_on_error_bars
+
+    report = verbalizer_report(evaluation_set=with_humans)
+    # m1's unnatural bars are 0 with half their replies invalid; the majority's, as one
+    # crowd answer that was wrong: 0, no interval, nothing invalid.
+    row(report["groups"], system="human-majority", group="unnatural").update(
+        accuracy_lenient=0.0, ci_lenient=(None, None), invalid=0.0
+    )
+    figure = drawn_figure(figures, figures.render_figure, report, "groups", "png")
+    notes = sorted(t.get_text() for t in figure.findobj(Text) if t.get_text().startswith("0%"))
+    assert notes == ["0%", "0%, inv 50%", "0%, inv 50%"]
+    strokes = [
+        line for axes in figure.axes for line in axes.get_lines()
+        if list(line.get_ydata()) == [0, 0]
+    ]  # fmt: skip
+    unnatural = to_hex(PALETTE[2 % len(PALETTE)])
+    assert [to_hex(line.get_color()) for line in strokes] == [unnatural] * 3
+    assert overlapping_texts(figure) == [] and texts_on_error_bars(figure) == []
 
 
 PAPER_MODELS = [
@@ -486,8 +519,8 @@ def test_the_markdown_of_a_set_without_answers_says_no_data_as_the_kiwi_report(d
     empty = evaluation_set_create(name="empty", datasets=["SST-2"], items=1, seed=1)
     report = verbalizer_report(evaluation_set=empty.evaluation_set)
     rows = report_as(report, "md")
-    assert rows.startswith("(no data)\n") and "| system |" not in rows
-    assert report_as(report, "md", "agreement") == "(no data)\n"
+    assert "\n## Accuracy\n\n(no data)\n" in rows and "| system |" not in rows
+    assert report_as(report, "md", "agreement").endswith("\n## Agreement of people\n\n(no data)\n")
 
 
 def test_a_changed_answer_counts_as_changed_and_the_export_keeps_the_first(with_humans):
@@ -542,7 +575,10 @@ def test_only_bars_with_invalid_replies_carry_an_inv_note(with_humans, name, dra
     for index, found in enumerate(bars):
         found.update(invalid=[0.0, 0.004, 0.25][index % 3])
     figure = drawn_figure(figures, figures.render_figure, report, name, "png")
-    notes = sorted(t.get_text() for t in figure.findobj(Text) if t.get_text().startswith("inv "))
+    # A bar too low to see says its value first ("0%, inv 25%"); a cell with no valid reply
+    # ("n/a, inv 100%") is no bar.
+    said = [t.get_text() for t in figure.findobj(Text) if not t.get_text().startswith("n/a")]
+    notes = sorted(part for text in said for part in text.split(", ") if part.startswith("inv "))
     expected = sorted(
         {0.004: "inv <1%", 0.25: "inv 25%"}[r["invalid"]] for r in bars if r["invalid"]
     )
@@ -868,14 +904,14 @@ def test_the_latex_groups_table_says_what_n_a_and_dashes_mean_where_they_are(wit
     na = "n/a: asked, and no reply valid under the lenient rule"
     dash = "--: not asked (no prompt of that group)"
     latex = report_as(verbalizer_report(evaluation_set=with_humans), "latex")
-    assert "human & -- & -- & 50.0 \\\\" in latex
-    assert f"{{\\footnotesize {dash}.}}" in latex and na not in latex
+    assert "human & -- & -- & 50.0 & -- & -- & 0.0 \\\\" in latex
+    assert f"; {dash}.}}" in latex and na not in latex
 
     ModelAnswer.objects.filter(prompt__mapping__name="foo|bar").update(reply="I cannot tell")
     HumanAnswer.objects.all().delete()
     latex = report_as(verbalizer_report(evaluation_set=with_humans), "latex")
-    assert "m1 & 100.0 & n/a & 0.0 \\\\" in latex
-    assert f"{{\\footnotesize {na}.}}" in latex and dash not in latex
+    assert "m1 & 100.0 & n/a & 0.0 & 0.0 & 100.0 & 50.0 \\\\" in latex
+    assert f"; {na}.}}" in latex and dash not in latex
     assert latex.index("\\end{tabular}") < latex.index(na)
 
 
@@ -894,3 +930,54 @@ def test_every_latex_table_compiles_with_hostile_names_and_n_a_cells(with_humans
     tables = "\n".join(report_as(report, "latex", table) for table in ("rows", "slices"))
     assert "n/a" in tables
     assert_latex_compiles(tmp_path, tables)
+
+
+def test_the_latex_groups_table_shows_the_invalid_share_beside_each_accuracy(with_humans):
+    """The majority's 100.0 was pasted without its ties: with two people per prompt, one of the
+    two prompts is a tie (invalid), and the accuracy reads the other alone. The page shows an
+    Invalid % column; the LaTeX now has one per group, explained under the table, and the
+    Markdown keeps its column."""
+    from annotate.verbalizer.models import HumanAnswer
+
+    HumanAnswer.objects.filter(annotator__name="p2").delete()
+    report = verbalizer_report(evaluation_set=with_humans)
+    majority = row(report["groups"], system="human-majority", group="unnatural")
+    assert (majority["accuracy_lenient"], majority["invalid"]) == (1.0, 0.5)
+    latex = report_as(report, "latex")
+    assert "System & Natural & Neutral & Unnatural & Natural & Neutral & Unnatural \\\\" in latex
+    assert "\\multicolumn{3}{c}{Invalid (\\%)}" in latex
+    assert "human-majority & -- & -- & 100.0 & -- & -- & 50.0 \\\\" in latex
+    assert latex.index("\\end{tabular}") < latex.index(
+        "(for a majority row, prompts whose people tie)"
+    )
+    md = report_as(report, "md")
+    assert (
+        "| human-majority | SST-2 | unnatural | flipped-golden | direct | 2 | 100.0 | 100.0 |" in md
+    )
+    assert "| 50.0 |\n" in md.split("| human-majority |", 1)[1]
+
+
+def test_the_markdown_report_has_a_heading_naming_the_set_and_says_each_note_once(
+    with_humans, capsys
+):
+    """`verbalizer_report --format md` began with a bare table, and the n/a note stood under the
+    accuracy table and again under the agreement table when both had an n/a interval: the
+    document now opens with the set's name, as the InFoBench and KIWI Markdown do, a heading
+    over each table, and says each note once."""
+    from evaluation.verbalizer.formats import INTERVAL_NA_NOTE
+
+    report = verbalizer_report(evaluation_set=with_humans)
+    assert any(r["ci_lenient"] == (None, None) for r in report["rows"])  # m1, flipped-golden
+    row(report["agreement"], dataset="SST-2").update(ci_low=None, ci_high=None)
+    with mock.patch(
+        "evaluation.management.commands.verbalizer_report.verbalizer_report", return_value=report
+    ):
+        call_command("verbalizer_report", "--set", "small", "--format", "md")
+    md = capsys.readouterr().out
+    assert md.count(INTERVAL_NA_NOTE) == 1
+    assert md.startswith("# Verbalizer report: small\n\n## Accuracy\n\n| system |")
+    assert md.index("## Accuracy") < md.index("## Agreement of people") < md.index("Fleiss")
+    # A table alone still says it where its own table has an n/a interval.
+    agreement = report_as(report, "md", "agreement")
+    assert agreement.startswith("# Verbalizer report: small\n\n## Agreement of people\n")
+    assert agreement.count(INTERVAL_NA_NOTE) == 1

@@ -253,9 +253,10 @@ def test_every_format_carries_the_same_prompt_rows_and_the_sentence(overlap, cap
     assert found["note"] in md
     latex = report_as(report, "latex")
     # "--": never asked (the set has no neutral prompt; people answered golden ones only).
-    assert "m1 & 91.7 & -- & 100.0 \\\\" in latex  # (2/3 + 1 + 1 + 1) / 4, as above
-    assert "\\midrule\nm1, on people's prompts & 66.7 & -- & -- \\\\" in latex
-    assert "human-majority & 100.0 & -- & -- \\\\" in latex
+    assert "m1 & 91.7 & -- & 100.0 & 0.0 & -- & 0.0 \\\\" in latex  # (2/3 + 1 + 1 + 1) / 4
+    assert "\\midrule\nm1, on people's prompts & 66.7 & -- & -- & 0.0 & -- & -- \\\\" in latex
+    # The majority's 100.0 rests on two of its three prompts: the third is a tie.
+    assert "human-majority & 100.0 & -- & -- & 33.3 & -- & -- \\\\" in latex
     assert "``model, on people's prompts''" in latex and "of the 4 it publishes" in latex
     slices = list(csv.DictReader(io.StringIO(report_as(report, "csv", "slices"))))
     assert [(s["prompts"], s["people"], s["items"], s["models"]) for s in slices] == [
