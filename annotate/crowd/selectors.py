@@ -780,16 +780,6 @@ def _bonus_charge(amount: Decimal, *, flat_rate: Decimal | None) -> Decimal:
     return paid_with_fee(amount, max_assignments=None, flat_rate=flat_rate)
 
 
-def publication_of_assignment():
-    """The publication the outer assignment came through, as an OuterRef query: its task's
-    batch's on its worker's platform (a batch has at most one per platform), the work a
-    publication's page counts as its own (publication_spending). None for work done in-house,
-    or recorded without a publication (the demo's finished crowd study)."""
-    return Publication.objects.filter(
-        batch_id=OuterRef("task__batch_id"), platform=OuterRef("annotator__platform")
-    ).order_by()
-
-
 def _publication_of_answer(*, prefix: str):
     """The publication a human study's answer (reached through `prefix`) came through, as an
     OuterRef query: its study's on its worker's platform."""

@@ -19,13 +19,13 @@
   (EngineCall.possibly_billed_usd: a timeout after sending, a broken stream, a 5xx; the engine's
   estimate, not in the cost).
 - Time: for an expert (and the experts' majority), first claim to last submission of their
-  assignments. For the crowd, what the paper took from the platform's statistics: the time its
-  publications were being worked on, the length of the union of each publication's span (first
-  claim to last submission of its counted work; annotate.crowd.selectors.
-  publication_of_assignment, work with none a span of its own), so the days between one
-  publication and the next are not counted and overlapping ones count once. For a judge, the
-  time its calls took: the sum of the engine calls' latencies (a run resumed after a pause
-  counts only its calls).
+  assignments. For the crowd, what the paper took from the platform's statistics: the time
+  during which at least one crowd worker was working on counted work, the length of the union
+  of their counted assignments' spans (claim to submission), so idle time between them is not
+  counted (days between batches, a publication resumed after its claims expired, a worker who
+  picked up a HIT days later) and overlapping assignments count once. For a judge, the time its
+  calls took: the sum of the engine calls' latencies (a run resumed after a pause counts only
+  its calls).
 
 A source with nothing recorded (labels that were imported, say) gets None, never 0. Sources are
 keyed as the computed report keys them: an annotator's by `annotator_source(id)`, the majorities
@@ -41,19 +41,16 @@ kind a researcher changes while the report is read moves a worker's labels and c
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from decimal import Decimal
+from operator import itemgetter
 
 from django.conf import settings
-from django.db.models import Count, Max, Min, Subquery, Sum
+from django.db.models import Count, Max, Min, Sum
 
 from annotate.crowd.base import to_cents
-from annotate.crowd.selectors import (
-    crowd_paid_per_assignment,
-    crowd_paid_work_q,
-    publication_of_assignment,
-)
+from annotate.crowd.selectors import crowd_paid_per_assignment, crowd_paid_work_q
 from annotate.engine.models import EngineCall, EngineRun
 from annotate.models import AnnotatorKind, Assignment, Benchmark, Response
 from annotate.selectors.annotator_kinds import annotators_counted
@@ -83,64 +80,51 @@ def _minutes(first, last) -> float | None:
 
 def _union_minutes(spans: Iterable[tuple[datetime | None, datetime | None]]) -> float | None:
     """Minutes covered by the union of the (first, last) spans: overlapping spans merged, the
-    time between disjoint ones left out. None when no span has both ends (as _minutes)."""
-    merged: list[list[datetime]] = []
-    for first, last in sorted(span for span in spans if None not in span):
-        if merged and first <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], last)
-        else:
-            merged.append([first, last])
-    if not merged:
+    time between disjoint ones left out. None when no span has both ends (as _minutes).
+
+    Sorted by the start alone and merged without a list of merged spans: a report's crowd has
+    one span per assignment, hundreds of thousands of them."""
+    covered = timedelta(0)
+    start = end = None
+    for first, last in sorted((span for span in spans if None not in span), key=itemgetter(0)):
+        if end is None or first > end:
+            if end is not None:
+                covered += end - start
+            start, end = first, last
+        elif last > end:
+            end = last
+    if end is None:
         return None
-    return round(sum((last - first).total_seconds() for first, last in merged) / 60, 2)
+    return round((covered + (end - start)).total_seconds() / 60, 2)
 
 
 @dataclass
 class _Work:
-    """Counted assignments of one annotator (or one kind) in one subset, summed, with the span
-    (first claim, last submission) of each publication's part of them (key None: the work that
-    came through none)."""
+    """Counted assignments of one annotator (or one kind) in one subset, summed."""
 
     seconds: float = 0.0
     count: int = 0
     paid: Decimal = Decimal(0)  # crowd work: what it was paid, fees included
-    spans: dict[int | None, tuple[datetime | None, datetime | None]] = field(default_factory=dict)
+    first: datetime | None = None
+    last: datetime | None = None
 
     def add(self, row: dict, *, paid: Decimal = Decimal(0)) -> None:
         self.seconds += row["seconds"] or 0
         self.count += row["count"]
         self.paid += paid
-        self.spans[row["publication"]] = _widened(self.spans.get(row["publication"]), row)
-
-    @property
-    def first(self) -> datetime | None:
-        return min((first for first, _ in self.spans.values() if first is not None), default=None)
-
-    @property
-    def last(self) -> datetime | None:
-        return max((last for _, last in self.spans.values() if last is not None), default=None)
-
-
-def _widened(span: tuple | None, row: dict) -> tuple[datetime | None, datetime | None]:
-    """The (first, last) span, widened to the row's first claim and last submission."""
-    first, last = span or (None, None)
-    if row["first"] is not None and (first is None or row["first"] < first):
-        first = row["first"]
-    if row["last"] is not None and (last is None or row["last"] > last):
-        last = row["last"]
-    return first, last
+        if row["first"] is not None and (self.first is None or row["first"] < self.first):
+            self.first = row["first"]
+        if row["last"] is not None and (self.last is None or row["last"] > self.last):
+            self.last = row["last"]
 
 
 def _counted_work_by_annotator(benchmark: Benchmark) -> list[dict]:
     """The benchmark's counted assignments (rejected or unconfirmed work is unpaid), summed per
-    annotator, subset and the publication they came through (the crowd's time is per
-    publication): one query, whatever the data."""
-    publication = publication_of_assignment().values("pk")[:1]
+    annotator and subset: one query, whatever the data."""
     return list(
         counted_assignments()
         .filter(task__instruction__benchmark=benchmark)
-        .annotate(publication=Subquery(publication))
-        .values("annotator_id", "task__instruction__subset", "publication")
+        .values("annotator_id", "task__instruction__subset")
         .annotate(
             seconds=Sum("active_seconds"),
             count=Count("id"),
@@ -149,6 +133,26 @@ def _counted_work_by_annotator(benchmark: Benchmark) -> list[dict]:
         )
         .order_by()
     )
+
+
+def _crowd_spans(
+    benchmark: Benchmark, crowd_ids: list[int]
+) -> dict[str, list[tuple[datetime | None, datetime | None]]]:
+    """The (claim, submission) span of each counted assignment of the crowd workers
+    `crowd_ids`, per subset and overall: one query, whatever the data (none without ids).
+    Read in claim order, so each list comes sorted and _union_minutes's sort is one pass."""
+    spans: dict[str, list] = {subset: [] for subset in SUBSETS}
+    rows = (
+        counted_assignments()
+        .filter(task__instruction__benchmark=benchmark, annotator_id__in=crowd_ids)
+        .order_by("claimed_at")
+        .values_list("task__instruction__subset", "claimed_at", "submitted_at")
+    )
+    for subset, claimed, submitted in rows:
+        span = (claimed, submitted)
+        spans[subset].append(span)
+        spans["overall"].append(span)
+    return spans
 
 
 def _assignment_costs(
@@ -182,6 +186,7 @@ def _assignment_costs(
             work.filter(annotator_id__in=crowd_ids),
             by=("annotator_id", "task__instruction__subset"),
         )
+    spans = _crowd_spans(benchmark, crowd_ids)
     experts: dict[str, dict[str, _Work]] = {subset: {} for subset in SUBSETS}
     crowd: dict[str, _Work] = {subset: _Work() for subset in SUBSETS}
     for row in rows:
@@ -196,7 +201,7 @@ def _assignment_costs(
         for each in (subset, "overall"):
             crowd[each].paid += amount
     costs = {
-        subset: {**_expert_costs(experts[subset]), **_crowd_cost(crowd[subset])}
+        subset: {**_expert_costs(experts[subset]), **_crowd_cost(crowd[subset], spans[subset])}
         for subset in SUBSETS
     }
     return costs, {pk: kinds.get(pk) for pk in ids}
@@ -218,14 +223,14 @@ def _expert_costs(experts: dict[str, _Work]) -> dict[str, SourceCost]:
     return costs
 
 
-def _crowd_cost(crowd: _Work) -> dict[str, SourceCost]:
+def _crowd_cost(crowd: _Work, spans: list[tuple]) -> dict[str, SourceCost]:
     """The Decimal sum of the payments' prices (each whole cents: pricing.paid_with_fee),
     as the publication page's "Spent so far" adds them, made a float only at the end; the time
-    its publications were worked on, idle days between them left out (the module's Time)."""
+    during which at least one crowd worker was working on counted work (the module's Time)."""
     if not crowd.count:
         return {}
     cost = float(to_cents(crowd.paid))
-    return {"crowd-majority": SourceCost(cost, _union_minutes(crowd.spans.values()))}
+    return {"crowd-majority": SourceCost(cost, _union_minutes(spans))}
 
 
 def _judge_costs(benchmark: Benchmark, subset: str) -> dict[str, SourceCost]:

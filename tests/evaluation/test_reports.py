@@ -396,44 +396,99 @@ def test_crowd_time_leaves_out_the_days_between_two_publications(bench):
     assert _crowd_time(bench, "hard") is None
 
 
-def test_crowd_time_counts_overlapping_publications_once(bench):
-    """The link's work spans 0–30 min; a publication worked on at once, from 20 to 45 min,
-    adds 15 min, not its 25; a third, a day before, its own 10 min: 45 + 10. The spans are
-    read in the query that reads the work, however many publications there are."""
+def _in_house_crowd_work(bench, subset, *, claimed, minutes: int, status=None):
+    """An assignment of `minutes` by a crowd account of no platform (a web account decided
+    crowd), on a batch of its own in the bench's project and the bench's `subset` instruction:
+    work that came through no publication."""
+    project = Assignment.objects.get(annotator__name="crowd-1").task.batch.project
+    task = TaskFactory(
+        batch=BatchFactory(project=project),
+        instruction=bench.instructions.get(subset=subset),
+    )
+    return AssignmentFactory(
+        task=task,
+        annotator=AnnotatorFactory(kind=AnnotatorKind.CROWD),
+        status=status or AssignmentStatus.SUBMITTED,
+        claimed_at=claimed,
+        submitted_at=claimed + timedelta(minutes=minutes),
+    )
+
+
+def test_crowd_time_leaves_out_the_days_between_batches_without_a_publication(bench):
+    """Crowd work through no publication (web accounts decided crowd, the demo's recorded
+    study) is no one span: the bench's 30 min and another batch's 10-minute task on the hard
+    instruction three days before are 40 min overall, not 4,350. An expert's work between
+    them is not the crowd's."""
+    first = Assignment.objects.get(annotator__name="crowd-1")
+    start = first.claimed_at
+    _in_house_crowd_work(bench, Subset.HARD, claimed=start - timedelta(days=3), minutes=10)
+    AssignmentFactory(
+        task=first.task,
+        annotator=Annotator.objects.get(name="expert-1"),
+        status=AssignmentStatus.SUBMITTED,
+        claimed_at=start - timedelta(days=1),
+        submitted_at=start - timedelta(days=1) + timedelta(minutes=10),
+    )
+    assert _crowd_time(bench) == pytest.approx(40.0)
+    assert _crowd_time(bench, "easy") == pytest.approx(30.0)
+    assert _crowd_time(bench, "hard") == pytest.approx(10.0)
+
+
+def test_crowd_time_leaves_out_idle_days_inside_one_publication(bench):
+    """One publication worked on 20 min six days ago and 20 min yesterday (resumed after its
+    claims expired, or a HIT picked up late): 40 min of it beside the bench's 30, not the five
+    days between (7,250 min)."""
+    first = Assignment.objects.get(annotator__name="crowd-1")
+    task, start = first.task, first.claimed_at
+    _work_on_fake(task, "resumed", claimed=start - timedelta(days=6), minutes=20)
+    _work_on_fake(task, "resumed", claimed=start - timedelta(days=1), minutes=20)
+    assert _crowd_time(bench) == pytest.approx(70.0)
+
+
+def test_crowd_time_counts_overlapping_assignments_once(bench):
+    """The bench's work spans 0–30 min; a publication's worker from 20 to 45 min adds 15 min,
+    not 25, another inside that, from 22 to 27, adds none, and the same publication's worker a
+    day later their own 10 min: 55. The spans are read in one query, however many there
+    are."""
 
     def queries() -> int:
         with CaptureQueriesContext(connection) as captured:
             source_costs(benchmark=bench)
         return len(captured)
 
-    task, start = _bench_work_on_a_link(bench)
-    one_publication = queries()
+    task = Assignment.objects.get(annotator__name="crowd-1").task
+    start = task.assignments.order_by("claimed_at").first().claimed_at
+    before = queries()
     _work_on_fake(task, "beside", claimed=start + timedelta(minutes=20), minutes=25)
     _work_on_fake(task, "beside", claimed=start + timedelta(minutes=22), minutes=5)
-    _work_on_fake(task, "day-before", claimed=start - timedelta(days=1), minutes=10)
+    _work_on_fake(task, "beside", claimed=start + timedelta(days=1), minutes=10)
     assert _crowd_time(bench) == pytest.approx(55.0)
-    assert queries() == one_publication
+    assert queries() == before
 
 
-def test_crowd_time_still_leaves_out_work_that_does_not_count(bench):
-    """Rejected work and work the platform never confirmed neither open a publication's span
-    nor widen one: the earlier publication counts its confirmed 20 min only, and the bench's
-    work without a publication (in-house crowd accounts) is a span of its own, 30 min."""
+def test_crowd_time_leaves_out_work_that_does_not_count(bench):
+    """Rejected work and work the platform never confirmed add no time, in a publication's
+    idle hours or before it, and neither does a web crowd account's rejected work: the
+    publication counts its confirmed 20 + 10 min, beside the bench's 30."""
     first = Assignment.objects.get(annotator__name="crowd-1")
     task, start = first.task, first.claimed_at
     earlier = start - timedelta(days=3)
-    _work_on_fake(task, "earlier", claimed=earlier, minutes=20)
     rejected = AssignmentStatus.REJECTED
+    _work_on_fake(task, "earlier", claimed=earlier, minutes=20)
+    _work_on_fake(task, "earlier", claimed=earlier + timedelta(hours=10), minutes=10)
     _work_on_fake(
-        task, "earlier", claimed=earlier - timedelta(hours=5), minutes=10, status=rejected
+        task, "earlier", claimed=earlier + timedelta(hours=5), minutes=10, status=rejected
     )
     _work_on_fake(
-        task, "earlier", claimed=earlier + timedelta(hours=5), minutes=10, confirmed=False
+        task, "earlier", claimed=earlier + timedelta(hours=7), minutes=10, confirmed=False
     )
     _work_on_fake(
         task, "rejected-only", claimed=start - timedelta(days=2), minutes=10, status=rejected
     )
-    assert _crowd_time(bench) == pytest.approx(50.0)
+    _in_house_crowd_work(
+        bench, Subset.EASY, claimed=start - timedelta(days=1), minutes=10, status=rejected
+    )
+    assert _crowd_time(bench) == pytest.approx(60.0)
 
 
 def test_a_worker_blocked_after_being_paid_stays_in_the_crowd_cost(bench):
