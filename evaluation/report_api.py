@@ -25,6 +25,7 @@ from annotate.throttling import figure_rate_check
 from evaluation import figures
 from evaluation.conventions import ACC_MODES, DEFAULT_ACC, DEFAULT_UNKNOWN, UNKNOWN_MODES
 from evaluation.errors import ReportError
+from evaluation.report_formats import SOURCES_NA_REASONS
 from evaluation.report_views import (
     DOCUMENTS,
     report_conventions_check,
@@ -44,6 +45,11 @@ class LeaderboardRow(serializers.Serializer):
     drfr, ci_low, ci_high = Num, Num, Num
     yes = serializers.IntegerField()
     questions = serializers.IntegerField()
+    responses_labelled = serializers.IntegerField(
+        help_text="The system's responses in the subset the source labelled at all; fewer than "
+        "responses: a partial DRFR, over those alone (a judge's run stopped part-way)."
+    )
+    responses = serializers.IntegerField(help_text="The system's responses in the subset.")
 
 
 class AgreementRow(serializers.Serializer):
@@ -70,6 +76,16 @@ class SourceRow(serializers.Serializer):
     )
     compared = serializers.IntegerField()
     pairs = serializers.IntegerField()
+    acc_na = serializers.ChoiceField(
+        choices=list(SOURCES_NA_REASONS),
+        allow_null=True,
+        help_text="Why acc is null (null when it is not); docs/reports.md.",
+    )
+    pld_na = serializers.ChoiceField(
+        choices=list(SOURCES_NA_REASONS),
+        allow_null=True,
+        help_text="Why pld0, pld1, pld2 and wpld are null (null when they are not).",
+    )
 
 
 CONVENTION_PARAMETERS = [

@@ -43,6 +43,8 @@ TABLES: dict[str, list[str]] = {
         "ci_high",
         "yes",
         "questions",
+        "responses_labelled",
+        "responses",
     ],
     "agreement": [
         "protocol",
@@ -71,6 +73,8 @@ TABLES: dict[str, list[str]] = {
         "pld2",
         "wpld",
         "pairs",
+        "acc_na",
+        "pld_na",
         "cost_usd",
         "possibly_billed_usd",
         "time_min",
@@ -205,14 +209,17 @@ def latex_escape(text: str) -> str:
     return "{[}" + text[1:] if text.startswith("[") else text
 
 
-def _minutes(value: object) -> str:
-    """Minutes as the report page writes them (floatformat:-1): one decimal, none when it is 0
-    (0.3 is "0.3", not "0", which reads as nothing recorded; 1,452.0 is "1,452")."""
+def hundredths_text(value: object) -> str:
+    """A figure that must not read as nothing when small, as the report page and every export
+    write it: two decimals, thousands grouped, "<0.01" for less than half a hundredth that is
+    not 0; "n/a" for None. Table 4's Time (a judge's 0.24 s of calls is "<0.01", never "0",
+    nothing recorded) and a judge's possibly billed amount."""
     value = _finite(value)
     if value is None:
         return "n/a"
-    tenths = Decimal(repr(float(value))).quantize(Decimal("0.1"), ROUND_HALF_UP)
-    return _fixed(float(tenths), digits=0 if tenths == tenths.to_integral() else 1, grouped=True)
+    if 0 < abs(value) < 0.005:
+        return "<0.01"
+    return _fixed(value, digits=2, grouped=True, minus="-")
 
 
 def _fixed(
@@ -297,6 +304,7 @@ def _latex_leaderboard(report: dict) -> str:
             missing = missing or "n/a" in cells
             body.append([latex_escape(source) if index == 0 else "", latex_escape(system), *cells])
     note = f" {LEADERBOARD_NA_NOTE}" if missing else ""  # said only where an n/a is
+    note += "".join(f" {text}" for text in partial_notes(report["leaderboard"]))
     return _latex_table(
         columns="llrrr",
         header=["Source", "Model", "Easy Set", "Hard Set", "Overall"],
@@ -304,6 +312,31 @@ def _latex_leaderboard(report: dict) -> str:
         caption=latex_escape(f"DRFR (%) on {report['benchmark']} per label source.{note}"),
         label="tab:drfr",
     )
+
+
+def is_partial(row: dict) -> bool:
+    """Whether a leaderboard row's source labelled only some of the system's responses in the
+    set (a judge run stopped part-way): its DRFR is then over those alone."""
+    return row["responses_labelled"] < row["responses"]
+
+
+def partial_notes(rows: list[dict]) -> list[str]:
+    """Say which leaderboard figures are partial (is_partial), per source and set with its
+    systems' responses added up: "Partial (judge, Overall: 16 of 40 responses labelled): ...";
+    [] when none is."""
+    counts: dict[tuple[str, str], list[int]] = {}
+    for row in rows:
+        pair = counts.setdefault((row["source"], row["subset"]), [0, 0])
+        pair[0] += row["responses_labelled"]
+        pair[1] += row["responses"]
+    found = "; ".join(
+        f"{source}, {_SUBSET_TITLES[subset]}: {labelled} of {total} responses labelled"
+        for (source, subset), (labelled, total) in counts.items()
+        if labelled < total
+    )
+    if not found:
+        return []
+    return [f"Partial ({found}): a partial DRFR is over the responses its source labelled alone."]
 
 
 def _latex_agreement(report: dict) -> str:
@@ -374,11 +407,7 @@ def possibly_billed_text(value: object) -> str:
     "+<0.01" for less than half a cent (written as 0.00 it would read as nothing); "" when
     there is none, or the source is not a judge (None)."""
     value = _finite(value)
-    if not value:
-        return ""
-    if value < 0.005:
-        return "+<0.01"
-    return "+" + _fixed(value, digits=2, grouped=True, minus="-")
+    return "+" + hundredths_text(value) if value else ""
 
 
 def _possibly_billed(value: object, *, escape) -> str:
@@ -386,36 +415,48 @@ def _possibly_billed(value: object, *, escape) -> str:
     return f" ({escape(text)})" if text else ""
 
 
-# Why a figure of Table 4 is n/a (null in the report: evaluation.services.reports._source_rows),
-# by the columns it stands for; said under the table (Markdown) or in its caption (LaTeX) where
-# one of them is n/a.
-SOURCES_NA_NOTES = (
-    (
-        ("cost_usd", "time_min"),
-        "Cost or time n/a: nothing was recorded for the source in that set (no assignment or "
-        "model call behind its labels, e.g. imported labels).",
-    ),
-    (
-        ("acc",),
-        "ACC n/a: no question of that set has both an answer of the source that ACC counts "
-        "and a YES or NO of its gold (the expert majority; for an expert, the other experts' "
-        "majority).",
-    ),
-    (
-        ("pld0", "pld1", "pld2", "wpld"),
-        "PLD and WPLD n/a: the source and its gold rank no pair of models on one instruction "
-        "of that set.",
-    ),
+# Why a cost or time of Table 4 is n/a (null in the report), said under the table (Markdown) or
+# in its caption (LaTeX) where one is.
+COST_NA_NOTE = (
+    "Cost or time n/a: nothing was recorded for the source in that set (no assignment or model "
+    "call behind its labels, e.g. imported labels)."
 )
+
+# Why an ACC, or a PLD and WPLD, of Table 4 is n/a, by the row's reason code (acc_na, pld_na:
+# evaluation.services.reports._against_gold), each said with the cells it holds for.
+SOURCES_NA_REASONS = {
+    "no_gold_label": "no question of that set has a YES or NO of the source's gold (the expert "
+    "majority; for an expert, the other experts' majority)",
+    "no_common_question": "the source answered (as ACC counts) none of the questions of that "
+    "set its gold has a YES or NO for",
+    "source_one_system": "the source labelled fewer than two systems on every instruction of "
+    "that set, so it ranks no pair of systems",
+    "gold_one_system": "the source's gold labelled fewer than two systems on every instruction "
+    "of that set, so it ranks no pair of systems",
+    "no_common_pair": "the source and its gold rank pairs of systems in that set, but never the "
+    "same pair on the same instruction",
+}
+_NA_FIGURES = (("acc_na", "ACC"), ("pld_na", "PLD and WPLD"))
+REASON_COLUMNS = {column for column, _ in _NA_FIGURES}
 
 
 def _sources_na_notes(rows: list[dict]) -> list[str]:
-    """The notes of SOURCES_NA_NOTES whose columns hold an n/a in `rows`."""
-    return [
-        note
-        for columns, note in SOURCES_NA_NOTES
-        if any(_finite(row.get(column)) is None for row in rows for column in columns)
-    ]
+    """Why each n/a of Table 4 is: the cost note where a cost or time is n/a, then each reason
+    an ACC or a PLD is n/a with the cells (source, set) it holds for."""
+    notes = []
+    if any(_finite(row.get(c)) is None for row in rows for c in ("cost_usd", "time_min")):
+        notes.append(COST_NA_NOTE)
+    for column, figure in _NA_FIGURES:
+        cells: dict[str, list[str]] = {}
+        for row in rows:
+            if row.get(column):
+                cell = f"{row['source']}, {_SUBSET_TITLES[row['subset']]}"
+                cells.setdefault(row[column], []).append(cell)
+        notes += [
+            f"{figure} n/a ({'; '.join(found)}): {SOURCES_NA_REASONS[why]}."
+            for why, found in cells.items()
+        ]
+    return notes
 
 
 def _latex_sources(report: dict) -> str:
@@ -434,7 +475,7 @@ def _latex_sources(report: dict) -> str:
                     latex_escape(row["source"]),
                     _fixed(row["cost_usd"], digits=2, grouped=True)
                     + _possibly_billed(row.get("possibly_billed_usd"), escape=latex_escape),
-                    _minutes(row["time_min"]),
+                    latex_escape(hundredths_text(row["time_min"])),
                     _fixed(row["acc"], scale=100, digits=1),
                     *(_fixed(row[k], digits=1) for k in ("pld0", "pld1", "pld2")),
                     _fixed(row["wpld"], digits=3),
@@ -525,13 +566,55 @@ def markdown_escape(text: object) -> str:
     return _MARKDOWN_SPECIALS.sub(r"\\\1", " ".join(str(text).split()))
 
 
-def _markdown_cell(value: object) -> str:
+# Decimals of each number column as the report page shows it (templates/evaluation/report.html's
+# floatformat), so Markdown reads 12.25 where the page does, not 12.2500. ACC is a share here
+# and a percentage with one decimal there: three decimals of the share are the same digits.
+# Time and possibly billed amounts go by hundredths_text, as on the page.
+PAGE_DECIMALS = {
+    "length": 2,
+    "questions_per_instruction": 2,
+    "drfr": 3,
+    "ci_low": 3,
+    "ci_high": 3,
+    "fleiss_kappa": 3,
+    "p_bar": 3,
+    "p_e": 3,
+    "raw_agreement": 3,
+    "acc": 3,
+    "pld0": 1,
+    "pld1": 1,
+    "pld2": 1,
+    "wpld": 3,
+    "cost_usd": 2,
+}
+# Columns the page writes by hundredths_text, so that a small figure never reads as 0.
+HUNDREDTHS_COLUMNS = {"time_min", "possibly_billed_usd"}
+
+
+def _markdown_cell(column: str, value: object) -> str:
     value = _finite(value)
     if value is None:
-        return "n/a"
+        # A reason column is null where its figure is there: nothing to say, not "n/a".
+        return "" if column in REASON_COLUMNS else "n/a"
+    if column in HUNDREDTHS_COLUMNS:
+        return hundredths_text(value)
     if isinstance(value, float):
-        return f"{value:.4f}"
+        return _fixed(value, digits=PAGE_DECIMALS.get(column, 4), minus="-")
     return markdown_escape(value)
+
+
+def _markdown_notes(report: dict, table: str) -> list[str]:
+    """The notes said under a table that is not empty: why an interval or a figure is n/a,
+    which DRFRs are partial."""
+    rows = report[table]
+    notes = [INTERVAL_NA_NOTE] if "ci_low" in _columns(table) and has_no_interval(rows) else []
+    if table in DRFR_NA_GROUPS and any(_finite(row["drfr"]) is None for row in rows):
+        notes.append(drfr_na_note(DRFR_NA_GROUPS[table]))
+    if table == "leaderboard":
+        notes += partial_notes(rows)
+    if table == "sources":
+        notes += _sources_na_notes(rows)
+    return notes
 
 
 def table_markdown(report: dict, table: str) -> str:
@@ -542,25 +625,24 @@ def table_markdown(report: dict, table: str) -> str:
         "",
         "| " + " | ".join(columns) + " |",
         "| " + " | ".join("---" for _ in columns) + " |",
-        *("| " + " | ".join(map(_markdown_cell, row)) + " |" for row in _rows(report, table)),
+        *(
+            "| " + " | ".join(map(_markdown_cell, columns, row)) + " |"
+            for row in _rows(report, table)
+        ),
     ]
     if not report.get(table):
         lines.append("")
         lines.append("_No data._")
-    elif "ci_low" in columns and has_no_interval(report[table]):
-        lines += ["", INTERVAL_NA_NOTE]
-    elif table == "sources":
-        for note in _sources_na_notes(report[table]):
+    else:
+        for note in _markdown_notes(report, table):
             lines += ["", note]
-    elif table in DRFR_NA_GROUPS and any(_finite(row["drfr"]) is None for row in report[table]):
-        lines += ["", drfr_na_note(DRFR_NA_GROUPS[table])]
     return "\n".join(lines) + "\n"
 
 
 def report_markdown(report: dict) -> str:
     """Return every table as a GitHub markdown table, each under its own heading."""
     heading = (
-        f"# Report: {_markdown_cell(report['benchmark'])}\n\n"
+        f"# Report: {markdown_escape(report['benchmark'])}\n\n"
         f"Generated {report['generated_at']}; unknown answers: {report['unknown']}"
         + (f" ({report['unknown_convention']})" if report.get("unknown_convention") else "")
         + (f"; ACC: {report['acc_unknown']}" if report.get("acc_unknown") else "")

@@ -115,7 +115,7 @@ def report_page(request: HttpRequest, benchmark_id: int) -> HttpResponse:
         "unknown_conventions": UNKNOWN_CONVENTIONS.items(),
         "acc_conventions": ACC_CONVENTIONS.items(),
         "leaderboard": _leaderboard_rows(report),
-        "sources": _source_rows(report),
+        **_source_rows(report),
         "figures": _figure_choices(report, request),
         "tables": list(report_formats.TABLES),
         "sources_title": report_formats.TABLE_TITLES["sources"],
@@ -155,24 +155,41 @@ def _leaderboard_rows(report: dict) -> list[dict]:
     for entry in report["leaderboard"]:
         key = (entry["source"], entry["system"])
         rows.setdefault(key, {"source": entry["source"], "system": entry["system"]})
-        rows[key][entry["subset"]] = entry
+        rows[key][entry["subset"]] = {**entry, "partial": report_formats.is_partial(entry)}
     for row in rows.values():
         row["cells"] = [row.get(subset) for subset in ("easy", "hard", "overall")]
     return list(rows.values())
 
 
-def _source_rows(report: dict) -> list[dict]:
-    """Table 4's rows with ACC as a percentage, to show with one decimal as the LaTeX and
-    Markdown tables do (scaled as a decimal, so halves round the same way there and here), and
-    a judge's possibly billed amount as LaTeX writes it beside its cost."""
-    return [
+def _source_rows(report: dict) -> dict:
+    """Table 4's rows (`sources`) with ACC as a percentage, to show with one decimal as the
+    LaTeX and Markdown tables do (scaled as a decimal, so halves round the same way there and
+    here), time and a judge's possibly billed amount as the exports write them, and the number
+    of the reason (`sources_na_reasons`, in order) of each "–" in ACC and in PLD."""
+    reasons: list[str] = []
+
+    def mark(code: str | None) -> int | None:
+        if code is None:
+            return None
+        if code not in reasons:
+            reasons.append(code)
+        return reasons.index(code) + 1
+
+    rows = [
         {
             **row,
             "acc_percent": None if row["acc"] is None else Decimal(repr(float(row["acc"]))) * 100,
             "possibly_billed": report_formats.possibly_billed_text(row.get("possibly_billed_usd")),
+            "time_text": report_formats.hundredths_text(row["time_min"]),
+            "acc_na_mark": mark(row["acc_na"]),
+            "pld_na_mark": mark(row["pld_na"]),
         }
         for row in report["sources"]
     ]
+    return {
+        "sources": rows,
+        "sources_na_reasons": [report_formats.SOURCES_NA_REASONS[code] for code in reasons],
+    }
 
 
 def report_document_file(report: dict, fmt: str) -> HttpResponse:

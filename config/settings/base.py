@@ -321,6 +321,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Table 4's acc_na and pld_na share their codes: one enum, not two names for it.
+    "ENUM_NAME_OVERRIDES": {"SourceNaReasonEnum": "evaluation.report_formats.SOURCES_NA_REASONS"},
 }
 
 # One Content-Security-Policy on every response (django-csp's middleware): our own scripts and

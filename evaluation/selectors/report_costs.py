@@ -61,6 +61,9 @@ from evaluation.models import ConversationStatus, JudgeConversation, JudgeRun
 from evaluation.selectors.report_data import annotator_source
 
 SUBSETS = ("easy", "hard", "overall")
+# Minutes are kept to 4 decimals (6 ms): a judge's few seconds of calls stay visible as such
+# (0.0040, not 0.00 read as nothing); report_formats.hundredths_text decides how they are shown.
+MINUTE_DIGITS = 4
 
 
 @dataclass(frozen=True)
@@ -75,7 +78,7 @@ class SourceCost:
 def _minutes(first, last) -> float | None:
     if first is None or last is None:
         return None
-    return round((last - first).total_seconds() / 60, 2)
+    return round((last - first).total_seconds() / 60, MINUTE_DIGITS)
 
 
 def _union_minutes(spans: Iterable[tuple[datetime | None, datetime | None]]) -> float | None:
@@ -95,7 +98,7 @@ def _union_minutes(spans: Iterable[tuple[datetime | None, datetime | None]]) -> 
             end = last
     if end is None:
         return None
-    return round((covered + (end - start)).total_seconds() / 60, 2)
+    return round((covered + (end - start)).total_seconds() / 60, MINUTE_DIGITS)
 
 
 @dataclass
@@ -294,7 +297,7 @@ def _judge_costs(benchmark: Benchmark, subset: str) -> dict[str, SourceCost]:
     return {
         annotator_source(annotator_id): SourceCost(
             round(float(cost), 4),
-            round(latency_ms / 60_000, 2),
+            round(latency_ms / 60_000, MINUTE_DIGITS),
             None if annotator_id in unknown else round(float(billed), 4),
         )
         for annotator_id, (cost, latency_ms, billed) in totals.items()

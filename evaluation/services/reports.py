@@ -458,6 +458,7 @@ def _leaderboard(data, sources, counts, bootstrap: Bootstrap) -> list[dict]:
             yes_sum, counted_sum = yes[instructions].sum(axis=0), counted[instructions].sum(axis=0)
             drfr = ratio(yes_sum, counted_sum)
             systems = np.flatnonzero(counted_sum)
+            responses, labelled = _responses_labelled(data, source, subset)
             new_rows = [
                 {
                     "system": data.systems[s],
@@ -469,12 +470,25 @@ def _leaderboard(data, sources, counts, bootstrap: Bootstrap) -> list[dict]:
                     "ci_high": None,
                     "yes": int(yes_sum[s]),
                     "questions": int(counted_sum[s]),
+                    "responses_labelled": int(labelled[s]),
+                    "responses": int(responses[s]),
                 }
                 for s in systems
             ]
             bootstrap.ratio(new_rows, instructions, yes[:, systems], counted[:, systems])
             rows += new_rows
     return rows
+
+
+def _responses_labelled(data, source: Source, subset: str) -> tuple[np.ndarray, np.ndarray]:
+    """Return (responses, labelled) per system in the subset: the benchmark's responses, and
+    those the source labelled at all. A run stopped part-way (a judge over the easy set only)
+    gives a DRFR over what it labelled, which the report marks as partial where the two differ."""
+    in_subset = _subset_instructions(data, subset)[data.response_instruction]
+    systems = data.response_system[in_subset]
+    responses = np.bincount(systems, minlength=data.n_systems)
+    labelled = np.bincount(systems[source.touched[in_subset]], minlength=data.n_systems)
+    return responses, labelled
 
 
 def _breakdowns(data, sources, counts, unknown: str) -> tuple[list[dict], list[dict], list[dict]]:
@@ -611,6 +625,9 @@ class RatedItems:
     instruction: np.ndarray  # instruction index per item
     raters: np.ndarray  # raters with a defined category per item
     n: int  # raters per item used: the most common number, at least 2 (0: none)
+    # Pairs of systems some rater ranked on some instruction: the group's items per instruction
+    # (a pair of a system the group never labelled, a generated one, is no item of its study).
+    pairs: int
 
 
 def _rated_items(instruction, categories, defined) -> RatedItems:
@@ -635,7 +652,13 @@ def _rated_items(instruction, categories, defined) -> RatedItems:
     column = np.where(keep, 1 - grid, 3)
     item = np.arange(len(instructions) * n_pairs).reshape(len(instructions), 1, n_pairs)
     counts = np.bincount((item * 4 + column).reshape(-1), minlength=item.size * 4)
-    return RatedItems(counts.reshape(-1, 4)[:, :3], np.repeat(instructions, n_pairs), raters, n)
+    return RatedItems(
+        counts.reshape(-1, 4)[:, :3],
+        np.repeat(instructions, n_pairs),
+        raters,
+        n,
+        pairs=int(np.count_nonzero(defined.any(axis=0))),
+    )
 
 
 def _agreement(data, results: LabelResults, bootstrap: Bootstrap) -> list[dict]:
@@ -657,9 +680,14 @@ def _agreement(data, results: LabelResults, bootstrap: Bootstrap) -> list[dict]:
 
 
 def _agreement_row(data, protocol, group, subset, rated: RatedItems, bootstrap) -> dict:
-    in_subset = _subset_instructions(data, subset)[rated.instruction]
+    """Kappa of a group in a subset. Dropped counts every item of the subset left out, those no
+    annotator of the group rated included (an instruction it never labelled, a pair it left
+    undefined there): items and dropped add up to the subset's instructions × the pairs of
+    systems the group ranked anywhere (RatedItems.pairs)."""
+    subset_instructions = _subset_instructions(data, subset)
+    in_subset = subset_instructions[rated.instruction]
     kept = in_subset & (rated.raters >= rated.n) & (rated.n >= 2)
-    dropped = in_subset & (rated.raters > 0) & ~kept
+    dropped = int(subset_instructions.sum()) * rated.pairs - int(kept.sum())
     result = (
         fleiss_kappa(rated.counts[kept])
         if kept.any()
@@ -676,7 +704,7 @@ def _agreement_row(data, protocol, group, subset, rated: RatedItems, bootstrap) 
         "p_e": _number(result.p_e),
         "raw_agreement": _number(result.raw_agreement),
         "items": int(kept.sum()),
-        "dropped": int(dropped.sum()),
+        "dropped": dropped,
         "annotators": rated.n,
         "undefined_reason": result.undefined_reason if kept.any() else _no_rated_item(rated.n),
     }
@@ -777,6 +805,17 @@ def _in_subset(per_subset_code: np.ndarray, subset: str) -> np.ndarray:
     return per_subset_code[SUBSET_CODES[subset]]
 
 
+# Why ACC (acc_na) or PLD and WPLD (pld_na) are null in a row of Table 4, one code per cell
+# (report_formats.SOURCES_NA_REASONS says each in words): the gold has no YES or NO label in the
+# set; the source answered none of the questions the gold has one for; the source, or its
+# gold, labelled fewer than two systems on every instruction of the set (so ranks no pair of
+# systems); both rank pairs, never the same one on the same instruction.
+NO_GOLD_LABEL = "no_gold_label"
+NO_COMMON_QUESTION = "no_common_question"
+SOURCE_ONE_SYSTEM = "source_one_system"
+GOLD_ONE_SYSTEM = "gold_one_system"
+NO_COMMON_PAIR = "no_common_pair"
+
 _NOTHING_AGAINST_GOLD = {
     "acc": None,
     "compared": 0,
@@ -785,20 +824,24 @@ _NOTHING_AGAINST_GOLD = {
     "pld2": None,
     "wpld": None,
     "pairs": 0,
+    "acc_na": NO_GOLD_LABEL,
+    "pld_na": NO_GOLD_LABEL,
 }
 
 
 def _against_gold(source, gold, categories, pairs, instructions, acc_unknown: str) -> dict:
     """ACC of the source's items against gold (their label pairs: `pairs`), PLD of its
-    pairwise categories on `instructions`."""
+    pairwise categories on `instructions`, and why each is null where one is."""
     acc = accuracy_from_pairs(pairs, unknown_is_wrong=acc_unknown == "wrong")
     source_categories, source_defined = categories[source.name]
     gold_categories, gold_defined = categories[gold.name]
+    source_ranks = source_defined[instructions]
+    gold_ranks = gold_defined[instructions]
     distance = pld(
-        source_categories[instructions],
-        gold_categories[instructions],
-        source_defined[instructions] & gold_defined[instructions],
+        source_categories[instructions], gold_categories[instructions], source_ranks & gold_ranks
     )
+    # Items whose gold label is NO or YES, whatever the source's (label_pairs' columns: code + 1).
+    gold_labelled = bool(pairs[:, NO + 1].sum() + pairs[:, YES + 1].sum())
     return {
         "acc": _number(acc.acc),
         "compared": acc.compared,
@@ -807,7 +850,23 @@ def _against_gold(source, gold, categories, pairs, instructions, acc_unknown: st
         "pld2": _number(distance.pld2),
         "wpld": _number(distance.wpld),
         "pairs": distance.items,
+        "acc_na": None if acc.compared else _why_no_acc(gold_labelled),
+        "pld_na": None if distance.items else _why_no_pld(gold_labelled, source_ranks, gold_ranks),
     }
+
+
+def _why_no_acc(gold_labelled: bool) -> str:
+    return NO_COMMON_QUESTION if gold_labelled else NO_GOLD_LABEL
+
+
+def _why_no_pld(gold_labelled: bool, source_ranks: np.ndarray, gold_ranks: np.ndarray) -> str:
+    """Why no (instruction, pair) is ranked by both the source and its gold (`*_ranks`: the
+    pairs each ranks), the gold's lack said first: without it the source's matters not."""
+    if not gold_ranks.any():
+        return GOLD_ONE_SYSTEM if gold_labelled else NO_GOLD_LABEL
+    if not source_ranks.any():
+        return SOURCE_ONE_SYSTEM
+    return NO_COMMON_PAIR
 
 
 # --- Figures' data: disagreement, display positions, votes ---------------------------------------

@@ -58,6 +58,8 @@ def _leaderboard() -> list[dict]:
                         "ci_high": min(1.0, drfr + 0.0649),
                         "yes": yes,
                         "questions": questions,
+                        "responses_labelled": SUBSETS[subset],
+                        "responses": SUBSETS[subset],
                     }
                 )
     return rows
@@ -138,6 +140,8 @@ def _sources() -> list[dict]:
                     "pld2": pld2,
                     "wpld": (pld1 + 2 * pld2) / 100,
                     "pairs": instructions * 3,
+                    "acc_na": None,
+                    "pld_na": None,
                     "cost_usd": None if cost is None else cost * scale,
                     # A judge's failed attempts the provider may have billed; people: None.
                     "possibly_billed_usd": 0.0 if kind == "llm" else None,

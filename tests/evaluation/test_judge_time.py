@@ -119,21 +119,27 @@ def test_a_later_run_over_some_responses_replaces_the_earlier_runs_cost_and_time
     assert _judge_rows(report) == {"easy": 6.0, "hard": 2.0, "overall": 8.0}
 
 
-def test_the_report_page_shows_a_judges_minutes_under_one_as_such(client, admin_user):
-    """18 s of calls is 0.3 minutes: the page wrote "0", which reads as nothing recorded."""
+@pytest.mark.parametrize(
+    ("latency_ms", "shown"), [(6_000, "0.30"), (800, "0.04"), (50, "&lt;0.01"), (0, "0.00")]
+)
+def test_the_report_page_shows_a_judges_minutes_under_one_as_such(
+    client, admin_user, latency_ms, shown
+):
+    """18 s of calls is 0.3 minutes, 2.4 s 0.04: the page wrote "0" for both once, and still
+    for the second (one decimal at most), which reads as nothing recorded."""
     from django.urls import reverse
 
     benchmark, systems, _ = make_benchmark(questions_per_instruction=(3,))
     judge = make_judge(name="fake-judge", backend="fake")
     run = judge_run_create(config=judge, benchmark=benchmark, systems=systems)
     judge_run_execute(run_id=run.pk)
-    EngineCall.objects.filter(run=run.engine_run_id).update(latency_ms=6_000)
+    EngineCall.objects.filter(run=run.engine_run_id).update(latency_ms=latency_ms)
     client.force_login(admin_user)
 
     page = client.get(reverse("reports:detail", args=[benchmark.pk])).text
 
     row = next(r for r in page.split("<tr>") if "<td>overall</td><td>fake-judge</td>" in r)
-    assert row.split("<td>")[4].startswith("0.3</td>")
+    assert row.split("<td>")[4].startswith(f"{shown}</td>")
 
 
 def test_a_judges_possibly_billed_attempts_are_shown_beside_its_cost_in_every_format(
@@ -189,7 +195,7 @@ def test_a_judges_possibly_billed_attempts_are_shown_beside_its_cost_in_every_fo
     assert r"fake-judge & 30.00 (+0.38) &" in latex  # easy
     assert "(+x): an LLM judge's failed attempts" in latex
     markdown = report_formats.table_markdown(report, "sources")
-    assert "| 32.0000 | 1.3750 |" in markdown
+    assert "| 32.00 | 1.38 |" in markdown  # the page's decimals
     client.force_login(admin_user)
     page = client.get(reverse("reports:detail", args=[benchmark.pk])).text
     row = next(r for r in page.split("<tr>") if "<td>overall</td><td>fake-judge</td>" in r)

@@ -201,7 +201,7 @@ def test_latex_sources_follow_table_4():
     lines = _table_lines(report_latex(sample_report()), "tab:sources")
     assert any(line.startswith(r" & Source & Cost(\$) & Time(min) & ACC(\%)") for line in lines)
     assert (
-        r"\textit{Overall (10)} & alpha & 236.00 & 480 & 93.0 & 90.0 & 10.0 & 0.0 & 0.100 \\"
+        r"\textit{Overall (10)} & alpha & 236.00 & 480.00 & 93.0 & 90.0 & 10.0 & 0.0 & 0.100 \\"
         in lines
     )
     assert r" & gpt-4-0314 judge & n/a & n/a & 81.0 & 65.6 & 34.4 & 0.0 & 0.344 \\" in lines
@@ -305,6 +305,11 @@ def test_latex_compiles_with_hostile_names(tmp_path):
     for row in report["leaderboard"]:
         if row["system"] == "claude-2.1":
             row["system"] = "a&b_c%$"
+        if row["source"] == "gpt-4-0314 judge" and row["subset"] == "overall":
+            row["responses_labelled"] = 3  # a partial DRFR, said in the caption
+    judge = report["sources"][-1]
+    judge.update(time_min=0.001, pld0=None, pld1=None, pld2=None, wpld=None)
+    judge.update(pairs=0, pld_na="source_one_system")  # "<0.01" and a reason in the caption
     assert_latex_compiles(tmp_path, report_latex(report))
 
 
@@ -336,20 +341,32 @@ def test_latex_rounds_halves_as_the_report_page_does(value):
     assert _fixed(value, scale=100, digits=1).replace("$-$", "-") == f"{page:.1f}"
 
 
-def test_latex_minutes_under_one_keep_their_tenths_as_the_page_does():
+@pytest.mark.parametrize(
+    ("minutes", "text"),
+    [(0.3, "0.30"), (0.04, "0.04"), (0.004, "\\textless{}0.01"), (1451.96, "1,451.96")],
+)
+def test_latex_minutes_have_two_decimals_and_never_read_as_nothing(minutes, text):
+    """Minutes were written with one decimal or none: a judge's 2.4 s (0.04) read "0", as if
+    nothing was recorded, beside "2897.1" elsewhere. One rule for the page and every export."""
     report = sample_report()
     alpha = next(
         r for r in report["sources"] if r["source"] == "alpha" and r["subset"] == "overall"
     )
-    alpha["time_min"] = 0.3
+    alpha["time_min"] = minutes
     lines = _table_lines(report_latex(report), "tab:sources")
-    assert (
-        r"\textit{Overall (10)} & alpha & 236.00 & 0.3 & 93.0 & 90.0 & 10.0 & 0.0 & 0.100 \\"
-        in lines
-    )
-    alpha["time_min"] = 1451.96  # rounds to a whole number of tenths: no decimal
-    lines = _table_lines(report_latex(report), "tab:sources")
-    assert any(r"& alpha & 236.00 & 1,452 & 93.0" in line for line in lines)
+    assert f"\\textit{{Overall (10)}} & alpha & 236.00 & {text} & 93.0 & 90.0" in "\n".join(lines)
+
+
+def test_markdown_minutes_follow_the_same_rule_as_latex():
+    from evaluation.report_formats import hundredths_text
+
+    assert [hundredths_text(m) for m in (None, 0.0, 0.004, 0.005, 0.04, 2897.1)] == [
+        "n/a", "0.00", "<0.01", "0.01", "0.04", "2,897.10",
+    ]  # fmt: skip
+    report = sample_report()
+    report["sources"][0]["time_min"] = 0.004
+    rows = _markdown_tables(report_markdown(report))[TABLE_TITLES["sources"]]
+    assert "| <0.01 |" in rows[2]
 
 
 def test_a_possibly_billed_amount_reads_as_an_addition_to_the_cost_and_never_as_nothing():
@@ -459,28 +476,42 @@ def test_latex_drfr_caption_says_why_a_cell_is_n_a():
 def test_table_4_says_why_a_cost_time_acc_or_pld_is_n_a_only_where_one_is():
     """Table 4 printed n/a for a cost, time, ACC or PLD with no reason, in LaTeX and Markdown
     alike: its caption (LaTeX) and a note under it (Markdown) say it, for the columns that hold
-    an n/a."""
-    from evaluation.report_formats import SOURCES_NA_NOTES
+    an n/a, each ACC and PLD by its own reason, naming its cells."""
+    from evaluation.report_formats import COST_NA_NOTE, SOURCES_NA_REASONS
 
-    cost_note, acc_note, pld_note = (note for _, note in SOURCES_NA_NOTES)
     report = sample_report()  # the judge's labels were imported: no cost or time recorded
     caption = _latex_caption(report_latex(report), "tab:sources")
     markdown = _markdown_sections(report_markdown(report))[TABLE_TITLES["sources"]]
     for text in (caption, markdown):
-        assert cost_note in text
+        assert COST_NA_NOTE in text
         assert "ACC n/a" not in text and "PLD and WPLD n/a" not in text
 
     judge = [r for r in report["sources"] if r["cost_usd"] is None]
     for row in judge:
         row.update(cost_usd=1.5, time_min=2.0)
-    report["sources"][0].update(acc=None, compared=0, pld0=None, pld1=None, pld2=None, wpld=None)
+    report["sources"][0].update(
+        acc=None, compared=0, pld0=None, pld1=None, pld2=None, wpld=None, pairs=0
+    )
+    report["sources"][0].update(acc_na="no_gold_label", pld_na="no_gold_label")
+    for row in judge[1:]:  # labelled one system per instruction: no pair, with a gold
+        row.update(pld0=None, pld1=None, pld2=None, wpld=None, pairs=0, pld_na="source_one_system")
+    acc_note = f"ACC n/a (alpha, Easy Set): {SOURCES_NA_REASONS['no_gold_label']}."
+    pld_notes = [
+        f"PLD and WPLD n/a (alpha, Easy Set): {SOURCES_NA_REASONS['no_gold_label']}.",
+        "PLD and WPLD n/a (gpt-4-0314 judge, Hard Set; gpt-4-0314 judge, Overall): "
+        f"{SOURCES_NA_REASONS['source_one_system']}.",
+    ]
     latex = report_latex(report)
     caption = _latex_caption(latex, "tab:sources")
     assert " & n/a & n/a & n/a & n/a & n/a \\\\" in latex
-    assert caption.endswith(f"robustness. {latex_escape(acc_note)} {latex_escape(pld_note)}")
+    expected = " ".join(latex_escape(note) for note in [acc_note, *pld_notes])
+    assert caption.endswith(f"robustness. {expected}")
     markdown = _markdown_sections(report_markdown(report))[TABLE_TITLES["sources"]]
-    assert markdown.endswith(f"\n\n{acc_note}\n\n{pld_note}\n")
+    assert markdown.endswith("".join(f"\n\n{note}" for note in [acc_note, *pld_notes]) + "\n")
     assert "Cost or time n/a" not in caption + markdown
+    # Each cell's code in its row, empty where the figure is there.
+    assert "| no\\_gold\\_label | no\\_gold\\_label | 118.00 |" in markdown
+    assert "| 0 |  | source\\_one\\_system | 1.50 |" in markdown
 
 
 @pytest.mark.parametrize(
@@ -507,3 +538,51 @@ def test_markdown_drfr_breakdowns_say_why_a_drfr_is_n_a_only_where_one_is(table,
     assert markdown.endswith(f" |\n\n{note}\n")
     assert whole.count("the DRFR counted none") == 1  # under that table only
     assert whole.index(TABLE_TITLES[table]) < whole.index(note)
+
+
+def test_markdown_numbers_have_the_report_pages_decimals():
+    """`report --format md` printed every number with four decimals (12.2500, 3.0000) where the
+    page shows 12.25 and 3.00: each column now has the page's decimals, halves rounded up."""
+    report = sample_report()
+    report["dataset"] = [
+        {
+            "subset": "overall",
+            "instructions": 4,
+            "length": 12.25,
+            "questions": 12,
+            "questions_per_instruction": 3.0,
+            "domains": 2,
+        }
+    ]
+    tables = _markdown_tables(report_markdown(report))
+    assert tables[TABLE_TITLES["dataset"]][2] == "| overall | 4 | 12.25 | 12 | 3.00 | 2 |"
+    alpha = tables[TABLE_TITLES["sources"]][2]
+    # acc 0.93 (93.0 % on the page), pld0 90.0, wpld 0.100, cost 118.00, time 240.00
+    assert alpha.startswith(
+        "| alpha | expert | easy | other-experts | 0.930 | 54 | 90.0 | 10.0 | 0.0 | 0.100 | 12 |"
+    )
+    assert alpha.endswith("|  |  | 118.00 | n/a | 240.00 |")
+    leaderboard = tables[TABLE_TITLES["leaderboard"]][2]
+    assert (
+        leaderboard
+        == "| gpt-4-1106-preview | alpha | expert | easy | 0.889 | 0.816 | 0.954 | 16 | 18 | 4 | 4 |"
+    )
+
+
+def test_a_partial_source_is_said_so_under_the_leaderboard_in_markdown_and_latex():
+    """A judge run stopped after the easy set showed an Overall with nothing marking it as
+    over part of the responses alone."""
+    report = sample_report()
+    assert "Partial" not in report_markdown(report) + report_latex(report)
+    for row in report["leaderboard"]:
+        if row["source"] == "gpt-4-0314 judge" and row["subset"] != "easy":
+            row["responses_labelled"] = {"hard": 0, "overall": 4}[row["subset"]]
+    note = (
+        "Partial (gpt-4-0314 judge, Hard Set: 0 of 18 responses labelled; gpt-4-0314 judge, "
+        "Overall: 12 of 30 responses labelled): a partial DRFR is over the responses its source "
+        "labelled alone."
+    )
+    markdown = _markdown_sections(report_markdown(report))[TABLE_TITLES["leaderboard"]]
+    assert f"\n\n{note}" in markdown
+    assert "| gpt-4-0314 judge | llm | overall | " in markdown
+    assert latex_escape(note) in _latex_caption(report_latex(report), "tab:drfr")

@@ -491,7 +491,7 @@ def test_the_report_page_shows_acc_as_the_latex_table_does(researcher_client, be
     page = researcher_client.get(reverse("reports:detail", args=[bench.pk])).content.decode()
     table = page.split('<h2 id="sources">')[1].split("</table>")[0]
     shown = {
-        (cells[0], cells[1]): cells[4]
+        (cells[0], cells[1]): cells[4].split('<sup class="na-reason">')[0]  # its reason's mark
         for row in table.split("<tr>")[2:]
         for cells in [[cell.split("</td>")[0].strip() for cell in row.split("<td>")[1:]]]
     }
@@ -528,7 +528,8 @@ def test_the_kappa_table_says_what_its_columns_count(researcher_client, bench):
     note = page.split('id="agreement-note">')[1].split("</p>")[0]
     assert "An item is one instruction and one pair of systems" in note
     assert "raw agreement is the share of items on which all" in note
-    assert "Dropped: items of the subset with fewer, left out." in note
+    assert "Dropped: items of the subset with fewer, left out, those no annotator" in note
+    assert "Items and Dropped add up to the subset's instructions times the pairs" in note
 
 
 def test_cached_report_follows_labels_edited_in_the_admin(researcher_client, bench, admin_user):
@@ -601,3 +602,44 @@ def test_cached_report_follows_four_admin_corrections_that_cancel_out(
     after = researcher_client.get(url).json()["leaderboard"]
     fresh = report_build(scope=OPERATOR, benchmark=bench, n_resamples=10)["leaderboard"]
     assert after == fresh != before
+
+
+def _sources_table(page: str) -> str:
+    return page.split('id="sources"')[1].split('<h2 id="figures"')[0]
+
+
+def test_table_4_gives_each_dash_its_own_reason(researcher_client, bench):
+    """A judge that labelled one system: ACC there, PLD "–", and the legend said every "–"
+    meant no expert-majority label, false here."""
+    Label.objects.filter(annotator__name="judge", response__system__name="beta").delete()
+    page = researcher_client.get(reverse("reports:detail", args=[bench.pk])).text
+    table = _sources_table(page)
+
+    assert "no item of that source has an expert-majority label" not in table
+    judge = next(r for r in table.split("<tr>") if "<td>overall</td><td>judge</td>" in r)
+    cells = judge.split("<td>")
+    assert not cells[5].startswith("–")  # ACC
+    mark = cells[6].split('<sup class="na-reason">')[1].split("</sup>")[0]
+    reasons = table.split('id="sources-na-reasons">')[1].split("</ol>")[0].split("<li>")[1:]
+    assert reasons[int(mark) - 1].startswith(
+        "The source labelled fewer than two systems on every instruction of that set"
+    )
+
+
+def test_the_leaderboard_marks_a_partial_drfr(researcher_client, bench):
+    page = researcher_client.get(reverse("reports:detail", args=[bench.pk])).text
+    leaderboard = page.split('<h2 id="leaderboard"')[1].split("</table>")[0]
+    crowd = next(r for r in leaderboard.split("<tr>") if "<td>crowd-majority</td><td>alpha" in r)
+    easy, hard, overall = crowd.split("<td>")[3:6]
+    assert "partial" not in easy and hard.startswith("–")
+    assert '<span class="partial">partial: 1 of 2 responses labelled</span>' in overall
+    judge = next(r for r in leaderboard.split("<tr>") if "<td>judge</td><td>alpha" in r)
+    assert "partial" not in judge
+
+
+def test_report_command_markdown_numbers_as_the_page_shows_them(bench, capsys):
+    call_command("report", "--benchmark", bench.name, "--format", "md")
+    out = capsys.readouterr().out
+    dataset = next(line for line in out.splitlines() if line.startswith("| overall | 2 |"))
+    # 2 instructions, 5 questions: 2.50 questions per instruction, as on the page.
+    assert "| 5 | 2.50 |" in dataset

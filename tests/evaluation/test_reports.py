@@ -683,6 +683,8 @@ def test_report_is_valid_json_with_every_documented_key(bench):
         "ci_high",
         "yes",
         "questions",
+        "responses_labelled",
+        "responses",
     }
 
 
@@ -770,3 +772,68 @@ def test_a_kappa_without_items_says_which_ratings_are_missing(bench):
         row = _one(report, "agreement", protocol="drfr", group="crowd", subset=subset)
         assert row["fleiss_kappa"] is None
         assert row["undefined_reason"] == "no item has ratings from two annotators or more"
+
+
+def test_table_4_says_why_each_acc_and_pld_is_missing(bench):
+    """A judge that labelled one system has an ACC but ranks no pair of systems: its PLD is
+    missing because it labelled one system per instruction, not for want of an expert majority
+    (what the page said of every "–"). The crowd, which labelled only the easy instruction, has
+    no question in common with the experts in the hard set."""
+    Label.objects.filter(annotator__name="judge", response__system__name="beta").delete()
+    report = report_build(scope=OPERATOR, benchmark=bench, n_resamples=10)
+
+    judge = _one(report, "sources", source="judge", subset="overall")
+    assert judge["acc"] is not None and judge["acc_na"] is None
+    assert (judge["pld0"], judge["pairs"], judge["pld_na"]) == (None, 0, "source_one_system")
+    crowd = _one(report, "sources", source="crowd-majority", subset="hard")
+    assert (crowd["acc"], crowd["acc_na"]) == (None, "no_common_question")
+    assert crowd["pld_na"] == "source_one_system"
+    majority = _one(report, "sources", source="expert-majority", subset="overall")
+    assert (majority["acc_na"], majority["pld_na"]) == (None, None)
+
+
+def test_table_4_says_an_expert_alone_has_no_gold_label(bench):
+    Label.objects.filter(annotator__name__in=["expert-2", "expert-3"]).delete()
+    report = report_build(scope=OPERATOR, benchmark=bench, n_resamples=10)
+    alone = _one(report, "sources", source="expert-1", subset="overall")
+    assert (alone["acc_na"], alone["pld_na"]) == ("no_gold_label", "no_gold_label")
+
+
+def test_kappa_counts_items_nobody_of_the_group_rated_as_dropped(bench):
+    """The crowd labelled only the easy instruction: the hard set's one item (its one pair of
+    systems) has no crowd rating. It was neither among the items nor dropped, so Items 1 and
+    Dropped 0 on a set of two items (docs/reports.md: dropped are the set's items with fewer
+    raters than the row reads)."""
+    # A third system only the judge labelled: its pairs are no items of the crowd's (or the
+    # experts') study, and none is dropped for it.
+    gamma = SystemFactory(name="gamma")
+    for instruction in bench.instructions.all():
+        response = ResponseFactory(instruction=instruction, system=gamma)
+        judge = Annotator.objects.get(name="judge")
+        for question in instruction.questions.all():
+            LabelFactory(question=question, response=response, annotator=judge)
+    report = report_build(scope=OPERATOR, benchmark=bench, n_resamples=10)
+    counts = {
+        (row["group"], row["subset"]): (row["items"], row["dropped"])
+        for row in _rows(report, "agreement", protocol="drfr")
+    }
+    assert counts == {
+        ("crowd", "easy"): (1, 0),
+        ("crowd", "hard"): (0, 1),
+        ("crowd", "overall"): (1, 1),
+        ("expert", "easy"): (1, 0),
+        ("expert", "hard"): (1, 0),
+        ("expert", "overall"): (2, 0),
+    }
+
+
+def test_the_leaderboard_says_how_many_responses_each_source_labelled(bench):
+    """A source that labelled part of the benchmark (the crowd: the easy instruction only; a
+    judge run stopped part-way) had an Overall DRFR like any other's."""
+    report = report_build(scope=OPERATOR, benchmark=bench, n_resamples=10)
+    crowd = _one(report, "leaderboard", source="crowd-majority", system="alpha", subset="overall")
+    assert (crowd["responses_labelled"], crowd["responses"]) == (1, 2)
+    easy = _one(report, "leaderboard", source="crowd-majority", system="alpha", subset="easy")
+    assert (easy["responses_labelled"], easy["responses"]) == (1, 1)
+    judge = _one(report, "leaderboard", source="judge", system="beta", subset="overall")
+    assert (judge["responses_labelled"], judge["responses"]) == (2, 2)
