@@ -172,16 +172,18 @@ def human_work_next(*, study: HumanStudy, annotator: Annotator) -> tuple[Prompt 
     counting the answers of their channel, `same_channel_q`), their answers so far and the
     study's prompts, in two queries: the page an annotator sees after every answer.
 
-    Each annotator goes through the study in rounds (`_WORK_NEXT`): a round holds one prompt of
-    every item that has one left, so a person meets every item once before any item a second
-    time, and an item's prompts (its verbalizers and modes) are a round apart, not side by
-    side, where the second would be answered primed by the first (the human baseline's
-    carry-over). Within a round the least answered prompt comes first, then the person's own
-    order of the items (`_order_params`), the same in every round and on every reload; which
-    of an item's prompts a round holds turns by the same order, so people meet an item under
-    different verbalizers first. A person answering with nobody else's answers in between
-    (or everyone's counts even) meets an item's next prompt at least as many prompts later as
-    the items that have a prompt in that round: N for a study of N items under M mappings.
+    The least answered prompt comes first, always: the study's places fill evenly, so a study
+    closed early compares the verbalizers on the same items. Among the prompts equally
+    answered, each annotator goes through the study in rounds (`_WORK_NEXT`): a round holds one
+    prompt of every item, so an item's prompts (its verbalizers and modes) are a round apart,
+    not side by side, where the second would be answered primed by the first (the human
+    baseline's carry-over); then the person's own order of the items (`_order_params`), the
+    same in every round and on every reload; which of an item's prompts a round holds turns by
+    the same order, so people meet an item under different verbalizers first. A person whose
+    prompts all have the same count of answers (answering alone, or after everyone else
+    finished) meets an item's next prompt N prompts later in a study of N items under M
+    mappings, the most the study allows; where others' answers make the counts uneven, the
+    even filling comes first and two prompts of one item can come closer, even side by side.
 
     The choice and both counts are one plain-SQL query (the ORM's exclude-and-count queryset
     cost more CPU to compile than the page's template to render); the prompt is then read by
@@ -305,7 +307,7 @@ _WORK_NEXT = """SELECT
             SELECT 1 FROM verbalizer_humananswer mine WHERE mine.prompt_id = t.prompt_id
             AND mine.annotator_id = %s)
         ) c WHERE c.answered < %s
-        ORDER BY c.round, c.answered, c.turn, c.item_id, c.prompt_id LIMIT 1),
+        ORDER BY c.answered, c.round, c.turn, c.item_id, c.prompt_id LIMIT 1),
     (SELECT count(*) FROM verbalizer_humananswer WHERE study_id = %s AND annotator_id = %s),
     (SELECT count(*) FROM verbalizer_humanstudy_prompts WHERE humanstudy_id = %s)"""
 

@@ -363,10 +363,10 @@ def _answer_next(client, study) -> int | None:
 
 def test_a_person_meets_an_items_verbalizers_as_far_apart_as_the_study_allows():
     """A reader met an item under golden and flipped golden within three prompts, the second
-    answer primed by the first: now each person goes in rounds of one prompt per item, in an
-    order of the items of their own, so an item's prompts are N prompts apart in a study of N
-    items, the most M prompts of each among N * M allow; with answers of others in between,
-    every item still comes once before any comes again."""
+    answer primed by the first: now, among prompts equally answered, each person goes in rounds
+    of one prompt per item, in an order of the items of their own, so an item's prompts are N
+    prompts apart in a study of N items, the most M prompts of each among N * M allow; with
+    answers of others in between, the least answered prompt still comes first."""
     from django.test import Client
 
     from annotate.models import Annotator
@@ -412,8 +412,34 @@ def test_a_person_meets_an_items_verbalizers_as_far_apart_as_the_study_allows():
             seen += [pk] if pk else []
     for seen in mixed:
         assert sorted(seen) == sorted(item_of)
-        rounds = [seen[i : i + items] for i in range(0, len(seen), items)]
-        assert all(len({item_of[pk] for pk in r}) == len(r) for r in rounds)
+
+
+def test_the_least_answered_prompt_comes_first_whatever_the_round():
+    """The rounds came before the counts: people were offered a prompt someone had answered
+    while its item's other prompt had no answer (a later round of theirs), so a study closed
+    early held verbalizers answered on different items."""
+    from annotate.models import Annotator
+    from annotate.verbalizer.services.humans import human_work_next
+
+    fill("SST-2", [True])
+    evaluation_set = evaluation_set_create(
+        name="one", datasets=["SST-2"], items=1, seed=1, mappings="all", modes=["direct"]
+    ).evaluation_set
+    study = human_study_create(
+        evaluation_set=evaluation_set,
+        name="two",
+        mappings=["golden", "flipped-golden"],
+        answers_per_prompt=3,
+    )
+    people = []
+    for k in range(12):
+        user = UserFactory(username=f"p{k}", roles=[ANNOTATOR])
+        people.append(Annotator.objects.create(user=user, name=f"p{k}", kind="expert"))
+    first, _, _ = human_work_next(study=study, annotator=people[0])
+    HumanAnswer.objects.create(study=study, prompt=first, annotator=people[0], word="x")
+    offered = {human_work_next(study=study, annotator=p)[0].pk for p in people[1:]}
+    (other,) = set(study.prompts.values_list("pk", flat=True)) - {first.pk}
+    assert offered == {other}
 
 
 def _main_nav(html: str) -> str:
