@@ -69,6 +69,13 @@ class EngineStartRepeatedError(EngineRunError):
     http_status = 409
 
 
+class EngineRunBusyError(EngineRunError):
+    """Another run still writes what this one would (a judge's labels: its protocol's
+    `check_again`); nothing was started (a conflict with what runs, not bad input)."""
+
+    http_status = 409
+
+
 class EngineRunEndedError(EngineRunError):
     """Stop was asked of a run that has ended already (a conflict with its state, not bad
     input); nothing was changed."""
