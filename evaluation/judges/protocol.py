@@ -18,7 +18,7 @@ from annotate.engine.errors import EngineRunBusyError, EngineRunError
 from annotate.engine.models import EngineCall, EngineRun
 from annotate.engine.protocols import RunContext, UnitEstimate, UnitFailed, UnitResult, UnitStopped
 from annotate.models import Response
-from evaluation.errors import JudgeRunBusyError, JudgeRunError
+from evaluation.errors import JudgeReplaceNotConfirmedError, JudgeRunBusyError, JudgeRunError
 from evaluation.judges import prompting as p
 from evaluation.judges.conversation import Answered, CallPolicy, ConversationWork, Failed, converse
 from evaluation.models import JudgeConversation, JudgeRun
@@ -177,6 +177,9 @@ class JudgeRunProtocol:
             judge_runs.judge_run_check_start(run=_judge_run(run), replace=replace)
         except JudgeRunBusyError as error:
             raise EngineRunBusyError(str(error)) from None
+        except JudgeReplaceNotConfirmedError as error:  # a page says it beside its box
+            page = error.page_message
+            raise EngineRunError(str(error), field=error.field, page_message=page) from None
         except JudgeRunError as error:
             raise EngineRunError(str(error), field=error.field) from None
 

@@ -304,6 +304,9 @@ def test_run_again_over_labels_a_later_run_wrote_says_so_and_needs_the_box(
 
     assert refused.status_code == 400 and started == [] and _rows() == before
     assert warning in refused.text and "Nothing was started" in refused.text
+    # A page user reads the box's name, not the API's field
+    assert "tick “Replace earlier labels” to start it" in refused.text
+    assert "(field &#x27;replace&#x27;)" not in refused.text
     earlier.engine_run.refresh_from_db()
     assert earlier.engine_run.status == "failed" and earlier.engine_run.spending_cap_usd is None
     assert _labels(judge) == labels
@@ -359,6 +362,8 @@ def test_the_engine_run_page_and_the_api_ask_the_same_of_run_again(
     assert on_page.status_code == 400 and said in on_page.text
     assert by_api.status_code == 400 and by_api.json()["field"] == "replace"
     assert by_api.json()["detail"].startswith(said)
+    assert "(field 'replace')" in by_api.json()["detail"]  # the API names its field
+    assert "(field &#x27;replace&#x27;)" not in on_page.text
     assert started == [] and _rows() == before and _labels(judge) == labels
 
     with django_capture_on_commit_callbacks(execute=False) as started:
