@@ -25,7 +25,7 @@ from evaluation.models import JudgeRun
 from evaluation.selectors.judge_configs import judge_config_and_benchmark_by_name
 from evaluation.selectors.judge_runs import judge_run_progress
 from evaluation.services.judge_runs import (
-    judge_run_check_replace,
+    judge_run_check_start,
     judge_run_create,
     judge_run_estimate_new,
     judge_run_get,
@@ -42,7 +42,10 @@ class JudgeRunApi(APIView):
     pass it; `dry_run` answers 200 with the estimate and keeps nothing. When the judge has
     labels on some of the responses already, a run asks them again and replaces them: refused
     (400, `"field": "replace"`, nothing made) unless `replace` is true; the dry run's
-    `estimate.labels_before` says so beforehand.
+    `estimate.labels_before` says so beforehand. `replace` alone replaces whatever is there when
+    the run starts; `replace_seen` (the dry run's `labels_before.seen`) holds it to what the dry
+    run said (else 409). While another run of the judge is queued or running over some of the
+    same responses, refused with 409, nothing made.
     """
 
     @extend_schema_serializer(component_name="JudgeRunInput")
@@ -55,7 +58,15 @@ class JudgeRunApi(APIView):
             default=False,
             help_text="Needed (true) when the judge has labelled some of these responses "
             "already: the run asks every question again, paid on a paid endpoint, and "
-            "overwrites those labels. Without it such a run is refused with 400.",
+            "overwrites those labels. Without it such a run is refused with 400. Alone, it "
+            "replaces whatever labels are there when the run starts (another run may have "
+            "written more since the dry run): send replace_seen to hold it to what you saw.",
+        )
+        replace_seen = serializers.CharField(
+            required=False,
+            help_text="The dry run's estimate.labels_before.seen: with replace, the run starts "
+            "only if the labels it replaces are still those the dry run counted (else 409, "
+            '`"field": "replace"`, the detail giving the new count and seen, nothing made).',
         )
 
     @extend_schema_serializer(component_name="JudgeRunStarted")
@@ -68,8 +79,9 @@ class JudgeRunApi(APIView):
             allow_null=True,
             help_text="Only for a dry run: units, units_done_before, calls, prompt_tokens, "
             "completion_tokens, cost_usd, and labels_before: null, or the responses the judge "
-            "labelled already (responses_labelled of responses_total, by its runs run_ids), "
-            "which starting needs `replace` to overwrite.",
+            "labelled already (responses_labelled of responses_total, by its runs run_ids, "
+            "responses_imported of them with an imported label no run wrote; seen, to send "
+            "back as replace_seen), which starting needs `replace` to overwrite.",
         )
 
     @extend_schema(
@@ -84,6 +96,12 @@ class JudgeRunApi(APIView):
                 'responses the judge labelled already without `"replace": true` (`"field": '
                 '"replace"`, the detail saying how many, by which runs, and what starting '
                 "would cost).",
+            ),
+            409: OpenApiResponse(
+                RefusalSerializer,
+                description="Refused, nothing made: another run of the judge is queued or "
+                "running over some of these responses (the detail names it), or `replace_seen` "
+                'is not what the run would replace now (`"field": "replace"`).',
             ),
             429: RUN_START_LIMITED,
         },
@@ -100,7 +118,7 @@ class JudgeRunApi(APIView):
             return run_start_answer(self.OutputSerializer, estimate=estimate)
         with transaction.atomic():  # one commit; the run starts once it is committed
             run = self._create(request, data)
-            judge_run_check_replace(run=run, replace=data["replace"])
+            judge_run_check_start(run=run, replace=data["replace"], seen=data.get("replace_seen"))
             judge_run_start(run=run, user=request.user)
         started = {
             "run_id": run.pk,

@@ -18,7 +18,12 @@ from annotate.errors import AnnotateError
 from annotate.http import error_page, form_refusal
 from annotate.roles import ADMIN, RESEARCHER, RESEARCHERS_ONLY, is_admin, require_role
 from annotate.throttling import polled
-from evaluation.errors import EvaluationError, JudgeNotFoundError
+from evaluation.errors import (
+    EvaluationError,
+    JudgeNotFoundError,
+    JudgeReplaceNotConfirmedError,
+    JudgeRunError,
+)
 from evaluation.judge_forms import JudgeConfigForm, JudgeRunForm
 from evaluation.models import JudgeRun
 from evaluation.selectors.judge_configs import (
@@ -33,7 +38,7 @@ from evaluation.selectors.judge_runs import (
 )
 from evaluation.services.judge_configs import judge_config_create
 from evaluation.services.judge_runs import (
-    judge_run_check_replace,
+    judge_run_check_start,
     judge_run_create,
     judge_run_estimate_new,
     judge_run_get,
@@ -96,22 +101,26 @@ def run_new(request: HttpRequest) -> HttpResponse:
     form's `replace` ticked."""
     _require_researcher(request)
     form = JudgeRunForm(request.POST or None)
+    refused: list[JudgeReplaceNotConfirmedError] = []
     sent = run_form_submit(
         request,
         form,
         estimate=lambda: judge_run_estimate_new(
             create=lambda: _judge_run_create(request, form.cleaned_data)
         ),
-        start=lambda: _judge_run_start(request, form.cleaned_data),
+        start=lambda: _judge_run_start(request, form.cleaned_data, refused=refused),
         endpoint=lambda: form.cleaned_data["config"].endpoint,
         refusals=(AnnotateError, EvaluationError),
     )
     if sent.started is not None:
         # The run works in the background; its engine page shows the progress live.
         return redirect("engine:run-detail", engine_run_id=sent.started.engine_run_id)
+    before = sent.estimate.labels_before if sent.estimate else None
     context = {
         "form": form,
         "estimate": sent.estimate,
+        # What the page shows it replaces, sent back with the box (judge_run_check_start).
+        "replace_seen": refused[0].seen if refused else before.seen if before else "",
         "confirm": sent.confirm,
         "is_admin": is_admin(request.user),
         "prerequisites": judge_prerequisites_missing(),
@@ -119,13 +128,23 @@ def run_new(request: HttpRequest) -> HttpResponse:
     return sent.page(render(request, "evaluation/judge_run_new.html", context, status=sent.status))
 
 
-@transaction.atomic
-def _judge_run_start(request: HttpRequest, data: dict) -> JudgeRun:
-    """One transaction: a refused start (replacing labels unconfirmed, the user's run start
-    limit) keeps no run."""
-    run = _judge_run_create(request, data)
-    judge_run_check_replace(run=run, replace=data["replace"])
-    judge_run_start(run=run, user=request.user)
+def _judge_run_start(
+    request: HttpRequest, data: dict, *, refused: list[JudgeReplaceNotConfirmedError]
+) -> JudgeRun:
+    """One transaction: a refused start (replacing labels unconfirmed, another run of the judge
+    still writing them, the user's run start limit) keeps no run. A refusal to replace is said
+    beside the box (no API field name) and appended to `refused`, for what the page shows."""
+    try:
+        with transaction.atomic():
+            run = _judge_run_create(request, data)
+            seen = request.POST.get("replace_seen", "")  # "": the page showed no warning
+            judge_run_check_start(run=run, replace=data["replace"], seen=seen)
+            judge_run_start(run=run, user=request.user)
+    except JudgeReplaceNotConfirmedError as error:
+        refused.append(error)
+        on_page = JudgeRunError(error.page_message, field="replace")
+        on_page.http_status = error.http_status
+        raise on_page from None
     return run
 
 

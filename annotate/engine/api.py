@@ -234,7 +234,10 @@ class RunResumeApi(APIView):
                 "many, by which runs, and what running it again would cost).",
             ),
             409: OpenApiResponse(
-                RefusalSerializer, description="Done, nothing left to run: nothing was changed."
+                RefusalSerializer,
+                description="Done, nothing left to run, or another run still writes what it "
+                "would (a judge run while another run of its judge is queued or running over "
+                "the same responses): nothing was changed.",
             ),
             429: RUN_START_LIMITED,
         },

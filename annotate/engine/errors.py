@@ -33,10 +33,15 @@ class EndpointNameTakenError(EndpointError):
 
 class EngineRunError(EngineError):
     """A run cannot be created, started or estimated as asked; `field` names the input at fault
-    (None: the values together), so a form shows the message beside it."""
+    (None: the values together), so a form shows the message beside it. `page_message` is how
+    a page says it where the message names an API field the page shows as a form's box
+    (default: the message)."""
 
-    def __init__(self, message: str, *, field: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, field: str | None = None, page_message: str | None = None
+    ) -> None:
         self.field = field
+        self.page_message = page_message or message
         super().__init__(message)
 
 
@@ -65,6 +70,13 @@ class EngineCostNotConfirmedError(EngineRunError):
 class EngineStartRepeatedError(EngineRunError):
     """A confirmed paid Start sent again at once (a double click): the first one made the run,
     this one made nothing (annotate.engine.pages)."""
+
+    http_status = 409
+
+
+class EngineRunBusyError(EngineRunError):
+    """Another run still writes what this one would (a judge's labels: its protocol's
+    `check_again`); nothing was started (a conflict with what runs, not bad input)."""
 
     http_status = 409
 

@@ -269,7 +269,12 @@ def run_again(
                     raise
                 raise EngineRunError(f"{label}: {error}", field=error.field) from None
         confirmed = _run_again_check_confirmed(request, run)  # refused: the cap is rolled back
-        engine_run_check_again(run=run, replace=form.cleaned_data["replace"])
+        try:
+            engine_run_check_again(run=run, replace=form.cleaned_data["replace"])
+        except EngineRunError as error:
+            if error.page_message == str(error):
+                raise
+            raise EngineRunError(error.page_message, field=error.field) from None
         with engine_run_cost_confirmed(total=confirmed):  # checked again as it starts
             if start is None:
                 engine_run_start(run=run, user=request.user)

@@ -14,11 +14,11 @@ from django.db.models import Count
 from django.urls import reverse
 
 from annotate.engine.client import estimate_prompt_tokens
-from annotate.engine.errors import EngineRunError
+from annotate.engine.errors import EngineRunBusyError, EngineRunError
 from annotate.engine.models import EngineCall, EngineRun
 from annotate.engine.protocols import RunContext, UnitEstimate, UnitFailed, UnitResult, UnitStopped
 from annotate.models import Response
-from evaluation.errors import JudgeRunError
+from evaluation.errors import JudgeReplaceNotConfirmedError, JudgeRunBusyError, JudgeRunError
 from evaluation.judges import prompting as p
 from evaluation.judges.conversation import Answered, CallPolicy, ConversationWork, Failed, converse
 from evaluation.models import JudgeConversation, JudgeRun
@@ -170,10 +170,16 @@ class JudgeRunProtocol:
         return judge_runs.judge_run_replace_warning(run=_judge_run(run))
 
     def check_again(self, run: EngineRun, *, replace: bool) -> None:
-        """Refuse Run again over those labels unless `replace` (`judge_run_check_replace`),
-        as the engine's pages and API understand a refusal (EngineRunError, field replace)."""
+        """Refuse Run again over those labels unless `replace`, or while another run of its
+        judge still writes them (`judge_run_check_start`), as the engine's pages and API
+        understand a refusal (EngineRunError, field replace; EngineRunBusyError, 409)."""
         try:
-            judge_runs.judge_run_check_replace(run=_judge_run(run), replace=replace)
+            judge_runs.judge_run_check_start(run=_judge_run(run), replace=replace)
+        except JudgeRunBusyError as error:
+            raise EngineRunBusyError(str(error)) from None
+        except JudgeReplaceNotConfirmedError as error:  # a page says it beside its box
+            page = error.page_message
+            raise EngineRunError(str(error), field=error.field, page_message=page) from None
         except JudgeRunError as error:
             raise EngineRunError(str(error), field=error.field) from None
 

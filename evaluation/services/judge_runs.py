@@ -13,6 +13,7 @@ from decimal import Decimal
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection, transaction
 from django.db.models import F, QuerySet
+from django.template.defaultfilters import pluralize
 from django.utils import timezone
 
 from annotate.engine.bulk import rows_insert
@@ -32,7 +33,13 @@ from annotate.models import Benchmark, Instruction, Label, Question, Response, S
 from annotate.roles import is_admin, is_researcher
 from annotate.selectors.benchmarks import responses_missing_refusal
 from annotate.selectors.instructions import SelectionError, instructions_select
-from evaluation.errors import JudgeNotFoundError, JudgePermissionError, JudgeRunError
+from evaluation.errors import (
+    JudgeNotFoundError,
+    JudgePermissionError,
+    JudgeReplaceNotConfirmedError,
+    JudgeRunBusyError,
+    JudgeRunError,
+)
 from evaluation.judges.conversation import Answered, ConversationWork, Failed, Finished
 from evaluation.judges.official import OFFICIAL_PROMPT_VERSION, prompt_version_for
 from evaluation.judges.prompting import (
@@ -50,7 +57,11 @@ from evaluation.models import (
     JudgeRun,
     RunStatus,
 )
-from evaluation.selectors.judge_labels import LabelsBefore, judge_run_labels_before
+from evaluation.selectors.judge_labels import (
+    LabelsBefore,
+    judge_run_labels_before,
+    judge_runs_writing,
+)
 from evaluation.services.judge_configs import judge_spends_money
 
 
@@ -211,21 +222,55 @@ def judge_run_replace_warning(*, run: JudgeRun) -> str:
     return before.warning(engine_run_estimate(run=run.engine_run).cost_usd)
 
 
-def judge_run_check_replace(*, run: JudgeRun, replace: bool) -> None:
-    """Refuse (JudgeRunError, field "replace") to start `run` over labels of its judge unless
-    `replace` says so: the run asks those questions again, paid on a paid endpoint, and
-    overwrites them. A new run and Run again of an earlier one (after a later run judged its
-    responses) both come here; a resume that only fills in its own missing answers passes. Call
-    it in the transaction that makes or starts the run, which the refusal then rolls back."""
-    if replace:
+def judge_run_check_start(*, run: JudgeRun, replace: bool, seen: str | None = None) -> None:
+    """Refuse to start `run` (new, or again) while another run of its judge still writes labels
+    on its responses (JudgeRunBusyError, 409), or over labels of its judge unless `replace` says
+    so (JudgeReplaceNotConfirmedError, field "replace"): the run asks those questions again,
+    paid on a paid endpoint, and overwrites them. With `seen` (what the page or the API caller
+    was shown, `LabelsBefore.seen`), `replace` holds only for those labels: others written since
+    are asked about again. A resume that only fills in its own missing answers passes.
+
+    Call it in the transaction that makes or starts the run, which a refusal rolls back: it
+    locks the judge's row first, so two starts of one judge check one after the other and the
+    second sees the first run started."""
+    _judge_config_lock(config_id=run.config_id)
+    writing = judge_runs_writing(run=run)
+    if writing:
+        raise JudgeRunBusyError(_busy_refusal(writing))
+    if replace and seen is None:
         return
-    warning = judge_run_replace_warning(run=run)
-    if warning:
-        raise JudgeRunError(
-            f"{warning} Nothing was started: confirm the replacement (field 'replace') to "
-            "start it.",
-            field="replace",
-        )
+    before = judge_run_labels_before(run=run)
+    if before is None or (replace and seen == before.seen):
+        return
+    warning = before.warning(engine_run_estimate(run=run.engine_run).cost_usd)
+    raise JudgeReplaceNotConfirmedError(warning=warning, seen=before.seen, stale=replace)
+
+
+def _judge_config_lock(*, config_id: int) -> None:
+    """Lock the judge's row till the transaction ends. FOR NO KEY UPDATE: the run just made
+    holds FOR KEY SHARE on it (its foreign key), which FOR UPDATE would wait for in the other
+    start while that one waits for ours (a deadlock)."""
+    list(
+        JudgeConfig.objects.select_for_update(no_key=True)
+        .filter(pk=config_id)
+        .values_list("pk", flat=True)
+    )
+
+
+def _busy_refusal(writing: list[tuple[int, str, int]]) -> str:
+    runs = ", ".join(
+        f"#{pk} ({'running' if status == EngineRunStatus.RUNNING else 'queued'}, {shared} "
+        f"response{pluralize(shared)})"
+        for pk, status, shared in writing
+    )
+    plural = "s" if len(writing) > 1 else ""
+    return (
+        f"Judge run{plural} {runs} of this judge still judge{'' if plural else 's'} responses "
+        "this run would: two runs writing the same labels at once would each be paid and leave "
+        f"a mix of their answers. Nothing was started: wait for {'them' if plural else 'it'} "
+        f"to end (or stop {'them' if plural else 'it'} on {'their' if plural else 'its'} "
+        "page), then start this one."
+    )
 
 
 def judge_run_get(*, run_id: int) -> JudgeRun:

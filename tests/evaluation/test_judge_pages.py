@@ -594,9 +594,9 @@ def test_a_start_over_the_users_run_start_limit_is_refused_on_the_form_and_makes
     benchmark, systems, _ = make_benchmark(questions_per_instruction=(1, 1))
     judge = make_judge(name="fake-judge", backend="fake")
     client.force_login(researcher)
-    assert (
-        client.post(reverse("judge:run-new"), _form(judge, benchmark, systems)).status_code == 302
-    )
+    # The first run judges task_1 only: a start over its responses is refused while it is queued.
+    first = _form(judge, benchmark, systems, instruction_ids="task_1")
+    assert client.post(reverse("judge:run-new"), first).status_code == 302
 
     form = _form(judge, benchmark, systems, instruction_ids="task_2", seed=41)
     refused = client.post(reverse("judge:run-new"), form)

@@ -5,23 +5,29 @@ again of an earlier run asks the same when what it has left would overwrite a la
 labels, and nothing when it only fills in its own missing answers."""
 
 import re
+import threading
 from decimal import Decimal
 
 import pytest
 from django.apps import apps
 from django.core.management import call_command
+from django.db import connection
+from django.test import Client
 from django.urls import reverse
 
 from annotate.engine.client import FakeTransport
 from annotate.engine.errors import CallRejectedError
 from annotate.engine.models import EngineRun
 from annotate.engine.services import engine_run_estimate
+from annotate.engine.services import runs as engine_runs
 from annotate.models import Label
-from annotate.templatetags.money import usd
+from annotate.templatetags.money import usd_at_most
+from evaluation import judge_api
 from evaluation.models import ConversationStatus, JudgeRun, RunStatus
 from evaluation.services.judge_runs import judge_run_create, judge_run_execute
 from tests.evaluation.judge_helpers import make_benchmark, make_judge
 from tests.evaluation.openai_stub import StubOpenAI
+from tests.threads import at_once
 
 pytestmark = pytest.mark.django_db
 
@@ -65,6 +71,11 @@ def _rows() -> dict[str, int]:
     return {model._meta.label: model.objects.count() for model in apps.get_models()}
 
 
+def _seen(page) -> str:
+    """What the page showed it replaces, as its form sends it back with the box."""
+    return re.search(r'name="replace_seen" value="([^"]*)"', page.text).group(1)
+
+
 def _labels(judge) -> list[tuple[int, int, int]]:
     return sorted(
         Label.objects.filter(annotator=judge.annotator).values_list(
@@ -104,7 +115,7 @@ def test_the_estimate_says_how_many_responses_a_second_run_replaces_and_what_it_
     assert warning, page.text
     assert warning.group(1).startswith(
         f"2 of 4 responses already have labels from this judge (run #{first.pk}); starting "
-        f"replaces them and costs about {usd(cost)}."
+        f"replaces them; the run (4 responses) costs at most {usd_at_most(cost)}."
     )
     assert 'name="replace"' in page.text  # the checkbox that confirms it
 
@@ -128,13 +139,15 @@ def test_start_without_the_confirmation_is_refused_beside_it_and_starts_nothing(
     assert list(errors) == ["replace"]
     assert errors["replace"][0].startswith(
         f"2 of 2 responses already have labels from this judge (run #{first.pk}); starting "
-        "replaces them and costs about $"
+        "replaces them; the run (2 responses) costs at most $"
     )
     assert "Nothing was started" in errors["replace"][0]
+    assert "field" not in errors["replace"][0]  # the box is beside it, not an API field name
 
     with django_capture_on_commit_callbacks(execute=False) as started:
         confirmed = client.post(
-            reverse("judge:run-new"), _form(judge, benchmark, systems, replace="on")
+            reverse("judge:run-new"),
+            _form(judge, benchmark, systems, replace="on", replace_seen=_seen(refused)),
         )
     second = JudgeRun.objects.exclude(pk=first.pk).get()
     assert confirmed.status_code == 302 and len(started) == 1
@@ -187,6 +200,8 @@ def test_the_api_refuses_a_second_run_without_replace_and_names_the_field(client
         "responses_labelled": 1,
         "responses_total": 2,
         "run_ids": [first.pk],
+        "responses_imported": 0,
+        "seen": f"1/2/0/{first.pk}",
     }
     started = client.post(
         "/api/judge/runs/", {**body, "replace": True}, content_type="application/json"
@@ -220,7 +235,7 @@ def test_the_command_prints_the_warning_and_judges_again_as_before(capsys):
     capsys.readouterr()
     warning = (
         f"2 of 4 responses already have labels from this judge (run #{first.pk}); starting "
-        f"replaces them and costs about {usd(cost)}."
+        f"replaces them; the run (4 responses) costs at most {usd_at_most(cost)}."
     )
 
     call_command("judge", *arguments, "--dry-run")
@@ -273,7 +288,7 @@ def test_run_again_over_labels_a_later_run_wrote_says_so_and_needs_the_box(
     cost = engine_run_estimate(run=earlier.engine_run).cost_usd
     warning = (
         f"1 of 1 responses already have labels from this judge (run #{later.pk}); starting "
-        f"replaces them and costs about {usd(cost)}."
+        f"replaces them; the run (1 response) costs at most {usd_at_most(cost)}."
     )
     client.force_login(researcher)
     again = reverse("judge:run-resume", args=[earlier.pk])
@@ -289,6 +304,9 @@ def test_run_again_over_labels_a_later_run_wrote_says_so_and_needs_the_box(
 
     assert refused.status_code == 400 and started == [] and _rows() == before
     assert warning in refused.text and "Nothing was started" in refused.text
+    # A page user reads the box's name, not the API's field
+    assert "tick “Replace earlier labels” to start it" in refused.text
+    assert "(field &#x27;replace&#x27;)" not in refused.text
     earlier.engine_run.refresh_from_db()
     assert earlier.engine_run.status == "failed" and earlier.engine_run.spending_cap_usd is None
     assert _labels(judge) == labels
@@ -344,6 +362,8 @@ def test_the_engine_run_page_and_the_api_ask_the_same_of_run_again(
     assert on_page.status_code == 400 and said in on_page.text
     assert by_api.status_code == 400 and by_api.json()["field"] == "replace"
     assert by_api.json()["detail"].startswith(said)
+    assert "(field 'replace')" in by_api.json()["detail"]  # the API names its field
+    assert "(field &#x27;replace&#x27;)" not in on_page.text
     assert started == [] and _rows() == before and _labels(judge) == labels
 
     with django_capture_on_commit_callbacks(execute=False) as started:
@@ -371,4 +391,202 @@ def test_the_command_says_what_run_again_replaces(capsys, halfway):
             f"1 of 1 responses already have labels from this judge (run #{later.pk}); starting "
             "replaces them"
         )
+    )
+
+
+# --- A run of the judge still queued or running; what the page showed; imported labels --------
+
+
+@pytest.fixture
+def queued(monkeypatch):
+    """Started runs stay queued (pending, their start asked): no worker takes them."""
+    monkeypatch.setattr(engine_runs, "_broker_configured", lambda: False)
+    monkeypatch.setattr(engine_runs, "_start_thread", lambda run_id: None)
+
+
+def test_a_second_start_while_the_first_is_queued_is_refused_naming_it(client, admin_user, queued):
+    """Two identical POSTs made two runs over the same responses, both paid, the labels a mix
+    of the two. `replace` does not let the second through: two writers are never wanted."""
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(3, 2), systems=("a",))
+    judge = make_judge(name="fake-judge", backend="fake", **PRICE)
+    client.force_login(admin_user)
+    body = {"judge": judge.name, "benchmark": benchmark.name, "systems": ["a"]}
+
+    first = client.post("/api/judge/runs/", body, content_type="application/json")
+    before = _rows()
+    second = client.post("/api/judge/runs/", body, content_type="application/json")
+    replacing = client.post(
+        "/api/judge/runs/", {**body, "replace": True}, content_type="application/json"
+    )
+
+    assert first.status_code == 202, first.content
+    run_id = first.json()["run_id"]
+    for refused in (second, replacing):
+        assert refused.status_code == 409, refused.content
+        assert refused.json()["detail"].startswith(
+            f"Judge run #{run_id} (queued, 2 responses) of this judge still judges responses "
+            "this run would"
+        )
+    assert "Nothing was started" in second.json()["detail"]
+    assert _rows() == before and JudgeRun.objects.count() == 1
+
+
+def test_the_page_refuses_a_start_while_a_run_of_the_judge_is_running(client, researcher, queued):
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(3, 2), systems=("a", "b"))
+    judge = make_judge(name="fake-judge", backend="fake", **PRICE)
+    running = judge_run_create(config=judge, benchmark=benchmark, systems=systems[:1])
+    EngineRun.objects.filter(pk=running.engine_run_id).update(status="running")
+    client.force_login(researcher)
+    before = _rows()
+
+    refused = client.post(reverse("judge:run-new"), _form(judge, benchmark, systems))
+
+    assert refused.status_code == 409 and _rows() == before
+    assert refused.context["form"].non_field_errors() == [
+        f"Judge run #{running.pk} (running, 2 responses) of this judge still judges responses "
+        "this run would: two runs writing the same labels at once would each be paid and leave "
+        "a mix of their answers. Nothing was started: wait for it to end (or stop it on its "
+        "page), then start this one."
+    ]
+    other = make_benchmark(questions_per_instruction=(1,), systems=("c",))
+    elsewhere = client.post(reverse("judge:run-new"), _form(judge, other[0], other[1]))
+    assert elsewhere.status_code == 302  # other responses: nothing shared, nothing refused
+
+
+def test_run_again_while_a_later_run_is_queued_is_refused(client, researcher, halfway, queued):
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(3, 2), systems=("a",))
+    judge = make_judge(name="fake-judge", backend="fake", **PRICE)
+    earlier = halfway(judge, benchmark, systems)
+    client.force_login(researcher)
+    body = {"judge": judge.name, "benchmark": benchmark.name, "systems": ["a"], "replace": True}
+    later = client.post("/api/judge/runs/", body, content_type="application/json").json()
+    api = reverse("api-engine-run-resume", args=[earlier.engine_run_id])
+
+    by_api = client.post(api, {"replace": True}, content_type="application/json")
+    on_page = client.post(reverse("judge:run-resume", args=[earlier.pk]), {"replace": "on"})
+
+    said = f"Judge run #{later['run_id']} (queued, 1 response) of this judge still judges"
+    assert by_api.status_code == 409 and by_api.json()["detail"].startswith(said)
+    assert on_page.status_code == 409 and said in on_page.text
+    earlier.engine_run.refresh_from_db()
+    assert earlier.engine_run.status == "failed"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_starts_at_once_start_one_run(admin_user, queued, monkeypatch):
+    """Both made their run before either checked: each check saw no other run (the other not
+    committed yet) and both started. The judge's row lock makes the second check wait for the
+    first start's commit, and then see its run."""
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL's row locks: SQLite runs one writer at a time")
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(3, 2), systems=("a",))
+    judge = make_judge(name="fake-judge", backend="fake")
+    both_made = threading.Barrier(2, timeout=10)
+    create = judge_api.judge_run_create
+
+    def made_then_wait(**kwargs):
+        run = create(**kwargs)
+        both_made.wait()  # both runs made, neither checked yet
+        return run
+
+    monkeypatch.setattr(judge_api, "judge_run_create", made_then_wait)
+    body = {"judge": judge.name, "benchmark": benchmark.name, "systems": ["a"]}
+
+    def start():
+        client = Client()
+        client.force_login(admin_user)
+        return client.post("/api/judge/runs/", body, content_type="application/json")
+
+    answers = at_once(start, start)
+
+    assert sorted(answer.status_code for answer in answers) == [202, 409]
+    assert JudgeRun.objects.count() == 1
+
+
+def test_start_refuses_a_replacement_other_than_the_one_the_page_showed(client, researcher):
+    """The estimate said 2 of 4 (run #1); a run over all 4 ended before Start: the box ticked
+    for 2 does not replace 4 unasked."""
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(3, 2), systems=("a", "b"))
+    judge = make_judge(name="fake-judge", backend="fake", **PRICE)
+    first = _judged(judge, benchmark, systems, instruction_ids=["task_1"])
+    client.force_login(researcher)
+    form = _form(judge, benchmark, systems)
+    shown = client.post(reverse("judge:run-new"), {**form, "estimate": "1"})
+    assert "2 of 4 responses already have labels" in shown.text
+    second = _judged(judge, benchmark, systems)  # meanwhile: all 4
+    before = _rows()
+
+    refused = client.post(
+        reverse("judge:run-new"), {**form, "replace": "on", "replace_seen": _seen(shown)}
+    )
+
+    assert refused.status_code == 409 and _rows() == before
+    said = refused.context["form"].errors["replace"][0]
+    assert said.startswith(
+        "What starting replaces is not what the page showed: 4 of 4 responses already have "
+        f"labels from this judge (runs #{first.pk}, #{second.pk}); starting replaces them;"
+    )
+    assert _seen(refused) == f"4/4/0/{first.pk}.{second.pk}"  # what it shows now
+    unseen = client.post(reverse("judge:run-new"), {**form, "replace": "on"})
+    assert unseen.status_code == 409  # ticked with no warning shown at all
+    confirmed = client.post(
+        reverse("judge:run-new"), {**form, "replace": "on", "replace_seen": _seen(refused)}
+    )
+    assert confirmed.status_code == 302 and JudgeRun.objects.count() == 3
+
+
+def test_the_api_holds_replace_to_the_dry_runs_seen_when_sent(client, admin_user):
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(3, 2), systems=("a",))
+    judge = make_judge(name="fake-judge", backend="fake", **PRICE)
+    _judged(judge, benchmark, systems, instruction_ids=["task_1"])
+    client.force_login(admin_user)
+    body = {"judge": judge.name, "benchmark": benchmark.name, "systems": ["a"]}
+    dry = client.post(
+        "/api/judge/runs/", {**body, "dry_run": True}, content_type="application/json"
+    )
+    seen = dry.json()["estimate"]["labels_before"]["seen"]
+    _judged(judge, benchmark, systems)  # meanwhile: both responses
+
+    stale = client.post(
+        "/api/judge/runs/",
+        {**body, "replace": True, "replace_seen": seen},
+        content_type="application/json",
+    )
+
+    assert stale.status_code == 409 and stale.json()["field"] == "replace"
+    assert "2 of 2 responses already have labels" in stale.json()["detail"]
+    assert JudgeRun.objects.count() == 2
+    now = client.post(
+        "/api/judge/runs/", {**body, "dry_run": True}, content_type="application/json"
+    )
+    fresh = now.json()["estimate"]["labels_before"]["seen"]
+    started = client.post(
+        "/api/judge/runs/",
+        {**body, "replace": True, "replace_seen": fresh},
+        content_type="application/json",
+    )
+    assert started.status_code == 202, started.content
+
+
+def test_imported_labels_are_counted_apart_from_the_runs(client, researcher):
+    benchmark, systems, instructions = make_benchmark(
+        questions_per_instruction=(3, 2), systems=("a", "b")
+    )
+    judge = make_judge(name="fake-judge", backend="fake", **PRICE)
+    first = _judged(judge, benchmark, systems, instruction_ids=["task_1"])  # 2 responses
+    question = instructions[1].questions.first()
+    Label.objects.create(
+        question=question,
+        response=question.instruction.responses.get(system=systems[0]),
+        annotator=judge.annotator,
+        value=1,
+        imported=True,
+    )
+    client.force_login(researcher)
+
+    page = client.post(reverse("judge:run-new"), _form(judge, benchmark, systems, estimate="1"))
+
+    assert page.context["estimate"].replace_warning.startswith(
+        f"3 of 4 responses already have labels from this judge (run #{first.pk}; 1 imported); "
+        "starting replaces them; the run (4 responses) costs at most $"
     )

@@ -198,11 +198,13 @@ def test_a_start_over_the_users_run_start_limit_answers_429_and_makes_nothing(
     client, researcher, worker_rates
 ):
     worker_rates(run_starts="1/hour")
-    benchmark, systems, _ = make_benchmark(questions_per_instruction=(1,))
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(1, 1))
     judge = make_judge(name="fake-judge", backend="fake")
-    body = _body(judge, benchmark, systems)
+    # The first run judges task_1 only: a start over its responses is refused while it is queued.
+    first = _body(judge, benchmark, systems, instruction_ids=["task_1"])
+    body = _body(judge, benchmark, systems, instruction_ids=["task_2"])
     client.force_login(researcher)
-    assert client.post(URL, body, content_type="application/json").status_code == 202
+    assert client.post(URL, first, content_type="application/json").status_code == 202
     before = _row_counts()
 
     refused = client.post(URL, body, content_type="application/json")
