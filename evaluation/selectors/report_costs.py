@@ -86,10 +86,13 @@ def _union_minutes(spans: Iterable[tuple[datetime | None, datetime | None]]) -> 
     time between disjoint ones left out. None when no span has both ends (as _minutes).
 
     Sorted by the start alone and merged without a list of merged spans: a report's crowd has
-    one span per assignment, hundreds of thousands of them."""
+    one span per assignment, hundreds of thousands of them. A span ending before it starts
+    (imported or skewed clocks; the app's own claims and submissions cannot) covers no time
+    rather than taking its length off the others'."""
     covered = timedelta(0)
     start = end = None
     for first, last in sorted((span for span in spans if None not in span), key=itemgetter(0)):
+        last = max(first, last)
         if end is None or first > end:
             if end is not None:
                 covered += end - start

@@ -837,3 +837,15 @@ def test_the_leaderboard_says_how_many_responses_each_source_labelled(bench):
     assert (easy["responses_labelled"], easy["responses"]) == (1, 1)
     judge = _one(report, "leaderboard", source="judge", system="beta", subset="overall")
     assert (judge["responses_labelled"], judge["responses"]) == (2, 2)
+
+
+def test_a_span_ending_before_it_starts_takes_no_time_off_the_crowds():
+    """Imported work with skewed clocks (submitted before claimed) made the union's running total
+    shrink by its negative length: it now covers no time, and the others count in full."""
+    from datetime import UTC, datetime, timedelta
+
+    from evaluation.selectors.report_costs import _union_minutes
+
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    minutes = [(t0, t0 + timedelta(minutes=30)), (t0 + timedelta(hours=2), t0 + timedelta(hours=1))]
+    assert _union_minutes(minutes) == 30
