@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotate.engine.errors import EngineRunError
-from annotate.engine.models import Endpoint, EngineCall, EngineRun, RunStatus
+from annotate.engine.models import CallStatus, Endpoint, EngineCall, EngineRun, RunStatus
 from annotate.engine.protocols import protocol_for
 from annotate.engine.services.runs import engine_runs_reap
 from annotate.roles import is_admin
@@ -124,6 +124,24 @@ def endpoint_last_test(*, endpoint: Endpoint) -> EngineCall | None:
         .order_by("-created_at", "-pk")
         .first()
     )
+
+
+def endpoint_test_verdict(*, call: EngineCall) -> tuple[bool, str]:
+    """Return whether a test call shows the endpoint reachable, and that in words.
+
+    The test asks for at most a few tokens, so an endpoint that answers at length (the offline
+    fake, most chat models) ends "truncated": that is a success, and must not read as a failure.
+    """
+    if call.status == CallStatus.OK:
+        return True, "Connected: the endpoint answered."
+    if call.status == CallStatus.TRUNCATED:
+        cut_at = call.request.get("max_tokens") or call.completion_tokens
+        return True, (
+            f"Connected: the endpoint answered (reply cut at {cut_at} tokens, as the test asks for)."
+        )
+    if call.status == CallStatus.REFUSED:
+        return False, "Connected, but the endpoint refused to answer (content filter)."
+    return False, "Failed: the endpoint gave no answer (the error below)."
 
 
 def _protocol_says(run: EngineRun, hook: str) -> str:

@@ -23,6 +23,7 @@ from annotate.engine.forms import EndpointForm, GenerationRunForm, RunAgainForm
 from annotate.engine.pages import run_again, run_again_cost, run_form_submit
 from annotate.engine.selectors import (
     endpoint_last_test,
+    endpoint_test_verdict,
     engine_run_list,
     engine_run_origin,
     engine_run_progress,
@@ -126,10 +127,12 @@ def endpoint_edit(request: HttpRequest, endpoint_id: int | None = None) -> HttpR
             return redirect("engine:endpoint-edit", endpoint_id=endpoint.pk)
     elif request.method == "POST":
         status = 400
+    last_test = endpoint_last_test(endpoint=endpoint) if endpoint else None
     context = {
         "form": form,
         "endpoint": endpoint,
-        "last_test": endpoint_last_test(endpoint=endpoint) if endpoint else None,
+        "last_test": last_test,
+        "test_verdict": endpoint_test_verdict(call=last_test) if last_test else None,
     }
     return render(request, "engine/endpoint_edit.html", context, status=status)
 

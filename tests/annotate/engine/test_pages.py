@@ -78,6 +78,26 @@ def test_test_connection_shows_the_answer_or_the_exact_error(admin_client, stub)
 
 
 @pytest.mark.django_db
+def test_test_connection_to_the_offline_fake_reads_as_success(admin_client):
+    """The fake answers past the test's 8 tokens, so the call ends truncated: a connection that
+    works must still read as one, not as "Truncated"."""
+    endpoint = make_endpoint("", name="fake")
+    page = admin_client.post(reverse("engine:endpoint-test", args=[endpoint.pk]), follow=True)
+    html = page.content.decode()
+    assert "Connected: the endpoint answered (reply cut at 8 tokens, as the test asks for)." in html
+    assert "Truncated" not in html and 'id="endpoint-test-verdict" class="error"' not in html
+
+
+@pytest.mark.django_db
+def test_a_failed_test_connection_reads_as_a_failure(admin_client, stub):
+    endpoint = make_endpoint(stub.base_url)
+    stub.fail_next(404, message="model llama does not exist")
+    page = admin_client.post(reverse("engine:endpoint-test", args=[endpoint.pk]), follow=True)
+    html = page.content.decode()
+    assert 'id="endpoint-test-verdict" class="error">Failed: the endpoint gave no answer' in html
+
+
+@pytest.mark.django_db
 def test_test_connection_counts_on_the_model_call_rate(admin_client, stub, worker_rates):
     """Each test is a real call, perhaps a paid one: on the user's model call rate; past it 429
     with Retry-After, nothing sent, and the way back to the endpoint."""
