@@ -100,7 +100,7 @@ def run_new(request: HttpRequest) -> HttpResponse:
     The estimate says which responses the judge labelled already; starting over them needs the
     form's `replace` ticked."""
     _require_researcher(request)
-    form = JudgeRunForm(request.POST or None)
+    form = JudgeRunForm(request.POST or None, chosen=request.GET)
     refused: list[JudgeReplaceNotConfirmedError] = []
     sent = run_form_submit(
         request,

@@ -26,15 +26,17 @@ def benchmark_list_with_counts() -> QuerySet[Benchmark]:
     return Benchmark.objects.annotate(instruction_count=Count("instructions")).order_by("name")
 
 
-def systems_with_responses() -> QuerySet[System]:
-    """Return the systems with at least one response, to choose from where responses are needed.
+def systems_with_responses(*, benchmark: Benchmark | None = None) -> QuerySet[System]:
+    """Return the systems with at least one response (in `benchmark`, when given), to choose
+    from where responses are needed.
 
     A generation run creates its system before any call; if every call fails the system stays
     with no response, and there is nothing of it to label or judge.
     """
-    return System.objects.filter(Exists(Response.objects.filter(system=OuterRef("pk")))).order_by(
-        "name"
-    )
+    responses = Response.objects.filter(system=OuterRef("pk"))
+    if benchmark is not None:
+        responses = responses.filter(instruction__benchmark=benchmark)
+    return System.objects.filter(Exists(responses)).order_by("name")
 
 
 def responses_missing_refusal(

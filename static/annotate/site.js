@@ -113,3 +113,53 @@
     }
   });
 })();
+
+// A select marked data-reload-on-change (the judge run's benchmark) reloads the page with the
+// form's chosen selects in the address, so the server lists what belongs to the choice (that
+// benchmark's systems) and keeps the others. Choosing what the page was served with does not.
+// A checkbox group marked data-one-required needs at least one ticked: `required` on a checkbox
+// would demand every one, so the first box carries the browser's message while none is ticked.
+(function () {
+  "use strict";
+  function servedValue(select) {
+    var served = Array.prototype.find.call(select.options, function (option) {
+      return option.defaultSelected;
+    });
+    return served ? served.value : select.options.length ? select.options[0].value : "";
+  }
+  function reload(select) {
+    var address = new URL(window.location.href);
+    var selects = select.form.querySelectorAll("select:not([multiple])");
+    for (var i = 0; i < selects.length; i++) {
+      if (selects[i].value) {
+        address.searchParams.set(selects[i].name, selects[i].value);
+      } else {
+        address.searchParams.delete(selects[i].name);
+      }
+    }
+    window.location.assign(address.toString());
+  }
+  function checkGroup(box) {
+    var boxes = box.form.querySelectorAll("input[type=checkbox][data-one-required]");
+    var mine = Array.prototype.filter.call(boxes, function (each) { return each.name === box.name; });
+    var ticked = mine.some(function (each) { return each.checked; });
+    mine[0].setCustomValidity(ticked ? "" : "Choose at least one.");
+  }
+  document.addEventListener("change", function (event) {
+    var target = event.target;
+    if (!target.form || !target.hasAttribute) {
+      return;
+    }
+    if (target.hasAttribute("data-reload-on-change") && target.value !== servedValue(target)) {
+      reload(target);
+    } else if (target.hasAttribute("data-one-required")) {
+      checkGroup(target);
+    }
+  });
+  window.addEventListener("pageshow", function () {
+    var boxes = document.querySelectorAll("input[type=checkbox][data-one-required]");
+    for (var i = 0; i < boxes.length; i++) {
+      checkGroup(boxes[i]);
+    }
+  });
+})();

@@ -526,8 +526,8 @@ def test_a_refusal_about_no_field_is_shown_once_above_the_form(client, researche
 def test_a_system_with_no_response_in_the_benchmark_is_refused_beside_the_systems(
     client, researcher, button
 ):
-    """The form offers every system with responses: it cannot know the benchmark chosen beside
-    them, so the run's refusal names the system that has none in it."""
+    """With no benchmark chosen yet the form offers every system with responses, and one sent
+    for a benchmark it has no response in is refused by the run, by name."""
     benchmark, systems, _ = make_benchmark(questions_per_instruction=(1, 1), systems=("beta-7b",))
     _, (alpha,), _ = make_benchmark(questions_per_instruction=(1,), systems=("alpha-7b",))
     judge = make_judge(name="fake-judge", backend="fake")
@@ -659,3 +659,29 @@ def test_the_judge_run_pages_show_money_in_dollars_and_cents(client, researcher)
     assert "$0.005 at its prices, billed to nobody" in detail
     assert "and $12.35 for failed attempts" in detail and "possibly billed" not in detail
     assert "0.004999" not in detail and "12.345000" not in detail
+
+
+def _system_boxes(page) -> dict[str, bool]:
+    """The Systems checkboxes of the judge run form: label text -> ticked."""
+    boxes = re.findall(r'<label for="id_systems_\d+"><input ([^>]*)>\s*([^<]+)</label>', page.text)
+    return {name.strip(): " checked" in attrs for attrs, name in boxes}
+
+
+def test_the_run_form_lists_and_ticks_the_systems_of_the_chosen_benchmark(client, researcher):
+    """Choosing a benchmark reloads the page with the form's choices in the address (site.js):
+    its systems only, all ticked, and the judge chosen before kept."""
+    chosen, _, _ = make_benchmark(systems=("alpha", "beta"))
+    make_benchmark(systems=("gamma",))
+    judge = make_judge(name="fake-judge", backend="fake")
+    client.force_login(researcher)
+    page = client.get(reverse("judge:run-new"), {"benchmark": chosen.pk, "config": judge.pk})
+    assert _system_boxes(page) == {"alpha": True, "beta": True}
+    assert f'<option value="{chosen.pk}" selected>' in page.text
+    assert f'<option value="{judge.pk}" selected>' in page.text
+    assert "data-reload-on-change" in page.text and "data-one-required" in page.text
+
+
+def test_the_run_form_takes_the_only_benchmark_without_asking(client, researcher):
+    make_benchmark(systems=("alpha",))
+    client.force_login(researcher)
+    assert _system_boxes(client.get(reverse("judge:run-new"))) == {"alpha": True}
