@@ -272,3 +272,18 @@ class ReportExport(models.Model):
 
     def __str__(self) -> str:
         return f"{self.benchmark.name} export #{self.pk} ({self.status})"
+
+    @property
+    def is_pending(self) -> bool:
+        return self.status in (ExportStatus.QUEUED, ExportStatus.RUNNING)
+
+    def progress_display(self) -> str:
+        """Say how far the export has got, as the steps it records: the report built, then
+        each figure drawn and each file stored. Before the first step there is no total yet."""
+        if self.steps_total:
+            return f"{self.steps_done} of {self.steps_total} steps"
+        if self.status == ExportStatus.QUEUED:
+            return "Waiting to start"
+        if self.status == ExportStatus.RUNNING:
+            return "Building the report (step 1)"
+        return ""

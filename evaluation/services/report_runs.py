@@ -145,6 +145,7 @@ def report_export_progress(*, export: ReportExport) -> dict:
         "status_display": export.get_status_display(),
         "steps_done": export.steps_done,
         "steps_total": export.steps_total,
+        "steps_display": export.progress_display(),
         "message": export.message,
         "downloadable": export.status == ExportStatus.DONE and bool(export.archive),
     }

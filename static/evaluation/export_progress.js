@@ -13,7 +13,12 @@
     row.querySelector(".export-message").textContent = data.message;
     var bar = row.querySelector("progress");
     bar.max = Math.max(data.steps_total, 1);
-    bar.value = data.steps_done;
+    if (data.steps_total || !running(row)) {
+      bar.value = data.steps_done;
+    } else {
+      bar.removeAttribute("value");  // no total yet: the browser shows it busy, not empty
+    }
+    row.querySelector(".export-steps").textContent = data.steps_display;
     if (data.downloadable) {
       var cell = row.querySelector(".export-download");
       cell.textContent = "";

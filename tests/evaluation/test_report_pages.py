@@ -380,6 +380,29 @@ def test_export_writes_tables_figures_and_labels_to_the_export_folder(
     assert steps["steps_done"] == steps["steps_total"] == drawn + len(export.files) + 1
 
 
+def test_a_running_export_shows_its_step_count_not_an_empty_bar(
+    researcher_client, researcher, bench
+):
+    """Before its first step an export's bar is busy (no value), then it counts its steps; the
+    page and the status it polls say the same."""
+    from evaluation.models import ExportStatus, ReportExport
+
+    building = ReportExport.objects.create(
+        benchmark=bench, status=ExportStatus.RUNNING, created_by=researcher
+    )
+    drawing = ReportExport.objects.create(
+        benchmark=bench, status=ExportStatus.RUNNING, steps_done=3, steps_total=25,
+        created_by=researcher,
+    )  # fmt: skip
+    page = researcher_client.get(reverse("reports:detail", args=[bench.pk])).content.decode()
+    assert f'max="1" aria-label="Export {building.pk} progress"' in page
+    assert "Building the report (step 1)" in page
+    assert f'max="25" value="3" aria-label="Export {drawing.pk} progress"' in page
+    assert '<span class="export-steps">3 of 25 steps</span>' in page
+    status = researcher_client.get(reverse("reports:export-status", args=[bench.pk, drawing.pk]))
+    assert status.json()["steps_display"] == "3 of 25 steps"
+
+
 def test_export_refuses_a_bad_option_and_annotators(client, researcher_client, bench):
     from evaluation.models import ReportExport
 
