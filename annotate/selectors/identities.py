@@ -32,12 +32,15 @@ class IdentityScope:
     everyone: bool
     visible: frozenset[int] = frozenset()
 
-    def name(self, *, annotator_id: int, name: str, worker_id: str) -> str:
-        """Return the annotator's name, or its pseudonym if this viewer may not see it."""
+    def hides(self, *, annotator_id: int, worker_id: str) -> bool:
+        """Return whether this viewer sees the annotator by pseudonym, not by name."""
         # A platform worker (a worker id) whatever kind results give them: a researcher who
         # makes one an expert does not make their platform id public.
-        hidden = bool(worker_id) and not self.everyone
-        if hidden and annotator_id not in self.visible:
+        return bool(worker_id) and not self.everyone and annotator_id not in self.visible
+
+    def name(self, *, annotator_id: int, name: str, worker_id: str) -> str:
+        """Return the annotator's name, or its pseudonym if this viewer may not see it."""
+        if self.hides(annotator_id=annotator_id, worker_id=worker_id):
             return crowd_pseudonym(annotator_id)
         return name
 

@@ -72,6 +72,7 @@ class AnnotatorProjectRow:
     gold: GoldScore | None = None
     block: WorkerBlock | None = None  # blocked now: none of their work counts anywhere
     name: str = ""  # as the viewer may see it: a hidden crowd worker's pseudonym
+    name_hidden: bool = False  # `name` is that pseudonym, which the page says why
     # The person's work outside InFoBench projects, on their first row only (None on the others).
     human_studies: list[HumanStudyWork] | None = None
     revision_studies: list[RevisionStudyWork] | None = None
@@ -216,6 +217,9 @@ def annotator_rows(
             row.block = blocks.get(row.annotator.pk)
             row.kind_locked = row.annotator.pk in locked
             row.name = scope.name_of(row.annotator)
+            row.name_hidden = scope.hides(
+                annotator_id=row.annotator.pk, worker_id=row.annotator.worker_id
+            )
     _add_agreement(rows)
     _add_gold(rows)
     rows.sort(key=lambda r: (r.name, r.project.name if r.project else ""))

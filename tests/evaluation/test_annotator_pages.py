@@ -439,6 +439,35 @@ def test_a_crowd_worker_who_only_answered_a_human_study_is_named_as_the_viewer_m
     assert 'data-annotator="mturk:AVERBALSECRET"' in client.get(reverse("annotators:list")).text
 
 
+def test_a_worker_hidden_by_pseudonym_is_said_to_be_not_by_a_different_rule(client):
+    """A worker who answered the maker's study is named by platform id; one who took its HIT
+    and never answered (a worker record, no work) by pseudonym: the page says why, so the two
+    do not read as two naming rules."""
+    fill("Reviews", [True, False])
+    maker = UserFactory(username="maker", roles=[RESEARCHER])
+    evaluation_set = evaluation_set_create(
+        name="verbal", datasets=["Reviews"], items=2, seed=1, mappings="golden", created_by=maker
+    ).evaluation_set
+    study = human_study_create(evaluation_set=evaluation_set, name="crowd study")
+    answered, silent = (
+        Annotator.objects.create(
+            name=f"fake:{worker_id}", kind=AnnotatorKind.CROWD, platform="fake",
+            worker_id=worker_id,
+        )
+        for worker_id in ("DEMOWORKER1", "DEMOWORKER2")
+    )  # fmt: skip
+    HumanAnswer.objects.create(
+        study=study, prompt=study.prompts.first(), annotator=answered, word="positive"
+    )
+    client.force_login(maker)
+    page = client.get(reverse("annotators:list")).text
+    hint = "(platform id hidden: no work of theirs in your projects or studies)"
+    shown = page.split('data-annotator="fake:DEMOWORKER1"')[1].split("</th>")[0]
+    hidden = page.split(f'data-annotator="{crowd_pseudonym(silent.pk)}"')[1].split("</th>")[0]
+    assert hint not in shown and hint in hidden
+    assert "DEMOWORKER2" not in page
+
+
 def _kiwi_only_work(user, *, tmp_path, settings, capture) -> None:
     """The user steers one KIWI session of study "live" (made on first use) one turn: they have
     no Annotator (KIWI sessions never make one)."""
