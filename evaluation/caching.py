@@ -22,6 +22,8 @@ from typing import TypeVar
 from django.conf import settings
 from django.core.cache import cache
 
+from evaluation.selectors.snapshot import read_snapshot
+
 T = TypeVar("T")
 
 FIRST_WAIT_SECONDS = 0.02  # a waiter's first look again; doubled each time up to the last
@@ -29,8 +31,11 @@ LAST_WAIT_SECONDS = 0.5
 FAILED_SECONDS = 10  # after a build failed, callers build each for themselves this long
 
 
-def cache_get_or_build(*, key: str, build: Callable[[], T | None], timeout: int) -> T | None:
-    """Return the cached value of `key`, building it with `build()` once for all callers.
+def cache_get_or_build(
+    *, key: str, read_key: Callable[[], str], build: Callable[[], T | None], timeout: int
+) -> T | None:
+    """Return the cached value of `key` (read_key() as the caller read it), building it with
+    `build()` once for all callers, and storing it under the key of the data it was built from.
 
     The first caller to miss takes the lock `<key>:building` (`cache.add`, atomic in every
     backend) and stores what `build()` returns (None is returned and not stored: nothing to
@@ -42,7 +47,30 @@ def cache_get_or_build(*, key: str, build: Callable[[], T | None], timeout: int)
     after a failed build, a caller that finds the lock taken builds for itself instead of
     waiting: waiters queued behind failing builds would each hold a web worker for the length
     of every build before theirs.
+
+    A key fingerprints the data by queries of its own, before the build's reads: a row
+    committed between the two would be in a value stored under the key of the data without it,
+    and served as current again once that row is deleted (the fingerprint back where it was).
+    So the build runs in one read_snapshot with read_key() read again first (the build's own
+    read_snapshot blocks share it), and its value is stored under that key. When the data moved
+    since `key` was read, the value of the data as it stands may be cached already (by a caller
+    who read the new key, or by the build this caller waited for): it is served without a build.
     """
+
+    def build_in_snapshot() -> tuple[str, T | None]:
+        with read_snapshot():
+            current = read_key()
+            if current != key:
+                value = cache.get(current)
+                if value is not None:
+                    return current, value
+            return current, build()
+
+    return _get_or_build(key, build_in_snapshot, timeout)
+
+
+def _get_or_build(key: str, build: Callable[[], tuple[str, T | None]], timeout: int) -> T | None:
+    """cache_get_or_build's lock and wait, `build` returning the key to store its value under."""
     lock = f"{key}:building"
     wait = FIRST_WAIT_SECONDS
     while True:
@@ -53,7 +81,7 @@ def cache_get_or_build(*, key: str, build: Callable[[], T | None], timeout: int)
         if cache.add(lock, token, settings.CACHE_BUILD_LOCK_SECONDS):
             return _build_holding(key, lock, token, build, timeout)
         if cache.get(f"{key}:failed"):
-            return build()
+            return build()[1]
         _wait(wait)
         wait = min(wait * 2, LAST_WAIT_SECONDS)
 
@@ -62,19 +90,21 @@ def _wait(seconds: float) -> None:
     time.sleep(seconds)
 
 
-def _build_holding(key: str, lock: str, token: str, build: Callable[[], T | None], timeout: int):
+def _build_holding(
+    key: str, lock: str, token: str, build: Callable[[], tuple[str, T | None]], timeout: int
+):
     try:
         # Built by the lock's last holder between our miss and our taking the lock.
         value = cache.get(key)
         if value is not None:
             return value
         try:
-            value = build()
+            built_key, value = build()
         except Exception:
             cache.set(f"{key}:failed", True, FAILED_SECONDS)
             raise
         if value is not None:
-            cache.set(key, value, timeout)
+            cache.set(built_key, value, timeout)
         return value
     finally:
         # Not a lock that expired and was taken over meanwhile: that one is its new holder's.

@@ -120,17 +120,18 @@ def render_revision_figure(report: dict, name: str, fmt: str) -> bytes:
 
 def revision_figure_cached(*, study: Study, name: str, fmt: str) -> bytes | None:
     """Return figure `name` of the study's report as `fmt` bytes, drawn once per state of its rated
-    turns (figure_fingerprint), or None when the report has nothing to draw in it."""
+    turns (figure_fingerprint), or None when the report has nothing to draw in it. Drawn, it is
+    stored under the fingerprint read in the snapshot of its report's reads
+    (cache_get_or_build)."""
 
     def draw() -> bytes | None:
         report = revision_report_build(study=study)
         return render_revision_figure(report, name, fmt) if figure_available(report, name) else None
 
-    return cache_get_or_build(
-        key=(
-            f"revision-figure:{DRAWING_VERSION}:{computation_version()}:"
-            f"{figure_fingerprint(study=study)}:{name}:{fmt}"
-        ),
-        build=draw,
-        timeout=CACHE_SECONDS,
-    )
+    def read_key() -> str:
+        fingerprint = figure_fingerprint(study=study)
+        return (
+            f"revision-figure:{DRAWING_VERSION}:{computation_version()}:{fingerprint}:{name}:{fmt}"
+        )
+
+    return cache_get_or_build(key=read_key(), read_key=read_key, build=draw, timeout=CACHE_SECONDS)

@@ -1327,6 +1327,16 @@ def _fingerprint(benchmark: Benchmark) -> str:
     return repr((labels, scores, work, paid, calls, counted, kinds, layout, benchmark.name))
 
 
+def _report_key(benchmark: Benchmark, unknown: str, acc_unknown: str) -> str:
+    """The cache key of the benchmark's report with these conventions, the data as it stands."""
+    digest = hashlib.sha256(_fingerprint(benchmark).encode()).hexdigest()[:24]
+    # "v2": annotators by id; a report cached before that named them, for every reader.
+    # "v6": a flat fee rounded to cents on each payment (a crowd cost cached before differs).
+    # computation_version moves the key with every deploy changing the code and every change of
+    # a setting the numbers read (the expert's rate, the bootstrap, the flat crowd fee).
+    return f"report:v6:{computation_version()}:{benchmark.pk}:{unknown}:{acc_unknown}:{digest}"
+
+
 def report_cached(
     *,
     benchmark: Benchmark,
@@ -1344,25 +1354,28 @@ def report_cached(
     is cached or being built, else only those tables (report_compute), cached on their own.
     """
     _check_conventions(unknown, acc_unknown)
-    digest = hashlib.sha256(_fingerprint(benchmark).encode()).hexdigest()[:24]
-    # "v2": annotators by id; a report cached before that named them, for every reader.
-    # "v6": a flat fee rounded to cents on each payment (a crowd cost cached before differs).
-    # computation_version moves the key with every deploy changing the code and every change of
-    # a setting the numbers read (the expert's rate, the bootstrap, the flat crowd fee).
-    key = f"report:v6:{computation_version()}:{benchmark.pk}:{unknown}:{acc_unknown}:{digest}"
+
+    def read_key() -> str:
+        return _report_key(benchmark, unknown, acc_unknown)
+
+    key = read_key()
     options = {"benchmark": benchmark, "unknown": unknown, "acc_unknown": acc_unknown}
     report = None
     if tables is not None and not cache.get(f"{key}:building"):
         report = cache.get(key)
         if report is None:
             wanted = sorted(_tables_wanted(tables))
+            suffix = f":tables:{','.join(wanted)}"
             report = cache_get_or_build(
-                key=f"{key}:tables:{','.join(wanted)}",
+                key=key + suffix,
+                read_key=lambda: read_key() + suffix,
                 build=lambda: report_compute(**options, tables=wanted),
                 timeout=600,
             )
     if report is None:
-        report = cache_get_or_build(key=key, build=lambda: report_compute(**options), timeout=600)
+        report = cache_get_or_build(
+            key=key, read_key=read_key, build=lambda: report_compute(**options), timeout=600
+        )
     return report_named(report, scope=scope)
 
 

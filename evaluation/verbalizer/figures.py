@@ -232,15 +232,16 @@ def render_figure(report: dict, name: str, fmt: str) -> bytes:
 
 def figure_cached(*, evaluation_set, name: str, fmt: str) -> bytes | None:
     """Return figure `name` of the set's report as `fmt` bytes, drawn once per state of the set's
-    answers (report_version), or None when the report has nothing to draw in it."""
-    version = report_version(evaluation_set)
+    answers (report_version), or None when the report has nothing to draw in it. Drawn, it is
+    stored under the version its report was read at (cache_get_or_build: the report is looked
+    up, or built, in the snapshot that version is read in)."""
+
+    def read_key() -> str:
+        version = report_version(evaluation_set)
+        return f"verbalizer-figure:{DRAWING_VERSION}:{version}:{name}:{fmt}"
 
     def draw() -> bytes | None:
-        report = verbalizer_report_cached(evaluation_set=evaluation_set, version=version)
+        report = verbalizer_report_cached(evaluation_set=evaluation_set)
         return render_figure(report, name, fmt) if figure_available(report, name) else None
 
-    return cache_get_or_build(
-        key=f"verbalizer-figure:{DRAWING_VERSION}:{version}:{name}:{fmt}",
-        build=draw,
-        timeout=CACHE_SECONDS,
-    )
+    return cache_get_or_build(key=read_key(), read_key=read_key, build=draw, timeout=CACHE_SECONDS)

@@ -578,11 +578,16 @@ def report_version(evaluation_set: EvaluationSet) -> str:
     return f"v3:{computation_version()}:{_version(evaluation_set)}"
 
 
-def verbalizer_report_cached(*, evaluation_set: EvaluationSet, version: str | None = None) -> dict:
-    """The report, computed once per state of the set's answers (pages draw four figures);
-    `version`: report_version's, when the caller has it already."""
+def verbalizer_report_cached(*, evaluation_set: EvaluationSet) -> dict:
+    """The report, computed once per state of the set's answers (pages draw four figures), and
+    stored under the version read in the snapshot of its reads (cache_get_or_build)."""
+
+    def read_key() -> str:
+        return f"verbalizer-report:{report_version(evaluation_set)}"
+
     return cache_get_or_build(
-        key=f"verbalizer-report:{version or report_version(evaluation_set)}",
+        key=read_key(),
+        read_key=read_key,
         build=lambda: verbalizer_report(evaluation_set=evaluation_set),
         timeout=CACHE_SECONDS,
     )

@@ -3,6 +3,7 @@
 The builds here are counted, not timed (CountedBuild).
 """
 
+import contextlib
 import os
 import shutil
 import threading
@@ -15,7 +16,6 @@ from django.core.cache import cache
 
 from annotate.selectors.identities import OPERATOR
 from evaluation import caching
-from evaluation.caching import cache_get_or_build
 
 REQUESTS = 4
 NO_HANG = 10  # seconds a fake build waits for the others at most: only keeps a bug from hanging
@@ -38,6 +38,18 @@ def shared_cache(request, settings):
     yield cache
     if request.param == "locmem":
         cache.clear()
+
+
+@pytest.fixture(autouse=True)
+def no_snapshot(monkeypatch):
+    """The builds here read no database (their data's fingerprints are patched), so they need no
+    snapshot of one (tested with a database in test_report_cache_snapshot.py)."""
+    monkeypatch.setattr(caching, "read_snapshot", contextlib.nullcontext)
+
+
+def cache_get_or_build(*, key, build, timeout):
+    """The cache's lock and storage, for data that does not move (its key read again is `key`)."""
+    return caching.cache_get_or_build(key=key, read_key=lambda: key, build=build, timeout=timeout)
 
 
 class CountedBuild:
@@ -159,7 +171,7 @@ def test_a_verbalizer_report_pages_four_figures_loaded_cold_compute_the_report_o
 
     build = CountedBuild({"set": "paper"}, monkeypatch)
     monkeypatch.setattr(report, "verbalizer_report", build)
-    monkeypatch.setattr(figures, "report_version", lambda evaluation_set: "v-test")
+    monkeypatch.setattr(report, "_version", lambda evaluation_set: "v-test")
     monkeypatch.setattr(figures, "figure_available", lambda report, name: True)
     monkeypatch.setattr(figures, "render_figure", lambda report, name, fmt: name.encode())
     assert len(figures.FIGURES) == REQUESTS

@@ -293,12 +293,12 @@ def test_one_cached_report_serves_both_readers_with_the_same_numbers(
     builds = []
     cached = reports.cache_get_or_build
 
-    def counted(*, key, build, timeout):
+    def counted(*, key, read_key, build, timeout):
         def counted_build():
             builds.append(key)
             return build()
 
-        return cached(key=key, build=counted_build, timeout=timeout)
+        return cached(key=key, read_key=read_key, build=counted_build, timeout=timeout)
 
     monkeypatch.setattr(reports, "cache_get_or_build", counted)
     api = reverse("api-report", args=[benchmark.pk])

@@ -191,6 +191,36 @@ def test_the_figures_cache_key_moves_with_a_kind_decision(tmp_path, newbie):
     assert revision_figure_cached(study=study, name="ratings", fmt="svg") != drawn
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_session_finished_as_the_figure_is_read_is_not_drawn_once_deleted(
+    tmp_path, newbie, monkeypatch
+):
+    """The figure's key was read before its report's snapshot: a session finished between the
+    two was in the figure stored under the key of the turns without it, and deleted again (in
+    the admin) the turns had that key once more: the figure with the deleted session was served
+    for an hour. The figure of the turns read with its key is stored under it."""
+    from evaluation.revision import figures
+
+    cache.clear()  # transactional tests reuse ids: another test's figure could have this key
+    study = sample_study(tmp_path)
+    decide(newbie)
+    without = figures.render_revision_figure(revision_report_build(study=study), "ratings", "svg")
+    build, finished = figures.revision_report_build, []
+
+    def finished_first(**kwargs):
+        if not finished:  # newbie's request, on a connection of its own
+            in_thread(lambda: web_session(study, newbie), finished).join(30)
+        return build(**kwargs)
+
+    monkeypatch.setattr(figures, "revision_report_build", finished_first)
+    assert revision_figure_cached(study=study, name="ratings", fmt="svg") == without
+    monkeypatch.setattr(figures, "revision_report_build", build)
+    assert revision_figure_cached(study=study, name="ratings", fmt="svg") != without
+    finished[0].delete()
+    assert revision_figure_cached(study=study, name="ratings", fmt="svg") == without
+    cache.clear()
+
+
 def test_the_figures_cache_key_moves_with_any_kind_stamp(tmp_path, newbie):
     """Expert to crowd worker lets no session in or out, but the key still follows the
     decision (kind_changed_at), as the InFoBench report's does."""
