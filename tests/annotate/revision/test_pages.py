@@ -151,8 +151,9 @@ def test_ten_turn_session_page_runs_a_fixed_number_of_queries(
     client.get(url)
     # session, user, the session with its study, question and system, the stale-call update,
     # the session's call fields again, the document titles, the turns, the last passages, the
-    # navigation's roles, and (the tenth turn ended it) whether a question is left for the next
-    with django_assert_num_queries(10):
+    # navigation's roles, (the tenth turn ended it) whether a question is left for the next,
+    # and (one is) whether the account is blocked, which would refuse it
+    with django_assert_num_queries(11):
         response = client.get(url)
     assert response.content.decode().count('class="turn-done"') == 10
     # Which study the session belongs to, read with the session (no query of its own).
