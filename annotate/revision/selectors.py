@@ -237,12 +237,12 @@ def session_record_get(*, session_id: int) -> SessionRecord:
 
 def study_sessions(*, study: Study) -> QuerySet[RevisionSession]:
     """Every session of the study with its annotator, system, question and number of turns,
-    for the researcher's list (one query)."""
+    the most recent first, for the researcher's list (one query per page of it)."""
     return (
         RevisionSession.objects.filter(study=study)
         .select_related("annotator", "system", "question")
         .annotate(turn_count=Count("turns"))
-        .order_by("id")
+        .order_by("-id")
     )
 
 
