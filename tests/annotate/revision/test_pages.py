@@ -1847,6 +1847,15 @@ def test_the_session_page_numbers_the_passages_the_answer_cites_a0s_before_turn_
         f"[{n}] {titles[pk].document.title}" for n, pk in enumerate(first.passages)
     ]
     assert "Retrieved for turn 1's instruction" in aside
+    # Turn 1's answer keeps a0's citations, which cite a0's passages, not the ones shown now.
+    assert "the answer's [0]" not in aside
+    assert "citations kept from earlier answers refer to earlier retrievals." in aside
+    read = client.get(reverse("revision:session-read", args=[session.pk]))
+    assert read.status_code == 403  # an annotator; a researcher reads it below
+    client.force_login(UserFactory(username="passages-reader", roles=[RESEARCHER]))
+    read = client.get(reverse("revision:session-read", args=[session.pk])).content.decode()
+    turn = read.split('id="passages-1"')[1].split("</summary>")[0]
+    assert "citations kept from earlier answers refer to earlier retrievals" in turn
 
 
 def test_a_researcher_reads_any_session_turn_by_turn_annotators_only_their_own(
