@@ -215,7 +215,9 @@ class SessionRecord:
 
 
 def session_record_get(*, session_id: int) -> SessionRecord:
-    """Any session of any study, for a researcher (the view checks the role; three queries)."""
+    """Any session of any study, for a researcher (the view checks the role): four queries, the
+    session, its paper titles, its turns and the passages they retrieved (three when none
+    did, as for an imported session)."""
     session = (
         RevisionSession.objects.select_related("study", "question", "system", "annotator")
         .filter(pk=session_id)

@@ -1906,3 +1906,22 @@ def test_a_researcher_reads_any_session_turn_by_turn_annotators_only_their_own(
         assert client.get(read).status_code == 403
     client.force_login(annotator)
     assert client.get(reverse("revision:session", args=[session.pk])).status_code == 200
+
+
+def test_a_session_record_is_read_in_four_queries_three_without_passages(
+    study, annotator, django_capture_on_commit_callbacks, django_assert_num_queries
+):
+    """Its docstring said three queries; with passages retrieved it runs a fourth for them."""
+    from annotate.revision.selectors import session_record_get
+
+    with django_capture_on_commit_callbacks(execute=True):
+        session = session_assign(study=study, user=annotator, now=timezone.now())
+    session.refresh_from_db()
+    assert session.initial_passages
+    with django_assert_num_queries(4):
+        record = session_record_get(session_id=session.pk)
+    assert len(record.initial_passages) == len(session.initial_passages)
+    RevisionSession.objects.filter(pk=session.pk).update(initial_passages=[])
+    with django_assert_num_queries(3):
+        record = session_record_get(session_id=session.pk)
+    assert record.initial_passages == []
