@@ -215,7 +215,9 @@ class SessionRecord:
 
 
 def session_record_get(*, session_id: int) -> SessionRecord:
-    """Any session of any study, for a researcher (the view checks the role; three queries)."""
+    """Any session of any study, for a researcher (the view checks the role): four queries, the
+    session, its paper titles, its turns and the passages they retrieved (three when none
+    did, as for an imported session)."""
     session = (
         RevisionSession.objects.select_related("study", "question", "system", "annotator")
         .filter(pk=session_id)
@@ -237,12 +239,12 @@ def session_record_get(*, session_id: int) -> SessionRecord:
 
 def study_sessions(*, study: Study) -> QuerySet[RevisionSession]:
     """Every session of the study with its annotator, system, question and number of turns,
-    for the researcher's list (one query)."""
+    the most recent first, for the researcher's list (one query per page of it)."""
     return (
         RevisionSession.objects.filter(study=study)
         .select_related("annotator", "system", "question")
         .annotate(turn_count=Count("turns"))
-        .order_by("id")
+        .order_by("-id")
     )
 
 

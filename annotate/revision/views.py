@@ -78,6 +78,9 @@ def home(request: HttpRequest) -> HttpResponse:
         "rerated": Paginator(rerated, DONE_PAGE_SIZE).get_page(request.GET.get("reratings_page")),
         # A researcher who also annotates is shown where a held question is reopened.
         "researcher": is_researcher(request.user),
+        # A blocked account is told so in place of Start, which would be refused (403);
+        # Continue stays for a session in progress (it can still be rated and ended).
+        "blocked": BLOCKED_FROM_NEW_WORK if account_blocked(request.user) else "",
     }
     return render(request, "revision/home.html", context)
 
@@ -124,16 +127,16 @@ def session_page(request: HttpRequest, session_id: int) -> HttpResponse:
     withdrawn = request.session.pop(_withdrawn_key(session_id), None)
     # A session ended (finished or given up) offers the next one only where a question is left
     # for this annotator.
-    next_open = page.session.status != SessionStatus.ACTIVE and sessions.session_available(
-        study=page.session.study, user=request.user
-    )
+    ended = page.session.status != SessionStatus.ACTIVE
+    next_open = ended and sessions.session_available(study=page.session.study, user=request.user)
     context = {"page": page, "form": withdrawn or {}, "next_open": next_open, "limits": TEXT_LIMITS}
-    # A blocked account is told so in place of the instruction box and Retry, which would be
-    # refused (403) with the text typed lost; rating, finishing and giving up stay. Read only
-    # where the page offers them: the rating page, the one most seen, reads no more.
-    if page.offers_model_call and account_blocked(request.user):
-        context["blocked"] = BLOCKED_FROM_NEW_WORK
-    if page.session.status != SessionStatus.ACTIVE and not next_open:
+    # A blocked account is told so in place of the instruction box, Retry and Next session,
+    # which would be refused (403) with the text typed lost; rating, finishing and giving up
+    # stay. Read only where the page offers one of them: the rating page, the one most seen,
+    # reads no more.
+    if (page.offers_model_call or next_open) and account_blocked(request.user):
+        context.update(blocked=BLOCKED_FROM_NEW_WORK, next_open=False)
+    elif ended and not next_open:
         context["why_no_next"] = sessions.session_unavailable_reason(
             study=page.session.study, user=request.user
         )

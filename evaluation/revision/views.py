@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -72,6 +73,9 @@ CONTENT_TYPES = {
     "latex": "application/x-tex",
     "md": "text/markdown",
 }
+# Sessions listed per page of the report: a study of thousands rendered them all (the whole
+# list is the sessions download).
+SESSIONS_PAGE_SIZE = 50
 TASK_TITLES = {
     JudgeTask.INSTRUCTION_CATEGORY: "Classify instruction types (Table 3)",
     JudgeTask.ERROR_CATEGORY: "Classify error categories (Table 4)",
@@ -143,7 +147,9 @@ def report_page(request: HttpRequest, study_id: int) -> HttpResponse:
         "runs": study_judge_runs(study=study)[:20],
         "collection": study_collection_progress(study=study),
         "given_up": given_up_sessions(study=study),
-        "sessions": study_sessions(study=study),
+        "sessions": Paginator(study_sessions(study=study), SESSIONS_PAGE_SIZE).get_page(
+            request.GET.get("sessions_page")
+        ),
         "waiting_note": waiting_note(report),
         # Read only for the note about waiting work (the page's queries stay fixed otherwise).
         "is_admin": bool(waiting_note(report)) and is_admin(request.user),

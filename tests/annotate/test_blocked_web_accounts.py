@@ -299,3 +299,54 @@ def test_a_blocked_accounts_failed_session_offers_no_retry_but_giving_up(
 
     assert "The model did not answer." in page and BLOCKED in page
     assert 'id="retry"' not in page and 'id="give-up"' in page
+
+
+def test_a_blocked_accounts_finished_session_offers_the_notice_not_next_session(
+    client, kiwi, admin, blocked_user, django_capture_on_commit_callbacks
+):
+    """A finished session offered "Next session", which a blocked account posts and is refused
+    (403): the page says why in its place; unblocked, Next session is back."""
+    user, annotator = blocked_user
+    review.worker_unblock(annotator_id=annotator.pk, user=admin)  # to start a session
+    with django_capture_on_commit_callbacks(execute=True):
+        session = session_assign(study=kiwi, user=user, now=timezone.now())
+    session_finish(session_id=session.pk, user=user, now=timezone.now())
+    review.worker_block(annotator_id=annotator.pk, reason="copied answers", user=admin)
+    client.force_login(user)
+    url = reverse("revision:session", args=[session.pk])
+    start = reverse("revision:start", args=[kiwi.pk])
+
+    page = client.get(url).text
+
+    assert 'id="finished"' in page and BLOCKED in page and 'id="blocked-from-new-work"' in page
+    assert start not in page and "Next session" not in page and 'id="study-done"' not in page
+    review.worker_unblock(annotator_id=annotator.pk, user=admin)
+    page = client.get(url).text
+    assert start in page and "Next session" in page and BLOCKED not in page
+
+
+def test_revision_home_shows_a_blocked_account_the_notice_and_only_continue(
+    client, kiwi, admin, blocked_user, django_capture_on_commit_callbacks
+):
+    """The home page offered "Start a session", refused (403) to a blocked account: it says
+    why instead, and keeps "Continue" for the session in progress, which may still be rated
+    and ended."""
+    user, annotator = blocked_user
+    client.force_login(user)
+    home = reverse("revision:home")
+    start = reverse("revision:start", args=[kiwi.pk])
+
+    page = client.get(home).text
+
+    assert BLOCKED in page and 'id="blocked-from-new-work"' in page
+    assert start not in page and "Start a session" not in page
+    review.worker_unblock(annotator_id=annotator.pk, user=admin)  # to start a session
+    with django_capture_on_commit_callbacks(execute=True):
+        session_assign(study=kiwi, user=user, now=timezone.now())
+    review.worker_block(annotator_id=annotator.pk, reason="again", user=admin)
+    page = client.get(home).text
+    assert BLOCKED in page and start in page and "Continue" in page
+    assert "Start a session" not in page
+    review.worker_unblock(annotator_id=annotator.pk, user=admin)
+    page = client.get(home).text
+    assert BLOCKED not in page and "Continue" in page

@@ -912,11 +912,12 @@ def reject_reason_missing(work: QuerySet) -> str:
     """The refusal of a reject without a reason (`work`: the assignment or answer, maybe none),
     true to who reads the reason. The reason is kept on the work (reject_reason) for everyone;
     a platform that shows workers its requester's feedback (MTurk) tells them, a web account
-    reads it on its own page here (the one listing that work), and a self-hosted link's
-    participant, who has no account here and no channel back from here, is not told. Read
-    before the work is looked up as a crowd worker's, so a blank reason is refused (400)
-    whatever the id; only for crowd work (crowd_worker_q, the rule of the reject's own
-    lookup): an in-house expert's work, which no reject takes, gets the neutral wording."""
+    reads it on its own page here (the one listing that work, its most recent only), and a
+    self-hosted link's participant, who has no account here and no channel back from here,
+    is not told. Read before the work is looked up as a crowd worker's, so a blank reason is
+    refused (400) whatever the id; only for crowd work (crowd_worker_q, the rule of the
+    reject's own lookup): an in-house expert's work, which no reject takes, gets the neutral
+    wording."""
     platform = (
         work.filter(crowd_worker_q("annotator__"))
         .values_list("annotator__platform", flat=True)
@@ -933,7 +934,7 @@ def reject_reason_missing(work: QuerySet) -> str:
         page = "Label-word tasks" if work.model is HumanAnswer else "My tasks"
         return (
             "Say why you reject this work: the worker (a web account, signed up on this site) "
-            f"reads it beside the rejected work on their '{page}' page."
+            f"reads it beside the rejected work among their recent tasks on their '{page}' page."
         )
     return "Say why you reject this work: the worker sees the feedback on the platform."
 

@@ -151,8 +151,9 @@ def test_ten_turn_session_page_runs_a_fixed_number_of_queries(
     client.get(url)
     # session, user, the session with its study, question and system, the stale-call update,
     # the session's call fields again, the document titles, the turns, the last passages, the
-    # navigation's roles, and (the tenth turn ended it) whether a question is left for the next
-    with django_assert_num_queries(10):
+    # navigation's roles, (the tenth turn ended it) whether a question is left for the next,
+    # and (one is) whether the account is blocked, which would refuse it
+    with django_assert_num_queries(11):
         response = client.get(url)
     assert response.content.decode().count('class="turn-done"') == 10
     # Which study the session belongs to, read with the session (no query of its own).
@@ -1846,6 +1847,15 @@ def test_the_session_page_numbers_the_passages_the_answer_cites_a0s_before_turn_
         f"[{n}] {titles[pk].document.title}" for n, pk in enumerate(first.passages)
     ]
     assert "Retrieved for turn 1's instruction" in aside
+    # Turn 1's answer keeps a0's citations, which cite a0's passages, not the ones shown now.
+    assert "the answer's [0]" not in aside
+    assert "citations kept from earlier answers refer to earlier retrievals." in aside
+    read = client.get(reverse("revision:session-read", args=[session.pk]))
+    assert read.status_code == 403  # an annotator; a researcher reads it below
+    client.force_login(UserFactory(username="passages-reader", roles=[RESEARCHER]))
+    read = client.get(reverse("revision:session-read", args=[session.pk])).content.decode()
+    turn = read.split('id="passages-1"')[1].split("</summary>")[0]
+    assert "citations kept from earlier answers refer to earlier retrievals" in turn
 
 
 def test_a_researcher_reads_any_session_turn_by_turn_annotators_only_their_own(
@@ -1896,3 +1906,22 @@ def test_a_researcher_reads_any_session_turn_by_turn_annotators_only_their_own(
         assert client.get(read).status_code == 403
     client.force_login(annotator)
     assert client.get(reverse("revision:session", args=[session.pk])).status_code == 200
+
+
+def test_a_session_record_is_read_in_four_queries_three_without_passages(
+    study, annotator, django_capture_on_commit_callbacks, django_assert_num_queries
+):
+    """Its docstring said three queries; with passages retrieved it runs a fourth for them."""
+    from annotate.revision.selectors import session_record_get
+
+    with django_capture_on_commit_callbacks(execute=True):
+        session = session_assign(study=study, user=annotator, now=timezone.now())
+    session.refresh_from_db()
+    assert session.initial_passages
+    with django_assert_num_queries(4):
+        record = session_record_get(session_id=session.pk)
+    assert len(record.initial_passages) == len(session.initial_passages)
+    RevisionSession.objects.filter(pk=session.pk).update(initial_passages=[])
+    with django_assert_num_queries(3):
+        record = session_record_get(session_id=session.pk)
+    assert record.initial_passages == []

@@ -307,3 +307,53 @@ def test_the_report_page_rounds_as_its_markdown_and_latex_do(client, researcher,
             assert "| " + " | ".join(cells) + " |" in markdown, cells
             assert " & ".join(cells) + " \\\\" in latex, cells
     assert ",0.6666" in revision_csv(report)
+
+
+def _imported_sessions(tmp_path, count: int, name: str) -> Study:
+    """A study of `count` imported sessions of one system, each on its own question."""
+    path = tmp_path / f"{name}.jsonl"
+    sessions = [
+        {
+            "original_question": f"Q{n}?",
+            "model_name": "gpt-4",
+            "initial_answer": f"a{n}",
+            "interaction": [turn(f"Shorten {n}.", "stylistic", "good")],
+        }
+        for n in range(count)
+    ]
+    path.write_text("".join(json.dumps(s) + "\n" for s in sessions))
+    sessions_import(path=str(path), study_name=name)
+    return Study.objects.get(name=name)
+
+
+def test_the_report_lists_sessions_fifty_a_page_in_as_many_queries_for_any_study(
+    client, researcher, tmp_path
+):
+    """The Sessions list rendered every session of the study, a page growing without end: it
+    shows the 50 most recent, the rest a page further (the whole list is the download), and
+    the page's queries do not grow with the sessions."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    small, large = (
+        _imported_sessions(tmp_path, 3, "small"),
+        _imported_sessions(tmp_path, 60, "large"),
+    )
+    client.force_login(researcher)
+    queries = {}
+    for study in (small, large):
+        url = reverse("revision-reports:report", args=[study.pk])
+        client.get(url)  # figures and caches warmed
+        with CaptureQueriesContext(connection) as captured:
+            page = client.get(url).content.decode()
+        queries[study.name] = len(captured)
+
+    assert queries["small"] == queries["large"]
+    rows = page.split('id="table-sessions"')[1].split("</table>")[0]
+    newest = large.sessions.order_by("-id")
+    assert rows.count('id="read-') == 50 and f'id="read-{newest[0].pk}"' in rows
+    assert f'id="read-{newest[50].pk}"' not in rows
+    assert "Every session of the study (60)" in page and "?sessions_page=2#sessions" in page
+    second = client.get(url, {"sessions_page": 2}).content.decode()
+    rows = second.split('id="table-sessions"')[1].split("</table>")[0]
+    assert rows.count('id="read-') == 10 and f'id="read-{newest[59].pk}"' in rows
