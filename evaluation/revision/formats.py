@@ -153,7 +153,8 @@ def table_notes(report: dict, table: str) -> list[str]:
         counts = ", ".join(f"{sources.get(name, 0)} {name}" for name in SOURCES)
         notes.append(f"Category labels: {counts}.")
     if value.get("unlabelled"):
-        notes.append(_unlabelled_note(value))
+        turns = "neutral or bad turn" if table == "table4" else "rated turn"
+        notes.append(_unlabelled_note(value, turns=turns))
     for split in value.get("splits", []):
         notes.append(
             f"Split {split['split']} of seed {split['seed']} ({_runs_named(split['runs'])}, "
@@ -211,13 +212,14 @@ def _sessions_without_turns_note(report: dict) -> str:
     )
 
 
-def _unlabelled_note(table: dict) -> str:
-    """Say how many turns Table 3 leaves out for having no category yet, and of what its
-    shares are instead (evaluation.revision.reports.table3)."""
+def _unlabelled_note(table: dict, *, turns: str = "rated turn") -> str:
+    """Say how many turns Table 3 (or Table 4, of the failed turns) leaves out for having no
+    category yet, and of what its shares are instead (evaluation.revision.reports.table3,
+    table4)."""
     unlabelled = table["unlabelled"]
     categorised = sum(row["turns"] for row in table["rows"])
     return (
-        f"{_plural(unlabelled, 'rated turn')} {'has' if unlabelled == 1 else 'have'} no "
+        f"{_plural(unlabelled, turns)} {'has' if unlabelled == 1 else 'have'} no "
         "category yet (neither a human label nor a classifier's): left out of the table, "
         f"its shares and the 5% “others” rule, which are of the {categorised} categorised "
         f"turn{'' if categorised == 1 else 's'}."

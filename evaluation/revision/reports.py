@@ -235,7 +235,7 @@ def table3(data: TurnData, predicted: dict[int, str], run) -> dict[str, Any]:
 
 def _table4_row(category: str, index: list[int], data: TurnData, failed) -> dict[str, Any]:
     row = {
-        "category": category or "unlabelled",
+        "category": category,
         "turns": len(index),
         "share": _share(len(index), len(failed)),
     }
@@ -250,17 +250,22 @@ def table4(data: TurnData, predicted: dict[int, str], run) -> dict[str, Any]:
     """Error categories of neutral and bad turns, overall and per system.
 
     `rows` merges the categories under 5% of the failed turns into "others", as Table 3;
-    `categories` keeps every category.
+    `categories` keeps every category. Both are of the categorised failed turns only, as
+    Table 3's are of the categorised turns: a failed turn whose comment is not classified yet
+    is no category, and counting it would push real ones under 5% (and every share down).
+    `unlabelled` counts those.
     """
     failed = [int(i) for i in np.flatnonzero(data.rating != GOOD)]
     labels = _labels(data.error_category, data, predicted)
-    groups = _grouped(labels, failed, ErrorCategory.values)
-    merged, small = merge_small_categories(groups, len(failed))
+    categorised = [i for i in failed if labels[i]]
+    groups = _grouped(labels, categorised, ErrorCategory.values)
+    merged, small = merge_small_categories(groups, len(categorised))
     failed_set = set(failed)
     human = [data.error_category[i] if i in failed_set else "" for i in range(len(data))]
     return {
-        "rows": [_table4_row(c, index, data, failed) for c, index in merged.items()],
-        "categories": [_table4_row(c, index, data, failed) for c, index in groups.items()],
+        "rows": [_table4_row(c, index, data, categorised) for c, index in merged.items()],
+        "categories": [_table4_row(c, index, data, categorised) for c, index in groups.items()],
+        "unlabelled": len(failed) - len(categorised),
         "others_rule": _others_rule(small),
         "agreement": _agreement(human, data, run, predicted),
     }

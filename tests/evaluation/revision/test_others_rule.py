@@ -103,29 +103,40 @@ def test_table3_shares_and_others_are_of_the_categorised_turns_only():
     )
 
 
-def test_table4_merges_error_categories_of_the_failed_turns_only():
+def test_table4_merges_error_categories_of_the_categorised_failed_turns_only():
+    """Good turns are not in Table 4's denominator, nor (as in Table 3) failed turns whose
+    comment has no category yet: a category at 1 of 21 categorised failed turns is merged,
+    whatever the unlabelled ones."""
+    from evaluation.revision.formats import table_notes
+
     ignored, unrequested = "instruction is ignored", "introduced unrequested changes"
     style = "stylistic"
     data = turn_data(
         [
             (500, "a", style, 0, "", ""),  # good turns are not in Table 4's denominator
-            (1, "a", style, 2, "", ignored),  # 1 / 21 = 4.8% of the failed: merged
-            (19, "b", style, 1, "", unrequested),
-            (1, "b", style, 2, "", ""),  # unlabelled: never merged into others
+            (1, "a", style, 2, "", ignored),  # 1 / 21 = 4.8% of the categorised failed: merged
+            (20, "b", style, 1, "", unrequested),
+            (3, "b", style, 2, "", ""),  # unlabelled: left out, counted apart
         ]
     )
     table = table4(data, {}, None)
     assert [(r["category"], r["turns"]) for r in table["rows"]] == [
-        (unrequested, 19),
+        (unrequested, 20),
         ("others", 1),
-        ("unlabelled", 1),
     ]
-    # Failed turns: system a has 1, system b has 20.
+    # Categorised failed turns: system a has 1, system b has 20.
     assert by(table["rows"], "others") == approx(
         {"category": "others", "turns": 1, "share": 1 / 21, "share:a": 1.0, "share:b": 0.0}
     )
     assert table["others_rule"]["merged"] == [ignored]
-    assert [r["category"] for r in table["categories"]] == [ignored, unrequested, "unlabelled"]
+    assert [r["category"] for r in table["categories"]] == [ignored, unrequested]
+    assert table["unlabelled"] == 3
+    report = {"table4": table, "turns": 524}
+    assert table_notes(report, "table4")[-1] == (
+        "3 neutral or bad turns have no category yet (neither a human label nor a "
+        "classifier's): left out of the table, its shares and the 5% “others” rule, which are "
+        "of the 21 categorised turns."
+    )
 
 
 def test_nothing_under_five_percent_leaves_the_categories_as_they_are():
