@@ -689,15 +689,15 @@ def reratings_of(study, annotator, count, question=None, answer="a1 [0]"):
     ]
 
 
-def test_a_rerating_shows_the_papers_the_answer_cites_and_how_far_the_rerater_is(
-    client, study, annotator
-):
-    """The re-rater judged "[0]" without the papers' titles and did not know how many turns were
-    left; a save now goes straight on to the study's next turn."""
+def test_a_rerating_shows_the_papers_and_how_far_the_rerater_is(client, study, annotator):
+    """The re-rater judged without the papers' titles and did not know how many turns were left;
+    a save now goes straight on to the study's next turn. The titles are a plain list: numbered
+    0, 1, ... they read as what the answer's "[0]" cites, which is a retrieved passage, not a
+    paper (as on the session page)."""
     first, second = reratings_of(study, annotator, 2, answer="<b>a1</b> [0]")
     client.force_login(annotator)
     page = client.get(reverse("revision:rerating", args=[first.pk])).content.decode()
-    titles = page.split('<ol class="titles" id="titles" start="0">')[1].split("</ol>")[0]
+    titles = page.split('<ul class="titles" id="titles">')[1].split("</ul>")[0]
     assert titles == "<li>Paper Zero</li><li>Paper One</li>"
     assert '<span id="rerate-progress">0 of 2 re-rated</span>' in page
     assert "Instruction (information-seeking)" in page
