@@ -32,6 +32,7 @@ from annotate.engine.selectors import (
     engine_run_title,
 )
 from annotate.engine.services import (
+    AgainWarning,
     endpoint_create,
     endpoint_get,
     endpoint_test,
@@ -189,7 +190,7 @@ def run_detail(request: HttpRequest, engine_run_id: int) -> HttpResponse:
     progress = _page_progress(run, request.user)
     may_control = engine_run_may_control(user=request.user, endpoint=run.endpoint)
     shows_again = may_control and not progress["active"] and progress["work_left"]
-    replace_warning = engine_run_again_warning(run=run) if shows_again else ""
+    replace = engine_run_again_warning(run=run) if shows_again else AgainWarning()
     context = {
         "run": run,
         "progress": progress,
@@ -199,10 +200,10 @@ def run_detail(request: HttpRequest, engine_run_id: int) -> HttpResponse:
         "title": engine_run_title(run=run),
         "may_control": may_control,
         # Run again over labels another run wrote (a judge run): said before, and the box.
-        "replace_warning": replace_warning,
+        "replace_warning": replace.text,
         "again": RunAgainForm(
-            initial={"spending_cap_usd": run.spending_cap_usd},
-            asks_replace=bool(replace_warning),
+            initial={"spending_cap_usd": run.spending_cap_usd, "replace_seen": replace.seen},
+            asks_replace=bool(replace.text),
         ),
     }
     return render(request, "engine/run_detail.html", context)

@@ -312,7 +312,45 @@ def test_run_again_over_labels_a_later_run_wrote_says_so_and_needs_the_box(
     assert _labels(judge) == labels
 
     with django_capture_on_commit_callbacks(execute=False) as started:
-        confirmed = client.post(again, {"replace": "on"})
+        confirmed = client.post(again, {"replace": "on", "replace_seen": _seen(detail)})
+    assert confirmed.status_code == 302 and len(started) == 1
+
+
+@pytest.mark.parametrize(
+    ("detail", "resume", "run_id"),
+    [
+        ("judge:run-detail", "judge:run-resume", lambda run: run.pk),
+        ("engine:run-detail", "engine:run-resume", lambda run: run.engine_run_id),
+    ],
+)
+def test_run_again_refuses_a_replacement_other_than_the_one_the_page_showed(
+    client, researcher, halfway, django_capture_on_commit_callbacks, detail, resume, run_id
+):
+    """The page said run #later's labels; another run relabelled them before Run again was
+    pressed: the box ticked for what the page showed does not replace what it did not show."""
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(3, 2), systems=("a",))
+    judge = make_judge(name="fake-judge", backend="fake", **PRICE)
+    earlier = halfway(judge, benchmark, systems)
+    later = _judged(judge, benchmark, systems)
+    client.force_login(researcher)
+    shown = client.get(reverse(detail, args=[run_id(earlier)]))
+    assert f"(run #{later.pk}); starting replaces them" in shown.text
+    meanwhile = _judged(judge, benchmark, systems)
+    again = reverse(resume, args=[run_id(earlier)])
+    before = _rows()
+
+    with django_capture_on_commit_callbacks(execute=False) as started:
+        refused = client.post(again, {"replace": "on", "replace_seen": _seen(shown)})
+
+    assert refused.status_code == 409 and started == [] and _rows() == before
+    assert (
+        "What starting replaces is not what the page showed: 1 of 1 responses already have "
+        f"labels from this judge (runs #{later.pk}, #{meanwhile.pk}); starting replaces them;"
+    ) in refused.text
+    assert "tick “Replace earlier labels” again to start it" in refused.text
+    now = client.get(reverse(detail, args=[run_id(earlier)]))
+    with django_capture_on_commit_callbacks(execute=False) as started:
+        confirmed = client.post(again, {"replace": "on", "replace_seen": _seen(now)})
     assert confirmed.status_code == 302 and len(started) == 1
 
 
