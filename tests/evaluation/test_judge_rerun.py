@@ -14,6 +14,7 @@ from django.core.management import call_command
 from django.db import connection
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from annotate.engine.client import FakeTransport
 from annotate.engine.errors import CallRejectedError
@@ -395,7 +396,7 @@ def test_the_engine_run_page_and_the_api_ask_the_same_of_run_again(
         on_page = client.post(reverse("engine:run-resume", args=[earlier.engine_run_id]))
         by_api = client.post(api, {}, content_type="application/json")
 
-    shown = re.search(r'<p class="error" role="alert" id="replace-warning">(.*?)</p>', page.text)
+    shown = re.search(r'<span id="replace-warning-text">(.*?)</span>', page.text)
     assert shown and shown.group(1).startswith(said) and 'name="replace"' in page.text
     assert on_page.status_code == 400 and said in on_page.text
     assert by_api.status_code == 400 and by_api.json()["field"] == "replace"
@@ -408,6 +409,39 @@ def test_the_engine_run_page_and_the_api_ask_the_same_of_run_again(
         confirmed = client.post(api, {"replace": True}, content_type="application/json")
     assert confirmed.status_code == 202, confirmed.content
     assert len(started) == 1
+
+
+def test_the_run_pages_poll_says_what_run_again_replaces_once_the_run_ends(
+    client, researcher, halfway
+):
+    """The engine run page opened while the run is active renders no warning (none is read
+    then): its script shows the one the progress JSON carries once the run has ended, with the
+    box (there, hidden) and what it said, sent back with the box."""
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(3, 2), systems=("a",))
+    judge = make_judge(name="fake-judge", backend="fake", **PRICE)
+    earlier = halfway(judge, benchmark, systems)
+    later = _judged(judge, benchmark, systems)
+    client.force_login(researcher)
+    progress = reverse("engine:run-progress", args=[earlier.engine_run_id])
+    running = {"status": "running", "heartbeat": timezone.now()}  # a live worker's
+    EngineRun.objects.filter(pk=earlier.engine_run_id).update(**running)
+
+    active = client.get(reverse("engine:run-detail", args=[earlier.engine_run_id]))
+    polled_active = client.get(progress).json()
+    EngineRun.objects.filter(pk=earlier.engine_run_id).update(status="failed")
+    polled_ended = client.get(progress).json()
+
+    assert re.search(r'<div id="replace-box" hidden>.*name="replace"', active.text, re.S)
+    assert re.search(r'<p class="error" role="alert" id="replace-warning" hidden>', active.text)
+    assert '<input type="hidden" name="replace_seen" id="id_replace_seen">' in active.text
+    assert polled_active["replace_warning"] is None
+    assert polled_ended["replace_warning"].startswith(
+        f"1 of 1 responses already have labels from this judge (run #{later.pk}); starting "
+        "replaces them;"
+    )
+    ended = client.get(reverse("engine:run-detail", args=[earlier.engine_run_id]))
+    assert polled_ended["replace_seen"] == _seen(ended) == f"1/1/0/{later.pk}"
+    assert polled_ended["replace_warning"] in ended.text
 
 
 def test_the_command_says_what_run_again_replaces(capsys, halfway):
