@@ -10,7 +10,7 @@ from decimal import Decimal
 
 import pytest
 from django.apps import apps
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test import Client
 from django.urls import reverse
@@ -540,6 +540,31 @@ def test_run_again_while_a_later_run_is_queued_is_refused(client, researcher, ha
     said = f"Judge run #{later['run_id']} (queued, 1 response) of this judge still judges"
     assert by_api.status_code == 409 and by_api.json()["detail"].startswith(said)
     assert on_page.status_code == 409 and said in on_page.text
+    earlier.engine_run.refresh_from_db()
+    assert earlier.engine_run.status == "failed"
+
+
+def test_the_command_refuses_to_run_beside_a_run_of_the_judge_still_writing(halfway, queued):
+    """As the page and the API: two runs writing the same labels would each be paid and leave
+    a mix of their answers. A new run is not kept; an earlier run is not run again."""
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(3, 2), systems=("a",))
+    judge = make_judge(name="fake-judge", backend="fake", **PRICE)
+    earlier = halfway(judge, benchmark, systems)
+    running = judge_run_create(config=judge, benchmark=benchmark, systems=systems)
+    live = {"status": "running", "heartbeat": timezone.now()}
+    EngineRun.objects.filter(pk=running.engine_run_id).update(**live)
+    labels, before = _labels(judge), _rows()
+    said = f"Judge run #{running.pk} (running, "
+
+    with pytest.raises(CommandError) as new:
+        call_command("judge", "--config", judge.name, "--benchmark", benchmark.name)
+    with pytest.raises(CommandError) as again:
+        call_command("judge", "--run", str(earlier.pk))
+
+    assert str(new.value).startswith(f"{said}2 responses) of this judge still judges")
+    assert str(again.value).startswith(f"{said}1 response) of this judge still judges")
+    assert "Nothing was started" in str(new.value)
+    assert _rows() == before and _labels(judge) == labels
     earlier.engine_run.refresh_from_db()
     assert earlier.engine_run.status == "failed"
 
