@@ -13,7 +13,7 @@ from django.views.decorators.http import require_http_methods
 
 from annotate.engine.forms import RunAgainForm
 from annotate.engine.pages import run_again, run_again_cost, run_form_submit
-from annotate.engine.services.runs import engine_run_may_control
+from annotate.engine.services.runs import AgainWarning, engine_run_may_control
 from annotate.errors import AnnotateError
 from annotate.http import error_page, form_refusal
 from annotate.roles import ADMIN, RESEARCHER, RESEARCHERS_ONLY, is_admin, require_role
@@ -38,11 +38,11 @@ from evaluation.selectors.judge_runs import (
 )
 from evaluation.services.judge_configs import judge_config_create
 from evaluation.services.judge_runs import (
+    judge_run_again_warning,
     judge_run_check_start,
     judge_run_create,
     judge_run_estimate_new,
     judge_run_get,
-    judge_run_replace_warning,
     judge_run_resume,
     judge_run_start,
 )
@@ -175,7 +175,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         user=request.user, endpoint=run.engine_run.endpoint
     )
     shows_again = may_control and not progress.active and progress.questions_missing > 0
-    replace_warning = judge_run_replace_warning(run=run) if shows_again else ""
+    replace = judge_run_again_warning(run=run) if shows_again else AgainWarning()
     context = {
         "run": run,
         "progress": progress,
@@ -183,12 +183,13 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "may_control": may_control,
         "again_cost": run_again_cost(run.engine_run) if shows_again else None,
         # Run again over labels a later run wrote: said before, and the box to confirm it.
-        "replace_warning": replace_warning,
+        "replace_warning": replace.text,
         "again": RunAgainForm(
             initial={
-                "spending_cap_usd": run.engine_run.spending_cap_usd if run.engine_run else None
+                "spending_cap_usd": run.engine_run.spending_cap_usd if run.engine_run else None,
+                "replace_seen": replace.seen,
             },
-            asks_replace=bool(replace_warning),
+            asks_replace=bool(replace.text),
         ),
     }
     return render(request, "evaluation/judge_run_detail.html", context)

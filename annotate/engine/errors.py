@@ -35,13 +35,21 @@ class EngineRunError(EngineError):
     """A run cannot be created, started or estimated as asked; `field` names the input at fault
     (None: the values together), so a form shows the message beside it. `page_message` is how
     a page says it where the message names an API field the page shows as a form's box
-    (default: the message)."""
+    (default: the message). `http_status` overrides the class's (a protocol's refusal that is
+    a conflict with what ran meanwhile, 409, rather than bad input)."""
 
     def __init__(
-        self, message: str, *, field: str | None = None, page_message: str | None = None
+        self,
+        message: str,
+        *,
+        field: str | None = None,
+        page_message: str | None = None,
+        http_status: int | None = None,
     ) -> None:
         self.field = field
         self.page_message = page_message or message
+        if http_status is not None:
+            self.http_status = http_status
         super().__init__(message)
 
 

@@ -144,10 +144,15 @@ class RunAgainForm(forms.Form):
         "again asks those questions and overwrites its labels."
     )
 
+    # What the page's warning said (AgainWarning.seen), sent back with the box: a Run again whose
+    # labels changed since the page was shown is asked again. "": the page showed no warning.
+    replace_seen = forms.CharField(required=False, widget=forms.HiddenInput)
+
     def __init__(self, *args, asks_replace: bool = False, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         if not asks_replace:
             del self.fields["replace"]
+            del self.fields["replace_seen"]
 
 
 class GenerationRunForm(forms.Form):

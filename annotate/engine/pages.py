@@ -250,8 +250,8 @@ def run_again(
 ) -> None:
     """The run pages' "Run again": on an endpoint that spends money, only with the cost it
     would have now confirmed (`confirm_total`, as `run_again_cost` gives it to the page); over
-    labels another run wrote, only with "Replace earlier labels" ticked (`replace`,
-    `engine_run_check_again`); then the spending cap their form sends (when it has the field),
+    labels another run wrote, only with "Replace earlier labels" ticked (`replace`, held to
+    the labels the page showed by `replace_seen`, `engine_run_check_again`); then the spending cap their form sends (when it has the field),
     then `start()` (default: start the engine run). Raises the refusal (AnnotateError, or what
     `start` raises); a refused start keeps the cap as it was."""
     form = RunAgainForm(request.POST, asks_replace=True)
@@ -270,11 +270,18 @@ def run_again(
                 raise EngineRunError(f"{label}: {error}", field=error.field) from None
         confirmed = _run_again_check_confirmed(request, run)  # refused: the cap is rolled back
         try:
-            engine_run_check_again(run=run, replace=form.cleaned_data["replace"])
+            engine_run_check_again(
+                run=run,
+                replace=form.cleaned_data["replace"],
+                seen=form.cleaned_data["replace_seen"],
+            )
         except EngineRunError as error:
             if error.page_message == str(error):
                 raise
-            raise EngineRunError(error.page_message, field=error.field) from None
+            status = error.http_status
+            raise EngineRunError(
+                error.page_message, field=error.field, http_status=status
+            ) from None
         with engine_run_cost_confirmed(total=confirmed):  # checked again as it starts
             if start is None:
                 engine_run_start(run=run, user=request.user)

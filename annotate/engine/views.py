@@ -32,6 +32,7 @@ from annotate.engine.selectors import (
     engine_run_title,
 )
 from annotate.engine.services import (
+    AgainWarning,
     endpoint_create,
     endpoint_get,
     endpoint_test,
@@ -188,8 +189,6 @@ def run_detail(request: HttpRequest, engine_run_id: int) -> HttpResponse:
     run = _run_or_404(engine_run_id)
     progress = _page_progress(run, request.user)
     may_control = engine_run_may_control(user=request.user, endpoint=run.endpoint)
-    shows_again = may_control and not progress["active"] and progress["work_left"]
-    replace_warning = engine_run_again_warning(run=run) if shows_again else ""
     context = {
         "run": run,
         "progress": progress,
@@ -198,11 +197,15 @@ def run_detail(request: HttpRequest, engine_run_id: int) -> HttpResponse:
         "origin": engine_run_origin(run=run),
         "title": engine_run_title(run=run),
         "may_control": may_control,
-        # Run again over labels another run wrote (a judge run): said before, and the box.
-        "replace_warning": replace_warning,
+        # Run again over labels another run wrote (a judge run): said before, and the box,
+        # there but hidden while the run is active (its script shows them if it ends so).
+        "replace_warning": progress["replace_warning"],
         "again": RunAgainForm(
-            initial={"spending_cap_usd": run.spending_cap_usd},
-            asks_replace=bool(replace_warning),
+            initial={
+                "spending_cap_usd": run.spending_cap_usd,
+                "replace_seen": progress["replace_seen"],
+            },
+            asks_replace=bool(progress["replace_warning"]) or progress["active"],
         ),
     }
     return render(request, "engine/run_detail.html", context)
@@ -223,8 +226,10 @@ def _page_progress(run, user) -> dict:
     """The run's progress with `cost_shown` and `possibly_billed_shown` (the amounts as the
     page prints them, the money filter's dollars and cents, for its script), `work_left`:
     whether Run again would do anything (read once the run has ended; while it runs its form is
-    hidden anyway), and `again_confirm`: the cost Run again confirms on a paid endpoint (None:
-    none to confirm, or `user` may not run it)."""
+    hidden anyway), `again_confirm`: the cost Run again confirms on a paid endpoint (None:
+    none to confirm, or `user` may not run it), and `replace_warning` (None: none, or `user`
+    may not run it) with its `replace_seen`: what Run again would overwrite that another run
+    wrote (`engine_run_again_warning`), for the page's script to say once the run ends."""
     progress = engine_run_progress(run=run)
     progress["cost_shown"] = usd(progress["cost_usd"])
     progress["possibly_billed_shown"] = usd(progress["possibly_billed_usd"])
@@ -235,6 +240,9 @@ def _page_progress(run, user) -> dict:
     may = shows and engine_run_may_control(user=user, endpoint=run.endpoint)
     cost = run_again_cost(run) if may else None
     progress["again_confirm"] = cost and {"total": cost.value, "question": cost.question}
+    replace = engine_run_again_warning(run=run) if may else AgainWarning()
+    progress["replace_warning"] = replace.text or None
+    progress["replace_seen"] = replace.seen
     return progress
 
 

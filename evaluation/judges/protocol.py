@@ -17,6 +17,7 @@ from annotate.engine.client import estimate_prompt_tokens
 from annotate.engine.errors import EngineRunBusyError, EngineRunError
 from annotate.engine.models import EngineCall, EngineRun
 from annotate.engine.protocols import RunContext, UnitEstimate, UnitFailed, UnitResult, UnitStopped
+from annotate.engine.services import AgainWarning
 from annotate.models import Response
 from evaluation.errors import JudgeReplaceNotConfirmedError, JudgeRunBusyError, JudgeRunError
 from evaluation.judges import prompting as p
@@ -164,22 +165,26 @@ class JudgeRunProtocol:
     def store(self, run: EngineRun, results: Sequence[UnitResult]) -> None:
         judge_runs.judge_ends_store([result.value for result in results if result.value])
 
-    def again_warning(self, run: EngineRun) -> str:
+    def again_warning(self, run: EngineRun) -> AgainWarning:
         """What running it again replaces: labels a later run of its judge wrote on the
-        questions it has left (`judge_run_replace_warning`), "" when none."""
-        return judge_runs.judge_run_replace_warning(run=_judge_run(run))
+        questions it has left (`judge_run_again_warning`), empty when none."""
+        return judge_runs.judge_run_again_warning(run=_judge_run(run))
 
-    def check_again(self, run: EngineRun, *, replace: bool) -> None:
-        """Refuse Run again over those labels unless `replace`, or while another run of its
-        judge still writes them (`judge_run_check_start`), as the engine's pages and API
-        understand a refusal (EngineRunError, field replace; EngineRunBusyError, 409)."""
+    def check_again(self, run: EngineRun, *, replace: bool, seen: str | None = None) -> None:
+        """Refuse Run again over those labels unless `replace` (for the labels `seen` says
+        the page showed, when given), or while another run of its judge still writes them
+        (`judge_run_check_start`), as the engine's pages and API understand a refusal
+        (EngineRunError, field replace; EngineRunBusyError, 409)."""
         try:
-            judge_runs.judge_run_check_start(run=_judge_run(run), replace=replace)
+            judge_runs.judge_run_check_start(run=_judge_run(run), replace=replace, seen=seen)
         except JudgeRunBusyError as error:
             raise EngineRunBusyError(str(error)) from None
         except JudgeReplaceNotConfirmedError as error:  # a page says it beside its box
             page = error.page_message
-            raise EngineRunError(str(error), field=error.field, page_message=page) from None
+            status = error.http_status  # 409: the labels changed since they were shown
+            raise EngineRunError(
+                str(error), field=error.field, page_message=page, http_status=status
+            ) from None
         except JudgeRunError as error:
             raise EngineRunError(str(error), field=error.field) from None
 

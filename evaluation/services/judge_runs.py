@@ -21,6 +21,7 @@ from annotate.engine.errors import EngineCostNotConfirmedError, EngineRunDoneErr
 from annotate.engine.models import EngineRun
 from annotate.engine.models import RunStatus as EngineRunStatus
 from annotate.engine.services import (
+    AgainWarning,
     RunEstimate,
     engine_run_create,
     engine_run_estimate,
@@ -216,10 +217,17 @@ def judge_run_replace_warning(*, run: JudgeRun) -> str:
     """What starting `run` (new, or again: its missing work) replaces and costs ("" when it
     overwrites no label of the judge), as the estimate says it
     (`JudgeRunEstimate.replace_warning`)."""
+    return judge_run_again_warning(run=run).text
+
+
+def judge_run_again_warning(*, run: JudgeRun) -> AgainWarning:
+    """`judge_run_replace_warning` with what a page sends back with "replace" to hold it to
+    what it showed (`LabelsBefore.seen`, "" when it shows no warning)."""
     before = judge_run_labels_before(run=run)
     if before is None:
-        return ""
-    return before.warning(engine_run_estimate(run=run.engine_run).cost_usd)
+        return AgainWarning()
+    cost = engine_run_estimate(run=run.engine_run).cost_usd
+    return AgainWarning(text=before.warning(cost), seen=before.seen)
 
 
 def judge_run_check_start(*, run: JudgeRun, replace: bool, seen: str | None = None) -> None:

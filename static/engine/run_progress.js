@@ -36,6 +36,7 @@
     setHidden("run-resume-form", data.active || !data.work_left);  // a done run may have none
     setHidden("run-nothing-left", data.work_left);
     showAgainCost(data.again_confirm);
+    showReplace(data.replace_warning, data.replace_seen);
     showErrors(data.errors || []);
     box.setAttribute("data-active", data.active ? "1" : "0");
   }
@@ -48,6 +49,18 @@
     total.value = cost ? cost.total : "";
     if (cost) { button.setAttribute("data-confirm", cost.question); }
     else { button.removeAttribute("data-confirm"); }
+  }
+
+  // Run again over labels another run wrote (a judge run): the warning, the box to confirm it
+  // and what it said, sent back with the box. Rendered hidden while the run was active.
+  function showReplace(warning, seen) {
+    var text = document.getElementById("replace-warning-text");
+    var said = document.querySelector('#run-resume-form input[name="replace_seen"]');
+    if (!text || !said) { return; }
+    text.textContent = warning || "";
+    said.value = warning ? seen : "";
+    setHidden("replace-warning", !warning);
+    setHidden("replace-box", !warning);
   }
 
   function setHidden(id, hidden) {

@@ -225,3 +225,49 @@ def test_a_poll_refused_for_its_rate_is_said_on_the_page_and_asked_again_after_t
     wait_until(page, lambda done: done == 1)
     assert notice.is_hidden()
     assert page.evaluate("window.__sameDocument") is True  # followed in place, never reloaded
+
+
+def test_run_again_says_what_it_replaces_once_the_run_ends_while_the_page_is_open(
+    page_for, monkeypatch
+):
+    """Opened while the run was active, the page rendered no replace warning: when the poll
+    sees the run end, its Run again form shows the warning and the box to confirm it."""
+    from django.utils import timezone
+
+    from annotate.engine.client import FakeTransport
+    from annotate.engine.errors import CallRejectedError
+    from annotate.roles import RESEARCHER
+    from evaluation.services.judge_runs import judge_run_create, judge_run_execute
+    from tests.evaluation.judge_helpers import make_benchmark, make_judge
+
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(3, 2), systems=("a",))
+    judge = make_judge(name="fake-judge", backend="fake")
+    send = FakeTransport.send
+
+    def refuse_the_second(self, body, on_text=None):
+        if any("answer 2" in (m.get("content") or "") for m in body["messages"]):
+            raise CallRejectedError("400 refused by the test")
+        return send(self, body, on_text)
+
+    earlier = judge_run_create(config=judge, benchmark=benchmark, systems=systems)
+    with monkeypatch.context() as patched:
+        patched.setattr(FakeTransport, "send", refuse_the_second)
+        judge_run_execute(run_id=earlier.pk, sleep=lambda seconds: None)
+    later = judge_run_create(config=judge, benchmark=benchmark, systems=systems)
+    judge_run_execute(run_id=later.pk, sleep=lambda seconds: None)
+    runs = EngineRun.objects.filter(pk=earlier.engine_run_id)
+    runs.update(status=RunStatus.RUNNING, heartbeat=timezone.now())
+    page = page_for(UserFactory(username="e2e-researcher", roles=[RESEARCHER]))
+    page.goto(f"/engine/runs/{earlier.engine_run_id}/")
+    assert page.locator("#run-resume-form").is_hidden()
+
+    runs.update(status=RunStatus.FAILED)
+    page.wait_for_selector("#replace-warning", state="visible")
+
+    said = page.locator("#replace-warning-text").inner_text()
+    assert said.startswith(
+        f"1 of 1 responses already have labels from this judge (run #{later.pk}); starting "
+        "replaces them;"
+    )
+    assert page.locator("#id_replace").is_visible()
+    assert page.locator("#id_replace_seen").input_value() == f"1/1/0/{later.pk}"

@@ -10,10 +10,11 @@ from decimal import Decimal
 
 import pytest
 from django.apps import apps
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from annotate.engine.client import FakeTransport
 from annotate.engine.errors import CallRejectedError
@@ -312,7 +313,45 @@ def test_run_again_over_labels_a_later_run_wrote_says_so_and_needs_the_box(
     assert _labels(judge) == labels
 
     with django_capture_on_commit_callbacks(execute=False) as started:
-        confirmed = client.post(again, {"replace": "on"})
+        confirmed = client.post(again, {"replace": "on", "replace_seen": _seen(detail)})
+    assert confirmed.status_code == 302 and len(started) == 1
+
+
+@pytest.mark.parametrize(
+    ("detail", "resume", "run_id"),
+    [
+        ("judge:run-detail", "judge:run-resume", lambda run: run.pk),
+        ("engine:run-detail", "engine:run-resume", lambda run: run.engine_run_id),
+    ],
+)
+def test_run_again_refuses_a_replacement_other_than_the_one_the_page_showed(
+    client, researcher, halfway, django_capture_on_commit_callbacks, detail, resume, run_id
+):
+    """The page said run #later's labels; another run relabelled them before Run again was
+    pressed: the box ticked for what the page showed does not replace what it did not show."""
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(3, 2), systems=("a",))
+    judge = make_judge(name="fake-judge", backend="fake", **PRICE)
+    earlier = halfway(judge, benchmark, systems)
+    later = _judged(judge, benchmark, systems)
+    client.force_login(researcher)
+    shown = client.get(reverse(detail, args=[run_id(earlier)]))
+    assert f"(run #{later.pk}); starting replaces them" in shown.text
+    meanwhile = _judged(judge, benchmark, systems)
+    again = reverse(resume, args=[run_id(earlier)])
+    before = _rows()
+
+    with django_capture_on_commit_callbacks(execute=False) as started:
+        refused = client.post(again, {"replace": "on", "replace_seen": _seen(shown)})
+
+    assert refused.status_code == 409 and started == [] and _rows() == before
+    assert (
+        "What starting replaces is not what the page showed: 1 of 1 responses already have "
+        f"labels from this judge (runs #{later.pk}, #{meanwhile.pk}); starting replaces them;"
+    ) in refused.text
+    assert "tick “Replace earlier labels” again to start it" in refused.text
+    now = client.get(reverse(detail, args=[run_id(earlier)]))
+    with django_capture_on_commit_callbacks(execute=False) as started:
+        confirmed = client.post(again, {"replace": "on", "replace_seen": _seen(now)})
     assert confirmed.status_code == 302 and len(started) == 1
 
 
@@ -357,7 +396,7 @@ def test_the_engine_run_page_and_the_api_ask_the_same_of_run_again(
         on_page = client.post(reverse("engine:run-resume", args=[earlier.engine_run_id]))
         by_api = client.post(api, {}, content_type="application/json")
 
-    shown = re.search(r'<p class="error" role="alert" id="replace-warning">(.*?)</p>', page.text)
+    shown = re.search(r'<span id="replace-warning-text">(.*?)</span>', page.text)
     assert shown and shown.group(1).startswith(said) and 'name="replace"' in page.text
     assert on_page.status_code == 400 and said in on_page.text
     assert by_api.status_code == 400 and by_api.json()["field"] == "replace"
@@ -370,6 +409,39 @@ def test_the_engine_run_page_and_the_api_ask_the_same_of_run_again(
         confirmed = client.post(api, {"replace": True}, content_type="application/json")
     assert confirmed.status_code == 202, confirmed.content
     assert len(started) == 1
+
+
+def test_the_run_pages_poll_says_what_run_again_replaces_once_the_run_ends(
+    client, researcher, halfway
+):
+    """The engine run page opened while the run is active renders no warning (none is read
+    then): its script shows the one the progress JSON carries once the run has ended, with the
+    box (there, hidden) and what it said, sent back with the box."""
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(3, 2), systems=("a",))
+    judge = make_judge(name="fake-judge", backend="fake", **PRICE)
+    earlier = halfway(judge, benchmark, systems)
+    later = _judged(judge, benchmark, systems)
+    client.force_login(researcher)
+    progress = reverse("engine:run-progress", args=[earlier.engine_run_id])
+    running = {"status": "running", "heartbeat": timezone.now()}  # a live worker's
+    EngineRun.objects.filter(pk=earlier.engine_run_id).update(**running)
+
+    active = client.get(reverse("engine:run-detail", args=[earlier.engine_run_id]))
+    polled_active = client.get(progress).json()
+    EngineRun.objects.filter(pk=earlier.engine_run_id).update(status="failed")
+    polled_ended = client.get(progress).json()
+
+    assert re.search(r'<div id="replace-box" hidden>.*name="replace"', active.text, re.S)
+    assert re.search(r'<p class="error" role="alert" id="replace-warning" hidden>', active.text)
+    assert '<input type="hidden" name="replace_seen" id="id_replace_seen">' in active.text
+    assert polled_active["replace_warning"] is None
+    assert polled_ended["replace_warning"].startswith(
+        f"1 of 1 responses already have labels from this judge (run #{later.pk}); starting "
+        "replaces them;"
+    )
+    ended = client.get(reverse("engine:run-detail", args=[earlier.engine_run_id]))
+    assert polled_ended["replace_seen"] == _seen(ended) == f"1/1/0/{later.pk}"
+    assert polled_ended["replace_warning"] in ended.text
 
 
 def test_the_command_says_what_run_again_replaces(capsys, halfway):
@@ -468,6 +540,31 @@ def test_run_again_while_a_later_run_is_queued_is_refused(client, researcher, ha
     said = f"Judge run #{later['run_id']} (queued, 1 response) of this judge still judges"
     assert by_api.status_code == 409 and by_api.json()["detail"].startswith(said)
     assert on_page.status_code == 409 and said in on_page.text
+    earlier.engine_run.refresh_from_db()
+    assert earlier.engine_run.status == "failed"
+
+
+def test_the_command_refuses_to_run_beside_a_run_of_the_judge_still_writing(halfway, queued):
+    """As the page and the API: two runs writing the same labels would each be paid and leave
+    a mix of their answers. A new run is not kept; an earlier run is not run again."""
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(3, 2), systems=("a",))
+    judge = make_judge(name="fake-judge", backend="fake", **PRICE)
+    earlier = halfway(judge, benchmark, systems)
+    running = judge_run_create(config=judge, benchmark=benchmark, systems=systems)
+    live = {"status": "running", "heartbeat": timezone.now()}
+    EngineRun.objects.filter(pk=running.engine_run_id).update(**live)
+    labels, before = _labels(judge), _rows()
+    said = f"Judge run #{running.pk} (running, "
+
+    with pytest.raises(CommandError) as new:
+        call_command("judge", "--config", judge.name, "--benchmark", benchmark.name)
+    with pytest.raises(CommandError) as again:
+        call_command("judge", "--run", str(earlier.pk))
+
+    assert str(new.value).startswith(f"{said}2 responses) of this judge still judges")
+    assert str(again.value).startswith(f"{said}1 response) of this judge still judges")
+    assert "Nothing was started" in str(new.value)
+    assert _rows() == before and _labels(judge) == labels
     earlier.engine_run.refresh_from_db()
     assert earlier.engine_run.status == "failed"
 

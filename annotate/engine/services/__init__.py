@@ -8,6 +8,7 @@ from annotate.engine.services.endpoints import (
     endpoint_update,
 )
 from annotate.engine.services.runs import (
+    AgainWarning,
     RunEstimate,
     cap_text,
     engine_background_wait,
@@ -28,6 +29,7 @@ from annotate.engine.services.runs import (
 )
 
 __all__ = [
+    "AgainWarning",
     "RunEstimate",
     "call_cost",
     "cap_text",

@@ -374,24 +374,35 @@ def engine_run_has_work_left(*, run: EngineRun) -> bool:
     return protocol is None or bool(_missing_keys(run, protocol)[1])
 
 
-def engine_run_again_warning(*, run: EngineRun) -> str:
+@dataclass(frozen=True)
+class AgainWarning:
+    """What running a run again would overwrite that another run wrote: the sentence a page
+    shows ("" when nothing) and `seen`, what its form sends back with "replace" (replace_seen),
+    so a Run again whose labels changed since the page was shown is asked again."""
+
+    text: str = ""
+    seen: str = ""
+
+
+def engine_run_again_warning(*, run: EngineRun) -> AgainWarning:
     """What running `run` again would overwrite that another run wrote, as its protocol says
     it (optional hook `again_warning`: a judge run after a later run of its judge labelled its
-    responses); "" when nothing, or when its kind has no such hook."""
+    responses); an empty AgainWarning when nothing, or when its kind has no such hook."""
     protocol = _protocol_or_none(run.kind)
     if protocol is None or not hasattr(protocol, "again_warning"):
-        return ""
+        return AgainWarning()
     return protocol.again_warning(run)
 
 
-def engine_run_check_again(*, run: EngineRun, replace: bool) -> None:
+def engine_run_check_again(*, run: EngineRun, replace: bool, seen: str | None = None) -> None:
     """Refuse (an AnnotateError naming the field "replace") to run `run` again over what
     `engine_run_again_warning` names unless `replace` confirms it (optional hook
-    `check_again`). Every Run again (the run pages, the API) calls it in the transaction that
-    starts the run, which the refusal rolls back."""
+    `check_again`); with `seen` (the warning's `seen` the page showed, "" when it showed none),
+    only if that is still what it replaces. Every Run again (the run pages, the API) calls it
+    in the transaction that starts the run, which the refusal rolls back."""
     protocol = _protocol_or_none(run.kind)
     if protocol is not None and hasattr(protocol, "check_again"):
-        protocol.check_again(run, replace=replace)
+        protocol.check_again(run, replace=replace, seen=seen)
 
 
 def _already_started(run: EngineRun) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
 
 from annotate.engine.management.commands._progress import RunProgressBar
 from annotate.engine.management.commands._run_options import (
@@ -23,6 +24,7 @@ from evaluation.models import JudgeConfig, RunStatus
 from evaluation.selectors.judge_configs import judge_config_and_benchmark_by_name
 from evaluation.selectors.judge_runs import judge_run_progress
 from evaluation.services.judge_runs import (
+    judge_run_check_start,
     judge_run_create,
     judge_run_estimate_new,
     judge_run_execute,
@@ -75,7 +77,9 @@ class Command(BaseCommand):
                 if estimate.replace_warning:
                     self.stdout.write(estimate.replace_warning)
             else:
-                run = self._create(options)
+                with transaction.atomic():  # refused: no run is kept, as on the page
+                    run = self._create(options)
+                    self._check_no_other_writer(run)
                 self.stdout.write(f"Created judge run {run.pk} ({run.selection}).")
                 # The console replaces them as before (its options and exit codes are
                 # scripts'), but says so as the page and the API do.
@@ -96,12 +100,21 @@ class Command(BaseCommand):
             if warning:
                 self.stdout.write(warning)
             return
+        with transaction.atomic():
+            self._check_no_other_writer(run)
         told = resume_here(options["spending_cap"], run=run.engine_run, run_id=run.pk)
         if told:
             self.stdout.write(told)
         if warning:
             self.stdout.write(warning)
         self._execute(run)
+
+    def _check_no_other_writer(self, run) -> None:
+        """Refuse to run `run` while another run of its judge, queued or running, still writes
+        labels on its responses (JudgeRunBusyError, as the page and the API refuse it, 409).
+        Labels of the judge's ended runs are replaced as the command always did (`replace`):
+        it says so and goes on. In the caller's transaction: the check locks the judge's row."""
+        judge_run_check_start(run=run, replace=True)
 
     def _create(self, options):
         try:
