@@ -351,7 +351,12 @@ BLOCKED_FROM_NEW_WORK = (
 
 def annotator_blocked(annotator: Annotator) -> bool:
     """Whether an admin blocked the person now (their pages offer them no work)."""
-    return WorkerBlock.objects.filter(annotator=annotator, active=True).exists()
+    return _active_blocks(annotator=annotator).exists()
+
+
+def _active_blocks(**whose) -> QuerySet[WorkerBlock]:
+    """The blocks in force on the person `whose` names (their annotator, or their account)."""
+    return WorkerBlock.objects.filter(active=True, **whose)
 
 
 def annotator_block_check(annotator: Annotator) -> None:
@@ -364,7 +369,7 @@ def annotator_block_check(annotator: Annotator) -> None:
 def account_blocked(user: AbstractBaseUser) -> bool:
     """Whether an admin blocked the account's annotator now (its session page offers it no new
     instruction). An account that never worked has no annotator, so no block."""
-    return WorkerBlock.objects.filter(annotator__user=user, active=True).exists()
+    return _active_blocks(annotator__user=user).exists()
 
 
 def account_block_check(user: AbstractBaseUser) -> None:

@@ -213,16 +213,11 @@ def judge_run_estimate_new(*, create: Callable[[], JudgeRun]) -> JudgeRunEstimat
     return JudgeRunEstimate(**vars(estimate), labels_before=before[0])
 
 
-def judge_run_replace_warning(*, run: JudgeRun) -> str:
-    """What starting `run` (new, or again: its missing work) replaces and costs ("" when it
-    overwrites no label of the judge), as the estimate says it
-    (`JudgeRunEstimate.replace_warning`)."""
-    return judge_run_again_warning(run=run).text
-
-
 def judge_run_again_warning(*, run: JudgeRun) -> AgainWarning:
-    """`judge_run_replace_warning` with what a page sends back with "replace" to hold it to
-    what it showed (`LabelsBefore.seen`, "" when it shows no warning)."""
+    """What starting `run` (new, or again: its missing work) replaces and costs (`text`, ""
+    when it overwrites no label of the judge), as the estimate says it
+    (`JudgeRunEstimate.replace_warning`), with what a page sends back with "replace" to hold
+    it to what it showed (`seen`: `LabelsBefore.seen`, "" when it shows no warning)."""
     before = judge_run_labels_before(run=run)
     if before is None:
         return AgainWarning()

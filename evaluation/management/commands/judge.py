@@ -24,12 +24,12 @@ from evaluation.models import JudgeConfig, RunStatus
 from evaluation.selectors.judge_configs import judge_config_and_benchmark_by_name
 from evaluation.selectors.judge_runs import judge_run_progress
 from evaluation.services.judge_runs import (
+    judge_run_again_warning,
     judge_run_check_start,
     judge_run_create,
     judge_run_estimate_new,
     judge_run_execute,
     judge_run_get,
-    judge_run_replace_warning,
 )
 
 UNITS = "conversations to judge"
@@ -83,7 +83,7 @@ class Command(BaseCommand):
                 self.stdout.write(f"Created judge run {run.pk} ({run.selection}).")
                 # The console replaces them as before (its options and exit codes are
                 # scripts'), but says so as the page and the API do.
-                warning = judge_run_replace_warning(run=run)
+                warning = judge_run_again_warning(run=run).text
                 if warning:
                     self.stdout.write(warning)
                 self._execute(run)
@@ -93,7 +93,7 @@ class Command(BaseCommand):
     def _resume(self, options) -> None:
         run = judge_run_get(run_id=options["run"])
         # What is left may overwrite a later run's labels: said as for a new run, and done.
-        warning = judge_run_replace_warning(run=run)
+        warning = judge_run_again_warning(run=run).text
         if options["dry_run"]:
             estimate = engine_run_estimate(run=run.engine_run)
             self.stdout.write(dry_run_line(estimate, units=UNITS, run_id=run.pk))
