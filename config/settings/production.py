@@ -5,7 +5,7 @@ import os
 from django.core.exceptions import ImproperlyConfigured
 
 from config.settings.base import *  # noqa: F403
-from config.settings.base import DATABASES, env_bool, env_list
+from config.settings.base import DATABASES, REST_FRAMEWORK, env_bool, env_list
 
 # Values published somewhere (this repository's old built-in default, .env.example, docs) or too
 # short to resist guessing: a key anyone can know signs worker tokens and sessions for them.
@@ -56,4 +56,12 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
+
+# The API answers JSON only. DRF's browsable API (an HTML page of every endpoint, its forms
+# posting to it, its own login link) is a development aid: in production it was one more way
+# in to review and keep under the site's CSP, and /api/docs/ documents the API already.
+REST_FRAMEWORK = {
+    **REST_FRAMEWORK,
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
 }

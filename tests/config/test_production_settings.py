@@ -60,6 +60,38 @@ def test_production_refuses_to_start_without_a_secret_key():
     assert "ImproperlyConfigured" in result.stderr and "DJANGO_SECRET_KEY" in result.stderr
 
 
+# A browser asking an API address in production, anonymous (no database read is needed).
+BROWSER_ASKS_THE_API = (
+    "import django; django.setup(); from django.test import Client; "
+    "r = Client(raise_request_exception=False).get('/api/annotate/benchmarks/', "
+    "HTTP_ACCEPT='text/html,application/xhtml+xml,*/*;q=0.8'); "
+    "print(r.status_code, r['Content-Type'])"
+)
+
+
+def test_production_api_answers_json_never_the_browsable_html_api(tmp_path):
+    clean = {key: value for key, value in os.environ.items() if not key.startswith("DJANGO_")}
+    clean.pop("DATABASE_URL", None)
+    env = {
+        **clean,
+        "DJANGO_SETTINGS_MODULE": "config.settings.production",
+        "DJANGO_SECRET_KEY": "a-test-key-only-0123456789-abcdefghij",
+        "DJANGO_ALLOWED_HOSTS": "testserver",
+        "DJANGO_SECURE_SSL_REDIRECT": "false",
+        "VAR_DIR": str(tmp_path),
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", BROWSER_ASKS_THE_API],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[-2:] == ["401", "application/json"], result.stdout
+
+
 ENV_EXAMPLE_KEY = next(
     line.split("=", 1)[1]
     for line in (REPO / ".env.example").read_text().splitlines()
