@@ -188,6 +188,13 @@ MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", VAR_DIR / "uploads"))
 MEDIA_URL = "/media/"
 # Refuse uploads bigger than this (bytes); a million labels as CSV is about 60 MB.
 IMPORT_MAX_UPLOAD_BYTES = int(os.environ.get("IMPORT_MAX_UPLOAD_BYTES", str(500 * 1024 * 1024)))
+# Every file part passes this handler first: nothing of a request without a logged-in user, and
+# nothing of a file past IMPORT_MAX_UPLOAD_BYTES, is stored (annotate/upload_handlers.py).
+FILE_UPLOAD_HANDLERS = [
+    "annotate.upload_handlers.UploadLimitHandler",
+    "django.core.files.uploadhandler.MemoryFileUploadHandler",
+    "django.core.files.uploadhandler.TemporaryFileUploadHandler",
+]
 # The API imports a file up to this size in the request (answering what it did, or each wrong
 # line); a larger one is queued as the Import page queues every upload (202, a status URL).
 API_IMPORT_INLINE_BYTES = int(os.environ.get("API_IMPORT_INLINE_BYTES", str(5 * 1024 * 1024)))
