@@ -30,9 +30,9 @@ from botocore.model import ServiceModel
 
 TARGET_PREFIX = "MTurkRequesterServiceV20170117."
 REVIEWED = {"Approved", "Rejected"}
-# The limits MTurk documents in words rather than in its service model (which botocore neither
-# checks nor holds): in characters, per operation and parameter; Question in bytes. The
-# service model's own (ids' lengths and patterns, page sizes) are checked from the model.
+# The limits MTurk documents in words rather than in its service model (so botocore knows
+# nothing of them): in characters, per operation and parameter. The model's own maximums and
+# patterns (ids, page sizes), which botocore does not check (only minimums), are read from it.
 TEXT_LIMITS = {
     "CreateHITType": {"Title": 128, "Description": 1999, "Keywords": 999},
     "CreateHITWithHITType": {"RequesterAnnotation": 255},
