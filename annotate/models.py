@@ -555,8 +555,10 @@ class Assignment(models.Model):
     platform_hit_id = models.CharField(max_length=200, blank=True)
     reject_reason = models.TextField(
         blank=True,
-        help_text="Why an admin rejected it, as typed: sent to the platform as its feedback, and "
-        "shown to a worker with an account here on their 'My tasks' page.",
+        help_text="Why an admin rejected it, as typed. Sent to the worker as the platform's "
+        "feedback when the platform is told of the reject (MTurk); a worker with an account "
+        "here reads it beside the work under 'Your recent assignments' on 'My tasks' (their 20 "
+        "latest claims); a self-hosted participant is not shown it.",
     )
     queue_project = models.ForeignKey(
         Project,

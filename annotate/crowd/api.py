@@ -14,7 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotate.crowd import selectors, tasks
+from annotate.crowd import limits, selectors, tasks
 from annotate.crowd.models import HitExtensionStatus, PlatformCall
 from annotate.crowd.platforms import platform_label, platform_names
 from annotate.crowd.services import publishing, replacements, review
@@ -87,9 +87,12 @@ class PublishPreviewApi(AdminApi):
 class PublishApi(AdminApi):
     @extend_schema_serializer(component_name="CrowdPublishInput")
     class InputSerializer(PreviewSerializer):
-        title = serializers.CharField(max_length=200)
-        description = serializers.CharField()
-        keywords = serializers.CharField(required=False, default="", allow_blank=True)
+        # MTurk's limits, for every platform (annotate.crowd.limits).
+        title = serializers.CharField(max_length=limits.TITLE_MAX_CHARS)
+        description = serializers.CharField(max_length=limits.DESCRIPTION_MAX_CHARS)
+        keywords = serializers.CharField(
+            max_length=limits.KEYWORDS_MAX_CHARS, required=False, default="", allow_blank=True
+        )
         assignment_duration_seconds = serializers.IntegerField(
             min_value=30, max_value=SECONDS_AT_MOST["assignment_duration_seconds"], default=3600
         )
@@ -100,7 +103,7 @@ class PublishApi(AdminApi):
             min_value=30, max_value=SECONDS_AT_MOST["lifetime_seconds"], default=604800
         )
         qualification_requirements = serializers.ListField(
-            child=serializers.DictField(), required=False
+            child=serializers.DictField(), required=False, max_length=limits.QUALIFICATIONS_MAX
         )
         completion_code = serializers.CharField(
             max_length=100, required=False, default="", allow_blank=True
@@ -720,7 +723,8 @@ class AssignmentDecisionApi(AdminApi):
             allow_blank=True,
             help_text="Approve and reject: what the worker is sent (required to reject), at most "
             f"{review.FEEDBACK_MAX_CHARS} characters, MTurk's limit, for every platform; longer, "
-            '400 with "field": "feedback", nothing stored or sent. Bonus: its reason.',
+            '400 with "field": "feedback", nothing stored or sent. Bonus: its reason, the same '
+            "limit.",
         )
         amount_usd = serializers.DecimalField(
             max_digits=8,
@@ -797,8 +801,20 @@ class WorkerNotifyApi(AdminApi):
 
     @extend_schema_serializer(component_name="CrowdWorkerNotifyInput")
     class InputSerializer(serializers.Serializer):
-        subject = serializers.CharField(required=False, default="", allow_blank=True)
-        message = serializers.CharField(required=False, default="", allow_blank=True)
+        subject = serializers.CharField(
+            required=False,
+            default="",
+            allow_blank=True,
+            help_text=f"At most {limits.SUBJECT_MAX_CHARS} characters, MTurk's limit, for every "
+            'platform; longer, 400 with "field": "subject", nothing sent.',
+        )
+        message = serializers.CharField(
+            required=False,
+            default="",
+            allow_blank=True,
+            help_text=f"At most {limits.MESSAGE_MAX_CHARS} characters, MTurk's limit, for every "
+            'platform; longer, 400 with "field": "message", nothing sent.',
+        )
 
     @extend_schema_serializer(component_name="CrowdWorkerNotified")
     class OutputSerializer(serializers.Serializer):

@@ -8,6 +8,7 @@ from decimal import Decimal
 from django import forms
 from django.forms.boundfield import BoundField
 
+from annotate.crowd.limits import DESCRIPTION_MAX_CHARS, KEYWORDS_MAX_CHARS, TITLE_MAX_CHARS
 from annotate.crowd.platforms import platform_label
 from annotate.crowd.services.publishing import (
     SECONDS_AT_MOST,
@@ -54,9 +55,12 @@ class PublishForm(forms.Form):
     bound_field_class = _PublishBoundField
 
     platform = forms.ChoiceField()
-    title = forms.CharField(max_length=200)
-    description = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}))
-    keywords = forms.CharField(max_length=500, required=False)
+    # MTurk's limits, for every platform (annotate.crowd.limits): the browser stops there too.
+    title = forms.CharField(max_length=TITLE_MAX_CHARS)
+    description = forms.CharField(
+        max_length=DESCRIPTION_MAX_CHARS, widget=forms.Textarea(attrs={"rows": 3})
+    )
+    keywords = forms.CharField(max_length=KEYWORDS_MAX_CHARS, required=False)
     reward_usd = forms.DecimalField(
         label="Reward per assignment ($)", min_value=Decimal("0"), max_digits=8, decimal_places=2
     )

@@ -22,7 +22,7 @@ from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_POST
 
-from annotate.crowd import selectors, tasks
+from annotate.crowd import limits, selectors, tasks
 from annotate.crowd.fake import DEMO_WORKER, FakePlatform, demo_submit_base, state_file
 from annotate.crowd.forms import PublishForm
 from annotate.crowd.models import (
@@ -615,10 +615,13 @@ def review(request: HttpRequest, publication_id: int) -> HttpResponse:
 def bonus_form_context(publication) -> dict:
     """What a review page's bonus forms show: the most a bonus may be, and the terms of its fee
     (the confirm, built in the browser, prices the amount typed: static/annotate/site.js); and
-    the longest feedback its approve and reject forms take (the browser stops the typing there
-    rather than losing a longer reason to the refusal)."""
+    the longest feedback its approve, reject and bonus forms take, and the longest subject and
+    text of a message to a worker (the browser stops the typing there rather than losing a
+    longer text to the refusal: annotate.crowd.limits)."""
     return {
-        "feedback_max": review_services.FEEDBACK_MAX_CHARS,
+        "feedback_max": limits.FEEDBACK_MAX_CHARS,
+        "subject_max": limits.SUBJECT_MAX_CHARS,
+        "message_max": limits.MESSAGE_MAX_CHARS,
         "bonus_max": review_services.bonus_max_usd(),
         "bonus_fee": bonus_fee_terms(flat_rate=publication.fee_rate),
     }

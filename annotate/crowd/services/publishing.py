@@ -32,6 +32,13 @@ from annotate.crowd.base import (
     TOKENS_KEPT,
     HitTypeSpec,
 )
+from annotate.crowd.limits import (
+    DESCRIPTION_MAX_CHARS,
+    KEYWORDS_MAX_CHARS,
+    QUALIFICATIONS_MAX,
+    TITLE_MAX_CHARS,
+    text_length_check,
+)
 from annotate.crowd.models import AccountBalance, Hit, HitStatus, Publication, PublicationStatus
 from annotate.crowd.platforms import (
     get_platform,
@@ -296,10 +303,18 @@ def _check_settings(*, batch: Batch, platform_name: str, chosen: PublishSettings
 def publish_settings_check(
     *, platform_name: str, chosen: PublishSettings, reward_usd: Decimal
 ) -> None:
-    """Refuse settings no platform takes: no title or description, no reward, too short or too
-    long times."""
+    """Refuse settings no platform takes: no title or description, texts longer than MTurk
+    takes (annotate.crowd.limits), no reward, too short or too long times."""
     if not chosen.title.strip() or not chosen.description.strip():
         raise PublishError("Title and description are required: workers choose HITs by them.")
+    for name, most, what in (
+        ("title", TITLE_MAX_CHARS, "a HIT's title"),
+        ("description", DESCRIPTION_MAX_CHARS, "a HIT's description"),
+        ("keywords", KEYWORDS_MAX_CHARS, "a HIT's keywords, held shorter here"),
+    ):
+        text_length_check(
+            getattr(chosen, name), field=name, most=most, what=what, error=PublishError
+        )
     reward_check(platform_name=platform_name, reward_usd=reward_usd)
     for name in ("assignment_duration_seconds", "lifetime_seconds"):
         if getattr(chosen, name) < 30:
@@ -316,7 +331,14 @@ def publish_settings_check(
 
 def qualifications_check(requirements: list[dict]) -> None:
     """Refuse the Masters qualification: MTurk charges 5% more of the reward for it, which no
-    total the app shows, confirms or reports counts (pricing)."""
+    total the app shows, confirms or reports counts (pricing); and more than MTurk takes."""
+    if len(requirements or []) > QUALIFICATIONS_MAX:
+        raise PublishError(
+            f"qualification_requirements: at most {QUALIFICATIONS_MAX} (MTurk's limit on a HIT's "
+            f"qualification requirements, held for every platform), not {len(requirements)}. "
+            "Nothing was published.",
+            field="qualification_requirements",
+        )
     for position, requirement in enumerate(requirements or []):
         if isinstance(requirement, dict) and requirement.get("QualificationTypeId") in MASTERS:
             raise PublishError(

@@ -30,6 +30,12 @@ from django.db.models.functions import Least, Now
 from django.utils import timezone
 
 from annotate.crowd.base import TOKENS_KEPT
+from annotate.crowd.limits import (
+    FEEDBACK_MAX_CHARS,
+    MESSAGE_MAX_CHARS,
+    SUBJECT_MAX_CHARS,
+    text_length_check,
+)
 from annotate.crowd.models import (
     LINKED_TO_OURS,
     Bonus,
@@ -623,20 +629,13 @@ def _crowd_assignment(assignment_id: int) -> Assignment:
         raise NotFoundError("No such crowd assignment.", field="assignment") from None
 
 
-# MTurk refuses a RequesterFeedback longer than this (ApproveAssignment, RejectAssignment). The
-# one limit for every platform: a reason kept here is the feedback a worker is sent, wherever
-# they came from, so a reason one platform refuses is refused for all of them.
-FEEDBACK_MAX_CHARS = 1024
-
-
 def feedback_length_check(feedback: str) -> None:
-    """Refuse feedback longer than a worker can be sent (FieldInputError on `feedback`)."""
-    if len(feedback) > FEEDBACK_MAX_CHARS:
-        raise FieldInputError(
-            f"feedback: at most {FEEDBACK_MAX_CHARS} characters (MTurk's limit on the feedback "
-            f"a worker is sent), not {len(feedback)}. Shorten it; nothing was stored or sent.",
-            field="feedback",
-        )
+    """Refuse feedback longer than a worker can be sent (FieldInputError on `feedback`): the one
+    limit for every platform, so a reason kept here is the feedback a worker is sent, wherever
+    they came from."""
+    text_length_check(
+        feedback, field="feedback", most=FEEDBACK_MAX_CHARS, what="the feedback a worker is sent"
+    )
 
 
 def _decide(*, assignment, verdict: str, feedback: str, user):
@@ -1071,6 +1070,12 @@ def _bonus_input_check(paid_for, *, amount_usd: Decimal, reason: str) -> None:
         )
     if not reason.strip():
         raise FieldInputError("Give the worker a reason for the bonus.", field="feedback")
+    text_length_check(
+        reason.strip(),
+        field="feedback",
+        most=FEEDBACK_MAX_CHARS,
+        what="the feedback a worker is sent, a bonus's reason too",
+    )
     work = _work_field(paid_for)
     if not paid_for.annotator.platform:
         raise FieldInputError(WEB_ACCOUNT_UNPAID, field=work)
@@ -1721,6 +1726,12 @@ def workers_notify(*, annotator_ids: list[int], subject: str, message: str, user
     require_admin(user)
     if not subject.strip() or not message.strip():
         raise AnnotateError("A message to workers needs a subject and a text.")
+    text_length_check(
+        subject.strip(), field="subject", most=SUBJECT_MAX_CHARS, what="a message's subject"
+    )
+    text_length_check(
+        message.strip(), field="message", most=MESSAGE_MAX_CHARS, what="a message's text"
+    )
     workers = list(Annotator.objects.filter(crowd_worker_q(), pk__in=annotator_ids))
     if len(workers) != len(set(annotator_ids)):
         raise NotFoundError("Some of these workers do not exist.")

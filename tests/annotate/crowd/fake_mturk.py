@@ -12,8 +12,10 @@ iframe would send it.
 
 from __future__ import annotations
 
+import functools
 import json
 import random
+import re
 import string
 import threading
 import time
@@ -23,8 +25,23 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qsl, urlsplit
 from xml.sax.saxutils import escape
 
+import botocore.loaders
+from botocore.model import ServiceModel
+
 TARGET_PREFIX = "MTurkRequesterServiceV20170117."
 REVIEWED = {"Approved", "Rejected"}
+# The limits MTurk documents in words rather than in its service model (so botocore knows
+# nothing of them): in characters, per operation and parameter. The model's own maximums and
+# patterns (ids, page sizes), which botocore does not check (only minimums), are read from it.
+TEXT_LIMITS = {
+    "CreateHITType": {"Title": 128, "Description": 1999, "Keywords": 999},
+    "CreateHITWithHITType": {"RequesterAnnotation": 255},
+    "ApproveAssignment": {"RequesterFeedback": 1024},
+    "RejectAssignment": {"RequesterFeedback": 1024},
+    "NotifyWorkers": {"Subject": 200, "MessageText": 4096},
+}
+QUESTION_MAX_BYTES = 65535
+QUALIFICATIONS_MAX = 10
 
 
 class FakeMTurkError(Exception):
@@ -89,6 +106,7 @@ class FakeMTurkApi:
             handler = getattr(self, f"op_{operation}", None)
             if handler is None:
                 raise FakeMTurkError("UnknownOperationException", f"{operation} is not faked")
+            _limits_check(operation, body)
             return handler(body)
 
     # --- Account and HITs ----------------------------------------------------------------
@@ -377,6 +395,56 @@ class FakeMTurkApi:
                 AutoApprovalTime=now + 2592000,
                 Answer=_answer_xml(fields),
             )
+
+
+@functools.cache
+def _service_model() -> ServiceModel:
+    loader = botocore.loaders.create_loader()
+    return ServiceModel(loader.load_service_model("mturk", "service-2"), "mturk")
+
+
+def _refused(name: str, value, constraint: str) -> FakeMTurkError:
+    """A ValidationException worded as AWS words one (botocore receives it as a ClientError)."""
+    shown = value if len(str(value)) <= 60 else f"{str(value)[:57]}..."
+    return FakeMTurkError(
+        "ValidationException",
+        f"1 validation error detected: Value '{shown}' at '{name[0].lower()}{name[1:]}' failed "
+        f"to satisfy constraint: Member must {constraint}",
+    )
+
+
+def _limits_check(operation: str, body: dict) -> None:
+    """Refuse a call whose parameters break MTurk's limits, before it does anything: the service
+    model's lengths, ranges and patterns of each parameter, then the limits MTurk documents in
+    words (TEXT_LIMITS, QUESTION_MAX_BYTES, QUALIFICATIONS_MAX)."""
+    shape = _service_model().operation_model(operation).input_shape
+    for name, member in (shape.members if shape else {}).items():
+        value = body.get(name)
+        if value is None:
+            continue
+        rules = member.metadata
+        if member.type_name == "string":
+            if "max" in rules and len(value) > rules["max"]:
+                raise _refused(name, value, f"have length less than or equal to {rules['max']}")
+            if "pattern" in rules and not re.search(rules["pattern"], value):
+                raise _refused(
+                    name, value, f"satisfy regular expression pattern: {rules['pattern']}"
+                )
+        elif member.type_name == "integer":
+            low, high = rules.get("min", value), rules.get("max", value)
+            if not low <= value <= high:
+                raise _refused(name, value, f"be between {low} and {high}")
+    for name, most in TEXT_LIMITS.get(operation, {}).items():
+        if len(body.get(name) or "") > most:
+            raise _refused(name, body[name], f"have length less than or equal to {most}")
+    if len((body.get("Question") or "").encode()) > QUESTION_MAX_BYTES:
+        raise _refused("Question", "...", f"be at most {QUESTION_MAX_BYTES} bytes")
+    if len(body.get("QualificationRequirements") or []) > QUALIFICATIONS_MAX:
+        raise _refused(
+            "QualificationRequirements",
+            body["QualificationRequirements"],
+            f"have length less than or equal to {QUALIFICATIONS_MAX}",
+        )
 
 
 def _page(rows: list, body: dict) -> tuple[list, dict]:

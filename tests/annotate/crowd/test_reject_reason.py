@@ -2,13 +2,16 @@
 web account and a self-hosted participant: only MTurk kept it, as RequesterFeedback), and a
 web account reads it beside that work on their own "My tasks" page, as text, no one else's."""
 
+import inspect
+
 import pytest
 from django.urls import reverse
 from django.utils import timezone
 
 from annotate.crowd.services import review
-from annotate.models import AnnotatorKind, AssignmentStatus
+from annotate.models import AnnotatorKind, Assignment, AssignmentStatus
 from annotate.roles import ANNOTATOR
+from annotate.selectors import work as work_selectors
 from annotate.services import assignments as assignment_services
 from tests.annotate.crowd.conftest import crowd_assignment
 from tests.annotate.crowd.test_review import work
@@ -102,6 +105,25 @@ def test_the_review_page_shows_the_admin_the_reason_given(client, live, fake_mtu
     assert "Reason given:</span> &lt;i&gt;spam&lt;/i&gt;" in page
     listed = client.get(reverse("crowd-api:review", args=[live.pk])).json()
     assert [a["reject_reason"] for a in listed["assignments"]] == ["<i>spam</i>"]
+
+
+def test_the_reasons_help_text_names_where_the_worker_reads_it(client, admin_user):
+    """The field's help (the admin site, the schema) said the worker reads the reason on
+    "their 'My tasks' page": it is beside the work under the page's 'Your recent assignments',
+    their latest claims only; MTurk sends it only when told of the reject."""
+    user, annotator = web_account_user("web-help")
+    rejected = submitted(annotator)
+    review.assignment_reject(assignment_id=rejected.pk, user=admin_user, feedback="too fast")
+    client.force_login(user)
+    page = client.get(reverse("work:dashboard")).content.decode()
+    recent = page[page.index("<h2>Your recent assignments</h2>") :]
+    assert "too fast" in recent
+
+    help_text = Assignment._meta.get_field("reject_reason").help_text
+    assert "under 'Your recent assignments' on 'My tasks'" in help_text
+    latest = inspect.signature(work_selectors.recent_assignments).parameters["limit"].default
+    assert f"(their {latest} latest claims)" in help_text
+    assert "when the platform is told of the reject" in help_text
 
 
 TOO_LONG = "x" * (review.FEEDBACK_MAX_CHARS + 1)
