@@ -411,6 +411,66 @@ def test_the_engine_run_page_and_the_api_ask_the_same_of_run_again(
     assert len(started) == 1
 
 
+def test_the_api_says_what_resume_replaces_and_holds_it_to_what_it_said(
+    client, researcher, halfway, django_capture_on_commit_callbacks
+):
+    """A caller of POST /api/engine/runs/<id>/resume/ could only send `replace` blind: it
+    replaced whatever was there when the run started. The run's detail says what it would
+    replace and its `replace_seen`; resume with that replaces only what it said (else 409,
+    nothing changed, the cap sent with it rolled back), as the judge's start API does."""
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(3, 2), systems=("a",))
+    judge = make_judge(name="fake-judge", backend="fake", **PRICE)
+    earlier = halfway(judge, benchmark, systems)
+    client.force_login(researcher)
+    detail = reverse("api-engine-run", args=[earlier.engine_run_id])
+    resume = reverse("api-engine-run-resume", args=[earlier.engine_run_id])
+    alone = client.get(detail).json()
+    assert (alone["replace_warning"], alone["replace_seen"]) == (None, "")  # its own answers
+    later = _judged(judge, benchmark, systems)
+    shown = client.get(detail).json()
+    meanwhile = _judged(judge, benchmark, systems)  # relabels what `shown` spoke of
+    before, labels = _rows(), _labels(judge)
+
+    with django_capture_on_commit_callbacks(execute=False) as started:
+        stale = client.post(
+            resume,
+            {"replace": True, "replace_seen": shown["replace_seen"], "spending_cap_usd": "7"},
+            content_type="application/json",
+        )
+        unseen = client.post(
+            resume, {"replace": True, "replace_seen": ""}, content_type="application/json"
+        )
+
+    assert shown["replace_warning"].startswith(
+        f"1 of 1 responses already have labels from this judge (run #{later.pk}); starting "
+        "replaces them; the run (1 response) costs at most $"
+    )
+    assert shown["replace_seen"] == f"1/1/0/{later.pk}"
+    for refused in (stale, unseen):
+        assert refused.status_code == 409, refused.content
+        assert refused.json()["field"] == "replace"
+    now = client.get(detail).json()
+    assert stale.json()["detail"] == (
+        f"What starting replaces is not what replace_seen said: {now['replace_warning']} "
+        f"Nothing was started: send replace_seen {now['replace_seen']!r} with replace to start it."
+    )
+    assert f"(runs #{later.pk}, #{meanwhile.pk})" in now["replace_warning"]
+    assert started == [] and _rows() == before and _labels(judge) == labels
+    earlier.engine_run.refresh_from_db()
+    assert earlier.engine_run.status == "failed" and earlier.engine_run.spending_cap_usd is None
+
+    with django_capture_on_commit_callbacks(execute=False) as started:
+        confirmed = client.post(
+            resume,
+            {"replace": True, "replace_seen": now["replace_seen"]},
+            content_type="application/json",
+        )
+    assert confirmed.status_code == 202, confirmed.content
+    assert len(started) == 1
+    active = client.get(detail).json()  # queued: nothing read, as on its page
+    assert active["active"] and (active["replace_warning"], active["replace_seen"]) == (None, "")
+
+
 def test_the_run_pages_poll_says_what_run_again_replaces_once_the_run_ends(
     client, researcher, halfway
 ):
