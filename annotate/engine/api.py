@@ -19,13 +19,16 @@ from annotate.engine.forms import SpendingCapField as SpendingCapFormField
 from annotate.engine.models import EngineRun
 from annotate.engine.selectors import engine_run_progress
 from annotate.engine.services import (
+    AgainWarning,
     RunEstimate,
     endpoint_create,
     endpoint_get,
+    engine_run_again_warning,
     engine_run_cap_set,
     engine_run_check_again,
     engine_run_estimate_new,
     engine_run_get,
+    engine_run_has_work_left,
     engine_run_start,
     engine_run_stop,
 )
@@ -33,7 +36,11 @@ from annotate.engine.services.generation import (
     generating_system_get_or_create,
     generation_run_create,
 )
-from annotate.engine.services.runs import engine_run_check_may_start, engine_run_check_may_stop
+from annotate.engine.services.runs import (
+    engine_run_check_may_start,
+    engine_run_check_may_stop,
+    engine_run_may_control,
+)
 from annotate.errors import NotFoundError
 from annotate.http import error_payload
 from annotate.models import Benchmark, Subset
@@ -141,6 +148,26 @@ class RunProgressSerializer(serializers.Serializer):
     error = serializers.CharField(allow_blank=True)
 
 
+class RunDetailSerializer(RunProgressSerializer):
+    """A run's progress with what running it again would overwrite (GET /api/engine/runs/<id>/),
+    as its page shows before Run again."""
+
+    replace_warning = serializers.CharField(
+        allow_null=True,
+        help_text="What running the run again (POST .../resume/) would overwrite that another "
+        "run wrote, and what it costs (a judge run after a later run of its judge labelled "
+        "the responses it has left): resume refuses it unless `replace` is true. Null when "
+        "nothing, and while the run is active, has nothing left, or is on an endpoint this "
+        "account may not start runs on (read only then).",
+    )
+    replace_seen = serializers.CharField(
+        allow_blank=True,
+        help_text="What to send back to resume as `replace_seen` (with `replace`), so it "
+        "starts only if what it overwrites is still what replace_warning said (else 409); "
+        '"" when replace_warning is null.',
+    )
+
+
 class SpendingCapField(serializers.DecimalField):
     """A run's spending cap in dollars, as the pages take it (annotate.engine.forms): 0 or more,
     the digits EngineRun.spending_cap_usd holds; null is no cap."""
@@ -181,10 +208,24 @@ def _run(user, run_id: int):
 class RunApi(APIView):
     throttle_classes = [PollThrottle]  # polled while the work runs: the polls' rate, not the user's
 
-    @extend_schema(request=None, responses=RunProgressSerializer)
+    @extend_schema(request=None, responses=RunDetailSerializer)
     def get(self, request: Request, engine_run_id: int) -> Response:
         run = _run(request.user, engine_run_id)
-        return Response(RunProgressSerializer(engine_run_progress(run=run)).data)
+        progress = engine_run_progress(run=run)
+        replace = _again_warning(run, request.user, active=progress["active"])
+        detail = {**progress, "replace_warning": replace.text or None, "replace_seen": replace.seen}
+        return Response(RunDetailSerializer(detail).data)
+
+
+def _again_warning(run: EngineRun, user, *, active: bool) -> AgainWarning:
+    """What resuming `run` would overwrite that another run wrote (`engine_run_again_warning`),
+    read as the run's page reads it: only once it has ended with work left, for who may start
+    it (the polls of an active run read nothing more)."""
+    if active or not engine_run_may_control(user=user, endpoint=run.endpoint):
+        return AgainWarning()
+    if not engine_run_has_work_left(run=run):
+        return AgainWarning()
+    return engine_run_again_warning(run=run)
 
 
 class RunStopApi(APIView):
@@ -218,8 +259,18 @@ class RunResumeApi(APIView):
         replace = serializers.BooleanField(
             default=False,
             help_text="Needed (true) when what the run has left would overwrite labels another "
-            "run wrote (a judge run after a later run of its judge labelled its responses). "
-            "Without it such a run is refused with 400.",
+            "run wrote (a judge run after a later run of its judge labelled its responses; "
+            "GET /api/engine/runs/<id>/ says so in replace_warning). Without it such a run is "
+            "refused with 400. Alone, it replaces whatever is there when the run starts: send "
+            "replace_seen to hold it to what you read.",
+        )
+        replace_seen = serializers.CharField(
+            required=False,
+            allow_blank=True,
+            help_text="The run's replace_seen (GET /api/engine/runs/<id>/): with replace, the "
+            "run starts only if what it overwrites is still what replace_warning said (else "
+            '409, `"field": "replace"`, the detail giving the new sentence and replace_seen, '
+            'nothing changed); "" holds it to overwriting nothing. Left out: not checked.',
         )
 
     @extend_schema(
@@ -237,7 +288,8 @@ class RunResumeApi(APIView):
                 RefusalSerializer,
                 description="Done, nothing left to run, or another run still writes what it "
                 "would (a judge run while another run of its judge is queued or running over "
-                "the same responses): nothing was changed.",
+                "the same responses), or `replace_seen` is not what it would overwrite now "
+                '(`"field": "replace"`): nothing was changed.',
             ),
             429: RUN_START_LIMITED,
         },
@@ -245,7 +297,8 @@ class RunResumeApi(APIView):
         "'Run again' on the run's page); a paid endpoint's run by an admin only. A done run "
         "with nothing left is refused (409), changing nothing. A judge run whose missing "
         "questions a later run of its judge labelled is refused (400, field replace) unless "
-        '`"replace": true`.',
+        '`"replace": true`; with `replace_seen` (the run\'s, from GET /api/engine/runs/<id>/) '
+        "only if that is still what it overwrites (else 409, field replace).",
     )
     def post(self, request: Request, engine_run_id: int) -> Response:
         run = _run(request.user, engine_run_id)
@@ -255,7 +308,11 @@ class RunResumeApi(APIView):
             if "spending_cap_usd" in data.validated_data:
                 cap = data.validated_data["spending_cap_usd"]
                 engine_run_cap_set(run=run, cap=cap, user=request.user)
-            engine_run_check_again(run=run, replace=data.validated_data["replace"])
+            engine_run_check_again(
+                run=run,
+                replace=data.validated_data["replace"],
+                seen=data.validated_data.get("replace_seen"),
+            )
             engine_run_start(run=run, user=request.user)
         data = RunProgressSerializer(engine_run_progress(run=run)).data
         return Response(data, status=status.HTTP_202_ACCEPTED)

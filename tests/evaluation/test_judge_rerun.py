@@ -11,7 +11,7 @@ from decimal import Decimal
 import pytest
 from django.apps import apps
 from django.core.management import CommandError, call_command
-from django.db import connection
+from django.db import connection, transaction
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -411,6 +411,66 @@ def test_the_engine_run_page_and_the_api_ask_the_same_of_run_again(
     assert len(started) == 1
 
 
+def test_the_api_says_what_resume_replaces_and_holds_it_to_what_it_said(
+    client, researcher, halfway, django_capture_on_commit_callbacks
+):
+    """A caller of POST /api/engine/runs/<id>/resume/ could only send `replace` blind: it
+    replaced whatever was there when the run started. The run's detail says what it would
+    replace and its `replace_seen`; resume with that replaces only what it said (else 409,
+    nothing changed, the cap sent with it rolled back), as the judge's start API does."""
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(3, 2), systems=("a",))
+    judge = make_judge(name="fake-judge", backend="fake", **PRICE)
+    earlier = halfway(judge, benchmark, systems)
+    client.force_login(researcher)
+    detail = reverse("api-engine-run", args=[earlier.engine_run_id])
+    resume = reverse("api-engine-run-resume", args=[earlier.engine_run_id])
+    alone = client.get(detail).json()
+    assert (alone["replace_warning"], alone["replace_seen"]) == (None, "")  # its own answers
+    later = _judged(judge, benchmark, systems)
+    shown = client.get(detail).json()
+    meanwhile = _judged(judge, benchmark, systems)  # relabels what `shown` spoke of
+    before, labels = _rows(), _labels(judge)
+
+    with django_capture_on_commit_callbacks(execute=False) as started:
+        stale = client.post(
+            resume,
+            {"replace": True, "replace_seen": shown["replace_seen"], "spending_cap_usd": "7"},
+            content_type="application/json",
+        )
+        unseen = client.post(
+            resume, {"replace": True, "replace_seen": ""}, content_type="application/json"
+        )
+
+    assert shown["replace_warning"].startswith(
+        f"1 of 1 responses already have labels from this judge (run #{later.pk}); starting "
+        "replaces them; the run (1 response) costs at most $"
+    )
+    assert shown["replace_seen"] == f"1/1/0/{later.pk}"
+    for refused in (stale, unseen):
+        assert refused.status_code == 409, refused.content
+        assert refused.json()["field"] == "replace"
+    now = client.get(detail).json()
+    assert stale.json()["detail"] == (
+        f"What starting replaces is not what replace_seen said: {now['replace_warning']} "
+        f"Nothing was started: send replace_seen {now['replace_seen']!r} with replace to start it."
+    )
+    assert f"(runs #{later.pk}, #{meanwhile.pk})" in now["replace_warning"]
+    assert started == [] and _rows() == before and _labels(judge) == labels
+    earlier.engine_run.refresh_from_db()
+    assert earlier.engine_run.status == "failed" and earlier.engine_run.spending_cap_usd is None
+
+    with django_capture_on_commit_callbacks(execute=False) as started:
+        confirmed = client.post(
+            resume,
+            {"replace": True, "replace_seen": now["replace_seen"]},
+            content_type="application/json",
+        )
+    assert confirmed.status_code == 202, confirmed.content
+    assert len(started) == 1
+    active = client.get(detail).json()  # queued: nothing read, as on its page
+    assert active["active"] and (active["replace_warning"], active["replace_seen"]) == (None, "")
+
+
 def test_the_run_pages_poll_says_what_run_again_replaces_once_the_run_ends(
     client, researcher, halfway
 ):
@@ -687,3 +747,64 @@ def test_imported_labels_are_counted_apart_from_the_runs(client, researcher):
         f"3 of 4 responses already have labels from this judge (run #{first.pk}; 1 imported); "
         "starting replaces them; the run (4 responses) costs at most $"
     )
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("other", ["new", "again"])
+def test_two_commands_at_once_judge_only_once(halfway, monkeypatch, other):
+    """Two `judge` commands over the same responses at the same instant (two new runs, or a
+    new run beside `--run` of an earlier one): each check's lock and transaction ended before
+    its run showed started, so both checks passed and both judged, each paid, the labels a
+    mix. The first command's run shows queued in the transaction of its check, under the
+    judge's lock: the second check waits for it, sees it, and is refused. No run here makes a
+    call before both commands have checked (else the first running could refuse the second
+    without the lock)."""
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL's row locks: SQLite runs one writer at a time")
+    from evaluation.management.commands import judge as command
+
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(3, 2), systems=("a",))
+    judge = make_judge(name="fake-judge", backend="fake")
+    earlier = halfway(judge, benchmark, systems) if other == "again" else None
+    new = ["--config", judge.name, "--benchmark", benchmark.name]
+    commands = [new, new] if earlier is None else [["--run", str(earlier.pk)], new]
+    made = threading.Barrier(2 if earlier is None else 1, timeout=10)
+    checked, checks = threading.Condition(), []
+    create, check = command.judge_run_create, command.judge_run_check_start
+
+    def made_then_wait(**kwargs):
+        run = create(**kwargs)
+        made.wait()  # both new runs made, neither checked yet
+        return run
+
+    def counted_check(**kwargs):
+        try:
+            check(**kwargs)
+        finally:
+            with checked:
+                checks.append(kwargs["run"].pk)
+                checked.notify_all()
+        # Passed: once the check's transaction commits, nothing more till the other checked.
+        transaction.on_commit(both_checked)
+
+    def both_checked():
+        with checked:
+            checked.wait_for(lambda: len(checks) == 2, timeout=10)
+
+    monkeypatch.setattr(command, "judge_run_create", made_then_wait)
+    monkeypatch.setattr(command, "judge_run_check_start", counted_check)
+
+    def run(arguments):
+        return lambda: call_command("judge", *arguments)
+
+    outcomes = at_once(*(run(arguments) for arguments in commands))
+
+    refused = [index for index, outcome in enumerate(outcomes) if outcome is not None]
+    assert len(refused) == 1, outcomes
+    said = outcomes[refused[0]]
+    assert isinstance(said, CommandError), said
+    assert " of this judge still judges responses this run would" in str(said)
+    assert "Nothing was started" in str(said)
+    # One run judged; a new run refused was not kept, an earlier one refused is as it was.
+    left = ["done", "failed"] if earlier is not None and refused == [0] else ["done"]
+    assert sorted(JudgeRun.objects.values_list("status", flat=True)) == left

@@ -14,7 +14,7 @@ from annotate.engine.management.commands._run_options import (
     resume_here,
     resume_hint,
 )
-from annotate.engine.services import engine_run_estimate
+from annotate.engine.services import engine_run_estimate, engine_run_reopen
 from annotate.errors import AnnotateError, SystemNotFoundError
 from annotate.models import Benchmark
 from annotate.selectors.labels import benchmark_systems, systems_by_name
@@ -80,6 +80,9 @@ class Command(BaseCommand):
                 with transaction.atomic():  # refused: no run is kept, as on the page
                     run = self._create(options)
                     self._check_no_other_writer(run)
+                    # Queued before the judge's lock goes, as a page's start is: a command
+                    # checking at the same instant waits for this one and then sees its run.
+                    engine_run_reopen(run=run.engine_run)
                 self.stdout.write(f"Created judge run {run.pk} ({run.selection}).")
                 # The console replaces them as before (its options and exit codes are
                 # scripts'), but says so as the page and the API do.
@@ -100,9 +103,12 @@ class Command(BaseCommand):
             if warning:
                 self.stdout.write(warning)
             return
-        with transaction.atomic():
-            self._check_no_other_writer(run)
-        told = resume_here(options["spending_cap"], run=run.engine_run, run_id=run.pk)
+        told = resume_here(
+            options["spending_cap"],
+            run=run.engine_run,
+            run_id=run.pk,
+            check=lambda: self._check_no_other_writer(run),
+        )
         if told:
             self.stdout.write(told)
         if warning:
@@ -113,7 +119,9 @@ class Command(BaseCommand):
         """Refuse to run `run` while another run of its judge, queued or running, still writes
         labels on its responses (JudgeRunBusyError, as the page and the API refuse it, 409).
         Labels of the judge's ended runs are replaced as the command always did (`replace`):
-        it says so and goes on. In the caller's transaction: the check locks the judge's row."""
+        it says so and goes on. In the caller's transaction, which must also make `run` pending
+        (`engine_run_reopen`) before it commits: the check locks the judge's row till then, so
+        of two commands checking at the same instant the second sees the first's run."""
         judge_run_check_start(run=run, replace=True)
 
     def _create(self, options):

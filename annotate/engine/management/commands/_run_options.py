@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from decimal import Decimal
 
 from django.core.exceptions import ValidationError
@@ -61,16 +62,28 @@ def estimate_line(estimate: RunEstimate, *, units: str) -> str:
     )
 
 
-def resume_here(cap: Decimal | None, *, run: EngineRun, run_id: int | None = None) -> str:
+def resume_here(
+    cap: Decimal | None,
+    *,
+    run: EngineRun,
+    run_id: int | None = None,
+    check: Callable[[], None] | None = None,
+) -> str:
     """--run: make the run ready to go on in this process as Run again does (its stop request
     cleared; refused while a worker runs it), under --spending-cap when given (raised after a
     cap stop). Return what to tell ("" without the option), naming the run as the command's
-    --run does (`run_id`; default the engine run's). Refusals name the field, as on the pages."""
+    --run does (`run_id`; default the engine run's). Refusals name the field, as on the pages.
+
+    `check()`, when given, runs between the cap and the reopen in the same transaction, as Run
+    again's `engine_run_check_again` does: a lock it takes is held till the run shows pending,
+    and what it raises keeps everything as it was."""
     before = run.spending_cap_usd
     try:
         with transaction.atomic():  # a refused reopen keeps the cap as it was
             if cap is not None:
                 engine_run_cap_set(run=run, cap=cap)
+            if check is not None:
+                check()
             engine_run_reopen(run=run)
     except EngineRunDoneError:  # named by the --run the user typed (a judge run's own id)
         raise CommandError(str(EngineRunDoneError(run_id or run.pk))) from None
