@@ -232,8 +232,10 @@ def _expert_costs(experts: dict[str, _Work]) -> dict[str, SourceCost]:
 def _crowd_cost(crowd: _Work, spans: list[tuple]) -> dict[str, SourceCost]:
     """The Decimal sum of the payments' prices (each whole cents: pricing.paid_with_fee),
     as the publication page's "Spent so far" adds them, made a float only at the end; the time
-    during which at least one crowd worker was working on counted work (the module's Time)."""
-    if not crowd.count:
+    during which at least one crowd worker was working on counted work (the module's Time).
+    A subset whose only crowd work counts nowhere but was paid (rejected here, approved on the
+    platform) still costs what was paid, so the subsets add up to the overall cost."""
+    if not crowd.count and not crowd.paid:
         return {}
     cost = float(to_cents(crowd.paid))
     return {"crowd-majority": SourceCost(cost, _union_minutes(spans))}

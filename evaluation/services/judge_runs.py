@@ -431,11 +431,31 @@ def judge_ends_store(ends: Sequence[Failed | Finished]) -> None:
             JudgeConversation.objects.filter(pk=end.conversation_id).update(
                 questions_not_asked=end.not_asked
             )
+    stopped = [end.conversation_id for end in ends if isinstance(end, Finished) and end.not_asked]
+    if stopped:
+        _unasked_labels_delete(stopped)
     kept_going = [end.conversation_id for end in ends if end.kept_going]
     if kept_going:
         JudgeConversation.objects.filter(pk__in=kept_going).update(
             kept_going_after_unparseable=True
         )
+
+
+@transaction.atomic
+def _unasked_labels_delete(conversation_ids: list[int]) -> None:
+    """Delete the judge's labels on the questions a conversation stopped early never asked (the
+    official protocol's early stop): there only an earlier run of the judge, which this one
+    replaces, can have answered, and the official script's file of this run has no entry for
+    them. Kept, they counted in every DRFR beside this run's answers, a ratio of no run. The
+    earlier run's calls keep their replies (their label link becomes null)."""
+    rows = JudgeConversation.objects.filter(pk__in=conversation_ids).values_list(
+        "pk", "run__config__annotator_id", "response_id"
+    )
+    for conversation_id, annotator_id, response_id in rows:
+        asked = JudgeCall.objects.filter(conversation_id=conversation_id).values("question_id")
+        Label.objects.filter(annotator_id=annotator_id, response_id=response_id).exclude(
+            question_id__in=asked
+        ).delete()
 
 
 def judge_run_mark_started(run: JudgeRun) -> None:

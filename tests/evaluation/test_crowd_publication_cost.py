@@ -732,3 +732,30 @@ def test_a_reject_while_the_report_is_read_moves_neither_its_labels_nor_its_cost
     yes, cost = _crowd_labels_and_cost(reports.report_compute(benchmark=benchmark, n_resamples=10))
     assert set(yes.values()) == {1}
     assert cost == 0.48
+
+
+def test_a_subset_whose_only_crowd_work_was_rejected_here_but_paid_costs_what_was_paid(
+    fake_platform, admin_user
+):
+    """The Easy task's only assignment was rejected here and approved on the platform; the
+    Hard task's counts. Table 4's Easy row showed no crowd cost at all ("–") while $1.20 was
+    paid for it, and Easy + Hard did not add up to the overall $2.40."""
+    from annotate.selectors.identities import OPERATOR
+    from evaluation.services.reports import report_build
+
+    publication = _published(instructions=2, reward_usd="1.00")
+    first, second = publication.hits.order_by("id")
+    rejected = _mturk_work(Client(), first, "AW1", fake_platform, hand_back=False)
+    _mturk_work(Client(), second, "AW2", fake_platform)
+    review.assignment_reject(assignment_id=rejected.pk, user=admin_user, feedback="no")
+    fake_platform.worker_submit(assignment_id=rejected.platform_assignment_id)
+    fake_platform.assignment_approve(assignment_id=rejected.platform_assignment_id)
+    review.publication_sync(publication_id=publication.pk, now=timezone.now())
+    assert rejected.task.instruction.subset == "easy"
+
+    report = report_build(
+        scope=OPERATOR, benchmark=publication.batch.project.benchmark, n_resamples=10
+    )
+    crowd = {r["subset"]: r for r in report["sources"] if r["source"] == "crowd-majority"}
+    assert {s: crowd[s]["cost_usd"] for s in crowd} == {"easy": 1.2, "hard": 1.2, "overall": 2.4}
+    assert crowd["easy"]["time_min"] is None  # rejected work adds no time

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import io
 import json
 import sys
 import types
@@ -320,3 +321,28 @@ def test_the_official_prompt_file_holds_the_scripts_sys_msg_verbatim():
     assert p.load_prompt(OFFICIAL_PROMPT_VERSION).sections["rules"] == sys_msg
     text = (p.PROMPTS_DIR / f"{OFFICIAL_PROMPT_VERSION}.txt").read_text(encoding="utf-8")
     assert "557fba0" in text and "MIT License" in text and "qinyiwei" in text
+
+
+def test_a_replacing_run_that_stops_early_leaves_no_earlier_label_on_the_questions_it_never_asked():
+    """Run 1 answers every question YES; run 2 replaces it with the script's replies above, and
+    stops early on task_1 (its third question never asked). The script's file of run 2 has 3
+    True of 9 entries; the report counted run 1's YES on that unasked question beside run 2's
+    answers (4 of 10 under `official`): a DRFR of no run at all."""
+    benchmark, systems, instructions, responses = _benchmark()
+    first = ["Yes"] * sum(QUESTIONS)
+    with StubOpenAI(replies=first + list(REPLIES)) as stub:
+        judge = make_judge(stub.base_url, model=MODEL, protocol="official", concurrency=1)
+        arguments = ["--config", judge.name, "--benchmark", benchmark.name]
+        call_command("judge", *arguments, stdout=io.StringIO())
+        call_command("judge", *arguments, stdout=io.StringIO())
+    assert _app_answers(instructions, responses) == EXPECTED
+    counts = {}
+    for unknown in ("official", "no", "exclude"):
+        report = report_build(scope=OPERATOR, benchmark=benchmark, unknown=unknown, n_resamples=10)
+        (row,) = [
+            r
+            for r in report["leaderboard"]
+            if r["source"] == judge.name and r["subset"] == "overall"
+        ]
+        counts[unknown] = (row["yes"], row["questions"])
+    assert counts == {"official": (3, 9), "no": (3, 10), "exclude": (3, 6)}
