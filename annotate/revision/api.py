@@ -122,6 +122,9 @@ class SessionsImportApi(UploadImportApi):
         rows = serializers.IntegerField()
         created = serializers.IntegerField()
         unchanged = serializers.IntegerField()
+        skipped = serializers.IntegerField(
+            help_text="Lines repeating a session earlier in the file: it is imported once."
+        )
         message = serializers.CharField()
         report_url = serializers.CharField()
 

@@ -48,9 +48,12 @@ ROW_HEIGHT = 3.2
 
 
 def figure_available(report: dict, name: str) -> bool:
+    """Whether the figure has a bar to draw. The positions' bars are type shares: turns without
+    an instruction type (only an import leaves them so) leave their shares undefined, so a study
+    of such turns alone has nothing to draw there, only empty axes."""
     if name == "ratings":
         return any(row["turns"] for row in report["figure2_ratings"])
-    return bool(report["figure2_positions"])
+    return any(row["information_seeking"] is not None for row in report["figure2_positions"])
 
 
 def _ratings(figure: Figure, report: dict) -> None:

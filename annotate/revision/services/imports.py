@@ -220,12 +220,20 @@ def sessions_import(*, path: str, study_name: str) -> ImportSummary:
     # A session done in the app has no source key: its exported line, imported back into the
     # study, would otherwise come in as a second copy of it and count twice in the report.
     stored.update(_content_key(record) for record in app_session_records(study=study))
-    new = []
+    new, first_line = [], {}
     for row in rows:
-        if any(key in stored for key in row.keys):
+        repeated = next((first_line[key] for key in row.keys if key in first_line), None)
+        if repeated is not None:  # not "already stored": the study had none of it before
+            summary.skipped += 1
+            summary.skipped_why = summary.skipped_why or (
+                f"a session repeated in the file is imported once (line {row.line} repeats"
+                f" line {repeated})"
+            )
+        elif any(key in stored for key in row.keys):
             summary.unchanged += 1
         else:
             stored.update(row.keys)
+            first_line.update(dict.fromkeys(row.keys, row.line))
             new.append(row)
     if not new:
         return summary

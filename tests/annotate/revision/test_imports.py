@@ -133,6 +133,21 @@ def test_importing_the_same_file_again_adds_nothing(tmp_path):
     assert RevisionSession.objects.count() == 1
 
 
+def test_a_session_repeated_in_the_file_is_imported_once_and_said_so(tmp_path):
+    """A line repeated in a new file was counted as "already stored, left as they were",
+    though the study had held none of it: the summary now names the repeat and its line."""
+    path = write_jsonl(tmp_path / "kiwi.jsonl", [SESSION_A, SESSION_B, SESSION_A])
+    summary = sessions_import(path=path, study_name="kiwi")
+    assert (summary.created, summary.unchanged, summary.skipped) == (2, 0, 1)
+    assert "already stored" not in summary.message
+    assert summary.message.endswith(
+        "1 line skipped: a session repeated in the file is imported once (line 3 repeats line 1)."
+    )
+    assert RevisionSession.objects.count() == 2
+    again = sessions_import(path=path, study_name="kiwi")
+    assert (again.created, again.unchanged, again.skipped) == (0, 3, 0)
+
+
 def test_the_export_imported_into_its_own_study_adds_nothing(tmp_path):
     """SESSION_A's "GOOD" comes back as "good": the export was read as a new session, so
     export then import into the same study counted every such session twice."""

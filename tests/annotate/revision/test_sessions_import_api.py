@@ -47,6 +47,7 @@ def test_a_researcher_imports_sessions_as_the_command_does(researcher, tmp_path)
         "rows": 2,
         "created": 2,
         "unchanged": 0,
+        "skipped": 0,
         "message": "Imported 2 sessions from sessions.jsonl.",
         "report_url": reverse("api-revision-report", args=[study.pk]),
     }
@@ -57,6 +58,15 @@ def test_a_researcher_imports_sessions_as_the_command_does(researcher, tmp_path)
     assert exported(study) == exported(Study.objects.get(name="by-command"))
     again = post(researcher, [SESSION_A, SESSION_B]).json()
     assert (again["created"], again["unchanged"]) == (0, 2)
+
+
+def test_a_session_repeated_in_the_file_is_counted_as_skipped(researcher):
+    """rows was 3 with created 2 and unchanged 0: a script could not tell where the third went."""
+    answer = post(researcher, [SESSION_A, SESSION_B, SESSION_A]).json()
+    assert (answer["rows"], answer["created"], answer["unchanged"], answer["skipped"]) == (
+        3, 2, 0, 1,
+    )  # fmt: skip
+    assert "(line 3 repeats line 1)" in answer["message"]
 
 
 def test_a_bad_file_is_400_naming_line_and_field_and_writes_nothing(researcher):

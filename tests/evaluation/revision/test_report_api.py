@@ -1,5 +1,6 @@
 """The revision report's downloads through the API: the page's bytes, the same access rules."""
 
+import json
 from io import StringIO
 
 import pytest
@@ -7,6 +8,8 @@ from django.core.management import call_command
 from django.urls import reverse
 from rest_framework.test import APIClient
 
+from annotate.revision.models import Study
+from annotate.revision.services.imports import sessions_import
 from tests.evaluation.revision.sample import sample_study
 
 pytestmark = pytest.mark.django_db
@@ -93,3 +96,32 @@ def test_figures_are_404_to_annotators_401_anonymous_and_404_unknown(
                  [study.pk, "ratings", "gif"]):  # fmt: skip
         wrong = api_as(researcher).get(reverse("api-revision-figure", args=args))
         assert wrong.status_code == 404 and wrong["Content-Type"] == "application/json"
+
+
+def test_no_positions_figure_while_no_turn_has_an_instruction_type(client, researcher, tmp_path):
+    """Published KIWI lines need no `instruction_type`: a study of such turns alone has rating
+    bars but no type share at any position, and the positions figure was served as empty axes."""
+    line = {
+        "original_question": "Q?",
+        "model_name": "gpt-4",
+        "initial_answer": "a0",
+        "interaction": [
+            {"instruction": "Shorter.", "answer_1": "a1", "answer_2": "", "rating": "good",
+             "comment": "ok"},
+            {"instruction": "Cite.", "answer_1": "a2", "answer_2": "", "rating": "bad",
+             "comment": "no"},
+        ],
+    }  # fmt: skip
+    path = tmp_path / "untyped.jsonl"
+    path.write_text(json.dumps(line) + "\n")
+    sessions_import(path=str(path), study_name="untyped")
+    study = Study.objects.get(name="untyped")
+    ratings = api_as(researcher).get(
+        reverse("api-revision-figure", args=[study.pk, "ratings", "svg"])
+    )
+    assert ratings.status_code == 200
+    positions = reverse("api-revision-figure", args=[study.pk, "positions", "svg"])
+    assert api_as(researcher).get(positions).status_code == 404
+    client.force_login(researcher)
+    page = client.get(reverse("revision-reports:report", args=[study.pk])).content.decode()
+    assert 'id="figure-ratings"' in page and 'id="figure-positions"' not in page

@@ -357,3 +357,14 @@ def test_the_report_lists_sessions_fifty_a_page_in_as_many_queries_for_any_study
     second = client.get(url, {"sessions_page": 2}).content.decode()
     rows = second.split('id="table-sessions"')[1].split("</table>")[0]
     assert rows.count('id="read-') == 10 and f'id="read-{newest[59].pk}"' in rows
+
+
+def test_figure2_has_a_section_of_its_own_after_table5(client, researcher, tmp_path):
+    """The figures followed Table 5's notes with no heading, so they read as part of Table 5."""
+    study = sample_study(tmp_path)
+    client.force_login(researcher)
+    html = client.get(reverse("revision-reports:report", args=[study.pk])).content.decode()
+    table5 = html.split('id="t-table5"')[1].split("</section>")[0]
+    assert "<figure" not in table5
+    figures = html.split('<h2 id="t-figures">')[1].split("</section>")[0]
+    assert 'id="figure-ratings"' in figures and 'id="figure-positions"' in figures
