@@ -20,7 +20,14 @@ from django.db import transaction
 from django.template.defaultfilters import pluralize
 
 from annotate.errors import ImportFileError
-from annotate.services.files import ImportProblems, _lines, _open_text, read_csv, read_jsonl
+from annotate.services.files import (
+    ImportProblems,
+    _lines,
+    _open_text,
+    read_csv,
+    read_jsonl,
+    tab_field_not_utf8,
+)
 from annotate.verbalizer.models import ClassificationDataset, ClassificationItem, TaskFamily
 from annotate.verbalizer.words import label_words_problem
 
@@ -96,7 +103,7 @@ class ClassificationImportSummary:
 
 def _read_tsv(path: str, layout: GlueLayout, problems: ImportProblems) -> Iterator[_Row]:
     with _open_text(path) as handle:
-        lines = _lines(path, handle, problems)
+        lines = _lines(path, handle, problems, tab_field_not_utf8(layout.header))
         try:
             _, first = next(lines)
         except StopIteration:
