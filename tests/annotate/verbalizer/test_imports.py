@@ -213,6 +213,18 @@ def test_a_byte_not_in_utf8_names_its_field(tmp_path, fmt, name, data, where):
     assert not ClassificationItem.objects.exists()
 
 
+def test_a_csv_file_chosen_as_json_lines_is_named_as_csv(tmp_path):
+    """A CSV file imported as jsonl was refused line by line, "not valid JSON (Expecting value
+    at column 1)" thirteen times, never saying what the file was (a GLUE layout says so)."""
+    path = write(tmp_path, "walk.csv", "id,text,label\nr1,ok,positive\nr2,dull,negative\n")
+    with pytest.raises(ImportFileError) as refused:
+        classification_import(path=path, dataset="SST-2", fmt="jsonl")
+    assert str(refused.value) == (
+        f"{path}, line 1: not JSON: id,text,label is a CSV header (a CSV file? its format is csv)"
+    )
+    assert not ClassificationItem.objects.exists()
+
+
 def test_an_optional_field_written_as_null_is_absent(tmp_path):
     """pandas' to_json writes a missing text_b or id as null: the file was refused."""
     line = {"text": "ok", "label": "positive", "text_b": None, "id": None}
