@@ -9,7 +9,7 @@ from __future__ import annotations
 import csv
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from operator import methodcaller
 from typing import IO, Any
@@ -27,6 +27,10 @@ MAX_INTEGER_DIGITS = 18
 LONG_DIGITS = re.compile(r"[0-9]{19}")
 # A \uD800-\uDFFF escape: JSON may spell half of a UTF-16 pair that no text may hold alone.
 SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+# A byte that is not UTF-8, as text decoded with errors="surrogateescape" holds it.
+ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
+# Name the field of a line (its number, its bytes) that holds the first byte not UTF-8, or None.
+FieldNotUtf8 = Callable[[int, bytes], str | None]
 
 
 # An import names at most this many wrong lines at once (a wrong separator makes every line wrong).
@@ -128,7 +132,10 @@ def _open_text(path: str) -> IO[str]:
 
 
 def _lines(
-    path: str, handle: IO[str], problems: ImportProblems | None = None
+    path: str,
+    handle: IO[str],
+    problems: ImportProblems | None = None,
+    field_at: FieldNotUtf8 | None = None,
 ) -> Iterator[tuple[int, str]]:
     line_number = 0
     try:
@@ -142,24 +149,74 @@ def _lines(
                 continue
             _kept_or_raised(ImportFileError(path, line_number, None, problem), problems)
     except UnicodeDecodeError:
-        raise _not_utf8(path) from None
+        raise _not_utf8(path, field_at) from None
 
 
-def _not_utf8(path: str) -> ImportFileError:
+def _not_utf8(path: str, field_at: FieldNotUtf8 | None = None) -> ImportFileError:
     """Name the first line whose bytes are not UTF-8 (the text reader decodes whole blocks, so
-    where it failed says nothing about the line)."""
+    where it failed says nothing about the line), and with `field_at` the field there."""
     with open(path, "rb") as handle:
         for line_number, raw in enumerate(handle, start=1):
             try:
                 raw.decode("utf-8-sig" if line_number == 1 else "utf-8")
             except UnicodeDecodeError as error:
                 found = f"byte {error.start + 1} of the line is {raw[error.start]:#04x}"
+                field = None
                 if line_number == 1 and raw[:2] in (b"\xff\xfe", b"\xfe\xff"):
                     found = "it begins with a UTF-16 byte order mark"  # Excel's "Unicode text"
+                elif field_at is not None:
+                    field = field_at(line_number, raw)
                 return ImportFileError(
-                    path, line_number, None, f"not UTF-8 text ({found}): save the file as UTF-8"
+                    path, line_number, field, f"not UTF-8 text ({found}): save the file as UTF-8"
                 )
     return ImportFileError(path, None, None, "not UTF-8 text: save the file as UTF-8")
+
+
+def _json_field_not_utf8(line_number: int, raw: bytes) -> str | None:
+    """Name the field of a JSON line whose key or value holds a byte that is not UTF-8."""
+    try:
+        row = json.loads(raw.decode("utf-8", "surrogateescape"))
+    except (ValueError, RecursionError):
+        return None
+    found = _find(row, lambda value: isinstance(value, str) and ESCAPED_BYTE.search(value))
+    return (found[0] or None) if found is not None else None
+
+
+def _csv_field_not_utf8(path: str, line_number: int) -> str | None:
+    """Name the column of the CSV row on `line_number` whose cell holds a byte that is not
+    UTF-8 (a row may run over several lines; the header's own bytes name no column)."""
+    with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="") as handle:
+        reader = csv.reader(handle)
+        try:
+            header = [name.strip() for name in next(reader, [])]
+            end = reader.line_num
+            for values in reader:
+                start, end = end + 1, reader.line_num
+                if start <= line_number <= end:
+                    cells = zip(header, values, strict=False)
+                    return next((n for n, v in cells if ESCAPED_BYTE.search(v)), None)
+                if start > line_number:
+                    break
+        except csv.Error:
+            pass
+    return None
+
+
+def tab_field_not_utf8(header: Sequence[str]) -> FieldNotUtf8:
+    """Return the namer of the column of a tab-separated line that holds a byte not UTF-8
+    (the header line's own bytes name no column)."""
+
+    def field_at(line_number: int, raw: bytes) -> str | None:
+        if line_number == 1:
+            return None
+        for name, cell in zip(header, raw.split(b"\t"), strict=False):
+            try:
+                cell.decode("utf-8")
+            except UnicodeDecodeError:
+                return name
+        return None
+
+    return field_at
 
 
 def _parse_int(text: str) -> int | str:
@@ -240,7 +297,7 @@ def read_jsonl(
     With `problems`, a line that is not a JSON object is kept there and skipped.
     """
     with _open_text(path) as handle:
-        for line_number, line in _lines(path, handle, problems):
+        for line_number, line in _lines(path, handle, problems, _json_field_not_utf8):
             if not line.strip():
                 continue
             try:
@@ -332,7 +389,7 @@ def read_csv(
                 problems.raise_found(also=broken)
             raise broken from None
         except UnicodeDecodeError:
-            raise _not_utf8(path) from None
+            raise _not_utf8(path, lambda line, raw: _csv_field_not_utf8(path, line)) from None
 
 
 # Text that a spreadsheet reads as a number (a negative kappa "-0.12", "+3"), not as a formula.

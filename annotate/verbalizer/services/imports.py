@@ -20,7 +20,14 @@ from django.db import transaction
 from django.template.defaultfilters import pluralize
 
 from annotate.errors import ImportFileError
-from annotate.services.files import ImportProblems, _lines, _open_text, read_csv, read_jsonl
+from annotate.services.files import (
+    ImportProblems,
+    _lines,
+    _open_text,
+    read_csv,
+    read_jsonl,
+    tab_field_not_utf8,
+)
 from annotate.verbalizer.models import ClassificationDataset, ClassificationItem, TaskFamily
 from annotate.verbalizer.words import label_words_problem
 
@@ -96,7 +103,7 @@ class ClassificationImportSummary:
 
 def _read_tsv(path: str, layout: GlueLayout, problems: ImportProblems) -> Iterator[_Row]:
     with _open_text(path) as handle:
-        lines = _lines(path, handle, problems)
+        lines = _lines(path, handle, problems, tab_field_not_utf8(layout.header))
         try:
             _, first = next(lines)
         except StopIteration:
@@ -145,6 +152,7 @@ def _read_generic(path: str, fmt: str, problems: ImportProblems) -> Iterator[_Ro
         optional = ["text_b", "id"]
         rows = read_csv(path, required=["text", "label"], optional=optional, problems=problems)
     else:
+        _csv_header_refused(path)
         rows = read_jsonl(path, problems)
     for line, row in rows:
         try:
@@ -152,6 +160,24 @@ def _read_generic(path: str, fmt: str, problems: ImportProblems) -> Iterator[_Ro
         except ImportFileError as error:
             parsed = _refused(line, _readable_id(path, line, row), error)
         yield parsed
+
+
+def _csv_header_refused(path: str) -> None:
+    """Refuse a CSV file chosen as JSON Lines by its header, as a GLUE layout refuses one,
+    rather than name every one of its lines "not valid JSON"."""
+    with _open_text(path) as handle:
+        try:
+            first = handle.readline(1000).rstrip("\r\n")
+        except UnicodeDecodeError:
+            return  # the reader names the line and field
+    header = {name.strip() for name in first.split(",")}
+    if not first.lstrip().startswith("{") and {"text", "label"} <= header:
+        raise ImportFileError(
+            path,
+            1,
+            None,
+            f"not JSON: {first[:200]} is a CSV header (a CSV file? its format is csv)",
+        )
 
 
 def _readable_id(path: str, line: int, row: dict) -> str:

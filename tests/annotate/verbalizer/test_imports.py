@@ -175,7 +175,8 @@ def test_a_file_not_in_utf8_says_what_it_is_and_to_save_it_as_utf8(tmp_path):
     with pytest.raises(ImportFileError) as refused:
         classification_import(path=str(latin), dataset="SST-2", fmt="csv")
     assert str(refused.value) == (
-        f"{latin}, line 2: not UTF-8 text (byte 4 of the line is 0xe9): save the file as UTF-8"
+        f"{latin}, line 2, field 'text': not UTF-8 text (byte 4 of the line is 0xe9): save the "
+        "file as UTF-8"
     )
     wide = tmp_path / "wide.csv"
     wide.write_bytes("text,label\nok,positive\n".encode("utf-16"))
@@ -184,6 +185,42 @@ def test_a_file_not_in_utf8_says_what_it_is_and_to_save_it_as_utf8(tmp_path):
     assert str(refused.value) == (
         f"{wide}, line 1: not UTF-8 text (it begins with a UTF-16 byte order mark): save the file "
         "as UTF-8"
+    )
+    assert not ClassificationItem.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("fmt", "name", "data", "where"),
+    [
+        ("csv", "a.csv", b'id,label,text\nr1,positive,ok\nr2,negative,"fine,\nClum\xe9sy"\n',
+         "line 4, field 'text'"),
+        ("csv", "b.csv", b"text,id,label\nok,r\xe91,positive\n", "line 2, field 'id'"),
+        ("jsonl", "c.jsonl", b'{"text": "ok", "label": "positive"}\n'
+                             b'{"id": "r2", "label": "negative", "text": "Clum\xe9sy"}\n',
+         "line 2, field 'text'"),
+        ("glue-sst2", "dev.tsv", b"sentence\tlabel\nok\t1\nClum\xe9sy\t0\n",
+         "line 3, field 'sentence'"),
+    ],
+)  # fmt: skip
+def test_a_byte_not_in_utf8_names_its_field(tmp_path, fmt, name, data, where):
+    """A Latin-1 byte named the file and the line but not the field, as every other problem
+    of an import does: a researcher had to count commas to find the cell."""
+    path = tmp_path / name
+    path.write_bytes(data)
+    with pytest.raises(ImportFileError) as refused:
+        classification_import(path=str(path), dataset="SST-2", fmt=fmt)
+    assert str(refused.value).startswith(f"{path}, {where}: not UTF-8 text (byte ")
+    assert not ClassificationItem.objects.exists()
+
+
+def test_a_csv_file_chosen_as_json_lines_is_named_as_csv(tmp_path):
+    """A CSV file imported as jsonl was refused line by line, "not valid JSON (Expecting value
+    at column 1)" thirteen times, never saying what the file was (a GLUE layout says so)."""
+    path = write(tmp_path, "walk.csv", "id,text,label\nr1,ok,positive\nr2,dull,negative\n")
+    with pytest.raises(ImportFileError) as refused:
+        classification_import(path=path, dataset="SST-2", fmt="jsonl")
+    assert str(refused.value) == (
+        f"{path}, line 1: not JSON: id,text,label is a CSV header (a CSV file? its format is csv)"
     )
     assert not ClassificationItem.objects.exists()
 
