@@ -58,11 +58,13 @@ def test_the_report_pages_never_scroll_the_page_sideways(page_for, demo, snap):
     for width in (800, 320):
         page.set_viewport_size({"width": width, "height": 800})
         for url in urls:
-            page.goto(url)
+            # Not waiting for the figures: they are at most the page's width, and drawing them
+            # all took more than the page's 10 s on a loaded machine.
+            page.goto(url, wait_until="domcontentloaded")
             scrolled, window = page.evaluate(page_width)
             assert scrolled <= window, (width, url, scrolled)
     page.set_viewport_size({"width": 800, "height": 800})
-    page.goto(urls[0])
+    page.goto(urls[0], wait_until="domcontentloaded")
     table3 = page.locator("#agreement ~ .table-scroll").first
     table3.scroll_into_view_if_needed()
     snap(page, "table 3 at 800 px")
