@@ -41,19 +41,47 @@ class JudgeChoiceField(forms.ModelChoiceField):
         return f"{obj.name} ({endpoint_cost_label(obj.endpoint)})"
 
 
+class ReloadingSelect(forms.Select):
+    """A select whose choice reloads the form's page: static/annotate/site.js sends the form
+    with `button` in it when the choice changes; without JavaScript, the button of that name
+    shown beside the select does."""
+
+    template_name = "evaluation/widgets/reloading_select.html"
+
+    def __init__(self, *, button: str, button_label: str) -> None:
+        super().__init__(attrs={"data-reload-on-change": button})
+        self.button = button
+        self.button_label = button_label
+
+    def get_context(self, name, value, attrs):
+        context = super().get_context(name, value, attrs)
+        context["widget"]["button"] = {"name": self.button, "label": self.button_label}
+        return context
+
+
+# The button that sends the judge run form to list another benchmark's systems.
+CHOOSE_BENCHMARK = "choose_benchmark"
+
+
 class JudgeRunForm(forms.Form):
     """A judge run to estimate or start.
 
     Systems are those with responses in the chosen benchmark (the one sent, else the address's
     `?benchmark=`, else the only one there is), all ticked at first. Choosing another benchmark
-    reloads the page with the form's choices in the address (static/annotate/site.js,
-    data-reload-on-change), which `chosen` brings back. With no benchmark chosen yet they are
-    every benchmark's; judge_run_create refuses one lacking responses there, by name.
+    sends the form with CHOOSE_BENCHMARK (static/annotate/site.js, or its button without
+    JavaScript); the page then shows it again from `chosen`, the form sent: every field as typed
+    but the systems, now the new benchmark's, and the replace box, which an estimate of that
+    benchmark asks for anew. With no benchmark chosen yet they are every benchmark's;
+    judge_run_create refuses one lacking responses there, by name.
     """
+
+    # What `chosen` brings back as it was typed (the address's `?config=&subset=`, or the form).
+    KEPT = ("config", "subset", "instruction_ids", "sample", "seed", "spending_cap_usd")
 
     config = JudgeChoiceField(JudgeConfig.objects.select_related("endpoint"), label="Judge")
     benchmark = forms.ModelChoiceField(
-        Benchmark.objects.all(), widget=forms.Select(attrs={"data-reload-on-change": ""})
+        Benchmark.objects.all(),
+        widget=ReloadingSelect(button=CHOOSE_BENCHMARK, button_label="List its systems"),
     )
     systems = forms.ModelMultipleChoiceField(
         systems_with_responses(),
@@ -79,7 +107,7 @@ class JudgeRunForm(forms.Form):
 
     def __init__(self, data=None, *, chosen: Mapping[str, str] | None = None) -> None:
         chosen = chosen or {}
-        initial = {name: chosen[name] for name in ("config", "subset") if chosen.get(name)}
+        initial = {name: chosen[name] for name in self.KEPT if name in chosen}
         super().__init__(data, initial=initial)
         benchmark = self._benchmark_chosen(chosen.get("benchmark"))
         if benchmark is None:

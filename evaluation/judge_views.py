@@ -24,7 +24,7 @@ from evaluation.errors import (
     JudgeReplaceNotConfirmedError,
     JudgeRunError,
 )
-from evaluation.judge_forms import JudgeConfigForm, JudgeRunForm
+from evaluation.judge_forms import CHOOSE_BENCHMARK, JudgeConfigForm, JudgeRunForm
 from evaluation.models import JudgeRun
 from evaluation.selectors.judge_configs import (
     judge_config_get,
@@ -98,9 +98,14 @@ def run_list(request: HttpRequest) -> HttpResponse:
 def run_new(request: HttpRequest) -> HttpResponse:
     """Estimate (nothing spent, nothing kept) or start a judge run; starting returns at once.
     The estimate says which responses the judge labelled already; starting over them needs the
-    form's `replace` ticked."""
+    form's `replace` ticked. Another benchmark chosen sends the form to show it again with what
+    was typed and that benchmark's systems (JudgeRunForm)."""
     _require_researcher(request)
-    form = JudgeRunForm(request.POST or None, chosen=request.GET)
+    choosing = CHOOSE_BENCHMARK in request.POST
+    if choosing:
+        form = JudgeRunForm(chosen=request.POST)
+    else:
+        form = JudgeRunForm(request.POST or None, chosen=request.GET)
     refused: list[JudgeReplaceNotConfirmedError] = []
     sent = run_form_submit(
         request,
@@ -111,6 +116,7 @@ def run_new(request: HttpRequest) -> HttpResponse:
         start=lambda: _judge_run_start(request, form.cleaned_data, refused=refused),
         endpoint=lambda: form.cleaned_data["config"].endpoint,
         refusals=(AnnotateError, EvaluationError),
+        sent=request.method == "POST" and not choosing,
     )
     if sent.started is not None:
         # The run works in the background; its engine page shows the progress live.

@@ -114,9 +114,10 @@
   });
 })();
 
-// A select marked data-reload-on-change (the judge run's benchmark) reloads the page with the
-// form's chosen selects in the address, so the server lists what belongs to the choice (that
-// benchmark's systems) and keeps the others. Choosing what the page was served with does not.
+// A select marked data-reload-on-change="<button>" (the judge run's benchmark) sends its form
+// with that button's name, so the server shows the form again listing what belongs to the
+// choice (that benchmark's systems) with every other field as typed; without this script the
+// button, beside the select, does it. Choosing what the page was served with sends nothing.
 // A checkbox group marked data-one-required needs at least one ticked: `required` on a checkbox
 // would demand every one, so the first box carries the browser's message while none is ticked.
 (function () {
@@ -128,16 +129,12 @@
     return served ? served.value : select.options.length ? select.options[0].value : "";
   }
   function reload(select) {
-    var address = new URL(window.location.href);
-    var selects = select.form.querySelectorAll("select:not([multiple])");
-    for (var i = 0; i < selects.length; i++) {
-      if (selects[i].value) {
-        address.searchParams.set(selects[i].name, selects[i].value);
-      } else {
-        address.searchParams.delete(selects[i].name);
-      }
-    }
-    window.location.assign(address.toString());
+    var button = document.createElement("input");
+    button.type = "hidden";
+    button.name = select.getAttribute("data-reload-on-change");
+    button.value = "1";
+    select.form.appendChild(button);
+    select.form.submit(); // unchecked: a choice to list, not the form's work to send
   }
   function checkGroup(box) {
     var boxes = box.form.querySelectorAll("input[type=checkbox][data-one-required]");

@@ -144,7 +144,7 @@ def test_mturk_publish_preview_accept_submit_sync_approve(page_for, browser, fak
 
     # In the report the worker's labels are the crowd source, paid $1 plus MTurk's 20% fee.
     admin.goto(f"/reports/{instruction.benchmark_id}/")
-    leaderboard = admin.locator("#leaderboard + table")
+    leaderboard = admin.locator("#leaderboard + .table-scroll table")
     assert leaderboard.locator("tr", has_text="crowd-majority").count() == 2  # both systems
     report = json.loads(admin.request.get(f"/api/reports/{instruction.benchmark_id}/").text())
     crowd_rows = [r for r in report["sources"] if r["source"] == "crowd-majority"]

@@ -174,3 +174,22 @@ def test_a_saved_rerating_leaves_no_draft_in_the_browser(page_for, tmp_path):
     assert page.evaluate(DRAFTS) == []
     second.refresh_from_db()
     assert (second.status, second.rating, second.comment) == ("done", "bad", "Worse.")
+
+
+@pytest.mark.parametrize("width", [390, 800])
+def test_each_rating_choice_stays_whole_and_the_page_fits(page_for, tmp_path, snap, width):
+    """On a 390 px phone "2 neutral: partly" broke across two lines, its radio button left at
+    the end of the line above its words; no choice breaks now, and the page never scrolls
+    sideways."""
+    rerater, (first, _) = _two_reratings(tmp_path)
+    page = page_for(rerater, viewport={"width": width, "height": 800})
+    page.goto(f"/revision/reratings/{first.pk}/")
+    choices = page.locator("#rate-form fieldset label")
+    assert choices.count() == 3
+    for choice in choices.all():
+        assert choice.evaluate("label => label.getClientRects().length") == 1, choice.inner_text()
+    scrolled, window = page.evaluate(
+        "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+    )
+    assert scrolled <= window, scrolled
+    snap(page, f"rating choices at {width} px")

@@ -668,8 +668,8 @@ def _system_boxes(page) -> dict[str, bool]:
 
 
 def test_the_run_form_lists_and_ticks_the_systems_of_the_chosen_benchmark(client, researcher):
-    """Choosing a benchmark reloads the page with the form's choices in the address (site.js):
-    its systems only, all ticked, and the judge chosen before kept."""
+    """An address naming the benchmark and the judge (`?benchmark=&config=`) opens the form on
+    that benchmark's systems only, all ticked, and that judge."""
     chosen, _, _ = make_benchmark(systems=("alpha", "beta"))
     make_benchmark(systems=("gamma",))
     judge = make_judge(name="fake-judge", backend="fake")
@@ -685,3 +685,53 @@ def test_the_run_form_takes_the_only_benchmark_without_asking(client, researcher
     make_benchmark(systems=("alpha",))
     client.force_login(researcher)
     assert _system_boxes(client.get(reverse("judge:run-new"))) == {"alpha": True}
+
+
+def test_choosing_another_benchmark_keeps_what_was_typed_and_starts_nothing(client, researcher):
+    """The benchmark's select sends the form with `choose_benchmark` (site.js, or the button
+    beside it without JavaScript): the page comes back with that benchmark's systems, all
+    ticked, and every other field as it was typed; no run is made and nothing is estimated."""
+    first, (alpha,), _ = make_benchmark(systems=("alpha",))
+    second, _, _ = make_benchmark(systems=("beta", "gamma"))
+    judge = make_judge(name="fake-judge", backend="fake")
+    client.force_login(researcher)
+    typed = _form(
+        judge,
+        second,
+        [alpha],
+        subset="hard",
+        instruction_ids="task_1, task_2",
+        sample="2",
+        seed="17",
+        spending_cap_usd="1.25",
+        replace="on",
+        choose_benchmark="1",
+    )
+    page = client.post(reverse("judge:run-new"), typed)
+
+    assert page.status_code == 200
+    assert _system_boxes(page) == {"beta": True, "gamma": True}
+    assert f'<option value="{second.pk}" selected>' in page.text
+    assert f'<option value="{judge.pk}" selected>' in page.text
+    assert '<option value="hard" selected>' in page.text
+    for field, value in [
+        ("instruction_ids", "task_1, task_2"),
+        ("sample", "2"),
+        ("seed", "17"),
+        ("spending_cap_usd", "1.25"),
+    ]:
+        assert re.search(rf'<input [^>]*name="{field}" [^>]*value="{re.escape(value)}"', page.text)
+    assert not re.search(r'<input [^>]*name="replace" [^>]*checked', page.text)
+    assert not page.context["form"].is_bound and page.context["estimate"] is None
+    assert not JudgeRun.objects.exists() and not EngineRun.objects.exists()
+
+
+def test_without_javascript_a_button_beside_the_benchmark_lists_its_systems(client, researcher):
+    make_benchmark(systems=("alpha",))
+    make_benchmark(systems=("beta",))
+    client.force_login(researcher)
+    page = client.get(reverse("judge:run-new"))
+    noscript = re.search(r"<noscript>(.*?)</noscript>", page.text, re.S)
+    assert noscript and 'name="choose_benchmark"' in noscript.group(1)
+    assert "formnovalidate" in noscript.group(1) and "List its systems" in noscript.group(1)
+    assert 'data-reload-on-change="choose_benchmark"' in page.text
