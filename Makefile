@@ -33,8 +33,9 @@ install-dev: $(VENV)/.installed-dev
 migrate: install
 	$(MANAGE) migrate --no-input
 
-demo: migrate
-	$(MANAGE) load_demo --base-url http://$(HOST):$(PORT)
+# Migrates and loads under one lock per VAR_DIR: a second `make run` waits for the first.
+demo: install
+	$(MANAGE) load_demo --migrate --base-url http://$(HOST):$(PORT)
 
 ## make run: set up everything, load the demo data, print the logins, serve on http://$(HOST):$(PORT)
 run: demo

@@ -377,12 +377,15 @@ def _kappa_na_reasons(rows: list[dict]) -> str:
 def no_interval_note(figure: str, clusters: str) -> str:
     """Say why `figure` (how a report shows a figure without a bootstrap interval: "A figure
     without brackets") has none, the resamples drawing whole `clusters` (turns, instructions):
-    the reasons evaluation.stats.bootstrap gives no interval (too_few_clusters, fewer than half
-    of the resamples defined, no resample). One text for every report, so they say it alike."""
+    the reasons evaluation.stats.bootstrap gives no interval (too_few_clusters, no_spread,
+    fewer than half of the resamples defined, no resample). One text for every report, so they
+    say it alike."""
     return (
         f"{figure} has no interval: fewer than two {clusters} take part in it (every resample "
-        "would give the figure itself), fewer than half of the resamples define it, or none "
-        "were drawn."
+        f"would give the figure itself), every resample gave the same value (its {clusters} "
+        "differ in nothing it reads, e.g. all in full agreement or all right: the bootstrap "
+        "measured no spread, which is not certainty), fewer than half of the resamples define "
+        "it, or none were drawn."
     )
 
 

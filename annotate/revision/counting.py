@@ -78,9 +78,9 @@ def rerating_is_own(
 
 
 @dataclass(frozen=True)
-class WaitingForKind:
-    """A study's finished work left out of its results until a researcher decides the kind of
-    the accounts that did it."""
+class LeftOut:
+    """A study's finished work left out of its results for one reason (a kind not decided yet,
+    a block), and the accounts that did it."""
 
     sessions: int
     annotators: int  # the accounts of those sessions
@@ -96,16 +96,38 @@ class WaitingForKind:
         }
 
 
-def study_waiting_for_kind(*, study: Study) -> WaitingForKind:
+def study_waiting_for_kind(*, study: Study) -> LeftOut:
     """Count the study's finished sessions, and the finished re-ratings of its counted turns
     (those of evaluation.revision.report_data.counted_turns), left out only because their
     account's kind is not decided, and the accounts (two queries); not a re-rating by the
     session's own annotator, which counts in no agreement whatever its rater's kind."""
+    return _study_left_out(
+        study=study,
+        sessions_q=session_waiting_for_kind_q(),
+        reratings_q=_account_waiting_for_kind_q("annotator_id"),
+    )
+
+
+def study_blocked(*, study: Study) -> LeftOut:
+    """Count the study's finished sessions, and the finished re-ratings of its counted turns,
+    left out because an admin blocked their account (whatever its kind: a block keeps work
+    out before the kind is read), and the accounts (two queries); not a self re-rating."""
+    blocked = blocked_user_ids()
+    return _study_left_out(
+        study=study,
+        sessions_q=Q(annotator_id__in=blocked),
+        reratings_q=Q(annotator_id__in=blocked),
+    )
+
+
+def _study_left_out(*, study: Study, sessions_q: Q, reratings_q: Q) -> LeftOut:
+    """The study's finished sessions of `sessions_q`, and the finished re-ratings of `reratings_q`
+    of its counted turns but a self re-rating, with their accounts."""
     sessions = RevisionSession.objects.filter(
-        session_waiting_for_kind_q(), study=study, status=SessionStatus.FINISHED
+        sessions_q, study=study, status=SessionStatus.FINISHED
     ).aggregate(sessions=Count("id"), annotators=Count("annotator", distinct=True))
     # A re-rating by whoever did the session (an imported line naming the rater's login) counts
-    # in no agreement whatever the rater's kind (rerating_is_own): not waiting either.
+    # in no agreement whatever its rater (rerating_is_own): not left out for this reason either.
     rows = (
         Rerating.objects.filter(
             counted_session_q("turn__session__"),
@@ -113,7 +135,7 @@ def study_waiting_for_kind(*, study: Study) -> WaitingForKind:
             turn__session__status=SessionStatus.FINISHED,
             status=RerateStatus.DONE,
         )
-        .filter(_account_waiting_for_kind_q("annotator_id"))
+        .filter(reratings_q)
         .exclude(turn__rating="")
         .values_list(
             "annotator_id", "annotator__username", "turn__session__annotator_id",
@@ -127,4 +149,4 @@ def study_waiting_for_kind(*, study: Study) -> WaitingForKind:
             rater_id=rater_id, rater_username=username, owner_id=owner_id, session_extra=extra
         )
     ]
-    return WaitingForKind(**sessions, reratings=len(raters), raters=len(set(raters)))
+    return LeftOut(**sessions, reratings=len(raters), raters=len(set(raters)))

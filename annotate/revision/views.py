@@ -123,23 +123,25 @@ def _model_calls_limited(request: HttpRequest):
 @page_errors
 def session_page(request: HttpRequest, session_id: int) -> HttpResponse:
     page = selectors.session_page_get(session_id=session_id, user=request.user, now=timezone.now())
-    # A withdrawn instruction comes back in the form, once (`withdraw`).
-    withdrawn = request.session.pop(_withdrawn_key(session_id), None)
     # A session ended (finished or given up) offers the next one only where a question is left
     # for this annotator.
     ended = page.session.status != SessionStatus.ACTIVE
     next_open = ended and sessions.session_available(study=page.session.study, user=request.user)
-    context = {"page": page, "form": withdrawn or {}, "next_open": next_open, "limits": TEXT_LIMITS}
-    # A blocked account is told so in place of the instruction box, Retry and Next session,
-    # which would be refused (403) with the text typed lost; rating, finishing and giving up
-    # stay. Read only where the page offers one of them: the rating page, the one most seen,
-    # reads no more.
+    context = {"page": page, "form": {}, "next_open": next_open, "limits": TEXT_LIMITS}
+    # A blocked account is told so in place of the instruction box, Retry, Withdraw and Next
+    # session, which would be refused (403) with the text typed lost; rating, finishing and
+    # giving up stay. Read only where the page offers one of them: the rating page, the one
+    # most seen, reads no more.
     if (page.offers_model_call or next_open) and account_blocked(request.user):
         context.update(blocked=BLOCKED_FROM_NEW_WORK, next_open=False)
-    elif ended and not next_open:
-        context["why_no_next"] = sessions.session_unavailable_reason(
-            study=page.session.study, user=request.user
-        )
+    else:
+        # A withdrawn instruction comes back in the box, once (`withdraw`); kept for when the
+        # box is back if a block came just after the withdrawal.
+        context["form"] = request.session.pop(_withdrawn_key(session_id), None) or {}
+        if ended and not next_open:
+            context["why_no_next"] = sessions.session_unavailable_reason(
+                study=page.session.study, user=request.user
+            )
     return render(request, "revision/session.html", context)
 
 

@@ -51,6 +51,7 @@ COLUMNS = {
     "table5_splits": ["split", "seed", "runs", "turns", "train", "dev", "test"],
     "table5_human": ["model", "turns", "evaluated_on"],
     "waiting_for_kind": ["sessions", "annotators", "reratings", "raters"],
+    "blocked": ["sessions", "annotators", "reratings", "raters"],
 }  # fmt: skip
 # Said under every LaTeX table: which columns are percentages, and why they need not add to 100.
 LATEX_NOTE = (
@@ -283,6 +284,7 @@ def notes_rows(report: dict) -> dict[str, list[dict]]:
     extra["table5_human"] = [row] if row else []
     # Always one row, zeros included: a script reads how much was left out, nothing or not.
     extra["waiting_for_kind"] = [dict(report.get("waiting_for_kind") or {})]
+    extra["blocked"] = [dict(report.get("blocked") or {})]
     return extra
 
 
@@ -293,26 +295,50 @@ def _plural(count: int, one: str, many: str | None = None) -> str:
 def waiting_note(report: dict) -> str:
     """Say what the report leaves out until a researcher decides some accounts' kind, as the
     InFoBench and verbalizer reports do; "" when nothing is left out."""
-    waiting = report.get("waiting_for_kind") or {}
+    work, verb = _left_out_work(report.get("waiting_for_kind") or {})
+    if not work:
+        return ""
+    return (
+        f"{work} whose kind is not decided yet {verb} left out of every table and figure; they "
+        "count once a researcher decides the kind on the Annotators page."
+    )
+
+
+def blocked_note(report: dict) -> str:
+    """Say what the report leaves out because an admin blocked the accounts that did it; ""
+    when nothing is left out."""
+    work, verb = _left_out_work(report.get("blocked") or {})
+    if not work:
+        return ""
+    return (
+        f"{work} whose account an admin blocked {verb} left out of every table and figure; "
+        "they count again once the account is unblocked."
+    )
+
+
+def left_out_notes(report: dict) -> list[str]:
+    """Every note on work the report leaves out, as the page and each file say it."""
+    return [note for note in (waiting_note(report), blocked_note(report)) if note]
+
+
+def _left_out_work(counts: dict) -> tuple[str, str]:
+    """("3 finished sessions by 2 annotators and 1 re-rating by 1 annotator", "are") of a
+    LeftOut's counts; ("", "") when they are all zero."""
     parts = []
-    if waiting.get("sessions"):
+    if counts.get("sessions"):
         parts.append(
-            f"{_plural(waiting['sessions'], 'finished session')} by "
-            f"{_plural(waiting['annotators'], 'annotator')}"
+            f"{_plural(counts['sessions'], 'finished session')} by "
+            f"{_plural(counts['annotators'], 'annotator')}"
         )
-    if waiting.get("reratings"):
+    if counts.get("reratings"):
         parts.append(
-            f"{_plural(waiting['reratings'], 're-rating')} by "
-            f"{_plural(waiting['raters'], 'annotator')}"
+            f"{_plural(counts['reratings'], 're-rating')} by "
+            f"{_plural(counts['raters'], 'annotator')}"
         )
     if not parts:
-        return ""
-    count = waiting.get("sessions", 0) + waiting.get("reratings", 0)
-    return (
-        f"{' and '.join(parts)} whose kind is not decided yet {'is' if count == 1 else 'are'} "
-        "left out of every table and figure; they count once a researcher decides the kind on "
-        "the Annotators page."
-    )
+        return "", ""
+    count = counts.get("sessions", 0) + counts.get("reratings", 0)
+    return " and ".join(parts), "is" if count == 1 else "are"
 
 
 def _columns(rows: list[dict], known: Iterable[str] = ()) -> list[str]:
@@ -388,9 +414,8 @@ def _shown_columns(rows: list[dict]) -> list[str]:
 
 def revision_markdown(report: dict) -> str:
     parts = [f"# Revision report: {markdown_escape(report['study'])}\n"]
-    waiting = waiting_note(report)
-    if waiting:
-        parts.append(f"\n{waiting}\n")
+    for note in left_out_notes(report):
+        parts.append(f"\n{note}\n")
     for table, title in TABLES.items():
         rows = table_rows(report, table)
         columns = _shown_columns(rows)
@@ -427,7 +452,9 @@ def _markdown_cell(row: dict, column: str) -> str:
 
 
 def revision_latex(report: dict) -> str:
-    parts = []
+    # What the tables leave out, as comments above them: said in the file, not in the paper.
+    left_out = left_out_notes(report)
+    parts = ["".join(f"% {note}\n" for note in left_out)] if left_out else []
     for table, title in TABLES.items():
         rows = table_rows(report, table)
         columns = _shown_columns(rows)

@@ -14,10 +14,11 @@ import numpy as np
 from django.db.models import Count
 
 from annotate.revision.counting import (
-    WaitingForKind,
+    LeftOut,
     counted_rerating_q,
     counted_session_q,
     rerating_is_own,
+    study_blocked,
     study_waiting_for_kind,
 )
 from annotate.revision.models import (
@@ -193,7 +194,8 @@ class RevisionReads:
     """Everything a study's report is computed from, read as of one moment (revision_reads)."""
 
     turns: TurnData
-    waiting_for_kind: WaitingForKind
+    waiting_for_kind: LeftOut
+    blocked: LeftOut  # finished work of accounts blocked now
     category_run: RevisionJudgeRun | None  # the latest finished instruction-category run
     error_run: RevisionJudgeRun | None  # the latest finished error-category run
     rating_runs: list[RevisionJudgeRun]  # every finished rating run, by id
@@ -214,6 +216,7 @@ def revision_reads(*, study: Study) -> RevisionReads:
         return RevisionReads(
             turns=turns_read(study=study),
             waiting_for_kind=study_waiting_for_kind(study=study),
+            blocked=study_blocked(study=study),
             category_run=category_run,
             error_run=error_run,
             rating_runs=rating_runs,

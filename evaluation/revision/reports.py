@@ -408,6 +408,8 @@ def revision_report_build(
         "untyped_turns": sum(1 for kind in data.instruction_type if not kind),
         # Finished work of accounts whose kind is not decided: in none of the figures below.
         "waiting_for_kind": read.waiting_for_kind.as_dict(),
+        # Finished work of accounts an admin blocked: in none of the figures while it lasts.
+        "blocked": read.blocked.as_dict(),
         "rating_codes": {name: code for name, code in RATING_CODES.items()},
         "table2": table2(data),
         "sessions_without_turns": sessions_without_turns(data),

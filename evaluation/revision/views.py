@@ -49,6 +49,7 @@ from evaluation.revision import figures
 from evaluation.revision.formats import (
     FORMATS,
     TABLES,
+    blocked_note,
     column_title,
     display,
     interval,
@@ -151,6 +152,7 @@ def report_page(request: HttpRequest, study_id: int) -> HttpResponse:
             request.GET.get("sessions_page")
         ),
         "waiting_note": waiting_note(report),
+        "blocked_note": blocked_note(report),
         # Read only for the note about waiting work (the page's queries stay fixed otherwise).
         "is_admin": bool(waiting_note(report)) and is_admin(request.user),
     }

@@ -141,13 +141,17 @@ def percentile_interval(samples: np.ndarray, level: float) -> tuple[np.ndarray, 
     `samples` has shape (n_resamples, k); NaN marks a resample where the statistic is
     undefined. Bounds are the (1 - level)/2 and (1 + level)/2 quantiles (numpy's default
     linear interpolation) of the defined resamples. A column where fewer than half of the
-    resamples are defined gets NaN for both bounds.
+    resamples are defined gets NaN for both bounds, and so does one whose defined resamples
+    all give the same value (`no_spread`): its clusters differ in nothing the statistic reads
+    (every item in full agreement, every reply right, each instruction at the same ratio), so
+    the interval would be [x, x], read as certainty where the bootstrap measured no spread.
     """
     _check_level(level)
     samples = np.asarray(samples, dtype=np.float64)
     lower = np.full(samples.shape[1], np.nan)
     upper = np.full(samples.shape[1], np.nan)
     enough = 2 * np.count_nonzero(~np.isnan(samples), axis=0) >= max(samples.shape[0], 1)
+    enough &= ~no_spread(samples)
     if samples.shape[0] and enough.any():
         alpha = (1.0 - level) / 2.0
         with warnings.catch_warnings():
@@ -155,6 +159,22 @@ def percentile_interval(samples: np.ndarray, level: float) -> tuple[np.ndarray, 
             bounds = np.nanquantile(samples[:, enough], [alpha, 1.0 - alpha], axis=0)
         lower[enough], upper[enough] = bounds[0], bounds[1]
     return lower, upper
+
+
+def no_spread(samples: np.ndarray) -> np.ndarray:
+    """Return, per column of bootstrap `samples` (shape (n_resamples, k), NaN undefined),
+    whether every defined resample gives the same value, up to rounding (a relative 1e-9:
+    the same ratio summed in another order differs in its last bits). A column with no
+    defined resample has no spread either. Returns bool of shape (k,)."""
+    samples = np.asarray(samples, dtype=np.float64)
+    if samples.shape[0] == 0:
+        return np.ones(samples.shape[1], dtype=bool)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN column
+        high, low = np.nanmax(samples, axis=0), np.nanmin(samples, axis=0)
+    with np.errstate(invalid="ignore"):
+        same = high - low <= 1e-9 * np.maximum(1.0, np.abs(high))
+    return same | np.isnan(high)
 
 
 def too_few_clusters(denominators: np.ndarray, strata: np.ndarray | None = None) -> np.ndarray:

@@ -221,6 +221,23 @@ def kappa_resampler(counts: np.ndarray, clusters: np.ndarray) -> Callable[[np.nd
     return resample
 
 
+# Why kappa_interval gives no interval (KappaInterval.missing).
+NO_INTERVAL_NO_ITEMS = "no_items"
+NO_INTERVAL_ONE_CLUSTER = "one_cluster"
+NO_INTERVAL_UNDEFINED = "undefined"
+NO_INTERVAL_NO_SPREAD = "no_spread"
+
+
+@dataclass(frozen=True)
+class KappaInterval:
+    """A bootstrap interval of kappa; both bounds None with `missing` saying why (one of the
+    NO_INTERVAL_* codes), "" when there is one."""
+
+    low: float | None
+    high: float | None
+    missing: str = ""
+
+
 def kappa_ci(
     counts: np.ndarray,
     clusters: np.ndarray,
@@ -229,35 +246,52 @@ def kappa_ci(
     n_resamples: int = 1000,
     level: float = 0.95,
 ) -> tuple[float | None, float | None]:
+    """Return `kappa_interval`'s bounds: (low, high), or (None, None) when it has none."""
+    found = kappa_interval(counts, clusters, rng, n_resamples=n_resamples, level=level)
+    return found.low, found.high
+
+
+def kappa_interval(
+    counts: np.ndarray,
+    clusters: np.ndarray,
+    rng: np.random.Generator,
+    *,
+    n_resamples: int = 1000,
+    level: float = 0.95,
+) -> KappaInterval:
     """Return a percentile bootstrap CI of Fleiss' kappa, resampling whole clusters.
 
     `counts` is the table of `fleiss_kappa`; `clusters` gives each item's cluster id (the
     instruction), 0..K-1; ids used by no item are ignored. Each resample draws the clusters
     with replacement (weights from `cluster_weights`, in chunks of bounded size) and computes
-    kappa as in `kappa_resamples`. Resamples where kappa is undefined (P_e = 1) are skipped;
-    the result is (None, None) when there are no items, when they all belong to one cluster
-    (every resample would draw the same items: an interval [κ, κ] with no spread measured) or
-    when fewer than half of the resamples are defined. Bounds are the (1 - level)/2 and (1 + level)/2 quantiles (linear interpolation).
+    kappa as in `kappa_resamples`. Resamples where kappa is undefined (P_e = 1) are skipped.
+    Bounds are the (1 - level)/2 and (1 + level)/2 quantiles (linear interpolation). There is
+    no interval (None, None, and `missing` says why) when there are no items, when they all
+    belong to one cluster (every resample would draw the same items), when fewer than half of
+    the resamples are defined, or when every defined resample gives the same kappa (items all
+    in full agreement, or every cluster split alike: `no_spread`): the last two would read
+    [κ, κ], certainty where the bootstrap measured no spread.
     """
     if n_resamples < 1:
         raise ValueError(f"n_resamples must be at least 1; got {n_resamples}")
     counts = np.asarray(counts)
     clusters = np.asarray(clusters)
     if counts.ndim == 2 and counts.shape[0] == 0:
-        return None, None
+        return KappaInterval(None, None, NO_INTERVAL_NO_ITEMS)
     if clusters.shape != (counts.shape[0],):
         raise ValueError(
             f"clusters must hold one id per item ({counts.shape[0]}); got shape {clusters.shape}"
         )
     distinct, dense_clusters = np.unique(clusters, return_inverse=True)
     if distinct.size < 2:
-        return None, None
+        return KappaInterval(None, None, NO_INTERVAL_ONE_CLUSTER)
     sums = _cluster_sums(counts, dense_clusters.reshape(-1))
     n_clusters = sums.n_clusters
     samples = np.concatenate(
         [_weighted_kappa(sums, w) for w in weight_chunks(n_clusters, n_resamples, rng)]
-    )
-    lower, upper = percentile_interval(samples[:, None], level)
-    if np.isnan(lower[0]):
-        return None, None
-    return float(lower[0]), float(upper[0])
+    )[:, None]
+    lower, upper = percentile_interval(samples, level)
+    if not np.isnan(lower[0]):
+        return KappaInterval(float(lower[0]), float(upper[0]))
+    defined = 2 * np.count_nonzero(~np.isnan(samples)) >= samples.shape[0]
+    return KappaInterval(None, None, NO_INTERVAL_NO_SPREAD if defined else NO_INTERVAL_UNDEFINED)

@@ -95,8 +95,9 @@ def binary_metric_intervals(
     drawn together (the re-ratings of one turn). Each resample draws as many clusters as there
     are with replacement (weights from `cluster_weights`) and computes the metrics of
     `binary_metrics` on their items; a resample where a metric is undefined (NaN) is left out
-    of its interval, which is (NaN, NaN) when fewer than half of the resamples define it
-    (`percentile_interval`), or when fewer than two clusters take part in it (those with an
+    of its interval, which is (NaN, NaN) when fewer than half of the resamples define it or
+    every one gives the same value (`percentile_interval`: no spread measured, e.g. a judge
+    right on every turn), or when fewer than two clusters take part in it (those with an
     item in its denominator: all of them for accuracy and the shares predicted good/bad,
     those predicted good for precision, the good ones for recall, those good or predicted
     good for F1): every resample would then give the same figure, an interval [x, x] with no

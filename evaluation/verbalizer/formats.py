@@ -295,13 +295,19 @@ def _agreement_notes(report: dict) -> list[str]:
 
 
 def _kappa_na_notes(rows: list[dict]) -> list[str]:
-    """Say why each n/a kappa is undefined, as the Markdown's note column does: the LaTeX table
-    has no room for that column, and a pasted table must keep the reason."""
+    """Say why each n/a kappa is undefined, and why a defined one's interval is n/a, as the
+    Markdown's note column does: the LaTeX table has no room for that column, and a pasted
+    table must keep the reason."""
     cells: dict[str, list[str]] = {}
+    intervals: dict[str, list[str]] = {}
     for row in rows:
         if row["kappa"] is None:
             cells.setdefault(row["note"], []).append(f"{row['source']}, {row['dataset']}")
-    return [f"Kappa n/a ({'; '.join(found)}): {why}." for why, found in cells.items()]
+        elif row["ci_low"] is None and row["note"]:
+            intervals.setdefault(row["note"], []).append(f"{row['source']}, {row['dataset']}")
+    return [f"Kappa n/a ({'; '.join(found)}): {why}." for why, found in cells.items()] + [
+        f"{'; '.join(found)}: {why}." for why, found in intervals.items()
+    ]
 
 
 def _latex_interval(low, high) -> str:

@@ -42,7 +42,8 @@ from annotate.verbalizer.models import (
 )
 from evaluation.caching import cache_get_or_build, computation_version
 from evaluation.selectors.snapshot import read_snapshot
-from evaluation.stats.kappa import fleiss_kappa, kappa_ci
+from evaluation.stats import kappa as kappa_stats
+from evaluation.stats.kappa import fleiss_kappa, kappa_interval
 from evaluation.verbalizer.parsing import INVALID, NEGATIVE, POSITIVE, parse_lenient, parse_strict
 from evaluation.verbalizer.scoring import (
     LEVEL,
@@ -65,8 +66,21 @@ HUMAN_INHOUSE = "human-inhouse"
 HUMAN_INHOUSE_MAJORITY = "human-inhouse-majority"
 HUMAN_CROWD = "human-crowd"
 HUMAN_CROWD_MAJORITY = "human-crowd-majority"
-# (answers, majority) per group of people, in the order tables and figures show them.
 NO_REPEATED_ANSWERS = "no prompt has two answers or more"
+# Why a defined kappa has no interval (kappa_interval's codes), in the row's note: every
+# export then says it beside its n/a, null or empty interval.
+NO_KAPPA_INTERVAL = {
+    kappa_stats.NO_INTERVAL_ONE_CLUSTER: (
+        "its prompts are all of one item, which every resample draws"
+    ),
+    kappa_stats.NO_INTERVAL_NO_SPREAD: (
+        "every resample gives the same kappa (each item's prompts answered alike: all in full "
+        "agreement, or all split the same way), so the bootstrap measures no spread, which is "
+        "not certainty"
+    ),
+    kappa_stats.NO_INTERVAL_UNDEFINED: "fewer than half of the resamples define kappa",
+}
+# (answers, majority) per group of people, in the order tables and figures show them.
 PEOPLE_SOURCES = (
     (HUMAN, HUMAN_MAJORITY),
     (HUMAN_INHOUSE, HUMAN_INHOUSE_MAJORITY),
@@ -471,10 +485,14 @@ def _kappa_with_ci(rec: Records, selected: np.ndarray, bootstrap: dict) -> dict:
     if counts.shape[0]:
         item_of_prompt = np.zeros(prompt_keys.size, dtype=np.int64)
         item_of_prompt[prompt_index] = rec.item[rows]
-        low, high = kappa_ci(
+        found = kappa_interval(
             counts, item_of_prompt[kept], np.random.default_rng(bootstrap["seed"]),
             n_resamples=bootstrap["resamples"], level=bootstrap["level"],
         )  # fmt: skip
+        low, high = found.low, found.high
+        if found.missing and result.kappa is not None:  # an undefined kappa's note says why
+            why = f"95% CI n/a: {NO_KAPPA_INTERVAL[found.missing]}"
+            note = f"{note}; {why}" if note else why
     return {
         "kappa": result.kappa,
         "ci_low": low,

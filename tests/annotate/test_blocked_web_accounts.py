@@ -9,14 +9,15 @@ from django.utils import timezone
 from annotate.crowd.services import review
 from annotate.errors import WorkerBlockedError
 from annotate.models import AnnotatorKind, Assignment
-from annotate.revision.models import CallStatus, RevisionSession
+from annotate.revision.models import CallStatus, RevisionSession, Turn
 from annotate.revision.services.sessions import (
     call_retry,
     session_assign,
     session_finish,
     turn_rate,
+    turn_withdraw,
 )
-from annotate.roles import ANNOTATOR
+from annotate.roles import ANNOTATOR, RESEARCHER
 from annotate.selectors.results import counted_human_answers
 from annotate.services import assignments as assignment_services
 from annotate.verbalizer.models import HumanAnswer
@@ -350,3 +351,40 @@ def test_revision_home_shows_a_blocked_account_the_notice_and_only_continue(
     review.worker_unblock(annotator_id=annotator.pk, user=admin)
     page = client.get(home).text
     assert BLOCKED not in page and "Continue" in page
+
+
+def test_a_blocked_accounts_failed_instruction_is_kept_not_withdrawn(
+    client, kiwi, admin, django_capture_on_commit_callbacks
+):
+    """Withdrawing deleted the turn and put its text back in the instruction box, which a
+    blocked account is not shown: the instruction it had sent was gone for good. Blocked, the
+    page offers no Withdraw, a withdrawal is refused, and the turn stays for the researchers'
+    read-only page; unblocked, Withdraw is back."""
+    capture = django_capture_on_commit_callbacks
+    user = UserFactory(username="kiwi-withdraw", roles=[ANNOTATOR])
+    annotator = assignment_services.annotator_of_annotator_user(user=user)
+    annotator.kind = AnnotatorKind.CROWD
+    annotator.save(update_fields=["kind"])
+    with capture(execute=True):
+        session = session_assign(study=kiwi, user=user, now=timezone.now())
+    turn = instruct(capture, session, user, "Cite the 2019 survey.")
+    Turn.objects.filter(pk=turn.pk).update(call_status=CallStatus.FAILED, call_error="down")
+    review.worker_block(annotator_id=annotator.pk, reason="copied answers", user=admin)
+    client.force_login(user)
+    url = reverse("revision:session", args=[session.pk])
+    withdraw = reverse("revision:withdraw", args=[session.pk])
+
+    page = client.get(url).text
+    assert 'id="withdraw"' not in page and withdraw not in page and 'id="instruction-kept"' in page
+    refused = client.post(withdraw)
+    assert refused.status_code == 403 and "it stays in the session" in refused.text
+    with pytest.raises(WorkerBlockedError):
+        turn_withdraw(session_id=session.pk, user=user)
+    assert Turn.objects.get(pk=turn.pk).instruction == "Cite the 2019 survey."
+    client.force_login(UserFactory(username="kiwi-reader", roles=[RESEARCHER]))
+    read = client.get(reverse("revision:session-read", args=[session.pk])).text
+    assert "Cite the 2019 survey." in read
+
+    review.worker_unblock(annotator_id=annotator.pk, user=admin)
+    client.force_login(user)
+    assert 'id="withdraw"' in client.get(url).text

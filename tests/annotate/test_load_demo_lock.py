@@ -1,10 +1,12 @@
-"""Two `load_demo` at once (`make run` in two terminals): the second waits for the first."""
+"""Two `load_demo` at once (`make run` in two terminals): the second waits for the first, its
+migrations (`--migrate`) included."""
 
 from __future__ import annotations
 
 import fcntl
 import queue
 import threading
+from unittest import mock
 
 import pytest
 from django.core.management import call_command
@@ -49,7 +51,7 @@ def test_a_load_started_during_another_waits_for_it_then_adds_nothing_twice(sett
     thread = threading.Thread(target=second_load)
     thread.start()
     try:
-        assert out.written.get(timeout=120).startswith("Waiting for another load_demo to end")
+        assert out.written.get(timeout=120).startswith("Waiting for another set-up to end")
         assert not Benchmark.objects.filter(name=DEMO_BENCHMARK).exists()
     finally:
         first_load.close()  # the first load ends
@@ -57,3 +59,31 @@ def test_a_load_started_during_another_waits_for_it_then_adds_nothing_twice(sett
     assert not thread.is_alive() and errors == []
     assert Benchmark.objects.filter(name=DEMO_BENCHMARK).count() == 1
     assert Endpoint.objects.filter(name=DEMO_ENDPOINT).count() == 1
+
+
+def _held_by_another(path) -> bool:
+    with open(path, "a") as probe:
+        try:
+            fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(probe, fcntl.LOCK_UN)
+        return False
+
+
+@pytest.mark.django_db
+def test_migrate_runs_under_the_set_up_lock_before_the_load(settings, tmp_path):
+    # Two `make run` on a fresh VAR_DIR both migrated at once: one failed with
+    # 'table "django_content_type" already exists' on SQLite.
+    settings.DEBUG = True
+    settings.VAR_DIR = tmp_path
+    seen = []
+
+    def migrate(name, **options):
+        seen.append((name, _held_by_another(tmp_path / LOCK_FILE_NAME)))
+        assert not Benchmark.objects.filter(name=DEMO_BENCHMARK).exists()
+
+    with mock.patch("annotate.management.commands.load_demo.call_command", migrate):
+        call_command("load_demo", "--migrate", stdout=_Lines())
+    assert seen == [("migrate", True)]
+    assert Benchmark.objects.filter(name=DEMO_BENCHMARK).count() == 1

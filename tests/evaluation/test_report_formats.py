@@ -416,15 +416,19 @@ def test_every_reports_no_interval_note_gives_the_same_reasons():
     from evaluation.revision.formats import UNDEFINED_NOTE
     from evaluation.verbalizer.formats import INTERVAL_NA_NOTE as VERBALIZER_NOTE
 
-    reasons = "take part in it (every resample would give the figure itself), fewer than half "
+    reasons = "take part in it (every resample would give the figure itself), every resample "
+    no_spread = "the bootstrap measured no spread, which is not certainty), fewer than half "
     for note in (INTERVAL_NA_NOTE, VERBALIZER_NOTE, UNDEFINED_NOTE):
         assert " has no interval: fewer than two " in note and reasons in note
+        assert no_spread in note
     assert "two instructions take part" in INTERVAL_NA_NOTE
     assert "two items take part" in VERBALIZER_NOTE
     assert UNDEFINED_NOTE.endswith(
         "A figure without brackets has no interval: fewer than two turns take part in it "
-        "(every resample would give the figure itself), fewer than half of the resamples "
-        "define it, or none were drawn."
+        "(every resample would give the figure itself), every resample gave the same value "
+        "(its turns differ in nothing it reads, e.g. all in full agreement or all right: the "
+        "bootstrap measured no spread, which is not certainty), fewer than half of the "
+        "resamples define it, or none were drawn."
     )
 
 

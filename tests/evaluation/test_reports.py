@@ -158,7 +158,9 @@ def test_leaderboard_has_each_expert_the_majorities_and_the_judge_with_cis(bench
     judge = _one(report, "leaderboard", source="judge", system="alpha", subset="overall")
     assert judge["drfr"] == pytest.approx(3 / 5)
     for row in _rows(report, "leaderboard", subset="overall"):
-        if row["source"] != "crowd-majority":  # the crowd labelled one instruction: no CI
+        # The crowd labelled one instruction, and a DRFR of 0 or 1 is the same in every
+        # resample: no CI (test_a_subset_of_one_instruction_has_no_interval_not_a_point).
+        if row["source"] != "crowd-majority" and row["drfr"] not in (0.0, 1.0):
             assert row["ci_low"] <= row["drfr"] + 1e-12 <= row["ci_high"] + 2e-12
     crowd = _rows(report, "leaderboard", source="crowd-majority")
     assert {(r["system"], r["subset"], r["drfr"]) for r in crowd} == {
@@ -748,7 +750,12 @@ def test_a_subset_of_one_instruction_has_no_interval_not_a_point(bench):
     assert judge["drfr"] is not None
     overall = _rows(report, "leaderboard", subset="overall")
     # The crowd labelled the easy instruction only: overall too is one instruction for it.
-    assert {r["source"] for r in overall if r["ci_low"] is None} == {"crowd-majority"}
+    # The others with none answered YES to every question (or NO to every one) of both
+    # instructions: every resample gives the same DRFR, no spread measured (it read [1, 1]).
+    without = {(r["source"], r["system"], r["drfr"]) for r in overall if r["ci_low"] is None}
+    assert {source for source, _, drfr in without if drfr not in (0.0, 1.0)} <= {"crowd-majority"}
+    assert ("crowd-majority", "alpha", 1.0) in without and ("expert-1", "alpha", 1.0) in without
+    assert all(r["ci_low"] < r["ci_high"] for r in overall if r["ci_low"] is not None)
     easy = _one(report, "agreement", protocol="ds", group="expert", subset="easy")
     assert easy["fleiss_kappa"] is not None and easy["items"] == 1
     assert (easy["ci_low"], easy["ci_high"]) == (None, None)

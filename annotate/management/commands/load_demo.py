@@ -3,6 +3,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from django.conf import settings
+from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.utils.module_loading import import_string
 
@@ -18,7 +19,7 @@ from annotate.services.demo import (
 from annotate.services.demo_data import demo_benchmark_load, demo_users_create
 from annotate.verbalizer.demo import demo_verbalizer_create
 
-LOCK_FILE_NAME = "load-demo.lock"
+LOCK_FILE_NAME = "setup.lock"
 
 
 class Command(BaseCommand):
@@ -35,32 +36,41 @@ class Command(BaseCommand):
             default="http://127.0.0.1:8000",
             help="Where the app is served, for the printed links (make run passes HOST and PORT).",
         )
+        parser.add_argument(
+            "--migrate",
+            action="store_true",
+            help="Apply the migrations first, under the same lock (make run).",
+        )
 
     def handle(self, *args, **options):
         if not settings.DEBUG and not options["allow_production"]:
             raise CommandError(
                 "Refusing to create demo accounts with known passwords: DEBUG is off."
             )
-        with self._one_load_at_a_time():
+        with self._one_setup_at_a_time():
+            if options["migrate"]:
+                call_command("migrate", interactive=False, stdout=self.stdout, stderr=self.stderr)
             self._load(base=options["base_url"].rstrip("/"))
 
     @contextmanager
-    def _one_load_at_a_time(self) -> Iterator[None]:
-        """Hold an exclusive flock on VAR_DIR/load-demo.lock for the whole load.
+    def _one_setup_at_a_time(self) -> Iterator[None]:
+        """Hold an exclusive flock on VAR_DIR/setup.lock for the whole load (and `--migrate`).
 
         Two loads at once (`make run` in two terminals) checked for the same missing rows and
         both made them: an error ("an endpoint named 'demo-fake' exists already"), the demo's runs
         twice, or, on SQLite, "database is locked" after the busy timeout, each load taking the
-        write lock again the moment it let it go. The second load now waits for the first, then
-        finds everything made (the load is safe to run again). The kernel drops the lock however
-        the process ends."""
+        write lock again the moment it let it go. Two migrates at once on a fresh database both
+        saw no table and one failed (`table "django_content_type" already exists`), so
+        `make run` migrates under the same lock. The second now waits for the first, then finds
+        everything made (the load is safe to run again). The kernel drops the lock however the
+        process ends."""
         path = settings.VAR_DIR / LOCK_FILE_NAME
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "a") as lock_file:
             try:
                 fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                self.stdout.write(f"Waiting for another load_demo to end ({path} is locked).")
+                self.stdout.write(f"Waiting for another set-up to end ({path} is locked).")
                 self.stdout.flush()
                 fcntl.flock(lock_file, fcntl.LOCK_EX)
             yield

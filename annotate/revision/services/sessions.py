@@ -14,7 +14,13 @@ from django.db import IntegrityError, connections, router, transaction
 from django.db.models import Exists, OuterRef, Subquery
 
 from annotate.compiled import CompiledQuery, prepared_cursor
-from annotate.errors import ConflictError, NotFoundError, NoWorkError, SubmissionError
+from annotate.errors import (
+    ConflictError,
+    NotFoundError,
+    NoWorkError,
+    SubmissionError,
+    WorkerBlockedError,
+)
 from annotate.revision.dispatch import generation_enqueue
 from annotate.revision.history import next_previous_answer
 from annotate.revision.models import (
@@ -33,7 +39,7 @@ from annotate.revision.models import (
     StudySystem,
     Turn,
 )
-from annotate.services.assignments import account_block_check
+from annotate.services.assignments import account_block_check, account_blocked
 
 # A form sent for a step the session has left (another tab moved it on): refused, not applied
 # to the step the session is at now.
@@ -41,6 +47,12 @@ OUT_OF_DATE = "this page was out of date: reload"
 
 # An answer still pending after this long (a worker or process died) is shown as failed.
 STALE_AFTER = timedelta(seconds=settings.REVISION_CALL_TIMEOUT_SECONDS)
+
+WITHDRAW_REFUSED_BLOCKED = (
+    "Your account is blocked from new work here, so an instruction withdrawn now could not be "
+    "sent again: it stays in the session as you sent it, where the researchers can read it. "
+    "Once the block is lifted you may retry it or withdraw it."
+)
 
 
 def session_for_annotator(*, session_id: int, user: AbstractBaseUser, lock: bool = False):
@@ -292,10 +304,16 @@ def call_retry(*, session_id: int, user: AbstractBaseUser, now: datetime) -> Non
 def turn_withdraw(*, session_id: int, user: AbstractBaseUser) -> Turn:
     """Take back the last instruction when its model call failed (the model keeps failing):
     the turn had no answer and no rating, so nothing measured is lost; the annotator may send
-    it again later, write another, or end the session. Returns the withdrawn (deleted) turn."""
+    it again later, write another, or end the session. Returns the withdrawn (deleted) turn.
+
+    An account an admin blocked is refused (WorkerBlockedError): it can send no instruction,
+    so a withdrawn one would be lost; the turn stays as sent, read on the session's read-only
+    page, to be retried or withdrawn once the block is lifted."""
     session = session_for_annotator(session_id=session_id, user=user, lock=True)
     if session.status != SessionStatus.ACTIVE:
         raise ConflictError(_ended(session))
+    if account_blocked(user):
+        raise WorkerBlockedError(WITHDRAW_REFUSED_BLOCKED)
     last = _last_turn(session)
     if last is None or last.call_status != CallStatus.FAILED or last.rating:
         raise ConflictError("only an instruction whose model call failed can be withdrawn")

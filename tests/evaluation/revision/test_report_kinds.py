@@ -392,3 +392,46 @@ def test_a_blocked_raters_re_rating_leaves_table_5_until_it_is_unblocked(
     assert human_accuracy() == (1.0, 0)
     review.worker_unblock(annotator_id=newbie.annotator.pk, user=admin_user)
     assert human_accuracy() == (0.5, 0)
+
+
+BLOCKED_NOTE = (
+    "1 finished session by 1 annotator and 1 re-rating by 1 annotator whose account an admin "
+    "blocked are left out of every table and figure; they count again once the account is "
+    "unblocked."
+)
+
+
+def test_the_report_says_how_much_blocked_accounts_work_it_left_out(
+    client, tmp_path, newbie, admin_user
+):
+    """A blocked account's session and re-rating left the tables without a word: the report
+    read as if nobody had done them. The page and every file now say how many, by how many
+    accounts, and once unblocked say nothing."""
+    study = sample_study(tmp_path)
+    web_session(study, newbie)
+    Rerating.objects.create(
+        turn=Turn.objects.order_by("id").first(), annotator=newbie, rating="bad",
+        status="done", created_at=timezone.now(),
+    )  # fmt: skip
+    decide(newbie, AnnotatorKind.CROWD)  # a block is of a crowd worker
+    block(newbie, admin_user)
+    report = revision_report_build(study=study, n_resamples=10)
+    assert report["blocked"] == {"sessions": 1, "annotators": 1, "reratings": 1, "raters": 1}
+    assert report["waiting_for_kind"]["sessions"] == 0
+    client.force_login(admin_user)
+    page = client.get(reverse("revision-reports:report", args=[study.pk])).text
+    assert f'id="blocked-work">{BLOCKED_NOTE}' in page
+    files = {
+        fmt: client.get(reverse("revision-reports:download", args=[study.pk, fmt])).text
+        for fmt in ("json", "csv", "latex", "md")
+    }
+    assert json.loads(files["json"])["blocked"]["sessions"] == 1
+    assert "# blocked\r\nsessions,annotators,reratings,raters\r\n1,1,1,1\r\n" in files["csv"]
+    assert f"% {BLOCKED_NOTE}\n" in files["latex"]
+    assert f"\n{BLOCKED_NOTE}\n" in files["md"]
+
+    review.worker_unblock(annotator_id=newbie.annotator.pk, user=admin_user)
+    page = client.get(reverse("revision-reports:report", args=[study.pk])).text
+    assert 'id="blocked-work"' not in page
+    md = client.get(reverse("revision-reports:download", args=[study.pk, "md"])).text
+    assert "blocked" not in md

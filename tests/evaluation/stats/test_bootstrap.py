@@ -5,6 +5,7 @@ from evaluation.stats import cluster_weights, ratio_ci
 from evaluation.stats.bootstrap import (
     WeightStream,
     mean_ratio_ci,
+    no_spread,
     percentile_interval,
     ratio_resamples,
     too_few_clusters,
@@ -248,3 +249,18 @@ def test_mean_ratio_ci_of_one_item_per_stratum_has_no_interval():
         num, den, np.array([0, 0]), np.random.default_rng(0), n_groups=1, n_resamples=100
     )
     assert (lower[0], upper[0]) == (0.0, 1.0)
+
+
+def test_a_column_every_resample_gives_alike_has_no_interval_not_a_point():
+    """Each instruction at the same ratio (1 of 2 YES; all 3 YES): every resample gives the
+    estimate, and the interval was [x, x], no spread measured. Rounding of the sums (a
+    relative 1e-12) is no spread either; a column that varies keeps its interval."""
+    num = np.array([[1, 3, 1], [1, 3, 0], [1, 3, 2]])
+    den = np.array([[2, 3, 2], [2, 3, 2], [2, 3, 2]])
+    lower, upper = ratio_ci(num, den, np.random.default_rng(0), n_resamples=200)
+    assert np.isnan(lower[:2]).all() and np.isnan(upper[:2]).all()
+    assert lower[2] < 0.5 < upper[2]
+    samples = np.array([[0.3, 0.3], [0.3 + 1e-12, 0.3], [0.3, 0.31]])
+    assert no_spread(samples).tolist() == [True, False]
+    lower, upper = percentile_interval(samples, 0.9)
+    assert np.isnan(lower[0]) and not np.isnan(lower[1])

@@ -234,3 +234,13 @@ def test_kappa_ci_of_items_of_one_cluster_is_none_not_a_point():
     assert kappa_ci(counts, np.array([4, 4, 4]), np.random.default_rng(0)) == (None, None)
     low, high = kappa_ci(counts, np.array([0, 1, 2]), np.random.default_rng(0))
     assert low < high
+
+
+def test_kappa_ci_of_items_all_in_full_agreement_is_none_not_a_point():
+    """Six items of three clusters, every rater agreeing on each: kappa 1 in every resample
+    (P_e < 1 in most), so the interval was [1, 1] from six items, read as certainty where the
+    bootstrap measured no spread."""
+    counts = np.array([[3, 0], [0, 3], [3, 0], [0, 3], [3, 0], [0, 3]])
+    assert fleiss_kappa(counts).kappa == 1.0
+    clusters = np.array([0, 0, 1, 1, 2, 2])
+    assert kappa_ci(counts, clusters, np.random.default_rng(0)) == (None, None)

@@ -11,6 +11,11 @@ def test_report_page_figures_downloads_and_api(client, researcher, with_humans):
     assert page.status_code == 200
     assert b"unnatural flipped golden, CoT" in page.content
     assert b"-0.500" in page.content  # Fleiss' kappa of the people
+    # Both items split 2 to 1: kappa -0.5 in every resample, an interval n/a with why, not
+    # "-0.500 to -0.500".
+    agreement = page.content.decode().split('id="agreement"')[1].split("</table>")[0]
+    assert "<td>-0.500</td><td>n/a</td>" in agreement and "-0.500 to" not in agreement
+    assert "95% CI n/a: every resample gives the same kappa" in agreement
     assert b"(1,000 resamples, seed 0)" in page.content  # grouped, as the Markdown says it
     svg = client.get(reverse("verbalizer-reports:figure", args=[set_id, "groups", "svg"]))
     assert svg["Content-Type"] == "image/svg+xml" and b"human" in svg.content

@@ -10,13 +10,16 @@ from annotate.models import Annotator, System
 from annotate.verbalizer.models import SystemRun
 from annotate.verbalizer.services.sets import evaluation_set_create
 from evaluation.report_formats import markdown_escape
+from evaluation.stats.kappa import NO_INTERVAL_NO_SPREAD
 from evaluation.verbalizer.formats import report_as
-from evaluation.verbalizer.report import verbalizer_report
+from evaluation.verbalizer.report import NO_KAPPA_INTERVAL, verbalizer_report
 from tests.annotate.verbalizer.helpers import fill
 from tests.evaluation.verbalizer.conftest import answer
 from tests.latex import assert_latex_compiles, needs_pdflatex
 
 pytestmark = pytest.mark.django_db
+
+NO_SPREAD = NO_KAPPA_INTERVAL[NO_INTERVAL_NO_SPREAD]
 
 
 def row(rows, **match):
@@ -32,7 +35,8 @@ def test_rows_per_mapping_and_mode_by_hand(small_set):
     assert (golden["group"], golden["n"], golden["accuracy_strict"], golden["accuracy_lenient"]) == (
         "natural", 2, 1.0, 1.0,
     )  # fmt: skip
-    assert golden["ci_lenient"] == (1.0, 1.0)
+    # Right on both items in every resample: no spread measured, no interval (was [1, 1]).
+    assert golden["ci_lenient"] == (None, None)
     flipped = row(rows, system="m1", mapping="flipped-golden", mode="direct")
     # One wrong, one invalid: accuracy 0/1 under both rules, invalid 1/2.
     assert (flipped["accuracy_strict"], flipped["accuracy_lenient"]) == (0.0, 0.0)
@@ -88,8 +92,10 @@ def test_humans_all_answers_majority_and_kappa(with_humans):
     overall = row(report["agreement"], dataset="all")
     assert overall["kappa"] == pytest.approx(-0.5)
     assert (overall["source"], overall["items"], overall["raters"]) == ("human", 2, 3)
-    # Both items have the same counts, so every bootstrap resample of items has kappa -1/2.
-    assert (overall["ci_low"], overall["ci_high"]) == (pytest.approx(-0.5), pytest.approx(-0.5))
+    # Both items have the same counts, so every bootstrap resample of items has kappa -1/2:
+    # no spread measured, no interval (it read [-0.5, -0.5]), and the note says why.
+    assert (overall["ci_low"], overall["ci_high"]) == (None, None)
+    assert overall["note"] == f"95% CI n/a: {NO_SPREAD}"
     # In-house people only: no crowd rows.
     assert {a["source"] for a in report["agreement"]} == {"human"}
 
@@ -130,15 +136,22 @@ def test_agreement_formats(with_humans, capsys):
     report = verbalizer_report(evaluation_set=with_humans)
     rows = json.loads(report_as(report, "json", "agreement"))
     assert [(r["source"], r["dataset"]) for r in rows] == [("human", "SST-2"), ("human", "all")]
+    assert (rows[1]["ci_low"], rows[1]["ci_high"]) == (None, None)
+    assert rows[1]["note"] == f"95% CI n/a: {NO_SPREAD}"
     csv_lines = report_as(report, "csv", "agreement").splitlines()
     assert csv_lines[0] == "source,dataset,kappa,ci_low,ci_high,items,raters,raw_agreement,note"
+    # Every resample split alike: an interval n/a, not a zero-width "-0.500 to -0.500", with
+    # why beside it (the note column; under the LaTeX table, which has none) and under it.
     assert csv_lines[2].startswith("human,all,-0.5")
-    assert "| human | all | -0.500 | -0.500 to -0.500 | 2 | 3 |" in report_as(
-        report, "md", "agreement"
-    )
-    assert "human & all & -0.500 & [-0.500, -0.500] & 2 & 3 \\\\" in report_as(
-        report, "latex", "agreement"
-    )
+    assert csv_lines[2].endswith(f',,,2,3,0.0,"95% CI n/a: {NO_SPREAD}"')
+    md = report_as(report, "md", "agreement")
+    assert f"| human | all | -0.500 | n/a | 2 | 3 | 95% CI n/a: {NO_SPREAD} |" in md
+    latex = report_as(report, "latex", "agreement")
+    assert "human & all & -0.500 & n/a & 2 & 3 \\\\" in latex
+    assert "human, SST-2; human, all: 95\\% CI n/a: every resample gives the same kappa" in latex
+    for document in (md, latex):
+        assert "every resample gave the same value" in document
+        assert "-0.500 to -0.500" not in document and "[-0.500, -0.500]" not in document
     # The rows documents in LaTeX and Markdown end with the agreement table.
     assert "Fleiss' kappa" in report_as(report, "md") and "$\\kappa$" in report_as(report, "latex")
     call_command("verbalizer_report", "--set", "small", "--format", "csv", "--table", "agreement")
@@ -300,10 +313,11 @@ def test_an_n_a_interval_is_explained_under_its_table_in_markdown_and_latex(smal
     assert md.count(INTERVAL_NA_NOTE) == 1
     ModelAnswer.objects.filter(
         prompt__mapping__name="flipped-golden", prompt__mode="direct", reply="I cannot tell"
-    ).update(reply="negative")
+    ).update(reply="positive")
     md = report_as(verbalizer_report(evaluation_set=small_set), "md")
-    assert "| flipped-golden | direct | 2 | 0.0 | 0.0 | 0.0–0.0 | 0.0 |" in md
-    assert INTERVAL_NA_NOTE not in md
+    assert "| flipped-golden | direct | 2 | 50.0 | 50.0 | 0.0–100.0 | 0.0 |" in md
+    # golden direct, right on both items in every resample, has none: said once all the same.
+    assert md.count(INTERVAL_NA_NOTE) == 1
     people = {
         "set": "small",
         "agreement": [
@@ -483,7 +497,7 @@ def test_agreement_says_how_many_answered_prompts_it_left_out(with_humans):
     assert (found["items"], found["raters"]) == (1, 3)
     assert found["note"] == (
         "1 of the 2 prompts answered left out: kappa reads those with 3 answers each, the most "
-        "common number"
+        "common number; 95% CI n/a: its prompts are all of one item, which every resample draws"
     )
 
 

@@ -42,10 +42,14 @@ def test_accuracy_is_correct_over_valid_and_invalid_is_a_share_of_n():
     assert 0 <= low <= 2 / 3 <= high <= 1
 
 
-def test_an_all_correct_cell_has_the_interval_1_1_and_the_mask_is_respected():
+def test_an_all_correct_cell_has_no_interval_and_the_mask_is_respected():
+    """Every resample of an all-correct cell is 100 %: the interval read [1, 1], certainty
+    where the bootstrap measured no spread. None; the masked-out wrong item stays out."""
     rec = records(item=[1, 2, 3], group=["a"] * 3, valid=[1, 1, 1], correct=[1, 1, 0])
     (row,) = cells(rec, np.array([True, True, False]), ["group"])
-    assert (row["n"], row["accuracy_strict"], row["ci_strict"]) == (2, 1.0, (1.0, 1.0))
+    assert (row["n"], row["accuracy_strict"], row["ci_strict"]) == (2, 1.0, (None, None))
+    (row,) = cells(rec, np.ones(3, bool), ["group"])
+    assert row["ci_strict"][0] < row["ci_strict"][1]
 
 
 def test_majority_ties_are_invalid():
@@ -84,11 +88,12 @@ def test_a_group_is_the_mean_of_its_datasets_and_mappings_as_the_paper_averages(
 def test_a_groups_interval_is_of_the_same_mean_over_datasets_as_its_accuracy():
     """Dataset A (8 items, all right) and B (2 items, all wrong) read exactly 50 % in any
     resample holding both. Items drawn from all ten at once left B out of one resample in ten,
-    whose "mean" was A's 100 % alone: the interval read 50-100 % around an exact 50 %."""
+    whose "mean" was A's 100 % alone: the interval read 50-100 % around an exact 50 %. Drawn
+    within datasets every resample reads 50 %: no spread measured, no interval (not [50, 50])."""
     rec = records(item=list(range(10)), group=["g"] * 10, valid=[1] * 10, correct=[1] * 8 + [0] * 2)
     rec.dataset = np.array(["A"] * 8 + ["B"] * 2, dtype=object)
     (row,) = cells(rec, np.ones(10, bool), ["group"])
-    assert (row["accuracy_lenient"], row["ci_lenient"]) == (0.5, (0.5, 0.5))
+    assert (row["accuracy_lenient"], row["ci_lenient"]) == (0.5, (None, None))
 
 
 def test_a_groups_accuracy_counts_a_one_item_column_whatever_the_bootstrap_leaves_out():
