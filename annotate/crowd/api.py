@@ -833,7 +833,7 @@ class WorkerNotifyApi(AdminApi):
             child=serializers.CharField(),
             help_text="Web accounts (signed up on this site) sent nothing: they have no platform.",
         )
-        left_out = serializers.ListField(
+        unknown_ids = serializers.ListField(
             child=serializers.CharField(),
             help_text="Worker ids their platform never gives (typed into our task page's "
             "address), left out of its call: MTurk refuses a message naming one.",
@@ -861,7 +861,7 @@ class WorkerNotifyApi(AdminApi):
             user=request.user,
         )
         return Response(
-            {"failed": done.failed, "not_sent": done.not_sent, "left_out": done.left_out}
+            {"failed": done.failed, "not_sent": done.not_sent, "unknown_ids": done.unknown_ids}
         )
 
 

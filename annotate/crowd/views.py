@@ -756,8 +756,8 @@ def worker_action(request: HttpRequest, annotator_id: int) -> HttpResponse:
         )
         if done.not_sent:
             messages.warning(request, review_services.web_accounts_unreachable(done.not_sent))
-        if done.left_out:
-            messages.warning(request, review_services.ids_never_given(done.left_out))
+        if done.unknown_ids:
+            messages.warning(request, review_services.ids_never_given(done.unknown_ids))
         sent = "Message sent." if not done.failed else f"Not delivered: {done.failed}"
         messages.success(request, sent)
     else:

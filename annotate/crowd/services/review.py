@@ -1740,7 +1740,7 @@ class Notified:
     failed: list[str]  # platform worker ids their platform could not reach
     not_sent: list[str]  # names of the web accounts among them: no platform to message them on
     # Worker ids their platform never gives (platform_never_gave), left out of its call.
-    left_out: list[str] = field(default_factory=list)
+    unknown_ids: list[str] = field(default_factory=list)
 
 
 def web_accounts_unreachable(names: list[str]) -> str:
@@ -1782,12 +1782,12 @@ def workers_notify(*, annotator_ids: list[int], subject: str, message: str, user
     if len(workers) != len(set(annotator_ids)):
         raise NotFoundError("Some of these workers do not exist.")
     web_accounts = sorted(w.name for w in workers if not w.platform)
-    left_out = sorted(w.worker_id for w in workers if platform_never_gave(w))
+    unknown_ids = sorted(w.worker_id for w in workers if platform_never_gave(w))
     if not workers:
         raise AnnotateError("Name at least one worker to message.")
-    if len(web_accounts) + len(left_out) == len(workers):
+    if len(web_accounts) + len(unknown_ids) == len(workers):
         said = [web_accounts_unreachable(web_accounts)] if web_accounts else []
-        said += [ids_never_given(left_out)] if left_out else []
+        said += [ids_never_given(unknown_ids)] if unknown_ids else []
         raise ConflictError(" ".join(["Nothing was sent.", *said]))
     groups = _notify_groups([w for w in workers if w.platform and not platform_never_gave(w)])
     failed: list[str] = []
@@ -1795,7 +1795,7 @@ def workers_notify(*, annotator_ids: list[int], subject: str, message: str, user
         failed += get_platform(platform_name, user=user).workers_notify(
             worker_ids=ids, subject=subject.strip(), message=message.strip()
         )
-    return Notified(failed=failed, not_sent=web_accounts, left_out=left_out)
+    return Notified(failed=failed, not_sent=web_accounts, unknown_ids=unknown_ids)
 
 
 def _notify_groups(workers: list[Annotator]) -> list[tuple[str, list[str]]]:

@@ -160,9 +160,9 @@ def test_a_message_leaves_out_ids_mturk_never_gives_and_reaches_the_others(
         user=admin_user,
     )
 
-    assert done == review.Notified(failed=[], not_sent=[], left_out=["W-1"])
+    assert done == review.Notified(failed=[], not_sent=[], unknown_ids=["W-1"])
     assert [n["WorkerIds"] for n in fake_mturk.state.notifications] == [["AW1"]]
-    assert review.ids_never_given(done.left_out).startswith(
+    assert review.ids_never_given(done.unknown_ids).startswith(
         "Not sent to 1 worker id the platform never gives (W-1: "
     )
 
