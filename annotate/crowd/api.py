@@ -787,13 +787,20 @@ class WorkerApi(AdminApi):
         data.is_valid(raise_exception=True)
         values, user = data.validated_data, request.user
         if self.action == "block":
-            review.worker_block(annotator_id=annotator_id, reason=values["reason"], user=user)
-        else:
-            done = review.worker_unblock(
+            block = review.worker_block(
                 annotator_id=annotator_id, reason=values["reason"], user=user
             )
-            return Response({"ok": True, "restored": done.restored, "left_out": done.left_out})
-        return Response({"ok": True})
+            note = review.platform_not_told(block.annotator, done="blocked")
+            return Response({"ok": True, "platform_note": note})
+        done = review.worker_unblock(annotator_id=annotator_id, reason=values["reason"], user=user)
+        return Response(
+            {
+                "ok": True,
+                "restored": done.restored,
+                "left_out": done.left_out,
+                "platform_note": done.platform_note,
+            }
+        )
 
 
 class WorkerNotifyApi(AdminApi):
@@ -826,6 +833,11 @@ class WorkerNotifyApi(AdminApi):
             child=serializers.CharField(),
             help_text="Web accounts (signed up on this site) sent nothing: they have no platform.",
         )
+        unknown_ids = serializers.ListField(
+            child=serializers.CharField(),
+            help_text="Worker ids their platform never gives (typed into our task page's "
+            "address), left out of its call: MTurk refuses a message naming one.",
+        )
 
     @extend_schema(
         request=InputSerializer,
@@ -834,8 +846,8 @@ class WorkerNotifyApi(AdminApi):
             409: OpenApiResponse(
                 RefusalSerializer,
                 description="Nothing was sent: the worker is a web account, which no platform "
-                "can message, or works for us on the other MTurk endpoint than the one "
-                "MTURK_SANDBOX names now.",
+                "can message, has an id their platform never gives (which it refuses), or "
+                "works for us on the other MTurk endpoint than the one MTURK_SANDBOX names now.",
             ),
         },
     )
@@ -848,7 +860,9 @@ class WorkerNotifyApi(AdminApi):
             message=data.validated_data["message"],
             user=request.user,
         )
-        return Response({"failed": done.failed, "not_sent": done.not_sent})
+        return Response(
+            {"failed": done.failed, "not_sent": done.not_sent, "unknown_ids": done.unknown_ids}
+        )
 
 
 class CallListApi(AdminApi):

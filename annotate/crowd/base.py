@@ -87,6 +87,19 @@ class CrowdPlatform(Protocol):
         pays (MTurk's requester sandbox): their work counts nowhere and costs nothing."""
         ...
 
+    @staticmethod
+    def worker_id_issued(worker_id: str) -> bool:
+        """Whether the platform could have given a worker this id (MTurk: its WorkerId shape).
+
+        An id it could not have given was made up by whoever opened our page, and a platform
+        call naming it (a block, a message) is refused whole by the platform."""
+        ...
+
+    @staticmethod
+    def assignment_id_issued(assignment_id: str) -> bool:
+        """Whether the platform could have given an assignment this id (MTurk: its shape)."""
+        ...
+
     def account_balance(self) -> Decimal | None: ...
 
     def hit_type_create(self, *, spec: HitTypeSpec) -> str: ...

@@ -243,6 +243,15 @@ class FakePlatform:
     def on_sandbox() -> bool:
         return False  # the offline demo's work is the demo's real work, not a sandbox's
 
+    @staticmethod
+    def worker_id_issued(worker_id: str) -> bool:
+        """Any: its workers are whoever an admin plays (DEMOWORKER<n>), and it takes any id."""
+        return True
+
+    @staticmethod
+    def assignment_id_issued(assignment_id: str) -> bool:
+        return True
+
     @classmethod
     def reset(cls) -> None:
         """Forget everything: the platform starts afresh (tests; a demo's new database)."""

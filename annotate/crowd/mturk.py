@@ -45,6 +45,11 @@ THROTTLING_CODES = {
     "InternalFailure",
 }
 PAGE_SIZE = 100
+# MTurk's ids, as its service model gives them (CustomerId, EntityId), which botocore does not
+# check: a worker's is "A" then capitals or digits, an assignment's (and a HIT's) capitals or
+# digits, at most 64 characters. The service refuses a call naming any other (ValidationException).
+WORKER_ID = re.compile(r"A[A-Z0-9]{1,63}")
+ENTITY_ID = re.compile(r"[A-Z0-9]{1,64}")
 
 
 def endpoint_url() -> str:
@@ -101,6 +106,14 @@ class MTurkPlatform:
         """MTURK_SANDBOX, also when MTURK_ENDPOINT_URL overrides the address (the tests' fake
         server stands for whichever endpoint the setting names)."""
         return settings.MTURK_SANDBOX
+
+    @staticmethod
+    def worker_id_issued(worker_id: str) -> bool:
+        return WORKER_ID.fullmatch(worker_id) is not None
+
+    @staticmethod
+    def assignment_id_issued(assignment_id: str) -> bool:
+        return ENTITY_ID.fullmatch(assignment_id) is not None
 
     def __init__(self, client=None) -> None:
         self.client = client or _client(endpoint_url(), settings.MTURK_MAX_ATTEMPTS)

@@ -26,6 +26,16 @@ class SelfHostedPlatform:
     def on_sandbox() -> bool:
         return False
 
+    @staticmethod
+    def worker_id_issued(worker_id: str) -> bool:
+        """Any: the id is the recruiting site's (PROLIFIC_PID, workerId) or our anonymous one,
+        and its blocks are kept here only."""
+        return True
+
+    @staticmethod
+    def assignment_id_issued(assignment_id: str) -> bool:
+        return True
+
     def account_balance(self) -> Decimal | None:
         return None
 

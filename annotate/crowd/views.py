@@ -732,6 +732,8 @@ def worker_action(request: HttpRequest, annotator_id: int) -> HttpResponse:
     if action == "block":
         block = review_services.worker_block(annotator_id=annotator_id, reason=reason, user=user)
         messages.success(request, blocked_message(block.annotator.platform))
+        if note := review_services.platform_not_told(block.annotator, done="blocked"):
+            messages.warning(request, note)
         waiting = selectors.worker_unreviewed_count(annotator_id=annotator_id)
         if waiting and block.annotator.platform != "selfhosted":
             messages.warning(
@@ -743,6 +745,8 @@ def worker_action(request: HttpRequest, annotator_id: int) -> HttpResponse:
     elif action == "unblock":
         done = review_services.worker_unblock(annotator_id=annotator_id, reason=reason, user=user)
         messages.success(request, unblocked_message(done))
+        if done.platform_note:
+            messages.warning(request, done.platform_note)
     elif action == "notify":
         done = review_services.workers_notify(
             annotator_ids=[annotator_id],
@@ -752,6 +756,8 @@ def worker_action(request: HttpRequest, annotator_id: int) -> HttpResponse:
         )
         if done.not_sent:
             messages.warning(request, review_services.web_accounts_unreachable(done.not_sent))
+        if done.unknown_ids:
+            messages.warning(request, review_services.ids_never_given(done.unknown_ids))
         sent = "Message sent." if not done.failed else f"Not delivered: {done.failed}"
         messages.success(request, sent)
     else:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import NamedTuple
@@ -50,6 +50,7 @@ from annotate.crowd.models import (
 from annotate.crowd.platforms import (
     get_platform,
     platform_class,
+    platform_label,
     publication_endpoint_check,
     publication_platform,
     workers_endpoint_check,
@@ -1373,13 +1374,38 @@ def _worked_on(*, sandbox: bool) -> Q:
     )
 
 
+def platform_never_gave(worker: Annotator) -> bool:
+    """Whether the worker's id is one their platform never gives (CrowdPlatform.
+    worker_id_issued: on MTurk, an id someone typed into our task page's address, stored
+    before the page refused such ids). The platform refuses any call naming it: a block, an
+    unblock, a message to them and whoever is in the same call."""
+    if not worker.platform:
+        return False
+    return not platform_class(worker.platform).worker_id_issued(worker.worker_id)
+
+
+def platform_not_told(worker: Annotator, *, done: str) -> str:
+    """What the admin is told of a block or unblock (`done`: "blocked") kept on this site
+    alone because the platform never gave the worker's id; "" when the platform was told."""
+    if not platform_never_gave(worker):
+        return ""
+    name = platform_label(worker.platform)
+    return (
+        f"{name} was not told: it never gives a worker the id '{worker.worker_id}' (someone "
+        f"typed it into our task page's address) and refuses any call naming it. The worker "
+        f"is {done} on this site, which is the only place that id can work."
+    )
+
+
 def _worker_platform(worker: Annotator, *, user, verb: str, done: str):
     """The worker's platform, refused while it points at the other MTurk endpoint than the one
     the worker works for us on (workers_on_sandbox): a block or an unblock there would leave
     the account they work with as it was. None for a web account (platform ""), which has no
     platform account: get_platform("") is CROWD_BACKEND's, and MTurk refused its empty
-    WorkerId, so such an account could be neither blocked nor unblocked."""
-    if not worker.platform:
+    WorkerId, so such an account could be neither blocked nor unblocked. None too for an id
+    the platform never gives (platform_never_gave): it refused the call, so such a worker
+    could not be blocked at all; the block holds here, where alone that id can work."""
+    if not worker.platform or platform_never_gave(worker):
         return None
     sandbox = workers_on_sandbox(annotator_ids=[worker.pk])[worker.pk]
     if sandbox is not None:
@@ -1588,6 +1614,7 @@ _LOCK_NOT_AVAILABLE = "55P03"  # PostgreSQL: FOR UPDATE NOWAIT found the row loc
 class Unblocked:
     restored: int  # assignments that hold their slot and count again
     left_out: int  # their task was filled meanwhile: kept, counted nowhere, as late work
+    platform_note: str = ""  # the platform was not told: it never gave the id (platform_not_told)
 
 
 def worker_unblock(
@@ -1637,7 +1664,11 @@ def worker_unblock(
             else:
                 left_out += 1
         answers_restored, answers_left_out = _unblocked_answers_restored(worker)
-    return Unblocked(restored=restored + answers_restored, left_out=left_out + answers_left_out)
+    return Unblocked(
+        restored=restored + answers_restored,
+        left_out=left_out + answers_left_out,
+        platform_note=platform_not_told(worker, done="unblocked"),
+    )
 
 
 def _unblocked_answers_restored(worker: Annotator) -> tuple[int, int]:
@@ -1708,6 +1739,8 @@ def _turns_of(*, hit: Hit | None, study_id: int, channel: Annotator):
 class Notified:
     failed: list[str]  # platform worker ids their platform could not reach
     not_sent: list[str]  # names of the web accounts among them: no platform to message them on
+    # Worker ids their platform never gives (platform_never_gave), left out of its call.
+    unknown_ids: list[str] = field(default_factory=list)
 
 
 def web_accounts_unreachable(names: list[str]) -> str:
@@ -1718,11 +1751,24 @@ def web_accounts_unreachable(names: list[str]) -> str:
     )
 
 
+def ids_never_given(worker_ids: list[str]) -> str:
+    """What the admin is told of workers left out of a message: their platform never gives
+    their ids (platform_never_gave)."""
+    ids = f"{len(worker_ids)} worker id" + ("s" if len(worker_ids) != 1 else "")
+    return (
+        f"Not sent to {ids} the platform never gives ({', '.join(worker_ids)}: typed into "
+        "our task page's address): the platform refuses a message naming one, and everyone "
+        "else in it went unmessaged."
+    )
+
+
 def workers_notify(*, annotator_ids: list[int], subject: str, message: str, user) -> Notified:
-    """Message workers on their platform; return the worker ids it could not reach, and the
-    web accounts among them (platform ""), which were sent nothing: get_platform("") is
+    """Message workers on their platform; return the worker ids it could not reach, the web
+    accounts among them (platform ""), which were sent nothing: get_platform("") is
     CROWD_BACKEND's, where they have no account (MTurk refused the empty WorkerId, and the
-    platform workers of the same call went unmessaged). Refused when all are web accounts."""
+    platform workers of the same call went unmessaged), and the ids their platform never gives
+    (platform_never_gave), left out of its call, which MTurk refused whole for one of them.
+    Refused when none is left to message."""
     require_admin(user)
     if not subject.strip() or not message.strip():
         raise AnnotateError("A message to workers needs a subject and a text.")
@@ -1736,17 +1782,20 @@ def workers_notify(*, annotator_ids: list[int], subject: str, message: str, user
     if len(workers) != len(set(annotator_ids)):
         raise NotFoundError("Some of these workers do not exist.")
     web_accounts = sorted(w.name for w in workers if not w.platform)
+    unknown_ids = sorted(w.worker_id for w in workers if platform_never_gave(w))
     if not workers:
         raise AnnotateError("Name at least one worker to message.")
-    if len(web_accounts) == len(workers):
-        raise ConflictError(f"Nothing was sent. {web_accounts_unreachable(web_accounts)}")
-    groups = _notify_groups([w for w in workers if w.platform])
+    if len(web_accounts) + len(unknown_ids) == len(workers):
+        said = [web_accounts_unreachable(web_accounts)] if web_accounts else []
+        said += [ids_never_given(unknown_ids)] if unknown_ids else []
+        raise ConflictError(" ".join(["Nothing was sent.", *said]))
+    groups = _notify_groups([w for w in workers if w.platform and not platform_never_gave(w)])
     failed: list[str] = []
     for platform_name, ids in groups:
         failed += get_platform(platform_name, user=user).workers_notify(
             worker_ids=ids, subject=subject.strip(), message=message.strip()
         )
-    return Notified(failed=failed, not_sent=web_accounts)
+    return Notified(failed=failed, not_sent=web_accounts, unknown_ids=unknown_ids)
 
 
 def _notify_groups(workers: list[Annotator]) -> list[tuple[str, list[str]]]:

@@ -31,7 +31,7 @@ from annotate.crowd.models import (
     WorkerBlock,
     crowd_worker_q,
 )
-from annotate.crowd.platforms import demo_platform_in_use
+from annotate.crowd.platforms import demo_platform_in_use, platform_class, platform_label
 from annotate.errors import (
     AnnotateError,
     ConflictError,
@@ -204,18 +204,42 @@ def mturk_worker_admit(
 ) -> AdmittedWorker:
     """Check what MTurk added to an ExternalQuestion URL before any work is taken.
 
-    Refuses a HIT that is not ours, a turkSubmitTo outside MTurk, an assignment id the platform
-    reported for another worker or HIT, and a blocked worker. Whether the HIT has room for one
-    more worker is checked where the work is stored (`worker_slot_check`).
+    Refuses a HIT that is not ours, a turkSubmitTo outside MTurk, a worker or assignment id the
+    platform never gives, an assignment id the platform reported for another worker or HIT, and
+    a blocked worker. Whether the HIT has room for one more worker is checked where the work is
+    stored (`worker_slot_check`).
     """
     if hit.status != HitStatus.CREATED or hit_id != hit.hit_id:
         raise NotFoundError("This HIT is not one of ours.")
     submit_to = submit_base_checked(turk_submit_to, platform=hit.publication.platform)
+    platform_ids_check(
+        platform=hit.publication.platform, worker_id=worker_id, assignment_id=assignment_id
+    )
     _refuse_what_the_platform_contradicts(hit=hit, assignment_id=assignment_id, worker_id=worker_id)
     annotator = crowd_worker_get_or_create(platform=hit.publication.platform, worker_id=worker_id)
     return AdmittedWorker(
         annotator=annotator, submit_to=submit_to, assignment_id=assignment_id.strip()
     )
+
+
+def platform_ids_check(*, platform: str, worker_id: str, assignment_id: str) -> None:
+    """Refuse a workerId or assignmentId that the HIT's platform never gives (MTurk: "A" then
+    capitals or digits, at most 64 characters; its assignment ids capitals or digits): someone
+    made it up. Stored, such a worker could be neither blocked nor messaged on the platform,
+    which refuses a call naming the id, and a message to them with others fails for all.
+    An empty id is left to the checks that require one."""
+    issued = platform_class(platform)
+    name = platform_label(platform)
+    for field, value, ok in (
+        ("workerId", worker_id.strip(), issued.worker_id_issued),
+        ("assignmentId", assignment_id.strip(), issued.assignment_id_issued),
+    ):
+        if value and not ok(value):
+            shown = value if len(value) <= 70 else f"{value[:67]}..."
+            raise AnnotateError(
+                f"The {field} in this page's address, '{shown}', is not one {name} gives: "
+                f"nothing was taken. Open this task from {name}."
+            )
 
 
 def mturk_assignment_open(

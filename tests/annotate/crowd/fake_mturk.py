@@ -424,12 +424,16 @@ def _limits_check(operation: str, body: dict) -> None:
             continue
         rules = member.metadata
         if member.type_name == "string":
-            if "max" in rules and len(value) > rules["max"]:
-                raise _refused(name, value, f"have length less than or equal to {rules['max']}")
-            if "pattern" in rules and not re.search(rules["pattern"], value):
-                raise _refused(
-                    name, value, f"satisfy regular expression pattern: {rules['pattern']}"
-                )
+            broken = _string_broken(member, value)
+            if broken:
+                raise _refused(name, value, broken[0])
+        elif member.type_name == "list" and member.member.type_name == "string":
+            # AWS names every rule a list's member breaks, the list shown whole.
+            broken = [rule for item in value for rule in _string_broken(member.member, item)]
+            if broken:
+                shown = f"[{', '.join(value)}]"
+                rules_broken = ", ".join(dict.fromkeys(f"Member must {rule}" for rule in broken))
+                raise _refused(name, shown, f"satisfy constraint: [{rules_broken}]")
         elif member.type_name == "integer":
             low, high = rules.get("min", value), rules.get("max", value)
             if not low <= value <= high:
@@ -445,6 +449,17 @@ def _limits_check(operation: str, body: dict) -> None:
             body["QualificationRequirements"],
             f"have length less than or equal to {QUALIFICATIONS_MAX}",
         )
+
+
+def _string_broken(shape, value: str) -> list[str]:
+    """The rules of the service model's string `shape` that `value` breaks, worded as AWS
+    words them after "Member must" (MTurk's ids: CustomerId, EntityId)."""
+    rules, broken = shape.metadata, []
+    if "max" in rules and len(value) > rules["max"]:
+        broken.append(f"have length less than or equal to {rules['max']}")
+    if "pattern" in rules and not re.search(rules["pattern"], value):
+        broken.append(f"satisfy regular expression pattern: {rules['pattern']}")
+    return broken
 
 
 def _page(rows: list, body: dict) -> tuple[list, dict]:

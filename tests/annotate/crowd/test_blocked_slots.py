@@ -196,7 +196,7 @@ def test_the_pages_and_the_api_say_what_an_unblock_counted_again(client, link, a
     admin_client.post(url, {"action": "block", "reason": "r"})
     _held(link.batch.tasks.get().pk)
     api = admin_client.post(reverse("crowd-api:unblock", args=[worker]), {})
-    assert api.json() == {"ok": True, "restored": 0, "left_out": 1}
+    assert api.json() == {"ok": True, "restored": 0, "left_out": 1, "platform_note": ""}
 
 
 def test_approved_work_left_out_at_an_unblock_stays_in_the_paid_cost(client, link, admin):

@@ -1171,14 +1171,14 @@ def test_one_address_cannot_hold_many_forged_claims_on_a_hit(client, live, fake_
     worker elsewhere, accepted on the platform, still gets the task."""
     settings.CROWD_OPEN_CLAIMS_PER_ADDRESS = 2
     first, second = _hits(live)
-    assert _open(client, fake_mturk, first, "FAKE1", "FORGED1").status_code == 302
-    assert _open(client, fake_mturk, second, "FAKE1", "FORGED2").status_code == 302
-    refused = _open(client, fake_mturk, first, "FAKE2", "FORGED3")
+    assert _open(client, fake_mturk, first, "AFAKE1", "FORGED1").status_code == 302
+    assert _open(client, fake_mturk, second, "AFAKE1", "FORGED2").status_code == 302
+    refused = _open(client, fake_mturk, first, "AFAKE2", "FORGED3")
     assert refused.status_code == 429 and int(refused["Retry-After"]) > 0
     assert "Too many open tasks from your address (at most 2 at a time)" in refused.text
     assert not Assignment.objects.filter(platform_assignment_id="FORGED3").exists()
     # A reload of an open claim is no new claim.
-    assert _open(client, fake_mturk, first, "FAKE1", "FORGED1").status_code == 302
+    assert _open(client, fake_mturk, first, "AFAKE1", "FORGED1").status_code == 302
     honest = Client(REMOTE_ADDR="198.51.100.4")
     assignment_id = fake_mturk.api.worker_accept(first.hit_id, "AHONEST")
     assert _open(honest, fake_mturk, first, "AHONEST", assignment_id).status_code == 302
@@ -1192,19 +1192,21 @@ def test_an_accept_refused_on_the_way_leaves_no_worker_record(client, live, fake
 
     settings.CROWD_OPEN_CLAIMS_PER_ADDRESS = 1
     first, second = _hits(live)
-    assert _open(client, fake_mturk, first, "FAKE1", "FORGED1").status_code == 302
-    refused = _open(client, fake_mturk, second, "FAKE2", "FORGED2")
+    assert _open(client, fake_mturk, first, "AFAKE1", "FORGED1").status_code == 302
+    refused = _open(client, fake_mturk, second, "AFAKE2", "FORGED2")
     assert refused.status_code == 429
-    assert not Annotator.objects.filter(worker_id="FAKE2").exists()
+    assert not Annotator.objects.filter(worker_id="AFAKE2").exists()
     admin = UserFactory(username="annotators-admin", roles=[ADMIN], is_staff=True)
     page = Client()
     page.force_login(admin)
     listed = page.get(reverse("annotators:list")).text
-    assert "mturk:FAKE1" in listed and "mturk:FAKE2" not in listed
+    assert "mturk:AFAKE1" in listed and "mturk:AFAKE2" not in listed
 
     live.batch.active = False
     live.batch.save()
-    closed = _open(Client(REMOTE_ADDR="198.51.100.9"), fake_mturk, second, "ALATE", "A-LATE")
+    closed = _open(
+        Client(REMOTE_ADDR="198.51.100.9"), fake_mturk, second, "ALATE", "ALATEASSIGNMENT"
+    )
     assert closed.status_code == 410
     assert not Annotator.objects.filter(worker_id="ALATE").exists()
     # A refused worker who comes back when the limit allows is made then, as anyone is.
@@ -1213,8 +1215,8 @@ def test_an_accept_refused_on_the_way_leaves_no_worker_record(client, live, fake
     Assignment.objects.filter(platform_assignment_id="FORGED1").update(
         status=AssignmentStatus.RETURNED
     )
-    assert _open(client, fake_mturk, second, "FAKE2", "FORGED2").status_code == 302
-    assert Annotator.objects.filter(worker_id="FAKE2").count() == 1
+    assert _open(client, fake_mturk, second, "AFAKE2", "FORGED2").status_code == 302
+    assert Annotator.objects.filter(worker_id="AFAKE2").count() == 1
 
 
 def test_a_lapsed_claim_is_not_taken_up_again_in_a_closed_batch(client, live, fake_mturk):
@@ -1274,11 +1276,11 @@ def test_an_addresss_claiming_requests_take_turns(client, live, fake_mturk, sett
     first, _ = _hits(live)
     turn = addresses.AddressClaims(address="127.0.0.1", now=timezone.now()).key + ":turn"
     assert cache.add(turn, True, timeout=30)  # another request of this address is claiming
-    busy = _open(client, fake_mturk, first, "FAKE1", "FORGED1")
+    busy = _open(client, fake_mturk, first, "AFAKE1", "FORGED1")
     assert busy.status_code == 429 and "Too many requests at once from your address" in busy.text
     assert not Assignment.objects.filter(platform_assignment_id="FORGED1").exists()
     cache.delete(turn)  # its turn over
-    assert _open(client, fake_mturk, first, "FAKE1", "FORGED1").status_code == 302
+    assert _open(client, fake_mturk, first, "AFAKE1", "FORGED1").status_code == 302
     assert cache.get(turn) is None  # each request gives its turn back
 
 
@@ -1297,7 +1299,7 @@ def test_a_claim_handed_back_unworked_is_not_moved_to_an_invented_assignment_id(
     claim = Assignment.objects.get(annotator__worker_id="AW1")
     assert claim.platform_record.platform_assignment_id == a1
 
-    refused = _open(client, fake_mturk, first, "AW1", "INVENTED-ID")
+    refused = _open(client, fake_mturk, first, "AW1", "INVENTEDID")
     assert refused.status_code == 409
     assert "already handed back to the platform" in refused.text
     claim.refresh_from_db()

@@ -93,3 +93,25 @@ def test_unsigned_requests_are_refused(fake_mturk):
     with pytest.raises(urllib.error.HTTPError) as raised:
         urllib.request.urlopen(request)
     assert raised.value.code == 400
+
+
+def test_malformed_worker_ids_are_refused_as_mturk_refuses_them(fake_mturk):
+    """MTurk's WorkerIds are "A" then capitals or digits (CustomerId): a call naming any other
+    id fails whole with a ValidationException, a message to a list of workers too, though
+    botocore sends it (it checks no pattern)."""
+    client = _client(fake_mturk)
+    with pytest.raises(ClientError) as blocked:
+        client.create_worker_block(WorkerId="W-1", Reason="spam")
+    with pytest.raises(ClientError) as messaged:
+        client.notify_workers(Subject="s", MessageText="m", WorkerIds=["AW1", "w1"])
+
+    assert blocked.value.response["Error"]["Code"] == "ValidationException"
+    assert messaged.value.response["Error"]["Code"] == "ValidationException"
+    assert messaged.value.response["Error"]["Message"] == (
+        "1 validation error detected: Value '[AW1, w1]' at 'workerIds' failed to satisfy "
+        "constraint: Member must satisfy constraint: [Member must satisfy regular expression "
+        "pattern: ^A[A-Z0-9]+$]"
+    )
+    assert fake_mturk.state.blocks == {} and fake_mturk.state.notifications == []
+    client.notify_workers(Subject="s", MessageText="m", WorkerIds=["AW1", "A" + "9" * 63])
+    assert len(fake_mturk.state.notifications) == 1

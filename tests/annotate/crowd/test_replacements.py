@@ -434,7 +434,7 @@ def test_a_request_whose_hold_ran_out_stops_where_the_one_that_took_over_goes_on
     second one, which plans what is left; the first must not go on asking for the same HITs."""
     hits = list(live.hits.order_by("id")[:2])
     for hit in hits:
-        done = [work(client, fake_mturk, hit, f"AW{hit.pk}x{n}") for n in range(3)]
+        done = [work(client, fake_mturk, hit, f"AW{hit.pk}X{n}") for n in range(3)]
         _sync(live)
         review.assignment_reject(assignment_id=done[1].pk, user=admin_user, feedback="random")
     now = timezone.now()

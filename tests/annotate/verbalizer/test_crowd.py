@@ -115,6 +115,19 @@ def answer_hit(client, fake_mturk, hit, worker, key, *, forged=False, hand_back=
     return assignment_id
 
 
+def test_a_studys_hit_page_refuses_a_worker_id_mturk_never_gives(client, on_mturk, fake_mturk):
+    """MTurk refuses any block or message naming such an id; the worker was stored all the
+    same, and their answers took places."""
+    hit = on_mturk.hits.select_related("prompt__item").order_by("id").first()
+
+    page = _open(client, fake_mturk, hit, "w-1", "3ASSIGNMENT1")
+
+    assert page.status_code == 400
+    assert "The workerId in this page" in page.text
+    assert "is not one Amazon Mechanical Turk gives: nothing was taken." in page.text
+    assert not Annotator.objects.filter(platform="mturk").exists()
+
+
 def test_an_answer_under_a_real_assignment_of_a_hit_not_ours_never_counts(
     client, on_mturk, fake_mturk, admin
 ):
