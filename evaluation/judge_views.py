@@ -31,6 +31,7 @@ from evaluation.selectors.judge_configs import (
     judge_config_list,
     judge_config_prerequisites_missing,
 )
+from evaluation.selectors.judge_label_runs import judge_run_mixed_note
 from evaluation.selectors.judge_runs import (
     judge_prerequisites_missing,
     judge_run_list,
@@ -188,6 +189,8 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "running": progress.active,
         "may_control": may_control,
         "again_cost": run_again_cost(run.engine_run) if shows_again else None,
+        # A stopped run that replaced part of an earlier run's labels leaves them mixed.
+        "mixed_note": "" if progress.active else judge_run_mixed_note(run=run),
         # Run again over labels a later run wrote: said before, and the box to confirm it.
         "replace_warning": replace.text,
         "again": RunAgainForm(

@@ -50,6 +50,10 @@ class LeaderboardRow(serializers.Serializer):
         "responses: a partial DRFR, over those alone (a judge's run stopped part-way)."
     )
     responses = serializers.IntegerField(help_text="The system's responses in the subset.")
+    provisional = serializers.BooleanField(
+        help_text="The source is a judge whose labels mix an unfinished run with the run it "
+        "replaced: its figures are provisional (the report's provisional notes say why)."
+    )
 
 
 class AgreementRow(serializers.Serializer):
@@ -86,6 +90,17 @@ class SourceRow(serializers.Serializer):
         allow_null=True,
         help_text="Why pld0, pld1, pld2 and wpld are null (null when they are not).",
     )
+    provisional = serializers.BooleanField(
+        help_text="The source is a judge whose labels mix an unfinished run with the run it "
+        "replaced: its figures are provisional (the report's provisional notes say why)."
+    )
+
+
+class ProvisionalNote(serializers.Serializer):
+    source = serializers.CharField()
+    note = serializers.CharField(
+        help_text="Which runs its labels come from, what to do, and what its cost counts."
+    )
 
 
 CONVENTION_PARAMETERS = [
@@ -117,6 +132,7 @@ class ReportApi(APIView):
         disagreement = serializers.ListField(child=serializers.DictField())
         positions = serializers.ListField(child=serializers.DictField())
         votes = serializers.ListField(child=serializers.DictField())
+        provisional = ProvisionalNote(many=True)
 
     @extend_schema(parameters=CONVENTION_PARAMETERS, responses=OutputSerializer)
     def get(self, request: Request, benchmark_id: int) -> Response:

@@ -10,7 +10,7 @@ import io
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from decimal import ROUND_HALF_UP, Decimal
 
 from annotate.services.files import csv_writer
@@ -45,6 +45,7 @@ TABLES: dict[str, list[str]] = {
         "questions",
         "responses_labelled",
         "responses",
+        "provisional",
     ],
     "agreement": [
         "protocol",
@@ -78,6 +79,7 @@ TABLES: dict[str, list[str]] = {
         "cost_usd",
         "possibly_billed_usd",
         "time_min",
+        "provisional",
     ],
     "constraints": ["source", "system", "constraint", "drfr", "yes", "questions"],
     "domains": ["source", "system", "domain", "drfr", "yes", "questions"],
@@ -154,8 +156,11 @@ def table_csv(report: dict, table: str) -> str:
 
 
 def report_csv(report: dict) -> str:
-    """Return every table as CSV, each preceded by a `# <table>` line and followed by a blank line."""
-    return "".join(f"# {table}\r\n{table_csv(report, table)}\r\n" for table in TABLES)
+    """Return every table as CSV, each preceded by a `# <table>` line and followed by a blank line;
+    first, a `# note: ...` line for each source whose figures are provisional (the rows of the
+    leaderboard and of the sources say which: their `provisional` column)."""
+    notes = "".join(f"# note: {note}\r\n" for note in provisional_notes(report))
+    return notes + "".join(f"# {table}\r\n{table_csv(report, table)}\r\n" for table in TABLES)
 
 
 def _without_nan(value: object) -> object:
@@ -305,6 +310,7 @@ def _latex_leaderboard(report: dict) -> str:
             body.append([latex_escape(source) if index == 0 else "", latex_escape(system), *cells])
     note = f" {LEADERBOARD_NA_NOTE}" if missing else ""  # said only where an n/a is
     note += "".join(f" {text}" for text in partial_notes(report["leaderboard"]))
+    note += "".join(f" {text}" for text in provisional_notes(report))
     return _latex_table(
         columns="llrrr",
         header=["Source", "Model", "Easy Set", "Hard Set", "Overall"],
@@ -337,6 +343,17 @@ def partial_notes(rows: list[dict]) -> list[str]:
     if not found:
         return []
     return [f"Partial ({found}): a partial DRFR is over the responses its source labelled alone."]
+
+
+def provisional_notes(report: dict, *, escape: Callable[[str], str] = str) -> list[str]:
+    """Say which judges' figures are provisional, each with why and what to do: "Provisional
+    (judge): labels from 2 runs: #12 (stopped, 40 of 90 responses) replaced #9 on 40
+    responses; resume run #12 to finish. ..."; [] when none is (or a report cached before the
+    report said so). `escape`: the format's, for the source's name."""
+    return [
+        f"Provisional ({escape(entry['source'])}): {entry['note']}"
+        for entry in report.get("provisional") or []
+    ]
 
 
 def _latex_agreement(report: dict) -> str:
@@ -487,6 +504,7 @@ def _latex_sources(report: dict) -> str:
     billed = any(possibly_billed_text(r.get("possibly_billed_usd")) for r in report["sources"])
     notes = [POSSIBLY_BILLED_NOTE] if billed else []  # said only where a "(+x)" is
     notes += _sources_na_notes(report["sources"])
+    notes += provisional_notes(report)
     note = "".join(f" {text}" for text in notes)
     header = ["", "Source", r"Cost(\$)", "Time(min)", r"ACC(\%)"]
     header += [rf"PLD{i}(\%)" for i in range(3)] + ["WPLD"]
@@ -548,6 +566,7 @@ def report_latex(report: dict) -> str:
         [
             f"% {latex_escape(report['benchmark'])}: unknown answers {report['unknown']}"
             + (f", ACC {report['acc_unknown']}" if report.get("acc_unknown") else ""),
+            *(f"% {latex_escape(note)}" for note in provisional_notes(report)),
             _latex_dataset(report),
             _latex_constraint_types(report),
             _latex_leaderboard(report),
@@ -595,6 +614,8 @@ HUNDREDTHS_COLUMNS = {"time_min", "possibly_billed_usd"}
 
 
 def _markdown_cell(column: str, value: object) -> str:
+    if column == "provisional":
+        return "yes" if value else ""
     value = _finite(value)
     if value is None:
         # A reason column is null where its figure is there: nothing to say, not "n/a".
@@ -617,6 +638,8 @@ def _markdown_notes(report: dict, table: str) -> list[str]:
         notes += partial_notes(rows)
     if table == "sources":
         notes += _sources_na_notes(rows)
+    if table in ("leaderboard", "sources"):
+        notes += provisional_notes(report, escape=markdown_escape)
     return notes
 
 

@@ -115,6 +115,7 @@ def report_page(request: HttpRequest, benchmark_id: int) -> HttpResponse:
         "unknown_conventions": UNKNOWN_CONVENTIONS.items(),
         "acc_conventions": ACC_CONVENTIONS.items(),
         "leaderboard": _leaderboard_rows(report),
+        "provisional": report_formats.provisional_notes(report),
         **_source_rows(report),
         "figures": _figure_choices(report, request),
         "tables": list(report_formats.TABLES),

@@ -12,7 +12,7 @@ import hashlib
 import math
 from collections import Counter
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import IO
 
@@ -48,7 +48,8 @@ from evaluation.conventions import (
     UNKNOWN_MODES,
 )
 from evaluation.errors import ReportError
-from evaluation.models import JudgeCall
+from evaluation.models import JudgeCall, JudgeRun
+from evaluation.selectors.judge_label_runs import judge_label_runs
 from evaluation.selectors.report_costs import SourceCost, source_costs, source_costs_and_kinds
 from evaluation.selectors.report_data import (
     ANNOTATOR_SOURCE,
@@ -1014,6 +1015,9 @@ class ReportInputs:
 
     data: BenchmarkArrays
     costs: CostsRead | None  # None: read without the costs (no sources table wanted)
+    # {source key: note} of each judge whose labels mix an unfinished replacing run with the
+    # run it replaced (judge_label_runs): its figures are provisional.
+    mixed: dict[str, str] = field(default_factory=dict)
 
 
 def report_inputs(
@@ -1036,7 +1040,21 @@ def report_inputs(
             else None
         )
         data = benchmark_arrays(benchmark=benchmark, meanwhile=meanwhile)
-        return ReportInputs(data=data, costs=costs.result() if costs is not None else None)
+        return ReportInputs(
+            data=data,
+            costs=costs.result() if costs is not None else None,
+            mixed=judges_mixed(benchmark_id=benchmark.pk),
+        )
+
+
+def judges_mixed(*, benchmark_id: int) -> dict[str, str]:
+    """{source key: note} of each judge whose labels on the benchmark come from an unfinished
+    run that replaced another run's labels and from that run (JudgeLabelRuns.mixed)."""
+    return {
+        annotator_source(pk): runs.note()
+        for pk, runs in judge_label_runs(benchmark_id=benchmark_id).items()
+        if runs.mixed
+    }
 
 
 def report_compute(
@@ -1088,6 +1106,7 @@ def report_compute(
     )
     computed = {name: build(parts) for name, build in _TABLE_BUILDERS.items() if name in wanted}
     parts.bootstrap.resolve()
+    _mark_provisional(computed, inputs.mixed)
     return {
         "benchmark": benchmark.name,
         "unknown": unknown,
@@ -1099,7 +1118,21 @@ def report_compute(
         "systems": data.systems,
         "subsets": {s: int(_subset_instructions(data, s).sum()) for s in SUBSETS},
         **{name: computed[name] for name in REPORT_TABLES if name in computed},
+        "provisional": [
+            {"source": source, "note": note} for source, note in sorted(inputs.mixed.items())
+        ],
     }
+
+
+# The tables whose rows say whether their source's figures are provisional (a judge's labels
+# mixing an unfinished replacing run with the run it replaced: judges_mixed).
+PROVISIONAL_TABLES = ("leaderboard", "sources")
+
+
+def _mark_provisional(computed: dict[str, list[dict]], mixed: dict[str, str]) -> None:
+    for table in PROVISIONAL_TABLES:
+        for row in computed.get(table, []):
+            row["provisional"] = row["source"] in mixed
 
 
 def _tables_wanted(tables: Collection[str] | None) -> set[str]:
@@ -1321,10 +1354,17 @@ def _fingerprint(benchmark: Benchmark) -> str:
     calls = JudgeCall.objects.filter(conversation__run__benchmark=benchmark).aggregate(
         n=Count("id")
     )
+    # A run stopped, failed or resumed with no new answer changes whether its judge's figures
+    # are provisional (judges_mixed) and nothing counted above.
+    runs = list(
+        JudgeRun.objects.filter(benchmark=benchmark)
+        .order_by("pk")
+        .values_list("pk", "status", "engine_run__status")
+    )
     counted = counted_work_fingerprint(benchmark=benchmark)
     kinds = kinds_fingerprint(benchmark_id=benchmark.pk)
     layout = layout_fingerprint(benchmark.pk)
-    return repr((labels, scores, work, paid, calls, counted, kinds, layout, benchmark.name))
+    return repr((labels, scores, work, paid, calls, runs, counted, kinds, layout, benchmark.name))
 
 
 def _report_key(benchmark: Benchmark, unknown: str, acc_unknown: str) -> str:

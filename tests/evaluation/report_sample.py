@@ -60,6 +60,7 @@ def _leaderboard() -> list[dict]:
                         "questions": questions,
                         "responses_labelled": SUBSETS[subset],
                         "responses": SUBSETS[subset],
+                        "provisional": False,
                     }
                 )
     return rows
@@ -146,6 +147,7 @@ def _sources() -> list[dict]:
                     # A judge's failed attempts the provider may have billed; people: None.
                     "possibly_billed_usd": 0.0 if kind == "llm" else None,
                     "time_min": None if minutes is None else minutes * scale,
+                    "provisional": False,
                 }
             )
     return rows
@@ -309,6 +311,7 @@ SAMPLE = {
     "disagreement": _disagreement(),
     "positions": _positions(),
     "votes": _votes(),
+    "provisional": [],
 }
 
 

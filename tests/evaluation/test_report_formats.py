@@ -31,6 +31,8 @@ def _parse(text: str) -> list[list[str]]:
 def _expected_cell(value) -> str:
     if value is None:
         return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
     return str(value)
 
 
@@ -565,11 +567,11 @@ def test_markdown_numbers_have_the_report_pages_decimals():
     assert alpha.startswith(
         "| alpha | expert | easy | other-experts | 0.930 | 54 | 90.0 | 10.0 | 0.0 | 0.100 | 12 |"
     )
-    assert alpha.endswith("|  |  | 118.00 | n/a | 240.00 |")
+    assert alpha.endswith("|  |  | 118.00 | n/a | 240.00 |  |")
     leaderboard = tables[TABLE_TITLES["leaderboard"]][2]
     assert (
         leaderboard
-        == "| gpt-4-1106-preview | alpha | expert | easy | 0.889 | 0.816 | 0.954 | 16 | 18 | 4 | 4 |"
+        == "| gpt-4-1106-preview | alpha | expert | easy | 0.889 | 0.816 | 0.954 | 16 | 18 | 4 | 4 |  |"
     )
 
 

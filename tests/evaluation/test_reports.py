@@ -687,6 +687,7 @@ def test_report_is_valid_json_with_every_documented_key(bench):
         "questions",
         "responses_labelled",
         "responses",
+        "provisional",
     }
 
 
