@@ -410,7 +410,7 @@ def studies_for_annotator(*, user: AbstractBaseUser) -> list[dict]:
 def reratings_for_annotator(*, user: AbstractBaseUser) -> list[Rerating]:
     return list(
         Rerating.objects.filter(annotator=user, status=RerateStatus.PENDING)
-        .select_related("turn__session__question")
+        .select_related("turn__session__question", "turn__session__study")
         .order_by("id")
     )
 
@@ -429,7 +429,7 @@ def done_reratings_for_annotator(*, user: AbstractBaseUser) -> QuerySet[Rerating
     """The annotator's own re-ratings already given, the latest first (each opens read-only)."""
     return (
         Rerating.objects.filter(annotator=user, status=RerateStatus.DONE)
-        .select_related("turn__session__question")
+        .select_related("turn__session__question", "turn__session__study")
         .order_by("-rated_at", "-pk")
     )
 
