@@ -50,10 +50,17 @@ class RerateForm(forms.Form):
         self.study = study
         annotators = study_annotators(study=study)
         self.fields["annotators"].queryset = annotators
+        self.offered = list(annotators)
         self.fields["annotators"].left_alone = rerate_left_per_annotator(
-            study=study, annotators=list(annotators)
+            study=study, annotators=self.offered
         )
         self.fields["sent_before"].initial = rerate_sent_count(study=study)
+
+    def left_alone_by_id(self) -> dict[str, tuple[str, int]]:
+        """{annotator id: (username, turns left they alone may re-rate)}, for the page's script
+        that counts those eligible for the annotators ticked."""
+        left_alone = self.fields["annotators"].left_alone
+        return {str(user.pk): (user.username, left_alone[user.pk]) for user in self.offered}
 
     def eligible_for_chosen(self) -> tuple[list[str], int] | None:
         """(the chosen annotators' usernames, how many turns left they may re-rate), once the

@@ -179,7 +179,7 @@ def test_one_annotator_alone_gets_a_sample_of_the_turns_they_may_re_rate(
     assert refused.status_code == 400
     eligible = re.search(r'id="rerate-eligible">(\d+)<', refused.text)
     assert eligible and eligible.group(1) == "2"
-    assert "Of them eligible for the chosen annotators (ana)" in refused.text
+    assert '(<span id="rerate-chosen">ana</span>)' in refused.text
     assert "only 2 of the 4 finished turns left may go to ana" in refused.text
     assert not Rerating.objects.exists()
 
