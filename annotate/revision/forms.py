@@ -14,8 +14,10 @@ from annotate.revision.selectors import (
 
 
 class AnnotatorChoiceField(forms.ModelMultipleChoiceField):
-    # {annotator id: turns left that they alone may re-rate}, set by the form.
-    left_alone: dict[int, int] = {}
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # {annotator id: turns left that they alone may re-rate}, set by the form.
+        self.left_alone: dict[int, int] = {}
 
     def label_from_instance(self, obj) -> str:
         done = obj.study_sessions
