@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -11,7 +13,7 @@ from django.urls import reverse
 
 from annotate.compiled import CompiledQuery
 from annotate.errors import NotFoundError
-from annotate.revision.counting import counted_session_q, rerating_is_own
+from annotate.revision.counting import counted_session_q, imported_annotator, rerating_is_own
 from annotate.revision.history import next_previous_answer
 from annotate.revision.models import (
     WORKS_PAIR,
@@ -408,7 +410,7 @@ def studies_for_annotator(*, user: AbstractBaseUser) -> list[dict]:
 def reratings_for_annotator(*, user: AbstractBaseUser) -> list[Rerating]:
     return list(
         Rerating.objects.filter(annotator=user, status=RerateStatus.PENDING)
-        .select_related("turn__session__question")
+        .select_related("turn__session__question", "turn__session__study")
         .order_by("id")
     )
 
@@ -427,7 +429,7 @@ def done_reratings_for_annotator(*, user: AbstractBaseUser) -> QuerySet[Rerating
     """The annotator's own re-ratings already given, the latest first (each opens read-only)."""
     return (
         Rerating.objects.filter(annotator=user, status=RerateStatus.DONE)
-        .select_related("turn__session__question")
+        .select_related("turn__session__question", "turn__session__study")
         .order_by("-rated_at", "-pk")
     )
 
@@ -558,6 +560,41 @@ def rerate_candidates(*, study: Study) -> list[tuple[int, int | None, int]]:
         .values_list("id", "session__annotator_id", "session_id")
     )
     return [turn for turn in turns if turn[0] not in rerated]
+
+
+def rerate_owners(
+    *,
+    study: Study,
+    annotators: Sequence[AbstractBaseUser],
+    candidates: list[tuple[int, int | None, int]],
+) -> list[tuple[int, int | None]]:
+    """(turn id, id of whoever did its session, None if that is no account) of `candidates`
+    (`rerate_candidates`): an imported session has no annotator in the app, and is owned by the
+    chosen annotator its line names (`imported_annotator`), if any."""
+    ids = {annotator.get_username(): annotator.pk for annotator in annotators}
+    imported = RevisionSession.objects.filter(study=study, annotator__isnull=True)
+    imported_owner = {
+        session_id: ids[name]
+        for session_id, extra in imported.values_list("id", "extra")
+        if (name := imported_annotator(extra)) in ids
+    }
+    return [
+        (turn_id, owner_id or imported_owner.get(session_id))
+        for turn_id, owner_id, session_id in candidates
+    ]
+
+
+def rerate_left_per_annotator(
+    *, study: Study, annotators: Sequence[AbstractBaseUser]
+) -> dict[int, int]:
+    """{annotator id: how many of the turns left to send that annotator alone may re-rate}:
+    every one but those of their own sessions. Two or more annotators together may take all."""
+    candidates = rerate_candidates(study=study)
+    owned = Counter(
+        owner
+        for _, owner in rerate_owners(study=study, annotators=annotators, candidates=candidates)
+    )
+    return {annotator.pk: len(candidates) - owned[annotator.pk] for annotator in annotators}
 
 
 def rerate_candidates_count(*, study: Study) -> int:

@@ -530,6 +530,7 @@ def rerate(request: HttpRequest, study_id: int) -> HttpResponse:
         "study": study,
         "form": form,
         "summary": selectors.rerate_summary(study=study),
+        "eligible": form.eligible_for_chosen(),
         "prerequisites": selectors.rerate_prerequisites_missing(study=study, user=request.user),
     }
     return render(request, "revision/rerate.html", context, status=status)

@@ -61,6 +61,7 @@
     }
     var edit = document.getElementById("edited_answer");
     if (edit && !edit.value) { edit.value = state.answer; }
+    syncEdit();  // a rating kept from a draft, with the edit kept beside it
     var next = document.getElementById("next-step");
     if (next) { next.hidden = false; }
     // Rating the answer is what comes next: the keyboard goes there (the notice above is still
@@ -126,14 +127,22 @@
     if (event.persisted) { sending = false; }  // back to this page from the history
   });
 
-  // The edit box only matters when the revision is not good.
+  // The edit box only matters when the revision is not good: rated good, its text is not sent
+  // (disabled). An edit typed in it stays in sight, saying so, for a rating changed back to
+  // neutral or bad; the model's answer untouched is no edit, and its box is put away.
   var editBox = document.getElementById("edit-box");
+  var plain = function (text) { return text.replace(/\r\n?/g, "\n").trim(); };
   var syncEdit = function () {
     if (!editBox) { return; }
     var good = document.querySelector("input[name=rating][value=good]");
-    editBox.hidden = Boolean(good && good.checked);
+    var rejected = !(good && good.checked);
     var area = document.getElementById("edited_answer");
-    if (area) { area.disabled = editBox.hidden; }
+    var answer = document.getElementById("answer");
+    var edited = Boolean(area && answer && plain(area.value) !== plain(answer.textContent));
+    editBox.hidden = !rejected && !edited;
+    if (area) { area.disabled = !rejected; }
+    var unused = document.getElementById("edit-unused");
+    if (unused) { unused.hidden = rejected || !edited; }
   };
   document.querySelectorAll("input[name=rating]").forEach(function (input) {
     input.addEventListener("change", syncEdit);

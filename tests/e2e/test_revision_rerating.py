@@ -6,9 +6,10 @@ import json
 import pytest
 from django.utils import timezone
 
+from annotate.models import Annotator
 from annotate.revision.models import Rerating, RevisionSession, Study, Turn
 from annotate.revision.services.imports import study_upload
-from annotate.roles import ANNOTATOR
+from annotate.roles import ANNOTATOR, RESEARCHER
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -193,3 +194,33 @@ def test_each_rating_choice_stays_whole_and_the_page_fits(page_for, tmp_path, sn
     )
     assert scrolled <= window, scrolled
     snap(page, f"rating choices at {width} px")
+
+
+def test_the_researcher_sees_how_many_turns_the_ticked_annotators_may_re_rate(
+    page_for, tmp_path, snap
+):
+    """The page said "Turns left to send 2" while the only annotator ticked could re-rate none
+    of them (both of their own session): it counts the turns eligible for those ticked."""
+    rerater, (first, second) = _two_reratings(tmp_path)
+    study = first.turn.session.study
+    owner = first.turn.session.annotator
+    # Counted (a decided kind), so its turns are left to send.
+    Annotator.objects.update_or_create(user=owner, defaults={"name": "owner", "kind": "expert"})
+    Rerating.objects.all().delete()
+    page = page_for(UserFactory(username="rex", roles=[RESEARCHER]))
+    page.goto(f"/revision/studies/{study.pk}/rerate/")
+    assert page.locator("#rerate-left").inner_text() == "2"
+    assert page.locator("#rerate-eligible").is_hidden()
+    page.get_by_label("owner (").check()
+    snap(page, "owner alone")
+    assert page.locator("#rerate-eligible-term").inner_text() == (
+        "Of them eligible for the chosen annotators (owner)"
+    )
+    assert page.locator("#rerate-eligible").inner_text() == "0"
+    page.get_by_label("rerater (").check()
+    assert page.locator("#rerate-chosen").inner_text() == "owner, rerater"
+    assert page.locator("#rerate-eligible").inner_text() == "2"
+    page.get_by_label("owner (").uncheck()
+    assert page.locator("#rerate-eligible").inner_text() == "2"
+    page.get_by_label("rerater (").uncheck()
+    assert page.locator("#rerate-eligible").is_hidden()

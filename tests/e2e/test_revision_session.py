@@ -104,6 +104,43 @@ def test_annotator_does_a_two_turn_session(page_for, settings, tmp_path):
     assert all(t.seconds is not None and t.seconds >= 0 for t in turns)
 
 
+def test_an_edit_stays_in_its_box_said_unused_while_the_rating_is_good(
+    page_for, settings, tmp_path, snap
+):
+    """Switching the rating to good hid the box with the annotator's edit in it, without a
+    word: the edit stays in sight, said not to be used while the rating is good (and not sent),
+    and is theirs again once the rating goes back to bad."""
+    page, user = start_session(
+        page_for, settings, tmp_path, study="e2e-edit", system="s", user="e2e-editor"
+    )
+    page.fill("#instruction", "Shorter.")
+    page.check("input[value=stylistic]")
+    page.get_by_role("button", name="Send instruction").click()
+    page.locator("#rate-form").wait_for()
+    page.wait_for_load_state()
+    page.check("input[name=rating][value=neutral]")
+    page.fill("#edited_answer", "My own edit.")
+    page.check("input[name=rating][value=good]")
+    snap(page, "edit kept under good")
+    assert page.locator("#edit-box").is_visible()
+    assert page.input_value("#edited_answer") == "My own edit."
+    assert page.locator("#edited_answer").is_disabled()
+    assert page.locator("#edit-unused").inner_text() == (
+        "Your edit is kept here but not used while the revision is rated good: rate it "
+        "neutral or bad to send it with the rating."
+    )
+    page.check("input[name=rating][value=bad]")
+    assert page.locator("#edit-unused").is_hidden()
+    assert page.locator("#edited_answer").is_enabled()
+    assert page.input_value("#edited_answer") == "My own edit."
+    page.check("input[name=rating][value=good]")
+    page.fill("#comment", "Fine as it was.")
+    with page.expect_navigation():
+        page.get_by_role("button", name="Save rating").click()
+    turn = Turn.objects.get(session__annotator=user)
+    assert (turn.rating, turn.edited_answer) == ("good", "")
+
+
 def test_a_refused_or_reloaded_rating_keeps_its_drafts_and_an_untouched_answer_is_no_edit(
     page_for, settings, tmp_path, snap
 ):
@@ -247,7 +284,10 @@ def test_a_streamed_answer_grows_on_the_page_then_stands_whole_without_a_reload(
         numbers = page.locator(".revision-passages .passage-number").all_inner_texts()
         assert numbers == [f"[{n}]" for n in range(len(numbers))] and numbers
         source = page.locator("#passages-source").inner_text()
-        assert source.startswith("Retrieved for this answer: its [0], [1]")
+        assert source == (
+            "Retrieved for the question to write the initial answer: the answer's [0], [1]… "
+            "cite these passages by their numbers."
+        )
         snap(page, "whole answer")
     session = RevisionSession.objects.get(annotator=user)
     assert (session.initial_answer, session.initial_partial) == (STREAMED, "")
@@ -326,7 +366,7 @@ def test_a_long_link_in_an_instruction_wraps_on_a_phone_and_beside_the_passages(
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
 
 
-def held_revision(page_for, settings, tmp_path, *, user: str):
+def held_revision(page_for, settings, tmp_path, *, user: str, kind: str = "stylistic"):
     """A session on a stub model whose second call (the turn's revision) waits for `release`;
     return the annotator's page once the instruction is sent (waiting for it) and the event."""
     import threading
@@ -352,10 +392,35 @@ def held_revision(page_for, settings, tmp_path, *, user: str):
     page.get_by_role("button", name="Start a session").click()
     page.locator("#turn-form").wait_for()
     page.fill("#instruction", "Shorter.")
-    page.check("input[value=stylistic]")
+    page.check(f"input[value={kind}]")
     page.get_by_role("button", name="Send instruction").click()
     page.locator("#waiting").wait_for()
     return page, release, stub
+
+
+def test_the_passages_note_of_an_arriving_answer_reads_as_after_a_reload(
+    page_for, settings, tmp_path, snap
+):
+    """The note filled in when a turn's answer came in by polling read "its [0], [1]… this
+    retrieval added cite these passages": it says what the page rendered again says."""
+    page, release, stub = held_revision(
+        page_for, settings, tmp_path, user="e2e-note", kind="information-seeking"
+    )
+    try:
+        release.set()
+        page.locator("#rate-form").wait_for()
+        snap(page, "answer in")
+        arrived = page.locator("#passages-source").inner_text()
+        assert arrived == (
+            "Retrieved for turn 1's instruction: the [0], [1]… this retrieval added to the "
+            "answer cite these passages by their numbers; citations kept from earlier answers "
+            "refer to earlier retrievals."
+        )
+        page.reload()
+        assert page.locator("#passages-source").inner_text() == arrived
+    finally:
+        release.set()
+        stub.stop()
 
 
 def test_the_arriving_answer_takes_focus_to_the_rating_form(page_for, settings, tmp_path, snap):

@@ -16,6 +16,7 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
+from django.template.defaultfilters import pluralize
 from django.utils import timezone
 
 from annotate.engine.models import Endpoint
@@ -497,15 +498,14 @@ def study_upload(
         if not stored:
             # Known only from imported sessions: the upload gives it the papers to answer from.
             to_document.append((question, row))
-        elif stored != [(doc.title, doc.extra["text"].strip()) for doc in row.documents]:
+        elif stored != (given := [(d.title, d.extra["text"].strip()) for d in row.documents]):
             problems.add(
                 ImportFileError(
                     path,
                     row.line,
                     "documents",
-                    f"the study holds this question already, with {len(stored)} other "
-                    f"document(s) ({', '.join(repr(title) for title, _ in stored)}): a question "
-                    "keeps the documents its sessions were answered from",
+                    f"the study holds this question already, {_documents_differ(stored, given)}"
+                    ": a question keeps the documents its sessions were answered from",
                 )
             )
     problems.raise_found()
@@ -535,6 +535,22 @@ def study_upload(
             "(Systems on the upload page, --system with import_study)."
         )
     return summary
+
+
+def _documents_differ(stored: list[tuple[str, str]], given: list[tuple[str, str]]) -> str:
+    """How a question's stored documents (title, text) differ from a line's: other text under
+    the same titles (naming those whose text differs), or other titles."""
+
+    def titles(documents: list[tuple[str, str]]) -> str:
+        return ", ".join(repr(title) for title, _ in documents)
+
+    if [title for title, _ in stored] == [title for title, _ in given]:
+        changed = [pair for pair, (_, text) in zip(stored, given, strict=True) if pair[1] != text]
+        return f"with different text under the same title{pluralize(changed)}: {titles(changed)}"
+    return (
+        f"with other documents: {len(stored)} stored ({titles(stored)}), {len(given)} on this "
+        f"line ({titles(given)})"
+    )
 
 
 def _documents_of(question_ids: list[int]) -> dict[int, list[tuple[str, str]]]:

@@ -15,20 +15,17 @@ from datetime import datetime
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
-from django.utils.text import Truncator, capfirst
+from django.utils.text import capfirst
 
 from annotate.errors import ConflictError, NotFoundError, ProjectSetupError, SubmissionError
-from annotate.revision.counting import imported_annotator
 from annotate.revision.models import (
     COMMENT_MAX_CHARS,
     Rating,
     RerateStatus,
     Rerating,
-    RevisionSession,
     Study,
-    Turn,
 )
-from annotate.revision.selectors import rerate_candidates
+from annotate.revision.selectors import rerate_candidates, rerate_owners
 from annotate.revision.services.sessions import text_length_check
 
 
@@ -64,9 +61,11 @@ def reratings_sample(
     re-rating by the session's own annotator does not count: `rerate_candidates`), each to
     another annotator.
 
+    The sample is drawn from the turns some chosen annotator may re-rate: with one annotator
+    chosen, not those of their own sessions (an imported session: whom its line names); with
+    more, every turn left. Raises, naming both counts, when fewer than `size` are eligible.
     Annotators take turns in the given order; a turn whose session belongs to the annotator
-    whose turn it is (an imported session: whom its line names) goes to the next one. Raises
-    if a turn has no eligible annotator.
+    whose turn it is goes to the next one.
 
     `sent_before` is how many of the study's turns were sent when the caller's form was shown
     (the page's "Sent"); if that is no longer so, the form was sent already and
@@ -88,32 +87,29 @@ def reratings_sample(
     if size < 1:
         raise RerateSampleError(f"the sample size must be at least 1, not {size}", field="size")
     candidates = rerate_candidates(study=study)
-    if size > len(candidates):
-        raise RerateSampleError(
-            f"only {len(candidates)} finished turns are left to re-rate, not {size}", field="size"
+    chosen_ids = {annotator.pk for annotator in annotators}
+    # Only one annotator can own a session, so with two or more chosen every turn may go.
+    eligible = [
+        (turn_id, owner_id)
+        for turn_id, owner_id in rerate_owners(
+            study=study, annotators=annotators, candidates=candidates
         )
-    chosen = random.Random(seed).sample(candidates, size)
-    imported = _imported_owners(study=study, annotators=annotators)
+        if chosen_ids - {owner_id}
+    ]
+    if size > len(eligible):
+        raise RerateSampleError(
+            _too_few(left=len(candidates), eligible=len(eligible), size=size, alone=annotators[0]),
+            field="size",
+        )
+    chosen = random.Random(seed).sample(eligible, size)
     created, cursor = [], 0
-    for turn_id, owner_id, session_id in chosen:
-        owner_id = owner_id or imported.get(session_id)
-        for step in range(len(annotators)):
-            annotator = annotators[(cursor + step) % len(annotators)]
-            if annotator.pk != owner_id:
-                break
-        else:
-            # Only one annotator can own a session: every chosen one is that annotator.
-            # Named as the researcher knows it (its position and question), not by its id.
-            owner = annotators[0].get_username()
-            position, question = Turn.objects.filter(pk=turn_id).values_list(
-                "position", "session__question__text"
-            )[0]
-            raise RerateSampleError(
-                f"the sample holds turn {position} of {owner}'s own session on "
-                f"“{Truncator(question).chars(80)}”, and {owner} is the only annotator "
-                "chosen: choose another annotator too",
-                field="annotators",
-            )
+    for turn_id, owner_id in chosen:
+        step = next(
+            step
+            for step in range(len(annotators))
+            if annotators[(cursor + step) % len(annotators)].pk != owner_id
+        )
+        annotator = annotators[(cursor + step) % len(annotators)]
         cursor = (cursor + step + 1) % len(annotators)
         created.append(Rerating(turn_id=turn_id, annotator=annotator, created_at=now))
     return Rerating.objects.bulk_create(created)
@@ -144,17 +140,17 @@ def _repeat_check(*, study: Study, sent_before: int) -> None:
     raise RerateRepeatError(f"This sample was sent already: {sent}", sent=sent)
 
 
-def _imported_owners(*, study: Study, annotators: Sequence[AbstractBaseUser]) -> dict[int, int]:
-    """{session id: user id} of the study's imported sessions whose line names one of the
-    annotators as who did it: exported from the app (or another study) and imported here, such a
-    session has no annotator in the app, and its turns would otherwise go back to them."""
-    ids = {annotator.get_username(): annotator.pk for annotator in annotators}
-    sessions = RevisionSession.objects.filter(study=study, annotator__isnull=True)
-    return {
-        session_id: ids[name]
-        for session_id, extra in sessions.values_list("id", "extra")
-        if (name := imported_annotator(extra)) in ids
-    }
+def _too_few(*, left: int, eligible: int, size: int, alone: AbstractBaseUser) -> str:
+    """Why `size` turns cannot be sent: fewer are left, or (one annotator chosen) fewer are
+    left that are not of that annotator's own sessions."""
+    if eligible == left:
+        return f"only {left} finished turns are left to re-rate, not {size}"
+    name = alone.get_username()
+    return (
+        f"only {eligible} of the {left} finished turns left may go to {name}, the only "
+        f"annotator chosen (the other {left - eligible} are of {name}'s own sessions), not "
+        f"{size}: ask for {eligible} or fewer, or choose another annotator too"
+    )
 
 
 @transaction.atomic

@@ -500,9 +500,32 @@ def test_a_question_uploaded_again_with_other_documents_is_refused_naming_the_li
     with pytest.raises(ImportFileError) as refused:
         study_upload(path=path, study_name="s", systems=[])
     assert (refused.value.path, refused.value.line, refused.value.field) == (path, 2, "documents")
-    assert "'Paper A', 'Paper B'" in str(refused.value)
+    assert str(refused.value).endswith(
+        "the study holds this question already, with other documents: 2 stored ('Paper A', "
+        "'Paper B'), 1 on this line ('Paper C'): a question keeps the documents its sessions "
+        "were answered from"
+    )
     assert Study.objects.get().questions.count() == 1  # nothing written, the new one neither
     assert list(Document.objects.values_list("title", flat=True)) == ["Paper A", "Paper B"]
+
+
+def test_a_question_uploaded_again_with_new_text_under_its_titles_says_so(tmp_path):
+    """The refusal called the stored documents "2 other document(s) ('Paper A', 'Paper B')"
+    though the line gave the very same titles: it says the text under them differs, and
+    names the titles whose text does."""
+    first = write_jsonl(tmp_path / "study.jsonl", [STUDY_LINE])
+    study_upload(path=first, study_name="s", systems=[])
+    paper_a, paper_b = STUDY_LINE["documents"]
+    changed = {**STUDY_LINE, "documents": [paper_a, {**paper_b, "text": "Rewritten."}]}
+    path = write_jsonl(tmp_path / "changed.jsonl", [changed])
+    with pytest.raises(ImportFileError) as refused:
+        study_upload(path=path, study_name="s", systems=[])
+    assert (refused.value.line, refused.value.field) == (1, "documents")
+    assert str(refused.value).endswith(
+        "the study holds this question already, with different text under the same title: "
+        "'Paper B': a question keeps the documents its sessions were answered from"
+    )
+    assert Passage.objects.filter(text="Rewritten.").count() == 0
 
 
 def test_a_sessions_question_matches_the_uploaded_one_whatever_its_outer_blanks(tmp_path):

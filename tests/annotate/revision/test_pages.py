@@ -1,4 +1,5 @@
 import json
+import re
 from datetime import timedelta
 
 import pytest
@@ -746,6 +747,31 @@ def test_the_last_rerating_of_a_study_goes_on_to_those_of_another_study(
     assert (
         "Rating saved: 1 of 1 re-rated: every turn sent to you in second study. Thank you!" in page
     )
+
+
+def test_home_names_the_study_of_each_turn_to_rate_again_and_rated_again(
+    client, study, annotator, tmp_path
+):
+    """Turns to rate again in two studies on the same question read alike on /revision/: each
+    names its study, as the re-rating page does (and so do the turns rated again)."""
+    path = tmp_path / "second.jsonl"
+    path.write_text(json.dumps(QUESTIONS[0]) + "\n")
+    study_upload(path=str(path), study_name="second study", systems=["gamma"])
+    second = Study.objects.get(name="second study")
+    (theirs,) = reratings_of(second, annotator, 1, question=second.questions.get())
+    (ours, done) = reratings_of(study, annotator, 2)
+    done.status, done.rating, done.rated_at = "done", "good", timezone.now()
+    done.save()
+    client.force_login(annotator)
+    home = client.get(reverse("revision:home")).text
+    to_rate = home.split('id="to-rerate"')[1].split("</ul>")[0]
+    items = re.findall(r"<li>(Study [^<]*)<a href=\"([^\"]+)\"", to_rate)
+    assert items == [
+        ("Study second study · ", reverse("revision:rerating", args=[theirs.pk])),
+        ("Study live · ", reverse("revision:rerating", args=[ours.pk])),
+    ]
+    rerated = home.split('id="rerated-turns"')[1].split("</ul>")[0]
+    assert f'<li>Study live · <a href="{reverse("revision:rerating", args=[done.pk])}"' in rerated
 
 
 def test_a_rerater_sees_only_their_own_reratings_and_counts(client, study, annotator):

@@ -62,7 +62,8 @@ def test_researcher_sends_a_sample_never_to_the_sessions_own_annotator(
     page = client.get(url(study))
     assert page.status_code == 200
     # Only annotator accounts are offered, with their sessions in this study.
-    assert "ana (1 session in this study)" in page.text and "cara (0 sessions" in page.text
+    assert "ana (1 session in this study; alone may re-rate 2)" in page.text
+    assert "cara (0 sessions in this study; alone may re-rate 4)" in page.text
     assert "rex" not in page.text
     assert page.context["summary"].left == 4 and page.context["prerequisites"] == []
 
@@ -98,8 +99,10 @@ def test_the_page_draws_the_same_sample_as_the_command(client, researcher, study
         ({"size": 1, "seed": -1}, "seed", "greater than or equal to 0"),
         (
             {"size": 2, "seed": 0, "only": "ana"},
-            "annotators",
-            "of ana&#x27;s own session on “How do retrieval-augmented models cite sources?”, and ana is the only annotator chosen",
+            "size",
+            "only 2 of the 4 finished turns left may go to ana, the only annotator chosen (the "
+            "other 2 are of ana&#x27;s own sessions), not 3: ask for 2 or fewer, or choose "
+            "another annotator too",
         ),
         ({"size": 1, "seed": 0, "none": True}, "annotators", "This field is required"),
         ({"size": 1, "seed": 0, "rex": True}, "annotators", "Select a valid choice"),
@@ -110,9 +113,9 @@ def test_bad_input_is_shown_beside_its_field_and_nothing_is_sent(
 ):
     ana = owners[0]
     annotators = pk_of(*owners[:2])
-    if form.pop("only", None):  # every turn, two of them ana's own, and only ana to send to
+    if form.pop("only", None):  # four turns, two of them ana's own, and only ana to send to
         annotators = [ana.pk]
-        form["size"] = 4
+        form["size"] = 3
     if form.pop("none", None):
         annotators = []
     if form.pop("rex", None):
@@ -161,6 +164,49 @@ def test_api_sends_a_sample_and_refuses_bad_input(
         turn = Turn.objects.select_related("session__annotator").get(pk=item["turn"])
         assert item["annotator"] != turn.session.annotator.username
     assert Rerating.objects.count() == 2
+
+
+def test_one_annotator_alone_gets_a_sample_of_the_turns_they_may_re_rate(
+    client, researcher, study, owners
+):
+    """With ana alone chosen, seed 0 drew one of her own two turns and the whole send was
+    refused, though ben's two were hers to re-rate: the sample is drawn from those two alone,
+    the page says how many the chosen annotators may take, and asking for more than that is
+    refused naming both counts."""
+    ana, ben, _ = owners
+    client.force_login(researcher)
+    refused = client.post(url(study), {"size": 3, "annotators": [ana.pk], "seed": 0})
+    assert refused.status_code == 400
+    eligible = re.search(r'id="rerate-eligible">(\d+)<', refused.text)
+    assert eligible and eligible.group(1) == "2"
+    assert '(<span id="rerate-chosen">ana</span>)' in refused.text
+    assert "only 2 of the 4 finished turns left may go to ana" in refused.text
+    assert not Rerating.objects.exists()
+
+    for seed in range(5):
+        Rerating.objects.all().delete()
+        sent = client.post(url(study), {"size": 2, "annotators": [ana.pk], "seed": seed})
+        assert sent.status_code == 302, (seed, sent.context and sent.context["form"].errors)
+        owners_of_sent = Rerating.objects.values_list(
+            "annotator__username", "turn__session__annotator__username"
+        )
+        assert sorted(owners_of_sent) == [("ana", "ben"), ("ana", "ben")]
+
+
+def test_api_sends_one_annotator_the_turns_they_may_re_rate(client, researcher, study, owners):
+    api = reverse("api-revision-reratings", args=[study.pk])
+    client.force_login(researcher)
+    too_many = client.post(api, {"size": 3, "annotators": ["ana"]}, "application/json")
+    assert too_many.status_code == 400
+    assert too_many.json()["size"][0].startswith(
+        "only 2 of the 4 finished turns left may go to ana, the only annotator chosen (the "
+        "other 2 are of ana's own sessions), not 3"
+    )
+    sent = client.post(api, {"size": 2, "annotators": ["ana"], "seed": 0}, "application/json")
+    assert sent.status_code == 201 and sent.json()["sent"] == 2
+    for item in sent.json()["reratings"]:
+        turn = Turn.objects.select_related("session__annotator").get(pk=item["turn"])
+        assert (item["annotator"], turn.session.annotator.username) == ("ana", "ben")
 
 
 def _shown_sent_before(page) -> int:

@@ -1,4 +1,3 @@
-import re
 from io import StringIO
 
 import pytest
@@ -70,17 +69,21 @@ def test_sample_is_seeded(study, finished):
     assert sample() == first
 
 
-def test_one_annotator_cannot_rerate_their_own_turns(study, finished):
-    """The refusal named the turn by its database id ("turn 23"), which the researcher never
-    sees: it names it by its position and its session's question."""
+def test_one_annotator_gets_only_turns_of_other_sessions(study, finished):
+    """The sample used to be drawn from every turn left and refused whole when it held one of
+    the only chosen annotator's own: it is drawn from the others' turns, and refused only when
+    fewer of those are left than asked, naming both counts."""
+    owner_a, owner_b = finished
     with pytest.raises(ProjectSetupError) as refused:
-        reratings_sample(study=study, annotators=finished[:1], size=4, seed=1, now=timezone.now())
-    assert re.fullmatch(
-        "the sample holds turn [12] of owner-a's own session on “How do retrieval-augmented "
-        "models cite sources\\?”, and owner-a is the only annotator chosen: choose another "
-        "annotator too",
-        str(refused.value),
+        reratings_sample(study=study, annotators=[owner_a], size=3, seed=1, now=timezone.now())
+    assert str(refused.value) == (
+        "only 2 of the 4 finished turns left may go to owner-a, the only annotator chosen (the "
+        "other 2 are of owner-a's own sessions), not 3: ask for 2 or fewer, or choose another "
+        "annotator too"
     )
+    assert not Rerating.objects.exists()
+    sent = reratings_sample(study=study, annotators=[owner_a], size=2, seed=1, now=timezone.now())
+    assert {(r.annotator, r.turn.session.annotator) for r in sent} == {(owner_a, owner_b)}
 
 
 def test_submit_needs_a_rating_and_comment_and_only_the_assignee(study, finished):
@@ -131,12 +134,12 @@ def test_a_turn_of_an_imported_session_never_goes_to_the_annotator_its_line_name
     sessions_import(path=str(exported), study_name="copy")
     copy = Study.objects.get(name="copy")
     now = timezone.now()
-    with pytest.raises(
-        ProjectSetupError,
-        match="of owner-a's own session on “.*”, and owner-a is the only annotator",
-    ):
-        reratings_sample(study=copy, annotators=finished[:1], size=4, seed=1, now=now)
+    with pytest.raises(ProjectSetupError, match="the other 2 are of owner-a's own sessions"):
+        reratings_sample(study=copy, annotators=finished[:1], size=3, seed=1, now=now)
     assert not Rerating.objects.exists()
+    alone = reratings_sample(study=copy, annotators=finished[:1], size=2, seed=1, now=now)
+    assert {r.turn.session.extra["annotator"] for r in alone} == {"owner-b"}
+    Rerating.objects.all().delete()
     third = UserFactory(username="third", kind="expert")
     sent = reratings_sample(study=copy, annotators=[*finished, third], size=4, seed=1, now=now)
     for rerating in sent:
