@@ -408,12 +408,12 @@ def work_next(request: HttpRequest, human_study_id: int) -> HttpResponse:
     annotator_block_check(annotator)  # no prompt to answer that the answer's submit refuses
     prompt, done, total = humans.human_work_next(study=study, annotator=annotator)
     context = {"study": study, "prompt": prompt, "done": done, "total": total}
-    answered = request.GET.get("answered", "")
-    if answered.isdigit():  # just after an answer: a slip of the key may still be changed
-        context["change"] = humans.human_answer_change_offer(
-            study=study, annotator=annotator, prompt_id=int(answered), now=timezone.now()
-        )
-        context["change_minutes"] = int(humans.CHANGE_WINDOW.total_seconds() // 60)
+    # Wherever the last answer may still change (a slip of the key): just after it, and back
+    # on the study from the task list or a new login within the minutes it may.
+    context["change"] = humans.human_answer_change_offer(
+        study=study, annotator=annotator, now=timezone.now()
+    )
+    context["change_minutes"] = int(humans.CHANGE_WINDOW.total_seconds() // 60)
     if prompt is None:  # finished here: where their work goes on, if anywhere
         context["elsewhere"] = [
             (other, progress)
@@ -448,8 +448,7 @@ def work_answer(request: HttpRequest, human_study_id: int) -> HttpResponse:
         return error_page(request, error, back=back)
     # The next prompt replaces the page at once: say the key pressed was taken, and as what.
     messages.success(request, saved_message(answer.word))
-    onward = reverse("verbalizer:work-next", args=[study.pk])
-    return redirect(f"{onward}?{urlencode({'answered': answer.prompt_id})}")
+    return redirect("verbalizer:work-next", human_study_id=study.pk)
 
 
 @never_cache

@@ -394,17 +394,19 @@ class AnswerChange:
 
 
 def human_answer_change_offer(
-    *, study: HumanStudy, annotator: Annotator, prompt_id: int, now: datetime
+    *, study: HumanStudy, annotator: Annotator, now: datetime
 ) -> AnswerChange | None:
-    """Return the change the annotator may still make to their answer to `prompt_id` (the one
-    human_answer_change would take), or None: no answer, not their last, too late, changed."""
+    """Return the change the annotator may still make to their last answer in the study (the
+    one human_answer_change would take), or None: no answer, too late, changed already. Asked
+    on every showing of the study's page, not only right after the answer: back from the task
+    list, or logged in again, the 5 minutes may not be over."""
     answer = (
         HumanAnswer.objects.filter(study=study, annotator=annotator)
         .select_related("prompt")
         .order_by("-id")
         .first()
     )
-    if answer is None or answer.prompt_id != prompt_id:
+    if answer is None:
         return None
     if _change_refusal(answer, study=study, annotator=annotator, now=now, known_last=True):
         return None
