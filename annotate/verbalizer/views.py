@@ -406,13 +406,11 @@ def work_next(request: HttpRequest, human_study_id: int) -> HttpResponse:
     if study is None:
         raise NotFoundError("No such study.")
     annotator_block_check(annotator)  # no prompt to answer that the answer's submit refuses
-    prompt, done, total = humans.human_work_next(study=study, annotator=annotator)
-    context = {"study": study, "prompt": prompt, "done": done, "total": total}
-    # Wherever the last answer may still change (a slip of the key): just after it, and back
-    # on the study from the task list or a new login within the minutes it may.
-    context["change"] = humans.human_answer_change_offer(
+    # With the change of the last answer (a slip of the key) wherever it may still be made.
+    prompt, done, total, change = humans.human_work_page(
         study=study, annotator=annotator, now=timezone.now()
     )
+    context = {"study": study, "prompt": prompt, "done": done, "total": total, "change": change}
     context["change_minutes"] = int(humans.CHANGE_WINDOW.total_seconds() // 60)
     if prompt is None:  # finished here: where their work goes on, if anywhere
         context["elsewhere"] = [
