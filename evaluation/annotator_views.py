@@ -13,6 +13,7 @@ from django.utils import timezone
 from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
+from annotate.crowd.platforms import platform_label
 from annotate.errors import AnnotateError, FieldInputError, PermissionDeniedError
 from annotate.http import page_errors
 from annotate.models import Annotator, AnnotatorKind
@@ -22,6 +23,7 @@ from annotate.selectors.identities import identity_scope
 from annotate.selectors.work import project_get_for_researcher, projects_for_researcher
 from annotate.services.annotators import annotator_kind_set, annotator_project_kind_set
 from annotate.services.assignments import annotator_for_user
+from annotate.verbalizer.selectors import human_answers_left_out_by_kind
 from evaluation.selectors.annotator_overview import (
     annotator_override_locked,
     annotator_rows,
@@ -94,8 +96,10 @@ def annotator_kind_update(request: HttpRequest, annotator_id: int) -> HttpRespon
                     f"{name} has work outside your projects, so only an admin can change their "
                     "kind; you can override it in a project of yours (“In this project”)."
                 )
-            annotator_kind_set(annotator=annotator, kind=kind, now=timezone.now())
-            messages.success(request, f"{name} is now: {annotator.get_kind_display()}.")
+            left_out = human_answers_left_out_by_kind(annotator=annotator, kind=kind)
+            if left_out and not request.POST.get("confirmed"):  # asked first: nothing changes
+                return _kind_confirm(request, annotator, name=name, kind=kind, left_out=left_out)
+            _own_kind_set(request, annotator, name=name, kind=kind)
         else:
             project = project_get_for_researcher(project_id=project_id, user=request.user)
             if annotator_override_locked(
@@ -111,7 +115,22 @@ def annotator_kind_update(request: HttpRequest, annotator_id: int) -> HttpRespon
             messages.success(request, f"{name} in {project.name}: {shown}.")
     except AnnotateError as error:
         messages.error(request, str(error))
-    # Back to the same filtered list: only our own path, with the filters as they were.
+    return redirect(_list_url(request))
+
+
+def _own_kind_set(request: HttpRequest, annotator: Annotator, *, name: str, kind: str) -> None:
+    """Set the person's own kind and say so, and which of their answers no longer count."""
+    change = annotator_kind_set(annotator=annotator, kind=kind, now=timezone.now())
+    message = f"{name} is now: {annotator.get_kind_display()}."
+    if change.answers_left_out:
+        message += " " + _left_out_text(annotator, change.answers_left_out, now=True)
+        messages.warning(request, message)
+    else:
+        messages.success(request, message)
+
+
+def _list_url(request: HttpRequest) -> str:
+    """The filtered list the form was sent from: only our own path, its filters as they were."""
     query = urlencode(
         {
             key: request.POST[key]
@@ -119,7 +138,44 @@ def annotator_kind_update(request: HttpRequest, annotator_id: int) -> HttpRespon
             if request.POST.get(key)
         }
     ).replace("filter_", "")
-    return redirect(reverse("annotators:list") + (f"?{query}" if query else ""))
+    return reverse("annotators:list") + (f"?{query}" if query else "")
+
+
+def _left_out_text(annotator: Annotator, count: int, *, now: bool) -> str:
+    """Say which verbalizer answers of the person a kind's change leaves out, and why: their
+    new channel (in-house for an expert, their platform's crowd for a crowd worker) has every
+    answer per prompt of their prompts already."""
+    if annotator.kind == AnnotatorKind.EXPERT:
+        channel = "in-house"
+    elif annotator.platform:
+        channel = f"{platform_label(annotator.platform)} crowd"
+    else:
+        channel = "web accounts' crowd"
+    answers = f"their {count} verbalizer answer{'s' if count != 1 else ''}"
+    verb = "no longer count" if now else "will no longer count"
+    prompts = "these prompts are" if count != 1 else "this prompt is"
+    return (
+        f"{answers[0].upper()}{answers[1:]} {verb} in any result: the {channel} answers of "
+        f"{prompts} full (each waits there until a place frees up)."
+    )
+
+
+def _kind_confirm(
+    request: HttpRequest, annotator: Annotator, *, name: str, kind: str, left_out: int
+) -> HttpResponse:
+    """Ask before a kind's change that leaves counted verbalizer answers out; nothing changed."""
+    preview = Annotator(kind=kind, platform=annotator.platform)
+    context = {
+        "name": name,
+        "annotator": annotator,
+        "kind": kind,
+        "kind_phrase": "an expert" if kind == AnnotatorKind.EXPERT else "a crowd worker",
+        "left_out": left_out,
+        "warning": _left_out_text(preview, left_out, now=False),
+        "filters": {key: request.POST.get(key, "") for key in ("filter_project", "filter_kind")},
+        "back": _list_url(request),
+    }
+    return render(request, "evaluation/annotator_kind_confirm.html", context)
 
 
 @login_required

@@ -189,13 +189,15 @@ def run_detail(request: HttpRequest, engine_run_id: int) -> HttpResponse:
     run = _run_or_404(engine_run_id)
     progress = _page_progress(run, request.user)
     may_control = engine_run_may_control(user=request.user, endpoint=run.endpoint)
+    title = engine_run_title(run=run)
     context = {
         "run": run,
         "progress": progress,
         "errors": engine_run_recent_errors(run=run),
         "results_url": engine_run_results_url(run=run),
         "origin": engine_run_origin(run=run),
-        "title": engine_run_title(run=run),
+        "title": title,
+        "description": _description_shown(run.description, title=title),
         "may_control": may_control,
         # Run again over labels another run wrote (a judge run): said before, and the box,
         # there but hidden while the run is active (its script shows them if it ends so).
@@ -209,6 +211,14 @@ def run_detail(request: HttpRequest, engine_run_id: int) -> HttpResponse:
         ),
     }
     return render(request, "engine/run_detail.html", context)
+
+
+def _description_shown(description: str, *, title: str) -> str:
+    """The run's description under its heading, or "" when it only says the heading again (a
+    verbalizer run's "Verbalizer: system S on set E" under "System S on set E")."""
+    if title and description.lower().endswith(title.lower()):
+        return ""
+    return description
 
 
 @polled  # reloaded every few seconds while the work runs

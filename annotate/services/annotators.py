@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import transaction
@@ -16,6 +17,7 @@ from annotate.models import (
     ProjectAnnotatorKind,
 )
 from annotate.selectors.identities import OPERATOR, IdentityScope
+from annotate.verbalizer.models import HumanAnswer
 
 SETTABLE_KINDS = [*PERSON_KINDS, AnnotatorKind.UNDECIDED]
 
@@ -27,14 +29,25 @@ def _check_person(annotator: Annotator) -> None:
         )
 
 
+@dataclass(frozen=True)
+class KindChange:
+    """A kind set, and what it did to the person's verbalizer answers."""
+
+    annotator: Annotator
+    # Answers that held a place and wait now: their new channel had every place of their
+    # prompt taken, so they count in no result until one frees up.
+    answers_left_out: int
+
+
 @transaction.atomic
-def annotator_kind_set(*, annotator: Annotator, kind: str, now: datetime) -> Annotator:
+def annotator_kind_set(*, annotator: Annotator, kind: str, now: datetime) -> KindChange:
     """Set a person's kind: expert, crowd worker, or not decided (labels count nowhere).
 
     Their verbalizer answers move to the channel of the new kind (in-house for an expert, their
     platform's crowd for a crowd worker: same_channel_q) within its answers per prompt: one
     that would overfill it waits there for a place, and the places they leave go to answers
-    waiting for one (human_answers_channel_moved)."""
+    waiting for one (human_answers_channel_moved). Return the change with how many answers
+    that counted wait now (what the annotators page tells the researcher)."""
     _check_person(annotator)
     if kind not in SETTABLE_KINDS:
         raise AnnotatorKindError(f"kind must be one of {', '.join(SETTABLE_KINDS)}, not {kind!r}.")
@@ -48,8 +61,13 @@ def annotator_kind_set(*, annotator: Annotator, kind: str, now: datetime) -> Ann
     annotator.kind = kind
     annotator.kind_changed_at = now
     annotator.save(update_fields=["kind", "kind_changed_at"])
+    holding = [answer.pk for answer in answers if not answer.place_released]
     human_answers_channel_moved(answers=answers, kind=kind)
-    return annotator
+    # Read after the hand-on, which may have given one of them its place back.
+    left_out = 0
+    if holding:
+        left_out = HumanAnswer.objects.filter(pk__in=holding, place_released=True).count()
+    return KindChange(annotator=annotator, answers_left_out=left_out)
 
 
 @transaction.atomic

@@ -12,6 +12,7 @@ from django.contrib import messages
 from django.core import signing
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
@@ -118,14 +119,48 @@ def _study_publish_context(study: HumanStudy, form: PublishForm, preview) -> dic
 @admin_page
 def study_review(request: HttpRequest, study_publication_id: int) -> HttpResponse:
     publication = study_publication_get(publication_id=study_publication_id)
+    rows = study_review_rows(publication=publication)
     context = {
         "publication": publication,
-        "rows": study_review_rows(publication=publication),
+        "rows": rows,
+        "approvable_count": sum(row.approvable for row in rows),
         "reconciliation": crowd_selectors.reconciliation(publication=publication),
         "platform_confirms": review.platform_confirms(publication.platform),
         **bonus_form_context(publication),
     }
     return render(request, "verbalizer/crowd_review.html", context)
+
+
+@admin_page
+@require_POST
+def study_review_approve(request: HttpRequest, study_publication_id: int) -> HttpResponse:
+    """Approve the review page's submitted, confirmed answers together: those ticked, or every
+    one it showed ("shown": not those that came in since the page was loaded)."""
+    publication = study_publication_get(publication_id=study_publication_id)
+    field = "shown" if request.POST.get("scope") == "shown" else "answer"
+    answer_ids = [int(value) for value in request.POST.getlist(field) if value.isdigit()]
+    if not answer_ids:
+        raise HumanStudyError("Tick the answers to approve first; nothing was approved.")
+    done = review.human_answers_approve(
+        publication=publication, answer_ids=answer_ids, user=request.user,
+        feedback=request.POST.get("feedback", ""),
+    )  # fmt: skip
+    approved = f"Approved {done.approved} answer{pluralize(done.approved)}."
+    if done.skipped:
+        approved += (
+            f" {done.skipped} left as {pluralize(done.skipped, 'it was,they were')}: no longer "
+            "submitted (decided meanwhile) or not confirmed by the platform."
+        )
+    messages.success(request, approved)
+    if done.refused:
+        messages.error(request, "Not approved: " + "; ".join(done.refused))
+    if done.stopped:
+        messages.warning(
+            request,
+            f"{done.stopped} {done.untried} answer{pluralize(done.untried)} not tried yet: "
+            "approve them again in a minute.",
+        )
+    return redirect("verbalizer:crowd-review", publication.pk)
 
 
 @admin_page
@@ -148,7 +183,12 @@ def answer_action(request: HttpRequest, answer_id: int) -> HttpResponse:
         messages.success(request, f"Bonus of ${bonus.amount_usd} sent for payment.")
     else:
         raise AnnotateError(f"Unknown action '{action}'.")
-    return _back(request)
+    # Back to the answer's own row, not the page's top: a review goes down the page.
+    return redirect(_without_fragment(_back(request).url) + f"#answer-{answer_id}")
+
+
+def _without_fragment(url: str) -> str:
+    return url.split("#", 1)[0]
 
 
 # --- Crowd workers --------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from django.db.models import Count
 
 from annotate.crowd.models import Publication
 from annotate.crowd.platforms import platform_label
-from annotate.crowd.selectors import confirmation_of
+from annotate.crowd.selectors import Confirmation, confirmation_of
 from annotate.errors import NotFoundError
 from annotate.models import Annotator, AnnotatorKind, AssignmentStatus
 from annotate.selectors.identities import IdentityScope
@@ -24,6 +24,7 @@ from annotate.verbalizer.models import (
     Mode,
     Prompt,
 )
+from annotate.verbalizer.services.humans import channel_places_free
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,27 @@ def human_answers_waiting_for_kind(*, evaluation_set: EvaluationSet) -> WaitingF
         human_answer_waiting_for_kind_q(), study__evaluation_set=evaluation_set
     ).aggregate(answers=Count("id"), people=Count("annotator", distinct=True))
     return WaitingForKind(**totals)
+
+
+def human_answers_left_out_by_kind(*, annotator: Annotator, kind: str) -> int:
+    """Count the person's verbalizer answers that hold a place now and would lose it were
+    their kind `kind`: the channel of that kind (same_channel_q) has every place of their
+    prompt taken, so they would wait there and count in no result (annotate.crowd.services.
+    review.human_answers_channel_moved, which a kind's change runs). One query per answer
+    holding a place; a preview only: the change counts again under its locks."""
+    if kind == annotator.kind or kind not in (AnnotatorKind.EXPERT, AnnotatorKind.CROWD):
+        return 0
+    channel = Annotator(kind=kind, platform=annotator.platform)
+    holding = (
+        HumanAnswer.objects.filter(annotator=annotator, place_released=False)
+        .exclude(status=AssignmentStatus.REJECTED)
+        .select_related("study")
+    )
+    # Their own answers are of their kind now, so none of them is counted in the new channel.
+    return sum(
+        channel_places_free(study=answer.study, prompt_id=answer.prompt_id, channel=channel) <= 0
+        for answer in holding
+    )
 
 
 @dataclass(frozen=True)
@@ -163,6 +185,13 @@ class AnswerReviewRow:
     blocked: bool
     platform_status: str
     confirmation: str
+
+    @property
+    def approvable(self) -> bool:
+        """Submitted and confirmed (or needing no confirmation): what an approve takes, and
+        so what the page's "approve together" offers (review.human_answers_approve)."""
+        confirmed = self.confirmation in (Confirmation.CONFIRMED, Confirmation.NOT_NEEDED)
+        return self.answer.status == AssignmentStatus.SUBMITTED and confirmed
 
 
 def study_review_rows(*, publication: Publication) -> list[AnswerReviewRow]:

@@ -24,6 +24,11 @@ urlpatterns = [
         crowd_views.study_review,
         name="crowd-review",
     ),
+    path(
+        "publications/<int:study_publication_id>/review/approve/",
+        crowd_views.study_review_approve,
+        name="crowd-review-approve",
+    ),
     path("answers/<int:answer_id>/action/", crowd_views.answer_action, name="answer-action"),
     # Crowd workers (no login, no session: signed tokens)
     path("crowd/mturk/<str:hit_token>/", crowd_views.mturk_prompt, name="crowd-mturk"),

@@ -406,14 +406,12 @@ def work_next(request: HttpRequest, human_study_id: int) -> HttpResponse:
     if study is None:
         raise NotFoundError("No such study.")
     annotator_block_check(annotator)  # no prompt to answer that the answer's submit refuses
-    prompt, done, total = humans.human_work_next(study=study, annotator=annotator)
-    context = {"study": study, "prompt": prompt, "done": done, "total": total}
-    answered = request.GET.get("answered", "")
-    if answered.isdigit():  # just after an answer: a slip of the key may still be changed
-        context["change"] = humans.human_answer_change_offer(
-            study=study, annotator=annotator, prompt_id=int(answered), now=timezone.now()
-        )
-        context["change_minutes"] = int(humans.CHANGE_WINDOW.total_seconds() // 60)
+    # With the change of the last answer (a slip of the key) wherever it may still be made.
+    prompt, done, total, change = humans.human_work_page(
+        study=study, annotator=annotator, now=timezone.now()
+    )
+    context = {"study": study, "prompt": prompt, "done": done, "total": total, "change": change}
+    context["change_minutes"] = int(humans.CHANGE_WINDOW.total_seconds() // 60)
     if prompt is None:  # finished here: where their work goes on, if anywhere
         context["elsewhere"] = [
             (other, progress)
@@ -448,8 +446,7 @@ def work_answer(request: HttpRequest, human_study_id: int) -> HttpResponse:
         return error_page(request, error, back=back)
     # The next prompt replaces the page at once: say the key pressed was taken, and as what.
     messages.success(request, saved_message(answer.word))
-    onward = reverse("verbalizer:work-next", args=[study.pk])
-    return redirect(f"{onward}?{urlencode({'answered': answer.prompt_id})}")
+    return redirect("verbalizer:work-next", human_study_id=study.pk)
 
 
 @never_cache

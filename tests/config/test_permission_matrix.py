@@ -227,6 +227,8 @@ RULES: dict[str, tuple[Statuses, Statuses | None]] = {
     "verbalizer:study-publish": (ADMINS, ADMINS),
     "verbalizer:crowd-review": (ADMINS, None),
     "verbalizer:answer-action": (ADMIN_POST_ONLY, ADMIN_POST_REFUSED),
+    # Nothing ticked: the page again with the refusal as a message.
+    "verbalizer:crowd-review-approve": (ADMIN_POST_ONLY, ADMIN_POST_REFUSED),
     "verbalizer:crowd-mturk": (by_role(404, 404, 404, 404, 404, 404), TOKEN_GET_ONLY),
     "verbalizer:crowd-mturk-answer": (TOKEN_GET_ONLY, by_role(404, 404, 404, 404, 404, 404)),
     "verbalizer:crowd-link-join": (by_role(404, 404, 404, 404, 404, 404), None),

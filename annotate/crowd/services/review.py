@@ -969,6 +969,50 @@ def human_answer_reject(*, answer_id: int, user, feedback: str) -> HumanAnswer:
     )
 
 
+@dataclass(frozen=True)
+class Approvals:
+    """What approving a review page's answers together did, answer by answer."""
+
+    approved: int
+    refused: list[str]  # "answer 12: why", for each answer it could not approve
+    untried: int  # answers not tried: the platform asked to slow down (`stopped` says so)
+    skipped: int  # answers asked for that are not submitted (decided meanwhile) or unconfirmed
+    stopped: str = ""
+
+
+def human_answers_approve(
+    *, publication: Publication, answer_ids: list[int], user, feedback: str = ""
+) -> Approvals:
+    """Approve each of `answer_ids` that is still a submitted answer of the publication and
+    confirmed (by the platform, or needing none: the answers a reviewer may approve one by one),
+    each as human_answer_approve approves it, in its own transaction: one refused keeps those
+    approved before it, and a throttled platform (TransientPlatformError) stops the rest, to be
+    sent again later. Answers not submitted any more (decided meanwhile) or not confirmed are
+    left as they are, not counted."""
+    require_admin(user)
+    feedback_length_check(feedback)
+    answers = HumanAnswer.objects.filter(
+        crowd_worker_q("annotator__"), pk__in=answer_ids, status=AssignmentStatus.SUBMITTED,
+        study_id=publication.human_study_id, annotator__platform=publication.platform,
+    )  # fmt: skip
+    if platform_confirms(publication.platform):
+        answers = answers.filter(platform_record__isnull=False)
+    chosen = list(answers.order_by("id").values_list("pk", flat=True))
+    skipped = len(set(answer_ids)) - len(chosen)
+    approved, refused = 0, []
+    for done, answer_id in enumerate(chosen):
+        try:
+            human_answer_approve(answer_id=answer_id, user=user, feedback=feedback)
+        except TransientPlatformError as error:
+            untried = len(chosen) - done
+            return Approvals(approved, refused, untried, skipped, stopped=str(error))
+        except AnnotateError as error:
+            refused.append(f"answer {answer_id}: {error}")
+        else:
+            approved += 1
+    return Approvals(approved, refused, untried=0, skipped=skipped)
+
+
 # --- Bonuses --------------------------------------------------------------------------------
 
 

@@ -190,16 +190,37 @@ def human_work_next(*, study: HumanStudy, annotator: Annotator) -> tuple[Prompt 
     its id alone (the pages show its own fields only: text, words, id), a query compiled once
     (annotate.compiled). The SQL counts a prompt's answers as `same_channel_q` does.
     """
-    prompt_id, done, total = _work_next_row(study=study, annotator=annotator)
+    prompt_id, done, total, _ = _work_next_row(study=study, annotator=annotator)
     prompt = None
     if prompt_id is not None:
         prompt = _PROMPT.first(prompt_id=prompt_id)
     return prompt, done, total
 
 
-def _work_next_row(*, study: HumanStudy, annotator: Annotator) -> tuple[int | None, int, int]:
+def human_work_page(
+    *, study: HumanStudy, annotator: Annotator, now: datetime
+) -> tuple[Prompt | None, int, int, AnswerChange | None]:
+    """Return human_work_next's prompt and counts, and the change the annotator may still make
+    to their last answer in the study (human_answer_change_offer), or None: the study's page
+    offers it wherever it is shown within CHANGE_WINDOW of that answer (right after it, back
+    from the task list, after a new login). The same one query tells whether they answered
+    in the window; only then is the answer read (the page of someone who has not answered
+    lately costs nothing more)."""
+    since = now - CHANGE_WINDOW
+    prompt_id, done, total, recent = _work_next_row(study=study, annotator=annotator, since=since)
+    prompt = _PROMPT.first(prompt_id=prompt_id) if prompt_id is not None else None
+    change = None
+    if recent is not None:
+        change = human_answer_change_offer(study=study, annotator=annotator, now=now)
+    return prompt, done, total, change
+
+
+def _work_next_row(
+    *, study: HumanStudy, annotator: Annotator, since: datetime | None = None
+) -> tuple[int | None, int, int, int | None]:
     """Return the id of the annotator's next prompt (None: nothing left for them), their
-    answers so far and the study's prompts, in one query (_WORK_NEXT)."""
+    answers so far, the study's prompts and, with `since`, the id of their last answer in the
+    study given since then (None: none, or `since` not asked), in one query (_WORK_NEXT)."""
     limit = study.answers_per_prompt if study.active else 0
     if annotator.kind == AnnotatorKind.CROWD:
         channel, channel_params = (
@@ -216,10 +237,14 @@ def _work_next_row(*, study: HumanStudy, annotator: Annotator) -> tuple[int | No
         *[study.pk, AssignmentStatus.REJECTED, *channel_params, o, o, k, o, study.pk],
         *[annotator.pk, limit, study.pk, annotator.pk, study.pk],
     ]
+    recent = "NULL"
+    if since is not None:
+        recent = _RECENT_ANSWER
+        params += [study.pk, annotator.pk, connection.ops.adapt_datetimefield_value(since)]
+    sql = _WORK_NEXT.format(channel=channel, modulus=_ORDER_MODULUS, recent=recent)
     with prepared_cursor(connection) as cursor:
-        cursor.execute(_WORK_NEXT.format(channel=channel, modulus=_ORDER_MODULUS), params)
-        prompt_id, done, total = cursor.fetchone()
-    return prompt_id, done, total
+        cursor.execute(sql, params)
+        return cursor.fetchone()
 
 
 # The answering page's reads, each compiled once per process (annotate.compiled): compiling
@@ -309,7 +334,11 @@ _WORK_NEXT = """SELECT
         ) c WHERE c.answered < %s
         ORDER BY c.answered, c.round, c.turn, c.item_id, c.prompt_id LIMIT 1),
     (SELECT count(*) FROM verbalizer_humananswer WHERE study_id = %s AND annotator_id = %s),
-    (SELECT count(*) FROM verbalizer_humanstudy_prompts WHERE humanstudy_id = %s)"""
+    (SELECT count(*) FROM verbalizer_humanstudy_prompts WHERE humanstudy_id = %s),
+    {recent}"""
+# The annotator's last answer in the study if given since the time passed (human_work_page).
+_RECENT_ANSWER = """(SELECT max(id) FROM verbalizer_humananswer
+    WHERE study_id = %s AND annotator_id = %s AND created_at >= %s)"""
 
 
 def human_answer_submit(
@@ -394,17 +423,19 @@ class AnswerChange:
 
 
 def human_answer_change_offer(
-    *, study: HumanStudy, annotator: Annotator, prompt_id: int, now: datetime
+    *, study: HumanStudy, annotator: Annotator, now: datetime
 ) -> AnswerChange | None:
-    """Return the change the annotator may still make to their answer to `prompt_id` (the one
-    human_answer_change would take), or None: no answer, not their last, too late, changed."""
+    """Return the change the annotator may still make to their last answer in the study (the
+    one human_answer_change would take), or None: no answer, too late, changed already. Asked
+    on every showing of the study's page, not only right after the answer: back from the task
+    list, or logged in again, the 5 minutes may not be over."""
     answer = (
         HumanAnswer.objects.filter(study=study, annotator=annotator)
         .select_related("prompt")
         .order_by("-id")
         .first()
     )
-    if answer is None or answer.prompt_id != prompt_id:
+    if answer is None:
         return None
     if _change_refusal(answer, study=study, annotator=annotator, now=now, known_last=True):
         return None
@@ -489,7 +520,7 @@ class HumanProgress:
 def human_progress(*, study: HumanStudy, annotator: Annotator) -> HumanProgress:
     """Return the annotator's progress in the study and whether anything is left for them: a
     study whose prompts all have their answers from others has nothing, though they gave none."""
-    prompt_id, done, total = _work_next_row(study=study, annotator=annotator)
+    prompt_id, done, total, _ = _work_next_row(study=study, annotator=annotator)
     return HumanProgress(done=done, total=total, left=prompt_id is not None)
 
 

@@ -78,10 +78,22 @@ def test_an_annotator_changes_their_last_answer_from_the_next_page_and_it_is_rec
     assert client.get(changed.url).context["done"] == 1
 
 
-def test_the_change_control_is_shown_only_right_after_an_answer(client, annotator_user, study):
+def test_the_change_is_offered_wherever_the_last_answer_may_still_change(
+    client, annotator_user, study
+):
+    """Not only on the page right after the answer: back on the study from the task list, or
+    after logging in again, within the 5 minutes; and no more once they are over."""
     client.force_login(annotator_user)
-    _, page = _answer(client, study)
+    prompt, page = _answer(client, study, key="1")
     assert "Change it" in page.content.decode()
+    client.logout()
+    client.force_login(annotator_user)
+    client.get(reverse("verbalizer:work-list"))
+    again = client.get(reverse("verbalizer:work-next", args=[study.pk])).text
+    assert 'id="change-answer">Change it to “positive”</button>' in again
+    assert f'name="prompt" value="{prompt.pk}"' in again
+    assert "Your last answer here was “negative”." in again
+    HumanAnswer.objects.update(created_at=timezone.now() - CHANGE_WINDOW - timedelta(seconds=1))
     assert "Change it" not in client.get(reverse("verbalizer:work-next", args=[study.pk])).text
 
 
