@@ -447,7 +447,9 @@ def test_a_request_whose_hold_ran_out_stops_where_the_one_that_took_over_goes_on
     def the_other_request_takes_over(platform, extension, *, now):
         if not second:  # the first request, about to ask for the first HIT, has run too long
             second.append(None)
-            later = now + timedelta(seconds=replacements.REPLACING_SECONDS + 1)
+            # Past the first's hold as it stands: renewed from the clock, not from `now`, it
+            # reaches further the longer the test ran (seconds on a loaded machine).
+            later = timezone.now() + timedelta(seconds=replacements.REPLACING_SECONDS + 1)
             second[0] = replacements.replacements_create(
                 publication_id=live.pk, confirm_total=one, now=later, user=admin_user
             )
