@@ -24,7 +24,9 @@ def test_every_report_figure_is_shown_at_the_size_it_was_drawn(page_for, demo, s
         f"/reports/verbalizer/{EvaluationSet.objects.get().pk}/",
     ]
     for url in pages:
-        researcher.goto(url)
+        # Each figure is awaited below on its own: "load" waits for all of them at once, which
+        # outlasts the page timeout on a loaded machine (a verbalizer figure is ~1 s of CPU).
+        researcher.goto(url, wait_until="domcontentloaded")
         figures = researcher.locator("figure.report-figure")
         assert figures.count() >= 2, url
         for index in range(figures.count()):
