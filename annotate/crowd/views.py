@@ -26,6 +26,7 @@ from annotate.crowd import limits, selectors, tasks
 from annotate.crowd.fake import DEMO_WORKER, FakePlatform, demo_submit_base, state_file
 from annotate.crowd.forms import PublishForm
 from annotate.crowd.models import (
+    Bonus,
     Hit,
     HitStatus,
     PlatformCall,
@@ -690,6 +691,19 @@ def rejected_message(work) -> str:
     )
 
 
+def bonus_sent_message(bonus: Bonus, *, asked_at) -> str:
+    """What a press of the bonus form did: a new bonus sent, or the form sent again (its
+    request token made this bonus before `asked_at`: the Back button, a double click), which
+    paid nothing more whatever amount or reason it carried now."""
+    if bonus.created_at < asked_at:
+        return (
+            f"This bonus form was sent before: the bonus of ${bonus.amount_usd} it made then "
+            f"(reason: “{bonus.reason}”) is the one paid, and nothing more was paid now. "
+            "Reload the review page to send another bonus."
+        )
+    return f"Bonus of ${bonus.amount_usd} sent for payment."
+
+
 def bonus_amount(request: HttpRequest) -> Decimal:
     """The bonus form's amount in dollars."""
     try:
@@ -714,12 +728,13 @@ def assignment_action(request: HttpRequest, assignment_id: int) -> HttpResponse:
         )
         messages.success(request, rejected_message(done))
     elif action == "bonus":
+        asked_at = timezone.now()
         bonus = review_services.bonus_create(
             assignment_id=assignment_id, amount_usd=bonus_amount(request), reason=feedback,
-            user=user, request_token=request.POST.get("request_token", ""),
+            user=user, request_token=request.POST.get("request_token", ""), now=asked_at,
         )  # fmt: skip
         _enqueue(tasks.pay_bonus, bonus.pk, user.pk)
-        messages.success(request, f"Bonus of ${bonus.amount_usd} sent for payment.")
+        messages.success(request, bonus_sent_message(bonus, asked_at=asked_at))
     else:
         raise AnnotateError(f"Unknown action '{action}'.")
     return _back(request)

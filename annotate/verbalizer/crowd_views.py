@@ -14,6 +14,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.defaultfilters import pluralize
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
 from annotate.crowd import selectors as crowd_selectors
@@ -30,6 +31,7 @@ from annotate.crowd.views import (
     admin_page,
     bonus_amount,
     bonus_form_context,
+    bonus_sent_message,
     rejected_message,
 )
 from annotate.crowd.worker_views import anonymous_remember, link_params, worker_page
@@ -175,12 +177,13 @@ def answer_action(request: HttpRequest, answer_id: int) -> HttpResponse:
         done = review.human_answer_reject(answer_id=answer_id, user=user, feedback=feedback)
         messages.success(request, f"{rejected_message(done)} The answer no longer counts.")
     elif action == "bonus":
+        asked_at = timezone.now()
         bonus = review.human_answer_bonus_create(
             answer_id=answer_id, amount_usd=bonus_amount(request), reason=feedback, user=user,
-            request_token=request.POST.get("request_token", ""),
+            request_token=request.POST.get("request_token", ""), now=asked_at,
         )  # fmt: skip
         _enqueue(tasks.pay_bonus, bonus.pk, user.pk)
-        messages.success(request, f"Bonus of ${bonus.amount_usd} sent for payment.")
+        messages.success(request, bonus_sent_message(bonus, asked_at=asked_at))
     else:
         raise AnnotateError(f"Unknown action '{action}'.")
     # Back to the answer's own row, not the page's top: a review goes down the page.

@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotate.crowd.fake import FakePlatform
-from annotate.crowd.models import HitStatus, Publication, PublicationStatus
+from annotate.crowd.models import Bonus, HitStatus, Publication, PublicationStatus
 from annotate.models import AssignmentStatus
 from tests.annotate.crowd.conftest import (
     crowd_assignment,
@@ -670,3 +670,28 @@ def test_a_hit_platform_hides_the_links_completion_settings_and_ignores_them(
     preview = client.post(url, {**link, "preview": "1"}).text
     assert completion_rows(preview) == dict.fromkeys(names, (False, False))
     assert 'value="L1NK"' in preview
+
+
+def test_bonus_form_sent_again_says_nothing_more_was_paid(client, admin_user, crowd_batch):
+    """The review page's bonus form sent a second time (Back, then a changed reason and amount,
+    the page's request token unchanged) pays nothing more, and the admin is told so rather than
+    "sent for payment" again, which read as a second bonus."""
+    first = crowd_assignment(task=crowd_batch.tasks.first(), platform="fake", worker="W1")
+    publication = fake_publication(crowd_batch)
+    submitted_on_fake_platform(first, publication=publication)
+    client.force_login(admin_user)
+    url = reverse("crowd:assignment-action", args=[first.pk])
+    review = reverse("crowd:review", args=[publication.pk])
+    client.post(url, {"action": "approve", "feedback": ""}, HTTP_REFERER=review)
+    form = {"action": "bonus", "amount": "0.30", "request_token": "review-page-token-01"}
+    sent = client.post(url, {**form, "feedback": "careful work"}, HTTP_REFERER=review, follow=True)
+    assert "Bonus of $0.30 sent for payment." in sent.text
+    again = client.post(
+        url, {**form, "amount": "0.50", "feedback": "again"}, HTTP_REFERER=review, follow=True
+    )
+    assert "sent for payment" not in again.text
+    assert "This bonus form was sent before: the bonus of $0.30" in again.text
+    assert "nothing more was paid now" in again.text
+    assert list(Bonus.objects.filter(assignment=first).values_list("amount_usd", flat=True)) == [
+        Decimal("0.30")
+    ]
