@@ -120,10 +120,14 @@ def _study_publish_context(study: HumanStudy, form: PublishForm, preview) -> dic
 def study_review(request: HttpRequest, study_publication_id: int) -> HttpResponse:
     publication = study_publication_get(publication_id=study_publication_id)
     rows = study_review_rows(publication=publication)
+    approvable = [str(row.answer.id) for row in rows if row.approvable]
     context = {
         "publication": publication,
         "rows": rows,
-        "approvable_count": sum(row.approvable for row in rows),
+        "approvable_count": len(approvable),
+        # One field for them all: a field each put a page of more answers than Django's
+        # DATA_UPLOAD_MAX_NUMBER_FIELDS (1,000) past it, and the approve answered 400.
+        "approvable_ids": ",".join(approvable),
         "reconciliation": crowd_selectors.reconciliation(publication=publication),
         "platform_confirms": review.platform_confirms(publication.platform),
         **bonus_form_context(publication),
@@ -135,10 +139,12 @@ def study_review(request: HttpRequest, study_publication_id: int) -> HttpRespons
 @require_POST
 def study_review_approve(request: HttpRequest, study_publication_id: int) -> HttpResponse:
     """Approve the review page's submitted, confirmed answers together: those ticked, or every
-    one it showed ("shown": not those that came in since the page was loaded)."""
+    one it showed ("shown", its ids in one field, comma-separated: not those that came in
+    since the page was loaded)."""
     publication = study_publication_get(publication_id=study_publication_id)
     field = "shown" if request.POST.get("scope") == "shown" else "answer"
-    answer_ids = [int(value) for value in request.POST.getlist(field) if value.isdigit()]
+    values = [part for value in request.POST.getlist(field) for part in value.split(",")]
+    answer_ids = [int(value) for value in values if value.strip().isdigit()]
     if not answer_ids:
         raise HumanStudyError("Tick the answers to approve first; nothing was approved.")
     done = review.human_answers_approve(
