@@ -155,7 +155,8 @@ def study_review_approve(request: HttpRequest, study_publication_id: int) -> Htt
     if done.skipped:
         approved += (
             f" {done.skipped} left as {pluralize(done.skipped, 'it was,they were')}: no longer "
-            "submitted (decided meanwhile) or not confirmed by the platform."
+            "submitted (decided meanwhile), not confirmed by the platform, or of a blocked "
+            "worker."
         )
     messages.success(request, approved)
     if done.refused:

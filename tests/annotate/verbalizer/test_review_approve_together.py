@@ -135,3 +135,22 @@ def test_approving_every_answer_shown_posts_a_few_fields_however_many_answers_th
     )
     assert done.status_code == 302
     assert _statuses(*confirmed) == [AssignmentStatus.APPROVED] * 3
+
+
+def test_a_blocked_workers_answers_are_left_out_of_approving_together(client, admin, answers):
+    """Blocking says their waiting answers are paid unless rejected: approving every answer
+    shown (or a tick sent anyway) leaves theirs to their own buttons, not paid with the rest."""
+    publication, confirmed, _ = answers
+    review.worker_block(annotator_id=confirmed[1].annotator_id, reason="random", user=admin)
+    client.force_login(admin)
+    page = client.get(reverse("verbalizer:crowd-review", args=[publication.pk])).text
+    assert "Approve every submitted, confirmed answer shown (2)" in page
+    assert f'name="answer" value="{confirmed[1].pk}"' not in page  # no tick beside it
+    done = client.post(
+        reverse("verbalizer:crowd-review-approve", args=[publication.pk]),
+        {"scope": "shown", "shown": ",".join(str(a.pk) for a in confirmed)},
+    )
+    assert _statuses(*confirmed) == [
+        AssignmentStatus.APPROVED, AssignmentStatus.SUBMITTED, AssignmentStatus.APPROVED,
+    ]  # fmt: skip
+    assert "Approved 2 answers. 1 left as it was" in _messages(client, done)
