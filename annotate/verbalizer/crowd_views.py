@@ -16,8 +16,8 @@ from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
+from annotate.crowd import limits, tasks
 from annotate.crowd import selectors as crowd_selectors
-from annotate.crowd import tasks
 from annotate.crowd.forms import PublishForm
 from annotate.crowd.platforms import platform_names
 from annotate.crowd.selectors import Confirmation
@@ -51,7 +51,7 @@ def study_publish(request: HttpRequest, human_study_id: int) -> HttpResponse:
         HumanStudy.objects.select_related("evaluation_set"), pk=human_study_id
     )
     initial = {
-        "title": f"Pick the word an instruction asks for ({study.name})",
+        "title": limits.title_fitted(f"Pick the word an instruction asks for ({study.name})"),
         "description": "Read a short instruction and a text; answer with one of two words "
         "(keys 1 and 2), exactly as the instruction says, even where its words seem odd.",
         "keywords": "classification, instructions, quick",
