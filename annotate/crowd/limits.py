@@ -35,3 +35,12 @@ def text_length_check(
             f"platform), not {len(text)}. Shorten it; nothing was stored or sent.",
             field=field,
         )
+
+
+def title_fitted(title: str) -> str:
+    """`title` cut to TITLE_MAX_CHARS, ending in "…" when cut: the publish pages' default title
+    holds a project's or study's name (up to 200 characters), and offered longer it was
+    refused as it stood."""
+    if len(title) <= TITLE_MAX_CHARS:
+        return title
+    return title[: TITLE_MAX_CHARS - 1].rstrip() + "…"

@@ -99,7 +99,7 @@ def publish(request: HttpRequest, batch_id: int) -> HttpResponse:
     batch = get_object_or_404(Batch.objects.select_related("project"), pk=batch_id)
     project = batch.project
     initial = {
-        "title": f"Judge AI answers: {project.name}",
+        "title": limits.title_fitted(f"Judge AI answers: {project.name}"),
         "description": "Read an instruction and AI responses; answer yes/no questions about each.",
         "keywords": "annotation, evaluation, AI, instructions",
         "reward_usd": project.reward_usd,

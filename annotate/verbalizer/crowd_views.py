@@ -17,8 +17,8 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
+from annotate.crowd import limits, tasks
 from annotate.crowd import selectors as crowd_selectors
-from annotate.crowd import tasks
 from annotate.crowd.forms import PublishForm
 from annotate.crowd.platforms import platform_names
 from annotate.crowd.selectors import Confirmation
@@ -53,7 +53,7 @@ def study_publish(request: HttpRequest, human_study_id: int) -> HttpResponse:
         HumanStudy.objects.select_related("evaluation_set"), pk=human_study_id
     )
     initial = {
-        "title": f"Pick the word an instruction asks for ({study.name})",
+        "title": limits.title_fitted(f"Pick the word an instruction asks for ({study.name})"),
         "description": "Read a short instruction and a text; answer with one of two words "
         "(keys 1 and 2), exactly as the instruction says, even where its words seem odd.",
         "keywords": "classification, instructions, quick",
@@ -122,10 +122,14 @@ def _study_publish_context(study: HumanStudy, form: PublishForm, preview) -> dic
 def study_review(request: HttpRequest, study_publication_id: int) -> HttpResponse:
     publication = study_publication_get(publication_id=study_publication_id)
     rows = study_review_rows(publication=publication)
+    approvable = [str(row.answer.id) for row in rows if row.approvable]
     context = {
         "publication": publication,
         "rows": rows,
-        "approvable_count": sum(row.approvable for row in rows),
+        "approvable_count": len(approvable),
+        # One field for them all: a field each put a page of more answers than Django's
+        # DATA_UPLOAD_MAX_NUMBER_FIELDS (1,000) past it, and the approve answered 400.
+        "approvable_ids": ",".join(approvable),
         "reconciliation": crowd_selectors.reconciliation(publication=publication),
         "platform_confirms": review.platform_confirms(publication.platform),
         **bonus_form_context(publication),
@@ -137,10 +141,12 @@ def study_review(request: HttpRequest, study_publication_id: int) -> HttpRespons
 @require_POST
 def study_review_approve(request: HttpRequest, study_publication_id: int) -> HttpResponse:
     """Approve the review page's submitted, confirmed answers together: those ticked, or every
-    one it showed ("shown": not those that came in since the page was loaded)."""
+    one it showed ("shown", its ids in one field, comma-separated: not those that came in
+    since the page was loaded)."""
     publication = study_publication_get(publication_id=study_publication_id)
     field = "shown" if request.POST.get("scope") == "shown" else "answer"
-    answer_ids = [int(value) for value in request.POST.getlist(field) if value.isdigit()]
+    values = [part for value in request.POST.getlist(field) for part in value.split(",")]
+    answer_ids = [int(value) for value in values if value.strip().isdigit()]
     if not answer_ids:
         raise HumanStudyError("Tick the answers to approve first; nothing was approved.")
     done = review.human_answers_approve(
@@ -151,7 +157,8 @@ def study_review_approve(request: HttpRequest, study_publication_id: int) -> Htt
     if done.skipped:
         approved += (
             f" {done.skipped} left as {pluralize(done.skipped, 'it was,they were')}: no longer "
-            "submitted (decided meanwhile) or not confirmed by the platform."
+            "submitted (decided meanwhile), not confirmed by the platform, or of a blocked "
+            "worker."
         )
     messages.success(request, approved)
     if done.refused:

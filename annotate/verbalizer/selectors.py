@@ -188,10 +188,11 @@ class AnswerReviewRow:
 
     @property
     def approvable(self) -> bool:
-        """Submitted and confirmed (or needing no confirmation): what an approve takes, and
-        so what the page's "approve together" offers (review.human_answers_approve)."""
+        """Submitted and confirmed (or needing no confirmation), of a worker not blocked: what
+        the page's "approve together" offers (review.human_answers_approve). A blocked
+        worker's answer is left to its own Approve button."""
         confirmed = self.confirmation in (Confirmation.CONFIRMED, Confirmation.NOT_NEEDED)
-        return self.answer.status == AssignmentStatus.SUBMITTED and confirmed
+        return self.answer.status == AssignmentStatus.SUBMITTED and confirmed and not self.blocked
 
 
 def study_review_rows(*, publication: Publication) -> list[AnswerReviewRow]:

@@ -976,7 +976,9 @@ class Approvals:
     approved: int
     refused: list[str]  # "answer 12: why", for each answer it could not approve
     untried: int  # answers not tried: the platform asked to slow down (`stopped` says so)
-    skipped: int  # answers asked for that are not submitted (decided meanwhile) or unconfirmed
+    # Answers asked for that are not submitted (decided meanwhile), unconfirmed, or of a worker
+    # blocked now.
+    skipped: int
     stopped: str = ""
 
 
@@ -987,14 +989,16 @@ def human_answers_approve(
     confirmed (by the platform, or needing none: the answers a reviewer may approve one by one),
     each as human_answer_approve approves it, in its own transaction: one refused keeps those
     approved before it, and a throttled platform (TransientPlatformError) stops the rest, to be
-    sent again later. Answers not submitted any more (decided meanwhile) or not confirmed are
-    left as they are, not counted."""
+    sent again later. Answers not submitted any more (decided meanwhile), not confirmed, or of
+    a worker blocked now are left as they are, counted as skipped: the block told the admin
+    such answers are paid unless rejected (crowd.views.worker_action), so they are not paid
+    with the rest; each one's own Approve still takes it."""
     require_admin(user)
     feedback_length_check(feedback)
     answers = HumanAnswer.objects.filter(
         crowd_worker_q("annotator__"), pk__in=answer_ids, status=AssignmentStatus.SUBMITTED,
         study_id=publication.human_study_id, annotator__platform=publication.platform,
-    )  # fmt: skip
+    ).exclude(annotator__block__active=True)  # fmt: skip
     if platform_confirms(publication.platform):
         answers = answers.filter(platform_record__isnull=False)
     chosen = list(answers.order_by("id").values_list("pk", flat=True))

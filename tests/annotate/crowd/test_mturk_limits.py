@@ -210,3 +210,32 @@ def test_the_publish_check_holds_the_limits_for_commands_too(crowd_batch):
                 platform_name="selfhosted", chosen=chosen, reward_usd=Decimal("1")
             )
         assert error.value.field == field and "at most" in str(error.value)
+
+
+def test_the_publish_pages_offer_a_title_they_take_for_a_long_stored_name(
+    client, admin_user, crowd_batch
+):
+    """The default title holds the project's or study's name (200 characters at most): one
+    over TITLE_MAX_CHARS was offered, and the form sent as it stood was refused on its title."""
+    import html
+    import re
+
+    from annotate.verbalizer.services.humans import human_study_create
+    from annotate.verbalizer.services.sets import evaluation_set_create
+    from tests.annotate.verbalizer.helpers import fill
+
+    crowd_batch.project.name = "p" * 200
+    crowd_batch.project.save(update_fields=["name"])
+    fill("SST-2", [True, False])
+    evaluation_set = evaluation_set_create(
+        name="long", datasets=["SST-2"], items=2, seed=1, mappings="flipped-golden"
+    ).evaluation_set
+    study = human_study_create(evaluation_set=evaluation_set, name="s" * 200)
+    client.force_login(admin_user)
+    for url in (
+        reverse("crowd:publish", args=[crowd_batch.pk]),
+        reverse("verbalizer:study-publish", args=[study.pk]),
+    ):
+        page = client.get(url).text
+        title = html.unescape(re.search(r'name="title"[^>]*value="([^"]*)"', page)[1])
+        assert len(title) == TITLE_MAX_CHARS and title.endswith("…"), url

@@ -2,6 +2,8 @@
 confirmed answer it showed), each as its own Approve button would, and a single approve or
 reject returns to the answer's own row, not the top of the page."""
 
+import re
+
 import pytest
 from django.urls import reverse
 from django.utils import timezone
@@ -44,9 +46,8 @@ def test_every_confirmed_answer_shown_is_approved_together(client, admin, answer
     client.force_login(admin)
     page = client.get(reverse("verbalizer:crowd-review", args=[publication.pk])).text
     shown = [a.pk for a in confirmed]
-    for answer_id in shown:  # each confirmed answer is offered, the unconfirmed one is not
-        assert f'name="shown" value="{answer_id}"' in page
-    assert f'name="shown" value="{unconfirmed.pk}"' not in page
+    # Each confirmed answer is offered, the unconfirmed one is not.
+    assert f'name="shown" value="{",".join(map(str, shown))}"' in page
     assert "Approve every submitted, confirmed answer shown (3)" in page
 
     done = client.post(
@@ -114,3 +115,42 @@ def test_a_single_approve_returns_to_the_answers_row(client, admin, answers):
         HTTP_REFERER=f"http://testserver{page}",
     )
     assert done["Location"] == f"http://testserver{page}#answer-{confirmed[1].pk}"
+
+
+def test_approving_every_answer_shown_posts_a_few_fields_however_many_answers_there_are(
+    client, admin, answers, settings
+):
+    """The form sends the answers shown in one field: one field each put a page of more
+    answers than DATA_UPLOAD_MAX_NUMBER_FIELDS (1,000) past Django's limit, and its button
+    answered 400 Bad Request, approving nothing."""
+    publication, confirmed, _ = answers
+    client.force_login(admin)
+    page = client.get(reverse("verbalizer:crowd-review", args=[publication.pk])).text
+    shown = re.findall(r'name="shown" value="([^"]*)"', page)
+    # Three answers shown: a limit of five fields stands for 1,000 with a thousand of them.
+    settings.DATA_UPLOAD_MAX_NUMBER_FIELDS = 5
+    done = client.post(
+        reverse("verbalizer:crowd-review-approve", args=[publication.pk]),
+        {"csrfmiddlewaretoken": "x", "scope": "shown", "shown": shown, "feedback": ""},
+    )
+    assert done.status_code == 302
+    assert _statuses(*confirmed) == [AssignmentStatus.APPROVED] * 3
+
+
+def test_a_blocked_workers_answers_are_left_out_of_approving_together(client, admin, answers):
+    """Blocking says their waiting answers are paid unless rejected: approving every answer
+    shown (or a tick sent anyway) leaves theirs to their own buttons, not paid with the rest."""
+    publication, confirmed, _ = answers
+    review.worker_block(annotator_id=confirmed[1].annotator_id, reason="random", user=admin)
+    client.force_login(admin)
+    page = client.get(reverse("verbalizer:crowd-review", args=[publication.pk])).text
+    assert "Approve every submitted, confirmed answer shown (2)" in page
+    assert f'name="answer" value="{confirmed[1].pk}"' not in page  # no tick beside it
+    done = client.post(
+        reverse("verbalizer:crowd-review-approve", args=[publication.pk]),
+        {"scope": "shown", "shown": ",".join(str(a.pk) for a in confirmed)},
+    )
+    assert _statuses(*confirmed) == [
+        AssignmentStatus.APPROVED, AssignmentStatus.SUBMITTED, AssignmentStatus.APPROVED,
+    ]  # fmt: skip
+    assert "Approved 2 answers. 1 left as it was" in _messages(client, done)
