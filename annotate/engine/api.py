@@ -305,14 +305,17 @@ class RunResumeApi(APIView):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         with transaction.atomic():  # the run starts once this commits; a refusal changes nothing
-            if "spending_cap_usd" in data.validated_data:
-                cap = data.validated_data["spending_cap_usd"]
-                engine_run_cap_set(run=run, cap=cap, user=request.user)
+            # The check (a judge run's: its judge's row) before the cap (the run's row), in the
+            # order the start takes them: a resume with a cap and one without at the same
+            # instant otherwise each held the lock the other waited for (a deadlock).
             engine_run_check_again(
                 run=run,
                 replace=data.validated_data["replace"],
                 seen=data.validated_data.get("replace_seen"),
             )
+            if "spending_cap_usd" in data.validated_data:
+                cap = data.validated_data["spending_cap_usd"]
+                engine_run_cap_set(run=run, cap=cap, user=request.user)
             engine_run_start(run=run, user=request.user)
         data = RunProgressSerializer(engine_run_progress(run=run)).data
         return Response(data, status=status.HTTP_202_ACCEPTED)

@@ -251,24 +251,18 @@ def run_again(
     """The run pages' "Run again": on an endpoint that spends money, only with the cost it
     would have now confirmed (`confirm_total`, as `run_again_cost` gives it to the page); over
     labels another run wrote, only with "Replace earlier labels" ticked (`replace`, held to
-    the labels the page showed by `replace_seen`, `engine_run_check_again`); then the spending cap their form sends (when it has the field),
-    then `start()` (default: start the engine run). Raises the refusal (AnnotateError, or what
-    `start` raises); a refused start keeps the cap as it was."""
+    the labels the page showed by `replace_seen`, `engine_run_check_again`, first); then the
+    spending cap their form sends (when it has the field), then `start()` (default: start the
+    engine run). Raises the refusal (AnnotateError, or what `start` raises); a refused start
+    keeps the cap as it was."""
     form = RunAgainForm(request.POST, asks_replace=True)
     label = form.fields["spending_cap_usd"].label
     if not form.is_valid():  # shown on a page of its own: say which field it is about
         raise EngineRunError(f"{label}: {' '.join(form.errors['spending_cap_usd'])}")
     with transaction.atomic():
-        if "spending_cap_usd" in request.POST:  # absent: unchanged
-            try:
-                engine_run_cap_set(
-                    run=run, cap=form.cleaned_data["spending_cap_usd"], user=request.user
-                )
-            except EngineRunError as error:
-                if error.field != "spending_cap_usd":
-                    raise
-                raise EngineRunError(f"{label}: {error}", field=error.field) from None
-        confirmed = _run_again_check_confirmed(request, run)  # refused: the cap is rolled back
+        # The check (a judge run's: its judge's row) before the cap (the run's row), in the
+        # order the start takes them: two Run again at once, one with a cap, each held the
+        # lock the other waited for (a deadlock).
         try:
             engine_run_check_again(
                 run=run,
@@ -282,6 +276,16 @@ def run_again(
             raise EngineRunError(
                 error.page_message, field=error.field, http_status=status
             ) from None
+        if "spending_cap_usd" in request.POST:  # absent: unchanged
+            try:
+                engine_run_cap_set(
+                    run=run, cap=form.cleaned_data["spending_cap_usd"], user=request.user
+                )
+            except EngineRunError as error:
+                if error.field != "spending_cap_usd":
+                    raise
+                raise EngineRunError(f"{label}: {error}", field=error.field) from None
+        confirmed = _run_again_check_confirmed(request, run)  # refused: the cap is rolled back
         with engine_run_cost_confirmed(total=confirmed):  # checked again as it starts
             if start is None:
                 engine_run_start(run=run, user=request.user)

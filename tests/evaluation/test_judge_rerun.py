@@ -4,6 +4,7 @@ it only when told to replace them (the command says so and goes on, as it always
 again of an earlier run asks the same when what it has left would overwrite a later run's
 labels, and nothing when it only fills in its own missing answers."""
 
+import contextlib
 import re
 import threading
 from decimal import Decimal
@@ -808,3 +809,61 @@ def test_two_commands_at_once_judge_only_once(halfway, monkeypatch, other):
     # One run judged; a new run refused was not kept, an earlier one refused is as it was.
     left = ["done", "failed"] if earlier is not None and refused == [0] else ["done"]
     assert sorted(JudgeRun.objects.values_list("status", flat=True)) == left
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_resumes_at_once_one_with_a_cap_start_the_run_once(admin_user, halfway, monkeypatch):
+    """Run again of one judge run twice at the same instant, once with a spending cap: the one
+    with the cap locked the run's row (the cap) before the judge's (the check), the other the
+    judge's before the run's (the start). Each waited for the other: PostgreSQL broke the
+    deadlock by failing one request with an error. Both take the judge's row first: the second
+    waits for the first to start the run, and is refused as the run is starting already."""
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL's row locks: SQLite runs one writer at a time")
+    from annotate.engine import api as engine_api
+
+    benchmark, systems, _ = make_benchmark(questions_per_instruction=(3, 2), systems=("a",))
+    judge = make_judge(name="fake-judge", backend="fake")
+    earlier = halfway(judge, benchmark, systems)
+    monkeypatch.setattr(engine_runs, "_start_thread", lambda run_id: None)
+    # Each request, holding its first lock, waits for the other to hold its own (or, when the
+    # other waits for that lock, a little while) before it asks for its second.
+    both_hold = threading.Barrier(2)
+    capped = threading.local()
+    cap_set, check_again = engine_api.engine_run_cap_set, engine_api.engine_run_check_again
+
+    def hold_then_wait():
+        # Broken: the other waits for a lock this one holds, so this one goes on.
+        with contextlib.suppress(threading.BrokenBarrierError):
+            both_hold.wait(timeout=3)
+
+    def cap_set_then_wait(**kwargs):
+        cap_set(**kwargs)
+        hold_then_wait()
+
+    def check_then_wait(**kwargs):
+        check_again(**kwargs)
+        if not getattr(capped, "yes", False):
+            hold_then_wait()
+
+    monkeypatch.setattr(engine_api, "engine_run_cap_set", cap_set_then_wait)
+    monkeypatch.setattr(engine_api, "engine_run_check_again", check_then_wait)
+    resume = reverse("api-engine-run-resume", args=[earlier.engine_run_id])
+
+    def again(body):
+        def post():
+            capped.yes = "spending_cap_usd" in body
+            client = Client()
+            client.force_login(admin_user)
+            return client.post(resume, body, content_type="application/json")
+
+        return post
+
+    answers = at_once(again({"spending_cap_usd": "5"}), again({}))
+
+    assert all(not isinstance(answer, Exception) for answer in answers), answers
+    assert sorted(answer.status_code for answer in answers) == [202, 400], answers
+    refused = next(answer for answer in answers if answer.status_code == 400)
+    assert "starting already" in refused.json()["detail"]
+    earlier.engine_run.refresh_from_db()
+    assert earlier.engine_run.status == "pending"

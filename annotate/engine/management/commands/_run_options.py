@@ -74,16 +74,17 @@ def resume_here(
     cap stop). Return what to tell ("" without the option), naming the run as the command's
     --run does (`run_id`; default the engine run's). Refusals name the field, as on the pages.
 
-    `check()`, when given, runs between the cap and the reopen in the same transaction, as Run
-    again's `engine_run_check_again` does: a lock it takes is held till the run shows pending,
-    and what it raises keeps everything as it was."""
+    `check()`, when given, runs first in the same transaction, as Run again's
+    `engine_run_check_again` does: a lock it takes is held till the run shows pending, and is
+    taken before the run's own (the cap's, the reopen's), in the order every Run again takes
+    them; what it raises keeps everything as it was."""
     before = run.spending_cap_usd
     try:
         with transaction.atomic():  # a refused reopen keeps the cap as it was
+            if check is not None:  # before the cap's lock of the run, as Run again's check
+                check()
             if cap is not None:
                 engine_run_cap_set(run=run, cap=cap)
-            if check is not None:
-                check()
             engine_run_reopen(run=run)
     except EngineRunDoneError:  # named by the --run the user typed (a judge run's own id)
         raise CommandError(str(EngineRunDoneError(run_id or run.pk))) from None
