@@ -17,10 +17,18 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
+from django.db import connection
 from django.db.models import Count, Q
 from django.template.defaultfilters import pluralize
 
-from evaluation.models import ConversationStatus, JudgeCall, JudgeConversation, JudgeRun, RunStatus
+from evaluation.models import (
+    ConversationStatus,
+    JudgeCall,
+    JudgeConfig,
+    JudgeConversation,
+    JudgeRun,
+    RunStatus,
+)
 
 
 @dataclass(frozen=True)
@@ -108,39 +116,86 @@ def judge_label_runs(
 ) -> dict[int, JudgeLabelRuns]:
     """Return {judge's annotator id: JudgeLabelRuns} for each judge with labels a run wrote on
     the benchmark (those of `annotator_ids` alone when given). One query when no run wrote any,
-    else three or four; the answer rows (one per question a run answered) are read once, in the
-    order written."""
-    calls = JudgeCall.objects.filter(
-        conversation__run__benchmark_id=benchmark_id, label__isnull=False
-    )
-    if annotator_ids is not None:
-        calls = calls.filter(conversation__run__config__annotator_id__in=annotator_ids)
-    setter: dict[int, tuple[int, int]] = {}  # label: (run, response) of its latest answer
-    before: dict[int, set[int]] = {}  # label: runs that set it before that
+    else three; the answer rows (one per question a run answered) are aggregated in the
+    database, which returns a few rows per run, never one per answer."""
+    set_by: set[int] = set()  # runs that set a label as it stands
     annotator_of: dict[int, int] = {}  # run: its judge's annotator
-    for label_id, run_id, response_id, annotator_id in calls.order_by("pk").values_list(
-        "label_id",
-        "conversation__run_id",
-        "conversation__response_id",
-        "conversation__run__config__annotator_id",
+    replaced: dict[int, dict[int, int]] = {}  # run: {earlier run: responses}
+    in_part: dict[int, int] = {}  # run: responses it replaced and has not finished
+    for run_id, annotator_id, earlier_id, responses, unfinished in _label_run_rows(
+        benchmark_id=benchmark_id, annotator_ids=annotator_ids
     ):
-        earlier = setter.get(label_id)
-        if earlier is not None and earlier[0] != run_id:
-            before.setdefault(label_id, set()).add(earlier[0])
-        setter[label_id] = (run_id, response_id)
+        set_by.add(run_id)
         annotator_of[run_id] = annotator_id
-    if not setter:
+        if earlier_id is not None:
+            replaced.setdefault(run_id, {})[earlier_id] = responses
+        elif unfinished:
+            in_part[run_id] = unfinished
+    if not set_by:
         return {}
-    set_by: dict[int, set[int]] = {}  # run: responses where it set a label as it stands
-    replaced: dict[int, dict[int, set[int]]] = {}  # run: {earlier run: responses}
-    for label_id, (run_id, response_id) in setter.items():
-        set_by.setdefault(run_id, set()).add(response_id)
-        for earlier in before.get(label_id, set()) - {run_id}:
-            replaced.setdefault(run_id, {}).setdefault(earlier, set()).add(response_id)
-    return _by_judge(set_by, replaced, annotator_of)
+    return _by_judge(set_by, replaced, in_part, annotator_of)
 
 
-def _by_judge(set_by, replaced, annotator_of) -> dict[int, JudgeLabelRuns]:
+# A label's run is that of its latest answer row (the highest id: rows are written in order),
+# the runs it replaced those of its other rows: one window over each label's rows finds both, in
+# one sort (the same text on SQLite: named windows since 3.28, Django asks for 3.31). The rows
+# are then made distinct per (the run that set the label, its judge's annotator, the row's own
+# run when that is another, else NULL, the response: every row of a label answers the label's,
+# the response again when the setting run replaced the label and has not finished that
+# response's conversation, else NULL) and counted per run and earlier run. A (run, earlier run)
+# group has one row per response the run replaced the earlier one on (all its labels were
+# replaced, so the last column is the same for all of a response's labels); a (run, NULL)
+# group's non-NULL last column is one per response replaced and not finished. DISTINCT before
+# the count lets PostgreSQL hash the 200,000 rows of docs/benchmarks.md, not sort them again.
+_LABEL_RUNS_SQL = """
+SELECT setter_run, annotator_id, earlier_run, COUNT(earlier_run), COUNT(unfinished_response)
+FROM (SELECT DISTINCT setter_run, annotator_id, earlier_run, response_id, unfinished_response
+FROM (
+    SELECT v.response_id, g.annotator_id,
+        FIRST_VALUE(v.run_id) OVER label_rows AS setter_run,
+        CASE WHEN v.run_id <> FIRST_VALUE(v.run_id) OVER label_rows THEN v.run_id END
+            AS earlier_run,
+        CASE
+            WHEN FIRST_VALUE(v.status) OVER label_rows <> %s
+                AND MIN(v.run_id) OVER label_rows <> MAX(v.run_id) OVER label_rows
+            THEN v.response_id
+        END AS unfinished_response
+    FROM {call} c
+    JOIN {conversation} v ON v.id = c.conversation_id
+    JOIN {run} r ON r.id = v.run_id
+    JOIN {config} g ON g.id = r.config_id
+    WHERE r.benchmark_id = %s AND c.label_id IS NOT NULL{annotators}
+    WINDOW label_rows AS (
+        PARTITION BY c.label_id ORDER BY c.id DESC
+        ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING
+    )
+) answers) responses
+GROUP BY setter_run, annotator_id, earlier_run
+"""
+
+
+def _label_run_rows(*, benchmark_id: int, annotator_ids: Collection[int] | None):
+    params: list = [benchmark_id]
+    annotators = ""
+    if annotator_ids is not None:
+        ids = list(annotator_ids)
+        if not ids:
+            return []
+        annotators = f" AND g.annotator_id IN ({', '.join(['%s'] * len(ids))})"
+        params += ids
+    sql = _LABEL_RUNS_SQL.format(
+        call=JudgeCall._meta.db_table,
+        conversation=JudgeConversation._meta.db_table,
+        run=JudgeRun._meta.db_table,
+        config=JudgeConfig._meta.db_table,
+        annotators=annotators,
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [ConversationStatus.DONE.value, *params])
+        return cursor.fetchall()
+
+
+def _by_judge(set_by, replaced, in_part, annotator_of) -> dict[int, JudgeLabelRuns]:
     runs = JudgeRun.objects.filter(pk__in=set_by).select_related("engine_run")
     counts = {
         row["run_id"]: row
@@ -149,11 +204,6 @@ def _by_judge(set_by, replaced, annotator_of) -> dict[int, JudgeLabelRuns]:
         .annotate(total=Count("id"), done=Count("id", filter=Q(status=ConversationStatus.DONE)))
         .order_by()
     }
-    done_responses = set(
-        JudgeConversation.objects.filter(
-            run_id__in=replaced, status=ConversationStatus.DONE
-        ).values_list("run_id", "response_id")
-    )
     judges: dict[int, list[LabelRun]] = {}
     for run in sorted(runs, key=lambda run: -run.pk):
         count = counts.get(run.pk, {"total": 0, "done": 0})
@@ -164,11 +214,8 @@ def _by_judge(set_by, replaced, annotator_of) -> dict[int, JudgeLabelRuns]:
                 status_display=run.live_status_display,
                 responses_done=count["done"],
                 responses_total=count["total"],
-                replaced={pk: len(found) for pk, found in replaced.get(run.pk, {}).items()},
-                answered_in_part=sum(
-                    (run.pk, response) not in done_responses
-                    for response in set().union(*replaced.get(run.pk, {}).values())
-                ),
+                replaced=replaced.get(run.pk, {}),
+                answered_in_part=in_part.get(run.pk, 0),
             )
         )
     return {pk: JudgeLabelRuns(annotator_id=pk, runs=found) for pk, found in judges.items()}

@@ -31,7 +31,7 @@ pytestmark = pytest.mark.django_db
 # key of what it read, and the 2 ends of that snapshot, here a savepoint in the test's
 # transaction, around the report's own: 15; the judges' runs and their statuses in the cache
 # key, so a run stopped with no new answer moves it: 1 each time the key is read, 3; which runs
-# set the judges' labels (evaluation.selectors.judge_label_runs), here none: 1, at most 4). On
+# set the judges' labels (evaluation.selectors.judge_label_runs), here none: 1, at most 3). On
 # PostgreSQL the questions', responses' and labels' columns are read through psycopg itself
 # (report_data._columns_from_postgresql), which Django's count does not see: 3 fewer there.
 QUERIES = 67
