@@ -30,7 +30,7 @@ def _answer(run, response, questions, *, done):
         )
 
 
-def test_a_run_replacing_two_runs_on_one_response_counts_it_once():
+def test_a_run_replacing_two_runs_on_one_response_counts_it_once(django_assert_num_queries):
     """Run #3 replaced #2 and #1 on one response, answered only in part: the note's count of
     such responses is 1, not one per run replaced; a second judge's runs stay apart."""
     benchmark, _, (instruction,) = make_benchmark(
@@ -50,7 +50,10 @@ def test_a_run_replacing_two_runs_on_one_response_counts_it_once():
     other_run = JudgeRun.objects.create(config=other, benchmark=benchmark, status=RunStatus.DONE)
     _answer(other_run, response_a, [first_q], done=True)
 
-    found = judge_label_runs(benchmark_id=benchmark.pk)
+    # The answer rows are counted in one statement (with the runs and their conversations'
+    # counts: 3), whatever their number, never read one by one.
+    with django_assert_num_queries(3):
+        found = judge_label_runs(benchmark_id=benchmark.pk)
 
     runs = found[judge.annotator_id].runs
     assert [(run.run_id, run.replaced, run.answered_in_part) for run in runs] == [
